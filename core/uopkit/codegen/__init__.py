@@ -1,0 +1,87 @@
+"""THE codegen pipeline: a kernel AST in, a rendered program out. Each step is one named graph rewrite."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uopkit.codegen.linearizer import linearize
+from uopkit.codegen.lowerer import lower_kernel
+from uopkit.helpers import DEBUG, SPEC
+from uopkit.renderer import Renderer
+from uopkit.uop.ops import Ops, UOp, graph_rewrite
+from uopkit.uop.symbolic import pm_symbolic
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+    """A rendered kernel: its name, source, the linear UOps it came from and its launch parameters."""
+
+    name: str
+    src: str
+    uops: tuple[UOp, ...]
+    global_size: tuple[int, int, int] = (1, 1, 1)
+    local_size: tuple[int, int, int] | None = None
+    vars: tuple[UOp, ...] = ()
+    estimated_flops: int = 0
+    estimated_bytes: int = 0
+
+
+def kernel_name(ast: UOp) -> str:
+    """E_<shape> for elementwise kernels, r_<shape> for kernels with a reduce."""
+    store = ast.src[0]
+    shape = store.src[1].shape or ()
+    has_reduce = any(u.op is Ops.REDUCE_AXIS for u in ast.toposort())
+    dims = "_".join(str(s) for s in shape) or "1"
+    return f"{'r' if has_reduce else 'E'}_{dims}"
+
+
+def full_rewrite(ast: UOp, renderer: Renderer) -> list[UOp]:
+    """Kernel AST -> linear program."""
+    # views become index arithmetic over RANGE loops; reduces become DEFINE_REG accumulators
+    lowered = lower_kernel(ast)
+    # fold constants and simplify the index arithmetic the views produced
+    simplified = graph_rewrite(lowered, pm_symbolic, name="symbolic")
+    # the backend's own rules (decompositions of ops it lacks, ...)
+    if renderer.extra_matcher is not None:
+        simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
+    # order the graph into loops and statements
+    uops = linearize(simplified)
+    if SPEC:
+        from uopkit.uop.spec import verify_program
+
+        verify_program(uops)
+    if DEBUG >= 6:
+        for i, u in enumerate(uops):
+            print(f"{i:4d} {u.op.name:14s} {u.dtype!s:16s} {u.arg!r}")
+    return uops
+
+
+def get_program(ast: UOp, renderer: Renderer, name: str | None = None) -> ProgramSpec:
+    if SPEC:
+        from uopkit.uop.spec import verify_kernel_ast
+
+        verify_kernel_ast(ast)
+    if DEBUG >= 5:
+        print(ast)
+    uops = full_rewrite(ast, renderer)
+    name = name or kernel_name(ast)
+    src = renderer.render(name, uops)
+    flops, nbytes = estimate_cost(ast)
+    variables = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0]))
+    return ProgramSpec(name, src, tuple(uops), vars=variables, estimated_flops=flops, estimated_bytes=nbytes)
+
+
+def estimate_cost(ast: UOp) -> tuple[int, int]:
+    """Rough FLOPs (ALU ops times elements they run over) and bytes moved, for DEBUG=2."""
+    from uopkit.uop.ops import GroupOp
+
+    flops = 0
+    nbytes = 0
+    for u in ast.toposort():
+        if u.op in GroupOp.ALU and u.shape is not None:
+            flops += u.size
+        if u.op is Ops.REDUCE_AXIS and u.src[0].shape is not None:
+            flops += u.src[0].size
+        if u.op is Ops.DEFINE_GLOBAL:
+            nbytes += u.dtype.size * u.dtype.itemsize
+    return flops, nbytes

@@ -1,0 +1,423 @@
+"""The plugin-facing runtime API: allocators, compilers, programs, devices and buffers.
+
+A backend builds one `Compiled` per device string from four parts:
+
+- an `Allocator` (device memory: alloc/free/copyin/copyout, usually an `LRUAllocator`),
+- a renderer (``uopkit.renderer.Renderer``: linear UOps -> source),
+- a `Compiler` (source -> binary bytes, cached on disk by the core),
+- a runtime: ``runtime(name, lib)`` returns a `Program`.
+
+`Device` is the registry users touch: ``Device["cpu"]`` opens (once) the device through the plugin manager.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from uopkit.dtype import DType, to_numpy_dtype
+from uopkit.helpers import CACHELEVEL, DEBUG, cache_dir
+from uopkit.plugin.manager import BackendStatus, get_manager
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from uopkit.renderer import Renderer
+
+
+# ---------------------------------------------------------------- allocators
+
+
+class Allocator:
+    """Device memory. A backend implements `_alloc`, `_free`, `copyin` and `copyout`.
+
+    The opaque handle `_alloc` returns is whatever the backend's programs accept as a buffer argument
+    (a pointer, a ``cl.Buffer``, ...); the core never looks inside it. Callers use `alloc` and `free`, which
+    an `LRUAllocator` turns into cache lookups.
+    """
+
+    def alloc(self, size: int) -> Any:
+        """Allocate `size` bytes (``size >= 1``) and return the backend's opaque handle."""
+        return self._alloc(size)
+
+    def free(self, opaque: Any, size: int) -> None:
+        """Release a handle from `alloc`; `size` is the size it was allocated with."""
+        self._free(opaque, size)
+
+    def _alloc(self, size: int) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
+
+    def _free(self, opaque: Any, size: int) -> None:
+        # memory owned by Python objects (ctypes, numpy) is freed with them
+        pass
+
+    def copyin(self, dest: Any, src: memoryview) -> None:
+        """Copy host bytes `src` (format "B", 1-D) to the start of device buffer `dest`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement copyin")
+
+    def copyout(self, dest: memoryview, src: Any) -> None:
+        """Copy ``dest.nbytes`` bytes from the start of device buffer `src` into host memory `dest` (format "B")."""
+        raise NotImplementedError(f"{type(self).__name__} must implement copyout")
+
+    # a backend that can copy between two of its devices without the host sets this and implements `transfer`
+    supports_transfer: bool = False
+
+    def transfer(self, dest: Any, src: Any, size: int, src_device: Compiled, dest_device: Compiled) -> None:
+        """Copy `size` bytes from `src` (on `src_device`) to `dest` (on `dest_device`, which owns this allocator)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot transfer between devices")
+
+
+class LRUAllocator(Allocator):
+    """An allocator that keeps freed buffers, by size, and hands them out again instead of allocating.
+
+    Kernels free and allocate buffers of the same sizes over and over (every training step); reusing them
+    skips the backend's allocation cost. When the backend runs out of memory the cache is emptied and the
+    allocation retried once. Set ``LRU=0`` to free immediately.
+    """
+
+    def __init__(self) -> None:
+        self.cache: dict[int, list[Any]] = {}
+
+    def alloc(self, size: int) -> Any:
+        cached = self.cache.get(size)
+        if cached:
+            return cached.pop()
+        try:
+            return self._alloc(size)
+        except MemoryError:
+            self.free_cache()
+            return self._alloc(size)
+
+    def free(self, opaque: Any, size: int) -> None:
+        if os.environ.get("LRU", "1") != "0":
+            self.cache.setdefault(size, []).append(opaque)
+        else:
+            self._free(opaque, size)
+
+    def free_cache(self) -> None:
+        """Really free every cached buffer."""
+        for size, opaques in self.cache.items():
+            for opaque in opaques:
+                self._free(opaque, size)
+        self.cache.clear()
+
+    @property
+    def cached_bytes(self) -> int:
+        return sum(size * len(opaques) for size, opaques in self.cache.items())
+
+
+# ---------------------------------------------------------------- compilers
+
+
+class CompileError(Exception):
+    """A compiler rejected a kernel's source; `str()` shows the compiler's message and the numbered source."""
+
+    def __init__(self, message: str, src: str, compiler: str = "compiler") -> None:
+        super().__init__(message)
+        self.message = message
+        self.src = src
+        self.compiler = compiler
+
+    def __str__(self) -> str:
+        numbered = "\n".join(f"{i:4d} | {line}" for i, line in enumerate(self.src.splitlines(), start=1))
+        return f"{self.compiler} failed:\n{self.message.rstrip()}\n--- source ---\n{numbered}"
+
+
+@dataclass
+class CompileCacheStats:
+    """Counters of the on-disk compile cache (read by tests and DEBUG output)."""
+
+    hits: int = 0
+    misses: int = 0
+
+
+compile_cache_stats = CompileCacheStats()
+
+
+class Compiler:
+    """Turns a kernel's source into the bytes its runtime loads.
+
+    `cache_key` names everything besides the source that changes the binary: backend name and version,
+    compiler version and flags, target (GPU arch, host CPU model). It is None to opt out of the disk cache.
+    """
+
+    cache_key: str | None = None
+
+    def __init__(self, cache_key: str | None = None) -> None:
+        if cache_key is not None:
+            self.cache_key = cache_key
+
+    def compile(self, src: str) -> bytes:
+        """Compile `src`; raise `CompileError` (with the source and the compiler's message) on failure."""
+        raise NotImplementedError(f"{type(self).__name__} must implement compile")
+
+    def compile_cached(self, src: str) -> bytes:
+        """`compile`, through the disk cache under ``cache_dir()/"compile"`` (off with CACHELEVEL=0)."""
+        if self.cache_key is None or CACHELEVEL.value == 0:
+            return self.compile(src)
+        digest = hashlib.sha256((self.cache_key + "\0" + src).encode()).hexdigest()
+        folder = cache_dir() / "compile"
+        path = folder / f"{digest}.bin"
+        if path.is_file():
+            compile_cache_stats.hits += 1
+            return path.read_bytes()
+        compile_cache_stats.misses += 1
+        lib = self.compile(src)
+        folder.mkdir(parents=True, exist_ok=True)
+        # write then rename, so a concurrent reader never sees half a binary
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(lib)
+        os.replace(tmp, path)
+        return lib
+
+
+# ---------------------------------------------------------------- programs and devices
+
+
+class Program(Protocol):
+    """A loaded kernel. ``runtime(name, lib)`` (the backend's program class) builds one from compiled bytes.
+
+    Calling it launches the kernel: buffers are the allocator's opaque handles, in the order of the kernel's
+    DEFINE_GLOBALs; `vals` are the int32 values of its symbolic variables, in order. With ``wait=True`` it
+    blocks until the kernel finished and returns its run time in seconds, else it may return None.
+    """
+
+    def __call__(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, int, int] = (1, 1, 1),
+        local_size: tuple[int, int, int] | None = None,
+        vals: tuple[int, ...] = (),
+        wait: bool = False,
+    ) -> float | None: ...
+
+
+ProgramFactory = Callable[[str, bytes], Program]
+
+
+class Compiled:
+    """One opened device: what a backend's ``BackendInfo.open`` returns.
+
+    Subclass it to override `synchronize` (wait for queued work) when the device runs asynchronously.
+    """
+
+    def __init__(
+        self,
+        device: str,
+        allocator: Allocator,
+        renderer: Renderer | Any,
+        compiler: Compiler,
+        runtime: ProgramFactory,
+    ) -> None:
+        self.device = device
+        self.allocator = allocator
+        self.renderer = renderer
+        self.compiler = compiler
+        self.runtime = runtime
+
+    def synchronize(self) -> None:
+        """Block until all work queued on the device is done (no-op for synchronous devices)."""
+
+    def __repr__(self) -> str:
+        return f"<Compiled {self.device}>"
+
+
+class DeviceError(RuntimeError):
+    """A device name that is unknown here, or a backend that cannot run here."""
+
+
+def _status_line(statuses: dict[str, BackendStatus]) -> str:
+    if not statuses:
+        return "none (pip install a backend such as ./plugins/cpu)"
+    return ", ".join(f"{s.name} ({s.status_text})" for s in statuses.values())
+
+
+class DeviceRegistry:
+    """``Device["cpu:1"]`` -> the opened `Compiled` for "CPU:1" (opened once, then cached)."""
+
+    def __init__(self) -> None:
+        self._opened: dict[str, Compiled] = {}
+        self._default: str | None = None
+
+    @staticmethod
+    def canonicalize(device: str) -> str:
+        """The canonical form: "cpu" -> "CPU", "CPU:0" -> "CPU", "cpu:1" -> "CPU:1"."""
+        name, _, index = device.strip().partition(":")
+        name = name.upper()
+        return name if index in ("", "0") else f"{name}:{index}"
+
+    def backends(self) -> dict[str, BackendStatus]:
+        return get_manager().backends()
+
+    def _usable_status(self, name: str) -> BackendStatus:
+        """The status of backend `name` (canonical, no index); raises DeviceError when unknown or unusable."""
+        statuses = self.backends()
+        status = statuses.get(name)
+        if status is None:
+            raise DeviceError(f"unknown device {name}; installed backends: {_status_line(statuses)}")
+        if not status.usable or status.info is None:
+            raise DeviceError(
+                f"device {name} (from {status.plugin}) cannot be used here: {status.reason}\n"
+                f"hint: run `uopkit devices` to see every backend's status, or choose another with DEVICE=..."
+            )
+        return status
+
+    def __getitem__(self, device: str) -> Compiled:
+        device = self.canonicalize(device)
+        if device in self._opened:
+            return self._opened[device]
+        status = self._usable_status(device.partition(":")[0])
+        assert status.info is not None
+        try:
+            compiled = status.info.open(device)
+        except Exception as e:
+            raise DeviceError(f"backend {status.name} ({status.plugin}) failed to open {device}: {e}") from e
+        if DEBUG >= 1:
+            print(f"opened device {device} from {status.plugin} {status.version}")
+        self._opened[device] = compiled
+        return compiled
+
+    @property
+    def DEFAULT(self) -> str:
+        """The default device: ``Device.DEFAULT = ...`` if set, else the DEVICE environment variable (read now),
+        else the usable backend with the highest priority."""
+        requested = self._default or os.environ.get("DEVICE")
+        if requested:
+            device = self.canonicalize(requested)
+            self._usable_status(device.partition(":")[0])
+            return device
+        usable = [s for s in self.backends().values() if s.usable and s.info is not None]
+        if not usable:
+            raise DeviceError(f"no usable device; installed backends: {_status_line(self.backends())}")
+        best = max(usable, key=lambda s: s.info.priority if s.info is not None else 0)
+        return best.name
+
+    @DEFAULT.setter
+    def DEFAULT(self, device: str | None) -> None:
+        self._default = None if device is None else self.canonicalize(device)
+
+
+Device = DeviceRegistry()
+
+
+# ---------------------------------------------------------------- buffers
+
+
+class Buffer:
+    """`size` elements of `dtype` on `device`, allocated lazily, freed (back to the allocator's cache) with it."""
+
+    def __init__(self, device: str, size: int, dtype: DType, opaque: Any = None) -> None:
+        assert size >= 0, f"buffer size must be >= 0, got {size}"
+        self.device = Device.canonicalize(device)
+        self.size = size
+        self.dtype = dtype
+        self._buf: Any = None
+        self._owned = False
+        if opaque is not None:
+            self.allocate(opaque)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def allocator(self) -> Allocator:
+        return Device[self.device].allocator
+
+    def is_allocated(self) -> bool:
+        return self._buf is not None
+
+    def allocate(self, opaque: Any = None) -> Buffer:
+        """Allocate device memory, or adopt `opaque` (which then stays owned by the caller: it is not freed)."""
+        assert not self.is_allocated(), f"{self} is already allocated"
+        if opaque is not None:
+            self._buf, self._owned = opaque, False
+        else:
+            # zero-size buffers still get one byte so kernels always receive a valid handle
+            self._buf, self._owned = self.allocator.alloc(max(self.nbytes, 1)), True
+        return self
+
+    def ensure_allocated(self) -> Buffer:
+        return self if self.is_allocated() else self.allocate()
+
+    @property
+    def opaque(self) -> Any:
+        """The allocator's handle, what programs take as an argument."""
+        assert self.is_allocated(), f"{self} is not allocated"
+        return self._buf
+
+    def copyin(self, mv: memoryview | bytes | bytearray) -> Buffer:
+        """Copy host data in; it must have exactly `nbytes` bytes."""
+        data = _as_bytes_view(mv)
+        assert data.nbytes == self.nbytes, f"copyin of {data.nbytes} bytes into {self} of {self.nbytes} bytes"
+        self.ensure_allocated()
+        if self.nbytes:
+            self.allocator.copyin(self._buf, data)
+        return self
+
+    def copyout(self, mv: memoryview) -> memoryview:
+        """Copy the buffer into host memory `mv` (exactly `nbytes` bytes); returns `mv`."""
+        data = _as_bytes_view(mv)
+        assert data.nbytes == self.nbytes, f"copyout of {self} ({self.nbytes} bytes) into {data.nbytes} bytes"
+        assert self.is_allocated(), f"{self} is not allocated"
+        if self.nbytes:
+            Device[self.device].synchronize()
+            self.allocator.copyout(data, self._buf)
+        return mv
+
+    def as_numpy(self) -> np.ndarray:
+        """A fresh 1-D numpy array with the buffer's contents."""
+        import numpy as np
+
+        out = np.empty(self.size, dtype=to_numpy_dtype(self.dtype))
+        self.copyout(out.data)
+        return out
+
+    numpy = as_numpy
+
+    def copy_from(self, other: Buffer) -> Buffer:
+        """Copy `other` (same byte size, any device) into this buffer."""
+        assert other.nbytes == self.nbytes, f"copy_from size mismatch: {other} -> {self}"
+        self.ensure_allocated()
+        if self.nbytes == 0:
+            return self
+        dest_allocator = self.allocator
+        if self.device != other.device and dest_allocator.supports_transfer:
+            src_device, dest_device = Device[other.device], Device[self.device]
+            if type(src_device.allocator) is type(dest_allocator):
+                src_device.synchronize()
+                dest_allocator.transfer(self._buf, other.opaque, self.nbytes, src_device, dest_device)
+                return self
+        # through the host
+        staging = memoryview(bytearray(self.nbytes))
+        other.copyout(staging)
+        dest_allocator.copyin(self._buf, staging)
+        return self
+
+    def __del__(self) -> None:
+        # getattr: __init__ may have failed before _buf existed
+        buf = getattr(self, "_buf", None)
+        if buf is None or not self._owned:
+            return
+        self._buf = None
+        opened = Device._opened.get(self.device)
+        if opened is not None:
+            opened.allocator.free(buf, max(self.nbytes, 1))
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.device} {self.size} {self.dtype}{'' if self.is_allocated() else ' (unallocated)'}>"
+
+
+def _as_bytes_view(mv: memoryview | bytes | bytearray) -> memoryview:
+    """A flat, byte-format view of any C-contiguous buffer (numpy arrays included)."""
+    view = mv if isinstance(mv, memoryview) else memoryview(mv)
+    if view.format != "B" or view.ndim != 1:
+        if not view.c_contiguous:
+            raise ValueError("buffer data must be C-contiguous")
+        view = view.cast("B")
+    return view

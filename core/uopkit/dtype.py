@@ -1,0 +1,238 @@
+"""Data types: scalar, vector and pointer dtypes, and tinygrad-style type promotion."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+    """A scalar type; `vec(n)` and `ptr()` derive vector and pointer types from it."""
+
+    priority: int
+    itemsize: int
+    name: str
+    fmt: str | None
+    count: int = 1
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}"
+
+    def __lt__(self, other: DType) -> bool:
+        return (self.priority, self.itemsize, self.name, self.count) < (
+            other.priority,
+            other.itemsize,
+            other.name,
+            other.count,
+        )
+
+    @property
+    def base(self) -> DType:
+        return self
+
+    @property
+    def scalar(self) -> DType:
+        return self
+
+    @property
+    def vcount(self) -> int:
+        return self.count
+
+    def vec(self, count: int) -> DType:
+        if count == 1:
+            return self
+        return VecDType(self.priority, self.itemsize * count, f"{self.name}{count}", None, count, self)
+
+    def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
+        return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, local)
+
+
+@dataclass(frozen=True, eq=True)
+class VecDType(DType):
+    _scalar: DType | None = None
+
+    @property
+    def scalar(self) -> DType:
+        assert self._scalar is not None
+        return self._scalar
+
+    def __repr__(self) -> str:
+        return f"{self.scalar!r}.vec({self.count})"
+
+
+@dataclass(frozen=True, eq=True)
+class PtrDType(DType):
+    _base: DType | None = None
+    size: int = -1
+    local: bool = False
+
+    @property
+    def base(self) -> DType:
+        assert self._base is not None
+        return self._base
+
+    def __repr__(self) -> str:
+        return f"{self.base!r}.ptr({self.size}{', local=True' if self.local else ''})"
+
+
+def _scalar(priority: int, itemsize: int, name: str, fmt: str | None) -> DType:
+    return DType(priority, itemsize, name, fmt)
+
+
+class dtypes:
+    """Namespace of every dtype and helpers to classify them."""
+
+    void: Final = _scalar(-1, 0, "void", None)
+    bool: Final = _scalar(0, 1, "bool", "?")
+    int8: Final = _scalar(1, 1, "char", "b")
+    uint8: Final = _scalar(2, 1, "uchar", "B")
+    int16: Final = _scalar(3, 2, "short", "h")
+    uint16: Final = _scalar(4, 2, "ushort", "H")
+    int32: Final = _scalar(5, 4, "int", "i")
+    uint32: Final = _scalar(6, 4, "uint", "I")
+    int64: Final = _scalar(7, 8, "long", "q")
+    uint64: Final = _scalar(8, 8, "ulong", "Q")
+    float16: Final = _scalar(11, 2, "half", "e")
+    bfloat16: Final = _scalar(12, 2, "__bf16", None)
+    float32: Final = _scalar(13, 4, "float", "f")
+    float64: Final = _scalar(14, 8, "double", "d")
+    # tinygrad-style aliases
+    half = float16
+    float = float32
+    double = float64
+    char = int8
+    uchar = uint8
+    short = int16
+    ushort = uint16
+    int = int32
+    uint = uint32
+    long = int64
+    ulong = uint64
+    default_float: DType = float32
+    default_int: DType = int32
+
+    @staticmethod
+    def is_float(x: DType) -> bool:
+        return x.scalar in dtypes.floats
+
+    @staticmethod
+    def is_int(x: DType) -> bool:
+        return x.scalar in dtypes.ints
+
+    @staticmethod
+    def is_unsigned(x: DType) -> bool:
+        return x.scalar in dtypes.uints
+
+    @staticmethod
+    def is_bool(x: DType) -> bool:
+        return x.scalar == dtypes.bool
+
+    @staticmethod
+    def from_py(x: object) -> DType:
+        """The dtype a Python value (or nested list of them) gets by default."""
+        if isinstance(x, float):
+            return dtypes.default_float
+        if isinstance(x, bool):
+            return dtypes.bool
+        if isinstance(x, int):
+            return dtypes.default_int
+        if isinstance(x, (list, tuple)):
+            return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
+        raise TypeError(f"cannot infer a dtype for {x!r} of type {type(x).__name__}")
+
+    @staticmethod
+    def min(dt: DType) -> int | float | bool:
+        dt = dt.scalar
+        if dt == dtypes.bool:
+            return False
+        if dtypes.is_int(dt):
+            return 0 if dtypes.is_unsigned(dt) else -(2 ** (8 * dt.itemsize - 1))
+        return -math.inf
+
+    @staticmethod
+    def max(dt: DType) -> int | float | bool:
+        dt = dt.scalar
+        if dt == dtypes.bool:
+            return True
+        if dtypes.is_int(dt):
+            return 2 ** (8 * dt.itemsize) - 1 if dtypes.is_unsigned(dt) else 2 ** (8 * dt.itemsize - 1) - 1
+        return math.inf
+
+
+dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)  # type: ignore[attr-defined]
+dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)  # type: ignore[attr-defined]
+dtypes.ints = dtypes.uints + dtypes.sints  # type: ignore[attr-defined]
+dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)  # type: ignore[attr-defined]
+dtypes.all = (dtypes.bool, *dtypes.ints, *dtypes.floats)  # type: ignore[attr-defined]
+dtypes.index = dtypes.int32  # type: ignore[attr-defined]
+
+DTYPES_BY_NAME: dict[str, DType] = {
+    name: getattr(dtypes, name)
+    for name in (
+        "bool int8 uint8 int16 uint16 int32 uint32 int64 uint64 float16 bfloat16 float32 float64 "
+        "half float double char uchar short ushort int uint long ulong"
+    ).split()
+}
+
+# Promotion lattice (as in tinygrad / JAX): a dtype promotes to its parents; the result of mixing two
+# dtypes is the least upper bound of both.
+_PROMO_PARENTS: dict[DType, tuple[DType, ...]] = {
+    dtypes.bool: (dtypes.int8, dtypes.uint8),
+    dtypes.int8: (dtypes.int16,),
+    dtypes.int16: (dtypes.int32,),
+    dtypes.int32: (dtypes.int64,),
+    dtypes.int64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.uint8: (dtypes.int16, dtypes.uint16),
+    dtypes.uint16: (dtypes.int32, dtypes.uint32),
+    dtypes.uint32: (dtypes.int64, dtypes.uint64),
+    dtypes.uint64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.float16: (dtypes.float32,),
+    dtypes.bfloat16: (dtypes.float32,),
+    dtypes.float32: (dtypes.float64,),
+    dtypes.float64: (),
+}
+
+
+@functools.cache
+def _upper_bounds(dt: DType) -> frozenset[DType]:
+    return frozenset({dt}).union(*(_upper_bounds(p) for p in _PROMO_PARENTS[dt]))
+
+
+def least_upper_dtype(*ds: DType) -> DType:
+    """The smallest dtype every one of `ds` promotes to."""
+    common = frozenset.intersection(*(_upper_bounds(d.scalar) for d in ds))
+    return min(common)
+
+
+def least_upper_float(dt: DType) -> DType:
+    """`dt` if it is a float, else the default float (used by exp, sqrt, division, ...)."""
+    return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
+
+
+def to_dtype(x: DType | str) -> DType:
+    if isinstance(x, DType):
+        return x
+    if x in DTYPES_BY_NAME:
+        return DTYPES_BY_NAME[x]
+    raise ValueError(f"unknown dtype {x!r}; known: {', '.join(sorted(DTYPES_BY_NAME))}")
+
+
+def to_numpy_dtype(dt: DType):  # noqa: ANN201 - numpy is imported lazily
+    import numpy as np
+
+    if dt == dtypes.bfloat16:
+        raise TypeError("numpy has no bfloat16; cast to float32 first")
+    return np.dtype(dt.fmt)
+
+
+def from_numpy_dtype(npdt) -> DType:  # noqa: ANN001
+    import numpy as np
+
+    npdt = np.dtype(npdt)
+    for dt in dtypes.all:
+        if dt.fmt is not None and np.dtype(dt.fmt) == npdt:
+            return dt
+    raise TypeError(f"numpy dtype {npdt} has no uopkit dtype")

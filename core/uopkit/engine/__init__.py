@@ -1,0 +1,1 @@
+"""Running schedules: compile kernels (cached), allocate buffers, launch."""

@@ -1,0 +1,135 @@
+"""Small shared helpers and the environment flags (as ContextVars that `Context` can override)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import pathlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class ContextVar:
+    """An integer flag read once from the environment, overridable with `Context(NAME=value)`."""
+
+    _registry: dict[str, ContextVar] = {}
+
+    def __init__(self, key: str, default: int) -> None:
+        self.key = key
+        self.value = int(os.getenv(key, str(default)) or default)
+        ContextVar._registry[key] = self
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __ge__(self, x: int) -> bool:
+        return self.value >= x
+
+    def __gt__(self, x: int) -> bool:
+        return self.value > x
+
+    def __lt__(self, x: int) -> bool:
+        return self.value < x
+
+    def __le__(self, x: int) -> bool:
+        return self.value <= x
+
+    def __eq__(self, x: object) -> bool:
+        return self.value == x
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+class Context(contextlib.ContextDecorator):
+    """`with Context(DEBUG=4): ...` temporarily sets flags."""
+
+    def __init__(self, **kwargs: int) -> None:
+        self.kwargs = kwargs
+
+    def __enter__(self) -> None:
+        self.old = {k: ContextVar._registry[k].value for k in self.kwargs}
+        for k, v in self.kwargs.items():
+            ContextVar._registry[k].value = v
+
+    def __exit__(self, *exc: object) -> None:
+        for k, v in self.old.items():
+            ContextVar._registry[k].value = v
+
+
+DEBUG = ContextVar("DEBUG", 0)
+SPEC = ContextVar("SPEC", 0)
+BEAM = ContextVar("BEAM", 0)
+NOOPT = ContextVar("NOOPT", 0)
+# the compile cache; CACHELEVEL=0 disables it
+CACHELEVEL = ContextVar("CACHELEVEL", 1)
+
+
+def getenv(key: str, default: str = "") -> str:
+    return os.getenv(key, default)
+
+
+def cache_dir() -> pathlib.Path:
+    """Where compiled binaries and search results are cached (UOPKIT_CACHE_DIR, else ~/.cache/uopkit)."""
+    base = os.getenv("UOPKIT_CACHE_DIR") or os.path.join(
+        os.getenv("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "uopkit"
+    )
+    path = pathlib.Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def prod(xs: Iterable[T], start: int = 1) -> T:
+    return functools.reduce(lambda a, b: a * b, xs, start)  # type: ignore[arg-type,return-value]
+
+
+def argsort(xs: Sequence) -> list[int]:
+    return sorted(range(len(xs)), key=xs.__getitem__)
+
+
+def all_same(xs: Sequence) -> bool:
+    return all(x == xs[0] for x in xs)
+
+
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
+    return [x for xs in xss for x in xs]
+
+
+def dedup(xs: Iterable[T]) -> list[T]:
+    return list(dict.fromkeys(xs))
+
+
+def ceildiv(num: int, amt: int) -> int:
+    return -(num // -amt)
+
+
+def round_up(num: int, amt: int) -> int:
+    return ceildiv(num, amt) * amt
+
+
+def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides, with 0 for size-1 axes."""
+    strides: list[int] = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc if s != 1 else 0)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+def is_finite(x: float) -> bool:
+    return not (math.isinf(x) or math.isnan(x))
+
+
+@contextlib.contextmanager
+def timed(label: str, enabled: bool = True) -> Iterator[None]:
+    import time
+
+    st = time.perf_counter()
+    yield
+    if enabled:
+        print(f"{label}: {(time.perf_counter() - st) * 1e3:.2f} ms")

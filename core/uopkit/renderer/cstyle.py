@@ -1,0 +1,240 @@
+"""CStyleRenderer: the renderer shared by C-family backends (C on the CPU, OpenCL, CUDA).
+
+A subclass changes class attributes (type names, qualifiers, math functions, the kernel signature) rather than
+the rendering loop. Every value gets its own named variable; constants are written inline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import ClassVar
+
+from uopkit.dtype import DType, PtrDType, dtypes
+from uopkit.renderer import Renderer
+from uopkit.uop.ops import GroupOp, Ops, UOp
+
+
+class RenderError(NotImplementedError):
+    pass
+
+
+def _binop(sym: str) -> Callable[..., str]:
+    return lambda a, b, dt: f"({a}{sym}{b})"
+
+
+class CStyleRenderer(Renderer):
+    kernel_prefix: ClassVar[str] = ""
+    buffer_prefix: ClassVar[str] = ""
+    buffer_suffix: ClassVar[str] = " restrict"
+    arg_int_prefix: ClassVar[str] = "const int"
+    float_suffix: ClassVar[str] = "f"
+    type_map: ClassVar[dict[DType, str]] = {
+        dtypes.bool: "_Bool",
+        dtypes.int8: "signed char",
+        dtypes.uint8: "unsigned char",
+        dtypes.int16: "short",
+        dtypes.uint16: "unsigned short",
+        dtypes.int32: "int",
+        dtypes.uint32: "unsigned int",
+        dtypes.int64: "long long",
+        dtypes.uint64: "unsigned long long",
+        dtypes.float16: "_Float16",
+        dtypes.float32: "float",
+        dtypes.float64: "double",
+    }
+    # math functions by dtype; float16 computes in float32
+    math_funcs: ClassVar[dict[Ops, str]] = {
+        Ops.EXP2: "exp2",
+        Ops.LOG2: "log2",
+        Ops.SIN: "sin",
+        Ops.SQRT: "sqrt",
+        Ops.TRUNC: "trunc",
+        Ops.POW: "pow",
+    }
+    infix: ClassVar[dict[Ops, str]] = {
+        Ops.ADD: "+",
+        Ops.SUB: "-",
+        Ops.MUL: "*",
+        Ops.FDIV: "/",
+        Ops.CMPLT: "<",
+        Ops.CMPNE: "!=",
+        Ops.CMPEQ: "==",
+        Ops.XOR: "^",
+        Ops.OR: "|",
+        Ops.AND: "&",
+        Ops.SHL: "<<",
+        Ops.SHR: ">>",
+    }
+
+    # ---------------------------------------------------------------------------------------------- pieces
+
+    def render_dtype(self, dt: DType) -> str:
+        if isinstance(dt, PtrDType):
+            return self.render_dtype(dt.base) + "*"
+        if dt.count > 1:
+            raise RenderError(f"{type(self).__name__} does not render vector type {dt}")
+        if dt not in self.type_map:
+            raise RenderError(f"{type(self).__name__} has no type for {dt}")
+        return self.type_map[dt]
+
+    def render_const(self, x: object, dt: DType) -> str:
+        if dt == dtypes.bool:
+            return "1" if x else "0"
+        if dtypes.is_float(dt):
+            assert isinstance(x, float | int)
+            fx = float(x)
+            if math.isnan(fx):
+                val = "NAN"
+            elif math.isinf(fx):
+                val = "INFINITY" if fx > 0 else "-INFINITY"
+            else:
+                val = repr(fx) + (self.float_suffix if dt != dtypes.float64 else "")
+            return val if dt in (dtypes.float32, dtypes.float64) else f"(({self.render_dtype(dt)}){val})"
+        if dt in (dtypes.int64,):
+            return f"{x}ll"
+        if dt in (dtypes.uint64,):
+            return f"{x}ull"
+        if dt in (dtypes.uint32,):
+            return f"{x}u"
+        if dt == dtypes.int32 and x == dtypes.min(dtypes.int32):
+            return "(-2147483647-1)"
+        return f"(({self.render_dtype(dt)}){x})" if dt.itemsize < 4 else str(x)
+
+    def render_math(self, op: Ops, dt: DType, args: list[str]) -> str:
+        name = self.math_funcs[op]
+        if dt == dtypes.float64:
+            return f"{name}({', '.join(args)})"
+        call = f"{name}f({', '.join(f'(float){a}' if dt != dtypes.float32 else a for a in args)})"
+        return call if dt == dtypes.float32 else f"(({self.render_dtype(dt)}){call})"
+
+    def render_alu(self, u: UOp, args: list[str]) -> str:
+        dt, op = u.dtype, u.op
+        if op in self.math_funcs:
+            return self.render_math(op, dt, args)
+        if op is Ops.NEG:
+            return f"(-{args[0]})"
+        if op is Ops.RECIP:
+            return f"(1/{args[0]})" if dt == dtypes.float64 else f"(({self.render_dtype(dt)})1/{args[0]})"
+        if op in (Ops.IDIV, Ops.MOD):
+            sym = "/" if op is Ops.IDIV else "%"
+            divisor = u.src[1]
+            if divisor.op is Ops.CONST and divisor.arg not in (0, -1):
+                return f"({args[0]}{sym}{args[1]})"
+            # integer division by zero (and INT_MIN / -1) traps in C; define x/0 as 0 and x/-1 as -x instead
+            a, b = args
+            if op is Ops.IDIV:
+                return f"(({b})==0?0:(({b})==-1?-({a}):({a})/({b})))"
+            return f"(({b})==0||({b})==-1?0:({a})%({b}))"
+        if op is Ops.MAX:
+            a, b = args
+            if dtypes.is_float(dt):
+                # NaN in either operand gives NaN, as numpy's maximum
+                return f"(({a}>{b}||{a}!={a})?{a}:{b})"
+            return f"(({a}>{b})?{a}:{b})"
+        if op is Ops.WHERE:
+            return f"({args[0]}?{args[1]}:{args[2]})"
+        if op is Ops.MULACC:
+            return f"(({args[0]}*{args[1]})+{args[2]})"
+        if op in self.infix:
+            if dt == dtypes.bool and op in (Ops.ADD, Ops.MUL):
+                return f"({args[0]}{'|' if op is Ops.ADD else '&'}{args[1]})"
+            return f"({args[0]}{self.infix[op]}{args[1]})"
+        raise RenderError(f"{type(self).__name__} can't render {op}")
+
+    def render_cast(self, u: UOp, arg: str) -> str:
+        src_dt = u.src[0].dtype
+        if u.dtype == dtypes.bool:
+            return f"({arg}!=0)"
+        if dtypes.is_int(u.dtype) and dtypes.is_float(src_dt):
+            # NaN/inf to int is undefined in C: make it 0 like a masked value rather than garbage
+            return f"(({arg})!=({arg})?0:({self.render_dtype(u.dtype)})({arg}))"
+        return f"(({self.render_dtype(u.dtype)})({arg}))"
+
+    def render_bitcast(self, u: UOp, arg: str) -> str:
+        src = self.render_dtype(u.src[0].dtype)
+        dst = self.render_dtype(u.dtype)
+        return f"({{ {src} bc_in = {arg}; {dst} bc_out; __builtin_memcpy(&bc_out, &bc_in, sizeof(bc_out)); bc_out; }})"
+
+    def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
+        lines = [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{", *body, "}"]
+        return "\n".join(lines)
+
+    def preamble(self, uops: list[UOp]) -> list[str]:
+        return ["#include <math.h>"]
+
+    # ---------------------------------------------------------------------------------------------- the loop
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        names: dict[UOp, str] = {}
+        params: list[tuple[int, str]] = []
+        var_params: list[str] = []
+        body: list[str] = []
+        depth = 1
+        counters: dict[str, int] = {}
+
+        def new_name(prefix: str) -> str:
+            counters[prefix] = counters.get(prefix, 0) + 1
+            return f"{prefix}{counters[prefix] - 1}"
+
+        def ref(u: UOp) -> str:
+            if u.op is Ops.CONST:
+                return self.render_const(u.arg, u.dtype)
+            return names[u]
+
+        def emit(line: str) -> None:
+            body.append("  " * depth + line)
+
+        for u in uops:
+            if u.op is Ops.CONST:
+                continue
+            if u.op is Ops.DEFINE_GLOBAL:
+                names[u] = f"data{u.arg}"
+                ptr = self.render_dtype(u.dtype.base)
+                params.append((u.arg, f"{self.buffer_prefix}{ptr}*{self.buffer_suffix} data{u.arg}"))
+            elif u.op is Ops.DEFINE_VAR:
+                names[u] = u.arg[0]
+                var_params.append(f"{self.arg_int_prefix} {u.arg[0]}")
+            elif u.op is Ops.DEFINE_REG:
+                names[u] = f"acc{u.arg}"
+                size = max(u.dtype.size, 1) if isinstance(u.dtype, PtrDType) else 1
+                emit(f"{self.render_dtype(u.dtype.base)} acc{u.arg}[{size}];")
+            elif u.op is Ops.RANGE:
+                names[u] = f"ridx{u.arg[0]}"
+                emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
+                depth += 1
+            elif u.op is Ops.END:
+                depth -= 1
+                emit("}")
+            elif u.op is Ops.INDEX:
+                # an INDEX is rendered where it is used: as ptr[offset]
+                names[u] = f"{ref(u.src[0])}[{ref(u.src[1])}]"
+            elif u.op is Ops.LOAD:
+                index = u.src[0]
+                var = new_name("val")
+                names[u] = var
+                if len(index.src) > 2:
+                    value = f"({ref(index.src[2])}?{names[index]}:{self.render_const(0, u.dtype)})"
+                else:
+                    value = names[index]
+                emit(f"{self.render_dtype(u.dtype)} {var} = {value};")
+            elif u.op is Ops.STORE:
+                index, value = u.src[0], u.src[1]
+                line = f"{names[index]} = {ref(value)};"
+                emit(f"if ({ref(index.src[2])}) {line}" if len(index.src) > 2 else line)
+            elif u.op in GroupOp.ALU:
+                var = new_name("alu")
+                names[u] = var
+                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_alu(u, [ref(s) for s in u.src])};")
+            elif u.op is Ops.CAST:
+                var = new_name("cast")
+                names[u] = var
+                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_cast(u, ref(u.src[0]))};")
+            elif u.op is Ops.BITCAST:
+                var = new_name("cast")
+                names[u] = var
+                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_bitcast(u, ref(u.src[0]))};")
+            else:
+                raise RenderError(f"{type(self).__name__} can't render {u.op.name}")
+        ordered = [p for _, p in sorted(params)] + var_params
+        return "\n".join(self.preamble(uops) + [self.render_kernel(name, body, ordered)])

@@ -1,0 +1,144 @@
+"""The scheduler: kernelize tensor graphs and order their kernels by the STOREs they read and write."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from uopkit.helpers import SPEC
+from uopkit.schedule.grouper import ScheduleError, is_kernel_store, kernelize_graph
+from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+
+if TYPE_CHECKING:
+    from uopkit.tensor import Tensor
+
+# what each node of an earlier graph became (kernelized, then realized); weak so old graphs can be freed
+becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def do_replace_known(ctx: weakref.WeakKeyDictionary[UOp, UOp], x: UOp) -> UOp | None:
+    return ctx.get(x)
+
+
+pm_replace_known = PatternMatcher([(UPat(name="x"), do_replace_known)])
+
+
+def apply_becomes(sink: UOp) -> UOp:
+    """Replace nodes that earlier kernelize/realize calls already turned into storage."""
+    return graph_rewrite(sink, pm_replace_known, ctx=becomes_map, name="apply becomes", bottom_up=True)
+
+
+def update_tensors(mapping: dict[UOp, UOp]) -> None:
+    """Point every live tensor whose graph starts with a replaced node at the replacement."""
+    from uopkit.tensor import _all_tensors
+
+    for k, v in mapping.items():
+        if k is not v:
+            becomes_map[k] = v
+    for t in list(_all_tensors):
+        new = mapping.get(t.uop)
+        if new is not None:
+            t.uop = new
+            continue
+        base = t.uop.base
+        if base is not t.uop and base in mapping:
+            t.uop = t.uop.substitute({base: mapping[base]}, name="update tensor view")
+
+
+def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
+    """Kernelize the graphs of `tensors`; returns the SINK of their new uops."""
+    sink = apply_becomes(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)))
+    for t, new in zip(tensors, sink.src, strict=True):
+        t.uop = new
+    if SPEC:
+        from uopkit.uop.spec import verify_tensor_graph
+
+        verify_tensor_graph(sink)
+    mapping = kernelize_graph(sink)
+    update_tensors(mapping)
+    new_sink = sink.replace(src=tuple(mapping.get(s, s) for s in sink.src))
+    if SPEC:
+        from uopkit.uop.spec import verify_kernel_graph
+
+        verify_kernel_graph(new_sink)
+    return new_sink
+
+
+@dataclass(frozen=True)
+class ScheduleItem:
+    """One kernel to run: its AST and the BUFFERs it uses (output first, then inputs in DEFINE_GLOBAL order)."""
+
+    ast: UOp
+    bufs: tuple[UOp, ...]
+    store: UOp
+
+
+def _store_buffer(store: UOp) -> UOp:
+    return store.src[0].base if store.src[0].base.op is Ops.BUFFER else store.src[0].buf_uop
+
+
+def create_schedule(sink: UOp) -> list[ScheduleItem]:
+    """Order every kernel STORE under `sink`: after the STOREs it reads, and after raw reads of what it overwrites."""
+    stores = [u for u in sink.toposort() if is_kernel_store(u)]
+    deps: dict[UOp, set[UOp]] = {s: {d for d in s.src[1].src if is_kernel_store(d)} for s in stores}
+    if s_missing := [d for s in stores for d in deps[s] if d not in deps]:
+        raise ScheduleError(f"kernel depends on a STORE outside the schedule: {s_missing[0].op}")
+    # write-after-read: a kernel that overwrites buffer B runs after every other kernel reading B as it was
+    raw_readers: dict[UOp, list[UOp]] = {}
+    for s in stores:
+        for d in s.src[1].src:
+            if d.op is Ops.BUFFER:
+                raw_readers.setdefault(d, []).append(s)
+    for s in stores:
+        buf = _store_buffer(s)
+        for reader in raw_readers.get(buf, []):
+            if reader is not s and s not in _ancestors(reader, deps):
+                deps[s].add(reader)
+    order: list[UOp] = []
+    state: dict[UOp, int] = {}
+    for s in stores:
+        _visit(s, deps, state, order)
+    items = []
+    for s in order:
+        kernel = s.src[1]
+        out = _store_buffer(s)
+        ins = tuple(d if d.op is Ops.BUFFER else _store_buffer(d) for d in kernel.src)
+        if kernel.arg.op is Ops.COPY:
+            items.append(ScheduleItem(kernel.arg, (out, *ins), s))
+            continue
+        n_globals = len({u.arg for u in kernel.arg.toposort() if u.op is Ops.DEFINE_GLOBAL})
+        items.append(ScheduleItem(kernel.arg, (out, *ins[: n_globals - 1]), s))
+    return items
+
+
+def _ancestors(s: UOp, deps: dict[UOp, set[UOp]]) -> set[UOp]:
+    seen: set[UOp] = set()
+    stack = list(deps[s])
+    while stack:
+        d = stack.pop()
+        if d not in seen:
+            seen.add(d)
+            stack.extend(deps.get(d, ()))
+    return seen
+
+
+def _visit(s: UOp, deps: dict[UOp, set[UOp]], state: dict[UOp, int], order: list[UOp]) -> None:
+    stack = [(s, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            state[node] = 2
+            order.append(node)
+            continue
+        if state.get(node) == 2:
+            continue
+        if state.get(node) == 1:
+            raise ScheduleError("cycle in the schedule: a kernel both reads and overwrites a buffer another needs")
+        state[node] = 1
+        stack.append((node, True))
+        stack.extend((d, False) for d in deps[node] if state.get(d) != 2)
+
+
+__all__ = ["ScheduleItem", "ScheduleError", "create_schedule", "kernelize_tensors", "becomes_map", "apply_becomes"]

@@ -1,0 +1,255 @@
+"""kernelize: decide which values realize, fuse the rest into their consumers, build STORE(BUFFER, KERNEL(...))."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from uopkit.dtype import dtypes
+from uopkit.uop.ops import GroupOp, Ops, UOp
+
+
+class ScheduleError(RuntimeError):
+    pass
+
+
+def is_kernel_store(u: UOp) -> bool:
+    """STORE(target, KERNEL): a value some kernel writes (kernelized, not yet run)."""
+    return u.op is Ops.STORE and len(u.src) == 2 and u.src[1].op is Ops.KERNEL
+
+
+def is_realized_view(u: UOp) -> bool:
+    """A view of storage that already exists or is already scheduled: nothing to compute."""
+    base = u.base
+    return base.op is Ops.BUFFER or is_kernel_store(base)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# which values realize
+
+
+@dataclass
+class GrouperContext:
+    realize: dict[UOp, None] = field(default_factory=dict)
+    children: dict[UOp, list[UOp]] = field(default_factory=dict)
+    has_reduce: dict[UOp, bool] = field(default_factory=dict)
+
+
+def _stops_region(ctx: GrouperContext, u: UOp) -> bool:
+    # the fused region of a kernel ends at realized values and at existing storage
+    return u in ctx.realize or is_realized_view(u) or u.op in (Ops.BUFFER, Ops.DEVICE)
+
+
+def _region(ctx: GrouperContext, root: UOp) -> list[UOp]:
+    """Nodes computed inside the kernel of `root` (stopping at realized values)."""
+    seen: dict[UOp, None] = {}
+    stack = [root]
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        seen[u] = None
+        for s in u.src:
+            if not _stops_region(ctx, s) or (s.op is Ops.BUFFER):
+                stack.append(s)
+    return list(seen)
+
+
+def choose_realized(sink: UOp) -> GrouperContext:
+    """Walk the tensor graph in order and mark what must be stored in a buffer of its own."""
+    ctx = GrouperContext()
+    topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
+    for u in topo:
+        for s in u.src:
+            ctx.children.setdefault(s, []).append(u)
+    # what the user asked for
+    for out in sink.src:
+        if is_realized_view(out):
+            continue
+        chain_only_reshape = all(n.op is Ops.RESHAPE for n in _chain(out))
+        if out.base.op is Ops.CONST or (not chain_only_reshape and out.base.op is Ops.DEVICE):
+            ctx.realize[out] = None
+        else:
+            ctx.realize[out.base] = None
+    for u in topo:
+        if u.op in (Ops.STORE, Ops.CONTIGUOUS, Ops.COPY) and not is_kernel_store(u):
+            ctx.realize[u] = None
+        if u.op is Ops.COPY:
+            # a copy moves a whole buffer: its source must be one, in order
+            src = u.src[0]
+            if not _is_plain_buffer_view(src):
+                ctx.realize[src if not all(n.op is Ops.RESHAPE for n in _chain(src)) else src.base] = None
+        if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]):
+            # recomputing a reduce for every expanded element would multiply its cost: store it once
+            ctx.realize[u.src[0].base] = None
+        if u.op is Ops.REDUCE_AXIS:
+            inner = u.src[0].base
+            if inner.op is Ops.REDUCE_AXIS and inner not in ctx.realize:
+                ctx.realize[inner] = None
+            if len(set(ctx.children.get(u, []))) > 1:
+                # shared by several consumers: compute once
+                ctx.realize[u] = None
+        if u.op is Ops.STORE and not is_kernel_store(u):
+            _check_store_hazard(ctx, u)
+    return ctx
+
+
+def _chain(u: UOp) -> list[UOp]:
+    out = []
+    while u.op in GroupOp.Movement:
+        out.append(u)
+        u = u.src[0]
+    return out
+
+
+def _is_plain_buffer_view(u: UOp) -> bool:
+    return all(n.op is Ops.RESHAPE for n in _chain(u)) and is_realized_view(u)
+
+
+def _region_has_reduce(ctx: GrouperContext, u: UOp) -> bool:
+    return any(n.op is Ops.REDUCE_AXIS for n in _region(ctx, u) if not _stops_region(ctx, n) or n is u)
+
+
+def _check_store_hazard(ctx: GrouperContext, store: UOp) -> None:
+    # a kernel that writes a buffer while reading it through another view would read values it already wrote
+    target, value = store.src
+    buf = target.base.buf_uop if target.base.op is not Ops.BUFFER else target.base
+    for n in _region(ctx, value):
+        for s in n.src:
+            if s.base.op in (Ops.BUFFER, Ops.STORE) and _safe_buf(s) is buf and s is not target:
+                if s.op in GroupOp.Movement or s is not target:
+                    ctx.realize[value] = None
+                    return
+    if value.base is buf or (value.op in GroupOp.Movement and _safe_buf(value) is buf and value is not target):
+        ctx.realize[value] = None
+
+
+def _safe_buf(u: UOp) -> UOp | None:
+    try:
+        return u.buf_uop
+    except RuntimeError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# building kernels
+
+
+@dataclass
+class KernelBuilder:
+    """Translates one realized value's region into a kernel AST over DEFINE_GLOBALs."""
+
+    ctx: GrouperContext
+    results: dict[UOp, UOp]
+    out_buf: UOp
+    inputs: dict[UOp, tuple[int, UOp]] = field(default_factory=dict)
+    memo: dict[UOp, UOp] = field(default_factory=dict)
+
+    def global_for(self, buf: UOp, dep: UOp) -> UOp:
+        if buf is self.out_buf:
+            return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf.arg[2]), (), 0)
+        if buf not in self.inputs:
+            self.inputs[buf] = (len(self.inputs) + 1, dep)
+        elif dep.op is Ops.STORE:
+            # a STORE carries the ordering: prefer it over the raw buffer
+            self.inputs[buf] = (self.inputs[buf][0], dep)
+        return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf.arg[2]), (), self.inputs[buf][0])
+
+    def load(self, buf: UOp, dep: UOp) -> UOp:
+        return UOp(Ops.LOAD, buf.dtype, (self.global_for(buf, dep),))
+
+    def translate(self, u: UOp, root: UOp) -> UOp:
+        if u in self.memo:
+            return self.memo[u]
+        ret = self._translate(u, root)
+        self.memo[u] = ret
+        return ret
+
+    def _translate(self, u: UOp, root: UOp) -> UOp:
+        if u is not root and u in self.results:
+            # a value another kernel writes: read its buffer through the same view
+            return self.translate(self.results[u], root)
+        if u.op is Ops.BUFFER:
+            return self.load(u, u)
+        if is_kernel_store(u):
+            target = u.src[0]
+            buf = target.base if target.base.op is Ops.BUFFER else target.buf_uop
+            loaded = self.load(buf, u)
+            return _replay_chain(_chain(target), loaded)
+        if u.op is Ops.CONST:
+            return UOp(Ops.CONST, u.dtype, (), u.arg)
+        if u.op in (Ops.DETACH, Ops.CONTIGUOUS):
+            return self.translate(u.src[0], root)
+        if u.op is Ops.STORE:
+            raise ScheduleError("a STORE must be realized in its own kernel")
+        return u.replace(src=tuple(self.translate(s, root) for s in u.src))
+
+
+def _replay_chain(chain: list[UOp], base: UOp) -> UOp:
+    for n in reversed(chain):
+        base = n.replace(src=(base,))
+    return base
+
+
+def kernelize_graph(sink: UOp) -> dict[UOp, UOp]:
+    """Map each node of the tensor graph under `sink` to its kernelized form."""
+    ctx = choose_realized(sink)
+    results: dict[UOp, UOp] = {}
+    topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
+    for r in topo:
+        if r not in ctx.realize:
+            continue
+        results[r] = _build_kernel(ctx, results, r)
+    # every other node: the same op over the kernelized sources
+    mapping: dict[UOp, UOp] = {}
+    for u in topo:
+        if u in results:
+            mapping[u] = results[u]
+        elif u.src:
+            new_src = tuple(mapping.get(s, s) for s in u.src)
+            mapping[u] = u if new_src == u.src else u.replace(src=new_src)
+    return mapping
+
+
+def _build_kernel(ctx: GrouperContext, results: dict[UOp, UOp], r: UOp) -> UOp:
+    if r.op is Ops.COPY:
+        src = results.get(r.src[0].base, r.src[0].base) if r.src[0] not in results else results[r.src[0]]
+        src_store = src.base
+        src_buf = src_store.buf_uop
+        out_buf = UOp.new_buffer(r.src[1].arg, src_buf.arg[2], r.dtype)
+        ast = UOp(Ops.COPY, r.dtype, (), (src_buf.arg[1], r.src[1].arg))
+        kernel = UOp(Ops.KERNEL, dtypes.void, (src_store,), ast)
+        return _reshape(UOp(Ops.STORE, r.dtype, (out_buf, kernel)), r.shape)
+    if r.op is Ops.STORE:
+        target, value = r.src
+        tbase = target.base
+        out_buf = tbase if tbase.op is Ops.BUFFER else tbase.buf_uop
+        builder = KernelBuilder(ctx, results, out_buf)
+        deps: list[UOp] = [tbase] if is_kernel_store(tbase) else []
+        out_view = _replay_chain(_chain(target), builder.global_for(out_buf, out_buf))
+        if tbase.op is not Ops.BUFFER:
+            # the target's storage is written by an earlier kernel: view the buffer itself
+            out_view = _replay_chain(_chain(target) + _chain(tbase.src[0]), builder.global_for(out_buf, out_buf))
+        ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out_view, builder.translate(value, r))),))
+        kernel = _make_kernel(builder, ast, deps)
+        plain_target = target if tbase.op is Ops.BUFFER else _replay_chain(_chain(target), tbase.src[0])
+        return UOp(Ops.STORE, r.dtype, (plain_target, kernel))
+    shape = r.shape
+    assert shape is not None
+    out_buf = UOp.new_buffer(r.device, r.size, r.dtype)
+    builder = KernelBuilder(ctx, results, out_buf)
+    value = builder.translate(r, r)
+    out_view = _reshape(builder.global_for(out_buf, out_buf), shape)
+    ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out_view, value)),))
+    kernel = _make_kernel(builder, ast, [])
+    return _reshape(UOp(Ops.STORE, r.dtype, (out_buf, kernel)), shape)
+
+
+def _make_kernel(builder: KernelBuilder, ast: UOp, extra_deps: list[UOp]) -> UOp:
+    ordered = sorted(builder.inputs.values(), key=lambda x: x[0])
+    srcs = tuple(dep for _, dep in ordered)
+    # a kernel also waits for the kernel that produced the storage it writes into
+    return UOp(Ops.KERNEL, dtypes.void, srcs + tuple(d for d in extra_deps if d not in srcs), ast)
+
+
+def _reshape(u: UOp, shape: tuple[int, ...]) -> UOp:
+    return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), shape)

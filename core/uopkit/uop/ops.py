@@ -1,0 +1,816 @@
+"""The UOp IR: the `Ops` enum, hash-consed `UOp` nodes, pattern matching and graph rewriting."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import operator
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from enum import Enum, auto
+from typing import Any
+
+from uopkit.dtype import DType, PtrDType, dtypes, least_upper_dtype
+
+
+class Ops(Enum):
+    # tensor graph: storage and the meaning of values
+    SINK = auto()
+    BUFFER = auto()
+    CONST = auto()
+    DEFINE_VAR = auto()
+    BIND = auto()
+    DEVICE = auto()
+    COPY = auto()
+    CONTIGUOUS = auto()
+    DETACH = auto()
+    KERNEL = auto()
+    # one op writes storage at every level: tensor assign, kernel output, memory and register writes
+    STORE = auto()
+    # movement: change how a value is viewed, never the values themselves
+    RESHAPE = auto()
+    PERMUTE = auto()
+    EXPAND = auto()
+    PAD = auto()
+    SHRINK = auto()
+    FLIP = auto()
+    # reduce over axes of a shaped value (tensor graph and kernel AST)
+    REDUCE_AXIS = auto()
+    # kernels and programs: memory, loops and registers
+    DEFINE_GLOBAL = auto()
+    DEFINE_LOCAL = auto()
+    DEFINE_REG = auto()
+    SPECIAL = auto()
+    RANGE = auto()
+    END = auto()
+    INDEX = auto()
+    LOAD = auto()
+    IF = auto()
+    ENDIF = auto()
+    BARRIER = auto()
+    VECTORIZE = auto()
+    GEP = auto()
+    WMMA = auto()
+    NOOP = auto()
+    # ALU: unary
+    CAST = auto()
+    BITCAST = auto()
+    EXP2 = auto()
+    LOG2 = auto()
+    SIN = auto()
+    SQRT = auto()
+    RECIP = auto()
+    NEG = auto()
+    TRUNC = auto()
+    # ALU: binary
+    ADD = auto()
+    SUB = auto()
+    MUL = auto()
+    FDIV = auto()
+    IDIV = auto()
+    MOD = auto()
+    MAX = auto()
+    CMPLT = auto()
+    CMPNE = auto()
+    CMPEQ = auto()
+    XOR = auto()
+    OR = auto()
+    AND = auto()
+    SHL = auto()
+    SHR = auto()
+    POW = auto()
+    # ALU: ternary
+    WHERE = auto()
+    MULACC = auto()
+
+    def __repr__(self) -> str:
+        return f"Ops.{self.name}"
+
+
+class GroupOp:
+    Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
+    Binary = {
+        Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
+        Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.POW,
+    }  # fmt: skip
+    Ternary = {Ops.WHERE, Ops.MULACC}
+    ALU = Unary | Binary | Ternary
+    Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
+    Movement = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+    Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.AND, Ops.OR}
+    Comparison = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
+    # ops whose result is garbage (or a trap) on the zeros a masked load returns: never pad through them
+    UnsafePad = {Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.MOD, Ops.FDIV, Ops.POW}
+    Meta = {Ops.SINK, Ops.KERNEL, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# executing ALU ops on Python values (constant folding, range analysis and the reference emulator)
+
+
+def _wrap_int(x: int, dt: DType) -> int:
+    bits = 8 * dt.itemsize
+    x &= (1 << bits) - 1
+    if not dtypes.is_unsigned(dt) and x >= 1 << (bits - 1):
+        x -= 1 << bits
+    return x
+
+
+def _c_idiv(a: int, b: int) -> int:
+    # C semantics: truncate toward zero
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _c_mod(a: int, b: int) -> int:
+    return a - _c_idiv(a, b) * b if b != 0 else 0
+
+
+def _safe_float(fn: Callable[..., float]) -> Callable[..., float]:
+    def wrapped(*args: float) -> float:
+        try:
+            return fn(*args)
+        except (ValueError, ZeroDivisionError, OverflowError):
+            return math.nan
+
+    return wrapped
+
+
+def _log2(x: float) -> float:
+    if x == 0:
+        return -math.inf
+    if x < 0 or math.isnan(x):
+        return math.nan
+    return math.log2(x) if x != math.inf else math.inf
+
+
+def _exp2(x: float) -> float:
+    try:
+        return 2.0**x
+    except OverflowError:
+        return math.inf
+
+
+def _recip(x: float) -> float:
+    if x == 0:
+        return math.copysign(math.inf, x)
+    return 1.0 / x
+
+
+def _fdiv(a: float, b: float) -> float:
+    if b == 0:
+        if a == 0 or math.isnan(a):
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
+def _sqrt(x: float) -> float:
+    return math.sqrt(x) if x >= 0 else math.nan
+
+
+python_alu: dict[Ops, Callable[..., Any]] = {
+    Ops.EXP2: _exp2,
+    Ops.LOG2: _log2,
+    Ops.SIN: _safe_float(math.sin),
+    Ops.SQRT: _sqrt,
+    Ops.RECIP: _recip,
+    Ops.NEG: operator.neg,
+    Ops.TRUNC: _safe_float(math.trunc),
+    Ops.ADD: operator.add,
+    Ops.SUB: operator.sub,
+    Ops.MUL: operator.mul,
+    Ops.FDIV: _fdiv,
+    Ops.IDIV: _c_idiv,
+    Ops.MOD: _c_mod,
+    Ops.MAX: max,
+    Ops.CMPLT: operator.lt,
+    Ops.CMPNE: operator.ne,
+    Ops.CMPEQ: operator.eq,
+    Ops.XOR: operator.xor,
+    Ops.OR: operator.or_,
+    Ops.AND: operator.and_,
+    Ops.SHL: operator.lshift,
+    Ops.SHR: operator.rshift,
+    Ops.POW: _safe_float(operator.pow),
+    Ops.WHERE: lambda c, a, b: a if c else b,
+    Ops.MULACC: lambda a, b, c: a * b + c,
+}
+
+
+def cast_scalar(x: Any, dt: DType) -> Any:
+    """Convert a Python value to what a `dt` holds (bools, wrapped ints, rounded floats)."""
+    dt = dt.scalar
+    if dt == dtypes.bool:
+        return bool(x)
+    if dtypes.is_int(dt):
+        if isinstance(x, float):
+            if math.isnan(x) or math.isinf(x):
+                return 0
+            x = int(x)
+        return _wrap_int(int(x), dt)
+    import struct
+
+    x = float(x)
+    if dt == dtypes.float32 and math.isfinite(x):
+        try:
+            return struct.unpack("f", struct.pack("f", x))[0]
+        except OverflowError:
+            return math.copysign(math.inf, x)
+    if dt == dtypes.float16 and math.isfinite(x):
+        try:
+            return struct.unpack("e", struct.pack("e", x))[0]
+        except OverflowError:
+            return math.copysign(math.inf, x)
+    return x
+
+
+def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
+    """Evaluate one ALU op on Python scalars as a `dtype` result."""
+    if dtypes.is_int(dtype) and op in (Ops.SHL, Ops.SHR):
+        operands = [int(v) for v in operands]
+    return cast_scalar(python_alu[op](*operands), dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# UOp
+
+
+class UOpMeta(type):
+    # hash-consing: building the same (op, dtype, src, arg) twice gives the same object
+    cache: weakref.WeakValueDictionary[tuple, UOp] = weakref.WeakValueDictionary()
+
+    def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+        key = (op, dtype, src, arg)
+        try:
+            ret = UOpMeta.cache.get(key)
+        except TypeError as e:
+            raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from e
+        if ret is not None:
+            return ret
+        ret = super().__call__(op, dtype, src, arg)
+        UOpMeta.cache[key] = ret
+        return ret
+
+
+_buffer_ids = itertools.count()
+
+
+class UOp(metaclass=UOpMeta):
+    """An immutable node: `op` with a `dtype`, source nodes `src` and an `arg`. Equal nodes are the same object."""
+
+    __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+
+    def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> None:
+        self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
+
+    def __reduce__(self) -> tuple:
+        return UOp, (self.op, self.dtype, self.src, self.arg)
+
+    def replace(self, **kwargs: Any) -> UOp:
+        new = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg, **kwargs}
+        return UOp(new["op"], new["dtype"], tuple(new["src"]), new["arg"])
+
+    def __repr__(self) -> str:
+        return pretty_print(self)
+
+    # --- graph walking
+
+    def toposort(self, gate: Callable[[UOp], bool] | None = None) -> dict[UOp, None]:
+        """Every node reachable from self, sources before users (iterative: graphs can be deep)."""
+        visited: dict[UOp, None] = {}
+        stack: list[tuple[UOp, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if node in visited:
+                continue
+            if expanded:
+                visited[node] = None
+                continue
+            if gate is not None and not gate(node):
+                continue
+            stack.append((node, True))
+            for s in reversed(node.src):
+                if s not in visited:
+                    stack.append((s, False))
+        return visited
+
+    @functools.cached_property
+    def tuplize(self) -> tuple:
+        return (
+            self.op.value,
+            self.arg if isinstance(self.arg, (int, str, tuple)) else 0,
+            self.dtype,
+            *(s.tuplize for s in self.src),
+        )
+
+    # --- shapes (tensor graph and kernel AST)
+
+    @functools.cached_property
+    def shape(self) -> tuple[int, ...] | None:
+        return _infer_shape(self)
+
+    @property
+    def ndim(self) -> int:
+        assert self.shape is not None
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements: of a BUFFER its allocation, of a shaped value the product of its shape."""
+        if self.op is Ops.BUFFER:
+            return self.arg[2]
+        assert self.shape is not None, f"{self.op} has no shape"
+        return math.prod(self.shape)
+
+    @property
+    def base(self) -> UOp:
+        """The node under any chain of movement ops."""
+        node = self
+        while node.op in GroupOp.Movement:
+            node = node.src[0]
+        return node
+
+    @property
+    def buf_uop(self) -> UOp:
+        """The BUFFER this value lives in (through movement ops, STOREs and KERNELs)."""
+        node = self.base
+        if node.op is Ops.STORE:
+            node = node.src[0].base
+        if node.op is not Ops.BUFFER:
+            raise RuntimeError(f"{self.op} is not backed by a buffer (its base is {node.op}); realize it first")
+        return node
+
+    @property
+    def device(self) -> str:
+        for node in self.toposort():
+            if node.op is Ops.BUFFER:
+                return node.arg[1]
+            if node.op is Ops.DEVICE:
+                return node.arg
+        raise RuntimeError("this graph has no device")
+
+    # --- constructors
+
+    @staticmethod
+    def const(dtype: DType, value: Any) -> UOp:
+        if isinstance(value, UOp):
+            return value
+        return UOp(Ops.CONST, dtype, (), cast_scalar(value, dtype) if dtype.count == 1 else value)
+
+    def const_like(self, value: Any) -> UOp:
+        return UOp.const(self.dtype, value)
+
+    @staticmethod
+    def new_buffer(device: str, size: int, dtype: DType) -> UOp:
+        return UOp(Ops.BUFFER, dtype, (), (next(_buffer_ids), device, size))
+
+    @staticmethod
+    def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
+        return UOp(Ops.DEFINE_VAR, dtype, (), (name, vmin, vmax))
+
+    def alu(self, op: Ops, *src: UOp | int | float | bool) -> UOp:
+        srcs = (self, *(s if isinstance(s, UOp) else self.const_like(s) for s in src))
+        if op in GroupOp.Comparison:
+            out = dtypes.bool.vec(self.dtype.count)
+        elif op is Ops.WHERE:
+            out = srcs[1].dtype
+        else:
+            out = self.dtype
+        return UOp(op, out, srcs)
+
+    def cast(self, dtype: DType) -> UOp:
+        return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+
+    def bitcast(self, dtype: DType) -> UOp:
+        return UOp(Ops.BITCAST, dtype, (self,))
+
+    def __add__(self, x: UOp | int | float) -> UOp:
+        return self.alu(Ops.ADD, x)
+
+    def __radd__(self, x: int | float) -> UOp:
+        return self.const_like(x).alu(Ops.ADD, self)
+
+    def __rsub__(self, x: int | float) -> UOp:
+        return self.const_like(x).alu(Ops.ADD, self * -1)
+
+    def __sub__(self, x: UOp | int | float) -> UOp:
+        return self.alu(Ops.ADD, -x if not isinstance(x, UOp) else x.alu(Ops.MUL, -1))
+
+    def __mul__(self, x: UOp | int | float) -> UOp:
+        return self.alu(Ops.MUL, x)
+
+    def __rmul__(self, x: int | float) -> UOp:
+        return self.const_like(x).alu(Ops.MUL, self)
+
+    def __floordiv__(self, x: UOp | int) -> UOp:
+        return self.alu(Ops.IDIV, x)
+
+    def __mod__(self, x: UOp | int) -> UOp:
+        return self.alu(Ops.MOD, x)
+
+    def __neg__(self) -> UOp:
+        return self.alu(Ops.MUL, -1) if dtypes.is_int(self.dtype) else self.alu(Ops.NEG)
+
+    def lt(self, x: UOp | int | float) -> UOp:
+        return self.alu(Ops.CMPLT, x)
+
+    def ne(self, x: UOp | int | float) -> UOp:
+        return self.alu(Ops.CMPNE, x)
+
+    def logical_and(self, x: UOp | bool) -> UOp:
+        return self.alu(Ops.AND, x)
+
+    def where(self, a: UOp | int | float, b: UOp | int | float) -> UOp:
+        if not isinstance(a, UOp):
+            a = b.const_like(a) if isinstance(b, UOp) else UOp.const(dtypes.from_py(a), a)
+        return self.alu(Ops.WHERE, a, b if isinstance(b, UOp) else a.const_like(b))
+
+    def maximum(self, x: UOp | int | float) -> UOp:
+        return self.alu(Ops.MAX, x)
+
+    def sink(self, *srcs: UOp) -> UOp:
+        return UOp(Ops.SINK, dtypes.void, (self, *srcs))
+
+    # --- symbolic range analysis
+
+    @functools.cached_property
+    def _min_max(self) -> tuple[Any, Any]:
+        return _range_of(self)
+
+    @property
+    def vmin(self) -> Any:
+        return self._min_max[0]
+
+    @property
+    def vmax(self) -> Any:
+        return self._min_max[1]
+
+    def const_value(self) -> Any:
+        """The value of a CONST (or of a node whose range is a single value), else None."""
+        if self.op is Ops.CONST:
+            return self.arg
+        return None
+
+    def substitute(self, mapping: dict[UOp, UOp], name: str = "substitute") -> UOp:
+        return graph_rewrite(self, _pm_substitute, ctx=mapping, name=name, bottom_up=True)
+
+    def render(self) -> str:
+        """A short human form of an index expression (for errors and debugging)."""
+        return render_expr(self)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# shape inference for the tensor graph and the kernel AST
+
+
+def _infer_shape(u: UOp) -> tuple[int, ...] | None:
+    if u.op is Ops.BUFFER:
+        return (u.arg[2],)
+    if u.op is Ops.CONST:
+        return ()
+    if u.op is Ops.DEFINE_VAR:
+        return ()
+    if u.op is Ops.RESHAPE:
+        return tuple(u.arg)
+    if u.op is Ops.EXPAND:
+        return tuple(u.arg)
+    if u.op in (Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP):
+        inner = u.src[0].shape
+        if inner is None:
+            return None
+        if u.op is Ops.PERMUTE:
+            return tuple(inner[i] for i in u.arg)
+        if u.op is Ops.PAD:
+            return tuple(s + b + a for s, (b, a) in zip(inner, u.arg, strict=True))
+        if u.op is Ops.SHRINK:
+            return tuple(e - b for b, e in u.arg)
+        return inner
+    if u.op is Ops.REDUCE_AXIS:
+        inner = u.src[0].shape
+        if inner is None:
+            return None
+        return tuple(1 if i in u.arg[1] else s for i, s in enumerate(inner))
+    if u.op is Ops.STORE:
+        return u.src[0].shape
+    if u.op in (Ops.KERNEL, Ops.SINK):
+        return None
+    if u.op is Ops.DEFINE_GLOBAL and isinstance(u.dtype, PtrDType):
+        return (u.dtype.size,)
+    if u.op in GroupOp.Elementwise or u.op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY, Ops.LOAD):
+        shapes = [s.shape for s in u.src if s.shape is not None]
+        return shapes[0] if shapes else None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# range analysis (vmin/vmax) used by symbolic simplification
+
+
+def _range_of(u: UOp) -> tuple[Any, Any]:
+    dt = u.dtype
+    lo, hi = dtypes.min(dt), dtypes.max(dt)
+    if u.op is Ops.CONST and not isinstance(u.arg, tuple):
+        return u.arg, u.arg
+    if u.op is Ops.DEFINE_VAR:
+        return u.arg[1], u.arg[2]
+    if u.op is Ops.RANGE:
+        return 0, max(u.src[0].vmax - 1, 0)
+    if u.op is Ops.SPECIAL:
+        return 0, max(u.src[0].vmax - 1, 0) if u.src else hi
+    if u.op is Ops.BIND:
+        return u.src[0].vmin, u.src[0].vmax
+    if u.op is Ops.CAST and dtypes.is_int(dt) and dtypes.is_int(u.src[0].dtype):
+        s = u.src[0]
+        if lo <= s.vmin and s.vmax <= hi:
+            return s.vmin, s.vmax
+        return lo, hi
+    if u.op is Ops.CAST and dt == dtypes.bool:
+        s = u.src[0]
+        return bool(s.vmin) and s.vmin == s.vmax, bool(s.vmax) or s.vmin != s.vmax or bool(s.vmin)
+    if not (dtypes.is_int(dt) or dt == dtypes.bool):
+        return lo, hi
+    if u.op in GroupOp.Binary and len(u.src) == 2:
+        a, b = u.src
+        (a0, a1), (b0, b1) = (a.vmin, a.vmax), (b.vmin, b.vmax)
+        if u.op is Ops.ADD:
+            return _clamp(a0 + b0, a1 + b1, lo, hi)
+        if u.op is Ops.SUB:
+            return _clamp(a0 - b1, a1 - b0, lo, hi)
+        if u.op is Ops.MUL:
+            vals = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+            return _clamp(min(vals), max(vals), lo, hi)
+        if u.op is Ops.MAX:
+            return max(a0, b0), max(a1, b1)
+        if u.op is Ops.IDIV and b0 == b1 and b0 != 0:
+            vals = [_c_idiv(a0, b0), _c_idiv(a1, b0)]
+            return min(vals), max(vals)
+        if u.op is Ops.IDIV and b0 > 0 and a0 >= 0:
+            return a0 // b1, a1 // b0
+        if u.op is Ops.MOD and b0 > 0 and a0 >= 0:
+            if b0 == b1 and a1 < b0:
+                return a0, a1
+            return 0, min(a1, b1 - 1)
+        if u.op is Ops.MOD and b0 > 0:
+            return -(b1 - 1), b1 - 1
+        if u.op is Ops.CMPLT:
+            return a1 < b0, a0 < b1
+        if u.op is Ops.CMPNE:
+            sure_eq = a0 == a1 == b0 == b1
+            disjoint = a1 < b0 or b1 < a0
+            return disjoint, not sure_eq
+        if u.op is Ops.CMPEQ:
+            sure_eq = a0 == a1 == b0 == b1
+            disjoint = a1 < b0 or b1 < a0
+            return sure_eq, not disjoint
+        if u.op is Ops.AND and dt == dtypes.bool:
+            return a0 and b0, a1 and b1
+        if u.op is Ops.OR and dt == dtypes.bool:
+            return a0 or b0, a1 or b1
+        if u.op is Ops.AND and a0 >= 0 and b0 >= 0:
+            return 0, min(a1, b1)
+    if u.op is Ops.WHERE:
+        c, a, b = u.src
+        if c.vmin == c.vmax:
+            return (a.vmin, a.vmax) if c.vmin else (b.vmin, b.vmax)
+        return min(a.vmin, b.vmin), max(a.vmax, b.vmax)
+    return lo, hi
+
+
+def _clamp(a: Any, b: Any, lo: Any, hi: Any) -> tuple[Any, Any]:
+    # outside the dtype's range the value wraps: no useful bound
+    if a < lo or b > hi:
+        return lo, hi
+    return a, b
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# pattern matching
+
+
+class UPat:
+    """A pattern over UOps: op(s), dtype(s), sources, arg, and a name to capture the match under."""
+
+    __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "custom_early_reject")
+
+    def __init__(
+        self,
+        op: Ops | Iterable[Ops] | None = None,
+        dtype: DType | Iterable[DType] | None = None,
+        src: UPat | tuple[UPat, ...] | list[UPat] | None = None,
+        arg: Any = None,
+        name: str | None = None,
+        allow_any_len: bool = False,
+    ) -> None:
+        self.op: tuple[Ops, ...] | None = (op,) if isinstance(op, Ops) else (tuple(op) if op is not None else None)
+        self.dtype: tuple[DType, ...] | None = (
+            (dtype,) if isinstance(dtype, DType) else (tuple(dtype) if dtype is not None else None)
+        )
+        # a tuple must match in order; a list matches in any order (commutative ops); one UPat matches every source
+        self.src: Any = src
+        self.arg, self.name, self.allow_any_len = arg, name, allow_any_len
+
+    @staticmethod
+    def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(dtype=dtype, name=name)
+
+    @staticmethod
+    def cvar(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(Ops.CONST, dtype=dtype, name=name)
+
+    @staticmethod
+    def const(dtype: DType | Iterable[DType] | None, value: Any) -> UPat:
+        return UPat(Ops.CONST, dtype=dtype, arg=value)
+
+    def named(self, name: str) -> UPat:
+        pat = UPat(self.op, self.dtype, self.src, self.arg, name, self.allow_any_len)
+        return pat
+
+    def __repr__(self) -> str:
+        return f"UPat({self.op}, dtype={self.dtype}, arg={self.arg!r}, name={self.name!r}, src={self.src!r})"
+
+    # builders so rules read like math
+    def _bin(self, op: Ops, x: UPat | Any, commutative: bool = False) -> UPat:
+        other = x if isinstance(x, UPat) else UPat.const(None, x)
+        return UPat(op, src=[self, other] if commutative else (self, other))
+
+    def __add__(self, x: UPat | Any) -> UPat:
+        return self._bin(Ops.ADD, x, True)
+
+    def __mul__(self, x: UPat | Any) -> UPat:
+        return self._bin(Ops.MUL, x, True)
+
+    def __floordiv__(self, x: UPat | Any) -> UPat:
+        return self._bin(Ops.IDIV, x)
+
+    def __mod__(self, x: UPat | Any) -> UPat:
+        return self._bin(Ops.MOD, x)
+
+    def lt(self, x: UPat | Any) -> UPat:
+        return self._bin(Ops.CMPLT, x)
+
+    def match(self, uop: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
+        """Every way `uop` matches this pattern, each a dict of captures extending `store`."""
+        if self.op is not None and uop.op not in self.op:
+            return []
+        if self.dtype is not None and uop.dtype not in self.dtype and uop.dtype.scalar not in self.dtype:
+            return []
+        if self.arg is not None and uop.arg != self.arg:
+            return []
+        if self.name is not None:
+            if self.name in store and store[self.name] is not uop:
+                return []
+            store = {**store, self.name: uop}
+        if self.src is None:
+            return [store]
+        if isinstance(self.src, UPat):
+            stores = [store]
+            for s in uop.src:
+                stores = [m for st in stores for m in self.src.match(s, st)]
+            return stores
+        pats = self.src
+        if len(uop.src) != len(pats) and not (self.allow_any_len and len(uop.src) >= len(pats)):
+            return []
+        orders = itertools.permutations(pats) if isinstance(pats, list) else [pats]
+        results: list[dict[str, UOp]] = []
+        for order in orders:
+            stores = [store]
+            for pat, s in zip(order, uop.src, strict=False):
+                stores = [m for st in stores for m in pat.match(s, st)]
+                if not stores:
+                    break
+            results.extend(stores)
+        return results
+
+
+class PatternMatcher:
+    """An ordered list of (UPat, fn) rules; `fn(ctx, **captures)` or `fn(**captures)` returns a UOp or None."""
+
+    def __init__(self, patterns: Sequence[tuple[UPat, Callable[..., Any]]]) -> None:
+        self.patterns = list(patterns)
+        self.pdict: dict[Ops, list[tuple[UPat, Callable[..., Any], bool]]] = {}
+        self.any_op: list[tuple[UPat, Callable[..., Any], bool]] = []
+        for pat, fn in self.patterns:
+            wants_ctx = "ctx" in fn.__code__.co_varnames[: fn.__code__.co_argcount]
+            entry = (pat, fn, wants_ctx)
+            if pat.op is None:
+                self.any_op.append(entry)
+            else:
+                for op in pat.op:
+                    self.pdict.setdefault(op, []).append(entry)
+        # keep the written order of rules across the per-op lists and the any-op list
+        order = {id(p): i for i, (p, _) in enumerate(self.patterns)}
+        for op in self.pdict:
+            self.pdict[op] = sorted(self.pdict[op] + self.any_op, key=lambda e: order[id(e[0])])
+
+    def __add__(self, other: PatternMatcher) -> PatternMatcher:
+        return PatternMatcher(self.patterns + other.patterns)
+
+    def rewrite(self, uop: UOp, ctx: Any = None) -> UOp | None:
+        for pat, fn, wants_ctx in self.pdict.get(uop.op, self.any_op):
+            for captures in pat.match(uop, {}):
+                ret = fn(ctx, **captures) if wants_ctx else fn(**captures)
+                if ret is not None and ret is not uop:
+                    return ret
+        return None
+
+
+class RewriteError(RuntimeError):
+    pass
+
+
+def graph_rewrite(
+    sink: UOp,
+    pm: PatternMatcher,
+    ctx: Any = None,
+    name: str = "rewrite",
+    bottom_up: bool = False,
+    max_steps: int = 2_000_000,
+) -> UOp:
+    """Rewrite the graph under `sink` with `pm` to a fixpoint: each node after its sources, until no rule fires.
+
+    With `bottom_up=True` rules are also tried on a node before its sources are visited.
+    """
+    done: dict[UOp, UOp] = {}
+    steps = 0
+    # frames: (node, stage, target); stage 0 visits sources, 1 rebuilds and tries rules, 2 copies target's result
+    stack: list[tuple[UOp, int, UOp | None]] = [(sink, 0, None)]
+    while stack:
+        node, stage, target = stack.pop()
+        steps += 1
+        if steps > max_steps:
+            raise RewriteError(f"graph_rewrite {name!r} did not converge in {max_steps} steps")
+        if stage == 2:
+            assert target is not None
+            done[node] = done[target]
+            continue
+        if node in done:
+            continue
+        if stage == 0:
+            if bottom_up and (new := pm.rewrite(node, ctx)) is not None:
+                stack.append((node, 2, new))
+                stack.append((new, 0, None))
+                continue
+            stack.append((node, 1, None))
+            stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+            continue
+        new_src = tuple(done[s] for s in node.src)
+        rebuilt = node if new_src == node.src else node.replace(src=new_src)
+        new = pm.rewrite(rebuilt, ctx)
+        if new is None:
+            # the rebuilt node's sources are final and no rule fires on it: it is a fixpoint too
+            done[node] = rebuilt
+            done.setdefault(rebuilt, rebuilt)
+        else:
+            stack.append((node, 2, new))
+            stack.append((new, 0, None))
+    return done[sink]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# substitution and printing
+
+
+def _do_substitute(ctx: dict[UOp, UOp], x: UOp) -> UOp | None:
+    return ctx.get(x)
+
+
+_pm_substitute = PatternMatcher([(UPat(name="x"), _do_substitute)])
+
+
+def render_expr(u: UOp) -> str:
+    """Render an index expression as a short infix string."""
+    infix = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.AND: "&"}
+    if u.op is Ops.CONST:
+        return str(u.arg)
+    if u.op is Ops.DEFINE_VAR:
+        return u.arg[0]
+    if u.op is Ops.RANGE:
+        return f"r{u.arg[0]}"
+    if u.op is Ops.SPECIAL:
+        return str(u.arg)
+    if u.op in infix:
+        return f"({render_expr(u.src[0])}{infix[u.op]}{render_expr(u.src[1])})"
+    if u.op is Ops.MAX:
+        return f"max({render_expr(u.src[0])}, {render_expr(u.src[1])})"
+    if u.op is Ops.WHERE:
+        return f"({render_expr(u.src[0])} ? {render_expr(u.src[1])} : {render_expr(u.src[2])})"
+    return f"<{u.op.name}>"
+
+
+def pretty_print(u: UOp, max_nodes: int = 200) -> str:
+    nodes = list(u.toposort())
+    if len(nodes) > max_nodes:
+        return f"UOp({u.op}, {u.dtype}, arg={u.arg!r}, <{len(nodes)} nodes>)"
+    names = {n: f"x{i}" for i, n in enumerate(nodes)}
+    lines = [
+        f"{names[n]} = {n.op.name}({n.dtype}, arg={n.arg!r}, src=({', '.join(names[s] for s in n.src)}))" for n in nodes
+    ]
+    return "\n".join(lines)
+
+
+def promote(*xs: UOp) -> DType:
+    return least_upper_dtype(*(x.dtype for x in xs))

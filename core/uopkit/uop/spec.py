@@ -1,0 +1,180 @@
+"""The UOp spec: which forms of each op are legal at each stage. A backend codes against `spec_program`.
+
+Stages:
+- tensor graph: what `Tensor` builds (shaped values over BUFFER and CONST(DEVICE); STORE(view of BUFFER, value)).
+- kernel graph: after kernelize; realized values are STORE(BUFFER | view, KERNEL(inputs...)), a KERNEL's inputs are
+  BUFFERs or kernel STOREs and its arg is the AST: SINK(STORE(view of DEFINE_GLOBAL, value)).
+- linear program: what a renderer receives; loops are RANGE ... END, memory is INDEX + LOAD/STORE, accumulators are
+  DEFINE_REG written by STORE. There is no ASSIGN at any stage.
+"""
+
+from __future__ import annotations
+
+from uopkit.dtype import PtrDType, dtypes
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
+
+SPEC_VERSION = 1
+
+
+class SpecError(RuntimeError):
+    pass
+
+
+def _same_dtype_alu(x: UOp) -> bool:
+    if x.op in GroupOp.Comparison:
+        return x.dtype.scalar == dtypes.bool and x.src[0].dtype == x.src[1].dtype
+    if x.op is Ops.WHERE:
+        return x.src[0].dtype.scalar == dtypes.bool and x.src[1].dtype == x.src[2].dtype == x.dtype
+    if x.op in (Ops.SHL, Ops.SHR):
+        return x.src[0].dtype == x.dtype
+    return all(s.dtype == x.dtype for s in x.src)
+
+
+def _valid_store_target(x: UOp) -> bool:
+    base = x.base
+    if base.op is Ops.STORE:
+        base = base.src[0].base
+    return base.op is Ops.BUFFER and not any(n.op in (Ops.EXPAND, Ops.PAD) for n in _chain(x))
+
+
+def _chain(x: UOp) -> list[UOp]:
+    out = []
+    while x.op in GroupOp.Movement:
+        out.append(x)
+        x = x.src[0]
+    return out
+
+
+def _shaped(x: UOp) -> bool:
+    return x.shape is not None
+
+
+# ops shared by the tensor graph and the kernel AST: shaped values
+_shaped_values = [
+    (UPat(GroupOp.ALU, name="x"), lambda x: _same_dtype_alu(x) and _shaped(x)),
+    (UPat((Ops.CAST, Ops.BITCAST), src=(UPat(),)), lambda: True),
+    (UPat(GroupOp.Movement, src=(UPat(),), name="x"), lambda x: _shaped(x.src[0]) and x.arg is not None),
+    (UPat(Ops.REDUCE_AXIS, src=(UPat(),), name="x"), lambda x: x.arg[0] in (Ops.ADD, Ops.MAX, Ops.MUL)),
+]
+
+spec_tensor = PatternMatcher(
+    [
+        (UPat(Ops.SINK), lambda: True),
+        (UPat(Ops.DEVICE, src=()), lambda: True),
+        (UPat(Ops.BUFFER, src=(), name="x"), lambda x: isinstance(x.arg, tuple) and len(x.arg) == 3),
+        (UPat(Ops.CONST, src=(UPat(Ops.DEVICE),)), lambda: True),
+        (UPat((Ops.CONTIGUOUS, Ops.DETACH), src=(UPat(),)), lambda: True),
+        (UPat(Ops.COPY, src=(UPat(), UPat(Ops.DEVICE))), lambda: True),
+        # tensor-level STORE: a value written into a view of a BUFFER (t.assign, t[...] = v)
+        (
+            UPat(Ops.STORE, src=(UPat(name="target"), UPat(name="value")), name="x"),
+            lambda x, target, value: _valid_store_target(target) and target.shape == value.shape,
+        ),
+        # kernelized values may already be in the graph: STORE(BUFFER | view of BUFFER, KERNEL)
+        (UPat(Ops.STORE, src=(UPat(name="target"), UPat(Ops.KERNEL))), lambda target: _valid_store_target(target)),
+        (UPat(Ops.KERNEL), lambda: True),
+    ]
+    + _shaped_values
+)
+
+spec_kernel_ast = PatternMatcher(
+    [
+        (UPat(Ops.SINK, src=UPat(Ops.STORE)), lambda: True),
+        (UPat(Ops.DEFINE_GLOBAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and isinstance(x.arg, int)),
+        (UPat(Ops.LOAD, src=(UPat(Ops.DEFINE_GLOBAL),)), lambda: True),
+        (UPat(Ops.CONST, src=()), lambda: True),
+        (
+            UPat(Ops.STORE, src=(UPat(name="target"), UPat(name="value"))),
+            lambda target, value: target.base.op is Ops.DEFINE_GLOBAL and target.shape == value.shape,
+        ),
+        (UPat(Ops.COPY, src=()), lambda: True),
+    ]
+    + _shaped_values
+)
+
+spec_kernel_graph = PatternMatcher(
+    [
+        (
+            UPat(Ops.KERNEL, name="x"),
+            lambda x: (
+                all(s.op is Ops.BUFFER or (s.op is Ops.STORE and s.src[1].op is Ops.KERNEL) for s in x.src)
+                and x.arg.op in (Ops.SINK, Ops.COPY)
+            ),
+        ),
+    ]
+    + spec_tensor.patterns
+)
+
+spec_program = PatternMatcher(
+    [
+        (UPat(Ops.DEFINE_GLOBAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and isinstance(x.arg, int)),
+        (UPat(Ops.DEFINE_LOCAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and x.dtype.local),
+        (UPat(Ops.DEFINE_REG, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType)),
+        (UPat(Ops.DEFINE_VAR, src=(), name="x"), lambda x: x.dtype == dtypes.index),
+        (UPat(Ops.CONST, src=()), lambda: True),
+        (UPat(Ops.SPECIAL, src=(UPat(),)), lambda: True),
+        # a loop: RANGE(end[, ordering deps]) ... END(effect, range)
+        (UPat(Ops.RANGE, src=UPat(), name="x"), lambda x: x.dtype == dtypes.index and x.src[0].dtype == dtypes.index),
+        (UPat(Ops.END, src=(UPat(), UPat(Ops.RANGE))), lambda: True),
+        # memory: INDEX(pointer, offset[, gate]); LOAD(index, ordering deps...); STORE(index, value, ordering deps...)
+        (
+            UPat(Ops.INDEX, src=(UPat((Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG)), UPat()), name="x"),
+            lambda x: x.src[1].dtype == dtypes.index,
+        ),
+        (
+            UPat(Ops.INDEX, src=(UPat((Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG)), UPat(), UPat())),
+            lambda: True,
+        ),
+        (UPat(Ops.LOAD, src=UPat(), name="x"), lambda x: x.src[0].op is Ops.INDEX),
+        (UPat(Ops.STORE, src=UPat(), name="x"), lambda x: x.src[0].op is Ops.INDEX and len(x.src) >= 2),
+        (UPat(GroupOp.ALU, name="x"), _same_dtype_alu),
+        (UPat((Ops.CAST, Ops.BITCAST), src=(UPat(),)), lambda: True),
+        (UPat((Ops.VECTORIZE, Ops.GEP, Ops.WMMA, Ops.BARRIER, Ops.IF, Ops.ENDIF, Ops.NOOP)), lambda: True),
+        (UPat(Ops.SINK), lambda: True),
+    ]
+)
+
+
+def _verify(nodes: list[UOp], spec: PatternMatcher, stage: str) -> None:
+    for u in nodes:
+        ok = False
+        for pat, fn, _ in spec.pdict.get(u.op, spec.any_op):
+            if any(fn(**m) for m in pat.match(u, {})):
+                ok = True
+                break
+        if not ok:
+            srcs = ", ".join(f"{s.op.name}:{s.dtype}" for s in u.src)
+            raise SpecError(
+                f"{stage} spec violation: {u.op.name} dtype={u.dtype} arg={u.arg!r} src=({srcs}) is not legal here"
+            )
+
+
+def verify_tensor_graph(sink: UOp) -> None:
+    _verify(list(sink.toposort(gate=lambda u: u.op is not Ops.KERNEL)), spec_tensor, "tensor graph")
+
+
+def verify_kernel_graph(sink: UOp) -> None:
+    nodes = list(sink.toposort())
+    _verify(nodes, spec_kernel_graph, "kernel graph")
+    for k in nodes:
+        if k.op is Ops.KERNEL and k.arg.op is Ops.SINK:
+            verify_kernel_ast(k.arg)
+
+
+def verify_kernel_ast(ast: UOp) -> None:
+    _verify(list(ast.toposort()), spec_kernel_ast, "kernel AST")
+
+
+def verify_program(uops: list[UOp]) -> None:
+    _verify(uops, spec_program, "linear program")
+    # every RANGE is closed by exactly one END, in nesting order
+    open_ranges: list[UOp] = []
+    for u in uops:
+        if u.op is Ops.RANGE:
+            open_ranges.append(u)
+        elif u.op is Ops.END:
+            if not open_ranges or open_ranges[-1] is not u.src[1]:
+                raise SpecError(f"linear program: END of {u.src[1].arg} doesn't close the innermost open loop")
+            open_ranges.pop()
+    if open_ranges:
+        raise SpecError(f"linear program: {len(open_ranges)} loops are never closed")

@@ -1,0 +1,120 @@
+"""The CPU backend's compiler and runtime, with hand-written C kernels (no renderer needed)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from uopkit.device import CompileError, compile_cache_stats
+from uopkit_cpu import uopkit_backends
+from uopkit_cpu.compiler import CFLAGS, ClangCompiler, compiler_problem, find_cc, host_cpu_model
+from uopkit_cpu.runtime import ALIGNMENT, CPUAllocator, CPUProgram
+
+ADD_SRC = """
+void add(float* restrict data0, const float* restrict data1, const int var0) {
+  for (int i = 0; i < var0; i++) {
+    data0[i] = data0[i] + data1[i];
+  }
+}
+"""
+
+
+def _to_device(allocator: CPUAllocator, arr: np.ndarray):  # noqa: ANN202
+    mem = allocator.alloc(arr.nbytes)
+    allocator.copyin(mem, memoryview(arr).cast("B"))
+    return mem
+
+
+def _from_device(allocator: CPUAllocator, mem, like: np.ndarray) -> np.ndarray:  # noqa: ANN001
+    out = np.empty_like(like)
+    allocator.copyout(memoryview(out).cast("B"), mem)
+    return out
+
+
+def test_add_kernel() -> None:
+    lib = ClangCompiler().compile(ADD_SRC)
+    assert lib[:4] == b"\x7fELF"
+    prg = CPUProgram("add", lib)
+    allocator = CPUAllocator()
+    a = np.arange(10, dtype=np.float32)
+    b = np.full(10, 0.5, dtype=np.float32)
+    buf_a, buf_b = _to_device(allocator, a), _to_device(allocator, b)
+    # only the first 7 elements: var0 bounds the loop
+    elapsed = prg(buf_a, buf_b, global_size=(1, 1, 1), vals=(7,), wait=True)
+    assert isinstance(elapsed, float) and elapsed >= 0
+    expected = a.copy()
+    expected[:7] += 0.5
+    np.testing.assert_array_equal(_from_device(allocator, buf_a, a), expected)
+    assert prg(buf_a, buf_b, vals=(0,)) is None
+
+
+def test_allocator_alignment_and_readonly_copyin() -> None:
+    allocator = CPUAllocator()
+    for size in (1, 3, 64, 1000):
+        mem = allocator.alloc(size)
+        assert mem.addr % ALIGNMENT == 0 and mem.size == size
+    mem = allocator.alloc(4)
+    allocator.copyin(mem, memoryview(b"\x01\x02\x03\x04"))
+    assert ctypes.string_at(mem.addr, 4) == b"\x01\x02\x03\x04"
+
+
+def test_compile_error_has_source_and_stderr() -> None:
+    with pytest.raises(CompileError) as info:
+        ClangCompiler().compile("void broken(float* data0) { data0[0] = ; }")
+    text = str(info.value)
+    assert "error" in info.value.message
+    assert "kernel.c" in text and "void broken" in text
+
+
+def test_compile_cache_hit(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    compiler = ClangCompiler()
+    hits = compile_cache_stats.hits
+    first = compiler.compile_cached(ADD_SRC)
+    second = ClangCompiler().compile_cached(ADD_SRC)
+    assert first == second and compile_cache_stats.hits == hits + 1
+
+
+def test_cache_key_and_flags() -> None:
+    compiler = ClangCompiler()
+    assert compiler.cache_key is not None
+    assert host_cpu_model() in compiler.cache_key and "-march=native" in compiler.cache_key
+    assert compiler.cc[0] in compiler.cache_key
+    # kernels keep IEEE semantics
+    assert "-ffast-math" not in CFLAGS and "-fno-math-errno" in CFLAGS
+
+
+def test_cc_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    cc = find_cc()
+    assert cc is not None
+    monkeypatch.setenv("CC", f"{cc[0]} -Wall")
+    assert find_cc() == [cc[0], "-Wall"]
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    assert find_cc() is None
+    assert compiler_problem() == "CC='/nonexistent/cc' is not an executable"
+    info = uopkit_backends()[0]
+    assert info.availability() == compiler_problem()
+
+
+def test_backend_info() -> None:
+    (info,) = uopkit_backends()
+    assert info.name == "CPU" and info.priority == 10 and info.spec_version == 1
+    assert info.availability() is None
+
+
+def test_cpu_device_buffers() -> None:
+    # needs the renderer (the full device); written separately from this runtime
+    pytest.importorskip("uopkit_cpu.renderer")
+    from uopkit.device import Buffer, Device
+    from uopkit.dtype import dtypes
+
+    dev = Device["cpu"]
+    assert dev.device == "CPU" and Device["CPU:0"] is dev
+    a = Buffer("CPU", 5, dtypes.float32).copyin(memoryview(np.arange(5, dtype=np.float32)))
+    b = Buffer("CPU:1", 5, dtypes.float32).copy_from(a)
+    np.testing.assert_array_equal(b.as_numpy(), np.arange(5, dtype=np.float32))
+    lib = dev.compiler.compile_cached(ADD_SRC)
+    dev.runtime("add", lib)(b.opaque, a.opaque, vals=(5,))
+    np.testing.assert_array_equal(b.as_numpy(), 2 * np.arange(5, dtype=np.float32))

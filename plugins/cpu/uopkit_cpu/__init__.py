@@ -1,0 +1,45 @@
+"""uopkit CPU backend: kernels rendered as C, compiled with clang or gcc, run through ctypes.
+
+Only hook implementations live here; the device is built lazily by `open` (see runtime.open_cpu).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from uopkit.plugin import BackendInfo, hookimpl
+
+if TYPE_CHECKING:
+    from uopkit.device import Compiled
+
+__version__ = "0.1.0"
+
+# the UOp spec version this backend's renderer was written against (a literal on purpose)
+TARGET_SPEC_VERSION = 1
+
+
+def _open(device: str) -> Compiled:
+    from uopkit_cpu.runtime import open_cpu
+
+    return open_cpu(device)
+
+
+def _availability() -> str | None:
+    from uopkit_cpu.compiler import compiler_problem
+
+    return compiler_problem()
+
+
+@hookimpl
+def uopkit_backends() -> list[BackendInfo]:
+    return [
+        BackendInfo(
+            name="CPU",
+            version=__version__,
+            spec_version=TARGET_SPEC_VERSION,
+            priority=10,
+            open=_open,
+            availability=_availability,
+            description="C source compiled with clang/gcc, run through ctypes",
+        )
+    ]

@@ -1,0 +1,89 @@
+"""C source -> shared object, with clang (preferred) or gcc."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pathlib
+import platform
+import shlex
+import shutil
+import subprocess
+import tempfile
+
+from uopkit.device import CompileError, Compiler
+
+# no -ffast-math: kernels must keep IEEE semantics (nan, inf, signed zero); -fno-math-errno only lets
+# sqrt and friends compile to single instructions
+CFLAGS: tuple[str, ...] = ("-shared", "-fPIC", "-O2", "-march=native", "-fno-math-errno")
+LIBS: tuple[str, ...] = ("-lm",)
+
+
+def find_cc() -> list[str] | None:
+    """The C compiler command: $CC if set (it may carry arguments), else clang, else gcc, else cc."""
+    cc = os.environ.get("CC")
+    if cc:
+        parts = shlex.split(cc)
+        return parts if parts and shutil.which(parts[0]) else None
+    for name in ("clang", "gcc", "cc"):
+        path = shutil.which(name)
+        if path is not None:
+            return [path]
+    return None
+
+
+def compiler_problem() -> str | None:
+    """None when a C compiler is found, else why not (used as the backend's availability)."""
+    if find_cc() is not None:
+        return None
+    if os.environ.get("CC"):
+        return f"CC={os.environ['CC']!r} is not an executable"
+    return "no C compiler found (install clang or gcc, or set CC)"
+
+
+@functools.cache
+def _compiler_version(cc: tuple[str, ...]) -> str:
+    out = subprocess.run([*cc, "--version"], capture_output=True, text=True, check=False)
+    lines = out.stdout.splitlines()
+    return lines[0] if lines else "unknown"
+
+
+@functools.cache
+def host_cpu_model() -> str:
+    """The CPU model, part of the cache key because -march=native binaries don't run on older CPUs."""
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class ClangCompiler(Compiler):
+    """Compiles a C kernel to a shared object and returns the .so bytes."""
+
+    def __init__(self, cc: list[str] | None = None, flags: tuple[str, ...] = CFLAGS) -> None:
+        found = cc if cc is not None else find_cc()
+        if found is None:
+            raise RuntimeError(compiler_problem())
+        self.cc = list(found)
+        self.flags = tuple(flags)
+        from uopkit_cpu import __version__
+
+        key = [f"cpu {__version__}", shlex.join(self.cc), _compiler_version(tuple(self.cc))]
+        key += [" ".join(self.flags + LIBS), host_cpu_model()]
+        super().__init__(cache_key="\n".join(key))
+
+    def compile(self, src: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="uopkit_cpu_") as tmp:
+            src_path = pathlib.Path(tmp) / "kernel.c"
+            out_path = pathlib.Path(tmp) / "kernel.so"
+            src_path.write_text(src)
+            cmd = [*self.cc, *self.flags, "-o", str(out_path), str(src_path), *LIBS]
+            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if result.returncode != 0 or not out_path.is_file():
+                # the temp path in messages is noise; show the file as kernel.c
+                message = (result.stderr or result.stdout).replace(str(src_path), "kernel.c")
+                raise CompileError(message, src, compiler=shlex.join(self.cc))
+            return out_path.read_bytes()

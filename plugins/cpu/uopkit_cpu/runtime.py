@@ -1,0 +1,108 @@
+"""CPU memory (ctypes byte arrays) and programs (shared objects loaded with ctypes)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from uopkit.device import Compiled, LRUAllocator
+
+# cache-line and AVX-512 friendly; kernels may use aligned vector loads at the start of a buffer
+ALIGNMENT = 64
+
+
+@dataclass(eq=False)
+class CPUMemory:
+    """A CPU buffer: `raw` keeps the memory alive, `addr` is its ALIGNMENT-aligned start."""
+
+    raw: ctypes.Array[ctypes.c_uint8]
+    addr: int
+    size: int
+
+
+def _view(mem: CPUMemory, size: int) -> memoryview:
+    offset = mem.addr - ctypes.addressof(mem.raw)
+    return memoryview(mem.raw).cast("B")[offset : offset + size]
+
+
+class CPUAllocator(LRUAllocator):
+    """Zero-initialised, 64-byte aligned host memory."""
+
+    def _alloc(self, size: int) -> CPUMemory:
+        raw = (ctypes.c_uint8 * (size + ALIGNMENT - 1))()
+        base = ctypes.addressof(raw)
+        addr = (base + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        return CPUMemory(raw, addr, size)
+
+    def copyin(self, dest: CPUMemory, src: memoryview) -> None:
+        assert src.nbytes <= dest.size, f"copyin of {src.nbytes} bytes into {dest.size}"
+        if src.readonly:
+            # ctypes can't take the address of read-only memory (bytes); a memoryview copy is still one memcpy
+            _view(dest, src.nbytes)[:] = src
+        else:
+            ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
+
+    def copyout(self, dest: memoryview, src: CPUMemory) -> None:
+        assert dest.nbytes <= src.size, f"copyout of {dest.nbytes} bytes from {src.size}"
+        ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
+
+    # CPU:0 and CPU:1 share the host's memory, so a transfer is a memmove
+    supports_transfer = True
+
+    def transfer(self, dest: CPUMemory, src: CPUMemory, size: int, src_device: Compiled, dest_device: Compiled) -> None:
+        ctypes.memmove(dest.addr, src.addr, size)
+
+
+def _pointer(buf: Any) -> ctypes.c_void_p:
+    if isinstance(buf, CPUMemory):
+        return ctypes.c_void_p(buf.addr)
+    if isinstance(buf, int):
+        return ctypes.c_void_p(buf)
+    raise TypeError(f"CPU programs take CPUMemory buffers, got {type(buf).__name__}")
+
+
+class CPUProgram:
+    """A kernel in a shared object: ``void name(T0* restrict data0, ..., const int var0, ...)``.
+
+    Buffers are passed first, as pointers, then the symbolic values as int32. The kernel loops over its own
+    iteration space, so global and local sizes are accepted and ignored.
+    """
+
+    def __init__(self, name: str, lib: bytes) -> None:
+        self.name = name
+        # dlopen needs a file; unique names avoid dlopen handing back an earlier library from the same path
+        fd, path = tempfile.mkstemp(prefix=f"uopkit_{name}_", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(lib)
+            self.lib = ctypes.CDLL(path)
+        finally:
+            # the loaded mapping stays valid after unlink
+            os.unlink(path)
+        self.fxn = getattr(self.lib, name)
+        self.fxn.restype = None
+
+    def __call__(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, int, int] = (1, 1, 1),
+        local_size: tuple[int, int, int] | None = None,
+        vals: tuple[int, ...] = (),
+        wait: bool = False,
+    ) -> float | None:
+        args = [_pointer(b) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+        start = time.perf_counter()
+        self.fxn(*args)
+        return time.perf_counter() - start if wait else None
+
+
+def open_cpu(device: str) -> Compiled:
+    """Build the CPU device (what BackendInfo.open returns)."""
+    from uopkit_cpu.compiler import ClangCompiler
+    from uopkit_cpu.renderer import ClangRenderer
+
+    return Compiled(device, CPUAllocator(), ClangRenderer(), ClangCompiler(), CPUProgram)

@@ -1,0 +1,181 @@
+"""The plugin manager: discovery through the hook, and isolation of broken plugins."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import uopkit_cpu
+from uopkit.plugin import BackendInfo, hookimpl
+from uopkit.plugin.manager import BackendManager
+from uopkit.uop.spec import SPEC_VERSION
+
+
+def _never_open(device: str):  # noqa: ANN202 - never called
+    raise AssertionError("backends are not opened while being listed")
+
+
+def _info(name: str, spec_version: int = SPEC_VERSION, availability=lambda: None) -> BackendInfo:  # noqa: ANN001
+    return BackendInfo(name, "1.2.3", spec_version, 0, _never_open, availability, "test backend")
+
+
+class RaisingHook:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        raise RuntimeError("driver exploded")
+
+
+class MalformedDict:
+    @hookimpl
+    def uopkit_backends(self):  # noqa: ANN201 - malformed on purpose
+        return {"name": "DICT"}
+
+
+class MalformedItems:
+    @hookimpl
+    def uopkit_backends(self):  # noqa: ANN201 - malformed on purpose
+        return ["CPU"]
+
+
+class LowerCaseName:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [_info("lower")]
+
+
+class FutureSpec:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [_info("FUTURE", spec_version=SPEC_VERSION + 1)]
+
+
+class RaisingAvailability:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        def availability() -> str | None:
+            raise OSError("libfoo.so not found")
+
+        return [_info("FLAKY", availability=availability)]
+
+
+class UnknownHook:
+    @hookimpl
+    def uopkit_backendz(self) -> list[BackendInfo]:
+        return []
+
+
+class DuplicateCPU:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [_info("CPU")]
+
+
+def fresh_manager() -> BackendManager:
+    manager = BackendManager(
+        builtins=["uopkit_no_such_builtin"],
+        entry_points=[
+            EntryPoint(name="cpu", value="uopkit_cpu", group="uopkit"),
+            EntryPoint(name="gone", value="uopkit_no_such_module_xyz", group="uopkit"),
+        ],
+    )
+    for plugin, name in [
+        (RaisingHook(), "raising"),
+        (MalformedDict(), "dict"),
+        (MalformedItems(), "items"),
+        (LowerCaseName(), "lower"),
+        (FutureSpec(), "future"),
+        (RaisingAvailability(), "flaky"),
+        (UnknownHook(), "typo"),
+    ]:
+        manager.register(plugin, name=name, distribution=f"uopkit-{name}")
+    return manager
+
+
+def test_broken_plugins_are_reported_and_cpu_still_works() -> None:
+    statuses = fresh_manager().backends()
+    cpu = statuses["CPU"]
+    # an EntryPoint built by hand has no distribution: the plugin is shown by its entry point name
+    assert cpu.usable and cpu.reason is None and cpu.plugin == "cpu"
+    assert cpu.info is not None and cpu.info.priority == 10 and cpu.spec_version == SPEC_VERSION
+
+    expected = {
+        "GONE": "failed to import uopkit_no_such_module_xyz: ModuleNotFoundError",
+        "UOPKIT_NO_SUCH_BUILTIN": "failed to import uopkit_no_such_builtin",
+        "RAISING": "uopkit_backends() raised RuntimeError: driver exploded",
+        "DICT": "uopkit_backends() returned dict, expected list[BackendInfo]",
+        "ITEMS": "uopkit_backends() returned a list holding str, expected BackendInfo",
+        "LOWER": "invalid backend name 'lower'",
+        "FUTURE": f"targets UOp spec version {SPEC_VERSION + 1}, but this uopkit implements spec version",
+        "FLAKY": "availability check raised OSError: libfoo.so not found",
+        "TYPO": "invalid plugin: unknown hook 'uopkit_backendz'",
+    }
+    for name, reason in expected.items():
+        status = statuses[name]
+        assert not status.usable, name
+        assert status.reason is not None and reason in status.reason, (name, status.reason)
+        assert status.status_text.startswith("unusable: ")
+    assert statuses["UOPKIT_NO_SUCH_BUILTIN"].plugin == "uopkit"
+    # a wrong spec version still shows what the plugin is
+    assert statuses["FUTURE"].info is not None and statuses["FUTURE"].version == "1.2.3"
+
+
+def test_duplicate_name_keeps_the_first() -> None:
+    manager = BackendManager(builtins=[], entry_points=[])
+    manager.register(uopkit_cpu, name="cpu", distribution="uopkit-cpu")
+    manager.register(DuplicateCPU(), name="dup", distribution="uopkit-dup")
+    statuses = manager.backends()
+    assert statuses["CPU"].usable and statuses["CPU"].plugin == "uopkit-cpu"
+    dup = statuses["CPU (uopkit-dup)"]
+    assert not dup.usable and dup.reason is not None and "already provided by uopkit-cpu" in dup.reason
+
+
+def test_builtins_register_through_the_hook() -> None:
+    manager = BackendManager(builtins=["uopkit_cpu"], entry_points=[])
+    status = manager.backends()["CPU"]
+    assert status.usable and status.plugin == "uopkit"
+
+
+def test_loading_is_lazy_and_cached() -> None:
+    manager = BackendManager(builtins=[], entry_points=[EntryPoint(name="cpu", value="uopkit_cpu", group="uopkit")])
+    assert not manager.pm.get_plugins()
+    first = manager.backends()
+    assert manager.backends() == first
+    assert list(first) == ["CPU"]
+
+
+def _run(code: str, extra_path: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if extra_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(extra_path), env.get("PYTHONPATH", "")] if p)
+    env.pop("DEVICE", None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_import_is_cheap() -> None:
+    # importing uopkit touches no plugin; listing backends opens no device
+    code = (
+        "import sys, uopkit\n"
+        "assert 'uopkit_cpu' not in sys.modules\n"
+        "uopkit.Device.backends()\n"
+        "assert 'uopkit_cpu' in sys.modules and 'uopkit_cpu.runtime' not in sys.modules\n"
+    )
+    result = _run(code)
+    assert result.returncode == 0, result.stderr
+
+
+def test_installed_broken_entry_point(tmp_path: Path) -> None:
+    # a real installed distribution whose entry point names a module that does not exist
+    dist_info = tmp_path / "uopkit_broken-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: uopkit-broken\nVersion: 0.1\n")
+    (dist_info / "entry_points.txt").write_text("[uopkit]\nbroken = uopkit_broken_missing\n")
+    result = _run("from uopkit.cli import main; main(['devices'])", extra_path=tmp_path, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    cpu = next(line for line in lines if " CPU " in line)
+    assert cpu.startswith("*") and "uopkit-cpu" in cpu and "usable" in cpu and "unusable" not in cpu
+    broken = next(line for line in lines if "BROKEN" in line)
+    assert "uopkit-broken" in broken and "unusable: failed to import uopkit_broken_missing" in broken

@@ -1,0 +1,100 @@
+"""The spine's STORE and kernelize semantics (issue 2), checked on the graph and on the numbers."""
+
+from uopkit import Tensor, dtypes
+from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.uop.ops import Ops, UPat
+
+
+def test_arange_reshape_sum_runs_compiled_kernels():
+    from uopkit.engine.realize import stats
+
+    before = stats["kernels_run"]
+    assert (Tensor.arange(12).reshape(3, 4) * 2 + 1).sum(axis=1).tolist() == [16, 48, 80]
+    assert stats["kernels_run"] > before
+
+
+def test_assign_builds_store_of_buffer():
+    buf = Tensor.arange(4).realize()
+    a = buf.assign(Tensor.zeros((4,), dtype=dtypes.int32))
+    assert UPat(Ops.STORE, src=(UPat(Ops.BUFFER), UPat())).match(a.uop, {})
+    a.realize()
+    assert buf.tolist() == [0, 0, 0, 0]
+
+
+def test_assign_through_reshape_is_store_of_reshape():
+    buf = Tensor.arange(4).realize()
+    a = buf.reshape((2, 2)).assign(Tensor.full((2, 2), 7, dtype=dtypes.int32))
+    assert UPat(Ops.STORE, src=(UPat(Ops.RESHAPE, src=(UPat(Ops.BUFFER),)), UPat())).match(a.uop, {})
+    a.realize()
+    assert buf.tolist() == [7, 7, 7, 7]
+
+
+def test_assign_into_shrink_changes_one_element():
+    a = Tensor.ones((4,)).contiguous().realize()
+    s = a.shrink(((1, 2),)).assign(Tensor.zeros((1,)))
+    assert s.uop.size == 1
+    assert s.uop.buf_uop.size == 4
+    s.realize()
+    assert a.tolist() == [1.0, 0.0, 1.0, 1.0]
+
+
+def test_reduce_feeding_reduce_realizes():
+    a = Tensor.ones(16, 16).contiguous()
+    a1 = a.sum(axis=1)
+    a0 = a1.sum(axis=0)
+    a0.kernelize()
+    assert a1.uop.base.op is Ops.STORE
+    assert a0.item() == 256.0
+
+
+def test_elementwise_between_reduces_fuses():
+    a = Tensor.ones(16, 16).contiguous()
+    a1 = a.sum(axis=1)
+    a0 = (a1 + 1).sum(axis=0)
+    a0.kernelize()
+    assert a1.uop.base.op is Ops.REDUCE_AXIS
+    assert a1.uop.base.src[0].base.op is Ops.STORE
+    assert a0.item() == 16 * 17.0
+
+
+def test_expand_of_reduce_realizes_the_reduce():
+    x = Tensor([[1.0, 2.0], [3.0, 5.0]])
+    m = x.max(axis=1, keepdim=True)
+    y = x - m
+    y.kernelize()
+    assert m.uop.base.op is Ops.STORE
+    assert y.tolist() == [[-1.0, 0.0], [-2.0, 0.0]]
+
+
+def test_elementwise_chain_is_one_kernel_and_shared_subexpression_once():
+    x = Tensor([1.0, 2.0, 3.0]).realize()
+    shared = (x * 2).exp2()
+    y = shared + shared * 3
+    sink = kernelize_tensors([y])
+    schedule = create_schedule(sink)
+    assert len(schedule) == 1
+    exp2s = [u for u in schedule[0].ast.toposort() if u.op is Ops.EXP2]
+    assert len(exp2s) == 1
+    assert y.tolist() == [16.0, 64.0, 256.0]
+
+
+def test_assign_reading_own_buffer_through_other_view_is_not_fused():
+    x = Tensor([1, 2, 3, 4]).realize()
+    x.assign(x.flip(0)).realize()
+    assert x.tolist() == [4, 3, 2, 1]
+
+
+def test_schedule_orders_reads_before_overwrite():
+    x = Tensor([1.0, 2.0, 3.0]).realize()
+    y = x * 10
+    x.assign(Tensor([0.0, 0.0, 0.0]))
+    Tensor.realize(y, x)
+    assert y.tolist() == [10.0, 20.0, 30.0]
+    assert x.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_increment_assign_twice():
+    x = Tensor([1, 2, 3]).realize()
+    x.assign(x + 1).realize()
+    x.assign(x + 1).realize()
+    assert x.tolist() == [3, 4, 5]
