@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from uopkit.codegen.expander import expand
 from uopkit.codegen.linearizer import linearize
 from uopkit.codegen.lowerer import lower_kernel
-from uopkit.helpers import DEBUG, SPEC
+from uopkit.codegen.opt import KernelPlan, Opt, apply_opts
+from uopkit.helpers import DEBUG, NOOPT, SPEC
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp, graph_rewrite
 from uopkit.uop.symbolic import pm_symbolic
@@ -24,6 +26,7 @@ class ProgramSpec:
     vars: tuple[UOp, ...] = ()
     estimated_flops: int = 0
     estimated_bytes: int = 0
+    opts: tuple[Opt, ...] = ()
 
 
 def kernel_name(ast: UOp) -> str:
@@ -35,12 +38,14 @@ def kernel_name(ast: UOp) -> str:
     return f"{'r' if has_reduce else 'E'}_{dims}"
 
 
-def full_rewrite(ast: UOp, renderer: Renderer) -> list[UOp]:
-    """Kernel AST -> linear program."""
-    # views become index arithmetic over RANGE loops; reduces become DEFINE_REG accumulators
-    lowered = lower_kernel(ast)
+def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -> tuple[list[UOp], dict]:
+    """Kernel AST -> linear program (and its launch dimensions)."""
+    # views become index arithmetic over RANGE loops (or GPU ids); reduces become DEFINE_REG accumulators
+    lowered, lctx = lower_kernel(ast, plan, gpu=renderer.has_local)
+    # UPCAST/UNROLL lanes become one copy of the code per lane
+    expanded = expand(lowered)
     # fold constants and simplify the index arithmetic the views produced
-    simplified = graph_rewrite(lowered, pm_symbolic, name="symbolic")
+    simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic")
     # the backend's own rules (decompositions of ops it lacks, ...)
     if renderer.extra_matcher is not None:
         simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
@@ -53,22 +58,58 @@ def full_rewrite(ast: UOp, renderer: Renderer) -> list[UOp]:
     if DEBUG >= 6:
         for i, u in enumerate(uops):
             print(f"{i:4d} {u.op.name:14s} {u.dtype!s:16s} {u.arg!r}")
-    return uops
+    dims = {"global": tuple(lctx.global_dims), "local": tuple(lctx.local_dims)}
+    return uops, dims
 
 
-def get_program(ast: UOp, renderer: Renderer, name: str | None = None) -> ProgramSpec:
+def _launch_dims(dims: tuple[int, ...]) -> tuple[int, int, int]:
+    return tuple(list(dims) + [1] * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
+    """The opts a kernel gets: none with NOOPT=1, a cached BEAM search with BEAM=n, else the heuristic."""
+    if NOOPT:
+        return []
+    from uopkit.helpers import BEAM
+
+    if BEAM >= 1:
+        from uopkit.codegen.opt.search import beam_search
+
+        return beam_search(ast, renderer, BEAM.value)
+    from uopkit.codegen.opt.heuristic import hand_coded_opts
+
+    return hand_coded_opts(ast, renderer)
+
+
+def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None, name: str | None = None) -> ProgramSpec:
+    """Kernel AST -> rendered ProgramSpec, with `opts` (default: chosen by `choose_opts`)."""
     if SPEC:
         from uopkit.uop.spec import verify_kernel_ast
 
         verify_kernel_ast(ast)
     if DEBUG >= 5:
         print(ast)
-    uops = full_rewrite(ast, renderer)
+    if opts is None:
+        opts = choose_opts(ast, renderer)
+    plan = apply_opts(ast, opts, renderer)
+    if DEBUG >= 3:
+        print(f"opts: {list(plan.opts)}")
+    uops, dims = full_rewrite(ast, renderer, plan)
     name = name or kernel_name(ast)
     src = renderer.render(name, uops)
     flops, nbytes = estimate_cost(ast)
     variables = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0]))
-    return ProgramSpec(name, src, tuple(uops), vars=variables, estimated_flops=flops, estimated_bytes=nbytes)
+    return ProgramSpec(
+        name,
+        src,
+        tuple(uops),
+        global_size=_launch_dims(dims["global"]),
+        local_size=_launch_dims(dims["local"]) if dims["local"] else None,
+        vars=variables,
+        estimated_flops=flops,
+        estimated_bytes=nbytes,
+        opts=tuple(plan.opts),
+    )
 
 
 def estimate_cost(ast: UOp) -> tuple[int, int]:

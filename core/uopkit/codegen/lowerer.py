@@ -1,30 +1,54 @@
-"""Lower a kernel AST to loops: views become index arithmetic over RANGEs, reduces become DEFINE_REG accumulators."""
+"""Lower a kernel AST to loops: views become index arithmetic over RANGEs, reduces become DEFINE_REG accumulators.
+
+The kernel's `KernelPlan` says how each axis is split (loops, CPU threads, GPU ids, unrolled lanes). Lane ranges
+(kind "upcast"/"unroll") stay symbolic here; the expander replaces them by one copy of the code per lane.
+"""
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
-from uopkit.dtype import dtypes
+from uopkit.codegen.opt import AxisPart, KernelPlan, initial_plan
+from uopkit.dtype import DType, dtypes
 from uopkit.helpers import strides_for_shape
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 Index = tuple[UOp, ...]
 TRUE = UOp.const(dtypes.bool, True)
+LOOP_KINDS = ("loop", "thread")
+LANE_KINDS = ("upcast", "unroll")
 
 
 def idx_const(v: int) -> UOp:
     return UOp.const(dtypes.index, v)
 
 
+def range_kind(u: UOp) -> str:
+    return u.arg[1]
+
+
 @dataclass
 class LowererContext:
+    plan: KernelPlan
+    gpu: bool = False
     range_ids: itertools.count = field(default_factory=itertools.count)
     reg_ids: itertools.count = field(default_factory=itertools.count)
+    local_ids: itertools.count = field(default_factory=itertools.count)
     memo: dict[tuple[UOp, Index, UOp], UOp] = field(default_factory=dict)
+    global_dims: list[int] = field(default_factory=list)
+    local_dims: list[int] = field(default_factory=list)
 
     def new_range(self, size: int, kind: str, deps: tuple[UOp, ...] = ()) -> UOp:
         return UOp(Ops.RANGE, dtypes.index, (idx_const(size), *deps), (next(self.range_ids), kind))
+
+    def new_local_id(self, size: int) -> UOp:
+        dim = len(self.local_dims)
+        if dim >= 3:
+            raise NotImplementedError("more than 3 work-group dimensions")
+        self.local_dims.append(size)
+        return UOp(Ops.SPECIAL, dtypes.index, (idx_const(size),), f"lidx{dim}")
 
 
 def _and(a: UOp, b: UOp) -> UOp:
@@ -33,6 +57,28 @@ def _and(a: UOp, b: UOp) -> UOp:
     if b is TRUE:
         return a
     return a.alu(Ops.AND, b)
+
+
+def _combine(nodes: list[tuple[UOp, int]]) -> UOp:
+    """Index of an axis from its parts: sum of part * (product of the sizes inside it)."""
+    ret = idx_const(0)
+    inner = 1
+    for node, size in reversed(nodes):
+        ret = node * inner + ret if inner != 1 else node + ret
+        inner *= size
+    return ret
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# views: move an index through movement ops
+
+
+def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
 
 
 def move_index(node: UOp, idx: Index) -> Index:
@@ -70,14 +116,6 @@ def view_index(node: UOp, idx: Index) -> tuple[UOp, Index]:
     return node, idx
 
 
-def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= s
-    return tuple(reversed(strides))
-
-
 def pad_index(node: UOp, idx: Index) -> tuple[Index, UOp]:
     """Index into a PAD's source and the condition that the element is not padding."""
     in_shape = node.src[0].shape
@@ -85,12 +123,16 @@ def pad_index(node: UOp, idx: Index) -> tuple[Index, UOp]:
     new_idx, ok = [], TRUE
     for i, (b, _), s in zip(idx, node.arg, in_shape, strict=True):
         shifted = i + (-b) if b else i
-        if b:
+        if b and i.vmin < b:
             ok = _and(ok, shifted.alu(Ops.CMPLT, 0).alu(Ops.CMPNE, True))
         if i.vmax - b >= s:
             ok = _and(ok, shifted.lt(s))
         new_idx.append(shifted)
     return tuple(new_idx), ok
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# values
 
 
 def lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
@@ -108,7 +150,6 @@ def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
         inner = lower_value(ctx, node.src[0], inner_idx, _and(valid, ok))
         return inner if ok is TRUE else ok.where(inner, inner.const_like(0))
     if node.op in GroupOp.Movement:
-        # move the index through movement ops until a PAD or a value
         return lower_value(ctx, node.src[0], move_index(node, idx), valid)
     if node.op is Ops.LOAD:
         buf = node.src[0]
@@ -135,7 +176,7 @@ def _ranges_in(*xs: UOp) -> list[UOp]:
 REDUCE_COMBINE = {Ops.ADD: Ops.ADD, Ops.MAX: Ops.MAX, Ops.MUL: Ops.MUL}
 
 
-def reduce_identity(op: Ops, dtype: dtypes) -> UOp:  # type: ignore[valid-type]
+def reduce_identity(op: Ops, dtype: DType) -> UOp:
     if op is Ops.ADD:
         return UOp.const(dtype, 0)
     if op is Ops.MUL:
@@ -143,53 +184,193 @@ def reduce_identity(op: Ops, dtype: dtypes) -> UOp:  # type: ignore[valid-type]
     return UOp.const(dtype, dtypes.min(dtype))
 
 
+def _lane_index(lanes: list[UOp]) -> tuple[UOp, int]:
+    """A mixed-radix index over lane ranges and the number of lanes."""
+    sizes = [r.src[0].arg for r in lanes]
+    return _combine(list(zip(lanes, sizes, strict=True))), math.prod(sizes)
+
+
 def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     op, axes = node.arg
     src = node.src[0]
     in_shape = src.shape
     assert in_shape is not None
+    planned = node is ctx.plan.reduce_op
+    parts_per_axis = ctx.plan.red if planned else tuple((AxisPart(in_shape[a], "loop"),) for a in axes)
     outer = _ranges_in(*idx, valid)
-    acc = UOp(Ops.DEFINE_REG, node.dtype.ptr(1), (), next(ctx.reg_ids))
-    acc_slot = UOp(Ops.INDEX, node.dtype.ptr(1), (acc, idx_const(0)))
+    outer_loops = [r for r in outer if range_kind(r) in LOOP_KINDS]
+    outer_lanes = [r for r in outer if range_kind(r) in LANE_KINDS]
+    # lanes first: the accumulator has one slot per lane that keeps its own sum
+    axis_nodes: list[list[tuple[UOp | AxisPart, int]]] = []
+    red_upcast: list[UOp] = []
+    unroll: list[UOp] = []
+    group_ids: list[tuple[UOp, int]] = []
+    for parts in parts_per_axis:
+        nodes: list[tuple[UOp | AxisPart, int]] = []
+        for p in parts:
+            if p.size == 1:
+                nodes.append((idx_const(0), 1))
+            elif p.kind in LANE_KINDS:
+                r = ctx.new_range(p.size, p.kind)
+                (red_upcast if p.kind == "upcast" else unroll).append(r)
+                nodes.append((r, p.size))
+            elif p.kind == "group":
+                lid = ctx.new_local_id(p.size)
+                group_ids.append((lid, p.size))
+                nodes.append((lid, p.size))
+            else:
+                nodes.append((p, p.size))
+        axis_nodes.append(nodes)
+    acc_lanes = outer_lanes + red_upcast
+    acc_index, n_slots = _lane_index(acc_lanes)
+    acc = UOp(Ops.DEFINE_REG, node.dtype.ptr(n_slots), (), next(ctx.reg_ids))
+    slot = UOp(Ops.INDEX, node.dtype.ptr(n_slots), (acc, acc_index))
+    identity = reduce_identity(op, node.dtype)
     # the accumulator starts over wherever the reduce's value changes: inside the loops its index uses
-    init = UOp(Ops.STORE, dtypes.void, (acc_slot, reduce_identity(op, node.dtype), *outer))
-    red_ranges = []
+    init = UOp(Ops.STORE, dtypes.void, (slot, identity, *outer_loops))
+    loops: list[UOp] = []
     inner_idx = list(idx)
-    for a in axes:
-        if in_shape[a] == 1:
-            inner_idx[a] = idx_const(0)
-            continue
-        r = ctx.new_range(in_shape[a], "reduce", (init,))
-        red_ranges.append(r)
-        inner_idx[a] = r
-    value = lower_value(ctx, src, tuple(inner_idx), valid)
-    if not red_ranges:
-        return value
-    current = UOp(Ops.LOAD, node.dtype, (acc_slot, *red_ranges))
-    update = UOp(Ops.STORE, dtypes.void, (acc_slot, current.alu(REDUCE_COMBINE[op], value)))
+    in_range = valid
+    for axis_i, (a, nodes) in enumerate(zip(axes, axis_nodes, strict=True)):
+        built: list[tuple[UOp, int]] = []
+        for n, size in nodes:
+            if isinstance(n, AxisPart):
+                # each loop opens inside the previous one, all after the accumulator is reset
+                r = ctx.new_range(size, "loop", (init, *loops))
+                loops.append(r)
+                built.append((r, size))
+            else:
+                built.append((n, size))
+        axis_idx = _combine(built)
+        inner_idx[a] = axis_idx
+        real = ctx.plan.real[ctx.plan.n_out + axis_i] if planned else in_shape[a]
+        if math.prod(s for _, s in built) > real:
+            # PADTO: the padded tail of the axis contributes the identity
+            in_range = _and(in_range, axis_idx.lt(real))
+    value = lower_value(ctx, src, tuple(inner_idx), in_range)
+    if in_range is not valid:
+        value = in_range.where(value, identity)
+    if unroll:
+        value = UOp(Ops.REDUCE_AXIS, value.dtype, (value, *unroll), op)
+    current = UOp(Ops.LOAD, node.dtype, (slot, init, *loops))
+    update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], value)))
     done = update
-    for r in reversed(red_ranges):
+    for r in reversed(loops):
         done = UOp(Ops.END, dtypes.void, (done, r))
-    return UOp(Ops.LOAD, node.dtype, (acc_slot, done))
+    result = UOp(Ops.LOAD, node.dtype, (slot, done))
+    if group_ids:
+        result = _combine_group(ctx, node.dtype, op, result, group_ids, acc_index, n_slots, outer_loops)
+    if red_upcast:
+        result = UOp(Ops.REDUCE_AXIS, result.dtype, (result, *red_upcast), op)
+    return result
+
+
+def _combine_group(
+    ctx: LowererContext,
+    dtype: DType,
+    op: Ops,
+    partial: UOp,
+    group_ids: list[tuple[UOp, int]],
+    lane_index: UOp,
+    n_slots: int,
+    outer_loops: list[UOp],
+) -> UOp:
+    # each thread of the work-group wrote a partial result; share them through local memory, then every thread
+    # combines all of them (all threads get the same answer; only one stores it)
+    lid = _combine(group_ids)
+    n_group = math.prod(s for _, s in group_ids)
+    size = n_group * n_slots
+    local = UOp(Ops.DEFINE_LOCAL, dtype.ptr(size, local=True), (), f"temp{next(ctx.local_ids)}")
+    write = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, (local, lid * n_slots + lane_index)), partial))
+    barrier = UOp(Ops.BARRIER, dtypes.void, (write,))
+    acc = UOp(Ops.DEFINE_REG, dtype.ptr(n_slots), (), next(ctx.reg_ids))
+    slot = UOp(Ops.INDEX, dtype.ptr(n_slots), (acc, lane_index))
+    init = UOp(Ops.STORE, dtypes.void, (slot, reduce_identity(op, dtype), barrier, *outer_loops))
+    g = ctx.new_range(n_group, "loop", (init,))
+    shared = UOp(Ops.LOAD, dtype, (UOp(Ops.INDEX, local.dtype, (local, g * n_slots + lane_index)), barrier))
+    current = UOp(Ops.LOAD, dtype, (slot, init, g))
+    update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], shared)))
+    return UOp(Ops.LOAD, dtype, (slot, UOp(Ops.END, dtypes.void, (update, g))))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# outputs
+
+
+def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
+    """The index of each output axis, the loops to close after the store, and the store's gate."""
+    plan = ctx.plan
+    loops: list[UOp] = []
+    gate = TRUE
+    # GPU-style backends launch a grid: loop parts become group ids (innermost part -> dimension 0)
+    grid_parts = [(i, j) for i, parts in enumerate(plan.out) for j, p in enumerate(parts) if p.kind == "loop"]
+    grid_ids: dict[tuple[int, int], UOp] = {}
+    if ctx.gpu and grid_parts:
+        grid_ids = _grid_ids(ctx, [(ij, plan.out[ij[0]][ij[1]].size) for ij in grid_parts])
+    idx = []
+    for i, parts in enumerate(plan.out):
+        nodes: list[tuple[UOp, int]] = []
+        for j, p in enumerate(parts):
+            if p.size == 1:
+                nodes.append((idx_const(0), 1))
+            elif (i, j) in grid_ids:
+                nodes.append((grid_ids[(i, j)], p.size))
+            elif p.kind == "local":
+                nodes.append((ctx.new_local_id(p.size), p.size))
+            else:
+                r = ctx.new_range(p.size, p.kind)
+                if p.kind in LOOP_KINDS:
+                    loops.append(r)
+                nodes.append((r, p.size))
+        axis_idx = _combine(nodes)
+        if math.prod(s for _, s in nodes) > plan.real[i]:
+            gate = _and(gate, axis_idx.lt(plan.real[i]))
+        idx.append(axis_idx)
+    return tuple(idx), loops, gate
+
+
+def _grid_ids(ctx: LowererContext, parts: list[tuple[tuple[int, int], int]]) -> dict[tuple[int, int], UOp]:
+    # at most 3 grid dimensions: the outer parts beyond two share dimension 2 and are decoded with div/mod
+    ids: dict[tuple[int, int], UOp] = {}
+    inner = parts[-2:] if len(parts) > 3 else parts
+    outer = parts[:-2] if len(parts) > 3 else []
+    for dim, (key, size) in enumerate(reversed(inner)):
+        ctx.global_dims.append(size)
+        ids[key] = UOp(Ops.SPECIAL, dtypes.index, (idx_const(size),), f"gidx{dim}")
+    if outer:
+        total = math.prod(s for _, s in outer)
+        ctx.global_dims.append(total)
+        merged = UOp(Ops.SPECIAL, dtypes.index, (idx_const(total),), "gidx2")
+        stride = total
+        for key, size in outer:
+            stride //= size
+            ids[key] = (merged // stride) % size if stride > 1 else merged % size
+    return ids
 
 
 def lower_store(ctx: LowererContext, store: UOp) -> UOp:
     """Lower one kernel output STORE(view of DEFINE_GLOBAL, value) to its loops."""
     target, value = store.src
-    shape = value.shape
-    assert shape is not None
-    ranges = [ctx.new_range(s, "global") if s != 1 else None for s in shape]
-    idx = tuple(r if r is not None else idx_const(0) for r in ranges)
-    lowered = lower_value(ctx, value, idx, TRUE)
+    idx, loops, gate = _output_axes(ctx)
+    lowered = lower_value(ctx, value, idx, gate)
     base, out_idx = view_index(target, idx)
     assert base.op is Ops.DEFINE_GLOBAL, f"kernel output must be a view of a DEFINE_GLOBAL, got {base.op}"
-    out = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, base.dtype, (base, out_idx[0])), lowered))
-    for r in reversed([r for r in ranges if r is not None]):
+    # with a GROUP every thread of the work-group holds the result: thread 0 writes it
+    for u in lowered.toposort():
+        if u.op is Ops.DEFINE_LOCAL:
+            for special in {s for s in lowered.toposort() if s.op is Ops.SPECIAL and s.arg.startswith("lidx")}:
+                if not any(special in n.toposort() for n in idx):
+                    gate = _and(gate, special.alu(Ops.CMPEQ, 0))
+            break
+    index_src = (base, out_idx[0]) if gate is TRUE else (base, out_idx[0], gate)
+    out = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, base.dtype, index_src), lowered))
+    for r in reversed(loops):
         out = UOp(Ops.END, dtypes.void, (out, r))
     return out
 
 
-def lower_kernel(ast: UOp) -> UOp:
-    """SINK(STORE(...)...) kernel AST -> SINK of loop nests over INDEX/LOAD/STORE."""
-    ctx = LowererContext()
-    return UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
+def lower_kernel(ast: UOp, plan: KernelPlan | None = None, gpu: bool = False) -> tuple[UOp, LowererContext]:
+    """SINK(STORE(...)) kernel AST -> SINK of loop nests over INDEX/LOAD/STORE, and the context (grid sizes)."""
+    ctx = LowererContext(plan if plan is not None else initial_plan(ast), gpu)
+    sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
+    return sink, ctx

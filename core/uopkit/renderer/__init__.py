@@ -33,6 +33,8 @@ class Renderer:
     device: ClassVar[str] = ""
     # loops are launched as a grid of threads (GPU-style) rather than written as for loops
     has_local: ClassVar[bool] = False
+    # loops can be shared among CPU threads (OptOps.THREAD)
+    has_threads: ClassVar[bool] = False
     has_shared: ClassVar[bool] = False
     global_max: ClassVar[tuple[int, ...] | None] = None
     local_max: ClassVar[tuple[int, ...] | None] = None

@@ -28,6 +28,9 @@ class CStyleRenderer(Renderer):
     buffer_prefix: ClassVar[str] = ""
     buffer_suffix: ClassVar[str] = " restrict"
     arg_int_prefix: ClassVar[str] = "const int"
+    barrier: ClassVar[str] = ""
+    # how a parallel loop is marked (CPU threads); empty when the backend has none
+    parallel_for: ClassVar[str] = ""
     float_suffix: ClassVar[str] = "f"
     type_map: ClassVar[dict[DType, str]] = {
         dtypes.bool: "_Bool",
@@ -160,6 +163,13 @@ class CStyleRenderer(Renderer):
         lines = [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{", *body, "}"]
         return "\n".join(lines)
 
+    def render_special(self, u: UOp) -> str:
+        """The expression for a GPU id (gidxN: work-group id, lidxN: id inside the work-group)."""
+        raise RenderError(f"{type(self).__name__} has no GPU ids ({u.arg}); it can't run work-group kernels")
+
+    def render_local(self, name: str, dt: DType, size: int) -> str:
+        raise RenderError(f"{type(self).__name__} has no local memory")
+
     def preamble(self, uops: list[UOp]) -> list[str]:
         return ["#include <math.h>"]
 
@@ -172,6 +182,7 @@ class CStyleRenderer(Renderer):
         body: list[str] = []
         depth = 1
         counters: dict[str, int] = {}
+        undeclared: dict[UOp, None] = {}
 
         def new_name(prefix: str) -> str:
             counters[prefix] = counters.get(prefix, 0) + 1
@@ -196,11 +207,23 @@ class CStyleRenderer(Renderer):
                 names[u] = u.arg[0]
                 var_params.append(f"{self.arg_int_prefix} {u.arg[0]}")
             elif u.op is Ops.DEFINE_REG:
+                # declared where it is first written, so each thread of a parallel loop gets its own
                 names[u] = f"acc{u.arg}"
-                size = max(u.dtype.size, 1) if isinstance(u.dtype, PtrDType) else 1
-                emit(f"{self.render_dtype(u.dtype.base)} acc{u.arg}[{size}];")
+                undeclared[u] = None
+            elif u.op is Ops.DEFINE_LOCAL:
+                names[u] = u.arg
+                emit(self.render_local(u.arg, u.dtype.base, u.dtype.size))
+            elif u.op is Ops.SPECIAL:
+                names[u] = u.arg
+                emit(f"int {u.arg} = {self.render_special(u)}; /* {ref(u.src[0])} */")
+            elif u.op is Ops.BARRIER:
+                emit(self.barrier)
+            elif u.op is Ops.NOOP:
+                continue
             elif u.op is Ops.RANGE:
                 names[u] = f"ridx{u.arg[0]}"
+                if u.arg[1] == "thread" and self.parallel_for:
+                    emit(self.parallel_for)
                 emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
                 depth += 1
             elif u.op is Ops.END:
@@ -220,6 +243,10 @@ class CStyleRenderer(Renderer):
                 emit(f"{self.render_dtype(u.dtype)} {var} = {value};")
             elif u.op is Ops.STORE:
                 index, value = u.src[0], u.src[1]
+                reg = index.src[0]
+                if reg in undeclared:
+                    del undeclared[reg]
+                    emit(f"{self.render_dtype(reg.dtype.base)} {names[reg]}[{max(reg.dtype.size, 1)}];")
                 line = f"{names[index]} = {ref(value)};"
                 emit(f"if ({ref(index.src[2])}) {line}" if len(index.src) > 2 else line)
             elif u.op in GroupOp.ALU:

@@ -14,7 +14,9 @@ from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
 
-# what each node of an earlier graph became (kernelized, then realized); weak so old graphs can be freed
+# what each kernel STORE became once it ran (its storage), so a graph that still holds it never runs it twice.
+# Only kernel STOREs are remembered: a computed value (say ADD(BUFFER, 1)) is not, because the BUFFER it reads can be
+# overwritten by a later assign and the same hash-consed node must then be computed again.
 becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
@@ -26,25 +28,30 @@ pm_replace_known = PatternMatcher([(UPat(name="x"), do_replace_known)])
 
 
 def apply_becomes(sink: UOp) -> UOp:
-    """Replace nodes that earlier kernelize/realize calls already turned into storage."""
+    """Replace kernel STOREs that already ran by their storage."""
     return graph_rewrite(sink, pm_replace_known, ctx=becomes_map, name="apply becomes", bottom_up=True)
 
 
 def update_tensors(mapping: dict[UOp, UOp]) -> None:
-    """Point every live tensor whose graph starts with a replaced node at the replacement."""
+    """Point every live tensor at the new form of its graph (nodes in `mapping` replaced)."""
     from uopkit.tensor import _all_tensors
 
     for k, v in mapping.items():
-        if k is not v:
+        if k is not v and is_kernel_store(k):
             becomes_map[k] = v
+    if not mapping:
+        return
     for t in list(_all_tensors):
         new = mapping.get(t.uop)
         if new is not None:
             t.uop = new
-            continue
-        base = t.uop.base
-        if base is not t.uop and base in mapping:
-            t.uop = t.uop.substitute({base: mapping[base]}, name="update tensor view")
+        elif any(n in mapping for n in t.uop.toposort(gate=_not_storage)):
+            t.uop = t.uop.substitute(mapping, name="update tensor graph")
+
+
+def _not_storage(u: UOp) -> bool:
+    # nothing below a BUFFER or a KERNEL's inputs changes when a graph is kernelized
+    return u.op is not Ops.BUFFER
 
 
 def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:

@@ -15,7 +15,7 @@ from uopkit.device import CompileError, Compiler
 
 # no -ffast-math: kernels must keep IEEE semantics (nan, inf, signed zero); -fno-math-errno only lets
 # sqrt and friends compile to single instructions
-CFLAGS: tuple[str, ...] = ("-shared", "-fPIC", "-O2", "-march=native", "-fno-math-errno")
+CFLAGS: tuple[str, ...] = ("-shared", "-fPIC", "-O3", "-march=native", "-fno-math-errno", "-fopenmp")
 LIBS: tuple[str, ...] = ("-lm",)
 
 

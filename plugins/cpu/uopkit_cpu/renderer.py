@@ -10,3 +10,7 @@ from uopkit.renderer.cstyle import CStyleRenderer
 class ClangRenderer(CStyleRenderer):
     device: ClassVar[str] = "CPU"
     buffer_suffix: ClassVar[str] = " restrict"
+    has_threads: ClassVar[bool] = True
+    parallel_for: ClassVar[str] = "#pragma omp parallel for schedule(static)"
+    # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
+    max_vector_width: ClassVar[int] = 16

@@ -1,0 +1,193 @@
+"""Kernel optimizations as data: a list of `Opt(op, axis, amount)` turns a kernel's axes into a `KernelPlan`.
+
+Axes are numbered as the kernel sees them: output axes 0..n-1 (the shape of the value the kernel stores), then
+the axes of its reduce, n..n+m-1. Each axis is split into parts, outer to inner, each with a kind:
+
+- "loop": a for loop (a grid dimension on GPU-style backends)
+- "thread": the loop is shared among CPU threads
+- "local": a work-group dimension (GPU)
+- "upcast": unrolled into independent lanes (registers, vectors); on a reduce axis: one accumulator per lane
+- "unroll": reduce lanes summed into the same accumulator inside the loop
+- "group": a reduce split among the threads of a work-group, combined through local memory
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import Enum, auto
+from typing import TYPE_CHECKING
+
+from uopkit.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.renderer import Renderer
+
+
+class OptOps(Enum):
+    UPCAST = auto()
+    UNROLL = auto()
+    LOCAL = auto()
+    GROUP = auto()
+    GROUPTOP = auto()
+    THREAD = auto()
+    PADTO = auto()
+    TC = auto()
+
+    def __repr__(self) -> str:
+        return f"OptOps.{self.name}"
+
+
+@dataclass(frozen=True, order=True)
+class Opt:
+    op: OptOps
+    axis: int
+    amount: int
+
+    def __repr__(self) -> str:
+        return f"Opt({self.op!r}, {self.axis}, {self.amount})"
+
+
+class OptError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class AxisPart:
+    size: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """How each axis of a kernel is split. `real` holds the unpadded sizes (PADTO may round a size up)."""
+
+    out: tuple[tuple[AxisPart, ...], ...]
+    red: tuple[tuple[AxisPart, ...], ...]
+    real: tuple[int, ...]
+    opts: tuple[Opt, ...] = ()
+    threads: int = 0
+    reduce_op: UOp | None = field(default=None, compare=False)
+
+    @property
+    def n_out(self) -> int:
+        return len(self.out)
+
+    def axis_parts(self, axis: int) -> tuple[AxisPart, ...]:
+        return self.out[axis] if axis < self.n_out else self.red[axis - self.n_out]
+
+    def axis_size(self, axis: int) -> int:
+        return math.prod(p.size for p in self.axis_parts(axis))
+
+    def lanes(self) -> int:
+        return math.prod(p.size for parts in self.out + self.red for p in parts if p.kind in ("upcast", "unroll"))
+
+    def with_axis(self, axis: int, parts: tuple[AxisPart, ...]) -> KernelPlan:
+        if axis < self.n_out:
+            out = self.out[:axis] + (parts,) + self.out[axis + 1 :]
+            return replace(self, out=out)
+        r = axis - self.n_out
+        return replace(self, red=self.red[:r] + (parts,) + self.red[r + 1 :])
+
+
+def main_reduce(ast: UOp) -> UOp | None:
+    """The one reduce whose axes opts may split (kernels with several reduces only get output opts)."""
+    reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
+    return reduces[0] if len(reduces) == 1 else None
+
+
+def initial_plan(ast: UOp) -> KernelPlan:
+    store = ast.src[0]
+    shape = store.src[1].shape
+    assert shape is not None
+    red = main_reduce(ast)
+    red_sizes: tuple[int, ...] = ()
+    if red is not None:
+        src_shape = red.src[0].shape
+        assert src_shape is not None
+        red_sizes = tuple(src_shape[a] for a in red.arg[1])
+    return KernelPlan(
+        out=tuple((AxisPart(s, "loop"),) for s in shape),
+        red=tuple((AxisPart(s, "loop"),) for s in red_sizes),
+        real=tuple(shape) + red_sizes,
+        reduce_op=red,
+    )
+
+
+MAX_LANES = 256
+
+
+def _split_last_loop(plan: KernelPlan, axis: int, amount: int, kind: str, opt: Opt, outer: bool = False) -> KernelPlan:
+    parts = list(plan.axis_parts(axis))
+    loops = [i for i, p in enumerate(parts) if p.kind == "loop"]
+    if not loops:
+        raise OptError(f"{opt}: axis {axis} has no loop left to split (parts {[(p.size, p.kind) for p in parts]})")
+    i = loops[0] if outer else loops[-1]
+    size = parts[i].size
+    amount = size if amount == 0 else amount
+    if amount <= 1 or size % amount:
+        raise OptError(f"{opt}: amount {amount} must be > 1 and divide the axis size {size}")
+    rest = [AxisPart(size // amount, "loop")] if size // amount > 1 else []
+    new = [AxisPart(amount, kind)]
+    parts[i : i + 1] = (new + rest) if outer else (rest + new)
+    return plan.with_axis(axis, tuple(parts))
+
+
+def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
+    """Apply one opt, checking it against the kernel and the renderer's capabilities."""
+    n_axes = plan.n_out + len(plan.red)
+    if not 0 <= opt.axis < n_axes:
+        raise OptError(f"{opt}: axis {opt.axis} out of range (kernel has {plan.n_out} output + {len(plan.red)} reduce)")
+    is_reduce = opt.axis >= plan.n_out
+    if opt.op is OptOps.UPCAST:
+        new = _split_last_loop(plan, opt.axis, opt.amount, "upcast", opt)
+    elif opt.op is OptOps.UNROLL:
+        if not is_reduce:
+            raise OptError(f"{opt}: UNROLL applies to reduce axes (>= {plan.n_out})")
+        new = _split_last_loop(plan, opt.axis, opt.amount, "unroll", opt)
+    elif opt.op is OptOps.THREAD:
+        if is_reduce:
+            raise OptError(f"{opt}: THREAD applies to output axes")
+        if not getattr(renderer, "has_threads", False):
+            raise OptError(f"{opt}: the {renderer.device or type(renderer).__name__} renderer has no CPU threads")
+        if any(p.kind == "thread" for parts in plan.out for p in parts):
+            raise OptError(f"{opt}: only one axis can be split among threads")
+        parts = list(plan.out[opt.axis])
+        if parts[0].kind != "loop":
+            raise OptError(f"{opt}: the outermost part of axis {opt.axis} is not a loop")
+        parts[0] = AxisPart(parts[0].size, "thread")
+        new = replace(plan.with_axis(opt.axis, tuple(parts)), threads=opt.amount)
+    elif opt.op is OptOps.LOCAL:
+        if is_reduce or not renderer.has_local:
+            raise OptError(f"{opt}: LOCAL needs an output axis and a renderer with work-groups")
+        new = _split_last_loop(plan, opt.axis, opt.amount, "local", opt)
+    elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
+        if not is_reduce or not (renderer.has_local and renderer.has_shared):
+            raise OptError(f"{opt}: GROUP needs a reduce axis and a renderer with work-groups and local memory")
+        if any(p.kind == "group" for parts in plan.red for p in parts):
+            raise OptError(f"{opt}: only one GROUP per kernel")
+        new = _split_last_loop(plan, opt.axis, opt.amount, "group", opt, outer=opt.op is OptOps.GROUPTOP)
+    elif opt.op is OptOps.PADTO:
+        parts = plan.axis_parts(opt.axis)
+        if len(parts) != 1 or parts[0].kind != "loop":
+            raise OptError(f"{opt}: PADTO must come before other opts on axis {opt.axis}")
+        size = parts[0].size
+        padded = -(-size // opt.amount) * opt.amount
+        if opt.amount <= 1 or padded > size * 2:
+            raise OptError(f"{opt}: padding {size} to a multiple of {opt.amount} wastes too much")
+        new = plan.with_axis(opt.axis, (AxisPart(padded, "loop"),))
+    else:
+        raise OptError(f"{opt}: {opt.op.name} is not supported by this kernel optimizer")
+    if new.lanes() > MAX_LANES:
+        raise OptError(f"{opt}: {new.lanes()} unrolled lanes is more than the limit {MAX_LANES}")
+    local_parts = [p.size for parts in new.out + new.red for p in parts if p.kind in ("local", "group")]
+    if local_parts and renderer.local_max is not None and math.prod(local_parts) > math.prod(renderer.local_max[:1]):
+        raise OptError(f"{opt}: work-group of {math.prod(local_parts)} threads exceeds {renderer.local_max[0]}")
+    return replace(new, opts=plan.opts + (opt,))
+
+
+def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], renderer: Renderer) -> KernelPlan:
+    plan = initial_plan(ast)
+    for opt in opts:
+        plan = apply_opt(plan, opt, renderer)
+    return plan
