@@ -38,6 +38,8 @@ class LowererContext:
     local_ids: itertools.count = field(default_factory=itertools.count)
     memo: dict[tuple[UOp, Index, UOp], UOp] = field(default_factory=dict)
     global_dims: list[int] = field(default_factory=list)
+    # which kernel axis each loop range (by id) belongs to (used by the heuristics to find contiguous axes)
+    axis_of: dict[int, int] = field(default_factory=dict)
     local_dims: list[int] = field(default_factory=list)
 
     def new_range(self, size: int, kind: str, deps: tuple[UOp, ...] = ()) -> UOp:
@@ -237,6 +239,8 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
             if isinstance(n, AxisPart):
                 # each loop opens inside the previous one, all after the accumulator is reset
                 r = ctx.new_range(size, "loop", (init, *loops))
+                if planned:
+                    ctx.axis_of[r.arg[0]] = ctx.plan.n_out + axis_i
                 loops.append(r)
                 built.append((r, size))
             else:
@@ -319,6 +323,7 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
                 nodes.append((ctx.new_local_id(p.size), p.size))
             else:
                 r = ctx.new_range(p.size, p.kind)
+                ctx.axis_of[r.arg[0]] = i
                 if p.kind in LOOP_KINDS:
                     loops.append(r)
                 nodes.append((r, p.size))

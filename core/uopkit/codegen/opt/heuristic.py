@@ -6,7 +6,7 @@ import os
 
 from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, initial_plan
 from uopkit.renderer import Renderer
-from uopkit.uop.ops import UOp
+from uopkit.uop.ops import Ops, UOp
 
 
 def _try(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
@@ -16,75 +16,102 @@ def _try(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
         return plan
 
 
-def _largest_divisor(size: int, candidates: tuple[int, ...]) -> int | None:
+def _divisor(size: int, candidates: tuple[int, ...]) -> int | None:
     return next((c for c in candidates if size % c == 0 and size >= c), None)
 
 
 def cpu_threads() -> int:
     env = os.getenv("UOPKIT_THREADS") or os.getenv("OMP_NUM_THREADS")
-    return int(env) if env else (os.cpu_count() or 1)
+    return max(1, int(env)) if env else (os.cpu_count() or 1)
+
+
+def memory_strides(ast: UOp, loads: bool = True) -> dict[int, set[int]]:
+    """For each kernel axis, the strides with which the kernel's loads (or its stores) walk memory along it."""
+    from uopkit.codegen.lowerer import lower_kernel
+    from uopkit.uop.ops import graph_rewrite
+    from uopkit.uop.symbolic import decompose, pm_symbolic
+
+    lowered, ctx = lower_kernel(ast)
+    lowered = graph_rewrite(lowered, pm_symbolic, name="symbolic (strides)")
+    strides: dict[int, set[int]] = {}
+    for u in lowered.toposort():
+        if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and (u.src[0].arg != 0) == loads:
+            terms, _ = decompose(u.src[1])
+            for coef, term in terms:
+                if term.op is Ops.RANGE and term.arg[0] in ctx.axis_of:
+                    strides.setdefault(ctx.axis_of[term.arg[0]], set()).add(coef)
+    return strides
 
 
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     plan = initial_plan(ast)
+    if renderer.has_local:
+        return _gpu_opts(plan, renderer)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
-    total = 1
-    for s in out_sizes:
-        total *= s
-    work = total * max(1, *(red_sizes or [1]))
-    if renderer.has_local:
-        return _gpu_opts(plan, out_sizes, red_sizes, renderer)
+    strides = memory_strides(ast)
+    contiguous = [a for a, st in strides.items() if 1 in st]
+    if not contiguous or not red_sizes:
+        contiguous += [a for a, st in memory_strides(ast, loads=False).items() if 1 in st]
     width = max(1, renderer.max_vector_width)
-    # the innermost output axis with more than one element gets the vector lanes
-    inner = max((i for i, s in enumerate(out_sizes) if s > 1), default=None)
-    if red_sizes and inner is not None:
-        # register tile: lanes on the two innermost output axes, a short unroll of the reduce
-        amt = _largest_divisor(out_sizes[inner], (width, 8, 4, 2))
+    out_axes = [i for i, s in enumerate(out_sizes) if s > 1]
+    red_axes = [plan.n_out + i for i, s in enumerate(red_sizes) if s > 1]
+    vec_out = [a for a in out_axes if a in contiguous]
+    vec_red = [a for a in red_axes if a in contiguous]
+    if vec_out:
+        # vectors along the output axis that is contiguous in memory: two vectors wide
+        axis = vec_out[-1]
+        amt = _divisor(out_sizes[axis], (2 * width, width, 8, 4, 2))
         if amt:
-            plan = _try(plan, Opt(OptOps.UPCAST, inner, amt), renderer)
-        others = [i for i, s in enumerate(out_sizes) if s > 1 and i != inner]
-        if others:
-            second = others[-1]
-            amt2 = _largest_divisor(out_sizes[second], (4, 3, 2))
+            plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
+        if red_sizes:
+            # a register tile: rows of another output axis reuse each loaded vector (the matmul pattern)
+            for other in reversed([a for a in out_axes if a != axis]):
+                amt2 = _divisor(out_sizes[other], (8, 6, 4, 3, 2))
+                if amt2:
+                    plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
+                    break
+    elif vec_red:
+        # a reduce along contiguous memory: one accumulator per vector lane, combined after the loop
+        axis = vec_red[-1]
+        amt = _divisor(red_sizes[axis - plan.n_out], (width, 8, 4, 2))
+        if amt and red_sizes[axis - plan.n_out] >= 4 * amt:
+            plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
+        if out_axes:
+            amt2 = _divisor(out_sizes[out_axes[-1]], (4, 2))
             if amt2:
-                plan = _try(plan, Opt(OptOps.UPCAST, second, amt2), renderer)
-        last_red = plan.n_out + len(red_sizes) - 1
-        amt3 = _largest_divisor(red_sizes[-1], (4, 2))
-        if amt3 and red_sizes[-1] >= 16:
-            plan = _try(plan, Opt(OptOps.UNROLL, last_red, amt3), renderer)
-    elif red_sizes:
-        # a reduce into few outputs (a sum over the innermost axis): split the accumulator into vector lanes
-        last_red = plan.n_out + len(red_sizes) - 1
-        amt = _largest_divisor(red_sizes[-1], (width, 8, 4, 2))
-        if amt and red_sizes[-1] >= 4 * amt:
-            plan = _try(plan, Opt(OptOps.UPCAST, last_red, amt), renderer)
-    elif inner is not None:
-        amt = _largest_divisor(out_sizes[inner], (width, 8, 4, 2))
+                plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt2), renderer)
+    elif out_axes:
+        amt = _divisor(out_sizes[out_axes[-1]], (width, 8, 4, 2))
         if amt:
-            plan = _try(plan, Opt(OptOps.UPCAST, inner, amt), renderer)
+            plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
     # share the outermost loop among the cores when there is enough work
-    if work >= 1 << 16 and cpu_threads() > 1:
+    work = 1
+    for s in out_sizes + red_sizes:
+        work *= s
+    if work >= 1 << 15 and cpu_threads() > 1:
         outer = next((i for i, parts in enumerate(plan.out) if parts[0].kind == "loop" and parts[0].size > 1), None)
         if outer is not None:
             plan = _try(plan, Opt(OptOps.THREAD, outer, cpu_threads()), renderer)
     return list(plan.opts)
 
 
-def _gpu_opts(plan: KernelPlan, out_sizes: list[int], red_sizes: list[int], renderer: Renderer) -> list[Opt]:
+def _gpu_opts(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
+    out_sizes = [parts[0].size for parts in plan.out]
+    red_sizes = [parts[0].size for parts in plan.red]
     total = 1
     for s in out_sizes:
         total *= s
     # a large reduce into few outputs: split it across the threads of a work-group (local memory + barrier)
     if red_sizes and total <= 2048 and red_sizes[-1] >= 256:
         last_red = plan.n_out + len(red_sizes) - 1
-        amt = _largest_divisor(red_sizes[-1], (256, 128, 64, 32, 16))
+        amt = _divisor(red_sizes[-1], (256, 128, 64, 32, 16))
         if amt:
             plan = _try(plan, Opt(OptOps.GROUPTOP, last_red, amt), renderer)
         return list(plan.opts)
     inner = max((i for i, s in enumerate(out_sizes) if s > 1), default=None)
     if inner is not None:
-        amt = _largest_divisor(out_sizes[inner], (64, 32, 16, 8, 4, 2))
+        amt = _divisor(out_sizes[inner], (64, 32, 16, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.LOCAL, inner, amt), renderer)
     return list(plan.opts)

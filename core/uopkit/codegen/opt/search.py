@@ -1,0 +1,175 @@
+"""BEAM search over kernel opts: compile and time candidates on the device, keep the best `width` each round.
+
+The result for a (kernel, device) pair is cached on disk, so the second run with BEAM=n is instant. The heuristic's
+opts are one of the candidates, so the search never returns something slower than the default as measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+
+from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, initial_plan
+from uopkit.helpers import DEBUG, cache_dir
+from uopkit.renderer import Renderer
+from uopkit.uop.ops import Ops, UOp
+
+UPCAST_AMOUNTS = (2, 3, 4, 8, 16, 32)
+UNROLL_AMOUNTS = (2, 4, 8)
+LOCAL_AMOUNTS = (2, 4, 8, 16, 32, 64)
+GROUP_AMOUNTS = (16, 32, 64, 128, 256)
+MAX_ROUNDS = 6
+TIMING_RUNS = 3
+
+
+def ast_key(ast: UOp, renderer: Renderer) -> str:
+    """A stable key for a kernel on a device: its AST written out in order, the renderer and its settings."""
+    nodes = list(ast.toposort())
+    index = {u: i for i, u in enumerate(nodes)}
+    text = [f"{type(renderer).__module__}.{type(renderer).__name__}"]
+    for u in nodes:
+        text.append(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|{[index[s] for s in u.src]}")
+    return hashlib.sha256("\n".join(text).encode()).hexdigest()
+
+
+def _cache_path(key: str):  # noqa: ANN202
+    folder = cache_dir() / "beam"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{key}.json"
+
+
+def load_cached(key: str) -> list[Opt] | None:
+    path = _cache_path(key)
+    if not path.exists():
+        return None
+    try:
+        return [Opt(OptOps[op], axis, amt) for op, axis, amt in json.loads(path.read_text())]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def store_cached(key: str, opts: list[Opt]) -> None:
+    _cache_path(key).write_text(json.dumps([[o.op.name, o.axis, o.amount] for o in opts]))
+
+
+def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
+    from uopkit.codegen.opt.heuristic import cpu_threads
+
+    actions: list[Opt] = []
+    n_axes = plan.n_out + len(plan.red)
+    for axis in range(n_axes):
+        if not any(p.kind == "loop" and p.size > 1 for p in plan.axis_parts(axis)):
+            continue
+        actions += [Opt(OptOps.UPCAST, axis, a) for a in UPCAST_AMOUNTS]
+        if axis >= plan.n_out:
+            actions += [Opt(OptOps.UNROLL, axis, a) for a in UNROLL_AMOUNTS]
+            if renderer.has_local and renderer.has_shared:
+                actions += [Opt(op, axis, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in GROUP_AMOUNTS]
+        else:
+            if getattr(renderer, "has_threads", False):
+                actions.append(Opt(OptOps.THREAD, axis, cpu_threads()))
+            if renderer.has_local:
+                actions += [Opt(OptOps.LOCAL, axis, a) for a in LOCAL_AMOUNTS]
+    valid = []
+    for a in actions:
+        try:
+            apply_opt(plan, a, renderer)
+        except OptError:
+            continue
+        valid.append(a)
+    return valid
+
+
+class Timer:
+    """Compiles and times one kernel with given opts on scratch buffers of the device."""
+
+    def __init__(self, ast: UOp, device: str) -> None:
+        from uopkit.device import Buffer, Device
+
+        self.ast, self.device = ast, device
+        self.dev = Device[device]
+        globals_ = sorted({u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}.items())
+        # scratch buffers: timing never touches the user's data
+        self.bufs = [Buffer(device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in globals_]
+
+    def __call__(self, opts: list[Opt]) -> float:
+        from uopkit.codegen import get_program
+
+        try:
+            spec = get_program(self.ast, self.dev.renderer, list(opts))
+            lib = self.dev.compiler.compile(spec.src)
+            prg = self.dev.runtime(spec.name, lib)
+            args = [b.opaque for b in self.bufs]
+            best = math.inf
+            for _ in range(TIMING_RUNS):
+                t = prg(*args, global_size=spec.global_size, local_size=spec.local_size, wait=True)
+                best = min(best, t if t is not None else math.inf)
+            return best
+        except Exception as e:  # noqa: BLE001 - a candidate that fails to build or run is just not chosen
+            if DEBUG >= 3:
+                print(f"BEAM: {opts} failed: {type(e).__name__}: {e}", file=sys.stderr)
+            return math.inf
+
+
+def _progress(label: str, done: int, total: int, best: float) -> None:
+    if not sys.stderr.isatty() and DEBUG < 1:
+        return
+    width = 30
+    filled = int(width * done / max(total, 1))
+    bar = "#" * filled + "-" * (width - filled)
+    sys.stderr.write(f"\r{label} [{bar}] {done}/{total} best {best * 1e6:9.2f} us")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def beam_search(
+    ast: UOp,
+    renderer: Renderer,
+    width: int,
+    device: str | None = None,
+    timer: Callable[[list[Opt]], float] | None = None,
+) -> list[Opt]:
+    """The best opts found by a beam search of `width`, cached on disk per (kernel, renderer)."""
+    from uopkit.codegen.opt.heuristic import hand_coded_opts
+
+    key = ast_key(ast, renderer)
+    cached = load_cached(key)
+    if cached is not None:
+        return cached
+    if timer is None:
+        from uopkit.device import Device
+
+        timer = Timer(ast, device or renderer.device or Device.DEFAULT)
+    start = time.perf_counter()
+    heuristic = hand_coded_opts(ast, renderer)
+    scored: dict[tuple[Opt, ...], float] = {(): timer([]), tuple(heuristic): timer(heuristic)}
+    beam = sorted(scored.items(), key=lambda kv: kv[1])[:width]
+    for round_i in range(MAX_ROUNDS):
+        candidates: list[tuple[Opt, ...]] = []
+        for opts, _ in beam:
+            plan = initial_plan(ast)
+            for o in opts:
+                plan = apply_opt(plan, o, renderer)
+            for action in candidate_actions(plan, renderer):
+                cand = opts + (action,)
+                if cand not in scored and cand not in candidates:
+                    candidates.append(cand)
+        if not candidates:
+            break
+        best_before = beam[0][1]
+        for i, cand in enumerate(candidates):
+            scored[cand] = timer(list(cand))
+            _progress(f"BEAM round {round_i + 1}", i + 1, len(candidates), min(scored.values()))
+        beam = sorted(scored.items(), key=lambda kv: kv[1])[:width]
+        if beam[0][1] >= best_before:
+            break
+    best = list(beam[0][0])
+    if DEBUG >= 2:
+        print(f"BEAM: {len(scored)} candidates in {time.perf_counter() - start:.1f} s -> {best}")
+    store_cached(key, best)
+    return best
