@@ -1,0 +1,62 @@
+"""The spec: legal graphs pass at every stage, illegal ones fail with a message naming the op."""
+
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.codegen import full_rewrite
+from uopkit.device import Device
+from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.spec import (
+    SPEC_VERSION,
+    SpecError,
+    verify_kernel_ast,
+    verify_program,
+    verify_tensor_graph,
+)
+
+
+def test_spec_has_version():
+    assert isinstance(SPEC_VERSION, int) and SPEC_VERSION >= 1
+
+
+def test_tensor_graph_with_store_is_legal():
+    buf = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+    t = buf.reshape((2, 2)).assign(Tensor.ones(2, 2))
+    verify_tensor_graph(UOp(Ops.SINK, src=(t.uop,)))
+
+
+def test_store_into_expanded_view_is_illegal():
+    buf = Tensor([1.0]).realize()
+    bad = UOp(Ops.STORE, dtypes.float32, (UOp(Ops.EXPAND, dtypes.float32, (buf.uop,), (4,)), Tensor.ones(4).uop))
+    with pytest.raises(SpecError, match="STORE"):
+        verify_tensor_graph(UOp(Ops.SINK, src=(bad,)))
+
+
+def test_alu_with_mixed_dtypes_is_illegal():
+    a = Tensor([1, 2]).uop
+    b = Tensor([1.0, 2.0]).uop
+    with pytest.raises(SpecError, match="ADD"):
+        verify_tensor_graph(UOp(Ops.SINK, src=(UOp(Ops.ADD, dtypes.int32, (a, b)),)))
+
+
+def test_kernel_ast_and_program_of_a_real_kernel_are_legal():
+    x = Tensor.ones(8, 8).contiguous()
+    (item,) = create_schedule(kernelize_tensors([x.sum(axis=1)]))[-1:]
+    verify_kernel_ast(item.ast)
+    uops, _ = full_rewrite(item.ast, Device["CPU"].renderer)
+    verify_program(uops)
+    ops = [u.op for u in uops]
+    # a reduce is a register accumulator written by STORE inside its loop, read after the loop's END
+    assert Ops.DEFINE_REG in ops
+    reg_stores = [i for i, u in enumerate(uops) if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_REG]
+    assert len(reg_stores) >= 2
+    reg_loads = [i for i, u in enumerate(uops) if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_REG]
+    ends = [i for i, u in enumerate(uops) if u.op is Ops.END]
+    assert any(load > ends[0] for load in reg_loads)
+
+
+def test_unclosed_loop_is_illegal():
+    r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 4),), (0, "loop"))
+    with pytest.raises(SpecError, match="never closed"):
+        verify_program([UOp.const(dtypes.int32, 4), r])

@@ -1,0 +1,109 @@
+"""The UOp core: hash-consing, pattern matching, rewriting to a fixpoint, range analysis."""
+
+import pytest
+
+from uopkit import dtypes
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, RewriteError, UOp, UPat, graph_rewrite
+
+
+def rng(n, i=0):
+    return UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, n),), (i, "loop"))
+
+
+def test_hash_consing_gives_same_object():
+    a = UOp.const(dtypes.float32, 1.5)
+    assert UOp.const(dtypes.float32, 1.5) is a
+    assert (a + 2.0) is (a + 2.0)
+    assert UOp.const(dtypes.float32, 1.5) is not UOp.const(dtypes.float64, 1.5)
+
+
+def test_there_is_no_assign_op():
+    assert "ASSIGN" not in Ops.__members__
+    assert Ops.STORE in Ops
+
+
+def test_groups_are_disjoint_where_they_should_be():
+    assert not (GroupOp.Unary & GroupOp.Binary)
+    assert not (GroupOp.ALU & GroupOp.Movement)
+
+
+def test_upat_named_captures_and_constraints():
+    x = UOp.variable("x", 0, 10)
+    expr = x + 3
+    pat = UPat(Ops.ADD, dtype=dtypes.int32, src=(UPat.var("a"), UPat.cvar("c")))
+    (m,) = pat.match(expr, {})
+    assert m["a"] is x and m["c"].arg == 3
+    assert not UPat(Ops.MUL).match(expr, {})
+    assert not UPat(Ops.ADD, dtype=dtypes.float32).match(expr, {})
+
+
+def test_upat_commutative_list_matches_either_order():
+    x = UOp.variable("x", 0, 10)
+    expr = UOp(Ops.ADD, dtypes.int32, (UOp.const(dtypes.int32, 3), x))
+    assert UPat(Ops.ADD, src=[UPat.var("v", dtypes.int32), UPat.cvar("c")]).match(expr, {})
+    assert not UPat(Ops.ADD, src=(UPat.var("v"), UPat.cvar("c"))).match(expr, {})
+
+
+def test_same_name_must_bind_same_node():
+    x = UOp.variable("x", 0, 10)
+    y = UOp.variable("y", 0, 10)
+    pat = UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("a")))
+    assert pat.match(x + x, {})
+    assert not pat.match(x + y, {})
+
+
+def test_graph_rewrite_reaches_fixpoint():
+    # x*2 -> x+x, then x+x -> x (a toy chain of rules) applied until nothing fires
+    x = UOp.variable("x", 0, 10)
+    pm = PatternMatcher(
+        [
+            (UPat(Ops.MUL, src=(UPat.var("a"), UPat.cvar("c"))), lambda a, c: a + a if c.arg == 2 else None),
+            (UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("a"))), lambda a: a),
+        ]
+    )
+    assert graph_rewrite((x * 2) * 2, pm, name="test") is x
+
+
+def test_graph_rewrite_with_ctx():
+    x = UOp.variable("x", 0, 10)
+    seen = []
+
+    def do_record(ctx, v):
+        ctx.append(v.arg[0])
+        return None
+
+    graph_rewrite(x + 1, PatternMatcher([(UPat(Ops.DEFINE_VAR, name="v"), do_record)]), ctx=seen, name="ctx")
+    assert seen == ["x"]
+
+
+def test_rewrite_that_never_settles_raises():
+    x = UOp.variable("x", 0, 10)
+    pm = PatternMatcher([(UPat(Ops.ADD, name="e"), lambda e: e.src[0] + (e.src[1].arg + 1))])
+    with pytest.raises(RewriteError):
+        graph_rewrite(x + 1, pm, name="runaway", max_steps=1000)
+
+
+def test_vmin_vmax():
+    r = rng(10)
+    assert (r.vmin, r.vmax) == (0, 9)
+    assert ((r * 3 + 2).vmin, (r * 3 + 2).vmax) == (2, 29)
+    assert ((r // 4).vmin, (r // 4).vmax) == (0, 2)
+    assert ((r % 4).vmin, (r % 4).vmax) == (0, 3)
+    assert r.lt(10).vmin is True
+    v = UOp.variable("n", 1, 5)
+    assert ((v * -2).vmin, (v * -2).vmax) == (-10, -2)
+
+
+def test_toposort_is_deep_safe():
+    x = UOp.variable("x", 0, 10)
+    for i in range(5000):
+        x = x + i
+    assert len(x.toposort()) > 5000
+
+
+def test_buf_uop_and_size_through_views():
+    buf = UOp.new_buffer("CPU", 12, dtypes.float32)
+    view = UOp(Ops.SHRINK, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (buf,), (3, 4)),), ((0, 2), (1, 3)))
+    assert view.shape == (2, 2) and view.size == 4
+    assert view.buf_uop is buf and view.buf_uop.size == 12
+    assert view.base is buf
