@@ -8,6 +8,7 @@ from uopkit.codegen.expander import expand
 from uopkit.codegen.linearizer import linearize
 from uopkit.codegen.lowerer import lower_kernel
 from uopkit.codegen.opt import KernelPlan, Opt, apply_opts
+from uopkit.codegen.transcendental import decompositions_for
 from uopkit.helpers import DEBUG, NOOPT, SPEC
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp, graph_rewrite
@@ -44,6 +45,10 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     lowered, lctx = lower_kernel(ast, plan, gpu=renderer.has_local)
     # UPCAST/UNROLL lanes become one copy of the code per lane
     expanded = expand(lowered)
+    # transcendental ops the renderer lacks become polynomials and bit operations
+    decompose = decompositions_for(renderer.transcendental_ops)
+    if decompose is not None:
+        expanded = graph_rewrite(expanded, decompose, name="transcendentals")
     # fold constants and simplify the index arithmetic the views produced
     simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic")
     # the backend's own rules (decompositions of ops it lacks, ...)

@@ -58,31 +58,33 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     red_axes = [plan.n_out + i for i, s in enumerate(red_sizes) if s > 1]
     vec_out = [a for a in out_axes if a in contiguous]
     vec_red = [a for a in red_axes if a in contiguous]
-    if vec_out:
-        # vectors along the output axis that is contiguous in memory: two vectors wide
+    total_out = 1
+    for s in out_sizes:
+        total_out *= s
+    if not red_sizes:
+        # elementwise: the C compiler vectorizes the innermost loop by itself; lanes only add code
+        pass
+    elif vec_out:
+        # vectors along the output axis that is contiguous in memory; big outputs get two vectors
         axis = vec_out[-1]
-        amt = _divisor(out_sizes[axis], (2 * width, width, 8, 4, 2))
+        big = total_out >= 64 * 64
+        amt = _divisor(out_sizes[axis], (2 * width, width, 8, 4, 2) if big else (width, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
-        if red_sizes:
-            # a register tile: rows of another output axis reuse each loaded vector (the matmul pattern)
-            for other in reversed([a for a in out_axes if a != axis]):
-                amt2 = _divisor(out_sizes[other], (8, 6, 4, 3, 2))
-                if amt2:
-                    plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
-                    break
+        # a register tile: rows of another output axis reuse each loaded vector (the matmul pattern)
+        for other in reversed([a for a in out_axes if a != axis]):
+            amt2 = _divisor(out_sizes[other], (8, 6, 4, 3, 2) if big else (4, 3, 2))
+            if amt2:
+                plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
+                break
     elif vec_red:
         # a reduce along contiguous memory: one accumulator per vector lane, combined after the loop
         axis = vec_red[-1]
         amt = _divisor(red_sizes[axis - plan.n_out], (width, 8, 4, 2))
         if amt and red_sizes[axis - plan.n_out] >= 4 * amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
-        if out_axes:
-            amt2 = _divisor(out_sizes[out_axes[-1]], (4, 2))
-            if amt2:
-                plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt2), renderer)
     elif out_axes:
-        amt = _divisor(out_sizes[out_axes[-1]], (width, 8, 4, 2))
+        amt = _divisor(out_sizes[out_axes[-1]], (2 * width, width, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
     # share the outermost loop among the cores when there is enough work
