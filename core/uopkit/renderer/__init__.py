@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from uopkit.dtype import DType, dtypes
-
 from uopkit.uop.ops import Ops
 
 if TYPE_CHECKING:
