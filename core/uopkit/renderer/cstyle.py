@@ -76,7 +76,7 @@ class CStyleRenderer(Renderer):
         if isinstance(dt, PtrDType):
             return self.render_dtype(dt.base) + "*"
         if dt.count > 1:
-            raise RenderError(f"{type(self).__name__} does not render vector type {dt}")
+            return self.render_vector_type(dt)
         if dt not in self.type_map:
             raise RenderError(f"{type(self).__name__} has no type for {dt}")
         return self.type_map[dt]
@@ -163,6 +163,35 @@ class CStyleRenderer(Renderer):
         lines = [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{", *body, "}"]
         return "\n".join(lines)
 
+    # ------------------------------------------------------------------------------------------ vectors
+    # C uses GCC's vector extensions (typedefs in the preamble); OpenCL overrides these with its own syntax
+
+    def render_vector_type(self, dt: DType) -> str:
+        if dt.scalar not in self.type_map or dt.scalar == dtypes.bool:
+            raise RenderError(f"{type(self).__name__} has no vector type for {dt}")
+        return f"{dt.scalar.name}{dt.count}"
+
+    def vector_typedefs(self, uops: list[UOp]) -> list[str]:
+        vecs = sorted({u.dtype for u in uops if not isinstance(u.dtype, PtrDType) and u.dtype.count > 1}, key=str)
+        return [
+            f"typedef {self.type_map[v.scalar]} {self.render_vector_type(v)} "
+            f"__attribute__((vector_size({v.scalar.itemsize * v.count})));"
+            for v in vecs
+        ]
+
+    def render_vectorize(self, dt: DType, items: list[str]) -> str:
+        return f"(({self.render_vector_type(dt)}){{{', '.join(items)}}})"
+
+    def render_gep(self, vec: str, i: int) -> str:
+        return f"{vec}[{i}]"
+
+    def render_vector_load(self, dt: DType, address: str) -> str:
+        t = self.render_vector_type(dt)
+        return f"({{ {t} vl; __builtin_memcpy(&vl, &{address}, sizeof(vl)); vl; }})"
+
+    def render_vector_store(self, address: str, value: str) -> str:
+        return f"{{ __typeof__({value}) vs = {value}; __builtin_memcpy(&{address}, &vs, sizeof(vs)); }}"
+
     def render_special(self, u: UOp) -> str:
         """The expression for a GPU id (gidxN: work-group id, lidxN: id inside the work-group)."""
         raise RenderError(f"{type(self).__name__} has no GPU ids ({u.arg}); it can't run work-group kernels")
@@ -171,14 +200,14 @@ class CStyleRenderer(Renderer):
         raise RenderError(f"{type(self).__name__} has no local memory")
 
     def preamble(self, uops: list[UOp]) -> list[str]:
-        return ["#include <math.h>"]
+        return ["#include <math.h>", *self.vector_typedefs(uops)]
 
     # ---------------------------------------------------------------------------------------------- the loop
 
     def render(self, name: str, uops: list[UOp]) -> str:
         names: dict[UOp, str] = {}
         params: list[tuple[int, str]] = []
-        var_params: list[str] = []
+        var_params: list[tuple[str, str]] = []
         body: list[str] = []
         depth = 1
         counters: dict[str, int] = {}
@@ -205,7 +234,7 @@ class CStyleRenderer(Renderer):
                 params.append((u.arg, f"{self.buffer_prefix}{ptr}*{self.buffer_suffix} data{u.arg}"))
             elif u.op is Ops.DEFINE_VAR:
                 names[u] = u.arg[0]
-                var_params.append(f"{self.arg_int_prefix} {u.arg[0]}")
+                var_params.append((u.arg[0], f"{self.arg_int_prefix} {u.arg[0]}"))
             elif u.op is Ops.DEFINE_REG:
                 # declared where it is first written, so each thread of a parallel loop gets its own
                 names[u] = f"acc{u.arg}"
@@ -236,10 +265,14 @@ class CStyleRenderer(Renderer):
                 index = u.src[0]
                 var = new_name("val")
                 names[u] = var
+                value = names[index]
+                if u.dtype.count > 1:
+                    value = self.render_vector_load(u.dtype, value)
                 if len(index.src) > 2:
-                    value = f"({ref(index.src[2])}?{names[index]}:{self.render_const(0, u.dtype)})"
-                else:
-                    value = names[index]
+                    zero = self.render_const(0, u.dtype.scalar)
+                    if u.dtype.count > 1:
+                        zero = self.render_vectorize(u.dtype, [zero] * u.dtype.count)
+                    value = f"({ref(index.src[2])}?{value}:{zero})"
                 emit(f"{self.render_dtype(u.dtype)} {var} = {value};")
             elif u.op is Ops.STORE:
                 index, value = u.src[0], u.src[1]
@@ -247,8 +280,19 @@ class CStyleRenderer(Renderer):
                 if reg in undeclared:
                     del undeclared[reg]
                     emit(f"{self.render_dtype(reg.dtype.base)} {names[reg]}[{max(reg.dtype.size, 1)}];")
-                line = f"{names[index]} = {ref(value)};"
+                if value.dtype.count > 1 and index.src[0].op is not Ops.DEFINE_REG:
+                    line = self.render_vector_store(names[index], ref(value))
+                else:
+                    line = f"{names[index]} = {ref(value)};"
                 emit(f"if ({ref(index.src[2])}) {line}" if len(index.src) > 2 else line)
+            elif u.op is Ops.VECTORIZE:
+                var = new_name("vec")
+                names[u] = var
+                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_vectorize(u.dtype, [ref(x) for x in u.src])};")
+            elif u.op is Ops.GEP:
+                names[u] = self.render_gep(ref(u.src[0]), u.arg[0])
+            elif u.op in GroupOp.ALU and u.dtype.count > 1 and u.op not in self.infix:
+                raise RenderError(f"{type(self).__name__} can't render {u.op.name} on vector type {u.dtype}")
             elif u.op in GroupOp.ALU:
                 var = new_name("alu")
                 names[u] = var
@@ -263,5 +307,6 @@ class CStyleRenderer(Renderer):
                 emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_bitcast(u, ref(u.src[0]))};")
             else:
                 raise RenderError(f"{type(self).__name__} can't render {u.op.name}")
-        ordered = [p for _, p in sorted(params)] + var_params
+        # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
+        ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
         return "\n".join(self.preamble(uops) + [self.render_kernel(name, body, ordered)])
