@@ -346,11 +346,24 @@ class UOp(metaclass=UOpMeta):
 
     @property
     def device(self) -> str:
-        for node in self.toposort():
+        # a COPY's value lives on its target device, whatever device its source is on
+        if self.op is Ops.COPY:
+            return self.src[1].arg
+        copies: list[UOp] = []
+
+        def outside_copies(node: UOp) -> bool:
+            if node.op is Ops.COPY:
+                copies.append(node)
+                return False
+            return True
+
+        for node in self.toposort(gate=outside_copies):
             if node.op is Ops.BUFFER:
                 return node.arg[1]
             if node.op is Ops.DEVICE:
                 return node.arg
+        if copies:
+            return copies[0].src[1].arg
         raise RuntimeError("this graph has no device")
 
     # --- constructors
