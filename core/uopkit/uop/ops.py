@@ -186,7 +186,7 @@ python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.FDIV: _fdiv,
     Ops.IDIV: _c_idiv,
     Ops.MOD: _c_mod,
-    Ops.MAX: max,
+    Ops.MAX: lambda a, b: a if (a != a or a > b) else b,
     Ops.CMPLT: operator.lt,
     Ops.CMPNE: operator.ne,
     Ops.CMPEQ: operator.eq,
