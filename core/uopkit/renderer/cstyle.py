@@ -159,7 +159,7 @@ class CStyleRenderer(Renderer):
         dst = self.render_dtype(u.dtype)
         return f"({{ {src} bc_in = {arg}; {dst} bc_out; __builtin_memcpy(&bc_out, &bc_in, sizeof(bc_out)); bc_out; }})"
 
-    def render_kernel(self, name: str, body: list[str], params: list[str]) -> str:
+    def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         lines = [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{", *body, "}"]
         return "\n".join(lines)
 
@@ -309,4 +309,4 @@ class CStyleRenderer(Renderer):
                 raise RenderError(f"{type(self).__name__} can't render {u.op.name}")
         # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
         ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
-        return "\n".join(self.preamble(uops) + [self.render_kernel(name, body, ordered)])
+        return "\n".join(self.preamble(uops) + [self.render_kernel(name, body, ordered, uops)])

@@ -297,15 +297,15 @@ def wmma_matmul_program(tc: TensorCore, tiles: tuple[int, int, int] = (2, 2, 2))
         lane: UOp | int = UOp(Ops.SPECIAL, dtypes.index, (const(tc.threads),), "lidx0")
         outer: list[UOp] = []
     else:
-        tile_m = UOp(Ops.RANGE, dtypes.index, (const(tm),), (0, "global"))
-        tile_n = UOp(Ops.RANGE, dtypes.index, (const(tn),), (1, "global"))
+        tile_m = UOp(Ops.RANGE, dtypes.index, (const(tm),), (0, "loop"))
+        tile_n = UOp(Ops.RANGE, dtypes.index, (const(tn),), (1, "loop"))
         lane = 0
         outer = [tile_m, tile_n]
     acc_dtype: PtrDType = tc.dtype_out.ptr(ec)
     acc = UOp(Ops.DEFINE_REG, acc_dtype, (), 0)
     slots = [UOp(Ops.INDEX, acc_dtype, (acc, const(e))) for e in range(ec)]
     inits = [UOp(Ops.STORE, dtypes.void, (slot, UOp.const(tc.dtype_out, 0), *outer)) for slot in slots]
-    kt = UOp(Ops.RANGE, dtypes.index, (const(tk), *inits), (2, "reduce"))
+    kt = UOp(Ops.RANGE, dtypes.index, (const(tk), *inits), (2, "loop"))
 
     def element(buf: UOp, layout: TileLayout, e: int, row0: UOp, col0: UOp, width: int) -> UOp:
         row, col = layout.coord(lane, e)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from uopkit.renderer.cstyle import CStyleRenderer
-from uopkit.uop.ops import Ops
+from uopkit.uop.ops import Ops, UOp
 
 
 class ClangRenderer(CStyleRenderer):
@@ -17,3 +17,11 @@ class ClangRenderer(CStyleRenderer):
     max_vector_width: ClassVar[int] = 16
     # libm's exp2f/log2f are scalar calls gcc can't vectorize; the core's polynomial versions vectorize
     transcendental_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.SIN, Ops.SQRT})
+
+    def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
+        src = super().render_kernel(name, body, params)
+        # a register tile (many accumulator lanes) is already laid out for SLP vectorization; gcc's loop vectorizer
+        # on top of it takes seconds to compile and gains nothing
+        if uops is not None and any(u.op is Ops.DEFINE_REG and u.dtype.size > 1 for u in uops):
+            src = '__attribute__((optimize("no-tree-loop-vectorize"))) ' + src
+        return src
