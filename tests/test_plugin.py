@@ -8,9 +8,14 @@ import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
+import pytest
+
 import uopkit_cpu
+from uopkit.device import Compiled, CompileError, Device
 from uopkit.plugin import BackendInfo, hookimpl
 from uopkit.plugin.manager import BackendManager
+from uopkit.renderer.cstyle import CStyleRenderer
+from uopkit.testing.venv import OverlayVenv
 from uopkit.uop.spec import SPEC_VERSION
 
 
@@ -179,3 +184,155 @@ def test_installed_broken_entry_point(tmp_path: Path) -> None:
     assert cpu.startswith("*") and "uopkit-cpu" in cpu and "usable" in cpu and "unusable" not in cpu
     broken = next(line for line in lines if "BROKEN" in line)
     assert "uopkit-broken" in broken and "unusable: failed to import uopkit_broken_missing" in broken
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# deliberately broken plugins, pip-installed into a temporary environment next to the real CPU plugin
+
+BROKEN_PLUGINS = {
+    # name: (module source, the reason `uopkit devices` must show)
+    "importfail": ("import uopkit_no_such_driver_binding\n", "failed to import uopkit_importfail: ModuleNotFoundError"),
+    "raises": (
+        "from uopkit.plugin import hookimpl\n\n"
+        "@hookimpl\ndef uopkit_backends():\n    raise RuntimeError('driver exploded')\n",
+        "uopkit_backends() raised RuntimeError: driver exploded",
+    ),
+    "malformed": (
+        "from uopkit.plugin import hookimpl\n\n@hookimpl\ndef uopkit_backends():\n    return {'name': 'MALFORMED'}\n",
+        "uopkit_backends() returned dict, expected list[BackendInfo]",
+    ),
+    "oldspec": (
+        "from uopkit.plugin import BackendInfo, hookimpl\n\n"
+        "@hookimpl\ndef uopkit_backends():\n"
+        "    return [BackendInfo('OLDSPEC', '0.3', 999, 50, lambda d: None, lambda: None)]\n",
+        "targets UOp spec version 999, but this uopkit implements spec version",
+    ),
+    "nodriver": (
+        "from uopkit.plugin import BackendInfo, hookimpl\n\n"
+        "@hookimpl\ndef uopkit_backends():\n"
+        "    return [BackendInfo('NODRIVER', '0.3', 1, 100, lambda d: None, lambda: 'libnodriver.so not found')]\n",
+        "unusable: libnodriver.so not found",
+    ),
+}
+
+
+def _write_plugin(root: Path, name: str, source: str) -> Path:
+    folder = root / name
+    (folder / f"uopkit_{name}").mkdir(parents=True)
+    (folder / f"uopkit_{name}" / "__init__.py").write_text(source)
+    (folder / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "uopkit-{name}"\nversion = "0.3"\n\n'
+        f'[project.entry-points.uopkit]\n{name} = "uopkit_{name}"\n\n'
+        f'[tool.setuptools]\npackages = ["uopkit_{name}"]\n'
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def broken_venv(tmp_path_factory: pytest.TempPathFactory) -> OverlayVenv:
+    from uopkit.testing.venv import OverlayVenv
+
+    root = tmp_path_factory.mktemp("broken_plugins")
+    folders = [_write_plugin(root, name, source) for name, (source, _) in BROKEN_PLUGINS.items()]
+    venv = OverlayVenv(root / "venv")
+    venv.pip_install(*folders)
+    return venv
+
+
+def test_installed_broken_plugins_are_reported(broken_venv: OverlayVenv) -> None:
+    result = broken_venv.run("-m", "uopkit.cli", "devices")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for name, (_, reason) in BROKEN_PLUGINS.items():
+        line = next((x for x in lines if f" {name.upper()} " in x), None)
+        assert line is not None, (name, result.stdout)
+        assert f"uopkit-{name}" in line and reason in line, line
+        assert "unusable" in line
+    cpu = next(x for x in lines if " CPU " in x)
+    # NODRIVER has a higher priority than CPU but can't run here, so CPU stays the default
+    assert cpu.startswith("*") and cpu.rstrip().endswith("usable") and "unusable" not in cpu
+
+
+def test_broken_plugins_break_nothing_else(broken_venv: OverlayVenv) -> None:
+    code = (
+        "import uopkit\nfrom uopkit import Tensor\n"
+        "print((Tensor([1.0, 2.0], device='CPU') * 3).tolist(), (Tensor([4], device='EMULATOR') + 1).tolist())\n"
+    )
+    result = broken_venv.run("-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[3.0, 6.0] [5]"
+
+
+def test_device_errors_name_the_backends(broken_venv: OverlayVenv) -> None:
+    code = "from uopkit import Tensor\nTensor([1]).realize()\n"
+    nope = broken_venv.run("-c", code, env={"DEVICE": "NOPE"})
+    assert nope.returncode != 0
+    assert "unknown device NOPE; installed backends:" in nope.stderr and "CPU (usable)" in nope.stderr
+    assert "NODRIVER (unusable: libnodriver.so not found)" in nope.stderr
+    # asking by name for a backend that can't run says why, loudly
+    old = broken_venv.run("-c", code, env={"DEVICE": "OLDSPEC"})
+    assert old.returncode != 0 and "cannot be used here: targets UOp spec version 999" in old.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# a kernel that fails to compile
+
+
+class BrokenCRenderer(CStyleRenderer):
+    device = "BADC"
+
+    def preamble(self, uops: list) -> list[str]:  # noqa: ANN001 - the base signature
+        return ["#include <math.h>", "this line is not C;"]
+
+
+def _open_badc(device: str) -> Compiled:
+    from uopkit_cpu.compiler import ClangCompiler
+    from uopkit_cpu.runtime import CPUAllocator, CPUProgram
+
+    return Compiled(device, CPUAllocator(), BrokenCRenderer(), ClangCompiler(), CPUProgram)
+
+
+class BrokenCompilerBackend:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [BackendInfo("BADC", "0.0", SPEC_VERSION, -50, _open_badc, lambda: None, "emits broken C")]
+
+
+def test_compile_error_shows_source_and_compiler_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from uopkit.plugin.manager import get_manager
+    from uopkit.tensor import Tensor
+
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    get_manager().register(BrokenCompilerBackend(), name="badc-test")
+    try:
+        with pytest.raises(CompileError) as info:
+            (Tensor([1.0, 2.0], device="BADC") + 1).realize()
+    finally:
+        get_manager().unregister("badc-test")
+        Device._opened.pop("BADC", None)
+    text = str(info.value)
+    # the compiler's own message, and the numbered source of the kernel
+    assert "error" in text and "this line is not C" in text
+    assert "--- source ---" in text and "void E_" in text
+    assert "failed to compile on BADC" in text
+
+
+def test_emulator_is_built_in() -> None:
+    statuses = BackendManager(entry_points=[]).backends()
+    emulator = statuses["EMULATOR"]
+    assert emulator.usable and emulator.plugin == "uopkit" and emulator.spec_version == SPEC_VERSION
+    assert emulator.info is not None and emulator.info.renderer is not None
+
+
+class RendererNotCallable:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [BackendInfo("NOTCALL", "1", SPEC_VERSION, 0, _never_open, lambda: None, renderer="nope")]  # type: ignore[arg-type]
+
+
+def test_renderer_field_must_be_callable() -> None:
+    manager = BackendManager(builtins=[], entry_points=[])
+    manager.register(RendererNotCallable(), name="notcall")
+    status = manager.backends()["NOTCALL"]
+    assert not status.usable and status.reason is not None and "renderer must be None or callable" in status.reason

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib.resources
+import importlib.resources.abc
+import pathlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -40,12 +44,80 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+BACKEND_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def new_backend(name: str, folder: pathlib.Path) -> list[pathlib.Path]:
+    """Write a complete, installable backend package for device `name` into `folder`; returns the files written.
+
+    Raises ValueError for a name that is not an identifier or a folder that exists and is not empty."""
+    name = name.upper()
+    if not BACKEND_NAME.match(name):
+        raise ValueError(f"backend name {name!r} must be a letter followed by letters, digits or _ (e.g. MYDEV)")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ValueError(f"{folder} already exists and is not an empty folder; choose a new one")
+    from uopkit.uop.spec import SPEC_VERSION
+
+    lower = name.lower()
+    package = f"uopkit_{lower}"
+    values = {
+        "{{NAME}}": name,
+        "{{LOWER}}": lower,
+        "{{PACKAGE}}": package,
+        "{{DIST}}": f"uopkit-{lower.replace('_', '-')}",
+        "{{CLASS}}": "".join(part.capitalize() for part in lower.split("_") if part),
+        "{{SPEC_VERSION}}": str(SPEC_VERSION),
+    }
+    templates = importlib.resources.files("uopkit.templates") / "backend"
+    written: list[pathlib.Path] = []
+
+    def copy(src: importlib.resources.abc.Traversable, dest: pathlib.Path) -> None:
+        for entry in sorted(src.iterdir(), key=lambda e: e.name):
+            # the template folder "package" becomes the backend's import package
+            target = dest / (package if entry.name == "package" else entry.name)
+            if entry.is_dir():
+                copy(entry, target)
+            elif entry.name.endswith(".tmpl"):
+                text = entry.read_text()
+                for key, value in values.items():
+                    text = text.replace(key, value)
+                out = dest / entry.name.removesuffix(".tmpl")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(text)
+                written.append(out)
+
+    copy(templates, folder)
+    return written
+
+
+def cmd_new_backend(args: argparse.Namespace) -> int:
+    folder = pathlib.Path(args.dir)
+    try:
+        written = new_backend(args.name, folder)
+    except ValueError as e:
+        print(f"uopkit new-backend: {e}", file=sys.stderr)
+        return 2
+    name = args.name.upper()
+    for path in written:
+        print(f"wrote {path}")
+    print(
+        f"\nnext:\n  pip install -e {folder}\n  uopkit devices\n  pytest --pyargs uopkit.testing --uopkit-device={name}"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="uopkit", description="uopkit tensor compiler")
     sub = parser.add_subparsers(dest="command", required=True)
     devices = sub.add_parser("devices", help="list installed backends and whether they can run here")
     devices.add_argument("-v", "--verbose", action="store_true", help="also show each backend's description")
     devices.set_defaults(func=cmd_devices)
+    new = sub.add_parser(
+        "new-backend", help="write a complete, installable backend package (C via gcc) to start a new backend from"
+    )
+    new.add_argument("name", help="device name, e.g. MYDEV (users will write DEVICE=MYDEV)")
+    new.add_argument("dir", help="folder to create (must not exist, or be empty)")
+    new.set_defaults(func=cmd_new_backend)
     return parser
 
 

@@ -5,8 +5,33 @@ A backend is a Python distribution with an entry point in the group ``uopkit``::
     [project.entry-points.uopkit]
     mydev = "uopkit_mydev"
 
-The module the entry point names holds ``@hookimpl`` functions (see :func:`uopkit_backends`). The core's own
-built-in backends register through the same hook, so there is one path for everything.
+The module the entry point names holds ``@hookimpl`` functions; there is one hook, :func:`uopkit_backends`, and
+pluggy's ``check_pending`` rejects any other ``uopkit_*`` name (a typo is reported, not ignored). The core's own
+built-in backend (the reference emulator, ``uopkit.testing.emulator``) registers through the same hook.
+
+What a backend returns, per device name, is a :class:`BackendInfo`; what ``BackendInfo.open`` builds is a
+:class:`uopkit.device.Compiled` made of:
+
+- a renderer (:class:`uopkit.renderer.Renderer`, usually a ``CStyleRenderer`` subclass): ``render(name, uops)``
+  turns a linear program (``uopkit.uop.spec.spec_program``) into source. Its class attributes are the backend's
+  capabilities: ``has_local``/``has_shared``/``local_max``/``shared_max`` (GPU-style launch and local memory),
+  ``has_threads``, ``max_vector_width``, ``supported_dtypes`` (each is tested by the conformance suite),
+  ``transcendental_ops``, ``extra_matcher`` (rewrite rules run before rendering), and ``tensor_cores`` (a list of
+  :class:`uopkit.renderer.TensorCore` descriptions, validated when built);
+- a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes``, raising ``CompileError(message, src)``;
+  its ``cache_key`` (backend version, compiler version and flags, target) keys the core's disk cache;
+- an allocator (:class:`uopkit.device.Allocator`, usually an ``LRUAllocator``): ``_alloc``/``_free``/``copyin``/
+  ``copyout``, optionally ``transfer`` between two devices of the backend;
+- a runtime: ``runtime(name, lib)`` returns a :class:`uopkit.device.Program`, called as
+  ``prg(*bufs, global_size=..., local_size=..., vals=..., wait=...)``.
+
+How the core checks it: each plugin's hook is called on its own; an import error, an exception, a result that is not
+a list of well-formed ``BackendInfo``, a ``spec_version`` other than ``uopkit.uop.spec.SPEC_VERSION`` or an
+``availability()`` that returns a reason (or raises) makes that backend unusable with the reason shown by
+``uopkit devices``, and leaves every other backend and ``import uopkit`` working. Asking for such a device by name
+(``DEVICE=NAME``) raises ``DeviceError`` with the reason; an unknown name lists the installed backends. Programs
+are checked against the spec (``SPEC=1``) before a renderer sees them. ``pytest --pyargs uopkit.testing
+--uopkit-device=NAME`` checks the rest. See docs/writing-a-backend.md.
 """
 
 from __future__ import annotations
@@ -19,6 +44,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from uopkit.device import Compiled
+    from uopkit.renderer import Renderer
 
 PROJECT_NAME = "uopkit"
 
@@ -41,6 +67,8 @@ class BackendInfo:
         availability: ``availability()`` returns None when the backend can run on this machine, else a short
             human reason why not (``"no C compiler found"``). It must be cheap and must not initialise the device.
         description: one line shown by ``uopkit devices -v``.
+        renderer: optional ``renderer()`` that builds the backend's renderer without opening a device (no driver
+            needed). The reference emulator uses it for ``EMULATE=NAME``, to run NAME's programs on any machine.
     """
 
     name: str
@@ -50,6 +78,7 @@ class BackendInfo:
     open: Callable[[str], Compiled]
     availability: Callable[[], str | None]
     description: str = ""
+    renderer: Callable[[], Renderer] | None = None
 
 
 @hookspec

@@ -20,7 +20,7 @@ from uopkit.plugin import hookspecs
 from uopkit.plugin.hookspecs import PROJECT_NAME, BackendInfo
 
 # Modules of the core that provide backends through `uopkit_backends`, registered like any plugin.
-BUILTIN_BACKENDS: list[str] = []
+BUILTIN_BACKENDS: list[str] = ["uopkit.testing.emulator"]
 
 CORE_DISTRIBUTION = "uopkit"
 
@@ -215,6 +215,8 @@ def _check_result(result: Any) -> str | None:
             return f"{item.name}: spec_version and priority must be int"
         if not callable(item.open) or not callable(item.availability):
             return f"{item.name}: open and availability must be callable"
+        if item.renderer is not None and not callable(item.renderer):
+            return f"{item.name}: renderer must be None or callable"
     return None
 
 

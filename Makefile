@@ -1,0 +1,24 @@
+# Developer entry points. PYTHON defaults to the project venv when there is one.
+PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python)
+DEVICE ?= CPU
+
+.PHONY: lint test conformance bench bench-quick
+
+lint:
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m ruff check .
+
+test:
+	$(PYTHON) -m pytest -q
+
+# the backend conformance suite (uopkit.testing) against one device: make conformance DEVICE=OPENCL
+conformance:
+	$(PYTHON) -m pytest -q --pyargs uopkit.testing --uopkit-device=$(DEVICE)
+
+# side-by-side benchmarks (numpy, PyTorch, tinygrad, uopkit); needs `pip install torch==2.13.0 tinygrad==0.14.0`
+# and a clang for tinygrad's CPU backend (apt-get install clang-15); missing ones are skipped with the reason
+bench:
+	$(PYTHON) -m bench $(BENCH_ARGS)
+
+bench-quick:
+	$(PYTHON) -m bench --quick $(BENCH_ARGS)

@@ -1,0 +1,322 @@
+"""The benchmarks: for each, per framework, a setup that returns the callable to time (and its result to check).
+
+A case function takes (framework, sizes) and returns `(run, check)`: `run()` computes the result once, synchronized;
+`check(result)` returns the largest error against the numpy reference (None where there is nothing to compare).
+An op a framework lacks raises `Skip` with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench.frameworks import Framework, Skip
+
+Run = Callable[[], Any]
+
+
+@dataclass
+class Sizes:
+    matmul: tuple[int, ...] = (256, 1024, 2048)
+    elementwise: int = 16 * 1024 * 1024
+    reduce: tuple[int, int] = (4096, 4096)
+    softmax: tuple[int, int] = (4096, 1024)
+    conv_x: tuple[int, int, int, int] = (32, 3, 32, 32)
+    conv_w: tuple[int, int, int, int] = (64, 3, 3, 3)
+    mlp: tuple[int, ...] = (784, 512, 512, 10)
+    batch: int = 256
+    tiny: int = 16
+
+
+QUICK = Sizes(
+    matmul=(64, 128),
+    elementwise=64 * 1024,
+    reduce=(256, 256),
+    softmax=(256, 128),
+    conv_x=(4, 3, 16, 16),
+    conv_w=(8, 3, 3, 3),
+    mlp=(784, 64, 64, 10),
+    batch=32,
+)
+
+
+def _rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _need(obj: Any, attr: str, fw: Framework) -> Any:
+    fn = getattr(obj, attr, None)
+    if fn is None:
+        raise Skip(f"{fw.name} has no {attr}")
+    return fn
+
+
+def _max_err(ref: np.ndarray, fw: Framework) -> Callable[[Any], float]:
+    scale = max(float(np.abs(ref).max()), 1e-6)
+
+    def check(out: Any) -> float:
+        got = fw.numpy(out).astype(np.float64)
+        if got.shape != ref.shape:
+            return float("inf")
+        return float(np.abs(got - ref).max()) / scale
+
+    return check
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# kernels
+
+
+def matmul(fw: Framework, n: int) -> tuple[Run, Callable]:
+    a, b = _rng(1).standard_normal((n, n), dtype=np.float32), _rng(2).standard_normal((n, n), dtype=np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    ta, tb = fw.tensor(a), fw.tensor(b)
+    return (lambda: fw.sync(ta @ tb)), _max_err(ref, fw)
+
+
+def elementwise(fw: Framework, n: int) -> tuple[Run, Callable]:
+    a, b, c = (_rng(i).standard_normal(n, dtype=np.float32) for i in (3, 4, 5))
+    ref = np.maximum(a * b + c, 0) * 2
+    ta, tb, tc = fw.tensor(a), fw.tensor(b), fw.tensor(c)
+    if fw.name == "numpy":
+        return (lambda: np.maximum(a * b + c, 0) * 2), _max_err(ref, fw)
+    if fw.name == "torch":
+        torch = fw.module
+        return (lambda: torch.relu(ta * tb + tc) * 2), _max_err(ref, fw)
+    return (lambda: fw.sync((ta * tb + tc).relu() * 2)), _max_err(ref, fw)
+
+
+def reduce_sum(fw: Framework, shape: tuple[int, int], axis: int) -> tuple[Run, Callable]:
+    x = _rng(6).standard_normal(shape, dtype=np.float32)
+    ref = x.astype(np.float64).sum(axis=axis)
+    tx = fw.tensor(x)
+    if fw.name == "torch":
+        return (lambda: tx.sum(dim=axis)), _max_err(ref, fw)
+    return (lambda: fw.sync(tx.sum(axis=axis))), _max_err(ref, fw)
+
+
+def softmax(fw: Framework, shape: tuple[int, int]) -> tuple[Run, Callable]:
+    x = _rng(7).standard_normal(shape, dtype=np.float32)
+    e = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
+    ref = e / e.sum(axis=-1, keepdims=True)
+    tx = fw.tensor(x)
+    if fw.name == "numpy":
+
+        def run() -> np.ndarray:
+            ex = np.exp(x - x.max(axis=-1, keepdims=True))
+            return ex / ex.sum(axis=-1, keepdims=True)
+
+        return run, _max_err(ref, fw)
+    if fw.name == "torch":
+        torch = fw.module
+        return (lambda: torch.softmax(tx, dim=-1)), _max_err(ref, fw)
+    fn = _need(tx, "softmax", fw)
+    del fn
+    return (lambda: fw.sync(tx.softmax(-1))), _max_err(ref, fw)
+
+
+def conv2d(fw: Framework, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple[Run, Callable]:
+    x, w = _rng(8).standard_normal(xs, dtype=np.float32), _rng(9).standard_normal(ws, dtype=np.float32)
+    ref = _conv2d_numpy(x.astype(np.float64), w.astype(np.float64))
+    tx, tw = fw.tensor(x), fw.tensor(w)
+    if fw.name == "numpy":
+        return (lambda: _conv2d_numpy(x, w)), _max_err(ref, fw)
+    if fw.name == "torch":
+        F = fw.module.nn.functional
+        return (lambda: F.conv2d(tx, tw, padding=1)), _max_err(ref, fw)
+    _need(tx, "conv2d", fw)
+    return (lambda: fw.sync(tx.conv2d(tw, padding=1))), _max_err(ref, fw)
+
+
+def _conv2d_numpy(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    # im2col with a strided view, then one matmul (numpy's fastest route to a 3x3 pad-1 convolution)
+    kh, kw = w.shape[2:]
+    xp = np.pad(x, ((0, 0), (0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2)))
+    cols = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))  # N C H W kh kw
+    out = np.tensordot(cols, w, axes=((1, 4, 5), (1, 2, 3)))  # N H W O
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# tiny op: Python overhead per realized op
+
+
+def tiny(fw: Framework, n: int, jit: bool) -> tuple[Run, Callable]:
+    a = _rng(10).standard_normal(n, dtype=np.float32)
+    ta = fw.tensor(a)
+    check = _max_err(a + 1, fw)
+    if fw.name in ("numpy", "torch"):
+        if jit:
+            raise Skip(f"{fw.name} has no JIT (its eager call is in the row above)")
+        return (lambda: ta + 1), check
+    if not jit:
+        return (lambda: (ta + 1).realize()), check
+    jit_cls = _tinyjit(fw)
+    f = jit_cls(lambda x: (x + 1).realize())
+    return (lambda: f(ta)), check
+
+
+def _tinyjit(fw: Framework) -> Any:
+    if fw.name == "tinygrad":
+        return fw.module.TinyJit
+    try:
+        from uopkit.engine.jit import TinyJit
+    except ImportError as e:
+        raise Skip(f"uopkit has no TinyJit ({e})") from None
+    return TinyJit
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# MLP training step
+
+
+def mlp_weights(dims: tuple[int, ...], batch: int) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    rng = _rng(11)
+    params: list[np.ndarray] = []
+    for i, o in zip(dims[:-1], dims[1:], strict=True):
+        bound = 1 / np.sqrt(i)
+        params += [rng.uniform(-bound, bound, (i, o)).astype(np.float32), np.zeros(o, np.float32)]
+    x = rng.standard_normal((batch, dims[0]), dtype=np.float32)
+    y = rng.integers(0, dims[-1], batch).astype(np.int32)
+    return params, x, y
+
+
+LR = 0.01
+
+
+def mlp_step(fw: Framework, dims: tuple[int, ...], batch: int, jit: bool) -> tuple[Run, Callable]:
+    """One SGD step of a ReLU MLP with cross-entropy loss; the result checked is the first step's loss."""
+    params, x, y = mlp_weights(dims, batch)
+    ref_loss = _numpy_mlp_step([p.astype(np.float64) for p in params], x.astype(np.float64), y)
+    step = make_mlp_step(fw, params, x, y, jit)
+    first = {"loss": None}
+
+    def run() -> Any:
+        loss = step()
+        if first["loss"] is None:
+            first["loss"] = float(fw.numpy(loss))
+        return loss
+
+    def check(_: Any) -> float:
+        return abs(first["loss"] - ref_loss) / max(abs(ref_loss), 1e-6)
+
+    return run, check
+
+
+def make_mlp_step(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, jit: bool) -> Run:
+    if fw.name == "numpy":
+        if jit:
+            raise Skip("numpy has no JIT")
+        ps = [p.copy() for p in params]
+        return lambda: _numpy_mlp_step(ps, x, y)
+    if fw.name == "torch":
+        return _torch_step(fw, params, x, y)
+    return _tiny_style_step(fw, params, x, y, jit)
+
+
+def _numpy_mlp_step(ps: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
+    # forward, manual backward of softmax cross-entropy, and SGD, in place
+    acts, h = [x], x
+    n_layers = len(ps) // 2
+    for i in range(n_layers):
+        h = h @ ps[2 * i] + ps[2 * i + 1]
+        if i < n_layers - 1:
+            h = np.maximum(h, 0)
+        acts.append(h)
+    logits = acts[-1]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss = -logp[np.arange(len(y)), y].mean()
+    g = np.exp(logp)
+    g[np.arange(len(y)), y] -= 1
+    g /= len(y)
+    for i in reversed(range(n_layers)):
+        gw, gb = acts[i].T @ g, g.sum(axis=0)
+        if i > 0:
+            g = (g @ ps[2 * i].T) * (acts[i] > 0)
+        ps[2 * i] -= LR * gw
+        ps[2 * i + 1] -= LR * gb
+    return float(loss)
+
+
+def _torch_step(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> Run:
+    torch = fw.module
+    ps = [fw.tensor(p, requires_grad=True) for p in params]
+    tx, ty = fw.tensor(x), torch.from_numpy(y.astype(np.int64))
+    opt = torch.optim.SGD(ps, lr=LR)
+    n_layers = len(ps) // 2
+
+    def step() -> Any:
+        opt.zero_grad()
+        h = tx
+        for i in range(n_layers):
+            h = h @ ps[2 * i] + ps[2 * i + 1]
+            if i < n_layers - 1:
+                h = torch.relu(h)
+        loss = torch.nn.functional.cross_entropy(h, ty)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return step
+
+
+def _cross_entropy(logits: Any, y: Any, fw: Framework) -> Any:
+    for name in ("sparse_categorical_crossentropy", "cross_entropy"):
+        fn = getattr(logits, name, None)
+        if fn is not None:
+            return fn(y)
+    raise Skip(f"{fw.name} has no sparse_categorical_crossentropy or cross_entropy")
+
+
+def _sgd(fw: Framework, ps: list[Any]) -> Any:
+    if fw.name == "tinygrad":
+        return fw.module.nn.optim.SGD(ps, lr=LR)
+    try:
+        from uopkit.nn.optim import SGD  # type: ignore[import-not-found]
+    except ImportError:
+        raise Skip("uopkit has no nn.optim.SGD") from None
+    return SGD(ps, lr=LR)
+
+
+def _tiny_style_step(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, jit: bool) -> Run:
+    # tinygrad and uopkit share the API: Tensor, backward, nn.optim.SGD, TinyJit
+    Tensor = fw.module.Tensor
+    ps = [fw.tensor(p, requires_grad=True) for p in params]
+    tx, ty = fw.tensor(x), fw.tensor(y)
+    _need(Tensor, "backward", fw)
+    opt = _sgd(fw, ps)
+    n_layers = len(ps) // 2
+
+    # tinygrad 0.14 has no Tensor.train: its optimizer wants the TRAINING flag
+    if fw.name == "tinygrad":
+        from tinygrad.helpers import Context
+
+        train: Callable[[], Any] = lambda: Context(TRAINING=1)
+    else:
+        train = getattr(Tensor, "train", contextlib.nullcontext)
+
+    def step(xb: Any, yb: Any) -> Any:
+        with train():
+            opt.zero_grad()
+            h = xb
+            for i in range(n_layers):
+                h = h @ ps[2 * i] + ps[2 * i + 1]
+                if i < n_layers - 1:
+                    h = h.relu()
+            loss = _cross_entropy(h, yb, fw)
+            loss.backward()
+            # the loss must be computed before the update overwrites the weights it reads
+            schedule_step = getattr(opt, "schedule_step", None)
+            if schedule_step is not None:
+                return loss.realize(*schedule_step())
+            loss.realize()
+            opt.step()
+            return loss
+
+    f = _tinyjit(fw)(step) if jit else step
+    return lambda: f(tx, ty)

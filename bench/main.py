@@ -1,0 +1,254 @@
+"""`python -m bench`: run every benchmark on every framework, print a table of times and ratios, save JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import cases
+from bench.frameworks import FRAMEWORKS, Framework, Skip, load
+
+# a result differing from the float64 numpy reference by more than this (relative to its largest value) is flagged
+TOLERANCE = 1e-3
+
+
+@dataclass
+class Bench:
+    name: str
+    make: Callable[[Framework], tuple[Callable[[], Any], Callable[[Any], float | None]]]
+    # work per call for a rate column: (amount, unit) e.g. (2*n**3, "GFLOP/s"), (bytes, "GB/s")
+    work: tuple[float, str] | None = None
+    warmup: int = 2
+
+
+@dataclass
+class Result:
+    name: str
+    unit: str | None
+    times: dict[str, float | None] = field(default_factory=dict)
+    rates: dict[str, float | None] = field(default_factory=dict)
+    errors: dict[str, float | None] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def benchmarks(sizes: cases.Sizes) -> list[Bench]:
+    out = []
+    for n in sizes.matmul:
+        out.append(Bench(f"matmul {n} fp32", lambda fw, n=n: cases.matmul(fw, n), (2 * n**3 / 1e9, "GFLOP/s")))
+    n = sizes.elementwise
+    out.append(Bench(f"relu(a*b+c)*2 {n / 2**20:g}M", lambda fw: cases.elementwise(fw, n), (4 * 4 * n / 1e9, "GB/s")))
+    r = sizes.reduce
+    for axis in (0, 1):
+        out.append(
+            Bench(
+                f"sum axis {axis} {r[0]}x{r[1]}",
+                lambda fw, axis=axis: cases.reduce_sum(fw, r, axis),
+                (4 * r[0] * r[1] / 1e9, "GB/s"),
+            )
+        )
+    s = sizes.softmax
+    out.append(Bench(f"softmax {s[0]}x{s[1]}", lambda fw: cases.softmax(fw, s), (2 * 4 * s[0] * s[1] / 1e9, "GB/s")))
+    xs, ws = sizes.conv_x, sizes.conv_w
+    flops = 2 * xs[0] * ws[0] * xs[2] * xs[3] * ws[1] * ws[2] * ws[3]
+    out.append(
+        Bench(
+            f"conv2d {'x'.join(map(str, xs))} {ws[0]}x{ws[2]}x{ws[3]} pad1",
+            lambda fw: cases.conv2d(fw, xs, ws),
+            (flops / 1e9, "GFLOP/s"),
+        )
+    )
+    dims, b = sizes.mlp, sizes.batch
+    label = f"mlp step {'-'.join(map(str, dims))} b{b}"
+    out.append(Bench(label, lambda fw: cases.mlp_step(fw, dims, b, jit=False), (1, "steps/s")))
+    out.append(Bench(label + " jit", lambda fw: cases.mlp_step(fw, dims, b, jit=True), (1, "steps/s"), warmup=3))
+    t = sizes.tiny
+    out.append(Bench(f"tiny op a+1 ({t} floats)", lambda fw: cases.tiny(fw, t, jit=False)))
+    out.append(Bench(f"tiny op a+1 ({t} floats) jit", lambda fw: cases.tiny(fw, t, jit=True), warmup=3))
+    return out
+
+
+def measure(run: Callable[[], Any], warmup: int, budget: float, max_reps: int = 1000) -> tuple[float, Any]:
+    """Median seconds per call: `warmup` untimed calls, then calls until `budget` seconds (at least 3)."""
+    out = None
+    for _ in range(warmup):
+        out = run()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < 3 or (spent < budget and len(times) < max_reps):
+        st = time.perf_counter()
+        out = run()
+        dt = time.perf_counter() - st
+        times.append(dt)
+        spent += dt
+    return statistics.median(times), out
+
+
+def run_bench(b: Bench, fws: list[Framework], budget: float, verbose: bool) -> Result:
+    res = Result(b.name, b.work[1] if b.work else None)
+    for fw in fws:
+        if fw.problem is not None:
+            res.skipped[fw.name] = fw.problem
+            continue
+        try:
+            run, check = b.make(fw)
+            t, out = measure(run, b.warmup, budget)
+            err = check(out)
+        except Skip as e:
+            res.skipped[fw.name] = str(e)
+            continue
+        except Exception as e:  # one framework failing a case is a table entry, not the end of the run
+            res.skipped[fw.name] = f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+            continue
+        res.times[fw.name] = t
+        res.errors[fw.name] = err
+        res.rates[fw.name] = b.work[0] / t if b.work else None
+        if verbose:
+            print(f"  {b.name:40s} {fw.name:9s} {_fmt_time(t):>10s}", file=sys.stderr)
+    return res
+
+
+def cold_first_step(fw_name: str, sizes: cases.Sizes, quick: bool) -> tuple[float | None, str | None]:
+    """Seconds of the first MLP step in a fresh process with an empty compile cache (schedule + codegen + compile)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="uopkit_bench_cold_") as tmp:
+        env = dict(os.environ, UOPKIT_CACHE_DIR=tmp, CACHELEVEL="0")
+        cmd = [sys.executable, "-m", "bench.cold", fw_name] + (["--quick"] if quick else [])
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=600, check=False)
+        except subprocess.TimeoutExpired:
+            return None, "timed out"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        return None, f"error: {tail[-1] if tail else 'exit ' + str(proc.returncode)}"[:200]
+    data = json.loads(lines[-1])
+    return data.get("seconds"), data.get("skip")
+
+
+def _fmt_time(t: float | None) -> str:
+    if t is None:
+        return "-"
+    if t < 1e-3:
+        return f"{t * 1e6:.1f} us"
+    if t < 1:
+        return f"{t * 1e3:.2f} ms"
+    return f"{t:.2f} s"
+
+
+def _fmt_ratio(ours: float | None, theirs: float | None) -> str:
+    # how many times faster uopkit is (above 1: uopkit wins)
+    if ours is None or theirs is None:
+        return "-"
+    return f"{theirs / ours:.2f}x"
+
+
+def print_table(results: list[Result], fws: list[str]) -> None:
+    others = [f for f in fws if f != "uopkit"]
+    head = ["benchmark", *fws, "uopkit rate", *(f"vs {f}" for f in others)]
+    rows = []
+    for r in results:
+        cells = [r.name]
+        for f in fws:
+            t = r.times.get(f)
+            mark = ""
+            err = r.errors.get(f)
+            if err is not None and err > TOLERANCE:
+                mark = " !"
+            cells.append(_fmt_time(t) + mark if t is not None else "skip")
+        rate = r.rates.get("uopkit")
+        cells.append(f"{rate:.1f} {r.unit}" if rate is not None and r.unit else "-")
+        cells += [_fmt_ratio(r.times.get("uopkit"), r.times.get(f)) for f in others]
+        rows.append(cells)
+    widths = [max(len(str(row[i])) for row in [head, *rows]) for i in range(len(head))]
+    line = "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths, strict=True)))
+    print(line)
+    print("-" * len(line))
+    for row in rows:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    print("\nvs X: X's time / uopkit's time (above 1: uopkit is faster). '!': result differs from numpy float64.")
+    notes = sorted({f"{f}: {why}" for r in results for f, why in r.skipped.items()})
+    if notes:
+        print("skipped:")
+        for n in notes:
+            print(f"  {n}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="small sizes, short timings (a smoke run)")
+    p.add_argument(
+        "--frameworks", default=",".join(FRAMEWORKS), help="comma-separated subset of " + ",".join(FRAMEWORKS)
+    )
+    p.add_argument("--only", default="", help="run only benchmarks whose name contains this text")
+    p.add_argument("--budget", type=float, default=None, help="seconds of timed calls per cell (default 1, quick 0.05)")
+    p.add_argument("--json", default=None, help="where to save results (default bench/results.json)")
+    p.add_argument("--no-cold", action="store_true", help="skip the cold first-step measurement (subprocesses)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each timing as it is measured")
+    args = p.parse_args(argv)
+
+    names = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    if bad := [n for n in names if n not in FRAMEWORKS]:
+        p.error(f"unknown framework(s) {', '.join(bad)}; choose from {', '.join(FRAMEWORKS)}")
+    # uopkit opens its device before tinygrad sets CC for its own clang (see frameworks.load)
+    order = [n for n in ("numpy", "torch", "uopkit", "tinygrad") if n in names]
+    loaded = {n: load(n) for n in order}
+    fws = [loaded[n] for n in FRAMEWORKS if n in loaded]
+    sizes = cases.QUICK if args.quick else cases.Sizes()
+    budget = args.budget if args.budget is not None else (0.05 if args.quick else 1.0)
+
+    print(f"uopkit bench ({'quick' if args.quick else 'full'}) on {platform.processor() or platform.machine()}")
+    for fw in fws:
+        print(f"  {fw.name:9s} {fw.version or '-':16s} {fw.problem or ''}")
+    results = []
+    for b in benchmarks(sizes):
+        if args.only and args.only not in b.name:
+            continue
+        results.append(run_bench(b, fws, budget, args.verbose))
+    cold_name = f"first mlp step, cold cache {'-'.join(map(str, sizes.mlp))} b{sizes.batch}"
+    if not args.no_cold and (not args.only or args.only in cold_name):
+        cold = Result(cold_name, None)
+        for fw in fws:
+            if fw.problem is not None or fw.name == "numpy":
+                cold.skipped[fw.name] = fw.problem or "nothing to compile"
+                continue
+            t, why = cold_first_step(fw.name, sizes, args.quick)
+            if t is None:
+                cold.skipped[fw.name] = why or "no result"
+            else:
+                cold.times[fw.name] = t
+        results.append(cold)
+    print()
+    print_table(results, [fw.name for fw in fws])
+    path = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results.json")
+    payload = {
+        "quick": args.quick,
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "frameworks": {fw.name: {"version": fw.version, "problem": fw.problem} for fw in fws},
+        "results": [r.__dict__ for r in results],
+    }
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1)
+    print(f"\nsaved {path}")
+    return 0
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()

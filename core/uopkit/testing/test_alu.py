@@ -1,0 +1,210 @@
+"""Conformance: every ALU op, CAST and BITCAST of the program spec, on every dtype the backend claims.
+
+The reference is the core's definition of each op on Python scalars (`uopkit.uop.ops.exec_alu`, `cast_scalar`):
+integers wrap, IDIV/MOD truncate toward zero with x/0 = 0, x%0 = 0 and x/-1 = -x; MAX propagates NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from uopkit.device import Device
+from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.testing.programs import chain, end, global_buf, load, loop, program, run_program, store
+from uopkit.uop.ops import Ops, UOp, cast_scalar, exec_alu
+
+N = 37
+
+FLOAT_ONLY = [Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC, Ops.FDIV, Ops.POW]
+INT_ONLY = [Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR]
+BITWISE = [Ops.XOR, Ops.OR, Ops.AND]
+NUMERIC = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.NEG, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MULACC]
+BOOL_OPS = [Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, *BITWISE]
+ARITY = {op: 1 for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC, Ops.NEG)}
+ARITY.update({Ops.WHERE: 3, Ops.MULACC: 3})
+
+
+def claimed(device: str) -> tuple[DType, ...]:
+    return tuple(Device[device].renderer.supported_dtypes)
+
+
+def ops_for(dt: DType) -> list[Ops]:
+    if dt == dtypes.bool:
+        return BOOL_OPS
+    if dtypes.is_float(dt):
+        return NUMERIC + FLOAT_ONLY
+    return NUMERIC + INT_ONLY + BITWISE
+
+
+def inputs(dt: DType, op: Ops, rng: np.random.Generator) -> list[np.ndarray]:
+    """Operands for `op` on `dt` that stay inside the op's defined domain but reach its edges."""
+    np_dt = to_numpy_dtype(dt)
+    if dt == dtypes.bool:
+        return [rng.integers(0, 2, N).astype(bool) for _ in range(ARITY.get(op, 2))]
+    if dtypes.is_int(dt):
+        lo, hi = dtypes.min(dt), dtypes.max(dt)
+        edges = np.array([lo, hi, 0, 1, -1 if lo < 0 else 2, lo + 1, hi - 1], dtype=np_dt)
+        wide = rng.integers(int(lo), int(hi), N, endpoint=True, dtype=np_dt)
+        wide[: len(edges)] = edges
+        small = rng.integers(-7 if lo < 0 else 0, 8, N).astype(np_dt)
+        if op in (Ops.SHL, Ops.SHR):
+            amounts = rng.integers(0, 8 * dt.itemsize, N)
+            return [wide.astype(np_dt), amounts.astype(np_dt)]
+        if op in (Ops.IDIV, Ops.MOD):
+            # divisors include 0 and -1, whose results the spec defines
+            return [wide.astype(np_dt), np.concatenate([small[: N // 2], wide[N // 2 :]]).astype(np_dt)]
+        if op is Ops.WHERE:
+            return [rng.integers(0, 2, N).astype(bool), wide.astype(np_dt), small.astype(np_dt)]
+        others = [rng.permutation(wide).astype(np_dt) for _ in range(ARITY.get(op, 2) - 1)]
+        return [wide.astype(np_dt), *others]
+    scale = 4.0 if dt == dtypes.float16 else 40.0
+    base = rng.standard_normal(N) * scale
+    if op in (Ops.LOG2, Ops.SQRT, Ops.POW):
+        base = np.abs(base) + 0.25
+    specials = {
+        Ops.ADD: [np.inf, -np.inf, np.nan],
+        Ops.MUL: [np.inf, 0.0, np.nan],
+        Ops.MAX: [np.nan, 1.0, -np.inf],
+        Ops.CMPLT: [np.nan, 1.0, np.inf],
+        Ops.CMPNE: [np.nan, np.nan, 2.0],
+        Ops.CMPEQ: [np.nan, 3.0, -0.0],
+        Ops.RECIP: [0.0, np.inf, -np.inf],
+        Ops.SQRT: [0.0, np.inf, 4.0],
+        Ops.LOG2: [0.0, np.inf, 1.0],
+        Ops.EXP2: [-np.inf, 0.0, 10.0],
+        Ops.FDIV: [1.0, 0.0, -2.0],
+    }.get(op, [])
+    base[: len(specials)] = specials
+    if op is Ops.WHERE:
+        return [rng.integers(0, 2, N).astype(bool), base.astype(np_dt), rng.permutation(base).astype(np_dt)]
+    if op is Ops.POW:
+        return [base.astype(np_dt), (rng.standard_normal(N) * 2).astype(np_dt)]
+    if op is Ops.FDIV:
+        divisors = rng.standard_normal(N) * scale
+        divisors[:3] = [0.0, 0.0, -0.0]
+        return [base.astype(np_dt), divisors.astype(np_dt)]
+    others = [rng.permutation(base).astype(np_dt) for _ in range(ARITY.get(op, 2) - 1)]
+    if op in (Ops.CMPNE, Ops.CMPEQ, Ops.CMPLT, Ops.MAX):
+        # equal pairs matter for comparisons
+        others[0][len(specials) : len(specials) + 4] = base[len(specials) : len(specials) + 4]
+    return [base.astype(np_dt), *others]
+
+
+def reference(op: Ops, dt: DType, args: list[np.ndarray]) -> np.ndarray:
+    out_dt = dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else dt
+    out = []
+    for values in zip(*(a.tolist() for a in args), strict=True):
+        if op is Ops.MAX and dtypes.is_float(dt) and any(math.isnan(v) for v in values):
+            out.append(math.nan)
+            continue
+        out.append(exec_alu(op, out_dt, list(values)))
+    return np.array(out, dtype=to_numpy_dtype(out_dt))
+
+
+def tolerance(op: Ops, dt: DType) -> tuple[float, float]:
+    if dt == dtypes.float16:
+        return 2e-3, 1e-3
+    transcendental = op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.MULACC)
+    if dt == dtypes.float32:
+        return (2e-6, 1e-6) if transcendental else (1e-7, 0.0)
+    return (1e-13, 1e-14) if transcendental else (0.0, 0.0)
+
+
+def alu_program(op: Ops, dt: DType, n_in: int, in_dtypes: list[DType]) -> list[UOp]:
+    out_dt = dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else dt
+    out = global_buf(0, out_dt, N)
+    ins = [global_buf(i + 1, in_dtypes[i], N) for i in range(n_in)]
+    i = loop(0, N)
+    srcs = tuple(load(b, i) for b in ins)
+    value = UOp(op, out_dt, srcs)
+    return program(end(store(out, i, value), i))
+
+
+@pytest.mark.parametrize("dtype_name", [d.name for d in dtypes.all])
+def test_alu_ops(uopkit_device: str, dtype_name: str) -> None:
+    dt = next(d for d in dtypes.all if d.name == dtype_name)
+    if dt not in claimed(uopkit_device):
+        pytest.skip(f"{uopkit_device} does not claim {dt}")
+    rng = np.random.default_rng(sum(map(ord, dtype_name)))
+    failures = []
+    for op in ops_for(dt):
+        args = inputs(dt, op, rng)
+        uops = alu_program(op, dt, len(args), [dtypes.bool if a.dtype == np.bool_ else dt for a in args])
+        expected = reference(op, dt, args)
+        got = run_program(uopkit_device, uops, [np.zeros(N, expected.dtype), *args], name=f"alu_{op.name.lower()}")[0]
+        try:
+            if dtypes.is_float(dt) and expected.dtype != np.bool_:
+                rtol, atol = tolerance(op, dt)
+                np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+            else:
+                np.testing.assert_array_equal(got, expected)
+        except AssertionError as e:
+            failures.append(f"{op.name} on {dt}: inputs {[a.tolist()[:8] for a in args]}...\n{e}")
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("src_name", [d.name for d in dtypes.all])
+def test_casts(uopkit_device: str, src_name: str) -> None:
+    src = next(d for d in dtypes.all if d.name == src_name)
+    targets = [d for d in claimed(uopkit_device) if d != src]
+    if src not in claimed(uopkit_device):
+        pytest.skip(f"{uopkit_device} does not claim {src}")
+    rng = np.random.default_rng(7)
+    if src == dtypes.bool:
+        values = rng.integers(0, 2, N).astype(bool)
+    elif dtypes.is_int(src):
+        values = rng.integers(int(dtypes.min(src)), int(dtypes.max(src)), N, endpoint=True, dtype=to_numpy_dtype(src))
+        values[:3] = [dtypes.min(src), dtypes.max(src), 0]
+    else:
+        # floats in the range every integer target holds (other values are undefined in C), and a NaN (-> 0)
+        values = (rng.random(N) * 120).astype(to_numpy_dtype(src))
+        values[:3] = [np.nan, 0.5, 119.75]
+    inp = global_buf(1, src, N)
+    outs = [global_buf(k + 2, d, N) for k, d in enumerate(targets)]
+    i = loop(0, N)
+    x = load(inp, i)
+    stores = [store(o, i, UOp(Ops.CAST, d, (x,))) for o, d in zip(outs, targets, strict=True)]
+    # data0 is unused: it keeps the buffer numbering of the other programs
+    dummy = global_buf(0, dtypes.int32, 1)
+    stores.append(store(dummy, 0, UOp.const(dtypes.int32, 1)))
+    uops = program(end(chain(stores), i))
+    arrays = [np.zeros(1, np.int32), values] + [np.zeros(N, to_numpy_dtype(d)) for d in targets]
+    results = run_program(uopkit_device, uops, arrays, name="casts")[2:]
+    for d, got in zip(targets, results, strict=True):
+        expected = np.array([cast_scalar(v, d) for v in values.tolist()], dtype=to_numpy_dtype(d))
+        if dtypes.is_float(d):
+            rtol = 1e-3 if d == dtypes.float16 else 1e-6
+            np.testing.assert_allclose(got, expected, rtol=rtol, equal_nan=True, err_msg=f"CAST {src} -> {d}")
+        else:
+            np.testing.assert_array_equal(got, expected, err_msg=f"CAST {src} -> {d}")
+
+
+BITCAST_PAIRS = [
+    (dtypes.float32, dtypes.int32),
+    (dtypes.int32, dtypes.float32),
+    (dtypes.float32, dtypes.uint32),
+    (dtypes.float64, dtypes.int64),
+    (dtypes.uint64, dtypes.float64),
+    (dtypes.float16, dtypes.int16),
+    (dtypes.uint16, dtypes.float16),
+    (dtypes.int8, dtypes.uint8),
+]
+
+
+@pytest.mark.parametrize("src, dst", BITCAST_PAIRS, ids=[f"{s.name}-{d.name}" for s, d in BITCAST_PAIRS])
+def test_bitcast(uopkit_device: str, src: DType, dst: DType) -> None:
+    if src not in claimed(uopkit_device) or dst not in claimed(uopkit_device):
+        pytest.skip(f"{uopkit_device} does not claim both {src} and {dst}")
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 256, N * src.itemsize, dtype=np.uint8).view(to_numpy_dtype(src))
+    if dtypes.is_float(src):
+        # NaN payloads need not survive a float register; keep to finite values
+        values = np.where(np.isfinite(values), values, 1.5).astype(to_numpy_dtype(src))
+    out, inp = global_buf(0, dst, N), global_buf(1, src, N)
+    i = loop(0, N)
+    uops = program(end(store(out, i, UOp(Ops.BITCAST, dst, (load(inp, i),))), i))
+    got = run_program(uopkit_device, uops, [np.zeros(N, to_numpy_dtype(dst)), values], name="bitcast")[0]
+    np.testing.assert_array_equal(got.view(np.uint8), values.view(np.uint8))

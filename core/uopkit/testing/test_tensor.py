@@ -1,0 +1,140 @@
+"""Conformance through the whole stack: Tensor programs scheduled, compiled and run on the device under test, then
+compared with numpy — edge sizes, every claimed dtype, reductions, padding (gated loads), assigns into views,
+copies between devices, allocator reuse, and the compile cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit.device import Buffer, CompileError, Device, LRUAllocator, compile_cache_stats
+from uopkit.dtype import dtypes, to_numpy_dtype
+from uopkit.tensor import Tensor
+from uopkit.testing.programs import end, global_buf, load, loop, program, run_program, store
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 65537])
+def test_elementwise_sizes(uopkit_device: str, n: int) -> None:
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    ta, tb = Tensor(a, device=uopkit_device), Tensor(b, device=uopkit_device)
+    got = (ta * tb + ta.maximum(tb) - 1.5).numpy()
+    np.testing.assert_allclose(got, a * b + np.maximum(a, b) - 1.5, rtol=1e-6, atol=1e-6)
+
+
+def test_every_claimed_dtype_roundtrips_and_adds(uopkit_device: str) -> None:
+    for dt in Device[uopkit_device].renderer.supported_dtypes:
+        if dt == dtypes.bfloat16:
+            continue
+        np_dt = to_numpy_dtype(dt)
+        data = (np.arange(11) % 3).astype(np_dt)
+        t = Tensor(data, device=uopkit_device)
+        np.testing.assert_array_equal(t.numpy(), data, err_msg=f"roundtrip of {dt}")
+        np.testing.assert_array_equal((t + t).numpy(), data + data, err_msg=f"add on {dt}")
+
+
+@pytest.mark.parametrize("shape, axis", [((5, 7), 1), ((5, 7), 0), ((3, 1, 9), (0, 2)), ((1,), 0), ((4, 0), 1)])
+def test_reductions(uopkit_device: str, shape: tuple[int, ...], axis: int | tuple[int, ...]) -> None:
+    data = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    t = Tensor(data, device=uopkit_device)
+    np.testing.assert_allclose(t.sum(axis).numpy(), data.sum(axis), rtol=1e-5, atol=1e-5)
+    if 0 not in shape:
+        np.testing.assert_allclose(t.max(axis).numpy(), data.max(axis), rtol=0, atol=0)
+
+
+def test_large_reduction(uopkit_device: str) -> None:
+    data = np.random.default_rng(2).random(20000).astype(np.float32)
+    got = Tensor(data, device=uopkit_device).sum().item()
+    np.testing.assert_allclose(got, data.astype(np.float64).sum(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (3, 5, 7), (16, 9, 4)])
+def test_matmul(uopkit_device: str, m: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(m * k * n)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    got = (Tensor(a, device=uopkit_device) @ Tensor(b, device=uopkit_device)).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_pad_shrink_flip(uopkit_device: str) -> None:
+    """Padding becomes gated loads; shrink and flip become index arithmetic."""
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = Tensor(data, device=uopkit_device)
+    np.testing.assert_array_equal(t.pad(((1, 2), (0, 1))).numpy(), np.pad(data, ((1, 2), (0, 1))))
+    np.testing.assert_array_equal(t.shrink(((1, 3), (1, 4))).flip(1).numpy(), data[1:3, 1:4][:, ::-1])
+
+
+def test_assign_into_views(uopkit_device: str) -> None:
+    data = np.zeros((4, 5), dtype=np.float32)
+    t = Tensor(data, device=uopkit_device).contiguous().realize()
+    t[1:3, 2:4] = Tensor(np.ones((2, 2), np.float32) * 7, device=uopkit_device)
+    t.assign(t + 1).realize()
+    expected = data.copy()
+    expected[1:3, 2:4] = 7
+    np.testing.assert_array_equal(t.numpy(), expected + 1)
+
+
+def test_copies_between_devices(uopkit_device: str, uopkit_peer_device: str) -> None:
+    data = np.arange(10, dtype=np.int32) * 3
+    there = Tensor(data, device=uopkit_peer_device).to(uopkit_device)
+    back = (there + 1).to(uopkit_peer_device)
+    np.testing.assert_array_equal(back.numpy(), data + 1)
+
+
+def test_copy_to_second_device_of_backend(uopkit_device: str) -> None:
+    name = Device.canonicalize(uopkit_device).partition(":")[0]
+    second = f"{name}:1"
+    try:
+        Device[second]
+    except Exception as e:
+        pytest.skip(f"{second} can't be opened: {e}")
+    data = np.linspace(0, 1, 9, dtype=np.float32)
+    moved = Tensor(data, device=uopkit_device).to(second)
+    np.testing.assert_array_equal((moved * 2).numpy(), data * 2)
+
+
+def test_allocator_reuses_freed_buffers(uopkit_device: str) -> None:
+    allocator = Device[uopkit_device].allocator
+    if not isinstance(allocator, LRUAllocator):
+        pytest.skip(f"{uopkit_device}'s allocator is not an LRUAllocator")
+    size = 4099 * 4
+    buf = Buffer(uopkit_device, 4099, dtypes.float32).allocate()
+    opaque = buf.opaque
+    del buf
+    again = Buffer(uopkit_device, 4099, dtypes.int32).allocate()
+    assert again.opaque is opaque, "a freed buffer of the same size must come back from the cache"
+    # the reused memory holds whatever a kernel writes, not stale values
+    data = np.arange(4099, dtype=np.int32)
+    again.copyin(memoryview(data))
+    np.testing.assert_array_equal(again.numpy(), data)
+    assert allocator.cached_bytes >= 0 and size > 0
+
+
+def test_compile_cache_hits(uopkit_device: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiler = Device[uopkit_device].compiler
+    if compiler.cache_key is None:
+        pytest.skip(f"{uopkit_device}'s compiler opts out of the compile cache (cache_key is None)")
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    n = 13
+    out, a = global_buf(0, dtypes.float32, n), global_buf(1, dtypes.float32, n)
+    i = loop(0, n)
+    uops = program(end(store(out, i, load(a, i) + 0.25), i))
+    data = np.arange(n, dtype=np.float32)
+    misses, hits = compile_cache_stats.misses, compile_cache_stats.hits
+    first = run_program(uopkit_device, uops, [np.zeros(n, np.float32), data], name="cache_probe")[0]
+    assert (compile_cache_stats.misses, compile_cache_stats.hits) == (misses + 1, hits)
+    second = run_program(uopkit_device, uops, [np.zeros(n, np.float32), data], name="cache_probe")[0]
+    assert (compile_cache_stats.misses, compile_cache_stats.hits) == (misses + 1, hits + 1)
+    np.testing.assert_array_equal(first, data + 0.25)
+    np.testing.assert_array_equal(second, first)
+    assert any((tmp_path / "compile").iterdir())
+
+
+def test_compile_error_shows_source(uopkit_device: str) -> None:
+    """A compiler fed broken source raises CompileError carrying the source and the compiler's message."""
+    compiler = Device[uopkit_device].compiler
+    broken = "this is not a kernel {"
+    with pytest.raises(CompileError) as info:
+        compiler.compile(broken)
+    assert info.value.src == broken
+    assert "this is not a kernel" in str(info.value) and info.value.message.strip()

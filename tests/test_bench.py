@@ -1,0 +1,39 @@
+"""Smoke test of bench/: `--quick` runs end to end and uopkit's results agree with numpy (no timing is asserted)."""
+
+import json
+
+from bench import cases
+from bench.main import TOLERANCE, benchmarks, main
+
+
+def test_quick_run_writes_results(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    argv = ["--quick", "--frameworks", "numpy,uopkit", "--no-cold", "--budget", "0.005", "--json", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "vs numpy" in printed
+    data = json.loads(out.read_text())
+    assert data["quick"] is True
+    assert set(data["frameworks"]) == {"numpy", "uopkit"}
+    names = [r["name"] for r in data["results"]]
+    assert names == [b.name for b in benchmarks(cases.QUICK)]
+    for r in data["results"]:
+        for fw in ("numpy", "uopkit"):
+            # every cell is either a time or a reason it was skipped
+            assert (fw in r["times"]) != (fw in r["skipped"]), (r["name"], fw)
+        for fw, t in r["times"].items():
+            assert t > 0
+            err = r["errors"][fw]
+            assert err is None or err <= TOLERANCE, f"{r['name']} on {fw}: relative error {err}"
+    # the kernels that exist today run on uopkit
+    by_name = {r["name"]: r for r in data["results"]}
+    assert "uopkit" in by_name["matmul 64 fp32"]["times"]
+    assert "uopkit" in by_name["tiny op a+1 (16 floats) jit"]["times"]
+
+
+def test_unknown_framework_is_a_clear_error(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["--frameworks", "numpy,jax"])
+    assert "unknown framework(s) jax" in capsys.readouterr().err

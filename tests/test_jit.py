@@ -1,0 +1,140 @@
+"""engine/jit.py: TinyJit capture and replay, compared with the same function run without the JIT."""
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor
+from uopkit.engine.jit import JitError, TinyJit
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+def test_jit_matches_eager(rng):
+    def f(x: Tensor, y: Tensor) -> Tensor:
+        return ((x * y).relu() + x.sum(axis=1, keepdim=True)).realize()
+
+    jf = TinyJit(f)
+    for _ in range(5):
+        x_np, y_np = rng.standard_normal((4, 6), dtype=np.float32), rng.standard_normal((4, 6), dtype=np.float32)
+        want = f(Tensor(x_np), Tensor(y_np)).numpy()
+        got = jf(Tensor(x_np), Tensor(y_np)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        np.testing.assert_allclose(got, np.maximum(x_np * y_np, 0) + x_np.sum(axis=1, keepdims=True), rtol=1e-5)
+    assert jf.kernel_count >= 1
+
+
+def test_replay_runs_captured_kernels_only(rng):
+    calls = []
+
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        calls.append(1)
+        return (x * 2).realize()
+
+    for i in range(6):
+        x_np = rng.random(8, dtype=np.float32)
+        np.testing.assert_allclose(f(Tensor(x_np)).numpy(), x_np * 2)
+        # the Python body runs for the warm-up and the capture only
+        assert len(calls) == min(i + 1, 2)
+
+
+def test_training_loop_with_in_place_updates(rng):
+    # an SGD step on a linear least-squares model: parameters are updated in place every call
+    w0 = rng.standard_normal((5, 1), dtype=np.float32)
+    xs = [rng.standard_normal((16, 5), dtype=np.float32) for _ in range(6)]
+    ys = [rng.standard_normal((16, 1), dtype=np.float32) for _ in range(6)]
+
+    def make_step(w: Tensor):
+        def step(x: Tensor, y: Tensor) -> Tensor:
+            err = x @ w - y
+            loss = (err * err).mean().realize()
+            grad = x.T @ err * (2 / 16)
+            w.assign(w - grad * 0.1).realize()
+            return loss
+
+        return step
+
+    w_eager, w_jit = Tensor(w0.copy()).realize(), Tensor(w0.copy()).realize()
+    eager, jitted = make_step(w_eager), TinyJit(make_step(w_jit))
+    w_np = w0.copy()
+    for x_np, y_np in zip(xs, ys, strict=True):
+        err = x_np @ w_np - y_np
+        loss_np = (err * err).mean()
+        w_np = w_np - x_np.T @ err * (2 / 16) * 0.1
+        l_e = eager(Tensor(x_np), Tensor(y_np)).item()
+        l_j = jitted(Tensor(x_np), Tensor(y_np)).item()
+        assert l_j == pytest.approx(l_e, rel=1e-6)
+        assert l_j == pytest.approx(loss_np, rel=1e-4)
+        np.testing.assert_allclose(w_jit.numpy(), w_eager.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(w_jit.numpy(), w_np, rtol=1e-4, atol=1e-6)
+
+
+def test_multiple_outputs_and_kwargs(rng):
+    @TinyJit
+    def f(x: Tensor, *, y: Tensor) -> tuple[Tensor, Tensor]:
+        return (x + y).realize(), (x * y).sum().realize()
+
+    for _ in range(4):
+        x_np, y_np = rng.random(5, dtype=np.float32), rng.random(5, dtype=np.float32)
+        s, p = f(Tensor(x_np), y=Tensor(y_np))
+        np.testing.assert_allclose(s.numpy(), x_np + y_np)
+        assert p.item() == pytest.approx(float((x_np * y_np).sum()), rel=1e-5)
+
+
+def test_view_inputs_are_made_contiguous(rng):
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        return (x + 1).realize()
+
+    for _ in range(4):
+        x_np = rng.random((3, 4), dtype=np.float32)
+        np.testing.assert_allclose(f(Tensor(x_np).T).numpy(), x_np.T + 1)
+
+
+def test_returning_an_input_view(rng):
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        (x * 2).realize()
+        return x.reshape(2, 2)
+
+    for _ in range(4):
+        x_np = rng.random(4, dtype=np.float32)
+        np.testing.assert_allclose(f(Tensor(x_np)).numpy(), x_np.reshape(2, 2))
+
+
+def test_shape_change_is_an_error():
+    f = TinyJit(lambda x: (x + 1).realize())
+    for _ in range(3):
+        f(Tensor(np.zeros(4, np.float32)))
+    with pytest.raises(JitError, match=r"changed from shape \(4,\)"):
+        f(Tensor(np.zeros(5, np.float32)))
+    with pytest.raises(JitError, match="int"):
+        f(Tensor(np.zeros(4, np.int32)))
+    with pytest.raises(JitError, match="1 Tensor arguments, called with 2"):
+        f(Tensor(np.zeros(4, np.float32)), Tensor(np.zeros(4, np.float32)))
+    # reset forgets the capture: new shapes work again
+    f.reset()
+    np.testing.assert_allclose(f(Tensor(np.zeros(5, np.float32))).numpy(), np.ones(5))
+
+
+def test_changed_constant_argument_is_an_error():
+    f = TinyJit(lambda x, k: (x * k).realize())
+    for _ in range(3):
+        f(Tensor(np.ones(4, np.float32)), 2.0)
+    with pytest.raises(JitError, match="non-Tensor arguments changed"):
+        f(Tensor(np.ones(4, np.float32)), 3.0)
+
+
+def test_nested_jit(rng):
+    inner = TinyJit(lambda x: (x * 3).realize())
+
+    @TinyJit
+    def outer(x: Tensor) -> Tensor:
+        return (inner(x) + 1).realize()
+
+    for _ in range(5):
+        x_np = rng.random(6, dtype=np.float32)
+        np.testing.assert_allclose(outer(Tensor(x_np)).numpy(), x_np * 3 + 1, rtol=1e-6)

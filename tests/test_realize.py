@@ -1,0 +1,122 @@
+"""engine/realize.py: the method cache, the schedule cache (same graph shape over new buffers) and execution."""
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor
+from uopkit.engine import realize
+from uopkit.helpers import Context
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+def _hits() -> int:
+    return realize.stats["schedule_hits"]
+
+
+def test_repeated_graph_hits_the_schedule_cache(rng):
+    a_np = rng.random(16, dtype=np.float32)
+    a = Tensor(a_np).realize()
+    outs = [(a + 1).realize() for _ in range(3)]
+    before = _hits()
+    outs += [(a + 1).realize() for _ in range(3)]
+    assert _hits() - before == 3
+    # every call wrote a buffer of its own: earlier results keep their values
+    assert len({o.uop.base for o in outs}) == len(outs)
+    for o in outs:
+        np.testing.assert_allclose(o.numpy(), a_np + 1)
+
+
+def test_same_structure_new_buffers(rng):
+    # the cache is keyed by the graph's shape: a new input buffer replays the same kernels on it
+    for _ in range(4):
+        x_np, y_np = rng.random((8, 5), dtype=np.float32), rng.random((5,), dtype=np.float32)
+        out = ((Tensor(x_np) * Tensor(y_np)).relu() * 2).sum(axis=0)
+        np.testing.assert_allclose(out.numpy(), ((x_np * y_np) * 2).sum(axis=0), rtol=1e-5)
+
+
+def test_aliasing_is_part_of_the_key(rng):
+    # a+a and a+b have different keys even though both are ADD of two buffers
+    a_np, b_np = rng.random(7, dtype=np.float32), rng.random(7, dtype=np.float32)
+    a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+    for _ in range(2):
+        np.testing.assert_allclose((a + b).numpy(), a_np + b_np)
+        np.testing.assert_allclose((a + a).numpy(), a_np + a_np)
+        np.testing.assert_allclose((b + a).numpy(), b_np + a_np)
+
+
+def test_constants_are_part_of_the_key():
+    a = Tensor(np.arange(4, dtype=np.float32)).realize()
+    for _ in range(2):
+        np.testing.assert_allclose((a + 1).numpy(), np.arange(4) + 1)
+        np.testing.assert_allclose((a + 2).numpy(), np.arange(4) + 2)
+
+
+def test_in_place_updates_repeated(rng):
+    # an SGD-like loop: the same assign graph every step over new data, the weight updated in place
+    w_np = rng.random((4, 3), dtype=np.float32)
+    w = Tensor(w_np.copy()).realize()
+    for _ in range(5):
+        g_np = rng.random((4, 3), dtype=np.float32)
+        w.assign(w - Tensor(g_np) * 0.5).realize()
+        w_np = w_np - g_np * 0.5
+        np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-6)
+
+
+def test_multiple_outputs_and_reduce(rng):
+    x_np = rng.random((6, 9), dtype=np.float32)
+    for _ in range(3):
+        x = Tensor(x_np)
+        m, s = x.max(axis=1), (x * 3).sum(axis=0)
+        m.realize(s)
+        np.testing.assert_allclose(m.numpy(), x_np.max(axis=1))
+        np.testing.assert_allclose(s.numpy(), (x_np * 3).sum(axis=0), rtol=1e-5)
+
+
+def test_views_of_results(rng):
+    x_np = rng.random((4, 6), dtype=np.float32)
+    for _ in range(3):
+        x = Tensor(x_np)
+        out = (x + 1).T
+        out.realize()
+        np.testing.assert_allclose(out.numpy(), (x_np + 1).T)
+
+
+def test_cache_off_matches_cache_on(rng):
+    x_np = rng.random((5, 5), dtype=np.float32)
+    with Context(SCHEDULE_CACHE=0):
+        before = _hits()
+        ref = [((Tensor(x_np) @ Tensor(x_np)) + 1).numpy() for _ in range(2)]
+        assert _hits() == before
+    got = [((Tensor(x_np) @ Tensor(x_np)) + 1).numpy() for _ in range(2)]
+    for r, g in zip(ref, got, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-6)
+    np.testing.assert_allclose(got[0], x_np @ x_np + 1, rtol=1e-5)
+
+
+def test_method_cache_skips_codegen():
+    a = Tensor(np.ones(5, np.float32)).realize()
+    (a * 3 + 2).realize()
+    compiled = realize.stats["kernels_compiled"]
+    with Context(SCHEDULE_CACHE=0):
+        np.testing.assert_allclose((a * 3 + 2).numpy(), np.full(5, 5.0))
+    assert realize.stats["kernels_compiled"] == compiled
+
+
+def test_realize_nothing_and_realized():
+    a = Tensor(np.ones(3, np.float32)).realize()
+    realize.realize_tensors([])
+    a.realize()
+    a.realize()
+    np.testing.assert_allclose(a.numpy(), np.ones(3))
+
+
+def test_repeated_lazy_assign_runs_every_time():
+    # `n + 1` is built on n's unrealized STORE; the hash-consed STORE node comes back every step and must run again
+    n = Tensor(np.zeros((), np.int64)).realize()
+    for _ in range(4):
+        n.assign(n + 1)
+    assert n.item() == 4
