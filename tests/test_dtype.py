@@ -1,0 +1,101 @@
+"""Every dtype of `dtypes` through the Tensor: creation, arithmetic, casts (incl. bfloat16 via bit ops), promotion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit.dtype import dtypes, least_upper_dtype
+from uopkit.tensor import Tensor
+
+torch = pytest.importorskip("torch")
+
+NUMPY_DTYPES = [
+    (dtypes.bool, np.bool_),
+    (dtypes.int8, np.int8),
+    (dtypes.uint8, np.uint8),
+    (dtypes.int16, np.int16),
+    (dtypes.uint16, np.uint16),
+    (dtypes.int32, np.int32),
+    (dtypes.uint32, np.uint32),
+    (dtypes.int64, np.int64),
+    (dtypes.uint64, np.uint64),
+    (dtypes.float16, np.float16),
+    (dtypes.float32, np.float32),
+    (dtypes.float64, np.float64),
+]
+
+
+@pytest.mark.parametrize("dt,npdt", NUMPY_DTYPES, ids=[d.name for d, _ in NUMPY_DTYPES])
+def test_roundtrip_and_arithmetic(dt, npdt):
+    x = np.array([0, 1, 2, 3, 5, 7], dtype=npdt)
+    t = Tensor(x)
+    assert t.dtype == dt
+    np.testing.assert_array_equal(t.numpy(), x)
+    assert Tensor(x.tolist(), dtype=dt).numpy().dtype == np.dtype(npdt)
+    if dt != dtypes.bool:
+        np.testing.assert_array_equal((t + t).numpy(), x + x)
+        np.testing.assert_array_equal((t * 2).numpy(), x * npdt(2))
+        np.testing.assert_array_equal(t.max().numpy(), x.max())
+        np.testing.assert_array_equal(t.min().numpy(), x.min())
+        np.testing.assert_array_equal(t.flip(0).numpy(), x[::-1])
+    np.testing.assert_array_equal((t == t).numpy(), np.ones(6, bool))
+    np.testing.assert_array_equal(t.cast(dtypes.float64).numpy(), x.astype(np.float64))
+
+
+@pytest.mark.parametrize("src", [d for d, _ in NUMPY_DTYPES], ids=[d.name for d, _ in NUMPY_DTYPES])
+def test_casts_match_numpy(src):
+    values = np.array([0, 1, 3, 100, 120], dtype=np.float64)
+    x = values.astype(src.fmt)
+    for dst, npdt in NUMPY_DTYPES:
+        got = Tensor(x).cast(dst)
+        assert got.dtype == dst
+        np.testing.assert_array_equal(got.numpy(), x.astype(npdt))
+
+
+def test_wrapping_and_extremes():
+    assert Tensor([127], dtype=dtypes.int8).add(1).tolist() == [-128]
+    assert Tensor([0], dtype=dtypes.uint8).sub(1).tolist() == [255]
+    assert Tensor([2**63 - 1], dtype=dtypes.int64).tolist() == [2**63 - 1]
+    assert Tensor([2**64 - 1], dtype=dtypes.uint64).tolist() == [2**64 - 1]
+    assert Tensor([-(2**31)], dtype=dtypes.int32).abs().dtype == dtypes.int32
+    assert Tensor([65504.0], dtype=dtypes.float16).tolist() == [65504.0]
+
+
+def test_promotion_lattice_matches_tinygrad():
+    assert least_upper_dtype(dtypes.int8, dtypes.uint8) == dtypes.int16
+    assert least_upper_dtype(dtypes.uint32, dtypes.int32) == dtypes.int64
+    assert least_upper_dtype(dtypes.uint64, dtypes.int64) == dtypes.float16
+    assert least_upper_dtype(dtypes.float16, dtypes.bfloat16) == dtypes.float32
+    assert least_upper_dtype(dtypes.bool, dtypes.float16) == dtypes.float16
+    assert (Tensor([1], dtype=dtypes.uint8) + Tensor([1], dtype=dtypes.int8)).dtype == dtypes.int16
+    assert (Tensor([1], dtype=dtypes.uint16) * 3).dtype == dtypes.uint16
+    assert (Tensor([1], dtype=dtypes.int16) * 3.0).dtype == dtypes.float32
+
+
+def test_bfloat16_via_bits():
+    values = np.array([1.0, 2.5, -3.14159, 1e30, 1.00390625, 1.01171875, np.inf, -0.0], dtype=np.float32)
+    t = Tensor(values).cast(dtypes.bfloat16)
+    assert t.dtype == dtypes.bfloat16
+    want = torch.tensor(values).to(torch.bfloat16)
+    np.testing.assert_array_equal(t.numpy(), want.float().numpy())
+    # the stored bits equal PyTorch's bfloat16 bits (round to nearest even)
+    np.testing.assert_array_equal(t.bitcast(dtypes.int16).numpy(), want.view(torch.int16).numpy())
+    # from a list, arithmetic (computed in float32, rounded back), reductions, movement, compare
+    b = Tensor(values.tolist(), dtype=dtypes.bfloat16)
+    np.testing.assert_array_equal(b.numpy(), want.float().numpy())
+    np.testing.assert_array_equal((b * 3).numpy(), (want * 3).float().numpy())
+    np.testing.assert_array_equal((b + b).dtype == dtypes.bfloat16, True)
+    np.testing.assert_array_equal(b[:3].sum().numpy(), want[:3].float().sum().to(torch.bfloat16).float().numpy())
+    np.testing.assert_array_equal(b.max().numpy(), want.max().float().numpy())
+    np.testing.assert_array_equal(b.flip(0)[::2].numpy(), want.float().flip(0)[::2].numpy())
+    np.testing.assert_array_equal((b > 1).numpy(), (want > 1).numpy())
+    assert (b + Tensor([1.0] * 8)).dtype == dtypes.float32
+    assert Tensor([float("nan")], dtype=dtypes.bfloat16).isnan().tolist() == [True]
+    # stored in a buffer and written through a view
+    z = Tensor.zeros(4, dtype=dtypes.bfloat16).contiguous().realize()
+    z[1:3] = 7.0
+    assert z.tolist() == [0.0, 7.0, 7.0, 0.0] and z.dtype == dtypes.bfloat16
+    e = Tensor.empty(2, dtype=dtypes.bfloat16)
+    e.assign(Tensor([1.5, -2.0]).cast(dtypes.bfloat16)).realize()
+    assert e.tolist() == [1.5, -2.0]

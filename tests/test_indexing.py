@@ -1,0 +1,206 @@
+"""Indexing: __getitem__ (ints, slices with steps, None, ..., int/bool tensors and lists), __setitem__ as STORE,
+gather/scatter/one_hot, compared with numpy and PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit.dtype import dtypes
+from uopkit.tensor import ShapeError, Tensor
+
+torch = pytest.importorskip("torch")
+
+rng = np.random.default_rng(1)
+X = np.arange(2 * 5 * 6, dtype=np.float32).reshape(2, 5, 6)
+
+
+def check(index: object, ref: str = "torch") -> None:
+    t = Tensor(X)
+    tindex = _to_ours(index)
+    got = t[tindex].numpy()
+    # numpy for basic indexing (torch has no negative steps), torch for advanced (ints are basic there)
+    want = X[index] if ref == "numpy" else torch.tensor(X)[_to_torch(index)].numpy()
+    assert got.shape == want.shape, f"{index}: {got.shape} != {want.shape}"
+    np.testing.assert_array_equal(got, want)
+
+
+def _to_ours(index: object) -> object:
+    if isinstance(index, tuple):
+        return tuple(_to_ours(i) for i in index)
+    return Tensor(index) if isinstance(index, np.ndarray) else index
+
+
+def _to_torch(index: object) -> object:
+    if isinstance(index, tuple):
+        return tuple(_to_torch(i) for i in index)
+    return torch.tensor(index) if isinstance(index, np.ndarray) else index
+
+
+BASIC = [
+    0,
+    -1,
+    (1, 2),
+    (1, -1, -2),
+    slice(None),
+    (slice(None), slice(1, 4)),
+    (slice(None), slice(None, None, 2)),
+    (slice(None), slice(1, None, 3), slice(None, None, 4)),
+    (slice(None), slice(None, None, -1)),
+    (slice(None), slice(4, 0, -2), slice(None, None, -3)),
+    (slice(None), slice(3, 3)),
+    (slice(None), slice(10, 20)),
+    (None, 0),
+    (Ellipsis, 1),
+    (0, Ellipsis, None),
+    (Ellipsis, None, slice(1, 3)),
+    (1, slice(None, None, 2), None, -1),
+]
+
+
+@pytest.mark.parametrize("index", BASIC, ids=[str(i) for i in BASIC])
+def test_basic_getitem(index):
+    check(index, ref="numpy")
+
+
+ADVANCED = [
+    np.array([1, 0, 1]),
+    (slice(None), np.array([4, 0, -1])),
+    (slice(None), np.array([[0, 1], [2, 3]])),
+    (0, slice(None), np.array([1, 2])),
+    (np.array([0, 1]), slice(None), np.array([1, 2])),
+    (slice(None), np.array([0, 1]), np.array([1, 2])),
+    (np.array([[0], [1]]), np.array([0, 2, 4])),
+    (None, np.array([0, 1]), 0),
+    (Ellipsis, np.array([0, 5])),
+    (slice(None), slice(None, None, 2), np.array([3])),
+    X[0, :, 0] > 10,
+    (1, X[0] > 30),
+    (slice(None), np.array([True, False, True, False, True])),
+]
+
+
+@pytest.mark.parametrize("index", ADVANCED, ids=[f"adv{i}" for i in range(len(ADVANCED))])
+def test_advanced_getitem(index):
+    if isinstance(index, np.ndarray) and index.dtype == bool and index.shape != X.shape[: index.ndim]:
+        index = np.zeros(2, dtype=bool) | True
+    check(index)
+
+
+def test_list_indices_and_errors():
+    t = Tensor(X)
+    np.testing.assert_array_equal(t[[1, 0]].numpy(), X[[1, 0]])
+    np.testing.assert_array_equal(t[:, [0, 2], 1].numpy(), torch.tensor(X)[:, [0, 2], 1].numpy())
+    with pytest.raises(IndexError, match=r"index 5 is out of bounds for axis 1 with size 5"):
+        t[0, 5]
+    with pytest.raises(IndexError, match=r"out of bounds.*size 2"):
+        t[[0, 2]]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, 0, 0]
+    with pytest.raises(IndexError, match="ellipsis"):
+        t[..., 0, ...]
+    with pytest.raises(IndexError, match="integer or bool"):
+        t[Tensor([0.5])]
+    with pytest.raises(IndexError, match="bool index"):
+        t[Tensor([True, False, True])]
+
+
+def test_getitem_zero_size_and_scalar():
+    t = Tensor(X)
+    assert t[:, 2:2].shape == (2, 0, 6)
+    assert t[:, 2:2].sum().item() == 0
+    s = Tensor(5.0)
+    assert s[None].shape == (1,) and s[...].item() == 5.0
+    assert t[0, 0, 0].shape == () and t[0, 0, 0].item() == 0.0
+    assert t[Tensor(np.zeros(0, dtype=np.int32))].shape == (0, 5, 6)
+
+
+SETITEM = [
+    (1, 2),
+    (slice(None), 2, slice(1, 4)),
+    (slice(None), slice(None, None, 2)),
+    (slice(None), slice(None, None, 3)),
+    (0, slice(None, None, -2), slice(1, None, 4)),
+    (Ellipsis, 0),
+    (slice(None), np.array([0, 3])),
+    (np.array([1, 0]), slice(None), np.array([5, 1])),
+    X > 40,
+]
+
+
+@pytest.mark.parametrize("index", SETITEM, ids=[f"set{i}" for i in range(len(SETITEM))])
+def test_setitem(index):
+    # numpy's semantics equal torch's for these indices, and numpy also has negative steps
+    ours = Tensor(X.copy())
+    ref = X.copy()
+    value = rng.uniform(-1, 1, ref[index].shape).astype(np.float32)
+    ours[_to_ours(index)] = Tensor(value)
+    ref[index] = value
+    np.testing.assert_array_equal(ours.numpy(), ref)
+    # a scalar broadcast into the same positions
+    ours[_to_ours(index)] = -7.0
+    ref[index] = -7.0
+    np.testing.assert_array_equal(ours.numpy(), ref)
+
+
+def test_setitem_writes_shared_buffer_and_casts():
+    base = Tensor(np.zeros((4, 4), dtype=np.int32))
+    base[1] = Tensor([1.9, 2.0, 3.0, 4.0])
+    assert base.numpy()[1].tolist() == [1, 2, 3, 4]
+    z = Tensor.zeros(3, 3)
+    z[0, 0] = 5.0
+    z[:, 2] = Tensor([1.0, 2.0, 3.0])
+    assert z.tolist() == [[5.0, 0.0, 1.0], [0.0, 0.0, 2.0], [0.0, 0.0, 3.0]]
+
+
+def test_gather():
+    x = rng.uniform(size=(4, 5, 6)).astype(np.float32)
+    for dim in (0, 1, 2, -1):
+        d = dim % 3
+        shape = [3, 4, 5]
+        idx = rng.integers(0, x.shape[d], shape)
+        got = Tensor(x).gather(dim, Tensor(idx.astype(np.int32)))
+        want = torch.gather(torch.tensor(x), dim, torch.tensor(idx))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(ShapeError, match="gather"):
+        Tensor(x).gather(0, Tensor(np.zeros((1, 6, 1), dtype=np.int32)))
+    with pytest.raises(IndexError, match="out of bounds"):
+        Tensor(x).gather(0, Tensor(np.full((1, 1, 1), 4, dtype=np.int32)))
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument")
+@pytest.mark.parametrize("reduce", [None, "add", "multiply"])
+def test_scatter(reduce):
+    x = rng.uniform(size=(4, 5)).astype(np.float32)
+    src = rng.uniform(size=(3, 5)).astype(np.float32)
+    for dim in (0, 1):
+        # distinct target positions per column/row for the replace mode
+        idx = np.stack([rng.permutation(4)[:3] for _ in range(4)], axis=1) if dim == 0 else None
+        if dim == 1:
+            idx = np.stack([rng.permutation(5)[:3] for _ in range(3)], axis=0)
+        kw = {} if reduce is None else {"reduce": reduce}
+        got = Tensor(x).scatter(dim, Tensor(idx.astype(np.int32)), Tensor(src), **kw)
+        want = torch.tensor(x).scatter(dim, torch.tensor(idx, dtype=torch.int64), torch.tensor(src), **kw)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    got = Tensor(x).scatter(1, Tensor(np.array([[0, 2]], dtype=np.int32)), 9.0)
+    want = torch.tensor(x).scatter(1, torch.tensor([[0, 2]]), 9.0)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(reduce, include_self):
+    x = rng.uniform(0.5, 2, size=(4, 5)).astype(np.float32)
+    src = rng.uniform(0.5, 2, size=(6, 5)).astype(np.float32)
+    idx = rng.integers(0, 4, (6, 5))
+    got = Tensor(x).scatter_reduce(0, Tensor(idx.astype(np.int32)), Tensor(src), reduce, include_self=include_self)
+    want = torch.tensor(x).scatter_reduce(0, torch.tensor(idx), torch.tensor(src), reduce, include_self=include_self)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
+
+
+def test_one_hot():
+    y = np.array([[0, 3], [2, 1]])
+    got = Tensor(y.astype(np.int32)).one_hot(4)
+    assert got.dtype == dtypes.int32
+    np.testing.assert_array_equal(got.numpy(), torch.nn.functional.one_hot(torch.tensor(y), 4).numpy())
+    assert Tensor([0, 2]).one_hot().shape == (2, 3)

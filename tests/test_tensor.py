@@ -1,0 +1,219 @@
+"""Tensor creation, random numbers, movement ops and joining, compared with numpy and PyTorch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from uopkit.dtype import dtypes
+from uopkit.tensor import ShapeError, Tensor
+
+torch = pytest.importorskip("torch")
+
+rng = np.random.default_rng(2)
+
+
+def same(t: Tensor, want: object) -> None:
+    want = want.numpy() if isinstance(want, torch.Tensor) else np.asarray(want)
+    got = t.numpy()
+    assert got.shape == want.shape, f"{got.shape} != {want.shape}"
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# creation
+
+
+def test_creation_basics():
+    same(Tensor.zeros(2, 3), np.zeros((2, 3), np.float32))
+    same(Tensor.ones((2, 3)), np.ones((2, 3), np.float32))
+    same(Tensor.full((2, 2), 7), np.full((2, 2), 7))
+    assert Tensor.full((2,), 7).dtype == dtypes.int32 and Tensor.full((2,), 7.0).dtype == dtypes.float32
+    assert Tensor.full((2,), True).dtype == dtypes.bool
+    assert Tensor.zeros(2, dtype=dtypes.int8).dtype == dtypes.int8
+    assert Tensor.empty(3, 4).shape == (3, 4)
+    assert Tensor.empty(0).numel() == 0
+    x = Tensor(np.arange(6, dtype=np.int16).reshape(2, 3))
+    assert x.zeros_like().dtype == dtypes.int16 and x.ones_like(dtype=dtypes.float64).dtype == dtypes.float64
+    same(x.full_like(3), np.full((2, 3), 3))
+    same(Tensor.arange(5), np.arange(5))
+    same(Tensor.arange(2, 11, 3), np.arange(2, 11, 3))
+    same(Tensor.arange(5, 0, -2), np.arange(5, 0, -2))
+    same(Tensor.arange(0, 1, 0.25), np.arange(0, 1, 0.25))
+    assert Tensor.arange(0, 1, 0.25).dtype == dtypes.float32
+    assert Tensor.arange(3, 0).shape == (0,)
+    same(Tensor.linspace(-1, 2, 7), torch.linspace(-1, 2, 7))
+    same(Tensor.linspace(0, 1, 1), torch.linspace(0, 1, 1))
+    same(Tensor.eye(3), torch.eye(3))
+    same(Tensor.eye(2, 4), torch.eye(2, 4))
+    with pytest.raises(ValueError, match="arange"):
+        Tensor.arange(0, 5, 0)
+    with pytest.raises(ShapeError, match="full"):
+        Tensor.full((2, -1), 0)
+
+
+def test_from_python_numpy_and_scalars():
+    assert Tensor(3).dtype == dtypes.int32 and Tensor(3).shape == ()
+    assert Tensor(2.5).item() == 2.5
+    assert Tensor(True).dtype == dtypes.bool
+    assert Tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+    assert Tensor([1, 2.5]).dtype == dtypes.float32
+    assert Tensor([]).shape == (0,)
+    assert Tensor(np.float64(1.5)).dtype == dtypes.float64
+    assert Tensor(np.arange(4, dtype=np.uint8)).dtype == dtypes.uint8
+    assert Tensor([1, 2], dtype="float16").dtype == dtypes.float16
+    with pytest.raises(ValueError, match="ragged"):
+        Tensor([[1, 2], [3]])
+    with pytest.raises(TypeError, match="Tensor"):
+        Tensor({"a": 1})
+
+
+def test_random_reproducible_and_distributed():
+    Tensor.manual_seed(42)
+    a = Tensor.rand(2000).numpy()
+    Tensor.manual_seed(42)
+    b = Tensor.rand(2000).numpy()
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, Tensor.rand(2000).numpy())
+    assert 0 <= a.min() and a.max() < 1 and abs(a.mean() - 0.5) < 0.03
+    n = Tensor.randn(4000).numpy()
+    assert abs(n.mean()) < 0.06 and abs(n.std() - 1) < 0.06
+    u = Tensor.uniform(3000, low=-2, high=4).numpy()
+    assert -2 <= u.min() and u.max() < 4 and abs(u.mean() - 1) < 0.15
+    g = Tensor.normal(4000, mean=3.0, std=0.5).numpy()
+    assert abs(g.mean() - 3) < 0.05 and abs(g.std() - 0.5) < 0.05
+    r = Tensor.randint(3000, low=-3, high=5)
+    assert r.dtype == dtypes.int32
+    rv = r.numpy()
+    assert rv.min() == -3 and rv.max() == 4
+    assert Tensor.rand(3, dtype=dtypes.float16).dtype == dtypes.float16
+    assert Tensor.randn(2, 2).rand_like().shape == (2, 2)
+    with pytest.raises(ValueError, match="randint"):
+        Tensor.randint(3, low=5, high=5)
+
+
+def test_initializers_bounds():
+    Tensor.manual_seed(0)
+    k = Tensor.kaiming_uniform(64, 32).numpy()
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + 0.01**2)) / math.sqrt(32)
+    assert np.abs(k).max() <= bound and np.abs(k).max() > 0.9 * bound
+    kn = Tensor.kaiming_normal(128, 64).numpy()
+    assert abs(kn.std() - math.sqrt(2.0 / (1 + 0.01**2)) / 8) < 0.01
+    g = Tensor.glorot_uniform(40, 60).numpy()
+    assert np.abs(g).max() <= math.sqrt(6 / 100) and np.abs(g).max() > 0.9 * math.sqrt(6 / 100)
+    s = Tensor.scaled_uniform(10, 10).numpy()
+    assert np.abs(s).max() <= 0.1
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# movement
+
+
+def test_movement_ops():
+    x = rng.uniform(size=(2, 3, 4)).astype(np.float32)
+    t, r = Tensor(x), torch.tensor(x)
+    same(t.reshape(4, -1), r.reshape(4, -1))
+    same(t.view(-1), r.view(-1))
+    same(t.permute(2, 0, 1), r.permute(2, 0, 1))
+    same(t.permute((-1, 0, 1)), r.permute(-1, 0, 1))
+    same(t.transpose(0, 2), r.transpose(0, 2))
+    same(t[0].T, r[0].T)
+    same(t[:, :1].expand(2, 5, 4), r[:, :1].expand(2, 5, 4))
+    same(t[:, :1].expand(-1, 3, -1), r[:, :1].expand(-1, 3, -1))
+    same(t.flip(0), r.flip(0))
+    same(t.flip((1, -1)), r.flip((1, -1)))
+    same(t.shrink(((0, 1), None, (1, 3))), r[0:1, :, 1:3])
+    same(t.reshape(2, 1, 3, 4).squeeze(), r.reshape(2, 1, 3, 4).squeeze())
+    same(t.reshape(2, 1, 3, 4).squeeze(1), r.reshape(2, 1, 3, 4).squeeze(1))
+    same(t.reshape(1, 2, 1, 3, 4).squeeze((0, 2)), r.reshape(1, 2, 1, 3, 4).squeeze((0, 2)))
+    same(t.unsqueeze(-1), r.unsqueeze(-1))
+    same(t.flatten(), r.flatten())
+    same(t.flatten(1), r.flatten(1))
+    same(t.unflatten(2, (2, 2)), r.unflatten(2, (2, 2)))
+    same(t.repeat(2, 1, 3), r.repeat(2, 1, 3))
+    same(t.repeat(2, 1, 1, 2), r.repeat(2, 1, 1, 2))
+    same(t.repeat_interleave(2, dim=1), r.repeat_interleave(2, dim=1))
+    same(t.repeat_interleave(3), r.repeat_interleave(3))
+    same(t.roll(1, 2), r.roll(1, 2))
+    same(t.roll((1, -2), (0, 2)), r.roll((1, -2), (0, 2)))
+    same(t.roll(5), r.roll(5))
+    same(t.tril(), r.tril())
+    same(t.triu(1), r.triu(1))
+    same(t.tril(-1), r.tril(-1))
+    same(t.contiguous(), r)
+    same(t.clone(), r)
+    same(t.detach(), r)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+def test_pad_modes(mode):
+    x = rng.uniform(size=(2, 3, 4, 5)).astype(np.float32)
+    pads = (1, 2, 2, 0)
+    ref = torch.nn.functional.pad(torch.tensor(x), pads, mode=mode)
+    same(Tensor(x).pad(pads, mode=mode), ref)
+    # tinygrad's form: one (before, after) pair per axis
+    same(Tensor(x).pad((None, None, (2, 0), (1, 2)), mode=mode), ref)
+
+
+def test_pad_value_and_negative():
+    x = rng.uniform(size=(3, 4)).astype(np.float32)
+    same(Tensor(x).pad(((1, 1), (0, 2)), value=-5.0), np.pad(x, ((1, 1), (0, 2)), constant_values=-5.0))
+    same(Tensor(x).pad(((-1, 1), (0, -2))), np.pad(x, ((0, 1), (0, 0)))[1:, :2])
+    same(Tensor(x).pad(((1, 0), (0, 0)), value=float("-inf")), np.pad(x, ((1, 0), (0, 0)), constant_values=-np.inf))
+
+
+def test_cat_stack_split_chunk():
+    a, b = rng.uniform(size=(2, 3)).astype(np.float32), rng.uniform(size=(2, 5)).astype(np.float32)
+    same(Tensor(a).cat(Tensor(b), dim=1), torch.cat([torch.tensor(a), torch.tensor(b)], 1))
+    same(Tensor.cat(Tensor(a), Tensor(a), Tensor(a), dim=-2), torch.cat([torch.tensor(a)] * 3, -2))
+    same(Tensor.cat(Tensor(a), Tensor.zeros(2, 0), dim=1), a)
+    same(Tensor([1, 2]).cat(Tensor([2.5])), [1, 2, 2.5])
+    same(Tensor([True]).cat(Tensor([False, True])), [True, False, True])
+    same(Tensor.stack(Tensor(a), Tensor(a), dim=1), torch.stack([torch.tensor(a)] * 2, 1))
+    same(Tensor.stack([Tensor(a), Tensor(a)], dim=-1), torch.stack([torch.tensor(a)] * 2, -1))
+    x = np.arange(14, dtype=np.float32).reshape(7, 2)
+    for got, want in zip(Tensor(x).split(3), torch.tensor(x).split(3), strict=True):
+        same(got, want)
+    for got, want in zip(Tensor(x).split([2, 5]), torch.tensor(x).split([2, 5]), strict=True):
+        same(got, want)
+    for got, want in zip(Tensor(x).chunk(3), torch.tensor(x).chunk(3), strict=True):
+        same(got, want)
+    for got, want in zip(Tensor(x).chunk(2, dim=1), torch.tensor(x).chunk(2, dim=1), strict=True):
+        same(got, want)
+
+
+def test_zero_size_and_scalar_tensors():
+    z = Tensor.zeros(0, 4)
+    assert (z + 1).shape == (0, 4) and (z + 1).numpy().shape == (0, 4)
+    assert z.reshape(4, 0).shape == (4, 0)
+    assert z.T.shape == (4, 0)
+    assert z.cumsum(1).shape == (0, 4)
+    assert (z @ Tensor.zeros(4, 2)).tolist() == []
+    assert (Tensor.zeros(2, 0) @ Tensor.zeros(0, 3)).tolist() == [[0.0] * 3] * 2
+    s = Tensor(4.0)
+    assert (s * 2).item() == 8.0 and s.reshape(1, 1).shape == (1, 1)
+    assert s.exp().shape == () and s.unsqueeze(0).shape == (1,)
+    assert s.flatten().shape == (1,)
+    assert s.expand(3).tolist() == [4.0, 4.0, 4.0]
+
+
+def test_movement_errors():
+    t = Tensor.zeros(2, 3)
+    with pytest.raises(ShapeError, match="reshape"):
+        t.reshape(-1, -1)
+    with pytest.raises(ShapeError, match="permute"):
+        t.permute(0, 0)
+    with pytest.raises(ShapeError, match="shrink"):
+        t.shrink(((0, 3), None))
+    with pytest.raises(IndexError, match="flip"):
+        t.flip(3)
+    with pytest.raises(ShapeError, match="repeat"):
+        t.repeat(2)
+    with pytest.raises(ShapeError, match="unflatten"):
+        t.unflatten(1, (2, 2))
+    with pytest.raises(ValueError, match="roll"):
+        t.roll((1, 2), 0)
+    with pytest.raises(ShapeError, match="flatten"):
+        Tensor.zeros(2, 3, 4).flatten(2, 1)
