@@ -1977,13 +1977,7 @@ class Tensor:
         real = [a for a in axes if self.shape[a] != 1]
         if not real:
             return self.reshape(final)
-        x, red = self, real[0]
-        if len(real) > 1:
-            # the reduced axes go last and become one axis: every REDUCE_AXIS reduces a single axis
-            keep = [i for i in range(self.ndim) if i not in real]
-            x = self.permute(keep + real).reshape(tuple(self.shape[i] for i in keep) + (-1,))
-            red = len(keep)
-        ret = Tensor(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, (red,))))
+        ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(real))))
         return ret.reshape(final)
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:

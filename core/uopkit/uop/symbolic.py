@@ -98,13 +98,14 @@ def _count_consts(x: UOp) -> int:
 
 
 def do_fold_divmod(x: UOp, d: UOp, op: UOp) -> UOp | None:
-    if not _is_int(x) or d.arg <= 0 or x.vmin < 0:
+    if not _is_int(x) or d.arg <= 0:
         return None
     div = d.arg
-    if op.op is Ops.MOD and x.vmax < div:
-        return x
-    if op.op is Ops.IDIV and x.vmax < div:
-        return x.const_like(0)
+    # C semantics (truncation): |x| < d leaves x % d == x and x // d == 0, whatever the sign
+    if -div < x.vmin and x.vmax < div:
+        return x if op.op is Ops.MOD else x.const_like(0)
+    if x.vmin < 0:
+        return None
     terms, const = decompose(x)
     # a common factor of every coefficient, the constant and the divisor cancels
     g = math.gcd(div, const, *(c for c, _ in terms))
@@ -114,25 +115,26 @@ def do_fold_divmod(x: UOp, d: UOp, op: UOp) -> UOp | None:
             if op.op is Ops.IDIV:
                 return inner // (div // g)
             return (inner % (div // g)) * g
+    if any(c < 0 or t.vmin < 0 for c, t in terms):
+        return None
+    # every term is non-negative: split each coefficient c = q*d + r; the q parts leave the division exactly
     quotient: list[tuple[int, UOp]] = []
     rest: list[tuple[int, UOp]] = []
     for coef, t in terms:
-        if coef % div == 0:
-            quotient.append((coef // div, t))
-        else:
-            rest.append((coef, t))
+        q, r = divmod(coef, div)
+        if q:
+            quotient.append((q, t))
+        if r:
+            rest.append((r, t))
     q0, r0 = divmod(const, div)
     remaining = build_sum(rest, r0, x)
-    if remaining.vmin < 0:
-        return None
-    # nothing moved out and the remainder is not known to be small: no progress
-    if not quotient and q0 == 0 and remaining.vmax >= div:
+    # nothing changed and the remainder is not known to be small: no progress
+    if remaining is x or (not quotient and q0 == 0 and remaining.vmax >= div and remaining is x):
         return None
     if op.op is Ops.MOD:
         return remaining if remaining.vmax < div else remaining % div
-    q_part = remaining // div if remaining.vmax >= div else None
     out = build_sum(quotient, q0, x)
-    return out if q_part is None else out + q_part
+    return out if remaining.vmax < div else out + remaining // div
 
 
 def do_nested_div(x: UOp, a: UOp, b: UOp) -> UOp | None:
