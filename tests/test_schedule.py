@@ -98,3 +98,25 @@ def test_increment_assign_twice():
     x.assign(x + 1).realize()
     x.assign(x + 1).realize()
     assert x.tolist() == [3, 4, 5]
+
+
+def test_recomputing_after_assign_never_reuses_stale_results():
+    # three rounds: the second and third take the schedule cache's path
+    for _ in range(3):
+        a = Tensor([1.0, 2.0, 3.0]).realize()
+        kept = (a + 1) * 2
+        first = (a + 1).realize()
+        a.assign(Tensor([5.0, 5.0, 5.0])).realize()
+        again = (a + 1).realize()
+        assert again.tolist() == [6.0, 6.0, 6.0]
+        assert first.tolist() == [2.0, 3.0, 4.0]
+        assert kept.tolist() == [4.0, 6.0, 8.0]
+
+
+def test_backward_after_realizing_intermediate_and_loss():
+    w = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = (w * w).realize()
+    loss = (h * 3).sum()
+    assert loss.item() == 42.0
+    loss.backward()
+    assert w.grad.tolist() == [6.0, 12.0, 18.0]

@@ -217,3 +217,9 @@ def test_movement_errors():
         t.roll((1, 2), 0)
     with pytest.raises(ShapeError, match="flatten"):
         Tensor.zeros(2, 3, 4).flatten(2, 1)
+
+
+def test_zero_dim_numpy_keeps_its_shape():
+    assert Tensor(np.zeros(())).shape == ()
+    assert Tensor(np.float32(2.0)).shape == ()
+    assert Tensor(np.float32(2.0)).item() == 2.0

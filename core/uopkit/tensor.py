@@ -2895,9 +2895,11 @@ class Tensor:
         [2.0, 4.0]
         """
         from uopkit.gradient import compute_gradient
+        from uopkit.schedule import unrealized_graph
 
         root_grad = self._root_gradient(gradient, "gradient")
-        grads = compute_gradient(self.uop, root_grad.uop, {t.uop for t in targets})
+        root = unrealized_graph(self.uop, {t.uop for t in targets})
+        grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets})
         missing = [t.shape for t in targets if t.uop not in grads]
         if missing:
             raise RuntimeError(f"gradient: targets of shapes {missing} are not used to compute this tensor")
@@ -2915,10 +2917,14 @@ class Tensor:
         [2.0, 4.0, 6.0]
         """
         from uopkit.gradient import compute_gradient
+        from uopkit.schedule import unrealized_graph
 
         root_grad = self._root_gradient(gradient, "backward")
-        in_graph = self.uop.toposort(gate=lambda u: u.op is not Ops.KERNEL)
-        targets = [t for t in list(_all_tensors) if t.requires_grad and t.uop in in_graph]
+        wanting = [t for t in list(_all_tensors) if t.requires_grad]
+        # values realized since the forward pass are followed back to the graphs that computed them
+        root = unrealized_graph(self.uop, {t.uop for t in wanting})
+        in_graph = root.toposort(gate=lambda u: u.op is not Ops.KERNEL)
+        targets = [t for t in wanting if t.uop in in_graph]
         if not targets:
             if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
                 raise RuntimeError(
@@ -2926,7 +2932,7 @@ class Tensor:
                     "realizing it (before .realize(), .item(), .numpy())"
                 )
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
-        grads = compute_gradient(self.uop, root_grad.uop, {t.uop for t in targets})
+        grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets})
         for t in targets:
             if t.uop not in grads:
                 continue
@@ -3103,12 +3109,14 @@ def _movement_chain(u: UOp) -> list[UOp]:
 
 
 def _from_numpy(arr: np.ndarray, device: str, dtype: DType) -> UOp:
+    # np.ascontiguousarray would turn a 0-d array into shape (1,)
+    shape = np.shape(arr)
     if dtype == dtypes.bfloat16:
         # the top half of float32, rounded to nearest even (NaN stays a quiet NaN)
         f32 = np.ascontiguousarray(arr, dtype=np.float32)
         bits = f32.view(np.uint32).astype(np.uint64)
         rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-        arr = np.where(np.isnan(f32), 0x7FC0, rounded).astype(np.uint16)
+        arr = np.where(np.isnan(f32), 0x7FC0, rounded).astype(np.uint16).reshape(shape)
         return UOp(Ops.BITCAST, dtype, (_from_numpy(arr, device, dtypes.uint16),))
     arr = np.ascontiguousarray(arr)
     buf = UOp.new_buffer(device, arr.size, dtype)
@@ -3116,7 +3124,7 @@ def _from_numpy(arr: np.ndarray, device: str, dtype: DType) -> UOp:
     if arr.size:
         b.copyin(memoryview(arr.reshape(-1)).cast("B"))
     buffers[buf] = b
-    return _reshape_uop(buf, arr.shape)
+    return _reshape_uop(buf, shape)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

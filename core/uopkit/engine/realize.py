@@ -302,10 +302,9 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], leaves: list[UOp],
             if remember:
                 mapping[t.uop] = new
             t.uop = new
-    # other tensors holding these nodes pick up the stored values when they are realized (through becomes_map);
-    # unlike update_tensors this doesn't walk every live tensor
-    for k, v in mapping.items():
-        becomes_map[k] = v
+    # other live tensors holding these nodes now read the stored values, exactly as on the uncached path (a graph
+    # node must never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
+    update_tensors(mapping)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

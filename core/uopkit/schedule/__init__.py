@@ -32,6 +32,36 @@ def apply_becomes(sink: UOp) -> UOp:
     return graph_rewrite(sink, pm_replace_known, ctx=becomes_map, name="apply becomes", bottom_up=True)
 
 
+# what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
+# .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
+computed_from: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
+    """`root` with realized values replaced by the graphs that computed them (except the nodes in `keep`).
+
+    STOREs are left as they are: no gradient flows through them, and their targets must stay storage.
+    """
+    memo: dict[UOp, UOp] = {}
+    for u in root.toposort(gate=lambda x: x.op is not Ops.STORE):
+        if u.op is Ops.STORE:
+            memo[u] = u
+            continue
+        source = computed_from.get(u) if u not in keep else None
+        if source is not None:
+            memo[u] = unrealized_graph(source, keep)
+            continue
+        new_src = tuple(memo.get(s, s) for s in u.src)
+        memo[u] = u if new_src == u.src else u.replace(src=new_src)
+    return memo[root]
+
+
+def _remember_source(old: UOp, new: UOp) -> None:
+    # assigns are not differentiable (no gradient flows through STORE): keep nothing for them
+    if old is not new and old.base.op is not Ops.STORE and not is_kernel_store(old.base):
+        computed_from[new] = old
+
+
 def update_tensors(mapping: dict[UOp, UOp]) -> None:
     """Point every live tensor at the new form of its graph (nodes in `mapping` replaced)."""
     from uopkit.tensor import _all_tensors
@@ -43,10 +73,11 @@ def update_tensors(mapping: dict[UOp, UOp]) -> None:
         return
     for t in list(_all_tensors):
         new = mapping.get(t.uop)
+        if new is None and any(n in mapping for n in t.uop.toposort(gate=_not_storage)):
+            new = t.uop.substitute(mapping, name="update tensor graph")
         if new is not None:
+            _remember_source(computed_from.get(t.uop, t.uop), new)
             t.uop = new
-        elif any(n in mapping for n in t.uop.toposort(gate=_not_storage)):
-            t.uop = t.uop.substitute(mapping, name="update tensor graph")
 
 
 def _not_storage(u: UOp) -> bool:

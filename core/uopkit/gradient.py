@@ -1,0 +1,284 @@
+"""Reverse-mode gradients on the tensor graph: one derivative rule per forward op, as (UPat, fn) rules.
+
+A rule receives `ctx` (a GradientContext holding the gradient `ctx.grad` flowing into the node) and the forward
+node `ret`; it returns one gradient per source of `ret` (None where no gradient flows). Gradients are ordinary
+tensor-graph UOps, so they fuse, schedule and compile like any other value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from uopkit.dtype import dtypes
+from uopkit.helpers import argsort
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, cast_scalar
+
+
+class GradientError(RuntimeError):
+    pass
+
+
+@dataclass
+class GradientContext:
+    """The gradient flowing into one node, and where every node of the graph lives (to build constants there)."""
+
+    grad: UOp
+    devices: dict[UOp, str]
+
+    def const(self, like: UOp, value: Any) -> UOp:
+        """`value` with the dtype and shape of `like`, on its device (the tensor-graph form of a constant)."""
+        c = UOp(Ops.CONST, like.dtype, (UOp(Ops.DEVICE, arg=self.devices[like]),), cast_scalar(value, like.dtype))
+        shape = like.shape or ()
+        return _expand(_reshape(c, (1,) * len(shape)), shape)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# small builders for tensor-graph UOps (no identity movement ops)
+
+
+def _reshape(x: UOp, shape: tuple[int, ...]) -> UOp:
+    return x if x.shape == shape else UOp(Ops.RESHAPE, x.dtype, (x,), tuple(shape))
+
+
+def _expand(x: UOp, shape: tuple[int, ...]) -> UOp:
+    return x if x.shape == shape else UOp(Ops.EXPAND, x.dtype, (x,), tuple(shape))
+
+
+def _sum_to(x: UOp, shape: tuple[int, ...]) -> UOp:
+    # sum the axes that an EXPAND broadcast (same rank, size 1 in `shape`)
+    axes = tuple(i for i, (a, b) in enumerate(zip(x.shape or (), shape, strict=True)) if a != b)
+    return UOp(Ops.REDUCE_AXIS, x.dtype, (x,), (Ops.ADD, axes)) if axes else x
+
+
+def _neg(x: UOp) -> UOp:
+    return UOp(Ops.NEG, x.dtype, (x,))
+
+
+def _div(a: UOp, b: UOp) -> UOp:
+    return UOp(Ops.FDIV, a.dtype, (a, b))
+
+
+def _pad(x: UOp, pads: tuple[tuple[int, int], ...]) -> UOp:
+    return x if all(b == 0 and a == 0 for b, a in pads) else UOp(Ops.PAD, x.dtype, (x,), pads)
+
+
+def _shrink(x: UOp, bounds: tuple[tuple[int, int], ...]) -> UOp:
+    return (
+        x
+        if all(b == 0 and e == s for (b, e), s in zip(bounds, x.shape or (), strict=True))
+        else (UOp(Ops.SHRINK, x.dtype, (x,), bounds))
+    )
+
+
+def _permute(x: UOp, order: tuple[int, ...]) -> UOp:
+    return UOp(Ops.PERMUTE, x.dtype, (x,), order)
+
+
+def _flip(x: UOp, axes: tuple[bool, ...]) -> UOp:
+    return UOp(Ops.FLIP, x.dtype, (x,), axes)
+
+
+def _cos(ctx: GradientContext, x: UOp) -> UOp:
+    # cos(x) = sin(pi/2 - x), as the forward op builds it
+    return (ctx.const(x, math.pi / 2) + _neg(x)).alu(Ops.SIN)
+
+
+def _float_or_none(x: UOp, g: UOp) -> UOp | None:
+    # only floating-point values carry a gradient
+    return g.cast(x.dtype) if dtypes.is_float(x.dtype) else None
+
+
+LN2 = math.log(2)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the rules that need more than one line
+
+
+def do_fdiv_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
+    # d(a/b)/da = 1/b;  d(a/b)/db = -a/b^2 = -(a/b)/b
+    b = ret.src[1]
+    return _div(ctx.grad, b), _neg(_div(ctx.grad * ret, b))
+
+
+def do_where_grad(ctx: GradientContext, ret: UOp) -> tuple[None, UOp, UOp]:
+    # a select: the chosen side takes the gradient, the other zero, the condition none
+    cond, zero = ret.src[0], ctx.const(ret, 0)
+    return None, cond.where(ctx.grad, zero), cond.where(zero, ctx.grad)
+
+
+def do_max_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
+    # d max(a, b): the larger input takes the gradient; on a tie each takes half
+    a, b = ret.src
+    g, zero, half = ctx.grad, ctx.const(ret, 0), ctx.grad * ctx.const(ret, 0.5)
+    tie = a.alu(Ops.CMPEQ, b)
+    return tie.where(half, b.lt(a).where(g, zero)), tie.where(half, a.lt(b).where(g, zero))
+
+
+def do_reduce_max_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
+    # d max over axes: the gradient goes to the elements equal to the max, split evenly between ties
+    x = ret.src[0]
+    shape, axes = x.shape or (), ret.arg[1]
+    # equality must be exact: compare stored values with a max taken over them, never with a recomputation
+    # (a recomputed value can differ in its last bit, e.g. where the C compiler contracted a*b+c into an FMA)
+    if x.base.op is not Ops.BUFFER:
+        x = UOp(Ops.CONTIGUOUS, x.dtype, (x,))
+    mx = UOp(Ops.REDUCE_AXIS, x.dtype, (x,), ret.arg)
+    is_max = x.alu(Ops.CMPEQ, _expand(mx, shape)).cast(x.dtype)
+    count = UOp(Ops.REDUCE_AXIS, x.dtype, (is_max,), (Ops.ADD, axes))
+    return (_div(is_max, _expand(count, shape)) * _expand(ctx.grad, shape),)
+
+
+def do_reduce_mul_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
+    # d prod(x) / dx_i = prod(x) / x_i (undefined where x_i == 0, as in tinygrad)
+    x = ret.src[0]
+    shape = x.shape or ()
+    return (_div(_expand(ctx.grad * ret, shape), x),)
+
+
+def do_pow_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
+    # d a**b / da = b * a**(b-1);  d a**b / db = a**b * ln(a), taken as 0 where a**b is 0 (as PyTorch does at a = 0)
+    a, b = ret.src
+    d_a = ctx.grad * b * a.alu(Ops.POW, b + _neg(ctx.const(b, 1)))
+    ln_a = a.alu(Ops.LOG2) * ctx.const(a, LN2)
+    zero = ctx.const(ret, 0)
+    d_b = ret.alu(Ops.CMPEQ, zero).where(zero, ctx.grad * ret * ln_a)
+    return d_a, d_b
+
+
+def do_reduce_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp | None]:
+    op = ret.arg[0]
+    if op is Ops.ADD:
+        return (_expand(ctx.grad, ret.src[0].shape or ()),)
+    if op is Ops.MAX:
+        return do_reduce_max_grad(ctx, ret)
+    if op is Ops.MUL:
+        return do_reduce_mul_grad(ctx, ret)
+    raise GradientError(f"no gradient rule for REDUCE_AXIS with {op}")
+
+
+def do_pad_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
+    # the gradient of a pad is the gradient with the padding cut off
+    shape = ret.src[0].shape or ()
+    return (_shrink(ctx.grad, tuple((b, b + s) for (b, _), s in zip(ret.arg, shape, strict=True))),)
+
+
+def do_shrink_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
+    # the gradient of a shrink is the gradient padded back with zeros where the cut elements were
+    shape = ret.src[0].shape or ()
+    return (_pad(ctx.grad, tuple((b, s - e) for (b, e), s in zip(ret.arg, shape, strict=True))),)
+
+
+def do_copy_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, None]:
+    # the gradient goes back to the device the value came from
+    src_device = ctx.devices[ret.src[0]]
+    return UOp(Ops.COPY, ctx.grad.dtype, (ctx.grad, UOp(Ops.DEVICE, arg=src_device))), None
+
+
+# comparisons, integer and bit ops: piecewise constant or not real-valued, no gradient
+NO_GRADIENT_OPS = GroupOp.Comparison | {Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR}
+
+# one rule per forward op: `ctx.grad` is dL/dret, each entry of the tuple is dL/dsrc
+pm_gradient = PatternMatcher(
+    [
+        # unary math
+        (UPat(Ops.NEG, name="ret"), lambda ctx, ret: (_neg(ctx.grad),)),
+        (UPat(Ops.RECIP, name="ret"), lambda ctx, ret: (_neg(ctx.grad) * ret * ret,)),
+        (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (_div(ctx.grad, ret * ctx.const(ret, 2)),)),
+        (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ctx.grad * ret * ctx.const(ret, LN2),)),
+        (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (_div(ctx.grad, ret.src[0] * ctx.const(ret, LN2)),)),
+        (UPat(Ops.SIN, name="ret"), lambda ctx, ret: (ctx.grad * _cos(ctx, ret.src[0]),)),
+        # piecewise constant: zero gradient almost everywhere
+        (UPat(Ops.TRUNC, name="ret"), lambda ctx, ret: (ctx.const(ret, 0),)),
+        # arithmetic
+        (UPat(Ops.ADD, name="ret"), lambda ctx, ret: (ctx.grad, ctx.grad)),
+        (UPat(Ops.SUB, name="ret"), lambda ctx, ret: (ctx.grad, _neg(ctx.grad))),
+        (UPat(Ops.MUL, name="ret"), lambda ctx, ret: (ret.src[1] * ctx.grad, ret.src[0] * ctx.grad)),
+        (UPat(Ops.FDIV, name="ret"), do_fdiv_grad),
+        (UPat(Ops.MULACC, name="ret"), lambda ctx, ret: (ret.src[1] * ctx.grad, ret.src[0] * ctx.grad, ctx.grad)),
+        (UPat(Ops.MAX, name="ret"), do_max_grad),
+        (UPat(Ops.POW, name="ret"), do_pow_grad),
+        # a select
+        (UPat(Ops.WHERE, name="ret"), do_where_grad),
+        # no gradient; a cast passes it on between float types only
+        (UPat(NO_GRADIENT_OPS, name="ret"), lambda ret: (None,) * len(ret.src)),
+        (UPat(Ops.CAST, name="ret"), lambda ctx, ret: (_float_or_none(ret.src[0], ctx.grad),)),
+        (UPat(Ops.BITCAST), lambda: (None,)),
+        # reductions
+        (UPat(Ops.REDUCE_AXIS, name="ret"), do_reduce_grad),
+        # movement: the inverse movement of the gradient
+        (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (_reshape(ctx.grad, ret.src[0].shape),)),
+        (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (_permute(ctx.grad, tuple(argsort(ret.arg))),)),
+        (UPat(Ops.EXPAND, name="ret"), lambda ctx, ret: (_sum_to(ctx.grad, ret.src[0].shape),)),
+        (UPat(Ops.PAD, name="ret"), do_pad_grad),
+        (UPat(Ops.SHRINK, name="ret"), do_shrink_grad),
+        (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (_flip(ctx.grad, ret.arg),)),
+        # storage: a copy moves the gradient back; CONTIGUOUS passes it; DETACH and STORE stop it
+        (UPat(Ops.COPY, name="ret"), do_copy_grad),
+        (UPat(Ops.CONTIGUOUS), lambda ctx: (ctx.grad,)),
+        (UPat(Ops.DETACH), lambda: (None,)),
+        (UPat(Ops.STORE), lambda: (None, None)),
+    ]
+)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the reverse sweep
+
+
+def _devices(topo: list[UOp]) -> dict[UOp, str]:
+    # where each node lives: its BUFFER's or DEVICE's, a COPY's destination, else its first placed source's
+    out: dict[UOp, str] = {}
+    for u in topo:
+        if u.op is Ops.DEVICE:
+            out[u] = u.arg
+        elif u.op is Ops.BUFFER:
+            out[u] = u.arg[1]
+        elif u.op is Ops.COPY:
+            out[u] = u.src[1].arg
+        else:
+            dev = next((out[s] for s in u.src if s in out), None)
+            if dev is not None:
+                out[u] = dev
+    return out
+
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+    """dL/dt for every `t` in `targets` that `root` depends on, where dL/droot = `root_grad`.
+
+    Walks the graph from `root` back to the targets in reverse topological order, applying `pm_gradient` to
+    each node on a path to a target and summing the gradients of nodes used more than once.
+    """
+    # never walk into a kernel: what a KERNEL computes is already storage
+    topo = list(root.toposort(gate=lambda u: u.op is not Ops.KERNEL))
+    on_path: dict[UOp, bool] = {}
+    for u in topo:
+        on_path[u] = u in targets or any(on_path.get(s, False) for s in u.src)
+    devices = _devices(topo)
+    grads: dict[UOp, UOp] = {root: root_grad}
+    for u in reversed(topo):
+        g = grads.get(u)
+        # only nodes that received a gradient and lead on to a target need their rule
+        if g is None or not u.src or not any(on_path[s] for s in u.src):
+            continue
+        src_grads = pm_gradient.rewrite(u, GradientContext(g, devices))
+        if src_grads is None:
+            raise GradientError(f"no gradient rule for {u.op.name} (dtype {u.dtype}, shape {u.shape})")
+        if len(src_grads) != len(u.src):
+            raise GradientError(
+                f"gradient rule for {u.op.name} gave {len(src_grads)} gradients for {len(u.src)} inputs"
+            )
+        for s, sg in zip(u.src, src_grads, strict=True):
+            if sg is None or not on_path.get(s, False):
+                continue
+            if sg.shape != s.shape:
+                raise GradientError(
+                    f"gradient rule for {u.op.name} gave shape {sg.shape} for an input of shape {s.shape}"
+                )
+            grads[s] = grads[s] + sg if s in grads else sg
+    return {t: grads[t] for t in targets if t in grads}
+
+
+__all__ = ["pm_gradient", "compute_gradient", "GradientContext", "GradientError"]

@@ -1,0 +1,297 @@
+"""uopkit.nn: layers as plain classes holding Tensors (tinygrad style); `get_parameters` finds them.
+
+>>> from uopkit import Tensor
+>>> from uopkit.nn import Linear
+>>> Linear(3, 2)(Tensor.ones(4, 3)).shape
+(4, 2)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.tensor import ShapeError, Tensor
+
+__all__ = [
+    "Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding",
+]  # fmt: skip
+
+
+def _host(values: np.ndarray, dtype: DType = dtypes.float32, requires_grad: bool | None = None) -> Tensor:
+    # parameters and state are built on the host into a fresh buffer of their own: lazy constants are hash-consed,
+    # so two `Tensor.zeros(n)` would be one node and could end up sharing storage once realized
+    arr = np.ascontiguousarray(values, dtype=to_numpy_dtype(dtype))
+    t = Tensor(arr).reshape(np.shape(values))
+    t.requires_grad = requires_grad
+    return t
+
+
+def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
+    # U(-bound, bound), drawn from Tensor's seeded generator (Tensor.manual_seed makes it reproducible)
+    return _host(Tensor._rng().uniform(-bound, bound, shape))
+
+
+def _pair(x: int | Sequence[int], name: str, layer: str) -> tuple[int, int]:
+    if isinstance(x, int):
+        return (x, x)
+    if len(x) != 2:
+        raise ValueError(f"{layer}: {name} must be an int or a pair, got {x!r}")
+    return (int(x[0]), int(x[1]))
+
+
+class Linear:
+    """y = x @ weight.T + bias, weight (out_features, in_features) initialized U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
+
+    >>> Linear(4, 2)(Tensor.ones(3, 4)).shape
+    (3, 2)
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        bound = 1 / math.sqrt(in_features) if in_features else 0.0
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = _uniform((out_features, in_features), bound)
+        self.bias = _uniform((out_features,), bound) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim == 0 or x.shape[-1] != self.in_features:
+            raise ShapeError(
+                f"Linear({self.in_features}, {self.out_features}): input of shape {x.shape} doesn't "
+                f"end in {self.in_features}"
+            )
+        out = x @ self.weight.T
+        return out + self.bias if self.bias is not None else out
+
+
+class Conv2d:
+    """2-D convolution over (N, C, H, W); weight (out, in // groups, kh, kw), PyTorch's default initialization.
+
+    >>> Conv2d(1, 4, 3, padding=1)(Tensor.ones(2, 1, 8, 8)).shape
+    (2, 4, 8, 8)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: int | Sequence[int] | str = 0,
+        dilation: int | Sequence[int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+    ) -> None:
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"Conv2d: in_channels {in_channels} and out_channels {out_channels} must be divisible "
+                f"by groups {groups}"
+            )
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2d")
+        self.stride, self.dilation, self.padding = stride, dilation, padding
+        fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+        bound = 1 / math.sqrt(fan_in)
+        self.weight = _uniform((out_channels, in_channels // groups, *self.kernel_size), bound)
+        self.bias = _uniform((out_channels,), bound) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim != 4 or x.shape[1] != self.in_channels:
+            raise ShapeError(
+                f"Conv2d({self.in_channels}, {self.out_channels}): expected input (N, "
+                f"{self.in_channels}, H, W), got {x.shape}"
+            )
+        return x.conv2d(  # type: ignore[attr-defined]
+            self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding
+        )
+
+
+class ConvTranspose2d:
+    """Transposed 2-D convolution; weight (in, out // groups, kh, kw), PyTorch's default initialization.
+
+    >>> ConvTranspose2d(2, 3, 3, stride=2)(Tensor.ones(1, 2, 4, 4)).shape
+    (1, 3, 9, 9)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        output_padding: int | Sequence[int] = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: int | Sequence[int] = 1,
+    ) -> None:
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"ConvTranspose2d: in_channels {in_channels} and out_channels {out_channels} must be "
+                f"divisible by groups {groups}"
+            )
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _pair(kernel_size, "kernel_size", "ConvTranspose2d")
+        self.stride, self.padding, self.output_padding, self.dilation = stride, padding, output_padding, dilation
+        fan_in = out_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+        bound = 1 / math.sqrt(fan_in)
+        self.weight = _uniform((in_channels, out_channels // groups, *self.kernel_size), bound)
+        self.bias = _uniform((out_channels,), bound) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim != 4 or x.shape[1] != self.in_channels:
+            raise ShapeError(
+                f"ConvTranspose2d({self.in_channels}, {self.out_channels}): expected input (N, "
+                f"{self.in_channels}, H, W), got {x.shape}"
+            )
+        return x.conv_transpose2d(  # type: ignore[attr-defined]
+            self.weight,
+            self.bias,
+            groups=self.groups,
+            stride=self.stride,
+            dilation=self.dilation,
+            padding=self.padding,
+            output_padding=self.output_padding,
+        )
+
+
+def _normalize(x: Tensor, axes: tuple[int, ...], eps: float) -> Tensor:
+    # (x - mean) / sqrt(biased var + eps) over `axes`
+    centered = x - x.mean(axes, keepdim=True)
+    var = (centered * centered).mean(axes, keepdim=True)
+    return centered * (var + eps).rsqrt()
+
+
+class BatchNorm:
+    """Batch normalization over axis 1 of (N, C, ...): batch statistics while `Tensor.training`, else running ones.
+
+    The running statistics are updated in place (STORE) during training; an optimizer built from
+    `get_parameters(model)` realizes them with each step.
+
+    >>> bn = BatchNorm(3)
+    >>> bn(Tensor.ones(2, 3, 4, 4)).shape
+    (2, 3, 4, 4)
+    """
+
+    def __init__(
+        self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1
+    ) -> None:
+        self.sz, self.eps, self.momentum, self.track_running_stats = sz, eps, momentum, track_running_stats
+        self.weight = _host(np.ones(sz)) if affine else None
+        self.bias = _host(np.zeros(sz)) if affine else None
+        if track_running_stats:
+            self.running_mean = _host(np.zeros(sz), requires_grad=False)
+            self.running_var = _host(np.ones(sz), requires_grad=False)
+            self.num_batches_tracked = _host(np.zeros(()), dtypes.int64, requires_grad=False)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.sz:
+            raise ShapeError(f"BatchNorm({self.sz}): expected input (N, {self.sz}, ...), got {x.shape}")
+        axes = tuple(i for i in range(x.ndim) if i != 1)
+        shape = (1, self.sz) + (1,) * (x.ndim - 2)
+        if Tensor.training or not self.track_running_stats:
+            mean = x.mean(axes)
+            centered = x - mean.reshape(shape)
+            var = (centered * centered).mean(axes)
+            if Tensor.training and self.track_running_stats:
+                n = x.numel() // self.sz
+                # the running variance is the unbiased one, as in PyTorch
+                unbiased = var.detach() * (n / max(n - 1, 1))
+                m = self.momentum
+                self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
+                self.running_var.assign((1 - m) * self.running_var + m * unbiased)
+                self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+            out = centered * (var.reshape(shape) + self.eps).rsqrt()
+        else:
+            out = (x - self.running_mean.reshape(shape)) * (self.running_var.reshape(shape) + self.eps).rsqrt()
+        if self.weight is not None and self.bias is not None:
+            out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return out
+
+
+BatchNorm2d = BatchNorm
+
+
+class LayerNorm:
+    """Normalize over the trailing `normalized_shape` axes, then scale and shift elementwise.
+
+    >>> LayerNorm(4)(Tensor.ones(2, 4)).shape
+    (2, 4)
+    """
+
+    def __init__(
+        self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True
+    ) -> None:
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight = _host(np.ones(self.normalized_shape)) if elementwise_affine else None
+        self.bias = _host(np.zeros(self.normalized_shape)) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        n = len(self.normalized_shape)
+        if x.shape[x.ndim - n :] != self.normalized_shape or x.ndim < n:
+            raise ShapeError(
+                f"LayerNorm({self.normalized_shape}): input of shape {x.shape} doesn't end in {self.normalized_shape}"
+            )
+        out = _normalize(x, tuple(range(x.ndim - n, x.ndim)), self.eps)
+        if self.weight is not None and self.bias is not None:
+            out = out * self.weight + self.bias
+        return out
+
+
+class GroupNorm:
+    """Split the channels (axis 1) into `num_groups` groups and normalize each group over its channels and positions.
+
+    >>> GroupNorm(2, 4)(Tensor.ones(3, 4, 5)).shape
+    (3, 4, 5)
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True) -> None:
+        if num_groups < 1 or num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by num_groups {num_groups}")
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.weight = _host(np.ones(num_channels)) if affine else None
+        self.bias = _host(np.zeros(num_channels)) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ShapeError(
+                f"GroupNorm({self.num_groups}, {self.num_channels}): expected input (N, "
+                f"{self.num_channels}, ...), got {x.shape}"
+            )
+        grouped = x.reshape(x.shape[0], self.num_groups, -1)
+        out = _normalize(grouped, (2,), self.eps).reshape(x.shape)
+        if self.weight is None or self.bias is None:
+            return out
+        shape = (1, self.num_channels) + (1,) * (x.ndim - 2)
+        return out * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class Embedding:
+    """A lookup table: integer indices of any shape -> rows of `weight` (vocab_size, embed_size), N(0, 1) initialized.
+
+    >>> Embedding(10, 3)(Tensor([[1, 2], [3, 4]])).shape
+    (2, 2, 3)
+    """
+
+    def __init__(self, vocab_size: int, embed_size: int) -> None:
+        self.vocab_size, self.embed_size = vocab_size, embed_size
+        self.weight = _host(Tensor._rng().standard_normal((vocab_size, embed_size)))
+
+    def __call__(self, idx: Tensor | Sequence | np.ndarray) -> Tensor:
+        if not isinstance(idx, Tensor):
+            arr = np.asarray(idx)
+            bad = arr[(arr < 0) | (arr >= self.vocab_size)]
+            if bad.size:
+                raise IndexError(
+                    f"Embedding({self.vocab_size}, {self.embed_size}): index {int(bad.flat[0])} is out "
+                    f"of range [0, {self.vocab_size})"
+                )
+            idx = Tensor(arr.astype(np.int32))
+        if not dtypes.is_int(idx.dtype):
+            raise TypeError(f"Embedding: indices must be integers, got {idx.dtype}")
+        # a one-hot row selector times the table: the gradient flows to the rows that were looked up
+        one_hot = idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=idx.device).cast(idx.dtype)
+        return one_hot.cast(self.weight.dtype) @ self.weight

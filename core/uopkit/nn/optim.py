@@ -1,0 +1,190 @@
+"""Optimizers: each step writes the new parameters and optimizer state in place (assign -> STORE), all realized at once.
+
+>>> from uopkit import Tensor
+>>> w = Tensor([1.0, 2.0], requires_grad=True)
+>>> opt = SGD([w], lr=0.1)
+>>> (w * w).sum().backward().shape
+()
+>>> opt.step()
+>>> w.tolist()
+[0.800000011920929, 1.600000023841858]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from uopkit.dtype import dtypes, to_numpy_dtype
+from uopkit.tensor import Tensor
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+
+
+def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
+    # a fresh buffer per state tensor (lazy constants are hash-consed and could share storage once realized)
+    arr = np.full(t.shape, value, dtype=to_numpy_dtype(t.dtype))
+    return Tensor(arr, device=t.device).reshape(t.shape).requires_grad_(False)
+
+
+def _scalar(value: float, device: str) -> Tensor:
+    # hyperparameters that change between steps live in a buffer, so changing them never recompiles a kernel
+    return Tensor(np.array([value], dtype=np.float32), device=device).reshape(()).requires_grad_(False)
+
+
+def _dedup(ts: list[Tensor]) -> list[Tensor]:
+    seen: set[int] = set()
+    return [t for t in ts if not (id(t) in seen or seen.add(id(t)))]  # type: ignore[func-returns-value]
+
+
+class Optimizer:
+    """Base class: `params` with requires_grad get updated; the others (e.g. BatchNorm running statistics) are
+    realized with every step so that their pending in-place updates land too."""
+
+    def __init__(self, params: list[Tensor], lr: float) -> None:
+        if lr < 0:
+            raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
+            if p.requires_grad is None:
+                p.requires_grad = True
+        self.params = _dedup([p for p in params if p.requires_grad])
+        self.buffers = _dedup([p for p in params if not p.requires_grad])
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: got no parameters that require a gradient")
+        for p in self.params:
+            if not dtypes.is_float(p.dtype):
+                raise TypeError(f"{type(self).__name__}: parameter of shape {p.shape} is {p.dtype}, not floating point")
+        self.device = self.params[0].device
+        self.lr = _scalar(lr, self.device)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        """Update every parameter from its `.grad` (one realize for all parameters and state)."""
+        Tensor.realize(*self.schedule_step())
+
+    def schedule_step(self) -> list[Tensor]:
+        """Build the in-place updates without running them; returns the tensors to realize.
+
+        Realize them together with the loss (`Tensor.realize(loss, *opt.schedule_step())`) to read the loss of
+        this step: a parameter's buffer is overwritten when the step runs.
+        """
+        with_grad = [p for p in self.params if p.grad is not None]
+        if not with_grad:
+            raise RuntimeError(f"{type(self).__name__}.step: no parameter has a gradient; call loss.backward() first")
+        for p in with_grad:
+            assert p.grad is not None
+            if p.grad.shape != p.shape:
+                raise ValueError(
+                    f"{type(self).__name__}.step: gradient shape {p.grad.shape} doesn't match its parameter's {p.shape}"
+                )
+        return self._step(with_grad) + self.params + self.buffers
+
+    def _step(self, params: list[Tensor]) -> list[Tensor]:
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay (PyTorch semantics).
+
+    g = grad + weight_decay * p; b = momentum * b + g; p -= lr * (g + momentum * b if nesterov else b)
+    """
+
+    def __init__(
+        self,
+        params: list[Tensor],
+        lr: float = 0.001,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
+        super().__init__(params, lr)
+        if momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: momentum ({momentum}) and weight_decay ({weight_decay}) must be >= 0")
+        if nesterov and momentum == 0:
+            raise ValueError("SGD: nesterov momentum needs momentum > 0")
+        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        self.b = [_state_like(p) for p in self.params] if momentum else []
+
+    def _step(self, params: list[Tensor]) -> list[Tensor]:
+        for p in params:
+            assert p.grad is not None
+            g = p.grad.detach()
+            if self.weight_decay:
+                g = g + self.weight_decay * p.detach()
+            if self.momentum:
+                b = self.b[self._index(p)]
+                b.assign(self.momentum * b + g)
+                g = g + self.momentum * b if self.nesterov else b
+            p.assign((p.detach() - self.lr.cast(p.dtype) * g).cast(p.dtype))
+        return self.b
+
+    def _index(self, p: Tensor) -> int:
+        return next(i for i, q in enumerate(self.params) if q is p)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with bias correction; `weight_decay` adds L2 to the gradient, as PyTorch's Adam.
+
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+    """
+
+    decoupled = False
+
+    def __init__(
+        self,
+        params: list[Tensor],
+        lr: float = 0.001,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        super().__init__(params, lr)
+        if not (0 <= b1 < 1 and 0 <= b2 < 1):
+            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got ({b1}, {b2})")
+        self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self.m = [_state_like(p) for p in self.params]
+        self.v = [_state_like(p) for p in self.params]
+        # b1^t and b2^t, kept in buffers so the step count is data, not a constant baked into a kernel
+        self.b1_t, self.b2_t = _scalar(1.0, self.device), _scalar(1.0, self.device)
+
+    def _step(self, params: list[Tensor]) -> list[Tensor]:
+        self.b1_t.assign(self.b1_t * self.b1)
+        self.b2_t.assign(self.b2_t * self.b2)
+        for p in params:
+            i = next(i for i, q in enumerate(self.params) if q is p)
+            assert p.grad is not None
+            g, w = p.grad.detach(), p.detach()
+            if self.weight_decay and not self.decoupled:
+                g = g + self.weight_decay * w
+            m, v = self.m[i], self.v[i]
+            m.assign(self.b1 * m + (1 - self.b1) * g)
+            v.assign(self.b2 * v + (1 - self.b2) * (g * g))
+            m_hat = m / (1 - self.b1_t).cast(p.dtype)
+            v_hat = v / (1 - self.b2_t).cast(p.dtype)
+            lr = self.lr.cast(p.dtype)
+            if self.weight_decay and self.decoupled:
+                w = w * (1 - lr * self.weight_decay)
+            p.assign((w - lr * m_hat / (v_hat.sqrt() + self.eps)).cast(p.dtype))
+        return [self.b1_t, self.b2_t, *self.m, *self.v]
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr * weight_decay before the Adam update."""
+
+    decoupled = True
+
+    def __init__(
+        self,
+        params: list[Tensor],
+        lr: float = 0.001,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ) -> None:
+        super().__init__(params, lr, b1, b2, eps, weight_decay)

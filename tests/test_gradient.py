@@ -1,0 +1,522 @@
+"""Autograd: every gradient rule checked against PyTorch (and finite differences), plus what must stop gradients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.gradient import GradientError, compute_gradient, pm_gradient
+from uopkit.uop.ops import Ops, UOp
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(0)
+
+
+def _randn(*shape: int, low: float | None = None, high: float | None = None) -> np.ndarray:
+    if low is not None:
+        return RNG.uniform(low, high, shape).astype(np.float32)
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def check_grad(
+    fn: Callable,
+    arrays: list[np.ndarray],
+    torch_fn: Callable | None = None,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+) -> None:
+    """Run `fn` in uopkit and PyTorch; compare the values and the gradients of sum(out * random upstream)."""
+    torch_fn = torch_fn or fn
+    ours = [Tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = fn(*ours), torch_fn(*theirs)
+    assert out.shape == tuple(ref.shape), f"shape {out.shape} vs torch {tuple(ref.shape)}"
+    # a random upstream gradient checks the whole vector-Jacobian product, not just its sum
+    upstream = RNG.standard_normal(out.shape).astype(np.float32)
+    # backward before reading values: realizing a tensor replaces its graph by its buffer
+    (out * Tensor(upstream)).sum().backward()
+    (ref * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=atol, rtol=rtol)
+    for i, (t, r) in enumerate(zip(ours, theirs, strict=True)):
+        assert t.grad is not None, f"input {i} got no gradient"
+        assert t.grad.shape == t.shape and t.grad.dtype == t.dtype
+        np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), atol=atol, rtol=rtol, err_msg=f"gradient {i}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# unary math and activations (inputs kept away from kinks and poles)
+
+UNARY = {
+    "neg": (lambda x: -x, None),
+    "exp": (lambda x: x.exp(), None),
+    "exp2": (lambda x: x.exp2(), None),
+    "log": (lambda x: x.log(), (0.1, 5.0)),
+    "log2": (lambda x: x.log2(), (0.1, 5.0)),
+    "sqrt": (lambda x: x.sqrt(), (0.1, 5.0)),
+    "rsqrt": (lambda x: x.rsqrt(), (0.1, 5.0)),
+    "reciprocal": (lambda x: x.reciprocal(), (0.5, 5.0)),
+    "sin": (lambda x: x.sin(), (-6.0, 6.0)),
+    "cos": (lambda x: x.cos(), (-6.0, 6.0)),
+    "abs": (lambda x: x.abs(), None),
+    "relu": (lambda x: x.relu(), None),
+    "sigmoid": (lambda x: x.sigmoid(), None),
+    "tanh": (lambda x: x.tanh(), None),
+    "square": (lambda x: x.square(), None),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(name: str) -> None:
+    fn, domain = UNARY[name]
+    x = _randn(3, 4) if domain is None else _randn(3, 4, low=domain[0], high=domain[1])
+    # keep clear of the kinks of abs/relu
+    x = np.where(np.abs(x) < 0.05, 0.3, x).astype(np.float32)
+    check_grad(fn, [x])
+
+
+# tensor methods another part of issue 3 adds; checked as soon as they exist
+OPTIONAL_UNARY = [
+    "gelu", "quick_gelu", "silu", "swish", "softplus", "mish", "elu", "celu", "selu", "leaky_relu", "hardsigmoid",
+    "hardswish", "hardtanh", "relu6", "softsign", "tan", "log_softmax", "softmax", "logsumexp", "std", "var",
+    "cumsum", "cumprod",
+]  # fmt: skip
+TORCH_NAMES = {
+    "gelu": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
+    "silu": torch.nn.functional.silu,
+    "swish": torch.nn.functional.silu,
+    "softplus": torch.nn.functional.softplus,
+    "mish": torch.nn.functional.mish,
+    "elu": torch.nn.functional.elu,
+    "celu": torch.nn.functional.celu,
+    "selu": torch.nn.functional.selu,
+    "leaky_relu": torch.nn.functional.leaky_relu,
+    "hardsigmoid": torch.nn.functional.hardsigmoid,
+    "hardswish": torch.nn.functional.hardswish,
+    "hardtanh": torch.nn.functional.hardtanh,
+    "relu6": torch.nn.functional.relu6,
+    "softsign": torch.nn.functional.softsign,
+    "tan": torch.tan,
+    "log_softmax": lambda x: torch.log_softmax(x, -1),
+    "softmax": lambda x: torch.softmax(x, -1),
+    "logsumexp": lambda x: torch.logsumexp(x, -1),
+    "std": lambda x: x.std(-1),
+    "var": lambda x: x.var(-1),
+    "cumsum": lambda x: x.cumsum(-1),
+    "cumprod": lambda x: x.cumprod(-1),
+}
+OURS_ARGS = {"log_softmax": (-1,), "softmax": (-1,), "logsumexp": (-1,), "std": (-1,), "var": (-1,), "cumsum": (-1,)}
+
+
+@pytest.mark.parametrize("name", OPTIONAL_UNARY)
+def test_activation_and_functional(name: str) -> None:
+    if not hasattr(Tensor, name):
+        pytest.skip(f"Tensor.{name} doesn't exist yet")
+    args = OURS_ARGS.get(name, (-1,) if name == "cumprod" else ())
+    x = _randn(3, 5, low=-1.2, high=1.2) if name != "tan" else _randn(3, 5, low=-1.0, high=1.0)
+    # keep clear of the kinks of the piecewise activations (0, +-1, +-3, 6)
+    for kink in (0.0, 1.0, -1.0):
+        x = np.where(np.abs(x - kink) < 0.05, kink + 0.2, x).astype(np.float32)
+    check_grad(lambda t: getattr(t, name)(*args), [x], TORCH_NAMES[name], atol=1e-4, rtol=1e-3)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# binary ops with broadcasting
+
+
+BINARY = {
+    "add": (lambda a, b: a + b, None),
+    "sub": (lambda a, b: a - b, None),
+    "mul": (lambda a, b: a * b, None),
+    "div": (lambda a, b: a / b, (0.5, 3.0)),
+    "maximum": (lambda a, b: a.maximum(b), None),
+    "minimum": (lambda a, b: a.minimum(b), None),
+    "pow": (lambda a, b: a**b, (0.5, 3.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((2, 3, 4), (4,)), ((), (3,))])
+def test_binary_broadcast(name: str, shapes: tuple) -> None:
+    fn, domain = BINARY[name]
+    lo, hi = domain if domain is not None else (-2.0, 2.0)
+    a, b = _randn(*shapes[0], low=lo, high=hi), _randn(*shapes[1], low=lo, high=hi)
+    check_grad(fn, [a, b], atol=1e-4, rtol=1e-4)
+
+
+def test_maximum_tie_splits_the_gradient_like_torch() -> None:
+    a = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    b = np.array([1.0, 0.0, 5.0], dtype=np.float32)
+    check_grad(lambda x, y: x.maximum(y), [a, b])
+
+
+def test_binary_with_python_scalars() -> None:
+    x = _randn(2, 3)
+    check_grad(lambda t: 3.0 * t - 1.5 + t / 2.0, [x])
+    check_grad(lambda t: 2.0 / (t.abs() + 1.0), [x])
+
+
+def test_where_gradient_flows_to_chosen_side() -> None:
+    c = RNG.random((3, 4)) > 0.5
+    a, b = _randn(3, 4), _randn(1, 4)
+    check_grad(lambda x, y: Tensor(c).where(x, y), [a, b], lambda x, y: torch.where(torch.tensor(c), x, y))
+
+
+def test_clip_gradient() -> None:
+    x = np.array([-2.0, -0.5, 0.5, 2.0], dtype=np.float32)
+    check_grad(lambda t: t.clip(-1.0, 1.0), [x], lambda t: t.clamp(-1.0, 1.0))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# reductions
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2), (-1, -3)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_mean(axis: int | tuple | None, keepdim: bool) -> None:
+    x = _randn(2, 3, 4)
+    tax = tuple(range(3)) if axis is None else axis
+    check_grad(lambda t: t.sum(axis, keepdim=keepdim), [x], lambda t: t.sum(tax, keepdim=keepdim))
+    check_grad(lambda t: t.mean(axis, keepdim=keepdim), [x], lambda t: t.mean(tax, keepdim=keepdim))
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_max_min(axis: int | None) -> None:
+    x = _randn(3, 5)
+    if axis is None:
+        check_grad(lambda t: t.max(), [x], lambda t: t.amax())
+        check_grad(lambda t: t.min(), [x], lambda t: t.amin())
+    else:
+        check_grad(lambda t: t.max(axis), [x], lambda t: t.amax(axis))
+        check_grad(lambda t: t.min(axis, keepdim=True), [x], lambda t: t.amin(axis, keepdim=True))
+
+
+def test_max_with_ties_splits_evenly_like_amax() -> None:
+    x = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0]], dtype=np.float32)
+    check_grad(lambda t: t.max(axis=1), [x], lambda t: t.amax(1))
+
+
+def test_prod_gradient() -> None:
+    if not hasattr(Tensor, "prod"):
+        pytest.skip("Tensor.prod doesn't exist yet")
+    x = _randn(3, 4, low=0.5, high=1.5)
+    check_grad(lambda t: t.prod(axis=1), [x], lambda t: t.prod(1))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# movement and indexing
+
+
+MOVEMENT = {
+    "reshape": (lambda t: t.reshape(4, 6), None),
+    "reshape_-1": (lambda t: t.reshape(-1, 3), None),
+    "permute": (lambda t: t.permute(2, 0, 1), None),
+    "permute_negative": (lambda t: t.permute(-1, -3, -2), lambda t: t.permute(2, 0, 1)),
+    "transpose": (lambda t: t.transpose(0, 2), None),
+    "expand": (lambda t: t.reshape(2, 1, 3, 4).expand(2, 5, 3, 4), None),
+    "pad": (lambda t: t.pad(((1, 0), (0, 2), (3, 1))), lambda t: torch.nn.functional.pad(t, (3, 1, 0, 2, 1, 0))),
+    "shrink": (lambda t: t.shrink(((0, 1), (1, 3), (1, 4))), lambda t: t[0:1, 1:3, 1:4]),
+    "flip": (lambda t: t.flip((0, 2)), lambda t: t.flip((0, 2))),
+    "getitem_int": (lambda t: t[1], None),
+    "getitem_slices": (lambda t: t[:, 1:, ::2], None),
+    "getitem_negative_step": (lambda t: t[::-1, :, 1::-1], lambda t: t.flip(0)[:, :, :2].flip(2)),
+    "getitem_none_ellipsis": (lambda t: t[None, ..., 2], None),
+    "unsqueeze": (lambda t: t.unsqueeze(-1), None),
+    "flatten": (lambda t: t.flatten(1), None),
+    "T": (lambda t: t.T, lambda t: t.permute(2, 1, 0)),
+    "contiguous": (lambda t: t.permute(1, 0, 2).contiguous(), None),
+}
+
+
+@pytest.mark.parametrize("name", list(MOVEMENT))
+def test_movement(name: str) -> None:
+    fn, tfn = MOVEMENT[name]
+    check_grad(fn, [_randn(2, 3, 4)], tfn)
+
+
+def test_squeeze() -> None:
+    check_grad(lambda t: t.squeeze(1) * 2, [_randn(3, 1, 2)])
+
+
+def test_non_contiguous_input_through_elementwise_and_reduce() -> None:
+    check_grad(lambda t: (t.permute(1, 0).exp() * t.T).sum(axis=0), [_randn(4, 3)])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# linear algebra
+
+
+@pytest.mark.parametrize(
+    "shapes", [((3, 4), (4, 5)), ((2, 3, 4), (4, 2)), ((4,), (4, 3)), ((3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2))]
+)
+def test_matmul(shapes: tuple) -> None:
+    a, b = _randn(*shapes[0]), _randn(*shapes[1])
+    check_grad(lambda x, y: x @ y, [a, b], atol=1e-4)
+
+
+def test_mlp_chain_rule() -> None:
+    x, w1, w2 = _randn(8, 5), _randn(5, 7), _randn(7, 3)
+
+    def f(x, w1, w2):
+        return ((x @ w1).relu() @ w2).sigmoid().mean()
+
+    check_grad(f, [x, w1, w2], atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# nn functional ops another part of issue 3 adds: checked as soon as they exist
+
+
+def _needs(*names: str) -> None:
+    for n in names:
+        if not hasattr(Tensor, n):
+            pytest.skip(f"Tensor.{n} doesn't exist yet")
+
+
+def test_conv2d_gradient() -> None:
+    _needs("conv2d")
+    x, w, b = _randn(2, 4, 7, 6), _randn(6, 2, 3, 3), _randn(6)
+    check_grad(
+        lambda x, w, b: x.conv2d(w, b, groups=2, stride=(2, 1), dilation=(1, 2), padding=1),
+        [x, w, b],
+        lambda x, w, b: torch.nn.functional.conv2d(x, w, b, groups=2, stride=(2, 1), dilation=(1, 2), padding=1),
+        atol=1e-4,
+    )
+
+
+def test_conv_transpose2d_gradient() -> None:
+    _needs("conv_transpose2d")
+    x, w, b = _randn(2, 4, 5, 5), _randn(4, 3, 3, 3), _randn(3)
+    check_grad(
+        lambda x, w, b: x.conv_transpose2d(w, b, stride=2, padding=1, output_padding=1),
+        [x, w, b],
+        lambda x, w, b: torch.nn.functional.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+        atol=1e-4,
+    )
+
+
+def test_pool_gradients() -> None:
+    _needs("max_pool2d", "avg_pool2d")
+    x = _randn(2, 3, 6, 6)
+    check_grad(lambda t: t.max_pool2d(2), [x], lambda t: torch.nn.functional.max_pool2d(t, 2))
+    check_grad(lambda t: t.avg_pool2d(3, stride=2), [x], lambda t: torch.nn.functional.avg_pool2d(t, 3, stride=2))
+
+
+def test_cross_entropy_gradient() -> None:
+    _needs("cross_entropy")
+    logits, y = _randn(6, 5), RNG.integers(0, 5, 6)
+    check_grad(
+        lambda t: t.cross_entropy(Tensor(y), label_smoothing=0.1),
+        [logits],
+        lambda t: torch.nn.functional.cross_entropy(t, torch.tensor(y), label_smoothing=0.1),
+    )
+
+
+def test_layernorm_gradient() -> None:
+    _needs("layernorm")
+    check_grad(lambda t: t.layernorm(), [_randn(4, 6)], lambda t: torch.nn.functional.layer_norm(t, (6,)), atol=1e-4)
+
+
+def test_binary_cross_entropy_with_logits_gradient() -> None:
+    _needs("binary_cross_entropy_with_logits")
+    y = (RNG.random((4, 3)) > 0.5).astype(np.float32)
+    check_grad(
+        lambda t: t.binary_cross_entropy_with_logits(Tensor(y)),
+        [_randn(4, 3)],
+        lambda t: torch.nn.functional.binary_cross_entropy_with_logits(t, torch.tensor(y)),
+    )
+
+
+def test_scaled_dot_product_attention_gradient() -> None:
+    _needs("scaled_dot_product_attention")
+    q, k, v = _randn(2, 3, 4), _randn(2, 3, 4), _randn(2, 3, 4)
+    check_grad(
+        lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True),
+        [q, k, v],
+        lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+        atol=1e-4,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# finite differences in float64 (independent of PyTorch)
+
+
+def test_finite_differences_float64() -> None:
+    x0 = RNG.uniform(0.5, 1.5, (3, 4))
+    w0 = RNG.uniform(-1, 1, (4, 2))
+
+    def f(x: Tensor, w: Tensor) -> Tensor:
+        return ((x.log() @ w).sin() * x[:, :2].sqrt()).max(axis=1).sum()
+
+    x, w = Tensor(x0, requires_grad=True), Tensor(w0, requires_grad=True)
+    assert x.dtype == dtypes.float64
+    f(x, w).backward()
+    assert x.grad is not None and w.grad is not None
+    eps = 1e-6
+    for arr, grad, which in ((x0, x.grad.numpy(), 0), (w0, w.grad.numpy(), 1)):
+        numeric = np.zeros_like(arr)
+        for idx in np.ndindex(arr.shape):
+            plus, minus = arr.copy(), arr.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            args_p = (plus, w0) if which == 0 else (x0, plus)
+            args_m = (minus, w0) if which == 0 else (x0, minus)
+            fp = f(*(Tensor(a) for a in args_p)).item()
+            fm = f(*(Tensor(a) for a in args_m)).item()
+            numeric[idx] = (fp - fm) / (2 * eps)
+        np.testing.assert_allclose(grad, numeric, atol=1e-6, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# semantics: accumulation, leaves, what stops gradients, dtypes, shapes
+
+
+def test_reused_input_accumulates() -> None:
+    check_grad(lambda t: t * t + t.exp() * t, [_randn(5)])
+
+
+def test_backward_twice_accumulates_into_grad() -> None:
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (x * 3).sum().backward()
+    (x * x).sum().backward()
+    assert x.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 7.0])
+
+
+def test_intermediate_tensors_get_no_grad() -> None:
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    (y * y).sum().backward()
+    assert y.grad is None
+    np.testing.assert_allclose(x.grad.numpy(), [8.0, 16.0])  # type: ignore[union-attr]
+
+
+def test_requires_grad_false_and_unset_get_no_grad() -> None:
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = Tensor([3.0, 4.0], requires_grad=False)
+    z = Tensor([5.0, 6.0])
+    (x * y * z).sum().backward()
+    assert y.grad is None and z.grad is None
+    np.testing.assert_allclose(x.grad.numpy(), [15.0, 24.0])  # type: ignore[union-attr]
+
+
+def test_requires_grad_() -> None:
+    x = Tensor([2.0]).requires_grad_()
+    assert x.requires_grad is True
+    (x * x).sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [4.0]
+
+
+def test_detach_stops_gradient() -> None:
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * x.detach()).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 2.0, 3.0])  # type: ignore[union-attr]
+
+
+def test_store_stops_gradient() -> None:
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    buf = Tensor.zeros(3).contiguous().realize()
+    stored = buf.assign(x * 2)
+    assert stored.uop.op is Ops.STORE
+    (stored * x).sum().backward()
+    # only the direct use of x carries a gradient: d(stored * x)/dx = stored, nothing flows through the STORE
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])  # type: ignore[union-attr]
+
+
+def test_backward_of_a_realized_loss_follows_the_graph_that_computed_it() -> None:
+    # realizing replaces a tensor's graph by its buffer; backward() follows it back to the computation
+    x = Tensor([0.5, 1.5], requires_grad=True)
+    loss = (x * 2).exp().sum()
+    loss.realize()
+    assert loss.uop.base.op is Ops.BUFFER
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.array([0.5, 1.5])), rtol=1e-6)  # type: ignore[union-attr]
+
+
+def test_gradient_of_scalar_tensor() -> None:
+    check_grad(lambda a, b: (a * b).exp(), [np.float32(0.5) * np.ones((), np.float32), _randn(3)])
+
+
+def test_zero_size_tensor_gradient() -> None:
+    x = Tensor(np.zeros((0, 3), np.float32), requires_grad=True)
+    w = Tensor(np.ones((3,), np.float32), requires_grad=True)
+    (x * w).backward(Tensor.ones(0, 3))
+    assert x.grad is not None and x.grad.shape == (0, 3)
+    assert w.grad is not None and w.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_cast_gradient_keeps_dtypes() -> None:
+    x = Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    (x.cast(dtypes.float64) ** 2).sum().backward()
+    assert x.grad is not None and x.grad.dtype == dtypes.float32
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+
+
+def test_no_gradient_through_integer_cast() -> None:
+    x = Tensor([1.5, 2.5], requires_grad=True)
+    (x.cast(dtypes.int32).cast(dtypes.float32) * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 2.0])  # type: ignore[union-attr]
+
+
+def test_explicit_upstream_gradient() -> None:
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (x * 3).backward(Tensor([1.0, 10.0]))
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 30.0])  # type: ignore[union-attr]
+
+
+def test_tensor_gradient_method() -> None:
+    x, y = Tensor([1.0, 2.0]), Tensor([3.0, 4.0])
+    gx, gy = (x * y).sum().gradient(x, y)
+    assert gx.tolist() == [3.0, 4.0] and gy.tolist() == [1.0, 2.0]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# errors
+
+
+def test_backward_of_non_scalar_needs_gradient() -> None:
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(ValueError, match=r"backward: needs a scalar .* shape \(2,\)"):
+        (x * 2).backward()
+
+
+def test_backward_upstream_shape_mismatch() -> None:
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(ValueError, match=r"gradient shape \(3,\) doesn't match .* \(2,\)"):
+        (x * 2).backward(Tensor([1.0, 2.0, 3.0]))
+
+
+def test_backward_of_integer_tensor() -> None:
+    with pytest.raises(TypeError, match="only floating-point"):
+        Tensor([1, 2]).sum().backward()
+
+
+def test_backward_without_requires_grad() -> None:
+    with pytest.raises(RuntimeError, match="no tensor with requires_grad"):
+        (Tensor([1.0, 2.0]) * 2).sum().backward()
+
+
+def test_gradient_of_unused_target() -> None:
+    with pytest.raises(RuntimeError, match=r"not used"):
+        Tensor([1.0]).sum().gradient(Tensor([2.0, 3.0]))
+
+
+def test_missing_rule_is_a_clear_error() -> None:
+    x = Tensor([1.0, 2.0])
+    y = Tensor(UOp(Ops.LOAD, x.dtype, (x.uop,)))
+    with pytest.raises(GradientError, match="no gradient rule for LOAD"):
+        compute_gradient(y.sum().uop, Tensor(1.0).uop, {x.uop})
+
+
+def test_every_rule_is_keyed_on_a_forward_op() -> None:
+    # the rules read like a table: one per forward op, nothing for the ops gradients never see
+    keyed = {op for op in pm_gradient.pdict}
+    for op in (Ops.ADD, Ops.MUL, Ops.MAX, Ops.WHERE, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG,
+               Ops.CAST, Ops.REDUCE_AXIS, Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP,
+               Ops.CONTIGUOUS, Ops.STORE, Ops.DETACH):  # fmt: skip
+        assert op in keyed, op

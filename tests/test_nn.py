@@ -1,0 +1,239 @@
+"""uopkit.nn layers against torch.nn: the same weights, the same input, the same outputs and gradients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.nn import BatchNorm, BatchNorm2d, Conv2d, ConvTranspose2d, Embedding, GroupNorm, LayerNorm, Linear
+from uopkit.nn.state import get_state_dict, load_state_dict
+from uopkit.tensor import ShapeError
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(1)
+
+
+def _copy_torch_weights(ours: Any, theirs: Any) -> None:
+    load_state_dict(ours, {k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+
+
+def compare_layer(ours: Any, theirs: Any, x: np.ndarray, atol: float = 1e-5, input_grad: bool = True) -> None:
+    """Same weights in; compare the output, the input gradient and every parameter gradient."""
+    _copy_torch_weights(ours, theirs)
+    xt = torch.tensor(x, requires_grad=input_grad)
+    xo = Tensor(x, requires_grad=input_grad)
+    out, ref = ours(xo), theirs(xt)
+    upstream = RNG.standard_normal(tuple(ref.shape)).astype(np.float32)
+    params = {k: v for k, v in get_state_dict(ours).items() if dtypes.is_float(v.dtype)}
+    for p in params.values():
+        p.requires_grad = True
+    (out * Tensor(upstream)).sum().backward()
+    (ref * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=atol, rtol=1e-4)
+    if input_grad:
+        np.testing.assert_allclose(xo.grad.numpy(), xt.grad.numpy(), atol=atol, rtol=1e-4)  # type: ignore[union-attr]
+    for name, tp in theirs.named_parameters():
+        assert params[name].grad is not None, f"{name} got no gradient"
+        np.testing.assert_allclose(
+            params[name].grad.numpy(), tp.grad.numpy(), atol=atol, rtol=1e-4, err_msg=f"gradient of {name}"
+        )
+
+
+def _randn(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Linear
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_matches_torch(bias: bool) -> None:
+    compare_layer(Linear(5, 3, bias=bias), torch.nn.Linear(5, 3, bias=bias), _randn(4, 5))
+
+
+def test_linear_batched_input() -> None:
+    compare_layer(Linear(4, 2), torch.nn.Linear(4, 2), _randn(2, 3, 4))
+
+
+def test_linear_init_bounds_and_seed() -> None:
+    Tensor.manual_seed(3)
+    a = Linear(16, 8)
+    Tensor.manual_seed(3)
+    b = Linear(16, 8)
+    w = a.weight.numpy()
+    assert a.weight.shape == (8, 16) and a.bias is not None and a.bias.shape == (8,)
+    assert np.abs(w).max() <= 1 / 4 and w.std() > 0.05
+    np.testing.assert_array_equal(w, b.weight.numpy())
+
+
+def test_linear_parameters_are_independent_buffers() -> None:
+    ln = LayerNorm(3)
+    other = LayerNorm(3)
+    assert ln.weight is not None and other.weight is not None
+    ln.weight.assign(Tensor([5.0, 5.0, 5.0])).realize()
+    assert other.weight.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_linear_shape_error() -> None:
+    with pytest.raises(ShapeError, match=r"Linear\(5, 3\): input of shape \(4, 4\)"):
+        Linear(5, 3)(Tensor.ones(4, 4))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# convolutions (need Tensor.conv2d / conv_transpose2d)
+
+
+def _needs(name: str) -> None:
+    if not hasattr(Tensor, name):
+        pytest.skip(f"Tensor.{name} doesn't exist yet")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"stride": 2, "padding": 1},
+        {"padding": (1, 2), "dilation": 2},
+        {"groups": 2, "bias": False},
+    ],
+)
+def test_conv2d_matches_torch(kwargs: dict) -> None:
+    _needs("conv2d")
+    compare_layer(Conv2d(4, 6, 3, **kwargs), torch.nn.Conv2d(4, 6, 3, **kwargs), _randn(2, 4, 7, 8), atol=1e-4)
+
+
+def test_conv2d_rectangular_kernel() -> None:
+    _needs("conv2d")
+    compare_layer(Conv2d(2, 3, (2, 3), stride=(1, 2)), torch.nn.Conv2d(2, 3, (2, 3), stride=(1, 2)), _randn(1, 2, 5, 6))
+
+
+def test_conv2d_errors() -> None:
+    with pytest.raises(ValueError, match="divisible by groups"):
+        Conv2d(3, 4, 3, groups=2)
+    with pytest.raises(ShapeError, match=r"Conv2d\(3, 4\): expected input \(N, 3, H, W\), got \(1, 2, 5, 5\)"):
+        Conv2d(3, 4, 3)(Tensor.ones(1, 2, 5, 5))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"stride": 2, "padding": 1, "output_padding": 1}, {"groups": 2}])
+def test_conv_transpose2d_matches_torch(kwargs: dict) -> None:
+    _needs("conv_transpose2d")
+    compare_layer(
+        ConvTranspose2d(4, 6, 3, **kwargs), torch.nn.ConvTranspose2d(4, 6, 3, **kwargs), _randn(2, 4, 5, 5), atol=1e-4
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# normalization
+
+
+def test_batchnorm_training_matches_torch_and_updates_running_stats() -> None:
+    ours, theirs = BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor([0.5, 1.0, 2.0]))
+        theirs.bias.copy_(torch.tensor([0.1, -0.2, 0.3]))
+    theirs.train()
+    with Tensor.train():
+        for _ in range(2):
+            compare_layer(ours, theirs, _randn(4, 3, 5, 5) * 2 + 1, atol=1e-4)
+            # the next step reads the running statistics the last one stored
+            sd = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
+            np.testing.assert_allclose(ours.running_mean.numpy(), sd["running_mean"], atol=1e-5)
+            np.testing.assert_allclose(ours.running_var.numpy(), sd["running_var"], atol=1e-5)
+    assert ours.num_batches_tracked.shape == () and ours.num_batches_tracked.item() == 2
+
+
+def test_batchnorm_running_stats_accumulate() -> None:
+    ours, theirs = BatchNorm(2, momentum=0.3), torch.nn.BatchNorm1d(2, momentum=0.3)
+    theirs.train()
+    xs = [_randn(8, 2) * 3 + 2 for _ in range(3)]
+    with Tensor.train():
+        for x in xs:
+            ours(Tensor(x)).realize()
+            theirs(torch.tensor(x))
+    np.testing.assert_allclose(ours.running_mean.numpy(), theirs.running_mean.numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy(), atol=1e-5)
+    assert ours.num_batches_tracked.item() == 3
+
+
+def test_batchnorm_eval_uses_running_stats() -> None:
+    ours, theirs = BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+    with torch.no_grad():
+        theirs.running_mean.copy_(torch.tensor([0.5, -1.0, 2.0]))
+        theirs.running_var.copy_(torch.tensor([1.5, 0.5, 3.0]))
+        theirs.weight.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    theirs.eval()
+    assert not Tensor.training
+    compare_layer(ours, theirs, _randn(2, 3, 4, 4))
+
+
+def test_batchnorm_shape_error() -> None:
+    with pytest.raises(ShapeError, match=r"BatchNorm\(3\): expected input \(N, 3, ...\), got \(2, 4, 5\)"):
+        BatchNorm(3)(Tensor.ones(2, 4, 5))
+
+
+def test_train_and_test_context_managers() -> None:
+    assert Tensor.training is False
+    with Tensor.train():
+        assert Tensor.training is True
+        with Tensor.test():
+            assert Tensor.training is False
+        assert Tensor.training is True
+    assert Tensor.training is False
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 6)])
+def test_layernorm_matches_torch(shape: tuple) -> None:
+    compare_layer(LayerNorm(shape), torch.nn.LayerNorm(shape), _randn(4, *shape) * 2 + 0.5, atol=1e-4)
+
+
+def test_layernorm_without_affine() -> None:
+    compare_layer(LayerNorm(5, elementwise_affine=False), torch.nn.LayerNorm(5, elementwise_affine=False), _randn(3, 5))
+
+
+def test_layernorm_shape_error() -> None:
+    with pytest.raises(ShapeError, match=r"LayerNorm\(\(4,\)\): input of shape \(2, 5\)"):
+        LayerNorm(4)(Tensor.ones(2, 5))
+
+
+@pytest.mark.parametrize("groups", [1, 2, 4])
+def test_groupnorm_matches_torch(groups: int) -> None:
+    compare_layer(GroupNorm(groups, 4), torch.nn.GroupNorm(groups, 4), _randn(3, 4, 5, 2) + 1, atol=1e-4)
+
+
+def test_groupnorm_errors() -> None:
+    with pytest.raises(ValueError, match="divisible by num_groups"):
+        GroupNorm(3, 4)
+    with pytest.raises(ShapeError, match=r"GroupNorm\(2, 4\)"):
+        GroupNorm(2, 4)(Tensor.ones(2, 3, 5))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Embedding
+
+
+def test_embedding_matches_torch() -> None:
+    ours, theirs = Embedding(7, 3), torch.nn.Embedding(7, 3)
+    _copy_torch_weights(ours, theirs)
+    idx = np.array([[1, 2, 2], [6, 0, 1]], dtype=np.int64)
+    ours.weight.requires_grad = True
+    out, ref = ours(Tensor(idx)), theirs(torch.tensor(idx))
+    upstream = _randn(2, 3, 3)
+    (out * Tensor(upstream)).sum().backward()
+    (ref * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=1e-6)
+    # repeated indices accumulate their gradients into one row
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), atol=1e-5)  # type: ignore
+
+
+def test_embedding_from_list_and_errors() -> None:
+    emb = Embedding(4, 2)
+    np.testing.assert_allclose(emb([3, 0]).numpy(), emb.weight.numpy()[[3, 0]])
+    with pytest.raises(IndexError, match=r"Embedding\(4, 2\): index 4 is out of range \[0, 4\)"):
+        emb([1, 4])
+    with pytest.raises(TypeError, match="indices must be integers"):
+        emb(Tensor([1.0, 2.0]))

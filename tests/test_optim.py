@@ -1,0 +1,141 @@
+"""Optimizers against torch.optim: the same model, data and hyperparameters give the same parameters step after step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor
+from uopkit.nn import Linear
+from uopkit.nn.optim import SGD, Adam, AdamW
+from uopkit.nn.state import get_parameters
+from uopkit.uop.ops import Ops
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(2)
+X = RNG.standard_normal((16, 5)).astype(np.float32)
+Y = RNG.standard_normal((16, 3)).astype(np.float32)
+
+
+class MLP:
+    def __init__(self) -> None:
+        self.l1, self.l2 = Linear(5, 8), Linear(8, 3)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.l2(self.l1(x).relu())
+
+
+def _torch_mlp(ours: MLP) -> torch.nn.Sequential:
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    with torch.no_grad():
+        for t, o in ((model[0], ours.l1), (model[2], ours.l2)):
+            t.weight.copy_(torch.tensor(o.weight.numpy()))
+            t.bias.copy_(torch.tensor(o.bias.numpy()))  # type: ignore[union-attr]
+    return model
+
+
+def run_both(make_ours: Callable, make_theirs: Callable, steps: int = 5) -> None:
+    ours = MLP()
+    theirs = _torch_mlp(ours)
+    opt, topt = make_ours(get_parameters(ours)), make_theirs(theirs.parameters())
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((ours(Tensor(X)) - Tensor(Y)) ** 2).mean()
+        loss.backward()
+        # the loss of this step, read in the same realize as the update
+        Tensor.realize(loss, *opt.schedule_step())
+        topt.zero_grad()
+        tloss = ((theirs(torch.tensor(X)) - torch.tensor(Y)) ** 2).mean()
+        tloss.backward()
+        topt.step()
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+    for o, t in ((ours.l1.weight, theirs[0].weight), (ours.l2.bias, theirs[2].bias)):
+        np.testing.assert_allclose(o.numpy(), t.detach().numpy(), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"lr": 0.1},
+        {"lr": 0.05, "momentum": 0.9},
+        {"lr": 0.05, "momentum": 0.9, "nesterov": True},
+        {"lr": 0.05, "momentum": 0.5, "weight_decay": 0.1},
+        {"lr": 0.1, "weight_decay": 0.01},
+    ],
+)
+def test_sgd_matches_torch(kwargs: dict) -> None:
+    run_both(lambda p: SGD(p, **kwargs), lambda p: torch.optim.SGD(p, **kwargs))
+
+
+@pytest.mark.parametrize("kwargs", [{"lr": 0.01}, {"lr": 0.02, "betas": (0.8, 0.99), "eps": 1e-6, "weight_decay": 0.1}])
+def test_adam_matches_torch(kwargs: dict) -> None:
+    ours = {k: v for k, v in kwargs.items() if k != "betas"} | dict(
+        zip(("b1", "b2"), kwargs.get("betas", ()), strict=False)
+    )
+    run_both(lambda p: Adam(p, **ours), lambda p: torch.optim.Adam(p, **kwargs))
+
+
+@pytest.mark.parametrize("kwargs", [{"lr": 0.01}, {"lr": 0.02, "weight_decay": 0.3}])
+def test_adamw_matches_torch(kwargs: dict) -> None:
+    run_both(lambda p: AdamW(p, **kwargs), lambda p: torch.optim.AdamW(p, **kwargs))
+
+
+def test_step_updates_in_place_with_store() -> None:
+    w = Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    before = w.uop
+    opt = SGD([w], lr=0.5, momentum=0.9)
+    (w * w).sum().backward()
+    pending = opt.schedule_step()
+    # the update is a STORE into w's own buffer, and so is the momentum buffer's
+    assert w.uop.op is Ops.STORE and w.uop.src[0] is before
+    assert all(t.uop.op is Ops.STORE for t in opt.b)
+    Tensor.realize(*pending)
+    assert w.uop is before
+    np.testing.assert_allclose(w.numpy(), [0.0, 0.0])
+
+
+def test_lr_is_data_not_a_constant() -> None:
+    from uopkit.engine.realize import stats
+
+    w = Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    opt = SGD([w], lr=0.1)
+    for lr in (0.1, 0.2, 0.3):
+        opt.lr.assign(Tensor(lr, dtype=opt.lr.dtype)).realize()
+        opt.zero_grad()
+        (w * w).sum().backward()
+        before = stats["kernels_compiled"]
+        opt.step()
+    # changing the learning rate reuses the compiled update kernels
+    assert stats["kernels_compiled"] == before
+    np.testing.assert_allclose(w.numpy(), np.array([1.0, 2.0]) * 0.8 * 0.6 * 0.4, rtol=1e-6)
+
+
+def test_params_without_grad_are_skipped_and_buffers_realized() -> None:
+    a = Tensor(np.array([1.0], np.float32), requires_grad=True)
+    b = Tensor(np.array([5.0], np.float32), requires_grad=True)
+    buf = Tensor(np.array([0.0], np.float32), requires_grad=False)
+    opt = SGD([a, b, buf], lr=1.0)
+    assert opt.params == [a, b] and opt.buffers == [buf]
+    (a * 3).sum().backward()
+    buf.assign(buf + 7)
+    opt.step()
+    assert a.tolist() == [-2.0] and b.tolist() == [5.0] and buf.tolist() == [7.0]
+
+
+def test_optimizer_errors() -> None:
+    w = Tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"SGD.step: no parameter has a gradient; call loss.backward\(\) first"):
+        SGD([w]).step()
+    with pytest.raises(ValueError, match="learning rate must be >= 0"):
+        Adam([w], lr=-1.0)
+    with pytest.raises(ValueError, match="nesterov momentum needs momentum > 0"):
+        SGD([w], nesterov=True)
+    with pytest.raises(ValueError, match=r"betas must be in \[0, 1\)"):
+        Adam([w], b1=1.0)
+    with pytest.raises(TypeError, match="not floating point"):
+        SGD([Tensor([1, 2], requires_grad=True)])
+    with pytest.raises(ValueError, match="no parameters that require a gradient"):
+        SGD([Tensor([1.0], requires_grad=False)])
