@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final
 
 
 @dataclass(frozen=True, eq=True)
@@ -113,6 +113,13 @@ class dtypes:
     ulong = uint64
     default_float: DType = float32
     default_int: DType = int32
+    # groups, filled in below the class (they list the members above)
+    sints: ClassVar[tuple[DType, ...]]
+    uints: ClassVar[tuple[DType, ...]]
+    ints: ClassVar[tuple[DType, ...]]
+    floats: ClassVar[tuple[DType, ...]]
+    all: ClassVar[tuple[DType, ...]]
+    index: ClassVar[DType]
 
     @staticmethod
     def is_float(x: DType) -> bool:
@@ -162,12 +169,12 @@ class dtypes:
         return math.inf
 
 
-dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)  # type: ignore[attr-defined]
-dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)  # type: ignore[attr-defined]
-dtypes.ints = dtypes.uints + dtypes.sints  # type: ignore[attr-defined]
-dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)  # type: ignore[attr-defined]
-dtypes.all = (dtypes.bool, *dtypes.ints, *dtypes.floats)  # type: ignore[attr-defined]
-dtypes.index = dtypes.int32  # type: ignore[attr-defined]
+dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
+dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+dtypes.ints = dtypes.uints + dtypes.sints
+dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+dtypes.all = (dtypes.bool, *dtypes.ints, *dtypes.floats)
+dtypes.index = dtypes.int32
 
 DTYPES_BY_NAME: dict[str, DType] = {
     name: getattr(dtypes, name)
