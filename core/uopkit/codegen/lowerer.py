@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from uopkit.codegen.opt import AxisPart, KernelPlan, initial_plan
 from uopkit.dtype import DType, dtypes
@@ -41,6 +42,8 @@ class LowererContext:
     # which kernel axis each loop range (by id) belongs to (used by the heuristics to find contiguous axes)
     axis_of: dict[int, int] = field(default_factory=dict)
     local_dims: list[int] = field(default_factory=list)
+    # per-kernel state of the tensor-core lowering (codegen/tensor_core.py), when the plan has OptOps.TC
+    tensor_core: Any = None
 
     def new_range(self, size: int, kind: str, deps: tuple[UOp, ...] = ()) -> UOp:
         return UOp(Ops.RANGE, dtypes.index, (idx_const(size), *deps), (next(self.range_ids), kind))
@@ -92,9 +95,11 @@ def move_index(node: UOp, idx: Index) -> Index:
         for i, st in zip(idx, strides_for_shape(node.arg), strict=True):
             if st:
                 flat = flat + i * st
+        # the outermost axis needs no modulo: an in-bounds flat index is below the total size (and an out-of-bounds
+        # one is masked, so its value never matters)
         return tuple(
-            (flat // st) % s if s != 1 else idx_const(0)
-            for s, st in zip(in_shape, _dense_strides(in_shape), strict=True)
+            idx_const(0) if s == 1 else (flat // st if i == 0 else (flat // st) % s)
+            for i, (s, st) in enumerate(zip(in_shape, _dense_strides(in_shape), strict=True))
         )
     if node.op is Ops.PERMUTE:
         new = [idx_const(0)] * len(idx)
@@ -198,6 +203,10 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     in_shape = src.shape
     assert in_shape is not None
     planned = node is ctx.plan.reduce_op
+    if planned and ctx.plan.tc is not None:
+        from uopkit.codegen.tensor_core import lower_tc_reduce
+
+        return lower_tc_reduce(ctx, node, idx, valid)
     parts_per_axis = ctx.plan.red if planned else tuple((AxisPart(in_shape[a], "loop"),) for a in axes)
     outer = _ranges_in(*idx, valid)
     outer_loops = [r for r in outer if range_kind(r) in LOOP_KINDS]
@@ -321,6 +330,10 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
                 nodes.append((grid_ids[(i, j)], p.size))
             elif p.kind == "local":
                 nodes.append((ctx.new_local_id(p.size), p.size))
+            elif p.kind == "tc":
+                from uopkit.codegen.tensor_core import tile_placeholder
+
+                nodes.append((tile_placeholder(ctx, i), p.size))
             else:
                 r = ctx.new_range(p.size, p.kind)
                 ctx.axis_of[r.arg[0]] = i
@@ -356,6 +369,10 @@ def _grid_ids(ctx: LowererContext, parts: list[tuple[tuple[int, int], int]]) -> 
 def lower_store(ctx: LowererContext, store: UOp) -> UOp:
     """Lower one kernel output STORE(view of DEFINE_GLOBAL, value) to its loops."""
     target, value = store.src
+    if ctx.plan.tc is not None:
+        from uopkit.codegen.tensor_core import begin_tensor_core
+
+        begin_tensor_core(ctx)
     idx, loops, gate = _output_axes(ctx)
     lowered = lower_value(ctx, value, idx, gate)
     base, out_idx = view_index(target, idx)
@@ -369,6 +386,10 @@ def lower_store(ctx: LowererContext, store: UOp) -> UOp:
             break
     index_src = (base, out_idx[0]) if gate is TRUE else (base, out_idx[0], gate)
     out = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, base.dtype, index_src), lowered))
+    if ctx.plan.tc is not None:
+        from uopkit.codegen.tensor_core import finish_tensor_core
+
+        out = finish_tensor_core(ctx, out)
     for r in reversed(loops):
         out = UOp(Ops.END, dtypes.void, (out, r))
     return out

@@ -9,6 +9,8 @@ the axes of its reduce, n..n+m-1. Each axis is split into parts, outer to inner,
 - "upcast": unrolled into independent lanes (registers, vectors); on a reduce axis: one accumulator per lane
 - "unroll": reduce lanes summed into the same accumulator inside the loop
 - "group": a reduce split among the threads of a work-group, combined through local memory
+- "tc": one tile dimension of a tensor core (see `OptOps.TC`); the lowerer maps it onto the tensor core's threads
+  and fragment elements as its `TensorCore` description says
 """
 
 from __future__ import annotations
@@ -21,10 +23,24 @@ from typing import TYPE_CHECKING
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
-    from uopkit.renderer import Renderer
+    from uopkit.renderer import Renderer, TensorCore
 
 
 class OptOps(Enum):
+    """What an `Opt(op, axis, amount)` does to kernel axis `axis`.
+
+    - UPCAST / UNROLL / LOCAL / GROUP / GROUPTOP / THREAD split `amount` off the axis (see the module docstring).
+    - PADTO rounds the axis size up to a multiple of `amount`.
+    - TC runs the kernel's matmul on a tensor core: `axis` is the kernel axis of the reduce to run on it (the
+      first reduce axis, ``n_out``, for ``a @ b``) and `amount` the index of the `TensorCore` in
+      ``renderer.tensor_cores``. The reduce must be ADD over MUL of two operands of the core's ``dtype_in``
+      (either side may be CAST from it, or the product CAST to ``dtype_out``) accumulating in ``dtype_out``; the
+      output axes M and N are found as the ones only the first (resp. only the second) operand depends on, and
+      M, N and the reduce axis must be untouched by earlier opts and divisible by the core's tile. The three axes
+      get a "tc" part of the tile's size; later opts may still UPCAST, LOCAL or THREAD the loops left on M and N,
+      but not touch the reduce axis.
+    """
+
     UPCAST = auto()
     UNROLL = auto()
     LOCAL = auto()
@@ -59,6 +75,19 @@ class AxisPart:
 
 
 @dataclass(frozen=True)
+class TCPlan:
+    """Where a kernel's matmul runs on tensor core `tc` (``renderer.tensor_cores[index]``): output axes `m_axis`
+    and `n_axis`, reduce axis `k_axis` (kernel axis numbers), and which source of the MUL is the A operand."""
+
+    index: int
+    tc: TensorCore
+    m_axis: int
+    n_axis: int
+    k_axis: int
+    a_src: int
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """How each axis of a kernel is split. `real` holds the unpadded sizes (PADTO may round a size up)."""
 
@@ -68,6 +97,9 @@ class KernelPlan:
     opts: tuple[Opt, ...] = ()
     threads: int = 0
     reduce_op: UOp | None = field(default=None, compare=False)
+    tc: TCPlan | None = None
+    # the kernel the plan is for (OptOps.TC inspects it)
+    ast: UOp | None = field(default=None, compare=False)
 
     @property
     def n_out(self) -> int:
@@ -80,7 +112,9 @@ class KernelPlan:
         return math.prod(p.size for p in self.axis_parts(axis))
 
     def lanes(self) -> int:
-        return math.prod(p.size for parts in self.out + self.red for p in parts if p.kind in ("upcast", "unroll"))
+        lanes = math.prod(p.size for parts in self.out + self.red for p in parts if p.kind in ("upcast", "unroll"))
+        # each thread of a tensor core holds a fragment of the accumulator: that many lanes
+        return lanes * self.tc.tc.elements_per_thread[2] if self.tc is not None else lanes
 
     def with_axis(self, axis: int, parts: tuple[AxisPart, ...]) -> KernelPlan:
         if axis < self.n_out:
@@ -111,6 +145,7 @@ def initial_plan(ast: UOp) -> KernelPlan:
         red=tuple((AxisPart(s, "loop"),) for s in red_sizes),
         real=tuple(shape) + red_sizes,
         reduce_op=red,
+        ast=ast,
     )
 
 
@@ -139,7 +174,11 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
     if not 0 <= opt.axis < n_axes:
         raise OptError(f"{opt}: axis {opt.axis} out of range (kernel has {plan.n_out} output + {len(plan.red)} reduce)")
     is_reduce = opt.axis >= plan.n_out
-    if opt.op is OptOps.UPCAST:
+    if plan.tc is not None and opt.axis == plan.tc.k_axis and opt.op is not OptOps.TC:
+        raise OptError(f"{opt}: axis {opt.axis} is the reduce of the tensor core; no other opt can change it")
+    if opt.op is OptOps.TC:
+        new = _apply_tc(plan, opt, renderer)
+    elif opt.op is OptOps.UPCAST:
         new = _split_last_loop(plan, opt.axis, opt.amount, "upcast", opt)
     elif opt.op is OptOps.UNROLL:
         if not is_reduce:
@@ -181,9 +220,49 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
     if new.lanes() > MAX_LANES:
         raise OptError(f"{opt}: {new.lanes()} unrolled lanes is more than the limit {MAX_LANES}")
     local_parts = [p.size for parts in new.out + new.red for p in parts if p.kind in ("local", "group")]
+    if new.tc is not None and new.tc.tc.threads > 1:
+        # the tensor core's threads are work-group dimension 0; LOCAL parts take the other (at most two)
+        local_parts.append(new.tc.tc.threads)
+        if len(local_parts) > 3:
+            raise OptError(f"{opt}: a tensor core and {len(local_parts) - 1} LOCAL splits need more than 3 dimensions")
     if local_parts and renderer.local_max is not None and math.prod(local_parts) > math.prod(renderer.local_max[:1]):
         raise OptError(f"{opt}: work-group of {math.prod(local_parts)} threads exceeds {renderer.local_max[0]}")
     return replace(new, opts=plan.opts + (opt,))
+
+
+def _apply_tc(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
+    from uopkit.codegen.tensor_core import TensorCoreMatchError, match_tensor_core
+
+    who = renderer.device or type(renderer).__name__
+    if plan.tc is not None:
+        raise OptError(f"{opt}: the kernel already uses tensor core {plan.tc.tc.name}")
+    if opt.axis < plan.n_out:
+        raise OptError(f"{opt}: TC's axis is the kernel's reduce axis (>= {plan.n_out}), got output axis {opt.axis}")
+    if not 0 <= opt.amount < len(renderer.tensor_cores):
+        raise OptError(
+            f"{opt}: the {who} renderer declares {len(renderer.tensor_cores)} tensor cores, no index {opt.amount}"
+        )
+    tc = renderer.tensor_cores[opt.amount]
+    if tc.threads > 1 and not renderer.has_local:
+        raise OptError(f"{opt}: {tc.name} needs {tc.threads} threads per tile, but the {who} renderer has no locals")
+    if plan.ast is None or plan.reduce_op is None:
+        raise OptError(f"{opt}: TC needs a kernel with exactly one reduce (and a plan built by initial_plan)")
+    try:
+        m_axis, n_axis, a_src = match_tensor_core(plan.ast, tc, opt.axis - plan.n_out)
+    except TensorCoreMatchError as e:
+        raise OptError(f"{opt}: {tc.name}: {e}") from None
+    new = plan
+    for axis, tile in ((m_axis, tc.dims[0]), (n_axis, tc.dims[1]), (opt.axis, tc.dims[2])):
+        parts = plan.axis_parts(axis)
+        if len(parts) != 1 or parts[0].kind != "loop" or parts[0].size != plan.real[axis]:
+            shown = [(p.size, p.kind) for p in parts]
+            raise OptError(f"{opt}: TC must come before other opts on axis {axis} (it is split into {shown})")
+        size = parts[0].size
+        if size % tile:
+            raise OptError(f"{opt}: {tc.name} needs axis {axis} (size {size}) to be a multiple of its tile {tile}")
+        rest = (AxisPart(size // tile, "loop"),) if size > tile else ()
+        new = new.with_axis(axis, rest + (AxisPart(tile, "tc"),))
+    return replace(new, tc=TCPlan(opt.amount, tc, m_axis, n_axis, opt.axis, a_src))
 
 
 def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], renderer: Renderer) -> KernelPlan:

@@ -25,21 +25,36 @@ def cpu_threads() -> int:
     return max(1, int(env)) if env else (os.cpu_count() or 1)
 
 
-def memory_strides(ast: UOp, loads: bool = True) -> dict[int, set[int]]:
-    """For each kernel axis, the strides with which the kernel's loads (or its stores) walk memory along it."""
+def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
+    """For each load (or store) of the kernel: the kernel axes its address moves along, with their strides."""
     from uopkit.codegen.lowerer import lower_kernel
     from uopkit.uop.ops import graph_rewrite
     from uopkit.uop.symbolic import decompose, pm_symbolic
 
     lowered, ctx = lower_kernel(ast)
     lowered = graph_rewrite(lowered, pm_symbolic, name="symbolic (strides)")
-    strides: dict[int, set[int]] = {}
+    found: dict[UOp, dict[int, int]] = {}
     for u in lowered.toposort():
         if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and (u.src[0].arg != 0) == loads:
-            terms, _ = decompose(u.src[1])
-            for coef, term in terms:
+            axes: dict[int, int] = {}
+            for coef, term in decompose(u.src[1])[0]:
                 if term.op is Ops.RANGE and term.arg[0] in ctx.axis_of:
-                    strides.setdefault(ctx.axis_of[term.arg[0]], set()).add(coef)
+                    axes[ctx.axis_of[term.arg[0]]] = coef
+                elif term.op is not Ops.CONST:
+                    # an axis inside a non-linear term (div/mod): it moves the address, with no simple stride
+                    for r in term.toposort():
+                        if r.op is Ops.RANGE and r.arg[0] in ctx.axis_of:
+                            axes.setdefault(ctx.axis_of[r.arg[0]], 0)
+            found[u] = axes
+    return list(found.values())
+
+
+def memory_strides(ast: UOp, loads: bool = True) -> dict[int, set[int]]:
+    """For each kernel axis, the strides with which the kernel's loads (or its stores) walk memory along it."""
+    strides: dict[int, set[int]] = {}
+    for axes in load_axes(ast, loads):
+        for axis, stride in axes.items():
+            strides.setdefault(axis, set()).add(stride)
     return strides
 
 
@@ -61,18 +76,26 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     total_out = 1
     for s in out_sizes:
         total_out *= s
+    loads = load_axes(ast)
+    # output axes that some load doesn't move along: tiling them reuses that load across the tile
+    reuse_axes = [a for a in out_axes if any(a not in la for la in loads)]
+    store_contiguous = [a for a, st in memory_strides(ast, loads=False).items() if 1 in st]
     if not red_sizes:
         # elementwise: the C compiler vectorizes the innermost loop by itself; lanes only add code
         pass
-    elif vec_out:
-        # vectors along the output axis that is contiguous in memory; big outputs get two vectors
-        axis = vec_out[-1]
+    elif vec_out or len(reuse_axes) >= 2:
+        # vectors along a contiguous output axis; big outputs get two vectors
+        pick = [a for a in reuse_axes if a in vec_out] or vec_out or [a for a in reuse_axes if a in store_contiguous]
+        axis = (pick or reuse_axes)[-1]
         big = total_out >= 64 * 64
         amt = _divisor(out_sizes[axis], (2 * width, width, 8, 4, 2) if big else (width, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
-        # a register tile: rows of another output axis reuse each loaded vector (the matmul pattern)
-        for other in reversed([a for a in out_axes if a != axis]):
+        # a register tile: another output axis that the vector's loads don't move along reuses each loaded vector
+        # (the rows of a matmul, the output channels of a convolution)
+        vector_loads = [la for la in loads if axis in la]
+        reusing = [a for a in out_axes if a != axis and not any(a in la for la in vector_loads)]
+        for other in reversed(reusing or [a for a in out_axes if a != axis]):
             amt2 = _divisor(out_sizes[other], (8, 6, 4, 3, 2) if big else (4, 3, 2))
             if amt2:
                 plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
@@ -98,7 +121,28 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     return list(plan.opts)
 
 
+def tensor_core_opts(plan: KernelPlan, renderer: Renderer) -> list[Opt] | None:
+    """A matmul on the first of the renderer's tensor cores that fits it, or None when none does."""
+    if not renderer.tensor_cores or len(plan.red) != 1:
+        return None
+    for i in range(len(renderer.tensor_cores)):
+        try:
+            tc_plan = apply_opt(plan, Opt(OptOps.TC, plan.n_out, i), renderer)
+        except OptError:
+            continue
+        assert tc_plan.tc is not None
+        # two tiles along M per thread share each B fragment, when enough tiles are left for the grid
+        if tc_plan.axis_size(tc_plan.tc.m_axis) // tc_plan.tc.tc.dims[0] >= 4:
+            tc_plan = _try(tc_plan, Opt(OptOps.UPCAST, tc_plan.tc.m_axis, 2), renderer)
+        return list(tc_plan.opts)
+    return None
+
+
 def _gpu_opts(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
+    # a matmul the renderer's tensor cores can compute goes to them
+    tc_opts = tensor_core_opts(plan, renderer)
+    if tc_opts is not None:
+        return tc_opts
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
     total = 1

@@ -74,6 +74,10 @@ def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
                 actions.append(Opt(OptOps.THREAD, axis, cpu_threads()))
             if renderer.has_local:
                 actions += [Opt(OptOps.LOCAL, axis, a) for a in LOCAL_AMOUNTS]
+    # each tensor core the renderer declares, on each reduce axis (apply_opt keeps the ones the kernel fits)
+    if plan.tc is None and plan.red:
+        tc_count = len(renderer.tensor_cores)
+        actions += [Opt(OptOps.TC, plan.n_out + r, i) for r in range(len(plan.red)) for i in range(tc_count)]
     valid = []
     for a in actions:
         try:
