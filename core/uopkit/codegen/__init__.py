@@ -42,9 +42,10 @@ def kernel_name(ast: UOp) -> str:
 def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -> tuple[list[UOp], dict]:
     """Kernel AST -> linear program (and its launch dimensions)."""
     # views become index arithmetic over RANGE loops (or GPU ids); reduces become DEFINE_REG accumulators
-    lowered, lctx = lower_kernel(ast, plan, gpu=renderer.has_local)
-    # UPCAST/UNROLL lanes become one copy of the code per lane
-    expanded = expand(lowered)
+    vector_width = renderer.max_vector_width if renderer.vector_ops else 1
+    lowered, lctx = lower_kernel(ast, plan, gpu=renderer.has_local, vector_width=vector_width)
+    # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
+    expanded = expand(lowered, renderer.vector_ops)
     # transcendental ops the renderer lacks become polynomials and bit operations
     decompose = decompositions_for(renderer.transcendental_ops)
     if decompose is not None:

@@ -4,18 +4,23 @@ A lane range of size n becomes the constants 0..n-1. An op whose sources depend 
 assignment of L. Ordering-only sources (a loop's init, a load's "after" dependency) are never copied: all their
 lane copies are grouped under one NOOP. A program-level REDUCE_AXIS(value, *lanes) combines the copies of
 `value` over those lanes (an unrolled reduce, or the accumulators of an upcast reduce axis).
+
+One lane range may be a "vector" lane: its copies become one vector value instead, when the renderer can compute
+with vectors. Loads and stores whose lanes hit consecutive addresses become vector loads and stores; the ops the
+renderer declares in `vector_ops` run on whole vectors; anything else works lane by lane (GEP / VECTORIZE).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
-from uopkit.dtype import dtypes
-from uopkit.uop.ops import Ops, UOp
+from uopkit.dtype import PtrDType, dtypes
+from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.symbolic import simplify
 
-LANE_KINDS = ("upcast", "unroll")
-Expanded = tuple[tuple[UOp, ...], list[UOp]]
+LANE_KINDS = ("upcast", "unroll", "vector")
 
 
 def _value_positions(u: UOp) -> range:
@@ -35,7 +40,7 @@ def _sizes(lanes: tuple[UOp, ...]) -> list[int]:
     return [r.src[0].arg for r in lanes]
 
 
-def _pick(vals: list[UOp], lanes: tuple[UOp, ...], assignment: dict[UOp, int]) -> UOp:
+def _pick(vals: list[Any], lanes: tuple[UOp, ...], assignment: dict[UOp, int]) -> Any:
     i = 0
     for r, size in zip(lanes, _sizes(lanes), strict=True):
         i = i * size + assignment[r]
@@ -46,48 +51,171 @@ def _assignments(lanes: tuple[UOp, ...]) -> list[dict[UOp, int]]:
     return [dict(zip(lanes, combo, strict=True)) for combo in itertools.product(*(range(s) for s in _sizes(lanes)))]
 
 
-def _group(vals: list[UOp]) -> UOp:
-    return vals[0] if len(vals) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(vals))
+class Expander:
+    """Per node: (scalar lanes it depends on, one value per assignment of them). With a vector lane, a value is a
+    UOp (the same in every vector lane, or a vector) or a tuple with one scalar UOp per vector lane."""
 
+    def __init__(self, vector_ops: frozenset[Ops]) -> None:
+        self.vector_ops = vector_ops
+        self.vector: UOp | None = None
+        self.memo: dict[UOp, tuple[tuple[UOp, ...], list[Any]]] = {}
 
-def expand(sink: UOp) -> UOp:
-    memo: dict[UOp, Expanded] = {}
-    for u in sink.toposort():
-        memo[u] = _expand_one(u, memo)
-    return memo[sink][1][0]
+    @property
+    def width(self) -> int:
+        assert self.vector is not None
+        return self.vector.src[0].arg
 
+    # --- the three forms of a value
 
-def _expand_one(u: UOp, memo: dict[UOp, Expanded]) -> Expanded:
-    if u.op is Ops.RANGE and u.arg[1] in LANE_KINDS:
-        return (u,), [UOp.const(dtypes.index, i) for i in range(u.src[0].arg)]
-    if u.op is Ops.REDUCE_AXIS:
-        return _expand_reduce(u, memo)
-    value_pos = _value_positions(u)
-    lanes = tuple(sorted({r for i in value_pos for r in memo[u.src[i]][0]}, key=lambda r: r.arg[0]))
-    # ordering sources collapse to one node whatever their lanes
-    deps = {i: _group(memo[s][1]) for i, s in enumerate(u.src) if i not in value_pos}
-    out = []
-    for assignment in _assignments(lanes):
-        src = tuple(
-            _pick(memo[s][1], memo[s][0], assignment) if i in value_pos else deps[i] for i, s in enumerate(u.src)
+    def is_vec(self, v: Any) -> bool:
+        # a vector of the vector lane (other vector values, say a WMMA's fragments, are ordinary values here)
+        return (
+            self.vector is not None
+            and isinstance(v, UOp)
+            and v.dtype.count == self.width
+            and not isinstance(v.dtype, PtrDType)
         )
-        out.append(u if src == u.src else u.replace(src=src))
-    return lanes, out
+
+    def varies(self, v: Any) -> bool:
+        return isinstance(v, tuple) or self.is_vec(v)
+
+    def spread(self, v: Any) -> tuple[UOp, ...]:
+        if isinstance(v, tuple):
+            return v
+        if self.is_vec(v):
+            return tuple(UOp(Ops.GEP, v.dtype.scalar, (v,), (i,)) for i in range(self.width))
+        return (v,) * self.width
+
+    def as_vec(self, v: Any) -> UOp:
+        if self.is_vec(v):
+            return v
+        items = self.spread(v)
+        first = items[0]
+        if first.op is Ops.GEP and all(
+            x.op is Ops.GEP and x.src[0] is first.src[0] and x.arg == (i,) for i, x in enumerate(items)
+        ):
+            return first.src[0]
+        return UOp(Ops.VECTORIZE, first.dtype.vec(self.width), items)
+
+    def group(self, vals: list[Any]) -> UOp:
+        flat: list[UOp] = []
+        for v in vals:
+            flat.extend(v if isinstance(v, tuple) else (v,))
+        flat = list(dict.fromkeys(flat))
+        return flat[0] if len(flat) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(flat))
+
+    # --- walking the graph
+
+    def expand(self, sink: UOp) -> UOp:
+        for u in sink.toposort():
+            if u.op is Ops.RANGE and u.arg[1] == "vector" and self.vector_ops:
+                if self.vector is not None and self.vector is not u:
+                    raise AssertionError("one vector lane per kernel")
+                self.vector = u
+        for u in sink.toposort():
+            self.memo[u] = self.expand_one(u)
+        return self.memo[sink][1][0]
+
+    def expand_one(self, u: UOp) -> tuple[tuple[UOp, ...], list[Any]]:
+        if u.op is Ops.RANGE and u.arg[1] in LANE_KINDS:
+            consts = [UOp.const(dtypes.index, i) for i in range(u.src[0].arg)]
+            if u is self.vector:
+                return (), [tuple(consts)]
+            return (u,), consts
+        if u.op is Ops.REDUCE_AXIS:
+            return self.expand_reduce(u)
+        value_pos = _value_positions(u)
+        lanes = tuple(sorted({r for i in value_pos for r in self.memo[u.src[i]][0]}, key=lambda r: r.arg[0]))
+        # ordering sources collapse to one node whatever their lanes
+        deps = {i: self.group(self.memo[s][1]) for i, s in enumerate(u.src) if i not in value_pos}
+        out = []
+        for assignment in _assignments(lanes):
+            src = [
+                _pick(self.memo[s][1], self.memo[s][0], assignment) if i in value_pos else deps[i]
+                for i, s in enumerate(u.src)
+            ]
+            out.append(self.build(u, src))
+        return lanes, out
+
+    def build(self, u: UOp, src: list[Any]) -> Any:
+        if not any(self.varies(s) for s in src):
+            return u if tuple(src) == u.src else u.replace(src=tuple(src))
+        # bool vectors have no common layout (C vector extensions have none at all): bools stay lane by lane
+        stored = (src[1][0] if isinstance(src[1], tuple) else src[1]) if u.op is Ops.STORE else None
+        vector_ok = u.dtype.scalar != dtypes.bool and not (stored is not None and stored.dtype.scalar == dtypes.bool)
+        if not vector_ok:
+            return self.lane_by_lane(u, src)
+        if u.op is Ops.LOAD:
+            return self.build_load(u, src)
+        if u.op is Ops.STORE:
+            return self.build_store(u, src)
+        if u.op in self.vector_ops and all(not isinstance(s, UOp) or s.dtype.count == 1 or self.is_vec(s) for s in src):
+            if any(self.is_vec(s) for s in src):
+                return UOp(u.op, u.dtype.vec(self.width), tuple(self.as_vec(s) for s in src), u.arg)
+        return self.lane_by_lane(u, src)
+
+    def lane_by_lane(self, u: UOp, src: list[Any]) -> tuple[UOp, ...]:
+        spreads = [self.spread(s) if self.varies(s) else None for s in src]
+        return tuple(
+            u.replace(src=tuple(sp[i] if sp is not None else s for s, sp in zip(src, spreads, strict=True)))
+            for i in range(self.width)
+        )
+
+    def _consecutive(self, indexes: tuple[UOp, ...]) -> bool:
+        first = indexes[0]
+        if any(
+            ix.op is not Ops.INDEX or ix.src[0] is not first.src[0] or ix.src[2:] != first.src[2:] for ix in indexes
+        ):
+            return False
+        if any(simplify(ix.src[1] - first.src[1]).arg != i for i, ix in enumerate(indexes)):
+            return False
+        # vector accesses of a register slot array must stay inside it
+        return True
+
+    def build_load(self, u: UOp, src: list[Any]) -> Any:
+        index = src[0]
+        if isinstance(index, tuple) and self._consecutive(index) and not isinstance(u.dtype, PtrDType):
+            return UOp(Ops.LOAD, u.dtype.vec(self.width), (index[0], *src[1:]))
+        indexes = self.spread(index)
+        return tuple(u.replace(src=(indexes[i], *src[1:])) for i in range(self.width))
+
+    def build_store(self, u: UOp, src: list[Any]) -> Any:
+        index, value = src[0], src[1]
+        rest = tuple(s for s in src[2:])
+        if isinstance(index, tuple) and self._consecutive(index):
+            return u.replace(src=(index[0], self.as_vec(value), *rest))
+        indexes, values = self.spread(index), self.spread(value)
+        return tuple(u.replace(src=(indexes[i], values[i], *rest)) for i in range(self.width))
+
+    def expand_reduce(self, u: UOp) -> tuple[tuple[UOp, ...], list[Any]]:
+        value_lanes, values = self.memo[u.src[0]]
+        reduce_lanes = set(u.src[1:])
+        keep = tuple(r for r in value_lanes if r not in reduce_lanes)
+        gone = tuple(r for r in value_lanes if r in reduce_lanes)
+        over_vector = self.vector is not None and self.vector in reduce_lanes
+        out = []
+        for kept in _assignments(keep):
+            acc: Any = None
+            for dropped in _assignments(gone):
+                v = _pick(values, value_lanes, {**kept, **dropped})
+                acc = v if acc is None else self.build(UOp(u.arg, u.dtype, (u.src[0], u.src[0])), [acc, v])
+            assert acc is not None
+            if over_vector and self.varies(acc):
+                # a horizontal reduce of the vector's lanes
+                items = self.spread(acc)
+                total = items[0]
+                for x in items[1:]:
+                    total = total.alu(u.arg, x)
+                acc = total
+            out.append(acc)
+        if math.prod(_sizes(keep)) != len(out):
+            raise AssertionError("lane bookkeeping went wrong")
+        return keep, out
 
 
-def _expand_reduce(u: UOp, memo: dict[UOp, Expanded]) -> Expanded:
-    value_lanes, values = memo[u.src[0]]
-    reduce_lanes = set(u.src[1:])
-    keep = tuple(r for r in value_lanes if r not in reduce_lanes)
-    gone = tuple(r for r in value_lanes if r in reduce_lanes)
-    out = []
-    for kept in _assignments(keep):
-        acc: UOp | None = None
-        for dropped in _assignments(gone):
-            v = _pick(values, value_lanes, {**kept, **dropped})
-            acc = v if acc is None else acc.alu(u.arg, v)
-        assert acc is not None
-        out.append(acc)
-    if math.prod(_sizes(keep)) != len(out):
-        raise AssertionError("lane bookkeeping went wrong")
-    return keep, out
+def expand(sink: UOp, vector_ops: frozenset[Ops] = frozenset()) -> UOp:
+    """Replace lane ranges by copies (and vectors, for the ops in `vector_ops`)."""
+    return Expander(vector_ops).expand(sink)
+
+
+__all__ = ["expand", "Expander", "GroupOp"]

@@ -7,7 +7,7 @@ may sit deeper, and are emitted as early as possible so loop-invariant work stay
 
 from __future__ import annotations
 
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp
 
 
 class LinearizeError(RuntimeError):
@@ -91,4 +91,109 @@ def linearize(sink: UOp) -> list[UOp]:
         emitted[best] = None
         pending.remove(best)
         open_stack.append(best)
-    return list(emitted)
+    return sink_pure_ops(list(emitted))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# placing pure ops just before they are needed
+
+
+def _is_movable(u: UOp) -> bool:
+    # values with no effect and no ordering of their own (a register or local read has an ordering)
+    if u.op is Ops.LOAD:
+        index = u.src[0]
+        return index.op is Ops.INDEX and index.src[0].op is Ops.DEFINE_GLOBAL and len(u.src) == 1
+    return u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.VECTORIZE, Ops.GEP)
+
+
+def sink_pure_ops(uops: list[UOp]) -> list[UOp]:
+    """Move each pure op down to just before the first statement of its loop body that needs it.
+
+    The linearizer emits values as soon as they can be computed; a value used only after an inner loop then stays
+    live (in a register) across the whole loop. Sinking keeps loop-invariant values hoisted (they still come before
+    the inner loop when the loop uses them) but shortens every other value's life.
+    """
+    # blocks: the program body and each loop body; an item is an op, or a nested loop (RANGE ... END)
+    root: list = []
+    stack: list[list] = [root]
+    where: dict[UOp, list[tuple[list, int]]] = {}
+    for u in uops:
+        block = stack[-1]
+        if u.op is Ops.RANGE:
+            body: list = []
+            block.append(("loop", u, body))
+            stack.append(body)
+            where[u] = _path(stack[:-1])
+            continue
+        if u.op is Ops.END:
+            stack.pop()
+            stack[-1][-1] = (*stack[-1][-1], u)
+            where[u] = _path(stack)
+            continue
+        block.append(("op", u))
+        where[u] = _path(stack)
+    users: dict[UOp, list[UOp]] = {}
+    for u in uops:
+        for s in u.src:
+            users.setdefault(s, []).append(u)
+    _sink_block(root, users, where)
+    out: list[UOp] = []
+    _flatten(root, out)
+    return out
+
+
+def _path(stack: list[list]) -> list[tuple[list, int]]:
+    # for each enclosing block: the block and the index of the item in it that leads here
+    return [(block, len(block) - 1) for block in stack]
+
+
+def _sink_block(block: list, users: dict[UOp, list[UOp]], where: dict[UOp, list[tuple[list, int]]]) -> None:
+    depth = None
+    for item in block:
+        if item[0] == "loop":
+            _sink_block(item[2], users, where)
+    # the item of this block that contains each op (by the op's path)
+    anchor: dict[UOp, int] = {}
+    for i in range(len(block) - 1, -1, -1):
+        item = block[i]
+        if item[0] != "op" or not _is_movable(item[1]):
+            continue
+        u = item[1]
+        if depth is None:
+            depth = len(where[u]) - 1
+        best = None
+        for user in users.get(u, []):
+            path = where.get(user)
+            if path is None or len(path) <= depth or path[depth][0] is not block:
+                best = None
+                break
+            pos = path[depth][1]
+            if pos < i:
+                best = None
+                break
+            pos = anchor.get(user, pos)
+            best = pos if best is None else min(best, pos)
+        if best is not None and best > i:
+            anchor[u] = best
+    if not anchor:
+        return
+    moved: dict[int, list] = {}
+    for i, item in enumerate(block):
+        if item[0] == "op" and item[1] in anchor:
+            moved.setdefault(anchor[item[1]], []).append(item)
+    new: list = []
+    for i, item in enumerate(block):
+        new.extend(moved.get(i, []))
+        if not (item[0] == "op" and item[1] in anchor):
+            new.append(item)
+    block[:] = new
+
+
+def _flatten(block: list, out: list[UOp]) -> None:
+    for item in block:
+        if item[0] == "op":
+            out.append(item[1])
+        else:
+            out.append(item[1])
+            _flatten(item[2], out)
+            out.append(item[3])

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from uopkit.codegen.opt import AxisPart, KernelPlan, initial_plan
+from uopkit.codegen.opt import AxisPart, KernelPlan, OptOps, initial_plan
 from uopkit.dtype import DType, dtypes
 from uopkit.helpers import strides_for_shape
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -19,7 +19,7 @@ from uopkit.uop.ops import GroupOp, Ops, UOp
 Index = tuple[UOp, ...]
 TRUE = UOp.const(dtypes.bool, True)
 LOOP_KINDS = ("loop", "thread")
-LANE_KINDS = ("upcast", "unroll")
+LANE_KINDS = ("upcast", "unroll", "vector")
 
 
 def idx_const(v: int) -> UOp:
@@ -44,6 +44,13 @@ class LowererContext:
     local_dims: list[int] = field(default_factory=list)
     # per-kernel state of the tensor-core lowering (codegen/tensor_core.py), when the plan has OptOps.TC
     tensor_core: Any = None
+    # the upcast part that becomes a vector: (axis, position of the part counted from the end of the axis's parts)
+    vector_part: tuple[int, int] | None = None
+
+    def lane_kind(self, axis: int, part_index: int, n_parts: int, kind: str) -> str:
+        if kind == "upcast" and self.vector_part == (axis, n_parts - part_index):
+            return "vector"
+        return kind
 
     def new_range(self, size: int, kind: str, deps: tuple[UOp, ...] = ()) -> UOp:
         return UOp(Ops.RANGE, dtypes.index, (idx_const(size), *deps), (next(self.range_ids), kind))
@@ -216,13 +223,14 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     red_upcast: list[UOp] = []
     unroll: list[UOp] = []
     group_ids: list[tuple[UOp, int]] = []
-    for parts in parts_per_axis:
+    for axis_i, parts in enumerate(parts_per_axis):
         nodes: list[tuple[UOp | AxisPart, int]] = []
-        for p in parts:
+        for j, p in enumerate(parts):
             if p.size == 1:
                 nodes.append((idx_const(0), 1))
             elif p.kind in LANE_KINDS:
-                r = ctx.new_range(p.size, p.kind)
+                kind = ctx.lane_kind(ctx.plan.n_out + axis_i, j, len(parts), p.kind) if planned else p.kind
+                r = ctx.new_range(p.size, kind)
                 (red_upcast if p.kind == "upcast" else unroll).append(r)
                 nodes.append((r, p.size))
             elif p.kind == "group":
@@ -232,7 +240,8 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
             else:
                 nodes.append((p, p.size))
         axis_nodes.append(nodes)
-    acc_lanes = outer_lanes + red_upcast
+    # a vector lane goes last: its accumulator slots are consecutive, so they load and store as one vector
+    acc_lanes = sorted(outer_lanes + red_upcast, key=lambda r: range_kind(r) == "vector")
     acc_index, n_slots = _lane_index(acc_lanes)
     acc = UOp(Ops.DEFINE_REG, node.dtype.ptr(n_slots), (), next(ctx.reg_ids))
     slot = UOp(Ops.INDEX, node.dtype.ptr(n_slots), (acc, acc_index))
@@ -310,6 +319,20 @@ def _combine_group(
 # outputs
 
 
+def _vector_part(plan: KernelPlan, width: int) -> tuple[int, int] | None:
+    if width < 4 or plan.tc is not None:
+        return None
+    first = next((o for o in plan.opts if o.op is OptOps.UPCAST), None)
+    if first is None or first.amount & (first.amount - 1) or not 4 <= first.amount <= width:
+        return None
+    # later opts only split the loop parts in front of it: it is the axis's last upcast part
+    parts = plan.axis_parts(first.axis)
+    for j in range(len(parts) - 1, -1, -1):
+        if parts[j].kind == "upcast":
+            return (first.axis, len(parts) - j) if parts[j].size == first.amount else None
+    return None
+
+
 def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
     """The index of each output axis, the loops to close after the store, and the store's gate."""
     plan = ctx.plan
@@ -335,7 +358,7 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
 
                 nodes.append((tile_placeholder(ctx, i), p.size))
             else:
-                r = ctx.new_range(p.size, p.kind)
+                r = ctx.new_range(p.size, ctx.lane_kind(i, j, len(parts), p.kind))
                 ctx.axis_of[r.arg[0]] = i
                 if p.kind in LOOP_KINDS:
                     loops.append(r)
@@ -395,8 +418,14 @@ def lower_store(ctx: LowererContext, store: UOp) -> UOp:
     return out
 
 
-def lower_kernel(ast: UOp, plan: KernelPlan | None = None, gpu: bool = False) -> tuple[UOp, LowererContext]:
-    """SINK(STORE(...)) kernel AST -> SINK of loop nests over INDEX/LOAD/STORE, and the context (grid sizes)."""
+def lower_kernel(
+    ast: UOp, plan: KernelPlan | None = None, gpu: bool = False, vector_width: int = 1
+) -> tuple[UOp, LowererContext]:
+    """SINK(STORE(...)) kernel AST -> SINK of loop nests over INDEX/LOAD/STORE, and the context (grid sizes).
+
+    With `vector_width` > 1 the first UPCAST (a power of two from 4 up to that width) becomes a "vector" lane.
+    """
     ctx = LowererContext(plan if plan is not None else initial_plan(ast), gpu)
+    ctx.vector_part = _vector_part(ctx.plan, vector_width)
     sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
     return sink, ctx

@@ -109,6 +109,8 @@ class Renderer:
     shared_max: ClassVar[int] = 0
     # the widest vector of each scalar type the backend renders natively
     max_vector_width: ClassVar[int] = 1
+    # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies
+    vector_ops: ClassVar[frozenset[Ops]] = frozenset()
     tensor_cores: ClassVar[list[TensorCore]] = []
     # transcendental ops rendered natively; the core decomposes the others into +, * and bit operations
     transcendental_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})

@@ -280,7 +280,7 @@ class CStyleRenderer(Renderer):
                 if reg in undeclared:
                     del undeclared[reg]
                     emit(f"{self.render_dtype(reg.dtype.base)} {names[reg]}[{max(reg.dtype.size, 1)}];")
-                if value.dtype.count > 1 and index.src[0].op is not Ops.DEFINE_REG:
+                if value.dtype.count > 1:
                     line = self.render_vector_store(names[index], ref(value))
                 else:
                     line = f"{names[index]} = {ref(value)};"

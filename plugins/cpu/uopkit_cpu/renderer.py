@@ -15,6 +15,8 @@ class ClangRenderer(CStyleRenderer):
     parallel_for: ClassVar[str] = "#pragma omp parallel for schedule(static)"
     # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
     max_vector_width: ClassVar[int] = 16
+    # GCC vector extensions: arithmetic operators work on whole vectors
+    vector_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC})
     # libm's exp2f/log2f are scalar calls gcc can't vectorize; the core's polynomial versions vectorize
     transcendental_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.SIN, Ops.SQRT})
 

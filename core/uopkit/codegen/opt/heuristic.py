@@ -88,9 +88,12 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         pick = [a for a in reuse_axes if a in vec_out] or vec_out or [a for a in reuse_axes if a in store_contiguous]
         axis = (pick or reuse_axes)[-1]
         big = total_out >= 64 * 64
-        amt = _divisor(out_sizes[axis], (2 * width, width, 8, 4, 2) if big else (width, 8, 4, 2))
+        amt = _divisor(out_sizes[axis], (width, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
+            # big outputs: two vectors per row of the tile
+            if big and amt == width and out_sizes[axis] % (2 * width) == 0:
+                plan = _try(plan, Opt(OptOps.UPCAST, axis, 2), renderer)
         # a register tile: another output axis that the vector's loads don't move along reuses each loaded vector
         # (the rows of a matmul, the output channels of a convolution)
         vector_loads = [la for la in loads if axis in la]
@@ -107,7 +110,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if amt and red_sizes[axis - plan.n_out] >= 4 * amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
     elif out_axes:
-        amt = _divisor(out_sizes[out_axes[-1]], (2 * width, width, 8, 4, 2))
+        amt = _divisor(out_sizes[out_axes[-1]], (width, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
     # share the outermost loop among the cores when there is enough work
