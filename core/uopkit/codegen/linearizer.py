@@ -178,7 +178,7 @@ def _sink_block(block: list, users: dict[UOp, list[UOp]], where: dict[UOp, list[
     if not anchor:
         return
     moved: dict[int, list] = {}
-    for i, item in enumerate(block):
+    for item in block:
         if item[0] == "op" and item[1] in anchor:
             moved.setdefault(anchor[item[1]], []).append(item)
     new: list = []
