@@ -1,0 +1,171 @@
+"""Tensor programs on DEVICE=OPENCL compared with numpy: dtypes, half without cl_khr_fp16, reductions, matmul."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+from uopkit import Device, Tensor
+from uopkit.dtype import dtypes
+from uopkit.helpers import Context
+
+DEV = "OPENCL"
+
+
+@pytest.fixture(autouse=True)
+def _opencl_default():
+    old = Device._default
+    Device.DEFAULT = DEV
+    yield
+    Device.DEFAULT = old
+
+
+def _t(x: np.ndarray) -> Tensor:
+    return Tensor(x, device=DEV)
+
+
+def test_elementwise_broadcast_and_math() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    b = rng.standard_normal((1, 7)).astype(np.float32)
+    out = ((_t(a) * _t(b) + 2) / (_t(b).abs() + 1)).numpy()
+    np.testing.assert_allclose(out, (a * b + 2) / (np.abs(b) + 1), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(_t(a).exp2().numpy(), np.exp2(a), rtol=1e-6)
+    np.testing.assert_allclose(_t(np.abs(a)).sqrt().numpy(), np.sqrt(np.abs(a)), rtol=1e-6)
+    np.testing.assert_allclose(_t(a).sin().numpy(), np.sin(a), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_t(np.abs(a) + 0.1).log2().numpy(), np.log2(np.abs(a) + 0.1), rtol=1e-6, atol=1e-6)
+
+
+def test_nan_inf_semantics() -> None:
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5], dtype=np.float32)
+    np.testing.assert_array_equal(_t(x).maximum(0.0).numpy(), np.maximum(x, 0.0))
+    np.testing.assert_array_equal(_t(x).max().numpy(), np.max(x))
+    # float -> int of NaN/inf is defined as 0 by the C-style renderer, like on the CPU
+    assert _t(x).cast(dtypes.int32).numpy()[0] == 0
+
+
+def test_reductions_and_matmul() -> None:
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((33, 65)).astype(np.float32)
+    b = rng.standard_normal((65, 17)).astype(np.float32)
+    np.testing.assert_allclose(_t(a).sum(axis=1).numpy(), a.sum(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_t(a).max(axis=0).numpy(), a.max(axis=0))
+    np.testing.assert_allclose(_t(a).mean().numpy(), a.mean(), rtol=1e-5)
+    np.testing.assert_allclose((_t(a) @ _t(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_large_reduction_uses_local_memory_and_barrier() -> None:
+    # a few long rows: the reduce is split across the work-items of a group, combined through __local memory
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 8192)).astype(np.float32)
+    out = io.StringIO()
+    with Context(DEBUG=4), contextlib.redirect_stdout(out):
+        got = _t(x).sum(axis=1).numpy()
+    src = out.getvalue()
+    assert "__local float" in src and "barrier(CLK_LOCAL_MEM_FENCE);" in src and "get_local_id(0)" in src
+    np.testing.assert_allclose(got, x.astype(np.float64).sum(axis=1), rtol=1e-4, atol=1e-3)
+    # max through the same path
+    np.testing.assert_array_equal(_t(x).max(axis=1).numpy(), x.max(axis=1))
+
+
+INT_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+
+
+@pytest.mark.parametrize("npdt", INT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_integer_dtypes(npdt) -> None:  # noqa: ANN001
+    info = np.iinfo(npdt)
+    rng = np.random.default_rng(3)
+    a = rng.integers(max(info.min, -100), min(info.max, 100), 37).astype(npdt)
+    b = rng.integers(1, min(info.max, 50), 37).astype(npdt)
+    ta, tb = _t(a), _t(b)
+    np.testing.assert_array_equal((ta + tb).numpy(), a + b)
+    np.testing.assert_array_equal((ta * tb).numpy(), a * b)
+    np.testing.assert_array_equal((ta < tb).numpy(), a < b)
+    np.testing.assert_array_equal(ta.max().numpy(), a.max())
+    # wrap-around at the type's limits is the C (and numpy) one
+    edge = np.array([info.min, info.max], dtype=npdt)
+    np.testing.assert_array_equal((_t(edge) + 1).numpy(), edge + npdt(1))
+
+
+def test_bool_buffers() -> None:
+    a = np.array([True, False, True, True, False])
+    b = np.array([False, False, True, False, True])
+    np.testing.assert_array_equal((_t(a) & _t(b)).numpy(), a & b)
+    np.testing.assert_array_equal((_t(a) | _t(b)).numpy(), a | b)
+    np.testing.assert_array_equal(_t(a).where(1.5, -1.0).numpy(), np.where(a, 1.5, -1.0).astype(np.float32))
+
+
+def test_float64() -> None:
+    if not Device[DEV].renderer.caps.fp64:
+        pytest.skip("device has no cl_khr_fp64")
+    a = np.linspace(-3, 3, 41)
+    np.testing.assert_allclose((_t(a) * 1e-300 * 1e300 + 1 / 3).numpy(), a * 1e-300 * 1e300 + 1 / 3, rtol=1e-13)
+    np.testing.assert_allclose(_t(a).exp2().numpy(), np.exp2(a), rtol=1e-13)
+
+
+def test_half_is_rounded_like_numpy() -> None:
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal(999) * 100).astype(np.float32)
+    b = (rng.standard_normal(999) * 100).astype(np.float32)
+    # float -> half rounds to nearest even, overflow goes to inf
+    edges = np.array([65504.0, 65520.0, -65520.0, 1e-8, 6e-8, 2049.0, 2051.0, np.nan, np.inf], dtype=np.float32)
+    got = _t(edges).cast(dtypes.float16).numpy()
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(got, edges.astype(np.float16))
+    ha, hb = a.astype(np.float16), b.astype(np.float16)
+    # every op's result is a half, exactly as numpy's float16 ops give it
+    np.testing.assert_array_equal((_t(ha) + _t(hb)).numpy(), ha + hb)
+    np.testing.assert_array_equal((_t(ha) * _t(hb)).numpy(), ha * hb)
+    np.testing.assert_array_equal((_t(ha) / _t(hb)).numpy(), ha / hb)
+    np.testing.assert_array_equal(_t(ha).cast(dtypes.float32).numpy(), ha.astype(np.float32))
+    np.testing.assert_array_equal(_t(ha).bitcast(dtypes.int16).numpy(), ha.view(np.int16))
+    bits = np.array([0x3C00, 0x7C00, 0x0001, 0xC000], dtype=np.uint16)
+    np.testing.assert_array_equal(_t(bits).bitcast(dtypes.float16).numpy(), bits.view(np.float16))
+
+
+def test_half_source_uses_vload_half_without_fp16() -> None:
+    renderer = Device[DEV].renderer
+    if renderer.caps.fp16:
+        pytest.skip("the device has cl_khr_fp16: half is real arithmetic")
+    out = io.StringIO()
+    h = np.arange(8, dtype=np.float16)
+    with Context(DEBUG=4), contextlib.redirect_stdout(out):
+        got = (_t(h) * 2).numpy()
+    np.testing.assert_array_equal(got, h * 2)
+    src = out.getvalue()
+    assert "vload_half(" in src and "vstore_half(" in src and "cl_khr_fp16" not in src
+
+
+def test_assign_and_setitem() -> None:
+    t = _t(np.zeros((4, 4), dtype=np.float32)).contiguous().realize()
+    t[1:3] = 5.0
+    t.assign(t + 1).realize()
+    expected = np.ones((4, 4), dtype=np.float32)
+    expected[1:3] = 6.0
+    np.testing.assert_array_equal(t.numpy(), expected)
+
+
+def test_copy_between_cpu_and_opencl() -> None:
+    x = np.arange(10, dtype=np.float32)
+    on_opencl = Tensor(x, device="CPU").to(DEV).realize()
+    np.testing.assert_array_equal(on_opencl.numpy(), x)
+    back = (_t(x) * 3).realize().to("CPU").realize()
+    np.testing.assert_array_equal(back.numpy(), x * 3)
+
+
+def test_ops_after_copy_run_on_the_target() -> None:
+    x = np.arange(10, dtype=np.float32)
+    moved = Tensor(x, device="CPU").to(DEV) * 3
+    assert moved.device == DEV
+    np.testing.assert_array_equal(moved.numpy(), x * 3)
+
+
+def test_debug2_reports_kernel_time() -> None:
+    out = io.StringIO()
+    x = np.arange(64, dtype=np.float32)
+    with Context(DEBUG=2), contextlib.redirect_stdout(out):
+        (_t(x) + 1).realize()
+    assert " us " in out.getvalue() and "GFLOP/s" in out.getvalue()
