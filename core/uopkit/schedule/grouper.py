@@ -90,7 +90,32 @@ def choose_realized(sink: UOp) -> GrouperContext:
                 ctx.realize[u] = None
         if u.op is Ops.STORE and not is_kernel_store(u):
             _check_store_hazard(ctx, u)
+    _realize_shared_reduces(ctx, topo)
     return ctx
+
+
+def _realize_shared_reduces(ctx: GrouperContext, topo: list[UOp]) -> None:
+    # a value with a reduce in it that several kernels would each compute (a matmul's output read by the next layer
+    # and by the backward pass, logits read by a max and a sum): compute it once, in a kernel of its own
+    for _ in range(4):
+        kernels_using: dict[UOp, set[UOp]] = {}
+        for root in list(ctx.realize):
+            for n in _region(ctx, root):
+                kernels_using.setdefault(n, set()).add(root)
+        inner_reduce: dict[UOp, bool] = {}
+        added = False
+        for u in topo:
+            inner_reduce[u] = u.op is Ops.REDUCE_AXIS or any(
+                inner_reduce.get(s, False) and s not in ctx.realize for s in u.src
+            )
+            if u in ctx.realize or not inner_reduce[u] or len(kernels_using.get(u, ())) < 2:
+                continue
+            if u.op in (Ops.STORE, Ops.SINK, Ops.BUFFER, Ops.DEVICE) or is_kernel_store(u):
+                continue
+            ctx.realize[u.base if u.op in GroupOp.Movement else u] = None
+            added = True
+        if not added:
+            return
 
 
 def _chain(u: UOp) -> list[UOp]:

@@ -64,8 +64,11 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         return _gpu_opts(plan, renderer)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
-    strides = memory_strides(ast)
-    contiguous = [a for a, st in strides.items() if 1 in st]
+    red_axis_ids = set(range(plan.n_out, plan.n_out + len(red_sizes)))
+    all_loads = load_axes(ast)
+    # in a reduce kernel the loads inside the reduce loop are the ones that count (an epilogue's reads run once)
+    hot_loads = [la for la in all_loads if red_axis_ids & set(la)] or all_loads
+    contiguous = sorted({a for la in hot_loads for a, st in la.items() if st == 1})
     if not contiguous or not red_sizes:
         contiguous += [a for a, st in memory_strides(ast, loads=False).items() if 1 in st]
     width = max(1, renderer.max_vector_width)
@@ -76,13 +79,24 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     total_out = 1
     for s in out_sizes:
         total_out *= s
-    loads = load_axes(ast)
+    loads = hot_loads
     # output axes that some load doesn't move along: tiling them reuses that load across the tile
     reuse_axes = [a for a in out_axes if any(a not in la for la in loads)]
     store_contiguous = [a for a, st in memory_strides(ast, loads=False).items() if 1 in st]
     if not red_sizes:
         # elementwise: the C compiler vectorizes the innermost loop by itself; lanes only add code
         pass
+    elif not vec_out and vec_red and len(reuse_axes) >= 2:
+        # both operands run along the reduce (a @ b.T): vectors along the reduce, one accumulator vector per output
+        # of a small tile, combined across the vector's lanes after the loop
+        axis = vec_red[-1]
+        amt = _divisor(red_sizes[axis - plan.n_out], (width, 8, 4))
+        if amt:
+            plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
+        for other, want in zip(reversed(reuse_axes[-2:]), (2, 4), strict=False):
+            amt2 = _divisor(out_sizes[other], (want, 2))
+            if amt2:
+                plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
     elif vec_out or len(reuse_axes) >= 2:
         # vectors along a contiguous output axis; big outputs get two vectors
         pick = [a for a in reuse_axes if a in vec_out] or vec_out or [a for a in reuse_axes if a in store_contiguous]
