@@ -56,6 +56,10 @@ class Framework:
         return out.numpy()
 
 
+# environment variables the bench changed for another framework (tinygrad's CC), restored for uopkit's subprocesses
+ORIGINAL_ENV: dict[str, str | None] = {}
+
+
 def _find_clang() -> str | None:
     for name in ("clang", *(f"clang-{v}" for v in range(21, 13, -1))):
         path = shutil.which(name)
@@ -89,6 +93,7 @@ def load(name: str) -> Framework:
             if clang is None:
                 fw.problem = "tinygrad's CPU backend needs clang (apt-get install clang-15)"
                 return fw
+            ORIGINAL_ENV.setdefault("CC", os.environ.get("CC"))
             os.environ["CC"] = clang
             import tinygrad
             from tinygrad import Device

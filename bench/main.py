@@ -121,7 +121,14 @@ def cold_first_step(fw_name: str, sizes: cases.Sizes, quick: bool) -> tuple[floa
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="uopkit_bench_cold_") as tmp:
+        from bench.frameworks import ORIGINAL_ENV
+
         env = dict(os.environ, UOPKIT_CACHE_DIR=tmp, CACHELEVEL="0")
+        for key, value in ORIGINAL_ENV.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
         cmd = [sys.executable, "-m", "bench.cold", fw_name] + (["--quick"] if quick else [])
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:

@@ -58,6 +58,16 @@ def _compiler_version(cc: tuple[str, ...]) -> str:
 
 
 @functools.cache
+def _supports(cc: tuple[str, ...], flag: str) -> bool:
+    """Whether `cc` builds a shared object with `flag`."""
+    with tempfile.TemporaryDirectory(prefix="uopkit_cpu_probe_") as tmp:
+        src = pathlib.Path(tmp) / "probe.c"
+        src.write_text("int probe(void) { return 0; }\n")
+        cmd = [*cc, "-shared", "-fPIC", flag, "-o", str(pathlib.Path(tmp) / "probe.so"), str(src)]
+        return subprocess.run(cmd, capture_output=True, check=False).returncode == 0
+
+
+@functools.cache
 def host_cpu_model() -> str:
     """The CPU model, part of the cache key because -march=native binaries don't run on older CPUs."""
     try:
@@ -77,7 +87,8 @@ class ClangCompiler(Compiler):
         if found is None:
             raise RuntimeError(compiler_problem())
         self.cc = list(found)
-        self.flags = tuple(flags)
+        # a compiler without an OpenMP runtime (clang without libomp) still compiles; THREAD loops then run on one core
+        self.flags = tuple(f for f in flags if f != "-fopenmp" or _supports(tuple(self.cc), f))
         from uopkit_cpu import __version__
 
         key = [f"cpu {__version__}", shlex.join(self.cc), _compiler_version(tuple(self.cc))]
