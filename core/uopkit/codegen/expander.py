@@ -18,7 +18,7 @@ from typing import Any
 
 from uopkit.dtype import PtrDType, dtypes
 from uopkit.uop.ops import GroupOp, Ops, UOp
-from uopkit.uop.symbolic import simplify
+from uopkit.uop.symbolic import decompose, simplify
 
 LANE_KINDS = ("upcast", "unroll", "vector")
 
@@ -51,6 +51,13 @@ def _assignments(lanes: tuple[UOp, ...]) -> list[dict[UOp, int]]:
     return [dict(zip(lanes, combo, strict=True)) for combo in itertools.product(*(range(s) for s in _sizes(lanes)))]
 
 
+def _term_dict(terms: list[tuple[int, UOp]]) -> dict[UOp, int]:
+    merged: dict[UOp, int] = {}
+    for coef, t in terms:
+        merged[t] = merged.get(t, 0) + coef
+    return {t: c for t, c in merged.items() if c}
+
+
 class Expander:
     """Per node: (scalar lanes it depends on, one value per assignment of them). With a vector lane, a value is a
     UOp (the same in every vector lane, or a vector) or a tuple with one scalar UOp per vector lane."""
@@ -59,6 +66,9 @@ class Expander:
         self.vector_ops = vector_ops
         self.vector: UOp | None = None
         self.memo: dict[UOp, tuple[tuple[UOp, ...], list[Any]]] = {}
+        # symbolic simplification results, shared by every offset this kernel compares
+        self.simplified: dict[UOp, UOp] = {}
+        self.consecutive: dict[UOp, bool] = {}
 
     @property
     def width(self) -> int:
@@ -161,20 +171,26 @@ class Expander:
             for i in range(self.width)
         )
 
-    def _consecutive(self, indexes: tuple[UOp, ...]) -> bool:
-        first = indexes[0]
-        if any(
-            ix.op is not Ops.INDEX or ix.src[0] is not first.src[0] or ix.src[2:] != first.src[2:] for ix in indexes
-        ):
+    def _consecutive(self, index: UOp) -> bool:
+        """Whether the vector lane's copies of `index` (an INDEX before expansion) address consecutive elements:
+        its offset simplifies to `lane + (terms without the lane)`, and its gate doesn't depend on the lane."""
+        if index.op is not Ops.INDEX:
             return False
-        if any(simplify(ix.src[1] - first.src[1]).arg != i for i, ix in enumerate(indexes)):
-            return False
-        # vector accesses of a register slot array must stay inside it
-        return True
+        if index in self.consecutive:
+            return self.consecutive[index]
+        vector = self.vector
+        gate_ok = all(vector not in g.toposort() for g in index.src[2:])
+        ok = False
+        if gate_ok:
+            terms, _ = decompose(simplify(index.src[1], self.simplified))
+            merged = _term_dict(terms)
+            ok = merged.get(vector) == 1 and all(t is vector or vector not in t.toposort() for t in merged)
+        self.consecutive[index] = ok
+        return ok
 
     def build_load(self, u: UOp, src: list[Any]) -> Any:
         index = src[0]
-        if isinstance(index, tuple) and self._consecutive(index) and not isinstance(u.dtype, PtrDType):
+        if isinstance(index, tuple) and self._consecutive(u.src[0]) and not isinstance(u.dtype, PtrDType):
             return UOp(Ops.LOAD, u.dtype.vec(self.width), (index[0], *src[1:]))
         indexes = self.spread(index)
         return tuple(u.replace(src=(indexes[i], *src[1:])) for i in range(self.width))
@@ -182,7 +198,7 @@ class Expander:
     def build_store(self, u: UOp, src: list[Any]) -> Any:
         index, value = src[0], src[1]
         rest = tuple(s for s in src[2:])
-        if isinstance(index, tuple) and self._consecutive(index):
+        if isinstance(index, tuple) and self._consecutive(u.src[0]):
             return u.replace(src=(index[0], self.as_vec(value), *rest))
         indexes, values = self.spread(index), self.spread(value)
         return tuple(u.replace(src=(indexes[i], values[i], *rest)) for i in range(self.width))

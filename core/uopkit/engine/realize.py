@@ -11,8 +11,10 @@ Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit`
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,19 +68,56 @@ def get_runner(ast: UOp, device: str) -> CompiledRunner:
         return method_cache[key]
     dev = Device[device]
     st = time.perf_counter()
+    spec = _codegen(ast, dev)
+    return _finish_runner(key, spec, dev, _compile(spec, dev, device), st)
+
+
+def _codegen(ast: UOp, dev: Compiled) -> ProgramSpec:
     spec = get_program(ast, dev.renderer)
     if DEBUG >= 4:
         print(spec.src)
+    return spec
+
+
+def _compile(spec: ProgramSpec, dev: Compiled, device: str) -> bytes:
     try:
-        lib = dev.compiler.compile_cached(spec.src)
+        return dev.compiler.compile_cached(spec.src)
     except CompileError as e:
         raise CompileError(f"kernel {spec.name} failed to compile on {device}: {e.message}", spec.src) from None
+
+
+def _finish_runner(key: tuple[UOp, str], spec: ProgramSpec, dev: Compiled, lib: bytes, st: float) -> CompiledRunner:
     program = dev.runtime(spec.name, lib)
     elapsed = time.perf_counter() - st
     stats["kernels_compiled"] += 1
     stats["compile_seconds"] += elapsed
     runner = method_cache[key] = CompiledRunner(spec, dev, program, elapsed)
     return runner
+
+
+def precompile(schedule: list[ScheduleItem]) -> None:
+    """Compile every kernel of a schedule that isn't compiled yet, several at a time.
+
+    Code generation runs here in turn (it is Python); the compiler runs in worker threads, so one kernel's C
+    compiles while the next one's code is generated, and compiles use all the cores.
+    """
+    todo: dict[tuple[UOp, str], None] = {}
+    for item in schedule:
+        if item.ast.op is not Ops.COPY:
+            key = (item.ast, item.bufs[0].arg[1])
+            if key not in method_cache:
+                todo[key] = None
+    if len(todo) < 2:
+        return
+    with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
+        jobs = []
+        for key in todo:
+            dev = Device[key[1]]
+            st = time.perf_counter()
+            spec = _codegen(key[0], dev)
+            jobs.append((key, spec, dev, st, pool.submit(_compile, spec, dev, key[1])))
+        for key, spec, dev, st, job in jobs:
+            _finish_runner(key, spec, dev, job.result(), st)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -339,6 +378,7 @@ def _realize_uncached(
     schedule = create_schedule(sink)
     if DEBUG >= 1 and schedule:
         print(f"schedule: {len(schedule)} kernels")
+    precompile(schedule)
     runners = []
     for i, item in enumerate(schedule):
         bufs = [_buffer_for(b) for b in item.bufs]

@@ -742,12 +742,14 @@ def graph_rewrite(
     name: str = "rewrite",
     bottom_up: bool = False,
     max_steps: int = 2_000_000,
+    cache: dict[UOp, UOp] | None = None,
 ) -> UOp:
     """Rewrite the graph under `sink` with `pm` to a fixpoint: each node after its sources, until no rule fires.
 
-    With `bottom_up=True` rules are also tried on a node before its sources are visited.
+    With `bottom_up=True` rules are also tried on a node before its sources are visited. `cache` carries results
+    from one call to the next (same `pm`, no `ctx`), so graphs sharing nodes are not rewritten twice.
     """
-    done: dict[UOp, UOp] = {}
+    done: dict[UOp, UOp] = cache if cache is not None else {}
     steps = 0
     # frames: (node, stage, target); stage 0 visits sources, 1 rebuilds and tries rules, 2 copies target's result
     stack: list[tuple[UOp, int, UOp | None]] = [(sink, 0, None)]

@@ -223,7 +223,8 @@ pm_symbolic = PatternMatcher(
 )
 
 
-def simplify(x: UOp) -> UOp:
+def simplify(x: UOp, cache: dict[UOp, UOp] | None = None) -> UOp:
+    """`x` simplified; pass the same `cache` to many calls over shared subexpressions."""
     from uopkit.uop.ops import graph_rewrite
 
-    return graph_rewrite(x, pm_symbolic, name="simplify")
+    return graph_rewrite(x, pm_symbolic, name="simplify", cache=cache)
