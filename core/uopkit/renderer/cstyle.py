@@ -31,6 +31,9 @@ class CStyleRenderer(Renderer):
     barrier: ClassVar[str] = ""
     # how a parallel loop is marked (CPU threads); empty when the backend has none
     parallel_for: ClassVar[str] = ""
+    # how a loop that only sums into scalar accumulators is marked for SIMD (the sum may then be reassociated
+    # across vector lanes, like split accumulators); "{vars}" is replaced by the accumulators; empty: not marked
+    simd_sum_loop: ClassVar[str] = ""
     float_suffix: ClassVar[str] = "f"
     type_map: ClassVar[dict[DType, str]] = {
         dtypes.bool: "_Bool",
@@ -225,6 +228,7 @@ class CStyleRenderer(Renderer):
         def emit(line: str) -> None:
             body.append("  " * depth + line)
 
+        sum_loops = _sum_loops(uops) if self.simd_sum_loop else {}
         for u in uops:
             if u.op is Ops.CONST:
                 continue
@@ -253,14 +257,19 @@ class CStyleRenderer(Renderer):
                 names[u] = f"ridx{u.arg[0]}"
                 if u.arg[1] == "thread" and self.parallel_for:
                     emit(self.parallel_for)
+                if u in sum_loops:
+                    emit(self.simd_sum_loop.format(vars=", ".join(f"acc{r.arg}" for r in sum_loops[u])))
                 emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
                 depth += 1
             elif u.op is Ops.END:
                 depth -= 1
                 emit("}")
             elif u.op is Ops.INDEX:
-                # an INDEX is rendered where it is used: as ptr[offset]
-                names[u] = f"{ref(u.src[0])}[{ref(u.src[1])}]"
+                # an INDEX is rendered where it is used: as ptr[offset]; a one-slot register is a plain variable
+                if _is_scalar_reg(u.src[0]):
+                    names[u] = ref(u.src[0])
+                else:
+                    names[u] = f"{ref(u.src[0])}[{ref(u.src[1])}]"
             elif u.op is Ops.LOAD:
                 index = u.src[0]
                 var = new_name("val")
@@ -279,7 +288,8 @@ class CStyleRenderer(Renderer):
                 reg = index.src[0]
                 if reg in undeclared:
                     del undeclared[reg]
-                    emit(f"{self.render_dtype(reg.dtype.base)} {names[reg]}[{max(reg.dtype.size, 1)}];")
+                    size = "" if _is_scalar_reg(reg) else f"[{max(reg.dtype.size, 1)}]"
+                    emit(f"{self.render_dtype(reg.dtype.base)} {names[reg]}{size};")
                 if value.dtype.count > 1:
                     line = self.render_vector_store(names[index], ref(value))
                 else:
@@ -310,3 +320,36 @@ class CStyleRenderer(Renderer):
         # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
         ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
         return "\n".join(self.preamble(uops) + [self.render_kernel(name, body, ordered, uops)])
+
+
+def _is_scalar_reg(u: UOp) -> bool:
+    return u.op is Ops.DEFINE_REG and isinstance(u.dtype, PtrDType) and u.dtype.size == 1
+
+
+def _sum_loops(uops: list[UOp]) -> dict[UOp, list[UOp]]:
+    """Innermost loops whose only effect is `acc = acc + x` on one-slot registers: loop -> those registers."""
+    found: dict[UOp, list[UOp]] = {}
+    for i, u in enumerate(uops):
+        if u.op is not Ops.RANGE:
+            continue
+        end = next((j for j in range(i + 1, len(uops)) if uops[j].op is Ops.END and uops[j].src[1] is u), None)
+        if end is None:
+            continue
+        body = uops[i + 1 : end]
+        if any(b.op in (Ops.RANGE, Ops.BARRIER, Ops.IF) for b in body):
+            continue
+        regs: list[UOp] = []
+        ok = True
+        for b in body:
+            if b.op is not Ops.STORE:
+                continue
+            reg = b.src[0].src[0]
+            value = b.src[1]
+            sums_itself = value.op is Ops.ADD and any(s.op is Ops.LOAD and s.src[0] is b.src[0] for s in value.src)
+            if not (_is_scalar_reg(reg) and sums_itself and dtypes.is_float(value.dtype)):
+                ok = False
+                break
+            regs.append(reg)
+        if ok and regs:
+            found[u] = list(dict.fromkeys(regs))
+    return found

@@ -57,6 +57,13 @@ def _compiler_version(cc: tuple[str, ...]) -> str:
     return lines[0] if lines else "unknown"
 
 
+def _usable_flag(cc: tuple[str, ...], flag: str) -> str:
+    # without an OpenMP runtime, SIMD pragmas still work with -fopenmp-simd (THREAD loops then run on one core)
+    if flag == "-fopenmp" and not _supports(cc, flag):
+        return "-fopenmp-simd"
+    return flag
+
+
 @functools.cache
 def _supports(cc: tuple[str, ...], flag: str) -> bool:
     """Whether `cc` builds a shared object with `flag`."""
@@ -88,7 +95,7 @@ class ClangCompiler(Compiler):
             raise RuntimeError(compiler_problem())
         self.cc = list(found)
         # a compiler without an OpenMP runtime (clang without libomp) still compiles; THREAD loops then run on one core
-        self.flags = tuple(f for f in flags if f != "-fopenmp" or _supports(tuple(self.cc), f))
+        self.flags = tuple(_usable_flag(tuple(self.cc), f) for f in flags)
         from uopkit_cpu import __version__
 
         key = [f"cpu {__version__}", shlex.join(self.cc), _compiler_version(tuple(self.cc))]

@@ -13,6 +13,7 @@ class ClangRenderer(CStyleRenderer):
     buffer_suffix: ClassVar[str] = " restrict"
     has_threads: ClassVar[bool] = True
     parallel_for: ClassVar[str] = "#pragma omp parallel for schedule(static)"
+    simd_sum_loop: ClassVar[str] = "#pragma omp simd reduction(+:{vars})"
     # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
     max_vector_width: ClassVar[int] = 16
     # GCC vector extensions: arithmetic operators work on whole vectors

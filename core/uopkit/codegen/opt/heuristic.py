@@ -117,6 +117,10 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             if amt2:
                 plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
                 break
+    elif vec_red and getattr(renderer, "simd_sum_loop", ""):
+        # a reduce along contiguous memory, on a renderer that marks such loops for SIMD: the C compiler vectorizes
+        # the loop body (exp and all) and the sum; explicit lanes would leave the body scalar
+        pass
     elif vec_red:
         # a reduce along contiguous memory: one accumulator per vector lane, combined after the loop
         axis = vec_red[-1]
