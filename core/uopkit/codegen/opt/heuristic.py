@@ -102,16 +102,21 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         pick = [a for a in reuse_axes if a in vec_out] or vec_out or [a for a in reuse_axes if a in store_contiguous]
         axis = (pick or reuse_axes)[-1]
         big = total_out >= 64 * 64
+        vector_loads = [la for la in loads if axis in la]
+        reusing = [a for a in out_axes if a != axis and not any(a in la for la in vector_loads)]
         amt = _divisor(out_sizes[axis], (width, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
-            # big outputs: two vectors per row of the tile
-            if big and amt == width and out_sizes[axis] % (2 * width) == 0:
+            if big and amt == width and not reusing:
+                # nothing to reuse (a sum over a strided axis): many vectors per pass keep the memory streams long
+                more = _divisor(out_sizes[axis] // amt, (16, 8, 4, 2))
+                if more:
+                    plan = _try(plan, Opt(OptOps.UPCAST, axis, more), renderer)
+            elif big and amt == width and out_sizes[axis] % (2 * width) == 0:
+                # big outputs: two vectors per row of the tile
                 plan = _try(plan, Opt(OptOps.UPCAST, axis, 2), renderer)
         # a register tile: another output axis that the vector's loads don't move along reuses each loaded vector
         # (the rows of a matmul, the output channels of a convolution)
-        vector_loads = [la for la in loads if axis in la]
-        reusing = [a for a in out_axes if a != axis and not any(a in la for la in vector_loads)]
         for other in reversed(reusing or [a for a in out_axes if a != axis]):
             amt2 = _divisor(out_sizes[other], (8, 6, 4, 3, 2) if big else (4, 3, 2))
             if amt2:
