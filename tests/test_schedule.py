@@ -120,3 +120,18 @@ def test_backward_after_realizing_intermediate_and_loss():
     assert loss.item() == 42.0
     loss.backward()
     assert w.grad.tolist() == [6.0, 12.0, 18.0]
+
+
+def test_assign_transpose_of_itself_reads_old_values():
+    m = Tensor([[1, 2], [3, 4]]).realize()
+    m.assign(m.T).realize()
+    assert m.tolist() == [[1, 3], [2, 4]]
+
+
+def test_assign_through_the_same_view_is_one_kernel():
+    x = Tensor([1, 2, 3, 4]).realize()
+    view = x.reshape((2, 2))
+    t = view.assign(view + 1)
+    assert len(create_schedule(kernelize_tensors([t]))) == 1
+    t.realize()
+    assert x.tolist() == [2, 3, 4, 5]

@@ -1057,7 +1057,7 @@ class Tensor:
         """
         self.realize()
         storage = _storage_uop(self.uop)
-        if storage.base.op is not Ops.BUFFER or any(n.op in (Ops.EXPAND, Ops.PAD) for n in _movement_chain(storage)):
+        if storage.base.op is not Ops.BUFFER or any(n.op in (Ops.EXPAND, Ops.PAD) for n in storage.movement_chain()):
             # the tensor needs storage of its own to be written into
             self.uop = self.contiguous().realize().uop
         items = self._parse_index(index)
@@ -1097,7 +1097,7 @@ class Tensor:
             # an unrealized target gets a buffer of its own first
             self.realize()
             target = _storage_uop(self.uop)
-        if any(n.op in (Ops.EXPAND, Ops.PAD) for n in _movement_chain(target)):
+        if any(n.op in (Ops.EXPAND, Ops.PAD) for n in target.movement_chain()):
             raise ValueError("assign: can't write through an expanded or padded view (elements would alias)")
         store = UOp(Ops.STORE, target.dtype, (target, _storage_uop(x.uop)))
         self.uop = UOp(Ops.BITCAST, self.dtype, (store,)) if self.dtype == dtypes.bfloat16 else store
@@ -3098,14 +3098,6 @@ def _host_values(values: np.ndarray, dtype: DType) -> np.ndarray:
 
 def _reshape_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
     return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), tuple(shape))
-
-
-def _movement_chain(u: UOp) -> list[UOp]:
-    chain = []
-    while u.op in GroupOp.Movement:
-        chain.append(u)
-        u = u.src[0]
-    return chain
 
 
 def _from_numpy(arr: np.ndarray, device: str, dtype: DType) -> UOp:

@@ -65,7 +65,7 @@ def choose_realized(sink: UOp) -> GrouperContext:
     for out in sink.src:
         if is_realized_view(out):
             continue
-        chain_only_reshape = all(n.op is Ops.RESHAPE for n in _chain(out))
+        chain_only_reshape = all(n.op is Ops.RESHAPE for n in out.movement_chain())
         if out.base.op is Ops.CONST or (not chain_only_reshape and out.base.op is Ops.DEVICE):
             ctx.realize[out] = None
         else:
@@ -77,7 +77,7 @@ def choose_realized(sink: UOp) -> GrouperContext:
             # a copy moves a whole buffer: its source must be one, in order
             src = u.src[0]
             if not _is_plain_buffer_view(src):
-                ctx.realize[src if not all(n.op is Ops.RESHAPE for n in _chain(src)) else src.base] = None
+                ctx.realize[src if not all(n.op is Ops.RESHAPE for n in src.movement_chain()) else src.base] = None
         if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]):
             # recomputing a reduce for every expanded element would multiply its cost: store it once
             ctx.realize[u.src[0].base] = None
@@ -118,16 +118,8 @@ def _realize_shared_reduces(ctx: GrouperContext, topo: list[UOp]) -> None:
             return
 
 
-def _chain(u: UOp) -> list[UOp]:
-    out = []
-    while u.op in GroupOp.Movement:
-        out.append(u)
-        u = u.src[0]
-    return out
-
-
 def _is_plain_buffer_view(u: UOp) -> bool:
-    return all(n.op is Ops.RESHAPE for n in _chain(u)) and is_realized_view(u)
+    return all(n.op is Ops.RESHAPE for n in u.movement_chain()) and is_realized_view(u)
 
 
 def _region_has_reduce(ctx: GrouperContext, u: UOp) -> bool:
@@ -137,14 +129,12 @@ def _region_has_reduce(ctx: GrouperContext, u: UOp) -> bool:
 def _check_store_hazard(ctx: GrouperContext, store: UOp) -> None:
     # a kernel that writes a buffer while reading it through another view would read values it already wrote
     target, value = store.src
-    buf = target.base.buf_uop if target.base.op is not Ops.BUFFER else target.base
-    for n in _region(ctx, value):
-        for s in n.src:
-            if s.base.op in (Ops.BUFFER, Ops.STORE) and _safe_buf(s) is buf and s is not target:
-                if s.op in GroupOp.Movement or s is not target:
-                    ctx.realize[value] = None
-                    return
-    if value.base is buf or (value.op in GroupOp.Movement and _safe_buf(value) is buf and value is not target):
+    buf = target.base if target.base.op is Ops.BUFFER else target.base.buf_uop
+    # every view of the buffer the value reads: the top of each movement chain (or a bare read of it)
+    reads = [s for n in _region(ctx, value) if n.op not in GroupOp.Movement for s in n.src if _safe_buf(s) is buf]
+    if value.op in GroupOp.Movement or value.op is Ops.BUFFER:
+        reads.append(value)
+    if any(r is not target for r in reads):
         ctx.realize[value] = None
 
 
@@ -199,7 +189,7 @@ class KernelBuilder:
             target = u.src[0]
             buf = target.base if target.base.op is Ops.BUFFER else target.buf_uop
             loaded = self.load(buf, u)
-            return _replay_chain(_chain(target), loaded)
+            return _replay_chain(target.movement_chain(), loaded)
         if u.op is Ops.CONST:
             return UOp(Ops.CONST, u.dtype, (), u.arg)
         if u.op in (Ops.DETACH, Ops.CONTIGUOUS):
@@ -250,13 +240,15 @@ def _build_kernel(ctx: GrouperContext, results: dict[UOp, UOp], r: UOp) -> UOp:
         out_buf = tbase if tbase.op is Ops.BUFFER else tbase.buf_uop
         builder = KernelBuilder(ctx, results, out_buf)
         deps: list[UOp] = [tbase] if is_kernel_store(tbase) else []
-        out_view = _replay_chain(_chain(target), builder.global_for(out_buf, out_buf))
+        out_view = _replay_chain(target.movement_chain(), builder.global_for(out_buf, out_buf))
         if tbase.op is not Ops.BUFFER:
             # the target's storage is written by an earlier kernel: view the buffer itself
-            out_view = _replay_chain(_chain(target) + _chain(tbase.src[0]), builder.global_for(out_buf, out_buf))
+            out_view = _replay_chain(
+                target.movement_chain() + tbase.src[0].movement_chain(), builder.global_for(out_buf, out_buf)
+            )
         ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out_view, builder.translate(value, r))),))
         kernel = _make_kernel(builder, ast, deps)
-        plain_target = target if tbase.op is Ops.BUFFER else _replay_chain(_chain(target), tbase.src[0])
+        plain_target = target if tbase.op is Ops.BUFFER else _replay_chain(target.movement_chain(), tbase.src[0])
         return UOp(Ops.STORE, r.dtype, (plain_target, kernel))
     shape = r.shape
     assert shape is not None

@@ -334,6 +334,15 @@ class UOp(metaclass=UOpMeta):
             node = node.src[0]
         return node
 
+    def movement_chain(self) -> list[UOp]:
+        """The movement ops from this node down to its base, outermost first."""
+        chain: list[UOp] = []
+        node = self
+        while node.op in GroupOp.Movement:
+            chain.append(node)
+            node = node.src[0]
+        return chain
+
     @property
     def buf_uop(self) -> UOp:
         """The BUFFER this value lives in (through movement ops, STOREs and KERNELs)."""

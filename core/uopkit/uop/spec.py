@@ -34,15 +34,7 @@ def _valid_store_target(x: UOp) -> bool:
     base = x.base
     if base.op is Ops.STORE:
         base = base.src[0].base
-    return base.op is Ops.BUFFER and not any(n.op in (Ops.EXPAND, Ops.PAD) for n in _chain(x))
-
-
-def _chain(x: UOp) -> list[UOp]:
-    out = []
-    while x.op in GroupOp.Movement:
-        out.append(x)
-        x = x.src[0]
-    return out
+    return base.op is Ops.BUFFER and not any(n.op in (Ops.EXPAND, Ops.PAD) for n in x.movement_chain())
 
 
 def _shaped(x: UOp) -> bool:
