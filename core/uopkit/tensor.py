@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
-from uopkit.helpers import argsort, prod
+from uopkit.helpers import prod
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 _contiguous_ids = itertools.count()
@@ -3174,10 +3174,4 @@ def _rewrap_bf16(tensors: list[Tensor], bits: list[Tensor]) -> None:
             t.uop = UOp(Ops.BITCAST, dtypes.bfloat16, (b.uop,))
 
 
-def argfix(*x: Any) -> tuple:
-    if x and isinstance(x[0], (tuple, list)):
-        return tuple(x[0])
-    return x
-
-
-__all__ = ["Tensor", "ShapeError", "buffers", "argsort", "Iterable"]
+__all__ = ["Tensor", "ShapeError", "buffers"]
