@@ -37,3 +37,18 @@ def test_unknown_framework_is_a_clear_error(capsys):
     with pytest.raises(SystemExit):
         main(["--frameworks", "numpy,jax"])
     assert "unknown framework(s) jax" in capsys.readouterr().err
+
+
+def test_compare_prints_ratio_per_benchmark(tmp_path, capsys):
+    import json
+
+    from bench.compare import main as compare
+
+    def write(name, t):
+        path = tmp_path / name
+        path.write_text(json.dumps({"results": [{"name": "matmul 256 fp32", "times": {"uopkit": t}}]}))
+        return str(path)
+
+    assert compare([write("a.json", 0.002), write("b.json", 0.001)]) == 0
+    out = capsys.readouterr().out
+    assert "matmul 256 fp32" in out and "2.00x" in out
