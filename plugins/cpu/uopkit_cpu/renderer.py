@@ -25,6 +25,7 @@ class ClangRenderer(CStyleRenderer):
         src = super().render_kernel(name, body, params)
         # a register tile (many accumulator lanes) is already laid out for SLP vectorization; gcc's loop vectorizer
         # on top of it takes seconds to compile and gains nothing
-        if uops is not None and any(u.op is Ops.DEFINE_REG and u.dtype.size > 1 for u in uops):
+        # (also any very long kernel: many unrolled lanes, where the loop vectorizer mostly costs compile time)
+        if uops is not None and (len(uops) > 1500 or any(u.op is Ops.DEFINE_REG and u.dtype.size > 1 for u in uops)):
             src = '__attribute__((optimize("no-tree-loop-vectorize"))) ' + src
         return src

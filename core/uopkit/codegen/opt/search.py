@@ -24,6 +24,8 @@ LOCAL_AMOUNTS = (2, 4, 8, 16, 32, 64)
 GROUP_AMOUNTS = (16, 32, 64, 128, 256)
 MAX_ROUNDS = 6
 TIMING_RUNS = 3
+# candidates slower than this many times the best so far get one timing run only
+CUTOFF = 2.0
 
 
 def ast_key(ast: UOp, renderer: Renderer) -> str:
@@ -99,6 +101,7 @@ class Timer:
         globals_ = sorted({u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}.items())
         # scratch buffers: timing never touches the user's data
         self.bufs = [Buffer(device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in globals_]
+        self.fastest = math.inf
 
     def __call__(self, opts: list[Opt]) -> float:
         from uopkit.codegen import get_program
@@ -112,6 +115,10 @@ class Timer:
             for _ in range(TIMING_RUNS):
                 t = prg(*args, global_size=spec.global_size, local_size=spec.local_size, wait=True)
                 best = min(best, t if t is not None else math.inf)
+                # a candidate far slower than the best so far is out: don't spend more runs on it
+                if best > CUTOFF * self.fastest:
+                    break
+            self.fastest = min(self.fastest, best)
             return best
         except Exception as e:  # noqa: BLE001 - a candidate that fails to build or run is just not chosen
             if DEBUG >= 3:
@@ -129,6 +136,12 @@ def _progress(label: str, done: int, total: int, best: float) -> None:
     if done == total:
         sys.stderr.write("\n")
     sys.stderr.flush()
+
+
+def _beam(scored: dict[tuple[Opt, ...], float], width: int) -> list[tuple[tuple[Opt, ...], float]]:
+    # the `width` fastest, leaving out any far slower than the fastest (expanding those wastes the search)
+    ranked = sorted(scored.items(), key=lambda kv: kv[1])[:width]
+    return [kv for kv in ranked if kv[1] <= CUTOFF * ranked[0][1]]
 
 
 def beam_search(
@@ -151,8 +164,14 @@ def beam_search(
         timer = Timer(ast, device or renderer.device or Device.DEFAULT)
     start = time.perf_counter()
     heuristic = hand_coded_opts(ast, renderer)
-    scored: dict[tuple[Opt, ...], float] = {(): timer([]), tuple(heuristic): timer(heuristic)}
-    beam = sorted(scored.items(), key=lambda kv: kv[1])[:width]
+    # seeds: the heuristic (timed first, so candidates much slower than it are cut short) and its shorter prefixes;
+    # not the bare kernel, whose single run can take longer than the whole search should
+    scored: dict[tuple[Opt, ...], float] = {tuple(heuristic): timer(heuristic)}
+    for k in range(1, len(heuristic)):
+        scored.setdefault(tuple(heuristic[:k]), timer(heuristic[:k]))
+    if not heuristic:
+        scored[()] = timer([])
+    beam = _beam(scored, width)
     for round_i in range(MAX_ROUNDS):
         candidates: list[tuple[Opt, ...]] = []
         for opts, _ in beam:
@@ -169,7 +188,7 @@ def beam_search(
         for i, cand in enumerate(candidates):
             scored[cand] = timer(list(cand))
             _progress(f"BEAM round {round_i + 1}", i + 1, len(candidates), min(scored.values()))
-        beam = sorted(scored.items(), key=lambda kv: kv[1])[:width]
+        beam = _beam(scored, width)
         if beam[0][1] >= best_before:
             break
     best = list(beam[0][0])
