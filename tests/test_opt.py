@@ -118,6 +118,27 @@ def test_beam_search_caches_result(tmp_path, monkeypatch):
     assert len(calls) == n_calls
 
 
+def test_beam_final_pick_keeps_the_heuristic_unless_clearly_beaten():
+    from uopkit.codegen.opt.search import MARGIN, final_pick
+
+    heuristic = [Opt(OptOps.UPCAST, 0, 4)]
+    other = (Opt(OptOps.UPCAST, 0, 8),)
+    # the search saw `other` as faster, but timed again in turns it is within the margin: the heuristic stays
+    times = {tuple(heuristic): 1.0, other: 1.0 / (1 + MARGIN / 2)}
+    scored = {tuple(heuristic): 1.2, other: 0.9}
+    rounds: list[tuple[Opt, ...]] = []
+
+    def timer(opts):
+        rounds.append(tuple(opts))
+        return times[tuple(opts)]
+
+    assert final_pick(scored, heuristic, timer) == tuple(heuristic)
+    # both were timed again, alternately
+    assert rounds[:2] in ([tuple(heuristic), other], [other, tuple(heuristic)]) and len(rounds) >= 4
+    times[other] = 1.0 / (1 + 3 * MARGIN)
+    assert final_pick(scored, heuristic, timer) == other
+
+
 def test_beam_env_runs_real_search(tmp_path, monkeypatch):
     monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
     from uopkit.helpers import Context

@@ -1,5 +1,7 @@
 """The spine's STORE and kernelize semantics (issue 2), checked on the graph and on the numbers."""
 
+import numpy as np
+
 from uopkit import Tensor, dtypes
 from uopkit.schedule import create_schedule, kernelize_tensors
 from uopkit.uop.ops import Ops, UPat
@@ -58,12 +60,58 @@ def test_elementwise_between_reduces_fuses():
 
 
 def test_expand_of_reduce_realizes_the_reduce():
+    # the max over axis 0 is needed along the inner loop of the consumer: stored once, not recomputed per element
     x = Tensor([[1.0, 2.0], [3.0, 5.0]])
-    m = x.max(axis=1, keepdim=True)
+    m = x.max(axis=0, keepdim=True)
     y = x - m
     y.kernelize()
     assert m.uop.base.op is Ops.STORE
-    assert y.tolist() == [[-1.0, 0.0], [-2.0, 0.0]]
+    assert y.tolist() == [[-2.0, -3.0], [0.0, 0.0]]
+
+
+def _n_kernels(t: Tensor) -> int:
+    return len(create_schedule(kernelize_tensors([t])))
+
+
+def test_row_reduce_fuses_into_its_consumer():
+    # softmax over the last axis: max, sum and the division run in one kernel, a row at a time
+    x = np.random.default_rng(0).standard_normal((8, 33)).astype(np.float32)
+    assert _n_kernels(Tensor(x).softmax(-1)) == 1
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(Tensor(x).softmax(-1).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-6)
+    # layernorm-style: mean, then the mean of squares of the centered value, then the normalized output
+    t = Tensor(x)
+    c = t - t.mean(-1, keepdim=True)
+    out = c / (c * c).mean(-1, keepdim=True).add(1e-5).sqrt()
+    assert _n_kernels(out) == 1
+    xc = x - x.mean(-1, keepdims=True)
+    np.testing.assert_allclose(
+        out.numpy(), xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_row_reduce_is_stored_when_the_consumer_walks_it_out_of_order():
+    # transposed, the row's axis would be the outer loop: the reduce would run once per element, so it is stored
+    x = np.random.default_rng(1).standard_normal((6, 7)).astype(np.float32)
+    t = Tensor(x)
+    y = (t - t.max(-1, keepdim=True)).T.contiguous()
+    assert _n_kernels(y) == 2
+    np.testing.assert_allclose(y.numpy(), (x - x.max(-1, keepdims=True)).T)
+    # a sum over the other axis of the same value: also stored
+    z = (t - t.max(-1, keepdim=True)).sum(0)
+    assert _n_kernels(z) == 2
+    np.testing.assert_allclose(z.numpy(), (x - x.max(-1, keepdims=True)).sum(0), rtol=1e-5)
+
+
+def test_fused_row_max_keeps_nan():
+    x = np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32)
+    x[1, 40] = np.nan
+    x[3, 0] = np.nan
+    got = Tensor(x).max(-1).numpy()
+    np.testing.assert_array_equal(np.isnan(got), [False, True, False, True])
+    np.testing.assert_array_equal(got[[0, 2]], x[[0, 2]].max(-1))
+    s = Tensor(x).softmax(-1).numpy()
+    assert np.isnan(s[1]).all() and np.isnan(s[3]).all() and np.isfinite(s[[0, 2]]).all()
 
 
 def test_elementwise_chain_is_one_kernel_and_shared_subexpression_once():

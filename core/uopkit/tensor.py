@@ -1580,17 +1580,8 @@ class Tensor:
         >>> round(Tensor([1.0]).exp().item(), 5)
         2.71828
         """
-        x = self._float()
-        if x.dtype not in (dtypes.float32, dtypes.float64):
-            return (x * (1 / math.log(2)))._alu(Ops.EXP2)
-        # e**x = 2**n * 2**(r/ln2) with n = floor(x/ln2) and r = x - n*ln2 computed exactly (Cody-Waite split of
-        # ln2), so the rounding of x/ln2 doesn't scale the error of large results
-        hi, lo = _LN2_SPLIT[x.dtype]
-        n = (x * (1 / math.log(2))).floor()
-        r = (x - n * hi) - n * lo
-        ret = n._alu(Ops.EXP2) * (r * (1 / math.log(2)))._alu(Ops.EXP2)
-        # the split is nan at +-inf: exp(inf) = inf, exp(-inf) = 0
-        return (x == math.inf).where(math.inf, (x == -math.inf).where(0.0, ret))
+        # codegen recognizes EXP2(x * log2(e)) and reduces x by ln2 in two parts (see codegen/transcendental.py)
+        return (self._float() * (1 / math.log(2)))._alu(Ops.EXP2)
 
     def log(self) -> Tensor:
         """Natural logarithm.
@@ -3023,11 +3014,6 @@ def _sum_op(dt: DType) -> Ops:
     return Ops.MAX if dt == dtypes.bool else Ops.ADD
 
 
-# ln2 split so that n * hi is exact for the exponents a float can have (Cody-Waite)
-_LN2_SPLIT = {
-    dtypes.float32: (0.693145751953125, 1.428606765330187e-06),
-    dtypes.float64: (6.93147180369123816490e-01, 1.90821492927058770002e-10),
-}
 # cumulative ops on axes longer than this go in two levels (blocks, then the blocks' totals)
 _CUM_BLOCK = 512
 

@@ -51,6 +51,11 @@ def _assignments(lanes: tuple[UOp, ...]) -> list[dict[UOp, int]]:
     return [dict(zip(lanes, combo, strict=True)) for combo in itertools.product(*(range(s) for s in _sizes(lanes)))]
 
 
+def _moves_with(u: UOp, lane: UOp) -> bool:
+    """Whether u's value changes along `lane` (another RANGE's sources only order the program: not its value)."""
+    return lane in u.toposort(gate=lambda n: n.op is not Ops.RANGE or n is lane)
+
+
 def _term_dict(terms: list[tuple[int, UOp]]) -> dict[UOp, int]:
     merged: dict[UOp, int] = {}
     for coef, t in terms:
@@ -179,12 +184,12 @@ class Expander:
         if index in self.consecutive:
             return self.consecutive[index]
         vector = self.vector
-        gate_ok = all(vector not in g.toposort() for g in index.src[2:])
+        gate_ok = not any(_moves_with(g, vector) for g in index.src[2:])
         ok = False
         if gate_ok:
             terms, _ = decompose(simplify(index.src[1], self.simplified))
             merged = _term_dict(terms)
-            ok = merged.get(vector) == 1 and all(t is vector or vector not in t.toposort() for t in merged)
+            ok = merged.get(vector) == 1 and all(t is vector or not _moves_with(t, vector) for t in merged)
         self.consecutive[index] = ok
         return ok
 

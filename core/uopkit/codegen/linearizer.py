@@ -26,6 +26,15 @@ def _open_ranges(topo: list[UOp]) -> dict[UOp, frozenset[UOp]]:
     return ctx
 
 
+def _closed_ranges(topo: list[UOp]) -> dict[UOp, frozenset[UOp]]:
+    """For each op, the loops that must have finished before it (their END is among its sources)."""
+    closed: dict[UOp, frozenset[UOp]] = {}
+    for u in topo:
+        done: frozenset[UOp] = frozenset().union(*(closed[s] for s in u.src))
+        closed[u] = done | {u.src[1]} if u.op is Ops.END else done
+    return closed
+
+
 def _is_exact(u: UOp) -> bool:
     # ops whose position is part of their meaning
     if u.op in (Ops.STORE, Ops.END, Ops.BARRIER):
@@ -38,6 +47,8 @@ def _is_exact(u: UOp) -> bool:
 def linearize(sink: UOp) -> list[UOp]:
     topo = [u for u in sink.toposort() if u.op is not Ops.SINK]
     ctx = _open_ranges(topo)
+    closed = _closed_ranges(topo)
+    end_of = {u.src[1]: u for u in topo if u.op is Ops.END}
     emitted: dict[UOp, None] = {}
     open_stack: list[UOp] = []
     pending = list(topo)
@@ -87,7 +98,11 @@ def linearize(sink: UOp) -> list[UOp]:
         if not candidates:
             left = ", ".join(f"{u.op.name}{u.arg if u.op is Ops.RANGE else ''}" for u in pending[:8])
             raise LinearizeError(f"can't place {len(pending)} ops (open loops {[r.arg for r in open_stack]}): {left}")
-        best = min(candidates, key=lambda r: (not _is_exact(r), r.arg[0]))
+        # a loop whose body needs another candidate loop's result (a reduce fused into a row) waits for it
+        # (an exact candidate can only run here, at this depth: it can't be nested inside the other)
+        exact = {r for r in candidates if _is_exact(r)}
+        unblocked = [r for r in candidates if r not in end_of or not closed[end_of[r]] & (exact - {r})]
+        best = min(unblocked or candidates, key=lambda r: (not _is_exact(r), r.arg[0]))
         emitted[best] = None
         pending.remove(best)
         open_stack.append(best)

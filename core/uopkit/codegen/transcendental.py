@@ -8,6 +8,7 @@ inf, nan, zero, negative inputs, overflow, underflow and denormals. float16 is c
 from __future__ import annotations
 
 import math
+import struct
 
 from uopkit.dtype import DType, dtypes
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat
@@ -85,6 +86,87 @@ def xlog2(x: UOp) -> UOp:
     ret = x.alu(Ops.CMPEQ, x.const_like(0.0)).where(x.const_like(-math.inf), ret)
     ret = x.lt(0.0).where(x.const_like(math.nan), ret)
     return x.alu(Ops.CMPNE, x).where(x, ret)
+
+
+# ln2 split so that n * hi is exact for the exponents a float can have (Cody-Waite)
+LN2_SPLIT = {
+    dtypes.float32: (0.693145751953125, 1.428606765330187e-06),
+    dtypes.float64: (6.93147180369123816490e-01, 1.90821492927058770002e-10),
+}
+
+
+def _exp_reduce(x: UOp) -> tuple[UOp, UOp]:
+    """x = n*ln2 + r with n an integer-valued float and |r| <= ln2/2, r computed without the rounding of x/ln2."""
+    hi, lo = LN2_SPLIT[x.dtype]
+    n = _floor(x * (1 / math.log(2)) + 0.5)
+    return n, (x - n * hi) - n * lo
+
+
+# 1.5 * 2**mantissa: adding it rounds a float to an integer (to nearest) and leaves that integer in the low bits
+_ROUNDER = {dtypes.float32: 12582912.0, dtypes.float64: 6755399441055744.0}
+_ROUNDER_BITS = {
+    dtypes.float32: struct.unpack("<i", struct.pack("<f", 12582912.0))[0],
+    dtypes.float64: struct.unpack("<q", struct.pack("<d", 6755399441055744.0))[0],
+}
+
+
+def xexp(x: UOp) -> UOp:
+    """e**x from +, * and bit tricks, accurate to a few ulp over the whole range: x = n*ln2 + r with ln2 split in
+    two (Cody-Waite) so r keeps its precision, a polynomial for e**r, and 2**n built from exponent bits."""
+    dt = x.dtype
+    if dt == dtypes.float16:
+        return xexp(x.cast(dtypes.float32)).cast(dt)
+    mant, bias, itype = _FLOAT_LAYOUT[dt]
+    # past these ends the answer is inf or 0 anyway; the clamp keeps n's exponent bits valid (nan passes through
+    # and stays nan to the end)
+    lo_x, hi_x, degree = (-104.0, 89.0, 7) if dt == dtypes.float32 else (-746.0, 710.0, 13)
+    xc = x.maximum(lo_x)
+    xc = xc.const_like(hi_x).lt(xc).where(xc.const_like(hi_x), xc)
+    # n = round(x / ln2), as a float and as an int, without a float -> int conversion
+    rounder = _ROUNDER[dt]
+    t = xc * (1 / math.log(2)) + rounder
+    n = t - rounder
+    n_int = t.bitcast(itype) - _ROUNDER_BITS[dt]
+    hi, lo = LN2_SPLIT[dt]
+    r = (xc - n * hi) - n * lo
+    poly = _horner(r, [1.0 / math.factorial(k) for k in range(degree, -1, -1)])
+    # 2**n in two halves so that neither leaves the normal range (results down in the denormals stay right)
+    n1 = n_int.alu(Ops.SHR, UOp.const(itype, 1))
+    return poly * _pow2_bits(n1, dt) * _pow2_bits(n_int - n1, dt)
+
+
+def _pow2_bits(n: UOp, dt: DType) -> UOp:
+    mant, bias, itype = _FLOAT_LAYOUT[dt]
+    return (n + bias).alu(Ops.SHL, UOp.const(itype, mant)).bitcast(dt)
+
+
+def xexp_native(x: UOp) -> UOp:
+    """e**x from a native EXP2, which is exact for the integer part: 2**n * 2**(r/ln2)."""
+    n, r = _exp_reduce(x)
+    ret = n.alu(Ops.EXP2) * r.alu(Ops.FDIV, r.const_like(math.log(2))).alu(Ops.EXP2)
+    # the reduction is nan at +-inf: exp(inf) = inf, exp(-inf) = 0
+    ret = x.alu(Ops.CMPEQ, x.const_like(math.inf)).where(x, ret)
+    return x.alu(Ops.CMPEQ, x.const_like(-math.inf)).where(x.const_like(0.0), ret)
+
+
+def _is_log2e(c: UOp, x: UOp) -> bool:
+    return c.op is Ops.CONST and c.dtype == x.dtype and c.arg == UOp.const(c.dtype, 1 / math.log(2)).arg
+
+
+def do_exp(x: UOp, c: UOp, native: bool) -> UOp | None:
+    # Tensor.exp is EXP2(x * log2(e)); rounding that product would cost large results ~|x| ulp of accuracy
+    if not _is_log2e(c, x) or x.dtype not in (dtypes.float16, *_FLOAT_LAYOUT):
+        return None
+    if native and x.dtype != dtypes.float16:
+        return xexp_native(x)
+    return xexp(x)
+
+
+def exp_rules(native: set[Ops] | frozenset[Ops]) -> PatternMatcher:
+    """e**x written as EXP2(x * log2(e)) becomes an accurate exp (run before vector lanes, on scalar code)."""
+    has_exp2 = Ops.EXP2 in native
+    pat = UPat(Ops.EXP2, src=(UPat(Ops.MUL, src=[UPat.var("x"), UPat.cvar("c")]),))
+    return PatternMatcher([(pat, lambda x, c: do_exp(x, c, has_exp2))])
 
 
 def do_exp2(x: UOp, e: UOp) -> UOp | None:

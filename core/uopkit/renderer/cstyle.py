@@ -34,6 +34,10 @@ class CStyleRenderer(Renderer):
     # how a loop that only sums into scalar accumulators is marked for SIMD (the sum may then be reassociated
     # across vector lanes, like split accumulators); "{vars}" is replaced by the accumulators; empty: not marked
     simd_sum_loop: ClassVar[str] = ""
+    # the same for loops that only take the max into float accumulators; "{type}" is replaced by the C type.
+    # `simd_max_declare` (emitted once per type in the file) defines that reduction so that NaN wins, like MAX
+    simd_max_loop: ClassVar[str] = ""
+    simd_max_declare: ClassVar[str] = ""
     float_suffix: ClassVar[str] = "f"
     type_map: ClassVar[dict[DType, str]] = {
         dtypes.bool: "_Bool",
@@ -228,7 +232,9 @@ class CStyleRenderer(Renderer):
         def emit(line: str) -> None:
             body.append("  " * depth + line)
 
-        sum_loops = _sum_loops(uops) if self.simd_sum_loop else {}
+        sum_loops = _reduce_loops(uops, Ops.ADD) if self.simd_sum_loop else {}
+        max_loops = _reduce_loops(uops, Ops.MAX) if self.simd_max_loop else {}
+        max_types = sorted({self.render_dtype(r.dtype.base) for regs in max_loops.values() for r in regs})
         for u in uops:
             if u.op is Ops.CONST:
                 continue
@@ -259,6 +265,9 @@ class CStyleRenderer(Renderer):
                     emit(self.parallel_for)
                 if u in sum_loops:
                     emit(self.simd_sum_loop.format(vars=", ".join(f"acc{r.arg}" for r in sum_loops[u])))
+                elif u in max_loops and len(types := {self.render_dtype(r.dtype.base) for r in max_loops[u]}) == 1:
+                    accs = ", ".join(f"acc{r.arg}" for r in max_loops[u])
+                    emit(self.simd_max_loop.format(vars=accs, type=types.pop()))
                 emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
                 depth += 1
             elif u.op is Ops.END:
@@ -319,15 +328,16 @@ class CStyleRenderer(Renderer):
                 raise RenderError(f"{type(self).__name__} can't render {u.op.name}")
         # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
         ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
-        return "\n".join(self.preamble(uops) + [self.render_kernel(name, body, ordered, uops)])
+        declares = [self.simd_max_declare.format(type=t) for t in max_types]
+        return "\n".join(self.preamble(uops) + declares + [self.render_kernel(name, body, ordered, uops)])
 
 
 def _is_scalar_reg(u: UOp) -> bool:
     return u.op is Ops.DEFINE_REG and isinstance(u.dtype, PtrDType) and u.dtype.size == 1
 
 
-def _sum_loops(uops: list[UOp]) -> dict[UOp, list[UOp]]:
-    """Innermost loops whose only effect is `acc = acc + x` on one-slot registers: loop -> those registers."""
+def _reduce_loops(uops: list[UOp], op: Ops) -> dict[UOp, list[UOp]]:
+    """Innermost loops whose only effect is `acc = op(acc, x)` on one-slot float registers: loop -> registers."""
     found: dict[UOp, list[UOp]] = {}
     for i, u in enumerate(uops):
         if u.op is not Ops.RANGE:
@@ -345,7 +355,7 @@ def _sum_loops(uops: list[UOp]) -> dict[UOp, list[UOp]]:
                 continue
             reg = b.src[0].src[0]
             value = b.src[1]
-            sums_itself = value.op is Ops.ADD and any(s.op is Ops.LOAD and s.src[0] is b.src[0] for s in value.src)
+            sums_itself = value.op is op and any(s.op is Ops.LOAD and s.src[0] is b.src[0] for s in value.src)
             if not (_is_scalar_reg(reg) and sums_itself and dtypes.is_float(value.dtype)):
                 ok = False
                 break

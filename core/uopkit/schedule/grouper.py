@@ -32,6 +32,8 @@ class GrouperContext:
     realize: dict[UOp, None] = field(default_factory=dict)
     children: dict[UOp, list[UOp]] = field(default_factory=dict)
     has_reduce: dict[UOp, bool] = field(default_factory=dict)
+    # broadcasts of a row reduce left fused into their consumer (checked once the kernels are known)
+    row_reduces: list[UOp] = field(default_factory=list)
 
 
 def _stops_region(ctx: GrouperContext, u: UOp) -> bool:
@@ -78,9 +80,18 @@ def choose_realized(sink: UOp) -> GrouperContext:
             src = u.src[0]
             if not _is_plain_buffer_view(src):
                 ctx.realize[src if not all(n.op is Ops.RESHAPE for n in src.movement_chain()) else src.base] = None
+        if u.op is Ops.EXPAND and (pads := [n for n in u.src[0].movement_chain() if n.op is Ops.PAD]):
+            # windows over a padded value (a convolution's or a pool's input) would read it through a bounds check
+            # per element and window tap, which keeps the C compiler's vectors off: store the padded value once
+            ctx.realize[pads[-1]] = None
         if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]):
-            # recomputing a reduce for every expanded element would multiply its cost: store it once
-            ctx.realize[u.src[0].base] = None
+            if _row_reduces(ctx, u):
+                # a reduce over trailing axes broadcast back along them (softmax's max and sum, a norm's mean): the
+                # consumer can compute it once per row in a loop of its own, while the row is in cache
+                ctx.row_reduces.append(u)
+            else:
+                # recomputing a reduce for every expanded element would multiply its cost: store it once
+                ctx.realize[u.src[0].base] = None
         if u.op is Ops.REDUCE_AXIS:
             inner = u.src[0].base
             if inner.op is Ops.REDUCE_AXIS and inner not in ctx.realize:
@@ -91,7 +102,79 @@ def choose_realized(sink: UOp) -> GrouperContext:
         if u.op is Ops.STORE and not is_kernel_store(u):
             _check_store_hazard(ctx, u)
     _realize_shared_reduces(ctx, topo)
+    while _realize_misplaced_row_reduces(ctx):
+        _realize_shared_reduces(ctx, topo)
     return ctx
+
+
+_PASSTHROUGH = (Ops.DETACH, Ops.CAST)
+
+
+def _row_reduces(ctx: GrouperContext, expand: UOp) -> list[UOp]:
+    """The reduces whose result (through elementwise ops) `expand` broadcasts back along exactly the trailing axes
+    they reduced, if that is all it broadcasts (else [])."""
+    shape, small = expand.shape, expand.src[0].shape
+    assert shape is not None and small is not None
+    broadcast = {i for i, (a, b) in enumerate(zip(small, shape, strict=True)) if a != b}
+    found: list[UOp] = []
+    seen: set[UOp] = set()
+    stack = [expand.src[0]]
+    while stack:
+        n = stack.pop()
+        if n in seen or n in ctx.realize or is_realized_view(n) or n.base.op is Ops.CONST:
+            continue
+        seen.add(n)
+        if n.op is Ops.REDUCE_AXIS:
+            axes = set(n.arg[1])
+            if n.src[0].shape != shape or n.shape != small or not axes or not broadcast <= axes:
+                return []
+            if axes != set(range(min(axes), len(shape))):
+                return []
+            found.append(n)
+        elif n.op in GroupOp.Elementwise or n.op in _PASSTHROUGH:
+            stack.extend(n.src)
+        else:
+            return []
+    return found
+
+
+def _realize_misplaced_row_reduces(ctx: GrouperContext) -> bool:
+    """A fused row reduce is computed once per row only if its kernel loops over its shape in order, with the row's
+    axes innermost: every op between the broadcast and the kernel's output is elementwise on that shape, and the
+    output is that shape or a reduce over (some of) the row's axes. Elsewhere it is stored in a buffer of its own."""
+    changed = False
+    for e in ctx.row_reduces:
+        value = e.src[0].base
+        if value in ctx.realize:
+            continue
+        reduces = _row_reduces(ctx, e)
+        row_axes = set.intersection(*(set(r.arg[1]) for r in reduces)) if reduces else set()
+        for root in list(ctx.realize):
+            region = _region(ctx, root)
+            if e in region and not _loops_in_row_order(ctx, region, root, e, row_axes):
+                ctx.realize[value] = None
+                changed = True
+                break
+    return changed
+
+
+def _loops_in_row_order(ctx: GrouperContext, region: list[UOp], root: UOp, e: UOp, row_axes: set[int]) -> bool:
+    inside = set(region)
+    above: set[UOp] = {e}
+    for n in root.toposort(gate=lambda x: x in inside):
+        if n is e or not any(s in above for s in n.src):
+            continue
+        above.add(n)
+        if n.op is Ops.REDUCE_AXIS:
+            # the root's reduce, or another fused row reduce: over the row, so its loop is inside the row's
+            ok = set(n.arg[1]) <= row_axes and n.src[0].shape == e.shape
+        elif n.op is Ops.EXPAND:
+            ok = n in ctx.row_reduces and n.shape == e.shape
+        else:
+            ok = n.op in GroupOp.Elementwise or n.op in _PASSTHROUGH
+        if not ok:
+            return False
+    return root in above
 
 
 def _realize_shared_reduces(ctx: GrouperContext, topo: list[UOp]) -> None:

@@ -210,8 +210,9 @@ pm_symbolic = PatternMatcher(
         (UPat(Ops.MAX, src=(UPat.var("x"), UPat.var("x"))), lambda x: x),
         # integer sums: merge like terms and constants; distribute constant factors
         (UPat(Ops.ADD, name="x"), do_combine_terms),
-        ((UPat.var("x") + UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * c2 + c1.arg * c2.arg),
-        ((UPat.var("x") * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
+        # (integers only: for floats these would change the rounding, and exact tricks like Cody-Waite rely on it)
+        ((UPat.var("x", INT_DTYPES) + UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * c2 + c1.arg * c2.arg),
+        ((UPat.var("x", INT_DTYPES) * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
         # division and modulo by constants
         (UPat((Ops.IDIV, Ops.MOD), name="op", src=(UPat.var("x"), UPat.cvar("d"))), do_fold_divmod),
         ((UPat.var("x") // UPat.cvar("a")) // UPat.cvar("b"), do_nested_div),
