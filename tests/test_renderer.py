@@ -65,3 +65,21 @@ def test_gep_reads_one_lane():
     a = Buffer("CPU", 1, dtypes.float32).allocate()
     _run([out, *vec.src, vec, lane, _const(0), store.src[0], store], "gep", [a])
     assert a.numpy()[0] == 6.0
+
+
+def test_register_tile_slots_are_separate_variables():
+    # a register tile read and written at constant offsets renders one C variable per slot (gcc keeps those in
+    # registers; an array with memcpy'd vectors made it spill and copy registers in the hot loop)
+    from uopkit import Tensor
+    from uopkit.codegen import get_program
+    from uopkit.codegen.opt import Opt, OptOps
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    a, b = Tensor.rand(64, 64).realize(), Tensor.rand(64, 64).realize()
+    item = create_schedule(kernelize_tensors([a @ b]))[-1]
+    renderer = Device["CPU"].renderer
+    opts = [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4)]
+    src = get_program(item.ast, renderer, opts).src
+    assert "acc0[" not in src and "float16 acc0_0;" in src and "float16 acc0_48;" in src
+    out = (a @ b).numpy()
+    np.testing.assert_allclose(out, a.numpy() @ b.numpy(), rtol=1e-5)

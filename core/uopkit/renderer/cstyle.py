@@ -232,6 +232,7 @@ class CStyleRenderer(Renderer):
         def emit(line: str) -> None:
             body.append("  " * depth + line)
 
+        split = _split_registers(uops)
         sum_loops = _reduce_loops(uops, Ops.ADD) if self.simd_sum_loop else {}
         max_loops = _reduce_loops(uops, Ops.MAX) if self.simd_max_loop else {}
         max_types = sorted({self.render_dtype(r.dtype.base) for regs in max_loops.values() for r in regs})
@@ -277,6 +278,8 @@ class CStyleRenderer(Renderer):
                 # an INDEX is rendered where it is used: as ptr[offset]; a one-slot register is a plain variable
                 if _is_scalar_reg(u.src[0]):
                     names[u] = ref(u.src[0])
+                elif u.src[0] in split:
+                    names[u] = f"{ref(u.src[0])}_{u.src[1].arg}"
                 else:
                     names[u] = f"{ref(u.src[0])}[{ref(u.src[1])}]"
             elif u.op is Ops.LOAD:
@@ -284,7 +287,7 @@ class CStyleRenderer(Renderer):
                 var = new_name("val")
                 names[u] = var
                 value = names[index]
-                if u.dtype.count > 1:
+                if u.dtype.count > 1 and index.src[0] not in split:
                     value = self.render_vector_load(u.dtype, value)
                 if len(index.src) > 2:
                     zero = self.render_const(0, u.dtype.scalar)
@@ -297,9 +300,12 @@ class CStyleRenderer(Renderer):
                 reg = index.src[0]
                 if reg in undeclared:
                     del undeclared[reg]
-                    size = "" if _is_scalar_reg(reg) else f"[{max(reg.dtype.size, 1)}]"
-                    emit(f"{self.render_dtype(reg.dtype.base)} {names[reg]}{size};")
-                if value.dtype.count > 1:
+                    if reg in split:
+                        emit(" ".join(f"{self.render_dtype(dt)} {names[reg]}_{off};" for off, dt in split[reg].items()))
+                    else:
+                        size = "" if _is_scalar_reg(reg) else f"[{max(reg.dtype.size, 1)}]"
+                        emit(f"{self.render_dtype(reg.dtype.base)} {names[reg]}{size};")
+                if value.dtype.count > 1 and reg not in split:
                     line = self.render_vector_store(names[index], ref(value))
                 else:
                     line = f"{names[index]} = {ref(value)};"
@@ -330,6 +336,35 @@ class CStyleRenderer(Renderer):
         ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
         declares = [self.simd_max_declare.format(type=t) for t in max_types]
         return "\n".join(self.preamble(uops) + declares + [self.render_kernel(name, body, ordered, uops)])
+
+
+def _split_registers(uops: list[UOp]) -> dict[UOp, dict[int, DType]]:
+    """Registers read and written only at constant offsets, each offset always with the same width and no two
+    overlapping: offset -> type of each slot. Each slot becomes a variable of its own; as an array (vectors copied
+    in and out with memcpy) a register tile leaves gcc spilling and shuffling registers in the hot loop."""
+    slots: dict[UOp, dict[int, DType]] = {}
+    bad: set[UOp] = set()
+    for u in uops:
+        if u.op not in (Ops.LOAD, Ops.STORE) or u.src[0].op is not Ops.INDEX:
+            continue
+        index = u.src[0]
+        reg = index.src[0]
+        if reg.op is not Ops.DEFINE_REG or _is_scalar_reg(reg):
+            continue
+        dt = u.dtype if u.op is Ops.LOAD else u.src[1].dtype
+        if (
+            index.src[1].op is not Ops.CONST
+            or len(index.src) > 2
+            or slots.setdefault(reg, {}).get(index.src[1].arg, dt) != dt
+        ):
+            bad.add(reg)
+            continue
+        slots[reg][index.src[1].arg] = dt
+    for reg, by_offset in slots.items():
+        ends = sorted((off, off + dt.count) for off, dt in by_offset.items())
+        if any(a[1] > b[0] for a, b in zip(ends, ends[1:], strict=False)):
+            bad.add(reg)
+    return {reg: dict(sorted(by_offset.items())) for reg, by_offset in slots.items() if reg not in bad}
 
 
 def _is_scalar_reg(u: UOp) -> bool:
