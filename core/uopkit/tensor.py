@@ -2669,7 +2669,8 @@ class Tensor:
         """
         x = self.cast(dtype) if dtype is not None else self._float()
         e = (x - x.max(axis, keepdim=True).detach()).exp()
-        return e / e.sum(axis, keepdim=True)
+        # one division per row, a multiply per element (as PyTorch's CPU softmax)
+        return e * e.sum(axis, keepdim=True).reciprocal()
 
     def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
         """log(softmax(x)) computed as x - logsumexp(x).

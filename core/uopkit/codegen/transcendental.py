@@ -120,7 +120,8 @@ def xexp(x: UOp) -> UOp:
     # past these ends the answer is inf or 0 anyway; the clamp keeps n's exponent bits valid (nan passes through
     # and stays nan to the end)
     lo_x, hi_x, degree = (-104.0, 89.0, 7) if dt == dtypes.float32 else (-746.0, 710.0, 13)
-    xc = x.maximum(lo_x)
+    # (compares that are false for nan: nan goes through both untouched)
+    xc = x.lt(lo_x).where(x.const_like(lo_x), x)
     xc = xc.const_like(hi_x).lt(xc).where(xc.const_like(hi_x), xc)
     # n = round(x / ln2), as a float and as an int, without a float -> int conversion
     rounder = _ROUNDER[dt]

@@ -219,7 +219,7 @@ class CachedSchedule:
     remember: tuple[bool, ...]
 
 
-schedule_cache: dict[UOp, CachedSchedule] = {}
+schedule_cache: dict[tuple, CachedSchedule] = {}
 
 
 def _placeholder(slot: int, buf: UOp) -> UOp:
@@ -241,22 +241,29 @@ def _rebuild(topo: Sequence[UOp], mapping: dict[UOp, UOp]) -> dict[UOp, UOp]:
     return new
 
 
-def _parameterize(sink: UOp) -> tuple[UOp, list[UOp], list[UOp]] | None:
+def _parameterize(sink: UOp) -> tuple[tuple, list[UOp], list[UOp]] | None:
     """The graph with its BUFFERs numbered in toposort order (the cache key), those BUFFERs and the toposort.
 
     None: not cacheable. Graphs of the same key have the same toposort, node for node.
     """
     topo = list(sink.toposort())
-    leaves: dict[UOp, UOp] = {}
-    for u in topo:
+    leaves: list[UOp] = []
+    position: dict[UOp, int] = {}
+    key = []
+    for i, u in enumerate(topo):
+        position[u] = i
         if u.op is Ops.BUFFER:
-            leaves[u] = _placeholder(len(leaves), u)
-        elif u.op is Ops.KERNEL or u.op is Ops.STORE or u in becomes_map:
+            # a BUFFER is known by its place among the leaves, its device, size and dtype: not by its identity
+            key.append((Ops.BUFFER, u.dtype, (-1 - len(leaves), u.arg[1], u.arg[2]), ()))
+            leaves.append(u)
+            continue
+        if u.op is Ops.KERNEL or u.op is Ops.STORE or u in becomes_map:
             # already kernelized, realized by an earlier call, or an assign: the slow path knows how to reuse those
             # (an assign's node must map to its buffer for lazy values built on it, yet run again when rebuilt)
             return None
-    key = _rebuild(topo, leaves)[sink]
-    return key, list(leaves), topo
+        key.append((u.op, u.dtype, u.arg, tuple([position[s] for s in u.src])))
+    # the graph written out node by node, sources by position: equal keys are the same graph over other buffers
+    return tuple(key), leaves, topo
 
 
 def _record(

@@ -353,11 +353,16 @@ class UOp(metaclass=UOpMeta):
             raise RuntimeError(f"{self.op} is not backed by a buffer (its base is {node.op}); realize it first")
         return node
 
-    @property
+    @functools.cached_property
     def device(self) -> str:
+        # (cached: every binary Tensor op asks, and the walk below is as long as the graph)
         # a COPY's value lives on its target device, whatever device its source is on
         if self.op is Ops.COPY:
             return self.src[1].arg
+        # a source that already knows its device (Tensor ops ask as they build): no walk
+        for src in self.src:
+            if (known := src.__dict__.get("device")) is not None:
+                return known
         copies: list[UOp] = []
 
         def outside_copies(node: UOp) -> bool:
