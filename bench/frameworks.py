@@ -74,6 +74,7 @@ def load(name: str) -> Framework:
     try:
         if name == "numpy":
             fw.module, fw.version = np, np.__version__
+            fw.extra["blas"] = numpy_blas()
         elif name == "torch":
             import torch
 
@@ -109,6 +110,21 @@ def load(name: str) -> Framework:
     except Exception as e:  # a broken install is reported in the table, not fatal to the run
         fw.problem = f"failed to start: {type(e).__name__}: {e}"
     return fw
+
+
+def numpy_blas() -> str:
+    """The BLAS numpy's matmul runs and the kernel it picked (OPENBLAS_CORETYPE can pin an older, slower one)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "unknown (threadpoolctl not installed)"
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    if not blas:
+        return "unknown"
+    info = blas[0]
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    note = f"; OPENBLAS_CORETYPE={pinned} pins it" if pinned else ""
+    return f"{info.get('internal_api')} {info.get('version')}, {info.get('architecture')} kernels{note}"
 
 
 def _dist_version(dist: str) -> str:

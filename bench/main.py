@@ -217,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"uopkit bench ({'quick' if args.quick else 'full'}) on {platform.processor() or platform.machine()}")
     for fw in fws:
         print(f"  {fw.name:9s} {fw.version or '-':16s} {fw.problem or ''}")
+        if "blas" in fw.extra:
+            print(f"  {'':9s} BLAS: {fw.extra['blas']}")
     results = []
     for b in benchmarks(sizes):
         if args.only and args.only not in b.name:
@@ -241,7 +243,14 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "quick": args.quick,
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
-        "frameworks": {fw.name: {"version": fw.version, "problem": fw.problem} for fw in fws},
+        "frameworks": {
+            fw.name: {
+                "version": fw.version,
+                "problem": fw.problem,
+                **({"blas": fw.extra["blas"]} if "blas" in fw.extra else {}),
+            }
+            for fw in fws
+        },
         "results": [r.__dict__ for r in results],
     }
     with open(path, "w") as f:

@@ -70,3 +70,24 @@ def test_c_division_semantics():
     x = UOp.const(dtypes.int32, -7)
     assert simplify(x // 2).arg == -3
     assert simplify(x % 2).arg == -1
+
+
+def test_div_mod_with_a_remainder_below_a_common_factor():
+    # (n*2048 + r) // 65536 == n // 32 when 0 <= r < 2048: the panel layout's index (schedule/packing.py)
+    from uopkit.uop.symbolic import simplify
+
+    n, r = UOp.variable("n", 0, 2047), UOp.variable("r", 0, 2047)
+    assert simplify((n * 2048 + r) // 65536) is simplify(n // 32)
+    assert simplify((n * 2048 + r) % 65536) is simplify((n % 32) * 2048 + r)
+    # checked against Python's arithmetic on the corners and a few values in between
+    for nv in (0, 1, 31, 32, 33, 1000, 2047):
+        for rv in (0, 1, 2047):
+            for expr, want in (
+                ((n * 2048 + r) // 65536, (nv * 2048 + rv) // 65536),
+                ((n * 2048 + r) % 65536, (nv * 2048 + rv) % 65536),
+            ):
+                got = simplify(expr.substitute({n: n.const_like(nv), r: r.const_like(rv)}))
+                assert got.arg == want
+    # a remainder that can reach the factor is left alone: (n*2048 + r) // 65536 with r up to 2048 is not n // 32
+    r2 = UOp.variable("r2", 0, 2048)
+    assert simplify((n * 2048 + r2) // 65536) is not simplify(n // 32)

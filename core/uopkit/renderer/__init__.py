@@ -112,6 +112,9 @@ class Renderer:
     # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies
     vector_ops: ClassVar[frozenset[Ops]] = frozenset()
     tensor_cores: ClassVar[list[TensorCore]] = []
+    # the right operand of a large matmul, when read row by row (k far apart), is first copied into column panels
+    # of this many elements, each contiguous over k (schedule/packing.py); 0: never. For caches and prefetchers.
+    pack_panel: ClassVar[int] = 0
     # transcendental ops rendered natively; the core decomposes the others into +, * and bit operations
     transcendental_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
     # the dtypes the backend computes with and stores; the conformance suite tests each of them

@@ -115,6 +115,17 @@ def do_fold_divmod(x: UOp, d: UOp, op: UOp) -> UOp | None:
             if op.op is Ops.IDIV:
                 return inner // (div // g)
             return (inner % (div // g)) * g
+    # the terms whose coefficients share a factor g with the divisor, plus a remainder in [0, g): the remainder can't
+    # carry into the quotient ((n*2048 + r) // 65536 == n // 32 for 0 <= r < 2048)
+    for g in sorted({math.gcd(div, c) for c, _ in terms}, reverse=True):
+        big = [(c // g, t) for c, t in terms if c % g == 0]
+        small = build_sum([(c, t) for c, t in terms if c % g], const, x)
+        if g == 1 or g == div or not big or len(big) == len(terms) or not 0 <= small.vmin <= small.vmax < g:
+            continue
+        inner = build_sum(big, 0, x)
+        if inner.vmin < 0:
+            continue
+        return inner // (div // g) if op.op is Ops.IDIV else (inner % (div // g)) * g + small
     if any(c < 0 or t.vmin < 0 for c, t in terms):
         return None
     # every term is non-negative: split each coefficient c = q*d + r; the q parts leave the division exactly

@@ -22,6 +22,8 @@ class ClangRenderer(CStyleRenderer):
     )
     # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
     max_vector_width: ClassVar[int] = 16
+    # a matmul's row-major right operand is read in panels two vectors wide: stored that way, each is one stream
+    pack_panel: ClassVar[int] = 32
     # GCC vector extensions: arithmetic operators work on whole vectors
     vector_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC})
     # libm's exp2f/log2f are scalar calls gcc can't vectorize; the core's polynomial versions vectorize

@@ -37,6 +37,7 @@ def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
     for u in lowered.toposort():
         if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and (u.src[0].arg != 0) == loads:
             axes: dict[int, int] = {}
+            nonlinear: dict[int, UOp] = {}
             for coef, term in decompose(u.src[1])[0]:
                 if term.op is Ops.RANGE and term.arg[0] in ctx.axis_of:
                     axes[ctx.axis_of[term.arg[0]]] = coef
@@ -45,8 +46,21 @@ def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
                     for r in term.toposort():
                         if r.op is Ops.RANGE and r.arg[0] in ctx.axis_of:
                             axes.setdefault(ctx.axis_of[r.arg[0]], 0)
+                            nonlinear[ctx.axis_of[r.arg[0]]] = r
+            for axis, r in nonlinear.items():
+                # its first step from 0 (a panel layout, (n // p) * big + n % p, steps by 1)
+                axes[axis] = _first_step(u.src[1], r)
             found[u] = axes
     return list(found.values())
+
+
+def _first_step(index: UOp, r: UOp) -> int:
+    """How far `index` moves when range `r` goes from 0 to 1, every other range at 0 (0 if that isn't a constant)."""
+    from uopkit.uop.symbolic import simplify
+
+    others = {x: x.const_like(0) for x in index.toposort() if x.op is Ops.RANGE and x is not r}
+    at = [simplify(index.substitute({**others, r: r.const_like(v)})) for v in (0, 1)]
+    return at[1].arg - at[0].arg if all(a.op is Ops.CONST for a in at) else 0
 
 
 def memory_strides(ast: UOp, loads: bool = True) -> dict[int, set[int]]:

@@ -1,0 +1,76 @@
+"""Repacking a matmul's row-major right operand into column panels (schedule/packing.py)."""
+
+import numpy as np
+import pytest
+
+from uopkit import Device, Tensor
+from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.uop.ops import Ops
+
+PANEL = getattr(Device["CPU"].renderer, "pack_panel", 0)
+pytestmark = pytest.mark.skipif(not PANEL, reason="the CPU renderer packs no matmul operands")
+
+
+def _kernels(t: Tensor) -> list:
+    return create_schedule(kernelize_tensors([t]))
+
+
+def _rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_large_matmul_reads_b_in_panels():
+    a, b = _rand(128, 256), _rand(256, 256, seed=1)
+    items = _kernels(Tensor(a) @ Tensor(b))
+    # the panel copy, then the matmul reading it
+    assert len(items) == 2
+    out = (Tensor(a) @ Tensor(b)).numpy()
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_panel_index_is_contiguous_per_k():
+    # the matmul kernel reads the panel buffer at (n // P) * K * P + k * P + n % P: one stream per panel
+    from uopkit.codegen.opt.heuristic import load_axes
+
+    a, b = Tensor(_rand(128, 256)), Tensor(_rand(256, 256, seed=1))
+    matmul = _kernels(a @ b)[-1].ast
+    # A moves along i (0) and k (3); the panels along j (1, by 1) and k (by P)
+    assert {1: 1, 3: PANEL}.items() <= next(la for la in load_axes(matmul) if 1 in la).items()
+
+
+def test_batched_and_transposed_operands():
+    a, b = _rand(2, 96, 128), _rand(2, 128, 512, seed=2)
+    out = (Tensor(a) @ Tensor(b)).numpy()
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    assert len(_kernels(Tensor(a) @ Tensor(b))) == 2
+    # b.T is read along k already (a @ b.T reads rows of b): no copy
+    bt = _rand(512, 128, seed=3)
+    assert len(_kernels(Tensor(a[0]) @ Tensor(bt).T)) == 1
+    np.testing.assert_allclose(
+        (Tensor(a[0]) @ Tensor(bt).T).numpy(), a[0].astype(np.float64) @ bt.T, rtol=1e-4, atol=1e-4
+    )
+
+
+def test_small_or_ragged_matmuls_are_left_alone():
+    # too little reuse, too small, or columns that don't split into whole panels
+    for sa, sb in [((8, 256), (256, 256)), ((64, 32), (32, 64)), ((128, 256), (256, 250))]:
+        assert len(_kernels(Tensor(_rand(*sa)) @ Tensor(_rand(*sb)))) == 1, (sa, sb)
+
+
+def test_other_tensors_sharing_the_matmul_reuse_it():
+    a, b = Tensor(_rand(128, 256)), Tensor(_rand(256, 256, seed=1))
+    c = a @ b
+    d = c + 1
+    c.realize()
+    # d reads c's stored result: one kernel (the add), not the matmul again
+    assert len(_kernels(d)) == 1
+    assert not any(u.op is Ops.REDUCE_AXIS for u in d.uop.toposort())
+    np.testing.assert_allclose(d.numpy(), c.numpy() + 1)
+
+
+def test_matmul_gradients_through_the_panel_copy():
+    a = Tensor(_rand(128, 256), requires_grad=True)
+    b = Tensor(_rand(256, 256, seed=1), requires_grad=True)
+    (a @ b).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.broadcast_to(b.numpy().sum(1), (128, 256)), rtol=1e-4)
+    np.testing.assert_allclose(b.grad.numpy(), np.broadcast_to(a.numpy().sum(0)[:, None], (256, 256)), rtol=1e-4)
