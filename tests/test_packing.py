@@ -68,6 +68,18 @@ def test_other_tensors_sharing_the_matmul_reuse_it():
     np.testing.assert_allclose(d.numpy(), c.numpy() + 1)
 
 
+def test_no_panels_when_a_gradient_flows_into_the_left_operand():
+    # d(loss)/da = grad @ b.T would read b through the panel layout: b stays as it is
+    a = Tensor(_rand(128, 256), requires_grad=True)
+    b = Tensor(_rand(256, 256, seed=1))
+    assert len(_kernels(a @ b)) == 1
+    # only b wants a gradient (x @ W with data x): db = a.T @ grad doesn't read b, so b is packed
+    x, w = Tensor(_rand(128, 256)), Tensor(_rand(256, 256, seed=1), requires_grad=True)
+    assert len(_kernels(x @ w)) == 2
+    (x @ w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.broadcast_to(x.numpy().sum(0)[:, None], (256, 256)), rtol=1e-4)
+
+
 def test_matmul_gradients_through_the_panel_copy():
     a = Tensor(_rand(128, 256), requires_grad=True)
     b = Tensor(_rand(256, 256, seed=1), requires_grad=True)

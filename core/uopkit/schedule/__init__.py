@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from uopkit.helpers import SPEC
 from uopkit.schedule.grouper import ScheduleError, is_kernel_store, kernelize_graph
-from uopkit.schedule.packing import pack_matmul_operands
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 if TYPE_CHECKING:
@@ -91,10 +90,6 @@ def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
     sink = apply_becomes(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)))
     for t, new in zip(tensors, sink.src, strict=True):
         t.uop = new
-    if packs := pack_matmul_operands(sink):
-        # every live tensor holding one of these matmuls gets the repacked one, so it is still computed once
-        update_tensors(packs)
-        sink = UOp(Ops.SINK, src=tuple(t.uop for t in tensors))
     if SPEC:
         from uopkit.uop.spec import verify_tensor_graph
 

@@ -5,13 +5,15 @@ B[k, j:j+P]. Consecutive k are N elements apart, so every read lands on another 
 never sees a stream. Stored as (N/P, K, P) instead, a panel is one contiguous run that the kernel walks from start
 to end. The copy is one pass over B; a large product reads B many times over (measured on a 2048 matmul: 2.8x).
 
-The rule rewrites the tensor graph before kernelize: B's view becomes a view of CONTIGUOUS(B in panel layout) with
-the same shape and values, so the scheduler stores the panels in a kernel of their own and the matmul reads them.
+Tensor.dot asks while it builds the graph: B's view becomes a view of CONTIGUOUS(B in panel layout) with the same
+shape and values, so the scheduler stores the panels in a kernel of their own and the matmul reads them.
 """
 
 from __future__ import annotations
 
-from uopkit.uop.ops import GroupOp, Ops, UOp
+import weakref
+
+from uopkit.uop.ops import Ops, UOp
 from uopkit.uop.symbolic import decompose, simplify
 
 # below these the copy costs more than the strided reads: the panel's reuse (rows of A) and the operand's size
@@ -29,8 +31,18 @@ def panel_width(device: str) -> int:
         return 0
 
 
+# strides by view: a training loop asks about the same weight views every step
+_strides_cache: weakref.WeakKeyDictionary[UOp, dict[int, int] | None] = weakref.WeakKeyDictionary()
+
+
 def _strides(view: UOp) -> dict[int, int] | None:
     """Element strides of `view`'s axes in the BUFFER under it (None: not a plain strided view of a BUFFER)."""
+    if view not in _strides_cache:
+        _strides_cache[view] = _view_strides(view)
+    return _strides_cache[view]
+
+
+def _view_strides(view: UOp) -> dict[int, int] | None:
     from uopkit.codegen.lowerer import view_index
 
     chain = view.movement_chain()
@@ -61,46 +73,18 @@ def _packed(operand: UOp, j: int, k: int, p: int) -> UOp:
     return UOp(Ops.RESHAPE, operand.dtype, (UOp(Ops.PERMUTE, operand.dtype, (stored,), back),), shape)
 
 
-def _pack_reduce(r: UOp) -> UOp | None:
-    op, axes = r.arg
-    mul = r.src[0]
-    if op is not Ops.ADD or len(axes) != 1 or mul.op is not Ops.MUL or any(s.op is not Ops.EXPAND for s in mul.src):
-        return None
-    (k,) = axes
-    shape = mul.shape
+def pack_right_operand(operand: UOp, j: int, k: int, reuse: int) -> UOp:
+    """`operand` (a matmul's right operand before its broadcast over the `reuse` rows of the left one; `j` its column
+    axis, `k` the reduce axis) as a view of a copy in column panels, when the device wants that and it pays off."""
+    shape = operand.shape
     assert shape is not None
-    for side in (0, 1):
-        expand, other = mul.src[side], mul.src[1 - side]
-        small = expand.src[0].shape
-        assert small is not None
-        # the operand is broadcast along the rows (i) and moves along one output column axis (j) and along k
-        rows = [a for a in range(len(shape)) if small[a] == 1 and shape[a] > 1 and a != k]
-        if len(rows) != 1 or small[k] != shape[k]:
-            continue
-        reuse = shape[rows[0]]
-        strides = _strides(expand.src[0])
-        if strides is None:
-            continue
-        cols = [a for a in range(len(shape)) if a not in (k, rows[0]) and small[a] > 1 and strides[a] == 1]
-        if len(cols) != 1 or other.src[0].shape is None:
-            continue
-        j = cols[-1]
-        p = panel_width(expand.device)
-        n, kk = small[j], small[k]
-        # worth it: a row-major operand (k far apart), whole panels, reused across enough rows, big enough
-        if not p or n % p or abs(strides[k]) < p or reuse < MIN_REUSE or n * kk < MIN_ELEMENTS:
-            continue
-        packed = expand.replace(src=(_packed(expand.src[0], j, k, p),))
-        return r.replace(src=(mul.replace(src=(packed, other) if side == 0 else (other, packed)),))
-    return None
-
-
-def pack_matmul_operands(sink: UOp) -> dict[UOp, UOp]:
-    """For each matmul in the graph whose right operand is worth repacking: the reduce -> its repacked version."""
-    mapping: dict[UOp, UOp] = {}
-    for u in sink.toposort(gate=lambda n: n.op not in (Ops.KERNEL, Ops.BUFFER)):
-        if u.op is Ops.REDUCE_AXIS and u.src[0].op in GroupOp.ALU:
-            new = _pack_reduce(u)
-            if new is not None:
-                mapping[u] = new
-    return mapping
+    n, kk = shape[j], shape[k]
+    p = panel_width(operand.device)
+    # worth it: whole panels, reused across enough rows, big enough; only a row-major view of stored data (a value
+    # still to be computed is written in whatever layout its kernel picks)
+    if not p or n % p or reuse < MIN_REUSE or n * kk < MIN_ELEMENTS or operand.base.op is not Ops.BUFFER:
+        return operand
+    strides = _strides(operand)
+    if strides is None or strides[j] != 1 or abs(strides[k]) < p:
+        return operand
+    return _packed(operand, j, k, p)
