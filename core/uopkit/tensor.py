@@ -2440,6 +2440,23 @@ class Tensor:
         final = [("out", i) for i in range(n)] + [("k", i) for i in range(n)]
         return x.permute(list(range(lead)) + [lead + tail.index(lbl) for lbl in final])
 
+    def _windows(self, pads: tuple, ks: tuple[int, ...], stride: Any, dilation: Any) -> Tensor:
+        """self.pad(pads)._pool(ks, stride, dilation), replaying the movement ops worked out once per shape."""
+        key = (self.shape, self.dtype, tuple(pads), tuple(ks), _as_key(stride), _as_key(dilation))
+        recipe = _window_recipes.get(key)
+        if recipe is None:
+            probe = Tensor(
+                UOp(Ops.RESHAPE, self.dtype, (UOp.new_buffer("CPU", max(self.numel(), 1), self.dtype),), self.shape)
+            )
+            recipe = _movement_recipe(probe.pad(pads)._pool(ks, stride, dilation).uop, probe.uop)
+            if len(_window_recipes) >= 256:
+                _window_recipes.clear()
+            _window_recipes[key] = recipe
+        u = self.uop
+        for op, arg in recipe:
+            u = UOp(op, u.dtype, (u,), arg)
+        return Tensor(u)
+
     def _pool1d(self, k: int, s: int, d: int) -> Tensor:
         # windows of the last axis as (..., o, k). Repeat the axis e times and read the flat result in rows of
         # R = m*L + d: element (j, i*s) of that grid is at flat j*R + i*s, i.e. x[(j*d + i*s) mod L] = x[j*d + i*s]
@@ -2489,7 +2506,7 @@ class Tensor:
         if bias is not None and bias.shape != (cout,):
             raise ShapeError(f"conv: bias shape {bias.shape} should be ({cout},)")
         pads = _conv_pads(padding, nd, ks, _tuple_n(dilation, nd, "dilation"), "conv")
-        x = self.pad(((0, 0), (0, 0)) + pads)._pool(ks, stride, dilation)
+        x = self._windows(((0, 0), (0, 0)) + pads, ks, stride, dilation)
         out_sp = x.shape[2 : 2 + nd]
         rcout = cout // groups
         out_dt = least_upper_dtype(self.dtype, weight.dtype)
@@ -2989,6 +3006,24 @@ def _cast_py(x: Any, dt: DType) -> Any:
     from uopkit.uop.ops import cast_scalar
 
     return cast_scalar(x, dt)
+
+
+# conv windows by (input shape, dtype, pads, kernel, stride, dilation): the movement ops to apply, innermost first
+_window_recipes: dict[tuple, tuple[tuple[Ops, Any], ...]] = {}
+
+
+def _as_key(x: Any) -> Any:
+    return tuple(x) if isinstance(x, (list, tuple)) else x
+
+
+def _movement_recipe(top: UOp, bottom: UOp) -> tuple[tuple[Ops, Any], ...]:
+    """The movement ops from `bottom` up to `top` (a chain of them), as (op, arg) pairs to replay on another node."""
+    steps = []
+    while top is not bottom:
+        assert top.op in GroupOp.Movement and len(top.src) == 1, f"not a movement chain: {top.op}"
+        steps.append((top.op, top.arg))
+        top = top.src[0]
+    return tuple(reversed(steps))
 
 
 def _as_shape(shape: Any) -> tuple[int, ...]:

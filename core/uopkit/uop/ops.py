@@ -359,10 +359,20 @@ class UOp(metaclass=UOpMeta):
         # a COPY's value lives on its target device, whatever device its source is on
         if self.op is Ops.COPY:
             return self.src[1].arg
-        # a source that already knows its device (Tensor ops ask as they build): no walk
-        for src in self.src:
-            if (known := src.__dict__.get("device")) is not None:
-                return known
+        # down the first sources to one that knows (Tensor ops ask as they build, so it is near), remembering it on
+        # the way back
+        path: list[UOp] = []
+        node = self
+        known = None
+        while known is None and node.src and node.op is not Ops.COPY:
+            path.append(node)
+            node = node.src[0]
+            known = node.__dict__.get("device") or (node.arg[1] if node.op is Ops.BUFFER else None)
+            known = known or (node.arg if node.op is Ops.DEVICE else None)
+        if known is not None:
+            for n in path:
+                n.__dict__["device"] = known
+            return known
         copies: list[UOp] = []
 
         def outside_copies(node: UOp) -> bool:
