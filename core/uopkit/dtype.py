@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -17,6 +18,13 @@ class DType:
     name: str
     fmt: str | None
     count: int = 1
+
+    def __post_init__(self) -> None:
+        # frozen: the hash never changes, and every UOp built hashes its dtype
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self))))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined, no-any-return]
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"

@@ -87,6 +87,9 @@ class Ops(Enum):
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
 
+    # members are singletons: identity hashing in C, not Enum's Python-level hash of the name (UOps hash this a lot)
+    __hash__ = object.__hash__
+
 
 class GroupOp:
     Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
