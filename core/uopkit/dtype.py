@@ -26,6 +26,14 @@ class DType:
     def __hash__(self) -> int:
         return self._hash  # type: ignore[attr-defined, no-any-return]
 
+    def __eq__(self, other: object) -> bool:
+        # the common case is the same object (dtypes.float32 == dtypes.float32): no field-by-field tuple
+        if self is other:
+            return True
+        if type(self) is not type(other):
+            return False
+        return bool(self._hash == other._hash and dataclasses.astuple(self) == dataclasses.astuple(other))  # type: ignore[attr-defined]
+
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"
 
