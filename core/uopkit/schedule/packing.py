@@ -11,8 +11,6 @@ shape and values, so the scheduler stores the panels in a kernel of their own an
 
 from __future__ import annotations
 
-import weakref
-
 from uopkit.uop.ops import Ops, UOp
 from uopkit.uop.symbolic import decompose, simplify
 
@@ -31,15 +29,18 @@ def panel_width(device: str) -> int:
         return 0
 
 
-# strides by view: a training loop asks about the same weight views every step
-_strides_cache: weakref.WeakKeyDictionary[UOp, dict[int, int] | None] = weakref.WeakKeyDictionary()
+# strides by the view's movement ops (the same views of other buffers, or rebuilt every call, have the same strides)
+_strides_cache: dict[tuple, dict[int, int] | None] = {}
 
 
 def _strides(view: UOp) -> dict[int, int] | None:
     """Element strides of `view`'s axes in the BUFFER under it (None: not a plain strided view of a BUFFER)."""
-    if view not in _strides_cache:
-        _strides_cache[view] = _view_strides(view)
-    return _strides_cache[view]
+    key = (view.base.op, view.base.shape, tuple((n.op, n.arg) for n in view.movement_chain()))
+    if key not in _strides_cache:
+        if len(_strides_cache) >= 1024:
+            _strides_cache.clear()
+        _strides_cache[key] = _view_strides(view)
+    return _strides_cache[key]
 
 
 def _view_strides(view: UOp) -> dict[int, int] | None:
