@@ -31,8 +31,8 @@ CUTOFF = 2.0
 # the final pick: the fastest few and the heuristic are timed again, in turns, this many rounds; the heuristic
 # stays unless another is faster by more than MARGIN (one timing run's noise must not replace it)
 FINALISTS = 3
-FINAL_ROUNDS = 5
-MARGIN = 0.03
+FINAL_ROUNDS = 7
+MARGIN = 0.05
 
 
 def ast_key(ast: UOp, renderer: Renderer) -> str:
