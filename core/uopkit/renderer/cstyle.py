@@ -34,10 +34,10 @@ class CStyleRenderer(Renderer):
     # how a loop that only sums into scalar accumulators is marked for SIMD (the sum may then be reassociated
     # across vector lanes, like split accumulators); "{vars}" is replaced by the accumulators; empty: not marked
     simd_sum_loop: ClassVar[str] = ""
-    # the same for loops that only take the max into float accumulators; "{type}" is replaced by the C type.
-    # `simd_max_declare` (emitted once per type in the file) defines that reduction so that NaN wins, like MAX
+    # the same for loops that only take the max into float accumulators: "{vars}" the accumulators, "{flags}" an int
+    # per accumulator that records a NaN. In those loops MAX is rendered as a plain compare (one max instruction,
+    # a short dependency chain) and the flag puts the NaN back after the loop, so the result is MAX's
     simd_max_loop: ClassVar[str] = ""
-    simd_max_declare: ClassVar[str] = ""
     float_suffix: ClassVar[str] = "f"
     type_map: ClassVar[dict[DType, str]] = {
         dtypes.bool: "_Bool",
@@ -235,7 +235,13 @@ class CStyleRenderer(Renderer):
         split = _split_registers(uops)
         sum_loops = _reduce_loops(uops, Ops.ADD) if self.simd_sum_loop else {}
         max_loops = _reduce_loops(uops, Ops.MAX) if self.simd_max_loop else {}
-        max_types = sorted({self.render_dtype(r.dtype.base) for regs in max_loops.values() for r in regs})
+        # each MAX that updates such an accumulator: (the accumulator's read, the register)
+        max_updates = {
+            u.src[1]: (next(x for x in u.src[1].src if x.op is Ops.LOAD and x.src[0] is u.src[0]), u.src[0].src[0])
+            for regs in max_loops.values()
+            for u in uops
+            if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0] in regs and u.src[1].op is Ops.MAX
+        }
         for u in uops:
             if u.op is Ops.CONST:
                 continue
@@ -266,14 +272,18 @@ class CStyleRenderer(Renderer):
                     emit(self.parallel_for)
                 if u in sum_loops:
                     emit(self.simd_sum_loop.format(vars=", ".join(f"acc{r.arg}" for r in sum_loops[u])))
-                elif u in max_loops and len(types := {self.render_dtype(r.dtype.base) for r in max_loops[u]}) == 1:
-                    accs = ", ".join(f"acc{r.arg}" for r in max_loops[u])
-                    emit(self.simd_max_loop.format(vars=accs, type=types.pop()))
+                elif u in max_loops:
+                    for r in max_loops[u]:
+                        emit(f"int nan{r.arg} = 0;")
+                    accs, flags = (", ".join(f"{p}{r.arg}" for r in max_loops[u]) for p in ("acc", "nan"))
+                    emit(self.simd_max_loop.format(vars=accs, flags=flags))
                 emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
                 depth += 1
             elif u.op is Ops.END:
                 depth -= 1
                 emit("}")
+                for r in max_loops.get(u.src[1], []):
+                    emit(f"if (nan{r.arg}) acc{r.arg} = NAN;")
             elif u.op is Ops.INDEX:
                 # an INDEX is rendered where it is used: as ptr[offset]; a one-slot register is a plain variable
                 if _is_scalar_reg(u.src[0]):
@@ -318,6 +328,14 @@ class CStyleRenderer(Renderer):
                 names[u] = self.render_gep(ref(u.src[0]), u.arg[0])
             elif u.op in GroupOp.ALU and u.dtype.count > 1 and u.op not in self.infix:
                 raise RenderError(f"{type(self).__name__} can't render {u.op.name} on vector type {u.dtype}")
+            elif u in max_updates:
+                acc_read, reg = max_updates[u]
+                other = ref(next(x for x in u.src if x is not acc_read))
+                var = new_name("alu")
+                names[u] = var
+                # MAX without its NaN check: (acc > x) ? acc : x, the compiler's max instruction
+                emit(f"{self.render_dtype(u.dtype)} {var} = (({ref(acc_read)}>{other})?{ref(acc_read)}:{other});")
+                emit(f"nan{reg.arg} |= ({other}!={other});")
             elif u.op in GroupOp.ALU:
                 var = new_name("alu")
                 names[u] = var
@@ -334,8 +352,7 @@ class CStyleRenderer(Renderer):
                 raise RenderError(f"{type(self).__name__} can't render {u.op.name}")
         # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
         ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
-        declares = [self.simd_max_declare.format(type=t) for t in max_types]
-        return "\n".join(self.preamble(uops) + declares + [self.render_kernel(name, body, ordered, uops)])
+        return "\n".join(self.preamble(uops) + [self.render_kernel(name, body, ordered, uops)])
 
 
 def _split_registers(uops: list[UOp]) -> dict[UOp, dict[int, DType]]:

@@ -14,12 +14,8 @@ class ClangRenderer(CStyleRenderer):
     has_threads: ClassVar[bool] = True
     parallel_for: ClassVar[str] = "#pragma omp parallel for schedule(static)"
     simd_sum_loop: ClassVar[str] = "#pragma omp simd reduction(+:{vars})"
-    # OpenMP's own max reduction may drop a NaN when it combines the lanes: ours keeps it
-    simd_max_loop: ClassVar[str] = "#pragma omp simd reduction(nanmax_{type}:{vars})"
-    simd_max_declare: ClassVar[str] = (
-        "#pragma omp declare reduction(nanmax_{type} : {type} : "
-        "omp_out = ((omp_out>omp_in||omp_out!=omp_out)?omp_out:omp_in)) initializer(omp_priv = omp_orig)"
-    )
+    # max loops: OpenMP's max reduction on the plain compare, NaNs tracked by an int flag per accumulator
+    simd_max_loop: ClassVar[str] = "#pragma omp simd reduction(max:{vars}) reduction(|:{flags})"
     # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
     max_vector_width: ClassVar[int] = 16
     # a matmul's row-major right operand is read in panels two vectors wide: stored that way, each is one stream
