@@ -242,20 +242,32 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
 # UOp
 
 
-class UOpMeta(type):
-    # hash-consing: building the same (op, dtype, src, arg) twice gives the same object
-    cache: weakref.WeakValueDictionary[tuple, UOp] = weakref.WeakValueDictionary()
+# hash-consing: building the same (op, dtype, src, arg) twice gives the same object. The table holds weak references
+# (a node lives as long as something uses it); plain dicts and weakref.ref are C calls, where WeakValueDictionary
+# runs Python code on every insert and lookup, and building graphs inserts a lot
+_uop_table: dict[tuple, weakref.ref] = {}
+_uop_keys: dict[weakref.ref, tuple] = {}
 
+
+def _forget_uop(ref: weakref.ref) -> None:
+    key = _uop_keys.pop(ref, None)
+    if key is not None and _uop_table.get(key) is ref:
+        del _uop_table[key]
+
+
+class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         key = (op, dtype, src, arg)
         try:
-            ret = UOpMeta.cache.get(key)
+            ref = _uop_table.get(key)
         except TypeError as e:
             raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from e
-        if ret is not None:
+        if ref is not None and (ret := ref()) is not None:
             return ret
         ret = super().__call__(op, dtype, src, arg)
-        UOpMeta.cache[key] = ret
+        ref = weakref.ref(ret, _forget_uop)
+        _uop_table[key] = ref
+        _uop_keys[ref] = key
         return ret
 
 
