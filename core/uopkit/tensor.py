@@ -21,7 +21,7 @@ from uopkit.dtype import (
     to_numpy_dtype,
 )
 from uopkit.helpers import prod
-from uopkit.schedule.packing import pack_right_operand
+from uopkit.schedule.packing import packed_view, panel_for
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 _contiguous_ids = itertools.count()
@@ -2321,11 +2321,8 @@ class Tensor:
         wt = w.cast(out_dt).transpose(-1, -2).reshape(w.shape[:-2] + (1, m, k))
         # a row-major w is read a few columns at a time over all of k: the device may want it stored in panels
         # (not when a gradient will flow into x: that product would read w through the panels, in the wrong order)
-        if (
-            x._no_gradient_reaches()
-            and (packed := pack_right_operand(wt.uop, wt.ndim - 2, wt.ndim - 1, n)) is not wt.uop
-        ):
-            wt = Tensor(packed)
+        if (panel := panel_for(wt.uop, wt.ndim - 2, wt.ndim - 1, n)) and x._no_gradient_reaches():
+            wt = Tensor(packed_view(wt.uop, wt.ndim - 2, panel))
         wb = wt._broadcast_to(batch + (n, m, k))
         out = (xb * wb).sum(axis=-1, dtype=_sum_acc_dtype(out_dt)).cast(out_dt)
         if x_vec:
@@ -2338,7 +2335,7 @@ class Tensor:
         # stored data reached only through this tensor, or no tensor asks for gradients at all
         if self.requires_grad:
             return False
-        return self.uop.base.op is Ops.BUFFER or not any(t.requires_grad for t in list(_all_tensors))
+        return self.uop.base.op is Ops.BUFFER or not any(t.requires_grad for t in _all_tensors)
 
     def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
         """Matrix product (self @ x).
@@ -2445,9 +2442,9 @@ class Tensor:
         key = (self.shape, self.dtype, tuple(pads), tuple(ks), _as_key(stride), _as_key(dilation))
         recipe = _window_recipes.get(key)
         if recipe is None:
-            probe = Tensor(
-                UOp(Ops.RESHAPE, self.dtype, (UOp.new_buffer("CPU", max(self.numel(), 1), self.dtype),), self.shape)
-            )
+            # a stand-in of the same shape (never allocated): the recipe depends on shapes only
+            buf = UOp.new_buffer(self.device, max(self.numel(), 1), self.dtype)
+            probe = Tensor(UOp(Ops.RESHAPE, self.dtype, (buf,), self.shape))
             recipe = _movement_recipe(probe.pad(pads)._pool(ks, stride, dilation).uop, probe.uop)
             if len(_window_recipes) >= 256:
                 _window_recipes.clear()
@@ -3018,12 +3015,9 @@ def _as_key(x: Any) -> Any:
 
 def _movement_recipe(top: UOp, bottom: UOp) -> tuple[tuple[Ops, Any], ...]:
     """The movement ops from `bottom` up to `top` (a chain of them), as (op, arg) pairs to replay on another node."""
-    steps = []
-    while top is not bottom:
-        assert top.op in GroupOp.Movement and len(top.src) == 1, f"not a movement chain: {top.op}"
-        steps.append((top.op, top.arg))
-        top = top.src[0]
-    return tuple(reversed(steps))
+    chain = top.movement_chain()
+    assert bottom in chain, "not a chain of movement ops down to the input"
+    return tuple((n.op, n.arg) for n in reversed(chain[: chain.index(bottom)]))
 
 
 def _as_shape(shape: Any) -> tuple[int, ...]:

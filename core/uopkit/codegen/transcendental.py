@@ -19,9 +19,13 @@ _FLOAT_LAYOUT = {dtypes.float32: (23, 127, dtypes.int32), dtypes.float64: (52, 1
 
 def _pow2i(n: UOp, dt: DType) -> UOp:
     """2**n for an integer-valued float n in the normal range, built from the exponent bits."""
+    return _pow2_bits(n.cast(_FLOAT_LAYOUT[dt][2]), dt)
+
+
+def _pow2_bits(n: UOp, dt: DType) -> UOp:
+    """2**n for an integer n (of the float's same-size int type) in the normal range."""
     mant, bias, itype = _FLOAT_LAYOUT[dt]
-    bits = (n.cast(itype) + bias).alu(Ops.SHL, UOp.const(itype, mant))
-    return bits.bitcast(dt)
+    return (n + bias).alu(Ops.SHL, UOp.const(itype, mant)).bitcast(dt)
 
 
 def _floor(x: UOp) -> UOp:
@@ -95,11 +99,10 @@ LN2_SPLIT = {
 }
 
 
-def _exp_reduce(x: UOp) -> tuple[UOp, UOp]:
-    """x = n*ln2 + r with n an integer-valued float and |r| <= ln2/2, r computed without the rounding of x/ln2."""
+def _exp_remainder(x: UOp, n: UOp) -> UOp:
+    """r = x - n*ln2 for an integer-valued float n, without the rounding of n*ln2 (ln2 in two parts)."""
     hi, lo = LN2_SPLIT[x.dtype]
-    n = _floor(x * (1 / math.log(2)) + 0.5)
-    return n, (x - n * hi) - n * lo
+    return (x - n * hi) - n * lo
 
 
 # 1.5 * 2**mantissa: adding it rounds a float to an integer (to nearest) and leaves that integer in the low bits
@@ -132,7 +135,7 @@ def xexp(x: UOp) -> UOp:
     dt = x.dtype
     if dt == dtypes.float16:
         return xexp(x.cast(dtypes.float32)).cast(dt)
-    mant, bias, itype = _FLOAT_LAYOUT[dt]
+    itype = _FLOAT_LAYOUT[dt][2]
     # past these ends the answer is inf or 0 anyway; the clamp keeps n's exponent bits valid (nan passes through
     # and stays nan to the end)
     lo_x, hi_x = (-104.0, 89.0) if dt == dtypes.float32 else (-746.0, 710.0)
@@ -144,22 +147,16 @@ def xexp(x: UOp) -> UOp:
     t = xc * (1 / math.log(2)) + rounder
     n = t - rounder
     n_int = t.bitcast(itype) - _ROUNDER_BITS[dt]
-    hi, lo = LN2_SPLIT[dt]
-    r = (xc - n * hi) - n * lo
-    poly = _horner(r, _EXP_POLY[dt])
+    poly = _horner(_exp_remainder(xc, n), _EXP_POLY[dt])
     # 2**n in two halves so that neither leaves the normal range (results down in the denormals stay right)
     n1 = n_int.alu(Ops.SHR, UOp.const(itype, 1))
     return poly * _pow2_bits(n1, dt) * _pow2_bits(n_int - n1, dt)
 
 
-def _pow2_bits(n: UOp, dt: DType) -> UOp:
-    mant, bias, itype = _FLOAT_LAYOUT[dt]
-    return (n + bias).alu(Ops.SHL, UOp.const(itype, mant)).bitcast(dt)
-
-
 def xexp_native(x: UOp) -> UOp:
     """e**x from a native EXP2, which is exact for the integer part: 2**n * 2**(r/ln2)."""
-    n, r = _exp_reduce(x)
+    n = _floor(x * (1 / math.log(2)) + 0.5)
+    r = _exp_remainder(x, n)
     ret = n.alu(Ops.EXP2) * r.alu(Ops.FDIV, r.const_like(math.log(2))).alu(Ops.EXP2)
     # the reduction is nan at +-inf: exp(inf) = inf, exp(-inf) = 0
     ret = x.alu(Ops.CMPEQ, x.const_like(math.inf)).where(x, ret)

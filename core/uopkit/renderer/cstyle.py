@@ -236,11 +236,11 @@ class CStyleRenderer(Renderer):
         sum_loops = _reduce_loops(uops, Ops.ADD) if self.simd_sum_loop else {}
         max_loops = _reduce_loops(uops, Ops.MAX) if self.simd_max_loop else {}
         # each MAX that updates such an accumulator: (the accumulator's read, the register)
+        max_regs = {r for regs in max_loops.values() for r in regs}
         max_updates = {
             u.src[1]: (next(x for x in u.src[1].src if x.op is Ops.LOAD and x.src[0] is u.src[0]), u.src[0].src[0])
-            for regs in max_loops.values()
             for u in uops
-            if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0] in regs and u.src[1].op is Ops.MAX
+            if u.op is Ops.STORE and u.src[1].op is Ops.MAX and u.src[0].op is Ops.INDEX and u.src[0].src[0] in max_regs
         }
         for u in uops:
             if u.op is Ops.CONST:

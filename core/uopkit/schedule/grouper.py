@@ -142,20 +142,34 @@ def _realize_misplaced_row_reduces(ctx: GrouperContext) -> bool:
     """A fused row reduce is computed once per row only if its kernel loops over its shape in order, with the row's
     axes innermost: every op between the broadcast and the kernel's output is elementwise on that shape, and the
     output is that shape or a reduce over (some of) the row's axes. Elsewhere it is stored in a buffer of its own."""
-    changed = False
     for e in ctx.row_reduces:
         value = e.src[0].base
         if value in ctx.realize:
             continue
         reduces = _row_reduces(ctx, e)
         row_axes = set.intersection(*(set(r.arg[1]) for r in reduces)) if reduces else set()
-        for root in list(ctx.realize):
-            region = _region(ctx, root)
-            if e in region and not _loops_in_row_order(ctx, region, root, e, row_axes):
+        for root in _kernels_reading(ctx, e):
+            if not _loops_in_row_order(ctx, _region(ctx, root), root, e, row_axes):
                 ctx.realize[value] = None
-                changed = True
-                break
-    return changed
+                return True
+    return False
+
+
+def _kernels_reading(ctx: GrouperContext, u: UOp) -> list[UOp]:
+    """The realized values whose kernels compute `u` (up through its users to the first realized ones)."""
+    roots: list[UOp] = []
+    seen: set[UOp] = set()
+    stack = [u]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in ctx.realize:
+            roots.append(n)
+        else:
+            stack.extend(ctx.children.get(n, []))
+    return roots
 
 
 def _loops_in_row_order(ctx: GrouperContext, region: list[UOp], root: UOp, e: UOp, row_axes: set[int]) -> bool:

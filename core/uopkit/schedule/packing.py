@@ -60,23 +60,9 @@ def _view_strides(view: UOp) -> dict[int, int] | None:
     return {i: coefs.get(a, 0) for i, a in enumerate(axes)}
 
 
-def _packed(operand: UOp, j: int, k: int, p: int) -> UOp:
-    """`operand` (the pre-broadcast view) as a view of a CONTIGUOUS copy laid out in panels of p along axis j."""
-    shape = operand.shape
-    assert shape is not None
-    split = shape[:j] + (shape[j] // p, p) + shape[j + 1 :]
-    inner, kk = j + 1, k + (1 if k > j else 0)
-    order = tuple(a for a in range(len(split)) if a != inner) + (inner,)
-    panels = UOp(Ops.PERMUTE, operand.dtype, (UOp(Ops.RESHAPE, operand.dtype, (operand,), split),), order)
-    stored = UOp(Ops.CONTIGUOUS, operand.dtype, (panels,))
-    back = tuple(order.index(a) for a in range(len(split)))
-    assert kk in order
-    return UOp(Ops.RESHAPE, operand.dtype, (UOp(Ops.PERMUTE, operand.dtype, (stored,), back),), shape)
-
-
-def pack_right_operand(operand: UOp, j: int, k: int, reuse: int) -> UOp:
-    """`operand` (a matmul's right operand before its broadcast over the `reuse` rows of the left one; `j` its column
-    axis, `k` the reduce axis) as a view of a copy in column panels, when the device wants that and it pays off."""
+def panel_for(operand: UOp, j: int, k: int, reuse: int) -> int:
+    """The panel width to store `operand` in (0: leave it as it is). `operand` is a matmul's right operand before
+    its broadcast over the `reuse` rows of the left one; `j` its column axis, `k` the reduce axis."""
     shape = operand.shape
     assert shape is not None
     n, kk = shape[j], shape[k]
@@ -84,8 +70,18 @@ def pack_right_operand(operand: UOp, j: int, k: int, reuse: int) -> UOp:
     # worth it: whole panels, reused across enough rows, big enough; only a row-major view of stored data (a value
     # still to be computed is written in whatever layout its kernel picks)
     if not p or n % p or reuse < MIN_REUSE or n * kk < MIN_ELEMENTS or operand.base.op is not Ops.BUFFER:
-        return operand
+        return 0
     strides = _strides(operand)
-    if strides is None or strides[j] != 1 or abs(strides[k]) < p:
-        return operand
-    return _packed(operand, j, k, p)
+    return p if strides is not None and strides[j] == 1 and abs(strides[k]) >= p else 0
+
+
+def packed_view(operand: UOp, j: int, p: int) -> UOp:
+    """`operand` as a view of a CONTIGUOUS copy laid out in panels of p along axis j (that axis innermost)."""
+    shape = operand.shape
+    assert shape is not None
+    split = shape[:j] + (shape[j] // p, p) + shape[j + 1 :]
+    order = tuple(a for a in range(len(split)) if a != j + 1) + (j + 1,)
+    panels = UOp(Ops.PERMUTE, operand.dtype, (UOp(Ops.RESHAPE, operand.dtype, (operand,), split),), order)
+    stored = UOp(Ops.CONTIGUOUS, operand.dtype, (panels,))
+    back = tuple(order.index(a) for a in range(len(split)))
+    return UOp(Ops.RESHAPE, operand.dtype, (UOp(Ops.PERMUTE, operand.dtype, (stored,), back),), shape)

@@ -255,6 +255,10 @@ def _forget_uop(ref: weakref.ref) -> None:
         del _uop_table[key]
 
 
+def _leaf_device(u: UOp) -> str | None:
+    return u.arg[1] if u.op is Ops.BUFFER else u.arg if u.op is Ops.DEVICE else None
+
+
 class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         key = (op, dtype, src, arg)
@@ -382,8 +386,7 @@ class UOp(metaclass=UOpMeta):
         while known is None and node.src and node.op is not Ops.COPY:
             path.append(node)
             node = node.src[0]
-            known = node.__dict__.get("device") or (node.arg[1] if node.op is Ops.BUFFER else None)
-            known = known or (node.arg if node.op is Ops.DEVICE else None)
+            known = node.__dict__.get("device") or _leaf_device(node)
         if known is not None:
             for n in path:
                 n.__dict__["device"] = known
@@ -397,10 +400,8 @@ class UOp(metaclass=UOpMeta):
             return True
 
         for node in self.toposort(gate=outside_copies):
-            if node.op is Ops.BUFFER:
-                return node.arg[1]
-            if node.op is Ops.DEVICE:
-                return node.arg
+            if (leaf := _leaf_device(node)) is not None:
+                return leaf
         if copies:
             return copies[0].src[1].arg
         raise RuntimeError("this graph has no device")
