@@ -7,7 +7,7 @@ DEVICE ?= CPU
 lint:
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m mypy --strict --follow-imports=silent core/uopkit/device.py core/uopkit/plugin core/uopkit/renderer/__init__.py
+	$(PYTHON) -m mypy --strict --follow-imports=silent core/uopkit/device.py core/uopkit/diskcache.py core/uopkit/hostlib.py core/uopkit/plugin core/uopkit/renderer/__init__.py
 
 test:
 	$(PYTHON) -m pytest -q

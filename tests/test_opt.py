@@ -161,4 +161,4 @@ def test_beam_env_runs_real_search(tmp_path, monkeypatch):
         method_cache.clear()
         out = (x * 3).sum(axis=0).numpy()
     np.testing.assert_allclose(out, np.arange(64, dtype=np.float32).reshape(8, 8).sum(0) * 3)
-    assert list((tmp_path / "beam").glob("*.json"))
+    assert list((tmp_path / "beam").glob("*.entry"))

@@ -12,15 +12,14 @@ A backend builds one `Compiled` per device string from four parts:
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from uopkit import diskcache
 from uopkit.dtype import DType, to_numpy_dtype
-from uopkit.helpers import CACHELEVEL, DEBUG, cache_dir
+from uopkit.helpers import CACHELEVEL, DEBUG
 from uopkit.plugin.manager import BackendStatus, get_manager
 
 if TYPE_CHECKING:
@@ -155,24 +154,32 @@ class Compiler:
         """Compile `src`; raise `CompileError` (with the source and the compiler's message) on failure."""
         raise NotImplementedError(f"{type(self).__name__} must implement compile")
 
+    def check(self, lib: bytes) -> None:
+        """Raise `CompileError` when `lib` is not something the runtime can load. Called on a fresh compile, before
+        the result is cached, so a compiler that wrote garbage never gets it cached. The default only rejects empty
+        output; backends override it (the CPU backend loads the library)."""
+        if not lib:
+            raise CompileError("the compiler returned no output", "", compiler=type(self).__name__)
+
     def compile_cached(self, src: str) -> bytes:
-        """`compile`, through the disk cache under ``cache_dir()/"compile"`` (off with CACHELEVEL=0)."""
+        """`compile` then `check`, through the disk cache (``uopkit.diskcache``; off with CACHELEVEL=0).
+
+        A cache entry is verified (key and content digest) before it is returned; a corrupt one is a miss, and the
+        fresh result overwrites it."""
         if self.cache_key is None or CACHELEVEL.value == 0:
             return self.compile(src)
-        digest = hashlib.sha256((self.cache_key + "\0" + src).encode()).hexdigest()
-        folder = cache_dir() / "compile"
-        path = folder / f"{digest}.bin"
-        if path.is_file():
+        key = self.cache_key + "\0" + src
+        cached = diskcache.get("compile", key)
+        if cached is not None:
             compile_cache_stats.hits += 1
-            return path.read_bytes()
+            return cached
         compile_cache_stats.misses += 1
         lib = self.compile(src)
-        folder.mkdir(parents=True, exist_ok=True)
-        # write then rename, so a concurrent reader never sees half a binary
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(lib)
-        os.replace(tmp, path)
+        try:
+            self.check(lib)
+        except CompileError as e:
+            raise CompileError(f"the compiler's output is not loadable: {e.message}", src, e.compiler) from None
+        diskcache.put("compile", key, lib)
         return lib
 
 

@@ -6,7 +6,6 @@ import contextlib
 import functools
 import math
 import os
-import pathlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeVar
 
@@ -71,16 +70,6 @@ CACHELEVEL = ContextVar("CACHELEVEL", 1)
 
 def getenv(key: str, default: str = "") -> str:
     return os.getenv(key, default)
-
-
-def cache_dir() -> pathlib.Path:
-    """Where compiled binaries and search results are cached (UOPKIT_CACHE_DIR, else ~/.cache/uopkit)."""
-    base = os.getenv("UOPKIT_CACHE_DIR") or os.path.join(
-        os.getenv("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "uopkit"
-    )
-    path = pathlib.Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def prod(xs: Iterable[T], start: int = 1) -> T:

@@ -25,9 +25,10 @@ and x/-1 = -x, MAX propagates NaN, a float cast to an integer maps NaN to 0, a g
 from __future__ import annotations
 
 import base64
+import dataclasses
+import json
 import math
 import os
-import pickle
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -36,9 +37,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from uopkit.device import Compiled, CompileError, Compiler, LRUAllocator
-from uopkit.dtype import DType, PtrDType, dtypes, to_numpy_dtype
+from uopkit.dtype import DType, PtrDType, VecDType, dtypes, to_numpy_dtype
 from uopkit.plugin.hookspecs import BackendInfo, hookimpl
-from uopkit.renderer import Renderer, TensorCore
+from uopkit.renderer import Renderer, TensorCore, TileLayout
 from uopkit.renderer.tensor_cores import ONE_THREAD_TENSOR_CORES, reference_wmma
 from uopkit.uop.ops import GroupOp, Ops, UOp, exec_alu
 
@@ -53,25 +54,62 @@ class EmulatorError(RuntimeError):
 # ------------------------------------------------------------------------------------------ serialization
 
 PAYLOAD_MARK = "// payload: "
+# the dataclasses a program may hold (dtypes, tensor core descriptions), rebuilt by name from this list only
+_SERIALIZABLE: dict[str, type] = {c.__name__: c for c in (DType, VecDType, PtrDType, TensorCore, TileLayout)}
+
+
+def _encode_value(x: Any) -> Any:
+    """A UOp arg or dtype as JSON data: tagged lists for what JSON lacks (tuples, exact floats, dataclasses)."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        # hex keeps every bit (and nan, inf, -0.0), which JSON numbers don't
+        return ["f", x.hex()]
+    if isinstance(x, (tuple, list)):
+        return ["t" if isinstance(x, tuple) else "l", [_encode_value(v) for v in x]]
+    if isinstance(x, Ops):
+        return ["op", x.name]
+    cls = type(x)
+    if _SERIALIZABLE.get(cls.__name__) is cls:
+        return ["dc", cls.__name__, {f.name: _encode_value(getattr(x, f.name)) for f in dataclasses.fields(x)}]
+    raise EmulatorError(f"can't serialize a UOp arg of type {cls.__name__}: {x!r}")
+
+
+def _decode_value(x: Any) -> Any:
+    if not isinstance(x, list):
+        return x
+    tag = x[0]
+    if tag == "f":
+        return float.fromhex(x[1])
+    if tag in ("t", "l"):
+        items = [_decode_value(v) for v in x[1]]
+        return tuple(items) if tag == "t" else items
+    if tag == "op":
+        return Ops[x[1]]
+    if tag == "dc" and x[1] in _SERIALIZABLE:
+        return _SERIALIZABLE[x[1]](**{k: _decode_value(v) for k, v in x[2].items()})
+    raise ValueError(f"unknown tagged value {x!r}")
 
 
 def encode_program(name: str, uops: list[UOp]) -> bytes:
-    """The program as bytes: a flat table of nodes (op, dtype, source indices, arg) and the linear order."""
+    """The program as bytes (zlib-compressed JSON, never pickle): a flat table of nodes (op, dtype, source indices,
+    arg) and the linear order."""
     index: dict[UOp, int] = {}
-    nodes: list[tuple[str, DType, tuple[int, ...], Any]] = []
+    nodes: list[list[Any]] = []
     for root in uops:
         for u in root.toposort():
             if u not in index:
                 index[u] = len(nodes)
-                nodes.append((u.op.name, u.dtype, tuple(index[s] for s in u.src), u.arg))
-    return zlib.compress(pickle.dumps({"name": name, "nodes": nodes, "order": [index[u] for u in uops]}))
+                nodes.append([u.op.name, _encode_value(u.dtype), [index[s] for s in u.src], _encode_value(u.arg)])
+    data = {"name": name, "nodes": nodes, "order": [index[u] for u in uops]}
+    return zlib.compress(json.dumps(data, separators=(",", ":")).encode())
 
 
 def decode_program(lib: bytes) -> tuple[str, list[UOp]]:
-    data = pickle.loads(zlib.decompress(lib))
+    data = json.loads(zlib.decompress(lib))
     built: list[UOp] = []
     for op, dtype, src, arg in data["nodes"]:
-        built.append(UOp(Ops[op], dtype, tuple(built[i] for i in src), arg))
+        built.append(UOp(Ops[op], _decode_value(dtype), tuple(built[i] for i in src), _decode_value(arg)))
     return data["name"], [built[i] for i in data["order"]]
 
 

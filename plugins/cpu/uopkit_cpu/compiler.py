@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 
 from uopkit.device import CompileError, Compiler
+from uopkit.hostlib import check_library, compile_tempdir, noexec_problem, run_compiler
 
 # no -ffast-math: kernels keep IEEE results (nan, inf, signed zero, no reassociation). -fno-math-errno lets sqrt
 # compile to one instruction; -fno-trapping-math (we never read FP exception flags) lets gcc vectorize loops with
@@ -42,9 +43,10 @@ def find_cc() -> list[str] | None:
 
 
 def compiler_problem() -> str | None:
-    """None when a C compiler is found, else why not (used as the backend's availability)."""
+    """None when a C compiler is found and compiled kernels can be loaded, else why not (the backend's
+    availability)."""
     if find_cc() is not None:
-        return None
+        return noexec_problem()
     if os.environ.get("CC"):
         return f"CC={os.environ['CC']!r} is not an executable"
     return "no C compiler found (install clang or gcc, or set CC)"
@@ -103,14 +105,20 @@ class ClangCompiler(Compiler):
         super().__init__(cache_key="\n".join(key))
 
     def compile(self, src: str) -> bytes:
-        with tempfile.TemporaryDirectory(prefix="uopkit_cpu_") as tmp:
+        with compile_tempdir() as tmp:
             src_path = pathlib.Path(tmp) / "kernel.c"
             out_path = pathlib.Path(tmp) / "kernel.so"
             src_path.write_text(src)
             cmd = [*self.cc, *self.flags, "-o", str(out_path), str(src_path), *LIBS]
-            result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            result = run_compiler(cmd, src, compiler=shlex.join(self.cc))
             if result.returncode != 0 or not out_path.is_file():
                 # the temp path in messages is noise; show the file as kernel.c
                 message = (result.stderr or result.stdout).replace(str(src_path), "kernel.c")
                 raise CompileError(message, src, compiler=shlex.join(self.cc))
             return out_path.read_bytes()
+
+    def check(self, lib: bytes) -> None:
+        # loaded once here (structure first, so a truncated file can't crash the loader) before the core caches it
+        problem = check_library(lib)
+        if problem is not None:
+            raise CompileError(problem, "", compiler=shlex.join(self.cc))

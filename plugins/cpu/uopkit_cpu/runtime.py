@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import ctypes
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from uopkit.device import Compiled, LRUAllocator
+from uopkit.hostlib import load_library
 
 # cache-line and AVX-512 friendly; kernels may use aligned vector loads at the start of a buffer
 ALIGNMENT = 64
@@ -74,15 +73,8 @@ class CPUProgram:
 
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
-        # dlopen needs a file; unique names avoid dlopen handing back an earlier library from the same path
-        fd, path = tempfile.mkstemp(prefix=f"uopkit_{name}_", suffix=".so")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(lib)
-            self.lib = ctypes.CDLL(path)
-        finally:
-            # the loaded mapping stays valid after unlink
-            os.unlink(path)
+        # from a private copy of the (verified) bytes, never from a path someone else could swap
+        self.lib = load_library(lib, f"kernel {name}")
         self.fxn = getattr(self.lib, name)
         self.fxn.restype = None
 

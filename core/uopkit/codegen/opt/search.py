@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from uopkit import diskcache
 from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, initial_plan
-from uopkit.helpers import DEBUG, cache_dir
+from uopkit.helpers import DEBUG
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp
 
@@ -45,24 +46,19 @@ def ast_key(ast: UOp, renderer: Renderer) -> str:
     return hashlib.sha256("\n".join(text).encode()).hexdigest()
 
 
-def _cache_path(key: str):  # noqa: ANN202
-    folder = cache_dir() / "beam"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{key}.json"
-
-
 def load_cached(key: str) -> list[Opt] | None:
-    path = _cache_path(key)
-    if not path.exists():
+    """The opts a previous search chose for `key` (from the disk cache, verified), or None."""
+    data = diskcache.get("beam", key)
+    if data is None:
         return None
     try:
-        return [Opt(OptOps[op], axis, amt) for op, axis, amt in json.loads(path.read_text())]
+        return [Opt(OptOps[op], axis, amt) for op, axis, amt in json.loads(data)]
     except (ValueError, KeyError, TypeError):
         return None
 
 
 def store_cached(key: str, opts: list[Opt]) -> None:
-    _cache_path(key).write_text(json.dumps([[o.op.name, o.axis, o.amount] for o in opts]))
+    diskcache.put("beam", key, json.dumps([[o.op.name, o.axis, o.amount] for o in opts]).encode())
 
 
 def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
