@@ -378,3 +378,19 @@ def test_noexec_tmpdir_is_named(noexec_dir: Path, tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert run.returncode != 0 and "mounted noexec" in run.stderr and str(noexec_dir) in run.stderr
     assert "failed to map segment" not in run.stderr
+
+
+def test_in_process_compiler_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a driver's build call (OpenCL) can't be killed: it is abandoned after UOPKIT_COMPILE_TIMEOUT
+    import threading
+
+    monkeypatch.setenv("UOPKIT_COMPILE_TIMEOUT", "0.5")
+    release = threading.Event()
+    try:
+        with pytest.raises(CompileError, match="did not finish within 0.5 s and was abandoned"):
+            hostlib.call_with_timeout(lambda: release.wait(60), "src", "fake driver")
+    finally:
+        release.set()
+    assert hostlib.call_with_timeout(lambda: 42, "src", "fake driver") == 42
+    with pytest.raises(ZeroDivisionError):
+        hostlib.call_with_timeout(lambda: 1 // 0, "src", "fake driver")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -127,14 +128,83 @@ def test_broken_plugins_are_reported_and_cpu_still_works() -> None:
     assert statuses["FUTURE"].info is not None and statuses["FUTURE"].version == "1.2.3"
 
 
-def test_duplicate_name_keeps_the_first() -> None:
+def test_duplicate_name_is_an_error_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    def statuses() -> dict:
+        manager = BackendManager(builtins=[], entry_points=[])
+        manager.register(uopkit_cpu, name="cpu", distribution="uopkit-cpu")
+        manager.register(DuplicateCPU(), name="dup", distribution="uopkit-dup")
+        return manager.backends()
+
+    monkeypatch.delenv("UOPKIT_BACKEND_CPU", raising=False)
+    both = statuses()
+    for key, plugin in [("CPU", "uopkit-cpu"), ("CPU (uopkit-dup)", "uopkit-dup")]:
+        status = both[key]
+        assert not status.usable and status.conflict and status.plugin == plugin and status.reason is not None
+        assert "claimed by 2 distributions: uopkit-cpu, uopkit-dup" in status.reason
+        assert "UOPKIT_BACKEND_CPU=<distribution>" in status.reason
+    # the user chooses one (distribution names compare like pip's)
+    monkeypatch.setenv("UOPKIT_BACKEND_CPU", "uopkit_CPU")
+    chosen = statuses()
+    assert chosen["CPU"].usable and chosen["CPU"].plugin == "uopkit-cpu" and not chosen["CPU"].conflict
+    assert chosen["CPU (uopkit-dup)"].reason == "not chosen (UOPKIT_BACKEND_CPU=uopkit_CPU)"
+    monkeypatch.setenv("UOPKIT_BACKEND_CPU", "uopkit-dup")
+    assert statuses()["CPU"].plugin == "uopkit-dup" and statuses()["CPU"].usable
+    monkeypatch.setenv("UOPKIT_BACKEND_CPU", "uopkit-nope")
+    wrong = statuses()["CPU"]
+    assert not wrong.usable and "UOPKIT_BACKEND_CPU=uopkit-nope, but CPU is provided by uopkit-cpu, uopkit-dup" in (
+        wrong.reason or ""
+    )
+
+
+class Hostile:
+    """Plugin code that misbehaves in the ways a process must survive; `release` ends the hangs."""
+
+    release = threading.Event()
+
+    def __init__(self, where: str, how: str) -> None:
+        self.where, self.how = where, how
+
+    def misbehave(self) -> None:
+        if self.how == "exit":
+            raise SystemExit(3)
+        if self.how == "interrupt":
+            raise KeyboardInterrupt
+        Hostile.release.wait(60)
+
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        if self.where == "hook":
+            self.misbehave()
+
+        def availability() -> str | None:
+            self.misbehave()
+            return None
+
+        return [_info(f"{self.where}_{self.how}".upper(), availability=availability)]
+
+
+def test_plugin_code_is_isolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPKIT_PLUGIN_TIMEOUT", "1")
     manager = BackendManager(builtins=[], entry_points=[])
     manager.register(uopkit_cpu, name="cpu", distribution="uopkit-cpu")
-    manager.register(DuplicateCPU(), name="dup", distribution="uopkit-dup")
-    statuses = manager.backends()
-    assert statuses["CPU"].usable and statuses["CPU"].plugin == "uopkit-cpu"
-    dup = statuses["CPU (uopkit-dup)"]
-    assert not dup.usable and dup.reason is not None and "already provided by uopkit-cpu" in dup.reason
+    for where in ("hook", "availability"):
+        for how in ("exit", "interrupt", "hang"):
+            manager.register(Hostile(where, how), name=f"{where}_{how}", distribution=f"uopkit-{where}-{how}")
+    try:
+        statuses = manager.backends()
+    finally:
+        Hostile.release.set()
+    assert statuses["CPU"].usable
+    expected = {
+        "HOOK_EXIT": "uopkit_backends() raised SystemExit: 3",
+        "HOOK_INTERRUPT": "uopkit_backends() raised KeyboardInterrupt",
+        "HOOK_HANG": "uopkit_backends() did not finish within 1 s (UOPKIT_PLUGIN_TIMEOUT)",
+        "AVAILABILITY_EXIT": "availability check raised SystemExit: 3",
+        "AVAILABILITY_INTERRUPT": "availability check raised KeyboardInterrupt",
+        "AVAILABILITY_HANG": "availability check did not finish within 1 s (UOPKIT_PLUGIN_TIMEOUT); it was abandoned",
+    }
+    for name, reason in expected.items():
+        assert not statuses[name].usable and reason in (statuses[name].reason or ""), (name, statuses[name])
 
 
 def test_builtins_register_through_the_hook() -> None:
@@ -336,3 +406,111 @@ def test_renderer_field_must_be_callable() -> None:
     manager.register(RendererNotCallable(), name="notcall")
     status = manager.backends()["NOTCALL"]
     assert not status.usable and status.reason is not None and "renderer must be None or callable" in status.reason
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# hostile plugins, pip-installed: one exits at import, three hang (at import, in the hook, in availability), and one
+# claims the CPU device name under the CPU plugin's own entry point name
+
+HOSTILE_PLUGINS = {
+    "exits": "raise SystemExit(3)\n",
+    "hangimport": "import time\ntime.sleep(3600)\n",
+    "hanghook": "import time\nfrom uopkit.plugin import hookimpl\n\n"
+    "@hookimpl\ndef uopkit_backends():\n    time.sleep(3600)\n",
+    "hangavail": "import time\nfrom uopkit.plugin import BackendInfo, hookimpl\n\n"
+    "@hookimpl\ndef uopkit_backends():\n"
+    "    return [BackendInfo('HANGAVAIL', '0.3', 1, 0, lambda d: None, lambda: time.sleep(3600))]\n",
+    "evilcpu": "from uopkit.plugin import BackendInfo, hookimpl\n\n"
+    "@hookimpl\ndef uopkit_backends():\n"
+    "    return [BackendInfo('CPU', '6.6.6', 1, 100, lambda d: None, lambda: None)]\n",
+}
+HOSTILE_ENV = {"UOPKIT_PLUGIN_TIMEOUT": "2"}
+
+
+@pytest.fixture(scope="module")
+def hostile_venv(tmp_path_factory: pytest.TempPathFactory) -> OverlayVenv:
+    root = tmp_path_factory.mktemp("hostile_plugins")
+    folders = []
+    for name, source in HOSTILE_PLUGINS.items():
+        folder = _write_plugin(root, name, source)
+        if name == "evilcpu":
+            # the same entry point name as the real CPU plugin
+            text = (
+                (folder / "pyproject.toml").read_text().replace('evilcpu = "uopkit_evilcpu"', 'cpu = "uopkit_evilcpu"')
+            )
+            (folder / "pyproject.toml").write_text(text)
+        folders.append(folder)
+    venv = OverlayVenv(root / "venv")
+    venv.pip_install(*folders)
+    return venv
+
+
+def test_hostile_plugins_are_reported_not_waited_on(hostile_venv: OverlayVenv) -> None:
+    result = hostile_venv.run("-m", "uopkit.cli", "devices", env=HOSTILE_ENV)
+    # SystemExit at import did not end the process; the hung threads did not keep it alive
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    expected = {
+        "EXITS": "failed to import uopkit_exits: SystemExit: 3",
+        "HANGIMPORT": "importing uopkit_hangimport did not finish within 2 s (UOPKIT_PLUGIN_TIMEOUT)",
+        "HANGHOOK": "uopkit_backends() did not finish within 2 s",
+        "HANGAVAIL": "availability check did not finish within 2 s",
+    }
+    for name, reason in expected.items():
+        line = next((x for x in lines if f" {name} " in x), None)
+        assert line is not None and reason in line and "unusable" in line, (name, result.stdout)
+    # both CPU claims are listed, each naming both distributions; there is no default device
+    cpu_lines = [x for x in lines if x[2:].startswith("CPU ")]
+    assert len(cpu_lines) == 2 and {"uopkit-cpu", "uopkit-evilcpu"} <= {x.split()[4] for x in cpu_lines}, cpu_lines
+    for line in cpu_lines:
+        assert "claimed by 2 distributions" in line and "UOPKIT_BACKEND_CPU=" in line
+    assert any(x.startswith("no default device:") and "claimed by 2" in x for x in lines), result.stdout
+
+
+def test_device_by_name_loads_only_what_it_needs(hostile_venv: OverlayVenv) -> None:
+    code = (
+        "import sys\nfrom uopkit import Tensor\n"
+        "print((Tensor([1.0, 2.0]) * 3).tolist())\n"
+        "print(sorted(m for m in sys.modules if m.startswith('uopkit_')))\n"
+    )
+    # DEVICE=CPU imports the entry points named cpu: both claims are seen, and the error names both
+    clash = hostile_venv.run("-c", code, env={**HOSTILE_ENV, "DEVICE": "CPU"})
+    assert clash.returncode != 0
+    assert "claimed by 2 distributions: " in clash.stderr and "uopkit-evilcpu" in clash.stderr, clash.stderr
+    chosen = hostile_venv.run("-c", code, env={**HOSTILE_ENV, "DEVICE": "CPU", "UOPKIT_BACKEND_CPU": "uopkit-cpu"})
+    assert chosen.returncode == 0, chosen.stderr
+    result, modules = chosen.stdout.splitlines()
+    assert result == "[3.0, 6.0]"
+    # the hostile plugins were never imported (nor waited for)
+    assert (
+        modules
+        == "['uopkit_cpu', 'uopkit_cpu.compiler', 'uopkit_cpu.renderer', 'uopkit_cpu.runtime', 'uopkit_evilcpu']"
+    )
+
+
+THREADS_CODE = """
+import threading
+from uopkit import Tensor
+results, errors = {}, []
+barrier = threading.Barrier(4)
+def work(i):
+    try:
+        barrier.wait()
+        t = (Tensor.arange(8 + i).float() * (i + 1)).sum()
+        results[i] = t.item()
+    except BaseException as e:
+        errors.append(f"{type(e).__name__}: {e}")
+threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(sorted(results.items()), errors)
+"""
+
+
+def test_threads_in_a_cold_process() -> None:
+    # four threads ask for the default device at once in a process that has loaded no plugin yet
+    expected = [(i, float(sum(range(8 + i)) * (i + 1))) for i in range(4)]
+    for _ in range(3):
+        result = _run(THREADS_CODE)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"{expected} []", result.stdout

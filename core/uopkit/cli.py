@@ -23,7 +23,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         default: str | None = Device.DEFAULT.partition(":")[0]
         default_problem = None
     except DeviceError as e:
-        default, default_problem = None, str(e).splitlines()[0]
+        default, default_problem = None, str(e).splitlines()[0].removeprefix("no default device: ")
     rows = sorted(statuses.values(), key=lambda s: (-(s.info.priority if s.info else -(10**9)), s.name))
     name_w = max(len(s.name) for s in rows)
     version_w = max(len(s.version) for s in rows)

@@ -13,6 +13,7 @@ A backend builds one `Compiled` per device string from four parts:
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -84,7 +85,11 @@ class LRUAllocator(Allocator):
     def alloc(self, size: int) -> Any:
         cached = self.cache.get(size)
         if cached:
-            return cached.pop()
+            try:
+                return cached.pop()
+            except IndexError:
+                # another thread took the last one between the check and the pop
+                pass
         try:
             return self._alloc(size)
         except MemoryError:
@@ -250,6 +255,8 @@ class DeviceRegistry:
     def __init__(self) -> None:
         self._opened: dict[str, Compiled] = {}
         self._default: str | None = None
+        # opening a device is once per device string, even when threads ask for it together
+        self._lock = threading.RLock()
 
     @staticmethod
     def canonicalize(device: str) -> str:
@@ -262,11 +269,11 @@ class DeviceRegistry:
         return get_manager().backends()
 
     def _usable_status(self, name: str) -> BackendStatus:
-        """The status of backend `name` (canonical, no index); raises DeviceError when unknown or unusable."""
-        statuses = self.backends()
-        status = statuses.get(name)
+        """The status of backend `name` (canonical, no index); raises DeviceError when unknown or unusable. Loads
+        only the plugins that may provide `name` when it can (see `uopkit.plugin.manager`)."""
+        status = get_manager().status(name)
         if status is None:
-            raise DeviceError(f"unknown device {name}; installed backends: {_status_line(statuses)}")
+            raise DeviceError(f"unknown device {name}; installed backends: {_status_line(self.backends())}")
         if not status.usable or status.info is None:
             raise DeviceError(
                 f"device {name} (from {status.plugin}) cannot be used here: {status.reason}\n"
@@ -276,37 +283,54 @@ class DeviceRegistry:
 
     def __getitem__(self, device: str) -> Compiled:
         device = self.canonicalize(device)
-        if device in self._opened:
-            return self._opened[device]
-        status = self._usable_status(device.partition(":")[0])
-        assert status.info is not None
-        try:
-            compiled = status.info.open(device)
-        except Exception as e:
-            raise DeviceError(f"backend {status.name} ({status.plugin}) failed to open {device}: {e}") from e
-        if DEBUG >= 1:
-            print(f"opened device {device} from {status.plugin} {status.version}")
-        self._opened[device] = compiled
-        return compiled
+        opened = self._opened.get(device)
+        if opened is not None:
+            return opened
+        with self._lock:
+            if device in self._opened:
+                return self._opened[device]
+            status = self._usable_status(device.partition(":")[0])
+            assert status.info is not None
+            try:
+                compiled = status.info.open(device)
+            except (Exception, SystemExit) as e:
+                # SystemExit too: a backend must not end the program while opening; a real Ctrl-C still propagates
+                raise DeviceError(
+                    f"backend {status.name} ({status.plugin}) failed to open {device}: {type(e).__name__}: {e}"
+                ) from e
+            if DEBUG >= 1:
+                print(f"opened device {device} from {status.plugin} {status.version}")
+            self._opened[device] = compiled
+            return compiled
 
     @property
     def DEFAULT(self) -> str:
         """The default device: ``Device.DEFAULT = ...`` if set, else the DEVICE environment variable (read now),
-        else the usable backend with the highest priority."""
+        else the usable backend with the highest priority (an error when two distributions claim a name that
+        would outrank it: see UOPKIT_BACKEND_<NAME>)."""
         requested = self._default or os.environ.get("DEVICE")
         if requested:
             device = self.canonicalize(requested)
             self._usable_status(device.partition(":")[0])
             return device
-        usable = [s for s in self.backends().values() if s.usable and s.info is not None]
-        if not usable:
-            raise DeviceError(f"no usable device; installed backends: {_status_line(self.backends())}")
-        best = max(usable, key=lambda s: s.info.priority if s.info is not None else 0)
+        statuses = self.backends()
+        usable = [s for s in statuses.values() if s.usable and s.info is not None]
+        best = max(usable, key=_priority, default=None)
+        conflicts = [s for s in statuses.values() if s.conflict and s.info is not None]
+        contested = max(conflicts, key=_priority, default=None)
+        if contested is not None and (best is None or _priority(contested) > _priority(best)):
+            raise DeviceError(f"no default device: {contested.reason}")
+        if best is None:
+            raise DeviceError(f"no usable device; installed backends: {_status_line(statuses)}")
         return best.name
 
     @DEFAULT.setter
     def DEFAULT(self, device: str | None) -> None:
         self._default = None if device is None else self.canonicalize(device)
+
+
+def _priority(status: BackendStatus) -> int:
+    return status.info.priority if status.info is not None else 0
 
 
 Device = DeviceRegistry()

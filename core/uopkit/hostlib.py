@@ -31,11 +31,13 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from uopkit.device import CompileError
 
 TMP_PREFIX = "uopkit-"
+T = TypeVar("T")
 DEFAULT_COMPILE_TIMEOUT = 300.0
 
 _lock = threading.Lock()
@@ -71,6 +73,34 @@ def run_compiler(cmd: Sequence[str], src: str, compiler: str) -> subprocess.Comp
             "raise UOPKIT_COMPILE_TIMEOUT (seconds, 0 for no limit) if this kernel really needs longer"
         )
         raise CompileError(message, src, compiler=compiler) from None
+
+
+def call_with_timeout(fn: Callable[[], T], src: str, compiler: str) -> T:
+    """Run an in-process compiler call `fn` (a driver's build call, which can't be killed) under `compile_timeout`,
+    in a daemon thread; when it runs longer, raise `CompileError` and abandon the thread (it may finish later, its
+    result unused)."""
+    timeout = compile_timeout()
+    outcome: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread as is
+            outcome.append((False, e))
+
+    thread = threading.Thread(target=target, name=f"uopkit compile: {compiler}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        message = (
+            f"the compiler did not finish within {timeout:g} s and was abandoned (still running in the background); "
+            "raise UOPKIT_COMPILE_TIMEOUT (seconds, 0 for no limit) if this kernel really needs longer"
+        )
+        raise CompileError(message, src, compiler=compiler)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def _pid_alive(pid: int) -> bool:

@@ -1,18 +1,39 @@
 """Discovery and validation of backend plugins.
 
 Plugins come from two places and go through the same hook: the core's built-in backend modules
-(`BUILTIN_BACKENDS`) and the installed distributions with an entry point in the group ``uopkit``. Loading is
-lazy (first call to `backends()`), and every failure is contained to the plugin that caused it: it shows up in
-`backends()` as an unusable backend with the reason, and every other backend keeps working.
+(`BUILTIN_BACKENDS`) and the installed distributions with an entry point in the group ``uopkit``.
+
+What the loader guarantees (docs/cache-and-plugins.md says the same for users):
+
+- Isolation: every step that runs plugin code (importing its entry point, calling its hook, its availability
+  check) runs on its own, in a worker thread, catching BaseException: an exception, a SystemExit or a
+  KeyboardInterrupt raised by the plugin makes that plugin unusable, with the reason, and every other backend keeps
+  working. A real Ctrl-C reaches the main thread as usual.
+- Time limit: a step that does not finish within ``UOPKIT_PLUGIN_TIMEOUT`` seconds (default 20) is reported as hung
+  and not waited for. Python can't stop a thread, so the hung thread is abandoned: it keeps running in the
+  background (a daemon thread: it does not keep the process alive at exit). A plugin that crashes the interpreter
+  (os._exit, a segfault in a driver) can't be contained in-process.
+- Lazy, by name: ``Device["CPU"]`` and ``DEVICE=CPU`` import the built-in backends and the entry points named
+  ``cpu`` (case-insensitive) first, and the rest only when that does not provide the device. Listing backends
+  (``uopkit devices``, ``Device.DEFAULT`` without DEVICE) imports every plugin.
+- One name, one provider: when two distributions claim one device name, the name is unusable with a reason naming
+  both, unless ``UOPKIT_BACKEND_<NAME>=<distribution>`` chooses one.
+- Thread safety: loading and collecting run under one lock, and the loader counts as loaded only once everything it
+  loaded is registered, so threads that ask for devices at the same time all see the same, complete answer.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import importlib.metadata
-from collections.abc import Iterable, Sequence
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
 
@@ -23,6 +44,9 @@ from uopkit.plugin.hookspecs import PROJECT_NAME, BackendInfo
 BUILTIN_BACKENDS: list[str] = ["uopkit.testing.emulator"]
 
 CORE_DISTRIBUTION = "uopkit"
+DEFAULT_PLUGIN_TIMEOUT = 20.0
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -30,7 +54,8 @@ class BackendStatus:
     """One installed backend as `uopkit devices` shows it.
 
     `info` is None when the plugin broke before describing itself (import error, hook raised, malformed
-    data); then `name` is the plugin's entry point name in upper case.
+    data); then `name` is the plugin's entry point name in upper case. `conflict` is True when another
+    distribution claims the same name (then `reason` names both).
     """
 
     name: str
@@ -40,10 +65,56 @@ class BackendStatus:
     reason: str | None
     info: BackendInfo | None
     plugin: str
+    conflict: bool = False
 
     @property
     def status_text(self) -> str:
         return "usable" if self.usable else f"unusable: {self.reason}"
+
+
+def plugin_timeout() -> float:
+    """Seconds one plugin step may take: ``UOPKIT_PLUGIN_TIMEOUT`` (default 20)."""
+    text = os.environ.get("UOPKIT_PLUGIN_TIMEOUT", "").strip()
+    try:
+        value = float(text) if text else DEFAULT_PLUGIN_TIMEOUT
+    except ValueError:
+        value = DEFAULT_PLUGIN_TIMEOUT
+    return value if value > 0 else DEFAULT_PLUGIN_TIMEOUT
+
+
+class PluginFailed(Exception):
+    """A plugin step raised (anything, SystemExit included) or hung; the message says which and why."""
+
+
+def call_isolated(fn: Callable[[], T], what: str) -> T:
+    """Run plugin code `fn` in a daemon thread and return its result; raise `PluginFailed` when it raises any
+    BaseException or does not finish within `plugin_timeout` (the thread is then abandoned, still running)."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a plugin are its failure
+            outcome.append((False, e))
+
+    timeout = plugin_timeout()
+    thread = threading.Thread(target=target, name=f"uopkit plugin: {what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        raise PluginFailed(
+            f"{what} did not finish within {timeout:g} s (UOPKIT_PLUGIN_TIMEOUT); it was abandoned and may still "
+            "be running in the background"
+        )
+    ok, value = outcome[0]
+    if not ok:
+        raise PluginFailed(f"{what} raised {_describe(value)}")
+    return value  # type: ignore[no-any-return]
+
+
+def canonical_distribution(name: str) -> str:
+    """Distribution names compare like pip compares them: case-insensitive, runs of - _ . equal."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 class BackendManager:
@@ -64,11 +135,18 @@ class BackendManager:
         self._builtins = list(BUILTIN_BACKENDS if builtins is None else builtins)
         # None: read the installed entry points when loading
         self._entry_points = None if entry_points is None else list(entry_points)
+        # one lock for loading and collecting: reentrant, since registering invalidates what collecting caches
+        self._lock = threading.RLock()
+        self._builtins_loaded = False
         self._loaded = False
+        # entry points already tried (loaded or failed), by (name, value, distribution)
+        self._tried: set[tuple[str, str, str]] = set()
         # plugins that failed before their hook could run (import error, invalid hookimpls)
         self._failed: list[BackendStatus] = []
         # plugin name -> distribution name, for display
         self._distributions: dict[str, str] = {}
+        # plugin name -> the statuses its hook gave (hook and availability run once per plugin)
+        self._plugin_statuses: dict[str, list[BackendStatus]] = {}
         self._statuses: dict[str, BackendStatus] | None = None
 
     # ---- registration
@@ -76,112 +154,202 @@ class BackendManager:
     def register(self, plugin: object, name: str | None = None, distribution: str | None = None) -> str | None:
         """Register a plugin (a module or an object with ``@hookimpl`` methods); returns its name, or None
         when it was rejected (then it is listed as broken)."""
-        self._statuses = None
-        label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
-        try:
-            plugin_name = self.pm.register(plugin, name=name)
-            # rejects hookimpls for hooks we don't define (typos, hooks of a newer core)
-            self.pm.check_pending()
-        except (pluggy.PluginValidationError, ValueError) as e:
-            if self.pm.is_registered(plugin):
-                self.pm.unregister(plugin)
-            self._record_failure(label, distribution or label, f"invalid plugin: {e}")
-            return None
-        if plugin_name is None:
-            # pluggy returns None for blocked names
-            return None
-        self._distributions[plugin_name] = distribution or plugin_name
-        return plugin_name
+        with self._lock:
+            self._statuses = None
+            label = name or getattr(plugin, "__name__", None) or type(plugin).__name__
+            try:
+                plugin_name = self.pm.register(plugin, name=name)
+                # rejects hookimpls for hooks we don't define (typos, hooks of a newer core)
+                self.pm.check_pending()
+            except (pluggy.PluginValidationError, ValueError) as e:
+                if self.pm.is_registered(plugin):
+                    self.pm.unregister(plugin)
+                self._record_failure(label, distribution or label, f"invalid plugin: {e}")
+                return None
+            if plugin_name is None:
+                # pluggy returns None for blocked names
+                return None
+            self._distributions[plugin_name] = distribution or plugin_name
+            return plugin_name
 
     def unregister(self, name: str) -> None:
-        self._statuses = None
-        self.pm.unregister(name=name)
+        with self._lock:
+            self._statuses = None
+            self._plugin_statuses.pop(name, None)
+            self.pm.unregister(name=name)
 
     def _record_failure(self, plugin_name: str, distribution: str, reason: str) -> None:
         self._statuses = None
         name = plugin_name.rsplit(".", 1)[-1].upper()
         self._failed.append(BackendStatus(name, "?", None, False, reason, None, distribution))
 
-    def load(self) -> None:
-        """Register the built-in backends and the installed entry points (once)."""
-        if self._loaded:
+    def _load_builtins(self) -> None:
+        if self._builtins_loaded:
             return
-        self._loaded = True
         for module_name in self._builtins:
             try:
-                module = importlib.import_module(module_name)
-            except Exception as e:  # a broken built-in must not break `import uopkit` either
-                self._record_failure(module_name, CORE_DISTRIBUTION, f"failed to import {module_name}: {_describe(e)}")
+                module = call_isolated(
+                    functools.partial(importlib.import_module, module_name), f"importing {module_name}"
+                )
+            except PluginFailed as e:  # a broken built-in must not break `import uopkit` either
+                self._record_failure(module_name, CORE_DISTRIBUTION, _failure_text(e, module_name))
                 continue
             self.register(module, name=module_name, distribution=CORE_DISTRIBUTION)
-        entry_points = self._entry_points
-        if entry_points is None:
-            entry_points = list(importlib.metadata.entry_points(group=PROJECT_NAME))
-        # one try per entry point: pluggy's load_setuptools_entrypoints stops at the first failure
-        for ep in entry_points:
-            if self.pm.has_plugin(ep.name) or self.pm.is_blocked(ep.name):
+        self._builtins_loaded = True
+
+    def _all_entry_points(self) -> list[importlib.metadata.EntryPoint]:
+        if self._entry_points is None:
+            self._entry_points = list(importlib.metadata.entry_points(group=PROJECT_NAME))
+        return self._entry_points
+
+    def _load_entry_point(self, ep: importlib.metadata.EntryPoint) -> None:
+        dist = ep.dist.name if ep.dist is not None else ep.name
+        if (ep.name, ep.value, dist) in self._tried:
+            return
+        self._tried.add((ep.name, ep.value, dist))
+        name = ep.name
+        if self.pm.has_plugin(name) or self.pm.is_blocked(name):
+            if self.pm.is_blocked(name) or self._distributions.get(name) == dist:
                 # the same distribution seen twice on sys.path
-                continue
-            dist = ep.dist.name if ep.dist is not None else ep.name
-            try:
-                plugin = ep.load()
-            except Exception as e:
-                self._record_failure(ep.name, dist, f"failed to import {ep.value}: {_describe(e)}")
-                continue
-            self.register(plugin, name=ep.name, distribution=dist)
+                return
+            # another distribution with an entry point of the same name: register it too (under a longer name),
+            # so a claim on the same device name is seen as a conflict instead of being hidden
+            name = f"{ep.name} ({dist})"
+        try:
+            plugin = call_isolated(ep.load, f"importing {ep.value}")
+        except PluginFailed as e:
+            self._record_failure(ep.name, dist, _failure_text(e, ep.value))
+            return
+        self.register(plugin, name=name, distribution=dist)
+
+    def load(self, only: str | None = None) -> None:
+        """Register the built-in backends and the installed entry points (each once). With `only` (a device name),
+        just the entry points named like it, or from the distribution ``UOPKIT_BACKEND_<only>`` chooses."""
+        with self._lock:
+            if self._loaded:
+                return
+            self._load_builtins()
+            chosen = os.environ.get(f"UOPKIT_BACKEND_{only}") if only else None
+            for ep in self._all_entry_points():
+                wanted = only is None or ep.name.upper() == only
+                if not wanted and chosen and ep.dist is not None:
+                    wanted = canonical_distribution(ep.dist.name) == canonical_distribution(chosen)
+                if wanted:
+                    self._load_entry_point(ep)
+            # marked loaded only now, with everything registered: another thread never sees half a list
+            if only is None:
+                self._loaded = True
 
     # ---- collection
 
     def backends(self) -> dict[str, BackendStatus]:
         """Every installed backend by name, usable or not, each with the reason when not. Cached."""
-        self.load()
-        if self._statuses is None:
-            self._statuses = self._collect()
-        return dict(self._statuses)
+        with self._lock:
+            self.load()
+            if self._statuses is None:
+                self._statuses = self._collect()
+            return dict(self._statuses)
+
+    def status(self, name: str) -> BackendStatus | None:
+        """The backend called `name` (upper case, no index), loading only the plugins that may provide it when it can
+        (see `load`); None when no installed plugin provides it."""
+        with self._lock:
+            if not self._loaded:
+                self.load(only=name)
+                found = self._collect().get(name)
+                chosen = os.environ.get(f"UOPKIT_BACKEND_{name}")
+                if found is not None and found.info is not None and (found.usable or not chosen):
+                    return found
+            return self.backends().get(name)
 
     def refresh(self) -> None:
         """Forget cached statuses (availability is checked again on the next `backends()`)."""
-        self._statuses = None
+        with self._lock:
+            self._statuses = None
+            self._plugin_statuses.clear()
+
+    def _plugin_results(self, impl: Any, spec_version: int) -> list[BackendStatus]:
+        """The statuses of one plugin's hook (run once, isolated)."""
+        dist = self._distributions.get(impl.plugin_name, impl.plugin_name)
+        broken_name = impl.plugin_name.split(" (")[0].rsplit(".", 1)[-1].upper()
+
+        def broken(reason: str) -> list[BackendStatus]:
+            return [BackendStatus(broken_name, "?", None, False, reason, None, dist)]
+
+        if impl.hookwrapper or impl.wrapper:
+            return broken("uopkit_backends must not be a wrapper")
+        try:
+            result: Any = call_isolated(impl.function, "uopkit_backends()")
+        except PluginFailed as e:
+            return broken(str(e))
+        problem = _check_result(result)
+        if problem is not None:
+            return broken(f"uopkit_backends() returned {problem}")
+        return [_status_of(info, dist, spec_version) for info in result]
 
     def _collect(self) -> dict[str, BackendStatus]:
         from uopkit.uop.spec import SPEC_VERSION
 
-        statuses: dict[str, BackendStatus] = {}
-
-        def add(status: BackendStatus) -> None:
-            if status.name not in statuses:
-                statuses[status.name] = status
-                return
-            # two plugins claim one name: the first registered keeps it, the other is listed as a duplicate
-            first = statuses[status.name]
-            reason = f"duplicate backend name {status.name}, already provided by {first.plugin}"
-            statuses[f"{status.name} ({status.plugin})"] = BackendStatus(
-                status.name, status.version, status.spec_version, False, reason, status.info, status.plugin
-            )
-
-        for status in self._failed:
-            add(status)
         # call each plugin's hookimpl on its own so one failure can't hide the others
+        claims: dict[str, list[BackendStatus]] = {}
+        broken: list[BackendStatus] = list(self._failed)
         for impl in self.pm.hook.uopkit_backends.get_hookimpls():
-            dist = self._distributions.get(impl.plugin_name, impl.plugin_name)
-            broken_name = impl.plugin_name.rsplit(".", 1)[-1].upper()
-            if impl.hookwrapper or impl.wrapper:
-                add(BackendStatus(broken_name, "?", None, False, "uopkit_backends must not be a wrapper", None, dist))
-                continue
-            try:
-                result: Any = impl.function()
-            except Exception as e:
-                reason = f"uopkit_backends() raised {_describe(e)}"
-                add(BackendStatus(broken_name, "?", None, False, reason, None, dist))
-                continue
-            problem = _check_result(result)
-            if problem is not None:
-                reason = f"uopkit_backends() returned {problem}"
-                add(BackendStatus(broken_name, "?", None, False, reason, None, dist))
-                continue
-            for info in result:
-                add(_status_of(info, dist, SPEC_VERSION))
+            if impl.plugin_name not in self._plugin_statuses:
+                self._plugin_statuses[impl.plugin_name] = self._plugin_results(impl, SPEC_VERSION)
+            for status in self._plugin_statuses[impl.plugin_name]:
+                if status.info is None:
+                    broken.append(status)
+                else:
+                    claims.setdefault(status.name, []).append(status)
+        statuses: dict[str, BackendStatus] = {}
+        for name, claimants in claims.items():
+            for key, status in _resolve_claims(name, claimants):
+                statuses[key] = status
+        for status in broken:
+            # a broken plugin's name is a guess (its entry point's): it never takes a name a backend claims
+            key = status.name if status.name not in statuses else f"{status.name} ({status.plugin})"
+            statuses.setdefault(key, status)
         return statuses
+
+
+def _resolve_claims(name: str, claimants: list[BackendStatus]) -> list[tuple[str, BackendStatus]]:
+    """(key, status) pairs for the backends that claim device `name`: the chosen or only one under `name`, the others
+    under ``"NAME (distribution)"``, unusable."""
+    variable = f"UOPKIT_BACKEND_{name}"
+    chosen = os.environ.get(variable, "").strip()
+    dists = ", ".join(c.plugin for c in claimants)
+    if chosen:
+        picked = [c for c in claimants if canonical_distribution(c.plugin) == canonical_distribution(chosen)]
+        if picked:
+            not_chosen = f"not chosen ({variable}={chosen})"
+            others = [c for c in claimants if c is not picked[0]]
+            return [(name, picked[0])] + [
+                (f"{name} ({c.plugin})", dataclasses.replace(c, usable=False, reason=not_chosen)) for c in others
+            ]
+        reason = f"{variable}={chosen}, but {name} is provided by {dists}; set {variable} to one of them"
+        return _unusable_claims(name, claimants, reason)
+    if len(claimants) == 1:
+        return [(name, claimants[0])]
+    reason = (
+        f"device name {name} is claimed by {len(claimants)} distributions: {dists}; choose one with "
+        f"{variable}=<distribution>"
+    )
+    return _unusable_claims(name, claimants, reason)
+
+
+def _unusable_claims(name: str, claimants: list[BackendStatus], reason: str) -> list[tuple[str, BackendStatus]]:
+    out = []
+    for i, c in enumerate(claimants):
+        key = name if i == 0 else f"{name} ({c.plugin})"
+        out.append((key, dataclasses.replace(c, usable=False, reason=reason, conflict=True)))
+    return out
+
+
+def _failure_text(e: PluginFailed, target: str) -> str:
+    """'failed to import X: <error>' (or the hang message) for an import step."""
+    text = str(e)
+    prefix = f"importing {target} raised "
+    return f"failed to import {target}: {text[len(prefix) :]}" if text.startswith(prefix) else f"{text}"
 
 
 def _status_of(info: BackendInfo, dist: str, spec_version: int) -> BackendStatus:
@@ -192,9 +360,9 @@ def _status_of(info: BackendInfo, dist: str, spec_version: int) -> BackendStatus
         )
         return BackendStatus(info.name, info.version, info.spec_version, False, reason, info, dist)
     try:
-        why_not = info.availability()
-    except Exception as e:
-        why_not = f"availability check raised {_describe(e)}"
+        why_not = call_isolated(info.availability, "availability check")
+    except PluginFailed as e:
+        why_not = str(e)
     if why_not is not None and not isinstance(why_not, str):
         why_not = f"availability() returned {type(why_not).__name__}, expected str or None"
     return BackendStatus(info.name, info.version, info.spec_version, why_not is None, why_not, info, dist)
@@ -225,14 +393,16 @@ def _describe(e: BaseException) -> str:
 
 
 _manager: BackendManager | None = None
+_manager_lock = threading.Lock()
 
 
 def get_manager() -> BackendManager:
     """The process-wide manager (created, not loaded, on first use)."""
     global _manager
-    if _manager is None:
-        _manager = BackendManager()
-    return _manager
+    with _manager_lock:
+        if _manager is None:
+            _manager = BackendManager()
+        return _manager
 
 
 def set_manager(manager: BackendManager | None) -> BackendManager | None:

@@ -270,7 +270,13 @@ class UOpMeta(type):
             return ret
         ret = super().__call__(op, dtype, src, arg)
         ref = weakref.ref(ret, _forget_uop)
-        _uop_table[key] = ref
+        # setdefault is one atomic C call: when two threads build the same node at once, both get the first one in
+        winner = _uop_table.setdefault(key, ref)
+        if winner is not ref:
+            first = winner()
+            if first is not None:
+                return first
+            _uop_table[key] = ref
         _uop_keys[ref] = key
         return ret
 

@@ -8,6 +8,7 @@ from typing import Any
 import pyopencl as cl
 
 from uopkit.device import CompileError, Compiler
+from uopkit.hostlib import call_with_timeout
 from uopkit_opencl.renderer import CLCaps
 
 
@@ -42,12 +43,17 @@ class CLCompiler(Compiler):
 
     def compile(self, src: str) -> bytes:
         program = cl.Program(self.context, src)
-        try:
+
+        def build() -> None:
             with warnings.catch_warnings():
                 # pyopencl warns with the build log when it is not empty; the log is only wanted on failure
                 warnings.simplefilter("ignore", cl.CompilerWarning)
                 # cache_dir=False: the core caches binaries, pyopencl's own cache would be a second copy
                 program.build(options=list(self.options), devices=[self.device], cache_dir=False)
+
+        try:
+            # the driver's compiler runs in this process: under UOPKIT_COMPILE_TIMEOUT, abandoned when it hangs
+            call_with_timeout(build, src, compiler=f"clBuildProgram ({self.device.name.strip()})")
         except cl.RuntimeError as e:
             raise CompileError(
                 self._build_log(program, e), src, compiler=f"clBuildProgram ({self.device.name.strip()})"
