@@ -351,20 +351,40 @@ def test_libraries_load_from_a_private_copy(tmp_path: Path) -> None:
     assert "uopkit-lib-" in out.stdout and "(deleted)" in out.stdout
 
 
-@pytest.fixture
-def noexec_dir(tmp_path: Path):  # noqa: ANN201
-    folder = tmp_path / "noexec"
+def _mount_tmpfs(folder: Path, options: str):  # noqa: ANN202
     folder.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "noexec,size=16m", "tmpfs", str(folder)], capture_output=True
-    )
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True)
     if result.returncode != 0:
-        pytest.skip(f"can't mount a noexec tmpfs here (needs root): {result.stderr.decode().strip()}")
+        pytest.skip(f"can't mount a tmpfs ({options}) here (needs root): {result.stderr.decode().strip()}")
     try:
-        folder.chmod(0o1777)
         yield folder
     finally:
         subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.fixture
+def noexec_dir(tmp_path: Path):  # noqa: ANN201
+    yield from _mount_tmpfs(tmp_path / "noexec", "noexec,size=16m,mode=1777")
+
+
+@pytest.fixture
+def readonly_dir(tmp_path: Path):  # noqa: ANN201
+    yield from _mount_tmpfs(tmp_path / "readonly", "ro,size=1m,mode=0700")
+
+
+def test_read_only_cache_runs_without_cache(readonly_dir: Path) -> None:
+    # owned by us and private, but on a read-only filesystem: one warning, no cache, right answers
+    out, err = run_script({"UOPKIT_CACHE_DIR": str(readonly_dir)})
+    assert {k: out[k] for k in EXPECTED} == EXPECTED and out["refused"] == 1
+    assert err.count("CacheWarning") == 1 and "not writable" in err and "CACHELEVEL=0" in err
+
+
+def test_noexec_cache_dir_is_fine(noexec_dir: Path) -> None:
+    # nothing is loaded from the cache folder itself, so a noexec one works (hits on the second run)
+    cache = noexec_dir / "cache"
+    run_script({"UOPKIT_CACHE_DIR": str(cache)})
+    out, err = run_script({"UOPKIT_CACHE_DIR": str(cache)})
+    assert {k: out[k] for k in EXPECTED} == EXPECTED and out["hits"] == 2 and "CacheWarning" not in err
 
 
 def test_noexec_tmpdir_is_named(noexec_dir: Path, tmp_path: Path) -> None:

@@ -514,3 +514,25 @@ def test_threads_in_a_cold_process() -> None:
         result = _run(THREADS_CODE)
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == f"{expected} []", result.stdout
+
+
+def _open_exits(device: str) -> Compiled:
+    raise SystemExit("driver said bye")
+
+
+class ExitingOpen:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [BackendInfo("EXITOPEN", "1", SPEC_VERSION, -100, _open_exits, lambda: None)]
+
+
+def test_open_raising_system_exit_is_a_device_error() -> None:
+    from uopkit.device import DeviceError
+    from uopkit.plugin.manager import get_manager
+
+    get_manager().register(ExitingOpen(), name="exit-open-test")
+    try:
+        with pytest.raises(DeviceError, match="failed to open EXITOPEN: SystemExit: driver said bye"):
+            Device["EXITOPEN"]
+    finally:
+        get_manager().unregister("exit-open-test")

@@ -124,7 +124,8 @@ def _open_root(path: pathlib.Path) -> pathlib.Path | None:
     return path
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (on this machine)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -142,7 +143,7 @@ def _clean_stale_tmp(root: pathlib.Path) -> None:
             pid_text = entry.name[len(TMP_PREFIX) :].split("-", 1)[0]
             with contextlib.suppress(OSError):
                 old = now - entry.lstat().st_mtime > STALE_TMP_SECONDS
-                if old or not pid_text.isdigit() or not _pid_alive(int(pid_text)):
+                if old or not pid_text.isdigit() or not pid_alive(int(pid_text)):
                     entry.unlink()
 
 

@@ -6,7 +6,8 @@ import contextlib
 import functools
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -122,3 +123,25 @@ def timed(label: str, enabled: bool = True) -> Iterator[None]:
     yield
     if enabled:
         print(f"{label}: {(time.perf_counter() - st) * 1e3:.2f} ms")
+
+
+def run_in_thread(fn: Callable[[], T], timeout: float | None, name: str) -> tuple[bool, BaseException | None, T | None]:
+    """Run `fn` in a daemon thread for at most `timeout` seconds: (finished, what it raised, what it returned).
+
+    For code that may hang (plugins, in-process compilers): Python can't stop a thread, so one that runs past the
+    timeout is abandoned, still running; being a daemon, it does not keep the process alive at exit. Every
+    BaseException `fn` raises (SystemExit too) is caught and returned, never raised in this thread."""
+    outcome: list[tuple[BaseException | None, T | None]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((None, fn()))
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller
+            outcome.append((e, None))
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        return False, None, None
+    return True, outcome[0][0], outcome[0][1]

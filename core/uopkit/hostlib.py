@@ -32,9 +32,11 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from uopkit.device import CompileError
+from uopkit.diskcache import pid_alive
+from uopkit.helpers import run_in_thread
 
 TMP_PREFIX = "uopkit-"
 T = TypeVar("T")
@@ -80,37 +82,16 @@ def call_with_timeout(fn: Callable[[], T], src: str, compiler: str) -> T:
     in a daemon thread; when it runs longer, raise `CompileError` and abandon the thread (it may finish later, its
     result unused)."""
     timeout = compile_timeout()
-    outcome: list[tuple[bool, Any]] = []
-
-    def target() -> None:
-        try:
-            outcome.append((True, fn()))
-        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread as is
-            outcome.append((False, e))
-
-    thread = threading.Thread(target=target, name=f"uopkit compile: {compiler}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if not outcome:
+    finished, error, result = run_in_thread(fn, timeout, f"uopkit compile: {compiler}")
+    if not finished:
         message = (
             f"the compiler did not finish within {timeout:g} s and was abandoned (still running in the background); "
             "raise UOPKIT_COMPILE_TIMEOUT (seconds, 0 for no limit) if this kernel really needs longer"
         )
         raise CompileError(message, src, compiler=compiler)
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value  # type: ignore[no-any-return]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    if error is not None:
+        raise error
+    return result  # type: ignore[return-value]
 
 
 def clean_stale_tempdirs() -> None:
@@ -128,7 +109,7 @@ def clean_stale_tempdirs() -> None:
             match = _TMP_NAME.match(entry.name)
             with contextlib.suppress(OSError):
                 if match is not None and entry.stat(follow_symlinks=False).st_uid == uid:
-                    if not _pid_alive(int(match.group(1))):
+                    if not pid_alive(int(match.group(1))):
                         shutil.rmtree(entry.path, ignore_errors=True)
 
 

@@ -25,7 +25,8 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
 - a runtime: ``runtime(name, lib)`` returns a :class:`uopkit.device.Program`, called as
   ``prg(*bufs, global_size=..., local_size=..., vals=..., wait=...)``.
 
-How the core checks it: each plugin's hook is called on its own; an import error, an exception, a result that is not
+How the core checks it: each plugin's import, hook and availability run on their own, in a worker thread under
+``UOPKIT_PLUGIN_TIMEOUT``; an import error, any exception (SystemExit included), a hang, a result that is not
 a list of well-formed ``BackendInfo``, a ``spec_version`` other than ``uopkit.uop.spec.SPEC_VERSION`` or an
 ``availability()`` that returns a reason (or raises) makes that backend unusable with the reason shown by
 ``uopkit devices``, and leaves every other backend and ``import uopkit`` working. Asking for such a device by name

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 import pluggy
 
+from uopkit.helpers import run_in_thread
 from uopkit.plugin import hookspecs
 from uopkit.plugin.hookspecs import PROJECT_NAME, BackendInfo
 
@@ -89,27 +90,16 @@ class PluginFailed(Exception):
 def call_isolated(fn: Callable[[], T], what: str) -> T:
     """Run plugin code `fn` in a daemon thread and return its result; raise `PluginFailed` when it raises any
     BaseException or does not finish within `plugin_timeout` (the thread is then abandoned, still running)."""
-    outcome: list[Any] = []
-
-    def target() -> None:
-        try:
-            outcome.append((True, fn()))
-        except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a plugin are its failure
-            outcome.append((False, e))
-
     timeout = plugin_timeout()
-    thread = threading.Thread(target=target, name=f"uopkit plugin: {what}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if not outcome:
+    finished, error, result = run_in_thread(fn, timeout, f"uopkit plugin: {what}")
+    if not finished:
         raise PluginFailed(
             f"{what} did not finish within {timeout:g} s (UOPKIT_PLUGIN_TIMEOUT); it was abandoned and may still "
             "be running in the background"
         )
-    ok, value = outcome[0]
-    if not ok:
-        raise PluginFailed(f"{what} raised {_describe(value)}")
-    return value  # type: ignore[no-any-return]
+    if error is not None:
+        raise PluginFailed(f"{what} raised {_describe(error)}")
+    return result  # type: ignore[return-value]
 
 
 def canonical_distribution(name: str) -> str:
