@@ -129,6 +129,8 @@ class BackendManager:
         self._lock = threading.RLock()
         self._builtins_loaded = False
         self._loaded = False
+        # device names whose entry points `load(only=...)` already went through
+        self._loaded_names: set[str] = set()
         # entry points already tried (loaded or failed), by (name, value, distribution)
         self._tried: set[tuple[str, str, str]] = set()
         # plugins that failed before their hook could run (import error, invalid hookimpls)
@@ -216,7 +218,7 @@ class BackendManager:
         """Register the built-in backends and the installed entry points (each once). With `only` (a device name),
         just the entry points named like it, or from the distribution ``UOPKIT_BACKEND_<only>`` chooses."""
         with self._lock:
-            if self._loaded:
+            if self._loaded or only in self._loaded_names:
                 return
             self._load_builtins()
             chosen = os.environ.get(f"UOPKIT_BACKEND_{only}") if only else None
@@ -229,28 +231,45 @@ class BackendManager:
             # marked loaded only now, with everything registered: another thread never sees half a list
             if only is None:
                 self._loaded = True
+            else:
+                self._loaded_names.add(only)
 
     # ---- collection
 
     def backends(self) -> dict[str, BackendStatus]:
         """Every installed backend by name, usable or not, each with the reason when not. Cached."""
+        statuses = self._statuses
+        if self._loaded and statuses is not None:
+            # the common case, without the lock: the dict is replaced whole, never changed in place
+            return dict(statuses)
         with self._lock:
             self.load()
-            if self._statuses is None:
-                self._statuses = self._collect()
-            return dict(self._statuses)
+            return dict(self._collected())
+
+    def _collected(self) -> dict[str, BackendStatus]:
+        """The statuses of what is registered now (collected once; registering more invalidates them)."""
+        if self._statuses is None:
+            self._statuses = self._collect()
+        return self._statuses
 
     def status(self, name: str) -> BackendStatus | None:
         """The backend called `name` (upper case, no index), loading only the plugins that may provide it when it can
         (see `load`); None when no installed plugin provides it."""
+        statuses = self._statuses
+        if statuses is not None and (self._loaded or name in self._loaded_names):
+            found = statuses.get(name)
+            if found is not None and found.usable:
+                return found
         with self._lock:
             if not self._loaded:
                 self.load(only=name)
-                found = self._collect().get(name)
-                chosen = os.environ.get(f"UOPKIT_BACKEND_{name}")
-                if found is not None and found.info is not None and (found.usable or not chosen):
-                    return found
-            return self.backends().get(name)
+                found = self._collected().get(name)
+                if found is not None and found.info is not None:
+                    # an unusable one may be the wrong pick when the user chose a distribution not loaded yet
+                    if found.usable or not os.environ.get(f"UOPKIT_BACKEND_{name}"):
+                        return found
+            self.load()
+            return self._collected().get(name)
 
     def refresh(self) -> None:
         """Forget cached statuses (availability is checked again on the next `backends()`)."""
