@@ -20,15 +20,13 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
+from uopkit.engine.realize import buffers
 from uopkit.helpers import prod
+from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.schedule.packing import packed_view, panel_for
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 _contiguous_ids = itertools.count()
-# every live tensor, so that realizing one updates the graphs the others hold
-_all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
-# the Buffer behind each BUFFER node
-buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 
 
 class ShapeError(ValueError):

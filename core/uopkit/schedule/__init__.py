@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 # Only kernel STOREs are remembered: a computed value (say ADD(BUFFER, 1)) is not, because the BUFFER it reads can be
 # overwritten by a later assign and the same hash-consed node must then be computed again.
 becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
+# tensor.py, so the scheduler needs nothing from the front end
+live_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
 
 def do_replace_known(ctx: weakref.WeakKeyDictionary[UOp, UOp], x: UOp) -> UOp | None:
@@ -64,14 +67,12 @@ def _remember_source(old: UOp, new: UOp) -> None:
 
 def update_tensors(mapping: dict[UOp, UOp]) -> None:
     """Point every live tensor at the new form of its graph (nodes in `mapping` replaced)."""
-    from uopkit.tensor import _all_tensors
-
     for k, v in mapping.items():
         if k is not v and is_kernel_store(k):
             becomes_map[k] = v
     if not mapping:
         return
-    for t in list(_all_tensors):
+    for t in list(live_tensors):
         new = mapping.get(t.uop)
         if new is None and any(n in mapping for n in t.uop.toposort(gate=_not_storage)):
             new = t.uop.substitute(mapping, name="update tensor graph")
