@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from uopkit.helpers import SPEC
 from uopkit.schedule.grouper import ScheduleError, is_kernel_store, kernelize_graph
+from uopkit.schedule.packing import pack_panels
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 if TYPE_CHECKING:
@@ -91,6 +92,12 @@ def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
     sink = apply_becomes(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)))
     for t, new in zip(tensors, sink.src, strict=True):
         t.uop = new
+    # large matmuls may read their right operand from panels (the device's renderer says): decided here, on the whole
+    # graph with its gradients, and applied to every live tensor so that all share the one packed matmul
+    packed = pack_panels(sink)
+    if packed:
+        update_tensors(packed)
+        sink = sink.substitute(packed, name="pack panels")
     if SPEC:
         from uopkit.uop.spec import verify_tensor_graph
 
