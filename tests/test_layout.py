@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "core"
 
 # The core's layers, lowest first: a module may import modules of its own layer or of a lower one, never a higher one.
-# The first prefix that matches a module names its layer (so `uopkit.engine.jit` is matched before `uopkit.engine`).
+# The longest prefix that matches a module names its layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("uopkit.helpers", "uopkit.dtype", "uopkit.diskcache")),
     ("ir", ("uopkit.uop",)),
@@ -29,8 +29,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("codegen", ("uopkit.codegen",)),
     ("schedule", ("uopkit.schedule",)),
     ("engine", ("uopkit.engine",)),
-    # TinyJit takes and returns Tensors: it is front end, though it lives in engine/ next to the replay it drives
-    ("frontend", ("uopkit.engine.jit", "uopkit.gradient", "uopkit.tensor", "uopkit.nn")),
+    # TinyJit takes and returns Tensors: front end (uopkit/jit.py), above the engine whose launches it records
+    ("frontend", ("uopkit.gradient", "uopkit.tensor", "uopkit.nn", "uopkit.jit")),
     ("tools", ("uopkit.cli", "uopkit.__main__", "uopkit.testing", "uopkit.templates", "uopkit")),
 ]
 PREFIXES_LONGEST_FIRST = sorted(
