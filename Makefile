@@ -16,8 +16,8 @@ test:
 conformance:
 	$(PYTHON) -m pytest -q --pyargs uopkit.testing --uopkit-device=$(DEVICE)
 
-# side-by-side benchmarks (numpy, PyTorch, tinygrad, uopkit); needs `pip install torch==2.13.0 tinygrad==0.14.0`
-# and a clang for tinygrad's CPU backend (apt-get install clang-15); missing ones are skipped with the reason
+# side-by-side benchmarks (numpy, PyTorch, tinygrad, uopkit); the competitors are the `bench` extra
+# (pip install -e ".[bench]"), tinygrad's CPU backend also needs a clang; missing ones are skipped with the reason
 bench:
 	$(PYTHON) -m bench $(BENCH_ARGS)
 

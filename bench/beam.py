@@ -46,16 +46,16 @@ def kernels_of(run: Any) -> list[tuple[Any, str]]:
 
 def compare_kernel(ast: Any, device: str, width: int, rounds: int) -> dict[str, Any]:
     from uopkit import Device
-    from uopkit.codegen import kernel_name
+    from uopkit.codegen import get_program, kernel_name
     from uopkit.codegen.opt.heuristic import hand_coded_opts
     from uopkit.codegen.opt.search import Timer, beam_search
 
     renderer = Device[device].renderer
     heuristic = hand_coded_opts(ast, renderer)
     st = time.perf_counter()
-    beam = beam_search(ast, renderer, width, device)
+    beam = beam_search(ast, renderer, width, device, build=get_program)
     search_s = time.perf_counter() - st
-    timer = Timer(ast, device)
+    timer = Timer(ast, device, get_program)
     best = {"heuristic": math.inf, "beam": math.inf}
     for _ in range(rounds):
         best["heuristic"] = min(best["heuristic"], timer(heuristic))

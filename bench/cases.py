@@ -164,7 +164,7 @@ def _tinyjit(fw: Framework) -> Any:
     if fw.name == "tinygrad":
         return fw.module.TinyJit
     try:
-        from uopkit.engine.jit import TinyJit
+        from uopkit.jit import TinyJit
     except ImportError as e:
         raise Skip(f"uopkit has no TinyJit ({e})") from None
     return TinyJit

@@ -1,10 +1,10 @@
-"""engine/jit.py: TinyJit capture and replay, compared with the same function run without the JIT."""
+"""jit.py: TinyJit capture and replay, compared with the same function run without the JIT."""
 
 import numpy as np
 import pytest
 
 from uopkit import Tensor
-from uopkit.engine.jit import JitError, TinyJit
+from uopkit.jit import JitError, TinyJit
 
 
 @pytest.fixture

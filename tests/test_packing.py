@@ -68,16 +68,66 @@ def test_other_tensors_sharing_the_matmul_reuse_it():
     np.testing.assert_allclose(d.numpy(), c.numpy() + 1)
 
 
-def test_no_panels_when_a_gradient_flows_into_the_left_operand():
-    # d(loss)/da = grad @ b.T would read b through the panel layout: b stays as it is
+def test_the_front_end_builds_no_panels():
+    # packing is the scheduler's decision: the graph Tensor.dot builds is the plain product
+    c = Tensor(_rand(128, 256)) @ Tensor(_rand(256, 256, seed=1))
+    assert not any(u.op is Ops.CONTIGUOUS for u in c.uop.toposort())
+    assert len(_kernels(c)) == 2
+
+
+def test_packing_is_decided_after_autograd():
+    # a gradient flowing into a (grad @ b.T) reads b along k: that product is left alone, the forward one packs
     a = Tensor(_rand(128, 256), requires_grad=True)
     b = Tensor(_rand(256, 256, seed=1))
-    assert len(_kernels(a @ b)) == 1
-    # only b wants a gradient (x @ W with data x): db = a.T @ grad doesn't read b, so b is packed
+    out = a @ b
+    out.sum().backward()
+    assert len(_kernels(out)) == 2
+    np.testing.assert_allclose(a.grad.numpy(), np.broadcast_to(b.numpy().sum(1), (128, 256)), rtol=1e-4)
+    np.testing.assert_allclose(out.numpy(), a.numpy().astype(np.float64) @ b.numpy(), rtol=1e-4, atol=1e-4)
+    # x @ W with data x: dW = x.T @ grad doesn't read W, and the product packs W
     x, w = Tensor(_rand(128, 256)), Tensor(_rand(256, 256, seed=1), requires_grad=True)
     assert len(_kernels(x @ w)) == 2
     (x @ w).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), np.broadcast_to(x.numpy().sum(0)[:, None], (256, 256)), rtol=1e-4)
+
+
+def test_backward_after_the_packed_forward_ran():
+    # the forward realized (with panels) first; backward then follows the graph it was computed from
+    a = Tensor(_rand(128, 256), requires_grad=True)
+    b = Tensor(_rand(256, 256, seed=1), requires_grad=True)
+    loss = (a @ b).sum()
+    expected = (a.numpy().astype(np.float64) @ b.numpy()).sum()
+    assert abs(loss.item() - expected) <= 1e-3 * abs(expected)
+    loss.backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.broadcast_to(b.numpy().sum(1), (128, 256)), rtol=1e-4)
+    np.testing.assert_allclose(b.grad.numpy(), np.broadcast_to(a.numpy().sum(0)[:, None], (256, 256)), rtol=1e-4)
+
+
+def test_every_live_tensor_sees_the_packed_matmul():
+    # d and e read the matmul c without being realized with it: once c ran (through panels) they read its result
+    # instead of computing the product again, unpacked
+    a, b = Tensor(_rand(128, 256)), Tensor(_rand(256, 256, seed=1))
+    c = a @ b
+    d, e = c + 1, (c * 2).sum()
+    c.realize()
+    for t in (d, e):
+        assert not any(u.op is Ops.REDUCE_AXIS and u.src[0].shape == (128, 256, 256) for u in t.uop.toposort())
+    ref = a.numpy().astype(np.float64) @ b.numpy()
+    np.testing.assert_allclose(d.numpy(), ref + 1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(e.item(), (ref * 2).sum(), rtol=1e-4)
+
+
+def test_packed_schedule_replays_from_the_cache():
+    from uopkit.engine.realize import stats
+
+    b = Tensor(_rand(256, 256, seed=1))
+    hits = stats["schedule_hits"]
+    for seed in range(3):
+        a = _rand(128, 256, seed=10 + seed)
+        out = (Tensor(a) @ b).numpy()
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b.numpy(), rtol=1e-4, atol=1e-4)
+    # the second and third products replay the first one's kernels (panel copy included)
+    assert stats["schedule_hits"] >= hits + 2
 
 
 def test_matmul_gradients_through_the_panel_copy():

@@ -18,9 +18,9 @@ from uopkit.renderer.tensor_cores import (
     fragments_to_tile,
     tile_to_fragments,
     validate_for_renderer,
-    wmma_matmul_program,
 )
 from uopkit.testing.emulator import run_uops
+from uopkit.testing.programs import wmma_matmul_program
 from uopkit.uop.ops import Ops
 
 ALL = [tc for tcs in IN_TREE_TENSOR_CORES.values() for tc in tcs]

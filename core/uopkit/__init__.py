@@ -1,9 +1,18 @@
 """uopkit: a small tensor compiler whose device backends are pip-installable plugins."""
 
+import importlib.metadata
+
 from uopkit.device import Device
 from uopkit.dtype import dtypes
 
-__all__ = ["Device", "dtypes"]
+# one source for the version: pyproject.toml, read back from the installed distribution's metadata
+try:
+    __version__ = importlib.metadata.version("uopkit")
+except importlib.metadata.PackageNotFoundError:
+    # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["Device", "dtypes", "__version__"]
 
 # Tensor is re-exported once uopkit.tensor exists; any other import error inside it must still surface
 try:

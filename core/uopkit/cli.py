@@ -47,6 +47,16 @@ def cmd_devices(args: argparse.Namespace) -> int:
 BACKEND_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
+def compatible_core(version: str) -> str:
+    """The requirement on the core a new backend declares: the running core's minor series, ``uopkit>=0.1,<0.2`` for
+    0.1.3 (the plugin contract may change between minor versions); just ``uopkit`` when the version is unknown."""
+    parts = version.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return "uopkit"
+    major, minor = int(parts[0]), int(parts[1])
+    return f"uopkit>={major}.{minor},<{major}.{minor + 1}"
+
+
 def new_backend(name: str, folder: pathlib.Path) -> list[pathlib.Path]:
     """Write a complete, installable backend package for device `name` into `folder`; returns the files written.
 
@@ -56,6 +66,7 @@ def new_backend(name: str, folder: pathlib.Path) -> list[pathlib.Path]:
         raise ValueError(f"backend name {name!r} must be a letter followed by letters, digits or _ (e.g. MYDEV)")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ValueError(f"{folder} already exists and is not an empty folder; choose a new one")
+    from uopkit import __version__
     from uopkit.uop.spec import SPEC_VERSION
 
     lower = name.lower()
@@ -67,6 +78,7 @@ def new_backend(name: str, folder: pathlib.Path) -> list[pathlib.Path]:
         "{{DIST}}": f"uopkit-{lower.replace('_', '-')}",
         "{{CLASS}}": "".join(part.capitalize() for part in lower.split("_") if part),
         "{{SPEC_VERSION}}": str(SPEC_VERSION),
+        "{{UOPKIT_REQUIREMENT}}": compatible_core(__version__),
     }
     templates = importlib.resources.files("uopkit.templates") / "backend"
     written: list[pathlib.Path] = []
@@ -107,7 +119,10 @@ def cmd_new_backend(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from uopkit import __version__
+
     parser = argparse.ArgumentParser(prog="uopkit", description="uopkit tensor compiler")
+    parser.add_argument("--version", action="version", version=f"uopkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     devices = sub.add_parser("devices", help="list installed backends and whether they can run here")
     devices.add_argument("-v", "--verbose", action="store_true", help="also show each backend's description")

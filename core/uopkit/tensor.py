@@ -20,15 +20,12 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
+from uopkit.engine.realize import buffers
 from uopkit.helpers import prod
-from uopkit.schedule.packing import packed_view, panel_for
+from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 _contiguous_ids = itertools.count()
-# every live tensor, so that realizing one updates the graphs the others hold
-_all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
-# the Buffer behind each BUFFER node
-buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 
 
 class ShapeError(ValueError):
@@ -2318,11 +2315,8 @@ class Tensor:
         batch = _broadcast_shape(x.shape[:-2], w.shape[:-2], "matmul")
         out_dt = least_upper_dtype(x.dtype, w.dtype)
         xb = x.cast(out_dt).reshape(x.shape[:-2] + (n, 1, k))._broadcast_to(batch + (n, m, k))
+        # (the scheduler may store a large row-major w in panels for the device: schedule/packing.py)
         wt = w.cast(out_dt).transpose(-1, -2).reshape(w.shape[:-2] + (1, m, k))
-        # a row-major w is read a few columns at a time over all of k: the device may want it stored in panels
-        # (not when a gradient will flow into x: that product would read w through the panels, in the wrong order)
-        if (panel := panel_for(wt.uop, wt.ndim - 2, wt.ndim - 1, n)) and x._no_gradient_reaches():
-            wt = Tensor(packed_view(wt.uop, wt.ndim - 2, panel))
         wb = wt._broadcast_to(batch + (n, m, k))
         out = (xb * wb).sum(axis=-1, dtype=_sum_acc_dtype(out_dt)).cast(out_dt)
         if x_vec:
@@ -2330,12 +2324,6 @@ class Tensor:
         if w_vec:
             out = out.squeeze(-1)
         return out
-
-    def _no_gradient_reaches(self) -> bool:
-        # stored data reached only through this tensor, or no tensor asks for gradients at all
-        if self.requires_grad:
-            return False
-        return self.uop.base.op is Ops.BUFFER or not any(t.requires_grad for t in _all_tensors)
 
     def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
         """Matrix product (self @ x).

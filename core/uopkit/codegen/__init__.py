@@ -83,7 +83,7 @@ def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     if BEAM >= 1:
         from uopkit.codegen.opt.search import beam_search
 
-        return beam_search(ast, renderer, BEAM.value)
+        return beam_search(ast, renderer, BEAM.value, build=get_program)
     from uopkit.codegen.opt.heuristic import hand_coded_opts
 
     return hand_coded_opts(ast, renderer)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from uopkit.codegen.opt import AxisPart, KernelPlan, OptOps, initial_plan
+from uopkit.codegen.plan import AxisPart, KernelPlan, OptOps, initial_plan
 from uopkit.dtype import DType, dtypes
 from uopkit.helpers import strides_for_shape
 from uopkit.uop.ops import GroupOp, Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.renderer import TensorCore, TileLayout
 
 Index = tuple[UOp, ...]
 TRUE = UOp.const(dtypes.bool, True)
@@ -42,8 +45,8 @@ class LowererContext:
     # which kernel axis each loop range (by id) belongs to (used by the heuristics to find contiguous axes)
     axis_of: dict[int, int] = field(default_factory=dict)
     local_dims: list[int] = field(default_factory=list)
-    # per-kernel state of the tensor-core lowering (codegen/tensor_core.py), when the plan has OptOps.TC
-    tensor_core: Any = None
+    # per-kernel state of the tensor-core lowering (the end of this file), when the plan has OptOps.TC
+    tensor_core: TensorCoreLowering | None = None
     # the upcast part that becomes a vector: (axis, position of the part counted from the end of the axis's parts)
     vector_part: tuple[int, int] | None = None
 
@@ -211,8 +214,6 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     assert in_shape is not None
     planned = node is ctx.plan.reduce_op
     if planned and ctx.plan.tc is not None:
-        from uopkit.codegen.tensor_core import lower_tc_reduce
-
         return lower_tc_reduce(ctx, node, idx, valid)
     parts_per_axis = ctx.plan.red if planned else tuple((AxisPart(in_shape[a], "loop"),) for a in axes)
     outer = _ranges_in(*idx, valid)
@@ -354,8 +355,6 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
             elif p.kind == "local":
                 nodes.append((ctx.new_local_id(p.size), p.size))
             elif p.kind == "tc":
-                from uopkit.codegen.tensor_core import tile_placeholder
-
                 nodes.append((tile_placeholder(ctx, i), p.size))
             else:
                 r = ctx.new_range(p.size, ctx.lane_kind(i, j, len(parts), p.kind))
@@ -393,8 +392,6 @@ def lower_store(ctx: LowererContext, store: UOp) -> UOp:
     """Lower one kernel output STORE(view of DEFINE_GLOBAL, value) to its loops."""
     target, value = store.src
     if ctx.plan.tc is not None:
-        from uopkit.codegen.tensor_core import begin_tensor_core
-
         begin_tensor_core(ctx)
     idx, loops, gate = _output_axes(ctx)
     lowered = lower_value(ctx, value, idx, gate)
@@ -410,8 +407,6 @@ def lower_store(ctx: LowererContext, store: UOp) -> UOp:
     index_src = (base, out_idx[0]) if gate is TRUE else (base, out_idx[0], gate)
     out = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, base.dtype, index_src), lowered))
     if ctx.plan.tc is not None:
-        from uopkit.codegen.tensor_core import finish_tensor_core
-
         out = finish_tensor_core(ctx, out)
     for r in reversed(loops):
         out = UOp(Ops.END, dtypes.void, (out, r))
@@ -429,3 +424,189 @@ def lower_kernel(
     ctx.vector_part = _vector_part(ctx.plan, vector_width)
     sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
     return sink, ctx
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# tensor cores (OptOps.TC): the matmul lowered onto the core exactly as its `TensorCore` description says.
+# (`uopkit.codegen.opt.tc.match_tensor_core` found, for the optimizer, which axes are M, N and K.) `lower_kernel` calls:
+#
+# - `begin_tensor_core` (start of `lower_store`): the lane id (SPECIAL "lidx0", work-group dimension 0, when the core
+#   has several threads) and placeholders for the tile coordinates M, N, K and the accumulator element.
+# - `tile_placeholder` (`_output_axes`): the "tc" part of the M and N axes is a placeholder, so the value the kernel
+#   stores is built for a symbolic position inside the tile.
+# - `lower_tc_reduce` (`lower_reduce`): the reduce becomes a loop over K tiles around one WMMA. Each fragment element
+#   of A and B is the MUL's operand lowered with the placeholders replaced by its (row, col) in the A or B layout;
+#   the accumulator holds the thread's C fragment (one DEFINE_REG slot per element, per upcast lane around it).
+# - `finish_tensor_core` (end of `lower_store`): the placeholders become the C layout's (row, col) of element e of
+#   the thread's fragment, with e an upcast lane range; the expander then writes each element where it belongs.
+
+
+class TensorCoreMatchError(ValueError):
+    """The kernel is not a matmul this tensor core can compute (the message says why)."""
+
+
+def _as_dtype_in(u: UOp, dtype_in: DType) -> UOp | None:
+    """`u` as a value of `dtype_in`: itself, the source of a CAST from it, or the same view of such a source (the
+    front end casts before it reshapes and expands, so the CAST can sit under movement ops). None if it isn't."""
+    if u.dtype == dtype_in:
+        return u
+    if u.op is Ops.CAST and u.src[0].dtype == dtype_in:
+        return u.src[0]
+    if u.op in GroupOp.Movement:
+        inner = _as_dtype_in(u.src[0], dtype_in)
+        return None if inner is None else u.replace(dtype=dtype_in, src=(inner,))
+    return None
+
+
+def mul_operands(value: UOp, tc: TensorCore) -> tuple[UOp, UOp]:
+    """The two `dtype_in` operands of a reduce source MUL(x, y), MUL(CAST(x), CAST(y)) or CAST(MUL(x, y)).
+
+    With CAST(MUL(x, y)) the tensor core multiplies exactly where the kernel would round the product to
+    `dtype_in` first: the result can only be closer to the exact one."""
+    mul = value.src[0] if value.op is Ops.CAST and value.src[0].op is Ops.MUL else value
+    if mul.op is not Ops.MUL:
+        raise TensorCoreMatchError(f"the reduce must sum a product (MUL), not {value.op.name}")
+    operands = []
+    for s in mul.src:
+        operand = _as_dtype_in(s, tc.dtype_in)
+        if operand is None:
+            raise TensorCoreMatchError(f"a factor of the product has dtype {s.dtype}, not the core's {tc.dtype_in}")
+        operands.append(operand)
+    return operands[0], operands[1]
+
+
+@dataclass
+class TensorCoreLowering:
+    """Per-kernel state: the lane id within the core's threads and the placeholders of the tile coordinates."""
+
+    lane: UOp | int
+    m: UOp
+    n: UOp
+    k: UOp
+    elem: UOp
+
+
+def _placeholder(size: int, what: str) -> UOp:
+    # a RANGE with a negative id never reaches the program: finish_tensor_core or lower_tc_reduce replace it
+    return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), (-1, f"tc_{what}"))
+
+
+def _bits_index(bits: tuple[str, ...], lane: UOp | int, elem: UOp | int) -> UOp:
+    """The row or column a TileLayout's bit list names (as `TileLayout.coord`), with each run of consecutive bits
+    of one source taken by one shift and mask: ``("t2", "t3", "t4")`` is ``lane // 4`` rather than three bits."""
+    runs: list[list] = []
+    for position, name in enumerate(bits):
+        source, k = name[0], int(name[1:])
+        if runs and runs[-1][0] == source and runs[-1][1] + runs[-1][2] == k:
+            runs[-1][2] += 1
+        else:
+            runs.append([source, k, 1, position])
+    value = UOp.const(dtypes.index, 0)
+    for source, k, length, position in runs:
+        x = lane if source == "t" else elem
+        if isinstance(x, int):
+            term: UOp | int = (x >> k) % (1 << length)
+        else:
+            term = x // (1 << k) if k else x
+            # the top bits need no mask when the id never reaches them
+            if x.vmax >= 1 << (k + length):
+                term = term % (1 << length)
+        value = value + (term * (1 << position) if position else term)
+    return value
+
+
+def _coord(layout: TileLayout, lane: UOp | int, elem: UOp | int) -> tuple[UOp, UOp]:
+    return _bits_index(layout.rows, lane, elem), _bits_index(layout.cols, lane, elem)
+
+
+def begin_tensor_core(ctx: LowererContext) -> None:
+    assert ctx.plan.tc is not None
+    tc = ctx.plan.tc.tc
+    m, n, k = tc.dims
+    # the core's threads are work-group dimension 0, so they are consecutive lanes of one warp
+    lane: UOp | int = ctx.new_local_id(tc.threads) if tc.threads > 1 else 0
+    ctx.tensor_core = TensorCoreLowering(
+        lane,
+        _placeholder(m, "m"),
+        _placeholder(n, "n"),
+        _placeholder(k, "k"),
+        _placeholder(tc.elements_per_thread[2], "e"),
+    )
+
+
+def tile_placeholder(ctx: LowererContext, axis: int) -> UOp:
+    """The position inside the tile along output axis `axis` (M or N), before the C layout is known."""
+    tcp, state = ctx.plan.tc, ctx.tensor_core
+    assert tcp is not None and state is not None
+    if axis == tcp.m_axis:
+        return state.m
+    if axis == tcp.n_axis:
+        return state.n
+    raise AssertionError(f"axis {axis} has a tensor core part but is neither M nor N")
+
+
+def lower_tc_reduce(ctx: LowererContext, node: UOp, idx: tuple[UOp, ...], valid: UOp) -> UOp:
+    tcp, state = ctx.plan.tc, ctx.tensor_core
+    assert tcp is not None and state is not None
+    tc = tcp.tc
+    ea, eb, ec = tc.elements_per_thread
+    outer = _ranges_in(*idx, valid)
+    outer_loops = [r for r in outer if r.arg[1] in LOOP_KINDS]
+    # other upcast lanes around the core (UPCAST of M or N): one C fragment per lane, each its own WMMA
+    lane_index, n_lanes = _lane_index([r for r in outer if r.arg[1] in LANE_KINDS])
+    acc = UOp(Ops.DEFINE_REG, tc.dtype_out.ptr(n_lanes * ec), (), next(ctx.reg_ids))
+
+    def slot(e: UOp | int) -> UOp:
+        return UOp(Ops.INDEX, acc.dtype, (acc, lane_index * ec + e))
+
+    inits = tuple(UOp(Ops.STORE, dtypes.void, (slot(e), UOp.const(tc.dtype_out, 0), *outer_loops)) for e in range(ec))
+    k_parts = ctx.plan.red[tcp.k_axis - ctx.plan.n_out]
+    k_tiles = k_parts[0].size if len(k_parts) > 1 else 1
+    kt = ctx.new_range(k_tiles, "loop", inits)
+    ctx.axis_of[kt.arg[0]] = tcp.k_axis
+    inner = list(idx)
+    inner[node.arg[1][0]] = kt * tc.dims[2] + state.k
+
+    def fragment(operand: UOp, operand_i: int, count: int) -> UOp:
+        elems = []
+        for e in range(count):
+            row, col = _coord(tc.layouts[operand_i], state.lane, e)
+            zero = UOp.const(dtypes.index, 0)
+            # A is M x K and does not read N; B is K x N and does not read M
+            mapping = (
+                {state.m: row, state.n: zero, state.k: col}
+                if operand_i == 0
+                else {
+                    state.m: zero,
+                    state.n: col,
+                    state.k: row,
+                }
+            )
+            at = tuple(u.substitute(mapping) for u in inner)
+            elems.append(lower_value(ctx, operand, at, valid.substitute(mapping)))
+        return UOp(Ops.VECTORIZE, tc.dtype_in.vec(count), tuple(elems))
+
+    x, y = mul_operands(node.src[0], tc)
+    a_op, b_op = (x, y) if tcp.a_src == 0 else (y, x)
+    a_vec, b_vec = fragment(a_op, 0, ea), fragment(b_op, 1, eb)
+    c_vec = UOp(
+        Ops.VECTORIZE, tc.dtype_out.vec(ec), tuple(UOp(Ops.LOAD, tc.dtype_out, (slot(e), kt)) for e in range(ec))
+    )
+    d_vec = UOp(Ops.WMMA, tc.dtype_out.vec(ec), (a_vec, b_vec, c_vec), tc)
+    # chained stores (each orders after the previous), so one END closes the loop after all of them
+    update: UOp | None = None
+    for e in range(ec):
+        value = UOp(Ops.GEP, tc.dtype_out, (d_vec,), (e,))
+        update = UOp(Ops.STORE, dtypes.void, (slot(e), value) + ((update,) if update is not None else ()))
+    assert update is not None
+    done = UOp(Ops.END, dtypes.void, (update, kt))
+    return UOp(Ops.LOAD, tc.dtype_out, (slot(state.elem), done))
+
+
+def finish_tensor_core(ctx: LowererContext, out: UOp) -> UOp:
+    """Place the thread's C fragment: the tile placeholders become the C layout's coordinates of element e."""
+    tcp, state = ctx.plan.tc, ctx.tensor_core
+    assert tcp is not None and state is not None
+    elem = ctx.new_range(tcp.tc.elements_per_thread[2], "upcast")
+    row, col = _coord(tcp.tc.c_layout, state.lane, elem)
+    return out.substitute({state.m: row, state.n: col, state.elem: elem})

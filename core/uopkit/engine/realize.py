@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 1)
 # how many distinct graph structures the schedule cache remembers
 SCHEDULE_CACHE_SIZE = 4096
+# the Buffer behind each BUFFER node (the front end's tensors hold the nodes)
+buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -169,8 +172,6 @@ def exec_item(ei: ExecItem, index: int = 0) -> None:
 
 
 def _buffer_for(buf: UOp) -> Buffer:
-    from uopkit.tensor import buffers
-
     b = buffers.get(buf)
     if b is None:
         _, device, size = buf.arg
@@ -328,8 +329,6 @@ def _replay_view(view: UOp, base: UOp) -> UOp:
 
 
 def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], leaves: list[UOp], topo: list[UOp]) -> None:
-    from uopkit.tensor import buffers
-
     table: list[Buffer] = [_buffer_for(b) for b in leaves]
     new_uops = []
     for device, size, dtype in entry.new_buffers:

@@ -1,13 +1,14 @@
-"""Tensor cores as data: validation of `TensorCore` descriptions, their reference semantics, and the in-tree ones.
+"""Tensor cores as data: the `TensorCore` description (re-exported by `uopkit.renderer`), its validation, its
+reference semantics, and the in-tree ones.
 
-A `TensorCore` (in `uopkit.renderer`) says which element of which operand tile every thread holds. From that alone
-this module can:
+A `TensorCore` says which element of which operand tile every thread holds. From that alone this module can:
 
 - check a description is consistent (`validate_tensor_core`) and usable by a renderer (`validate_for_renderer`),
 - turn per-thread fragments into tiles and back (`fragments_to_tile`, `tile_to_fragments`),
 - compute a WMMA exactly as described (`reference_wmma`, what the reference emulator runs),
-- build a linear program that multiplies matrices with WMMA UOps (`wmma_matmul_program`), used by the tests and
-  the conformance suite to check a description on any device that renders WMMA, and on the emulator.
+
+`uopkit.testing.programs.wmma_matmul_program` builds a linear program that multiplies matrices with WMMA UOps, used by
+the tests and the conformance suite to check a description on any device that renders WMMA, and on the emulator.
 
 The WMMA UOp of the linear program is ``UOp(Ops.WMMA, dtype_out.vec(C), (a, b, c), arg=tc)``: `a`, `b`, `c` are
 the calling thread's fragments (vectors of ``elements_per_thread`` A, B, C), the result is its fragment of D.
@@ -16,15 +17,90 @@ the calling thread's fragments (vectors of ``elements_per_thread`` A, B, C), the
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uopkit.dtype import DType, dtypes
-from uopkit.renderer import Renderer, TensorCore, TileLayout
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from uopkit.uop.ops import UOp
+    from uopkit.renderer import Renderer
+
+
+@dataclass(frozen=True)
+class TileLayout:
+    """Where each element of a per-thread fragment sits in one operand's tile, bit by bit.
+
+    `rows` and `cols` name, least significant bit first, where each bit of the row and column index comes from:
+    ``"t<k>"`` is bit k of the thread's lane id within the tensor core's threads, ``"e<k>"`` bit k of the element's
+    index within the thread's fragment. So ``rows=("t2", "t3", "t4", "e1"), cols=("e0", "t0", "t1", "e2")`` puts
+    element e of lane t at row ``(t >> 2) + 8 * ((e >> 1) & 1)`` and column ``(e & 1) + 2 * (t & 3) + 8 * (e >> 2)``.
+    A thread bit that appears in neither is a replication: threads that differ only in it hold the same elements.
+    """
+
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+
+    def coord(self, thread: Any, elem: Any) -> tuple[Any, Any]:
+        """(row, col) of element `elem` of thread `thread`; works on ints, numpy arrays and index UOps alike."""
+        return _bits_value(self.rows, thread, elem), _bits_value(self.cols, thread, elem)
+
+
+def _bits_value(bits: tuple[str, ...], thread: Any, elem: Any) -> Any:
+    value: Any = 0
+    for position, name in enumerate(bits):
+        source = thread if name[0] == "t" else elem
+        k = int(name[1:])
+        bit = (source // (1 << k) if k else source) % 2
+        term = bit * (1 << position) if position else bit
+        value = term if position == 0 else value + term
+    return value
+
+
+@dataclass(frozen=True)
+class TensorCore:
+    """A matrix-multiply-accumulate unit, described as data: D = A @ B + C on one tile, computed together by
+    `threads` threads (a warp, a SIMD group; 1 for a CPU matrix unit).
+
+    - `dims` = (M, N, K): A is M x K, B is K x N, C and D are M x N; each a power of two.
+    - `dtype_in` is the dtype of A and B, `dtype_out` of C and D (the accumulation dtype).
+    - `elements_per_thread` = (A, B, C): how many elements of each operand one thread holds (its fragment); the WMMA
+      UOp takes the fragments as vectors of these widths and returns D's fragment in C's layout.
+    - `a_layout`, `b_layout`, `c_layout`: the `TileLayout` of each operand (rows x cols: M x K, K x N, M x N).
+    - `name`: the intrinsic's name, for renderers (defaults to ``WMMA_M_N_K_in_out``).
+
+    A description is validated when it is built (`validate_tensor_core`), so a plugin
+    with a malformed one fails to open with the reason. The reference emulator executes a WMMA exactly as described.
+    """
+
+    dims: tuple[int, int, int]
+    dtype_in: DType
+    dtype_out: DType
+    threads: int
+    elements_per_thread: tuple[int, int, int]
+    a_layout: TileLayout
+    b_layout: TileLayout
+    c_layout: TileLayout
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            m, n, k = self.dims
+            object.__setattr__(self, "name", f"WMMA_{m}_{n}_{k}_{self.dtype_in.name}_{self.dtype_out.name}")
+        validate_tensor_core(self)
+
+    def validate(self) -> TensorCore:
+        """Check the description again (it is checked when built); returns self. Raises `TensorCoreError`."""
+        validate_tensor_core(self)
+        return self
+
+    @property
+    def layouts(self) -> tuple[TileLayout, TileLayout, TileLayout]:
+        return (self.a_layout, self.b_layout, self.c_layout)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.threads} threads, {self.elements_per_thread} elements per thread)"
 
 
 class TensorCoreError(ValueError):
@@ -263,75 +339,3 @@ IN_TREE_TENSOR_CORES: dict[str, list[TensorCore]] = {
     "AMD_RDNA3": AMD_RDNA3_TENSOR_CORES,
     "ONE_THREAD": ONE_THREAD_TENSOR_CORES,
 }
-
-
-# ------------------------------------------------------------------------------------------ a WMMA matmul program
-
-
-def wmma_matmul_program(tc: TensorCore, tiles: tuple[int, int, int] = (2, 2, 2)) -> list[UOp]:
-    """A linear program computing ``out = a @ b`` with WMMA UOps, for `tiles` = (tiles along M, N, K).
-
-    Buffers: data0 = out (dtype_out, M x N), data1 = a (dtype_in, M x K), data2 = b (dtype_in, K x N), row-major,
-    where M, N, K are the tile dims times `tiles`. A tile of the output is one workgroup of `tc.threads` threads
-    (SPECIAL "gidx0"/"gidx1" for the tile, "lidx0" for the lane); with one thread the tiles are global loops instead.
-    Each thread keeps its fragment of the accumulator in registers and loops over K one tile at a time.
-    """
-    from uopkit.codegen.linearizer import linearize
-    from uopkit.dtype import PtrDType
-    from uopkit.uop.ops import Ops, UOp
-
-    tm, tn, tk = tiles
-    m, n, k = tc.dims
-    big_m, big_n, big_k = m * tm, n * tn, k * tk
-    ea, eb, ec = tc.elements_per_thread
-
-    def const(v: int) -> UOp:
-        return UOp.const(dtypes.index, v)
-
-    out = UOp(Ops.DEFINE_GLOBAL, tc.dtype_out.ptr(big_m * big_n), (), 0)
-    a_buf = UOp(Ops.DEFINE_GLOBAL, tc.dtype_in.ptr(big_m * big_k), (), 1)
-    b_buf = UOp(Ops.DEFINE_GLOBAL, tc.dtype_in.ptr(big_k * big_n), (), 2)
-    if tc.threads > 1:
-        tile_n = UOp(Ops.SPECIAL, dtypes.index, (const(tn),), "gidx0")
-        tile_m = UOp(Ops.SPECIAL, dtypes.index, (const(tm),), "gidx1")
-        lane: UOp | int = UOp(Ops.SPECIAL, dtypes.index, (const(tc.threads),), "lidx0")
-        outer: list[UOp] = []
-    else:
-        tile_m = UOp(Ops.RANGE, dtypes.index, (const(tm),), (0, "loop"))
-        tile_n = UOp(Ops.RANGE, dtypes.index, (const(tn),), (1, "loop"))
-        lane = 0
-        outer = [tile_m, tile_n]
-    acc_dtype: PtrDType = tc.dtype_out.ptr(ec)
-    acc = UOp(Ops.DEFINE_REG, acc_dtype, (), 0)
-    slots = [UOp(Ops.INDEX, acc_dtype, (acc, const(e))) for e in range(ec)]
-    inits = [UOp(Ops.STORE, dtypes.void, (slot, UOp.const(tc.dtype_out, 0), *outer)) for slot in slots]
-    kt = UOp(Ops.RANGE, dtypes.index, (const(tk), *inits), (2, "loop"))
-
-    def element(buf: UOp, layout: TileLayout, e: int, row0: UOp, col0: UOp, width: int) -> UOp:
-        row, col = layout.coord(lane, e)
-        offset = (row0 + row) * width + col0 + col
-        return UOp(Ops.LOAD, buf.dtype.base, (UOp(Ops.INDEX, buf.dtype, (buf, offset)),))
-
-    a_frag = [element(a_buf, tc.a_layout, e, tile_m * m, kt * k, big_k) for e in range(ea)]
-    b_frag = [element(b_buf, tc.b_layout, e, kt * k, tile_n * n, big_n) for e in range(eb)]
-    c_frag = [UOp(Ops.LOAD, tc.dtype_out, (slot, kt)) for slot in slots]
-    a_vec = UOp(Ops.VECTORIZE, tc.dtype_in.vec(ea), tuple(a_frag))
-    b_vec = UOp(Ops.VECTORIZE, tc.dtype_in.vec(eb), tuple(b_frag))
-    c_vec = UOp(Ops.VECTORIZE, tc.dtype_out.vec(ec), tuple(c_frag))
-    d_vec = UOp(Ops.WMMA, tc.dtype_out.vec(ec), (a_vec, b_vec, c_vec), tc)
-    # stores are chained (each lists the previous one as an ordering dep) so one END closes the loop after all
-    update: UOp | None = None
-    for e, slot in enumerate(slots):
-        value = UOp(Ops.GEP, tc.dtype_out, (d_vec,), (e,))
-        update = UOp(Ops.STORE, dtypes.void, (slot, value) + ((update,) if update is not None else ()))
-    assert update is not None
-    done = UOp(Ops.END, dtypes.void, (update, kt))
-    body: UOp = done
-    for e, slot in enumerate(slots):
-        row, col = tc.c_layout.coord(lane, e)
-        offset = (tile_m * m + row) * big_n + tile_n * n + col
-        value = UOp(Ops.LOAD, tc.dtype_out, (slot, done))
-        body = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, offset)), value, body))
-    for r in reversed(outer):
-        body = UOp(Ops.END, dtypes.void, (body, r))
-    return linearize(UOp(Ops.SINK, dtypes.void, (body,)))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from uopkit.helpers import SPEC
 from uopkit.schedule.grouper import ScheduleError, is_kernel_store, kernelize_graph
+from uopkit.schedule.packing import pack_panels
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 if TYPE_CHECKING:
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
 # Only kernel STOREs are remembered: a computed value (say ADD(BUFFER, 1)) is not, because the BUFFER it reads can be
 # overwritten by a later assign and the same hash-consed node must then be computed again.
 becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
+# tensor.py, so the scheduler needs nothing from the front end
+live_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
 
 def do_replace_known(ctx: weakref.WeakKeyDictionary[UOp, UOp], x: UOp) -> UOp | None:
@@ -64,14 +68,12 @@ def _remember_source(old: UOp, new: UOp) -> None:
 
 def update_tensors(mapping: dict[UOp, UOp]) -> None:
     """Point every live tensor at the new form of its graph (nodes in `mapping` replaced)."""
-    from uopkit.tensor import _all_tensors
-
     for k, v in mapping.items():
         if k is not v and is_kernel_store(k):
             becomes_map[k] = v
     if not mapping:
         return
-    for t in list(_all_tensors):
+    for t in list(live_tensors):
         new = mapping.get(t.uop)
         if new is None and any(n in mapping for n in t.uop.toposort(gate=_not_storage)):
             new = t.uop.substitute(mapping, name="update tensor graph")
@@ -90,6 +92,12 @@ def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
     sink = apply_becomes(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)))
     for t, new in zip(tensors, sink.src, strict=True):
         t.uop = new
+    # large matmuls may read their right operand from panels (the device's renderer says): decided here, on the whole
+    # graph with its gradients, and applied to every live tensor so that all share the one packed matmul
+    packed = pack_panels(sink)
+    if packed:
+        update_tensors(packed)
+        sink = sink.substitute(packed, name="pack panels")
     if SPEC:
         from uopkit.uop.spec import verify_tensor_graph
 

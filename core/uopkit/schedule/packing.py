@@ -5,13 +5,18 @@ B[k, j:j+P]. Consecutive k are N elements apart, so every read lands on another 
 never sees a stream. Stored as (N/P, K, P) instead, a panel is one contiguous run that the kernel walks from start
 to end. The copy is one pass over B; a large product reads B many times over (measured on a 2048 matmul: 2.8x).
 
-Tensor.dot asks while it builds the graph: B's view becomes a view of CONTIGUOUS(B in panel layout) with the same
-shape and values, so the scheduler stores the panels in a kernel of their own and the matmul reads them.
+The scheduler decides, once the graph is complete (gradients included) and before it kernelizes: `pack_panels` finds
+each sum over a product (a matmul) whose operand is a broadcast, row-major view of stored data and, when the device's
+renderer asks for panels (`Renderer.pack_panel`), replaces that operand by the same view of CONTIGUOUS(B in panel
+layout), with the same shape and values; the panels are then stored by a kernel of their own and the matmul reads
+them. The front end knows nothing of it.
 """
 
 from __future__ import annotations
 
-from uopkit.uop.ops import Ops, UOp
+import math
+
+from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat
 from uopkit.uop.symbolic import decompose, simplify
 
 # below these the copy costs more than the strided reads: the panel's reuse (rows of A) and the operand's size
@@ -85,3 +90,56 @@ def packed_view(operand: UOp, j: int, p: int) -> UOp:
     stored = UOp(Ops.CONTIGUOUS, operand.dtype, (panels,))
     back = tuple(order.index(a) for a in range(len(split)))
     return UOp(Ops.RESHAPE, operand.dtype, (UOp(Ops.PERMUTE, operand.dtype, (stored,), back),), shape)
+
+
+def _packed_operand(operand: UOp, k: int) -> UOp | None:
+    """`operand` (a factor of a matmul's product, reduced over axis `k`) read from panels, or None to leave it.
+
+    Only a broadcast (EXPAND) of a view of stored data is packed: the rows it is broadcast over are what reuses each
+    panel, and the view under the broadcast is what is copied (once, not once per row)."""
+    if operand.op is not Ops.EXPAND:
+        return None
+    inner = operand.src[0]
+    shape, out_shape = inner.shape, operand.shape
+    assert shape is not None and out_shape is not None
+    reuse = math.prod(o for s, o in zip(shape, out_shape, strict=True) if s == 1 and o != 1)
+    strides = _strides(inner) if inner.base.op is Ops.BUFFER else None
+    if strides is None or shape[k] == 1:
+        return None
+    # the column axis: the other axis the operand walks contiguously
+    j = next((a for a, st in strides.items() if st == 1 and a != k and shape[a] > 1), None)
+    if j is None:
+        return None
+    p = panel_for(inner, j, k, reuse)
+    return operand.replace(src=(packed_view(inner, j, p),)) if p else None
+
+
+def do_pack_matmul(red: UOp, mul: UOp) -> UOp | None:
+    op, axes = red.arg
+    if op is not Ops.ADD or len(axes) != 1:
+        return None
+    packed = [_packed_operand(s, axes[0]) for s in mul.src]
+    if all(p is None for p in packed):
+        return None
+    new_mul = mul.replace(src=tuple(p if p is not None else s for p, s in zip(packed, mul.src, strict=True)))
+    value = red.src[0]
+    return red.replace(src=(new_mul if value is mul else value.replace(src=(new_mul,)),))
+
+
+# a sum over one axis of a product (a matmul; the product may be cast to the accumulator's dtype first)
+pm_pack_panels = PatternMatcher(
+    [
+        (UPat(Ops.REDUCE_AXIS, src=(UPat(Ops.MUL, name="mul"),), name="red"), do_pack_matmul),
+        (UPat(Ops.REDUCE_AXIS, src=(UPat(Ops.CAST, src=(UPat(Ops.MUL, name="mul"),)),), name="red"), do_pack_matmul),
+    ]
+)
+
+
+def pack_panels(sink: UOp) -> dict[UOp, UOp]:
+    """{matmul REDUCE_AXIS: the same reduce reading its operands from panels} for the matmuls in `sink` worth it."""
+    mapping: dict[UOp, UOp] = {}
+    for u in sink.toposort():
+        new = pm_pack_panels.rewrite(u) if u.op is Ops.REDUCE_AXIS else None
+        if new is not None:
+            mapping[u] = new
+    return mapping

@@ -14,7 +14,8 @@ import pytest
 
 from uopkit.codegen.linearizer import linearize
 from uopkit.device import Buffer, Device
-from uopkit.dtype import DType, dtypes, from_numpy_dtype
+from uopkit.dtype import DType, PtrDType, dtypes, from_numpy_dtype
+from uopkit.renderer import TensorCore, TileLayout
 from uopkit.uop.ops import Ops, UOp
 from uopkit.uop.spec import verify_program
 
@@ -114,3 +115,68 @@ def run_program(
     prg(*[b.opaque for b in bufs], global_size=global_size, local_size=local_size, vals=vals, wait=True)
     dev.synchronize()
     return [b.numpy().reshape(np.shape(a)) for b, a in zip(bufs, arrays, strict=True)]
+
+
+def wmma_matmul_program(tc: TensorCore, tiles: tuple[int, int, int] = (2, 2, 2)) -> list[UOp]:
+    """A linear program computing ``out = a @ b`` with WMMA UOps, for `tiles` = (tiles along M, N, K).
+
+    Buffers: data0 = out (dtype_out, M x N), data1 = a (dtype_in, M x K), data2 = b (dtype_in, K x N), row-major,
+    where M, N, K are the tile dims times `tiles`. A tile of the output is one workgroup of `tc.threads` threads
+    (SPECIAL "gidx0"/"gidx1" for the tile, "lidx0" for the lane); with one thread the tiles are global loops instead.
+    Each thread keeps its fragment of the accumulator in registers and loops over K one tile at a time.
+    """
+    tm, tn, tk = tiles
+    m, n, k = tc.dims
+    big_m, big_n, big_k = m * tm, n * tn, k * tk
+    ea, eb, ec = tc.elements_per_thread
+
+    def const(v: int) -> UOp:
+        return UOp.const(dtypes.index, v)
+
+    out = UOp(Ops.DEFINE_GLOBAL, tc.dtype_out.ptr(big_m * big_n), (), 0)
+    a_buf = UOp(Ops.DEFINE_GLOBAL, tc.dtype_in.ptr(big_m * big_k), (), 1)
+    b_buf = UOp(Ops.DEFINE_GLOBAL, tc.dtype_in.ptr(big_k * big_n), (), 2)
+    if tc.threads > 1:
+        tile_n = UOp(Ops.SPECIAL, dtypes.index, (const(tn),), "gidx0")
+        tile_m = UOp(Ops.SPECIAL, dtypes.index, (const(tm),), "gidx1")
+        lane: UOp | int = UOp(Ops.SPECIAL, dtypes.index, (const(tc.threads),), "lidx0")
+        outer: list[UOp] = []
+    else:
+        tile_m = UOp(Ops.RANGE, dtypes.index, (const(tm),), (0, "loop"))
+        tile_n = UOp(Ops.RANGE, dtypes.index, (const(tn),), (1, "loop"))
+        lane = 0
+        outer = [tile_m, tile_n]
+    acc_dtype: PtrDType = tc.dtype_out.ptr(ec)
+    acc = UOp(Ops.DEFINE_REG, acc_dtype, (), 0)
+    slots = [UOp(Ops.INDEX, acc_dtype, (acc, const(e))) for e in range(ec)]
+    inits = [UOp(Ops.STORE, dtypes.void, (slot, UOp.const(tc.dtype_out, 0), *outer)) for slot in slots]
+    kt = UOp(Ops.RANGE, dtypes.index, (const(tk), *inits), (2, "loop"))
+
+    def element(buf: UOp, layout: TileLayout, e: int, row0: UOp, col0: UOp, width: int) -> UOp:
+        row, col = layout.coord(lane, e)
+        offset = (row0 + row) * width + col0 + col
+        return UOp(Ops.LOAD, buf.dtype.base, (UOp(Ops.INDEX, buf.dtype, (buf, offset)),))
+
+    a_frag = [element(a_buf, tc.a_layout, e, tile_m * m, kt * k, big_k) for e in range(ea)]
+    b_frag = [element(b_buf, tc.b_layout, e, kt * k, tile_n * n, big_n) for e in range(eb)]
+    c_frag = [UOp(Ops.LOAD, tc.dtype_out, (slot, kt)) for slot in slots]
+    a_vec = UOp(Ops.VECTORIZE, tc.dtype_in.vec(ea), tuple(a_frag))
+    b_vec = UOp(Ops.VECTORIZE, tc.dtype_in.vec(eb), tuple(b_frag))
+    c_vec = UOp(Ops.VECTORIZE, tc.dtype_out.vec(ec), tuple(c_frag))
+    d_vec = UOp(Ops.WMMA, tc.dtype_out.vec(ec), (a_vec, b_vec, c_vec), tc)
+    # stores are chained (each lists the previous one as an ordering dep) so one END closes the loop after all
+    update: UOp | None = None
+    for e, slot in enumerate(slots):
+        value = UOp(Ops.GEP, tc.dtype_out, (d_vec,), (e,))
+        update = UOp(Ops.STORE, dtypes.void, (slot, value) + ((update,) if update is not None else ()))
+    assert update is not None
+    done = UOp(Ops.END, dtypes.void, (update, kt))
+    body: UOp = done
+    for e, slot in enumerate(slots):
+        row, col = tc.c_layout.coord(lane, e)
+        offset = (tile_m * m + row) * big_n + tile_n * n + col
+        value = UOp(Ops.LOAD, tc.dtype_out, (slot, done))
+        body = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, offset)), value, body))
+    for r in reversed(outer):
+        body = UOp(Ops.END, dtypes.void, (body, r))
+    return linearize(UOp(Ops.SINK, dtypes.void, (body,)))

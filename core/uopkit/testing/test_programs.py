@@ -8,8 +8,19 @@ import pytest
 
 from uopkit.device import Device
 from uopkit.dtype import dtypes, to_numpy_dtype
-from uopkit.renderer.tensor_cores import validate_for_renderer, wmma_matmul_program
-from uopkit.testing.programs import chain, end, global_buf, idx, load, loop, program, run_program, store
+from uopkit.renderer.tensor_cores import validate_for_renderer
+from uopkit.testing.programs import (
+    chain,
+    end,
+    global_buf,
+    idx,
+    load,
+    loop,
+    program,
+    run_program,
+    store,
+    wmma_matmul_program,
+)
 from uopkit.uop.ops import Ops, UOp
 
 

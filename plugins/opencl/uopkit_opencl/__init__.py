@@ -6,6 +6,7 @@ Only hook implementations live here; pyopencl is imported and the driver touched
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import TYPE_CHECKING
 
 from uopkit.plugin import BackendInfo, hookimpl
@@ -13,7 +14,8 @@ from uopkit.plugin import BackendInfo, hookimpl
 if TYPE_CHECKING:
     from uopkit.device import Compiled
 
-__version__ = "0.1.0"
+# one source for the version: pyproject.toml, read back from the installed distribution's metadata
+__version__ = importlib.metadata.version("uopkit-opencl")
 
 # the UOp spec version this backend's renderer was written against (a literal on purpose)
 TARGET_SPEC_VERSION = 1

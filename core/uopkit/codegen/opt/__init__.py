@@ -1,153 +1,17 @@
-"""Kernel optimizations as data: a list of `Opt(op, axis, amount)` turns a kernel's axes into a `KernelPlan`.
-
-Axes are numbered as the kernel sees them: output axes 0..n-1 (the shape of the value the kernel stores), then
-the axes of its reduce, n..n+m-1. Each axis is split into parts, outer to inner, each with a kind:
-
-- "loop": a for loop (a grid dimension on GPU-style backends)
-- "thread": the loop is shared among CPU threads
-- "local": a work-group dimension (GPU)
-- "upcast": unrolled into independent lanes (registers, vectors); on a reduce axis: one accumulator per lane
-- "unroll": reduce lanes summed into the same accumulator inside the loop
-- "group": a reduce split among the threads of a work-group, combined through local memory
-- "tc": one tile dimension of a tensor core (see `OptOps.TC`); the lowerer maps it onto the tensor core's threads
-  and fragment elements as its `TensorCore` description says
-"""
+"""Kernel optimizations: `apply_opt` checks one `Opt` against the kernel and the renderer and returns the new
+`KernelPlan` (the plan's data types and axis kinds are described in `uopkit.codegen.plan`)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from enum import Enum, auto
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from uopkit.uop.ops import Ops, UOp
+from uopkit.codegen.plan import AxisPart, KernelPlan, Opt, OptError, OptOps, TCPlan, initial_plan, main_reduce
+from uopkit.uop.ops import UOp
 
 if TYPE_CHECKING:
-    from uopkit.renderer import Renderer, TensorCore
-
-
-class OptOps(Enum):
-    """What an `Opt(op, axis, amount)` does to kernel axis `axis`.
-
-    - UPCAST / UNROLL / LOCAL / GROUP / GROUPTOP / THREAD split `amount` off the axis (see the module docstring).
-    - PADTO rounds the axis size up to a multiple of `amount`.
-    - TC runs the kernel's matmul on a tensor core: `axis` is the kernel axis of the reduce to run on it (the
-      first reduce axis, ``n_out``, for ``a @ b``) and `amount` the index of the `TensorCore` in
-      ``renderer.tensor_cores``. The reduce must be ADD over MUL of two operands of the core's ``dtype_in``
-      (either side may be CAST from it, or the product CAST to ``dtype_out``) accumulating in ``dtype_out``; the
-      output axes M and N are found as the ones only the first (resp. only the second) operand depends on, and
-      M, N and the reduce axis must be untouched by earlier opts and divisible by the core's tile. The three axes
-      get a "tc" part of the tile's size; later opts may still UPCAST, LOCAL or THREAD the loops left on M and N,
-      but not touch the reduce axis.
-    """
-
-    UPCAST = auto()
-    UNROLL = auto()
-    LOCAL = auto()
-    GROUP = auto()
-    GROUPTOP = auto()
-    THREAD = auto()
-    PADTO = auto()
-    TC = auto()
-
-    def __repr__(self) -> str:
-        return f"OptOps.{self.name}"
-
-
-@dataclass(frozen=True, order=True)
-class Opt:
-    op: OptOps
-    axis: int
-    amount: int
-
-    def __repr__(self) -> str:
-        return f"Opt({self.op!r}, {self.axis}, {self.amount})"
-
-
-class OptError(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class AxisPart:
-    size: int
-    kind: str
-
-
-@dataclass(frozen=True)
-class TCPlan:
-    """Where a kernel's matmul runs on tensor core `tc` (``renderer.tensor_cores[index]``): output axes `m_axis`
-    and `n_axis`, reduce axis `k_axis` (kernel axis numbers), and which source of the MUL is the A operand."""
-
-    index: int
-    tc: TensorCore
-    m_axis: int
-    n_axis: int
-    k_axis: int
-    a_src: int
-
-
-@dataclass(frozen=True)
-class KernelPlan:
-    """How each axis of a kernel is split. `real` holds the unpadded sizes (PADTO may round a size up)."""
-
-    out: tuple[tuple[AxisPart, ...], ...]
-    red: tuple[tuple[AxisPart, ...], ...]
-    real: tuple[int, ...]
-    opts: tuple[Opt, ...] = ()
-    threads: int = 0
-    reduce_op: UOp | None = field(default=None, compare=False)
-    tc: TCPlan | None = None
-    # the kernel the plan is for (OptOps.TC inspects it)
-    ast: UOp | None = field(default=None, compare=False)
-
-    @property
-    def n_out(self) -> int:
-        return len(self.out)
-
-    def axis_parts(self, axis: int) -> tuple[AxisPart, ...]:
-        return self.out[axis] if axis < self.n_out else self.red[axis - self.n_out]
-
-    def axis_size(self, axis: int) -> int:
-        return math.prod(p.size for p in self.axis_parts(axis))
-
-    def lanes(self) -> int:
-        lanes = math.prod(p.size for parts in self.out + self.red for p in parts if p.kind in ("upcast", "unroll"))
-        # each thread of a tensor core holds a fragment of the accumulator: that many lanes
-        return lanes * self.tc.tc.elements_per_thread[2] if self.tc is not None else lanes
-
-    def with_axis(self, axis: int, parts: tuple[AxisPart, ...]) -> KernelPlan:
-        if axis < self.n_out:
-            out = self.out[:axis] + (parts,) + self.out[axis + 1 :]
-            return replace(self, out=out)
-        r = axis - self.n_out
-        return replace(self, red=self.red[:r] + (parts,) + self.red[r + 1 :])
-
-
-def main_reduce(ast: UOp) -> UOp | None:
-    """The one reduce whose axes opts may split (kernels with several reduces only get output opts)."""
-    reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
-    return reduces[0] if len(reduces) == 1 else None
-
-
-def initial_plan(ast: UOp) -> KernelPlan:
-    store = ast.src[0]
-    shape = store.src[1].shape
-    assert shape is not None
-    red = main_reduce(ast)
-    red_sizes: tuple[int, ...] = ()
-    if red is not None:
-        src_shape = red.src[0].shape
-        assert src_shape is not None
-        red_sizes = tuple(src_shape[a] for a in red.arg[1])
-    return KernelPlan(
-        out=tuple((AxisPart(s, "loop"),) for s in shape),
-        red=tuple((AxisPart(s, "loop"),) for s in red_sizes),
-        real=tuple(shape) + red_sizes,
-        reduce_op=red,
-        ast=ast,
-    )
-
+    from uopkit.renderer import Renderer
 
 MAX_LANES = 256
 
@@ -231,7 +95,7 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
 
 
 def _apply_tc(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
-    from uopkit.codegen.tensor_core import TensorCoreMatchError, match_tensor_core
+    from uopkit.codegen.opt.tc import TensorCoreMatchError, match_tensor_core
 
     who = renderer.device or type(renderer).__name__
     if plan.tc is not None:
@@ -270,3 +134,17 @@ def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], renderer: Renderer) 
     for opt in opts:
         plan = apply_opt(plan, opt, renderer)
     return plan
+
+
+__all__ = [
+    "AxisPart",
+    "KernelPlan",
+    "Opt",
+    "OptError",
+    "OptOps",
+    "TCPlan",
+    "apply_opt",
+    "apply_opts",
+    "initial_plan",
+    "main_reduce",
+]

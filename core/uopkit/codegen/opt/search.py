@@ -93,13 +93,19 @@ def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
     return valid
 
 
-class Timer:
-    """Compiles and times one kernel with given opts on scratch buffers of the device."""
+# builds a kernel's program with given opts: `uopkit.codegen.get_program`, passed in because the pipeline is the layer
+# that calls the search (importing it here would be a cycle)
+ProgramBuilder = Callable[[UOp, Renderer, list[Opt]], Any]
 
-    def __init__(self, ast: UOp, device: str) -> None:
+
+class Timer:
+    """Compiles (with `build`, normally `uopkit.codegen.get_program`) and times one kernel with given opts on scratch
+    buffers of the device."""
+
+    def __init__(self, ast: UOp, device: str, build: ProgramBuilder) -> None:
         from uopkit.device import Buffer, Device
 
-        self.ast, self.device = ast, device
+        self.ast, self.device, self.build = ast, device, build
         self.dev = Device[device]
         globals_ = sorted({u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}.items())
         # scratch buffers: timing never touches the user's data
@@ -112,11 +118,9 @@ class Timer:
         self.built: dict[tuple[Opt, ...], tuple[Any, Any]] = {}
 
     def __call__(self, opts: list[Opt]) -> float:
-        from uopkit.codegen import get_program
-
         try:
             if tuple(opts) not in self.built:
-                spec = get_program(self.ast, self.dev.renderer, list(opts))
+                spec = self.build(self.ast, self.dev.renderer, list(opts))
                 lib = self.dev.compiler.compile(spec.src)
                 self.built[tuple(opts)] = (spec, self.dev.runtime(spec.name, lib))
             spec, prg = self.built[tuple(opts)]
@@ -177,8 +181,10 @@ def beam_search(
     width: int,
     device: str | None = None,
     timer: Callable[[list[Opt]], float] | None = None,
+    build: ProgramBuilder | None = None,
 ) -> list[Opt]:
-    """The best opts found by a beam search of `width`, cached on disk per (kernel, renderer)."""
+    """The best opts found by a beam search of `width`, cached on disk per (kernel, renderer). Candidates are timed by
+    `timer`, else by a `Timer` on `device` that builds them with `build` (`uopkit.codegen.get_program`)."""
     from uopkit.codegen.opt.heuristic import hand_coded_opts
 
     key = ast_key(ast, renderer)
@@ -188,7 +194,9 @@ def beam_search(
     if timer is None:
         from uopkit.device import Device
 
-        timer = Timer(ast, device or renderer.device or Device.DEFAULT)
+        if build is None:
+            raise ValueError("beam_search needs `timer` or `build` (uopkit.codegen.get_program) to time candidates")
+        timer = Timer(ast, device or renderer.device or Device.DEFAULT, build)
     start = time.perf_counter()
     heuristic = hand_coded_opts(ast, renderer)
     # seeds: the heuristic (timed first, so candidates much slower than it are cut short) and its shorter prefixes;
