@@ -238,3 +238,30 @@ def test_emulate_a_gpu_runs_gpu_style_programs(fake_gpu: None) -> None:
         assert any(u.op is Ops.SPECIAL for s in specs for u in s.uops)
     finally:
         Device._opened.pop("EMULATOR:5", None)
+
+
+def _programs(device: str) -> list:
+    from uopkit.codegen import get_program
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    rng = np.random.default_rng(0)
+    a = Tensor(rng.standard_normal((128, 256)).astype(np.float32), device=device)
+    b = Tensor(rng.standard_normal((256, 256)).astype(np.float32), device=device)
+    outs = [a @ b, a.softmax(-1), a.sum(0), a.max(1), (a * 2).exp()]
+    items = create_schedule(kernelize_tensors(outs))
+    return [get_program(item.ast, Device[device].renderer) for item in items]
+
+
+def test_emulate_cpu_builds_the_cpus_programs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the whole capability object travels: vector ops, panel packing, threads, simd reduce loops, ...
+    monkeypatch.setenv("EMULATE", "CPU")
+    emulated = Device["EMULATOR:11"]
+    cpu = Device["CPU"].renderer
+    assert emulated.renderer.caps == cpu.caps and emulated.renderer.extra_matcher is cpu.extra_matcher
+    want, got = _programs("CPU"), _programs("EMULATOR:11")
+    # same kernels (the matmul's panel copy included), each the same linear program with the same opts and launch
+    assert [p.uops for p in got] == [p.uops for p in want] and len(want) >= 5
+    assert [(p.opts, p.global_size, p.local_size) for p in got] == [(p.opts, p.global_size, p.local_size) for p in want]
+    out = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="EMULATOR:11").softmax(-1).numpy()
+    e = np.exp(np.arange(12, dtype=np.float32).reshape(3, 4) - np.arange(3, 12, 4, dtype=np.float32)[:, None])
+    np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=1e-5)

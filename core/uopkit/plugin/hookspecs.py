@@ -13,11 +13,16 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
 :class:`uopkit.device.Compiled` made of:
 
 - a renderer (:class:`uopkit.renderer.Renderer`, usually a ``CStyleRenderer`` subclass): ``render(name, uops)``
-  turns a linear program (``uopkit.uop.spec.spec_program``) into source. Its class attributes are the backend's
-  capabilities: ``has_local``/``has_shared``/``local_max``/``shared_max`` (GPU-style launch and local memory),
-  ``has_threads``, ``max_vector_width``, ``supported_dtypes`` (each is tested by the conformance suite),
-  ``transcendental_ops``, ``extra_matcher`` (rewrite rules run before rendering), and ``tensor_cores`` (a list of
-  :class:`uopkit.renderer.TensorCore` descriptions, validated when built);
+  turns a linear program (``uopkit.uop.spec.spec_program``: each op's arg and sources, the index dtype int32, the
+  ordering guarantee and the semantics to match are listed in docs/writing-a-backend.md, "What a renderer
+  receives") into source. Its ``caps`` (:class:`uopkit.renderer.RendererCaps`, one frozen object) are the backend's
+  capabilities, read by the optimizer and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
+  ``local_max``/``shared_max``/``global_max`` (GPU-style launch and local memory), ``has_threads``,
+  ``max_vector_width``/``vector_ops``, ``tensor_cores`` (:class:`uopkit.renderer.TensorCore` descriptions,
+  validated when built), ``pack_panel``, ``transcendental_ops`` (unclaimed EXP2/LOG2 are decomposed by the core),
+  ``supported_dtypes`` (each is tested by the conformance suite) and ``simd_reduce_ops``; ``extra_matcher`` holds
+  rewrite rules run before linearizing. What each loop is for (parallel, sum, max) is
+  ``uopkit.renderer.loops.loop_roles(uops)``;
 - a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes``, raising ``CompileError(message, src)``;
   its ``cache_key`` (backend version, compiler version and flags, target) keys the core's disk cache;
 - an allocator (:class:`uopkit.device.Allocator`, usually an ``LRUAllocator``): ``_alloc``/``_free``/``copyin``/

@@ -30,7 +30,7 @@ import os
 import pickle
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,7 +38,7 @@ import numpy as np
 from uopkit.device import Compiled, CompileError, Compiler, LRUAllocator
 from uopkit.dtype import DType, PtrDType, dtypes, to_numpy_dtype
 from uopkit.plugin.hookspecs import BackendInfo, hookimpl
-from uopkit.renderer import Renderer, TensorCore
+from uopkit.renderer import Renderer, RendererCaps, TensorCore
 from uopkit.renderer.tensor_cores import ONE_THREAD_TENSOR_CORES, reference_wmma
 from uopkit.uop.ops import GroupOp, Ops, UOp, exec_alu
 
@@ -88,42 +88,25 @@ def listing(uops: list[UOp]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ the backend parts
 
-# the renderer attributes the core reads while optimizing and lowering; EMULATE=NAME copies them from NAME
-CAPABILITIES = (
-    "has_local",
-    "has_threads",
-    "transcendental_ops",
-    "has_shared",
-    "global_max",
-    "local_max",
-    "shared_max",
-    "max_vector_width",
-    "tensor_cores",
-    "extra_matcher",
-    "supported_dtypes",
-)
-
 EMULATOR_DTYPES: tuple[DType, ...] = (dtypes.bool, *dtypes.ints, dtypes.float16, dtypes.float32, dtypes.float64)
 
 
 class EmulatorRenderer(Renderer):
-    """Serializes the program; with `target` set, advertises the target renderer's capabilities instead."""
+    """Serializes the program; with `target` set, takes the target renderer's capabilities (its whole `caps`) and
+    its `extra_matcher`, so the core builds exactly the programs the target would get."""
 
     device: ClassVar[str] = NAME
-    has_local: ClassVar[bool] = False
-    has_shared: ClassVar[bool] = False
-    max_vector_width: ClassVar[int] = 8
-    tensor_cores: ClassVar[list[TensorCore]] = ONE_THREAD_TENSOR_CORES
-    supported_dtypes: ClassVar[tuple[DType, ...]] = EMULATOR_DTYPES
+    caps = RendererCaps(
+        max_vector_width=8, tensor_cores=tuple(ONE_THREAD_TENSOR_CORES), supported_dtypes=EMULATOR_DTYPES
+    )
 
     def __init__(self, target: Renderer | None = None) -> None:
         self.target = target
         if target is not None:
-            for attr in CAPABILITIES:
-                if hasattr(target, attr):
-                    setattr(self, attr, getattr(target, attr))
-            # numpy has no bfloat16: those kernels can't run here
-            self.supported_dtypes = tuple(d for d in target.supported_dtypes if d in EMULATOR_DTYPES)  # type: ignore[misc]
+            # the dtypes the emulator can't hold are left out: those kernels can't run here
+            dts = tuple(d for d in target.caps.supported_dtypes if d in EMULATOR_DTYPES)
+            self.caps = replace(target.caps, supported_dtypes=dts)
+            self.extra_matcher = target.extra_matcher  # type: ignore[misc]
 
     @property
     def emulating(self) -> str | None:
