@@ -265,3 +265,20 @@ def test_emulate_cpu_builds_the_cpus_programs(monkeypatch: pytest.MonkeyPatch) -
     out = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="EMULATOR:11").softmax(-1).numpy()
     e = np.exp(np.arange(12, dtype=np.float32).reshape(3, 4) - np.arange(3, 12, 4, dtype=np.float32)[:, None])
     np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_bfloat16_helpers_match_torch() -> None:
+    torch = pytest.importorskip("torch")
+    from uopkit.testing.emulator import bf16_to_float32, float32_to_bf16_bits
+
+    rng = np.random.default_rng(5)
+    x = np.concatenate(
+        [
+            rng.standard_normal(5000).astype(np.float32) * 10.0 ** rng.integers(-40, 39, 5000),
+            np.array([0.0, -0.0, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, 1.00390625, 1.01171875], np.float32),
+        ]
+    ).astype(np.float32)
+    want = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(float32_to_bf16_bits(x), want)
+    np.testing.assert_array_equal(bf16_to_float32(want), torch.from_numpy(x).to(torch.bfloat16).float().numpy())
+    assert np.isnan(bf16_to_float32(float32_to_bf16_bits(np.float32(np.nan))))

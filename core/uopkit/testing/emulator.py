@@ -88,7 +88,37 @@ def listing(uops: list[UOp]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ the backend parts
 
-EMULATOR_DTYPES: tuple[DType, ...] = (dtypes.bool, *dtypes.ints, dtypes.float16, dtypes.float32, dtypes.float64)
+EMULATOR_DTYPES: tuple[DType, ...] = (
+    dtypes.bool,
+    *dtypes.ints,
+    dtypes.float16,
+    dtypes.bfloat16,
+    dtypes.float32,
+    dtypes.float64,
+)
+
+
+# ------------------------------------------------------------------------------------------ bfloat16
+# numpy has no bfloat16: a bfloat16 value is held as the float32 it equals (its bits are the float32's top half),
+# and memory holds the 16-bit patterns
+
+
+def bf16_to_float32(bits: Any) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) -> the float32 values they encode (exactly)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_to_bf16_bits(x: Any) -> np.ndarray:
+    """float values -> the nearest bfloat16 bit patterns (ties to even, overflow to inf, NaN stays NaN)."""
+    f = np.asarray(x).astype(np.float32)
+    b = f.view(np.uint32).astype(np.uint64)
+    rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FC0) | ((b >> 16) & 0x8000).astype(np.uint16), rounded)
+
+
+def round_bf16(x: Any) -> np.ndarray:
+    """float values rounded to the nearest bfloat16, as float32."""
+    return bf16_to_float32(float32_to_bf16_bits(x))
 
 
 class EmulatorRenderer(Renderer):
@@ -264,10 +294,6 @@ def check_supported(uops: list[UOp]) -> None:
     for u in uops:
         if u.op not in SUPPORTED_OPS:
             raise EmulatorError(f"the emulator does not run {u.op.name}")
-        if u.dtype.scalar == dtypes.bfloat16 or (
-            isinstance(u.dtype, PtrDType) and u.dtype.base.scalar == dtypes.bfloat16
-        ):
-            raise EmulatorError(f"the emulator has no bfloat16 (numpy lacks it): {u.op.name} {u.dtype}")
 
 
 @dataclass(frozen=True)
@@ -405,6 +431,8 @@ class Memory:
     data: np.ndarray
     name: str
     width: int = 1
+    # global bfloat16 memory holds bit patterns (uint16): loads and stores convert
+    bf16_bits: bool = False
 
 
 @dataclass(eq=False)
@@ -418,7 +446,8 @@ class Pointer:
 
 
 def _np(dt: DType) -> np.dtype:
-    return to_numpy_dtype(dt.scalar)
+    # bfloat16 values are held as float32 (rounded to bfloat16 after every op)
+    return np.dtype(np.float32) if dt.scalar == dtypes.bfloat16 else to_numpy_dtype(dt.scalar)
 
 
 def _scalar_value(u: UOp, vals: dict[UOp, int]) -> int:
@@ -593,9 +622,8 @@ class Interpreter:
     def compute(self, u: UOp) -> None:
         op = u.op
         if op is Ops.CONST:
-            self.bind(
-                u, np.asarray(u.arg, dtype=_np(u.dtype)) if u.dtype.count == 1 else np.asarray(u.arg, _np(u.dtype))
-            )
+            value = np.asarray(u.arg, dtype=_np(u.dtype))
+            self.bind(u, round_bf16(value) if u.dtype.scalar == dtypes.bfloat16 else value)
         elif op is Ops.DEFINE_GLOBAL:
             self.define_global(u)
         elif op is Ops.DEFINE_LOCAL:
@@ -647,22 +675,29 @@ class Interpreter:
         if not isinstance(u.dtype, PtrDType):
             raise EmulatorError(f"DEFINE_GLOBAL {u.arg} has dtype {u.dtype}, expected a pointer")
         raw = self.bufs[u.arg]
-        np_dt = _np(u.dtype.base)
+        bf16 = u.dtype.base.scalar == dtypes.bfloat16
+        np_dt = np.dtype(np.uint16) if bf16 else _np(u.dtype.base)
         usable = raw.nbytes - raw.nbytes % np_dt.itemsize
         data = raw[:usable].view(np_dt)
         declared = u.dtype.size * u.dtype.base.count
         if 0 <= declared < len(data):
             data = data[:declared]
-        self.env[u] = Memory("global", data, f"data{u.arg}", u.dtype.base.count)
+        self.env[u] = Memory("global", data, f"data{u.arg}", u.dtype.base.count, bf16)
 
     def bitcast(self, u: UOp) -> np.ndarray:
         src = self.value(u.src[0])
         src_dt, dst_dt = u.src[0].dtype, u.dtype
         if src_dt.itemsize != dst_dt.itemsize:
             raise EmulatorError(f"BITCAST from {src_dt} to {dst_dt} changes the size")
-        arr = np.ascontiguousarray(np.asarray(src, dtype=_np(src_dt)))
+        if src_dt.scalar == dtypes.bfloat16:
+            src = float32_to_bf16_bits(src)
+        arr = np.ascontiguousarray(
+            np.asarray(src, dtype=np.uint16 if src_dt.scalar == dtypes.bfloat16 else _np(src_dt))
+        )
         lead = arr.shape[: arr.ndim - (1 if src_dt.count > 1 else 0)]
-        out = arr.reshape(*lead, -1).view(np.uint8).reshape(*lead, -1).view(_np(dst_dt))
+        bf16_dst = dst_dt.scalar == dtypes.bfloat16
+        out = arr.reshape(*lead, -1).view(np.uint8).reshape(*lead, -1).view(np.uint16 if bf16_dst else _np(dst_dt))
+        out = bf16_to_float32(out) if bf16_dst else out
         return out.reshape(*lead, dst_dt.count) if dst_dt.count > 1 else out.reshape(lead)
 
     # ---- memory
@@ -715,6 +750,8 @@ class Interpreter:
         else:
             rows, idx, active = self._access(ptr, count, u)
             out = mem.data[idx] if mem.kind == "global" else mem.data[rows[:, None], idx]
+            if mem.bf16_bits:
+                out = bf16_to_float32(out)
             if active is not None:
                 out = np.where(active[:, None], out, np.zeros((), out.dtype))
         out = out.astype(_np(u.dtype), copy=False)
@@ -729,7 +766,7 @@ class Interpreter:
         rows, idx, active = self._access(ptr, count, u)
         values = self.laned(self.value(u.src[1]), value_dt).reshape(self.frame.lanes, count)
         mem = ptr.memory
-        values = values.astype(mem.data.dtype, copy=False)
+        values = float32_to_bf16_bits(values) if mem.bf16_bits else values.astype(mem.data.dtype, copy=False)
         if active is not None:
             idx, values = idx[active], values[active]
             if mem.kind != "global":
@@ -870,7 +907,9 @@ def alu(op: Ops, dt: DType, args: list[Any]) -> np.ndarray:
         out = np.trunc(args[0])
     else:
         raise EmulatorError(f"the emulator has no ALU op {op.name}")
-    return np.asarray(out).astype(np_dt, copy=False)
+    out = np.asarray(out).astype(np_dt, copy=False)
+    # bfloat16 ops compute in float32 and round once, as a bfloat16 unit does
+    return round_bf16(out) if dt.scalar == dtypes.bfloat16 else out
 
 
 def cast(x: Any, src: DType, dst: DType) -> np.ndarray:
@@ -883,4 +922,4 @@ def cast(x: Any, src: DType, dst: DType) -> np.ndarray:
         clean = np.where(np.isfinite(arr), arr, 0)
         clean = np.clip(np.trunc(clean), -(2.0**63), 2.0**63 - 1024)
         return clean.astype(np.int64).astype(_np(dst))
-    return arr.astype(_np(dst))
+    return round_bf16(arr.astype(np.float32)) if dst.scalar == dtypes.bfloat16 else arr.astype(_np(dst))
