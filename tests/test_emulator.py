@@ -282,3 +282,48 @@ def test_bfloat16_helpers_match_torch() -> None:
     np.testing.assert_array_equal(float32_to_bf16_bits(x), want)
     np.testing.assert_array_equal(bf16_to_float32(want), torch.from_numpy(x).to(torch.bfloat16).float().numpy())
     assert np.isnan(bf16_to_float32(float32_to_bf16_bits(np.float32(np.nan))))
+
+
+# ---- a renderer may return bytes: the compiler gets exactly that
+
+
+class BytesRenderer(EmulatorRenderer):
+    def render(self, name: str, uops: list[UOp]) -> bytes:  # type: ignore[override]
+        from uopkit.testing.emulator import encode_program
+
+        return encode_program(name, uops)
+
+
+class BytesCompiler(EmulatorCompiler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache_key = "bytes-test 1"
+        self.seen: list[type] = []
+
+    def compile(self, src: str | bytes) -> bytes:
+        from uopkit.testing.emulator import decode_program
+        from uopkit.uop.spec import verify_program
+
+        self.seen.append(type(src))
+        assert isinstance(src, bytes)
+        verify_program(decode_program(src)[1])
+        return src
+
+
+def test_render_may_return_bytes(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    dev = Device["EMULATOR:12"]
+    compiler = BytesCompiler()
+    monkeypatch.setattr(dev, "renderer", BytesRenderer())
+    monkeypatch.setattr(dev, "compiler", compiler)
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    data = np.arange(10, dtype=np.float32)
+    t = Tensor(data, device="EMULATOR:12")
+    np.testing.assert_allclose(((t * 3) + 1).numpy(), data * 3 + 1)
+    assert compiler.seen and set(compiler.seen) == {bytes}
+    # the disk cache keys bytes as it keys text: the same program again is a hit, not a second compile
+    from uopkit.device import compile_cache_stats
+
+    lib = dev.renderer.render("k", sum_rows_program(2, 3))
+    hits, n_compiles = compile_cache_stats.hits, len(compiler.seen)
+    assert compiler.compile_cached(lib) == compiler.compile_cached(lib) == lib
+    assert compile_cache_stats.hits == hits + 1 and len(compiler.seen) == n_compiles + 1

@@ -17,10 +17,11 @@ from uopkit.uop.symbolic import pm_symbolic
 
 @dataclass(frozen=True)
 class ProgramSpec:
-    """A rendered kernel: its name, source, the linear UOps it came from and its launch parameters."""
+    """A rendered kernel: its name, source (what the renderer returned: str, or bytes), the linear UOps it came from
+    and its launch parameters."""
 
     name: str
-    src: str
+    src: str | bytes
     uops: tuple[UOp, ...]
     global_size: tuple[int, int, int] = (1, 1, 1)
     local_size: tuple[int, int, int] | None = None

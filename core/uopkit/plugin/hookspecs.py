@@ -23,7 +23,8 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   ``supported_dtypes`` (each is tested by the conformance suite) and ``simd_reduce_ops``; ``extra_matcher`` holds
   rewrite rules run before linearizing. What each loop is for (parallel, sum, max) is
   ``uopkit.renderer.loops.loop_roles(uops)``;
-- a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes``, raising ``CompileError(message, src)``;
+- a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes`` where ``src`` is exactly what ``render``
+  returned (``str`` source, or ``bytes`` when the renderer emits a binary form), raising ``CompileError(message, src)``;
   its ``cache_key`` (backend version, compiler version and flags, target) keys the core's disk cache;
 - an allocator (:class:`uopkit.device.Allocator`, usually an ``LRUAllocator``): ``_alloc``/``_free``/``copyin``/
   ``copyout``, optionally ``transfer`` between two devices of the backend;

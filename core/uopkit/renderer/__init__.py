@@ -181,8 +181,10 @@ class Renderer:
             for n in legacy:
                 delattr(cls, n)
 
-    def render(self, name: str, uops: list[UOp]) -> str:
-        """Return the source of a kernel called `name` computing `uops`."""
+    def render(self, name: str, uops: list[UOp]) -> str | bytes:
+        """Return the program of a kernel called `name` computing `uops`: source text (``str``), or ``bytes`` for a
+        backend whose compiler takes a binary form (bitcode, a serialized module). The device's compiler gets
+        exactly this value (`uopkit.device.Compiler.compile`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement render")
 
 
