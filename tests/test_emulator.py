@@ -9,12 +9,7 @@ import pytest
 
 from uopkit.device import CompileError, Device, DeviceError
 from uopkit.dtype import dtypes
-from uopkit.plugin import BackendInfo, hookimpl
-from uopkit.plugin.manager import get_manager
-from uopkit.renderer import Renderer
-from uopkit.renderer.tensor_cores import CUDA_TENSOR_CORES
-from uopkit.tensor import Tensor
-from uopkit.testing.emulator import (
+from uopkit.emulator import (
     EmulatorCompiler,
     EmulatorError,
     EmulatorRenderer,
@@ -22,6 +17,11 @@ from uopkit.testing.emulator import (
     open_emulator,
     run_uops,
 )
+from uopkit.plugin import BackendInfo, hookimpl
+from uopkit.plugin.manager import get_manager
+from uopkit.renderer import Renderer
+from uopkit.renderer.tensor_cores import CUDA_TENSOR_CORES
+from uopkit.tensor import Tensor
 from uopkit.testing.programs import end, global_buf, idx, load, loop, program, store
 from uopkit.uop.ops import Ops, UOp
 from uopkit.uop.spec import SPEC_VERSION
@@ -269,7 +269,7 @@ def test_emulate_cpu_builds_the_cpus_programs(monkeypatch: pytest.MonkeyPatch) -
 
 def test_bfloat16_helpers_match_torch() -> None:
     torch = pytest.importorskip("torch")
-    from uopkit.testing.emulator import bf16_to_float32, float32_to_bf16_bits
+    from uopkit.emulator import bf16_to_float32, float32_to_bf16_bits
 
     rng = np.random.default_rng(5)
     x = np.concatenate(
@@ -289,7 +289,7 @@ def test_bfloat16_helpers_match_torch() -> None:
 
 class BytesRenderer(EmulatorRenderer):
     def render(self, name: str, uops: list[UOp]) -> bytes:  # type: ignore[override]
-        from uopkit.testing.emulator import encode_program
+        from uopkit.emulator import encode_program
 
         return encode_program(name, uops)
 
@@ -301,7 +301,7 @@ class BytesCompiler(EmulatorCompiler):
         self.seen: list[type] = []
 
     def compile(self, src: str | bytes) -> bytes:
-        from uopkit.testing.emulator import decode_program
+        from uopkit.emulator import decode_program
         from uopkit.uop.spec import verify_program
 
         self.seen.append(type(src))
@@ -327,3 +327,11 @@ def test_render_may_return_bytes(monkeypatch: pytest.MonkeyPatch, tmp_path) -> N
     hits, n_compiles = compile_cache_stats.hits, len(compiler.seen)
     assert compiler.compile_cached(lib) == compiler.compile_cached(lib) == lib
     assert compile_cache_stats.hits == hits + 1 and len(compiler.seen) == n_compiles + 1
+
+
+def test_old_import_path_is_an_alias() -> None:
+    import uopkit.emulator
+    import uopkit.testing.emulator
+    from uopkit.testing.emulator import EmulatorRenderer as Old
+
+    assert uopkit.testing.emulator is uopkit.emulator and Old is EmulatorRenderer

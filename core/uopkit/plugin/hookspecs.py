@@ -7,7 +7,7 @@ A backend is a Python distribution with an entry point in the group ``uopkit``::
 
 The module the entry point names holds ``@hookimpl`` functions; there is one hook, :func:`uopkit_backends`, and
 pluggy's ``check_pending`` rejects any other ``uopkit_*`` name (a typo is reported, not ignored). The core's own
-built-in backend (the reference emulator, ``uopkit.testing.emulator``) registers through the same hook.
+built-in backend (the reference emulator, ``uopkit.emulator``) registers through the same hook.
 
 What a backend returns, per device name, is a :class:`BackendInfo`; what ``BackendInfo.open`` builds is a
 :class:`uopkit.device.Compiled` made of:

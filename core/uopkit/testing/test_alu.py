@@ -21,7 +21,7 @@ import pytest
 from uopkit.codegen.transcendental import decompositions_for
 from uopkit.device import Device
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
-from uopkit.testing.emulator import bf16_to_float32, float32_to_bf16_bits, round_bf16
+from uopkit.emulator import bf16_to_float32, float32_to_bf16_bits, round_bf16
 from uopkit.testing.programs import chain, end, global_buf, load, loop, program, run_program, store
 from uopkit.uop.ops import Ops, UOp, cast_scalar, exec_alu, graph_rewrite
 
