@@ -262,6 +262,12 @@ def test_emulate_cpu_builds_the_cpus_programs(monkeypatch: pytest.MonkeyPatch) -
     # same kernels (the matmul's panel copy included), each the same linear program with the same opts and launch
     assert [p.uops for p in got] == [p.uops for p in want] and len(want) >= 5
     assert [(p.opts, p.global_size, p.local_size) for p in got] == [(p.opts, p.global_size, p.local_size) for p in want]
+    # and they run here: a CPU register tile accumulates float4 vectors in its reduce loop (each vector update is a
+    # reduction over four register columns when the emulator runs the loop's iterations as lanes)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((16, 9)).astype(np.float32), rng.standard_normal((9, 4)).astype(np.float32)
+    got = (Tensor(a, device="EMULATOR:11") @ Tensor(b, device="EMULATOR:11")).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
     out = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="EMULATOR:11").softmax(-1).numpy()
     e = np.exp(np.arange(12, dtype=np.float32).reshape(3, 4) - np.arange(3, 12, 4, dtype=np.float32)[:, None])
     np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=1e-5)

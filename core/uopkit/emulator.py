@@ -298,11 +298,17 @@ def check_supported(uops: list[UOp]) -> None:
 
 @dataclass(frozen=True)
 class Reduction:
-    """A register slot a loop only updates as ``slot = slot OP value`` (so its iterations may run as lanes)."""
+    """Register slots a loop only updates as ``slot = slot OP value`` (so its iterations may run as lanes): `count`
+    consecutive scalar columns from `column` (a vector update covers several)."""
 
     register: UOp
     column: int
     op: Ops
+    count: int = 1
+
+    @property
+    def columns(self) -> slice:
+        return slice(self.column, self.column + self.count)
 
 
 @dataclass
@@ -401,7 +407,7 @@ def plan_loop(uops: list[UOp], start: int, closes: dict[int, int], users: dict[U
         if update.src[0] is update.src[1]:
             return SEQUENTIAL
         width = index.src[0].dtype.base.count
-        reductions.append(Reduction(index.src[0], int(index.src[1].arg) * width, update.op))
+        reductions.append(Reduction(index.src[0], int(index.src[1].arg) * width, update.op, update.dtype.count))
     # every access to a carried register must belong to a reduction
     reduced = {r.register for r in reductions}
     if reduced != carried:
@@ -598,23 +604,25 @@ class Interpreter:
         outer = self.frame
         mask = None if outer.mask is None else np.repeat(outer.mask, n)
         self.frame = Frame(outer.lanes * n, outer.per_thread * n, mask, np.repeat(outer.group, n), outer)
-        before = {r: self.env[r.register].data[:, r.column].copy() for r in reductions}
+        before = {r: self.env[r.register].data[:, r.columns].copy() for r in reductions}
         for reg in self.registers:
             reg.data = np.repeat(reg.data, n, axis=0)
         for r in reductions:
             data = self.env[r.register].data
-            data[:, r.column] = _identity(r.op, data.dtype)
+            data[:, r.columns] = _identity(r.op, data.dtype)
         self.env[u] = (np.tile(np.arange(n, dtype=_np(u.dtype)), outer.lanes), self.frame)
         try:
             self.run_block(lo, hi)
         finally:
-            per_iteration = {r: self.env[r.register].data[:, r.column].reshape(outer.lanes, n) for r in reductions}
+            per_iteration = {
+                r: self.env[r.register].data[:, r.columns].reshape(outer.lanes, n, r.count) for r in reductions
+            }
             # a register keeps what the last iteration left in it, a reduction combines every iteration
             for reg in self.registers:
                 reg.data = reg.data.reshape(outer.lanes, n, *reg.data.shape[1:])[:, -1].copy()
             for r, values in per_iteration.items():
                 data = self.env[r.register].data
-                data[:, r.column] = _combine(r.op, before[r], _reduce(r.op, values))
+                data[:, r.columns] = _combine(r.op, before[r], _reduce(r.op, values))
             self.frame = outer
 
     # ---- pure ops
