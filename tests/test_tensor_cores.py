@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from uopkit.dtype import dtypes, to_numpy_dtype
+from uopkit.emulator import run_uops
 from uopkit.renderer import Renderer, TensorCore, TileLayout
 from uopkit.renderer.tensor_cores import (
     AMD_RDNA3_TENSOR_CORES,
@@ -19,7 +20,6 @@ from uopkit.renderer.tensor_cores import (
     tile_to_fragments,
     validate_for_renderer,
 )
-from uopkit.testing.emulator import run_uops
 from uopkit.testing.programs import wmma_matmul_program
 from uopkit.uop.ops import Ops
 

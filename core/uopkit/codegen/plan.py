@@ -33,7 +33,7 @@ class OptOps(Enum):
     - PADTO rounds the axis size up to a multiple of `amount`.
     - TC runs the kernel's matmul on a tensor core: `axis` is the kernel axis of the reduce to run on it (the
       first reduce axis, ``n_out``, for ``a @ b``) and `amount` the index of the `TensorCore` in
-      ``renderer.tensor_cores``. The reduce must be ADD over MUL of two operands of the core's ``dtype_in``
+      ``renderer.caps.tensor_cores``. The reduce must be ADD over MUL of two operands of the core's ``dtype_in``
       (either side may be CAST from it, or the product CAST to ``dtype_out``) accumulating in ``dtype_out``; the
       output axes M and N are found as the ones only the first (resp. only the second) operand depends on, and
       M, N and the reduce axis must be untouched by earlier opts and divisible by the core's tile. The three axes
@@ -76,7 +76,7 @@ class AxisPart:
 
 @dataclass(frozen=True)
 class TCPlan:
-    """Where a kernel's matmul runs on tensor core `tc` (``renderer.tensor_cores[index]``): output axes `m_axis`
+    """Where a kernel's matmul runs on tensor core `tc` (``renderer.caps.tensor_cores[index]``): output axes `m_axis`
     and `n_axis`, reduce axis `k_axis` (kernel axis numbers), and which source of the MUL is the A operand."""
 
     index: int
