@@ -26,6 +26,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("renderer", ("uopkit.renderer",)),
     ("plugin", ("uopkit.plugin",)),
     ("device", ("uopkit.device",)),
+    # the reference emulator is a backend: it uses the device contract, nothing above it
+    ("emulator", ("uopkit.emulator",)),
     ("codegen", ("uopkit.codegen",)),
     ("schedule", ("uopkit.schedule",)),
     ("engine", ("uopkit.engine",)),
@@ -182,7 +184,7 @@ def public_modules() -> set[str]:
 def backend_sources() -> list[tuple[str, str]]:
     """(where, source) of every in-tree backend file, the reference emulator and the scaffold's templates."""
     files = [p for p in sorted((ROOT / "plugins").glob("*/**/*.py")) if ".venv" not in p.parts]
-    files.append(CORE / "uopkit" / "testing" / "emulator.py")
+    files.append(CORE / "uopkit" / "emulator.py")
     sources = [(str(p.relative_to(ROOT)), p.read_text()) for p in files]
     for tmpl in sorted((CORE / "uopkit" / "templates").rglob("*.py.tmpl")):
         # placeholders are {{NAME}}-style: any identifier makes the template parse
