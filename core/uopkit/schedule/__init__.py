@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from uopkit.helpers import SPEC
-from uopkit.schedule.grouper import ScheduleError, is_kernel_store, kernelize_graph
+from uopkit.schedule.grouper import (
+    ScheduleError,
+    is_kernel_store,
+    kernelize_graph,
+    pending_writes,
+    replace_reads,
+    stored_reads,
+)
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 if TYPE_CHECKING:
@@ -83,6 +90,65 @@ def update_tensors(mapping: dict[UOp, UOp]) -> None:
 def _not_storage(u: UOp) -> bool:
     # nothing below a BUFFER or a KERNEL's inputs changes when a graph is kernelized
     return u.op is not Ops.BUFFER
+
+
+def _is_view(u: UOp) -> bool:
+    # a view of storage (what torch calls a view: it shows later writes) rather than a value computed from it
+    if u.op is Ops.BITCAST:
+        u = u.src[0]
+    return u.base.op is Ops.BUFFER or is_kernel_store(u.base)
+
+
+def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp) -> tuple[list[Tensor], list[Tensor]]:
+    """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
+    buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
+    (readers, copies):
+
+    - the readers themselves, when their values are smaller than the buffer (a loss read after an optimizer step:
+      the schedule runs each kernel that reads a buffer before the one that overwrites it);
+    - else a copy of the buffer, taken before the write, that the readers are rewired to read (copy on write).
+
+    A reader that also reads the STORE (it needs the old and the new contents) always gets the copy. Tensors that are
+    views of the buffer (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
+    """
+    from uopkit.tensor import Tensor, _all_tensors, _contiguous_ids
+
+    targets = pending_writes(sink)
+    if not targets:
+        return [], []
+    chosen = {id(t) for t in tensors}
+    candidates = [t for t in list(_all_tensors) if id(t) not in chosen and not _is_view(t.uop)]
+    if not candidates:
+        return [], []
+    reads = stored_reads([t.uop for t in candidates], targets)
+    found = [(t, m, st) for t, (m, st) in zip(candidates, reads, strict=True) if m]
+    if not found:
+        return [], []
+    to_realize: dict[int, Tensor] = {}
+    copy_bits = 0
+    for i, buf in enumerate(targets):
+        readers = [(t, st) for t, m, st in found if m >> i & 1]
+        if not readers:
+            continue
+        if any(st for _, st in readers) or sum(t.numel() for t, _ in readers) > buf.arg[2]:
+            copy_bits |= 1 << i
+        else:
+            to_realize.update((id(t), t) for t, _ in readers)
+    # readers that need a copy: those not realized now (or that can't run before the STORE)
+    rewire = [(t, m) for t, m, st in found if m & copy_bits and (st or id(t) not in to_realize)]
+    for t, _ in rewire:
+        to_realize.pop(id(t), None)
+    needed = 0
+    for _, m in rewire:
+        needed |= m & copy_bits
+    # a fresh arg per copy (as Tensor.contiguous): two copies of one buffer are never the same hash-consed node
+    copies = {
+        b: UOp(Ops.CONTIGUOUS, b.dtype, (b,), next(_contiguous_ids)) for i, b in enumerate(targets) if needed >> i & 1
+    }
+    if copies:
+        for (t, _), new in zip(rewire, replace_reads([t.uop for t, _ in rewire], copies), strict=True):
+            t.uop = new
+    return list(to_realize.values()), [Tensor(c) for c in copies.values()]
 
 
 def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
@@ -179,4 +245,12 @@ def _visit(s: UOp, deps: dict[UOp, set[UOp]], state: dict[UOp, int], order: list
         stack.extend((d, False) for d in deps[node] if state.get(d) != 2)
 
 
-__all__ = ["ScheduleItem", "ScheduleError", "create_schedule", "kernelize_tensors", "becomes_map", "apply_becomes"]
+__all__ = [
+    "ScheduleItem",
+    "ScheduleError",
+    "create_schedule",
+    "kernelize_tensors",
+    "becomes_map",
+    "apply_becomes",
+    "protect_pending_reads",
+]

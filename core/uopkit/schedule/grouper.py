@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from uopkit.dtype import dtypes
@@ -240,6 +241,59 @@ def _safe_buf(u: UOp) -> UOp | None:
         return u.buf_uop
     except RuntimeError:
         return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# value semantics: what other lazy values read from storage a STORE is about to overwrite
+
+
+def pending_writes(sink: UOp) -> list[UOp]:
+    """The BUFFERs that the STOREs under `sink` (assigns or kernels that have not run yet) will overwrite."""
+    out: dict[UOp, None] = {}
+    for u in sink.toposort(gate=lambda x: x.op is not Ops.BUFFER):
+        if u.op is Ops.STORE:
+            buf = _store_buffer(u)
+            if buf is not None:
+                out[buf] = None
+    return list(out)
+
+
+def _store_buffer(store: UOp) -> UOp | None:
+    tbase = store.src[0].base
+    return tbase if tbase.op is Ops.BUFFER else _safe_buf(tbase)
+
+
+def stored_reads(roots: Sequence[UOp], targets: Sequence[UOp]) -> list[tuple[int, bool]]:
+    """For each root: a bit mask of the `targets` its value is computed from (reads of the storage as it is now, not
+    through a STORE), and whether it also reads a STORE (then it must run after that STORE, not before)."""
+    bit = {b: 1 << i for i, b in enumerate(targets)}
+    mask: dict[UOp, int] = {}
+    after_store: dict[UOp, bool] = {}
+    sink = UOp(Ops.SINK, src=tuple(roots))
+    for u in sink.toposort(gate=lambda x: x.op is not Ops.STORE):
+        m = bit.get(u, 0)
+        st = False
+        for s in u.src:
+            if s.op is Ops.STORE:
+                st = True
+            else:
+                m |= mask[s]
+                st = st or after_store[s]
+        mask[u], after_store[u] = m, st
+    # a root that is itself a STORE (an assign not being run now) is left alone
+    return [(mask.get(r, 0), after_store.get(r, True)) for r in roots]
+
+
+def replace_reads(roots: Sequence[UOp], mapping: dict[UOp, UOp]) -> list[UOp]:
+    """`roots` with the BUFFERs in `mapping` replaced; STOREs (and what they write) are kept as they are."""
+    memo: dict[UOp, UOp] = dict(mapping)
+    sink = UOp(Ops.SINK, src=tuple(roots))
+    for u in sink.toposort(gate=lambda x: x.op is not Ops.STORE and x not in mapping):
+        if u in memo:
+            continue
+        new_src = tuple(memo.get(s, s) for s in u.src)
+        memo[u] = u if new_src == u.src else u.replace(src=new_src)
+    return [memo[r] for r in roots]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
