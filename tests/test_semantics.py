@@ -139,3 +139,51 @@ def test_jit_step_with_value_semantics():
         topt.step()
         np.testing.assert_allclose(loss, tloss.item(), rtol=1e-5)
     np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 2. every tensor that asks for a gradient gets its own
+
+CONSTRUCTORS = {
+    "ones": (lambda: Tensor.ones(3, requires_grad=True), lambda: torch.ones(3, requires_grad=True)),
+    "zeros": (lambda: Tensor.zeros(3, requires_grad=True), lambda: torch.zeros(3, requires_grad=True)),
+    "full": (lambda: Tensor.full((3,), 2.0, requires_grad=True), lambda: torch.full((3,), 2.0, requires_grad=True)),
+    "arange": (
+        lambda: Tensor.arange(3, dtype="float32", requires_grad=True),
+        lambda: torch.arange(3, dtype=torch.float32, requires_grad=True),
+    ),
+    "eye": (lambda: Tensor.eye(3, requires_grad=True), lambda: torch.eye(3, requires_grad=True)),
+    "rand": (lambda: Tensor.rand(3, requires_grad=True), lambda: torch.rand(3, requires_grad=True)),
+    "randn": (lambda: Tensor.randn(3, requires_grad=True), lambda: torch.randn(3, requires_grad=True)),
+    "list": (lambda: Tensor([1.0, 1.0, 1.0], requires_grad=True), lambda: torch.tensor([1.0] * 3, requires_grad=True)),
+    "numpy": (
+        lambda: Tensor(np.ones(3, np.float32), requires_grad=True),
+        lambda: torch.tensor(np.ones(3, np.float32), requires_grad=True),
+    ),
+    "scalar": (lambda: Tensor(2.0, requires_grad=True), lambda: torch.tensor(2.0, requires_grad=True)),
+    "zeros_like": (
+        lambda: Tensor.ones(2, 3).zeros_like(requires_grad=True),
+        lambda: torch.zeros_like(torch.ones(2, 3), requires_grad=True),
+    ),
+    "empty": (lambda: Tensor.empty(3, requires_grad=True), lambda: torch.empty(3, requires_grad=True)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONSTRUCTORS))
+def test_constructor_leaves_get_their_own_gradient(name):
+    ours, theirs = CONSTRUCTORS[name]
+    a, b = ours(), ours()
+    ta, tb = theirs(), theirs()
+    assert a.requires_grad and b.requires_grad
+    (a * 2 + b * 3).sum().backward()
+    (ta * 2 + tb * 3).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
+
+
+def test_constructor_leaf_values_unchanged():
+    assert Tensor.ones(2, requires_grad=True).tolist() == [1.0, 1.0]
+    assert Tensor.full((2,), 3.5, requires_grad=True).tolist() == [3.5, 3.5]
+    assert Tensor(2.0, requires_grad=True).item() == 2.0
+    assert Tensor.eye(2, requires_grad=True).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    assert Tensor.ones(2, requires_grad=False).requires_grad is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import weakref
@@ -58,6 +59,24 @@ def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
     return [v for p in parts for v in p[0]], (len(x), *parts[0][1])
 
 
+def _creates_leaf(fn: Any) -> Any:
+    """A constructor taking `requires_grad=`: the tensor it returns is a leaf of its own. Constants are hash-consed
+    (two `Tensor.ones(3)` are one node), so a leaf built from one gets a node of its own (a CONTIGUOUS with a fresh
+    arg) and `backward()` gives every such tensor its own gradient."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Tensor:
+        requires_grad = kwargs.pop("requires_grad", None)
+        t = fn(*args, **kwargs)
+        if requires_grad and t.uop.base.op is not Ops.BUFFER:
+            t = t.contiguous()
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    return wrapper
+
+
 class Tensor:
     """A multi-dimensional array on a device, computed lazily.
 
@@ -86,7 +105,11 @@ class Tensor:
             self.uop = data.uop if dt is None else data.cast(dt).uop
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             dt = dt or dtypes.from_py(data)
-            self.uop = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=_canonical_device(device)),), _cast_py(data, dt))
+            if requires_grad:
+                # a leaf of its own: equal constants are one (hash-consed) node and would share a gradient
+                self.uop = _from_numpy(np.array(data, dtype=_host_np_dtype(dt)), _canonical_device(device), dt)
+            else:
+                self.uop = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=_canonical_device(device)),), _cast_py(data, dt))
         elif isinstance(data, (list, tuple)):
             flat, shape = _flatten_list(data)
             dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
@@ -205,6 +228,7 @@ class Tensor:
     # creation
 
     @staticmethod
+    @_creates_leaf
     def full(shape: int | Sequence[int], fill_value: Any, **kwargs: Any) -> Tensor:
         """A tensor of `shape` filled with `fill_value` (one constant, expanded: nothing is stored).
 
@@ -237,6 +261,7 @@ class Tensor:
         return Tensor.full(_shape_args(shape), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def empty(*shape: Any, dtype: DType | str = dtypes.default_float, device: str | None = None) -> Tensor:
         """An allocated tensor whose values are whatever the memory held.
 
@@ -280,6 +305,7 @@ class Tensor:
         return self.full_like(1, **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
         """Evenly spaced values in [start, stop), like numpy.arange.
 
@@ -297,6 +323,7 @@ class Tensor:
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
         """`steps` evenly spaced values from `start` to `stop`, both included.
 
@@ -310,6 +337,7 @@ class Tensor:
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
         """The n x m identity matrix.
 
@@ -341,6 +369,7 @@ class Tensor:
         return np.random.Generator(np.random.Philox(key=Tensor._seed, counter=Tensor._rng_counter))
 
     @staticmethod
+    @_creates_leaf
     def rand(*shape: Any, **kwargs: Any) -> Tensor:
         """Uniform samples in [0, 1).
 
@@ -352,6 +381,7 @@ class Tensor:
         return Tensor(values, **kwargs).cast(dtype)
 
     @staticmethod
+    @_creates_leaf
     def randn(*shape: Any, **kwargs: Any) -> Tensor:
         """Standard normal samples.
 
@@ -371,6 +401,7 @@ class Tensor:
         return Tensor.randn(self.shape, dtype=kwargs.pop("dtype", least_upper_float(self.dtype)), **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
         """Uniform samples in [low, high).
 
@@ -381,6 +412,7 @@ class Tensor:
         return (Tensor.rand(*shape, **kwargs) * (high - low) + low).cast(dtype)
 
     @staticmethod
+    @_creates_leaf
     def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
         """Normal samples with the given mean and standard deviation.
 
@@ -391,6 +423,7 @@ class Tensor:
         return (Tensor.randn(*shape, **kwargs) * std + mean).cast(dtype)
 
     @staticmethod
+    @_creates_leaf
     def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
         """Integers uniformly drawn from [low, high).
 
@@ -406,6 +439,7 @@ class Tensor:
         return Tensor(values.astype(to_numpy_dtype(dtype)), **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
         """Uniform in [-1, 1) scaled by 1/sqrt(number of elements).
 
@@ -415,6 +449,7 @@ class Tensor:
         return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs) * (prod(_shape_args(shape)) ** -0.5)
 
     @staticmethod
+    @_creates_leaf
     def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
         """Glorot/Xavier uniform: bound sqrt(6 / (fan_in + fan_out)) with fan_out = shape[0].
 
@@ -426,6 +461,7 @@ class Tensor:
         return Tensor.uniform(*s, low=-1.0, high=1.0, **kwargs) * bound
 
     @staticmethod
+    @_creates_leaf
     def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
         """Kaiming/He uniform for a leaky-ReLU slope `a`; fan_in = prod(shape[1:]).
 
@@ -437,6 +473,7 @@ class Tensor:
         return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
         """Kaiming/He normal for a leaky-ReLU slope `a`; fan_in = prod(shape[1:]).
 
@@ -3123,8 +3160,13 @@ def _einsum_diagonal(t: Tensor, s: str) -> tuple[Tensor, str]:
     return t, s
 
 
+def _host_np_dtype(dtype: DType) -> Any:
+    # bfloat16 goes to the device from float32 (numpy has no bfloat16)
+    return to_numpy_dtype(dtype) if dtype != dtypes.bfloat16 else np.float32
+
+
 def _host_values(values: np.ndarray, dtype: DType) -> np.ndarray:
-    return values.astype(to_numpy_dtype(dtype) if dtype != dtypes.bfloat16 else np.float32)
+    return values.astype(_host_np_dtype(dtype))
 
 
 def _reshape_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
