@@ -187,3 +187,113 @@ def test_constructor_leaf_values_unchanged():
     assert Tensor(2.0, requires_grad=True).item() == 2.0
     assert Tensor.eye(2, requires_grad=True).tolist() == [[1.0, 0.0], [0.0, 1.0]]
     assert Tensor.ones(2, requires_grad=False).requires_grad is False
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 3. zero-size shapes
+
+
+def _compare(fn, *arrays, grad=True, atol=1e-6):
+    """Run fn on uopkit tensors and torch tensors; compare value, dtype, shape and (float inputs) gradients."""
+    ours = [Tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    out, tout = fn(*ours), fn(*theirs)
+    assert out.shape == tuple(tout.shape)
+    got, want = out.numpy(), tout.detach().numpy()
+    assert got.dtype == want.dtype, (out.dtype, tout.dtype)
+    np.testing.assert_allclose(got, want, atol=atol, rtol=1e-5, equal_nan=True)
+    if grad and tout.dtype.is_floating_point and any(t.requires_grad for t in theirs):
+        (out * Tensor(np.arange(1, out.numel() + 1, dtype=np.float32).reshape(out.shape))).sum().backward()
+        (tout * torch.arange(1, tout.numel() + 1, dtype=torch.float32).reshape(tout.shape)).sum().backward()
+        for o, t in zip(ours, theirs, strict=True):
+            if t.requires_grad:
+                tg = t.grad if t.grad is not None else torch.zeros_like(t)
+                assert o.grad is not None and o.grad.shape == tuple(tg.shape)
+                np.testing.assert_allclose(o.grad.numpy(), tg.numpy(), atol=atol, rtol=1e-5, equal_nan=True)
+    return out
+
+
+EMPTY_CASES = {
+    "sum0": lambda t: t.sum(0),
+    "sum1": lambda t: t.sum(1),
+    "sum": lambda t: t.sum(),
+    "sum_keepdim": lambda t: t.sum(0, keepdim=True),
+    "mean0": lambda t: t.mean(0),
+    "mean": lambda t: t.mean(),
+    "var0": lambda t: t.var(0),
+    "std0": lambda t: t.std(0),
+    "prod0": lambda t: t.prod(0),
+    "cumsum0": lambda t: t.cumsum(0),
+    "cumsum1": lambda t: t.cumsum(1),
+    "cumprod0": lambda t: t.cumprod(0),
+    "cumprod1": lambda t: t.cumprod(1),
+    "mul": lambda t: t * 2,
+    "exp": lambda t: t.exp(),
+    "reshape": lambda t: t.reshape(3, 0),
+    "transpose_matmul": lambda t: t.T @ t,
+    "matmul_empty_out": lambda t: t @ t.T,
+    "softmax1": lambda t: t.softmax(1),
+    "logsumexp1": lambda t: t.logsumexp(1),
+    "softmax0": lambda t: t.softmax(0),
+    "log_softmax0": lambda t: t.log_softmax(0),
+    "stack": lambda t: t.stack(t) if isinstance(t, Tensor) else torch.stack([t, t]),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_CASES))
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_zero_size_values_and_gradients(name):
+    _compare(EMPTY_CASES[name], np.ones((0, 3), np.float32))
+
+
+SLICES = {
+    "start_after_end": lambda t: t[2:1],
+    "both_out_of_range": lambda t: t[5:9],
+    "both_negative_out_of_range": lambda t: t[-10:-8],
+    "reversed_negative": lambda t: t[-1:-3],
+    "second_axis": lambda t: t[:, 3:1],
+    "empty_then_sum": lambda t: t[2:1].sum(0),
+    "empty_then_mean_all": lambda t: t[:, 5:].sum() + t.sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(SLICES))
+def test_empty_slices_and_gradients_through_them(name):
+    _compare(SLICES[name], np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+@pytest.mark.parametrize("op", ["any", "all"])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_any_all_over_empty_axes(op, axis):
+    a = np.zeros((0, 3), bool)
+    ours = getattr(Tensor(a), op)(axis) if axis is not None else getattr(Tensor(a), op)()
+    theirs = getattr(torch.tensor(a), op)(axis) if axis is not None else getattr(torch.tensor(a), op)()
+    assert ours.shape == tuple(theirs.shape)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_logsumexp_over_empty_axis_is_minus_inf():
+    np.testing.assert_array_equal(Tensor.ones(0, 3).logsumexp(0).numpy(), torch.ones(0, 3).logsumexp(0).numpy())
+
+
+def test_cummax_over_zero_size():
+    a = np.ones((0, 3), np.float32)
+    assert Tensor(a).cummax(0).shape == (0, 3)
+    assert Tensor(a).cummax(1).shape == (0, 3)
+
+
+def test_zero_size_leaf_gets_zero_size_gradient():
+    a = Tensor.ones(0, 4, requires_grad=True)
+    b = Tensor.ones(4, requires_grad=True)
+    (a.sum(0) * b).sum().backward()
+    assert a.grad is not None and a.grad.shape == (0, 4)
+    assert b.grad.tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_zero_size_assign_and_setitem():
+    a = Tensor.ones(2, 3).contiguous().realize()
+    a[1:1] = 5
+    assert a.tolist() == [[1.0] * 3] * 2
+    e = Tensor(np.ones((0, 3), np.float32))
+    e.assign(e + 1).realize()
+    assert e.shape == (0, 3)

@@ -787,14 +787,15 @@ class Tensor:
         assert out is not None
         return out
 
-    @staticmethod
-    def stack(*args: Tensor, dim: int = 0) -> Tensor:
-        """Stack same-shaped tensors along a new axis `dim`.
+    def stack(self: Tensor | Sequence[Tensor], *args: Tensor, dim: int = 0) -> Tensor:
+        """Stack same-shaped tensors along a new axis `dim`: `a.stack(b)`, `Tensor.stack(a, b)` or
+        `Tensor.stack([a, b])`.
 
         >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4])).tolist()
         [[1, 2], [3, 4]]
         """
-        tensors = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+        first = [self] if isinstance(self, Tensor) else list(self)
+        tensors = first + (list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args))
         if not tensors:
             raise ValueError("stack: needs at least one tensor")
         if any(t.shape != tensors[0].shape for t in tensors):
@@ -1999,15 +2000,27 @@ class Tensor:
         if not axes:
             return self
         if self.numel() == 0:
-            if op is Ops.MAX and any(self.shape[a] == 0 for a in axes):
+            # a max over nothing has no value (as in PyTorch), except for bool: any() of nothing is False
+            if op is Ops.MAX and self.dtype != dtypes.bool and any(self.shape[a] == 0 for a in axes):
                 raise ValueError(f"{name}: reducing an empty axis has no identity (shape {self.shape}, axes {axes})")
-            identity = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op]
-            return Tensor.full(final, identity, dtype=self.dtype, device=self.device)
+            return self._reduce_empty(op, axes, final)
         real = [a for a in axes if self.shape[a] != 1]
         if not real:
             return self.reshape(final)
         ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(real))))
         return ret.reshape(final)
+
+    def _reduce_empty(self, op: Ops, axes: tuple[int, ...], final: tuple[int, ...]) -> Tensor:
+        # no element: the identity, still computed from self (padding each empty reduced axis to one identity
+        # element) so that gradients flow back to it as zero-size zeros
+        identity = 1 if op is Ops.MUL else 0
+        pads = tuple((0, 1) if i in axes and s == 0 else (0, 0) for i, s in enumerate(self.shape))
+        padded = (self - identity).pad(pads) + identity if identity else self.pad(pads)
+        if padded.numel() == 0:
+            # another axis is empty too: so is the result
+            shrink = tuple((0, 1) if i in axes else (0, s) for i, s in enumerate(padded.shape))
+            return padded.shrink(shrink).reshape(final)
+        return padded._reduce(op, axes, keepdim=len(final) == self.ndim)
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
         """Sum over `axis` (all axes when None), accumulating in `dtype`.
@@ -2149,6 +2162,9 @@ class Tensor:
         0.69315
         """
         x = self._float()
+        if any(self.shape[a] == 0 for a in self._axes(axis, "logsumexp")):
+            # nothing to shift by: log of an empty sum is -inf, as in PyTorch
+            return x.exp().sum(axis, keepdim).log()
         m = x.max(axis, keepdim=True)
         # an infinite max would give inf - inf: shift by 0 there instead
         m = m.isinf().where(0.0, m).detach()
@@ -2734,6 +2750,8 @@ class Tensor:
         [0.5, 0.5]
         """
         x = self.cast(dtype) if dtype is not None else self._float()
+        if x.numel() == 0:
+            return x
         e = (x - x.max(axis, keepdim=True).detach()).exp()
         # one division per row, a multiply per element (as PyTorch's CPU softmax)
         return e * e.sum(axis, keepdim=True).reciprocal()
@@ -2745,6 +2763,8 @@ class Tensor:
         -0.69315
         """
         x = self.cast(dtype) if dtype is not None else self._float()
+        if x.numel() == 0:
+            return x
         m = x - x.max(axis, keepdim=True).detach()
         return m - m.exp().sum(axis, keepdim=True).log()
 

@@ -377,6 +377,16 @@ def kernelize_graph(sink: UOp) -> dict[UOp, UOp]:
 
 
 def _build_kernel(ctx: GrouperContext, results: dict[UOp, UOp], r: UOp) -> UOp:
+    if r.size == 0:
+        # nothing to compute or write: an empty value is an empty buffer, an empty assign leaves its target as it is
+        if r.op is Ops.STORE:
+            target = r.src[0]
+            return (
+                target if target.base.op is Ops.BUFFER else _replay_chain(target.movement_chain(), target.base.src[0])
+            )
+        shape = r.shape
+        assert shape is not None
+        return _reshape(UOp.new_buffer(r.device, 0, r.dtype), shape)
     if r.op is Ops.COPY:
         src = results.get(r.src[0].base, r.src[0].base) if r.src[0] not in results else results[r.src[0]]
         src_store = src.base
