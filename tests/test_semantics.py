@@ -297,3 +297,84 @@ def test_zero_size_assign_and_setitem():
     e = Tensor(np.ones((0, 3), np.float32))
     e.assign(e + 1).realize()
     assert e.shape == (0, 3)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 4. errors where PyTorch users catch them
+
+_A, _B = np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)
+
+SHAPE_ERRORS = {
+    "matmul": lambda m, mk: mk(_A) @ mk(_B),
+    "dot": lambda m, mk: mk(np.ones(3, np.float32)).dot(mk(np.ones(4, np.float32))),
+    "cat": lambda m, mk: m.cat([mk(_A), mk(_B)]) if m is torch else mk(_A).cat(mk(_B)),
+    "einsum_sizes": lambda m, mk: m.einsum("ij,jk->ik", mk(_A), mk(_B)),
+    "einsum_arity": lambda m, mk: m.einsum("ij,jk->ik", mk(_A)),
+    "einsum_output": lambda m, mk: m.einsum("ij->k", mk(_A)),
+    "permute_duplicate": lambda m, mk: mk(_A).permute(0, 0),
+    "permute_length": lambda m, mk: mk(_A).permute(0),
+    "pad_odd": lambda m, mk: torch.nn.functional.pad(mk(_A), (1, 2, 3)) if m is torch else mk(_A).pad((1, 2, 3)),
+    "gather": lambda m, mk: mk(_A).gather(1, mk(np.zeros((3, 3), np.int64))),
+    "reshape": lambda m, mk: mk(_A).reshape(4, 4),
+    "broadcast": lambda m, mk: mk(_A) + mk(_B),
+    "clip_no_bounds": lambda m, mk: mk(_A).clip(),
+    "roll": lambda m, mk: mk(_A).roll((1, 2), (0,)),
+    "max_no_axis_empty": lambda m, mk: mk(np.ones((0, 3), np.float32)).max(),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPE_ERRORS))
+def test_errors_catchable_as_runtime_error_and_value_error(name):
+    with pytest.raises(RuntimeError):
+        SHAPE_ERRORS[name](torch, torch.tensor)
+    with pytest.raises(RuntimeError) as info:
+        SHAPE_ERRORS[name](Tensor, Tensor)
+    assert isinstance(info.value, ValueError)
+
+
+INDEX_ERRORS = {
+    "sum_axis": lambda mk: mk(_A).sum(5),
+    "index": lambda mk: mk(_A)[5],
+    "index_second": lambda mk: mk(_A)[0, 7],
+    "squeeze": lambda mk: mk(_A).squeeze(4),
+    "transpose": lambda mk: mk(_A).transpose(0, 3),
+    "unsqueeze": lambda mk: mk(_A).unsqueeze(5),
+    "flip": lambda mk: mk(_A).flip(3),
+    "amax_empty": lambda mk: mk(np.ones((0, 3), np.float32)).max(0),
+    "argmax_empty": lambda mk: mk(np.ones((0, 3), np.float32)).argmax(0),
+    "amin_empty": lambda mk: mk(np.ones((0, 3), np.float32)).min(0),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEX_ERRORS))
+def test_bad_axes_and_indices_are_index_errors(name):
+    fn = INDEX_ERRORS[name]
+    with pytest.raises(IndexError):
+        fn(torch.tensor)
+    with pytest.raises(IndexError):
+        fn(Tensor)
+
+
+def test_unknown_modes_are_value_errors():
+    t = Tensor(np.ones((1, 1, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="pad: unknown mode"):
+        t.pad((1, 1), mode="foo")
+    with pytest.raises(ValueError, match="interpolate: unknown mode"):
+        t.interpolate((4, 4), mode="foo")
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pads", [(-1, 2), (2, -1), (-2, -1), (1, -3), (-1, 1, 0, -1)])
+def test_negative_padding_crops_in_every_mode(mode, pads):
+    x = np.arange(20, dtype=np.float32).reshape(1, 4, 5)
+    _compare(
+        lambda t: (
+            torch.nn.functional.pad(t, pads, mode=mode) if isinstance(t, torch.Tensor) else t.pad(pads, mode=mode)
+        ),
+        x,
+    )
+
+
+def test_clip_with_one_bound():
+    _compare(lambda t: t.clip(None, 0.5), np.linspace(0, 1, 6, dtype=np.float32))
+    _compare(lambda t: t.clip(0.5), np.linspace(0, 1, 6, dtype=np.float32))

@@ -32,8 +32,16 @@ _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 
 
-class ShapeError(ValueError):
-    pass
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that don't fit an op: a ValueError, and a RuntimeError where PyTorch users catch one."""
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """An argument an op can't take (PyTorch raises RuntimeError there): caught as either."""
+
+
+class EmptyReduceError(ValueError, IndexError, RuntimeError):
+    """A max/min/argmax over an empty axis: PyTorch raises IndexError (RuntimeError without an axis)."""
 
 
 def _canonical_device(device: str | None) -> str:
@@ -519,7 +527,10 @@ class Tensor:
         >>> Tensor.zeros(2, 3, 4).permute(2, 0, 1).shape
         (4, 2, 3)
         """
+        order = (order,) if isinstance(order, (int, np.integer)) and not args else order  # type: ignore[assignment]
         order = tuple(order) if not args else (order, *args)  # type: ignore[arg-type]
+        if len(order) != self.ndim:
+            raise ShapeError(f"permute: {order} names {len(order)} axes, the tensor has {self.ndim} {self.shape}")
         norm = tuple(_normalize_axis(a, self.ndim, "permute", self.shape) for a in order)
         if sorted(norm) != list(range(self.ndim)):
             raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
@@ -588,14 +599,14 @@ class Tensor:
         pads = tuple((0, 0) if p is None else (int(p[0] or 0), int(p[1] or 0)) for p in padding)  # type: ignore[index]
         if len(pads) != self.ndim:
             raise ShapeError(f"pad: {len(pads)} (before, after) pairs for a tensor of shape {self.shape}")
-        if mode != "constant":
-            return self._pad_mode(pads, mode)
         if any(b < 0 or a < 0 for b, a in pads):
-            # negative padding crops
+            # negative padding crops, first (in every mode, as PyTorch: a reflection is of the cropped values)
             crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pads, self.shape, strict=True))
             if any(e < b for b, e in crop):
                 raise ShapeError(f"pad: negative padding {pads} crops more than shape {self.shape} holds")
-            return self.shrink(crop).pad(tuple((max(b, 0), max(a, 0)) for b, a in pads), value=value)
+            return self.shrink(crop).pad(tuple((max(b, 0), max(a, 0)) for b, a in pads), mode=mode, value=value)
+        if mode != "constant":
+            return self._pad_mode(pads, mode)
         if all(b == 0 and a == 0 for b, a in pads):
             return self
         padded = Tensor(UOp(Ops.PAD, self.dtype, (self.uop,), pads))
@@ -612,8 +623,6 @@ class Tensor:
             if b == 0 and a == 0:
                 continue
             n = t.shape[ax]
-            if b < 0 or a < 0:
-                raise ShapeError(f"pad: mode {mode!r} needs non-negative padding, got {pads}")
             if mode == "reflect" and (b >= n or a >= n):
                 raise ShapeError(f"pad: reflect padding {(b, a)} must be smaller than axis {ax} of size {n}")
             if mode == "circular" and (b > n or a > n):
@@ -845,7 +854,7 @@ class Tensor:
         sh = [shifts] if isinstance(shifts, (int, np.integer)) else list(shifts)
         ds = [dims] if isinstance(dims, (int, np.integer)) else list(dims)
         if len(sh) != len(ds):
-            raise ValueError(f"roll: {len(sh)} shifts for {len(ds)} dims")
+            raise ArgumentError(f"roll: {len(sh)} shifts for {len(ds)} dims")
         t = self
         for s, d in zip(sh, ds, strict=True):
             d = _normalize_axis(d, t.ndim, "roll", t.shape)
@@ -1785,7 +1794,7 @@ class Tensor:
         [0, 5, 6]
         """
         if min_ is None and max_ is None:
-            raise ValueError("clip: at least one of min_ and max_ must be given")
+            raise ArgumentError("clip: at least one of min_ and max_ must be given")
         t = self
         if min_ is not None:
             t = t.maximum(min_)
@@ -2002,7 +2011,9 @@ class Tensor:
         if self.numel() == 0:
             # a max over nothing has no value (as in PyTorch), except for bool: any() of nothing is False
             if op is Ops.MAX and self.dtype != dtypes.bool and any(self.shape[a] == 0 for a in axes):
-                raise ValueError(f"{name}: reducing an empty axis has no identity (shape {self.shape}, axes {axes})")
+                raise EmptyReduceError(
+                    f"{name}: reducing an empty axis has no identity (shape {self.shape}, axes {axes})"
+                )
             return self._reduce_empty(op, axes, final)
         real = [a for a in axes if self.shape[a] != 1]
         if not real:
@@ -2061,7 +2072,7 @@ class Tensor:
         [1, 2]
         """
         if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
-            raise ValueError(f"min: reducing an empty axis has no identity (shape {self.shape})")
+            raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
 
     def _count(self, axis: int | Sequence[int] | None) -> int:
@@ -2123,7 +2134,7 @@ class Tensor:
             return Tensor(0, device=self.device, dtype=dtypes.int32)
         n = self.shape[axis]
         if n == 0:
-            raise ValueError(f"argmax: axis {axis} of shape {self.shape} is empty")
+            raise EmptyReduceError(f"argmax: axis {axis} of shape {self.shape} is empty")
         m = self.max(axis, keepdim=True)
         hit = (self == m) | self.isnan() if dtypes.is_float(self.dtype) else self == m
         # the first hit has the largest count-down value n - i
@@ -2424,7 +2435,7 @@ class Tensor:
         lhs, arrow, rhs = formula.partition("->")
         inputs = lhs.split(",")
         if len(inputs) != len(operands):
-            raise ValueError(f"einsum: {formula!r} names {len(inputs)} operands, got {len(operands)}")
+            raise ArgumentError(f"einsum: {formula!r} names {len(inputs)} operands, got {len(operands)}")
         # "..." becomes upper-case letters for the broadcast dims
         ell_dims = max(
             (t.ndim - len(s.replace("...", "")) for s, t in zip(inputs, operands, strict=True) if "..." in s), default=0
@@ -2457,7 +2468,7 @@ class Tensor:
             prepared.append((t, s))
         letters = sorted(sizes, key=lambda c: (c not in out, out.index(c) if c in out else 0, c))
         if any(c not in sizes for c in out):
-            raise ValueError(f"einsum: output letter not in any input of {formula!r}")
+            raise ArgumentError(f"einsum: output letter not in any input of {formula!r}")
         total: Tensor | None = None
         for t, s in prepared:
             aligned = t.permute([s.index(c) for c in letters if c in s])
