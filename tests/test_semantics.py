@@ -3,6 +3,8 @@ zero-size shapes, errors, numerics and the ops PyTorch users reach for."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -378,3 +380,89 @@ def test_negative_padding_crops_in_every_mode(mode, pads):
 def test_clip_with_one_bound():
     _compare(lambda t: t.clip(None, 0.5), np.linspace(0, 1, 6, dtype=np.float32))
     _compare(lambda t: t.clip(0.5), np.linspace(0, 1, 6, dtype=np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 5. numerics
+
+_EXTREME = np.array([-1000.0, -100.0, -20.0, -1e-3, 0.0, 1e-3, 20.0, 100.0, 1000.0], np.float32)
+F = torch.nn.functional
+
+ACTIVATIONS = {
+    "sigmoid": (lambda t: t.sigmoid(), lambda t: t.sigmoid()),
+    "tanh": (lambda t: t.tanh(), lambda t: t.tanh()),
+    "softplus": (lambda t: t.softplus(), F.softplus),
+    "logsigmoid": (lambda t: t.logsigmoid(), F.logsigmoid),
+    "silu": (lambda t: t.silu(), F.silu),
+    "mish": (lambda t: t.mish(), F.mish),
+    "gelu_tanh": (lambda t: t.gelu(), lambda t: F.gelu(t, approximate="tanh")),
+}
+
+
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activations_at_extreme_inputs(name):
+    ours, theirs = ACTIVATIONS[name]
+    _compare(lambda t: ours(t) if isinstance(t, Tensor) else theirs(t), _EXTREME)
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, 0.5, 1.5, -0.5, -1, -2, -3])
+def test_pow_constant_exponents_values_and_gradients(exponent):
+    x = np.array([0.0, 0.5, 1.0, 2.0, 3.0], np.float32)
+    _compare(lambda t: t**exponent, x, atol=1e-5)
+
+
+def test_pow_gradients_at_zero_base_and_exponent():
+    a = np.array([0.0, 0.0, 2.0, 1.0, 0.0], np.float32)
+    b = np.array([0.0, 2.0, 0.0, 3.0, 0.5], np.float32)
+    _compare(lambda x, y: x**y, a, b)
+
+
+def test_pow_zero_exponent_of_inf_and_nan_is_one():
+    assert (Tensor([math.inf, math.nan, 0.0]) ** 0).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t, m: t.sum(dtype=m.float32),
+        lambda t, m: t.sum(0, dtype=m.float64),
+        lambda t, m: t.prod(1, dtype=m.float64),
+        lambda t, m: t.sum(dtype=m.int8),
+        lambda t, m: t.float().sum(dtype=m.float16),
+    ],
+)
+def test_sum_prod_compute_in_the_given_dtype(fn):
+    x = np.arange(1, 101, dtype=np.int32).reshape(10, 10)
+    ours, theirs = fn(Tensor(x), _DT), fn(torch.tensor(x), torch)
+    got, want = ours.numpy(), theirs.numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-3)
+
+
+class _DT:
+    from uopkit.dtype import dtypes as _d
+
+    float32, float64, int8, float16 = _d.float32, _d.float64, _d.int8, _d.float16
+
+
+def test_sum_half_dtype_accumulates_like_torch():
+    x = np.full(100, 0.1, np.float32)
+    assert Tensor(x).sum(dtype=_DT.float16).item() == torch.tensor(x).sum(dtype=torch.float16).item()
+
+
+def test_interpolate_keeps_integer_dtype():
+    x = np.array([[[[0, 3], [5, 7]]]], np.uint8)
+    for align in (True, False):
+        ours = Tensor(x).interpolate((3, 5), mode="linear", align_corners=align)
+        theirs = F.interpolate(torch.tensor(x), size=(3, 5), mode="bilinear", align_corners=align)
+        assert ours.numpy().dtype == np.uint8
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("op", ["and", "or", "xor", "invert"])
+def test_bitwise_ops_on_bool(op):
+    a, b = np.array([True, False, True, False]), np.array([True, True, False, False])
+    fns = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y, "invert": lambda x, y: ~x}
+    ours, theirs = fns[op](Tensor(a), Tensor(b)), fns[op](torch.tensor(a), torch.tensor(b))
+    assert ours.numpy().dtype == np.bool_
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -1647,9 +1647,11 @@ class Tensor:
         """
         x = self._float()
         u = x + 1
-        # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg); u == 1 means log1p(x) ~ x
-        corrected = u.log() * x / (u - 1)
-        return (u == 1).where(x, (u == math.inf).where(math.inf, corrected))
+        exact = u == 1
+        # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg); u == 1 means log1p(x) ~ x (and the unused
+        # branch divides by 1 there, so its gradient stays finite)
+        corrected = u.log() * x / exact.where(1, u - 1)
+        return exact.where(x, (u == math.inf).where(math.inf, corrected))
 
     def expm1(self) -> Tensor:
         """exp(x) - 1, accurate for small x.
@@ -1813,13 +1815,17 @@ class Tensor:
         [-8.0]
         """
         if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer():
-            if 0 <= x <= 8:
-                ret = self.ones_like() if x == 0 else self
+            if x == 0:
+                # ones, still computed from self so that its gradient is zeros (as PyTorch), and 1 for inf and nan
+                return Tensor.full(self.shape, True, device=self.device).where(1, self)
+            if 0 < x <= 8:
+                ret = self
                 for _ in range(int(x) - 1):
                     ret = ret * self
                 return ret
             if -8 <= x < 0 and dtypes.is_float(self.dtype):
-                return self.pow(-x).reciprocal()
+                # (1/x)**n rather than 1/x**n: at x = 0 the gradient is -inf (no 0 * inf), as PyTorch's n x**(n-1)
+                return self.reciprocal().pow(-x)
         a, b = self._broadcasted(x, reverse, "pow")
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
@@ -1850,7 +1856,11 @@ class Tensor:
         >>> Tensor([0.0]).sigmoid().tolist()
         [0.5]
         """
-        return (1 + (-self._float()).exp()).reciprocal()
+        x = self._float()
+        neg = x < 0
+        # e = exp(-|x|) never overflows, so neither the value nor its gradient meets inf * 0 at large |x|
+        e = neg.where(x, -x).exp()
+        return neg.where(e, 1) / (1 + e)
 
     def logsigmoid(self) -> Tensor:
         """log(sigmoid(x)) = -softplus(-x)."""
@@ -1867,7 +1877,8 @@ class Tensor:
         # for small |x|, expm1 keeps the digits that 1 - e would cancel
         num = -(-2 * x.abs()).expm1()
         t = (num / (1 + e)).abs()
-        return (x < 0).where(-t, t)
+        # the gradient is taken from 2 sigmoid(2x) - 1 (the same function, finite derivatives everywhere)
+        return _with_gradient_of((x < 0).where(-t, t), 2 * (2 * x).sigmoid() - 1)
 
     def gelu(self) -> Tensor:
         """GELU, tanh approximation (as tinygrad; PyTorch's approximate="tanh").
@@ -1899,7 +1910,9 @@ class Tensor:
         0.69315
         """
         bx = self._float() * beta
-        return (bx.relu() + (-bx.abs()).exp().log1p()) * (1 / beta)
+        pos = bx >= 0
+        # max(bx, 0) + log1p(exp(-|bx|)), with selects whose gradients add up to sigmoid(bx) (1/2 at 0, as PyTorch)
+        return (pos.where(bx, 0) + pos.where(-bx, bx).exp().log1p()) * (1 / beta)
 
     def mish(self) -> Tensor:
         """x * tanh(softplus(x))."""
@@ -2043,6 +2056,9 @@ class Tensor:
         [4, 6]
         """
         acc = to_dtype(dtype) if dtype is not None else _sum_acc_dtype(self.dtype)
+        if acc in (dtypes.float16, dtypes.bfloat16):
+            # half floats: the values in that dtype, added up in float32 (as PyTorch), the result in that dtype
+            return self.cast(acc).float()._reduce(Ops.ADD, axis, keepdim).cast(acc)
         ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
         return ret.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
 
@@ -2055,6 +2071,9 @@ class Tensor:
         [2, 12]
         """
         acc = to_dtype(dtype) if dtype is not None else (dtypes.int32 if self.dtype == dtypes.bool else self.dtype)
+        if dtype is not None and acc in (dtypes.float16, dtypes.bfloat16):
+            # as sum: half values multiplied in float32
+            return self.cast(acc).float()._reduce(Ops.MUL, axis, keepdim).cast(acc)
         return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
@@ -2718,8 +2737,11 @@ class Tensor:
         if nsp < 1:
             raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
         out_size = _tuple_n(size, nsp, "size")
-        x = self if mode.startswith("nearest") else self._float()
-        for i, (L, O) in enumerate(zip(self.shape[2:], out_size, strict=True)):
+        # an integer image stays one: each axis (the last first) resized, then rounded half up (as PyTorch for uint8)
+        as_int = not mode.startswith("nearest") and not dtypes.is_float(self.dtype)
+        x = self if mode.startswith("nearest") or as_int else self._float()
+        axes = list(enumerate(zip(self.shape[2:], out_size, strict=True)))
+        for i, (L, O) in reversed(axes) if as_int else axes:
             ax = 2 + i
             if L == O:
                 continue
@@ -2738,10 +2760,13 @@ class Tensor:
                 src = np.maximum((pos + 0.5) * (L / O) - 0.5, 0.0)
             lo = np.minimum(np.floor(src).astype(np.int64), L - 1)
             hi = np.minimum(lo + 1, L - 1)
-            w = Tensor((src - lo).astype(np.float32), device=self.device).cast(x.dtype)
+            xf = x._float()
+            w = Tensor((src - lo).astype(np.float32), device=self.device).cast(xf.dtype)
             w = w.reshape(tuple(O if a == ax else 1 for a in range(x.ndim)))
-            a, b = x._take(ax, lo), x._take(ax, hi)
+            a, b = xf._take(ax, lo), xf._take(ax, hi)
             x = a + (b - a) * w
+            if as_int:
+                x = (x + 0.5).floor().cast(self.dtype)
         return x
 
     def _take(self, axis: int, idx: np.ndarray) -> Tensor:
@@ -3189,6 +3214,12 @@ def _einsum_diagonal(t: Tensor, s: str) -> tuple[Tensor, str]:
         t = x._slice_axis(x.ndim - 1, 0, 1).reshape(x.shape[:-2] + (n,))
         s = "".join(s[a] for a in rest) + c
     return t, s
+
+
+def _with_gradient_of(value: Tensor, surrogate: Tensor) -> Tensor:
+    """`value`, with the gradient of `surrogate` (the same function, computed in a way whose derivatives stay finite).
+    `surrogate` must be finite wherever `value` is: their difference to the detached copy is then exactly 0."""
+    return value.detach() + (surrogate - surrogate.detach())
 
 
 def _host_np_dtype(dtype: DType) -> Any:
