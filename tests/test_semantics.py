@@ -183,6 +183,16 @@ def test_constructor_leaves_get_their_own_gradient(name):
     np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
 
 
+def test_backward_after_realize_on_a_schedule_cache_hit():
+    # the second realize of the same graph structure replays the cached schedule: it must still remember the graph
+    for _ in range(3):
+        x = Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+        y = (x * 2).exp()
+        y.numpy()
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.array([1.0, 2.0])), rtol=1e-6)
+
+
 def test_constructor_leaf_values_unchanged():
     assert Tensor.ones(2, requires_grad=True).tolist() == [1.0, 1.0]
     assert Tensor.full((2,), 3.5, requires_grad=True).tolist() == [3.5, 3.5]
@@ -195,7 +205,7 @@ def test_constructor_leaf_values_unchanged():
 # 3. zero-size shapes
 
 
-def _compare(fn, *arrays, grad=True, atol=1e-6):
+def _compare(fn, *arrays, grad=True, atol=1e-6, rtol=1e-5):
     """Run fn on uopkit tensors and torch tensors; compare value, dtype, shape and (float inputs) gradients."""
     ours = [Tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
     theirs = [torch.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
@@ -203,7 +213,7 @@ def _compare(fn, *arrays, grad=True, atol=1e-6):
     assert out.shape == tuple(tout.shape)
     got, want = out.numpy(), tout.detach().numpy()
     assert got.dtype == want.dtype, (out.dtype, tout.dtype)
-    np.testing.assert_allclose(got, want, atol=atol, rtol=1e-5, equal_nan=True)
+    np.testing.assert_allclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
     if grad and tout.dtype.is_floating_point and any(t.requires_grad for t in theirs):
         (out * Tensor(np.arange(1, out.numel() + 1, dtype=np.float32).reshape(out.shape))).sum().backward()
         (tout * torch.arange(1, tout.numel() + 1, dtype=torch.float32).reshape(tout.shape)).sum().backward()
@@ -211,7 +221,7 @@ def _compare(fn, *arrays, grad=True, atol=1e-6):
             if t.requires_grad:
                 tg = t.grad if t.grad is not None else torch.zeros_like(t)
                 assert o.grad is not None and o.grad.shape == tuple(tg.shape)
-                np.testing.assert_allclose(o.grad.numpy(), tg.numpy(), atol=atol, rtol=1e-5, equal_nan=True)
+                np.testing.assert_allclose(o.grad.numpy(), tg.numpy(), atol=atol, rtol=rtol, equal_nan=True)
     return out
 
 
@@ -280,8 +290,9 @@ def test_logsumexp_over_empty_axis_is_minus_inf():
 
 def test_cummax_over_zero_size():
     a = np.ones((0, 3), np.float32)
-    assert Tensor(a).cummax(0).shape == (0, 3)
-    assert Tensor(a).cummax(1).shape == (0, 3)
+    for axis in (0, 1):
+        values, indices = Tensor(a).cummax(axis)
+        assert values.shape == indices.shape == (0, 3)
 
 
 def test_zero_size_leaf_gets_zero_size_gradient():
@@ -466,3 +477,231 @@ def test_bitwise_ops_on_bool(op):
     ours, theirs = fns[op](Tensor(a), Tensor(b)), fns[op](torch.tensor(a), torch.tensor(b))
     assert ours.numpy().dtype == np.bool_
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 6. the ops PyTorch users reach for
+
+_R = np.random.default_rng(0)
+_X = _R.standard_normal((3, 5)).astype(np.float32)
+_UNIT = np.array([-0.99, -0.5, -1e-4, 0.0, 1e-4, 0.3, 0.99], np.float32)
+_WIDE = np.array([-50.0, -3.0, -1.0, -1e-3, 0.0, 1e-3, 0.5, 1.0, 3.0, 50.0], np.float32)
+
+
+@pytest.mark.parametrize(
+    "name,x",
+    [
+        ("sinh", _WIDE),
+        ("cosh", _WIDE),
+        ("asinh", np.append(_WIDE, 1e12).astype(np.float32)),
+        ("acosh", np.array([1.0001, 1.5, 3.0, 1e5, 1e12], np.float32)),
+        ("atanh", _UNIT),
+        ("atan", np.append(_WIDE, [1e30, -1e30]).astype(np.float32)),
+        ("asin", _UNIT),
+        ("acos", _UNIT),
+        ("erf", _WIDE),
+    ],
+)
+def test_inverse_and_hyperbolic_functions(name, x):
+    # acosh' = 1 / sqrt(x^2 - 1) is ill-conditioned next to 1 (PyTorch's float32 x*x - 1 loses digits there)
+    _compare(lambda t: getattr(t, name)(), x, atol=1e-6, rtol=1e-4 if name == "acosh" else 1e-5)
+
+
+def test_special_values_of_new_functions():
+    inf, nan = math.inf, math.nan
+    x = np.array([inf, -inf, nan, -0.0], np.float32)
+    for name in ("sinh", "cosh", "asinh", "atan", "erf"):
+        np.testing.assert_array_equal(getattr(Tensor(x), name)().numpy(), getattr(torch.tensor(x), name)().numpy())
+    edge = np.array([1.0, -1.0, 2.0], np.float32)
+    for name in ("atanh", "asin", "acos", "acosh"):
+        np.testing.assert_allclose(
+            getattr(Tensor(edge), name)().numpy(), getattr(torch.tensor(edge), name)().numpy(), rtol=1e-6, atol=1e-7
+        )
+
+
+def test_gelu_exact():
+    _compare(lambda t: t.gelu(approximate="none") if isinstance(t, Tensor) else F.gelu(t), _WIDE)
+
+
+def test_copysign():
+    a = np.array([1.0, -2.0, 3.0, 0.0, -0.0, 4.0], np.float32)
+    b = np.array([-0.0, 3.0, -1.0, -2.0, 5.0, math.nan], np.float32)
+    _compare(lambda x, y: x.copysign(y), a, b)
+    ours = Tensor(np.array([1, 2], np.int32)).copysign(Tensor(np.array([-1, 1], np.int32)))
+    assert ours.numpy().dtype == np.float32 and ours.tolist() == [-1.0, 2.0]
+
+
+@pytest.mark.parametrize("equal_nan", [False, True])
+def test_isclose(equal_nan):
+    inf, nan = math.inf, math.nan
+    a = np.array([1.0, 1.0, inf, inf, 5.0, nan, 1e-9, 0.0], np.float32)
+    b = np.array([1.0 + 1e-6, 1.1, inf, -inf, inf, nan, 0.0, 1e-9], np.float32)
+    ours = Tensor(a).isclose(Tensor(b), equal_nan=equal_nan)
+    np.testing.assert_array_equal(ours.numpy(), torch.tensor(a).isclose(torch.tensor(b), equal_nan=equal_nan).numpy())
+
+
+@pytest.mark.parametrize("n", [1, 6, 600])
+def test_logcumsumexp(n):
+    x = (_R.standard_normal((2, n)) * 30).astype(np.float32)
+    _compare(lambda t: t.logcumsumexp(1), x, atol=1e-4)
+    big = np.array([-1000.0, 0.0, -math.inf, 5.0], np.float32)
+    np.testing.assert_allclose(Tensor(big).logcumsumexp(0).numpy(), torch.tensor(big).logcumsumexp(0).numpy())
+
+
+def test_masked_select():
+    mask = _X > 0
+    _compare(lambda t: t.masked_select(Tensor(mask) if isinstance(t, Tensor) else torch.tensor(mask)), _X)
+    row = np.array([True, False, True, True, False])
+    _compare(lambda t: t.masked_select(Tensor(row) if isinstance(t, Tensor) else torch.tensor(row)), _X)
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+def test_meshgrid(indexing):
+    a, b, c = np.arange(2, dtype=np.float32), np.arange(3, dtype=np.float32), np.arange(4, dtype=np.float32)
+    ours = Tensor.meshgrid(Tensor(a), Tensor(b), Tensor(c), indexing=indexing)
+    theirs = torch.meshgrid(torch.tensor(a), torch.tensor(b), torch.tensor(c), indexing=indexing)
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(o.numpy(), t.numpy())
+    assert [t.shape for t in Tensor(a).meshgrid(Tensor(b))] == [(2, 3), (2, 3)]
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_sort_values_indices_and_gradient(descending, dim):
+    x = np.array([[3.0, 1.0, 3.0, 2.0, math.nan], [0.5, -1.0, 7.0, 0.5, 2.0]], np.float32)
+    ours = Tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    v, i = ours.sort(dim, descending=descending)
+    tv, ti = theirs.sort(dim=dim, descending=descending, stable=True)
+    np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    weights = np.arange(x.size, dtype=np.float32).reshape(x.shape)
+    (v * Tensor(weights)).sum().backward()
+    (tv * torch.tensor(weights)).sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+    np.testing.assert_array_equal(ours.argsort(dim, descending).numpy(), ti.numpy())
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk(largest):
+    x = _R.permutation(20).astype(np.float32).reshape(4, 5)
+    ours = Tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    v, i = ours.topk(3, dim=1, largest=largest)
+    tv, ti = theirs.topk(3, dim=1, largest=largest)
+    np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    v.sum().backward()
+    tv.sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+@pytest.mark.parametrize("dim,size,step", [(0, 2, 1), (1, 2, 2), (1, 5, 1), (-1, 1, 3)])
+def test_unfold(dim, size, step):
+    _compare(lambda t: t.unfold(dim, size, step), _X)
+
+
+@pytest.mark.parametrize("kernel,stride,padding", [(2, None, 0), (3, 2, 1), ((2, 3), (1, 2), (1, 0))])
+def test_max_pool2d_indices_and_unpool(kernel, stride, padding):
+    img = _R.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    img[0, 0, 0, :2] = 5.0  # a tie: the first one is picked
+    ours = Tensor(img, requires_grad=True)
+    theirs = torch.tensor(img, requires_grad=True)
+    v, i = ours.max_pool2d(kernel, stride=stride, padding=padding, return_indices=True)
+    tv, ti = F.max_pool2d(theirs, kernel, stride=stride, padding=padding, return_indices=True)
+    np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    u = v.max_unpool2d(i, kernel, stride=stride, padding=padding, output_size=(7, 6))
+    tu = F.max_unpool2d(tv, ti, kernel, stride=stride, padding=padding, output_size=(7, 6))
+    np.testing.assert_array_equal(u.numpy(), tu.detach().numpy())
+    (u * Tensor(img)).sum().backward()
+    (tu * torch.tensor(img)).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_crossentropy_names_weights_and_pos_weight(reduction):
+    p = _R.uniform(0.05, 0.95, (4, 3)).astype(np.float32)
+    y = (_R.random((4, 3)) > 0.5).astype(np.float32)
+    w = _R.uniform(0.5, 2, (3,)).astype(np.float32)
+    _compare(
+        lambda t: (
+            t.binary_crossentropy(Tensor(y), reduction)
+            if isinstance(t, Tensor)
+            else F.binary_cross_entropy(t, torch.tensor(y), reduction=reduction)
+        ),
+        p,
+    )
+    _compare(
+        lambda t: (
+            t.binary_crossentropy_logits(Tensor(y), reduction, pos_weight=Tensor(w))
+            if isinstance(t, Tensor)
+            else F.binary_cross_entropy_with_logits(t, torch.tensor(y), reduction=reduction, pos_weight=torch.tensor(w))
+        ),
+        _R.standard_normal((4, 3)).astype(np.float32) * 3,
+    )
+    _compare(
+        lambda t: (
+            t.binary_cross_entropy(Tensor(y), reduction, weight=Tensor(w))
+            if isinstance(t, Tensor)
+            else F.binary_cross_entropy(t, torch.tensor(y), reduction=reduction, weight=torch.tensor(w))
+        ),
+        p,
+    )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("targets", ["indices", "probabilities"])
+def test_cross_entropy_class_weights(reduction, label_smoothing, targets):
+    logits = _R.standard_normal((4, 5, 2)).astype(np.float32)
+    w = _R.uniform(0.2, 2, 5).astype(np.float32)
+    if targets == "indices":
+        y = np.array([[0, 2], [4, -100], [1, 1], [3, 0]])
+    else:
+        y = _R.random((4, 5, 2)).astype(np.float32)
+        y /= y.sum(1, keepdims=True)
+
+    def fn(t):
+        if isinstance(t, Tensor):
+            return t.cross_entropy(Tensor(y), reduction, label_smoothing, weight=Tensor(w))
+        return F.cross_entropy(
+            t, torch.tensor(y), weight=torch.tensor(w), reduction=reduction, label_smoothing=label_smoothing
+        )
+
+    _compare(fn, logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_class_weights(reduction):
+    logp = np.log(_R.dirichlet(np.ones(5), 6)).astype(np.float32)
+    y = np.array([0, 4, 2, 2, -100, 1])
+    w = _R.uniform(0.2, 2, 5).astype(np.float32)
+
+    def fn(t):
+        if isinstance(t, Tensor):
+            return t.nll_loss(Tensor(y), weight=Tensor(w), reduction=reduction)
+        return F.nll_loss(t, torch.tensor(y), weight=torch.tensor(w), reduction=reduction)
+
+    _compare(fn, logp)
+
+
+def test_scatter_last_write_wins():
+    index = np.array([[2, 0, 2, 2], [1, 1, 0, 1]])
+    src = np.arange(8, dtype=np.float32).reshape(2, 4)
+    ours = Tensor.zeros(2, 3).scatter(1, Tensor(index), Tensor(src))
+    theirs = torch.zeros(2, 3).scatter(1, torch.tensor(index), torch.tensor(src))
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    ours0 = Tensor.zeros(3, 4).scatter(0, Tensor(index), Tensor(src))
+    theirs0 = torch.zeros(3, 4).scatter(0, torch.tensor(index), torch.tensor(src))
+    np.testing.assert_array_equal(ours0.numpy(), theirs0.numpy())
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin_with_indices(op):
+    x = np.array([[1.0, 3.0, 3.0, 2.0, math.nan, 5.0, math.nan], [4.0, 4.0, -1.0, 6.0, 6.0, 0.0, 7.0]], np.float32)
+    ours = Tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    (v, i), (tv, ti) = getattr(ours, op)(1), getattr(theirs, op)(1)
+    np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())

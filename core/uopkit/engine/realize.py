@@ -362,8 +362,10 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], leaves: list[UOp],
         new = _rebuild(list(template.toposort()), actual)[template]
         if new is not t.uop:
             if remember:
+                # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)
                 mapping[t.uop] = new
-            t.uop = new
+            else:
+                t.uop = new
     # other live tensors holding these nodes now read the stored values, exactly as on the uncached path (a graph
     # node must never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
     update_tensors(mapping)
