@@ -2275,9 +2275,6 @@ class Tensor:
         [4, 6]
         """
         acc = to_dtype(dtype) if dtype is not None else _sum_acc_dtype(self.dtype)
-        if acc in (dtypes.float16, dtypes.bfloat16):
-            # half floats: the values in that dtype, added up in float32 (as PyTorch), the result in that dtype
-            return self.cast(acc).float()._reduce(Ops.ADD, axis, keepdim).cast(acc)
         ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
         return ret.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
 
@@ -2290,9 +2287,6 @@ class Tensor:
         [2, 12]
         """
         acc = to_dtype(dtype) if dtype is not None else (dtypes.int32 if self.dtype == dtypes.bool else self.dtype)
-        if dtype is not None and acc in (dtypes.float16, dtypes.bfloat16):
-            # as sum: half values multiplied in float32
-            return self.cast(acc).float()._reduce(Ops.MUL, axis, keepdim).cast(acc)
         return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
