@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from uopkit.dtype import dtypes
-from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
 
 
 class ScheduleError(RuntimeError):
@@ -321,6 +321,10 @@ class KernelBuilder:
         return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf.arg[2]), (), self.inputs[buf][0])
 
     def load(self, buf: UOp, dep: UOp) -> UOp:
+        if buf.size == 0:
+            # nothing to read (every access is padded away): no argument for it, which a backend might reject
+            zero = UOp(Ops.CONST, buf.dtype, (), cast_scalar(0, buf.dtype))
+            return UOp(Ops.EXPAND, buf.dtype, (UOp(Ops.RESHAPE, buf.dtype, (zero,), (1,)),), (0,))
         return UOp(Ops.LOAD, buf.dtype, (self.global_for(buf, dep),))
 
     def translate(self, u: UOp, root: UOp) -> UOp:
