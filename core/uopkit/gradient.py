@@ -139,12 +139,14 @@ def do_reduce_mul_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
 
 
 def do_pow_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
-    # d a**b / da = b * a**(b-1);  d a**b / db = a**b * ln(a), taken as 0 where a**b is 0 (as PyTorch does at a = 0)
+    # d a**b / da = b * a**(b-1), 0 where b is 0 (not 0 * inf at a = 0);  d a**b / db = a**b * ln(a), 0 where a**b
+    # is 0 or where a is 0 and b >= 0 (as PyTorch)
     a, b = ret.src
-    d_a = ctx.grad * b * a.alu(Ops.POW, b + _neg(ctx.const(b, 1)))
-    ln_a = a.alu(Ops.LOG2) * ctx.const(a, LN2)
     zero = ctx.const(ret, 0)
-    d_b = ret.alu(Ops.CMPEQ, zero).where(zero, ctx.grad * ret * ln_a)
+    d_a = b.alu(Ops.CMPEQ, zero).where(zero, ctx.grad * b * a.alu(Ops.POW, b + _neg(ctx.const(b, 1))))
+    full = ctx.grad * ret * (a.alu(Ops.LOG2) * ctx.const(a, LN2))
+    at_zero = a.alu(Ops.CMPEQ, zero).where(b.lt(zero).where(full, zero), full)
+    d_b = ret.alu(Ops.CMPEQ, zero).where(zero, at_zero)
     return d_a, d_b
 
 

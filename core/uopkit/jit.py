@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from uopkit.device import Buffer
 from uopkit.dtype import DType
-from uopkit.engine.realize import ExecItem, capturing
+from uopkit.engine.realize import ExecItem, capturing, copy_on_write_buffers
 from uopkit.tensor import Tensor, buffers
 from uopkit.uop.ops import Ops, UOp
 
@@ -188,7 +188,7 @@ class TinyJit(Generic[ReturnType]):
             capturing.pop()
         input_bufs = {id(buffers[u]): i for i, u in enumerate(input_uops)}
         launches = []
-        for ei in items:
+        for ei in _drop_unread_copies(items, ret):
             inputs = tuple((j, input_bufs[id(b)]) for j, b in enumerate(ei.bufs) if id(b) in input_bufs)
             launches.append(_Launch(ei, inputs))
         in_set = set(input_uops)
@@ -221,6 +221,22 @@ class TinyJit(Generic[ReturnType]):
             launch.run(bufs)
         swap = {old: new for old, new in zip(cap.input_uops, uops, strict=True) if old is not new}
         return _map_outputs_uop(cap.outputs, lambda out: out.tensor(swap))
+
+
+def _drop_unread_copies(items: list[ExecItem], ret: Any) -> list[ExecItem]:
+    # a copy on write keeps a buffer's old contents for lazy tensors that outlive an assign (the gradients after an
+    # optimizer step): a replay updates no tensor graph, so a copy that no later launch and no output reads is dead
+    returned: set[int] = set()
+    _map_outputs(ret, lambda t: returned.update(id(buffers[u]) for u in t.uop.toposort() if u in buffers))
+    read: set[int] = set(returned)
+    kept: list[ExecItem] = []
+    for ei in reversed(items):
+        out = ei.bufs[0]
+        if out in copy_on_write_buffers and id(out) not in read:
+            continue
+        kept.append(ei)
+        read.update(id(b) for b in ei.bufs[1:])
+    return kept[::-1]
 
 
 @dataclass(frozen=True)

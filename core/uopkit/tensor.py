@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import weakref
@@ -28,8 +29,16 @@ from uopkit.uop.ops import GroupOp, Ops, UOp
 _contiguous_ids = itertools.count()
 
 
-class ShapeError(ValueError):
-    pass
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that don't fit an op: a ValueError, and a RuntimeError where PyTorch users catch one."""
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """An argument an op can't take (PyTorch raises RuntimeError there): caught as either."""
+
+
+class EmptyReduceError(ValueError, IndexError, RuntimeError):
+    """A max/min/argmax over an empty axis: PyTorch raises IndexError (RuntimeError without an axis)."""
 
 
 def _canonical_device(device: str | None) -> str:
@@ -53,6 +62,24 @@ def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
     if len(shapes) != 1:
         raise ValueError(f"ragged nested list: sub-lists have shapes {sorted(shapes)}")
     return [v for p in parts for v in p[0]], (len(x), *parts[0][1])
+
+
+def _creates_leaf(fn: Any) -> Any:
+    """A constructor taking `requires_grad=`: the tensor it returns is a leaf of its own. Constants are hash-consed
+    (two `Tensor.ones(3)` are one node), so a leaf built from one gets a node of its own (a CONTIGUOUS with a fresh
+    arg) and `backward()` gives every such tensor its own gradient."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Tensor:
+        requires_grad = kwargs.pop("requires_grad", None)
+        t = fn(*args, **kwargs)
+        if requires_grad and t.uop.base.op is not Ops.BUFFER:
+            t = t.contiguous()
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    return wrapper
 
 
 class Tensor:
@@ -83,7 +110,11 @@ class Tensor:
             self.uop = data.uop if dt is None else data.cast(dt).uop
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             dt = dt or dtypes.from_py(data)
-            self.uop = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=_canonical_device(device)),), _cast_py(data, dt))
+            if requires_grad:
+                # a leaf of its own: equal constants are one (hash-consed) node and would share a gradient
+                self.uop = _from_numpy(np.array(data, dtype=_host_np_dtype(dt)), _canonical_device(device), dt)
+            else:
+                self.uop = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=_canonical_device(device)),), _cast_py(data, dt))
         elif isinstance(data, (list, tuple)):
             flat, shape = _flatten_list(data)
             dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
@@ -202,6 +233,7 @@ class Tensor:
     # creation
 
     @staticmethod
+    @_creates_leaf
     def full(shape: int | Sequence[int], fill_value: Any, **kwargs: Any) -> Tensor:
         """A tensor of `shape` filled with `fill_value` (one constant, expanded: nothing is stored).
 
@@ -234,6 +266,7 @@ class Tensor:
         return Tensor.full(_shape_args(shape), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def empty(*shape: Any, dtype: DType | str = dtypes.default_float, device: str | None = None) -> Tensor:
         """An allocated tensor whose values are whatever the memory held.
 
@@ -277,6 +310,7 @@ class Tensor:
         return self.full_like(1, **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
         """Evenly spaced values in [start, stop), like numpy.arange.
 
@@ -294,6 +328,7 @@ class Tensor:
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
         """`steps` evenly spaced values from `start` to `stop`, both included.
 
@@ -307,6 +342,7 @@ class Tensor:
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
         """The n x m identity matrix.
 
@@ -338,6 +374,7 @@ class Tensor:
         return np.random.Generator(np.random.Philox(key=Tensor._seed, counter=Tensor._rng_counter))
 
     @staticmethod
+    @_creates_leaf
     def rand(*shape: Any, **kwargs: Any) -> Tensor:
         """Uniform samples in [0, 1).
 
@@ -349,6 +386,7 @@ class Tensor:
         return Tensor(values, **kwargs).cast(dtype)
 
     @staticmethod
+    @_creates_leaf
     def randn(*shape: Any, **kwargs: Any) -> Tensor:
         """Standard normal samples.
 
@@ -368,6 +406,7 @@ class Tensor:
         return Tensor.randn(self.shape, dtype=kwargs.pop("dtype", least_upper_float(self.dtype)), **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
         """Uniform samples in [low, high).
 
@@ -378,6 +417,7 @@ class Tensor:
         return (Tensor.rand(*shape, **kwargs) * (high - low) + low).cast(dtype)
 
     @staticmethod
+    @_creates_leaf
     def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
         """Normal samples with the given mean and standard deviation.
 
@@ -388,6 +428,7 @@ class Tensor:
         return (Tensor.randn(*shape, **kwargs) * std + mean).cast(dtype)
 
     @staticmethod
+    @_creates_leaf
     def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
         """Integers uniformly drawn from [low, high).
 
@@ -403,6 +444,7 @@ class Tensor:
         return Tensor(values.astype(to_numpy_dtype(dtype)), **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
         """Uniform in [-1, 1) scaled by 1/sqrt(number of elements).
 
@@ -412,6 +454,7 @@ class Tensor:
         return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs) * (prod(_shape_args(shape)) ** -0.5)
 
     @staticmethod
+    @_creates_leaf
     def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
         """Glorot/Xavier uniform: bound sqrt(6 / (fan_in + fan_out)) with fan_out = shape[0].
 
@@ -423,6 +466,7 @@ class Tensor:
         return Tensor.uniform(*s, low=-1.0, high=1.0, **kwargs) * bound
 
     @staticmethod
+    @_creates_leaf
     def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
         """Kaiming/He uniform for a leaky-ReLU slope `a`; fan_in = prod(shape[1:]).
 
@@ -434,6 +478,7 @@ class Tensor:
         return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
         """Kaiming/He normal for a leaky-ReLU slope `a`; fan_in = prod(shape[1:]).
 
@@ -479,7 +524,10 @@ class Tensor:
         >>> Tensor.zeros(2, 3, 4).permute(2, 0, 1).shape
         (4, 2, 3)
         """
+        order = (order,) if isinstance(order, (int, np.integer)) and not args else order  # type: ignore[assignment]
         order = tuple(order) if not args else (order, *args)  # type: ignore[arg-type]
+        if len(order) != self.ndim:
+            raise ShapeError(f"permute: {order} names {len(order)} axes, the tensor has {self.ndim} {self.shape}")
         norm = tuple(_normalize_axis(a, self.ndim, "permute", self.shape) for a in order)
         if sorted(norm) != list(range(self.ndim)):
             raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
@@ -548,14 +596,14 @@ class Tensor:
         pads = tuple((0, 0) if p is None else (int(p[0] or 0), int(p[1] or 0)) for p in padding)  # type: ignore[index]
         if len(pads) != self.ndim:
             raise ShapeError(f"pad: {len(pads)} (before, after) pairs for a tensor of shape {self.shape}")
-        if mode != "constant":
-            return self._pad_mode(pads, mode)
         if any(b < 0 or a < 0 for b, a in pads):
-            # negative padding crops
+            # negative padding crops, first (in every mode, as PyTorch: a reflection is of the cropped values)
             crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pads, self.shape, strict=True))
             if any(e < b for b, e in crop):
                 raise ShapeError(f"pad: negative padding {pads} crops more than shape {self.shape} holds")
-            return self.shrink(crop).pad(tuple((max(b, 0), max(a, 0)) for b, a in pads), value=value)
+            return self.shrink(crop).pad(tuple((max(b, 0), max(a, 0)) for b, a in pads), mode=mode, value=value)
+        if mode != "constant":
+            return self._pad_mode(pads, mode)
         if all(b == 0 and a == 0 for b, a in pads):
             return self
         padded = Tensor(UOp(Ops.PAD, self.dtype, (self.uop,), pads))
@@ -572,8 +620,6 @@ class Tensor:
             if b == 0 and a == 0:
                 continue
             n = t.shape[ax]
-            if b < 0 or a < 0:
-                raise ShapeError(f"pad: mode {mode!r} needs non-negative padding, got {pads}")
             if mode == "reflect" and (b >= n or a >= n):
                 raise ShapeError(f"pad: reflect padding {(b, a)} must be smaller than axis {ax} of size {n}")
             if mode == "circular" and (b > n or a > n):
@@ -668,6 +714,24 @@ class Tensor:
             raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {self.shape}")
         return self.reshape(self.shape[:s] + (prod(self.shape[s : e + 1]),) + self.shape[e + 1 :])
 
+    def unfold(self, dim: int, size: int, step: int) -> Tensor:
+        """Every window of `size` elements along `dim`, `step` apart, as a new last axis (torch.Tensor.unfold).
+
+        >>> Tensor.arange(5).unfold(0, 2, 2).tolist()
+        [[0, 1], [2, 3]]
+        """
+        dim = _normalize_axis(dim, max(self.ndim, 1), "unfold", self.shape)
+        n = self.shape[dim] if self.ndim else 1
+        if size < 0 or size > n:
+            raise ShapeError(f"unfold: size {size} doesn't fit dimension {dim} of shape {self.shape}")
+        if step <= 0:
+            raise ArgumentError(f"unfold: step must be positive, got {step}")
+        x = self if self.ndim else self.reshape(1)
+        count = (n - size) // step + 1
+        idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+        windows = x._take(dim, idx).unflatten(dim, (count, size))
+        return windows._move_to_end(dim + 1)
+
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
         """Split axis `dim` into `sizes` (one may be -1).
 
@@ -747,20 +811,43 @@ class Tensor:
         assert out is not None
         return out
 
-    @staticmethod
-    def stack(*args: Tensor, dim: int = 0) -> Tensor:
-        """Stack same-shaped tensors along a new axis `dim`.
+    def stack(self: Tensor | Sequence[Tensor], *args: Tensor, dim: int = 0) -> Tensor:
+        """Stack same-shaped tensors along a new axis `dim`: `a.stack(b)`, `Tensor.stack(a, b)` or
+        `Tensor.stack([a, b])`.
 
         >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4])).tolist()
         [[1, 2], [3, 4]]
         """
-        tensors = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+        first = [self] if isinstance(self, Tensor) else list(self)
+        tensors = first + (list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args))
         if not tensors:
             raise ValueError("stack: needs at least one tensor")
         if any(t.shape != tensors[0].shape for t in tensors):
             raise ShapeError(f"stack: all tensors need the same shape, got {[t.shape for t in tensors]}")
         dim = _normalize_axis(dim, tensors[0].ndim + 1, "stack", tensors[0].shape)
         return Tensor.cat(*(t.unsqueeze(dim) for t in tensors), dim=dim)
+
+    def meshgrid(self: Tensor | Sequence[Tensor], *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+        """Coordinate grids from 1-D tensors (`a.meshgrid(b)` or `Tensor.meshgrid(a, b)`), as torch.meshgrid;
+        indexing "xy" swaps the first two axes.
+
+        >>> [t.tolist() for t in Tensor([1, 2]).meshgrid(Tensor([3, 4, 5]))][0]
+        [[1, 1, 1], [2, 2, 2]]
+        """
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        first = [self] if isinstance(self, Tensor) else list(self)
+        tensors = first + (list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args))
+        if any(t.ndim > 1 for t in tensors):
+            raise ShapeError(f"meshgrid: needs 0-d or 1-d tensors, got shapes {[t.shape for t in tensors]}")
+        flat = [t.reshape(-1) for t in tensors]
+        if indexing == "xy" and len(flat) >= 2:
+            flat[0], flat[1] = flat[1], flat[0]
+        shape = tuple(t.shape[0] for t in flat)
+        grids = [t.reshape(_with((1,) * len(flat), i, t.shape[0])).expand(shape) for i, t in enumerate(flat)]
+        if indexing == "xy" and len(grids) >= 2:
+            grids[0], grids[1] = grids[1], grids[0]
+        return tuple(grids)
 
     def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
         """Split along `dim` into pieces of `sizes` (an int: equal pieces, the last may be smaller).
@@ -804,7 +891,7 @@ class Tensor:
         sh = [shifts] if isinstance(shifts, (int, np.integer)) else list(shifts)
         ds = [dims] if isinstance(dims, (int, np.integer)) else list(dims)
         if len(sh) != len(ds):
-            raise ValueError(f"roll: {len(sh)} shifts for {len(ds)} dims")
+            raise ArgumentError(f"roll: {len(sh)} shifts for {len(ds)} dims")
         t = self
         for s, d in zip(sh, ds, strict=True):
             d = _normalize_axis(d, t.ndim, "roll", t.shape)
@@ -1348,6 +1435,19 @@ class Tensor:
         cond, x_t, y_t = cond._broadcast_to(shape), x_t._broadcast_to(shape), y_t._broadcast_to(shape)
         return Tensor(UOp(Ops.WHERE, x_t.dtype, (cond.uop, x_t.uop, y_t.uop)))
 
+    def masked_select(self, mask: Tensor) -> Tensor:
+        """The elements where `mask` (broadcast) is true, as a 1-D tensor. Its length depends on the data: the mask is
+        read back to the host (a sync point), as torch's shape is.
+
+        >>> Tensor([1, 2, 3]).masked_select(Tensor([True, False, True])).tolist()
+        [1, 3]
+        """
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            raise TypeError("masked_select: mask must be a bool tensor")
+        shape = _broadcast_shape(self.shape, mask.shape, "masked_select")
+        picked = np.flatnonzero(mask._broadcast_to(shape).numpy())
+        return self._broadcast_to(shape).reshape(-1)._take(0, picked)
+
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
         """`value` where `mask` is true, else self.
 
@@ -1597,9 +1697,11 @@ class Tensor:
         """
         x = self._float()
         u = x + 1
-        # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg); u == 1 means log1p(x) ~ x
-        corrected = u.log() * x / (u - 1)
-        return (u == 1).where(x, (u == math.inf).where(math.inf, corrected))
+        exact = u == 1
+        # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg); u == 1 means log1p(x) ~ x (and the unused
+        # branch divides by 1 there, so its gradient stays finite)
+        corrected = u.log() * x / exact.where(1, u - 1)
+        return exact.where(x, (u == math.inf).where(math.inf, corrected))
 
     def expm1(self) -> Tensor:
         """exp(x) - 1, accurate for small x.
@@ -1729,6 +1831,38 @@ class Tensor:
         ret = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
         return self.isnan().where(self, ret) if dtypes.is_float(self.dtype) else ret
 
+    def copysign(self, other: Any) -> Tensor:
+        """|self| with the sign (bit) of `other`, so -0.0 counts as negative; float result, as torch.copysign.
+
+        >>> Tensor([1.0, -2.0]).copysign(Tensor([-0.0, 3.0])).tolist()
+        [-1.0, 2.0]
+        """
+        x, y = self._float()._broadcasted(other, op="copysign")
+        x, y = x._float(), y._float()
+        # the sign bit of y: negative values, and -0.0 (1 / -0.0 is -inf)
+        neg = (y < 0) | ((y == 0) & (y.reciprocal() < 0))
+        # |x|, with a zero gradient at 0 (as PyTorch's sign(x) * sign(y))
+        mag = (x < 0).where(-x, (x == 0).where(0.0, x))
+        # other gets a zero gradient (it only chooses the sign), as in PyTorch
+        return Tensor.full(mag.shape, True, device=self.device).where(neg.where(-mag, mag), y)
+
+    def isclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+        """|self - other| <= atol + rtol |other| elementwise; infinities are close only to themselves.
+
+        >>> Tensor([1.0, 2.0]).isclose(Tensor([1.0 + 1e-7, 2.1])).tolist()
+        [True, False]
+        """
+        a, b = self._broadcasted(other, op="isclose")
+        ret = a == b
+        if dtypes.is_float(a.dtype):
+            finite = (a - a == 0) & (b - b == 0)
+            ret = ret | (finite & ((a - b).abs() <= atol + rtol * b.abs()))
+            if equal_nan:
+                ret = ret | (a.isnan() & b.isnan())
+        else:
+            ret = ret | ((a - b).abs().cast(dtypes.float64) <= atol + rtol * b.abs().cast(dtypes.float64))
+        return ret
+
     def square(self) -> Tensor:
         """x * x.
 
@@ -1744,7 +1878,7 @@ class Tensor:
         [0, 5, 6]
         """
         if min_ is None and max_ is None:
-            raise ValueError("clip: at least one of min_ and max_ must be given")
+            raise ArgumentError("clip: at least one of min_ and max_ must be given")
         t = self
         if min_ is not None:
             t = t.maximum(min_)
@@ -1763,13 +1897,17 @@ class Tensor:
         [-8.0]
         """
         if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer():
-            if 0 <= x <= 8:
-                ret = self.ones_like() if x == 0 else self
+            if x == 0:
+                # ones, still computed from self so that its gradient is zeros (as PyTorch), and 1 for inf and nan
+                return Tensor.full(self.shape, True, device=self.device).where(1, self)
+            if 0 < x <= 8:
+                ret = self
                 for _ in range(int(x) - 1):
                     ret = ret * self
                 return ret
             if -8 <= x < 0 and dtypes.is_float(self.dtype):
-                return self.pow(-x).reciprocal()
+                # (1/x)**n rather than 1/x**n: at x = 0 the gradient is -inf (no 0 * inf), as PyTorch's n x**(n-1)
+                return self.reciprocal().pow(-x)
         a, b = self._broadcasted(x, reverse, "pow")
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
@@ -1800,7 +1938,11 @@ class Tensor:
         >>> Tensor([0.0]).sigmoid().tolist()
         [0.5]
         """
-        return (1 + (-self._float()).exp()).reciprocal()
+        x = self._float()
+        neg = x < 0
+        # e = exp(-|x|) never overflows, so neither the value nor its gradient meets inf * 0 at large |x|
+        e = neg.where(x, -x).exp()
+        return neg.where(e, 1) / (1 + e)
 
     def logsigmoid(self) -> Tensor:
         """log(sigmoid(x)) = -softplus(-x)."""
@@ -1817,15 +1959,150 @@ class Tensor:
         # for small |x|, expm1 keeps the digits that 1 - e would cancel
         num = -(-2 * x.abs()).expm1()
         t = (num / (1 + e)).abs()
-        return (x < 0).where(-t, t)
+        # the gradient is taken from 2 sigmoid(2x) - 1 (the same function, finite derivatives everywhere)
+        return _with_gradient_of((x < 0).where(-t, t), 2 * (2 * x).sigmoid() - 1)
 
-    def gelu(self) -> Tensor:
-        """GELU, tanh approximation (as tinygrad; PyTorch's approximate="tanh").
+    # ---- hyperbolic and inverse trigonometric functions, erf: each value computed where it is accurate, its gradient
+    # the textbook derivative (see _with_derivative), so no branch's inf or nan leaks into a gradient
+
+    def sinh(self) -> Tensor:
+        """Hyperbolic sine (a series near 0, where (e^x - e^-x) / 2 would cancel).
+
+        >>> Tensor([0.0]).sinh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(x._sinh_value(), x, (x.exp() + (-x).exp()) / 2)
+
+    def _sinh_value(self) -> Tensor:
+        small = self.abs() < 1
+        xs = small.where(self, 0)
+        z = xs * xs
+        series = xs * (1 + z / 6 * (1 + z / 20 * (1 + z / 42 * (1 + z / 72 * (1 + z / 110)))))
+        return small.where(series, (self.exp() - (-self).exp()) / 2)
+
+    def cosh(self) -> Tensor:
+        """Hyperbolic cosine.
+
+        >>> Tensor([0.0]).cosh().tolist()
+        [1.0]
+        """
+        x = self._float()
+        # the gradient is sinh computed accurately (e^x - e^-x would cancel near 0)
+        return _with_derivative((x.exp() + (-x).exp()) / 2, x, x._sinh_value())
+
+    def asinh(self) -> Tensor:
+        """Inverse hyperbolic sine.
+
+        >>> Tensor([0.0]).asinh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(x._odd(Tensor._asinh_abs), x, (x * x + 1).rsqrt())
+
+    def _asinh_abs(self) -> Tensor:
+        # log(2a) where a*a would overflow; log1p(a + a^2 / (1 + sqrt(a^2 + 1))) keeps the digits near 0
+        huge = self > 1e10
+        a = huge.where(0, self)
+        near = (a + a * a / (1 + (a * a + 1).sqrt())).log1p()
+        return huge.where(huge.where(self, 1).log() + math.log(2), near)
+
+    def _odd(self, on_abs: Any) -> Tensor:
+        # an odd function from its values on |x| (|x| as a select: its gradient is +-1, also at 0)
+        neg = self < 0
+        r = on_abs(neg.where(-self, self))
+        return neg.where(-r, r)
+
+    def acosh(self) -> Tensor:
+        """Inverse hyperbolic cosine (nan below 1).
+
+        >>> Tensor([1.0]).acosh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        huge = x > 1e10
+        t = huge.where(0, x - 1)
+        near = (t + (2 * t + t * t).sqrt()).log1p()
+        derivative = ((x - 1) * (x + 1)).rsqrt()
+        return _with_derivative(huge.where(huge.where(x, 1).log() + math.log(2), near), x, derivative)
+
+    def atanh(self) -> Tensor:
+        """Inverse hyperbolic tangent: (log1p(x) - log1p(-x)) / 2.
+
+        >>> Tensor([0.0]).atanh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative((x.log1p() - (-x).log1p()) / 2, x, (1 - x * x).reciprocal())
+
+    def atan(self) -> Tensor:
+        """Inverse tangent: reduced to |t| <= tan(pi/8) (pi/2 - atan(1/x), pi/4 + atan((x-1)/(x+1))), then a
+        polynomial (Cephes' single-precision coefficients).
+
+        >>> Tensor([0.0]).atan().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(x._odd(Tensor._atan_abs), x, (1 + x * x).reciprocal())
+
+    def _atan_abs(self) -> Tensor:
+        big, mid = self > 2.414213562373095, self > 0.4142135623730950
+        t = big.where(-big.where(self, 1).reciprocal(), mid.where((self - 1) / (self + 1), self))
+        offset = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0))
+        z = t * t
+        poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
+        return offset + poly
+
+    def asin(self) -> Tensor:
+        """Inverse sine: atan(x / sqrt((1 - x)(1 + x))) (nan outside [-1, 1]).
+
+        >>> Tensor([0.0]).asin().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative((x / ((1 - x) * (1 + x)).sqrt()).atan(), x, ((1 - x) * (1 + x)).rsqrt())
+
+    def acos(self) -> Tensor:
+        """Inverse cosine: 2 atan(sqrt((1 - x) / (1 + x))), accurate near 1.
+
+        >>> Tensor([1.0]).acos().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(2 * ((1 - x) / (1 + x)).sqrt().atan(), x, -((1 - x) * (1 + x)).rsqrt())
+
+    def erf(self) -> Tensor:
+        """The error function: its Taylor series below 0.5, Abramowitz & Stegun 7.1.26 above (error < 2e-7).
+
+        >>> Tensor([0.0]).erf().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(x._odd(Tensor._erf_abs), x, (2 / math.sqrt(math.pi)) * (-x * x).exp())
+
+    def _erf_abs(self) -> Tensor:
+        small = self < 0.5
+        s = small.where(self, 0)
+        z = s * s
+        series = (
+            s * (2 / math.sqrt(math.pi)) * (1 - z * (1 / 3 - z * (1 / 10 - z * (1 / 42 - z * (1 / 216 - z / 1320)))))
+        )
+        t = (1 + 0.3275911 * self).reciprocal()
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        return small.where(series, 1 - poly * (-self * self).exp())
+
+    def gelu(self, approximate: str = "tanh") -> Tensor:
+        """GELU: the tanh approximation by default (as tinygrad; PyTorch's approximate="tanh"), or the exact
+        x * (1 + erf(x / sqrt 2)) / 2 with approximate="none" (PyTorch's default).
 
         >>> Tensor([0.0]).gelu().tolist()
         [0.0]
         """
+        if approximate not in ("tanh", "none"):
+            raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
         x = self._float()
+        if approximate == "none":
+            return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
         return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
 
     def quick_gelu(self) -> Tensor:
@@ -1849,7 +2126,9 @@ class Tensor:
         0.69315
         """
         bx = self._float() * beta
-        return (bx.relu() + (-bx.abs()).exp().log1p()) * (1 / beta)
+        pos = bx >= 0
+        # max(bx, 0) + log1p(exp(-|bx|)), with selects whose gradients add up to sigmoid(bx) (1/2 at 0, as PyTorch)
+        return (pos.where(bx, 0) + pos.where(-bx, bx).exp().log1p()) * (1 / beta)
 
     def mish(self) -> Tensor:
         """x * tanh(softplus(x))."""
@@ -1959,15 +2238,29 @@ class Tensor:
         if not axes:
             return self
         if self.numel() == 0:
-            if op is Ops.MAX and any(self.shape[a] == 0 for a in axes):
-                raise ValueError(f"{name}: reducing an empty axis has no identity (shape {self.shape}, axes {axes})")
-            identity = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op]
-            return Tensor.full(final, identity, dtype=self.dtype, device=self.device)
+            # a max over nothing has no value (as in PyTorch), except for bool: any() of nothing is False
+            if op is Ops.MAX and self.dtype != dtypes.bool and any(self.shape[a] == 0 for a in axes):
+                raise EmptyReduceError(
+                    f"{name}: reducing an empty axis has no identity (shape {self.shape}, axes {axes})"
+                )
+            return self._reduce_empty(op, axes, final)
         real = [a for a in axes if self.shape[a] != 1]
         if not real:
             return self.reshape(final)
         ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(real))))
         return ret.reshape(final)
+
+    def _reduce_empty(self, op: Ops, axes: tuple[int, ...], final: tuple[int, ...]) -> Tensor:
+        # no element: the identity, still computed from self (padding each empty reduced axis to one identity
+        # element) so that gradients flow back to it as zero-size zeros
+        identity = 1 if op is Ops.MUL else 0
+        pads = tuple((0, 1) if i in axes and s == 0 else (0, 0) for i, s in enumerate(self.shape))
+        padded = (self - identity).pad(pads) + identity if identity else self.pad(pads)
+        if padded.numel() == 0:
+            # another axis is empty too: so is the result
+            shrink = tuple((0, 1) if i in axes else (0, s) for i, s in enumerate(padded.shape))
+            return padded.shrink(shrink).reshape(final)
+        return padded._reduce(op, axes, keepdim=len(final) == self.ndim)
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
         """Sum over `axis` (all axes when None), accumulating in `dtype`.
@@ -2008,7 +2301,7 @@ class Tensor:
         [1, 2]
         """
         if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
-            raise ValueError(f"min: reducing an empty axis has no identity (shape {self.shape})")
+            raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
 
     def _count(self, axis: int | Sequence[int] | None) -> int:
@@ -2070,7 +2363,7 @@ class Tensor:
             return Tensor(0, device=self.device, dtype=dtypes.int32)
         n = self.shape[axis]
         if n == 0:
-            raise ValueError(f"argmax: axis {axis} of shape {self.shape} is empty")
+            raise EmptyReduceError(f"argmax: axis {axis} of shape {self.shape} is empty")
         m = self.max(axis, keepdim=True)
         hit = (self == m) | self.isnan() if dtypes.is_float(self.dtype) else self == m
         # the first hit has the largest count-down value n - i
@@ -2109,6 +2402,9 @@ class Tensor:
         0.69315
         """
         x = self._float()
+        if any(self.shape[a] == 0 for a in self._axes(axis, "logsumexp")):
+            # nothing to shift by: log of an empty sum is -inf, as in PyTorch
+            return x.exp().sum(axis, keepdim).log()
         m = x.max(axis, keepdim=True)
         # an infinite max would give inf - inf: shift by 0 there instead
         m = m.isinf().where(0.0, m).detach()
@@ -2159,17 +2455,116 @@ class Tensor:
         """
         return self.cast(dtypes.int32 if self.dtype == dtypes.bool else self.dtype)._cumalu(axis, Ops.MUL, "cumprod")
 
-    def cummax(self, axis: int = 0) -> Tensor:
-        """Running maximum along `axis` (values only, as tinygrad).
+    def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """Running maximum along `axis` and the (int32) index where it was reached: (values, indices), as torch
+        and tinygrad (a tie or a NaN takes the latest index).
 
-        >>> Tensor([1, 3, 2]).cummax().tolist()
-        [1, 3, 3]
+        >>> [t.tolist() for t in Tensor([1, 3, 2, 3]).cummax()]
+        [[1, 3, 3, 3], [0, 1, 1, 3]]
         """
-        return self._cumalu(axis, Ops.MAX, "cummax")
+        values = self._cumalu(axis, Ops.MAX, "cummax")
+        return values, self._cum_index(values, axis)
 
-    def cummin(self, axis: int = 0) -> Tensor:
-        """Running minimum along `axis`."""
-        return self._inverse()._cumalu(axis, Ops.MAX, "cummin")._inverse()
+    def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """Running minimum along `axis` and its index: (values, indices).
+
+        >>> [t.tolist() for t in Tensor([3, 1, 2]).cummin()]
+        [[3, 1, 1], [0, 1, 1]]
+        """
+        values = self._inverse()._cumalu(axis, Ops.MAX, "cummin")._inverse()
+        return values, self._cum_index(values, axis)
+
+    def _cum_index(self, values: Tensor, axis: int) -> Tensor:
+        # the last position j <= i where self reached the running extreme (self[j] == values[j]): positions of those
+        # hits, -1 elsewhere, carried forward by a running max
+        if self.ndim == 0:
+            return Tensor(0, device=self.device, dtype=dtypes.int32)
+        axis = _normalize_axis(axis, self.ndim, "cummax", self.shape)
+        n = self.shape[axis]
+        hit = self == values
+        if dtypes.is_float(self.dtype):
+            hit = hit | self.isnan()
+        pos = Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(_with((1,) * self.ndim, axis, n))
+        return hit.where(pos, -1)._cumalu(axis, Ops.MAX, "cummax")
+
+    def logcumsumexp(self, axis: int = 0) -> Tensor:
+        """log(cumsum(exp(x))) along `axis`, each prefix shifted by its own max (no overflow, no underflow to -inf).
+
+        >>> [round(v, 4) for v in Tensor([0.0, 0.0]).logcumsumexp().tolist()]
+        [0.0, 0.6931]
+        """
+        x = self._float()
+        if x.ndim == 0:
+            return x
+        axis = _normalize_axis(axis, x.ndim, "logcumsumexp", x.shape)
+        n = x.shape[axis]
+        if n == 0:
+            return x
+        t = x.transpose(axis, -1)
+        if n <= _CUM_BLOCK:
+            # every prefix as a window (padded with -inf), then a logsumexp per window
+            windows = t.pad(((0, 0),) * (t.ndim - 1) + ((n - 1, 0),), value=-math.inf)._pool((n,))
+            return windows.logsumexp(-1).transpose(axis, -1)
+        m = t.max(-1, keepdim=True)
+        m = m.isinf().where(0.0, m).detach()
+        return ((t - m).exp().cumsum(-1).log() + m).transpose(axis, -1)
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
+        """Sorted values along `dim` and their (int32) indices, (values, indices); equal values keep their order,
+        NaN sorts as the largest, as torch.sort. Each element's rank is counted against the others (n^2 compares).
+
+        >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
+        [[1, 2, 3], [1, 2, 0]]
+        """
+        dim = _normalize_axis(dim, max(self.ndim, 1), "sort", self.shape)
+        if self.ndim == 0:
+            return self, Tensor(0, device=self.device, dtype=dtypes.int32)
+        n = self.shape[dim]
+        x = self._move_to_end(dim)
+        a, b = x.unsqueeze(-1), x.unsqueeze(-2)
+        # before[..., i, j]: element j comes before element i
+        first = b > a if descending else b < a
+        same = b == a
+        if dtypes.is_float(self.dtype):
+            nan_a, nan_b = a.isnan(), b.isnan()
+            first = first | ((nan_b & ~nan_a) if descending else (nan_a & ~nan_b))
+            same = same | (nan_a & nan_b)
+        ar = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
+        before = first | (same & (ar.reshape(1, n) < ar.reshape(n, 1)))
+        rank = before.cast(dtypes.int32).sum(-1)
+        # indices[r] = the i whose rank is r
+        onehot = rank.unsqueeze(-2) == ar.reshape(n, 1)
+        indices = onehot.where(ar, 0).sum(-1).cast(dtypes.int32)
+        values = x.gather(x.ndim - 1, indices)
+        last = self.ndim - 1
+        return values.transpose(dim, last) if dim != last else values, (
+            indices.transpose(dim, last) if dim != last else indices
+        )
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+        """The (int32) indices that sort `dim`, as torch.argsort.
+
+        >>> Tensor([3, 1, 2]).argsort().tolist()
+        [1, 2, 0]
+        """
+        return self.sort(dim, descending, stable)[1]
+
+    def topk(
+        self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, **kwargs: Any
+    ) -> tuple[Tensor, Tensor]:
+        """The k largest (or smallest) values along `dim` and their (int32) indices, as torch.topk.
+
+        >>> [t.tolist() for t in Tensor([1, 5, 3]).topk(2)]
+        [[5, 3], [1, 2]]
+        """
+        dim = _normalize_axis(dim, max(self.ndim, 1), "topk", self.shape)
+        n = self.shape[dim] if self.ndim else 1
+        if not 0 <= k <= n:
+            raise ArgumentError(f"topk: k ({k}) must be in [0, {n}] for dim {dim} of shape {self.shape}")
+        values, indices = self.sort(dim, descending=largest)
+        if self.ndim == 0:
+            return values, indices
+        return values._slice_axis(dim, 0, k), indices._slice_axis(dim, 0, k)
 
     # ------------------------------------------------------------------------------------------------------------
     # gather, scatter and one-hot: index tensors compared with an arange, then a reduce
@@ -2244,8 +2639,8 @@ class Tensor:
 
     def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
         """A copy of self with self[index[i][j]][j] = src[i][j] (dim 0), as torch.scatter; `reduce` "add" or
-        "multiply" combines instead of replacing. With repeated indices and no reduce, the written values add up
-        (PyTorch leaves that case undefined).
+        "multiply" combines instead of replacing. With repeated indices and no reduce, the last write (in index order)
+        wins, as PyTorch's CPU scatter.
 
         >>> Tensor.zeros(3).scatter(0, Tensor([2, 0]), Tensor([5.0, 6.0])).tolist()
         [6.0, 0.0, 5.0]
@@ -2255,7 +2650,18 @@ class Tensor:
         if reduce is not None:
             return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
         _, hit, vals = self._scatter_parts(dim, index, src, "scatter")
-        written = hit.where(vals, Tensor(0, device=self.device, dtype=self.dtype))._reduce(_sum_op(self.dtype), -1)
+        # of the writes to one position, keep the one with the highest position along `dim` in index
+        k = hit.shape[-1]
+        order = Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape((1,) * (hit.ndim - 1) + (k,))
+        last = hit.where(order, -1).max(-1, keepdim=True)
+        wins = hit & (order == last)
+        zero = Tensor(0, device=self.device, dtype=self.dtype)
+        written = wins.where(vals, zero)._reduce(_sum_op(self.dtype), -1)
+        if dtypes.is_float(self.dtype):
+            # every src element gets the gradient at its target, overwritten or not (PyTorch's gather backward): the
+            # overwritten ones add an exact 0 that carries it
+            lost = hit & ~wins & (vals - vals == 0)
+            written = written - lost.where(vals.detach() - vals, zero).sum(-1)
         return hit.any(-1).where(written, self)
 
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
@@ -2359,7 +2765,7 @@ class Tensor:
         lhs, arrow, rhs = formula.partition("->")
         inputs = lhs.split(",")
         if len(inputs) != len(operands):
-            raise ValueError(f"einsum: {formula!r} names {len(inputs)} operands, got {len(operands)}")
+            raise ArgumentError(f"einsum: {formula!r} names {len(inputs)} operands, got {len(operands)}")
         # "..." becomes upper-case letters for the broadcast dims
         ell_dims = max(
             (t.ndim - len(s.replace("...", "")) for s, t in zip(inputs, operands, strict=True) if "..." in s), default=0
@@ -2392,7 +2798,7 @@ class Tensor:
             prepared.append((t, s))
         letters = sorted(sizes, key=lambda c: (c not in out, out.index(c) if c in out else 0, c))
         if any(c not in sizes for c in out):
-            raise ValueError(f"einsum: output letter not in any input of {formula!r}")
+            raise ArgumentError(f"einsum: output letter not in any input of {formula!r}")
         total: Tensor | None = None
         for t, s in prepared:
             aligned = t.permute([s.index(c) for c in letters if c in s])
@@ -2590,8 +2996,10 @@ class Tensor:
         dilation: int | Sequence[int] = 1,
         padding: int | Sequence[int] = 0,
         ceil_mode: bool = False,
-    ) -> Tensor:
-        """Max over windows of the last len(kernel_size) axes (padding counts as -inf).
+        return_indices: bool = False,
+    ) -> Any:
+        """Max over windows of the last len(kernel_size) axes (padding counts as -inf). With return_indices, also
+        where each max is: its (int32) flat index in the input's pooled plane (the first one on a tie), as torch.
 
         >>> Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()
         [[[[5, 7], [13, 15]]]]
@@ -2601,7 +3009,53 @@ class Tensor:
         full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))
         low = dtypes.min(self.dtype)
         windows = self.pad(full, value=low)._pool(k_, s_, d_)
-        return windows.max(tuple(range(-n, 0)))
+        axes = tuple(range(-n, 0))
+        values = windows.max(axes)
+        if not return_indices:
+            return values
+        # the flat position of every input element (padding: past the end), pooled the same way
+        plane = prod(self.shape[-n:])
+        pos = Tensor(np.arange(plane, dtype=np.int32).reshape(self.shape[-n:]), device=self.device)
+        pos_windows = pos.pad(full[-n:], value=plane)._pool(k_, s_, d_)
+        m = values.reshape(values.shape + (1,) * n)
+        hit = windows == m
+        if dtypes.is_float(self.dtype):
+            hit = hit | (windows.isnan() & m.isnan())
+        # positions grow along a window in scan order: the smallest hit is the first
+        indices = hit.where(pos_windows, plane).min(axes)
+        # the gradient goes to that first max only (as PyTorch's backward through the indices)
+        first = pos_windows == indices.reshape(indices.shape + (1,) * n)
+        values = first.where(windows, low).max(axes)
+        return values, indices
+
+    def max_unpool2d(
+        self,
+        indices: Tensor,
+        kernel_size: int | Sequence[int] = (2, 2),
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        output_size: Sequence[int] | None = None,
+    ) -> Tensor:
+        """The inverse of max_pool2d(return_indices=True): zeros with each value put back at its index.
+
+        >>> v, i = Tensor([[[[1.0, 2.0], [3.0, 4.0]]]]).max_pool2d(return_indices=True)
+        >>> v.max_unpool2d(i).tolist()
+        [[[[0.0, 0.0], [0.0, 4.0]]]]
+        """
+        k_ = _tuple_n(kernel_size, len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2, "kernel_size")
+        n = len(k_)
+        s_ = _tuple_n(stride if stride is not None else k_, n, "stride")
+        p_ = _tuple_n(padding, n, "padding")
+        if indices.shape != self.shape or not dtypes.is_int(indices.dtype):
+            raise ShapeError(
+                f"max_unpool2d: indices {indices.shape} ({indices.dtype}) must be ints shaped {self.shape}"
+            )
+        default = tuple((i - 1) * s - 2 * p + k for i, s, p, k in zip(self.shape[-n:], s_, p_, k_, strict=True))
+        out = tuple(output_size[-n:]) if output_size is not None else default
+        batch = self.shape[:-n]
+        flat = Tensor.zeros(*batch, prod(out), dtype=self.dtype, device=self.device)
+        flat = flat.scatter(len(batch), indices.reshape(*batch, -1), self.reshape(*batch, -1))
+        return flat.reshape(batch + out)
 
     def avg_pool2d(
         self,
@@ -2642,8 +3096,11 @@ class Tensor:
         if nsp < 1:
             raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
         out_size = _tuple_n(size, nsp, "size")
-        x = self if mode.startswith("nearest") else self._float()
-        for i, (L, O) in enumerate(zip(self.shape[2:], out_size, strict=True)):
+        # an integer image stays one: each axis (the last first) resized, then rounded half up (as PyTorch for uint8)
+        as_int = not mode.startswith("nearest") and not dtypes.is_float(self.dtype)
+        x = self if mode.startswith("nearest") or as_int else self._float()
+        axes = list(enumerate(zip(self.shape[2:], out_size, strict=True)))
+        for i, (L, O) in reversed(axes) if as_int else axes:
             ax = 2 + i
             if L == O:
                 continue
@@ -2662,10 +3119,13 @@ class Tensor:
                 src = np.maximum((pos + 0.5) * (L / O) - 0.5, 0.0)
             lo = np.minimum(np.floor(src).astype(np.int64), L - 1)
             hi = np.minimum(lo + 1, L - 1)
-            w = Tensor((src - lo).astype(np.float32), device=self.device).cast(x.dtype)
+            xf = x._float()
+            w = Tensor((src - lo).astype(np.float32), device=self.device).cast(xf.dtype)
             w = w.reshape(tuple(O if a == ax else 1 for a in range(x.ndim)))
-            a, b = x._take(ax, lo), x._take(ax, hi)
+            a, b = xf._take(ax, lo), xf._take(ax, hi)
             x = a + (b - a) * w
+            if as_int:
+                x = (x + 0.5).floor().cast(self.dtype)
         return x
 
     def _take(self, axis: int, idx: np.ndarray) -> Tensor:
@@ -2685,6 +3145,8 @@ class Tensor:
         [0.5, 0.5]
         """
         x = self.cast(dtype) if dtype is not None else self._float()
+        if x.numel() == 0:
+            return x
         e = (x - x.max(axis, keepdim=True).detach()).exp()
         # one division per row, a multiply per element (as PyTorch's CPU softmax)
         return e * e.sum(axis, keepdim=True).reciprocal()
@@ -2696,6 +3158,8 @@ class Tensor:
         -0.69315
         """
         x = self.cast(dtype) if dtype is not None else self._float()
+        if x.numel() == 0:
+            return x
         m = x - x.max(axis, keepdim=True).detach()
         return m - m.exp().sum(axis, keepdim=True).log()
 
@@ -2709,9 +3173,15 @@ class Tensor:
         raise ValueError(f"{op}: reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
 
     def cross_entropy(
-        self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100
+        self,
+        Y: Tensor,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        ignore_index: int = -100,
+        weight: Tensor | None = None,
     ) -> Tensor:
-        """Cross entropy of logits (N, C, ...) against class indices (N, ...) or class probabilities (N, C, ...).
+        """Cross entropy of logits (N, C, ...) against class indices (N, ...) or class probabilities (N, C, ...),
+        with optional per-class `weight` (a weighted mean over class indices divides by the targets' weights, as torch).
 
         >>> round(Tensor([[0.0, 0.0]]).cross_entropy(Tensor([1])).item(), 5)
         0.69315
@@ -2723,11 +3193,20 @@ class Tensor:
         axis = 1 if self.ndim >= 2 else 0
         C = self.shape[axis]
         logp = self.log_softmax(axis)
+        if weight is not None:
+            if weight.shape != (C,):
+                raise ShapeError(f"cross_entropy: weight shape {weight.shape} should be ({C},)")
+            # logp weighted per class: every term below is then weighted as torch weights it
+            wshape = (1,) * axis + (C,) + (1,) * (self.ndim - axis - 1)
+            w_class = weight.cast(logp.dtype).reshape(wshape)
+            wlogp = logp * w_class
+        else:
+            wlogp = logp
         if dtypes.is_float(Y.dtype):
             if Y.shape != self.shape:
                 raise ShapeError(f"cross_entropy: probability targets {Y.shape} must match logits {self.shape}")
             target = Y * (1 - label_smoothing) + label_smoothing / C
-            return (-(logp * target).sum(axis))._loss_reduce(reduction, "cross_entropy")
+            return (-(wlogp * target).sum(axis))._loss_reduce(reduction, "cross_entropy")
         expected = self.shape[:axis] + self.shape[axis + 1 :]
         if Y.shape != expected:
             raise ShapeError(
@@ -2736,12 +3215,15 @@ class Tensor:
         valid = Y != ignore_index
         onehot = Y._one_hot_along(C)
         onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot
-        nll = -onehot.where(logp, 0.0).sum(axis)
+        nll = -onehot.where(wlogp, 0.0).sum(axis)
         if label_smoothing:
-            nll = (1 - label_smoothing) * nll - label_smoothing * logp.mean(axis)
+            nll = (1 - label_smoothing) * nll - label_smoothing * wlogp.mean(axis)
         nll = valid.where(nll, 0.0)
         if reduction == "mean":
-            return nll.sum() / valid.sum().cast(nll.dtype)
+            if weight is None:
+                return nll.sum() / valid.sum().cast(nll.dtype)
+            # divided by the weights of the (valid) targets
+            return nll.sum() / valid.where(onehot.where(w_class, 0.0).sum(axis), 0.0).sum()
         return nll._loss_reduce(reduction, "cross_entropy")
 
     def nll_loss(
@@ -2771,18 +3253,38 @@ class Tensor:
             return loss.sum() / w.sum()
         return loss._loss_reduce(reduction, "nll_loss")
 
-    def binary_cross_entropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
-        """-(Y log p + (1 - Y) log(1 - p)) of probabilities p = self (logs clamped at -100, as torch).
+    def binary_cross_entropy(self, Y: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+        """-(Y log p + (1 - Y) log(1 - p)) of probabilities p = self (logs clamped at -100, as torch), times `weight`.
 
         >>> round(Tensor([0.5]).binary_cross_entropy(Tensor([1.0])).item(), 5)
         0.69315
         """
         _broadcast_shape(self.shape, Y.shape, "binary_cross_entropy")
         loss = -(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100))
+        if weight is not None:
+            loss = loss * weight
         return loss._loss_reduce(reduction, "binary_cross_entropy")
 
-    def binary_cross_entropy_with_logits(
+    def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
+        """tinygrad's name for binary_cross_entropy.
+
+        >>> round(Tensor([0.5]).binary_crossentropy(Tensor([0.0])).item(), 5)
+        0.69315
+        """
+        return self.binary_cross_entropy(Y, reduction)
+
+    def binary_crossentropy_logits(
         self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None
+    ) -> Tensor:
+        """tinygrad's name for binary_cross_entropy_with_logits.
+
+        >>> round(Tensor([0.0]).binary_crossentropy_logits(Tensor([1.0])).item(), 5)
+        0.69315
+        """
+        return self.binary_cross_entropy_with_logits(Y, reduction, pos_weight)
+
+    def binary_cross_entropy_with_logits(
+        self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None, weight: Tensor | None = None
     ) -> Tensor:
         """binary_cross_entropy(sigmoid(self), Y), computed stably from the logits.
 
@@ -2797,6 +3299,8 @@ class Tensor:
             loss = (1 - Y) * x + log_sig_neg
         else:
             loss = (1 - Y) * x + (1 + (pos_weight - 1) * Y) * log_sig_neg
+        if weight is not None:
+            loss = loss * weight
         return loss._loss_reduce(reduction, "binary_cross_entropy_with_logits")
 
     def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
@@ -3111,8 +3615,32 @@ def _einsum_diagonal(t: Tensor, s: str) -> tuple[Tensor, str]:
     return t, s
 
 
+def _with_gradient_of(value: Tensor, surrogate: Tensor) -> Tensor:
+    """`value`, with the gradient of `surrogate` (the same function, computed in a way whose derivatives stay finite).
+    `surrogate` must be finite wherever `value` is: their difference to the detached copy is then exactly 0 (taken
+    away rather than added, so a -0.0 value stays -0.0)."""
+    return value.detach() - (surrogate.detach() - surrogate)
+
+
+def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor) -> Tensor:
+    """`value` (a function of x, computed for accuracy), whose gradient is `derivative` (d value / dx, a textbook
+    formula) times the incoming one. Where x or the derivative is not finite (the ends of asin's domain) the gradient
+    is 0; second derivatives are not kept."""
+    d = derivative.detach()
+    d = (d - d == 0).where(d, 0)
+    # exactly 0 in value, 1 in gradient
+    step = x.detach() - x
+    step = (x - x == 0).where(step, 0)
+    return value.detach() - step * d
+
+
+def _host_np_dtype(dtype: DType) -> Any:
+    # bfloat16 goes to the device from float32 (numpy has no bfloat16)
+    return to_numpy_dtype(dtype) if dtype != dtypes.bfloat16 else np.float32
+
+
 def _host_values(values: np.ndarray, dtype: DType) -> np.ndarray:
-    return values.astype(to_numpy_dtype(dtype) if dtype != dtypes.bfloat16 else np.float32)
+    return values.astype(_host_np_dtype(dtype))
 
 
 def _reshape_uop(u: UOp, shape: tuple[int, ...]) -> UOp:

@@ -23,7 +23,14 @@ from uopkit.codegen import ProgramSpec, get_program
 from uopkit.device import Buffer, Compiled, CompileError, Device
 from uopkit.dtype import DType
 from uopkit.helpers import DEBUG, ContextVar
-from uopkit.schedule import ScheduleItem, becomes_map, create_schedule, kernelize_tensors, update_tensors
+from uopkit.schedule import (
+    ScheduleItem,
+    becomes_map,
+    create_schedule,
+    kernelize_tensors,
+    protect_pending_reads,
+    update_tensors,
+)
 from uopkit.schedule.grouper import is_kernel_store
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -152,6 +159,8 @@ class ExecItem:
 # TinyJit pushes a list here while it captures; every ExecItem that runs meanwhile is appended to each of them
 # (a jitted function called inside another one's capture belongs to both)
 capturing: list[list[ExecItem]] = []
+# buffers holding old contents that lazy tensors still read after an assign overwrote the original (copy on write)
+copy_on_write_buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
 
 
 def exec_item(ei: ExecItem, index: int = 0) -> None:
@@ -351,8 +360,10 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], leaves: list[UOp],
         new = _rebuild(list(template.toposort()), actual)[template]
         if new is not t.uop:
             if remember:
+                # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)
                 mapping[t.uop] = new
-            t.uop = new
+            else:
+                t.uop = new
     # other live tensors holding these nodes now read the stored values, exactly as on the uncached path (a graph
     # node must never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
     update_tensors(mapping)
@@ -365,7 +376,13 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], leaves: list[UOp],
 def realize_tensors(tensors: Sequence[Tensor]) -> None:
     if not tensors:
         return
-    param = _parameterize(UOp(Ops.SINK, src=tuple(t.uop for t in tensors))) if SCHEDULE_CACHE else None
+    sink = UOp(Ops.SINK, src=tuple(t.uop for t in tensors))
+    param = _parameterize(sink) if SCHEDULE_CACHE else None
+    copies: list[Tensor] = []
+    if param is None:
+        # a graph with STOREs: other lazy values reading what they overwrite are computed first or get a copy
+        readers, copies = protect_pending_reads(tensors, sink)
+        tensors = [*tensors, *readers, *copies]
     if param is not None:
         key, leaves, topo = param
         entry = schedule_cache.get(key)
@@ -375,6 +392,8 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
             return
         stats["schedule_misses"] += 1
     schedule, runners, done = _realize_uncached(tensors)
+    for c in copies:
+        copy_on_write_buffers.add(_buffer_for(c.uop.base))
     if param is not None:
         recorded = _record(schedule, leaves, topo, [t.uop for t in tensors], runners, done)
         if recorded is not None:

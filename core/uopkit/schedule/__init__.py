@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from uopkit.helpers import SPEC
-from uopkit.schedule.grouper import ScheduleError, is_kernel_store, kernelize_graph
+from uopkit.schedule.grouper import (
+    ScheduleError,
+    is_kernel_store,
+    kernelize_graph,
+    pending_writes,
+    replace_reads,
+    stored_reads,
+)
 from uopkit.schedule.packing import pack_panels
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
@@ -22,6 +30,7 @@ becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 # every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
 # tensor.py, so the scheduler needs nothing from the front end
 live_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+_copy_ids = itertools.count()
 
 
 def do_replace_known(ctx: weakref.WeakKeyDictionary[UOp, UOp], x: UOp) -> UOp | None:
@@ -85,6 +94,68 @@ def update_tensors(mapping: dict[UOp, UOp]) -> None:
 def _not_storage(u: UOp) -> bool:
     # nothing below a BUFFER or a KERNEL's inputs changes when a graph is kernelized
     return u.op is not Ops.BUFFER
+
+
+def _is_view(u: UOp) -> bool:
+    # a view of storage (what torch calls a view: it shows later writes) rather than a value computed from it
+    if u.op is Ops.BITCAST:
+        u = u.src[0]
+    return u.base.op is Ops.BUFFER or is_kernel_store(u.base)
+
+
+def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp) -> tuple[list[Tensor], list[Tensor]]:
+    """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
+    buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
+    (readers, copies):
+
+    - the readers themselves, when their values are smaller than the buffer (a loss read after an optimizer step:
+      the schedule runs each kernel that reads a buffer before the one that overwrites it);
+    - else a copy of the buffer, taken before the write, that the readers are rewired to read (copy on write).
+
+    A reader that also reads the STORE (it needs the old and the new contents) always gets the copy. Tensors that are
+    views of the buffer (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
+    """
+    targets = pending_writes(sink)
+    if not targets:
+        return [], []
+    chosen = {id(t) for t in tensors}
+    candidates = [t for t in list(live_tensors) if id(t) not in chosen and not _is_view(t.uop)]
+    if not candidates:
+        return [], []
+    reads = stored_reads([t.uop for t in candidates], targets)
+    found = [(t, m, st) for t, (m, st) in zip(candidates, reads, strict=True) if m]
+    if not found:
+        return [], []
+    to_realize: dict[int, Tensor] = {}
+    copy_bits = 0
+    for i, buf in enumerate(targets):
+        readers = [(t, st) for t, m, st in found if m >> i & 1]
+        if not readers:
+            continue
+        if any(st for _, st in readers) or sum(t.numel() for t, _ in readers) > buf.arg[2]:
+            copy_bits |= 1 << i
+        else:
+            to_realize.update((id(t), t) for t, _ in readers)
+    # readers that need a copy: those not realized now (or that can't run before the STORE)
+    rewire = [(t, m) for t, m, st in found if m & copy_bits and (st or id(t) not in to_realize)]
+    for t, _ in rewire:
+        to_realize.pop(id(t), None)
+    needed = 0
+    for _, m in rewire:
+        needed |= m & copy_bits
+    # a fresh arg per copy (as Tensor.contiguous, in a namespace of its own): two copies of one buffer are never the
+    # same hash-consed node
+    copies = {
+        b: UOp(Ops.CONTIGUOUS, b.dtype, (b,), ("copy_on_write", next(_copy_ids)))
+        for i, b in enumerate(targets)
+        if needed >> i & 1
+    }
+    if copies:
+        for (t, _), new in zip(rewire, replace_reads([t.uop for t, _ in rewire], copies), strict=True):
+            t.uop = new
+    # the copies are tensors of the caller's class (the schedule layer doesn't import the front end)
+    tensor_type = type(tensors[0])
+    return list(to_realize.values()), [tensor_type(c) for c in copies.values()]
 
 
 def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
@@ -187,4 +258,12 @@ def _visit(s: UOp, deps: dict[UOp, set[UOp]], state: dict[UOp, int], order: list
         stack.extend((d, False) for d in deps[node] if state.get(d) != 2)
 
 
-__all__ = ["ScheduleItem", "ScheduleError", "create_schedule", "kernelize_tensors", "becomes_map", "apply_becomes"]
+__all__ = [
+    "ScheduleItem",
+    "ScheduleError",
+    "create_schedule",
+    "kernelize_tensors",
+    "becomes_map",
+    "apply_becomes",
+    "protect_pending_reads",
+]

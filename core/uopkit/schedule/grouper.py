@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from uopkit.dtype import dtypes
-from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
 
 
 class ScheduleError(RuntimeError):
@@ -243,6 +244,59 @@ def _safe_buf(u: UOp) -> UOp | None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# value semantics: what other lazy values read from storage a STORE is about to overwrite
+
+
+def pending_writes(sink: UOp) -> list[UOp]:
+    """The BUFFERs that the STOREs under `sink` (assigns or kernels that have not run yet) will overwrite."""
+    out: dict[UOp, None] = {}
+    for u in sink.toposort(gate=lambda x: x.op is not Ops.BUFFER):
+        if u.op is Ops.STORE:
+            buf = _store_buffer(u)
+            if buf is not None:
+                out[buf] = None
+    return list(out)
+
+
+def _store_buffer(store: UOp) -> UOp | None:
+    tbase = store.src[0].base
+    return tbase if tbase.op is Ops.BUFFER else _safe_buf(tbase)
+
+
+def stored_reads(roots: Sequence[UOp], targets: Sequence[UOp]) -> list[tuple[int, bool]]:
+    """For each root: a bit mask of the `targets` its value is computed from (reads of the storage as it is now, not
+    through a STORE), and whether it also reads a STORE (then it must run after that STORE, not before)."""
+    bit = {b: 1 << i for i, b in enumerate(targets)}
+    mask: dict[UOp, int] = {}
+    after_store: dict[UOp, bool] = {}
+    sink = UOp(Ops.SINK, src=tuple(roots))
+    for u in sink.toposort(gate=lambda x: x.op is not Ops.STORE):
+        m = bit.get(u, 0)
+        st = False
+        for s in u.src:
+            if s.op is Ops.STORE:
+                st = True
+            else:
+                m |= mask[s]
+                st = st or after_store[s]
+        mask[u], after_store[u] = m, st
+    # a root that is itself a STORE (an assign not being run now) is left alone
+    return [(mask.get(r, 0), after_store.get(r, True)) for r in roots]
+
+
+def replace_reads(roots: Sequence[UOp], mapping: dict[UOp, UOp]) -> list[UOp]:
+    """`roots` with the BUFFERs in `mapping` replaced; STOREs (and what they write) are kept as they are."""
+    memo: dict[UOp, UOp] = dict(mapping)
+    sink = UOp(Ops.SINK, src=tuple(roots))
+    for u in sink.toposort(gate=lambda x: x.op is not Ops.STORE and x not in mapping):
+        if u in memo:
+            continue
+        new_src = tuple(memo.get(s, s) for s in u.src)
+        memo[u] = u if new_src == u.src else u.replace(src=new_src)
+    return [memo[r] for r in roots]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # building kernels
 
 
@@ -267,6 +321,10 @@ class KernelBuilder:
         return UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf.arg[2]), (), self.inputs[buf][0])
 
     def load(self, buf: UOp, dep: UOp) -> UOp:
+        if buf.size == 0:
+            # nothing to read (every access is padded away): no argument for it, which a backend might reject
+            zero = UOp(Ops.CONST, buf.dtype, (), cast_scalar(0, buf.dtype))
+            return UOp(Ops.EXPAND, buf.dtype, (UOp(Ops.RESHAPE, buf.dtype, (zero,), (1,)),), (0,))
         return UOp(Ops.LOAD, buf.dtype, (self.global_for(buf, dep),))
 
     def translate(self, u: UOp, root: UOp) -> UOp:
@@ -323,6 +381,16 @@ def kernelize_graph(sink: UOp) -> dict[UOp, UOp]:
 
 
 def _build_kernel(ctx: GrouperContext, results: dict[UOp, UOp], r: UOp) -> UOp:
+    if r.size == 0:
+        # nothing to compute or write: an empty value is an empty buffer, an empty assign leaves its target as it is
+        if r.op is Ops.STORE:
+            target = r.src[0]
+            return (
+                target if target.base.op is Ops.BUFFER else _replay_chain(target.movement_chain(), target.base.src[0])
+            )
+        shape = r.shape
+        assert shape is not None
+        return _reshape(UOp.new_buffer(r.device, 0, r.dtype), shape)
     if r.op is Ops.COPY:
         src = results.get(r.src[0].base, r.src[0].base) if r.src[0] not in results else results[r.src[0]]
         src_store = src.base

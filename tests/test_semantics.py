@@ -1,0 +1,701 @@
+"""Tensor semantics compared with PyTorch: value semantics of assign (STORE), autograd on constructed tensors,
+zero-size shapes, errors, numerics and the ops PyTorch users reach for."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from uopkit import Tensor
+from uopkit.engine.jit import TinyJit
+from uopkit.engine.realize import copy_on_write_buffers
+from uopkit.nn import BatchNorm2d
+from uopkit.nn.optim import SGD, Adam
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 1. a lazy value never sees a later assign
+
+
+def test_lazy_value_keeps_value_after_assign():
+    w = Tensor([1.0, 2.0]).contiguous().realize()
+    x = Tensor([3.0, 4.0])
+    loss = (w * x).sum()
+    w.assign(w * 10).realize()
+    assert loss.item() == 11.0
+    assert w.tolist() == [10.0, 20.0]
+
+
+def test_large_reader_gets_copy_on_write():
+    # a reader bigger than the buffer keeps the old contents through a copy instead of being computed now
+    w = Tensor(np.arange(4, dtype=np.float32)).contiguous().realize()
+    big = w.reshape(1, 4).expand(64, 4) + Tensor(np.ones((64, 4), np.float32))
+    before = set(map(id, copy_on_write_buffers))
+    w.assign(w * 0).realize()
+    assert [b.size for b in copy_on_write_buffers if id(b) not in before] == [4]
+    np.testing.assert_array_equal(big.numpy(), np.arange(4, dtype=np.float32)[None] + 1 + np.zeros((64, 1)))
+
+
+def test_reader_of_old_and_new_contents():
+    w = Tensor([1.0, 2.0]).contiguous().realize()
+    old = w * 1
+    w.assign(Tensor([5.0, 6.0]))
+    both = old + w
+    both.realize()
+    assert both.tolist() == [6.0, 8.0]
+    assert old.tolist() == [1.0, 2.0]
+
+
+def test_views_see_the_assign():
+    # a reshape or slice is a view (as in PyTorch): it shows the new contents
+    a = Tensor([1, 2, 3]).contiguous().realize()
+    v, s = a.reshape(3, 1), a[1:]
+    a.assign(Tensor([7, 8, 9])).realize()
+    assert v.tolist() == [[7], [8], [9]]
+    assert s.tolist() == [8, 9]
+
+
+def test_setitem_keeps_lazy_values():
+    a = Tensor([1, 2, 3]).contiguous().realize()
+    b = a + 1
+    a[0] = 5
+    ta = torch.tensor([1, 2, 3])
+    tb = ta + 1
+    ta[0] = 5
+    assert b.tolist() == tb.tolist()
+    assert a.tolist() == ta.tolist()
+
+
+@pytest.mark.parametrize("opt_cls", [SGD, Adam])
+def test_loss_after_optimizer_step(opt_cls):
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    x = Tensor([3.0, 4.0])
+    opt = opt_cls([w], lr=0.5)
+    loss = (w * x).sum()
+    loss.backward()
+    grad = w.grad
+    opt.step()
+    tw = torch.tensor([1.0, 2.0], requires_grad=True)
+    topt = {SGD: torch.optim.SGD, Adam: torch.optim.Adam}[opt_cls]([tw], lr=0.5)
+    tloss = (tw * torch.tensor([3.0, 4.0])).sum()
+    tloss.backward()
+    topt.step()
+    assert loss.item() == tloss.item() == 11.0
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-5)
+    # the gradient is the one of the step's loss, not recomputed from the updated weights
+    np.testing.assert_allclose(grad.numpy(), tw.grad.numpy())
+
+
+def test_gradient_reading_updated_weights():
+    # dL/dw1 reads w2: after the step it still holds the gradient at the old w2
+    w1 = Tensor([[1.0, 2.0]], requires_grad=True)
+    w2 = Tensor([[3.0], [4.0]], requires_grad=True)
+    opt = SGD([w1, w2], lr=1.0)
+    x = Tensor([[1.0], [2.0]])
+    (x @ w1 @ w2).sum().backward()
+    g1 = w1.grad
+    opt.step()
+    tw1 = torch.tensor([[1.0, 2.0]], requires_grad=True)
+    tw2 = torch.tensor([[3.0], [4.0]], requires_grad=True)
+    (torch.tensor([[1.0], [2.0]]) @ tw1 @ tw2).sum().backward()
+    np.testing.assert_allclose(g1.numpy(), tw1.grad.numpy())
+    np.testing.assert_allclose(w2.numpy(), (tw2 - tw2.grad).detach().numpy())
+
+
+def test_batchnorm_running_stats_keep_lazy_reads():
+    bn = BatchNorm2d(2)
+    before = bn.running_mean * 1
+    x = Tensor(np.arange(16, dtype=np.float32).reshape(2, 2, 2, 2))
+    with Tensor.train():
+        bn(x).realize()
+    tbn = torch.nn.BatchNorm2d(2)
+    tbn(torch.arange(16, dtype=torch.float32).reshape(2, 2, 2, 2))
+    assert before.tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), rtol=1e-6)
+
+
+def test_jit_step_with_value_semantics():
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((4, 3)).astype(np.float32)
+    xs = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(5)]
+    w = Tensor(w0, requires_grad=True)
+    opt = SGD([w], lr=0.1)
+
+    @TinyJit
+    def step(x):
+        opt.zero_grad()
+        loss = (x @ w).square().sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    tw = torch.tensor(w0, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.1)
+    for xn in xs:
+        loss = step(Tensor(xn)).item()
+        topt.zero_grad()
+        tloss = (torch.tensor(xn) @ tw).square().sum()
+        tloss.backward()
+        topt.step()
+        np.testing.assert_allclose(loss, tloss.item(), rtol=1e-5)
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 2. every tensor that asks for a gradient gets its own
+
+CONSTRUCTORS = {
+    "ones": (lambda: Tensor.ones(3, requires_grad=True), lambda: torch.ones(3, requires_grad=True)),
+    "zeros": (lambda: Tensor.zeros(3, requires_grad=True), lambda: torch.zeros(3, requires_grad=True)),
+    "full": (lambda: Tensor.full((3,), 2.0, requires_grad=True), lambda: torch.full((3,), 2.0, requires_grad=True)),
+    "arange": (
+        lambda: Tensor.arange(3, dtype="float32", requires_grad=True),
+        lambda: torch.arange(3, dtype=torch.float32, requires_grad=True),
+    ),
+    "eye": (lambda: Tensor.eye(3, requires_grad=True), lambda: torch.eye(3, requires_grad=True)),
+    "rand": (lambda: Tensor.rand(3, requires_grad=True), lambda: torch.rand(3, requires_grad=True)),
+    "randn": (lambda: Tensor.randn(3, requires_grad=True), lambda: torch.randn(3, requires_grad=True)),
+    "list": (lambda: Tensor([1.0, 1.0, 1.0], requires_grad=True), lambda: torch.tensor([1.0] * 3, requires_grad=True)),
+    "numpy": (
+        lambda: Tensor(np.ones(3, np.float32), requires_grad=True),
+        lambda: torch.tensor(np.ones(3, np.float32), requires_grad=True),
+    ),
+    "scalar": (lambda: Tensor(2.0, requires_grad=True), lambda: torch.tensor(2.0, requires_grad=True)),
+    "zeros_like": (
+        lambda: Tensor.ones(2, 3).zeros_like(requires_grad=True),
+        lambda: torch.zeros_like(torch.ones(2, 3), requires_grad=True),
+    ),
+    "empty": (lambda: Tensor.empty(3, requires_grad=True), lambda: torch.empty(3, requires_grad=True)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONSTRUCTORS))
+def test_constructor_leaves_get_their_own_gradient(name):
+    ours, theirs = CONSTRUCTORS[name]
+    a, b = ours(), ours()
+    ta, tb = theirs(), theirs()
+    assert a.requires_grad and b.requires_grad
+    (a * 2 + b * 3).sum().backward()
+    (ta * 2 + tb * 3).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
+
+
+def test_backward_after_realize_on_a_schedule_cache_hit():
+    # the second realize of the same graph structure replays the cached schedule: it must still remember the graph
+    for _ in range(3):
+        x = Tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+        y = (x * 2).exp()
+        y.numpy()
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.array([1.0, 2.0])), rtol=1e-6)
+
+
+def test_constructor_leaf_values_unchanged():
+    assert Tensor.ones(2, requires_grad=True).tolist() == [1.0, 1.0]
+    assert Tensor.full((2,), 3.5, requires_grad=True).tolist() == [3.5, 3.5]
+    assert Tensor(2.0, requires_grad=True).item() == 2.0
+    assert Tensor.eye(2, requires_grad=True).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    assert Tensor.ones(2, requires_grad=False).requires_grad is False
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 3. zero-size shapes
+
+
+def _compare(fn, *arrays, grad=True, atol=1e-6, rtol=1e-5):
+    """Run fn on uopkit tensors and torch tensors; compare value, dtype, shape and (float inputs) gradients."""
+    ours = [Tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    out, tout = fn(*ours), fn(*theirs)
+    assert out.shape == tuple(tout.shape)
+    got, want = out.numpy(), tout.detach().numpy()
+    assert got.dtype == want.dtype, (out.dtype, tout.dtype)
+    np.testing.assert_allclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
+    if grad and tout.dtype.is_floating_point and any(t.requires_grad for t in theirs):
+        (out * Tensor(np.arange(1, out.numel() + 1, dtype=np.float32).reshape(out.shape))).sum().backward()
+        (tout * torch.arange(1, tout.numel() + 1, dtype=torch.float32).reshape(tout.shape)).sum().backward()
+        for o, t in zip(ours, theirs, strict=True):
+            if t.requires_grad:
+                tg = t.grad if t.grad is not None else torch.zeros_like(t)
+                assert o.grad is not None and o.grad.shape == tuple(tg.shape)
+                np.testing.assert_allclose(o.grad.numpy(), tg.numpy(), atol=atol, rtol=rtol, equal_nan=True)
+    return out
+
+
+EMPTY_CASES = {
+    "sum0": lambda t: t.sum(0),
+    "sum1": lambda t: t.sum(1),
+    "sum": lambda t: t.sum(),
+    "sum_keepdim": lambda t: t.sum(0, keepdim=True),
+    "mean0": lambda t: t.mean(0),
+    "mean": lambda t: t.mean(),
+    "var0": lambda t: t.var(0),
+    "std0": lambda t: t.std(0),
+    "prod0": lambda t: t.prod(0),
+    "cumsum0": lambda t: t.cumsum(0),
+    "cumsum1": lambda t: t.cumsum(1),
+    "cumprod0": lambda t: t.cumprod(0),
+    "cumprod1": lambda t: t.cumprod(1),
+    "mul": lambda t: t * 2,
+    "exp": lambda t: t.exp(),
+    "reshape": lambda t: t.reshape(3, 0),
+    "transpose_matmul": lambda t: t.T @ t,
+    "matmul_empty_out": lambda t: t @ t.T,
+    "softmax1": lambda t: t.softmax(1),
+    "logsumexp1": lambda t: t.logsumexp(1),
+    "softmax0": lambda t: t.softmax(0),
+    "log_softmax0": lambda t: t.log_softmax(0),
+    "stack": lambda t: t.stack(t) if isinstance(t, Tensor) else torch.stack([t, t]),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_CASES))
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_zero_size_values_and_gradients(name):
+    _compare(EMPTY_CASES[name], np.ones((0, 3), np.float32))
+
+
+SLICES = {
+    "start_after_end": lambda t: t[2:1],
+    "both_out_of_range": lambda t: t[5:9],
+    "both_negative_out_of_range": lambda t: t[-10:-8],
+    "reversed_negative": lambda t: t[-1:-3],
+    "second_axis": lambda t: t[:, 3:1],
+    "empty_then_sum": lambda t: t[2:1].sum(0),
+    "empty_then_mean_all": lambda t: t[:, 5:].sum() + t.sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(SLICES))
+def test_empty_slices_and_gradients_through_them(name):
+    _compare(SLICES[name], np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+@pytest.mark.parametrize("op", ["any", "all"])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_any_all_over_empty_axes(op, axis):
+    a = np.zeros((0, 3), bool)
+    ours = getattr(Tensor(a), op)(axis) if axis is not None else getattr(Tensor(a), op)()
+    theirs = getattr(torch.tensor(a), op)(axis) if axis is not None else getattr(torch.tensor(a), op)()
+    assert ours.shape == tuple(theirs.shape)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_logsumexp_over_empty_axis_is_minus_inf():
+    np.testing.assert_array_equal(Tensor.ones(0, 3).logsumexp(0).numpy(), torch.ones(0, 3).logsumexp(0).numpy())
+
+
+def test_cummax_over_zero_size():
+    a = np.ones((0, 3), np.float32)
+    for axis in (0, 1):
+        values, indices = Tensor(a).cummax(axis)
+        assert values.shape == indices.shape == (0, 3)
+
+
+def test_zero_size_leaf_gets_zero_size_gradient():
+    a = Tensor.ones(0, 4, requires_grad=True)
+    b = Tensor.ones(4, requires_grad=True)
+    (a.sum(0) * b).sum().backward()
+    assert a.grad is not None and a.grad.shape == (0, 4)
+    assert b.grad.tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_zero_size_assign_and_setitem():
+    a = Tensor.ones(2, 3).contiguous().realize()
+    a[1:1] = 5
+    assert a.tolist() == [[1.0] * 3] * 2
+    e = Tensor(np.ones((0, 3), np.float32))
+    e.assign(e + 1).realize()
+    assert e.shape == (0, 3)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 4. errors where PyTorch users catch them
+
+_A, _B = np.ones((2, 3), np.float32), np.ones((4, 5), np.float32)
+
+SHAPE_ERRORS = {
+    "matmul": lambda m, mk: mk(_A) @ mk(_B),
+    "dot": lambda m, mk: mk(np.ones(3, np.float32)).dot(mk(np.ones(4, np.float32))),
+    "cat": lambda m, mk: m.cat([mk(_A), mk(_B)]) if m is torch else mk(_A).cat(mk(_B)),
+    "einsum_sizes": lambda m, mk: m.einsum("ij,jk->ik", mk(_A), mk(_B)),
+    "einsum_arity": lambda m, mk: m.einsum("ij,jk->ik", mk(_A)),
+    "einsum_output": lambda m, mk: m.einsum("ij->k", mk(_A)),
+    "permute_duplicate": lambda m, mk: mk(_A).permute(0, 0),
+    "permute_length": lambda m, mk: mk(_A).permute(0),
+    "pad_odd": lambda m, mk: torch.nn.functional.pad(mk(_A), (1, 2, 3)) if m is torch else mk(_A).pad((1, 2, 3)),
+    "gather": lambda m, mk: mk(_A).gather(1, mk(np.zeros((3, 3), np.int64))),
+    "reshape": lambda m, mk: mk(_A).reshape(4, 4),
+    "broadcast": lambda m, mk: mk(_A) + mk(_B),
+    "clip_no_bounds": lambda m, mk: mk(_A).clip(),
+    "roll": lambda m, mk: mk(_A).roll((1, 2), (0,)),
+    "max_no_axis_empty": lambda m, mk: mk(np.ones((0, 3), np.float32)).max(),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPE_ERRORS))
+def test_errors_catchable_as_runtime_error_and_value_error(name):
+    with pytest.raises(RuntimeError):
+        SHAPE_ERRORS[name](torch, torch.tensor)
+    with pytest.raises(RuntimeError) as info:
+        SHAPE_ERRORS[name](Tensor, Tensor)
+    assert isinstance(info.value, ValueError)
+
+
+INDEX_ERRORS = {
+    "sum_axis": lambda mk: mk(_A).sum(5),
+    "index": lambda mk: mk(_A)[5],
+    "index_second": lambda mk: mk(_A)[0, 7],
+    "squeeze": lambda mk: mk(_A).squeeze(4),
+    "transpose": lambda mk: mk(_A).transpose(0, 3),
+    "unsqueeze": lambda mk: mk(_A).unsqueeze(5),
+    "flip": lambda mk: mk(_A).flip(3),
+    "amax_empty": lambda mk: mk(np.ones((0, 3), np.float32)).max(0),
+    "argmax_empty": lambda mk: mk(np.ones((0, 3), np.float32)).argmax(0),
+    "amin_empty": lambda mk: mk(np.ones((0, 3), np.float32)).min(0),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEX_ERRORS))
+def test_bad_axes_and_indices_are_index_errors(name):
+    fn = INDEX_ERRORS[name]
+    with pytest.raises(IndexError):
+        fn(torch.tensor)
+    with pytest.raises(IndexError):
+        fn(Tensor)
+
+
+def test_unknown_modes_are_value_errors():
+    t = Tensor(np.ones((1, 1, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="pad: unknown mode"):
+        t.pad((1, 1), mode="foo")
+    with pytest.raises(ValueError, match="interpolate: unknown mode"):
+        t.interpolate((4, 4), mode="foo")
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pads", [(-1, 2), (2, -1), (-2, -1), (1, -3), (-1, 1, 0, -1)])
+def test_negative_padding_crops_in_every_mode(mode, pads):
+    x = np.arange(20, dtype=np.float32).reshape(1, 4, 5)
+    _compare(
+        lambda t: (
+            torch.nn.functional.pad(t, pads, mode=mode) if isinstance(t, torch.Tensor) else t.pad(pads, mode=mode)
+        ),
+        x,
+    )
+
+
+def test_clip_with_one_bound():
+    _compare(lambda t: t.clip(None, 0.5), np.linspace(0, 1, 6, dtype=np.float32))
+    _compare(lambda t: t.clip(0.5), np.linspace(0, 1, 6, dtype=np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 5. numerics
+
+_EXTREME = np.array([-1000.0, -100.0, -20.0, -1e-3, 0.0, 1e-3, 20.0, 100.0, 1000.0], np.float32)
+F = torch.nn.functional
+
+ACTIVATIONS = {
+    "sigmoid": (lambda t: t.sigmoid(), lambda t: t.sigmoid()),
+    "tanh": (lambda t: t.tanh(), lambda t: t.tanh()),
+    "softplus": (lambda t: t.softplus(), F.softplus),
+    "logsigmoid": (lambda t: t.logsigmoid(), F.logsigmoid),
+    "silu": (lambda t: t.silu(), F.silu),
+    "mish": (lambda t: t.mish(), F.mish),
+    "gelu_tanh": (lambda t: t.gelu(), lambda t: F.gelu(t, approximate="tanh")),
+}
+
+
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activations_at_extreme_inputs(name):
+    ours, theirs = ACTIVATIONS[name]
+    _compare(lambda t: ours(t) if isinstance(t, Tensor) else theirs(t), _EXTREME)
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 2, 3, 0.5, 1.5, -0.5, -1, -2, -3])
+def test_pow_constant_exponents_values_and_gradients(exponent):
+    x = np.array([0.0, 0.5, 1.0, 2.0, 3.0], np.float32)
+    _compare(lambda t: t**exponent, x, atol=1e-5)
+
+
+def test_pow_gradients_at_zero_base_and_exponent():
+    a = np.array([0.0, 0.0, 2.0, 1.0, 0.0], np.float32)
+    b = np.array([0.0, 2.0, 0.0, 3.0, 0.5], np.float32)
+    _compare(lambda x, y: x**y, a, b)
+
+
+def test_pow_zero_exponent_of_inf_and_nan_is_one():
+    assert (Tensor([math.inf, math.nan, 0.0]) ** 0).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t, m: t.sum(dtype=m.float32),
+        lambda t, m: t.sum(0, dtype=m.float64),
+        lambda t, m: t.prod(1, dtype=m.float64),
+        lambda t, m: t.sum(dtype=m.int8),
+    ],
+)
+def test_sum_prod_compute_in_the_given_dtype(fn):
+    x = np.arange(1, 101, dtype=np.int32).reshape(10, 10)
+    ours, theirs = fn(Tensor(x), _DT), fn(torch.tensor(x), torch)
+    got, want = ours.numpy(), theirs.numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-3)
+
+
+class _DT:
+    from uopkit.dtype import dtypes as _d
+
+    float32, float64, int8 = _d.float32, _d.float64, _d.int8
+
+
+def test_interpolate_keeps_integer_dtype():
+    x = np.array([[[[0, 3], [5, 7]]]], np.uint8)
+    for align in (True, False):
+        ours = Tensor(x).interpolate((3, 5), mode="linear", align_corners=align)
+        theirs = F.interpolate(torch.tensor(x), size=(3, 5), mode="bilinear", align_corners=align)
+        assert ours.numpy().dtype == np.uint8
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("op", ["and", "or", "xor", "invert"])
+def test_bitwise_ops_on_bool(op):
+    a, b = np.array([True, False, True, False]), np.array([True, True, False, False])
+    fns = {"and": lambda x, y: x & y, "or": lambda x, y: x | y, "xor": lambda x, y: x ^ y, "invert": lambda x, y: ~x}
+    ours, theirs = fns[op](Tensor(a), Tensor(b)), fns[op](torch.tensor(a), torch.tensor(b))
+    assert ours.numpy().dtype == np.bool_
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 6. the ops PyTorch users reach for
+
+_R = np.random.default_rng(0)
+_X = _R.standard_normal((3, 5)).astype(np.float32)
+_UNIT = np.array([-0.99, -0.5, -1e-4, 0.0, 1e-4, 0.3, 0.99], np.float32)
+_WIDE = np.array([-50.0, -3.0, -1.0, -1e-3, 0.0, 1e-3, 0.5, 1.0, 3.0, 50.0], np.float32)
+
+
+@pytest.mark.parametrize(
+    "name,x",
+    [
+        ("sinh", _WIDE),
+        ("cosh", _WIDE),
+        ("asinh", np.append(_WIDE, 1e12).astype(np.float32)),
+        ("acosh", np.array([1.0001, 1.5, 3.0, 1e5, 1e12], np.float32)),
+        ("atanh", _UNIT),
+        ("atan", np.append(_WIDE, [1e30, -1e30]).astype(np.float32)),
+        ("asin", _UNIT),
+        ("acos", _UNIT),
+        ("erf", _WIDE),
+    ],
+)
+def test_inverse_and_hyperbolic_functions(name, x):
+    # acosh' = 1 / sqrt(x^2 - 1) is ill-conditioned next to 1 (PyTorch's float32 x*x - 1 loses digits there)
+    _compare(lambda t: getattr(t, name)(), x, atol=1e-6, rtol=1e-4 if name == "acosh" else 1e-5)
+
+
+def test_special_values_of_new_functions():
+    inf, nan = math.inf, math.nan
+    x = np.array([inf, -inf, nan, -0.0], np.float32)
+    for name in ("sinh", "cosh", "asinh", "atan", "erf"):
+        np.testing.assert_array_equal(getattr(Tensor(x), name)().numpy(), getattr(torch.tensor(x), name)().numpy())
+    edge = np.array([1.0, -1.0, 2.0], np.float32)
+    for name in ("atanh", "asin", "acos", "acosh"):
+        np.testing.assert_allclose(
+            getattr(Tensor(edge), name)().numpy(), getattr(torch.tensor(edge), name)().numpy(), rtol=1e-6, atol=1e-7
+        )
+
+
+def test_gelu_exact():
+    _compare(lambda t: t.gelu(approximate="none") if isinstance(t, Tensor) else F.gelu(t), _WIDE)
+
+
+def test_copysign():
+    a = np.array([1.0, -2.0, 3.0, 0.0, -0.0, 4.0], np.float32)
+    b = np.array([-0.0, 3.0, -1.0, -2.0, 5.0, math.nan], np.float32)
+    _compare(lambda x, y: x.copysign(y), a, b)
+    ours = Tensor(np.array([1, 2], np.int32)).copysign(Tensor(np.array([-1, 1], np.int32)))
+    assert ours.numpy().dtype == np.float32 and ours.tolist() == [-1.0, 2.0]
+
+
+@pytest.mark.parametrize("equal_nan", [False, True])
+def test_isclose(equal_nan):
+    inf, nan = math.inf, math.nan
+    a = np.array([1.0, 1.0, inf, inf, 5.0, nan, 1e-9, 0.0], np.float32)
+    b = np.array([1.0 + 1e-6, 1.1, inf, -inf, inf, nan, 0.0, 1e-9], np.float32)
+    ours = Tensor(a).isclose(Tensor(b), equal_nan=equal_nan)
+    np.testing.assert_array_equal(ours.numpy(), torch.tensor(a).isclose(torch.tensor(b), equal_nan=equal_nan).numpy())
+
+
+@pytest.mark.parametrize("n", [1, 6, 600])
+def test_logcumsumexp(n):
+    x = (_R.standard_normal((2, n)) * 30).astype(np.float32)
+    _compare(lambda t: t.logcumsumexp(1), x, atol=1e-4)
+    big = np.array([-1000.0, 0.0, -math.inf, 5.0], np.float32)
+    np.testing.assert_allclose(Tensor(big).logcumsumexp(0).numpy(), torch.tensor(big).logcumsumexp(0).numpy())
+
+
+def test_masked_select():
+    mask = _X > 0
+    _compare(lambda t: t.masked_select(Tensor(mask) if isinstance(t, Tensor) else torch.tensor(mask)), _X)
+    row = np.array([True, False, True, True, False])
+    _compare(lambda t: t.masked_select(Tensor(row) if isinstance(t, Tensor) else torch.tensor(row)), _X)
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+def test_meshgrid(indexing):
+    a, b, c = np.arange(2, dtype=np.float32), np.arange(3, dtype=np.float32), np.arange(4, dtype=np.float32)
+    ours = Tensor.meshgrid(Tensor(a), Tensor(b), Tensor(c), indexing=indexing)
+    theirs = torch.meshgrid(torch.tensor(a), torch.tensor(b), torch.tensor(c), indexing=indexing)
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(o.numpy(), t.numpy())
+    assert [t.shape for t in Tensor(a).meshgrid(Tensor(b))] == [(2, 3), (2, 3)]
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_sort_values_indices_and_gradient(descending, dim):
+    x = np.array([[3.0, 1.0, 3.0, 2.0, math.nan], [0.5, -1.0, 7.0, 0.5, 2.0]], np.float32)
+    ours = Tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    v, i = ours.sort(dim, descending=descending)
+    tv, ti = theirs.sort(dim=dim, descending=descending, stable=True)
+    np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    weights = np.arange(x.size, dtype=np.float32).reshape(x.shape)
+    (v * Tensor(weights)).sum().backward()
+    (tv * torch.tensor(weights)).sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+    np.testing.assert_array_equal(ours.argsort(dim, descending).numpy(), ti.numpy())
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk(largest):
+    x = _R.permutation(20).astype(np.float32).reshape(4, 5)
+    ours = Tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    v, i = ours.topk(3, dim=1, largest=largest)
+    tv, ti = theirs.topk(3, dim=1, largest=largest)
+    np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    v.sum().backward()
+    tv.sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+@pytest.mark.parametrize("dim,size,step", [(0, 2, 1), (1, 2, 2), (1, 5, 1), (-1, 1, 3)])
+def test_unfold(dim, size, step):
+    _compare(lambda t: t.unfold(dim, size, step), _X)
+
+
+@pytest.mark.parametrize("kernel,stride,padding", [(2, None, 0), (3, 2, 1), ((2, 3), (1, 2), (1, 0))])
+def test_max_pool2d_indices_and_unpool(kernel, stride, padding):
+    img = _R.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    img[0, 0, 0, :2] = 5.0  # a tie: the first one is picked
+    ours = Tensor(img, requires_grad=True)
+    theirs = torch.tensor(img, requires_grad=True)
+    v, i = ours.max_pool2d(kernel, stride=stride, padding=padding, return_indices=True)
+    tv, ti = F.max_pool2d(theirs, kernel, stride=stride, padding=padding, return_indices=True)
+    np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    u = v.max_unpool2d(i, kernel, stride=stride, padding=padding, output_size=(7, 6))
+    tu = F.max_unpool2d(tv, ti, kernel, stride=stride, padding=padding, output_size=(7, 6))
+    np.testing.assert_array_equal(u.numpy(), tu.detach().numpy())
+    (u * Tensor(img)).sum().backward()
+    (tu * torch.tensor(img)).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_crossentropy_names_weights_and_pos_weight(reduction):
+    p = _R.uniform(0.05, 0.95, (4, 3)).astype(np.float32)
+    y = (_R.random((4, 3)) > 0.5).astype(np.float32)
+    w = _R.uniform(0.5, 2, (3,)).astype(np.float32)
+    _compare(
+        lambda t: (
+            t.binary_crossentropy(Tensor(y), reduction)
+            if isinstance(t, Tensor)
+            else F.binary_cross_entropy(t, torch.tensor(y), reduction=reduction)
+        ),
+        p,
+    )
+    _compare(
+        lambda t: (
+            t.binary_crossentropy_logits(Tensor(y), reduction, pos_weight=Tensor(w))
+            if isinstance(t, Tensor)
+            else F.binary_cross_entropy_with_logits(t, torch.tensor(y), reduction=reduction, pos_weight=torch.tensor(w))
+        ),
+        _R.standard_normal((4, 3)).astype(np.float32) * 3,
+    )
+    _compare(
+        lambda t: (
+            t.binary_cross_entropy(Tensor(y), reduction, weight=Tensor(w))
+            if isinstance(t, Tensor)
+            else F.binary_cross_entropy(t, torch.tensor(y), reduction=reduction, weight=torch.tensor(w))
+        ),
+        p,
+    )
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("targets", ["indices", "probabilities"])
+def test_cross_entropy_class_weights(reduction, label_smoothing, targets):
+    logits = _R.standard_normal((4, 5, 2)).astype(np.float32)
+    w = _R.uniform(0.2, 2, 5).astype(np.float32)
+    if targets == "indices":
+        y = np.array([[0, 2], [4, -100], [1, 1], [3, 0]])
+    else:
+        y = _R.random((4, 5, 2)).astype(np.float32)
+        y /= y.sum(1, keepdims=True)
+
+    def fn(t):
+        if isinstance(t, Tensor):
+            return t.cross_entropy(Tensor(y), reduction, label_smoothing, weight=Tensor(w))
+        return F.cross_entropy(
+            t, torch.tensor(y), weight=torch.tensor(w), reduction=reduction, label_smoothing=label_smoothing
+        )
+
+    _compare(fn, logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss_class_weights(reduction):
+    logp = np.log(_R.dirichlet(np.ones(5), 6)).astype(np.float32)
+    y = np.array([0, 4, 2, 2, -100, 1])
+    w = _R.uniform(0.2, 2, 5).astype(np.float32)
+
+    def fn(t):
+        if isinstance(t, Tensor):
+            return t.nll_loss(Tensor(y), weight=Tensor(w), reduction=reduction)
+        return F.nll_loss(t, torch.tensor(y), weight=torch.tensor(w), reduction=reduction)
+
+    _compare(fn, logp)
+
+
+def test_scatter_last_write_wins():
+    index = np.array([[2, 0, 2, 2], [1, 1, 0, 1]])
+    src = np.arange(8, dtype=np.float32).reshape(2, 4)
+    ours = Tensor.zeros(2, 3).scatter(1, Tensor(index), Tensor(src))
+    theirs = torch.zeros(2, 3).scatter(1, torch.tensor(index), torch.tensor(src))
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    ours0 = Tensor.zeros(3, 4).scatter(0, Tensor(index), Tensor(src))
+    theirs0 = torch.zeros(3, 4).scatter(0, torch.tensor(index), torch.tensor(src))
+    np.testing.assert_array_equal(ours0.numpy(), theirs0.numpy())
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_cummax_cummin_with_indices(op):
+    x = np.array([[1.0, 3.0, 3.0, 2.0, math.nan, 5.0, math.nan], [4.0, 4.0, -1.0, 6.0, 6.0, 0.0, 7.0]], np.float32)
+    ours = Tensor(x, requires_grad=True)
+    theirs = torch.tensor(x, requires_grad=True)
+    (v, i), (tv, ti) = getattr(ours, op)(1), getattr(theirs, op)(1)
+    np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
