@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from uopkit import Tensor
-from uopkit.engine.jit import TinyJit
+from uopkit.jit import TinyJit
 from uopkit.engine.realize import copy_on_write_buffers
 from uopkit.nn import BatchNorm2d
 from uopkit.nn.optim import SGD, Adam
