@@ -150,12 +150,33 @@ def pad_index(node: UOp, idx: Index) -> tuple[Index, UOp]:
 
 
 def lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
-    key = (node, idx, valid)
-    if key in ctx.memo:
-        return ctx.memo[key]
-    ret = _lower_value(ctx, node, idx, valid)
-    ctx.memo[key] = ret
-    return ret
+    # iterative post-order (a chain of ops can be deeper than Python's stack): a value is lowered once the values it
+    # reads are, left to right as a recursive walk would, so ranges are numbered in the same order
+    root = (node, idx, valid)
+    stack: list[tuple[tuple[UOp, Index, UOp], bool]] = [(root, False)]
+    while stack:
+        key, ready = stack.pop()
+        if key in ctx.memo:
+            continue
+        pending = [] if ready else [k for k in _value_reads(*key) if k not in ctx.memo]
+        if pending:
+            stack.append((key, True))
+            stack.extend((k, False) for k in reversed(pending))
+            continue
+        ctx.memo[key] = _lower_value(ctx, *key)
+    return ctx.memo[root]
+
+
+def _value_reads(node: UOp, idx: Index, valid: UOp) -> list[tuple[UOp, Index, UOp]]:
+    # what _lower_value lowers first (a reduce lowers its source itself, after opening its loops)
+    if node.op is Ops.PAD:
+        inner_idx, ok = pad_index(node, idx)
+        return [(node.src[0], inner_idx, _and(valid, ok))]
+    if node.op in GroupOp.Movement:
+        return [(node.src[0], move_index(node, idx), valid)]
+    if node.op in GroupOp.Elementwise:
+        return [(s, idx, valid) for s in node.src]
+    return []
 
 
 def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
