@@ -9,6 +9,7 @@ from uopkit.codegen.linearizer import linearize
 from uopkit.codegen.lowerer import lower_kernel
 from uopkit.codegen.opt import KernelPlan, Opt, apply_opts
 from uopkit.codegen.transcendental import decompositions_for, exp_rules
+from uopkit.dtype import index_dtype
 from uopkit.helpers import DEBUG, NOOPT, SPEC
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp, graph_rewrite
@@ -44,21 +45,23 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     # views become index arithmetic over RANGE loops (or GPU ids); reduces become DEFINE_REG accumulators
     vector_width = renderer.max_vector_width if renderer.vector_ops else 1
     lowered, lctx = lower_kernel(ast, plan, gpu=renderer.has_local, vector_width=vector_width)
-    # e**x gets its accurate form while the code is still scalar
-    lowered = graph_rewrite(lowered, exp_rules(renderer.transcendental_ops), name="exp")
-    # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
-    expanded = expand(lowered, renderer.vector_ops)
-    # transcendental ops the renderer lacks become polynomials and bit operations
-    decompose = decompositions_for(renderer.transcendental_ops)
-    if decompose is not None:
-        expanded = graph_rewrite(expanded, decompose, name="transcendentals")
-    # fold constants and simplify the index arithmetic the views produced
-    simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic")
-    # the backend's own rules (decompositions of ops it lacks, ...)
-    if renderer.extra_matcher is not None:
-        simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
-    # order the graph into loops and statements
-    uops = linearize(simplified)
+    # everything after lowering builds index arithmetic of the type lowering chose for this kernel
+    with index_dtype(lctx.index_dtype):
+        # e**x gets its accurate form while the code is still scalar
+        lowered = graph_rewrite(lowered, exp_rules(renderer.transcendental_ops), name="exp")
+        # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
+        expanded = expand(lowered, renderer.vector_ops)
+        # transcendental ops the renderer lacks become polynomials and bit operations
+        decompose = decompositions_for(renderer.transcendental_ops)
+        if decompose is not None:
+            expanded = graph_rewrite(expanded, decompose, name="transcendentals")
+        # fold constants and simplify the index arithmetic the views produced
+        simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic")
+        # the backend's own rules (decompositions of ops it lacks, ...)
+        if renderer.extra_matcher is not None:
+            simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
+        # order the graph into loops and statements
+        uops = linearize(simplified)
     if SPEC:
         from uopkit.uop.spec import verify_program
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uopkit.codegen.opt import AxisPart, KernelPlan, OptOps, initial_plan
-from uopkit.dtype import DType, dtypes
+from uopkit.dtype import DType, dtypes, index_dtype
 from uopkit.helpers import strides_for_shape
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -22,8 +22,16 @@ LOOP_KINDS = ("loop", "thread")
 LANE_KINDS = ("upcast", "unroll", "vector")
 
 
+class IndexOverflow(ArithmeticError):
+    """An index constant does not fit the kernel's index type (lowering retries with 64-bit indices)."""
+
+
 def idx_const(v: int) -> UOp:
-    return UOp.const(dtypes.index, v)
+    dt = dtypes.index
+    if not dtypes.min(dt) <= v <= dtypes.max(dt):
+        # a wrapped bound or offset would silently read and write the wrong elements
+        raise IndexOverflow(f"index constant {v} does not fit {dt}")
+    return UOp.const(dt, v)
 
 
 def range_kind(u: UOp) -> str:
@@ -46,6 +54,8 @@ class LowererContext:
     tensor_core: Any = None
     # the upcast part that becomes a vector: (axis, position of the part counted from the end of the axis's parts)
     vector_part: tuple[int, int] | None = None
+    # the type of the kernel's index arithmetic: int32, or int64 where a buffer, view or loop can exceed it
+    index_dtype: DType = dtypes.int32
 
     def lane_kind(self, axis: int, part_index: int, n_parts: int, kind: str) -> str:
         if kind == "upcast" and self.vector_part == (axis, n_parts - part_index):
@@ -446,7 +456,44 @@ def lower_kernel(
 
     With `vector_width` > 1 the first UPCAST (a power of two from 4 up to that width) becomes a "vector" lane.
     """
-    ctx = LowererContext(plan if plan is not None else initial_plan(ast), gpu)
-    ctx.vector_part = _vector_part(ctx.plan, vector_width)
-    sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
-    return sink, ctx
+    plan = plan if plan is not None else initial_plan(ast)
+    # 32-bit index arithmetic where it provably cannot overflow (small kernels stay fast), else 64-bit
+    for dt in (dtypes.int32, dtypes.int64) if not _exceeds_int32(ast, plan) else (dtypes.int64,):
+        with index_dtype(dt):
+            ctx = LowererContext(plan, gpu, index_dtype=dt)
+            ctx.vector_part = _vector_part(ctx.plan, vector_width)
+            try:
+                sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
+            except IndexOverflow:
+                continue
+            if dt == dtypes.int64 or addresses_fit(sink):
+                return sink, ctx
+    raise AssertionError("64-bit index arithmetic is the last resort and always fits")
+
+
+INT32_MAX = dtypes.max(dtypes.int32)
+
+
+def _exceeds_int32(ast: UOp, plan: KernelPlan) -> bool:
+    """Can an index of this kernel pass int32: a buffer, a view (strides and offsets are below its size) or a loop?"""
+    padded = [math.prod(p.size for p in parts) for parts in (*plan.out, *plan.red)]
+    if math.prod(padded[: plan.n_out]) > INT32_MAX or any(s > INT32_MAX for s in padded):
+        return True
+    return any(u.shape is not None and math.prod(u.shape) > INT32_MAX for u in ast.toposort())
+
+
+def addresses_fit(sink: UOp) -> bool:
+    """Range analysis of every address computed from loop counters and thread ids: none overflows its type.
+
+    A value that overflows gets the whole range of its dtype from vmin/vmax; addresses computed from loaded data
+    (gathers) have that range anyway and are not judged here.
+    """
+    addresses = [u.src[1] for u in sink.toposort() if u.op is Ops.INDEX]
+    from_data: set[UOp] = set()
+    for u in UOp(Ops.SINK, dtypes.void, tuple(addresses)).toposort(gate=lambda x: x.op is not Ops.LOAD):
+        if any(s.op is Ops.LOAD or s in from_data for s in u.src):
+            from_data.add(u)
+        elif u.op in GroupOp.ALU and u.dtype in (dtypes.int32, dtypes.int64):
+            if u.vmin <= dtypes.min(u.dtype) or u.vmax >= dtypes.max(u.dtype):
+                return False
+    return True

@@ -261,7 +261,7 @@ class CStyleRenderer(Renderer):
                 emit(self.render_local(u.arg, u.dtype.base, u.dtype.size))
             elif u.op is Ops.SPECIAL:
                 names[u] = u.arg
-                emit(f"int {u.arg} = {self.render_special(u)}; /* {ref(u.src[0])} */")
+                emit(f"{self.render_dtype(u.dtype)} {u.arg} = {self.render_special(u)}; /* {ref(u.src[0])} */")
             elif u.op is Ops.BARRIER:
                 emit(self.barrier)
             elif u.op is Ops.NOOP:
@@ -277,7 +277,9 @@ class CStyleRenderer(Renderer):
                         emit(f"int nan{r.arg} = 0;")
                     accs, flags = (", ".join(f"{p}{r.arg}" for r in max_loops[u]) for p in ("acc", "nan"))
                     emit(self.simd_max_loop.format(vars=accs, flags=flags))
-                emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
+                emit(
+                    f"for ({self.render_dtype(u.dtype)} {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{"
+                )
                 depth += 1
             elif u.op is Ops.END:
                 depth -= 1

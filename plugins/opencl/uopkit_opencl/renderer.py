@@ -324,10 +324,13 @@ class OpenCLRenderer(CStyleRenderer):
                 emit(f"{self.render_dtype(u.dtype.base)} acc{u.arg}[{size}];")
             elif u.op is Ops.SPECIAL:
                 names[u] = self.special_name(u)
-                emit(f"int {names[u]} = {self.render_special(u, grouped)}; /* {ref(u.src[0])} */")
+                decl = f"{self.render_dtype(u.dtype)} {names[u]}"
+                emit(f"{decl} = {self.render_special(u, grouped)}; /* {ref(u.src[0])} */")
             elif u.op is Ops.RANGE:
                 names[u] = f"ridx{u.arg[0]}"
-                emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
+                emit(
+                    f"for ({self.render_dtype(u.dtype)} {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{"
+                )
                 depth += 1
             elif u.op in (Ops.END, Ops.ENDIF):
                 depth -= 1
