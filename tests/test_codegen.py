@@ -91,7 +91,7 @@ def test_views_past_int32_get_64bit_indices_and_exact_bounds():
     from uopkit.dtype import dtypes
 
     # the loop bound of a 10**12 + 2 element reduce renders as itself, not wrapped to 32 bits
-    ast = _item(Tensor.ones(2).pad(((10**12, 0),)).sum()).ast
+    ast = _item((Tensor.ones(2).pad(((10**12, 0),)) * 2).sum()).ast
     cpu = get_program(ast, Device["CPU"].renderer, opts=[])
     assert _index_dtypes(cpu.uops) == {dtypes.int64}
     assert "for (long long ridx0 = 0; ridx0 < 1000000000002ll; ridx0++)" in cpu.src
@@ -134,7 +134,7 @@ def test_range_analysis_finds_addresses_that_overflow():
 
 
 def test_real_buffer_past_int32():
-    """x + 1 on a real 65536 x 32776 uint8 tensor (2.1 GiB, twice: input and output)."""
+    """A sum and x + 1 on a real 65536 x 32776 uint8 tensor (2.1 GiB, twice: input and output)."""
     import os
 
     import pytest
@@ -145,7 +145,19 @@ def test_real_buffer_past_int32():
     if free < 8 * 2**30:
         pytest.skip(f"needs 8 GiB of free memory for two 2.1 GiB buffers, {free / 2**30:.1f} GiB free")
     x = Tensor.full((65536, 32776), 7, dtype=dtypes.uint8).contiguous().realize()
+    # a sum over the whole buffer (it read 0 elements with a wrapped loop bound)
+    assert x.cast(dtypes.int64).sum().item() == 65536 * 32776 * 7
     y = (x + 1).realize()
     del x
     assert y[-1, -3:].tolist() == [8, 8, 8]
     assert y[0, :2].tolist() == [8, 8] and y[40000, 12345].item() == 8
+
+
+def test_sum_over_padding_past_int32():
+    # the padding adds zeros: the sum runs over the padded tensor's own elements, not 10**12 of them
+    assert Tensor.ones(2).pad(((10**12, 0),)).sum().item() == 2.0
+    np.testing.assert_array_equal(Tensor.ones(2, 3).pad(((10**10, 1), (0, 0))).sum(0).numpy(), [2, 2, 2])
+    # padding of an axis that is kept stays
+    np.testing.assert_array_equal(Tensor.ones(2, 3).pad(((1, 1), (2, 0))).sum(0).numpy(), [0, 0, 2, 2, 2])
+    # a loop over 2**31 + 2 elements (no shortcut: the padding is multiplied before the sum)
+    assert (Tensor.ones(2).pad(((2**31, 0),)) * 2).sum().item() == 4.0

@@ -12,7 +12,7 @@ from uopkit.codegen.transcendental import decompositions_for, exp_rules
 from uopkit.dtype import index_dtype
 from uopkit.helpers import DEBUG, NOOPT, SPEC
 from uopkit.renderer import Renderer
-from uopkit.uop.ops import Ops, UOp, graph_rewrite
+from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from uopkit.uop.symbolic import pm_symbolic
 
 
@@ -92,8 +92,23 @@ def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     return hand_coded_opts(ast, renderer)
 
 
+def do_sum_without_padding(red: UOp, pad: UOp) -> UOp | None:
+    # padding adds zeros: a sum over padded axes is the sum over what was padded (a view padded to 10**12 elements
+    # would otherwise loop 10**12 times)
+    op, axes = red.arg
+    if op is not Ops.ADD or any(p != (0, 0) for i, p in enumerate(pad.arg) if i not in axes):
+        return None
+    return UOp(Ops.REDUCE_AXIS, red.dtype, (pad.src[0],), red.arg)
+
+
+pm_sum_of_padding = PatternMatcher(
+    [(UPat(Ops.REDUCE_AXIS, src=(UPat(Ops.PAD, name="pad"),), name="red"), do_sum_without_padding)]
+)
+
+
 def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None, name: str | None = None) -> ProgramSpec:
     """Kernel AST -> rendered ProgramSpec, with `opts` (default: chosen by `choose_opts`)."""
+    ast = graph_rewrite(ast, pm_sum_of_padding, name="sum of padding")
     if SPEC:
         from uopkit.uop.spec import verify_kernel_ast
 
