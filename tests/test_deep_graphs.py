@@ -70,12 +70,13 @@ def test_gradient_of_a_long_chain():
     w_np = np.array([1.0, 2.0, 3.0], np.float32)
     w = Tensor(w_np, requires_grad=True)
     x = w
-    for _ in range(N):
+    n = 5000
+    for _ in range(n):
         x = x * 1.0001 + 0.5
     with shallow_stack():
         (x * x).sum().backward()
         g = w.grad.numpy()
-    k = 1.0001**N
+    k = 1.0001**n
     # x = k*w + c with c = 0.5 * (k - 1) / 0.0001
     c = 0.5 * (k - 1) / 0.0001
     np.testing.assert_allclose(g, 2 * (k * w_np + c) * k, rtol=1e-3)
@@ -96,3 +97,12 @@ def test_deep_uop_graph_walks():
         z = y.substitute({x: UOp.variable("z", 0, 1)})
         assert z.vmax == 20_001
         assert y.tuplize[0] == Ops.ADD.value
+
+
+def test_a_100k_op_chain_realizes():
+    # the acceptance case: an unrolled loop of 100 000 small updates is one lazy graph, realized at once
+    x = Tensor.ones(4)
+    for _ in range(100_000):
+        x = x + 1
+    with shallow_stack():
+        np.testing.assert_allclose(x.numpy(), np.full(4, 100_001.0))
