@@ -66,3 +66,98 @@ def test_integer_division_by_zero_does_not_crash():
     a = Tensor([7, -7, 5, 0])
     b = Tensor([0, 2, -1, 0])
     assert a.idiv(b).tolist() == [0, -3, -5, 0]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 64-bit index arithmetic: only where a buffer, a view or a loop can pass int32
+
+
+def _index_dtypes(uops):
+    from uopkit.uop.ops import Ops
+
+    return {u.dtype for u in uops if u.op in (Ops.RANGE, Ops.SPECIAL)}
+
+
+def test_small_kernels_keep_32bit_indices():
+    from uopkit.dtype import dtypes
+
+    for renderer in (Device["CPU"].renderer, Device["OPENCL"].renderer):
+        prg = get_program(_item(Tensor.ones(64, 48).contiguous().sum(axis=1)).ast, renderer)
+        assert _index_dtypes(prg.uops) == {dtypes.int32}
+        assert "long" not in prg.src
+
+
+def test_views_past_int32_get_64bit_indices_and_exact_bounds():
+    from uopkit.dtype import dtypes
+
+    # the loop bound of a 10**12 + 2 element reduce renders as itself, not wrapped to 32 bits
+    ast = _item((Tensor.ones(2).pad(((10**12, 0),)) * 2).sum()).ast
+    cpu = get_program(ast, Device["CPU"].renderer, opts=[])
+    assert _index_dtypes(cpu.uops) == {dtypes.int64}
+    assert "for (long long ridx0 = 0; ridx0 < 1000000000002ll; ridx0++)" in cpu.src
+    ocl = get_program(ast, Device["OPENCL"].renderer, opts=[])
+    assert "1000000000002l" in ocl.src and "long ridx0" in ocl.src
+    # an elementwise kernel over 2**31 + 6 elements: its thread ids on a GPU-style backend are 64-bit too
+    ast = _item(Tensor.arange(6).reshape(1, 6).expand(2**31 // 6 + 1, 6).contiguous()).ast
+    assert _index_dtypes(get_program(ast, Device["OPENCL"].renderer, opts=[]).uops) == {dtypes.int64}
+
+
+def test_index_constants_never_wrap():
+    import pytest
+
+    from uopkit.codegen.lowerer import IndexOverflow, idx_const
+    from uopkit.dtype import dtypes, index_dtype
+
+    assert idx_const(2**31 - 1).arg == 2**31 - 1
+    with pytest.raises(IndexOverflow, match="2147483648 does not fit"):
+        idx_const(2**31)
+    with index_dtype(dtypes.int64):
+        assert idx_const(10**12).dtype == dtypes.int64 and idx_const(10**12).arg == 10**12
+    with pytest.raises(ValueError, match="int32 or int64"), index_dtype(dtypes.int16):
+        pass
+
+
+def test_range_analysis_finds_addresses_that_overflow():
+    from uopkit.codegen.lowerer import addresses_fit
+    from uopkit.dtype import dtypes
+    from uopkit.testing.programs import end, global_buf, load, loop, store
+    from uopkit.uop.ops import Ops, UOp
+
+    out, a = global_buf(0, dtypes.float32, 4), global_buf(1, dtypes.float32, 4)
+    i = loop(0, 4)
+    fits = UOp(Ops.SINK, dtypes.void, (end(store(out, i, load(a, i * 2**28)), i),))
+    overflows = UOp(Ops.SINK, dtypes.void, (end(store(out, i, load(a, i * 2**30)), i),))
+    # an address computed from loaded data (a gather) is not judged: its range is the dtype's anyway
+    gather = UOp(Ops.SINK, dtypes.void, (end(store(out, i, load(a, load(a, i).cast(dtypes.int32) * 7)), i),))
+    assert addresses_fit(fits) and addresses_fit(gather)
+    assert not addresses_fit(overflows)
+
+
+def test_real_buffer_past_int32():
+    """A sum and x + 1 on a real 65536 x 32776 uint8 tensor (2.1 GiB, twice: input and output)."""
+    import os
+
+    import pytest
+
+    from uopkit import dtypes
+
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if free < 8 * 2**30:
+        pytest.skip(f"needs 8 GiB of free memory for two 2.1 GiB buffers, {free / 2**30:.1f} GiB free")
+    x = Tensor.full((65536, 32776), 7, dtype=dtypes.uint8).contiguous().realize()
+    # a sum over the whole buffer (it read 0 elements with a wrapped loop bound)
+    assert x.cast(dtypes.int64).sum().item() == 65536 * 32776 * 7
+    y = (x + 1).realize()
+    del x
+    assert y[-1, -3:].tolist() == [8, 8, 8]
+    assert y[0, :2].tolist() == [8, 8] and y[40000, 12345].item() == 8
+
+
+def test_sum_over_padding_past_int32():
+    # the padding adds zeros: the sum runs over the padded tensor's own elements, not 10**12 of them
+    assert Tensor.ones(2).pad(((10**12, 0),)).sum().item() == 2.0
+    np.testing.assert_array_equal(Tensor.ones(2, 3).pad(((10**10, 1), (0, 0))).sum(0).numpy(), [2, 2, 2])
+    # padding of an axis that is kept stays
+    np.testing.assert_array_equal(Tensor.ones(2, 3).pad(((1, 1), (2, 0))).sum(0).numpy(), [0, 0, 2, 2, 2])
+    # a loop over 2**31 + 2 elements (no shortcut: the padding is multiplied before the sum)
+    assert (Tensor.ones(2).pad(((2**31, 0),)) * 2).sum().item() == 4.0

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
@@ -98,7 +101,30 @@ def _scalar(priority: int, itemsize: int, name: str, fmt: str | None) -> DType:
     return DType(priority, itemsize, name, fmt)
 
 
-class dtypes:
+# the integer type of index arithmetic (loop counters, thread ids, addresses) in the kernel being compiled: 32 bits
+# unless the kernel's buffers, views or loops can exceed them (codegen picks it per kernel, see `index_dtype`)
+_index_dtype: ContextVar[DType] = ContextVar("index_dtype")
+
+
+class _DtypesMeta(type):
+    @property
+    def index(cls) -> DType:
+        return _index_dtype.get(dtypes.int32)
+
+
+@contextlib.contextmanager
+def index_dtype(dt: DType) -> Iterator[None]:
+    """Make `dtypes.index` (the type of index arithmetic the code built inside creates) `dt`: int32 or int64."""
+    if dt not in INDEX_DTYPES:
+        raise ValueError(f"index arithmetic is int32 or int64, not {dt}")
+    token = _index_dtype.set(dt)
+    try:
+        yield
+    finally:
+        _index_dtype.reset(token)
+
+
+class dtypes(metaclass=_DtypesMeta):
     """Namespace of every dtype and helpers to classify them."""
 
     void: Final = _scalar(-1, 0, "void", None)
@@ -135,7 +161,6 @@ class dtypes:
     ints: ClassVar[tuple[DType, ...]]
     floats: ClassVar[tuple[DType, ...]]
     all: ClassVar[tuple[DType, ...]]
-    index: ClassVar[DType]
 
     @staticmethod
     def is_float(x: DType) -> bool:
@@ -190,7 +215,8 @@ dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.ints = dtypes.uints + dtypes.sints
 dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 dtypes.all = (dtypes.bool, *dtypes.ints, *dtypes.floats)
-dtypes.index = dtypes.int32
+# the types index arithmetic can have (`dtypes.index` is one of them, chosen per kernel)
+INDEX_DTYPES = (dtypes.int32, dtypes.int64)
 
 DTYPES_BY_NAME: dict[str, DType] = {
     name: getattr(dtypes, name)

@@ -15,11 +15,18 @@ What the function does besides launching kernels is *not* replayed: Python side 
 tensors (e.g. `Tensor(np.random...)` inside the function is frozen at its captured value), and non-Tensor arguments,
 which therefore must not change between calls. Returned tensors are views of the captured output buffers, which every
 replay overwrites: copy them (`.numpy()`) to keep a value across calls.
+
+Which Tensor arguments are the same tensor is part of a capture: `f(x, x)` may compile to different kernels than
+`f(x, y)` (x - x folds to zero), so a call whose arguments alias differently from every capture so far is captured
+anew. Tensors the kernels read that are not arguments (weights, optimizer state) are read from the buffers they had at
+the capture: update them in place with `.assign()`; a replay after such a tensor was rebound to new storage (or freed)
+raises JitError instead of reading stale values.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -27,7 +34,7 @@ from typing import Any, Generic, TypeVar
 from uopkit.device import Buffer
 from uopkit.dtype import DType
 from uopkit.engine.realize import ExecItem, capturing, copy_on_write_buffers
-from uopkit.tensor import Tensor, buffers
+from uopkit.tensor import Tensor, _all_tensors, buffers
 from uopkit.uop.ops import Ops, UOp
 
 ReturnType = TypeVar("ReturnType")
@@ -84,6 +91,33 @@ class _Captured:
     outputs: Any
     signature: tuple[_InputSig, ...]
     others: tuple[Any, ...]
+    # buffers the launches read that tensors outside the call held at the capture, with those tensors
+    state: list[_State]
+
+
+@dataclass
+class _State:
+    buf: UOp
+    holders: list[weakref.ref]
+    shape: tuple[int, ...]
+
+    def still_held(self) -> bool:
+        # some tensor that held the buffer at the capture still does (in-place updates keep the buffer)
+        return any((t := ref()) is not None and _plain_buffer(t) is self.buf for ref in self.holders)
+
+
+def _aliasing(uops: list[UOp]) -> tuple[int, ...]:
+    """For each argument, the position of the first argument holding the same buffer (its own when none)."""
+    return tuple(uops.index(u) for u in uops)
+
+
+def _held_buffers() -> dict[UOp, list[Tensor]]:
+    """Every plain buffer some live tensor holds, with those tensors."""
+    held: dict[UOp, list[Tensor]] = {}
+    for t in list(_all_tensors):
+        if (uop := _plain_buffer(t)) is not None:
+            held.setdefault(uop, []).append(t)
+    return held
 
 
 def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[Any, Any]], list[Any]]:
@@ -142,12 +176,14 @@ class TinyJit(Generic[ReturnType]):
     def __init__(self, fn: Callable[..., ReturnType]) -> None:
         self.fn = fn
         self.cnt = 0
+        # the latest capture, and every capture by how its Tensor arguments alias each other
         self.captured: _Captured | None = None
+        self.captures: dict[tuple[int, ...], _Captured] = {}
         functools.update_wrapper(self, fn)
 
     def reset(self) -> None:
-        """Forget the capture: the next call runs the function normally again."""
-        self.cnt, self.captured = 0, None
+        """Forget the captures: the next call runs the function normally again."""
+        self.cnt, self.captured, self.captures = 0, None, {}
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         # used as a method decorator: bind the instance as the first argument
@@ -160,7 +196,7 @@ class TinyJit(Generic[ReturnType]):
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
         tensors, others = _flatten_args(args, kwargs)
         if self.captured is not None:
-            return self._replay(tensors, others)
+            self._check_call(tensors, others)
         # inputs become plain buffers first, so their kernels are not part of the capture
         args_l, kwargs_d = list(args), dict(kwargs)
         input_uops = []
@@ -171,15 +207,19 @@ class TinyJit(Generic[ReturnType]):
                 args_l[where] = t2
             else:
                 kwargs_d[where] = t2
+        if self.captured is not None and (cap := self.captures.get(_aliasing(input_uops))) is not None:
+            return self._replay(cap, input_uops)
         if self.cnt == 0:
             self.cnt = 1
             ret = self.fn(*args_l, **kwargs_d)
             _map_outputs(ret, lambda t: t.realize())
             return ret
+        # the second call, or arguments that alias each other differently from every capture so far
         return self._capture(args_l, kwargs_d, tensors, others, input_uops)
 
     def _capture(self, args: list, kwargs: dict, tensors: list, others: list, input_uops: list[UOp]) -> Any:
         items: list[ExecItem] = []
+        held_before = _held_buffers()
         capturing.append(items)
         try:
             ret = self.fn(*args, **kwargs)
@@ -194,29 +234,42 @@ class TinyJit(Generic[ReturnType]):
         in_set = set(input_uops)
         outputs = _map_outputs(ret, lambda t: _Output(t.uop, any(n in in_set for n in t.uop.toposort())))
         signature = tuple(_InputSig(t.shape, t.dtype, t.device) for _, t in tensors)
-        self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others))
+        read = {id(b) for ei in items for b in ei.bufs}
+        state = [
+            _State(uop, [weakref.ref(t) for t in holders], holders[0].shape)
+            for uop, holders in held_before.items()
+            if uop not in in_set and (b := buffers.get(uop)) is not None and id(b) in read
+        ]
+        self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others), state)
+        self.captures[_aliasing(input_uops)] = self.captured
         self.cnt = 2
         return ret
 
-    def _replay(self, tensors: list, others: list) -> Any:
+    def _check_call(self, tensors: list, others: list) -> None:
         cap = self.captured
         assert cap is not None
         if len(tensors) != len(cap.signature):
             raise JitError(f"TinyJit: captured with {len(cap.signature)} Tensor arguments, called with {len(tensors)}")
         if len(others) != len(cap.others) or not all(_same(a, b) for a, b in zip(others, cap.others, strict=True)):
             raise JitError("TinyJit: non-Tensor arguments changed since the capture; they are baked into the kernels")
-        bufs: list[Buffer] = []
-        uops: list[UOp] = []
         for (where, t), sig in zip(tensors, cap.signature, strict=True):
-            _, uop = _input_buffer(t)
-            if t.uop.shape != sig.shape or uop.dtype != sig.dtype or uop.arg[1] != sig.device:
+            if t.shape != sig.shape or t.dtype != sig.dtype or t.device != sig.device:
                 raise JitError(
                     f"TinyJit: Tensor argument {where!r} changed from shape {sig.shape} {sig.dtype} on {sig.device} "
                     f"to shape {t.shape} {t.dtype} on {t.device}; a jitted function replays fixed kernels, "
                     "call reset() or use a new TinyJit for new shapes"
                 )
-            uops.append(uop)
-            bufs.append(buffers[uop])
+
+    def _replay(self, cap: _Captured, uops: list[UOp]) -> Any:
+        for st in cap.state:
+            if not st.still_held():
+                raise JitError(
+                    f"TinyJit: a tensor of shape {st.shape} {st.buf.dtype} that the captured kernels read (not an "
+                    "argument) was rebound to new storage or freed since the capture, and a replay would read its old "
+                    "values; update it in place with .assign(), pass it as an argument, or call reset() to capture "
+                    "again"
+                )
+        bufs = [buffers[uop] for uop in uops]
         for launch in cap.launches:
             launch.run(bufs)
         swap = {old: new for old, new in zip(cap.input_uops, uops, strict=True) if old is not new}

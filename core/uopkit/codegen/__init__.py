@@ -9,9 +9,10 @@ from uopkit.codegen.linearizer import linearize
 from uopkit.codegen.lowerer import lower_kernel
 from uopkit.codegen.opt import KernelPlan, Opt, apply_opts
 from uopkit.codegen.transcendental import decompositions_for, exp_rules
+from uopkit.dtype import index_dtype
 from uopkit.helpers import DEBUG, NOOPT, SPEC
 from uopkit.renderer import Renderer
-from uopkit.uop.ops import Ops, UOp, graph_rewrite
+from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from uopkit.uop.symbolic import pm_symbolic
 
 
@@ -45,21 +46,23 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     # views become index arithmetic over RANGE loops (or GPU ids); reduces become DEFINE_REG accumulators
     vector_width = renderer.caps.max_vector_width if renderer.caps.vector_ops else 1
     lowered, lctx = lower_kernel(ast, plan, gpu=renderer.caps.has_local, vector_width=vector_width)
-    # e**x gets its accurate form while the code is still scalar
-    lowered = graph_rewrite(lowered, exp_rules(renderer.caps.transcendental_ops), name="exp")
-    # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
-    expanded = expand(lowered, renderer.caps.vector_ops)
-    # transcendental ops the renderer lacks become polynomials and bit operations
-    decompose = decompositions_for(renderer.caps.transcendental_ops)
-    if decompose is not None:
-        expanded = graph_rewrite(expanded, decompose, name="transcendentals")
-    # fold constants and simplify the index arithmetic the views produced
-    simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic")
-    # the backend's own rules (decompositions of ops it lacks, ...)
-    if renderer.extra_matcher is not None:
-        simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
-    # order the graph into loops and statements
-    uops = linearize(simplified)
+    # everything after lowering builds index arithmetic of the type lowering chose for this kernel
+    with index_dtype(lctx.index_dtype):
+        # e**x gets its accurate form while the code is still scalar
+        lowered = graph_rewrite(lowered, exp_rules(renderer.caps.transcendental_ops), name="exp")
+        # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
+        expanded = expand(lowered, renderer.caps.vector_ops)
+        # transcendental ops the renderer lacks become polynomials and bit operations
+        decompose = decompositions_for(renderer.caps.transcendental_ops)
+        if decompose is not None:
+            expanded = graph_rewrite(expanded, decompose, name="transcendentals")
+        # fold constants and simplify the index arithmetic the views produced
+        simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic")
+        # the backend's own rules (decompositions of ops it lacks, ...)
+        if renderer.extra_matcher is not None:
+            simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
+        # order the graph into loops and statements
+        uops = linearize(simplified)
     if SPEC:
         from uopkit.uop.spec import verify_program
 
@@ -90,8 +93,23 @@ def choose_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     return hand_coded_opts(ast, renderer)
 
 
+def do_sum_without_padding(red: UOp, pad: UOp) -> UOp | None:
+    # padding adds zeros: a sum over padded axes is the sum over what was padded (a view padded to 10**12 elements
+    # would otherwise loop 10**12 times)
+    op, axes = red.arg
+    if op is not Ops.ADD or any(p != (0, 0) for i, p in enumerate(pad.arg) if i not in axes):
+        return None
+    return UOp(Ops.REDUCE_AXIS, red.dtype, (pad.src[0],), red.arg)
+
+
+pm_sum_of_padding = PatternMatcher(
+    [(UPat(Ops.REDUCE_AXIS, src=(UPat(Ops.PAD, name="pad"),), name="red"), do_sum_without_padding)]
+)
+
+
 def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None, name: str | None = None) -> ProgramSpec:
     """Kernel AST -> rendered ProgramSpec, with `opts` (default: chosen by `choose_opts`)."""
+    ast = graph_rewrite(ast, pm_sum_of_padding, name="sum of padding")
     if SPEC:
         from uopkit.uop.spec import verify_kernel_ast
 

@@ -133,7 +133,7 @@ class Expander:
 
     def expand_one(self, u: UOp) -> tuple[tuple[UOp, ...], list[Any]]:
         if u.op is Ops.RANGE and u.arg[1] in LANE_KINDS:
-            consts = [UOp.const(dtypes.index, i) for i in range(u.src[0].arg)]
+            consts = [UOp.const(u.dtype, i) for i in range(u.src[0].arg)]
             if u is self.vector:
                 return (), [tuple(consts)]
             return (u,), consts

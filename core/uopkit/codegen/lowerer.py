@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from uopkit.codegen.plan import AxisPart, KernelPlan, OptOps, initial_plan
-from uopkit.dtype import DType, dtypes
+from uopkit.dtype import DType, dtypes, index_dtype
 from uopkit.helpers import strides_for_shape
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -25,8 +25,16 @@ LOOP_KINDS = ("loop", "thread")
 LANE_KINDS = ("upcast", "unroll", "vector")
 
 
+class IndexOverflow(ArithmeticError):
+    """An index constant does not fit the kernel's index type (lowering retries with 64-bit indices)."""
+
+
 def idx_const(v: int) -> UOp:
-    return UOp.const(dtypes.index, v)
+    dt = dtypes.index
+    if not dtypes.min(dt) <= v <= dtypes.max(dt):
+        # a wrapped bound or offset would silently read and write the wrong elements
+        raise IndexOverflow(f"index constant {v} does not fit {dt}")
+    return UOp.const(dt, v)
 
 
 def range_kind(u: UOp) -> str:
@@ -49,6 +57,8 @@ class LowererContext:
     tensor_core: TensorCoreLowering | None = None
     # the upcast part that becomes a vector: (axis, position of the part counted from the end of the axis's parts)
     vector_part: tuple[int, int] | None = None
+    # the type of the kernel's index arithmetic: int32, or int64 where a buffer, view or loop can exceed it
+    index_dtype: DType = dtypes.int32
 
     def lane_kind(self, axis: int, part_index: int, n_parts: int, kind: str) -> str:
         if kind == "upcast" and self.vector_part == (axis, n_parts - part_index):
@@ -153,12 +163,33 @@ def pad_index(node: UOp, idx: Index) -> tuple[Index, UOp]:
 
 
 def lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
-    key = (node, idx, valid)
-    if key in ctx.memo:
-        return ctx.memo[key]
-    ret = _lower_value(ctx, node, idx, valid)
-    ctx.memo[key] = ret
-    return ret
+    # iterative post-order (a chain of ops can be deeper than Python's stack): a value is lowered once the values it
+    # reads are, left to right as a recursive walk would, so ranges are numbered in the same order
+    root = (node, idx, valid)
+    stack: list[tuple[tuple[UOp, Index, UOp], bool]] = [(root, False)]
+    while stack:
+        key, ready = stack.pop()
+        if key in ctx.memo:
+            continue
+        pending = [] if ready else [k for k in _value_reads(*key) if k not in ctx.memo]
+        if pending:
+            stack.append((key, True))
+            stack.extend((k, False) for k in reversed(pending))
+            continue
+        ctx.memo[key] = _lower_value(ctx, *key)
+    return ctx.memo[root]
+
+
+def _value_reads(node: UOp, idx: Index, valid: UOp) -> list[tuple[UOp, Index, UOp]]:
+    # what _lower_value lowers first (a reduce lowers its source itself, after opening its loops)
+    if node.op is Ops.PAD:
+        inner_idx, ok = pad_index(node, idx)
+        return [(node.src[0], inner_idx, _and(valid, ok))]
+    if node.op in GroupOp.Movement:
+        return [(node.src[0], move_index(node, idx), valid)]
+    if node.op in GroupOp.Elementwise:
+        return [(s, idx, valid) for s in node.src]
+    return []
 
 
 def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
@@ -420,10 +451,19 @@ def lower_kernel(
 
     With `vector_width` > 1 the first UPCAST (a power of two from 4 up to that width) becomes a "vector" lane.
     """
-    ctx = LowererContext(plan if plan is not None else initial_plan(ast), gpu)
-    ctx.vector_part = _vector_part(ctx.plan, vector_width)
-    sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
-    return sink, ctx
+    plan = plan if plan is not None else initial_plan(ast)
+    # 32-bit index arithmetic where it provably cannot overflow (small kernels stay fast), else 64-bit
+    for dt in (dtypes.int32, dtypes.int64) if not _exceeds_int32(ast, plan) else (dtypes.int64,):
+        with index_dtype(dt):
+            ctx = LowererContext(plan, gpu, index_dtype=dt)
+            ctx.vector_part = _vector_part(ctx.plan, vector_width)
+            try:
+                sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
+            except IndexOverflow:
+                continue
+            if dt == dtypes.int64 or addresses_fit(sink):
+                return sink, ctx
+    raise AssertionError("64-bit index arithmetic is the last resort and always fits")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -610,3 +650,31 @@ def finish_tensor_core(ctx: LowererContext, out: UOp) -> UOp:
     elem = ctx.new_range(tcp.tc.elements_per_thread[2], "upcast")
     row, col = _coord(tcp.tc.c_layout, state.lane, elem)
     return out.substitute({state.m: row, state.n: col, state.elem: elem})
+
+
+INT32_MAX = dtypes.max(dtypes.int32)
+
+
+def _exceeds_int32(ast: UOp, plan: KernelPlan) -> bool:
+    """Can an index of this kernel pass int32: a buffer, a view (strides and offsets are below its size) or a loop?"""
+    padded = [math.prod(p.size for p in parts) for parts in (*plan.out, *plan.red)]
+    if math.prod(padded[: plan.n_out]) > INT32_MAX or any(s > INT32_MAX for s in padded):
+        return True
+    return any(u.shape is not None and math.prod(u.shape) > INT32_MAX for u in ast.toposort())
+
+
+def addresses_fit(sink: UOp) -> bool:
+    """Range analysis of every address computed from loop counters and thread ids: none overflows its type.
+
+    A value that overflows gets the whole range of its dtype from vmin/vmax; addresses computed from loaded data
+    (gathers) have that range anyway and are not judged here.
+    """
+    addresses = [u.src[1] for u in sink.toposort() if u.op is Ops.INDEX]
+    from_data: set[UOp] = set()
+    for u in UOp(Ops.SINK, dtypes.void, tuple(addresses)).toposort(gate=lambda x: x.op is not Ops.LOAD):
+        if any(s.op is Ops.LOAD or s in from_data for s in u.src):
+            from_data.add(u)
+        elif u.op in GroupOp.ALU and u.dtype in (dtypes.int32, dtypes.int64):
+            if u.vmin <= dtypes.min(u.dtype) or u.vmax >= dtypes.max(u.dtype):
+                return False
+    return True

@@ -413,7 +413,7 @@ def do_define_reg(ctx: RenderContext, x: UOp) -> str:
 def do_special(ctx: RenderContext, x: UOp) -> str:
     name = special_name(x)
     ctx.bind(x, name)
-    return f"int {name} = {ctx.r.render_special(x)}; /* {ctx.ref(x.src[0])} */"
+    return f"{ctx.r.render_dtype(x.dtype)} {name} = {ctx.r.render_special(x)}; /* {ctx.ref(x.src[0])} */"
 
 
 def do_barrier(ctx: RenderContext) -> str:
@@ -437,7 +437,7 @@ def do_range(ctx: RenderContext, x: UOp) -> str:
         lines += [f"int nan{g.arg} = 0;" for g in role.registers]
         accs, flags = (", ".join(f"{p}{g.arg}" for g in role.registers) for p in ("acc", "nan"))
         lines.append(r.simd_max_loop.format(vars=accs, flags=flags))
-    lines.append(f"for (int {name} = 0; {name} < {ctx.ref(x.src[0])}; {name}++) {{")
+    lines.append(f"for ({ctx.r.render_dtype(x.dtype)} {name} = 0; {name} < {ctx.ref(x.src[0])}; {name}++) {{")
     return "\n".join(lines)
 
 

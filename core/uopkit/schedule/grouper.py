@@ -328,11 +328,30 @@ class KernelBuilder:
         return UOp(Ops.LOAD, buf.dtype, (self.global_for(buf, dep),))
 
     def translate(self, u: UOp, root: UOp) -> UOp:
-        if u in self.memo:
-            return self.memo[u]
-        ret = self._translate(u, root)
-        self.memo[u] = ret
-        return ret
+        # iterative post-order (graphs can be deeper than Python's stack): a node is translated once the nodes it
+        # reads are, left to right as a recursive walk would, so inputs are numbered in the same order
+        stack: list[tuple[UOp, bool]] = [(u, False)]
+        while stack:
+            node, ready = stack.pop()
+            if node in self.memo:
+                continue
+            pending = [d for d in self._reads(node, root) if d not in self.memo]
+            if pending and not ready:
+                stack.append((node, True))
+                stack.extend((d, False) for d in reversed(pending))
+                continue
+            self.memo[node] = self._translate(node, root)
+        return self.memo[u]
+
+    def _reads(self, u: UOp, root: UOp) -> tuple[UOp, ...]:
+        # the nodes _translate translates first
+        if u is not root and u in self.results:
+            return (self.results[u],)
+        if u.op in (Ops.BUFFER, Ops.CONST, Ops.STORE):
+            return ()
+        if u.op in (Ops.DETACH, Ops.CONTIGUOUS):
+            return u.src[:1]
+        return u.src
 
     def _translate(self, u: UOp, root: UOp) -> UOp:
         if u is not root and u in self.results:

@@ -161,3 +161,20 @@ def test_tensor_cores(uopkit_device: str) -> None:
         got = run_program(uopkit_device, uops, [np.zeros((m, n), out_np), a, b], feature=f"WMMA ({tc.name})")[0]
         # small integers: every product and sum is exact in any dtype, so the result must be too
         np.testing.assert_array_equal(got, (a.astype(np.int64) @ b.astype(np.int64)).astype(out_np), err_msg=str(tc))
+
+
+def test_64bit_index_arithmetic(uopkit_device: str) -> None:
+    """A kernel whose index arithmetic is int64: an int64 loop counter and an address through values past 2**31."""
+    from uopkit.dtype import index_dtype
+
+    n = 5
+    with index_dtype(dtypes.int64):
+        out, a = global_buf(0, dtypes.float32, n), global_buf(1, dtypes.float32, n)
+        i = loop(0, n)
+        # (i * 2**32 + 2**33) // 2**32 - 2 is i in 64-bit arithmetic and 0 - 2 wrapped in 32 bits
+        address = (i * 2**32 + 2**33) // 2**32 + -2
+        uops = program(end(store(out, i, load(a, address) + 1.0), i))
+    assert i.dtype == dtypes.int64 and address.dtype == dtypes.int64
+    data = np.arange(n, dtype=np.float32) * 10
+    got = run_program(uopkit_device, uops, [np.zeros(n, np.float32), data], name="index64")[0]
+    np.testing.assert_array_equal(got, data + 1)

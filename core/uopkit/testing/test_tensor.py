@@ -146,3 +146,16 @@ def test_compile_error_shows_source(uopkit_device: str) -> None:
         compiler.compile(broken)
     assert info.value.src == broken
     assert "this is not a kernel" in str(info.value) and info.value.message.strip()
+
+
+def test_views_and_loops_past_int32(uopkit_device: str) -> None:
+    """Views, loops and reductions over more than 2**31 elements (of small buffers: padded or expanded)."""
+    ones = Tensor.ones(2, device=uopkit_device)
+    # a view of 10**12 elements: its tail, through the padding's 64-bit offset
+    np.testing.assert_array_equal(ones.pad(((10**12, 0),))[-4:].numpy(), [0, 0, 1, 1])
+    # a flat view of an expanded 2**33-element tensor: the row comes from flat // 4096 in 64 bits
+    flat = Tensor.arange(4096, device=uopkit_device).float().reshape(1, 4096).expand(2**21, 4096).reshape(-1)
+    np.testing.assert_array_equal(flat[2**33 - 5 :].numpy(), np.arange(4091, 4096, dtype=np.float32))
+    # a reduce over a strided slice of a 2**31 + 16 wide row
+    rows = Tensor.arange(3, device=uopkit_device).float().reshape(3, 1).expand(3, 2**31 + 16)[:, :: 2**20]
+    np.testing.assert_array_equal(rows.sum(1).numpy(), np.arange(3) * 2049)

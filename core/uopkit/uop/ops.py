@@ -325,6 +325,7 @@ class UOp(metaclass=UOpMeta):
 
     @functools.cached_property
     def tuplize(self) -> tuple:
+        _cache_sources_first(self, "tuplize")
         return (
             self.op.value,
             self.arg if isinstance(self.arg, (int, str, tuple)) else 0,
@@ -336,6 +337,7 @@ class UOp(metaclass=UOpMeta):
 
     @functools.cached_property
     def shape(self) -> tuple[int, ...] | None:
+        _cache_sources_first(self, "shape")
         return _infer_shape(self)
 
     @property
@@ -498,6 +500,7 @@ class UOp(metaclass=UOpMeta):
 
     @functools.cached_property
     def _min_max(self) -> tuple[Any, Any]:
+        _cache_sources_first(self, "_min_max")
         return _range_of(self)
 
     @property
@@ -520,6 +523,16 @@ class UOp(metaclass=UOpMeta):
     def render(self) -> str:
         """A short human form of an index expression (for errors and debugging)."""
         return render_expr(self)
+
+
+def _cache_sources_first(u: UOp, attr: str) -> None:
+    # a cached property computed from its sources' (shape, range, ...) recurses as deep as the graph: fill the
+    # sources' caches first, sources before users, so each computation only looks one level down
+    if all(attr in s.__dict__ for s in u.src):
+        return
+    for n in u.toposort(gate=lambda n: n is u or attr not in n.__dict__):
+        if n is not u:
+            getattr(n, attr)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ Stages:
 
 from __future__ import annotations
 
-from uopkit.dtype import PtrDType, dtypes
+from uopkit.dtype import INDEX_DTYPES, PtrDType, dtypes
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
 SPEC_VERSION = 1
@@ -102,16 +102,17 @@ spec_program = PatternMatcher(
         (UPat(Ops.DEFINE_GLOBAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and isinstance(x.arg, int)),
         (UPat(Ops.DEFINE_LOCAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and x.dtype.local),
         (UPat(Ops.DEFINE_REG, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType)),
-        (UPat(Ops.DEFINE_VAR, src=(), name="x"), lambda x: x.dtype == dtypes.index),
+        (UPat(Ops.DEFINE_VAR, src=(), name="x"), lambda x: x.dtype in INDEX_DTYPES),
         (UPat(Ops.CONST, src=()), lambda: True),
         (UPat(Ops.SPECIAL, src=(UPat(),)), lambda: True),
         # a loop: RANGE(end[, ordering deps]) ... END(effect, range)
-        (UPat(Ops.RANGE, src=UPat(), name="x"), lambda x: x.dtype == dtypes.index and x.src[0].dtype == dtypes.index),
+        # index arithmetic is int32, or int64 in a kernel whose buffers, views or loops can exceed int32
+        (UPat(Ops.RANGE, src=UPat(), name="x"), lambda x: x.dtype in INDEX_DTYPES and x.src[0].dtype == x.dtype),
         (UPat(Ops.END, src=(UPat(), UPat(Ops.RANGE))), lambda: True),
         # memory: INDEX(pointer, offset[, gate]); LOAD(index, ordering deps...); STORE(index, value, ordering deps...)
         (
             UPat(Ops.INDEX, src=(UPat((Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG)), UPat()), name="x"),
-            lambda x: x.src[1].dtype == dtypes.index,
+            lambda x: x.src[1].dtype in INDEX_DTYPES,
         ),
         (
             UPat(Ops.INDEX, src=(UPat((Ops.DEFINE_GLOBAL, Ops.DEFINE_LOCAL, Ops.DEFINE_REG)), UPat(), UPat())),

@@ -304,7 +304,8 @@ def do_cl_special(ctx: RenderContext, x: UOp) -> str:
     assert isinstance(ctx.r, OpenCLRenderer)
     grouped = any(u.op is Ops.SPECIAL and special_name(u).startswith("lidx") for u in ctx.uops)
     ctx.bind(x, special_name(x))
-    return f"int {ctx.names[x]} = {ctx.r.render_special(x, grouped)}; /* {ctx.ref(x.src[0])} */"
+    decl = f"{ctx.r.render_dtype(x.dtype)} {ctx.names[x]}"
+    return f"{decl} = {ctx.r.render_special(x, grouped)}; /* {ctx.ref(x.src[0])} */"
 
 
 # OpenCL's own forms in front of the C rules: GPU ids, and GEPs as named swizzles (.s0, .s3, ...)

@@ -32,10 +32,16 @@ def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
     from uopkit.uop.symbolic import decompose, pm_symbolic
 
     lowered, ctx = lower_kernel(ast)
-    lowered = graph_rewrite(lowered, pm_symbolic, name="symbolic (strides)")
+    # only the addresses matter: simplify them, not the whole kernel (its values can be a long chain of ops)
+    addresses = [
+        u.replace(src=u.src[:2])
+        for u in lowered.toposort()
+        if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and (u.src[0].arg != 0) == loads
+    ]
+    simplified = graph_rewrite(UOp(Ops.SINK, src=tuple(addresses)), pm_symbolic, name="symbolic (strides)")
     found: dict[UOp, dict[int, int]] = {}
-    for u in lowered.toposort():
-        if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and (u.src[0].arg != 0) == loads:
+    for u in simplified.src:
+        if u.op is Ops.INDEX:
             axes: dict[int, int] = {}
             nonlinear: dict[int, UOp] = {}
             for coef, term in decompose(u.src[1])[0]:
