@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from uopkit import Tensor
-from uopkit.jit import TinyJit
 from uopkit.engine.realize import copy_on_write_buffers
+from uopkit.jit import TinyJit
 from uopkit.nn import BatchNorm2d
 from uopkit.nn.optim import SGD, Adam
 
