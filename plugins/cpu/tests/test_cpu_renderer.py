@@ -9,8 +9,7 @@ from uopkit.device import Device
 from uopkit.dtype import to_numpy_dtype
 from uopkit.renderer import RendererCaps
 from uopkit.renderer.tensor_cores import ONE_THREAD_TENSOR_CORES
-from uopkit.testing.programs import wmma_matmul_program
-from uopkit.testing.programs import run_program
+from uopkit.testing.programs import run_program, wmma_matmul_program
 from uopkit_cpu.renderer import ClangRenderer
 
 
