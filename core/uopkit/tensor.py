@@ -1293,7 +1293,10 @@ class Tensor:
         if dtypes.is_int(a.dtype):
             r = a._alu(Ops.MOD, b)
             return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
-        return a - a.div(b, rounding_mode="floor") * b
+        r = a - a.div(b, rounding_mode="floor") * b
+        # a finite a mod an infinite b is a itself, or b when the signs differ (as Python and torch); a - 0 * inf is nan
+        by_inf = ((a != 0) & ((a < 0) != (b < 0))).where(b, a)
+        return (b.isinf() & a.isfinite()).where(by_inf, r)
 
     def neg(self) -> Tensor:
         """-x (logical not for bool).
@@ -1612,9 +1615,11 @@ class Tensor:
         """
         x = self._float()
         u = x.exp()
-        # (u - 1) * x / log(u) corrects the rounding of exp for small x (Kahan)
+        # (u - 1) * x / log(u) corrects the rounding of exp for small x (Kahan); away from 0, u - 1 is accurate as it
+        # is, and the correction's (u - 1) * x would overflow near the top of the range (expm1(88) in float32)
         corrected = (u - 1) * x / u.log()
-        return (u == 1).where(x, ((u - 1) == -1).where(-1.0, (u == math.inf).where(math.inf, corrected)))
+        near_zero = (u > 0.5) & (u < 2.0)
+        return (u == 1).where(x, near_zero.where(corrected, u - 1))
 
     def sqrt(self) -> Tensor:
         """Square root.
@@ -1663,7 +1668,19 @@ class Tensor:
         >>> round(Tensor([math.pi / 4]).tan().item(), 5)
         1.0
         """
-        return self.sin() / self.cos()
+        x = self._float()
+        if x.dtype.itemsize < 4:
+            # the exact products below need float32's bits
+            return x.float().tan().cast(x.dtype)
+        # x = k * pi/2 + r with |r| <= pi/4, pi/2 in three parts (Cody-Waite) so that k * part is exact for |k| < 2**13:
+        # sin(x) / cos(x) loses all relative accuracy (and the sign) next to the poles, where cos(x) ~ 0
+        k = (x * (2 / math.pi)).round()
+        r = x - k * 1.5703125 - k * 4.837512969970703125e-4 - k * 7.54978995489188216e-8
+        half = r * 0.5
+        s, c = r.sin(), 1 - 2 * half.sin() * half.sin()
+        odd = (k * 0.5).floor() != k * 0.5
+        reduced = odd.where(-c / s, s / c)
+        return (x.abs() < 12000).where(reduced, x.sin() / x.cos())
 
     def trunc(self) -> Tensor:
         """Round toward zero.
@@ -1718,8 +1735,8 @@ class Tensor:
         """
         if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
             return self
-        # max(x, -x) also gives +0.0 for -0.0 and keeps NaN
-        return self.maximum(-self)
+        # both zeros give +0.0 (MAX of +0.0 and -0.0 may pick either), NaN stays NaN; the gradient at 0 is 0 as in torch
+        return (self < 0).where(-self, (self == 0).where(0, self))
 
     def sign(self) -> Tensor:
         """-1, 0 or 1 (NaN stays NaN).
@@ -1773,6 +1790,12 @@ class Tensor:
                 return ret
             if -8 <= x < 0 and dtypes.is_float(self.dtype):
                 return self.pow(-x).reciprocal()
+            if x < 0 and isinstance(x, int) and not dtypes.is_float(self.dtype):
+                # the answer is not an integer (torch refuses too); a tensor of exponents gives truncated results
+                raise ValueError(
+                    f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {x}); "
+                    "cast to a float dtype first"
+                )
         a, b = self._broadcasted(x, reverse, "pow")
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)

@@ -1,0 +1,73 @@
+"""Issue 15: bad sizes, wrapped operands, device-computed indices out of range, and numerics edge cases.
+
+Each answer is compared with PyTorch (CPU) where PyTorch gives one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from uopkit import Tensor
+
+# ---- numerics (item 7)
+
+
+def test_expm1_near_overflow():
+    x = np.array([88.0, 88.7, 89.0, -100.0, 0.5, -0.5, 1e-7, -1e-10, 0.0, 20.0, 0.7, -0.7], np.float32)
+    np.testing.assert_allclose(Tensor(x).expm1().numpy(), torch.from_numpy(x).expm1().numpy(), rtol=2e-6)
+
+
+def test_mod_by_infinity():
+    a = np.array([5.0, 5.0, -5.0, -5.0, 0.0, -0.0, 2.5, math.inf, math.nan], np.float32)
+    b = np.array([math.inf, -math.inf, math.inf, -math.inf, math.inf, math.inf, 2.0, math.inf, math.inf], np.float32)
+    ours, ref = (Tensor(a) % Tensor(b)).numpy(), (torch.from_numpy(a) % torch.from_numpy(b)).numpy()
+    np.testing.assert_array_equal(ours, ref)
+    np.testing.assert_array_equal(np.signbit(ours), np.signbit(ref))
+    assert (Tensor([5.0]) % math.inf).tolist() == [5.0]
+
+
+def test_abs_of_zeros_is_positive_zero():
+    out = Tensor([0.0, -0.0, -1.5, math.nan, -math.inf]).abs().numpy()
+    assert not np.signbit(out[:2]).any()
+    assert out[2] == 1.5 and math.isnan(out[3]) and out[4] == math.inf
+    assert Tensor([-3, 0, 4]).abs().tolist() == [3, 0, 4]
+
+
+def test_abs_gradient_at_zero_like_torch():
+    x = Tensor([-2.0, 0.0, 3.0], requires_grad=True)
+    x.abs().sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [-1.0, 0.0, 1.0]
+
+
+def test_tan_next_to_the_poles():
+    p = np.float32(math.pi / 2)
+    x = np.array(
+        [p, np.nextafter(p, np.float32(0)), -p, 3 * p, np.float32(4.712389), 1e-30, 0.0, 1.0, -2.5, 100.0, 9523.763],
+        np.float32,
+    )
+    rng = np.random.default_rng(0)
+    x = np.concatenate([x, rng.uniform(-50, 50, 500).astype(np.float32)])
+    ours, ref = Tensor(x).tan().numpy(), torch.from_numpy(x).tan().numpy()
+    np.testing.assert_allclose(ours, ref, rtol=3e-6, atol=1e-30)
+    assert math.isnan(Tensor([math.inf]).tan().item())
+
+
+def test_tan_half_precision():
+    x = np.linspace(-20, 20, 101).astype(np.float16)
+    np.testing.assert_allclose(
+        Tensor(x).tan().numpy().astype(np.float32), torch.from_numpy(x).tan().numpy().astype(np.float32), rtol=1e-3
+    )
+
+
+def test_integer_tensor_to_negative_integer_power_raises():
+    with pytest.raises(ValueError, match="negative integer powers"):
+        Tensor([1, 2]) ** -1
+    with pytest.raises(ValueError, match="negative integer powers"):
+        Tensor([1, 2]).pow(-3)
+    # floats, float exponents and tensors of exponents are fine (torch: the latter truncate)
+    assert (Tensor([2.0]) ** -1).tolist() == [0.5]
+    assert (Tensor([2]) ** -1.0).tolist() == [0.5]
+    assert (Tensor([2, 1]) ** Tensor([-1, -1])).tolist() == (torch.tensor([2, 1]) ** torch.tensor([-1, -1])).tolist()
