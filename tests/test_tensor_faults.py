@@ -71,3 +71,38 @@ def test_integer_tensor_to_negative_integer_power_raises():
     assert (Tensor([2.0]) ** -1).tolist() == [0.5]
     assert (Tensor([2]) ** -1.0).tolist() == [0.5]
     assert (Tensor([2, 1]) ** Tensor([-1, -1])).tolist() == (torch.tensor([2, 1]) ** torch.tensor([-1, -1])).tolist()
+
+
+# ---- sizes that must be positive, padding that must not be negative (item 6)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda x: x.max_pool2d(0), "max_pool2d: kernel_size must be positive"),
+        (lambda x: x.max_pool2d(2, stride=0), "max_pool2d: stride must be positive"),
+        (lambda x: x.avg_pool2d(2, stride=(1, 0)), "avg_pool2d: stride must be positive"),
+        (lambda x: x.avg_pool2d((2, 2), dilation=0), "avg_pool2d: dilation must be positive"),
+        (lambda x: x.max_pool2d(-1), "max_pool2d: kernel_size must be positive"),
+        (lambda x: x.interpolate(size=(0, 0)), "interpolate: size must be positive"),
+        (lambda x: x.interpolate(size=(-1, 2), mode="nearest"), "interpolate: size must be positive"),
+        (lambda x: x.conv2d(Tensor.ones(1, 1, 2, 2), padding=-1), "conv2d: padding must not be negative"),
+        (lambda x: x.conv2d(Tensor.ones(1, 1, 2, 2), padding=(0, 1, -1, 0)), "conv2d: padding must not be negative"),
+        (lambda x: x.conv2d(Tensor.ones(1, 1, 2, 2), stride=0), "conv2d: stride must be positive"),
+        (lambda x: x.conv2d(Tensor.ones(1, 1, 2, 2), dilation=0), "conv2d: dilation must be positive"),
+        (lambda x: x.conv_transpose2d(Tensor.ones(1, 1, 2, 2), stride=0), "conv_transpose2d: stride must be positive"),
+        (lambda x: x.conv_transpose2d(Tensor.ones(1, 1, 2, 2), padding=-1), "conv_transpose2d: padding"),
+    ],
+)
+def test_bad_window_parameters(call, match):
+    with pytest.raises(ValueError, match=match):
+        call(Tensor.ones(1, 1, 4, 4))
+
+
+def test_good_window_parameters_still_work():
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    tx = torch.from_numpy(x)
+    ours = Tensor(x).max_pool2d(2, stride=1).numpy()
+    np.testing.assert_array_equal(ours, torch.nn.functional.max_pool2d(tx, 2, stride=1).numpy())
+    ours = Tensor(x).conv2d(Tensor.ones(1, 1, 2, 2), padding=1).numpy()
+    np.testing.assert_array_equal(ours, torch.nn.functional.conv2d(tx, torch.ones(1, 1, 2, 2), padding=1).numpy())

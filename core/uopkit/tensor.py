@@ -2447,7 +2447,7 @@ class Tensor:
         n = len(k_)
         if self.ndim < n:
             raise ShapeError(f"pool: kernel {tuple(k_)} has more dims than the input shape {self.shape}")
-        s_, d_ = _tuple_n(stride, n, "stride"), _tuple_n(dilation, n, "dilation")
+        s_, d_ = _positive_n(stride, n, "stride", "pool"), _positive_n(dilation, n, "dilation", "pool")
         lead = self.ndim - n
         x = self
         tail: list[tuple[str, int]] = [("in", i) for i in range(n)]
@@ -2525,7 +2525,8 @@ class Tensor:
             raise ShapeError(f"conv: {cout} output channels of weight {weight.shape} don't split into {groups} groups")
         if bias is not None and bias.shape != (cout,):
             raise ShapeError(f"conv: bias shape {bias.shape} should be ({cout},)")
-        pads = _conv_pads(padding, nd, ks, _tuple_n(dilation, nd, "dilation"), "conv")
+        _positive_n(stride, nd, "stride", "conv2d")
+        pads = _conv_pads(padding, nd, ks, _positive_n(dilation, nd, "dilation", "conv2d"), "conv2d")
         x = self._windows(((0, 0), (0, 0)) + pads, ks, stride, dilation)
         out_sp = x.shape[2 : 2 + nd]
         rcout = cout // groups
@@ -2575,8 +2576,16 @@ class Tensor:
                 f"conv_transpose: input {self.shape} has {self.shape[1]} channels, weight {weight.shape} expects {cin} "
                 f"(groups={groups})"
             )
-        s_, d_ = _tuple_n(stride, nd, "stride"), _tuple_n(dilation, nd, "dilation")
+        s_, d_ = (
+            _positive_n(stride, nd, "stride", "conv_transpose2d"),
+            _positive_n(dilation, nd, "dilation", "conv_transpose2d"),
+        )
         p_, op_ = _tuple_n(padding, nd, "padding"), _tuple_n(output_padding, nd, "output_padding")
+        if any(v < 0 for v in p_ + op_):
+            raise ValueError(
+                "conv_transpose2d: padding and output_padding must not be negative, "
+                f"got {padding!r} and {output_padding!r}"
+            )
         # weight as a plain conv's: (groups * C_out/groups, C_in/groups, *kernel), flipped in space
         w = (
             weight.reshape((groups, cin // groups, rcout) + ks)
@@ -2599,12 +2608,13 @@ class Tensor:
     def _pool_prepare(
         self, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool, op: str
     ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]:
-        k_ = _tuple_n(kernel_size, len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2, "kernel_size")
+        nk = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
+        k_ = _positive_n(kernel_size, nk, "kernel_size", op)
         n = len(k_)
         if self.ndim < n:
             raise ShapeError(f"{op}: kernel {k_} has more dims than the input shape {self.shape}")
-        s_ = _tuple_n(stride if stride is not None else k_, n, "stride")
-        d_ = _tuple_n(dilation, n, "dilation")
+        s_ = _positive_n(stride if stride is not None else k_, n, "stride", op)
+        d_ = _positive_n(dilation, n, "dilation", op)
         pads = _conv_pads(padding, n, k_, d_, op)
         extra = []
         for L, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads, strict=True):
@@ -2676,7 +2686,7 @@ class Tensor:
         nsp = self.ndim - 2
         if nsp < 1:
             raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
-        out_size = _tuple_n(size, nsp, "size")
+        out_size = _positive_n(size, nsp, "size", "interpolate")
         x = self if mode.startswith("nearest") else self._float()
         for i, (L, O) in enumerate(zip(self.shape[2:], out_size, strict=True)):
             ax = 2 + i
@@ -3106,10 +3116,27 @@ def _tuple_n(x: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
     return t
 
 
+def _positive_n(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...]:
+    """_tuple_n for a size, step or count that must be at least 1 (0 would divide by zero further on)."""
+    t = _tuple_n(x, n, what)
+    if any(v <= 0 for v in t):
+        raise ValueError(f"{op}: {what} must be positive, got {x!r}")
+    return t
+
+
 def _conv_pads(
     padding: Any, n: int, ks: Sequence[int], dilation: Sequence[int], op: str
 ) -> tuple[tuple[int, int], ...]:
     """(before, after) per spatial axis from an int, one int per axis, 2 per axis (last axis first), or a string."""
+    pads = _conv_pads_any(padding, n, ks, dilation, op)
+    if any(v < 0 for pair in pads for v in pair):
+        raise ValueError(f"{op}: padding must not be negative, got {padding!r}")
+    return pads
+
+
+def _conv_pads_any(
+    padding: Any, n: int, ks: Sequence[int], dilation: Sequence[int], op: str
+) -> tuple[tuple[int, int], ...]:
     if isinstance(padding, str):
         if padding == "valid":
             return ((0, 0),) * n
