@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from uopkit import Tensor
+from uopkit import Tensor, dtypes
 
 # ---- numerics (item 7)
 
@@ -106,3 +106,38 @@ def test_good_window_parameters_still_work():
     np.testing.assert_array_equal(ours, torch.nn.functional.max_pool2d(tx, 2, stride=1).numpy())
     ours = Tensor(x).conv2d(Tensor.ones(1, 1, 2, 2), padding=1).numpy()
     np.testing.assert_array_equal(ours, torch.nn.functional.conv2d(tx, torch.ones(1, 1, 2, 2), padding=1).numpy())
+
+
+# ---- Python int operands outside the tensor's dtype (item 4)
+
+
+def test_int_operand_too_big_for_the_dtype_widens_instead_of_wrapping():
+    out = Tensor([1, 2]) + 2**40
+    assert out.tolist() == [2**40 + 1, 2**40 + 2] and out.dtype == dtypes.int64
+    assert (Tensor([5, 6]) < 2**32).tolist() == [True, True]
+    assert (Tensor([5, 6]) == 2**40).tolist() == [False, False]
+    assert (2**40 - Tensor([5, 6])).tolist() == [2**40 - 5, 2**40 - 6]
+    assert Tensor([1, 2]).maximum(2**40).tolist() == [2**40, 2**40]
+    assert (Tensor([5, 6], dtype=dtypes.int8) + 300).tolist() == [305, 306]
+    assert (Tensor([True]) + 2**40).tolist() == [2**40 + 1]
+    # same answers as torch's int64 tensors
+    ref = (torch.tensor([5, -6]) * 2**35).tolist()
+    assert (Tensor([5, -6]) * 2**35).tolist() == ref
+
+
+def test_int_operand_that_fits_keeps_the_dtype():
+    assert (Tensor([5, 6], dtype=dtypes.int8) + 100).dtype == dtypes.int8
+    assert (Tensor([5, 6], dtype=dtypes.uint8) - 1).tolist() == [4, 5]
+    # negation of unsigned ints still wraps as in torch
+    assert (-Tensor([5, 0], dtype=dtypes.uint8)).tolist() == (-torch.tensor([5, 0], dtype=torch.uint8)).tolist()
+    assert (Tensor([1], dtype=dtypes.uint64) + 2**63).tolist() == [2**63 + 1]
+
+
+def test_int_operand_no_dtype_holds_raises():
+    with pytest.raises(OverflowError, match="add: the Python int .* doesn't fit any integer dtype"):
+        Tensor([1, 2]) + 2**70
+    with pytest.raises(OverflowError, match="lt: .*doesn't fit"):
+        _ = Tensor([1, 2]) < -(2**64)
+    with pytest.raises(OverflowError, match="too large for any float dtype"):
+        Tensor([1.0]) + 2**2000
+    assert (Tensor([1.0]) + 2**70).tolist() == [float(2**70)]

@@ -1114,13 +1114,23 @@ class Tensor:
             raise ShapeError(f"can't broadcast {self.shape} to {shape}")
         return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
 
-    def _const_operand(self, y: Any) -> Tensor:
+    def _const_operand(self, y: Any, op: str = "op") -> Tensor:
         # a Python scalar takes the tensor's dtype unless its kind is "higher" (float into an int tensor)
         dt = self.dtype
         if isinstance(y, float) and not dtypes.is_float(self.dtype):
             dt = dtypes.default_float
-        elif isinstance(y, int) and not isinstance(y, bool) and self.dtype == dtypes.bool:
-            dt = dtypes.default_int
+        elif isinstance(y, int) and not isinstance(y, bool):
+            dt = dtypes.default_int if self.dtype == dtypes.bool else self.dtype
+            if dtypes.is_int(dt) and not dtypes.min(dt) <= y <= dtypes.max(dt):
+                # the int would wrap in the tensor's dtype: compute in int64, which holds what torch's default int
+                # tensors hold (torch itself wraps it into an int32 tensor silently)
+                dt = dtypes.int64
+            if not dtypes.is_float(dt) and not dtypes.min(dt) <= y <= dtypes.max(dt):
+                raise OverflowError(
+                    f"{op}: the Python int {_short_int(y)} doesn't fit any integer dtype (int64 at most)"
+                )
+            if dtypes.is_float(dt) and abs(y) >= 2**1024:
+                raise OverflowError(f"{op}: the Python int {_short_int(y)} is too large for any float dtype")
         return Tensor(y, device=self.device, dtype=dt)
 
     def _broadcasted(self, y: Any, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
@@ -1129,7 +1139,7 @@ class Tensor:
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=x.device)
             elif isinstance(y, (bool, int, float, np.integer, np.floating, np.bool_)):
-                y = x._const_operand(y.item() if isinstance(y, np.generic) else y)
+                y = x._const_operand(y.item() if isinstance(y, np.generic) else y, op)
             else:
                 raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
         if x.device != y.device:
@@ -1306,6 +1316,9 @@ class Tensor:
         """
         if self.dtype == dtypes.bool:
             return self.logical_not()
+        if dtypes.is_unsigned(self.dtype):
+            # wraps like torch: x * (2**bits - 1) is -x modulo 2**bits (a -1 operand would widen to int64)
+            return self * dtypes.max(self.dtype)
         return self * -1 if dtypes.is_int(self.dtype) else self._alu(Ops.NEG)
 
     def maximum(self, x: Any) -> Tensor:
@@ -3114,6 +3127,10 @@ def _tuple_n(x: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
     if len(t) != n:
         raise ShapeError(f"{what}: expected {n} values, got {t}")
     return t
+
+
+def _short_int(y: int) -> str:
+    return str(y) if abs(y) < 10**30 else f"{'-' if y < 0 else ''}({y.bit_length()}-bit int)"
 
 
 def _positive_n(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...]:
