@@ -141,3 +141,73 @@ def test_int_operand_no_dtype_holds_raises():
     with pytest.raises(OverflowError, match="too large for any float dtype"):
         Tensor([1.0]) + 2**2000
     assert (Tensor([1.0]) + 2**70).tolist() == [float(2**70)]
+
+
+# ---- indices computed on the device (item 2)
+
+
+def _computed(values):
+    # an int tensor whose values only exist on the device (a lazy kernel output, not a host buffer)
+    return Tensor(values) * 1 + 0
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (
+            lambda: Tensor([1.0, 2.0, 3.0])[_computed([0, 5])],
+            r"getitem: index 5 is out of bounds for axis 0 with size 3",
+        ),
+        (lambda: Tensor([1.0, 2.0, 3.0])[_computed([-4])], r"getitem: index -4 is out of bounds"),
+        (lambda: Tensor([[1, 2], [3, 4]]).gather(1, _computed([[0, 5], [1, 0]])), r"gather: index 5 .* size 2"),
+        (lambda: Tensor([[1, 2], [3, 4]]).gather(1, _computed([[0, -1], [1, 0]])), r"gather: index -1 .* size 2"),
+        (
+            lambda: Tensor([[1.0, 2, 3]]).cross_entropy(_computed([5])),
+            r"cross_entropy: target 5 is out of bounds for 3",
+        ),
+        (lambda: Tensor([[1.0, 2, 3]]).cross_entropy(Tensor([5])), r"cross_entropy: target 5 is out of bounds for 3"),
+        (lambda: Tensor([[-1.0, -2.0]]).nll_loss(_computed([-1])), r"nll_loss: target -1 is out of bounds for 2"),
+        (lambda: _computed([-1, 1]).one_hot(3), r"one_hot: class -1 is out of range \[0, 3\)"),
+        (lambda: _computed([3]).one_hot(3), r"one_hot: class 3 is out of range"),
+        (lambda: Tensor([-1, 1]).one_hot(3), r"one_hot: class -1 is out of range"),
+    ],
+)
+def test_out_of_range_indices_raise(call, match):
+    with pytest.raises(IndexError, match=match):
+        call().realize()
+
+
+def test_in_range_computed_indices_and_ignore_index():
+    x = Tensor([1.0, 2.0, 3.0])
+    assert x[_computed([0, -3, 2])].tolist() == [1.0, 1.0, 3.0]
+    assert _computed([0, 2]).one_hot(3).tolist() == [[1, 0, 0], [0, 0, 1]]
+    logits = np.array([[1.0, 2.0, 3.0], [0.5, 0.1, -1.0]], np.float32)
+    ours = Tensor(logits).cross_entropy(_computed([2, -100])).item()
+    ref = torch.nn.functional.cross_entropy(torch.from_numpy(logits), torch.tensor([2, -100])).item()
+    assert ours == pytest.approx(ref, rel=1e-6)
+
+
+def test_check_index_opt_out():
+    from uopkit.helpers import Context
+
+    with Context(CHECK_INDEX=0):
+        # no read back: an index out of range selects nothing (zeros), as documented
+        assert Tensor([1.0, 2.0, 3.0])[_computed([0, 5])].tolist() == [1.0, 0.0]
+    with pytest.raises(IndexError):
+        Tensor([1.0, 2.0, 3.0])[_computed([0, 5])].realize()
+
+
+def test_index_check_survives_jit_replay():
+    from uopkit.engine.jit import TinyJit
+
+    @TinyJit
+    def pick(x, i):
+        return x[i * 1].realize()
+
+    x = Tensor([1.0, 2.0, 3.0])
+    for _ in range(3):
+        assert pick(x, Tensor([0, 2])).tolist() == [1.0, 3.0]
+    assert pick.captured is not None
+    with pytest.raises(IndexError, match="getitem: index 7 is out of bounds"):
+        pick(x, Tensor([0, 7]))
+    assert pick(x, Tensor([1, 1])).tolist() == [2.0, 2.0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
-from uopkit.helpers import prod
+from uopkit.helpers import CHECK_INDEX, prod
 from uopkit.schedule.packing import packed_view, panel_for
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -1038,17 +1038,13 @@ class Tensor:
         """
         view, tensors, _ = self._basic_view(self._parse_index(index))
         for ax, idx in tensors:
-            self._check_index_range(idx, view.shape[ax], ax)
+            self._check_index_range(idx, view.shape[ax], ax, "getitem")
         return view._advanced_index(tensors) if tensors else view
 
-    def _check_index_range(self, idx: Tensor, size: int, axis: int) -> None:
-        # index values are known at build time when they came from the host: check them now
-        base = idx.uop.base
-        if base.op is Ops.BUFFER and base in buffers and idx.numel() and idx._is_plain_buffer():
-            vals = idx.numpy()
-            if vals.min() < -size or vals.max() >= size:
-                bad = vals[(vals < -size) | (vals >= size)].reshape(-1)[0]
-                raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {size} (shape {self.shape})")
+    def _check_index_range(self, idx: Tensor, size: int, axis: int, op: str = "index", negative: bool = True) -> None:
+        # numpy-style indexing counts negative indices from the end; gather and scatter don't (as torch)
+        where = f"for axis {axis} with size {size} (shape {self.shape})"
+        _check_values_in(idx, -size if negative else 0, size, lambda bad: f"{op}: index {bad} is out of bounds {where}")
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """Write `value` (broadcast) into the indexed positions, as a STORE into this tensor's buffer.
@@ -2231,6 +2227,7 @@ class Tensor:
             raise TypeError(f"one_hot: needs an integer tensor of class indices, got {self.dtype}")
         if num_classes == -1:
             num_classes = int(self.max().item()) + 1 if self.numel() else 0
+        _check_values_in(self, 0, num_classes, lambda bad: f"one_hot: class {bad} is out of range [0, {num_classes})")
         return self._one_hot_along(num_classes).where(1, 0)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
@@ -2246,7 +2243,7 @@ class Tensor:
             i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
         ):
             raise ShapeError(f"gather: index shape {index.shape} doesn't fit input shape {self.shape} (dim {dim})")
-        self._check_index_range(index, self.shape[dim], dim)
+        self._check_index_range(index, self.shape[dim], dim, "gather", negative=False)
         n = self.shape[dim]
         x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
         # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
@@ -2262,7 +2259,7 @@ class Tensor:
             i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
         ):
             raise ShapeError(f"{op}: index shape {index.shape} doesn't fit self shape {self.shape} (dim {dim})")
-        self._check_index_range(index, self.shape[dim], dim)
+        self._check_index_range(index, self.shape[dim], dim, op, negative=False)
         if isinstance(src, Tensor):
             if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape, strict=True)):
                 raise ShapeError(f"{op}: src shape {src.shape} is smaller than index shape {index.shape}")
@@ -2791,6 +2788,7 @@ class Tensor:
             raise ShapeError(
                 f"cross_entropy: class targets {Y.shape} should have shape {expected} for logits {self.shape}"
             )
+        _check_targets(Y, C, ignore_index, "cross_entropy")
         valid = Y != ignore_index
         onehot = Y._one_hot_along(C)
         onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot
@@ -2815,6 +2813,7 @@ class Tensor:
         expected = self.shape[:axis] + self.shape[axis + 1 :]
         if Y.shape != expected or not dtypes.is_int(Y.dtype):
             raise ShapeError(f"nll_loss: targets {Y.shape} ({Y.dtype}) should be ints of shape {expected}")
+        _check_targets(Y, C, ignore_index, "nll_loss")
         onehot = Y._one_hot_along(C)
         onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot
         picked = onehot.where(self, 0.0).sum(axis)
@@ -3127,6 +3126,52 @@ def _tuple_n(x: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
     if len(t) != n:
         raise ShapeError(f"{what}: expected {n} values, got {t}")
     return t
+
+
+def _check_values_in(idx: Tensor, lo: int, hi: int, message: Callable[[int], str], ignore: int | None = None) -> None:
+    """Raise IndexError(message(v)) for a value v of the int tensor idx outside [lo, hi) (`ignore` is allowed).
+
+    Values from the host are checked here and now. Values computed on the device are checked by reading back their
+    min and max (a sync; CHECK_INDEX=0 skips it); the check is recorded by a capturing TinyJit, whose replays repeat
+    it after their kernels."""
+    if not idx.numel():
+        return
+    if idx._is_plain_buffer():
+        vals = idx.numpy().reshape(-1)
+        vals = vals[vals != ignore] if ignore is not None else vals
+        bad = vals[(vals < lo) | (vals >= hi)]
+        if bad.size:
+            raise IndexError(message(int(bad[0])))
+        return
+    if not CHECK_INDEX:
+        return
+    from uopkit.engine.realize import capturing_checks
+
+    idx.realize()
+    vals = idx if ignore is None else (idx == ignore).where(lo, idx)
+    bounds = Tensor.stack(vals.min(), vals.max()).cast(dtypes.int64).realize()
+    check = _DeviceRangeCheck(bounds._buffer(), lo, hi, message)
+    for captured in capturing_checks:
+        captured.append(check)
+    check()
+
+
+class _DeviceRangeCheck:
+    """Reads a realized (min, max) pair of device-computed indices and raises if either lies outside [lo, hi)."""
+
+    def __init__(self, bounds: Buffer, lo: int, hi: int, message: Callable[[int], str]) -> None:
+        self.bounds, self.lo, self.hi, self.message = bounds, lo, hi, message
+
+    def __call__(self) -> None:
+        mn, mx = (int(v) for v in self.bounds.as_numpy())
+        if mn < self.lo or mx >= self.hi:
+            bad = mn if mn < self.lo else mx
+            raise IndexError(self.message(bad) + " (computed on the device; CHECK_INDEX=0 skips this check)")
+
+
+def _check_targets(Y: Tensor, C: int, ignore_index: int, op: str) -> None:
+    # class targets in [0, C), ignore_index aside (torch raises "Target 5 is out of bounds")
+    _check_values_in(Y, 0, C, lambda bad: f"{op}: target {bad} is out of bounds for {C} classes", ignore_index)
 
 
 def _short_int(y: int) -> str:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from uopkit.device import Buffer
 from uopkit.dtype import DType
-from uopkit.engine.realize import ExecItem, capturing
+from uopkit.engine.realize import ExecItem, capturing, capturing_checks
 from uopkit.tensor import Tensor, buffers
 from uopkit.uop.ops import Ops, UOp
 
@@ -84,6 +84,8 @@ class _Captured:
     outputs: Any
     signature: tuple[_InputSig, ...]
     others: tuple[Any, ...]
+    # host-side checks of device-computed values (index ranges) that ran during the capture: replays repeat them
+    checks: list[Callable[[], None]] = field(default_factory=list)
 
 
 def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[Any, Any]], list[Any]]:
@@ -180,12 +182,15 @@ class TinyJit(Generic[ReturnType]):
 
     def _capture(self, args: list, kwargs: dict, tensors: list, others: list, input_uops: list[UOp]) -> Any:
         items: list[ExecItem] = []
+        checks: list[Callable[[], None]] = []
         capturing.append(items)
+        capturing_checks.append(checks)
         try:
             ret = self.fn(*args, **kwargs)
             _map_outputs(ret, lambda t: t.realize())
         finally:
             capturing.pop()
+            capturing_checks.pop()
         input_bufs = {id(buffers[u]): i for i, u in enumerate(input_uops)}
         launches = []
         for ei in items:
@@ -194,7 +199,7 @@ class TinyJit(Generic[ReturnType]):
         in_set = set(input_uops)
         outputs = _map_outputs(ret, lambda t: _Output(t.uop, any(n in in_set for n in t.uop.toposort())))
         signature = tuple(_InputSig(t.shape, t.dtype, t.device) for _, t in tensors)
-        self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others))
+        self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others), checks)
         self.cnt = 2
         return ret
 
@@ -219,6 +224,10 @@ class TinyJit(Generic[ReturnType]):
             bufs.append(buffers[uop])
         for launch in cap.launches:
             launch.run(bufs)
+        for captured in capturing_checks:
+            captured.extend(cap.checks)
+        for check in cap.checks:
+            check()
         swap = {old: new for old, new in zip(cap.input_uops, uops, strict=True) if old is not new}
         return _map_outputs_uop(cap.outputs, lambda out: out.tensor(swap))
 

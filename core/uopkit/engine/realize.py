@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -149,6 +149,9 @@ class ExecItem:
 # TinyJit pushes a list here while it captures; every ExecItem that runs meanwhile is appended to each of them
 # (a jitted function called inside another one's capture belongs to both)
 capturing: list[list[ExecItem]] = []
+# likewise for the host-side checks that read back a value computed on the device (index range checks): a replay runs
+# them again after its kernels, so a captured check still fires
+capturing_checks: list[list[Callable[[], None]]] = []
 
 
 def exec_item(ei: ExecItem, index: int = 0) -> None:
