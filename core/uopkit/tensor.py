@@ -1089,6 +1089,9 @@ class Tensor:
             raise TypeError(f"assign: value dtype {x.dtype} doesn't match target dtype {self.dtype}; cast it first")
         if x.device != self.device:
             raise ValueError(f"assign: value is on {x.device}, target on {self.device}; use .to() first")
+        if self.numel() == 0:
+            # nothing to write (a STORE of an empty view would make a kernel with an empty loop); found by the fuzzer
+            return self
         target = _storage_uop(self.uop)
         if target.base.op is not Ops.BUFFER:
             # an unrealized target gets a buffer of its own first
@@ -1994,7 +1997,8 @@ class Tensor:
         if not axes:
             return self
         if self.numel() == 0:
-            if op is Ops.MAX and any(self.shape[a] == 0 for a in axes):
+            # (bool MAX is OR, as any() and one-hot selections use it: its identity is False)
+            if op is Ops.MAX and self.dtype != dtypes.bool and any(self.shape[a] == 0 for a in axes):
                 raise ValueError(f"{name}: reducing an empty axis has no identity (shape {self.shape}, axes {axes})")
             identity = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op]
             return Tensor.full(final, identity, dtype=self.dtype, device=self.device)

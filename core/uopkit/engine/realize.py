@@ -392,6 +392,9 @@ def _realize_uncached(
 ) -> tuple[list[ScheduleItem], list[CompiledRunner | None], dict[UOp, UOp]]:
     sink = kernelize_tensors(tensors)
     schedule = create_schedule(sink)
+    # a kernel that writes no elements has nothing to do (and its code would be an empty loop): it is done as it is
+    empty = [item for item in schedule if item.ast.op is not Ops.COPY and item.bufs[0].arg[2] == 0]
+    schedule = [item for item in schedule if item not in empty]
     if DEBUG >= 1 and schedule:
         print(f"schedule: {len(schedule)} kernels")
     precompile(schedule)
@@ -403,7 +406,7 @@ def _realize_uncached(
         exec_item(ExecItem(runner, bufs), i)
     # every STORE that ran is now just its storage
     done: dict[UOp, UOp] = {}
-    for item in schedule:
+    for item in schedule + empty:
         store = item.store
         target = store.src[0]
         done[store] = target
