@@ -211,3 +211,9 @@ def test_index_check_survives_jit_replay():
     with pytest.raises(IndexError, match="getitem: index 7 is out of bounds"):
         pick(x, Tensor([0, 7]))
     assert pick(x, Tensor([1, 1])).tolist() == [2.0, 2.0]
+
+
+def test_exp_near_the_top_of_the_float32_range():
+    # 2**n alone overflows for x just under log(FLT_MAX) (n = 128) though e**x is finite: built in two halves
+    x = np.array([88.0, 88.4, 88.7, 88.72, 88.73, 89.0, -87.4, -100.0, -103.0, math.inf, -math.inf], np.float32)
+    np.testing.assert_allclose(Tensor(x).exp().numpy(), np.exp(x), rtol=3e-7, atol=0)
