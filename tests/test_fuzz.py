@@ -91,3 +91,18 @@ def test_padding_a_zero_size_tensor():
 def test_empty_index_of_an_empty_bool_tensor():
     assert Tensor(np.zeros((0,), bool))[Tensor([], dtype="int32")].numpy().shape == (0,)
     assert Tensor(np.zeros((2, 0), bool)).any(1).tolist() == [False, False]
+
+
+def test_half_mod_is_computed_in_float32():
+    # -9 % 0.076 in float16 steps (quotient, floor, product) was off in the second digit; torch uses float32 inside
+    a, b = np.array([-9], np.int32), np.array([0.07598876953125, -0.3, 3.0], np.float16)
+    torch = pytest.importorskip("torch")
+    ref = (torch.from_numpy(a) % torch.from_numpy(b)).numpy()
+    np.testing.assert_allclose((Tensor(a) % Tensor(b)).numpy().astype(np.float32), ref.astype(np.float32), rtol=1e-3)
+
+
+def test_bool_to_an_integer_power_is_an_integer_tensor():
+    torch = pytest.importorskip("torch")
+    for e in (0, 1, 2, 3, 2.0):
+        ours, ref = Tensor([True, False]) ** e, torch.tensor([True, False]) ** e
+        assert ours.tolist() == ref.tolist() and ours.dtype.name.startswith("float") == ref.dtype.is_floating_point

@@ -1302,6 +1302,9 @@ class Tensor:
         if dtypes.is_int(a.dtype):
             r = a._alu(Ops.MOD, b)
             return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+        if a.dtype.itemsize < 4:
+            # the quotient and product need float32's precision (as torch computes half ops), then one rounding
+            return a.float().mod(b.float()).cast(a.dtype)
         r = a - a.div(b, rounding_mode="floor") * b
         # a finite a mod an infinite b is a itself, or b when the signs differ (as Python and torch); a - 0 * inf is nan
         by_inf = ((a != 0) & ((a < 0) != (b < 0))).where(b, a)
@@ -1795,6 +1798,9 @@ class Tensor:
         [-8.0]
         """
         if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer():
+            if self.dtype == dtypes.bool:
+                # bool ** number promotes like bool + number (torch: bool ** 2 is an integer tensor)
+                return self.cast(dtypes.default_int if isinstance(x, int) else dtypes.default_float).pow(x)
             if 0 <= x <= 8:
                 ret = self.ones_like() if x == 0 else self
                 for _ in range(int(x) - 1):

@@ -271,10 +271,10 @@ def _gen_step(rng: random.Random, vals: list[_Val]) -> tuple[Step, list[Input]]:
         ), new
     if kind == "assign" and rng.random() < 0.4:
         # a whole-tensor assign of a value computed from the target itself (value semantics: it reads the old one)
-        expr = "{out}.logical_not()" if v.dtype == "bool" else "{out} * 2"
+        # (torch's copy_ casts; uopkit's assign wants the target's dtype, and shrinking may change the operand's dtype)
         return Step(
-            f"{{out}} = {{0}}.contiguous(); {{out}}.assign({expr})",
-            f"{{out}} = {{0}}.clone(); {{out}}.copy_({expr})",
+            "{out} = {0}.contiguous(); {out}.assign(({out} * 2).cast({out}.dtype))",
+            "{out} = {0}.clone(); {out}.copy_({out} * 2)",
             (i,),
             statement=True,
         ), new
