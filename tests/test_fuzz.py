@@ -106,3 +106,9 @@ def test_bool_to_an_integer_power_is_an_integer_tensor():
     for e in (0, 1, 2, 3, 2.0):
         ours, ref = Tensor([True, False]) ** e, torch.tensor([True, False]) ** e
         assert ours.tolist() == ref.tolist() and ours.dtype.name.startswith("float") == ref.dtype.is_floating_point
+
+
+def test_half_cos_is_correctly_rounded():
+    torch = pytest.importorskip("torch")
+    x = np.linspace(-10, 10, 2001).astype(np.float16)
+    np.testing.assert_array_equal(Tensor(x).cos().numpy(), torch.from_numpy(x).cos().numpy())
