@@ -216,4 +216,6 @@ def test_index_check_survives_jit_replay():
 def test_exp_near_the_top_of_the_float32_range():
     # 2**n alone overflows for x just under log(FLT_MAX) (n = 128) though e**x is finite: built in two halves
     x = np.array([88.0, 88.4, 88.7, 88.72, 88.73, 89.0, -87.4, -100.0, -103.0, math.inf, -math.inf], np.float32)
-    np.testing.assert_allclose(Tensor(x).exp().numpy(), np.exp(x), rtol=3e-7, atol=0)
+    with np.errstate(over="ignore"):
+        ref = np.exp(x)
+    np.testing.assert_allclose(Tensor(x).exp().numpy(), ref, rtol=3e-7, atol=0)
