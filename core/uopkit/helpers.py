@@ -67,6 +67,9 @@ BEAM = ContextVar("BEAM", 0)
 NOOPT = ContextVar("NOOPT", 0)
 # the compile cache; CACHELEVEL=0 disables it
 CACHELEVEL = ContextVar("CACHELEVEL", 1)
+# indices computed on the device (gather, getitem, one_hot, cross_entropy targets) are range-checked with one small
+# min/max read back; CHECK_INDEX=0 skips that sync in hot loops (an index out of range then reads as 0)
+CHECK_INDEX = ContextVar("CHECK_INDEX", 1)
 
 
 def getenv(key: str, default: str = "") -> str:

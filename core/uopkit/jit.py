@@ -28,12 +28,12 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from uopkit.device import Buffer
 from uopkit.dtype import DType
-from uopkit.engine.realize import ExecItem, capturing, copy_on_write_buffers
+from uopkit.engine.realize import ExecItem, capturing, capturing_checks, copy_on_write_buffers
 from uopkit.tensor import Tensor, _all_tensors, buffers
 from uopkit.uop.ops import Ops, UOp
 
@@ -93,6 +93,8 @@ class _Captured:
     others: tuple[Any, ...]
     # buffers the launches read that tensors outside the call held at the capture, with those tensors
     state: list[_State]
+    # host-side checks of device-computed values (index ranges) that ran during the capture: replays repeat them
+    checks: list[Callable[[], None]] = field(default_factory=list)
 
 
 @dataclass
@@ -220,12 +222,15 @@ class TinyJit(Generic[ReturnType]):
     def _capture(self, args: list, kwargs: dict, tensors: list, others: list, input_uops: list[UOp]) -> Any:
         items: list[ExecItem] = []
         held_before = _held_buffers()
+        checks: list[Callable[[], None]] = []
         capturing.append(items)
+        capturing_checks.append(checks)
         try:
             ret = self.fn(*args, **kwargs)
             _map_outputs(ret, lambda t: t.realize())
         finally:
             capturing.pop()
+            capturing_checks.pop()
         input_bufs = {id(buffers[u]): i for i, u in enumerate(input_uops)}
         launches = []
         for ei in _drop_unread_copies(items, ret):
@@ -240,7 +245,7 @@ class TinyJit(Generic[ReturnType]):
             for uop, holders in held_before.items()
             if uop not in in_set and (b := buffers.get(uop)) is not None and id(b) in read
         ]
-        self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others), state)
+        self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others), state, checks)
         self.captures[_aliasing(input_uops)] = self.captured
         self.cnt = 2
         return ret
@@ -272,6 +277,10 @@ class TinyJit(Generic[ReturnType]):
         bufs = [buffers[uop] for uop in uops]
         for launch in cap.launches:
             launch.run(bufs)
+        for captured in capturing_checks:
+            captured.extend(cap.checks)
+        for check in cap.checks:
+            check()
         swap = {old: new for old, new in zip(cap.input_uops, uops, strict=True) if old is not new}
         return _map_outputs_uop(cap.outputs, lambda out: out.tensor(swap))
 

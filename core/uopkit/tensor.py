@@ -6,7 +6,7 @@ import functools
 import itertools
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from uopkit.dtype import (
     to_numpy_dtype,
 )
 from uopkit.engine.realize import buffers
-from uopkit.helpers import prod
+from uopkit.helpers import CHECK_INDEX, prod
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -1122,17 +1122,13 @@ class Tensor:
         """
         view, tensors, _ = self._basic_view(self._parse_index(index))
         for ax, idx in tensors:
-            self._check_index_range(idx, view.shape[ax], ax)
+            self._check_index_range(idx, view.shape[ax], ax, "getitem")
         return view._advanced_index(tensors) if tensors else view
 
-    def _check_index_range(self, idx: Tensor, size: int, axis: int) -> None:
-        # index values are known at build time when they came from the host: check them now
-        base = idx.uop.base
-        if base.op is Ops.BUFFER and base in buffers and idx.numel() and idx._is_plain_buffer():
-            vals = idx.numpy()
-            if vals.min() < -size or vals.max() >= size:
-                bad = vals[(vals < -size) | (vals >= size)].reshape(-1)[0]
-                raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {size} (shape {self.shape})")
+    def _check_index_range(self, idx: Tensor, size: int, axis: int, op: str = "index", negative: bool = True) -> None:
+        # numpy-style indexing counts negative indices from the end; gather and scatter don't (as torch)
+        where = f"for axis {axis} with size {size} (shape {self.shape})"
+        _check_values_in(idx, -size if negative else 0, size, lambda bad: f"{op}: index {bad} is out of bounds {where}")
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """Write `value` (broadcast) into the indexed positions, as a STORE into this tensor's buffer.
@@ -1177,6 +1173,9 @@ class Tensor:
             raise TypeError(f"assign: value dtype {x.dtype} doesn't match target dtype {self.dtype}; cast it first")
         if x.device != self.device:
             raise ValueError(f"assign: value is on {x.device}, target on {self.device}; use .to() first")
+        if self.numel() == 0:
+            # nothing to write (a STORE of an empty view would make a kernel with an empty loop); found by the fuzzer
+            return self
         target = _storage_uop(self.uop)
         if target.base.op is not Ops.BUFFER:
             # an unrealized target gets a buffer of its own first
@@ -1198,13 +1197,23 @@ class Tensor:
             raise ShapeError(f"can't broadcast {self.shape} to {shape}")
         return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
 
-    def _const_operand(self, y: Any) -> Tensor:
+    def _const_operand(self, y: Any, op: str = "op") -> Tensor:
         # a Python scalar takes the tensor's dtype unless its kind is "higher" (float into an int tensor)
         dt = self.dtype
         if isinstance(y, float) and not dtypes.is_float(self.dtype):
             dt = dtypes.default_float
-        elif isinstance(y, int) and not isinstance(y, bool) and self.dtype == dtypes.bool:
-            dt = dtypes.default_int
+        elif isinstance(y, int) and not isinstance(y, bool):
+            dt = dtypes.default_int if self.dtype == dtypes.bool else self.dtype
+            if dtypes.is_int(dt) and not dtypes.min(dt) <= y <= dtypes.max(dt):
+                # the int would wrap in the tensor's dtype: compute in int64, which holds what torch's default int
+                # tensors hold (torch itself wraps it into an int32 tensor silently)
+                dt = dtypes.int64
+            if not dtypes.is_float(dt) and not dtypes.min(dt) <= y <= dtypes.max(dt):
+                raise OverflowError(
+                    f"{op}: the Python int {_short_int(y)} doesn't fit any integer dtype (int64 at most)"
+                )
+            if dtypes.is_float(dt) and abs(y) >= 2**1024:
+                raise OverflowError(f"{op}: the Python int {_short_int(y)} is too large for any float dtype")
         return Tensor(y, device=self.device, dtype=dt)
 
     def _broadcasted(self, y: Any, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
@@ -1213,7 +1222,7 @@ class Tensor:
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=x.device)
             elif isinstance(y, (bool, int, float, np.integer, np.floating, np.bool_)):
-                y = x._const_operand(y.item() if isinstance(y, np.generic) else y)
+                y = x._const_operand(y.item() if isinstance(y, np.generic) else y, op)
             else:
                 raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
         if x.device != y.device:
@@ -1377,7 +1386,13 @@ class Tensor:
         if dtypes.is_int(a.dtype):
             r = a._alu(Ops.MOD, b)
             return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
-        return a - a.div(b, rounding_mode="floor") * b
+        if a.dtype.itemsize < 4:
+            # the quotient and product need float32's precision (as torch computes half ops), then one rounding
+            return a.float().mod(b.float()).cast(a.dtype)
+        r = a - a.div(b, rounding_mode="floor") * b
+        # a finite a mod an infinite b is a itself, or b when the signs differ (as Python and torch); a - 0 * inf is nan
+        by_inf = ((a != 0) & ((a < 0) != (b < 0))).where(b, a)
+        return (b.isinf() & a.isfinite()).where(by_inf, r)
 
     def neg(self) -> Tensor:
         """-x (logical not for bool).
@@ -1387,6 +1402,9 @@ class Tensor:
         """
         if self.dtype == dtypes.bool:
             return self.logical_not()
+        if dtypes.is_unsigned(self.dtype):
+            # wraps like torch: x * (2**bits - 1) is -x modulo 2**bits (a -1 operand would widen to int64)
+            return self * dtypes.max(self.dtype)
         return self * -1 if dtypes.is_int(self.dtype) else self._alu(Ops.NEG)
 
     def maximum(self, x: Any) -> Tensor:
@@ -1711,9 +1729,11 @@ class Tensor:
         """
         x = self._float()
         u = x.exp()
-        # (u - 1) * x / log(u) corrects the rounding of exp for small x (Kahan)
+        # (u - 1) * x / log(u) corrects the rounding of exp for small x (Kahan); away from 0, u - 1 is accurate as it
+        # is, and the correction's (u - 1) * x would overflow near the top of the range (expm1(88) in float32)
         corrected = (u - 1) * x / u.log()
-        return (u == 1).where(x, ((u - 1) == -1).where(-1.0, (u == math.inf).where(math.inf, corrected)))
+        near_zero = (u > 0.5) & (u < 2.0)
+        return (u == 1).where(x, near_zero.where(corrected, u - 1))
 
     def sqrt(self) -> Tensor:
         """Square root.
@@ -1753,7 +1773,11 @@ class Tensor:
         >>> Tensor([0.0]).cos().tolist()
         [1.0]
         """
-        s = (self._float() * 0.5).sin()
+        x = self._float()
+        if x.dtype.itemsize < 4:
+            # three half-precision roundings would be a few ulp off: one rounding of the float32 answer
+            return x.float().cos().cast(x.dtype)
+        s = (x * 0.5).sin()
         return 1 - 2 * s * s
 
     def tan(self) -> Tensor:
@@ -1762,7 +1786,19 @@ class Tensor:
         >>> round(Tensor([math.pi / 4]).tan().item(), 5)
         1.0
         """
-        return self.sin() / self.cos()
+        x = self._float()
+        if x.dtype.itemsize < 4:
+            # the exact products below need float32's bits
+            return x.float().tan().cast(x.dtype)
+        # x = k * pi/2 + r with |r| <= pi/4, pi/2 in three parts (Cody-Waite) so that k * part is exact for |k| < 2**13:
+        # sin(x) / cos(x) loses all relative accuracy (and the sign) next to the poles, where cos(x) ~ 0
+        k = (x * (2 / math.pi)).round()
+        r = x - k * 1.5703125 - k * 4.837512969970703125e-4 - k * 7.54978995489188216e-8
+        half = r * 0.5
+        s, c = r.sin(), 1 - 2 * half.sin() * half.sin()
+        odd = (k * 0.5).floor() != k * 0.5
+        reduced = odd.where(-c / s, s / c)
+        return (x.abs() < 12000).where(reduced, x.sin() / x.cos())
 
     def trunc(self) -> Tensor:
         """Round toward zero.
@@ -1817,8 +1853,8 @@ class Tensor:
         """
         if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
             return self
-        # max(x, -x) also gives +0.0 for -0.0 and keeps NaN
-        return self.maximum(-self)
+        # both zeros give +0.0 (MAX of +0.0 and -0.0 may pick either), NaN stays NaN; the gradient at 0 is 0 as in torch
+        return (self < 0).where(-self, (self == 0).where(0, self))
 
     def sign(self) -> Tensor:
         """-1, 0 or 1 (NaN stays NaN).
@@ -1897,6 +1933,9 @@ class Tensor:
         [-8.0]
         """
         if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer():
+            if self.dtype == dtypes.bool:
+                # bool ** number promotes like bool + number (torch: bool ** 2 is an integer tensor)
+                return self.cast(dtypes.default_int if isinstance(x, int) else dtypes.default_float).pow(x)
             if x == 0:
                 # ones, still computed from self so that its gradient is zeros (as PyTorch), and 1 for inf and nan
                 return Tensor.full(self.shape, True, device=self.device).where(1, self)
@@ -1908,6 +1947,12 @@ class Tensor:
             if -8 <= x < 0 and dtypes.is_float(self.dtype):
                 # (1/x)**n rather than 1/x**n: at x = 0 the gradient is -inf (no 0 * inf), as PyTorch's n x**(n-1)
                 return self.reciprocal().pow(-x)
+            if x < 0 and isinstance(x, int) and not dtypes.is_float(self.dtype):
+                # the answer is not an integer (torch refuses too); a tensor of exponents gives truncated results
+                raise ValueError(
+                    f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {x}); "
+                    "cast to a float dtype first"
+                )
         a, b = self._broadcasted(x, reverse, "pow")
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
@@ -2587,6 +2632,7 @@ class Tensor:
             raise TypeError(f"one_hot: needs an integer tensor of class indices, got {self.dtype}")
         if num_classes == -1:
             num_classes = int(self.max().item()) + 1 if self.numel() else 0
+        _check_values_in(self, 0, num_classes, lambda bad: f"one_hot: class {bad} is out of range [0, {num_classes})")
         return self._one_hot_along(num_classes).where(1, 0)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
@@ -2602,7 +2648,7 @@ class Tensor:
             i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
         ):
             raise ShapeError(f"gather: index shape {index.shape} doesn't fit input shape {self.shape} (dim {dim})")
-        self._check_index_range(index, self.shape[dim], dim)
+        self._check_index_range(index, self.shape[dim], dim, "gather", negative=False)
         n = self.shape[dim]
         x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
         # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
@@ -2618,7 +2664,7 @@ class Tensor:
             i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
         ):
             raise ShapeError(f"{op}: index shape {index.shape} doesn't fit self shape {self.shape} (dim {dim})")
-        self._check_index_range(index, self.shape[dim], dim)
+        self._check_index_range(index, self.shape[dim], dim, op, negative=False)
         if isinstance(src, Tensor):
             if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape, strict=True)):
                 raise ShapeError(f"{op}: src shape {src.shape} is smaller than index shape {index.shape}")
@@ -2818,7 +2864,7 @@ class Tensor:
         n = len(k_)
         if self.ndim < n:
             raise ShapeError(f"pool: kernel {tuple(k_)} has more dims than the input shape {self.shape}")
-        s_, d_ = _tuple_n(stride, n, "stride"), _tuple_n(dilation, n, "dilation")
+        s_, d_ = _positive_n(stride, n, "stride", "pool"), _positive_n(dilation, n, "dilation", "pool")
         lead = self.ndim - n
         x = self
         tail: list[tuple[str, int]] = [("in", i) for i in range(n)]
@@ -2896,7 +2942,8 @@ class Tensor:
             raise ShapeError(f"conv: {cout} output channels of weight {weight.shape} don't split into {groups} groups")
         if bias is not None and bias.shape != (cout,):
             raise ShapeError(f"conv: bias shape {bias.shape} should be ({cout},)")
-        pads = _conv_pads(padding, nd, ks, _tuple_n(dilation, nd, "dilation"), "conv")
+        _positive_n(stride, nd, "stride", "conv2d")
+        pads = _conv_pads(padding, nd, ks, _positive_n(dilation, nd, "dilation", "conv2d"), "conv2d")
         x = self._windows(((0, 0), (0, 0)) + pads, ks, stride, dilation)
         out_sp = x.shape[2 : 2 + nd]
         rcout = cout // groups
@@ -2946,8 +2993,16 @@ class Tensor:
                 f"conv_transpose: input {self.shape} has {self.shape[1]} channels, weight {weight.shape} expects {cin} "
                 f"(groups={groups})"
             )
-        s_, d_ = _tuple_n(stride, nd, "stride"), _tuple_n(dilation, nd, "dilation")
+        s_, d_ = (
+            _positive_n(stride, nd, "stride", "conv_transpose2d"),
+            _positive_n(dilation, nd, "dilation", "conv_transpose2d"),
+        )
         p_, op_ = _tuple_n(padding, nd, "padding"), _tuple_n(output_padding, nd, "output_padding")
+        if any(v < 0 for v in p_ + op_):
+            raise ValueError(
+                "conv_transpose2d: padding and output_padding must not be negative, "
+                f"got {padding!r} and {output_padding!r}"
+            )
         # weight as a plain conv's: (groups * C_out/groups, C_in/groups, *kernel), flipped in space
         w = (
             weight.reshape((groups, cin // groups, rcout) + ks)
@@ -2970,12 +3025,13 @@ class Tensor:
     def _pool_prepare(
         self, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool, op: str
     ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]:
-        k_ = _tuple_n(kernel_size, len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2, "kernel_size")
+        nk = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
+        k_ = _positive_n(kernel_size, nk, "kernel_size", op)
         n = len(k_)
         if self.ndim < n:
             raise ShapeError(f"{op}: kernel {k_} has more dims than the input shape {self.shape}")
-        s_ = _tuple_n(stride if stride is not None else k_, n, "stride")
-        d_ = _tuple_n(dilation, n, "dilation")
+        s_ = _positive_n(stride if stride is not None else k_, n, "stride", op)
+        d_ = _positive_n(dilation, n, "dilation", op)
         pads = _conv_pads(padding, n, k_, d_, op)
         extra = []
         for L, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads, strict=True):
@@ -3095,7 +3151,7 @@ class Tensor:
         nsp = self.ndim - 2
         if nsp < 1:
             raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
-        out_size = _tuple_n(size, nsp, "size")
+        out_size = _positive_n(size, nsp, "size", "interpolate")
         # an integer image stays one: each axis (the last first) resized, then rounded half up (as PyTorch for uint8)
         as_int = not mode.startswith("nearest") and not dtypes.is_float(self.dtype)
         x = self if mode.startswith("nearest") or as_int else self._float()
@@ -3212,6 +3268,7 @@ class Tensor:
             raise ShapeError(
                 f"cross_entropy: class targets {Y.shape} should have shape {expected} for logits {self.shape}"
             )
+        _check_targets(Y, C, ignore_index, "cross_entropy")
         valid = Y != ignore_index
         onehot = Y._one_hot_along(C)
         onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot
@@ -3239,6 +3296,7 @@ class Tensor:
         expected = self.shape[:axis] + self.shape[axis + 1 :]
         if Y.shape != expected or not dtypes.is_int(Y.dtype):
             raise ShapeError(f"nll_loss: targets {Y.shape} ({Y.dtype}) should be ints of shape {expected}")
+        _check_targets(Y, C, ignore_index, "nll_loss")
         onehot = Y._one_hot_along(C)
         onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot
         picked = onehot.where(self, 0.0).sum(axis)
@@ -3575,10 +3633,77 @@ def _tuple_n(x: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
     return t
 
 
+def _check_values_in(idx: Tensor, lo: int, hi: int, message: Callable[[int], str], ignore: int | None = None) -> None:
+    """Raise IndexError(message(v)) for a value v of the int tensor idx outside [lo, hi) (`ignore` is allowed).
+
+    Values from the host are checked here and now. Values computed on the device are checked by reading back their
+    min and max (a sync; CHECK_INDEX=0 skips it); the check is recorded by a capturing TinyJit, whose replays repeat
+    it after their kernels."""
+    if not idx.numel():
+        return
+    if idx._is_plain_buffer():
+        vals = idx.numpy().reshape(-1)
+        vals = vals[vals != ignore] if ignore is not None else vals
+        bad = vals[(vals < lo) | (vals >= hi)]
+        if bad.size:
+            raise IndexError(message(int(bad[0])))
+        return
+    if not CHECK_INDEX:
+        return
+    from uopkit.engine.realize import capturing_checks
+
+    idx.realize()
+    vals = idx if ignore is None else (idx == ignore).where(lo, idx)
+    bounds = Tensor.stack(vals.min(), vals.max()).cast(dtypes.int64).realize()
+    check = _DeviceRangeCheck(bounds._buffer(), lo, hi, message)
+    for captured in capturing_checks:
+        captured.append(check)
+    check()
+
+
+class _DeviceRangeCheck:
+    """Reads a realized (min, max) pair of device-computed indices and raises if either lies outside [lo, hi)."""
+
+    def __init__(self, bounds: Buffer, lo: int, hi: int, message: Callable[[int], str]) -> None:
+        self.bounds, self.lo, self.hi, self.message = bounds, lo, hi, message
+
+    def __call__(self) -> None:
+        mn, mx = (int(v) for v in self.bounds.as_numpy())
+        if mn < self.lo or mx >= self.hi:
+            bad = mn if mn < self.lo else mx
+            raise IndexError(self.message(bad) + " (computed on the device; CHECK_INDEX=0 skips this check)")
+
+
+def _check_targets(Y: Tensor, C: int, ignore_index: int, op: str) -> None:
+    # class targets in [0, C), ignore_index aside (torch raises "Target 5 is out of bounds")
+    _check_values_in(Y, 0, C, lambda bad: f"{op}: target {bad} is out of bounds for {C} classes", ignore_index)
+
+
+def _short_int(y: int) -> str:
+    return str(y) if abs(y) < 10**30 else f"{'-' if y < 0 else ''}({y.bit_length()}-bit int)"
+
+
+def _positive_n(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...]:
+    """_tuple_n for a size, step or count that must be at least 1 (0 would divide by zero further on)."""
+    t = _tuple_n(x, n, what)
+    if any(v <= 0 for v in t):
+        raise ValueError(f"{op}: {what} must be positive, got {x!r}")
+    return t
+
+
 def _conv_pads(
     padding: Any, n: int, ks: Sequence[int], dilation: Sequence[int], op: str
 ) -> tuple[tuple[int, int], ...]:
     """(before, after) per spatial axis from an int, one int per axis, 2 per axis (last axis first), or a string."""
+    pads = _conv_pads_any(padding, n, ks, dilation, op)
+    if any(v < 0 for pair in pads for v in pair):
+        raise ValueError(f"{op}: padding must not be negative, got {padding!r}")
+    return pads
+
+
+def _conv_pads_any(
+    padding: Any, n: int, ks: Sequence[int], dilation: Sequence[int], op: str
+) -> tuple[tuple[int, int], ...]:
     if isinstance(padding, str):
         if padding == "valid":
             return ((0, 0),) * n

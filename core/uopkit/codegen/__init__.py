@@ -63,6 +63,11 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
             simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
         # order the graph into loops and statements
         uops = linearize(simplified)
+    # a buffer the simplified code no longer reads (where(c, x, x) -> x) keeps its parameter: the runtime passes every
+    # buffer of the kernel by position
+    used = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}
+    unused = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL and u.arg not in used]
+    uops = sorted(unused, key=lambda u: u.arg) + uops
     if SPEC:
         from uopkit.uop.spec import verify_program
 

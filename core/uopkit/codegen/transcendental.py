@@ -157,7 +157,11 @@ def xexp_native(x: UOp) -> UOp:
     """e**x from a native EXP2, which is exact for the integer part: 2**n * 2**(r/ln2)."""
     n = _floor(x * (1 / math.log(2)) + 0.5)
     r = _exp_remainder(x, n)
-    ret = n.alu(Ops.EXP2) * r.alu(Ops.FDIV, r.const_like(math.log(2))).alu(Ops.EXP2)
+    # 2**n in two halves: near the top of the range n is one past the largest exponent (exp(88.5) in float32 is
+    # 2**128 * 0.71, finite) and 2**n alone would be inf
+    n1 = _floor(n * 0.5)
+    frac = r.alu(Ops.FDIV, r.const_like(math.log(2))).alu(Ops.EXP2)
+    ret = n1.alu(Ops.EXP2) * ((n - n1).alu(Ops.EXP2) * frac)
     # the reduction is nan at +-inf: exp(inf) = inf, exp(-inf) = 0
     ret = x.alu(Ops.CMPEQ, x.const_like(math.inf)).where(x, ret)
     return x.alu(Ops.CMPEQ, x.const_like(-math.inf)).where(x.const_like(0.0), ret)
