@@ -206,6 +206,10 @@ class CStyleRenderer(Renderer):
     def render_local(self, name: str, dt: DType, size: int) -> str:
         raise RenderError(f"{type(self).__name__} has no local memory")
 
+    def render_wmma(self, u: UOp, args: list[str]) -> str:
+        """The expression for a WMMA (tensor core `u.arg`) on the fragments `args` (A, B, C)."""
+        raise RenderError(f"{type(self).__name__} has no tensor cores (WMMA {u.arg})")
+
     def preamble(self, uops: list[UOp]) -> list[str]:
         return ["#include <math.h>", *self.vector_typedefs(uops)]
 
@@ -257,13 +261,20 @@ class CStyleRenderer(Renderer):
                 names[u] = f"acc{u.arg}"
                 undeclared[u] = None
             elif u.op is Ops.DEFINE_LOCAL:
-                names[u] = u.arg
-                emit(self.render_local(u.arg, u.dtype.base, u.dtype.size))
+                # the lowerer names local buffers ("temp0"); hand-built programs may number them
+                names[u] = u.arg if isinstance(u.arg, str) else f"temp{u.arg}"
+                emit(self.render_local(names[u], u.dtype.base, u.dtype.size))
             elif u.op is Ops.SPECIAL:
                 names[u] = u.arg
                 emit(f"int {u.arg} = {self.render_special(u)}; /* {ref(u.src[0])} */")
             elif u.op is Ops.BARRIER:
                 emit(self.barrier)
+            elif u.op is Ops.IF:
+                emit(f"if ({ref(u.src[0])}) {{")
+                depth += 1
+            elif u.op is Ops.ENDIF:
+                depth -= 1
+                emit("}")
             elif u.op is Ops.NOOP:
                 continue
             elif u.op is Ops.RANGE:
@@ -348,6 +359,10 @@ class CStyleRenderer(Renderer):
                 var = new_name("cast")
                 names[u] = var
                 emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_bitcast(u, ref(u.src[0]))};")
+            elif u.op is Ops.WMMA:
+                var = new_name("wmma")
+                names[u] = var
+                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_wmma(u, [ref(s) for s in u.src])};")
             else:
                 raise RenderError(f"{type(self).__name__} can't render {u.op.name}")
         # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
