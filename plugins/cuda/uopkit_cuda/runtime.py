@@ -12,6 +12,7 @@ Device numbering: ``CUDA`` is GPU 0, ``CUDA:N`` GPU N in the driver's order; eac
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import os
@@ -252,6 +253,12 @@ class PyCUDADriver(CUDADriver):
         self.cu = cuda
         cuda.init()
         self._contexts: list[Any] = []
+        # pycuda reports an error at exit when a context is still on its stack
+        atexit.register(self._pop_current)
+
+    def _pop_current(self) -> None:
+        while self.cu.Context.get_current() is not None:
+            self.cu.Context.pop()
 
     def device_count(self) -> int:
         return int(self.cu.Device.count())
