@@ -124,3 +124,19 @@ def test_every_mma_compiles_to_cubin(tc) -> None:  # noqa: ANN001
     cubin, log = NVRTCCompiler("sm_80").compile_with_log(CUDARenderer().render("mm", wmma_matmul_program(tc)))
     # an ELF image (CUBIN), and no warnings
     assert cubin[:4] == b"\x7fELF" and log == ""
+
+
+def test_y_and_z_ids_step_through_grids_larger_than_the_limit() -> None:
+    """A grid holds at most 65535 blocks in y and z: those ids loop by the grid's size (the runtime clamps it)."""
+    out, a = global_buf(0, dtypes.float32, 70000 * 4), global_buf(1, dtypes.float32, 70000 * 4)
+    g0 = UOp(Ops.SPECIAL, dtypes.index, (idx(4),), "gidx0")
+    g1 = UOp(Ops.SPECIAL, dtypes.index, (idx(70000),), "gidx1")
+    lane = UOp(Ops.SPECIAL, dtypes.index, (idx(4),), "lidx0")
+    i = g1 * 16 + g0 * 4 + lane
+    src = CUDARenderer().render("big", program(store(out, i, load(a, i) * 2.0)))
+    assert (
+        "  for (int gidx1 = blockIdx.y; gidx1 < 70000; gidx1 += gridDim.y) {\n    int gidx0 = (int)blockIdx.x;" in src
+    )
+    assert src.endswith("    data0[alu3] = alu4;\n  }\n}")
+    ungrouped = CUDARenderer().render("big", program(store(out, g1 * 4 + g0, load(a, g1 * 4 + g0))))
+    assert "gidx1 = blockIdx.y*blockDim.y+threadIdx.y; gidx1 < 70000; gidx1 += gridDim.y*blockDim.y) {" in ungrouped

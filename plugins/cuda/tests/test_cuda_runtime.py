@@ -208,8 +208,10 @@ def test_launch_dims() -> None:
     assert launch_dims((97, 1, 1), None, caps) == Launch((1, 1, 1), (97, 1, 1))
     with pytest.raises(ValueError, match=r"block \(2048, 1, 1\) \(2048 threads\) exceeds the device's limits"):
         launch_dims((1, 1, 1), (2048, 1, 1), caps)
+    # y and z beyond the grid's limit are clamped: the kernel's ids step through the rest
+    assert launch_dims((1, 70000, 1), (1, 1, 1), caps) == Launch((1, 65535, 1), (1, 1, 1))
     with pytest.raises(ValueError, match="exceeds the device's limit"):
-        launch_dims((1, 70000, 1), (1, 1, 1), caps)
+        launch_dims((2**31, 1, 1), (1, 1, 1), caps)
 
 
 @needs_nvrtc

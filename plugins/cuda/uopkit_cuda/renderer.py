@@ -308,10 +308,28 @@ class CUDARenderer(CStyleRenderer):
 
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         threads = block_threads(uops or [])
-        bounds = f"__launch_bounds__({threads}) " if threads is not None else f"__launch_bounds__({DEFAULT_BLOCK}) "
-        lines = [f"{self.kernel_prefix}void {bounds}{name}({', '.join(params)}) {{", *body, "}"]
+        bounds = f"__launch_bounds__({threads if threads is not None else DEFAULT_BLOCK}) "
+        # grids have at most 65535 blocks in y and z: those ids step through their range by the grid's size (the
+        # runtime clamps the grid), from their definition to the end of the kernel (the ids are block-uniform)
+        looped: list[str] = []
+        closing = 0
+        for line in body:
+            match = GRID_STRIDE_ID.match(line)
+            if match is None:
+                looped.append("  " * closing + line)
+                continue
+            indent, var, start, size = match.groups()
+            axis = "xyz"[int(var[-1])]
+            step = f"gridDim.{axis}" if start.endswith(f"blockIdx.{axis}") else f"gridDim.{axis}*blockDim.{axis}"
+            looped.append(f"{'  ' * closing}{indent}for (int {var} = {start}; {var} < {size}; {var} += {step}) {{")
+            closing += 1
+        ends = ["  " * (depth + 1) + "}" for depth in reversed(range(closing))]
+        lines = [f"{self.kernel_prefix}void {bounds}{name}({', '.join(params)}) {{", *looped, *ends, "}"]
         return "\n".join(lines)
 
+
+# the statement the render loop writes for a y or z block id: `int gidx1 = <start>; /* <size> */`
+GRID_STRIDE_ID = re.compile(r"^(\s*)int (gidx[12]) = \(int\)\(?(.*?)\)?; /\* (.+) \*/$")
 
 ALL_CUDA_TENSOR_CORES: list[TensorCore] = CUDA_TENSOR_CORES + CUDA_BF16_TENSOR_CORES + CUDA_TF32_TENSOR_CORES
 

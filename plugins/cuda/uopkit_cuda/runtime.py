@@ -511,9 +511,11 @@ def launch_dims(global_size: tuple[int, int, int], local_size: tuple[int, int, i
             f"block {launch.block} ({threads} threads) exceeds the device's limits: {caps.max_threads_per_block} "
             f"threads per block, {caps.max_block} per dimension"
         )
-    if any(g > m for g, m in zip(launch.grid, caps.max_grid, strict=True)):
+    if launch.grid[0] > caps.max_grid[0]:
         raise ValueError(f"grid {launch.grid} exceeds the device's limit {caps.max_grid}")
-    return launch
+    # more blocks than the grid holds in y or z: the kernel's ids step through the rest (see the renderer)
+    grid = (launch.grid[0], min(launch.grid[1], caps.max_grid[1]), min(launch.grid[2], caps.max_grid[2]))
+    return Launch(grid, launch.block)
 
 
 class CUDAProgram:
