@@ -156,11 +156,18 @@ def fake(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     return driver, opened
 
 
-def test_open_reads_caps_and_builds_for_the_arch(fake) -> None:  # noqa: ANN001
+@needs_nvrtc
+def test_open_reads_caps_and_builds_for_the_arch(fake, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     driver, opened = fake
     dev = opened["CUDA:1"]
     assert isinstance(dev, CUDADevice) and dev.index == 1 and dev.caps.name == "Fake GPU 1"
     assert dev.compiler.arch == "sm_90" and dev.renderer.arch == "sm_90"
+    monkeypatch.setenv("CUDA_ARCH", "sm_75")
+    older = open_cuda("CUDA", driver)
+    assert (older.compiler.arch, older.renderer.arch, older.renderer.tensor_cores) == ("sm_75", "sm_75", [])
+    monkeypatch.setenv("CUDA_ARCH", "sm_12")
+    with pytest.raises(ValueError, match="can't compile for 'sm_12'"):
+        open_cuda("CUDA", driver)
     with pytest.raises(ValueError, match=r"CUDA:2 does not exist: 2 CUDA GPU\(s\) here"):
         open_cuda("CUDA:2", driver)
     with pytest.raises(ValueError, match="the index after ':' must be a number"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass
@@ -581,9 +582,12 @@ class CUDADevice(Compiled):
         self.driver = driver
         self.caps = driver.read_caps(index)
         self.context = driver.open_context(index)
-        # CUDA_ARCH builds for another arch than the device's (e.g. a PTX-compatible older one)
+        # CUDA_ARCH builds for another arch than the device's (an older one the GPU also runs): the renderer then
+        # offers only what that arch has (tensor cores need sm_80)
         arch = os.environ.get("CUDA_ARCH") or self.caps.arch
-        super().__init__(device, CUDAAllocator(self), CUDARenderer(self.caps), NVRTCCompiler(arch), self.program)
+        compiler = NVRTCCompiler(arch)
+        renderer = CUDARenderer(dataclasses.replace(self.caps, arch=compiler.arch))
+        super().__init__(device, CUDAAllocator(self), renderer, compiler, self.program)
 
     def make_current(self) -> None:
         self.driver.set_current(self.context)
