@@ -11,6 +11,9 @@
 #  4. the GPU benchmark: uopkit CUDA against PyTorch on the same GPU (bench/gpu.py)
 #  5. pycuda built from its sdist (when .whl has it), then the conformance and Tensor suites on UOPKIT_CUDA_RUNTIME=pycuda
 # A failing step is logged and the next one still runs; the exit code is the number of failed steps.
+# Budget: one call may run 600 s. Steps 1-4 are expected to take a few minutes; building pycuda (serial C++ with
+# its bundled Boost.Python) may take most of a call: run it on its own, e.g.
+#   GPU_CHECK_STEPS="install pycuda-build pycuda-conformance pycuda-tensor-suite" bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gpu_check_out}"

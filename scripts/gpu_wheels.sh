@@ -5,11 +5,11 @@
 # in /usr/local/cuda/include; pycuda is missing and builds there from its sdist against CUDA 13.0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> "$(git rev-parse --git-common-dir)/info/exclude"
+# .whl/ is in .gitignore, so the device tool carries it only when asked (`carry: [".whl"]`)
 mkdir -p .whl
 python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-  --platform manylinux2014_x86_64 -d .whl pytools platformdirs siphash24 mako markupsafe typing_extensions
+  --platform manylinux2014_x86_64 -d .whl pytools platformdirs siphash24 mako markupsafe typing_extensions wheel
 # pycuda has no wheels: its source, built on the GPU machine by gpu_check.sh
-python3 -m pip download --no-deps --no-binary=:all: -d .whl pycuda
+python3 -m pip download --no-deps --no-binary=:all: --no-build-isolation -d .whl pycuda
 ls -la .whl
