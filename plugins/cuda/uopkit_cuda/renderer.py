@@ -174,17 +174,17 @@ class CUDARenderer(CStyleRenderer):
     supported_dtypes: ClassVar[tuple[DType, ...]] = CUDA_DTYPES
 
     def __init__(self, caps: CUDACaps | None = None, tf32: bool | None = None) -> None:
-        self.caps = caps if caps is not None else CUDACaps(arch=os.environ.get("CUDA_ARCH", DEFAULT_ARCH))
-        sm = self.caps.sm
+        self.cuda_caps = caps if caps is not None else CUDACaps(arch=os.environ.get("CUDA_ARCH", DEFAULT_ARCH))
+        sm = self.cuda_caps.sm
         # the device's limits replace the class defaults for this instance
-        self.local_max = tuple(min(s, self.caps.max_threads_per_block) for s in self.caps.max_block)
-        self.global_max = self.caps.max_grid
-        self.shared_max = self.caps.shared_per_block
+        self.local_max = tuple(min(s, self.cuda_caps.max_threads_per_block) for s in self.cuda_caps.max_block)
+        self.global_max = self.cuda_caps.max_grid
+        self.shared_max = self.cuda_caps.shared_per_block
         self.tensor_cores = tensor_cores_for(sm, tf32_enabled() if tf32 is None else tf32)
 
     @property
     def arch(self) -> str:
-        return self.caps.arch
+        return self.cuda_caps.arch
 
     # ---------------------------------------------------------------------------------------------- types
 
@@ -282,7 +282,7 @@ class CUDARenderer(CStyleRenderer):
         tc = u.arg
         if not isinstance(tc, TensorCore) or tc.name not in {t.name for t in ALL_CUDA_TENSOR_CORES}:
             raise RenderError(f"CUDA has no tensor core {getattr(tc, 'name', tc)!r}")
-        if self.caps.sm < 80:
+        if self.cuda_caps.sm < 80:
             raise RenderError(f"tensor core {tc.name} needs sm_80 or newer, the target is {self.arch}")
         return f"{tc.name}({', '.join(args)})"
 
