@@ -9,12 +9,7 @@ import pytest
 
 from uopkit.device import CompileError, Device, DeviceError
 from uopkit.dtype import dtypes
-from uopkit.plugin import BackendInfo, hookimpl
-from uopkit.plugin.manager import get_manager
-from uopkit.renderer import Renderer
-from uopkit.renderer.tensor_cores import CUDA_TENSOR_CORES
-from uopkit.tensor import Tensor
-from uopkit.testing.emulator import (
+from uopkit.emulator import (
     EmulatorCompiler,
     EmulatorError,
     EmulatorRenderer,
@@ -22,6 +17,11 @@ from uopkit.testing.emulator import (
     open_emulator,
     run_uops,
 )
+from uopkit.plugin import BackendInfo, hookimpl
+from uopkit.plugin.manager import get_manager
+from uopkit.renderer import Renderer
+from uopkit.renderer.tensor_cores import CUDA_TENSOR_CORES
+from uopkit.tensor import Tensor
 from uopkit.testing.programs import end, global_buf, idx, load, loop, program, store
 from uopkit.uop.ops import Ops, UOp
 from uopkit.uop.spec import SPEC_VERSION
@@ -238,3 +238,106 @@ def test_emulate_a_gpu_runs_gpu_style_programs(fake_gpu: None) -> None:
         assert any(u.op is Ops.SPECIAL for s in specs for u in s.uops)
     finally:
         Device._opened.pop("EMULATOR:5", None)
+
+
+def _programs(device: str) -> list:
+    from uopkit.codegen import get_program
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    rng = np.random.default_rng(0)
+    a = Tensor(rng.standard_normal((128, 256)).astype(np.float32), device=device)
+    b = Tensor(rng.standard_normal((256, 256)).astype(np.float32), device=device)
+    outs = [a @ b, a.softmax(-1), a.sum(0), a.max(1), (a * 2).exp()]
+    items = create_schedule(kernelize_tensors(outs))
+    return [get_program(item.ast, Device[device].renderer) for item in items]
+
+
+def test_emulate_cpu_builds_the_cpus_programs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the whole capability object travels: vector ops, panel packing, threads, simd reduce loops, ...
+    monkeypatch.setenv("EMULATE", "CPU")
+    emulated = Device["EMULATOR:11"]
+    cpu = Device["CPU"].renderer
+    assert emulated.renderer.caps == cpu.caps and emulated.renderer.extra_matcher is cpu.extra_matcher
+    want, got = _programs("CPU"), _programs("EMULATOR:11")
+    # same kernels (the matmul's panel copy included), each the same linear program with the same opts and launch
+    assert [p.uops for p in got] == [p.uops for p in want] and len(want) >= 5
+    assert [(p.opts, p.global_size, p.local_size) for p in got] == [(p.opts, p.global_size, p.local_size) for p in want]
+    # and they run here: a CPU register tile accumulates float4 vectors in its reduce loop (each vector update is a
+    # reduction over four register columns when the emulator runs the loop's iterations as lanes)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((16, 9)).astype(np.float32), rng.standard_normal((9, 4)).astype(np.float32)
+    got = (Tensor(a, device="EMULATOR:11") @ Tensor(b, device="EMULATOR:11")).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    out = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="EMULATOR:11").softmax(-1).numpy()
+    e = np.exp(np.arange(12, dtype=np.float32).reshape(3, 4) - np.arange(3, 12, 4, dtype=np.float32)[:, None])
+    np.testing.assert_allclose(out, e / e.sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_bfloat16_helpers_match_torch() -> None:
+    torch = pytest.importorskip("torch")
+    from uopkit.emulator import bf16_to_float32, float32_to_bf16_bits
+
+    rng = np.random.default_rng(5)
+    x = np.concatenate(
+        [
+            rng.standard_normal(5000).astype(np.float32) * 10.0 ** rng.integers(-40, 39, 5000),
+            np.array([0.0, -0.0, np.inf, -np.inf, 3.4e38, -3.4e38, 1e-45, 1.00390625, 1.01171875], np.float32),
+        ]
+    ).astype(np.float32)
+    want = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(float32_to_bf16_bits(x), want)
+    np.testing.assert_array_equal(bf16_to_float32(want), torch.from_numpy(x).to(torch.bfloat16).float().numpy())
+    assert np.isnan(bf16_to_float32(float32_to_bf16_bits(np.float32(np.nan))))
+
+
+# ---- a renderer may return bytes: the compiler gets exactly that
+
+
+class BytesRenderer(EmulatorRenderer):
+    def render(self, name: str, uops: list[UOp]) -> bytes:  # type: ignore[override]
+        from uopkit.emulator import encode_program
+
+        return encode_program(name, uops)
+
+
+class BytesCompiler(EmulatorCompiler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache_key = "bytes-test 1"
+        self.seen: list[type] = []
+
+    def compile(self, src: str | bytes) -> bytes:
+        from uopkit.emulator import decode_program
+        from uopkit.uop.spec import verify_program
+
+        self.seen.append(type(src))
+        assert isinstance(src, bytes)
+        verify_program(decode_program(src)[1])
+        return src
+
+
+def test_render_may_return_bytes(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    dev = Device["EMULATOR:12"]
+    compiler = BytesCompiler()
+    monkeypatch.setattr(dev, "renderer", BytesRenderer())
+    monkeypatch.setattr(dev, "compiler", compiler)
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    data = np.arange(10, dtype=np.float32)
+    t = Tensor(data, device="EMULATOR:12")
+    np.testing.assert_allclose(((t * 3) + 1).numpy(), data * 3 + 1)
+    assert compiler.seen and set(compiler.seen) == {bytes}
+    # the disk cache keys bytes as it keys text: the same program again is a hit, not a second compile
+    from uopkit.device import compile_cache_stats
+
+    lib = dev.renderer.render("k", sum_rows_program(2, 3))
+    hits, n_compiles = compile_cache_stats.hits, len(compiler.seen)
+    assert compiler.compile_cached(lib) == compiler.compile_cached(lib) == lib
+    assert compile_cache_stats.hits == hits + 1 and len(compiler.seen) == n_compiles + 1
+
+
+def test_old_import_path_is_an_alias() -> None:
+    import uopkit.emulator
+    import uopkit.testing.emulator
+    from uopkit.testing.emulator import EmulatorRenderer as Old
+
+    assert uopkit.testing.emulator is uopkit.emulator and Old is EmulatorRenderer

@@ -83,3 +83,84 @@ def test_register_tile_slots_are_separate_variables():
     assert "acc0[" not in src and "float16 acc0_0;" in src and "float16 acc0_48;" in src
     out = (a @ b).numpy()
     np.testing.assert_allclose(out, a.numpy() @ b.numpy(), rtol=1e-5)
+
+
+# ---- capabilities, loop roles and the rule table
+
+
+def _cpu_programs() -> list:
+    from uopkit import Tensor
+    from uopkit.codegen import get_program
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    a = Tensor(np.random.default_rng(0).standard_normal((96, 256)).astype(np.float32))
+    outs = [a.sum(1), a.max(1), a.softmax(-1), a @ a.T, a.exp()]
+    return [get_program(it.ast, Device["CPU"].renderer) for it in create_schedule(kernelize_tensors(outs))]
+
+
+def test_caps_are_one_frozen_object_and_class_attributes_fold_into_it():
+    import dataclasses
+
+    import pytest
+
+    from uopkit.renderer import Renderer, RendererCaps
+
+    class Old(Renderer):
+        has_local = True
+        local_max = [64, 8, 1]
+        tensor_cores = []
+
+    assert Old.caps == RendererCaps(has_local=True, local_max=(64, 8, 1))
+    r = Old()
+    assert r.has_local and Old.has_local and r.local_max == (64, 8, 1) and r.tensor_cores == []
+    r.shared_max = 1024
+    # an instance's assignment replaces its own caps, not the class's
+    assert r.caps.shared_max == 1024 and Old.caps.shared_max == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.caps.has_local = False  # type: ignore[misc]
+    assert Ops.ADD in Device["CPU"].renderer.caps.simd_reduce_ops and Device["CPU"].renderer.caps.pack_panel
+
+
+def test_loop_roles_mark_parallel_sum_and_max_loops():
+    from uopkit.renderer.loops import loop_roles
+
+    found = set()
+    for p in _cpu_programs():
+        for rng, role in loop_roles(list(p.uops)).items():
+            assert role.end.op is Ops.END and role.end.src[1] is rng
+            assert role.parallel == (rng.arg[1] == "thread")
+            if role.reduce is not None:
+                assert role.registers and all(r.op is Ops.DEFINE_REG for r in role.registers)
+                found.add(role.reduce)
+            found |= {"parallel"} if role.parallel else set()
+    assert {Ops.ADD, Ops.MAX} <= found
+    src = "\n".join(p.src for p in _cpu_programs())
+    assert "reduction(+:" in src and "reduction(max:" in src
+
+
+def test_no_value_defined_in_a_loop_is_used_after_its_end():
+    for p in _cpu_programs():
+        uops, inside, open_loops = list(p.uops), {}, []
+        for u in uops:
+            for s in u.src:
+                # a source defined in a loop is only used while that loop is still open
+                assert inside.get(s, set()) <= set(open_loops) or u.op is Ops.END, (p.name, u.op, s.op)
+            if u.op is Ops.RANGE:
+                open_loops.append(u)
+            elif u.op is Ops.END:
+                open_loops.remove(u.src[1])
+            inside[u] = set(open_loops)
+
+
+def test_a_c_like_backend_adds_rules_in_front():
+    from uopkit.renderer.cstyle import pm_cstyle
+    from uopkit.uop.ops import PatternMatcher, UPat
+    from uopkit_cpu.renderer import ClangRenderer
+
+    class Traced(ClangRenderer):
+        render_rules = PatternMatcher([(UPat(Ops.BARRIER), lambda: "/* barrier */")]) + pm_cstyle
+
+    p = _cpu_programs()[0]
+    uops = list(p.uops)
+    assert Traced().render(p.name, uops) == ClangRenderer().render(p.name, uops)
+    assert "/* barrier */" in Traced().render("k", [UOp(Ops.BARRIER, dtypes.void, ())])

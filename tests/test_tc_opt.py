@@ -14,16 +14,16 @@ from uopkit.codegen.opt.heuristic import hand_coded_opts
 from uopkit.codegen.opt.search import candidate_actions
 from uopkit.device import Compiled
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
-from uopkit.renderer import TensorCore
-from uopkit.renderer.tensor_cores import CUDA_TENSOR_CORES, IN_TREE_TENSOR_CORES, ONE_THREAD_TENSOR_CORES
-from uopkit.schedule import create_schedule, kernelize_tensors
-from uopkit.testing.emulator import (
+from uopkit.emulator import (
     EmulatorAllocator,
     EmulatorCompiler,
     EmulatorProgram,
     EmulatorRenderer,
     run_uops,
 )
+from uopkit.renderer import TensorCore
+from uopkit.renderer.tensor_cores import CUDA_TENSOR_CORES, IN_TREE_TENSOR_CORES, ONE_THREAD_TENSOR_CORES
+from uopkit.schedule import create_schedule, kernelize_tensors
 from uopkit.uop.ops import Ops
 
 ALL = [tc for tcs in IN_TREE_TENSOR_CORES.values() for tc in tcs]

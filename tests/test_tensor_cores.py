@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from uopkit.dtype import dtypes, to_numpy_dtype
+from uopkit.emulator import run_uops
 from uopkit.renderer import Renderer, TensorCore, TileLayout
 from uopkit.renderer.tensor_cores import (
     AMD_RDNA3_TENSOR_CORES,
@@ -20,7 +21,6 @@ from uopkit.renderer.tensor_cores import (
     validate_for_renderer,
     wmma_matmul_program,
 )
-from uopkit.testing.emulator import run_uops
 from uopkit.uop.ops import Ops
 
 ALL = [tc for tcs in IN_TREE_TENSOR_CORES.values() for tc in tcs]

@@ -116,13 +116,15 @@ class LRUAllocator(Allocator):
 class CompileError(Exception):
     """A compiler rejected a kernel's source; `str()` shows the compiler's message and the numbered source."""
 
-    def __init__(self, message: str, src: str, compiler: str = "compiler") -> None:
+    def __init__(self, message: str, src: str | bytes, compiler: str = "compiler") -> None:
         super().__init__(message)
         self.message = message
         self.src = src
         self.compiler = compiler
 
     def __str__(self) -> str:
+        if isinstance(self.src, bytes):
+            return f"{self.compiler} failed:\n{self.message.rstrip()}\n--- program: {len(self.src)} bytes ---"
         numbered = "\n".join(f"{i:4d} | {line}" for i, line in enumerate(self.src.splitlines(), start=1))
         return f"{self.compiler} failed:\n{self.message.rstrip()}\n--- source ---\n{numbered}"
 
@@ -141,6 +143,9 @@ compile_cache_stats = CompileCacheStats()
 class Compiler:
     """Turns a kernel's source into the bytes its runtime loads.
 
+    `compile` gets exactly what the device's renderer returned: a ``str`` of source text for a renderer that writes
+    source (every C-like one), or ``bytes`` for one whose `render` returns bytes (bitcode, a serialized module).
+
     `cache_key` names everything besides the source that changes the binary: backend name and version,
     compiler version and flags, target (GPU arch, host CPU model). It is None to opt out of the disk cache.
     """
@@ -151,15 +156,17 @@ class Compiler:
         if cache_key is not None:
             self.cache_key = cache_key
 
-    def compile(self, src: str) -> bytes:
-        """Compile `src`; raise `CompileError` (with the source and the compiler's message) on failure."""
+    def compile(self, src: str | bytes) -> bytes:
+        """Compile `src` (what the renderer returned: str or bytes); raise `CompileError` (with the source and the
+        compiler's message) on failure."""
         raise NotImplementedError(f"{type(self).__name__} must implement compile")
 
-    def compile_cached(self, src: str) -> bytes:
+    def compile_cached(self, src: str | bytes) -> bytes:
         """`compile`, through the disk cache under ``cache_dir()/"compile"`` (off with CACHELEVEL=0)."""
         if self.cache_key is None or CACHELEVEL.value == 0:
             return self.compile(src)
-        digest = hashlib.sha256((self.cache_key + "\0" + src).encode()).hexdigest()
+        data = src.encode() if isinstance(src, str) else src
+        digest = hashlib.sha256((self.cache_key + "\0").encode() + data).hexdigest()
         folder = cache_dir() / "compile"
         path = folder / f"{digest}.bin"
         if path.is_file():

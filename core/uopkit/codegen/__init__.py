@@ -17,10 +17,11 @@ from uopkit.uop.symbolic import pm_symbolic
 
 @dataclass(frozen=True)
 class ProgramSpec:
-    """A rendered kernel: its name, source, the linear UOps it came from and its launch parameters."""
+    """A rendered kernel: its name, source (what the renderer returned: str, or bytes), the linear UOps it came from
+    and its launch parameters."""
 
     name: str
-    src: str
+    src: str | bytes
     uops: tuple[UOp, ...]
     global_size: tuple[int, int, int] = (1, 1, 1)
     local_size: tuple[int, int, int] | None = None
@@ -42,14 +43,14 @@ def kernel_name(ast: UOp) -> str:
 def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -> tuple[list[UOp], dict]:
     """Kernel AST -> linear program (and its launch dimensions)."""
     # views become index arithmetic over RANGE loops (or GPU ids); reduces become DEFINE_REG accumulators
-    vector_width = renderer.max_vector_width if renderer.vector_ops else 1
-    lowered, lctx = lower_kernel(ast, plan, gpu=renderer.has_local, vector_width=vector_width)
+    vector_width = renderer.caps.max_vector_width if renderer.caps.vector_ops else 1
+    lowered, lctx = lower_kernel(ast, plan, gpu=renderer.caps.has_local, vector_width=vector_width)
     # e**x gets its accurate form while the code is still scalar
-    lowered = graph_rewrite(lowered, exp_rules(renderer.transcendental_ops), name="exp")
+    lowered = graph_rewrite(lowered, exp_rules(renderer.caps.transcendental_ops), name="exp")
     # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
-    expanded = expand(lowered, renderer.vector_ops)
+    expanded = expand(lowered, renderer.caps.vector_ops)
     # transcendental ops the renderer lacks become polynomials and bit operations
-    decompose = decompositions_for(renderer.transcendental_ops)
+    decompose = decompositions_for(renderer.caps.transcendental_ops)
     if decompose is not None:
         expanded = graph_rewrite(expanded, decompose, name="transcendentals")
     # fold constants and simplify the index arithmetic the views produced

@@ -76,7 +76,7 @@ def get_runner(ast: UOp, device: str) -> CompiledRunner:
 def _codegen(ast: UOp, dev: Compiled) -> ProgramSpec:
     spec = get_program(ast, dev.renderer)
     if DEBUG >= 4:
-        print(spec.src)
+        print(spec.src if isinstance(spec.src, str) else f"// {spec.name}: {len(spec.src)} bytes from the renderer")
     return spec
 
 

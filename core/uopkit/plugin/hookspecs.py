@@ -7,18 +7,24 @@ A backend is a Python distribution with an entry point in the group ``uopkit``::
 
 The module the entry point names holds ``@hookimpl`` functions; there is one hook, :func:`uopkit_backends`, and
 pluggy's ``check_pending`` rejects any other ``uopkit_*`` name (a typo is reported, not ignored). The core's own
-built-in backend (the reference emulator, ``uopkit.testing.emulator``) registers through the same hook.
+built-in backend (the reference emulator, ``uopkit.emulator``) registers through the same hook.
 
 What a backend returns, per device name, is a :class:`BackendInfo`; what ``BackendInfo.open`` builds is a
 :class:`uopkit.device.Compiled` made of:
 
 - a renderer (:class:`uopkit.renderer.Renderer`, usually a ``CStyleRenderer`` subclass): ``render(name, uops)``
-  turns a linear program (``uopkit.uop.spec.spec_program``) into source. Its class attributes are the backend's
-  capabilities: ``has_local``/``has_shared``/``local_max``/``shared_max`` (GPU-style launch and local memory),
-  ``has_threads``, ``max_vector_width``, ``supported_dtypes`` (each is tested by the conformance suite),
-  ``transcendental_ops``, ``extra_matcher`` (rewrite rules run before rendering), and ``tensor_cores`` (a list of
-  :class:`uopkit.renderer.TensorCore` descriptions, validated when built);
-- a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes``, raising ``CompileError(message, src)``;
+  turns a linear program (``uopkit.uop.spec.spec_program``: each op's arg and sources, the index dtype int32, the
+  ordering guarantee and the semantics to match are listed in docs/writing-a-backend.md, "What a renderer
+  receives") into source. Its ``caps`` (:class:`uopkit.renderer.RendererCaps`, one frozen object) are the backend's
+  capabilities, read by the optimizer and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
+  ``local_max``/``shared_max``/``global_max`` (GPU-style launch and local memory), ``has_threads``,
+  ``max_vector_width``/``vector_ops``, ``tensor_cores`` (:class:`uopkit.renderer.TensorCore` descriptions,
+  validated when built), ``pack_panel``, ``transcendental_ops`` (unclaimed EXP2/LOG2 are decomposed by the core),
+  ``supported_dtypes`` (each is tested by the conformance suite) and ``simd_reduce_ops``; ``extra_matcher`` holds
+  rewrite rules run before linearizing. What each loop is for (parallel, sum, max) is
+  ``uopkit.renderer.loops.loop_roles(uops)``;
+- a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes`` where ``src`` is exactly what ``render``
+  returned (``str`` source, or ``bytes`` when the renderer emits a binary form), raising ``CompileError(message, src)``;
   its ``cache_key`` (backend version, compiler version and flags, target) keys the core's disk cache;
 - an allocator (:class:`uopkit.device.Allocator`, usually an ``LRUAllocator``): ``_alloc``/``_free``/``copyin``/
   ``copyout``, optionally ``transfer`` between two devices of the backend;

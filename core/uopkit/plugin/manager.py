@@ -20,7 +20,7 @@ from uopkit.plugin import hookspecs
 from uopkit.plugin.hookspecs import PROJECT_NAME, BackendInfo
 
 # Modules of the core that provide backends through `uopkit_backends`, registered like any plugin.
-BUILTIN_BACKENDS: list[str] = ["uopkit.testing.emulator"]
+BUILTIN_BACKENDS: list[str] = ["uopkit.emulator"]
 
 CORE_DISTRIBUTION = "uopkit"
 

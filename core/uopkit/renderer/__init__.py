@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from uopkit.dtype import DType, dtypes
@@ -91,43 +91,102 @@ class TensorCore:
         return f"{self.name} ({self.threads} threads, {self.elements_per_thread} elements per thread)"
 
 
+@dataclass(frozen=True)
+class RendererCaps:
+    """What a backend's hardware and renderer can do: the one object the core reads while optimizing and lowering.
+
+    A renderer holds one in ``caps`` (a class default, replaced per instance when the device's limits are only known
+    at run time, e.g. ``self.caps = replace(self.caps, local_max=...)``); ``EMULATE=NAME`` copies it whole.
+    """
+
+    # loops are launched as a grid of threads (GPU-style: SPECIAL ids) rather than written as for loops
+    has_local: bool = False
+    # loops can be shared among CPU threads (OptOps.THREAD: RANGE kind "thread", see `uopkit.renderer.loops`)
+    has_threads: bool = False
+    # work-group local memory (DEFINE_LOCAL) and barriers (BARRIER): OptOps.GROUP/GROUPTOP
+    has_shared: bool = False
+    # the largest launch per dimension (None: no limit) and the largest work-group per dimension
+    global_max: tuple[int, ...] | None = None
+    local_max: tuple[int, ...] | None = None
+    # bytes of local memory per work-group
+    shared_max: int = 0
+    # the widest vector of each scalar type the backend renders natively
+    max_vector_width: int = 1
+    # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies
+    vector_ops: frozenset[Ops] = frozenset()
+    # declarative matrix units (validated when built); the optimizer's OptOps.TC targets them
+    tensor_cores: tuple[TensorCore, ...] = ()
+    # the right operand of a large matmul, when read row by row (k far apart), is first copied into column panels
+    # of this many elements, each contiguous over k (schedule/packing.py); 0: never. For caches and prefetchers.
+    pack_panel: int = 0
+    # transcendental ops rendered natively; the core decomposes each unclaimed one it has a decomposition for (EXP2,
+    # LOG2) into +, * and bit operations; the others (SIN, SQRT, TRUNC, POW) reach the renderer whatever is claimed
+    transcendental_ops: frozenset[Ops] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
+    # the dtypes the backend computes with and stores; the conformance suite tests each of them
+    supported_dtypes: tuple[DType, ...] = (dtypes.bool, *dtypes.ints, dtypes.float16, dtypes.float32, dtypes.float64)
+    # the reduce ops (Ops.ADD, Ops.MAX) whose innermost reduce loops the backend vectorizes by itself (the loops
+    # `uopkit.renderer.loops.loop_roles` marks "sum"/"max"): the optimizer then leaves such reductions as plain loops
+    # instead of splitting them into one accumulator per vector lane
+    simd_reduce_ops: frozenset[Ops] = frozenset()
+
+    def __post_init__(self) -> None:
+        # lists and sets are accepted for convenience and stored as immutable tuples/frozensets
+        object.__setattr__(self, "tensor_cores", tuple(self.tensor_cores))
+        object.__setattr__(self, "supported_dtypes", tuple(self.supported_dtypes))
+        for name in ("vector_ops", "transcendental_ops", "simd_reduce_ops"):
+            object.__setattr__(self, name, frozenset(getattr(self, name)))
+        for name in ("global_max", "local_max"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+CAP_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RendererCaps))
+
+
+class _CapAttribute:
+    """``renderer.<cap>`` (on the class or an instance) reads ``caps.<cap>``; assigning on an instance replaces the
+    instance's ``caps``. Kept so code written against the older class-attribute contract still works."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Renderer | None, owner: type[Renderer]) -> Any:
+        value = getattr((obj if obj is not None else owner).caps, self.name)
+        # tensor_cores read as a list, as it was declared
+        return list(value) if self.name == "tensor_cores" else value
+
+    def __set__(self, obj: Renderer, value: Any) -> None:
+        obj.caps = replace(obj.caps, **{self.name: value})
+
+
 class Renderer:
     """Turns a linear program (a list of UOps, see `uopkit.uop.spec.spec_program`) into source code.
 
-    A backend subclasses this (usually through `uopkit.renderer.cstyle.CStyleRenderer`) and sets the class
-    attributes that describe what its hardware can do; the core reads them while optimizing and lowering.
+    A backend subclasses this (usually through `uopkit.renderer.cstyle.CStyleRenderer`) and declares what its
+    hardware can do in ``caps`` (a `RendererCaps`); the core reads it while optimizing and lowering. For backward
+    compatibility a subclass may still set the capabilities as class attributes (``has_local = True``): they are
+    folded into the class's ``caps`` when the class is created, and ``renderer.has_local`` reads ``caps``.
     """
 
     device: ClassVar[str] = ""
-    # loops are launched as a grid of threads (GPU-style) rather than written as for loops
-    has_local: ClassVar[bool] = False
-    # loops can be shared among CPU threads (OptOps.THREAD)
-    has_threads: ClassVar[bool] = False
-    has_shared: ClassVar[bool] = False
-    global_max: ClassVar[tuple[int, ...] | None] = None
-    local_max: ClassVar[tuple[int, ...] | None] = None
-    shared_max: ClassVar[int] = 0
-    # the widest vector of each scalar type the backend renders natively
-    max_vector_width: ClassVar[int] = 1
-    # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies
-    vector_ops: ClassVar[frozenset[Ops]] = frozenset()
-    tensor_cores: ClassVar[list[TensorCore]] = []
-    # the right operand of a large matmul, when read row by row (k far apart), is first copied into column panels
-    # of this many elements, each contiguous over k (schedule/packing.py); 0: never. For caches and prefetchers.
-    pack_panel: ClassVar[int] = 0
-    # transcendental ops rendered natively; the core decomposes the others into +, * and bit operations
-    transcendental_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
-    # the dtypes the backend computes with and stores; the conformance suite tests each of them
-    supported_dtypes: ClassVar[tuple[DType, ...]] = (
-        dtypes.bool,
-        *dtypes.ints,
-        dtypes.float16,
-        dtypes.float32,
-        dtypes.float64,
-    )
+    caps: RendererCaps = RendererCaps()
     # backend-specific rewrite rules applied to the program before rendering
     extra_matcher: ClassVar[PatternMatcher | None] = None
 
-    def render(self, name: str, uops: list[UOp]) -> str:
-        """Return the source of a kernel called `name` computing `uops`."""
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        legacy = {n: cls.__dict__[n] for n in CAP_NAMES if n in cls.__dict__}
+        if legacy:
+            cls.caps = replace(cls.caps, **legacy)
+            for n in legacy:
+                delattr(cls, n)
+
+    def render(self, name: str, uops: list[UOp]) -> str | bytes:
+        """Return the program of a kernel called `name` computing `uops`: source text (``str``), or ``bytes`` for a
+        backend whose compiler takes a binary form (bitcode, a serialized module). The device's compiler gets
+        exactly this value (`uopkit.device.Compiler.compile`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement render")
+
+
+for _name in CAP_NAMES:
+    setattr(Renderer, _name, _CapAttribute(_name))

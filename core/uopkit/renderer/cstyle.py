@@ -1,18 +1,24 @@
-"""CStyleRenderer: the renderer shared by C-family backends (C on the CPU, OpenCL, CUDA).
+"""CStyleRenderer: the table-driven renderer shared by C-family backends (C on the CPU, OpenCL, CUDA).
 
-A subclass changes class attributes (type names, qualifiers, math functions, the kernel signature) rather than
-the rendering loop. Every value gets its own named variable; constants are written inline.
+The engine (`CStyleRenderer.render`) walks the linear program once and asks `render_rules`, a PatternMatcher of
+``(ctx, x) -> code`` rules, for each UOp's code; `pm_cstyle` holds the rules for every op of the program spec (IF,
+WMMA, kernel-scope local memory, barriers, vectors, parallel/sum/max loops from `uopkit.renderer.loops`). A backend is
+its capabilities (``caps``) plus class attributes (type names, qualifiers, math functions, pragmas), a few overridden
+``render_*`` methods, and, where an op needs other code, its own rules in front: ``render_rules = pm_mine + pm_cstyle``.
+Every value gets its own named variable; constants are written inline.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from uopkit.dtype import DType, PtrDType, dtypes
-from uopkit.renderer import Renderer
-from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.renderer import Renderer, TensorCore
+from uopkit.renderer.loops import is_scalar_register, loop_roles
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
 
 class RenderError(NotImplementedError):
@@ -39,6 +45,14 @@ class CStyleRenderer(Renderer):
     # a short dependency chain) and the flag puts the NaN back after the loop, so the result is MAX's
     simd_max_loop: ClassVar[str] = ""
     float_suffix: ClassVar[str] = "f"
+    # registers as C variables: a one-slot register is a plain variable, a register only indexed by constants one
+    # variable per slot (see `split_registers`), declared where first written (each thread of a parallel loop gets
+    # its own); False: every register is an array declared where the program defines it
+    register_variables: ClassVar[bool] = True
+    # math functions (and every ALU op) apply to whole vectors; False: only the `infix` operators do
+    vector_math: ClassVar[bool] = False
+    # op -> code rules run by `render` (set to `pm_cstyle` below the class)
+    render_rules: ClassVar[PatternMatcher]
     type_map: ClassVar[dict[DType, str]] = {
         dtypes.bool: "_Bool",
         dtypes.int8: "signed char",
@@ -200,177 +214,345 @@ class CStyleRenderer(Renderer):
         return f"{{ __typeof__({value}) vs = {value}; __builtin_memcpy(&{address}, &vs, sizeof(vs)); }}"
 
     def render_special(self, u: UOp) -> str:
-        """The expression for a GPU id (gidxN: work-group id, lidxN: id inside the work-group)."""
+        """The expression for a GPU id (`special_name`: gidxN work-group id, lidxN id inside the work-group)."""
         raise RenderError(f"{type(self).__name__} has no GPU ids ({u.arg}); it can't run work-group kernels")
 
     def render_local(self, name: str, dt: DType, size: int) -> str:
         raise RenderError(f"{type(self).__name__} has no local memory")
 
-    def render_wmma(self, u: UOp, args: list[str]) -> str:
-        """The expression for a WMMA (tensor core `u.arg`) on the fragments `args` (A, B, C)."""
-        raise RenderError(f"{type(self).__name__} has no tensor cores (WMMA {u.arg})")
-
     def preamble(self, uops: list[UOp]) -> list[str]:
         return ["#include <math.h>", *self.vector_typedefs(uops)]
 
-    # ---------------------------------------------------------------------------------------------- the loop
+    # ------------------------------------------------------------------------------------------ memory
+
+    def render_param(self, u: UOp) -> str:
+        """A DEFINE_GLOBAL's kernel parameter."""
+        return f"{self.buffer_prefix}{self.render_dtype(u.dtype)}{self.buffer_suffix} data{u.arg}"
+
+    def render_load(self, acc: Access, dt: DType) -> str:
+        """The value of a LOAD of `dt` through `acc` (a gated load gives 0 where the gate is false)."""
+        value = acc.lvalue
+        if dt.count > 1 and not acc.is_variable:
+            value = self.render_vector_load(dt, value)
+        if acc.gate is None:
+            return value
+        zero = self.render_const(0, dt.scalar)
+        if dt.count > 1:
+            zero = self.render_vectorize(dt, [zero] * dt.count)
+        return f"({acc.gate}?{value}:{zero})"
+
+    def render_store(self, acc: Access, value: str, dt: DType) -> str:
+        """The statement of a STORE of `value` (of `dt`) through `acc`."""
+        if dt.count > 1 and not acc.is_variable:
+            line = self.render_vector_store(acc.lvalue, value)
+        else:
+            line = f"{acc.lvalue} = {value};"
+        return line if acc.gate is None else f"if ({acc.gate}) {line}"
+
+    def render_register(self, ctx: RenderContext, reg: UOp) -> str:
+        """The declaration of a DEFINE_REG: one variable per slot where `ctx` split it, else an array."""
+        name = ctx.names[reg]
+        if reg in ctx.split:
+            return " ".join(f"{self.render_dtype(dt)} {name}_{off};" for off, dt in ctx.split[reg].items())
+        size = "" if self.register_variables and is_scalar_register(reg) else f"[{max(reg.dtype.size, 1)}]"
+        return f"{self.render_dtype(reg.dtype.base)} {name}{size};"
+
+    # ------------------------------------------------------------------------------------------ tensor cores
+
+    def render_wmma_helper(self, tc: TensorCore) -> str:
+        """The definition of the function a WMMA calls (``tc.name(a, b, c)``: A's, B's and C's fragments -> D's).
+
+        This default computes a one-thread tensor core lane by lane from its layouts; a GPU backend overrides it
+        with its intrinsic (e.g. CUDA's ``mma.sync`` in inline PTX)."""
+        if tc.threads != 1:
+            raise RenderError(f"{type(self).__name__} has no {tc.threads}-thread tensor core ({tc.name})")
+        m, n, k = tc.dims
+        where: list[dict[tuple[int, int], int]] = []
+        for layout, count in zip(tc.layouts, tc.elements_per_thread, strict=True):
+            where.append({layout.coord(0, e): e for e in range(count)})
+        a_t, b_t = (self.render_dtype(tc.dtype_in.vec(tc.elements_per_thread[i])) for i in (0, 1))
+        c_t = self.render_dtype(tc.dtype_out.vec(tc.elements_per_thread[2]))
+        acc = self.render_dtype(tc.dtype_out)
+        lines = [f"static inline {c_t} {tc.name}({a_t} a, {b_t} b, {c_t} c) {{", f"  {c_t} d = c;"]
+        for i in range(m):
+            for j in range(n):
+                terms = [
+                    f"({acc}){self.render_gep('a', where[0][(i, x)])}*({acc}){self.render_gep('b', where[1][(x, j)])}"
+                    for x in range(k)
+                ]
+                lane = self.render_gep("d", where[2][(i, j)])
+                lines.append(f"  {lane} = {lane} + {' + '.join(terms)};")
+        return "\n".join([*lines, "  return d;", "}"])
+
+    # ---------------------------------------------------------------------------------------------- the engine
 
     def render(self, name: str, uops: list[UOp]) -> str:
-        names: dict[UOp, str] = {}
-        params: list[tuple[int, str]] = []
-        var_params: list[tuple[str, str]] = []
-        body: list[str] = []
-        depth = 1
-        counters: dict[str, int] = {}
-        undeclared: dict[UOp, None] = {}
-
-        def new_name(prefix: str) -> str:
-            counters[prefix] = counters.get(prefix, 0) + 1
-            return f"{prefix}{counters[prefix] - 1}"
-
-        def ref(u: UOp) -> str:
-            if u.op is Ops.CONST:
-                return self.render_const(u.arg, u.dtype)
-            return names[u]
-
-        def emit(line: str) -> None:
-            body.append("  " * depth + line)
-
-        split = _split_registers(uops)
-        sum_loops = _reduce_loops(uops, Ops.ADD) if self.simd_sum_loop else {}
-        max_loops = _reduce_loops(uops, Ops.MAX) if self.simd_max_loop else {}
-        # each MAX that updates such an accumulator: (the accumulator's read, the register)
-        max_regs = {r for regs in max_loops.values() for r in regs}
-        max_updates = {
-            u.src[1]: (next(x for x in u.src[1].src if x.op is Ops.LOAD and x.src[0] is u.src[0]), u.src[0].src[0])
-            for u in uops
-            if u.op is Ops.STORE and u.src[1].op is Ops.MAX and u.src[0].op is Ops.INDEX and u.src[0].src[0] in max_regs
-        }
+        """Run `render_rules` on each UOp in order. A rule returns the code the UOp adds at the current depth ("" for
+        none); the engine indents it, closes a block before END/ENDIF and opens one after RANGE/IF."""
+        ctx = RenderContext(self, uops)
         for u in uops:
-            if u.op is Ops.CONST:
+            if u.op in (Ops.CONST, Ops.NOOP):
                 continue
-            if u.op is Ops.DEFINE_GLOBAL:
-                names[u] = f"data{u.arg}"
-                ptr = self.render_dtype(u.dtype.base)
-                params.append((u.arg, f"{self.buffer_prefix}{ptr}*{self.buffer_suffix} data{u.arg}"))
-            elif u.op is Ops.DEFINE_VAR:
-                names[u] = u.arg[0]
-                var_params.append((u.arg[0], f"{self.arg_int_prefix} {u.arg[0]}"))
-            elif u.op is Ops.DEFINE_REG:
-                # declared where it is first written, so each thread of a parallel loop gets its own
-                names[u] = f"acc{u.arg}"
-                undeclared[u] = None
-            elif u.op is Ops.DEFINE_LOCAL:
-                # the lowerer names local buffers ("temp0"); hand-built programs may number them
-                names[u] = u.arg if isinstance(u.arg, str) else f"temp{u.arg}"
-                emit(self.render_local(names[u], u.dtype.base, u.dtype.size))
-            elif u.op is Ops.SPECIAL:
-                names[u] = u.arg
-                emit(f"int {u.arg} = {self.render_special(u)}; /* {ref(u.src[0])} */")
-            elif u.op is Ops.BARRIER:
-                emit(self.barrier)
-            elif u.op is Ops.IF:
-                emit(f"if ({ref(u.src[0])}) {{")
-                depth += 1
-            elif u.op is Ops.ENDIF:
-                depth -= 1
-                emit("}")
-            elif u.op is Ops.NOOP:
-                continue
-            elif u.op is Ops.RANGE:
-                names[u] = f"ridx{u.arg[0]}"
-                if u.arg[1] == "thread" and self.parallel_for:
-                    emit(self.parallel_for)
-                if u in sum_loops:
-                    emit(self.simd_sum_loop.format(vars=", ".join(f"acc{r.arg}" for r in sum_loops[u])))
-                elif u in max_loops:
-                    for r in max_loops[u]:
-                        emit(f"int nan{r.arg} = 0;")
-                    accs, flags = (", ".join(f"{p}{r.arg}" for r in max_loops[u]) for p in ("acc", "nan"))
-                    emit(self.simd_max_loop.format(vars=accs, flags=flags))
-                emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
-                depth += 1
-            elif u.op is Ops.END:
-                depth -= 1
-                emit("}")
-                for r in max_loops.get(u.src[1], []):
-                    emit(f"if (nan{r.arg}) acc{r.arg} = NAN;")
-            elif u.op is Ops.INDEX:
-                # an INDEX is rendered where it is used: as ptr[offset]; a one-slot register is a plain variable
-                if _is_scalar_reg(u.src[0]):
-                    names[u] = ref(u.src[0])
-                elif u.src[0] in split:
-                    names[u] = f"{ref(u.src[0])}_{u.src[1].arg}"
-                else:
-                    names[u] = f"{ref(u.src[0])}[{ref(u.src[1])}]"
-            elif u.op is Ops.LOAD:
-                index = u.src[0]
-                var = new_name("val")
-                names[u] = var
-                value = names[index]
-                if u.dtype.count > 1 and index.src[0] not in split:
-                    value = self.render_vector_load(u.dtype, value)
-                if len(index.src) > 2:
-                    zero = self.render_const(0, u.dtype.scalar)
-                    if u.dtype.count > 1:
-                        zero = self.render_vectorize(u.dtype, [zero] * u.dtype.count)
-                    value = f"({ref(index.src[2])}?{value}:{zero})"
-                emit(f"{self.render_dtype(u.dtype)} {var} = {value};")
-            elif u.op is Ops.STORE:
-                index, value = u.src[0], u.src[1]
-                reg = index.src[0]
-                if reg in undeclared:
-                    del undeclared[reg]
-                    if reg in split:
-                        emit(" ".join(f"{self.render_dtype(dt)} {names[reg]}_{off};" for off, dt in split[reg].items()))
-                    else:
-                        size = "" if _is_scalar_reg(reg) else f"[{max(reg.dtype.size, 1)}]"
-                        emit(f"{self.render_dtype(reg.dtype.base)} {names[reg]}{size};")
-                if value.dtype.count > 1 and reg not in split:
-                    line = self.render_vector_store(names[index], ref(value))
-                else:
-                    line = f"{names[index]} = {ref(value)};"
-                emit(f"if ({ref(index.src[2])}) {line}" if len(index.src) > 2 else line)
-            elif u.op is Ops.VECTORIZE:
-                var = new_name("vec")
-                names[u] = var
-                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_vectorize(u.dtype, [ref(x) for x in u.src])};")
-            elif u.op is Ops.GEP:
-                names[u] = self.render_gep(ref(u.src[0]), u.arg[0])
-            elif u.op in GroupOp.ALU and u.dtype.count > 1 and u.op not in self.infix:
-                raise RenderError(f"{type(self).__name__} can't render {u.op.name} on vector type {u.dtype}")
-            elif u in max_updates:
-                acc_read, reg = max_updates[u]
-                other = ref(next(x for x in u.src if x is not acc_read))
-                var = new_name("alu")
-                names[u] = var
-                # MAX without its NaN check: (acc > x) ? acc : x, the compiler's max instruction
-                emit(f"{self.render_dtype(u.dtype)} {var} = (({ref(acc_read)}>{other})?{ref(acc_read)}:{other});")
-                emit(f"nan{reg.arg} |= ({other}!={other});")
-            elif u.op in GroupOp.ALU:
-                var = new_name("alu")
-                names[u] = var
-                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_alu(u, [ref(s) for s in u.src])};")
-            elif u.op is Ops.CAST:
-                var = new_name("cast")
-                names[u] = var
-                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_cast(u, ref(u.src[0]))};")
-            elif u.op is Ops.BITCAST:
-                var = new_name("cast")
-                names[u] = var
-                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_bitcast(u, ref(u.src[0]))};")
-            elif u.op is Ops.WMMA:
-                var = new_name("wmma")
-                names[u] = var
-                emit(f"{self.render_dtype(u.dtype)} {var} = {self.render_wmma(u, [ref(s) for s in u.src])};")
-            else:
-                raise RenderError(f"{type(self).__name__} can't render {u.op.name}")
+            if u.op in (Ops.END, Ops.ENDIF):
+                ctx.depth -= 1
+            code = self.render_rules.rewrite(u, ctx)
+            if code is None:
+                raise RenderError(f"{type(self).__name__} can't render {u.op.name} ({u.dtype})")
+            for line in code.splitlines():
+                ctx.emit(line)
+            if u.op in (Ops.RANGE, Ops.IF):
+                ctx.depth += 1
         # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
-        ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
-        return "\n".join(self.preamble(uops) + [self.render_kernel(name, body, ordered, uops)])
+        params = [p for _, p in sorted(ctx.params)] + [p for _, p in sorted(ctx.var_params)]
+        tcs = dict.fromkeys(wmma_core(u) for u in uops if u.op is Ops.WMMA)
+        helpers = [self.render_wmma_helper(tc) for tc in tcs]
+        body = ["  " + d for d in ctx.kernel_decls] + ctx.body
+        return "\n".join(self.preamble(uops) + helpers + [self.render_kernel(name, body, params, uops)])
 
 
-def _split_registers(uops: list[UOp]) -> dict[UOp, dict[int, DType]]:
+@dataclass
+class Access:
+    """A rendered INDEX: the pointer's name, the offset and gate expressions, the pointer's dtype, whether it is
+    global memory, and `lvalue`, the element as C writes it (``ptr[offset]``, or a register's own variable when
+    `is_variable`)."""
+
+    ptr: str
+    offset: str
+    gate: str | None
+    ptr_dtype: PtrDType
+    is_global: bool
+    lvalue: str
+    is_variable: bool = False
+
+
+class RenderContext:
+    """The state of one `render` call, passed to every rule as ``ctx``: the names given to UOps, the kernel's
+    parameters, kernel-scope declarations (local memory), the body and its depth, and facts about the program
+    (loop roles, registers split into variables)."""
+
+    def __init__(self, renderer: CStyleRenderer, uops: list[UOp]) -> None:
+        self.r = renderer
+        self.uops = uops
+        self.names: dict[UOp, str] = {}
+        self.access: dict[UOp, Access] = {}
+        self.params: list[tuple[int, str]] = []
+        self.var_params: list[tuple[str, str]] = []
+        self.kernel_decls: list[str] = []
+        self.body: list[str] = []
+        self.depth = 1
+        self.counters: dict[str, int] = {}
+        self.loops = loop_roles(uops)
+        self.split = split_registers(uops) if renderer.register_variables else {}
+        # registers declared where they are first written, so each thread of a parallel loop gets its own
+        self.undeclared: dict[UOp, None] = {}
+        # each MAX that updates the accumulator of a max loop rendered for SIMD: (the accumulator's read, register)
+        self.max_updates: dict[UOp, tuple[UOp, UOp]] = {}
+        self.simd_max_loops: set[UOp] = set()
+        if renderer.simd_max_loop and Ops.MAX in renderer.caps.simd_reduce_ops:
+            regs = {r for role in self.loops.values() if role.reduce is Ops.MAX for r in role.registers}
+            for u in uops:
+                if u.op is Ops.STORE and u.src[1].op is Ops.MAX and u.src[0].src[0] in regs:
+                    read = next(x for x in u.src[1].src if x.op is Ops.LOAD and x.src[0] is u.src[0])
+                    self.max_updates[u.src[1]] = (read, u.src[0].src[0])
+
+    def new_name(self, prefix: str) -> str:
+        self.counters[prefix] = self.counters.get(prefix, 0) + 1
+        return f"{prefix}{self.counters[prefix] - 1}"
+
+    def ref(self, u: UOp) -> str:
+        """How `u`'s value is written where it is used: a constant inline, anything else by its name."""
+        if u.op is Ops.CONST:
+            return self.r.render_const(u.arg, u.dtype)
+        if u not in self.names:
+            raise RenderError(f"{u.op.name} is used before it is defined")
+        return self.names[u]
+
+    def emit(self, line: str) -> None:
+        self.body.append("  " * self.depth + line)
+
+    def value(self, u: UOp, prefix: str, expr: str) -> str:
+        """Name `u`'s value with a fresh ``<prefix>N`` and return its declaration."""
+        var = self.new_name(prefix)
+        self.names[u] = var
+        return f"{self.r.render_dtype(u.dtype)} {var} = {expr};"
+
+    def bind(self, u: UOp, name: str) -> str:
+        """Name `u` without code (an inline expression, a parameter); returns ""."""
+        self.names[u] = name
+        return ""
+
+
+# ---------------------------------------------------------------------------------------------- the rules
+
+
+def do_define_global(ctx: RenderContext, x: UOp) -> str:
+    ctx.params.append((x.arg, ctx.r.render_param(x)))
+    return ctx.bind(x, f"data{x.arg}")
+
+
+def do_define_var(ctx: RenderContext, x: UOp) -> str:
+    ctx.var_params.append((x.arg[0], f"{ctx.r.arg_int_prefix} {x.arg[0]}"))
+    return ctx.bind(x, x.arg[0])
+
+
+def do_define_local(ctx: RenderContext, x: UOp) -> str:
+    # local memory is declared at kernel scope (OpenCL and CUDA require it), whatever loop it appears in
+    name = x.arg if isinstance(x.arg, str) else f"temp{x.arg}"
+    ctx.kernel_decls.append(ctx.r.render_local(name, x.dtype.base, x.dtype.size))
+    return ctx.bind(x, name)
+
+
+def do_define_reg(ctx: RenderContext, x: UOp) -> str:
+    ctx.bind(x, f"acc{x.arg}")
+    if ctx.r.register_variables:
+        ctx.undeclared[x] = None
+        return ""
+    return ctx.r.render_register(ctx, x)
+
+
+def do_special(ctx: RenderContext, x: UOp) -> str:
+    name = special_name(x)
+    ctx.bind(x, name)
+    return f"int {name} = {ctx.r.render_special(x)}; /* {ctx.ref(x.src[0])} */"
+
+
+def do_barrier(ctx: RenderContext) -> str:
+    if not ctx.r.barrier:
+        raise RenderError(f"{type(ctx.r).__name__} has no barriers")
+    return ctx.r.barrier
+
+
+def do_range(ctx: RenderContext, x: UOp) -> str:
+    r, name = ctx.r, f"ridx{x.arg[0]}"
+    ctx.bind(x, name)
+    role, lines = ctx.loops[x], []
+    if role.parallel and r.parallel_for:
+        lines.append(r.parallel_for)
+    simd = role.reduce in r.caps.simd_reduce_ops
+    if simd and role.reduce is Ops.ADD and r.simd_sum_loop:
+        lines.append(r.simd_sum_loop.format(vars=", ".join(ctx.names[g] for g in role.registers)))
+    elif simd and role.reduce is Ops.MAX and r.simd_max_loop:
+        # MAX is a plain compare in the loop (see do_max_update); the int flag puts a NaN back after it
+        ctx.simd_max_loops.add(x)
+        lines += [f"int nan{g.arg} = 0;" for g in role.registers]
+        accs, flags = (", ".join(f"{p}{g.arg}" for g in role.registers) for p in ("acc", "nan"))
+        lines.append(r.simd_max_loop.format(vars=accs, flags=flags))
+    lines.append(f"for (int {name} = 0; {name} < {ctx.ref(x.src[0])}; {name}++) {{")
+    return "\n".join(lines)
+
+
+def do_end(ctx: RenderContext, x: UOp) -> str:
+    role = ctx.loops.get(x.src[1])
+    if role is None or x.src[1] not in ctx.simd_max_loops:
+        return "}"
+    # a max loop rendered with plain compares: its NaN flags put a NaN back into the accumulators
+    return "\n".join(["}", *(f"if (nan{g.arg}) acc{g.arg} = NAN;" for g in role.registers)])
+
+
+def do_index(ctx: RenderContext, x: UOp) -> str:
+    buf, offset = x.src[0], ctx.ref(x.src[1])
+    gate = ctx.ref(x.src[2]) if len(x.src) > 2 else None
+    assert isinstance(buf.dtype, PtrDType)
+    ptr = ctx.ref(buf)
+    if ctx.r.register_variables and is_scalar_register(buf):
+        lvalue, variable = ptr, True
+    elif buf in ctx.split:
+        lvalue, variable = f"{ptr}_{x.src[1].arg}", True
+    else:
+        lvalue, variable = f"{ptr}[{offset}]", False
+    ctx.access[x] = Access(ptr, offset, gate, buf.dtype, buf.op is Ops.DEFINE_GLOBAL, lvalue, variable)
+    return ctx.bind(x, lvalue)
+
+
+def do_store(ctx: RenderContext, x: UOp) -> str:
+    index, value = x.src[0], x.src[1]
+    reg = index.src[0]
+    lines = []
+    if reg in ctx.undeclared:
+        del ctx.undeclared[reg]
+        lines.append(ctx.r.render_register(ctx, reg))
+    lines.append(ctx.r.render_store(ctx.access[index], ctx.ref(value), value.dtype))
+    return "\n".join(lines)
+
+
+def do_max_update(ctx: RenderContext, x: UOp) -> str | None:
+    if x not in ctx.max_updates:
+        return None
+    acc_read, reg = ctx.max_updates[x]
+    acc, other = ctx.ref(acc_read), ctx.ref(next(s for s in x.src if s is not acc_read))
+    # MAX without its NaN check: (acc > x) ? acc : x, the compiler's max instruction; the flag records a NaN
+    return ctx.value(x, "alu", f"(({acc}>{other})?{acc}:{other})") + f"\nnan{reg.arg} |= ({other}!={other});"
+
+
+def do_alu(ctx: RenderContext, x: UOp) -> str:
+    if x.dtype.count > 1 and x.op not in ctx.r.infix and not ctx.r.vector_math:
+        raise RenderError(f"{type(ctx.r).__name__} can't render {x.op.name} on vector type {x.dtype}")
+    return ctx.value(x, "alu", ctx.r.render_alu(x, [ctx.ref(s) for s in x.src]))
+
+
+def wmma_core(u: UOp) -> TensorCore:
+    """The TensorCore a WMMA runs: its arg, or the TensorCore inside a tuple arg."""
+    found = (
+        u.arg if isinstance(u.arg, TensorCore) else next((a for a in u.arg or () if isinstance(a, TensorCore)), None)
+    )
+    if found is None or len(u.src) != 3:
+        raise RenderError(
+            f"can't render WMMA: it needs three fragments and a TensorCore arg, got {len(u.src)} sources, arg {u.arg!r}"
+        )
+    return found
+
+
+def do_wmma(ctx: RenderContext, x: UOp) -> str:
+    return ctx.value(x, "wmma", f"{wmma_core(x).name}({', '.join(ctx.ref(s) for s in x.src)})")
+
+
+# the C-family rules; a backend puts its own rules in front (`render_rules = pm_mine + pm_cstyle`)
+pm_cstyle = PatternMatcher(
+    [
+        # kernel parameters, local memory, registers and GPU ids
+        (UPat(Ops.DEFINE_GLOBAL, name="x"), do_define_global),
+        (UPat(Ops.DEFINE_VAR, name="x"), do_define_var),
+        (UPat(Ops.DEFINE_LOCAL, name="x"), do_define_local),
+        (UPat(Ops.DEFINE_REG, name="x"), do_define_reg),
+        (UPat(Ops.SPECIAL, name="x"), do_special),
+        # control flow: the engine indents after RANGE/IF and closes the block before END/ENDIF
+        (UPat(Ops.RANGE, name="x"), do_range),
+        (UPat(Ops.END, name="x"), do_end),
+        (UPat(Ops.IF, name="x"), lambda ctx, x: f"if ({ctx.ref(x.src[0])}) {{"),
+        (UPat(Ops.ENDIF), lambda: "}"),
+        (UPat(Ops.BARRIER), do_barrier),
+        # memory: an INDEX is rendered where it is used (ptr[offset], or a register's variable)
+        (UPat(Ops.INDEX, name="x"), do_index),
+        (
+            UPat(Ops.LOAD, name="x"),
+            lambda ctx, x: ctx.value(x, "val", ctx.r.render_load(ctx.access[x.src[0]], x.dtype)),
+        ),
+        (UPat(Ops.STORE, name="x"), do_store),
+        # values
+        (
+            UPat(Ops.VECTORIZE, name="x"),
+            lambda ctx, x: ctx.value(x, "vec", ctx.r.render_vectorize(x.dtype, [ctx.ref(s) for s in x.src])),
+        ),
+        (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.bind(x, ctx.r.render_gep(ctx.ref(x.src[0]), x.arg[0]))),
+        (UPat(Ops.MAX, name="x"), do_max_update),
+        (UPat(GroupOp.ALU, name="x"), do_alu),
+        (UPat(Ops.CAST, name="x"), lambda ctx, x: ctx.value(x, "cast", ctx.r.render_cast(x, ctx.ref(x.src[0])))),
+        (UPat(Ops.BITCAST, name="x"), lambda ctx, x: ctx.value(x, "cast", ctx.r.render_bitcast(x, ctx.ref(x.src[0])))),
+        (UPat(Ops.WMMA, name="x"), do_wmma),
+    ]
+)
+CStyleRenderer.render_rules = pm_cstyle
+
+
+def special_name(u: UOp) -> str:
+    """A SPECIAL's name (``gidx0``, ``lidx1``, ...): its arg, or the first item of a (name, size) arg."""
+    name = u.arg[0] if isinstance(u.arg, tuple) else u.arg
+    if not isinstance(name, str):
+        raise RenderError(f"SPECIAL needs a name like 'gidx0', got arg {u.arg!r}")
+    return name
+
+
+def split_registers(uops: list[UOp]) -> dict[UOp, dict[int, DType]]:
     """Registers read and written only at constant offsets, each offset always with the same width and no two
     overlapping: offset -> type of each slot. Each slot becomes a variable of its own; as an array (vectors copied
     in and out with memcpy) a register tile leaves gcc spilling and shuffling registers in the hot loop."""
@@ -381,7 +563,7 @@ def _split_registers(uops: list[UOp]) -> dict[UOp, dict[int, DType]]:
             continue
         index = u.src[0]
         reg = index.src[0]
-        if reg.op is not Ops.DEFINE_REG or _is_scalar_reg(reg):
+        if reg.op is not Ops.DEFINE_REG or is_scalar_register(reg):
             continue
         dt = u.dtype if u.op is Ops.LOAD else u.src[1].dtype
         if (
@@ -397,36 +579,3 @@ def _split_registers(uops: list[UOp]) -> dict[UOp, dict[int, DType]]:
         if any(a[1] > b[0] for a, b in zip(ends, ends[1:], strict=False)):
             bad.add(reg)
     return {reg: dict(sorted(by_offset.items())) for reg, by_offset in slots.items() if reg not in bad}
-
-
-def _is_scalar_reg(u: UOp) -> bool:
-    return u.op is Ops.DEFINE_REG and isinstance(u.dtype, PtrDType) and u.dtype.size == 1
-
-
-def _reduce_loops(uops: list[UOp], op: Ops) -> dict[UOp, list[UOp]]:
-    """Innermost loops whose only effect is `acc = op(acc, x)` on one-slot float registers: loop -> registers."""
-    found: dict[UOp, list[UOp]] = {}
-    for i, u in enumerate(uops):
-        if u.op is not Ops.RANGE:
-            continue
-        end = next((j for j in range(i + 1, len(uops)) if uops[j].op is Ops.END and uops[j].src[1] is u), None)
-        if end is None:
-            continue
-        body = uops[i + 1 : end]
-        if any(b.op in (Ops.RANGE, Ops.BARRIER, Ops.IF) for b in body):
-            continue
-        regs: list[UOp] = []
-        ok = True
-        for b in body:
-            if b.op is not Ops.STORE:
-                continue
-            reg = b.src[0].src[0]
-            value = b.src[1]
-            sums_itself = value.op is op and any(s.op is Ops.LOAD and s.src[0] is b.src[0] for s in value.src)
-            if not (_is_scalar_reg(reg) and sums_itself and dtypes.is_float(value.dtype)):
-                ok = False
-                break
-            regs.append(reg)
-        if ok and regs:
-            found[u] = list(dict.fromkeys(regs))
-    return found

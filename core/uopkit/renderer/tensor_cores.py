@@ -108,20 +108,20 @@ def validate_tensor_core(tc: TensorCore) -> None:
 
 def validate_for_renderer(renderer: Renderer | type[Renderer]) -> None:
     """Check every tensor core of a renderer: valid, and usable with its capabilities (threads need locals)."""
-    local_threads = math.prod(renderer.local_max) if renderer.local_max else None
-    for tc in renderer.tensor_cores:
+    local_threads = math.prod(renderer.caps.local_max) if renderer.caps.local_max else None
+    for tc in renderer.caps.tensor_cores:
         if not isinstance(tc, TensorCore):
             raise TensorCoreError(
                 f"{renderer.device or type(renderer).__name__}: tensor_cores holds a {type(tc).__name__}"
             )
         tc.validate()
         who = f"{renderer.device or type(renderer).__name__} tensor core {tc.name}"
-        if tc.threads > 1 and not renderer.has_local:
+        if tc.threads > 1 and not renderer.caps.has_local:
             raise TensorCoreError(f"{who} needs {tc.threads} threads per tile, but the renderer has no local threads")
         if local_threads is not None and tc.threads > local_threads:
-            raise TensorCoreError(f"{who} needs {tc.threads} threads, more than local_max {renderer.local_max}")
+            raise TensorCoreError(f"{who} needs {tc.threads} threads, more than local_max {renderer.caps.local_max}")
         for dt in (tc.dtype_in, tc.dtype_out):
-            if dt not in renderer.supported_dtypes:
+            if dt not in renderer.caps.supported_dtypes:
                 raise TensorCoreError(f"{who} uses {dt}, which the renderer's supported_dtypes does not list")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from uopkit.renderer import RendererCaps
 from uopkit.renderer.cstyle import CStyleRenderer
 from uopkit.uop.ops import Ops, UOp
 
@@ -11,19 +12,23 @@ from uopkit.uop.ops import Ops, UOp
 class ClangRenderer(CStyleRenderer):
     device: ClassVar[str] = "CPU"
     buffer_suffix: ClassVar[str] = " restrict"
-    has_threads: ClassVar[bool] = True
+    caps = RendererCaps(
+        has_threads=True,
+        # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
+        max_vector_width=16,
+        # GCC vector extensions: arithmetic operators work on whole vectors
+        vector_ops=frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC}),
+        # a matmul's row-major right operand is read in panels two vectors wide: stored that way, each is one stream
+        pack_panel=32,
+        # libm's exp2f/log2f are scalar calls gcc can't vectorize; the core's polynomial versions vectorize
+        transcendental_ops=frozenset({Ops.SIN, Ops.SQRT}),
+        # sum and max loops get OpenMP simd pragmas (below): gcc vectorizes them, lanes and all
+        simd_reduce_ops=frozenset({Ops.ADD, Ops.MAX}),
+    )
     parallel_for: ClassVar[str] = "#pragma omp parallel for schedule(static)"
     simd_sum_loop: ClassVar[str] = "#pragma omp simd reduction(+:{vars})"
     # max loops: OpenMP's max reduction on the plain compare, NaNs tracked by an int flag per accumulator
     simd_max_loop: ClassVar[str] = "#pragma omp simd reduction(max:{vars}) reduction(|:{flags})"
-    # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
-    max_vector_width: ClassVar[int] = 16
-    # a matmul's row-major right operand is read in panels two vectors wide: stored that way, each is one stream
-    pack_panel: ClassVar[int] = 32
-    # GCC vector extensions: arithmetic operators work on whole vectors
-    vector_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC})
-    # libm's exp2f/log2f are scalar calls gcc can't vectorize; the core's polynomial versions vectorize
-    transcendental_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.SIN, Ops.SQRT})
 
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         src = super().render_kernel(name, body, params)

@@ -99,7 +99,7 @@ def test_bool_buffers() -> None:
 
 
 def test_float64() -> None:
-    if not Device[DEV].renderer.caps.fp64:
+    if not Device[DEV].renderer.cl_caps.fp64:
         pytest.skip("device has no cl_khr_fp64")
     a = np.linspace(-3, 3, 41)
     np.testing.assert_allclose((_t(a) * 1e-300 * 1e300 + 1 / 3).numpy(), a * 1e-300 * 1e300 + 1 / 3, rtol=1e-13)
@@ -128,7 +128,7 @@ def test_half_is_rounded_like_numpy() -> None:
 
 def test_half_source_uses_vload_half_without_fp16() -> None:
     renderer = Device[DEV].renderer
-    if renderer.caps.fp16:
+    if renderer.cl_caps.fp16:
         pytest.skip("the device has cl_khr_fp16: half is real arithmetic")
     out = io.StringIO()
     h = np.arange(8, dtype=np.float16)

@@ -8,12 +8,13 @@ in `float` registers, read with `vload_half`, written with `vstore_half`, rounde
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from uopkit.dtype import DType, PtrDType, dtypes
-from uopkit.renderer.cstyle import CStyleRenderer, RenderError
-from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.renderer import RendererCaps
+from uopkit.renderer.cstyle import Access, CStyleRenderer, RenderContext, RenderError, pm_cstyle, special_name
+from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat
 
 
 @dataclass(frozen=True)
@@ -79,17 +80,6 @@ def half_vector_helper(n: int) -> str:
 SPECIAL_FUNCS = {"gidx": "get_group_id", "lidx": "get_local_id", "idx": "get_global_id"}
 
 
-@dataclass
-class _Access:
-    """A rendered INDEX: the pointer's name, the offset expression, the gate (or None) and the pointer's dtype."""
-
-    ptr: str
-    offset: str
-    gate: str | None
-    ptr_dtype: PtrDType
-    is_global: bool
-
-
 class OpenCLRenderer(CStyleRenderer):
     """Renders a linear program as one OpenCL C `__kernel`.
 
@@ -100,10 +90,11 @@ class OpenCLRenderer(CStyleRenderer):
     """
 
     device: ClassVar[str] = "OPENCL"
-    has_local: ClassVar[bool] = True
-    has_shared: ClassVar[bool] = True
     # OpenCL C has vector types up to 16 elements
-    max_vector_width: ClassVar[int] = 16
+    caps = RendererCaps(has_local=True, has_shared=True, max_vector_width=16)
+    # registers are arrays declared where they are defined; math builtins are overloaded for vectors
+    register_variables: ClassVar[bool] = False
+    vector_math: ClassVar[bool] = True
     kernel_prefix: ClassVar[str] = "__kernel "
     buffer_prefix: ClassVar[str] = "__global "
     buffer_suffix: ClassVar[str] = " restrict"
@@ -124,20 +115,25 @@ class OpenCLRenderer(CStyleRenderer):
         dtypes.float64: "double",
     }
 
-    def __init__(self, caps: CLCaps | None = None) -> None:
-        self.caps = caps if caps is not None else CLCaps()
-        # the device's limits replace the class defaults for this instance
-        # a work-group dimension is bounded both by its own limit and by the group's total
-        self.local_max = tuple(min(s, self.caps.max_work_group_size) for s in self.caps.max_work_item_sizes)
-        self.shared_max = self.caps.local_mem_size
-        self.global_max = (2**31 - 1, 2**31 - 1, 2**31 - 1)
+    def __init__(self, cl_caps: CLCaps | None = None) -> None:
+        self.cl_caps = cl_caps if cl_caps is not None else CLCaps()
+        # the device's limits replace the class defaults for this instance:
+        # a work-group dimension is bounded both by its own limit and by the group's total,
         # float64 only where the device has cl_khr_fp64 (half is always there: as storage without cl_khr_fp16)
-        self.supported_dtypes = tuple(d for d in type(self).supported_dtypes if d != dtypes.float64 or self.caps.fp64)
+        self.caps = replace(
+            type(self).caps,
+            local_max=tuple(min(s, self.cl_caps.max_work_group_size) for s in self.cl_caps.max_work_item_sizes),
+            shared_max=self.cl_caps.local_mem_size,
+            global_max=(2**31 - 1, 2**31 - 1, 2**31 - 1),
+            supported_dtypes=tuple(
+                d for d in type(self).caps.supported_dtypes if d != dtypes.float64 or self.cl_caps.fp64
+            ),
+        )
 
     @property
     def half_is_storage(self) -> bool:
         """True when float16 values are computed in float (the device lacks cl_khr_fp16)."""
-        return not self.caps.fp16
+        return not self.cl_caps.fp16
 
     # ---------------------------------------------------------------------------------------------- types
 
@@ -151,8 +147,8 @@ class OpenCLRenderer(CStyleRenderer):
                 return "half" + (str(base.count) if base.count > 1 else "") + "*"
             return self.render_dtype(base) + "*"
         scalar = dt.scalar
-        if scalar == dtypes.float64 and not self.caps.fp64:
-            raise RenderError(f"{self.caps.name} has no cl_khr_fp64: float64 is not supported on this device")
+        if scalar == dtypes.float64 and not self.cl_caps.fp64:
+            raise RenderError(f"{self.cl_caps.name} has no cl_khr_fp64: float64 is not supported on this device")
         if scalar not in self.type_map:
             raise RenderError(f"{type(self).__name__} has no type for {dt}")
         name = "float" if scalar == dtypes.float16 and self.half_is_storage else self.type_map[scalar]
@@ -163,6 +159,12 @@ class OpenCLRenderer(CStyleRenderer):
         if dt.count not in VECTOR_WIDTHS:
             raise RenderError(f"OpenCL has no vector type with {dt.count} elements ({dt})")
         return f"{name}{dt.count}"
+
+    def render_vectorize(self, dt: DType, items: list[str]) -> str:
+        return f"({self.render_dtype(dt)})({', '.join(items)})"
+
+    def render_gep(self, vec: str, i: int) -> str:
+        return f"{vec}.s{'0123456789abcdef'[i]}"
 
     def render_const(self, x: object, dt: DType) -> str:
         if dt.count > 1:
@@ -227,7 +229,7 @@ class OpenCLRenderer(CStyleRenderer):
 
     # ---------------------------------------------------------------------------------------------- memory
 
-    def render_load(self, acc: _Access, dt: DType) -> str:
+    def render_load(self, acc: Access, dt: DType) -> str:
         scalar_ptr = acc.ptr_dtype.base.count == 1
         half_memory = acc.is_global and acc.ptr_dtype.base.scalar == dtypes.float16 and self.half_is_storage
         if dt.count > 1 and scalar_ptr:
@@ -243,7 +245,7 @@ class OpenCLRenderer(CStyleRenderer):
             return value
         return f"({acc.gate}?{value}:{self.render_const(0, dt)})"
 
-    def render_store(self, acc: _Access, value: str, dt: DType) -> str:
+    def render_store(self, acc: Access, value: str, dt: DType) -> str:
         scalar_ptr = acc.ptr_dtype.base.count == 1
         half_memory = acc.is_global and acc.ptr_dtype.base.scalar == dtypes.float16 and self.half_is_storage
         if dt.count > 1 and scalar_ptr:
@@ -271,110 +273,11 @@ class OpenCLRenderer(CStyleRenderer):
             lines += [half_vector_helper(n) for n in sorted(widths)]
         return lines
 
-    def render(self, name: str, uops: list[UOp]) -> str:
-        names: dict[UOp, str] = {}
-        accesses: dict[UOp, _Access] = {}
-        params: list[tuple[int, str]] = []
-        var_params: list[tuple[str, str]] = []
-        # __local arrays must be declared at kernel scope, so they go first whatever the loop they appear in
-        local_decls: list[str] = []
-        body: list[str] = []
-        depth = 1
-        counters: dict[str, int] = {}
-        # gidxN counts work-groups when the kernel has work-group-local ids; without them the runtime lets the
-        # driver choose the groups, so gidxN is the work-item's global id
-        grouped = any(u.op is Ops.SPECIAL and self.special_name(u).startswith("lidx") for u in uops)
-
-        def new_name(prefix: str) -> str:
-            counters[prefix] = counters.get(prefix, 0) + 1
-            return f"{prefix}{counters[prefix] - 1}"
-
-        def ref(u: UOp) -> str:
-            if u.op is Ops.CONST:
-                return self.render_const(u.arg, u.dtype)
-            if u not in names:
-                raise RenderError(f"{u.op.name} is used before it is defined")
-            return names[u]
-
-        def emit(line: str) -> None:
-            body.append("  " * depth + line)
-
-        def assign(u: UOp, prefix: str, expr: str) -> None:
-            var = new_name(prefix)
-            names[u] = var
-            emit(f"{self.render_dtype(u.dtype)} {var} = {expr};")
-
-        for u in uops:
-            if u.op in (Ops.CONST, Ops.NOOP):
-                continue
-            if u.op is Ops.DEFINE_GLOBAL:
-                names[u] = f"data{u.arg}"
-                params.append(
-                    (u.arg, f"{self.buffer_prefix}{self.render_dtype(u.dtype)}{self.buffer_suffix} data{u.arg}")
-                )
-            elif u.op is Ops.DEFINE_VAR:
-                names[u] = u.arg[0]
-                var_params.append((u.arg[0], f"{self.arg_int_prefix} {u.arg[0]}"))
-            elif u.op is Ops.DEFINE_LOCAL:
-                names[u] = u.arg if isinstance(u.arg, str) else f"temp{u.arg}"
-                local_decls.append("  " + self.render_local(names[u], u.dtype.base, u.dtype.size))
-            elif u.op is Ops.DEFINE_REG:
-                names[u] = f"acc{u.arg}"
-                size = max(u.dtype.size, 1) if isinstance(u.dtype, PtrDType) else 1
-                emit(f"{self.render_dtype(u.dtype.base)} acc{u.arg}[{size}];")
-            elif u.op is Ops.SPECIAL:
-                names[u] = self.special_name(u)
-                emit(f"int {names[u]} = {self.render_special(u, grouped)}; /* {ref(u.src[0])} */")
-            elif u.op is Ops.RANGE:
-                names[u] = f"ridx{u.arg[0]}"
-                emit(f"for (int {names[u]} = 0; {names[u]} < {ref(u.src[0])}; {names[u]}++) {{")
-                depth += 1
-            elif u.op in (Ops.END, Ops.ENDIF):
-                depth -= 1
-                emit("}")
-            elif u.op is Ops.IF:
-                emit(f"if ({ref(u.src[0])}) {{")
-                depth += 1
-            elif u.op is Ops.BARRIER:
-                emit(self.barrier)
-            elif u.op is Ops.INDEX:
-                ptr = u.src[0]
-                gate = ref(u.src[2]) if len(u.src) > 2 else None
-                assert isinstance(ptr.dtype, PtrDType)
-                accesses[u] = _Access(ref(ptr), ref(u.src[1]), gate, ptr.dtype, ptr.op is Ops.DEFINE_GLOBAL)
-            elif u.op is Ops.LOAD:
-                assign(u, "val", self.render_load(accesses[u.src[0]], u.dtype))
-            elif u.op is Ops.STORE:
-                emit(self.render_store(accesses[u.src[0]], ref(u.src[1]), u.src[1].dtype))
-            elif u.op in GroupOp.ALU:
-                assign(u, "alu", self.render_alu(u, [ref(s) for s in u.src]))
-            elif u.op is Ops.CAST:
-                assign(u, "cast", self.render_cast(u, ref(u.src[0])))
-            elif u.op is Ops.BITCAST:
-                assign(u, "cast", self.render_bitcast(u, ref(u.src[0])))
-            elif u.op is Ops.VECTORIZE:
-                assign(u, "vec", f"({self.render_dtype(u.dtype)})({', '.join(ref(s) for s in u.src)})")
-            elif u.op is Ops.GEP:
-                assign(u, "gep", f"{ref(u.src[0])}.s{self.gep_swizzle(u)}")
-            else:
-                raise RenderError(f"{type(self).__name__} can't render {u.op.name}")
-        # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
-        ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
-        return "\n".join(self.preamble(uops) + [self.render_kernel(name, local_decls + body, ordered)])
-
     # ---------------------------------------------------------------------------------------------- helpers
-
-    @staticmethod
-    def special_name(u: UOp) -> str:
-        """A SPECIAL's name: its arg, or the first item of an (name, size) arg."""
-        name = u.arg[0] if isinstance(u.arg, tuple) else u.arg
-        if not isinstance(name, str):
-            raise RenderError(f"SPECIAL needs a name like 'gidx0', got arg {u.arg!r}")
-        return name
 
     def render_special(self, u: UOp, grouped: bool = True) -> str:
         """gidxN -> the work-group id (or, when `grouped` is False, the global id), lidxN -> the local id."""
-        name = self.special_name(u)
+        name = special_name(u)
         prefix = name.rstrip("0123456789")
         dim = name[len(prefix) :]
         if prefix not in SPECIAL_FUNCS or dim not in ("0", "1", "2"):
@@ -393,3 +296,25 @@ class OpenCLRenderer(CStyleRenderer):
             raise RenderError(f"GEP index {u.arg!r} out of range for {u.src[0].dtype}")
         # OpenCL names vector components s0..s9, sa..sf
         return "".join("0123456789abcdef"[i] for i in idx)
+
+
+def do_cl_special(ctx: RenderContext, x: UOp) -> str:
+    # gidxN counts work-groups when the kernel has work-group-local ids; without them the runtime lets the driver
+    # choose the groups, so gidxN is the work-item's global id
+    assert isinstance(ctx.r, OpenCLRenderer)
+    grouped = any(u.op is Ops.SPECIAL and special_name(u).startswith("lidx") for u in ctx.uops)
+    ctx.bind(x, special_name(x))
+    return f"int {ctx.names[x]} = {ctx.r.render_special(x, grouped)}; /* {ctx.ref(x.src[0])} */"
+
+
+# OpenCL's own forms in front of the C rules: GPU ids, and GEPs as named swizzles (.s0, .s3, ...)
+pm_opencl = PatternMatcher(
+    [
+        (UPat(Ops.SPECIAL, name="x"), do_cl_special),
+        (
+            UPat(Ops.GEP, name="x"),
+            lambda ctx, x: ctx.value(x, "gep", f"{ctx.ref(x.src[0])}.s{OpenCLRenderer.gep_swizzle(x)}"),
+        ),
+    ]
+)
+OpenCLRenderer.render_rules = pm_opencl + pm_cstyle

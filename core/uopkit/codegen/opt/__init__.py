@@ -33,7 +33,7 @@ class OptOps(Enum):
     - PADTO rounds the axis size up to a multiple of `amount`.
     - TC runs the kernel's matmul on a tensor core: `axis` is the kernel axis of the reduce to run on it (the
       first reduce axis, ``n_out``, for ``a @ b``) and `amount` the index of the `TensorCore` in
-      ``renderer.tensor_cores``. The reduce must be ADD over MUL of two operands of the core's ``dtype_in``
+      ``renderer.caps.tensor_cores``. The reduce must be ADD over MUL of two operands of the core's ``dtype_in``
       (either side may be CAST from it, or the product CAST to ``dtype_out``) accumulating in ``dtype_out``; the
       output axes M and N are found as the ones only the first (resp. only the second) operand depends on, and
       M, N and the reduce axis must be untouched by earlier opts and divisible by the core's tile. The three axes
@@ -76,7 +76,7 @@ class AxisPart:
 
 @dataclass(frozen=True)
 class TCPlan:
-    """Where a kernel's matmul runs on tensor core `tc` (``renderer.tensor_cores[index]``): output axes `m_axis`
+    """Where a kernel's matmul runs on tensor core `tc` (``renderer.caps.tensor_cores[index]``): output axes `m_axis`
     and `n_axis`, reduce axis `k_axis` (kernel axis numbers), and which source of the MUL is the A operand."""
 
     index: int
@@ -187,7 +187,7 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
     elif opt.op is OptOps.THREAD:
         if is_reduce:
             raise OptError(f"{opt}: THREAD applies to output axes")
-        if not getattr(renderer, "has_threads", False):
+        if not renderer.caps.has_threads:
             raise OptError(f"{opt}: the {renderer.device or type(renderer).__name__} renderer has no CPU threads")
         if any(p.kind == "thread" for parts in plan.out for p in parts):
             raise OptError(f"{opt}: only one axis can be split among threads")
@@ -197,11 +197,11 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
         parts[0] = AxisPart(parts[0].size, "thread")
         new = replace(plan.with_axis(opt.axis, tuple(parts)), threads=opt.amount)
     elif opt.op is OptOps.LOCAL:
-        if is_reduce or not renderer.has_local:
+        if is_reduce or not renderer.caps.has_local:
             raise OptError(f"{opt}: LOCAL needs an output axis and a renderer with work-groups")
         new = _split_last_loop(plan, opt.axis, opt.amount, "local", opt)
     elif opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
-        if not is_reduce or not (renderer.has_local and renderer.has_shared):
+        if not is_reduce or not (renderer.caps.has_local and renderer.caps.has_shared):
             raise OptError(f"{opt}: GROUP needs a reduce axis and a renderer with work-groups and local memory")
         if any(p.kind == "group" for parts in plan.red for p in parts):
             raise OptError(f"{opt}: only one GROUP per kernel")
@@ -225,8 +225,12 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
         local_parts.append(new.tc.tc.threads)
         if len(local_parts) > 3:
             raise OptError(f"{opt}: a tensor core and {len(local_parts) - 1} LOCAL splits need more than 3 dimensions")
-    if local_parts and renderer.local_max is not None and math.prod(local_parts) > math.prod(renderer.local_max[:1]):
-        raise OptError(f"{opt}: work-group of {math.prod(local_parts)} threads exceeds {renderer.local_max[0]}")
+    if (
+        local_parts
+        and renderer.caps.local_max is not None
+        and math.prod(local_parts) > math.prod(renderer.caps.local_max[:1])
+    ):
+        raise OptError(f"{opt}: work-group of {math.prod(local_parts)} threads exceeds {renderer.caps.local_max[0]}")
     return replace(new, opts=plan.opts + (opt,))
 
 
@@ -238,12 +242,12 @@ def _apply_tc(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
         raise OptError(f"{opt}: the kernel already uses tensor core {plan.tc.tc.name}")
     if opt.axis < plan.n_out:
         raise OptError(f"{opt}: TC's axis is the kernel's reduce axis (>= {plan.n_out}), got output axis {opt.axis}")
-    if not 0 <= opt.amount < len(renderer.tensor_cores):
+    if not 0 <= opt.amount < len(renderer.caps.tensor_cores):
         raise OptError(
-            f"{opt}: the {who} renderer declares {len(renderer.tensor_cores)} tensor cores, no index {opt.amount}"
+            f"{opt}: the {who} renderer declares {len(renderer.caps.tensor_cores)} tensor cores, no index {opt.amount}"
         )
-    tc = renderer.tensor_cores[opt.amount]
-    if tc.threads > 1 and not renderer.has_local:
+    tc = renderer.caps.tensor_cores[opt.amount]
+    if tc.threads > 1 and not renderer.caps.has_local:
         raise OptError(f"{opt}: {tc.name} needs {tc.threads} threads per tile, but the {who} renderer has no locals")
     if plan.ast is None or plan.reduce_op is None:
         raise OptError(f"{opt}: TC needs a kernel with exactly one reduce (and a plan built by initial_plan)")

@@ -74,7 +74,7 @@ def memory_strides(ast: UOp, loads: bool = True) -> dict[int, set[int]]:
 
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     plan = initial_plan(ast)
-    if renderer.has_local:
+    if renderer.caps.has_local:
         return _gpu_opts(plan, renderer)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
@@ -85,7 +85,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     contiguous = sorted({a for la in hot_loads for a, st in la.items() if st == 1})
     if not contiguous or not red_sizes:
         contiguous += [a for a, st in memory_strides(ast, loads=False).items() if 1 in st]
-    width = max(1, renderer.max_vector_width)
+    width = max(1, renderer.caps.max_vector_width)
     out_axes = [i for i, s in enumerate(out_sizes) if s > 1]
     red_axes = [plan.n_out + i for i, s in enumerate(red_sizes) if s > 1]
     vec_out = [a for a in out_axes if a in contiguous]
@@ -136,7 +136,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             if amt2:
                 plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
                 break
-    elif vec_red and getattr(renderer, "simd_sum_loop", ""):
+    elif vec_red and Ops.ADD in renderer.caps.simd_reduce_ops:
         # a reduce along contiguous memory, on a renderer that marks such loops for SIMD: the C compiler vectorizes
         # the loop body (exp and all) and the sum; explicit lanes would leave the body scalar
         pass
@@ -163,9 +163,9 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
 
 def tensor_core_opts(plan: KernelPlan, renderer: Renderer) -> list[Opt] | None:
     """A matmul on the first of the renderer's tensor cores that fits it, or None when none does."""
-    if not renderer.tensor_cores or len(plan.red) != 1:
+    if not renderer.caps.tensor_cores or len(plan.red) != 1:
         return None
-    for i in range(len(renderer.tensor_cores)):
+    for i in range(len(renderer.caps.tensor_cores)):
         try:
             tc_plan = apply_opt(plan, Opt(OptOps.TC, plan.n_out, i), renderer)
         except OptError:

@@ -76,16 +76,16 @@ def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
         actions += [Opt(OptOps.UPCAST, axis, a) for a in UPCAST_AMOUNTS]
         if axis >= plan.n_out:
             actions += [Opt(OptOps.UNROLL, axis, a) for a in UNROLL_AMOUNTS]
-            if renderer.has_local and renderer.has_shared:
+            if renderer.caps.has_local and renderer.caps.has_shared:
                 actions += [Opt(op, axis, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in GROUP_AMOUNTS]
         else:
-            if getattr(renderer, "has_threads", False):
+            if renderer.caps.has_threads:
                 actions.append(Opt(OptOps.THREAD, axis, cpu_threads()))
-            if renderer.has_local:
+            if renderer.caps.has_local:
                 actions += [Opt(OptOps.LOCAL, axis, a) for a in LOCAL_AMOUNTS]
     # each tensor core the renderer declares, on each reduce axis (apply_opt keeps the ones the kernel fits)
     if plan.tc is None and plan.red:
-        tc_count = len(renderer.tensor_cores)
+        tc_count = len(renderer.caps.tensor_cores)
         actions += [Opt(OptOps.TC, plan.n_out + r, i) for r in range(len(plan.red)) for i in range(tc_count)]
     valid = []
     for a in actions:

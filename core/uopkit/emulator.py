@@ -30,7 +30,7 @@ import os
 import pickle
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,7 +38,7 @@ import numpy as np
 from uopkit.device import Compiled, CompileError, Compiler, LRUAllocator
 from uopkit.dtype import DType, PtrDType, dtypes, to_numpy_dtype
 from uopkit.plugin.hookspecs import BackendInfo, hookimpl
-from uopkit.renderer import Renderer, TensorCore
+from uopkit.renderer import Renderer, RendererCaps, TensorCore
 from uopkit.renderer.tensor_cores import ONE_THREAD_TENSOR_CORES, reference_wmma
 from uopkit.uop.ops import GroupOp, Ops, UOp, exec_alu
 
@@ -88,42 +88,55 @@ def listing(uops: list[UOp]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ the backend parts
 
-# the renderer attributes the core reads while optimizing and lowering; EMULATE=NAME copies them from NAME
-CAPABILITIES = (
-    "has_local",
-    "has_threads",
-    "transcendental_ops",
-    "has_shared",
-    "global_max",
-    "local_max",
-    "shared_max",
-    "max_vector_width",
-    "tensor_cores",
-    "extra_matcher",
-    "supported_dtypes",
+EMULATOR_DTYPES: tuple[DType, ...] = (
+    dtypes.bool,
+    *dtypes.ints,
+    dtypes.float16,
+    dtypes.bfloat16,
+    dtypes.float32,
+    dtypes.float64,
 )
 
-EMULATOR_DTYPES: tuple[DType, ...] = (dtypes.bool, *dtypes.ints, dtypes.float16, dtypes.float32, dtypes.float64)
+
+# ------------------------------------------------------------------------------------------ bfloat16
+# numpy has no bfloat16: a bfloat16 value is held as the float32 it equals (its bits are the float32's top half),
+# and memory holds the 16-bit patterns
+
+
+def bf16_to_float32(bits: Any) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) -> the float32 values they encode (exactly)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_to_bf16_bits(x: Any) -> np.ndarray:
+    """float values -> the nearest bfloat16 bit patterns (ties to even, overflow to inf, NaN stays NaN)."""
+    f = np.asarray(x).astype(np.float32)
+    b = f.view(np.uint32).astype(np.uint64)
+    rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(f), np.uint16(0x7FC0) | ((b >> 16) & 0x8000).astype(np.uint16), rounded)
+
+
+def round_bf16(x: Any) -> np.ndarray:
+    """float values rounded to the nearest bfloat16, as float32."""
+    return bf16_to_float32(float32_to_bf16_bits(x))
 
 
 class EmulatorRenderer(Renderer):
-    """Serializes the program; with `target` set, advertises the target renderer's capabilities instead."""
+    """Serializes the program; with `target` set, takes the target renderer's capabilities (its whole `caps`) and
+    its `extra_matcher`, so the core builds exactly the programs the target would get."""
 
     device: ClassVar[str] = NAME
-    has_local: ClassVar[bool] = False
-    has_shared: ClassVar[bool] = False
-    max_vector_width: ClassVar[int] = 8
-    tensor_cores: ClassVar[list[TensorCore]] = ONE_THREAD_TENSOR_CORES
-    supported_dtypes: ClassVar[tuple[DType, ...]] = EMULATOR_DTYPES
+    caps = RendererCaps(
+        max_vector_width=8, tensor_cores=tuple(ONE_THREAD_TENSOR_CORES), supported_dtypes=EMULATOR_DTYPES
+    )
 
     def __init__(self, target: Renderer | None = None) -> None:
         self.target = target
         if target is not None:
-            for attr in CAPABILITIES:
-                if hasattr(target, attr):
-                    setattr(self, attr, getattr(target, attr))
-            # numpy has no bfloat16: those kernels can't run here
-            self.supported_dtypes = tuple(d for d in target.supported_dtypes if d in EMULATOR_DTYPES)  # type: ignore[misc]
+            # the dtypes the emulator can't hold are left out: those kernels can't run here
+            dts = tuple(d for d in target.caps.supported_dtypes if d in EMULATOR_DTYPES)
+            self.caps = replace(target.caps, supported_dtypes=dts)
+            self.extra_matcher = target.extra_matcher  # type: ignore[misc]
 
     @property
     def emulating(self) -> str | None:
@@ -281,19 +294,21 @@ def check_supported(uops: list[UOp]) -> None:
     for u in uops:
         if u.op not in SUPPORTED_OPS:
             raise EmulatorError(f"the emulator does not run {u.op.name}")
-        if u.dtype.scalar == dtypes.bfloat16 or (
-            isinstance(u.dtype, PtrDType) and u.dtype.base.scalar == dtypes.bfloat16
-        ):
-            raise EmulatorError(f"the emulator has no bfloat16 (numpy lacks it): {u.op.name} {u.dtype}")
 
 
 @dataclass(frozen=True)
 class Reduction:
-    """A register slot a loop only updates as ``slot = slot OP value`` (so its iterations may run as lanes)."""
+    """Register slots a loop only updates as ``slot = slot OP value`` (so its iterations may run as lanes): `count`
+    consecutive scalar columns from `column` (a vector update covers several)."""
 
     register: UOp
     column: int
     op: Ops
+    count: int = 1
+
+    @property
+    def columns(self) -> slice:
+        return slice(self.column, self.column + self.count)
 
 
 @dataclass
@@ -392,7 +407,7 @@ def plan_loop(uops: list[UOp], start: int, closes: dict[int, int], users: dict[U
         if update.src[0] is update.src[1]:
             return SEQUENTIAL
         width = index.src[0].dtype.base.count
-        reductions.append(Reduction(index.src[0], int(index.src[1].arg) * width, update.op))
+        reductions.append(Reduction(index.src[0], int(index.src[1].arg) * width, update.op, update.dtype.count))
     # every access to a carried register must belong to a reduction
     reduced = {r.register for r in reductions}
     if reduced != carried:
@@ -422,6 +437,8 @@ class Memory:
     data: np.ndarray
     name: str
     width: int = 1
+    # global bfloat16 memory holds bit patterns (uint16): loads and stores convert
+    bf16_bits: bool = False
 
 
 @dataclass(eq=False)
@@ -435,7 +452,8 @@ class Pointer:
 
 
 def _np(dt: DType) -> np.dtype:
-    return to_numpy_dtype(dt.scalar)
+    # bfloat16 values are held as float32 (rounded to bfloat16 after every op)
+    return np.dtype(np.float32) if dt.scalar == dtypes.bfloat16 else to_numpy_dtype(dt.scalar)
 
 
 def _scalar_value(u: UOp, vals: dict[UOp, int]) -> int:
@@ -586,23 +604,25 @@ class Interpreter:
         outer = self.frame
         mask = None if outer.mask is None else np.repeat(outer.mask, n)
         self.frame = Frame(outer.lanes * n, outer.per_thread * n, mask, np.repeat(outer.group, n), outer)
-        before = {r: self.env[r.register].data[:, r.column].copy() for r in reductions}
+        before = {r: self.env[r.register].data[:, r.columns].copy() for r in reductions}
         for reg in self.registers:
             reg.data = np.repeat(reg.data, n, axis=0)
         for r in reductions:
             data = self.env[r.register].data
-            data[:, r.column] = _identity(r.op, data.dtype)
+            data[:, r.columns] = _identity(r.op, data.dtype)
         self.env[u] = (np.tile(np.arange(n, dtype=_np(u.dtype)), outer.lanes), self.frame)
         try:
             self.run_block(lo, hi)
         finally:
-            per_iteration = {r: self.env[r.register].data[:, r.column].reshape(outer.lanes, n) for r in reductions}
+            per_iteration = {
+                r: self.env[r.register].data[:, r.columns].reshape(outer.lanes, n, r.count) for r in reductions
+            }
             # a register keeps what the last iteration left in it, a reduction combines every iteration
             for reg in self.registers:
                 reg.data = reg.data.reshape(outer.lanes, n, *reg.data.shape[1:])[:, -1].copy()
             for r, values in per_iteration.items():
                 data = self.env[r.register].data
-                data[:, r.column] = _combine(r.op, before[r], _reduce(r.op, values))
+                data[:, r.columns] = _combine(r.op, before[r], _reduce(r.op, values))
             self.frame = outer
 
     # ---- pure ops
@@ -610,9 +630,8 @@ class Interpreter:
     def compute(self, u: UOp) -> None:
         op = u.op
         if op is Ops.CONST:
-            self.bind(
-                u, np.asarray(u.arg, dtype=_np(u.dtype)) if u.dtype.count == 1 else np.asarray(u.arg, _np(u.dtype))
-            )
+            value = np.asarray(u.arg, dtype=_np(u.dtype))
+            self.bind(u, round_bf16(value) if u.dtype.scalar == dtypes.bfloat16 else value)
         elif op is Ops.DEFINE_GLOBAL:
             self.define_global(u)
         elif op is Ops.DEFINE_LOCAL:
@@ -664,22 +683,29 @@ class Interpreter:
         if not isinstance(u.dtype, PtrDType):
             raise EmulatorError(f"DEFINE_GLOBAL {u.arg} has dtype {u.dtype}, expected a pointer")
         raw = self.bufs[u.arg]
-        np_dt = _np(u.dtype.base)
+        bf16 = u.dtype.base.scalar == dtypes.bfloat16
+        np_dt = np.dtype(np.uint16) if bf16 else _np(u.dtype.base)
         usable = raw.nbytes - raw.nbytes % np_dt.itemsize
         data = raw[:usable].view(np_dt)
         declared = u.dtype.size * u.dtype.base.count
         if 0 <= declared < len(data):
             data = data[:declared]
-        self.env[u] = Memory("global", data, f"data{u.arg}", u.dtype.base.count)
+        self.env[u] = Memory("global", data, f"data{u.arg}", u.dtype.base.count, bf16)
 
     def bitcast(self, u: UOp) -> np.ndarray:
         src = self.value(u.src[0])
         src_dt, dst_dt = u.src[0].dtype, u.dtype
         if src_dt.itemsize != dst_dt.itemsize:
             raise EmulatorError(f"BITCAST from {src_dt} to {dst_dt} changes the size")
-        arr = np.ascontiguousarray(np.asarray(src, dtype=_np(src_dt)))
+        if src_dt.scalar == dtypes.bfloat16:
+            src = float32_to_bf16_bits(src)
+        arr = np.ascontiguousarray(
+            np.asarray(src, dtype=np.uint16 if src_dt.scalar == dtypes.bfloat16 else _np(src_dt))
+        )
         lead = arr.shape[: arr.ndim - (1 if src_dt.count > 1 else 0)]
-        out = arr.reshape(*lead, -1).view(np.uint8).reshape(*lead, -1).view(_np(dst_dt))
+        bf16_dst = dst_dt.scalar == dtypes.bfloat16
+        out = arr.reshape(*lead, -1).view(np.uint8).reshape(*lead, -1).view(np.uint16 if bf16_dst else _np(dst_dt))
+        out = bf16_to_float32(out) if bf16_dst else out
         return out.reshape(*lead, dst_dt.count) if dst_dt.count > 1 else out.reshape(lead)
 
     # ---- memory
@@ -732,6 +758,8 @@ class Interpreter:
         else:
             rows, idx, active = self._access(ptr, count, u)
             out = mem.data[idx] if mem.kind == "global" else mem.data[rows[:, None], idx]
+            if mem.bf16_bits:
+                out = bf16_to_float32(out)
             if active is not None:
                 out = np.where(active[:, None], out, np.zeros((), out.dtype))
         out = out.astype(_np(u.dtype), copy=False)
@@ -746,7 +774,7 @@ class Interpreter:
         rows, idx, active = self._access(ptr, count, u)
         values = self.laned(self.value(u.src[1]), value_dt).reshape(self.frame.lanes, count)
         mem = ptr.memory
-        values = values.astype(mem.data.dtype, copy=False)
+        values = float32_to_bf16_bits(values) if mem.bf16_bits else values.astype(mem.data.dtype, copy=False)
         if active is not None:
             idx, values = idx[active], values[active]
             if mem.kind != "global":
@@ -887,7 +915,9 @@ def alu(op: Ops, dt: DType, args: list[Any]) -> np.ndarray:
         out = np.trunc(args[0])
     else:
         raise EmulatorError(f"the emulator has no ALU op {op.name}")
-    return np.asarray(out).astype(np_dt, copy=False)
+    out = np.asarray(out).astype(np_dt, copy=False)
+    # bfloat16 ops compute in float32 and round once, as a bfloat16 unit does
+    return round_bf16(out) if dt.scalar == dtypes.bfloat16 else out
 
 
 def cast(x: Any, src: DType, dst: DType) -> np.ndarray:
@@ -900,4 +930,4 @@ def cast(x: Any, src: DType, dst: DType) -> np.ndarray:
         clean = np.where(np.isfinite(arr), arr, 0)
         clean = np.clip(np.trunc(clean), -(2.0**63), 2.0**63 - 1024)
         return clean.astype(np.int64).astype(_np(dst))
-    return arr.astype(_np(dst))
+    return round_bf16(arr.astype(np.float32)) if dst.scalar == dtypes.bfloat16 else arr.astype(_np(dst))

@@ -1,0 +1,31 @@
+"""The C renderer on the CPU: one-thread tensor cores rendered through the engine's default WMMA helper."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit.device import Device
+from uopkit.dtype import to_numpy_dtype
+from uopkit.renderer import RendererCaps
+from uopkit.renderer.tensor_cores import ONE_THREAD_TENSOR_CORES, wmma_matmul_program
+from uopkit.testing.programs import run_program
+from uopkit_cpu.renderer import ClangRenderer
+
+
+class TCClangRenderer(ClangRenderer):
+    caps = RendererCaps(**{**vars(ClangRenderer.caps), "tensor_cores": tuple(ONE_THREAD_TENSOR_CORES)})
+
+
+@pytest.mark.parametrize("tc", ONE_THREAD_TENSOR_CORES, ids=lambda tc: tc.name)
+def test_one_thread_wmma_helper_is_exact(tc, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(Device["CPU"], "renderer", TCClangRenderer())
+    tiles = (2, 1, 3)
+    m, n, k = (d * t for d, t in zip(tc.dims, tiles, strict=True))
+    rng = np.random.default_rng(0)
+    a = rng.integers(-3, 4, (m, k)).astype(to_numpy_dtype(tc.dtype_in))
+    b = rng.integers(-3, 4, (k, n)).astype(to_numpy_dtype(tc.dtype_in))
+    uops = wmma_matmul_program(tc, tiles)
+    assert f"{tc.name}(" in Device["CPU"].renderer.render("wmma", uops)
+    got = run_program("CPU", uops, [np.zeros((m, n), to_numpy_dtype(tc.dtype_out)), a, b], name=f"wmma_{tc.name}")[0]
+    np.testing.assert_array_equal(got, (a.astype(np.int64) @ b.astype(np.int64)).astype(got.dtype))
