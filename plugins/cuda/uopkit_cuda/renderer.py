@@ -1,7 +1,7 @@
 """CUDA C: the core's C-style renderer with CUDA's types, qualifiers, thread ids, shared memory and tensor cores.
 
 A small subclass of `CStyleRenderer`: class attributes name the types and qualifiers, and the override points
-(`render_special`, `render_local`, `render_cast`, `render_bitcast`, the vector hooks, `render_wmma`,
+(`render_special`, `render_local`, `render_cast`, `render_bitcast`, the vector hooks, `render_wmma_helper`,
 `render_kernel`, `preamble`) say what differs from C. There is no render loop here.
 
 What the renderer may use depends on the GPU's architecture (``sm_XY``): tensor cores (``mma.sync``) need sm_80,
@@ -278,13 +278,12 @@ class CUDARenderer(CStyleRenderer):
     def render_local(self, name: str, dt: DType, size: int) -> str:
         return f"__shared__ {self.render_dtype(dt)} {name}[{max(size, 1)}];"
 
-    def render_wmma(self, u: UOp, args: list[str]) -> str:
-        tc = u.arg
-        if not isinstance(tc, TensorCore) or tc.name not in {t.name for t in ALL_CUDA_TENSOR_CORES}:
-            raise RenderError(f"CUDA has no tensor core {getattr(tc, 'name', tc)!r}")
+    def render_wmma_helper(self, tc: TensorCore) -> str:
+        if tc.name not in {t.name for t in ALL_CUDA_TENSOR_CORES}:
+            raise RenderError(f"CUDA has no tensor core {tc.name!r}")
         if self.cuda_caps.sm < 80:
             raise RenderError(f"tensor core {tc.name} needs sm_80 or newer, the target is {self.arch}")
-        return f"{tc.name}({', '.join(args)})"
+        return mma_helper(tc)
 
     # ---------------------------------------------------------------------------------------------- kernel
 
@@ -299,12 +298,11 @@ class CUDARenderer(CStyleRenderer):
         return CStyleRenderer.render(view, name, uops)
 
     def preamble(self, uops: list[UOp]) -> list[str]:
-        tcs = {u.arg.name: u.arg for u in uops if u.op is Ops.WMMA and isinstance(u.arg, TensorCore)}
         scalars = {(u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar for u in uops}
         scalars |= {s.dtype.scalar for u in uops if u.op is Ops.WMMA for s in u.src}
         # the fp16/bf16 headers are large: a kernel includes them only when it uses the type (NVRTC is faster)
         includes = [f"#include <{h}>" for dt, h in HEADERS.items() if dt in scalars]
-        return [*includes, *PREAMBLE, *self.vector_typedefs(uops), *(mma_helper(tc) for tc in tcs.values())]
+        return [*includes, *PREAMBLE, *self.vector_typedefs(uops)]
 
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         threads = block_threads(uops or [])
