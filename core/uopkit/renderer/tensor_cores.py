@@ -227,7 +227,7 @@ CUDA_TENSOR_CORES: list[TensorCore] = [
 ]
 
 # bfloat16 in, float out on sm_80+: the same fragments as the half m16n8k16 above. Kept apart from CUDA_TENSOR_CORES
-# because the core computes bfloat16 in float32 (no Tensor program reaches it) and numpy (so the emulator) has no bf16
+# because the core computes bfloat16 in float32 (no Tensor program reaches it)
 CUDA_BF16_TENSOR_CORES: list[TensorCore] = [
     TensorCore(
         dims=(16, 8, 16),

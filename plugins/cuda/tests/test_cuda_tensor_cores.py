@@ -47,12 +47,20 @@ def test_wmma_program_on_the_emulator(tc) -> None:  # noqa: ANN001
     np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
 
 
-def test_bf16_description_shares_the_checked_half_layouts() -> None:
-    """bf16 can't run on the emulator (numpy has no bfloat16); its fragments are the half core's, checked above."""
-    (bf16,) = CUDA_BF16_TENSOR_CORES
-    half = next(tc for tc in CUDA_TENSOR_CORES if tc.name == "mma_m16n8k16_f16_f32")
-    assert (bf16.dims, bf16.threads, bf16.elements_per_thread) == (half.dims, half.threads, half.elements_per_thread)
-    assert bf16.layouts == half.layouts
+def test_bf16_wmma_program_on_the_emulator() -> None:
+    """bfloat16 in, float out: the emulator keeps bfloat16 memory as 16-bit patterns."""
+    from uopkit.emulator import bf16_to_float32, float32_to_bf16_bits
+
+    (tc,) = CUDA_BF16_TENSOR_CORES
+    tiles = (2, 3, 2)
+    m, n, k = (d * t for d, t in zip(tc.dims, tiles, strict=True))
+    rng = np.random.default_rng(4)
+    a = float32_to_bf16_bits(rng.standard_normal((m, k)))
+    b = float32_to_bf16_bits(rng.standard_normal((k, n)))
+    out = np.zeros((m, n), np.float32)
+    run_uops(wmma_matmul_program(tc, tiles), [out, a, b])
+    want = bf16_to_float32(a).astype(np.float64) @ bf16_to_float32(b).astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
 
 
 def _wmma_names(device: str) -> set[str]:
