@@ -302,6 +302,38 @@ CUDA_TENSOR_CORES: list[TensorCore] = [
     ),
 ]
 
+# bfloat16 in, float out on sm_80+: the same fragments as the half m16n8k16 above. Kept apart from CUDA_TENSOR_CORES
+# because the core computes bfloat16 in float32 (no Tensor program reaches it)
+CUDA_BF16_TENSOR_CORES: list[TensorCore] = [
+    TensorCore(
+        dims=(16, 8, 16),
+        dtype_in=dtypes.bfloat16,
+        dtype_out=dtypes.float32,
+        threads=32,
+        elements_per_thread=(8, 4, 4),
+        a_layout=_layout("t2 t3 t4 e1", "e0 t0 t1 e2"),
+        b_layout=_layout("e0 t0 t1 e1", "t2 t3 t4"),
+        c_layout=_CUDA_C,
+        name="mma_m16n8k16_bf16_f32",
+    ),
+]
+
+# TF32 (float32 operands rounded to a 10-bit mantissa) on sm_80+, m16n8k8: a0 (g, t), a1 (g+8, t), a2 (g, t+4),
+# a3 (g+8, t+4); b0 (t, g), b1 (t+4, g). Only for float32 matmuls when TF32 is asked for: it is less precise
+CUDA_TF32_TENSOR_CORES: list[TensorCore] = [
+    TensorCore(
+        dims=(16, 8, 8),
+        dtype_in=dtypes.float32,
+        dtype_out=dtypes.float32,
+        threads=32,
+        elements_per_thread=(4, 2, 4),
+        a_layout=_layout("t2 t3 t4 e0", "t0 t1 e1"),
+        b_layout=_layout("t0 t1 e0", "t2 t3 t4"),
+        c_layout=_CUDA_C,
+        name="mma_m16n8k8_tf32_f32",
+    ),
+]
+
 # AMD RDNA3 v_wmma_f32_16x16x16_f16 (wave32): lane l holds row l%16 of A and column l%16 of B (lanes 16-31 repeat
 # lanes 0-15: t4 is unused), and D[2*v + l//16][l%16] as its element v.
 AMD_RDNA3_TENSOR_CORES: list[TensorCore] = [
