@@ -1,0 +1,550 @@
+"""Linear programs as Triton kernels: a Python module holding one ``@triton.jit`` function.
+
+The linear program is SIMT: every value belongs to one work-item. Here one Triton program is one work-group, and a
+value is a block with one lane per work-item of the group:
+
+- ``gidx<d>`` is ``tl.program_id(d)``: one program per work-group;
+- ``lidx<d>`` is a ``tl.arange`` along its own block axis (``lidx0`` the last, so it is the contiguous one), padded
+  to a power of two; a value has the axes of the local ids it depends on and broadcasts to the others, so a value
+  that no local id reaches stays a scalar;
+- an INDEX is a pointer expression, LOAD/STORE are ``tl.load``/``tl.store`` masked by the gate and by the padding
+  lanes (``other=0``: a gated load reads 0);
+- a register (DEFINE_REG, read and written at constant offsets) is one Python variable per slot, with the axes of
+  every value stored into it; a register STORE is an assignment (``tl.where`` with a gate);
+- RANGE ... END is ``for ridx in range(end):``, which Triton compiles to a loop whose carried values are the
+  registers assigned in it.
+
+Semantics follow the reference emulator: integers wrap, IDIV/MOD truncate toward zero with x/0 = 0 and x/-1 = -x,
+MAX propagates NaN, a float cast to an integer maps NaN (and inf) to 0, float32 division and sqrt are correctly
+rounded (``div_rn``/``sqrt_rn``). Work-items never share local memory (`has_shared` is False), so the optimizer
+never asks for DEFINE_LOCAL or BARRIER; vectors and tensor cores are not declared either.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+from uopkit.dtype import DType, PtrDType, dtypes
+from uopkit.renderer import Renderer
+from uopkit.renderer.cstyle import RenderError
+from uopkit.uop.ops import GroupOp, Ops, UOp
+
+# Triton's names of uopkit's scalar types
+TL_TYPES: dict[DType, str] = {
+    dtypes.bool: "tl.int1",
+    dtypes.int8: "tl.int8",
+    dtypes.uint8: "tl.uint8",
+    dtypes.int16: "tl.int16",
+    dtypes.uint16: "tl.uint16",
+    dtypes.int32: "tl.int32",
+    dtypes.uint32: "tl.uint32",
+    dtypes.int64: "tl.int64",
+    dtypes.uint64: "tl.uint64",
+    dtypes.float16: "tl.float16",
+    dtypes.float32: "tl.float32",
+    dtypes.float64: "tl.float64",
+}
+
+# the element types of kernel arguments, as triton.compile's signature writes them (bool memory is bytes)
+SIGNATURE_TYPES: dict[DType, str] = {
+    dtypes.bool: "u8",
+    dtypes.int8: "i8",
+    dtypes.uint8: "u8",
+    dtypes.int16: "i16",
+    dtypes.uint16: "u16",
+    dtypes.int32: "i32",
+    dtypes.uint32: "u32",
+    dtypes.int64: "i64",
+    dtypes.uint64: "u64",
+    dtypes.float16: "fp16",
+    dtypes.float32: "fp32",
+    dtypes.float64: "fp64",
+}
+
+# Triton's math functions take float32 and float64; float16 goes through float32 and is rounded back
+MATH_FUNCS = {Ops.EXP2: "tl.exp2", Ops.LOG2: "tl.log2", Ops.SIN: "tl.sin"}
+INFIX = {
+    Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==",
+    Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&", Ops.SHL: "<<", Ops.SHR: ">>",
+}  # fmt: skip
+
+# module-level constants the kernels use: Triton kernels may read globals only when they are constexpr
+HEADER = """\
+import triton
+import triton.language as tl
+
+NAN = tl.constexpr(float("nan"))
+INF = tl.constexpr(float("inf"))
+"""
+
+# x ** y for float64 x, y with C's pow semantics at the edges (negative bases with integer exponents, pow(x, 0) = 1,
+# pow(1, y) = 1); float16 and float32 compute in float64, so exp2(y * log2|x|) is accurate after rounding
+POW_HELPER = """
+@triton.jit
+def uk_pow(x, y):
+    r = tl.exp2(y * tl.log2(tl.abs(x)))
+    whole = tl.floor(y) == y
+    odd = whole & (tl.floor(y * 0.5) * 2.0 != y)
+    r = tl.where((x < 0.0) & odd, -r, r)
+    r = tl.where((x < 0.0) & (whole == 0), tl.full([], NAN, tl.float64), r)
+    return tl.where((y == 0.0) | (x == 1.0), tl.full([], 1.0, tl.float64), r)
+"""
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def kernel_identifier(name: str) -> str:
+    """A Python identifier for the kernel's name (uopkit names are already identifiers; be safe anyway)."""
+    ident = re.sub(r"\W", "_", name)
+    return ident if ident and not ident[0].isdigit() else f"k_{ident}"
+
+
+@dataclass(frozen=True)
+class _Access:
+    """A rendered INDEX: the pointer expression, its gate (or None), what it points into, and its lanes."""
+
+    ptr: str
+    gate: str | None
+    target: UOp
+    # the lanes of the pointer expression (the offset's)
+    ptr_dims: frozenset[int]
+
+
+class TritonRenderer(Renderer):
+    """Renders a linear program as a Python module with one ``@triton.jit`` kernel (see the module docstring).
+
+    The module also holds what the compiler and runtime need: ``KERNEL`` (the function's name), ``SIGNATURE`` (the
+    argument types for ``triton.compile``), ``NUM_WARPS`` and ``BLOCK`` (the padded work-group shape).
+    """
+
+    device: ClassVar[str] = "TRITON"
+    # work-groups are programs and their work-items the lanes of a block
+    has_local: ClassVar[bool] = True
+    # Triton has no addressable shared memory or barrier between lanes: the optimizer never emits them
+    has_shared: ClassVar[bool] = False
+    # CUDA's grid limits; a block holds at most 1024 lanes
+    global_max: ClassVar[tuple[int, ...] | None] = (2**31 - 1, 65535, 65535)
+    local_max: ClassVar[tuple[int, ...] | None] = (1024, 1024, 64)
+    max_vector_width: ClassVar[int] = 1
+    transcendental_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
+    supported_dtypes: ClassVar[tuple[DType, ...]] = (
+        dtypes.bool,
+        *dtypes.ints,
+        dtypes.float16,
+        dtypes.float32,
+        dtypes.float64,
+    )
+
+    # ---------------------------------------------------------------------------------------------- pieces
+
+    @staticmethod
+    def tl_type(dt: DType) -> str:
+        if dt.count > 1:
+            raise RenderError(f"TritonRenderer renders no vector types ({dt}): it declares max_vector_width=1")
+        if dt.scalar not in TL_TYPES:
+            raise RenderError(f"TritonRenderer has no type for {dt}")
+        return TL_TYPES[dt.scalar]
+
+    def render_full(self, shape: str, x: object, dt: DType) -> str:
+        """A block of `shape` (``"[]"``: a scalar) filled with the constant `x` of dtype `dt`."""
+        if dt == dtypes.uint64 and isinstance(x, int) and x >= 2**63:
+            # above int64's range: Triton builds integer constants through int64, so write the bits and reinterpret
+            return f"tl.full({shape}, {x - 2**64}, tl.int64).to(tl.uint64, bitcast=True)"
+        return f"tl.full({shape}, {self.literal(x, dt)}, {self.tl_type(dt)})"
+
+    @staticmethod
+    def literal(x: object, dt: DType) -> str:
+        """The constant as a Python literal (NaN and inf are the module's constexprs NAN and INF)."""
+        if dt == dtypes.bool:
+            return "True" if x else "False"
+        if dtypes.is_float(dt):
+            assert isinstance(x, float | int)
+            fx = float(x)
+            if math.isnan(fx):
+                return "NAN"
+            if math.isinf(fx):
+                return "INF" if fx > 0 else "-INF"
+            return repr(fx)
+        assert isinstance(x, int)
+        # -2**63 written as a literal would go through 2**63, which int64 can't hold
+        return f"({x + 1} - 1)" if x == -(2**63) else str(x) if x >= 0 else f"({x})"
+
+    def render_const(self, x: object, dt: DType, weak: bool = False) -> str:
+        """A constant. `weak`: it is an operand next to a value of its own dtype, so a Python literal takes that
+        dtype (Triton's weak scalars); otherwise it is a typed scalar, ``tl.full([], value, dtype)``."""
+        finite = not (dtypes.is_float(dt) and not math.isfinite(float(x)))  # type: ignore[arg-type]
+        fits = not (dt == dtypes.uint64 and isinstance(x, int) and x >= 2**63)
+        if weak and finite and fits:
+            return self.literal(x, dt)
+        return self.render_full("[]", x, dt)
+
+    def render_alu(self, u: UOp, args: list[str]) -> str:
+        op, dt = u.op, u.dtype
+        if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ):
+            return f"({args[0]} {INFIX[op]} {args[1]})"
+        if dt == dtypes.bool and op in (Ops.ADD, Ops.MUL, Ops.MAX):
+            # a bool sum is an OR, a product an AND, as the C cast of the integer result gives
+            return f"({args[0]} {'&' if op is Ops.MUL else '|'} {args[1]})"
+        if op in INFIX:
+            return f"({args[0]} {INFIX[op]} {args[1]})"
+        if op is Ops.NEG:
+            # -True is -1, which is True again
+            return args[0] if dt == dtypes.bool else f"(-{args[0]})"
+        if op is Ops.WHERE:
+            return f"tl.where({args[0]}, {args[1]}, {args[2]})"
+        if op is Ops.MULACC:
+            return (
+                f"tl.fma({args[0]}, {args[1]}, {args[2]})"
+                if dtypes.is_float(dt)
+                else f"({args[0]} * {args[1]} + {args[2]})"
+            )
+        if op is Ops.MAX:
+            a, b = args
+            if dtypes.is_float(dt):
+                # NaN in either operand gives NaN, as the emulator's MAX
+                return f"tl.where(({a} > {b}) | ({a} != {a}), {a}, {b})"
+            return f"tl.maximum({a}, {b})"
+        if op in (Ops.IDIV, Ops.MOD):
+            return self.render_int_division(u, args)
+        if op is Ops.POW:
+            if dt == dtypes.float64:
+                return f"uk_pow({args[0]}, {args[1]})"
+            return f"uk_pow({args[0]}.to(tl.float64), {args[1]}.to(tl.float64)).to({self.tl_type(dt)})"
+        if not dtypes.is_float(dt):
+            raise RenderError(f"TritonRenderer can't render {op.name} on {dt}")
+        # float-only ops: float16 is computed in float32 and rounded back
+        wide = [a if dt != dtypes.float16 else f"{a}.to(tl.float32)" for a in args]
+        expr = self.render_float_op(op, dtypes.float64 if dt == dtypes.float64 else dtypes.float32, wide)
+        return expr if dt != dtypes.float16 else f"{expr}.to(tl.float16)"
+
+    def render_float_op(self, op: Ops, dt: DType, args: list[str]) -> str:
+        """A float-only op on float32 or float64 operands."""
+        single = dt == dtypes.float32
+        if op in MATH_FUNCS:
+            return f"{MATH_FUNCS[op]}({args[0]})"
+        if op is Ops.SQRT:
+            # tl.sqrt is an approximation on float32; sqrt_rn is correctly rounded
+            return f"tl.sqrt_rn({args[0]})" if single else f"tl.sqrt({args[0]})"
+        if op is Ops.FDIV:
+            # `/` on float32 is div.full (2 ulp); div_rn is correctly rounded
+            return f"tl.math.div_rn({args[0]}, {args[1]})" if single else f"({args[0]} / {args[1]})"
+        if op is Ops.RECIP:
+            one = "tl.full([], 1.0, tl.float32)" if single else "tl.full([], 1.0, tl.float64)"
+            return f"tl.math.div_rn({one}, {args[0]})" if single else f"({one} / {args[0]})"
+        if op is Ops.TRUNC:
+            return f"tl.where({args[0]} < 0, tl.ceil({args[0]}), tl.floor({args[0]}))"
+        raise RenderError(f"TritonRenderer can't render {op.name}")
+
+    def render_int_division(self, u: UOp, args: list[str]) -> str:
+        # Triton's // and % on integers are C's (truncation toward zero); x/0 and INT_MIN/-1 are undefined there,
+        # so the spec's x/0 = 0, x%0 = 0 and x/-1 = -x are selected around a divisor that is never 0 or -1
+        a, b = args
+        divisor = u.src[1]
+        sym = "//" if u.op is Ops.IDIV else "%"
+        signed = not dtypes.is_unsigned(u.dtype)
+        if divisor.op is Ops.CONST and divisor.arg not in (0, -1):
+            return f"({a} {sym} {b})"
+        bad = f"(({b} == 0) | ({b} == -1))" if signed else f"({b} == 0)"
+        safe = f"({a} {sym} tl.where({bad}, 1, {b}))"
+        if u.op is Ops.MOD:
+            return f"tl.where({bad}, 0, {safe})"
+        if not signed:
+            return f"tl.where({bad}, 0, {safe})"
+        return f"tl.where({b} == 0, 0, tl.where({b} == -1, -{a}, {safe}))"
+
+    def render_cast(self, u: UOp, arg: str) -> str:
+        src_dt, dst_dt = u.src[0].dtype, u.dtype
+        if dst_dt == dtypes.bool:
+            return f"({arg} != 0)"
+        if dtypes.is_int(dst_dt) and dtypes.is_float(src_dt):
+            # NaN and inf have no integer value: the spec makes them 0 (LLVM leaves them undefined)
+            return f"tl.where(({arg} != {arg}) | ({arg} == INF) | ({arg} == -INF), 0, {arg}).to({self.tl_type(dst_dt)})"
+        return f"{arg}.to({self.tl_type(dst_dt)})"
+
+    def render_bitcast(self, u: UOp, arg: str) -> str:
+        src_dt, dst_dt = u.src[0].dtype, u.dtype
+        if src_dt.itemsize != dst_dt.itemsize:
+            raise RenderError(f"bitcast between sizes {src_dt.itemsize} and {dst_dt.itemsize}")
+        return f"{arg}.to({self.tl_type(dst_dt)}, bitcast=True)"
+
+    # ---------------------------------------------------------------------------------------------- the loop
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        return _KernelWriter(self, kernel_identifier(name), uops).write()
+
+
+class _KernelWriter:
+    """The state of rendering one kernel: names, the lanes of each value, the lines written so far."""
+
+    def __init__(self, renderer: TritonRenderer, name: str, uops: list[UOp]) -> None:
+        self.r = renderer
+        self.name = name
+        self.uops = uops
+        self.names: dict[UOp, str] = {}
+        self.accesses: dict[UOp, _Access] = {}
+        self.counters: dict[str, int] = {}
+        self.body: list[str] = []
+        self.depth = 1
+        # lines written at each open loop's depth, to put `pass` into an empty loop
+        self.loop_starts: list[int] = []
+        self.helpers: set[str] = set()
+        # the work-group's local ids: dimension -> (size, padded size)
+        self.local: dict[int, tuple[int, int]] = {}
+        for u in uops:
+            if u.op is Ops.SPECIAL and _special_name(u).startswith("lidx"):
+                dim = _special_dim(u)
+                if u.src[0].op is not Ops.CONST:
+                    raise RenderError(f"{_special_name(u)} needs a constant size to be a Triton block dimension")
+                self.local[dim] = (int(u.src[0].arg), next_pow2(int(u.src[0].arg)))
+        if self.local and sorted(self.local) != list(range(len(self.local))):
+            raise RenderError(f"local ids {sorted(self.local)} are not numbered 0..n-1")
+        self.rank = len(self.local)
+        self.regs = _register_slots(uops)
+        self.dims = _lane_dims(uops, self.regs)
+
+    # ------------------------------------------------------------------------------------------ helpers
+
+    def new_name(self, prefix: str) -> str:
+        self.counters[prefix] = self.counters.get(prefix, 0) + 1
+        return f"{prefix}{self.counters[prefix] - 1}"
+
+    def emit(self, line: str) -> None:
+        self.body.append("    " * self.depth + line)
+
+    def ref(self, u: UOp, weak: bool = False) -> str:
+        if u.op is Ops.CONST:
+            return self.r.render_const(u.arg, u.dtype, weak)
+        if u not in self.names:
+            raise RenderError(f"{u.op.name} is used before it is defined")
+        return self.names[u]
+
+    def operands(self, u: UOp) -> list[str]:
+        """The ALU op's operands; a constant is a weak literal when a non-constant operand of its dtype sets it."""
+        srcs = u.src[1:] if u.op is Ops.WHERE else u.src
+        # float-only ops go through tl.math functions and .to(): their constants are typed scalars
+        weak_ok = u.op in INFIX or u.op in (Ops.WHERE, Ops.MAX, Ops.NEG) or not dtypes.is_float(u.dtype)
+        typed = {s.dtype for s in srcs if s.op is not Ops.CONST} if weak_ok else set()
+        args = [self.ref(s, weak=s.dtype in typed) for s in srcs]
+        return [self.ref(u.src[0]), *args] if u.op is Ops.WHERE else args
+
+    def shape(self, dims: frozenset[int]) -> str:
+        """The block shape of a value with lanes along `dims` (1 along the other axes); lidx0 is the last axis."""
+        return "[" + ", ".join(str(self.local[d][1]) if d in dims else "1" for d in reversed(range(self.rank))) + "]"
+
+    def lane_mask(self, dims: frozenset[int]) -> str | None:
+        """The padding lanes of `dims` (a local size that is not a power of two) are masked out of memory ops."""
+        parts = [f"(lidx{d} < {self.local[d][0]})" for d in sorted(dims) if self.local[d][0] != self.local[d][1]]
+        return " & ".join(parts) if parts else None
+
+    def assign(self, u: UOp, prefix: str, expr: str) -> None:
+        var = self.new_name(prefix)
+        self.names[u] = var
+        self.emit(f"{var} = {expr}")
+
+    # ------------------------------------------------------------------------------------------ ops
+
+    def special(self, u: UOp) -> None:
+        name = _special_name(u)
+        self.names[u] = name
+        dim = _special_dim(u)
+        if name.startswith("gidx"):
+            self.emit(f"{name} = tl.program_id({dim})")
+            return
+        if not name.startswith("lidx"):
+            raise RenderError(f"unknown SPECIAL {name!r}: expected gidx or lidx followed by a dimension 0-2")
+        index = ", ".join(":" if d == dim else "None" for d in reversed(range(self.rank)))
+        arange = f"tl.arange(0, {self.local[dim][1]})"
+        self.emit(f"{name} = {arange}" if self.rank == 1 else f"{name} = {arange}[{index}]")
+
+    def index(self, u: UOp) -> None:
+        target = u.src[0]
+        gate = self.ref(u.src[2]) if len(u.src) > 2 else None
+        if target.op is Ops.DEFINE_REG:
+            if u.src[1].op is not Ops.CONST:
+                raise RenderError("TritonRenderer needs registers indexed by constants (one variable per slot)")
+            self.accesses[u] = _Access(f"{self.names[target]}_{u.src[1].arg}", gate, target, frozenset())
+            return
+        if target.op is not Ops.DEFINE_GLOBAL:
+            raise RenderError(f"TritonRenderer has no local memory ({target.op.name}): it declares has_shared=False")
+        ptr = f"{self.names[target]} + {self.ref(u.src[1], weak=True)}"
+        self.accesses[u] = _Access(ptr, gate, target, self.dims[u.src[1]] if u.src[1] in self.dims else frozenset())
+
+    def memory_pointer(self, acc: _Access, dims: frozenset[int]) -> tuple[str, str | None]:
+        """The pointer broadcast to the lanes of the access (`dims`) and the mask: gate and padding lanes."""
+        ptr = acc.ptr
+        if dims != acc.ptr_dims:
+            ptr = f"tl.broadcast_to({ptr}, {self.shape(dims)})"
+        masks = [m for m in (acc.gate, self.lane_mask(dims)) if m is not None]
+        return ptr, " & ".join(f"({m})" for m in masks) if masks else None
+
+    def load(self, u: UOp) -> None:
+        acc = self.accesses[u.src[0]]
+        if acc.target.op is Ops.DEFINE_REG:
+            # a copy: the register may be assigned again while this value is still read
+            self.assign(u, "val", acc.ptr)
+            return
+        ptr, mask = self.memory_pointer(acc, self.dims[u])
+        expr = f"tl.load({ptr})" if mask is None else f"tl.load({ptr}, mask={mask}, other=0)"
+        # bool memory is bytes
+        self.assign(u, "val", f"({expr} != 0)" if u.dtype == dtypes.bool else expr)
+
+    def store(self, u: UOp) -> None:
+        acc = self.accesses[u.src[0]]
+        value_uop = u.src[1]
+        if acc.target.op is Ops.DEFINE_REG:
+            reg_dims = self.dims[acc.target]
+            if value_uop.op is Ops.CONST:
+                value = self.r.render_full(self.shape(reg_dims), value_uop.arg, value_uop.dtype)
+            elif self.dims[value_uop] != reg_dims:
+                value = f"tl.broadcast_to({self.ref(value_uop)}, {self.shape(reg_dims)})"
+            else:
+                value = self.ref(value_uop)
+            self.emit(
+                f"{acc.ptr} = {value}" if acc.gate is None else f"{acc.ptr} = tl.where({acc.gate}, {value}, {acc.ptr})"
+            )
+            return
+        dims = self.dims[u]
+        ptr, mask = self.memory_pointer(acc, dims)
+        value = self.ref(value_uop)
+        if value_uop.dtype == dtypes.bool:
+            value = f"{value}.to(tl.uint8)"
+        self.emit(f"tl.store({ptr}, {value})" if mask is None else f"tl.store({ptr}, {value}, mask={mask})")
+
+    # ------------------------------------------------------------------------------------------ kernel
+
+    def write(self) -> str:
+        params: list[tuple[int, str]] = []
+        var_params: list[tuple[str, str]] = []
+        signature: dict[str, str] = {}
+        for u in self.uops:
+            if u.op in (Ops.CONST, Ops.NOOP):
+                continue
+            if u.op is Ops.DEFINE_GLOBAL:
+                assert isinstance(u.dtype, PtrDType)
+                self.names[u] = f"data{u.arg}"
+                if u.dtype.base.scalar not in SIGNATURE_TYPES or u.dtype.base.count > 1:
+                    raise RenderError(f"TritonRenderer has no pointer type for {u.dtype.base}")
+                params.append((u.arg, self.names[u]))
+                signature[self.names[u]] = "*" + SIGNATURE_TYPES[u.dtype.base.scalar]
+            elif u.op is Ops.DEFINE_VAR:
+                self.names[u] = "var_" + re.sub(r"\W", "_", u.arg[0])
+                var_params.append((u.arg[0], self.names[u]))
+                signature[self.names[u]] = "i32"
+            elif u.op is Ops.DEFINE_REG:
+                self.names[u] = f"acc{u.arg}"
+            elif u.op is Ops.SPECIAL:
+                self.special(u)
+            elif u.op is Ops.RANGE:
+                self.names[u] = f"ridx{u.arg[0]}"
+                self.emit(f"for {self.names[u]} in range({self.ref(u.src[0], weak=True)}):")
+                self.depth += 1
+                self.loop_starts.append(len(self.body))
+            elif u.op is Ops.END:
+                if self.loop_starts.pop() == len(self.body):
+                    self.emit("pass")
+                self.depth -= 1
+            elif u.op is Ops.INDEX:
+                self.index(u)
+            elif u.op is Ops.LOAD:
+                self.load(u)
+            elif u.op is Ops.STORE:
+                self.store(u)
+            elif u.op in GroupOp.ALU:
+                if u.op is Ops.POW:
+                    self.helpers.add(POW_HELPER)
+                self.assign(u, "alu", self.r.render_alu(u, self.operands(u)))
+            elif u.op is Ops.CAST:
+                self.assign(u, "cast", self.r.render_cast(u, self.ref(u.src[0])))
+            elif u.op is Ops.BITCAST:
+                self.assign(u, "cast", self.r.render_bitcast(u, self.ref(u.src[0])))
+            elif u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER):
+                raise RenderError(f"TritonRenderer has no local memory or barriers ({u.op.name}): has_shared=False")
+            elif u.op in (Ops.VECTORIZE, Ops.GEP):
+                raise RenderError(f"TritonRenderer renders no vectors ({u.op.name}): max_vector_width=1")
+            else:
+                raise RenderError(f"TritonRenderer can't render {u.op.name}")
+        # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
+        ordered = [p for _, p in sorted(params)] + [p for _, p in sorted(var_params)]
+        # in the kernel's parameter order: the runtime pairs it with the arguments
+        signature = {p: signature[p] for p in ordered}
+        block = [self.local[d][1] for d in sorted(self.local)]
+        lanes = math.prod(block)
+        # a warp per 128 lanes (4 elements a thread), from 1 to 8 warps
+        num_warps = max(1, min(8, lanes // 128))
+        lines = [
+            HEADER,
+            f"KERNEL = {self.name!r}",
+            f"SIGNATURE = {signature!r}",
+            f"BLOCK = {tuple(block)!r}",
+            f"NUM_WARPS = {num_warps}",
+            *sorted(self.helpers),
+            "",
+            "@triton.jit",
+            f"def {self.name}({', '.join(ordered)}):",
+            *(self.body or ["    pass"]),
+            "",
+        ]
+        return "\n".join(lines)
+
+
+# -------------------------------------------------------------------------------------------------- analysis
+
+
+def _special_name(u: UOp) -> str:
+    name = u.arg[0] if isinstance(u.arg, tuple) else u.arg
+    if not isinstance(name, str):
+        raise RenderError(f"SPECIAL needs a name like 'gidx0', got arg {u.arg!r}")
+    return name
+
+
+def _special_dim(u: UOp) -> int:
+    name = _special_name(u)
+    digits = name.lstrip("gidxl")
+    if digits not in ("0", "1", "2"):
+        raise RenderError(f"unknown SPECIAL {name!r}: expected gidx or lidx followed by a dimension 0-2")
+    return int(digits)
+
+
+def _register_slots(uops: list[UOp]) -> set[UOp]:
+    return {u for u in uops if u.op is Ops.DEFINE_REG}
+
+
+def _lane_dims(uops: list[UOp], regs: set[UOp]) -> dict[UOp, frozenset[int]]:
+    """For every value: the local dimensions (lidx<d>) it varies along. A register gets the union of everything
+    stored into it, which can depend on its own earlier value, so the walk repeats until nothing grows."""
+    dims: dict[UOp, frozenset[int]] = {r: frozenset() for r in regs}
+    empty: frozenset[int] = frozenset()
+    while True:
+        changed = False
+        for u in uops:
+            if u.op is Ops.SPECIAL:
+                dims[u] = frozenset({_special_dim(u)}) if _special_name(u).startswith("lidx") else empty
+            elif u.op is Ops.DEFINE_REG:
+                continue
+            elif u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_REG:
+                dims[u] = dims[u.src[0].src[0]]
+            elif u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_REG:
+                reg = u.src[0].src[0]
+                grown = dims[reg] | dims.get(u.src[1], empty) | dims.get(u.src[0], empty)
+                if grown != dims[reg]:
+                    dims[reg] = grown
+                    changed = True
+                dims[u] = grown
+            elif u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_REG:
+                # the gate's lanes only: the slot is a constant
+                dims[u] = dims.get(u.src[2], empty) if len(u.src) > 2 else empty
+            elif u.op is Ops.LOAD:
+                dims[u] = dims.get(u.src[0], empty)
+            elif u.op is Ops.STORE:
+                dims[u] = dims.get(u.src[0], empty) | dims.get(u.src[1], empty)
+            elif u.op in (Ops.RANGE, Ops.END):
+                dims[u] = empty
+            else:
+                dims[u] = frozenset().union(*(dims.get(s, empty) for s in u.src))
+        if not changed:
+            return dims
