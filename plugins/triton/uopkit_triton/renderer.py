@@ -113,6 +113,8 @@ class _Access:
     target: UOp
     # the lanes of the pointer expression (the offset's)
     ptr_dims: frozenset[int]
+    # the gate is a comparison (a bool the interpreter keeps as bool) or absent
+    gate_is_compare: bool = True
 
 
 class TritonRenderer(Renderer):
@@ -334,6 +336,8 @@ class _KernelWriter:
 
     def shape(self, dims: frozenset[int]) -> str:
         """The block shape of a value with lanes along `dims` (1 along the other axes); lidx0 is the last axis."""
+        if not dims:
+            return "[]"
         return "[" + ", ".join(str(self.local[d][1]) if d in dims else "1" for d in reversed(range(self.rank))) + "]"
 
     def lane_mask(self, dims: frozenset[int]) -> str | None:
@@ -372,7 +376,9 @@ class _KernelWriter:
         if target.op is not Ops.DEFINE_GLOBAL:
             raise RenderError(f"TritonRenderer has no local memory ({target.op.name}): it declares has_shared=False")
         ptr = f"{self.names[target]} + {self.ref(u.src[1], weak=True)}"
-        self.accesses[u] = _Access(ptr, gate, target, self.dims[u.src[1]] if u.src[1] in self.dims else frozenset())
+        ptr_dims = self.dims.get(u.src[1], frozenset())
+        compare = len(u.src) < 3 or u.src[2].op in GroupOp.Comparison
+        self.accesses[u] = _Access(ptr, gate, target, ptr_dims, compare)
 
     def memory_pointer(self, acc: _Access, dims: frozenset[int]) -> tuple[str, str | None]:
         """The pointer broadcast to the lanes of the access (`dims`) and the mask: gate and padding lanes."""
@@ -380,7 +386,11 @@ class _KernelWriter:
         if dims != acc.ptr_dims:
             ptr = f"tl.broadcast_to({ptr}, {self.shape(dims)})"
         masks = [m for m in (acc.gate, self.lane_mask(dims)) if m is not None]
-        return ptr, " & ".join(f"({m})" for m in masks) if masks else None
+        if not masks:
+            return ptr, None
+        mask = " & ".join(f"({m})" for m in masks)
+        # the interpreter keeps `scalar bool & block bool` as int32 data, and its loads and stores want bool masks
+        return ptr, mask if len(masks) == 1 and acc.gate_is_compare else f"({mask}) != 0"
 
     def load(self, u: UOp) -> None:
         acc = self.accesses[u.src[0]]
@@ -424,6 +434,8 @@ class _KernelWriter:
         for u in self.uops:
             if u.op in (Ops.CONST, Ops.NOOP):
                 continue
+            if not isinstance(u.dtype, PtrDType) and u.dtype.count > 1:
+                raise RenderError(f"TritonRenderer renders no vectors ({u.op.name} of {u.dtype}): max_vector_width=1")
             if u.op is Ops.DEFINE_GLOBAL:
                 assert isinstance(u.dtype, PtrDType)
                 self.names[u] = f"data{u.arg}"
