@@ -35,12 +35,57 @@ def test_elementwise_kernel_is_a_block_per_work_group() -> None:
     assert "for " not in src and "tl.store(" in src
 
 
-def test_reduce_accumulates_in_a_variable() -> None:
+def test_reduce_loop_is_block_reductions() -> None:
     a = Tensor(np.zeros((4, 9), np.float32), device=DEV)
     src = get_program(_ast(a.sum(1)), TritonRenderer()).src
-    # the register is a Python variable updated in the loop; only the result goes to memory
-    assert "acc0_0 = tl.full(" in src and "for ridx" in src and "acc0_0 = alu" in src
+    # the loop runs a chunk of 16 iterations as one block (the last 7 masked), reduced into the register
+    assert "for chunk0 in range(1):" in src and "tl.arange(0, 16)" in src and "(ridx0 < 9)" in src
+    assert "tl.reduce(" in src and "tl.standard._sum_combine" in src and "acc0_0 = (acc0_0 + red0)" in src
     assert src.count("tl.store(") == 1
+
+
+def _reduce_program(op: Ops, dt, n: int | UOp, rows: int) -> list[UOp]:  # noqa: ANN001
+    """out[r] = op-reduce of a[r, :n] into a register, n a constant or a variable."""
+    out, a = global_buf(0, dt, rows), global_buf(1, dt, rows * 64)
+    r = loop(0, rows)
+    acc = UOp(Ops.DEFINE_REG, dt.ptr(1), (), 0)
+    slot = UOp(Ops.INDEX, acc.dtype, (acc, idx(0)))
+    identity = 0 if op is not Ops.MAX else (-np.inf if dtypes.is_float(dt) else dtypes.min(dt))
+    init = UOp(Ops.STORE, dtypes.void, (slot, UOp.const(dt, identity if op is not Ops.MUL else 1), r))
+    c = loop(1, n, deps=(init,))
+    update = UOp(Ops.STORE, dtypes.void, (slot, UOp(op, dt, (UOp(Ops.LOAD, dt, (slot, c)), load(a, r * 64 + c)))))
+    return program(end(store(out, r, UOp(Ops.LOAD, dt, (slot, end(update, c)))), r))
+
+
+@pytest.mark.parametrize("n", [1, 37, 64])
+def test_block_reductions_match_numpy(n: int) -> None:
+    """Sums and NaN-propagating maxes over blocks, int8 sums that wrap, and a symbolic loop end (masked chunks)."""
+    rng = np.random.default_rng(n)
+    rows = 5
+    data = rng.standard_normal((rows, 64)).astype(np.float32)
+    data[2, n // 2] = np.nan
+    got = run_program(DEV, _reduce_program(Ops.MAX, dtypes.float32, n, rows), [np.zeros(rows, np.float32), data])[0]
+    np.testing.assert_array_equal(got, data[:, :n].max(1))
+    ints = rng.integers(-128, 128, (rows, 64)).astype(np.int8)
+    got = run_program(DEV, _reduce_program(Ops.ADD, dtypes.int8, n, rows), [np.zeros(rows, np.int8), ints])[0]
+    np.testing.assert_array_equal(got, ints[:, :n].sum(1, dtype=np.int8))
+    var = UOp.variable("n", 0, 64)
+    uops = _reduce_program(Ops.ADD, dtypes.float32, var, rows)
+    assert "tl.reduce(" in TritonRenderer().render("sym", uops)
+    clean = rng.standard_normal((rows, 64)).astype(np.float32)
+    got = run_program(DEV, uops, [np.zeros(rows, np.float32), clean], vals=(n,))[0]
+    np.testing.assert_allclose(got, clean[:, :n].sum(1), rtol=1e-5, atol=1e-6)
+
+
+def test_other_reduces_stay_loops() -> None:
+    """A product is no block reduction here: the loop runs iteration by iteration."""
+    rows = 3
+    uops = _reduce_program(Ops.MUL, dtypes.float32, 6, rows)
+    src = TritonRenderer().render("prod", uops)
+    assert "tl.reduce(" not in src and "for ridx1 in range(6):" in src
+    data = np.random.default_rng(0).uniform(0.5, 1.5, (rows, 64)).astype(np.float32)
+    got = run_program(DEV, uops, [np.zeros(rows, np.float32), data])[0]
+    np.testing.assert_allclose(got, data[:, :6].prod(1), rtol=1e-6)
 
 
 def test_padded_work_group_lanes_are_masked() -> None:
@@ -73,7 +118,8 @@ def test_register_with_lanes_is_a_block() -> None:
     total = UOp(Ops.LOAD, dtypes.float32, (slot, end(update, r)))
     uops = program(store(out, lane, total))
     src = TritonRenderer().render("columns", uops)
-    assert "acc0_0 = tl.full([8], 0.0, tl.float32)" in src
+    # the register has the work-group's axis and the block loop's (size 1 in it)
+    assert "acc0_0 = tl.full([8, 1], 0.0, tl.float32)" in src
     data = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
     got = run_program(DEV, uops, [np.zeros(cols, np.float32), data])[0]
     np.testing.assert_allclose(got, data.sum(0), rtol=1e-6)

@@ -12,7 +12,9 @@ value is a block with one lane per work-item of the group:
 - a register (DEFINE_REG, read and written at constant offsets) is one Python variable per slot, with the axes of
   every value stored into it; a register STORE is an assignment (``tl.where`` with a gate);
 - RANGE ... END is ``for ridx in range(end):``, which Triton compiles to a loop whose carried values are the
-  registers assigned in it.
+  registers assigned in it; an innermost loop whose only effects are ``acc = acc + x`` / ``acc = max(acc, x)`` runs
+  a chunk of iterations at a time instead, as one more block axis (the last), and each update reduces the chunk
+  (``tl.reduce`` with the standard library's sum/max combine functions) before combining it with the register.
 
 Semantics follow the reference emulator: integers wrap, IDIV/MOD truncate toward zero with x/0 = 0 and x/-1 = -x,
 MAX propagates NaN, a float cast to an integer maps NaN (and inf) to 0, float32 division and sqrt are correctly
@@ -78,6 +80,9 @@ import triton.language as tl
 
 NAN = tl.constexpr(float("nan"))
 INF = tl.constexpr(float("inf"))
+# what tl.sum and tl.max combine with (see TritonRenderer.block_reduce)
+SUM_COMBINE = tl.standard._sum_combine
+MAX_COMBINE = tl.standard._elementwise_max
 """
 
 # x ** y for float64 x, y with C's pow semantics at the edges (negative bases with integer exponents, pow(x, 0) = 1,
@@ -92,6 +97,15 @@ def uk_pow(x, y):
     r = tl.where((x < 0.0) & (whole == 0), tl.full([], NAN, tl.float64), r)
     return tl.where((y == 0.0) | (x == 1.0), tl.full([], 1.0, tl.float64), r)
 """
+
+
+# the combine functions of block reductions: module globals bound to the standard library's (see HEADER)
+COMBINE = {Ops.ADD: "SUM_COMBINE", Ops.MAX: "MAX_COMBINE"}
+# the block axis of a reduce loop rendered as block reductions (see _block_loops): one id for all of them, since they
+# are innermost loops and never open together; it is the last (contiguous) axis of every block
+BLOCK_DIM = -1
+# how many elements (work-group lanes x loop lanes) one chunk of such a loop holds
+CHUNK_ELEMENTS = 4096
 
 
 def next_pow2(n: int) -> int:
@@ -115,6 +129,20 @@ class _Access:
     ptr_dims: frozenset[int]
     # the gate is a comparison (a bool the interpreter keeps as bool) or absent
     gate_is_compare: bool = True
+    # the lanes of the gate
+    gate_dims: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class _BlockLoop:
+    """An innermost loop whose only effects are `acc = acc + x` or `acc = max(acc, x)`: it runs in chunks of `size`
+    iterations as one block each, and every update becomes ``tl.sum``/``tl.max`` of the chunk's values."""
+
+    size: int
+    # the iterations past the loop's end in its last chunk must be masked
+    masked: bool
+    # each update STORE -> (op, x, the register's current value LOAD, the op's value)
+    updates: dict[UOp, tuple[Ops, UOp, UOp, UOp]]
 
 
 class TritonRenderer(Renderer):
@@ -306,8 +334,14 @@ class _KernelWriter:
         if self.local and sorted(self.local) != list(range(len(self.local))):
             raise RenderError(f"local ids {sorted(self.local)} are not numbered 0..n-1")
         self.rank = len(self.local)
-        self.regs = _register_slots(uops)
-        self.dims = _lane_dims(uops, self.regs)
+        lanes = math.prod(padded for _, padded in self.local.values())
+        self.block_loops = _block_loops(uops, max(1, CHUNK_ELEMENTS // lanes))
+        # block axes, outermost first: the local ids from the last to lidx0, then the reduce loops' block axis
+        self.axes = [*reversed(range(self.rank)), *([BLOCK_DIM] if self.block_loops else [])]
+        self.open_block: tuple[UOp, _BlockLoop] | None = None
+        # the ops that only feed a block loop's update (rendered by the update itself)
+        self.folded = {value for loop in self.block_loops.values() for _, _, _, value in loop.updates.values()}
+        self.dims = _lane_dims(uops, self.block_loops)
 
     # ------------------------------------------------------------------------------------------ helpers
 
@@ -338,11 +372,28 @@ class _KernelWriter:
         """The block shape of a value with lanes along `dims` (1 along the other axes); lidx0 is the last axis."""
         if not dims:
             return "[]"
-        return "[" + ", ".join(str(self.local[d][1]) if d in dims else "1" for d in reversed(range(self.rank))) + "]"
+        return "[" + ", ".join(str(self.axis_size(d)) if d in dims else "1" for d in self.axes) + "]"
+
+    def axis_size(self, dim: int) -> int:
+        if dim == BLOCK_DIM:
+            assert self.open_block is not None, "a block value outside its loop"
+            return self.open_block[1].size
+        return self.local[dim][1]
+
+    def arange(self, size: int, dim: int) -> str:
+        """``tl.arange(0, size)`` along the axis of `dim`."""
+        if len(self.axes) == 1:
+            return f"tl.arange(0, {size})"
+        return f"tl.arange(0, {size})[{', '.join(':' if d == dim else 'None' for d in self.axes)}]"
 
     def lane_mask(self, dims: frozenset[int]) -> str | None:
         """The padding lanes of `dims` (a local size that is not a power of two) are masked out of memory ops."""
-        parts = [f"(lidx{d} < {self.local[d][0]})" for d in sorted(dims) if self.local[d][0] != self.local[d][1]]
+        parts = [
+            f"(lidx{d} < {self.local[d][0]})" for d in sorted(dims) if d >= 0 and self.local[d][0] != self.local[d][1]
+        ]
+        if BLOCK_DIM in dims and self.open_block is not None and self.open_block[1].masked:
+            loop = self.open_block[0]
+            parts.append(f"({self.names[loop]} < {self.ref(loop.src[0], weak=True)})")
         return " & ".join(parts) if parts else None
 
     def assign(self, u: UOp, prefix: str, expr: str) -> None:
@@ -361,9 +412,7 @@ class _KernelWriter:
             return
         if not name.startswith("lidx"):
             raise RenderError(f"unknown SPECIAL {name!r}: expected gidx or lidx followed by a dimension 0-2")
-        index = ", ".join(":" if d == dim else "None" for d in reversed(range(self.rank)))
-        arange = f"tl.arange(0, {self.local[dim][1]})"
-        self.emit(f"{name} = {arange}" if self.rank == 1 else f"{name} = {arange}[{index}]")
+        self.emit(f"{name} = {self.arange(self.local[dim][1], dim)}")
 
     def index(self, u: UOp) -> None:
         target = u.src[0]
@@ -378,18 +427,24 @@ class _KernelWriter:
         ptr = f"{self.names[target]} + {self.ref(u.src[1], weak=True)}"
         ptr_dims = self.dims.get(u.src[1], frozenset())
         compare = len(u.src) < 3 or u.src[2].op in GroupOp.Comparison
-        self.accesses[u] = _Access(ptr, gate, target, ptr_dims, compare)
+        gate_dims = self.dims.get(u.src[2], frozenset()) if len(u.src) > 2 else frozenset()
+        self.accesses[u] = _Access(ptr, gate, target, ptr_dims, compare, gate_dims)
 
     def memory_pointer(self, acc: _Access, dims: frozenset[int]) -> tuple[str, str | None]:
         """The pointer broadcast to the lanes of the access (`dims`) and the mask: gate and padding lanes."""
         ptr = acc.ptr
         if dims != acc.ptr_dims:
             ptr = f"tl.broadcast_to({ptr}, {self.shape(dims)})"
-        masks = [m for m in (acc.gate, self.lane_mask(dims)) if m is not None]
+        lanes = self.lane_mask(dims)
+        masks = [m for m in (acc.gate, lanes) if m is not None]
         if not masks:
             return ptr, None
         mask = " & ".join(f"({m})" for m in masks)
-        # the interpreter keeps `scalar bool & block bool` as int32 data, and its loads and stores want bool masks
+        mask_dims = acc.gate_dims | (dims if lanes is not None else frozenset())
+        # Triton's interpreter splats a scalar bool into int32 data, and its loads and stores want bool masks: a mask
+        # is widened as int32 and compared, and a mask made by & or | is compared again (both fold away on the GPU)
+        if mask_dims != dims:
+            return ptr, f"tl.broadcast_to(({mask}).to(tl.int32), {self.shape(dims)}) != 0"
         return ptr, mask if len(masks) == 1 and acc.gate_is_compare else f"({mask}) != 0"
 
     def load(self, u: UOp) -> None:
@@ -403,9 +458,60 @@ class _KernelWriter:
         # bool memory is bytes
         self.assign(u, "val", f"({expr} != 0)" if u.dtype == dtypes.bool else expr)
 
+    def block_range(self, u: UOp, loop: _BlockLoop) -> None:
+        name = self.names[u] = f"ridx{u.arg[0]}"
+        end = u.src[0]
+        count = (
+            str(-(-end.arg // loop.size))
+            if end.op is Ops.CONST
+            else f"({self.ref(end)} + {loop.size - 1}) // {loop.size}"
+        )
+        self.emit(f"for chunk{u.arg[0]} in range({count}):")
+        self.depth += 1
+        self.loop_starts.append(len(self.body) + 1)
+        self.open_block = (u, loop)
+        self.emit(f"{name} = chunk{u.arg[0]} * {loop.size} + {self.arange(loop.size, BLOCK_DIM)}")
+
+    def block_reduce(self, value: str, dims: frozenset[int], op: Ops) -> str:
+        """Combine `value` along the block axis: into a scalar when it has no other lanes, else keeping the axis
+        (size 1: every block of the kernel has the same rank)."""
+        if dims == {BLOCK_DIM}:
+            return f"tl.reduce({value}, None, {COMBINE[op]})"
+        return f"tl.reduce({value}, {len(self.axes) - 1}, {COMBINE[op]}, keep_dims=True)"
+
+    def block_update(self, u: UOp, reg: str) -> None:
+        """`acc = op(acc, x)` for a whole chunk: the chunk's x reduced (a sum or a max), then combined with acc."""
+        assert self.open_block is not None
+        op, x, _, value = self.open_block[1].updates[u]
+        dt = value.dtype
+        dims = self.dims[x] | {BLOCK_DIM}
+        xs = self.r.render_full(self.shape(dims), x.arg, dt) if x.op is Ops.CONST else self.ref(x)
+        if self.dims.get(x, frozenset()) != dims and x.op is not Ops.CONST:
+            xs = f"tl.broadcast_to({xs}, {self.shape(dims)})"
+        identity = 0 if op is Ops.ADD else dtypes.min(dt)
+        mask = self.lane_mask(frozenset({BLOCK_DIM}))
+        if mask is not None:
+            xs = f"tl.where({mask}, {xs}, {self.r.render_const(identity, dt, weak=True)})"
+        chunk = self.new_name("part")
+        self.emit(f"{chunk} = {xs}")
+        # tl.reduce with the standard library's combine functions (what tl.sum and tl.max use): the interpreter
+        # recognizes them and reduces with numpy, whether or not TRITON_INTERPRET was set when triton was imported
+        # (without it tl.sum is a JIT function the interpreter can't call). The sum stays in the register's dtype
+        # (wrapping, for integers)
+        red = self.new_name("red")
+        self.emit(f"{red} = {self.block_reduce(chunk, dims, op)}.to({self.r.tl_type(dt)})")
+        if op is Ops.MAX and dtypes.is_float(dt):
+            # the max combine skips NaN; MAX propagates it
+            nan = f"{self.block_reduce(f'({chunk} != {chunk}).to(tl.int32)', dims, Ops.MAX)} > 0"
+            self.emit(f"{red} = tl.where({nan}, {self.r.render_const(math.nan, dt)}, {red})")
+        self.emit(f"{reg} = {self.r.render_alu(value, [reg, red])}")
+
     def store(self, u: UOp) -> None:
         acc = self.accesses[u.src[0]]
         value_uop = u.src[1]
+        if self.open_block is not None and u in self.open_block[1].updates:
+            self.block_update(u, acc.ptr)
+            return
         if acc.target.op is Ops.DEFINE_REG:
             reg_dims = self.dims[acc.target]
             if value_uop.op is Ops.CONST:
@@ -451,6 +557,8 @@ class _KernelWriter:
                 self.names[u] = f"acc{u.arg}"
             elif u.op is Ops.SPECIAL:
                 self.special(u)
+            elif u.op is Ops.RANGE and u in self.block_loops:
+                self.block_range(u, self.block_loops[u])
             elif u.op is Ops.RANGE:
                 self.names[u] = f"ridx{u.arg[0]}"
                 self.emit(f"for {self.names[u]} in range({self.ref(u.src[0], weak=True)}):")
@@ -460,6 +568,10 @@ class _KernelWriter:
                 if self.loop_starts.pop() == len(self.body):
                     self.emit("pass")
                 self.depth -= 1
+                if self.open_block is not None and self.open_block[0] is u.src[1]:
+                    self.open_block = None
+            elif u in self.folded:
+                continue
             elif u.op is Ops.INDEX:
                 self.index(u)
             elif u.op is Ops.LOAD:
@@ -522,14 +634,60 @@ def _special_dim(u: UOp) -> int:
     return int(digits)
 
 
-def _register_slots(uops: list[UOp]) -> set[UOp]:
-    return {u for u in uops if u.op is Ops.DEFINE_REG}
+def _reduce_update(store: UOp) -> tuple[Ops, UOp, UOp, UOp] | None:
+    """(op, x, current, value) when `store` is `reg[k] = op(reg[k], x)` with op ADD or MAX, else None."""
+    index, value = store.src[0], store.src[1]
+    if index.src[0].op is not Ops.DEFINE_REG or len(index.src) != 2 or index.src[1].op is not Ops.CONST:
+        return None
+    if value.op not in (Ops.ADD, Ops.MAX) or value.dtype == dtypes.bool or len(store.src) != 2:
+        return None
+    currents = [s for s in value.src if s.op is Ops.LOAD and s.src[0] is index]
+    if len(currents) != 1:
+        return None
+    x = value.src[1] if value.src[0] is currents[0] else value.src[0]
+    return value.op, x, currents[0], value
 
 
-def _lane_dims(uops: list[UOp], regs: set[UOp]) -> dict[UOp, frozenset[int]]:
-    """For every value: the local dimensions (lidx<d>) it varies along. A register gets the union of everything
-    stored into it, which can depend on its own earlier value, so the walk repeats until nothing grows."""
-    dims: dict[UOp, frozenset[int]] = {r: frozenset() for r in regs}
+def _block_loops(uops: list[UOp], max_size: int) -> dict[UOp, _BlockLoop]:
+    """The innermost loops whose only effects are reduce updates of registers (each register read in the loop only
+    by its own update, and no update's x reading one): they can run a block of iterations at a time."""
+    found: dict[UOp, _BlockLoop] = {}
+    ends = {u.src[1]: i for i, u in enumerate(uops) if u.op is Ops.END}
+    for i, u in enumerate(uops):
+        if u.op is not Ops.RANGE or u not in ends or max_size < 2:
+            continue
+        body = uops[i + 1 : ends[u]]
+        if any(b.op in (Ops.RANGE, Ops.IF, Ops.BARRIER) for b in body):
+            continue
+        updates = {b: _reduce_update(b) for b in body if b.op is Ops.STORE}
+        if not updates or any(v is None for v in updates.values()):
+            continue
+        found_updates = {b: v for b, v in updates.items() if v is not None}
+        currents = {v[2] for v in found_updates.values()}
+        values = {v[3] for v in found_updates.values()}
+        reads_register = any(
+            b.op is Ops.LOAD and b.src[0].src[0].op is Ops.DEFINE_REG and b not in currents for b in body
+        )
+        # the current value and the op feed only the update
+        shared = any(
+            s in currents and b not in values or s in values and b not in found_updates for b in body for s in b.src
+        )
+        if reads_register or shared or any(c in v[1].toposort() for v in found_updates.values() for c in currents):
+            continue
+        end = u.src[0]
+        size = min(next_pow2(end.arg), max_size) if end.op is Ops.CONST else max_size
+        if size < 2:
+            continue
+        masked = end.op is not Ops.CONST or end.arg % size != 0
+        found[u] = _BlockLoop(size, masked, found_updates)
+    return found
+
+
+def _lane_dims(uops: list[UOp], block_loops: dict[UOp, _BlockLoop]) -> dict[UOp, frozenset[int]]:
+    """For every value: the local dimensions (lidx<d>) it varies along, and BLOCK_DIM inside a block loop. A register
+    gets the union of everything stored into it (less BLOCK_DIM: the updates reduce it away), which can depend on its
+    own earlier value, so the walk repeats until nothing grows."""
+    dims: dict[UOp, frozenset[int]] = {u: frozenset() for u in uops if u.op is Ops.DEFINE_REG}
     empty: frozenset[int] = frozenset()
     while True:
         changed = False
@@ -542,7 +700,7 @@ def _lane_dims(uops: list[UOp], regs: set[UOp]) -> dict[UOp, frozenset[int]]:
                 dims[u] = dims[u.src[0].src[0]]
             elif u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_REG:
                 reg = u.src[0].src[0]
-                grown = dims[reg] | dims.get(u.src[1], empty) | dims.get(u.src[0], empty)
+                grown = (dims[reg] | dims.get(u.src[1], empty) | dims.get(u.src[0], empty)) - {BLOCK_DIM}
                 if grown != dims[reg]:
                     dims[reg] = grown
                     changed = True
@@ -554,7 +712,9 @@ def _lane_dims(uops: list[UOp], regs: set[UOp]) -> dict[UOp, frozenset[int]]:
                 dims[u] = dims.get(u.src[0], empty)
             elif u.op is Ops.STORE:
                 dims[u] = dims.get(u.src[0], empty) | dims.get(u.src[1], empty)
-            elif u.op in (Ops.RANGE, Ops.END):
+            elif u.op is Ops.RANGE:
+                dims[u] = frozenset({BLOCK_DIM}) if u in block_loops else empty
+            elif u.op is Ops.END:
                 dims[u] = empty
             else:
                 dims[u] = frozenset().union(*(dims.get(s, empty) for s in u.src))
