@@ -5,6 +5,7 @@ offline, without touching the running environment."""
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 import sysconfig
@@ -18,15 +19,17 @@ class OverlayVenv:
         self.path = Path(path)
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(self.path)], check=True)
         self.python = self.path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-        site = subprocess.run(
+        site_dir = subprocess.run(
             [str(self.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             capture_output=True,
             text=True,
             check=True,
         ).stdout.strip()
-        # addsitedir (not a bare path) so the parent's own .pth files (editable installs) are processed too
-        parent = sysconfig.get_paths()["purelib"]
-        (Path(site) / "_uopkit_overlay.pth").write_text(f"import site; site.addsitedir({parent!r})\n")
+        # addsitedir (not a bare path) so the parent's own .pth files (editable installs) are processed too; a
+        # parent venv made with --system-site-packages also sees the base interpreter's packages, so the overlay does
+        parents = [sysconfig.get_paths()["purelib"], *(p for p in site.getsitepackages() if os.path.isdir(p))]
+        lines = [f"import site; site.addsitedir({p!r})\n" for p in dict.fromkeys(parents)]
+        (Path(site_dir) / "_uopkit_overlay.pth").write_text("".join(lines))
 
     def pip_install(self, *projects: Path) -> subprocess.CompletedProcess[str]:
         """``pip install --no-deps -e`` each project folder into this venv (offline; build backends come from the
