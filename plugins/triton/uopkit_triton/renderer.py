@@ -597,9 +597,10 @@ class _KernelWriter:
         # in the kernel's parameter order: the runtime pairs it with the arguments
         signature = {p: signature[p] for p in ordered}
         block = [self.local[d][1] for d in sorted(self.local)]
-        lanes = math.prod(block)
-        # a warp per 128 lanes (4 elements a thread), from 1 to 8 warps
-        num_warps = max(1, min(8, lanes // 128))
+        # the largest block: the work-group's lanes times the widest chunk of a block loop
+        elements = math.prod(block) * max((loop.size for loop in self.block_loops.values()), default=1)
+        # a warp per 256 elements (8 a thread), from 1 to 8 warps
+        num_warps = max(1, min(8, elements // 256))
         lines = [
             HEADER,
             f"KERNEL = {self.name!r}",
