@@ -86,12 +86,24 @@ MAX_COMBINE = tl.standard._elementwise_max
 """
 
 # x ** y for float64 x, y with C's pow semantics at the edges (negative bases with integer exponents, pow(x, 0) = 1,
-# pow(1, y) = 1); float16 and float32 compute in float64, so exp2(y * log2|x|) is accurate after rounding
+# pow(1, y) = 1); float16 and float32 compute in float64, so exp2(y * log2|x|) is accurate after rounding. x and y
+# get one shape first: the interpreter mishandles `scalar bool & block bool`
 POW_HELPER = """
 @triton.jit
 def uk_pow(x, y):
+    x, y = tl.broadcast(x, y)
     r = tl.exp2(y * tl.log2(tl.abs(x)))
     whole = tl.floor(y) == y
+    # whole exponents below 128 by repeated squaring: exact where the result is (exp2/log2 may miss an integer)
+    small = whole & (tl.abs(y) < 128.0)
+    e = tl.where(small, tl.abs(y), 0.0).to(tl.int32)
+    p = tl.full(x.shape, 1.0, tl.float64)
+    b = tl.abs(x)
+    for _ in tl.static_range(7):
+        p = tl.where((e & 1) == 1, p * b, p)
+        b = b * b
+        e = e >> 1
+    r = tl.where(small, tl.where(y < 0.0, 1.0 / p, p), r)
     odd = whole & (tl.floor(y * 0.5) * 2.0 != y)
     r = tl.where((x < 0.0) & odd, -r, r)
     r = tl.where((x < 0.0) & (whole == 0), tl.full([], NAN, tl.float64), r)
