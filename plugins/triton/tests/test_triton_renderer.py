@@ -185,3 +185,26 @@ def test_constants_keep_their_dtype() -> None:
     uops = program(chain(stores))
     got = run_program(DEV, uops, [np.zeros(1, np.int64), np.zeros(1, np.uint64), np.zeros(1, np.float16)])
     assert got[0][0] == -(2**63) and got[1][0] == 2**64 - 1 and np.isnan(got[2][0])
+
+
+def test_scalar_and_block_bools_combine() -> None:
+    """A bool loaded by the work-group (scalar) with a bool of each work-item (block), by &, |, ^ and a constant."""
+    groups, lanes = 3, 4
+    n = groups * lanes
+    outs = [global_buf(k, dtypes.bool, n) for k in range(4)]
+    flags = global_buf(4, dtypes.float32, groups)
+    g, lane = special("gidx0", groups), special("lidx0", lanes)
+    # a NaN check of a float the group loads (the form float MAX takes), true for group 0
+    group_value = load(flags, g)
+    group_bool, lane_bool = group_value.alu(Ops.CMPNE, group_value), lane.lt(2)
+    values = [
+        group_bool.alu(Ops.AND, lane_bool),
+        lane_bool.alu(Ops.OR, group_bool),
+        group_bool.alu(Ops.XOR, lane_bool),
+        lane_bool.alu(Ops.OR, UOp.const(dtypes.bool, True)),
+    ]
+    uops = program(chain([store(o, g * lanes + lane, v) for o, v in zip(outs, values, strict=True)]))
+    got = run_program(DEV, uops, [*(np.zeros(n, bool) for _ in outs), np.array([np.nan, 1, 2], np.float32)])
+    gb, lb = np.repeat(np.arange(groups) < 1, lanes), np.tile(np.arange(lanes) < 2, groups)
+    for result, expected in zip(got[:4], [gb & lb, gb | lb, gb ^ lb, np.ones(n, bool)], strict=True):
+        np.testing.assert_array_equal(result, expected)

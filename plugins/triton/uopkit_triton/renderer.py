@@ -66,6 +66,8 @@ SIGNATURE_TYPES: dict[DType, str] = {
     dtypes.float64: "fp64",
 }
 
+# the ops a bool result is rendered with & | ^ for
+BOOL_BITWISE = {Ops.AND, Ops.OR, Ops.XOR, Ops.ADD, Ops.MUL, Ops.MAX}
 # Triton's math functions take float32 and float64; float16 goes through float32 and is rounded back
 MATH_FUNCS = {Ops.EXP2: "tl.exp2", Ops.LOG2: "tl.log2", Ops.SIN: "tl.sin"}
 INFIX = {
@@ -248,8 +250,8 @@ class TritonRenderer(Renderer):
         if op is Ops.MAX:
             a, b = args
             if dtypes.is_float(dt):
-                # NaN in either operand gives NaN, as the emulator's MAX
-                return f"tl.where(({a} > {b}) | ({a} != {a}), {a}, {b})"
+                # NaN in either operand gives NaN, as the emulator's MAX (a comparison with NaN is false: b)
+                return f"tl.where({a} != {a}, {a}, tl.where({a} > {b}, {a}, {b}))"
             return f"tl.maximum({a}, {b})"
         if op in (Ops.IDIV, Ops.MOD):
             return self.render_int_division(u, args)
@@ -379,6 +381,21 @@ class _KernelWriter:
         typed = {s.dtype for s in srcs if s.op is not Ops.CONST} if weak_ok else set()
         args = [self.ref(s, weak=s.dtype in typed) for s in srcs]
         return [self.ref(u.src[0]), *args] if u.op is Ops.WHERE else args
+
+    def widened_bools(self, u: UOp, args: list[str]) -> list[str]:
+        """Bool operands of a bitwise op, widened to the result's lanes: Triton's interpreter makes int32 data of a
+        scalar bool it broadcasts, which numpy's bitwise ops then refuse next to a bool block."""
+        if u.dtype != dtypes.bool or u.op not in BOOL_BITWISE or not self.dims[u]:
+            return args
+        shape = self.shape(self.dims[u])
+        widened = []
+        for src, arg in zip(u.src, args, strict=True):
+            if src.op is Ops.CONST:
+                arg = self.r.render_full(shape, src.arg, dtypes.bool)
+            elif self.dims.get(src, frozenset()) != self.dims[u]:
+                arg = f"(tl.broadcast_to(({arg}).to(tl.int8), {shape}) != 0)"
+            widened.append(arg)
+        return widened
 
     def shape(self, dims: frozenset[int]) -> str:
         """The block shape of a value with lanes along `dims` (1 along the other axes); lidx0 is the last axis."""
@@ -593,7 +610,7 @@ class _KernelWriter:
             elif u.op in GroupOp.ALU:
                 if u.op is Ops.POW:
                     self.helpers.add(POW_HELPER)
-                self.assign(u, "alu", self.r.render_alu(u, self.operands(u)))
+                self.assign(u, "alu", self.r.render_alu(u, self.widened_bools(u, self.operands(u))))
             elif u.op is Ops.CAST:
                 self.assign(u, "cast", self.r.render_cast(u, self.ref(u.src[0])))
             elif u.op is Ops.BITCAST:
