@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The Triton backend's checks on the GPU machine, in one call of the device tool (see ../shared/GPU.md):
+#
+#   run(command="bash scripts/gpu_triton.sh", timeout_s=600)
+#
+# The image has torch (CUDA), triton 3.6, numpy, pluggy and pytest, so nothing has to travel. Steps, each under a
+# timeout, everything also written to $OUT/log (the bench's figures to $OUT/bench_triton.json):
+#  1. install the project and plugins/triton with --no-deps
+#  2. nvidia-smi, the device list, a smoke test (elementwise, reduce, half matmul against numpy, real launches)
+#  3. plugins/triton/tests and the conformance suite with real launches (DEVICE=TRITON)
+#  4. the bench: uopkit TRITON against PyTorch on the same GPU: elementwise, softmax, float16 matmul 4096
+# A failing step is logged and the next one still runs; the exit code is the number of failed steps.
+# GPU_TRITON_STEPS picks steps by name, e.g. GPU_TRITON_STEPS="install smoke bench".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/gpu_triton_out}"
+mkdir -p "$OUT"
+LOG="$OUT/log"
+: > "$LOG"
+# kernel sources and Triton's binaries stay on the machine: only the log and the JSON come back
+export PYTHONUNBUFFERED=1 UOPKIT_CACHE_DIR=/tmp/uopkit_triton_cache TRITON_CACHE_DIR=/tmp/triton_cache SPEC=1
+unset TRITON_INTERPRET
+failed=0
+STEPS="${GPU_TRITON_STEPS:-install driver devices smoke plugin-tests conformance bench}"
+
+step() {  # step NAME SECONDS COMMAND...: run it if selected, log it, count a failure
+  local name="$1" limit="$2"
+  shift 2
+  case " $STEPS " in *" $name "*) ;; *) echo "=== $name: not selected" | tee -a "$LOG"; return 0 ;; esac
+  echo "=== $name ($(date -u +%H:%M:%S), limit ${limit}s): $*" | tee -a "$LOG"
+  local start=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  echo "=== $name: exit $rc in $((SECONDS - start))s" | tee -a "$LOG"
+  [ "$rc" -eq 0 ] || failed=$((failed + 1))
+  return 0
+}
+
+step install 120 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . -e plugins/triton
+step driver 30 nvidia-smi
+step devices 60 python3 -c "import sys; from uopkit.cli import main; sys.exit(main(['devices', '-v']))"
+step smoke 120 python3 - <<'PY'
+import numpy as np
+import triton
+from uopkit import Device, Tensor
+dev = Device["TRITON"]
+print(dev, "triton", triton.__version__, "targets", dev.compiler.targets)
+assert dev.gpu, "TRITON did not find the GPU"
+rng = np.random.default_rng(0)
+a = rng.standard_normal((300, 257)).astype(np.float32)
+np.testing.assert_allclose((Tensor(a, device="TRITON") * 2 + 1).numpy(), a * 2 + 1, rtol=1e-6)
+np.testing.assert_allclose(Tensor(a, device="TRITON").sum(1).numpy(), a.sum(1), rtol=1e-4, atol=1e-4)
+h, w = rng.standard_normal((128, 64)).astype(np.float16), rng.standard_normal((64, 32)).astype(np.float16)
+got = (Tensor(h, device="TRITON") @ Tensor(w, device="TRITON")).float().numpy()
+np.testing.assert_allclose(got, h.astype(np.float32) @ w.astype(np.float32), rtol=2e-2, atol=2e-2)
+print("smoke OK")
+PY
+step plugin-tests 240 python3 -m pytest -q -p no:cacheprovider plugins/triton/tests
+step conformance 300 python3 -m pytest -q -p no:cacheprovider -rs --pyargs uopkit.testing --uopkit-device=TRITON
+step bench 240 python3 - "$OUT/bench_triton.json" <<'PY'
+"""uopkit TRITON against PyTorch on the same GPU, in one process: best of a few timed rounds of each call."""
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+from uopkit import Device, Tensor
+
+torch.backends.cuda.matmul.allow_tf32 = False
+dev = Device["TRITON"]
+
+
+def timed(fn, sync, rounds=5, inner=3):
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - start) / inner)
+    return best
+
+
+def case(name, make, uop_fn, torch_fn, nbytes):
+    arrays = make()
+    ours = [Tensor(x, device="TRITON").realize() for x in arrays]
+    theirs = [torch.from_numpy(x).cuda() for x in arrays]
+    ref = torch_fn(*theirs).float().cpu().numpy()
+    got = uop_fn(*ours).float().numpy()
+    close = bool(np.allclose(got, ref, rtol=2e-2, atol=2e-2))
+    t_ours = timed(lambda: uop_fn(*ours).realize(), dev.synchronize)
+    t_torch = timed(lambda: torch_fn(*theirs), torch.cuda.synchronize)
+    row = {"name": name, "uopkit_ms": t_ours * 1e3, "torch_ms": t_torch * 1e3, "ratio_vs_torch": t_torch / t_ours,
+           "uopkit_GBps": nbytes / t_ours / 1e9, "matches_torch": close}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+rng = np.random.default_rng(0)
+n = 1 << 24
+rows = [
+    case("elementwise a*b+c fp32 16M", lambda: [rng.standard_normal(n).astype(np.float32) for _ in range(3)],
+         lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, 16 * n),
+    case("softmax fp32 2048x2048", lambda: [rng.standard_normal((2048, 2048)).astype(np.float32)],
+         lambda x: x.softmax(1), lambda x: torch.softmax(x, 1), 8 * 2048 * 2048),
+    case("matmul fp16 4096", lambda: [rng.standard_normal((4096, 4096)).astype(np.float16) for _ in range(2)],
+         lambda a, b: a @ b, lambda a, b: a @ b, 3 * 2 * 4096 * 4096),
+]
+with open(sys.argv[1], "w") as f:
+    json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
+PY
+
+echo "=== done: $failed failed step(s)" | tee -a "$LOG"
+exit "$failed"
