@@ -7,8 +7,8 @@ import pytest
 from uopkit.device import CompileError
 from uopkit.dtype import dtypes
 from uopkit.renderer.cstyle import RenderError
-from uopkit.renderer.tensor_cores import CUDA_BF16_TENSOR_CORES, CUDA_TENSOR_CORES, wmma_matmul_program
-from uopkit.testing.programs import global_buf, idx, load, program, store
+from uopkit.renderer.tensor_cores import CUDA_BF16_TENSOR_CORES, CUDA_TENSOR_CORES
+from uopkit.testing.programs import global_buf, idx, load, program, store, wmma_matmul_program
 from uopkit.uop.ops import Ops, UOp
 from uopkit_cuda.compiler import NVRTCCompiler, check_arch, nvrtc_problem, nvrtc_version
 from uopkit_cuda.renderer import CUDACaps, CUDARenderer, parse_arch

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from uopkit.device import Device
+from uopkit.emulator import run_uops
 from uopkit.engine.realize import method_cache
 from uopkit.renderer.tensor_cores import (
     CUDA_BF16_TENSOR_CORES,
     CUDA_TENSOR_CORES,
     CUDA_TF32_TENSOR_CORES,
-    wmma_matmul_program,
 )
 from uopkit.tensor import Tensor
-from uopkit.testing.emulator import run_uops
+from uopkit.testing.programs import wmma_matmul_program
 from uopkit.uop.ops import Ops
 from uopkit_cuda.renderer import CUDACaps, CUDARenderer
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from uopkit import diskcache
 from uopkit.device import CompileError, Compiler
-from uopkit.helpers import cache_dir
 
 # the module attributes a rendered kernel module must define (see renderer.TritonRenderer)
 MODULE_CONTRACT = ("KERNEL", "SIGNATURE", "NUM_WARPS")
@@ -41,11 +41,25 @@ def parse_targets(text: str) -> tuple[tuple[str, int, int], ...]:
     return tuple(targets)
 
 
+_private_folder: list[Path] = []
+
+
+def _module_folder() -> Path:
+    # the checked cache folder (owned by the user, not group/other writable); with the cache off or refused, a private
+    # folder of this process: kernel modules are imported, so they never come from a folder others can write
+    root = diskcache.cache_root()
+    if root is not None:
+        return root / "triton"
+    if not _private_folder:
+        _private_folder.append(Path(tempfile.mkdtemp(prefix="uopkit-triton-")))
+    return _private_folder[0]
+
+
 def module_path(src: str) -> Path:
     """Where a kernel's source lives: under the cache folder, named by its hash (Triton reads it back from there
     for error messages and for its own cache key)."""
     digest = hashlib.sha256(src.encode()).hexdigest()[:24]
-    folder = cache_dir() / "triton"
+    folder = _module_folder()
     path = folder / f"uk_{digest}.py"
     if not path.is_file() or path.read_text() != src:
         folder.mkdir(parents=True, exist_ok=True)
