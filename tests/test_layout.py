@@ -183,7 +183,9 @@ def public_modules() -> set[str]:
 
 def backend_sources() -> list[tuple[str, str]]:
     """(where, source) of every in-tree backend file, the reference emulator and the scaffold's templates."""
-    files = [p for p in sorted((ROOT / "plugins").glob("*/**/*.py")) if ".venv" not in p.parts]
+    # a backend's package (its tests may drive the core through the front end and the pipeline, as users and the
+    # core's own tests do)
+    files = [p for p in sorted((ROOT / "plugins").glob("*/uopkit_*/**/*.py")) if ".venv" not in p.parts]
     files.append(CORE / "uopkit" / "emulator.py")
     sources = [(str(p.relative_to(ROOT)), p.read_text()) for p in files]
     for tmpl in sorted((CORE / "uopkit" / "templates").rglob("*.py.tmpl")):
