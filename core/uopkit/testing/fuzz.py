@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
-import pickle
 import random
 import subprocess
 import sys
@@ -532,11 +532,26 @@ class Failure:
         return f"--- fuzz failure on {self.device} (program seed {self.seed}){note}: {self.mismatch}\n{code}\n"
 
 
+def _program_to_json(prog: Program, device: str) -> dict[str, Any]:
+    # plain data (no pickle: nothing is executed to read it back but the program's own lines, as in any run)
+    inputs = [
+        {"data": i.data.reshape(-1).tolist(), "dtype": str(i.data.dtype), "shape": i.data.shape} for i in prog.inputs
+    ]
+    steps = [{"ours": s.ours, "theirs": s.theirs, "args": s.args, "statement": s.statement} for s in prog.steps]
+    return {"device": device, "inputs": inputs, "steps": steps, "output": prog.output}
+
+
+def _program_from_json(d: dict[str, Any]) -> tuple[Program, str]:
+    inputs = [Input(np.array(i["data"], dtype=i["dtype"]).reshape(i["shape"])) for i in d["inputs"]]
+    steps = [Step(s["ours"], s["theirs"], tuple(s["args"]), s["statement"]) for s in d["steps"]]
+    return Program(inputs, steps, d["output"]), d["device"]
+
+
 def fails_alone(prog: Program, device: str, timeout_s: float = 300.0) -> bool:
     """Whether the program also fails in a fresh Python process (shrinking runs in this one, whose caches and
     buffers earlier programs have touched)."""
-    with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
-        pickle.dump((prog, device), f)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(_program_to_json(prog, device), f)
     try:
         cmd = [sys.executable, "-m", "uopkit.testing.fuzz", "--check-file", f.name]
         done = subprocess.run(cmd, capture_output=True, timeout=timeout_s)
@@ -609,9 +624,9 @@ def main(argv: list[str] | None = None) -> int:
         print("the fuzzer compares with PyTorch: pip install torch (or uopkit[test])", file=sys.stderr)
         return 2
     if args.check_file:
-        # one pickled (program, device): exit 1 when it fails (used to check a repro in a fresh process)
-        with open(args.check_file, "rb") as f:
-            prog, dev = pickle.load(f)
+        # one (program, device) as JSON: exit 1 when it fails (used to check a repro in a fresh process)
+        with open(args.check_file) as f:
+            prog, dev = _program_from_json(json.load(f))
         return 1 if compare(prog, dev) is not None else 0
     if args.minutes is None and args.count is None:
         args.count = 100
