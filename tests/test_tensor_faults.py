@@ -198,7 +198,7 @@ def test_check_index_opt_out():
 
 
 def test_index_check_survives_jit_replay():
-    from uopkit.engine.jit import TinyJit
+    from uopkit.jit import TinyJit
 
     @TinyJit
     def pick(x, i):
