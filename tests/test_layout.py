@@ -234,3 +234,13 @@ def test_contract_check_catches_private_and_internal_imports():
     problems = contract_violations("x.py", src, public)
     assert len(problems) == 2
     assert "private name _cache_path" in problems[0] and "uopkit.codegen" in problems[1]
+
+
+def test_no_core_module_is_too_long():
+    # one concern per module: a file past this has grown several (tensor.py once held every Tensor method)
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (CORE / "uopkit").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 1200
+    }
+    assert not long, f"split these by concern: {long}"

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # overwritten by a later assign and the same hash-consed node must then be computed again.
 becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 # every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
-# tensor.py, so the scheduler needs nothing from the front end
+# uopkit.tensor, so the scheduler needs nothing from the front end
 live_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 _copy_ids = itertools.count()
 

@@ -1,0 +1,297 @@
+"""Tensor creation: constants, ranges, random values, from data (a mixin of `Tensor`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopkit.device import Buffer
+from uopkit.dtype import (
+    DType,
+    dtypes,
+    least_upper_float,
+    to_dtype,
+    to_numpy_dtype,
+)
+from uopkit.engine.realize import buffers
+from uopkit.helpers import prod
+from uopkit.tensor.support import (
+    ShapeError,
+    _as_shape,
+    _canonical_device,
+    _creates_leaf,
+    _host_values,
+    _reshape_uop,
+    _shape_args,
+)
+from uopkit.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+
+class CreationMixin:
+    __slots__ = ()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # creation
+
+    @staticmethod
+    @_creates_leaf
+    def full(shape: int | Sequence[int], fill_value: Any, **kwargs: Any) -> Tensor:
+        """A tensor of `shape` filled with `fill_value` (one constant, expanded: nothing is stored).
+
+        >>> Tensor.full((2, 2), 7).tolist()
+        [[7, 7], [7, 7]]
+        """
+        shape = _as_shape(shape)
+        if any(s < 0 for s in shape):
+            raise ShapeError(f"full: negative dimension in shape {shape}")
+        dtype = kwargs.pop("dtype", None)
+        t = Tensor(fill_value, dtype=dtype, device=kwargs.pop("device", None), **kwargs)
+        return t.reshape((1,) * len(shape)).expand(shape)
+
+    @staticmethod
+    def zeros(*shape: Any, **kwargs: Any) -> Tensor:
+        """A tensor of zeros (default float dtype).
+
+        >>> Tensor.zeros(2, 3).shape
+        (2, 3)
+        """
+        return Tensor.full(_shape_args(shape), 0.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
+
+    @staticmethod
+    def ones(*shape: Any, **kwargs: Any) -> Tensor:
+        """A tensor of ones (default float dtype).
+
+        >>> Tensor.ones(2).tolist()
+        [1.0, 1.0]
+        """
+        return Tensor.full(_shape_args(shape), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
+
+    @staticmethod
+    @_creates_leaf
+    def empty(*shape: Any, dtype: DType | str = dtypes.default_float, device: str | None = None) -> Tensor:
+        """An allocated tensor whose values are whatever the memory held.
+
+        >>> Tensor.empty(3, 2).shape
+        (3, 2)
+        """
+        shape = _shape_args(shape)
+        if any(s < 0 for s in shape):
+            raise ShapeError(f"empty: negative dimension in shape {shape}")
+        dt = to_dtype(dtype)
+        # bfloat16 is stored as its uint16 bits
+        store_dt = dtypes.uint16 if dt == dtypes.bfloat16 else dt
+        buf = UOp.new_buffer(_canonical_device(device), prod(shape), store_dt)
+        buffers[buf] = Buffer(buf.arg[1], prod(shape), store_dt).allocate()
+        t = Tensor(_reshape_uop(buf, shape))
+        return Tensor(UOp(Ops.BITCAST, dt, (t.uop,))) if dt == dtypes.bfloat16 else t
+
+    def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
+        """A tensor with this one's shape (and dtype, device unless given) filled with `fill_value`.
+
+        >>> Tensor([1, 2]).full_like(5).tolist()
+        [5, 5]
+        """
+        dtype = kwargs.pop("dtype", self.dtype)
+        return Tensor.full(self.shape, fill_value, dtype=dtype, device=kwargs.pop("device", self.device), **kwargs)
+
+    def zeros_like(self, **kwargs: Any) -> Tensor:
+        """Zeros with this tensor's shape and dtype.
+
+        >>> Tensor([1.5, 2.5]).zeros_like().tolist()
+        [0.0, 0.0]
+        """
+        return self.full_like(0, **kwargs)
+
+    def ones_like(self, **kwargs: Any) -> Tensor:
+        """Ones with this tensor's shape and dtype.
+
+        >>> Tensor([3, 4]).ones_like().tolist()
+        [1, 1]
+        """
+        return self.full_like(1, **kwargs)
+
+    @staticmethod
+    @_creates_leaf
+    def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
+        """Evenly spaced values in [start, stop), like numpy.arange.
+
+        >>> Tensor.arange(4).tolist()
+        [0, 1, 2, 3]
+        """
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange: step must not be zero")
+        n = max(math.ceil((stop - start) / step), 0)
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.from_py([start, stop, step])))
+        # an iota is data, not computation: build it on the host in float64/int64 and cast once
+        values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dtype) else np.int64) * step
+        return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
+
+    @staticmethod
+    @_creates_leaf
+    def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
+        """`steps` evenly spaced values from `start` to `stop`, both included.
+
+        >>> Tensor.linspace(0, 1, 5).tolist()
+        [0.0, 0.25, 0.5, 0.75, 1.0]
+        """
+        if steps < 0:
+            raise ValueError(f"linspace: steps must be >= 0, got {steps}")
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        values = np.linspace(start, stop, steps, dtype=np.float64)
+        return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
+
+    @staticmethod
+    @_creates_leaf
+    def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
+        """The n x m identity matrix.
+
+        >>> Tensor.eye(2).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
+        m = n if m is None else m
+        if n < 0 or m < 0:
+            raise ShapeError(f"eye: negative size ({n}, {m})")
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        device = kwargs.pop("device", None)
+        rows = Tensor.arange(n, device=device).reshape(n, 1)
+        cols = Tensor.arange(m, device=device).reshape(1, m)
+        return (rows == cols).cast(dtype)
+
+    @staticmethod
+    def manual_seed(seed: int = 0) -> None:
+        """Seed the random generator: the same seed gives the same sequence of random tensors.
+
+        >>> Tensor.manual_seed(1); a = Tensor.rand(3).tolist(); Tensor.manual_seed(1); a == Tensor.rand(3).tolist()
+        True
+        """
+        Tensor._seed, Tensor._rng_counter = seed, 0
+
+    @staticmethod
+    def _rng() -> np.random.Generator:
+        # Philox keyed by (seed, call counter): reproducible for a given seed and call order
+        Tensor._rng_counter += 1
+        return np.random.Generator(np.random.Philox(key=Tensor._seed, counter=Tensor._rng_counter))
+
+    @staticmethod
+    @_creates_leaf
+    def rand(*shape: Any, **kwargs: Any) -> Tensor:
+        """Uniform samples in [0, 1).
+
+        >>> Tensor.rand(2, 3).shape
+        (2, 3)
+        """
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        values = Tensor._rng().random(_shape_args(shape), dtype=np.float32)
+        return Tensor(values, **kwargs).cast(dtype)
+
+    @staticmethod
+    @_creates_leaf
+    def randn(*shape: Any, **kwargs: Any) -> Tensor:
+        """Standard normal samples.
+
+        >>> Tensor.randn(4).shape
+        (4,)
+        """
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        values = Tensor._rng().standard_normal(_shape_args(shape), dtype=np.float32)
+        return Tensor(values, **kwargs).cast(dtype)
+
+    def rand_like(self, **kwargs: Any) -> Tensor:
+        """Uniform samples in [0, 1) with this tensor's shape and (float) dtype."""
+        return Tensor.rand(self.shape, dtype=kwargs.pop("dtype", least_upper_float(self.dtype)), **kwargs)
+
+    def randn_like(self, **kwargs: Any) -> Tensor:
+        """Standard normal samples with this tensor's shape and (float) dtype."""
+        return Tensor.randn(self.shape, dtype=kwargs.pop("dtype", least_upper_float(self.dtype)), **kwargs)
+
+    @staticmethod
+    @_creates_leaf
+    def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
+        """Uniform samples in [low, high).
+
+        >>> bool((Tensor.uniform(100, low=2, high=3) >= 2).all().item())
+        True
+        """
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        return (Tensor.rand(*shape, **kwargs) * (high - low) + low).cast(dtype)
+
+    @staticmethod
+    @_creates_leaf
+    def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+        """Normal samples with the given mean and standard deviation.
+
+        >>> Tensor.normal(3, mean=1.0, std=0.0).tolist()
+        [1.0, 1.0, 1.0]
+        """
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        return (Tensor.randn(*shape, **kwargs) * std + mean).cast(dtype)
+
+    @staticmethod
+    @_creates_leaf
+    def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
+        """Integers uniformly drawn from [low, high).
+
+        >>> Tensor.randint(5, low=3, high=4).tolist()
+        [3, 3, 3, 3, 3]
+        """
+        if high <= low:
+            raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
+        if not dtypes.is_int(dtype):
+            raise TypeError(f"randint: dtype must be an integer dtype, got {dtype}")
+        values = Tensor._rng().integers(low, high, _shape_args(shape), dtype=np.int64)
+        return Tensor(values.astype(to_numpy_dtype(dtype)), **kwargs)
+
+    @staticmethod
+    @_creates_leaf
+    def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+        """Uniform in [-1, 1) scaled by 1/sqrt(number of elements).
+
+        >>> Tensor.scaled_uniform(4, 4).shape
+        (4, 4)
+        """
+        return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs) * (prod(_shape_args(shape)) ** -0.5)
+
+    @staticmethod
+    @_creates_leaf
+    def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+        """Glorot/Xavier uniform: bound sqrt(6 / (fan_in + fan_out)) with fan_out = shape[0].
+
+        >>> Tensor.glorot_uniform(3, 5).shape
+        (3, 5)
+        """
+        s = _shape_args(shape)
+        bound = math.sqrt(6 / (s[0] + prod(s[1:]))) if s else 1.0
+        return Tensor.uniform(*s, low=-1.0, high=1.0, **kwargs) * bound
+
+    @staticmethod
+    @_creates_leaf
+    def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        """Kaiming/He uniform for a leaky-ReLU slope `a`; fan_in = prod(shape[1:]).
+
+        >>> Tensor.kaiming_uniform(8, 4).shape
+        (8, 4)
+        """
+        s = _shape_args(shape)
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(prod(s[1:]), 1))
+        return Tensor.uniform(*s, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    @_creates_leaf
+    def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        """Kaiming/He normal for a leaky-ReLU slope `a`; fan_in = prod(shape[1:]).
+
+        >>> Tensor.kaiming_normal(8, 4).shape
+        (8, 4)
+        """
+        s = _shape_args(shape)
+        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(prod(s[1:]), 1))
+        return Tensor.normal(*s, mean=0.0, std=std, **kwargs)

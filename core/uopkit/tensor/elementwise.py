@@ -1,0 +1,548 @@
+"""Elementwise arithmetic, comparisons, casts and logic, with broadcasting and dtype promotion (a mixin of `Tensor`)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopkit.dtype import (
+    DType,
+    dtypes,
+    least_upper_dtype,
+    least_upper_float,
+    to_dtype,
+)
+from uopkit.tensor.support import (
+    ShapeError,
+    _broadcast_shape,
+    _short_int,
+    _storage_uop,
+)
+from uopkit.uop.ops import GroupOp, Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+
+class ElementwiseMixin:
+    __slots__ = ()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # elementwise
+
+    def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+        if self.shape == shape:
+            return self
+        if len(shape) < self.ndim:
+            raise ShapeError(f"can't broadcast {self.shape} to {shape}")
+        return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+
+    def _const_operand(self, y: Any, op: str = "op") -> Tensor:
+        # a Python scalar takes the tensor's dtype unless its kind is "higher" (float into an int tensor)
+        dt = self.dtype
+        if isinstance(y, float) and not dtypes.is_float(self.dtype):
+            dt = dtypes.default_float
+        elif isinstance(y, int) and not isinstance(y, bool):
+            dt = dtypes.default_int if self.dtype == dtypes.bool else self.dtype
+            if dtypes.is_int(dt) and not dtypes.min(dt) <= y <= dtypes.max(dt):
+                # the int would wrap in the tensor's dtype: compute in int64, which holds what torch's default int
+                # tensors hold (torch itself wraps it into an int32 tensor silently)
+                dt = dtypes.int64
+            if not dtypes.is_float(dt) and not dtypes.min(dt) <= y <= dtypes.max(dt):
+                raise OverflowError(
+                    f"{op}: the Python int {_short_int(y)} doesn't fit any integer dtype (int64 at most)"
+                )
+            if dtypes.is_float(dt) and abs(y) >= 2**1024:
+                raise OverflowError(f"{op}: the Python int {_short_int(y)} is too large for any float dtype")
+        return Tensor(y, device=self.device, dtype=dt)
+
+    def _broadcasted(self, y: Any, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
+        x: Tensor = self
+        if not isinstance(y, Tensor):
+            if isinstance(y, (np.ndarray, list, tuple)):
+                y = Tensor(y, device=x.device)
+            elif isinstance(y, (bool, int, float, np.integer, np.floating, np.bool_)):
+                y = x._const_operand(y.item() if isinstance(y, np.generic) else y, op)
+            else:
+                raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
+        if x.device != y.device:
+            raise ValueError(f"{op}: operands are on different devices ({x.device} and {y.device})")
+        if reverse:
+            x, y = y, x
+        out = least_upper_dtype(x.dtype, y.dtype)
+        x, y = x.cast(out), y.cast(out)
+        shape = _broadcast_shape(x.shape, y.shape, op)
+        return x._broadcast_to(shape), y._broadcast_to(shape)
+
+    def _alu(self, op: Ops, *srcs: Tensor) -> Tensor:
+        if self.dtype == dtypes.bfloat16:
+            # no backend computes in bfloat16: compute in float32 and round the result back
+            ret = self.float()._alu(op, *(s.float() for s in srcs))
+            return ret if op in GroupOp.Comparison else ret.cast(dtypes.bfloat16)
+        out_dt = dtypes.bool if op in GroupOp.Comparison else self.dtype
+        return Tensor(UOp(op, out_dt, (self.uop, *(s.uop for s in srcs))))
+
+    def cast(self, dtype: DType | str) -> Tensor:
+        """The values converted to `dtype` (floats to ints truncate toward zero).
+
+        >>> Tensor([1.7, -1.7]).cast("int32").tolist()
+        [1, -1]
+        """
+        dt = to_dtype(dtype)
+        if dt == self.dtype:
+            return self
+        if self.dtype == dtypes.bfloat16:
+            # bfloat16 is the top half of a float32
+            bits = Tensor(_storage_uop(self.uop)).cast(dtypes.uint32).lshift(16)
+            return bits.bitcast(dtypes.float32).cast(dt)
+        if dt == dtypes.bfloat16:
+            f = self.cast(dtypes.float32)
+            u = f.bitcast(dtypes.uint32)
+            # round to nearest even on the 16 dropped bits; NaN stays a quiet NaN
+            rounded = (u + (0x7FFF + (u.rshift(16) & 1))).rshift(16)
+            bits = f.isnan().where(Tensor(0x7FC0, device=self.device, dtype=dtypes.uint32), rounded)
+            return Tensor(UOp(Ops.BITCAST, dt, (bits.cast(dtypes.uint16).uop,)))
+        return Tensor(UOp(Ops.CAST, dt, (self.uop,)))
+
+    def bitcast(self, dtype: DType | str) -> Tensor:
+        """The same bits read as `dtype` (which must have the same size).
+
+        >>> Tensor([1.0]).bitcast("uint32").tolist()
+        [1065353216]
+        """
+        dt = to_dtype(dtype)
+        if dt.itemsize != self.dtype.itemsize:
+            raise TypeError(f"bitcast: {self.dtype} ({self.dtype.itemsize} bytes) and {dt} ({dt.itemsize}) differ")
+        if dt == self.dtype:
+            return self
+        if self.dtype == dtypes.bfloat16:
+            return Tensor(_storage_uop(self.uop)).bitcast(dt)
+        if dt == dtypes.bfloat16:
+            return Tensor(UOp(Ops.BITCAST, dt, (self.bitcast(dtypes.uint16).uop,)))
+        return Tensor(UOp(Ops.BITCAST, dt, (self.uop,)))
+
+    def float(self) -> Tensor:
+        """Cast to float32."""
+        return self.cast(dtypes.float32)
+
+    def half(self) -> Tensor:
+        """Cast to float16."""
+        return self.cast(dtypes.float16)
+
+    def double(self) -> Tensor:
+        """Cast to float64."""
+        return self.cast(dtypes.float64)
+
+    def int(self) -> Tensor:
+        """Cast to int32."""
+        return self.cast(dtypes.int32)
+
+    def bool(self) -> Tensor:
+        """Cast to bool."""
+        return self.cast(dtypes.bool)
+
+    def long(self) -> Tensor:
+        """Cast to int64."""
+        return self.cast(dtypes.int64)
+
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a float dtype."""
+        return dtypes.is_float(self.dtype)
+
+    def add(self, x: Any, reverse: bool = False) -> Tensor:
+        """Elementwise sum with broadcasting and type promotion.
+
+        >>> Tensor([1, 2]).add(1.5).tolist()
+        [2.5, 3.5]
+        """
+        a, b = self._broadcasted(x, reverse, "add")
+        return a._alu(Ops.ADD, b)
+
+    def sub(self, x: Any, reverse: bool = False) -> Tensor:
+        """Elementwise difference.
+
+        >>> Tensor([3, 4]).sub(1).tolist()
+        [2, 3]
+        """
+        a, b = self._broadcasted(x, reverse, "sub")
+        if a.dtype == dtypes.bool:
+            raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor")
+        return a._alu(Ops.ADD, b.neg())
+
+    def mul(self, x: Any, reverse: bool = False) -> Tensor:
+        """Elementwise product.
+
+        >>> Tensor([1, 2]).mul(3).tolist()
+        [3, 6]
+        """
+        a, b = self._broadcasted(x, reverse, "mul")
+        return a._alu(Ops.MUL, b)
+
+    def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+        """True division (ints promote to float); rounding_mode "trunc" or "floor" as in PyTorch.
+
+        >>> Tensor([7, -7]).div(2, rounding_mode="floor").tolist()
+        [3, -4]
+        """
+        if rounding_mode not in (None, "trunc", "floor"):
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        a, b = self._broadcasted(x, reverse, "div")
+        if rounding_mode is None:
+            a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
+            return a._alu(Ops.FDIV, b)
+        if a.dtype == dtypes.bool:
+            a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+        if dtypes.is_int(a.dtype):
+            q = a._alu(Ops.IDIV, b)
+            if rounding_mode == "trunc":
+                return q
+            # floor: step down where the signs differ and there is a remainder
+            r = a._alu(Ops.MOD, b)
+            fix = (r != 0) & ((r < 0) != (b < 0))
+            return fix.where(q - 1, q)
+        q = a._alu(Ops.FDIV, b)
+        return q.trunc() if rounding_mode == "trunc" else q.floor()
+
+    def idiv(self, x: Any, reverse: bool = False) -> Tensor:
+        """Integer division truncating toward zero (C semantics).
+
+        >>> Tensor([7, -7]).idiv(2).tolist()
+        [3, -3]
+        """
+        a, b = self._broadcasted(x, reverse, "idiv")
+        if not dtypes.is_int(a.dtype):
+            raise TypeError(f"idiv needs integer tensors, got {a.dtype}")
+        return a._alu(Ops.IDIV, b)
+
+    def mod(self, x: Any, reverse: bool = False) -> Tensor:
+        """Remainder with the sign of the divisor (Python / PyTorch `%`).
+
+        >>> Tensor([5, -5]).mod(3).tolist()
+        [2, 1]
+        """
+        a, b = self._broadcasted(x, reverse, "mod")
+        if a.dtype == dtypes.bool:
+            raise TypeError("mod: not defined for bool tensors")
+        if dtypes.is_int(a.dtype):
+            r = a._alu(Ops.MOD, b)
+            return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+        if a.dtype.itemsize < 4:
+            # the quotient and product need float32's precision (as torch computes half ops), then one rounding
+            return a.float().mod(b.float()).cast(a.dtype)
+        r = a - a.div(b, rounding_mode="floor") * b
+        # a finite a mod an infinite b is a itself, or b when the signs differ (as Python and torch); a - 0 * inf is nan
+        by_inf = ((a != 0) & ((a < 0) != (b < 0))).where(b, a)
+        return (b.isinf() & a.isfinite()).where(by_inf, r)
+
+    def neg(self) -> Tensor:
+        """-x (logical not for bool).
+
+        >>> Tensor([1, -2]).neg().tolist()
+        [-1, 2]
+        """
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        if dtypes.is_unsigned(self.dtype):
+            # wraps like torch: x * (2**bits - 1) is -x modulo 2**bits (a -1 operand would widen to int64)
+            return self * dtypes.max(self.dtype)
+        return self * -1 if dtypes.is_int(self.dtype) else self._alu(Ops.NEG)
+
+    def maximum(self, x: Any) -> Tensor:
+        """Elementwise maximum (NaN wins, as in numpy).
+
+        >>> Tensor([1, 5]).maximum(3).tolist()
+        [3, 5]
+        """
+        a, b = self._broadcasted(x, False, "maximum")
+        return a._alu(Ops.MAX, b)
+
+    def minimum(self, x: Any) -> Tensor:
+        """Elementwise minimum.
+
+        >>> Tensor([1, 5]).minimum(3).tolist()
+        [1, 3]
+        """
+        a, b = self._broadcasted(x, False, "minimum")
+        return a._inverse()._alu(Ops.MAX, b._inverse())._inverse()
+
+    def _inverse(self) -> Tensor:
+        # an order-reversing map used to build min from max
+        if dtypes.is_float(self.dtype):
+            return self._alu(Ops.NEG)
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        if dtypes.is_unsigned(self.dtype):
+            return Tensor(dtypes.max(self.dtype), device=self.device, dtype=self.dtype)._broadcast_to(self.shape) - self
+        return self._alu(Ops.XOR, self.full_like(-1))
+
+    def where(self, x: Any, y: Any) -> Tensor:
+        """Elementwise `x if self else y` (self is cast to bool).
+
+        >>> Tensor([True, False]).where(1, 2).tolist()
+        [1, 2]
+        """
+        cond = self.cast(dtypes.bool)
+        if isinstance(x, Tensor):
+            x_t, y_t = x._broadcasted(y, False, "where")
+        elif isinstance(y, Tensor):
+            y_t, x_t = y._broadcasted(x, False, "where")
+        else:
+            x_t = Tensor(x, device=self.device)
+            x_t, y_t = x_t._broadcasted(y, False, "where")
+        shape = _broadcast_shape(cond.shape, x_t.shape, "where")
+        cond, x_t, y_t = cond._broadcast_to(shape), x_t._broadcast_to(shape), y_t._broadcast_to(shape)
+        return Tensor(UOp(Ops.WHERE, x_t.dtype, (cond.uop, x_t.uop, y_t.uop)))
+
+    def masked_select(self, mask: Tensor) -> Tensor:
+        """The elements where `mask` (broadcast) is true, as a 1-D tensor. Its length depends on the data: the mask is
+        read back to the host (a sync point), as torch's shape is.
+
+        >>> Tensor([1, 2, 3]).masked_select(Tensor([True, False, True])).tolist()
+        [1, 3]
+        """
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            raise TypeError("masked_select: mask must be a bool tensor")
+        shape = _broadcast_shape(self.shape, mask.shape, "masked_select")
+        picked = np.flatnonzero(mask._broadcast_to(shape).numpy())
+        return self._broadcast_to(shape).reshape(-1)._take(0, picked)
+
+    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+        """`value` where `mask` is true, else self.
+
+        >>> Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 0).tolist()
+        [0, 2, 0]
+        """
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            raise TypeError("masked_fill: mask must be a bool tensor")
+        _broadcast_shape(self.shape, mask.shape, "masked_fill")
+        return mask.where(value, self)
+
+    def lerp(self, end: Any, weight: Any) -> Tensor:
+        """self + (end - self) * weight.
+
+        >>> Tensor([0.0, 10.0]).lerp(Tensor([10.0, 20.0]), 0.5).tolist()
+        [5.0, 15.0]
+        """
+        return self + (end - self) * weight
+
+    def _cmp(self, op: Ops, x: Any, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(x, reverse, op.name.lower())
+        return a._alu(op, b)
+
+    def __lt__(self, x: Any) -> Tensor:
+        return self._cmp(Ops.CMPLT, x)
+
+    def __gt__(self, x: Any) -> Tensor:
+        return self._cmp(Ops.CMPLT, x, reverse=True)
+
+    def __le__(self, x: Any) -> Tensor:
+        a, b = self._broadcasted(x, False, "le")
+        # NaN compares false both ways, so a <= b is not (b < a) for floats
+        return a._alu(Ops.CMPLT, b) | a._alu(Ops.CMPEQ, b)
+
+    def __ge__(self, x: Any) -> Tensor:
+        a, b = self._broadcasted(x, False, "ge")
+        return b._alu(Ops.CMPLT, a) | a._alu(Ops.CMPEQ, b)
+
+    def __eq__(self, x: Any) -> Tensor:  # type: ignore[override]
+        return self._cmp(Ops.CMPEQ, x)
+
+    def __ne__(self, x: Any) -> Tensor:  # type: ignore[override]
+        return self._cmp(Ops.CMPNE, x)
+
+    __hash__ = object.__hash__
+
+    def eq(self, x: Any) -> Tensor:
+        """Elementwise ==."""
+        return self == x
+
+    def ne(self, x: Any) -> Tensor:
+        """Elementwise !=."""
+        return self != x
+
+    def lt(self, x: Any) -> Tensor:
+        """Elementwise <."""
+        return self < x
+
+    def le(self, x: Any) -> Tensor:
+        """Elementwise <=."""
+        return self <= x
+
+    def gt(self, x: Any) -> Tensor:
+        """Elementwise >."""
+        return self > x
+
+    def ge(self, x: Any) -> Tensor:
+        """Elementwise >=."""
+        return self >= x
+
+    def logical_not(self) -> Tensor:
+        """Elementwise not (of the value cast to bool).
+
+        >>> Tensor([0, 2]).logical_not().tolist()
+        [True, False]
+        """
+        return self.cast(dtypes.bool)._alu(Ops.CMPNE, Tensor(True, device=self.device)._broadcast_to(self.shape))
+
+    def logical_and(self, x: Any) -> Tensor:
+        """Elementwise and of the values cast to bool."""
+        a, b = self._broadcasted(x, False, "logical_and")
+        return a.cast(dtypes.bool)._alu(Ops.AND, b.cast(dtypes.bool))
+
+    def logical_or(self, x: Any) -> Tensor:
+        """Elementwise or of the values cast to bool."""
+        a, b = self._broadcasted(x, False, "logical_or")
+        return a.cast(dtypes.bool)._alu(Ops.OR, b.cast(dtypes.bool))
+
+    def logical_xor(self, x: Any) -> Tensor:
+        """Elementwise xor of the values cast to bool."""
+        a, b = self._broadcasted(x, False, "logical_xor")
+        return a.cast(dtypes.bool)._alu(Ops.CMPNE, b.cast(dtypes.bool))
+
+    def _bitwise(self, op: Ops, x: Any, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(x, reverse, op.name.lower())
+        if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):
+            raise TypeError(f"{op.name.lower()}: bitwise ops need integer or bool tensors, got {a.dtype}")
+        return a._alu(op, b)
+
+    def bitwise_and(self, x: Any) -> Tensor:
+        """Elementwise & of ints or bools.
+
+        >>> Tensor([6]).bitwise_and(3).tolist()
+        [2]
+        """
+        return self._bitwise(Ops.AND, x)
+
+    def bitwise_or(self, x: Any) -> Tensor:
+        """Elementwise | of ints or bools."""
+        return self._bitwise(Ops.OR, x)
+
+    def bitwise_xor(self, x: Any) -> Tensor:
+        """Elementwise ^ of ints or bools."""
+        return self._bitwise(Ops.XOR, x)
+
+    def bitwise_not(self) -> Tensor:
+        """Elementwise ~ (logical not for bool).
+
+        >>> Tensor([0]).bitwise_not().tolist()
+        [-1]
+        """
+        if not (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
+            raise TypeError(f"bitwise_not: needs an integer or bool tensor, got {self.dtype}")
+        return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.XOR, self.full_like(-1))
+
+    def lshift(self, x: int) -> Tensor:
+        """Shift integer bits left.
+
+        >>> Tensor([1, 3]).lshift(2).tolist()
+        [4, 12]
+        """
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"lshift: needs an integer tensor, got {self.dtype}")
+        return self._alu(Ops.SHL, self._const_operand(int(x))._broadcast_to(self.shape).cast(self.dtype))
+
+    def rshift(self, x: int) -> Tensor:
+        """Shift integer bits right (arithmetic for signed ints).
+
+        >>> Tensor([8, -8]).rshift(2).tolist()
+        [2, -2]
+        """
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"rshift: needs an integer tensor, got {self.dtype}")
+        return self._alu(Ops.SHR, self._const_operand(int(x))._broadcast_to(self.shape).cast(self.dtype))
+
+    def __and__(self, x: Any) -> Tensor:
+        return self._bitwise(Ops.AND, x)
+
+    def __or__(self, x: Any) -> Tensor:
+        return self._bitwise(Ops.OR, x)
+
+    def __xor__(self, x: Any) -> Tensor:
+        return self._bitwise(Ops.XOR, x)
+
+    def __rand__(self, x: Any) -> Tensor:
+        return self._bitwise(Ops.AND, x, True)
+
+    def __ror__(self, x: Any) -> Tensor:
+        return self._bitwise(Ops.OR, x, True)
+
+    def __rxor__(self, x: Any) -> Tensor:
+        return self._bitwise(Ops.XOR, x, True)
+
+    def __invert__(self) -> Tensor:
+        return self.bitwise_not()
+
+    def __lshift__(self, x: int) -> Tensor:
+        return self.lshift(x)
+
+    def __rshift__(self, x: int) -> Tensor:
+        return self.rshift(x)
+
+    def isnan(self) -> Tensor:
+        """Where the value is NaN.
+
+        >>> Tensor([1.0, float("nan")]).isnan().tolist()
+        [False, True]
+        """
+        return self != self if dtypes.is_float(self.dtype) else self.full_like(False, dtype=dtypes.bool)
+
+    def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+        """Where the value is +inf (detect_positive) or -inf (detect_negative).
+
+        >>> Tensor([1.0, float("inf"), -float("inf")]).isinf().tolist()
+        [False, True, True]
+        """
+        if not dtypes.is_float(self.dtype):
+            return self.full_like(False, dtype=dtypes.bool)
+        pos = (self == math.inf) if detect_positive else self.full_like(False, dtype=dtypes.bool)
+        neg = (self == -math.inf) if detect_negative else self.full_like(False, dtype=dtypes.bool)
+        return pos | neg
+
+    def isfinite(self) -> Tensor:
+        """Where the value is neither inf nor NaN.
+
+        >>> Tensor([1.0, float("inf")]).isfinite().tolist()
+        [True, False]
+        """
+        return (self.isinf() | self.isnan()).logical_not()
+
+    # ---- Python operators
+
+    __add__ = add
+    __mul__ = mul
+    __sub__ = sub
+    __truediv__ = div
+    __neg__ = neg
+    __mod__ = mod
+
+    def __abs__(self) -> Tensor:
+        return self.abs()
+
+    def __radd__(self, x: Any) -> Tensor:
+        return self.add(x, True)
+
+    def __rsub__(self, x: Any) -> Tensor:
+        return self.sub(x, True)
+
+    def __rmul__(self, x: Any) -> Tensor:
+        return self.mul(x, True)
+
+    def __rtruediv__(self, x: Any) -> Tensor:
+        return self.div(x, True)
+
+    def __rmod__(self, x: Any) -> Tensor:
+        return self.mod(x, True)
+
+    def __floordiv__(self, x: Any) -> Tensor:
+        return self.div(x, rounding_mode="floor")
+
+    def __rfloordiv__(self, x: Any) -> Tensor:
+        return self.div(x, True, rounding_mode="floor")
+
+    def __matmul__(self, x: Tensor) -> Tensor:
+        return self.matmul(x)
+
+    def __bool__(self) -> bool:
+        raise TypeError("the truth value of a Tensor is ambiguous; use .item() or .numpy()")

@@ -1,0 +1,281 @@
+"""nn functional: losses, normalization, dropout, attention and friends (a mixin of `Tensor`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from uopkit.dtype import (
+    DType,
+    dtypes,
+)
+from uopkit.tensor.support import (
+    ShapeError,
+    _broadcast_shape,
+    _check_targets,
+    _normalize_axis,
+)
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+
+class FunctionalMixin:
+    __slots__ = ()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # nn functional
+
+    def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+        """exp(x) / sum(exp(x)) along `axis` (shifted by the max).
+
+        >>> Tensor([0.0, 0.0]).softmax().tolist()
+        [0.5, 0.5]
+        """
+        x = self.cast(dtype) if dtype is not None else self._float()
+        if x.numel() == 0:
+            return x
+        e = (x - x.max(axis, keepdim=True).detach()).exp()
+        # one division per row, a multiply per element (as PyTorch's CPU softmax)
+        return e * e.sum(axis, keepdim=True).reciprocal()
+
+    def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+        """log(softmax(x)) computed as x - logsumexp(x).
+
+        >>> round(Tensor([0.0, 0.0]).log_softmax().tolist()[0], 5)
+        -0.69315
+        """
+        x = self.cast(dtype) if dtype is not None else self._float()
+        if x.numel() == 0:
+            return x
+        m = x - x.max(axis, keepdim=True).detach()
+        return m - m.exp().sum(axis, keepdim=True).log()
+
+    def _loss_reduce(self, reduction: str, op: str) -> Tensor:
+        if reduction == "none":
+            return self
+        if reduction == "sum":
+            return self.sum()
+        if reduction == "mean":
+            return self.mean()
+        raise ValueError(f"{op}: reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
+
+    def cross_entropy(
+        self,
+        Y: Tensor,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        ignore_index: int = -100,
+        weight: Tensor | None = None,
+    ) -> Tensor:
+        """Cross entropy of logits (N, C, ...) against class indices (N, ...) or class probabilities (N, C, ...),
+        with optional per-class `weight` (a weighted mean over class indices divides by the targets' weights, as torch).
+
+        >>> round(Tensor([[0.0, 0.0]]).cross_entropy(Tensor([1])).item(), 5)
+        0.69315
+        """
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+        if self.ndim < 1:
+            raise ShapeError(f"cross_entropy: logits need a class axis, got shape {self.shape}")
+        axis = 1 if self.ndim >= 2 else 0
+        C = self.shape[axis]
+        logp = self.log_softmax(axis)
+        if weight is not None:
+            if weight.shape != (C,):
+                raise ShapeError(f"cross_entropy: weight shape {weight.shape} should be ({C},)")
+            # logp weighted per class: every term below is then weighted as torch weights it
+            wshape = (1,) * axis + (C,) + (1,) * (self.ndim - axis - 1)
+            w_class = weight.cast(logp.dtype).reshape(wshape)
+            wlogp = logp * w_class
+        else:
+            wlogp = logp
+        if dtypes.is_float(Y.dtype):
+            if Y.shape != self.shape:
+                raise ShapeError(f"cross_entropy: probability targets {Y.shape} must match logits {self.shape}")
+            target = Y * (1 - label_smoothing) + label_smoothing / C
+            return (-(wlogp * target).sum(axis))._loss_reduce(reduction, "cross_entropy")
+        expected = self.shape[:axis] + self.shape[axis + 1 :]
+        if Y.shape != expected:
+            raise ShapeError(
+                f"cross_entropy: class targets {Y.shape} should have shape {expected} for logits {self.shape}"
+            )
+        _check_targets(Y, C, ignore_index, "cross_entropy")
+        valid = Y != ignore_index
+        onehot = Y._one_hot_along(C)
+        onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot
+        nll = -onehot.where(wlogp, 0.0).sum(axis)
+        if label_smoothing:
+            nll = (1 - label_smoothing) * nll - label_smoothing * wlogp.mean(axis)
+        nll = valid.where(nll, 0.0)
+        if reduction == "mean":
+            if weight is None:
+                return nll.sum() / valid.sum().cast(nll.dtype)
+            # divided by the weights of the (valid) targets
+            return nll.sum() / valid.where(onehot.where(w_class, 0.0).sum(axis), 0.0).sum()
+        return nll._loss_reduce(reduction, "cross_entropy")
+
+    def nll_loss(
+        self, Y: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean"
+    ) -> Tensor:
+        """Negative log likelihood of log-probabilities (N, C, ...) at class indices Y (N, ...), as torch.
+
+        >>> Tensor([[-1.0, -2.0]]).nll_loss(Tensor([1])).tolist()
+        2.0
+        """
+        axis = 1 if self.ndim >= 2 else 0
+        C = self.shape[axis]
+        expected = self.shape[:axis] + self.shape[axis + 1 :]
+        if Y.shape != expected or not dtypes.is_int(Y.dtype):
+            raise ShapeError(f"nll_loss: targets {Y.shape} ({Y.dtype}) should be ints of shape {expected}")
+        _check_targets(Y, C, ignore_index, "nll_loss")
+        onehot = Y._one_hot_along(C)
+        onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot
+        picked = onehot.where(self, 0.0).sum(axis)
+        w = (Y != ignore_index).cast(self.dtype)
+        if weight is not None:
+            if weight.shape != (C,):
+                raise ShapeError(f"nll_loss: weight shape {weight.shape} should be ({C},)")
+            wshape = (1,) * axis + (C,) + (1,) * (self.ndim - axis - 1)
+            w = w * onehot.where(weight.reshape(wshape), 0.0).sum(axis)
+        loss = -picked * w
+        if reduction == "mean":
+            return loss.sum() / w.sum()
+        return loss._loss_reduce(reduction, "nll_loss")
+
+    def binary_cross_entropy(self, Y: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+        """-(Y log p + (1 - Y) log(1 - p)) of probabilities p = self (logs clamped at -100, as torch), times `weight`.
+
+        >>> round(Tensor([0.5]).binary_cross_entropy(Tensor([1.0])).item(), 5)
+        0.69315
+        """
+        _broadcast_shape(self.shape, Y.shape, "binary_cross_entropy")
+        loss = -(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100))
+        if weight is not None:
+            loss = loss * weight
+        return loss._loss_reduce(reduction, "binary_cross_entropy")
+
+    def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor:
+        """tinygrad's name for binary_cross_entropy.
+
+        >>> round(Tensor([0.5]).binary_crossentropy(Tensor([0.0])).item(), 5)
+        0.69315
+        """
+        return self.binary_cross_entropy(Y, reduction)
+
+    def binary_crossentropy_logits(
+        self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None
+    ) -> Tensor:
+        """tinygrad's name for binary_cross_entropy_with_logits.
+
+        >>> round(Tensor([0.0]).binary_crossentropy_logits(Tensor([1.0])).item(), 5)
+        0.69315
+        """
+        return self.binary_cross_entropy_with_logits(Y, reduction, pos_weight)
+
+    def binary_cross_entropy_with_logits(
+        self, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None, weight: Tensor | None = None
+    ) -> Tensor:
+        """binary_cross_entropy(sigmoid(self), Y), computed stably from the logits.
+
+        >>> round(Tensor([0.0]).binary_cross_entropy_with_logits(Tensor([1.0])).item(), 5)
+        0.69315
+        """
+        _broadcast_shape(self.shape, Y.shape, "binary_cross_entropy_with_logits")
+        x = self._float()
+        # log(1 + exp(-x)) = softplus(-x); weighting the positive term by pos_weight
+        log_sig_neg = (-x).softplus()
+        if pos_weight is None:
+            loss = (1 - Y) * x + log_sig_neg
+        else:
+            loss = (1 - Y) * x + (1 + (pos_weight - 1) * Y) * log_sig_neg
+        if weight is not None:
+            loss = loss * weight
+        return loss._loss_reduce(reduction, "binary_cross_entropy_with_logits")
+
+    def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+        """(x - mean) / sqrt(var + eps) over `axis` (no affine part; see nn.LayerNorm).
+
+        >>> [round(v, 4) for v in Tensor([[1.0, 3.0]]).layernorm().tolist()[0]]
+        [-1.0, 1.0]
+        """
+        x = self._float()
+        y = x - x.mean(axis, keepdim=True)
+        return y * (y.square().mean(axis, keepdim=True) + eps).rsqrt()
+
+    def batchnorm(
+        self,
+        weight: Tensor | None,
+        bias: Tensor | None,
+        mean: Tensor,
+        invstd: Tensor,
+        axis: int | Sequence[int] = 1,
+    ) -> Tensor:
+        """(x - mean) * invstd * weight + bias with the statistics along `axis` (tinygrad's batchnorm).
+
+        >>> Tensor([[1.0, 2.0]]).batchnorm(None, None, Tensor([1.0, 1.0]), Tensor([1.0, 2.0])).tolist()
+        [[0.0, 2.0]]
+        """
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(_normalize_axis(a, self.ndim, "batchnorm", self.shape) for a in axes)
+        shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+        x = self - mean.reshape(shape)
+        if weight is not None:
+            x = x * weight.reshape(shape)
+        ret = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+        return ret + bias.reshape(shape) if bias is not None else ret
+
+    def dropout(self, p: float = 0.5) -> Tensor:
+        """Zero each element with probability p and scale the rest by 1/(1-p), only when Tensor.training.
+
+        >>> Tensor.ones(3).dropout(0.5).tolist()
+        [1.0, 1.0, 1.0]
+        """
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+        if not Tensor.training or p == 0:
+            return self
+        if p == 1:
+            return self.zeros_like()
+        keep = Tensor.rand(self.shape, device=self.device) >= p
+        return keep.where(self, 0) * (1 / (1 - p))
+
+    def embedding(self, weight: Tensor) -> Tensor:
+        """Rows of `weight` (V, D) at the integer indices in self: shape self.shape + (D,).
+
+        >>> Tensor([1, 0]).embedding(Tensor([[1.0, 2.0], [3.0, 4.0]])).tolist()
+        [[3.0, 4.0], [1.0, 2.0]]
+        """
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"embedding: indices must be integers, got {self.dtype}")
+        if weight.ndim != 2:
+            raise ShapeError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
+        return weight[self]
+
+    def scaled_dot_product_attention(
+        self,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        dropout_p: float = 0.0,
+        is_causal: bool = False,
+    ) -> Tensor:
+        """softmax(q k^T / sqrt(d) + mask) v with self as the query (..., L, d), key (..., S, d), value (..., S, dv).
+
+        >>> q = Tensor.ones(1, 2, 4); q.scaled_dot_product_attention(q, q).shape
+        (1, 2, 4)
+        """
+        if key.shape[-1] != self.shape[-1] or key.shape[-2] != value.shape[-2]:
+            raise ShapeError(
+                f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} don't fit"
+            )
+        qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
+        L, S = self.shape[-2], key.shape[-2]
+        if is_causal:
+            if attn_mask is not None:
+                raise ValueError("scaled_dot_product_attention: pass attn_mask or is_causal, not both")
+            attn_mask = Tensor.ones(L, S, dtype=dtypes.bool, device=self.device).tril(0)
+        if attn_mask is not None:
+            qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
+        return qk.softmax(-1).dropout(dropout_p) @ value

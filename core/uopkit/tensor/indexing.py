@@ -1,0 +1,258 @@
+"""Indexing: getitem and setitem with ints, slices, None, ellipsis and index tensors (a mixin of `Tensor`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopkit.dtype import (
+    dtypes,
+)
+from uopkit.tensor.support import (
+    ShapeError,
+    _broadcast_shape,
+    _check_values_in,
+    _Mask,
+    _storage_uop,
+    _with,
+)
+from uopkit.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+
+class IndexingMixin:
+    __slots__ = ()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # indexing: ints, slices, None and ... become shrink/flip/reshape views; integer and bool tensors (or lists)
+    # select with a one-hot comparison and a sum; __setitem__ stores into the view (or the whole buffer)
+
+    def _parse_index(self, index: Any) -> list[Any]:
+        items = list(index) if isinstance(index, tuple) else [index]
+        out: list[Any] = []
+        for i in items:
+            if isinstance(i, (list, np.ndarray, Tensor)):
+                t = i if isinstance(i, Tensor) else Tensor(np.asarray(i), device=self.device)
+                if t.dtype == dtypes.bool:
+                    out.append(_Mask(t))
+                elif dtypes.is_int(t.dtype):
+                    out.append(t)
+                else:
+                    raise IndexError(f"tensors used as indices must be integer or bool, got {t.dtype}")
+            elif isinstance(i, bool):
+                raise IndexError("a Python bool is not a valid index; use a bool tensor")
+            elif i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)):
+                out.append(i)
+            else:
+                raise IndexError(f"unsupported index {i!r} of type {type(i).__name__}")
+        return out
+
+    def _basic_view(self, items: list[Any]) -> tuple[Tensor, list[tuple[int, Tensor]], bool]:
+        """Apply ints, slices, None and Ellipsis; returns the view, [(axis in view, index tensor)], and whether a
+        strided slice needed padding (such a view can't be written through)."""
+        n_real = sum(i.t.ndim if isinstance(i, _Mask) else 1 for i in items if i is not None and i is not Ellipsis)
+        if n_real > self.ndim:
+            raise IndexError(f"too many indices ({n_real}) for a tensor of shape {self.shape}")
+        ellipses = [pos for pos, i in enumerate(items) if i is Ellipsis]
+        if len(ellipses) > 1:
+            raise IndexError("an index can only have a single ellipsis (...)")
+        if ellipses:
+            at = ellipses[0]
+            items = items[:at] + [slice(None)] * (self.ndim - n_real) + items[at + 1 :]
+        else:
+            items = items + [slice(None)] * (self.ndim - n_real)
+        bounds, flips, strides, out_axes = [], [], [], []
+        tensors: list[tuple[int, Tensor]] = []
+        axis = 0
+        for i in items:
+            if isinstance(i, _Mask):
+                k = i.t.ndim
+                if i.t.shape != self.shape[axis : axis + k]:
+                    raise IndexError(
+                        f"bool index of shape {i.t.shape} doesn't match axes {axis}..{axis + k - 1} of {self.shape}"
+                    )
+                for p in i.t.numpy().nonzero():
+                    idx = Tensor(np.asarray(p, dtype=np.int32), device=self.device)
+                    bounds.append((0, self.shape[axis]))
+                    flips.append(False)
+                    strides.append(1)
+                    out_axes.append(("tensor", axis))
+                    tensors.append((axis, idx))
+                    axis += 1
+                continue
+            if i is None:
+                out_axes.append(("new", None))
+                continue
+            size = self.shape[axis]
+            if isinstance(i, Tensor):
+                bounds.append((0, size))
+                flips.append(False)
+                strides.append(1)
+                out_axes.append(("tensor", axis))
+                tensors.append((axis, i))
+            elif isinstance(i, (int, np.integer)):
+                j = int(i)
+                if not -size <= j < size:
+                    raise IndexError(
+                        f"index {j} is out of bounds for axis {axis} with size {size} (shape {self.shape})"
+                    )
+                j %= size
+                bounds.append((j, j + 1))
+                flips.append(False)
+                strides.append(1)
+                out_axes.append(("drop", axis))
+            else:
+                start, stop, step = i.indices(size)
+                if step > 0:
+                    n = max(0, math.ceil((stop - start) / step))
+                    end = start + n * step if start + n * step <= size else start + max(n - 1, 0) * step + 1
+                    bounds.append((start, end) if n else (0, 0))
+                    flips.append(False)
+                else:
+                    n = max(0, math.ceil((start - stop) / -step))
+                    lo = start + 1 + n * step if start + 1 + n * step >= 0 else start + (n - 1) * step
+                    bounds.append((lo, start + 1) if n else (0, 0))
+                    flips.append(True)
+                strides.append(abs(step))
+                out_axes.append(("keep", axis))
+            axis += 1
+        t = self.shrink(bounds)
+        t = t.flip([a for a, f in enumerate(flips) if f])
+        padded = False
+        if any(s != 1 for s in strides):
+            padded = any(k > 1 and t.shape[a] % k for a, k in enumerate(strides))
+            t = t._stride(strides)
+        new_shape, tensor_axes = [], []
+        for kind, ax in out_axes:
+            if kind == "new":
+                new_shape.append(1)
+            elif kind in ("keep", "tensor"):
+                if kind == "tensor":
+                    tensor_axes.append(len(new_shape))
+                new_shape.append(t.shape[ax])
+        view = t.reshape(tuple(new_shape))
+        return view, [(ax, idx) for ax, (_, idx) in zip(tensor_axes, tensors, strict=True)], padded
+
+    def _stride(self, strides: Sequence[int]) -> Tensor:
+        # take every k-th element of each axis: pad to a multiple of k if needed, split the axis, keep index 0
+        t = self
+        for ax, k in enumerate(strides):
+            if k == 1:
+                continue
+            n = t.shape[ax]
+            keep = math.ceil(n / k)
+            padded = t.pad(tuple((0, keep * k - n) if a == ax else (0, 0) for a in range(t.ndim)))
+            split = padded.reshape(t.shape[:ax] + (keep, k) + t.shape[ax + 1 :])
+            bounds = tuple((0, 1) if a == ax + 1 else (0, s) for a, s in enumerate(split.shape))
+            t = split.shrink(bounds).reshape(t.shape[:ax] + (keep,) + t.shape[ax + 1 :])
+        return t
+
+    def _advanced_index(self, tensors: list[tuple[int, Tensor]]) -> Tensor:
+        # out[b..., rest...] = self[.., idx_1[b], .., idx_m[b], ..]: one-hot masks over the indexed axes, then a sum
+        axes = [a for a, _ in tensors]
+        bshape: tuple[int, ...] = ()
+        for _, idx in tensors:
+            bshape = _broadcast_shape(bshape, idx.shape, "index")
+        rest = [i for i in range(self.ndim) if i not in axes]
+        rest_shape = tuple(self.shape[i] for i in rest)
+        sizes = tuple(self.shape[a] for a in axes)
+        nb, nr, m = len(bshape), len(rest), len(axes)
+        x = self.permute(rest + axes).reshape((1,) * nb + rest_shape + sizes)
+        mask: Tensor | None = None
+        for k, (a, idx) in enumerate(tensors):
+            n = self.shape[a]
+            idx = idx.cast(dtypes.int32) if idx.dtype.itemsize < 4 else idx
+            idx = (idx < 0).where(idx + n, idx)._broadcast_to(bshape)
+            ar = Tensor.arange(n, device=self.device, dtype=idx.dtype)
+            one_hot = idx.reshape(bshape + (1,) * (nr + m)) == ar.reshape((1,) * (nb + nr) + _with((1,) * m, k, n))
+            mask = one_hot if mask is None else mask & one_hot
+        assert mask is not None
+        full = bshape + rest_shape + sizes
+        picked = mask._broadcast_to(full).where(x._broadcast_to(full), Tensor(0, device=self.device, dtype=self.dtype))
+        out = picked._reduce(Ops.ADD if self.dtype != dtypes.bool else Ops.MAX, tuple(range(nb + nr, nb + nr + m)))
+        if axes == list(range(axes[0], axes[0] + m)) and axes[0] > 0:
+            # adjacent indexed axes: the broadcast index dims take their place
+            p = axes[0]
+            order = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, nb + nr))
+            out = out.permute(order)
+        return out
+
+    def __getitem__(self, index: Any) -> Tensor:
+        """numpy/PyTorch indexing: ints, slices (any step), None, ..., int/bool tensors or lists.
+
+        >>> Tensor.arange(10)[1:8:3].tolist()
+        [1, 4, 7]
+        >>> Tensor([[1, 2], [3, 4]])[[1, 0], 1].tolist()
+        [4, 2]
+        """
+        view, tensors, _ = self._basic_view(self._parse_index(index))
+        for ax, idx in tensors:
+            self._check_index_range(idx, view.shape[ax], ax, "getitem")
+        return view._advanced_index(tensors) if tensors else view
+
+    def _check_index_range(self, idx: Tensor, size: int, axis: int, op: str = "index", negative: bool = True) -> None:
+        # numpy-style indexing counts negative indices from the end; gather and scatter don't (as torch)
+        where = f"for axis {axis} with size {size} (shape {self.shape})"
+        _check_values_in(idx, -size if negative else 0, size, lambda bad: f"{op}: index {bad} is out of bounds {where}")
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """Write `value` (broadcast) into the indexed positions, as a STORE into this tensor's buffer.
+
+        >>> t = Tensor.zeros(4); t[1:3] = 5.0; t.tolist()
+        [0.0, 5.0, 5.0, 0.0]
+        """
+        self.realize()
+        storage = _storage_uop(self.uop)
+        if storage.base.op is not Ops.BUFFER or any(n.op in (Ops.EXPAND, Ops.PAD) for n in storage.movement_chain()):
+            # the tensor needs storage of its own to be written into
+            self.uop = self.contiguous().realize().uop
+        items = self._parse_index(index)
+        view, tensors, padded = self._basic_view(items)
+        if not isinstance(value, Tensor):
+            value = Tensor(value, device=self.device, dtype=self.dtype)
+        if not tensors and not padded:
+            view.assign(value.cast(self.dtype)._broadcast_to(view.shape)).realize()
+            return
+        # general case: every written position is found by indexing a tensor of flat positions the same way
+        positions = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index]
+        vals = value.cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
+        hit = positions.reshape(-1, 1) == Tensor.arange(self.numel(), device=self.device).reshape(1, -1)
+        zero = Tensor(0, device=self.device, dtype=self.dtype)
+        written = hit.where(vals._broadcast_to(hit.shape), zero)._reduce(
+            Ops.MAX if self.dtype == dtypes.bool else Ops.ADD, 0
+        )
+        new = hit.any(0).reshape(self.shape).where(written.reshape(self.shape), self)
+        self.assign(new.contiguous()).realize()
+
+    def assign(self, x: Any) -> Tensor:
+        """Write `x` into this tensor's storage: builds STORE(view of BUFFER, x), realized with the next realize.
+
+        >>> t = Tensor([1, 2]); t.assign(Tensor([3, 4])).realize().tolist()
+        [3, 4]
+        """
+        if not isinstance(x, Tensor):
+            x = Tensor(x, device=self.device, dtype=self.dtype)
+        if x.shape != self.shape:
+            raise ShapeError(f"assign: value shape {x.shape} doesn't match target shape {self.shape}")
+        if x.dtype != self.dtype:
+            raise TypeError(f"assign: value dtype {x.dtype} doesn't match target dtype {self.dtype}; cast it first")
+        if x.device != self.device:
+            raise ValueError(f"assign: value is on {x.device}, target on {self.device}; use .to() first")
+        if self.numel() == 0:
+            # nothing to write (a STORE of an empty view would make a kernel with an empty loop); found by the fuzzer
+            return self
+        target = _storage_uop(self.uop)
+        if target.base.op is not Ops.BUFFER:
+            # an unrealized target gets a buffer of its own first
+            self.realize()
+            target = _storage_uop(self.uop)
+        if any(n.op in (Ops.EXPAND, Ops.PAD) for n in target.movement_chain()):
+            raise ValueError("assign: can't write through an expanded or padded view (elements would alias)")
+        store = UOp(Ops.STORE, target.dtype, (target, _storage_uop(x.uop)))
+        self.uop = UOp(Ops.BITCAST, self.dtype, (store,)) if self.dtype == dtypes.bfloat16 else store
+        return self

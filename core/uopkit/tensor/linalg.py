@@ -1,0 +1,485 @@
+"""Linear algebra (dot, matmul, einsum) and convolution/pooling (a mixin of `Tensor`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopkit.dtype import (
+    dtypes,
+    least_upper_dtype,
+)
+from uopkit.helpers import prod
+from uopkit.tensor.support import (
+    ArgumentError,
+    ShapeError,
+    _as_key,
+    _broadcast_shape,
+    _conv_pads,
+    _einsum_diagonal,
+    _movement_recipe,
+    _positive_n,
+    _sum_acc_dtype,
+    _tuple_n,
+    _window_recipes,
+)
+from uopkit.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+
+class LinalgMixin:
+    __slots__ = ()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # linear algebra
+
+    def dot(self, w: Tensor) -> Tensor:
+        """Matrix product with numpy/PyTorch broadcasting of the batch dims.
+
+        >>> Tensor([[1, 2], [3, 4]]).dot(Tensor([1, 1])).tolist()
+        [3, 7]
+        """
+        if not isinstance(w, Tensor):
+            raise TypeError(f"matmul: the right operand must be a Tensor, got {type(w).__name__}")
+        if self.ndim == 0 or w.ndim == 0:
+            raise ShapeError(f"matmul: both operands need at least 1 dimension, got {self.shape} and {w.shape}")
+        x = self
+        x_vec, w_vec = x.ndim == 1, w.ndim == 1
+        if x_vec:
+            x = x.reshape((1, x.shape[0]))
+        if w_vec:
+            w = w.reshape((w.shape[0], 1))
+        if x.shape[-1] != w.shape[-2]:
+            raise ShapeError(f"matmul: inner dimensions differ: {self.shape} @ {w.shape}")
+        n, k, m = x.shape[-2], x.shape[-1], w.shape[-1]
+        batch = _broadcast_shape(x.shape[:-2], w.shape[:-2], "matmul")
+        out_dt = least_upper_dtype(x.dtype, w.dtype)
+        xb = x.cast(out_dt).reshape(x.shape[:-2] + (n, 1, k))._broadcast_to(batch + (n, m, k))
+        # (the scheduler may store a large row-major w in panels for the device: schedule/packing.py)
+        wt = w.cast(out_dt).transpose(-1, -2).reshape(w.shape[:-2] + (1, m, k))
+        wb = wt._broadcast_to(batch + (n, m, k))
+        out = (xb * wb).sum(axis=-1, dtype=_sum_acc_dtype(out_dt)).cast(out_dt)
+        if x_vec:
+            out = out.squeeze(-2)
+        if w_vec:
+            out = out.squeeze(-1)
+        return out
+
+    def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
+        """Matrix product (self @ x).
+
+        >>> (Tensor([[1, 0], [0, 1]]) @ Tensor([[2], [3]])).tolist()
+        [[2], [3]]
+        """
+        return x.dot(self) if reverse else self.dot(x)
+
+    def __rmatmul__(self, x: Tensor) -> Tensor:
+        return self.matmul(x, True)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """self @ weight + bias with weight of shape (in, out) as in tinygrad (a 1-D weight scales elementwise).
+
+        >>> Tensor([[1.0, 2.0]]).linear(Tensor([[1.0], [1.0]]), Tensor([0.5])).tolist()
+        [[3.5]]
+        """
+        x = self * weight if weight.ndim == 1 else self.dot(weight)
+        return x + bias if bias is not None else x
+
+    @staticmethod
+    def einsum(formula: str, *operands: Tensor) -> Tensor:
+        """Einstein summation, e.g. "ij,jk->ik"; "..." broadcasts, a letter repeated in one operand takes the
+        diagonal, and without "->" the output is the letters used once, sorted.
+
+        >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
+        [3, 7]
+        """
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+        formula = formula.replace(" ", "")
+        lhs, arrow, rhs = formula.partition("->")
+        inputs = lhs.split(",")
+        if len(inputs) != len(operands):
+            raise ArgumentError(f"einsum: {formula!r} names {len(inputs)} operands, got {len(operands)}")
+        # "..." becomes upper-case letters for the broadcast dims
+        ell_dims = max(
+            (t.ndim - len(s.replace("...", "")) for s, t in zip(inputs, operands, strict=True) if "..." in s), default=0
+        )
+        ell = "".join(chr(ord("A") + i) for i in range(ell_dims))
+        specs = []
+        for s, t in zip(inputs, operands, strict=True):
+            if "..." in s:
+                n = t.ndim - len(s.replace("...", ""))
+                s = s.replace("...", ell[ell_dims - n :])
+            if len(s) != t.ndim:
+                raise ShapeError(f"einsum: operand {s!r} has {len(s)} letters but the tensor has shape {t.shape}")
+            specs.append(s)
+        counts: dict[str, int] = {}
+        for s in specs:
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+        if arrow:
+            out = rhs.replace("...", ell)
+        else:
+            out = ell + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ell))
+        sizes: dict[str, int] = {}
+        prepared = []
+        for s, t in zip(specs, operands, strict=True):
+            t, s = _einsum_diagonal(t, s)
+            for c, n in zip(s, t.shape, strict=True):
+                if c in sizes and n != sizes[c] and 1 not in (n, sizes[c]):
+                    raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n} in {formula!r}")
+                sizes[c] = max(sizes.get(c, 1), n) if n != 0 and sizes.get(c, 1) != 0 else 0
+            prepared.append((t, s))
+        letters = sorted(sizes, key=lambda c: (c not in out, out.index(c) if c in out else 0, c))
+        if any(c not in sizes for c in out):
+            raise ArgumentError(f"einsum: output letter not in any input of {formula!r}")
+        total: Tensor | None = None
+        for t, s in prepared:
+            aligned = t.permute([s.index(c) for c in letters if c in s])
+            shape = tuple(t.shape[s.index(c)] if c in s else 1 for c in letters)
+            aligned = aligned.reshape(shape)
+            total = aligned if total is None else total * aligned
+        assert total is not None
+        total = total._broadcast_to(tuple(sizes[c] for c in letters))
+        summed = tuple(i for i, c in enumerate(letters) if c not in out)
+        return total.sum(summed) if summed else total
+
+    # ------------------------------------------------------------------------------------------------------------
+    # convolution and pooling: windows are movement ops over the input (no copies), then a multiply-reduce
+
+    def _pool(self, k_: Sequence[int], stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1) -> Tensor:
+        """Windows over the last len(k_) axes: shape (..., *out, *k_), out[o][j] = x[o * stride + j * dilation]."""
+        n = len(k_)
+        if self.ndim < n:
+            raise ShapeError(f"pool: kernel {tuple(k_)} has more dims than the input shape {self.shape}")
+        s_, d_ = _positive_n(stride, n, "stride", "pool"), _positive_n(dilation, n, "dilation", "pool")
+        lead = self.ndim - n
+        x = self
+        tail: list[tuple[str, int]] = [("in", i) for i in range(n)]
+        for i in range(n):
+            pos = lead + tail.index(("in", i))
+            x = x.permute([a for a in range(x.ndim) if a != pos] + [pos])
+            tail.remove(("in", i))
+            x = x._pool1d(k_[i], s_[i], d_[i])
+            tail += [("out", i), ("k", i)]
+        final = [("out", i) for i in range(n)] + [("k", i) for i in range(n)]
+        return x.permute(list(range(lead)) + [lead + tail.index(lbl) for lbl in final])
+
+    def _windows(self, pads: tuple, ks: tuple[int, ...], stride: Any, dilation: Any) -> Tensor:
+        """self.pad(pads)._pool(ks, stride, dilation), replaying the movement ops worked out once per shape."""
+        key = (self.shape, self.dtype, tuple(pads), tuple(ks), _as_key(stride), _as_key(dilation))
+        recipe = _window_recipes.get(key)
+        if recipe is None:
+            # a stand-in of the same shape (never allocated): the recipe depends on shapes only
+            buf = UOp.new_buffer(self.device, max(self.numel(), 1), self.dtype)
+            probe = Tensor(UOp(Ops.RESHAPE, self.dtype, (buf,), self.shape))
+            recipe = _movement_recipe(probe.pad(pads)._pool(ks, stride, dilation).uop, probe.uop)
+            if len(_window_recipes) >= 256:
+                _window_recipes.clear()
+            _window_recipes[key] = recipe
+        u = self.uop
+        for op, arg in recipe:
+            u = UOp(op, u.dtype, (u,), arg)
+        return Tensor(u)
+
+    def _pool1d(self, k: int, s: int, d: int) -> Tensor:
+        # windows of the last axis as (..., o, k). Repeat the axis e times and read the flat result in rows of
+        # R = m*L + d: element (j, i*s) of that grid is at flat j*R + i*s, i.e. x[(j*d + i*s) mod L] = x[j*d + i*s]
+        lead, L = self.shape[:-1], self.shape[-1]
+        o = (L - d * (k - 1) - 1) // s + 1
+        if o <= 0 or k <= 0:
+            raise ShapeError(f"pool: kernel {k} (dilation {d}) doesn't fit an axis of size {L}")
+        m = max(1, math.ceil((o * s - d) / L))
+        R = m * L + d
+        e = math.ceil(k * R / L)
+        x = self.unsqueeze(-2).expand(lead + (e, L)).reshape(lead + (e * L,))
+        x = x._slice_axis(len(lead), 0, k * R).reshape(lead + (k, R))
+        x = x._slice_axis(len(lead) + 1, 0, o * s).reshape(lead + (k, o, s))
+        x = x._slice_axis(len(lead) + 2, 0, 1).reshape(lead + (k, o))
+        return x.transpose(-1, -2)
+
+    def conv2d(
+        self,
+        weight: Tensor,
+        bias: Tensor | None = None,
+        groups: int = 1,
+        stride: int | Sequence[int] = 1,
+        dilation: int | Sequence[int] = 1,
+        padding: int | str | Sequence[int] = 0,
+    ) -> Tensor:
+        """N-d convolution (cross-correlation) of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel).
+
+        padding: an int, one int per spatial dim, 2 ints per spatial dim (tinygrad order: last dim first, as
+        PyTorch's F.pad), "valid" or "same" (stride 1).
+
+        >>> Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
+        [[[[4.0, 4.0], [4.0, 4.0]]]]
+        """
+        if not isinstance(weight, Tensor):
+            raise TypeError("conv2d: weight must be a Tensor")
+        nd = weight.ndim - 2
+        if nd < 1 or self.ndim != nd + 2:
+            raise ShapeError(f"conv: input {self.shape} and weight {weight.shape} need N+2 and N+2 dims (N >= 1)")
+        (bs, cin_), (cout, cin), ks = self.shape[:2], weight.shape[:2], weight.shape[2:]
+        if groups < 1 or cin_ != groups * cin:
+            raise ShapeError(
+                f"conv: input {self.shape} has {cin_} channels but weight {weight.shape} with groups={groups} "
+                f"expects {groups * cin}"
+            )
+        if cout % groups:
+            raise ShapeError(f"conv: {cout} output channels of weight {weight.shape} don't split into {groups} groups")
+        if bias is not None and bias.shape != (cout,):
+            raise ShapeError(f"conv: bias shape {bias.shape} should be ({cout},)")
+        _positive_n(stride, nd, "stride", "conv2d")
+        pads = _conv_pads(padding, nd, ks, _positive_n(dilation, nd, "dilation", "conv2d"), "conv2d")
+        x = self._windows(((0, 0), (0, 0)) + pads, ks, stride, dilation)
+        out_sp = x.shape[2 : 2 + nd]
+        rcout = cout // groups
+        out_dt = least_upper_dtype(self.dtype, weight.dtype)
+        x = x.cast(out_dt).reshape((bs, groups, 1, cin) + out_sp + ks)
+        w = weight.cast(out_dt).reshape((1, groups, rcout, cin) + (1,) * nd + ks)
+        prod_ = x._broadcast_to((bs, groups, rcout, cin) + out_sp + ks) * w._broadcast_to(
+            (bs, groups, rcout, cin) + out_sp + ks
+        )
+        reduce_axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
+        ret = prod_.sum(reduce_axes, dtype=_sum_acc_dtype(out_dt)).cast(out_dt).reshape((bs, cout) + out_sp)
+        return ret if bias is None else ret + bias.cast(out_dt).reshape((1, cout) + (1,) * nd)
+
+    def conv1d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
+        """1-d convolution of (N, C, L); see conv2d."""
+        if self.ndim != 3 or weight.ndim != 3:
+            raise ShapeError(f"conv1d: needs a 3-d input and weight, got {self.shape} and {weight.shape}")
+        return self.conv2d(weight, bias, **kwargs)
+
+    def conv3d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
+        """3-d convolution of (N, C, D, H, W); see conv2d."""
+        if self.ndim != 5 or weight.ndim != 5:
+            raise ShapeError(f"conv3d: needs a 5-d input and weight, got {self.shape} and {weight.shape}")
+        return self.conv2d(weight, bias, **kwargs)
+
+    def conv_transpose2d(
+        self,
+        weight: Tensor,
+        bias: Tensor | None = None,
+        groups: int = 1,
+        stride: int | Sequence[int] = 1,
+        dilation: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        output_padding: int | Sequence[int] = 0,
+    ) -> Tensor:
+        """Transposed convolution with weight (C_in, C_out/groups, *kernel), as torch's conv_transpose2d.
+
+        >>> Tensor.ones(1, 1, 2, 2).conv_transpose2d(Tensor.ones(1, 1, 2, 2)).shape
+        (1, 1, 3, 3)
+        """
+        nd = weight.ndim - 2
+        if nd < 1 or self.ndim != nd + 2:
+            raise ShapeError(f"conv_transpose: input {self.shape} and weight {weight.shape} need N+2 dims each")
+        cin, rcout, ks = weight.shape[0], weight.shape[1], weight.shape[2:]
+        if self.shape[1] != cin or cin % groups:
+            raise ShapeError(
+                f"conv_transpose: input {self.shape} has {self.shape[1]} channels, weight {weight.shape} expects {cin} "
+                f"(groups={groups})"
+            )
+        s_, d_ = (
+            _positive_n(stride, nd, "stride", "conv_transpose2d"),
+            _positive_n(dilation, nd, "dilation", "conv_transpose2d"),
+        )
+        p_, op_ = _tuple_n(padding, nd, "padding"), _tuple_n(output_padding, nd, "output_padding")
+        if any(v < 0 for v in p_ + op_):
+            raise ValueError(
+                "conv_transpose2d: padding and output_padding must not be negative, "
+                f"got {padding!r} and {output_padding!r}"
+            )
+        # weight as a plain conv's: (groups * C_out/groups, C_in/groups, *kernel), flipped in space
+        w = (
+            weight.reshape((groups, cin // groups, rcout) + ks)
+            .transpose(1, 2)
+            .reshape((groups * rcout, cin // groups) + ks)
+        )
+        w = w.flip(tuple(range(2, 2 + nd)))
+        x = self
+        for i, s in enumerate(s_):
+            if s > 1:
+                # insert s - 1 zeros between neighbours along this axis
+                ax = 2 + i
+                L = x.shape[ax]
+                x = x.unsqueeze(ax + 1).pad(tuple((0, s - 1) if a == ax + 1 else (0, 0) for a in range(x.ndim + 1)))
+                x = x.flatten(ax, ax + 1)._slice_axis(ax, 0, (L - 1) * s + 1)
+        pads = tuple((d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, d_, p_, op_, strict=True))
+        x = x.pad(((0, 0), (0, 0)) + pads)
+        return x.conv2d(w, bias, groups=groups, dilation=d_)
+
+    def _pool_prepare(
+        self, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool, op: str
+    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[tuple[int, int], ...], tuple[int, ...]]:
+        nk = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
+        k_ = _positive_n(kernel_size, nk, "kernel_size", op)
+        n = len(k_)
+        if self.ndim < n:
+            raise ShapeError(f"{op}: kernel {k_} has more dims than the input shape {self.shape}")
+        s_ = _positive_n(stride if stride is not None else k_, n, "stride", op)
+        d_ = _positive_n(dilation, n, "dilation", op)
+        pads = _conv_pads(padding, n, k_, d_, op)
+        extra = []
+        for L, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads, strict=True):
+            span = L + pb + pa - d * (k - 1) - 1
+            if span < 0:
+                raise ShapeError(f"{op}: kernel {k_} (dilation {d_}) is larger than the padded input {self.shape}")
+            o = (-(-span // s) if ceil_mode else span // s) + 1
+            # the last window must start inside the input or the left padding (PyTorch's rule)
+            if ceil_mode and (o - 1) * s >= L + pb:
+                o -= 1
+            extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (L + pb + pa)))
+        return k_, s_, d_, pads, tuple(extra)
+
+    def max_pool2d(
+        self,
+        kernel_size: int | Sequence[int] = (2, 2),
+        stride: int | Sequence[int] | None = None,
+        dilation: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+        return_indices: bool = False,
+    ) -> Any:
+        """Max over windows of the last len(kernel_size) axes (padding counts as -inf). With return_indices, also
+        where each max is: its (int32) flat index in the input's pooled plane (the first one on a tie), as torch.
+
+        >>> Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()
+        [[[[5, 7], [13, 15]]]]
+        """
+        k_, s_, d_, pads, extra = self._pool_prepare(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
+        n = len(k_)
+        full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))
+        low = dtypes.min(self.dtype)
+        windows = self.pad(full, value=low)._pool(k_, s_, d_)
+        axes = tuple(range(-n, 0))
+        values = windows.max(axes)
+        if not return_indices:
+            return values
+        # the flat position of every input element (padding: past the end), pooled the same way
+        plane = prod(self.shape[-n:])
+        pos = Tensor(np.arange(plane, dtype=np.int32).reshape(self.shape[-n:]), device=self.device)
+        pos_windows = pos.pad(full[-n:], value=plane)._pool(k_, s_, d_)
+        m = values.reshape(values.shape + (1,) * n)
+        hit = windows == m
+        if dtypes.is_float(self.dtype):
+            hit = hit | (windows.isnan() & m.isnan())
+        # positions grow along a window in scan order: the smallest hit is the first
+        indices = hit.where(pos_windows, plane).min(axes)
+        # the gradient goes to that first max only (as PyTorch's backward through the indices)
+        first = pos_windows == indices.reshape(indices.shape + (1,) * n)
+        values = first.where(windows, low).max(axes)
+        return values, indices
+
+    def max_unpool2d(
+        self,
+        indices: Tensor,
+        kernel_size: int | Sequence[int] = (2, 2),
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        output_size: Sequence[int] | None = None,
+    ) -> Tensor:
+        """The inverse of max_pool2d(return_indices=True): zeros with each value put back at its index.
+
+        >>> v, i = Tensor([[[[1.0, 2.0], [3.0, 4.0]]]]).max_pool2d(return_indices=True)
+        >>> v.max_unpool2d(i).tolist()
+        [[[[0.0, 0.0], [0.0, 4.0]]]]
+        """
+        k_ = _tuple_n(kernel_size, len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2, "kernel_size")
+        n = len(k_)
+        s_ = _tuple_n(stride if stride is not None else k_, n, "stride")
+        p_ = _tuple_n(padding, n, "padding")
+        if indices.shape != self.shape or not dtypes.is_int(indices.dtype):
+            raise ShapeError(
+                f"max_unpool2d: indices {indices.shape} ({indices.dtype}) must be ints shaped {self.shape}"
+            )
+        default = tuple((i - 1) * s - 2 * p + k for i, s, p, k in zip(self.shape[-n:], s_, p_, k_, strict=True))
+        out = tuple(output_size[-n:]) if output_size is not None else default
+        batch = self.shape[:-n]
+        flat = Tensor.zeros(*batch, prod(out), dtype=self.dtype, device=self.device)
+        flat = flat.scatter(len(batch), indices.reshape(*batch, -1), self.reshape(*batch, -1))
+        return flat.reshape(batch + out)
+
+    def avg_pool2d(
+        self,
+        kernel_size: int | Sequence[int] = (2, 2),
+        stride: int | Sequence[int] | None = None,
+        dilation: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ) -> Tensor:
+        """Mean over windows of the last len(kernel_size) axes, dividing like PyTorch (see count_include_pad).
+
+        >>> Tensor.arange(16).reshape(1, 1, 4, 4).float().avg_pool2d().tolist()
+        [[[[2.5, 4.5], [10.5, 12.5]]]]
+        """
+        k_, s_, d_, pads, extra = self._pool_prepare(kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
+        n = len(k_)
+        x = self._float()
+        full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))
+        total = x.pad(full)._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
+        # how many elements each window averages: the input, the explicit padding if counted, never the ceil overhang
+        ones = Tensor.ones(self.shape[-n:], device=self.device, dtype=x.dtype)
+        ones = ones.pad(pads, value=1.0 if count_include_pad else 0.0)
+        ones = ones.pad(tuple((0, e) for e in extra))
+        count = ones._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
+        return total / count
+
+    def interpolate(self, size: int | Sequence[int], mode: str = "linear", align_corners: bool = False) -> Tensor:
+        """Resize the spatial axes (all but the first two) to `size`: mode "linear" (bi/trilinear, separable),
+        "nearest" or "nearest-exact", as torch.nn.functional.interpolate.
+
+        >>> Tensor([[[1.0, 2.0]]]).interpolate(4, mode="nearest").tolist()
+        [[[1.0, 1.0, 2.0, 2.0]]]
+        """
+        if mode not in ("linear", "bilinear", "trilinear", "nearest", "nearest-exact"):
+            raise ValueError(f"interpolate: unknown mode {mode!r}; use linear, nearest or nearest-exact")
+        nsp = self.ndim - 2
+        if nsp < 1:
+            raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
+        out_size = _positive_n(size, nsp, "size", "interpolate")
+        # an integer image stays one: each axis (the last first) resized, then rounded half up (as PyTorch for uint8)
+        as_int = not mode.startswith("nearest") and not dtypes.is_float(self.dtype)
+        x = self if mode.startswith("nearest") or as_int else self._float()
+        axes = list(enumerate(zip(self.shape[2:], out_size, strict=True)))
+        for i, (L, O) in reversed(axes) if as_int else axes:
+            ax = 2 + i
+            if L == O:
+                continue
+            pos = np.arange(O, dtype=np.float64)
+            if mode == "nearest":
+                idx = np.minimum(np.floor(pos * (L / O)).astype(np.int64), L - 1)
+                x = x._take(ax, idx)
+                continue
+            if mode == "nearest-exact":
+                idx = np.minimum(np.floor((pos + 0.5) * (L / O)).astype(np.int64), L - 1)
+                x = x._take(ax, idx)
+                continue
+            if align_corners:
+                src = pos * ((L - 1) / (O - 1)) if O > 1 else np.zeros(O)
+            else:
+                src = np.maximum((pos + 0.5) * (L / O) - 0.5, 0.0)
+            lo = np.minimum(np.floor(src).astype(np.int64), L - 1)
+            hi = np.minimum(lo + 1, L - 1)
+            xf = x._float()
+            w = Tensor((src - lo).astype(np.float32), device=self.device).cast(xf.dtype)
+            w = w.reshape(tuple(O if a == ax else 1 for a in range(x.ndim)))
+            a, b = xf._take(ax, lo), xf._take(ax, hi)
+            x = a + (b - a) * w
+            if as_int:
+                x = (x + 0.5).floor().cast(self.dtype)
+        return x
+
+    def _take(self, axis: int, idx: np.ndarray) -> Tensor:
+        # self indexed by a host list along one axis
+        if len(idx) and np.all(np.diff(idx) == 1):
+            return self._slice_axis(axis, int(idx[0]), int(idx[-1]) + 1)
+        index: list[Any] = [slice(None)] * axis + [Tensor(idx.astype(np.int32), device=self.device)]
+        return self[tuple(index)]

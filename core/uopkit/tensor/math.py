@@ -1,0 +1,584 @@
+"""Unary math (exp, log, trigonometry, rounding, pow), activations, hyperbolic and inverse functions: a mixin of
+`Tensor`."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from uopkit.dtype import (
+    dtypes,
+    least_upper_float,
+)
+from uopkit.tensor.support import (
+    ArgumentError,
+    _with_derivative,
+    _with_gradient_of,
+)
+from uopkit.uop.ops import Ops
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+
+class MathMixin:
+    __slots__ = ()
+
+    # ---- unary math; every transcendental is built from EXP2, LOG2, SIN, SQRT and RECIP
+
+    def _float(self) -> Tensor:
+        return self.cast(least_upper_float(self.dtype))
+
+    def _unary_float(self, op: Ops) -> Tensor:
+        return self._float()._alu(op)
+
+    def exp2(self) -> Tensor:
+        """2 ** x.
+
+        >>> Tensor([3.0]).exp2().tolist()
+        [8.0]
+        """
+        return self._unary_float(Ops.EXP2)
+
+    def log2(self) -> Tensor:
+        """Base-2 logarithm.
+
+        >>> Tensor([8.0]).log2().tolist()
+        [3.0]
+        """
+        return self._unary_float(Ops.LOG2)
+
+    def exp(self) -> Tensor:
+        """e ** x, accurate to the dtype over its whole range.
+
+        >>> round(Tensor([1.0]).exp().item(), 5)
+        2.71828
+        """
+        # codegen recognizes EXP2(x * log2(e)) and reduces x by ln2 in two parts (see codegen/transcendental.py)
+        return (self._float() * (1 / math.log(2)))._alu(Ops.EXP2)
+
+    def log(self) -> Tensor:
+        """Natural logarithm.
+
+        >>> round(Tensor([math.e]).log().item(), 5)
+        1.0
+        """
+        return self._unary_float(Ops.LOG2) * math.log(2)
+
+    def log1p(self) -> Tensor:
+        """log(1 + x), accurate for small x.
+
+        >>> Tensor([1e-10]).log1p().tolist()[0] > 0
+        True
+        """
+        x = self._float()
+        u = x + 1
+        exact = u == 1
+        # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg); u == 1 means log1p(x) ~ x (and the unused
+        # branch divides by 1 there, so its gradient stays finite)
+        corrected = u.log() * x / exact.where(1, u - 1)
+        return exact.where(x, (u == math.inf).where(math.inf, corrected))
+
+    def expm1(self) -> Tensor:
+        """exp(x) - 1, accurate for small x.
+
+        >>> Tensor([0.0]).expm1().tolist()
+        [0.0]
+        """
+        x = self._float()
+        u = x.exp()
+        # (u - 1) * x / log(u) corrects the rounding of exp for small x (Kahan); away from 0, u - 1 is accurate as it
+        # is, and the correction's (u - 1) * x would overflow near the top of the range (expm1(88) in float32)
+        corrected = (u - 1) * x / u.log()
+        near_zero = (u > 0.5) & (u < 2.0)
+        return (u == 1).where(x, near_zero.where(corrected, u - 1))
+
+    def sqrt(self) -> Tensor:
+        """Square root.
+
+        >>> Tensor([4.0]).sqrt().tolist()
+        [2.0]
+        """
+        return self._unary_float(Ops.SQRT)
+
+    def rsqrt(self) -> Tensor:
+        """1 / sqrt(x).
+
+        >>> Tensor([4.0]).rsqrt().tolist()
+        [0.5]
+        """
+        return self.sqrt().reciprocal()
+
+    def reciprocal(self) -> Tensor:
+        """1 / x.
+
+        >>> Tensor([4.0]).reciprocal().tolist()
+        [0.25]
+        """
+        return self._unary_float(Ops.RECIP)
+
+    def sin(self) -> Tensor:
+        """Sine.
+
+        >>> Tensor([0.0]).sin().tolist()
+        [0.0]
+        """
+        return self._unary_float(Ops.SIN)
+
+    def cos(self) -> Tensor:
+        """Cosine, as 1 - 2 sin(x/2)**2 (x/2 is exact, so large arguments stay accurate).
+
+        >>> Tensor([0.0]).cos().tolist()
+        [1.0]
+        """
+        x = self._float()
+        if x.dtype.itemsize < 4:
+            # three half-precision roundings would be a few ulp off: one rounding of the float32 answer
+            return x.float().cos().cast(x.dtype)
+        s = (x * 0.5).sin()
+        return 1 - 2 * s * s
+
+    def tan(self) -> Tensor:
+        """Tangent, sin(x) / cos(x).
+
+        >>> round(Tensor([math.pi / 4]).tan().item(), 5)
+        1.0
+        """
+        x = self._float()
+        if x.dtype.itemsize < 4:
+            # the exact products below need float32's bits
+            return x.float().tan().cast(x.dtype)
+        # x = k * pi/2 + r with |r| <= pi/4, pi/2 in three parts (Cody-Waite) so that k * part is exact for |k| < 2**13:
+        # sin(x) / cos(x) loses all relative accuracy (and the sign) next to the poles, where cos(x) ~ 0
+        k = (x * (2 / math.pi)).round()
+        r = x - k * 1.5703125 - k * 4.837512969970703125e-4 - k * 7.54978995489188216e-8
+        half = r * 0.5
+        s, c = r.sin(), 1 - 2 * half.sin() * half.sin()
+        odd = (k * 0.5).floor() != k * 0.5
+        reduced = odd.where(-c / s, s / c)
+        return (x.abs() < 12000).where(reduced, x.sin() / x.cos())
+
+    def trunc(self) -> Tensor:
+        """Round toward zero.
+
+        >>> Tensor([-1.5, 1.5]).trunc().tolist()
+        [-1.0, 1.0]
+        """
+        return self if not dtypes.is_float(self.dtype) else self._alu(Ops.TRUNC)
+
+    def floor(self) -> Tensor:
+        """Round toward -inf.
+
+        >>> Tensor([-1.5, 1.5]).floor().tolist()
+        [-2.0, 1.0]
+        """
+        if not dtypes.is_float(self.dtype):
+            return self
+        t = self.trunc()
+        return (self < t).where(t - 1, t)
+
+    def ceil(self) -> Tensor:
+        """Round toward +inf.
+
+        >>> Tensor([-1.5, 1.5]).ceil().tolist()
+        [-1.0, 2.0]
+        """
+        if not dtypes.is_float(self.dtype):
+            return self
+        t = self.trunc()
+        return (self > t).where(t + 1, t)
+
+    def round(self) -> Tensor:
+        """Round half to even (as numpy and PyTorch).
+
+        >>> Tensor([0.5, 1.5, 2.5, -0.5]).round().tolist()
+        [0.0, 2.0, 2.0, -0.0]
+        """
+        if not dtypes.is_float(self.dtype):
+            return self
+        t = self.trunc()
+        frac = self - t
+        step = (self > 0).where(1.0, -1.0).cast(self.dtype)
+        t_is_odd = (t * 0.5).trunc() != t * 0.5
+        up = (frac.abs() > 0.5) | ((frac.abs() == 0.5) & t_is_odd)
+        return up.where(t + step, t)
+
+    def abs(self) -> Tensor:
+        """|x|.
+
+        >>> Tensor([-2, 3]).abs().tolist()
+        [2, 3]
+        """
+        if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
+            return self
+        # both zeros give +0.0 (MAX of +0.0 and -0.0 may pick either), NaN stays NaN; the gradient at 0 is 0 as in torch
+        return (self < 0).where(-self, (self == 0).where(0, self))
+
+    def sign(self) -> Tensor:
+        """-1, 0 or 1 (NaN stays NaN).
+
+        >>> Tensor([-2.0, 0.0, 3.0]).sign().tolist()
+        [-1.0, 0.0, 1.0]
+        """
+        if self.dtype == dtypes.bool:
+            return self
+        ret = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        return self.isnan().where(self, ret) if dtypes.is_float(self.dtype) else ret
+
+    def copysign(self, other: Any) -> Tensor:
+        """|self| with the sign (bit) of `other`, so -0.0 counts as negative; float result, as torch.copysign.
+
+        >>> Tensor([1.0, -2.0]).copysign(Tensor([-0.0, 3.0])).tolist()
+        [-1.0, 2.0]
+        """
+        x, y = self._float()._broadcasted(other, op="copysign")
+        x, y = x._float(), y._float()
+        # the sign bit of y: negative values, and -0.0 (1 / -0.0 is -inf)
+        neg = (y < 0) | ((y == 0) & (y.reciprocal() < 0))
+        # |x|, with a zero gradient at 0 (as PyTorch's sign(x) * sign(y))
+        mag = (x < 0).where(-x, (x == 0).where(0.0, x))
+        # other gets a zero gradient (it only chooses the sign), as in PyTorch
+        return Tensor.full(mag.shape, True, device=self.device).where(neg.where(-mag, mag), y)
+
+    def isclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+        """|self - other| <= atol + rtol |other| elementwise; infinities are close only to themselves.
+
+        >>> Tensor([1.0, 2.0]).isclose(Tensor([1.0 + 1e-7, 2.1])).tolist()
+        [True, False]
+        """
+        a, b = self._broadcasted(other, op="isclose")
+        ret = a == b
+        if dtypes.is_float(a.dtype):
+            finite = (a - a == 0) & (b - b == 0)
+            ret = ret | (finite & ((a - b).abs() <= atol + rtol * b.abs()))
+            if equal_nan:
+                ret = ret | (a.isnan() & b.isnan())
+        else:
+            ret = ret | ((a - b).abs().cast(dtypes.float64) <= atol + rtol * b.abs().cast(dtypes.float64))
+        return ret
+
+    def square(self) -> Tensor:
+        """x * x.
+
+        >>> Tensor([3]).square().tolist()
+        [9]
+        """
+        return self * self
+
+    def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
+        """Clamp to [min_, max_] (either may be None).
+
+        >>> Tensor([-1, 5, 10]).clip(0, 6).tolist()
+        [0, 5, 6]
+        """
+        if min_ is None and max_ is None:
+            raise ArgumentError("clip: at least one of min_ and max_ must be given")
+        t = self
+        if min_ is not None:
+            t = t.maximum(min_)
+        if max_ is not None:
+            t = t.minimum(max_)
+        return t
+
+    clamp = clip
+
+    def pow(self, x: Any, reverse: bool = False) -> Tensor:
+        """self ** x; small integer exponents multiply, others use POW (negative bases with integer exponents work).
+
+        >>> Tensor([2, 3]).pow(2).tolist()
+        [4, 9]
+        >>> Tensor([-2.0]).pow(3.0).tolist()
+        [-8.0]
+        """
+        if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer():
+            if self.dtype == dtypes.bool:
+                # bool ** number promotes like bool + number (torch: bool ** 2 is an integer tensor)
+                return self.cast(dtypes.default_int if isinstance(x, int) else dtypes.default_float).pow(x)
+            if x == 0:
+                # ones, still computed from self so that its gradient is zeros (as PyTorch), and 1 for inf and nan
+                return Tensor.full(self.shape, True, device=self.device).where(1, self)
+            if 0 < x <= 8:
+                ret = self
+                for _ in range(int(x) - 1):
+                    ret = ret * self
+                return ret
+            if -8 <= x < 0 and dtypes.is_float(self.dtype):
+                # (1/x)**n rather than 1/x**n: at x = 0 the gradient is -inf (no 0 * inf), as PyTorch's n x**(n-1)
+                return self.reciprocal().pow(-x)
+            if x < 0 and isinstance(x, int) and not dtypes.is_float(self.dtype):
+                # the answer is not an integer (torch refuses too); a tensor of exponents gives truncated results
+                raise ValueError(
+                    f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {x}); "
+                    "cast to a float dtype first"
+                )
+        a, b = self._broadcasted(x, reverse, "pow")
+        if a.dtype == dtypes.bool:
+            a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+        if dtypes.is_int(a.dtype):
+            # an integer power computed in float64 (exact up to 2**53), as torch gives an int result
+            return a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64)).cast(a.dtype)
+        return a._alu(Ops.POW, b)
+
+    def __pow__(self, x: Any) -> Tensor:
+        return self.pow(x)
+
+    def __rpow__(self, x: Any) -> Tensor:
+        return self.pow(x, reverse=True)
+
+    # ---- activations
+
+    def relu(self) -> Tensor:
+        """max(x, 0).
+
+        >>> Tensor([-1.0, 2.0]).relu().tolist()
+        [0.0, 2.0]
+        """
+        return (self > 0).where(self, 0)
+
+    def sigmoid(self) -> Tensor:
+        """1 / (1 + exp(-x)), stable for large |x|.
+
+        >>> Tensor([0.0]).sigmoid().tolist()
+        [0.5]
+        """
+        x = self._float()
+        neg = x < 0
+        # e = exp(-|x|) never overflows, so neither the value nor its gradient meets inf * 0 at large |x|
+        e = neg.where(x, -x).exp()
+        return neg.where(e, 1) / (1 + e)
+
+    def logsigmoid(self) -> Tensor:
+        """log(sigmoid(x)) = -softplus(-x)."""
+        return -(-self).softplus()
+
+    def tanh(self) -> Tensor:
+        """Hyperbolic tangent, (1 - e) / (1 + e) with e = exp(-2|x|) and the sign of x.
+
+        >>> Tensor([0.0]).tanh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        e = (-2 * x.abs()).exp()
+        # for small |x|, expm1 keeps the digits that 1 - e would cancel
+        num = -(-2 * x.abs()).expm1()
+        t = (num / (1 + e)).abs()
+        # the gradient is taken from 2 sigmoid(2x) - 1 (the same function, finite derivatives everywhere)
+        return _with_gradient_of((x < 0).where(-t, t), 2 * (2 * x).sigmoid() - 1)
+
+    # ---- hyperbolic and inverse trigonometric functions, erf: each value computed where it is accurate, its gradient
+    # the textbook derivative (see _with_derivative), so no branch's inf or nan leaks into a gradient
+
+    def sinh(self) -> Tensor:
+        """Hyperbolic sine (a series near 0, where (e^x - e^-x) / 2 would cancel).
+
+        >>> Tensor([0.0]).sinh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(x._sinh_value(), x, (x.exp() + (-x).exp()) / 2)
+
+    def _sinh_value(self) -> Tensor:
+        small = self.abs() < 1
+        xs = small.where(self, 0)
+        z = xs * xs
+        series = xs * (1 + z / 6 * (1 + z / 20 * (1 + z / 42 * (1 + z / 72 * (1 + z / 110)))))
+        return small.where(series, (self.exp() - (-self).exp()) / 2)
+
+    def cosh(self) -> Tensor:
+        """Hyperbolic cosine.
+
+        >>> Tensor([0.0]).cosh().tolist()
+        [1.0]
+        """
+        x = self._float()
+        # the gradient is sinh computed accurately (e^x - e^-x would cancel near 0)
+        return _with_derivative((x.exp() + (-x).exp()) / 2, x, x._sinh_value())
+
+    def asinh(self) -> Tensor:
+        """Inverse hyperbolic sine.
+
+        >>> Tensor([0.0]).asinh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(x._odd(Tensor._asinh_abs), x, (x * x + 1).rsqrt())
+
+    def _asinh_abs(self) -> Tensor:
+        # log(2a) where a*a would overflow; log1p(a + a^2 / (1 + sqrt(a^2 + 1))) keeps the digits near 0
+        huge = self > 1e10
+        a = huge.where(0, self)
+        near = (a + a * a / (1 + (a * a + 1).sqrt())).log1p()
+        return huge.where(huge.where(self, 1).log() + math.log(2), near)
+
+    def _odd(self, on_abs: Any) -> Tensor:
+        # an odd function from its values on |x| (|x| as a select: its gradient is +-1, also at 0)
+        neg = self < 0
+        r = on_abs(neg.where(-self, self))
+        return neg.where(-r, r)
+
+    def acosh(self) -> Tensor:
+        """Inverse hyperbolic cosine (nan below 1).
+
+        >>> Tensor([1.0]).acosh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        huge = x > 1e10
+        t = huge.where(0, x - 1)
+        near = (t + (2 * t + t * t).sqrt()).log1p()
+        derivative = ((x - 1) * (x + 1)).rsqrt()
+        return _with_derivative(huge.where(huge.where(x, 1).log() + math.log(2), near), x, derivative)
+
+    def atanh(self) -> Tensor:
+        """Inverse hyperbolic tangent: (log1p(x) - log1p(-x)) / 2.
+
+        >>> Tensor([0.0]).atanh().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative((x.log1p() - (-x).log1p()) / 2, x, (1 - x * x).reciprocal())
+
+    def atan(self) -> Tensor:
+        """Inverse tangent: reduced to |t| <= tan(pi/8) (pi/2 - atan(1/x), pi/4 + atan((x-1)/(x+1))), then a
+        polynomial (Cephes' single-precision coefficients).
+
+        >>> Tensor([0.0]).atan().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(x._odd(Tensor._atan_abs), x, (1 + x * x).reciprocal())
+
+    def _atan_abs(self) -> Tensor:
+        big, mid = self > 2.414213562373095, self > 0.4142135623730950
+        t = big.where(-big.where(self, 1).reciprocal(), mid.where((self - 1) / (self + 1), self))
+        offset = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0))
+        z = t * t
+        poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
+        return offset + poly
+
+    def asin(self) -> Tensor:
+        """Inverse sine: atan(x / sqrt((1 - x)(1 + x))) (nan outside [-1, 1]).
+
+        >>> Tensor([0.0]).asin().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative((x / ((1 - x) * (1 + x)).sqrt()).atan(), x, ((1 - x) * (1 + x)).rsqrt())
+
+    def acos(self) -> Tensor:
+        """Inverse cosine: 2 atan(sqrt((1 - x) / (1 + x))), accurate near 1.
+
+        >>> Tensor([1.0]).acos().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(2 * ((1 - x) / (1 + x)).sqrt().atan(), x, -((1 - x) * (1 + x)).rsqrt())
+
+    def erf(self) -> Tensor:
+        """The error function: its Taylor series below 0.5, Abramowitz & Stegun 7.1.26 above (error < 2e-7).
+
+        >>> Tensor([0.0]).erf().tolist()
+        [0.0]
+        """
+        x = self._float()
+        return _with_derivative(x._odd(Tensor._erf_abs), x, (2 / math.sqrt(math.pi)) * (-x * x).exp())
+
+    def _erf_abs(self) -> Tensor:
+        small = self < 0.5
+        s = small.where(self, 0)
+        z = s * s
+        series = (
+            s * (2 / math.sqrt(math.pi)) * (1 - z * (1 / 3 - z * (1 / 10 - z * (1 / 42 - z * (1 / 216 - z / 1320)))))
+        )
+        t = (1 + 0.3275911 * self).reciprocal()
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        return small.where(series, 1 - poly * (-self * self).exp())
+
+    def gelu(self, approximate: str = "tanh") -> Tensor:
+        """GELU: the tanh approximation by default (as tinygrad; PyTorch's approximate="tanh"), or the exact
+        x * (1 + erf(x / sqrt 2)) / 2 with approximate="none" (PyTorch's default).
+
+        >>> Tensor([0.0]).gelu().tolist()
+        [0.0]
+        """
+        if approximate not in ("tanh", "none"):
+            raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+        x = self._float()
+        if approximate == "none":
+            return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+        return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+
+    def quick_gelu(self) -> Tensor:
+        """x * sigmoid(1.702 x)."""
+        return self * (self * 1.702).sigmoid()
+
+    def silu(self) -> Tensor:
+        """x * sigmoid(x).
+
+        >>> Tensor([0.0]).silu().tolist()
+        [0.0]
+        """
+        return self * self.sigmoid()
+
+    swish = silu
+
+    def softplus(self, beta: float = 1.0) -> Tensor:
+        """log(1 + exp(beta x)) / beta, computed without overflow.
+
+        >>> round(Tensor([0.0]).softplus().item(), 5)
+        0.69315
+        """
+        bx = self._float() * beta
+        pos = bx >= 0
+        # max(bx, 0) + log1p(exp(-|bx|)), with selects whose gradients add up to sigmoid(bx) (1/2 at 0, as PyTorch)
+        return (pos.where(bx, 0) + pos.where(-bx, bx).exp().log1p()) * (1 / beta)
+
+    def mish(self) -> Tensor:
+        """x * tanh(softplus(x))."""
+        return self * self.softplus().tanh()
+
+    def elu(self, alpha: float = 1.0) -> Tensor:
+        """x for x > 0, alpha (exp(x) - 1) otherwise.
+
+        >>> Tensor([1.0, 0.0]).elu().tolist()
+        [1.0, 0.0]
+        """
+        x = self._float()
+        return (x > 0).where(x, alpha * x.expm1())
+
+    def celu(self, alpha: float = 1.0) -> Tensor:
+        """max(0, x) + min(0, alpha (exp(x / alpha) - 1))."""
+        x = self._float()
+        return (x > 0).where(x, alpha * (x * (1 / alpha)).expm1())
+
+    def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
+        """gamma * elu(x, alpha) with the self-normalizing constants."""
+        return gamma * self.elu(alpha)
+
+    def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
+        """x for x > 0, neg_slope * x otherwise.
+
+        >>> Tensor([-1.0, 2.0]).leaky_relu(0.1).tolist()
+        [-0.10000000149011612, 2.0]
+        """
+        return (self < 0).where(self * neg_slope, self)
+
+    def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
+        """clip(alpha x + beta, 0, 1)."""
+        return (alpha * self + beta).clip(0, 1)
+
+    def hardswish(self) -> Tensor:
+        """x * relu6(x + 3) / 6."""
+        return self * (self + 3).relu6() * (1 / 6)
+
+    def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+        """clip(x, min_val, max_val)."""
+        return self.clip(min_val, max_val)
+
+    def relu6(self) -> Tensor:
+        """min(max(x, 0), 6)."""
+        return self.relu().minimum(6)
+
+    def softsign(self) -> Tensor:
+        """x / (1 + |x|)."""
+        return self / (1 + self.abs())

@@ -1,0 +1,502 @@
+"""Movement ops: views (reshape, permute, expand, pad, shrink, flip) and their combinations (a mixin of `Tensor`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopkit.dtype import (
+    dtypes,
+    least_upper_dtype,
+)
+from uopkit.helpers import prod
+from uopkit.tensor.support import (
+    ArgumentError,
+    ShapeError,
+    _as_shape,
+    _canonical_device,
+    _contiguous_ids,
+    _normalize_axis,
+    _reshape_uop,
+    _with,
+)
+from uopkit.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+
+class MovementMixin:
+    __slots__ = ()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # movement
+
+    def reshape(self, shape: int | Sequence[int], *args: int) -> Tensor:
+        """The same values in a new shape (one dimension may be -1).
+
+        >>> Tensor.arange(6).reshape(2, -1).shape
+        (2, 3)
+        """
+        new = _as_shape((shape, *args) if args else shape)
+        if new.count(-1) > 1:
+            raise ShapeError(f"reshape: only one dimension can be -1, got {new}")
+        if -1 in new:
+            known = prod(s for s in new if s != -1)
+            if known == 0 or self.numel() % known:
+                raise ShapeError(f"reshape: can't infer -1 in {new} for a tensor of shape {self.shape}")
+            new = tuple(self.numel() // known if s == -1 else s for s in new)
+        if prod(new) != self.numel() or any(s < 0 for s in new):
+            raise ShapeError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {new}")
+        return self if new == self.shape else Tensor(_reshape_uop(self.uop, new))
+
+    def view(self, *shape: Any) -> Tensor:
+        """Alias of reshape.
+
+        >>> Tensor.arange(4).view(2, 2).shape
+        (2, 2)
+        """
+        return self.reshape(*shape)
+
+    def permute(self, order: Sequence[int], *args: int) -> Tensor:
+        """Reorder the axes.
+
+        >>> Tensor.zeros(2, 3, 4).permute(2, 0, 1).shape
+        (4, 2, 3)
+        """
+        order = (order,) if isinstance(order, (int, np.integer)) and not args else order  # type: ignore[assignment]
+        order = tuple(order) if not args else (order, *args)  # type: ignore[arg-type]
+        if len(order) != self.ndim:
+            raise ShapeError(f"permute: {order} names {len(order)} axes, the tensor has {self.ndim} {self.shape}")
+        norm = tuple(_normalize_axis(a, self.ndim, "permute", self.shape) for a in order)
+        if sorted(norm) != list(range(self.ndim)):
+            raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
+        return self if norm == tuple(range(self.ndim)) else Tensor(UOp(Ops.PERMUTE, self.dtype, (self.uop,), norm))
+
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+        """Swap two axes.
+
+        >>> Tensor.zeros(2, 3).transpose().shape
+        (3, 2)
+        """
+        order = list(range(self.ndim))
+        a = _normalize_axis(dim0, self.ndim, "transpose", self.shape)
+        b = _normalize_axis(dim1, self.ndim, "transpose", self.shape)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self) -> Tensor:
+        """All axes reversed.
+
+        >>> Tensor.zeros(2, 3).T.shape
+        (3, 2)
+        """
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def expand(self, shape: Sequence[int], *args: int) -> Tensor:
+        """Broadcast size-1 axes to `shape` (-1 keeps a size).
+
+        >>> Tensor([[1], [2]]).expand(2, 3).tolist()
+        [[1, 1, 1], [2, 2, 2]]
+        """
+        new = _as_shape((shape, *args) if args else shape)
+        if len(new) < self.ndim:
+            raise ShapeError(f"expand: can't expand {self.shape} to fewer dimensions {new}")
+        cur = (1,) * (len(new) - self.ndim) + self.shape
+        new = tuple(c if n == -1 else n for c, n in zip(cur, new, strict=True))
+        for c, n in zip(cur, new, strict=True):
+            if c != n and c != 1:
+                raise ShapeError(f"expand: can't expand {self.shape} to {new}: size {c} is not 1 and differs from {n}")
+        t = self.reshape(cur)
+        return t if new == cur else Tensor(UOp(Ops.EXPAND, self.dtype, (t.uop,), new))
+
+    def pad(
+        self, padding: Sequence[tuple[int, int] | None] | Sequence[int], mode: str = "constant", value: float = 0.0
+    ) -> Tensor:
+        """Pad each axis with (before, after) elements.
+
+        `padding` is one (before, after) pair per axis (tinygrad), or PyTorch's flat form (last axis first).
+        `mode` is "constant" (with `value`), "reflect", "replicate" or "circular". Negative padding crops.
+
+        >>> Tensor([1, 2, 3]).pad(((1, 2),), mode="reflect").tolist()
+        [2, 1, 2, 3, 2, 1]
+        """
+        if isinstance(mode, (int, float)) and not isinstance(mode, bool):
+            # tinygrad's positional form pad(padding, value)
+            mode, value = "constant", mode
+        if mode not in ("constant", "reflect", "replicate", "circular"):
+            raise ValueError(f"pad: unknown mode {mode!r}; use constant, reflect, replicate or circular")
+        if padding and isinstance(padding[0], (int, np.integer)):
+            flat = [int(p) for p in padding]  # type: ignore[arg-type]
+            if len(flat) % 2 or len(flat) // 2 > self.ndim:
+                raise ShapeError(f"pad: flat padding {flat} needs an even length of at most 2*{self.ndim}")
+            pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)][::-1]
+            padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs
+        pads = tuple((0, 0) if p is None else (int(p[0] or 0), int(p[1] or 0)) for p in padding)  # type: ignore[index]
+        if len(pads) != self.ndim:
+            raise ShapeError(f"pad: {len(pads)} (before, after) pairs for a tensor of shape {self.shape}")
+        if any(b < 0 or a < 0 for b, a in pads):
+            # negative padding crops, first (in every mode, as PyTorch: a reflection is of the cropped values)
+            crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pads, self.shape, strict=True))
+            if any(e < b for b, e in crop):
+                raise ShapeError(f"pad: negative padding {pads} crops more than shape {self.shape} holds")
+            return self.shrink(crop).pad(tuple((max(b, 0), max(a, 0)) for b, a in pads), mode=mode, value=value)
+        if mode != "constant":
+            return self._pad_mode(pads, mode)
+        if all(b == 0 and a == 0 for b, a in pads):
+            return self
+        padded = Tensor(UOp(Ops.PAD, self.dtype, (self.uop,), pads))
+        if value == 0 and not (isinstance(value, float) and math.copysign(1.0, value) < 0):
+            return padded
+        mask = Tensor(
+            UOp(Ops.PAD, dtypes.bool, (Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).uop,), pads)
+        )
+        return mask.where(padded, Tensor(value, device=self.device, dtype=self.dtype))
+
+    def _pad_mode(self, pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+        t = self
+        for ax, (b, a) in enumerate(pads):
+            if b == 0 and a == 0:
+                continue
+            n = t.shape[ax]
+            if mode == "reflect" and (b >= n or a >= n):
+                raise ShapeError(f"pad: reflect padding {(b, a)} must be smaller than axis {ax} of size {n}")
+            if mode == "circular" and (b > n or a > n):
+                raise ShapeError(f"pad: circular padding {(b, a)} can't exceed axis {ax} of size {n}")
+            if mode == "replicate" and n == 0:
+                raise ShapeError(f"pad: can't replicate-pad an empty axis {ax}")
+            parts = []
+            if b:
+                if mode == "reflect":
+                    parts.append(t._slice_axis(ax, 1, b + 1).flip(ax))
+                elif mode == "replicate":
+                    parts.append(t._slice_axis(ax, 0, 1).expand(_with(t.shape, ax, b)))
+                else:
+                    parts.append(t._slice_axis(ax, n - b, n))
+            parts.append(t)
+            if a:
+                if mode == "reflect":
+                    parts.append(t._slice_axis(ax, n - 1 - a, n - 1).flip(ax))
+                elif mode == "replicate":
+                    parts.append(t._slice_axis(ax, n - 1, n).expand(_with(t.shape, ax, a)))
+                else:
+                    parts.append(t._slice_axis(ax, 0, a))
+            t = Tensor.cat(*parts, dim=ax)
+        return t
+
+    def _slice_axis(self, axis: int, start: int, stop: int) -> Tensor:
+        return self.shrink(tuple((start, stop) if i == axis else None for i in range(self.ndim)))
+
+    def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+        """Keep [begin, end) of each axis (None keeps the whole axis).
+
+        >>> Tensor.arange(5).shrink(((1, 3),)).tolist()
+        [1, 2]
+        """
+        if len(arg) != self.ndim:
+            raise ShapeError(f"shrink: {len(arg)} bounds for a tensor of shape {self.shape}")
+        bounds = tuple((0, s) if b is None else (int(b[0]), int(b[1])) for b, s in zip(arg, self.shape, strict=True))
+        for (b, e), s in zip(bounds, self.shape, strict=True):
+            if not 0 <= b <= e <= s:
+                raise ShapeError(f"shrink: bounds {bounds} don't fit in shape {self.shape}")
+        if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape, strict=True)):
+            return self
+        return Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
+
+    def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
+        """Reverse the order along the given axes.
+
+        >>> Tensor([1, 2, 3]).flip(0).tolist()
+        [3, 2, 1]
+        """
+        raw = [axis, *args] if isinstance(axis, (int, np.integer)) else list(axis)
+        axes = {_normalize_axis(a, self.ndim, "flip", self.shape) for a in raw}
+        if not axes or self.ndim == 0:
+            return self
+        return Tensor(UOp(Ops.FLIP, self.dtype, (self.uop,), tuple(i in axes for i in range(self.ndim))))
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        """Drop size-1 axes (all of them, or those in `dim` that have size 1).
+
+        >>> Tensor.zeros(1, 3, 1).squeeze().shape
+        (3,)
+        """
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        if self.ndim == 0:
+            _normalize_axis(dim if isinstance(dim, int) else 0, 0, "squeeze", self.shape)
+            return self
+        dims = [dim] if isinstance(dim, (int, np.integer)) else list(dim)
+        drop = {d for d in (_normalize_axis(d, self.ndim, "squeeze", self.shape) for d in dims) if self.shape[d] == 1}
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in drop))
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        """Insert a size-1 axis at `dim`.
+
+        >>> Tensor.zeros(3).unsqueeze(0).shape
+        (1, 3)
+        """
+        dim = _normalize_axis(dim, self.ndim + 1, "unsqueeze", self.shape)
+        return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Merge axes start_dim..end_dim into one.
+
+        >>> Tensor.zeros(2, 3, 4).flatten(1).shape
+        (2, 12)
+        """
+        if self.ndim == 0:
+            return self.reshape((1,))
+        s = _normalize_axis(start_dim, self.ndim, "flatten", self.shape)
+        e = _normalize_axis(end_dim, self.ndim, "flatten", self.shape)
+        if e < s:
+            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for shape {self.shape}")
+        return self.reshape(self.shape[:s] + (prod(self.shape[s : e + 1]),) + self.shape[e + 1 :])
+
+    def unfold(self, dim: int, size: int, step: int) -> Tensor:
+        """Every window of `size` elements along `dim`, `step` apart, as a new last axis (torch.Tensor.unfold).
+
+        >>> Tensor.arange(5).unfold(0, 2, 2).tolist()
+        [[0, 1], [2, 3]]
+        """
+        dim = _normalize_axis(dim, max(self.ndim, 1), "unfold", self.shape)
+        n = self.shape[dim] if self.ndim else 1
+        if size < 0 or size > n:
+            raise ShapeError(f"unfold: size {size} doesn't fit dimension {dim} of shape {self.shape}")
+        if step <= 0:
+            raise ArgumentError(f"unfold: step must be positive, got {step}")
+        x = self if self.ndim else self.reshape(1)
+        count = (n - size) // step + 1
+        idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+        windows = x._take(dim, idx).unflatten(dim, (count, size))
+        return windows._move_to_end(dim + 1)
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        """Split axis `dim` into `sizes` (one may be -1).
+
+        >>> Tensor.zeros(2, 12).unflatten(1, (3, 4)).shape
+        (2, 3, 4)
+        """
+        dim = _normalize_axis(dim, self.ndim, "unflatten", self.shape)
+        sizes = tuple(sizes)
+        if sizes.count(-1) == 1:
+            known = prod(s for s in sizes if s != -1)
+            sizes = tuple(self.shape[dim] // known if s == -1 else s for s in sizes)
+        if prod(sizes) != self.shape[dim]:
+            raise ShapeError(
+                f"unflatten: sizes {sizes} don't multiply to {self.shape[dim]} (axis {dim} of {self.shape})"
+            )
+        return self.reshape(self.shape[:dim] + sizes + self.shape[dim + 1 :])
+
+    def repeat(self, repeats: int | Sequence[int], *args: int) -> Tensor:
+        """Tile the tensor: `repeats[i]` copies along axis i (extra leading repeats add axes), as torch.Tensor.repeat.
+
+        >>> Tensor([1, 2]).repeat(2).tolist()
+        [1, 2, 1, 2]
+        """
+        reps = _as_shape((repeats, *args) if args else repeats)
+        if len(reps) < self.ndim:
+            raise ShapeError(
+                f"repeat: {len(reps)} repeats for a tensor of shape {self.shape}; need at least {self.ndim}"
+            )
+        if any(r < 0 for r in reps):
+            raise ShapeError(f"repeat: negative repeats {reps}")
+        base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+        inter = tuple(x for s in base.shape for x in (1, s))
+        expanded = tuple(x for r, s in zip(reps, base.shape, strict=True) for x in (r, s))
+        return base.reshape(inter).expand(expanded).reshape(tuple(r * s for r, s in zip(reps, base.shape, strict=True)))
+
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        """Repeat each element `repeats` times along `dim` (flattened when None).
+
+        >>> Tensor([1, 2]).repeat_interleave(2).tolist()
+        [1, 1, 2, 2]
+        """
+        if not isinstance(repeats, (int, np.integer)) or repeats < 0:
+            raise TypeError(f"repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
+        t = self.flatten() if dim is None else self
+        d = 0 if dim is None else _normalize_axis(dim, t.ndim, "repeat_interleave", t.shape)
+        t = t.unsqueeze(d + 1)
+        return t.expand(_with(t.shape, d + 1, int(repeats))).flatten(d, d + 1)
+
+    def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+        """Concatenate tensors along `dim`.
+
+        >>> Tensor([1, 2]).cat(Tensor([3])).tolist()
+        [1, 2, 3]
+        """
+        tensors = [self, *args]
+        if self.ndim == 0:
+            raise ShapeError("cat: zero-dimensional tensors can't be concatenated")
+        dim = _normalize_axis(dim, self.ndim, "cat", self.shape)
+        for t in args:
+            if t.ndim != self.ndim or any(
+                a != b for i, (a, b) in enumerate(zip(t.shape, self.shape, strict=False)) if i != dim
+            ):
+                shapes = [x.shape for x in tensors]
+                raise ShapeError(f"cat: shapes {shapes} differ outside dimension {dim}")
+        dt = least_upper_dtype(*(t.dtype for t in tensors))
+        tensors = [t.cast(dt) for t in tensors if t.shape[dim] > 0] or [self.cast(dt)]
+        if len(tensors) == 1:
+            return tensors[0]
+        total = sum(t.shape[dim] for t in tensors)
+        # each piece padded with zeros to the full length, then added: one fused kernel
+        out, offset = None, 0
+        for t in tensors:
+            pads = tuple((offset, total - offset - t.shape[dim]) if i == dim else (0, 0) for i in range(t.ndim))
+            piece = t.pad(pads)
+            out = piece if out is None else out._alu(Ops.ADD if dt != dtypes.bool else Ops.OR, piece)
+            offset += t.shape[dim]
+        assert out is not None
+        return out
+
+    def stack(self: Tensor | Sequence[Tensor], *args: Tensor, dim: int = 0) -> Tensor:
+        """Stack same-shaped tensors along a new axis `dim`: `a.stack(b)`, `Tensor.stack(a, b)` or
+        `Tensor.stack([a, b])`.
+
+        >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4])).tolist()
+        [[1, 2], [3, 4]]
+        """
+        first = [self] if isinstance(self, Tensor) else list(self)
+        tensors = first + (list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args))
+        if not tensors:
+            raise ValueError("stack: needs at least one tensor")
+        if any(t.shape != tensors[0].shape for t in tensors):
+            raise ShapeError(f"stack: all tensors need the same shape, got {[t.shape for t in tensors]}")
+        dim = _normalize_axis(dim, tensors[0].ndim + 1, "stack", tensors[0].shape)
+        return Tensor.cat(*(t.unsqueeze(dim) for t in tensors), dim=dim)
+
+    def meshgrid(self: Tensor | Sequence[Tensor], *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+        """Coordinate grids from 1-D tensors (`a.meshgrid(b)` or `Tensor.meshgrid(a, b)`), as torch.meshgrid;
+        indexing "xy" swaps the first two axes.
+
+        >>> [t.tolist() for t in Tensor([1, 2]).meshgrid(Tensor([3, 4, 5]))][0]
+        [[1, 1, 1], [2, 2, 2]]
+        """
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        first = [self] if isinstance(self, Tensor) else list(self)
+        tensors = first + (list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args))
+        if any(t.ndim > 1 for t in tensors):
+            raise ShapeError(f"meshgrid: needs 0-d or 1-d tensors, got shapes {[t.shape for t in tensors]}")
+        flat = [t.reshape(-1) for t in tensors]
+        if indexing == "xy" and len(flat) >= 2:
+            flat[0], flat[1] = flat[1], flat[0]
+        shape = tuple(t.shape[0] for t in flat)
+        grids = [t.reshape(_with((1,) * len(flat), i, t.shape[0])).expand(shape) for i, t in enumerate(flat)]
+        if indexing == "xy" and len(grids) >= 2:
+            grids[0], grids[1] = grids[1], grids[0]
+        return tuple(grids)
+
+    def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """Split along `dim` into pieces of `sizes` (an int: equal pieces, the last may be smaller).
+
+        >>> [t.tolist() for t in Tensor.arange(5).split(2)]
+        [[0, 1], [2, 3], [4]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "split", self.shape)
+        n = self.shape[dim]
+        if isinstance(sizes, (int, np.integer)):
+            if sizes <= 0:
+                raise ValueError(f"split: size must be positive, got {sizes}")
+            sizes = [min(int(sizes), n - i) for i in range(0, n, int(sizes))] or [0]
+        if sum(sizes) != n:
+            raise ShapeError(f"split: sizes {list(sizes)} don't add up to {n} (axis {dim} of {self.shape})")
+        out, start = [], 0
+        for s in sizes:
+            out.append(self._slice_axis(dim, start, start + s))
+            start += s
+        return tuple(out)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """Split along `dim` into `chunks` pieces of equal size (the last may be smaller).
+
+        >>> [t.tolist() for t in Tensor.arange(6).chunk(3)]
+        [[0, 1], [2, 3], [4, 5]]
+        """
+        if chunks <= 0:
+            raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+        dim = _normalize_axis(dim, self.ndim, "chunk", self.shape)
+        return self.split(max(math.ceil(self.shape[dim] / chunks), 1), dim)
+
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+        """Rotate elements along `dims` by `shifts` (flattened when dims is None), as torch.roll.
+
+        >>> Tensor([1, 2, 3, 4]).roll(1).tolist()
+        [4, 1, 2, 3]
+        """
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        sh = [shifts] if isinstance(shifts, (int, np.integer)) else list(shifts)
+        ds = [dims] if isinstance(dims, (int, np.integer)) else list(dims)
+        if len(sh) != len(ds):
+            raise ArgumentError(f"roll: {len(sh)} shifts for {len(ds)} dims")
+        t = self
+        for s, d in zip(sh, ds, strict=True):
+            d = _normalize_axis(d, t.ndim, "roll", t.shape)
+            n = t.shape[d]
+            if n == 0 or s % n == 0:
+                continue
+            s %= n
+            t = Tensor.cat(t._slice_axis(d, n - s, n), t._slice_axis(d, 0, n - s), dim=d)
+        return t
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """Keep the lower triangle (j - i <= diagonal) of the last two axes, zero the rest.
+
+        >>> Tensor.ones(2, 2).tril().tolist()
+        [[1.0, 0.0], [1.0, 1.0]]
+        """
+        return self._tri_mask(diagonal, lower=True).where(self, self.zeros_like())
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """Keep the upper triangle (j - i >= diagonal) of the last two axes, zero the rest.
+
+        >>> Tensor.ones(2, 2).triu().tolist()
+        [[1.0, 1.0], [0.0, 1.0]]
+        """
+        return self._tri_mask(diagonal, lower=False).where(self, self.zeros_like())
+
+    def _tri_mask(self, diagonal: int, lower: bool) -> Tensor:
+        if self.ndim < 2:
+            raise ShapeError(f"{'tril' if lower else 'triu'}: needs at least 2 dimensions, got shape {self.shape}")
+        r, c = self.shape[-2:]
+        rows = Tensor.arange(r, device=self.device).reshape(r, 1)
+        cols = Tensor.arange(c, device=self.device).reshape(1, c)
+        return (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
+
+    def contiguous(self) -> Tensor:
+        """A tensor whose values are stored in their own buffer, in order.
+
+        >>> Tensor([[1, 2], [3, 4]]).T.contiguous().tolist()
+        [[1, 3], [2, 4]]
+        """
+        # a fresh arg per call: two identical contiguous() calls must not end up sharing (and aliasing) storage
+        return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), next(_contiguous_ids)))
+
+    def detach(self) -> Tensor:
+        """The same values with no gradient flowing back.
+
+        >>> Tensor([1.0]).detach().tolist()
+        [1.0]
+        """
+        return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+
+    def to(self, device: str | None) -> Tensor:
+        """This tensor on another device (a copy when the device differs)."""
+        device = _canonical_device(device)
+        if device == self.device:
+            return self
+        return Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=device))))
+
+    def clone(self) -> Tensor:
+        """A copy in a buffer of its own.
+
+        >>> Tensor([1, 2]).clone().tolist()
+        [1, 2]
+        """
+        return self.contiguous()

@@ -1,0 +1,516 @@
+"""Reductions, cumulative ops, gather/scatter and one-hot (a mixin of `Tensor`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopkit.dtype import (
+    DType,
+    dtypes,
+    least_upper_float,
+    to_dtype,
+)
+from uopkit.helpers import prod
+from uopkit.tensor.support import (
+    _CUM_BLOCK,
+    ArgumentError,
+    EmptyReduceError,
+    ShapeError,
+    _check_values_in,
+    _normalize_axis,
+    _sum_acc_dtype,
+    _sum_op,
+    _with,
+)
+from uopkit.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+
+class ReduceMixin:
+    __slots__ = ()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # reductions
+
+    def _axes(self, axis: int | Sequence[int] | None, op: str) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        raw = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+        return tuple(sorted({_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}))
+
+    def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        name = {Ops.ADD: "sum", Ops.MAX: "max", Ops.MUL: "prod"}[op]
+        if self.dtype == dtypes.bfloat16:
+            return self.float()._reduce(op, axis, keepdim).cast(dtypes.bfloat16)
+        axes = self._axes(axis, name)
+        if self.ndim == 0:
+            return self
+        kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        final = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
+        if not axes:
+            return self
+        if self.numel() == 0:
+            # a max over nothing has no value (as in PyTorch), except for bool: any() of nothing is False
+            if op is Ops.MAX and self.dtype != dtypes.bool and any(self.shape[a] == 0 for a in axes):
+                raise EmptyReduceError(
+                    f"{name}: reducing an empty axis has no identity (shape {self.shape}, axes {axes})"
+                )
+            return self._reduce_empty(op, axes, final)
+        real = [a for a in axes if self.shape[a] != 1]
+        if not real:
+            return self.reshape(final)
+        ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(real))))
+        return ret.reshape(final)
+
+    def _reduce_empty(self, op: Ops, axes: tuple[int, ...], final: tuple[int, ...]) -> Tensor:
+        # no element: the identity, still computed from self (padding each empty reduced axis to one identity
+        # element) so that gradients flow back to it as zero-size zeros
+        identity = 1 if op is Ops.MUL else 0
+        pads = tuple((0, 1) if i in axes and s == 0 else (0, 0) for i, s in enumerate(self.shape))
+        padded = (self - identity).pad(pads) + identity if identity else self.pad(pads)
+        if padded.numel() == 0:
+            # another axis is empty too: so is the result
+            shrink = tuple((0, 1) if i in axes else (0, s) for i, s in enumerate(padded.shape))
+            return padded.shrink(shrink).reshape(final)
+        return padded._reduce(op, axes, keepdim=len(final) == self.ndim)
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+        """Sum over `axis` (all axes when None), accumulating in `dtype`.
+
+        Small ints and bool accumulate (and return) int32, unsigned ones uint32; half floats accumulate in float32
+        and return their own dtype, as in tinygrad.
+
+        >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
+        [4, 6]
+        """
+        acc = to_dtype(dtype) if dtype is not None else _sum_acc_dtype(self.dtype)
+        ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
+        return ret.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
+
+    def prod(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None
+    ) -> Tensor:
+        """Product over `axis`.
+
+        >>> Tensor([[1, 2], [3, 4]]).prod(axis=1).tolist()
+        [2, 12]
+        """
+        acc = to_dtype(dtype) if dtype is not None else (dtypes.int32 if self.dtype == dtypes.bool else self.dtype)
+        return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """Maximum over `axis` (NaN wins).
+
+        >>> Tensor([[1, 5], [3, 2]]).max(axis=1).tolist()
+        [5, 3]
+        """
+        return self._reduce(Ops.MAX, axis, keepdim)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """Minimum over `axis`.
+
+        >>> Tensor([[1, 5], [3, 2]]).min(axis=1).tolist()
+        [1, 2]
+        """
+        if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
+            raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
+        return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
+
+    def _count(self, axis: int | Sequence[int] | None) -> int:
+        return prod(self.shape[a] for a in self._axes(axis, "mean")) if self.ndim else 1
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """Mean over `axis` (ints give float32).
+
+        >>> Tensor([[1, 2], [3, 4]]).mean().tolist()
+        2.5
+        """
+        out_dt = least_upper_float(self.dtype)
+        acc = dtypes.float32 if out_dt in (dtypes.float16, dtypes.bfloat16) else out_dt
+        total = self.sum(axis, keepdim, dtype=acc)
+        count = self._count(axis)
+        return (total * (1 / count) if count else total * math.nan).cast(out_dt)
+
+    def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """Variance over `axis`, dividing by N - correction.
+
+        >>> Tensor([1.0, 2.0, 3.0, 4.0]).var().tolist()
+        1.6666666269302368
+        """
+        squares = (self._float() - self._float().mean(axis, keepdim=True)).square()
+        n = self._count(axis)
+        return squares.sum(axis, keepdim) / max(n - correction, 0)
+
+    def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """Standard deviation over `axis`, dividing by N - correction.
+
+        >>> Tensor([1.0, 3.0]).std().tolist()
+        1.4142135381698608
+        """
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def var_mean(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1
+    ) -> tuple[Tensor, Tensor]:
+        """(var, mean) over `axis`."""
+        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def std_mean(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1
+    ) -> tuple[Tensor, Tensor]:
+        """(std, mean) over `axis`."""
+        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index (int32) of the first maximum along `axis` (of the flattened tensor when None).
+
+        >>> Tensor([[1, 5, 5], [7, 2, 3]]).argmax(axis=1).tolist()
+        [1, 0]
+        """
+        if axis is None:
+            ret = self.flatten().argmax(0)
+            return ret.reshape((1,) * self.ndim) if keepdim else ret
+        axis = _normalize_axis(axis, self.ndim, "argmax", self.shape)
+        if self.ndim == 0:
+            return Tensor(0, device=self.device, dtype=dtypes.int32)
+        n = self.shape[axis]
+        if n == 0:
+            raise EmptyReduceError(f"argmax: axis {axis} of shape {self.shape} is empty")
+        m = self.max(axis, keepdim=True)
+        hit = (self == m) | self.isnan() if dtypes.is_float(self.dtype) else self == m
+        # the first hit has the largest count-down value n - i
+        countdown = Tensor.arange(n, 0, -1, device=self.device).reshape(_with((1,) * self.ndim, axis, n))
+        ret = n - hit.where(countdown, 0).max(axis, keepdim)
+        return ret.cast(dtypes.int32)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index (int32) of the first minimum along `axis`.
+
+        >>> Tensor([3, 1, 1]).argmin().tolist()
+        1
+        """
+        return self._inverse().argmax(axis, keepdim)
+
+    def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """Whether any value along `axis` is true.
+
+        >>> Tensor([[0, 1], [0, 0]]).any(axis=1).tolist()
+        [True, False]
+        """
+        return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)
+
+    def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """Whether every value along `axis` is true.
+
+        >>> Tensor([[1, 1], [0, 1]]).all(axis=1).tolist()
+        [True, False]
+        """
+        return self.logical_not().any(axis, keepdim).logical_not()
+
+    def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """log(sum(exp(x))) along `axis`, shifted by the max so it never overflows.
+
+        >>> round(Tensor([0.0, 0.0]).logsumexp().item(), 5)
+        0.69315
+        """
+        x = self._float()
+        if any(self.shape[a] == 0 for a in self._axes(axis, "logsumexp")):
+            # nothing to shift by: log of an empty sum is -inf, as in PyTorch
+            return x.exp().sum(axis, keepdim).log()
+        m = x.max(axis, keepdim=True)
+        # an infinite max would give inf - inf: shift by 0 there instead
+        m = m.isinf().where(0.0, m).detach()
+        ret = (x - m).exp().sum(axis, keepdim=True).log() + m
+        return ret if keepdim else ret.squeeze(self._axes(axis, "logsumexp"))
+
+    # ---- cumulative ops: a window of every prefix (pad + pool), reduced; long axes go in two levels
+
+    def _cumalu(self, axis: int, op: Ops, name: str) -> Tensor:
+        if self.ndim == 0:
+            return self
+        axis = _normalize_axis(axis, self.ndim, name, self.shape)
+        n = self.shape[axis]
+        if n <= 1:
+            return self
+        x = self.transpose(axis, -1)
+        identity = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op]
+        if n <= _CUM_BLOCK:
+            padded = x.pad(((0, 0),) * (x.ndim - 1) + ((n - 1, 0),), value=identity)
+            ret = padded._pool((n,))._reduce(op, -1)
+        else:
+            # prefix within blocks of b, then add (combine) the prefix of the previous blocks' totals
+            b = math.ceil(math.sqrt(n))
+            nb = math.ceil(n / b)
+            padded = x.pad(((0, 0),) * (x.ndim - 1) + ((0, nb * b - n),), value=identity)
+            blocks = padded.reshape(x.shape[:-1] + (nb, b))._cumalu(-1, op, name)
+            totals = blocks[..., -1]
+            before = totals._cumalu(-1, op, name).pad(((0, 0),) * (x.ndim - 1) + ((1, -1),), value=identity)
+            combine = {Ops.ADD: Tensor.add, Ops.MUL: Tensor.mul, Ops.MAX: Tensor.maximum}[op]
+            ret = combine(blocks, before.unsqueeze(-1)).reshape(x.shape[:-1] + (nb * b,))._slice_axis(-1 % x.ndim, 0, n)
+        return ret.transpose(axis, -1)
+
+    def cumsum(self, axis: int = 0) -> Tensor:
+        """Running sum along `axis` (ints accumulate like sum).
+
+        >>> Tensor([1, 2, 3]).cumsum().tolist()
+        [1, 3, 6]
+        """
+        acc = _sum_acc_dtype(self.dtype)
+        ret = self.cast(acc)._cumalu(axis, Ops.ADD, "cumsum")
+        return ret.cast(self.dtype) if self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
+
+    def cumprod(self, axis: int = 0) -> Tensor:
+        """Running product along `axis`.
+
+        >>> Tensor([1, 2, 3]).cumprod().tolist()
+        [1, 2, 6]
+        """
+        return self.cast(dtypes.int32 if self.dtype == dtypes.bool else self.dtype)._cumalu(axis, Ops.MUL, "cumprod")
+
+    def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """Running maximum along `axis` and the (int32) index where it was reached: (values, indices), as torch
+        and tinygrad (a tie or a NaN takes the latest index).
+
+        >>> [t.tolist() for t in Tensor([1, 3, 2, 3]).cummax()]
+        [[1, 3, 3, 3], [0, 1, 1, 3]]
+        """
+        values = self._cumalu(axis, Ops.MAX, "cummax")
+        return values, self._cum_index(values, axis)
+
+    def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """Running minimum along `axis` and its index: (values, indices).
+
+        >>> [t.tolist() for t in Tensor([3, 1, 2]).cummin()]
+        [[3, 1, 1], [0, 1, 1]]
+        """
+        values = self._inverse()._cumalu(axis, Ops.MAX, "cummin")._inverse()
+        return values, self._cum_index(values, axis)
+
+    def _cum_index(self, values: Tensor, axis: int) -> Tensor:
+        # the last position j <= i where self reached the running extreme (self[j] == values[j]): positions of those
+        # hits, -1 elsewhere, carried forward by a running max
+        if self.ndim == 0:
+            return Tensor(0, device=self.device, dtype=dtypes.int32)
+        axis = _normalize_axis(axis, self.ndim, "cummax", self.shape)
+        n = self.shape[axis]
+        hit = self == values
+        if dtypes.is_float(self.dtype):
+            hit = hit | self.isnan()
+        pos = Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(_with((1,) * self.ndim, axis, n))
+        return hit.where(pos, -1)._cumalu(axis, Ops.MAX, "cummax")
+
+    def logcumsumexp(self, axis: int = 0) -> Tensor:
+        """log(cumsum(exp(x))) along `axis`, each prefix shifted by its own max (no overflow, no underflow to -inf).
+
+        >>> [round(v, 4) for v in Tensor([0.0, 0.0]).logcumsumexp().tolist()]
+        [0.0, 0.6931]
+        """
+        x = self._float()
+        if x.ndim == 0:
+            return x
+        axis = _normalize_axis(axis, x.ndim, "logcumsumexp", x.shape)
+        n = x.shape[axis]
+        if n == 0:
+            return x
+        t = x.transpose(axis, -1)
+        if n <= _CUM_BLOCK:
+            # every prefix as a window (padded with -inf), then a logsumexp per window
+            windows = t.pad(((0, 0),) * (t.ndim - 1) + ((n - 1, 0),), value=-math.inf)._pool((n,))
+            return windows.logsumexp(-1).transpose(axis, -1)
+        m = t.max(-1, keepdim=True)
+        m = m.isinf().where(0.0, m).detach()
+        return ((t - m).exp().cumsum(-1).log() + m).transpose(axis, -1)
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
+        """Sorted values along `dim` and their (int32) indices, (values, indices); equal values keep their order,
+        NaN sorts as the largest, as torch.sort. Each element's rank is counted against the others (n^2 compares).
+
+        >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
+        [[1, 2, 3], [1, 2, 0]]
+        """
+        dim = _normalize_axis(dim, max(self.ndim, 1), "sort", self.shape)
+        if self.ndim == 0:
+            return self, Tensor(0, device=self.device, dtype=dtypes.int32)
+        n = self.shape[dim]
+        x = self._move_to_end(dim)
+        a, b = x.unsqueeze(-1), x.unsqueeze(-2)
+        # before[..., i, j]: element j comes before element i
+        first = b > a if descending else b < a
+        same = b == a
+        if dtypes.is_float(self.dtype):
+            nan_a, nan_b = a.isnan(), b.isnan()
+            first = first | ((nan_b & ~nan_a) if descending else (nan_a & ~nan_b))
+            same = same | (nan_a & nan_b)
+        ar = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
+        before = first | (same & (ar.reshape(1, n) < ar.reshape(n, 1)))
+        rank = before.cast(dtypes.int32).sum(-1)
+        # indices[r] = the i whose rank is r
+        onehot = rank.unsqueeze(-2) == ar.reshape(n, 1)
+        indices = onehot.where(ar, 0).sum(-1).cast(dtypes.int32)
+        values = x.gather(x.ndim - 1, indices)
+        last = self.ndim - 1
+        return values.transpose(dim, last) if dim != last else values, (
+            indices.transpose(dim, last) if dim != last else indices
+        )
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+        """The (int32) indices that sort `dim`, as torch.argsort.
+
+        >>> Tensor([3, 1, 2]).argsort().tolist()
+        [1, 2, 0]
+        """
+        return self.sort(dim, descending, stable)[1]
+
+    def topk(
+        self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, **kwargs: Any
+    ) -> tuple[Tensor, Tensor]:
+        """The k largest (or smallest) values along `dim` and their (int32) indices, as torch.topk.
+
+        >>> [t.tolist() for t in Tensor([1, 5, 3]).topk(2)]
+        [[5, 3], [1, 2]]
+        """
+        dim = _normalize_axis(dim, max(self.ndim, 1), "topk", self.shape)
+        n = self.shape[dim] if self.ndim else 1
+        if not 0 <= k <= n:
+            raise ArgumentError(f"topk: k ({k}) must be in [0, {n}] for dim {dim} of shape {self.shape}")
+        values, indices = self.sort(dim, descending=largest)
+        if self.ndim == 0:
+            return values, indices
+        return values._slice_axis(dim, 0, k), indices._slice_axis(dim, 0, k)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # gather, scatter and one-hot: index tensors compared with an arange, then a reduce
+
+    def _move_to_end(self, dim: int) -> Tensor:
+        return self.permute([d for d in range(self.ndim) if d != dim] + [dim])
+
+    def _one_hot_along(self, n: int) -> Tensor:
+        # self[..., None] == arange(n): shape self.shape + (n,)
+        ar = Tensor.arange(n, device=self.device, dtype=self.dtype if dtypes.is_int(self.dtype) else dtypes.int32)
+        return self.unsqueeze(-1) == ar.reshape((1,) * self.ndim + (n,))
+
+    def one_hot(self, num_classes: int = -1) -> Tensor:
+        """One-hot encoding of integer class indices (int32), a new last axis of `num_classes`.
+
+        >>> Tensor([0, 2]).one_hot(3).tolist()
+        [[1, 0, 0], [0, 0, 1]]
+        """
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"one_hot: needs an integer tensor of class indices, got {self.dtype}")
+        if num_classes == -1:
+            num_classes = int(self.max().item()) + 1 if self.numel() else 0
+        _check_values_in(self, 0, num_classes, lambda bad: f"one_hot: class {bad} is out of range [0, {num_classes})")
+        return self._one_hot_along(num_classes).where(1, 0)
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and likewise for other dims), as torch.gather.
+
+        >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()
+        [[1, 1], [4, 3]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "gather", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError("gather: index must be an integer tensor")
+        if index.ndim != self.ndim or any(
+            i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
+        ):
+            raise ShapeError(f"gather: index shape {index.shape} doesn't fit input shape {self.shape} (dim {dim})")
+        self._check_index_range(index, self.shape[dim], dim, "gather", negative=False)
+        n = self.shape[dim]
+        x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
+        # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
+        x = x._move_to_end(dim).unsqueeze(dim)._broadcast_to(index.shape + (n,))
+        hit = index._one_hot_along(n)
+        return hit.where(x, Tensor(0, device=self.device, dtype=self.dtype))._reduce(_sum_op(self.dtype), -1)
+
+    def _scatter_parts(self, dim: int, index: Tensor, src: Any, op: str) -> tuple[int, Tensor, Tensor]:
+        dim = _normalize_axis(dim, self.ndim, op, self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"{op}: index must be an integer tensor")
+        if index.ndim != self.ndim or any(
+            i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
+        ):
+            raise ShapeError(f"{op}: index shape {index.shape} doesn't fit self shape {self.shape} (dim {dim})")
+        self._check_index_range(index, self.shape[dim], dim, op, negative=False)
+        if isinstance(src, Tensor):
+            if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape, strict=True)):
+                raise ShapeError(f"{op}: src shape {src.shape} is smaller than index shape {index.shape}")
+            src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+        else:
+            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+        n = self.shape[dim]
+        # hit[..., p, ..., i] : index position i (along dim, moved last) writes target position p (at dim)
+        hit = index._one_hot_along(n).transpose(dim, -1)
+        vals = src._move_to_end(dim).unsqueeze(dim)._broadcast_to(hit.shape)
+        # pad the index's smaller extents up to self's shape (nothing is written there)
+        pads = tuple(
+            (0, 0) if d == dim else (0, s - i) for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True))
+        )
+        hit = hit.pad(pads + ((0, 0),))
+        vals = vals.pad(pads + ((0, 0),))
+        return dim, hit, vals
+
+    def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
+        """A copy of self with self[index[i][j]][j] = src[i][j] (dim 0), as torch.scatter; `reduce` "add" or
+        "multiply" combines instead of replacing. With repeated indices and no reduce, the last write (in index order)
+        wins, as PyTorch's CPU scatter.
+
+        >>> Tensor.zeros(3).scatter(0, Tensor([2, 0]), Tensor([5.0, 6.0])).tolist()
+        [6.0, 0.0, 5.0]
+        """
+        if reduce not in (None, "add", "multiply"):
+            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
+        _, hit, vals = self._scatter_parts(dim, index, src, "scatter")
+        # of the writes to one position, keep the one with the highest position along `dim` in index
+        k = hit.shape[-1]
+        order = Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape((1,) * (hit.ndim - 1) + (k,))
+        last = hit.where(order, -1).max(-1, keepdim=True)
+        wins = hit & (order == last)
+        zero = Tensor(0, device=self.device, dtype=self.dtype)
+        written = wins.where(vals, zero)._reduce(_sum_op(self.dtype), -1)
+        if dtypes.is_float(self.dtype):
+            # every src element gets the gradient at its target, overwritten or not (PyTorch's gather backward): the
+            # overwritten ones add an exact 0 that carries it
+            lost = hit & ~wins & (vals - vals == 0)
+            written = written - lost.where(vals.detach() - vals, zero).sum(-1)
+        return hit.any(-1).where(written, self)
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+        """Combine src into self at index along dim with "sum", "prod", "mean", "amax" or "amin", as torch.
+
+        >>> Tensor([1.0, 1.0]).scatter_reduce(0, Tensor([0, 0, 1]), Tensor([2.0, 3.0, 4.0]), "sum").tolist()
+        [6.0, 5.0]
+        """
+        if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+            raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+        _, hit, vals = self._scatter_parts(dim, index, src, "scatter_reduce")
+        any_hit = hit.any(-1)
+        dt = self.dtype
+        if reduce in ("sum", "mean"):
+            total = hit.where(vals, Tensor(0, device=self.device, dtype=dt))._reduce(_sum_op(dt), -1)
+            if reduce == "sum":
+                return self + total if include_self else any_hit.where(total, self)
+            count = hit.cast(dtypes.int32)._reduce(Ops.ADD, -1)
+            if include_self:
+                total, count = total + self, count + 1
+            mean = total.div(count.cast(dt), rounding_mode="floor" if not dtypes.is_float(dt) else None)
+            return any_hit.where(mean.cast(dt), self)
+        if reduce == "prod":
+            total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
+            return self * total if include_self else any_hit.where(total, self)
+        inv = reduce == "amin"
+        v = vals._inverse() if inv else vals
+        low = Tensor(dtypes.min(dt), device=self.device, dtype=dt)
+        best = hit.where(v, low)._reduce(Ops.MAX, -1)
+        best = best._inverse() if inv else best
+        if include_self:
+            best = best.minimum(self) if inv else best.maximum(self)
+        return any_hit.where(best, self)

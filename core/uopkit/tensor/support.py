@@ -1,0 +1,384 @@
+"""What the Tensor modules share: error classes, argument helpers, host data, bfloat16 storage.
+
+`Tensor` is bound in this module (and in each mixin module) by `uopkit.tensor.tensor` once the class exists:
+the helpers build Tensors, and the class is made of the mixins that use them."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopkit.device import Buffer, Device
+from uopkit.dtype import (
+    DType,
+    dtypes,
+    to_numpy_dtype,
+)
+from uopkit.engine.realize import buffers
+from uopkit.helpers import CHECK_INDEX
+from uopkit.uop.ops import GroupOp, Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+_contiguous_ids = itertools.count()
+
+
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that don't fit an op: a ValueError, and a RuntimeError where PyTorch users catch one."""
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """An argument an op can't take (PyTorch raises RuntimeError there): caught as either."""
+
+
+class EmptyReduceError(ValueError, IndexError, RuntimeError):
+    """A max/min/argmax over an empty axis: PyTorch raises IndexError (RuntimeError without an axis)."""
+
+
+def _canonical_device(device: str | None) -> str:
+    return Device.canonicalize(device) if device is not None else Device.DEFAULT
+
+
+def _normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...] | None = None) -> int:
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        of = f"shape {shape}" if shape is not None else f"{ndim} dimensions"
+        raise IndexError(f"{op}: axis {axis} is out of range for a tensor of {of}")
+    return axis % ndim if ndim else 0
+
+
+def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
+    if not isinstance(x, (list, tuple)):
+        return [x], ()
+    if len(x) == 0:
+        return [], (0,)
+    parts = [_flatten_list(v) for v in x]
+    shapes = {p[1] for p in parts}
+    if len(shapes) != 1:
+        raise ValueError(f"ragged nested list: sub-lists have shapes {sorted(shapes)}")
+    return [v for p in parts for v in p[0]], (len(x), *parts[0][1])
+
+
+def _creates_leaf(fn: Any) -> Any:
+    """A constructor taking `requires_grad=`: the tensor it returns is a leaf of its own. Constants are hash-consed
+    (two `Tensor.ones(3)` are one node), so a leaf built from one gets a node of its own (a CONTIGUOUS with a fresh
+    arg) and `backward()` gives every such tensor its own gradient."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Tensor:
+        requires_grad = kwargs.pop("requires_grad", None)
+        t = fn(*args, **kwargs)
+        if requires_grad and t.uop.base.op is not Ops.BUFFER:
+            t = t.contiguous()
+        if requires_grad is not None:
+            t.requires_grad = requires_grad
+        return t
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _cast_py(x: Any, dt: DType) -> Any:
+    from uopkit.uop.ops import cast_scalar
+
+    return cast_scalar(x, dt)
+
+
+# conv windows by (input shape, dtype, pads, kernel, stride, dilation): the movement ops to apply, innermost first
+_window_recipes: dict[tuple, tuple[tuple[Ops, Any], ...]] = {}
+
+
+def _as_key(x: Any) -> Any:
+    return tuple(x) if isinstance(x, (list, tuple)) else x
+
+
+def _movement_recipe(top: UOp, bottom: UOp) -> tuple[tuple[Ops, Any], ...]:
+    """The movement ops from `bottom` up to `top` (a chain of them), as (op, arg) pairs to replay on another node."""
+    chain = top.movement_chain()
+    assert bottom in chain, "not a chain of movement ops down to the input"
+    return tuple((n.op, n.arg) for n in reversed(chain[: chain.index(bottom)]))
+
+
+def _as_shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def _shape_args(shape: tuple) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return _as_shape(shape[0])
+    return _as_shape(shape)
+
+
+def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[int, ...]:
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(pa, pb, strict=True):
+        if x != y and x != 1 and y != 1:
+            raise ShapeError(f"{op}: shapes {a} and {b} can't be broadcast together")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def _sum_acc_dtype(dt: DType) -> DType:
+    # tinygrad's rule: small ints and bool accumulate in (u)int32, half floats in float32
+    if dtypes.is_unsigned(dt) and dt.itemsize < 4:
+        return dtypes.uint32
+    if (dtypes.is_int(dt) and dt.itemsize < 4) or dt == dtypes.bool:
+        return dtypes.int32
+    if dt in (dtypes.float16, dtypes.bfloat16):
+        return dtypes.float32
+    return dt
+
+
+def _sum_op(dt: DType) -> Ops:
+    # adding a one-hot selection: bool values combine with OR (MAX), everything else with ADD
+    return Ops.MAX if dt == dtypes.bool else Ops.ADD
+
+
+# cumulative ops on axes longer than this go in two levels (blocks, then the blocks' totals)
+_CUM_BLOCK = 512
+
+
+class _Mask:
+    """A bool tensor used as an index (selects where true)."""
+
+    def __init__(self, t: Tensor) -> None:
+        self.t = t
+
+
+def _with(shape: tuple[int, ...], axis: int, size: int) -> tuple[int, ...]:
+    return tuple(size if i == axis % len(shape) else s for i, s in enumerate(shape))
+
+
+def _tuple_n(x: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
+    if isinstance(x, (int, np.integer)):
+        return (int(x),) * n
+    t = tuple(int(v) for v in x)
+    if len(t) != n:
+        raise ShapeError(f"{what}: expected {n} values, got {t}")
+    return t
+
+
+def _check_values_in(idx: Tensor, lo: int, hi: int, message: Callable[[int], str], ignore: int | None = None) -> None:
+    """Raise IndexError(message(v)) for a value v of the int tensor idx outside [lo, hi) (`ignore` is allowed).
+
+    Values from the host are checked here and now. Values computed on the device are checked by reading back their
+    min and max (a sync; CHECK_INDEX=0 skips it); the check is recorded by a capturing TinyJit, whose replays repeat
+    it after their kernels."""
+    if not idx.numel():
+        return
+    if idx._is_plain_buffer():
+        vals = idx.numpy().reshape(-1)
+        vals = vals[vals != ignore] if ignore is not None else vals
+        bad = vals[(vals < lo) | (vals >= hi)]
+        if bad.size:
+            raise IndexError(message(int(bad[0])))
+        return
+    if not CHECK_INDEX:
+        return
+    from uopkit.engine.realize import capturing_checks
+
+    idx.realize()
+    vals = idx if ignore is None else (idx == ignore).where(lo, idx)
+    bounds = Tensor.stack(vals.min(), vals.max()).cast(dtypes.int64).realize()
+    check = _DeviceRangeCheck(bounds._buffer(), lo, hi, message)
+    for captured in capturing_checks:
+        captured.append(check)
+    check()
+
+
+class _DeviceRangeCheck:
+    """Reads a realized (min, max) pair of device-computed indices and raises if either lies outside [lo, hi)."""
+
+    def __init__(self, bounds: Buffer, lo: int, hi: int, message: Callable[[int], str]) -> None:
+        self.bounds, self.lo, self.hi, self.message = bounds, lo, hi, message
+
+    def __call__(self) -> None:
+        mn, mx = (int(v) for v in self.bounds.as_numpy())
+        if mn < self.lo or mx >= self.hi:
+            bad = mn if mn < self.lo else mx
+            raise IndexError(self.message(bad) + " (computed on the device; CHECK_INDEX=0 skips this check)")
+
+
+def _check_targets(Y: Tensor, C: int, ignore_index: int, op: str) -> None:
+    # class targets in [0, C), ignore_index aside (torch raises "Target 5 is out of bounds")
+    _check_values_in(Y, 0, C, lambda bad: f"{op}: target {bad} is out of bounds for {C} classes", ignore_index)
+
+
+def _short_int(y: int) -> str:
+    return str(y) if abs(y) < 10**30 else f"{'-' if y < 0 else ''}({y.bit_length()}-bit int)"
+
+
+def _positive_n(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...]:
+    """_tuple_n for a size, step or count that must be at least 1 (0 would divide by zero further on)."""
+    t = _tuple_n(x, n, what)
+    if any(v <= 0 for v in t):
+        raise ValueError(f"{op}: {what} must be positive, got {x!r}")
+    return t
+
+
+def _conv_pads(
+    padding: Any, n: int, ks: Sequence[int], dilation: Sequence[int], op: str
+) -> tuple[tuple[int, int], ...]:
+    """(before, after) per spatial axis from an int, one int per axis, 2 per axis (last axis first), or a string."""
+    pads = _conv_pads_any(padding, n, ks, dilation, op)
+    if any(v < 0 for pair in pads for v in pair):
+        raise ValueError(f"{op}: padding must not be negative, got {padding!r}")
+    return pads
+
+
+def _conv_pads_any(
+    padding: Any, n: int, ks: Sequence[int], dilation: Sequence[int], op: str
+) -> tuple[tuple[int, int], ...]:
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * n
+        if padding == "same":
+            total = [d * (k - 1) for k, d in zip(ks, dilation, strict=True)]
+            return tuple((t // 2, t - t // 2) for t in total)
+        raise ValueError(f"{op}: padding must be an int, a sequence, 'valid' or 'same', got {padding!r}")
+    if isinstance(padding, (int, np.integer)):
+        return ((int(padding), int(padding)),) * n
+    p = [int(v) for v in padding]
+    if len(p) == n:
+        return tuple((v, v) for v in p)
+    if len(p) == 2 * n:
+        pairs = [(p[i], p[i + 1]) for i in range(0, 2 * n, 2)]
+        return tuple(pairs[::-1])
+    raise ShapeError(f"{op}: padding {tuple(p)} needs 1, {n} or {2 * n} values for {n} spatial dims")
+
+
+def _einsum_diagonal(t: Tensor, s: str) -> tuple[Tensor, str]:
+    # a letter repeated within one operand: take the diagonal of those two axes
+    while len(set(s)) != len(s):
+        c = next(c for c in s if s.count(c) > 1)
+        i = s.index(c)
+        j = s.index(c, i + 1)
+        n = t.shape[i]
+        if t.shape[j] != n:
+            raise ShapeError(f"einsum: repeated letter {c!r} has sizes {n} and {t.shape[j]}")
+        rest = [a for a in range(t.ndim) if a not in (i, j)]
+        x = t.permute(rest + [i, j]).flatten(-2, -1)
+        # the diagonal of an n x n block is every (n+1)-th element of its flat form
+        x = x.pad(((0, 0),) * (x.ndim - 1) + ((0, n),)).reshape(x.shape[:-1] + (n, n + 1))
+        t = x._slice_axis(x.ndim - 1, 0, 1).reshape(x.shape[:-2] + (n,))
+        s = "".join(s[a] for a in rest) + c
+    return t, s
+
+
+def _with_gradient_of(value: Tensor, surrogate: Tensor) -> Tensor:
+    """`value`, with the gradient of `surrogate` (the same function, computed in a way whose derivatives stay finite).
+    `surrogate` must be finite wherever `value` is: their difference to the detached copy is then exactly 0 (taken
+    away rather than added, so a -0.0 value stays -0.0)."""
+    return value.detach() - (surrogate.detach() - surrogate)
+
+
+def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor) -> Tensor:
+    """`value` (a function of x, computed for accuracy), whose gradient is `derivative` (d value / dx, a textbook
+    formula) times the incoming one. Where x or the derivative is not finite (the ends of asin's domain) the gradient
+    is 0; second derivatives are not kept."""
+    d = derivative.detach()
+    d = (d - d == 0).where(d, 0)
+    # exactly 0 in value, 1 in gradient
+    step = x.detach() - x
+    step = (x - x == 0).where(step, 0)
+    return value.detach() - step * d
+
+
+def _host_np_dtype(dtype: DType) -> Any:
+    # bfloat16 goes to the device from float32 (numpy has no bfloat16)
+    return to_numpy_dtype(dtype) if dtype != dtypes.bfloat16 else np.float32
+
+
+def _host_values(values: np.ndarray, dtype: DType) -> np.ndarray:
+    return values.astype(_host_np_dtype(dtype))
+
+
+def _reshape_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
+    return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), tuple(shape))
+
+
+def _from_numpy(arr: np.ndarray, device: str, dtype: DType) -> UOp:
+    # np.ascontiguousarray would turn a 0-d array into shape (1,)
+    shape = np.shape(arr)
+    if dtype == dtypes.bfloat16:
+        # the top half of float32, rounded to nearest even (NaN stays a quiet NaN)
+        f32 = np.ascontiguousarray(arr, dtype=np.float32)
+        bits = f32.view(np.uint32).astype(np.uint64)
+        rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        arr = np.where(np.isnan(f32), 0x7FC0, rounded).astype(np.uint16).reshape(shape)
+        return UOp(Ops.BITCAST, dtype, (_from_numpy(arr, device, dtypes.uint16),))
+    arr = np.ascontiguousarray(arr)
+    buf = UOp.new_buffer(device, arr.size, dtype)
+    b = Buffer(device, arr.size, dtype).allocate()
+    if arr.size:
+        b.copyin(memoryview(arr.reshape(-1)).cast("B"))
+    buffers[buf] = b
+    return _reshape_uop(buf, shape)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# bfloat16: no renderer computes in it, so a bfloat16 tensor is BITCAST(bfloat16, <uint16 graph>) (under movement ops,
+# WHERE, CONTIGUOUS, ...). Arithmetic goes through float32; realizing computes the uint16 bits.
+
+
+# uint16 BUFFERs sharing the memory of bfloat16 BUFFERs
+_bf16_alias: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def _storage_uop(u: UOp) -> UOp:
+    """The graph of a bfloat16 value's uint16 bits (other dtypes are returned unchanged)."""
+    if u.dtype != dtypes.bfloat16:
+        return u
+    memo: dict[UOp, UOp] = {}
+    for node in u.toposort(gate=lambda n: n.dtype == dtypes.bfloat16):
+        if node.dtype != dtypes.bfloat16:
+            continue
+        memo[node] = _bits_node(node, memo)
+    return memo[u]
+
+
+def _bits_node(node: UOp, memo: dict[UOp, UOp]) -> UOp:
+    u16 = dtypes.uint16
+    if node.op is Ops.BITCAST:
+        src = node.src[0]
+        return src if src.dtype == u16 else UOp(Ops.BITCAST, u16, (src,))
+    if node.op is Ops.BUFFER:
+        # a bfloat16 BUFFER made elsewhere: the same memory under a uint16 BUFFER
+        if node not in _bf16_alias:
+            alias = UOp.new_buffer(node.arg[1], node.arg[2], u16)
+            if node in buffers:
+                buffers[alias] = buffers[node]
+            _bf16_alias[node] = alias
+        return _bf16_alias[node]
+    if node.op is Ops.CONST:
+        bits = int(np.array([node.arg], dtype=np.float32).view(np.uint32)[0])
+        rounded = 0x7FC0 if math.isnan(node.arg) else (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+        return UOp(Ops.CONST, u16, node.src, rounded)
+    if node.op is Ops.CAST:
+        return Tensor(node.src[0]).cast(dtypes.bfloat16).uop.src[0]
+    if node.op in GroupOp.Movement or node.op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.WHERE, Ops.STORE, Ops.COPY):
+        return UOp(node.op, u16, tuple(memo.get(s, s) for s in node.src), node.arg)
+    raise TypeError(f"bfloat16: {node.op.name} can't be computed in bfloat16; cast to float32 first")
+
+
+def _bits_tensor(t: Tensor) -> Tensor:
+    return Tensor(_storage_uop(t.uop)) if t.dtype == dtypes.bfloat16 else t
+
+
+def _rewrap_bf16(tensors: list[Tensor], bits: list[Tensor]) -> None:
+    for t, b in zip(tensors, bits, strict=True):
+        if t is not b:
+            t.uop = UOp(Ops.BITCAST, dtypes.bfloat16, (b.uop,))

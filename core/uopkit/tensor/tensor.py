@@ -1,0 +1,313 @@
+"""Tensor: a lazy value built as a UOp graph, realized by the scheduler into compiled kernels.
+
+The class holds construction, properties, realizing and autograd; each group of operations is a mixin in a
+module of its own (creation, movement, indexing, elementwise, math, reduce, linalg, functional)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from uopkit.device import Buffer
+from uopkit.dtype import (
+    DType,
+    dtypes,
+    from_numpy_dtype,
+    to_dtype,
+    to_numpy_dtype,
+)
+from uopkit.engine.realize import buffers
+from uopkit.helpers import prod
+from uopkit.schedule import live_tensors as _all_tensors
+from uopkit.tensor import creation as _creation_module
+from uopkit.tensor import elementwise as _elementwise_module
+from uopkit.tensor import functional as _functional_module
+from uopkit.tensor import indexing as _indexing_module
+from uopkit.tensor import linalg as _linalg_module
+from uopkit.tensor import math as _math_module
+from uopkit.tensor import movement as _movement_module
+from uopkit.tensor import reduce as _reduce_module
+from uopkit.tensor import support
+from uopkit.tensor.creation import CreationMixin
+from uopkit.tensor.elementwise import ElementwiseMixin
+from uopkit.tensor.functional import FunctionalMixin
+from uopkit.tensor.indexing import IndexingMixin
+from uopkit.tensor.linalg import LinalgMixin
+from uopkit.tensor.math import MathMixin
+from uopkit.tensor.movement import MovementMixin
+from uopkit.tensor.reduce import ReduceMixin
+from uopkit.tensor.support import (
+    ShapeError,
+    _bits_tensor,
+    _canonical_device,
+    _cast_py,
+    _flatten_list,
+    _from_numpy,
+    _host_np_dtype,
+    _rewrap_bf16,
+    _storage_uop,
+)
+from uopkit.uop.ops import GroupOp, Ops, UOp
+
+
+class Tensor(
+    CreationMixin, MovementMixin, IndexingMixin, ElementwiseMixin, MathMixin, ReduceMixin, LinalgMixin, FunctionalMixin
+):
+    """A multi-dimensional array on a device, computed lazily.
+
+    >>> Tensor([1, 2, 3]).add(1).tolist()
+    [2, 3, 4]
+    """
+
+    __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+    training: bool = False
+    _seed: int = 0
+    _rng_counter: int = 0
+
+    def __init__(
+        self,
+        data: Any,
+        device: str | None = None,
+        dtype: DType | str | None = None,
+        requires_grad: bool | None = None,
+    ) -> None:
+        dt = to_dtype(dtype) if dtype is not None else None
+        self.requires_grad = requires_grad
+        self.grad: Tensor | None = None
+        if isinstance(data, UOp):
+            self.uop = data if dt is None else Tensor(data).cast(dt).uop
+        elif isinstance(data, Tensor):
+            self.uop = data.uop if dt is None else data.cast(dt).uop
+        elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+            dt = dt or dtypes.from_py(data)
+            if requires_grad:
+                # a leaf of its own: equal constants are one (hash-consed) node and would share a gradient
+                self.uop = _from_numpy(np.array(data, dtype=_host_np_dtype(dt)), _canonical_device(device), dt)
+            else:
+                self.uop = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=_canonical_device(device)),), _cast_py(data, dt))
+        elif isinstance(data, (list, tuple)):
+            flat, shape = _flatten_list(data)
+            dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
+            arr = np.array(flat, dtype=to_numpy_dtype(dt) if dt != dtypes.bfloat16 else np.float32).reshape(shape)
+            self.uop = _from_numpy(arr, _canonical_device(device), dt)
+        elif isinstance(data, np.ndarray) or np.isscalar(data):
+            arr = np.asarray(data)
+            src_dt = from_numpy_dtype(arr.dtype)
+            self.uop = _from_numpy(arr, _canonical_device(device), src_dt)
+            if dt is not None and dt != src_dt:
+                self.uop = self.uop.cast(dt)
+        else:
+            raise TypeError(f"Tensor() can't be built from {type(data).__name__}; pass a list, number or numpy array")
+        _all_tensors.add(self)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # properties
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        shape = self.uop.shape
+        assert shape is not None, f"{self.uop.op} has no shape"
+        return shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.uop.dtype
+
+    @property
+    def device(self) -> str:
+        return self.uop.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<Tensor shape={self.shape} dtype={self.dtype} device={self.device}>"
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        return self.numel() * self.element_size()
+
+    # ------------------------------------------------------------------------------------------------------------
+    # realizing
+
+    def kernelize(self, *others: Tensor) -> Tensor:
+        """Turn every value that must be computed into STORE(BUFFER, KERNEL(...)) without running anything."""
+        from uopkit.schedule import kernelize_tensors
+
+        tensors = [self, *others]
+        bits = [_bits_tensor(t) for t in tensors]
+        kernelize_tensors(bits)
+        _rewrap_bf16(tensors, bits)
+        return self
+
+    def realize(self, *others: Tensor) -> Tensor:
+        """Compute this tensor (and `others`) into device buffers."""
+        from uopkit.engine.realize import realize_tensors
+
+        tensors = [self, *others]
+        bits = [_bits_tensor(t) for t in tensors]
+        realize_tensors(bits)
+        _rewrap_bf16(tensors, bits)
+        return self
+
+    def _buffer(self) -> Buffer:
+        # a contiguous buffer holding exactly this tensor's values, in order
+        if self.dtype == dtypes.bfloat16:
+            # the uint16 bits: the same bytes
+            return Tensor(_storage_uop(self.uop))._buffer()
+        self.realize()
+        t = self if self._is_plain_buffer() else self.contiguous().realize()
+        base = t.uop.base
+        return buffers[base]
+
+    def _is_plain_buffer(self) -> bool:
+        base = self.uop.base
+        if base.op is not Ops.BUFFER or base not in buffers:
+            return False
+        node = self.uop
+        while node.op is Ops.RESHAPE:
+            node = node.src[0]
+        return node is base
+
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array (copied to the host)."""
+        if self.dtype == dtypes.bfloat16:
+            return self.cast(dtypes.float32).numpy()
+        if 0 in self.shape:
+            return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
+        return self._buffer().numpy().reshape(self.shape)
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def item(self) -> Any:
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def data(self) -> memoryview:
+        return memoryview(self.numpy())
+
+    # ---- autograd
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Mark this tensor as one whose gradient `backward()` writes into `.grad`.
+
+        >>> Tensor([1.0]).requires_grad_().requires_grad
+        True
+        """
+        self.requires_grad = requires_grad
+        return self
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+        """The gradient of this tensor with respect to each of `targets` (lazy tensors, nothing is stored).
+
+        >>> x = Tensor([1.0, 2.0])
+        >>> (x * x).sum().gradient(x)[0].tolist()
+        [2.0, 4.0]
+        """
+        from uopkit.gradient import compute_gradient
+        from uopkit.schedule import unrealized_graph
+
+        root_grad = self._root_gradient(gradient, "gradient")
+        root = unrealized_graph(self.uop, {t.uop for t in targets})
+        grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets})
+        missing = [t.shape for t in targets if t.uop not in grads]
+        if missing:
+            raise RuntimeError(f"gradient: targets of shapes {missing} are not used to compute this tensor")
+        return [Tensor(grads[t.uop]) for t in targets]
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Add the gradient of this tensor into `.grad` of every tensor with `requires_grad` it depends on.
+
+        Without `gradient` this tensor must be a scalar (a loss). Gradients are lazy until realized.
+
+        >>> w = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+        >>> (w * w).sum().backward().shape
+        ()
+        >>> w.grad.tolist()
+        [2.0, 4.0, 6.0]
+        """
+        from uopkit.gradient import compute_gradient
+        from uopkit.schedule import unrealized_graph
+
+        root_grad = self._root_gradient(gradient, "backward")
+        wanting = [t for t in list(_all_tensors) if t.requires_grad]
+        # values realized since the forward pass are followed back to the graphs that computed them
+        root = unrealized_graph(self.uop, {t.uop for t in wanting})
+        in_graph = root.toposort(gate=lambda u: u.op is not Ops.KERNEL)
+        targets = [t for t in wanting if t.uop in in_graph]
+        if not targets:
+            if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
+                raise RuntimeError(
+                    "backward: this tensor is already realized, so its graph is gone; call backward() before "
+                    "realizing it (before .realize(), .item(), .numpy())"
+                )
+            raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
+        grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets})
+        for t in targets:
+            if t.uop not in grads:
+                continue
+            g = Tensor(grads[t.uop])
+            t.grad = g if t.grad is None else t.grad + g
+        return self
+
+    def _root_gradient(self, gradient: Tensor | None, op: str) -> Tensor:
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"{op}: only floating-point tensors have gradients, this one is {self.dtype}")
+        if gradient is None:
+            if self.shape != ():
+                raise ShapeError(f"{op}: needs a scalar (a loss) or gradient=, got a tensor of shape {self.shape}")
+            return Tensor(1.0, device=self.device, dtype=self.dtype)
+        if gradient.shape != self.shape:
+            raise ShapeError(f"{op}: gradient shape {gradient.shape} doesn't match the tensor's shape {self.shape}")
+        return gradient.cast(self.dtype)
+
+    class train:
+        """Training mode for a block: `with Tensor.train():` (BatchNorm uses batch statistics, dropout drops).
+
+        >>> with Tensor.train():
+        ...     Tensor.training
+        True
+        """
+
+        def __init__(self, mode: bool = True) -> None:
+            self.mode = mode
+
+        def __enter__(self) -> None:
+            self.prev, Tensor.training = Tensor.training, self.mode
+
+        def __exit__(self, *exc: object) -> None:
+            Tensor.training = self.prev
+
+    @staticmethod
+    def test() -> Tensor.train:
+        """Inference mode for a block: `with Tensor.test():` (BatchNorm uses running statistics, no dropout)."""
+        return Tensor.train(False)
+
+
+# the mixin modules and the shared helpers build Tensors: bind the class in each of them, now that it exists
+for _module in (
+    support,
+    _creation_module,
+    _movement_module,
+    _indexing_module,
+    _elementwise_module,
+    _math_module,
+    _reduce_module,
+    _linalg_module,
+    _functional_module,
+):
+    _module.Tensor = Tensor  # type: ignore[attr-defined]
