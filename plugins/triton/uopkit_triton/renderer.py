@@ -436,12 +436,14 @@ class _KernelWriter:
         name = _special_name(u)
         self.names[u] = name
         dim = _special_dim(u)
+        # ids of a 64-bit index kernel are widened at once, so no index arithmetic is done in int32
+        wide = ".to(tl.int64)" if u.dtype == dtypes.int64 else ""
         if name.startswith("gidx"):
-            self.emit(f"{name} = tl.program_id({dim})")
+            self.emit(f"{name} = tl.program_id({dim}){wide}")
             return
         if not name.startswith("lidx"):
             raise RenderError(f"unknown SPECIAL {name!r}: expected gidx or lidx followed by a dimension 0-2")
-        self.emit(f"{name} = {self.arange(self.local[dim][1], dim)}")
+        self.emit(f"{name} = {self.arange(self.local[dim][1], dim)}{wide}")
 
     def index(self, u: UOp) -> None:
         target = u.src[0]
@@ -499,7 +501,8 @@ class _KernelWriter:
         self.depth += 1
         self.loop_starts.append(len(self.body) + 1)
         self.open_block = (u, loop)
-        self.emit(f"{name} = chunk{u.arg[0]} * {loop.size} + {self.arange(loop.size, BLOCK_DIM)}")
+        chunk = f"tl.cast(chunk{u.arg[0]}, tl.int64)" if u.dtype == dtypes.int64 else f"chunk{u.arg[0]}"
+        self.emit(f"{name} = {chunk} * {loop.size} + {self.arange(loop.size, BLOCK_DIM)}")
 
     def block_reduce(self, value: str, dims: frozenset[int], op: Ops) -> str:
         """Combine `value` along the block axis: into a scalar when it has no other lanes, else keeping the axis
@@ -589,10 +592,18 @@ class _KernelWriter:
             elif u.op is Ops.RANGE and u in self.block_loops:
                 self.block_range(u, self.block_loops[u])
             elif u.op is Ops.RANGE:
-                self.names[u] = f"ridx{u.arg[0]}"
-                self.emit(f"for {self.names[u]} in range({self.ref(u.src[0], weak=True)}):")
-                self.depth += 1
-                self.loop_starts.append(len(self.body))
+                name = self.names[u] = f"ridx{u.arg[0]}"
+                if u.dtype == dtypes.int64:
+                    # a 64-bit index kernel: the counter is widened before any arithmetic (Triton's loop variable is
+                    # int32, and a constant past 2**31 combined with it would not fit)
+                    self.emit(f"for {name}_i32 in range({self.ref(u.src[0], weak=True)}):")
+                    self.depth += 1
+                    self.loop_starts.append(len(self.body) + 1)
+                    self.emit(f"{name} = tl.cast({name}_i32, tl.int64)")
+                else:
+                    self.emit(f"for {name} in range({self.ref(u.src[0], weak=True)}):")
+                    self.depth += 1
+                    self.loop_starts.append(len(self.body))
             elif u.op is Ops.END:
                 if self.loop_starts.pop() == len(self.body):
                     self.emit("pass")
