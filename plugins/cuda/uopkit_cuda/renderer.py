@@ -62,21 +62,12 @@ def tf32_enabled() -> bool:
     return os.environ.get("TF32", "0") not in ("", "0")
 
 
-# CUDA's scalar types by dtype; half and bfloat16 come from cuda_fp16.h and cuda_bf16.h
+# CUDA's scalar types: C's, except bool and the half types (half and bfloat16 come from cuda_fp16.h and cuda_bf16.h)
 CUDA_TYPES: dict[DType, str] = {
+    **CStyleRenderer.type_map,
     dtypes.bool: "bool",
-    dtypes.int8: "signed char",
-    dtypes.uint8: "unsigned char",
-    dtypes.int16: "short",
-    dtypes.uint16: "unsigned short",
-    dtypes.int32: "int",
-    dtypes.uint32: "unsigned int",
-    dtypes.int64: "long long",
-    dtypes.uint64: "unsigned long long",
     dtypes.float16: "half",
     dtypes.bfloat16: "__nv_bfloat16",
-    dtypes.float32: "float",
-    dtypes.float64: "double",
 }
 
 HALF_TYPES = (dtypes.float16, dtypes.bfloat16)
