@@ -88,6 +88,13 @@ def test_padding_a_zero_size_tensor():
     assert out.numpy().shape == (9, 3, 4) and not out.numpy().any()
 
 
+def test_reduce_whose_combine_folds_to_a_constant():
+    # max(acc, True) folds to True: the accumulator's update lost its loop and the linearizer could not place it
+    assert Tensor(np.zeros((0,), bool)).pad(((0, 2),)).min().item() is False
+    assert (Tensor.zeros(0).pad(((0, 2),)) != 1).max().item() is True
+    assert (Tensor.ones(3, 0).pad((None, (1, 1))) == 0).all(1).tolist() == [True, True, True]
+
+
 def test_empty_index_of_an_empty_bool_tensor():
     assert Tensor(np.zeros((0,), bool))[Tensor([], dtype="int32")].numpy().shape == (0,)
     assert Tensor(np.zeros((2, 0), bool)).any(1).tolist() == [False, False]

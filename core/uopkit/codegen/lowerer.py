@@ -307,7 +307,8 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     if unroll:
         value = UOp(Ops.REDUCE_AXIS, value.dtype, (value, *unroll), op)
     current = UOp(Ops.LOAD, node.dtype, (slot, init, *loops))
-    update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], value)))
+    # the update names its loops: a combine that folds to a constant (max(acc, True)) must still run inside them
+    update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], value), *loops))
     done = update
     for r in reversed(loops):
         done = UOp(Ops.END, dtypes.void, (done, r))
