@@ -57,6 +57,14 @@ def test_compare_finds_and_shrink_reduces_a_mismatch():
     assert fuzz.fails_alone(small, dev)
 
 
+def test_repro_of_special_values_runs(capsys):
+    # nan and inf inputs print bare in the repro's lists: it must still run
+    x = fuzz.Input(np.array([np.nan, np.inf, -np.inf, 1.0], np.float32))
+    code = fuzz.Program([x], [fuzz.Step("{0}.maximum(0)", "{0}.clamp(min=0)", (0,))]).repro(Device.DEFAULT)
+    exec(compile(code, "<repro>", "exec"), {})
+    assert capsys.readouterr().out.count("nan inf  0.  1.]") == 2
+
+
 def test_cli_runs_and_reports_failures_by_exit_code(capsys):
     assert fuzz.main(["--count", "3", "--device", Device.DEFAULT, "--seed", "5"]) == 0
     assert "3 programs from seed 5, 0 failures" in capsys.readouterr().out

@@ -83,7 +83,15 @@ class Program:
         return f"v{self.output % (len(self.inputs) + len(self.steps))}"
 
     def repro(self, device: str) -> str:
-        head = ["import numpy as np", "import torch", "from uopkit import Tensor, dtypes", "", f"DEVICE = {device!r}"]
+        # inputs print nan and inf bare (list repr): the names must exist in the repro
+        head = [
+            "from math import inf, nan",
+            "import numpy as np",
+            "import torch",
+            "from uopkit import Tensor, dtypes",
+            "",
+            f"DEVICE = {device!r}",
+        ]
         body = self.lines("uopkit", device)
         ref = [f"    {line}" for line in self.lines("torch", device)]
         return "\n".join(
