@@ -477,6 +477,9 @@ class Memory:
     width: int = 1
     # global bfloat16 memory holds bit patterns (uint16): loads and stores convert
     bf16_bits: bool = False
+    # local memory: per element, the work-item (root lane) that wrote it last and the barrier epoch it did so in
+    writer: np.ndarray | None = None
+    written_in: np.ndarray | None = None
 
 
 @dataclass(eq=False)
@@ -512,6 +515,8 @@ class Interpreter:
         self.vectorize = vectorize
         self.env: dict[UOp, Any] = {}
         self.registers: list[Memory] = []
+        # BARRIERs passed so far: local memory written in an earlier epoch is visible to every work-item of the group
+        self.epoch = 0
 
     # ---- values
 
@@ -557,6 +562,7 @@ class Interpreter:
             table[dim] = size
         n_groups, n_local = math.prod(groups) * math.prod(global_ids), math.prod(locals_)
         self.n_local = n_local
+        self.launch = (groups, global_ids, locals_)
         lanes = n_groups * n_local
         lane = np.arange(lanes)
         self.frame = Frame(lanes, 1, None, lane // max(n_local, 1))
@@ -592,8 +598,10 @@ class Interpreter:
                 continue
             if op is Ops.STORE:
                 self.store(u)
-            elif op in (Ops.END, Ops.ENDIF, Ops.BARRIER, Ops.NOOP, Ops.SINK):
-                # lockstep execution: every lane reaches a barrier together
+            elif op is Ops.BARRIER:
+                # lockstep execution: every lane reaches a barrier together; what was written before is now visible
+                self.epoch += 1
+            elif op in (Ops.END, Ops.ENDIF, Ops.NOOP, Ops.SINK):
                 pass
             else:
                 self.compute(u)
@@ -675,7 +683,9 @@ class Interpreter:
         elif op is Ops.DEFINE_LOCAL:
             size = max(u.dtype.size, 0)
             data = np.zeros((int(self.root.group.max()) + 1, size * u.dtype.base.count), _np(u.dtype.base))
-            self.env[u] = Memory("local", data, f"local{u.arg}", u.dtype.base.count)
+            name = u.arg if isinstance(u.arg, str) else f"local{u.arg}"
+            never = np.full(data.shape, -1, np.int64)
+            self.env[u] = Memory("local", data, name, u.dtype.base.count, writer=never, written_in=never.copy())
         elif op is Ops.DEFINE_REG:
             size = max(u.dtype.size, 1)
             data = np.zeros((self.frame.lanes, size * u.dtype.base.count), _np(u.dtype.base))
@@ -765,7 +775,7 @@ class Interpreter:
             lane = int(np.argwhere(bad)[0][0])
             raise EmulatorError(
                 f"{what.op.name} out of bounds: element {int(idx[lane].min())}..{int(idx[lane].max())} of "
-                f"{mem.kind} {mem.name} which holds {limit} elements (lane {lane})"
+                f"{mem.kind} {mem.name} which holds {limit} elements ({self.where(what, lane)})"
             )
         if active is not None:
             idx = np.where(active[:, None], idx, 0)
@@ -776,6 +786,59 @@ class Interpreter:
         else:
             rows = np.arange(self.frame.lanes)
         return rows, idx, active
+
+    def where(self, u: UOp, lane: int) -> str:
+        """Which op (its position in the program) and which work-item a lane of the current frame is."""
+        pos = next((i for i, x in enumerate(self.uops) if x is u), -1)
+        return f"op {pos}, {self.work_item(lane // self.frame.per_thread)}"
+
+    def work_item(self, root_lane: int) -> str:
+        """A lane of the launch as its ids: group (gidx), global id (idx, for kernels that use them), local (lidx)."""
+        groups, global_ids, locals_ = self.launch
+        group_lin, local = divmod(root_lane, max(self.n_local, 1))
+        group, global_id = divmod(group_lin, math.prod(global_ids))
+
+        def ids(name: str, dims: list[int], lin: int) -> str:
+            return f"{name}=({', '.join(str(lin // math.prod(dims[:d]) % dims[d]) for d in range(3))})"
+
+        parts = [ids("gidx", groups, group), ids("lidx", locals_, local)]
+        if math.prod(global_ids) > 1:
+            parts.insert(1, ids("idx", global_ids, global_id))
+        return "work-item " + " ".join(parts)
+
+    def check_local_race(self, u: UOp, ptr: Pointer, rows: np.ndarray, idx: np.ndarray, active: Any) -> None:
+        """A local element another work-item wrote since the last BARRIER may not be read or written (a race: on a
+        GPU the work-items don't run in lockstep); a STORE then records its writer."""
+        mem = ptr.memory
+        assert mem.writer is not None and mem.written_in is not None
+        me = np.arange(self.frame.lanes) // self.frame.per_thread
+        lanes = np.arange(self.frame.lanes) if active is None else np.flatnonzero(active)
+        if not len(lanes):
+            return
+        r, i, who = np.repeat(rows[lanes], idx.shape[1]), idx[lanes].reshape(-1), np.repeat(me[lanes], idx.shape[1])
+        prev, when = mem.writer[r, i], mem.written_in[r, i]
+        clash = (when == self.epoch) & (prev >= 0) & (prev != who)
+        if u.op is Ops.STORE and not clash.any():
+            # two work-items writing the same element in this one STORE
+            key = r * mem.data.shape[-1] + i
+            order = np.lexsort((who, key))
+            same = (key[order][1:] == key[order][:-1]) & (who[order][1:] != who[order][:-1])
+            if same.any():
+                k = int(np.flatnonzero(same)[0])
+                a, b = order[k], order[k + 1]
+                raise EmulatorError(
+                    f"STORE to local {mem.name}[{int(i[a])}] by two work-items with no BARRIER between them "
+                    f"({self.where(u, int(lanes[b // idx.shape[1]]))}; also {self.work_item(int(who[a]))})"
+                )
+        if clash.any():
+            k = int(np.flatnonzero(clash)[0])
+            what = "reads" if u.op is Ops.LOAD else "overwrites"
+            raise EmulatorError(
+                f"{u.op.name} {what} local {mem.name}[{int(i[k])}], written by {self.work_item(int(prev[k]))} with "
+                f"no BARRIER since ({self.where(u, int(lanes[k // idx.shape[1]]))})"
+            )
+        if u.op is Ops.STORE:
+            mem.writer[r, i], mem.written_in[r, i] = who, self.epoch
 
     def _val(self, v: tuple[Any, Frame | None]) -> Any:
         arr, frame = v
@@ -795,6 +858,8 @@ class Interpreter:
             out = np.zeros(idx.shape, _np(u.dtype))
         else:
             rows, idx, active = self._access(ptr, count, u)
+            if mem.kind == "local":
+                self.check_local_race(u, ptr, rows, idx, active)
             out = mem.data[idx] if mem.kind == "global" else mem.data[rows[:, None], idx]
             if mem.bf16_bits:
                 out = bf16_to_float32(out)
@@ -812,6 +877,8 @@ class Interpreter:
         rows, idx, active = self._access(ptr, count, u)
         values = self.laned(self.value(u.src[1]), value_dt).reshape(self.frame.lanes, count)
         mem = ptr.memory
+        if mem.kind == "local":
+            self.check_local_race(u, ptr, rows, idx, active)
         values = float32_to_bf16_bits(values) if mem.bf16_bits else values.astype(mem.data.dtype, copy=False)
         if active is not None:
             idx, values = idx[active], values[active]
