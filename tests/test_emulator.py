@@ -155,6 +155,33 @@ def test_local_write_by_two_work_items_is_a_race() -> None:
         run_uops(shared_sum_program(2, 4, slot=lambda lane: lane % 2), [got, data])
 
 
+@pytest.mark.parametrize("barrier", [True, False])
+def test_local_write_after_another_work_items_read_is_a_race(barrier: bool) -> None:
+    """Each work-item reads its right neighbour's slot, then overwrites its own: without a BARRIER between, the
+    neighbour on its left may not have read it yet."""
+    threads = 4
+    out, a = global_buf(0, dtypes.float32, threads), global_buf(1, dtypes.float32, threads)
+    lane = UOp(Ops.SPECIAL, dtypes.index, (idx(threads),), "lidx0")
+    shared = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(threads, local=True), (), "temp0")
+    first = UOp(Ops.BARRIER, dtypes.void, (store(shared, lane, load(a, lane)),))
+    right = (lane + 1) % threads
+    neighbour = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, shared.dtype, (shared, right)), first))
+    kept = store(out, lane, neighbour)
+    after = UOp(Ops.BARRIER, dtypes.void, (kept,)) if barrier else kept
+    uops = program(store(shared, lane, neighbour * 2.0, deps=(after,)))
+    got, data = np.zeros(threads, np.float32), np.arange(threads, dtype=np.float32)
+    if barrier:
+        run_uops(uops, [got, data])
+        np.testing.assert_array_equal(got, np.roll(data, -1))
+        return
+    with pytest.raises(
+        EmulatorError,
+        match=r"STORE overwrites local temp0\[0\], read by work-item gidx=\(0, 0, 0\) lidx=\(3, 0, 0\) with no "
+        r"BARRIER since \(op \d+, work-item gidx=\(0, 0, 0\) lidx=\(0, 0, 0\)\)",
+    ):
+        run_uops(uops, [got, data])
+
+
 def test_local_out_of_bounds_names_the_op_and_work_item() -> None:
     got, data = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
     with pytest.raises(

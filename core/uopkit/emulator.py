@@ -477,9 +477,12 @@ class Memory:
     width: int = 1
     # global bfloat16 memory holds bit patterns (uint16): loads and stores convert
     bf16_bits: bool = False
-    # local memory: per element, the work-item (root lane) that wrote it last and the barrier epoch it did so in
+    # local memory: per element, the work-item (root lane) that wrote it last and the barrier epoch it did so in, and
+    # the one that read it (-2: several) in epoch `read_in`
     writer: np.ndarray | None = None
     written_in: np.ndarray | None = None
+    reader: np.ndarray | None = None
+    read_in: np.ndarray | None = None
 
 
 @dataclass(eq=False)
@@ -685,7 +688,8 @@ class Interpreter:
             data = np.zeros((int(self.root.group.max()) + 1, size * u.dtype.base.count), _np(u.dtype.base))
             name = u.arg if isinstance(u.arg, str) else f"local{u.arg}"
             never = np.full(data.shape, -1, np.int64)
-            self.env[u] = Memory("local", data, name, u.dtype.base.count, writer=never, written_in=never.copy())
+            track = {k: never.copy() for k in ("writer", "written_in", "reader", "read_in")}
+            self.env[u] = Memory("local", data, name, u.dtype.base.count, **track)
         elif op is Ops.DEFINE_REG:
             size = max(u.dtype.size, 1)
             data = np.zeros((self.frame.lanes, size * u.dtype.base.count), _np(u.dtype.base))
@@ -807,38 +811,60 @@ class Interpreter:
         return "work-item " + " ".join(parts)
 
     def check_local_race(self, u: UOp, ptr: Pointer, rows: np.ndarray, idx: np.ndarray, active: Any) -> None:
-        """A local element another work-item wrote since the last BARRIER may not be read or written (a race: on a
-        GPU the work-items don't run in lockstep); a STORE then records its writer."""
+        """Between two BARRIERs a work-item may not read a local element another one wrote, nor write one another one
+        read or wrote (on a GPU the work-items don't run in lockstep: the value would depend on timing). Records
+        who read or wrote each element, and when."""
         mem = ptr.memory
         assert mem.writer is not None and mem.written_in is not None
+        assert mem.reader is not None and mem.read_in is not None
         me = np.arange(self.frame.lanes) // self.frame.per_thread
         lanes = np.arange(self.frame.lanes) if active is None else np.flatnonzero(active)
         if not len(lanes):
             return
-        r, i, who = np.repeat(rows[lanes], idx.shape[1]), idx[lanes].reshape(-1), np.repeat(me[lanes], idx.shape[1])
-        prev, when = mem.writer[r, i], mem.written_in[r, i]
-        clash = (when == self.epoch) & (prev >= 0) & (prev != who)
-        if u.op is Ops.STORE and not clash.any():
-            # two work-items writing the same element in this one STORE
-            key = r * mem.data.shape[-1] + i
-            order = np.lexsort((who, key))
-            same = (key[order][1:] == key[order][:-1]) & (who[order][1:] != who[order][:-1])
-            if same.any():
-                k = int(np.flatnonzero(same)[0])
-                a, b = order[k], order[k + 1]
-                raise EmulatorError(
-                    f"STORE to local {mem.name}[{int(i[a])}] by two work-items with no BARRIER between them "
-                    f"({self.where(u, int(lanes[b // idx.shape[1]]))}; also {self.work_item(int(who[a]))})"
-                )
-        if clash.any():
-            k = int(np.flatnonzero(clash)[0])
-            what = "reads" if u.op is Ops.LOAD else "overwrites"
-            raise EmulatorError(
-                f"{u.op.name} {what} local {mem.name}[{int(i[k])}], written by {self.work_item(int(prev[k]))} with "
-                f"no BARRIER since ({self.where(u, int(lanes[k // idx.shape[1]]))})"
+        width = idx.shape[1]
+        r, i, who = np.repeat(rows[lanes], width), idx[lanes].reshape(-1), np.repeat(me[lanes], width)
+
+        def race(k: int, done: str, other: int) -> EmulatorError:
+            by = "several work-items" if other < 0 else self.work_item(other)
+            verb = "reads" if u.op is Ops.LOAD else "overwrites"
+            return EmulatorError(
+                f"{u.op.name} {verb} local {mem.name}[{int(i[k])}], {done} by {by} with no BARRIER since "
+                f"({self.where(u, int(lanes[k // width]))})"
             )
+
+        prev, when = mem.writer[r, i], mem.written_in[r, i]
+        clash = np.flatnonzero((when == self.epoch) & (prev >= 0) & (prev != who))
+        if len(clash):
+            k = int(clash[0])
+            raise race(k, "written", int(prev[k]))
+        # the elements this op touches, each with the lowest and highest work-item touching it
+        flat = r * mem.data.shape[-1] + i
+        keys, inverse = np.unique(flat, return_inverse=True)
+        lo, hi = np.full(len(keys), np.iinfo(np.int64).max), np.full(len(keys), -1)
+        np.minimum.at(lo, inverse, who)
+        np.maximum.at(hi, inverse, who)
+        kr, ki = np.divmod(keys, mem.data.shape[-1])
         if u.op is Ops.STORE:
-            mem.writer[r, i], mem.written_in[r, i] = who, self.epoch
+            several = np.flatnonzero(lo != hi)
+            if len(several):
+                k = int(np.flatnonzero(inverse == several[0])[0])
+                raise EmulatorError(
+                    f"STORE to local {mem.name}[{int(i[k])}] by two work-items with no BARRIER between them "
+                    f"({self.where(u, int(lanes[k // width]))}; also {self.work_item(int(lo[several[0]]))})"
+                )
+            reader, read_when = mem.reader[r, i], mem.read_in[r, i]
+            clash = np.flatnonzero((read_when == self.epoch) & (reader != who))
+            if len(clash):
+                k = int(clash[0])
+                raise race(k, "read", int(reader[k]))
+            mem.writer[kr, ki], mem.written_in[kr, ki] = lo, self.epoch
+            return
+        # a LOAD: the element's reader this epoch, -2 once a second work-item reads it
+        single = np.where(lo == hi, lo, -2)
+        before = mem.reader[kr, ki]
+        same = (mem.read_in[kr, ki] != self.epoch) | (before == single)
+        mem.reader[kr, ki] = np.where(same, single, -2)
+        mem.read_in[kr, ki] = self.epoch
 
     def _val(self, v: tuple[Any, Frame | None]) -> Any:
         arr, frame = v

@@ -1,6 +1,7 @@
 """Random kernel opts on a device: every opt list `apply_opt` accepts must compute what the unoptimized kernel does.
 
-The kernels: matmul, row and column reduces, an int reduce, softmax, conv2d and a half matmul (for tensor cores).
+The kernels: matmul, row and column reduces (float, int, half, over two axes), softmax, conv2d and a half matmul
+(for tensor cores).
 For each kernel of a kernel's schedule, random opt lists are drawn from what the device's renderer accepts (the
 BEAM actions: UPCAST, UNROLL, LOCAL, GROUP, GROUPTOP, THREAD and TC for each tensor core it declares, plus PADTO),
 the kernel is compiled and run with them on the device and its output compared with the unoptimized kernel's
@@ -34,8 +35,10 @@ from uopkit.device import Device
 from uopkit.dtype import dtypes, from_numpy_dtype
 from uopkit.renderer import Renderer
 
-# (amounts PADTO is tried with; it is not among the BEAM actions)
+# PADTO is not among the BEAM actions; small splits (BEAM's GROUP starts at 16) reach the axes of odd sizes
 PADTO_AMOUNTS = (3, 4, 8, 16)
+SMALL_AMOUNTS = (2, 3, 4, 5, 6)
+SPLITS = (OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP)
 MAX_OPTS = 5
 
 
@@ -80,6 +83,14 @@ def cases() -> dict[str, Case]:
         "int_col_sum": Case(
             [rng.integers(-50, 50, (64, 24)).astype(np.int32)], lambda x: x.sum(axis=0), lambda x: x.sum(axis=0)
         ),
+        # two reduce axes around an output axis
+        "sum_outer_axes": Case([f32(6, 12, 20)], lambda x: x.sum(axis=(0, 2)), lambda x: x.sum(axis=(0, 2))),
+        "half_row_sum": Case(
+            [f32(16, 72).astype(np.float16)],
+            lambda x: x.sum(axis=1),
+            lambda x: x.astype(np.float32).sum(axis=1).astype(np.float16),
+            rtol=2e-2,
+        ),
         "softmax": Case([f32(8, 96)], lambda x: x.softmax(-1), _softmax),
         "conv": Case([f32(2, 3, 10, 10), f32(4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1), _conv, rtol=2e-4),
         # float16 operands, float32 accumulation: what tensor cores take
@@ -100,6 +111,7 @@ def random_opts(ast, renderer: Renderer, rng: random.Random, n: int) -> list[Opt
         actions = candidate_actions(plan, renderer)
         n_axes = plan.n_out + len(plan.red)
         actions += [Opt(OptOps.PADTO, ax, amt) for ax in range(n_axes) for amt in PADTO_AMOUNTS]
+        actions += [Opt(op, ax, amt) for op in SPLITS for ax in range(n_axes) for amt in SMALL_AMOUNTS]
         # each kind of opt equally likely (there are many more UPCAST and PADTO actions than LOCAL or TC ones); a
         # tensor core, which must come first, half the time it fits
         by_op: dict[OptOps, list[Opt]] = {}
