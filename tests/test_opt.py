@@ -11,6 +11,7 @@ from uopkit.codegen.opt import Opt, OptError, OptOps, apply_opt, initial_plan
 from uopkit.codegen.opt.search import beam_search, candidate_actions, load_cached
 from uopkit.engine.realize import _buffer_for
 from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.testing.optfuzz import random_opts
 
 
 def _kernels():
@@ -49,24 +50,6 @@ def _run(item, opts):
     return bufs[0].numpy().copy()
 
 
-def _random_opts(item, renderer, rng, n):
-    plan = initial_plan(item.ast)
-    opts = []
-    for _ in range(n):
-        actions = candidate_actions(plan, renderer)
-        # PADTO is not in the search space; try it too
-        actions += [Opt(OptOps.PADTO, ax, amt) for ax in range(plan.n_out + len(plan.red)) for amt in (3, 4, 8)]
-        rng.shuffle(actions)
-        for act in actions:
-            try:
-                plan = apply_opt(plan, act, renderer)
-            except OptError:
-                continue
-            opts.append(act)
-            break
-    return opts
-
-
 @pytest.mark.parametrize("name", list(_kernels()))
 def test_random_opts_match_unoptimized(name):
     t = _kernels()[name]
@@ -78,7 +61,7 @@ def test_random_opts_match_unoptimized(name):
     renderer = Device["CPU"].renderer
     rng = random.Random(sum(map(ord, name)))
     for _ in range(6):
-        opts = _random_opts(item, renderer, rng, rng.randint(1, 4))
+        opts = random_opts(item.ast, renderer, rng, rng.randint(1, 4))
         got = _run(item, opts)
         # (a 256-long reduce reassociated by unrolls and vector lanes differs in its last bits)
         atol = 1e-4 if name == "panel_matmul" else 1e-5
@@ -194,7 +177,7 @@ def test_beam_drops_a_candidate_with_wrong_values(tmp_path, monkeypatch, capsys,
 
     monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
     rng = np.random.default_rng(0)
-    item, dev = _emulator_item(Tensor(rng.standard_normal((32, 64)).astype(np.float32), device="EMULATOR").sum(axis=1))
+    item, dev = _emulator_item(Tensor(rng.standard_normal((8, 16)).astype(np.float32), device="EMULATOR").sum(axis=1))
     renderer = dev.renderer
     heuristic = hand_coded_opts(item.ast, renderer)
     target = [*heuristic, candidate_actions(apply_opts(item.ast, heuristic, renderer), renderer)[0]]
