@@ -311,3 +311,34 @@ def test_apply_opt_enforces_the_renderers_launch_limits():
         apply(three, Opt(OptOps.GROUP, 4, 4))
     with pytest.raises(OptError, match="work-group dimension 2 of 128 threads exceeds its limit 64"):
         apply(four, Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.GROUP, 4, 128))
+
+
+def test_beam_checks_every_output_of_a_kernel():
+    """A kernel with two STOREs (data0 = x * 2, data2 = x + 1): a candidate wrong in the second one only is dropped."""
+    from uopkit.codegen.opt.search import Timer
+    from uopkit.uop.ops import Ops, UOp
+
+    x = Tensor(np.ones((4, 8), np.float32), device="EMULATOR").realize()
+    item, _ = _emulator_item(x * 2)
+    (store,) = item.ast.src
+    value = store.src[1]
+    loaded = value.src[0]
+    view = store.src[0]
+    second = view.replace(src=(UOp(Ops.DEFINE_GLOBAL, view.src[0].dtype, (), 2),))
+
+    def two_outputs(plus: float) -> UOp:
+        return UOp(Ops.SINK, item.ast.dtype, (store, UOp(Ops.STORE, store.dtype, (second, loaded + plus))))
+
+    target = [Opt(OptOps.UPCAST, 1, 4)]
+
+    def build(ast, renderer, opts):
+        return get_program(two_outputs(1.5) if opts == target else ast, renderer, opts)
+
+    timer = Timer(two_outputs(1.0), "EMULATOR", build)
+    assert timer.written == [0, 2]
+    timer.reference()
+    inputs = np.frombuffer(timer.initial[1], np.float32)
+    np.testing.assert_allclose(timer.expected[0], inputs * 2)
+    np.testing.assert_allclose(timer.expected[1], inputs + 1)
+    assert timer([Opt(OptOps.UPCAST, 1, 2)]) < float("inf")
+    assert timer(target) == float("inf") and list(timer.rejected) == [tuple(target)]
