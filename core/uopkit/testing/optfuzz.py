@@ -32,7 +32,7 @@ from uopkit.codegen.opt.search import candidate_actions
 from uopkit.codegen.opt.verify import output_error, tolerance
 from uopkit.codegen.plan import work_group_dims
 from uopkit.device import Device
-from uopkit.dtype import dtypes, from_numpy_dtype
+from uopkit.dtype import from_numpy_dtype
 from uopkit.renderer import Renderer
 
 # PADTO is not among the BEAM actions; small splits (BEAM's GROUP starts at 16) reach the axes of odd sizes
@@ -174,9 +174,8 @@ def check_case(name: str, case: Case, device: str, renderer: Renderer, seed: int
         except Exception as e:  # noqa: BLE001 - every failure is reported with its opts
             return f"{where}: {type(e).__name__}: {e}"
         dtype = item.bufs[0].dtype
-        tf32 = any(o.op is OptOps.TC and renderer.caps.tensor_cores[o.amount].dtype_in == dtypes.float32 for o in opts)
         err = output_error(got[0], expected[0])
-        if err > tolerance(dtype, tf32):
+        if err > tolerance(dtype, opts, renderer):
             return f"{where}: output differs from the unoptimized kernel's by {err:.3g}"
     # the last kernel's output, computed by every kernel with its random opts
     want = case.expected(*case.inputs).reshape(-1)

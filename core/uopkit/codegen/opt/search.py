@@ -21,7 +21,6 @@ from typing import Any
 
 from uopkit import diskcache
 from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
-from uopkit.dtype import dtypes
 from uopkit.helpers import DEBUG
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -142,8 +141,8 @@ class Timer:
         for b, data in zip(self.bufs, self.initial, strict=True):
             b.copyin(data)
         # the buffers the kernel stores to (its outputs, which may also be inputs when it updates in place)
-        args = [arg for arg, _ in globals_]
-        self.written = sorted({args.index(_stored_buffer(st).arg) for st in ast.src if st.op is Ops.STORE})
+        self.args = [arg for arg, _ in globals_]
+        self.written = sorted({self.args.index(_stored_buffer(st).arg) for st in ast.src if st.op is Ops.STORE})
         self.expected: list[Any] | None = None
         self.fastest = math.inf
         # built programs by opts: timing the same candidate again (the final pick) doesn't rebuild it
@@ -181,14 +180,11 @@ class Timer:
         from uopkit.codegen.opt.verify import output_error, tolerance
 
         assert self.expected is not None, "Timer.reference() runs first"
-        # TF32 tensor cores round float32 operands to float16's precision
-        tf32 = any(
-            o.op is OptOps.TC and self.dev.renderer.caps.tensor_cores[o.amount].dtype_in == dtypes.float32 for o in opts
-        )
         for i, got, ref in zip(self.written, self._run_once(spec, prg), self.expected, strict=True):
             err = output_error(got, ref)
-            if err > tolerance(self.dtypes[i], tf32):
-                raise CandidateMismatch(f"data{i} differs from the unoptimized kernel's by {err:.3g} (max error)", err)
+            if err > tolerance(self.dtypes[i], opts, self.dev.renderer):
+                message = f"data{self.args[i]} differs from the unoptimized kernel's by {err:.3g} (max error)"
+                raise CandidateMismatch(message, err)
 
     def __call__(self, opts: list[Opt]) -> float:
         key = tuple(opts)

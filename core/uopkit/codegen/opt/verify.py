@@ -8,9 +8,15 @@ floats, with NaN and inf in the same places.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from uopkit.codegen.plan import Opt, OptOps
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
+
+if TYPE_CHECKING:
+    from uopkit.renderer import Renderer
 
 # how far a float output may move when its sums are reassociated, relative to the size of the values (see
 # `output_error`); TF32 tensor cores round float32 operands to float16's mantissa, so they get float16's tolerance
@@ -62,9 +68,12 @@ def output_error(got: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(got[finite] - ref[finite]) / (np.abs(ref[finite]) + scale)))
 
 
-def tolerance(dtype: DType, tf32: bool = False) -> float:
-    """The largest `output_error` a correct kernel gives for outputs of `dtype` (0.0: must be exact)."""
+def tolerance(dtype: DType, opts: list[Opt] | tuple[Opt, ...] = (), renderer: Renderer | None = None) -> float:
+    """The largest `output_error` a correct kernel with `opts` gives for outputs of `dtype` (0.0: must be exact)."""
     if not dtypes.is_float(dtype.scalar):
         return 0.0
     tol = TOLERANCE.get(dtype.scalar, TOLERANCE[dtypes.float16])
+    # a float32 tensor core (TF32) rounds its operands to float16's precision
+    cores = renderer.caps.tensor_cores if renderer is not None else ()
+    tf32 = any(o.op is OptOps.TC and cores[o.amount].dtype_in == dtypes.float32 for o in opts)
     return max(tol, TOLERANCE[dtypes.float16]) if tf32 else tol
