@@ -182,6 +182,23 @@ def test_local_write_after_another_work_items_read_is_a_race(barrier: bool) -> N
         run_uops(uops, [got, data])
 
 
+def test_barrier_reached_by_part_of_a_group_is_an_error() -> None:
+    """A BARRIER inside an IF that only some work-items of a group take: on a GPU the group never gets past it."""
+    threads = 4
+    out = global_buf(0, dtypes.int32, threads)
+    lane = UOp(Ops.SPECIAL, dtypes.index, (idx(threads),), "lidx0")
+    if_ = UOp(Ops.IF, dtypes.void, (lane.lt(2),))
+    barrier = UOp(Ops.BARRIER, dtypes.void, (if_,))
+    endif = UOp(Ops.ENDIF, dtypes.void, (if_, barrier))
+    uops = program(store(out, lane, lane.cast(dtypes.int32), deps=(endif,)))
+    with pytest.raises(
+        EmulatorError,
+        match=r"BARRIER reached by only some work-items of a group \(op \d+, work-item gidx=\(0, 0, 0\) "
+        r"lidx=\(0, 0, 0\) waits; work-item gidx=\(0, 0, 0\) lidx=\(2, 0, 0\) never arrives\)",
+    ):
+        run_uops(uops, [np.zeros(threads, np.int32)])
+
+
 def test_local_out_of_bounds_names_the_op_and_work_item() -> None:
     got, data = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
     with pytest.raises(

@@ -603,6 +603,7 @@ class Interpreter:
                 self.store(u)
             elif op is Ops.BARRIER:
                 # lockstep execution: every lane reaches a barrier together; what was written before is now visible
+                self.check_barrier(u)
                 self.epoch += 1
             elif op in (Ops.END, Ops.ENDIF, Ops.NOOP, Ops.SINK):
                 pass
@@ -809,6 +810,23 @@ class Interpreter:
         if math.prod(global_ids) > 1:
             parts.insert(1, ids("idx", global_ids, global_id))
         return "work-item " + " ".join(parts)
+
+    def check_barrier(self, u: UOp) -> None:
+        """A BARRIER must be reached by all work-items of a group or none (on a GPU the others never arrive)."""
+        mask = self.frame.mask
+        if mask is None:
+            return
+        groups = self.frame.group
+        arrived = np.bincount(groups, weights=mask, minlength=int(groups.max()) + 1)
+        total = np.bincount(groups, minlength=int(groups.max()) + 1)
+        split = np.flatnonzero((arrived > 0) & (arrived < total))
+        if len(split):
+            lanes = np.flatnonzero(groups == split[0])
+            waiting, missing = lanes[mask[lanes]][0], lanes[~mask[lanes]][0]
+            raise EmulatorError(
+                f"BARRIER reached by only some work-items of a group ({self.where(u, int(waiting))} waits; "
+                f"{self.work_item(int(missing) // self.frame.per_thread)} never arrives)"
+            )
 
     def check_local_race(self, u: UOp, ptr: Pointer, rows: np.ndarray, idx: np.ndarray, active: Any) -> None:
         """Between two BARRIERs a work-item may not read a local element another one wrote, nor write one another one

@@ -91,6 +91,10 @@ def cases() -> dict[str, Case]:
             lambda x: x.astype(np.float32).sum(axis=1).astype(np.float16),
             rtol=2e-2,
         ),
+        # a row reduce fused into its elementwise consumer: the reduce doesn't depend on the output's column axis
+        "minus_row_max": Case(
+            [f32(12, 40)], lambda x: x - x.max(axis=1, keepdim=True), lambda x: x - x.max(axis=1, keepdims=True)
+        ),
         "softmax": Case([f32(8, 96)], lambda x: x.softmax(-1), _softmax),
         "conv": Case([f32(2, 3, 10, 10), f32(4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1), _conv, rtol=2e-4),
         # float16 operands, float32 accumulation: what tensor cores take
