@@ -116,11 +116,107 @@ def test_locals_barrier_and_specials() -> None:
     np.testing.assert_array_equal(got, expected.reshape(-1))
 
 
+def shared_sum_program(groups: int, threads: int, barrier: bool = True, slot=None, size=None) -> list[UOp]:  # noqa: ANN001
+    """Each work-item stages a[g*threads + lane] in local memory at `slot(lane)`, then sums the whole group's slots
+    (the pattern of a GROUP reduce); with `barrier=False` the BARRIER between the two is missing."""
+    out, a = global_buf(0, dtypes.float32, groups * threads), global_buf(1, dtypes.float32, groups * threads)
+    g = UOp(Ops.SPECIAL, dtypes.index, (idx(groups),), "gidx0")
+    lane = UOp(Ops.SPECIAL, dtypes.index, (idx(threads),), "lidx0")
+    shared = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(size or threads, local=True), (), "temp0")
+    staged = store(shared, lane if slot is None else slot(lane), load(a, g * threads + lane))
+    after = UOp(Ops.BARRIER, dtypes.void, (staged,)) if barrier else staged
+    acc = UOp(Ops.DEFINE_REG, dtypes.float32.ptr(1), (), 0)
+    at = UOp(Ops.INDEX, acc.dtype, (acc, idx(0)))
+    init = UOp(Ops.STORE, dtypes.void, (at, UOp.const(dtypes.float32, 0.0), after))
+    k = loop(0, threads, deps=(init,))
+    shared_k = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, shared.dtype, (shared, k)), after))
+    update = UOp(Ops.STORE, dtypes.void, (at, UOp(Ops.LOAD, dtypes.float32, (at, k)) + shared_k))
+    return program(store(out, g * threads + lane, UOp(Ops.LOAD, dtypes.float32, (at, end(update, k)))))
+
+
+def test_local_read_without_barrier_is_a_race() -> None:
+    data = np.arange(8, dtype=np.float32)
+    got = np.zeros_like(data)
+    run_uops(shared_sum_program(2, 4), [got, data])
+    np.testing.assert_array_equal(got, np.repeat(data.reshape(2, 4).sum(1), 4))
+    # lockstep lanes would give the same sums without the barrier; a GPU need not, so it is an error
+    with pytest.raises(
+        EmulatorError,
+        match=r"LOAD reads local temp0\[1\], written by work-item gidx=\(0, 0, 0\) lidx=\(1, 0, 0\) with no BARRIER "
+        r"since \(op \d+, work-item gidx=\(0, 0, 0\) lidx=\(0, 0, 0\)\)",
+    ):
+        run_uops(shared_sum_program(2, 4, barrier=False), [got, data])
+
+
+def test_local_write_by_two_work_items_is_a_race() -> None:
+    """Work-items 0 and 2 (and 1 and 3) stage into the same slot: which value stays depends on timing."""
+    got, data = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
+    with pytest.raises(EmulatorError, match=r"STORE to local temp0\[0\] by two work-items with no BARRIER"):
+        run_uops(shared_sum_program(2, 4, slot=lambda lane: lane % 2), [got, data])
+
+
+@pytest.mark.parametrize("barrier", [True, False])
+def test_local_write_after_another_work_items_read_is_a_race(barrier: bool) -> None:
+    """Each work-item reads its right neighbour's slot, then overwrites its own: without a BARRIER between, the
+    neighbour on its left may not have read it yet."""
+    threads = 4
+    out, a = global_buf(0, dtypes.float32, threads), global_buf(1, dtypes.float32, threads)
+    lane = UOp(Ops.SPECIAL, dtypes.index, (idx(threads),), "lidx0")
+    shared = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(threads, local=True), (), "temp0")
+    first = UOp(Ops.BARRIER, dtypes.void, (store(shared, lane, load(a, lane)),))
+    right = (lane + 1) % threads
+    neighbour = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, shared.dtype, (shared, right)), first))
+    kept = store(out, lane, neighbour)
+    after = UOp(Ops.BARRIER, dtypes.void, (kept,)) if barrier else kept
+    uops = program(store(shared, lane, neighbour * 2.0, deps=(after,)))
+    got, data = np.zeros(threads, np.float32), np.arange(threads, dtype=np.float32)
+    if barrier:
+        run_uops(uops, [got, data])
+        np.testing.assert_array_equal(got, np.roll(data, -1))
+        return
+    with pytest.raises(
+        EmulatorError,
+        match=r"STORE overwrites local temp0\[0\], read by work-item gidx=\(0, 0, 0\) lidx=\(3, 0, 0\) with no "
+        r"BARRIER since \(op \d+, work-item gidx=\(0, 0, 0\) lidx=\(0, 0, 0\)\)",
+    ):
+        run_uops(uops, [got, data])
+
+
+def test_barrier_reached_by_part_of_a_group_is_an_error() -> None:
+    """A BARRIER inside an IF that only some work-items of a group take: on a GPU the group never gets past it."""
+    threads = 4
+    out = global_buf(0, dtypes.int32, threads)
+    lane = UOp(Ops.SPECIAL, dtypes.index, (idx(threads),), "lidx0")
+    if_ = UOp(Ops.IF, dtypes.void, (lane.lt(2),))
+    barrier = UOp(Ops.BARRIER, dtypes.void, (if_,))
+    endif = UOp(Ops.ENDIF, dtypes.void, (if_, barrier))
+    uops = program(store(out, lane, lane.cast(dtypes.int32), deps=(endif,)))
+    with pytest.raises(
+        EmulatorError,
+        match=r"BARRIER reached by only some work-items of a group \(op \d+, work-item gidx=\(0, 0, 0\) "
+        r"lidx=\(0, 0, 0\) waits; work-item gidx=\(0, 0, 0\) lidx=\(2, 0, 0\) never arrives\)",
+    ):
+        run_uops(uops, [np.zeros(threads, np.int32)])
+
+
+def test_local_out_of_bounds_names_the_op_and_work_item() -> None:
+    got, data = np.zeros(8, np.float32), np.arange(8, dtype=np.float32)
+    with pytest.raises(
+        EmulatorError,
+        match=r"STORE out of bounds: element 4\.\.4 of local temp0 which holds 4 elements \(op \d+, work-item "
+        r"gidx=\(0, 0, 0\) lidx=\(1, 0, 0\)\)",
+    ):
+        run_uops(shared_sum_program(2, 4, slot=lambda lane: lane * 4), [got, data])
+
+
 def test_out_of_bounds_is_an_error() -> None:
     out, a = global_buf(0, dtypes.float32, 4), global_buf(1, dtypes.float32, 4)
     i = loop(0, 4)
     uops = program(end(store(out, i, load(a, i + 1)), i))
-    with pytest.raises(EmulatorError, match=r"LOAD out of bounds: element 4\.\.4 of global data1 which holds 4"):
+    with pytest.raises(
+        EmulatorError,
+        match=r"LOAD out of bounds: element 4\.\.4 of global data1 which holds 4 elements \(op \d+, work-item",
+    ):
         run_uops(uops, [np.zeros(4, np.float32), np.zeros(4, np.float32)])
     # the same access behind a gate is fine and reads 0
     gate = (i + 1).lt(4)

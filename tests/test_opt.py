@@ -11,6 +11,7 @@ from uopkit.codegen.opt import Opt, OptError, OptOps, apply_opt, initial_plan
 from uopkit.codegen.opt.search import beam_search, candidate_actions, load_cached
 from uopkit.engine.realize import _buffer_for
 from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.testing.optfuzz import random_opts
 
 
 def _kernels():
@@ -49,24 +50,6 @@ def _run(item, opts):
     return bufs[0].numpy().copy()
 
 
-def _random_opts(item, renderer, rng, n):
-    plan = initial_plan(item.ast)
-    opts = []
-    for _ in range(n):
-        actions = candidate_actions(plan, renderer)
-        # PADTO is not in the search space; try it too
-        actions += [Opt(OptOps.PADTO, ax, amt) for ax in range(plan.n_out + len(plan.red)) for amt in (3, 4, 8)]
-        rng.shuffle(actions)
-        for act in actions:
-            try:
-                plan = apply_opt(plan, act, renderer)
-            except OptError:
-                continue
-            opts.append(act)
-            break
-    return opts
-
-
 @pytest.mark.parametrize("name", list(_kernels()))
 def test_random_opts_match_unoptimized(name):
     t = _kernels()[name]
@@ -78,7 +61,7 @@ def test_random_opts_match_unoptimized(name):
     renderer = Device["CPU"].renderer
     rng = random.Random(sum(map(ord, name)))
     for _ in range(6):
-        opts = _random_opts(item, renderer, rng, rng.randint(1, 4))
+        opts = random_opts(item.ast, renderer, rng, rng.randint(1, 4))
         got = _run(item, opts)
         # (a 256-long reduce reassociated by unrolls and vector lanes differs in its last bits)
         atol = 1e-4 if name == "panel_matmul" else 1e-5
@@ -162,3 +145,200 @@ def test_beam_env_runs_real_search(tmp_path, monkeypatch):
         out = (x * 3).sum(axis=0).numpy()
     np.testing.assert_allclose(out, np.arange(64, dtype=np.float32).reshape(8, 8).sum(0) * 3)
     assert list((tmp_path / "beam").glob("*.entry"))
+
+
+def _emulator_item(t):
+    item = create_schedule(kernelize_tensors([t]))[-1]
+    return item, Device["EMULATOR"]
+
+
+def _fast_program(dev, monkeypatch, fast_name):
+    """Programs named `fast_name` report a tiny time (they still run), every other one 1.0."""
+    real = dev.runtime
+
+    def runtime(name, lib):
+        prg = real(name, lib)
+
+        def timed(*args, **kwargs):
+            prg(*args, **kwargs)
+            return 1e-9 if name == fast_name else 1.0
+
+        return timed
+
+    monkeypatch.setattr(dev, "runtime", runtime)
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_beam_drops_a_candidate_with_wrong_values(tmp_path, monkeypatch, capsys, corrupt):
+    from uopkit.codegen.opt import apply_opts
+    from uopkit.codegen.opt.heuristic import hand_coded_opts
+    from uopkit.codegen.opt.search import ast_key
+    from uopkit.helpers import Context
+
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(0)
+    item, dev = _emulator_item(Tensor(rng.standard_normal((8, 16)).astype(np.float32), device="EMULATOR").sum(axis=1))
+    renderer = dev.renderer
+    heuristic = hand_coded_opts(item.ast, renderer)
+    target = [*heuristic, candidate_actions(apply_opts(item.ast, heuristic, renderer), renderer)[0]]
+    store = item.ast.src[0]
+    # the same kernel storing value + 1: what a miscompiled candidate would compute
+    bad_ast = item.ast.replace(src=(store.replace(src=(store.src[0], store.src[1] + 1.0)),))
+
+    def build(ast, renderer, opts):
+        if opts == target:
+            return get_program(bad_ast if corrupt else ast, renderer, opts, name="target")
+        return get_program(ast, renderer, opts)
+
+    # the target is by far the fastest: the search picks it unless it is caught
+    _fast_program(dev, monkeypatch, "target")
+    with Context(DEBUG=2):
+        best = beam_search(item.ast, renderer, 2, device="EMULATOR", build=build)
+    err = capsys.readouterr().err
+    if not corrupt:
+        assert best == target and "dropped" not in err
+        return
+    assert best != target and load_cached(ast_key(item.ast, renderer)) == best
+    assert f"BEAM: dropped {target}: data0 differs from the unoptimized kernel's by" in err
+    assert err.count("BEAM: dropped") == 1
+
+
+def test_beam_candidates_of_an_in_place_kernel_see_the_same_inputs():
+    """x[2:6] = x[2:6] * 2 + 1 reads and writes data0: each candidate starts from the same contents."""
+    from uopkit.codegen.opt.search import Timer
+
+    x = Tensor(np.zeros((8, 16), np.float32), device="EMULATOR").realize()[2:6]
+    item, dev = _emulator_item(x.assign(x * 2 + 1))
+    assert len(item.bufs) == 1, "one buffer, read and written"
+    timer = Timer(item.ast, "EMULATOR", get_program)
+    timer.reference()
+    before = np.frombuffer(timer.initial[0], np.float32).reshape(8, 16)
+    expected = before.copy()
+    expected[2:6] = before[2:6] * 2 + 1
+    np.testing.assert_allclose(timer.expected[0].reshape(8, 16), expected)
+    for opts in ([Opt(OptOps.UPCAST, 1, 4)], [Opt(OptOps.UPCAST, 0, 2)], [Opt(OptOps.UPCAST, 1, 8)]):
+        assert timer(opts) < float("inf")
+    assert not timer.rejected and not timer.failed
+    # the search inputs are not trivial: no zeros, and different values
+    assert np.all(before != 0) and len(np.unique(before)) > 100
+
+
+def test_output_error_by_dtype():
+    from uopkit.codegen.opt.verify import output_error, tolerance
+    from uopkit.dtype import dtypes
+
+    ref = np.array([1.0, -2.0, np.nan, np.inf, 0.0], np.float32)
+    assert output_error(ref.copy(), ref) == 0.0
+    assert 0 < output_error(ref + np.float32(1e-6), ref) < tolerance(dtypes.float32)
+    moved_nan = np.array([1.0, np.nan, -2.0, np.inf, 0.0], np.float32)
+    assert output_error(moved_nan, ref) == float("inf")
+    assert output_error(np.array([1.0, -2.0, np.nan, -np.inf, 0.0], np.float32), ref) == float("inf")
+    assert output_error(np.array([1.0, -1.0, np.nan, np.inf, 0.0], np.float32), ref) > tolerance(dtypes.float32)
+    ints = np.arange(5, dtype=np.int32)
+    assert output_error(ints + 0, ints) == 0.0 and output_error(ints + 1, ints) == float("inf")
+    assert tolerance(dtypes.int32) == 0.0 and tolerance(dtypes.bool) == 0.0
+
+
+@pytest.mark.parametrize("target, seeds", [("OPENCL", 1), ("CUDA", 1)])
+def test_gpu_style_random_opts_on_the_emulator(target, seeds):
+    """The random-opt fuzzer (uopkit.testing.optfuzz) on a GPU-style renderer: work-groups, local memory and, with
+    CUDA's settings, tensor cores; the emulator also fails on local-memory races and out-of-bounds accesses. CI runs
+    more seeds, there and on PoCL."""
+    pytest.importorskip(f"uopkit_{target.lower()}")
+    from uopkit.emulator import open_emulator
+    from uopkit.testing.optfuzz import fuzz
+
+    renderer = open_emulator("EMULATOR", emulate=target).renderer
+    report = fuzz("EMULATOR", 0, seeds, renderer=renderer)
+    assert not report.failures, "\n".join(report.failures)
+    gpu_opts = {"LOCAL", "UPCAST", "UNROLL", "PADTO"} | ({"TC"} if target == "CUDA" else set())
+    assert gpu_opts <= set(report.drawn) and {"GROUP", "GROUPTOP"} & set(report.drawn), report.drawn
+
+
+def _emulated(target):
+    pytest.importorskip(f"uopkit_{target.lower()}")
+    from uopkit.emulator import open_emulator
+
+    return open_emulator("EMULATOR", emulate=target).renderer
+
+
+def test_group_with_local_output_axis_on_emulated_opencl():
+    """GROUPTOP on the reduce with LOCAL on the output (issue 10): the threads of each LOCAL position combine their
+    own partial sums (they shared one local row before: a race the emulator reports)."""
+    from uopkit.uop.ops import Ops
+
+    renderer = _emulated("OPENCL")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 64)).astype(np.float32)
+    item, dev = _emulator_item(Tensor(a, device="EMULATOR").realize().sum(axis=0))
+    opts = [Opt(OptOps.GROUPTOP, 2, 16), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.UNROLL, 2, 8)]
+    spec = get_program(item.ast, renderer, [*opts, Opt(OptOps.UPCAST, 1, 2)])
+    (local,) = [u for u in spec.uops if u.op is Ops.DEFINE_LOCAL]
+    # 4 LOCAL x 16 GROUP threads, 16 upcast lanes each
+    assert local.dtype.size == 4 * 16 * 16 and spec.local_size == (4, 16, 1)
+    prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+    bufs = [_buffer_for(b) for b in item.bufs]
+    prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size)
+    np.testing.assert_allclose(bufs[0].numpy(), a.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_apply_opt_enforces_the_renderers_launch_limits():
+    """Emulated generic OpenCL device: work-groups of at most 256 threads (256, 256, 64 per dimension), 32 KiB of
+    local memory, 3 work-group dimensions."""
+    renderer = _emulated("OPENCL")
+    assert renderer.caps.local_max == (256, 256, 64) and renderer.caps.shared_max == 32768
+
+    def plan_of(t):
+        return initial_plan(create_schedule(kernelize_tensors([t]))[-1].ast)
+
+    def apply(plan, *opts):
+        for o in opts:
+            plan = apply_opt(plan, o, renderer)
+        return plan
+
+    cols = plan_of(Tensor.ones(2048, 64).contiguous().sum(axis=0))
+    with pytest.raises(OptError, match="work-group dimension 0 of 512 threads exceeds its limit 256"):
+        apply(cols, Opt(OptOps.GROUPTOP, 2, 512))
+    with pytest.raises(OptError, match=r"work-group of 512 threads exceeds 256 \(\[16, 32\]\)"):
+        apply(cols, Opt(OptOps.LOCAL, 1, 16), Opt(OptOps.GROUP, 2, 32))
+    # 256 threads x 32 float lanes fit 32 KiB exactly; 64 lanes don't
+    fits = apply(cols, Opt(OptOps.GROUPTOP, 2, 256), Opt(OptOps.UPCAST, 1, 32))
+    with pytest.raises(OptError, match="65536 bytes of local memory exceed the renderer's 32768"):
+        apply(fits, Opt(OptOps.UPCAST, 1, 2))
+    four = plan_of(Tensor.ones(4, 8, 16, 128).contiguous().sum(axis=3))
+    three = apply(four, Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.LOCAL, 2, 2))
+    with pytest.raises(OptError, match="4 work-group dimensions"):
+        apply(three, Opt(OptOps.GROUP, 4, 4))
+    with pytest.raises(OptError, match="work-group dimension 2 of 128 threads exceeds its limit 64"):
+        apply(four, Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.GROUP, 4, 128))
+
+
+def test_beam_checks_every_output_of_a_kernel():
+    """A kernel with two STOREs (data0 = x * 2, data2 = x + 1): a candidate wrong in the second one only is dropped."""
+    from uopkit.codegen.opt.search import Timer
+    from uopkit.uop.ops import Ops, UOp
+
+    x = Tensor(np.ones((4, 8), np.float32), device="EMULATOR").realize()
+    item, _ = _emulator_item(x * 2)
+    (store,) = item.ast.src
+    value = store.src[1]
+    loaded = value.src[0]
+    view = store.src[0]
+    second = view.replace(src=(UOp(Ops.DEFINE_GLOBAL, view.src[0].dtype, (), 2),))
+
+    def two_outputs(plus: float) -> UOp:
+        return UOp(Ops.SINK, item.ast.dtype, (store, UOp(Ops.STORE, store.dtype, (second, loaded + plus))))
+
+    target = [Opt(OptOps.UPCAST, 1, 4)]
+
+    def build(ast, renderer, opts):
+        return get_program(two_outputs(1.5) if opts == target else ast, renderer, opts)
+
+    timer = Timer(two_outputs(1.0), "EMULATOR", build)
+    assert timer.written == [0, 2]
+    timer.reference()
+    inputs = np.frombuffer(timer.initial[1], np.float32)
+    np.testing.assert_allclose(timer.expected[0], inputs * 2)
+    np.testing.assert_allclose(timer.expected[1], inputs + 1)
+    assert timer([Opt(OptOps.UPCAST, 1, 2)]) < float("inf")
+    assert timer(target) == float("inf") and list(timer.rejected) == [tuple(target)]

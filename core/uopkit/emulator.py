@@ -477,6 +477,12 @@ class Memory:
     width: int = 1
     # global bfloat16 memory holds bit patterns (uint16): loads and stores convert
     bf16_bits: bool = False
+    # local memory: per element, the work-item (root lane) that wrote it last and the barrier epoch it did so in, and
+    # the one that read it (-2: several) in epoch `read_in`
+    writer: np.ndarray | None = None
+    written_in: np.ndarray | None = None
+    reader: np.ndarray | None = None
+    read_in: np.ndarray | None = None
 
 
 @dataclass(eq=False)
@@ -512,6 +518,8 @@ class Interpreter:
         self.vectorize = vectorize
         self.env: dict[UOp, Any] = {}
         self.registers: list[Memory] = []
+        # BARRIERs passed so far: local memory written in an earlier epoch is visible to every work-item of the group
+        self.epoch = 0
 
     # ---- values
 
@@ -557,6 +565,7 @@ class Interpreter:
             table[dim] = size
         n_groups, n_local = math.prod(groups) * math.prod(global_ids), math.prod(locals_)
         self.n_local = n_local
+        self.launch = (groups, global_ids, locals_)
         lanes = n_groups * n_local
         lane = np.arange(lanes)
         self.frame = Frame(lanes, 1, None, lane // max(n_local, 1))
@@ -592,8 +601,11 @@ class Interpreter:
                 continue
             if op is Ops.STORE:
                 self.store(u)
-            elif op in (Ops.END, Ops.ENDIF, Ops.BARRIER, Ops.NOOP, Ops.SINK):
-                # lockstep execution: every lane reaches a barrier together
+            elif op is Ops.BARRIER:
+                # lockstep execution: every lane reaches a barrier together; what was written before is now visible
+                self.check_barrier(u)
+                self.epoch += 1
+            elif op in (Ops.END, Ops.ENDIF, Ops.NOOP, Ops.SINK):
                 pass
             else:
                 self.compute(u)
@@ -675,7 +687,10 @@ class Interpreter:
         elif op is Ops.DEFINE_LOCAL:
             size = max(u.dtype.size, 0)
             data = np.zeros((int(self.root.group.max()) + 1, size * u.dtype.base.count), _np(u.dtype.base))
-            self.env[u] = Memory("local", data, f"local{u.arg}", u.dtype.base.count)
+            name = u.arg if isinstance(u.arg, str) else f"local{u.arg}"
+            never = np.full(data.shape, -1, np.int64)
+            track = {k: never.copy() for k in ("writer", "written_in", "reader", "read_in")}
+            self.env[u] = Memory("local", data, name, u.dtype.base.count, **track)
         elif op is Ops.DEFINE_REG:
             size = max(u.dtype.size, 1)
             data = np.zeros((self.frame.lanes, size * u.dtype.base.count), _np(u.dtype.base))
@@ -765,7 +780,7 @@ class Interpreter:
             lane = int(np.argwhere(bad)[0][0])
             raise EmulatorError(
                 f"{what.op.name} out of bounds: element {int(idx[lane].min())}..{int(idx[lane].max())} of "
-                f"{mem.kind} {mem.name} which holds {limit} elements (lane {lane})"
+                f"{mem.kind} {mem.name} which holds {limit} elements ({self.where(what, lane)})"
             )
         if active is not None:
             idx = np.where(active[:, None], idx, 0)
@@ -776,6 +791,98 @@ class Interpreter:
         else:
             rows = np.arange(self.frame.lanes)
         return rows, idx, active
+
+    def where(self, u: UOp, lane: int) -> str:
+        """Which op (its position in the program) and which work-item a lane of the current frame is."""
+        pos = next((i for i, x in enumerate(self.uops) if x is u), -1)
+        return f"op {pos}, {self.work_item(lane // self.frame.per_thread)}"
+
+    def work_item(self, root_lane: int) -> str:
+        """A lane of the launch as its ids: group (gidx), global id (idx, for kernels that use them), local (lidx)."""
+        groups, global_ids, locals_ = self.launch
+        group_lin, local = divmod(root_lane, max(self.n_local, 1))
+        group, global_id = divmod(group_lin, math.prod(global_ids))
+
+        def ids(name: str, dims: list[int], lin: int) -> str:
+            return f"{name}=({', '.join(str(lin // math.prod(dims[:d]) % dims[d]) for d in range(3))})"
+
+        parts = [ids("gidx", groups, group), ids("lidx", locals_, local)]
+        if math.prod(global_ids) > 1:
+            parts.insert(1, ids("idx", global_ids, global_id))
+        return "work-item " + " ".join(parts)
+
+    def check_barrier(self, u: UOp) -> None:
+        """A BARRIER must be reached by all work-items of a group or none (on a GPU the others never arrive)."""
+        mask = self.frame.mask
+        if mask is None:
+            return
+        groups = self.frame.group
+        arrived = np.bincount(groups, weights=mask, minlength=int(groups.max()) + 1)
+        total = np.bincount(groups, minlength=int(groups.max()) + 1)
+        split = np.flatnonzero((arrived > 0) & (arrived < total))
+        if len(split):
+            lanes = np.flatnonzero(groups == split[0])
+            waiting, missing = lanes[mask[lanes]][0], lanes[~mask[lanes]][0]
+            raise EmulatorError(
+                f"BARRIER reached by only some work-items of a group ({self.where(u, int(waiting))} waits; "
+                f"{self.work_item(int(missing) // self.frame.per_thread)} never arrives)"
+            )
+
+    def check_local_race(self, u: UOp, ptr: Pointer, rows: np.ndarray, idx: np.ndarray, active: Any) -> None:
+        """Between two BARRIERs a work-item may not read a local element another one wrote, nor write one another one
+        read or wrote (on a GPU the work-items don't run in lockstep: the value would depend on timing). Records
+        who read or wrote each element, and when."""
+        mem = ptr.memory
+        assert mem.writer is not None and mem.written_in is not None
+        assert mem.reader is not None and mem.read_in is not None
+        me = np.arange(self.frame.lanes) // self.frame.per_thread
+        lanes = np.arange(self.frame.lanes) if active is None else np.flatnonzero(active)
+        if not len(lanes):
+            return
+        width = idx.shape[1]
+        r, i, who = np.repeat(rows[lanes], width), idx[lanes].reshape(-1), np.repeat(me[lanes], width)
+
+        def race(k: int, done: str, other: int) -> EmulatorError:
+            by = "several work-items" if other < 0 else self.work_item(other)
+            verb = "reads" if u.op is Ops.LOAD else "overwrites"
+            return EmulatorError(
+                f"{u.op.name} {verb} local {mem.name}[{int(i[k])}], {done} by {by} with no BARRIER since "
+                f"({self.where(u, int(lanes[k // width]))})"
+            )
+
+        prev, when = mem.writer[r, i], mem.written_in[r, i]
+        clash = np.flatnonzero((when == self.epoch) & (prev >= 0) & (prev != who))
+        if len(clash):
+            k = int(clash[0])
+            raise race(k, "written", int(prev[k]))
+        # the elements this op touches, each with the lowest and highest work-item touching it
+        flat = r * mem.data.shape[-1] + i
+        keys, inverse = np.unique(flat, return_inverse=True)
+        lo, hi = np.full(len(keys), np.iinfo(np.int64).max), np.full(len(keys), -1)
+        np.minimum.at(lo, inverse, who)
+        np.maximum.at(hi, inverse, who)
+        kr, ki = np.divmod(keys, mem.data.shape[-1])
+        if u.op is Ops.STORE:
+            several = np.flatnonzero(lo != hi)
+            if len(several):
+                k = int(np.flatnonzero(inverse == several[0])[0])
+                raise EmulatorError(
+                    f"STORE to local {mem.name}[{int(i[k])}] by two work-items with no BARRIER between them "
+                    f"({self.where(u, int(lanes[k // width]))}; also {self.work_item(int(lo[several[0]]))})"
+                )
+            reader, read_when = mem.reader[r, i], mem.read_in[r, i]
+            clash = np.flatnonzero((read_when == self.epoch) & (reader != who))
+            if len(clash):
+                k = int(clash[0])
+                raise race(k, "read", int(reader[k]))
+            mem.writer[kr, ki], mem.written_in[kr, ki] = lo, self.epoch
+            return
+        # a LOAD: the element's reader this epoch, -2 once a second work-item reads it
+        single = np.where(lo == hi, lo, -2)
+        before = mem.reader[kr, ki]
+        same = (mem.read_in[kr, ki] != self.epoch) | (before == single)
+        mem.reader[kr, ki] = np.where(same, single, -2)
+        mem.read_in[kr, ki] = self.epoch
 
     def _val(self, v: tuple[Any, Frame | None]) -> Any:
         arr, frame = v
@@ -795,6 +902,8 @@ class Interpreter:
             out = np.zeros(idx.shape, _np(u.dtype))
         else:
             rows, idx, active = self._access(ptr, count, u)
+            if mem.kind == "local":
+                self.check_local_race(u, ptr, rows, idx, active)
             out = mem.data[idx] if mem.kind == "global" else mem.data[rows[:, None], idx]
             if mem.bf16_bits:
                 out = bf16_to_float32(out)
@@ -812,6 +921,8 @@ class Interpreter:
         rows, idx, active = self._access(ptr, count, u)
         values = self.laned(self.value(u.src[1]), value_dt).reshape(self.frame.lanes, count)
         mem = ptr.memory
+        if mem.kind == "local":
+            self.check_local_race(u, ptr, rows, idx, active)
         values = float32_to_bf16_bits(values) if mem.bf16_bits else values.astype(mem.data.dtype, copy=False)
         if active is not None:
             idx, values = idx[active], values[active]

@@ -53,6 +53,8 @@ class LowererContext:
     # which kernel axis each loop range (by id) belongs to (used by the heuristics to find contiguous axes)
     axis_of: dict[int, int] = field(default_factory=dict)
     local_dims: list[int] = field(default_factory=list)
+    # the SPECIAL of each work-group dimension, in order (local memory is indexed by all of them)
+    local_specials: list[UOp] = field(default_factory=list)
     # per-kernel state of the tensor-core lowering (the end of this file), when the plan has OptOps.TC
     tensor_core: TensorCoreLowering | None = None
     # the upcast part that becomes a vector: (axis, position of the part counted from the end of the axis's parts)
@@ -73,7 +75,9 @@ class LowererContext:
         if dim >= 3:
             raise NotImplementedError("more than 3 work-group dimensions")
         self.local_dims.append(size)
-        return UOp(Ops.SPECIAL, dtypes.index, (idx_const(size),), f"lidx{dim}")
+        special = UOp(Ops.SPECIAL, dtypes.index, (idx_const(size),), f"lidx{dim}")
+        self.local_specials.append(special)
+        return special
 
 
 def _and(a: UOp, b: UOp) -> UOp:
@@ -331,18 +335,23 @@ def _combine_group(
     outer_loops: list[UOp],
 ) -> UOp:
     # each thread of the work-group wrote a partial result; share them through local memory, then every thread
-    # combines all of them (all threads get the same answer; only one stores it)
+    # combines all of them (all threads get the same answer; only one stores it). The threads of the other work-group
+    # dimensions (LOCAL on an output axis) compute other outputs at the same time: each has its own rows
     lid = _combine(group_ids)
     n_group = math.prod(s for _, s in group_ids)
-    size = n_group * n_slots
+    grouped = {u for u, _ in group_ids}
+    others = [(u, u.src[0].arg) for u in ctx.local_specials if u not in grouped]
+    row = _combine(others) * n_group if others else idx_const(0)
+    size = math.prod(s for _, s in others) * n_group * n_slots
     local = UOp(Ops.DEFINE_LOCAL, dtype.ptr(size, local=True), (), f"temp{next(ctx.local_ids)}")
-    write = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, (local, lid * n_slots + lane_index)), partial))
+    mine = UOp(Ops.INDEX, local.dtype, (local, (row + lid) * n_slots + lane_index))
+    write = UOp(Ops.STORE, dtypes.void, (mine, partial))
     barrier = UOp(Ops.BARRIER, dtypes.void, (write,))
     acc = UOp(Ops.DEFINE_REG, dtype.ptr(n_slots), (), next(ctx.reg_ids))
     slot = UOp(Ops.INDEX, dtype.ptr(n_slots), (acc, lane_index))
     init = UOp(Ops.STORE, dtypes.void, (slot, reduce_identity(op, dtype), barrier, *outer_loops))
     g = ctx.new_range(n_group, "loop", (init,))
-    shared = UOp(Ops.LOAD, dtype, (UOp(Ops.INDEX, local.dtype, (local, g * n_slots + lane_index)), barrier))
+    shared = UOp(Ops.LOAD, dtype, (UOp(Ops.INDEX, local.dtype, (local, (row + g) * n_slots + lane_index)), barrier))
     current = UOp(Ops.LOAD, dtype, (slot, init, g))
     update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], shared)))
     return UOp(Ops.LOAD, dtype, (slot, UOp(Ops.END, dtypes.void, (update, g))))

@@ -147,3 +147,21 @@ def initial_plan(ast: UOp) -> KernelPlan:
         reduce_op=red,
         ast=ast,
     )
+
+
+def work_group_dims(plan: KernelPlan) -> list[int]:
+    """The work-group dimensions (lidx0, lidx1, ...) the lowerer gives a GPU-style kernel with this plan, in the
+    order it makes them: the tensor core's threads, each LOCAL part of the output axes, each GROUP part of the
+    reduce axes."""
+    dims = [plan.tc.tc.threads] if plan.tc is not None and plan.tc.tc.threads > 1 else []
+    dims += [p.size for parts in plan.out for p in parts if p.kind == "local" and p.size > 1]
+    dims += [p.size for parts in plan.red for p in parts if p.kind == "group" and p.size > 1]
+    return dims
+
+
+def local_memory_bytes(plan: KernelPlan) -> int:
+    """Bytes of local memory a GROUP takes (at most): one slot per work-item for each of its accumulator lanes."""
+    if plan.reduce_op is None or not any(p.kind == "group" for parts in plan.red for p in parts):
+        return 0
+    lanes = math.prod(p.size for parts in plan.out + plan.red for p in parts if p.kind == "upcast")
+    return math.prod(work_group_dims(plan)) * lanes * plan.reduce_op.dtype.itemsize

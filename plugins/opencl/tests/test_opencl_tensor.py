@@ -169,3 +169,27 @@ def test_debug2_reports_kernel_time() -> None:
     with Context(DEBUG=2), contextlib.redirect_stdout(out):
         (_t(x) + 1).realize()
     assert " us " in out.getvalue() and "GFLOP/s" in out.getvalue()
+
+
+def test_group_with_local_output_axis_issue_10() -> None:
+    """sum(axis=0) of 2048x1024 with the opts BEAM picked in issue 10: 4 LOCAL threads per group of 256 shared one
+    local-memory row each (max relative error 1.14); each now has its own."""
+    from uopkit.codegen import get_program
+    from uopkit.codegen.opt import Opt, OptOps
+    from uopkit.engine.realize import _buffer_for
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2048, 1024)).astype(np.float32)
+    (item,) = create_schedule(kernelize_tensors([_t(a).realize().sum(axis=0)]))
+    dev = Device[DEV]
+    if dev.renderer.caps.local_max[0] < 1024 or dev.renderer.caps.shared_max < 65536:
+        pytest.skip(f"the device's work-groups ({dev.renderer.caps.local_max}) can't hold the issue's opts")
+    opts = [Opt(OptOps.GROUPTOP, 2, 256), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.LOCAL, 1, 4)]
+    opts += [Opt(OptOps.UNROLL, 2, 8), Opt(OptOps.UPCAST, 1, 2)]
+    spec = get_program(item.ast, dev.renderer, opts)
+    assert "__local float temp0[16384];" in spec.src
+    prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+    bufs = [_buffer_for(b) for b in item.bufs]
+    prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, wait=True)
+    np.testing.assert_allclose(bufs[0].numpy(), a.sum(axis=0), rtol=1e-4, atol=1e-4)

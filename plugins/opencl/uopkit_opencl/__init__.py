@@ -13,6 +13,7 @@ from uopkit.plugin import BackendInfo, hookimpl
 
 if TYPE_CHECKING:
     from uopkit.device import Compiled
+    from uopkit.renderer import Renderer
 
 # one source for the version: pyproject.toml, read back from the installed distribution's metadata
 __version__ = importlib.metadata.version("uopkit-opencl")
@@ -63,6 +64,13 @@ class _DeviceListDescription(str):
         return format(self._full(), spec)
 
 
+def _renderer() -> Renderer:
+    # a generic OpenCL 1.2 device's limits (`CLCaps` defaults): EMULATE=OPENCL needs no OpenCL driver
+    from uopkit_opencl.renderer import OpenCLRenderer
+
+    return OpenCLRenderer()
+
+
 @hookimpl
 def uopkit_backends() -> list[BackendInfo]:
     return [
@@ -75,5 +83,6 @@ def uopkit_backends() -> list[BackendInfo]:
             open=_open,
             availability=_availability,
             description=_DeviceListDescription(DESCRIPTION),
+            renderer=_renderer,
         )
     ]

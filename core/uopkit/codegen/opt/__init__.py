@@ -7,7 +7,18 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from uopkit.codegen.plan import AxisPart, KernelPlan, Opt, OptError, OptOps, TCPlan, initial_plan, main_reduce
+from uopkit.codegen.plan import (
+    AxisPart,
+    KernelPlan,
+    Opt,
+    OptError,
+    OptOps,
+    TCPlan,
+    initial_plan,
+    local_memory_bytes,
+    main_reduce,
+    work_group_dims,
+)
 from uopkit.uop.ops import UOp
 
 if TYPE_CHECKING:
@@ -83,19 +94,27 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
         raise OptError(f"{opt}: {opt.op.name} is not supported by this kernel optimizer")
     if new.lanes() > MAX_LANES:
         raise OptError(f"{opt}: {new.lanes()} unrolled lanes is more than the limit {MAX_LANES}")
-    local_parts = [p.size for parts in new.out + new.red for p in parts if p.kind in ("local", "group")]
-    if new.tc is not None and new.tc.tc.threads > 1:
-        # the tensor core's threads are work-group dimension 0; LOCAL parts take the other (at most two)
-        local_parts.append(new.tc.tc.threads)
-        if len(local_parts) > 3:
-            raise OptError(f"{opt}: a tensor core and {len(local_parts) - 1} LOCAL splits need more than 3 dimensions")
-    if (
-        local_parts
-        and renderer.caps.local_max is not None
-        and math.prod(local_parts) > math.prod(renderer.caps.local_max[:1])
-    ):
-        raise OptError(f"{opt}: work-group of {math.prod(local_parts)} threads exceeds {renderer.caps.local_max[0]}")
+    _check_launch(new, opt, renderer)
     return replace(new, opts=plan.opts + (opt,))
+
+
+def _check_launch(plan: KernelPlan, opt: Opt, renderer: Renderer) -> None:
+    """The work-group and local memory the plan needs fit what the renderer declares (a launch beyond them fails on
+    the device, or worse, runs wrong)."""
+    caps = renderer.caps
+    dims = work_group_dims(plan)
+    if len(dims) > 3:
+        raise OptError(f"{opt}: {len(dims)} work-group dimensions {dims} (tensor core, LOCAL and GROUP): at most 3")
+    if dims and caps.local_max is not None:
+        for d, (size, limit) in enumerate(zip(dims, caps.local_max, strict=False)):
+            if size > limit:
+                raise OptError(f"{opt}: work-group dimension {d} of {size} threads exceeds its limit {limit}")
+        # each dimension's limit is capped by the device's total, so the largest is a total the device allows
+        if math.prod(dims) > max(caps.local_max):
+            raise OptError(f"{opt}: work-group of {math.prod(dims)} threads exceeds {max(caps.local_max)} ({dims})")
+    shared = local_memory_bytes(plan)
+    if shared and caps.shared_max and shared > caps.shared_max:
+        raise OptError(f"{opt}: {shared} bytes of local memory exceed the renderer's {caps.shared_max}")
 
 
 def _apply_tc(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:

@@ -3,6 +3,10 @@
 The result for a (kernel, device) pair is cached on disk, so the second run with BEAM=n is instant. The heuristic's
 opts are one of the candidates, and the final pick times the heuristic against the best few again, in turns: the
 search only replaces the default with something measurably faster.
+
+No candidate wins without being checked: the search runs on random inputs, the unoptimized kernel once first, and a
+candidate whose outputs differ from it (`verify.output_error` beyond the dtype's tolerance) is dropped (DEBUG>=2
+prints its opts and error), so neither the pick nor the cache ever holds a wrong opt list.
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ from collections.abc import Callable
 from typing import Any
 
 from uopkit import diskcache
-from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, initial_plan
+from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
 from uopkit.helpers import DEBUG
 from uopkit.renderer import Renderer
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp
 
 UPCAST_AMOUNTS = (2, 3, 4, 8, 16, 32)
 UNROLL_AMOUNTS = (2, 4, 8)
@@ -34,13 +38,16 @@ CUTOFF = 2.0
 FINALISTS = 3
 FINAL_ROUNDS = 7
 MARGIN = 0.05
+# part of every cache key: a search that works differently (since 2: candidates verified) starts a new cache
+CACHE_VERSION = "beam 2"
 
 
 def ast_key(ast: UOp, renderer: Renderer) -> str:
     """A stable key for a kernel on a device: its AST written out in order, the renderer and its settings."""
     nodes = list(ast.toposort())
     index = {u: i for i, u in enumerate(nodes)}
-    text = [f"{type(renderer).__module__}.{type(renderer).__name__}"]
+    # CACHE_VERSION: entries of searches that did not verify their candidates are never read
+    text = [CACHE_VERSION, f"{type(renderer).__module__}.{type(renderer).__name__}", repr(renderer.caps)]
     for u in nodes:
         text.append(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|{[index[s] for s in u.src]}")
     return hashlib.sha256("\n".join(text).encode()).hexdigest()
@@ -98,32 +105,96 @@ def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
 ProgramBuilder = Callable[[UOp, Renderer, list[Opt]], Any]
 
 
+class CandidateMismatch(Exception):
+    """A candidate computed something else than the unoptimized kernel on the search inputs (`error`: how far off,
+    see `verify.output_error`)."""
+
+    def __init__(self, message: str, error: float) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 class Timer:
     """Compiles (with `build`, normally `uopkit.codegen.get_program`) and times one kernel with given opts on scratch
-    buffers of the device."""
+    buffers of the device, after checking each candidate's output against the unoptimized kernel's.
+
+    The scratch buffers hold random values (`verify.search_inputs`, seeded): `reference()` runs the unoptimized
+    kernel once and keeps what it stores; a candidate runs once on the same inputs (the buffers it writes restored
+    first, so it neither sees another's results nor reads its own earlier writes when it updates in place) and is
+    timed only when its outputs match, else it is out (infinitely slow) for the whole search.
+    """
 
     def __init__(self, ast: UOp, device: str, build: ProgramBuilder) -> None:
+        import numpy as np
+
+        from uopkit.codegen.opt.verify import search_inputs
         from uopkit.device import Buffer, Device
 
         self.ast, self.device, self.build = ast, device, build
         self.dev = Device[device]
         globals_ = sorted({u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}.items())
+        self.dtypes = [u.dtype.base for _, u in globals_]
         # scratch buffers: timing never touches the user's data
         self.bufs = [Buffer(device, max(u.dtype.size, 1), u.dtype.base).allocate() for _, u in globals_]
-        # zeros: recycled memory may hold NaNs or denormals, which slow some candidates down and not others
-        for b in self.bufs:
-            b.copyin(bytes(b.nbytes))
+        rng = np.random.default_rng(0)
+        self.initial = [search_inputs(b.dtype, b.size, rng) for b in self.bufs]
+        for b, data in zip(self.bufs, self.initial, strict=True):
+            b.copyin(data)
+        # the buffers the kernel stores to (its outputs, which may also be inputs when it updates in place)
+        self.args = [arg for arg, _ in globals_]
+        self.written = sorted({self.args.index(_stored_buffer(st).arg) for st in ast.src if st.op is Ops.STORE})
+        self.expected: list[Any] | None = None
         self.fastest = math.inf
         # built programs by opts: timing the same candidate again (the final pick) doesn't rebuild it
         self.built: dict[tuple[Opt, ...], tuple[Any, Any]] = {}
+        # candidates whose outputs differ from the unoptimized kernel's, with the largest error; those that failed
+        self.rejected: dict[tuple[Opt, ...], float] = {}
+        self.failed: set[tuple[Opt, ...]] = set()
+
+    def _run_once(self, spec: Any, prg: Any) -> list[Any]:
+        """Run on the search inputs (written buffers restored first); returns the written buffers' values."""
+        from uopkit.codegen.opt.verify import as_values
+
+        for i in self.written:
+            self.bufs[i].copyin(self.initial[i])
+        prg(*[b.opaque for b in self.bufs], global_size=spec.global_size, local_size=spec.local_size, wait=True)
+        out = []
+        for i in self.written:
+            raw = memoryview(bytearray(self.bufs[i].nbytes))
+            self.bufs[i].copyout(raw)
+            out.append(as_values(raw, self.dtypes[i]).copy())
+        return out
+
+    def _program(self, opts: list[Opt]) -> tuple[Any, Any]:
+        if tuple(opts) not in self.built:
+            spec = self.build(self.ast, self.dev.renderer, list(opts))
+            lib = self.dev.compiler.compile(spec.src)
+            self.built[tuple(opts)] = (spec, self.dev.runtime(spec.name, lib))
+        return self.built[tuple(opts)]
+
+    def reference(self) -> None:
+        """Run the unoptimized kernel once on the search inputs and keep its outputs (raises when it can't run)."""
+        self.expected = self._run_once(*self._program([]))
+
+    def verify(self, opts: list[Opt], spec: Any, prg: Any) -> None:
+        from uopkit.codegen.opt.verify import output_error, tolerance
+
+        assert self.expected is not None, "Timer.reference() runs first"
+        for i, got, ref in zip(self.written, self._run_once(spec, prg), self.expected, strict=True):
+            err = output_error(got, ref)
+            if err > tolerance(self.dtypes[i], opts, self.dev.renderer):
+                message = f"data{self.args[i]} differs from the unoptimized kernel's by {err:.3g} (max error)"
+                raise CandidateMismatch(message, err)
 
     def __call__(self, opts: list[Opt]) -> float:
+        key = tuple(opts)
+        if key in self.rejected or key in self.failed:
+            return math.inf
         try:
-            if tuple(opts) not in self.built:
-                spec = self.build(self.ast, self.dev.renderer, list(opts))
-                lib = self.dev.compiler.compile(spec.src)
-                self.built[tuple(opts)] = (spec, self.dev.runtime(spec.name, lib))
-            spec, prg = self.built[tuple(opts)]
+            verified = key in self.built
+            spec, prg = self._program(opts)
+            if not verified and self.expected is not None:
+                self.verify(opts, spec, prg)
             args = [b.opaque for b in self.bufs]
             best = math.inf
             for _ in range(TIMING_RUNS):
@@ -134,10 +205,25 @@ class Timer:
                     break
             self.fastest = min(self.fastest, best)
             return best
+        except CandidateMismatch as e:
+            self.rejected[key] = e.error
+            if DEBUG >= 2:
+                print(f"BEAM: dropped {list(opts)}: {e}", file=sys.stderr)
+            return math.inf
         except Exception as e:  # noqa: BLE001 - a candidate that fails to build or run is just not chosen
+            self.built.pop(key, None)
+            self.failed.add(key)
             if DEBUG >= 3:
                 print(f"BEAM: {opts} failed: {type(e).__name__}: {e}", file=sys.stderr)
             return math.inf
+
+
+def _stored_buffer(store: UOp) -> UOp:
+    # a kernel STORE writes a view of a DEFINE_GLOBAL
+    node = store.src[0]
+    while node.op in GroupOp.Movement:
+        node = node.src[0]
+    return node
 
 
 def _progress(label: str, done: int, total: int, best: float) -> None:
@@ -162,17 +248,21 @@ def final_pick(
     scored: dict[tuple[Opt, ...], float], heuristic: list[Opt], timer: Callable[[list[Opt]], float]
 ) -> tuple[Opt, ...]:
     """The fastest few candidates and the heuristic, timed again in turns (so slow drifts of the machine hit them
-    alike); the heuristic unless another is faster by more than MARGIN."""
+    alike); the heuristic unless another is faster by more than MARGIN. Only candidates that ran (and matched the
+    unoptimized kernel) take part; with none, the unoptimized kernel itself: ()."""
     ranked = [c for c, t in sorted(scored.items(), key=lambda kv: kv[1])[:FINALISTS] if t < math.inf]
-    finalists = list(dict.fromkeys([tuple(heuristic), *ranked]))
-    if len(finalists) == 1:
-        return finalists[0]
+    ran_heuristic = scored.get(tuple(heuristic), math.inf) < math.inf
+    finalists = list(dict.fromkeys([tuple(heuristic)] * ran_heuristic + ranked))
+    if len(finalists) <= 1:
+        return finalists[0] if finalists else ()
     best_time = dict.fromkeys(finalists, math.inf)
     for _ in range(FINAL_ROUNDS):
         for c in finalists:
             best_time[c] = min(best_time[c], timer(list(c)))
     winner = min(finalists, key=lambda c: best_time[c])
-    return tuple(heuristic) if best_time[tuple(heuristic)] <= (1 + MARGIN) * best_time[winner] else winner
+    if ran_heuristic and best_time[tuple(heuristic)] <= (1 + MARGIN) * best_time[winner]:
+        return tuple(heuristic)
+    return winner
 
 
 def beam_search(
@@ -189,16 +279,23 @@ def beam_search(
 
     key = ast_key(ast, renderer)
     cached = load_cached(key)
-    if cached is not None:
+    if cached is not None and _applies(ast, cached, renderer):
         return cached
+    heuristic = hand_coded_opts(ast, renderer)
     if timer is None:
         from uopkit.device import Device
 
         if build is None:
             raise ValueError("beam_search needs `timer` or `build` (uopkit.codegen.get_program) to time candidates")
         timer = Timer(ast, device or renderer.device or Device.DEFAULT, build)
+        try:
+            timer.reference()
+        except Exception as e:  # noqa: BLE001 - without a reference no candidate can be checked: keep the heuristic
+            print(
+                f"BEAM: the unoptimized kernel failed ({type(e).__name__}: {e}); keeping {heuristic}", file=sys.stderr
+            )
+            return heuristic
     start = time.perf_counter()
-    heuristic = hand_coded_opts(ast, renderer)
     # seeds: the heuristic (timed first, so candidates much slower than it are cut short) and its shorter prefixes;
     # not the bare kernel, whose single run can take longer than the whole search should
     scored: dict[tuple[Opt, ...], float] = {tuple(heuristic): timer(heuristic)}
@@ -208,6 +305,8 @@ def beam_search(
         scored[()] = timer([])
     beam = _beam(scored, width)
     for round_i in range(MAX_ROUNDS):
+        if not beam:
+            break
         candidates: list[tuple[Opt, ...]] = []
         # the first round grows every seed: the heuristic's full tile often has no room left (lane limit), its
         # shorter prefixes are where other tile shapes and unrolls start
@@ -230,6 +329,17 @@ def beam_search(
             break
     best = list(final_pick(scored, heuristic, timer))
     if DEBUG >= 2:
-        print(f"BEAM: {len(scored)} candidates in {time.perf_counter() - start:.1f} s -> {best}")
+        dropped = len(timer.rejected) if isinstance(timer, Timer) else 0
+        took = time.perf_counter() - start
+        print(f"BEAM: {len(scored)} candidates ({dropped} dropped: wrong output) in {took:.1f} s -> {best}")
     store_cached(key, best)
     return best
+
+
+def _applies(ast: UOp, opts: list[Opt], renderer: Renderer) -> bool:
+    # a cached pick is used only while the renderer still accepts it (its limits may have changed)
+    try:
+        apply_opts(ast, opts, renderer)
+    except OptError:
+        return False
+    return True
