@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,6 +17,7 @@ from uopkit.device import (
     DeviceError,
     LRUAllocator,
     compile_cache_stats,
+    device_index,
 )
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
 from uopkit.helpers import Context
@@ -198,6 +200,17 @@ def test_compile_error_shows_source_and_message() -> None:
 )
 def test_canonicalize(name: str, canonical: str) -> None:
     assert Device.canonicalize(name) == canonical
+
+
+@pytest.mark.parametrize("device, index", [("CUDA", 0), ("CUDA:0", 0), ("OPENCL:3", 3), ("MYDEV:12", 12)])
+def test_device_index(device: str, index: int) -> None:
+    assert device_index(device) == index
+
+
+@pytest.mark.parametrize("device", ["CUDA:x", "CUDA:-1", "CUDA:", "CUDA:+1", "CUDA: 1", "CUDA:1_0", "CUDA:1.0"])
+def test_device_index_rejects_malformed(device: str) -> None:
+    with pytest.raises(ValueError, match=rf"bad CUDA device '{re.escape(device)}': the index after ':' must be"):
+        device_index(device)
 
 
 def test_device_is_cached_per_canonical_name() -> None:
