@@ -52,3 +52,48 @@ def test_compare_prints_ratio_per_benchmark(tmp_path, capsys):
     assert compare([write("a.json", 0.002), write("b.json", 0.001)]) == 0
     out = capsys.readouterr().out
     assert "matmul 256 fp32" in out and "2.00x" in out
+
+
+def test_gpu_quick_on_opencl(tmp_path, capsys, monkeypatch):
+    """bench.gpu --quick on PoCL: every case runs and is checked against PyTorch; without CUDA it says so and
+    prints no ratios; a case the renderer can't run (bfloat16) is skipped with the reason."""
+    import torch
+
+    from bench import gpu
+
+    monkeypatch.setenv("OPENCL_PLATFORM", "Portable Computing Language")
+    out = tmp_path / "gpu.json"
+    assert gpu.main(["--quick", "--device", "OPENCL", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    rows = {r["case"]: r for r in data["results"]}
+    assert list(rows) == [c.name for c in gpu.cases(quick=True)]
+    assert rows["matmul_bf16"] == {"case": "matmul_bf16", "skipped": "no bfloat16 on OPENCL"}
+    assert "matmul_bf16          64x64  skipped: OPENCL's renderer doesn't claim bfloat16" in printed
+    timed = [r for r in rows.values() if "skipped" not in r]
+    assert len(timed) == 8
+    for r in timed:
+        assert r["uopkit_s"] > 0 and r["rel_error"] <= r["tolerance"], r
+        assert ("torch_s" in r) == torch.cuda.is_available()
+    if not torch.cuda.is_available():
+        assert (
+            "has no CUDA (torch.cuda.is_available() is False): PyTorch's timings and the ratios are skipped" in printed
+        )
+        assert "x  ok" not in printed
+
+
+def test_gpu_reports_wrong_values(capsys, monkeypatch):
+    from bench import gpu
+
+    monkeypatch.setenv("OPENCL_PLATFORM", "Portable Computing Language")
+    monkeypatch.setattr(gpu, "relative_error", lambda ours, theirs: 0.5)
+    assert gpu.main(["--quick", "--device", "OPENCL", "--only", "sum_axis1"]) == 1
+    printed = capsys.readouterr().out
+    assert "sum_axis1" in printed and "WRONG (rel. error 0.5)" in printed and "1 case(s) failed" in printed
+
+
+def test_gpu_unknown_device_skips(capsys):
+    from bench import gpu
+
+    assert gpu.main(["--quick", "--device", "NOPE"]) == 0
+    assert "skipped: NOPE can't be opened: unknown device NOPE" in capsys.readouterr().out
