@@ -19,7 +19,7 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   capabilities, read by the optimizer and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
   ``local_max``/``shared_max``/``global_max`` (GPU-style launch and local memory), ``has_threads``,
   ``max_vector_width``/``vector_ops``, ``tensor_cores`` (:class:`uopkit.renderer.TensorCore` descriptions,
-  validated when built), ``pack_panel``, ``transcendental_ops`` (unclaimed EXP2/LOG2 are decomposed by the core),
+  validated when built), ``pack_panel``, ``transcendental_ops`` (the core decomposes unclaimed EXP2/LOG2/SIN/SQRT),
   ``supported_dtypes`` (each is tested by the conformance suite) and ``simd_reduce_ops``; ``extra_matcher`` holds
   rewrite rules run before linearizing. What each loop is for (parallel, sum, max) is
   ``uopkit.renderer.loops.loop_roles(uops)``;
