@@ -48,12 +48,22 @@ def _open_testmem(device: str) -> Compiled:
     return Compiled(device, BytesAllocator(), None, Compiler(), lambda name, lib: None)  # type: ignore[arg-type,return-value]
 
 
+class _OddDevice:
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def synchronize(self) -> None:
+        pass
+
+
 class FakeBackends:
     @hookimpl
     def uopkit_backends(self) -> list[BackendInfo]:
         return [
             BackendInfo("TESTMEM", "0.0", SPEC_VERSION, -100, _open_testmem, lambda: None, "test memory"),
             BackendInfo("TESTOFF", "0.0", SPEC_VERSION, 1000, _open_testmem, lambda: "no widget attached"),
+            # open returns something other than a Compiled (it has the protocol's members, nothing else)
+            BackendInfo("TESTODD", "0.0", SPEC_VERSION, -100, lambda d: _OddDevice(d), lambda: None),
         ]
 
 
@@ -231,6 +241,11 @@ def test_unusable_device_by_name_says_why() -> None:
     with pytest.raises(DeviceError, match="cannot be used here: no widget attached") as info:
         Device["testoff"]
     assert "hint:" in str(info.value)
+
+
+def test_open_must_return_a_compiled() -> None:
+    with pytest.raises(DeviceError, match=r"returned _OddDevice from open\('TESTODD'\), not a uopkit.device.Compiled"):
+        Device["testodd"]
 
 
 def test_default_device(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -322,6 +322,11 @@ class DeviceRegistry:
                 raise DeviceError(
                     f"backend {status.name} ({status.plugin}) failed to open {device}: {type(e).__name__}: {e}"
                 ) from e
+            if not isinstance(compiled, Compiled):
+                raise DeviceError(
+                    f"backend {status.name} ({status.plugin}) returned {type(compiled).__name__} from "
+                    f"open({device!r}), not a uopkit.device.Compiled"
+                )
             if DEBUG >= 1:
                 print(f"opened device {device} from {status.plugin} {status.version}")
             self._opened[device] = compiled

@@ -45,18 +45,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
-    from uopkit.device import Compiled
     from uopkit.renderer import Renderer
 
 PROJECT_NAME = "uopkit"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+class OpenedDevice(Protocol):
+    """What ``BackendInfo.open`` returns, as far as the contract names it: a :class:`uopkit.device.Compiled` (the
+    device registry checks that it is one). A protocol here, so that the plugin layer, which the device layer is
+    built on, names nothing above itself, not even for types."""
+
+    device: str
+
+    def synchronize(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,7 @@ class BackendInfo:
     version: str
     spec_version: int
     priority: int
-    open: Callable[[str], Compiled]
+    open: Callable[[str], OpenedDevice]
     availability: Callable[[], str | None]
     description: str = ""
     renderer: Callable[[], Renderer] | None = None
