@@ -21,8 +21,8 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   ``max_vector_width``/``vector_ops``, ``tensor_cores`` (:class:`uopkit.renderer.TensorCore` descriptions,
   validated when built), ``pack_panel``, ``transcendental_ops`` (the core decomposes unclaimed EXP2/LOG2/SIN/SQRT),
   ``supported_dtypes`` (each is tested by the conformance suite) and ``simd_reduce_ops``; ``extra_matcher`` holds
-  rewrite rules run before linearizing. What each loop is for (parallel, sum, max) is
-  ``uopkit.renderer.loops.loop_roles(uops)``;
+  rewrite rules run before linearizing. What each loop is for is the kind in its RANGE's arg (``"loop"``,
+  ``"thread"``, ``"sum"``, ``"max"``), read back by ``uopkit.renderer.loops.loop_roles(uops)``;
 - a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes`` where ``src`` is exactly what ``render``
   returned (``str`` source, or ``bytes`` when the renderer emits a binary form), raising ``CompileError(message, src)``;
   its ``cache_key`` (backend version, compiler version and flags, target) keys the core's disk cache;

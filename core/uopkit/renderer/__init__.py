@@ -46,8 +46,8 @@ class RendererCaps:
     transcendental_ops: frozenset[Ops] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
     # the dtypes the backend computes with and stores; the conformance suite tests each of them
     supported_dtypes: tuple[DType, ...] = (dtypes.bool, *dtypes.ints, dtypes.float16, dtypes.float32, dtypes.float64)
-    # the reduce ops (Ops.ADD, Ops.MAX) whose innermost reduce loops the backend vectorizes by itself (the loops
-    # `uopkit.renderer.loops.loop_roles` marks "sum"/"max"): the optimizer then leaves such reductions as plain loops
+    # the reduce ops (Ops.ADD, Ops.MAX) whose innermost reduce loops the backend vectorizes by itself (the loops of
+    # RANGE kinds "sum"/"max", see `uopkit.renderer.loops`): the optimizer then leaves such reductions as plain loops
     # instead of splitting them into one accumulator per vector lane
     simd_reduce_ops: frozenset[Ops] = frozenset()
 
