@@ -62,7 +62,7 @@ PY
 step cuda-tests 300 python3 -m pytest -q -p no:cacheprovider plugins/cuda/tests
 step conformance 300 python3 -m pytest -q -p no:cacheprovider --pyargs uopkit.testing --uopkit-device=CUDA
 step tensor-suite 400 env DEVICE=CUDA python3 -m pytest -q -p no:cacheprovider tests/test_tensor.py tests/test_tensor_ops.py
-step bench 400 env DEVICE=CUDA python3 -m bench.gpu --json "$OUT/bench_gpu.json"
+step bench 400 python3 -m bench.gpu --device CUDA --json "$OUT/bench_gpu.json"
 
 sdist=$(ls .whl/pycuda-*.tar.gz 2>/dev/null | head -1)
 if [ -n "$sdist" ]; then

@@ -8,7 +8,7 @@
 #  1. install the project and plugins/triton with --no-deps
 #  2. nvidia-smi, the device list, a smoke test (elementwise, reduce, half matmul against numpy, real launches)
 #  3. plugins/triton/tests and the conformance suite with real launches (DEVICE=TRITON)
-#  4. the bench: uopkit TRITON against PyTorch on the same GPU: elementwise, softmax, float16 matmul 4096
+#  4. the GPU benchmark: uopkit TRITON against PyTorch on the same GPU, same shapes (bench/gpu.py)
 # A failing step is logged and the next one still runs; the exit code is the number of failed steps.
 # GPU_TRITON_STEPS picks steps by name, e.g. GPU_TRITON_STEPS="install smoke bench".
 set -uo pipefail
@@ -57,61 +57,7 @@ print("smoke OK")
 PY
 step plugin-tests 240 python3 -m pytest -q -p no:cacheprovider plugins/triton/tests
 step conformance 300 python3 -m pytest -q -p no:cacheprovider -rs --pyargs uopkit.testing --uopkit-device=TRITON
-step bench 240 python3 - "$OUT/bench_triton.json" <<'PY'
-"""uopkit TRITON against PyTorch on the same GPU, in one process: best of a few timed rounds of each call."""
-import json
-import sys
-import time
-
-import numpy as np
-import torch
-from uopkit import Device, Tensor
-
-torch.backends.cuda.matmul.allow_tf32 = False
-dev = Device["TRITON"]
-
-
-def timed(fn, sync, rounds=5, inner=3):
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best
-
-
-def case(name, make, uop_fn, torch_fn, nbytes):
-    arrays = make()
-    ours = [Tensor(x, device="TRITON").realize() for x in arrays]
-    theirs = [torch.from_numpy(x).cuda() for x in arrays]
-    ref = torch_fn(*theirs).float().cpu().numpy()
-    got = uop_fn(*ours).float().numpy()
-    close = bool(np.allclose(got, ref, rtol=2e-2, atol=2e-2))
-    t_ours = timed(lambda: uop_fn(*ours).realize(), dev.synchronize)
-    t_torch = timed(lambda: torch_fn(*theirs), torch.cuda.synchronize)
-    row = {"name": name, "uopkit_ms": t_ours * 1e3, "torch_ms": t_torch * 1e3, "ratio_vs_torch": t_torch / t_ours,
-           "uopkit_GBps": nbytes / t_ours / 1e9, "matches_torch": close}
-    print(json.dumps(row), flush=True)
-    return row
-
-
-rng = np.random.default_rng(0)
-n = 1 << 24
-rows = [
-    case("elementwise a*b+c fp32 16M", lambda: [rng.standard_normal(n).astype(np.float32) for _ in range(3)],
-         lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, 16 * n),
-    case("softmax fp32 2048x2048", lambda: [rng.standard_normal((2048, 2048)).astype(np.float32)],
-         lambda x: x.softmax(1), lambda x: torch.softmax(x, 1), 8 * 2048 * 2048),
-    case("matmul fp16 4096", lambda: [rng.standard_normal((4096, 4096)).astype(np.float16) for _ in range(2)],
-         lambda a, b: a @ b, lambda a, b: a @ b, 3 * 2 * 4096 * 4096),
-]
-with open(sys.argv[1], "w") as f:
-    json.dump({"device": torch.cuda.get_device_name(0), "rows": rows}, f, indent=1)
-PY
+step bench 400 python3 -m bench.gpu --device TRITON --json "$OUT/bench_triton.json"
 
 echo "=== done: $failed failed step(s)" | tee -a "$LOG"
 exit "$failed"

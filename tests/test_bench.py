@@ -52,3 +52,60 @@ def test_compare_prints_ratio_per_benchmark(tmp_path, capsys):
     assert compare([write("a.json", 0.002), write("b.json", 0.001)]) == 0
     out = capsys.readouterr().out
     assert "matmul 256 fp32" in out and "2.00x" in out
+
+
+def test_gpu_cases_are_the_issues_shapes():
+    from bench import gpu
+
+    full = {c.name: c for c in gpu.cases(quick=False)}
+    assert list(full) == [c.name for c in gpu.cases(quick=True)]
+    assert set(full) == {
+        *("matmul_fp32", "matmul_fp16", "matmul_bf16", "elementwise", "softmax"),
+        *("sum_axis0", "sum_axis1", "conv2d", "mlp_step"),
+    }
+    assert full["matmul_fp32"].shape == (4096, 4096) and full["matmul_fp16"].dtype == "float16"
+    assert full["elementwise"].shape == (64 * 2**20,) and full["softmax"].shape == (8192, 4096)
+    assert (full["sum_axis0"].axis, full["sum_axis1"].axis) == (0, 1) and full["sum_axis0"].shape == (8192, 4096)
+
+
+def test_gpu_quick_on_opencl(tmp_path, capsys, monkeypatch):
+    """bench.gpu --quick on PoCL (three cases: each compiles cold in CI): the run is checked against PyTorch; without
+    CUDA it says so and prints no ratios; a case the renderer can't run (bfloat16) is skipped with the reason."""
+    import torch
+
+    from bench import gpu
+
+    monkeypatch.setenv("OPENCL_PLATFORM", "Portable Computing Language")
+    out = tmp_path / "gpu.json"
+    only = ["--only", "matmul_fp32", "--only", "matmul_bf16", "--only", "sum_axis1"]
+    assert gpu.main(["--quick", "--device", "OPENCL", *only, "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rows = {r["case"]: r for r in json.loads(out.read_text())["results"]}
+    assert list(rows) == ["matmul_fp32", "matmul_bf16", "sum_axis1"]
+    assert rows["matmul_bf16"] == {"case": "matmul_bf16", "skipped": "no bfloat16 on OPENCL"}
+    assert "matmul_bf16          64x64  skipped: OPENCL's renderer doesn't claim bfloat16" in printed
+    for r in (rows["matmul_fp32"], rows["sum_axis1"]):
+        assert r["uopkit_s"] > 0 and r["rel_error"] <= r["tolerance"], r
+        assert ("torch_s" in r) == torch.cuda.is_available()
+    if not torch.cuda.is_available():
+        assert (
+            "has no CUDA (torch.cuda.is_available() is False): PyTorch's timings and the ratios are skipped" in printed
+        )
+        assert "x  ok" not in printed
+
+
+def test_gpu_reports_wrong_values(capsys, monkeypatch):
+    from bench import gpu
+
+    monkeypatch.setenv("OPENCL_PLATFORM", "Portable Computing Language")
+    monkeypatch.setattr(gpu, "relative_error", lambda ours, theirs: 0.5)
+    assert gpu.main(["--quick", "--device", "OPENCL", "--only", "sum_axis1"]) == 1
+    printed = capsys.readouterr().out
+    assert "sum_axis1" in printed and "WRONG (rel. error 0.5)" in printed and "1 case(s) failed" in printed
+
+
+def test_gpu_unknown_device_skips(capsys):
+    from bench import gpu
+
+    assert gpu.main(["--quick", "--device", "NOPE"]) == 0
+    assert "skipped: NOPE can't be opened: unknown device NOPE" in capsys.readouterr().out

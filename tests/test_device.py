@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,6 +17,7 @@ from uopkit.device import (
     DeviceError,
     LRUAllocator,
     compile_cache_stats,
+    device_index,
 )
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
 from uopkit.helpers import Context
@@ -46,12 +48,22 @@ def _open_testmem(device: str) -> Compiled:
     return Compiled(device, BytesAllocator(), None, Compiler(), lambda name, lib: None)  # type: ignore[arg-type,return-value]
 
 
+class _OddDevice:
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def synchronize(self) -> None:
+        pass
+
+
 class FakeBackends:
     @hookimpl
     def uopkit_backends(self) -> list[BackendInfo]:
         return [
             BackendInfo("TESTMEM", "0.0", SPEC_VERSION, -100, _open_testmem, lambda: None, "test memory"),
             BackendInfo("TESTOFF", "0.0", SPEC_VERSION, 1000, _open_testmem, lambda: "no widget attached"),
+            # open returns something other than a Compiled (it has the protocol's members, nothing else)
+            BackendInfo("TESTODD", "0.0", SPEC_VERSION, -100, lambda d: _OddDevice(d), lambda: None),
         ]
 
 
@@ -200,6 +212,17 @@ def test_canonicalize(name: str, canonical: str) -> None:
     assert Device.canonicalize(name) == canonical
 
 
+@pytest.mark.parametrize("device, index", [("CUDA", 0), ("CUDA:0", 0), ("OPENCL:3", 3), ("MYDEV:12", 12)])
+def test_device_index(device: str, index: int) -> None:
+    assert device_index(device) == index
+
+
+@pytest.mark.parametrize("device", ["CUDA:x", "CUDA:-1", "CUDA:", "CUDA:+1", "CUDA: 1", "CUDA:1_0", "CUDA:1.0"])
+def test_device_index_rejects_malformed(device: str) -> None:
+    with pytest.raises(ValueError, match=rf"bad CUDA device '{re.escape(device)}': the index after ':' must be"):
+        device_index(device)
+
+
 def test_device_is_cached_per_canonical_name() -> None:
     assert Device["testmem"] is Device["TESTMEM:0"]
     assert Device["TESTMEM"].device == "TESTMEM"
@@ -218,6 +241,11 @@ def test_unusable_device_by_name_says_why() -> None:
     with pytest.raises(DeviceError, match="cannot be used here: no widget attached") as info:
         Device["testoff"]
     assert "hint:" in str(info.value)
+
+
+def test_open_must_return_a_compiled() -> None:
+    with pytest.raises(DeviceError, match=r"returned _OddDevice from open\('TESTODD'\), not a uopkit.device.Compiled"):
+        Device["testodd"]
 
 
 def test_default_device(monkeypatch: pytest.MonkeyPatch) -> None:

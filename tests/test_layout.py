@@ -1,9 +1,11 @@
 """The core's layout, read from the source (nothing imported): no import cycles, layers import downward only, and
 backends use only the public contract.
 
-Imports are read with `ast`, function-level ones included. Imports under ``if TYPE_CHECKING:`` are left out: they
-never run, and they are how an annotation names a type from a higher layer (the hook's `BackendInfo.open` returns a
-`uopkit.device.Compiled`). A module's implicit import of its parent package is not an edge either.
+Imports are read with `ast`, function-level ones included. Imports under ``if TYPE_CHECKING:`` are left out of the
+cycle and layer checks: they never run, and they are how an annotation names a type from a higher layer. The
+plugin-facing contract (plugin, device, renderer) doesn't do even that: its type-only imports go downward too (the
+hook's `BackendInfo.open` returns a `hookspecs.OpenedDevice` protocol, not the device layer's `Compiled`). A module's
+implicit import of its parent package is not an edge either.
 """
 
 from __future__ import annotations
@@ -63,12 +65,13 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement that can run: at module level, in functions and classes, not under TYPE_CHECKING."""
+def runtime_imports(tree: ast.AST, type_only: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run: at module level, in functions and classes, not under TYPE_CHECKING
+    (with `type_only`, those too)."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_only:
             stack.extend(node.orelse)
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -88,13 +91,14 @@ def imported_names(module: str, is_package: bool, node: ast.Import | ast.ImportF
     return [(base, a.name) for a in node.names]
 
 
-def import_graph() -> dict[str, dict[str, int]]:
-    """module -> {core module it imports: line of the first such import}."""
+def import_graph(type_only: bool = False) -> dict[str, dict[str, int]]:
+    """module -> {core module it imports: line of the first such import} (with `type_only`, TYPE_CHECKING imports
+    count too)."""
     modules = core_modules()
     graph: dict[str, dict[str, int]] = {m: {} for m in modules}
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
-        for node in runtime_imports(tree):
+        for node in runtime_imports(tree, type_only):
             for base, name in imported_names(module, path.name == "__init__.py", node):
                 # `from pkg import sub` imports the submodule sub; `from pkg.mod import name` the module pkg.mod
                 target = f"{base}.{name}" if name is not None and f"{base}.{name}" in modules else base
@@ -158,6 +162,20 @@ def test_layers_import_downward():
         if layer_of(target) > layer_of(module)
     ]
     assert not upward, "upward imports:\n  " + "\n  ".join(upward)
+
+
+def test_contract_names_nothing_above_it_even_for_types():
+    contract = ("uopkit.plugin", "uopkit.device", "uopkit.renderer")
+    upward = [
+        f"{module} line {line} imports {target} ({LAYERS[layer_of(target)][0]})"
+        for module, targets in import_graph(type_only=True).items()
+        if module.startswith(contract)
+        for target, line in targets.items()
+        if layer_of(target) > layer_of(module)
+    ]
+    assert not upward, "the plugin-facing contract imports a higher layer for its types:\n  " + "\n  ".join(upward)
+    # the check reads TYPE_CHECKING imports (device.py names the renderer only for types)
+    assert "uopkit.renderer" in import_graph(type_only=True)["uopkit.device"]
 
 
 def test_every_module_has_a_layer():

@@ -129,6 +129,8 @@ def test_loop_roles_mark_parallel_sum_and_max_loops():
         for rng, role in loop_roles(list(p.uops)).items():
             assert role.end.op is Ops.END and role.end.src[1] is rng
             assert role.parallel == (rng.arg[1] == "thread")
+            # the role is the kind the linearizer put in the RANGE's arg
+            assert role.reduce == {"sum": Ops.ADD, "max": Ops.MAX}.get(rng.arg[1])
             if role.reduce is not None:
                 assert role.registers and all(r.op is Ops.DEFINE_REG for r in role.registers)
                 found.add(role.reduce)

@@ -60,3 +60,33 @@ def test_unclosed_loop_is_illegal():
     r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 4),), (0, "loop"))
     with pytest.raises(SpecError, match="never closed"):
         verify_program([UOp.const(dtypes.int32, 4), r])
+
+
+def _sum_loop(kind: str, dtype=dtypes.float32):
+    """acc = 0; for i in 0..8 (kind): acc = acc + x[i]; y[0] = acc (built by hand, in linear order)."""
+    from uopkit.testing.programs import end, global_buf, load, loop, program, store
+
+    x, y = global_buf(1, dtype, 8), global_buf(0, dtype, 1)
+    acc = UOp(Ops.DEFINE_REG, dtype.ptr(1), (), 0)
+    init = store(acc, 0, UOp.const(dtype, 0))
+    i = loop(0, 8, kind, (init,))
+    update = store(acc, 0, load(acc, 0).alu(Ops.ADD, load(x, i)))
+    return program(store(y, 0, load(acc, 0, dtype=dtype), deps=(end(update, i),)))
+
+
+def test_linearizer_marks_sum_loops_and_the_spec_checks_kinds():
+    from uopkit.renderer.loops import loop_roles
+
+    # a float sum of a register is marked "sum"; an int one stays a plain loop
+    uops = _sum_loop("loop")
+    (r,) = [u for u in uops if u.op is Ops.RANGE]
+    assert r.arg == (0, "sum")
+    role = loop_roles(uops)[r]
+    assert role.reduce is Ops.ADD and [g.op for g in role.registers] == [Ops.DEFINE_REG]
+    assert [u.arg for u in _sum_loop("loop", dtypes.int32) if u.op is Ops.RANGE] == [(0, "loop")]
+    # a kind that is not one, or a "max" mark on a sum loop, is refused (program() verifies what it linearized)
+    with pytest.raises(SpecError, match="RANGE arg .* is not \\(id, kind\\)"):
+        _sum_loop("fast")
+    with pytest.raises(SpecError, match="is not an innermost max"):
+        _sum_loop("max")
+    assert [u.arg for u in _sum_loop("sum") if u.op is Ops.RANGE] == [(0, "sum")]

@@ -248,6 +248,21 @@ class Compiled:
         return f"<Compiled {self.device}>"
 
 
+def device_index(device: str) -> int:
+    """The index N of a device string "NAME:N" (0 for a plain "NAME"), for a backend's `open` to pick its N-th
+    device. Raises ValueError naming the device when N is not a non-negative decimal number ("CUDA:x", "CUDA:-1",
+    "CUDA:"). Whether device N exists is the backend's to check: only it knows how many there are."""
+    name, colon, index_text = device.partition(":")
+    if not colon:
+        return 0
+    # decimal digits only: int() would also take " 1", "+1", "1_0" and "-1"
+    if not (index_text.isascii() and index_text.isdigit()):
+        raise ValueError(
+            f"bad {name} device {device!r}: the index after ':' must be a non-negative number, as in {name}:1"
+        )
+    return int(index_text)
+
+
 class DeviceError(RuntimeError):
     """A device name that is unknown here, or a backend that cannot run here."""
 
@@ -307,6 +322,11 @@ class DeviceRegistry:
                 raise DeviceError(
                     f"backend {status.name} ({status.plugin}) failed to open {device}: {type(e).__name__}: {e}"
                 ) from e
+            if not isinstance(compiled, Compiled):
+                raise DeviceError(
+                    f"backend {status.name} ({status.plugin}) returned {type(compiled).__name__} from "
+                    f"open({device!r}), not a uopkit.device.Compiled"
+                )
             if DEBUG >= 1:
                 print(f"opened device {device} from {status.plugin} {status.version}")
             self._opened[device] = compiled

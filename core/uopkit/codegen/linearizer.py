@@ -8,6 +8,7 @@ may sit deeper, and are emitted as early as possible so loop-invariant work stay
 from __future__ import annotations
 
 from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.spec import reduce_loop_kind
 
 
 class LinearizeError(RuntimeError):
@@ -106,7 +107,31 @@ def linearize(sink: UOp) -> list[UOp]:
         emitted[best] = None
         pending.remove(best)
         open_stack.append(best)
-    return sink_pure_ops(list(emitted))
+    return mark_reduce_loops(sink_pure_ops(list(emitted)))
+
+
+def mark_reduce_loops(uops: list[UOp]) -> list[UOp]:
+    """Each plain loop that is an innermost sum or max of registers (`uopkit.uop.spec.reduce_loop_kind`, read in the
+    final order) gets the kind "sum" or "max" in its RANGE's arg, so every renderer can read what it is for; the ops
+    that use a marked RANGE are rebuilt on the new one."""
+    ends = {u.src[1]: i for i, u in enumerate(uops) if u.op is Ops.END}
+    replace: dict[UOp, UOp] = {}
+    for i, u in enumerate(uops):
+        if u.op is Ops.RANGE and u.arg[1] == "loop" and u in ends:
+            kind = reduce_loop_kind(uops[i + 1 : ends[u]])
+            if kind is not None:
+                replace[u] = u.replace(arg=(u.arg[0], kind))
+    if not replace:
+        return uops
+    out = []
+    for u in uops:
+        new = replace.get(u, u)
+        src = tuple(replace.get(s, s) for s in new.src)
+        if src != new.src:
+            new = new.replace(src=src)
+        replace[u] = new
+        out.append(new)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------------

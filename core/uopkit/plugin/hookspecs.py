@@ -19,10 +19,10 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   capabilities, read by the optimizer and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
   ``local_max``/``shared_max``/``global_max`` (GPU-style launch and local memory), ``has_threads``,
   ``max_vector_width``/``vector_ops``, ``tensor_cores`` (:class:`uopkit.renderer.TensorCore` descriptions,
-  validated when built), ``pack_panel``, ``transcendental_ops`` (unclaimed EXP2/LOG2 are decomposed by the core),
+  validated when built), ``pack_panel``, ``transcendental_ops`` (the core decomposes unclaimed EXP2/LOG2/SIN/SQRT),
   ``supported_dtypes`` (each is tested by the conformance suite) and ``simd_reduce_ops``; ``extra_matcher`` holds
-  rewrite rules run before linearizing. What each loop is for (parallel, sum, max) is
-  ``uopkit.renderer.loops.loop_roles(uops)``;
+  rewrite rules run before linearizing. What each loop is for is the kind in its RANGE's arg (``"loop"``,
+  ``"thread"``, ``"sum"``, ``"max"``), read back by ``uopkit.renderer.loops.loop_roles(uops)``;
 - a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes`` where ``src`` is exactly what ``render``
   returned (``str`` source, or ``bytes`` when the renderer emits a binary form), raising ``CompileError(message, src)``;
   its ``cache_key`` (backend version, compiler version and flags, target) keys the core's disk cache;
@@ -45,18 +45,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
-    from uopkit.device import Compiled
     from uopkit.renderer import Renderer
 
 PROJECT_NAME = "uopkit"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+class OpenedDevice(Protocol):
+    """What ``BackendInfo.open`` returns, as far as the contract names it: a :class:`uopkit.device.Compiled` (the
+    device registry checks that it is one). A protocol here, so that the plugin layer, which the device layer is
+    built on, names nothing above itself, not even for types."""
+
+    device: str
+
+    def synchronize(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,7 @@ class BackendInfo:
     version: str
     spec_version: int
     priority: int
-    open: Callable[[str], Compiled]
+    open: Callable[[str], OpenedDevice]
     availability: Callable[[], str | None]
     description: str = ""
     renderer: Callable[[], Renderer] | None = None

@@ -41,13 +41,13 @@ class RendererCaps:
     # the right operand of a large matmul, when read row by row (k far apart), is first copied into column panels
     # of this many elements, each contiguous over k (schedule/packing.py); 0: never. For caches and prefetchers.
     pack_panel: int = 0
-    # transcendental ops rendered natively; the core decomposes each unclaimed one it has a decomposition for (EXP2,
-    # LOG2) into +, * and bit operations; the others (SIN, SQRT, TRUNC, POW) reach the renderer whatever is claimed
+    # transcendental ops rendered natively; the core decomposes each unclaimed one (EXP2, LOG2, SIN, SQRT) into +, *
+    # and bit operations (codegen/transcendental.py)
     transcendental_ops: frozenset[Ops] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
     # the dtypes the backend computes with and stores; the conformance suite tests each of them
     supported_dtypes: tuple[DType, ...] = (dtypes.bool, *dtypes.ints, dtypes.float16, dtypes.float32, dtypes.float64)
-    # the reduce ops (Ops.ADD, Ops.MAX) whose innermost reduce loops the backend vectorizes by itself (the loops
-    # `uopkit.renderer.loops.loop_roles` marks "sum"/"max"): the optimizer then leaves such reductions as plain loops
+    # the reduce ops (Ops.ADD, Ops.MAX) whose innermost reduce loops the backend vectorizes by itself (the loops of
+    # RANGE kinds "sum"/"max", see `uopkit.renderer.loops`): the optimizer then leaves such reductions as plain loops
     # instead of splitting them into one accumulator per vector lane
     simd_reduce_ops: frozenset[Ops] = frozenset()
 

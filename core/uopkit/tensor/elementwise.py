@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,11 +20,18 @@ from uopkit.tensor.support import (
     _broadcast_shape,
     _short_int,
     _storage_uop,
+    binary_alu_method,
+    cast_method,
+    operator_method,
 )
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
+
+
+_ADD_DOC = "Elementwise sum with broadcasting and type promotion."
+_MAX_DOC = "Elementwise maximum (NaN wins, as in numpy)."
 
 
 class ElementwiseMixin:
@@ -123,42 +131,23 @@ class ElementwiseMixin:
             return Tensor(UOp(Ops.BITCAST, dt, (self.bitcast(dtypes.uint16).uop,)))
         return Tensor(UOp(Ops.BITCAST, dt, (self.uop,)))
 
-    def float(self) -> Tensor:
-        """Cast to float32."""
-        return self.cast(dtypes.float32)
-
-    def half(self) -> Tensor:
-        """Cast to float16."""
-        return self.cast(dtypes.float16)
-
-    def double(self) -> Tensor:
-        """Cast to float64."""
-        return self.cast(dtypes.float64)
-
-    def int(self) -> Tensor:
-        """Cast to int32."""
-        return self.cast(dtypes.int32)
-
-    def bool(self) -> Tensor:
-        """Cast to bool."""
-        return self.cast(dtypes.bool)
-
-    def long(self) -> Tensor:
-        """Cast to int64."""
-        return self.cast(dtypes.int64)
+    # casts: name, dtype, docstring
+    float = cast_method("float", dtypes.float32, "Cast to float32.")
+    half = cast_method("half", dtypes.float16, "Cast to float16.")
+    double = cast_method("double", dtypes.float64, "Cast to float64.")
+    int = cast_method("int", dtypes.int32, "Cast to int32.")
+    bool = cast_method("bool", dtypes.bool, "Cast to bool.")
+    long = cast_method("long", dtypes.int64, "Cast to int64.")
 
     def is_floating_point(self) -> bool:
         """Whether the dtype is a float dtype."""
         return dtypes.is_float(self.dtype)
 
-    def add(self, x: Any, reverse: bool = False) -> Tensor:
-        """Elementwise sum with broadcasting and type promotion.
-
-        >>> Tensor([1, 2]).add(1.5).tolist()
-        [2.5, 3.5]
-        """
-        a, b = self._broadcasted(x, reverse, "add")
-        return a._alu(Ops.ADD, b)
+    # one ALU op on both operands, broadcast and promoted: name, op, docstring and its example
+    add = binary_alu_method("add", Ops.ADD, _ADD_DOC, "Tensor([1, 2]).add(1.5).tolist()", "[2.5, 3.5]")
+    mul = binary_alu_method("mul", Ops.MUL, "Elementwise product.", "Tensor([1, 2]).mul(3).tolist()", "[3, 6]")
+    # (no `reverse`: max is symmetric)
+    maximum = binary_alu_method("maximum", Ops.MAX, _MAX_DOC, "Tensor([1, 5]).maximum(3).tolist()", "[3, 5]", False)
 
     def sub(self, x: Any, reverse: bool = False) -> Tensor:
         """Elementwise difference.
@@ -170,15 +159,6 @@ class ElementwiseMixin:
         if a.dtype == dtypes.bool:
             raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor")
         return a._alu(Ops.ADD, b.neg())
-
-    def mul(self, x: Any, reverse: bool = False) -> Tensor:
-        """Elementwise product.
-
-        >>> Tensor([1, 2]).mul(3).tolist()
-        [3, 6]
-        """
-        a, b = self._broadcasted(x, reverse, "mul")
-        return a._alu(Ops.MUL, b)
 
     def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
         """True division (ints promote to float); rounding_mode "trunc" or "floor" as in PyTorch.
@@ -248,15 +228,6 @@ class ElementwiseMixin:
             # wraps like torch: x * (2**bits - 1) is -x modulo 2**bits (a -1 operand would widen to int64)
             return self * dtypes.max(self.dtype)
         return self * -1 if dtypes.is_int(self.dtype) else self._alu(Ops.NEG)
-
-    def maximum(self, x: Any) -> Tensor:
-        """Elementwise maximum (NaN wins, as in numpy).
-
-        >>> Tensor([1, 5]).maximum(3).tolist()
-        [3, 5]
-        """
-        a, b = self._broadcasted(x, False, "maximum")
-        return a._alu(Ops.MAX, b)
 
     def minimum(self, x: Any) -> Tensor:
         """Elementwise minimum.
@@ -354,29 +325,13 @@ class ElementwiseMixin:
 
     __hash__ = object.__hash__
 
-    def eq(self, x: Any) -> Tensor:
-        """Elementwise ==."""
-        return self == x
-
-    def ne(self, x: Any) -> Tensor:
-        """Elementwise !=."""
-        return self != x
-
-    def lt(self, x: Any) -> Tensor:
-        """Elementwise <."""
-        return self < x
-
-    def le(self, x: Any) -> Tensor:
-        """Elementwise <=."""
-        return self <= x
-
-    def gt(self, x: Any) -> Tensor:
-        """Elementwise >."""
-        return self > x
-
-    def ge(self, x: Any) -> Tensor:
-        """Elementwise >=."""
-        return self >= x
+    # the comparison operators under method names
+    eq = operator_method("eq", operator.eq, "Elementwise ==.")
+    ne = operator_method("ne", operator.ne, "Elementwise !=.")
+    lt = operator_method("lt", operator.lt, "Elementwise <.")
+    le = operator_method("le", operator.le, "Elementwise <=.")
+    gt = operator_method("gt", operator.gt, "Elementwise >.")
+    ge = operator_method("ge", operator.ge, "Elementwise >=.")
 
     def logical_not(self) -> Tensor:
         """Elementwise not (of the value cast to bool).

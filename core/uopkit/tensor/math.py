@@ -14,6 +14,7 @@ from uopkit.tensor.support import (
     ArgumentError,
     _with_derivative,
     _with_gradient_of,
+    float_alu_method,
 )
 from uopkit.uop.ops import Ops
 
@@ -32,21 +33,12 @@ class MathMixin:
     def _unary_float(self, op: Ops) -> Tensor:
         return self._float()._alu(op)
 
-    def exp2(self) -> Tensor:
-        """2 ** x.
-
-        >>> Tensor([3.0]).exp2().tolist()
-        [8.0]
-        """
-        return self._unary_float(Ops.EXP2)
-
-    def log2(self) -> Tensor:
-        """Base-2 logarithm.
-
-        >>> Tensor([8.0]).log2().tolist()
-        [3.0]
-        """
-        return self._unary_float(Ops.LOG2)
+    # one ALU op on the value as a float (ints promote): name, op, docstring and its example
+    exp2 = float_alu_method("exp2", Ops.EXP2, "2 ** x.", "Tensor([3.0]).exp2().tolist()", "[8.0]")
+    log2 = float_alu_method("log2", Ops.LOG2, "Base-2 logarithm.", "Tensor([8.0]).log2().tolist()", "[3.0]")
+    sqrt = float_alu_method("sqrt", Ops.SQRT, "Square root.", "Tensor([4.0]).sqrt().tolist()", "[2.0]")
+    reciprocal = float_alu_method("reciprocal", Ops.RECIP, "1 / x.", "Tensor([4.0]).reciprocal().tolist()", "[0.25]")
+    sin = float_alu_method("sin", Ops.SIN, "Sine.", "Tensor([0.0]).sin().tolist()", "[0.0]")
 
     def exp(self) -> Tensor:
         """e ** x, accurate to the dtype over its whole range.
@@ -93,14 +85,6 @@ class MathMixin:
         near_zero = (u > 0.5) & (u < 2.0)
         return (u == 1).where(x, near_zero.where(corrected, u - 1))
 
-    def sqrt(self) -> Tensor:
-        """Square root.
-
-        >>> Tensor([4.0]).sqrt().tolist()
-        [2.0]
-        """
-        return self._unary_float(Ops.SQRT)
-
     def rsqrt(self) -> Tensor:
         """1 / sqrt(x).
 
@@ -108,22 +92,6 @@ class MathMixin:
         [0.5]
         """
         return self.sqrt().reciprocal()
-
-    def reciprocal(self) -> Tensor:
-        """1 / x.
-
-        >>> Tensor([4.0]).reciprocal().tolist()
-        [0.25]
-        """
-        return self._unary_float(Ops.RECIP)
-
-    def sin(self) -> Tensor:
-        """Sine.
-
-        >>> Tensor([0.0]).sin().tolist()
-        [0.0]
-        """
-        return self._unary_float(Ops.SIN)
 
     def cos(self) -> Tensor:
         """Cosine, as 1 - 2 sin(x/2)**2 (x/2 is exact, so large arguments stay accurate).

@@ -84,6 +84,68 @@ def _creates_leaf(fn: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# methods that are one call, defined from a row of a table: each keeps its name, signature and docstring (with its
+# example, so help(Tensor.exp2) reads as before); autograd and dtype promotion come from what it calls
+
+
+def _doc(summary: str, example: str, result: str) -> str:
+    return f"{summary}\n\n>>> {example}\n{result}\n" if example else summary
+
+
+def _named(fn: Callable[..., Any], name: str, doc: str) -> Callable[..., Any]:
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+def float_alu_method(name: str, op: Ops, summary: str, example: str = "", result: str = "") -> Callable[[Any], Tensor]:
+    """`name(self)`: `op` on the value cast to the smallest float dtype that holds it (ints become float32)."""
+
+    def method(self) -> Tensor:
+        return self._float()._alu(op)
+
+    return _named(method, name, _doc(summary, example, result))
+
+
+def binary_alu_method(
+    name: str, op: Ops, summary: str, example: str = "", result: str = "", reversible: bool = True
+) -> Callable[..., Tensor]:
+    """`name(self, x, reverse=False)` (without `reverse` when not `reversible`): `op` on both operands broadcast and
+    promoted to a common dtype; `reverse` swaps them (for the reflected operators)."""
+    if reversible:
+
+        def method(self, x: Any, reverse: bool = False) -> Tensor:
+            a, b = self._broadcasted(x, reverse, name)
+            return a._alu(op, b)
+
+    else:
+
+        def method(self, x: Any) -> Tensor:
+            a, b = self._broadcasted(x, False, name)
+            return a._alu(op, b)
+
+    return _named(method, name, _doc(summary, example, result))
+
+
+def cast_method(name: str, dtype: DType, summary: str) -> Callable[[Any], Tensor]:
+    """`name(self)`: the tensor cast to `dtype`."""
+
+    def method(self) -> Tensor:
+        return self.cast(dtype)
+
+    return _named(method, name, summary)
+
+
+def operator_method(name: str, fn: Callable[[Any, Any], Tensor], summary: str) -> Callable[[Any, Any], Tensor]:
+    """`name(self, x)`: the Python operator `fn` (e.g. operator.lt for `self < x`), under a method name."""
+
+    def method(self, x: Any) -> Tensor:
+        return fn(self, x)
+
+    return _named(method, name, summary)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # helpers
 
 

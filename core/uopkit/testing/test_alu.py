@@ -6,9 +6,10 @@ integers wrap, IDIV/MOD truncate toward zero with x/0 = 0, x%0 = 0 and x/-1 = -x
 bfloat16 has no numpy type: its buffers hold the 16-bit patterns (uint16 arrays here), values are compared as the
 float32s they encode, and the reference computes in float32 and rounds once to bfloat16.
 
-Transcendental ops are tested as the core sends them: an EXP2 or LOG2 the renderer doesn't claim in
-``caps.transcendental_ops`` is decomposed by the core first (so the decomposition runs on the device); SIN, SQRT,
-TRUNC and POW have no decomposition and always reach the renderer.
+Transcendental ops are tested as the core sends them: an EXP2, LOG2, SIN or SQRT the renderer doesn't claim in
+``caps.transcendental_ops`` is decomposed by the core first (so the decomposition runs on the device); TRUNC and POW
+always reach the renderer. `test_decompositions` also runs the core's decompositions of all four on the device
+when it claims them natively, with arguments across each float type's range.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ INT_ONLY = [Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR]
 BITWISE = [Ops.XOR, Ops.OR, Ops.AND]
 NUMERIC = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.NEG, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.MULACC]
 BOOL_OPS = [Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, *BITWISE]
-# transcendentals the core has no decomposition for: they reach the renderer whether claimed or not
-UNDECOMPOSED = (Ops.SIN, Ops.SQRT)
 ARITY = {op: 1 for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC, Ops.NEG)}
 ARITY.update({Ops.WHERE: 3, Ops.MULACC: 3})
 
@@ -96,7 +95,8 @@ def inputs(dt: DType, op: Ops, rng: np.random.Generator) -> list[np.ndarray]:
         Ops.CMPNE: [np.nan, np.nan, 2.0],
         Ops.CMPEQ: [np.nan, 3.0, -0.0],
         Ops.RECIP: [0.0, np.inf, -np.inf],
-        Ops.SQRT: [0.0, np.inf, 4.0],
+        Ops.SQRT: [0.0, np.inf, 4.0, -1.0, np.nan],
+        Ops.SIN: [np.inf, np.nan, 3e4, -0.0],
         Ops.LOG2: [0.0, np.inf, 1.0],
         Ops.EXP2: [-np.inf, 0.0, 10.0],
         Ops.FDIV: [1.0, 0.0, -2.0],
@@ -165,21 +165,13 @@ def test_alu_ops(uopkit_device: str, dtype_name: str) -> None:
         pytest.skip(f"{uopkit_device} does not claim {dt}")
     rng = np.random.default_rng(sum(map(ord, dtype_name)))
     native = Device[uopkit_device].renderer.caps.transcendental_ops
-    failures, unrendered = [], []
+    failures = []
     for op in ops_for(dt):
         args = inputs(dt, op, rng)
         uops = alu_program(op, dt, len(args), [dtypes.bool if a.dtype == np.bool_ else dt for a in args], native)
         expected = reference(op, dt, args)
         out = np.zeros(N, np.bool_ if expected.dtype == np.bool_ else host_dtype(dt))
-        try:
-            got = run_program(uopkit_device, uops, [out, *args], name=f"alu_{op.name.lower()}")[0]
-        except NotImplementedError as e:
-            # an unclaimed transcendental the core can't decompose is optional: reported, not failed
-            if op not in UNDECOMPOSED or op in native:
-                raise
-            unrendered.append(f"{op.name} ({e})")
-            continue
-        got = host_values(got, dt)
+        got = host_values(run_program(uopkit_device, uops, [out, *args], name=f"alu_{op.name.lower()}")[0], dt)
         try:
             if dtypes.is_float(dt) and expected.dtype != np.bool_:
                 rtol, atol = tolerance(op, dt)
@@ -189,11 +181,51 @@ def test_alu_ops(uopkit_device: str, dtype_name: str) -> None:
         except AssertionError as e:
             failures.append(f"{op.name} on {dt}: inputs {[a.tolist()[:8] for a in args]}...\n{e}")
     assert not failures, "\n\n".join(failures)
-    if unrendered:
-        pytest.skip(
-            f"every other op passed; not claimed in transcendental_ops, not decomposed by the core and not rendered "
-            f"on {dt}: {', '.join(unrendered)}"
-        )
+
+
+# the decompositions use 64-bit integer arithmetic (SIN's argument reduction, float32 SQRT's exact correction)
+DECOMPOSED = (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT)
+
+
+@pytest.mark.parametrize("dtype_name", [dtypes.float32.name, dtypes.float64.name])
+def test_decompositions(uopkit_device: str, dtype_name: str) -> None:
+    """EXP2, LOG2, SIN and SQRT as the core decomposes them for a renderer that doesn't claim them, on this
+    device: over wide arguments (SIN up to 1e30 in float32) and the special values. (float16 and bfloat16 are
+    decomposed through float32: test_alu_ops covers them where they are not claimed.)"""
+    dt = next(d for d in dtypes.floats if d.name == dtype_name)
+    if dt not in claimed(uopkit_device):
+        pytest.skip(f"{uopkit_device} does not claim {dt}")
+    missing = [d for d in (dtypes.int64, dtypes.uint64) if d not in claimed(uopkit_device)]
+    if missing:
+        pytest.skip(f"{uopkit_device} does not claim {missing}: it must claim {DECOMPOSED} in transcendental_ops")
+    np_dt = to_numpy_dtype(dt)
+    rng = np.random.default_rng(3)
+    # the largest exponent of the arguments
+    top = 100 if dt == dtypes.float32 else 1000
+    failures = []
+    for op in DECOMPOSED:
+        with np.errstate(over="ignore"):
+            base = (rng.random(N) * 2 - 1) * 2.0 ** rng.integers(-20, top, N).astype(np.float64)
+        base = np.clip(base, -float(np.finfo(np_dt).max), float(np.finfo(np_dt).max))
+        if op is Ops.EXP2:
+            base = base / 2.0**top * 200
+        if op in (Ops.LOG2, Ops.SQRT):
+            base = np.abs(base)
+        base[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0]
+        arg = base.astype(np_dt)
+        uops = alu_program(op, dt, 1, [dt], frozenset())
+        got = run_program(uopkit_device, uops, [np.zeros(N, np_dt), arg], name=f"decomposed_{op.name.lower()}")[0]
+        with np.errstate(all="ignore"):
+            expected = reference(op, dt, [arg])
+        rtol, atol = tolerance(Ops.SIN, dt)
+        try:
+            np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+            # signed zeros: sin(-0) = sqrt(-0) = -0
+            if op in (Ops.SIN, Ops.SQRT):
+                assert np.signbit(got[1]), f"{op.name}(-0) is {got[1]}, not -0"
+        except AssertionError as e:
+            failures.append(f"decomposed {op.name} on {dt}: inputs {base.tolist()[:8]}...\n{e}")
+    assert not failures, "\n\n".join(failures)
 
 
 @pytest.mark.parametrize("src_name", [d.name for d in dtypes.all])

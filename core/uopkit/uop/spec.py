@@ -20,6 +20,41 @@ class SpecError(RuntimeError):
     pass
 
 
+# --- what a loop of a linear program is for: the kind in a RANGE's arg (id, kind), set by the core's linearizer.
+# Every kind counts 0..end-1 and may be run as a plain sequential loop; the others say what more is allowed:
+# - "thread": the iterations may run on different CPU threads (OptOps.THREAD, on renderers with caps.has_threads);
+#   each writes its own outputs, and every register (DEFINE_REG) it uses is first written inside it.
+# - "sum" / "max": an innermost loop whose only effects are updates acc = acc + x (or max(acc, x)) of one-slot float
+#   registers: it may be vectorized by reassociating the reduction across lanes; a max loop must still give NaN
+#   when any x is NaN (MAX propagates NaN).
+LOOP_KINDS = ("loop", "thread", "sum", "max")
+REDUCE_KINDS = {"sum": Ops.ADD, "max": Ops.MAX}
+
+
+def is_scalar_register(u: UOp) -> bool:
+    """A DEFINE_REG of one slot: a plain variable for renderers that have them."""
+    return u.op is Ops.DEFINE_REG and isinstance(u.dtype, PtrDType) and u.dtype.size == 1
+
+
+def reduce_loop_kind(body: list[UOp]) -> str | None:
+    """ "sum" or "max" when a loop body (the linear UOps between its RANGE and END) has no loop, barrier or IF and its
+    only effects are `acc = op(acc, x)` on one-slot float registers; else None."""
+    if any(b.op in (Ops.RANGE, Ops.BARRIER, Ops.IF) for b in body):
+        return None
+    stores = [b for b in body if b.op is Ops.STORE]
+    for kind, op in REDUCE_KINDS.items():
+        ok = bool(stores)
+        for b in stores:
+            reg, value = b.src[0].src[0], b.src[1]
+            updates_itself = value.op is op and any(s.op is Ops.LOAD and s.src[0] is b.src[0] for s in value.src)
+            if not (is_scalar_register(reg) and updates_itself and dtypes.is_float(value.dtype)):
+                ok = False
+                break
+        if ok:
+            return kind
+    return None
+
+
 def _same_dtype_alu(x: UOp) -> bool:
     if x.op in GroupOp.Comparison:
         return x.dtype.scalar == dtypes.bool and x.src[0].dtype == x.src[1].dtype
@@ -107,6 +142,7 @@ spec_program = PatternMatcher(
         (UPat(Ops.SPECIAL, src=(UPat(),)), lambda: True),
         # a loop: RANGE(end[, ordering deps]) ... END(effect, range)
         # index arithmetic is int32, or int64 in a kernel whose buffers, views or loops can exceed int32
+        # its arg is (id, kind) with kind one of LOOP_KINDS
         (UPat(Ops.RANGE, src=UPat(), name="x"), lambda x: x.dtype in INDEX_DTYPES and x.src[0].dtype == x.dtype),
         (UPat(Ops.END, src=(UPat(), UPat(Ops.RANGE))), lambda: True),
         # memory: INDEX(pointer, offset[, gate]); LOAD(index, ordering deps...); STORE(index, value, ordering deps...)
@@ -161,13 +197,18 @@ def verify_kernel_ast(ast: UOp) -> None:
 def verify_program(uops: list[UOp]) -> None:
     _verify(uops, spec_program, "linear program")
     # every RANGE is closed by exactly one END, in nesting order
-    open_ranges: list[UOp] = []
-    for u in uops:
+    open_ranges: list[tuple[UOp, int]] = []
+    for i, u in enumerate(uops):
         if u.op is Ops.RANGE:
-            open_ranges.append(u)
+            if not (isinstance(u.arg, tuple) and len(u.arg) == 2 and u.arg[1] in LOOP_KINDS):
+                raise SpecError(f"linear program: RANGE arg {u.arg!r} is not (id, kind) with kind in {LOOP_KINDS}")
+            open_ranges.append((u, i))
         elif u.op is Ops.END:
-            if not open_ranges or open_ranges[-1] is not u.src[1]:
+            if not open_ranges or open_ranges[-1][0] is not u.src[1]:
                 raise SpecError(f"linear program: END of {u.src[1].arg} doesn't close the innermost open loop")
-            open_ranges.pop()
+            loop, start = open_ranges.pop()
+            # a loop marked "sum" or "max" is one
+            if loop.arg[1] in REDUCE_KINDS and reduce_loop_kind(uops[start + 1 : i]) != loop.arg[1]:
+                raise SpecError(f"linear program: loop {loop.arg} is not an innermost {loop.arg[1]} of registers")
     if open_ranges:
         raise SpecError(f"linear program: {len(open_ranges)} loops are never closed")

@@ -170,7 +170,7 @@ def test_open_reads_caps_and_builds_for_the_arch(fake, monkeypatch: pytest.Monke
         open_cuda("CUDA", driver)
     with pytest.raises(ValueError, match=r"CUDA:2 does not exist: 2 CUDA GPU\(s\) here"):
         open_cuda("CUDA:2", driver)
-    with pytest.raises(ValueError, match="the index after ':' must be a number"):
+    with pytest.raises(ValueError, match="the index after ':' must be a non-negative number"):
         open_cuda("CUDA:x", driver)
 
 

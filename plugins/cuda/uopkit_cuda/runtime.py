@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from uopkit.device import Compiled, LRUAllocator
+from uopkit.device import Compiled, LRUAllocator, device_index
 from uopkit_cuda.renderer import DEFAULT_BLOCK, CUDACaps
 
 # ------------------------------------------------------------------------------------------------ errors
@@ -605,11 +605,7 @@ class CUDADevice(Compiled):
 
 def open_cuda(device: str, driver: CUDADriver | None = None) -> CUDADevice:
     """Open ``CUDA`` or ``CUDA:N`` (what BackendInfo.open returns)."""
-    _, _, index_text = device.partition(":")
-    try:
-        index = int(index_text or "0")
-    except ValueError:
-        raise ValueError(f"bad CUDA device {device!r}: the index after ':' must be a number") from None
+    index = device_index(device)
     driver = driver if driver is not None else get_driver()
     count = driver.device_count()
     if not 0 <= index < count:

@@ -68,7 +68,7 @@ def test_device_indexing(dev: CLDevice) -> None:
     n = len(list_devices())
     with pytest.raises(DeviceError, match=rf"OPENCL:{n + 5} does not exist: {n} OpenCL device"):
         Device[f"OPENCL:{n + 5}"]
-    with pytest.raises(ValueError, match="index after ':' must be a number"):
+    with pytest.raises(ValueError, match="index after ':' must be a non-negative number"):
         open_opencl("OPENCL:x")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from uopkit.device import Compiled, LRUAllocator
+from uopkit.device import Compiled, LRUAllocator, device_index
 from uopkit_opencl.renderer import CLCaps
 
 # ------------------------------------------------------------------------------------------------ discovery
@@ -300,11 +300,7 @@ class CLDevice(Compiled):
 
 def open_opencl(device: str) -> CLDevice:
     """Open ``OPENCL`` or ``OPENCL:N`` (what BackendInfo.open returns)."""
-    _, _, index_text = device.partition(":")
-    try:
-        index = int(index_text or "0")
-    except ValueError:
-        raise ValueError(f"bad OpenCL device {device!r}: the index after ':' must be a number") from None
+    index = device_index(device)
     devices = list_devices()
     if not 0 <= index < len(devices):
         raise ValueError(f"{device} does not exist: {len(devices)} OpenCL device(s) here: {describe_devices()}")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from uopkit.device import Compiled, LRUAllocator
+from uopkit.device import Compiled, LRUAllocator, device_index
 from uopkit_triton.compiler import TritonCompiler, load_module, parse_targets, rebind_kernels
 from uopkit_triton.renderer import TritonRenderer
 
@@ -147,11 +147,7 @@ class TritonDevice(Compiled):
 
 def open_triton(device: str) -> TritonDevice:
     """Open ``TRITON`` or ``TRITON:N`` (what BackendInfo.open returns): CUDA GPU N, or the interpreter."""
-    _, _, index_text = device.partition(":")
-    try:
-        index = int(index_text or "0")
-    except ValueError:
-        raise ValueError(f"bad Triton device {device!r}: the index after ':' must be a number") from None
+    index = device_index(device)
     gpu = gpu_available()
     count = torch.cuda.device_count() if gpu else 1
     if not 0 <= index < count:

@@ -1,0 +1,132 @@
+"""The core's decompositions of EXP2, LOG2, SIN and SQRT (codegen/transcendental.py), run on the reference
+emulator as a renderer that claims none of them would get them, and compared with numpy over the whole range of
+each float type, special values included."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from uopkit import Device, Tensor
+from uopkit.codegen.transcendental import _TWO_OVER_PI_WORDS, decompositions_for
+from uopkit.dtype import from_numpy_dtype
+from uopkit.emulator import run_uops
+from uopkit.testing.programs import end, global_buf, load, loop, program, store
+from uopkit.uop.ops import Ops, UOp, graph_rewrite
+
+SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan]
+
+
+def decomposed(op: Ops, x: np.ndarray) -> np.ndarray:
+    """op(x) elementwise, decomposed as for a renderer that claims no transcendental op, on the emulator."""
+    dt = from_numpy_dtype(x.dtype)
+    out, inp = global_buf(0, dt, x.size), global_buf(1, dt, x.size)
+    i = loop(0, x.size)
+    value = graph_rewrite(UOp(op, dt, (load(inp, i),)), decompositions_for(frozenset()), name="transcendentals")
+    assert op not in {u.op for u in value.toposort()}, f"{op} was not decomposed"
+    result = np.zeros_like(x)
+    run_uops(program(end(store(out, i, value), i)), [result, x.copy()])
+    return result
+
+
+def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """|got - want| in units of the last place of `want` (in its own type); both finite."""
+    spacing = np.spacing(np.abs(want)).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want.astype(np.float64)) / spacing
+
+
+def wide(rng: np.random.Generator, dtype: type, n: int, lo: int, hi: int) -> np.ndarray:
+    """n values of both signs with exponents spread over [lo, hi)."""
+    with np.errstate(over="ignore"):
+        x = (rng.random(n) * 2 - 1) * 2.0 ** rng.integers(lo, hi, n).astype(np.float64)
+    return x[np.abs(x) <= np.finfo(dtype).max].astype(dtype)
+
+
+def test_two_over_pi_bits_match_the_published_ones():
+    # 2/pi = 0.a2f9836e 4e441529 fc2757d1 f534ddc0 db629599 3c439041 fe5163ab ... (e.g. fdlibm's table)
+    published = "a2f9836e4e441529fc2757d1f534ddc0db6295993c439041fe5163abdebbc561b7246e3a424dd2e0"
+    assert "".join(f"{w:08x}" for w in _TWO_OVER_PI_WORDS)[: len(published)] == published
+
+
+@pytest.mark.parametrize(
+    "dtype, exponents, max_ulp",
+    [(np.float32, (-30, 128), 2), (np.float64, (-40, 1024), 2), (np.float16, (-14, 16), 1)],
+)
+def test_sin_over_the_whole_range(dtype, exponents, max_ulp):
+    rng = np.random.default_rng(0)
+    x = wide(rng, dtype, 20000, *exponents)
+    # near multiples of pi/2, where the reduction cancels most
+    near = rng.integers(1, 2**20, 2000) * (np.pi / 2)
+    near = near[near < np.finfo(dtype).max].astype(dtype)
+    hard = {np.float64: [6381956970095103 * 2.0**797, 5261692873635770 * 2.0**499], np.float32: [1.5707964, 3.4e38]}
+    x = np.concatenate([x, near, np.array(hard.get(dtype, []), dtype)])
+    x = x[np.isfinite(x)]
+    got = decomposed(Ops.SIN, x)
+    want = np.sin(x.astype(np.float64)).astype(dtype)
+    assert ulps(got, want).max() <= max_ulp
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_sin_special_values(dtype):
+    tiny = np.finfo(dtype).smallest_subnormal
+    x = np.array([*SPECIALS, tiny, -tiny, np.finfo(dtype).max, -np.finfo(dtype).max], dtype)
+    got = decomposed(Ops.SIN, x)
+    with np.errstate(invalid="ignore"):
+        want = np.sin(x.astype(np.float64)).astype(dtype)
+    np.testing.assert_array_equal(got[:7], want[:7])
+    assert list(np.signbit(got[:2])) == [False, True], "sin(-0) is -0"
+    assert ulps(got[7:], want[7:]).max() <= 2
+
+
+def test_sqrt_float32_is_correctly_rounded():
+    # every 4099th bit pattern of the positive floats (denormals and both ends included), and the specials
+    x = np.arange(0, 0x7F800000, 4099, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, np.array([*SPECIALS, -1.0, -1e-45, 1e-45, 3.4028235e38, 1.1754942e-38], np.float32)])
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt(x)
+    got = decomposed(Ops.SQRT, x)
+    assert np.array_equal(got.view(np.uint32)[~np.isnan(want)], want.view(np.uint32)[~np.isnan(want)])
+    assert np.isnan(got[np.isnan(want)]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_sqrt_float16_float64(dtype):
+    rng = np.random.default_rng(1)
+    info = np.finfo(dtype)
+    x = np.abs(wide(rng, dtype, 20000, int(np.log2(info.smallest_subnormal)), int(np.log2(info.max)) + 1))
+    x = np.concatenate([x, np.array([*SPECIALS, -1.0, info.smallest_subnormal, info.tiny, info.max], dtype)])
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt(x)
+    got = decomposed(Ops.SQRT, x)
+    finite = np.isfinite(want)
+    # float16 via float32 is exact; float64 within 1 ulp
+    assert ulps(got[finite], want[finite]).max() <= (0 if dtype == np.float16 else 1)
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    assert np.signbit(decomposed(Ops.SQRT, np.array([-0.0], dtype))[0]), "sqrt(-0) is -0"
+
+
+@pytest.fixture
+def bare_emulator():
+    """An emulator device whose renderer claims no transcendental op, as a backend without them would."""
+    dev = Device["EMULATOR:5"]
+    saved = dev.renderer.caps
+    dev.renderer.caps = replace(saved, transcendental_ops=frozenset())
+    yield "EMULATOR:5"
+    dev.renderer.caps = saved
+
+
+def test_tensor_sin_sqrt_exp_log_without_native_ops(bare_emulator):
+    x = np.array([-1e6, -3.0, -0.5, 0.25, 1.0, 2.0, 100.0, 1e20], np.float32)
+    t = Tensor(x, device=bare_emulator)
+    np.testing.assert_allclose(t.sin().numpy(), np.sin(x.astype(np.float64)), rtol=3e-7, atol=1e-7)
+    np.testing.assert_array_equal(t.abs().sqrt().numpy(), np.sqrt(np.abs(x)))
+    np.testing.assert_allclose(t.abs().log2().numpy(), np.log2(np.abs(x)), rtol=1e-6)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose((t * 1e-3).exp2().numpy(), np.exp2(x * np.float32(1e-3)), rtol=1e-6)
+    # the kernels were decomposed: the emulator got none of the four ops
+    from uopkit.engine.realize import method_cache
+
+    ops = {u.op for (_, device), r in method_cache.items() if device == bare_emulator for u in r.spec.uops}
+    assert ops and not ops & {Ops.SIN, Ops.SQRT, Ops.EXP2, Ops.LOG2}
