@@ -18,7 +18,7 @@ from uopkit.schedule.grouper import (
     stored_reads,
 )
 from uopkit.schedule.packing import pack_panels
-from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -75,25 +75,57 @@ def _remember_source(old: UOp, new: UOp) -> None:
         computed_from[new] = old
 
 
-def update_tensors(mapping: dict[UOp, UOp]) -> None:
-    """Point every live tensor at the new form of its graph (nodes in `mapping` replaced)."""
+def update_tensors(mapping: dict[UOp, UOp], storage_views_unchanged: bool = False) -> None:
+    """Point every live tensor at the new form of its graph (nodes in `mapping` replaced).
+
+    `storage_views_unchanged`: no key of `mapping` is a view of a BUFFER, so tensors that are such views (realized
+    weights, most live tensors of a model) are skipped without walking their graphs."""
     for k, v in mapping.items():
         if k is not v and is_kernel_store(k):
             becomes_map[k] = v
     if not mapping:
         return
+    # shared by all the tensors, whose graphs overlap (the gradients share the forward pass): each node is looked at
+    # once per call, not once per tensor holding it
+    reaches: dict[UOp, bool] = {}
+    done: dict[UOp, UOp] = {}
     for t in list(live_tensors):
-        new = mapping.get(t.uop)
-        if new is None and any(n in mapping for n in t.uop.toposort(gate=_not_storage)):
-            new = t.uop.substitute(mapping, name="update tensor graph")
+        u = t.uop
+        new = mapping.get(u)
+        if new is None and storage_views_unchanged:
+            while u.op in GroupOp.Movement:
+                u = u.src[0]
+            if u.op is Ops.BUFFER:
+                continue
+            u = t.uop
+        if new is None and _reaches(u, mapping, reaches):
+            new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
             _remember_source(computed_from.get(t.uop, t.uop), new)
             t.uop = new
 
 
-def _not_storage(u: UOp) -> bool:
-    # nothing below a BUFFER or a KERNEL's inputs changes when a graph is kernelized
-    return u.op is not Ops.BUFFER
+def _reaches(root: UOp, mapping: dict[UOp, UOp], memo: dict[UOp, bool]) -> bool:
+    """Whether the graph of `root` (not looking below BUFFERs) holds a node of `mapping`."""
+    if root in memo:
+        return memo[root]
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in memo:
+            continue
+        if node.op is Ops.BUFFER:
+            memo[node] = False
+            continue
+        if node in mapping:
+            memo[node] = True
+            continue
+        if expanded:
+            memo[node] = any(memo[s] for s in node.src)
+            continue
+        stack.append((node, True))
+        stack.extend((s, False) for s in node.src if s not in memo)
+    return memo[root]
 
 
 def _is_view(u: UOp) -> bool:
