@@ -283,6 +283,11 @@ class _Param:
     stores: list[UOp]
 
 
+def _stored_buffer(store: UOp) -> UOp:
+    # the BUFFER an assign writes (its target is a view of it, or of an earlier assign to it)
+    return _assigned_view(store).base
+
+
 def _assigned_view(store: UOp) -> UOp:
     """What an assign's STORE stands for once it ran: its target, a view of the storage it wrote."""
     target = store.src[0]
@@ -412,7 +417,7 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param) -> 
                 t.uop = new
     # other live tensors holding these nodes now read the stored values, as on the uncached path (a graph node must
     # never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
-    update_tensors(mapping, storage_views_unchanged=True)
+    update_tensors(mapping, from_replay=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -427,7 +432,10 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     copies: list[Tensor] = []
     if param is None or param.stores:
         # a graph with STOREs: other lazy values reading what they overwrite are computed first or get a copy
-        readers, copies = protect_pending_reads(tensors, sink)
+        targets = None if param is None else list(dict.fromkeys(_stored_buffer(u) for u in param.stores))
+        if targets is not None and any(b.op is not Ops.BUFFER for b in targets):
+            targets = None
+        readers, copies = protect_pending_reads(tensors, sink, targets)
         if readers or copies:
             tensors = [*tensors, *readers, *copies]
             if param is not None:

@@ -75,11 +75,12 @@ def _remember_source(old: UOp, new: UOp) -> None:
         computed_from[new] = old
 
 
-def update_tensors(mapping: dict[UOp, UOp], storage_views_unchanged: bool = False) -> None:
+def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False) -> None:
     """Point every live tensor at the new form of its graph (nodes in `mapping` replaced).
 
-    `storage_views_unchanged`: no key of `mapping` is a view of a BUFFER, so tensors that are such views (realized
-    weights, most live tensors of a model) are skipped without walking their graphs."""
+    `from_replay`: a schedule-cache replay's mapping, from computed values and assigns to views of their storage. No
+    key is a view of a BUFFER, so tensors that are such views (realized weights, most live tensors of a model) are
+    skipped without walking their graphs, and no value holds a key, so one pass replaces them."""
     for k, v in mapping.items():
         if k is not v and is_kernel_store(k):
             becomes_map[k] = v
@@ -92,17 +93,43 @@ def update_tensors(mapping: dict[UOp, UOp], storage_views_unchanged: bool = Fals
     for t in list(live_tensors):
         u = t.uop
         new = mapping.get(u)
-        if new is None and storage_views_unchanged:
+        if new is None and from_replay:
             while u.op in GroupOp.Movement:
                 u = u.src[0]
             if u.op is Ops.BUFFER:
                 continue
             u = t.uop
         if new is None and _reaches(u, mapping, reaches):
-            new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
+            if from_replay:
+                new = _replace_once(u, mapping, reaches, done)
+            else:
+                new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
             _remember_source(computed_from.get(t.uop, t.uop), new)
             t.uop = new
+
+
+def _replace_once(root: UOp, mapping: dict[UOp, UOp], reaches: dict[UOp, bool], memo: dict[UOp, UOp]) -> UOp:
+    """`root` with the nodes of `mapping` replaced (not looking into the replacements); `reaches` is filled by
+    `_reaches` for `root`, and `memo` is shared between calls with the same mapping."""
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in memo:
+            continue
+        if node in mapping:
+            memo[node] = mapping[node]
+            continue
+        if not reaches[node]:
+            memo[node] = node
+            continue
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((s, False) for s in node.src if s not in memo)
+            continue
+        src = tuple([memo[s] for s in node.src])
+        memo[node] = node if src == node.src else node.replace(src=src)
+    return memo[root]
 
 
 def _reaches(root: UOp, mapping: dict[UOp, UOp], memo: dict[UOp, bool]) -> bool:
@@ -135,7 +162,9 @@ def _is_view(u: UOp) -> bool:
     return u.base.op is Ops.BUFFER or is_kernel_store(u.base)
 
 
-def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp) -> tuple[list[Tensor], list[Tensor]]:
+def protect_pending_reads(
+    tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None
+) -> tuple[list[Tensor], list[Tensor]]:
     """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
     buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
     (readers, copies):
@@ -146,8 +175,10 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp) -> tuple[list[Te
 
     A reader that also reads the STORE (it needs the old and the new contents) always gets the copy. Tensors that are
     views of the buffer (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
+    `targets`: the buffers the STOREs under `sink` write, when the caller knows them (else they are looked up).
     """
-    targets = pending_writes(sink)
+    if targets is None:
+        targets = pending_writes(sink)
     if not targets:
         return [], []
     chosen = {id(t) for t in tensors}
