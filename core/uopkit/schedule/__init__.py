@@ -90,8 +90,16 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False) -> None:
     # once per call, not once per tensor holding it
     reaches: dict[UOp, bool] = {}
     done: dict[UOp, UOp] = {}
+    # a graph whose root was built before every node that changes can't hold one (nodes are newer than their
+    # sources): the live tensors of earlier steps are skipped without a walk
+    changed = [k.seq for k, v in mapping.items() if k is not v]
+    if not changed:
+        return
+    oldest = min(changed)
     for t in list(live_tensors):
         u = t.uop
+        if u.seq < oldest:
+            continue
         new = mapping.get(u)
         if new is None and from_replay:
             while u.op in GroupOp.Movement:
