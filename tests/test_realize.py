@@ -214,3 +214,16 @@ def test_training_steps_match_with_and_without_the_cache(rng):
     cached = train(1)
     assert _hits() > before
     assert cached == train(0)
+
+
+def test_cached_assign_with_and_without_lazy_readers(rng):
+    # the same assign, with a live lazy reader on some steps only: the readers and copies are part of the key
+    w_np = rng.random(8, dtype=np.float32)
+    w = Tensor(w_np.copy()).realize()
+    for i in range(6):
+        reader = (w * 2).pad(((0, 8),)) if i % 2 else None
+        w.assign(w + 3).realize()
+        if reader is not None:
+            np.testing.assert_allclose(reader.numpy()[:8], w_np * 2, rtol=1e-6)
+        w_np = w_np + 3
+        np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-6)
