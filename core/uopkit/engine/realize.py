@@ -5,6 +5,9 @@ Two caches keep the Python cost of a realize low:
 - `schedule_cache`: whole schedules by the *shape* of the graph being realized, with every BUFFER replaced by a
   numbered placeholder. Realizing a graph of the same structure over other buffers (the next training step, the next
   `(a + 1).realize()`) replays the recorded kernels on the new buffers without kernelizing or scheduling again.
+  Graphs with assigns (an optimizer step) are cached too: the lazy readers and copies that value semantics adds
+  (`protect_pending_reads`, which looks at the live tensors outside the graph) are added first and are part of the
+  key, so a hit runs exactly what the uncached path would.
 
 Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit` captures them.
 """
