@@ -227,3 +227,20 @@ def test_cached_assign_with_and_without_lazy_readers(rng):
             np.testing.assert_allclose(reader.numpy()[:8], w_np * 2, rtol=1e-6)
         w_np = w_np + 3
         np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-6)
+
+
+def test_extended_key_is_the_key_of_the_whole_graph(rng):
+    # protect_pending_reads adds readers and copies to a realize: the key is extended with their nodes only, and must
+    # be what walking the whole graph gives
+    from uopkit.uop.ops import Ops, UOp
+
+    a, b = Tensor(rng.random(6, dtype=np.float32)).realize(), Tensor(rng.random(6, dtype=np.float32)).realize()
+    first = [(a + b).uop, (a * 2).contiguous().uop]
+    more = [(a + b).exp().uop, b.contiguous().uop, (a * 2).uop]
+    prefix = realize._parameterize(UOp(Ops.SINK, src=tuple(first)))
+    whole = UOp(Ops.SINK, src=tuple(first + more))
+    extended = realize._parameterize(whole, prefix)
+    direct = realize._parameterize(whole)
+    assert extended is not None and direct is not None
+    assert extended.key == direct.key
+    assert extended.topo == direct.topo and extended.leaves == direct.leaves

@@ -244,20 +244,28 @@ class CachedSchedule:
 schedule_cache: dict[tuple, CachedSchedule] = {}
 
 
-def _parameterize(sink: UOp) -> _Param | None:
+def _parameterize(sink: UOp, prefix: _Param | None = None) -> _Param | None:
     """The graph with its BUFFERs numbered in toposort order (the cache key), those BUFFERs and the toposort.
 
-    None: not cacheable. Graphs of the same key have the same toposort, node for node.
+    None: not cacheable. Graphs of the same key have the same toposort, node for node. `prefix`: the result for a sink
+    whose sources `sink`'s begin with; only the nodes the other sources add are walked (the toposort of `sink` is
+    `prefix`'s without its SINK, then theirs).
     """
-    topo = list(sink.toposort())
-    leaves: list[UOp] = []
-    position: dict[UOp, int] = {}
-    key = []
-    # a CONTIGUOUS's arg is a fresh id that only keeps it a node of its own: numbered in order of appearance
-    fresh: dict[object, int] = {}
-    stores: list[UOp] = []
-    for i, u in enumerate(topo):
-        position[u] = i
+    if prefix is None:
+        p = _Param([], [], [], [], {}, {})
+        nodes = list(sink.toposort())
+    else:
+        p = prefix
+        old_sink = p.topo.pop()
+        p.nodes.pop()
+        del p.position[old_sink]
+        assert sink.src[: len(old_sink.src)] == old_sink.src, "the sink must extend the prefix's"
+        extra = UOp(Ops.SINK, src=sink.src[len(old_sink.src) :])
+        nodes = [u for u in extra.toposort(gate=lambda u: u not in p.position) if u is not extra] + [sink]
+    position, key, leaves, fresh = p.position, p.nodes, p.leaves, p.fresh
+    for u in nodes:
+        position[u] = len(p.topo)
+        p.topo.append(u)
         op = u.op
         if op is Ops.BUFFER:
             # a BUFFER is known by its place among the leaves, its device, size and dtype: not by its identity
@@ -269,21 +277,28 @@ def _parameterize(sink: UOp) -> _Param | None:
             return None
         arg = u.arg
         if op is Ops.CONTIGUOUS and arg is not None:
+            # the arg is a fresh id that only keeps the node one of its own: numbered in order of appearance
             arg = ("fresh", type(arg).__name__, fresh.setdefault(arg, len(fresh)))
         elif op is Ops.STORE:
-            stores.append(u)
+            p.stores.append(u)
         key.append((op, u.dtype, arg, tuple([position[s] for s in u.src])))
-    # the graph written out node by node, sources by position: equal keys are the same graph over other buffers
-    return _Param(tuple(key), leaves, topo, stores)
+    return p
 
 
 @dataclass
 class _Param:
-    key: tuple
+    # the graph written out node by node, sources by position: equal keys are the same graph over other buffers
+    nodes: list[tuple]
     leaves: list[UOp]
     topo: list[UOp]
     # the assigns in the graph (STOREs of values into existing storage)
     stores: list[UOp]
+    position: dict[UOp, int]
+    fresh: dict[object, int]
+
+    @property
+    def key(self) -> tuple:
+        return tuple(self.nodes)
 
 
 def _stored_buffer(store: UOp) -> UOp:
@@ -443,7 +458,7 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
             tensors = [*tensors, *readers, *copies]
             if param is not None:
                 # the readers and copies are part of the graph (and of its key)
-                param = _parameterize(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)))
+                param = _parameterize(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)), param)
     entry = schedule_cache.get(param.key) if param is not None else None
     if entry is not None:
         stats["schedule_hits"] += 1
