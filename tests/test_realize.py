@@ -244,3 +244,22 @@ def test_extended_key_is_the_key_of_the_whole_graph(rng):
     assert extended is not None and direct is not None
     assert extended.key == direct.key
     assert extended.topo == direct.topo and extended.leaves == direct.leaves
+
+
+def test_cached_assigns_into_views(rng):
+    # setitem into a slice and an assign through a row view, with a lazy reader of the whole buffer, step after step
+    t_np = rng.random((4, 5), dtype=np.float32)
+    t = Tensor(t_np.copy()).realize()
+    before = _hits()
+    for i in range(4):
+        reader = t.sum(axis=1)
+        old = t_np.copy()
+        t[1:3] = t[1:3] * 2 + i
+        t_np[1:3] = t_np[1:3] * 2 + i
+        np.testing.assert_allclose(t.numpy(), t_np, rtol=1e-6)
+        np.testing.assert_allclose(reader.numpy(), old.sum(axis=1), rtol=1e-5)
+        row = t[0]
+        row.assign(row + 1).realize()
+        t_np[0] += 1
+        np.testing.assert_allclose(t.numpy(), t_np, rtol=1e-6)
+    assert _hits() > before
