@@ -120,3 +120,146 @@ def test_repeated_lazy_assign_runs_every_time():
     for _ in range(4):
         n.assign(n + 1)
     assert n.item() == 4
+
+
+# ---- graphs with assigns (STOREs) replay from the schedule cache too
+
+
+def test_assign_graph_hits_the_cache(rng):
+    w_np = rng.random(6, dtype=np.float32)
+    w = Tensor(w_np.copy()).realize()
+    for i in range(4):
+        before = _hits()
+        w.assign(w * 2 + 1).realize()
+        w_np = w_np * 2 + 1
+        if i >= 1:
+            assert _hits() == before + 1
+        np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-6)
+
+
+def test_assign_target_is_part_of_the_key(rng):
+    # the same value graph stored into its own input, or into another buffer of the same shape
+    a_np, b_np = rng.random(5, dtype=np.float32), rng.random(5, dtype=np.float32)
+    a, b = Tensor(a_np.copy()).realize(), Tensor(b_np.copy()).realize()
+    for _ in range(3):
+        a.assign(a + 1).realize()
+        a_np = a_np + 1
+        b.assign(a + 1).realize()
+        b_np = a_np + 1
+        a.assign(b + 1).realize()
+        a_np = b_np + 1
+        np.testing.assert_allclose(a.numpy(), a_np, rtol=1e-6)
+        np.testing.assert_allclose(b.numpy(), b_np, rtol=1e-6)
+
+
+def test_lazy_readers_keep_old_values_on_cached_assigns(rng):
+    # a small reader is computed before the store, a large one gets a copy on write: on every (cached) step
+    w_np = rng.random((4, 4), dtype=np.float32)
+    w = Tensor(w_np.copy()).realize()
+    for _ in range(4):
+        small = w.sum()
+        large = (w * 3).reshape(16).pad(((0, 16),))
+        w.assign(w - 1).realize()
+        np.testing.assert_allclose(small.numpy(), w_np.sum(), rtol=1e-5)
+        np.testing.assert_allclose(large.numpy()[:16], (w_np * 3).reshape(16), rtol=1e-6)
+        w_np = w_np - 1
+        np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-6)
+
+
+def test_tensor_built_on_a_cached_assign_sees_it_once(rng):
+    # y holds the assign's STORE: once the assign ran (on a cache hit too), y reads the storage and never runs it again
+    w_np = rng.random(3, dtype=np.float32)
+    w = Tensor(w_np.copy()).realize()
+    for _ in range(4):
+        x = w.assign(w + 1)
+        y = x * 2
+        x.realize()
+        w_np = w_np + 1
+        np.testing.assert_allclose(y.numpy(), w_np * 2, rtol=1e-6)
+        np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-6)
+
+
+def test_contiguous_copies_are_numbered_in_the_key(rng):
+    a_np = rng.random(4, dtype=np.float32)
+    a = Tensor(a_np).realize()
+    for _ in range(3):
+        before = _hits()
+        np.testing.assert_allclose((a.contiguous() * 2).numpy(), a_np * 2, rtol=1e-6)
+        c = a.contiguous()
+        np.testing.assert_allclose((c + a.contiguous() + c).numpy(), a_np * 3, rtol=1e-6)
+    assert _hits() > before
+
+
+def test_training_steps_match_with_and_without_the_cache(rng):
+    from uopkit.nn.optim import SGD
+
+    x_np, w_np = rng.random((8, 5), dtype=np.float32), rng.random((5, 3), dtype=np.float32)
+    y_np = rng.integers(0, 3, 8).astype(np.int32)
+
+    def train(cache: int) -> list[float]:
+        with Context(SCHEDULE_CACHE=cache):
+            w = Tensor(w_np.copy(), requires_grad=True)
+            opt = SGD([w], lr=0.5, momentum=0.9)
+            x, y = Tensor(x_np), Tensor(y_np)
+            losses = []
+            for _ in range(4):
+                opt.zero_grad()
+                loss = (x @ w).cross_entropy(y)
+                loss.backward()
+                loss.realize(*opt.schedule_step())
+                losses.append(loss.item())
+            return [*losses, *w.numpy().ravel().tolist()]
+
+    before = _hits()
+    cached = train(1)
+    assert _hits() > before
+    assert cached == train(0)
+
+
+def test_cached_assign_with_and_without_lazy_readers(rng):
+    # the same assign, with a live lazy reader on some steps only: the readers and copies are part of the key
+    w_np = rng.random(8, dtype=np.float32)
+    w = Tensor(w_np.copy()).realize()
+    for i in range(6):
+        reader = (w * 2).pad(((0, 8),)) if i % 2 else None
+        w.assign(w + 3).realize()
+        if reader is not None:
+            np.testing.assert_allclose(reader.numpy()[:8], w_np * 2, rtol=1e-6)
+        w_np = w_np + 3
+        np.testing.assert_allclose(w.numpy(), w_np, rtol=1e-6)
+
+
+def test_extended_key_is_the_key_of_the_whole_graph(rng):
+    # protect_pending_reads adds readers and copies to a realize: the key is extended with their nodes only, and must
+    # be what walking the whole graph gives
+    from uopkit.uop.ops import Ops, UOp
+
+    a, b = Tensor(rng.random(6, dtype=np.float32)).realize(), Tensor(rng.random(6, dtype=np.float32)).realize()
+    first = [(a + b).uop, (a * 2).contiguous().uop]
+    more = [(a + b).exp().uop, b.contiguous().uop, (a * 2).uop]
+    prefix = realize._parameterize(UOp(Ops.SINK, src=tuple(first)))
+    whole = UOp(Ops.SINK, src=tuple(first + more))
+    extended = realize._parameterize(whole, prefix)
+    direct = realize._parameterize(whole)
+    assert extended is not None and direct is not None
+    assert extended.key == direct.key
+    assert extended.topo == direct.topo and extended.leaves == direct.leaves
+
+
+def test_cached_assigns_into_views(rng):
+    # setitem into a slice and an assign through a row view, with a lazy reader of the whole buffer, step after step
+    t_np = rng.random((4, 5), dtype=np.float32)
+    t = Tensor(t_np.copy()).realize()
+    before = _hits()
+    for i in range(4):
+        reader = t.sum(axis=1)
+        old = t_np.copy()
+        t[1:3] = t[1:3] * 2 + i
+        t_np[1:3] = t_np[1:3] * 2 + i
+        np.testing.assert_allclose(t.numpy(), t_np, rtol=1e-6)
+        np.testing.assert_allclose(reader.numpy(), old.sum(axis=1), rtol=1e-5)
+        row = t[0]
+        row.assign(row + 1).realize()
+        t_np[0] += 1
+        np.testing.assert_allclose(t.numpy(), t_np, rtol=1e-6)
+    assert _hits() > before

@@ -58,6 +58,7 @@ class _Launch:
         self.item = ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals))
         self.inputs = inputs
         runner = ei.runner
+        self.program: Any = None
         if runner is not None:
             self.program = runner.program
             self.args = [b.opaque for b in ei.bufs]
@@ -68,6 +69,13 @@ class _Launch:
             }
 
     def run(self, bufs: list[Buffer]) -> None:
+        if self.program is not None and not capturing:
+            # a kernel, with no enclosing capture to record it: only the input arguments change
+            args = self.args
+            for pos, idx in self.inputs:
+                args[pos] = bufs[idx].opaque
+            self.program(*args, **self.kwargs)
+            return
         item = self.item
         for pos, idx in self.inputs:
             item.bufs[pos] = bufs[idx]
@@ -95,6 +103,10 @@ class _Captured:
     state: list[_State]
     # host-side checks of device-computed values (index ranges) that ran during the capture: replays repeat them
     checks: list[Callable[[], None]] = field(default_factory=list)
+    # (shape, dtype, device) per Tensor argument, compared at once on a call
+    sig_tuple: tuple = ()
+    # whether some returned tensor views an input buffer (then it is rebuilt over the call's inputs)
+    outputs_read_inputs: bool = True
 
 
 @dataclass
@@ -110,7 +122,7 @@ class _State:
 
 def _aliasing(uops: list[UOp]) -> tuple[int, ...]:
     """For each argument, the position of the first argument holding the same buffer (its own when none)."""
-    return tuple(uops.index(u) for u in uops)
+    return (0,) if len(uops) == 1 else tuple(uops.index(u) for u in uops)
 
 
 def _held_buffers() -> dict[UOp, list[Tensor]]:
@@ -199,6 +211,10 @@ class TinyJit(Generic[ReturnType]):
         tensors, others = _flatten_args(args, kwargs)
         if self.captured is not None:
             self._check_call(tensors, others)
+            # the usual replay: every argument is already a plain buffer
+            plain = [u for _, t in tensors if (u := _plain_buffer(t)) is not None]
+            if len(plain) == len(tensors) and (cap := self.captures.get(_aliasing(plain))) is not None:
+                return self._replay(cap, plain)
         # inputs become plain buffers first, so their kernels are not part of the capture
         args_l, kwargs_d = list(args), dict(kwargs)
         input_uops = []
@@ -246,6 +262,10 @@ class TinyJit(Generic[ReturnType]):
             if uop not in in_set and (b := buffers.get(uop)) is not None and id(b) in read
         ]
         self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others), state, checks)
+        self.captured.sig_tuple = tuple((sig.shape, sig.dtype, sig.device) for sig in signature)
+        reads: list[bool] = []
+        _map_outputs_uop(outputs, lambda out: reads.append(out.reads_input))
+        self.captured.outputs_read_inputs = any(reads)
         self.captures[_aliasing(input_uops)] = self.captured
         self.cnt = 2
         return ret
@@ -255,8 +275,12 @@ class TinyJit(Generic[ReturnType]):
         assert cap is not None
         if len(tensors) != len(cap.signature):
             raise JitError(f"TinyJit: captured with {len(cap.signature)} Tensor arguments, called with {len(tensors)}")
-        if len(others) != len(cap.others) or not all(_same(a, b) for a, b in zip(others, cap.others, strict=True)):
+        if (others or cap.others) and (
+            len(others) != len(cap.others) or not all(_same(a, b) for a, b in zip(others, cap.others, strict=True))
+        ):
             raise JitError("TinyJit: non-Tensor arguments changed since the capture; they are baked into the kernels")
+        if tuple((t.shape, t.dtype, t.device) for _, t in tensors) == cap.sig_tuple:
+            return
         for (where, t), sig in zip(tensors, cap.signature, strict=True):
             if t.shape != sig.shape or t.dtype != sig.dtype or t.device != sig.device:
                 raise JitError(
@@ -277,10 +301,13 @@ class TinyJit(Generic[ReturnType]):
         bufs = [buffers[uop] for uop in uops]
         for launch in cap.launches:
             launch.run(bufs)
-        for captured in capturing_checks:
-            captured.extend(cap.checks)
-        for check in cap.checks:
-            check()
+        if cap.checks:
+            for captured in capturing_checks:
+                captured.extend(cap.checks)
+            for check in cap.checks:
+                check()
+        if isinstance(cap.outputs, _Output) and not cap.outputs_read_inputs:
+            return Tensor(cap.outputs.uop)
         swap = {old: new for old, new in zip(cap.input_uops, uops, strict=True) if old is not new}
         return _map_outputs_uop(cap.outputs, lambda out: out.tensor(swap))
 

@@ -5,6 +5,9 @@ Two caches keep the Python cost of a realize low:
 - `schedule_cache`: whole schedules by the *shape* of the graph being realized, with every BUFFER replaced by a
   numbered placeholder. Realizing a graph of the same structure over other buffers (the next training step, the next
   `(a + 1).realize()`) replays the recorded kernels on the new buffers without kernelizing or scheduling again.
+  Graphs with assigns (an optimizer step) are cached too: the lazy readers and copies that value semantics adds
+  (`protect_pending_reads`, which looks at the live tensors outside the graph) are added first and are part of the
+  key, so a hit runs exactly what the uncached path would.
 
 Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit` captures them.
 """
@@ -25,7 +28,6 @@ from uopkit.dtype import DType
 from uopkit.helpers import DEBUG, ContextVar
 from uopkit.schedule import (
     ScheduleItem,
-    becomes_map,
     create_schedule,
     kernelize_tensors,
     protect_pending_reads,
@@ -213,120 +215,180 @@ class CachedStep:
     slots: tuple[int, ...]
 
 
+# a uop rebuilt on a replay, as instructions: ("slot", i) is the BUFFER in slot i of the call's table, else
+# (op, dtype, arg, positions of its sources among the earlier instructions); the last instruction is the uop
+Template = tuple[tuple, ...]
+
+
 @dataclass(frozen=True)
 class CachedSchedule:
     """What realizing one graph structure does: the buffers it allocates, the kernels it runs, the results it leaves.
 
     Slots 0..n_leaves-1 are the graph's existing BUFFERs in toposort order; the rest are `new_buffers`.
-    `results` are the tensors' final uops over placeholder BUFFERs (`_placeholder(slot, ...)`); `becomes` are the
-    inner nodes that ended up stored, as (position in the graph's toposort, final uop over placeholders), so that
-    other tensors sharing them reuse the stored values instead of recomputing them.
+    `results` are the tensors' final uops as templates over the slots; `assigned` are the assigns (STOREs) of the
+    graph, as (position in the graph's toposort, template of the view of storage they wrote), so that other live
+    tensors holding an assign that ran read its storage instead of running it again.
     """
 
     n_leaves: int
     new_buffers: tuple[tuple[str, int, DType], ...]
     steps: tuple[CachedStep, ...]
-    results: tuple[UOp, ...]
-    becomes: tuple[tuple[int, UOp], ...]
-    # per result: whether its original node may be remembered in becomes_map (not when it holds a STORE)
+    results: tuple[Template, ...]
+    assigned: tuple[tuple[int, Template], ...]
+    # per result: whether its original node may be remembered as computed (not when it holds a STORE)
     remember: tuple[bool, ...]
+    # every step is a kernel without symbolic values: launched straight from (program, slots, sizes)
+    launches: tuple[tuple[Any, tuple[int, ...], Any, Any], ...] | None
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
 
 
-def _placeholder(slot: int, buf: UOp) -> UOp:
-    # a BUFFER that never gets storage: negative ids can't collide with UOp.new_buffer's
-    return UOp(Ops.BUFFER, buf.dtype, (), (-1 - slot, buf.arg[1], buf.arg[2]))
-
-
-def _rebuild(topo: Sequence[UOp], mapping: dict[UOp, UOp]) -> dict[UOp, UOp]:
-    """Every node of `topo` (in toposort order) with the leaves in `mapping` replaced."""
-    new = dict(mapping)
-    for u in topo:
-        if u in new:
-            continue
-        if not u.src:
-            new[u] = u
-            continue
-        src = tuple([new[s] for s in u.src])
-        new[u] = u if src == u.src else UOp(u.op, u.dtype, src, u.arg)
-    return new
-
-
-def _parameterize(sink: UOp) -> tuple[tuple, list[UOp], list[UOp]] | None:
+def _parameterize(sink: UOp, prefix: _Param | None = None) -> _Param | None:
     """The graph with its BUFFERs numbered in toposort order (the cache key), those BUFFERs and the toposort.
 
-    None: not cacheable. Graphs of the same key have the same toposort, node for node.
+    None: not cacheable. Graphs of the same key have the same toposort, node for node. `prefix`: the result for a sink
+    whose sources `sink`'s begin with; only the nodes the other sources add are walked (the toposort of `sink` is
+    `prefix`'s without its SINK, then theirs).
     """
-    topo = list(sink.toposort())
-    leaves: list[UOp] = []
-    position: dict[UOp, int] = {}
-    key = []
-    for i, u in enumerate(topo):
-        position[u] = i
-        if u.op is Ops.BUFFER:
+    if prefix is None:
+        p = _Param([], [], [], [], {}, {})
+        nodes = list(sink.toposort())
+    else:
+        p = prefix
+        old_sink = p.topo.pop()
+        p.nodes.pop()
+        del p.position[old_sink]
+        assert sink.src[: len(old_sink.src)] == old_sink.src, "the sink must extend the prefix's"
+        extra = UOp(Ops.SINK, src=sink.src[len(old_sink.src) :])
+        nodes = [u for u in extra.toposort(gate=lambda u: u not in p.position) if u is not extra] + [sink]
+    position, key, leaves, fresh = p.position, p.nodes, p.leaves, p.fresh
+    for u in nodes:
+        position[u] = len(p.topo)
+        p.topo.append(u)
+        op = u.op
+        if op is Ops.BUFFER:
             # a BUFFER is known by its place among the leaves, its device, size and dtype: not by its identity
-            key.append((Ops.BUFFER, u.dtype, (-1 - len(leaves), u.arg[1], u.arg[2]), ()))
+            key.append((op, u.dtype, (-1 - len(leaves), u.arg[1], u.arg[2]), ()))
             leaves.append(u)
             continue
-        if u.op is Ops.KERNEL or u.op is Ops.STORE or u in becomes_map:
-            # already kernelized, realized by an earlier call, or an assign: the slow path knows how to reuse those
-            # (an assign's node must map to its buffer for lazy values built on it, yet run again when rebuilt)
+        if op is Ops.KERNEL:
+            # already kernelized: the slow path knows how to reuse those (kernel STOREs that ran are in becomes_map)
             return None
-        key.append((u.op, u.dtype, u.arg, tuple([position[s] for s in u.src])))
+        arg = u.arg
+        if op is Ops.CONTIGUOUS and arg is not None:
+            # the arg is a fresh id that only keeps the node one of its own: numbered in order of appearance
+            arg = ("fresh", type(arg).__name__, fresh.setdefault(arg, len(fresh)))
+        elif op is Ops.STORE:
+            p.stores.append(u)
+        key.append((op, u.dtype, arg, tuple([position[s] for s in u.src])))
+    return p
+
+
+@dataclass
+class _Param:
     # the graph written out node by node, sources by position: equal keys are the same graph over other buffers
-    return tuple(key), leaves, topo
+    nodes: list[tuple]
+    leaves: list[UOp]
+    topo: list[UOp]
+    # the assigns in the graph (STOREs of values into existing storage)
+    stores: list[UOp]
+    position: dict[UOp, int]
+    fresh: dict[object, int]
+
+    @property
+    def key(self) -> tuple:
+        return tuple(self.nodes)
+
+
+def _stored_buffer(store: UOp) -> UOp:
+    # the BUFFER an assign writes (its target is a view of it, or of an earlier assign to it)
+    return _assigned_view(store).base
+
+
+def _assigned_view(store: UOp) -> UOp:
+    """What an assign's STORE stands for once it ran: its target, a view of the storage it wrote."""
+    target = store.src[0]
+    if target.base.op is not Ops.STORE:
+        return target
+    return _replay_view(target, _assigned_view(target.base))
+
+
+def _template(u: UOp, slot: dict[UOp, int]) -> Template | None:
+    """`u` as instructions over the slots of `slot` (None: it holds a BUFFER outside them, or a STORE or KERNEL)."""
+    index: dict[UOp, int] = {}
+    out: list[tuple] = []
+    for n in u.toposort():
+        if n.op is Ops.BUFFER:
+            if n not in slot:
+                return None
+            out.append(("slot", slot[n]))
+        elif n.op is Ops.STORE or n.op is Ops.KERNEL:
+            # a value that still writes storage: don't guess
+            return None
+        else:
+            out.append((n.op, n.dtype, n.arg, tuple([index[s] for s in n.src])))
+        index[n] = len(out) - 1
+    return tuple(out)
+
+
+def _build(template: Template, table: list[UOp]) -> UOp:
+    if len(template) == 1:
+        return table[template[0][1]]
+    built: list[UOp] = []
+    for ins in template:
+        if ins[0] == "slot":
+            built.append(table[ins[1]])
+        else:
+            built.append(UOp(ins[0], ins[1], tuple([built[i] for i in ins[3]]), ins[2]))
+    return built[-1]
 
 
 def _record(
     schedule: list[ScheduleItem],
-    leaves: list[UOp],
-    topo: list[UOp],
+    param: _Param,
     results: Sequence[UOp],
     runners: list[CompiledRunner | None],
-    done: dict[UOp, UOp],
 ) -> CachedSchedule | None:
+    leaves, topo = param.leaves, param.topo
     slot = {b: i for i, b in enumerate(leaves)}
-    placeholders = {b: _placeholder(i, b) for i, b in enumerate(leaves)}
     new_buffers: list[tuple[str, int, DType]] = []
     steps = []
     for item, runner in zip(schedule, runners, strict=True):
         for b in item.bufs:
             if b not in slot:
                 slot[b] = len(slot)
-                placeholders[b] = _placeholder(slot[b], b)
                 new_buffers.append((b.arg[1], b.arg[2], b.dtype))
         steps.append(CachedStep(runner, tuple(slot[b] for b in item.bufs)))
     templates = []
     for r in results:
-        r_topo = list(r.toposort())
-        if any(u.op is Ops.BUFFER and u not in placeholders for u in r_topo):
-            # the result holds storage this schedule didn't make or read: don't guess
+        t = _template(r, slot)
+        if t is None:
             return None
-        templates.append(_rebuild(r_topo, placeholders)[r])
-    # a node that writes storage must never stand for its result later: rebuilt after its buffer changed, the
-    # same (hash-consed) node has to run again
+        templates.append(t)
+    position = {u: i for i, u in enumerate(topo)}
+    assigned = []
+    for store in param.stores:
+        t = _template(_assigned_view(store), slot)
+        if t is None:
+            return None
+        assigned.append((position[store], t))
+    # a result computed from an assign's value is not remembered as computed from its graph: rebuilt after the
+    # buffer changed, the same (hash-consed) node has to run again
     has_store: dict[UOp, bool] = {}
     for u in topo:
         has_store[u] = u.op is Ops.STORE or any(has_store[x] for x in u.src)
-    becomes = []
-    for i, u in enumerate(topo):
-        if u.op is Ops.BUFFER or u.op is Ops.SINK or has_store[u]:
-            continue
-        got = becomes_map.get(u)
-        if got is None:
-            continue
-        final = done.get(got.base)
-        if final is None:
-            continue
-        # only values that ended up stored: a view of a buffer this schedule knows
-        view = _replay_view(got, final)
-        view_topo = list(view.toposort())
-        if all(n.op in GroupOp.Movement or n in placeholders for n in view_topo):
-            becomes.append((i, _rebuild(view_topo, placeholders)[view]))
     remember = tuple(not has_store[u] for u in topo[-1].src)
-    return CachedSchedule(len(leaves), tuple(new_buffers), tuple(steps), tuple(templates), tuple(becomes), remember)
+    launches = None
+    if all(r is not None and not r.spec.vars for r in runners):
+        launches = tuple(
+            (r.program, s.slots, r.spec.global_size, r.spec.local_size)
+            for r, s in zip(runners, steps, strict=True)
+            if r is not None
+        )
+    return CachedSchedule(
+        len(leaves), tuple(new_buffers), tuple(steps), tuple(templates), tuple(assigned), remember, launches
+    )
 
 
 def _replay_view(view: UOp, base: UOp) -> UOp:
@@ -340,36 +402,40 @@ def _replay_view(view: UOp, base: UOp) -> UOp:
     return base
 
 
-def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], leaves: list[UOp], topo: list[UOp]) -> None:
+def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param) -> None:
+    leaves = param.leaves
     table: list[Buffer] = [_buffer_for(b) for b in leaves]
-    new_uops = []
+    uops = list(leaves)
     for device, size, dtype in entry.new_buffers:
         uop = UOp.new_buffer(device, size, dtype)
         buf = buffers[uop] = Buffer(device, size, dtype).allocate()
         table.append(buf)
-        new_uops.append(uop)
+        uops.append(uop)
     if DEBUG >= 1 and entry.steps:
         print(f"schedule: {len(entry.steps)} kernels (cached)")
-    for i, step in enumerate(entry.steps):
-        exec_item(ExecItem(step.runner, [table[s] for s in step.slots]), i)
-    # placeholders back to the real BUFFERs
-    actual = {_placeholder(i, b): b for i, b in enumerate(leaves)}
-    for j, uop in enumerate(new_uops):
-        actual[_placeholder(entry.n_leaves + j, uop)] = uop
+    if entry.launches is not None and not capturing and DEBUG < 2:
+        # the common case, with nothing to capture or time: straight to the programs
+        for program, slots, global_size, local_size in entry.launches:
+            program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size)
+        stats["kernels_run"] += len(entry.launches)
+    else:
+        for i, step in enumerate(entry.steps):
+            exec_item(ExecItem(step.runner, [table[s] for s in step.slots]), i)
     mapping = {}
-    for i, template in entry.becomes:
-        mapping[topo[i]] = _rebuild(list(template.toposort()), actual)[template]
+    topo = param.topo
+    for i, template in entry.assigned:
+        mapping[topo[i]] = _build(template, uops)
     for t, template, remember in zip(tensors, entry.results, entry.remember, strict=True):
-        new = _rebuild(list(template.toposort()), actual)[template]
+        new = _build(template, uops)
         if new is not t.uop:
             if remember:
                 # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)
                 mapping[t.uop] = new
             else:
                 t.uop = new
-    # other live tensors holding these nodes now read the stored values, exactly as on the uncached path (a graph
-    # node must never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
-    update_tensors(mapping)
+    # other live tensors holding these nodes now read the stored values, as on the uncached path (a graph node must
+    # never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
+    update_tensors(mapping, from_replay=True)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -382,32 +448,39 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     sink = UOp(Ops.SINK, src=tuple(t.uop for t in tensors))
     param = _parameterize(sink) if SCHEDULE_CACHE else None
     copies: list[Tensor] = []
-    if param is None:
+    if param is None or param.stores:
         # a graph with STOREs: other lazy values reading what they overwrite are computed first or get a copy
-        readers, copies = protect_pending_reads(tensors, sink)
-        tensors = [*tensors, *readers, *copies]
-    if param is not None:
-        key, leaves, topo = param
-        entry = schedule_cache.get(key)
-        if entry is not None:
-            stats["schedule_hits"] += 1
-            _replay(entry, tensors, leaves, topo)
-            return
-        stats["schedule_misses"] += 1
-    schedule, runners, done = _realize_uncached(tensors)
+        targets = None if param is None else list(dict.fromkeys(_stored_buffer(u) for u in param.stores))
+        if targets is not None and any(b.op is not Ops.BUFFER for b in targets):
+            targets = None
+        readers, copies = protect_pending_reads(tensors, sink, targets)
+        if readers or copies:
+            tensors = [*tensors, *readers, *copies]
+            if param is not None:
+                # the readers and copies are part of the graph (and of its key)
+                param = _parameterize(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)), param)
+    entry = schedule_cache.get(param.key) if param is not None else None
+    if entry is not None:
+        stats["schedule_hits"] += 1
+        assert param is not None
+        _replay(entry, tensors, param)
+    else:
+        if param is not None:
+            stats["schedule_misses"] += 1
+        schedule, runners = _realize_uncached(tensors)
+        if param is not None:
+            recorded = _record(schedule, param, [t.uop for t in tensors], runners)
+            if recorded is not None:
+                if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
+                    del schedule_cache[next(iter(schedule_cache))]
+                schedule_cache[param.key] = recorded
     for c in copies:
         copy_on_write_buffers.add(_buffer_for(c.uop.base))
-    if param is not None:
-        recorded = _record(schedule, leaves, topo, [t.uop for t in tensors], runners, done)
-        if recorded is not None:
-            if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
-                del schedule_cache[next(iter(schedule_cache))]
-            schedule_cache[key] = recorded
 
 
 def _realize_uncached(
     tensors: Sequence[Tensor],
-) -> tuple[list[ScheduleItem], list[CompiledRunner | None], dict[UOp, UOp]]:
+) -> tuple[list[ScheduleItem], list[CompiledRunner | None]]:
     sink = kernelize_tensors(tensors)
     schedule = create_schedule(sink)
     # a kernel that writes no elements has nothing to do (and its code would be an empty loop): it is done as it is
@@ -435,7 +508,7 @@ def _realize_uncached(
     for t in tensors:
         if t.uop.base in done or any(n in done for n in t.uop.toposort()):
             t.uop = t.uop.substitute(done, name="realized")
-    return schedule, runners, done
+    return schedule, runners
 
 
 __all__ = [

@@ -18,7 +18,7 @@ from uopkit.schedule.grouper import (
     stored_reads,
 )
 from uopkit.schedule.packing import pack_panels
-from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -75,25 +75,92 @@ def _remember_source(old: UOp, new: UOp) -> None:
         computed_from[new] = old
 
 
-def update_tensors(mapping: dict[UOp, UOp]) -> None:
-    """Point every live tensor at the new form of its graph (nodes in `mapping` replaced)."""
+def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False) -> None:
+    """Point every live tensor at the new form of its graph (nodes in `mapping` replaced).
+
+    `from_replay`: a schedule-cache replay's mapping, from computed values and assigns to views of their storage. No
+    key is a view of a BUFFER, so tensors that are such views (realized weights, most live tensors of a model) are
+    skipped without walking their graphs, and no value holds a key, so one pass replaces them."""
     for k, v in mapping.items():
         if k is not v and is_kernel_store(k):
             becomes_map[k] = v
     if not mapping:
         return
+    # shared by all the tensors, whose graphs overlap (the gradients share the forward pass): each node is looked at
+    # once per call, not once per tensor holding it
+    reaches: dict[UOp, bool] = {}
+    done: dict[UOp, UOp] = {}
+    # a graph whose root was built before every node that changes can't hold one (nodes are newer than their
+    # sources): the live tensors of earlier steps are skipped without a walk
+    changed = [k.seq for k, v in mapping.items() if k is not v]
+    if not changed:
+        return
+    oldest = min(changed)
     for t in list(live_tensors):
-        new = mapping.get(t.uop)
-        if new is None and any(n in mapping for n in t.uop.toposort(gate=_not_storage)):
-            new = t.uop.substitute(mapping, name="update tensor graph")
+        u = t.uop
+        if u.seq < oldest:
+            continue
+        new = mapping.get(u)
+        if new is None and from_replay:
+            while u.op in GroupOp.Movement:
+                u = u.src[0]
+            if u.op is Ops.BUFFER:
+                continue
+            u = t.uop
+        if new is None and _reaches(u, mapping, reaches):
+            if from_replay:
+                new = _replace_once(u, mapping, reaches, done)
+            else:
+                new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
             _remember_source(computed_from.get(t.uop, t.uop), new)
             t.uop = new
 
 
-def _not_storage(u: UOp) -> bool:
-    # nothing below a BUFFER or a KERNEL's inputs changes when a graph is kernelized
-    return u.op is not Ops.BUFFER
+def _replace_once(root: UOp, mapping: dict[UOp, UOp], reaches: dict[UOp, bool], memo: dict[UOp, UOp]) -> UOp:
+    """`root` with the nodes of `mapping` replaced (not looking into the replacements); `reaches` is filled by
+    `_reaches` for `root`, and `memo` is shared between calls with the same mapping."""
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in memo:
+            continue
+        if node in mapping:
+            memo[node] = mapping[node]
+            continue
+        if not reaches[node]:
+            memo[node] = node
+            continue
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((s, False) for s in node.src if s not in memo)
+            continue
+        src = tuple([memo[s] for s in node.src])
+        memo[node] = node if src == node.src else node.replace(src=src)
+    return memo[root]
+
+
+def _reaches(root: UOp, mapping: dict[UOp, UOp], memo: dict[UOp, bool]) -> bool:
+    """Whether the graph of `root` (not looking below BUFFERs) holds a node of `mapping`."""
+    if root in memo:
+        return memo[root]
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if node in memo:
+            continue
+        if node.op is Ops.BUFFER:
+            memo[node] = False
+            continue
+        if node in mapping:
+            memo[node] = True
+            continue
+        if expanded:
+            memo[node] = any(memo[s] for s in node.src)
+            continue
+        stack.append((node, True))
+        stack.extend((s, False) for s in node.src if s not in memo)
+    return memo[root]
 
 
 def _is_view(u: UOp) -> bool:
@@ -103,7 +170,9 @@ def _is_view(u: UOp) -> bool:
     return u.base.op is Ops.BUFFER or is_kernel_store(u.base)
 
 
-def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp) -> tuple[list[Tensor], list[Tensor]]:
+def protect_pending_reads(
+    tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None
+) -> tuple[list[Tensor], list[Tensor]]:
     """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
     buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
     (readers, copies):
@@ -114,8 +183,10 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp) -> tuple[list[Te
 
     A reader that also reads the STORE (it needs the old and the new contents) always gets the copy. Tensors that are
     views of the buffer (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
+    `targets`: the buffers the STOREs under `sink` write, when the caller knows them (else they are looked up).
     """
-    targets = pending_writes(sink)
+    if targets is None:
+        targets = pending_writes(sink)
     if not targets:
         return [], []
     chosen = {id(t) for t in tensors}

@@ -18,6 +18,7 @@ from uopkit.dtype import (
 from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
+    _cast_py,
     _short_int,
     _storage_uop,
     binary_alu_method,
@@ -48,6 +49,9 @@ class ElementwiseMixin:
         return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
 
     def _const_operand(self, y: Any, op: str = "op") -> Tensor:
+        return Tensor(y, device=self.device, dtype=self._const_dtype(y, op))
+
+    def _const_dtype(self, y: Any, op: str) -> DType:
         # a Python scalar takes the tensor's dtype unless its kind is "higher" (float into an int tensor)
         dt = self.dtype
         if isinstance(y, float) and not dtypes.is_float(self.dtype):
@@ -64,10 +68,19 @@ class ElementwiseMixin:
                 )
             if dtypes.is_float(dt) and abs(y) >= 2**1024:
                 raise OverflowError(f"{op}: the Python int {_short_int(y)} is too large for any float dtype")
-        return Tensor(y, device=self.device, dtype=dt)
+        return dt
 
     def _broadcasted(self, y: Any, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
+        if (type(y) is float or type(y) is int) and (dt := x._const_dtype(y, op)) is x.dtype is not dtypes.bfloat16:
+            # a Python number of the tensor's dtype (`a + 1`): the nodes of Tensor(y).expand(shape), built directly
+            c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=x.device),), _cast_py(y, dt))
+            shape = x.shape
+            if shape:
+                c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+                if c.arg != shape:
+                    c = UOp(Ops.EXPAND, dt, (c,), shape)
+            return (Tensor(c), x) if reverse else (x, Tensor(c))
         if not isinstance(y, Tensor):
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=x.device)

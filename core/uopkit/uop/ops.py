@@ -246,6 +246,8 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
 # (a node lives as long as something uses it); plain dicts and weakref.ref are C calls, where WeakValueDictionary
 # runs Python code on every insert and lookup, and building graphs inserts a lot
 _uop_table: dict[tuple, weakref.ref] = {}
+# creation order: a node is newer than its sources, so a graph whose root is older than a node can't hold it
+_uop_seq = itertools.count()
 _uop_keys: dict[weakref.ref, tuple] = {}
 
 
@@ -269,6 +271,7 @@ class UOpMeta(type):
         if ref is not None and (ret := ref()) is not None:
             return ret
         ret = super().__call__(op, dtype, src, arg)
+        ret.seq = next(_uop_seq)
         ref = weakref.ref(ret, _forget_uop)
         # setdefault is one atomic C call: when two threads build the same node at once, both get the first one in
         winner = _uop_table.setdefault(key, ref)
@@ -287,7 +290,7 @@ _buffer_ids = itertools.count()
 class UOp(metaclass=UOpMeta):
     """An immutable node: `op` with a `dtype`, source nodes `src` and an `arg`. Equal nodes are the same object."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
+    __slots__ = ("op", "dtype", "src", "arg", "seq", "__weakref__", "__dict__")
 
     def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> None:
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg

@@ -86,10 +86,16 @@ class CPUProgram:
         vals: tuple[int, ...] = (),
         wait: bool = False,
     ) -> float | None:
-        args = [_pointer(b) for b in bufs] + [ctypes.c_int32(v) for v in vals]
+        args = [ctypes.c_void_p(b.addr) if type(b) is CPUMemory else _pointer(b) for b in bufs]
+        if vals:
+            args += [ctypes.c_int32(v) for v in vals]
+        if not wait:
+            # the usual launch (un-timed): as little Python around the call as possible
+            self.fxn(*args)
+            return None
         start = time.perf_counter()
         self.fxn(*args)
-        return time.perf_counter() - start if wait else None
+        return time.perf_counter() - start
 
 
 def open_cpu(device: str) -> Compiled:
