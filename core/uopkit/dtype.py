@@ -164,15 +164,15 @@ class dtypes(metaclass=_DtypesMeta):
 
     @staticmethod
     def is_float(x: DType) -> bool:
-        return x.scalar in dtypes.floats
+        return x.scalar in _FLOATS
 
     @staticmethod
     def is_int(x: DType) -> bool:
-        return x.scalar in dtypes.ints
+        return x.scalar in _INTS
 
     @staticmethod
     def is_unsigned(x: DType) -> bool:
-        return x.scalar in dtypes.uints
+        return x.scalar in _UINTS
 
     @staticmethod
     def is_bool(x: DType) -> bool:
@@ -215,6 +215,8 @@ dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.ints = dtypes.uints + dtypes.sints
 dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 dtypes.all = (dtypes.bool, *dtypes.ints, *dtypes.floats)
+# the same as sets: is_int and friends run for nearly every UOp simplified, and a tuple's `in` compares each member
+_INTS, _UINTS, _FLOATS = frozenset(dtypes.ints), frozenset(dtypes.uints), frozenset(dtypes.floats)
 # the types index arithmetic can have (`dtypes.index` is one of them, chosen per kernel)
 INDEX_DTYPES = (dtypes.int32, dtypes.int64)
 
