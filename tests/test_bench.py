@@ -52,3 +52,15 @@ def test_compare_prints_ratio_per_benchmark(tmp_path, capsys):
     assert compare([write("a.json", 0.002), write("b.json", 0.001)]) == 0
     out = capsys.readouterr().out
     assert "matmul 256 fp32" in out and "2.00x" in out
+
+
+def test_cold_main_job_reads_the_example_output():
+    import pytest
+
+    from bench.cold import parse_main_job
+
+    out = "digits: 1437 training images\nheld-out accuracy: 97.50% (351/360)\ntraining: 400 steps in 9.1 s\n"
+    out += "kernels compiled: 71, compile time: 2.95 s\n"
+    assert parse_main_job(out) == {"kernels": 71, "compile_s": 2.95, "accuracy": 97.5}
+    with pytest.raises(ValueError, match="no compile or accuracy line"):
+        parse_main_job("training: 400 steps in 9.1 s\n")
