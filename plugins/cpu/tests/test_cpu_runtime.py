@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from uopkit.device import CompileError, compile_cache_stats
+from uopkit.uop.spec import SPEC_VERSION
 from uopkit_cpu import uopkit_backends
 from uopkit_cpu.compiler import CFLAGS, ClangCompiler, compiler_problem, find_cc, host_cpu_model
 from uopkit_cpu.runtime import ALIGNMENT, CPUAllocator, CPUProgram
@@ -100,7 +101,7 @@ def test_cc_override(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_backend_info() -> None:
     (info,) = uopkit_backends()
-    assert info.name == "CPU" and info.priority == 10 and info.spec_version == 1
+    assert info.name == "CPU" and info.priority == 10 and info.spec_version == SPEC_VERSION
     assert info.availability() is None
 
 
