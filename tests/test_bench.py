@@ -109,3 +109,15 @@ def test_gpu_unknown_device_skips(capsys):
 
     assert gpu.main(["--quick", "--device", "NOPE"]) == 0
     assert "skipped: NOPE can't be opened: unknown device NOPE" in capsys.readouterr().out
+
+
+def test_cold_main_job_reads_the_example_output():
+    import pytest
+
+    from bench.cold import parse_main_job
+
+    out = "digits: 1437 training images\nheld-out accuracy: 97.50% (351/360)\ntraining: 400 steps in 9.1 s\n"
+    out += "kernels compiled: 71, compile time: 2.95 s\n"
+    assert parse_main_job(out) == {"kernels": 71, "compile_s": 2.95, "accuracy": 97.5}
+    with pytest.raises(ValueError, match="no compile or accuracy line"):
+        parse_main_job("training: 400 steps in 9.1 s\n")

@@ -280,7 +280,8 @@ BROKEN_PLUGINS = {
     "nodriver": (
         "from uopkit.plugin import BackendInfo, hookimpl\n\n"
         "@hookimpl\ndef uopkit_backends():\n"
-        "    return [BackendInfo('NODRIVER', '0.3', 1, 100, lambda d: None, lambda: 'libnodriver.so not found')]\n",
+        f"    return [BackendInfo('NODRIVER', '0.3', {SPEC_VERSION}, 100, lambda d: None,\n"
+        "        lambda: 'libnodriver.so not found')]\n",
         "unusable: libnodriver.so not found",
     ),
 }
@@ -419,10 +420,10 @@ HOSTILE_PLUGINS = {
     "@hookimpl\ndef uopkit_backends():\n    time.sleep(3600)\n",
     "hangavail": "import time\nfrom uopkit.plugin import BackendInfo, hookimpl\n\n"
     "@hookimpl\ndef uopkit_backends():\n"
-    "    return [BackendInfo('HANGAVAIL', '0.3', 1, 0, lambda d: None, lambda: time.sleep(3600))]\n",
+    f"    return [BackendInfo('HANGAVAIL', '0.3', {SPEC_VERSION}, 0, lambda d: None, lambda: time.sleep(3600))]\n",
     "evilcpu": "from uopkit.plugin import BackendInfo, hookimpl\n\n"
     "@hookimpl\ndef uopkit_backends():\n"
-    "    return [BackendInfo('CPU', '6.6.6', 1, 100, lambda d: None, lambda: None)]\n",
+    f"    return [BackendInfo('CPU', '6.6.6', {SPEC_VERSION}, 100, lambda d: None, lambda: None)]\n",
 }
 HOSTILE_ENV = {"UOPKIT_PLUGIN_TIMEOUT": "2"}
 

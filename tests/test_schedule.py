@@ -183,3 +183,21 @@ def test_assign_through_the_same_view_is_one_kernel():
     assert len(create_schedule(kernelize_tensors([t]))) == 1
     t.realize()
     assert x.tolist() == [2, 3, 4, 5]
+
+
+def test_nested_reduce_chain_kernels_stay_short():
+    """`x = x + x.sum() * 0` repeated: each reduce's kernel would recompute the whole chain before it (code growing
+    with the square of the chain); the chain is stored every so often, so kernels stay short and the total linear."""
+
+    def ast_sizes(n: int) -> list[int]:
+        x = Tensor.ones(4, 4).contiguous().realize()
+        for _ in range(n):
+            x = x + x.sum() * 0
+        return [len(item.ast.toposort()) for item in create_schedule(kernelize_tensors([x]))]
+
+    short, long = ast_sizes(60), ast_sizes(120)
+    assert max(long) == max(short) and sum(long) < 2.2 * sum(short), (max(short), max(long), sum(short), sum(long))
+    x = Tensor.ones(4, 4).contiguous().realize()
+    for _ in range(60):
+        x = x + x.sum() * 0
+    assert (x.numpy() == 1).all()

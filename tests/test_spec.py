@@ -90,3 +90,22 @@ def test_linearizer_marks_sum_loops_and_the_spec_checks_kinds():
     with pytest.raises(SpecError, match="is not an innermost max"):
         _sum_loop("max")
     assert [u.arg for u in _sum_loop("sum") if u.op is Ops.RANGE] == [(0, "sum")]
+
+
+def test_program_mixing_index_dtypes_is_illegal():
+    from uopkit.dtype import index_dtype
+    from uopkit.testing.programs import end, global_buf, load, loop, program, store
+
+    var_n = UOp.variable("n", 0, 8)  # made outside the int64 context: int32
+    with index_dtype(dtypes.int64):
+        assert UOp.variable("m", 0, 8).dtype == dtypes.int64
+        out = global_buf(0, dtypes.float32, 8)
+        i = loop(0, 8)
+        bad = end(store(out, i, load(out, i) + var_n.cast(dtypes.float32)), i)
+        with pytest.raises(SpecError, match="mix index dtypes"):
+            program(bad)
+
+
+def test_variable_range_must_fit_int32():
+    with pytest.raises(SpecError, match="DEFINE_VAR"):
+        verify_program([UOp.variable("big", 0, 2**31, dtypes.int64)])

@@ -173,6 +173,51 @@ class Compiler:
         if not lib:
             raise CompileError("the compiler returned no output", "", compiler=type(self).__name__)
 
+    def compile_batch(self, srcs: list[str | bytes]) -> list[bytes]:
+        """Compile several kernels (distinct sources whose kernels have distinct names) in one go: one output per
+        source, in order, each loadable by ``runtime(name, lib)`` for its own kernel (several may share one
+        library). On failure raise `CompileError` whose `src` is the failing kernel's source.
+
+        The default compiles each in turn. A backend whose compiler has a high fixed cost per call (a C compiler
+        process: driver, startup, assembler, linker) overrides it to build them together."""
+        return [self.compile(src) for src in srcs]
+
+    def compile_cached_batch(self, srcs: list[str | bytes]) -> list[bytes]:
+        """`compile_cached` for several kernels: the disk cache's misses go to one `compile_batch` call, and each
+        distinct output is checked once before it is cached (under every source it serves)."""
+        if len(srcs) < 2:
+            return [self.compile_cached(src) for src in srcs]
+        if self.cache_key is None or CACHELEVEL.value == 0:
+            return self.compile_batch(srcs)
+        keys = [self._cache_entry_key(src) for src in srcs]
+        out: list[bytes | None] = []
+        for key in keys:
+            out.append(diskcache.get("compile", key))
+            if out[-1] is not None:
+                compile_cache_stats.hits += 1
+        misses = [i for i, lib in enumerate(out) if lib is None]
+        if misses:
+            compile_cache_stats.misses += len(misses)
+            libs = self.compile_batch([srcs[i] for i in misses])
+            checked: set[int] = set()
+            for i, lib in zip(misses, libs, strict=True):
+                if id(lib) not in checked:
+                    try:
+                        self.check(lib)
+                    except CompileError as e:
+                        raise CompileError(
+                            f"the compiler's output is not loadable: {e.message}", srcs[i], e.compiler
+                        ) from None
+                    checked.add(id(lib))
+                diskcache.put("compile", keys[i], lib)
+                out[i] = lib
+        return [lib for lib in out if lib is not None]
+
+    def _cache_entry_key(self, src: str | bytes) -> str:
+        # a renderer may return bytes: those are keyed by their digest
+        text = src if isinstance(src, str) else "bytes:" + hashlib.sha256(src).hexdigest()
+        return f"{self.cache_key}\0{text}"
+
     def compile_cached(self, src: str | bytes) -> bytes:
         """`compile` then `check`, through the disk cache (``uopkit.diskcache``; off with CACHELEVEL=0).
 
@@ -180,9 +225,7 @@ class Compiler:
         fresh result overwrites it."""
         if self.cache_key is None or CACHELEVEL.value == 0:
             return self.compile(src)
-        # a renderer may return bytes: those are keyed by their digest
-        text = src if isinstance(src, str) else "bytes:" + hashlib.sha256(src).hexdigest()
-        key = self.cache_key + "\0" + text
+        key = self._cache_entry_key(src)
         cached = diskcache.get("compile", key)
         if cached is not None:
             compile_cache_stats.hits += 1

@@ -215,8 +215,9 @@ dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.ints = dtypes.uints + dtypes.sints
 dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
-_UINTS, _INTS, _FLOATS = frozenset(dtypes.uints), frozenset(dtypes.ints), frozenset(dtypes.floats)
 dtypes.all = (dtypes.bool, *dtypes.ints, *dtypes.floats)
+# the same as sets: is_int and friends run for nearly every UOp simplified, and a tuple's `in` compares each member
+_INTS, _UINTS, _FLOATS = frozenset(dtypes.ints), frozenset(dtypes.uints), frozenset(dtypes.floats)
 # the types index arithmetic can have (`dtypes.index` is one of them, chosen per kernel)
 INDEX_DTYPES = (dtypes.int32, dtypes.int64)
 

@@ -18,13 +18,13 @@ import os
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from uopkit.codegen import ProgramSpec, get_program
 from uopkit.device import Buffer, Compiled, CompileError, Device
 from uopkit.dtype import DType
+from uopkit.engine.compile_queue import CompileQueue
 from uopkit.helpers import DEBUG, ContextVar
 from uopkit.schedule import (
     ScheduleItem,
@@ -115,8 +115,9 @@ def _finish_runner(
 def precompile(schedule: list[ScheduleItem]) -> None:
     """Compile every kernel of a schedule that isn't compiled yet, several at a time.
 
-    Code generation runs here in turn (it is Python); the compiler runs in worker threads, so one kernel's C
-    compiles while the next one's code is generated, and compiles use all the cores.
+    Code generation runs here in turn (it is Python); the compiler runs in worker threads (`CompileQueue`), in
+    batches, so one kernel's C compiles while the next ones' code is generated, and compiles use all the cores.
+    Kernels with the same source (same code for different ASTs) are compiled once.
     """
     todo: dict[tuple[UOp, str], None] = {}
     for item in schedule:
@@ -126,15 +127,25 @@ def precompile(schedule: list[ScheduleItem]) -> None:
                 todo[key] = None
     if len(todo) < 2:
         return
-    with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
-        jobs = []
+    specs: list[tuple[tuple[UOp, str], ProgramSpec, Compiled, float]] = []
+    with CompileQueue(min(len(todo), os.cpu_count() or 1)) as queue:
+        queued: set[tuple[str, str | bytes]] = set()
         for key in todo:
             dev = Device[key[1]]
             st = time.perf_counter()
             spec = _codegen(key[0], dev)
-            jobs.append((key, spec, dev, time.perf_counter() - st, pool.submit(_compile, spec, dev, key[1])))
-        for key, spec, dev, codegen_seconds, job in jobs:
-            lib, compile_seconds = job.result()
+            specs.append((key, spec, dev, time.perf_counter() - st))
+            if (key[1], spec.src) not in queued:
+                queued.add((key[1], spec.src))
+                queue.add(spec.name, spec.src, dev, key[1])
+        compiled = iter(queue.results())
+        libs: dict[tuple[str, str | bytes], tuple[bytes, float]] = {}
+        for key, spec, dev, codegen_seconds in specs:
+            if (key[1], spec.src) not in libs:
+                libs[(key[1], spec.src)] = next(compiled)
+                lib, compile_seconds = libs[(key[1], spec.src)]
+            else:
+                lib, compile_seconds = libs[(key[1], spec.src)][0], 0.0
             _finish_runner(key, spec, dev, lib, codegen_seconds + compile_seconds)
 
 

@@ -102,6 +102,7 @@ def choose_realized(sink: UOp) -> GrouperContext:
                 ctx.realize[u] = None
         if u.op is Ops.STORE and not is_kernel_store(u):
             _check_store_hazard(ctx, u)
+    _realize_deep_shared_values(ctx, topo)
     _realize_shared_reduces(ctx, topo)
     while _realize_misplaced_row_reduces(ctx):
         _realize_shared_reduces(ctx, topo)
@@ -109,6 +110,25 @@ def choose_realized(sink: UOp) -> GrouperContext:
 
 
 _PASSTHROUGH = (Ops.DETACH, Ops.CAST)
+# a value read by several kernels is computed in each; past this many fused ops deep it is stored instead
+MAX_FUSED_DEPTH = 48
+
+
+def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
+    """Store a value several consumers read once its fused computation is MAX_FUSED_DEPTH ops deep.
+
+    Without it a chain like ``x = x + x.sum() * 0``, repeated, gives every reduce a kernel that recomputes the whole
+    chain before it from the first buffer: kernel k is k steps long, and the schedule's code (and run time) grows
+    with the square of the chain. Cut every MAX_FUSED_DEPTH ops, each kernel stays short and the total is linear."""
+    depth: dict[UOp, int] = {}
+    for u in topo:
+        if _stops_region(ctx, u):
+            depth[u] = 0
+            continue
+        depth[u] = 1 + max((depth.get(s, 0) for s in u.src), default=0)
+        if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(set(ctx.children.get(u, []))) > 1:
+            ctx.realize[u] = None
+            depth[u] = 0
 
 
 def _row_reduces(ctx: GrouperContext, expand: UOp) -> list[UOp]:

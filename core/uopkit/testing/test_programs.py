@@ -178,3 +178,21 @@ def test_64bit_index_arithmetic(uopkit_device: str) -> None:
     data = np.arange(n, dtype=np.float32) * 10
     got = run_program(uopkit_device, uops, [np.zeros(n, np.float32), data], name="index64")[0]
     np.testing.assert_array_equal(got, data + 1)
+
+
+def test_64bit_index_with_variable(uopkit_device: str) -> None:
+    """A variable in an int64 kernel is int64 like the loop counter (its value is still passed as int32)."""
+    from uopkit.dtype import index_dtype
+
+    n = 5
+    with index_dtype(dtypes.int64):
+        var_n = UOp.variable("n", 0, n)
+        out, a = global_buf(0, dtypes.float32, n), global_buf(1, dtypes.float32, n)
+        i = loop(0, var_n)
+        # (i * 2**32 + n * 2**32) // 2**32 - n is i in 64-bit arithmetic, not in 32 bits
+        address = (i * 2**32 + var_n * 2**32) // 2**32 - var_n
+        uops = program(end(store(out, i, load(a, address) + 1.0), i))
+    assert var_n.dtype == dtypes.int64 and address.dtype == dtypes.int64
+    data = np.arange(n, dtype=np.float32) * 10
+    got = run_program(uopkit_device, uops, [np.zeros(n, np.float32), data], vals=(3,), name="index64var")[0]
+    np.testing.assert_array_equal(got, np.concatenate([data[:3] + 1, np.zeros(n - 3, np.float32)]))

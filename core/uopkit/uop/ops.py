@@ -433,8 +433,10 @@ class UOp(metaclass=UOpMeta):
         return UOp(Ops.BUFFER, dtype, (), (next(_buffer_ids), device, size))
 
     @staticmethod
-    def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
-        return UOp(Ops.DEFINE_VAR, dtype, (), (name, vmin, vmax))
+    def variable(name: str, vmin: int, vmax: int, dtype: DType | None = None) -> UOp:
+        # the index dtype where the variable is made (int64 inside `index_dtype(dtypes.int64)`), looked up at the
+        # call: a default argument would be fixed to int32 when this module was imported
+        return UOp(Ops.DEFINE_VAR, dtype if dtype is not None else dtypes.index, (), (name, vmin, vmax))
 
     def alu(self, op: Ops, *src: UOp | int | float | bool) -> UOp:
         srcs = (self, *(s if isinstance(s, UOp) else self.const_like(s) for s in src))

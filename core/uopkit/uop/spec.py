@@ -13,7 +13,12 @@ from __future__ import annotations
 from uopkit.dtype import INDEX_DTYPES, PtrDType, dtypes
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
-SPEC_VERSION = 1
+# the version a backend declares (`BackendInfo.spec_version`) must equal this one (see docs/writing-a-backend.md):
+# 1: the first spec.
+# 2: index arithmetic (RANGE, SPECIAL, INDEX offsets, DEFINE_VAR) is int64 in a kernel whose buffers, views or loops
+#    can pass int32, int32 otherwise, one index dtype per program: a DEFINE_VAR has it too. A variable's value is
+#    still passed as int32 at launch (its range fits int32): the renderer declares it int32 and widens it.
+SPEC_VERSION = 2
 
 
 class SpecError(RuntimeError):
@@ -137,7 +142,11 @@ spec_program = PatternMatcher(
         (UPat(Ops.DEFINE_GLOBAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and isinstance(x.arg, int)),
         (UPat(Ops.DEFINE_LOCAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and x.dtype.local),
         (UPat(Ops.DEFINE_REG, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType)),
-        (UPat(Ops.DEFINE_VAR, src=(), name="x"), lambda x: x.dtype in INDEX_DTYPES),
+        # launched as int32, so its range fits int32 whatever its dtype
+        (
+            UPat(Ops.DEFINE_VAR, src=(), name="x"),
+            lambda x: x.dtype in INDEX_DTYPES and -(2**31) <= x.arg[1] <= x.arg[2] < 2**31,
+        ),
         (UPat(Ops.CONST, src=()), lambda: True),
         (UPat(Ops.SPECIAL, src=(UPat(),)), lambda: True),
         # a loop: RANGE(end[, ordering deps]) ... END(effect, range)
@@ -212,3 +221,8 @@ def verify_program(uops: list[UOp]) -> None:
                 raise SpecError(f"linear program: loop {loop.arg} is not an innermost {loop.arg[1]} of registers")
     if open_ranges:
         raise SpecError(f"linear program: {len(open_ranges)} loops are never closed")
+    # one index dtype per program: a variable in an int64 kernel is int64 like its loop counters
+    index_dtypes = {u.dtype for u in uops if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR)}
+    if len(index_dtypes) > 1:
+        mixed = ", ".join(f"{u.op.name} {u.arg[0]} {u.dtype}" for u in uops if u.op in (Ops.RANGE, Ops.DEFINE_VAR))
+        raise SpecError(f"linear program: loop counters, ids and variables mix index dtypes ({mixed})")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from uopkit.device import CompileError, compile_cache_stats
+from uopkit.uop.spec import SPEC_VERSION
 from uopkit_cpu import uopkit_backends
 from uopkit_cpu.compiler import CFLAGS, ClangCompiler, compiler_problem, find_cc, host_cpu_model
 from uopkit_cpu.runtime import ALIGNMENT, CPUAllocator, CPUProgram
@@ -100,7 +101,7 @@ def test_cc_override(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_backend_info() -> None:
     (info,) = uopkit_backends()
-    assert info.name == "CPU" and info.priority == 10 and info.spec_version == 1
+    assert info.name == "CPU" and info.priority == 10 and info.spec_version == SPEC_VERSION
     assert info.availability() is None
 
 
@@ -118,3 +119,37 @@ def test_cpu_device_buffers() -> None:
     lib = dev.compiler.compile_cached(ADD_SRC)
     dev.runtime("add", lib)(b.opaque, a.opaque, vals=(5,))
     np.testing.assert_array_equal(b.as_numpy(), 2 * np.arange(5, dtype=np.float32))
+
+
+SCALE_SRC = """
+void scale(float* restrict data0, const int var0) {
+  for (int i = 0; i < var0; i++) data0[i] = data0[i] * 3.0f;
+}
+"""
+
+
+def test_compile_batch_builds_one_library_for_all(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    compiler = ClangCompiler()
+    runs: list[str] = []
+    original = ClangCompiler.compile
+    monkeypatch.setattr(ClangCompiler, "compile", lambda self, src: runs.append(src) or original(self, src))
+    misses = compile_cache_stats.misses
+    libs = compiler.compile_cached_batch([ADD_SRC, SCALE_SRC])
+    # one compiler run for both kernels, and each is cached on its own
+    assert len(runs) == 1 and libs[0] == libs[1] and compile_cache_stats.misses == misses + 2
+    allocator = CPUAllocator()
+    a, b = np.arange(4, dtype=np.float32), np.ones(4, dtype=np.float32)
+    buf_a, buf_b = _to_device(allocator, a), _to_device(allocator, b)
+    CPUProgram("add", libs[0])(buf_a, buf_b, vals=(4,))
+    CPUProgram("scale", libs[1])(buf_a, vals=(4,))
+    np.testing.assert_array_equal(_from_device(allocator, buf_a, a), (a + 1) * 3)
+    assert compiler.compile_cached(SCALE_SRC) == libs[1] and len(runs) == 1
+
+
+def test_compile_batch_error_names_the_broken_kernel() -> None:
+    broken = "void broken(float* data0) { data0[0] = ; }"
+    with pytest.raises(CompileError) as info:
+        ClangCompiler().compile_batch([ADD_SRC, broken, SCALE_SRC])
+    # the batch failed, then each kernel was compiled alone: the error carries only the broken one's source
+    assert info.value.src == broken and "error" in info.value.message

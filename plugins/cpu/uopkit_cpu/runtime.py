@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +66,21 @@ def _pointer(buf: Any) -> ctypes.c_void_p:
     raise TypeError(f"CPU programs take CPUMemory buffers, got {type(buf).__name__}")
 
 
+# loaded libraries by content: kernels compiled together share one library (`ClangCompiler.compile_batch`), loaded
+# once. Libraries are never unloaded (ctypes keeps them), so holding them here costs nothing more.
+_loaded: dict[bytes, ctypes.CDLL] = {}
+_loaded_lock = threading.Lock()
+
+
+def _load(lib: bytes, name: str) -> ctypes.CDLL:
+    digest = hashlib.sha256(lib).digest()
+    with _loaded_lock:
+        if digest not in _loaded:
+            # from a private copy of the (verified) bytes, never from a path someone else could swap
+            _loaded[digest] = load_library(lib, f"kernel {name}")
+        return _loaded[digest]
+
+
 class CPUProgram:
     """A kernel in a shared object: ``void name(T0* restrict data0, ..., const int var0, ...)``.
 
@@ -73,8 +90,7 @@ class CPUProgram:
 
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
-        # from a private copy of the (verified) bytes, never from a path someone else could swap
-        self.lib = load_library(lib, f"kernel {name}")
+        self.lib = _load(lib, name)
         self.fxn = getattr(self.lib, name)
         self.fxn.restype = None
 

@@ -9,6 +9,7 @@ import pytest
 
 from uopkit.device import Buffer, CompileError, Device, DeviceError, compile_cache_stats
 from uopkit.dtype import dtypes
+from uopkit.uop.spec import SPEC_VERSION
 from uopkit_opencl import uopkit_backends
 
 # skipped as a whole without pyopencl (conftest.py turns that into a failure where UOPKIT_REQUIRE_OPENCL=1)
@@ -57,7 +58,7 @@ def _download(dev: CLDevice, mem, like: np.ndarray) -> np.ndarray:  # noqa: ANN0
 
 def test_backend_info_and_availability() -> None:
     (info,) = uopkit_backends()
-    assert info.name == "OPENCL" and info.spec_version == 1
+    assert info.name == "OPENCL" and info.spec_version == SPEC_VERSION
     assert info.availability() is None
     assert Device.backends()["OPENCL"].usable
 

@@ -582,9 +582,13 @@ class _KernelWriter:
                 params.append((u.arg, self.names[u]))
                 signature[self.names[u]] = "*" + SIGNATURE_TYPES[u.dtype.base.scalar]
             elif u.op is Ops.DEFINE_VAR:
-                self.names[u] = "var_" + re.sub(r"\W", "_", u.arg[0])
-                var_params.append((u.arg[0], self.names[u]))
-                signature[self.names[u]] = "i32"
+                name = self.names[u] = "var_" + re.sub(r"\W", "_", u.arg[0])
+                # the value comes as int32; in a 64-bit index kernel it is widened before any arithmetic
+                param = f"{name}_i32" if u.dtype == dtypes.int64 else name
+                var_params.append((u.arg[0], param))
+                signature[param] = "i32"
+                if param != name:
+                    self.emit(f"{name} = {param}.to(tl.int64)")
             elif u.op is Ops.DEFINE_REG:
                 self.names[u] = f"acc{u.arg}"
             elif u.op is Ops.SPECIAL:

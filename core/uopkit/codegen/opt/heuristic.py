@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, initial_plan
@@ -27,19 +28,23 @@ def cpu_threads() -> int:
 
 def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
     """For each load (or store) of the kernel: the kernel axes its address moves along, with their strides."""
+    return [dict(axes) for axes in _address_axes(ast)[0 if loads else 1]]
+
+
+# the heuristic asks for a kernel's loads and its stores, some twice: one lowering answers all (a kernel's code is
+# generated once per process, so a small cache holds the kernels being generated)
+@functools.lru_cache(maxsize=64)
+def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]]]:
     from uopkit.codegen.lowerer import lower_kernel
     from uopkit.uop.ops import graph_rewrite
     from uopkit.uop.symbolic import decompose, pm_symbolic
 
     lowered, ctx = lower_kernel(ast)
     # only the addresses matter: simplify them, not the whole kernel (its values can be a long chain of ops)
-    addresses = [
-        u.replace(src=u.src[:2])
-        for u in lowered.toposort()
-        if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL and (u.src[0].arg != 0) == loads
-    ]
+    indexes = [u for u in lowered.toposort() if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL]
+    addresses = [u.replace(src=u.src[:2]) for u in indexes]
     simplified = graph_rewrite(UOp(Ops.SINK, src=tuple(addresses)), pm_symbolic, name="symbolic (strides)")
-    found: dict[UOp, dict[int, int]] = {}
+    found: tuple[dict[UOp, dict[int, int]], dict[UOp, dict[int, int]]] = ({}, {})
     for u in simplified.src:
         if u.op is Ops.INDEX:
             axes: dict[int, int] = {}
@@ -56,8 +61,9 @@ def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
             for axis, r in nonlinear.items():
                 # its first step from 0 (a panel layout, (n // p) * big + n % p, steps by 1)
                 axes[axis] = _first_step(u.src[1], r)
-            found[u] = axes
-    return list(found.values())
+            # buffer 0 is the output: its INDEXes are the stores
+            found[0 if u.src[0].arg != 0 else 1][u] = axes
+    return list(found[0].values()), list(found[1].values())
 
 
 def _first_step(index: UOp, r: UOp) -> int:

@@ -1,0 +1,140 @@
+"""Compiling a schedule's new kernels side by side, in batches, while the next ones are generated.
+
+`CompileQueue.add` takes a kernel whose code was just generated (Python, on the caller's thread); worker threads
+(one per core) take what is waiting, a batch at a time, and hand it to the device's compiler as one
+`Compiler.compile_cached_batch` call: batches compile while later kernels are generated, and a C compiler's fixed
+cost per run (process startup, assembler, linker) is paid once per batch instead of once per kernel. A batch never
+holds two kernels of the same name (they would clash in one library) nor kernels of two devices.
+
+`results` waits for every compile and returns the libraries in the order the kernels were added; a failure is a
+`CompileError` naming the kernel and device, the first failing kernel in that order, whatever finished first.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from uopkit.device import Compiled, CompileError
+
+# a batch this large already pays the compiler's fixed cost ~1/MAX_BATCH per kernel; larger ones only delay the
+# first results and leave other workers idle
+MAX_BATCH = 16
+# while kernels are still being added, a worker waits for this many before it starts a compile
+MIN_BATCH = 8
+
+
+@dataclass
+class _Job:
+    name: str
+    src: str | bytes
+    dev: Compiled
+    device: str
+    future: Future[tuple[bytes, float]] = field(default_factory=Future)
+
+
+class CompileQueue:
+    """Compile kernels in batches on worker threads; see the module docstring."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="uopkit-compile")
+        self._cond = threading.Condition()
+        self._pending: list[_Job] = []
+        self._started = 0
+        self._closed = False
+        self._jobs: list[_Job] = []
+
+    def add(self, name: str, src: str | bytes, dev: Compiled, device: str) -> None:
+        job = _Job(name, src, dev, device)
+        with self._cond:
+            assert not self._closed, "CompileQueue.add after results()"
+            self._jobs.append(job)
+            self._pending.append(job)
+            if self._started < self.workers:
+                self._started += 1
+                self._pool.submit(self._drain)
+            self._cond.notify()
+
+    def _take(self) -> list[_Job]:
+        # under the lock: the oldest waiting kernel and more of its device with names not yet in the batch; once
+        # every kernel is in, at most a fair share of what waits (the other workers take the rest)
+        share = MAX_BATCH if not self._closed else min(MAX_BATCH, -(-len(self._pending) // self.workers))
+        batch: list[_Job] = []
+        names: set[str] = set()
+        for job in self._pending:
+            if len(batch) == share:
+                break
+            if job.dev is self._pending[0].dev and job.name not in names:
+                batch.append(job)
+                names.add(job.name)
+        self._pending = [job for job in self._pending if job not in batch]
+        return batch
+
+    def _drain(self) -> None:
+        while True:
+            with self._cond:
+                # while kernels are still being generated, wait until a batch's worth is in: the caller needs all of
+                # them before running any, so a compile started early for one kernel only costs a compiler run
+                while not (self._pending and (self._closed or len(self._pending) >= MIN_BATCH)):
+                    if self._closed and not self._pending:
+                        return
+                    self._cond.wait()
+                batch = self._take()
+            self._compile(batch)
+
+    def _compile(self, batch: list[_Job]) -> None:
+        st = time.perf_counter()
+        try:
+            libs = batch[0].dev.compiler.compile_cached_batch([job.src for job in batch])
+        except CompileError as e:
+            failed = next((job for job in batch if job.src is e.src or job.src == e.src), None)
+            for job in batch:
+                if job is failed:
+                    message = f"kernel {job.name} failed to compile on {job.device}: {e.message}"
+                    job.future.set_exception(CompileError(message, job.src))
+                else:
+                    # not at fault: compiled alone, so its own result (or error) is exact
+                    self._compile_one(job)
+            return
+        except BaseException as e:  # anything else (a bug, an interrupt) reaches every waiting caller
+            for job in batch:
+                job.future.set_exception(e)
+            return
+        # each kernel's share of the batch's time, so the per-kernel figures add up to the compiler's time
+        share = (time.perf_counter() - st) / len(batch)
+        for job, lib in zip(batch, libs, strict=True):
+            job.future.set_result((lib, share))
+
+    def _compile_one(self, job: _Job) -> None:
+        st = time.perf_counter()
+        try:
+            lib = job.dev.compiler.compile_cached(job.src)
+        except CompileError as e:
+            message = f"kernel {job.name} failed to compile on {job.device}: {e.message}"
+            job.future.set_exception(CompileError(message, job.src))
+            return
+        except BaseException as e:
+            job.future.set_exception(e)
+            return
+        job.future.set_result((lib, time.perf_counter() - st))
+
+    def results(self) -> list[tuple[bytes, float]]:
+        """Wait for every kernel added; (library, compile seconds) per kernel, in the order added."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        return [job.future.result() for job in self._jobs]
+
+    def __enter__(self) -> CompileQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        # compiles in flight finish (a compiler process is never left running behind the caller's back)
+        self._pool.shutdown(wait=True)

@@ -1,0 +1,79 @@
+"""CompileQueue: a schedule's kernels compiled in batches on worker threads (no real compiler: a recording fake)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from uopkit.device import CompileError, Compiler
+from uopkit.engine.compile_queue import MAX_BATCH, MIN_BATCH, CompileQueue
+
+
+class RecordingCompiler(Compiler):
+    def __init__(self, broken: str | None = None) -> None:
+        super().__init__(cache_key=None)
+        self.batches: list[list[str]] = []
+        self.broken = broken
+        self.lock = threading.Lock()
+
+    def _build(self, src: str) -> bytes:
+        if src == self.broken:
+            raise CompileError("syntax error", src, compiler="fake")
+        return f"lib:{src}".encode()
+
+    # `batches`: one entry per compiler run
+    def compile(self, src: str) -> bytes:  # type: ignore[override]
+        with self.lock:
+            self.batches.append([src])
+        return self._build(src)
+
+    def compile_batch(self, srcs: list[str]) -> list[bytes]:  # type: ignore[override]
+        with self.lock:
+            self.batches.append(list(srcs))
+        return [self._build(src) for src in srcs]
+
+
+class FakeDevice:
+    def __init__(self, compiler: Compiler) -> None:
+        self.compiler = compiler
+
+
+def _run(names: list[str], compiler: RecordingCompiler, workers: int = 2) -> list[tuple[bytes, float]]:
+    dev = FakeDevice(compiler)
+    with CompileQueue(workers) as queue:
+        for i, name in enumerate(names):
+            queue.add(name, f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
+        return queue.results()
+
+
+def test_batches_keep_order_and_group_kernels() -> None:
+    compiler = RecordingCompiler()
+    names = [f"k{i}" for i in range(3 * MIN_BATCH + 1)]
+    results = _run(names, compiler)
+    assert [lib for lib, _ in results] == [f"lib:src{i}".encode() for i in range(len(names))]
+    sizes = [len(b) for b in compiler.batches]
+    # every kernel compiled exactly once, in fewer compiler runs than kernels, none larger than MAX_BATCH
+    assert sorted(s for b in compiler.batches for s in b) == sorted(f"src{i}" for i in range(len(names)))
+    assert len(sizes) < len(names) and max(sizes) <= MAX_BATCH
+
+
+def test_same_name_never_in_one_batch() -> None:
+    compiler = RecordingCompiler()
+    _run(["E_1"] * (2 * MIN_BATCH) + ["r_2"] * 3, compiler, workers=1)
+    for batch in compiler.batches:
+        names = ["E_1" if int(s[3:]) < 2 * MIN_BATCH else "r_2" for s in batch]
+        assert len(names) == len(set(names))
+
+
+def test_error_names_the_failing_kernel() -> None:
+    compiler = RecordingCompiler(broken="src5")
+    with pytest.raises(CompileError) as info:
+        _run([f"k{i}" for i in range(12)], compiler)
+    assert "kernel k5 failed to compile on FAKE: syntax error" in info.value.message and info.value.src == "src5"
+
+
+def test_single_kernel_runs_without_waiting_for_a_full_batch() -> None:
+    compiler = RecordingCompiler()
+    assert [lib for lib, _ in _run(["only"], compiler)] == [b"lib:src0"]
+    assert compiler.batches == [["src0"]]
