@@ -323,12 +323,16 @@ def _group_size(
     """Work-items of a GROUP over `size` elements, `chunk` per work-item and step, at least `steps` steps: the largest
     power of two up to the target whose partial results (`slots` each) fit the local memory and whose block
     (work-items x chunk) divides the size, or pads it by little. Returns (work-items, block), or None if none of at
-    least 16 (and a subgroup) fits."""
+    least 16 (and a subgroup) fits.
+
+    Every work-item combines all the partial results after the barrier (`lowerer._combine_group`): that loop is as
+    long as the work-group is wide, so the work-group is kept no wider than each work-item's share of the reduce."""
     # (below 16 work-items a work-group reduction costs more in barriers and combining than it saves)
     smallest = min(max(16, limits.subgroup), limits.threads)
     for threads in _powers_of_two(limits.threads, smallest):
         block = threads * chunk
         fits = limits.shared_bytes <= 0 or threads * slots * max(itemsize, 4) <= limits.shared_bytes
-        if block * steps <= size and fits and -size % block <= size * MAX_PADDING:
+        balanced = threads * threads <= size // chunk or threads == smallest
+        if block * steps <= size and fits and balanced and -size % block <= size * MAX_PADDING:
             return threads, block
     return None
