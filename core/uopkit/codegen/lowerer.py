@@ -385,6 +385,10 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
     grid_ids: dict[tuple[int, int], UOp] = {}
     if ctx.gpu and grid_parts:
         grid_ids = _grid_ids(ctx, [(ij, plan.out[ij[0]][ij[1]].size) for ij in grid_parts])
+    # work-group ids the same way round: the innermost LOCAL part is the lowest free dimension, so work-items side by
+    # side in a warp (dimension 0 varies fastest) are side by side along the innermost, usually contiguous, axis
+    local_parts = [(i, j) for i, parts in enumerate(plan.out) for j, p in enumerate(parts) if p.kind == "local"]
+    local_ids = {ij: ctx.new_local_id(plan.out[ij[0]][ij[1]].size) for ij in reversed(local_parts)}
     idx = []
     for i, parts in enumerate(plan.out):
         nodes: list[tuple[UOp, int]] = []
@@ -394,7 +398,7 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
             elif (i, j) in grid_ids:
                 nodes.append((grid_ids[(i, j)], p.size))
             elif p.kind == "local":
-                nodes.append((ctx.new_local_id(p.size), p.size))
+                nodes.append((local_ids[(i, j)], p.size))
             elif p.kind == "tc":
                 nodes.append((tile_placeholder(ctx, i), p.size))
             else:

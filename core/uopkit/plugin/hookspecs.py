@@ -17,12 +17,13 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   ordering guarantee and the semantics to match are listed in docs/writing-a-backend.md, "What a renderer
   receives") into source. Its ``caps`` (:class:`uopkit.renderer.RendererCaps`, one frozen object) are the backend's
   capabilities, read by the optimizer and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
-  ``local_max``/``shared_max``/``global_max`` (GPU-style launch and local memory), ``has_threads``,
-  ``max_vector_width``/``vector_ops``, ``tensor_cores`` (:class:`uopkit.renderer.TensorCore` descriptions,
-  validated when built), ``pack_panel``, ``transcendental_ops`` (the core decomposes unclaimed EXP2/LOG2/SIN/SQRT),
-  ``supported_dtypes`` (each is tested by the conformance suite) and ``simd_reduce_ops``; ``extra_matcher`` holds
-  rewrite rules run before linearizing. What each loop is for is the kind in its RANGE's arg (``"loop"``,
-  ``"thread"``, ``"sum"``, ``"max"``), read back by ``uopkit.renderer.loops.loop_roles(uops)``;
+  ``local_max``/``workgroup_max``/``subgroup_width``/``shared_max``/``global_max`` (GPU-style launch and local
+  memory), ``has_threads``, ``max_vector_width``/``vector_ops``, ``tensor_cores``
+  (:class:`uopkit.renderer.TensorCore` descriptions, validated when built), ``pack_panel``, ``transcendental_ops``
+  (the core decomposes unclaimed EXP2/LOG2/SIN/SQRT), ``supported_dtypes`` (each is tested by the conformance suite)
+  and ``simd_reduce_ops``; ``extra_matcher`` holds rewrite rules run before linearizing. What each loop is for is
+  the kind in its RANGE's arg (``"loop"``, ``"thread"``, ``"sum"``, ``"max"``), read back by
+  ``uopkit.renderer.loops.loop_roles(uops)``;
 - a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes`` where ``src`` is exactly what ``render``
   returned (``str`` source, or ``bytes`` when the renderer emits a binary form), raising ``CompileError(message, src)``;
   its ``cache_key`` (backend version, compiler version and flags, target) keys the core's disk cache;

@@ -30,6 +30,11 @@ class RendererCaps:
     # the largest launch per dimension (None: no limit) and the largest work-group per dimension
     global_max: tuple[int, ...] | None = None
     local_max: tuple[int, ...] | None = None
+    # the most threads one work-group may hold, all dimensions together (None: ``local_max[0]``)
+    workgroup_max: int | None = None
+    # threads that run in lockstep (an NVIDIA warp: 32, an AMD wavefront: 64; 1: unknown or none): the optimizer
+    # sizes work-groups in multiples of it where it can
+    subgroup_width: int = 1
     # bytes of local memory per work-group
     shared_max: int = 0
     # the widest vector of each scalar type the backend renders natively

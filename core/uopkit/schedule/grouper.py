@@ -86,7 +86,7 @@ def choose_realized(sink: UOp) -> GrouperContext:
             # per element and window tap, which keeps the C compiler's vectors off: store the padded value once
             ctx.realize[pads[-1]] = None
         if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]):
-            if _row_reduces(ctx, u):
+            if _row_reduces(ctx, u) and fuses_row_reduces(u.device):
                 # a reduce over trailing axes broadcast back along them (softmax's max and sum, a norm's mean): the
                 # consumer can compute it once per row in a loop of its own, while the row is in cache
                 ctx.row_reduces.append(u)
@@ -129,6 +129,21 @@ def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
         if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(set(ctx.children.get(u, []))) > 1:
             ctx.realize[u] = None
             depth[u] = 0
+
+
+def fuses_row_reduces(device: str) -> bool:
+    """Whether a row reduce broadcast back along its row (softmax, norms) is computed inside its consumer kernel.
+
+    On a CPU-style renderer the consumer loops over a row after computing its reduce, once per row, while the row
+    is in cache. On a GPU-style one (work-groups, ``caps.has_local``) every output element is a work-item of its
+    own and would compute the whole row's reduce again: the reduce is stored by a kernel of its own instead, where
+    the optimizer splits it across a work-group (OptOps.GROUP)."""
+    from uopkit.device import Device
+
+    try:
+        return not Device[device].renderer.caps.has_local
+    except Exception:  # noqa: BLE001 - a device that can't open here runs nothing: keep the CPU-style fusion
+        return True
 
 
 def _row_reduces(ctx: GrouperContext, expand: UOp) -> list[UOp]:

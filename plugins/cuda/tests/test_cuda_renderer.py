@@ -140,3 +140,8 @@ def test_y_and_z_ids_step_through_grids_larger_than_the_limit() -> None:
     assert src.endswith("    data0[alu3] = alu4;\n  }\n}")
     ungrouped = CUDARenderer().render("big", program(store(out, g1 * 4 + g0, load(a, g1 * 4 + g0))))
     assert "gidx1 = blockIdx.y*blockDim.y+threadIdx.y; gidx1 < 70000; gidx1 += gridDim.y*blockDim.y) {" in ungrouped
+
+
+def test_block_limits_and_warp_from_the_device() -> None:
+    caps = CUDARenderer(CUDACaps(max_threads_per_block=512, max_block=(512, 512, 64), warp_size=32)).caps
+    assert caps.workgroup_max == 512 and caps.local_max == (512, 512, 64) and caps.subgroup_width == 32

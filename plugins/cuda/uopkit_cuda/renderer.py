@@ -6,7 +6,7 @@ A small subclass of `CStyleRenderer`: class attributes name the types and qualif
 
 What the renderer may use depends on the GPU's architecture (``sm_XY``): tensor cores (``mma.sync``) need sm_80,
 native half arithmetic sm_53, native bfloat16 sm_80 (below it cuda_bf16.h emulates it in float). The device's
-limits (`CUDACaps`, read by the runtime) become `local_max` and `shared_max`.
+limits (`CUDACaps`, read by the runtime) become `local_max`, `workgroup_max`, `subgroup_width` and `shared_max`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ class CUDACaps:
     name: str = "compile-only CUDA target"
     arch: str = DEFAULT_ARCH
     max_threads_per_block: int = 1024
+    # threads of a warp (every NVIDIA GPU so far: 32)
+    warp_size: int = 32
     max_block: tuple[int, int, int] = (1024, 1024, 64)
     max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
     # static __shared__ memory per block (more needs dynamic shared memory and an opt-in)
@@ -169,6 +171,8 @@ class CUDARenderer(CStyleRenderer):
         sm = self.cuda_caps.sm
         # the device's limits replace the class defaults for this instance
         self.local_max = tuple(min(s, self.cuda_caps.max_threads_per_block) for s in self.cuda_caps.max_block)
+        self.workgroup_max = self.cuda_caps.max_threads_per_block
+        self.subgroup_width = self.cuda_caps.warp_size
         self.global_max = self.cuda_caps.max_grid
         self.shared_max = self.cuda_caps.shared_per_block
         self.tensor_cores = tensor_cores_for(sm, tf32_enabled() if tf32 is None else tf32)

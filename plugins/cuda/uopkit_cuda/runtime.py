@@ -166,6 +166,7 @@ class BindingsDriver(CUDADriver):
             name=raw_name.split(b"\0")[0].decode(errors="replace").strip(),
             arch=f"sm_{major}{minor}",
             max_threads_per_block=get("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
+            warp_size=get("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
             max_block=tuple(get(f"CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_{a}") for a in "XYZ"),  # type: ignore[arg-type]
             max_grid=tuple(get(f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{a}") for a in "XYZ"),  # type: ignore[arg-type]
             shared_per_block=get("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"),
@@ -272,6 +273,7 @@ class PyCUDADriver(CUDADriver):
             name=dev.name(),
             arch=f"sm_{major}{minor}",
             max_threads_per_block=dev.get_attribute(a.MAX_THREADS_PER_BLOCK),
+            warp_size=dev.get_attribute(a.WARP_SIZE),
             max_block=(dev.get_attribute(a.MAX_BLOCK_DIM_X), dev.get_attribute(a.MAX_BLOCK_DIM_Y),
                        dev.get_attribute(a.MAX_BLOCK_DIM_Z)),
             max_grid=(dev.get_attribute(a.MAX_GRID_DIM_X), dev.get_attribute(a.MAX_GRID_DIM_Y),

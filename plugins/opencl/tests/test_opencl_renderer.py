@@ -181,3 +181,11 @@ def test_unsupported_forms_raise() -> None:
     wmma = UOp(Ops.WMMA, dtypes.float32, (), None)
     with pytest.raises(RenderError, match="can't render WMMA"):
         OpenCLRenderer().render("k", [wmma])
+
+
+def test_work_group_caps_and_vectors_from_the_device() -> None:
+    cl_caps = CLCaps(max_work_group_size=1024, max_work_item_sizes=(1024, 1024, 64), subgroup_width=32)
+    caps = OpenCLRenderer(cl_caps).caps
+    assert caps.workgroup_max == 1024 and caps.local_max == (1024, 1024, 64) and caps.subgroup_width == 32
+    # OpenCL C computes on vectors: UPCAST lanes become vectors, loaded and stored with vloadN/vstoreN
+    assert caps.max_vector_width == 16 and Ops.ADD in caps.vector_ops and Ops.MUL in caps.vector_ops

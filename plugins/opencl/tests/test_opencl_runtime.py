@@ -80,6 +80,9 @@ def test_capabilities_come_from_the_device(dev: CLDevice) -> None:
     assert dev.caps.fp64 == ("cl_khr_fp64" in d.extensions.split())
     assert dev.caps.fp16 == ("cl_khr_fp16" in d.extensions.split())
     assert dev.renderer.local_max[0] <= d.max_work_group_size
+    assert dev.renderer.caps.workgroup_max == d.max_work_group_size
+    # PoCL names no warp or wavefront: 1 (unknown)
+    assert dev.caps.subgroup_width == dev.renderer.caps.subgroup_width == 1
 
 
 def test_unusable_reasons(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,8 @@
 What the renderer may use depends on the device, so it is built from the device's `CLCaps` (read by the runtime
 from the driver): `half` is real arithmetic only with cl_khr_fp16, otherwise it is a storage format (values live
 in `float` registers, read with `vload_half`, written with `vstore_half`, rounded to half after every op);
-`double` needs cl_khr_fp64; work-group and local memory limits become the renderer's `local_max`/`shared_max`.
+`double` needs cl_khr_fp64; work-group and local memory limits become the renderer's `local_max`, `workgroup_max`,
+`subgroup_width` and `shared_max`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ class CLCaps:
     max_work_group_size: int = 256
     max_work_item_sizes: tuple[int, int, int] = (256, 256, 64)
     local_mem_size: int = 32768
+    # work-items that run in lockstep: NVIDIA's warp (cl_nv_device_attribute_query), AMD's wavefront
+    # (cl_amd_device_attribute_query); 1 where the driver doesn't say
+    subgroup_width: int = 1
     extensions: frozenset[str] = field(default_factory=frozenset)
     # CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT in the device's single_fp_config
     correctly_rounded_sqrt: bool = False
@@ -90,8 +94,14 @@ class OpenCLRenderer(CStyleRenderer):
     """
 
     device: ClassVar[str] = "OPENCL"
-    # OpenCL C has vector types up to 16 elements
-    caps = RendererCaps(has_local=True, has_shared=True, max_vector_width=16)
+    # OpenCL C has vector types up to 16 elements, with its arithmetic operators and math builtins on them: an UPCAST
+    # lane becomes one vector value, loaded and stored with vloadN/vstoreN (which need only element alignment)
+    caps = RendererCaps(
+        has_local=True,
+        has_shared=True,
+        max_vector_width=16,
+        vector_ops=frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.EXP2, Ops.LOG2, Ops.SQRT}),
+    )
     # registers are arrays declared where they are defined; math builtins are overloaded for vectors
     register_variables: ClassVar[bool] = False
     vector_math: ClassVar[bool] = True
@@ -123,6 +133,8 @@ class OpenCLRenderer(CStyleRenderer):
         self.caps = replace(
             type(self).caps,
             local_max=tuple(min(s, self.cl_caps.max_work_group_size) for s in self.cl_caps.max_work_item_sizes),
+            workgroup_max=self.cl_caps.max_work_group_size,
+            subgroup_width=self.cl_caps.subgroup_width,
             shared_max=self.cl_caps.local_mem_size,
             global_max=(2**31 - 1, 2**31 - 1, 2**31 - 1),
             supported_dtypes=tuple(

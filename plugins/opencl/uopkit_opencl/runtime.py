@@ -123,6 +123,15 @@ def _device_string(index: int) -> str:
     return "OPENCL" if index == 0 else f"OPENCL:{index}"
 
 
+def _subgroup_width(device: Any) -> int:
+    extensions = device.extensions.split()
+    if "cl_nv_device_attribute_query" in extensions:
+        return int(device.warp_size_nv)
+    if "cl_amd_device_attribute_query" in extensions:
+        return int(device.wavefront_width_amd)
+    return 1
+
+
 def read_caps(device: Any) -> CLCaps:
     """The capabilities the renderer and runtime use, read from the driver."""
     sizes = tuple(device.max_work_item_sizes)[:3]
@@ -132,6 +141,7 @@ def read_caps(device: Any) -> CLCaps:
         max_work_group_size=int(device.max_work_group_size),
         max_work_item_sizes=(int(sizes[0]), int(sizes[1]), int(sizes[2])),
         local_mem_size=int(device.local_mem_size),
+        subgroup_width=_subgroup_width(device),
         extensions=frozenset(device.extensions.split()),
         correctly_rounded_sqrt=bool(device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
     )

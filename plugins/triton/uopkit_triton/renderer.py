@@ -174,6 +174,9 @@ class TritonRenderer(Renderer):
     # CUDA's grid limits; a block holds at most 1024 lanes
     global_max: ClassVar[tuple[int, ...] | None] = (2**31 - 1, 65535, 65535)
     local_max: ClassVar[tuple[int, ...] | None] = (1024, 1024, 64)
+    workgroup_max: ClassVar[int | None] = 1024
+    # a block's lanes run as warps of 32 threads
+    subgroup_width: ClassVar[int] = 32
     max_vector_width: ClassVar[int] = 1
     transcendental_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
     supported_dtypes: ClassVar[tuple[DType, ...]] = (

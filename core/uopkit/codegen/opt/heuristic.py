@@ -1,24 +1,15 @@
-"""Hand-written default opts: register tiles and vectors for the CPU, work-groups for GPU-style backends."""
+"""Hand-written default opts: register tiles and vectors for the CPU (GPU-style backends: `heuristic_gpu`)."""
 
 from __future__ import annotations
 
-import functools
 import os
 
-from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, initial_plan
+from uopkit.codegen.opt import Opt, OptOps, initial_plan
+from uopkit.codegen.opt.analysis import divisor as _divisor
+from uopkit.codegen.opt.analysis import load_axes, memory_strides
+from uopkit.codegen.opt.analysis import try_opt as _try
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp
-
-
-def _try(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
-    try:
-        return apply_opt(plan, opt, renderer)
-    except OptError:
-        return plan
-
-
-def _divisor(size: int, candidates: tuple[int, ...]) -> int | None:
-    return next((c for c in candidates if size % c == 0 and size >= c), None)
 
 
 def cpu_threads() -> int:
@@ -26,68 +17,12 @@ def cpu_threads() -> int:
     return max(1, int(env)) if env else (os.cpu_count() or 1)
 
 
-def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
-    """For each load (or store) of the kernel: the kernel axes its address moves along, with their strides."""
-    return [dict(axes) for axes in _address_axes(ast)[0 if loads else 1]]
-
-
-# the heuristic asks for a kernel's loads and its stores, some twice: one lowering answers all (a kernel's code is
-# generated once per process, so a small cache holds the kernels being generated)
-@functools.lru_cache(maxsize=64)
-def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]]]:
-    from uopkit.codegen.lowerer import lower_kernel
-    from uopkit.uop.ops import graph_rewrite
-    from uopkit.uop.symbolic import decompose, pm_symbolic
-
-    lowered, ctx = lower_kernel(ast)
-    # only the addresses matter: simplify them, not the whole kernel (its values can be a long chain of ops)
-    indexes = [u for u in lowered.toposort() if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL]
-    addresses = [u.replace(src=u.src[:2]) for u in indexes]
-    simplified = graph_rewrite(UOp(Ops.SINK, src=tuple(addresses)), pm_symbolic, name="symbolic (strides)")
-    found: tuple[dict[UOp, dict[int, int]], dict[UOp, dict[int, int]]] = ({}, {})
-    for u in simplified.src:
-        if u.op is Ops.INDEX:
-            axes: dict[int, int] = {}
-            nonlinear: dict[int, UOp] = {}
-            for coef, term in decompose(u.src[1])[0]:
-                if term.op is Ops.RANGE and term.arg[0] in ctx.axis_of:
-                    axes[ctx.axis_of[term.arg[0]]] = coef
-                elif term.op is not Ops.CONST:
-                    # an axis inside a non-linear term (div/mod): it moves the address, with no simple stride
-                    for r in term.toposort():
-                        if r.op is Ops.RANGE and r.arg[0] in ctx.axis_of:
-                            axes.setdefault(ctx.axis_of[r.arg[0]], 0)
-                            nonlinear[ctx.axis_of[r.arg[0]]] = r
-            for axis, r in nonlinear.items():
-                # its first step from 0 (a panel layout, (n // p) * big + n % p, steps by 1)
-                axes[axis] = _first_step(u.src[1], r)
-            # buffer 0 is the output: its INDEXes are the stores
-            found[0 if u.src[0].arg != 0 else 1][u] = axes
-    return list(found[0].values()), list(found[1].values())
-
-
-def _first_step(index: UOp, r: UOp) -> int:
-    """How far `index` moves when range `r` goes from 0 to 1, every other range at 0 (0 if that isn't a constant)."""
-    from uopkit.uop.symbolic import simplify
-
-    others = {x: x.const_like(0) for x in index.toposort() if x.op is Ops.RANGE and x is not r}
-    at = [simplify(index.substitute({**others, r: r.const_like(v)})) for v in (0, 1)]
-    return at[1].arg - at[0].arg if all(a.op is Ops.CONST for a in at) else 0
-
-
-def memory_strides(ast: UOp, loads: bool = True) -> dict[int, set[int]]:
-    """For each kernel axis, the strides with which the kernel's loads (or its stores) walk memory along it."""
-    strides: dict[int, set[int]] = {}
-    for axes in load_axes(ast, loads):
-        for axis, stride in axes.items():
-            strides.setdefault(axis, set()).add(stride)
-    return strides
-
-
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
-    plan = initial_plan(ast)
     if renderer.caps.has_local:
-        return _gpu_opts(plan, renderer)
+        from uopkit.codegen.opt.heuristic_gpu import gpu_opts
+
+        return gpu_opts(ast, renderer)
+    plan = initial_plan(ast)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
     red_axis_ids = set(range(plan.n_out, plan.n_out + len(red_sizes)))
@@ -170,46 +105,4 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         outer = next((i for i, parts in enumerate(plan.out) if parts[0].kind == "loop" and parts[0].size > 1), None)
         if outer is not None:
             plan = _try(plan, Opt(OptOps.THREAD, outer, cpu_threads()), renderer)
-    return list(plan.opts)
-
-
-def tensor_core_opts(plan: KernelPlan, renderer: Renderer) -> list[Opt] | None:
-    """A matmul on the first of the renderer's tensor cores that fits it, or None when none does."""
-    if not renderer.caps.tensor_cores or len(plan.red) != 1:
-        return None
-    for i in range(len(renderer.caps.tensor_cores)):
-        try:
-            tc_plan = apply_opt(plan, Opt(OptOps.TC, plan.n_out, i), renderer)
-        except OptError:
-            continue
-        assert tc_plan.tc is not None
-        # two tiles along M per thread share each B fragment, when enough tiles are left for the grid
-        if tc_plan.axis_size(tc_plan.tc.m_axis) // tc_plan.tc.tc.dims[0] >= 4:
-            tc_plan = _try(tc_plan, Opt(OptOps.UPCAST, tc_plan.tc.m_axis, 2), renderer)
-        return list(tc_plan.opts)
-    return None
-
-
-def _gpu_opts(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
-    # a matmul the renderer's tensor cores can compute goes to them
-    tc_opts = tensor_core_opts(plan, renderer)
-    if tc_opts is not None:
-        return tc_opts
-    out_sizes = [parts[0].size for parts in plan.out]
-    red_sizes = [parts[0].size for parts in plan.red]
-    total = 1
-    for s in out_sizes:
-        total *= s
-    # a large reduce into few outputs: split it across the threads of a work-group (local memory + barrier)
-    if red_sizes and total <= 2048 and red_sizes[-1] >= 256:
-        last_red = plan.n_out + len(red_sizes) - 1
-        amt = _divisor(red_sizes[-1], (256, 128, 64, 32, 16))
-        if amt:
-            plan = _try(plan, Opt(OptOps.GROUPTOP, last_red, amt), renderer)
-        return list(plan.opts)
-    inner = max((i for i, s in enumerate(out_sizes) if s > 1), default=None)
-    if inner is not None:
-        amt = _divisor(out_sizes[inner], (64, 32, 16, 8, 4, 2))
-        if amt:
-            plan = _try(plan, Opt(OptOps.LOCAL, inner, amt), renderer)
     return list(plan.opts)

@@ -1,0 +1,81 @@
+"""What the opt heuristics read off a kernel (the axes its loads and stores move along, with their strides), and
+the way they try an opt (shared by the CPU heuristic, `heuristic`, and the GPU one, `heuristic_gpu`)."""
+
+from __future__ import annotations
+
+import functools
+
+from uopkit.codegen.opt import KernelPlan, Opt, OptError, apply_opt
+from uopkit.renderer import Renderer
+from uopkit.uop.ops import Ops, UOp
+
+
+def try_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
+    """`plan` with `opt` applied, or `plan` itself when the kernel or the renderer refuses the opt."""
+    try:
+        return apply_opt(plan, opt, renderer)
+    except OptError:
+        return plan
+
+
+def divisor(size: int, candidates: tuple[int, ...]) -> int | None:
+    """The first of `candidates` that divides `size` (and is no larger)."""
+    return next((c for c in candidates if size % c == 0 and size >= c), None)
+
+
+def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
+    """For each load (or store) of the kernel: the kernel axes its address moves along, with their strides."""
+    return [dict(axes) for axes in _address_axes(ast)[0 if loads else 1]]
+
+
+# the heuristic asks for a kernel's loads and its stores, some twice: one lowering answers all (a kernel's code is
+# generated once per process, so a small cache holds the kernels being generated)
+@functools.lru_cache(maxsize=64)
+def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]]]:
+    from uopkit.codegen.lowerer import lower_kernel
+    from uopkit.uop.ops import graph_rewrite
+    from uopkit.uop.symbolic import decompose, pm_symbolic
+
+    lowered, ctx = lower_kernel(ast)
+    # only the addresses matter: simplify them, not the whole kernel (its values can be a long chain of ops)
+    indexes = [u for u in lowered.toposort() if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL]
+    addresses = [u.replace(src=u.src[:2]) for u in indexes]
+    simplified = graph_rewrite(UOp(Ops.SINK, src=tuple(addresses)), pm_symbolic, name="symbolic (strides)")
+    found: tuple[dict[UOp, dict[int, int]], dict[UOp, dict[int, int]]] = ({}, {})
+    for u in simplified.src:
+        if u.op is Ops.INDEX:
+            axes: dict[int, int] = {}
+            nonlinear: dict[int, UOp] = {}
+            for coef, term in decompose(u.src[1])[0]:
+                if term.op is Ops.RANGE and term.arg[0] in ctx.axis_of:
+                    axes[ctx.axis_of[term.arg[0]]] = coef
+                elif term.op is not Ops.CONST:
+                    # an axis inside a non-linear term (div/mod): it moves the address, with no simple stride
+                    for r in term.toposort():
+                        if r.op is Ops.RANGE and r.arg[0] in ctx.axis_of:
+                            axes.setdefault(ctx.axis_of[r.arg[0]], 0)
+                            nonlinear[ctx.axis_of[r.arg[0]]] = r
+            for axis, r in nonlinear.items():
+                # its first step from 0 (a panel layout, (n // p) * big + n % p, steps by 1)
+                axes[axis] = _first_step(u.src[1], r)
+            # buffer 0 is the output: its INDEXes are the stores
+            found[0 if u.src[0].arg != 0 else 1][u] = axes
+    return list(found[0].values()), list(found[1].values())
+
+
+def _first_step(index: UOp, r: UOp) -> int:
+    """How far `index` moves when range `r` goes from 0 to 1, every other range at 0 (0 if that isn't a constant)."""
+    from uopkit.uop.symbolic import simplify
+
+    others = {x: x.const_like(0) for x in index.toposort() if x.op is Ops.RANGE and x is not r}
+    at = [simplify(index.substitute({**others, r: r.const_like(v)})) for v in (0, 1)]
+    return at[1].arg - at[0].arg if all(a.op is Ops.CONST for a in at) else 0
+
+
+def memory_strides(ast: UOp, loads: bool = True) -> dict[int, set[int]]:
+    """For each kernel axis, the strides with which the kernel's loads (or its stores) walk memory along it."""
+    strides: dict[int, set[int]] = {}
+    for axes in load_axes(ast, loads):
+        for axis, stride in axes.items():
+            strides.setdefault(axis, set()).add(stride)
+    return strides
