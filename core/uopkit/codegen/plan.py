@@ -151,10 +151,10 @@ def initial_plan(ast: UOp) -> KernelPlan:
 
 def work_group_dims(plan: KernelPlan) -> list[int]:
     """The work-group dimensions (lidx0, lidx1, ...) the lowerer gives a GPU-style kernel with this plan, in the
-    order it makes them: the tensor core's threads, each LOCAL part of the output axes, each GROUP part of the
-    reduce axes."""
+    order it makes them: the tensor core's threads, each LOCAL part of the output axes from the innermost out (so
+    dimension 0 runs along the innermost axis), each GROUP part of the reduce axes."""
     dims = [plan.tc.tc.threads] if plan.tc is not None and plan.tc.tc.threads > 1 else []
-    dims += [p.size for parts in plan.out for p in parts if p.kind == "local" and p.size > 1]
+    dims += reversed([p.size for parts in plan.out for p in parts if p.kind == "local" and p.size > 1])
     dims += [p.size for parts in plan.red for p in parts if p.kind == "group" and p.size > 1]
     return dims
 
