@@ -76,6 +76,22 @@ def getenv(key: str, default: str = "") -> str:
     return os.getenv(key, default)
 
 
+def cpu_threads() -> int:
+    """Threads a CPU kernel may use: UOPKIT_THREADS, else OMP_NUM_THREADS, else the cores this process may run on
+    (its affinity mask: a container or `taskset` may allow fewer than the machine has)."""
+    env = os.getenv("UOPKIT_THREADS") or os.getenv("OMP_NUM_THREADS")
+    if env:
+        first = env.split(",")[0].strip()
+        if not first.isdigit():
+            raise ValueError(f"UOPKIT_THREADS / OMP_NUM_THREADS must be a positive integer, got {env!r}")
+        return max(1, int(first))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        # no affinity masks on this OS (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def prod(xs: Iterable[T], start: int = 1) -> T:
     return functools.reduce(lambda a, b: a * b, xs, start)  # type: ignore[arg-type,return-value]
 

@@ -180,6 +180,10 @@ class CStyleRenderer(Renderer):
         dst = self.render_dtype(u.dtype)
         return f"({{ {src} bc_in = {arg}; {dst} bc_out; __builtin_memcpy(&bc_out, &bc_in, sizeof(bc_out)); bc_out; }})"
 
+    def render_parallel_for(self, iterations: int | None) -> str:
+        """The line that marks a parallel loop of `iterations` iterations (None: a symbolic count): `parallel_for`."""
+        return self.parallel_for
+
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         lines = [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{", *body, "}"]
         return "\n".join(lines)
@@ -427,7 +431,7 @@ def do_range(ctx: RenderContext, x: UOp) -> str:
     ctx.bind(x, name)
     role, lines = ctx.loops[x], []
     if role.parallel and r.parallel_for:
-        lines.append(r.parallel_for)
+        lines.append(r.render_parallel_for(x.src[0].arg if x.src[0].op is Ops.CONST else None))
     simd = role.reduce in r.caps.simd_reduce_ops
     if simd and role.reduce is Ops.ADD and r.simd_sum_loop:
         lines.append(r.simd_sum_loop.format(vars=", ".join(ctx.names[g] for g in role.registers)))

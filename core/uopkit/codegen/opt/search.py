@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from uopkit import diskcache
-from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, initial_plan
+from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
 from uopkit.helpers import DEBUG
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp
@@ -40,10 +40,20 @@ def ast_key(ast: UOp, renderer: Renderer) -> str:
     """A stable key for a kernel on a device: its AST written out in order, the renderer and its settings."""
     nodes = list(ast.toposort())
     index = {u: i for i, u in enumerate(nodes)}
-    text = [f"{type(renderer).__module__}.{type(renderer).__name__}"]
+    # (the version of what opts mean: 2 since OptOps.THREAD splits its amount off the loop)
+    text = [f"{type(renderer).__module__}.{type(renderer).__name__}", "opts v2"]
     for u in nodes:
         text.append(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|{[index[s] for s in u.src]}")
     return hashlib.sha256("\n".join(text).encode()).hexdigest()
+
+
+def _applies(ast: UOp, opts: list[Opt], renderer: Renderer) -> bool:
+    # a result found with another thread count may split a loop that THREAD can't split here: search again
+    try:
+        apply_opts(ast, opts, renderer)
+    except OptError:
+        return False
+    return True
 
 
 def load_cached(key: str) -> list[Opt] | None:
@@ -76,7 +86,8 @@ def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
                 actions += [Opt(op, axis, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in GROUP_AMOUNTS]
         else:
             if renderer.caps.has_threads:
-                actions.append(Opt(OptOps.THREAD, axis, cpu_threads()))
+                # the whole loop among the threads, or one block per thread
+                actions += [Opt(OptOps.THREAD, axis, a) for a in dict.fromkeys((0, cpu_threads()))]
             if renderer.caps.has_local:
                 actions += [Opt(OptOps.LOCAL, axis, a) for a in LOCAL_AMOUNTS]
     # each tensor core the renderer declares, on each reduce axis (apply_opt keeps the ones the kernel fits)
@@ -189,7 +200,7 @@ def beam_search(
 
     key = ast_key(ast, renderer)
     cached = load_cached(key)
-    if cached is not None:
+    if cached is not None and _applies(ast, cached, renderer):
         return cached
     if timer is None:
         from uopkit.device import Device
