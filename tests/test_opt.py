@@ -171,6 +171,7 @@ def test_beam_env_runs_real_search(tmp_path, monkeypatch):
 def test_cpu_threads_from_env_then_affinity_mask(monkeypatch):
     import os
 
+    from uopkit import helpers
     from uopkit.helpers import cpu_threads
 
     monkeypatch.delenv("UOPKIT_THREADS", raising=False)
@@ -178,6 +179,7 @@ def test_cpu_threads_from_env_then_affinity_mask(monkeypatch):
     # a process limited to 3 cores of a bigger machine (taskset, a container's cpuset) uses 3
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(helpers, "cgroup_cpu_limit", lambda: None)
     assert cpu_threads() == 3
     monkeypatch.setenv("OMP_NUM_THREADS", "4,2")
     assert cpu_threads() == 4
@@ -186,6 +188,35 @@ def test_cpu_threads_from_env_then_affinity_mask(monkeypatch):
     monkeypatch.setenv("UOPKIT_THREADS", "many")
     with pytest.raises(ValueError, match="positive integer"):
         cpu_threads()
+
+
+def test_cpu_threads_within_the_cgroup_cpu_quota(tmp_path, monkeypatch):
+    import os
+
+    from uopkit import helpers
+
+    def cgroup(lines, files):
+        proc = tmp_path / "cgroup"
+        proc.write_text(lines)
+        for name, text in files.items():
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text(text)
+        # (read once per process: the limit doesn't change while it runs)
+        helpers.cgroup_cpu_limit.cache_clear()
+        return helpers.cgroup_cpu_limit(str(proc), str(tmp_path))
+
+    # v2, a container limited to 2.5 CPUs (its group is the mount's root): 3 threads' worth of time
+    assert cgroup("0::/job\n", {"cpu.max": "250000 100000\n"}) == 3
+    assert cgroup("0::/\n", {"cpu.max": "max 100000\n"}) is None
+    # v1: a group below the mount, under a parent with a tighter quota
+    files = {"cpu/a/b/cpu.cfs_quota_us": "800000", "cpu/a/b/cpu.cfs_period_us": "100000"}
+    files |= {"cpu/a/cpu.cfs_quota_us": "400000", "cpu/a/cpu.cfs_period_us": "100000"}
+    assert cgroup("4:memory:/x\n1:cpu:/a/b\n", files) == 4
+    monkeypatch.delenv("UOPKIT_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(192)), raising=False)
+    monkeypatch.setattr(helpers, "cgroup_cpu_limit", lambda: 16)
+    assert helpers.cpu_threads() == 16
 
 
 def _thread_axes(t, threads, monkeypatch):
