@@ -438,7 +438,8 @@ def do_range(ctx: RenderContext, x: UOp) -> str:
     elif simd and role.reduce is Ops.MAX and r.simd_max_loop:
         # MAX is a plain compare in the loop (see do_max_update); the int flag puts a NaN back after it
         ctx.simd_max_loops.add(x)
-        lines += [f"int nan{g.arg} = 0;" for g in role.registers]
+        # (an accumulator that is NaN already, from an outer loop's earlier pass, stays NaN: the compare would drop it)
+        lines += [f"int nan{g.arg} = (acc{g.arg}!=acc{g.arg});" for g in role.registers]
         accs, flags = (", ".join(f"{p}{g.arg}" for g in role.registers) for p in ("acc", "nan"))
         lines.append(r.simd_max_loop.format(vars=accs, flags=flags))
     lines.append(f"for ({ctx.r.render_dtype(x.dtype)} {name} = 0; {name} < {ctx.ref(x.src[0])}; {name}++) {{")
