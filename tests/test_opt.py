@@ -247,8 +247,11 @@ def test_heuristic_small_kernels_use_fewer_threads_or_none(monkeypatch):
     assert _thread_axes(small, 16, monkeypatch)[0] == []
     item = create_schedule(kernelize_tensors([Tensor.empty(64, 1024).contiguous() * 2]))[-1]
     monkeypatch.setenv("UOPKIT_THREADS", "64")
-    # 64K elements are worth 64K / MIN_WORK_PER_THREAD threads, not 64
-    assert kernel_threads(initial_plan(item.ast)) == 64 * 1024 // MIN_WORK_PER_THREAD < 64
+    # 64K elements are worth 64K / MIN_WORK_PER_THREAD threads, not 64: as many blocks, and as many threads start
+    wanted = 64 * 1024 // MIN_WORK_PER_THREAD
+    assert kernel_threads(initial_plan(item.ast)) == wanted < 64
+    src = get_program(item.ast, Device["CPU"].renderer).src
+    assert f"num_threads({wanted})" in src
 
 
 def test_heuristic_column_sums_keep_a_block_per_thread(monkeypatch):

@@ -193,8 +193,16 @@ def _thread_opts(plan: KernelPlan, renderer: Renderer) -> KernelPlan:
             best = (balance, n + 1)
         if balance >= MIN_BALANCE:
             break
-    for axis, _ in loops[: best[1]]:
-        plan = _try(plan, Opt(OptOps.THREAD, axis, 0), renderer)
+    chosen = loops[: best[1]]
+    blocks = math.prod(size for _, size in chosen[:-1])
+    for k, (axis, size) in enumerate(chosen):
+        amount = 0
+        if k == len(chosen) - 1 and threads < cpu_threads():
+            # a kernel worth fewer threads than there are: about as many blocks as its threads (the renderer starts
+            # one thread per block, up to every core), each a run of the loop
+            fit = [d for d in range(2, size) if size % d == 0 and blocks * d >= threads]
+            amount = next((d for d in fit if thread_balance(blocks * d, threads) >= MIN_BALANCE), 0)
+        plan = _try(plan, Opt(OptOps.THREAD, axis, amount), renderer)
     return plan
 
 
