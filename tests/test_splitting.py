@@ -21,23 +21,25 @@ def _rand(*shape: int, seed: int = 0) -> np.ndarray:
 
 
 def test_split_parts_depend_on_shapes_only():
-    # one output: 64 slices, each still long
+    # one output: 64 slices
     assert split_parts(1, 1 << 24) == 64
-    # (8 outputs over 40 * MIN_SLICE: 40 slices, not the 64 wanted, each still MIN_SLICE long)
-    assert split_parts(8, 40 * MIN_SLICE) == 40
-    # few blocks of outputs (a 16x16 matmul): fewer slices, never shorter than MIN_SLICE
-    assert split_parts(256, 4096) == 4
+    # a few blocks of outputs (a 16x16 matmul over a long K): fewer slices
+    assert split_parts(256, 1 << 16) == 16
+    # every slice stays long
+    for outputs, length in ((1, 1 << 22), (4, 1 << 20), (64, 1 << 16), (100, 3 * (1 << 15))):
+        parts = split_parts(outputs, length)
+        assert parts > 1 and length % parts == 0 and length // parts >= MIN_SLICE
     # small work, many outputs, or no divisor: left whole
-    assert split_parts(1, 4096) == 1
+    assert split_parts(1, 1 << 20) == 1
     assert split_parts(4096, 4096) == 1
-    assert split_parts(1, 1_000_003) == 1
+    assert split_parts(1, 16_000_057) == 1
 
 
 def test_full_sum_is_partial_sums_then_their_sum():
-    x = _rand(512, 1024)
+    x = _rand(1024, 4096)
     # the partial sums (64 slices of the longer axis, shared among threads), then one kernel adds them up
     assert _shapes(Tensor(x).sum()) == [(1, 64, 1), (1, 1, 1)]
-    assert _shapes(Tensor(x).sum(axis=1)) == [(512, 1)]
+    assert _shapes(Tensor(x).sum(axis=1)) == [(1024, 1)]
     np.testing.assert_allclose(Tensor(x).sum().numpy(), x.astype(np.float64).sum(), rtol=1e-5)
 
 
@@ -46,7 +48,7 @@ def test_full_sum_is_partial_sums_then_their_sum():
     ["sum", "mean", "max", "min", "int_sum", "few_rows_sum", "small_matmul", "grad"],
 )
 def test_split_reduces_agree_with_numpy(name):
-    x = _rand(256, 1024)
+    x = _rand(1024, 4096)
     if name == "sum":
         got, want = Tensor(x).sum().numpy(), x.astype(np.float64).sum()
     elif name == "mean":
@@ -57,12 +59,12 @@ def test_split_reduces_agree_with_numpy(name):
     elif name == "min":
         got, want = Tensor(x).min().numpy(), x.min()
     elif name == "int_sum":
-        xi = np.random.default_rng(1).integers(-1000, 1000, (512, 1024)).astype(np.int32)
+        xi = np.random.default_rng(1).integers(-1000, 1000, (1024, 4096)).astype(np.int32)
         got, want = Tensor(xi).sum().numpy(), xi.astype(np.int64).sum()
     elif name == "few_rows_sum":
         got, want = Tensor(x.reshape(4, -1)).sum(axis=1).numpy(), x.reshape(4, -1).astype(np.float64).sum(axis=1)
     elif name == "small_matmul":
-        a, b = _rand(16, 8192, seed=2), _rand(8192, 8, seed=3)
+        a, b = _rand(16, 32768, seed=2), _rand(32768, 8, seed=3)
         assert len(_shapes(Tensor(a) @ Tensor(b))) == 2
         got, want = (Tensor(a) @ Tensor(b)).numpy(), a.astype(np.float64) @ b
     else:
@@ -73,7 +75,7 @@ def test_split_reduces_agree_with_numpy(name):
 
 
 def test_a_nan_still_wins_a_split_max():
-    x = _rand(256, 1024)
+    x = _rand(1024, 4096)
     x[200, 3] = np.nan
     assert np.isnan(Tensor(x).max().numpy())
     # unsplit, over two axes (two nested max loops: a NaN found in one row must survive the next row's loop)
@@ -83,7 +85,7 @@ def test_a_nan_still_wins_a_split_max():
 
 
 def test_split_sum_gives_the_same_bits_at_any_thread_count(monkeypatch):
-    x = _rand(1024, 1024)
+    x = _rand(1024, 4096)
     results = []
     for threads in (1, 2, 16):
         monkeypatch.setenv("UOPKIT_THREADS", str(threads))
