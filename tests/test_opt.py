@@ -342,3 +342,123 @@ def test_beam_checks_every_output_of_a_kernel():
     np.testing.assert_allclose(timer.expected[1], inputs + 1)
     assert timer([Opt(OptOps.UPCAST, 1, 2)]) < float("inf")
     assert timer(target) == float("inf") and list(timer.rejected) == [tuple(target)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CPU threads: how many, and which loops the heuristic shares among them
+
+
+def test_cpu_threads_from_env_then_affinity_mask(monkeypatch):
+    import os
+
+    from uopkit import helpers
+    from uopkit.helpers import cpu_threads
+
+    monkeypatch.delenv("UOPKIT_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    # a process limited to 3 cores of a bigger machine (taskset, a container's cpuset) uses 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(helpers, "cgroup_cpu_limit", lambda: None)
+    assert cpu_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "4,2")
+    assert cpu_threads() == 4
+    monkeypatch.setenv("UOPKIT_THREADS", "6")
+    assert cpu_threads() == 6
+    monkeypatch.setenv("UOPKIT_THREADS", "many")
+    with pytest.raises(ValueError, match="positive integer"):
+        cpu_threads()
+
+
+def test_cpu_threads_within_the_cgroup_cpu_quota(tmp_path, monkeypatch):
+    import os
+
+    from uopkit import helpers
+
+    def cgroup(lines, files):
+        proc = tmp_path / "cgroup"
+        proc.write_text(lines)
+        for name, text in files.items():
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text(text)
+        # (read once per process: the limit doesn't change while it runs)
+        helpers.cgroup_cpu_limit.cache_clear()
+        return helpers.cgroup_cpu_limit(str(proc), str(tmp_path))
+
+    # v2, a container limited to 2.5 CPUs (its group is the mount's root): 3 threads' worth of time
+    assert cgroup("0::/job\n", {"cpu.max": "250000 100000\n"}) == 3
+    assert cgroup("0::/\n", {"cpu.max": "max 100000\n"}) is None
+    # v1: a group below the mount, under a parent with a tighter quota
+    files = {"cpu/a/b/cpu.cfs_quota_us": "800000", "cpu/a/b/cpu.cfs_period_us": "100000"}
+    files |= {"cpu/a/cpu.cfs_quota_us": "400000", "cpu/a/cpu.cfs_period_us": "100000"}
+    assert cgroup("4:memory:/x\n1:cpu:/a/b\n", files) == 4
+    monkeypatch.delenv("UOPKIT_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(192)), raising=False)
+    monkeypatch.setattr(helpers, "cgroup_cpu_limit", lambda: 16)
+    assert helpers.cpu_threads() == 16
+
+
+def _thread_axes(t, threads, monkeypatch):
+    """The opts the heuristic gives the last kernel of `t` with `threads` threads: (THREAD axes, all opts)."""
+    from uopkit.codegen.opt.heuristic import hand_coded_opts
+
+    monkeypatch.setenv("UOPKIT_THREADS", str(threads))
+    item = create_schedule(kernelize_tensors([t]))[-1]
+    opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
+    return [o.axis for o in opts if o.op is OptOps.THREAD], opts
+
+
+def test_heuristic_threads_matmul_over_rows_then_columns_of_tiles(monkeypatch):
+    a, b = Tensor.empty(256, 256), Tensor.empty(256, 256)
+    # 32 rows of 8x32 tiles: enough for 16 or 32 threads, row blocks only
+    assert _thread_axes(a @ b, 16, monkeypatch)[0] == [0]
+    assert _thread_axes(a @ b, 32, monkeypatch)[0] == [0]
+    # 12 threads share 32 rows unevenly (3 rounds for 2.7): the columns of tiles are split too (256 blocks)
+    assert _thread_axes(a @ b, 12, monkeypatch)[0] == [0, 1]
+    # 64 rows by 16 columns of tiles at 128 threads: both axes
+    assert _thread_axes(Tensor.empty(512, 256) @ Tensor.empty(256, 512), 128, monkeypatch)[0] == [0, 1]
+
+
+def test_heuristic_small_kernels_use_fewer_threads_or_none(monkeypatch):
+    from uopkit.codegen.opt.heuristic import MIN_WORK_PER_THREAD, kernel_threads
+
+    small = Tensor.empty(16, 16).contiguous() + 1
+    assert _thread_axes(small, 16, monkeypatch)[0] == []
+    item = create_schedule(kernelize_tensors([Tensor.empty(64, 1024).contiguous() * 2]))[-1]
+    monkeypatch.setenv("UOPKIT_THREADS", "64")
+    # 64K elements are worth 64K / MIN_WORK_PER_THREAD threads, not 64: as many blocks, and as many threads start
+    wanted = 64 * 1024 // MIN_WORK_PER_THREAD
+    assert kernel_threads(initial_plan(item.ast)) == wanted < 64
+    src = get_program(item.ast, Device["CPU"].renderer).src
+    assert f"num_threads({wanted})" in src
+
+
+def test_heuristic_column_sums_keep_a_block_per_thread(monkeypatch):
+    t = Tensor.empty(4096, 4096).sum(axis=0)
+    for threads in (2, 16, 64):
+        axes, opts = _thread_axes(t, threads, monkeypatch)
+        plan = initial_plan(create_schedule(kernelize_tensors([t]))[-1].ast)
+        for o in opts:
+            plan = apply_opt(plan, o, Device["CPU"].renderer)
+        # wide vector passes over the rows, but still at least one pass for each thread
+        assert axes == [1] and plan.threads >= threads and plan.lanes() >= 64
+
+
+def test_thread_opt_splits_and_merges_axes_into_one_parallel_loop(monkeypatch):
+    monkeypatch.setenv("UOPKIT_THREADS", "4")
+    item = create_schedule(kernelize_tensors([Tensor.empty(12, 40).contiguous() * 3]))[-1]
+    renderer = Device["CPU"].renderer
+    plan = initial_plan(item.ast)
+    plan = apply_opt(plan, Opt(OptOps.THREAD, 0, 3), renderer)
+    plan = apply_opt(plan, Opt(OptOps.THREAD, 1, 0), renderer)
+    assert plan.out[0][0].kind == "thread" and plan.out[0][0].size == 3 and plan.out[1][0].size == 40
+    assert plan.threads == 3 * 40
+    with pytest.raises(OptError, match="already split among threads"):
+        apply_opt(plan, Opt(OptOps.THREAD, 0, 2), renderer)
+    src = get_program(item.ast, renderer, [Opt(OptOps.THREAD, 0, 3), Opt(OptOps.THREAD, 1, 0)]).src
+    # one parallel loop over the 120 blocks, on the 4 threads asked for
+    assert src.count("#pragma omp parallel for") == 1 and "num_threads(4)" in src and "< 120;" in src
+    # a loop of fewer blocks than threads starts only as many
+    src = get_program(item.ast, renderer, [Opt(OptOps.THREAD, 0, 3)]).src
+    assert "num_threads(3)" in src

@@ -76,6 +76,66 @@ def getenv(key: str, default: str = "") -> str:
     return os.getenv(key, default)
 
 
+def cpu_threads() -> int:
+    """Threads a CPU kernel may use: UOPKIT_THREADS, else OMP_NUM_THREADS, else the cores this process may run on:
+    its affinity mask (`taskset`, a container's cpuset), and no more than its cgroup's CPU quota (a container's
+    `--cpus`: more threads than the quota only wait for each other at every barrier)."""
+    env = os.getenv("UOPKIT_THREADS") or os.getenv("OMP_NUM_THREADS")
+    if env:
+        first = env.split(",")[0].strip()
+        if not first.isdigit():
+            raise ValueError(f"UOPKIT_THREADS / OMP_NUM_THREADS must be a positive integer, got {env!r}")
+        return max(1, int(first))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        # no affinity masks on this OS (macOS, Windows)
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_limit()
+    return max(1, min(cores, quota) if quota is not None else cores)
+
+
+@functools.cache
+def cgroup_cpu_limit(proc: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
+    """CPUs' worth of time the process's cgroups allow per period (rounded up), or None without a quota."""
+    try:
+        with open(proc) as f:
+            entries = [line.strip().split(":", 2) for line in f if line.count(":") >= 2]
+    except OSError:
+        return None
+    limits: list[int] = []
+    for _, controllers, path in entries:
+        # cgroup v2 (no controller list): cpu.max "quota period"; v1: the cpu controller's cfs files
+        if controllers == "":
+            mounts, files = [root], ("cpu.max",)
+        elif "cpu" in controllers.split(","):
+            mounts, files = [f"{root}/cpu", f"{root}/cpu,cpuacct"], ("cpu.cfs_quota_us", "cpu.cfs_period_us")
+        else:
+            continue
+        for mount in mounts:
+            # the group itself and every group above it (inside a container the group is often the mount's root)
+            parts = [p for p in path.split("/") if p]
+            for depth in range(len(parts), -1, -1):
+                limit = _cgroup_quota(os.path.join(mount, *parts[:depth]), files)
+                if limit is not None:
+                    limits.append(limit)
+    return min(limits) if limits else None
+
+
+def _cgroup_quota(folder: str, files: tuple[str, ...]) -> int | None:
+    try:
+        words = []
+        for name in files:
+            with open(os.path.join(folder, name)) as f:
+                words += f.read().split()
+        quota, period = words[0], words[1]
+        if quota in ("max", "-1"):
+            return None
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def prod(xs: Iterable[T], start: int = 1) -> T:
     return functools.reduce(lambda a, b: a * b, xs, start)  # type: ignore[arg-type,return-value]
 

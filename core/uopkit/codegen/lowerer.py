@@ -387,8 +387,18 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
         grid_ids = _grid_ids(ctx, [(ij, plan.out[ij[0]][ij[1]].size) for ij in grid_parts])
     # work-group ids the same way round: the innermost LOCAL part is the lowest free dimension, so work-items side by
     # side in a warp (dimension 0 varies fastest) are side by side along the innermost, usually contiguous, axis
-    local_parts = [(i, j) for i, parts in enumerate(plan.out) for j, p in enumerate(parts) if p.kind == "local"]
+    local_parts = [
+        (i, j) for i, parts in enumerate(plan.out) for j, p in enumerate(parts) if p.kind == "local" and p.size > 1
+    ]
     local_ids = {ij: ctx.new_local_id(plan.out[ij[0]][ij[1]].size) for ij in reversed(local_parts)}
+    # CPU threads: the "thread" parts of all axes are one loop (the outermost), its counter decoded per axis
+    thread_parts = [
+        ((i, j), p.size) for i, parts in enumerate(plan.out) for j, p in enumerate(parts) if p.kind == "thread"
+    ]
+    if thread_parts:
+        thread_ids, thread_loop = _thread_ids(ctx, thread_parts)
+        grid_ids.update(thread_ids)
+        loops.append(thread_loop)
     idx = []
     for i, parts in enumerate(plan.out):
         nodes: list[tuple[UOp, int]] = []
@@ -431,6 +441,23 @@ def _grid_ids(ctx: LowererContext, parts: list[tuple[tuple[int, int], int]]) -> 
             stride //= size
             ids[key] = (merged // stride) % size if stride > 1 else merged % size
     return ids
+
+
+def _thread_ids(
+    ctx: LowererContext, parts: list[tuple[tuple[int, int], int]]
+) -> tuple[dict[tuple[int, int], UOp], UOp]:
+    # one parallel loop over every combination of the thread parts (like OpenMP's collapse): each iteration is one
+    # block of the output, and the blocks are spread evenly over the threads however the parts are shaped
+    loop = ctx.new_range(math.prod(size for _, size in parts), "thread")
+    if len(parts) == 1:
+        ctx.axis_of[loop.arg[0]] = parts[0][0][0]
+    ids: dict[tuple[int, int], UOp] = {}
+    stride = loop.src[0].arg
+    for n, (key, size) in enumerate(parts):
+        stride //= size
+        part = loop // stride if stride > 1 else loop
+        ids[key] = part % size if n > 0 else part
+    return ids, loop
 
 
 def lower_store(ctx: LowererContext, store: UOp) -> UOp:

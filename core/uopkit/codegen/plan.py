@@ -4,7 +4,9 @@ Axes are numbered as the kernel sees them: output axes 0..n-1 (the shape of the 
 the axes of its reduce, n..n+m-1. Each axis is split into parts, outer to inner, each with a kind:
 
 - "loop": a for loop (a grid dimension on GPU-style backends)
-- "thread": the loop is shared among CPU threads
+- "thread": the outermost part of an axis, shared among CPU threads. The thread parts of all output axes make one
+  parallel loop (the outermost) over their combinations, each iteration one block of the output; the renderer
+  spreads the blocks over the threads
 - "local": a work-group dimension (GPU)
 - "upcast": unrolled into independent lanes (registers, vectors); on a reduce axis: one accumulator per lane
 - "unroll": reduce lanes summed into the same accumulator inside the loop
@@ -29,7 +31,9 @@ if TYPE_CHECKING:
 class OptOps(Enum):
     """What an `Opt(op, axis, amount)` does to kernel axis `axis`.
 
-    - UPCAST / UNROLL / LOCAL / GROUP / GROUPTOP / THREAD split `amount` off the axis (see the module docstring).
+    - UPCAST / UNROLL / LOCAL / GROUP / GROUPTOP / THREAD split `amount` off the axis (see the module docstring);
+      THREAD splits it off the outer end of the axis's outermost loop (amount 0: the whole loop), once per axis,
+      on any number of output axes.
     - PADTO rounds the axis size up to a multiple of `amount`.
     - TC runs the kernel's matmul on a tensor core: `axis` is the kernel axis of the reduce to run on it (the
       first reduce axis, ``n_out``, for ``a @ b``) and `amount` the index of the `TensorCore` in
@@ -95,6 +99,7 @@ class KernelPlan:
     red: tuple[tuple[AxisPart, ...], ...]
     real: tuple[int, ...]
     opts: tuple[Opt, ...] = ()
+    # iterations of the parallel loop (the product of the "thread" parts; 0: no THREAD)
     threads: int = 0
     reduce_op: UOp | None = field(default=None, compare=False)
     tc: TCPlan | None = None

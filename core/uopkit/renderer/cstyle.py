@@ -180,6 +180,10 @@ class CStyleRenderer(Renderer):
         dst = self.render_dtype(u.dtype)
         return f"({{ {src} bc_in = {arg}; {dst} bc_out; __builtin_memcpy(&bc_out, &bc_in, sizeof(bc_out)); bc_out; }})"
 
+    def render_parallel_for(self, iterations: int | None) -> str:
+        """The line that marks a parallel loop of `iterations` iterations (None: a symbolic count): `parallel_for`."""
+        return self.parallel_for
+
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         lines = [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{", *body, "}"]
         return "\n".join(lines)
@@ -427,14 +431,15 @@ def do_range(ctx: RenderContext, x: UOp) -> str:
     ctx.bind(x, name)
     role, lines = ctx.loops[x], []
     if role.parallel and r.parallel_for:
-        lines.append(r.parallel_for)
+        lines.append(r.render_parallel_for(x.src[0].arg if x.src[0].op is Ops.CONST else None))
     simd = role.reduce in r.caps.simd_reduce_ops
     if simd and role.reduce is Ops.ADD and r.simd_sum_loop:
         lines.append(r.simd_sum_loop.format(vars=", ".join(ctx.names[g] for g in role.registers)))
     elif simd and role.reduce is Ops.MAX and r.simd_max_loop:
         # MAX is a plain compare in the loop (see do_max_update); the int flag puts a NaN back after it
         ctx.simd_max_loops.add(x)
-        lines += [f"int nan{g.arg} = 0;" for g in role.registers]
+        # (an accumulator that is NaN already, from an outer loop's earlier pass, stays NaN: the compare would drop it)
+        lines += [f"int nan{g.arg} = (acc{g.arg}!=acc{g.arg});" for g in role.registers]
         accs, flags = (", ".join(f"{p}{g.arg}" for g in role.registers) for p in ("acc", "nan"))
         lines.append(r.simd_max_loop.format(vars=accs, flags=flags))
     lines.append(f"for ({ctx.r.render_dtype(x.dtype)} {name} = 0; {name} < {ctx.ref(x.src[0])}; {name}++) {{")

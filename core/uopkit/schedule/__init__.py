@@ -18,6 +18,7 @@ from uopkit.schedule.grouper import (
     stored_reads,
 )
 from uopkit.schedule.packing import pack_panels
+from uopkit.schedule.splitting import split_reduces
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
 
 if TYPE_CHECKING:
@@ -240,6 +241,11 @@ def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
     if packed:
         update_tensors(packed)
         sink = sink.substitute(packed, name="pack panels")
+    # a long reduce into few outputs becomes partial reduces and a reduce of those, so that threads can share it
+    split = split_reduces(sink)
+    if split:
+        update_tensors(split)
+        sink = sink.substitute(split, name="split reduces")
     if SPEC:
         from uopkit.uop.spec import verify_tensor_graph
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from uopkit.helpers import cpu_threads
 from uopkit.renderer import RendererCaps
 from uopkit.renderer.cstyle import CStyleRenderer
 from uopkit.uop.ops import Ops, UOp
@@ -29,6 +30,12 @@ class ClangRenderer(CStyleRenderer):
     simd_sum_loop: ClassVar[str] = "#pragma omp simd reduction(+:{vars})"
     # max loops: OpenMP's max reduction on the plain compare, NaNs tracked by an int flag per accumulator
     simd_max_loop: ClassVar[str] = "#pragma omp simd reduction(max:{vars}) reduction(|:{flags})"
+
+    def render_parallel_for(self, iterations: int | None) -> str:
+        # the team OpenMP starts is the kernel's (UOPKIT_THREADS, not OpenMP's default of every core), and no larger
+        # than the loop: a small kernel's few blocks wake only as many threads
+        threads = cpu_threads() if iterations is None else max(1, min(iterations, cpu_threads()))
+        return f"{self.parallel_for} num_threads({threads})"
 
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         src = super().render_kernel(name, body, params)

@@ -64,13 +64,12 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
             raise OptError(f"{opt}: THREAD applies to output axes")
         if not renderer.caps.has_threads:
             raise OptError(f"{opt}: the {renderer.device or type(renderer).__name__} renderer has no CPU threads")
-        if any(p.kind == "thread" for parts in plan.out for p in parts):
-            raise OptError(f"{opt}: only one axis can be split among threads")
-        parts = list(plan.out[opt.axis])
-        if parts[0].kind != "loop":
+        if any(p.kind == "thread" for p in plan.out[opt.axis]):
+            raise OptError(f"{opt}: axis {opt.axis} is already split among threads")
+        if plan.out[opt.axis][0].kind != "loop":
             raise OptError(f"{opt}: the outermost part of axis {opt.axis} is not a loop")
-        parts[0] = AxisPart(parts[0].size, "thread")
-        new = replace(plan.with_axis(opt.axis, tuple(parts)), threads=opt.amount)
+        new = _split_last_loop(plan, opt.axis, opt.amount, "thread", opt, outer=True)
+        new = replace(new, threads=math.prod(p.size for parts in new.out for p in parts if p.kind == "thread"))
     elif opt.op is OptOps.LOCAL:
         if is_reduce or not renderer.caps.has_local:
             raise OptError(f"{opt}: LOCAL needs an output axis and a renderer with work-groups")

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
+import math
 
-from uopkit.codegen.opt import Opt, OptOps, initial_plan
+from uopkit.codegen.opt import KernelPlan, Opt, OptOps, initial_plan
 from uopkit.codegen.opt.analysis import divisor as _divisor
 from uopkit.codegen.opt.analysis import load_axes, memory_strides
 from uopkit.codegen.opt.analysis import try_opt as _try
+from uopkit.helpers import cpu_threads
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp
-
-
-def cpu_threads() -> int:
-    env = os.getenv("UOPKIT_THREADS") or os.getenv("OMP_NUM_THREADS")
-    return max(1, int(env)) if env else (os.cpu_count() or 1)
 
 
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
@@ -69,8 +65,10 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
             if big and amt == width and not reusing:
-                # nothing to reuse (a sum over a strided axis): many vectors per pass keep the memory streams long
-                more = _divisor(out_sizes[axis] // amt, (16, 8, 4, 2))
+                # nothing to reuse (a sum over a strided axis): many vectors per pass keep the memory streams long,
+                # as long as enough passes are left to give every thread one
+                passes = out_sizes[axis] // amt
+                more = _divisor(passes, tuple(m for m in (16, 8, 4, 2) if passes // m >= kernel_threads(plan)))
                 if more:
                     plan = _try(plan, Opt(OptOps.UPCAST, axis, more), renderer)
             elif big and amt == width and out_sizes[axis] % (2 * width) == 0:
@@ -97,12 +95,53 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         amt = _divisor(out_sizes[out_axes[-1]], (width, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
-    # share the outermost loop among the cores when there is enough work
-    work = 1
-    for s in out_sizes + red_sizes:
-        work *= s
-    if work >= 1 << 15 and cpu_threads() > 1:
-        outer = next((i for i, parts in enumerate(plan.out) if parts[0].kind == "loop" and parts[0].size > 1), None)
-        if outer is not None:
-            plan = _try(plan, Opt(OptOps.THREAD, outer, cpu_threads()), renderer)
-    return list(plan.opts)
+    return list(_thread_opts(plan, renderer).opts)
+
+
+# a thread is woken only for at least this many iterations of the kernel's loops (output elements times reduce length):
+# below it, starting the thread costs about what it saves
+MIN_WORK_PER_THREAD = 1 << 14
+# the parallel loop's blocks keep the threads at least this busy: blocks / (threads * rounds of blocks per thread)
+MIN_BALANCE = 0.9
+
+
+def thread_balance(blocks: int, threads: int) -> float:
+    """The share of `threads` kept busy by `blocks` equal blocks dealt out statically (the last round may be short)."""
+    return blocks / (threads * -(-blocks // threads))
+
+
+def kernel_threads(plan: KernelPlan) -> int:
+    """How many threads a kernel's work is worth: every one the process may use, fewer for a small kernel."""
+    work = math.prod(plan.real)
+    return max(1, min(cpu_threads(), work // MIN_WORK_PER_THREAD))
+
+
+def _thread_opts(plan: KernelPlan, renderer: Renderer) -> KernelPlan:
+    """Share the output among the threads: the outer loops of the output axes, outermost first, become one parallel
+    loop of blocks until there are enough blocks to keep every thread busy (a matmul with few rows of tiles is split
+    over its columns of tiles too)."""
+    threads = kernel_threads(plan)
+    if threads < 2 or not renderer.caps.has_threads:
+        return plan
+    loops = [(i, parts[0].size) for i, parts in enumerate(plan.out) if parts[0].kind == "loop" and parts[0].size > 1]
+    best: tuple[float, int] = (0.0, 0)
+    blocks = 1
+    for n, (_, size) in enumerate(loops):
+        blocks *= size
+        balance = thread_balance(blocks, threads)
+        # another axis only for a clear gain: each one adds a division to find the block's coordinates
+        if balance > best[0] + 0.02:
+            best = (balance, n + 1)
+        if balance >= MIN_BALANCE:
+            break
+    chosen = loops[: best[1]]
+    blocks = math.prod(size for _, size in chosen[:-1])
+    for k, (axis, size) in enumerate(chosen):
+        amount = 0
+        if k == len(chosen) - 1 and threads < cpu_threads():
+            # a kernel worth fewer threads than there are: about as many blocks as its threads (the renderer starts
+            # one thread per block, up to every core), each a run of the loop
+            fit = [d for d in range(2, size) if size % d == 0 and blocks * d >= threads]
+            amount = next((d for d in fit if thread_balance(blocks * d, threads) >= MIN_BALANCE), 0)
+        plan = _try(plan, Opt(OptOps.THREAD, axis, amount), renderer)
+    return plan

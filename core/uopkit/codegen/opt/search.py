@@ -46,11 +46,21 @@ def ast_key(ast: UOp, renderer: Renderer) -> str:
     """A stable key for a kernel on a device: its AST written out in order, the renderer and its settings."""
     nodes = list(ast.toposort())
     index = {u: i for i, u in enumerate(nodes)}
-    # CACHE_VERSION: entries of searches that did not verify their candidates are never read
-    text = [CACHE_VERSION, f"{type(renderer).__module__}.{type(renderer).__name__}", repr(renderer.caps)]
+    # CACHE_VERSION: entries of searches that did not verify their candidates are never read; "opts v2": what opts
+    # mean (OptOps.THREAD splits its amount off the loop since v2)
+    text = [CACHE_VERSION, f"{type(renderer).__module__}.{type(renderer).__name__}", repr(renderer.caps), "opts v2"]
     for u in nodes:
         text.append(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|{[index[s] for s in u.src]}")
     return hashlib.sha256("\n".join(text).encode()).hexdigest()
+
+
+def _applies(ast: UOp, opts: list[Opt], renderer: Renderer) -> bool:
+    # a result found with another thread count may split a loop that THREAD can't split here: search again
+    try:
+        apply_opts(ast, opts, renderer)
+    except OptError:
+        return False
+    return True
 
 
 def load_cached(key: str) -> list[Opt] | None:
@@ -83,7 +93,8 @@ def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
                 actions += [Opt(op, axis, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in GROUP_AMOUNTS]
         else:
             if renderer.caps.has_threads:
-                actions.append(Opt(OptOps.THREAD, axis, cpu_threads()))
+                # the whole loop among the threads, or one block per thread
+                actions += [Opt(OptOps.THREAD, axis, a) for a in dict.fromkeys((0, cpu_threads()))]
             if renderer.caps.has_local:
                 actions += [Opt(OptOps.LOCAL, axis, a) for a in LOCAL_AMOUNTS]
     # each tensor core the renderer declares, on each reduce axis (apply_opt keeps the ones the kernel fits)
