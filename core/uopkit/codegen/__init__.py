@@ -112,9 +112,15 @@ pm_sum_of_padding = PatternMatcher(
 )
 
 
+def prepare_ast(ast: UOp) -> UOp:
+    """The kernel AST that opts are planned on and applied to (a sum over padding no longer loops over it): opts
+    chosen for a kernel outside `get_program` must be drawn on this form."""
+    return graph_rewrite(ast, pm_sum_of_padding, name="sum of padding")
+
+
 def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None, name: str | None = None) -> ProgramSpec:
     """Kernel AST -> rendered ProgramSpec, with `opts` (default: chosen by `choose_opts`)."""
-    ast = graph_rewrite(ast, pm_sum_of_padding, name="sum of padding")
+    ast = prepare_ast(ast)
     if SPEC:
         from uopkit.uop.spec import verify_kernel_ast
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from uopkit.codegen import get_program
+from uopkit.codegen import get_program, prepare_ast
 from uopkit.codegen.opt import Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
 from uopkit.codegen.opt.search import candidate_actions
 from uopkit.codegen.opt.verify import output_error, tolerance
@@ -109,7 +109,7 @@ def cases() -> dict[str, Case]:
 
 def random_opts(ast, renderer: Renderer, rng: random.Random, n: int) -> list[Opt]:  # noqa: ANN001
     """Up to `n` opts, each drawn from those `apply_opt` accepts after the previous ones."""
-    plan = initial_plan(ast)
+    plan = initial_plan(prepare_ast(ast))
     opts: list[Opt] = []
     for _ in range(n):
         actions = candidate_actions(plan, renderer)
@@ -146,7 +146,7 @@ def _run(item, device: str, renderer: Renderer, opts: list[Opt]) -> list[np.ndar
 
     dev = Device[device]
     spec = get_program(item.ast, renderer, opts)
-    dims = work_group_dims(apply_opts(item.ast, opts, renderer))
+    dims = work_group_dims(apply_opts(prepare_ast(item.ast), opts, renderer))
     launched = [d for d in (spec.local_size or ()) if d > 1]
     if renderer.caps.has_local and [d for d in dims if d > 1] != launched:
         raise AssertionError(f"the program launches work-groups {spec.local_size}, apply_opt checked {dims}")

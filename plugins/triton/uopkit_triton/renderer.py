@@ -687,7 +687,12 @@ def _reduce_update(store: UOp) -> tuple[Ops, UOp, UOp, UOp] | None:
     index, value = store.src[0], store.src[1]
     if index.src[0].op is not Ops.DEFINE_REG or len(index.src) != 2 or index.src[1].op is not Ops.CONST:
         return None
-    if value.op not in (Ops.ADD, Ops.MAX) or value.dtype == dtypes.bool or len(store.src) != 2:
+    # (a store's sources past the value are ordering deps: the loops an update runs in are fine, a gate is not)
+    if (
+        value.op not in (Ops.ADD, Ops.MAX)
+        or value.dtype == dtypes.bool
+        or any(d.op is not Ops.RANGE for d in store.src[2:])
+    ):
         return None
     currents = [s for s in value.src if s.op is Ops.LOAD and s.src[0] is index]
     if len(currents) != 1:

@@ -68,6 +68,11 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
             raise OptError(f"{opt}: axis {opt.axis} is already split among threads")
         if plan.out[opt.axis][0].kind != "loop":
             raise OptError(f"{opt}: the outermost part of axis {opt.axis} is not a loop")
+        # the parallel loop is the outermost one: the axes outside this one must be shared out whole first (a row
+        # reduce fused along an inner axis could not be placed inside a parallel loop that skips the outer ones)
+        outside = [i for i in range(opt.axis) if plan.out[i][0].kind == "loop" and plan.out[i][0].size > 1]
+        if outside:
+            raise OptError(f"{opt}: THREAD takes the output axes outermost first; axis {outside[0]} is not shared out")
         new = _split_last_loop(plan, opt.axis, opt.amount, "thread", opt, outer=True)
         new = replace(new, threads=math.prod(p.size for parts in new.out for p in parts if p.kind == "thread"))
     elif opt.op is OptOps.LOCAL:
