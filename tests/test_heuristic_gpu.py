@@ -141,6 +141,15 @@ def test_elementwise_gets_vectors_and_several_elements_per_work_item() -> None:
     assert _parts(cu, ast, "CUDA", 1)[-2:] == ["upcast", "local"], cu
 
 
+@pytest.mark.parametrize("target", ["OPENCL", "CUDA"])
+def test_elementwise_of_a_prime_length_is_padded_to_whole_work_groups(target: str) -> None:
+    ast = _asts(Tensor.empty(3, 100003) * 2)[-1]
+    plan = apply_opts(ast, hand_coded_opts(ast, _targets()[target]), _targets()[target])
+    assert plan.opts[0].op is OptOps.PADTO and plan.opts[0].axis == 1, plan.opts
+    threads = math.prod(p.size for parts in plan.out for p in parts if p.kind == "local")
+    assert threads >= 64, plan.opts
+
+
 def test_work_groups_fit_the_renderers_limits() -> None:
     small = opencl.OpenCLRenderer(opencl.CLCaps(max_work_group_size=64, max_work_item_sizes=(64, 64, 64)))
     for t in (
@@ -168,6 +177,7 @@ CASES = {
         None,
     ),
     "elementwise": lambda r, d: ((Tensor(r(64, 128), device=d) * 3 + 1).relu(), lambda a: np.maximum(a * 3 + 1, 0)),
+    "elementwise_prime": lambda r, d: (Tensor(r(2, 4099), device=d) * 3 - 1, lambda a: a * 3 - 1),
 }
 
 

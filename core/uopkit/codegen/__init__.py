@@ -49,7 +49,7 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     # everything after lowering builds index arithmetic of the type lowering chose for this kernel
     with index_dtype(lctx.index_dtype):
         # e**x gets its accurate form while the code is still scalar
-        lowered = graph_rewrite(lowered, exp_rules(renderer.caps.transcendental_ops), name="exp")
+        lowered = graph_rewrite(lowered, exp_rules(), name="exp")
         # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
         expanded = expand(lowered, renderer.caps.vector_ops)
         # transcendental ops the renderer lacks become polynomials and bit operations

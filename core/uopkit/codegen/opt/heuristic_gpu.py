@@ -174,6 +174,13 @@ def _elementwise(plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer
     axis = (contiguous or axes)[-1]
     order = [axis] + [a for a in reversed(axes) if a != axis]
     vec = limits.vector(info.itemsize)
+    # an axis of an awkward length (a prime, as in softmax over 100003) padded to whole work-groups (stores past
+    # the end are gated off), at most 1/8 extra: without, it gets no work-group at all, and one work-item per
+    # work-group crawls
+    block = max(vec, 1) * limits.threads
+    size = _loop_size(plan, axis)
+    if size % block and size >= 8 * block:
+        plan = _try(plan, Opt(OptOps.PADTO, axis, block), renderer)
     if vec:
         # vector loads and stores: each work-item handles a vector of elements along the contiguous axis, the
         # work-group's work-items the vectors side by side
