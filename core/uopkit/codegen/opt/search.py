@@ -21,7 +21,7 @@ from typing import Any
 
 from uopkit import diskcache
 from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
-from uopkit.helpers import DEBUG
+from uopkit.helpers import DEBUG, cpu_threads
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -55,7 +55,8 @@ def ast_key(ast: UOp, renderer: Renderer) -> str:
 
 
 def _applies(ast: UOp, opts: list[Opt], renderer: Renderer) -> bool:
-    # a result found with another thread count may split a loop that THREAD can't split here: search again
+    # a cached pick is used only while the renderer still accepts it: its limits may have changed, and a result found
+    # with another thread count may split a loop that THREAD can't split here (then: search again)
     try:
         apply_opts(ast, opts, renderer)
     except OptError:
@@ -79,8 +80,6 @@ def store_cached(key: str, opts: list[Opt]) -> None:
 
 
 def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
-    from uopkit.codegen.opt.heuristic import cpu_threads
-
     actions: list[Opt] = []
     n_axes = plan.n_out + len(plan.red)
     for axis in range(n_axes):
@@ -345,12 +344,3 @@ def beam_search(
         print(f"BEAM: {len(scored)} candidates ({dropped} dropped: wrong output) in {took:.1f} s -> {best}")
     store_cached(key, best)
     return best
-
-
-def _applies(ast: UOp, opts: list[Opt], renderer: Renderer) -> bool:
-    # a cached pick is used only while the renderer still accepts it (its limits may have changed)
-    try:
-        apply_opts(ast, opts, renderer)
-    except OptError:
-        return False
-    return True
