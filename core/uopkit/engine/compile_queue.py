@@ -36,6 +36,10 @@ class _Job:
     future: Future[tuple[bytes, float]] = field(default_factory=Future)
 
 
+def _fail(job: _Job, e: CompileError) -> None:
+    job.future.set_exception(CompileError(f"kernel {job.name} failed to compile on {job.device}: {e.message}", job.src))
+
+
 class CompileQueue:
     """Compile kernels in batches on worker threads; see the module docstring."""
 
@@ -94,8 +98,7 @@ class CompileQueue:
             failed = next((job for job in batch if job.src is e.src or job.src == e.src), None)
             for job in batch:
                 if job is failed:
-                    message = f"kernel {job.name} failed to compile on {job.device}: {e.message}"
-                    job.future.set_exception(CompileError(message, job.src))
+                    _fail(job, e)
                 else:
                     # not at fault: compiled alone, so its own result (or error) is exact
                     self._compile_one(job)
@@ -114,8 +117,7 @@ class CompileQueue:
         try:
             lib = job.dev.compiler.compile_cached(job.src)
         except CompileError as e:
-            message = f"kernel {job.name} failed to compile on {job.device}: {e.message}"
-            job.future.set_exception(CompileError(message, job.src))
+            _fail(job, e)
             return
         except BaseException as e:
             job.future.set_exception(e)

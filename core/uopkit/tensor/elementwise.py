@@ -72,7 +72,7 @@ class ElementwiseMixin:
 
     def _broadcasted(self, y: Any, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
-        if (type(y) is float or type(y) is int) and (dt := x._const_dtype(y, op)) is x.dtype is not dtypes.bfloat16:
+        if type(y) in (float, int) and x.dtype != dtypes.bfloat16 and (dt := x._const_dtype(y, op)) == x.dtype:
             # a Python number of the tensor's dtype (`a + 1`): the nodes of Tensor(y).expand(shape), built directly
             c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=x.device),), _cast_py(y, dt))
             shape = x.shape
