@@ -393,6 +393,29 @@ def test_clip_with_one_bound():
     _compare(lambda t: t.clip(0.5), np.linspace(0, 1, 6, dtype=np.float32))
 
 
+def test_clamp_takes_torch_keywords():
+    x = np.array([-2.0, -0.5, 0.5, 2.0, np.nan], np.float32)
+    _compare(lambda t: t.clamp(min=-1), x)
+    _compare(lambda t: t.clamp(max=1), x)
+    _compare(lambda t: t.clamp(min=-1, max=1), x)
+
+
+def test_atan2_quadrants_zeros_infinities_and_gradient():
+    vals = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3e-30, 1e30, -1e30, np.inf, -np.inf, np.nan], np.float32)
+    y, x = np.meshgrid(vals, vals)
+    got = Tensor(y).atan2(Tensor(x)).numpy()
+    want = torch.atan2(torch.tensor(y), torch.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+    assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
+    a, b = np.random.default_rng(1).standard_normal((2, 64)).astype(np.float32)
+    ty, tx = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    ry, rx = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    ty.atan2(tx).sum().backward()
+    torch.atan2(ry, rx).sum().backward()
+    np.testing.assert_allclose(ty.grad.numpy(), ry.grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(tx.grad.numpy(), rx.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # 5. numerics
 

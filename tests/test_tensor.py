@@ -147,6 +147,30 @@ def test_movement_ops():
     same(t.detach(), r)
 
 
+@pytest.mark.parametrize("offset", [-3, -1, 0, 1, 2, 5])
+@pytest.mark.parametrize("dims", [(0, 1), (1, 2), (2, 0), (-1, -2)])
+def test_diagonal(offset, dims):
+    x = rng.uniform(size=(2, 3, 4)).astype(np.float32)
+    same(Tensor(x).diagonal(offset, *dims), torch.tensor(x).diagonal(offset, *dims))
+
+
+def test_diagonal_gradient_and_errors():
+    x = rng.uniform(size=(3, 4)).astype(np.float32)
+    t, r = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (t.diagonal(1) * 2).sum().backward()
+    (r.diagonal(1) * 2).sum().backward()
+    same(t.grad, r.grad)
+    with pytest.raises(ShapeError, match="diagonal: dim1 and dim2 are the same axis"):
+        Tensor(x).diagonal(0, 1, -1)
+
+
+def test_size():
+    t = Tensor.zeros(2, 3, 4)
+    assert t.size() == (2, 3, 4) and t.size(0) == 2 and t.size(-1) == 4
+    with pytest.raises(IndexError, match="size: axis 3 is out of range"):
+        t.size(3)
+
+
 @pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
 def test_pad_modes(mode):
     x = rng.uniform(size=(2, 3, 4, 5)).astype(np.float32)

@@ -248,7 +248,13 @@ class MathMixin:
             t = t.minimum(max_)
         return t
 
-    clamp = clip
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:
+        """Clamp to [min, max] (either may be None); clip with torch.clamp's keyword names.
+
+        >>> Tensor([-1.0, 5.0]).clamp(min=0).tolist()
+        [0.0, 5.0]
+        """
+        return self.clip(min, max)
 
     def pow(self, x: Any, reverse: bool = False) -> Tensor:
         """self ** x; small integer exponents multiply, others use POW (negative bases with integer exponents work).
@@ -415,6 +421,26 @@ class MathMixin:
         """
         x = self._float()
         return _with_derivative(x._odd(Tensor._atan_abs), x, (1 + x * x).reciprocal())
+
+    def atan2(self, other: Any) -> Tensor:
+        """The angle of the point (other, self) in (-pi, pi], signs of zeros included, as torch.atan2.
+
+        >>> [round(v, 4) for v in Tensor([1.0, -1.0]).atan2(Tensor([-1.0, 0.0])).tolist()]
+        [2.3562, -1.5708]
+        """
+        y, x = self._float()._broadcasted(other, op="atan2")
+        y, x = y._float(), x._float()
+        ay, ax = y.abs(), x.abs()
+        lo, hi = ay.minimum(ax), ay.maximum(ax)
+        # the angle folded into [0, pi/4] (atan(lo/hi) stays accurate where y/x would overflow); inf/inf is pi/4
+        ratio = ((ay == math.inf) & (ax == math.inf)).where(1.0, (hi == 0).where(0.0, lo / hi))
+        angle = ratio.atan()
+        angle = (ay > ax).where(math.pi / 2 - angle, angle)
+        # x < 0, -0.0 included (atan2(0.0, -0.0) is pi)
+        x_negative = (x < 0) | ((x == 0) & (x.reciprocal() < 0))
+        angle = x_negative.where(math.pi - angle, angle).copysign(y)
+        r2 = x * x + y * y
+        return _with_derivative(angle, y, x / r2, (x, -y / r2))
 
     def _atan_abs(self) -> Tensor:
         big, mid = self > 2.414213562373095, self > 0.4142135623730950

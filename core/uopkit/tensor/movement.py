@@ -445,6 +445,30 @@ class MovementMixin:
             t = Tensor.cat(t._slice_axis(d, n - s, n), t._slice_axis(d, 0, n - s), dim=d)
         return t
 
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        """The diagonal of the matrices spanned by dim1 and dim2, `offset` above (> 0) or below (< 0) the main one,
+        as a new last axis (torch.diagonal).
+
+        >>> Tensor([[1, 2], [3, 4]]).diagonal().tolist(), Tensor([[1, 2], [3, 4]]).diagonal(1).tolist()
+        ([1, 4], [2])
+        """
+        d1 = _normalize_axis(dim1, self.ndim, "diagonal", self.shape)
+        d2 = _normalize_axis(dim2, self.ndim, "diagonal", self.shape)
+        if d1 == d2:
+            raise ShapeError(f"diagonal: dim1 and dim2 are the same axis ({dim1}, {dim2}) for shape {self.shape}")
+        rest = [i for i in range(self.ndim) if i not in (d1, d2)]
+        x = self.permute(*rest, d1, d2)
+        rows, cols = x.shape[-2:]
+        first_row, first_col = min(max(-offset, 0), rows), min(max(offset, 0), cols)
+        n = max(0, min(rows - first_row, cols - first_col))
+        lead = ((0, s) for s in x.shape[:-2])
+        x = x.shrink((*lead, (first_row, first_row + n), (first_col, first_col + n)))
+        if n == 0:
+            return x.reshape(*x.shape[:-2], 0)
+        # in the n*n matrix flattened and padded to n*(n+1), the diagonal is column 0 of rows n+1 long
+        x = x.flatten(-2).pad(((0, 0),) * (x.ndim - 2) + ((0, n),))
+        return x.reshape(*x.shape[:-1], n, n + 1)[..., 0]
+
     def tril(self, diagonal: int = 0) -> Tensor:
         """Keep the lower triangle (j - i <= diagonal) of the last two axes, zero the rest.
 

@@ -347,16 +347,20 @@ def _with_gradient_of(value: Tensor, surrogate: Tensor) -> Tensor:
     return value.detach() - (surrogate.detach() - surrogate)
 
 
-def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor) -> Tensor:
+def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor, *more: tuple[Tensor, Tensor]) -> Tensor:
     """`value` (a function of x, computed for accuracy), whose gradient is `derivative` (d value / dx, a textbook
-    formula) times the incoming one. Where x or the derivative is not finite (the ends of asin's domain) the gradient
-    is 0; second derivatives are not kept."""
-    d = derivative.detach()
-    d = (d - d == 0).where(d, 0)
-    # exactly 0 in value, 1 in gradient
-    step = x.detach() - x
-    step = (x - x == 0).where(step, 0)
-    return value.detach() - step * d
+    formula) times the incoming one; `more` holds (input, derivative) pairs of a function of several inputs. Where an
+    input or its derivative is not finite (the ends of asin's domain) the gradient is 0; second derivatives are not
+    kept."""
+    ret = value.detach()
+    for x_i, d_i in ((x, derivative), *more):
+        d = d_i.detach()
+        d = (d - d == 0).where(d, 0)
+        # exactly 0 in value, 1 in gradient
+        step = x_i.detach() - x_i
+        step = (x_i - x_i == 0).where(step, 0)
+        ret = ret - step * d
+    return ret
 
 
 def _host_np_dtype(dtype: DType) -> Any:

@@ -45,6 +45,7 @@ from uopkit.tensor.support import (
     _flatten_list,
     _from_numpy,
     _host_np_dtype,
+    _normalize_axis,
     _rewrap_bf16,
     _storage_uop,
 )
@@ -132,6 +133,16 @@ class Tensor(
 
     def __repr__(self) -> str:
         return f"<Tensor shape={self.shape} dtype={self.dtype} device={self.device}>"
+
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """The shape, or with `dim` the length of that axis (torch.Tensor.size).
+
+        >>> Tensor.zeros(2, 3).size(), Tensor.zeros(2, 3).size(-1)
+        ((2, 3), 3)
+        """
+        if dim is None:
+            return self.shape
+        return self.shape[_normalize_axis(dim, self.ndim, "size", self.shape)]
 
     def element_size(self) -> int:
         return self.dtype.itemsize
