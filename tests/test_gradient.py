@@ -201,10 +201,18 @@ def test_max_with_ties_splits_evenly_like_amax() -> None:
 
 
 def test_prod_gradient() -> None:
-    if not hasattr(Tensor, "prod"):
-        pytest.skip("Tensor.prod doesn't exist yet")
     x = _randn(3, 4, low=0.5, high=1.5)
     check_grad(lambda t: t.prod(axis=1), [x], lambda t: t.prod(1))
+
+
+@pytest.mark.parametrize("axis", [1, 0, None])
+def test_prod_gradient_with_zeros(axis) -> None:
+    # rows with no zero, one zero, two zeros and a -0.0: the product of the others, never 0 / 0
+    x = np.array([[0.0, 2, 3, 4], [0, 0, 2, 1], [1, 2, 3, 4], [-0.0, 5, 7, 1]], np.float32)
+    t, r = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (t.prod(axis) if axis is not None else t.prod()).sum().backward()
+    (r.prod(axis) if axis is not None else r.prod()).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), r.grad.numpy())
 
 
 # ---------------------------------------------------------------------------------------------------------------------

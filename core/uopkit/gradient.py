@@ -132,10 +132,20 @@ def do_reduce_max_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
 
 
 def do_reduce_mul_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
-    # d prod(x) / dx_i = prod(x) / x_i (undefined where x_i == 0, as in tinygrad)
+    # d prod(x) / dx_i is the product of the others (as PyTorch): prod / x_i when no x is 0; with exactly one zero,
+    # the product of the non-zero others at the zero and 0 times it elsewhere (nan if an inf is in); with more, 0
     x = ret.src[0]
-    shape = x.shape or ()
-    return (_div(_expand(ctx.grad * ret, shape), x),)
+    shape, axes = x.shape or (), ret.arg[1]
+    zero, one = ctx.const(x, 0), ctx.const(x, 1)
+    is_zero = x.alu(Ops.CMPEQ, zero)
+    safe_x = is_zero.where(one, x)
+    zeros = _expand(UOp(Ops.REDUCE_AXIS, x.dtype, (is_zero.cast(x.dtype),), (Ops.ADD, axes)), shape)
+    prod_nonzero = _expand(UOp(Ops.REDUCE_AXIS, x.dtype, (safe_x,), (Ops.MUL, axes)), shape)
+    one_zero = zeros.alu(Ops.CMPEQ, ctx.const(x, 1))
+    at_zero = one_zero.where(prod_nonzero, zero)
+    with_zero = one_zero.where(_div(prod_nonzero, safe_x) * zero, zero)
+    at_nonzero = zeros.alu(Ops.CMPEQ, zero).where(_div(_expand(ret, shape), safe_x), with_zero)
+    return (is_zero.where(at_zero, at_nonzero) * _expand(ctx.grad, shape),)
 
 
 def do_pow_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
