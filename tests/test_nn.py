@@ -8,7 +8,20 @@ import numpy as np
 import pytest
 
 from uopkit import Tensor, dtypes
-from uopkit.nn import BatchNorm, BatchNorm2d, Conv2d, ConvTranspose2d, Embedding, GroupNorm, LayerNorm, Linear
+from uopkit.nn import (
+    BatchNorm,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose2d,
+    Embedding,
+    GroupNorm,
+    InstanceNorm,
+    LayerNorm,
+    Linear,
+    RMSNorm,
+)
 from uopkit.nn.state import get_state_dict, load_state_dict
 from uopkit.tensor import ShapeError
 
@@ -119,6 +132,23 @@ def test_conv2d_errors() -> None:
         Conv2d(3, 4, 3)(Tensor.ones(1, 2, 5, 5))
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"stride": 2, "padding": 1}, {"groups": 2, "dilation": 2, "bias": False}])
+def test_conv1d_matches_torch(kwargs: dict) -> None:
+    compare_layer(Conv1d(4, 6, 3, **kwargs), torch.nn.Conv1d(4, 6, 3, **kwargs), _randn(2, 4, 11), atol=1e-4)
+
+
+def test_conv3d_matches_torch() -> None:
+    ours, theirs = Conv3d(2, 3, (2, 3, 3), padding=1), torch.nn.Conv3d(2, 3, (2, 3, 3), padding=1)
+    compare_layer(ours, theirs, _randn(1, 2, 4, 5, 6), atol=1e-4)
+
+
+def test_conv1d_and_conv3d_errors() -> None:
+    with pytest.raises(ShapeError, match=r"Conv1d\(3, 4\): expected input \(N, 3, W\), got \(1, 3, 5, 5\)"):
+        Conv1d(3, 4, 3)(Tensor.ones(1, 3, 5, 5))
+    with pytest.raises(ValueError, match="Conv3d: kernel_size must be an int or a sequence of 3"):
+        Conv3d(3, 4, (3, 3))
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"stride": 2, "padding": 1, "output_padding": 1}, {"groups": 2}])
 def test_conv_transpose2d_matches_torch(kwargs: dict) -> None:
     _needs("conv_transpose2d")
@@ -210,6 +240,25 @@ def test_groupnorm_errors() -> None:
         GroupNorm(3, 4)
     with pytest.raises(ShapeError, match=r"GroupNorm\(2, 4\)"):
         GroupNorm(2, 4)(Tensor.ones(2, 3, 5))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_instancenorm_matches_torch(affine: bool) -> None:
+    theirs = torch.nn.InstanceNorm2d(3, affine=affine)
+    compare_layer(InstanceNorm(3, affine=affine), theirs, _randn(2, 3, 4, 5) * 2 + 1, atol=1e-4)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_rmsnorm_matches_torch(affine: bool) -> None:
+    theirs = torch.nn.RMSNorm(6, eps=1e-6, elementwise_affine=affine)
+    compare_layer(RMSNorm(6, elementwise_affine=affine), theirs, _randn(3, 4, 6) * 3, atol=1e-4)
+
+
+def test_instancenorm_and_rmsnorm_shape_errors() -> None:
+    with pytest.raises(ShapeError, match=r"InstanceNorm\(3\): expected input \(N, 3, ...\), got \(2, 4, 5\)"):
+        InstanceNorm(3)(Tensor.ones(2, 4, 5))
+    with pytest.raises(ShapeError, match=r"RMSNorm\(6\): input of shape \(2, 5\) doesn't end in 6"):
+        RMSNorm(6)(Tensor.ones(2, 5))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from uopkit.dtype import DType, dtypes, to_numpy_dtype
 from uopkit.tensor import ShapeError, Tensor
 
 __all__ = [
-    "Linear", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding",
+    "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm",
+    "InstanceNorm", "RMSNorm", "Embedding",
 ]  # fmt: skip
 
 
@@ -35,12 +36,17 @@ def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
     return _host(Tensor._rng().uniform(-bound, bound, shape))
 
 
-def _pair(x: int | Sequence[int], name: str, layer: str) -> tuple[int, int]:
+def _ntuple(x: int | Sequence[int], n: int, name: str, layer: str) -> tuple[int, ...]:
     if isinstance(x, int):
-        return (x, x)
-    if len(x) != 2:
-        raise ValueError(f"{layer}: {name} must be an int or a pair, got {x!r}")
-    return (int(x[0]), int(x[1]))
+        return (x,) * n
+    if len(x) != n:
+        raise ValueError(f"{layer}: {name} must be an int or a sequence of {n}, got {x!r}")
+    return tuple(int(v) for v in x)
+
+
+def _pair(x: int | Sequence[int], name: str, layer: str) -> tuple[int, int]:
+    a, b = _ntuple(x, 2, name, layer)
+    return (a, b)
 
 
 class Linear:
@@ -73,6 +79,8 @@ class Conv2d:
     (2, 4, 8, 8)
     """
 
+    spatial_dims = 2
+
     def __init__(
         self,
         in_channels: int,
@@ -84,28 +92,50 @@ class Conv2d:
         groups: int = 1,
         bias: bool = True,
     ) -> None:
+        layer = type(self).__name__
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ValueError(
-                f"Conv2d: in_channels {in_channels} and out_channels {out_channels} must be divisible "
+                f"{layer}: in_channels {in_channels} and out_channels {out_channels} must be divisible "
                 f"by groups {groups}"
             )
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2d")
+        self.kernel_size = _ntuple(kernel_size, self.spatial_dims, "kernel_size", layer)
         self.stride, self.dilation, self.padding = stride, dilation, padding
-        fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+        fan_in = in_channels // groups * math.prod(self.kernel_size)
         bound = 1 / math.sqrt(fan_in)
         self.weight = _uniform((out_channels, in_channels // groups, *self.kernel_size), bound)
         self.bias = _uniform((out_channels,), bound) if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
-        if x.ndim != 4 or x.shape[1] != self.in_channels:
+        if x.ndim != 2 + self.spatial_dims or x.shape[1] != self.in_channels:
+            spatial = ", ".join("DHW"[3 - self.spatial_dims :])
             raise ShapeError(
-                f"Conv2d({self.in_channels}, {self.out_channels}): expected input (N, "
-                f"{self.in_channels}, H, W), got {x.shape}"
+                f"{type(self).__name__}({self.in_channels}, {self.out_channels}): expected input (N, "
+                f"{self.in_channels}, {spatial}), got {x.shape}"
             )
         return x.conv2d(  # type: ignore[attr-defined]
             self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding
         )
+
+
+class Conv1d(Conv2d):
+    """1-D convolution over (N, C, L); weight (out, in // groups, k); see Conv2d.
+
+    >>> Conv1d(2, 4, 3, padding=1)(Tensor.ones(1, 2, 8)).shape
+    (1, 4, 8)
+    """
+
+    spatial_dims = 1
+
+
+class Conv3d(Conv2d):
+    """3-D convolution over (N, C, D, H, W); weight (out, in // groups, kd, kh, kw); see Conv2d.
+
+    >>> Conv3d(1, 2, 3, padding=1)(Tensor.ones(1, 1, 4, 4, 4)).shape
+    (1, 2, 4, 4, 4)
+    """
+
+    spatial_dims = 3
 
 
 class ConvTranspose2d:
@@ -267,6 +297,49 @@ class GroupNorm:
             return out
         shape = (1, self.num_channels) + (1,) * (x.ndim - 2)
         return out * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class InstanceNorm:
+    """Normalize each sample's channels (axis 1) over their positions; per-channel scale and shift when `affine`
+    (PyTorch's InstanceNorm2d with affine=True, no running statistics).
+
+    >>> InstanceNorm(3)(Tensor.rand(2, 3, 4, 4)).shape
+    (2, 3, 4, 4)
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True) -> None:
+        self.num_features, self.eps = num_features, eps
+        self.weight = _host(np.ones(num_features)) if affine else None
+        self.bias = _host(np.zeros(num_features)) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 3 or x.shape[1] != self.num_features:
+            raise ShapeError(
+                f"InstanceNorm({self.num_features}): expected input (N, {self.num_features}, ...), got {x.shape}"
+            )
+        out = _normalize(x, tuple(range(2, x.ndim)), self.eps)
+        if self.weight is None or self.bias is None:
+            return out
+        shape = (1, self.num_features) + (1,) * (x.ndim - 2)
+        return out * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class RMSNorm:
+    """x / sqrt(mean(x * x over the last axis) + eps), times a learned scale (PyTorch's RMSNorm over one axis).
+
+    >>> RMSNorm(4)(Tensor.ones(2, 4)).tolist()
+    [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True) -> None:
+        self.dim, self.eps = dim, eps
+        self.weight = _host(np.ones(dim)) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim == 0 or x.shape[-1] != self.dim:
+            raise ShapeError(f"RMSNorm({self.dim}): input of shape {x.shape} doesn't end in {self.dim}")
+        out = x * ((x * x).mean(-1, keepdim=True) + self.eps).rsqrt()
+        return out * self.weight if self.weight is not None else out
 
 
 class Embedding:
