@@ -400,6 +400,21 @@ def test_clamp_takes_torch_keywords():
     _compare(lambda t: t.clamp(min=-1, max=1), x)
 
 
+def test_clip_bound_given_twice_is_an_error():
+    with pytest.raises(Exception, match="a bound is given twice"):
+        Tensor([1.0]).clamp(0.0, min=0.5)
+
+
+def test_one_element_tensors_convert_to_python_scalars():
+    assert float(Tensor([[2.5]])) == 2.5 and int(Tensor(7.9)) == 7 and bool(Tensor([0.0])) is False
+    assert [10, 20, 30][Tensor(1)] == 20 and list(range(Tensor(3))) == [0, 1, 2]
+    for convert in (bool, float, int):
+        with pytest.raises(TypeError, match=r"of a Tensor of shape \(2,\) \(2 elements\) is ambiguous"):
+            convert(Tensor([1.0, 2.0]))
+    with pytest.raises(TypeError, match="only integer tensors can be used as an index"):
+        [1, 2][Tensor(1.0)]
+
+
 def test_atan2_quadrants_zeros_infinities_and_gradient():
     vals = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -3e-30, 1e30, -1e30, np.inf, -np.inf, np.nan], np.float32)
     y, x = np.meshgrid(vals, vals)

@@ -512,5 +512,25 @@ class ElementwiseMixin:
     def __matmul__(self, x: Tensor) -> Tensor:
         return self.matmul(x)
 
+    # Python scalars from one-element tensors, as PyTorch (each realizes the tensor and reads it back)
+    def _python_scalar(self, kind: str) -> Any:
+        if self.numel() != 1:
+            raise TypeError(
+                f"{kind}() of a Tensor of shape {self.shape} ({self.numel()} elements) is ambiguous; only a one-element "
+                "tensor converts to a Python scalar (use .any(), .all(), .item() or .numpy())"
+            )
+        return self.item()  # type: ignore[attr-defined]
+
     def __bool__(self) -> bool:
-        raise TypeError("the truth value of a Tensor is ambiguous; use .item() or .numpy()")
+        return bool(self._python_scalar("bool"))
+
+    def __float__(self) -> float:
+        return float(self._python_scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._python_scalar("int"))
+
+    def __index__(self) -> int:
+        if not (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
+            raise TypeError(f"only integer tensors can be used as an index, this one is {self.dtype}")
+        return int(self._python_scalar("index"))

@@ -233,28 +233,29 @@ class MathMixin:
         """
         return self * self
 
-    def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
-        """Clamp to [min_, max_] (either may be None).
+    def clip(self, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
+        """Clamp to [min_, max_] (either may be None); torch's keyword names min= and max= work too (clamp is the
+        same method).
 
         >>> Tensor([-1, 5, 10]).clip(0, 6).tolist()
         [0, 5, 6]
-        """
-        if min_ is None and max_ is None:
-            raise ArgumentError("clip: at least one of min_ and max_ must be given")
-        t = self
-        if min_ is not None:
-            t = t.maximum(min_)
-        if max_ is not None:
-            t = t.minimum(max_)
-        return t
-
-    def clamp(self, min: Any = None, max: Any = None) -> Tensor:
-        """Clamp to [min, max] (either may be None); clip with torch.clamp's keyword names.
-
         >>> Tensor([-1.0, 5.0]).clamp(min=0).tolist()
         [0.0, 5.0]
         """
-        return self.clip(min, max)
+        if (min_ is not None and min is not None) or (max_ is not None and max is not None):
+            raise ArgumentError("clip: a bound is given twice (min_ and min, or max_ and max); give it once")
+        lo = min_ if min_ is not None else min
+        hi = max_ if max_ is not None else max
+        if lo is None and hi is None:
+            raise ArgumentError("clip: at least one of min and max must be given")
+        t = self
+        if lo is not None:
+            t = t.maximum(lo)
+        if hi is not None:
+            t = t.minimum(hi)
+        return t
+
+    clamp = clip
 
     def pow(self, x: Any, reverse: bool = False) -> Tensor:
         """self ** x; small integer exponents multiply, others use POW (negative bases with integer exponents work).
