@@ -516,8 +516,8 @@ class ElementwiseMixin:
     def _python_scalar(self, kind: str) -> Any:
         if self.numel() != 1:
             raise TypeError(
-                f"{kind}() of a Tensor of shape {self.shape} ({self.numel()} elements) is ambiguous; only a one-element "
-                "tensor converts to a Python scalar (use .any(), .all(), .item() or .numpy())"
+                f"{kind}() of a Tensor of shape {self.shape} ({self.numel()} elements) is ambiguous; only a "
+                "one-element tensor converts to a Python scalar (use .any(), .all(), .item() or .numpy())"
             )
         return self.item()  # type: ignore[attr-defined]
 
