@@ -596,6 +596,23 @@ def test_scaled_dot_product_attention(causal):
     close(out, ref, atol=1e-5)
 
 
+def test_glu():
+    x = data(3, 4, 6)
+    for dim in (-1, 1):
+        close(Tensor(x).glu(dim), F.glu(torch.tensor(x), dim))
+    with pytest.raises(ShapeError, match=r"glu: axis 0 of shape \(3, 4, 6\) must have an even length"):
+        Tensor(x).glu(0)
+
+
+def test_scaled_dot_product_attention_scale_and_grouped_query_heads():
+    q, k, v = data(2, 6, 4, 8), data(2, 2, 5, 8), data(2, 2, 5, 3)
+    out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), scale=0.3, enable_gqa=True)
+    ref = F.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v), scale=0.3, enable_gqa=True)
+    close(out, ref, atol=1e-5)
+    with pytest.raises(ShapeError, match="with enable_gqa the query's 6 heads must be a multiple"):
+        Tensor(q).scaled_dot_product_attention(Tensor(data(2, 4, 5, 8)), Tensor(data(2, 4, 5, 3)), enable_gqa=True)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # wrong input
 

@@ -260,8 +260,12 @@ class FunctionalMixin:
         attn_mask: Tensor | None = None,
         dropout_p: float = 0.0,
         is_causal: bool = False,
+        scale: float | None = None,
+        enable_gqa: bool = False,
     ) -> Tensor:
-        """softmax(q k^T / sqrt(d) + mask) v with self as the query (..., L, d), key (..., S, d), value (..., S, dv).
+        """softmax(q k^T * scale + mask) v with self as the query (..., L, d), key (..., S, d), value (..., S, dv);
+        scale defaults to 1 / sqrt(d). With `enable_gqa`, key and value may have fewer heads (axis -3) than the
+        query, each shared by a group of query heads (torch's grouped-query attention).
 
         >>> q = Tensor.ones(1, 2, 4); q.scaled_dot_product_attention(q, q).shape
         (1, 2, 4)
@@ -270,7 +274,16 @@ class FunctionalMixin:
             raise ShapeError(
                 f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} don't fit"
             )
-        qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
+        if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
+            heads, kv_heads = self.shape[-3], key.shape[-3]
+            if kv_heads != value.shape[-3] or heads % kv_heads:
+                raise ShapeError(
+                    f"scaled_dot_product_attention: with enable_gqa the query's {heads} heads must be a multiple of "
+                    f"the key's and value's, got key {key.shape} and value {value.shape}"
+                )
+            key = key.repeat_interleave(heads // kv_heads, -3)
+            value = value.repeat_interleave(heads // kv_heads, -3)
+        qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
         L, S = self.shape[-2], key.shape[-2]
         if is_causal:
             if attn_mask is not None:

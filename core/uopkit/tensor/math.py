@@ -12,6 +12,8 @@ from uopkit.dtype import (
 )
 from uopkit.tensor.support import (
     ArgumentError,
+    ShapeError,
+    _normalize_axis,
     _with_derivative,
     _with_gradient_of,
     float_alu_method,
@@ -527,6 +529,18 @@ class MathMixin:
         pos = bx >= 0
         # max(bx, 0) + log1p(exp(-|bx|)), with selects whose gradients add up to sigmoid(bx) (1/2 at 0, as PyTorch)
         return (pos.where(bx, 0) + pos.where(-bx, bx).exp().log1p()) * (1 / beta)
+
+    def glu(self, dim: int = -1) -> Tensor:
+        """Gated linear unit: the first half along `dim` times the sigmoid of the second (torch.nn.functional.glu).
+
+        >>> Tensor([[1.0, 0.0]]).glu().tolist()
+        [[0.5]]
+        """
+        n = self.shape[_normalize_axis(dim, self.ndim, "glu", self.shape)]
+        if n % 2:
+            raise ShapeError(f"glu: axis {dim} of shape {self.shape} must have an even length, it has {n}")
+        a, b = self.split(n // 2, dim)
+        return a * b.sigmoid()
 
     def mish(self) -> Tensor:
         """x * tanh(softplus(x))."""
