@@ -61,6 +61,12 @@ def test_allocator_alignment_and_readonly_copyin() -> None:
     assert ctypes.string_at(mem.addr, 4) == b"\x01\x02\x03\x04"
 
 
+def test_allocation_beyond_memory_says_how_much() -> None:
+    # 2**62 bytes can't be had on any host: a MemoryError naming the device and the size, not a bare one
+    with pytest.raises(MemoryError, match=r"CPU: out of host memory allocating a buffer of 4611686018427387904 bytes"):
+        CPUAllocator().alloc(2**62)
+
+
 def test_compile_error_has_source_and_stderr() -> None:
     with pytest.raises(CompileError) as info:
         ClangCompiler().compile("void broken(float* data0) { data0[0] = ; }")

@@ -34,7 +34,13 @@ class CPUAllocator(LRUAllocator):
     """Zero-initialised, 64-byte aligned host memory."""
 
     def _alloc(self, size: int) -> CPUMemory:
-        raw = (ctypes.c_uint8 * (size + ALIGNMENT - 1))()
+        try:
+            raw = (ctypes.c_uint8 * (size + ALIGNMENT - 1))()
+        except (MemoryError, OverflowError):
+            raise MemoryError(
+                f"CPU: out of host memory allocating a buffer of {size} bytes ({size / 2**30:.1f} GiB); free "
+                "tensors you no longer need or use smaller shapes"
+            ) from None
         base = ctypes.addressof(raw)
         addr = (base + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
         return CPUMemory(raw, addr, size)
