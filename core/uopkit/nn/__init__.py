@@ -194,6 +194,14 @@ def _normalize(x: Tensor, axes: tuple[int, ...], eps: float) -> Tensor:
     return centered * (var + eps).rsqrt()
 
 
+def _per_channel_affine(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    # out * weight + bias with one weight and bias per channel (axis 1 of (N, C, ...))
+    if weight is None or bias is None:
+        return out
+    shape = (1, out.shape[1]) + (1,) * (out.ndim - 2)
+    return out * weight.reshape(shape) + bias.reshape(shape)
+
+
 class BatchNorm:
     """Batch normalization over axis 1 of (N, C, ...): batch statistics while `Tensor.training`, else running ones.
 
@@ -236,9 +244,7 @@ class BatchNorm:
             out = centered * (var.reshape(shape) + self.eps).rsqrt()
         else:
             out = (x - self.running_mean.reshape(shape)) * (self.running_var.reshape(shape) + self.eps).rsqrt()
-        if self.weight is not None and self.bias is not None:
-            out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
-        return out
+        return _per_channel_affine(out, self.weight, self.bias)
 
 
 BatchNorm2d = BatchNorm
@@ -292,11 +298,7 @@ class GroupNorm:
                 f"{self.num_channels}, ...), got {x.shape}"
             )
         grouped = x.reshape(x.shape[0], self.num_groups, -1)
-        out = _normalize(grouped, (2,), self.eps).reshape(x.shape)
-        if self.weight is None or self.bias is None:
-            return out
-        shape = (1, self.num_channels) + (1,) * (x.ndim - 2)
-        return out * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return _per_channel_affine(_normalize(grouped, (2,), self.eps).reshape(x.shape), self.weight, self.bias)
 
 
 class InstanceNorm:
@@ -317,11 +319,7 @@ class InstanceNorm:
             raise ShapeError(
                 f"InstanceNorm({self.num_features}): expected input (N, {self.num_features}, ...), got {x.shape}"
             )
-        out = _normalize(x, tuple(range(2, x.ndim)), self.eps)
-        if self.weight is None or self.bias is None:
-            return out
-        shape = (1, self.num_features) + (1,) * (x.ndim - 2)
-        return out * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return _per_channel_affine(_normalize(x, tuple(range(2, x.ndim)), self.eps), self.weight, self.bias)
 
 
 class RMSNorm:
