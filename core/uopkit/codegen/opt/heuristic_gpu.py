@@ -3,7 +3,8 @@
 - a matmul the renderer's tensor cores fit runs on them (OptOps.TC);
 - a matmul-like reduce (two output axes, each reused by a load that doesn't move along it: a matmul, a convolution)
   gets a 2-D work-group tile with a register tile per work-item on both output axes (UPCAST both, the first one
-  along the contiguous axis, so it loads and stores vectors) and an unrolled reduce;
+  along the contiguous axis, so it loads and stores vectors) and an unrolled reduce; a large float32 one with one
+  reduce axis also stages its operands in local memory (OptOps.STAGE) where they fit;
 - a reduction is split across the work-items of a work-group (OptOps.GROUP, combined through local memory): along
   a contiguous row the work-items read side by side (coalesced), in vectors; over a strided axis (a column sum) each
   work-item reads a few whole vectors of the contiguous output axis per row;
@@ -22,6 +23,7 @@ from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, ini
 from uopkit.codegen.opt.analysis import divisor as _divisor
 from uopkit.codegen.opt.analysis import load_axes, memory_strides
 from uopkit.codegen.opt.analysis import try_opt as _try
+from uopkit.dtype import dtypes
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp
 
@@ -233,7 +235,28 @@ def _matmul(
     unroll = _divisor(_loop_size(plan, red), (4, 2))
     if unroll:
         plan = _try(plan, Opt(OptOps.UNROLL, red, unroll), renderer)
-    return plan
+    return _stage_matmul(plan, info, limits, renderer, (n, m, red))
+
+
+# a float32 matmul at least this large on each side (rows, columns, reduce) stages its operands in local memory
+STAGE_MIN_SIDE = 64
+
+
+def _stage_matmul(
+    plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer: Renderer, axes: tuple[int, int, int]
+) -> KernelPlan:
+    # the work-group copies each step's tiles of A and B into local memory once, coalesced (OptOps.STAGE), and every
+    # work-item reads its register tile from there: without, each element is read from global memory by every
+    # work-item of its row (or column) of the work-group. Steps of 16 reduce elements (4 stage loops of the 4
+    # unrolled) take (64 + 64) x 16 floats, 8 KB, for a 16 x 16 work-group of 4 x 4 tiles
+    reduce_op = plan.reduce_op
+    if not limits.can_group or reduce_op is None or reduce_op.dtype != dtypes.float32 or len(info.red_sizes) != 1:
+        return plan
+    n, m, red = axes
+    if min(info.out_sizes[n], info.out_sizes[m], info.red_sizes[0]) < STAGE_MIN_SIDE:
+        return plan
+    amount = _divisor(_loop_size(plan, red), (4, 2))
+    return _try(plan, Opt(OptOps.STAGE, red, amount), renderer) if amount else plan
 
 
 def _thread_tile(
