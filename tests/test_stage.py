@@ -6,6 +6,7 @@ emulator also reports any local-memory race, partial barrier or access out of bo
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -98,6 +99,10 @@ def test_heuristic_stages_large_float32_matmuls(target: str) -> None:
     assert any(o.op is OptOps.STAGE for o in hand_coded_opts(_matmul_ast(256, 128, 256), renderer))
     # too few rows to pay
     assert not any(o.op is OptOps.STAGE for o in hand_coded_opts(_matmul_ast(32, 128, 256), renderer))
+    # local memory that is really global memory (OpenCL on a CPU): the copies and barriers would only cost
+    off_chip = type(renderer)()
+    off_chip.caps = replace(renderer.caps, shared_on_chip=False)
+    assert not any(o.op is OptOps.STAGE for o in hand_coded_opts(_matmul_ast(256, 128, 256), off_chip))
 
 
 @pytest.mark.parametrize(

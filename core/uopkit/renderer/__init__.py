@@ -37,6 +37,9 @@ class RendererCaps:
     subgroup_width: int = 1
     # bytes of local memory per work-group
     shared_max: int = 0
+    # local memory is on-chip, faster than global memory (False: kept in global memory, as on OpenCL for CPUs): the
+    # GPU heuristic stages a matmul's operands in it (OptOps.STAGE) only where it is
+    shared_on_chip: bool = True
     # the widest vector of each scalar type the backend renders natively
     max_vector_width: int = 1
     # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies

@@ -127,6 +127,10 @@ def random_opts(ast, renderer: Renderer, rng: random.Random, n: int) -> list[Opt
         if OptOps.TC in by_op and not opts and rng.random() < 0.5:
             ops.remove(OptOps.TC)
             ops.insert(0, OptOps.TC)
+        # STAGE, which needs a LOCAL first (so few lists could reach it), half the time it applies
+        elif OptOps.STAGE in by_op and rng.random() < 0.5:
+            ops.remove(OptOps.STAGE)
+            ops.insert(0, OptOps.STAGE)
         ordered = []
         for op in ops:
             rng.shuffle(by_op[op])

@@ -245,12 +245,15 @@ STAGE_MIN_SIDE = 64
 def _stage_matmul(
     plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer: Renderer, axes: tuple[int, int, int]
 ) -> KernelPlan:
-    # the work-group copies each step's tiles of A and B into local memory once, coalesced (OptOps.STAGE), and every
+    # where local memory is on-chip, the work-group copies each step's tiles of A and B into it once, coalesced
+    # (OptOps.STAGE; PoCL's CPU device keeps it in global memory: each step's barriers cost more there), and every
     # work-item reads its register tile from there: without, each element is read from global memory by every
     # work-item of its row (or column) of the work-group. Steps of 16 reduce elements (4 stage loops of the 4
     # unrolled) take (64 + 64) x 16 floats, 8 KB, for a 16 x 16 work-group of 4 x 4 tiles
     reduce_op = plan.reduce_op
-    if not limits.can_group or reduce_op is None or reduce_op.dtype != dtypes.float32 or len(info.red_sizes) != 1:
+    if not (limits.can_group and renderer.caps.shared_on_chip) or len(info.red_sizes) != 1:
+        return plan
+    if reduce_op is None or reduce_op.dtype != dtypes.float32:
         return plan
     n, m, red = axes
     if min(info.out_sizes[n], info.out_sizes[m], info.red_sizes[0]) < STAGE_MIN_SIDE:
