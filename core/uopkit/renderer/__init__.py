@@ -25,7 +25,7 @@ class RendererCaps:
     has_local: bool = False
     # loops can be shared among CPU threads (OptOps.THREAD: RANGE kind "thread", see `uopkit.renderer.loops`)
     has_threads: bool = False
-    # work-group local memory (DEFINE_LOCAL) and barriers (BARRIER): OptOps.GROUP/GROUPTOP
+    # work-group local memory (DEFINE_LOCAL) and barriers (BARRIER): OptOps.GROUP/GROUPTOP/STAGE
     has_shared: bool = False
     # the largest launch per dimension (None: no limit) and the largest work-group per dimension
     global_max: tuple[int, ...] | None = None
