@@ -63,8 +63,9 @@ SHAPES = {
         (20, 30, 12),
         [Opt(OptOps.LOCAL, 0, 5), Opt(OptOps.LOCAL, 1, 3), Opt(OptOps.STAGE, 3, 5), Opt(OptOps.UNROLL, 3, 3)],
     ),
-    # a tile of many copies per work-item (a copy loop), and the whole reduce in one step
+    # tiles of many copies per work-item (a copy loop), the whole reduce in one step, or in two
     "8x48x16": ((8, 48, 16), [Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.STAGE, 3, 48), Opt(OptOps.UPCAST, 0, 4)]),
+    "8x96x16": ((8, 96, 16), [Opt(OptOps.LOCAL, 1, 2), Opt(OptOps.STAGE, 3, 48), Opt(OptOps.UPCAST, 0, 4)]),
 }
 
 

@@ -881,6 +881,9 @@ def stage_operands(
             write = UOp(Ops.END, dtypes.void, (write, copy))
         copies.append(write)
         reads[u] = (local, _combine(list(zip(order, sizes, strict=True))), at_read)
+    staged_bytes = sum(local.dtype.size * local.dtype.itemsize for local, _, _ in reads.values())
+    # apply_opt checked the plan's local memory with `stage_bytes`: it must hold at least what is staged here
+    assert staged_bytes <= stage_bytes(ctx.plan), f"{ctx.plan.opts}: stages {staged_bytes} bytes, planned fewer"
     barrier = UOp(Ops.BARRIER, dtypes.void, tuple(copies)) if copies else None
     replace: dict[UOp, UOp] = {}
     for u, (local, at, at_read) in reads.items():
