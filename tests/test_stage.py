@@ -134,3 +134,16 @@ def test_triton_has_no_local_memory_to_stage_in() -> None:
     triton = pytest.importorskip("uopkit_triton.renderer")
     with pytest.raises(OptError, match="needs work-groups and local memory"):
         apply_opts(_matmul_ast(64, 64, 64), [Opt(OptOps.STAGE, 3, 4)], triton.TritonRenderer())
+
+
+def test_heuristic_pads_an_awkward_matmul_to_whole_tiles_and_stages_it(gpu: str) -> None:
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((120, 75)).astype(np.float32), rng.standard_normal((75, 120)).astype(np.float32)
+    out = Tensor(a, device=gpu) @ Tensor(b, device=gpu)
+    opts = get_program(create_schedule(kernelize_tensors([out]))[-1].ast, Device[gpu].renderer).opts
+    # rows and columns to 128 (whole 64-wide tiles), the reduce to 80 (whole steps of 16)
+    assert {o for o in opts if o.op is OptOps.PADTO} == {
+        Opt(OptOps.PADTO, axis, k) for axis, k in ((0, 64), (1, 64), (3, 16))
+    }
+    assert any(o.op is OptOps.STAGE for o in opts), opts
+    np.testing.assert_allclose(out.numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)

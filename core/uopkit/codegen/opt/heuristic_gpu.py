@@ -228,6 +228,12 @@ def _matmul(
     # instruction of a warp reads one contiguous run
     vectors = limits.vector(info.itemsize) >= 4
     side = 1 << ((limits.threads.bit_length() - 1) // 2)
+    # sides of awkward length (250 rows) padded to whole work-group tiles, at most 1/8 extra: without, they get small
+    # work-groups or none (the padding's rows and columns are gated off, its reduce steps add nothing)
+    for axis, block in ((n, side * 4), (m, side * 4), (red, 16)):
+        size = _loop_size(plan, axis)
+        if size % block and size >= block and -size % block <= size * MAX_PADDING:
+            plan = _try(plan, Opt(OptOps.PADTO, axis, block), renderer)
     plan, local_n = _thread_tile(plan, n, side, vectors, renderer)
     # (the rows of one work-item are a work-group apart either way: rows are never one vector)
     plan, _ = _thread_tile(plan, m, limits.threads // local_n, False, renderer)
