@@ -6,6 +6,7 @@ The kernel's `KernelPlan` says how each axis is split (loops, CPU threads, GPU i
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -285,12 +286,18 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     # the accumulator starts over wherever the reduce's value changes: inside the loops its index uses
     init = UOp(Ops.STORE, dtypes.void, (slot, identity, *outer_loops))
     loops: list[UOp] = []
+    # OptOps.STAGE: the stage loops open after the step's operands are in local memory (`stage_operands`); until
+    # then placeholders stand for them
+    staged: list[tuple[UOp, int]] = []
     inner_idx = list(idx)
     in_range = valid
     for axis_i, (a, nodes) in enumerate(zip(axes, axis_nodes, strict=True)):
         built: list[tuple[UOp, int]] = []
         for n, size in nodes:
-            if isinstance(n, AxisPart):
+            if isinstance(n, AxisPart) and n.kind == "stage":
+                staged.append((stage_placeholder(len(staged), size), ctx.plan.n_out + axis_i))
+                built.append((staged[-1][0], size))
+            elif isinstance(n, AxisPart):
                 # each loop opens inside the previous one, all after the accumulator is reset
                 r = ctx.new_range(size, "loop", (init, *loops))
                 if planned:
@@ -308,14 +315,21 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     value = lower_value(ctx, src, tuple(inner_idx), in_range)
     if in_range is not valid:
         value = in_range.where(value, identity)
+    n_steps_loops, shared = len(loops), False
+    if staged:
+        value, stage_loops, shared = stage_operands(ctx, value, init, loops, staged, outer_loops, unroll + red_upcast)
+        loops += stage_loops
     if unroll:
         value = UOp(Ops.REDUCE_AXIS, value.dtype, (value, *unroll), op)
     current = UOp(Ops.LOAD, node.dtype, (slot, init, *loops))
     # the update names its loops: a combine that folds to a constant (max(acc, True)) must still run inside them
     update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], value), *loops))
     done = update
-    for r in reversed(loops):
-        done = UOp(Ops.END, dtypes.void, (done, r))
+    for i in reversed(range(len(loops))):
+        done = UOp(Ops.END, dtypes.void, (done, loops[i]))
+        if shared and i == n_steps_loops and i > 0:
+            # every work-item is done reading this step's local copies before the next step overwrites them
+            done = UOp(Ops.BARRIER, dtypes.void, (done,))
     result = UOp(Ops.LOAD, node.dtype, (slot, done))
     if group_ids:
         result = _combine_group(ctx, node.dtype, op, result, group_ids, acc_index, n_slots, outer_loops)
@@ -719,3 +733,168 @@ def addresses_fit(sink: UOp) -> bool:
             if u.vmin <= dtypes.min(u.dtype) or u.vmax >= dtypes.max(u.dtype):
                 return False
     return True
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# local-memory staging (OptOps.STAGE). The reduce runs in steps: its loops outside the "stage" parts. `lower_reduce`
+# lowers the reduce's value with a placeholder for each stage loop, then `stage_operands` moves each load the
+# work-items of a work-group share into local memory. Per step:
+#
+#   every work-item copies its share of the step's tile of each operand to local memory (consecutive work-items,
+#   consecutive elements: the tile is laid out in the operand's own memory order, so the reads are coalesced)
+#   BARRIER
+#   the stage loops and lanes run as before, each load of a staged operand reading its copy
+#   BARRIER (`lower_reduce`: before the next step overwrites the copies)
+#
+# A load's tile is every value of the "tile" ids its address depends on: work-group ids, lanes (UPCAST, UNROLL) and
+# stage loops; the rest of its address (group ids, the step's loops) is the same for the whole work-group in a step.
+
+
+def stage_placeholder(k: int, size: int) -> UOp:
+    # a RANGE with a negative id never reaches the program: stage_operands replaces it by the stage loop
+    return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), (-2 - k, "stage"))
+
+
+def _conjuncts(gate: UOp) -> list[UOp]:
+    return [x for s in gate.src for x in _conjuncts(s)] if gate.op is Ops.AND and gate.dtype == dtypes.bool else [gate]
+
+
+def _ids_in(u: UOp) -> list[UOp]:
+    """The loops, lanes and thread ids `u` depends on (a loop's sources only order it: they are not looked into)."""
+    found: dict[UOp, None] = {u: None} if u.op is Ops.RANGE else {}
+    for x in u.toposort(gate=lambda n: n.op is not Ops.RANGE):
+        found.update((s, None) for s in (x, *x.src) if s.op in (Ops.RANGE, Ops.SPECIAL))
+    return list(found)
+
+
+def _step_along(index: UOp, v: UOp) -> int | None:
+    """How far `index` moves when `v` goes from 0 to 1, every other id at 0 (None: not a constant)."""
+    from uopkit.uop.symbolic import simplify
+
+    zero = {x: x.const_like(0) for x in _ids_in(index) if x is not v}
+    at = [simplify(index.substitute({**zero, v: v.const_like(k)})) for k in (0, 1)]
+    return at[1].arg - at[0].arg if all(a.op is Ops.CONST for a in at) else None
+
+
+def _at_element(u: UOp, decode: dict[UOp, UOp]) -> UOp:
+    # every id at once (an id's new value may itself hold ids being replaced: a work-item id), and never inside a
+    # loop's sources (they hold the accumulator's reset, indexed by lanes): each id is first swapped for a leaf
+    ids = _ids_in(u)
+    temp = {v: UOp(Ops.RANGE, dtypes.index, v.src[:1], (-1000 - k, "stage")) for k, v in enumerate(ids)}
+    return u.substitute(temp).substitute({temp[v]: decode.get(v, v) for v in ids})
+
+
+def staged_load_axes(ast: UOp) -> list[tuple[frozenset[int], int]]:
+    """For each load of global memory in the kernel: the kernel axes its address moves along and its item size
+    (`apply_opt` sizes the local memory OptOps.STAGE takes from them; one lowering per kernel, cached)."""
+    return _staged_load_axes(ast)
+
+
+@functools.lru_cache(maxsize=64)
+def _staged_load_axes(ast: UOp) -> list[tuple[frozenset[int], int]]:
+    lowered, ctx = lower_kernel(ast)
+    found = []
+    for u in lowered.toposort():
+        if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL:
+            axes = frozenset(ctx.axis_of[r.arg[0]] for r in _ids_in(u.src[0].src[1]) if r.arg[0] in ctx.axis_of)
+            found.append((axes, u.dtype.itemsize))
+    return found
+
+
+def stage_bytes(plan: KernelPlan) -> int:
+    """Bytes of local memory the plan's OptOps.STAGE takes: one tile per staged load (a load of the reduce that
+    doesn't move along some LOCAL part, so that several work-items read each element)."""
+    if plan.ast is None or not any(p.kind == "stage" for parts in plan.red for p in parts):
+        return 0
+    local_axes = {i for i, parts in enumerate(plan.out) if any(p.kind == "local" and p.size > 1 for p in parts)}
+    tile_kinds = ("local", "stage", *LANE_KINDS)
+    total = 0
+    for axes, itemsize in staged_load_axes(plan.ast):
+        if all(a < plan.n_out for a in axes) or local_axes <= axes:
+            continue
+        sizes = (p.size for a in axes for p in plan.axis_parts(a) if p.kind in tile_kinds)
+        total += math.prod(sizes) * itemsize
+    return total
+
+
+def stage_operands(
+    ctx: LowererContext,
+    value: UOp,
+    init: UOp,
+    steps: list[UOp],
+    staged: list[tuple[UOp, int]],
+    outside: list[UOp],
+    reduce_lanes: list[UOp],
+) -> tuple[UOp, list[UOp], bool]:
+    """The reduce's value reading its shared operands from local memory, the stage loops (in order, to close after
+    the update) and whether anything was staged. `init`: the accumulator's reset; `steps`: the reduce's loops
+    outside the stage parts; `staged`: each stage placeholder and its kernel axis; `outside`: the loops around the
+    reduce."""
+    placeholders = [p for p, _ in staged]
+    reduce_ids = set(steps) | set(placeholders) | set(reduce_lanes)
+    tile = set(ctx.local_specials) | set(placeholders)
+    tile |= {r for r in value.toposort() if r.op is Ops.RANGE and range_kind(r) in LANE_KINDS}
+    uniform = set(steps) | {u for u in value.toposort() if u.op is Ops.SPECIAL and u.arg.startswith("gidx")}
+    n_items = math.prod(ctx.local_dims)
+    item = _combine([(s, s.src[0].arg) for s in reversed(ctx.local_specials)])
+    copies: list[UOp] = []
+    reads: dict[UOp, tuple[UOp, UOp, list[UOp]]] = {}
+    for u in value.toposort():
+        if not (u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL):
+            continue
+        buf, address = u.src[0].src[:2]
+        ids = set(_ids_in(address))
+        shared_by_some = not set(ctx.local_specials) <= ids
+        if not (ids & reduce_ids and shared_by_some and ids <= tile | uniform):
+            continue
+        # the tile in the operand's memory order, largest stride outermost
+        order = sorted(ids & tile, key=lambda v: -(_step_along(address, v) or INT32_MAX))
+        sizes = [v.src[0].arg for v in order]
+        n_tile = math.prod(sizes)
+        # the gate's conditions on the address's own ids guard the copy; the others (an output axis padded to whole
+        # work-groups, say) apply where the copy is read
+        gate = _conjuncts(u.src[0].src[2]) if len(u.src[0].src) > 2 else []
+        at_copy = [c for c in gate if set(_ids_in(c)) <= ids | uniform]
+        at_read = [c for c in gate if c not in at_copy]
+        local = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(n_tile, local=True), (), f"temp{next(ctx.local_ids)}")
+        # element e of the tile goes to work-item e % n_items: with few copies each, unrolled; else a loop
+        n_copies = -(-n_tile // n_items)
+        copy = None
+        if n_copies > 1:
+            copy = ctx.new_range(n_copies, "upcast") if n_copies <= 4 else ctx.new_range(n_copies, "loop", tuple(steps))
+        element = item if copy is None else copy * n_items + item
+        decode: dict[UOp, UOp] = {}
+        inner = n_tile
+        for v, size in zip(order, sizes, strict=True):
+            inner //= size
+            at = element // inner if inner > 1 else element
+            decode[v] = at % size if v is not order[0] else at
+        in_tile = TRUE if n_tile % n_items == 0 else element.lt(n_tile)
+        copy_gate = in_tile
+        for c in at_copy:
+            copy_gate = _and(copy_gate, _at_element(c, decode))
+        src = (buf, _at_element(address, decode)) + (() if copy_gate is TRUE else (copy_gate,))
+        loaded = UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, buf.dtype, src),))
+        target = (local, element) + (() if in_tile is TRUE else (in_tile,))
+        write = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, target), loaded, *steps, *outside))
+        if copy is not None and range_kind(copy) == "loop":
+            write = UOp(Ops.END, dtypes.void, (write, copy))
+        copies.append(write)
+        reads[u] = (local, _combine(list(zip(order, sizes, strict=True))), at_read)
+    staged_bytes = sum(local.dtype.size * local.dtype.itemsize for local, _, _ in reads.values())
+    # apply_opt checked the plan's local memory with `stage_bytes`: it must hold at least what is staged here
+    assert staged_bytes <= stage_bytes(ctx.plan), f"{ctx.plan.opts}: stages {staged_bytes} bytes, planned fewer"
+    barrier = UOp(Ops.BARRIER, dtypes.void, tuple(copies)) if copies else None
+    replace: dict[UOp, UOp] = {}
+    for u, (local, at, at_read) in reads.items():
+        assert barrier is not None
+        read = UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, local.dtype, (local, at)), barrier))
+        replace[u] = functools.reduce(_and, at_read, TRUE).where(read, read.const_like(0)) if at_read else read
+    # each stage loop opens inside the step's loops, after the accumulator's reset and the copies
+    loops: list[UOp] = []
+    for p, axis in staged:
+        deps = (init, *steps, *loops) if barrier is None else (init, barrier, *steps, *loops)
+        loops.append(ctx.new_range(p.src[0].arg, "loop", deps))
+        ctx.axis_of[loops[-1].arg[0]] = axis
+    value = value.substitute(replace)
+    return value.substitute(dict(zip(placeholders, loops, strict=True))), loops, barrier is not None

@@ -11,6 +11,9 @@ the axes of its reduce, n..n+m-1. Each axis is split into parts, outer to inner,
 - "upcast": unrolled into independent lanes (registers, vectors); on a reduce axis: one accumulator per lane
 - "unroll": reduce lanes summed into the same accumulator inside the loop
 - "group": a reduce split among the threads of a work-group, combined through local memory
+- "stage": a reduce loop run inside one step of a reduce staged in local memory (`OptOps.STAGE`): each step, the
+  work-group first loads the elements its work-items will read (every "stage", lane and work-group part) into local
+  memory together, then each work-item runs the step's loops reading them from there
 - "tc": one tile dimension of a tensor core (see `OptOps.TC`); the lowerer maps it onto the tensor core's threads
   and fragment elements as its `TensorCore` description says
 """
@@ -43,6 +46,13 @@ class OptOps(Enum):
       M, N and the reduce axis must be untouched by earlier opts and divisible by the core's tile. The three axes
       get a "tc" part of the tile's size; later opts may still UPCAST, LOCAL or THREAD the loops left on M and N,
       but not touch the reduce axis.
+    - STAGE stages the reduce's operands in local memory: it splits `amount` off the last loop of reduce axis
+      `axis` as a "stage" loop. The reduce then runs in steps (its loops outside every stage part). At each step the
+      work-group copies, together and coalesced, the part of each operand its work-items read in the step (a load
+      of the reduce that some work-items share: one that doesn't move along some LOCAL part) into local memory, waits
+      at a barrier, runs the step's stage loops and lanes reading the copies, and waits again before the next step
+      overwrites them. It needs a renderer with local memory, a LOCAL split already made and no GROUP or TC; one
+      STAGE per reduce axis.
     """
 
     UPCAST = auto()
@@ -53,6 +63,7 @@ class OptOps(Enum):
     THREAD = auto()
     PADTO = auto()
     TC = auto()
+    STAGE = auto()
 
     def __repr__(self) -> str:
         return f"OptOps.{self.name}"

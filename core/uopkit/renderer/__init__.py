@@ -25,7 +25,7 @@ class RendererCaps:
     has_local: bool = False
     # loops can be shared among CPU threads (OptOps.THREAD: RANGE kind "thread", see `uopkit.renderer.loops`)
     has_threads: bool = False
-    # work-group local memory (DEFINE_LOCAL) and barriers (BARRIER): OptOps.GROUP/GROUPTOP
+    # work-group local memory (DEFINE_LOCAL) and barriers (BARRIER): OptOps.GROUP/GROUPTOP/STAGE
     has_shared: bool = False
     # the largest launch per dimension (None: no limit) and the largest work-group per dimension
     global_max: tuple[int, ...] | None = None
@@ -37,6 +37,9 @@ class RendererCaps:
     subgroup_width: int = 1
     # bytes of local memory per work-group
     shared_max: int = 0
+    # local memory is on-chip, faster than global memory (False: kept in global memory, as on OpenCL for CPUs): the
+    # GPU heuristic stages a matmul's operands in it (OptOps.STAGE) only where it is
+    shared_on_chip: bool = True
     # the widest vector of each scalar type the backend renders natively
     max_vector_width: int = 1
     # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies

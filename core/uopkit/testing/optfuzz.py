@@ -3,7 +3,8 @@
 The kernels: matmul, row and column reduces (float, int, half, over two axes), softmax, conv2d and a half matmul
 (for tensor cores).
 For each kernel of a kernel's schedule, random opt lists are drawn from what the device's renderer accepts (the
-BEAM actions: UPCAST, UNROLL, LOCAL, GROUP, GROUPTOP, THREAD and TC for each tensor core it declares, plus PADTO),
+BEAM actions: UPCAST, UNROLL, LOCAL, GROUP, GROUPTOP, STAGE, THREAD and TC for each tensor core it declares, plus
+PADTO),
 the kernel is compiled and run with them on the device and its output compared with the unoptimized kernel's
 (`uopkit.codegen.opt.verify`: exact for integers, a rounding tolerance for floats), and the last kernel's with numpy.
 The work-group the program launches must be the one `apply_opt` checked against the renderer's limits. On the
@@ -38,7 +39,7 @@ from uopkit.renderer import Renderer
 # PADTO is not among the BEAM actions; small splits (BEAM's GROUP starts at 16) reach the axes of odd sizes
 PADTO_AMOUNTS = (3, 4, 8, 16)
 SMALL_AMOUNTS = (2, 3, 4, 5, 6)
-SPLITS = (OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP)
+SPLITS = (OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.STAGE)
 MAX_OPTS = 5
 
 
@@ -126,6 +127,10 @@ def random_opts(ast, renderer: Renderer, rng: random.Random, n: int) -> list[Opt
         if OptOps.TC in by_op and not opts and rng.random() < 0.5:
             ops.remove(OptOps.TC)
             ops.insert(0, OptOps.TC)
+        # STAGE, which needs a LOCAL first (so few lists could reach it), half the time it applies
+        elif OptOps.STAGE in by_op and rng.random() < 0.5:
+            ops.remove(OptOps.STAGE)
+            ops.insert(0, OptOps.STAGE)
         ordered = []
         for op in ops:
             rng.shuffle(by_op[op])

@@ -83,6 +83,9 @@ def test_capabilities_come_from_the_device(dev: CLDevice) -> None:
     assert dev.renderer.caps.workgroup_max == d.max_work_group_size
     # PoCL names no warp or wavefront: 1 (unknown)
     assert dev.caps.subgroup_width == dev.renderer.caps.subgroup_width == 1
+    # PoCL's CPU device keeps local memory in global memory (CL_GLOBAL): no staging of matmul operands in it
+    assert int(d.local_mem_type) == cl.device_local_mem_type.GLOBAL
+    assert not dev.caps.local_mem_on_chip and not dev.renderer.caps.shared_on_chip
 
 
 def test_unusable_reasons(monkeypatch: pytest.MonkeyPatch) -> None:

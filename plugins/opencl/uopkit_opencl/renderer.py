@@ -33,6 +33,8 @@ class CLCaps:
     extensions: frozenset[str] = field(default_factory=frozenset)
     # CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT in the device's single_fp_config
     correctly_rounded_sqrt: bool = False
+    # CL_DEVICE_LOCAL_MEM_TYPE is CL_LOCAL (dedicated on-chip memory), not CL_GLOBAL (as on PoCL's CPU device)
+    local_mem_on_chip: bool = True
 
     @property
     def fp16(self) -> bool:
@@ -136,6 +138,7 @@ class OpenCLRenderer(CStyleRenderer):
             workgroup_max=self.cl_caps.max_work_group_size,
             subgroup_width=self.cl_caps.subgroup_width,
             shared_max=self.cl_caps.local_mem_size,
+            shared_on_chip=self.cl_caps.local_mem_on_chip,
             global_max=(2**31 - 1, 2**31 - 1, 2**31 - 1),
             supported_dtypes=tuple(
                 d for d in type(self).caps.supported_dtypes if d != dtypes.float64 or self.cl_caps.fp64

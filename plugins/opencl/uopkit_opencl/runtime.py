@@ -144,6 +144,7 @@ def read_caps(device: Any) -> CLCaps:
         subgroup_width=_subgroup_width(device),
         extensions=frozenset(device.extensions.split()),
         correctly_rounded_sqrt=bool(device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
+        local_mem_on_chip=int(device.local_mem_type) == cl.device_local_mem_type.LOCAL,
     )
 
 

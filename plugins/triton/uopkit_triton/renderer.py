@@ -19,7 +19,8 @@ value is a block with one lane per work-item of the group:
 Semantics follow the reference emulator: integers wrap, IDIV/MOD truncate toward zero with x/0 = 0 and x/-1 = -x,
 MAX propagates NaN, a float cast to an integer maps NaN (and inf) to 0, float32 division and sqrt are correctly
 rounded (``div_rn``/``sqrt_rn``). Work-items never share local memory (`has_shared` is False), so the optimizer
-never asks for DEFINE_LOCAL or BARRIER; vectors and tensor cores are not declared either.
+never asks for DEFINE_LOCAL or BARRIER (`apply_opt` refuses GROUP, GROUPTOP and STAGE here); vectors and tensor
+cores are not declared either.
 """
 
 from __future__ import annotations

@@ -84,7 +84,11 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
             raise OptError(f"{opt}: GROUP needs a reduce axis and a renderer with work-groups and local memory")
         if any(p.kind == "group" for parts in plan.red for p in parts):
             raise OptError(f"{opt}: only one GROUP per kernel")
+        if _has_stage(plan):
+            raise OptError(f"{opt}: a reduce staged in local memory (STAGE) can't also be split by GROUP")
         new = _split_last_loop(plan, opt.axis, opt.amount, "group", opt, outer=opt.op is OptOps.GROUPTOP)
+    elif opt.op is OptOps.STAGE:
+        new = _apply_stage(plan, opt, renderer)
     elif opt.op is OptOps.PADTO:
         parts = plan.axis_parts(opt.axis)
         if len(parts) != 1 or parts[0].kind != "loop":
@@ -116,9 +120,33 @@ def _check_launch(plan: KernelPlan, opt: Opt, renderer: Renderer) -> None:
         # each dimension's limit is capped by the device's total, so the largest is a total the device allows
         if math.prod(dims) > max(caps.local_max):
             raise OptError(f"{opt}: work-group of {math.prod(dims)} threads exceeds {max(caps.local_max)} ({dims})")
-    shared = local_memory_bytes(plan)
+    from uopkit.codegen.lowerer import stage_bytes
+
+    shared = local_memory_bytes(plan) + stage_bytes(plan)
     if shared and caps.shared_max and shared > caps.shared_max:
         raise OptError(f"{opt}: {shared} bytes of local memory exceed the renderer's {caps.shared_max}")
+
+
+def _has_stage(plan: KernelPlan) -> bool:
+    return any(p.kind == "stage" for parts in plan.red for p in parts)
+
+
+def _apply_stage(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
+    who = renderer.device or type(renderer).__name__
+    if opt.axis < plan.n_out:
+        raise OptError(f"{opt}: STAGE applies to reduce axes (>= {plan.n_out})")
+    if not (renderer.caps.has_local and renderer.caps.has_shared):
+        raise OptError(f"{opt}: STAGE needs work-groups and local memory; the {who} renderer has not both")
+    if plan.tc is not None:
+        raise OptError(f"{opt}: the kernel runs on tensor core {plan.tc.tc.name}; STAGE can't stage its operands")
+    if any(p.kind == "group" for parts in plan.red for p in parts):
+        raise OptError(f"{opt}: the reduce is split by GROUP; STAGE can't also stage it")
+    # without a work-group no two work-items share an element: staging would only add copies and barriers
+    if not any(p.kind == "local" and p.size > 1 for parts in plan.out for p in parts):
+        raise OptError(f"{opt}: STAGE needs a LOCAL split first (a work-group whose work-items share operands)")
+    if any(p.kind == "stage" for p in plan.axis_parts(opt.axis)):
+        raise OptError(f"{opt}: axis {opt.axis} is already staged")
+    return _split_last_loop(plan, opt.axis, opt.amount, "stage", opt)
 
 
 def _apply_tc(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:

@@ -3,7 +3,8 @@
 - a matmul the renderer's tensor cores fit runs on them (OptOps.TC);
 - a matmul-like reduce (two output axes, each reused by a load that doesn't move along it: a matmul, a convolution)
   gets a 2-D work-group tile with a register tile per work-item on both output axes (UPCAST both, the first one
-  along the contiguous axis, so it loads and stores vectors) and an unrolled reduce;
+  along the contiguous axis, so it loads and stores vectors) and an unrolled reduce; a large float32 one with one
+  reduce axis also stages its operands in local memory (OptOps.STAGE) where they fit;
 - a reduction is split across the work-items of a work-group (OptOps.GROUP, combined through local memory): along
   a contiguous row the work-items read side by side (coalesced), in vectors; over a strided axis (a column sum) each
   work-item reads a few whole vectors of the contiguous output axis per row;
@@ -22,6 +23,7 @@ from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, ini
 from uopkit.codegen.opt.analysis import divisor as _divisor
 from uopkit.codegen.opt.analysis import load_axes, memory_strides
 from uopkit.codegen.opt.analysis import try_opt as _try
+from uopkit.dtype import dtypes
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp
 
@@ -226,6 +228,12 @@ def _matmul(
     # instruction of a warp reads one contiguous run
     vectors = limits.vector(info.itemsize) >= 4
     side = 1 << ((limits.threads.bit_length() - 1) // 2)
+    # sides of awkward length (250 rows) padded to whole work-group tiles, at most 1/8 extra: without, they get small
+    # work-groups or none (the padding's rows and columns are gated off, its reduce steps add nothing)
+    for axis, block in ((n, side * 4), (m, side * 4), (red, 16)):
+        size = _loop_size(plan, axis)
+        if size % block and size >= block and -size % block <= size * MAX_PADDING:
+            plan = _try(plan, Opt(OptOps.PADTO, axis, block), renderer)
     plan, local_n = _thread_tile(plan, n, side, vectors, renderer)
     # (the rows of one work-item are a work-group apart either way: rows are never one vector)
     plan, _ = _thread_tile(plan, m, limits.threads // local_n, False, renderer)
@@ -233,7 +241,31 @@ def _matmul(
     unroll = _divisor(_loop_size(plan, red), (4, 2))
     if unroll:
         plan = _try(plan, Opt(OptOps.UNROLL, red, unroll), renderer)
-    return plan
+    return _stage_matmul(plan, info, limits, renderer, (n, m, red))
+
+
+# a float32 matmul at least this large on each side (rows, columns, reduce) stages its operands in local memory
+STAGE_MIN_SIDE = 64
+
+
+def _stage_matmul(
+    plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer: Renderer, axes: tuple[int, int, int]
+) -> KernelPlan:
+    # where local memory is on-chip, the work-group copies each step's tiles of A and B into it once, coalesced
+    # (OptOps.STAGE; PoCL's CPU device keeps it in global memory: each step's barriers cost more there), and every
+    # work-item reads its register tile from there: without, each element is read from global memory by every
+    # work-item of its row (or column) of the work-group. Steps of 16 reduce elements (4 stage loops of the 4
+    # unrolled) take (64 + 64) x 16 floats, 8 KB, for a 16 x 16 work-group of 4 x 4 tiles
+    reduce_op = plan.reduce_op
+    if not (limits.can_group and renderer.caps.shared_on_chip) or len(info.red_sizes) != 1:
+        return plan
+    if reduce_op is None or reduce_op.dtype != dtypes.float32:
+        return plan
+    n, m, red = axes
+    if min(info.out_sizes[n], info.out_sizes[m], info.red_sizes[0]) < STAGE_MIN_SIDE:
+        return plan
+    amount = _divisor(_loop_size(plan, red), (4, 2))
+    return _try(plan, Opt(OptOps.STAGE, red, amount), renderer) if amount else plan
 
 
 def _thread_tile(

@@ -29,6 +29,8 @@ UPCAST_AMOUNTS = (2, 3, 4, 8, 16, 32)
 UNROLL_AMOUNTS = (2, 4, 8)
 LOCAL_AMOUNTS = (2, 4, 8, 16, 32, 64)
 GROUP_AMOUNTS = (16, 32, 64, 128, 256)
+# reduce elements per stage loop of a step staged in local memory (times any UNROLL inside it)
+STAGE_AMOUNTS = (2, 4, 8, 16)
 MAX_ROUNDS = 6
 TIMING_RUNS = 3
 # candidates slower than this many times the best so far get one timing run only
@@ -90,6 +92,7 @@ def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
             actions += [Opt(OptOps.UNROLL, axis, a) for a in UNROLL_AMOUNTS]
             if renderer.caps.has_local and renderer.caps.has_shared:
                 actions += [Opt(op, axis, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in GROUP_AMOUNTS]
+                actions += [Opt(OptOps.STAGE, axis, a) for a in STAGE_AMOUNTS]
         else:
             if renderer.caps.has_threads:
                 # the whole loop among the threads, or one block per thread
