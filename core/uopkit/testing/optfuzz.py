@@ -1,7 +1,7 @@
 """Random kernel opts on a device: every opt list `apply_opt` accepts must compute what the unoptimized kernel does.
 
-The kernels: matmul, row and column reduces (float, int, half, over two axes), softmax, conv2d and a half matmul
-(for tensor cores).
+The kernels: matmul, row and column reduces (float, int, bool, half, over two axes, a max with NaNs), whole-tensor
+sum and max, softmax, conv2d and a half matmul (for tensor cores).
 For each kernel of a kernel's schedule, random opt lists are drawn from what the device's renderer accepts (the
 BEAM actions: UPCAST, UNROLL, LOCAL, GROUP, GROUPTOP, THREAD and TC for each tensor core it declares, plus PADTO),
 the kernel is compiled and run with them on the device and its output compared with the unoptimized kernel's
@@ -69,6 +69,11 @@ def _conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
+def _with_nans(x: np.ndarray) -> np.ndarray:
+    x[3, 5] = x[11, -1] = np.nan
+    return x
+
+
 def cases() -> dict[str, Case]:
     rng = np.random.default_rng(0)
 
@@ -96,6 +101,15 @@ def cases() -> dict[str, Case]:
             [f32(12, 40)], lambda x: x - x.max(axis=1, keepdim=True), lambda x: x - x.max(axis=1, keepdims=True)
         ),
         "softmax": Case([f32(8, 96)], lambda x: x.softmax(-1), _softmax),
+        # the work-group combines (GROUP over an odd or prime row: a tree padded to a power of two) on ints, bools
+        # and a max that must keep its NaN (rows 3 and 11 hold one; a whole-tensor max sees both)
+        "int_row_sum": Case(
+            [rng.integers(-1000, 1000, (6, 107)).astype(np.int32)], lambda x: x.sum(axis=1), lambda x: x.sum(axis=1)
+        ),
+        "bool_row_any": Case([f32(10, 90) > 1.5], lambda x: x.any(axis=1), lambda x: x.any(axis=1)),
+        "nan_row_max": Case([_with_nans(f32(16, 75))], lambda x: x.max(axis=1), lambda x: x.max(axis=1)),
+        "nan_max": Case([_with_nans(f32(16, 75))], lambda x: x.max(), lambda x: x.max()),
+        "full_sum": Case([f32(48, 96)], lambda x: x.sum(), lambda x: x.sum()),
         "conv": Case([f32(2, 3, 10, 10), f32(4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1), _conv, rtol=2e-4),
         # float16 operands, float32 accumulation: what tensor cores take
         "matmul_half": Case(
@@ -183,7 +197,7 @@ def check_case(name: str, case: Case, device: str, renderer: Renderer, seed: int
             return f"{where}: output differs from the unoptimized kernel's by {err:.3g}"
     # the last kernel's output, computed by every kernel with its random opts
     want = case.expected(*case.inputs).reshape(-1)
-    if not np.allclose(got[0].astype(np.float64), want, rtol=case.rtol, atol=case.rtol):
+    if not np.allclose(got[0].astype(np.float64), want, rtol=case.rtol, atol=case.rtol, equal_nan=True):
         return f"{name} on {device} (seed {seed}): differs from numpy by {np.abs(got[0] - want).max():.3g}"
     return None
 

@@ -332,8 +332,9 @@ def _group_size(
     (work-items x chunk) divides the size, or pads it by little. Returns (work-items, block), or None if none of at
     least 16 (and a subgroup) fits.
 
-    Every work-item combines all the partial results after the barrier (`lowerer._combine_group`): that loop is as
-    long as the work-group is wide, so the work-group is kept no wider than each work-item's share of the reduce."""
+    The partial results are combined after the barrier by a tree in local memory (`lowerer._combine_group`: log2 of
+    the work-group's width steps, each with a barrier); the work-group is kept no wider than each work-item's share
+    of the reduce, so that reading the data, not the combine, is most of the work."""
     # (below 16 work-items a work-group reduction costs more in barriers and combining than it saves)
     smallest = min(max(16, limits.subgroup), limits.threads)
     for threads in _powers_of_two(limits.threads, smallest):

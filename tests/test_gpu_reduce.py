@@ -1,0 +1,82 @@
+"""Work-group reductions on GPU-style renderers (issue 10): the tree combine of GROUP partials in local memory, and
+the opts the GPU heuristic picks for reductions. Structure only (no timings); values on the emulator, which also
+fails on local-memory races, partial barriers and out-of-bounds accesses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit import Device, Tensor
+from uopkit.codegen import get_program
+from uopkit.codegen.lowerer import tree_strides
+from uopkit.codegen.opt import Opt, OptOps, initial_plan
+from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.uop.ops import Ops, UOp
+
+from .test_heuristic_gpu import _targets, gpu  # noqa: F401 - the fixture, an emulator with OpenCL's or CUDA's caps
+
+
+def _asts(t: Tensor) -> list[UOp]:
+    return [item.ast for item in create_schedule(kernelize_tensors([t]))]
+
+
+def test_tree_strides_halve_from_half_the_next_power_of_two() -> None:
+    assert tree_strides(1) == []
+    assert tree_strides(2) == [1]
+    assert tree_strides(5) == [4, 2, 1]
+    assert tree_strides(8) == [4, 2, 1]
+    assert tree_strides(256) == [128, 64, 32, 16, 8, 4, 2, 1]
+
+
+@pytest.mark.parametrize("target", ["OPENCL", "CUDA"])
+@pytest.mark.parametrize("threads", [5, 16, 256])
+def test_group_partials_combine_as_a_tree_with_log2_barriers(target: str, threads: int) -> None:
+    # one barrier after the partials are written, then one per halving step: ceil(log2(threads)) of them
+    ast = _asts(Tensor.empty(8, 1280).sum(1))[-1]
+    red = initial_plan(ast).n_out
+    uops = get_program(ast, _targets()[target], [Opt(OptOps.GROUP, red, threads)]).uops
+    barriers = [u for u in uops if u.op is Ops.BARRIER]
+    assert len(barriers) == 1 + (threads - 1).bit_length(), [u.op for u in uops]
+    # no loop over the partials: the only loop left is the work-item's own share of the row
+    assert sum(u.op is Ops.RANGE for u in uops) == 1
+
+
+@pytest.mark.parametrize(
+    "what",
+    ["int_sum", "max_nan", "bool_any"],
+)
+def test_tree_combine_of_a_padded_group_is_exact(gpu: str, what: str) -> None:  # noqa: F811
+    # on the emulator: int sums exact, NaN kept, bools
+    rng = np.random.default_rng(0)
+    if what == "int_sum":
+        x = rng.integers(-(2**20), 2**20, (6, 70)).astype(np.int32)
+        t, want = Tensor(x, device=gpu).sum(1), x.sum(1)
+    elif what == "max_nan":
+        x = rng.standard_normal((6, 70)).astype(np.float32)
+        x[2, 69] = x[4, 0] = np.nan
+        t, want = Tensor(x, device=gpu).max(1), x.max(1)
+    else:
+        x = rng.standard_normal((6, 70)) > 1.8
+        t, want = Tensor(x, device=gpu).any(1), x.any(1)
+    (item,) = create_schedule(kernelize_tensors([t]))
+    red = initial_plan(item.ast).n_out
+    # 5, 7 and 6 work-items (a row of 70 padded to 72 for the last): trees padded to 8
+    for opts in (
+        [Opt(OptOps.GROUP, red, 5)],
+        [Opt(OptOps.GROUPTOP, red, 7)],
+        [Opt(OptOps.PADTO, red, 3), Opt(OptOps.GROUP, red, 6)],
+    ):
+        np.testing.assert_array_equal(_run(item, gpu, opts), want, err_msg=str(opts))
+
+
+def _run(item, device: str, opts: list[Opt]) -> np.ndarray:  # noqa: ANN001
+    from uopkit.engine.realize import _buffer_for
+
+    dev = Device[device]
+    spec = get_program(item.ast, dev.renderer, opts)
+    assert any(u.op is Ops.BARRIER for u in spec.uops)
+    prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+    bufs = [_buffer_for(b) for b in item.bufs]
+    prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, wait=True)
+    return bufs[0].numpy().copy()
