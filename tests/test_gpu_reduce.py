@@ -80,3 +80,25 @@ def _run(item, device: str, opts: list[Opt]) -> np.ndarray:  # noqa: ANN001
     bufs = [_buffer_for(b) for b in item.bufs]
     prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, wait=True)
     return bufs[0].numpy().copy()
+
+
+def test_apply_opt_rejects_a_grid_over_global_max() -> None:
+    from dataclasses import replace
+
+    from uopkit.codegen.opt import OptError, apply_opts
+    from uopkit.codegen.plan import grid_dims
+
+    renderer = _targets()["OPENCL"]
+    renderer.caps = replace(renderer.caps, global_max=(1000, 64, 64))
+    ast = _asts(Tensor.empty(20, 1000) * 2)[-1]
+    assert grid_dims(apply_opts(ast, [], renderer)) == [1000, 20]
+    # padding the 1000 columns to 1008 would launch 1008 work-groups along dimension 0
+    with pytest.raises(OptError, match="grid dimension 0 of 1008 work-groups exceeds the renderer's global_max 1000"):
+        apply_opts(ast, [Opt(OptOps.PADTO, 1, 24)], renderer)
+    assert grid_dims(apply_opts(ast, [Opt(OptOps.PADTO, 1, 24), Opt(OptOps.LOCAL, 1, 8)], _targets()["OPENCL"])) == [
+        126,
+        20,
+    ]
+    # a grid already over the limit without opts is the renderer's to launch: opts on it are not refused for it
+    wide = _asts(Tensor.empty(100, 1000) * 2)[-1]
+    assert apply_opts(wide, [Opt(OptOps.UPCAST, 1, 4)], renderer).opts == (Opt(OptOps.UPCAST, 1, 4),)

@@ -30,7 +30,7 @@ from uopkit.codegen import get_program, prepare_ast
 from uopkit.codegen.opt import Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
 from uopkit.codegen.opt.search import candidate_actions
 from uopkit.codegen.opt.verify import output_error, tolerance
-from uopkit.codegen.plan import work_group_dims
+from uopkit.codegen.plan import grid_dims, work_group_dims
 from uopkit.device import Device
 from uopkit.dtype import from_numpy_dtype
 from uopkit.renderer import Renderer
@@ -160,10 +160,14 @@ def _run(item, device: str, renderer: Renderer, opts: list[Opt]) -> list[np.ndar
 
     dev = Device[device]
     spec = get_program(item.ast, renderer, opts)
-    dims = work_group_dims(apply_opts(prepare_ast(item.ast), opts, renderer))
+    plan = apply_opts(prepare_ast(item.ast), opts, renderer)
+    dims = work_group_dims(plan)
     launched = [d for d in (spec.local_size or ()) if d > 1]
     if renderer.caps.has_local and [d for d in dims if d > 1] != launched:
         raise AssertionError(f"the program launches work-groups {spec.local_size}, apply_opt checked {dims}")
+    grid = grid_dims(plan)
+    if renderer.caps.has_local and (grid + [1, 1, 1])[:3] != list(spec.global_size):
+        raise AssertionError(f"the program launches a grid {spec.global_size}, apply_opt checked {grid}")
     prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
     bufs = [_buffer_for(b) for b in item.bufs]
     prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, wait=True)
