@@ -4,6 +4,8 @@ fails on local-memory races, partial barriers and out-of-bounds accesses."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -11,7 +13,9 @@ from uopkit import Device, Tensor
 from uopkit.codegen import get_program
 from uopkit.codegen.lowerer import tree_strides
 from uopkit.codegen.opt import Opt, OptOps, initial_plan
+from uopkit.renderer import RendererCaps
 from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.schedule.splitting import CPU_RULE, gpu_rule, split_parts
 from uopkit.uop.ops import Ops, UOp
 
 from .test_heuristic_gpu import _targets, gpu  # noqa: F401 - the fixture, an emulator with OpenCL's or CUDA's caps
@@ -102,3 +106,20 @@ def test_apply_opt_rejects_a_grid_over_global_max() -> None:
     # a grid already over the limit without opts is the renderer's to launch: opts on it are not refused for it
     wide = _asts(Tensor.empty(100, 1000) * 2)[-1]
     assert apply_opts(wide, [Opt(OptOps.UPCAST, 1, 4)], renderer).opts == (Opt(OptOps.UPCAST, 1, 4),)
+
+
+def test_a_whole_tensor_reduce_on_a_gpu_renderer_runs_on_hundreds_of_work_groups(gpu: str) -> None:  # noqa: F811
+    renderer = Device[gpu].renderer
+    for t in (Tensor.empty(8192, 4096, device=gpu).sum(), Tensor.empty(8192, 4096, device=gpu).max()):
+        items = create_schedule(kernelize_tensors([t]))
+        # the partial reduces, then one small kernel combines them
+        assert len(items) == 2
+        launched = [math.prod(get_program(item.ast, renderer).global_size) for item in items]
+        assert launched[0] >= 256 and launched[1] == 1, launched
+    # the split follows the renderer's work-group limit: narrower work-groups, more of them
+    wide, narrow = gpu_rule(renderer.caps), gpu_rule(RendererCaps(has_local=True, local_max=(64,)))
+    assert narrow.blocks == 4 * wide.blocks and narrow.min_slice * 4 == wide.min_slice
+    assert split_parts(1, 8192 * 4096, wide) >= 256 and split_parts(1, 8192 * 4096) == 64
+    # a reduce into many outputs already has its work-groups, a short one is not worth a second kernel
+    assert split_parts(4096, 8192, wide) == 1 and split_parts(1, 1 << 16, wide) == 1
+    assert CPU_RULE.tile > wide.tile == 1
