@@ -318,7 +318,7 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
         done = UOp(Ops.END, dtypes.void, (done, r))
     result = UOp(Ops.LOAD, node.dtype, (slot, done))
     if group_ids:
-        result = _combine_group(ctx, node.dtype, op, result, group_ids, acc_index, n_slots)
+        result = _combine_group(ctx, node.dtype, op, result, group_ids, acc_index, n_slots, outer_loops)
     if red_upcast:
         result = UOp(Ops.REDUCE_AXIS, result.dtype, (result, *red_upcast), op)
     return result
@@ -332,6 +332,7 @@ def _combine_group(
     group_ids: list[tuple[UOp, int]],
     lane_index: UOp,
     n_slots: int,
+    outer_loops: list[UOp],
 ) -> UOp:
     # each work-item of the work-group wrote a partial result; they are combined in local memory as a tree: step k
     # folds the upper half of the slots still live onto the lower half (work-item t: slot t += slot t + s) with a
@@ -351,7 +352,8 @@ def _combine_group(
         addr = (row + i) * n_slots + lane_index
         return UOp(Ops.INDEX, local.dtype, (local, addr) if gate is TRUE else (local, addr, gate))
 
-    done = UOp(Ops.BARRIER, dtypes.void, (UOp(Ops.STORE, dtypes.void, (at(lid), partial)),))
+    # (the partial is stored once per iteration of the loops around the reduce, as its accumulator was reset)
+    done = UOp(Ops.BARRIER, dtypes.void, (UOp(Ops.STORE, dtypes.void, (at(lid), partial, *outer_loops)),))
     for stride in tree_strides(n_group):
         # the work-items below both the stride and n - stride have a partner slot
         gate = lid.lt(min(stride, n_group - stride))
