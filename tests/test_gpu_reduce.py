@@ -12,7 +12,9 @@ import pytest
 from uopkit import Device, Tensor
 from uopkit.codegen import get_program
 from uopkit.codegen.lowerer import tree_strides
-from uopkit.codegen.opt import Opt, OptOps, initial_plan
+from uopkit.codegen.opt import Opt, OptOps, apply_opts, initial_plan
+from uopkit.codegen.opt.heuristic import hand_coded_opts
+from uopkit.codegen.plan import grid_dims, work_group_dims
 from uopkit.renderer import RendererCaps
 from uopkit.schedule import create_schedule, kernelize_tensors
 from uopkit.schedule.splitting import CPU_RULE, gpu_rule, split_parts
@@ -89,8 +91,7 @@ def _run(item, device: str, opts: list[Opt]) -> np.ndarray:  # noqa: ANN001
 def test_apply_opt_rejects_a_grid_over_global_max() -> None:
     from dataclasses import replace
 
-    from uopkit.codegen.opt import OptError, apply_opts
-    from uopkit.codegen.plan import grid_dims
+    from uopkit.codegen.opt import OptError
 
     renderer = _targets()["OPENCL"]
     renderer.caps = replace(renderer.caps, global_max=(1000, 64, 64))
@@ -123,3 +124,30 @@ def test_a_whole_tensor_reduce_on_a_gpu_renderer_runs_on_hundreds_of_work_groups
     # a reduce into many outputs already has its work-groups, a short one is not worth a second kernel
     assert split_parts(4096, 8192, wide) == 1 and split_parts(1, 1 << 16, wide) == 1
     assert CPU_RULE.tile > wide.tile == 1
+
+
+@pytest.mark.parametrize("target", ["OPENCL", "CUDA"])
+def test_column_sum_gets_local_columns_and_grouped_rows(target: str) -> None:
+    # LOCAL along the contiguous columns, GROUP over the rows: the adjacent work-items of a work-group read a whole
+    # 128-byte line of each row (OpenCL: 8 work-items x float4, CUDA: 32 x float)
+    renderer = _targets()[target]
+    ast = _asts(Tensor.empty(8192, 4096).sum(0))[-1]
+    plan = apply_opts(ast, hand_coded_opts(ast, renderer), renderer)
+    kinds = [p.kind for p in plan.axis_parts(1)]
+    assert kinds[-1] == ("upcast" if target == "OPENCL" else "local") and "local" in kinds, plan.opts
+    line = math.prod(p.size for p in plan.axis_parts(1) if p.kind in ("local", "upcast")) * 4
+    assert line == 128, plan.opts
+    assert any(p.kind == "group" for p in plan.axis_parts(2)) and len(work_group_dims(plan)) == 2, plan.opts
+    assert math.prod(work_group_dims(plan)) == 256
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_local_and_grouped_column_sum_values(gpu: str, dtype: type) -> None:  # noqa: F811
+    # 300 rows: padded to whole groups of rows; 64 columns: two lines
+    x = np.random.default_rng(0).standard_normal((300, 64)) * 100
+    x = x.astype(dtype)
+    t = Tensor(x, device=gpu).sum(0)
+    (item,) = create_schedule(kernelize_tensors([t]))
+    opts = get_program(item.ast, Device[gpu].renderer).opts
+    assert {OptOps.LOCAL, OptOps.GROUP, OptOps.PADTO} <= {o.op for o in opts}, opts
+    np.testing.assert_allclose(t.numpy(), x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-2)

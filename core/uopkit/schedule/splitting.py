@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 class SplitRule:
     """When and how far a device splits a reduce: only one into at most `max_outputs` outputs with at least
     `min_work` elements in all; into enough slices for `blocks` blocks of partial results (`tile` outputs make a
-    block), each slice at least `min_slice` long, at most `max_parts` of them."""
+    block), each slice at least `min_slice` long, at most `max_parts` of them; of the outermost reduce axis they
+    divide (`outermost`) or of the longest."""
 
     max_outputs: int
     min_work: int
@@ -40,6 +41,7 @@ class SplitRule:
     tile: int
     min_slice: int
     max_parts: int
+    outermost: bool = False
 
 
 # CPU threads: a reduce into at most 256 outputs (more are already blocks enough for the threads) of at least 4M
@@ -70,6 +72,7 @@ def gpu_rule(caps: RendererCaps) -> SplitRule:
         tile=1,
         min_slice=width * GPU_ITEM_ELEMENTS,
         max_parts=groups,
+        outermost=True,
     )
 
 
@@ -110,10 +113,14 @@ def split_reduce(red: UOp) -> UOp | None:
     if rule is None:
         return None
     outputs = math.prod(out_shape)
-    # the longest reduce axis is cut: (..., n, ...) -> (..., parts, n // parts, ...)
-    axis = max(axes, key=lambda a: shape[a])
     parts = split_parts(outputs, math.prod(shape[a] for a in axes), rule)
-    if parts == 1 or shape[axis] % parts:
+    # a reduce axis is cut: (..., n, ...) -> (..., parts, n // parts, ...). The CPU cuts the longest; a GPU the
+    # outermost the parts divide, so that each partial reads one contiguous block (its work-items side by side)
+    fits = [a for a in axes if shape[a] % parts == 0]
+    if parts == 1 or not fits:
+        return None
+    axis = fits[0] if rule.outermost else max(axes, key=lambda a: shape[a])
+    if shape[axis] % parts:
         return None
     # a reduce over padding (up to the stored values it reads) is left to codegen, which drops the padding from the
     # loop (a sum over 10**12 padded zeros and two values runs over two)
