@@ -151,3 +151,26 @@ def test_local_and_grouped_column_sum_values(gpu: str, dtype: type) -> None:  # 
     opts = get_program(item.ast, Device[gpu].renderer).opts
     assert {OptOps.LOCAL, OptOps.GROUP, OptOps.PADTO} <= {o.op for o in opts}, opts
     np.testing.assert_allclose(t.numpy(), x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-2)
+
+
+@pytest.mark.parametrize("target", ["OPENCL", "CUDA"])
+def test_many_rows_narrower_than_a_work_group_share_one(target: str) -> None:
+    renderer = _targets()[target]
+    ast = _asts(Tensor.empty(8192, 4096).sum(1))[-1]
+    plan = apply_opts(ast, hand_coded_opts(ast, renderer), renderer)
+    # each row's work-items side by side (GROUP), several rows per work-group (LOCAL), hundreds of work-groups
+    assert any(p.kind == "group" for p in plan.axis_parts(2)), plan.opts
+    assert any(p.kind == "local" for p in plan.axis_parts(0)), plan.opts
+    assert math.prod(work_group_dims(plan)) == 256 and math.prod(grid_dims(plan)) >= 256, plan.opts
+    # a few long rows (softmax's) keep one work-group per row
+    few = _asts(Tensor.empty(3, 100003).sum(1))[-1]
+    assert not any(p.kind == "local" for p in apply_opts(few, hand_coded_opts(few, renderer), renderer).out[0])
+
+
+def test_local_rows_values(gpu: str) -> None:  # noqa: F811
+    x = np.random.default_rng(0).standard_normal((2048, 128)).astype(np.float32)
+    t = Tensor(x, device=gpu).sum(1)
+    (item,) = create_schedule(kernelize_tensors([t]))
+    opts = get_program(item.ast, Device[gpu].renderer).opts
+    assert {OptOps.LOCAL, OptOps.GROUP} <= {o.op for o in opts}, opts
+    np.testing.assert_allclose(t.numpy(), x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
