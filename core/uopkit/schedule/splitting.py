@@ -10,9 +10,10 @@ share the reduce, `OptOps.GROUP`), so a whole-tensor sum runs on one of a GPU's 
 partials are as many work-groups as fill the GPU (`gpu_rule`).
 
 The split depends only on the shapes and the renderer's caps, never on the thread count: a sum gives the same bits
-on every machine with the same backend. The scheduler decides, once the graph is complete and before it kernelizes
-(like `packing.pack_panels`), for devices whose renderer runs threads or a grid of work-groups. Sums of ints stay
-exact (in any order) and a NaN anywhere still wins a max (it wins its partial, then the combine).
+on every machine (on GPUs, on every one with the same work-group limit). The scheduler decides, once the graph is
+complete and before it kernelizes (like `packing.pack_panels`), for devices whose renderer runs threads or a grid of
+work-groups. Sums of ints stay exact (in any order) and a NaN anywhere still wins a max (it wins its partial, then
+the combine).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def gpu_rule(caps: RendererCaps) -> SplitRule:
     """The split for a GPU-style renderer: partials as work-groups, GPU_RESIDENT_ITEMS work-items of them in all
     (1024 work-groups of 256: hundreds of partials for a whole-tensor reduce), each work-item reading at least
     GPU_ITEM_ELEMENTS. A reduce of at least 1M elements into fewer outputs than half that many work-groups."""
-    width = min(GPU_WORKGROUP, caps.workgroup_max or GPU_WORKGROUP, *(caps.local_max or (GPU_WORKGROUP,))[:1])
+    limits = [caps.workgroup_max or GPU_WORKGROUP, caps.local_max[0] if caps.local_max else GPU_WORKGROUP]
+    width = min(GPU_WORKGROUP, *limits)
     groups = GPU_RESIDENT_ITEMS // width
     return SplitRule(
         max_outputs=groups // 2,
