@@ -7,7 +7,7 @@ from uopkit import Device, Tensor
 from uopkit.engine.realize import method_cache
 from uopkit.helpers import Context
 from uopkit.schedule import create_schedule, kernelize_tensors
-from uopkit.schedule.splitting import MIN_SLICE, split_parts
+from uopkit.schedule.splitting import CPU_RULE, split_parts
 
 pytestmark = pytest.mark.skipif(not Device["CPU"].renderer.caps.has_threads, reason="the CPU renderer has no threads")
 
@@ -28,7 +28,7 @@ def test_split_parts_depend_on_shapes_only():
     # every slice stays long
     for outputs, length in ((1, 1 << 22), (4, 1 << 20), (64, 1 << 16), (100, 3 * (1 << 15))):
         parts = split_parts(outputs, length)
-        assert parts > 1 and length % parts == 0 and length // parts >= MIN_SLICE
+        assert parts > 1 and length % parts == 0 and length // parts >= CPU_RULE.min_slice
     # small work, many outputs, or no divisor: left whole
     assert split_parts(1, 1 << 20) == 1
     assert split_parts(4096, 4096) == 1

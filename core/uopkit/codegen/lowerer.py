@@ -348,9 +348,12 @@ def _combine_group(
     n_slots: int,
     outer_loops: list[UOp],
 ) -> UOp:
-    # each thread of the work-group wrote a partial result; share them through local memory, then every thread
-    # combines all of them (all threads get the same answer; only one stores it). The threads of the other work-group
-    # dimensions (LOCAL on an output axis) compute other outputs at the same time: each has its own rows
+    # each work-item of the work-group wrote a partial result; they are combined in local memory as a tree: step k
+    # folds the upper half of the slots still live onto the lower half (work-item t: slot t += slot t + s) with a
+    # barrier after each, so ceil(log2(n)) steps for n work-items. A work-group that is not a power of two is
+    # treated as padded to one: slots past n are never read (t + s < n). Every work-item then reads slot 0 (only
+    # one stores it). The work-items of the other work-group dimensions (LOCAL on an output axis) compute other
+    # outputs at the same time: each has its own rows
     lid = _combine(group_ids)
     n_group = math.prod(s for _, s in group_ids)
     grouped = {u for u, _ in group_ids}
@@ -358,17 +361,32 @@ def _combine_group(
     row = _combine(others) * n_group if others else idx_const(0)
     size = math.prod(s for _, s in others) * n_group * n_slots
     local = UOp(Ops.DEFINE_LOCAL, dtype.ptr(size, local=True), (), f"temp{next(ctx.local_ids)}")
-    mine = UOp(Ops.INDEX, local.dtype, (local, (row + lid) * n_slots + lane_index))
-    write = UOp(Ops.STORE, dtypes.void, (mine, partial))
-    barrier = UOp(Ops.BARRIER, dtypes.void, (write,))
-    acc = UOp(Ops.DEFINE_REG, dtype.ptr(n_slots), (), next(ctx.reg_ids))
-    slot = UOp(Ops.INDEX, dtype.ptr(n_slots), (acc, lane_index))
-    init = UOp(Ops.STORE, dtypes.void, (slot, reduce_identity(op, dtype), barrier, *outer_loops))
-    g = ctx.new_range(n_group, "loop", (init,))
-    shared = UOp(Ops.LOAD, dtype, (UOp(Ops.INDEX, local.dtype, (local, (row + g) * n_slots + lane_index)), barrier))
-    current = UOp(Ops.LOAD, dtype, (slot, init, g))
-    update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], shared)))
-    return UOp(Ops.LOAD, dtype, (slot, UOp(Ops.END, dtypes.void, (update, g))))
+
+    def at(i: UOp, gate: UOp = TRUE) -> UOp:
+        addr = (row + i) * n_slots + lane_index
+        return UOp(Ops.INDEX, local.dtype, (local, addr) if gate is TRUE else (local, addr, gate))
+
+    # (the partial is stored once per iteration of the loops around the reduce, as its accumulator was reset)
+    done = UOp(Ops.BARRIER, dtypes.void, (UOp(Ops.STORE, dtypes.void, (at(lid), partial, *outer_loops)),))
+    for stride in tree_strides(n_group):
+        # the work-items below both the stride and n - stride have a partner slot
+        gate = lid.lt(min(stride, n_group - stride))
+        mine = UOp(Ops.LOAD, dtype, (at(lid, gate), done))
+        theirs = UOp(Ops.LOAD, dtype, (at(lid + stride, gate), done))
+        folded = UOp(Ops.STORE, dtypes.void, (at(lid, gate), mine.alu(REDUCE_COMBINE[op], theirs)))
+        done = UOp(Ops.BARRIER, dtypes.void, (folded,))
+    return UOp(Ops.LOAD, dtype, (at(idx_const(0)), done))
+
+
+def tree_strides(n: int) -> list[int]:
+    """The strides of a tree combine of `n` values: half the next power of two, halving down to 1 ([] for n = 1)."""
+    stride, strides = 1, []
+    while stride < n:
+        stride *= 2
+    while stride > 1:
+        stride //= 2
+        strides.append(stride)
+    return strides
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -175,6 +175,15 @@ def work_group_dims(plan: KernelPlan) -> list[int]:
     return dims
 
 
+def grid_dims(plan: KernelPlan) -> list[int]:
+    """The work-groups per grid dimension (gidx0, gidx1, gidx2) the lowerer gives a GPU-style kernel with this plan:
+    the loop parts of the output axes, the innermost as dimension 0; beyond three, all but the innermost two share
+    dimension 2."""
+    parts = [p.size for parts in plan.out for p in parts if p.kind == "loop"]
+    inner, outer = (parts[-2:], parts[:-2]) if len(parts) > 3 else (parts, [])
+    return list(reversed(inner)) + ([math.prod(outer)] if outer else [])
+
+
 def local_memory_bytes(plan: KernelPlan) -> int:
     """Bytes of local memory a GROUP takes (at most): one slot per work-item for each of its accumulator lanes."""
     if plan.reduce_op is None or not any(p.kind == "group" for parts in plan.red for p in parts):

@@ -1,52 +1,103 @@
-"""Split a long reduce into few outputs in two, so that its work can be shared among CPU threads.
+"""Split a long reduce into few outputs in two, so that its work can be shared among CPU threads or GPU work-groups.
 
 A kernel shares its *output* among threads (`OptOps.THREAD`): a sum of 16M elements into one number, or a matmul of
 a few rows and columns over a long K, has one or a handful of output blocks and runs on one core. Rewritten as
 partial reduces over `parts` slices of the reduce axis (a kernel with `parts` times more outputs, threaded like any
 other), then a reduce over the partials (a small second kernel), it uses every core.
 
-The split depends only on the shapes, never on the thread count: a sum gives the same bits on every machine. The
-scheduler decides, once the graph is complete and before it kernelizes (like `packing.pack_panels`), and only for
-devices whose renderer runs threads.
+A GPU renderer has the same problem at a larger scale: a reduce gets at most one work-group per output (its work-items
+share the reduce, `OptOps.GROUP`), so a whole-tensor sum runs on one of a GPU's hundred multiprocessors. There the
+partials are as many work-groups as fill the GPU (`gpu_rule`).
+
+The split depends only on the shapes and the renderer's caps, never on the thread count: a sum gives the same bits
+on every machine (on GPUs, on every one with the same work-group limit). The scheduler decides, once the graph is
+complete and before it kernelizes (like `packing.pack_panels`), for devices whose renderer runs threads or a grid of
+work-groups. Sums of ints stay exact (in any order) and a NaN anywhere still wins a max (it wins its partial, then
+the combine).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from uopkit.dtype import dtypes
 from uopkit.uop.ops import Ops, UOp
 
-# split only a reduce into at most this many outputs (more outputs are already blocks enough for the threads) ...
-MAX_OUTPUTS = 256
-# ... of at least this much work (outputs times reduce length): the second kernel's launch (a few us) must be small
-# against what the threads save ...
-MIN_WORK = 1 << 22
-# ... into enough blocks of partial results for this many threads (a kernel's register tile holds up to
-# TILE outputs: a block) ...
-PARTIAL_BLOCKS = 64
-TILE = 64
-# ... each at least this long (a partial reduce keeps long vector loops), and at most this many
-MIN_SLICE = 1024
-MAX_PARTS = 256
+if TYPE_CHECKING:
+    from uopkit.renderer import RendererCaps
 
 
-def _threads_device(device: str) -> bool:
+@dataclass(frozen=True)
+class SplitRule:
+    """When and how far a device splits a reduce: only one into at most `max_outputs` outputs with at least
+    `min_work` elements in all; into enough slices for `blocks` blocks of partial results (`tile` outputs make a
+    block), each slice at least `min_slice` long, at most `max_parts` of them; of the outermost reduce axis they
+    divide (`outermost`) or of the longest."""
+
+    max_outputs: int
+    min_work: int
+    blocks: int
+    tile: int
+    min_slice: int
+    max_parts: int
+    outermost: bool = False
+
+
+# CPU threads: a reduce into at most 256 outputs (more are already blocks enough for the threads) of at least 4M
+# elements (the second kernel's launch, a few us, must be small against what the threads save), into blocks for 64
+# threads (a kernel's register tile holds up to 64 outputs: a block), each slice at least 1024 long (a partial
+# reduce keeps long vector loops)
+CPU_RULE = SplitRule(max_outputs=256, min_work=1 << 22, blocks=64, tile=64, min_slice=1024, max_parts=256)
+# GPUs: work-items resident at once on a large GPU (an H200: 132 multiprocessors x 2048), the grid a partial reduce
+# aims to fill. The caps carry no multiprocessor count; a smaller GPU just runs the partials in a few waves
+GPU_RESIDENT_ITEMS = 1 << 18
+# each work-item of a partial's work-group reads at least this many elements (a few vector loads), else the partials
+# are mostly barriers and combines
+GPU_ITEM_ELEMENTS = 16
+# the work-group width the GPU heuristic aims at (codegen/opt/heuristic_gpu.py TARGET_THREADS)
+GPU_WORKGROUP = 256
+
+
+def gpu_rule(caps: RendererCaps) -> SplitRule:
+    """The split for a GPU-style renderer: partials as work-groups, GPU_RESIDENT_ITEMS work-items of them in all
+    (1024 work-groups of 256: hundreds of partials for a whole-tensor reduce), each work-item reading at least
+    GPU_ITEM_ELEMENTS. A reduce of at least 1M elements into fewer outputs than half that many work-groups."""
+    limits = [caps.workgroup_max or GPU_WORKGROUP, caps.local_max[0] if caps.local_max else GPU_WORKGROUP]
+    width = min(GPU_WORKGROUP, *limits)
+    groups = GPU_RESIDENT_ITEMS // width
+    return SplitRule(
+        max_outputs=groups // 2,
+        min_work=1 << 20,
+        blocks=groups,
+        tile=1,
+        min_slice=width * GPU_ITEM_ELEMENTS,
+        max_parts=groups,
+        outermost=True,
+    )
+
+
+def split_rule(device: str) -> SplitRule | None:
+    """How `device` splits long reduces: CPU_RULE with threads, `gpu_rule` with a grid of work-groups, else None."""
     from uopkit.device import Device
 
     try:
-        return bool(Device[device].renderer.caps.has_threads)
+        caps = Device[device].renderer.caps
     except Exception:  # noqa: BLE001 - a device that can't open here gets no split
-        return False
+        return None
+    if caps.has_threads:
+        return CPU_RULE
+    return gpu_rule(caps) if caps.has_local else None
 
 
-def split_parts(outputs: int, length: int) -> int:
+def split_parts(outputs: int, length: int, rule: SplitRule = CPU_RULE) -> int:
     """How many slices to cut a reduce of `length` elements into, for `outputs` outputs (1: leave it whole)."""
-    if outputs > MAX_OUTPUTS or outputs * length < MIN_WORK:
+    if outputs > rule.max_outputs or outputs * length < rule.min_work:
         return 1
-    want = -(-PARTIAL_BLOCKS // -(-outputs // TILE))
+    want = -(-rule.blocks // -(-outputs // rule.tile))
     # the fewest slices that give the blocks wanted, each still long; else the most slices that stay long
-    fits = [p for p in range(2, min(MAX_PARTS, length // MIN_SLICE) + 1) if length % p == 0]
+    fits = [p for p in range(2, min(rule.max_parts, length // rule.min_slice) + 1) if length % p == 0]
     enough = [p for p in fits if p >= want]
     return enough[0] if enough else (fits[-1] if fits else 1)
 
@@ -60,13 +111,18 @@ def split_reduce(red: UOp) -> UOp | None:
         return None
     if not (dtypes.is_float(red.dtype) or dtypes.is_int(red.dtype)) or red.dtype.itemsize < 4:
         return None
-    if not _threads_device(src.device):
+    rule = split_rule(src.device)
+    if rule is None:
         return None
     outputs = math.prod(out_shape)
-    # the longest reduce axis is cut: (..., n, ...) -> (..., parts, n // parts, ...)
-    axis = max(axes, key=lambda a: shape[a])
-    parts = split_parts(outputs, math.prod(shape[a] for a in axes))
-    if parts == 1 or shape[axis] % parts:
+    parts = split_parts(outputs, math.prod(shape[a] for a in axes), rule)
+    # a reduce axis is cut: (..., n, ...) -> (..., parts, n // parts, ...). The CPU cuts the longest; a GPU the
+    # outermost the parts divide, so that each partial reads one contiguous block (its work-items side by side)
+    fits = [a for a in axes if shape[a] % parts == 0]
+    if parts == 1 or not fits:
+        return None
+    axis = fits[0] if rule.outermost else max(axes, key=lambda a: shape[a])
+    if shape[axis] % parts:
         return None
     # a reduce over padding (up to the stored values it reads) is left to codegen, which drops the padding from the
     # loop (a sum over 10**12 padded zeros and two values runs over two)
@@ -75,7 +131,7 @@ def split_reduce(red: UOp) -> UOp | None:
     cut = shape[:axis] + (parts, shape[axis] // parts) + shape[axis + 1 :]
     moved = tuple(a + 1 if a >= axis else a for a in axes)
     sliced = UOp(Ops.RESHAPE, src.dtype, (src,), cut)
-    # the partials are stored (a kernel of their own, `parts` blocks per output to share among threads) ...
+    # the partials are stored (a kernel of their own: `parts` blocks per output for threads or work-groups) ...
     partial = UOp(Ops.REDUCE_AXIS, red.dtype, (sliced,), (op, moved))
     stored = UOp(Ops.CONTIGUOUS, red.dtype, (partial,))
     # ... and reduced by a small second kernel, in a fixed order

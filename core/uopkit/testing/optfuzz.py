@@ -1,7 +1,7 @@
 """Random kernel opts on a device: every opt list `apply_opt` accepts must compute what the unoptimized kernel does.
 
-The kernels: matmul, row and column reduces (float, int, half, over two axes), softmax, conv2d and a half matmul
-(for tensor cores).
+The kernels: matmul, row and column reduces (float, int, bool, half, over two axes, a max with NaNs), whole-tensor
+sum and max, softmax, conv2d and a half matmul (for tensor cores).
 For each kernel of a kernel's schedule, random opt lists are drawn from what the device's renderer accepts (the
 BEAM actions: UPCAST, UNROLL, LOCAL, GROUP, GROUPTOP, STAGE, THREAD and TC for each tensor core it declares, plus
 PADTO),
@@ -31,7 +31,7 @@ from uopkit.codegen import get_program, prepare_ast
 from uopkit.codegen.opt import Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
 from uopkit.codegen.opt.search import candidate_actions
 from uopkit.codegen.opt.verify import output_error, tolerance
-from uopkit.codegen.plan import work_group_dims
+from uopkit.codegen.plan import grid_dims, work_group_dims
 from uopkit.device import Device
 from uopkit.dtype import from_numpy_dtype
 from uopkit.renderer import Renderer
@@ -70,6 +70,11 @@ def _conv(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
+def _with_nans(x: np.ndarray) -> np.ndarray:
+    x[3, 5] = x[11, -1] = np.nan
+    return x
+
+
 def cases() -> dict[str, Case]:
     rng = np.random.default_rng(0)
 
@@ -97,6 +102,15 @@ def cases() -> dict[str, Case]:
             [f32(12, 40)], lambda x: x - x.max(axis=1, keepdim=True), lambda x: x - x.max(axis=1, keepdims=True)
         ),
         "softmax": Case([f32(8, 96)], lambda x: x.softmax(-1), _softmax),
+        # the work-group combines (GROUP over an odd or prime row: a tree padded to a power of two) on ints, bools
+        # and a max that must keep its NaN (rows 3 and 11 hold one; a whole-tensor max sees both)
+        "int_row_sum": Case(
+            [rng.integers(-1000, 1000, (6, 107)).astype(np.int32)], lambda x: x.sum(axis=1), lambda x: x.sum(axis=1)
+        ),
+        "bool_row_any": Case([f32(10, 90) > 1.5], lambda x: x.any(axis=1), lambda x: x.any(axis=1)),
+        "nan_row_max": Case([_with_nans(f32(16, 75))], lambda x: x.max(axis=1), lambda x: x.max(axis=1)),
+        "nan_max": Case([_with_nans(f32(16, 75))], lambda x: x.max(), lambda x: x.max()),
+        "full_sum": Case([f32(48, 96)], lambda x: x.sum(), lambda x: x.sum()),
         "conv": Case([f32(2, 3, 10, 10), f32(4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1), _conv, rtol=2e-4),
         # float16 operands, float32 accumulation: what tensor cores take
         "matmul_half": Case(
@@ -151,10 +165,14 @@ def _run(item, device: str, renderer: Renderer, opts: list[Opt]) -> list[np.ndar
 
     dev = Device[device]
     spec = get_program(item.ast, renderer, opts)
-    dims = work_group_dims(apply_opts(prepare_ast(item.ast), opts, renderer))
+    plan = apply_opts(prepare_ast(item.ast), opts, renderer)
+    dims = work_group_dims(plan)
     launched = [d for d in (spec.local_size or ()) if d > 1]
     if renderer.caps.has_local and [d for d in dims if d > 1] != launched:
         raise AssertionError(f"the program launches work-groups {spec.local_size}, apply_opt checked {dims}")
+    grid = grid_dims(plan)
+    if renderer.caps.has_local and (grid + [1, 1, 1])[:3] != list(spec.global_size):
+        raise AssertionError(f"the program launches a grid {spec.global_size}, apply_opt checked {grid}")
     prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
     bufs = [_buffer_for(b) for b in item.bufs]
     prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, wait=True)
@@ -188,7 +206,7 @@ def check_case(name: str, case: Case, device: str, renderer: Renderer, seed: int
             return f"{where}: output differs from the unoptimized kernel's by {err:.3g}"
     # the last kernel's output, computed by every kernel with its random opts
     want = case.expected(*case.inputs).reshape(-1)
-    if not np.allclose(got[0].astype(np.float64), want, rtol=case.rtol, atol=case.rtol):
+    if not np.allclose(got[0].astype(np.float64), want, rtol=case.rtol, atol=case.rtol, equal_nan=True):
         return f"{name} on {device} (seed {seed}): differs from numpy by {np.abs(got[0] - want).max():.3g}"
     return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import re
 
 import numpy as np
@@ -208,3 +209,22 @@ def test_group_with_local_output_axis_issue_10() -> None:
     bufs = [_buffer_for(b) for b in item.bufs]
     prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, wait=True)
     np.testing.assert_allclose(bufs[0].numpy(), a.sum(axis=0), rtol=1e-4, atol=1e-4)
+
+
+def test_whole_tensor_reduces_split_over_work_groups_stay_exact() -> None:
+    # a whole-tensor reduce is partial reduces on many work-groups, then a combine (schedule/splitting.py): int sums
+    # stay exact, a NaN anywhere wins the max
+    from uopkit.codegen import get_program
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1024, 2048)).astype(np.float32)
+    xi = rng.integers(-1000, 1000, (1024, 2048)).astype(np.int32)
+    items = create_schedule(kernelize_tensors([_t(x).sum()]))
+    assert len(items) == 2
+    assert math.prod(get_program(items[0].ast, Device[DEV].renderer).global_size) >= 64
+    np.testing.assert_allclose(_t(x).sum().numpy(), x.astype(np.float64).sum(), rtol=1e-5)
+    assert _t(xi).sum().numpy() == xi.astype(np.int64).sum()
+    assert _t(x).max().numpy() == x.max() and _t(x).min().numpy() == x.min()
+    x[700, 3] = np.nan
+    assert np.isnan(_t(x).max().numpy())

@@ -14,6 +14,7 @@ from uopkit.codegen.plan import (
     OptError,
     OptOps,
     TCPlan,
+    grid_dims,
     initial_plan,
     local_memory_bytes,
     main_reduce,
@@ -103,6 +104,7 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
     if new.lanes() > MAX_LANES:
         raise OptError(f"{opt}: {new.lanes()} unrolled lanes is more than the limit {MAX_LANES}")
     _check_launch(new, opt, renderer)
+    _check_grid(plan, new, opt, renderer)
     return replace(new, opts=plan.opts + (opt,))
 
 
@@ -147,6 +149,26 @@ def _apply_stage(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
     if any(p.kind == "stage" for p in plan.axis_parts(opt.axis)):
         raise OptError(f"{opt}: axis {opt.axis} is already staged")
     return _split_last_loop(plan, opt.axis, opt.amount, "stage", opt)
+
+
+def _over_grid(plan: KernelPlan, renderer: Renderer) -> str | None:
+    limits = renderer.caps.global_max
+    if not renderer.caps.has_local or limits is None:
+        return None
+    dims = grid_dims(plan)
+    for d, (size, limit) in enumerate(zip(dims, limits, strict=False)):
+        if size > limit:
+            return f"grid dimension {d} of {size} work-groups exceeds the renderer's global_max {limit} (grid {dims})"
+    return None
+
+
+def _check_grid(old: KernelPlan, new: KernelPlan, opt: Opt, renderer: Renderer) -> None:
+    """The grid of work-groups fits `global_max` (PADTO grows an axis; a split that empties an axis's loop moves the
+    axes outside it to other grid dimensions, whose limits can be lower). A kernel whose grid is already over it
+    before the opt (the renderer copes, or the launch fails) is not held to it."""
+    over = _over_grid(new, renderer)
+    if over is not None and _over_grid(old, renderer) is None:
+        raise OptError(f"{opt}: {over}")
 
 
 def _apply_tc(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:

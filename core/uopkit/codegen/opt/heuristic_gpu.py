@@ -295,11 +295,14 @@ def _reduction(plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer: 
         axis = contiguous[-1]
         new = _group_row(plan, info, limits, renderer, axis, info.red_sizes[axis - n_out], vec)
         if new is not plan:
-            return new
+            return _local_rows(new, info, limits, renderer)
     if limits.can_group:
         # the largest reduce axis that is not contiguous in memory (a column sum's, or the rows of a whole-tensor sum)
         for axis in sorted((a for a in red_axes if a not in contiguous), key=lambda a: -info.red_sizes[a - n_out]):
-            new = _group_columns(plan, info, limits, renderer, axis, info.red_sizes[axis - n_out], vec, out_contiguous)
+            size = info.red_sizes[axis - n_out]
+            new = _local_group_columns(plan, info, limits, renderer, axis, size, vec, out_contiguous)
+            if new is plan:
+                new = _group_columns(plan, info, limits, renderer, axis, size, vec, out_contiguous)
             if new is not plan:
                 return new
     # short reduces: one work-item per output, the work-group along the contiguous output axis
@@ -352,6 +355,69 @@ def _group_columns(
     return _try(plan, Opt(OptOps.GROUP, axis, threads), renderer)
 
 
+# a reduce keeps at least this many work-groups when LOCAL packs several outputs into one
+MIN_WORK_GROUPS = 256
+
+
+def _local_rows(plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer: Renderer) -> KernelPlan:
+    # many short rows, each a GROUP narrower than the work-group aimed at (a row of 4096 gets 32 work-items): LOCAL
+    # over the rows fills the work-group (each row's work-items still read side by side), while enough work-groups
+    # stay to spread over the GPU. A GPU holds only so many work-groups per multiprocessor at once, so narrow ones
+    # leave it underused
+    group = math.prod(p.size for parts in plan.red for p in parts if p.kind == "group")
+    room = limits.threads // max(group, 1)
+    if room < 2 or _work_group_dims(plan) >= 3:
+        return plan
+    for axis in reversed(info.out_axes()):
+        size = _loop_size(plan, axis)
+        amount = _divisor(size, tuple(a for a in _powers_of_two(room) if size // a >= MIN_WORK_GROUPS))
+        if amount:
+            return _try(plan, Opt(OptOps.LOCAL, axis, amount), renderer)
+    return plan
+
+
+# bytes of one row that the adjacent work-items of a column reduce read together: a 128-byte line, four 32-byte
+# sectors (what a warp's load instruction fetches at best on NVIDIA and AMD GPUs)
+LINE_BYTES = 128
+
+
+def _local_group_columns(
+    plan: KernelPlan,
+    info: KernelInfo,
+    limits: GPULimits,
+    renderer: Renderer,
+    axis: int,
+    size: int,
+    vec: int,
+    out_contiguous: list[int],
+) -> KernelPlan:
+    # a column reduce with a 2-D work-group: LOCAL along the contiguous output axis (adjacent work-items, adjacent
+    # columns: a vector each where the renderer has them), so that each row's load reads a whole line, and GROUP over
+    # the rows with the rest of the work-group, each work-item at least 4 rows. Unchanged when the output axis can't
+    # hold a line (then `_group_columns` reads a sector per work-item and row)
+    if not out_contiguous:
+        return plan
+    out = out_contiguous[-1]
+    per_item = max(vec, 1)
+    across = max(2, LINE_BYTES // (per_item * info.itemsize))
+    rows = limits.threads // across
+    if rows < 2 or _loop_size(plan, out) % (per_item * across) or size < 4 * rows:
+        return plan
+    new = plan
+    if vec:
+        new = _try(new, Opt(OptOps.UPCAST, out, vec), renderer)
+    new = _try(new, Opt(OptOps.LOCAL, out, across), renderer)
+    # the most rows (a power of two) that divide the reduce, or pad it by little
+    for group in _powers_of_two(rows):
+        if -size % group <= size * MAX_PADDING:
+            if size % group:
+                new = _try(new, Opt(OptOps.PADTO, axis, group), renderer)
+            new = _try(new, Opt(OptOps.GROUP, axis, group), renderer)
+            break
+    kinds = [o.op for o in new.opts[len(plan.opts) :]]
+    return new if OptOps.LOCAL in kinds and OptOps.GROUP in kinds else plan
+
+
 # a reduce axis may be padded by at most this fraction of its size to fit whole work-group blocks
 MAX_PADDING = 1 / 8
 
@@ -364,8 +430,9 @@ def _group_size(
     (work-items x chunk) divides the size, or pads it by little. Returns (work-items, block), or None if none of at
     least 16 (and a subgroup) fits.
 
-    Every work-item combines all the partial results after the barrier (`lowerer._combine_group`): that loop is as
-    long as the work-group is wide, so the work-group is kept no wider than each work-item's share of the reduce."""
+    The partial results are combined after the barrier by a tree in local memory (`lowerer._combine_group`: log2 of
+    the work-group's width steps, each with a barrier); the work-group is kept no wider than each work-item's share
+    of the reduce, so that reading the data, not the combine, is most of the work."""
     # (below 16 work-items a work-group reduction costs more in barriers and combining than it saves)
     smallest = min(max(16, limits.subgroup), limits.threads)
     for threads in _powers_of_two(limits.threads, smallest):
