@@ -152,6 +152,15 @@ def test_row_sum_is_a_coalesced_work_group_reduction(target: str) -> None:
     assert any(o.op is OptOps.GROUP and o.amount >= 32 for o in opts), opts
 
 
+def test_a_reduce_of_a_costly_op_takes_two_vectors_a_step(gpu: str) -> None:
+    # softmax's sum of exp spends its time on the exp's arithmetic: two vectors per work-item and step where the
+    # renderer has vectors; its max (a compare per element) stays at one vector
+    renderer = Device[gpu].renderer
+    asts = _asts(Tensor.empty(3, 4096, device=gpu).softmax(-1))
+    lanes = [math.prod(o.amount for o in hand_coded_opts(ast, renderer) if o.op is OptOps.UPCAST) for ast in asts[:2]]
+    assert lanes == ([4, 8] if renderer.caps.vector_ops else [1, 1]), lanes
+
+
 @pytest.mark.parametrize("target", ["OPENCL", "CUDA"])
 def test_column_sum_splits_the_rows_over_a_work_group_and_reads_whole_sectors(target: str) -> None:
     ast = _asts(Tensor.empty(4096, 64).sum(0))[-1]
