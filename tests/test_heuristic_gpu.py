@@ -78,6 +78,35 @@ def test_softmax_on_a_gpu_style_renderer_reads_each_row_a_few_times(gpu: str) ->
     np.testing.assert_allclose(t.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
+def _loop_loads(uops: tuple[UOp, ...]) -> tuple[list[UOp], list[UOp]]:
+    """The loads of global memory inside the kernel's loops, and those outside them."""
+    depth, inside, outside = 0, [], []
+    for u in uops:
+        depth += (u.op is Ops.RANGE) - (u.op is Ops.END)
+        if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL:
+            (inside if depth else outside).append(u)
+    return inside, outside
+
+
+def test_padded_row_reduces_check_bounds_only_after_their_loop(gpu: str) -> None:
+    # softmax over a prime length: its reduces are padded to whole work-group blocks. Only the last block reads past
+    # the row: the loop over the others loads with no bounds check (whole vectors where the renderer has them), the
+    # last block, after the loop, with one
+    x = np.random.default_rng(0).standard_normal((3, 100003)).astype(np.float32)
+    t = Tensor(x, device=gpu).softmax(-1)
+    renderer = Device[gpu].renderer
+    vectors = bool(renderer.caps.vector_ops)
+    for ast in _asts(t)[:2]:
+        prg = get_program(ast, renderer)
+        assert any(o.op is OptOps.PADTO for o in prg.opts), prg.opts
+        inside, outside = _loop_loads(prg.uops)
+        row = [u for u in inside if u.dtype.count > 1 or not vectors]
+        assert row and all(len(u.src[0].src) == 2 for u in inside), prg.src
+        assert any(len(u.src[0].src) == 3 for u in outside), prg.src
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(t.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
 def test_cpu_fuses_the_row_reduce_and_gpu_style_does_not(gpu: str) -> None:
     assert fuses_row_reduces("CPU") and not fuses_row_reduces(gpu)
 
@@ -123,6 +152,15 @@ def test_row_sum_is_a_coalesced_work_group_reduction(target: str) -> None:
     assert any(o.op is OptOps.GROUP and o.amount >= 32 for o in opts), opts
 
 
+def test_a_reduce_of_a_costly_op_takes_two_vectors_a_step(gpu: str) -> None:
+    # softmax's sum of exp spends its time on the exp's arithmetic: two vectors per work-item and step where the
+    # renderer has vectors; its max (a compare per element) stays at one vector
+    renderer = Device[gpu].renderer
+    asts = _asts(Tensor.empty(3, 4096, device=gpu).softmax(-1))
+    lanes = [math.prod(o.amount for o in hand_coded_opts(ast, renderer) if o.op is OptOps.UPCAST) for ast in asts[:2]]
+    assert lanes == ([4, 8] if renderer.caps.vector_ops else [1, 1]), lanes
+
+
 @pytest.mark.parametrize("target", ["OPENCL", "CUDA"])
 def test_column_sum_splits_the_rows_over_a_work_group_and_reads_whole_sectors(target: str) -> None:
     # (too few columns for a line of adjacent work-items: tests/test_gpu_reduce.py has the LOCAL + GROUP form)
@@ -149,6 +187,9 @@ def test_elementwise_of_a_prime_length_is_padded_to_whole_work_groups(target: st
     assert plan.opts[0].op is OptOps.PADTO and plan.opts[0].axis == 1, plan.opts
     threads = math.prod(p.size for parts in plan.out for p in parts if p.kind == "local")
     assert threads >= 64, plan.opts
+    # its bounds check differs element by element, so no whole vectors: the work-items side by side (each load
+    # instruction reads one contiguous run), a work-item's elements a work-group apart
+    assert [p.kind for p in plan.axis_parts(1)][-1] == "local", plan.opts
 
 
 def test_work_groups_fit_the_renderers_limits() -> None:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from uopkit import Device, Tensor
-from uopkit.codegen.transcendental import _TWO_OVER_PI_WORDS, decompositions_for
-from uopkit.dtype import from_numpy_dtype
+from uopkit.codegen.transcendental import _TWO_OVER_PI_WORDS, decompositions_for, xexp
+from uopkit.dtype import dtypes, from_numpy_dtype
 from uopkit.emulator import run_uops
 from uopkit.testing.programs import end, global_buf, load, loop, program, store
 from uopkit.uop.ops import Ops, UOp, graph_rewrite
@@ -130,3 +130,12 @@ def test_tensor_sin_sqrt_exp_log_without_native_ops(bare_emulator):
 
     ops = {u.op for (_, device), r in method_cache.items() if device == bare_emulator for u in r.spec.uops}
     assert ops and not ops & {Ops.SIN, Ops.SQRT, Ops.EXP2, Ops.LOG2}
+
+
+def test_exp_polynomial_is_written_for_fma():
+    # each step of exp's ln2 remainder and polynomial is one MULACC, a*b+c in one expression: C-style compilers
+    # (OpenCL C, CUDA) contract only within an expression, and an FMA per step is faster and rounds once
+    buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(4), (), 0)
+    x = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, buf.dtype, (buf, UOp.const(dtypes.int32, 0))),))
+    fused = [u for u in xexp(x).toposort() if u.op is Ops.MULACC]
+    assert len(fused) == 2 + 6, len(fused)

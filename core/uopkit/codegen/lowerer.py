@@ -285,6 +285,84 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     identity = reduce_identity(op, node.dtype)
     # the accumulator starts over wherever the reduce's value changes: inside the loops its index uses
     init = UOp(Ops.STORE, dtypes.void, (slot, identity, *outer_loops))
+
+    def run_pass(after: UOp, span: LoopSpan | None = None) -> UOp:
+        lanes = (unroll, red_upcast, outer_loops)
+        return _reduce_pass(ctx, node, axes, axis_nodes, idx, valid, slot, after, planned, *lanes, span)
+
+    peel = _padded_tail(ctx, axis_nodes) if planned else None
+    if peel is None:
+        done = run_pass(init)
+    else:
+        # a padded axis (PADTO) reads past the row only in its last few iterations: the loop over the others has no
+        # bounds check (its loads stay whole vectors), the tail after it does
+        part, main, tail = peel
+        done = run_pass(init, (part, 0, main))
+        if tail:
+            done = run_pass(done, (part, main, tail))
+    result = UOp(Ops.LOAD, node.dtype, (slot, done))
+    if group_ids:
+        result = _combine_group(ctx, node.dtype, op, result, group_ids, acc_index, n_slots, outer_loops)
+    if red_upcast:
+        result = UOp(Ops.REDUCE_AXIS, result.dtype, (result, *red_upcast), op)
+    return result
+
+
+# (axis, part) of a padded reduce loop, the iterations run unchecked and the iterations left after them
+LoopSpan = tuple[tuple[int, int], int, int]
+
+
+def _padded_tail(
+    ctx: LowererContext, axis_nodes: list[list[tuple[UOp | AxisPart, int]]]
+) -> tuple[tuple[int, int], int, int] | None:
+    """The loop part of the one padded reduce axis, how many of its first iterations stay inside the real size
+    whatever the axis's other parts (work-items, lanes) are, and how many after them still reach it (0: the rest is
+    all padding); None when no iteration can run unchecked."""
+    padded = [
+        i for i, nodes in enumerate(axis_nodes) if math.prod(s for _, s in nodes) > ctx.plan.real[ctx.plan.n_out + i]
+    ]
+    # a staged reduce (OptOps.STAGE) keeps one loop nest: its copies and barriers are per step, not per pass
+    staged = any(isinstance(n, AxisPart) and n.kind == "stage" for nodes in axis_nodes for n, _ in nodes)
+    if len(padded) != 1 or staged:
+        return None
+    axis_i = padded[0]
+    nodes = axis_nodes[axis_i]
+    loops = [j for j, (n, _) in enumerate(nodes) if isinstance(n, AxisPart)]
+    if len(loops) != 1:
+        return None
+    j = loops[0]
+    # the largest index the other parts reach with the loop at 0; iteration k's elements are k * stride + that
+    inner = math.prod(s for _, s in nodes[j + 1 :])
+    rest_max = sum((s - 1) * math.prod(t for _, t in nodes[k + 1 :]) for k, (_, s) in enumerate(nodes) if k != j)
+    real = ctx.plan.real[ctx.plan.n_out + axis_i]
+    main = max(0, (real - 1 - rest_max) // inner + 1)
+    if not 0 < main < nodes[j][1]:
+        return None
+    # iterations from `reach` on start past the real size whatever the other parts are
+    reach = min(nodes[j][1], -(-real // inner))
+    return (axis_i, j), main, reach - main
+
+
+def _reduce_pass(
+    ctx: LowererContext,
+    node: UOp,
+    axes: tuple[int, ...],
+    axis_nodes: list[list[tuple[UOp | AxisPart, int]]],
+    idx: Index,
+    valid: UOp,
+    slot: UOp,
+    after: UOp,
+    planned: bool,
+    unroll: list[UOp],
+    red_upcast: list[UOp],
+    outer_loops: list[UOp],
+    span: LoopSpan | None = None,
+) -> UOp:
+    """One loop nest that folds the reduce's source into the accumulator `slot`, opened after `after` (the
+    accumulator's reset or an earlier pass); returns what closes it. With `span` the loop part it names runs only
+    iterations [start, start + count), and the axis's bounds check is left out when those never leave the real size."""
+    op = node.arg[0]
+    identity = reduce_identity(op, node.dtype)
     loops: list[UOp] = []
     # OptOps.STAGE: the stage loops open after the step's operands are in local memory (`stage_operands`); until
     # then placeholders stand for them
@@ -293,49 +371,51 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     in_range = valid
     for axis_i, (a, nodes) in enumerate(zip(axes, axis_nodes, strict=True)):
         built: list[tuple[UOp, int]] = []
-        for n, size in nodes:
+        for j, (n, size) in enumerate(nodes):
             if isinstance(n, AxisPart) and n.kind == "stage":
                 staged.append((stage_placeholder(len(staged), size), ctx.plan.n_out + axis_i))
                 built.append((staged[-1][0], size))
             elif isinstance(n, AxisPart):
+                start, count = (span[1], span[2]) if span is not None and span[0] == (axis_i, j) else (0, size)
+                if count == 1:
+                    built.append((idx_const(start), size))
+                    continue
                 # each loop opens inside the previous one, all after the accumulator is reset
-                r = ctx.new_range(size, "loop", (init, *loops))
+                r = ctx.new_range(count, "loop", (after, *loops))
                 if planned:
                     ctx.axis_of[r.arg[0]] = ctx.plan.n_out + axis_i
                 loops.append(r)
-                built.append((r, size))
+                built.append((r + start if start else r, size))
             else:
                 built.append((n, size))
         axis_idx = _combine(built)
         inner_idx[a] = axis_idx
-        real = ctx.plan.real[ctx.plan.n_out + axis_i] if planned else in_shape[a]
-        if math.prod(s for _, s in built) > real:
+        real = ctx.plan.real[ctx.plan.n_out + axis_i] if planned else node.src[0].shape[a]
+        unchecked = span is not None and span[0][0] == axis_i and span[1] == 0
+        if math.prod(s for _, s in built) > real and not unchecked:
             # PADTO: the padded tail of the axis contributes the identity
             in_range = _and(in_range, axis_idx.lt(real))
-    value = lower_value(ctx, src, tuple(inner_idx), in_range)
+    value = lower_value(ctx, node.src[0], tuple(inner_idx), in_range)
     if in_range is not valid:
         value = in_range.where(value, identity)
     n_steps_loops, shared = len(loops), False
     if staged:
-        value, stage_loops, shared = stage_operands(ctx, value, init, loops, staged, outer_loops, unroll + red_upcast)
+        value, stage_loops, shared = stage_operands(ctx, value, after, loops, staged, outer_loops, unroll + red_upcast)
         loops += stage_loops
     if unroll:
         value = UOp(Ops.REDUCE_AXIS, value.dtype, (value, *unroll), op)
-    current = UOp(Ops.LOAD, node.dtype, (slot, init, *loops))
-    # the update names its loops: a combine that folds to a constant (max(acc, True)) must still run inside them
-    update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], value), *loops))
+    current = UOp(Ops.LOAD, node.dtype, (slot, after, *loops))
+    # the update names its loops (and what it follows): a combine that folds to a constant (max(acc, True)) must
+    # still run inside them
+    deps = loops if loops else [after]
+    update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], value), *deps))
     done = update
     for i in reversed(range(len(loops))):
         done = UOp(Ops.END, dtypes.void, (done, loops[i]))
         if shared and i == n_steps_loops and i > 0:
             # every work-item is done reading this step's local copies before the next step overwrites them
             done = UOp(Ops.BARRIER, dtypes.void, (done,))
-    result = UOp(Ops.LOAD, node.dtype, (slot, done))
-    if group_ids:
-        result = _combine_group(ctx, node.dtype, op, result, group_ids, acc_index, n_slots, outer_loops)
-    if red_upcast:
-        result = UOp(Ops.REDUCE_AXIS, result.dtype, (result, *red_upcast), op)
-    return result
+    return done
 
 
 def _combine_group(

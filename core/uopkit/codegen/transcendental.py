@@ -41,11 +41,12 @@ def _floor(x: UOp) -> UOp:
     return x.lt(t).where(t - 1.0, t)
 
 
-def _horner(x: UOp, coeffs: list[float]) -> UOp:
-    # coeffs from the highest power down
+def _horner(x: UOp, coeffs: list[float], fused: bool = False) -> UOp:
+    # coeffs from the highest power down; `fused`: each step one MULACC (a*b+c in one expression, which the backend's
+    # compiler may contract into an FMA: C compilers contract only within an expression unless told otherwise)
     acc = x.const_like(coeffs[0])
     for c in coeffs[1:]:
-        acc = acc * x + c
+        acc = acc.alu(Ops.MULACC, x, x.const_like(c)) if fused else acc * x + c
     return acc
 
 
@@ -110,7 +111,8 @@ LN2_SPLIT = {
 def _exp_remainder(x: UOp, n: UOp) -> UOp:
     """r = x - n*ln2 for an integer-valued float n, without the rounding of n*ln2 (ln2 in two parts)."""
     hi, lo = LN2_SPLIT[x.dtype]
-    return (x - n * hi) - n * lo
+    # (n * hi is exact, so a fused x - n*hi is the same value; the fused - n*lo is rounded once instead of twice)
+    return n.alu(Ops.MULACC, n.const_like(-lo), n.alu(Ops.MULACC, n.const_like(-hi), x))
 
 
 # 1.5 * 2**mantissa: adding it rounds a float to an integer (to nearest) and leaves that integer in the low bits
@@ -155,7 +157,7 @@ def xexp(x: UOp) -> UOp:
     t = xc * (1 / math.log(2)) + rounder
     n = t - rounder
     n_int = t.bitcast(itype) - _ROUNDER_BITS[dt]
-    poly = _horner(_exp_remainder(xc, n), _EXP_POLY[dt])
+    poly = _horner(_exp_remainder(xc, n), _EXP_POLY[dt], fused=True)
     # 2**n in two halves so that neither leaves the normal range (results down in the denormals stay right)
     n1 = n_int.alu(Ops.SHR, UOp.const(itype, 1))
     return poly * _pow2_bits(n1, dt) * _pow2_bits(n_int - n1, dt)

@@ -439,6 +439,8 @@ def do_range(ctx: RenderContext, x: UOp) -> str:
         # MAX is a plain compare in the loop (see do_max_update); the int flag puts a NaN back after it
         ctx.simd_max_loops.add(x)
         # (an accumulator that is NaN already, from an outer loop's earlier pass, stays NaN: the compare would drop it)
+        # in a block of its own: a reduce run as two loops (a padded tail) declares its flags twice
+        lines.append("{")
         lines += [f"int nan{g.arg} = (acc{g.arg}!=acc{g.arg});" for g in role.registers]
         accs, flags = (", ".join(f"{p}{g.arg}" for g in role.registers) for p in ("acc", "nan"))
         lines.append(r.simd_max_loop.format(vars=accs, flags=flags))
@@ -451,7 +453,7 @@ def do_end(ctx: RenderContext, x: UOp) -> str:
     if role is None or x.src[1] not in ctx.simd_max_loops:
         return "}"
     # a max loop rendered with plain compares: its NaN flags put a NaN back into the accumulators
-    return "\n".join(["}", *(f"if (nan{g.arg}) acc{g.arg} = NAN;" for g in role.registers)])
+    return "\n".join(["}", *(f"if (nan{g.arg}) acc{g.arg} = NAN;" for g in role.registers), "}"])
 
 
 def do_index(ctx: RenderContext, x: UOp) -> str:

@@ -114,6 +114,31 @@ def test_half_vector_load_runs(dev) -> None:  # noqa: ANN001
     np.testing.assert_array_equal(sq, h * h)
 
 
+def test_vector_max_keeps_nans_lane_by_lane(dev) -> None:  # noqa: ANN001
+    # MAX is one of OpenCL's vector ops (a row max loads and compares whole vectors): its compares and ?: act on
+    # each lane, and a NaN in either operand gives NaN in that lane only
+    out, a, b = _global(0, size=8), _global(1, size=8), _global(2, size=8)
+    gid = UOp(Ops.SPECIAL, dtypes.int32, (_c(dtypes.int32, 2),), "gidx0")
+    off = UOp(Ops.MUL, dtypes.int32, (gid, _c(dtypes.int32, 4)))
+    loads = [UOp(Ops.LOAD, f4, (UOp(Ops.INDEX, buf.dtype, (buf, off)),)) for buf in (a, b)]
+    mx = UOp(Ops.MAX, f4, tuple(loads))
+    st = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, off)), mx))
+    prog = [out, a, b, gid, off, *(x for ld in loads for x in (ld.src[0], ld)), mx, st.src[0], st]
+    assert Ops.MAX in dev.renderer.caps.vector_ops
+    src = dev.renderer.render("vmax", prog)
+    assert "float4 alu1 = (" in src, src
+    prg = dev.runtime("vmax", dev.compiler.compile_cached(src))
+    xa = np.array([1, np.nan, -np.inf, 3, 0, 5, np.nan, -1], dtype=np.float32)
+    xb = np.array([2, 0, np.nan, -np.inf, -0.5, np.inf, np.nan, -2], dtype=np.float32)
+    bufs = [dev.allocator.alloc(32) for _ in range(3)]
+    for buf, x in zip(bufs[1:], (xa, xb), strict=True):
+        dev.allocator.copyin(buf, memoryview(x).cast("B"))
+    prg(*bufs, global_size=(2, 1, 1), wait=True)
+    res = np.empty(8, dtype=np.float32)
+    dev.allocator.copyout(memoryview(res).cast("B"), bufs[0])
+    np.testing.assert_array_equal(res, np.maximum(xa, xb))
+
+
 def test_work_group_ids_local_memory_and_barrier() -> None:
     g = UOp(Ops.SPECIAL, dtypes.int32, (_c(dtypes.int32, 4),), "gidx0")
     lid = UOp(Ops.SPECIAL, dtypes.int32, (_c(dtypes.int32, 16),), "lidx0")

@@ -98,11 +98,12 @@ class OpenCLRenderer(CStyleRenderer):
     device: ClassVar[str] = "OPENCL"
     # OpenCL C has vector types up to 16 elements, with its arithmetic operators and math builtins on them: an UPCAST
     # lane becomes one vector value, loaded and stored with vloadN/vstoreN (which need only element alignment)
+    # (MAX too: its compares and ?: act on each lane of a vector, so a vector max loop needs no lane-by-lane code)
     caps = RendererCaps(
         has_local=True,
         has_shared=True,
         max_vector_width=16,
-        vector_ops=frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.EXP2, Ops.LOG2, Ops.SQRT}),
+        vector_ops=frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX, Ops.EXP2, Ops.LOG2, Ops.SQRT}),
     )
     # registers are arrays declared where they are defined; math builtins are overloaded for vectors
     register_variables: ClassVar[bool] = False
