@@ -181,18 +181,31 @@ def _elementwise(plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer
     size = _loop_size(plan, axis)
     if size % block and size >= 8 * block:
         plan = _try(plan, Opt(OptOps.PADTO, axis, block), renderer)
-    if vec:
+    if vec and _loop_size(plan, axis) % vec == 0:
         # vector loads and stores: each work-item handles a vector of elements along the contiguous axis, the
-        # work-group's work-items the vectors side by side
-        if _loop_size(plan, axis) % vec == 0:
-            plan = _try(plan, Opt(OptOps.UPCAST, axis, vec), renderer)
-        return _local_spread(plan, order, limits.threads, renderer)
-    # scalar loads: the work-group's work-items side by side (each load instruction of a warp reads one contiguous
-    # run), each work-item a few such elements a work-group apart
+        # work-group's work-items the vectors side by side (one 16-byte load per work-item and operand)
+        plan = _try(plan, Opt(OptOps.UPCAST, axis, vec), renderer)
+    # the work-group's work-items side by side (each load instruction of a warp reads one contiguous run)
     plan = _local_spread(plan, order, limits.threads, renderer)
-    amount = _divisor(_loop_size(plan, axis), (4, 2))
-    if amount and info.total_out >= 64 * limits.threads:
-        plan = _try(plan, Opt(OptOps.UPCAST, axis, amount), renderer)
+    return _more_per_work_item(plan, order, renderer)
+
+
+# work-groups an elementwise kernel keeps when its work-items take more elements each: enough for every compute unit
+# of a large GPU (an H200: 132 SMs, 8 work-groups of 256 each at once) several times over
+GRID_FILL = 1024
+
+
+def _more_per_work_item(plan: KernelPlan, order: list[int], renderer: Renderer) -> KernelPlan:
+    """A large elementwise kernel: 4 (else 2) times the elements per work-item, each further vector (or element) a
+    work-group apart, so that every load instruction of a warp still reads one contiguous run; more loads in flight
+    per work-item and fewer work-groups to schedule. Taken from the contiguous axis first, and only while at least
+    GRID_FILL work-groups are left."""
+    groups = math.prod(_loop_size(plan, a) for a in order)
+    for axis in order:
+        size = _loop_size(plan, axis)
+        amount = _divisor(size, tuple(k for k in (4, 2) if groups // k >= GRID_FILL))
+        if amount:
+            return _try(plan, Opt(OptOps.UPCAST, axis, amount), renderer)
     return plan
 
 
