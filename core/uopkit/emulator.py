@@ -16,7 +16,8 @@ and group ids therefore cost nothing extra, barriers are satisfied by constructi
 workgroup, and a WMMA gathers the fragments of its `threads` lanes. A loop whose iterations are independent (found
 from its body: see `plan_loop`) runs as more lanes instead of a Python loop, and so does a reduction loop, whose
 lanes are combined afterwards; every other loop is a Python loop. Loops with bounds that differ between lanes run
-to the largest bound with the finished lanes masked off. Every memory access is bounds-checked.
+to the largest bound with the finished lanes masked off. Every memory access is bounds-checked, and a vector access
+alignment-checked when the emulated backend's vectors need aligned addresses (``caps.vector_align``).
 
 Semantics are those of the C renderer: integers wrap, IDIV and MOD truncate toward zero with x/0 = 0, x%0 = 0
 and x/-1 = -x, MAX propagates NaN, a float cast to an integer maps NaN to 0, a gated LOAD gives 0.
