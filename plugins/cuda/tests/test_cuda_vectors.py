@@ -15,6 +15,8 @@ from uopkit import Device, Tensor, dtypes
 from uopkit.codegen import get_program
 from uopkit.emulator import emulator_device
 from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.testing.programs import end, global_buf, load, loop, program, store
+from uopkit.uop.ops import Ops, UOp
 from uopkit_cuda.compiler import NVRTCCompiler, nvrtc_problem
 from uopkit_cuda.renderer import CUDACaps, CUDARenderer
 
@@ -51,6 +53,21 @@ def test_unaligned_views_load_scalars() -> None:
     # an odd length padded to whole blocks: no vector of it fits under one gate, so nothing is a vector
     ops = _memory_ops(Tensor.empty(1 << 20 | 1) * 2)
     assert not any(".v" in op for op in ops), ops
+
+
+def test_shared_and_register_arrays_are_declared_aligned() -> None:
+    # the core takes every base as aligned to 16 bytes: a register kept as an array (indexed by a loop) and __shared__
+    # memory are declared so
+    out = global_buf(0, dtypes.float32, 8)
+    reg = UOp(Ops.DEFINE_REG, dtypes.float32.ptr(8), (), 0)
+    shared = UOp(Ops.DEFINE_LOCAL, dtypes.float32.ptr(8, local=True), (), "temp0")
+    i = loop(0, 8)
+    staged = end(store(reg, i, i.cast(dtypes.float32)), i)
+    j = loop(1, 8, deps=(staged,))
+    copied = end(store(shared, j, UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, reg.dtype, (reg, j)), staged))), j)
+    k = loop(2, 8, deps=(copied,))
+    src = CUDARenderer().render("k", program(end(store(out, k, load(shared, k)), k)))
+    assert "__align__(16) float acc0[8];" in src and "__shared__ __align__(16) float temp0[8];" in src, src
 
 
 @pytest.fixture
