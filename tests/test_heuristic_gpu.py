@@ -138,17 +138,31 @@ def test_elementwise_gets_vectors_and_several_elements_per_work_item(target: str
     # a vector of 4 floats per work-item, the work-group's work-items side by side; a million elements leave too few
     # work-groups to give each work-item more
     assert opts == [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.LOCAL, 1, 256)], opts
-    # the 64M elements: 4 vectors per work-item, each a work-group apart (one contiguous run per warp load)
+    # the 64M elements on a GPU (warps of 32: CUDA, NVIDIA's OpenCL): 4 vectors per work-item, each a
+    # work-group apart (one contiguous run per warp load)
+    renderer = _targets()[target]
+    if target == "OPENCL":
+        renderer = opencl.OpenCLRenderer(opencl.CLCaps(subgroup_width=32))
     a, b, c = (Tensor.empty(1 << 26) for _ in range(3))
     big = _asts((a * b + c).relu() * 2)[-1]
-    opts = hand_coded_opts(big, _targets()[target])
-    assert _parts(opts, big, target, 0) == ["loop", "upcast", "local", "upcast"], opts
-    plan = apply_opts(big, opts, _targets()[target])
-    assert [p.size for p in plan.axis_parts(0)] == [(1 << 26) // (4 * 256 * 4), 4, 256, 4], opts
-    # doubles (no 16-byte vector of 4 on either): scalar elements a work-group apart
+    plan = apply_opts(big, hand_coded_opts(big, renderer), renderer)
+    assert [(p.kind, p.size) for p in plan.axis_parts(0)] == [
+        ("loop", (1 << 26) // (4 * 256 * 4)),
+        ("upcast", 4),
+        ("local", 256),
+        ("upcast", 4),
+    ], plan.opts
+    # doubles (no 16-byte vector of 4): scalar elements a work-group apart
     d = Tensor.empty(1 << 22, dtype=dtypes.float64)
-    opts = _opts(d * 2, target)
-    assert _parts(opts, _asts(d * 2)[-1], target, 0) == ["loop", "upcast", "local"], opts
+    plan = apply_opts(_asts(d * 2)[-1], hand_coded_opts(_asts(d * 2)[-1], renderer), renderer)
+    assert [p.kind for p in plan.axis_parts(0)] == ["loop", "upcast", "local"], plan.opts
+
+
+def test_elementwise_on_a_cpu_opencl_keeps_one_vector_per_work_item() -> None:
+    # no warps (PoCL: subgroup_width 1): more work per work-item only costs there
+    a, b, c = (Tensor.empty(1 << 26) for _ in range(3))
+    opts = _opts((a * b + c).relu() * 2, "OPENCL")
+    assert opts == [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 256)], opts
 
 
 @pytest.mark.parametrize("target", ["OPENCL", "CUDA"])

@@ -181,13 +181,21 @@ def _elementwise(plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer
     size = _loop_size(plan, axis)
     if size % block and size >= 8 * block:
         plan = _try(plan, Opt(OptOps.PADTO, axis, block), renderer)
-    if vec and _loop_size(plan, axis) % vec == 0:
+    vectors = bool(vec) and _loop_size(plan, axis) % vec == 0
+    if vectors:
         # vector loads and stores: each work-item handles a vector of elements along the contiguous axis, the
         # work-group's work-items the vectors side by side (one 16-byte load per work-item and operand)
         plan = _try(plan, Opt(OptOps.UPCAST, axis, vec), renderer)
     # the work-group's work-items side by side (each load instruction of a warp reads one contiguous run)
     plan = _local_spread(plan, order, limits.threads, renderer)
-    return _more_per_work_item(plan, order, renderer)
+    if limits.subgroup > 1:
+        return _more_per_work_item(plan, order, renderer)
+    # no warps (a CPU's OpenCL, which vectorizes across the work-items: more work per work-item made PoCL 2-3x
+    # slower on 16M floats): scalar kernels only, each work-item a few elements a work-group apart
+    amount = _divisor(_loop_size(plan, axis), (4, 2))
+    if not vectors and amount and info.total_out >= 64 * limits.threads:
+        plan = _try(plan, Opt(OptOps.UPCAST, axis, amount), renderer)
+    return plan
 
 
 # work-groups an elementwise kernel keeps when its work-items take more elements each: enough for every compute unit
@@ -196,10 +204,10 @@ GRID_FILL = 1024
 
 
 def _more_per_work_item(plan: KernelPlan, order: list[int], renderer: Renderer) -> KernelPlan:
-    """A large elementwise kernel: 4 (else 2) times the elements per work-item, each further vector (or element) a
-    work-group apart, so that every load instruction of a warp still reads one contiguous run; more loads in flight
-    per work-item and fewer work-groups to schedule. Taken from the contiguous axis first, and only while at least
-    GRID_FILL work-groups are left."""
+    """A large elementwise kernel on a GPU (warps): 4 (else 2) times the elements per work-item, each further vector
+    (or element) a work-group apart, so that every load instruction of a warp still reads one contiguous run; more
+    loads in flight per work-item and fewer work-groups to schedule. Taken from the contiguous axis first, and only
+    while at least GRID_FILL work-groups are left."""
     groups = math.prod(_loop_size(plan, a) for a in order)
     for axis in order:
         size = _loop_size(plan, axis)
