@@ -7,8 +7,8 @@
 - a reduction is split across the work-items of a work-group (OptOps.GROUP, combined through local memory): along
   a contiguous row the work-items read side by side (coalesced), in vectors; over a strided axis (a column sum) each
   work-item reads a few whole vectors of the contiguous output axis per row;
-- an elementwise kernel loads and stores vectors, several elements per work-item, the work-group along the
-  contiguous axis.
+- an elementwise kernel loads and stores vectors, the work-group along the contiguous axis; a large one on a device
+  with warps takes several vectors per work-item, each a work-group apart.
 
 Every choice goes through `apply_opt`, so an opt the kernel or the renderer refuses is left out.
 """
