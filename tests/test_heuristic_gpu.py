@@ -14,8 +14,7 @@ from uopkit import Device, Tensor, dtypes
 from uopkit.codegen import get_program
 from uopkit.codegen.opt import Opt, OptOps, apply_opts
 from uopkit.codegen.opt.heuristic import hand_coded_opts
-from uopkit.device import Compiled
-from uopkit.emulator import EmulatorAllocator, EmulatorCompiler, EmulatorProgram, EmulatorRenderer
+from uopkit.emulator import emulator_device
 from uopkit.renderer import Renderer
 from uopkit.schedule import create_schedule, kernelize_tensors
 from uopkit.schedule.grouper import fuses_row_reduces
@@ -26,7 +25,8 @@ cuda = pytest.importorskip("uopkit_cuda.renderer")
 
 
 def _targets() -> dict[str, Renderer]:
-    # fixed caps (not the local device's): OpenCL with vectors and no subgroup size, CUDA with warps of 32, no vectors
+    # fixed caps (not the local device's): OpenCL with vectors and no subgroup size, CUDA with warps of 32 and vectors
+    # that need aligned addresses
     return {"OPENCL": opencl.OpenCLRenderer(opencl.CLCaps()), "CUDA": cuda.CUDARenderer(cuda.CUDACaps())}
 
 
@@ -34,8 +34,7 @@ def _targets() -> dict[str, Renderer]:
 def gpu(request: pytest.FixtureRequest) -> Iterator[str]:
     """An emulator device that builds the programs OpenCL's (or CUDA's) renderer would get, and runs them."""
     name = f"EMULATOR:{60 + ['OPENCL', 'CUDA'].index(request.param)}"
-    renderer = EmulatorRenderer(_targets()[request.param])
-    Device._opened[name] = Compiled(name, EmulatorAllocator(), renderer, EmulatorCompiler(), EmulatorProgram)
+    Device._opened[name] = emulator_device(name, _targets()[request.param])
     yield name
     Device._opened.pop(name, None)
 
@@ -95,7 +94,8 @@ def test_padded_row_reduces_check_bounds_only_after_their_loop(gpu: str) -> None
     x = np.random.default_rng(0).standard_normal((3, 100003)).astype(np.float32)
     t = Tensor(x, device=gpu).softmax(-1)
     renderer = Device[gpu].renderer
-    vectors = bool(renderer.caps.vector_ops)
+    # (CUDA's vectors need aligned addresses: rows 100003 long start at odd offsets, so its loads stay scalar)
+    vectors = bool(renderer.caps.vector_ops) and not renderer.caps.vector_align
     for ast in _asts(t)[:2]:
         prg = get_program(ast, renderer)
         assert any(o.op is OptOps.PADTO for o in prg.opts), prg.opts
@@ -129,11 +129,11 @@ def test_matmul_gets_a_work_group_tile_and_register_tiles_on_both_axes(target: s
         assert "upcast" in kinds and "local" in kinds, (axis, opts)
     # the reduce axis follows the output axes (the output is (256, 256, 1))
     assert any(o.op is OptOps.UNROLL and o.axis == 3 for o in opts), opts
-    # OpenCL renders vectors: the first UPCAST (the vector) is along the contiguous columns, the work-item's 4
-    # columns are adjacent; CUDA's are a work-group apart, so a warp's scalar loads are side by side
+    # both render vectors: the first UPCAST (the vector) is along the contiguous columns, the work-item's 4 columns
+    # are adjacent
     first = next(o for o in opts if o.op is OptOps.UPCAST)
     assert first.axis == 1
-    assert _parts(opts, ast, target, 1)[-1] == ("upcast" if target == "OPENCL" else "local")
+    assert _parts(opts, ast, target, 1)[-1] == "upcast"
 
 
 def test_half_matmul_goes_to_the_tensor_cores() -> None:
@@ -171,13 +171,38 @@ def test_column_sum_splits_the_rows_over_a_work_group_and_reads_whole_sectors(ta
     assert math.prod(o.amount for o in opts if o.op is OptOps.UPCAST and o.axis == 1) == 8, opts
 
 
-def test_elementwise_gets_vectors_and_several_elements_per_work_item() -> None:
+@pytest.mark.parametrize("target", ["OPENCL", "CUDA"])
+def test_elementwise_gets_vectors_and_several_elements_per_work_item(target: str) -> None:
     ast = _asts(Tensor.empty(1024, 1024) * 2 + 1)[-1]
-    ocl = hand_coded_opts(ast, _targets()["OPENCL"])
-    assert ocl[0] == Opt(OptOps.UPCAST, 1, 4) and any(o.op is OptOps.LOCAL for o in ocl), ocl
-    cu = hand_coded_opts(ast, _targets()["CUDA"])
-    # no vectors on CUDA: a warp's work-items side by side, each 4 elements a work-group apart
-    assert _parts(cu, ast, "CUDA", 1)[-2:] == ["upcast", "local"], cu
+    opts = hand_coded_opts(ast, _targets()[target])
+    # a vector of 4 floats per work-item, the work-group's work-items side by side; a million elements leave too few
+    # work-groups to give each work-item more
+    assert opts == [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.LOCAL, 1, 256)], opts
+    # the issue's 64M elements on a GPU (warps of 32: CUDA, NVIDIA's OpenCL): 4 vectors per work-item, each a
+    # work-group apart (one contiguous run per warp load)
+    renderer = _targets()[target]
+    if target == "OPENCL":
+        renderer = opencl.OpenCLRenderer(opencl.CLCaps(subgroup_width=32))
+    a, b, c = (Tensor.empty(1 << 26) for _ in range(3))
+    big = _asts((a * b + c).relu() * 2)[-1]
+    plan = apply_opts(big, hand_coded_opts(big, renderer), renderer)
+    assert [(p.kind, p.size) for p in plan.axis_parts(0)] == [
+        ("loop", (1 << 26) // (4 * 256 * 4)),
+        ("upcast", 4),
+        ("local", 256),
+        ("upcast", 4),
+    ], plan.opts
+    # doubles (no 16-byte vector of 4): scalar elements a work-group apart
+    d = Tensor.empty(1 << 22, dtype=dtypes.float64)
+    plan = apply_opts(_asts(d * 2)[-1], hand_coded_opts(_asts(d * 2)[-1], renderer), renderer)
+    assert [p.kind for p in plan.axis_parts(0)] == ["loop", "upcast", "local"], plan.opts
+
+
+def test_elementwise_on_a_cpu_opencl_keeps_one_vector_per_work_item() -> None:
+    # no warps (PoCL: subgroup_width 1): more work per work-item only costs there
+    a, b, c = (Tensor.empty(1 << 26) for _ in range(3))
+    opts = _opts((a * b + c).relu() * 2, "OPENCL")
+    assert opts == [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 256)], opts
 
 
 @pytest.mark.parametrize("target", ["OPENCL", "CUDA"])

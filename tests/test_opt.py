@@ -245,11 +245,17 @@ def test_gpu_style_random_opts_on_the_emulator(target, seeds):
     CUDA's settings, tensor cores; the emulator also fails on local-memory races and out-of-bounds accesses. CI runs
     more seeds, there and on PoCL."""
     pytest.importorskip(f"uopkit_{target.lower()}")
+    from uopkit.device import Device
     from uopkit.emulator import open_emulator
     from uopkit.testing.optfuzz import fuzz
 
-    renderer = open_emulator("EMULATOR", emulate=target).renderer
-    report = fuzz("EMULATOR", 0, seeds, renderer=renderer)
+    # a device of its own runs the programs, so the target's alignment rule for vector accesses is checked too
+    name = f"EMULATOR:{50 + ['OPENCL', 'CUDA'].index(target)}"
+    Device._opened[name] = dev = open_emulator(name, emulate=target)
+    try:
+        report = fuzz(name, 0, seeds, renderer=dev.renderer)
+    finally:
+        Device._opened.pop(name, None)
     assert not report.failures, "\n".join(report.failures)
     gpu_opts = {"LOCAL", "UPCAST", "UNROLL", "PADTO"} | ({"TC"} if target == "CUDA" else set())
     assert gpu_opts <= set(report.drawn) and {"GROUP", "GROUPTOP"} & set(report.drawn), report.drawn

@@ -38,7 +38,8 @@ class Allocator:
 
     The opaque handle `_alloc` returns is whatever the backend's programs accept as a buffer argument
     (a pointer, a ``cl.Buffer``, ...); the core never looks inside it. Callers use `alloc` and `free`, which
-    an `LRUAllocator` turns into cache lookups.
+    an `LRUAllocator` turns into cache lookups. A buffer starts at an address aligned to at least the renderer's
+    ``caps.vector_align``: the core's vector loads and stores take that for granted.
     """
 
     def alloc(self, size: int) -> Any:

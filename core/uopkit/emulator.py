@@ -16,7 +16,8 @@ and group ids therefore cost nothing extra, barriers are satisfied by constructi
 workgroup, and a WMMA gathers the fragments of its `threads` lanes. A loop whose iterations are independent (found
 from its body: see `plan_loop`) runs as more lanes instead of a Python loop, and so does a reduction loop, whose
 lanes are combined afterwards; every other loop is a Python loop. Loops with bounds that differ between lanes run
-to the largest bound with the finished lanes masked off. Every memory access is bounds-checked.
+to the largest bound with the finished lanes masked off. Every memory access is bounds-checked, and a vector access
+alignment-checked when the emulated backend's vectors need aligned addresses (``caps.vector_align``).
 
 Semantics are those of the C renderer: integers wrap, IDIV and MOD truncate toward zero with x/0 = 0, x%0 = 0
 and x/-1 = -x, MAX propagates NaN, a float cast to an integer maps NaN to 0, a gated LOAD gives 0.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -39,7 +41,7 @@ import numpy as np
 from uopkit.device import Compiled, CompileError, Compiler, LRUAllocator
 from uopkit.dtype import DType, PtrDType, VecDType, dtypes, to_numpy_dtype
 from uopkit.plugin.hookspecs import BackendInfo, hookimpl
-from uopkit.renderer import Renderer, RendererCaps, TensorCore, TileLayout
+from uopkit.renderer import Renderer, RendererCaps, TensorCore, TileLayout, vector_alignment
 from uopkit.renderer.tensor_cores import ONE_THREAD_TENSOR_CORES, reference_wmma
 from uopkit.uop.ops import GroupOp, Ops, UOp, exec_alu
 
@@ -240,10 +242,12 @@ class EmulatorProgram:
     SPECIAL ops, so `global_size` and `local_size` are accepted and ignored.
     """
 
-    def __init__(self, name: str, lib: bytes) -> None:
+    def __init__(self, name: str, lib: bytes, vector_align: int = 0) -> None:
         self.name = name
         _, self.uops = decode_program(lib)
         self.structure = Structure.of(self.uops)
+        # the emulated backend's `caps.vector_align`: a misaligned vector access is an error, as it faults on a GPU
+        self.vector_align = vector_align
 
     def __call__(
         self,
@@ -254,17 +258,20 @@ class EmulatorProgram:
         wait: bool = False,
     ) -> float | None:
         start = time.perf_counter()
-        Interpreter(self.uops, self.structure).run(list(bufs), tuple(vals))
+        Interpreter(self.uops, self.structure, vector_align=self.vector_align).run(list(bufs), tuple(vals))
         return time.perf_counter() - start if wait else None
 
 
-def run_uops(uops: list[UOp], bufs: list[np.ndarray], vals: tuple[int, ...] = (), vectorize: bool = True) -> None:
+def run_uops(
+    uops: list[UOp], bufs: list[np.ndarray], vals: tuple[int, ...] = (), vectorize: bool = True, vector_align: int = 0
+) -> None:
     """Interpret a linear program on numpy arrays (one per DEFINE_GLOBAL, any dtype, modified in place).
 
     With ``vectorize=False`` every loop runs as a Python loop (slow; the definition the fast path is tested against).
+    With `vector_align` (a backend's `RendererCaps.vector_align`) a misaligned vector access is an error.
     """
     raw = [np.ascontiguousarray(b).reshape(-1).view(np.uint8) for b in bufs]
-    Interpreter(uops, Structure.of(uops), vectorize=vectorize).run(raw, vals)
+    Interpreter(uops, Structure.of(uops), vectorize=vectorize, vector_align=vector_align).run(raw, vals)
 
 
 def _target_renderer(name: str) -> Renderer:
@@ -292,7 +299,15 @@ def open_emulator(device: str, emulate: str | None = None) -> Compiled:
     """Build an emulator device (what the EMULATOR BackendInfo.open returns); `emulate` defaults to $EMULATE."""
     emulate = os.environ.get("EMULATE") if emulate is None else emulate
     target = _target_renderer(emulate) if emulate and emulate.upper() != NAME else None
-    return Compiled(device, EmulatorAllocator(), EmulatorRenderer(target), EmulatorCompiler(), EmulatorProgram)
+    return emulator_device(device, target)
+
+
+def emulator_device(device: str, target: Renderer | None = None) -> Compiled:
+    """An emulator device named `device` that builds the programs `target` would get (its caps) and runs them,
+    with `target`'s alignment rule for vector accesses checked."""
+    renderer = EmulatorRenderer(target)
+    program = functools.partial(EmulatorProgram, vector_align=renderer.caps.vector_align)
+    return Compiled(device, EmulatorAllocator(), renderer, EmulatorCompiler(), program)
 
 
 def _open(device: str) -> Compiled:
@@ -512,10 +527,11 @@ def _scalar_value(u: UOp, vals: dict[UOp, int]) -> int:
 
 
 class Interpreter:
-    def __init__(self, uops: list[UOp], structure: Structure, vectorize: bool = True) -> None:
+    def __init__(self, uops: list[UOp], structure: Structure, vectorize: bool = True, vector_align: int = 0) -> None:
         self.uops = uops
         self.structure = structure
         self.vectorize = vectorize
+        self.vector_align = vector_align
         self.env: dict[UOp, Any] = {}
         self.registers: list[Memory] = []
         # BARRIERs passed so far: local memory written in an earlier epoch is visible to every work-item of the group
@@ -782,6 +798,8 @@ class Interpreter:
                 f"{what.op.name} out of bounds: element {int(idx[lane].min())}..{int(idx[lane].max())} of "
                 f"{mem.kind} {mem.name} which holds {limit} elements ({self.where(what, lane)})"
             )
+        if count > 1 and self.vector_align > 0:
+            self.check_alignment(what, ptr, idx, active)
         if active is not None:
             idx = np.where(active[:, None], idx, 0)
         if mem.kind == "global":
@@ -791,6 +809,26 @@ class Interpreter:
         else:
             rows = np.arange(self.frame.lanes)
         return rows, idx, active
+
+    def check_alignment(self, u: UOp, ptr: Pointer, idx: np.ndarray, active: np.ndarray | None) -> None:
+        """A vector access must start at an address aligned as the emulated backend needs (buffers' bases are
+        taken as aligned to `vector_align`: an allocator and the renderer's declarations guarantee that)."""
+        mem = ptr.memory
+        # the element's size in the backend's memory (bfloat16 registers are held here as float32)
+        itemsize = ptr.uop.src[0].dtype.base.scalar.itemsize
+        need = vector_alignment(self.vector_align, idx.shape[1] * itemsize)
+        if need <= 1:
+            return
+        bad = (idx[:, 0] * itemsize) % need != 0
+        if active is not None:
+            bad &= active
+        if bad.any():
+            lane = int(np.argmax(bad))
+            raise EmulatorError(
+                f"{u.op.name} of {idx.shape[1]} elements misaligned: element {int(idx[lane, 0])} of {mem.kind} "
+                f"{mem.name} is at byte offset {int(idx[lane, 0]) * itemsize}, not a multiple of {need} "
+                f"({self.where(u, lane)})"
+            )
 
     def where(self, u: UOp, lane: int) -> str:
         """Which op (its position in the program) and which work-item a lane of the current frame is."""

@@ -51,7 +51,7 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
         # e**x gets its accurate form while the code is still scalar
         lowered = graph_rewrite(lowered, exp_rules(), name="exp")
         # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
-        expanded = expand(lowered, renderer.caps.vector_ops)
+        expanded = expand(lowered, renderer.caps.vector_ops, renderer.caps.vector_align)
         # transcendental ops the renderer lacks become polynomials and bit operations
         decompose = decompositions_for(renderer.caps.transcendental_ops)
         if decompose is not None:

@@ -7,7 +7,10 @@ lane copies are grouped under one NOOP. A program-level REDUCE_AXIS(value, *lane
 
 One lane range may be a "vector" lane: its copies become one vector value instead, when the renderer can compute
 with vectors. Loads and stores whose lanes hit consecutive addresses become vector loads and stores; the ops the
-renderer declares in `vector_ops` run on whole vectors; anything else works lane by lane (GEP / VECTORIZE).
+renderer declares in `vector_ops` run on whole vectors; anything else works lane by lane (GEP / VECTORIZE). On a
+renderer whose vector accesses need aligned addresses (`RendererCaps.vector_align`), a load or store is a vector
+only where its offset without the lane is provably a multiple of the alignment (`known_multiple`); elsewhere its
+lanes load and store one by one.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import math
 from typing import Any
 
 from uopkit.dtype import PtrDType, dtypes
+from uopkit.renderer import vector_alignment
 from uopkit.uop.ops import GroupOp, Ops, UOp
 from uopkit.uop.symbolic import decompose, simplify
 
@@ -67,13 +71,15 @@ class Expander:
     """Per node: (scalar lanes it depends on, one value per assignment of them). With a vector lane, a value is a
     UOp (the same in every vector lane, or a vector) or a tuple with one scalar UOp per vector lane."""
 
-    def __init__(self, vector_ops: frozenset[Ops]) -> None:
+    def __init__(self, vector_ops: frozenset[Ops], vector_align: int = 0) -> None:
         self.vector_ops = vector_ops
+        self.vector_align = vector_align
         self.vector: UOp | None = None
         self.memo: dict[UOp, tuple[tuple[UOp, ...], list[Any]]] = {}
         # symbolic simplification results, shared by every offset this kernel compares
         self.simplified: dict[UOp, UOp] = {}
         self.consecutive: dict[UOp, bool] = {}
+        self.aligned: dict[UOp, bool] = {}
 
     @property
     def width(self) -> int:
@@ -184,7 +190,7 @@ class Expander:
         if index in self.consecutive:
             return self.consecutive[index]
         vector = self.vector
-        gate_ok = not any(_moves_with(g, vector) for g in index.src[2:])
+        gate_ok = all(self._uniform_gate(g) for g in index.src[2:])
         ok = False
         if gate_ok:
             terms, _ = decompose(simplify(index.src[1], self.simplified))
@@ -193,9 +199,49 @@ class Expander:
         self.consecutive[index] = ok
         return ok
 
+    def _uniform_gate(self, gate: UOp) -> bool:
+        """Whether a gate has the same value in every lane of the vector: it doesn't depend on the lane, or it is
+        `rest + lane < n` (an axis padded to whole work-groups) with `rest` and `n` multiples of the width, which
+        holds exactly when `rest < n`, lane 0's gate. (ANDs of such gates too.)"""
+        vector = self.vector
+        if not _moves_with(gate, vector):
+            return True
+        if gate.op is Ops.AND:
+            return all(self._uniform_gate(g) for g in gate.src)
+        if not (gate.op is Ops.CMPLT and gate.src[1].op is Ops.CONST and dtypes.is_int(gate.src[0].dtype)):
+            return False
+        terms, const = decompose(simplify(gate.src[0], self.simplified))
+        merged = _term_dict(terms)
+        if merged.get(vector) != 1 or any(t is not vector and _moves_with(t, vector) for t in merged):
+            return False
+        multiple = math.gcd(const, *(c * known_multiple(t) for t, c in merged.items() if t is not vector))
+        return multiple % self.width == 0 and gate.src[1].arg % self.width == 0
+
+    def _aligned(self, index: UOp) -> bool:
+        """Whether a vector access through `index` (consecutive along the lane) is aligned as the renderer needs, for
+        every value of every other term: the offset without the lane is a multiple of the alignment in elements."""
+        if index in self.aligned:
+            return self.aligned[index]
+        itemsize = index.src[0].dtype.base.itemsize
+        need = vector_alignment(self.vector_align, self.width * itemsize)
+        ok = True
+        if need > itemsize:
+            if need % itemsize:
+                ok = False
+            else:
+                terms, const = decompose(simplify(index.src[1], self.simplified))
+                rest = [(t, c) for t, c in _term_dict(terms).items() if t is not self.vector]
+                multiple = math.gcd(const, *(c * known_multiple(t) for t, c in rest))
+                ok = multiple % (need // itemsize) == 0
+        self.aligned[index] = ok
+        return ok
+
+    def _vector_access(self, index: UOp) -> bool:
+        return self._consecutive(index) and (self.vector_align <= 0 or self._aligned(index))
+
     def build_load(self, u: UOp, src: list[Any]) -> Any:
         index = src[0]
-        if isinstance(index, tuple) and self._consecutive(u.src[0]) and not isinstance(u.dtype, PtrDType):
+        if isinstance(index, tuple) and self._vector_access(u.src[0]) and not isinstance(u.dtype, PtrDType):
             return UOp(Ops.LOAD, u.dtype.vec(self.width), (index[0], *src[1:]))
         indexes = self.spread(index)
         return tuple(u.replace(src=(indexes[i], *src[1:])) for i in range(self.width))
@@ -203,7 +249,7 @@ class Expander:
     def build_store(self, u: UOp, src: list[Any]) -> Any:
         index, value = src[0], src[1]
         rest = tuple(s for s in src[2:])
-        if isinstance(index, tuple) and self._consecutive(u.src[0]):
+        if isinstance(index, tuple) and self._vector_access(u.src[0]):
             return u.replace(src=(index[0], self.as_vec(value), *rest))
         indexes, values = self.spread(index), self.spread(value)
         return tuple(u.replace(src=(indexes[i], values[i], *rest)) for i in range(self.width))
@@ -234,9 +280,32 @@ class Expander:
         return keep, out
 
 
-def expand(sink: UOp, vector_ops: frozenset[Ops] = frozenset()) -> UOp:
-    """Replace lane ranges by copies (and vectors, for the ops in `vector_ops`)."""
-    return Expander(vector_ops).expand(sink)
+def expand(sink: UOp, vector_ops: frozenset[Ops] = frozenset(), vector_align: int = 0) -> UOp:
+    """Replace lane ranges by copies (and vectors, for the ops in `vector_ops`; vector accesses only where aligned
+    to `vector_align`, see `RendererCaps.vector_align`)."""
+    return Expander(vector_ops, vector_align).expand(sink)
 
 
-__all__ = ["expand", "Expander", "GroupOp"]
+def known_multiple(x: UOp) -> int:
+    """A positive integer that provably divides every value of the integer expression `x` (0: x is always 0); 1 when
+    nothing better is known. Sums take the gcd, products multiply, x % c keeps gcd(multiple of x, c)."""
+    if x.op is Ops.CONST and isinstance(x.arg, int):
+        return abs(x.arg)
+    if x.op in (Ops.ADD, Ops.SUB):
+        return math.gcd(known_multiple(x.src[0]), known_multiple(x.src[1]))
+    if x.op is Ops.MUL:
+        return known_multiple(x.src[0]) * known_multiple(x.src[1])
+    if x.op is Ops.NEG:
+        return known_multiple(x.src[0])
+    if x.op is Ops.SHL and x.src[1].op is Ops.CONST and isinstance(x.src[1].arg, int) and 0 <= x.src[1].arg < 63:
+        return known_multiple(x.src[0]) << x.src[1].arg
+    if x.op is Ops.CAST and dtypes.is_int(x.dtype) and dtypes.is_int(x.src[0].dtype):
+        # an integer cast wraps modulo 2**bits at most: powers of two up to that survive it
+        return math.gcd(known_multiple(x.src[0]), 1 << (8 * x.dtype.itemsize))
+    if x.op is Ops.MOD and x.src[1].op is Ops.CONST and isinstance(x.src[1].arg, int):
+        # x % c = x - c * (x / c): both terms are multiples of gcd(multiple of x, c)
+        return math.gcd(known_multiple(x.src[0]), x.src[1].arg)
+    return 1
+
+
+__all__ = ["expand", "Expander", "GroupOp", "known_multiple"]

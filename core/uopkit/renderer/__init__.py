@@ -44,6 +44,12 @@ class RendererCaps:
     max_vector_width: int = 1
     # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies
     vector_ops: frozenset[Ops] = frozenset()
+    # bytes: vector loads and stores need an aligned address (a GPU's 16-byte load faults on a misaligned one), at
+    # most this much (`vector_alignment`); 0: element alignment is enough (OpenCL's vloadN, a memcpy). The core then
+    # makes a vector access only where it proves the element offset aligned for every work-item (else the lanes load
+    # one by one), and relies on each buffer's base being aligned to it: the device's allocator for globals, the
+    # renderer's declarations for locals and registers
+    vector_align: int = 0
     # declarative matrix units (validated when built); the optimizer's OptOps.TC targets them
     tensor_cores: tuple[TensorCore, ...] = ()
     # the right operand of a large matmul, when read row by row (k far apart), is first copied into column panels
@@ -71,6 +77,14 @@ class RendererCaps:
 
 
 CAP_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RendererCaps))
+
+
+def vector_alignment(vector_align: int, nbytes: int) -> int:
+    """The byte alignment a vector access of `nbytes` bytes needs on a backend with `caps.vector_align`: the largest
+    power of two dividing its size, at most `vector_align` (1 when that is 0: any element address will do)."""
+    if vector_align <= 0 or nbytes <= 0:
+        return 1
+    return min(vector_align, nbytes & -nbytes)
 
 
 class _CapAttribute:
@@ -121,4 +135,4 @@ class Renderer:
 for _name in CAP_NAMES:
     setattr(Renderer, _name, _CapAttribute(_name))
 
-__all__ = ["Renderer", "RendererCaps", "TensorCore", "TileLayout"]
+__all__ = ["Renderer", "RendererCaps", "TensorCore", "TileLayout", "vector_alignment"]

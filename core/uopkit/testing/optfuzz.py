@@ -1,7 +1,7 @@
 """Random kernel opts on a device: every opt list `apply_opt` accepts must compute what the unoptimized kernel does.
 
 The kernels: matmul, row and column reduces (float, int, bool, half, over two axes, a max with NaNs), whole-tensor
-sum and max, softmax, conv2d and a half matmul (for tensor cores).
+sum and max, softmax, elementwise (aligned and at odd offsets), conv2d and a half matmul (for tensor cores).
 For each kernel of a kernel's schedule, random opt lists are drawn from what the device's renderer accepts (the
 BEAM actions: UPCAST, UNROLL, LOCAL, GROUP, GROUPTOP, STAGE, THREAD and TC for each tensor core it declares, plus
 PADTO),
@@ -111,6 +111,18 @@ def cases() -> dict[str, Case]:
         "nan_row_max": Case([_with_nans(f32(16, 75))], lambda x: x.max(axis=1), lambda x: x.max(axis=1)),
         "nan_max": Case([_with_nans(f32(16, 75))], lambda x: x.max(), lambda x: x.max()),
         "full_sum": Case([f32(48, 96)], lambda x: x.sum(), lambda x: x.sum()),
+        # elementwise: vector loads and stores, aligned ones (rows of 64) and ones at odd offsets (views starting at
+        # columns 1 and 2 of rows of 66): where a backend's vectors need aligned addresses, only the first may be
+        "elementwise": Case(
+            [f32(16, 64), f32(16, 64), f32(16, 64)],
+            lambda a, b, c: (a * b + c).relu() * 2,
+            lambda a, b, c: np.maximum(a * b + c, 0) * 2,
+        ),
+        "shifted": Case(
+            [f32(9, 66), f32(9, 66)],
+            lambda x, y: x[:, 1:65] * y[:, :64] + x[:, 2:],
+            lambda x, y: x[:, 1:65] * y[:, :64] + x[:, 2:],
+        ),
         "conv": Case([f32(2, 3, 10, 10), f32(4, 3, 3, 3)], lambda x, w: x.conv2d(w, padding=1), _conv, rtol=2e-4),
         # float16 operands, float32 accumulation: what tensor cores take
         "matmul_half": Case(

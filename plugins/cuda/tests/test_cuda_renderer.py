@@ -69,7 +69,7 @@ def test_shared_memory_barrier_and_if() -> None:
     barrier = UOp(Ops.BARRIER, dtypes.void, (staged,))
     back = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, shared.dtype, (shared, 31 - lane)), barrier))
     src = CUDARenderer().render("rev", program(store(out, lane, back)))
-    assert "__shared__ float temp0[32];" in src and "__syncthreads();" in src
+    assert "__shared__ __align__(16) float temp0[32];" in src and "__syncthreads();" in src
 
 
 def test_shared_memory_too_large_is_a_clear_error() -> None:

@@ -91,7 +91,8 @@ class FakeDriver(CUDADriver):
         used = sum(a.nbytes for p, a in self.mem.items() if self.owner[p] == self.current)
         if used + size > self.memory:
             raise MemoryError(f"CUDA: cuMemAlloc({size}): out of memory (fake)")
-        ptr = next(self.ids)
+        # cuMemAlloc's pointers are aligned to 256 bytes
+        ptr = next(self.ids) * 256
         self.mem[ptr], self.owner[ptr] = np.zeros(size, np.uint8), self.current
         return ptr
 
@@ -239,6 +240,10 @@ def test_program_launch_vals_timing_and_register_limit(fake) -> None:  # noqa: A
     # an empty grid launches nothing
     count = len(driver.launches)
     assert prg(ptr, global_size=(0, 1, 1), local_size=(16, 1, 1), vals=(0,), wait=True) == 0.0
+    assert len(driver.launches) == count
+    # a buffer not aligned to 16 bytes (not from the allocator) is refused before it could fault in a vector load
+    with pytest.raises(ValueError, match=r"kernel k: buffer 0 at 0x[0-9a-f]+4 is not aligned to 16 bytes"):
+        prg(ptr + 4, global_size=(1, 1, 1), local_size=(16, 1, 1), vals=(7,))
     assert len(driver.launches) == count
 
 

@@ -159,6 +159,24 @@ class NVRTCCompiler(Compiler):
     def compile(self, src: str) -> bytes:
         return self.compile_with_log(src)[0]
 
+    def ptx(self, src: str) -> str:
+        """The PTX NVRTC makes of `src` for the virtual arch of this compiler's target (``compute_90`` for sm_90): to
+        read which instructions a kernel gets (``ld.global.v4.f32``: one 16-byte load), no GPU needed."""
+        nvrtc = _nvrtc()
+        prog = _check(nvrtc.nvrtcCreateProgram(src.encode(), b"kernel.cu", 0, [], []), "nvrtcCreateProgram")
+        try:
+            virtual = self.arch.replace("sm_", "compute_")
+            options = [o.encode() for o in [f"--gpu-architecture={virtual}", *self.options[1:]]]
+            (err,) = nvrtc.nvrtcCompileProgram(prog, len(options), options)
+            if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                raise CompileError(self._log(prog) or str(err), src, compiler=f"NVRTC {nvrtc_version()} ({virtual})")
+            size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            buf = b" " * size
+            _check(nvrtc.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
+            return buf.rstrip(b"\x00").decode()
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+
     @staticmethod
     def _log(prog: Any) -> str:
         nvrtc = _nvrtc()

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from uopkit.dtype import DType, PtrDType, dtypes
-from uopkit.renderer import TensorCore
-from uopkit.renderer.cstyle import CStyleRenderer, RenderError
+from uopkit.renderer import TensorCore, vector_alignment
+from uopkit.renderer.cstyle import CStyleRenderer, RenderContext, RenderError
+from uopkit.renderer.loops import is_scalar_register
 from uopkit.renderer.tensor_cores import CUDA_BF16_TENSOR_CORES, CUDA_TENSOR_CORES, CUDA_TF32_TENSOR_CORES
 from uopkit.uop.ops import Ops, UOp
 
@@ -28,6 +29,11 @@ DEFAULT_ARCH = "sm_90"
 
 # threads per block the runtime launches a kernel without local ids with (its `__launch_bounds__` too)
 DEFAULT_BLOCK = 128
+
+# the widest load or store one thread issues (ld.global.v4.f32): a vector access's address must be aligned to its
+# size up to this (a misaligned one faults). cuMemAlloc aligns buffers to 256 bytes; __shared__ and register arrays
+# are declared aligned to it
+VECTOR_ALIGN = 16
 
 
 def parse_arch(arch: str) -> int:
@@ -159,6 +165,10 @@ class CUDARenderer(CStyleRenderer):
     has_local: ClassVar[bool] = True
     has_shared: ClassVar[bool] = True
     max_vector_width: ClassVar[int] = 8
+    # vectors are structs (below): the infix operators work on them lane by lane. What vectors buy on CUDA is one
+    # 16-byte load or store per vector, which the core makes only where it proves the address aligned
+    vector_ops: ClassVar[frozenset[Ops]] = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV})
+    vector_align: ClassVar[int] = VECTOR_ALIGN
     kernel_prefix: ClassVar[str] = 'extern "C" __global__ '
     buffer_suffix: ClassVar[str] = " __restrict__"
     arg_int_prefix: ClassVar[str] = "const int"
@@ -197,9 +207,8 @@ class CUDARenderer(CStyleRenderer):
         vecs |= {v for u in uops if u.op is Ops.WMMA for v in (s.dtype for s in u.src)}
         lines = []
         for v in sorted(vecs, key=lambda d: (d.scalar.name, d.count)):
-            size = v.scalar.itemsize * v.count
-            # the widest power of two that divides the size (at most 16 bytes: one vector load)
-            align = min(16, size & -size)
+            # the widest power of two that divides the size, at most 16 bytes (one vector load): what the core proves
+            align = vector_alignment(VECTOR_ALIGN, v.scalar.itemsize * v.count)
             lines.append(
                 f"struct __align__({align}) {self.vector_name(v)} {{ {self.type_map[v.scalar]} v[{v.count}]; }};"
             )
@@ -271,7 +280,15 @@ class CUDARenderer(CStyleRenderer):
         return f"(int)(blockIdx.{axis}*blockDim.{axis}+threadIdx.{axis})"
 
     def render_local(self, name: str, dt: DType, size: int) -> str:
-        return f"__shared__ {self.render_dtype(dt)} {name}[{max(size, 1)}];"
+        # aligned for the vector loads and stores the core may make into it (it assumes every base is)
+        return f"__shared__ __align__({VECTOR_ALIGN}) {self.render_dtype(dt)} {name}[{max(size, 1)}];"
+
+    def render_register(self, ctx: RenderContext, reg: UOp) -> str:
+        line = super().render_register(ctx, reg)
+        # a register kept as an array (not split into variables) may be read and written in vectors: aligned like
+        # __shared__ memory
+        as_array = reg not in ctx.split and not (self.register_variables and is_scalar_register(reg))
+        return f"__align__({VECTOR_ALIGN}) {line}" if as_array else line
 
     def render_wmma_helper(self, tc: TensorCore) -> str:
         if tc.name not in {t.name for t in ALL_CUDA_TENSOR_CORES}:

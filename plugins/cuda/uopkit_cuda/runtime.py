@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uopkit.device import Compiled, LRUAllocator, device_index
-from uopkit_cuda.renderer import DEFAULT_BLOCK, CUDACaps
+from uopkit_cuda.renderer import DEFAULT_BLOCK, VECTOR_ALIGN, CUDACaps
 
 # ------------------------------------------------------------------------------------------------ errors
 
@@ -558,6 +558,14 @@ class CUDAProgram:
             )
         if any(g == 0 for g in launch.grid):
             return 0.0 if wait else None
+        # the renderer's vector loads and stores take every buffer's base as aligned (cuMemAlloc's are, to 256
+        # bytes); a pointer adopted from elsewhere that isn't would fault on the GPU and poison the context
+        for i, b in enumerate(bufs):
+            if int(b) % VECTOR_ALIGN:
+                raise ValueError(
+                    f"kernel {self.name}: buffer {i} at {int(b):#x} is not aligned to {VECTOR_ALIGN} bytes, which "
+                    "its vector loads and stores need; pass buffers from the device's allocator"
+                )
         driver = self.device.driver
         self.device.make_current()
         if not wait:

@@ -8,8 +8,8 @@
 - a reduction is split across the work-items of a work-group (OptOps.GROUP, combined through local memory): along
   a contiguous row the work-items read side by side (coalesced), in vectors; over a strided axis (a column sum) each
   work-item reads a few whole vectors of the contiguous output axis per row;
-- an elementwise kernel loads and stores vectors, several elements per work-item, the work-group along the
-  contiguous axis.
+- an elementwise kernel loads and stores vectors, the work-group along the contiguous axis; a large one on a device
+  with warps takes several vectors per work-item, each a work-group apart.
 
 Every choice goes through `apply_opt`, so an opt the kernel or the renderer refuses is left out.
 """
@@ -188,21 +188,43 @@ def _elementwise(plan: KernelPlan, info: KernelInfo, limits: GPULimits, renderer
     size = _loop_size(plan, axis)
     if size % block and size >= 8 * block:
         plan = _try(plan, Opt(OptOps.PADTO, axis, block), renderer)
-        # a padded axis has a bounds check per element, so it can't load or store whole vectors: its elements are
-        # spread as scalar loads are (PoCL: softmax's E_3_100003 0.63 ms -> 0.21 ms)
-        vec = 0 if _loop_size(plan, axis) != size else vec
-    if vec:
+    padded = _loop_size(plan, axis) != size
+    # a padded axis has a bounds check per element, the same for a vector's lanes only where the real length is a
+    # multiple of the vector: else its elements are spread as scalar loads are (PoCL: softmax's E_3_100003 0.63 ms
+    # -> 0.21 ms)
+    vectors = bool(vec) and _loop_size(plan, axis) % vec == 0 and (not padded or size % vec == 0)
+    if vectors:
         # vector loads and stores: each work-item handles a vector of elements along the contiguous axis, the
-        # work-group's work-items the vectors side by side
-        if _loop_size(plan, axis) % vec == 0:
-            plan = _try(plan, Opt(OptOps.UPCAST, axis, vec), renderer)
-        return _local_spread(plan, order, limits.threads, renderer)
-    # scalar loads: the work-group's work-items side by side (each load instruction of a warp reads one contiguous
-    # run), each work-item a few such elements a work-group apart
+        # work-group's work-items the vectors side by side (one 16-byte load per work-item and operand)
+        plan = _try(plan, Opt(OptOps.UPCAST, axis, vec), renderer)
+    # the work-group's work-items side by side (each load instruction of a warp reads one contiguous run)
     plan = _local_spread(plan, order, limits.threads, renderer)
+    if limits.subgroup > 1:
+        return _more_per_work_item(plan, order, renderer)
+    # no warps (a CPU's OpenCL, which vectorizes across the work-items: more work per work-item made PoCL 2-3x
+    # slower on 16M floats): scalar kernels only, each work-item a few elements a work-group apart
     amount = _divisor(_loop_size(plan, axis), (4, 2))
-    if amount and info.total_out >= 64 * limits.threads:
+    if not vectors and amount and info.total_out >= 64 * limits.threads:
         plan = _try(plan, Opt(OptOps.UPCAST, axis, amount), renderer)
+    return plan
+
+
+# work-groups an elementwise kernel keeps when its work-items take more elements each: enough for every compute unit
+# of a large GPU (an H200: 132 SMs, 8 work-groups of 256 each at once) several times over
+GRID_FILL = 1024
+
+
+def _more_per_work_item(plan: KernelPlan, order: list[int], renderer: Renderer) -> KernelPlan:
+    """A large elementwise kernel on a GPU (warps): 4 (else 2) times the elements per work-item, each further vector
+    (or element) a work-group apart, so that every load instruction of a warp still reads one contiguous run; more
+    loads in flight per work-item and fewer work-groups to schedule. Taken from the contiguous axis first, and only
+    while at least GRID_FILL work-groups are left."""
+    groups = math.prod(_loop_size(plan, a) for a in order)
+    for axis in order:
+        size = _loop_size(plan, axis)
+        amount = _divisor(size, tuple(k for k in (4, 2) if groups // k >= GRID_FILL))
+        if amount:
+            return _try(plan, Opt(OptOps.UPCAST, axis, amount), renderer)
     return plan
 
 
