@@ -161,3 +161,38 @@ def test_sum_over_padding_past_int32():
     np.testing.assert_array_equal(Tensor.ones(2, 3).pad(((1, 1), (2, 0))).sum(0).numpy(), [0, 0, 2, 2, 2])
     # a loop over 2**31 + 2 elements (no shortcut: the padding is multiplied before the sum)
     assert (Tensor.ones(2).pad(((2**31, 0),)) * 2).sum().item() == 4.0
+
+
+def test_cpu_softmax_computes_exp_once_and_reads_it_back():
+    from uopkit.uop.ops import Ops
+
+    x = np.random.default_rng(3).standard_normal((64, 200)).astype(np.float32) * 30
+    x[1, 5], x[2, :] = np.inf, -np.inf
+    x[3, 7], x[4, :] = np.nan, -200.0
+    t = Tensor(x)
+    prog = get_program(_item(t.softmax(-1)).ast, Device["CPU"].renderer)
+    uops = list(prog.uops)
+    # the exp's bit tricks (3 BITCASTs: 2**n from the exponent bits) appear once, in the sum loop, which stores each
+    # exp into the output (and stays a SIMD sum loop); the output loop reads it back and scales it
+    assert sum(u.op is Ops.BITCAST for u in uops) == 3
+    sum_loop = next(i for i, u in enumerate(uops) if u.op is Ops.RANGE and u.arg[1] == "sum")
+    out_loads = [
+        i
+        for i, u in enumerate(uops)
+        if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and u.src[0].src[0].arg == 0
+    ]
+    assert len(out_loads) == 1 and out_loads[0] > sum_loop
+    assert "#pragma omp simd reduction(+:" in prog.src
+    with np.errstate(invalid="ignore"):
+        # (x - max rounded to float32 as the kernel does: exp(-40) moves 3e-6 relative per float32 ulp of its input)
+        e = np.exp((x - x.max(axis=1, keepdims=True)).astype(np.float64))
+        ref = e / e.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(t.softmax(-1).numpy(), ref, rtol=2e-6, atol=1e-30)
+    # a kernel that reads the buffer it writes (here made by hand: its input is its output) computes exp twice:
+    # storing early could overwrite elements it has yet to read
+    prog_ast = _item(t.softmax(-1)).ast
+    (inp,) = [u for u in prog_ast.toposort() if u.op is Ops.DEFINE_GLOBAL and u.arg == 1]
+    (out,) = [u for u in prog_ast.toposort() if u.op is Ops.DEFINE_GLOBAL and u.arg == 0]
+    ast = prog_ast.substitute({inp: out})
+    in_place = list(get_program(ast, Device["CPU"].renderer).uops)
+    assert sum(u.op is Ops.BITCAST for u in in_place) == 6

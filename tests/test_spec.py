@@ -92,6 +92,32 @@ def test_linearizer_marks_sum_loops_and_the_spec_checks_kinds():
     assert [u.arg for u in _sum_loop("sum") if u.op is Ops.RANGE] == [(0, "sum")]
 
 
+def test_a_sum_loop_may_store_each_iteration_to_its_own_global_element():
+    from uopkit.testing.programs import end, global_buf, load, loop, program, store
+
+    def sum_and_store(at, read_back: bool = False, kind: str = "loop"):
+        # acc = 0; for i: e = x[i] * 2; y[at(i)] = e; acc += e (softmax's sum of exp, storing each exp)
+        x, y, s = global_buf(1, dtypes.float32, 8), global_buf(0, dtypes.float32, 16), global_buf(2, dtypes.float32, 1)
+        acc = UOp(Ops.DEFINE_REG, dtypes.float32.ptr(1), (), 0)
+        i = loop(0, 8, kind, (store(acc, 0, UOp.const(dtypes.float32, 0)),))
+        e = load(x, i) * 2.0 + (load(y, i) if read_back else 0.0)
+        update = store(acc, 0, load(acc, 0).alu(Ops.ADD, e))
+        spill = store(y, at(i), e, deps=(update,))
+        uops = program(store(s, 0, load(acc, 0, dtype=dtypes.float32), deps=(end(spill, i),)))
+        return [u.arg[1] for u in uops if u.op is Ops.RANGE]
+
+    # each iteration its own element (the address moves with the loop, by any constant step): still a sum loop
+    assert sum_and_store(lambda i: i) == ["sum"]
+    assert sum_and_store(lambda i: i * 2 + 1) == ["sum"]
+    # the same element every iteration, an address not plainly affine in the loop, or a buffer the loop reads too:
+    # a plain loop, and the spec refuses a "sum" mark on it
+    assert sum_and_store(lambda i: 3) == ["loop"]
+    assert sum_and_store(lambda i: i // 2) == ["loop"]
+    assert sum_and_store(lambda i: i, read_back=True) == ["loop"]
+    with pytest.raises(SpecError, match="is not an innermost sum"):
+        sum_and_store(lambda i: 3, kind="sum")
+
+
 def test_program_mixing_index_dtypes_is_illegal():
     from uopkit.dtype import index_dtype
     from uopkit.testing.programs import end, global_buf, load, loop, program, store

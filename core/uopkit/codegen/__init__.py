@@ -45,7 +45,9 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     """Kernel AST -> linear program (and its launch dimensions)."""
     # views become index arithmetic over RANGE loops (or GPU ids); reduces become DEFINE_REG accumulators
     vector_width = renderer.caps.max_vector_width if renderer.caps.vector_ops else 1
-    lowered, lctx = lower_kernel(ast, plan, gpu=renderer.caps.has_local, vector_width=vector_width)
+    # (a GPU-style kernel gets no reduce-value reuse: its row reduces run in kernels of their own)
+    gpu = renderer.caps.has_local
+    lowered, lctx = lower_kernel(ast, plan, gpu=gpu, vector_width=vector_width, reuse_reduce_values=not gpu)
     # everything after lowering builds index arithmetic of the type lowering chose for this kernel
     with index_dtype(lctx.index_dtype):
         # e**x gets its accurate form while the code is still scalar

@@ -118,7 +118,7 @@ def mark_reduce_loops(uops: list[UOp]) -> list[UOp]:
     replace: dict[UOp, UOp] = {}
     for i, u in enumerate(uops):
         if u.op is Ops.RANGE and u.arg[1] == "loop" and u in ends:
-            kind = reduce_loop_kind(uops[i + 1 : ends[u]])
+            kind = reduce_loop_kind(uops[i + 1 : ends[u]], u)
             if kind is not None:
                 replace[u] = u.replace(arg=(u.arg[0], kind))
     if not replace:

@@ -10,7 +10,7 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from uopkit.codegen.plan import AxisPart, KernelPlan, OptOps, initial_plan
 from uopkit.dtype import DType, dtypes, index_dtype
@@ -62,6 +62,9 @@ class LowererContext:
     vector_part: tuple[int, int] | None = None
     # the type of the kernel's index arithmetic: int32, or int64 where a buffer, view or loop can exceed it
     index_dtype: DType = dtypes.int32
+    # reduces over one plain loop whose summed value the output may reuse (see `_reuse_reduce_value`); None: not
+    # collected (GPU-style kernels, or a caller that doesn't want the rewrite)
+    reduce_loops: list[ReduceLoop] | None = None
 
     def lane_kind(self, axis: int, part_index: int, n_parts: int, kind: str) -> str:
         if kind == "upcast" and self.vector_part == (axis, n_parts - part_index):
@@ -79,6 +82,21 @@ class LowererContext:
         special = UOp(Ops.SPECIAL, dtypes.index, (idx_const(size),), f"lidx{dim}")
         self.local_specials.append(special)
         return special
+
+
+@dataclass(frozen=True)
+class ReduceLoop:
+    """A lowered reduce over one plain loop: `value` (its source `src` lowered at `idx`, `valid`) is combined into the
+    accumulator by `update` inside `loop`, which `end` closes; the reduce runs inside the loops `outer`."""
+
+    src: UOp
+    idx: Index
+    valid: UOp
+    loop: UOp
+    outer: tuple[UOp, ...]
+    value: UOp
+    update: UOp
+    end: UOp
 
 
 def _and(a: UOp, b: UOp) -> UOp:
@@ -286,20 +304,24 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     # the accumulator starts over wherever the reduce's value changes: inside the loops its index uses
     init = UOp(Ops.STORE, dtypes.void, (slot, identity, *outer_loops))
 
-    def run_pass(after: UOp, span: LoopSpan | None = None) -> UOp:
+    def run_pass(after: UOp, span: LoopSpan | None = None) -> ReducePass:
         lanes = (unroll, red_upcast, outer_loops)
         return _reduce_pass(ctx, node, axes, axis_nodes, idx, valid, slot, after, planned, *lanes, span)
 
     peel = _padded_tail(ctx, axis_nodes) if planned else None
     if peel is None:
-        done = run_pass(init)
+        one = run_pass(init)
+        done = one.done
+        if ctx.reduce_loops is not None and len(one.loops) == 1 and not (unroll or red_upcast or group_ids):
+            red = ReduceLoop(src, one.idx, one.valid, one.loops[0], tuple(outer_loops), one.value, one.update, done)
+            ctx.reduce_loops.append(red)
     else:
         # a padded axis (PADTO) reads past the row only in its last few iterations: the loop over the others has no
         # bounds check (its loads stay whole vectors), the tail after it does
         part, main, tail = peel
-        done = run_pass(init, (part, 0, main))
+        done = run_pass(init, (part, 0, main)).done
         if tail:
-            done = run_pass(done, (part, main, tail))
+            done = run_pass(done, (part, main, tail)).done
     result = UOp(Ops.LOAD, node.dtype, (slot, done))
     if group_ids:
         result = _combine_group(ctx, node.dtype, op, result, group_ids, acc_index, n_slots, outer_loops)
@@ -310,6 +332,18 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
 
 # (axis, part) of a padded reduce loop, the iterations run unchecked and the iterations left after them
 LoopSpan = tuple[tuple[int, int], int, int]
+
+
+class ReducePass(NamedTuple):
+    """One loop nest of a reduce (`_reduce_pass`): what closes it, its loops, the source's index and validity inside
+    them, the value folded in and the accumulator's update."""
+
+    done: UOp
+    loops: list[UOp]
+    idx: Index
+    valid: UOp
+    value: UOp
+    update: UOp
 
 
 def _padded_tail(
@@ -357,10 +391,10 @@ def _reduce_pass(
     red_upcast: list[UOp],
     outer_loops: list[UOp],
     span: LoopSpan | None = None,
-) -> UOp:
+) -> ReducePass:
     """One loop nest that folds the reduce's source into the accumulator `slot`, opened after `after` (the
-    accumulator's reset or an earlier pass); returns what closes it. With `span` the loop part it names runs only
-    iterations [start, start + count), and the axis's bounds check is left out when those never leave the real size."""
+    accumulator's reset or an earlier pass). With `span` the loop part it names runs only iterations
+    [start, start + count), and the axis's bounds check is left out when those never leave the real size."""
     op = node.arg[0]
     identity = reduce_identity(op, node.dtype)
     loops: list[UOp] = []
@@ -415,7 +449,7 @@ def _reduce_pass(
         if shared and i == n_steps_loops and i > 0:
             # every work-item is done reading this step's local copies before the next step overwrites them
             done = UOp(Ops.BARRIER, dtypes.void, (done,))
-    return done
+    return ReducePass(done, loops, tuple(inner_idx), in_range, value, update)
 
 
 def _combine_group(
@@ -536,6 +570,49 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
     return tuple(idx), loops, gate
 
 
+# values worth computing once and storing: the core decomposes these into tens of ops on backends without them natively
+COSTLY_OPS = (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT)
+
+
+def _reuse_reduce_value(ctx: LowererContext, lowered: UOp, base: UOp, out_index: UOp, loops: list[UOp]) -> UOp:
+    """Compute a costly reduced value once where the output needs it again at the same positions (softmax's
+    exp(x - max), summed along the row and then scaled by 1/sum): the reduce's loop also stores each value into the
+    output element it belongs to, and the output loop reads it back (from cache: the row was just written) instead
+    of computing it again.
+
+    Only when it is plainly safe: one reduce loop and one output loop `r_out` of the same length with nothing else
+    between them (no lanes, padding or gates), the kernel never reads its output buffer, the value has the output's
+    dtype, and every loop the output index uses other than `r_out` is open around the reduce (the reduce is not
+    repeated inside the output loop, so each element is written once, then read once, then overwritten with the
+    result). The reduce loop stays a "sum"/"max" loop: each iteration stores to its own output element."""
+    assert ctx.reduce_loops is not None
+    nodes = set(lowered.toposort())
+    if any(u.op is Ops.INDEX and u.src[0] is base for u in nodes):
+        return lowered
+    out_ranges = set(_ranges_in(out_index))
+    for red in ctx.reduce_loops:
+        if red.end not in nodes or red.value.dtype != base.dtype.base or red.loop not in red.value.toposort():
+            continue
+        if not any(u.op in COSTLY_OPS for u in red.value.toposort()):
+            continue
+        for r_out in loops:
+            if range_kind(r_out) != "loop" or r_out.src[0].arg != red.loop.src[0].arg or r_out in red.outer:
+                continue
+            if r_out not in out_ranges or not out_ranges - {r_out} <= set(red.outer):
+                continue
+            swap = {red.loop: r_out}
+            key = (red.src, tuple(i.substitute(swap) for i in red.idx), red.valid.substitute(swap))
+            again = ctx.memo.get(key)
+            if again is None or again not in nodes:
+                continue
+            here = UOp(Ops.INDEX, base.dtype, (base, out_index.substitute({r_out: red.loop})))
+            spill = UOp(Ops.STORE, dtypes.void, (here, red.value, red.update))
+            end = UOp(Ops.END, dtypes.void, (spill, red.loop))
+            reload = UOp(Ops.LOAD, red.value.dtype, (UOp(Ops.INDEX, base.dtype, (base, out_index)), end))
+            return lowered.substitute({red.end: end, again: reload})
+    return lowered
+
+
 def _grid_ids(ctx: LowererContext, parts: list[tuple[tuple[int, int], int]]) -> dict[tuple[int, int], UOp]:
     # at most 3 grid dimensions: the outer parts beyond two share dimension 2 and are decoded with div/mod
     ids: dict[tuple[int, int], UOp] = {}
@@ -588,6 +665,8 @@ def lower_store(ctx: LowererContext, store: UOp) -> UOp:
                 if not any(special in n.toposort() for n in idx):
                     gate = _and(gate, special.alu(Ops.CMPEQ, 0))
             break
+    if ctx.reduce_loops and gate is TRUE:
+        lowered = _reuse_reduce_value(ctx, lowered, base, out_idx[0], loops)
     index_src = (base, out_idx[0]) if gate is TRUE else (base, out_idx[0], gate)
     out = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, base.dtype, index_src), lowered))
     if ctx.plan.tc is not None:
@@ -598,11 +677,17 @@ def lower_store(ctx: LowererContext, store: UOp) -> UOp:
 
 
 def lower_kernel(
-    ast: UOp, plan: KernelPlan | None = None, gpu: bool = False, vector_width: int = 1
+    ast: UOp,
+    plan: KernelPlan | None = None,
+    gpu: bool = False,
+    vector_width: int = 1,
+    reuse_reduce_values: bool = False,
 ) -> tuple[UOp, LowererContext]:
     """SINK(STORE(...)) kernel AST -> SINK of loop nests over INDEX/LOAD/STORE, and the context (grid sizes).
 
-    With `vector_width` > 1 the first UPCAST (a power of two from 4 up to that width) becomes a "vector" lane.
+    With `vector_width` > 1 the first UPCAST (a power of two from 4 up to that width) becomes a "vector" lane. With
+    `reuse_reduce_values` (not on GPU-style kernels) an output that recomputes a costly reduced value reads it back
+    from the output buffer instead (`_reuse_reduce_value`).
     """
     plan = plan if plan is not None else initial_plan(ast)
     # 32-bit index arithmetic where it provably cannot overflow (small kernels stay fast), else 64-bit
@@ -610,6 +695,8 @@ def lower_kernel(
         with index_dtype(dt):
             ctx = LowererContext(plan, gpu, index_dtype=dt)
             ctx.vector_part = _vector_part(ctx.plan, vector_width)
+            if reuse_reduce_values and not gpu and len(ast.src) == 1:
+                ctx.reduce_loops = []
             try:
                 sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
             except IndexOverflow:

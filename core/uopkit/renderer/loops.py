@@ -7,9 +7,10 @@ The core's linearizer writes it into each RANGE's arg, ``(id, kind)`` (`uopkit.u
   on renderers with ``caps.has_threads``). Each iteration writes its own outputs, and every register (DEFINE_REG)
   it uses is first written inside it, so each thread needs its own copy.
 - ``reduce``: ``Ops.ADD`` for kind ``"sum"``, ``Ops.MAX`` for ``"max"``: an innermost loop whose only effects are
-  updates ``acc = op(acc, x)`` of one-slot float registers (`registers`). Such a loop may be vectorized by
-  reassociating the reduction across lanes (like split accumulators); a max loop must still give NaN when any x is
-  NaN (MAX propagates NaN). None for every other loop.
+  updates ``acc = op(acc, x)`` of one-slot float registers (`registers`), and stores to global buffers the loop
+  doesn't read, each iteration to elements of its own (softmax's sum of exp also stores each exp). Such a loop may
+  be vectorized by reassociating the reduction across lanes (like split accumulators); a max loop must still give
+  NaN when any x is NaN (MAX propagates NaN). None for every other loop.
 
 The kinds are set by the core, the same way for every backend (and checked by `verify_program`);
 ``caps.simd_reduce_ops`` tells the optimizer which reduce loops the backend vectorizes itself.
@@ -44,8 +45,10 @@ def loop_roles(uops: list[UOp]) -> dict[UOp, LoopRole]:
             continue
         kind = u.arg[1]
         reduce = REDUCE_KINDS.get(kind)
-        # the registers a sum or max loop updates, in the order of their first update
-        regs = (b.src[0].src[0] for b in uops[i + 1 : ends[u]] if b.op is Ops.STORE) if reduce is not None else ()
+        # the registers a sum or max loop updates, in the order of their first update (its other stores write global
+        # memory)
+        body = uops[i + 1 : ends[u]] if reduce is not None else []
+        regs = (b.src[0].src[0] for b in body if b.op is Ops.STORE and b.src[0].src[0].op is Ops.DEFINE_REG)
         roles[u] = LoopRole(
             uops[ends[u]], parallel=kind == "thread", reduce=reduce, registers=tuple(dict.fromkeys(regs))
         )

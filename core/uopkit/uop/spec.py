@@ -18,7 +18,9 @@ from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 # 2: index arithmetic (RANGE, SPECIAL, INDEX offsets, DEFINE_VAR) is int64 in a kernel whose buffers, views or loops
 #    can pass int32, int32 otherwise, one index dtype per program: a DEFINE_VAR has it too. A variable's value is
 #    still passed as int32 at launch (its range fits int32): the renderer declares it int32 and widens it.
-SPEC_VERSION = 2
+# 3: a "sum"/"max" loop may also store to global buffers it doesn't read, each iteration to elements of its own (the
+#    CPU softmax stores each exp where the output will be, instead of computing it twice).
+SPEC_VERSION = 3
 
 
 class SpecError(RuntimeError):
@@ -30,8 +32,9 @@ class SpecError(RuntimeError):
 # - "thread": the iterations may run on different CPU threads (OptOps.THREAD, on renderers with caps.has_threads);
 #   each writes its own outputs, and every register (DEFINE_REG) it uses is first written inside it.
 # - "sum" / "max": an innermost loop whose only effects are updates acc = acc + x (or max(acc, x)) of one-slot float
-#   registers: it may be vectorized by reassociating the reduction across lanes; a max loop must still give NaN
-#   when any x is NaN (MAX propagates NaN).
+#   registers, and stores to global buffers the loop doesn't read, at an address that moves with the loop counter
+#   (each iteration writes elements of its own): it may be vectorized by reassociating the reduction across lanes; a
+#   max loop must still give NaN when any x is NaN (MAX propagates NaN).
 LOOP_KINDS = ("loop", "thread", "sum", "max")
 REDUCE_KINDS = {"sum": Ops.ADD, "max": Ops.MAX}
 
@@ -41,15 +44,48 @@ def is_scalar_register(u: UOp) -> bool:
     return u.op is Ops.DEFINE_REG and isinstance(u.dtype, PtrDType) and u.dtype.size == 1
 
 
-def reduce_loop_kind(body: list[UOp]) -> str | None:
+def _step(x: UOp, r: UOp) -> int | None:
+    """How much `x` grows per step of loop `r`, when `x` is provably affine in it (r times a constant plus terms
+    without r); None when that isn't plain from the expression."""
+    if x is r:
+        return 1
+    if r not in x.toposort():
+        return 0
+    if x.op is Ops.ADD:
+        steps = [_step(s, r) for s in x.src]
+        return None if None in steps else sum(s for s in steps if s is not None)
+    if x.op is Ops.MUL and any(s.op is Ops.CONST for s in x.src):
+        c = next(s for s in x.src if s.op is Ops.CONST)
+        other = _step(x.src[1] if x.src[0] is c else x.src[0], r)
+        return None if other is None else other * c.arg
+    return None
+
+
+def _own_element_store(b: UOp, body: list[UOp], loop: UOp) -> bool:
+    """A store to a global buffer that the loop body never reads, each iteration of `loop` to another element."""
+    buf = b.src[0].src[0]
+    if buf.op is not Ops.DEFINE_GLOBAL:
+        return False
+    # (a read of the same element has the same INDEX as the store: look at what is done with each INDEX of buf)
+    if any(x.op in (Ops.LOAD, Ops.STORE) and x is not b and x.src[0].src[0] is buf for x in body):
+        return False
+    return bool(_step(b.src[0].src[1], loop))
+
+
+def reduce_loop_kind(body: list[UOp], loop: UOp | None = None) -> str | None:
     """ "sum" or "max" when a loop body (the linear UOps between its RANGE and END) has no loop, barrier or IF and its
-    only effects are `acc = op(acc, x)` on one-slot float registers; else None."""
+    only effects are `acc = op(acc, x)` on one-slot float registers, and (given the loop's RANGE) stores to global
+    buffers it doesn't read, each iteration to its own element; else None."""
     if any(b.op in (Ops.RANGE, Ops.BARRIER, Ops.IF) for b in body):
         return None
     stores = [b for b in body if b.op is Ops.STORE]
+    updates = [b for b in stores if b.src[0].src[0].op is not Ops.DEFINE_GLOBAL]
+    spills = [b for b in stores if b.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+    if spills and (loop is None or not all(_own_element_store(b, body, loop) for b in spills)):
+        return None
     for kind, op in REDUCE_KINDS.items():
-        ok = bool(stores)
-        for b in stores:
+        ok = bool(updates)
+        for b in updates:
             reg, value = b.src[0].src[0], b.src[1]
             updates_itself = value.op is op and any(s.op is Ops.LOAD and s.src[0] is b.src[0] for s in value.src)
             if not (is_scalar_register(reg) and updates_itself and dtypes.is_float(value.dtype)):
@@ -217,7 +253,7 @@ def verify_program(uops: list[UOp]) -> None:
                 raise SpecError(f"linear program: END of {u.src[1].arg} doesn't close the innermost open loop")
             loop, start = open_ranges.pop()
             # a loop marked "sum" or "max" is one
-            if loop.arg[1] in REDUCE_KINDS and reduce_loop_kind(uops[start + 1 : i]) != loop.arg[1]:
+            if loop.arg[1] in REDUCE_KINDS and reduce_loop_kind(uops[start + 1 : i], loop) != loop.arg[1]:
                 raise SpecError(f"linear program: loop {loop.arg} is not an innermost {loop.arg[1]} of registers")
     if open_ranges:
         raise SpecError(f"linear program: {len(open_ranges)} loops are never closed")

@@ -11,7 +11,7 @@ from uopkit.device import CompileError, compile_cache_stats
 from uopkit.uop.spec import SPEC_VERSION
 from uopkit_cpu import uopkit_backends
 from uopkit_cpu.compiler import CFLAGS, ClangCompiler, compiler_problem, find_cc, host_cpu_model
-from uopkit_cpu.runtime import ALIGNMENT, CPUAllocator, CPUProgram
+from uopkit_cpu.runtime import ALIGNMENT, HUGE_PAGE, HUGE_PAGE_MIN, CPUAllocator, CPUProgram
 
 ADD_SRC = """
 void add(float* restrict data0, const float* restrict data1, const int var0) {
@@ -65,6 +65,50 @@ def test_allocation_beyond_memory_says_how_much() -> None:
     # 2**62 bytes can't be had on any host: a MemoryError naming the device and the size, not a bare one
     with pytest.raises(MemoryError, match=r"CPU: out of host memory allocating a buffer of 4611686018427387904 bytes"):
         CPUAllocator().alloc(2**62)
+
+
+def _vm_flags(addr: int) -> list[str] | None:
+    """The VmFlags of the mapping of this process that holds `addr` (Linux), None if /proc has no smaps."""
+    try:
+        lines = open("/proc/self/smaps").read().splitlines()
+    except OSError:
+        return None
+    inside = False
+    for line in lines:
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= addr < hi
+        elif inside and head == "VmFlags:":
+            return line.split()[1:]
+    return None
+
+
+def test_large_buffers_are_zeroed_huge_page_aligned_and_advised() -> None:
+    alloc = CPUAllocator()
+    size = HUGE_PAGE_MIN + 12345
+    buf = alloc._alloc(size)
+    assert buf.addr % HUGE_PAGE == 0 and buf.size == size
+    out = bytearray(size)
+    out[-1] = 7
+    alloc.copyout(memoryview(out), buf)
+    assert not any(out)
+    data = np.arange(size // 4, dtype=np.int32)
+    alloc.copyin(buf, memoryview(data.tobytes()))
+    back = bytearray(data.nbytes)
+    alloc.copyout(memoryview(back), buf)
+    assert bytes(back) == data.tobytes()
+    flags = _vm_flags(buf.addr)
+    thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+    try:
+        offered = "[never]" not in open(thp).read()
+    except OSError:
+        offered = False
+    if flags is not None and offered:
+        # "hg": the mapping was advised MADV_HUGEPAGE (the pages themselves depend on free memory)
+        assert "hg" in flags
+    small = alloc._alloc(HUGE_PAGE_MIN - 1)
+    assert small.mapping is None and small.addr % ALIGNMENT == 0
 
 
 def test_compile_error_has_source_and_stderr() -> None:

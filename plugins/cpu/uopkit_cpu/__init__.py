@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __version__ = importlib.metadata.version("uopkit-cpu")
 
 # the UOp spec version this backend's renderer was written against (a literal on purpose)
-TARGET_SPEC_VERSION = 2
+TARGET_SPEC_VERSION = 3
 
 
 def _open(device: str) -> Compiled:

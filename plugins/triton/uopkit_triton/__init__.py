@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 # the UOp spec version this backend's renderer was written against (a literal on purpose)
-TARGET_SPEC_VERSION = 2
+TARGET_SPEC_VERSION = 3
 
 DESCRIPTION = "Triton kernels: launched by Triton on a CUDA GPU, else run by Triton's CPU interpreter"
 
