@@ -307,8 +307,8 @@ class UOp(metaclass=UOpMeta):
         return UOp, (self.op, self.dtype, self.src, self.arg)
 
     def replace(self, **kwargs: Any) -> UOp:
-        new = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg, **kwargs}
-        return UOp(new["op"], new["dtype"], tuple(new["src"]), new["arg"])
+        get = kwargs.get
+        return UOp(get("op", self.op), get("dtype", self.dtype), tuple(get("src", self.src)), get("arg", self.arg))
 
     def __repr__(self) -> str:
         return pretty_print(self)

@@ -219,7 +219,7 @@ pm_symbolic = PatternMatcher(
     [
         # fold ops on constants, and integers whose range leaves one value
         (UPat(GroupOp.ALU | {Ops.CAST}, name="x"), do_fold_constants),
-        (UPat(GroupOp.ALU, name="x"), do_fold_known_range),
+        (UPat(GroupOp.ALU, dtype=INT_DTYPES, name="x"), do_fold_known_range),
         # constants on the right of commutative ops, so the rules below see one form
         (UPat(GroupOp.Commutative, src=(UPat.cvar(), UPat()), name="x"), do_canonical_const_right),
         # identities
