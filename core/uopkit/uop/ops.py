@@ -511,18 +511,25 @@ class UOp(metaclass=UOpMeta):
 
     # --- symbolic range analysis
 
-    @functools.cached_property
+    @property
     def _min_max(self) -> tuple[Any, Any]:
-        _cache_sources_first(self, "_min_max")
-        return _range_of(self)
+        # remembered in the node's __dict__ by hand: the rules ask for every index node's range, and a
+        # functools.cached_property takes a lock on each first computation (Python 3.11)
+        ret = self.__dict__.get("_range")
+        if ret is None:
+            _cache_sources_first(self, "_min_max", "_range")
+            ret = self.__dict__["_range"] = _range_of(self)
+        return ret  # type: ignore[no-any-return]
 
     @property
     def vmin(self) -> Any:
-        return self._min_max[0]
+        ret = self.__dict__.get("_range")
+        return (ret if ret is not None else self._min_max)[0]
 
     @property
     def vmax(self) -> Any:
-        return self._min_max[1]
+        ret = self.__dict__.get("_range")
+        return (ret if ret is not None else self._min_max)[1]
 
     def const_value(self) -> Any:
         """The value of a CONST (or of a node whose range is a single value), else None."""
@@ -538,12 +545,14 @@ class UOp(metaclass=UOpMeta):
         return render_expr(self)
 
 
-def _cache_sources_first(u: UOp, attr: str) -> None:
+def _cache_sources_first(u: UOp, attr: str, key: str | None = None) -> None:
     # a cached property computed from its sources' (shape, range, ...) recurses as deep as the graph: fill the
-    # sources' caches first, sources before users, so each computation only looks one level down
-    if all(attr in s.__dict__ for s in u.src):
+    # sources' caches first, sources before users, so each computation only looks one level down (`key`: where in
+    # the node's __dict__ the property keeps its value, when not under its own name)
+    key = key or attr
+    if all(key in s.__dict__ for s in u.src):
         return
-    for n in u.toposort(gate=lambda n: n is u or attr not in n.__dict__):
+    for n in u.toposort(gate=lambda n: n is u or key not in n.__dict__):
         if n is not u:
             getattr(n, attr)
 
