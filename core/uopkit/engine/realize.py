@@ -148,7 +148,7 @@ def precompile(schedule: list[ScheduleItem]) -> None:
 
 def _precompile(todo: dict[tuple[UOp, str], None]) -> None:
     specs: list[tuple[tuple[UOp, str], ProgramSpec, Compiled, float]] = []
-    with CompileQueue(min(len(todo), os.cpu_count() or 1)) as queue:
+    with CompileQueue(min(len(todo), os.cpu_count() or 1), expected=len(todo)) as queue:
         queued: set[tuple[str, str | bytes]] = set()
         for key in todo:
             dev = Device[key[1]]
