@@ -57,18 +57,21 @@ class DType:
     def vec(self, count: int) -> DType:
         if count == 1:
             return self
+        # (setdefault: threads making the same dtype at once all get the one stored first)
         made = self.__dict__.setdefault("_made", {})
-        key = ("vec", count)
-        if key not in made:
-            made[key] = VecDType(self.priority, self.itemsize * count, f"{self.name}{count}", None, count, self)
-        return made[key]  # type: ignore[no-any-return]
+        ret = made.get(("vec", count))
+        if ret is None:
+            vec = VecDType(self.priority, self.itemsize * count, f"{self.name}{count}", None, count, self)
+            ret = made.setdefault(("vec", count), vec)
+        return ret  # type: ignore[no-any-return]
 
     def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
         made = self.__dict__.setdefault("_made", {})
-        key = ("ptr", size, local)
-        if key not in made:
-            made[key] = PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, local)
-        return made[key]  # type: ignore[no-any-return]
+        ret = made.get(("ptr", size, local))
+        if ret is None:
+            ptr = PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, local)
+            ret = made.setdefault(("ptr", size, local), ptr)
+        return ret  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, eq=False)
