@@ -119,5 +119,7 @@ def test_cold_main_job_reads_the_example_output():
     out = "digits: 1437 training images\nheld-out accuracy: 97.50% (351/360)\ntraining: 400 steps in 9.1 s\n"
     out += "kernels compiled: 71, compile time: 2.95 s\n"
     assert parse_main_job(out) == {"kernels": 71, "compile_s": 2.95, "accuracy": 97.5}
+    out = out.replace("2.95 s\n", "4.10 s (summed per kernel), waited on compiling: 2.95 s\n")
+    assert parse_main_job(out) == {"kernels": 71, "compile_s": 4.1, "compile_wait_s": 2.95, "accuracy": 97.5}
     with pytest.raises(ValueError, match="no compile or accuracy line"):
         parse_main_job("training: 400 steps in 9.1 s\n")

@@ -77,3 +77,25 @@ def test_single_kernel_runs_without_waiting_for_a_full_batch() -> None:
     compiler = RecordingCompiler()
     assert [lib for lib, _ in _run(["only"], compiler)] == [b"lib:src0"]
     assert compiler.batches == [["src0"]]
+
+
+def test_few_expected_kernels_start_compiling_before_all_are_added() -> None:
+    compiler = RecordingCompiler()
+    dev = FakeDevice(compiler)
+    started = threading.Event()
+    compile_batch = compiler.compile_batch
+
+    def recording(srcs: list[str]) -> list[bytes]:
+        started.set()
+        return compile_batch(srcs)
+
+    compiler.compile_batch = recording  # type: ignore[method-assign]
+    # 8 kernels on 2 workers: batches of 2, the first compiled while the rest are still being generated
+    with CompileQueue(2, expected=8) as queue:
+        for i in range(2):
+            queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
+        assert started.wait(10), "no compile started with a batch's worth of kernels added"
+        for i in range(2, 8):
+            queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
+        assert [lib for lib, _ in queue.results()] == [f"lib:src{i}".encode() for i in range(8)]
+    assert compiler.batches[0] == ["src0", "src1"]

@@ -99,3 +99,36 @@ def test_bfloat16_via_bits():
     e = Tensor.empty(2, dtype=dtypes.bfloat16)
     e.assign(Tensor([1.5, -2.0]).cast(dtypes.bfloat16)).realize()
     assert e.tolist() == [1.5, -2.0]
+
+
+def test_each_dtype_is_one_object():
+    import copy
+    import pickle
+    import threading
+
+    from uopkit.dtype import PtrDType, VecDType, dtype_from_fields
+
+    # derived dtypes are made once: equal means identical, and hashing (by identity) agrees with equality
+    assert dtypes.float32.vec(4) is dtypes.float32.vec(4) and dtypes.int32.ptr(16) is dtypes.int32.ptr(16)
+    assert dtypes.float32.vec(4) != dtypes.float32.vec(8) and dtypes.int32.ptr(16) != dtypes.int32.ptr(16, local=True)
+    assert len({dtypes.half.vec(2), dtypes.half.vec(2), dtypes.half}) == 2
+    # copies and pickles come back as the same object, also of vector and pointer types
+    for dt in (dtypes.bfloat16, dtypes.float32.vec(8), dtypes.float32.vec(4).ptr(64), dtypes.uint8.ptr(-1, True)):
+        assert copy.deepcopy(dt) is dt and pickle.loads(pickle.dumps(dt)) is dt
+    # a deserialized one (the emulator's program format) is the one already made; an unknown one is an error
+    vec = dtypes.float32.vec(4)
+    vec_fields = {k: getattr(vec, k) for k in ("priority", "itemsize", "name", "fmt", "count", "_scalar")}
+    assert dtype_from_fields(VecDType, **vec_fields) is vec
+    ptr = dtypes.int32.ptr(7)
+    fields = {k: getattr(ptr, k) for k in ("priority", "itemsize", "name", "fmt", "count", "_base", "size", "local")}
+    assert dtype_from_fields(PtrDType, **fields) is ptr
+    with pytest.raises(ValueError, match="no dtype"):
+        dtype_from_fields(PtrDType, **{**fields, "itemsize": 3})
+    # threads making the same new dtype at once all get one object
+    made: list = []
+    threads = [threading.Thread(target=lambda: made.append(dtypes.int16.vec(13))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(m is made[0] for m in made)

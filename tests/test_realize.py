@@ -106,6 +106,25 @@ def test_method_cache_skips_codegen():
     assert realize.stats["kernels_compiled"] == compiled
 
 
+def test_compile_wait_is_the_wall_time_realize_spent_compiling():
+    import time
+
+    # shapes no other test compiles: two new kernels in one schedule, compiled together
+    a_np = np.arange(37 * 3, dtype=np.float32).reshape(37, 3)
+    a = Tensor(a_np).realize()
+    before = dict(realize.stats)
+    st = time.perf_counter()
+    rows, cols = a.max(axis=1), a.sum(axis=0)
+    Tensor.realize(rows, cols)
+    elapsed = time.perf_counter() - st
+    np.testing.assert_allclose(rows.numpy(), a_np.max(axis=1))
+    np.testing.assert_allclose(cols.numpy(), a_np.sum(axis=0))
+    assert realize.stats["kernels_compiled"] - before["kernels_compiled"] >= 2
+    waited = realize.stats["compile_wait_seconds"] - before["compile_wait_seconds"]
+    assert 0 < waited <= elapsed
+    assert realize.stats["compile_seconds"] > before["compile_seconds"]
+
+
 def test_realize_nothing_and_realized():
     a = Tensor(np.ones(3, np.float32)).realize()
     realize.realize_tensors([])

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import math
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
-    """A scalar type; `vec(n)` and `ptr()` derive vector and pointer types from it."""
+    """A scalar type; `vec(n)` and `ptr()` derive vector and pointer types from it.
+
+    Every dtype is made once (the scalars below, each `vec(n)` and `ptr(...)` of one remembered by it): equal dtypes are
+    the same object, so equality and hashing are by identity, in C (every UOp built hashes its dtype; rules compare
+    them all the time). Copies and pickles come back as that same object."""
 
     priority: int
     itemsize: int
@@ -22,20 +25,11 @@ class DType:
     fmt: str | None
     count: int = 1
 
-    def __post_init__(self) -> None:
-        # frozen: the hash never changes, and every UOp built hashes its dtype
-        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self))))
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
 
-    def __hash__(self) -> int:
-        return self._hash  # type: ignore[attr-defined, no-any-return]
-
-    def __eq__(self, other: object) -> bool:
-        # the common case is the same object (dtypes.float32 == dtypes.float32): no field-by-field tuple
-        if self is other:
-            return True
-        if type(self) is not type(other):
-            return False
-        return bool(self._hash == other._hash and dataclasses.astuple(self) == dataclasses.astuple(other))  # type: ignore[attr-defined]
+    def __reduce__(self) -> tuple:
+        return _scalar_named, (self.name,)
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"
@@ -63,13 +57,24 @@ class DType:
     def vec(self, count: int) -> DType:
         if count == 1:
             return self
-        return VecDType(self.priority, self.itemsize * count, f"{self.name}{count}", None, count, self)
+        # (setdefault: threads making the same dtype at once all get the one stored first)
+        made = self.__dict__.setdefault("_made", {})
+        ret = made.get(("vec", count))
+        if ret is None:
+            vec = VecDType(self.priority, self.itemsize * count, f"{self.name}{count}", None, count, self)
+            ret = made.setdefault(("vec", count), vec)
+        return ret  # type: ignore[no-any-return]
 
     def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
-        return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, local)
+        made = self.__dict__.setdefault("_made", {})
+        ret = made.get(("ptr", size, local))
+        if ret is None:
+            ptr = PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, local)
+            ret = made.setdefault(("ptr", size, local), ptr)
+        return ret  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class VecDType(DType):
     _scalar: DType | None = None
 
@@ -81,8 +86,11 @@ class VecDType(DType):
     def __repr__(self) -> str:
         return f"{self.scalar!r}.vec({self.count})"
 
+    def __reduce__(self) -> tuple:
+        return DType.vec, (self.scalar, self.count)
 
-@dataclass(frozen=True, eq=True)
+
+@dataclass(frozen=True, eq=False)
 class PtrDType(DType):
     _base: DType | None = None
     size: int = -1
@@ -96,9 +104,34 @@ class PtrDType(DType):
     def __repr__(self) -> str:
         return f"{self.base!r}.ptr({self.size}{', local=True' if self.local else ''})"
 
+    def __reduce__(self) -> tuple:
+        return DType.ptr, (self.base, self.size, self.local)
+
+
+_SCALARS: dict[str, DType] = {}
+
 
 def _scalar(priority: int, itemsize: int, name: str, fmt: str | None) -> DType:
-    return DType(priority, itemsize, name, fmt)
+    dt = _SCALARS[name] = DType(priority, itemsize, name, fmt)
+    return dt
+
+
+def _scalar_named(name: str) -> DType:
+    return _SCALARS[name]
+
+
+def dtype_from_fields(cls: type[DType], **fields: Any) -> DType:
+    """The dtype of class `cls` with these dataclass fields (a deserialized one; its scalar or base already one): the
+    one object made for it."""
+    if cls is VecDType:
+        made = fields["_scalar"].vec(fields["count"])
+    elif cls is PtrDType:
+        made = fields["_base"].ptr(fields["size"], fields["local"])
+    else:
+        made = _SCALARS[fields["name"]]
+    if type(made) is not cls or any(getattr(made, k) != v for k, v in fields.items()):
+        raise ValueError(f"no dtype {cls.__name__}({fields})")
+    return made
 
 
 # the integer type of index arithmetic (loop counters, thread ids, addresses) in the kernel being compiled: 32 bits

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from uopkit.device import Compiled, CompileError, Compiler, LRUAllocator
-from uopkit.dtype import DType, PtrDType, VecDType, dtypes, to_numpy_dtype
+from uopkit.dtype import DType, PtrDType, VecDType, dtype_from_fields, dtypes, to_numpy_dtype
 from uopkit.plugin.hookspecs import BackendInfo, hookimpl
 from uopkit.renderer import Renderer, RendererCaps, TensorCore, TileLayout, vector_alignment
 from uopkit.renderer.tensor_cores import ONE_THREAD_TENSOR_CORES, reference_wmma
@@ -89,7 +89,9 @@ def _decode_value(x: Any) -> Any:
     if tag == "op":
         return Ops[x[1]]
     if tag == "dc" and x[1] in _SERIALIZABLE:
-        return _SERIALIZABLE[x[1]](**{k: _decode_value(v) for k, v in x[2].items()})
+        cls, fields = _SERIALIZABLE[x[1]], {k: _decode_value(v) for k, v in x[2].items()}
+        # a dtype is one object per type (compared by identity): the one already made
+        return dtype_from_fields(cls, **fields) if issubclass(cls, DType) else cls(**fields)
     raise ValueError(f"unknown tagged value {x!r}")
 
 

@@ -177,9 +177,12 @@ class Expander:
 
     def lane_by_lane(self, u: UOp, src: list[Any]) -> tuple[UOp, ...]:
         spreads = [self.spread(s) if self.varies(s) else None for s in src]
+        op, dtype, arg = u.op, u.dtype, u.arg
         return tuple(
-            u.replace(src=tuple(sp[i] if sp is not None else s for s, sp in zip(src, spreads, strict=True)))
-            for i in range(self.width)
+            [
+                UOp(op, dtype, tuple([sp[i] if sp is not None else s for s, sp in zip(src, spreads, strict=True)]), arg)
+                for i in range(self.width)
+            ]
         )
 
     def _consecutive(self, index: UOp) -> bool:

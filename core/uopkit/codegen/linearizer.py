@@ -58,20 +58,18 @@ def linearize(sink: UOp) -> list[UOp]:
         return all(s in emitted or s.op is Ops.SINK for s in u.src)
 
     while pending:
-        progress = True
-        while progress:
-            progress = False
-            still: list[UOp] = []
-            open_set = frozenset(open_stack)
-            for u in pending:
-                if u.op not in (Ops.RANGE, Ops.END) and ready(u):
-                    fits = ctx[u] == open_set if _is_exact(u) else ctx[u] <= open_set
-                    if fits:
-                        emitted[u] = None
-                        progress = True
-                        continue
-                still.append(u)
-            pending = still
+        # everything that can go here now, in one pass: `pending` stays in toposort order (sources first), so an op
+        # whose sources this pass emits comes after them and is emitted by the same pass
+        still: list[UOp] = []
+        open_set = frozenset(open_stack)
+        for u in pending:
+            if u.op not in (Ops.RANGE, Ops.END) and ready(u):
+                fits = ctx[u] == open_set if _is_exact(u) else ctx[u] <= open_set
+                if fits:
+                    emitted[u] = None
+                    continue
+            still.append(u)
+        pending = still
         if not pending:
             break
         open_set = frozenset(open_stack)

@@ -43,8 +43,11 @@ def _fail(job: _Job, e: CompileError) -> None:
 class CompileQueue:
     """Compile kernels in batches on worker threads; see the module docstring."""
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, expected: int | None = None) -> None:
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        # `expected`: how many kernels will be added. A few kernels don't wait for MIN_BATCH of them (that would be all
+        # of them, leaving nothing to compile while code is generated): each worker gets about two batches
+        self.min_batch = MIN_BATCH if expected is None else max(1, min(MIN_BATCH, -(-expected // (2 * self.workers))))
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="uopkit-compile")
         self._cond = threading.Condition()
         self._pending: list[_Job] = []
@@ -83,7 +86,7 @@ class CompileQueue:
             with self._cond:
                 # while kernels are still being generated, wait until a batch's worth is in: the caller needs all of
                 # them before running any, so a compile started early for one kernel only costs a compiler run
-                while not (self._pending and (self._closed or len(self._pending) >= MIN_BATCH)):
+                while not (self._pending and (self._closed or len(self._pending) >= self.min_batch)):
                     if self._closed and not self._pending:
                         return
                     self._cond.wait()

@@ -207,6 +207,11 @@ python_alu: dict[Ops, Callable[..., Any]] = {
 def cast_scalar(x: Any, dt: DType) -> Any:
     """Convert a Python value to what a `dt` holds (bools, wrapped ints, rounded floats)."""
     dt = dt.scalar
+    if type(x) is int and dt in _INT_BOUNDS:
+        # (the common case, an index constant that fits: every integer constant built comes here)
+        lo, hi = _INT_BOUNDS[dt]
+        if lo <= x <= hi:
+            return x
     if dt == dtypes.bool:
         return bool(x)
     if dtypes.is_int(dt):
@@ -229,6 +234,9 @@ def cast_scalar(x: Any, dt: DType) -> Any:
         except OverflowError:
             return math.copysign(math.inf, x)
     return x
+
+
+_INT_BOUNDS = {dt: (dtypes.min(dt), dtypes.max(dt)) for dt in dtypes.ints}
 
 
 def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
@@ -299,8 +307,8 @@ class UOp(metaclass=UOpMeta):
         return UOp, (self.op, self.dtype, self.src, self.arg)
 
     def replace(self, **kwargs: Any) -> UOp:
-        new = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg, **kwargs}
-        return UOp(new["op"], new["dtype"], tuple(new["src"]), new["arg"])
+        get = kwargs.get
+        return UOp(get("op", self.op), get("dtype", self.dtype), tuple(get("src", self.src)), get("arg", self.arg))
 
     def __repr__(self) -> str:
         return pretty_print(self)
@@ -503,18 +511,25 @@ class UOp(metaclass=UOpMeta):
 
     # --- symbolic range analysis
 
-    @functools.cached_property
+    @property
     def _min_max(self) -> tuple[Any, Any]:
-        _cache_sources_first(self, "_min_max")
-        return _range_of(self)
+        # remembered in the node's __dict__ by hand: the rules ask for every index node's range, and a
+        # functools.cached_property takes a lock on each first computation (Python 3.11)
+        ret = self.__dict__.get("_range")
+        if ret is None:
+            _cache_sources_first(self, "_min_max", "_range")
+            ret = self.__dict__["_range"] = _range_of(self)
+        return ret  # type: ignore[no-any-return]
 
     @property
     def vmin(self) -> Any:
-        return self._min_max[0]
+        ret = self.__dict__.get("_range")
+        return (ret if ret is not None else self._min_max)[0]
 
     @property
     def vmax(self) -> Any:
-        return self._min_max[1]
+        ret = self.__dict__.get("_range")
+        return (ret if ret is not None else self._min_max)[1]
 
     def const_value(self) -> Any:
         """The value of a CONST (or of a node whose range is a single value), else None."""
@@ -530,12 +545,14 @@ class UOp(metaclass=UOpMeta):
         return render_expr(self)
 
 
-def _cache_sources_first(u: UOp, attr: str) -> None:
+def _cache_sources_first(u: UOp, attr: str, key: str | None = None) -> None:
     # a cached property computed from its sources' (shape, range, ...) recurses as deep as the graph: fill the
-    # sources' caches first, sources before users, so each computation only looks one level down
-    if all(attr in s.__dict__ for s in u.src):
+    # sources' caches first, sources before users, so each computation only looks one level down (`key`: where in
+    # the node's __dict__ the property keeps its value, when not under its own name)
+    key = key or attr
+    if all(key in s.__dict__ for s in u.src):
         return
-    for n in u.toposort(gate=lambda n: n is u or attr not in n.__dict__):
+    for n in u.toposort(gate=lambda n: n is u or key not in n.__dict__):
         if n is not u:
             getattr(n, attr)
 
@@ -587,11 +604,22 @@ def _infer_shape(u: UOp) -> tuple[int, ...] | None:
 # range analysis (vmin/vmax) used by symbolic simplification
 
 
+_dtype_bounds: dict[DType, tuple[Any, Any]] = {}
+
+
+def _bounds(dt: DType) -> tuple[Any, Any]:
+    # (dtypes.min/max per node analysed add up: one lookup)
+    ret = _dtype_bounds.get(dt)
+    if ret is None:
+        ret = _dtype_bounds[dt] = (dtypes.min(dt), dtypes.max(dt))
+    return ret
+
+
 def _range_of(u: UOp) -> tuple[Any, Any]:
-    dt = u.dtype
-    lo, hi = dtypes.min(dt), dtypes.max(dt)
     if u.op is Ops.CONST and not isinstance(u.arg, tuple):
         return u.arg, u.arg
+    dt = u.dtype
+    lo, hi = _bounds(dt)
     if u.op is Ops.DEFINE_VAR:
         return u.arg[1], u.arg[2]
     if u.op is Ops.RANGE:
@@ -671,7 +699,9 @@ def _clamp(a: Any, b: Any, lo: Any, hi: Any) -> tuple[Any, Any]:
 class UPat:
     """A pattern over UOps: op(s), dtype(s), sources, arg, and a name to capture the match under."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "name", "allow_any_len", "custom_early_reject")
+    __slots__ = (
+        "op", "dtype", "src", "arg", "name", "allow_any_len", "custom_early_reject", "simple", "_ops", "_dtypes",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -689,6 +719,12 @@ class UPat:
         # a tuple must match in order; a list matches in any order (commutative ops); one UPat matches every source
         self.src: Any = src
         self.arg, self.name, self.allow_any_len = arg, name, allow_any_len
+        # the same as sets for `match` (a tuple's `in` calls DType.__eq__ on each member that isn't the same object)
+        self._ops = frozenset(self.op) if self.op is not None else None
+        self._dtypes = frozenset(self.dtype) if self.dtype is not None else None
+        # matches or not on the node alone (op and dtype), capturing just it: `PatternMatcher.rewrite` tests it
+        # without `match`
+        self.simple = src is None and arg is None and name is not None
 
     @staticmethod
     def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
@@ -731,29 +767,40 @@ class UPat:
 
     def match(self, uop: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
         """Every way `uop` matches this pattern, each a dict of captures extending `store`."""
-        if self.op is not None and uop.op not in self.op:
+        if self._ops is not None and uop.op not in self._ops:
             return []
-        if self.dtype is not None and uop.dtype not in self.dtype and uop.dtype.scalar not in self.dtype:
+        if self._dtypes is not None and uop.dtype not in self._dtypes and uop.dtype.scalar not in self._dtypes:
             return []
         if self.arg is not None and uop.arg != self.arg:
             return []
-        if self.name is not None:
-            if self.name in store and store[self.name] is not uop:
+        name = self.name
+        if name is not None:
+            if name in store and store[name] is not uop:
                 return []
-            store = {**store, self.name: uop}
-        if self.src is None:
+            store = {**store, name: uop}
+        pats = self.src
+        if pats is None:
             return [store]
-        if isinstance(self.src, UPat):
+        if isinstance(pats, UPat):
             stores = [store]
             for s in uop.src:
-                stores = [m for st in stores for m in self.src.match(s, st)]
+                stores = [m for st in stores for m in pats.match(s, st)]
             return stores
-        pats = self.src
         if len(uop.src) != len(pats) and not (self.allow_any_len and len(uop.src) >= len(pats)):
             return []
-        orders = itertools.permutations(pats) if isinstance(pats, list) else [pats]
+        if isinstance(pats, tuple):
+            # (most patterns: one order of sources, tried without building the list of orders)
+            stores = [store]
+            for pat, s in zip(pats, uop.src, strict=False):
+                if len(stores) == 1:
+                    stores = pat.match(s, stores[0])
+                else:
+                    stores = [m for st in stores for m in pat.match(s, st)]
+                if not stores:
+                    return stores
+            return stores
         results: list[dict[str, UOp]] = []
-        for order in orders:
+        for order in itertools.permutations(pats):
             stores = [store]
             for pat, s in zip(order, uop.src, strict=False):
                 stores = [m for st in stores for m in pat.match(s, st)]
@@ -788,6 +835,17 @@ class PatternMatcher:
 
     def rewrite(self, uop: UOp, ctx: Any = None) -> UOp | None:
         for pat, fn, wants_ctx in self.pdict.get(uop.op, self.any_op):
+            if pat.simple:
+                # (the op already selected this rule's list; only a dtype can still reject the node)
+                dts = pat._dtypes
+                if dts is not None and uop.dtype not in dts and uop.dtype.scalar not in dts:
+                    continue
+                if pat._ops is not None and uop.op not in pat._ops:
+                    continue
+                ret = fn(ctx, **{pat.name: uop}) if wants_ctx else fn(**{pat.name: uop})  # type: ignore[dict-item]
+                if ret is not None and ret is not uop:
+                    return ret
+                continue
             for captures in pat.match(uop, {}):
                 ret = fn(ctx, **captures) if wants_ctx else fn(**captures)
                 if ret is not None and ret is not uop:
@@ -834,10 +892,11 @@ def graph_rewrite(
                 stack.append((new, 0, None))
                 continue
             stack.append((node, 1, None))
-            stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+            stack.extend([(s, 0, None) for s in reversed(node.src) if s not in done])
             continue
-        new_src = tuple(done[s] for s in node.src)
-        rebuilt = node if new_src == node.src else node.replace(src=new_src)
+        src = node.src
+        new_src = tuple([done[s] for s in src])
+        rebuilt = node if new_src == src else UOp(node.op, node.dtype, new_src, node.arg)
         new = pm.rewrite(rebuilt, ctx)
         if new is None:
             # the rebuilt node's sources are final and no rule fires on it: it is a fixpoint too

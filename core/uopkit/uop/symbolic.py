@@ -44,17 +44,29 @@ def do_fold_known_range(x: UOp) -> UOp | None:
 
 def decompose(x: UOp) -> tuple[list[tuple[int, UOp]], int]:
     """Split `x` into [(coefficient, term)] and a constant, through ADD and multiplication by constants."""
+    terms, const = _decompose(x)
+    return list(terms), const
+
+
+def _decompose(x: UOp) -> tuple[tuple[tuple[int, UOp], ...], int]:
+    # remembered on the node (it depends on the node alone, and the rules ask for the same sums again and again)
+    ret = x.__dict__.get("_decomposed")
+    if ret is not None:
+        return ret  # type: ignore[no-any-return]
     if x.op is Ops.CONST:
-        return [], x.arg
-    if x.op is Ops.ADD:
-        ta, ca = decompose(x.src[0])
-        tb, cb = decompose(x.src[1])
-        return ta + tb, ca + cb
-    if x.op is Ops.MUL and x.src[1].op is Ops.CONST:
-        terms, c = decompose(x.src[0])
+        ret = (), x.arg
+    elif x.op is Ops.ADD:
+        ta, ca = _decompose(x.src[0])
+        tb, cb = _decompose(x.src[1])
+        ret = ta + tb, ca + cb
+    elif x.op is Ops.MUL and x.src[1].op is Ops.CONST:
+        terms, c = _decompose(x.src[0])
         k = x.src[1].arg
-        return [(coef * k, t) for coef, t in terms], c * k
-    return [(1, x)], 0
+        ret = tuple([(coef * k, t) for coef, t in terms]), c * k
+    else:
+        ret = ((1, x),), 0
+    x.__dict__["_decomposed"] = ret
+    return ret
 
 
 def build_sum(terms: list[tuple[int, UOp]], const: int, like: UOp) -> UOp:
@@ -119,8 +131,10 @@ def do_fold_divmod(x: UOp, d: UOp, op: UOp) -> UOp | None:
     # carry into the quotient ((n*2048 + r) // 65536 == n // 32 for 0 <= r < 2048)
     for g in sorted({math.gcd(div, c) for c, _ in terms}, reverse=True):
         big = [(c // g, t) for c, t in terms if c % g == 0]
+        if g == 1 or g == div or not big or len(big) == len(terms):
+            continue
         small = build_sum([(c, t) for c, t in terms if c % g], const, x)
-        if g == 1 or g == div or not big or len(big) == len(terms) or not 0 <= small.vmin <= small.vmax < g:
+        if not 0 <= small.vmin <= small.vmax < g:
             continue
         inner = build_sum(big, 0, x)
         if inner.vmin < 0:
@@ -205,7 +219,7 @@ pm_symbolic = PatternMatcher(
     [
         # fold ops on constants, and integers whose range leaves one value
         (UPat(GroupOp.ALU | {Ops.CAST}, name="x"), do_fold_constants),
-        (UPat(GroupOp.ALU, name="x"), do_fold_known_range),
+        (UPat(GroupOp.ALU, dtype=INT_DTYPES, name="x"), do_fold_known_range),
         # constants on the right of commutative ops, so the rules below see one form
         (UPat(GroupOp.Commutative, src=(UPat.cvar(), UPat()), name="x"), do_canonical_const_right),
         # identities

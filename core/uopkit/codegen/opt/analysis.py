@@ -4,10 +4,11 @@ the way they try an opt (shared by the CPU heuristic, `heuristic`, and the GPU o
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from uopkit.codegen.opt import KernelPlan, Opt, OptError, apply_opt
 from uopkit.renderer import Renderer
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar, exec_alu
 
 
 def try_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
@@ -67,9 +68,39 @@ def _first_step(index: UOp, r: UOp) -> int:
     """How far `index` moves when range `r` goes from 0 to 1, every other range at 0 (0 if that isn't a constant)."""
     from uopkit.uop.symbolic import simplify
 
+    at0, at1 = _evaluate(index, r, 0), _evaluate(index, r, 1)
+    if at0 is not None and at1 is not None:
+        return int(at1 - at0)
+    # something besides ranges and constants (a variable, a load): the simplifier may still find a constant
     others = {x: x.const_like(0) for x in index.toposort() if x.op is Ops.RANGE and x is not r}
     at = [simplify(index.substitute({**others, r: r.const_like(v)})) for v in (0, 1)]
     return at[1].arg - at[0].arg if all(a.op is Ops.CONST for a in at) else 0
+
+
+def _evaluate(index: UOp, r: UOp, v: int) -> int | None:
+    """`index` at `r` = v and every other range at 0, computed as constant folding would (None: it holds something
+    else than ranges, constants and scalar ALU ops). Folding the substituted graph gives the same constant, for a
+    fraction of the cost."""
+    if index.op is Ops.RANGE:
+        return v if index is r else 0
+    vals: dict[UOp, Any] = {}
+    # a range is a value here: its sources (its end, what runs before it) are not walked
+    for u in index.toposort(gate=lambda u: u.op is not Ops.RANGE):
+        for s in u.src:
+            if s.op is Ops.RANGE:
+                vals[s] = cast_scalar(v if s is r else 0, s.dtype)
+        if u.dtype.count != 1:
+            return None
+        if u.op is Ops.CONST and not isinstance(u.arg, tuple):
+            vals[u] = u.arg
+        elif u.op is Ops.CAST:
+            vals[u] = cast_scalar(vals[u.src[0]], u.dtype)
+        elif u.op in GroupOp.ALU:
+            vals[u] = exec_alu(u.op, u.dtype, [vals[s] for s in u.src])
+        else:
+            return None
+    ret = vals[index]
+    return ret if isinstance(ret, int) and not isinstance(ret, bool) else None
 
 
 def memory_strides(ast: UOp, loads: bool = True) -> dict[int, set[int]]:
