@@ -194,6 +194,11 @@ def _normalize(x: Tensor, axes: tuple[int, ...], eps: float) -> Tensor:
     return centered * (var + eps).rsqrt()
 
 
+def _scale_and_shift(shape: int | tuple[int, ...], affine: bool) -> tuple[Tensor | None, Tensor | None]:
+    # a normalization's learned weight (ones) and bias (zeros), or neither
+    return (_host(np.ones(shape)), _host(np.zeros(shape))) if affine else (None, None)
+
+
 def _per_channel_affine(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
     # out * weight + bias with one weight and bias per channel (axis 1 of (N, C, ...))
     if weight is None or bias is None:
@@ -217,8 +222,7 @@ class BatchNorm:
         self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1
     ) -> None:
         self.sz, self.eps, self.momentum, self.track_running_stats = sz, eps, momentum, track_running_stats
-        self.weight = _host(np.ones(sz)) if affine else None
-        self.bias = _host(np.zeros(sz)) if affine else None
+        self.weight, self.bias = _scale_and_shift(sz, affine)
         if track_running_stats:
             self.running_mean = _host(np.zeros(sz), requires_grad=False)
             self.running_var = _host(np.ones(sz), requires_grad=False)
@@ -262,8 +266,7 @@ class LayerNorm:
     ) -> None:
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
-        self.weight = _host(np.ones(self.normalized_shape)) if elementwise_affine else None
-        self.bias = _host(np.zeros(self.normalized_shape)) if elementwise_affine else None
+        self.weight, self.bias = _scale_and_shift(self.normalized_shape, elementwise_affine)
 
     def __call__(self, x: Tensor) -> Tensor:
         n = len(self.normalized_shape)
@@ -288,8 +291,7 @@ class GroupNorm:
         if num_groups < 1 or num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by num_groups {num_groups}")
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-        self.weight = _host(np.ones(num_channels)) if affine else None
-        self.bias = _host(np.zeros(num_channels)) if affine else None
+        self.weight, self.bias = _scale_and_shift(num_channels, affine)
 
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.num_channels:
@@ -311,8 +313,7 @@ class InstanceNorm:
 
     def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True) -> None:
         self.num_features, self.eps = num_features, eps
-        self.weight = _host(np.ones(num_features)) if affine else None
-        self.bias = _host(np.zeros(num_features)) if affine else None
+        self.weight, self.bias = _scale_and_shift(num_features, affine)
 
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim < 3 or x.shape[1] != self.num_features:

@@ -236,7 +236,9 @@ def cast_scalar(x: Any, dt: DType) -> Any:
     return x
 
 
-_INT_BOUNDS = {dt: (dtypes.min(dt), dtypes.max(dt)) for dt in dtypes.ints}
+# each dtype's (min, max), looked up for every integer constant built and every node range analysis looks at
+_DTYPE_BOUNDS: dict[DType, tuple[Any, Any]] = {dt: (dtypes.min(dt), dtypes.max(dt)) for dt in dtypes.all}
+_INT_BOUNDS = {dt: _DTYPE_BOUNDS[dt] for dt in dtypes.ints}
 
 
 def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
@@ -604,14 +606,10 @@ def _infer_shape(u: UOp) -> tuple[int, ...] | None:
 # range analysis (vmin/vmax) used by symbolic simplification
 
 
-_dtype_bounds: dict[DType, tuple[Any, Any]] = {}
-
-
 def _bounds(dt: DType) -> tuple[Any, Any]:
-    # (dtypes.min/max per node analysed add up: one lookup)
-    ret = _dtype_bounds.get(dt)
+    ret = _DTYPE_BOUNDS.get(dt)
     if ret is None:
-        ret = _dtype_bounds[dt] = (dtypes.min(dt), dtypes.max(dt))
+        ret = _DTYPE_BOUNDS[dt] = (dtypes.min(dt), dtypes.max(dt))
     return ret
 
 
