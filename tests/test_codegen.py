@@ -28,7 +28,7 @@ def test_upcast_lanes_unroll_code_and_thread_pragma():
 
     item = _item(Tensor.ones(64, 64).contiguous() * 3)
     src = get_program(item.ast, Device["CPU"].renderer, opts=[Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.THREAD, 0, 2)]).src
-    assert "#pragma omp parallel for" in src
+    assert "_chunk(void **bufs, const int *vals, int chunk, int chunks)" in src
     # a power-of-two upcast becomes a vector: one vector store
     assert "vector_size(16)" in src and src.count("data0[") == 1
     # three lanes are three scalar copies

@@ -437,7 +437,7 @@ def test_heuristic_small_kernels_use_fewer_threads_or_none(monkeypatch):
     wanted = 64 * 1024 // MIN_WORK_PER_THREAD
     assert kernel_threads(initial_plan(item.ast)) == wanted < 64
     src = get_program(item.ast, Device["CPU"].renderer).src
-    assert f"num_threads({wanted})" in src
+    assert f"_chunks = {wanted};" in src
 
 
 def test_heuristic_column_sums_keep_a_block_per_thread(monkeypatch):
@@ -463,8 +463,8 @@ def test_thread_opt_splits_and_merges_axes_into_one_parallel_loop(monkeypatch):
     with pytest.raises(OptError, match="already split among threads"):
         apply_opt(plan, Opt(OptOps.THREAD, 0, 2), renderer)
     src = get_program(item.ast, renderer, [Opt(OptOps.THREAD, 0, 3), Opt(OptOps.THREAD, 1, 0)]).src
-    # one parallel loop over the 120 blocks, on the 4 threads asked for
-    assert src.count("#pragma omp parallel for") == 1 and "num_threads(4)" in src and "< 120;" in src
-    # a loop of fewer blocks than threads starts only as many
+    # one parallel loop over the 120 blocks, in chunks for the 4 threads asked for
+    assert src.count("_chunk(void **bufs") == 1 and "_chunks = 4;" in src and "((120)*(long long)(chunk)/chunks)" in src
+    # a loop of fewer blocks than threads is split only as many ways
     src = get_program(item.ast, renderer, [Opt(OptOps.THREAD, 0, 3)]).src
-    assert "num_threads(3)" in src
+    assert "_chunks = 3;" in src

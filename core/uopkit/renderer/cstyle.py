@@ -184,6 +184,11 @@ class CStyleRenderer(Renderer):
         """The line that marks a parallel loop of `iterations` iterations (None: a symbolic count): `parallel_for`."""
         return self.parallel_for
 
+    def render_loop(self, ctx: RenderContext, x: UOp, name: str, parallel: bool) -> str:
+        """The line that opens the loop RANGE `x`: counter `name` from 0 up to its bound. `parallel`: its iterations
+        may run on different threads (the CPU backend runs a share of them per call)."""
+        return f"for ({self.render_dtype(x.dtype)} {name} = 0; {name} < {ctx.ref(x.src[0])}; {name}++) {{"
+
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         lines = [f"{self.kernel_prefix}void {name}({', '.join(params)}) {{", *body, "}"]
         return "\n".join(lines)
@@ -444,7 +449,7 @@ def do_range(ctx: RenderContext, x: UOp) -> str:
         lines += [f"int nan{g.arg} = (acc{g.arg}!=acc{g.arg});" for g in role.registers]
         accs, flags = (", ".join(f"{p}{g.arg}" for g in role.registers) for p in ("acc", "nan"))
         lines.append(r.simd_max_loop.format(vars=accs, flags=flags))
-    lines.append(f"for ({ctx.r.render_dtype(x.dtype)} {name} = 0; {name} < {ctx.ref(x.src[0])}; {name}++) {{")
+    lines.append(r.render_loop(ctx, x, name, role.parallel))
     return "\n".join(lines)
 
 

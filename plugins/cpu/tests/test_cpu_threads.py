@@ -1,5 +1,6 @@
 """CPU threads: the heuristic's parallel loops compute the same results at any thread count (more threads than
-cores included), and the OpenMP team is the one asked for."""
+cores included), the parallel loop is split into the chunks asked for, and the thread pool never waits on a worker
+that doesn't come."""
 
 from __future__ import annotations
 
@@ -71,4 +72,72 @@ def test_parallel_loop_starts_the_threads_asked_for(monkeypatch):
     for threads in (3, 16):
         monkeypatch.setenv("UOPKIT_THREADS", str(threads))
         src = get_program(item.ast, Device["CPU"].renderer).src
-        assert src.count("#pragma omp parallel for") == 1 and f"num_threads({threads})" in src
+        assert src.count("_chunk(void **bufs") == 1 and f"_chunks = {threads};" in src
+
+
+def _matmul_check(seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((96, 64)).astype(np.float32), rng.standard_normal((64, 128)).astype(np.float32)
+    with Context(SCHEDULE_CACHE=0):
+        got = (Tensor(a) @ Tensor(b)).numpy()
+    return float(np.abs(got - a.astype(np.float64) @ b.astype(np.float64)).max())
+
+
+def test_pool_serves_callers_on_several_threads(monkeypatch):
+    # two Python threads launch threaded kernels at once (ctypes drops the GIL): one gets the pool, the other runs
+    # its chunks itself; both are right
+    import threading
+
+    monkeypatch.setenv("UOPKIT_THREADS", "2")
+    method_cache.clear()
+    _matmul_check(0)  # compile first, so the threads below only run kernels
+    errors: list[float] = []
+
+    def work(seed: int) -> None:
+        errors.extend(_matmul_check(seed) for _ in range(20))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a kernel launch hung"
+    assert len(errors) == 60 and max(errors) < 1e-3
+    method_cache.clear()
+
+
+def test_pool_runs_in_a_forked_child(monkeypatch):
+    # a child forked after the pool started has none of its workers: its kernels still run (on the child's own
+    # workers, started afresh) and don't hang
+    import multiprocessing as mp
+
+    monkeypatch.setenv("UOPKIT_THREADS", "2")
+    method_cache.clear()
+    assert _matmul_check(4) < 1e-3
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        assert pool.apply_async(_matmul_check, (5,)).get(timeout=60) < 1e-3
+    method_cache.clear()
+
+
+def test_pool_finishes_without_its_workers():
+    # the caller claims chunks too and waits only for chunks a worker started: with more chunks than workers could
+    # take (here 64 chunks on at most 255 workers, some never scheduled in time on 2 cores) every chunk runs once
+    import ctypes
+
+    from uopkit_cpu.compiler import ClangCompiler
+    from uopkit_cpu.pool import thread_pool
+
+    src = (
+        "void count_chunk(void **bufs, const int *vals, int chunk, int chunks) {"
+        " __atomic_fetch_add((int *)bufs[0] + chunk, 1, __ATOMIC_RELAXED); }"
+    )
+    from uopkit.hostlib import load_library
+
+    lib = load_library(ClangCompiler().compile(src), "test kernel")
+    counts = (ctypes.c_int * 64)()
+    bufs = (ctypes.c_void_p * 1)(ctypes.addressof(counts))
+    run = thread_pool().run
+    for _ in range(200):
+        run(ctypes.cast(lib.count_chunk, ctypes.c_void_p), bufs, None, 64)
+    assert list(counts) == [200] * 64

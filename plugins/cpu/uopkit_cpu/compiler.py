@@ -9,15 +9,15 @@ import platform
 import shlex
 import shutil
 import subprocess
-import tempfile
 
 from uopkit.device import CompileError, Compiler
 from uopkit.hostlib import check_library, compile_tempdir, noexec_problem, run_compiler
 
 # no -ffast-math: kernels keep IEEE results (nan, inf, signed zero, no reassociation). -fno-math-errno lets sqrt
 # compile to one instruction; -fno-trapping-math (we never read FP exception flags) lets gcc vectorize loops with
-# truncation and float<->int conversions; -fopenmp runs THREAD loops on all cores; -pipe: no temporary files between
-# the compiler's stages.
+# truncation and float<->int conversions; -fopenmp-simd reads the sum and max loops' `omp simd` pragmas (threads are the
+# backend's own pool, `pool.py`, so no OpenMP runtime is linked); -pipe: no temporary files between the compiler's
+# stages.
 CFLAGS: tuple[str, ...] = (
     "-shared",
     "-fPIC",
@@ -25,7 +25,7 @@ CFLAGS: tuple[str, ...] = (
     "-march=native",
     "-fno-math-errno",
     "-fno-trapping-math",
-    "-fopenmp",
+    "-fopenmp-simd",
     "-pipe",
 )
 LIBS: tuple[str, ...] = ("-lm",)
@@ -61,23 +61,6 @@ def _compiler_version(cc: tuple[str, ...]) -> str:
     return lines[0] if lines else "unknown"
 
 
-def _usable_flag(cc: tuple[str, ...], flag: str) -> str:
-    # without an OpenMP runtime, SIMD pragmas still work with -fopenmp-simd (THREAD loops then run on one core)
-    if flag == "-fopenmp" and not _supports(cc, flag):
-        return "-fopenmp-simd"
-    return flag
-
-
-@functools.cache
-def _supports(cc: tuple[str, ...], flag: str) -> bool:
-    """Whether `cc` builds a shared object with `flag`."""
-    with tempfile.TemporaryDirectory(prefix="uopkit_cpu_probe_") as tmp:
-        src = pathlib.Path(tmp) / "probe.c"
-        src.write_text("int probe(void) { return 0; }\n")
-        cmd = [*cc, "-shared", "-fPIC", flag, "-o", str(pathlib.Path(tmp) / "probe.so"), str(src)]
-        return subprocess.run(cmd, capture_output=True, check=False).returncode == 0
-
-
 @functools.cache
 def host_cpu_model() -> str:
     """The CPU model, part of the cache key because -march=native binaries don't run on older CPUs."""
@@ -98,8 +81,7 @@ class ClangCompiler(Compiler):
         if found is None:
             raise RuntimeError(compiler_problem())
         self.cc = list(found)
-        # a compiler without an OpenMP runtime (clang without libomp) still compiles; THREAD loops then run on one core
-        self.flags = tuple(_usable_flag(tuple(self.cc), f) for f in flags)
+        self.flags = tuple(flags)
         from uopkit_cpu import __version__
 
         key = [f"cpu {__version__}", shlex.join(self.cc), _compiler_version(tuple(self.cc))]

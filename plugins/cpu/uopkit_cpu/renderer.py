@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import RendererCaps
-from uopkit.renderer.cstyle import CStyleRenderer
+from uopkit.renderer.cstyle import CStyleRenderer, RenderContext
 from uopkit.uop.ops import Ops, UOp
 
 
@@ -26,22 +26,63 @@ class ClangRenderer(CStyleRenderer):
         # sum and max loops get OpenMP simd pragmas (below): gcc vectorizes them, lanes and all
         simd_reduce_ops=frozenset({Ops.ADD, Ops.MAX}),
     )
-    parallel_for: ClassVar[str] = "#pragma omp parallel for schedule(static)"
     simd_sum_loop: ClassVar[str] = "#pragma omp simd reduction(+:{vars})"
     # max loops: OpenMP's max reduction on the plain compare, NaNs tracked by an int flag per accumulator
     simd_max_loop: ClassVar[str] = "#pragma omp simd reduction(max:{vars}) reduction(|:{flags})"
 
-    def render_parallel_for(self, iterations: int | None) -> str:
-        # the team OpenMP starts is the kernel's (UOPKIT_THREADS, not OpenMP's default of every core), and no larger
-        # than the loop: a small kernel's few blocks wake only as many threads
-        threads = cpu_threads() if iterations is None else max(1, min(iterations, cpu_threads()))
-        return f"{self.parallel_for} num_threads({threads})"
+    # a parallel loop is run by the backend's thread pool (`uopkit_cpu.pool`), a chunk of its iterations per call:
+    # the kernel gets two more parameters, which chunk and of how many
+    def render_loop(self, ctx: RenderContext, x: UOp, name: str, parallel: bool) -> str:
+        if not parallel or not _chunkable(ctx.uops):
+            return super().render_loop(ctx, x, name, parallel)
+        dt, n = self.render_dtype(x.dtype), ctx.ref(x.src[0])
+        first, end = (f"({dt})(({n})*(long long)({c})/chunks)" for c in ("chunk", "chunk+1"))
+        return f"for ({dt} {name} = {first}, {name}_end = {end}; {name} < {name}_end; {name}++) {{"
 
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
-        src = super().render_kernel(name, body, params)
+        attrs = ""
         # a register tile (many accumulator lanes) is already laid out for SLP vectorization; gcc's loop vectorizer
         # on top of it takes seconds to compile and gains nothing
         # (also any very long kernel: many unrolled lanes, where the loop vectorizer mostly costs compile time)
         if uops is not None and (len(uops) > 1500 or any(u.op is Ops.DEFINE_REG and u.dtype.size > 1 for u in uops)):
-            src = '__attribute__((optimize("no-tree-loop-vectorize"))) ' + src
-        return src
+            attrs = '__attribute__((optimize("no-tree-loop-vectorize"))) '
+        loop = _parallel_loop(uops) if uops is not None else None
+        if loop is None or not _chunkable(uops or []):
+            return attrs + super().render_kernel(name, body, params, uops)
+        # the kernel runs one chunk of its parallel loop per call; the pool calls `<name>_chunk` with the buffers and
+        # symbolic values in arrays, `<name>_chunks` times
+        bound = loop.src[0]
+        chunks = cpu_threads() if bound.op is not Ops.CONST else max(1, min(bound.arg, cpu_threads()))
+        inner = [*params, "const int chunk", "const int chunks"]
+        args = [
+            f"vals[{sum(q.startswith(self.arg_int_prefix) for q in params[:i])}]"
+            if p.startswith(self.arg_int_prefix)
+            else f"({p.rsplit(' ', 1)[0].replace(' restrict', '')})bufs[{i}]"
+            for i, p in enumerate(params)
+        ]
+        return "\n".join(
+            [
+                f"static {attrs}void {name}_body({', '.join(inner)}) {{",
+                *body,
+                "}",
+                f"void {name}_chunk(void **bufs, const int *vals, int chunk, int chunks) {{",
+                f"  {name}_body({', '.join([*args, 'chunk', 'chunks'])});",
+                "}",
+                f"const int {name}_chunks = {chunks};",
+            ]
+        )
+
+
+def _parallel_loop(uops: list[UOp]) -> UOp | None:
+    return next((u for u in uops if u.op is Ops.RANGE and u.arg[1] == "thread"), None)
+
+
+def _chunkable(uops: list[UOp]) -> bool:
+    """Whether the program's parallel loop can run as chunks, each call doing the rest of the program again: nothing
+    outside the loop stores (the code around it only computes values the loop reads)."""
+    loop = _parallel_loop(uops)
+    if loop is None:
+        return False
+    start = uops.index(loop)
+    end = next(i for i, u in enumerate(uops) if u.op is Ops.END and u.src[1] is loop)
+    return not any(u.op is Ops.STORE for u in uops[:start] + uops[end + 1 :])

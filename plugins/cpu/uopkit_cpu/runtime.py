@@ -117,14 +117,25 @@ class CPUProgram:
     """A kernel in a shared object: ``void name(T0* restrict data0, ..., const int var0, ...)``.
 
     Buffers are passed first, as pointers, then the symbolic values as int32. The kernel loops over its own
-    iteration space, so global and local sizes are accepted and ignored.
+    iteration space, so global and local sizes are accepted and ignored. A kernel with a parallel loop instead exports
+    ``name_chunk`` and ``name_chunks`` and runs on the backend's thread pool (`uopkit_cpu.pool`).
     """
 
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
         self.lib = _load(lib, name)
-        self.fxn = getattr(self.lib, name)
-        self.fxn.restype = None
+        try:
+            self.chunks = ctypes.c_int.in_dll(self.lib, f"{name}_chunks").value
+        except ValueError:
+            self.chunks = 0
+        if self.chunks:
+            from uopkit_cpu.pool import thread_pool
+
+            self.pool_run = thread_pool().run
+            self.entry = ctypes.cast(getattr(self.lib, f"{name}_chunk"), ctypes.c_void_p)
+        else:
+            self.fxn = getattr(self.lib, name)
+            self.fxn.restype = None
 
     def __call__(
         self,
@@ -134,16 +145,17 @@ class CPUProgram:
         vals: tuple[int, ...] = (),
         wait: bool = False,
     ) -> float | None:
-        args = [ctypes.c_void_p(b.addr) if type(b) is CPUMemory else _pointer(b) for b in bufs]
-        if vals:
-            args += [ctypes.c_int32(v) for v in vals]
-        if not wait:
-            # the usual launch (un-timed): as little Python around the call as possible
-            self.fxn(*args)
-            return None
-        start = time.perf_counter()
-        self.fxn(*args)
-        return time.perf_counter() - start
+        start = time.perf_counter() if wait else 0.0
+        if self.chunks:
+            addrs = [b.addr if type(b) is CPUMemory else _pointer(b).value for b in bufs]
+            args = (ctypes.c_void_p * len(addrs))(*addrs), (ctypes.c_int * len(vals))(*vals)
+            self.pool_run(self.entry, *args, self.chunks)
+        else:
+            direct = [ctypes.c_void_p(b.addr) if type(b) is CPUMemory else _pointer(b) for b in bufs]
+            if vals:
+                direct += [ctypes.c_int32(v) for v in vals]
+            self.fxn(*direct)
+        return time.perf_counter() - start if wait else None
 
 
 def open_cpu(device: str) -> Compiled:
