@@ -651,6 +651,33 @@ def test_max_pool2d_indices_and_unpool(kernel, stride, padding):
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("kernel,stride,padding", [(2, 2, 0), (2, 3, 0), (3, 4, 1), (1, 2, 0), ((2, 1), (3, 2), 0)])
+def test_pools_with_windows_that_dont_overlap(kernel, stride, padding):
+    # kernel <= stride takes the reshape path (no division or modulo in the kernels); 7x10 leaves a ragged end
+    img = _R.standard_normal((2, 3, 7, 10)).astype(np.float32)
+    for ours_fn, theirs_fn in ((Tensor.max_pool2d, F.max_pool2d), (Tensor.avg_pool2d, F.avg_pool2d)):
+        ours, theirs = Tensor(img, requires_grad=True), torch.tensor(img, requires_grad=True)
+        v = ours_fn(ours, kernel, stride=stride, padding=padding)
+        tv = theirs_fn(theirs, kernel, stride=stride, padding=padding)
+        np.testing.assert_allclose(v.numpy(), tv.detach().numpy(), rtol=1e-5, atol=1e-6)
+        g = _R.standard_normal(tv.shape).astype(np.float32)
+        (v * Tensor(g)).sum().backward()
+        (tv * torch.tensor(g)).sum().backward()
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+    from uopkit.codegen import get_program
+    from uopkit.device import Device
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    if padding == 0 and kernel != 1:
+        # the max's gradient (where the max came from, scattered back) indexes with plain strides too
+        x = Tensor.empty(2, 3, 8, 12, requires_grad=True)
+        pooled = x.max_pool2d(kernel, stride=stride)
+        (pooled * Tensor.empty(*pooled.shape)).sum().backward()
+        for item in create_schedule(kernelize_tensors([x.grad])):
+            src = get_program(item.ast, Device["CPU"].renderer).src
+            assert "%" not in src, src
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_binary_crossentropy_names_weights_and_pos_weight(reduction):
     p = _R.uniform(0.05, 0.95, (4, 3)).astype(np.float32)

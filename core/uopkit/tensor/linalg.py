@@ -194,6 +194,12 @@ class LinalgMixin:
         o = (L - d * (k - 1) - 1) // s + 1
         if o <= 0 or k <= 0:
             raise ShapeError(f"pool: kernel {k} (dilation {d}) doesn't fit an axis of size {L}")
+        if d == 1 and k <= s:
+            # windows that don't overlap (max_pool2d(2)): rows of s, the first k of each. Plain strides, so the kernels
+            # (and the gradient, a pad) index without the division and modulo the general case below needs
+            fit = ((0, 0),) * len(lead) + ((0, o * s - L),)
+            x = self.pad(fit) if o * s > L else self._slice_axis(len(lead), 0, o * s)
+            return x.reshape(lead + (o, s))._slice_axis(len(lead) + 1, 0, k)
         m = max(1, math.ceil((o * s - d) / L))
         R = m * L + d
         e = math.ceil(k * R / L)
