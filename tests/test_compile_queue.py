@@ -99,3 +99,31 @@ def test_few_expected_kernels_start_compiling_before_all_are_added() -> None:
             queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
         assert [lib for lib, _ in queue.results()] == [f"lib:src{i}".encode() for i in range(8)]
     assert compiler.batches[0] == ["src0", "src1"]
+
+
+def test_a_core_is_left_to_code_generation_until_every_kernel_is_added() -> None:
+    # 3 workers: while kernels are still being added at most 2 compiles run at once; after results(), all 3
+    compiler = RecordingCompiler()
+    dev = FakeDevice(compiler)
+    lock, running, most = threading.Lock(), [0], [0]
+    release = threading.Event()
+    compile_batch = compiler.compile_batch
+
+    def slow(srcs: list[str]) -> list[bytes]:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        release.wait(10)
+        with lock:
+            running[0] -= 1
+        return compile_batch(srcs)
+
+    compiler.compile_batch = slow  # type: ignore[method-assign]
+    with CompileQueue(3, expected=6 * MIN_BATCH) as queue:
+        for i in range(6 * MIN_BATCH):
+            queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
+        # every worker had a batch's worth waiting for a while: only two took one
+        threading.Event().wait(0.3)
+        assert most[0] == 2
+        release.set()
+        assert len(queue.results()) == 6 * MIN_BATCH

@@ -1,7 +1,8 @@
 """Compiling a schedule's new kernels side by side, in batches, while the next ones are generated.
 
 `CompileQueue.add` takes a kernel whose code was just generated (Python, on the caller's thread); worker threads
-(one per core) take what is waiting, a batch at a time, and hand it to the device's compiler as one
+(one per core; while kernels are still being added, one fewer compiles at a time, leaving a core to the code
+generator) take what is waiting, a batch at a time, and hand it to the device's compiler as one
 `Compiler.compile_cached_batch` call: batches compile while later kernels are generated, and a C compiler's fixed
 cost per run (process startup, assembler, linker) is paid once per batch instead of once per kernel. A batch never
 holds two kernels of the same name (they would clash in one library) nor kernels of two devices.
@@ -52,6 +53,9 @@ class CompileQueue:
         self._cond = threading.Condition()
         self._pending: list[_Job] = []
         self._started = 0
+        # compiles running now: while kernels are still being added, one core is left to the caller's code generation
+        # (a compiler taking it would only slow the code generation the later batches wait for)
+        self._running = 0
         self._closed = False
         self._jobs: list[_Job] = []
 
@@ -86,12 +90,22 @@ class CompileQueue:
             with self._cond:
                 # while kernels are still being generated, wait until a batch's worth is in: the caller needs all of
                 # them before running any, so a compile started early for one kernel only costs a compiler run
-                while not (self._pending and (self._closed or len(self._pending) >= self.min_batch)):
+                while not (self._pending and (self._closed or self._may_start())):
                     if self._closed and not self._pending:
                         return
                     self._cond.wait()
                 batch = self._take()
-            self._compile(batch)
+                self._running += 1
+            try:
+                self._compile(batch)
+            finally:
+                with self._cond:
+                    self._running -= 1
+                    self._cond.notify_all()
+
+    def _may_start(self) -> bool:
+        # under the lock, while kernels are still being added: a batch's worth waits and a core is free of compiles
+        return len(self._pending) >= self.min_batch and self._running < max(1, self.workers - 1)
 
     def _compile(self, batch: list[_Job]) -> None:
         st = time.perf_counter()
