@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -219,6 +220,45 @@ def test_loading_is_lazy_and_cached() -> None:
     first = manager.backends()
     assert manager.backends() == first
     assert list(first) == ["CPU"]
+
+
+class Ranked:
+    """Three backends of different priorities; records whose availability was checked."""
+
+    def __init__(self) -> None:
+        self.checked: list[str] = []
+
+    def _check(self, name: str, why_not: str | None) -> Callable[[], str | None]:
+        def availability() -> str | None:
+            self.checked.append(name)
+            return why_not
+
+        return availability
+
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [
+            BackendInfo("LOW", "1", SPEC_VERSION, 1, _never_open, self._check("LOW", None)),
+            BackendInfo("HIGH", "1", SPEC_VERSION, 30, _never_open, self._check("HIGH", "no such hardware")),
+            BackendInfo("MID", "1", SPEC_VERSION, 20, _never_open, self._check("MID", None)),
+        ]
+
+
+def test_default_checks_availability_in_priority_order_up_to_the_first_usable() -> None:
+    # a backend's availability may import a driver and probe hardware: picking the default device checks only the
+    # backends that outrank it, each once; listing them all checks the rest
+    manager, ranked = BackendManager(builtins=[], entry_points=[]), Ranked()
+    manager.register(ranked, name="ranked", distribution="uopkit-ranked")
+    best, contested = manager.best()
+    assert best is not None and best.name == "MID" and contested is None
+    assert ranked.checked == ["HIGH", "MID"]
+    assert manager.status("MID") == best and ranked.checked == ["HIGH", "MID"]
+    statuses = manager.backends()
+    assert ranked.checked == ["HIGH", "MID", "LOW"]
+    assert statuses["LOW"].usable and not statuses["HIGH"].usable and statuses["HIGH"].reason == "no such hardware"
+    assert all(s.checked for s in statuses.values())
+    manager.backends()
+    assert ranked.checked == ["HIGH", "MID", "LOW"]
 
 
 def _run(code: str, extra_path: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

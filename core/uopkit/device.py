@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uopkit import diskcache
 from uopkit.dtype import DType, to_numpy_dtype
 from uopkit.helpers import CACHELEVEL, DEBUG
-from uopkit.plugin.manager import BackendStatus, get_manager
+from uopkit.plugin.manager import BackendStatus, get_manager, priority
 
 if TYPE_CHECKING:
     import numpy as np
@@ -386,24 +386,16 @@ class DeviceRegistry:
             device = self.canonicalize(requested)
             self._usable_status(device.partition(":")[0])
             return device
-        statuses = self.backends()
-        usable = [s for s in statuses.values() if s.usable and s.info is not None]
-        best = max(usable, key=_priority, default=None)
-        conflicts = [s for s in statuses.values() if s.conflict and s.info is not None]
-        contested = max(conflicts, key=_priority, default=None)
-        if contested is not None and (best is None or _priority(contested) > _priority(best)):
+        best, contested = get_manager().best()
+        if contested is not None and (best is None or priority(contested) > priority(best)):
             raise DeviceError(f"no default device: {contested.reason}")
         if best is None:
-            raise DeviceError(f"no usable device; installed backends: {_status_line(statuses)}")
+            raise DeviceError(f"no usable device; installed backends: {_status_line(self.backends())}")
         return best.name
 
     @DEFAULT.setter
     def DEFAULT(self, device: str | None) -> None:
         self._default = None if device is None else self.canonicalize(device)
-
-
-def _priority(status: BackendStatus) -> int:
-    return status.info.priority if status.info is not None else 0
 
 
 Device = DeviceRegistry()

@@ -15,7 +15,9 @@ What the loader guarantees (docs/cache-and-plugins.md says the same for users):
   (os._exit, a segfault in a driver) can't be contained in-process.
 - Lazy, by name: ``Device["CPU"]`` and ``DEVICE=CPU`` import the built-in backends and the entry points named
   ``cpu`` (case-insensitive) first, and the rest only when that does not provide the device. Listing backends
-  (``uopkit devices``, ``Device.DEFAULT`` without DEVICE) imports every plugin.
+  (``uopkit devices``, ``Device.DEFAULT`` without DEVICE) imports every plugin. Availability checks (which may import a
+  driver binding and probe hardware) run only for the backends asked about: ``Device.DEFAULT`` checks them in
+  priority order and stops at the first usable one; ``uopkit devices`` checks all.
 - One name, one provider: when two distributions claim one device name, the name is unusable with a reason naming
   both, unless ``UOPKIT_BACKEND_<NAME>=<distribution>`` chooses one.
 - Thread safety: loading and collecting run under one lock, and the loader counts as loaded only once everything it
@@ -67,6 +69,9 @@ class BackendStatus:
     info: BackendInfo | None
     plugin: str
     conflict: bool = False
+    # False while the backend's availability is not checked yet (then `usable` is False); the manager checks it
+    # before handing the status out
+    checked: bool = True
 
     @property
     def status_text(self) -> str:
@@ -140,6 +145,8 @@ class BackendManager:
         # plugin name -> the statuses its hook gave (hook and availability run once per plugin)
         self._plugin_statuses: dict[str, list[BackendStatus]] = {}
         self._statuses: dict[str, BackendStatus] | None = None
+        # availability() results by backend (id of its BackendInfo, which `_plugin_statuses` keeps alive)
+        self._availability: dict[int, str | None] = {}
 
     # ---- registration
 
@@ -239,12 +246,43 @@ class BackendManager:
     def backends(self) -> dict[str, BackendStatus]:
         """Every installed backend by name, usable or not, each with the reason when not. Cached."""
         statuses = self._statuses
-        if self._loaded and statuses is not None:
+        if self._loaded and statuses is not None and all(s.checked for s in statuses.values()):
             # the common case, without the lock: the dict is replaced whole, never changed in place
             return dict(statuses)
         with self._lock:
             self.load()
+            for key in list(self._collected()):
+                self._checked(key)
             return dict(self._collected())
+
+    def best(self) -> tuple[BackendStatus | None, BackendStatus | None]:
+        """(the usable backend with the highest priority, the contested name with the highest priority): what
+        ``Device.DEFAULT`` picks from. Availability is checked in priority order, up to the first usable backend."""
+        with self._lock:
+            self.load()
+            statuses = self._collected()
+            contested = max((s for s in statuses.values() if s.conflict and s.info), key=priority, default=None)
+            # sorted() is stable: among equal priorities the first registered wins, as max() would pick
+            for key in sorted(statuses, key=lambda k: -priority(statuses[k])):
+                status = self._checked(key)
+                if status.usable and status.info is not None:
+                    return status, contested
+            return None, contested
+
+    def _checked(self, key: str) -> BackendStatus:
+        """The status under `key` with its availability checked (under the lock)."""
+        statuses = self._collected()
+        status = statuses[key]
+        if status.checked or status.info is None:
+            return status
+        info = status.info
+        if id(info) not in self._availability:
+            self._availability[id(info)] = _availability_of(info)
+        why_not = self._availability[id(info)]
+        status = dataclasses.replace(status, usable=why_not is None, reason=why_not, checked=True)
+        # replaced whole: lock-free readers never see a half-updated dict
+        self._statuses = {**statuses, key: status}
+        return status
 
     def _collected(self) -> dict[str, BackendStatus]:
         """The statuses of what is registered now (collected once; registering more invalidates them)."""
@@ -263,19 +301,20 @@ class BackendManager:
         with self._lock:
             if not self._loaded:
                 self.load(only=name)
-                found = self._collected().get(name)
+                found = self._checked(name) if name in self._collected() else None
                 if found is not None and found.info is not None:
                     # an unusable one may be the wrong pick when the user chose a distribution not loaded yet
                     if found.usable or not os.environ.get(f"UOPKIT_BACKEND_{name}"):
                         return found
             self.load()
-            return self._collected().get(name)
+            return self._checked(name) if name in self._collected() else None
 
     def refresh(self) -> None:
         """Forget cached statuses (availability is checked again on the next `backends()`)."""
         with self._lock:
             self._statuses = None
             self._plugin_statuses.clear()
+            self._availability.clear()
 
     def _plugin_results(self, impl: Any, spec_version: int) -> list[BackendStatus]:
         """The statuses of one plugin's hook (run once, isolated)."""
@@ -333,7 +372,8 @@ def _resolve_claims(name: str, claimants: list[BackendStatus]) -> list[tuple[str
             not_chosen = f"not chosen ({variable}={chosen})"
             others = [c for c in claimants if c is not picked[0]]
             return [(name, picked[0])] + [
-                (f"{name} ({c.plugin})", dataclasses.replace(c, usable=False, reason=not_chosen)) for c in others
+                (f"{name} ({c.plugin})", dataclasses.replace(c, usable=False, reason=not_chosen, checked=True))
+                for c in others
             ]
         reason = f"{variable}={chosen}, but {name} is provided by {dists}; set {variable} to one of them"
         return _unusable_claims(name, claimants, reason)
@@ -350,7 +390,7 @@ def _unusable_claims(name: str, claimants: list[BackendStatus], reason: str) -> 
     out = []
     for i, c in enumerate(claimants):
         key = name if i == 0 else f"{name} ({c.plugin})"
-        out.append((key, dataclasses.replace(c, usable=False, reason=reason, conflict=True)))
+        out.append((key, dataclasses.replace(c, usable=False, reason=reason, conflict=True, checked=True)))
     return out
 
 
@@ -368,13 +408,26 @@ def _status_of(info: BackendInfo, dist: str, spec_version: int) -> BackendStatus
             f"{spec_version}; install versions of uopkit and {dist} that match"
         )
         return BackendStatus(info.name, info.version, info.spec_version, False, reason, info, dist)
+    # usable or not is known once the manager checks availability (`BackendManager._checked`)
+    return BackendStatus(
+        info.name, info.version, info.spec_version, False, "not checked yet", info, dist, checked=False
+    )
+
+
+def _availability_of(info: BackendInfo) -> str | None:
+    """None when the backend can run here, else why not (its `availability()`, run isolated)."""
     try:
         why_not = call_isolated(info.availability, "availability check")
     except PluginFailed as e:
         why_not = str(e)
     if why_not is not None and not isinstance(why_not, str):
         why_not = f"availability() returned {type(why_not).__name__}, expected str or None"
-    return BackendStatus(info.name, info.version, info.spec_version, why_not is None, why_not, info, dist)
+    return why_not
+
+
+def priority(status: BackendStatus) -> int:
+    """A backend's priority (0 for a broken plugin): the usable one with the highest is the default device."""
+    return status.info.priority if status.info is not None else 0
 
 
 def _check_result(result: Any) -> str | None:
