@@ -147,6 +147,8 @@ class BackendManager:
         self._statuses: dict[str, BackendStatus] | None = None
         # availability() results by backend (id of its BackendInfo, which `_plugin_statuses` keeps alive)
         self._availability: dict[int, str | None] = {}
+        # what `best` found, with the statuses dict it looked at
+        self._best: tuple[dict[str, BackendStatus] | None, BackendStatus | None, BackendStatus | None] | None = None
 
     # ---- registration
 
@@ -258,16 +260,24 @@ class BackendManager:
     def best(self) -> tuple[BackendStatus | None, BackendStatus | None]:
         """(the usable backend with the highest priority, the contested name with the highest priority): what
         ``Device.DEFAULT`` picks from. Availability is checked in priority order, up to the first usable backend."""
+        cached = self._best
+        if cached is not None and cached[0] is self._statuses:
+            # the common case (every Tensor made without a device asks), without the lock: the same statuses
+            return cached[1], cached[2]
         with self._lock:
             self.load()
             statuses = self._collected()
             contested = max((s for s in statuses.values() if s.conflict and s.info), key=priority, default=None)
             # sorted() is stable: among equal priorities the first registered wins, as max() would pick
+            best = None
             for key in sorted(statuses, key=lambda k: -priority(statuses[k])):
                 status = self._checked(key)
                 if status.usable and status.info is not None:
-                    return status, contested
-            return None, contested
+                    best = status
+                    break
+            # remembered with the statuses it was picked from (replaced whole whenever anything changes)
+            self._best = (self._statuses, best, contested)
+            return best, contested
 
     def _checked(self, key: str) -> BackendStatus:
         """The status under `key` with its availability checked (under the lock)."""
