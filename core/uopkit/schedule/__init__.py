@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,9 +28,37 @@ if TYPE_CHECKING:
 # Only kernel STOREs are remembered: a computed value (say ADD(BUFFER, 1)) is not, because the BUFFER it reads can be
 # overwritten by a later assign and the same hash-consed node must then be computed again.
 becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+class LiveTensors:
+    """A set of weakly held tensors, in creation order.
+
+    A dict whose keys are weak references that remove themselves: adding and dropping a tensor are C calls, where a
+    `weakref.WeakSet` runs Python code for both (and every Tensor op makes a tensor)."""
+
+    __slots__ = ("_refs", "_remove")
+
+    def __init__(self) -> None:
+        self._refs: dict[weakref.ref[Tensor], None] = {}
+        # the callback gets the dead reference, the key to drop (its hash was taken while the tensor lived)
+        self._remove = self._refs.pop
+
+    def add(self, t: Tensor) -> None:
+        self._refs[weakref.ref(t, self._remove)] = None
+
+    def __iter__(self) -> Iterator[Tensor]:
+        for ref in list(self._refs):
+            t = ref()
+            if t is not None:
+                yield t
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
 # every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
 # uopkit.tensor, so the scheduler needs nothing from the front end
-live_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+live_tensors = LiveTensors()
 _copy_ids = itertools.count()
 
 

@@ -42,11 +42,22 @@ class ElementwiseMixin:
     # elementwise
 
     def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
-        if self.shape == shape:
+        own = self.shape
+        if own == shape:
             return self
-        if len(shape) < self.ndim:
-            raise ShapeError(f"can't broadcast {self.shape} to {shape}")
-        return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+        if len(shape) < len(own):
+            raise ShapeError(f"can't broadcast {own} to {shape}")
+        # the nodes of reshape(...).expand(shape), built directly: every binary op with a scalar or a bias comes here,
+        # and the public methods' argument checks cost more than the nodes
+        padded = (1,) * (len(shape) - len(own)) + own
+        if any(c != n and c != 1 for c, n in zip(padded, shape, strict=True)):
+            return self.reshape(padded).expand(shape)  # (raises the error expand gives)
+        u = self.uop
+        if padded != own:
+            u = UOp(Ops.RESHAPE, u.dtype, (u,), padded)
+        if padded != shape:
+            u = UOp(Ops.EXPAND, u.dtype, (u,), tuple(shape))
+        return Tensor(u)
 
     def _const_operand(self, y: Any, op: str = "op") -> Tensor:
         return Tensor(y, device=self.device, dtype=self._const_dtype(y, op))
@@ -81,6 +92,9 @@ class ElementwiseMixin:
                 if c.arg != shape:
                     c = UOp(Ops.EXPAND, dt, (c,), shape)
             return (Tensor(c), x) if reverse else (x, Tensor(c))
+        if type(y) is Tensor and y.uop.dtype is x.uop.dtype and y.shape == x.shape and y.device == x.device:
+            # (the common case, two tensors of one shape and dtype: nothing to promote or broadcast)
+            return (y, x) if reverse else (x, y)
         if not isinstance(y, Tensor):
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=x.device)
