@@ -75,3 +75,46 @@ def test_broadcast_to_an_incompatible_shape_raises():
         Tensor(np.ones((3, 4), np.float32))._broadcast_to((3, 5))
     with pytest.raises(ShapeError):
         Tensor(np.ones((3, 4), np.float32)) + Tensor(np.ones((2, 4), np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# copy on write: a large reader that holds no STORE is pointed at the computed copy after the realize (one rebuild of
+# its graph), one that reads the STORE too is rewired before it
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_reader_is_rewired_to_the_computed_copy(cached):
+    results = []
+    for _ in range(2 if cached else 1):
+        # the second round takes the schedule cache's path (same structure, other buffers)
+        w = Tensor(np.arange(4, dtype=np.float32)).contiguous().realize()
+        big = (w.reshape(1, 4).expand(64, 4) + Tensor(np.ones((64, 4), np.float32))).exp()
+        w.assign(w * 0).realize()
+        # the reader reads the copy's buffer, not the overwritten one (nor a lazy copy of it)
+        nodes = big.uop.toposort()
+        assert w.uop.base not in nodes and not any(n.op is Ops.CONTIGUOUS for n in nodes)
+        results.append(big.numpy())
+    expected = np.exp(np.arange(4, dtype=np.float32)[None] + 1 + np.zeros((64, 1), np.float32))
+    for r in results:
+        np.testing.assert_allclose(r, expected, rtol=1e-6)
+
+
+def test_which_readers_are_rewired_before_and_after():
+    from uopkit.schedule import protect_pending_reads
+
+    w = Tensor(np.arange(4, dtype=np.float32)).contiguous().realize()
+    big = w.reshape(1, 4).expand(64, 4) + Tensor(np.ones((64, 4), np.float32))
+    w.assign(w + 1)
+    # reads the new contents (the STORE) and the old (through `big`)
+    mixed = big + w.reshape(1, 4).expand(64, 4)
+    big_graph, mixed_graph = big.uop, mixed.uop
+    pending = protect_pending_reads([w], UOp(Ops.SINK, src=(w.uop,)))
+    assert [t is big for t in pending.rewire_after] == [True] and len(pending.copies) == 1
+    # the reader of the STORE is rewired now; the other after the realize
+    assert mixed.uop is not mixed_graph and big.uop is big_graph
+    Tensor.realize(w, *pending.copies)
+    pending.rewire_to_copies()
+    assert big.uop is not big_graph and w.uop.base not in big.uop.toposort()
+    old = np.arange(4, dtype=np.float32)[None] + np.zeros((64, 1), np.float32)
+    np.testing.assert_array_equal(big.numpy(), old + 1)
+    np.testing.assert_array_equal(mixed.numpy(), old + 1 + old + 1)

@@ -27,6 +27,7 @@ from uopkit.dtype import DType
 from uopkit.engine.compile_queue import CompileQueue
 from uopkit.helpers import DEBUG, ContextVar
 from uopkit.schedule import (
+    PendingReads,
     ScheduleItem,
     create_schedule,
     kernelize_tensors,
@@ -478,13 +479,14 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
         return
     sink = UOp(Ops.SINK, src=tuple(t.uop for t in tensors))
     param = _parameterize(sink) if SCHEDULE_CACHE else None
-    copies: list[Tensor] = []
+    pending: PendingReads | None = None
     if param is None or param.stores:
         # a graph with STOREs: other lazy values reading what they overwrite are computed first or get a copy
         targets = None if param is None else list(dict.fromkeys(_stored_buffer(u) for u in param.stores))
         if targets is not None and any(b.op is not Ops.BUFFER for b in targets):
             targets = None
-        readers, copies = protect_pending_reads(tensors, sink, targets)
+        pending = protect_pending_reads(tensors, sink, targets)
+        readers, copies = pending.readers, pending.copies
         if readers or copies:
             tensors = [*tensors, *readers, *copies]
             if param is not None:
@@ -505,8 +507,10 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
                 if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
                     del schedule_cache[next(iter(schedule_cache))]
                 schedule_cache[param.key] = recorded
-    for c in copies:
-        copy_on_write_buffers.add(_buffer_for(c.uop.base))
+    if pending is not None:
+        for c in pending.copies:
+            copy_on_write_buffers.add(_buffer_for(c.uop.base))
+        pending.rewire_to_copies()
 
 
 def _realize_uncached(

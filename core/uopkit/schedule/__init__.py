@@ -199,33 +199,63 @@ def _is_view(u: UOp) -> bool:
     return u.base.op is Ops.BUFFER or is_kernel_store(u.base)
 
 
-def protect_pending_reads(
-    tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None
-) -> tuple[list[Tensor], list[Tensor]]:
+@dataclass
+class PendingReads:
+    """What `protect_pending_reads` found: tensors to realize with the STOREs, and readers rewired to copies."""
+
+    # realized with the STOREs: readers that run before them, and copies of the buffers they overwrite
+    readers: list[Tensor]
+    copies: list[Tensor]
+    # the copy of each buffer, and the readers still to be pointed at the copies once those are computed
+    copy_of: dict[UOp, Tensor]
+    rewire_after: list[Tensor]
+
+    def rewire_to_copies(self) -> None:
+        """Point the readers left for after the realize at the computed copies (call once the copies are realized).
+
+        Done after, not before, because the copies are then their buffers: the readers' graphs are rebuilt once,
+        where rewiring them to the copies' lazy nodes first rebuilt them again when those nodes were realized."""
+        if not self.rewire_after:
+            return
+        mapping = {}
+        for b, c in self.copy_of.items():
+            if c.uop.base.op is not Ops.BUFFER:
+                raise RuntimeError("a copy on write was not computed by the realize that needed it")
+            mapping[b] = c.uop
+        roots = [t.uop for t in self.rewire_after]
+        for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
+            t.uop = new
+
+
+def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None) -> PendingReads:
     """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
     buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
-    (readers, copies):
+    readers and copies:
 
     - the readers themselves, when their values are smaller than the buffer (a loss read after an optimizer step:
       the schedule runs each kernel that reads a buffer before the one that overwrites it);
     - else a copy of the buffer, taken before the write, that the readers are rewired to read (copy on write).
 
-    A reader that also reads the STORE (it needs the old and the new contents) always gets the copy. Tensors that are
-    views of the buffer (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
+    A reader that also reads the STORE (it needs the old and the new contents) always gets the copy, and is rewired
+    now. The others (the gradients of a training step, which read every weight the optimizer overwrites) are rewired
+    by `PendingReads.rewire_to_copies` after the realize: their graphs hold no STORE, so what the realize replaces in
+    them (values it computed, before the writes) can't bring the new contents in. Tensors that are views of the buffer
+    (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
     `targets`: the buffers the STOREs under `sink` write, when the caller knows them (else they are looked up).
     """
+    none = PendingReads([], [], {}, [])
     if targets is None:
         targets = pending_writes(sink)
     if not targets:
-        return [], []
+        return none
     chosen = {id(t) for t in tensors}
     candidates = [t for t in list(live_tensors) if id(t) not in chosen and not _is_view(t.uop)]
     if not candidates:
-        return [], []
+        return none
     reads = stored_reads([t.uop for t in candidates], targets)
     found = [(t, m, st) for t, (m, st) in zip(candidates, reads, strict=True) if m]
     if not found:
-        return [], []
+        return none
     to_realize: dict[int, Tensor] = {}
     copy_bits = 0
     for i, buf in enumerate(targets):
@@ -237,11 +267,11 @@ def protect_pending_reads(
         else:
             to_realize.update((id(t), t) for t, _ in readers)
     # readers that need a copy: those not realized now (or that can't run before the STORE)
-    rewire = [(t, m) for t, m, st in found if m & copy_bits and (st or id(t) not in to_realize)]
-    for t, _ in rewire:
+    rewire = [(t, m, st) for t, m, st in found if m & copy_bits and (st or id(t) not in to_realize)]
+    for t, _, _ in rewire:
         to_realize.pop(id(t), None)
     needed = 0
-    for _, m in rewire:
+    for _, m, _ in rewire:
         needed |= m & copy_bits
     # a fresh arg per copy (as Tensor.contiguous, in a namespace of its own): two copies of one buffer are never the
     # same hash-consed node
@@ -250,12 +280,15 @@ def protect_pending_reads(
         for i, b in enumerate(targets)
         if needed >> i & 1
     }
-    if copies:
-        for (t, _), new in zip(rewire, replace_reads([t.uop for t, _ in rewire], copies), strict=True):
+    now = [t for t, _, st in rewire if st]
+    if copies and now:
+        for t, new in zip(now, replace_reads([t.uop for t in now], copies), strict=True):
             t.uop = new
     # the copies are tensors of the caller's class (the schedule layer doesn't import the front end)
     tensor_type = type(tensors[0])
-    return list(to_realize.values()), [tensor_type(c) for c in copies.values()]
+    copy_of = {b: tensor_type(c) for b, c in copies.items()}
+    later = [t for t, _, st in rewire if not st] if copies else []
+    return PendingReads(list(to_realize.values()), list(copy_of.values()), copy_of, later)
 
 
 def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
@@ -371,4 +404,5 @@ __all__ = [
     "becomes_map",
     "apply_becomes",
     "protect_pending_reads",
+    "PendingReads",
 ]
