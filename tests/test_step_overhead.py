@@ -132,3 +132,17 @@ def test_upload_and_read_back_leave_no_reference_cycles():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_weak_key_map_drops_entries_with_their_nodes():
+    from uopkit.uop.ops import WeakKeyMap
+
+    m = WeakKeyMap()
+    a, b = UOp.new_buffer("CPU", 3, dtypes.float32), UOp.new_buffer("CPU", 5, dtypes.float32)
+    m[a], m[b] = "a", "b"
+    m[a] = "a2"
+    assert m[a] == "a2" and m.get(b) == "b" and a in m and len(m) == 2
+    assert None not in m and m.get(UOp.new_buffer("CPU", 3, dtypes.float32), "none") == "none"
+    del a
+    gc.collect()
+    assert len(m) == 1 and m[b] == "b"

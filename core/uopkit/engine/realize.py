@@ -35,7 +35,7 @@ from uopkit.schedule import (
     update_tensors,
 )
 from uopkit.schedule.grouper import is_kernel_store
-from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -45,7 +45,7 @@ SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 1)
 # how many distinct graph structures the schedule cache remembers
 SCHEDULE_CACHE_SIZE = 4096
 # the Buffer behind each BUFFER node (the front end's tensors hold the nodes)
-buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+buffers = WeakKeyMap()
 
 
 @dataclass

@@ -19,7 +19,7 @@ from uopkit.schedule.grouper import (
 )
 from uopkit.schedule.packing import pack_panels
 from uopkit.schedule.splitting import split_reduces
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # what each kernel STORE became once it ran (its storage), so a graph that still holds it never runs it twice.
 # Only kernel STOREs are remembered: a computed value (say ADD(BUFFER, 1)) is not, because the BUFFER it reads can be
 # overwritten by a later assign and the same hash-consed node must then be computed again.
-becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+becomes_map = WeakKeyMap()
 
 
 class LiveTensors:
@@ -62,7 +62,7 @@ live_tensors = LiveTensors()
 _copy_ids = itertools.count()
 
 
-def do_replace_known(ctx: weakref.WeakKeyDictionary[UOp, UOp], x: UOp) -> UOp | None:
+def do_replace_known(ctx: WeakKeyMap | dict[UOp, UOp], x: UOp) -> UOp | None:
     return ctx.get(x)
 
 
@@ -76,7 +76,7 @@ def apply_becomes(sink: UOp) -> UOp:
 
 # what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
 # .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
-computed_from: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+computed_from = WeakKeyMap()
 
 
 def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
