@@ -572,11 +572,16 @@ def _fill_shape(u: UOp) -> tuple[int, ...] | None:
     # a shape is computed from its sources' shapes, and a graph can be deeper than Python's recursion limit: the
     # sources without one get theirs first, sources before users, so each computation only looks one level down
     for s in u.src:
-        if _slot_value(_SHAPE_SLOT, s) is _UNSET:
-            for n in u.toposort(gate=lambda n: n is u or _slot_value(_SHAPE_SLOT, n) is _UNSET):
-                if n is not u:
-                    n.shape = _infer_shape(n)
-            break
+        if _slot_value(_SHAPE_SLOT, s) is not _UNSET:
+            continue
+        if all(_slot_value(_SHAPE_SLOT, x) is not _UNSET for x in s.src):
+            # (the usual miss: a new node over nodes that know theirs, e.g. a constant a gradient rule made)
+            s.shape = _infer_shape(s)
+            continue
+        for n in u.toposort(gate=lambda n: n is u or _slot_value(_SHAPE_SLOT, n) is _UNSET):
+            if n is not u:
+                n.shape = _infer_shape(n)
+        break
     ret = u.shape = _infer_shape(u)
     return ret
 
