@@ -569,8 +569,19 @@ def _slot_value(slot: Any, u: UOp) -> Any:
 
 
 def _fill_shape(u: UOp) -> tuple[int, ...] | None:
-    # a shape is computed from its sources' shapes, and a graph can be deeper than Python's recursion limit: the
-    # sources without one get theirs first, sources before users, so each computation only looks one level down
+    # a shape is computed from its sources' shapes, which they almost always know already (one C call each to see)
+    try:
+        for s in u.src:
+            _SHAPE_SLOT.__get__(s, UOp)
+    except AttributeError:
+        _fill_source_shapes(u)
+    ret = u.shape = _infer_shape(u)
+    return ret
+
+
+def _fill_source_shapes(u: UOp) -> None:
+    # a graph can be deeper than Python's recursion limit: the sources without a shape get theirs first, sources before
+    # users, so each computation only looks one level down
     for s in u.src:
         if _slot_value(_SHAPE_SLOT, s) is not _UNSET:
             continue
@@ -581,9 +592,7 @@ def _fill_shape(u: UOp) -> tuple[int, ...] | None:
         for n in u.toposort(gate=lambda n: n is u or _slot_value(_SHAPE_SLOT, n) is _UNSET):
             if n is not u:
                 n.shape = _infer_shape(n)
-        break
-    ret = u.shape = _infer_shape(u)
-    return ret
+        return
 
 
 def _find_device(u: UOp) -> str:
