@@ -149,3 +149,16 @@ def test_weak_key_map_drops_entries_with_their_nodes():
     del a
     gc.collect()
     assert len(m) == 1 and m[b] == "b"
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_reader_holding_a_realized_value_keeps_the_old_contents(cached):
+    # the reader holds the loss (realized in the same step, before the write) and reads the weight raw: both parts
+    # must keep the values from before the assign, on the replay path as on the first
+    for _ in range(2 if cached else 1):
+        w = Tensor(np.arange(1, 5, dtype=np.float32)).contiguous().realize()
+        loss = (w * Tensor(np.full(4, 2.0, np.float32))).sum()
+        reader = w.reshape(1, 4).expand(64, 4) * loss
+        Tensor.realize(loss, w.assign(w * 0))
+        assert loss.item() == 20.0 and w.tolist() == [0.0] * 4
+        np.testing.assert_array_equal(reader.numpy(), np.tile(np.arange(1, 5, dtype=np.float32) * 20.0, (64, 1)))

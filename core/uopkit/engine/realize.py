@@ -434,7 +434,7 @@ def _replay_view(view: UOp, base: UOp) -> UOp:
     return base
 
 
-def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param) -> None:
+def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pending: PendingReads | None) -> None:
     leaves = param.leaves
     table: list[Buffer] = [_buffer_for(b) for b in leaves]
     uops = list(leaves)
@@ -467,7 +467,7 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param) -> 
                 t.uop = new
     # other live tensors holding these nodes now read the stored values, as on the uncached path (a graph node must
     # never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
-    update_tensors(mapping, from_replay=True)
+    update_tensors(mapping, from_replay=True, pending=pending)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -496,7 +496,7 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     if entry is not None:
         stats["schedule_hits"] += 1
         assert param is not None
-        _replay(entry, tensors, param)
+        _replay(entry, tensors, param, pending)
     else:
         if param is not None:
             stats["schedule_misses"] += 1

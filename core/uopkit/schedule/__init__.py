@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from uopkit.helpers import SPEC
@@ -104,12 +104,18 @@ def _remember_source(old: UOp, new: UOp) -> None:
         computed_from[new] = old
 
 
-def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False) -> None:
+def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: PendingReads | None = None) -> None:
     """Point every live tensor at the new form of its graph (nodes in `mapping` replaced).
 
     `from_replay`: a schedule-cache replay's mapping, from computed values and assigns to views of their storage. No
     key is a view of a BUFFER, so tensors that are such views (realized weights, most live tensors of a model) are
-    skipped without walking their graphs, and no value holds a key, so one pass replaces them."""
+    skipped without walking their graphs, and no value holds a key, so one pass replaces them. `pending`: readers
+    still to be rewired to copies are left to `pending.rewire_to_copies`, which replaces `mapping`'s nodes in the same
+    walk."""
+    skip: set[int] = set()
+    if pending is not None and pending.rewire_after:
+        skip = {id(t) for t in pending.rewire_after}
+        pending.replaced = mapping
     for k, v in mapping.items():
         if k is not v and is_kernel_store(k):
             becomes_map[k] = v
@@ -127,7 +133,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False) -> None:
     oldest = min(changed)
     for t in list(live_tensors):
         u = t.uop
-        if u.seq < oldest:
+        if u.seq < oldest or id(t) in skip:
             continue
         new = mapping.get(u)
         if new is None and from_replay:
@@ -209,6 +215,8 @@ class PendingReads:
     # the copy of each buffer, and the readers still to be pointed at the copies once those are computed
     copy_of: dict[UOp, Tensor]
     rewire_after: list[Tensor]
+    # what the realize replaced that `update_tensors` left to the rewiring (values computed before the writes)
+    replaced: dict[UOp, UOp] = field(default_factory=dict)
 
     def rewire_to_copies(self) -> None:
         """Point the readers left for after the realize at the computed copies (call once the copies are realized).
@@ -217,14 +225,16 @@ class PendingReads:
         where rewiring them to the copies' lazy nodes first rebuilt them again when those nodes were realized."""
         if not self.rewire_after:
             return
-        mapping = {}
+        mapping = dict(self.replaced)
         for b, c in self.copy_of.items():
             if c.uop.base.op is not Ops.BUFFER:
                 raise RuntimeError("a copy on write was not computed by the realize that needed it")
             mapping[b] = c.uop
         roots = [t.uop for t in self.rewire_after]
         for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
-            t.uop = new
+            if new is not t.uop:
+                _remember_source(computed_from.get(t.uop, t.uop), new)
+                t.uop = new
 
 
 def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None) -> PendingReads:
