@@ -93,8 +93,9 @@ def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
         if source is not None:
             memo[u] = unrealized_graph(source, keep)
             continue
-        new_src = tuple(memo.get(s, s) for s in u.src)
-        memo[u] = u if new_src == u.src else u.replace(src=new_src)
+        src = u.src
+        new_src = tuple([memo.get(s, s) for s in src])
+        memo[u] = u if new_src == src else UOp(u.op, u.dtype, new_src, u.arg)
     return memo[root]
 
 
@@ -171,7 +172,7 @@ def _replace_once(root: UOp, mapping: dict[UOp, UOp], reaches: dict[UOp, bool], 
             stack.extend((s, False) for s in node.src if s not in memo)
             continue
         src = tuple([memo[s] for s in node.src])
-        memo[node] = node if src == node.src else node.replace(src=src)
+        memo[node] = node if src == node.src else UOp(node.op, node.dtype, src, node.arg)
     return memo[root]
 
 
