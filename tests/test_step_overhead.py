@@ -162,3 +162,22 @@ def test_reader_holding_a_realized_value_keeps_the_old_contents(cached):
         Tensor.realize(loss, w.assign(w * 0))
         assert loss.item() == 20.0 and w.tolist() == [0.0] * 4
         np.testing.assert_array_equal(reader.numpy(), np.tile(np.arange(1, 5, dtype=np.float32) * 20.0, (64, 1)))
+
+
+def test_recent_python_numbers_keep_their_broadcast_nodes():
+    from uopkit.tensor import elementwise
+
+    a = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    first = (a + 1.5).uop.src[1]
+    assert (a + 1.5).uop.src[1] is first and (1.5 + a).uop.src[0] is first
+    # kept by type, dtype and shape: an int and a float of one value, and other shapes, are other nodes
+    b = Tensor([1, 2])
+    assert (b + 2).tolist() == [3, 4] and (b + 2.0).tolist() == [3.0, 4.0] and (b + 2.0).dtype == dtypes.float32
+    assert (a.reshape(3, 2) * 1.5).uop.src[1].shape == (3, 2)
+    np.testing.assert_array_equal((a + 1.5).numpy(), np.arange(6, dtype=np.float32).reshape(2, 3) + 1.5)
+    # NaN never equals its key and zeros carry a sign: neither is kept, both still compute
+    assert np.isnan((a + float("nan")).numpy()).all()
+    assert np.signbit((Tensor([-0.0]) + -0.0).numpy()).all() == np.signbit(np.float32(-0.0) + np.float32(-0.0))
+    for i in range(elementwise._RECENT_SCALARS_SIZE + 10):
+        a + float(i + 0.25)
+    assert len(elementwise._recent_scalars) <= elementwise._RECENT_SCALARS_SIZE
