@@ -257,14 +257,22 @@ def _devices(topo: list[UOp]) -> dict[UOp, str]:
     return out
 
 
-def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+def graph_of(root: UOp) -> dict[UOp, None]:
+    """The nodes a gradient of `root` walks, sources first: never into a kernel (what a KERNEL computes is already
+    storage)."""
+    return root.toposort(gate=lambda u: u.op is not Ops.KERNEL)
+
+
+def compute_gradient(
+    root: UOp, root_grad: UOp, targets: set[UOp], graph: dict[UOp, None] | None = None
+) -> dict[UOp, UOp]:
     """dL/dt for every `t` in `targets` that `root` depends on, where dL/droot = `root_grad`.
 
     Walks the graph from `root` back to the targets in reverse topological order, applying `pm_gradient` to
-    each node on a path to a target and summing the gradients of nodes used more than once.
+    each node on a path to a target and summing the gradients of nodes used more than once. `graph`: `graph_of(root)`
+    when the caller has it already.
     """
-    # never walk into a kernel: what a KERNEL computes is already storage
-    topo = list(root.toposort(gate=lambda u: u.op is not Ops.KERNEL))
+    topo = list(graph if graph is not None else graph_of(root))
     on_path: dict[UOp, bool] = {}
     for u in topo:
         on_path[u] = u in targets or any(on_path.get(s, False) for s in u.src)
@@ -293,4 +301,4 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     return {t: grads[t] for t in targets if t in grads}
 
 
-__all__ = ["pm_gradient", "compute_gradient", "GradientContext", "GradientError"]
+__all__ = ["pm_gradient", "compute_gradient", "graph_of", "GradientContext", "GradientError"]

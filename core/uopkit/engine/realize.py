@@ -27,6 +27,7 @@ from uopkit.dtype import DType
 from uopkit.engine.compile_queue import CompileQueue
 from uopkit.helpers import DEBUG, ContextVar
 from uopkit.schedule import (
+    PendingReads,
     ScheduleItem,
     create_schedule,
     kernelize_tensors,
@@ -34,7 +35,7 @@ from uopkit.schedule import (
     update_tensors,
 )
 from uopkit.schedule.grouper import is_kernel_store
-from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -44,7 +45,7 @@ SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 1)
 # how many distinct graph structures the schedule cache remembers
 SCHEDULE_CACHE_SIZE = 4096
 # the Buffer behind each BUFFER node (the front end's tensors hold the nodes)
-buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+buffers = WeakKeyMap()
 
 
 @dataclass
@@ -433,7 +434,7 @@ def _replay_view(view: UOp, base: UOp) -> UOp:
     return base
 
 
-def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param) -> None:
+def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pending: PendingReads | None) -> None:
     leaves = param.leaves
     table: list[Buffer] = [_buffer_for(b) for b in leaves]
     uops = list(leaves)
@@ -466,7 +467,7 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param) -> 
                 t.uop = new
     # other live tensors holding these nodes now read the stored values, as on the uncached path (a graph node must
     # never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
-    update_tensors(mapping, from_replay=True)
+    update_tensors(mapping, from_replay=True, pending=pending)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -478,13 +479,14 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
         return
     sink = UOp(Ops.SINK, src=tuple(t.uop for t in tensors))
     param = _parameterize(sink) if SCHEDULE_CACHE else None
-    copies: list[Tensor] = []
+    pending: PendingReads | None = None
     if param is None or param.stores:
         # a graph with STOREs: other lazy values reading what they overwrite are computed first or get a copy
         targets = None if param is None else list(dict.fromkeys(_stored_buffer(u) for u in param.stores))
         if targets is not None and any(b.op is not Ops.BUFFER for b in targets):
             targets = None
-        readers, copies = protect_pending_reads(tensors, sink, targets)
+        pending = protect_pending_reads(tensors, sink, targets)
+        readers, copies = pending.readers, pending.copies
         if readers or copies:
             tensors = [*tensors, *readers, *copies]
             if param is not None:
@@ -494,7 +496,7 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     if entry is not None:
         stats["schedule_hits"] += 1
         assert param is not None
-        _replay(entry, tensors, param)
+        _replay(entry, tensors, param, pending)
     else:
         if param is not None:
             stats["schedule_misses"] += 1
@@ -505,8 +507,10 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
                 if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
                     del schedule_cache[next(iter(schedule_cache))]
                 schedule_cache[param.key] = recorded
-    for c in copies:
-        copy_on_write_buffers.add(_buffer_for(c.uop.base))
+    if pending is not None:
+        for c in pending.copies:
+            copy_on_write_buffers.add(_buffer_for(c.uop.base))
+        pending.rewire_to_copies()
 
 
 def _realize_uncached(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from uopkit.dtype import dtypes, to_numpy_dtype
+from uopkit.dtype import DType, dtypes, to_numpy_dtype
 from uopkit.tensor import Tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
@@ -155,6 +155,9 @@ class Adam(Optimizer):
     def _step(self, params: list[Tensor]) -> list[Tensor]:
         self.b1_t.assign(self.b1_t * self.b1)
         self.b2_t.assign(self.b2_t * self.b2)
+        # the bias corrections and the learning rate, per dtype: every parameter's update reads the same (hash-consed)
+        # nodes, so they are built once, not once per parameter
+        scalars: dict[DType, tuple[Tensor, Tensor, Tensor]] = {}
         for p in params:
             i = next(i for i, q in enumerate(self.params) if q is p)
             assert p.grad is not None
@@ -164,9 +167,15 @@ class Adam(Optimizer):
             m, v = self.m[i], self.v[i]
             m.assign(self.b1 * m + (1 - self.b1) * g)
             v.assign(self.b2 * v + (1 - self.b2) * (g * g))
-            m_hat = m / (1 - self.b1_t).cast(p.dtype)
-            v_hat = v / (1 - self.b2_t).cast(p.dtype)
-            lr = self.lr.cast(p.dtype)
+            if p.dtype not in scalars:
+                scalars[p.dtype] = (
+                    (1 - self.b1_t).cast(p.dtype),
+                    (1 - self.b2_t).cast(p.dtype),
+                    self.lr.cast(p.dtype),
+                )
+            bias1, bias2, lr = scalars[p.dtype]
+            m_hat = m / bias1
+            v_hat = v / bias2
             if self.weight_decay and self.decoupled:
                 w = w * (1 - lr * self.weight_decay)
             p.assign((w - lr * m_hat / (v_hat.sqrt() + self.eps)).cast(p.dtype))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from uopkit.helpers import SPEC
@@ -19,7 +19,7 @@ from uopkit.schedule.grouper import (
 )
 from uopkit.schedule.packing import pack_panels
 from uopkit.schedule.splitting import split_reduces
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -27,14 +27,42 @@ if TYPE_CHECKING:
 # what each kernel STORE became once it ran (its storage), so a graph that still holds it never runs it twice.
 # Only kernel STOREs are remembered: a computed value (say ADD(BUFFER, 1)) is not, because the BUFFER it reads can be
 # overwritten by a later assign and the same hash-consed node must then be computed again.
-becomes_map: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+becomes_map = WeakKeyMap()
+
+
+class LiveTensors:
+    """A set of weakly held tensors, in creation order.
+
+    A dict whose keys are weak references that remove themselves: adding and dropping a tensor are C calls, where a
+    `weakref.WeakSet` runs Python code for both (and every Tensor op makes a tensor)."""
+
+    __slots__ = ("_refs", "_remove")
+
+    def __init__(self) -> None:
+        self._refs: dict[weakref.ref[Tensor], None] = {}
+        # the callback gets the dead reference, the key to drop (its hash was taken while the tensor lived)
+        self._remove = self._refs.pop
+
+    def add(self, t: Tensor) -> None:
+        self._refs[weakref.ref(t, self._remove)] = None
+
+    def __iter__(self) -> Iterator[Tensor]:
+        for ref in list(self._refs):
+            t = ref()
+            if t is not None:
+                yield t
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
 # every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
 # uopkit.tensor, so the scheduler needs nothing from the front end
-live_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+live_tensors = LiveTensors()
 _copy_ids = itertools.count()
 
 
-def do_replace_known(ctx: weakref.WeakKeyDictionary[UOp, UOp], x: UOp) -> UOp | None:
+def do_replace_known(ctx: WeakKeyMap | dict[UOp, UOp], x: UOp) -> UOp | None:
     return ctx.get(x)
 
 
@@ -48,7 +76,7 @@ def apply_becomes(sink: UOp) -> UOp:
 
 # what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
 # .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
-computed_from: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+computed_from = WeakKeyMap()
 
 
 def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
@@ -65,8 +93,9 @@ def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
         if source is not None:
             memo[u] = unrealized_graph(source, keep)
             continue
-        new_src = tuple(memo.get(s, s) for s in u.src)
-        memo[u] = u if new_src == u.src else u.replace(src=new_src)
+        src = u.src
+        new_src = tuple([memo.get(s, s) for s in src])
+        memo[u] = u if new_src == src else UOp(u.op, u.dtype, new_src, u.arg)
     return memo[root]
 
 
@@ -76,12 +105,18 @@ def _remember_source(old: UOp, new: UOp) -> None:
         computed_from[new] = old
 
 
-def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False) -> None:
+def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: PendingReads | None = None) -> None:
     """Point every live tensor at the new form of its graph (nodes in `mapping` replaced).
 
     `from_replay`: a schedule-cache replay's mapping, from computed values and assigns to views of their storage. No
     key is a view of a BUFFER, so tensors that are such views (realized weights, most live tensors of a model) are
-    skipped without walking their graphs, and no value holds a key, so one pass replaces them."""
+    skipped without walking their graphs, and no value holds a key, so one pass replaces them. `pending`: readers
+    still to be rewired to copies are left to `pending.rewire_to_copies`, which replaces `mapping`'s nodes in the same
+    walk."""
+    skip: set[int] = set()
+    if pending is not None and pending.rewire_after:
+        skip = {id(t) for t in pending.rewire_after}
+        pending.replaced = mapping
     for k, v in mapping.items():
         if k is not v and is_kernel_store(k):
             becomes_map[k] = v
@@ -99,7 +134,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False) -> None:
     oldest = min(changed)
     for t in list(live_tensors):
         u = t.uop
-        if u.seq < oldest:
+        if u.seq < oldest or id(t) in skip:
             continue
         new = mapping.get(u)
         if new is None and from_replay:
@@ -137,7 +172,7 @@ def _replace_once(root: UOp, mapping: dict[UOp, UOp], reaches: dict[UOp, bool], 
             stack.extend((s, False) for s in node.src if s not in memo)
             continue
         src = tuple([memo[s] for s in node.src])
-        memo[node] = node if src == node.src else node.replace(src=src)
+        memo[node] = node if src == node.src else UOp(node.op, node.dtype, src, node.arg)
     return memo[root]
 
 
@@ -171,33 +206,67 @@ def _is_view(u: UOp) -> bool:
     return u.base.op is Ops.BUFFER or is_kernel_store(u.base)
 
 
-def protect_pending_reads(
-    tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None
-) -> tuple[list[Tensor], list[Tensor]]:
+@dataclass
+class PendingReads:
+    """What `protect_pending_reads` found: tensors to realize with the STOREs, and readers rewired to copies."""
+
+    # realized with the STOREs: readers that run before them, and copies of the buffers they overwrite
+    readers: list[Tensor]
+    copies: list[Tensor]
+    # the copy of each buffer, and the readers still to be pointed at the copies once those are computed
+    copy_of: dict[UOp, Tensor]
+    rewire_after: list[Tensor]
+    # what the realize replaced that `update_tensors` left to the rewiring (values computed before the writes)
+    replaced: dict[UOp, UOp] = field(default_factory=dict)
+
+    def rewire_to_copies(self) -> None:
+        """Point the readers left for after the realize at the computed copies (call once the copies are realized).
+
+        Done after, not before, because the copies are then their buffers: the readers' graphs are rebuilt once,
+        where rewiring them to the copies' lazy nodes first rebuilt them again when those nodes were realized."""
+        if not self.rewire_after:
+            return
+        mapping = dict(self.replaced)
+        for b, c in self.copy_of.items():
+            if c.uop.base.op is not Ops.BUFFER:
+                raise RuntimeError("a copy on write was not computed by the realize that needed it")
+            mapping[b] = c.uop
+        roots = [t.uop for t in self.rewire_after]
+        for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
+            if new is not t.uop:
+                _remember_source(computed_from.get(t.uop, t.uop), new)
+                t.uop = new
+
+
+def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None) -> PendingReads:
     """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
     buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
-    (readers, copies):
+    readers and copies:
 
     - the readers themselves, when their values are smaller than the buffer (a loss read after an optimizer step:
       the schedule runs each kernel that reads a buffer before the one that overwrites it);
     - else a copy of the buffer, taken before the write, that the readers are rewired to read (copy on write).
 
-    A reader that also reads the STORE (it needs the old and the new contents) always gets the copy. Tensors that are
-    views of the buffer (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
+    A reader that also reads the STORE (it needs the old and the new contents) always gets the copy, and is rewired
+    now. The others (the gradients of a training step, which read every weight the optimizer overwrites) are rewired
+    by `PendingReads.rewire_to_copies` after the realize: their graphs hold no STORE, so what the realize replaces in
+    them (values it computed, before the writes) can't bring the new contents in. Tensors that are views of the buffer
+    (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
     `targets`: the buffers the STOREs under `sink` write, when the caller knows them (else they are looked up).
     """
+    none = PendingReads([], [], {}, [])
     if targets is None:
         targets = pending_writes(sink)
     if not targets:
-        return [], []
+        return none
     chosen = {id(t) for t in tensors}
     candidates = [t for t in list(live_tensors) if id(t) not in chosen and not _is_view(t.uop)]
     if not candidates:
-        return [], []
+        return none
     reads = stored_reads([t.uop for t in candidates], targets)
     found = [(t, m, st) for t, (m, st) in zip(candidates, reads, strict=True) if m]
     if not found:
-        return [], []
+        return none
     to_realize: dict[int, Tensor] = {}
     copy_bits = 0
     for i, buf in enumerate(targets):
@@ -209,11 +278,11 @@ def protect_pending_reads(
         else:
             to_realize.update((id(t), t) for t, _ in readers)
     # readers that need a copy: those not realized now (or that can't run before the STORE)
-    rewire = [(t, m) for t, m, st in found if m & copy_bits and (st or id(t) not in to_realize)]
-    for t, _ in rewire:
+    rewire = [(t, m, st) for t, m, st in found if m & copy_bits and (st or id(t) not in to_realize)]
+    for t, _, _ in rewire:
         to_realize.pop(id(t), None)
     needed = 0
-    for _, m in rewire:
+    for _, m, _ in rewire:
         needed |= m & copy_bits
     # a fresh arg per copy (as Tensor.contiguous, in a namespace of its own): two copies of one buffer are never the
     # same hash-consed node
@@ -222,12 +291,15 @@ def protect_pending_reads(
         for i, b in enumerate(targets)
         if needed >> i & 1
     }
-    if copies:
-        for (t, _), new in zip(rewire, replace_reads([t.uop for t, _ in rewire], copies), strict=True):
+    now = [t for t, _, st in rewire if st]
+    if copies and now:
+        for t, new in zip(now, replace_reads([t.uop for t in now], copies), strict=True):
             t.uop = new
     # the copies are tensors of the caller's class (the schedule layer doesn't import the front end)
     tensor_type = type(tensors[0])
-    return list(to_realize.values()), [tensor_type(c) for c in copies.values()]
+    copy_of = {b: tensor_type(c) for b, c in copies.items()}
+    later = [t for t, _, st in rewire if not st] if copies else []
+    return PendingReads(list(to_realize.values()), list(copy_of.values()), copy_of, later)
 
 
 def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
@@ -343,4 +415,5 @@ __all__ = [
     "becomes_map",
     "apply_becomes",
     "protect_pending_reads",
+    "PendingReads",
 ]

@@ -322,12 +322,15 @@ def stored_reads(roots: Sequence[UOp], targets: Sequence[UOp]) -> list[tuple[int
 def replace_reads(roots: Sequence[UOp], mapping: dict[UOp, UOp]) -> list[UOp]:
     """`roots` with the BUFFERs in `mapping` replaced; STOREs (and what they write) are kept as they are."""
     memo: dict[UOp, UOp] = dict(mapping)
+    get = memo.get
     sink = UOp(Ops.SINK, src=tuple(roots))
     for u in sink.toposort(gate=lambda x: x.op is not Ops.STORE and x not in mapping):
         if u in memo:
             continue
-        new_src = tuple(memo.get(s, s) for s in u.src)
-        memo[u] = u if new_src == u.src else u.replace(src=new_src)
+        src = u.src
+        new_src = tuple([get(s, s) for s in src])
+        # (built directly, not with u.replace: the gradients of a training step are rebuilt here every step)
+        memo[u] = u if new_src == src else UOp(u.op, u.dtype, new_src, u.arg)
     return [memo[r] for r in roots]
 
 

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# the broadcast nodes of recent Python numbers (`a + 1`, `0.9 * m`), by (dtype, device, shape, number): holding them
+# keeps the hash-consed nodes alive between uses, so the next `a + 1` finds them instead of building and freeing four
+# nodes each time (a tiny op or an optimizer step, once per call)
+_recent_scalars: dict[tuple, UOp] = {}
+_RECENT_SCALARS_SIZE = 512
+
 _ADD_DOC = "Elementwise sum with broadcasting and type promotion."
 _MAX_DOC = "Elementwise maximum (NaN wins, as in numpy)."
 
@@ -42,11 +48,22 @@ class ElementwiseMixin:
     # elementwise
 
     def _broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
-        if self.shape == shape:
+        own = self.shape
+        if own == shape:
             return self
-        if len(shape) < self.ndim:
-            raise ShapeError(f"can't broadcast {self.shape} to {shape}")
-        return self.reshape((1,) * (len(shape) - self.ndim) + self.shape).expand(shape)
+        if len(shape) < len(own):
+            raise ShapeError(f"can't broadcast {own} to {shape}")
+        # the nodes of reshape(...).expand(shape), built directly: every binary op with a scalar or a bias comes here,
+        # and the public methods' argument checks cost more than the nodes
+        padded = (1,) * (len(shape) - len(own)) + own
+        if any(c != n and c != 1 for c, n in zip(padded, shape, strict=True)):
+            return self.reshape(padded).expand(shape)  # (raises the error expand gives)
+        u = self.uop
+        if padded != own:
+            u = UOp(Ops.RESHAPE, u.dtype, (u,), padded)
+        if padded != shape:
+            u = UOp(Ops.EXPAND, u.dtype, (u,), tuple(shape))
+        return Tensor(u)
 
     def _const_operand(self, y: Any, op: str = "op") -> Tensor:
         return Tensor(y, device=self.device, dtype=self._const_dtype(y, op))
@@ -74,13 +91,24 @@ class ElementwiseMixin:
         x: Tensor = self
         if type(y) in (float, int) and x.dtype != dtypes.bfloat16 and (dt := x._const_dtype(y, op)) == x.dtype:
             # a Python number of the tensor's dtype (`a + 1`): the nodes of Tensor(y).expand(shape), built directly
-            c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=x.device),), _cast_py(y, dt))
             shape = x.shape
-            if shape:
-                c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
-                if c.arg != shape:
-                    c = UOp(Ops.EXPAND, dt, (c,), shape)
+            key = (dt, x.device, shape, type(y), y)
+            c = _recent_scalars.get(key) if y else None
+            if c is None:
+                c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=x.device),), _cast_py(y, dt))
+                if shape:
+                    c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+                    if c.arg != shape:
+                        c = UOp(Ops.EXPAND, dt, (c,), shape)
+                # (not zeros, whose sign a key can't tell apart, nor NaNs, which never equal their key)
+                if y and y == y:
+                    if len(_recent_scalars) >= _RECENT_SCALARS_SIZE:
+                        _recent_scalars.pop(next(iter(_recent_scalars)), None)
+                    _recent_scalars[key] = c
             return (Tensor(c), x) if reverse else (x, Tensor(c))
+        if type(y) is Tensor and y.uop.dtype is x.uop.dtype and y.shape == x.shape and y.device == x.device:
+            # (the common case, two tensors of one shape and dtype: nothing to promote or broadcast)
+            return (y, x) if reverse else (x, y)
         if not isinstance(y, Tensor):
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=x.device)

@@ -251,14 +251,14 @@ class Tensor(
         >>> w.grad.tolist()
         [2.0, 4.0, 6.0]
         """
-        from uopkit.gradient import compute_gradient
+        from uopkit.gradient import compute_gradient, graph_of
         from uopkit.schedule import unrealized_graph
 
         root_grad = self._root_gradient(gradient, "backward")
         wanting = [t for t in list(_all_tensors) if t.requires_grad]
         # values realized since the forward pass are followed back to the graphs that computed them
         root = unrealized_graph(self.uop, {t.uop for t in wanting})
-        in_graph = root.toposort(gate=lambda u: u.op is not Ops.KERNEL)
+        in_graph = graph_of(root)
         targets = [t for t in wanting if t.uop in in_graph]
         if not targets:
             if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
@@ -267,7 +267,7 @@ class Tensor(
                     "realizing it (before .realize(), .item(), .numpy())"
                 )
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
-        grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets})
+        grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets}, in_graph)
         for t in targets:
             if t.uop not in grads:
                 continue

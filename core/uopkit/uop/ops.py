@@ -9,7 +9,7 @@ import operator
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum, auto
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uopkit.dtype import DType, PtrDType, dtypes, least_upper_dtype
 
@@ -294,13 +294,60 @@ class UOpMeta(type):
         return ret
 
 
+class WeakKeyMap:
+    """A map from UOps, held weakly, to values: an entry goes when its node does.
+
+    The keys are weak references whose callback drops their entry, so setting, reading and dropping entries are C
+    calls, where `weakref.WeakKeyDictionary` runs Python code for each (the realize path sets and drops entries for
+    every buffer and realized value). A key set again keeps its first reference: the new one is dropped unused."""
+
+    __slots__ = ("_data", "_remove")
+
+    def __init__(self) -> None:
+        self._data: dict[weakref.ref, Any] = {}
+        self._remove = self._data.pop
+
+    def __setitem__(self, key: UOp, value: Any) -> None:
+        self._data[weakref.ref(key, self._remove)] = value
+
+    def __getitem__(self, key: UOp) -> Any:
+        return self._data[weakref.ref(key)]
+
+    def get(self, key: UOp, default: Any = None) -> Any:
+        return self._data.get(weakref.ref(key), default)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            return weakref.ref(key) in self._data
+        except TypeError:
+            return False
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
 _buffer_ids = itertools.count()
 
 
 class UOp(metaclass=UOpMeta):
     """An immutable node: `op` with a `dtype`, source nodes `src` and an `arg`. Equal nodes are the same object."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "seq", "__weakref__", "__dict__")
+    # `shape` and `device` are slots that `__getattr__` fills on first use (an unset slot reads as missing): once set
+    # they read as fast as any attribute, and a tensor graph's nodes need no __dict__ for them (one object less per
+    # node for Python's garbage collector to track, and every training step builds a thousand nodes)
+    __slots__ = ("op", "dtype", "src", "arg", "seq", "shape", "device", "__weakref__", "__dict__")
+    shape: tuple[int, ...] | None
+    device: str
+
+    if not TYPE_CHECKING:  # (hidden from type checkers, which would then accept any attribute name)
+
+        def __getattr__(self, name: str) -> Any:
+            # only called when normal lookup fails: an unset lazy slot, or a name the node doesn't have
+            if name == "shape":
+                return _fill_shape(self)
+            if name == "device":
+                return _find_device(self)
+            raise AttributeError(f"'UOp' object has no attribute '{name}'")
 
     def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> None:
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
@@ -348,11 +395,6 @@ class UOp(metaclass=UOpMeta):
 
     # --- shapes (tensor graph and kernel AST)
 
-    @functools.cached_property
-    def shape(self) -> tuple[int, ...] | None:
-        _cache_sources_first(self, "shape")
-        return _infer_shape(self)
-
     @property
     def ndim(self) -> int:
         assert self.shape is not None
@@ -392,40 +434,6 @@ class UOp(metaclass=UOpMeta):
         if node.op is not Ops.BUFFER:
             raise RuntimeError(f"{self.op} is not backed by a buffer (its base is {node.op}); realize it first")
         return node
-
-    @functools.cached_property
-    def device(self) -> str:
-        # (cached: every binary Tensor op asks, and the walk below is as long as the graph)
-        # a COPY's value lives on its target device, whatever device its source is on
-        if self.op is Ops.COPY:
-            return self.src[1].arg
-        # down the first sources to one that knows (Tensor ops ask as they build, so it is near), remembering it on
-        # the way back
-        path: list[UOp] = []
-        node = self
-        known = None
-        while known is None and node.src and node.op is not Ops.COPY:
-            path.append(node)
-            node = node.src[0]
-            known = node.__dict__.get("device") or _leaf_device(node)
-        if known is not None:
-            for n in path:
-                n.__dict__["device"] = known
-            return known
-        copies: list[UOp] = []
-
-        def outside_copies(node: UOp) -> bool:
-            if node.op is Ops.COPY:
-                copies.append(node)
-                return False
-            return True
-
-        for node in self.toposort(gate=outside_copies):
-            if (leaf := _leaf_device(node)) is not None:
-                return leaf
-        if copies:
-            return copies[0].src[1].arg
-        raise RuntimeError("this graph has no device")
 
     # --- constructors
 
@@ -545,6 +553,86 @@ class UOp(metaclass=UOpMeta):
     def render(self) -> str:
         """A short human form of an index expression (for errors and debugging)."""
         return render_expr(self)
+
+
+# the lazy slots of UOp, read without falling back to UOp.__getattr__ (which would compute them)
+_SHAPE_SLOT = UOp.shape
+_DEVICE_SLOT = UOp.device
+_UNSET = object()
+
+
+def _slot_value(slot: Any, u: UOp) -> Any:
+    try:
+        return slot.__get__(u, UOp)
+    except AttributeError:
+        return _UNSET
+
+
+def _fill_shape(u: UOp) -> tuple[int, ...] | None:
+    # a shape is computed from its sources' shapes, which they almost always know already (one C call each to see)
+    try:
+        for s in u.src:
+            _SHAPE_SLOT.__get__(s, UOp)
+    except AttributeError:
+        _fill_source_shapes(u)
+    ret = u.shape = _infer_shape(u)
+    return ret
+
+
+def _fill_source_shapes(u: UOp) -> None:
+    # a graph can be deeper than Python's recursion limit: the sources without a shape get theirs first, sources before
+    # users, so each computation only looks one level down
+    for s in u.src:
+        if _slot_value(_SHAPE_SLOT, s) is not _UNSET:
+            continue
+        if all(_slot_value(_SHAPE_SLOT, x) is not _UNSET for x in s.src):
+            # (the usual miss: a new node over nodes that know theirs, e.g. a constant a gradient rule made)
+            s.shape = _infer_shape(s)
+            continue
+        for n in u.toposort(gate=lambda n: n is u or _slot_value(_SHAPE_SLOT, n) is _UNSET):
+            if n is not u:
+                n.shape = _infer_shape(n)
+        return
+
+
+def _find_device(u: UOp) -> str:
+    # (remembered in the slot: every binary Tensor op asks, and the walk below is as long as the graph)
+    # a COPY's value lives on its target device, whatever device its source is on
+    if u.op is Ops.COPY:
+        ret: str = u.src[1].arg
+        u.device = ret
+        return ret
+    # down the first sources to one that knows (Tensor ops ask as they build, so it is near), remembering it on the way
+    # back
+    path: list[UOp] = []
+    node = u
+    known = None
+    while known is None and node.src and node.op is not Ops.COPY:
+        path.append(node)
+        node = node.src[0]
+        known = _slot_value(_DEVICE_SLOT, node)
+        if known is _UNSET:
+            known = _leaf_device(node)
+    if known is not None:
+        for n in path:
+            n.device = known
+        return known  # type: ignore[no-any-return]
+    copies: list[UOp] = []
+
+    def outside_copies(node: UOp) -> bool:
+        if node.op is Ops.COPY:
+            copies.append(node)
+            return False
+        return True
+
+    for node in u.toposort(gate=outside_copies):
+        if (leaf := _leaf_device(node)) is not None:
+            u.device = leaf
+            return leaf
+    if copies:
+        ret = u.device = copies[0].src[1].arg
+        return ret
+    raise RuntimeError("this graph has no device")
 
 
 def _cache_sources_first(u: UOp, attr: str, key: str | None = None) -> None:

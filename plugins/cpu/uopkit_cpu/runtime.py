@@ -53,6 +53,13 @@ def _alloc_huge(size: int) -> CPUMemory:
     return CPUMemory(raw, base + -base % HUGE_PAGE, size, mapping)
 
 
+def _address_of(mv: memoryview) -> int:
+    # the start of writable host memory, through a one-byte c_char over it: `c_char * nbytes` would make a new array
+    # type per size, and ctypes keeps those only weakly, so each upload or read-back left a type (a reference cycle)
+    # for the garbage collector
+    return ctypes.addressof(ctypes.c_char.from_buffer(mv))
+
+
 class CPUAllocator(LRUAllocator):
     """Zero-initialised, 64-byte aligned host memory (from HUGE_PAGE_MIN: huge-page aligned, on huge pages where
     the OS gives them)."""
@@ -77,11 +84,11 @@ class CPUAllocator(LRUAllocator):
             # ctypes can't take the address of read-only memory (bytes); a memoryview copy is still one memcpy
             _view(dest, src.nbytes)[:] = src
         else:
-            ctypes.memmove(dest.addr, (ctypes.c_char * src.nbytes).from_buffer(src), src.nbytes)
+            ctypes.memmove(dest.addr, _address_of(src), src.nbytes)
 
     def copyout(self, dest: memoryview, src: CPUMemory) -> None:
         assert dest.nbytes <= src.size, f"copyout of {dest.nbytes} bytes from {src.size}"
-        ctypes.memmove((ctypes.c_char * dest.nbytes).from_buffer(dest), src.addr, dest.nbytes)
+        ctypes.memmove(_address_of(dest), src.addr, dest.nbytes)
 
     # CPU:0 and CPU:1 share the host's memory, so a transfer is a memmove
     supports_transfer = True

@@ -1,0 +1,183 @@
+"""What keeps the Python cost of building and realizing a graph low: nodes without a __dict__ for their shape and
+device, a live-tensor set that adds and drops in C, broadcasting that builds the same nodes as reshape + expand."""
+
+import gc
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.schedule import LiveTensors, live_tensors
+from uopkit.uop.ops import Ops, UOp
+
+
+def test_shape_and_device_are_slots_not_dict_entries():
+    t = (Tensor([[1.0, 2.0]]) + 1).sum(1) * Tensor([3.0])
+    u = t.uop
+    assert u.shape == (1,) and u.device == "CPU"
+    # a tensor graph's nodes keep both without a __dict__ (one object less per node for the garbage collector)
+    assert all(not n.__dict__ for n in u.toposort())
+    assert t.tolist() == [15.0]
+
+
+def test_shape_of_a_deep_unshaped_graph_has_no_recursion():
+    u = UOp(Ops.BUFFER, dtypes.float32, (), (-1, "CPU", 4))
+    for _ in range(5000):
+        u = UOp(Ops.NEG, dtypes.float32, (u,))
+    assert u.shape == (4,) and u.device == "CPU"
+
+
+def test_missing_uop_attribute_is_an_attribute_error():
+    u = UOp.const(dtypes.int32, 1)
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        u.nonexistent  # noqa: B018
+    assert not hasattr(u, "nonexistent")
+
+
+def test_live_tensors_hold_weakly_in_creation_order():
+    live = LiveTensors()
+    ts = [Tensor([float(i)]) for i in range(4)]
+    for t in ts:
+        live.add(t)
+    live.add(ts[0])
+    assert list(live) == ts and len(live) == 4
+    del ts[1]
+    gc.collect()
+    assert len(live) == 3 and [t.tolist() for t in live] == [[0.0], [2.0], [3.0]]
+
+
+def test_every_tensor_is_live_until_dropped():
+    before = len(live_tensors)
+    t = Tensor([1.0]) + 1
+    assert any(x is t for x in live_tensors)
+    del t
+    gc.collect()
+    assert len(live_tensors) <= before + 1
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape", [((3, 4), (4,)), ((3, 1), (1, 4)), ((2, 3, 4), ()), ((4,), (3, 4)), ((3, 4), (3, 4))]
+)
+def test_broadcasting_builds_the_nodes_of_reshape_and_expand(a_shape, b_shape):
+    a, b = Tensor(np.ones(a_shape, np.float32)), Tensor(np.full(b_shape, 2.0, np.float32))
+    out = np.broadcast_shapes(a_shape, b_shape)
+    x, y = a._broadcasted(b)
+    for t, src in ((x, a), (y, b)):
+        padded = (1,) * (len(out) - src.ndim) + src.shape
+        assert t.uop is src.reshape(padded).expand(out).uop
+    np.testing.assert_array_equal((a * b).numpy(), np.ones(a_shape) * np.full(b_shape, 2.0))
+
+
+def test_broadcast_to_an_incompatible_shape_raises():
+    from uopkit.tensor import ShapeError
+
+    with pytest.raises(ShapeError):
+        Tensor(np.ones((3, 4), np.float32))._broadcast_to((3, 5))
+    with pytest.raises(ShapeError):
+        Tensor(np.ones((3, 4), np.float32)) + Tensor(np.ones((2, 4), np.float32))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# copy on write: a large reader that holds no STORE is pointed at the computed copy after the realize (one rebuild of
+# its graph), one that reads the STORE too is rewired before it
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_reader_is_rewired_to_the_computed_copy(cached):
+    results = []
+    for _ in range(2 if cached else 1):
+        # the second round takes the schedule cache's path (same structure, other buffers)
+        w = Tensor(np.arange(4, dtype=np.float32)).contiguous().realize()
+        big = (w.reshape(1, 4).expand(64, 4) + Tensor(np.ones((64, 4), np.float32))).exp()
+        w.assign(w * 0).realize()
+        # the reader reads the copy's buffer, not the overwritten one (nor a lazy copy of it)
+        nodes = big.uop.toposort()
+        assert w.uop.base not in nodes and not any(n.op is Ops.CONTIGUOUS for n in nodes)
+        results.append(big.numpy())
+    expected = np.exp(np.arange(4, dtype=np.float32)[None] + 1 + np.zeros((64, 1), np.float32))
+    for r in results:
+        np.testing.assert_allclose(r, expected, rtol=1e-6)
+
+
+def test_which_readers_are_rewired_before_and_after():
+    from uopkit.schedule import protect_pending_reads
+
+    w = Tensor(np.arange(4, dtype=np.float32)).contiguous().realize()
+    big = w.reshape(1, 4).expand(64, 4) + Tensor(np.ones((64, 4), np.float32))
+    w.assign(w + 1)
+    # reads the new contents (the STORE) and the old (through `big`)
+    mixed = big + w.reshape(1, 4).expand(64, 4)
+    big_graph, mixed_graph = big.uop, mixed.uop
+    pending = protect_pending_reads([w], UOp(Ops.SINK, src=(w.uop,)))
+    assert [t is big for t in pending.rewire_after] == [True] and len(pending.copies) == 1
+    # the reader of the STORE is rewired now; the other after the realize
+    assert mixed.uop is not mixed_graph and big.uop is big_graph
+    Tensor.realize(w, *pending.copies)
+    pending.rewire_to_copies()
+    assert big.uop is not big_graph and w.uop.base not in big.uop.toposort()
+    old = np.arange(4, dtype=np.float32)[None] + np.zeros((64, 1), np.float32)
+    np.testing.assert_array_equal(big.numpy(), old + 1)
+    np.testing.assert_array_equal(mixed.numpy(), old + 1 + old + 1)
+
+
+def test_upload_and_read_back_leave_no_reference_cycles():
+    # a training step uploads its batch and reads its loss back: that must not leave garbage for the cyclic collector
+    # (the CPU runtime once made a ctypes array type per size, each a cycle)
+    Tensor(np.ones(3, np.float32)).numpy()
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for n in (1237, 2311, 977):
+            assert Tensor(np.arange(n, dtype=np.float32)).numpy()[-1] == n - 1
+        gc.collect()
+        # (other tests' leftovers may be collected too: only ctypes types count)
+        assert not [o for o in gc.garbage if isinstance(o, type) and "Array" in o.__name__]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+
+
+def test_weak_key_map_drops_entries_with_their_nodes():
+    from uopkit.uop.ops import WeakKeyMap
+
+    m = WeakKeyMap()
+    a, b = UOp.new_buffer("CPU", 3, dtypes.float32), UOp.new_buffer("CPU", 5, dtypes.float32)
+    m[a], m[b] = "a", "b"
+    m[a] = "a2"
+    assert m[a] == "a2" and m.get(b) == "b" and a in m and len(m) == 2
+    assert None not in m and m.get(UOp.new_buffer("CPU", 3, dtypes.float32), "none") == "none"
+    del a
+    gc.collect()
+    assert len(m) == 1 and m[b] == "b"
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_reader_holding_a_realized_value_keeps_the_old_contents(cached):
+    # the reader holds the loss (realized in the same step, before the write) and reads the weight raw: both parts
+    # must keep the values from before the assign, on the replay path as on the first
+    for _ in range(2 if cached else 1):
+        w = Tensor(np.arange(1, 5, dtype=np.float32)).contiguous().realize()
+        loss = (w * Tensor(np.full(4, 2.0, np.float32))).sum()
+        reader = w.reshape(1, 4).expand(64, 4) * loss
+        Tensor.realize(loss, w.assign(w * 0))
+        assert loss.item() == 20.0 and w.tolist() == [0.0] * 4
+        np.testing.assert_array_equal(reader.numpy(), np.tile(np.arange(1, 5, dtype=np.float32) * 20.0, (64, 1)))
+
+
+def test_recent_python_numbers_keep_their_broadcast_nodes():
+    from uopkit.tensor import elementwise
+
+    a = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    first = (a + 1.5).uop.src[1]
+    assert (a + 1.5).uop.src[1] is first and (1.5 + a).uop.src[0] is first
+    # kept by type, dtype and shape: an int and a float of one value, and other shapes, are other nodes
+    b = Tensor([1, 2])
+    assert (b + 2).tolist() == [3, 4] and (b + 2.0).tolist() == [3.0, 4.0] and (b + 2.0).dtype == dtypes.float32
+    assert (a.reshape(3, 2) * 1.5).uop.src[1].shape == (3, 2)
+    np.testing.assert_array_equal((a + 1.5).numpy(), np.arange(6, dtype=np.float32).reshape(2, 3) + 1.5)
+    # NaN never equals its key and zeros carry a sign: neither is kept, both still compute
+    assert np.isnan((a + float("nan")).numpy()).all()
+    assert np.signbit((Tensor([-0.0]) + -0.0).numpy()).all() == np.signbit(np.float32(-0.0) + np.float32(-0.0))
+    for i in range(elementwise._RECENT_SCALARS_SIZE + 10):
+        a + float(i + 0.25)
+    assert len(elementwise._recent_scalars) <= elementwise._RECENT_SCALARS_SIZE
