@@ -196,3 +196,15 @@ def test_cpu_softmax_computes_exp_once_and_reads_it_back():
     ast = prog_ast.substitute({inp: out})
     in_place = list(get_program(ast, Device["CPU"].renderer).uops)
     assert sum(u.op is Ops.BITCAST for u in in_place) == 6
+
+
+def test_padded_reads_are_one_gated_load():
+    # a view padded twice is read by one gated load: no where(c, ., 0) per padding level around it, no where with a
+    # constant condition
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    t = Tensor(x).pad(((0, 0), (0, 0), (1, 1), (2, 2))).pad(((0, 0), (0, 0), (1, 0), (0, 3))) * 2
+    src = get_program(_item(t.contiguous()).ast, Device["CPU"].renderer, opts=[]).src
+    assert "(1?" not in src and "(0?" not in src
+    assert src.count("?") == 1
+    want = np.pad(np.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2))), ((0, 0), (0, 0), (1, 0), (0, 3))) * 2
+    np.testing.assert_allclose(t.numpy(), want)
