@@ -91,37 +91,30 @@ def _join_div_mod(merged: dict[UOp, int]) -> bool:
     view's index flattened again after a reshape split it. (Both hold for every sign of x: C's division and
     remainder truncate toward 0, so each side of x < 0 is minus its side of -x.) Whether anything was joined."""
     joined = False
-    progress = True
-    while progress:
-        progress = False
-        for rem, k in list(merged.items()):
-            if rem.op is not Ops.MOD or rem.src[1].op is not Ops.CONST or rem.src[1].arg <= 0:
-                continue
-            x, c = rem.src[0], rem.src[1].arg
-            quotient = x // c
-            if merged.get(quotient) == k * c:
-                whole = x
-            else:
-                quotient = next(
-                    (
-                        t
-                        for t, a in merged.items()
-                        if a == k * c
-                        and t.op is Ops.MOD
-                        and t.src[1].op is Ops.CONST
-                        and t.src[1].arg > 0
-                        and t.src[0] is quotient
-                    ),
-                    None,
-                )
-                if quotient is None:
-                    continue
-                whole = x % (c * quotient.src[1].arg)
-            del merged[rem], merged[quotient]
-            merged[whole] = merged.get(whole, 0) + k
-            joined = progress = True
-            break
-    return joined
+    while True:
+        # (x, c) -> a term that is x // c, or (x // c) % d
+        quotients: dict[tuple[UOp, int], UOp] = {}
+        for t in merged:
+            if t.op is Ops.IDIV and t.src[1].op is Ops.CONST:
+                quotients[(t.src[0], t.src[1].arg)] = t
+            elif t.op is Ops.MOD and t.src[1].op is Ops.CONST and t.src[1].arg > 0 and t.src[0].op is Ops.IDIV:
+                if t.src[0].src[1].op is Ops.CONST:
+                    quotients[(t.src[0].src[0], t.src[0].src[1].arg)] = t
+        pair = None
+        for rem, k in merged.items():
+            if rem.op is Ops.MOD and rem.src[1].op is Ops.CONST and rem.src[1].arg > 0:
+                quotient = quotients.get((rem.src[0], rem.src[1].arg))
+                if quotient is not None and quotient is not rem and merged[quotient] == k * rem.src[1].arg:
+                    pair = rem, quotient
+                    break
+        if pair is None:
+            return joined
+        rem, quotient = pair
+        x, k = rem.src[0], merged[rem]
+        whole = x if quotient.op is Ops.IDIV else x % (rem.src[1].arg * quotient.src[1].arg)
+        del merged[rem], merged[quotient]
+        merged[whole] = merged.get(whole, 0) + k
+        joined = True
 
 
 def do_combine_terms(x: UOp) -> UOp | None:
@@ -324,6 +317,15 @@ def gate_bounds(gate: UOp) -> dict[UOp, tuple[int, int]]:
     return {x: (lo, hi) for x, (lo, hi) in bounds.items() if (lo, hi) != (x.vmin, x.vmax) and lo <= hi}
 
 
+def _swap(x: UOp, mapping: dict[UOp, UOp]) -> UOp:
+    """x with the nodes in `mapping` replaced (not looked into), everything else rebuilt only where it changed."""
+    new: dict[UOp, UOp] = dict(mapping)
+    for n in x.toposort(gate=lambda n: n not in mapping):
+        src = tuple([new[s] for s in n.src])
+        new[n] = n if src == n.src else UOp(n.op, n.dtype, src, n.arg)
+    return new[x]
+
+
 def do_index_given_gate(x: UOp) -> UOp | None:
     # where the gate is false the address is never used: simplify it knowing the gate holds (a padded view's offset
     # can go negative only in the padding, and its div/mod chains fold once it can't); the conditions' expressions are
@@ -332,13 +334,22 @@ def do_index_given_gate(x: UOp) -> UOp | None:
     if not bounds:
         return None
     idx = x.src[1]
-    stand_ins = {e: UOp.variable(f"gate bound {i}", lo, hi, e.dtype) for i, (e, (lo, hi)) in enumerate(bounds.items())}
-    narrowed = idx.substitute(stand_ins)
-    if narrowed is idx:
+    nodes = idx.toposort()
+    # narrower ranges simplify divisions and remainders; a sum of products stays what it is
+    if not any(n.op in (Ops.IDIV, Ops.MOD) for n in nodes):
         return None
-    new_idx = simplify(narrowed).substitute({v: e for e, v in stand_ins.items()})
+    stand_ins = {
+        e: UOp.variable(f"gate bound {i}", lo, hi, e.dtype)
+        for i, (e, (lo, hi)) in enumerate(bounds.items())
+        if e in nodes
+    }
+    if not stand_ins:
+        return None
+    # the index's nodes are simplified already (a rewrite reaches the INDEX after its sources): only what the stand-ins
+    # change is simplified again
+    new_idx = _swap(simplify(_swap(idx, stand_ins), {n: n for n in nodes}), {v: e for e, v in stand_ins.items()})
     # only a smaller index: the rule can't undo what another rule did, so rewriting ends
-    if len(new_idx.toposort()) >= len(idx.toposort()):
+    if len(new_idx.toposort()) >= len(nodes):
         return None
     return x.replace(src=(x.src[0], new_idx, *x.src[2:]))
 
