@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from uopkit import Device, Tensor
+from uopkit import Device, Tensor, dtypes
 from uopkit.codegen import get_program
 from uopkit.engine.realize import method_cache
 from uopkit.helpers import Context
@@ -196,3 +196,51 @@ def test_cpu_softmax_computes_exp_once_and_reads_it_back():
     ast = prog_ast.substitute({inp: out})
     in_place = list(get_program(ast, Device["CPU"].renderer).uops)
     assert sum(u.op is Ops.BITCAST for u in in_place) == 6
+
+
+def test_padded_reads_are_one_gated_load():
+    # a view padded twice is read by one gated load: no where(c, ., 0) per padding level around it, no where with a
+    # constant condition
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    t = Tensor(x).pad(((0, 0), (0, 0), (1, 1), (2, 2))).pad(((0, 0), (0, 0), (1, 0), (0, 3))) * 2
+    src = get_program(_item(t.contiguous()).ast, Device["CPU"].renderer, opts=[]).src
+    assert "(1?" not in src and "(0?" not in src
+    assert src.count("?") == 1
+    want = np.pad(np.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2))), ((0, 0), (0, 0), (1, 0), (0, 3))) * 2
+    np.testing.assert_allclose(t.numpy(), want)
+
+
+def _run_cpu(t, opts):
+    from uopkit.engine.realize import _buffer_for
+
+    dev = Device["CPU"]
+    item = _item(t)
+    spec = get_program(item.ast, dev.renderer, opts)
+    prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+    bufs = [_buffer_for(b) for b in item.bufs]
+    prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size)
+    return spec.src, bufs[0].numpy().reshape(t.shape)
+
+
+def test_vector_comparisons_give_masks_that_select_lanes():
+    from uopkit.codegen.opt import Opt, OptOps
+
+    x = np.array([[-1.5, 0.0, 2.0, np.nan, -0.0, 3.5, -2.0, np.inf]] * 4, dtype=np.float32)
+    xt = Tensor(x)
+    # a mask selects (with NaN: 0 < NaN is false), a mask's lanes are C's 1 and 0 where read one by one (the cast),
+    # and a uniform 0 picked by a mask
+    t = (xt > 0).where(xt, 0.0) + (xt > 0).cast(dtypes.float32) * 10 + (xt != xt).where(100.0, 0.0)
+    src, got = _run_cpu(t, [Opt(OptOps.UPCAST, 1, 8)])
+    assert "bool8" in src and "_Bool" not in src.split("{", 1)[1].replace("(_Bool", "")
+    want = np.where(x > 0, x, 0) + (x > 0) * 10 + np.where(x != x, 100, 0)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    # 4-byte integer lanes too; 8-byte lanes (no 4-byte mask fits them) stay lane by lane
+    i = np.arange(-8, 8, dtype=np.int32).reshape(2, 8)
+    it = Tensor(i)
+    src, got = _run_cpu((it < 3).where(it, -it), [Opt(OptOps.UPCAST, 1, 8)])
+    assert "bool8" in src
+    np.testing.assert_array_equal(got, np.where(i < 3, i, -i))
+    d = Tensor(x.astype(np.float64))
+    src, got = _run_cpu((d > 0).where(d, 0.0), [Opt(OptOps.UPCAST, 1, 4)])
+    assert "bool4" not in src
+    np.testing.assert_array_equal(got, np.where(x > 0, x, 0).astype(np.float64))

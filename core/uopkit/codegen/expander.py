@@ -60,6 +60,12 @@ def _moves_with(u: UOp, lane: UOp) -> bool:
     return lane in u.toposort(gate=lambda n: n.op is not Ops.RANGE or n is lane)
 
 
+def _mask_lanes(dt: Any) -> bool:
+    # a renderer with comparisons in `vector_ops` gives masks of 4-byte lanes (-1 true, 0 false: C's vector
+    # extensions, OpenCL), so comparisons and WHERE run on vectors of 4-byte lanes only (see `RendererCaps.vector_ops`)
+    return not isinstance(dt, PtrDType) and dt.scalar != dtypes.bool and dt.scalar.itemsize == 4
+
+
 def _term_dict(terms: list[tuple[int, UOp]]) -> dict[UOp, int]:
     merged: dict[UOp, int] = {}
     for coef, t in terms:
@@ -161,7 +167,17 @@ class Expander:
     def build(self, u: UOp, src: list[Any]) -> Any:
         if not any(self.varies(s) for s in src):
             return u if tuple(src) == u.src else u.replace(src=tuple(src))
-        # bool vectors have no common layout (C vector extensions have none at all): bools stay lane by lane
+        # comparisons of vectors the renderer runs whole give a mask vector, which WHERE selects lanes by (when a
+        # source is a vector already: lanes computed one by one stay so)
+        if u.op in GroupOp.Comparison and u.op in self.vector_ops and _mask_lanes(u.src[0].dtype):
+            if any(self.is_vec(s) for s in src):
+                return UOp(u.op, u.dtype.vec(self.width), tuple(self.as_vec(s) for s in src), u.arg)
+        if u.op is Ops.WHERE and u.op in self.vector_ops and _mask_lanes(u.dtype) and any(self.is_vec(s) for s in src):
+            cond = src[0]
+            # a mask from a vector comparison, or one condition for every lane (C's ?: takes a scalar one)
+            if self.is_vec(cond) or (isinstance(cond, UOp) and cond.dtype.count == 1):
+                return UOp(Ops.WHERE, u.dtype.vec(self.width), (cond, self.as_vec(src[1]), self.as_vec(src[2])))
+        # other bool vectors have no common layout (C vector extensions have none at all): bools stay lane by lane
         stored = (src[1][0] if isinstance(src[1], tuple) else src[1]) if u.op is Ops.STORE else None
         vector_ok = u.dtype.scalar != dtypes.bool and not (stored is not None and stored.dtype.scalar == dtypes.bool)
         if not vector_ok:
@@ -170,7 +186,11 @@ class Expander:
             return self.build_load(u, src)
         if u.op is Ops.STORE:
             return self.build_store(u, src)
-        if u.op in self.vector_ops and all(not isinstance(s, UOp) or s.dtype.count == 1 or self.is_vec(s) for s in src):
+        if (
+            u.op in self.vector_ops
+            and u.op is not Ops.WHERE
+            and all(not isinstance(s, UOp) or s.dtype.count == 1 or self.is_vec(s) for s in src)
+        ):
             if any(self.is_vec(s) for s in src):
                 return UOp(u.op, u.dtype.vec(self.width), tuple(self.as_vec(s) for s in src), u.arg)
         return self.lane_by_lane(u, src)

@@ -16,6 +16,7 @@ from uopkit.codegen.plan import AxisPart, KernelPlan, OptOps, initial_plan
 from uopkit.dtype import DType, dtypes, index_dtype
 from uopkit.helpers import strides_for_shape
 from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.symbolic import conjuncts
 
 if TYPE_CHECKING:
     from uopkit.renderer import TensorCore, TileLayout
@@ -940,10 +941,6 @@ def stage_placeholder(k: int, size: int) -> UOp:
     return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), (-2 - k, "stage"))
 
 
-def _conjuncts(gate: UOp) -> list[UOp]:
-    return [x for s in gate.src for x in _conjuncts(s)] if gate.op is Ops.AND and gate.dtype == dtypes.bool else [gate]
-
-
 def _ids_in(u: UOp) -> list[UOp]:
     """The loops, lanes and thread ids `u` depends on (a loop's sources only order it: they are not looked into)."""
     found: dict[UOp, None] = {u: None} if u.op is Ops.RANGE else {}
@@ -1038,7 +1035,7 @@ def stage_operands(
         n_tile = math.prod(sizes)
         # the gate's conditions on the address's own ids guard the copy; the others (an output axis padded to whole
         # work-groups, say) apply where the copy is read
-        gate = _conjuncts(u.src[0].src[2]) if len(u.src[0].src) > 2 else []
+        gate = conjuncts(u.src[0].src[2]) if len(u.src[0].src) > 2 else []
         at_copy = [c for c in gate if set(_ids_in(c)) <= ids | uniform]
         at_read = [c for c in gate if c not in at_copy]
         local = UOp(Ops.DEFINE_LOCAL, u.dtype.ptr(n_tile, local=True), (), f"temp{next(ctx.local_ids)}")

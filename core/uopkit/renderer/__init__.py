@@ -42,7 +42,9 @@ class RendererCaps:
     shared_on_chip: bool = True
     # the widest vector of each scalar type the backend renders natively
     max_vector_width: int = 1
-    # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies
+    # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies. A comparison here
+    # runs on vectors of 4-byte lanes and gives a bool vector that is a mask of 4-byte lanes, -1 true and 0 false (as
+    # C's vector extensions and OpenCL give); WHERE here selects 4-byte lanes by such a mask (or by one bool)
     vector_ops: frozenset[Ops] = frozenset()
     # bytes: vector loads and stores need an aligned address (a GPU's 16-byte load faults on a misaligned one), at
     # most this much (`vector_alignment`); 0: element alignment is enough (OpenCL's vloadN, a memcpy). The core then

@@ -156,6 +156,10 @@ class CStyleRenderer(Renderer):
                 # NaN in either operand gives NaN, as numpy's maximum
                 return f"(({a}>{b}||{a}!={a})?{a}:{b})"
             return f"(({a}>{b})?{a}:{b})"
+        if op is Ops.WHERE and u.src[0].dtype.count > 1:
+            # a mask of 4-byte lanes (a vector comparison's -1/0) picks lanes by their bits: C's ?: takes no vector
+            mask, vec = self.render_vector_type(u.src[0].dtype), self.render_vector_type(dt)
+            return f"(({vec})((({mask}){args[1]}&{args[0]})|(({mask}){args[2]}&~{args[0]})))"
         if op is Ops.WHERE:
             return f"({args[0]}?{args[1]}:{args[2]})"
         if op is Ops.MULACC:
@@ -197,15 +201,16 @@ class CStyleRenderer(Renderer):
     # C uses GCC's vector extensions (typedefs in the preamble); OpenCL overrides these with its own syntax
 
     def render_vector_type(self, dt: DType) -> str:
-        if dt.scalar not in self.type_map or dt.scalar == dtypes.bool:
+        if dt.scalar not in self.type_map:
             raise RenderError(f"{type(self).__name__} has no vector type for {dt}")
         return f"{dt.scalar.name}{dt.count}"
 
     def vector_typedefs(self, uops: list[UOp]) -> list[str]:
         vecs = sorted({u.dtype for u in uops if not isinstance(u.dtype, PtrDType) and u.dtype.count > 1}, key=str)
+        # a bool vector is a vector comparison's result: a mask of 4-byte lanes, -1 true and 0 false (RendererCaps)
         return [
-            f"typedef {self.type_map[v.scalar]} {self.render_vector_type(v)} "
-            f"__attribute__((vector_size({v.scalar.itemsize * v.count})));"
+            f"typedef {'int' if v.scalar == dtypes.bool else self.type_map[v.scalar]} {self.render_vector_type(v)} "
+            f"__attribute__((vector_size({(4 if v.scalar == dtypes.bool else v.scalar.itemsize) * v.count})));"
             for v in vecs
         ]
 
@@ -497,7 +502,9 @@ def do_max_update(ctx: RenderContext, x: UOp) -> str | None:
 
 
 def do_alu(ctx: RenderContext, x: UOp) -> str:
-    if x.dtype.count > 1 and x.op not in ctx.r.infix and not ctx.r.vector_math:
+    # (WHERE and MULACC render as operators too: ?: or a mask's bits, (a*b)+c)
+    vector_ok = x.op in ctx.r.infix or x.op in (Ops.WHERE, Ops.MULACC) or ctx.r.vector_math
+    if x.dtype.count > 1 and not vector_ok:
         raise RenderError(f"{type(ctx.r).__name__} can't render {x.op.name} on vector type {x.dtype}")
     return ctx.value(x, "alu", ctx.r.render_alu(x, [ctx.ref(s) for s in x.src]))
 
@@ -544,6 +551,11 @@ pm_cstyle = PatternMatcher(
         (
             UPat(Ops.VECTORIZE, name="x"),
             lambda ctx, x: ctx.value(x, "vec", ctx.r.render_vectorize(x.dtype, [ctx.ref(s) for s in x.src])),
+        ),
+        # a lane of a mask is -1 or 0: != 0 makes it C's 1 or 0
+        (
+            UPat(Ops.GEP, dtype=dtypes.bool, name="x"),
+            lambda ctx, x: ctx.bind(x, f"({ctx.r.render_gep(ctx.ref(x.src[0]), x.arg[0])}!=0)"),
         ),
         (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.bind(x, ctx.r.render_gep(ctx.ref(x.src[0]), x.arg[0]))),
         (UPat(Ops.MAX, name="x"), do_max_update),

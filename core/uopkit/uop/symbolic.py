@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from uopkit.dtype import dtypes
+from uopkit.dtype import PtrDType, dtypes
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, exec_alu
 
 INT_DTYPES = (*dtypes.ints, dtypes.bool)
@@ -85,11 +85,49 @@ def build_sum(terms: list[tuple[int, UOp]], const: int, like: UOp) -> UOp:
     return ret if const == 0 else UOp(Ops.ADD, like.dtype, (ret, like.const_like(const)))
 
 
+def _join_div_mod(merged: dict[UOp, int]) -> bool:
+    """Join the quotient and remainder terms of one division in a sum (`merged`: term -> coefficient, changed in
+    place): (x // c) * c*k + (x % c) * k is x * k, and ((x // c) % d) * c*k + (x % c) * k is (x % (c*d)) * k: a
+    view's index flattened again after a reshape split it. (Both hold for every sign of x: C's division and
+    remainder truncate toward 0, so each side of x < 0 is minus its side of -x.) Whether anything was joined."""
+    joined = False
+    while True:
+        # (x, c) -> a term that is x // c, or (x // c) % d
+        quotients: dict[tuple[UOp, int], UOp] = {}
+        for t in merged:
+            if t.op is Ops.IDIV and t.src[1].op is Ops.CONST:
+                quotients[(t.src[0], t.src[1].arg)] = t
+            elif t.op is Ops.MOD and t.src[1].op is Ops.CONST and t.src[1].arg > 0 and t.src[0].op is Ops.IDIV:
+                if t.src[0].src[1].op is Ops.CONST:
+                    quotients[(t.src[0].src[0], t.src[0].src[1].arg)] = t
+        pair = None
+        for rem, k in merged.items():
+            if rem.op is Ops.MOD and rem.src[1].op is Ops.CONST and rem.src[1].arg > 0:
+                quotient = quotients.get((rem.src[0], rem.src[1].arg))
+                if quotient is not None and quotient is not rem and merged[quotient] == k * rem.src[1].arg:
+                    pair = rem, quotient
+                    break
+        if pair is None:
+            return joined
+        rem, quotient = pair
+        x, k = rem.src[0], merged[rem]
+        whole = x if quotient.op is Ops.IDIV else x % (rem.src[1].arg * quotient.src[1].arg)
+        del merged[rem], merged[quotient]
+        merged[whole] = merged.get(whole, 0) + k
+        joined = True
+
+
 def do_combine_terms(x: UOp) -> UOp | None:
-    # only rebuild when it simplifies: repeated terms or several constants
+    # only rebuild when it simplifies: repeated terms, several constants, or a division's quotient and remainder
     if not _is_int(x):
         return None
     terms, const = decompose(x)
+    if any(t.op is Ops.MOD for _, t in terms):
+        merged: dict[UOp, int] = {}
+        for coef, t in terms:
+            merged[t] = merged.get(t, 0) + coef
+        if _join_div_mod(merged):
+            return build_sum([(c, t) for t, c in merged.items()], const, x)
     n_consts = _count_consts(x)
     if len({t for _, t in terms}) == len(terms) and n_consts <= 1 and not (n_consts == 1 and const == 0):
         return None
@@ -213,6 +251,116 @@ def _as_bool_const(x: Any) -> bool | None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# conditions and selects: a padded view's reads come out as a load gated by every padding condition, inside a
+# where(c, ., 0) per padding level; the load already gives 0 where its gate is false
+
+
+def conjuncts(x: UOp) -> list[UOp]:
+    """The conditions a bool AND chain requires (x itself when it is no AND)."""
+    if x.op is Ops.AND and x.dtype == dtypes.bool:
+        return [c for s in x.src for c in conjuncts(s)]
+    return [x]
+
+
+def _is_plus_zero(x: UOp) -> bool:
+    # +0 only: a gated load gives +0, and where(c, x, -0.0) differs from it where c is false (1/x, say)
+    return x.op is Ops.CONST and not isinstance(x.arg, tuple) and x.arg == 0 and math.copysign(1.0, x.arg) > 0
+
+
+def do_where_const_cond(c: UOp, a: UOp, b: UOp) -> UOp | None:
+    if isinstance(c.arg, tuple):
+        return None
+    return a if c.arg else b
+
+
+def do_where_of_zero_outside(c: UOp, x: UOp, zero: UOp) -> UOp | None:
+    # where(c, x, 0) is x when x is already +0 wherever c is false: a load gated by c (and maybe more), or an inner
+    # where(c2, ., +0) whose condition requires c; two nested where(., ., 0) merge into one over both conditions
+    if not _is_plus_zero(zero) or x.dtype != zero.dtype:
+        return None
+    if x.op is Ops.LOAD and x.src[0].op is Ops.INDEX and len(x.src[0].src) > 2:
+        return x if set(conjuncts(c)) <= set(conjuncts(x.src[0].src[2])) else None
+    if x.op is Ops.WHERE and _is_plus_zero(x.src[2]) and x.src[2].dtype == x.dtype:
+        inner = conjuncts(x.src[0])
+        if set(conjuncts(c)) <= set(inner):
+            return x
+        # the outer conditions first, as the lowerer ANDs a load's gate (so the merged condition is often that node)
+        outer = conjuncts(c)
+        both = outer + [k for k in inner if k not in outer]
+        cond = both[0]
+        for k in both[1:]:
+            cond = cond.alu(Ops.AND, k)
+        return cond.where(x.src[1], zero)
+    return None
+
+
+def do_load_never_read(x: UOp) -> UOp | None:
+    # a load whose gate is constant false never reads memory: it is 0, and its address math goes with it
+    if isinstance(x.dtype, PtrDType):
+        return None
+    zero = UOp.const(x.dtype.scalar, 0)
+    return zero if x.dtype.count == 1 else UOp(Ops.VECTORIZE, x.dtype, (zero,) * x.dtype.count)
+
+
+def gate_bounds(gate: UOp) -> dict[UOp, tuple[int, int]]:
+    """The ranges a gate's conditions keep integer expressions in, where narrower than their own: x < c keeps x
+    below c, !(x < c) keeps it at c or above."""
+    bounds: dict[UOp, tuple[int, int]] = {}
+    for cond in conjuncts(gate):
+        negated = cond.op is Ops.CMPNE and cond.src[1].op is Ops.CONST and cond.src[1].arg is True
+        cmp = cond.src[0] if negated else cond
+        if cmp.op is not Ops.CMPLT or cmp.src[1].op is not Ops.CONST or not _is_int(cmp.src[0]):
+            continue
+        x, c = cmp.src[0], cmp.src[1].arg
+        lo, hi = bounds.get(x, (x.vmin, x.vmax))
+        bounds[x] = (max(lo, c), hi) if negated else (lo, min(hi, c - 1))
+    return {x: (lo, hi) for x, (lo, hi) in bounds.items() if (lo, hi) != (x.vmin, x.vmax) and lo <= hi}
+
+
+def _swap(x: UOp, mapping: dict[UOp, UOp]) -> UOp:
+    """x with the nodes in `mapping` replaced (not looked into), everything else rebuilt only where it changed."""
+    new: dict[UOp, UOp] = dict(mapping)
+    for n in x.toposort(gate=lambda n: n not in mapping):
+        src = tuple([new[s] for s in n.src])
+        new[n] = n if src == n.src else UOp(n.op, n.dtype, src, n.arg)
+    return new[x]
+
+
+def do_index_given_gate(x: UOp) -> UOp | None:
+    # where the gate is false the address is never used: simplify it knowing the gate holds (a padded view's offset
+    # can go negative only in the padding, and its div/mod chains fold once it can't); the conditions' expressions are
+    # swapped for variables of the narrower ranges, the index simplified, and the expressions put back
+    bounds = gate_bounds(x.src[2])
+    if not bounds:
+        return None
+    idx = x.src[1]
+    nodes = idx.toposort()
+    # narrower ranges simplify divisions and remainders; a sum of products stays what it is
+    if not any(n.op in (Ops.IDIV, Ops.MOD) for n in nodes):
+        return None
+    stand_ins = {
+        e: UOp.variable(f"gate bound {i}", lo, hi, e.dtype)
+        for i, (e, (lo, hi)) in enumerate(bounds.items())
+        if e in nodes
+    }
+    if not stand_ins:
+        return None
+    # the index's nodes are simplified already (a rewrite reaches the INDEX after its sources): only what the stand-ins
+    # change is simplified again
+    new_idx = _swap(simplify(_swap(idx, stand_ins), {n: n for n in nodes}), {v: e for e, v in stand_ins.items()})
+    # only a smaller index: the rule can't undo what another rule did, so rewriting ends
+    if len(new_idx.toposort()) >= len(nodes):
+        return None
+    return x.replace(src=(x.src[0], new_idx, *x.src[2:]))
+
+
+def do_and_left_assoc(x: UOp, y: UOp, z: UOp) -> UOp:
+    # one shape for an AND chain, ((a & b) & c): the same conditions ANDed in the same order are the same node, so a
+    # where's merged condition finds the load's gate
+    return x.alu(Ops.AND, y).alu(Ops.AND, z)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # the matcher
 
 pm_symbolic = PatternMatcher(
@@ -233,6 +381,29 @@ pm_symbolic = PatternMatcher(
         (UPat(Ops.AND, src=[UPat.var("x"), UPat.const(dtypes.bool, True)]), lambda x: x),
         (UPat(Ops.AND, src=(UPat.var("x"), UPat.var("x"))), lambda x: x),
         (UPat(Ops.MAX, src=(UPat.var("x"), UPat.var("x"))), lambda x: x),
+        # selects and gates: a constant condition picks a side; a load never read is 0, a gate always true goes;
+        # where(c, ., 0) around a value already 0 where c is false goes (padding levels around a gated load)
+        (UPat(Ops.WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b"))), do_where_const_cond),
+        (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("x"), UPat.cvar("zero"))), do_where_of_zero_outside),
+        (
+            UPat(
+                Ops.LOAD,
+                src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.const(dtypes.bool, False))),),
+                name="x",
+                allow_any_len=True,
+            ),
+            do_load_never_read,
+        ),
+        (
+            UPat(Ops.INDEX, src=(UPat(), UPat(), UPat.const(dtypes.bool, True)), name="x"),
+            lambda x: x.replace(src=x.src[:2]),
+        ),
+        (UPat(Ops.INDEX, src=(UPat(), UPat(), UPat()), name="x"), do_index_given_gate),
+        (UPat(Ops.AND, src=[UPat.var("x"), UPat.const(dtypes.bool, False)]), lambda x: x.const_like(False)),
+        (
+            UPat(Ops.AND, dtype=dtypes.bool, src=(UPat.var("x"), UPat(Ops.AND, src=(UPat.var("y"), UPat.var("z"))))),
+            do_and_left_assoc,
+        ),
         # integer sums: merge like terms and constants; distribute constant factors
         (UPat(Ops.ADD, name="x"), do_combine_terms),
         # (integers only: for floats these would change the rounding, and exact tricks like Cody-Waite rely on it)

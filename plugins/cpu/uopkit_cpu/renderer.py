@@ -17,8 +17,11 @@ class ClangRenderer(CStyleRenderer):
         has_threads=True,
         # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
         max_vector_width=16,
-        # GCC vector extensions: arithmetic operators work on whole vectors
-        vector_ops=frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC}),
+        # GCC vector extensions: arithmetic operators work on whole vectors, comparisons give masks (-1/0 lanes)
+        # that WHERE selects lanes by
+        vector_ops=frozenset(
+            {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE}
+        ),
         # a matmul's row-major right operand is read in panels two vectors wide: stored that way, each is one stream
         pack_panel=32,
         # libm's exp2f/log2f are scalar calls gcc can't vectorize; the core's polynomial versions vectorize
