@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from uopkit.device import CompileError, Compiler
-from uopkit.engine.compile_queue import MAX_BATCH, MIN_BATCH, CompileQueue
+from uopkit.engine.compile_queue import MAX_BATCH, MIN_BATCH, MIN_SPLIT, CompileQueue
 
 
 class RecordingCompiler(Compiler):
@@ -53,9 +53,10 @@ def test_batches_keep_order_and_group_kernels() -> None:
     results = _run(names, compiler)
     assert [lib for lib, _ in results] == [f"lib:src{i}".encode() for i in range(len(names))]
     sizes = [len(b) for b in compiler.batches]
-    # every kernel compiled exactly once, in fewer compiler runs than kernels, none larger than MAX_BATCH
+    # every kernel compiled exactly once, in fewer compiler runs than kernels, none larger than MAX_BATCH (but for
+    # fewer than MIN_SPLIT left over, which join the last batch)
     assert sorted(s for b in compiler.batches for s in b) == sorted(f"src{i}" for i in range(len(names)))
-    assert len(sizes) < len(names) and max(sizes) <= MAX_BATCH
+    assert len(sizes) < len(names) and max(sizes) < MAX_BATCH + MIN_SPLIT
 
 
 def test_same_name_never_in_one_batch() -> None:
@@ -90,15 +91,26 @@ def test_few_expected_kernels_start_compiling_before_all_are_added() -> None:
         return compile_batch(srcs)
 
     compiler.compile_batch = recording  # type: ignore[method-assign]
-    # 8 kernels on 2 workers: batches of 2, the first compiled while the rest are still being generated
-    with CompileQueue(2, expected=8) as queue:
-        for i in range(2):
+    # 12 kernels on 2 workers: batches of MIN_SPLIT, the first compiled while the rest are still being generated
+    with CompileQueue(2, expected=12) as queue:
+        for i in range(MIN_SPLIT):
             queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
         assert started.wait(10), "no compile started with a batch's worth of kernels added"
-        for i in range(2, 8):
+        for i in range(MIN_SPLIT, 12):
             queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
-        assert [lib for lib, _ in queue.results()] == [f"lib:src{i}".encode() for i in range(8)]
-    assert compiler.batches[0] == ["src0", "src1"]
+        assert [lib for lib, _ in queue.results()] == [f"lib:src{i}".encode() for i in range(12)]
+    assert compiler.batches[0] == [f"src{i}" for i in range(MIN_SPLIT)]
+
+
+def test_a_few_kernels_left_are_not_split_among_workers() -> None:
+    # 6 kernels expected on 2 workers: at least 4 start compiling together, the rest go together (not one run each)
+    compiler = RecordingCompiler()
+    with CompileQueue(2, expected=6) as queue:
+        dev = FakeDevice(compiler)
+        for i in range(6):
+            queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
+        queue.results()
+    assert len(compiler.batches) <= 2 and min(len(b) for b in compiler.batches) >= 2, compiler.batches
 
 
 def test_a_core_is_left_to_code_generation_until_every_kernel_is_added() -> None:
@@ -127,3 +139,28 @@ def test_a_core_is_left_to_code_generation_until_every_kernel_is_added() -> None
         assert most[0] == 2
         release.set()
         assert len(queue.results()) == 6 * MIN_BATCH
+
+
+def test_distinct_kernels_of_one_name_are_renamed_and_compile_together() -> None:
+    # two different 8-element kernels are both "E_8": one keeps the name, the other becomes E_8n<k>, so they can
+    # share a compiler run; the same code again keeps its name (compiled once)
+    import numpy as np
+
+    from uopkit import Tensor
+    from uopkit.engine.realize import method_cache
+    from uopkit.schedule import create_schedule, kernelize_tensors
+    from uopkit.uop.ops import Ops
+
+    x = np.arange(8, dtype=np.float32)
+    a, b = Tensor(x), Tensor(x + 1)
+    outs = [a * 2 + 0.25, b * 3 - 0.5, a.exp2() + 7.0]
+    asts = [item.ast for item in create_schedule(kernelize_tensors(outs)) if item.ast.op is not Ops.COPY]
+    Tensor.realize(*outs)
+    names = [method_cache[(ast, "CPU")].spec.name for ast in asts]
+    assert len(names) == 3 and len(set(names)) == 3 and all(n.startswith("E_8") for n in names), names
+    np.testing.assert_allclose(outs[0].numpy(), x * 2 + 0.25)
+    np.testing.assert_allclose(outs[1].numpy(), (x + 1) * 3 - 0.5)
+    np.testing.assert_allclose(outs[2].numpy(), np.exp2(x) + 7.0, rtol=1e-6)
+    again = Tensor(x + 5) * 2 + 0.25
+    again.realize()
+    np.testing.assert_allclose(again.numpy(), (x + 5) * 2 + 0.25)

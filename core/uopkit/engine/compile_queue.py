@@ -26,6 +26,9 @@ from uopkit.device import Compiled, CompileError
 MAX_BATCH = 16
 # while kernels are still being added, a worker waits for this many before it starts a compile
 MIN_BATCH = 8
+# fewer kernels than this are not split among workers (nor started before this many are in): each compiler run costs
+# tens of milliseconds before any kernel, more than a few small kernels' own compile time
+MIN_SPLIT = 4
 
 
 @dataclass
@@ -47,8 +50,12 @@ class CompileQueue:
     def __init__(self, workers: int | None = None, expected: int | None = None) -> None:
         self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
         # `expected`: how many kernels will be added. A few kernels don't wait for MIN_BATCH of them (that would be all
-        # of them, leaving nothing to compile while code is generated): each worker gets about two batches
-        self.min_batch = MIN_BATCH if expected is None else max(1, min(MIN_BATCH, -(-expected // (2 * self.workers))))
+        # of them, leaving nothing to compile while code is generated): each worker gets about two batches, of at
+        # least MIN_SPLIT kernels
+        self.expected = expected
+        self.min_batch = MIN_BATCH
+        if expected is not None:
+            self.min_batch = max(min(MIN_SPLIT, expected), min(MIN_BATCH, -(-expected // (2 * self.workers))))
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="uopkit-compile")
         self._cond = threading.Condition()
         self._pending: list[_Job] = []
@@ -72,8 +79,13 @@ class CompileQueue:
 
     def _take(self) -> list[_Job]:
         # under the lock: the oldest waiting kernel and more of its device with names not yet in the batch; once
-        # every kernel is in, at most a fair share of what waits (the other workers take the rest)
-        share = MAX_BATCH if not self._closed else min(MAX_BATCH, -(-len(self._pending) // self.workers))
+        # every kernel is in, at most a fair share of what waits among the workers not compiling now (they take the
+        # rest)
+        fair = max(MIN_SPLIT, -(-len(self._pending) // (self.workers - self._running)))
+        share = MAX_BATCH if not self._closed else min(MAX_BATCH, fair)
+        if self._closed and len(self._pending) - share < MIN_SPLIT:
+            # a few left over would be a compiler run of their own
+            share = len(self._pending)
         batch: list[_Job] = []
         names: set[str] = set()
         for job in self._pending:
@@ -104,7 +116,11 @@ class CompileQueue:
                     self._cond.notify_all()
 
     def _may_start(self) -> bool:
-        # under the lock, while kernels are still being added: a batch's worth waits and a core is free of compiles
+        # under the lock, while kernels are still being added: a batch's worth waits and a core is free of compiles,
+        # and not just a few more kernels are still to come (they would be left for a compiler run of their own)
+        to_come = self.expected - len(self._jobs) if self.expected is not None else MIN_SPLIT
+        if 0 < to_come < MIN_SPLIT:
+            return False
         return len(self._pending) >= self.min_batch and self._running < max(1, self.workers - 1)
 
     def _compile(self, batch: list[_Job]) -> None:

@@ -14,6 +14,7 @@ Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import weakref
@@ -98,11 +99,28 @@ def get_runner(ast: UOp, device: str) -> CompiledRunner:
     return runner
 
 
+# distinct kernels that got the same name, by (device, name): the source each was first rendered with -> its name
+kernel_names: dict[tuple[str, str], dict[str | bytes, str]] = {}
+
+
 def _codegen(ast: UOp, dev: Compiled) -> ProgramSpec:
-    spec = get_program(ast, dev.renderer)
+    spec = _unique_name(get_program(ast, dev.renderer), dev)
     if DEBUG >= 4:
         print(spec.src if isinstance(spec.src, str) else f"// {spec.name}: {len(spec.src)} bytes from the renderer")
     return spec
+
+
+def _unique_name(spec: ProgramSpec, dev: Compiled) -> ProgramSpec:
+    """`spec`, renamed E_8 -> E_8n1, E_8n2, ... when another kernel already has its name and different code: kernels
+    compiled together into one library (`Compiler.compile_batch`) need distinct names. The same code keeps the same
+    name, so identical kernels are still compiled once, and a program names its kernels the same way every run."""
+    seen = kernel_names.setdefault((dev.device, spec.name), {})
+    name = seen.get(spec.src)
+    if name is None:
+        name = seen[spec.src] = f"{spec.name}n{len(seen)}" if seen else spec.name
+    if name == spec.name:
+        return spec
+    return dataclasses.replace(spec, name=name, src=dev.renderer.render(name, list(spec.uops)))
 
 
 def _compile(spec: ProgramSpec, dev: Compiled, device: str) -> tuple[bytes, float]:
