@@ -1,5 +1,7 @@
 """The codegen pipeline end to end: the C a kernel becomes, and what DEBUG prints."""
 
+import re
+
 import numpy as np
 
 from uopkit import Device, Tensor, dtypes
@@ -42,7 +44,8 @@ def test_debug_levels_print_kernel_time_and_source(capsys):
     with Context(DEBUG=4):
         (x * 2 + 1).realize()
     out = capsys.readouterr().out
-    assert "void E_10(" in out
+    # (E_10, or E_10n<k> when another 10-element kernel took the name first in this process)
+    assert re.search(r"void E_10(n\d+)?\(", out)
     assert " us " in out and "E_10" in out
 
 

@@ -764,3 +764,16 @@ def test_cummax_cummin_with_indices(op):
     (v, i), (tv, ti) = getattr(ours, op)(1), getattr(theirs, op)(1)
     np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
     np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
+def test_signed_zero_constants_stay_apart():
+    # 0.0 == -0.0 in Python: neither the node table nor the schedule cache may take one for the other
+    for first, second in ((0.0, -0.0), (-0.0, 0.0)):
+        a, b = Tensor.full((3,), first).numpy(), Tensor.full((3,), second).numpy()
+        assert list(np.signbit(a)) == [np.signbit(first)] * 3 and list(np.signbit(b)) == [np.signbit(second)] * 3
+    x = Tensor([1.0, -2.0])
+    for z in (0.0, -0.0, 0.0):
+        np.testing.assert_array_equal(np.signbit((x * z).numpy()), np.signbit(np.array([1.0, -2.0]) * z))
+    assert np.signbit(Tensor([-1.0]).clip(-0.0, 1.0).numpy()[0]) and not np.signbit(
+        Tensor([-1.0]).clip(0.0, 1.0).numpy()[0]
+    )

@@ -36,7 +36,7 @@ from uopkit.schedule import (
     update_tensors,
 )
 from uopkit.schedule.grouper import is_kernel_store
-from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap
+from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -331,6 +331,9 @@ def _parameterize(sink: UOp, prefix: _Param | None = None) -> _Param | None:
             arg = ("fresh", type(arg).__name__, fresh.setdefault(arg, len(fresh)))
         elif op is Ops.STORE:
             p.stores.append(u)
+        elif op is Ops.CONST:
+            # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
+            arg = const_identity(arg)
         key.append((op, u.dtype, arg, tuple([position[s] for s in u.src])))
     return p
 

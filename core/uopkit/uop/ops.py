@@ -271,9 +271,19 @@ def _leaf_device(u: UOp) -> str | None:
     return u.arg[1] if u.op is Ops.BUFFER else u.arg if u.op is Ops.DEVICE else None
 
 
+def const_identity(arg: Any) -> Any:
+    """A constant's value as a table key: 0.0 == -0.0 (the two must stay two nodes) and nan != nan (one node is
+    enough) as Python compares floats, so those are keyed by their hex form."""
+    if type(arg) is float:
+        return arg.hex() if arg == 0 or arg != arg else arg
+    if type(arg) is tuple:
+        return tuple(const_identity(a) for a in arg)
+    return arg
+
+
 class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        key = (op, dtype, src, arg)
+        key = (op, dtype, src, arg if op is not Ops.CONST else const_identity(arg))
         try:
             ref = _uop_table.get(key)
         except TypeError as e:
