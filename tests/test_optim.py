@@ -139,3 +139,20 @@ def test_optimizer_errors() -> None:
         SGD([Tensor([1, 2], requires_grad=True)])
     with pytest.raises(ValueError, match="no parameters that require a gradient"):
         SGD([Tensor([1.0], requires_grad=False)])
+
+
+def test_step_realizes_the_gradients_it_used():
+    # after step() the gradient holds what backward computed (from the weights before the step), in a buffer of its
+    # own, as in PyTorch: no lazy graph over weights the step overwrote
+    from uopkit.engine.realize import stats
+
+    w = Tensor([[1.0, 2.0]], requires_grad=True)
+    x = Tensor([[3.0], [4.0]])
+    opt = SGD([w], lr=0.1)
+    (w @ x).sum().backward()
+    opt.step()
+    assert w.grad is not None and w.grad.uop.base.op is Ops.BUFFER
+    before = stats["kernels_run"]
+    np.testing.assert_allclose(w.grad.numpy(), [[3.0, 4.0]])
+    assert stats["kernels_run"] == before
+    np.testing.assert_allclose(w.numpy(), [[0.7, 1.6]], rtol=1e-6)

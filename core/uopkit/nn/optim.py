@@ -67,7 +67,8 @@ class Optimizer:
         Tensor.realize(*self.schedule_step())
 
     def schedule_step(self) -> list[Tensor]:
-        """Build the in-place updates without running them; returns the tensors to realize.
+        """Build the in-place updates without running them; returns the tensors to realize (the updated parameters and
+        state, and the gradients, which are realized with them).
 
         Realize them together with the loss (`Tensor.realize(loss, *opt.schedule_step())`) to read the loss of
         this step: a parameter's buffer is overwritten when the step runs.
@@ -81,7 +82,10 @@ class Optimizer:
                 raise ValueError(
                     f"{type(self).__name__}.step: gradient shape {p.grad.shape} doesn't match its parameter's {p.shape}"
                 )
-        return self._step(with_grad) + self.params + self.buffers
+        # the gradients are realized with the step (as PyTorch keeps them after step()): left lazy, they would read the
+        # weights the step overwrites, and each step would first copy every weight for them (copy on write)
+        grads = [p.grad for p in with_grad if p.grad is not None]
+        return self._step(with_grad) + self.params + self.buffers + grads
 
     def _step(self, params: list[Tensor]) -> list[Tensor]:
         raise NotImplementedError
