@@ -21,6 +21,10 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     plan = initial_plan(ast)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
+    if not red_sizes:
+        # elementwise: the C compiler vectorizes the innermost loop by itself; lanes only add code (and the loads'
+        # strides, which take a lowering and a simplification to find, are not needed)
+        return list(_thread_opts(plan, renderer).opts)
     red_axis_ids = set(range(plan.n_out, plan.n_out + len(red_sizes)))
     all_loads = load_axes(ast)
     # in a reduce kernel the loads inside the reduce loop are the ones that count (an epilogue's reads run once)
@@ -40,10 +44,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     # output axes that some load doesn't move along: tiling them reuses that load across the tile
     reuse_axes = [a for a in out_axes if any(a not in la for la in loads)]
     store_contiguous = [a for a, st in memory_strides(ast, loads=False).items() if 1 in st]
-    if not red_sizes:
-        # elementwise: the C compiler vectorizes the innermost loop by itself; lanes only add code
-        pass
-    elif not vec_out and vec_red and len(reuse_axes) >= 2:
+    if not vec_out and vec_red and len(reuse_axes) >= 2:
         # both operands run along the reduce (a @ b.T): vectors along the reduce, one accumulator vector per output
         # of a small tile, combined across the vector's lanes after the loop
         axis = vec_red[-1]
