@@ -164,3 +164,27 @@ def test_distinct_kernels_of_one_name_are_renamed_and_compile_together() -> None
     again = Tensor(x + 5) * 2 + 0.25
     again.realize()
     np.testing.assert_allclose(again.numpy(), (x + 5) * 2 + 0.25)
+
+
+def test_a_compiler_without_batch_builds_gets_one_kernel_per_run() -> None:
+    # the default compile_batch compiles one kernel after another: a batch would only take work from the other
+    # workers, so each run gets one kernel, started as soon as it is added
+    class OneByOne(Compiler):
+        def __init__(self) -> None:
+            super().__init__(cache_key=None)
+            self.sizes: list[int] = []
+
+        def compile(self, src: str) -> bytes:  # type: ignore[override]
+            return f"lib:{src}".encode()
+
+        def compile_cached_batch(self, srcs: list[str | bytes]) -> list[bytes]:
+            self.sizes.append(len(srcs))
+            return super().compile_cached_batch(srcs)
+
+    compiler = OneByOne()
+    dev = FakeDevice(compiler)
+    with CompileQueue(2, expected=3 * MIN_BATCH) as queue:
+        for i in range(3 * MIN_BATCH):
+            queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
+        assert [lib for lib, _ in queue.results()] == [f"lib:src{i}".encode() for i in range(3 * MIN_BATCH)]
+    assert compiler.sizes == [1] * (3 * MIN_BATCH)

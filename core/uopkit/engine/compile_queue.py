@@ -19,7 +19,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from uopkit.device import Compiled, CompileError
+from uopkit.device import Compiled, CompileError, Compiler
 
 # a batch this large already pays the compiler's fixed cost ~1/MAX_BATCH per kernel; larger ones only delay the
 # first results and leave other workers idle
@@ -38,6 +38,12 @@ class _Job:
     dev: Compiled
     device: str
     future: Future[tuple[bytes, float]] = field(default_factory=Future)
+
+
+def _builds_batches(dev: Compiled) -> bool:
+    """Whether the device's compiler builds several kernels in one run (overrides `Compiler.compile_batch`), which
+    pays its fixed cost per run once per batch."""
+    return type(dev.compiler).compile_batch is not Compiler.compile_batch
 
 
 def _fail(job: _Job, e: CompileError) -> None:
@@ -80,7 +86,10 @@ class CompileQueue:
     def _take(self) -> list[_Job]:
         # under the lock: the oldest waiting kernel and more of its device with names not yet in the batch; once
         # every kernel is in, at most a fair share of what waits among the workers not compiling now (they take the
-        # rest)
+        # rest). A compiler without a batch build of its own compiles a batch one kernel after another: one kernel at
+        # a time keeps every worker busy
+        if not _builds_batches(self._pending[0].dev):
+            return [self._pending.pop(0)]
         fair = max(MIN_SPLIT, -(-len(self._pending) // (self.workers - self._running)))
         share = MAX_BATCH if not self._closed else min(MAX_BATCH, fair)
         if self._closed and len(self._pending) - share < MIN_SPLIT:
@@ -117,7 +126,10 @@ class CompileQueue:
 
     def _may_start(self) -> bool:
         # under the lock, while kernels are still being added: a batch's worth waits and a core is free of compiles,
-        # and not just a few more kernels are still to come (they would be left for a compiler run of their own)
+        # and not just a few more kernels are still to come (they would be left for a compiler run of their own).
+        # Batching is only worth the wait for a compiler that builds a batch in one run
+        if not _builds_batches(self._pending[0].dev):
+            return True
         to_come = self.expected - len(self._jobs) if self.expected is not None else MIN_SPLIT
         if 0 < to_come < MIN_SPLIT:
             return False
