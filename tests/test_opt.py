@@ -468,3 +468,58 @@ def test_thread_opt_splits_and_merges_axes_into_one_parallel_loop(monkeypatch):
     # a loop of fewer blocks than threads is split only as many ways
     src = get_program(item.ast, renderer, [Opt(OptOps.THREAD, 0, 3)]).src
     assert "_chunks = 3;" in src
+
+
+def test_swap_reorders_the_output_loops_and_keeps_the_values():
+    rng = np.random.default_rng(3)
+    a, b = (Tensor(rng.standard_normal(shape).astype(np.float32)) for shape in ((16, 24), (24, 32)))
+    t = a @ b
+    item = create_schedule(kernelize_tensors([t]))[-1]
+    renderer = Device["CPU"].renderer
+    base = [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 0, 2)]
+    src = get_program(item.ast, renderer, base).src
+    swapped = get_program(item.ast, renderer, [*base, Opt(OptOps.SWAP, 0, 1)]).src
+    # the row loop (8 tiles of 2) opens first without SWAP, the column loop (4 vectors of 8) first with it
+    assert src.index("< 8") < src.index("< 4")
+    assert swapped.index("< 4") < swapped.index("< 8")
+    expected = _run(item, base)
+    np.testing.assert_allclose(_run(item, [*base, Opt(OptOps.SWAP, 0, 1)]), expected, rtol=1e-6)
+    # with a thread split of the rows, the parallel loop stays outermost
+    threaded = [*base, Opt(OptOps.SWAP, 0, 1), Opt(OptOps.THREAD, 0, 2)]
+    np.testing.assert_allclose(_run(item, threaded), expected, rtol=1e-6)
+    plan = initial_plan(item.ast)
+    with pytest.raises(OptError, match="two output axes"):
+        apply_opt(plan, Opt(OptOps.SWAP, 1, 0), renderer)
+    with pytest.raises(OptError, match="no loop left"):
+        apply_opt(apply_opt(plan, Opt(OptOps.UPCAST, 1, 32), renderer), Opt(OptOps.SWAP, 0, 1), renderer)
+    # a GPU-style renderer's output loops are a grid: nothing to reorder
+    with pytest.raises(OptError, match="grid"):
+        apply_opt(plan, Opt(OptOps.SWAP, 0, 1), _emulated("OPENCL"))
+
+
+def test_heuristic_puts_a_big_matmuls_column_loop_outside_its_rows(monkeypatch):
+    # the panel of the right operand one column of tiles reads stays in cache while the row tiles pass
+    axes, opts = _thread_axes(Tensor.empty(1024, 1024) @ Tensor.empty(1024, 1024), 2, monkeypatch)
+    assert Opt(OptOps.SWAP, 0, 1) in opts and axes == [0]
+
+
+def test_swap_refused_where_a_reduce_is_broadcast_along_the_output():
+    t = Tensor.empty(16, 24) - Tensor.empty(16, 24).sum(1, keepdim=True)
+    item = create_schedule(kernelize_tensors([t]))[-1]
+    with pytest.raises(OptError, match="broadcast along the output"):
+        apply_opt(initial_plan(item.ast), Opt(OptOps.SWAP, 0, 1), Device["CPU"].renderer)
+
+
+def test_padded_max_tail_after_a_simd_max_loop_keeps_nan():
+    # PADTO + UNROLL runs the last element of each row after the loop: that update is a plain MAX (it once used the
+    # loop's NaN flag outside its block: a compile error)
+    x = np.arange(16 * 75, dtype=np.float32).reshape(16, 75)
+    x[3, 74] = np.nan
+    x[5, 10] = np.nan
+    t = Tensor(x).max(axis=1)
+    schedule = create_schedule(kernelize_tensors([t]))
+    for earlier in schedule[:-1]:
+        _run(earlier, [])
+    r = initial_plan(schedule[-1].ast).n_out
+    got = _run(schedule[-1], [Opt(OptOps.PADTO, r, 8), Opt(OptOps.UNROLL, r, 2)])
+    np.testing.assert_array_equal(got.reshape(-1), x.max(axis=1))

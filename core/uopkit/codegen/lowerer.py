@@ -546,6 +546,14 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
         thread_ids, thread_loop = _thread_ids(ctx, thread_parts)
         grid_ids.update(thread_ids)
         loops.append(thread_loop)
+    # loops nest in the order their ranges are made (the linearizer opens the lowest id first): with a loop order
+    # (OptOps.SWAP) the plain loops are made first, in that order
+    ordered: dict[tuple[int, int], UOp] = {}
+    if plan.loop_order and not ctx.gpu:
+        for i in plan.loop_order:
+            for j, p in enumerate(plan.out[i]):
+                if p.kind == "loop" and p.size > 1:
+                    ordered[(i, j)] = ctx.new_range(p.size, "loop")
     idx = []
     for i, parts in enumerate(plan.out):
         nodes: list[tuple[UOp, int]] = []
@@ -559,7 +567,7 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
             elif p.kind == "tc":
                 nodes.append((tile_placeholder(ctx, i), p.size))
             else:
-                r = ctx.new_range(p.size, ctx.lane_kind(i, j, len(parts), p.kind))
+                r = ordered.get((i, j)) or ctx.new_range(p.size, ctx.lane_kind(i, j, len(parts), p.kind))
                 ctx.axis_of[r.arg[0]] = i
                 if p.kind in LOOP_KINDS:
                     loops.append(r)
@@ -568,7 +576,7 @@ def _output_axes(ctx: LowererContext) -> tuple[Index, list[UOp], UOp]:
         if math.prod(s for _, s in nodes) > plan.real[i]:
             gate = _and(gate, axis_idx.lt(plan.real[i]))
         idx.append(axis_idx)
-    return tuple(idx), loops, gate
+    return tuple(idx), sorted(loops, key=lambda r: r.arg[0]), gate
 
 
 # values worth computing once and storing: the core decomposes these into tens of ops on backends without them natively

@@ -53,6 +53,10 @@ class OptOps(Enum):
       at a barrier, runs the step's stage loops and lanes reading the copies, and waits again before the next step
       overwrites them. It needs a renderer with local memory, a LOCAL split already made and no GROUP or TC; one
       STAGE per reduce axis.
+    - SWAP trades the places of output axes `axis` and `amount` in the nest of plain loops (CPU-style renderers:
+      a GPU grid has no nesting). The loops of a matmul's columns outside those of its rows keep one panel of the
+      right operand in cache while every row of the left one streams past it, instead of streaming all of the
+      right operand once per row tile. The parallel loop of THREAD parts stays outermost.
     """
 
     UPCAST = auto()
@@ -64,6 +68,7 @@ class OptOps(Enum):
     PADTO = auto()
     TC = auto()
     STAGE = auto()
+    SWAP = auto()
 
     def __repr__(self) -> str:
         return f"OptOps.{self.name}"
@@ -114,6 +119,8 @@ class KernelPlan:
     threads: int = 0
     reduce_op: UOp | None = field(default=None, compare=False)
     tc: TCPlan | None = None
+    # the output axes in the order their loops nest, outermost first (OptOps.SWAP; empty: in axis order)
+    loop_order: tuple[int, ...] = ()
     # the kernel the plan is for (OptOps.TC inspects it)
     ast: UOp | None = field(default=None, compare=False)
 

@@ -363,8 +363,15 @@ class RenderContext:
         self.max_updates: dict[UOp, tuple[UOp, UOp]] = {}
         self.simd_max_loops: set[UOp] = set()
         if renderer.simd_max_loop and Ops.MAX in renderer.caps.simd_reduce_ops:
-            regs = {r for role in self.loops.values() if role.reduce is Ops.MAX for r in role.registers}
+            max_loops = {x: role for x, role in self.loops.items() if role.reduce is Ops.MAX}
+            # only the updates inside a max loop: a padded tail's update after the loop is a plain MAX
+            open_regs: list[set[UOp]] = [set()]
             for u in uops:
+                if u.op is Ops.RANGE and u in max_loops:
+                    open_regs.append(open_regs[-1] | set(max_loops[u].registers))
+                elif u.op is Ops.END and u.src[1] in max_loops:
+                    open_regs.pop()
+                regs = open_regs[-1]
                 if u.op is Ops.STORE and u.src[1].op is Ops.MAX and u.src[0].src[0] in regs:
                     read = next(x for x in u.src[1].src if x.op is Ops.LOAD and x.src[0] is u.src[0])
                     self.max_updates[u.src[1]] = (read, u.src[0].src[0])

@@ -20,7 +20,7 @@ from uopkit.codegen.plan import (
     main_reduce,
     work_group_dims,
 )
-from uopkit.uop.ops import UOp
+from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.renderer import Renderer
@@ -90,6 +90,8 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
         new = _split_last_loop(plan, opt.axis, opt.amount, "group", opt, outer=opt.op is OptOps.GROUPTOP)
     elif opt.op is OptOps.STAGE:
         new = _apply_stage(plan, opt, renderer)
+    elif opt.op is OptOps.SWAP:
+        new = _apply_swap(plan, opt, renderer)
     elif opt.op is OptOps.PADTO:
         parts = plan.axis_parts(opt.axis)
         if len(parts) != 1 or parts[0].kind != "loop":
@@ -127,6 +129,30 @@ def _check_launch(plan: KernelPlan, opt: Opt, renderer: Renderer) -> None:
     shared = local_memory_bytes(plan) + stage_bytes(plan)
     if shared and caps.shared_max and shared > caps.shared_max:
         raise OptError(f"{opt}: {shared} bytes of local memory exceed the renderer's {caps.shared_max}")
+
+
+def _apply_swap(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
+    if renderer.caps.has_local:
+        who = renderer.device or type(renderer).__name__
+        raise OptError(f"{opt}: the {who} renderer runs output loops as a grid, which has no loop order to change")
+    a, b = opt.axis, opt.amount
+    if not (a < b < plan.n_out):
+        raise OptError(f"{opt}: SWAP takes two output axes, the smaller first (kernel has {plan.n_out} output axes)")
+    for axis in (a, b):
+        if not any(p.kind == "loop" and p.size > 1 for p in plan.out[axis]):
+            raise OptError(f"{opt}: output axis {axis} has no loop left to move")
+    # a reduce with fewer values than the output (a row's sum used along the row) runs between the loops of the
+    # axes it depends on and those it is broadcast along: their order is fixed
+    if plan.ast is None:
+        raise OptError(f"{opt}: SWAP needs a plan built by initial_plan")
+    outputs = math.prod(plan.real[: plan.n_out])
+    for u in plan.ast.toposort():
+        if u.op is Ops.REDUCE_AXIS and math.prod(u.shape or ()) != outputs:
+            raise OptError(f"{opt}: a reduce of shape {u.shape} is broadcast along the output (loop order fixed)")
+    order = list(plan.loop_order or range(plan.n_out))
+    i, j = order.index(a), order.index(b)
+    order[i], order[j] = order[j], order[i]
+    return replace(plan, loop_order=tuple(order))
 
 
 def _has_stage(plan: KernelPlan) -> bool:

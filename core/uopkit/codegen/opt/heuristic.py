@@ -81,6 +81,11 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             amt2 = _divisor(out_sizes[other], (8, 6, 4, 3, 2) if big else (4, 3, 2))
             if amt2:
                 plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
+                if other < axis and other in reusing:
+                    # the vector axis's loop outside the rows': the slice of the vector's operand one column of
+                    # tiles reads stays in cache while every row tile passes, and only the rows' (narrower)
+                    # operand streams from farther out
+                    plan = _try(plan, Opt(OptOps.SWAP, other, axis), renderer)
                 break
     elif vec_red and Ops.ADD in renderer.caps.simd_reduce_ops:
         # a reduce along contiguous memory, on a renderer that marks such loops for SIMD: the C compiler vectorizes
@@ -139,9 +144,10 @@ def _thread_opts(plan: KernelPlan, renderer: Renderer) -> KernelPlan:
     blocks = math.prod(size for _, size in chosen[:-1])
     for k, (axis, size) in enumerate(chosen):
         amount = 0
-        if k == len(chosen) - 1 and threads < cpu_threads():
+        if k == len(chosen) - 1 and (threads < cpu_threads() or plan.loop_order):
             # a kernel worth fewer threads than there are: about as many blocks as its threads (the renderer starts
-            # one thread per block, up to every core), each a run of the loop
+            # one thread per block, up to every core), each a run of the loop; with a loop order (SWAP) the loop
+            # left inside each block is what the order moves
             fit = [d for d in range(2, size) if size % d == 0 and blocks * d >= threads]
             amount = next((d for d in fit if thread_balance(blocks * d, threads) >= MIN_BALANCE), 0)
         plan = _try(plan, Opt(OptOps.THREAD, axis, amount), renderer)

@@ -99,6 +99,9 @@ def candidate_actions(plan: KernelPlan, renderer: Renderer) -> list[Opt]:
                 actions += [Opt(OptOps.THREAD, axis, a) for a in dict.fromkeys((0, cpu_threads()))]
             if renderer.caps.has_local:
                 actions += [Opt(OptOps.LOCAL, axis, a) for a in LOCAL_AMOUNTS]
+    # the loop order of each pair of output axes (CPU-style renderers: a GPU grid has none)
+    if not renderer.caps.has_local:
+        actions += [Opt(OptOps.SWAP, a, b) for a in range(plan.n_out) for b in range(a + 1, plan.n_out)]
     # each tensor core the renderer declares, on each reduce axis (apply_opt keeps the ones the kernel fits)
     if plan.tc is None and plan.red:
         tc_count = len(renderer.caps.tensor_cores)
