@@ -777,3 +777,14 @@ def test_signed_zero_constants_stay_apart():
     assert np.signbit(Tensor([-1.0]).clip(-0.0, 1.0).numpy()[0]) and not np.signbit(
         Tensor([-1.0]).clip(0.0, 1.0).numpy()[0]
     )
+
+
+def test_adding_zero_to_negative_zero_gives_positive_zero():
+    # IEEE (and PyTorch): -0.0 + 0.0 is +0.0, so x + 0 is not x for floats; x - 0 and x + -0.0 are
+    x = Tensor([-0.0, 0.0, 1.5])
+    assert list(np.signbit((x + 0).numpy())) == [False, False, False]
+    assert list(np.signbit((0 + x).numpy())) == [False, False, False]
+    assert list(np.signbit((x - 0).numpy())) == [True, False, False]
+    assert list(np.signbit((x + -0.0).numpy())) == [True, False, False]
+    # integers still fold
+    assert (Tensor([3, -4]) + 0).tolist() == [3, -4]

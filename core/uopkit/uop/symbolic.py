@@ -354,6 +354,10 @@ def do_index_given_gate(x: UOp) -> UOp | None:
     return x.replace(src=(x.src[0], new_idx, *x.src[2:]))
 
 
+def do_add_zero(x: UOp, z: UOp) -> UOp | None:
+    return x if not dtypes.is_float(x.dtype) or math.copysign(1.0, z.arg) < 0 else None
+
+
 def do_and_left_assoc(x: UOp, y: UOp, z: UOp) -> UOp:
     # one shape for an AND chain, ((a & b) & c): the same conditions ANDed in the same order are the same node, so a
     # where's merged condition finds the load's gate
@@ -371,7 +375,8 @@ pm_symbolic = PatternMatcher(
         # constants on the right of commutative ops, so the rules below see one form
         (UPat(GroupOp.Commutative, src=(UPat.cvar(), UPat()), name="x"), do_canonical_const_right),
         # identities
-        (UPat.var("x") + 0, lambda x: x),
+        # (a float x + 0.0 is not x when x is -0.0: only + -0.0 leaves every float as it is)
+        (UPat.var("x") + UPat.const(None, 0).named("z"), do_add_zero),
         (UPat.var("x") * 1, lambda x: x),
         (UPat.var("x", INT_DTYPES) * 0, lambda x: x.const_like(0)),
         (UPat.var("x") // 1, lambda x: x),
