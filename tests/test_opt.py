@@ -417,13 +417,13 @@ def _thread_axes(t, threads, monkeypatch):
 
 def test_heuristic_threads_matmul_over_rows_then_columns_of_tiles(monkeypatch):
     a, b = Tensor.empty(256, 256), Tensor.empty(256, 256)
-    # 32 rows of 8x32 tiles: enough for 16 or 32 threads, row blocks only
+    # 64 rows of 4x64 tiles: enough for 16 or 32 threads, row blocks only
     assert _thread_axes(a @ b, 16, monkeypatch)[0] == [0]
     assert _thread_axes(a @ b, 32, monkeypatch)[0] == [0]
-    # 12 threads share 32 rows unevenly (3 rounds for 2.7): the columns of tiles are split too (256 blocks)
+    # 12 threads share 64 rows unevenly (6 rounds for 5.3): the columns of tiles are split too (256 blocks)
     assert _thread_axes(a @ b, 12, monkeypatch)[0] == [0, 1]
-    # 64 rows by 16 columns of tiles at 128 threads: both axes
-    assert _thread_axes(Tensor.empty(512, 256) @ Tensor.empty(256, 512), 128, monkeypatch)[0] == [0, 1]
+    # 128 rows by 8 columns of tiles at 256 threads: both axes
+    assert _thread_axes(Tensor.empty(512, 256) @ Tensor.empty(256, 512), 256, monkeypatch)[0] == [0, 1]
 
 
 def test_heuristic_small_kernels_use_fewer_threads_or_none(monkeypatch):

@@ -4,11 +4,23 @@ import numpy as np
 import pytest
 
 from uopkit import Device, Tensor
-from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.schedule import create_schedule, kernelize_tensors, packing
 from uopkit.uop.ops import Ops
 
 PANEL = getattr(Device["CPU"].renderer, "pack_panel", 0)
 pytestmark = pytest.mark.skipif(not PANEL, reason="the CPU renderer packs no matmul operands")
+
+
+@pytest.fixture(autouse=True)
+def _pack_small_operands(monkeypatch):
+    # these tests pack a 256x256 operand, below the default size (see test_default_size_leaves_small_operands_alone)
+    monkeypatch.setattr(packing, "MIN_ELEMENTS", 32 * 1024)
+
+
+def test_default_size_leaves_small_operands_alone(monkeypatch):
+    monkeypatch.undo()
+    assert len(_kernels(Tensor.empty(256, 256) @ Tensor.empty(256, 256))) == 1
+    assert len(_kernels(Tensor.empty(256, 512) @ Tensor.empty(512, 512))) == 2
 
 
 def _kernels(t: Tensor) -> list:

@@ -19,9 +19,10 @@ import math
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat
 from uopkit.uop.symbolic import decompose, simplify
 
-# below these the copy costs more than the strided reads: the panel's reuse (rows of A) and the operand's size
+# below these the copy costs more than the strided reads: the panel's reuse (rows of A) and the operand's size (up to
+# 128K floats, half a core's L2, B stays in cache as it is: a 256x256 matmul runs as fast unpacked, one kernel less)
 MIN_REUSE = 64
-MIN_ELEMENTS = 64 * 1024
+MIN_ELEMENTS = 128 * 1024
 
 
 def panel_width(device: str) -> int:
@@ -74,7 +75,7 @@ def panel_for(operand: UOp, j: int, k: int, reuse: int) -> int:
     p = panel_width(operand.device)
     # worth it: whole panels, reused across enough rows, big enough; only a row-major view of stored data (a value
     # still to be computed is written in whatever layout its kernel picks)
-    if not p or n % p or reuse < MIN_REUSE or n * kk < MIN_ELEMENTS or operand.base.op is not Ops.BUFFER:
+    if not p or n % p or reuse < MIN_REUSE or n * kk <= MIN_ELEMENTS or operand.base.op is not Ops.BUFFER:
         return 0
     strides = _strides(operand)
     return p if strides is not None and strides[j] == 1 and abs(strides[k]) >= p else 0

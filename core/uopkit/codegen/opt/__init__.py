@@ -25,7 +25,8 @@ from uopkit.uop.ops import Ops, UOp
 if TYPE_CHECKING:
     from uopkit.renderer import Renderer
 
-MAX_LANES = 256
+# (a CPU matmul tile of 6 rows by 4 vectors of 16 floats is 384)
+MAX_LANES = 384
 
 
 def _split_last_loop(plan: KernelPlan, axis: int, amount: int, kind: str, opt: Opt, outer: bool = False) -> KernelPlan:
