@@ -1,10 +1,11 @@
 """Compiling a schedule's new kernels side by side, in batches, while the next ones are generated.
 
 `CompileQueue.add` takes a kernel whose code was just generated (Python, on the caller's thread); worker threads
-(one per core; while kernels are still being added, one fewer compiles at a time, leaving a core to the code
-generator) take what is waiting, a batch at a time, and hand it to the device's compiler as one
-`Compiler.compile_cached_batch` call: batches compile while later kernels are generated, and a C compiler's fixed
-cost per run (process startup, assembler, linker) is paid once per batch instead of once per kernel. A batch never
+(one per core) take what is waiting and hand it to the device's compiler as one `Compiler.compile_cached_batch` call.
+For a compiler that builds a batch in one run (the CPU's: one C file, one library), workers take a batch at a time
+and, while kernels are still being added, one fewer compiles at a time, leaving a core to the code generator: a C
+compiler's fixed cost per run (process startup, assembler, linker) is paid once per batch instead of once per
+kernel. Other compilers get one kernel per run, started as soon as it is added, on every worker. A batch never
 holds two kernels of the same name (they would clash in one library) nor kernels of two devices.
 
 `results` waits for every compile and returns the libraries in the order the kernels were added; a failure is a

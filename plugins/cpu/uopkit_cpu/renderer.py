@@ -36,7 +36,7 @@ class ClangRenderer(CStyleRenderer):
     # a parallel loop is run by the backend's thread pool (`uopkit_cpu.pool`), a chunk of its iterations per call:
     # the kernel gets two more parameters, which chunk and of how many
     def render_loop(self, ctx: RenderContext, x: UOp, name: str, parallel: bool) -> str:
-        if not parallel or not _chunkable(ctx.uops):
+        if not parallel or not _chunkable(ctx.uops, x):
             return super().render_loop(ctx, x, name, parallel)
         dt, n = self.render_dtype(x.dtype), ctx.ref(x.src[0])
         first, end = (f"({dt})(({n})*(long long)({c})/chunks)" for c in ("chunk", "chunk+1"))
@@ -50,7 +50,7 @@ class ClangRenderer(CStyleRenderer):
         if uops is not None and (len(uops) > 1500 or any(u.op is Ops.DEFINE_REG and u.dtype.size > 1 for u in uops)):
             attrs = '__attribute__((optimize("no-tree-loop-vectorize"))) '
         loop = _parallel_loop(uops) if uops is not None else None
-        if loop is None or not _chunkable(uops or []):
+        if loop is None or not _chunkable(uops or [], loop):
             return attrs + super().render_kernel(name, body, params, uops)
         # the kernel runs one chunk of its parallel loop per call; the pool calls `<name>_chunk` with the buffers and
         # symbolic values in arrays, `<name>_chunks` times
@@ -80,10 +80,10 @@ def _parallel_loop(uops: list[UOp]) -> UOp | None:
     return next((u for u in uops if u.op is Ops.RANGE and u.arg[1] == "thread"), None)
 
 
-def _chunkable(uops: list[UOp]) -> bool:
+def _chunkable(uops: list[UOp], loop: UOp | None = None) -> bool:
     """Whether the program's parallel loop can run as chunks, each call doing the rest of the program again: nothing
     outside the loop stores (the code around it only computes values the loop reads)."""
-    loop = _parallel_loop(uops)
+    loop = loop if loop is not None else _parallel_loop(uops)
     if loop is None:
         return False
     start = uops.index(loop)
