@@ -1,5 +1,6 @@
 """Kernel opts: every random, valid combination must compute exactly what the unoptimized kernel computes."""
 
+import math
 import random
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from uopkit import Device, Tensor
 from uopkit.codegen import get_program
-from uopkit.codegen.opt import Opt, OptError, OptOps, apply_opt, initial_plan
+from uopkit.codegen.opt import Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
 from uopkit.codegen.opt.search import beam_search, candidate_actions, load_cached
 from uopkit.engine.realize import _buffer_for
 from uopkit.schedule import create_schedule, kernelize_tensors
@@ -523,3 +524,40 @@ def test_padded_max_tail_after_a_simd_max_loop_keeps_nan():
     r = initial_plan(schedule[-1].ast).n_out
     got = _run(schedule[-1], [Opt(OptOps.PADTO, r, 8), Opt(OptOps.UNROLL, r, 2)])
     np.testing.assert_array_equal(got.reshape(-1), x.max(axis=1))
+
+
+def _tile(t, monkeypatch, registers=None):
+    """(vectors per row, rows) of the register tile the CPU heuristic gives the last kernel of `t`."""
+    from dataclasses import replace
+
+    from uopkit.codegen.opt.heuristic import hand_coded_opts
+
+    monkeypatch.setenv("UOPKIT_THREADS", "2")
+    renderer = Device["CPU"].renderer
+    if registers is not None:
+        renderer = type(renderer)()
+        renderer.caps = replace(renderer.caps, vector_registers=registers)
+    item = create_schedule(kernelize_tensors([t]))[-1]
+    plan = apply_opts(item.ast, hand_coded_opts(item.ast, renderer), renderer)
+    width = renderer.caps.max_vector_width
+    ups = [math.prod(p.size for p in parts if p.kind == "upcast") for parts in plan.out]
+    return max(ups) // width, min(u for u in ups if u > 1)
+
+
+def test_register_tile_fits_the_cpus_registers(monkeypatch):
+    mm = Tensor.empty(768, 768) @ Tensor.empty(768, 768)
+    # AVX-512 (32 registers of 16 floats): 6 rows of 4 vectors, 24 accumulators
+    assert _tile(mm, monkeypatch, registers=32) == (4, 6)
+    # AVX2 holds 8 such vectors: a 2x2 tile, not 16 accumulators spilled to memory
+    vectors, rows = _tile(mm, monkeypatch, registers=8)
+    assert vectors * rows + min(vectors, rows) + 1 <= 8
+    # 784 columns are 49 vectors: 7 per row of the tile rather than 1
+    assert _tile(Tensor.empty(512, 256) @ Tensor.empty(256, 784), monkeypatch, registers=32) == (7, 2)
+
+
+def test_simd_registers_from_cpu_flags():
+    simd = pytest.importorskip("uopkit_cpu.renderer").simd_registers
+    assert simd(16, "flags\t: fpu sse2 avx avx2 avx512f avx512bw") == 32
+    assert simd(16, "flags\t: fpu sse2 avx avx2 fma") == 8
+    assert simd(16, "flags\t: fpu sse sse2") == 4
+    assert simd(16, "Features\t: fp asimd evtstrm") == 8

@@ -42,6 +42,9 @@ class RendererCaps:
     shared_on_chip: bool = True
     # the widest vector of each scalar type the backend renders natively
     max_vector_width: int = 1
+    # how many vectors of `max_vector_width` 4-byte lanes the processor's registers hold (a CPU backend: the CPU
+    # heuristic sizes a matmul's register tile to them; 0: unknown, taken as 32)
+    vector_registers: int = 0
     # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies. A comparison here
     # runs on vectors of 4-byte lanes and gives a bool vector that is a mask of 4-byte lanes, -1 true and 0 false (as
     # C's vector extensions and OpenCL give); WHERE here selects 4-byte lanes by such a mask (or by one bool)

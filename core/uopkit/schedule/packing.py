@@ -78,7 +78,13 @@ def panel_for(operand: UOp, j: int, k: int, reuse: int) -> int:
     if not p or n % p or reuse < MIN_REUSE or n * kk <= MIN_ELEMENTS or operand.base.op is not Ops.BUFFER:
         return 0
     strides = _strides(operand)
-    return p if strides is not None and strides[j] == 1 and abs(strides[k]) >= p else 0
+    if strides is None:
+        return 0
+    # row-major (B: each row of a panel contiguous) or transposed (W.T in x @ W.T: each panel gathered from p rows of
+    # W, one pass, so the matmul's tile reads vectors along j instead of reducing vectors along k)
+    along_j = strides[j] == 1 and abs(strides[k]) >= p
+    along_k = strides[k] == 1 and abs(strides[j]) >= p
+    return p if along_j or along_k else 0
 
 
 def packed_view(operand: UOp, j: int, p: int) -> UOp:
@@ -107,8 +113,12 @@ def _packed_operand(operand: UOp, k: int) -> UOp | None:
     strides = _strides(inner) if inner.base.op is Ops.BUFFER else None
     if strides is None or shape[k] == 1:
         return None
-    # the column axis: the other axis the operand walks contiguously
+    # the column axis: the other axis the operand walks contiguously, else (a transposed operand, contiguous along
+    # the reduce) its one other axis
     j = next((a for a, st in strides.items() if st == 1 and a != k and shape[a] > 1), None)
+    if j is None and strides[k] == 1:
+        others = [a for a, st in strides.items() if st != 0 and a != k and shape[a] > 1]
+        j = others[0] if len(others) == 1 else None
     if j is None:
         return None
     p = panel_for(inner, j, k, reuse)

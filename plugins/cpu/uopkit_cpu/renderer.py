@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+import platform
 from typing import ClassVar
 
 from uopkit.helpers import cpu_threads
@@ -10,13 +12,40 @@ from uopkit.renderer.cstyle import CStyleRenderer, RenderContext
 from uopkit.uop.ops import Ops, UOp
 
 
+def simd_registers(width: int, cpuinfo: str | None = None) -> int:
+    """How many vectors of `width` floats this CPU's SIMD registers hold: 32 zmm on AVX-512, 16 ymm on AVX, 16 xmm
+    on older x86, 32 NEON on arm64 (0: unknown)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = pathlib.Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    if "avx512f" in flags:
+        total = 32 * 64
+    elif "avx" in flags:
+        total = 16 * 32
+    elif "sse2" in flags:
+        total = 16 * 16
+    elif "asimd" in flags or platform.machine() in ("aarch64", "arm64"):
+        total = 32 * 16
+    else:
+        return 0
+    return max(1, total // (4 * width))
+
+
 class ClangRenderer(CStyleRenderer):
     device: ClassVar[str] = "CPU"
     buffer_suffix: ClassVar[str] = " restrict"
     caps = RendererCaps(
         has_threads=True,
-        # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions
+        # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions (two AVX2 registers each)
         max_vector_width=16,
+        vector_registers=simd_registers(16),
         # GCC vector extensions: arithmetic operators work on whole vectors, comparisons give masks (-1/0 lanes)
         # that WHERE selects lanes by
         vector_ops=frozenset(

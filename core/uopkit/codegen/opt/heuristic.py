@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from uopkit.codegen.opt import KernelPlan, Opt, OptOps, initial_plan
+from uopkit.codegen.opt import MAX_LANES, KernelPlan, Opt, OptOps, initial_plan
 from uopkit.codegen.opt.analysis import divisor as _divisor
 from uopkit.codegen.opt.analysis import load_axes, memory_strides
 from uopkit.codegen.opt.analysis import try_opt as _try
@@ -72,26 +72,27 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
                 more = _divisor(passes, tuple(m for m in (16, 8, 4, 2) if passes // m >= kernel_threads(plan)))
                 if more:
                     plan = _try(plan, Opt(OptOps.UPCAST, axis, more), renderer)
-            elif big and amt == width and out_sizes[axis] % (2 * width) == 0:
-                # big outputs: several vectors per row of the tile; four where they fit and rows reuse them (a matmul:
-                # fewer loads per FMA than 8 rows of two vectors, and fewer rows of the left operand in flight, whose
-                # power-of-two strides share cache sets; ~10% faster on AVX-512, 256 to 2048)
-                vectors = 4 if reusing and out_sizes[axis] % (4 * width) == 0 else 2
-                plan = _try(plan, Opt(OptOps.UPCAST, axis, vectors), renderer)
-        wide = math.prod(p.size for p in plan.out[axis] if p.kind == "upcast") > 2 * width
-        # a register tile: another output axis that the vector's loads don't move along reuses each loaded vector
-        # (the rows of a matmul, the output channels of a convolution); rows of four vectors: at most 6 (24 vector
-        # accumulators and the loaded row in AVX-512's 32 registers)
-        for other in reversed(reusing or [a for a in out_axes if a != axis]):
-            amt2 = _divisor(out_sizes[other], (6, 4, 3, 2) if wide else (8, 6, 4, 3, 2) if big else (4, 3, 2))
-            if amt2:
-                plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
-                if other < axis and other in reusing:
+        if big and amt == width and reusing:
+            # a register tile: rows along an axis that the vector's loads don't move along reuse each loaded vector
+            # (the rows of a matmul, the output channels of a convolution)
+            tile = _register_tile(out_sizes, axis, reusing, renderer)
+            if tile is not None:
+                vectors, other, rows = tile
+                if vectors > 1:
+                    plan = _try(plan, Opt(OptOps.UPCAST, axis, vectors), renderer)
+                plan = _try(plan, Opt(OptOps.UPCAST, other, rows), renderer)
+                if other < axis:
                     # the vector axis's loop outside the rows': the slice of the vector's operand one column of
                     # tiles reads stays in cache while every row tile passes, and only the rows' (narrower)
                     # operand streams from farther out
                     plan = _try(plan, Opt(OptOps.SWAP, other, axis), renderer)
-                break
+        else:
+            # a small tile along another output axis
+            for other in reversed(reusing or [a for a in out_axes if a != axis]):
+                amt2 = _divisor(out_sizes[other], (8, 6, 4, 3, 2) if big else (4, 3, 2))
+                if amt2:
+                    plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
+                    break
     elif vec_red and Ops.ADD in renderer.caps.simd_reduce_ops:
         # a reduce along contiguous memory, on a renderer that marks such loops for SIMD: the C compiler vectorizes
         # the loop body (exp and all) and the sum; explicit lanes would leave the body scalar
@@ -107,6 +108,30 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
     return list(_thread_opts(plan, renderer).opts)
+
+
+def _register_tile(
+    out_sizes: list[int], axis: int, reusing: list[int], renderer: Renderer
+) -> tuple[int, int, int] | None:
+    """(vectors per row, row axis, rows) of the register tile of a kernel whose output axis `axis` is loaded in
+    vectors that the `reusing` axes' rows share: each step of the reduce loads `vectors` vectors and `rows` broadcast
+    values for vectors * rows FMAs, so the tile with the most FMAs per load wins, among those whose accumulators, the
+    loaded vectors (or broadcasts, whichever are fewer) and one spare fit in the registers (an AVX-512 core: 6 rows of
+    4 vectors; AVX2: 2 rows of 2 of our 16-float vectors). Fewer vectors first on a tie (a narrower column panel)."""
+    width = renderer.caps.max_vector_width
+    registers = renderer.caps.vector_registers or 32
+    per_row = out_sizes[axis] // width
+    best: tuple[float, int, int, int] | None = None
+    for other in reversed(reusing):
+        for vectors in (v for v in range(1, 9) if per_row % v == 0):
+            for rows in (r for r in range(2, 9) if out_sizes[other] % r == 0):
+                fits = vectors * rows + min(vectors, rows) + 1 <= registers
+                if not fits or vectors * rows * width > MAX_LANES:
+                    continue
+                score = vectors * rows / (vectors + rows)
+                if best is None or score > best[0] + 1e-9:
+                    best = (score, vectors, other, rows)
+    return best[1:] if best is not None else None
 
 
 # a thread is woken only for at least this many iterations of the kernel's loops (output elements times reduce length):
