@@ -62,6 +62,21 @@ class ClangRenderer(CStyleRenderer):
     # max loops: OpenMP's max reduction on the plain compare, NaNs tracked by an int flag per accumulator
     simd_max_loop: ClassVar[str] = "#pragma omp simd reduction(max:{vars}) reduction(|:{flags})"
 
+    # what kernels use of <math.h>, declared here: parsing the header costs ~10-20 ms of every compiler run (these are
+    # the compilers' builtins, inlined where the CPU has an instruction)
+    libm: ClassVar[tuple[str, ...]] = (
+        '#define NAN __builtin_nanf("")',
+        "#define INFINITY __builtin_inff()",
+        *(
+            f"{t} {name}{s}({t}{', ' + t if name == 'pow' else ''});"
+            for t, s in (("float", "f"), ("double", ""))
+            for name in ("sqrt", "sin", "trunc", "pow", "exp2", "log2")
+        ),
+    )
+
+    def preamble(self, uops: list[UOp]) -> list[str]:
+        return [*self.libm, *self.vector_typedefs(uops)]
+
     # a parallel loop is run by the backend's thread pool (`uopkit_cpu.pool`), a chunk of its iterations per call:
     # the kernel gets two more parameters, which chunk and of how many
     def render_loop(self, ctx: RenderContext, x: UOp, name: str, parallel: bool) -> str:
