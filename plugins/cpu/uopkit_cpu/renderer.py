@@ -6,6 +6,7 @@ import pathlib
 import platform
 from typing import ClassVar
 
+from uopkit.dtype import dtypes
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import RendererCaps
 from uopkit.renderer.cstyle import CStyleRenderer, RenderContext
@@ -87,12 +88,19 @@ class ClangRenderer(CStyleRenderer):
         return f"for ({dt} {name} = {first}, {name}_end = {end}; {name} < {name}_end; {name}++) {{"
 
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
-        attrs = ""
+        options = []
         # a register tile (many accumulator lanes) is already laid out for SLP vectorization; gcc's loop vectorizer
         # on top of it takes seconds to compile and gains nothing
         # (also any very long kernel: many unrolled lanes, where the loop vectorizer mostly costs compile time)
         if uops is not None and (len(uops) > 1500 or any(u.op is Ops.DEFINE_REG and u.dtype.size > 1 for u in uops)):
-            attrs = '__attribute__((optimize("no-tree-loop-vectorize"))) '
+            options.append("no-tree-loop-vectorize")
+        # conditions combined with & or | (expm1's, log's special cases): gcc 12's partial redundancy elimination turns
+        # them into selects between masks of two widths, which its vectorizer can't do, and the whole loop stays
+        # scalar (tanh, expm1, elu, mish: 13-20x slower); without it they vectorize
+        if uops is not None and any(u.op in (Ops.AND, Ops.OR) and u.dtype.scalar == dtypes.bool for u in uops):
+            options.append("no-tree-pre")
+        quoted = ", ".join(f'"{o}"' for o in options)
+        attrs = f"__attribute__((optimize({quoted}))) " if options else ""
         loop = _parallel_loop(uops) if uops is not None else None
         if loop is None or not _chunkable(uops or [], loop):
             return attrs + super().render_kernel(name, body, params, uops)
