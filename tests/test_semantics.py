@@ -788,3 +788,17 @@ def test_adding_zero_to_negative_zero_gives_positive_zero():
     assert list(np.signbit((x + -0.0).numpy())) == [True, False, False]
     # integers still fold
     assert (Tensor([3, -4]) + 0).tolist() == [3, -4]
+
+
+def test_tanh_float32_within_two_ulp_keeps_negative_zero_and_finite_gradients():
+    x = np.concatenate([np.linspace(-20, 20, 20001), np.linspace(-0.7, 0.7, 20001)]).astype(np.float32)
+    got = Tensor(x).tanh().numpy().astype(np.float64)
+    want = np.tanh(x.astype(np.float64))
+    assert (np.abs(got - want) / np.spacing(np.abs(want).astype(np.float32))).max() <= 2
+    special = Tensor(np.array([-0.0, 0.0, np.inf, -np.inf, np.nan], np.float32), requires_grad=True)
+    out = special.tanh()
+    np.testing.assert_array_equal(np.signbit(out.numpy()[:2]), [True, False])
+    np.testing.assert_array_equal(out.numpy()[2:4], [1.0, -1.0])
+    assert np.isnan(out.numpy()[4])
+    out.sum().backward()
+    np.testing.assert_array_equal(special.grad.numpy()[:4], [1.0, 1.0, 0.0, 0.0])
