@@ -8,6 +8,7 @@ import pytest
 
 from uopkit.dtype import dtypes
 from uopkit.tensor import ShapeError, Tensor
+from uopkit.uop.ops import Ops
 
 torch = pytest.importorskip("torch")
 
@@ -204,3 +205,36 @@ def test_one_hot():
     assert got.dtype == dtypes.int32
     np.testing.assert_array_equal(got.numpy(), torch.nn.functional.one_hot(torch.tensor(y), 4).numpy())
     assert Tensor([0, 2]).one_hot().shape == (2, 3)
+
+
+def _kernel_sources(t: Tensor) -> list[str]:
+    from uopkit import Device
+    from uopkit.codegen import get_program
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    return [get_program(item.ast, Device["CPU"].renderer).src for item in create_schedule(kernelize_tensors([t]))]
+
+
+def test_integer_index_is_one_load_not_a_pass_over_every_row():
+    # indexing compares the index with an iota and sums: the lowerer folds that into one load at the index
+    table = np.arange(1000 * 8, dtype=np.float32).reshape(1000, 8)
+    idx = np.array([3, 999, -1, -1000, 0, 512], np.int32)
+    t = Tensor(table)[Tensor(idx)]
+    np.testing.assert_array_equal(t.numpy(), table[idx])
+    (src,) = _kernel_sources(Tensor(table)[Tensor(idx)])
+    assert "< 1000;" not in src  # no loop over the table's rows
+    # gather and a boolean table take the same path
+    g = Tensor(table).gather(0, Tensor(np.array([[5] * 8, [998] * 8], np.int32)))
+    np.testing.assert_array_equal(g.numpy(), table[[5, 998]])
+    flags = np.arange(20) % 3 == 0
+    picks = np.array([0, 1, 3, -2], np.int32)
+    np.testing.assert_array_equal(Tensor(flags)[Tensor(picks)].numpy(), flags[picks])
+
+
+def test_arange_of_integers_is_computed_where_it_is_read():
+    for args in ((5,), (2, 11, 3), (10, 0, -3), (-4, 4), (0,), (3, 3)):
+        np.testing.assert_array_equal(Tensor.arange(*args).numpy(), np.arange(*args))
+    big = Tensor.arange(2**31 - 5, 2**31 + 5, dtype=dtypes.int64)
+    np.testing.assert_array_equal(big.numpy(), np.arange(2**31 - 5, 2**31 + 5))
+    assert Tensor.arange(4).uop.op is Ops.IOTA and Tensor.arange(4.0).uop.base.op is not Ops.IOTA
+    np.testing.assert_array_equal(Tensor.arange(0, 1, 0.25).numpy(), np.arange(0, 1, 0.25, dtype=np.float32))

@@ -262,3 +262,16 @@ def test_a_division_and_its_remainder_join_again():
     ):
         for env in itertools.product(range(3), range(4), range(5)):
             assert evaluate(simplify(expr), dict(enumerate(env))) == evaluate(expr, dict(enumerate(env)))
+
+
+def test_range_of_a_value_selected_under_its_own_bounds_check():
+    from uopkit.dtype import dtypes
+    from uopkit.uop.ops import Ops, UOp
+
+    i = UOp.variable("i", -(2**31), 2**31 - 1, dtypes.int32)
+    ok = i.alu(Ops.CMPLT, UOp.const(dtypes.int32, 1000)).alu(Ops.AND, UOp.const(dtypes.int32, -1).alu(Ops.CMPLT, i))
+    picked = ok.where(i, UOp.const(dtypes.int32, 0))
+    assert (picked.vmin, picked.vmax) == (0, 999)
+    # a condition on something else leaves the value's own range
+    other = UOp.variable("j", 0, 5, dtypes.int32).alu(Ops.CMPLT, UOp.const(dtypes.int32, 3))
+    assert (other.where(i, UOp.const(dtypes.int32, 0)).vmax) == 2**31 - 1

@@ -229,6 +229,8 @@ def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
         return UOp(Ops.LOAD, node.dtype, (index,))
     if node.op is Ops.CONST:
         return node
+    if node.op is Ops.IOTA:
+        return idx[0].cast(node.dtype) if idx[0].dtype != node.dtype else idx[0]
     if node.op is Ops.REDUCE_AXIS:
         return lower_reduce(ctx, node, idx, valid)
     if node.op in GroupOp.Elementwise:
@@ -270,6 +272,8 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     planned = node is ctx.plan.reduce_op
     if planned and ctx.plan.tc is not None:
         return lower_tc_reduce(ctx, node, idx, valid)
+    if (picked := _fold_one_hot(ctx, node, idx, valid)) is not None:
+        return picked
     parts_per_axis = ctx.plan.red if planned else tuple((AxisPart(in_shape[a], "loop"),) for a in axes)
     outer = _ranges_in(*idx, valid)
     outer_loops = [r for r in outer if range_kind(r) in LOOP_KINDS]
@@ -329,6 +333,42 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     if red_upcast:
         result = UOp(Ops.REDUCE_AXIS, result.dtype, (result, *red_upcast), op)
     return result
+
+
+def _fold_one_hot(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp | None:
+    """A sum over k of where(v == k, y(k), 0), k counting 0..n-1 (an IOTA): that is y(v) where 0 <= v < n, else 0.
+    Indexing, gather and embeddings compare an index with an iota this way: the reduce becomes one load at the index
+    instead of a loop over every position (a max of bools, a boolean tensor's indexing, likewise). None: not that."""
+    op, axes = node.arg
+    src = node.src[0]
+    if len(axes) != 1 or op not in (Ops.ADD, Ops.MAX) or not any(u.op is Ops.IOTA for u in src.toposort()):
+        return None
+    if node is ctx.plan.reduce_op and any(p.kind != "loop" for p in ctx.plan.red[0]):
+        return None
+    n = src.shape[axes[0]] if src.shape is not None else 0
+    r = ctx.new_range(n, "loop")
+    value = lower_value(ctx, src, tuple(r if i == axes[0] else x for i, x in enumerate(idx)), valid)
+    identity = reduce_identity(op, node.dtype)
+    if value.op is not Ops.WHERE or value.src[2].op is not Ops.CONST or value.src[2].arg != identity.arg:
+        return None
+    cond, picked = value.src[0], value.src[1]
+    if cond.op is not Ops.CMPEQ:
+        return None
+    from uopkit.uop.symbolic import simplify
+
+    def is_k(u: UOp) -> bool:
+        u = simplify(u.src[0] if u.op is Ops.CAST and dtypes.is_int(u.src[0].dtype) else u)
+        return u is r
+
+    sides = [s for s in cond.src if is_k(s)]
+    index = next((s for s in cond.src if r not in s.toposort()), None)
+    # (a value read through a nested reduce's loops or registers isn't substituted into)
+    if not sides or index is None or any(u.op in (Ops.DEFINE_REG, Ops.END, Ops.STORE) for u in picked.toposort()):
+        return None
+    in_range = _and(index.alu(Ops.CMPLT, index.const_like(n)), index.const_like(-1).alu(Ops.CMPLT, index))
+    at = in_range.where(index, index.const_like(0))
+    at = at.cast(r.dtype) if at.dtype != r.dtype else at
+    return in_range.where(picked.substitute({r: at}), identity)
 
 
 # (axis, part) of a padded reduce loop, the iterations run unchecked and the iterations left after them

@@ -385,7 +385,7 @@ class KernelBuilder:
         # the nodes _translate translates first
         if u is not root and u in self.results:
             return (self.results[u],)
-        if u.op in (Ops.BUFFER, Ops.CONST, Ops.STORE):
+        if u.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA, Ops.STORE):
             return ()
         if u.op in (Ops.DETACH, Ops.CONTIGUOUS):
             return u.src[:1]
@@ -402,8 +402,8 @@ class KernelBuilder:
             buf = target.base if target.base.op is Ops.BUFFER else target.buf_uop
             loaded = self.load(buf, u)
             return _replay_chain(target.movement_chain(), loaded)
-        if u.op is Ops.CONST:
-            return UOp(Ops.CONST, u.dtype, (), u.arg)
+        if u.op in (Ops.CONST, Ops.IOTA):
+            return UOp(u.op, u.dtype, (), u.arg)
         if u.op in (Ops.DETACH, Ops.CONTIGUOUS):
             return self.translate(u.src[0], root)
         if u.op is Ops.STORE:

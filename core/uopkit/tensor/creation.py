@@ -130,7 +130,15 @@ class CreationMixin:
             raise ValueError("arange: step must not be zero")
         n = max(math.ceil((stop - start) / step), 0)
         dtype = to_dtype(kwargs.pop("dtype", dtypes.from_py([start, stop, step])))
-        # an iota is data, not computation: build it on the host in float64/int64 and cast once
+        last = start + (n - 1) * step
+        fits = dtypes.is_int(dtype) and dtypes.min(dtype) <= min(start, last) and max(start, last) <= dtypes.max(dtype)
+        if n > 0 and fits and all(type(v) is int for v in (start, step)):
+            # integers: computed where they are read, so a one-hot compare against them (indexing, gather, one_hot)
+            # becomes an indexed load instead of a pass over every position
+            device = _canonical_device(kwargs.pop("device", None))
+            iota = Tensor(UOp(Ops.IOTA, dtype, (UOp(Ops.DEVICE, arg=device),), n), **kwargs)
+            return iota if (start, step) == (0, 1) else iota * step + start
+        # floats: built on the host in float64 and cast once (start + i * step rounded once, as numpy)
         values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dtype) else np.int64) * step
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
 

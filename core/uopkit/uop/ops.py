@@ -19,6 +19,9 @@ class Ops(Enum):
     SINK = auto()
     BUFFER = auto()
     CONST = auto()
+    # 0, 1, ..., arg - 1 along its one axis: an arange of integers, computed where it is read (a one-hot compare
+    # against it becomes an indexed load)
+    IOTA = auto()
     DEFINE_VAR = auto()
     BIND = auto()
     DEVICE = auto()
@@ -666,6 +669,8 @@ def _infer_shape(u: UOp) -> tuple[int, ...] | None:
         return (u.arg[2],)
     if u.op is Ops.CONST:
         return ()
+    if u.op is Ops.IOTA:
+        return (u.arg,)
     if u.op is Ops.DEFINE_VAR:
         return ()
     if u.op is Ops.RESHAPE:
@@ -777,8 +782,21 @@ def _range_of(u: UOp) -> tuple[Any, Any]:
         c, a, b = u.src
         if c.vmin == c.vmax:
             return (a.vmin, a.vmax) if c.vmin else (b.vmin, b.vmax)
-        return min(a.vmin, b.vmin), max(a.vmax, b.vmax)
+        a_lo, a_hi = _bounded_by(c, a)
+        return min(a_lo, b.vmin), max(a_hi, b.vmax)
     return lo, hi
+
+
+def _bounded_by(c: UOp, a: UOp) -> tuple[Any, Any]:
+    """The range of `a` where condition `c` holds, when `c` bounds `a` itself (a < n, k < a and their AND: an
+    index checked before it is used): where(0 <= i < n, i, 0) is in [0, n - 1] whatever i's own range."""
+    a_lo, a_hi = a.vmin, a.vmax
+    for t in c.src if c.op is Ops.AND else (c,):
+        if t.op is Ops.CMPLT and t.src[1].op is Ops.CONST and t.src[0] is a:
+            a_hi = min(a_hi, t.src[1].arg - 1)
+        elif t.op is Ops.CMPLT and t.src[0].op is Ops.CONST and t.src[1] is a:
+            a_lo = max(a_lo, t.src[0].arg + 1)
+    return a_lo, a_hi
 
 
 def _clamp(a: Any, b: Any, lo: Any, hi: Any) -> tuple[Any, Any]:

@@ -117,6 +117,10 @@ def _shaped(x: UOp) -> bool:
     return x.shape is not None
 
 
+def _iota(x: UOp) -> bool:
+    return dtypes.is_int(x.dtype) and isinstance(x.arg, int) and 0 <= x.arg <= dtypes.max(x.dtype) + 1
+
+
 # ops shared by the tensor graph and the kernel AST: shaped values
 _shaped_values = [
     (UPat(GroupOp.ALU, name="x"), lambda x: _same_dtype_alu(x) and _shaped(x)),
@@ -131,6 +135,7 @@ spec_tensor = PatternMatcher(
         (UPat(Ops.DEVICE, src=()), lambda: True),
         (UPat(Ops.BUFFER, src=(), name="x"), lambda x: isinstance(x.arg, tuple) and len(x.arg) == 3),
         (UPat(Ops.CONST, src=(UPat(Ops.DEVICE),)), lambda: True),
+        (UPat(Ops.IOTA, src=(UPat(Ops.DEVICE),), name="x"), lambda x: _iota(x)),
         (UPat((Ops.CONTIGUOUS, Ops.DETACH), src=(UPat(),)), lambda: True),
         (UPat(Ops.COPY, src=(UPat(), UPat(Ops.DEVICE))), lambda: True),
         # tensor-level STORE: a value written into a view of a BUFFER (t.assign, t[...] = v)
@@ -151,6 +156,7 @@ spec_kernel_ast = PatternMatcher(
         (UPat(Ops.DEFINE_GLOBAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and isinstance(x.arg, int)),
         (UPat(Ops.LOAD, src=(UPat(Ops.DEFINE_GLOBAL),)), lambda: True),
         (UPat(Ops.CONST, src=()), lambda: True),
+        (UPat(Ops.IOTA, src=(), name="x"), lambda x: _iota(x)),
         (
             UPat(Ops.STORE, src=(UPat(name="target"), UPat(name="value"))),
             lambda target, value: target.base.op is Ops.DEFINE_GLOBAL and target.shape == value.shape,

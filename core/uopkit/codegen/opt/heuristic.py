@@ -21,9 +21,10 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     plan = initial_plan(ast)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
-    if not red_sizes:
-        # elementwise: the C compiler vectorizes the innermost loop by itself; lanes only add code (and the loads'
-        # strides, which take a lowering and a simplification to find, are not needed)
+    if not red_sizes or _is_one_hot_pick(plan):
+        # elementwise (or a one-hot pick, which the lowerer turns into a load at the index): the C compiler
+        # vectorizes the innermost loop by itself; lanes only add code (and the loads' strides, which take a lowering
+        # and a simplification to find, are not needed)
         return list(_thread_opts(plan, renderer).opts)
     red_axis_ids = set(range(plan.n_out, plan.n_out + len(red_sizes)))
     all_loads = load_axes(ast)
@@ -108,6 +109,18 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
     return list(_thread_opts(plan, renderer).opts)
+
+
+def _is_one_hot_pick(plan: KernelPlan) -> bool:
+    """A sum (or max) over one axis of a value compared with an IOTA: indexing's one-hot form, which the lowerer
+    folds into one load at the index (`lowerer._fold_one_hot`)."""
+    red = plan.reduce_op
+    return (
+        red is not None
+        and len(red.arg[1]) == 1
+        and red.src[0].op is Ops.WHERE
+        and any(u.op is Ops.IOTA for u in red.src[0].src[0].toposort())
+    )
 
 
 def _register_tile(
