@@ -149,3 +149,16 @@ def test_matmul_gradients_through_the_panel_copy():
     (a @ b).sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), np.broadcast_to(b.numpy().sum(1), (128, 256)), rtol=1e-4)
     np.testing.assert_allclose(b.grad.numpy(), np.broadcast_to(a.numpy().sum(0)[:, None], (256, 256)), rtol=1e-4)
+
+
+def test_transposed_right_operand_is_packed_left_operand_is_not():
+    # x @ W.T and attention's q @ k.T: the right operand (contiguous along k) is gathered into panels; the left one,
+    # contiguous along k too, is read as it is
+    x, w = _rand(128, 96), _rand(256, 96, seed=4)
+    items = _kernels(Tensor(x) @ Tensor(w).T)
+    assert len(items) == 2 and items[0].ast.src[0].src[1].shape[-1] == PANEL
+    np.testing.assert_allclose((Tensor(x) @ Tensor(w).T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
+    q, k = _rand(4, 128, 64, seed=5), _rand(4, 64, 64, seed=6)
+    batched = Tensor(q) @ Tensor(k).transpose(-1, -2)
+    assert len(_kernels(batched)) == 2
+    np.testing.assert_allclose(batched.numpy(), q @ k.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)

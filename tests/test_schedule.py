@@ -204,3 +204,20 @@ def test_nested_reduce_chain_kernels_stay_short():
     for _ in range(60):
         x = x + x.sum() * 0
     assert (x.numpy() == 1).all()
+
+
+def test_softmax_over_a_large_matmul_stores_the_scores_once():
+    # attention: softmax's max, sum and output passes would each recompute every score (a 64-long dot product)
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((4, 128, 64)).astype(np.float32) for _ in range(3))
+    out = (Tensor(q) @ Tensor(k).transpose(-1, -2) / 8).softmax(-1) @ Tensor(v)
+    items = create_schedule(kernelize_tensors([out]))
+    # k.T packed, the scores, the softmax, the product with v
+    assert len(items) == 4
+    s = q @ k.transpose(0, 2, 1) / 8
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    got = ((Tensor(q) @ Tensor(k).transpose(-1, -2) / 8).softmax(-1) @ Tensor(v)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

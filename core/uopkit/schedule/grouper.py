@@ -94,6 +94,14 @@ def choose_realized(sink: UOp) -> GrouperContext:
                 # recomputing a reduce for every expanded element would multiply its cost: store it once
                 ctx.realize[u.src[0].base] = None
         if u.op is Ops.REDUCE_AXIS:
+            # a row reduce broadcast back (fused into its consumer, a pass over the row each) over values that are
+            # themselves reduces read more than once (softmax over a matmul, attention's scores: its max, its sum and
+            # its output would each recompute every score, none of them in a register tile): those are stored once.
+            # Other reduces of reduces (a max pool over a convolution) stay fused
+            for inner in _reused_inner_reduces(ctx, u.src[0]) if _broadcast_back(ctx, u) else ():
+                # (a small one costs less computed again than stored by a kernel of its own)
+                if inner.src[0].size >= MIN_STORED_INNER_REDUCE:
+                    ctx.realize[inner] = None
             inner = u.src[0].base
             if inner.op is Ops.REDUCE_AXIS and inner not in ctx.realize:
                 ctx.realize[inner] = None
@@ -110,6 +118,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
 
 
 _PASSTHROUGH = (Ops.DETACH, Ops.CAST)
+# a reduce read by another reduce is stored from this many multiply-adds (elements of its source) up
+MIN_STORED_INNER_REDUCE = 1 << 20
 # a value read by several kernels is computed in each; past this many fused ops deep it is stored instead
 MAX_FUSED_DEPTH = 48
 
@@ -253,6 +263,42 @@ def _realize_shared_reduces(ctx: GrouperContext, topo: list[UOp]) -> None:
 
 def _is_plain_buffer_view(u: UOp) -> bool:
     return all(n.op is Ops.RESHAPE for n in u.movement_chain()) and is_realized_view(u)
+
+
+def _broadcast_back(ctx: GrouperContext, u: UOp) -> bool:
+    """Whether reduce `u` is broadcast back (an EXPAND of it, through reshapes and one-input ops), as a softmax's max
+    and the reciprocal of its sum are."""
+    reduced = set(u.arg[1])
+    frontier = list(ctx.children.get(u, []))
+    while frontier:
+        n = frontier.pop()
+        if n.op is Ops.EXPAND and n.src[0].shape == u.shape:
+            # along the reduced axes only (a matmul's broadcast of its input over new axes is not one)
+            if {a for a, (x, y) in enumerate(zip(u.shape, n.shape, strict=True)) if x != y} <= reduced:
+                return True
+        if n.op in (Ops.DETACH, Ops.CAST) or n.op in GroupOp.Unary:
+            frontier.extend(ctx.children.get(n, []))
+    return False
+
+
+def _reused_inner_reduces(ctx: GrouperContext, u: UOp) -> list[UOp]:
+    """The reduces in the fused region of `u` (not through an EXPAND: a row's own reduce broadcast back is fused
+    once per row) whose value reaches `u` through a node that other ops read too."""
+    found: list[UOp] = []
+    seen: set[UOp] = set()
+    stack = [(u, False)]
+    while stack:
+        n, shared = stack.pop()
+        if n in seen or n.op is Ops.EXPAND or _stops_region(ctx, n):
+            continue
+        seen.add(n)
+        if n.op is Ops.REDUCE_AXIS:
+            if shared:
+                found.append(n)
+            continue
+        shared = shared or len(set(ctx.children.get(n, []))) > 1
+        stack.extend((s, shared) for s in n.src)
+    return found
 
 
 def _region_has_reduce(ctx: GrouperContext, u: UOp) -> bool:

@@ -75,14 +75,16 @@ def panel_for(operand: UOp, j: int, k: int, reuse: int) -> int:
     p = panel_width(operand.device)
     # worth it: whole panels, reused across enough rows, big enough; only a row-major view of stored data (a value
     # still to be computed is written in whatever layout its kernel picks)
-    if not p or n % p or reuse < MIN_REUSE or n * kk <= MIN_ELEMENTS or operand.base.op is not Ops.BUFFER:
+    if not p or n % p or reuse < MIN_REUSE or operand.base.op is not Ops.BUFFER:
         return 0
     strides = _strides(operand)
     if strides is None:
         return 0
-    # row-major (B: each row of a panel contiguous) or transposed (W.T in x @ W.T: each panel gathered from p rows of
-    # W, one pass, so the matmul's tile reads vectors along j instead of reducing vectors along k)
-    along_j = strides[j] == 1 and abs(strides[k]) >= p
+    # row-major (B: each row of a panel contiguous) or transposed (W.T in x @ W.T, k.T in attention's q @ k.T: each
+    # panel gathered from p rows, one pass, so the matmul's tile reads vectors along j instead of reducing vectors
+    # along k and adding up each vector's lanes at the end, which a short k (a head's 64) pays for dearly: however
+    # small, a transposed operand is worth the copy)
+    along_j = strides[j] == 1 and abs(strides[k]) >= p and n * kk > MIN_ELEMENTS
     along_k = strides[k] == 1 and abs(strides[j]) >= p
     return p if along_j or along_k else 0
 
@@ -99,7 +101,7 @@ def packed_view(operand: UOp, j: int, p: int) -> UOp:
     return UOp(Ops.RESHAPE, operand.dtype, (UOp(Ops.PERMUTE, operand.dtype, (stored,), back),), shape)
 
 
-def _packed_operand(operand: UOp, k: int) -> UOp | None:
+def _packed_operand(operand: UOp, k: int, other: UOp) -> UOp | None:
     """`operand` (a factor of a matmul's product, reduced over axis `k`) read from panels, or None to leave it.
 
     Only a broadcast (EXPAND) of a view of stored data is packed: the rows it is broadcast over are what reuses each
@@ -117,8 +119,12 @@ def _packed_operand(operand: UOp, k: int) -> UOp | None:
     # the reduce) its one other axis
     j = next((a for a, st in strides.items() if st == 1 and a != k and shape[a] > 1), None)
     if j is None and strides[k] == 1:
-        others = [a for a, st in strides.items() if st != 0 and a != k and shape[a] > 1]
-        j = others[0] if len(others) == 1 else None
+        # the column axis is the one the other operand is broadcast along (not a batch axis both have), and the
+        # product's innermost (the right operand's columns, not the left one's rows)
+        other_shape = (other.src[0] if other.op is Ops.EXPAND else other).shape
+        columns = [a for a, st in strides.items() if st != 0 and a != k and shape[a] > 1 and other_shape[a] == 1]
+        innermost = max((a for a, size in enumerate(out_shape) if a != k and size > 1), default=None)
+        j = columns[0] if columns == [innermost] else None
     if j is None:
         return None
     p = panel_for(inner, j, k, reuse)
@@ -129,7 +135,7 @@ def do_pack_matmul(red: UOp, mul: UOp) -> UOp | None:
     op, axes = red.arg
     if op is not Ops.ADD or len(axes) != 1:
         return None
-    packed = [_packed_operand(s, axes[0]) for s in mul.src]
+    packed = [_packed_operand(s, axes[0], mul.src[1 - i]) for i, s in enumerate(mul.src)]
     if all(p is None for p in packed):
         return None
     new_mul = mul.replace(src=tuple(p if p is not None else s for p, s in zip(packed, mul.src, strict=True)))
