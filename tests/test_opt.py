@@ -561,3 +561,17 @@ def test_simd_registers_from_cpu_flags():
     assert simd(16, "flags\t: fpu sse2 avx avx2 fma") == 8
     assert simd(16, "flags\t: fpu sse sse2") == 4
     assert simd(16, "Features\t: fp asimd evtstrm") == 8
+
+
+def test_short_output_axis_is_not_a_vector_axis(monkeypatch):
+    # a 3x3 weight gradient: the kernel column (3 long) is contiguous in the input, but a vector along it would be
+    # gathered lane by lane; the reduce along the image row (contiguous in both operands) takes the vectors instead
+    x = Tensor.empty(4, 8, 16, 16).pad(((0, 0), (0, 0), (1, 1), (1, 1))).contiguous()
+    g = Tensor.empty(4, 8, 16, 16)
+    windows = x._pool((3, 3)).reshape(4, 1, 8, 16, 16, 3, 3)
+    dw = (windows * g.reshape(4, 8, 1, 16, 16, 1, 1)).sum((0, 3, 4))
+    _, opts = _thread_axes(dw, 1, monkeypatch)
+    plan = initial_plan(create_schedule(kernelize_tensors([dw]))[-1].ast)
+    ups = [o for o in opts if o.op is OptOps.UPCAST]
+    # the first UPCAST is the vector: along the reduce (the image row), not along the output channels
+    assert ups and ups[0].axis >= plan.n_out

@@ -36,7 +36,9 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     width = max(1, renderer.caps.max_vector_width)
     out_axes = [i for i, s in enumerate(out_sizes) if s > 1]
     red_axes = [plan.n_out + i for i, s in enumerate(red_sizes) if s > 1]
-    vec_out = [a for a in out_axes if a in contiguous]
+    # (an output axis too short for a vector, a 3x3 kernel's column in a weight gradient, is no vector axis: its
+    # vectors would be gathered lane by lane)
+    vec_out = [a for a in out_axes if a in contiguous and out_sizes[a] >= 4]
     vec_red = [a for a in red_axes if a in contiguous]
     total_out = 1
     for s in out_sizes:
