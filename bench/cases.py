@@ -30,6 +30,10 @@ class Sizes:
     mlp: tuple[int, ...] = (784, 512, 512, 10)
     batch: int = 256
     tiny: int = 16
+    # heads, sequence, head size
+    attention: tuple[int, int, int] = (8, 256, 64)
+    # table rows, row size, lookups
+    embedding: tuple[int, int, int] = (1000, 256, 4096)
 
 
 QUICK = Sizes(
@@ -41,6 +45,8 @@ QUICK = Sizes(
     conv_w=(8, 3, 3, 3),
     mlp=(784, 64, 64, 10),
     batch=32,
+    attention=(2, 32, 16),
+    embedding=(100, 32, 64),
 )
 
 
@@ -139,6 +145,42 @@ def _conv2d_numpy(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     cols = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))  # N C H W kh kw
     out = np.tensordot(cols, w, axes=((1, 4, 5), (1, 2, 3)))  # N H W O
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def attention(fw: Framework, shape: tuple[int, int, int]) -> tuple[Run, Callable]:
+    """softmax(q k^T / sqrt(d)) v per head: two batched matmuls (one with a transposed operand) around a softmax."""
+    q, k, v = (_rng(20 + i).standard_normal(shape, dtype=np.float32) for i in range(3))
+    scale = 1 / np.sqrt(shape[-1])
+
+    def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        s = q @ k.transpose(0, 2, 1) * scale
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True)) @ v
+
+    ref = numpy_attention(*(a.astype(np.float64) for a in (q, k, v)))
+    if fw.name == "numpy":
+        return (lambda: numpy_attention(q, k, v)), _max_err(ref, fw)
+    tq, tk, tv = fw.tensor(q), fw.tensor(k), fw.tensor(v)
+    if fw.name == "torch":
+        torch = fw.module
+        return (lambda: torch.softmax(tq @ tk.transpose(-1, -2) * scale, -1) @ tv), _max_err(ref, fw)
+    return (lambda: fw.sync((tq @ tk.transpose(-1, -2) * scale).softmax(-1) @ tv)), _max_err(ref, fw)
+
+
+def embedding(fw: Framework, shape: tuple[int, int, int]) -> tuple[Run, Callable]:
+    """table[idx]: rows of a table picked by an integer tensor (a language model's token embedding)."""
+    rows, width, n = shape
+    table = _rng(23).standard_normal((rows, width), dtype=np.float32)
+    idx = _rng(24).integers(0, rows, n).astype(np.int32)
+    ref = table[idx].astype(np.float64)
+    if fw.name == "numpy":
+        return (lambda: table[idx]), _max_err(ref, fw)
+    tt = fw.tensor(table)
+    if fw.name == "torch":
+        ti = fw.module.from_numpy(idx.astype(np.int64))
+        return (lambda: tt[ti]), _max_err(ref, fw)
+    ti = fw.module.Tensor(idx).realize()
+    return (lambda: fw.sync(tt[ti])), _max_err(ref, fw)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

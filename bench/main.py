@@ -66,6 +66,22 @@ def benchmarks(sizes: cases.Sizes) -> list[Bench]:
             (flops / 1e9, "GFLOP/s"),
         )
     )
+    h, n, d = sizes.attention
+    out.append(
+        Bench(
+            f"attention {h}x{n}x{d}",
+            lambda fw: cases.attention(fw, sizes.attention),
+            (2 * 2 * h * n * n * d / 1e9, "GFLOP/s"),
+        )
+    )
+    rows, width, lookups = sizes.embedding
+    out.append(
+        Bench(
+            f"embedding {lookups} of {rows}x{width}",
+            lambda fw: cases.embedding(fw, sizes.embedding),
+            (2 * 4 * lookups * width / 1e9, "GB/s"),
+        )
+    )
     dims, b = sizes.mlp, sizes.batch
     label = f"mlp step {'-'.join(map(str, dims))} b{b}"
     out.append(Bench(label, lambda fw: cases.mlp_step(fw, dims, b, jit=False), (1, "steps/s")))
