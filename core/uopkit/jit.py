@@ -104,7 +104,7 @@ class _Captured:
     # host-side checks of device-computed values (index ranges) that ran during the capture: replays repeat them
     checks: list[Callable[[], None]] = field(default_factory=list)
     # (shape, dtype, device) per Tensor argument, compared at once on a call
-    sig_tuple: tuple = ()
+    sig_list: list = field(default_factory=list)
     # whether some returned tensor views an input buffer (then it is rebuilt over the call's inputs)
     outputs_read_inputs: bool = True
 
@@ -139,19 +139,31 @@ def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[Any, Any]], lis
     tensors: list[tuple[Any, Any]] = []
     others: list[Any] = []
     for i, a in enumerate(args):
-        (tensors if isinstance(a, Tensor) else others).append((i, a) if isinstance(a, Tensor) else a)
-    for k in sorted(kwargs):
-        v = kwargs[k]
-        (tensors if isinstance(v, Tensor) else others).append((k, v) if isinstance(v, Tensor) else (k, v))
+        if isinstance(a, Tensor):
+            tensors.append((i, a))
+        else:
+            others.append(a)
+    if kwargs:
+        for k in sorted(kwargs):
+            v = kwargs[k]
+            if isinstance(v, Tensor):
+                tensors.append((k, v))
+            else:
+                others.append((k, v))
     return tensors, others
+
+
+# module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and
+# a replay looks at every argument and every tensor holding state
+_RESHAPE, _BUFFER = Ops.RESHAPE, Ops.BUFFER
 
 
 def _plain_buffer(t: Any) -> UOp | None:
     """The BUFFER holding exactly `t`'s values in order (the tensor is the buffer or a reshape of it), else None."""
     node = t.uop
-    while node.op is Ops.RESHAPE:
+    while node.op is _RESHAPE:
         node = node.src[0]
-    return node if node.op is Ops.BUFFER and node in buffers else None
+    return node if node.op is _BUFFER and node in buffers else None
 
 
 def _input_buffer(t: Any) -> tuple[Any, UOp]:
@@ -262,7 +274,7 @@ class TinyJit(Generic[ReturnType]):
             if uop not in in_set and (b := buffers.get(uop)) is not None and id(b) in read
         ]
         self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others), state, checks)
-        self.captured.sig_tuple = tuple((sig.shape, sig.dtype, sig.device) for sig in signature)
+        self.captured.sig_list = [(sig.shape, sig.dtype, sig.device) for sig in signature]
         reads: list[bool] = []
         _map_outputs_uop(outputs, lambda out: reads.append(out.reads_input))
         self.captured.outputs_read_inputs = any(reads)
@@ -279,7 +291,7 @@ class TinyJit(Generic[ReturnType]):
             len(others) != len(cap.others) or not all(_same(a, b) for a, b in zip(others, cap.others, strict=True))
         ):
             raise JitError("TinyJit: non-Tensor arguments changed since the capture; they are baked into the kernels")
-        if tuple((t.shape, t.dtype, t.device) for _, t in tensors) == cap.sig_tuple:
+        if [(t.uop.shape, t.uop.dtype, t.uop.device) for _, t in tensors] == cap.sig_list:
             return
         for (where, t), sig in zip(tensors, cap.signature, strict=True):
             if t.shape != sig.shape or t.dtype != sig.dtype or t.device != sig.device:

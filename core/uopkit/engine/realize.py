@@ -294,47 +294,74 @@ class CachedSchedule:
 schedule_cache: dict[tuple, CachedSchedule] = {}
 
 
+# the ops `_parameterize` keys otherwise than by (op, dtype, arg, sources); module constants because on Python 3.11
+# every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and the walk looks at every node
+_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS = Ops.BUFFER, Ops.KERNEL, Ops.STORE, Ops.CONST, Ops.CONTIGUOUS
+_MOVEMENT = GroupOp.Movement
+_KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS})
+
+
 def _parameterize(sink: UOp, prefix: _Param | None = None) -> _Param | None:
     """The graph with its BUFFERs numbered in toposort order (the cache key), those BUFFERs and the toposort.
 
     None: not cacheable. Graphs of the same key have the same toposort, node for node. `prefix`: the result for a sink
     whose sources `sink`'s begin with; only the nodes the other sources add are walked (the toposort of `sink` is
     `prefix`'s without its SINK, then theirs).
+
+    One walk, sources before users (the order of `UOp.toposort`), writes each node's key entry as it is placed: the
+    key is computed on every realize, so this is the schedule cache's cost on a hit.
     """
     if prefix is None:
         p = _Param([], [], [], [], {}, {})
-        nodes = list(sink.toposort())
+        roots: tuple[UOp, ...] = (sink,)
     else:
         p = prefix
         old_sink = p.topo.pop()
         p.nodes.pop()
         del p.position[old_sink]
         assert sink.src[: len(old_sink.src)] == old_sink.src, "the sink must extend the prefix's"
-        extra = UOp(Ops.SINK, src=sink.src[len(old_sink.src) :])
-        nodes = [u for u in extra.toposort(gate=lambda u: u not in p.position) if u is not extra] + [sink]
-    position, key, leaves, fresh = p.position, p.nodes, p.leaves, p.fresh
-    for u in nodes:
-        position[u] = len(p.topo)
-        p.topo.append(u)
-        op = u.op
-        if op is Ops.BUFFER:
-            # a BUFFER is known by its place among the leaves, its device, size and dtype: not by its identity
-            key.append((op, u.dtype, (-1 - len(leaves), u.arg[1], u.arg[2]), ()))
-            leaves.append(u)
+        # the new sources, then the sink itself: what walking the whole graph places after the prefix's nodes
+        roots = (*sink.src[len(old_sink.src) :], sink)
+    position, key, leaves, fresh, topo = p.position, p.nodes, p.leaves, p.fresh, p.topo
+    source_position = position.__getitem__
+    for root in roots:
+        if root in position:
             continue
-        if op is Ops.KERNEL:
-            # already kernelized: the slow path knows how to reuse those (kernel STOREs that ran are in becomes_map)
-            return None
-        arg = u.arg
-        if op is Ops.CONTIGUOUS and arg is not None:
-            # the arg is a fresh id that only keeps the node one of its own: numbered in order of appearance
-            arg = ("fresh", type(arg).__name__, fresh.setdefault(arg, len(fresh)))
-        elif op is Ops.STORE:
-            p.stores.append(u)
-        elif op is Ops.CONST:
-            # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
-            arg = const_identity(arg)
-        key.append((op, u.dtype, arg, tuple([position[s] for s in u.src])))
+        stack: list[tuple[UOp, bool]] = [(root, False)]
+        while stack:
+            u, placed = stack.pop()
+            if u in position:
+                continue
+            if not placed:
+                stack.append((u, True))
+                for s in reversed(u.src):
+                    if s not in position:
+                        stack.append((s, False))
+                continue
+            position[u] = len(topo)
+            topo.append(u)
+            op = u.op
+            if op not in _KEYED_APART:
+                key.append((op, u.dtype, u.arg, tuple(map(source_position, u.src))))
+                continue
+            arg = u.arg
+            if op is _BUFFER:
+                # a BUFFER is known by its place among the leaves, its device, size and dtype: not by its identity
+                key.append((op, u.dtype, (-1 - len(leaves), arg[1], arg[2]), ()))
+                leaves.append(u)
+                continue
+            if op is _KERNEL:
+                # already kernelized: the slow path knows how to reuse those (kernel STOREs that ran are in becomes_map)
+                return None
+            if op is _CONTIGUOUS and arg is not None:
+                # the arg is a fresh id that only keeps the node one of its own: numbered in order of appearance
+                arg = ("fresh", type(arg).__name__, fresh.setdefault(arg, len(fresh)))
+            elif op is _STORE:
+                p.stores.append(u)
+            elif op is _CONST:
+                # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
+                arg = const_identity(arg)
+            key.append((op, u.dtype, arg, tuple(map(source_position, u.src))))
     return p
 
 
@@ -495,8 +522,16 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pen
 # realize
 
 
+def _is_stored(u: UOp) -> bool:
+    # a view of an allocated buffer: realizing it does nothing (views stay views)
+    while u.op in _MOVEMENT:
+        u = u.src[0]
+    return u.op is _BUFFER and u in buffers
+
+
 def realize_tensors(tensors: Sequence[Tensor]) -> None:
-    if not tensors:
+    if not tensors or all(_is_stored(t.uop) for t in tensors):
+        # (`.numpy()` and the like realize what often is realized already)
         return
     sink = UOp(Ops.SINK, src=tuple(t.uop for t in tensors))
     param = _parameterize(sink) if SCHEDULE_CACHE else None
