@@ -256,13 +256,14 @@ def test_extended_key_is_the_key_of_the_whole_graph(rng):
     a, b = Tensor(rng.random(6, dtype=np.float32)).realize(), Tensor(rng.random(6, dtype=np.float32)).realize()
     first = [(a + b).uop, (a * 2).contiguous().uop]
     more = [(a + b).exp().uop, b.contiguous().uop, (a * 2).uop]
-    prefix = realize._parameterize(UOp(Ops.SINK, src=tuple(first)))
-    whole = UOp(Ops.SINK, src=tuple(first + more))
+    prefix = realize._parameterize(tuple(first))
+    whole = tuple(first + more)
     extended = realize._parameterize(whole, prefix)
     direct = realize._parameterize(whole)
     assert extended is not None and direct is not None
     assert extended.key == direct.key
     assert extended.topo == direct.topo and extended.leaves == direct.leaves
+    assert extended.topo == list(UOp(Ops.SINK, src=whole).toposort())[:-1]
 
 
 def test_cached_assigns_into_views(rng):
@@ -292,9 +293,9 @@ def test_key_walk_places_nodes_in_toposort_order(rng):
     graphs = [(a + 1).uop, ((a * b).sum(1) + (a - b).max(1)).uop, (a @ b.reshape(4, 1)).exp().uop, a.uop]
     for i in range(1, len(graphs) + 1):
         sink = UOp(Ops.SINK, src=tuple(graphs[:i]))
-        p = realize._parameterize(sink)
-        assert p is not None and p.topo == list(sink.toposort())
-        assert p.leaves == [u for u in p.topo if u.op is Ops.BUFFER] and len(p.key) == len(p.topo)
+        p = realize._parameterize(sink.src)
+        assert p is not None and p.topo == list(sink.toposort())[:-1]
+        assert p.leaves == [u for u in p.topo if u.op is Ops.BUFFER] and len(p.key) == len(p.topo) + 1
         assert all(p.position[u] == j for j, u in enumerate(p.topo))
 
 

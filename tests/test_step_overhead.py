@@ -219,3 +219,16 @@ def test_live_tensor_snapshot_is_the_live_tensors_in_order():
     del ts[0]
     gc.collect()
     assert [t.tolist() for t in live.snapshot()] == [[1.0], [2.0]]
+
+
+def test_recent_numbers_answer_only_what_takes_the_tensors_dtype():
+    # the recent-numbers lookup comes before the dtype rules: only numbers that took the tensor's dtype are kept, so
+    # promotion and overflow still go by the rules
+    small = Tensor(np.array([1, 2], np.int8))
+    assert (small + 1).dtype == dtypes.int8 and (small + 1).dtype == dtypes.int8
+    assert (small + 1000).dtype == dtypes.int64 and (small + 1000).tolist() == [1001, 1002]
+    assert (small + 1.5).dtype == dtypes.float32 and (small + 1.5).tolist() == [2.5, 3.5]
+    flags = Tensor([True, False])
+    assert (flags + 1).dtype == dtypes.int32 and (flags + 1).tolist() == [2, 1]
+    with pytest.raises(OverflowError):
+        small + 2**70

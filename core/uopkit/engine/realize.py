@@ -301,30 +301,29 @@ _MOVEMENT = GroupOp.Movement
 _KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS})
 
 
-def _parameterize(sink: UOp, prefix: _Param | None = None) -> _Param | None:
-    """The graph with its BUFFERs numbered in toposort order (the cache key), those BUFFERs and the toposort.
+def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Param | None:
+    """The graph of `roots` (the tensors being realized) with its BUFFERs numbered in toposort order (the cache key),
+    those BUFFERs and the toposort.
 
-    None: not cacheable. Graphs of the same key have the same toposort, node for node. `prefix`: the result for a sink
-    whose sources `sink`'s begin with; only the nodes the other sources add are walked (the toposort of `sink` is
-    `prefix`'s without its SINK, then theirs).
+    None: not cacheable. Graphs of the same key have the same toposort, node for node. `prefix`: the result for roots
+    that `roots` begin with; only the nodes the other roots add are walked (the toposort is `prefix`'s, then theirs).
 
-    One walk, sources before users (the order of `UOp.toposort`), writes each node's key entry as it is placed: the
-    key is computed on every realize, so this is the schedule cache's cost on a hit.
+    One walk, sources before users (the order of `UOp.toposort` from a SINK of the roots, without the SINK), writes
+    each node's key entry as it is placed: the key is computed on every realize, so this is the schedule cache's cost
+    on a hit. The last entry says which nodes the roots are.
     """
     if prefix is None:
-        p = _Param([], [], [], [], {}, {})
-        roots: tuple[UOp, ...] = (sink,)
+        p = _Param([], [], [], [], {}, {}, roots)
+        new_roots = roots
     else:
         p = prefix
-        old_sink = p.topo.pop()
         p.nodes.pop()
-        del p.position[old_sink]
-        assert sink.src[: len(old_sink.src)] == old_sink.src, "the sink must extend the prefix's"
-        # the new sources, then the sink itself: what walking the whole graph places after the prefix's nodes
-        roots = (*sink.src[len(old_sink.src) :], sink)
+        assert roots[: len(p.roots)] == p.roots, "the roots must extend the prefix's"
+        new_roots = roots[len(p.roots) :]
+        p.roots = roots
     position, key, leaves, fresh, topo = p.position, p.nodes, p.leaves, p.fresh, p.topo
     source_position = position.__getitem__
-    for root in roots:
+    for root in new_roots:
         if root in position:
             continue
         stack: list[tuple[UOp, bool]] = [(root, False)]
@@ -362,6 +361,7 @@ def _parameterize(sink: UOp, prefix: _Param | None = None) -> _Param | None:
                 # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
                 arg = const_identity(arg)
             key.append((op, u.dtype, arg, tuple(map(source_position, u.src))))
+    key.append(("roots", tuple(map(source_position, roots))))
     return p
 
 
@@ -375,6 +375,8 @@ class _Param:
     stores: list[UOp]
     position: dict[UOp, int]
     fresh: dict[object, int]
+    # the tensors' nodes, in order
+    roots: tuple[UOp, ...]
 
     @property
     def key(self) -> tuple:
@@ -446,7 +448,7 @@ def _record(
         if t is None:
             return None
         templates.append(t)
-    position = {u: i for i, u in enumerate(topo)}
+    position = param.position
     assigned = []
     for store in param.stores:
         t = _template(_assigned_view(store), slot)
@@ -458,7 +460,7 @@ def _record(
     has_store: dict[UOp, bool] = {}
     for u in topo:
         has_store[u] = u.op is Ops.STORE or any(has_store[x] for x in u.src)
-    remember = tuple(not has_store[u] for u in topo[-1].src)
+    remember = tuple(not has_store[u] for u in param.roots)
     launches = None
     if all(r is not None and not r.spec.vars for r in runners):
         launches = tuple(
@@ -491,9 +493,10 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pen
         buf = buffers[uop] = Buffer(device, size, dtype).allocate()
         table.append(buf)
         uops.append(uop)
-    if DEBUG >= 1 and entry.steps:
+    debug = DEBUG.value
+    if debug >= 1 and entry.steps:
         print(f"schedule: {len(entry.steps)} kernels (cached)")
-    if entry.launches is not None and not capturing and DEBUG < 2:
+    if entry.launches is not None and not capturing and debug < 2:
         # the common case, with nothing to capture or time: straight to the programs
         for program, slots, global_size, local_size in entry.launches:
             program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size)
@@ -530,24 +533,27 @@ def _is_stored(u: UOp) -> bool:
 
 
 def realize_tensors(tensors: Sequence[Tensor]) -> None:
-    if not tensors or all(_is_stored(t.uop) for t in tensors):
+    for t in tensors:
+        if not _is_stored(t.uop):
+            break
+    else:
         # (`.numpy()` and the like realize what often is realized already)
         return
-    sink = UOp(Ops.SINK, src=tuple(t.uop for t in tensors))
-    param = _parameterize(sink) if SCHEDULE_CACHE else None
+    roots = tuple([t.uop for t in tensors])
+    param = _parameterize(roots) if SCHEDULE_CACHE else None
     pending: PendingReads | None = None
     if param is None or param.stores:
         # a graph with STOREs: other lazy values reading what they overwrite are computed first or get a copy
         targets = None if param is None else list(dict.fromkeys(_stored_buffer(u) for u in param.stores))
         if targets is not None and any(b.op is not Ops.BUFFER for b in targets):
             targets = None
-        pending = protect_pending_reads(tensors, sink, targets)
+        pending = protect_pending_reads(tensors, UOp(Ops.SINK, src=roots), targets)
         readers, copies = pending.readers, pending.copies
         if readers or copies:
             tensors = [*tensors, *readers, *copies]
             if param is not None:
                 # the readers and copies are part of the graph (and of its key)
-                param = _parameterize(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)), param)
+                param = _parameterize(tuple([t.uop for t in tensors]), param)
     entry = schedule_cache.get(param.key) if param is not None else None
     if entry is not None:
         stats["schedule_hits"] += 1

@@ -89,6 +89,12 @@ class ElementwiseMixin:
 
     def _broadcasted(self, y: Any, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
+        if type(y) in (float, int):
+            # a number seen lately with this dtype and shape: kept only when it takes the tensor's dtype (below)
+            u = x.uop
+            c = _recent_scalars.get((u.dtype, u.device, u.shape, type(y), y)) if y else None
+            if c is not None:
+                return (Tensor(c), x) if reverse else (x, Tensor(c))
         if type(y) in (float, int) and x.dtype != dtypes.bfloat16 and (dt := x._const_dtype(y, op)) == x.dtype:
             # a Python number of the tensor's dtype (`a + 1`): the nodes of Tensor(y).expand(shape), built directly
             shape = x.shape
