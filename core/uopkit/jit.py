@@ -67,14 +67,29 @@ class _Launch:
                 "local_size": runner.spec.local_size,
                 "vals": tuple(ei.var_vals[v] for v in runner.spec.vars),
             }
+            self.launch = self._bound()
+
+    def _bound(self) -> Callable[[], Any]:
+        # the kernel on the current arguments as one call without arguments: the backend's own (`Program.bind`, which
+        # prepares them once) when it has one
+        bind = getattr(self.program, "bind", None)
+        if bind is not None:
+            return bind(*self.args, **self.kwargs)
+        return functools.partial(self.program, *self.args, **self.kwargs)
 
     def run(self, bufs: list[Buffer]) -> None:
         if self.program is not None and not capturing:
-            # a kernel, with no enclosing capture to record it: only the input arguments change
-            args = self.args
-            for pos, idx in self.inputs:
-                args[pos] = bufs[idx].opaque
-            self.program(*args, **self.kwargs)
+            # a kernel, with no enclosing capture to record it: only the input arguments change, and the prepared
+            # call is kept while they are the same buffers
+            if self.inputs:
+                args, changed = self.args, False
+                for pos, idx in self.inputs:
+                    opaque = bufs[idx].opaque
+                    if args[pos] is not opaque:
+                        args[pos], changed = opaque, True
+                if changed:
+                    self.launch = self._bound()
+            self.launch()
             return
         item = self.item
         for pos, idx in self.inputs:
@@ -85,7 +100,8 @@ class _Launch:
         if item.runner is None:
             item.run()
             return
-        args = self.args
+        # (a copy: `self.args` stay what `self.launch` was prepared with)
+        args = list(self.args)
         for pos, idx in self.inputs:
             args[pos] = bufs[idx].opaque
         self.program(*args, **self.kwargs)
@@ -224,9 +240,21 @@ class TinyJit(Generic[ReturnType]):
         if self.captured is not None:
             self._check_call(tensors, others)
             # the usual replay: every argument is already a plain buffer
-            plain = [u for _, t in tensors if (u := _plain_buffer(t)) is not None]
-            if len(plain) == len(tensors) and (cap := self.captures.get(_aliasing(plain))) is not None:
-                return self._replay(cap, plain)
+            plain: list[UOp] = []
+            bufs: list[Buffer] = []
+            for _, t in tensors:
+                node = t.uop
+                while node.op is _RESHAPE:
+                    node = node.src[0]
+                buf = buffers.get(node) if node.op is _BUFFER else None
+                if buf is None:
+                    break
+                plain.append(node)
+                bufs.append(buf)
+            else:
+                cap = self.captures.get(_aliasing(plain))
+                if cap is not None:
+                    return self._replay(cap, plain, bufs)
         # inputs become plain buffers first, so their kernels are not part of the capture
         args_l, kwargs_d = list(args), dict(kwargs)
         input_uops = []
@@ -301,7 +329,7 @@ class TinyJit(Generic[ReturnType]):
                     "call reset() or use a new TinyJit for new shapes"
                 )
 
-    def _replay(self, cap: _Captured, uops: list[UOp]) -> Any:
+    def _replay(self, cap: _Captured, uops: list[UOp], bufs: list[Buffer] | None = None) -> Any:
         for st in cap.state:
             if not st.still_held():
                 raise JitError(
@@ -310,7 +338,8 @@ class TinyJit(Generic[ReturnType]):
                     "values; update it in place with .assign(), pass it as an argument, or call reset() to capture "
                     "again"
                 )
-        bufs = [buffers[uop] for uop in uops]
+        if bufs is None:
+            bufs = [buffers[uop] for uop in uops]
         for launch in cap.launches:
             launch.run(bufs)
         if cap.checks:

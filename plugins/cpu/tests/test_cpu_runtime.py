@@ -251,3 +251,18 @@ def test_plain_kernel_takes_its_argument_types_from_the_first_call() -> None:
     np.testing.assert_array_equal(_from_device(allocator, buf_a, a), a + [2, 2, 1, 1])
     with pytest.raises(TypeError, match="CPUMemory"):
         prg(buf_a, "not a buffer", vals=(1,))
+
+
+def test_bound_launch_does_what_the_call_does() -> None:
+    allocator = CPUAllocator()
+    x = np.arange(10, dtype=np.float32)
+    plain = CPUProgram("add", ClangCompiler().compile(ADD_SRC))
+    buf_a, buf_b = _to_device(allocator, x), _to_device(allocator, np.ones(10, np.float32))
+    launch = plain.bind(buf_a, buf_b, vals=(6,))
+    launch()
+    launch()
+    np.testing.assert_array_equal(_from_device(allocator, buf_a, x), x + np.array([2] * 6 + [0] * 4))
+    chunked = CPUProgram("chunked_scale", ClangCompiler(flags=(*CFLAGS, "-pthread")).compile(CHUNKED_SCALE_SRC))
+    out = allocator.alloc(x.nbytes)
+    chunked.bind(out, buf_b.addr, vals=[10, 7])()
+    np.testing.assert_array_equal(_from_device(allocator, out, x), np.full(10, 7.0, np.float32))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import mmap
 import operator
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,10 +184,32 @@ class CPUProgram:
             self.pool_run(self.entry, arrays[0], arrays[1], self.chunks)
         else:
             if len(addrs) != self.n_bufs or len(vals) != self.n_vals:
-                self.n_bufs, self.n_vals = len(addrs), len(vals)
-                self.fxn.argtypes = [ctypes.c_void_p] * len(addrs) + [ctypes.c_int32] * len(vals)
+                self._set_argtypes(len(addrs), len(vals))
             self.fxn(*addrs, *vals)
         return time.perf_counter() - start if wait else None
+
+    def bind(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, int, int] = (1, 1, 1),
+        local_size: tuple[int, int, int] | None = None,
+        vals: tuple[int, ...] = (),
+    ) -> Callable[[], None]:
+        """The launch on these buffers and values as a call without arguments (`uopkit.device.Program.bind`): the
+        C function with its arguments converted once (a TinyJit replay launches the same kernel on the same buffers
+        every call)."""
+        addrs = tuple(map(_address, bufs))
+        vals = tuple(vals)
+        if self.chunks:
+            # (the partial keeps the arrays alive)
+            return functools.partial(self.pool_run, self.entry, *self._arrays(addrs, vals), self.chunks)
+        if len(addrs) != self.n_bufs or len(vals) != self.n_vals:
+            self._set_argtypes(len(addrs), len(vals))
+        return functools.partial(self.fxn, *addrs, *vals)
+
+    def _set_argtypes(self, n_bufs: int, n_vals: int) -> None:
+        self.n_bufs, self.n_vals = n_bufs, n_vals
+        self.fxn.argtypes = [ctypes.c_void_p] * n_bufs + [ctypes.c_int32] * n_vals
 
     def _arrays(self, addrs: tuple[int, ...], vals: tuple[int, ...]) -> tuple[Any, Any]:
         if len(self.arrays) >= ARRAYS_KEPT:
