@@ -136,8 +136,10 @@ class ElementwiseMixin:
             # no backend computes in bfloat16: compute in float32 and round the result back
             ret = self.float()._alu(op, *(s.float() for s in srcs))
             return ret if op in GroupOp.Comparison else ret.cast(dtypes.bfloat16)
-        out_dt = dtypes.bool if op in GroupOp.Comparison else self.dtype
-        return Tensor(UOp(op, out_dt, (self.uop, *(s.uop for s in srcs))))
+        u = self.uop
+        out_dt = dtypes.bool if op in GroupOp.Comparison else u.dtype
+        # (most ops have one other operand: its node without a generator)
+        return Tensor(UOp(op, out_dt, (u, srcs[0].uop) if len(srcs) == 1 else (u, *[s.uop for s in srcs])))
 
     def cast(self, dtype: DType | str) -> Tensor:
         """The values converted to `dtype` (floats to ints truncate toward zero).
