@@ -189,3 +189,26 @@ def test_global_tensor_rebound_after_capture_is_reported(rng):
     f.reset()
     for _ in range(3):
         np.testing.assert_allclose(f(Tensor(np.ones(4, np.float32))).numpy(), np.full(4, 5.0))
+
+
+def test_replay_prepares_each_launch_again_when_its_input_buffer_changes():
+    # a replay keeps each launch's prepared call while the input buffers are the same, and prepares it again when
+    # another buffer comes (in any order, back to an earlier one too)
+    f = TinyJit(lambda x: (x * 2 + 1).realize())
+    xs = [Tensor(np.full(4, float(i), np.float32)).realize() for i in range(3)]
+    for i in (0, 0, 1, 1, 2, 0, 2, 2, 1):
+        assert f(xs[i]).tolist() == [2.0 * i + 1] * 4
+
+
+def test_launch_replayed_inside_a_capture_leaves_the_prepared_call_right():
+    # the inner jit's launch runs on the outer capture's input without touching the call prepared for the inner
+    # replays: calling the inner jit on that input afterwards computes on it, not on the buffer prepared before
+    inner = TinyJit(lambda x: (x * 3).realize())
+    outer = TinyJit(lambda x: inner(x))
+    xs = [Tensor(np.full(4, float(i + 1), np.float32)).realize() for i in range(4)]
+    for i in (0, 0, 1):
+        assert inner(xs[i]).tolist() == [3.0 * (i + 1)] * 4
+    for i in (2, 3, 2):
+        assert outer(xs[i]).tolist() == [3.0 * (i + 1)] * 4
+    for i in (3, 2, 1):
+        assert inner(xs[i]).tolist() == [3.0 * (i + 1)] * 4

@@ -256,13 +256,14 @@ def test_extended_key_is_the_key_of_the_whole_graph(rng):
     a, b = Tensor(rng.random(6, dtype=np.float32)).realize(), Tensor(rng.random(6, dtype=np.float32)).realize()
     first = [(a + b).uop, (a * 2).contiguous().uop]
     more = [(a + b).exp().uop, b.contiguous().uop, (a * 2).uop]
-    prefix = realize._parameterize(UOp(Ops.SINK, src=tuple(first)))
-    whole = UOp(Ops.SINK, src=tuple(first + more))
+    prefix = realize._parameterize(tuple(first))
+    whole = tuple(first + more)
     extended = realize._parameterize(whole, prefix)
     direct = realize._parameterize(whole)
     assert extended is not None and direct is not None
     assert extended.key == direct.key
     assert extended.topo == direct.topo and extended.leaves == direct.leaves
+    assert extended.topo == list(UOp(Ops.SINK, src=whole).toposort())[:-1]
 
 
 def test_cached_assigns_into_views(rng):
@@ -282,3 +283,34 @@ def test_cached_assigns_into_views(rng):
         t_np[0] += 1
         np.testing.assert_allclose(t.numpy(), t_np, rtol=1e-6)
     assert _hits() > before
+
+
+def test_key_walk_places_nodes_in_toposort_order(rng):
+    # the key's walk places each node as UOp.toposort does, the extended key (readers and copies added) included
+    from uopkit.uop.ops import Ops, UOp
+
+    a, b = Tensor(rng.random((3, 4), dtype=np.float32)).realize(), Tensor(rng.random(4, dtype=np.float32)).realize()
+    graphs = [(a + 1).uop, ((a * b).sum(1) + (a - b).max(1)).uop, (a @ b.reshape(4, 1)).exp().uop, a.uop]
+    for i in range(1, len(graphs) + 1):
+        sink = UOp(Ops.SINK, src=tuple(graphs[:i]))
+        p = realize._parameterize(sink.src)
+        assert p is not None and p.topo == list(sink.toposort())[:-1]
+        assert p.leaves == [u for u in p.topo if u.op is Ops.BUFFER] and len(p.key) == len(p.topo) + 1
+        assert all(p.position[u] == j for j, u in enumerate(p.topo))
+
+
+def test_realizing_what_is_stored_runs_nothing(rng):
+    a_np = rng.random((4, 6), dtype=np.float32)
+    a = Tensor(a_np).realize()
+    views = [a, a.reshape(6, 4), a.permute(1, 0), a[1:3], a.pad(((1, 0), (0, 0)))]
+    counts = dict(realize.stats)
+    for v in views:
+        assert v.realize() is v
+    Tensor.realize(*views)
+    # no key computed, nothing looked up in the schedule cache, nothing run: views stay views of the buffer
+    assert realize.stats == counts
+    assert all(v.uop.base is a.uop.base for v in views)
+    # and still show what the buffer holds after an in-place update
+    a.assign(a * 2).realize()
+    np.testing.assert_allclose(views[2].numpy(), (a_np * 2).T)
+    np.testing.assert_allclose(views[4].numpy()[1:], a_np * 2)

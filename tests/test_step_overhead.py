@@ -181,3 +181,54 @@ def test_recent_python_numbers_keep_their_broadcast_nodes():
     for i in range(elementwise._RECENT_SCALARS_SIZE + 10):
         a + float(i + 0.25)
     assert len(elementwise._recent_scalars) <= elementwise._RECENT_SCALARS_SIZE
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "bool"])
+@pytest.mark.parametrize("n, k, m", [(1, 3, 4), (5, 3, 1), (5, 1, 4), (2, 3, 4), (1, 1, 1), (3, 0, 2)])
+def test_matrix_product_builds_the_nodes_of_the_general_path(n, k, m, dtype, monkeypatch):
+    # two matrices of one dtype have their product's nodes built directly: the same nodes as reshape, transpose,
+    # broadcast, multiply and sum build
+    from uopkit.tensor import linalg
+
+    x, w = Tensor(np.ones((n, k)), dtype=dtype), Tensor(np.ones((k, m)), dtype=dtype)
+    direct = (x @ w).uop
+    monkeypatch.setattr(linalg, "_matrix_product_uop", lambda x, w: None)
+    assert direct is (x @ w).uop
+    monkeypatch.undo()
+    if dtype in ("float32", "float64") and k > 1:
+        assert linalg._matrix_product_uop(x.uop, w.uop) is direct
+    np.testing.assert_array_equal((x @ w).numpy(), np.ones((n, k), dtype) @ np.ones((k, m), dtype))
+
+
+def test_matrix_product_of_mismatched_operands_raises_as_before():
+    from uopkit.tensor import ShapeError
+
+    with pytest.raises(ShapeError, match="inner dimensions"):
+        Tensor(np.ones((2, 3), np.float32)) @ Tensor(np.ones((4, 2), np.float32))
+    # mixed dtypes promote (the general path)
+    out = Tensor(np.ones((2, 3), np.float32)) @ Tensor(np.ones((3, 2), np.float64))
+    assert out.dtype == dtypes.float64 and out.tolist() == [[3.0, 3.0], [3.0, 3.0]]
+
+
+def test_live_tensor_snapshot_is_the_live_tensors_in_order():
+    live = LiveTensors()
+    ts = [Tensor([float(i)]) for i in range(3)]
+    for t in ts:
+        live.add(t)
+    assert live.snapshot() == list(live) == ts
+    del ts[0]
+    gc.collect()
+    assert [t.tolist() for t in live.snapshot()] == [[1.0], [2.0]]
+
+
+def test_recent_numbers_answer_only_what_takes_the_tensors_dtype():
+    # the recent-numbers lookup comes before the dtype rules: only numbers that took the tensor's dtype are kept, so
+    # promotion and overflow still go by the rules
+    small = Tensor(np.array([1, 2], np.int8))
+    assert (small + 1).dtype == dtypes.int8 and (small + 1).dtype == dtypes.int8
+    assert (small + 1000).dtype == dtypes.int64 and (small + 1000).tolist() == [1001, 1002]
+    assert (small + 1.5).dtype == dtypes.float32 and (small + 1.5).tolist() == [2.5, 3.5]
+    flags = Tensor([True, False])
+    assert (flags + 1).dtype == dtypes.int32 and (flags + 1).tolist() == [2, 1]
+    with pytest.raises(OverflowError):
+        small + 2**70

@@ -250,6 +250,10 @@ class Program(Protocol):
     Calling it launches the kernel: buffers are the allocator's opaque handles, in the order of the kernel's
     DEFINE_GLOBALs; `vals` are the int32 values of its symbolic variables, in order. With ``wait=True`` it
     blocks until the kernel finished and returns its run time in seconds, else it may return None.
+
+    Optionally a program also has ``bind(*bufs, global_size=..., local_size=..., vals=...)``, which returns a call
+    without arguments that launches the kernel as calling it with those arguments would (``wait=False``): `TinyJit`
+    replays, which launch each kernel on the same buffers call after call, use it to prepare the arguments once.
     """
 
     def __call__(

@@ -67,14 +67,29 @@ class _Launch:
                 "local_size": runner.spec.local_size,
                 "vals": tuple(ei.var_vals[v] for v in runner.spec.vars),
             }
+            self.launch = self._bound()
+
+    def _bound(self) -> Callable[[], Any]:
+        # the kernel on the current arguments as one call without arguments: the backend's own (`Program.bind`, which
+        # prepares them once) when it has one
+        bind = getattr(self.program, "bind", None)
+        if bind is not None:
+            return bind(*self.args, **self.kwargs)
+        return functools.partial(self.program, *self.args, **self.kwargs)
 
     def run(self, bufs: list[Buffer]) -> None:
         if self.program is not None and not capturing:
-            # a kernel, with no enclosing capture to record it: only the input arguments change
-            args = self.args
-            for pos, idx in self.inputs:
-                args[pos] = bufs[idx].opaque
-            self.program(*args, **self.kwargs)
+            # a kernel, with no enclosing capture to record it: only the input arguments change, and the prepared
+            # call is kept while they are the same buffers
+            if self.inputs:
+                args, changed = self.args, False
+                for pos, idx in self.inputs:
+                    opaque = bufs[idx].opaque
+                    if args[pos] is not opaque:
+                        args[pos], changed = opaque, True
+                if changed:
+                    self.launch = self._bound()
+            self.launch()
             return
         item = self.item
         for pos, idx in self.inputs:
@@ -85,7 +100,8 @@ class _Launch:
         if item.runner is None:
             item.run()
             return
-        args = self.args
+        # (a copy: `self.args` stay what `self.launch` was prepared with)
+        args = list(self.args)
         for pos, idx in self.inputs:
             args[pos] = bufs[idx].opaque
         self.program(*args, **self.kwargs)
@@ -104,7 +120,7 @@ class _Captured:
     # host-side checks of device-computed values (index ranges) that ran during the capture: replays repeat them
     checks: list[Callable[[], None]] = field(default_factory=list)
     # (shape, dtype, device) per Tensor argument, compared at once on a call
-    sig_tuple: tuple = ()
+    sig_list: list = field(default_factory=list)
     # whether some returned tensor views an input buffer (then it is rebuilt over the call's inputs)
     outputs_read_inputs: bool = True
 
@@ -139,19 +155,31 @@ def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[Any, Any]], lis
     tensors: list[tuple[Any, Any]] = []
     others: list[Any] = []
     for i, a in enumerate(args):
-        (tensors if isinstance(a, Tensor) else others).append((i, a) if isinstance(a, Tensor) else a)
-    for k in sorted(kwargs):
-        v = kwargs[k]
-        (tensors if isinstance(v, Tensor) else others).append((k, v) if isinstance(v, Tensor) else (k, v))
+        if isinstance(a, Tensor):
+            tensors.append((i, a))
+        else:
+            others.append(a)
+    if kwargs:
+        for k in sorted(kwargs):
+            v = kwargs[k]
+            if isinstance(v, Tensor):
+                tensors.append((k, v))
+            else:
+                others.append((k, v))
     return tensors, others
+
+
+# module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and
+# a replay looks at every argument and every tensor holding state
+_RESHAPE, _BUFFER = Ops.RESHAPE, Ops.BUFFER
 
 
 def _plain_buffer(t: Any) -> UOp | None:
     """The BUFFER holding exactly `t`'s values in order (the tensor is the buffer or a reshape of it), else None."""
     node = t.uop
-    while node.op is Ops.RESHAPE:
+    while node.op is _RESHAPE:
         node = node.src[0]
-    return node if node.op is Ops.BUFFER and node in buffers else None
+    return node if node.op is _BUFFER and node in buffers else None
 
 
 def _input_buffer(t: Any) -> tuple[Any, UOp]:
@@ -212,9 +240,21 @@ class TinyJit(Generic[ReturnType]):
         if self.captured is not None:
             self._check_call(tensors, others)
             # the usual replay: every argument is already a plain buffer
-            plain = [u for _, t in tensors if (u := _plain_buffer(t)) is not None]
-            if len(plain) == len(tensors) and (cap := self.captures.get(_aliasing(plain))) is not None:
-                return self._replay(cap, plain)
+            plain: list[UOp] = []
+            bufs: list[Buffer] = []
+            for _, t in tensors:
+                node = t.uop
+                while node.op is _RESHAPE:
+                    node = node.src[0]
+                buf = buffers.get(node) if node.op is _BUFFER else None
+                if buf is None:
+                    break
+                plain.append(node)
+                bufs.append(buf)
+            else:
+                cap = self.captures.get(_aliasing(plain))
+                if cap is not None:
+                    return self._replay(cap, plain, bufs)
         # inputs become plain buffers first, so their kernels are not part of the capture
         args_l, kwargs_d = list(args), dict(kwargs)
         input_uops = []
@@ -262,7 +302,7 @@ class TinyJit(Generic[ReturnType]):
             if uop not in in_set and (b := buffers.get(uop)) is not None and id(b) in read
         ]
         self.captured = _Captured(launches, input_uops, outputs, signature, tuple(others), state, checks)
-        self.captured.sig_tuple = tuple((sig.shape, sig.dtype, sig.device) for sig in signature)
+        self.captured.sig_list = [(sig.shape, sig.dtype, sig.device) for sig in signature]
         reads: list[bool] = []
         _map_outputs_uop(outputs, lambda out: reads.append(out.reads_input))
         self.captured.outputs_read_inputs = any(reads)
@@ -279,7 +319,7 @@ class TinyJit(Generic[ReturnType]):
             len(others) != len(cap.others) or not all(_same(a, b) for a, b in zip(others, cap.others, strict=True))
         ):
             raise JitError("TinyJit: non-Tensor arguments changed since the capture; they are baked into the kernels")
-        if tuple((t.shape, t.dtype, t.device) for _, t in tensors) == cap.sig_tuple:
+        if [(t.uop.shape, t.uop.dtype, t.uop.device) for _, t in tensors] == cap.sig_list:
             return
         for (where, t), sig in zip(tensors, cap.signature, strict=True):
             if t.shape != sig.shape or t.dtype != sig.dtype or t.device != sig.device:
@@ -289,7 +329,7 @@ class TinyJit(Generic[ReturnType]):
                     "call reset() or use a new TinyJit for new shapes"
                 )
 
-    def _replay(self, cap: _Captured, uops: list[UOp]) -> Any:
+    def _replay(self, cap: _Captured, uops: list[UOp], bufs: list[Buffer] | None = None) -> Any:
         for st in cap.state:
             if not st.still_held():
                 raise JitError(
@@ -298,7 +338,8 @@ class TinyJit(Generic[ReturnType]):
                     "values; update it in place with .assign(), pass it as an argument, or call reset() to capture "
                     "again"
                 )
-        bufs = [buffers[uop] for uop in uops]
+        if bufs is None:
+            bufs = [buffers[uop] for uop in uops]
         for launch in cap.launches:
             launch.run(bufs)
         if cap.checks:

@@ -294,47 +294,74 @@ class CachedSchedule:
 schedule_cache: dict[tuple, CachedSchedule] = {}
 
 
-def _parameterize(sink: UOp, prefix: _Param | None = None) -> _Param | None:
-    """The graph with its BUFFERs numbered in toposort order (the cache key), those BUFFERs and the toposort.
+# the ops `_parameterize` keys otherwise than by (op, dtype, arg, sources); module constants because on Python 3.11
+# every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and the walk looks at every node
+_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS = Ops.BUFFER, Ops.KERNEL, Ops.STORE, Ops.CONST, Ops.CONTIGUOUS
+_MOVEMENT = GroupOp.Movement
+_KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS})
 
-    None: not cacheable. Graphs of the same key have the same toposort, node for node. `prefix`: the result for a sink
-    whose sources `sink`'s begin with; only the nodes the other sources add are walked (the toposort of `sink` is
-    `prefix`'s without its SINK, then theirs).
+
+def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Param | None:
+    """The graph of `roots` (the tensors being realized) with its BUFFERs numbered in toposort order (the cache key),
+    those BUFFERs and the toposort.
+
+    None: not cacheable. Graphs of the same key have the same toposort, node for node. `prefix`: the result for roots
+    that `roots` begin with; only the nodes the other roots add are walked (the toposort is `prefix`'s, then theirs).
+
+    One walk, sources before users (the order of `UOp.toposort` from a SINK of the roots, without the SINK), writes
+    each node's key entry as it is placed: the key is computed on every realize, so this is the schedule cache's cost
+    on a hit. The last entry says which nodes the roots are.
     """
     if prefix is None:
-        p = _Param([], [], [], [], {}, {})
-        nodes = list(sink.toposort())
+        p = _Param([], [], [], [], {}, {}, roots)
+        new_roots = roots
     else:
         p = prefix
-        old_sink = p.topo.pop()
         p.nodes.pop()
-        del p.position[old_sink]
-        assert sink.src[: len(old_sink.src)] == old_sink.src, "the sink must extend the prefix's"
-        extra = UOp(Ops.SINK, src=sink.src[len(old_sink.src) :])
-        nodes = [u for u in extra.toposort(gate=lambda u: u not in p.position) if u is not extra] + [sink]
-    position, key, leaves, fresh = p.position, p.nodes, p.leaves, p.fresh
-    for u in nodes:
-        position[u] = len(p.topo)
-        p.topo.append(u)
-        op = u.op
-        if op is Ops.BUFFER:
-            # a BUFFER is known by its place among the leaves, its device, size and dtype: not by its identity
-            key.append((op, u.dtype, (-1 - len(leaves), u.arg[1], u.arg[2]), ()))
-            leaves.append(u)
+        assert roots[: len(p.roots)] == p.roots, "the roots must extend the prefix's"
+        new_roots = roots[len(p.roots) :]
+        p.roots = roots
+    position, key, leaves, fresh, topo = p.position, p.nodes, p.leaves, p.fresh, p.topo
+    source_position = position.__getitem__
+    for root in new_roots:
+        if root in position:
             continue
-        if op is Ops.KERNEL:
-            # already kernelized: the slow path knows how to reuse those (kernel STOREs that ran are in becomes_map)
-            return None
-        arg = u.arg
-        if op is Ops.CONTIGUOUS and arg is not None:
-            # the arg is a fresh id that only keeps the node one of its own: numbered in order of appearance
-            arg = ("fresh", type(arg).__name__, fresh.setdefault(arg, len(fresh)))
-        elif op is Ops.STORE:
-            p.stores.append(u)
-        elif op is Ops.CONST:
-            # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
-            arg = const_identity(arg)
-        key.append((op, u.dtype, arg, tuple([position[s] for s in u.src])))
+        stack: list[tuple[UOp, bool]] = [(root, False)]
+        while stack:
+            u, placed = stack.pop()
+            if u in position:
+                continue
+            if not placed:
+                stack.append((u, True))
+                for s in reversed(u.src):
+                    if s not in position:
+                        stack.append((s, False))
+                continue
+            position[u] = len(topo)
+            topo.append(u)
+            op = u.op
+            if op not in _KEYED_APART:
+                key.append((op, u.dtype, u.arg, tuple(map(source_position, u.src))))
+                continue
+            arg = u.arg
+            if op is _BUFFER:
+                # a BUFFER is known by its place among the leaves, its device, size and dtype: not by its identity
+                key.append((op, u.dtype, (-1 - len(leaves), arg[1], arg[2]), ()))
+                leaves.append(u)
+                continue
+            if op is _KERNEL:
+                # already kernelized: the slow path knows how to reuse those (kernel STOREs that ran are in becomes_map)
+                return None
+            if op is _CONTIGUOUS and arg is not None:
+                # the arg is a fresh id that only keeps the node one of its own: numbered in order of appearance
+                arg = ("fresh", type(arg).__name__, fresh.setdefault(arg, len(fresh)))
+            elif op is _STORE:
+                p.stores.append(u)
+            elif op is _CONST:
+                # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
+                arg = const_identity(arg)
+            key.append((op, u.dtype, arg, tuple(map(source_position, u.src))))
+    key.append(("roots", tuple(map(source_position, roots))))
     return p
 
 
@@ -348,6 +375,8 @@ class _Param:
     stores: list[UOp]
     position: dict[UOp, int]
     fresh: dict[object, int]
+    # the tensors' nodes, in order
+    roots: tuple[UOp, ...]
 
     @property
     def key(self) -> tuple:
@@ -419,7 +448,7 @@ def _record(
         if t is None:
             return None
         templates.append(t)
-    position = {u: i for i, u in enumerate(topo)}
+    position = param.position
     assigned = []
     for store in param.stores:
         t = _template(_assigned_view(store), slot)
@@ -431,7 +460,7 @@ def _record(
     has_store: dict[UOp, bool] = {}
     for u in topo:
         has_store[u] = u.op is Ops.STORE or any(has_store[x] for x in u.src)
-    remember = tuple(not has_store[u] for u in topo[-1].src)
+    remember = tuple(not has_store[u] for u in param.roots)
     launches = None
     if all(r is not None and not r.spec.vars for r in runners):
         launches = tuple(
@@ -464,9 +493,10 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pen
         buf = buffers[uop] = Buffer(device, size, dtype).allocate()
         table.append(buf)
         uops.append(uop)
-    if DEBUG >= 1 and entry.steps:
+    debug = DEBUG.value
+    if debug >= 1 and entry.steps:
         print(f"schedule: {len(entry.steps)} kernels (cached)")
-    if entry.launches is not None and not capturing and DEBUG < 2:
+    if entry.launches is not None and not capturing and debug < 2:
         # the common case, with nothing to capture or time: straight to the programs
         for program, slots, global_size, local_size in entry.launches:
             program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size)
@@ -495,24 +525,35 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pen
 # realize
 
 
+def _is_stored(u: UOp) -> bool:
+    # a view of an allocated buffer: realizing it does nothing (views stay views)
+    while u.op in _MOVEMENT:
+        u = u.src[0]
+    return u.op is _BUFFER and u in buffers
+
+
 def realize_tensors(tensors: Sequence[Tensor]) -> None:
-    if not tensors:
+    for t in tensors:
+        if not _is_stored(t.uop):
+            break
+    else:
+        # (`.numpy()` and the like realize what often is realized already)
         return
-    sink = UOp(Ops.SINK, src=tuple(t.uop for t in tensors))
-    param = _parameterize(sink) if SCHEDULE_CACHE else None
+    roots = tuple([t.uop for t in tensors])
+    param = _parameterize(roots) if SCHEDULE_CACHE else None
     pending: PendingReads | None = None
     if param is None or param.stores:
         # a graph with STOREs: other lazy values reading what they overwrite are computed first or get a copy
         targets = None if param is None else list(dict.fromkeys(_stored_buffer(u) for u in param.stores))
         if targets is not None and any(b.op is not Ops.BUFFER for b in targets):
             targets = None
-        pending = protect_pending_reads(tensors, sink, targets)
+        pending = protect_pending_reads(tensors, UOp(Ops.SINK, src=roots), targets)
         readers, copies = pending.readers, pending.copies
         if readers or copies:
             tensors = [*tensors, *readers, *copies]
             if param is not None:
                 # the readers and copies are part of the graph (and of its key)
-                param = _parameterize(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)), param)
+                param = _parameterize(tuple([t.uop for t in tensors]), param)
     entry = schedule_cache.get(param.key) if param is not None else None
     if entry is not None:
         stats["schedule_hits"] += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,10 @@ class LiveTensors:
     def __len__(self) -> int:
         return len(self._refs)
 
+    def snapshot(self) -> list[Tensor]:
+        """The live tensors as a list (what `list(self)` gives, without a generator step per tensor)."""
+        return [t for t in map(operator.call, list(self._refs)) if t is not None]
+
 
 # every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
 # uopkit.tensor, so the scheduler needs nothing from the front end
@@ -99,9 +104,20 @@ def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
     return memo[root]
 
 
+# module constants for the per-tensor loops below: on Python 3.11 every `Ops.X` is a lookup through
+# EnumType.__getattr__'s slow hook (~0.2 us), and these run for every live tensor on every realize
+_STORE, _BUFFER = Ops.STORE, Ops.BUFFER
+_MOVEMENT = GroupOp.Movement
+
+
 def _remember_source(old: UOp, new: UOp) -> None:
     # assigns are not differentiable (no gradient flows through STORE): keep nothing for them
-    if old is not new and old.base.op is not Ops.STORE and not is_kernel_store(old.base):
+    if old is new:
+        return
+    base = old
+    while base.op in _MOVEMENT:
+        base = base.src[0]
+    if base.op is not _STORE:
         computed_from[new] = old
 
 
@@ -117,9 +133,11 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     if pending is not None and pending.rewire_after:
         skip = {id(t) for t in pending.rewire_after}
         pending.replaced = mapping
-    for k, v in mapping.items():
-        if k is not v and is_kernel_store(k):
-            becomes_map[k] = v
+    if not from_replay:
+        # (a replay's keys are never kernel STOREs: graphs holding KERNELs aren't cached)
+        for k, v in mapping.items():
+            if k is not v and is_kernel_store(k):
+                becomes_map[k] = v
     if not mapping:
         return
     # shared by all the tensors, whose graphs overlap (the gradients share the forward pass): each node is looked at
@@ -132,15 +150,15 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     if not changed:
         return
     oldest = min(changed)
-    for t in list(live_tensors):
+    for t in live_tensors.snapshot():
         u = t.uop
         if u.seq < oldest or id(t) in skip:
             continue
         new = mapping.get(u)
         if new is None and from_replay:
-            while u.op in GroupOp.Movement:
+            while u.op in _MOVEMENT:
                 u = u.src[0]
-            if u.op is Ops.BUFFER:
+            if u.op is _BUFFER:
                 continue
             u = t.uop
         if new is None and _reaches(u, mapping, reaches):

@@ -89,6 +89,12 @@ class ElementwiseMixin:
 
     def _broadcasted(self, y: Any, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
+        if type(y) in (float, int):
+            # a number seen lately with this dtype and shape: kept only when it takes the tensor's dtype (below)
+            u = x.uop
+            c = _recent_scalars.get((u.dtype, u.device, u.shape, type(y), y)) if y else None
+            if c is not None:
+                return (Tensor(c), x) if reverse else (x, Tensor(c))
         if type(y) in (float, int) and x.dtype != dtypes.bfloat16 and (dt := x._const_dtype(y, op)) == x.dtype:
             # a Python number of the tensor's dtype (`a + 1`): the nodes of Tensor(y).expand(shape), built directly
             shape = x.shape
@@ -130,8 +136,10 @@ class ElementwiseMixin:
             # no backend computes in bfloat16: compute in float32 and round the result back
             ret = self.float()._alu(op, *(s.float() for s in srcs))
             return ret if op in GroupOp.Comparison else ret.cast(dtypes.bfloat16)
-        out_dt = dtypes.bool if op in GroupOp.Comparison else self.dtype
-        return Tensor(UOp(op, out_dt, (self.uop, *(s.uop for s in srcs))))
+        u = self.uop
+        out_dt = dtypes.bool if op in GroupOp.Comparison else u.dtype
+        # (most ops have one other operand: its node without a generator)
+        return Tensor(UOp(op, out_dt, (u, srcs[0].uop) if len(srcs) == 1 else (u, *[s.uop for s in srcs])))
 
     def cast(self, dtype: DType | str) -> Tensor:
         """The values converted to `dtype` (floats to ints truncate toward zero).

@@ -46,6 +46,9 @@ class LinalgMixin:
         """
         if not isinstance(w, Tensor):
             raise TypeError(f"matmul: the right operand must be a Tensor, got {type(w).__name__}")
+        fast = _matrix_product_uop(self.uop, w.uop)
+        if fast is not None:
+            return Tensor(fast)
         if self.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both operands need at least 1 dimension, got {self.shape} and {w.shape}")
         x = self
@@ -489,3 +492,26 @@ class LinalgMixin:
             return self._slice_axis(axis, int(idx[0]), int(idx[-1]) + 1)
         index: list[Any] = [slice(None)] * axis + [Tensor(idx.astype(np.int32), device=self.device)]
         return self[tuple(index)]
+
+
+def _matrix_product_uop(x: UOp, w: UOp) -> UOp | None:
+    """The nodes `dot` builds for two matrices of one dtype on one device that accumulates in that dtype, built
+    directly (None: another case, for the general path). A layer's forward pass is mostly this, and the public methods'
+    checks and intermediate tensors cost several times the nodes."""
+    xs, ws = x.shape, w.shape
+    if len(xs) != 2 or len(ws) != 2 or x.dtype is not w.dtype or x.device != w.device:
+        return None
+    (n, k), (k2, m) = xs, ws
+    dt = x.dtype
+    if k != k2 or k == 1 or n * m * k == 0 or _sum_acc_dtype(dt) is not dt:
+        # (a mismatch raises on the general path; a sum over one element or none, and half floats, go there too)
+        return None
+    # x as (n, 1, k) and w transposed as (1, m, k), both broadcast to (n, m, k)
+    xb = UOp(Ops.RESHAPE, dt, (x,), (n, 1, k))
+    if m != 1:
+        xb = UOp(Ops.EXPAND, dt, (xb,), (n, m, k))
+    wb = UOp(Ops.RESHAPE, dt, (UOp(Ops.PERMUTE, dt, (w,), (1, 0)),), (1, m, k))
+    if n != 1:
+        wb = UOp(Ops.EXPAND, dt, (wb,), (n, m, k))
+    product = UOp(Ops.MUL, dt, (xb, wb))
+    return UOp(Ops.RESHAPE, dt, (UOp(Ops.REDUCE_AXIS, dt, (product,), (Ops.ADD, (2,))),), (n, m))

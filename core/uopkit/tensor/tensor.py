@@ -167,6 +167,10 @@ class Tensor(
         """Compute this tensor (and `others`) into device buffers."""
         from uopkit.engine.realize import realize_tensors
 
+        if not others and self.uop.dtype is not dtypes.bfloat16:
+            # (the common case: one tensor, its own bits)
+            realize_tensors([self])
+            return self
         tensors = [self, *others]
         bits = [_bits_tensor(t) for t in tensors]
         realize_tensors(bits)

@@ -203,3 +203,66 @@ def test_compile_batch_error_names_the_broken_kernel() -> None:
         ClangCompiler().compile_batch([ADD_SRC, broken, SCALE_SRC])
     # the batch failed, then each kernel was compiled alone: the error carries only the broken one's source
     assert info.value.src == broken and "error" in info.value.message
+
+
+CHUNKED_SCALE_SRC = """
+const int chunked_scale_chunks = 4;
+void chunked_scale_chunk(void **bufs, const int *vals, int chunk, int chunks) {
+  float *out = (float *)bufs[0];
+  const float *in = (const float *)bufs[1];
+  for (int i = chunk; i < vals[0]; i += chunks) out[i] = in[i] * vals[1];
+}
+"""
+
+
+def test_threaded_launches_keep_their_argument_arrays_by_address() -> None:
+    # the arrays of buffer addresses and values are kept per (addresses, values): a launch on other buffers or with
+    # other values gets arrays of its own, a launch like an earlier one reuses that one's (and computes the same)
+    prg = CPUProgram("chunked_scale", ClangCompiler(flags=(*CFLAGS, "-pthread")).compile(CHUNKED_SCALE_SRC))
+    assert prg.chunks == 4
+    allocator = CPUAllocator()
+    x = np.arange(10, dtype=np.float32)
+    src, out1, out2 = _to_device(allocator, x), allocator.alloc(x.nbytes), allocator.alloc(x.nbytes)
+    prg(out1, src, vals=(10, 2))
+    prg(out2, src, vals=(10, 3))
+    prg(out1, src, vals=(7, 5))
+    assert len(prg.arrays) == 3
+    np.testing.assert_array_equal(_from_device(allocator, out2, x), x * 3)
+    expected = x * 5
+    expected[7:] = x[7:] * 2
+    np.testing.assert_array_equal(_from_device(allocator, out1, x), expected)
+    allocator.copyin(src, memoryview(x + 1).cast("B"))
+    prg(out2, src, vals=[10, 3])
+    assert len(prg.arrays) == 3
+    np.testing.assert_array_equal(_from_device(allocator, out2, x), (x + 1) * 3)
+    # raw addresses are buffers too
+    prg(out1.addr, src.addr, vals=(10, 1))
+    np.testing.assert_array_equal(_from_device(allocator, out1, x), x + 1)
+
+
+def test_plain_kernel_takes_its_argument_types_from_the_first_call() -> None:
+    prg = CPUProgram("add", ClangCompiler().compile(ADD_SRC))
+    allocator = CPUAllocator()
+    a, b = np.arange(4, dtype=np.float32), np.ones(4, dtype=np.float32)
+    buf_a, buf_b = _to_device(allocator, a), _to_device(allocator, b)
+    prg(buf_a, buf_b, vals=(4,))
+    assert prg.fxn.argtypes == [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+    prg(buf_a.addr, buf_b, vals=(2,))
+    np.testing.assert_array_equal(_from_device(allocator, buf_a, a), a + [2, 2, 1, 1])
+    with pytest.raises(TypeError, match="CPUMemory"):
+        prg(buf_a, "not a buffer", vals=(1,))
+
+
+def test_bound_launch_does_what_the_call_does() -> None:
+    allocator = CPUAllocator()
+    x = np.arange(10, dtype=np.float32)
+    plain = CPUProgram("add", ClangCompiler().compile(ADD_SRC))
+    buf_a, buf_b = _to_device(allocator, x), _to_device(allocator, np.ones(10, np.float32))
+    launch = plain.bind(buf_a, buf_b, vals=(6,))
+    launch()
+    launch()
+    np.testing.assert_array_equal(_from_device(allocator, buf_a, x), x + np.array([2] * 6 + [0] * 4))
+    chunked = CPUProgram("chunked_scale", ClangCompiler(flags=(*CFLAGS, "-pthread")).compile(CHUNKED_SCALE_SRC))
+    out = allocator.alloc(x.nbytes)
+    chunked.bind(out, buf_b.addr, vals=[10, 7])()
+    np.testing.assert_array_equal(_from_device(allocator, out, x), np.full(10, 7.0, np.float32))

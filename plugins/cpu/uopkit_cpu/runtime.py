@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import mmap
+import operator
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,12 +100,20 @@ class CPUAllocator(LRUAllocator):
         ctypes.memmove(dest.addr, src.addr, size)
 
 
-def _pointer(buf: Any) -> ctypes.c_void_p:
+# a CPUMemory's address, in C (map over the buffers without a Python call per buffer)
+_addr_of = operator.attrgetter("addr")
+
+
+def _address(buf: Any) -> int:
     if isinstance(buf, CPUMemory):
-        return ctypes.c_void_p(buf.addr)
+        return buf.addr
     if isinstance(buf, int):
-        return ctypes.c_void_p(buf)
+        return buf
     raise TypeError(f"CPU programs take CPUMemory buffers, got {type(buf).__name__}")
+
+
+# per threaded program, the argument arrays of this many recent (buffers, values) launches are kept
+ARRAYS_KEPT = 64
 
 
 # loaded libraries by content: kernels compiled together share one library (`ClangCompiler.compile_batch`), loaded
@@ -140,9 +151,16 @@ class CPUProgram:
 
             self.pool_run = thread_pool().run
             self.entry = ctypes.cast(getattr(self.lib, f"{name}_chunk"), ctypes.c_void_p)
+            # the (buffer addresses, values) arrays of recent launches: a training step or a replay launches a kernel
+            # on the same buffers again (the allocator hands the same memory back), and building two ctypes arrays
+            # costs more than the kernel call. Keyed by the addresses themselves, so an entry is never stale.
+            self.arrays: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Any, Any]] = {}
         else:
-            self.fxn = getattr(self.lib, name)
+            # a function object of its own (attribute access on the library shares one per name): its argument types
+            # are this kernel's, set on the first call, so that calls pass plain ints (no c_void_p per buffer)
+            self.fxn = self.lib[name]
             self.fxn.restype = None
+            self.n_bufs, self.n_vals = -1, -1
 
     def __call__(
         self,
@@ -153,16 +171,51 @@ class CPUProgram:
         wait: bool = False,
     ) -> float | None:
         start = time.perf_counter() if wait else 0.0
+        try:
+            addrs = tuple(map(_addr_of, bufs))
+        except AttributeError:
+            addrs = tuple(map(_address, bufs))
         if self.chunks:
-            addrs = [b.addr if type(b) is CPUMemory else _pointer(b).value for b in bufs]
-            args = (ctypes.c_void_p * len(addrs))(*addrs), (ctypes.c_int * len(vals))(*vals)
-            self.pool_run(self.entry, *args, self.chunks)
+            if type(vals) is not tuple:
+                vals = tuple(vals)
+            arrays = self.arrays.get((addrs, vals))
+            if arrays is None:
+                arrays = self._arrays(addrs, vals)
+            self.pool_run(self.entry, arrays[0], arrays[1], self.chunks)
         else:
-            direct = [ctypes.c_void_p(b.addr) if type(b) is CPUMemory else _pointer(b) for b in bufs]
-            if vals:
-                direct += [ctypes.c_int32(v) for v in vals]
-            self.fxn(*direct)
+            if len(addrs) != self.n_bufs or len(vals) != self.n_vals:
+                self._set_argtypes(len(addrs), len(vals))
+            self.fxn(*addrs, *vals)
         return time.perf_counter() - start if wait else None
+
+    def bind(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, int, int] = (1, 1, 1),
+        local_size: tuple[int, int, int] | None = None,
+        vals: tuple[int, ...] = (),
+    ) -> Callable[[], None]:
+        """The launch on these buffers and values as a call without arguments (`uopkit.device.Program.bind`): the
+        C function with its arguments converted once (a TinyJit replay launches the same kernel on the same buffers
+        every call)."""
+        addrs = tuple(map(_address, bufs))
+        vals = tuple(vals)
+        if self.chunks:
+            # (the partial keeps the arrays alive)
+            return functools.partial(self.pool_run, self.entry, *self._arrays(addrs, vals), self.chunks)
+        if len(addrs) != self.n_bufs or len(vals) != self.n_vals:
+            self._set_argtypes(len(addrs), len(vals))
+        return functools.partial(self.fxn, *addrs, *vals)
+
+    def _set_argtypes(self, n_bufs: int, n_vals: int) -> None:
+        self.n_bufs, self.n_vals = n_bufs, n_vals
+        self.fxn.argtypes = [ctypes.c_void_p] * n_bufs + [ctypes.c_int32] * n_vals
+
+    def _arrays(self, addrs: tuple[int, ...], vals: tuple[int, ...]) -> tuple[Any, Any]:
+        if len(self.arrays) >= ARRAYS_KEPT:
+            self.arrays.clear()
+        arrays = self.arrays[(addrs, vals)] = (ctypes.c_void_p * len(addrs))(*addrs), (ctypes.c_int * len(vals))(*vals)
+        return arrays
 
 
 def open_cpu(device: str) -> Compiled:
