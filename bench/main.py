@@ -45,7 +45,8 @@ def benchmarks(sizes: cases.Sizes) -> list[Bench]:
     for n in sizes.matmul:
         out.append(Bench(f"matmul {n} fp32", lambda fw, n=n: cases.matmul(fw, n), (2 * n**3 / 1e9, "GFLOP/s")))
     n = sizes.elementwise
-    out.append(Bench(f"relu(a*b+c)*2 {n / 2**20:g}M", lambda fw: cases.elementwise(fw, n), (4 * 4 * n / 1e9, "GB/s")))
+    label = f"relu(a*b+c)*2 {n / 2**20:g}M"
+    out.append(Bench(label, lambda fw, n=n: cases.elementwise(fw, n), (4 * 4 * n / 1e9, "GB/s")))
     r = sizes.reduce
     for axis in (0, 1):
         out.append(
@@ -66,12 +67,13 @@ def benchmarks(sizes: cases.Sizes) -> list[Bench]:
             (flops / 1e9, "GFLOP/s"),
         )
     )
-    h, n, d = sizes.attention
+    # (names of their own: the lambdas above read `n` when they run)
+    heads, seq, dim = sizes.attention
     out.append(
         Bench(
-            f"attention {h}x{n}x{d}",
+            f"attention {heads}x{seq}x{dim}",
             lambda fw: cases.attention(fw, sizes.attention),
-            (2 * 2 * h * n * n * d / 1e9, "GFLOP/s"),
+            (2 * 2 * heads * seq * seq * dim / 1e9, "GFLOP/s"),
         )
     )
     rows, width, lookups = sizes.embedding

@@ -123,3 +123,15 @@ def test_cold_main_job_reads_the_example_output():
     assert parse_main_job(out) == {"kernels": 71, "compile_s": 4.1, "compile_wait_s": 2.95, "accuracy": 97.5}
     with pytest.raises(ValueError, match="no compile or accuracy line"):
         parse_main_job("training: 400 steps in 9.1 s\n")
+
+
+def test_each_benchmark_runs_the_sizes_its_label_names():
+    # the cases are closures: one must not read a name a later case reassigns (the elementwise case once ran on 256
+    # floats under its "16M" label)
+    from bench.frameworks import Framework
+
+    numpy_fw = Framework("numpy", module=__import__("numpy"))
+    sizes = cases.QUICK
+    by_name = {b.name: b for b in benchmarks(sizes)}
+    run, _ = next(b for name, b in by_name.items() if name.startswith("relu")).make(numpy_fw)
+    assert run().shape == (sizes.elementwise,)
