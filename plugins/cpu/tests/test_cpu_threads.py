@@ -9,7 +9,7 @@ import pytest
 
 from uopkit import Device, Tensor
 from uopkit.codegen import get_program
-from uopkit.engine.realize import method_cache
+from uopkit.engine.realize import SCHEDULE_CACHE, method_cache
 from uopkit.helpers import Context
 from uopkit.schedule import create_schedule, kernelize_tensors
 
@@ -75,11 +75,14 @@ def test_parallel_loop_starts_the_threads_asked_for(monkeypatch):
         assert src.count("_chunk(void **bufs") == 1 and f"_chunks = {threads};" in src
 
 
-def _matmul_check(seed: int) -> float:
+def _matmul_check(seed: int, context: bool = True) -> float:
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((96, 64)).astype(np.float32), rng.standard_normal((64, 128)).astype(np.float32)
-    with Context(SCHEDULE_CACHE=0):
+    if not context:
         got = (Tensor(a) @ Tensor(b)).numpy()
+    else:
+        with Context(SCHEDULE_CACHE=0):
+            got = (Tensor(a) @ Tensor(b)).numpy()
     return float(np.abs(got - a.astype(np.float64) @ b.astype(np.float64)).max())
 
 
@@ -94,13 +97,18 @@ def test_pool_serves_callers_on_several_threads(monkeypatch):
     errors: list[float] = []
 
     def work(seed: int) -> None:
-        errors.extend(_matmul_check(seed) for _ in range(20))
+        errors.extend(_matmul_check(seed, context=False) for _ in range(20))
 
+    # (flags are process-wide: set once here, not entered and left by three threads at once, whose interleaved exits
+    # could leave SCHEDULE_CACHE=0 behind for the tests that run after this one)
     threads = [threading.Thread(target=work, args=(s,)) for s in (1, 2, 3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
+    before = SCHEDULE_CACHE.value
+    with Context(SCHEDULE_CACHE=0):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+    assert SCHEDULE_CACHE.value == before
     assert not any(t.is_alive() for t in threads), "a kernel launch hung"
     assert len(errors) == 60 and max(errors) < 1e-3
     method_cache.clear()
