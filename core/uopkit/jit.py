@@ -174,12 +174,20 @@ def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[Any, Any]], lis
 _RESHAPE, _BUFFER = Ops.RESHAPE, Ops.BUFFER
 
 
-def _plain_buffer(t: Any) -> UOp | None:
-    """The BUFFER holding exactly `t`'s values in order (the tensor is the buffer or a reshape of it), else None."""
+def _stored(t: Any) -> tuple[UOp, Buffer] | None:
+    """The BUFFER holding exactly `t`'s values in order (the tensor is the buffer or a reshape of it) and its
+    allocated Buffer, else None."""
     node = t.uop
     while node.op is _RESHAPE:
         node = node.src[0]
-    return node if node.op is _BUFFER and node in buffers else None
+    buf = buffers.get(node) if node.op is _BUFFER else None
+    return None if buf is None else (node, buf)
+
+
+def _plain_buffer(t: Any) -> UOp | None:
+    """The BUFFER holding exactly `t`'s values in order, else None (see `_stored`)."""
+    found = _stored(t)
+    return None if found is None else found[0]
 
 
 def _input_buffer(t: Any) -> tuple[Any, UOp]:
@@ -243,14 +251,11 @@ class TinyJit(Generic[ReturnType]):
             plain: list[UOp] = []
             bufs: list[Buffer] = []
             for _, t in tensors:
-                node = t.uop
-                while node.op is _RESHAPE:
-                    node = node.src[0]
-                buf = buffers.get(node) if node.op is _BUFFER else None
-                if buf is None:
+                found = _stored(t)
+                if found is None:
                     break
-                plain.append(node)
-                bufs.append(buf)
+                plain.append(found[0])
+                bufs.append(found[1])
             else:
                 cap = self.captures.get(_aliasing(plain))
                 if cap is not None:

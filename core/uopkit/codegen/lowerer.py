@@ -335,14 +335,26 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     return result
 
 
+def is_one_hot_reduce(red: UOp) -> bool:
+    """A sum (or max) over one axis of a select whose condition reads an IOTA: the form indexing, gather and
+    embeddings take, which `_fold_one_hot` turns into one load at the index (the heuristic asks too)."""
+    src = red.src[0]
+    return (
+        len(red.arg[1]) == 1
+        and red.arg[0] in (Ops.ADD, Ops.MAX)
+        and src.op is Ops.WHERE
+        and any(u.op is Ops.IOTA for u in src.src[0].toposort())
+    )
+
+
 def _fold_one_hot(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp | None:
     """A sum over k of where(v == k, y(k), 0), k counting 0..n-1 (an IOTA): that is y(v) where 0 <= v < n, else 0.
     Indexing, gather and embeddings compare an index with an iota this way: the reduce becomes one load at the index
     instead of a loop over every position (a max of bools, a boolean tensor's indexing, likewise). None: not that."""
+    if not is_one_hot_reduce(node):
+        return None
     op, axes = node.arg
     src = node.src[0]
-    if len(axes) != 1 or op not in (Ops.ADD, Ops.MAX) or not any(u.op is Ops.IOTA for u in src.toposort()):
-        return None
     if node is ctx.plan.reduce_op and any(p.kind != "loop" for p in ctx.plan.red[0]):
         return None
     n = src.shape[axes[0]] if src.shape is not None else 0

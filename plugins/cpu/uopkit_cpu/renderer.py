@@ -102,7 +102,7 @@ class ClangRenderer(CStyleRenderer):
         quoted = ", ".join(f'"{o}"' for o in options)
         attrs = f"__attribute__((optimize({quoted}))) " if options else ""
         loop = _parallel_loop(uops) if uops is not None else None
-        if loop is None or not _chunkable(uops or [], loop):
+        if uops is None or loop is None or not _chunkable(uops, loop):
             return attrs + super().render_kernel(name, body, params, uops)
         # the kernel runs one chunk of its parallel loop per call; the pool calls `<name>_chunk` with the buffers and
         # symbolic values in arrays, `<name>_chunks` times
@@ -132,12 +132,9 @@ def _parallel_loop(uops: list[UOp]) -> UOp | None:
     return next((u for u in uops if u.op is Ops.RANGE and u.arg[1] == "thread"), None)
 
 
-def _chunkable(uops: list[UOp], loop: UOp | None = None) -> bool:
-    """Whether the program's parallel loop can run as chunks, each call doing the rest of the program again: nothing
-    outside the loop stores (the code around it only computes values the loop reads)."""
-    loop = loop if loop is not None else _parallel_loop(uops)
-    if loop is None:
-        return False
+def _chunkable(uops: list[UOp], loop: UOp) -> bool:
+    """Whether the program's parallel loop `loop` can run as chunks, each call doing the rest of the program again:
+    nothing outside the loop stores (the code around it only computes values the loop reads)."""
     start = uops.index(loop)
     end = next(i for i, u in enumerate(uops) if u.op is Ops.END and u.src[1] is loop)
     return not any(u.op is Ops.STORE for u in uops[:start] + uops[end + 1 :])

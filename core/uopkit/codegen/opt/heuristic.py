@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from uopkit.codegen.lowerer import is_one_hot_reduce
 from uopkit.codegen.opt import MAX_LANES, KernelPlan, Opt, OptOps, initial_plan
 from uopkit.codegen.opt.analysis import divisor as _divisor
 from uopkit.codegen.opt.analysis import load_axes, memory_strides
@@ -21,7 +22,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     plan = initial_plan(ast)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
-    if not red_sizes or _is_one_hot_pick(plan):
+    if not red_sizes or (plan.reduce_op is not None and is_one_hot_reduce(plan.reduce_op)):
         # elementwise (or a one-hot pick, which the lowerer turns into a load at the index): the C compiler
         # vectorizes the innermost loop by itself; lanes only add code (and the loads' strides, which take a lowering
         # and a simplification to find, are not needed)
@@ -111,18 +112,6 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
     return list(_thread_opts(plan, renderer).opts)
-
-
-def _is_one_hot_pick(plan: KernelPlan) -> bool:
-    """A sum (or max) over one axis of a value compared with an IOTA: indexing's one-hot form, which the lowerer
-    folds into one load at the index (`lowerer._fold_one_hot`)."""
-    red = plan.reduce_op
-    return (
-        red is not None
-        and len(red.arg[1]) == 1
-        and red.src[0].op is Ops.WHERE
-        and any(u.op is Ops.IOTA for u in red.src[0].src[0].toposort())
-    )
 
 
 def _register_tile(
