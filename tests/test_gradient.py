@@ -296,6 +296,65 @@ def test_conv2d_gradient() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "xs, ws, kwargs",
+    [
+        ((2, 4, 9, 8), (6, 4, 3, 3), dict(padding=1)),
+        ((1, 3, 10, 11), (4, 3, 3, 3), dict(stride=(2, 3), padding=(0, 2), dilation=(2, 1))),
+        ((2, 4, 7, 7), (4, 1, 3, 3), dict(padding="same", dilation=2, groups=4)),
+        ((2, 3, 8, 8), (2, 3, 5, 5), dict(stride=2)),
+        ((2, 3, 12), (5, 3, 4), dict(stride=3, padding=2)),
+        ((1, 2, 5, 6, 7), (3, 2, 2, 3, 2), dict(stride=(1, 2, 1), padding=1)),
+    ],
+)
+def test_conv_gradients_are_whole_convolutions(xs, ws, kwargs) -> None:
+    # conv gives its input's gradient as a transposed convolution and its weight's as one reduce (set_gradient):
+    # strides whose last window leaves a tail of the input unread, dilation, groups, 1-d and 3-d
+    x, w = _randn(*xs), _randn(*ws)
+    conv = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d, 3: torch.nn.functional.conv3d}[len(xs) - 2]
+    check_grad(lambda x, w: x.conv2d(w, **kwargs), [x, w], lambda x, w: conv(x, w, **kwargs), atol=1e-4)
+
+
+def test_conv_input_gradient_is_one_convolution_kernel() -> None:
+    # not the gather of the windows' movement ops (a division and a modulo per element, per tap): the pad of the
+    # output's gradient and one reduce, with no division or modulo anywhere in its kernel
+    from uopkit.codegen import get_program
+    from uopkit.device import Device
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    x = Tensor(_randn(2, 8, 12, 12), requires_grad=True)
+    w = Tensor(_randn(8, 8, 3, 3))
+    x.conv2d(w, padding=1).square().sum().backward()
+    assert x.grad is not None
+    schedule = create_schedule(kernelize_tensors([x.grad]))
+    reduces = [it for it in schedule if any(u.op is Ops.REDUCE_AXIS for u in it.ast.toposort())]
+    src = get_program(schedule[-1].ast, Device["CPU"].renderer).src
+    index_math = [line for line in src.splitlines() if line.strip().startswith(("int alu", "long long alu"))]
+    assert index_math and not [line for line in index_math if "%" in line or "/" in line]
+    # the forward conv (for square's gradient) and the input gradient's conv
+    assert len(reduces) == 2
+
+
+def test_given_gradient_yields_to_a_target_inside_its_subgraph() -> None:
+    # the windows of x that conv2d builds (the same node, shared) as a target of their own: they need the gradient
+    # flowing through them, so the chain of rules is taken; every gradient is still right
+    x, w = _randn(1, 2, 6, 6), _randn(3, 2, 3, 3)
+    ours_x, ours_w = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+    windows = ours_x._windows(((0, 0), (0, 0), (1, 1), (1, 1)), (3, 3), (1, 1), (1, 1))
+    windows.requires_grad = True
+    out = ours_x.conv2d(ours_w, padding=1)
+    (out * out).sum().backward()
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    tout = torch.nn.functional.conv2d(tx, tw, padding=1)
+    (tout**2).sum().backward()
+    assert windows.grad is not None and windows.grad.shape == (1, 2, 6, 6, 3, 3)
+    # d/d windows[n, c, oh, ow, kh, kw] = sum over co of 2 * out[n, co, oh, ow] * w[co, c, kh, kw]
+    want = np.einsum("nopq,ockl->ncpqkl", 2 * tout.detach().numpy(), w)
+    np.testing.assert_allclose(windows.grad.numpy(), want, atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(ours_x.grad.numpy(), tx.grad.numpy(), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(ours_w.grad.numpy(), tw.grad.numpy(), atol=1e-4, rtol=1e-4)
+
+
 def test_conv_transpose2d_gradient() -> None:
     _needs("conv_transpose2d")
     x, w, b = _randn(2, 4, 5, 5), _randn(4, 3, 3, 3), _randn(3)

@@ -563,15 +563,32 @@ def test_simd_registers_from_cpu_flags():
     assert simd(16, "Features\t: fp asimd evtstrm") == 8
 
 
+def _weight_gradient(out_channels, monkeypatch):
+    """A 3x3 conv's weight gradient over 4x8x16x16 inputs: the sum over the batch and the image of the input's windows
+    times the output's gradient; (the kernel's opts, its initial plan)."""
+    x = Tensor.empty(4, 8, 16, 16).pad(((0, 0), (0, 0), (1, 1), (1, 1))).contiguous()
+    g = Tensor.empty(4, out_channels, 16, 16)
+    windows = x._pool((3, 3)).reshape(4, 1, 8, 16, 16, 3, 3)
+    dw = (windows * g.reshape(4, out_channels, 1, 16, 16, 1, 1)).sum((0, 3, 4))
+    _, opts = _thread_axes(dw, 1, monkeypatch)
+    return opts, initial_plan(create_schedule(kernelize_tensors([dw]))[-1].ast)
+
+
 def test_short_output_axis_is_not_a_vector_axis(monkeypatch):
     # a 3x3 weight gradient: the kernel column (3 long) is contiguous in the input, but a vector along it would be
     # gathered lane by lane; the reduce along the image row (contiguous in both operands) takes the vectors instead
-    x = Tensor.empty(4, 8, 16, 16).pad(((0, 0), (0, 0), (1, 1), (1, 1))).contiguous()
-    g = Tensor.empty(4, 8, 16, 16)
-    windows = x._pool((3, 3)).reshape(4, 1, 8, 16, 16, 3, 3)
-    dw = (windows * g.reshape(4, 8, 1, 16, 16, 1, 1)).sum((0, 3, 4))
-    _, opts = _thread_axes(dw, 1, monkeypatch)
-    plan = initial_plan(create_schedule(kernelize_tensors([dw]))[-1].ast)
+    opts, plan = _weight_gradient(8, monkeypatch)
     ups = [o for o in opts if o.op is OptOps.UPCAST]
     # the first UPCAST is the vector: along the reduce (the image row), not along the output channels
     assert ups and ups[0].axis >= plan.n_out
+
+
+def test_weight_gradient_tiles_output_channels_by_kernel_rows(monkeypatch):
+    # both operands are read in vectors along the image row (the reduce): a register tile needs one axis that leaves
+    # the gradient's load in place (a kernel row: its loads move by whole rows) and one that leaves the input's (the
+    # output channels). The kernel column moves the input by one float: its vectors would overlap, so it is no tile axis
+    opts, plan = _weight_gradient(16, monkeypatch)
+    sizes = [parts[0].size for parts in plan.out]
+    tiled = {o.axis: o.amount for o in opts if o.op is OptOps.UPCAST and o.axis < plan.n_out}
+    co, kh = sizes.index(16), len(sizes) - 2
+    assert tiled == {co: 8, kh: 3}

@@ -221,3 +221,24 @@ def test_softmax_over_a_large_matmul_stores_the_scores_once():
     want = (p / p.sum(-1, keepdims=True)) @ v
     got = ((Tensor(q) @ Tensor(k).transpose(-1, -2) / 8).softmax(-1) @ Tensor(v)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_large_reduce_under_a_stored_pad_is_stored_first():
+    # a conv input's gradient (a transposed convolution) over relu's mask of the forward conv: the padded gradient is
+    # stored for the windows, and the forward conv it reads is stored before it, not computed once per padded element
+    # under the pad's bounds check (out of any register tile)
+    rng = np.random.default_rng(0)
+    xs, ws = rng.standard_normal((4, 16, 24, 24)).astype(np.float32), rng.standard_normal((16, 16, 3, 3))
+    x, w = Tensor(xs, requires_grad=True), Tensor(ws.astype(np.float32))
+    x.conv2d(w, padding=1).relu().sum().backward()
+    items = create_schedule(kernelize_tensors([x.grad]))
+
+    def has(item, op):
+        return any(u.op is op for u in item.ast.toposort())
+
+    # x padded, the forward conv, relu's mask padded (no reduce in it), the transposed conv
+    assert [has(it, Ops.REDUCE_AXIS) for it in items] == [False, True, False, True]
+    torch = __import__("pytest").importorskip("torch")
+    tx = torch.tensor(xs, requires_grad=True)
+    torch.nn.functional.conv2d(tx, torch.tensor(ws, dtype=torch.float32), padding=1).relu().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)

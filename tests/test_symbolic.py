@@ -93,6 +93,24 @@ def test_div_mod_with_a_remainder_below_a_common_factor():
     assert simplify((n * 2048 + r2) // 65536) is not simplify(n // 32)
 
 
+def test_div_mod_with_a_remainder_that_subtracts():
+    # a flipped 3x3 kernel reads tap 8 - 3*kh - kw of channel c: (9*c + 8 - 3*kh - kw) % 9 is the tap and // 9 the
+    # channel, though the remainder's terms have negative coefficients (it was a modulo per FMA in the transposed
+    # convolution of a conv's input gradient)
+    c, kh, kw = UOp.variable("c", 0, 31), UOp.variable("kh", 0, 2), UOp.variable("kw", 0, 2)
+    x = c * 9 + (kh * -3) + (kw * -1) + 8
+    assert not {u.op for u in simplify(x % 9).toposort()} & {Ops.MOD, Ops.IDIV}
+    assert simplify(x // 9) is c
+    for cv, khv, kwv in itertools.product((0, 1, 31), (0, 1, 2), (0, 1, 2)):
+        env = {c: c.const_like(cv), kh: kh.const_like(khv), kw: kw.const_like(kwv)}
+        value = cv * 9 + 8 - 3 * khv - kwv
+        assert simplify((x % 9).substitute(env)).arg == value % 9
+        assert simplify((x // 9).substitute(env)).arg == value // 9
+    # a remainder that can go below 0 is left alone
+    kw3 = UOp.variable("kw3", 0, 9)
+    assert simplify((c * 9 + 8 - kw3) % 9).op is Ops.MOD
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # selects around gated loads: a padded view's read is a load gated by every padding condition, inside a where(c, ., 0)
 # per padding level

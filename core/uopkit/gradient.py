@@ -8,12 +8,13 @@ tensor-graph UOps, so they fuse, schedule and compile like any other value.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from uopkit.dtype import dtypes
 from uopkit.helpers import argsort
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, cast_scalar
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, cast_scalar
 
 
 class GradientError(RuntimeError):
@@ -237,6 +238,26 @@ pm_gradient = PatternMatcher(
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# gradients given for a whole subgraph
+
+# rule(grad, wanted) -> one gradient (or None) per input; `wanted[i]` says whether input i needs one
+GradientRule = Callable[[UOp, tuple[bool, ...]], tuple[UOp | None, ...]]
+
+# node -> (inputs, rule), held weakly: an entry lives as long as its node
+_gradient_rules = WeakKeyMap()
+
+
+def set_gradient(node: UOp, inputs: tuple[UOp, ...], rule: GradientRule) -> None:
+    """Give `node`'s gradient with respect to its ancestors `inputs` directly, for a subgraph whose derivative has a
+    better form than the chain of its nodes' own rules (a convolution's input gradient is a transposed convolution;
+    the chain through its windows' movement ops is a slow gather). The walk then skips the subgraph between them.
+
+    `rule` must be the exact gradient of `node` (nodes are shared: anyone who builds the same node gets it) and must
+    not hold `node` itself (that would keep the entry alive for good)."""
+    _gradient_rules[node] = (tuple(inputs), rule)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # the reverse sweep
 
 
@@ -263,6 +284,20 @@ def graph_of(root: UOp) -> dict[UOp, None]:
     return root.toposort(gate=lambda u: u.op is not Ops.KERNEL)
 
 
+def _reaches_target_inside(node: UOp, inputs: tuple[UOp, ...], targets: set[UOp]) -> bool:
+    """Whether a target lies between `node` and its given-gradient `inputs` (not counting the inputs)."""
+    seen, stack = set(inputs), list(node.src)
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        if u in targets:
+            return True
+        seen.add(u)
+        stack.extend(u.src)
+    return False
+
+
 def compute_gradient(
     root: UOp, root_grad: UOp, targets: set[UOp], graph: dict[UOp, None] | None = None
 ) -> dict[UOp, UOp]:
@@ -281,16 +316,27 @@ def compute_gradient(
     for u in reversed(topo):
         g = grads.get(u)
         # only nodes that received a gradient and lead on to a target need their rule
-        if g is None or not u.src or not any(on_path[s] for s in u.src):
+        if g is None or not u.src:
             continue
-        src_grads = pm_gradient.rewrite(u, GradientContext(g, devices))
+        given = _gradient_rules.get(u)
+        if given is not None and _reaches_target_inside(u, given[0], targets):
+            # a target inside the subgraph needs the gradients of the nodes in it: take the chain of rules
+            given = None
+        sources = given[0] if given is not None else u.src
+        wanted = tuple(on_path.get(s, False) for s in sources)
+        if not any(wanted):
+            continue
+        if given is not None:
+            src_grads = given[1](g, wanted)
+        else:
+            src_grads = pm_gradient.rewrite(u, GradientContext(g, devices))
         if src_grads is None:
             raise GradientError(f"no gradient rule for {u.op.name} (dtype {u.dtype}, shape {u.shape})")
-        if len(src_grads) != len(u.src):
+        if len(src_grads) != len(sources):
             raise GradientError(
-                f"gradient rule for {u.op.name} gave {len(src_grads)} gradients for {len(u.src)} inputs"
+                f"gradient rule for {u.op.name} gave {len(src_grads)} gradients for {len(sources)} inputs"
             )
-        for s, sg in zip(u.src, src_grads, strict=True):
+        for s, sg in zip(sources, src_grads, strict=True):
             if sg is None or not on_path.get(s, False):
                 continue
             if sg.shape != s.shape:
@@ -301,4 +347,12 @@ def compute_gradient(
     return {t: grads[t] for t in targets if t in grads}
 
 
-__all__ = ["pm_gradient", "compute_gradient", "graph_of", "GradientContext", "GradientError"]
+__all__ = [
+    "pm_gradient",
+    "compute_gradient",
+    "graph_of",
+    "set_gradient",
+    "GradientContext",
+    "GradientError",
+    "GradientRule",
+]

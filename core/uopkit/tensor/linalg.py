@@ -244,19 +244,21 @@ class LinalgMixin:
             raise ShapeError(f"conv: {cout} output channels of weight {weight.shape} don't split into {groups} groups")
         if bias is not None and bias.shape != (cout,):
             raise ShapeError(f"conv: bias shape {bias.shape} should be ({cout},)")
-        _positive_n(stride, nd, "stride", "conv2d")
-        pads = _conv_pads(padding, nd, ks, _positive_n(dilation, nd, "dilation", "conv2d"), "conv2d")
-        x = self._windows(((0, 0), (0, 0)) + pads, ks, stride, dilation)
-        out_sp = x.shape[2 : 2 + nd]
+        s_ = _positive_n(stride, nd, "stride", "conv2d")
+        d_ = _positive_n(dilation, nd, "dilation", "conv2d")
+        pads = _conv_pads(padding, nd, ks, d_, "conv2d")
+        windows = self._windows(((0, 0), (0, 0)) + pads, ks, s_, d_)
+        out_sp = windows.shape[2 : 2 + nd]
         rcout = cout // groups
         out_dt = least_upper_dtype(self.dtype, weight.dtype)
-        x = x.cast(out_dt).reshape((bs, groups, 1, cin) + out_sp + ks)
+        x = windows.cast(out_dt).reshape((bs, groups, 1, cin) + out_sp + ks)
         w = weight.cast(out_dt).reshape((1, groups, rcout, cin) + (1,) * nd + ks)
         prod_ = x._broadcast_to((bs, groups, rcout, cin) + out_sp + ks) * w._broadcast_to(
             (bs, groups, rcout, cin) + out_sp + ks
         )
         reduce_axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
         ret = prod_.sum(reduce_axes, dtype=_sum_acc_dtype(out_dt)).cast(out_dt).reshape((bs, cout) + out_sp)
+        _set_conv_gradient(ret.uop, self.uop, weight.uop, x.uop, groups, s_, d_, pads)
         return ret if bias is None else ret + bias.cast(out_dt).reshape((1, cout) + (1,) * nd)
 
     def conv1d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
@@ -289,7 +291,7 @@ class LinalgMixin:
         nd = weight.ndim - 2
         if nd < 1 or self.ndim != nd + 2:
             raise ShapeError(f"conv_transpose: input {self.shape} and weight {weight.shape} need N+2 dims each")
-        cin, rcout, ks = weight.shape[0], weight.shape[1], weight.shape[2:]
+        cin, ks = weight.shape[0], weight.shape[2:]
         if self.shape[1] != cin or cin % groups:
             raise ShapeError(
                 f"conv_transpose: input {self.shape} has {self.shape[1]} channels, weight {weight.shape} expects {cin} "
@@ -305,6 +307,22 @@ class LinalgMixin:
                 "conv_transpose2d: padding and output_padding must not be negative, "
                 f"got {padding!r} and {output_padding!r}"
             )
+        pads = tuple((d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, d_, p_, op_, strict=True))
+        return self._transposed_conv(weight, groups, s_, d_, pads, bias)
+
+    def _transposed_conv(
+        self,
+        weight: Tensor,
+        groups: int,
+        s_: tuple[int, ...],
+        d_: tuple[int, ...],
+        pads: tuple[tuple[int, int], ...],
+        bias: Tensor | None = None,
+    ) -> Tensor:
+        """conv_transpose2d with its inputs checked, and `pads` (before, after) per spatial axis of the zero-stuffed
+        input (negative: cropped)."""
+        nd = weight.ndim - 2
+        cin, rcout, ks = weight.shape[0], weight.shape[1], weight.shape[2:]
         # weight as a plain conv's: (groups * C_out/groups, C_in/groups, *kernel), flipped in space
         w = (
             weight.reshape((groups, cin // groups, rcout) + ks)
@@ -320,7 +338,6 @@ class LinalgMixin:
                 L = x.shape[ax]
                 x = x.unsqueeze(ax + 1).pad(tuple((0, s - 1) if a == ax + 1 else (0, 0) for a in range(x.ndim + 1)))
                 x = x.flatten(ax, ax + 1)._slice_axis(ax, 0, (L - 1) * s + 1)
-        pads = tuple((d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, d_, p_, op_, strict=True))
         x = x.pad(((0, 0), (0, 0)) + pads)
         return x.conv2d(w, bias, groups=groups, dilation=d_)
 
@@ -515,3 +532,50 @@ def _matrix_product_uop(x: UOp, w: UOp) -> UOp | None:
         wb = UOp(Ops.EXPAND, dt, (wb,), (n, m, k))
     product = UOp(Ops.MUL, dt, (xb, wb))
     return UOp(Ops.RESHAPE, dt, (UOp(Ops.REDUCE_AXIS, dt, (product,), (Ops.ADD, (2,))),), (n, m))
+
+
+def _set_conv_gradient(
+    out: UOp,
+    x: UOp,
+    weight: UOp,
+    windows: UOp,
+    groups: int,
+    s_: tuple[int, ...],
+    d_: tuple[int, ...],
+    pads: tuple[tuple[int, int], ...],
+) -> None:
+    """A convolution's gradients, given whole (as PyTorch computes them): the input's is the transposed convolution
+    of the output's gradient, one conv kernel, where the chain of rules through the windows' movement ops gives a
+    gather with a division and a modulo per element over every tap; the weight's is the sum over the batch and the
+    output positions of the windows times the output's gradient, summed in the forward's accumulation dtype.
+    `windows`: the forward's windows, (N, groups, 1, C_in/groups, *out, *kernel), in the output's dtype."""
+    from uopkit.gradient import set_gradient
+
+    nd = len(s_)
+    in_sp = (x.shape or ())[2:]
+    (bs, cout), out_sp = (out.shape or ())[:2], (out.shape or ())[2:]
+    ks = (weight.shape or ())[2:]
+    x_dtype, w_dtype, out_dtype = x.dtype, weight.dtype, out.dtype
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, UOp | None]:
+        grad = Tensor(g)
+        gx = gw = None
+        if wanted[0]:
+            # x[i] was read by output o through tap j where i + pad_before = o*s + j*d: the output's gradient, with
+            # s-1 zeros between neighbours, correlated with the flipped kernel; the pads line it up with x
+            tpads = tuple(
+                (d * (k - 1) - pb, L + pb - (o - 1) * s - 1)
+                for k, d, s, (pb, _), L, o in zip(ks, d_, s_, pads, in_sp, out_sp, strict=True)
+            )
+            wt = Tensor(weight).cast(out_dtype)
+            gx = grad._transposed_conv(wt, groups, s_, d_, tpads).cast(x_dtype).uop
+        if wanted[1]:
+            rcout, cin = cout // groups, (weight.shape or ())[1]
+            g6 = grad.reshape((bs, groups, rcout, 1) + out_sp + (1,) * nd)
+            full = (bs, groups, rcout, cin) + out_sp + ks
+            prod_ = Tensor(windows)._broadcast_to(full) * g6._broadcast_to(full)
+            summed = prod_.sum((0,) + tuple(range(4, 4 + nd)), dtype=_sum_acc_dtype(out_dtype))
+            gw = summed.cast(w_dtype).reshape(weight.shape).uop
+        return gx, gw
+
+    set_gradient(out, (x, weight), rule)

@@ -166,10 +166,11 @@ def do_fold_divmod(x: UOp, d: UOp, op: UOp) -> UOp | None:
                 return inner // (div // g)
             return (inner % (div // g)) * g
     # the terms whose coefficients share a factor g with the divisor, plus a remainder in [0, g): the remainder can't
-    # carry into the quotient ((n*2048 + r) // 65536 == n // 32 for 0 <= r < 2048)
+    # carry into the quotient ((n*2048 + r) // 65536 == n // 32 for 0 <= r < 2048). The remainder's terms may have
+    # negative coefficients: a flipped axis reads (k-1-j), (9*c + 8 - 3*kh - kw) % 9 is 8 - 3*kh - kw
     for g in sorted({math.gcd(div, c) for c, _ in terms}, reverse=True):
         big = [(c // g, t) for c, t in terms if c % g == 0]
-        if g == 1 or g == div or not big or len(big) == len(terms):
+        if g == 1 or not big or (len(big) == len(terms) and g != div):
             continue
         small = build_sum([(c, t) for c, t in terms if c % g], const, x)
         if not 0 <= small.vmin <= small.vmax < g:
@@ -177,6 +178,8 @@ def do_fold_divmod(x: UOp, d: UOp, op: UOp) -> UOp | None:
         inner = build_sum(big, 0, x)
         if inner.vmin < 0:
             continue
+        if g == div:
+            return inner if op.op is Ops.IDIV else small
         return inner // (div // g) if op.op is Ops.IDIV else (inner % (div // g)) * g + small
     if any(c < 0 or t.vmin < 0 for c, t in terms):
         return None

@@ -55,8 +55,10 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         amt = _divisor(red_sizes[axis - plan.n_out], (width, 8, 4))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
-        for other, want in zip(reversed(reuse_axes[-2:]), (2, 4), strict=False):
-            amt2 = _divisor(out_sizes[other], (want, 2))
+        tile = _dot_tile(out_sizes, reuse_axes, loads, renderer) if amt == width else []
+        # (a reduce too short for whole vectors: a small tile of scalar accumulators)
+        for other, rows in tile or zip(reversed(reuse_axes[-2:]), (2, 4), strict=False):
+            amt2 = rows if tile else _divisor(out_sizes[other], (rows, 2))
             if amt2:
                 plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
     elif vec_out or len(reuse_axes) >= 2:
@@ -136,6 +138,36 @@ def _register_tile(
                 if best is None or score > best[0] + 1e-9:
                     best = (score, vectors, other, rows)
     return best[1:] if best is not None else None
+
+
+def _dot_tile(
+    out_sizes: list[int], reuse_axes: list[int], loads: list[dict[int, int]], renderer: Renderer
+) -> list[tuple[int, int]]:
+    """The register tile, as (axis, amount) pairs, of a kernel whose operands are both loaded in vectors along the
+    reduce (one accumulator vector per output, its lanes summed after the loop): two output axes that each leave a
+    different operand's load in place, so a step's loads serve every accumulator of the tile (a @ b.T: rows of a times
+    rows of b; a convolution's weight gradient: output channels times kernel rows). The most accumulators per load
+    that fit in the registers wins. An axis that moves its operand by less than a vector (a kernel column, stride 1)
+    is left out: its loads would be unaligned and overlap."""
+    width = renderer.caps.max_vector_width
+    registers = renderer.caps.vector_registers or 32
+
+    def reuses(a: int, b: int) -> bool:
+        # some load stays put along `a` but moves along `b`, by whole vectors
+        return any(a not in la and b in la and abs(la[b]) >= width for la in loads)
+
+    best: tuple[float, list[tuple[int, int]]] = (0.0, [])
+    for b in reversed(reuse_axes):
+        for a in reversed(reuse_axes):
+            if a == b or not (reuses(a, b) and reuses(b, a)):
+                continue
+            for na in (n for n in range(2, 9) if out_sizes[a] % n == 0):
+                for nb in (n for n in range(2, 9) if out_sizes[b] % n == 0):
+                    fits = na * nb + min(na, nb) + 1 <= registers and na * nb * width <= MAX_LANES
+                    score = na * nb / (na + nb)
+                    if fits and score > best[0] + 1e-9:
+                        best = (score, [(b, nb), (a, na)])
+    return best[1]
 
 
 # a thread is woken only for at least this many iterations of the kernel's loops (output elements times reduce length):
