@@ -373,6 +373,42 @@ def test_pool_gradients() -> None:
     check_grad(lambda t: t.avg_pool2d(3, stride=2), [x], lambda t: torch.nn.functional.avg_pool2d(t, 3, stride=2))
 
 
+@pytest.mark.parametrize(
+    "op, kwargs, shape",
+    [
+        ("max", dict(kernel_size=3, stride=2, padding=1), (2, 3, 9, 8)),
+        ("avg", dict(kernel_size=3, stride=1, padding=1), (2, 3, 7, 7)),
+        ("max", dict(kernel_size=2, stride=1, dilation=2), (1, 2, 7, 6)),
+        ("avg", dict(kernel_size=(3, 2), stride=(2, 1)), (2, 2, 9, 7)),
+        ("max", dict(kernel_size=(3,), stride=2), (2, 3, 11)),
+        ("avg", dict(kernel_size=(2, 2, 3), stride=1), (1, 2, 4, 5, 6)),
+    ],
+)
+def test_overlapping_pool_gradients(op, kwargs, shape) -> None:
+    # windows that overlap give their gradient as one sum of a placed slice per tap (set_gradient); every tap's
+    # slice lands where PyTorch puts it, whatever the stride, dilation, padding and rank
+    theirs = getattr(torch.nn.functional, f"{op}_pool{len(shape) - 2}d")
+    check_grad(lambda t: getattr(t, f"{op}_pool2d")(**kwargs), [_randn(*shape)], lambda t: theirs(t, **kwargs))
+
+
+def test_overlapping_pool_gradient_is_one_elementwise_kernel() -> None:
+    # the sum of the taps' slices: no reduce (the chain of rules through the windows' movement ops gave two)
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    x = Tensor(_randn(2, 3, 10, 10), requires_grad=True)
+    out = x.avg_pool2d(3, stride=1, padding=1)
+    (out * Tensor(_randn(*out.shape))).sum().backward()
+    assert x.grad is not None
+    last = create_schedule(kernelize_tensors([x.grad]))[-1]
+    assert not any(u.op is Ops.REDUCE_AXIS for u in last.ast.toposort())
+
+
+def test_long_windows_keep_the_chain_of_rules() -> None:
+    # a cumulative sum's windows are as long as the axis (more taps than MAX_GIVEN_WINDOW_TAPS): its gradient still
+    # comes from the movement ops' rules, and is right
+    check_grad(lambda t: t.cumsum(1), [_randn(3, 80)], lambda t: torch.cumsum(t, 1), atol=1e-4)
+
+
 def test_cross_entropy_gradient() -> None:
     _needs("cross_entropy")
     logits, y = _randn(6, 5), RNG.integers(0, 5, 6)
