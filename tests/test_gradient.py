@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -623,3 +624,44 @@ def test_every_rule_is_keyed_on_a_forward_op() -> None:
                Ops.CAST, Ops.REDUCE_AXIS, Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP,
                Ops.CONTIGUOUS, Ops.STORE, Ops.DETACH):  # fmt: skip
         assert op in keyed, op
+
+
+@pytest.mark.parametrize(
+    "name, x",
+    [
+        ("asin", [-1.0, -0.5, 0.0, 1.0, 1.5]),
+        ("acos", [-1.0, 0.25, 1.0, -2.0]),
+        ("atanh", [-1.0, 0.5, 1.0, 3.0]),
+        ("acosh", [1.0, 2.0, 0.5]),
+        ("atan", [0.0, 1e30, -math.inf]),
+        ("erf", [0.0, 10.0, -math.inf]),
+    ],
+)
+def test_gradients_at_the_ends_of_a_domain_match_pytorch(name: str, x: list[float]) -> None:
+    # the derivative's own value where it is infinite or undefined (asin' at 1 is inf, beyond 1 nan), as PyTorch
+    xs = np.array(x, np.float32)
+    ours = Tensor(xs, requires_grad=True)
+    getattr(ours, name)().sum().backward()
+    theirs = torch.tensor(xs, requires_grad=True)
+    getattr(theirs, name)().sum().backward()
+    assert ours.grad is not None
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_atan2_gradient_at_the_origin_matches_pytorch() -> None:
+    y, x = np.array([0.0, 1.0, -2.0], np.float32), np.array([0.0, -1.0, 0.0], np.float32)
+    ours_y, ours_x = Tensor(y, requires_grad=True), Tensor(x, requires_grad=True)
+    ours_y.atan2(ours_x).sum().backward()
+    ty, tx = torch.tensor(y, requires_grad=True), torch.tensor(x, requires_grad=True)
+    torch.atan2(ty, tx).sum().backward()
+    np.testing.assert_allclose(ours_y.grad.numpy(), ty.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ours_x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+
+def test_second_derivative_of_a_given_derivative() -> None:
+    # asin'' = x / (1 - x^2)^1.5: the derivative's own gradient
+    xs = np.array([-0.5, 0.0, 0.3], np.float32)
+    x = Tensor(xs, requires_grad=True)
+    (first,) = x.asin().sum().gradient(x)
+    (second,) = first.sum().gradient(x)
+    np.testing.assert_allclose(second.numpy(), xs / (1 - xs * xs) ** 1.5, rtol=1e-5, atol=1e-7)

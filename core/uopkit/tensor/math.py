@@ -470,8 +470,10 @@ class MathMixin:
         # x < 0, -0.0 included (atan2(0.0, -0.0) is pi)
         x_negative = (x < 0) | ((x == 0) & (x.reciprocal() < 0))
         angle = x_negative.where(math.pi - angle, angle).copysign(y)
-        r2 = x * x + y * y
-        return _with_derivative(angle, y, x / r2, (x, -y / r2))
+        # 1 / (x^2 + y^2), 0 at the origin (PyTorch's gradient there is 0, not 0/0)
+        recip = (x * x + y * y).reciprocal()
+        recip = (recip == math.inf).where(0.0, recip)
+        return _with_derivative(angle, y, x * recip, (x, -y * recip))
 
     def _atan_abs(self) -> Tensor:
         big, mid = self > 2.414213562373095, self > 0.4142135623730950

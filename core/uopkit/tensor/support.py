@@ -349,18 +349,22 @@ def _with_gradient_of(value: Tensor, surrogate: Tensor) -> Tensor:
 
 def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor, *more: tuple[Tensor, Tensor]) -> Tensor:
     """`value` (a function of x, computed for accuracy), whose gradient is `derivative` (d value / dx, a textbook
-    formula) times the incoming one; `more` holds (input, derivative) pairs of a function of several inputs. Where an
-    input or its derivative is not finite (the ends of asin's domain) the gradient is 0; second derivatives are not
-    kept."""
-    ret = value.detach()
-    for x_i, d_i in ((x, derivative), *more):
-        d = d_i.detach()
-        d = (d - d == 0).where(d, 0)
-        # exactly 0 in value, 1 in gradient
-        step = x_i.detach() - x_i
-        step = (x_i - x_i == 0).where(step, 0)
-        ret = ret - step * d
-    return ret
+    formula) times the incoming one; `more` holds (input, derivative) pairs of a function of several inputs. The
+    value's own subgraph is never differentiated (its branches' inf and nan stay out), the forward computes the value
+    alone, and the derivative's infinities and nans come through as PyTorch's do (asin' at 1 is inf, beyond it nan);
+    second derivatives are the derivative's."""
+    from uopkit.gradient import set_gradient
+
+    inputs = (x.uop, *(x_i.uop for x_i, _ in more))
+    derivatives = (derivative.uop, *(d_i.uop for _, d_i in more))
+    if value.uop in inputs:
+        raise ValueError("_with_derivative: the value must be computed from its inputs, not be one of them")
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+        return tuple((g * d.cast(g.dtype)) if w else None for d, w in zip(derivatives, wanted, strict=True))
+
+    set_gradient(value.uop, inputs, rule)
+    return value
 
 
 def _host_np_dtype(dtype: DType) -> Any:
