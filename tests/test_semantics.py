@@ -628,6 +628,46 @@ def test_topk(largest):
     np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
 
 
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("k", [1, 5, 12])
+def test_topk_by_selection_matches_sort(largest, k):
+    # rows long enough for topk's rounds of picks (k <= 16, n >= 16k): ties, infinities, NaNs (the largest, as in
+    # sort) and a row of nothing but NaNs and one -inf; the values are PyTorch's, the indices sort's (equals by
+    # position), the gradient goes to the picked positions
+    x = _R.integers(-3, 4, (6, 200)).astype(np.float32)
+    x[1, 3] = x[4, 50] = x[4, 60] = math.nan
+    x[2, :] = 1.0
+    x[3, 10:20] = math.inf
+    x[5, :] = math.nan
+    x[5, 7] = -math.inf
+    x[0, 5:9] = -math.inf
+    ours = Tensor(x, requires_grad=True)
+    v, i = ours.topk(k, largest=largest)
+    _, si = Tensor(x).sort(-1, descending=largest)
+    tv, _ = torch.tensor(x).topk(k, largest=largest)
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())
+    np.testing.assert_array_equal(i.numpy(), si.numpy()[:, :k])
+    weights = _R.standard_normal(v.shape).astype(np.float32)
+    (v * Tensor(weights)).sum().backward()
+    want = np.zeros_like(x)
+    np.put_along_axis(want, i.numpy().astype(np.int64), weights, axis=1)
+    np.testing.assert_array_equal(ours.grad.numpy(), want)
+
+
+def test_topk_by_selection_on_ints_and_inner_dims():
+    xi = _R.integers(-5, 5, (3, 100)).astype(np.int32)
+    for largest in (True, False):
+        v, i = Tensor(xi).topk(4, dim=1, largest=largest)
+        sv, si = Tensor(xi).sort(1, descending=largest)
+        np.testing.assert_array_equal(v.numpy(), sv.numpy()[:, :4])
+        np.testing.assert_array_equal(i.numpy(), si.numpy()[:, :4])
+    x3 = _R.standard_normal((4, 100, 3)).astype(np.float32)
+    v, i = Tensor(x3).topk(3, dim=1)
+    tv, ti = torch.tensor(x3).topk(3, dim=1)
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
 @pytest.mark.parametrize("dim,size,step", [(0, 2, 1), (1, 2, 2), (1, 5, 1), (-1, 1, 3)])
 def test_unfold(dim, size, step):
     _compare(lambda t: t.unfold(dim, size, step), _X)

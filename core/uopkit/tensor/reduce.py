@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# topk picks its k elements one round at a time for k up to this (and rows at least this many times k); more: a sort
+TOPK_BY_SELECTION = 16
+
+
 class ReduceMixin:
     __slots__ = ()
 
@@ -379,10 +383,55 @@ class ReduceMixin:
         n = self.shape[dim] if self.ndim else 1
         if not 0 <= k <= n:
             raise ArgumentError(f"topk: k ({k}) must be in [0, {n}] for dim {dim} of shape {self.shape}")
+        if self.ndim and 0 < k <= TOPK_BY_SELECTION and k * TOPK_BY_SELECTION <= n and self.dtype != dtypes.bool:
+            return self._topk_by_selection(k, dim, largest)
         values, indices = self.sort(dim, descending=largest)
         if self.ndim == 0:
             return values, indices
         return values._slice_axis(dim, 0, k), indices._slice_axis(dim, 0, k)
+
+    def _topk_by_selection(self, k: int, dim: int, largest: bool) -> tuple[Tensor, Tensor]:
+        # k rounds, each picking the first element in sort order (NaN as the largest, equals by position) that comes
+        # after the last one picked: a few passes over the row per round, k*n work where sort's ranks are n*n
+        x = self._move_to_end(dim)
+        n = x.shape[-1]
+        ar = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
+        is_float = dtypes.is_float(x.dtype)
+        nan = x.isnan()
+        real = ~nan
+        worst = Tensor(dtypes.min(x.dtype) if largest else dtypes.max(x.dtype), device=self.device, dtype=x.dtype)
+        free = x.full_like(True, dtype=dtypes.bool)
+        picks = []
+        for _ in range(k):
+            candidates = (free & real).where(x, worst)
+            best = (candidates.max(-1) if largest else candidates.min(-1)).unsqueeze(-1)
+            is_best = free & real & (x == best)
+            picked_nan = None
+            if is_float:
+                # the largest: NaNs come first; the smallest: last, once no number is left
+                if largest:
+                    picked_nan = (free & nan).any(-1, keepdim=True)
+                else:
+                    picked_nan = ~(free & real).any(-1, keepdim=True)
+                is_best = picked_nan.where(free & nan, is_best)
+            index = is_best.where(ar, n).min(-1, keepdim=True)
+            picks.append(index)
+            # what comes after this pick in sort order
+            later = ar > index
+            after_number = (x < best) if largest else (x > best)
+            after_number = real & (after_number | ((x == best) & later))
+            if picked_nan is None:
+                free = after_number
+            elif largest:
+                free = picked_nan.where((nan & later) | real, after_number)
+            else:
+                free = picked_nan.where(nan & later, nan | after_number)
+        indices = Tensor.cat(*picks, dim=-1).cast(dtypes.int32) if k > 1 else picks[0].cast(dtypes.int32)
+        values = x.gather(x.ndim - 1, indices)
+        last = self.ndim - 1
+        if dim != last:
+            values, indices = values.transpose(dim, last), indices.transpose(dim, last)
+        return values, indices
 
     # ------------------------------------------------------------------------------------------------------------
     # gather, scatter and one-hot: index tensors compared with an arange, then a reduce
