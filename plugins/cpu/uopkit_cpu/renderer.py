@@ -10,7 +10,7 @@ from uopkit.dtype import dtypes
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import RendererCaps
 from uopkit.renderer.cstyle import CStyleRenderer, RenderContext
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp
 
 
 def simd_registers(width: int, cpuinfo: str | None = None) -> int:
@@ -37,6 +37,25 @@ def simd_registers(width: int, cpuinfo: str | None = None) -> int:
     else:
         return 0
     return max(1, total // (4 * width))
+
+
+# kernels that execute fewer operations than this are compiled at -O1 (see `ClangRenderer.render_kernel`)
+O1_MAX_OPS = 20_000
+
+
+def executed_ops(uops: list[UOp]) -> int:
+    """About how many operations a linear program executes: each op (a vector op counting one per lane) times the
+    trip counts of the loops around it; a loop with a symbolic bound counts its largest."""
+    trips = [1]
+    total = 0
+    for u in uops:
+        if u.op is Ops.RANGE:
+            trips.append(trips[-1] * max(int(u.src[0].vmax), 1))
+        elif u.op is Ops.END:
+            trips.pop()
+        elif u.op not in GroupOp.Meta and u.op not in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR):
+            total += trips[-1] * u.dtype.count
+    return total
 
 
 class ClangRenderer(CStyleRenderer):
@@ -89,6 +108,11 @@ class ClangRenderer(CStyleRenderer):
 
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         options = []
+        # a kernel doing little work (an optimizer update of a small weight, a loss over a batch) runs in a few
+        # microseconds, mostly the call, whatever gcc does with it; -O1 compiles it in a fraction of -O3's time (the
+        # main job's kernels under this bound: 2-8 us per call at -O3, at most ~4 us more at -O1; ~0.15 s less gcc)
+        if uops is not None and executed_ops(uops) < O1_MAX_OPS:
+            options.append("O1")
         # a register tile (many accumulator lanes) is already laid out for SLP vectorization; gcc's loop vectorizer
         # on top of it takes seconds to compile and gains nothing
         # (also any very long kernel: many unrolled lanes, where the loop vectorizer mostly costs compile time)
