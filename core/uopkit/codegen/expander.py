@@ -303,10 +303,16 @@ class Expander:
         return keep, out
 
 
-def expand(sink: UOp, vector_ops: frozenset[Ops] = frozenset(), vector_align: int = 0) -> UOp:
+def expand(
+    sink: UOp, vector_ops: frozenset[Ops] = frozenset(), vector_align: int = 0, simplified: dict[UOp, UOp] | None = None
+) -> UOp:
     """Replace lane ranges by copies (and vectors, for the ops in `vector_ops`; vector accesses only where aligned
-    to `vector_align`, see `RendererCaps.vector_align`)."""
-    return Expander(vector_ops, vector_align).expand(sink)
+    to `vector_align`, see `RendererCaps.vector_align`). `simplified`: a `simplify` cache to share (the caller's
+    symbolic rewrites of the same graph)."""
+    expander = Expander(vector_ops, vector_align)
+    if simplified is not None:
+        expander.simplified = simplified
+    return expander.expand(sink)
 
 
 def known_multiple(x: UOp) -> int:
