@@ -46,14 +46,16 @@ O1_MAX_OPS = 20_000
 def executed_ops(uops: list[UOp]) -> int:
     """About how many operations a linear program executes: each op (a vector op counting one per lane) times the
     trip counts of the loops around it; a loop with a symbolic bound counts its largest."""
+    # (the ops looked up once: on Python 3.11 every `Ops.X` goes through EnumType.__getattr__'s slow hook)
+    loop, end, not_run = Ops.RANGE, Ops.END, GroupOp.Meta | {Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR}
     trips = [1]
     total = 0
     for u in uops:
-        if u.op is Ops.RANGE:
+        if u.op is loop:
             trips.append(trips[-1] * max(int(u.src[0].vmax), 1))
-        elif u.op is Ops.END:
+        elif u.op is end:
             trips.pop()
-        elif u.op not in GroupOp.Meta and u.op not in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR):
+        elif u.op not in not_run:
             total += trips[-1] * u.dtype.count
     return total
 
