@@ -823,6 +823,7 @@ class UPat:
 
     __slots__ = (
         "op", "dtype", "src", "arg", "name", "allow_any_len", "custom_early_reject", "simple", "_ops", "_dtypes",
+        "_src_ops",
     )  # fmt: skip
 
     def __init__(
@@ -847,6 +848,12 @@ class UPat:
         # matches or not on the node alone (op and dtype), capturing just it: `PatternMatcher.rewrite` tests it
         # without `match`
         self.simple = src is None and arg is None and name is not None
+        # the op sets of the source patterns that name ops, by position (sources in order) or not (a list: in any
+        # order): `match` rejects a node whose sources can't have them before it captures or recurses
+        self._src_ops: tuple[tuple[int, frozenset[Ops]], ...] = ()
+        if isinstance(src, (tuple, list)):
+            named = [(i, p._ops) for i, p in enumerate(src) if p._ops is not None]
+            self._src_ops = tuple((i if isinstance(src, tuple) else -1, ops) for i, ops in named)
 
     @staticmethod
     def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
@@ -895,6 +902,13 @@ class UPat:
             return []
         if self.arg is not None and uop.arg != self.arg:
             return []
+        if self._src_ops:
+            src = uop.src
+            if len(src) < len(self.src):
+                return []
+            for i, ops in self._src_ops:
+                if (src[i].op not in ops) if i >= 0 else all(s.op not in ops for s in src):
+                    return []
         name = self.name
         if name is not None:
             if name in store and store[name] is not uop:
