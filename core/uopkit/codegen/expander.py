@@ -27,17 +27,18 @@ from uopkit.uop.symbolic import decompose, simplify
 LANE_KINDS = ("upcast", "unroll", "vector")
 
 
+# which sources of these ops carry values; module constants, as every node asks (and on Python 3.11 every `Ops.X` is
+# a lookup through EnumType.__getattr__'s slow hook)
+_VALUE_POSITIONS = {
+    Ops.RANGE: range(1), Ops.LOAD: range(1), Ops.STORE: range(2), Ops.END: range(1, 2),
+    Ops.SINK: range(0), Ops.NOOP: range(0), Ops.BARRIER: range(0),
+}  # fmt: skip
+
+
 def _value_positions(u: UOp) -> range:
     """Which sources carry values (copied per lane); the rest only order the program."""
-    if u.op in (Ops.RANGE, Ops.LOAD):
-        return range(1)
-    if u.op is Ops.STORE:
-        return range(2)
-    if u.op is Ops.END:
-        return range(1, 2)
-    if u.op in (Ops.SINK, Ops.NOOP, Ops.BARRIER):
-        return range(0)
-    return range(len(u.src))
+    ret = _VALUE_POSITIONS.get(u.op)
+    return ret if ret is not None else range(len(u.src))
 
 
 def _sizes(lanes: tuple[UOp, ...]) -> list[int]:

@@ -7,7 +7,7 @@ import itertools
 import math
 import operator
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum, auto
 from typing import TYPE_CHECKING, Any
 
@@ -388,20 +388,20 @@ class UOp(metaclass=UOpMeta):
     def toposort(self, gate: Callable[[UOp], bool] | None = None) -> dict[UOp, None]:
         """Every node reachable from self, sources before users (iterative: graphs can be deep)."""
         visited: dict[UOp, None] = {}
-        stack: list[tuple[UOp, bool]] = [(self, False)]
+        if gate is not None and not gate(self):
+            return visited
+        # depth first, sources in order: each frame holds a node and the sources it has yet to look at (a node is on
+        # the stack once, as the graph has no cycles)
+        stack: list[tuple[UOp, Iterator[UOp]]] = [(self, iter(self.src))]
         while stack:
-            node, expanded = stack.pop()
-            if node in visited:
-                continue
-            if expanded:
+            node, srcs = stack[-1]
+            for s in srcs:
+                if s not in visited and (gate is None or gate(s)):
+                    stack.append((s, iter(s.src)))
+                    break
+            else:
+                stack.pop()
                 visited[node] = None
-                continue
-            if gate is not None and not gate(node):
-                continue
-            stack.append((node, True))
-            for s in reversed(node.src):
-                if s not in visited:
-                    stack.append((s, False))
         return visited
 
     @functools.cached_property

@@ -118,12 +118,14 @@ class ClangRenderer(CStyleRenderer):
         # a register tile (many accumulator lanes) is already laid out for SLP vectorization; gcc's loop vectorizer
         # on top of it takes seconds to compile and gains nothing
         # (also any very long kernel: many unrolled lanes, where the loop vectorizer mostly costs compile time)
-        if uops is not None and (len(uops) > 1500 or any(u.op is Ops.DEFINE_REG and u.dtype.size > 1 for u in uops)):
+        register = Ops.DEFINE_REG
+        if uops is not None and (len(uops) > 1500 or any(u.op is register and u.dtype.size > 1 for u in uops)):
             options.append("no-tree-loop-vectorize")
         # conditions combined with & or | (expm1's, log's special cases): gcc 12's partial redundancy elimination turns
         # them into selects between masks of two widths, which its vectorizer can't do, and the whole loop stays
         # scalar (tanh, expm1, elu, mish: 13-20x slower); without it they vectorize
-        if uops is not None and any(u.op in (Ops.AND, Ops.OR) and u.dtype.scalar == dtypes.bool for u in uops):
+        and_or = (Ops.AND, Ops.OR)
+        if uops is not None and any(u.op in and_or and u.dtype.scalar == dtypes.bool for u in uops):
             options.append("no-tree-pre")
         quoted = ", ".join(f'"{o}"' for o in options)
         attrs = f"__attribute__((optimize({quoted}))) " if options else ""
