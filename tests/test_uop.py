@@ -44,6 +44,22 @@ def test_upat_commutative_list_matches_either_order():
     assert not UPat(Ops.ADD, src=(UPat.var("v"), UPat.cvar("c"))).match(expr, {})
 
 
+def test_upat_source_ops_checked_before_matching_agree_with_matching():
+    # `match` rejects early on its source patterns' ops (in order for a tuple, anywhere for a list): a source
+    # pattern's op in the wrong place, or missing, rejects; allow_any_len keeps the extra sources out of the check
+    x = UOp.variable("x", 0, 10)
+    three = UOp.const(dtypes.int32, 3)
+    plus = UOp(Ops.ADD, dtypes.int32, (x, three))
+    assert UPat(Ops.ADD, src=(UPat(Ops.DEFINE_VAR), UPat(Ops.CONST))).match(plus, {})
+    assert not UPat(Ops.ADD, src=(UPat(Ops.CONST), UPat(Ops.DEFINE_VAR))).match(plus, {})
+    assert UPat(Ops.ADD, src=[UPat(Ops.CONST, name="c"), UPat(Ops.DEFINE_VAR, name="v")]).match(plus, {})
+    assert not UPat(Ops.ADD, src=[UPat(Ops.CONST), UPat(Ops.MUL)]).match(plus, {})
+    sink = UOp(Ops.SINK, dtypes.void, (x, three, x))
+    assert UPat(Ops.SINK, src=(UPat(Ops.DEFINE_VAR), UPat(Ops.CONST)), allow_any_len=True).match(sink, {})
+    assert not UPat(Ops.SINK, src=(UPat(Ops.DEFINE_VAR), UPat(Ops.CONST))).match(sink, {})
+    assert not UPat(Ops.SINK, src=(UPat(), UPat(), UPat(), UPat()), allow_any_len=True).match(sink, {})
+
+
 def test_same_name_must_bind_same_node():
     x = UOp.variable("x", 0, 10)
     y = UOp.variable("y", 0, 10)

@@ -55,15 +55,19 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
         # fold the index arithmetic once while lanes are still ranges: the views' div/mod chains mostly fold away here,
         # an address that no longer depends on a lane is not copied per lane, and the pass after expanding has a
         # fraction of the nodes to fold (the main job's kernels: 39k nodes after expanding without it)
-        lowered = graph_rewrite(lowered, pm_symbolic, name="symbolic (before expanding)")
+        # (one cache for every symbolic rewrite of the kernel: most nodes the later ones see, the pass after expanding
+        # and the expander's look at addresses, are this pass's results, already simplified; a rewrite is a function of
+        # the node alone, so a node's cached result is what rewriting it again would give)
+        symbolic_cache: dict[UOp, UOp] = {}
+        lowered = graph_rewrite(lowered, pm_symbolic, name="symbolic (before expanding)", cache=symbolic_cache)
         # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
-        expanded = expand(lowered, renderer.caps.vector_ops, renderer.caps.vector_align)
+        expanded = expand(lowered, renderer.caps.vector_ops, renderer.caps.vector_align, symbolic_cache)
         # transcendental ops the renderer lacks become polynomials and bit operations
         decompose = decompositions_for(renderer.caps.transcendental_ops)
         if decompose is not None:
             expanded = graph_rewrite(expanded, decompose, name="transcendentals")
         # fold constants and simplify the index arithmetic the views produced
-        simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic")
+        simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic", cache=symbolic_cache)
         # the backend's own rules (decompositions of ops it lacks, ...)
         if renderer.extra_matcher is not None:
             simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")

@@ -27,17 +27,18 @@ from uopkit.uop.symbolic import decompose, simplify
 LANE_KINDS = ("upcast", "unroll", "vector")
 
 
+# which sources of these ops carry values; module constants, as every node asks (and on Python 3.11 every `Ops.X` is
+# a lookup through EnumType.__getattr__'s slow hook)
+_VALUE_POSITIONS = {
+    Ops.RANGE: range(1), Ops.LOAD: range(1), Ops.STORE: range(2), Ops.END: range(1, 2),
+    Ops.SINK: range(0), Ops.NOOP: range(0), Ops.BARRIER: range(0),
+}  # fmt: skip
+
+
 def _value_positions(u: UOp) -> range:
     """Which sources carry values (copied per lane); the rest only order the program."""
-    if u.op in (Ops.RANGE, Ops.LOAD):
-        return range(1)
-    if u.op is Ops.STORE:
-        return range(2)
-    if u.op is Ops.END:
-        return range(1, 2)
-    if u.op in (Ops.SINK, Ops.NOOP, Ops.BARRIER):
-        return range(0)
-    return range(len(u.src))
+    ret = _VALUE_POSITIONS.get(u.op)
+    return ret if ret is not None else range(len(u.src))
 
 
 def _sizes(lanes: tuple[UOp, ...]) -> list[int]:
@@ -303,10 +304,16 @@ class Expander:
         return keep, out
 
 
-def expand(sink: UOp, vector_ops: frozenset[Ops] = frozenset(), vector_align: int = 0) -> UOp:
+def expand(
+    sink: UOp, vector_ops: frozenset[Ops] = frozenset(), vector_align: int = 0, simplified: dict[UOp, UOp] | None = None
+) -> UOp:
     """Replace lane ranges by copies (and vectors, for the ops in `vector_ops`; vector accesses only where aligned
-    to `vector_align`, see `RendererCaps.vector_align`)."""
-    return Expander(vector_ops, vector_align).expand(sink)
+    to `vector_align`, see `RendererCaps.vector_align`). `simplified`: a `simplify` cache to share (the caller's
+    symbolic rewrites of the same graph)."""
+    expander = Expander(vector_ops, vector_align)
+    if simplified is not None:
+        expander.simplified = simplified
+    return expander.expand(sink)
 
 
 def known_multiple(x: UOp) -> int:

@@ -10,6 +10,12 @@ from __future__ import annotations
 from uopkit.uop.ops import GroupOp, Ops, UOp
 from uopkit.uop.spec import reduce_loop_kind
 
+# module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.17 us), and
+# linearizing and sinking look at every node of every kernel several times
+_BARRIER, _BITCAST, _CAST, _DEFINE_GLOBAL = Ops.BARRIER, Ops.BITCAST, Ops.CAST, Ops.DEFINE_GLOBAL
+_DEFINE_REG, _END, _GEP, _INDEX, _LOAD = Ops.DEFINE_REG, Ops.END, Ops.GEP, Ops.INDEX, Ops.LOAD
+_RANGE, _SINK, _STORE, _VECTORIZE = Ops.RANGE, Ops.SINK, Ops.STORE, Ops.VECTORIZE
+
 
 class LinearizeError(RuntimeError):
     pass
@@ -19,9 +25,9 @@ def _open_ranges(topo: list[UOp]) -> dict[UOp, frozenset[UOp]]:
     ctx: dict[UOp, frozenset[UOp]] = {}
     for u in topo:
         inner: frozenset[UOp] = frozenset().union(*(ctx[s] for s in u.src))
-        if u.op is Ops.RANGE:
+        if u.op is _RANGE:
             inner = inner | {u}
-        elif u.op is Ops.END:
+        elif u.op is _END:
             inner = ctx[u.src[0]] - {u.src[1]}
         ctx[u] = inner
     return ctx
@@ -32,30 +38,30 @@ def _closed_ranges(topo: list[UOp]) -> dict[UOp, frozenset[UOp]]:
     closed: dict[UOp, frozenset[UOp]] = {}
     for u in topo:
         done: frozenset[UOp] = frozenset().union(*(closed[s] for s in u.src))
-        closed[u] = done | {u.src[1]} if u.op is Ops.END else done
+        closed[u] = done | {u.src[1]} if u.op is _END else done
     return closed
 
 
 def _is_exact(u: UOp) -> bool:
     # ops whose position is part of their meaning
-    if u.op in (Ops.STORE, Ops.END, Ops.BARRIER):
+    if u.op in (_STORE, _END, _BARRIER):
         return True
-    if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_REG:
+    if u.op is _LOAD and u.src[0].op is _INDEX and u.src[0].src[0].op is _DEFINE_REG:
         return True
-    return u.op is Ops.RANGE and len(u.src) > 1
+    return u.op is _RANGE and len(u.src) > 1
 
 
 def linearize(sink: UOp) -> list[UOp]:
-    topo = [u for u in sink.toposort() if u.op is not Ops.SINK]
+    topo = [u for u in sink.toposort() if u.op is not _SINK]
     ctx = _open_ranges(topo)
     closed = _closed_ranges(topo)
-    end_of = {u.src[1]: u for u in topo if u.op is Ops.END}
+    end_of = {u.src[1]: u for u in topo if u.op is _END}
     emitted: dict[UOp, None] = {}
     open_stack: list[UOp] = []
     pending = list(topo)
 
     def ready(u: UOp) -> bool:
-        return all(s in emitted or s.op is Ops.SINK for s in u.src)
+        return all(s in emitted or s.op is _SINK for s in u.src)
 
     while pending:
         # everything that can go here now, in one pass: `pending` stays in toposort order (sources first), so an op
@@ -63,7 +69,7 @@ def linearize(sink: UOp) -> list[UOp]:
         still: list[UOp] = []
         open_set = frozenset(open_stack)
         for u in pending:
-            if u.op not in (Ops.RANGE, Ops.END) and ready(u):
+            if u.op not in (_RANGE, _END) and ready(u):
                 fits = ctx[u] == open_set if _is_exact(u) else ctx[u] <= open_set
                 if fits:
                     emitted[u] = None
@@ -76,8 +82,8 @@ def linearize(sink: UOp) -> list[UOp]:
         # close the innermost loop once nothing left needs it
         if open_stack:
             inner = open_stack[-1]
-            ends = [u for u in pending if u.op is Ops.END and u.src[1] is inner and ready(u)]
-            needs_inner = any(inner in ctx[u] and u.op is not Ops.END for u in pending)
+            ends = [u for u in pending if u.op is _END and u.src[1] is inner and ready(u)]
+            needs_inner = any(inner in ctx[u] and u.op is not _END for u in pending)
             if ends and not needs_inner:
                 emitted[ends[0]] = None
                 pending.remove(ends[0])
@@ -86,7 +92,7 @@ def linearize(sink: UOp) -> list[UOp]:
         # open the loop that lets the most pending work proceed
         candidates = []
         for r in pending:
-            if r.op is not Ops.RANGE or not ready(r):
+            if r.op is not _RANGE or not ready(r):
                 continue
             outside = ctx[r] - {r}
             if (outside != open_set) if _is_exact(r) else not (outside <= open_set):
@@ -95,7 +101,7 @@ def linearize(sink: UOp) -> list[UOp]:
             if any(want <= ctx[u] for u in pending if u is not r):
                 candidates.append(r)
         if not candidates:
-            left = ", ".join(f"{u.op.name}{u.arg if u.op is Ops.RANGE else ''}" for u in pending[:8])
+            left = ", ".join(f"{u.op.name}{u.arg if u.op is _RANGE else ''}" for u in pending[:8])
             raise LinearizeError(f"can't place {len(pending)} ops (open loops {[r.arg for r in open_stack]}): {left}")
         # a loop whose body needs another candidate loop's result (a reduce fused into a row) waits for it
         # (an exact candidate can only run here, at this depth: it can't be nested inside the other)
@@ -112,10 +118,10 @@ def mark_reduce_loops(uops: list[UOp]) -> list[UOp]:
     """Each plain loop that is an innermost sum or max of registers (`uopkit.uop.spec.reduce_loop_kind`, read in the
     final order) gets the kind "sum" or "max" in its RANGE's arg, so every renderer can read what it is for; the ops
     that use a marked RANGE are rebuilt on the new one."""
-    ends = {u.src[1]: i for i, u in enumerate(uops) if u.op is Ops.END}
+    ends = {u.src[1]: i for i, u in enumerate(uops) if u.op is _END}
     replace: dict[UOp, UOp] = {}
     for i, u in enumerate(uops):
-        if u.op is Ops.RANGE and u.arg[1] == "loop" and u in ends:
+        if u.op is _RANGE and u.arg[1] == "loop" and u in ends:
             kind = reduce_loop_kind(uops[i + 1 : ends[u]], u)
             if kind is not None:
                 replace[u] = u.replace(arg=(u.arg[0], kind))
@@ -138,10 +144,10 @@ def mark_reduce_loops(uops: list[UOp]) -> list[UOp]:
 
 def _is_movable(u: UOp) -> bool:
     # values with no effect and no ordering of their own (a register or local read has an ordering)
-    if u.op is Ops.LOAD:
+    if u.op is _LOAD:
         index = u.src[0]
-        return index.op is Ops.INDEX and index.src[0].op is Ops.DEFINE_GLOBAL and len(u.src) == 1
-    return u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.VECTORIZE, Ops.GEP)
+        return index.op is _INDEX and index.src[0].op is _DEFINE_GLOBAL and len(u.src) == 1
+    return u.op in GroupOp.ALU or u.op in (_CAST, _BITCAST, _INDEX, _VECTORIZE, _GEP)
 
 
 def sink_pure_ops(uops: list[UOp]) -> list[UOp]:
@@ -157,13 +163,13 @@ def sink_pure_ops(uops: list[UOp]) -> list[UOp]:
     where: dict[UOp, list[tuple[list, int]]] = {}
     for u in uops:
         block = stack[-1]
-        if u.op is Ops.RANGE:
+        if u.op is _RANGE:
             body: list = []
             block.append(("loop", u, body))
             stack.append(body)
             where[u] = _path(stack[:-1])
             continue
-        if u.op is Ops.END:
+        if u.op is _END:
             stack.pop()
             stack[-1][-1] = (*stack[-1][-1], u)
             where[u] = _path(stack)

@@ -240,9 +240,10 @@ def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
 
 def _ranges_in(*xs: UOp) -> list[UOp]:
     found: dict[UOp, None] = {}
+    loop = Ops.RANGE
     for x in xs:
         for u in x.toposort():
-            if u.op is Ops.RANGE:
+            if u.op is loop:
                 found[u] = None
     return sorted(found, key=lambda r: r.arg[0])
 
@@ -720,8 +721,9 @@ def lower_store(ctx: LowererContext, store: UOp) -> UOp:
     base, out_idx = view_index(target, idx)
     assert base.op is Ops.DEFINE_GLOBAL, f"kernel output must be a view of a DEFINE_GLOBAL, got {base.op}"
     # with a GROUP every thread of the work-group holds the result: thread 0 writes it
+    local = Ops.DEFINE_LOCAL
     for u in lowered.toposort():
-        if u.op is Ops.DEFINE_LOCAL:
+        if u.op is local:
             for special in {s for s in lowered.toposort() if s.op is Ops.SPECIAL and s.arg.startswith("lidx")}:
                 if not any(special in n.toposort() for n in idx):
                     gate = _and(gate, special.alu(Ops.CMPEQ, 0))
@@ -970,13 +972,18 @@ def addresses_fit(sink: UOp) -> bool:
     A value that overflows gets the whole range of its dtype from vmin/vmax; addresses computed from loaded data
     (gathers) have that range anyway and are not judged here.
     """
-    addresses = [u.src[1] for u in sink.toposort() if u.op is Ops.INDEX]
+    # (ops and bounds looked up once: this looks at every address node, and on Python 3.11 every `Ops.X` goes
+    # through EnumType.__getattr__'s slow hook)
+    index, load, alu = Ops.INDEX, Ops.LOAD, GroupOp.ALU
+    bounds = {dt: (dtypes.min(dt), dtypes.max(dt)) for dt in (dtypes.int32, dtypes.int64)}
+    addresses = [u.src[1] for u in sink.toposort() if u.op is index]
     from_data: set[UOp] = set()
-    for u in UOp(Ops.SINK, dtypes.void, tuple(addresses)).toposort(gate=lambda x: x.op is not Ops.LOAD):
-        if any(s.op is Ops.LOAD or s in from_data for s in u.src):
+    for u in UOp(Ops.SINK, dtypes.void, tuple(addresses)).toposort(gate=lambda x: x.op is not load):
+        if any(s.op is load or s in from_data for s in u.src):
             from_data.add(u)
-        elif u.op in GroupOp.ALU and u.dtype in (dtypes.int32, dtypes.int64):
-            if u.vmin <= dtypes.min(u.dtype) or u.vmax >= dtypes.max(u.dtype):
+        elif u.op in alu and u.dtype in bounds:
+            lo, hi = bounds[u.dtype]
+            if u.vmin <= lo or u.vmax >= hi:
                 return False
     return True
 

@@ -7,7 +7,7 @@ import itertools
 import math
 import operator
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum, auto
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +109,14 @@ class GroupOp:
     # ops whose result is garbage (or a trap) on the zeros a masked load returns: never pad through them
     UnsafePad = {Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.MOD, Ops.FDIV, Ops.POW}
     Meta = {Ops.SINK, Ops.KERNEL, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF}
+
+
+# the ops that node construction and range analysis test for, as module constants: on Python 3.11 every `Ops.X` is a
+# lookup through EnumType.__getattr__'s slow hook (~0.17 us), and these run for every node code generation builds
+# (the main job's code generation read `Ops.X` ~740k times, a fifth of them in `_range_of`)
+_CONST, _DEFINE_VAR, _RANGE, _SPECIAL, _BIND = Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.BIND
+_CAST, _ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
+_CMPLT, _CMPNE, _CMPEQ, _AND, _OR, _WHERE = Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.WHERE
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -286,7 +294,7 @@ def const_identity(arg: Any) -> Any:
 
 class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        key = (op, dtype, src, arg if op is not Ops.CONST else const_identity(arg))
+        key = (op, dtype, src, arg if op is not _CONST else const_identity(arg))
         try:
             ref = _uop_table.get(key)
         except TypeError as e:
@@ -380,20 +388,20 @@ class UOp(metaclass=UOpMeta):
     def toposort(self, gate: Callable[[UOp], bool] | None = None) -> dict[UOp, None]:
         """Every node reachable from self, sources before users (iterative: graphs can be deep)."""
         visited: dict[UOp, None] = {}
-        stack: list[tuple[UOp, bool]] = [(self, False)]
+        if gate is not None and not gate(self):
+            return visited
+        # depth first, sources in order: each frame holds a node and the sources it has yet to look at (a node is on
+        # the stack once, as the graph has no cycles)
+        stack: list[tuple[UOp, Iterator[UOp]]] = [(self, iter(self.src))]
         while stack:
-            node, expanded = stack.pop()
-            if node in visited:
-                continue
-            if expanded:
+            node, srcs = stack[-1]
+            for s in srcs:
+                if s not in visited and (gate is None or gate(s)):
+                    stack.append((s, iter(s.src)))
+                    break
+            else:
+                stack.pop()
                 visited[node] = None
-                continue
-            if gate is not None and not gate(node):
-                continue
-            stack.append((node, True))
-            for s in reversed(node.src):
-                if s not in visited:
-                    stack.append((s, False))
         return visited
 
     @functools.cached_property
@@ -454,7 +462,7 @@ class UOp(metaclass=UOpMeta):
     def const(dtype: DType, value: Any) -> UOp:
         if isinstance(value, UOp):
             return value
-        return UOp(Ops.CONST, dtype, (), cast_scalar(value, dtype) if dtype.count == 1 else value)
+        return UOp(_CONST, dtype, (), cast_scalar(value, dtype) if dtype.count == 1 else value)
 
     def const_like(self, value: Any) -> UOp:
         return UOp.const(self.dtype, value)
@@ -473,7 +481,7 @@ class UOp(metaclass=UOpMeta):
         srcs = (self, *(s if isinstance(s, UOp) else self.const_like(s) for s in src))
         if op in GroupOp.Comparison:
             out = dtypes.bool.vec(self.dtype.count)
-        elif op is Ops.WHERE:
+        elif op is _WHERE:
             out = srcs[1].dtype
         else:
             out = self.dtype
@@ -717,24 +725,24 @@ def _bounds(dt: DType) -> tuple[Any, Any]:
 
 
 def _range_of(u: UOp) -> tuple[Any, Any]:
-    if u.op is Ops.CONST and not isinstance(u.arg, tuple):
+    if u.op is _CONST and not isinstance(u.arg, tuple):
         return u.arg, u.arg
     dt = u.dtype
     lo, hi = _bounds(dt)
-    if u.op is Ops.DEFINE_VAR:
+    if u.op is _DEFINE_VAR:
         return u.arg[1], u.arg[2]
-    if u.op is Ops.RANGE:
+    if u.op is _RANGE:
         return 0, max(u.src[0].vmax - 1, 0)
-    if u.op is Ops.SPECIAL:
+    if u.op is _SPECIAL:
         return 0, max(u.src[0].vmax - 1, 0) if u.src else hi
-    if u.op is Ops.BIND:
+    if u.op is _BIND:
         return u.src[0].vmin, u.src[0].vmax
-    if u.op is Ops.CAST and dtypes.is_int(dt) and dtypes.is_int(u.src[0].dtype):
+    if u.op is _CAST and dtypes.is_int(dt) and dtypes.is_int(u.src[0].dtype):
         s = u.src[0]
         if lo <= s.vmin and s.vmax <= hi:
             return s.vmin, s.vmax
         return lo, hi
-    if u.op is Ops.CAST and dt == dtypes.bool:
+    if u.op is _CAST and dt == dtypes.bool:
         s = u.src[0]
         return bool(s.vmin) and s.vmin == s.vmax, bool(s.vmax) or s.vmin != s.vmax or bool(s.vmin)
     if not (dtypes.is_int(dt) or dt == dtypes.bool):
@@ -742,43 +750,43 @@ def _range_of(u: UOp) -> tuple[Any, Any]:
     if u.op in GroupOp.Binary and len(u.src) == 2:
         a, b = u.src
         (a0, a1), (b0, b1) = (a.vmin, a.vmax), (b.vmin, b.vmax)
-        if u.op is Ops.ADD:
+        if u.op is _ADD:
             return _clamp(a0 + b0, a1 + b1, lo, hi)
-        if u.op is Ops.SUB:
+        if u.op is _SUB:
             return _clamp(a0 - b1, a1 - b0, lo, hi)
-        if u.op is Ops.MUL:
+        if u.op is _MUL:
             vals = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
             return _clamp(min(vals), max(vals), lo, hi)
-        if u.op is Ops.MAX:
+        if u.op is _MAX:
             return max(a0, b0), max(a1, b1)
-        if u.op is Ops.IDIV and b0 == b1 and b0 != 0:
+        if u.op is _IDIV and b0 == b1 and b0 != 0:
             vals = [_c_idiv(a0, b0), _c_idiv(a1, b0)]
             return min(vals), max(vals)
-        if u.op is Ops.IDIV and b0 > 0 and a0 >= 0:
+        if u.op is _IDIV and b0 > 0 and a0 >= 0:
             return a0 // b1, a1 // b0
-        if u.op is Ops.MOD and b0 > 0 and a0 >= 0:
+        if u.op is _MOD and b0 > 0 and a0 >= 0:
             if b0 == b1 and a1 < b0:
                 return a0, a1
             return 0, min(a1, b1 - 1)
-        if u.op is Ops.MOD and b0 > 0:
+        if u.op is _MOD and b0 > 0:
             return -(b1 - 1), b1 - 1
-        if u.op is Ops.CMPLT:
+        if u.op is _CMPLT:
             return a1 < b0, a0 < b1
-        if u.op is Ops.CMPNE:
+        if u.op is _CMPNE:
             sure_eq = a0 == a1 == b0 == b1
             disjoint = a1 < b0 or b1 < a0
             return disjoint, not sure_eq
-        if u.op is Ops.CMPEQ:
+        if u.op is _CMPEQ:
             sure_eq = a0 == a1 == b0 == b1
             disjoint = a1 < b0 or b1 < a0
             return sure_eq, not disjoint
-        if u.op is Ops.AND and dt == dtypes.bool:
+        if u.op is _AND and dt == dtypes.bool:
             return a0 and b0, a1 and b1
-        if u.op is Ops.OR and dt == dtypes.bool:
+        if u.op is _OR and dt == dtypes.bool:
             return a0 or b0, a1 or b1
-        if u.op is Ops.AND and a0 >= 0 and b0 >= 0:
+        if u.op is _AND and a0 >= 0 and b0 >= 0:
             return 0, min(a1, b1)
-    if u.op is Ops.WHERE:
+    if u.op is _WHERE:
         c, a, b = u.src
         if c.vmin == c.vmax:
             return (a.vmin, a.vmax) if c.vmin else (b.vmin, b.vmax)
@@ -815,6 +823,7 @@ class UPat:
 
     __slots__ = (
         "op", "dtype", "src", "arg", "name", "allow_any_len", "custom_early_reject", "simple", "_ops", "_dtypes",
+        "_src_ops",
     )  # fmt: skip
 
     def __init__(
@@ -839,6 +848,12 @@ class UPat:
         # matches or not on the node alone (op and dtype), capturing just it: `PatternMatcher.rewrite` tests it
         # without `match`
         self.simple = src is None and arg is None and name is not None
+        # the op sets of the source patterns that name ops, by position (sources in order) or not (a list: in any
+        # order): `match` rejects a node whose sources can't have them before it captures or recurses
+        self._src_ops: tuple[tuple[int, frozenset[Ops]], ...] = ()
+        if isinstance(src, (tuple, list)):
+            named = [(i, p._ops) for i, p in enumerate(src) if p._ops is not None]
+            self._src_ops = tuple((i if isinstance(src, tuple) else -1, ops) for i, ops in named)
 
     @staticmethod
     def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
@@ -887,6 +902,13 @@ class UPat:
             return []
         if self.arg is not None and uop.arg != self.arg:
             return []
+        if self._src_ops:
+            src = uop.src
+            if len(src) < len(self.src):
+                return []
+            for i, ops in self._src_ops:
+                if (src[i].op not in ops) if i >= 0 else all(s.op not in ops for s in src):
+                    return []
         name = self.name
         if name is not None:
             if name in store and store[name] is not uop:

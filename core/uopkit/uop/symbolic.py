@@ -9,6 +9,9 @@ from uopkit.dtype import PtrDType, dtypes
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, exec_alu
 
 INT_DTYPES = (*dtypes.ints, dtypes.bool)
+# the ops the sum and folding rules test for, as module constants: on Python 3.11 every `Ops.X` is a lookup through
+# EnumType.__getattr__'s slow hook (~0.17 us), and these rules look at every integer node of every kernel
+_CONST, _CAST, _ADD, _MUL, _IDIV, _MOD = Ops.CONST, Ops.CAST, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD
 
 
 def _is_int(x: UOp) -> bool:
@@ -20,9 +23,9 @@ def _is_int(x: UOp) -> bool:
 
 
 def do_fold_constants(x: UOp) -> UOp | None:
-    if x.dtype.count != 1 or not all(s.op is Ops.CONST and not isinstance(s.arg, tuple) for s in x.src):
+    if x.dtype.count != 1 or not all(s.op is _CONST and not isinstance(s.arg, tuple) for s in x.src):
         return None
-    if x.op is Ops.CAST:
+    if x.op is _CAST:
         return UOp.const(x.dtype, x.src[0].arg)
     if x.op not in GroupOp.ALU:
         return None
@@ -53,13 +56,13 @@ def _decompose(x: UOp) -> tuple[tuple[tuple[int, UOp], ...], int]:
     ret = x.__dict__.get("_decomposed")
     if ret is not None:
         return ret  # type: ignore[no-any-return]
-    if x.op is Ops.CONST:
+    if x.op is _CONST:
         ret = (), x.arg
-    elif x.op is Ops.ADD:
+    elif x.op is _ADD:
         ta, ca = _decompose(x.src[0])
         tb, cb = _decompose(x.src[1])
         ret = ta + tb, ca + cb
-    elif x.op is Ops.MUL and x.src[1].op is Ops.CONST:
+    elif x.op is _MUL and x.src[1].op is _CONST:
         terms, c = _decompose(x.src[0])
         k = x.src[1].arg
         ret = tuple([(coef * k, t) for coef, t in terms]), c * k
@@ -78,11 +81,11 @@ def build_sum(terms: list[tuple[int, UOp]], const: int, like: UOp) -> UOp:
     for t, coef in sorted(merged.items(), key=lambda kv: kv[0].tuplize):
         if coef == 0:
             continue
-        part = t if coef == 1 else UOp(Ops.MUL, like.dtype, (t, like.const_like(coef)))
-        ret = part if ret is None else UOp(Ops.ADD, like.dtype, (ret, part))
+        part = t if coef == 1 else UOp(_MUL, like.dtype, (t, like.const_like(coef)))
+        ret = part if ret is None else UOp(_ADD, like.dtype, (ret, part))
     if ret is None:
         return like.const_like(const)
-    return ret if const == 0 else UOp(Ops.ADD, like.dtype, (ret, like.const_like(const)))
+    return ret if const == 0 else UOp(_ADD, like.dtype, (ret, like.const_like(const)))
 
 
 def _join_div_mod(merged: dict[UOp, int]) -> bool:
@@ -95,14 +98,14 @@ def _join_div_mod(merged: dict[UOp, int]) -> bool:
         # (x, c) -> a term that is x // c, or (x // c) % d
         quotients: dict[tuple[UOp, int], UOp] = {}
         for t in merged:
-            if t.op is Ops.IDIV and t.src[1].op is Ops.CONST:
+            if t.op is _IDIV and t.src[1].op is _CONST:
                 quotients[(t.src[0], t.src[1].arg)] = t
-            elif t.op is Ops.MOD and t.src[1].op is Ops.CONST and t.src[1].arg > 0 and t.src[0].op is Ops.IDIV:
-                if t.src[0].src[1].op is Ops.CONST:
+            elif t.op is _MOD and t.src[1].op is _CONST and t.src[1].arg > 0 and t.src[0].op is _IDIV:
+                if t.src[0].src[1].op is _CONST:
                     quotients[(t.src[0].src[0], t.src[0].src[1].arg)] = t
         pair = None
         for rem, k in merged.items():
-            if rem.op is Ops.MOD and rem.src[1].op is Ops.CONST and rem.src[1].arg > 0:
+            if rem.op is _MOD and rem.src[1].op is _CONST and rem.src[1].arg > 0:
                 quotient = quotients.get((rem.src[0], rem.src[1].arg))
                 if quotient is not None and quotient is not rem and merged[quotient] == k * rem.src[1].arg:
                     pair = rem, quotient
@@ -111,7 +114,7 @@ def _join_div_mod(merged: dict[UOp, int]) -> bool:
             return joined
         rem, quotient = pair
         x, k = rem.src[0], merged[rem]
-        whole = x if quotient.op is Ops.IDIV else x % (rem.src[1].arg * quotient.src[1].arg)
+        whole = x if quotient.op is _IDIV else x % (rem.src[1].arg * quotient.src[1].arg)
         del merged[rem], merged[quotient]
         merged[whole] = merged.get(whole, 0) + k
         joined = True
@@ -122,7 +125,7 @@ def do_combine_terms(x: UOp) -> UOp | None:
     if not _is_int(x):
         return None
     terms, const = decompose(x)
-    if any(t.op is Ops.MOD for _, t in terms):
+    if any(t.op is _MOD for _, t in terms):
         merged: dict[UOp, int] = {}
         for coef, t in terms:
             merged[t] = merged.get(t, 0) + coef
@@ -136,9 +139,9 @@ def do_combine_terms(x: UOp) -> UOp | None:
 
 
 def _count_consts(x: UOp) -> int:
-    if x.op is Ops.CONST:
+    if x.op is _CONST:
         return 1
-    if x.op is Ops.ADD:
+    if x.op is _ADD:
         return _count_consts(x.src[0]) + _count_consts(x.src[1])
     return 0
 

@@ -10,7 +10,7 @@ from uopkit.dtype import dtypes
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import RendererCaps
 from uopkit.renderer.cstyle import CStyleRenderer, RenderContext
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp
 
 
 def simd_registers(width: int, cpuinfo: str | None = None) -> int:
@@ -67,6 +67,27 @@ def libm_declarations(vector_sin: bool) -> tuple[str, ...]:
     return tuple(lines)
 
 
+# kernels that execute fewer operations than this are compiled at -O1 (see `ClangRenderer.render_kernel`)
+O1_MAX_OPS = 20_000
+
+
+def executed_ops(uops: list[UOp]) -> int:
+    """About how many operations a linear program executes: each op (a vector op counting one per lane) times the
+    trip counts of the loops around it; a loop with a symbolic bound counts its largest."""
+    # (the ops looked up once: on Python 3.11 every `Ops.X` goes through EnumType.__getattr__'s slow hook)
+    loop, end, not_run = Ops.RANGE, Ops.END, GroupOp.Meta | {Ops.CONST, Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR}
+    trips = [1]
+    total = 0
+    for u in uops:
+        if u.op is loop:
+            trips.append(trips[-1] * max(int(u.src[0].vmax), 1))
+        elif u.op is end:
+            trips.pop()
+        elif u.op not in not_run:
+            total += trips[-1] * u.dtype.count
+    return total
+
+
 class ClangRenderer(CStyleRenderer):
     device: ClassVar[str] = "CPU"
     buffer_suffix: ClassVar[str] = " restrict"
@@ -107,15 +128,22 @@ class ClangRenderer(CStyleRenderer):
 
     def render_kernel(self, name: str, body: list[str], params: list[str], uops: list[UOp] | None = None) -> str:
         options = []
+        # a kernel doing little work (an optimizer update of a small weight, a loss over a batch) runs in a few
+        # microseconds, mostly the call, whatever gcc does with it; -O1 compiles it in a fraction of -O3's time (the
+        # main job's kernels under this bound: 2-8 us per call at -O3, at most ~4 us more at -O1; ~0.15 s less gcc)
+        if uops is not None and executed_ops(uops) < O1_MAX_OPS:
+            options.append("O1")
         # a register tile (many accumulator lanes) is already laid out for SLP vectorization; gcc's loop vectorizer
         # on top of it takes seconds to compile and gains nothing
         # (also any very long kernel: many unrolled lanes, where the loop vectorizer mostly costs compile time)
-        if uops is not None and (len(uops) > 1500 or any(u.op is Ops.DEFINE_REG and u.dtype.size > 1 for u in uops)):
+        register = Ops.DEFINE_REG
+        if uops is not None and (len(uops) > 1500 or any(u.op is register and u.dtype.size > 1 for u in uops)):
             options.append("no-tree-loop-vectorize")
         # conditions combined with & or | (expm1's, log's special cases): gcc 12's partial redundancy elimination turns
         # them into selects between masks of two widths, which its vectorizer can't do, and the whole loop stays
         # scalar (tanh, expm1, elu, mish: 13-20x slower); without it they vectorize
-        if uops is not None and any(u.op in (Ops.AND, Ops.OR) and u.dtype.scalar == dtypes.bool for u in uops):
+        and_or = (Ops.AND, Ops.OR)
+        if uops is not None and any(u.op in and_or and u.dtype.scalar == dtypes.bool for u in uops):
             options.append("no-tree-pre")
         quoted = ", ".join(f'"{o}"' for o in options)
         attrs = f"__attribute__((optimize({quoted}))) " if options else ""
