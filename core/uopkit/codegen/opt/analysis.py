@@ -32,12 +32,24 @@ def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
 # the heuristic asks for a kernel's loads and its stores, some twice: one lowering answers all (a kernel's code is
 # generated once per process, so a small cache holds the kernels being generated)
 @functools.lru_cache(maxsize=64)
-def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]]]:
+def _lowered(ast: UOp) -> tuple[UOp, Any]:
     from uopkit.codegen.lowerer import lower_kernel
+
+    return lower_kernel(ast)
+
+
+def reduce_folds_away(ast: UOp) -> bool:
+    """Whether the kernel's lowering (no opts) keeps no reduce loop: indexing's one-hot sum became a load at the
+    index. (A one-hot select over an output axis instead, an embedding's gradient, stays a reduce.)"""
+    return not any(u.op is Ops.DEFINE_REG for u in _lowered(ast)[0].toposort())
+
+
+@functools.lru_cache(maxsize=64)
+def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]]]:
     from uopkit.uop.ops import graph_rewrite
     from uopkit.uop.symbolic import decompose, pm_symbolic
 
-    lowered, ctx = lower_kernel(ast)
+    lowered, ctx = _lowered(ast)
     # only the addresses matter: simplify them, not the whole kernel (its values can be a long chain of ops)
     indexes = [u for u in lowered.toposort() if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL]
     addresses = [u.replace(src=u.src[:2]) for u in indexes]

@@ -7,7 +7,7 @@ import math
 from uopkit.codegen.lowerer import is_one_hot_reduce
 from uopkit.codegen.opt import MAX_LANES, KernelPlan, Opt, OptOps, initial_plan
 from uopkit.codegen.opt.analysis import divisor as _divisor
-from uopkit.codegen.opt.analysis import load_axes, memory_strides
+from uopkit.codegen.opt.analysis import load_axes, memory_strides, reduce_folds_away
 from uopkit.codegen.opt.analysis import try_opt as _try
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import Renderer
@@ -22,7 +22,8 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     plan = initial_plan(ast)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
-    if not red_sizes or (plan.reduce_op is not None and is_one_hot_reduce(plan.reduce_op)):
+    one_hot = plan.reduce_op is not None and is_one_hot_reduce(plan.reduce_op) and reduce_folds_away(ast)
+    if not red_sizes or one_hot:
         # elementwise (or a one-hot pick, which the lowerer turns into a load at the index): the C compiler
         # vectorizes the innermost loop by itself; lanes only add code (and the loads' strides, which take a lowering
         # and a simplification to find, are not needed)
