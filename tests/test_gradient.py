@@ -404,9 +404,18 @@ def test_overlapping_pool_gradient_is_one_elementwise_kernel() -> None:
     assert not any(u.op is Ops.REDUCE_AXIS for u in last.ast.toposort())
 
 
-def test_long_windows_keep_the_chain_of_rules() -> None:
-    # a cumulative sum's windows are as long as the axis (more taps than MAX_GIVEN_WINDOW_TAPS): its gradient still
-    # comes from the movement ops' rules, and is right
+def test_cumulative_windows_keep_the_chain_of_rules() -> None:
+    # a cumulative sum's windows (one tap per element, or per block) get their gradient from the movement ops' rules
+    # (a sum of a slice per tap was 15x slower there), and it is right
+    from uopkit.gradient import _gradient_rules
+
+    for n in (40, 800):
+        graph = Tensor(_randn(3, n)).cumsum(1).uop.toposort()
+        assert not [u for u in graph if _gradient_rules.get(u) is not None]
+    # while a pool's overlapping windows have one
+    graph = Tensor(_randn(1, 1, 6, 6)).avg_pool2d(3, stride=1).uop.toposort()
+    assert [u for u in graph if _gradient_rules.get(u) is not None]
+    check_grad(lambda t: t.cumsum(1), [_randn(3, 40)], lambda t: torch.cumsum(t, 1), atol=1e-4)
     check_grad(lambda t: t.cumsum(1), [_randn(3, 80)], lambda t: torch.cumsum(t, 1), atol=1e-4)
 
 

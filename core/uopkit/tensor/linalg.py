@@ -156,8 +156,17 @@ class LinalgMixin:
     # ------------------------------------------------------------------------------------------------------------
     # convolution and pooling: windows are movement ops over the input (no copies), then a multiply-reduce
 
-    def _pool(self, k_: Sequence[int], stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1) -> Tensor:
-        """Windows over the last len(k_) axes: shape (..., *out, *k_), out[o][j] = x[o * stride + j * dilation]."""
+    def _pool(
+        self,
+        k_: Sequence[int],
+        stride: int | Sequence[int] = 1,
+        dilation: int | Sequence[int] = 1,
+        gradient_by_taps: bool = False,
+    ) -> Tensor:
+        """Windows over the last len(k_) axes: shape (..., *out, *k_), out[o][j] = x[o * stride + j * dilation].
+        `gradient_by_taps`: overlapping windows of a few taps (a pool's) give their gradient as one sum of a slice per
+        tap (`_set_windows_gradient`); long windows (a cumulative sum's, one tap per element) keep the chain of the
+        movement ops' rules, which is faster there."""
         n = len(k_)
         if self.ndim < n:
             raise ShapeError(f"pool: kernel {tuple(k_)} has more dims than the input shape {self.shape}")
@@ -174,7 +183,7 @@ class LinalgMixin:
         final = [("out", i) for i in range(n)] + [("k", i) for i in range(n)]
         ret = x.permute(list(range(lead)) + [lead + tail.index(lbl) for lbl in final])
         overlapping = any(d > 1 or k > s for k, s, d in zip(k_, s_, d_, strict=True))
-        if overlapping and prod(k_) <= MAX_GIVEN_WINDOW_TAPS:
+        if gradient_by_taps and overlapping and prod(k_) <= MAX_GIVEN_WINDOW_TAPS:
             _set_windows_gradient(ret.uop, self.uop, tuple(k_), s_, d_)
         return ret
 
@@ -388,7 +397,7 @@ class LinalgMixin:
         n = len(k_)
         full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))
         low = dtypes.min(self.dtype)
-        windows = self.pad(full, value=low)._pool(k_, s_, d_)
+        windows = self.pad(full, value=low)._pool(k_, s_, d_, gradient_by_taps=True)
         axes = tuple(range(-n, 0))
         values = windows.max(axes)
         if not return_indices:
@@ -455,7 +464,7 @@ class LinalgMixin:
         n = len(k_)
         x = self._float()
         full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))
-        total = x.pad(full)._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
+        total = x.pad(full)._pool(k_, s_, d_, gradient_by_taps=True).sum(tuple(range(-n, 0)))
         # how many elements each window averages: the input, the explicit padding if counted, never the ceil overhang
         ones = Tensor.ones(self.shape[-n:], device=self.device, dtype=x.dtype)
         ones = ones.pad(pads, value=1.0 if count_include_pad else 0.0)
@@ -539,8 +548,8 @@ def _matrix_product_uop(x: UOp, w: UOp) -> UOp | None:
     return UOp(Ops.RESHAPE, dt, (UOp(Ops.REDUCE_AXIS, dt, (product,), (Ops.ADD, (2,))),), (n, m))
 
 
-# windows with at most this many taps get their gradient as a sum of one placed slice per tap (a pool's 3x3); more
-# (a cumulative sum's windows, as long as the axis) keep the movement ops' chain of rules
+# a pool's windows with at most this many taps get their gradient as a sum of one placed slice per tap (3x3, 7x7,
+# 3x3x3); more keep the movement ops' chain of rules
 MAX_GIVEN_WINDOW_TAPS = 64
 
 
