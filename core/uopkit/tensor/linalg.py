@@ -346,14 +346,17 @@ class LinalgMixin:
         w = w.flip(tuple(range(2, 2 + nd)))
         x = self
         for i, s in enumerate(s_):
-            if s > 1:
-                # insert s - 1 zeros between neighbours along this axis
-                ax = 2 + i
-                L = x.shape[ax]
-                x = x.unsqueeze(ax + 1).pad(tuple((0, s - 1) if a == ax + 1 else (0, 0) for a in range(x.ndim + 1)))
-                x = x.flatten(ax, ax + 1)._slice_axis(ax, 0, (L - 1) * s + 1)
+            x = x._spread(2 + i, s)
         x = x.pad(((0, 0), (0, 0)) + pads)
         return x.conv2d(w, bias, groups=groups, dilation=d_)
+
+    def _spread(self, axis: int, s: int) -> Tensor:
+        """s - 1 zeros between neighbours along `axis` (a strided convolution's output gradient, placed back)."""
+        if s == 1:
+            return self
+        n = self.shape[axis]
+        x = self.unsqueeze(axis + 1).pad(tuple((0, s - 1) if a == axis + 1 else (0, 0) for a in range(self.ndim + 1)))
+        return x.flatten(axis, axis + 1)._slice_axis(axis, 0, (n - 1) * s + 1)
 
     def _pool_prepare(
         self, kernel_size: Any, stride: Any, dilation: Any, padding: Any, ceil_mode: bool, op: str
@@ -577,12 +580,7 @@ def _set_windows_gradient(windows: UOp, x: UOp, k_: tuple[int, ...], s_: tuple[i
             part = part.reshape(part.shape[:lead] + out_sp)
             for i, (j, s, d, L, o) in enumerate(zip(taps, s_, d_, in_sp, out_sp, strict=True)):
                 ax = lead + i
-                if s > 1:
-                    # s - 1 zeros between neighbours
-                    part = part.unsqueeze(ax + 1).pad(
-                        tuple((0, s - 1) if a == ax + 1 else (0, 0) for a in range(part.ndim + 1))
-                    )
-                    part = part.flatten(ax, ax + 1)._slice_axis(ax, 0, (o - 1) * s + 1)
+                part = part._spread(ax, s)
                 place = (j * d, L - j * d - (o - 1) * s - 1)
                 part = part.pad(tuple(place if a == ax else (0, 0) for a in range(part.ndim)))
             total = part if total is None else total + part
