@@ -240,15 +240,25 @@ pm_gradient = PatternMatcher(
 # the reverse sweep
 
 
+# module constants for the walks over the whole graph below: on Python 3.11 every `Ops.X` is a lookup through
+# EnumType's slow __getattr__ hook (~0.1 us)
+_DEVICE, _BUFFER, _COPY, _KERNEL = Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.KERNEL
+
+
+def _not_kernel(u: UOp) -> bool:
+    return u.op is not _KERNEL
+
+
 def _devices(topo: list[UOp]) -> dict[UOp, str]:
     # where each node lives: its BUFFER's or DEVICE's, a COPY's destination, else its first placed source's
     out: dict[UOp, str] = {}
     for u in topo:
-        if u.op is Ops.DEVICE:
+        op = u.op
+        if op is _DEVICE:
             out[u] = u.arg
-        elif u.op is Ops.BUFFER:
+        elif op is _BUFFER:
             out[u] = u.arg[1]
-        elif u.op is Ops.COPY:
+        elif op is _COPY:
             out[u] = u.src[1].arg
         else:
             dev = next((out[s] for s in u.src if s in out), None)
@@ -260,7 +270,7 @@ def _devices(topo: list[UOp]) -> dict[UOp, str]:
 def graph_of(root: UOp) -> dict[UOp, None]:
     """The nodes a gradient of `root` walks, sources first: never into a kernel (what a KERNEL computes is already
     storage)."""
-    return root.toposort(gate=lambda u: u.op is not Ops.KERNEL)
+    return root.toposort(gate=_not_kernel)
 
 
 def compute_gradient(
