@@ -315,14 +315,21 @@ def compute_gradient(
     """
     topo = list(graph if graph is not None else graph_of(root))
     on_path: dict[UOp, bool] = {}
+    # the nodes with a source on a path to a target: only these (when they receive a gradient) need their rule
+    leads_on: set[UOp] = set()
     for u in topo:
-        on_path[u] = u in targets or any(on_path.get(s, False) for s in u.src)
+        for s in u.src:
+            if on_path.get(s, False):
+                leads_on.add(u)
+                on_path[u] = True
+                break
+        else:
+            on_path[u] = u in targets
     devices = _Devices()
     grads: dict[UOp, UOp] = {root: root_grad}
     for u in reversed(topo):
         g = grads.get(u)
-        # only nodes that received a gradient and lead on to a target need their rule
-        if g is None or not u.src or not any(on_path[s] for s in u.src):
+        if g is None or u not in leads_on:
             continue
         src_grads = pm_gradient.rewrite(u, GradientContext(g, devices))
         if src_grads is None:
