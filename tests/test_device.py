@@ -127,14 +127,26 @@ def test_lru_reuses_freed_buffers() -> None:
     assert allocator.cached_bytes == 0 and allocator.cache == {}
 
 
-def test_lru_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LRU", "0")
+def test_lru_off() -> None:
     allocator = Device["TESTMEM"].allocator
     assert isinstance(allocator, LRUAllocator)
     allocator.free_cache()
-    a = Buffer("TESTMEM", 8, dtypes.uint8).allocate()
-    del a
+    with Context(LRU=0):
+        a = Buffer("TESTMEM", 8, dtypes.uint8).allocate()
+        del a
     assert allocator.cached_bytes == 0
+    # back on: a freed buffer is kept for reuse
+    b = Buffer("TESTMEM", 8, dtypes.uint8).allocate()
+    del b
+    assert allocator.cached_bytes == 8
+    allocator.free_cache()
+
+
+def test_device_names_are_canonicalized_once_and_looked_up_as_written() -> None:
+    assert Device.canonicalize(" cpu:0 ") == "CPU" and Device.canonicalize("cpu:1") == "CPU:1"
+    # (remembered: the same answer again)
+    assert Device.canonicalize(" cpu:0 ") == "CPU" and Device.canonicalize("Cpu") == "CPU"
+    assert Device["testmem"] is Device["TESTMEM"] is Device["TESTMEM:0"]
 
 
 def test_adopted_opaque_is_not_freed() -> None:

@@ -674,3 +674,31 @@ def test_second_derivative_of_a_given_derivative() -> None:
     (first,) = x.asin().sum().gradient(x)
     (second,) = first.sum().gradient(x)
     np.testing.assert_allclose(second.numpy(), xs / (1 - xs * xs) ** 1.5, rtol=1e-5, atol=1e-7)
+
+
+def test_devices_are_looked_up_as_the_rules_ask() -> None:
+    from uopkit.gradient import _Devices
+
+    buf = UOp.new_buffer("CPU:1", 4, dtypes.float32)
+    var = UOp.variable("n", 1, 4)
+    const = UOp(Ops.CONST, dtypes.float32, (UOp(Ops.DEVICE, arg="CPU"),), 2.0)
+    # the first source that has a device gives it (a variable has none); a COPY lives where it copies to
+    mixed = UOp(Ops.ADD, dtypes.float32, (var, buf))
+    moved = UOp(Ops.COPY, dtypes.float32, (mixed, UOp(Ops.DEVICE, arg="CPU")))
+    devices = _Devices()
+    assert devices[const] == "CPU" and devices[mixed] == "CPU:1" and devices[moved] == "CPU"
+    with pytest.raises(KeyError):
+        devices[var]
+    # nodes inside a kernel are not looked at
+    kernel = UOp(Ops.KERNEL, dtypes.void, (buf,), None)
+    with pytest.raises(KeyError):
+        devices[UOp(Ops.NEG, dtypes.float32, (kernel,))]
+
+
+def test_gradient_through_a_copy_between_devices() -> None:
+    x = Tensor(np.arange(4, dtype=np.float32), device="CPU:1", requires_grad=True)
+    # maximum's rule builds constants where the copy's value lives; the gradient goes back to CPU:1
+    y = x.to("CPU").maximum(1.0) * 3
+    y.sum().backward()
+    assert x.grad is not None and x.grad.device == "CPU:1"
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.5, 3.0, 3.0])

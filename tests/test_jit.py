@@ -212,3 +212,27 @@ def test_launch_replayed_inside_a_capture_leaves_the_prepared_call_right():
         assert outer(xs[i]).tolist() == [3.0 * (i + 1)] * 4
     for i in (3, 2, 1):
         assert inner(xs[i]).tolist() == [3.0 * (i + 1)] * 4
+
+
+def test_repeated_arguments_replay_without_the_checks_and_follow_their_contents():
+    # a call with the tensors (uops) of the latest replay takes a shortcut past the argument checks: it must still
+    # read what the tensors hold now, and any other call goes through the checks
+    f = TinyJit(lambda x, y: (x * 2 + y).realize())
+    x, y = Tensor(np.ones(4, np.float32)).realize(), Tensor(np.zeros(4, np.float32)).realize()
+    for _ in range(3):
+        assert f(x, y).tolist() == [2.0] * 4
+    assert f.last is not None
+    # in place: the same uops, new contents
+    x.assign(Tensor(np.full(4, 5.0, np.float32))).realize()
+    assert f(x, y).tolist() == [10.0] * 4
+    # a view of the same buffer is another uop: made contiguous through the usual path
+    assert f(x.reshape(2, 2).reshape(4), y).tolist() == [10.0] * 4
+    # arguments swapped, or aliased, are other calls
+    assert f(y, x).tolist() == [5.0] * 4
+    assert f(x, x).tolist() == [15.0] * 4
+    # rebound to another shape: still an error
+    x.uop = Tensor(np.ones(5, np.float32)).realize().uop
+    with pytest.raises(JitError, match=r"changed from shape \(4,\)"):
+        f(x, y)
+    f.reset()
+    assert f.last is None

@@ -27,6 +27,14 @@ def test_shape_of_a_deep_unshaped_graph_has_no_recursion():
     assert u.shape == (4,) and u.device == "CPU"
 
 
+def test_uop_attribute_reads_take_cpythons_fast_path():
+    # in a class with __getattr__ every attribute read, `u.op` included, goes through
+    # CPython's slow hook: shape and device are properties over slots instead
+    assert not any("__getattr__" in vars(c) for c in UOp.__mro__)
+    u = UOp(Ops.NEG, dtypes.float32, (UOp.new_buffer("CPU", 4, dtypes.float32),))
+    assert u.shape == (4,) and u.device == "CPU"
+
+
 def test_missing_uop_attribute_is_an_attribute_error():
     u = UOp.const(dtypes.int32, 1)
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):

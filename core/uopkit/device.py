@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from uopkit import diskcache
 from uopkit.dtype import DType, to_numpy_dtype
-from uopkit.helpers import CACHELEVEL, DEBUG
+from uopkit.helpers import CACHELEVEL, DEBUG, LRU
 from uopkit.plugin.manager import BackendStatus, get_manager, priority
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class LRUAllocator(Allocator):
 
     Kernels free and allocate buffers of the same sizes over and over (every training step); reusing them
     skips the backend's allocation cost. When the backend runs out of memory the cache is emptied and the
-    allocation retried once. Set ``LRU=0`` to free immediately.
+    allocation retried once. Set ``LRU=0`` (or ``Context(LRU=0)``) to free immediately.
     """
 
     def __init__(self) -> None:
@@ -99,7 +99,7 @@ class LRUAllocator(Allocator):
             return self._alloc(size)
 
     def free(self, opaque: Any, size: int) -> None:
-        if os.environ.get("LRU", "1") != "0":
+        if LRU.value:
             self.cache.setdefault(size, []).append(opaque)
         else:
             self._free(opaque, size)
@@ -321,6 +321,10 @@ def _status_line(statuses: dict[str, BackendStatus]) -> str:
     return ", ".join(f"{s.name} ({s.status_text})" for s in statuses.values())
 
 
+# device names as written -> canonical names: a Buffer is made per realized value, and each canonicalizes its device
+_canonical_names: dict[str, str] = {}
+
+
 class DeviceRegistry:
     """``Device["cpu:1"]`` -> the opened `Compiled` for "CPU:1" (opened once, then cached)."""
 
@@ -333,9 +337,14 @@ class DeviceRegistry:
     @staticmethod
     def canonicalize(device: str) -> str:
         """The canonical form: "cpu" -> "CPU", "CPU:0" -> "CPU", "cpu:1" -> "CPU:1"."""
-        name, _, index = device.strip().partition(":")
-        name = name.upper()
-        return name if index in ("", "0") else f"{name}:{index}"
+        canonical = _canonical_names.get(device)
+        if canonical is None:
+            name, _, index = device.strip().partition(":")
+            name = name.upper()
+            canonical = name if index in ("", "0") else f"{name}:{index}"
+            if len(_canonical_names) < 1024:
+                _canonical_names[device] = canonical
+        return canonical
 
     def backends(self) -> dict[str, BackendStatus]:
         return get_manager().backends()
@@ -354,6 +363,10 @@ class DeviceRegistry:
         return status
 
     def __getitem__(self, device: str) -> Compiled:
+        # (a name that is a key is canonical already: every buffer's allocator is looked up by its canonical name)
+        opened = self._opened.get(device)
+        if opened is not None:
+            return opened
         device = self.canonicalize(device)
         opened = self._opened.get(device)
         if opened is not None:
@@ -434,7 +447,7 @@ class Buffer:
 
     def allocate(self, opaque: Any = None) -> Buffer:
         """Allocate device memory, or adopt `opaque` (which then stays owned by the caller: it is not freed)."""
-        assert not self.is_allocated(), f"{self} is already allocated"
+        assert self._buf is None, f"{self} is already allocated"
         if opaque is not None:
             self._buf, self._owned = opaque, False
         else:
@@ -448,8 +461,9 @@ class Buffer:
     @property
     def opaque(self) -> Any:
         """The allocator's handle, what programs take as an argument."""
-        assert self.is_allocated(), f"{self} is not allocated"
-        return self._buf
+        buf = self._buf
+        assert buf is not None, f"{self} is not allocated"
+        return buf
 
     def copyin(self, mv: memoryview | bytes | bytearray) -> Buffer:
         """Copy host data in; it must have exactly `nbytes` bytes."""

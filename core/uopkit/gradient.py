@@ -26,7 +26,7 @@ class GradientContext:
     """The gradient flowing into one node, and where every node of the graph lives (to build constants there)."""
 
     grad: UOp
-    devices: dict[UOp, str]
+    devices: _Devices
 
     def const(self, like: UOp, value: Any) -> UOp:
         """`value` with the dtype and shape of `like`, on its device (the tensor-graph form of a constant)."""
@@ -261,27 +261,68 @@ def set_gradient(node: UOp, inputs: tuple[UOp, ...], rule: GradientRule) -> None
 # the reverse sweep
 
 
-def _devices(topo: list[UOp]) -> dict[UOp, str]:
-    # where each node lives: its BUFFER's or DEVICE's, a COPY's destination, else its first placed source's
-    out: dict[UOp, str] = {}
-    for u in topo:
-        if u.op is Ops.DEVICE:
-            out[u] = u.arg
-        elif u.op is Ops.BUFFER:
-            out[u] = u.arg[1]
-        elif u.op is Ops.COPY:
-            out[u] = u.src[1].arg
-        else:
-            dev = next((out[s] for s in u.src if s in out), None)
-            if dev is not None:
-                out[u] = dev
-    return out
+# module constants for the walks over the whole graph below: on Python 3.11 every `Ops.X` is a lookup through
+# EnumType's slow __getattr__ hook (~0.1 us)
+_DEVICE, _BUFFER, _COPY, _KERNEL = Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.KERNEL
+
+
+def _not_kernel(u: UOp) -> bool:
+    return u.op is not _KERNEL
+
+
+class _Devices:
+    """Where nodes live, looked up as the rules ask (only rules that build a constant or move a gradient across
+    devices do, for a few nodes): a BUFFER's or DEVICE's device, a COPY's destination, else the first source's that has
+    one; nodes inside a KERNEL are not looked at. `devices[u]` raises KeyError for a node without one."""
+
+    def __init__(self) -> None:
+        self.known: dict[UOp, str | None] = {}
+
+    def __getitem__(self, u: UOp) -> str:
+        device = self.known.get(u) if u in self.known else self._find(u)
+        if device is None:
+            raise KeyError(u)
+        return device
+
+    def _find(self, root: UOp) -> str | None:
+        # sources before users, without recursion (graphs can be deep); a source is looked at only when every one
+        # before it has no device
+        known = self.known
+        stack = [root]
+        while stack:
+            u = stack[-1]
+            if u in known:
+                stack.pop()
+                continue
+            op = u.op
+            if op is _DEVICE:
+                known[u] = u.arg
+            elif op is _BUFFER:
+                known[u] = u.arg[1]
+            elif op is _COPY:
+                known[u] = u.src[1].arg
+            elif op is _KERNEL:
+                known[u] = None
+            else:
+                for s in u.src:
+                    if s not in known:
+                        stack.append(s)
+                        break
+                    if known[s] is not None:
+                        known[u] = known[s]
+                        break
+                else:
+                    known[u] = None
+                if u not in known:
+                    continue
+            stack.pop()
+        return known[root]
 
 
 def graph_of(root: UOp) -> dict[UOp, None]:
     """The nodes a gradient of `root` walks, sources first: never into a kernel (what a KERNEL computes is already
     storage)."""
-    return root.toposort(gate=lambda u: u.op is not Ops.KERNEL)
+    return root.toposort(gate=_not_kernel)
 
 
 def _reaches_target_inside(node: UOp, inputs: tuple[UOp, ...], targets: set[UOp]) -> bool:
@@ -309,14 +350,21 @@ def compute_gradient(
     """
     topo = list(graph if graph is not None else graph_of(root))
     on_path: dict[UOp, bool] = {}
+    # the nodes with a source on a path to a target: only these (when they receive a gradient) need their rule
+    leads_on: set[UOp] = set()
     for u in topo:
-        on_path[u] = u in targets or any(on_path.get(s, False) for s in u.src)
-    devices = _devices(topo)
+        for s in u.src:
+            if on_path.get(s, False):
+                leads_on.add(u)
+                on_path[u] = True
+                break
+        else:
+            on_path[u] = u in targets
+    devices = _Devices()
     grads: dict[UOp, UOp] = {root: root_grad}
     for u in reversed(topo):
         g = grads.get(u)
-        # only nodes that received a gradient and lead on to a target need their rule
-        if g is None or not u.src:
+        if g is None or u not in leads_on:
             continue
         given = _gradient_rules.get(u)
         if given is not None and _reaches_target_inside(u, given[0], targets):

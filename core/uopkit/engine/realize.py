@@ -328,15 +328,16 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
             continue
         stack: list[tuple[UOp, bool]] = [(root, False)]
         while stack:
-            u, placed = stack.pop()
-            if u in position:
-                continue
-            if not placed:
+            u, sources_placed = stack.pop()
+            if not sources_placed:
+                if u in position:
+                    continue
                 stack.append((u, True))
                 for s in reversed(u.src):
                     if s not in position:
                         stack.append((s, False))
                 continue
+            # (placed only here, once: in a DAG no node is pushed again above itself while its sources are placed)
             position[u] = len(topo)
             topo.append(u)
             op = u.op

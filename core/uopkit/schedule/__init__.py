@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from uopkit.helpers import SPEC
 from uopkit.schedule.grouper import (
     ScheduleError,
+    _not_store,
     is_kernel_store,
     kernelize_graph,
     pending_writes,
@@ -79,6 +80,12 @@ def apply_becomes(sink: UOp) -> UOp:
     return graph_rewrite(sink, pm_replace_known, ctx=becomes_map, name="apply becomes", bottom_up=True)
 
 
+# module constants for the per-node and per-tensor loops below: on Python 3.11 every `Ops.X` is a lookup through
+# EnumType.__getattr__'s slow hook (~0.2 us), and these run for every live tensor on every realize
+_STORE, _BUFFER = Ops.STORE, Ops.BUFFER
+_MOVEMENT = GroupOp.Movement
+
+
 # what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
 # .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
 computed_from = WeakKeyMap()
@@ -90,8 +97,8 @@ def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
     STOREs are left as they are: no gradient flows through them, and their targets must stay storage.
     """
     memo: dict[UOp, UOp] = {}
-    for u in root.toposort(gate=lambda x: x.op is not Ops.STORE):
-        if u.op is Ops.STORE:
+    for u in root.toposort(gate=_not_store):
+        if u.op is _STORE:
             memo[u] = u
             continue
         source = computed_from.get(u) if u not in keep else None
@@ -102,12 +109,6 @@ def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
         new_src = tuple([memo.get(s, s) for s in src])
         memo[u] = u if new_src == src else UOp(u.op, u.dtype, new_src, u.arg)
     return memo[root]
-
-
-# module constants for the per-tensor loops below: on Python 3.11 every `Ops.X` is a lookup through
-# EnumType.__getattr__'s slow hook (~0.2 us), and these run for every live tensor on every realize
-_STORE, _BUFFER = Ops.STORE, Ops.BUFFER
-_MOVEMENT = GroupOp.Movement
 
 
 def _remember_source(old: UOp, new: UOp) -> None:

@@ -350,6 +350,15 @@ def _store_buffer(store: UOp) -> UOp | None:
     return tbase if tbase.op is Ops.BUFFER else _safe_buf(tbase)
 
 
+# (a module constant: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook, and the walks
+# below look at every node of every live tensor's graph)
+_STORE = Ops.STORE
+
+
+def _not_store(u: UOp) -> bool:
+    return u.op is not _STORE
+
+
 def stored_reads(roots: Sequence[UOp], targets: Sequence[UOp]) -> list[tuple[int, bool]]:
     """For each root: a bit mask of the `targets` its value is computed from (reads of the storage as it is now, not
     through a STORE), and whether it also reads a STORE (then it must run after that STORE, not before)."""
@@ -357,11 +366,11 @@ def stored_reads(roots: Sequence[UOp], targets: Sequence[UOp]) -> list[tuple[int
     mask: dict[UOp, int] = {}
     after_store: dict[UOp, bool] = {}
     sink = UOp(Ops.SINK, src=tuple(roots))
-    for u in sink.toposort(gate=lambda x: x.op is not Ops.STORE):
+    for u in sink.toposort(gate=_not_store):
         m = bit.get(u, 0)
         st = False
         for s in u.src:
-            if s.op is Ops.STORE:
+            if s.op is _STORE:
                 st = True
             else:
                 m |= mask[s]

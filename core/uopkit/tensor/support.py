@@ -22,7 +22,7 @@ from uopkit.dtype import (
 )
 from uopkit.engine.realize import buffers
 from uopkit.helpers import CHECK_INDEX
-from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -150,8 +150,6 @@ def operator_method(name: str, fn: Callable[[Any, Any], Tensor], summary: str) -
 
 
 def _cast_py(x: Any, dt: DType) -> Any:
-    from uopkit.uop.ops import cast_scalar
-
     return cast_scalar(x, dt)
 
 

@@ -17,9 +17,11 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
-from uopkit.engine.realize import buffers
+from uopkit.engine.realize import buffers, realize_tensors
+from uopkit.gradient import compute_gradient, graph_of
 from uopkit.helpers import prod
 from uopkit.schedule import live_tensors as _all_tensors
+from uopkit.schedule import unrealized_graph
 from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
 from uopkit.tensor import functional as _functional_module
@@ -165,8 +167,8 @@ class Tensor(
 
     def realize(self, *others: Tensor) -> Tensor:
         """Compute this tensor (and `others`) into device buffers."""
-        from uopkit.engine.realize import realize_tensors
-
+        # (realize_tensors is imported with the module: an import statement here cost ~1 us per call, two
+        # AttributeErrors raised and caught inside the import machinery)
         if not others and self.uop.dtype is not dtypes.bfloat16:
             # (the common case: one tensor, its own bits)
             realize_tensors([self])
@@ -233,9 +235,6 @@ class Tensor(
         >>> (x * x).sum().gradient(x)[0].tolist()
         [2.0, 4.0]
         """
-        from uopkit.gradient import compute_gradient
-        from uopkit.schedule import unrealized_graph
-
         root_grad = self._root_gradient(gradient, "gradient")
         root = unrealized_graph(self.uop, {t.uop for t in targets})
         grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets})
@@ -255,9 +254,6 @@ class Tensor(
         >>> w.grad.tolist()
         [2.0, 4.0, 6.0]
         """
-        from uopkit.gradient import compute_gradient, graph_of
-        from uopkit.schedule import unrealized_graph
-
         root_grad = self._root_gradient(gradient, "backward")
         wanting = [t for t in list(_all_tensors) if t.requires_grad]
         # values realized since the forward pass are followed back to the graphs that computed them

@@ -9,7 +9,7 @@ import operator
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum, auto
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uopkit.dtype import DType, PtrDType, dtypes, least_upper_dtype
 
@@ -278,8 +278,14 @@ def _forget_uop(ref: weakref.ref) -> None:
         del _uop_table[key]
 
 
+# ops read on every node built or placed (hash-consing, device lookup): module constants, because on Python 3.11 every
+# `Ops.X` is a lookup through EnumType's slow __getattr__ hook (~0.1 us)
+_CONST, _BUFFER, _DEVICE, _COPY = Ops.CONST, Ops.BUFFER, Ops.DEVICE, Ops.COPY
+
+
 def _leaf_device(u: UOp) -> str | None:
-    return u.arg[1] if u.op is Ops.BUFFER else u.arg if u.op is Ops.DEVICE else None
+    op = u.op
+    return u.arg[1] if op is _BUFFER else u.arg if op is _DEVICE else None
 
 
 def const_identity(arg: Any) -> Any:
@@ -348,30 +354,33 @@ class WeakKeyMap:
 
 
 _buffer_ids = itertools.count()
+# what an unset lazy slot of a UOp holds (a shape can be None)
+_UNSET: Any = object()
 
 
 class UOp(metaclass=UOpMeta):
     """An immutable node: `op` with a `dtype`, source nodes `src` and an `arg`. Equal nodes are the same object."""
 
-    # `shape` and `device` are slots that `__getattr__` fills on first use (an unset slot reads as missing): once set
-    # they read as fast as any attribute, and a tensor graph's nodes need no __dict__ for them (one object less per
-    # node for Python's garbage collector to track, and every training step builds a thousand nodes)
-    __slots__ = ("op", "dtype", "src", "arg", "seq", "shape", "device", "__weakref__", "__dict__")
-    shape: tuple[int, ...] | None
-    device: str
-
-    if not TYPE_CHECKING:  # (hidden from type checkers, which would then accept any attribute name)
-
-        def __getattr__(self, name: str) -> Any:
-            # only called when normal lookup fails: an unset lazy slot, or a name the node doesn't have
-            if name == "shape":
-                return _fill_shape(self)
-            if name == "device":
-                return _find_device(self)
-            raise AttributeError(f"'UOp' object has no attribute '{name}'")
+    # `shape` and `device` are computed on first use and kept in the slots `_shape` and `_device` (a tensor graph's
+    # nodes need no __dict__ for them: one object less per node for Python's garbage collector, and every training
+    # step builds a thousand nodes). Properties, not a `__getattr__` that fills unset slots: in a class with
+    # `__getattr__` every attribute read goes through CPython's slow hook (`u.op` costs 3x), and an unset slot raises
+    # an AttributeError (with a formatted message) before the hook is called.
+    __slots__ = ("op", "dtype", "src", "arg", "seq", "_shape", "_device", "__weakref__", "__dict__")
 
     def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> None:
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
+        self._shape = self._device = _UNSET
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        shape = self._shape
+        return shape if shape is not _UNSET else _fill_shape(self)
+
+    @property
+    def device(self) -> str:
+        device = self._device
+        return device if device is not _UNSET else _find_device(self)
 
     def __reduce__(self) -> tuple:
         return UOp, (self.op, self.dtype, self.src, self.arg)
@@ -576,27 +585,13 @@ class UOp(metaclass=UOpMeta):
         return render_expr(self)
 
 
-# the lazy slots of UOp, read without falling back to UOp.__getattr__ (which would compute them)
-_SHAPE_SLOT = UOp.shape
-_DEVICE_SLOT = UOp.device
-_UNSET = object()
-
-
-def _slot_value(slot: Any, u: UOp) -> Any:
-    try:
-        return slot.__get__(u, UOp)
-    except AttributeError:
-        return _UNSET
-
-
 def _fill_shape(u: UOp) -> tuple[int, ...] | None:
-    # a shape is computed from its sources' shapes, which they almost always know already (one C call each to see)
-    try:
-        for s in u.src:
-            _SHAPE_SLOT.__get__(s, UOp)
-    except AttributeError:
-        _fill_source_shapes(u)
-    ret = u.shape = _infer_shape(u)
+    # a shape is computed from its sources' shapes, which they almost always know already
+    for s in u.src:
+        if s._shape is _UNSET:
+            _fill_source_shapes(u)
+            break
+    ret = u._shape = _infer_shape(u)
     return ret
 
 
@@ -604,54 +599,54 @@ def _fill_source_shapes(u: UOp) -> None:
     # a graph can be deeper than Python's recursion limit: the sources without a shape get theirs first, sources before
     # users, so each computation only looks one level down
     for s in u.src:
-        if _slot_value(_SHAPE_SLOT, s) is not _UNSET:
+        if s._shape is not _UNSET:
             continue
-        if all(_slot_value(_SHAPE_SLOT, x) is not _UNSET for x in s.src):
+        if all(x._shape is not _UNSET for x in s.src):
             # (the usual miss: a new node over nodes that know theirs, e.g. a constant a gradient rule made)
-            s.shape = _infer_shape(s)
+            s._shape = _infer_shape(s)
             continue
-        for n in u.toposort(gate=lambda n: n is u or _slot_value(_SHAPE_SLOT, n) is _UNSET):
+        for n in u.toposort(gate=lambda n: n is u or n._shape is _UNSET):
             if n is not u:
-                n.shape = _infer_shape(n)
+                n._shape = _infer_shape(n)
         return
 
 
 def _find_device(u: UOp) -> str:
     # (remembered in the slot: every binary Tensor op asks, and the walk below is as long as the graph)
     # a COPY's value lives on its target device, whatever device its source is on
-    if u.op is Ops.COPY:
+    if u.op is _COPY:
         ret: str = u.src[1].arg
-        u.device = ret
+        u._device = ret
         return ret
     # down the first sources to one that knows (Tensor ops ask as they build, so it is near), remembering it on the way
     # back
     path: list[UOp] = []
     node = u
     known = None
-    while known is None and node.src and node.op is not Ops.COPY:
+    while known is None and node.src and node.op is not _COPY:
         path.append(node)
         node = node.src[0]
-        known = _slot_value(_DEVICE_SLOT, node)
+        known = node._device
         if known is _UNSET:
             known = _leaf_device(node)
     if known is not None:
         for n in path:
-            n.device = known
+            n._device = known
         return known  # type: ignore[no-any-return]
     copies: list[UOp] = []
 
     def outside_copies(node: UOp) -> bool:
-        if node.op is Ops.COPY:
+        if node.op is _COPY:
             copies.append(node)
             return False
         return True
 
     for node in u.toposort(gate=outside_copies):
         if (leaf := _leaf_device(node)) is not None:
-            u.device = leaf
+            u._device = leaf
             return leaf
     if copies:
-        ret = u.device = copies[0].src[1].arg
+        ret = u._device = copies[0].src[1].arg
         return ret
     raise RuntimeError("this graph has no device")
 
@@ -672,45 +667,63 @@ def _cache_sources_first(u: UOp, attr: str, key: str | None = None) -> None:
 # shape inference for the tensor graph and the kernel AST
 
 
-def _infer_shape(u: UOp) -> tuple[int, ...] | None:
-    if u.op is Ops.BUFFER:
-        return (u.arg[2],)
-    if u.op is Ops.CONST:
-        return ()
-    if u.op is Ops.IOTA:
-        return (u.arg,)
-    if u.op is Ops.DEFINE_VAR:
-        return ()
-    if u.op is Ops.RESHAPE:
-        return tuple(u.arg)
-    if u.op is Ops.EXPAND:
-        return tuple(u.arg)
-    if u.op in (Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP):
-        inner = u.src[0].shape
-        if inner is None:
-            return None
-        if u.op is Ops.PERMUTE:
-            return tuple(inner[i] for i in u.arg)
-        if u.op is Ops.PAD:
-            return tuple(s + b + a for s, (b, a) in zip(inner, u.arg, strict=True))
-        if u.op is Ops.SHRINK:
-            return tuple(e - b for b, e in u.arg)
-        return inner
-    if u.op is Ops.REDUCE_AXIS:
-        inner = u.src[0].shape
-        if inner is None:
-            return None
-        return tuple(1 if i in u.arg[1] else s for i, s in enumerate(inner))
-    if u.op is Ops.STORE:
-        return u.src[0].shape
-    if u.op in (Ops.KERNEL, Ops.SINK):
+def _permute_shape(u: UOp) -> tuple[int, ...] | None:
+    inner = u.src[0].shape
+    return None if inner is None else tuple(inner[i] for i in u.arg)
+
+
+def _pad_shape(u: UOp) -> tuple[int, ...] | None:
+    inner = u.src[0].shape
+    return None if inner is None else tuple(s + b + a for s, (b, a) in zip(inner, u.arg, strict=True))
+
+
+def _shrink_shape(u: UOp) -> tuple[int, ...] | None:
+    return None if u.src[0].shape is None else tuple(e - b for b, e in u.arg)
+
+
+def _reduce_shape(u: UOp) -> tuple[int, ...] | None:
+    inner = u.src[0].shape
+    if inner is None:
         return None
-    if u.op is Ops.DEFINE_GLOBAL and isinstance(u.dtype, PtrDType):
-        return (u.dtype.size,)
-    if u.op in GroupOp.Elementwise or u.op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY, Ops.LOAD):
-        shapes = [s.shape for s in u.src if s.shape is not None]
-        return shapes[0] if shapes else None
+    return tuple(1 if i in u.arg[1] else s for i, s in enumerate(inner))
+
+
+def _define_global_shape(u: UOp) -> tuple[int, ...] | None:
+    return (u.dtype.size,) if isinstance(u.dtype, PtrDType) else None
+
+
+def _first_source_shape(u: UOp) -> tuple[int, ...] | None:
+    # elementwise: the sources' common shape (constants of a kernel AST have none)
+    for s in u.src:
+        shape = s.shape
+        if shape is not None:
+            return shape
     return None
+
+
+# a node's shape from its sources', by op (ops not here have none): a table, not a chain of `u.op is Ops.X` tests,
+# because every tensor-graph node asks once and each `Ops.X` read is a slow metaclass hook on Python 3.11
+_SHAPE_RULES: dict[Ops, Callable[[UOp], tuple[int, ...] | None]] = {
+    **dict.fromkeys(GroupOp.Elementwise | {Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY, Ops.LOAD}, _first_source_shape),
+    Ops.BUFFER: lambda u: (u.arg[2],),
+    Ops.CONST: lambda u: (),
+    Ops.IOTA: lambda u: (u.arg,),
+    Ops.DEFINE_VAR: lambda u: (),
+    Ops.RESHAPE: lambda u: tuple(u.arg),
+    Ops.EXPAND: lambda u: tuple(u.arg),
+    Ops.PERMUTE: _permute_shape,
+    Ops.PAD: _pad_shape,
+    Ops.SHRINK: _shrink_shape,
+    Ops.FLIP: lambda u: u.src[0].shape,
+    Ops.REDUCE_AXIS: _reduce_shape,
+    Ops.STORE: lambda u: u.src[0].shape,
+    Ops.DEFINE_GLOBAL: _define_global_shape,
+}
+
+
+def _infer_shape(u: UOp) -> tuple[int, ...] | None:
+    rule = _SHAPE_RULES.get(u.op)
+    return None if rule is None else rule(u)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
