@@ -426,7 +426,7 @@ class ReduceMixin:
                 free = picked_nan.where((nan & later) | real, after_number)
             else:
                 free = picked_nan.where(nan & later, nan | after_number)
-        indices = Tensor.cat(*picks, dim=-1).cast(dtypes.int32) if k > 1 else picks[0].cast(dtypes.int32)
+        indices = Tensor.cat(*picks, dim=-1).cast(dtypes.int32)
         values = x.gather(x.ndim - 1, indices)
         last = self.ndim - 1
         if dim != last:

@@ -125,20 +125,24 @@ def _register_tile(
     values for vectors * rows FMAs, so the tile with the most FMAs per load wins, among those whose accumulators, the
     loaded vectors (or broadcasts, whichever are fewer) and one spare fit in the registers (an AVX-512 core: 6 rows of
     4 vectors; AVX2: 2 rows of 2 of our 16-float vectors). Fewer vectors first on a tie (a narrower column panel)."""
-    width = renderer.caps.max_vector_width
-    registers = renderer.caps.vector_registers or 32
-    per_row = out_sizes[axis] // width
+    per_row = out_sizes[axis] // renderer.caps.max_vector_width
     best: tuple[float, int, int, int] | None = None
     for other in reversed(reusing):
         for vectors in (v for v in range(1, 9) if per_row % v == 0):
             for rows in (r for r in range(2, 9) if out_sizes[other] % r == 0):
-                fits = vectors * rows + min(vectors, rows) + 1 <= registers
-                if not fits or vectors * rows * width > MAX_LANES:
-                    continue
-                score = vectors * rows / (vectors + rows)
-                if best is None or score > best[0] + 1e-9:
+                score = _tile_score(vectors, rows, renderer)
+                if score and (best is None or score > best[0] + 1e-9):
                     best = (score, vectors, other, rows)
     return best[1:] if best is not None else None
+
+
+def _tile_score(a: int, b: int, renderer: Renderer) -> float:
+    """FMAs per load of an a x b register tile (a step loads a and b values for a*b FMAs), 0 where its accumulators,
+    the smaller side's loads and one spare don't fit in the registers or the lanes pass MAX_LANES."""
+    registers = renderer.caps.vector_registers or 32
+    if a * b + min(a, b) + 1 > registers or a * b * renderer.caps.max_vector_width > MAX_LANES:
+        return 0.0
+    return a * b / (a + b)
 
 
 def _dot_tile(
@@ -151,7 +155,6 @@ def _dot_tile(
     that fit in the registers wins. An axis that moves its operand by less than a vector (a kernel column, stride 1)
     is left out: its loads would be unaligned and overlap."""
     width = renderer.caps.max_vector_width
-    registers = renderer.caps.vector_registers or 32
 
     def reuses(a: int, b: int) -> bool:
         # some load stays put along `a` but moves along `b`, by whole vectors
@@ -164,9 +167,8 @@ def _dot_tile(
                 continue
             for na in (n for n in range(2, 9) if out_sizes[a] % n == 0):
                 for nb in (n for n in range(2, 9) if out_sizes[b] % n == 0):
-                    fits = na * nb + min(na, nb) + 1 <= registers and na * nb * width <= MAX_LANES
-                    score = na * nb / (na + nb)
-                    if fits and score > best[0] + 1e-9:
+                    score = _tile_score(na, nb, renderer)
+                    if score > best[0] + 1e-9:
                         best = (score, [(b, nb), (a, na)])
     return best[1]
 
