@@ -111,10 +111,11 @@ class GroupOp:
     Meta = {Ops.SINK, Ops.KERNEL, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF}
 
 
-# the ops that node construction and range analysis test for, as module constants: on Python 3.11 every `Ops.X` is a
-# lookup through EnumType.__getattr__'s slow hook (~0.17 us), and these run for every node code generation builds
-# (the main job's code generation read `Ops.X` ~740k times, a fifth of them in `_range_of`)
+# the ops that node construction, hash-consing, device lookup and range analysis test for, as module constants: on
+# Python 3.11 every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.1-0.17 us), and these run for
+# every node built (the main job's code generation read `Ops.X` ~740k times, a fifth of them in `_range_of`)
 _CONST, _DEFINE_VAR, _RANGE, _SPECIAL, _BIND = Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.BIND
+_BUFFER, _DEVICE, _COPY = Ops.BUFFER, Ops.DEVICE, Ops.COPY
 _CAST, _ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
 _CMPLT, _CMPNE, _CMPEQ, _AND, _OR, _WHERE = Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.WHERE
 
@@ -276,11 +277,6 @@ def _forget_uop(ref: weakref.ref) -> None:
     key = _uop_keys.pop(ref, None)
     if key is not None and _uop_table.get(key) is ref:
         del _uop_table[key]
-
-
-# ops read on every node built or placed (hash-consing, device lookup): module constants, because on Python 3.11 every
-# `Ops.X` is a lookup through EnumType's slow __getattr__ hook (~0.1 us)
-_CONST, _BUFFER, _DEVICE, _COPY = Ops.CONST, Ops.BUFFER, Ops.DEVICE, Ops.COPY
 
 
 def _leaf_device(u: UOp) -> str | None:
