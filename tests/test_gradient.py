@@ -267,6 +267,34 @@ def test_matmul(shapes: tuple) -> None:
     check_grad(lambda x, y: x @ y, [a, b], atol=1e-4)
 
 
+def test_matmul_weight_gradient_is_stored_in_the_weights_layout() -> None:
+    # x.T @ g, as PyTorch computes it: w.grad is a plain buffer shaped like w, and the optimizer's update reads it
+    # along w's rows (the chain of rules gave a sum in w.T's layout read back through a transpose)
+    x, w = Tensor(_randn(16, 24)), Tensor(_randn(24, 32), requires_grad=True)
+    ((x @ w).relu() * Tensor(_randn(16, 32))).sum().backward()
+    assert w.grad is not None
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    ast = create_schedule(kernelize_tensors([w.grad]))[-1].ast
+    reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
+    assert len(reduces) == 1 and reduces[0].src[0].shape == (24, 32, 16)
+    w.grad.realize()
+    assert w.grad._is_plain_buffer()
+
+
+def test_matmul_second_derivative_matches_torch() -> None:
+    # the given gradient is itself a matmul with a given gradient: a Hessian-vector product through two layers
+    x, w1, w2, v = _randn(6, 5), _randn(5, 4), _randn(4, 3), _randn(5, 4)
+    ox, ow1 = Tensor(x, requires_grad=True), Tensor(w1, requires_grad=True)
+    (g1,) = ((ox @ ow1).tanh() @ Tensor(w2)).square().sum().gradient(ow1)
+    gx, gw = (g1 * Tensor(v)).sum().gradient(ox, ow1)
+    tx, tw1 = torch.tensor(x, requires_grad=True), torch.tensor(w1, requires_grad=True)
+    (tg1,) = torch.autograd.grad(((tx @ tw1).tanh() @ torch.tensor(w2)).square().sum(), tw1, create_graph=True)
+    tgx, tgw = torch.autograd.grad((tg1 * torch.tensor(v)).sum(), (tx, tw1))
+    np.testing.assert_allclose(gx.numpy(), tgx.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gw.numpy(), tgw.numpy(), rtol=1e-4, atol=1e-5)
+
+
 def test_mlp_chain_rule() -> None:
     x, w1, w2 = _randn(8, 5), _randn(5, 7), _randn(7, 3)
 

@@ -548,7 +548,28 @@ def _matrix_product_uop(x: UOp, w: UOp) -> UOp | None:
     if n != 1:
         wb = UOp(Ops.EXPAND, dt, (wb,), (n, m, k))
     product = UOp(Ops.MUL, dt, (xb, wb))
-    return UOp(Ops.RESHAPE, dt, (UOp(Ops.REDUCE_AXIS, dt, (product,), (Ops.ADD, (2,))),), (n, m))
+    out = UOp(Ops.RESHAPE, dt, (UOp(Ops.REDUCE_AXIS, dt, (product,), (Ops.ADD, (2,))),), (n, m))
+    _set_matrix_product_gradient(out, x, w)
+    return out
+
+
+def _set_matrix_product_gradient(out: UOp, x: UOp, w: UOp) -> None:
+    """x @ w's gradients as the two products PyTorch computes: g @ w.T for x and x.T @ g for w. The chain of rules
+    gives w's as a sum over the batch in w.T's layout, read back through a transpose: stored (w.grad) and read by the
+    optimizer's update across the rows, a strided pass over w per step. Built as x.T @ g it is stored in w's layout."""
+    from uopkit.gradient import set_gradient
+
+    def product(a: UOp, b: UOp) -> UOp:
+        fast = _matrix_product_uop(a, b)
+        return fast if fast is not None else Tensor(a).dot(Tensor(b)).uop
+
+    def transposed(u: UOp) -> UOp:
+        return UOp(Ops.PERMUTE, u.dtype, (u,), (1, 0))
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, UOp | None]:
+        return (product(g, transposed(w)) if wanted[0] else None, product(transposed(x), g) if wanted[1] else None)
+
+    set_gradient(out, (x, w), rule)
 
 
 # a pool's windows with at most this many taps get their gradient as a sum of one placed slice per tap (3x3, 7x7,
