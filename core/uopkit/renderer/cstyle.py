@@ -116,7 +116,8 @@ class CStyleRenderer(Renderer):
                 val = repr(fx) + (self.float_suffix if dt != dtypes.float64 else "")
             return val if dt in (dtypes.float32, dtypes.float64) else f"(({self.render_dtype(dt)}){val})"
         if dt in (dtypes.int64,):
-            return f"{x}ll"
+            # -2**63 has no literal: 9223372036854775808 doesn't fit a long long (C reads it as unsigned)
+            return "(-9223372036854775807ll-1)" if x == dtypes.min(dtypes.int64) else f"{x}ll"
         if dt in (dtypes.uint64,):
             return f"{x}ull"
         if dt in (dtypes.uint32,):

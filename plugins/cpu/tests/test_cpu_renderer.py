@@ -29,3 +29,13 @@ def test_one_thread_wmma_helper_is_exact(tc, monkeypatch: pytest.MonkeyPatch) ->
     assert f"{tc.name}(" in Device["CPU"].renderer.render("wmma", uops)
     got = run_program("CPU", uops, [np.zeros((m, n), to_numpy_dtype(tc.dtype_out)), a, b], name=f"wmma_{tc.name}")[0]
     np.testing.assert_array_equal(got, (a.astype(np.int64) @ b.astype(np.int64)).astype(got.dtype))
+
+
+def test_int_minimums_are_literals_c_reads_as_signed() -> None:
+    # 2147483648 and 9223372036854775808 don't fit their types: C reads the negated literal as a negated unsigned
+    from uopkit.dtype import dtypes
+
+    r = ClangRenderer()
+    assert r.render_const(dtypes.min(dtypes.int32), dtypes.int32) == "(-2147483647-1)"
+    assert r.render_const(dtypes.min(dtypes.int64), dtypes.int64) == "(-9223372036854775807ll-1)"
+    assert r.render_const(-5, dtypes.int64) == "-5ll"
