@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from uopkit import Tensor
+from uopkit.dtype import dtypes, to_dtype
 from uopkit.engine.realize import copy_on_write_buffers
 from uopkit.jit import TinyJit
 from uopkit.nn import BatchNorm2d
@@ -666,6 +667,19 @@ def test_topk_by_selection_on_ints_and_inner_dims():
     tv, ti = torch.tensor(x3).topk(3, dim=1)
     np.testing.assert_array_equal(v.numpy(), tv.numpy())
     np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
+def test_python_ints_beyond_int32_are_int64_not_wrapped():
+    # as numpy (and torch, whose default int is int64): 2**40 as a scalar or in where() is int64; an int no dtype
+    # asked for can hold is an error, never another number
+    assert Tensor(2**40).dtype == dtypes.int64 and Tensor(2**40).item() == 2**40
+    assert Tensor([1, 2**40]).dtype == dtypes.int64
+    assert Tensor([True, False]).where(-(2**63), 0).tolist() == [-(2**63), 0]
+    assert Tensor(7).dtype == dtypes.int32
+    with pytest.raises(OverflowError, match="300 is out of range for"):
+        Tensor(300, dtype="uint8")
+    with pytest.raises(OverflowError, match="out of range"):
+        Tensor(2**64)
 
 
 @pytest.mark.parametrize("dim,size,step", [(0, 2, 1), (1, 2, 2), (1, 5, 1), (-1, 1, 3)])

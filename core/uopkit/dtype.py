@@ -220,7 +220,12 @@ class dtypes(metaclass=_DtypesMeta):
         if isinstance(x, bool):
             return dtypes.bool
         if isinstance(x, int):
-            return dtypes.default_int
+            # an int the default int can't hold is int64 (as numpy picks), not wrapped
+            return (
+                dtypes.default_int
+                if dtypes.min(dtypes.default_int) <= x <= dtypes.max(dtypes.default_int)
+                else dtypes.int64
+            )
         if isinstance(x, (list, tuple)):
             return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
         raise TypeError(f"cannot infer a dtype for {x!r} of type {type(x).__name__}")

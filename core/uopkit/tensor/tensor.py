@@ -49,6 +49,7 @@ from uopkit.tensor.support import (
     _host_np_dtype,
     _normalize_axis,
     _rewrap_bf16,
+    _short_int,
     _storage_uop,
 )
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -84,6 +85,9 @@ class Tensor(
             self.uop = data.uop if dt is None else data.cast(dt).uop
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             dt = dt or dtypes.from_py(data)
+            if type(data) is int and dtypes.is_int(dt) and not dtypes.min(dt) <= data <= dtypes.max(dt):
+                # (as numpy and torch refuse it; wrapped, it would be another number)
+                raise OverflowError(f"Tensor: the Python int {_short_int(data)} is out of range for {dt}")
             if requires_grad:
                 # a leaf of its own: equal constants are one (hash-consed) node and would share a gradient
                 self.uop = _from_numpy(np.array(data, dtype=_host_np_dtype(dt)), _canonical_device(device), dt)
