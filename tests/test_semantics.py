@@ -682,6 +682,39 @@ def test_python_ints_beyond_int32_are_int64_not_wrapped():
         Tensor(2**64)
 
 
+@pytest.mark.parametrize(
+    "dtype", ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int16", "int32", "uint32", "int64"]
+)
+def test_topk_by_selection_dtypes_and_extremes(dtype):
+    # each dtype's extremes, ties, signed zeros (equal: by position) and NaNs: values and indices as sort gives them
+    # (a 32-bit order key per element; 64-bit dtypes take the rounds of compares)
+    dt = to_dtype(dtype)
+    if dtypes.is_float(dt):
+        x = _R.integers(-4, 5, (5, 96)).astype(np.float64)
+        x[0, :6] = [-0.0, 0.0, -0.0, math.nan, math.inf, -math.inf]
+        x[1, 10:14] = [65504.0, -65504.0, math.nan, -0.0]
+        x[2, :] = -0.0
+        x[2, 40] = 0.0
+    else:
+        info = np.iinfo(np.dtype(dtype))
+        x = _R.integers(max(info.min, -4), min(info.max, 4) + 1, (5, 96))
+        x[0, :4] = [info.min, info.max, info.min, info.max]
+        x[1, :] = info.max
+        x[2, 7] = info.min
+    ours = Tensor(x.tolist(), dtype=dt)
+    for largest in (True, False):
+        v, i = ours.topk(5, largest=largest)
+        sv, si = ours.sort(-1, descending=largest)
+        np.testing.assert_array_equal(i.numpy(), si.numpy()[:, :5])
+        np.testing.assert_array_equal(
+            v.float().numpy() if dt == dtypes.bfloat16 else v.numpy(),
+            (sv.float() if dt == dtypes.bfloat16 else sv).numpy()[:, :5],
+        )
+        if dtypes.is_float(dt):
+            # the picked values keep their sign bits (a -0.0 picked is -0.0)
+            np.testing.assert_array_equal(np.signbit(v.float().numpy()), np.signbit(sv.float().numpy()[:, :5]))
+
+
 @pytest.mark.parametrize("dim,size,step", [(0, 2, 1), (1, 2, 2), (1, 5, 1), (-1, 1, 3)])
 def test_unfold(dim, size, step):
     _compare(lambda t: t.unfold(dim, size, step), _X)

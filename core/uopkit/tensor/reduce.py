@@ -357,7 +357,8 @@ class ReduceMixin:
         # indices[r] = the i whose rank is r
         onehot = rank.unsqueeze(-2) == ar.reshape(n, 1)
         indices = onehot.where(ar, 0).sum(-1).cast(dtypes.int32)
-        values = x.gather(x.ndim - 1, indices)
+        # (positions in range by construction: no bounds check, which would read them back)
+        values = x._gather_checked(x.ndim - 1, indices)
         last = self.ndim - 1
         return values.transpose(dim, last) if dim != last else values, (
             indices.transpose(dim, last) if dim != last else indices
@@ -392,8 +393,57 @@ class ReduceMixin:
 
     def _topk_by_selection(self, k: int, dim: int, largest: bool) -> tuple[Tensor, Tensor]:
         # k rounds, each picking the first element in sort order (NaN as the largest, equals by position) that comes
-        # after the last one picked: a few passes over the row per round, k*n work where sort's ranks are n*n
+        # after the last one picked: k*n work where sort's ranks are n*n
         x = self._move_to_end(dim)
+        n = x.shape[-1]
+        order = x._sort_order_key(largest)
+        if order is not None:
+            # one pass per round: the largest key below the last pick's. (Keys from the last pick up are moved below
+            # every key, 2**63 down, rather than replaced: C compilers vectorize that max, not a max over a select.)
+            picks: list[Tensor] = []
+            for _ in range(k):
+                left = order if not picks else order + (order >= picks[-1]).where(dtypes.min(dtypes.int64), 0)
+                picks.append(left.max(-1, keepdim=True))
+            indices = ((n - 1) - (Tensor.cat(*picks, dim=-1) & ((1 << 31) - 1))).cast(dtypes.int32)
+        else:
+            indices = x._topk_positions_by_rounds(k, largest)
+        # (positions in range by construction: no bounds check, which would read them back)
+        values = x._gather_checked(x.ndim - 1, indices)
+        last = self.ndim - 1
+        if dim != last:
+            values, indices = values.transpose(dim, last), indices.transpose(dim, last)
+        return values, indices
+
+    def _sort_order_key(self, largest: bool) -> Tensor | None:
+        """A non-negative int64 per element of the last axis, unique, larger for what comes first in topk's order (the
+        largest or smallest value first, NaN as the largest, equal values by position): the value's order as a uint32
+        above the position reversed in 31 bits. None for dtypes whose order doesn't fit 32 bits (64-bit ones)."""
+        dt, n = self.dtype, self.shape[-1]
+        if n > 1 << 31:
+            return None
+        if dt in (dtypes.float16, dtypes.bfloat16, dtypes.float32):
+            f = self.cast(dtypes.float32)
+            # -0.0 equals 0.0 and every NaN equals every other (by position): one bit pattern each
+            f = (f == 0).where(0.0, f)
+            bits = f.bitcast(dtypes.int32)
+            bits = f.isnan().where(0x7FC00000, bits)
+            # IEEE order as int32 order: a negative value's magnitude bits flipped
+            value = (bits ^ ((bits >> 31) & 0x7FFFFFFF)).cast(dtypes.int64)
+        elif dtypes.is_int(dt) and dt.itemsize <= 4:
+            value = self.cast(dtypes.int64)
+            if dt == dtypes.uint32:
+                value = value - (1 << 31)
+        else:
+            return None
+        if not largest:
+            value = -value - 1
+        position = (n - 1) - Tensor.arange(n, device=self.device, dtype=dtypes.int64)
+        return (value + (1 << 31)) * (1 << 31) + position
+
+    def _topk_positions_by_rounds(self, k: int, largest: bool) -> Tensor:
+        # (64-bit dtypes, whose order has no int32 key) each round a max, a NaN check and the first position of the
+        # max, each a pass over the last axis
+        x = self
         n = x.shape[-1]
         ar = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
         is_float = dtypes.is_float(x.dtype)
@@ -426,12 +476,7 @@ class ReduceMixin:
                 free = picked_nan.where((nan & later) | real, after_number)
             else:
                 free = picked_nan.where(nan & later, nan | after_number)
-        indices = Tensor.cat(*picks, dim=-1).cast(dtypes.int32)
-        values = x.gather(x.ndim - 1, indices)
-        last = self.ndim - 1
-        if dim != last:
-            values, indices = values.transpose(dim, last), indices.transpose(dim, last)
-        return values, indices
+        return Tensor.cat(*picks, dim=-1).cast(dtypes.int32)
 
     # ------------------------------------------------------------------------------------------------------------
     # gather, scatter and one-hot: index tensors compared with an arange, then a reduce
@@ -471,6 +516,10 @@ class ReduceMixin:
         ):
             raise ShapeError(f"gather: index shape {index.shape} doesn't fit input shape {self.shape} (dim {dim})")
         self._check_index_range(index, self.shape[dim], dim, "gather", negative=False)
+        return self._gather_checked(dim, index)
+
+    def _gather_checked(self, dim: int, index: Tensor) -> Tensor:
+        # gather with indices known to be in range (no read-back of their bounds)
         n = self.shape[dim]
         x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
         # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
