@@ -731,7 +731,12 @@ class Interpreter:
         elif op is Ops.LOAD:
             self.bind(u, self.load(u))
         elif op in GroupOp.ALU:
-            self.bind(u, alu(op, u.dtype, [self.value(s) for s in u.src]))
+            args = [self.value(s) for s in u.src]
+            if op is Ops.WHERE and u.dtype.count > 1 and u.src[0].dtype.count == 1 and np.ndim(args[0]) == 1:
+                # one condition per lane for a vector per lane: it picks whole vectors (lanes first, then the
+                # vector's elements; broadcast as it is it would line up with the elements)
+                args[0] = np.asarray(args[0])[:, None]
+            self.bind(u, alu(op, u.dtype, args))
         elif op is Ops.CAST:
             self.bind(u, cast(self.value(u.src[0]), u.src[0].dtype, u.dtype))
         elif op is Ops.BITCAST:

@@ -72,7 +72,7 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
         if renderer.extra_matcher is not None:
             simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
         # order the graph into loops and statements
-        uops = linearize(simplified)
+        uops = linearize(simplified, branch_selected_updates=not gpu)
     # a buffer the simplified code no longer reads (where(c, x, x) -> x) keeps its parameter: the runtime passes every
     # buffer of the kernel by position
     used = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}

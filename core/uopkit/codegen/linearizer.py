@@ -7,6 +7,7 @@ may sit deeper, and are emitted as early as possible so loop-invariant work stay
 
 from __future__ import annotations
 
+from uopkit.dtype import dtypes
 from uopkit.uop.ops import GroupOp, Ops, UOp
 from uopkit.uop.spec import reduce_loop_kind
 
@@ -14,7 +15,7 @@ from uopkit.uop.spec import reduce_loop_kind
 # linearizing and sinking look at every node of every kernel several times
 _BARRIER, _BITCAST, _CAST, _DEFINE_GLOBAL = Ops.BARRIER, Ops.BITCAST, Ops.CAST, Ops.DEFINE_GLOBAL
 _DEFINE_REG, _END, _GEP, _INDEX, _LOAD = Ops.DEFINE_REG, Ops.END, Ops.GEP, Ops.INDEX, Ops.LOAD
-_RANGE, _SINK, _STORE, _VECTORIZE = Ops.RANGE, Ops.SINK, Ops.STORE, Ops.VECTORIZE
+_IF, _RANGE, _SINK, _STORE, _VECTORIZE = Ops.IF, Ops.RANGE, Ops.SINK, Ops.STORE, Ops.VECTORIZE
 
 
 class LinearizeError(RuntimeError):
@@ -51,7 +52,9 @@ def _is_exact(u: UOp) -> bool:
     return u.op is _RANGE and len(u.src) > 1
 
 
-def linearize(sink: UOp) -> list[UOp]:
+def linearize(sink: UOp, branch_selected_updates: bool = False) -> list[UOp]:
+    """`sink`'s ops in order. `branch_selected_updates`: put one-hot sums' updates under an IF
+    (`branch_one_hot_updates`), for renderers whose loops run one element at a time (a CPU's)."""
     topo = [u for u in sink.toposort() if u.op is not _SINK]
     ctx = _open_ranges(topo)
     closed = _closed_ranges(topo)
@@ -111,7 +114,93 @@ def linearize(sink: UOp) -> list[UOp]:
         emitted[best] = None
         pending.remove(best)
         open_stack.append(best)
-    return mark_reduce_loops(sink_pure_ops(list(emitted)))
+    uops = sink_pure_ops(list(emitted))
+    return mark_reduce_loops(branch_one_hot_updates(uops) if branch_selected_updates else uops)
+
+
+def branch_one_hot_updates(uops: list[UOp]) -> list[UOp]:
+    """In an innermost loop, the register updates ``acc = acc + where(a == b, x, 0)`` that test one scalar condition
+    go under ``if (a == b)``, with the ops only they use (x's loads): a sum over a one-hot that doesn't fold into a
+    load, an embedding's gradient (over every lookup: where(the lookup's row is this row, its gradient, 0)), adds for
+    one iteration in a table's rows and computed every select, blend and add for the others.
+
+    Exact: skipping acc + 0.0 changes nothing (a sum's register starts at +0.0, so it never holds -0.0, the one value
+    that + 0.0 changes)."""
+    ends = {u.src[1]: i for i, u in enumerate(uops) if u.op is _END}
+    out: list[UOp] = []
+    i = 0
+    while i < len(uops):
+        u = uops[i]
+        out.append(u)
+        i += 1
+        if u.op is not _RANGE or u.arg[1] != "loop" or u not in ends:
+            continue
+        body = uops[i : ends[u]]
+        if any(b.op in (_RANGE, _IF, _BARRIER) for b in body):
+            continue
+        out.extend(_branch_updates(body, uops, u))
+        i = ends[u]
+    return out
+
+
+def _one_hot_update(b: UOp) -> UOp | None:
+    # STORE(reg, acc + where(cond, x, 0)) with a scalar equality as cond: the cond
+    if b.op is not _STORE or b.src[0].op is not _INDEX or b.src[0].src[0].op is not _DEFINE_REG:
+        return None
+    value = b.src[1]
+    if value.op is not Ops.ADD:
+        return None
+    acc = [s for s in value.src if s.op is _LOAD and s.src[0] is b.src[0]]
+    sel = [s for s in value.src if s.op is Ops.WHERE]
+    if len(acc) != 1 or len(sel) != 1 or not _is_zero(sel[0].src[2]):
+        return None
+    cond = sel[0].src[0]
+    return cond if cond.op is Ops.CMPEQ and cond.dtype.count == 1 else None
+
+
+def _is_zero(u: UOp) -> bool:
+    if u.op is Ops.VECTORIZE:
+        return all(_is_zero(s) for s in u.src)
+    return u.op is Ops.CONST and u.arg == 0 and not (isinstance(u.arg, float) and str(u.arg).startswith("-"))
+
+
+def _branch_updates(body: list[UOp], uops: list[UOp], loop: UOp) -> list[UOp]:
+    # (only a condition that tests an outer loop's counter, the output's row, is true for few iterations: an
+    # accuracy count, sum of where(pred == label, 1, 0), is true for most, and stays a vectorized sum)
+    gates = {
+        b: c
+        for b in body
+        if (c := _one_hot_update(b)) is not None and any(r.op is _RANGE and r is not loop for r in c.toposort())
+    }
+    if not gates:
+        return body
+    inside = set(body)
+    users: dict[UOp, list[UOp]] = {}
+    for u in uops:
+        for s in u.src:
+            users.setdefault(s, []).append(u)
+    # the gate each op serves alone (every user in the loop, all under that gate): it moves under the gate's IF
+    owner: dict[UOp, UOp] = {}
+    for u in reversed(body):
+        if u in gates:
+            owner[u] = gates[u]
+            continue
+        if u.op in (_STORE, _RANGE, _END) or not users.get(u):
+            continue
+        served = {owner.get(x) if x in inside else None for x in users[u]}
+        if len(served) == 1 and None not in served:
+            owner[u] = served.pop()
+    # a condition, and what it is computed from, stays before its IF
+    stack = list(dict.fromkeys(gates.values()))
+    while stack:
+        u = stack.pop()
+        if owner.pop(u, None) is not None or u in inside:
+            stack.extend(s for s in u.src if s in inside)
+    new = [u for u in body if u not in owner]
+    for cond in dict.fromkeys(gates.values()):
+        gate = UOp(_IF, dtypes.void, (cond,))
+        new += [gate, *(u for u in body if owner.get(u) is cond), UOp(Ops.ENDIF, dtypes.void, (gate,))]
+    return new
 
 
 def mark_reduce_loops(uops: list[UOp]) -> list[UOp]:

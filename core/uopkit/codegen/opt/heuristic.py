@@ -62,6 +62,17 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             amt2 = rows if tile else _divisor(out_sizes[other], (rows, 2))
             if amt2:
                 plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
+    elif plan.reduce_op is not None and is_one_hot_reduce(plan.reduce_op) and vec_out:
+        # a one-hot sum that doesn't fold into a load (an embedding's gradient: a scatter done as a reduce): each
+        # output row's updates go under one branch (the linearizer's `branch_one_hot_updates`), taken for few
+        # iterations, so a tile of rows would only add branches: one row of vectors, as many as the lanes allow
+        axis = vec_out[-1]
+        amt = _divisor(out_sizes[axis], (width, 8, 4, 2))
+        if amt:
+            plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
+            more = _divisor(out_sizes[axis] // amt, tuple(m for m in (16, 8, 4, 2) if amt * m <= MAX_LANES))
+            if more:
+                plan = _try(plan, Opt(OptOps.UPCAST, axis, more), renderer)
     elif vec_out or len(reuse_axes) >= 2:
         # vectors along a contiguous output axis; big outputs get two vectors
         pick = [a for a in reuse_axes if a in vec_out] or vec_out or [a for a in reuse_axes if a in store_contiguous]
