@@ -9,6 +9,7 @@ import pytest
 
 from uopkit.dtype import dtypes
 from uopkit.tensor import ShapeError, Tensor
+from uopkit.uop.ops import GroupOp
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -476,9 +477,24 @@ def test_interpolate(mode, align):
     x = data(2, 3, 5, 4)
     tmode = "bilinear" if mode == "linear" else mode
     kw = dict(align_corners=align) if mode == "linear" else {}
-    for size in [(10, 7), (3, 2), (5, 9)]:
+    for size in [(10, 7), (3, 2), (5, 9), (10, 8), (15, 2), (1, 4)]:
         out = Tensor(x).interpolate(size, mode=mode, **kw)
         close(out, F.interpolate(torch.tensor(x), size=size, mode=tmode, **kw), atol=1e-5)
+
+
+def test_nearest_upsampling_by_an_integer_factor_is_movement_ops():
+    # each source row and column repeated: an expand and a reshape per axis, a view of the input (no index tensor
+    # uploaded and compared per element); its gradient sums the repeats, as PyTorch's
+    x = data(2, 3, 5, 4)
+    ours, theirs = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    out = ours.interpolate((10, 12), mode="nearest")
+    assert all(u.op in GroupOp.Movement or u is ours.uop for u in out.uop.toposort(lambda u: u is not ours.uop))
+    want = F.interpolate(theirs, size=(10, 12), mode="nearest")
+    close(out, want)
+    w = data(2, 3, 10, 12)
+    (out * Tensor(w)).sum().backward()
+    (want * torch.tensor(w)).sum().backward()
+    close(ours.grad, theirs.grad, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -521,11 +521,43 @@ class LinalgMixin:
         return x
 
     def _take(self, axis: int, idx: np.ndarray) -> Tensor:
-        # self indexed by a host list along one axis
-        if len(idx) and np.all(np.diff(idx) == 1):
-            return self._slice_axis(axis, int(idx[0]), int(idx[-1]) + 1)
-        index: list[Any] = [slice(None)] * axis + [Tensor(idx.astype(np.int32), device=self.device)]
-        return self[tuple(index)]
+        # self indexed by a host list along one axis: as movement ops where the list is a progression whose every
+        # element repeats as often (a slice with a step, each element then repeated: nearest upsampling by an
+        # integer factor), else an index tensor
+        runs = _repeated_progression(idx)
+        if runs is None or not 0 <= runs[0] <= runs[0] + runs[1] * (runs[2] - 1) < self.shape[axis]:
+            index: list[Any] = [slice(None)] * axis + [Tensor(idx.astype(np.int32), device=self.device)]
+            return self[tuple(index)]
+        start, step, count, repeat = runs
+        picked = (
+            self._slice_axis(axis, start, start + 1)
+            if count == 1
+            else self[(slice(None),) * axis + (slice(start, start + step * (count - 1) + 1, step),)]
+        )
+        if repeat == 1:
+            return picked
+        shape = picked.shape
+        wide = picked.unsqueeze(axis + 1)._broadcast_to(shape[: axis + 1] + (repeat,) + shape[axis + 1 :])
+        return wide.reshape(shape[:axis] + (count * repeat,) + shape[axis + 1 :])
+
+
+def _repeated_progression(idx: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(start, step, count, repeat) with idx[i] == start + step * (i // repeat) for i < count * repeat == len(idx),
+    step >= 1 (or count == 1), or None."""
+    n = len(idx)
+    if n == 0:
+        return None
+    repeat = int(np.argmax(idx != idx[0])) or n
+    if n % repeat:
+        return None
+    rows = idx.reshape(n // repeat, repeat)
+    if not np.all(rows == rows[:, :1]):
+        return None
+    firsts = rows[:, 0]
+    steps = np.diff(firsts)
+    if len(steps) and (steps[0] < 1 or np.any(steps != steps[0])):
+        return None
+    return int(firsts[0]), int(steps[0]) if len(steps) else 1, len(firsts), repeat
 
 
 def _matrix_product_uop(x: UOp, w: UOp) -> UOp | None:
