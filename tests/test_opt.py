@@ -575,6 +575,25 @@ def _weight_gradient(out_channels, monkeypatch):
     return opts, initial_plan(create_schedule(kernelize_tensors([dw]))[-1].ast)
 
 
+def test_rows_of_narrower_vectors_get_register_tiles(monkeypatch):
+    # image rows 56 long are vectors of 8, not 16: they are register-tiled all the same (a lone accumulator is a chain
+    # of dependent FMAs: a 56x56 conv's weight gradient ran at ~10 GFLOP/s on one core). The weight gradient: output
+    # channels x kernel rows over vectors along the row (the reduce); the convolution: rows of output channels
+    x = Tensor.empty(2, 8, 56, 56).pad(((0, 0), (0, 0), (1, 1), (1, 1))).contiguous()
+    g = Tensor.empty(2, 16, 56, 56)
+    windows = x._pool((3, 3)).reshape(2, 1, 8, 56, 56, 3, 3)
+    dw = (windows * g.reshape(2, 16, 1, 56, 56, 1, 1)).sum((0, 3, 4))
+    _, opts = _thread_axes(dw, 1, monkeypatch)
+    plan = initial_plan(create_schedule(kernelize_tensors([dw]))[-1].ast)
+    assert [o.amount for o in opts if o.op is OptOps.UPCAST and o.axis >= plan.n_out] == [8]
+    assert len({o.axis for o in opts if o.op is OptOps.UPCAST and o.axis < plan.n_out}) == 2
+    conv = Tensor.empty(2, 8, 56, 56).conv2d(Tensor.empty(16, 8, 3, 3), padding=1)
+    _, opts = _thread_axes(conv, 1, monkeypatch)
+    plan = initial_plan(create_schedule(kernelize_tensors([conv]))[-1].ast)
+    ups = [o for o in opts if o.op is OptOps.UPCAST]
+    assert ups[0].amount == 8 and len({o.axis for o in ups}) == 2
+
+
 def test_short_output_axis_is_not_a_vector_axis(monkeypatch):
     # a 3x3 weight gradient: the kernel column (3 long) is contiguous in the input, but a vector along it would be
     # gathered lane by lane; the reduce along the image row (contiguous in both operands) takes the vectors instead

@@ -56,8 +56,10 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         amt = _divisor(red_sizes[axis - plan.n_out], (width, 8, 4))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
-        tile = _dot_tile(out_sizes, reuse_axes, loads, renderer) if amt == width else []
-        # (a reduce too short for whole vectors: a small tile of scalar accumulators)
+        # (vectors narrower than the widest, a 56-wide image row in 8s, tile the same way: one accumulator alone is a
+        # chain of dependent adds, a vector FMA's latency per step)
+        tile = _dot_tile(out_sizes, reuse_axes, loads, renderer, amt) if amt else []
+        # (a reduce too short for any vector: a small tile of scalar accumulators)
         for other, rows in tile or zip(reversed(reuse_axes[-2:]), (2, 4), strict=False):
             amt2 = rows if tile else _divisor(out_sizes[other], (rows, 2))
             if amt2:
@@ -90,10 +92,11 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
                 more = _divisor(passes, tuple(m for m in (16, 8, 4, 2) if passes // m >= kernel_threads(plan)))
                 if more:
                     plan = _try(plan, Opt(OptOps.UPCAST, axis, more), renderer)
-        if big and amt == width and reusing:
+        if big and amt and amt >= 4 and reusing:
             # a register tile: rows along an axis that the vector's loads don't move along reuse each loaded vector
-            # (the rows of a matmul, the output channels of a convolution)
-            tile = _register_tile(out_sizes, axis, reusing, renderer)
+            # (the rows of a matmul, the output channels of a convolution; narrower vectors where the row isn't
+            # whole widest ones, a 56-wide image row in 8s)
+            tile = _register_tile(out_sizes, axis, reusing, renderer, amt)
             if tile is not None:
                 vectors, other, rows = tile
                 if vectors > 1:
@@ -129,43 +132,43 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
 
 
 def _register_tile(
-    out_sizes: list[int], axis: int, reusing: list[int], renderer: Renderer
+    out_sizes: list[int], axis: int, reusing: list[int], renderer: Renderer, lanes: int
 ) -> tuple[int, int, int] | None:
     """(vectors per row, row axis, rows) of the register tile of a kernel whose output axis `axis` is loaded in
     vectors that the `reusing` axes' rows share: each step of the reduce loads `vectors` vectors and `rows` broadcast
     values for vectors * rows FMAs, so the tile with the most FMAs per load wins, among those whose accumulators, the
     loaded vectors (or broadcasts, whichever are fewer) and one spare fit in the registers (an AVX-512 core: 6 rows of
     4 vectors; AVX2: 2 rows of 2 of our 16-float vectors). Fewer vectors first on a tie (a narrower column panel)."""
-    per_row = out_sizes[axis] // renderer.caps.max_vector_width
+    per_row = out_sizes[axis] // lanes
     best: tuple[float, int, int, int] | None = None
     for other in reversed(reusing):
         for vectors in (v for v in range(1, 9) if per_row % v == 0):
             for rows in (r for r in range(2, 9) if out_sizes[other] % r == 0):
-                score = _tile_score(vectors, rows, renderer)
+                score = _tile_score(vectors, rows, renderer, lanes)
                 if score and (best is None or score > best[0] + 1e-9):
                     best = (score, vectors, other, rows)
     return best[1:] if best is not None else None
 
 
-def _tile_score(a: int, b: int, renderer: Renderer) -> float:
-    """FMAs per load of an a x b register tile (a step loads a and b values for a*b FMAs), 0 where its accumulators,
-    the smaller side's loads and one spare don't fit in the registers or the lanes pass MAX_LANES."""
+def _tile_score(a: int, b: int, renderer: Renderer, lanes: int = 0) -> float:
+    """FMAs per load of an a x b register tile of `lanes`-wide vectors (default: the widest; a step loads a and b
+    values for a*b FMAs), 0 where its accumulators, the smaller side's loads and one spare don't fit in the registers
+    or the lanes pass MAX_LANES."""
     registers = renderer.caps.vector_registers or 32
-    if a * b + min(a, b) + 1 > registers or a * b * renderer.caps.max_vector_width > MAX_LANES:
+    if a * b + min(a, b) + 1 > registers or a * b * (lanes or renderer.caps.max_vector_width) > MAX_LANES:
         return 0.0
     return a * b / (a + b)
 
 
 def _dot_tile(
-    out_sizes: list[int], reuse_axes: list[int], loads: list[dict[int, int]], renderer: Renderer
+    out_sizes: list[int], reuse_axes: list[int], loads: list[dict[int, int]], renderer: Renderer, width: int
 ) -> list[tuple[int, int]]:
     """The register tile, as (axis, amount) pairs, of a kernel whose operands are both loaded in vectors along the
     reduce (one accumulator vector per output, its lanes summed after the loop): two output axes that each leave a
     different operand's load in place, so a step's loads serve every accumulator of the tile (a @ b.T: rows of a times
     rows of b; a convolution's weight gradient: output channels times kernel rows). The most accumulators per load
     that fit in the registers wins. An axis that moves its operand by less than a vector (a kernel column, stride 1)
-    is left out: its loads would be unaligned and overlap."""
-    width = renderer.caps.max_vector_width
+    is left out: its loads would be unaligned and overlap. `width`: the vectors' lanes."""
 
     def reuses(a: int, b: int) -> bool:
         # some load stays put along `a` but moves along `b`, by whole vectors
@@ -178,7 +181,7 @@ def _dot_tile(
                 continue
             for na in (n for n in range(2, 9) if out_sizes[a] % n == 0):
                 for nb in (n for n in range(2, 9) if out_sizes[b] % n == 0):
-                    score = _tile_score(na, nb, renderer)
+                    score = _tile_score(na, nb, renderer, width)
                     if score > best[0] + 1e-9:
                         best = (score, [(b, nb), (a, na)])
     return best[1]
