@@ -223,6 +223,29 @@ def test_softmax_over_a_large_matmul_stores_the_scores_once():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def test_softmax_backward_stores_the_matmul_it_sums_and_reads():
+    # softmax's backward sums p * dp over each row (p's gradient through the reciprocal of its sum) and reads dp again,
+    # dp = g @ v.T a matmul: computed inside the row's sum, every dp was a scalar 64-long dot product with strided reads
+    # (attention's backward over 4x8x256x64: 0.3 s). No kernel computes a large reduce inside another reduce
+    from uopkit.schedule import create_schedule, kernelize_tensors
+    from uopkit.schedule.grouper import MIN_STORED_INNER_REDUCE
+
+    torch = __import__("pytest").importorskip("torch")
+    rng = np.random.default_rng(0)
+    q, k, v, g = (rng.standard_normal((2, 4, 128, 64)).astype(np.float32) for _ in range(4))
+    tq, tk, tv = (Tensor(a, requires_grad=True) for a in (q, k, v))
+    (tq.scaled_dot_product_attention(tk, tv) * Tensor(g)).sum().backward()
+    grads = [tq.grad, tk.grad, tv.grad]
+    for item in create_schedule(kernelize_tensors(grads)):
+        for red in (u for u in item.ast.toposort() if u.op is Ops.REDUCE_AXIS):
+            inner = [u for u in red.src[0].toposort() if u.op is Ops.REDUCE_AXIS]
+            assert all(u.src[0].size < MIN_STORED_INNER_REDUCE for u in inner)
+    ref = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    (torch.nn.functional.scaled_dot_product_attention(*ref) * torch.tensor(g)).sum().backward()
+    for ours, theirs in zip(grads, ref, strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.grad.numpy(), rtol=1e-3, atol=1e-4)
+
+
 def test_a_large_reduce_under_a_stored_pad_is_stored_first():
     # a conv input's gradient (a transposed convolution) over relu's mask of the forward conv: the padded gradient is
     # stored for the windows, and the forward conv it reads is stored before it, not computed once per padded element

@@ -100,11 +100,11 @@ def choose_realized(sink: UOp) -> GrouperContext:
                 # recomputing a reduce for every expanded element would multiply its cost: store it once
                 ctx.realize[u.src[0].base] = None
         if u.op is Ops.REDUCE_AXIS:
-            # a row reduce broadcast back (fused into its consumer, a pass over the row each) over values that are
-            # themselves reduces read more than once (softmax over a matmul, attention's scores: its max, its sum and
-            # its output would each recompute every score, none of them in a register tile): those are stored once.
-            # Other reduces of reduces (a max pool over a convolution) stay fused
-            for inner in _reused_inner_reduces(ctx, u.src[0]) if _broadcast_back(ctx, u) else ():
+            # a reduce over values that are themselves reduces read more than once (softmax over a matmul,
+            # attention's scores: its max, its sum and its output would each recompute every score; softmax's
+            # backward: the sum of p * dp over a row and dp itself, dp a matmul; none of them in a register tile):
+            # those are stored once. Other reduces of reduces (a max pool over a convolution) stay fused
+            for inner in _reused_inner_reduces(ctx, u.src[0]):
                 # (a small one costs less computed again than stored by a kernel of its own)
                 if inner.src[0].size >= MIN_STORED_INNER_REDUCE:
                     ctx.realize[inner] = None
@@ -289,7 +289,7 @@ def _broadcast_back(ctx: GrouperContext, u: UOp) -> bool:
 
 def _reused_inner_reduces(ctx: GrouperContext, u: UOp) -> list[UOp]:
     """The reduces in the fused region of `u` (not through an EXPAND: a row's own reduce broadcast back is fused
-    once per row) whose value reaches `u` through a node that other ops read too."""
+    once per row) that other ops read too, or whose value reaches `u` through a node that other ops read."""
     found: list[UOp] = []
     seen: set[UOp] = set()
     stack = [(u, False)]
@@ -298,11 +298,13 @@ def _reused_inner_reduces(ctx: GrouperContext, u: UOp) -> list[UOp]:
         if n in seen or n.op is Ops.EXPAND or _stops_region(ctx, n):
             continue
         seen.add(n)
+        shared = shared or len(set(ctx.children.get(n, []))) > 1
         if n.op is Ops.REDUCE_AXIS:
+            # (read by other ops itself counts: softmax's backward sums p * dp over a row and reads dp again, dp a
+            # matmul computed inside both)
             if shared:
                 found.append(n)
             continue
-        shared = shared or len(set(ctx.children.get(n, []))) > 1
         stack.extend((s, shared) for s in n.src)
     return found
 
