@@ -240,3 +240,21 @@ def test_recent_numbers_answer_only_what_takes_the_tensors_dtype():
     assert (flags + 1).dtype == dtypes.int32 and (flags + 1).tolist() == [2, 1]
     with pytest.raises(OverflowError):
         small + 2**70
+
+
+
+def test_dropped_nodes_leave_the_hash_consing_table():
+    from uopkit.uop import ops
+
+    nodes = [UOp(Ops.NEG, dtypes.float32, (UOp.new_buffer("CPU", 4, dtypes.float32),)) for _ in range(50)]
+    # (a key holds its sources: the NEGs' keys keep their BUFFERs alive, the BUFFERs' keys hold no node)
+    neg_keys = [(n.op, n.dtype, n.src, n.arg) for n in nodes]
+    buffer_keys = [(b.op, b.dtype, b.src, b.arg) for n in nodes for b in n.src]
+    assert all(ops._uop_table[k]() is not None for k in neg_keys + buffer_keys)
+    assert UOp(Ops.NEG, dtypes.float32, (nodes[0].src[0],)) is nodes[0]
+    del nodes
+    gc.collect()
+    assert not any(k in ops._uop_table for k in neg_keys)
+    del neg_keys
+    gc.collect()
+    assert not any(k in ops._uop_table for k in buffer_keys)

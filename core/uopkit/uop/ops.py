@@ -264,18 +264,26 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
 # UOp
 
 
+class _UOpRef(weakref.ref):
+    """The table's weak reference to a node, carrying the node's key: the callback drops the entry without a second
+    table from references to keys (a dict insert and a pop less per node)."""
+
+    __slots__ = ("key",)
+    key: tuple
+
+
 # hash-consing: building the same (op, dtype, src, arg) twice gives the same object. The table holds weak references
 # (a node lives as long as something uses it); plain dicts and weakref.ref are C calls, where WeakValueDictionary
 # runs Python code on every insert and lookup, and building graphs inserts a lot
-_uop_table: dict[tuple, weakref.ref] = {}
+_uop_table: dict[tuple, _UOpRef] = {}
 # creation order: a node is newer than its sources, so a graph whose root is older than a node can't hold it
 _uop_seq = itertools.count()
-_uop_keys: dict[weakref.ref, tuple] = {}
+_new_object = object.__new__
 
 
-def _forget_uop(ref: weakref.ref) -> None:
-    key = _uop_keys.pop(ref, None)
-    if key is not None and _uop_table.get(key) is ref:
+def _forget_uop(ref: _UOpRef) -> None:
+    key = ref.key
+    if _uop_table.get(key) is ref:
         del _uop_table[key]
 
 
@@ -303,9 +311,13 @@ class UOpMeta(type):
             raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from e
         if ref is not None and (ret := ref()) is not None:
             return ret
-        ret = super().__call__(op, dtype, src, arg)
+        # the node built here, not through type.__call__ and UOp.__init__: a Python frame less per new node
+        ret = _new_object(cls)
+        ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
+        ret._shape = ret._device = _UNSET
         ret.seq = next(_uop_seq)
-        ref = weakref.ref(ret, _forget_uop)
+        ref = _UOpRef(ret, _forget_uop)
+        ref.key = key
         # setdefault is one atomic C call: when two threads build the same node at once, both get the first one in
         winner = _uop_table.setdefault(key, ref)
         if winner is not ref:
@@ -313,7 +325,6 @@ class UOpMeta(type):
             if first is not None:
                 return first
             _uop_table[key] = ref
-        _uop_keys[ref] = key
         return ret
 
 
@@ -348,6 +359,10 @@ class WeakKeyMap:
     def __len__(self) -> int:
         return len(self._data)
 
+    def keys(self) -> list[UOp]:
+        """The keys still alive, as a list (entries can go while it is read)."""
+        return [k for k in map(operator.call, list(self._data)) if k is not None]
+
 
 _buffer_ids = itertools.count()
 # what an unset lazy slot of a UOp holds (a shape can be None)
@@ -365,6 +380,7 @@ class UOp(metaclass=UOpMeta):
     __slots__ = ("op", "dtype", "src", "arg", "seq", "_shape", "_device", "__weakref__", "__dict__")
 
     def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> None:
+        # (the fields; UOpMeta.__call__ sets them itself and doesn't call this)
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
         self._shape = self._device = _UNSET
 
@@ -614,6 +630,12 @@ def _find_device(u: UOp) -> str:
         ret: str = u.src[1].arg
         u._device = ret
         return ret
+    # (the usual case: a node a Tensor op just built over a source that knows)
+    if u.src:
+        known = u.src[0]._device
+        if known is not _UNSET and known is not None:
+            u._device = known
+            return known  # type: ignore[no-any-return]
     # down the first sources to one that knows (Tensor ops ask as they build, so it is near), remembering it on the way
     # back
     path: list[UOp] = []
