@@ -258,3 +258,22 @@ def test_dropped_nodes_leave_the_hash_consing_table():
     del neg_keys
     gc.collect()
     assert not any(k in ops._uop_table for k in buffer_keys)
+
+
+
+def test_backward_after_realizing_part_of_the_graph_follows_it_back():
+    # backward() skips the walk that puts back realized values when no node of the graph was realized; when one was
+    # (the loss's inner sum here), the gradient still flows through the graph that computed it
+    from uopkit.gradient import graph_of
+    from uopkit.schedule import unrealized_graph
+
+    w = Tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+    inner = (w * w).sum()
+    inner.realize()
+    loss = inner * 2
+    nodes = graph_of(loss.uop)
+    assert unrealized_graph(loss.uop, {w.uop}, nodes) is unrealized_graph(loss.uop, {w.uop}) is not loss.uop
+    loss.backward()
+    assert w.grad.tolist() == [4.0, 8.0, 12.0]
+    fresh = (w * 3).sum()
+    assert unrealized_graph(fresh.uop, {w.uop}, graph_of(fresh.uop)) is fresh.uop

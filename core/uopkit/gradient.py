@@ -360,24 +360,30 @@ def compute_gradient(
                 break
         else:
             on_path[u] = u in targets
-    devices = _Devices()
+    # one context for every rule, its `grad` set per node (a rule uses it only while it runs)
+    ctx = GradientContext(root_grad, _Devices())
+    # (most graphs have no subgraph with a given gradient: no lookup per node then)
+    any_given = len(_gradient_rules) > 0
     grads: dict[UOp, UOp] = {root: root_grad}
     for u in reversed(topo):
         g = grads.get(u)
         if g is None or u not in leads_on:
             continue
-        given = _gradient_rules.get(u)
+        given = _gradient_rules.get(u) if any_given else None
         if given is not None and _reaches_target_inside(u, given[0], targets):
             # a target inside the subgraph needs the gradients of the nodes in it: take the chain of rules
             given = None
-        sources = given[0] if given is not None else u.src
-        wanted = tuple(on_path.get(s, False) for s in sources)
-        if not any(wanted):
-            continue
         if given is not None:
+            sources = given[0]
+            wanted = tuple([on_path.get(s, False) for s in sources])
+            if not any(wanted):
+                continue
             src_grads = given[1](g, wanted)
         else:
-            src_grads = pm_gradient.rewrite(u, GradientContext(g, devices))
+            # (a node in `leads_on` has a source on a path to a target)
+            sources = u.src
+            ctx.grad = g
+            src_grads = pm_gradient.rewrite(u, ctx)
         if src_grads is None:
             raise GradientError(f"no gradient rule for {u.op.name} (dtype {u.dtype}, shape {u.shape})")
         if len(src_grads) != len(sources):
