@@ -277,3 +277,54 @@ def test_backward_after_realizing_part_of_the_graph_follows_it_back():
     assert w.grad.tolist() == [4.0, 8.0, 12.0]
     fresh = (w * 3).sum()
     assert unrealized_graph(fresh.uop, {w.uop}, graph_of(fresh.uop)) is fresh.uop
+
+@pytest.mark.parametrize("logits_dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("targets_dtype", ["int32", "int64", "int8", "uint8"])
+@pytest.mark.parametrize("n, c", [(6, 4), (1, 3), (4, 1), (2, 2)])
+@pytest.mark.parametrize("ignore_index", [-100, 1, 300])
+def test_cross_entropy_builds_the_nodes_of_the_general_path(
+    n, c, logits_dtype, targets_dtype, ignore_index, monkeypatch
+):
+    # the mean loss at class targets has its nodes built directly: the same nodes (so the same kernels and gradients)
+    # as log_softmax, the one-hot compare, the wheres and the sums build; other dtypes and shapes take that path
+    from uopkit.tensor import functional
+
+    rng = np.random.default_rng(n * c)
+    x = Tensor(rng.standard_normal((n, c)).astype(logits_dtype), requires_grad=True)
+    y = Tensor(rng.integers(0, c, n).astype(targets_dtype))
+    direct = x.cross_entropy(y, ignore_index=ignore_index)
+    monkeypatch.setattr(functional, "_mean_class_nll_uop", lambda logits, targets, ignore_index: None)
+    general = x.cross_entropy(y, ignore_index=ignore_index)
+    assert direct.uop is general.uop
+    monkeypatch.undo()
+    taken = functional._mean_class_nll_uop(x.uop, y.uop, ignore_index) is not None
+    assert taken == (logits_dtype != "float16" and targets_dtype in ("int32", "int64") and c > 1)
+    if targets_dtype == "uint8":
+        # (the values are another matter: one row of uint8 targets folds the loss to -0.0, on the general path too)
+        return
+    torch = pytest.importorskip("torch")
+    xt = torch.tensor(x.numpy().astype(np.float64), requires_grad=True)
+    ref = torch.nn.functional.cross_entropy(xt, torch.tensor(y.numpy().astype(np.int64)), ignore_index=ignore_index)
+    ref.backward()
+    direct.backward()
+    tol = 1e-2 if logits_dtype == "float16" else 1e-5
+    if (y.numpy() != ignore_index).any():
+        np.testing.assert_allclose(direct.item(), ref.item(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(x.grad.numpy().astype(np.float64), xt.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_cross_entropy_direct_path_checks_its_targets_first():
+    # out-of-range targets, a wrong shape or wrong class weights raise before any node is built, as on the general path
+    from uopkit.tensor import ShapeError
+
+    x = Tensor(np.zeros((3, 4), np.float32))
+    with pytest.raises(IndexError, match="target 4 is out of bounds for 4 classes"):
+        x.cross_entropy(Tensor(np.array([0, 4, 1], np.int32)))
+    with pytest.raises(IndexError, match="target -1 is out of bounds"):
+        x.cross_entropy(Tensor(np.array([0, -1, 1], np.int64)))
+    with pytest.raises(ShapeError, match="class targets"):
+        x.cross_entropy(Tensor(np.array([0, 1], np.int32)))
+    with pytest.raises(ShapeError, match="weight shape"):
+        x.cross_entropy(Tensor(np.array([0, 4, 1], np.int32)), weight=Tensor(np.ones(3, np.float32)))
+    # the ignored index may lie outside the classes
+    assert x.cross_entropy(Tensor(np.array([0, -100, 1], np.int32))).item() == pytest.approx(np.log(4))

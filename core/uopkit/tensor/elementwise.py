@@ -37,6 +37,26 @@ if TYPE_CHECKING:
 _recent_scalars: dict[tuple, UOp] = {}
 _RECENT_SCALARS_SIZE = 512
 
+
+def _scalar_uop(y: float | int, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
+    """A Python number (of the dtype `dt` it takes next to a tensor) broadcast to `shape`: the nodes of
+    Tensor(y).expand(shape), built directly (`a + 1`)."""
+    key = (dt, device, shape, type(y), y)
+    c = _recent_scalars.get(key) if y else None
+    if c is None:
+        c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=device),), _cast_py(y, dt))
+        if shape:
+            c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+            if c.arg != shape:
+                c = UOp(Ops.EXPAND, dt, (c,), shape)
+        # (not zeros, whose sign a key can't tell apart, nor NaNs, which never equal their key)
+        if y and y == y:
+            if len(_recent_scalars) >= _RECENT_SCALARS_SIZE:
+                _recent_scalars.pop(next(iter(_recent_scalars)), None)
+            _recent_scalars[key] = c
+    return c
+
+
 _ADD_DOC = "Elementwise sum with broadcasting and type promotion."
 _MAX_DOC = "Elementwise maximum (NaN wins, as in numpy)."
 
@@ -96,21 +116,7 @@ class ElementwiseMixin:
             if c is not None:
                 return (Tensor(c), x) if reverse else (x, Tensor(c))
         if type(y) in (float, int) and x.dtype != dtypes.bfloat16 and (dt := x._const_dtype(y, op)) == x.dtype:
-            # a Python number of the tensor's dtype (`a + 1`): the nodes of Tensor(y).expand(shape), built directly
-            shape = x.shape
-            key = (dt, x.device, shape, type(y), y)
-            c = _recent_scalars.get(key) if y else None
-            if c is None:
-                c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=x.device),), _cast_py(y, dt))
-                if shape:
-                    c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
-                    if c.arg != shape:
-                        c = UOp(Ops.EXPAND, dt, (c,), shape)
-                # (not zeros, whose sign a key can't tell apart, nor NaNs, which never equal their key)
-                if y and y == y:
-                    if len(_recent_scalars) >= _RECENT_SCALARS_SIZE:
-                        _recent_scalars.pop(next(iter(_recent_scalars)), None)
-                    _recent_scalars[key] = c
+            c = _scalar_uop(y, dt, x.device, x.shape)
             return (Tensor(c), x) if reverse else (x, Tensor(c))
         if type(y) is Tensor and y.uop.dtype is x.uop.dtype and y.shape == x.shape and y.device == x.device:
             # (the common case, two tensors of one shape and dtype: nothing to promote or broadcast)
@@ -126,8 +132,9 @@ class ElementwiseMixin:
             raise ValueError(f"{op}: operands are on different devices ({x.device} and {y.device})")
         if reverse:
             x, y = y, x
-        out = least_upper_dtype(x.dtype, y.dtype)
-        x, y = x.cast(out), y.cast(out)
+        if x.dtype is not y.dtype:
+            out = least_upper_dtype(x.dtype, y.dtype)
+            x, y = x.cast(out), y.cast(out)
         shape = _broadcast_shape(x.shape, y.shape, op)
         return x._broadcast_to(shape), y._broadcast_to(shape)
 
