@@ -242,7 +242,6 @@ def test_recent_numbers_answer_only_what_takes_the_tensors_dtype():
         small + 2**70
 
 
-
 def test_dropped_nodes_leave_the_hash_consing_table():
     from uopkit.uop import ops
 
@@ -258,7 +257,6 @@ def test_dropped_nodes_leave_the_hash_consing_table():
     del neg_keys
     gc.collect()
     assert not any(k in ops._uop_table for k in buffer_keys)
-
 
 
 def test_backward_after_realizing_part_of_the_graph_follows_it_back():
@@ -277,6 +275,7 @@ def test_backward_after_realizing_part_of_the_graph_follows_it_back():
     assert w.grad.tolist() == [4.0, 8.0, 12.0]
     fresh = (w * 3).sum()
     assert unrealized_graph(fresh.uop, {w.uop}, graph_of(fresh.uop)) is fresh.uop
+
 
 @pytest.mark.parametrize("logits_dtype", ["float32", "float64", "float16"])
 @pytest.mark.parametrize("targets_dtype", ["int32", "int64", "int8", "uint8"])
@@ -328,3 +327,16 @@ def test_cross_entropy_direct_path_checks_its_targets_first():
         x.cross_entropy(Tensor(np.array([0, 4, 1], np.int32)), weight=Tensor(np.ones(3, np.float32)))
     # the ignored index may lie outside the classes
     assert x.cross_entropy(Tensor(np.array([0, -100, 1], np.int32))).item() == pytest.approx(np.log(4))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "int8", "bool"])
+@pytest.mark.parametrize("shape", [(2, 3), (), (0, 4), (5,)])
+def test_relu_builds_the_nodes_of_the_general_path(dtype, shape, monkeypatch):
+    # a float relu's nodes are built directly: the same nodes as (x > 0).where(x, 0)
+    values = np.linspace(-2, 2, int(np.prod(shape))).reshape(shape)
+    x = Tensor(values.astype(np.float32)).cast(dtype)
+    direct = x.relu()
+    assert direct.uop is (x > 0).where(x, 0).uop
+    ref = np.where(values.astype(np.float32) > 0, values.astype(np.float32), 0).astype(np.float32)
+    if dtype not in ("bool", "int32", "int8"):
+        np.testing.assert_allclose(direct.cast("float32").numpy(), ref, rtol=1e-2)
