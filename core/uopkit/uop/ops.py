@@ -499,7 +499,11 @@ class UOp(metaclass=UOpMeta):
         return UOp(Ops.DEFINE_VAR, dtype if dtype is not None else dtypes.index, (), (name, vmin, vmax))
 
     def alu(self, op: Ops, *src: UOp | int | float | bool) -> UOp:
-        srcs = (self, *(s if isinstance(s, UOp) else self.const_like(s) for s in src))
+        # (most ops have one other operand, a node: no generator for it)
+        if len(src) == 1 and isinstance(src[0], UOp):
+            srcs: tuple[UOp, ...] = (self, src[0])
+        else:
+            srcs = (self, *(s if isinstance(s, UOp) else self.const_like(s) for s in src))
         if op in GroupOp.Comparison:
             out = dtypes.bool.vec(self.dtype.count)
         elif op is _WHERE:
@@ -977,16 +981,26 @@ class UPat:
         return results
 
 
+# how a rule's function is called (the third field of a PatternMatcher entry): bit 0, with `ctx` first; bit 1, a
+# pattern of one named node whose function takes that node as its next positional parameter, called with it
+# positionally (a call with **{name: node} builds a dict and binds by name: gradient rules run per node of a graph)
+_WITH_CTX, _CAPTURE_BY_POSITION = 1, 2
+
+
 class PatternMatcher:
     """An ordered list of (UPat, fn) rules; `fn(ctx, **captures)` or `fn(**captures)` returns a UOp or None."""
 
     def __init__(self, patterns: Sequence[tuple[UPat, Callable[..., Any]]]) -> None:
         self.patterns = list(patterns)
-        self.pdict: dict[Ops, list[tuple[UPat, Callable[..., Any], bool]]] = {}
-        self.any_op: list[tuple[UPat, Callable[..., Any], bool]] = []
+        self.pdict: dict[Ops, list[tuple[UPat, Callable[..., Any], int]]] = {}
+        self.any_op: list[tuple[UPat, Callable[..., Any], int]] = []
         for pat, fn in self.patterns:
-            wants_ctx = "ctx" in fn.__code__.co_varnames[: fn.__code__.co_argcount]
-            entry = (pat, fn, wants_ctx)
+            params = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+            wants_ctx = "ctx" in params
+            how = _WITH_CTX if wants_ctx else 0
+            if pat.simple and params == ("ctx", pat.name)[1 - wants_ctx :]:
+                how |= _CAPTURE_BY_POSITION
+            entry = (pat, fn, how)
             if pat.op is None:
                 self.any_op.append(entry)
             else:
@@ -1001,7 +1015,7 @@ class PatternMatcher:
         return PatternMatcher(self.patterns + other.patterns)
 
     def rewrite(self, uop: UOp, ctx: Any = None) -> UOp | None:
-        for pat, fn, wants_ctx in self.pdict.get(uop.op, self.any_op):
+        for pat, fn, how in self.pdict.get(uop.op, self.any_op):
             if pat.simple:
                 # (the op already selected this rule's list; only a dtype can still reject the node)
                 dts = pat._dtypes
@@ -1009,12 +1023,17 @@ class PatternMatcher:
                     continue
                 if pat._ops is not None and uop.op not in pat._ops:
                     continue
-                ret = fn(ctx, **{pat.name: uop}) if wants_ctx else fn(**{pat.name: uop})  # type: ignore[dict-item]
+                if how == _WITH_CTX | _CAPTURE_BY_POSITION:
+                    ret = fn(ctx, uop)
+                elif how == _CAPTURE_BY_POSITION:
+                    ret = fn(uop)
+                else:
+                    ret = fn(ctx, **{pat.name: uop}) if how else fn(**{pat.name: uop})  # type: ignore[dict-item]
                 if ret is not None and ret is not uop:
                     return ret
                 continue
             for captures in pat.match(uop, {}):
-                ret = fn(ctx, **captures) if wants_ctx else fn(**captures)
+                ret = fn(ctx, **captures) if how & _WITH_CTX else fn(**captures)
                 if ret is not None and ret is not uop:
                     return ret
         return None
