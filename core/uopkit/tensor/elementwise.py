@@ -31,6 +31,19 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# module constants for the ops every binary op builds: on Python 3.11 every `Ops.X` is a lookup through EnumType's
+# slow __getattr__ hook (~0.15 us)
+_CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
+    Ops.CONST,
+    Ops.DEVICE,
+    Ops.RESHAPE,
+    Ops.EXPAND,
+    Ops.CAST,
+    Ops.WHERE,
+    Ops.ADD,
+    Ops.NEG,
+)
+
 # the broadcast nodes of recent Python numbers (`a + 1`, `0.9 * m`), by (dtype, device, shape, number): holding them
 # keeps the hash-consed nodes alive between uses, so the next `a + 1` finds them instead of building and freeing four
 # nodes each time (a tiny op or an optimizer step, once per call)
@@ -44,11 +57,11 @@ def _scalar_uop(y: float | int, dt: DType, device: str, shape: tuple[int, ...]) 
     key = (dt, device, shape, type(y), y)
     c = _recent_scalars.get(key) if y else None
     if c is None:
-        c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=device),), _cast_py(y, dt))
+        c = UOp(_CONST, dt, (UOp(_DEVICE, arg=device),), _cast_py(y, dt))
         if shape:
-            c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+            c = UOp(_RESHAPE, dt, (c,), (1,) * len(shape))
             if c.arg != shape:
-                c = UOp(Ops.EXPAND, dt, (c,), shape)
+                c = UOp(_EXPAND, dt, (c,), shape)
         # (not zeros, whose sign a key can't tell apart, nor NaNs, which never equal their key)
         if y and y == y:
             if len(_recent_scalars) >= _RECENT_SCALARS_SIZE:
@@ -80,9 +93,9 @@ class ElementwiseMixin:
             return self.reshape(padded).expand(shape)  # (raises the error expand gives)
         u = self.uop
         if padded != own:
-            u = UOp(Ops.RESHAPE, u.dtype, (u,), padded)
+            u = UOp(_RESHAPE, u.dtype, (u,), padded)
         if padded != shape:
-            u = UOp(Ops.EXPAND, u.dtype, (u,), tuple(shape))
+            u = UOp(_EXPAND, u.dtype, (u,), tuple(shape))
         return Tensor(u)
 
     def _const_operand(self, y: Any, op: str = "op") -> Tensor:
@@ -168,7 +181,7 @@ class ElementwiseMixin:
             rounded = (u + (0x7FFF + (u.rshift(16) & 1))).rshift(16)
             bits = f.isnan().where(Tensor(0x7FC0, device=self.device, dtype=dtypes.uint32), rounded)
             return Tensor(UOp(Ops.BITCAST, dt, (bits.cast(dtypes.uint16).uop,)))
-        return Tensor(UOp(Ops.CAST, dt, (self.uop,)))
+        return Tensor(UOp(_CAST, dt, (self.uop,)))
 
     def bitcast(self, dtype: DType | str) -> Tensor:
         """The same bits read as `dtype` (which must have the same size).
@@ -214,7 +227,7 @@ class ElementwiseMixin:
         a, b = self._broadcasted(x, reverse, "sub")
         if a.dtype == dtypes.bool:
             raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor")
-        return a._alu(Ops.ADD, b.neg())
+        return a._alu(_ADD, b.neg())
 
     def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
         """True division (ints promote to float); rounding_mode "trunc" or "floor" as in PyTorch.
@@ -283,7 +296,7 @@ class ElementwiseMixin:
         if dtypes.is_unsigned(self.dtype):
             # wraps like torch: x * (2**bits - 1) is -x modulo 2**bits (a -1 operand would widen to int64)
             return self * dtypes.max(self.dtype)
-        return self * -1 if dtypes.is_int(self.dtype) else self._alu(Ops.NEG)
+        return self * -1 if dtypes.is_int(self.dtype) else self._alu(_NEG)
 
     def minimum(self, x: Any) -> Tensor:
         """Elementwise minimum.
@@ -320,7 +333,7 @@ class ElementwiseMixin:
             x_t, y_t = x_t._broadcasted(y, False, "where")
         shape = _broadcast_shape(cond.shape, x_t.shape, "where")
         cond, x_t, y_t = cond._broadcast_to(shape), x_t._broadcast_to(shape), y_t._broadcast_to(shape)
-        return Tensor(UOp(Ops.WHERE, x_t.dtype, (cond.uop, x_t.uop, y_t.uop)))
+        return Tensor(UOp(_WHERE, x_t.dtype, (cond.uop, x_t.uop, y_t.uop)))
 
     def masked_select(self, mask: Tensor) -> Tensor:
         """The elements where `mask` (broadcast) is true, as a 1-D tensor. Its length depends on the data: the mask is
