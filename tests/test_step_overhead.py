@@ -340,3 +340,29 @@ def test_relu_builds_the_nodes_of_the_general_path(dtype, shape, monkeypatch):
     ref = np.where(values.astype(np.float32) > 0, values.astype(np.float32), 0).astype(np.float32)
     if dtype not in ("bool", "int32", "int8"):
         np.testing.assert_allclose(direct.cast("float32").numpy(), ref, rtol=1e-2)
+
+
+def test_pattern_rules_get_their_capture_by_position_or_by_name():
+    # a rule of one named node is called with it positionally when its function takes it next (after ctx): the same
+    # arguments as by name
+    from uopkit.uop.ops import PatternMatcher, UPat
+
+    seen: list[tuple] = []
+
+    def ctx_then_node(ctx, x):
+        seen.append(("ctx_then_node", ctx, x))
+
+    def node_only(x):
+        seen.append(("node_only", None, x))
+
+    def by_keyword(ctx, *, x):
+        seen.append(("by_keyword", ctx, x))
+
+    def last(ctx, x):
+        return UOp.const(dtypes.float32, 2.0)
+
+    pm = PatternMatcher([(UPat(Ops.NEG, name="x"), f) for f in (ctx_then_node, node_only, by_keyword, last)])
+    u = UOp(Ops.NEG, dtypes.float32, (UOp.const(dtypes.float32, 1.0),))
+    assert pm.rewrite(u, "c") is UOp.const(dtypes.float32, 2.0)
+    assert seen == [(name, "c" if name != "node_only" else None, u) for name, *_ in seen]
+    assert [name for name, *_ in seen] == ["ctx_then_node", "node_only", "by_keyword"]
