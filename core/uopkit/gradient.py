@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from uopkit.dtype import dtypes
 from uopkit.helpers import argsort
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, cast_scalar
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, cast_scalar, const_identity
 
 
 class GradientError(RuntimeError):
@@ -40,12 +40,18 @@ class GradientContext:
 
     grad: UOp
     devices: _Devices
+    # the constants built so far, by (device, dtype, shape, value): the rules of one graph ask for the same few
+    consts: dict[tuple, UOp] = field(default_factory=dict)
 
     def const(self, like: UOp, value: Any) -> UOp:
         """`value` with the dtype and shape of `like`, on its device (the tensor-graph form of a constant)."""
-        c = UOp(_CONST, like.dtype, (UOp(_DEVICE, arg=self.devices[like]),), cast_scalar(value, like.dtype))
-        shape = like.shape or ()
-        return _expand(_reshape(c, (1,) * len(shape)), shape)
+        device, shape = self.devices[like], like.shape or ()
+        key = (device, like.dtype, shape, type(value), const_identity(value))
+        ret = self.consts.get(key)
+        if ret is None:
+            c = UOp(_CONST, like.dtype, (UOp(_DEVICE, arg=device),), cast_scalar(value, like.dtype))
+            ret = self.consts[key] = _expand(_reshape(c, (1,) * len(shape)), shape)
+        return ret
 
 
 # ---------------------------------------------------------------------------------------------------------------------

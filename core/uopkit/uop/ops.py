@@ -6,6 +6,7 @@ import functools
 import itertools
 import math
 import operator
+import struct
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum, auto
@@ -232,8 +233,6 @@ def cast_scalar(x: Any, dt: DType) -> Any:
                 return 0
             x = int(x)
         return _wrap_int(int(x), dt)
-    import struct
-
     x = float(x)
     if dt == dtypes.float32 and math.isfinite(x):
         try:
