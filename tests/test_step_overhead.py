@@ -366,3 +366,27 @@ def test_pattern_rules_get_their_capture_by_position_or_by_name():
     assert pm.rewrite(u, "c") is UOp.const(dtypes.float32, 2.0)
     assert seen == [(name, "c" if name != "node_only" else None, u) for name, *_ in seen]
     assert [name for name, *_ in seen] == ["ctx_then_node", "node_only", "by_keyword"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("shape", [(3, 4), (5,), (1,), ()])
+def test_plain_sgd_update_builds_the_nodes_of_the_tensor_methods(dtype, shape, monkeypatch):
+    # plain SGD builds p - lr * grad as nodes directly: the STORE is the one the Tensor methods' update gives
+    from uopkit.nn import optim
+
+    w = Tensor(np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(dtype), requires_grad=True)
+    opt = optim.SGD([w], lr=0.5)
+    (w * w).sum().backward()
+    before = w.uop
+    opt.schedule_step()
+    direct = w.uop
+    w.uop = before
+    monkeypatch.setattr(optim, "_sgd_update", lambda p, grad, lr: None)
+    opt.schedule_step()
+    assert w.uop is direct
+    monkeypatch.undo()
+    taken = optim._sgd_update(w, w.grad, opt.lr) is not None
+    assert taken == (dtype == "float32")
+    w.realize()
+    expected = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(dtype)
+    np.testing.assert_allclose(w.numpy(), expected - 0.5 * 2 * expected, atol=1e-3)
