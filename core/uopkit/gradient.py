@@ -24,14 +24,8 @@ class GradientError(RuntimeError):
 # module constants for the builders and the walks over the whole graph below: on Python 3.11 every `Ops.X` is a
 # lookup through EnumType's slow __getattr__ hook (~0.1 us)
 _DEVICE, _BUFFER, _COPY, _KERNEL, _CONST = Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.CONST
-_RESHAPE, _EXPAND, _REDUCE_AXIS, _ADD, _NEG, _FDIV = (
-    Ops.RESHAPE,
-    Ops.EXPAND,
-    Ops.REDUCE_AXIS,
-    Ops.ADD,
-    Ops.NEG,
-    Ops.FDIV,
-)
+_RESHAPE, _EXPAND, _REDUCE_AXIS = Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE_AXIS
+_ADD, _NEG, _FDIV = Ops.ADD, Ops.NEG, Ops.FDIV
 
 
 @dataclass

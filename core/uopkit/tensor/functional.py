@@ -26,14 +26,8 @@ if TYPE_CHECKING:
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook (~0.15 us)
 _ADD, _MUL, _NEG, _EXP2, _LOG2, _MAX = Ops.ADD, Ops.MUL, Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.MAX
 _CMPEQ, _CMPNE, _WHERE, _CAST, _FDIV = Ops.CMPEQ, Ops.CMPNE, Ops.WHERE, Ops.CAST, Ops.FDIV
-_RESHAPE, _EXPAND, _REDUCE_AXIS, _DETACH, _IOTA, _DEVICE = (
-    Ops.RESHAPE,
-    Ops.EXPAND,
-    Ops.REDUCE_AXIS,
-    Ops.DETACH,
-    Ops.IOTA,
-    Ops.DEVICE,
-)
+_RESHAPE, _EXPAND, _REDUCE_AXIS = Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE_AXIS
+_DETACH, _IOTA, _DEVICE = Ops.DETACH, Ops.IOTA, Ops.DEVICE
 
 
 def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
