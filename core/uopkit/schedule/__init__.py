@@ -292,7 +292,7 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     if not targets:
         return none
     chosen = {id(t) for t in tensors}
-    candidates = [t for t in list(live_tensors) if id(t) not in chosen and not _is_view(t.uop)]
+    candidates = [t for t in live_tensors.snapshot() if id(t) not in chosen and not _is_view(t.uop)]
     if not candidates:
         return none
     reads = stored_reads([t.uop for t in candidates], targets)

@@ -489,7 +489,7 @@ class UOp(metaclass=UOpMeta):
 
     @staticmethod
     def new_buffer(device: str, size: int, dtype: DType) -> UOp:
-        return UOp(Ops.BUFFER, dtype, (), (next(_buffer_ids), device, size))
+        return UOp(_BUFFER, dtype, (), (next(_buffer_ids), device, size))
 
     @staticmethod
     def variable(name: str, vmin: int, vmax: int, dtype: DType | None = None) -> UOp:
