@@ -277,7 +277,7 @@ class _UOpRef(weakref.ref):
 _uop_table: dict[tuple, _UOpRef] = {}
 # creation order: a node is newer than its sources, so a graph whose root is older than a node can't hold it
 _uop_seq = itertools.count()
-_new_object = object.__new__
+_new_object: Callable[[type], Any] = object.__new__
 
 
 def _forget_uop(ref: _UOpRef) -> None:
