@@ -240,3 +240,153 @@ def test_recent_numbers_answer_only_what_takes_the_tensors_dtype():
     assert (flags + 1).dtype == dtypes.int32 and (flags + 1).tolist() == [2, 1]
     with pytest.raises(OverflowError):
         small + 2**70
+
+
+def test_dropped_nodes_leave_the_hash_consing_table():
+    from uopkit.uop import ops
+
+    nodes = [UOp(Ops.NEG, dtypes.float32, (UOp.new_buffer("CPU", 4, dtypes.float32),)) for _ in range(50)]
+    # (a key holds its sources: the NEGs' keys keep their BUFFERs alive, the BUFFERs' keys hold no node)
+    neg_keys = [(n.op, n.dtype, n.src, n.arg) for n in nodes]
+    buffer_keys = [(b.op, b.dtype, b.src, b.arg) for n in nodes for b in n.src]
+    assert all(ops._uop_table[k]() is not None for k in neg_keys + buffer_keys)
+    assert UOp(Ops.NEG, dtypes.float32, (nodes[0].src[0],)) is nodes[0]
+    del nodes
+    gc.collect()
+    assert not any(k in ops._uop_table for k in neg_keys)
+    del neg_keys
+    gc.collect()
+    assert not any(k in ops._uop_table for k in buffer_keys)
+
+
+def test_backward_after_realizing_part_of_the_graph_follows_it_back():
+    # backward() skips the walk that puts back realized values when no node of the graph was realized; when one was
+    # (the loss's inner sum here), the gradient still flows through the graph that computed it
+    from uopkit.gradient import graph_of
+    from uopkit.schedule import unrealized_graph
+
+    w = Tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+    inner = (w * w).sum()
+    inner.realize()
+    loss = inner * 2
+    nodes = graph_of(loss.uop)
+    assert unrealized_graph(loss.uop, {w.uop}, nodes) is unrealized_graph(loss.uop, {w.uop}) is not loss.uop
+    loss.backward()
+    assert w.grad.tolist() == [4.0, 8.0, 12.0]
+    fresh = (w * 3).sum()
+    assert unrealized_graph(fresh.uop, {w.uop}, graph_of(fresh.uop)) is fresh.uop
+
+
+@pytest.mark.parametrize("logits_dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("targets_dtype", ["int32", "int64", "int8", "uint8"])
+@pytest.mark.parametrize("n, c", [(6, 4), (1, 3), (4, 1), (2, 2)])
+@pytest.mark.parametrize("ignore_index", [-100, 1, 300])
+def test_cross_entropy_builds_the_nodes_of_the_general_path(
+    n, c, logits_dtype, targets_dtype, ignore_index, monkeypatch
+):
+    # the mean loss at class targets has its nodes built directly: the same nodes (so the same kernels and gradients)
+    # as log_softmax, the one-hot compare, the wheres and the sums build; other dtypes and shapes take that path
+    from uopkit.tensor import functional
+
+    rng = np.random.default_rng(n * c)
+    x = Tensor(rng.standard_normal((n, c)).astype(logits_dtype), requires_grad=True)
+    y = Tensor(rng.integers(0, c, n).astype(targets_dtype))
+    direct = x.cross_entropy(y, ignore_index=ignore_index)
+    monkeypatch.setattr(functional, "_mean_class_nll_uop", lambda logits, targets, ignore_index: None)
+    general = x.cross_entropy(y, ignore_index=ignore_index)
+    assert direct.uop is general.uop
+    monkeypatch.undo()
+    taken = functional._mean_class_nll_uop(x.uop, y.uop, ignore_index) is not None
+    assert taken == (logits_dtype != "float16" and targets_dtype in ("int32", "int64") and c > 1)
+    if targets_dtype == "uint8":
+        # (the values are another matter: one row of uint8 targets folds the loss to -0.0, on the general path too)
+        return
+    torch = pytest.importorskip("torch")
+    xt = torch.tensor(x.numpy().astype(np.float64), requires_grad=True)
+    ref = torch.nn.functional.cross_entropy(xt, torch.tensor(y.numpy().astype(np.int64)), ignore_index=ignore_index)
+    ref.backward()
+    direct.backward()
+    tol = 1e-2 if logits_dtype == "float16" else 1e-5
+    if (y.numpy() != ignore_index).any():
+        np.testing.assert_allclose(direct.item(), ref.item(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(x.grad.numpy().astype(np.float64), xt.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_cross_entropy_direct_path_checks_its_targets_first():
+    # out-of-range targets, a wrong shape or wrong class weights raise before any node is built, as on the general path
+    from uopkit.tensor import ShapeError
+
+    x = Tensor(np.zeros((3, 4), np.float32))
+    with pytest.raises(IndexError, match="target 4 is out of bounds for 4 classes"):
+        x.cross_entropy(Tensor(np.array([0, 4, 1], np.int32)))
+    with pytest.raises(IndexError, match="target -1 is out of bounds"):
+        x.cross_entropy(Tensor(np.array([0, -1, 1], np.int64)))
+    with pytest.raises(ShapeError, match="class targets"):
+        x.cross_entropy(Tensor(np.array([0, 1], np.int32)))
+    with pytest.raises(ShapeError, match="weight shape"):
+        x.cross_entropy(Tensor(np.array([0, 4, 1], np.int32)), weight=Tensor(np.ones(3, np.float32)))
+    # the ignored index may lie outside the classes
+    assert x.cross_entropy(Tensor(np.array([0, -100, 1], np.int32))).item() == pytest.approx(np.log(4))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "int8", "bool"])
+@pytest.mark.parametrize("shape", [(2, 3), (), (0, 4), (5,)])
+def test_relu_builds_the_nodes_of_the_general_path(dtype, shape, monkeypatch):
+    # a float relu's nodes are built directly: the same nodes as (x > 0).where(x, 0)
+    values = np.linspace(-2, 2, int(np.prod(shape))).reshape(shape)
+    x = Tensor(values.astype(np.float32)).cast(dtype)
+    direct = x.relu()
+    assert direct.uop is (x > 0).where(x, 0).uop
+    ref = np.where(values.astype(np.float32) > 0, values.astype(np.float32), 0).astype(np.float32)
+    if dtype not in ("bool", "int32", "int8"):
+        np.testing.assert_allclose(direct.cast("float32").numpy(), ref, rtol=1e-2)
+
+
+def test_pattern_rules_get_their_capture_by_position_or_by_name():
+    # a rule of one named node is called with it positionally when its function takes it next (after ctx): the same
+    # arguments as by name
+    from uopkit.uop.ops import PatternMatcher, UPat
+
+    seen: list[tuple] = []
+
+    def ctx_then_node(ctx, x):
+        seen.append(("ctx_then_node", ctx, x))
+
+    def node_only(x):
+        seen.append(("node_only", None, x))
+
+    def by_keyword(ctx, *, x):
+        seen.append(("by_keyword", ctx, x))
+
+    def last(ctx, x):
+        return UOp.const(dtypes.float32, 2.0)
+
+    pm = PatternMatcher([(UPat(Ops.NEG, name="x"), f) for f in (ctx_then_node, node_only, by_keyword, last)])
+    u = UOp(Ops.NEG, dtypes.float32, (UOp.const(dtypes.float32, 1.0),))
+    assert pm.rewrite(u, "c") is UOp.const(dtypes.float32, 2.0)
+    assert seen == [(name, "c" if name != "node_only" else None, u) for name, *_ in seen]
+    assert [name for name, *_ in seen] == ["ctx_then_node", "node_only", "by_keyword"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("shape", [(3, 4), (5,), (1,), ()])
+def test_plain_sgd_update_builds_the_nodes_of_the_tensor_methods(dtype, shape, monkeypatch):
+    # plain SGD builds p - lr * grad as nodes directly: the STORE is the one the Tensor methods' update gives
+    from uopkit.nn import optim
+
+    w = Tensor(np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(dtype), requires_grad=True)
+    opt = optim.SGD([w], lr=0.5)
+    (w * w).sum().backward()
+    before = w.uop
+    opt.schedule_step()
+    direct = w.uop
+    w.uop = before
+    monkeypatch.setattr(optim, "_sgd_update", lambda p, grad, lr: None)
+    opt.schedule_step()
+    assert w.uop is direct
+    monkeypatch.undo()
+    taken = optim._sgd_update(w, w.grad, opt.lr) is not None
+    assert taken == (dtype == "float32")
+    w.realize()
+    expected = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(dtype)
+    np.testing.assert_allclose(w.numpy(), expected - 0.5 * 2 * expected, atol=1e-3)

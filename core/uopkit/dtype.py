@@ -291,6 +291,8 @@ def _upper_bounds(dt: DType) -> frozenset[DType]:
     return frozenset({dt}).union(*(_upper_bounds(p) for p in _PROMO_PARENTS[dt]))
 
 
+# (remembered: every binary Tensor op of two tensors asks, and dtypes are few)
+@functools.cache
 def least_upper_dtype(*ds: DType) -> DType:
     """The smallest dtype every one of `ds` promotes to."""
     common = frozenset.intersection(*(_upper_bounds(d.scalar) for d in ds))

@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from uopkit.dtype import dtypes
 from uopkit.helpers import argsort
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, cast_scalar
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, cast_scalar, const_identity
 
 
 class GradientError(RuntimeError):
     pass
+
+
+# module constants for the builders and the walks over the whole graph below: on Python 3.11 every `Ops.X` is a
+# lookup through EnumType's slow __getattr__ hook (~0.1 us)
+_DEVICE, _BUFFER, _COPY, _KERNEL, _CONST = Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.CONST
+_RESHAPE, _EXPAND, _REDUCE_AXIS = Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE_AXIS
+_ADD, _NEG, _FDIV = Ops.ADD, Ops.NEG, Ops.FDIV
 
 
 @dataclass
@@ -27,12 +34,18 @@ class GradientContext:
 
     grad: UOp
     devices: _Devices
+    # the constants built so far, by (device, dtype, shape, value): the rules of one graph ask for the same few
+    consts: dict[tuple, UOp] = field(default_factory=dict)
 
     def const(self, like: UOp, value: Any) -> UOp:
         """`value` with the dtype and shape of `like`, on its device (the tensor-graph form of a constant)."""
-        c = UOp(Ops.CONST, like.dtype, (UOp(Ops.DEVICE, arg=self.devices[like]),), cast_scalar(value, like.dtype))
-        shape = like.shape or ()
-        return _expand(_reshape(c, (1,) * len(shape)), shape)
+        device, shape = self.devices[like], like.shape or ()
+        key = (device, like.dtype, shape, type(value), const_identity(value))
+        ret = self.consts.get(key)
+        if ret is None:
+            c = UOp(_CONST, like.dtype, (UOp(_DEVICE, arg=device),), cast_scalar(value, like.dtype))
+            ret = self.consts[key] = _expand(_reshape(c, (1,) * len(shape)), shape)
+        return ret
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -40,25 +53,25 @@ class GradientContext:
 
 
 def _reshape(x: UOp, shape: tuple[int, ...]) -> UOp:
-    return x if x.shape == shape else UOp(Ops.RESHAPE, x.dtype, (x,), tuple(shape))
+    return x if x.shape == shape else UOp(_RESHAPE, x.dtype, (x,), tuple(shape))
 
 
 def _expand(x: UOp, shape: tuple[int, ...]) -> UOp:
-    return x if x.shape == shape else UOp(Ops.EXPAND, x.dtype, (x,), tuple(shape))
+    return x if x.shape == shape else UOp(_EXPAND, x.dtype, (x,), tuple(shape))
 
 
 def _sum_to(x: UOp, shape: tuple[int, ...]) -> UOp:
     # sum the axes that an EXPAND broadcast (same rank, size 1 in `shape`)
     axes = tuple(i for i, (a, b) in enumerate(zip(x.shape or (), shape, strict=True)) if a != b)
-    return UOp(Ops.REDUCE_AXIS, x.dtype, (x,), (Ops.ADD, axes)) if axes else x
+    return UOp(_REDUCE_AXIS, x.dtype, (x,), (_ADD, axes)) if axes else x
 
 
 def _neg(x: UOp) -> UOp:
-    return UOp(Ops.NEG, x.dtype, (x,))
+    return UOp(_NEG, x.dtype, (x,))
 
 
 def _div(a: UOp, b: UOp) -> UOp:
-    return UOp(Ops.FDIV, a.dtype, (a, b))
+    return UOp(_FDIV, a.dtype, (a, b))
 
 
 def _pad(x: UOp, pads: tuple[tuple[int, int], ...]) -> UOp:
@@ -163,7 +176,7 @@ def do_pow_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
 
 def do_reduce_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp | None]:
     op = ret.arg[0]
-    if op is Ops.ADD:
+    if op is _ADD:
         return (_expand(ctx.grad, ret.src[0].shape or ()),)
     if op is Ops.MAX:
         return do_reduce_max_grad(ctx, ret)
@@ -261,11 +274,6 @@ def set_gradient(node: UOp, inputs: tuple[UOp, ...], rule: GradientRule) -> None
 # the reverse sweep
 
 
-# module constants for the walks over the whole graph below: on Python 3.11 every `Ops.X` is a lookup through
-# EnumType's slow __getattr__ hook (~0.1 us)
-_DEVICE, _BUFFER, _COPY, _KERNEL = Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.KERNEL
-
-
 def _not_kernel(u: UOp) -> bool:
     return u.op is not _KERNEL
 
@@ -349,35 +357,45 @@ def compute_gradient(
     when the caller has it already.
     """
     topo = list(graph if graph is not None else graph_of(root))
-    on_path: dict[UOp, bool] = {}
+    # the nodes on a path to a target (sets: membership is all the walk asks)
+    on_path: set[UOp] = set()
     # the nodes with a source on a path to a target: only these (when they receive a gradient) need their rule
     leads_on: set[UOp] = set()
     for u in topo:
         for s in u.src:
-            if on_path.get(s, False):
+            if s in on_path:
                 leads_on.add(u)
-                on_path[u] = True
+                on_path.add(u)
                 break
         else:
-            on_path[u] = u in targets
-    devices = _Devices()
+            if u in targets:
+                on_path.add(u)
+    # one context for every rule, its `grad` set per node (a rule uses it only while it runs)
+    ctx = GradientContext(root_grad, _Devices())
+    # (most graphs have no subgraph with a given gradient: no lookup per node then)
+    any_given = len(_gradient_rules) > 0
     grads: dict[UOp, UOp] = {root: root_grad}
     for u in reversed(topo):
-        g = grads.get(u)
-        if g is None or u not in leads_on:
+        if u not in leads_on:
             continue
-        given = _gradient_rules.get(u)
+        g = grads.get(u)
+        if g is None:
+            continue
+        given = _gradient_rules.get(u) if any_given else None
         if given is not None and _reaches_target_inside(u, given[0], targets):
             # a target inside the subgraph needs the gradients of the nodes in it: take the chain of rules
             given = None
-        sources = given[0] if given is not None else u.src
-        wanted = tuple(on_path.get(s, False) for s in sources)
-        if not any(wanted):
-            continue
         if given is not None:
+            sources = given[0]
+            wanted = tuple([s in on_path for s in sources])
+            if not any(wanted):
+                continue
             src_grads = given[1](g, wanted)
         else:
-            src_grads = pm_gradient.rewrite(u, GradientContext(g, devices))
+            # (a node in `leads_on` has a source on a path to a target)
+            sources = u.src
+            ctx.grad = g
+            src_grads = pm_gradient.rewrite(u, ctx)
         if src_grads is None:
             raise GradientError(f"no gradient rule for {u.op.name} (dtype {u.dtype}, shape {u.shape})")
         if len(src_grads) != len(sources):
@@ -385,7 +403,7 @@ def compute_gradient(
                 f"gradient rule for {u.op.name} gave {len(src_grads)} gradients for {len(sources)} inputs"
             )
         for s, sg in zip(sources, src_grads, strict=True):
-            if sg is None or not on_path.get(s, False):
+            if sg is None or s not in on_path:
                 continue
             if sg.shape != s.shape:
                 raise GradientError(

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -326,18 +326,21 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
     for root in new_roots:
         if root in position:
             continue
-        stack: list[tuple[UOp, bool]] = [(root, False)]
+        # depth first, sources in order, as `UOp.toposort`: each frame holds a node and the sources it has yet to look
+        # at; a node is placed once all of them are
+        stack: list[tuple[UOp, Iterator[UOp]]] = [(root, iter(root.src))]
         while stack:
-            u, sources_placed = stack.pop()
-            if not sources_placed:
-                if u in position:
-                    continue
-                stack.append((u, True))
-                for s in reversed(u.src):
-                    if s not in position:
-                        stack.append((s, False))
+            u, srcs = stack[-1]
+            for s in srcs:
+                if s not in position:
+                    break
+            else:
+                s = None
+            if s is not None:
+                stack.append((s, iter(s.src)))
                 continue
-            # (placed only here, once: in a DAG no node is pushed again above itself while its sources are placed)
+            stack.pop()
+            # (placed only here, once: in a DAG no node is pushed again while it is on the stack)
             position[u] = len(topo)
             topo.append(u)
             op = u.op

@@ -16,6 +16,7 @@ import numpy as np
 
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
 from uopkit.tensor import Tensor
+from uopkit.uop.ops import Ops, UOp
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
 
@@ -29,6 +30,28 @@ def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
 def _scalar(value: float, device: str) -> Tensor:
     # hyperparameters that change between steps live in a buffer, so changing them never recompiles a kernel
     return Tensor(np.array([value], dtype=np.float32), device=device).reshape(()).requires_grad_(False)
+
+
+# module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook
+_RESHAPE, _EXPAND, _DETACH, _MUL, _NEG, _ADD = Ops.RESHAPE, Ops.EXPAND, Ops.DETACH, Ops.MUL, Ops.NEG, Ops.ADD
+
+
+def _sgd_update(p: Tensor, grad: Tensor, lr: Tensor) -> Tensor | None:
+    """`p.detach() - lr * grad.detach()` for a float parameter, its gradient and the 0-d learning rate of one dtype
+    and device, built as nodes directly: the nodes the Tensor methods build (a test checks), without their checks and
+    intermediate tensors, for every parameter of every step (None: another case, for the Tensor methods)."""
+    w, g, r = p.uop, grad.uop, lr.uop
+    dt, shape = w.dtype, w.shape
+    if g.dtype is not dt or r.dtype is not dt or dt is dtypes.bfloat16 or not dtypes.is_float(dt) or shape is None:
+        return None
+    if g.shape != shape or r.shape != () or not w.device == g.device == r.device:
+        return None
+    if shape:
+        r = UOp(_RESHAPE, dt, (r,), (1,) * len(shape))
+        if r.arg != shape:
+            r = UOp(_EXPAND, dt, (r,), tuple(shape))
+    step = UOp(_MUL, dt, (r, UOp(_DETACH, dt, (g,))))
+    return Tensor(UOp(_ADD, dt, (UOp(_DETACH, dt, (w,)), UOp(_NEG, dt, (step,)))))
 
 
 def _dedup(ts: list[Tensor]) -> list[Tensor]:
@@ -116,6 +139,12 @@ class SGD(Optimizer):
     def _step(self, params: list[Tensor]) -> list[Tensor]:
         for p in params:
             assert p.grad is not None
+            if not self.weight_decay and not self.momentum:
+                # (plain SGD: the update's nodes built directly when the dtypes and devices allow)
+                new = _sgd_update(p, p.grad, self.lr)
+                if new is not None:
+                    p.assign(new)
+                    continue
             g = p.grad.detach()
             if self.weight_decay:
                 g = g + self.weight_decay * p.detach()

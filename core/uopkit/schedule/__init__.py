@@ -91,13 +91,26 @@ _MOVEMENT = GroupOp.Movement
 computed_from = WeakKeyMap()
 
 
-def unrealized_graph(root: UOp, keep: set[UOp]) -> UOp:
+def unrealized_graph(root: UOp, keep: set[UOp], nodes: dict[UOp, None] | None = None) -> UOp:
     """`root` with realized values replaced by the graphs that computed them (except the nodes in `keep`).
 
-    STOREs are left as they are: no gradient flows through them, and their targets must stay storage.
+    STOREs are left as they are: no gradient flows through them, and their targets must stay storage. `nodes`: the
+    nodes of `root`'s graph when the caller has them, or more (the gradient's walk, which goes through STOREs and
+    stops only at the KERNELs under them).
     """
+    topo = root.toposort(gate=_not_store) if nodes is None else nodes
+    # (the usual case, a backward() right after the forward pass: no node of the graph was realized. Looked up from
+    # the smaller side: each lookup in `computed_from` makes a weak reference)
+    if len(computed_from) < len(topo):
+        realized = [u for u in computed_from.keys() if u in topo and u not in keep]
+    else:
+        realized = [u for u in topo if u not in keep and u in computed_from]
+    if not realized:
+        return root
+    if nodes is not None:
+        topo = root.toposort(gate=_not_store)
     memo: dict[UOp, UOp] = {}
-    for u in root.toposort(gate=_not_store):
+    for u in topo:
         if u.op is _STORE:
             memo[u] = u
             continue
@@ -279,7 +292,7 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     if not targets:
         return none
     chosen = {id(t) for t in tensors}
-    candidates = [t for t in list(live_tensors) if id(t) not in chosen and not _is_view(t.uop)]
+    candidates = [t for t in live_tensors.snapshot() if id(t) not in chosen and not _is_view(t.uop)]
     if not candidates:
         return none
     reads = stored_reads([t.uop for t in candidates], targets)

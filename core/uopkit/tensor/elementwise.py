@@ -31,11 +31,44 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# module constants for the ops every binary op builds: on Python 3.11 every `Ops.X` is a lookup through EnumType's
+# slow __getattr__ hook (~0.15 us)
+_CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
+    Ops.CONST,
+    Ops.DEVICE,
+    Ops.RESHAPE,
+    Ops.EXPAND,
+    Ops.CAST,
+    Ops.WHERE,
+    Ops.ADD,
+    Ops.NEG,
+)
+
 # the broadcast nodes of recent Python numbers (`a + 1`, `0.9 * m`), by (dtype, device, shape, number): holding them
 # keeps the hash-consed nodes alive between uses, so the next `a + 1` finds them instead of building and freeing four
 # nodes each time (a tiny op or an optimizer step, once per call)
 _recent_scalars: dict[tuple, UOp] = {}
 _RECENT_SCALARS_SIZE = 512
+
+
+def _scalar_uop(y: float | int, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
+    """A Python number (of the dtype `dt` it takes next to a tensor) broadcast to `shape`: the nodes of
+    Tensor(y).expand(shape), built directly (`a + 1`)."""
+    key = (dt, device, shape, type(y), y)
+    c = _recent_scalars.get(key) if y else None
+    if c is None:
+        c = UOp(_CONST, dt, (UOp(_DEVICE, arg=device),), _cast_py(y, dt))
+        if shape:
+            c = UOp(_RESHAPE, dt, (c,), (1,) * len(shape))
+            if c.arg != shape:
+                c = UOp(_EXPAND, dt, (c,), shape)
+        # (not zeros, whose sign a key can't tell apart, nor NaNs, which never equal their key)
+        if y and y == y:
+            if len(_recent_scalars) >= _RECENT_SCALARS_SIZE:
+                _recent_scalars.pop(next(iter(_recent_scalars)), None)
+            _recent_scalars[key] = c
+    return c
+
 
 _ADD_DOC = "Elementwise sum with broadcasting and type promotion."
 _MAX_DOC = "Elementwise maximum (NaN wins, as in numpy)."
@@ -60,9 +93,9 @@ class ElementwiseMixin:
             return self.reshape(padded).expand(shape)  # (raises the error expand gives)
         u = self.uop
         if padded != own:
-            u = UOp(Ops.RESHAPE, u.dtype, (u,), padded)
+            u = UOp(_RESHAPE, u.dtype, (u,), padded)
         if padded != shape:
-            u = UOp(Ops.EXPAND, u.dtype, (u,), tuple(shape))
+            u = UOp(_EXPAND, u.dtype, (u,), tuple(shape))
         return Tensor(u)
 
     def _const_operand(self, y: Any, op: str = "op") -> Tensor:
@@ -96,21 +129,7 @@ class ElementwiseMixin:
             if c is not None:
                 return (Tensor(c), x) if reverse else (x, Tensor(c))
         if type(y) in (float, int) and x.dtype != dtypes.bfloat16 and (dt := x._const_dtype(y, op)) == x.dtype:
-            # a Python number of the tensor's dtype (`a + 1`): the nodes of Tensor(y).expand(shape), built directly
-            shape = x.shape
-            key = (dt, x.device, shape, type(y), y)
-            c = _recent_scalars.get(key) if y else None
-            if c is None:
-                c = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=x.device),), _cast_py(y, dt))
-                if shape:
-                    c = UOp(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
-                    if c.arg != shape:
-                        c = UOp(Ops.EXPAND, dt, (c,), shape)
-                # (not zeros, whose sign a key can't tell apart, nor NaNs, which never equal their key)
-                if y and y == y:
-                    if len(_recent_scalars) >= _RECENT_SCALARS_SIZE:
-                        _recent_scalars.pop(next(iter(_recent_scalars)), None)
-                    _recent_scalars[key] = c
+            c = _scalar_uop(y, dt, x.device, x.shape)
             return (Tensor(c), x) if reverse else (x, Tensor(c))
         if type(y) is Tensor and y.uop.dtype is x.uop.dtype and y.shape == x.shape and y.device == x.device:
             # (the common case, two tensors of one shape and dtype: nothing to promote or broadcast)
@@ -126,8 +145,9 @@ class ElementwiseMixin:
             raise ValueError(f"{op}: operands are on different devices ({x.device} and {y.device})")
         if reverse:
             x, y = y, x
-        out = least_upper_dtype(x.dtype, y.dtype)
-        x, y = x.cast(out), y.cast(out)
+        if x.dtype is not y.dtype:
+            out = least_upper_dtype(x.dtype, y.dtype)
+            x, y = x.cast(out), y.cast(out)
         shape = _broadcast_shape(x.shape, y.shape, op)
         return x._broadcast_to(shape), y._broadcast_to(shape)
 
@@ -161,7 +181,7 @@ class ElementwiseMixin:
             rounded = (u + (0x7FFF + (u.rshift(16) & 1))).rshift(16)
             bits = f.isnan().where(Tensor(0x7FC0, device=self.device, dtype=dtypes.uint32), rounded)
             return Tensor(UOp(Ops.BITCAST, dt, (bits.cast(dtypes.uint16).uop,)))
-        return Tensor(UOp(Ops.CAST, dt, (self.uop,)))
+        return Tensor(UOp(_CAST, dt, (self.uop,)))
 
     def bitcast(self, dtype: DType | str) -> Tensor:
         """The same bits read as `dtype` (which must have the same size).
@@ -207,7 +227,7 @@ class ElementwiseMixin:
         a, b = self._broadcasted(x, reverse, "sub")
         if a.dtype == dtypes.bool:
             raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor")
-        return a._alu(Ops.ADD, b.neg())
+        return a._alu(_ADD, b.neg())
 
     def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
         """True division (ints promote to float); rounding_mode "trunc" or "floor" as in PyTorch.
@@ -276,7 +296,7 @@ class ElementwiseMixin:
         if dtypes.is_unsigned(self.dtype):
             # wraps like torch: x * (2**bits - 1) is -x modulo 2**bits (a -1 operand would widen to int64)
             return self * dtypes.max(self.dtype)
-        return self * -1 if dtypes.is_int(self.dtype) else self._alu(Ops.NEG)
+        return self * -1 if dtypes.is_int(self.dtype) else self._alu(_NEG)
 
     def minimum(self, x: Any) -> Tensor:
         """Elementwise minimum.
@@ -313,7 +333,7 @@ class ElementwiseMixin:
             x_t, y_t = x_t._broadcasted(y, False, "where")
         shape = _broadcast_shape(cond.shape, x_t.shape, "where")
         cond, x_t, y_t = cond._broadcast_to(shape), x_t._broadcast_to(shape), y_t._broadcast_to(shape)
-        return Tensor(UOp(Ops.WHERE, x_t.dtype, (cond.uop, x_t.uop, y_t.uop)))
+        return Tensor(UOp(_WHERE, x_t.dtype, (cond.uop, x_t.uop, y_t.uop)))
 
     def masked_select(self, mask: Tensor) -> Tensor:
         """The elements where `mask` (broadcast) is true, as a 1-D tensor. Its length depends on the data: the mask is

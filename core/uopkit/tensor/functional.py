@@ -10,15 +10,72 @@ from uopkit.dtype import (
     DType,
     dtypes,
 )
+from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
     _check_targets,
     _normalize_axis,
 )
+from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
+
+
+# module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook (~0.15 us)
+_ADD, _MUL, _NEG, _EXP2, _LOG2, _MAX = Ops.ADD, Ops.MUL, Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.MAX
+_CMPEQ, _CMPNE, _WHERE, _CAST, _FDIV = Ops.CMPEQ, Ops.CMPNE, Ops.WHERE, Ops.CAST, Ops.FDIV
+_RESHAPE, _EXPAND, _REDUCE_AXIS = Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE_AXIS
+_DETACH, _IOTA, _DEVICE = Ops.DETACH, Ops.IOTA, Ops.DEVICE
+
+
+def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
+    # a broadcast to the same rank, as `_broadcast_to` builds it
+    return u if u.shape == shape else UOp(_EXPAND, u.dtype, (u,), shape)
+
+
+def _sum_all_uop(u: UOp, dtype: DType) -> UOp:
+    # `sum()` of a 1-D node already in its accumulation dtype
+    total = u if u.shape == (1,) else UOp(_REDUCE_AXIS, dtype, (u,), (_ADD, (0,)))
+    return UOp(_RESHAPE, dtype, (total,), ())
+
+
+def _mean_class_nll_uop(logits: UOp, targets: UOp, ignore_index: int) -> UOp | None:
+    """`cross_entropy`'s mean loss of float32 or float64 logits (N, C) at int32 or int64 class targets (N,) that
+    were checked, without class weights or label smoothing, built as nodes directly (None: another case). The nodes
+    are those of the general path (log_softmax over axis 1, a one-hot compare with an iota, two wheres and sums): the
+    same graph, so the same kernels and gradients; a training step's loss, whose Tensor methods' checks and
+    intermediate tensors cost several times the nodes."""
+    shape = logits.shape
+    dt, index_dt = logits.dtype, targets.dtype
+    if shape is None or len(shape) != 2 or dt not in (dtypes.float32, dtypes.float64):
+        return None
+    n, c = shape
+    if n == 0 or c == 1 or index_dt not in (dtypes.int32, dtypes.int64) or type(ignore_index) is not int:
+        return None
+    device = logits.device
+    if targets.device != device or not dtypes.min(index_dt) <= ignore_index <= dtypes.max(index_dt):
+        return None
+    rows, lanes = (n,), (n, 1)
+    # log_softmax(1): m = x - max(x).detach(), then m - log(sum(exp(m))), exp and log in base 2
+    top = UOp(_DETACH, dt, (UOp(_REDUCE_AXIS, dt, (logits,), (_MAX, (1,))),))
+    m = UOp(_ADD, dt, (logits, UOp(_NEG, dt, (_expand_uop(top, shape),))))
+    e = UOp(_EXP2, dt, (UOp(_MUL, dt, (m, _scalar_uop(1 / math.log(2), dt, device, shape))),))
+    total = UOp(_REDUCE_AXIS, dt, (e,), (_ADD, (1,)))
+    log_total = UOp(_MUL, dt, (UOp(_LOG2, dt, (total,)), _scalar_uop(math.log(2), dt, device, lanes)))
+    logp = UOp(_ADD, dt, (m, UOp(_NEG, dt, (_expand_uop(log_total, shape),))))
+    # targets[:, None] == arange(C)[None, :]
+    iota = UOp(_RESHAPE, index_dt, (UOp(_IOTA, index_dt, (UOp(_DEVICE, arg=device),), c),), (1, c))
+    column = UOp(_RESHAPE, index_dt, (targets,), lanes)
+    onehot = UOp(_CMPEQ, dtypes.bool, (_expand_uop(column, shape), _expand_uop(iota, shape)))
+    picked = UOp(_WHERE, dt, (onehot, logp, _scalar_uop(0.0, dt, device, shape)))
+    row_sum = UOp(_REDUCE_AXIS, dt, (picked,), (_ADD, (1,)))
+    nll = UOp(_NEG, dt, (UOp(_RESHAPE, dt, (row_sum,), rows),))
+    valid = UOp(_CMPNE, dtypes.bool, (targets, _scalar_uop(ignore_index, index_dt, device, rows)))
+    nll = UOp(_WHERE, dt, (valid, nll, _scalar_uop(0.0, dt, device, rows)))
+    count = _sum_all_uop(UOp(_CAST, dtypes.int32, (valid,)), dtypes.int32)
+    return UOp(_FDIV, dt, (_sum_all_uop(nll, dt), UOp(_CAST, dt, (count,))))
 
 
 class FunctionalMixin:
@@ -81,10 +138,21 @@ class FunctionalMixin:
             raise ShapeError(f"cross_entropy: logits need a class axis, got shape {self.shape}")
         axis = 1 if self.ndim >= 2 else 0
         C = self.shape[axis]
+        if weight is not None and weight.shape != (C,):
+            raise ShapeError(f"cross_entropy: weight shape {weight.shape} should be ({C},)")
+        if not dtypes.is_float(Y.dtype):
+            expected = self.shape[:axis] + self.shape[axis + 1 :]
+            if Y.shape != expected:
+                raise ShapeError(
+                    f"cross_entropy: class targets {Y.shape} should have shape {expected} for logits {self.shape}"
+                )
+            _check_targets(Y, C, ignore_index, "cross_entropy")
+            if weight is None and not label_smoothing and reduction == "mean":
+                mean_nll = _mean_class_nll_uop(self.uop, Y.uop, ignore_index)
+                if mean_nll is not None:
+                    return Tensor(mean_nll)
         logp = self.log_softmax(axis)
         if weight is not None:
-            if weight.shape != (C,):
-                raise ShapeError(f"cross_entropy: weight shape {weight.shape} should be ({C},)")
             # logp weighted per class: every term below is then weighted as torch weights it
             wshape = (1,) * axis + (C,) + (1,) * (self.ndim - axis - 1)
             w_class = weight.cast(logp.dtype).reshape(wshape)
@@ -96,12 +164,6 @@ class FunctionalMixin:
                 raise ShapeError(f"cross_entropy: probability targets {Y.shape} must match logits {self.shape}")
             target = Y * (1 - label_smoothing) + label_smoothing / C
             return (-(wlogp * target).sum(axis))._loss_reduce(reduction, "cross_entropy")
-        expected = self.shape[:axis] + self.shape[axis + 1 :]
-        if Y.shape != expected:
-            raise ShapeError(
-                f"cross_entropy: class targets {Y.shape} should have shape {expected} for logits {self.shape}"
-            )
-        _check_targets(Y, C, ignore_index, "cross_entropy")
         valid = Y != ignore_index
         onehot = Y._one_hot_along(C)
         onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot

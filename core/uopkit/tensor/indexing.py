@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# module constants for assign (every optimizer step assigns each parameter): on Python 3.11 every `Ops.X` is a lookup
+# through EnumType's slow __getattr__ hook
+_BUFFER, _STORE = Ops.BUFFER, Ops.STORE
+_EXPAND_OR_PAD = frozenset({Ops.EXPAND, Ops.PAD})
+
+
 class IndexingMixin:
     __slots__ = ()
 
@@ -247,12 +253,12 @@ class IndexingMixin:
             # nothing to write (a STORE of an empty view would make a kernel with an empty loop); found by the fuzzer
             return self
         target = _storage_uop(self.uop)
-        if target.base.op is not Ops.BUFFER:
+        if target.base.op is not _BUFFER:
             # an unrealized target gets a buffer of its own first
             self.realize()
             target = _storage_uop(self.uop)
-        if any(n.op in (Ops.EXPAND, Ops.PAD) for n in target.movement_chain()):
+        if any(n.op in _EXPAND_OR_PAD for n in target.movement_chain()):
             raise ValueError("assign: can't write through an expanded or padded view (elements would alias)")
-        store = UOp(Ops.STORE, target.dtype, (target, _storage_uop(x.uop)))
+        store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
         self.uop = UOp(Ops.BITCAST, self.dtype, (store,)) if self.dtype == dtypes.bfloat16 else store
         return self

@@ -10,6 +10,7 @@ from uopkit.dtype import (
     dtypes,
     least_upper_float,
 )
+from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -18,7 +19,7 @@ from uopkit.tensor.support import (
     _with_gradient_of,
     float_alu_method,
 )
-from uopkit.uop.ops import Ops
+from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -325,6 +326,11 @@ class MathMixin:
         >>> Tensor([-1.0, 2.0]).relu().tolist()
         [0.0, 2.0]
         """
+        u = self.uop
+        if dtypes.is_float(u.dtype) and u.dtype is not dtypes.bfloat16:
+            # (every hidden layer's activation) the nodes of the line below, built directly: one zero, broadcast
+            zero = _scalar_uop(0, u.dtype, u.device, self.shape)
+            return Tensor(UOp(Ops.WHERE, u.dtype, (UOp(Ops.CMPLT, dtypes.bool, (zero, u)), u, zero)))
         return (self > 0).where(self, 0)
 
     def sigmoid(self) -> Tensor:

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# (a module constant: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook)
+_DETACH = Ops.DETACH
+
+
 class MovementMixin:
     __slots__ = ()
 
@@ -508,7 +512,7 @@ class MovementMixin:
         >>> Tensor([1.0]).detach().tolist()
         [1.0]
         """
-        return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+        return Tensor(UOp(_DETACH, self.dtype, (self.uop,)))
 
     def to(self, device: str | None) -> Tensor:
         """This tensor on another device (a copy when the device differs)."""

@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 TOPK_BY_SELECTION = 16
 
 
+# (module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook)
+_REDUCE_NAMES = {Ops.ADD: "sum", Ops.MAX: "max", Ops.MUL: "prod"}
+_REDUCE_AXIS = Ops.REDUCE_AXIS
+
+
 class ReduceMixin:
     __slots__ = ()
 
@@ -49,7 +54,7 @@ class ReduceMixin:
         return tuple(sorted({_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}))
 
     def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        name = {Ops.ADD: "sum", Ops.MAX: "max", Ops.MUL: "prod"}[op]
+        name = _REDUCE_NAMES[op]
         if self.dtype == dtypes.bfloat16:
             return self.float()._reduce(op, axis, keepdim).cast(dtypes.bfloat16)
         axes = self._axes(axis, name)
@@ -69,7 +74,7 @@ class ReduceMixin:
         real = [a for a in axes if self.shape[a] != 1]
         if not real:
             return self.reshape(final)
-        ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(real))))
+        ret = Tensor(UOp(_REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(real))))
         return ret.reshape(final)
 
     def _reduce_empty(self, op: Ops, axes: tuple[int, ...], final: tuple[int, ...]) -> Tensor:

@@ -259,10 +259,12 @@ class Tensor(
         [2.0, 4.0, 6.0]
         """
         root_grad = self._root_gradient(gradient, "backward")
-        wanting = [t for t in list(_all_tensors) if t.requires_grad]
+        wanting = [t for t in _all_tensors.snapshot() if t.requires_grad]
         # values realized since the forward pass are followed back to the graphs that computed them
-        root = unrealized_graph(self.uop, {t.uop for t in wanting})
-        in_graph = graph_of(root)
+        in_graph = graph_of(self.uop)
+        root = unrealized_graph(self.uop, {t.uop for t in wanting}, in_graph)
+        if root is not self.uop:
+            in_graph = graph_of(root)
         targets = [t for t in wanting if t.uop in in_graph]
         if not targets:
             if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):

@@ -6,6 +6,7 @@ import functools
 import itertools
 import math
 import operator
+import struct
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum, auto
@@ -232,8 +233,6 @@ def cast_scalar(x: Any, dt: DType) -> Any:
                 return 0
             x = int(x)
         return _wrap_int(int(x), dt)
-    import struct
-
     x = float(x)
     if dt == dtypes.float32 and math.isfinite(x):
         try:
@@ -264,18 +263,26 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Any]) -> Any:
 # UOp
 
 
+class _UOpRef(weakref.ref):
+    """The table's weak reference to a node, carrying the node's key: the callback drops the entry without a second
+    table from references to keys (a dict insert and a pop less per node)."""
+
+    __slots__ = ("key",)
+    key: tuple
+
+
 # hash-consing: building the same (op, dtype, src, arg) twice gives the same object. The table holds weak references
 # (a node lives as long as something uses it); plain dicts and weakref.ref are C calls, where WeakValueDictionary
 # runs Python code on every insert and lookup, and building graphs inserts a lot
-_uop_table: dict[tuple, weakref.ref] = {}
+_uop_table: dict[tuple, _UOpRef] = {}
 # creation order: a node is newer than its sources, so a graph whose root is older than a node can't hold it
 _uop_seq = itertools.count()
-_uop_keys: dict[weakref.ref, tuple] = {}
+_new_object: Callable[[type], Any] = object.__new__
 
 
-def _forget_uop(ref: weakref.ref) -> None:
-    key = _uop_keys.pop(ref, None)
-    if key is not None and _uop_table.get(key) is ref:
+def _forget_uop(ref: _UOpRef) -> None:
+    key = ref.key
+    if _uop_table.get(key) is ref:
         del _uop_table[key]
 
 
@@ -303,9 +310,13 @@ class UOpMeta(type):
             raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from e
         if ref is not None and (ret := ref()) is not None:
             return ret
-        ret = super().__call__(op, dtype, src, arg)
+        # the node built here, not through type.__call__ and UOp.__init__: a Python frame less per new node
+        ret = _new_object(cls)
+        ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
+        ret._shape = ret._device = _UNSET
         ret.seq = next(_uop_seq)
-        ref = weakref.ref(ret, _forget_uop)
+        ref = _UOpRef(ret, _forget_uop)
+        ref.key = key
         # setdefault is one atomic C call: when two threads build the same node at once, both get the first one in
         winner = _uop_table.setdefault(key, ref)
         if winner is not ref:
@@ -313,7 +324,6 @@ class UOpMeta(type):
             if first is not None:
                 return first
             _uop_table[key] = ref
-        _uop_keys[ref] = key
         return ret
 
 
@@ -348,6 +358,10 @@ class WeakKeyMap:
     def __len__(self) -> int:
         return len(self._data)
 
+    def keys(self) -> list[UOp]:
+        """The keys still alive, as a list (entries can go while it is read)."""
+        return [k for k in map(operator.call, list(self._data)) if k is not None]
+
 
 _buffer_ids = itertools.count()
 # what an unset lazy slot of a UOp holds (a shape can be None)
@@ -365,6 +379,7 @@ class UOp(metaclass=UOpMeta):
     __slots__ = ("op", "dtype", "src", "arg", "seq", "_shape", "_device", "__weakref__", "__dict__")
 
     def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> None:
+        # (the fields; UOpMeta.__call__ sets them itself and doesn't call this)
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
         self._shape = self._device = _UNSET
 
@@ -474,7 +489,7 @@ class UOp(metaclass=UOpMeta):
 
     @staticmethod
     def new_buffer(device: str, size: int, dtype: DType) -> UOp:
-        return UOp(Ops.BUFFER, dtype, (), (next(_buffer_ids), device, size))
+        return UOp(_BUFFER, dtype, (), (next(_buffer_ids), device, size))
 
     @staticmethod
     def variable(name: str, vmin: int, vmax: int, dtype: DType | None = None) -> UOp:
@@ -483,7 +498,11 @@ class UOp(metaclass=UOpMeta):
         return UOp(Ops.DEFINE_VAR, dtype if dtype is not None else dtypes.index, (), (name, vmin, vmax))
 
     def alu(self, op: Ops, *src: UOp | int | float | bool) -> UOp:
-        srcs = (self, *(s if isinstance(s, UOp) else self.const_like(s) for s in src))
+        # (most ops have one other operand, a node: no generator for it)
+        if len(src) == 1 and isinstance(src[0], UOp):
+            srcs: tuple[UOp, ...] = (self, src[0])
+        else:
+            srcs = (self, *(s if isinstance(s, UOp) else self.const_like(s) for s in src))
         if op in GroupOp.Comparison:
             out = dtypes.bool.vec(self.dtype.count)
         elif op is _WHERE:
@@ -614,6 +633,12 @@ def _find_device(u: UOp) -> str:
         ret: str = u.src[1].arg
         u._device = ret
         return ret
+    # (the usual case: a node a Tensor op just built over a source that knows)
+    if u.src:
+        known = u.src[0]._device
+        if known is not _UNSET and known is not None:
+            u._device = known
+            return known  # type: ignore[no-any-return]
     # down the first sources to one that knows (Tensor ops ask as they build, so it is near), remembering it on the way
     # back
     path: list[UOp] = []
@@ -955,16 +980,26 @@ class UPat:
         return results
 
 
+# how a rule's function is called (the third field of a PatternMatcher entry): bit 0, with `ctx` first; bit 1, a
+# pattern of one named node whose function takes that node as its next positional parameter, called with it
+# positionally (a call with **{name: node} builds a dict and binds by name: gradient rules run per node of a graph)
+_WITH_CTX, _CAPTURE_BY_POSITION = 1, 2
+
+
 class PatternMatcher:
     """An ordered list of (UPat, fn) rules; `fn(ctx, **captures)` or `fn(**captures)` returns a UOp or None."""
 
     def __init__(self, patterns: Sequence[tuple[UPat, Callable[..., Any]]]) -> None:
         self.patterns = list(patterns)
-        self.pdict: dict[Ops, list[tuple[UPat, Callable[..., Any], bool]]] = {}
-        self.any_op: list[tuple[UPat, Callable[..., Any], bool]] = []
+        self.pdict: dict[Ops, list[tuple[UPat, Callable[..., Any], int]]] = {}
+        self.any_op: list[tuple[UPat, Callable[..., Any], int]] = []
         for pat, fn in self.patterns:
-            wants_ctx = "ctx" in fn.__code__.co_varnames[: fn.__code__.co_argcount]
-            entry = (pat, fn, wants_ctx)
+            params = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+            wants_ctx = "ctx" in params
+            how = _WITH_CTX if wants_ctx else 0
+            if pat.simple and params == ("ctx", pat.name)[1 - wants_ctx :]:
+                how |= _CAPTURE_BY_POSITION
+            entry = (pat, fn, how)
             if pat.op is None:
                 self.any_op.append(entry)
             else:
@@ -979,7 +1014,7 @@ class PatternMatcher:
         return PatternMatcher(self.patterns + other.patterns)
 
     def rewrite(self, uop: UOp, ctx: Any = None) -> UOp | None:
-        for pat, fn, wants_ctx in self.pdict.get(uop.op, self.any_op):
+        for pat, fn, how in self.pdict.get(uop.op, self.any_op):
             if pat.simple:
                 # (the op already selected this rule's list; only a dtype can still reject the node)
                 dts = pat._dtypes
@@ -987,12 +1022,17 @@ class PatternMatcher:
                     continue
                 if pat._ops is not None and uop.op not in pat._ops:
                     continue
-                ret = fn(ctx, **{pat.name: uop}) if wants_ctx else fn(**{pat.name: uop})  # type: ignore[dict-item]
+                if how == _WITH_CTX | _CAPTURE_BY_POSITION:
+                    ret = fn(ctx, uop)
+                elif how == _CAPTURE_BY_POSITION:
+                    ret = fn(uop)
+                else:
+                    ret = fn(ctx, **{pat.name: uop}) if how else fn(**{pat.name: uop})  # type: ignore[dict-item]
                 if ret is not None and ret is not uop:
                     return ret
                 continue
             for captures in pat.match(uop, {}):
-                ret = fn(ctx, **captures) if wants_ctx else fn(**captures)
+                ret = fn(ctx, **captures) if how & _WITH_CTX else fn(**captures)
                 if ret is not None and ret is not uop:
                     return ret
         return None
