@@ -669,6 +669,25 @@ def test_topk_by_selection_on_ints_and_inner_dims():
     np.testing.assert_array_equal(i.numpy(), ti.numpy())
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "int8", "int16"])
+def test_gather_with_narrow_and_unsigned_indices(dtype):
+    # the one-hot pick folds into a load at the index, checked to be in [0, n): an unsigned index's -1 bound is its
+    # largest value (every pick was 0) and n past a narrow dtype's largest wrapped
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 300)).astype(np.float32)
+    top = min(299, np.iinfo(np.dtype(dtype)).max)
+    idx = rng.integers(0, top + 1, (3, 7)).astype(dtype)
+    idx[0, :2] = [0, top]
+    want = np.take_along_axis(x, idx.astype(np.int64), 1)
+    np.testing.assert_array_equal(Tensor(x).gather(1, Tensor(idx)).numpy(), want)
+    np.testing.assert_array_equal(
+        Tensor(x[:1, :5]).gather(1, Tensor(idx[:1, :1] % 5)).numpy(),
+        np.take_along_axis(x[:1, :5], idx[:1, :1].astype(np.int64) % 5, 1),
+    )
+    logits = Tensor([[0.1, 0.5, -0.3]])
+    assert abs(logits.cross_entropy(Tensor(np.array([2], dtype))).item() - 1.5512505) < 1e-5
+
+
 def test_python_ints_beyond_int32_are_int64_not_wrapped():
     # as numpy (and torch, whose default int is int64): 2**40 as a scalar or in where() is int64; an int no dtype
     # asked for can hold is an error, never another number

@@ -378,7 +378,15 @@ def _fold_one_hot(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp
     # (a value read through a nested reduce's loops or registers isn't substituted into)
     if not sides or index is None or any(u.op in (Ops.DEFINE_REG, Ops.END, Ops.STORE) for u in picked.toposort()):
         return None
-    in_range = _and(index.alu(Ops.CMPLT, index.const_like(n)), index.const_like(-1).alu(Ops.CMPLT, index))
+    # (bounds the index's dtype can't hold are no bounds: -1 for an unsigned index, n past a narrow one's largest)
+    checks = []
+    if n <= dtypes.max(index.dtype):
+        checks.append(index.alu(Ops.CMPLT, index.const_like(n)))
+    if not dtypes.is_unsigned(index.dtype):
+        checks.append(index.const_like(-1).alu(Ops.CMPLT, index))
+    if not checks:
+        return picked.substitute({r: index.cast(r.dtype) if index.dtype != r.dtype else index})
+    in_range = checks[0] if len(checks) == 1 else _and(*checks)
     at = in_range.where(index, index.const_like(0))
     at = at.cast(r.dtype) if at.dtype != r.dtype else at
     return in_range.where(picked.substitute({r: at}), identity)

@@ -490,9 +490,14 @@ class ReduceMixin:
         return self.permute([d for d in range(self.ndim) if d != dim] + [dim])
 
     def _one_hot_along(self, n: int) -> Tensor:
-        # self[..., None] == arange(n): shape self.shape + (n,)
-        ar = Tensor.arange(n, device=self.device, dtype=self.dtype if dtypes.is_int(self.dtype) else dtypes.int32)
-        return self.unsqueeze(-1) == ar.reshape((1,) * self.ndim + (n,))
+        # self[..., None] == arange(n): shape self.shape + (n,), compared in self's int dtype where it holds n - 1
+        # (an int8 arange of 300 would wrap: 256 would equal 0)
+        x, dt = self, self.dtype if dtypes.is_int(self.dtype) else dtypes.int32
+        if dtypes.is_int(x.dtype) and n - 1 > dtypes.max(x.dtype):
+            x = x.cast(dtypes.int32 if n - 1 <= dtypes.max(dtypes.int32) else dtypes.int64)
+            dt = x.dtype
+        ar = Tensor.arange(n, device=self.device, dtype=dt)
+        return x.unsqueeze(-1) == ar.reshape((1,) * self.ndim + (n,))
 
     def one_hot(self, num_classes: int = -1) -> Tensor:
         """One-hot encoding of integer class indices (int32), a new last axis of `num_classes`.
