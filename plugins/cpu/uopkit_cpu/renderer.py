@@ -40,8 +40,9 @@ def simd_registers(width: int, cpuinfo: str | None = None) -> int:
 
 
 def libmvec_available(machine: str | None = None, libc: tuple[str, str] | None = None) -> bool:
-    """Whether glibc's vector math library is here: libmvec (x86-64 glibc since 2.22) has sin for 4, 8 and 16 lanes,
-    within 4 ulp (2 measured for floats), and libm's link script pulls it in when a kernel calls one."""
+    """Whether glibc's vector math library is here: libmvec (x86-64 glibc since 2.22) has sin and pow for 4, 8 and 16
+    lanes, within 4 ulp (measured for floats: sin 2, pow 1), and libm's link script pulls it in when a kernel calls
+    one."""
     machine = machine if machine is not None else platform.machine()
     lib, version = libc if libc is not None else platform.libc_ver()
     if machine not in ("x86_64", "AMD64") or lib != "glibc":
@@ -53,15 +54,20 @@ def libmvec_available(machine: str | None = None, libc: tuple[str, str] | None =
     return (major, minor) >= (2, 22)
 
 
-def libm_declarations(vector_sin: bool) -> tuple[str, ...]:
+# the <math.h> functions libmvec has vector variants of (of those kernels call)
+LIBMVEC_FUNCTIONS = ("sin", "pow")
+
+
+def libm_declarations(vector_math: bool) -> tuple[str, ...]:
     """What kernels use of <math.h>, declared: parsing the header costs ~10-20 ms of every compiler run (these are
-    the compilers' builtins, inlined where the CPU has an instruction). With `vector_sin`, sin is declared to have
-    vector variants (OpenMP's declare simd, read under -fopenmp-simd): gcc vectorizes loops that call it, through
-    libmvec's, where libm's scalar sinf left the loop scalar (1M floats: ~20x faster on one AVX-512 core)."""
+    the compilers' builtins, inlined where the CPU has an instruction). With `vector_math`, sin and pow are declared
+    to have vector variants (OpenMP's declare simd, read under -fopenmp-simd): gcc vectorizes loops that call them,
+    through libmvec's, where libm's scalar calls left the loop scalar (1M floats: sin ~20x, pow ~4x faster on one
+    AVX-512 core)."""
     lines = ['#define NAN __builtin_nanf("")', "#define INFINITY __builtin_inff()"]
     for t, s in (("float", "f"), ("double", "")):
         for name in ("sqrt", "sin", "trunc", "pow", "exp2", "log2"):
-            if name == "sin" and vector_sin:
+            if name in LIBMVEC_FUNCTIONS and vector_math:
                 lines.append("#pragma omp declare simd notinbranch")
             lines.append(f"{t} {name}{s}({t}{', ' + t if name == 'pow' else ''});")
     return tuple(lines)
@@ -112,7 +118,7 @@ class ClangRenderer(CStyleRenderer):
     # max loops: OpenMP's max reduction on the plain compare, NaNs tracked by an int flag per accumulator
     simd_max_loop: ClassVar[str] = "#pragma omp simd reduction(max:{vars}) reduction(|:{flags})"
 
-    libm: ClassVar[tuple[str, ...]] = libm_declarations(vector_sin=libmvec_available())
+    libm: ClassVar[tuple[str, ...]] = libm_declarations(vector_math=libmvec_available())
 
     def preamble(self, uops: list[UOp]) -> list[str]:
         return [*self.libm, *self.vector_typedefs(uops)]
