@@ -246,6 +246,28 @@ def test_softmax_backward_stores_the_matmul_it_sums_and_reads():
         np.testing.assert_allclose(ours.numpy(), theirs.grad.numpy(), rtol=1e-3, atol=1e-4)
 
 
+def test_a_sum_of_several_large_products_stores_each_product():
+    # x's gradient through three projections (attention's q, k, v from one x): dq @ Wq.T + dk @ Wk.T + dv @ Wv.T. In
+    # one kernel each product was a loop of its own with a scalar accumulator (attention's backward with q = k = v:
+    # 0.49 s); each is now stored by a kernel of its own, the sum reads them
+    from uopkit.schedule import create_schedule, kernelize_tensors
+    from uopkit.schedule.grouper import MIN_STORED_INNER_REDUCE
+
+    torch = __import__("pytest").importorskip("torch")
+    rng = np.random.default_rng(0)
+    xs, *ws = (rng.standard_normal(shape).astype(np.float32) for shape in [(256, 128)] + [(128, 128)] * 3)
+    x = Tensor(xs, requires_grad=True)
+    q, k, v = (x @ Tensor(w) for w in ws)
+    ((q * k).tanh() * v).sum().backward()
+    for item in create_schedule(kernelize_tensors([x.grad])):
+        large = [u for u in item.ast.toposort() if u.op is Ops.REDUCE_AXIS and u.src[0].size >= MIN_STORED_INNER_REDUCE]
+        assert len(large) <= 1
+    tx = torch.tensor(xs, requires_grad=True)
+    tq, tk, tv = (tx @ torch.tensor(w) for w in ws)
+    ((tq * tk).tanh() * tv).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-3, atol=1e-3)
+
+
 def test_a_large_reduce_under_a_stored_pad_is_stored_first():
     # a conv input's gradient (a transposed convolution) over relu's mask of the forward conv: the padded gradient is
     # stored for the windows, and the forward conv it reads is stored before it, not computed once per padded element

@@ -120,6 +120,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
     _realize_shared_reduces(ctx, topo)
     while _realize_misplaced_row_reduces(ctx):
         _realize_shared_reduces(ctx, topo)
+    if _realize_combined_reduces(ctx):
+        _realize_shared_reduces(ctx, topo)
     return ctx
 
 
@@ -145,6 +147,36 @@ def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
         if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(set(ctx.children.get(u, []))) > 1:
             ctx.realize[u] = None
             depth[u] = 0
+
+
+def _realize_combined_reduces(ctx: GrouperContext) -> bool:
+    """A kernel whose value combines several large reduces elementwise (an input's gradient summed over the paths
+    that read it: q, k and v projected from one x give dq @ Wq.T + dk @ Wk.T + dv @ Wv.T) computes each in loops of
+    its own, one scalar accumulator each, and only the kernel's own reduce gets a register tile: the others are
+    stored by kernels of their own. Reduces broadcast back into the kernel (softmax's, a norm's) are not counted:
+    computed once per row, they are meant to be fused. (After the shared values are stored: one of them may be the
+    second reduce.) Whether it stored any."""
+    added = False
+    for root in list(ctx.realize):
+        found: list[UOp] = []
+        seen: set[UOp] = set()
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n in seen or (n is not root and _stops_region(ctx, n)) or n.op is Ops.EXPAND:
+                continue
+            seen.add(n)
+            if n.op is Ops.REDUCE_AXIS:
+                found.append(n)
+                continue
+            stack.extend(n.src)
+        large = [r for r in found if r.src[0].size >= MIN_STORED_INNER_REDUCE]
+        if len(large) >= 2:
+            for r in large:
+                if r is not root.base:
+                    ctx.realize[r] = None
+                    added = True
+    return added
 
 
 def fuses_row_reduces(device: str) -> bool:
