@@ -103,7 +103,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
             # a reduce over values that are themselves reduces read more than once (softmax over a matmul,
             # attention's scores: its max, its sum and its output would each recompute every score; softmax's
             # backward: the sum of p * dp over a row and dp itself, dp a matmul; none of them in a register tile):
-            # those are stored once. Other reduces of reduces (a max pool over a convolution) stay fused
+            # those are stored once (a max pool over relu of a convolution too: relu reads the conv twice). A reduce
+            # read once inside another stays fused
             for inner in _reused_inner_reduces(ctx, u.src[0]):
                 # (a small one costs less computed again than stored by a kernel of its own)
                 if inner.src[0].size >= MIN_STORED_INNER_REDUCE:
