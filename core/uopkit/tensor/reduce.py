@@ -343,9 +343,8 @@ class ReduceMixin:
             return x
         t = x.transpose(axis, -1)
         if n <= _CUM_BLOCK:
-            # every prefix as a window (padded with -inf), then a logsumexp per window
-            windows = t.pad(((0, 0),) * (t.ndim - 1) + ((n - 1, 0),), value=-math.inf)._pool((n,))
-            return windows.logsumexp(-1).transpose(axis, -1)
+            # every prefix (masked with -inf), then a logsumexp per prefix (over a padded copy's windows: 5x slower)
+            return t._prefixes(-math.inf).logsumexp(-1).transpose(axis, -1)
         m = t.max(-1, keepdim=True)
         m = m.isinf().where(0.0, m).detach()
         return ((t - m).exp().cumsum(-1).log() + m).transpose(axis, -1)
