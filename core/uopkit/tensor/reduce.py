@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# products and extremes over masked prefixes (n^2 taps) up to this long; longer go in blocks of sqrt(n): 4096x256
+# cumprod 25 -> 11 ms, cummax 48 -> 16 ms (a sum's padded windows vectorize, so it stays in one level to _CUM_BLOCK)
+_CUM_BLOCK_MASKED = 64
+
 # topk picks its k elements one round at a time for k up to this (and rows at least this many times k); more: a sort
 TOPK_BY_SELECTION = 16
 
@@ -253,7 +257,7 @@ class ReduceMixin:
             # a sum's windows over a padded copy: the copy is stored and the windows' taps vectorize across outputs
             padded = x.pad(((0, 0),) * (x.ndim - 1) + ((n - 1, 0),), value=identity)
             ret = padded._pool((n,))._reduce(op, -1)
-        elif n <= _CUM_BLOCK:
+        elif n <= _CUM_BLOCK_MASKED:
             ret = x._prefixes(identity)._reduce(op, -1)
         else:
             # prefix within blocks of b, then add (combine) the prefix of the previous blocks' totals
