@@ -439,19 +439,27 @@ def test_overlapping_pool_gradient_is_one_elementwise_kernel() -> None:
     assert not any(u.op is Ops.REDUCE_AXIS for u in last.ast.toposort())
 
 
-def test_cumulative_windows_keep_the_chain_of_rules() -> None:
-    # a cumulative sum's windows (one tap per element, or per block) get their gradient from the movement ops' rules
-    # (a sum of a slice per tap was 15x slower there), and it is right
+def test_cumsum_gradient_is_a_reversed_cumsum() -> None:
+    # a cumulative sum's gradient is given whole (a running sum of g from the far end) on its output node: the chain
+    # through its windows' movement ops was a gather 3-4x slower; its windows get no per-tap rule of a pool
     from uopkit.gradient import _gradient_rules
 
     for n in (40, 800):
-        graph = Tensor(_randn(3, n)).cumsum(1).uop.toposort()
-        assert not [u for u in graph if _gradient_rules.get(u) is not None]
+        out = Tensor(_randn(3, n)).cumsum(1)
+        assert [u for u in out.uop.toposort() if _gradient_rules.get(u) is not None] == [out.uop]
     # while a pool's overlapping windows have one
     graph = Tensor(_randn(1, 1, 6, 6)).avg_pool2d(3, stride=1).uop.toposort()
     assert [u for u in graph if _gradient_rules.get(u) is not None]
-    check_grad(lambda t: t.cumsum(1), [_randn(3, 40)], lambda t: torch.cumsum(t, 1), atol=1e-4)
-    check_grad(lambda t: t.cumsum(1), [_randn(3, 80)], lambda t: torch.cumsum(t, 1), atol=1e-4)
+    for shape, axis in (((3, 40), 1), ((3, 80), 1), ((37, 3), 0), ((2, 700, 2), 1), ((2, 5, 1), 2), ((7,), 0)):
+        check_grad(lambda t, a=axis: t.cumsum(a), [_randn(*shape)], lambda t, a=axis: torch.cumsum(t, a), atol=1e-4)
+    check_grad(lambda t: t.cumsum(-2), [_randn(6, 4)], lambda t: torch.cumsum(t, -2), atol=1e-4)
+    # float16: the sum runs in float32 and is cast back; its gradient comes back through the casts
+    x = Tensor(_randn(4, 9).astype(np.float16), requires_grad=True)
+    (x.cumsum(1) * Tensor(np.arange(36, dtype=np.float16).reshape(4, 9))).sum().backward()
+    t = torch.tensor(x.numpy(), requires_grad=True)
+    (t.cumsum(1) * torch.arange(36, dtype=torch.float16).reshape(4, 9)).sum().backward()
+    assert x.grad is not None and t.grad is not None
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float32), t.grad.numpy().astype(np.float32), rtol=1e-2)
 
 
 def test_cross_entropy_gradient() -> None:

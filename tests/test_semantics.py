@@ -579,6 +579,13 @@ def test_logcumsumexp(n):
     _compare(lambda t: t.logcumsumexp(1), x, atol=1e-4)
     big = np.array([-1000.0, 0.0, -math.inf, 5.0], np.float32)
     np.testing.assert_allclose(Tensor(big).logcumsumexp(0).numpy(), torch.tensor(big).logcumsumexp(0).numpy())
+    odd = np.array([[-math.inf, 1.0, math.inf, 2.0], [0.0, math.nan, 3.0, -math.inf]], np.float32)
+    np.testing.assert_allclose(Tensor(odd).logcumsumexp(1).numpy(), torch.tensor(odd).logcumsumexp(1).numpy())
+    if 1 < n <= 512:
+        # prefixes masked over the input, not windows of a padded copy (5x slower)
+        from uopkit.uop.ops import Ops
+
+        assert not [u for u in Tensor(x).logcumsumexp(1).uop.toposort() if u.op is Ops.PAD]
 
 
 def test_masked_select():
@@ -908,3 +915,45 @@ def test_tanh_float32_within_two_ulp_keeps_negative_zero_and_finite_gradients():
     assert np.isnan(out.numpy()[4])
     out.sum().backward()
     np.testing.assert_array_equal(special.grad.numpy()[:4], [1.0, 1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 13, 100, 513, 4099])
+def test_cumprod_cummax_cummin_as_masked_prefixes(n):
+    # products and extremes reduce a mask over the input's expand (no padded copy whose windows are checked loads);
+    # values as PyTorch's with NaN and inf in them, on both axes, for ints and half floats too
+    from uopkit import dtypes
+    from uopkit.uop.ops import Ops
+
+    if 1 < n <= 64:  # (longer axes go in blocks, padded to a whole number of them)
+        assert not [u for u in Tensor.ones(3, n).cumprod(1).uop.toposort() if u.op is Ops.PAD]
+        assert not [u for u in Tensor.ones(3, n).cummax(1)[0].uop.toposort() if u.op is Ops.PAD]
+    if n > 64:
+        # long axes go in blocks: no reduce over more than sqrt(n) (rounded up) taps
+        graph = Tensor.ones(3, n).cumprod(1).uop.toposort()
+        reduces = [u for u in graph if u.op is Ops.REDUCE_AXIS]
+        assert reduces and all(u.src[0].shape[a] <= math.isqrt(n - 1) + 1 for u in reduces for a in u.arg[1])
+    rng = np.random.default_rng(n)
+    x = rng.uniform(0.9, 1.1, (3, n)).astype(np.float32)
+    x[0, n // 2] = math.nan
+    x[1, n // 3] = math.inf
+    x[2, (2 * n) // 3] = -math.inf
+    for axis in (0, 1, -1):
+        np.testing.assert_allclose(
+            Tensor(x).cumprod(axis).numpy(), torch.tensor(x).cumprod(axis).numpy(), rtol=1e-4, equal_nan=True
+        )
+        for op in ("cummax", "cummin"):
+            (v, i), (tv, ti) = getattr(Tensor(x), op)(axis), getattr(torch.tensor(x), op)(axis)
+            np.testing.assert_array_equal(v.numpy(), tv.numpy())
+            np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    xi = rng.integers(-1, 2, (2, n)).astype(np.int32)  # (no overflow: PyTorch's int product is int64)
+    np.testing.assert_array_equal(Tensor(xi).cumprod(1).numpy(), torch.tensor(xi).cumprod(1).numpy())
+    np.testing.assert_array_equal(Tensor(xi).cummin(1)[0].numpy(), torch.tensor(xi).cummin(1).values.numpy())
+    for dt, tdt in ((dtypes.float16, torch.float16), (dtypes.bfloat16, torch.bfloat16)):
+        h = torch.tensor(x[:, : min(n, 40)]).to(tdt)
+        ours = Tensor(h.float().numpy()).cast(dt)
+        np.testing.assert_array_equal(
+            ours.cummax(1)[0].cast(dtypes.float32).numpy(), h.cummax(1).values.float().numpy()
+        )
+        np.testing.assert_allclose(
+            ours.cumprod(1).cast(dtypes.float32).numpy(), h.cumprod(1).float().numpy(), rtol=2e-2, equal_nan=True
+        )
