@@ -7,6 +7,8 @@ may sit deeper, and are emitted as early as possible so loop-invariant work stay
 
 from __future__ import annotations
 
+import math
+
 from uopkit.dtype import dtypes
 from uopkit.uop.ops import GroupOp, Ops, UOp
 from uopkit.uop.spec import reduce_loop_kind
@@ -159,9 +161,10 @@ def _one_hot_update(b: UOp) -> UOp | None:
 
 
 def _is_zero(u: UOp) -> bool:
+    # +0 (or a vector of them): -0.0 is the sum's identity too, but no update adds it under a select
     if u.op is Ops.VECTORIZE:
         return all(_is_zero(s) for s in u.src)
-    return u.op is Ops.CONST and u.arg == 0 and not (isinstance(u.arg, float) and str(u.arg).startswith("-"))
+    return u.op is Ops.CONST and u.arg == 0 and math.copysign(1.0, u.arg) > 0
 
 
 def _branch_updates(body: list[UOp], uops: list[UOp], loop: UOp) -> list[UOp]:

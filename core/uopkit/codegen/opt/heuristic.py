@@ -92,7 +92,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
                 more = _divisor(passes, tuple(m for m in (16, 8, 4, 2) if passes // m >= kernel_threads(plan)))
                 if more:
                     plan = _try(plan, Opt(OptOps.UPCAST, axis, more), renderer)
-        if big and amt and amt >= 4 and reusing:
+        if big and (amt or 0) >= 4 and reusing:
             # a register tile: rows along an axis that the vector's loads don't move along reuse each loaded vector
             # (the rows of a matmul, the output channels of a convolution; narrower vectors where the row isn't
             # whole widest ones, a 56-wide image row in 8s)
@@ -150,12 +150,12 @@ def _register_tile(
     return best[1:] if best is not None else None
 
 
-def _tile_score(a: int, b: int, renderer: Renderer, lanes: int = 0) -> float:
-    """FMAs per load of an a x b register tile of `lanes`-wide vectors (default: the widest; a step loads a and b
-    values for a*b FMAs), 0 where its accumulators, the smaller side's loads and one spare don't fit in the registers
-    or the lanes pass MAX_LANES."""
+def _tile_score(a: int, b: int, renderer: Renderer, lanes: int) -> float:
+    """FMAs per load of an a x b register tile of `lanes`-wide vectors (a step loads a and b values for a*b FMAs), 0
+    where its accumulators, the smaller side's loads and one spare don't fit in the registers or the lanes pass
+    MAX_LANES."""
     registers = renderer.caps.vector_registers or 32
-    if a * b + min(a, b) + 1 > registers or a * b * (lanes or renderer.caps.max_vector_width) > MAX_LANES:
+    if a * b + min(a, b) + 1 > registers or a * b * lanes > MAX_LANES:
         return 0.0
     return a * b / (a + b)
 
