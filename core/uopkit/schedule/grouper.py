@@ -103,9 +103,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
             # a reduce over values that are themselves reduces read more than once (softmax over a matmul,
             # attention's scores: its max, its sum and its output would each recompute every score; softmax's
             # backward: the sum of p * dp over a row and dp itself, dp a matmul; none of them in a register tile):
-            # those are stored once (a max pool over relu of a convolution too: relu reads the conv twice). A reduce
-            # read once inside another stays fused
-            for inner in _reused_inner_reduces(ctx, u.src[0]):
+            # those are stored once. Other reduces of reduces (a max pool over a convolution) stay fused
+            for inner in _reused_inner_reduces(ctx, u):
                 # (a small one costs less computed again than stored by a kernel of its own)
                 if inner.src[0].size >= MIN_STORED_INNER_REDUCE:
                     ctx.realize[inner] = None
@@ -320,21 +319,37 @@ def _broadcast_back(ctx: GrouperContext, u: UOp) -> bool:
     return False
 
 
-def _reused_inner_reduces(ctx: GrouperContext, u: UOp) -> list[UOp]:
-    """The reduces in the fused region of `u` (not through an EXPAND: a row's own reduce broadcast back is fused
-    once per row) that other ops read too, or whose value reaches `u` through a node that other ops read."""
+def _reused_inner_reduces(ctx: GrouperContext, red: UOp) -> list[UOp]:
+    """The reduces in the fused region of reduce `red`'s source (not through an EXPAND: a row's own reduce broadcast
+    back is fused once per row) that an op outside the region reads too, itself or through a node on its way to
+    `red`: computed again there (softmax over attention's scores: its max, its sum and its output; softmax's backward:
+    the sum of p * dp over a row, and dp again after it). Reads inside the region (relu of a conv under a max pool
+    reads the conv twice) compute it once."""
+
+    def region_of(root: UOp) -> set[UOp]:
+        seen: set[UOp] = set()
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if n in seen or n.op is Ops.EXPAND or _stops_region(ctx, n):
+                continue
+            seen.add(n)
+            if n.op is not Ops.REDUCE_AXIS:
+                stack.extend(n.src)
+        return seen
+
+    # (`red` itself reads its source: not an outside read)
+    region = region_of(red.src[0]) | {red}
     found: list[UOp] = []
-    seen: set[UOp] = set()
-    stack = [(u, False)]
+    done: set[UOp] = set()
+    stack = [(red.src[0], False)]
     while stack:
         n, shared = stack.pop()
-        if n in seen or n.op is Ops.EXPAND or _stops_region(ctx, n):
+        if n in done or n not in region:
             continue
-        seen.add(n)
-        shared = shared or len(set(ctx.children.get(n, []))) > 1
+        done.add(n)
+        shared = shared or any(c not in region for c in ctx.children.get(n, []))
         if n.op is Ops.REDUCE_AXIS:
-            # (read by other ops itself counts: softmax's backward sums p * dp over a row and reads dp again, dp a
-            # matmul computed inside both)
             if shared:
                 found.append(n)
             continue
