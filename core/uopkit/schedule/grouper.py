@@ -149,6 +149,22 @@ def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
             depth[u] = 0
 
 
+def _region_to_reduces(ctx: GrouperContext, root: UOp, root_stops: bool = True) -> set[UOp]:
+    """The nodes computed with `root` up to the reduces it reads (those included, not their sources), not through an
+    EXPAND (a reduce broadcast back is fused once per row) nor past realized values (`root_stops`: `root` itself
+    may be one: its own kernel's region)."""
+    seen: set[UOp] = set()
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n in seen or n.op is Ops.EXPAND or ((root_stops or n is not root) and _stops_region(ctx, n)):
+            continue
+        seen.add(n)
+        if n.op is not Ops.REDUCE_AXIS:
+            stack.extend(n.src)
+    return seen
+
+
 def _realize_combined_reduces(ctx: GrouperContext) -> bool:
     """A kernel whose value combines several large reduces elementwise (an input's gradient summed over the paths
     that read it: q, k and v projected from one x give dq @ Wq.T + dk @ Wk.T + dv @ Wv.T) computes each in loops of
@@ -158,19 +174,8 @@ def _realize_combined_reduces(ctx: GrouperContext) -> bool:
     second reduce.) Whether it stored any."""
     added = False
     for root in list(ctx.realize):
-        found: list[UOp] = []
-        seen: set[UOp] = set()
-        stack = [root]
-        while stack:
-            n = stack.pop()
-            if n in seen or (n is not root and _stops_region(ctx, n)) or n.op is Ops.EXPAND:
-                continue
-            seen.add(n)
-            if n.op is Ops.REDUCE_AXIS:
-                found.append(n)
-                continue
-            stack.extend(n.src)
-        large = [r for r in found if r.src[0].size >= MIN_STORED_INNER_REDUCE]
+        region = _region_to_reduces(ctx, root, root_stops=False)
+        large = [r for r in region if r.op is Ops.REDUCE_AXIS and r.src[0].size >= MIN_STORED_INNER_REDUCE]
         if len(large) >= 2:
             for r in large:
                 if r is not root.base:
@@ -326,20 +331,8 @@ def _reused_inner_reduces(ctx: GrouperContext, red: UOp) -> list[UOp]:
     the sum of p * dp over a row, and dp again after it). Reads inside the region (relu of a conv under a max pool
     reads the conv twice) compute it once."""
 
-    def region_of(root: UOp) -> set[UOp]:
-        seen: set[UOp] = set()
-        stack = [root]
-        while stack:
-            n = stack.pop()
-            if n in seen or n.op is Ops.EXPAND or _stops_region(ctx, n):
-                continue
-            seen.add(n)
-            if n.op is not Ops.REDUCE_AXIS:
-                stack.extend(n.src)
-        return seen
-
     # (`red` itself reads its source: not an outside read)
-    region = region_of(red.src[0]) | {red}
+    region = _region_to_reduces(ctx, red.src[0]) | {red}
     found: list[UOp] = []
     done: set[UOp] = set()
     stack = [(red.src[0], False)]
