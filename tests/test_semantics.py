@@ -622,6 +622,80 @@ def test_sort_values_indices_and_gradient(descending, dim):
     np.testing.assert_array_equal(ours.argsort(dim, descending).numpy(), ti.numpy())
 
 
+def _long_rows(dtype: str, shape: tuple[int, int]) -> np.ndarray:
+    # each dtype's extremes, ties, signed zeros and NaNs
+    if dtype == "bool":
+        return _R.integers(0, 2, shape).astype(bool)
+    if np.dtype(dtype).kind == "f":
+        x = _R.integers(-4, 5, shape).astype(dtype)
+        x[0, :6] = [-0.0, 0.0, -0.0, math.nan, math.inf, -math.inf]
+        x[1, ::7] = math.nan
+        x[2, :] = -0.0
+        x[2, 40] = 0.0
+        return x
+    info = np.iinfo(np.dtype(dtype))
+    x = _R.integers(max(info.min, -4), min(info.max, 4) + 1, shape).astype(dtype)
+    x[0, :4] = [info.min, info.max, info.min, info.max]
+    x[1, :] = info.max
+    x[2, 7::50] = info.min
+    if dtype == "uint64":
+        x[3, :3] = [2**63, 2**63 - 1, 2**63 + 1]
+    return x
+
+
+@pytest.mark.parametrize(
+    "dtype", ["float32", "float16", "float64", "bool", "int8", "uint8", "int16", "int32", "uint32", "int64", "uint64"]
+)
+def test_long_sort_matches_torch_for_every_dtype(dtype):
+    # rows past SORT_BY_RANK go through the bitonic network (a unique order key per element; 64-bit dtypes a pair of
+    # value order and position), padded from 300 to 512: values (with their sign bits) and stable indices as
+    # torch.sort(stable=True); uint64 as numpy's stable argsort (torch has no uint64 sort on CPU)
+    from uopkit.tensor.reduce import SORT_BY_RANK
+
+    n = 300
+    assert n > SORT_BY_RANK
+    x = _long_rows(dtype, (4, n))
+    ours = Tensor(x)
+    for descending in (False, True):
+        v, i = ours.sort(-1, descending=descending)
+        if dtype == "uint64":
+            want_i = np.array(
+                [sorted(range(n), key=lambda j, r=r: (-int(r[j]) if descending else int(r[j]), j)) for r in x]
+            )
+            want_v = np.take_along_axis(x, want_i, -1)
+        else:
+            tv, ti = torch.tensor(x).sort(dim=-1, descending=descending, stable=True)
+            want_v, want_i = tv.numpy(), ti.numpy()
+        np.testing.assert_array_equal(i.numpy(), want_i)
+        np.testing.assert_array_equal(v.numpy(), want_v)
+        if x.dtype.kind == "f":
+            np.testing.assert_array_equal(np.signbit(v.numpy()), np.signbit(want_v))
+
+
+def test_long_sort_along_inner_dims_keeps_the_shape():
+    # sort, argsort and topk along a dim that isn't last put it back in place (a 3-D sort along dim 0 came back with
+    # its last two axes swapped); a 1-D row of 5000 sorts without n^2 work, its gradient goes to the sorted positions
+    x = _R.standard_normal((260, 3, 5)).astype(np.float32)
+    for dim in (0, 1, 2):
+        v, i = Tensor(x).sort(dim)
+        tv, ti = torch.tensor(x).sort(dim=dim, stable=True)
+        assert v.shape == x.shape and Tensor(x).argsort(dim).shape == x.shape
+        np.testing.assert_array_equal(v.numpy(), tv.numpy())
+        np.testing.assert_array_equal(i.numpy(), ti.numpy())
+        k = 2
+        tk = torch.tensor(x).topk(k, dim)
+        np.testing.assert_array_equal(Tensor(x).topk(k, dim)[0].numpy(), tk[0].numpy())
+    y = _R.standard_normal(5000).astype(np.float32)
+    ours = Tensor(y, requires_grad=True)
+    v, i = ours.sort(descending=True)
+    np.testing.assert_array_equal(i.numpy(), np.argsort(-y, kind="stable"))
+    weights = _R.standard_normal(5000).astype(np.float32)
+    (v * Tensor(weights)).sum().backward()
+    want = np.zeros_like(y)
+    want[i.numpy()] = weights
+    np.testing.assert_array_equal(ours.grad.numpy(), want)
+
+
 @pytest.mark.parametrize("largest", [True, False])
 def test_topk(largest):
     x = _R.permutation(20).astype(np.float32).reshape(4, 5)

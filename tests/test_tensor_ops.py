@@ -333,6 +333,23 @@ def test_argmax_argmin():
     assert Tensor([1.0, float("nan"), 3.0]).argmax().item() == 1
 
 
+def test_long_sort(monkeypatch):
+    # rows past a sort by rank's length go through a bitonic network padded to a power of two (here 20 -> 32, the
+    # rank's length lowered to keep the kernels few): stable indices and values as torch's, NaN the largest (each
+    # dtype and the 64-bit dtypes' pairs of value and position: tests/test_semantics.py)
+    from uopkit.tensor import reduce
+
+    monkeypatch.setattr(reduce, "SORT_BY_RANK", 8)
+    x = rng.integers(-5, 5, (3, 20)).astype(np.float32)
+    x[0, ::3] = math.nan
+    x[1, ::4] = -0.0
+    for descending in (False, True):
+        v, i = Tensor(x).sort(-1, descending=descending)
+        tv, ti = torch.tensor(x).sort(dim=-1, descending=descending, stable=True)
+        np.testing.assert_array_equal(i.numpy(), ti.numpy())
+        np.testing.assert_array_equal(v.numpy(), tv.numpy())
+
+
 @pytest.mark.parametrize("n", [1, 7, 600])
 def test_cumulative(n):
     x = data(3, n, low=-1, high=1)
