@@ -450,9 +450,10 @@ def test_cumsum_gradient_is_a_reversed_cumsum() -> None:
     # while a pool's overlapping windows have one
     graph = Tensor(_randn(1, 1, 6, 6)).avg_pool2d(3, stride=1).uop.toposort()
     assert [u for u in graph if _gradient_rules.get(u) is not None]
-    for shape, axis in (((3, 40), 1), ((3, 80), 1), ((37, 3), 0), ((2, 700, 2), 1), ((2, 5, 1), 2), ((7,), 0)):
+    # (few shapes: on OpenCL each is several kernels to compile) a row in one level, a column by a negative axis, a
+    # row past _CUM_BLOCK in blocks
+    for shape, axis in (((3, 80), 1), ((37, 3), -2), ((2, 700, 2), 1)):
         check_grad(lambda t, a=axis: t.cumsum(a), [_randn(*shape)], lambda t, a=axis: torch.cumsum(t, a), atol=1e-4)
-    check_grad(lambda t: t.cumsum(-2), [_randn(6, 4)], lambda t: torch.cumsum(t, -2), atol=1e-4)
     # float16: the sum runs in float32 and is cast back; its gradient comes back through the casts
     x = Tensor(_randn(4, 9).astype(np.float16), requires_grad=True)
     (x.cumsum(1) * Tensor(np.arange(36, dtype=np.float16).reshape(4, 9))).sum().backward()
