@@ -427,6 +427,32 @@ def test_overlapping_pool_gradients(op, kwargs, shape) -> None:
     check_grad(lambda t: getattr(t, f"{op}_pool2d")(**kwargs), [_randn(*shape)], lambda t: theirs(t, **kwargs))
 
 
+@pytest.mark.parametrize(
+    "kwargs, shape",
+    [
+        (dict(kernel_size=2), (2, 2, 6, 6)),
+        (dict(kernel_size=3, stride=2, padding=1), (2, 2, 9, 8)),
+        (dict(kernel_size=(2, 3), stride=1, dilation=(1, 2), ceil_mode=True), (1, 2, 7, 9)),
+        (dict(kernel_size=(3,), stride=2), (2, 3, 11)),
+    ],
+)
+def test_max_pool_gradient_goes_to_the_first_max_of_a_tie(kwargs, shape) -> None:
+    # ties (windows of zeros after a ReLU, repeated values, a NaN, windows of -inf): each window's gradient goes to
+    # its first maximum in scan order, as PyTorch's; the max reduce's own rule would share it among the tied ones
+    x = RNG.integers(-1, 2, shape).astype(np.float32)
+    x.reshape(-1)[:3] = [np.nan, -np.inf, -np.inf]
+    theirs = getattr(torch.nn.functional, f"max_pool{len(shape) - 2}d")
+    check_grad(lambda t: t.relu().max_pool2d(**kwargs), [x], lambda t: theirs(t.relu(), **kwargs))
+    check_grad(lambda t: t.max_pool2d(**kwargs), [x], lambda t: theirs(t, **kwargs))
+    ours = Tensor(x, requires_grad=True)
+    values, _ = ours.max_pool2d(**kwargs, return_indices=True)
+    values.sum().backward()
+    ref = torch.tensor(x, requires_grad=True)
+    theirs(ref, **kwargs).sum().backward()
+    assert ours.grad is not None and ref.grad is not None
+    np.testing.assert_array_equal(ours.grad.numpy(), ref.grad.numpy())
+
+
 def test_overlapping_pool_gradient_is_one_elementwise_kernel() -> None:
     # the sum of the taps' slices: no reduce (the chain of rules through the windows' movement ops gave two)
     from uopkit.schedule import create_schedule, kernelize_tensors

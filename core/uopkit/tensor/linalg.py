@@ -408,6 +408,7 @@ class LinalgMixin:
         windows = self.pad(full, value=low)._pool(k_, s_, d_, gradient_by_taps=True)
         axes = tuple(range(-n, 0))
         values = windows.max(axes)
+        _set_first_max_gradient(values.uop, windows.uop, n)
         if not return_indices:
             return values
         # the flat position of every input element (padding: past the end), pooled the same way
@@ -420,9 +421,6 @@ class LinalgMixin:
             hit = hit | (windows.isnan() & m.isnan())
         # positions grow along a window in scan order: the smallest hit is the first
         indices = hit.where(pos_windows, plane).min(axes)
-        # the gradient goes to that first max only (as PyTorch's backward through the indices)
-        first = pos_windows == indices.reshape(indices.shape + (1,) * n)
-        values = first.where(windows, low).max(axes)
         return values, indices
 
     def max_unpool2d(
@@ -646,6 +644,28 @@ def _set_windows_gradient(windows: UOp, x: UOp, k_: tuple[int, ...], s_: tuple[i
         return (total.uop,)
 
     set_gradient(windows, (x,), rule)
+
+
+def _set_first_max_gradient(values: UOp, windows: UOp, n: int) -> None:
+    """A max pool's gradient goes to the first maximum of each window (in scan order, NaN as the maximum), as
+    PyTorch's: not shared among ties (the max reduce's own rule), which a window of zeros after a ReLU has."""
+    from uopkit.gradient import set_gradient
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        w = Tensor(windows)
+        axes = tuple(range(-n, 0))
+        # (the max built again here, not held: a rule must not keep its own node alive)
+        top = w.max(axes, keepdim=True)
+        hit = w == top
+        if dtypes.is_float(w.dtype):
+            hit = hit | (w.isnan() & top.isnan())
+        taps = prod(w.shape[-n:])
+        tap = Tensor.arange(taps, device=w.device, dtype=dtypes.int32).reshape(w.shape[-n:])
+        first = tap == hit.where(tap, taps).min(axes, keepdim=True)
+        zero = Tensor(0, device=w.device, dtype=g.dtype)
+        return (first.where(Tensor(g).reshape((g.shape or ()) + (1,) * n), zero).uop,)
+
+    set_gradient(values, (windows,), rule)
 
 
 def _set_conv_gradient(

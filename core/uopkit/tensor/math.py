@@ -327,11 +327,17 @@ class MathMixin:
         [0.0, 2.0]
         """
         u = self.uop
-        if dtypes.is_float(u.dtype) and u.dtype is not dtypes.bfloat16:
+        if not dtypes.is_float(u.dtype):
+            return (self > 0).where(self, 0)
+        if u.dtype is not dtypes.bfloat16:
             # (every hidden layer's activation) the nodes of the line below, built directly: one zero, broadcast
             zero = _scalar_uop(0, u.dtype, u.device, self.shape)
-            return Tensor(UOp(Ops.WHERE, u.dtype, (UOp(Ops.CMPLT, dtypes.bool, (zero, u)), u, zero)))
-        return (self > 0).where(self, 0)
+            low = UOp(
+                Ops.OR, dtypes.bool, (UOp(Ops.CMPLT, dtypes.bool, (u, zero)), UOp(Ops.CMPEQ, dtypes.bool, (u, zero)))
+            )
+            return Tensor(UOp(Ops.WHERE, u.dtype, (low, zero, u)))
+        # NaN stays NaN and gets the gradient (PyTorch's relu); x <= 0 is false for NaN
+        return (self <= 0).where(0, self)
 
     def sigmoid(self) -> Tensor:
         """1 / (1 + exp(-x)), stable for large |x|.
