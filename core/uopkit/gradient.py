@@ -140,7 +140,12 @@ def do_reduce_max_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
     if x.base.op is not Ops.BUFFER:
         x = UOp(Ops.CONTIGUOUS, x.dtype, (x,))
     mx = UOp(Ops.REDUCE_AXIS, x.dtype, (x,), ret.arg)
-    is_max = x.alu(Ops.CMPEQ, _expand(mx, shape)).cast(x.dtype)
+    hit = x.alu(Ops.CMPEQ, _expand(mx, shape))
+    if dtypes.is_float(x.dtype):
+        # a NaN max came from the NaNs (which equal nothing): they take the gradient, not the whole row as NaN
+        nan_max = _expand(mx.alu(Ops.CMPNE, mx), shape)
+        hit = hit.alu(Ops.OR, x.alu(Ops.CMPNE, x).alu(Ops.AND, nan_max))
+    is_max = hit.cast(x.dtype)
     count = UOp(Ops.REDUCE_AXIS, x.dtype, (is_max,), (Ops.ADD, axes))
     return (_div(is_max, _expand(count, shape)) * _expand(ctx.grad, shape),)
 

@@ -87,7 +87,9 @@ class MathMixin:
         # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg); u == 1 means log1p(x) ~ x (and the unused
         # branch divides by 1 there, so its gradient stays finite)
         corrected = u.log() * x / exact.where(1, u - 1)
-        return exact.where(x, (u == math.inf).where(math.inf, corrected))
+        out = exact.where(x, (u == math.inf).where(math.inf, corrected))
+        # the correction's own derivative is 0/0 and inf/inf in places: PyTorch's 1 / (1 + x), given whole
+        return _with_derivative(out, x, (x + 1).reciprocal())
 
     def expm1(self) -> Tensor:
         """exp(x) - 1, accurate for small x.
@@ -101,7 +103,9 @@ class MathMixin:
         # is, and the correction's (u - 1) * x would overflow near the top of the range (expm1(88) in float32)
         corrected = (u - 1) * x / u.log()
         near_zero = (u > 0.5) & (u < 2.0)
-        return (u == 1).where(x, near_zero.where(corrected, u - 1))
+        out = (u == 1).where(x, near_zero.where(corrected, u - 1))
+        # the correction's own derivative is 0/0 at 0 (and NaN at +-inf): exp(x), given whole
+        return _with_derivative(out, x, u)
 
     def rsqrt(self) -> Tensor:
         """1 / sqrt(x).
@@ -142,7 +146,9 @@ class MathMixin:
         s, c = r.sin(), 1 - 2 * half.sin() * half.sin()
         odd = (k * 0.5).floor() != k * 0.5
         reduced = odd.where(-c / s, s / c)
-        return (x.abs() < 12000).where(reduced, x.sin() / x.cos())
+        out = (x.abs() < 12000).where(reduced, x.sin() / x.cos())
+        # 1 / cos(x)^2, given whole: the chain through both branches meets 0 * inf at 0 (the unused -c / s)
+        return _with_derivative(out, x, x.cos().square().reciprocal())
 
     def trunc(self) -> Tensor:
         """Round toward zero.
@@ -598,12 +604,16 @@ class MathMixin:
         [1.0, 0.0]
         """
         x = self._float()
-        return (x > 0).where(x, alpha * x.expm1())
+        # the negative branch sees only x <= 0: at large x its expm1 would be inf, and the unused branch's gradient
+        # 0 * inf is NaN. NaN takes the x branch (its gradient passes, as PyTorch's)
+        low = x <= 0
+        return low.where(alpha * low.where(x, 0).expm1(), x)
 
     def celu(self, alpha: float = 1.0) -> Tensor:
         """max(0, x) + min(0, alpha (exp(x / alpha) - 1))."""
         x = self._float()
-        return (x > 0).where(x, alpha * (x * (1 / alpha)).expm1())
+        low = x <= 0
+        return low.where(alpha * (low.where(x, 0) * (1 / alpha)).expm1(), x)
 
     def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
         """gamma * elu(x, alpha) with the self-normalizing constants."""
@@ -615,7 +625,8 @@ class MathMixin:
         >>> Tensor([-1.0, 2.0]).leaky_relu(0.1).tolist()
         [-0.10000000149011612, 2.0]
         """
-        return (self < 0).where(self * neg_slope, self)
+        # (x > 0, as PyTorch: at 0 and at NaN the gradient is neg_slope)
+        return (self > 0).where(self, self * neg_slope)
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
         """clip(alpha x + beta, 0, 1)."""
