@@ -497,6 +497,12 @@ def test_interpolate(mode, align):
     for size in [(10, 7), (3, 2), (5, 9), (10, 8), (15, 2), (1, 4)]:
         out = Tensor(x).interpolate(size, mode=mode, **kw)
         close(out, F.interpolate(torch.tensor(x), size=size, mode=tmode, **kw), atol=1e-5)
+    # by a scale factor: the output is floor(L * scale) and positions map back by 1 / scale (not L / out)
+    for scale in [(0.7, 2)]:
+        out = Tensor(x).interpolate(mode=mode, scale_factor=scale, **kw)
+        close(out, F.interpolate(torch.tensor(x), scale_factor=scale, mode=tmode, **kw), atol=1e-5)
+    with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
+        Tensor(x).interpolate((3, 3), scale_factor=2)
 
 
 def test_nearest_upsampling_by_an_integer_factor_is_movement_ops():
