@@ -263,6 +263,8 @@ class ElementwiseMixin:
     int = cast_method("int", dtypes.int32, "Cast to int32.")
     bool = cast_method("bool", dtypes.bool, "Cast to bool.")
     long = cast_method("long", dtypes.int64, "Cast to int64.")
+    short = cast_method("short", dtypes.int16, "Cast to int16.")
+    bfloat16 = cast_method("bfloat16", dtypes.bfloat16, "Cast to bfloat16.")
 
     def is_floating_point(self) -> bool:
         """Whether the dtype is a float dtype."""
