@@ -101,20 +101,19 @@ def _floor_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     return (r.isnan() & (b != 0)).where(math.nan, q), r
 
 
-# a float64's top 26 significant bits (the implicit one and 25 stored): two such halves multiply exactly
-_F64_HIGH_HALF = 0xFFFFFFFFF8000000
+# a float's top half of significant bits (float64: the implicit one and 25 stored of 52; float32: the implicit one and
+# 11 of 23), as a mask over its bits: two such halves multiply exactly in the float's own precision
+_HIGH_HALF = {dtypes.float64: (dtypes.uint64, 0xFFFFFFFFF8000000), dtypes.float32: (dtypes.uint32, 0xFFFFF000)}
 
 
 def _exact_remainder(a: Tensor, b: Tensor, q: Tensor) -> Tensor:
-    """a - q * b without rounding the product (for an integer-valued q near a / b; float32 inputs give a float64
-    result). Every product below is exact, so a backend that fuses a multiply and a subtract (gcc contracts them by
-    default) computes the same value."""
-    if a.dtype == dtypes.float32:
-        # 24-bit by 24-bit products fit a float64's 53 bits
-        return a.double() - q.double() * b.double()
+    """a - q * b without rounding the product (for an integer-valued q near a / b), in a's own float dtype (no
+    float64 for float32: devices without it keep an exact `%`). Every product below is exact, so a backend that fuses a
+    multiply and a subtract (gcc contracts them by default) computes the same value."""
+    bits, mask = _HIGH_HALF[a.dtype]
 
     def halves(x: Tensor) -> tuple[Tensor, Tensor]:
-        high = (x.bitcast(dtypes.uint64) & _F64_HIGH_HALF).bitcast(dtypes.float64)
+        high = (x.bitcast(bits) & mask).bitcast(a.dtype)
         return high, x - high
 
     qh, ql = halves(q)
