@@ -116,6 +116,16 @@ class CreationMixin:
         """
         return self.full_like(1, **kwargs)
 
+    def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """An allocated tensor of this one's shape (and dtype, device unless given), values unset.
+
+        >>> Tensor([1, 2]).empty_like().shape
+        (2,)
+        """
+        return Tensor.empty(
+            self.shape, dtype=self.dtype if dtype is None else dtype, device=self.device if device is None else device
+        )
+
     @staticmethod
     @_creates_leaf
     def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
@@ -257,6 +267,59 @@ class CreationMixin:
             raise TypeError(f"randint: dtype must be an integer dtype, got {dtype}")
         values = Tensor._rng().integers(low, high, _shape_args(shape), dtype=np.int64)
         return Tensor(values.astype(to_numpy_dtype(dtype)), **kwargs)
+
+    @staticmethod
+    @_creates_leaf
+    def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
+        """A random permutation of 0 .. n-1.
+
+        >>> sorted(Tensor.randperm(4).tolist())
+        [0, 1, 2, 3]
+        """
+        if n < 0:
+            raise ValueError(f"randperm: n must be >= 0, got {n}")
+        values = Tensor._rng().permutation(n)
+        return Tensor(values.astype(np.int64), device=device, **kwargs).cast(to_dtype(dtype))
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """`num_samples` category indices drawn from each row of (unnormalized, non-negative) weights (1-D or 2-D),
+        int32, as torch.multinomial. Without replacement no index repeats (zero-weight categories come last, as in
+        torch). The weights are read back to check them.
+
+        >>> Tensor([0.0, 1.0, 0.0]).multinomial(2, replacement=True).tolist()
+        [1, 1]
+        """
+        if self.ndim not in (1, 2):
+            raise ShapeError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
+        n_cat = self.shape[-1]
+        if num_samples <= 0:
+            raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+        if not replacement and num_samples > n_cat:
+            raise ValueError(
+                f"multinomial: can't draw {num_samples} samples from {n_cat} categories without replacement"
+            )
+        w = self.float().numpy().astype(np.float64).reshape(-1, n_cat)
+        if np.isnan(w).any() or np.isinf(w).any() or (w < 0).any():
+            raise ValueError("multinomial: weights must be finite and non-negative")
+        totals = w.sum(-1, keepdims=True)
+        if (totals == 0).any():
+            raise ValueError("multinomial: every row of weights needs a positive sum")
+        rng = Tensor._rng()
+        if replacement:
+            # inverse CDF: the first category whose cumulative weight exceeds a uniform draw
+            cdf = np.cumsum(w / totals, -1)
+            u = rng.random((w.shape[0], num_samples))
+            picks = np.stack([np.searchsorted(row, draws, side="right") for row, draws in zip(cdf, u, strict=True)])
+            # a zero-weight last category can't be picked: rounding in the cdf's last step stays in range
+            picks = np.minimum(picks, (w > 0).cumsum(-1).argmax(-1)[:, None])
+        else:
+            # exponential races (the Gumbel-top-k trick): the num_samples smallest Exp(1) / w are a draw without
+            # replacement; zero weights give inf and come last
+            with np.errstate(divide="ignore"):
+                keys = rng.exponential(size=w.shape) / w
+            picks = np.argsort(keys, -1, kind="stable")[:, :num_samples]
+        picks = picks.astype(np.int32)
+        return Tensor(picks if self.ndim == 2 else picks[0], device=self.device)
 
     @staticmethod
     @_creates_leaf

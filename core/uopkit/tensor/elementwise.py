@@ -21,6 +21,7 @@ from uopkit.tensor.support import (
     _cast_py,
     _short_int,
     _storage_uop,
+    _with_derivative,
     binary_alu_method,
     cast_method,
     operator_method,
@@ -72,6 +73,60 @@ def _scalar_uop(y: float | int, dt: DType, device: str, shape: tuple[int, ...]) 
 
 _ADD_DOC = "Elementwise sum with broadcasting and type promotion."
 _MAX_DOC = "Elementwise maximum (NaN wins, as in numpy)."
+
+
+def _truncated_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """trunc(a / b) and the exact a - trunc(a / b) * b (C fmod: the dividend's sign, -0.0 for a zero remainder of a
+    negative a) of float32 or float64 tensors (broadcast). Exact while |a / b| < 2**24 (float32) or 2**53 (float64)."""
+    q = a._alu(Ops.FDIV, b).trunc()
+    r = _exact_remainder(a, b, q)
+    # a / b rounded (in magnitude) onto an integer the true quotient doesn't reach (238.74632 / -1.0182e-4): the
+    # remainder then has the wrong sign; one step toward zero mends both
+    past = (r != 0) & ((r < 0) != (a < 0)) & r.isfinite()
+    negative = (a < 0) != (b < 0)
+    q = past.where(negative.where(q + 1, q - 1), q)
+    r = past.where(negative.where(r - b, r + b), r)
+    # a * 0 is the dividend's zero (for a finite a); a finite a fmod an infinite b is a (a - 0 * inf is nan)
+    r = (r == 0).where(a * 0, r).cast(a.dtype)
+    return q, (b.isinf() & a.isfinite()).where(a, r)
+
+
+def _floor_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """floor(a / b) and a - floor(a / b) * b (Python's and torch's `//` and `%`) of float32 or float64 tensors, as
+    torch computes them: the truncated remainder, stepped by b where its sign differs from b's (one rounding)."""
+    q, r = _truncated_division(a, b)
+    below = (r != 0) & ((r < 0) != (b < 0))
+    q, r = below.where(q - 1, q), below.where(r + b, r)
+    # no remainder means no quotient (inf // 1.5 is nan), except x // 0, which stays x / 0
+    return (r.isnan() & (b != 0)).where(math.nan, q), r
+
+
+# a float's top half of significant bits (float64: the implicit one and 25 stored of 52; float32: the implicit one and
+# 11 of 23), as a mask over its bits: two such halves multiply exactly in the float's own precision
+_HIGH_HALF = {dtypes.float64: (dtypes.uint64, 0xFFFFFFFFF8000000), dtypes.float32: (dtypes.uint32, 0xFFFFF000)}
+
+
+def _exact_remainder(a: Tensor, b: Tensor, q: Tensor) -> Tensor:
+    """a - q * b without rounding the product (for an integer-valued q near a / b), in a's own float dtype (no
+    float64 for float32: devices without it keep an exact `%`). Every product below is exact, so a backend that fuses a
+    multiply and a subtract (gcc contracts them by default) computes the same value."""
+    bits, mask = _HIGH_HALF[a.dtype]
+
+    def halves(x: Tensor) -> tuple[Tensor, Tensor]:
+        high = (x.bitcast(bits) & mask).bitcast(a.dtype)
+        return high, x - high
+
+    qh, ql = halves(q)
+    bh, bl = halves(b)
+    # the largest part first: each difference is (close to) exact, as a ~ q * b
+    return (((a - qh * bh) - qh * bl) - ql * bh) - ql * bl
+
+
+def _with_quotient_gradient(out: Tensor, a: Tensor, b: Tensor, q: Tensor) -> Tensor:
+    """`out` = a - q * b (a remainder), with torch's gradient: 1 for a and -q for b."""
+    if a.uop is b.uop:
+        return _with_derivative(out, a, 1 - q)
+    return _with_derivative(out, a, q.ones_like(), (b, -q))
 
 
 class ElementwiseMixin:
@@ -207,6 +262,8 @@ class ElementwiseMixin:
     int = cast_method("int", dtypes.int32, "Cast to int32.")
     bool = cast_method("bool", dtypes.bool, "Cast to bool.")
     long = cast_method("long", dtypes.int64, "Cast to int64.")
+    short = cast_method("short", dtypes.int16, "Cast to int16.")
+    bfloat16 = cast_method("bfloat16", dtypes.bfloat16, "Cast to bfloat16.")
 
     def is_floating_point(self) -> bool:
         """Whether the dtype is a float dtype."""
@@ -251,8 +308,12 @@ class ElementwiseMixin:
             r = a._alu(Ops.MOD, b)
             fix = (r != 0) & ((r < 0) != (b < 0))
             return fix.where(q - 1, q)
-        q = a._alu(Ops.FDIV, b)
-        return q.trunc() if rounding_mode == "trunc" else q.floor()
+        if rounding_mode == "trunc":
+            return a._alu(Ops.FDIV, b).trunc()
+        if a.dtype.itemsize < 4:
+            # as torch computes half ops: in float32, one rounding at the end
+            return a.float().div(b.float(), rounding_mode="floor").cast(a.dtype)
+        return _floor_division(a, b)[0]
 
     def idiv(self, x: Any, reverse: bool = False) -> Tensor:
         """Integer division truncating toward zero (C semantics).
@@ -280,10 +341,26 @@ class ElementwiseMixin:
         if a.dtype.itemsize < 4:
             # the quotient and product need float32's precision (as torch computes half ops), then one rounding
             return a.float().mod(b.float()).cast(a.dtype)
-        r = a - a.div(b, rounding_mode="floor") * b
-        # a finite a mod an infinite b is a itself, or b when the signs differ (as Python and torch); a - 0 * inf is nan
-        by_inf = ((a != 0) & ((a < 0) != (b < 0))).where(b, a)
-        return (b.isinf() & a.isfinite()).where(by_inf, r)
+        q, out = _floor_division(a, b)
+        # torch's derivatives, 1 and -floor(a / b), given whole (the zero's sign select would cut the 1 to a)
+        return _with_quotient_gradient(out, a, b, q.detach())
+
+    def fmod(self, x: Any) -> Tensor:
+        """Remainder with the sign of the dividend (C fmod, torch.fmod): self - trunc(self / x) * x, exact.
+
+        >>> Tensor([5, -5]).fmod(3).tolist(), Tensor([-1.5]).fmod(-1.0).tolist()
+        ([2, -2], [-0.5])
+        """
+        a, b = self._broadcasted(x, False, "fmod")
+        if a.dtype == dtypes.bool:
+            raise TypeError("fmod: not defined for bool tensors")
+        if dtypes.is_int(a.dtype):
+            # the ALU's MOD truncates, as C (an int x fmod 0 is whatever the backend's MOD gives; torch raises)
+            return a._alu(Ops.MOD, b)
+        if a.dtype.itemsize < 4:
+            return a.float().fmod(b.float()).cast(a.dtype)
+        # torch's derivatives, 1 and -trunc(a / b), given whole
+        return _with_quotient_gradient(_truncated_division(a, b)[1], a, b, a._alu(Ops.FDIV, b).trunc().detach())
 
     def neg(self) -> Tensor:
         """-x (logical not for bool).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from uopkit.dtype import (
@@ -16,6 +16,7 @@ from uopkit.tensor.support import (
     _broadcast_shape,
     _check_targets,
     _normalize_axis,
+    _with_gradient_of,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -109,6 +110,51 @@ class FunctionalMixin:
         m = x - x.max(axis, keepdim=True).detach()
         return m - m.exp().sum(axis, keepdim=True).log()
 
+    def softmin(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+        """softmax(-x) along `axis`.
+
+        >>> [round(v, 4) for v in Tensor([0.0, 1.0]).softmin().tolist()]
+        [0.7311, 0.2689]
+        """
+        x = self.cast(dtype) if dtype is not None else self._float()
+        return (-x).softmax(axis)
+
+    def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+        """x / max(||x||_p, eps) along `dim` (torch.nn.functional.normalize).
+
+        >>> [round(v, 4) for v in Tensor([[3.0, 4.0]]).normalize().tolist()[0]]
+        [0.6, 0.8]
+        """
+        x = self._float()
+        axis = _normalize_axis(dim, x.ndim, "normalize", x.shape)
+        a = x.abs()
+        if p == math.inf or p == -math.inf:
+            norm = a.max(axis, keepdim=True) if p > 0 else a.min(axis, keepdim=True)
+        elif p == 0:
+            norm = (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
+        else:
+            if p < 0:
+                raise ValueError(f"normalize: p must be >= 0 or +-inf, got {p}")
+            value = a.square().sum(axis, keepdim=True).sqrt() if p == 2 else a.pow(p).sum(axis, keepdim=True).pow(1 / p)
+            # torch's derivative of the norm: sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and at x = 0
+            # for p < 2): the textbook chain is 0 * inf there
+            norm = value.detach()
+            if p == 1:
+                derivative = x.sign()
+            elif p == 2:
+                derivative = x / norm
+            else:
+                scaled = x * a.pow(p - 2)
+                derivative = (scaled if p >= 2 else (x == 0).where(0.0, scaled)) / norm.pow(p - 1)
+            # (a reduction's derivative can't be given whole: x * derivative, summed, carries it; both kept finite so
+            # that the value passes through unchanged)
+            derivative = (norm == 0).where(0.0, derivative).detach()
+            finite_derivative = derivative.isfinite().where(derivative, 0.0)
+            carrier = (x.isfinite().where(x, 0.0) * finite_derivative).sum(axis, keepdim=True)
+            norm = _with_gradient_of(value, carrier)
+        # as torch's clamp_min: the whole gradient goes to the norm where it is >= eps (and a NaN norm stays NaN)
+        return x / (norm < eps).where(eps, norm)
+
     def _loss_reduce(self, reduction: str, op: str) -> Tensor:
         if reduction == "none":
             return self
@@ -177,6 +223,21 @@ class FunctionalMixin:
             # divided by the weights of the (valid) targets
             return nll.sum() / valid.where(onehot.where(w_class, 0.0).sum(axis), 0.0).sum()
         return nll._loss_reduce(reduction, "cross_entropy")
+
+    def sparse_categorical_crossentropy(
+        self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean"
+    ) -> Tensor:
+        """tinygrad's cross entropy of logits with the classes on the LAST axis (..., C) against class indices (...);
+        targets equal to `ignore_index` add nothing and are left out of the mean (as cross_entropy's).
+
+        >>> round(Tensor([[0.0, 0.0]]).sparse_categorical_crossentropy(Tensor([1])).item(), 5)
+        0.69315
+        """
+        if self.ndim < 1:
+            raise ShapeError(f"sparse_categorical_crossentropy: logits need a class axis, got shape {self.shape}")
+        # cross_entropy takes the classes on axis 1 (axis 0 of 1-D logits)
+        logits = self if self.ndim <= 2 else self.permute(0, self.ndim - 1, *range(1, self.ndim - 1))
+        return logits.cross_entropy(Y, reduction, label_smoothing, ignore_index)
 
     def nll_loss(
         self, Y: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean"
@@ -255,6 +316,17 @@ class FunctionalMixin:
         if weight is not None:
             loss = loss * weight
         return loss._loss_reduce(reduction, "binary_cross_entropy_with_logits")
+
+    def sequential(self, ll: Sequence[Callable[[Tensor], Tensor]]) -> Tensor:
+        """Apply each callable in `ll` in turn to the result of the previous one.
+
+        >>> Tensor([-1.0, 2.0]).sequential([Tensor.relu, lambda t: t * 2]).tolist()
+        [0.0, 4.0]
+        """
+        ret = self
+        for fn in ll:
+            ret = fn(ret)
+        return ret
 
     def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
         """(x - mean) / sqrt(var + eps) over `axis` (no affine part; see nn.LayerNorm).

@@ -235,6 +235,16 @@ class IndexingMixin:
         new = hit.any(0).reshape(self.shape).where(written.reshape(self.shape), self)
         self.assign(new.contiguous()).realize()
 
+    def nonzero(self) -> Tensor:
+        """The indices of the nonzero elements as an (n, ndim) int32 tensor, in row-major order (torch.nonzero).
+        Its length depends on the data: the mask is read back to the host, as masked_select's.
+
+        >>> Tensor([[0, 1], [2, 0]]).nonzero().tolist()
+        [[0, 1], [1, 0]]
+        """
+        found = np.argwhere((self != 0).numpy()).astype(np.int32)
+        return Tensor(found.reshape(len(found), self.ndim), device=self.device)
+
     def assign(self, x: Any) -> Tensor:
         """Write `x` into this tensor's storage: builds STORE(view of BUFFER, x), realized with the next realize.
 

@@ -75,6 +75,29 @@ class MathMixin:
         """
         return self._unary_float(Ops.LOG2) * math.log(2)
 
+    def log10(self) -> Tensor:
+        """Base-10 logarithm.
+
+        >>> round(Tensor([1000.0]).log10().item(), 5)
+        3.0
+        """
+        return self._unary_float(Ops.LOG2) * math.log10(2)
+
+    def logaddexp(self, other: Any) -> Tensor:
+        """log(exp(self) + exp(other)), without overflow: max + log1p(exp(-|self - other|)).
+
+        >>> round(Tensor([0.0]).logaddexp(0.0).item(), 5)
+        0.69315
+        """
+        a, b = self._float()._broadcasted(other, op="logaddexp")
+        a, b = a._float(), b._float()
+        # equal arguments (both -inf or both inf among them) give a + log(2): a - b would be nan there
+        spread = (a - b).abs()
+        out = (a == b).where(a + math.log(2), a.maximum(b) + (-spread).exp().log1p())
+        # PyTorch's derivatives, given whole (the max's tie and the equal-arguments branch would split them otherwise)
+        da, db = (1 + (b - a).exp()).reciprocal(), (1 + (a - b).exp()).reciprocal()
+        return _with_derivative(out, a, da + db) if a.uop is b.uop else _with_derivative(out, a, da, (b, db))
+
     def log1p(self) -> Tensor:
         """log(1 + x), accurate for small x.
 
@@ -248,6 +271,14 @@ class MathMixin:
         else:
             ret = ret | ((a - b).abs().cast(dtypes.float64) <= atol + rtol * b.abs().cast(dtypes.float64))
         return ret
+
+    def allclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+        """Whether every element is close (`isclose`) to `other`, as a Python bool (torch.allclose); reads back.
+
+        >>> Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-7]))
+        True
+        """
+        return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
 
     def square(self) -> Tensor:
         """x * x.

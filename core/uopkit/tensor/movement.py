@@ -33,6 +33,14 @@ if TYPE_CHECKING:
 _DETACH = Ops.DETACH
 
 
+def _target_shape(cur: tuple[int, ...], shape: Any, args: tuple, op: str) -> tuple[int, ...]:
+    # tinygrad's argument forms: pad_to(4, 5) or pad_to((4, 5)); None keeps the axis's size
+    wanted = tuple(shape) if isinstance(shape, (tuple, list)) else (shape, *args)
+    if len(wanted) != len(cur):
+        raise ShapeError(f"{op}: {len(wanted)} sizes for a tensor of shape {cur}")
+    return tuple(s if n is None else int(n) for n, s in zip(wanted, cur, strict=True))
+
+
 class MovementMixin:
     __slots__ = ()
 
@@ -210,6 +218,28 @@ class MovementMixin:
         if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape, strict=True)):
             return self
         return Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
+
+    def pad_to(self, shape: Any, *args: Any, value: float = 0.0) -> Tensor:
+        """Pad the end of each axis with `value` up to `shape` (None keeps an axis), as tinygrad's pad_to.
+
+        >>> Tensor([1, 2]).pad_to(4).tolist()
+        [1, 2, 0, 0]
+        """
+        new = _target_shape(self.shape, shape, args, "pad_to")
+        if any(n < s for n, s in zip(new, self.shape, strict=True)):
+            raise ShapeError(f"pad_to: shape {new} is smaller than {self.shape} on some axis; use shrink_to")
+        return self.pad(tuple((0, n - s) for n, s in zip(new, self.shape, strict=True)), value=value)
+
+    def shrink_to(self, shape: Any, *args: Any) -> Tensor:
+        """Keep the start of each axis, `shape` long (None keeps an axis), as tinygrad's shrink_to.
+
+        >>> Tensor([[1, 2, 3], [4, 5, 6]]).shrink_to(None, 2).tolist()
+        [[1, 2], [4, 5]]
+        """
+        new = _target_shape(self.shape, shape, args, "shrink_to")
+        if any(n > s for n, s in zip(new, self.shape, strict=True)):
+            raise ShapeError(f"shrink_to: shape {new} is larger than {self.shape} on some axis; use pad_to")
+        return self.shrink(tuple((0, n) for n in new))
 
     def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
         """Reverse the order along the given axes.
@@ -472,6 +502,28 @@ class MovementMixin:
         # in the n*n matrix flattened and padded to n*(n+1), the diagonal is column 0 of rows n+1 long
         x = x.flatten(-2).pad(((0, 0),) * (x.ndim - 2) + ((0, n),))
         return x.reshape(*x.shape[:-1], n, n + 1)[..., 0]
+
+    def diag(self, diagonal: int = 0) -> Tensor:
+        """A 1-D tensor as the `diagonal`-th diagonal of a square matrix (zeros elsewhere), or a 2-D tensor's
+        `diagonal`-th diagonal (torch.diag).
+
+        >>> Tensor([1, 2]).diag().tolist(), Tensor([[1, 2], [3, 4]]).diag().tolist()
+        ([[1, 0], [0, 2]], [1, 4])
+        """
+        if self.ndim == 2:
+            return self.diagonal(diagonal)
+        if self.ndim != 1:
+            raise ShapeError(f"diag: needs a 1-D or 2-D tensor, got shape {self.shape}")
+        n = self.shape[0]
+        if n == 0:
+            square = self.reshape(0, 0)
+        else:
+            # each value followed by n zeros, flattened: in the first n*n elements they land at i*(n+1), the diagonal
+            square = self.reshape(n, 1).pad(((0, 0), (0, n))).flatten()._slice_axis(0, 0, n * n).reshape(n, n)
+        k = abs(diagonal)
+        if diagonal > 0:
+            return square.pad(((0, k), (k, 0)))
+        return square.pad(((k, 0), (0, k))) if diagonal < 0 else square
 
     def tril(self, diagonal: int = 0) -> Tensor:
         """Keep the lower triangle (j - i <= diagonal) of the last two axes, zero the rest.

@@ -1,0 +1,313 @@
+"""Tensor methods added for tinygrad / PyTorch users (allclose, diag, fmod, log10, logaddexp, softmin, normalize,
+sparse_categorical_crossentropy, pad_to, shrink_to, empty_like, short, bfloat16, sequential, randperm, multinomial,
+nonzero) and float floor division / remainder at special values, each compared with PyTorch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.tensor.support import ShapeError
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(7)
+
+# every pair of these: zeros of both signs, infinities, NaN, exact multiples and plain values
+SPECIAL = np.array([0.0, -0.0, 1.5, -1.5, 3.0, -3.0, 0.1, 7.25, np.inf, -np.inf, np.nan], np.float32)
+SPECIAL_A, SPECIAL_B = np.repeat(SPECIAL, len(SPECIAL)), np.tile(SPECIAL, len(SPECIAL))
+
+
+def _randn(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _same_bits(ours: np.ndarray, theirs: np.ndarray) -> None:
+    """Equal values with equal signs of zero, NaN where torch has NaN."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    assert ours.shape == theirs.shape
+    same = ((ours == theirs) & (np.signbit(ours) == np.signbit(theirs))) | (np.isnan(ours) & np.isnan(theirs))
+    assert same.all(), list(zip(ours[~same][:6], theirs[~same][:6], strict=True))
+
+
+def check_grad(fn: Callable, arrays: list[np.ndarray], torch_fn: Callable | None = None, atol: float = 1e-5) -> None:
+    """Values and the gradients of sum(out * random upstream) against PyTorch."""
+    torch_fn = torch_fn or fn
+    ours = [Tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out, ref = fn(*ours), torch_fn(*theirs)
+    assert out.shape == tuple(ref.shape)
+    upstream = RNG.standard_normal(out.shape).astype(np.float32)
+    (out * Tensor(upstream)).sum().backward()
+    (ref * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=atol, rtol=1e-4)
+    for i, (t, r) in enumerate(zip(ours, theirs, strict=True)):
+        assert t.grad is not None, f"input {i} got no gradient"
+        np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), atol=atol, rtol=1e-4, err_msg=f"gradient {i}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# allclose, diag
+
+
+def test_allclose_is_a_python_bool_as_torch():
+    a = np.array([1.0, 2.0, np.nan, np.inf], np.float32)
+    for b, kw in [
+        (a + 1e-7, {}),
+        (a + 1e-7, {"equal_nan": True}),
+        (a * 1.01, {"equal_nan": True}),
+        (a * 1.01, {"rtol": 0.02, "equal_nan": True}),
+        (np.float32(1.0), {}),
+    ]:
+        ours = Tensor(a).allclose(Tensor(b) if isinstance(b, np.ndarray) else float(b), **kw)
+        theirs = torch.allclose(
+            torch.tensor(a), torch.tensor(b) if isinstance(b, np.ndarray) else torch.tensor(b), **kw
+        )
+        assert type(ours) is bool and ours == theirs, (b, kw)
+    assert Tensor([[1, 2]]).allclose(Tensor([1, 2])) and not Tensor([1, 2]).allclose(3)
+
+
+def test_diag_builds_and_reads_diagonals_as_torch():
+    v, m = _randn(4), _randn(3, 5)
+    for k in (0, 1, -2):
+        np.testing.assert_array_equal(Tensor(v).diag(k).numpy(), torch.diag(torch.tensor(v), k).numpy())
+        np.testing.assert_array_equal(Tensor(m).diag(k).numpy(), torch.diag(torch.tensor(m), k).numpy())
+    assert Tensor([1, 2]).diag().tolist() == [[1, 0], [0, 2]] and Tensor([True]).diag().dtype == dtypes.bool
+    assert Tensor.zeros(0).diag().shape == (0, 0)
+    with pytest.raises(ShapeError, match="1-D or 2-D"):
+        Tensor.zeros(2, 2, 2).diag()
+    check_grad(lambda x: x.diag(1), [v], lambda x: torch.diag(x, 1))
+    check_grad(lambda x: x.diag(-1), [m], lambda x: torch.diag(x, -1))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# fmod, floor division and remainder
+
+
+def test_fmod_values_signs_and_specials_as_torch():
+    a, b = _randn(200) * 50, _randn(200) * 3
+    np.testing.assert_array_equal(Tensor(a).fmod(Tensor(b)).numpy(), torch.fmod(torch.tensor(a), torch.tensor(b)))
+    _same_bits(
+        Tensor(SPECIAL_A).fmod(Tensor(SPECIAL_B)).numpy(), torch.fmod(torch.tensor(SPECIAL_A), torch.tensor(SPECIAL_B))
+    )
+    ia, ib = np.array([7, -7, 7, -7, 0, 6], np.int32), np.array([3, 3, -3, -3, 5, -4], np.int32)
+    out = Tensor(ia).fmod(Tensor(ib))
+    assert out.dtype == dtypes.int32 and out.tolist() == torch.fmod(torch.tensor(ia), torch.tensor(ib)).tolist()
+    assert Tensor([-5.5, 5.5]).fmod(2).tolist() == [-1.5, 1.5]
+    h = Tensor(a[:20]).half().fmod(1.25)
+    assert h.dtype == dtypes.float16
+    np.testing.assert_array_equal(h.numpy(), torch.fmod(torch.tensor(a[:20]).half(), 1.25).numpy())
+    with pytest.raises(TypeError):
+        Tensor([True]).fmod(Tensor([True]))
+
+
+def test_fmod_and_mod_gradients_as_torch():
+    # away from the jumps: quotients not near an integer
+    a = (RNG.integers(-5, 5, 12) + RNG.uniform(0.2, 0.8, 12)).astype(np.float32) * 1.5
+    b = np.where(RNG.random(12) < 0.5, -1.5, 1.5).astype(np.float32)
+    check_grad(lambda x, y: x.fmod(y), [a, b], torch.fmod)
+    check_grad(lambda x, y: x % y, [a, b])
+
+
+def test_float_floor_division_and_remainder_match_torch_at_special_values():
+    ta, tb = torch.tensor(SPECIAL_A), torch.tensor(SPECIAL_B)
+    _same_bits((Tensor(SPECIAL_A) // Tensor(SPECIAL_B)).numpy(), (ta // tb).numpy())
+    _same_bits((Tensor(SPECIAL_A) % Tensor(SPECIAL_B)).numpy(), (ta % tb).numpy())
+    # inf // finite is NaN (it was inf), and -1.5 % 1.5 is -0.0 (it was +0.0)
+    assert np.isnan((Tensor([np.inf]) // 1.5).item())
+    assert np.signbit((Tensor([-1.5]) % 1.5).item()) and np.signbit((Tensor([-0.0]) % 2.0).item())
+    # a / b rounded up onto an integer the true quotient doesn't reach: the floor and remainder step back
+    a, b = np.array([1.0, -163.24323, 238.74632], np.float32), np.array([0.1, 0.24401079, -1.0182287e-4], np.float32)
+    np.testing.assert_array_equal((Tensor(a) // Tensor(b)).numpy(), (torch.tensor(a) // torch.tensor(b)).numpy())
+    np.testing.assert_array_equal((Tensor(a) % Tensor(b)).numpy(), (torch.tensor(a) % torch.tensor(b)).numpy())
+    ra, rb = _randn(2000) * 100, _randn(2000) * 3
+    np.testing.assert_array_equal((Tensor(ra) // Tensor(rb)).numpy(), (torch.tensor(ra) // torch.tensor(rb)).numpy())
+    np.testing.assert_array_equal((Tensor(ra) % Tensor(rb)).numpy(), (torch.tensor(ra) % torch.tensor(rb)).numpy())
+    h = (Tensor(SPECIAL_A).half() // Tensor(SPECIAL_B).half()).numpy()
+    _same_bits(h, (ta.half() // tb.half()).numpy())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# log10, logaddexp, softmin, normalize
+
+
+def test_log10_as_torch():
+    x = np.array([1e-3, 0.5, 1.0, 10.0, 1000.0, 0.0, -1.0, np.inf], np.float32)
+    np.testing.assert_allclose(Tensor(x).log10().numpy(), torch.tensor(x).log10().numpy(), rtol=1e-6)
+    assert Tensor([10, 100]).log10().dtype == dtypes.float32
+    check_grad(lambda t: t.log10(), [np.abs(_randn(6)) + 0.1])
+
+
+def test_logaddexp_values_specials_and_gradient_as_torch():
+    ours = Tensor(SPECIAL_A).logaddexp(Tensor(SPECIAL_B)).numpy()
+    theirs = torch.logaddexp(torch.tensor(SPECIAL_A), torch.tensor(SPECIAL_B)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    big = Tensor([1000.0, -1000.0]).logaddexp(Tensor([1000.0, -1000.0])).numpy()
+    np.testing.assert_allclose(big, torch.logaddexp(torch.tensor([1000.0, -1000.0]), torch.tensor([1000.0, -1000.0])))
+    a, b = _randn(3, 4) * 5, _randn(4) * 5
+    check_grad(lambda x, y: x.logaddexp(y), [a, b], torch.logaddexp)
+    check_grad(lambda x: x.logaddexp(x), [a], lambda x: torch.logaddexp(x, x))
+    # the gradient at (-inf, -inf) is NaN in torch too (exp(-inf - -inf))
+    x = Tensor([-np.inf, 0.0], requires_grad=True)
+    x.logaddexp(Tensor([-np.inf, 0.0])).sum().backward()
+    tx = torch.tensor([-np.inf, 0.0], requires_grad=True)
+    torch.logaddexp(tx, torch.tensor([-np.inf, 0.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_softmin_as_torch():
+    x = _randn(3, 5)
+    check_grad(lambda t: t.softmin(), [x], lambda t: torch.nn.functional.softmin(t, dim=-1))
+    check_grad(lambda t: t.softmin(0), [x], lambda t: torch.nn.functional.softmin(t, dim=0))
+    out = Tensor([1, 2, 3]).softmin(dtype=dtypes.float64)
+    assert out.dtype == dtypes.float64
+    np.testing.assert_allclose(out.numpy(), torch.nn.functional.softmin(torch.tensor([1.0, 2, 3]), 0).numpy())
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 3.0, np.inf])
+def test_normalize_as_torch(p):
+    x = _randn(3, 4)
+    x[1] = 0.0  # a zero row: the norm is clamped to eps and torch's gradient stays finite
+    x[2, 0] = 0.0
+    check_grad(lambda t: t.normalize(p), [x], lambda t: torch.nn.functional.normalize(t, p), atol=1e-4)
+    check_grad(lambda t: t.normalize(p, dim=-1), [x], lambda t: torch.nn.functional.normalize(t, p, dim=-1), atol=1e-4)
+    # NaN and inf rows, values as torch (a NaN norm stays NaN rather than being clamped to eps)
+    special = np.array([[1.0, np.inf, 2.0], [np.nan, 1.0, 1.0], [0.0, 0.0, 0.0]], np.float32)
+    ours = Tensor(special).normalize(p).numpy()
+    np.testing.assert_array_equal(ours, torch.nn.functional.normalize(torch.tensor(special), p).numpy())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# sparse_categorical_crossentropy
+
+
+def test_sparse_categorical_crossentropy_as_torch_cross_entropy_on_the_last_axis():
+    logits = _randn(4, 3, 5)
+    y = RNG.integers(0, 5, (4, 3)).astype(np.int32)
+    y[0, 1] = y[2, 2] = 2
+
+    def torch_loss(t, **kw):
+        return torch.nn.functional.cross_entropy(t.permute(0, 2, 1), torch.tensor(y, dtype=torch.int64), **kw)
+
+    for kw in [{}, {"ignore_index": 2}, {"label_smoothing": 0.2, "reduction": "sum"}, {"reduction": "none"}]:
+        torch_kw = dict(kw, ignore_index=kw.get("ignore_index", -1))
+        check_grad(
+            lambda t, kw=kw: t.sparse_categorical_crossentropy(Tensor(y), **kw),
+            [logits],
+            lambda t, torch_kw=torch_kw: torch_loss(t, **torch_kw),
+        )
+    flat = _randn(6, 5)
+    yf = RNG.integers(0, 5, 6).astype(np.int32)
+    ours = Tensor(flat).sparse_categorical_crossentropy(Tensor(yf)).item()
+    theirs = torch.nn.functional.cross_entropy(torch.tensor(flat), torch.tensor(yf, dtype=torch.int64)).item()
+    assert ours == pytest.approx(theirs, rel=1e-5)
+    # tinygrad's example
+    t = Tensor([[-1.0, 2.0, -3.0], [1.0, -2.0, 3.0]])
+    theirs = torch.nn.functional.cross_entropy(torch.tensor(t.numpy()), torch.tensor([1, 2])).item()
+    assert t.sparse_categorical_crossentropy(Tensor([1, 2])).item() == pytest.approx(theirs, rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# pad_to, shrink_to, empty_like, short, bfloat16, sequential
+
+
+def test_pad_to_and_shrink_to():
+    x = Tensor([[1, 2], [3, 4]])
+    assert x.pad_to(3, None).tolist() == [[1, 2], [3, 4], [0, 0]]
+    assert x.pad_to((2, 3), value=9).tolist() == [[1, 2, 9], [3, 4, 9]]
+    assert x.pad_to(2, 2) is x
+    assert x.shrink_to(1, None).tolist() == [[1, 2]] and x.shrink_to((2, 1)).tolist() == [[1], [3]]
+    with pytest.raises(ShapeError, match="smaller"):
+        x.pad_to(1, 2)
+    with pytest.raises(ShapeError, match="larger"):
+        x.shrink_to(3, 2)
+    with pytest.raises(ShapeError, match="sizes"):
+        x.pad_to(3)
+    check_grad(
+        lambda t: t.pad_to(3, 4).shrink_to(3, 3),
+        [_randn(2, 4)],
+        lambda t: torch.nn.functional.pad(t, (0, 0, 0, 1))[:, :3],
+    )
+
+
+def test_empty_like_short_bfloat16_sequential():
+    x = Tensor([[1.5, -2.5, 70000.0]])
+    e = x.empty_like()
+    assert e.shape == (1, 3) and e.dtype == dtypes.float32 and e.device == x.device
+    assert x.empty_like(dtype=dtypes.int16).dtype == dtypes.int16
+    s = Tensor([1.5, -2.5, 300.7]).short()
+    assert s.dtype == dtypes.int16 and s.tolist() == torch.tensor([1.5, -2.5, 300.7]).short().tolist()
+    b = x.bfloat16()
+    assert b.dtype == dtypes.bfloat16
+    assert b.float().tolist() == torch.tensor([[1.5, -2.5, 70000.0]]).bfloat16().float().tolist()
+    assert x.sequential([Tensor.relu, lambda t: t * 2]).tolist() == [[3.0, 0.0, 140000.0]]
+    assert x.sequential([]) is x
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# randperm, multinomial
+
+
+def test_randperm_is_a_reproducible_uniform_permutation():
+    Tensor.manual_seed(3)
+    p = Tensor.randperm(10)
+    assert p.dtype == dtypes.int32 and sorted(p.tolist()) == list(range(10))
+    Tensor.manual_seed(3)
+    assert Tensor.randperm(10).tolist() == p.tolist()
+    assert Tensor.randperm(5, dtype=dtypes.int64).dtype == dtypes.int64 and Tensor.randperm(0).shape == (0,)
+    with pytest.raises(ValueError):
+        Tensor.randperm(-1)
+    # where 0 lands: each of 4 places about a quarter of 2000 draws (binomial sd ~19; bounds at ~5 sd)
+    Tensor.manual_seed(0)
+    firsts = np.bincount([Tensor.randperm(4).tolist().index(0) for _ in range(400)], minlength=4)
+    assert ((firsts > 50) & (firsts < 150)).all(), firsts
+
+
+def test_multinomial_with_and_without_replacement():
+    Tensor.manual_seed(0)
+    w = Tensor([1.0, 0.0, 3.0, 4.0])
+    draws = w.multinomial(4000, replacement=True)
+    assert draws.shape == (4000,) and draws.dtype == dtypes.int32
+    freq = np.bincount(draws.numpy(), minlength=4) / 4000
+    # expected 1/8, 0, 3/8, 1/2 (sd < 0.008)
+    np.testing.assert_allclose(freq, [0.125, 0.0, 0.375, 0.5], atol=0.04)
+    rows = Tensor([[1.0, 1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 5.0, 0.0, 1.0]]).multinomial(2)
+    assert rows.shape == (2, 2)
+    first, second = rows.tolist()
+    assert len(set(first)) == 2 and 4 not in first and sorted(second) == [2, 4]
+    # without replacement, more samples than positive weights: zero-weight categories come last, no repeats
+    all_of_them = Tensor([0.0, 2.0, 0.0]).multinomial(3).tolist()
+    assert sorted(all_of_them) == [0, 1, 2] and all_of_them[0] == 1
+    # the first draw without replacement follows the weights
+    firsts = np.bincount([Tensor([1.0, 3.0]).multinomial(2).tolist()[0] for _ in range(300)], minlength=2)
+    assert 180 < firsts[1] < 270, firsts
+    Tensor.manual_seed(5)
+    a = w.multinomial(3).tolist()
+    Tensor.manual_seed(5)
+    assert w.multinomial(3).tolist() == a
+    for bad, kw, match in [
+        (Tensor([1.0, -1.0]), {}, "non-negative"),
+        (Tensor([1.0, np.nan]), {}, "non-negative"),
+        (Tensor([[1.0, 1.0], [0.0, 0.0]]), {}, "positive sum"),
+        (Tensor([1.0, 1.0]), {"num_samples": 3}, "replacement"),
+        (Tensor([1.0, 1.0]), {"num_samples": 0}, "positive"),
+        (Tensor.ones(2, 2, 2), {}, "1-D or 2-D"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            bad.multinomial(**kw)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# nonzero
+
+
+def test_nonzero_as_torch():
+    x = np.array([[0.0, 1.5, 0.0], [np.nan, 0.0, -0.0], [2.0, 0.0, -1.0]], np.float32)
+    for a in [x, x[0], np.zeros((2, 3), np.float32), np.array(3.0, np.float32), np.array(0.0, np.float32)]:
+        ours, theirs = Tensor(a).nonzero(), torch.nonzero(torch.tensor(a))
+        assert ours.dtype == dtypes.int32 and ours.shape == tuple(theirs.shape)
+        assert ours.tolist() == theirs.tolist()
+    assert Tensor([True, False, True]).nonzero().tolist() == [[0], [2]]
