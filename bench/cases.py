@@ -308,7 +308,9 @@ def _torch_step(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: np.nd
 
 
 def _cross_entropy(logits: Any, y: Any, fw: Framework) -> Any:
-    for name in ("sparse_categorical_crossentropy", "cross_entropy"):
+    # cross_entropy first: uopkit has both, and its sparse_categorical_crossentropy (tinygrad's ignore_index of -1)
+    # is a different node graph from the one the bench has always timed; tinygrad's is the same loss either way
+    for name in ("cross_entropy", "sparse_categorical_crossentropy"):
         fn = getattr(logits, name, None)
         if fn is not None:
             return fn(y)
