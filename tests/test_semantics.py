@@ -15,6 +15,7 @@ from uopkit.engine.realize import copy_on_write_buffers
 from uopkit.jit import TinyJit
 from uopkit.nn import BatchNorm2d
 from uopkit.nn.optim import SGD, Adam
+from uopkit.tensor import ShapeError
 
 # ---------------------------------------------------------------------------------------------------------------------
 # 1. a lazy value never sees a later assign
@@ -1031,3 +1032,60 @@ def test_cumprod_cummax_cummin_as_masked_prefixes(n):
         np.testing.assert_allclose(
             ours.cumprod(1).cast(dtypes.float32).numpy(), h.cumprod(1).float().numpy(), rtol=2e-2, equal_nan=True
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# gradients at special values and adaptive pools, as PyTorch's (on the CPU: the graphs are the backends' common part)
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -1.5, 30.0, -30.0, 100.0, -100.0], np.float32)
+AT_SPECIAL_VALUES = {
+    "relu": (lambda t: t.relu(), torch.relu),
+    "leaky_relu": (lambda t: t.leaky_relu(0.1), lambda t: torch.nn.functional.leaky_relu(t, 0.1)),
+    "elu": (lambda t: t.elu(), torch.nn.functional.elu),
+    "celu": (lambda t: t.celu(0.5), lambda t: torch.nn.functional.celu(t, 0.5)),
+    "selu": (lambda t: t.selu(), torch.nn.functional.selu),
+    "expm1": (lambda t: t.expm1(), torch.expm1),
+    "log1p": (lambda t: t.log1p(), torch.log1p),
+    "tan": (lambda t: t.tan(), torch.tan),
+    "max": (lambda t: t.max(), torch.max),
+    "min axis": (lambda t: t.reshape(1, -1).min(1), lambda t: t.reshape(1, -1).min(1).values),
+    "cummax": (lambda t: t.cummax(0)[0], lambda t: t.cummax(0)[0]),
+}
+
+
+@pytest.mark.parametrize("name", list(AT_SPECIAL_VALUES))
+def test_gradients_at_zero_infinities_and_nan(name: str) -> None:
+    # each element's gradient as PyTorch's at 0, +-inf, NaN and large |x|: an unused branch's 0 * inf (elu's exp at
+    # 100), a correction term's 0/0 (expm1 and log1p at 0) and a NaN max (which equals nothing) made the whole
+    # gradient NaN, or a tie at 0 took the wrong slope (leaky_relu)
+    ours_fn, theirs_fn = AT_SPECIAL_VALUES[name]
+    ours, theirs = Tensor(SPECIAL, requires_grad=True), torch.tensor(SPECIAL, requires_grad=True)
+    out, ref = ours_fn(ours), theirs_fn(theirs)
+    upstream = np.linspace(0.5, 1.5, out.numel(), dtype=np.float32).reshape(out.shape)
+    (out * Tensor(upstream)).sum().backward()
+    (ref * torch.tensor(upstream)).sum().backward()
+    assert ours.grad is not None and theirs.grad is not None
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["adaptive_avg_pool2d", "adaptive_max_pool2d"])
+def test_adaptive_pools_match_torch(op: str) -> None:
+    # windows [floor(i L / O), ceil((i + 1) L / O)): uneven (overlapping), growing, None (an even split is a plain
+    # pool); ties (the max's gradient to each window's first maximum) and a NaN (which a zero weight must not spread)
+    rng = np.random.default_rng(0)
+    x = rng.integers(-2, 3, (1, 2, 7, 9)).astype(np.float32)
+    x[0, 0, 1, 1] = np.nan
+    theirs_fn = getattr(torch.nn.functional, op)
+    for size in [(3, 4), (9, 11), (None, 2)]:
+        ours, theirs = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        out, ref = getattr(ours, op)(size), theirs_fn(theirs, size)
+        g = rng.standard_normal(tuple(ref.shape)).astype(np.float32)
+        (out * Tensor(g)).sum().backward()
+        (ref * torch.tensor(g)).sum().backward()
+        assert out.shape == tuple(ref.shape)
+        np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+        assert ours.grad is not None and theirs.grad is not None
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ShapeError, match="must be positive"):
+        getattr(Tensor(x), op)((0, 2))
