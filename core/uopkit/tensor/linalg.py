@@ -481,7 +481,7 @@ class LinalgMixin:
     def adaptive_avg_pool2d(self, output_size: int | Sequence[int | None]) -> Tensor:
         """Mean over windows that split each of the last len(output_size) axes into `output_size` parts, output i
         averaging [floor(i L / O), ceil((i + 1) L / O)) as PyTorch's (None keeps an axis). Even splits are an
-        avg_pool2d; others a matrix of window weights per axis.
+        avg_pool2d; others a masked sum per axis over each window's length.
 
         >>> Tensor.arange(6).reshape(1, 2, 3).float().adaptive_avg_pool2d((1, 2)).tolist()
         [[[1.5, 3.5]]]
