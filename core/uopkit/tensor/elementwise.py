@@ -87,7 +87,7 @@ def _truncated_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     q = past.where(negative.where(q + 1, q - 1), q)
     r = past.where(negative.where(r - b, r + b), r)
     # a * 0 is the dividend's zero (for a finite a); a finite a fmod an infinite b is a (a - 0 * inf is nan)
-    r = (r == 0).where(a * 0, r).cast(a.dtype)
+    r = (r == 0).where(a * 0, r)
     return q, (b.isinf() & a.isfinite()).where(a, r)
 
 

@@ -89,8 +89,7 @@ class MathMixin:
         >>> round(Tensor([0.0]).logaddexp(0.0).item(), 5)
         0.69315
         """
-        a, b = self._float()._broadcasted(other, op="logaddexp")
-        a, b = a._float(), b._float()
+        a, b = (t._float() for t in self._broadcasted(other, op="logaddexp"))
         # equal arguments (both -inf or both inf among them) give a + log(2): a - b would be nan there
         spread = (a - b).abs()
         out = (a == b).where(a + math.log(2), a.maximum(b) + (-spread).exp().log1p())
@@ -634,17 +633,20 @@ class MathMixin:
         >>> Tensor([1.0, 0.0]).elu().tolist()
         [1.0, 0.0]
         """
-        x = self._float()
-        # the negative branch sees only x <= 0: at large x its expm1 would be inf, and the unused branch's gradient
-        # 0 * inf is NaN. NaN takes the x branch (its gradient passes, as PyTorch's)
-        low = x <= 0
-        return low.where(alpha * low.where(x, 0).expm1(), x)
+        return self._exponential_linear(alpha, 1.0)
 
     def celu(self, alpha: float = 1.0) -> Tensor:
         """max(0, x) + min(0, alpha (exp(x / alpha) - 1))."""
+        return self._exponential_linear(alpha, 1 / alpha)
+
+    def _exponential_linear(self, alpha: float, scale: float) -> Tensor:
+        # x for x > 0, alpha * expm1(scale * x) otherwise. The negative branch sees only x <= 0: at large x its expm1
+        # would be inf, and the unused branch's gradient 0 * inf is NaN. NaN takes the x branch (its gradient passes,
+        # as PyTorch's)
         x = self._float()
         low = x <= 0
-        return low.where(alpha * (low.where(x, 0) * (1 / alpha)).expm1(), x)
+        inner = low.where(x, 0)
+        return low.where(alpha * (inner if scale == 1.0 else inner * scale).expm1(), x)
 
     def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
         """gamma * elu(x, alpha) with the self-normalizing constants."""
