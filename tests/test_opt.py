@@ -651,3 +651,29 @@ def test_a_count_of_matches_stays_a_vectorizable_sum():
     ast = create_schedule(kernelize_tensors([out]))[-1].ast
     assert not any(u.op is Ops.IF for u in get_program(ast, Device["CPU"].renderer).uops)
     assert out.item() == int((a == b).sum())
+
+
+@pytest.mark.parametrize(
+    "shape, perm, dtype",
+    [((512, 512), (1, 0), np.float32), ((64, 2048), (1, 0), np.float16), ((256, 1024), (1, 0), np.int8)],
+)
+def test_transposing_copy_reads_whole_cache_lines(shape, perm, dtype, monkeypatch):
+    # source rows a multiple of 1 KB apart: lanes along the load's contiguous axis, a cache line's worth
+    a = (np.arange(math.prod(shape)) % 251).astype(dtype).reshape(shape)
+    t = Tensor(a).permute(*perm).contiguous()
+    _, opts = _thread_axes(t, 2, monkeypatch)
+    line = 64 // np.dtype(dtype).itemsize
+    assert Opt(OptOps.UPCAST, perm.index(len(shape) - 1), line) in opts
+    np.testing.assert_array_equal(t.numpy(), a.transpose(perm))
+
+
+def test_transposing_copy_of_rows_at_other_distances_keeps_its_loop_order(monkeypatch):
+    # rows 512 B apart stay in cache between passes: the lanes' scattered stores would only cost
+    t = Tensor.empty(64, 64, 64, 128).permute(0, 3, 1, 2).contiguous()
+    assert not [o for o in _thread_axes(t, 2, monkeypatch)[1] if o.op is OptOps.UPCAST]
+    # a transposed operand packed into panels, (1, 16, 512, 32) read from (512, 512): lanes along its rows
+    x, w = Tensor.empty(256, 512), Tensor.empty(512, 512)
+    pack = create_schedule(kernelize_tensors([x @ w.T]))[0]
+    from uopkit.codegen.opt.heuristic import hand_coded_opts
+
+    assert Opt(OptOps.UPCAST, 2, 16) in hand_coded_opts(pack.ast, Device["CPU"].renderer)
