@@ -237,12 +237,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {fw.name:9s} {fw.version or '-':16s} {fw.problem or ''}")
         if "blas" in fw.extra:
             print(f"  {'':9s} BLAS: {fw.extra['blas']}")
+    cold_name = f"first mlp step, cold cache {'-'.join(map(str, sizes.mlp))} b{sizes.batch}"
+    names = [b.name for b in benchmarks(sizes)] + ([] if args.no_cold else [cold_name])
+    if args.only and not any(args.only in n for n in names):
+        p.error(f"--only {args.only!r} matches no benchmark; the names are: " + "; ".join(names))
     results = []
     for b in benchmarks(sizes):
         if args.only and args.only not in b.name:
             continue
         results.append(run_bench(b, fws, budget, args.verbose))
-    cold_name = f"first mlp step, cold cache {'-'.join(map(str, sizes.mlp))} b{sizes.batch}"
     if not args.no_cold and (not args.only or args.only in cold_name):
         cold = Result(cold_name, None)
         for fw in fws:
@@ -271,10 +274,35 @@ def main(argv: list[str] | None = None) -> int:
         },
         "results": [r.__dict__ for r in results],
     }
+    partial = bool(args.only) or len(fws) < len(FRAMEWORKS)
+    # a partial run updates its cells of the saved results instead of dropping every other row
+    merged = _merge_into(path, payload) if partial else None
     with open(path, "w") as f:
-        json.dump(payload, f, indent=1)
-    print(f"\nsaved {path}")
+        json.dump(merged or payload, f, indent=1)
+    print(f"\n{'updated' if merged else 'saved'} {path}")
     return 0
+
+
+def _merge_into(path: str, payload: dict) -> dict | None:
+    """The results saved at `path` with `payload`'s cells (row by row, framework by framework) put in; None when
+    there is nothing to merge with: no file, unreadable, or results of another size (--quick) or machine."""
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        rows = {r["name"]: r for r in old["results"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if old.get("quick") != payload["quick"] or old.get("machine") != payload["machine"]:
+        return None
+    for new in payload["results"]:
+        row = rows.setdefault(new["name"], {**new, "times": {}, "rates": {}, "errors": {}, "skipped": {}})
+        if not isinstance(row, dict):
+            return None
+        for part in ("times", "rates", "errors", "skipped"):
+            for fw in new["times"].keys() | new["skipped"].keys():
+                row.setdefault(part, {}).pop(fw, None)
+            row.setdefault(part, {}).update(new[part])
+    return {**old, "frameworks": {**old.get("frameworks", {}), **payload["frameworks"]}, "results": list(rows.values())}
 
 
 def _cpu_model() -> str:

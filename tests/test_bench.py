@@ -135,3 +135,25 @@ def test_each_benchmark_runs_the_sizes_its_label_names():
     by_name = {b.name: b for b in benchmarks(sizes)}
     run, _ = next(b for name, b in by_name.items() if name.startswith("relu")).make(numpy_fw)
     assert run().shape == (sizes.elementwise,)
+
+
+def test_partial_run_updates_the_saved_results(tmp_path, capsys):
+    import pytest
+
+    out = tmp_path / "results.json"
+    base = ["--quick", "--no-cold", "--budget", "0.002", "--json", str(out)]
+    assert main([*base, "--frameworks", "numpy,uopkit"]) == 0
+    before = json.loads(out.read_text())
+    # a run of one benchmark for one framework replaces that cell and keeps every other row and cell
+    assert main([*base, "--frameworks", "uopkit", "--only", "matmul 64"]) == 0
+    after = json.loads(out.read_text())
+    assert [r["name"] for r in after["results"]] == [r["name"] for r in before["results"]]
+    rows = {r["name"]: r for r in after["results"]}
+    assert "numpy" in rows["matmul 64 fp32"]["times"] and "uopkit" in rows["matmul 64 fp32"]["times"]
+    assert after["results"][1:] == before["results"][1:]
+    assert "updated" in capsys.readouterr().out
+    # a name that matches nothing is an error, and the saved results stay as they are
+    with pytest.raises(SystemExit):
+        main([*base, "--only", "MLP"])
+    assert "matches no benchmark" in capsys.readouterr().err
+    assert json.loads(out.read_text()) == after
