@@ -1089,3 +1089,80 @@ def test_adaptive_pools_match_torch(op: str) -> None:
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(ShapeError, match="must be positive"):
         getattr(Tensor(x), op)((0, 2))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# strided transposed convolutions (and a strided convolution's input gradient) computed by phases
+
+
+def _conv_transpose_cases() -> list[tuple]:
+    cases = []
+    for nd, s, k, d, p, op, g in (
+        (2, 2, 3, 1, 1, 1, 1),
+        (2, 2, 4, 1, 1, 0, 2),
+        (2, 3, 5, 2, 2, 1, 1),  # dilation coprime with the stride
+        (2, 2, 3, 2, 1, 1, 2),  # not coprime: the spread input
+        (2, 3, 2, 1, 0, 2, 1),  # a kernel shorter than the stride: phases without taps
+        (2, 2, 1, 1, 0, 1, 2),  # a 1x1 kernel, and an output_padding row no tap reaches
+        (1, 2, 3, 1, 2, 1, 1),  # padding larger than the taps before: cropped phases
+        (1, 3, 4, 1, 0, 0, 1),
+        (3, 2, 3, 1, 1, 1, 1),
+    ):
+        cases.append((nd, s, k, d, p, op, g))
+    return cases
+
+
+@pytest.mark.parametrize("nd, s, k, d, p, op, g", _conv_transpose_cases())
+def test_strided_conv_transpose_values_and_gradients(nd, s, k, d, p, op, g):
+    rng = np.random.default_rng(nd * 100 + s * 10 + k)
+    cin, cout = 2 * g, 3 * g
+    spatial = {1: (7,), 2: (5, 4), 3: (3, 4, 3)}[nd]
+    x = rng.standard_normal((2, cin, *spatial)).astype(np.float32)
+    w = rng.standard_normal((cin, cout // g) + (k,) * nd).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    fn = {1: torch.nn.functional.conv_transpose1d, 2: torch.nn.functional.conv_transpose2d}.get(
+        nd, torch.nn.functional.conv_transpose3d
+    )
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (x, w, b))
+    ref = fn(tx, tw, tb, stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+    ux, uw, ub = (Tensor(v, requires_grad=True) for v in (x, w, b))
+    out = ux.conv_transpose2d(uw, ub, stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+    assert out.shape == tuple(ref.shape)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=1e-4, rtol=1e-4)
+    upstream = rng.standard_normal(ref.shape).astype(np.float32)
+    ref.backward(torch.tensor(upstream))
+    (out * Tensor(upstream)).sum().backward()
+    for mine, theirs in ((ux, tx), (uw, tw), (ub, tb)):
+        np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), atol=1e-3, rtol=1e-4)
+
+
+def test_strided_convolution_input_gradient_skips_the_spread_zeros():
+    # the input gradient of a stride-2 convolution: one convolution per output phase over the gradient itself, each
+    # with its slice of the kernel (9 taps over the 4 phases), not all 9 taps over a gradient 3/4 zeros
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 4, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    ux, tx = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ux.conv2d(Tensor(w), stride=2, padding=1).square().sum().backward()
+    torch.nn.functional.conv2d(tx, torch.tensor(w), stride=2, padding=1).square().sum().backward()
+    np.testing.assert_allclose(ux.grad.numpy(), tx.grad.numpy(), atol=1e-3, rtol=1e-4)
+    gy = Tensor.empty(2, 6, 5, 4)
+    gx = gy._transposed_conv(Tensor.empty(6, 4, 3, 3), 1, (2, 2), (1, 1), ((1, 2), (1, 1)))
+    taps = sorted(
+        tuple(u.src[0].shape[-2:])
+        for u in gx.uop.toposort()
+        if u.op.name == "REDUCE_AXIS" and u.src[0].shape is not None and len(u.src[0].shape) > 4
+    )
+    assert taps == [(1, 1), (1, 2), (2, 1), (2, 2)]
+
+
+def test_a_sum_stacked_with_itself_compiles_and_is_right():
+    # lanes over both output axes around a reduce read in two padded regions once gave loops the linearizer couldn't
+    # order; such a kernel is compiled without opts
+    h = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    t = Tensor(h)
+    out = Tensor.stack(t.sum(1).flatten(), t.sum(1).flatten(), dim=-1)
+    np.testing.assert_allclose(out.numpy(), np.stack([h.sum(1).ravel()] * 2, -1), rtol=1e-6)
+    c = Tensor(h.reshape(1, 2, 3, 4)).conv2d(Tensor.ones(4, 1, 1, 1), groups=2)
+    ref = torch.nn.functional.conv2d(torch.tensor(h.reshape(1, 2, 3, 4)), torch.ones(4, 1, 1, 1), groups=2)
+    np.testing.assert_allclose((c.unsqueeze(-1).pad(((0, 0),) * 4 + ((0, 1),)) + 1).numpy()[..., 0], ref + 1, rtol=1e-6)

@@ -344,6 +344,8 @@ class LinalgMixin:
             .reshape((groups * rcout, cin // groups) + ks)
         )
         w = w.flip(tuple(range(2, 2 + nd)))
+        if any(s > 1 for s in s_) and all(math.gcd(s, d) == 1 for s, d in zip(s_, d_, strict=True)):
+            return self._phase_conv(w, groups, s_, d_, pads, bias)
         x = self
         for i, s in enumerate(s_):
             x = x._spread(2 + i, s)
@@ -354,6 +356,71 @@ class LinalgMixin:
             # (a stride-2 3x3 conv's input gradient over 4x64x56x56: 0.7 s, 90% of it reading zeros that way)
             x = x.contiguous()
         return x.conv2d(w, bias, groups=groups, dilation=d_)
+
+    def _phase_conv(
+        self,
+        w: Tensor,
+        groups: int,
+        s_: tuple[int, ...],
+        d_: tuple[int, ...],
+        pads: tuple[tuple[int, int], ...],
+        bias: Tensor | None,
+    ) -> Tensor:
+        """The stride-1 convolution (weight `w`, dilation d_) of `self` spread by s_ (s - 1 zeros between neighbours)
+        and padded by `pads`, without the zeros: the outputs at o = q * s + r (one phase r per axis) read only the taps
+        t with r + t * d - pad_before divisible by s, which are every s-th tap from the first one, at inputs d apart
+        (s and d coprime). So each phase is a convolution of the input itself with that slice of the kernel, and the
+        phases interleave into the output: s^n times fewer products than over the spread input, where all but one
+        in s^n of the inputs are zeros."""
+        nd = len(s_)
+        n_sp, ks = self.shape[2:], w.shape[2:]
+        out_sp = tuple(
+            (n - 1) * s + 1 + pb + pa - d * (k - 1) for n, s, d, k, (pb, pa) in zip(n_sp, s_, d_, ks, pads, strict=True)
+        )
+        if any(o <= 0 for o in out_sp):
+            raise ShapeError(f"conv_transpose: input {self.shape} and weight {w.shape} give an empty output {out_sp}")
+        # per axis and phase r: (first tap, taps, input offset of the first tap, outputs of the phase)
+        plans = []
+        for s, d, k, (pb, _), o in zip(s_, d_, ks, pads, out_sp, strict=True):
+            axis = []
+            for r in range(s):
+                t0 = next((t for t in range(min(k, s)) if (r + t * d - pb) % s == 0), None)
+                taps = 0 if t0 is None else len(range(t0, k, s))
+                axis.append((t0, taps, 0 if t0 is None else (r + t0 * d - pb) // s, -(-(o - r) // s)))
+            plans.append(axis)
+        full = tuple(-(-o // s) for o, s in zip(out_sp, s_, strict=True))
+        cout, dtype = w.shape[0], least_upper_dtype(self.dtype, w.dtype)
+        phases: dict[tuple[int, ...], Tensor] = {}
+        for rs in itertools.product(*(range(s) for s in s_)):
+            axis_plans = [plans[i][r] for i, r in enumerate(rs)]
+            size = tuple(q for *_, q in axis_plans)
+            if any(taps == 0 or q == 0 for _, taps, _, q in axis_plans):
+                # no tap lands on this phase (a kernel shorter than the stride), or no output does
+                phases[rs] = Tensor.zeros((self.shape[0], cout) + full, dtype=dtype, device=self.device)
+                continue
+            every_sth = tuple(slice(t0, None, s) for (t0, *_), s in zip(axis_plans, s_, strict=True))
+            sub = w[(slice(None), slice(None)) + every_sth]
+            # input i = q + a + j * d for output q and tap j: pad (or crop) so that the correlation starts at a and
+            # yields q outputs
+            xp = self.pad(
+                ((0, 0), (0, 0))
+                + tuple(
+                    (-a, q + d * (taps - 1) - n + a) for (_, taps, a, q), d, n in zip(axis_plans, d_, n_sp, strict=True)
+                )
+            )
+            out = xp.conv2d(sub, groups=groups, dilation=d_)
+            # every phase padded to the longest one's length (phases past the output's end are cut below)
+            to_full = tuple((0, f - q) for f, q in zip(full, size, strict=True))
+            phases[rs] = out.cast(dtype).pad(((0, 0), (0, 0)) + to_full)
+        # interleave: phases on new axes after each spatial axis, merged by a reshape
+        for i in reversed(range(nd)):
+            merged: dict[tuple[int, ...], Tensor] = {}
+            for rs in itertools.product(*(range(s) for s in s_[:i])):
+                merged[rs] = Tensor.stack(*(phases[rs + (r,)] for r in range(s_[i])), dim=3 + i)
+            phases = merged
+        ret = phases[()].reshape((self.shape[0], cout) + tuple(f * s for f, s in zip(full, s_, strict=True)))
+        ret = ret.shrink(((0, ret.shape[0]), (0, cout)) + tuple((0, o) for o in out_sp))
+        return ret if bias is None else ret + bias.cast(dtype).reshape((1, cout) + (1,) * nd)
 
     def _spread(self, axis: int, s: int) -> Tensor:
         """s - 1 zeros between neighbours along `axis` (a strided convolution's output gradient, placed back)."""
