@@ -1157,11 +1157,22 @@ def test_strided_convolution_input_gradient_skips_the_spread_zeros():
 
 
 def test_a_sum_stacked_with_itself_compiles_and_is_right():
-    # lanes over both output axes around a reduce read in two padded regions once gave loops the linearizer couldn't
-    # order; such a kernel is compiled without opts
+    # lanes over both output axes around a reduce read in two padded regions: simplifying a gated load's address
+    # rebuilt the reduce's loop (its RANGE is ordered after the accumulator's reset, indexed by the gated lane), and
+    # the two copies of the loop couldn't be ordered
+    from uopkit import Device
+    from uopkit.codegen import full_rewrite, prepare_ast
+    from uopkit.codegen.opt import Opt, OptOps, apply_opts
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
     h = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
     t = Tensor(h)
     out = Tensor.stack(t.sum(1).flatten(), t.sum(1).flatten(), dim=-1)
+    ast = prepare_ast(create_schedule(kernelize_tensors([out]))[-1].ast)
+    renderer = Device["CPU"].renderer
+    lanes = [Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.UPCAST, 1, 2)]
+    uops, _ = full_rewrite(ast, renderer, apply_opts(ast, lanes, renderer))
+    assert len({u.arg for u in uops if u.op.name == "RANGE"}) == len([u for u in uops if u.op.name == "RANGE"])
     np.testing.assert_allclose(out.numpy(), np.stack([h.sum(1).ravel()] * 2, -1), rtol=1e-6)
     c = Tensor(h.reshape(1, 2, 3, 4)).conv2d(Tensor.ones(4, 1, 1, 1), groups=2)
     ref = torch.nn.functional.conv2d(torch.tensor(h.reshape(1, 2, 3, 4)), torch.ones(4, 1, 1, 1), groups=2)

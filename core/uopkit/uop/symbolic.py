@@ -340,7 +340,11 @@ def do_index_given_gate(x: UOp) -> UOp | None:
     if not bounds:
         return None
     idx = x.src[1]
-    nodes = idx.toposort()
+    # a loop counter is a value here: what its RANGE is ordered after (an accumulator's reset, indexed by the lanes the
+    # gate bounds) is not part of the address, and rebuilt under the gate it would be a second loop
+    inner = idx.toposort(gate=lambda n: n.op is not Ops.RANGE)
+    loops = {r: r for n in (idx, *inner) for r in (n, *n.src) if r.op is Ops.RANGE}
+    nodes = {**inner, **loops}
     # narrower ranges simplify divisions and remainders; a sum of products stays what it is
     if not any(n.op in (Ops.IDIV, Ops.MOD) for n in nodes):
         return None
@@ -353,9 +357,10 @@ def do_index_given_gate(x: UOp) -> UOp | None:
         return None
     # the index's nodes are simplified already (a rewrite reaches the INDEX after its sources): only what the stand-ins
     # change is simplified again
-    new_idx = _swap(simplify(_swap(idx, stand_ins), {n: n for n in nodes}), {v: e for e, v in stand_ins.items()})
+    simplified = simplify(_swap(idx, {**loops, **stand_ins}), {n: n for n in nodes})
+    new_idx = _swap(simplified, {**loops, **{v: e for e, v in stand_ins.items()}})
     # only a smaller index: the rule can't undo what another rule did, so rewriting ends
-    if len(new_idx.toposort()) >= len(nodes):
+    if len(new_idx.toposort(gate=lambda n: n.op is not Ops.RANGE)) >= len(inner):
         return None
     return x.replace(src=(x.src[0], new_idx, *x.src[2:]))
 
