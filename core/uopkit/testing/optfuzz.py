@@ -102,6 +102,13 @@ def cases() -> dict[str, Case]:
             [f32(12, 40)], lambda x: x - x.max(axis=1, keepdim=True), lambda x: x - x.max(axis=1, keepdims=True)
         ),
         "softmax": Case([f32(8, 96)], lambda x: x.softmax(-1), _softmax),
+        # one reduce read through two padded regions of the output (lanes across both give gated loads whose address
+        # simplification must leave the reduce's loop alone)
+        "stacked_sums": Case(
+            [f32(4, 6, 8)],
+            lambda x: x.sum(1).flatten().stack(x.sum(1).flatten(), dim=-1),
+            lambda x: np.stack([x.sum(1).ravel()] * 2, -1),
+        ),
         # the work-group combines (GROUP over an odd or prime row: a tree padded to a power of two) on ints, bools
         # and a max that must keep its NaN (rows 3 and 11 hold one; a whole-tensor max sees both)
         "int_row_sum": Case(
