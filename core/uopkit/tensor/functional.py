@@ -16,7 +16,7 @@ from uopkit.tensor.support import (
     _broadcast_shape,
     _check_targets,
     _normalize_axis,
-    _with_gradient_of,
+    _with_reduced_derivative,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -127,33 +127,32 @@ class FunctionalMixin:
         """
         x = self._float()
         axis = _normalize_axis(dim, x.ndim, "normalize", x.shape)
-        a = x.abs()
-        if p == math.inf or p == -math.inf:
-            norm = a.max(axis, keepdim=True) if p > 0 else a.min(axis, keepdim=True)
-        elif p == 0:
-            norm = (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
-        else:
-            if p < 0:
-                raise ValueError(f"normalize: p must be >= 0 or +-inf, got {p}")
-            value = a.square().sum(axis, keepdim=True).sqrt() if p == 2 else a.pow(p).sum(axis, keepdim=True).pow(1 / p)
-            # torch's derivative of the norm: sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and at x = 0
-            # for p < 2): the textbook chain is 0 * inf there
-            norm = value.detach()
-            if p == 1:
-                derivative = x.sign()
-            elif p == 2:
-                derivative = x / norm
-            else:
-                scaled = x * a.pow(p - 2)
-                derivative = (scaled if p >= 2 else (x == 0).where(0.0, scaled)) / norm.pow(p - 1)
-            # (a reduction's derivative can't be given whole: x * derivative, summed, carries it; both kept finite so
-            # that the value passes through unchanged)
-            derivative = (norm == 0).where(0.0, derivative).detach()
-            finite_derivative = derivative.isfinite().where(derivative, 0.0)
-            carrier = (x.isfinite().where(x, 0.0) * finite_derivative).sum(axis, keepdim=True)
-            norm = _with_gradient_of(value, carrier)
+        norm = x._vector_norm(axis, p, "normalize")
         # as torch's clamp_min: the whole gradient goes to the norm where it is >= eps (and a NaN norm stays NaN)
         return x / (norm < eps).where(eps, norm)
+
+    def _vector_norm(self, axis: int, p: float, op: str) -> Tensor:
+        """||x||_p of a float tensor along `axis` (kept, size 1), with torch's derivative (linalg.vector_norm's, and
+        cdist's for finite p): sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and at x = 0 for p < 2), where
+        the textbook chain is 0 * inf. p = 0 counts the nonzero elements (no gradient); +-inf is the max (min) of |x|,
+        whose gradient is shared among ties."""
+        x, a = self, self.abs()
+        if p == math.inf or p == -math.inf:
+            return a.max(axis, keepdim=True) if p > 0 else a.min(axis, keepdim=True)
+        if p == 0:
+            return (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
+        if p < 0:
+            raise ValueError(f"{op}: p must be >= 0 or +-inf, got {p}")
+        value = a.square().sum(axis, keepdim=True).sqrt() if p == 2 else a.pow(p).sum(axis, keepdim=True).pow(1 / p)
+        norm = value.detach()
+        if p == 1:
+            derivative = x.sign()
+        elif p == 2:
+            derivative = x / norm
+        else:
+            scaled = x * a.pow(p - 2)
+            derivative = (scaled if p >= 2 else (x == 0).where(0.0, scaled)) / norm.pow(p - 1)
+        return _with_reduced_derivative(value, x, (norm == 0).where(0.0, derivative), axis)
 
     def _loss_reduce(self, reduction: str, op: str) -> Tensor:
         if reduction == "none":
