@@ -1,6 +1,6 @@
 """PyTorch operations with PyTorch's semantics (regression losses, kl_div, cosine_similarity, pixel_shuffle and
-pixel_unshuffle, outer, trace, isin, nan_to_num, logit, cdist): values, gradients and errors compared with PyTorch
-(CPU), special values included."""
+pixel_unshuffle, outer, trace, count_nonzero, isin, bincount, median, quantile, nan_to_num, logit, cdist): values,
+gradients and errors compared with PyTorch (CPU), special values included."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from uopkit import Tensor, dtypes
 from uopkit.dtype import from_numpy_dtype
-from uopkit.tensor.support import ArgumentError, ShapeError
+from uopkit.tensor.support import ArgumentError, EmptyReduceError, ShapeError
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -216,7 +216,21 @@ def test_pixel_shuffle_and_unshuffle_as_torch():
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# isin
+# count_nonzero, isin, bincount
+
+
+def test_count_nonzero_as_torch_but_int32():
+    x = np.array([[[0.0, 1.0, -0.0], [NAN, 0.0, 2.0]], [[3.0, 0.0, 0.0], [0.0, -INF, 0.0]]], np.float32)
+    for dim in (None, 0, -1, 1, (0, 2), (-1, 0, 1), ()):
+        ours = Tensor(x).count_nonzero(dim)
+        assert ours.dtype == dtypes.int32
+        np.testing.assert_array_equal(ours.numpy(), torch.count_nonzero(torch.tensor(x), dim=dim).numpy())
+    assert Tensor([True, False, True]).count_nonzero().item() == 2
+    assert Tensor([[0, 5], [7, 0]], dtype=dtypes.int8).count_nonzero(1).tolist() == [1, 1]
+    with pytest.raises(ArgumentError, match="names an axis twice"):
+        Tensor(x).count_nonzero((0, -3))
+    with pytest.raises(IndexError, match="count_nonzero: axis 3"):
+        Tensor(x).count_nonzero(3)
 
 
 def test_isin_as_torch():
@@ -235,6 +249,159 @@ def test_isin_as_torch():
             assert ours.dtype == dtypes.bool and ours.tolist() == theirs.tolist(), (elements, tests, invert)
     assert Tensor([1, 2, 3]).isin(2).tolist() == [False, True, False]
     assert Tensor([1, 2, 3]).isin([3, 1], assume_unique=True).tolist() == [True, False, True]
+
+
+def test_bincount_as_torch():
+    x = np.array([0, 2, 2, 5, 1, 2], np.int64)
+    for minlength in (0, 3, 9):
+        ours = Tensor(x).bincount(minlength=minlength)
+        assert ours.dtype == dtypes.int32
+        assert ours.tolist() == torch.bincount(torch.tensor(x), minlength=minlength).tolist()
+    # float32 weights stay float32, others give float64 (as torch); their gradient is each bin's upstream value
+    for w_dtype in (np.float32, np.float64, np.int32):
+        w = (RNG.random(6) * 4).astype(w_dtype)
+        ours = Tensor(x).bincount(Tensor(w))
+        theirs = torch.bincount(torch.tensor(x), torch.tensor(w))
+        assert ours.dtype == from_numpy_dtype(theirs.numpy().dtype)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    w = Tensor(RNG.random(6).astype(np.float32), requires_grad=True)
+    (Tensor(x).bincount(w, minlength=7) * Tensor.arange(7).float()).sum().backward()
+    assert w.grad.tolist() == x.astype(np.float32).tolist()
+    # a computed input (read back to size the output), small ints, an empty input
+    assert (Tensor([3, 1, 1]) * 2).bincount().tolist() == [0, 0, 2, 0, 0, 0, 1]
+    assert Tensor([1, 1, 250], dtype=dtypes.uint8).bincount().numpy()[[0, 1, 250]].tolist() == [0, 2, 1]
+    assert Tensor(np.zeros(0, np.int32)).bincount().shape == (0,)
+    assert Tensor(np.zeros(0, np.int32)).bincount(minlength=3).tolist() == [0, 0, 0]
+    with pytest.raises(ArgumentError, match="non-negative, it holds -1"):
+        Tensor([0, -1, 3]).bincount()
+    with pytest.raises(TypeError, match="bincount: needs a tensor of non-negative ints, got dtypes.float"):
+        Tensor([0.0, 1.0]).bincount()
+    with pytest.raises(ShapeError, match="1-D"):
+        Tensor([[0, 1]]).bincount()
+    with pytest.raises(ShapeError, match="weights must be a tensor of the input's shape \\(2,\\), got \\(1,\\)"):
+        Tensor([0, 1]).bincount(Tensor([1.0]))
+    with pytest.raises(ArgumentError, match="minlength must be >= 0"):
+        Tensor([0, 1]).bincount(minlength=-1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# median, quantile
+
+
+def test_median_over_all_elements_as_torch_with_shared_gradient():
+    cases = [
+        _randn(3, 5),  # odd count
+        _randn(2, 4),  # even: the lower middle value
+        np.array([3.0, 1.0, 2.0, 2.0, 1.0, 3.0, 2.0], np.float32),  # ties share the gradient
+        np.array([3.0, NAN, 2.0, NAN], np.float32),  # NaN: the NaNs share it
+        np.array([3.0, -INF, -INF, -INF], np.float32),
+        np.array([INF, INF, 1.0], np.float32),
+    ]
+    for x in cases:
+        as_torch(torch.median, [x], lambda t: t.median())
+    assert Tensor(_randn(2, 3)).median(keepdim=True).shape == (1, 1)
+    ints = RNG.integers(-50, 50, (4, 6))
+    assert Tensor(ints).median().item() == torch.tensor(ints).median().item()
+    assert np.isnan(Tensor.zeros(0).median().item())
+    with pytest.raises(EmptyReduceError, match="no median"):
+        Tensor(np.zeros(0, np.int32)).median()
+    with pytest.raises(TypeError, match="bool"):
+        Tensor([True, False]).median()
+
+
+def test_median_along_a_dim_values_indices_and_gradient_as_torch():
+    x = _randn(4, 5, 6)  # no ties: torch's index is the one index
+    for dim, keepdim in [(0, False), (1, True), (-1, False), (-2, True)]:
+        values, indices = Tensor(x).median(dim, keepdim)
+        ref = torch.tensor(x).median(dim, keepdim)
+        assert indices.dtype == dtypes.int32 and values.shape == tuple(ref.values.shape)
+        np.testing.assert_array_equal(values.numpy(), ref.values.numpy())
+        np.testing.assert_array_equal(indices.numpy(), ref.indices.numpy())
+    as_torch(lambda t: t.median(1).values, [x], lambda t: t.median(1)[0])
+    # ties: the first index holding the median (torch's choice among ties is unspecified); NaN: the first NaN
+    rows = np.array(
+        [[1.0, 1.0, 1.0, 1.0], [2.0, 1.0, 2.0, 1.0], [5.0, NAN, 3.0, NAN], [NAN, 2.0, 1.0, 0.0]], np.float32
+    )
+    values, indices = Tensor(rows).median(1)
+    ref = torch.tensor(rows).median(1)
+    np.testing.assert_array_equal(values.numpy(), ref.values.numpy())
+    assert indices.tolist() == [0, 1, 1, 0] and ref.indices.tolist()[2:] == [1, 0]
+    # the gradient goes to the returned index
+    t = Tensor(rows, requires_grad=True)
+    t.median(1)[0].sum().backward()
+    assert t.grad.tolist() == [[1, 0, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
+    # a long row (sorted by the bitonic network), ints, a 0-d tensor
+    long = RNG.permutation(301).astype(np.float32)
+    assert Tensor(long).median(0)[0].item() == 150.0 and Tensor(long).median(0)[1].item() == int(np.argmax(long == 150))
+    ints = RNG.integers(0, 1000, (3, 7))
+    ours, ref = Tensor(ints).median(-1), torch.tensor(ints).median(-1)
+    assert ours[0].tolist() == ref.values.tolist()
+    assert [row[i] for row, i in zip(ints, ours[1].tolist(), strict=True)] == ref.values.tolist()
+    assert [t.tolist() for t in Tensor(5.0).median(0)] == [5.0, 0]
+    with pytest.raises(EmptyReduceError, match="median: axis 1 of shape \\(2, 0\\) is empty"):
+        Tensor.zeros(2, 0).median(1)
+    assert Tensor.zeros(0, 3).median(1)[0].shape == (0,)
+
+
+QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def test_quantile_every_interpolation_dim_and_keepdim_as_torch():
+    x = _randn(3, 6, 5, dtype=np.float64)
+    q = [0.0, 0.1, 0.25, 0.5, 0.625, 0.9, 1.0]
+    for mode in QUANTILE_MODES:
+        for dim, keepdim in [(None, True), (1, False), (-1, True)]:
+            ours = Tensor(x).quantile(q, dim=dim, keepdim=keepdim, interpolation=mode)
+            ref = torch.quantile(
+                torch.tensor(x), torch.tensor(q, dtype=torch.float64), dim, keepdim, interpolation=mode
+            )
+            assert ours.shape == tuple(ref.shape), (mode, dim, keepdim)
+            np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-12, err_msg=f"{mode} {dim} {keepdim}")
+    # float32 (ranks computed in float32, as torch), one q (no q axis), a 0-d or 1-D tensor q
+    y = _randn(4, 11)
+    cases = [(0.1, mode) for mode in QUANTILE_MODES] + [(Tensor(0.3), "linear"), (Tensor([0.3, 0.7]), "nearest")]
+    for q1, mode in cases:
+        ref_q = torch.tensor(q1.numpy()) if isinstance(q1, Tensor) else q1
+        ours = Tensor(y).quantile(q1, dim=1, interpolation=mode)
+        ref = torch.quantile(torch.tensor(y), ref_q, dim=1, interpolation=mode)
+        assert ours.shape == tuple(ref.shape) and ours.dtype == dtypes.float32
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6)
+    assert Tensor(3.0).quantile(0.5).tolist() == 3.0 and Tensor(3.0).quantile(0.5, dim=0).shape == ()
+    assert Tensor([1.0, 2.0]).quantile([]).shape == (0,)
+
+
+def test_quantile_nan_inf_and_gradients_as_torch():
+    # a NaN makes its row's quantiles NaN; infinities give torch's lerp results (NaN at the exact positions)
+    x = np.array([[1.0, NAN, 3.0, 0.5], [-INF, 1.0, INF, 2.0], [4.0, 3.0, 2.0, 1.0]], np.float32)
+    q = torch.tensor([0.0, 0.2, 0.5, 0.75, 1.0])
+    for mode in QUANTILE_MODES:
+        ours = Tensor(x).quantile(q.tolist(), dim=1, interpolation=mode)
+        np.testing.assert_array_equal(ours.numpy(), torch.quantile(torch.tensor(x), q, 1, interpolation=mode).numpy())
+    # gradients: through the sort to the elements each quantile interpolates (ties in stable order, as torch's)
+    for values in (_randn(2, 9), np.array([[3.0, 1.0, 3.0, 1.0, 3.0], [NAN, 2.0, NAN, 1.0, 0.0]], np.float32)):
+        for mode in QUANTILE_MODES:
+            as_torch(
+                lambda t, m=mode: torch.quantile(t, torch.tensor([0.3, 0.5, 0.9]), dim=-1, interpolation=m),
+                [values],
+                lambda t, m=mode: t.quantile([0.3, 0.5, 0.9], dim=-1, interpolation=m),
+            )
+
+
+def test_quantile_errors_say_what_is_wrong():
+    x = Tensor([1.0, 2.0, 3.0])
+    for bad in (1.5, -0.1, NAN, [0.5, 2.0], Tensor([0.2, 1.2])):
+        with pytest.raises(ArgumentError, match="quantile: q must be in \\[0, 1\\]"):
+            x.quantile(bad)
+    with pytest.raises(ShapeError, match="q must be a number or a 1-D"):
+        x.quantile(Tensor([[0.5]]))
+    with pytest.raises(ArgumentError, match="interpolation must be one of linear, lower, higher, midpoint, nearest"):
+        x.quantile(0.5, interpolation="cubic")
+    with pytest.raises(TypeError, match="quantile: needs a floating-point input, got dtypes.int"):
+        Tensor([1, 2]).quantile(0.5)
+    with pytest.raises(EmptyReduceError, match="empty"):
+        Tensor.zeros(2, 0).quantile(0.5, dim=0)
+    with pytest.raises(IndexError, match="quantile: axis 2"):
+        Tensor.zeros(2, 3).quantile(0.5, dim=2)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
