@@ -82,6 +82,15 @@ def test_regression_losses_values_and_gradients_as_torch():
             finite,
             lambda a, b, n=name, r=reduction, kw=kwargs: getattr(a, n)(b, reduction=r, **kw),
         )
+    # weights (of the input's shape; a gradient for them too): mse_loss's and l1_loss's mean divides by their sum,
+    # huber_loss's by the count, as torch's
+    weight = np.abs(_randn(3, 5, dtype=np.float64))
+    for name, reduction in [("mse_loss", "mean"), ("l1_loss", "mean"), ("huber_loss", "mean"), ("l1_loss", "none")]:
+        as_torch(
+            lambda a, b, w, n=name, r=reduction: getattr(F, n)(a, b, reduction=r, weight=w),
+            [*finite, weight],
+            lambda a, b, w, n=name, r=reduction: getattr(a, n)(b, reduction=r, weight=w),
+        )
 
 
 def test_regression_loss_errors_say_what_is_wrong():
@@ -96,6 +105,8 @@ def test_regression_loss_errors_say_what_is_wrong():
         a.smooth_l1_loss(a, beta=-1.0)
     with pytest.raises(ArgumentError, match="delta must be > 0"):
         a.huber_loss(a, delta=0.0)
+    with pytest.raises(ShapeError, match="mse_loss: weight shape \\(3,\\) must be the input's shape \\(2,\\)"):
+        a.mse_loss(a, weight=b)
     # an int target with a float input is fine (promoted, as torch)
     assert Tensor([1.0, 3.0]).mse_loss(Tensor([1, 1])).item() == 2.0
 
@@ -176,6 +187,9 @@ def test_cdist_values_and_gradients_as_torch():
         Tensor.ones(2, 3).cdist(Tensor.ones(2, 3), p=-1.0)
     with pytest.raises(TypeError, match="x1 is dtypes.int"):
         Tensor([[1, 2]]).cdist(Tensor([[1.0, 2.0]]))
+    with pytest.raises(ValueError, match="compute_mode must be one of"):
+        Tensor.ones(2, 3).cdist(Tensor.ones(2, 3), compute_mode="mm")
+    assert Tensor([[0.0, 3.0]]).cdist(Tensor([[4.0, 0.0]]), compute_mode="use_mm_for_euclid_dist").item() == 5.0
 
 
 def test_outer_and_trace_as_torch():

@@ -347,21 +347,39 @@ class FunctionalMixin:
             raise TypeError(f"{op}: needs a floating-point input or target, both are {x.dtype}; cast with .float()")
         return x - y
 
-    def mse_loss(self, target: Tensor, reduction: str = "mean") -> Tensor:
-        """(input - target)^2, reduced by `reduction` ("mean", "sum" or "none"), as torch.nn.functional.mse_loss.
+    def _weighted_loss(
+        self, weight: Tensor | None, input_shape: tuple[int, ...], reduction: str, op: str, mean_by_weights: bool
+    ) -> Tensor:
+        # torch's weight= (of the input's shape) multiplies each term; then mse_loss's and l1_loss's "mean" divides by
+        # the weights' sum, huber_loss's by the count
+        if weight is None:
+            return self._loss_reduce(reduction, op)
+        if weight.shape != input_shape:
+            raise ShapeError(f"{op}: weight shape {weight.shape} must be the input's shape {input_shape}")
+        loss = self * weight
+        if reduction == "mean" and mean_by_weights:
+            return loss.sum() / weight.sum()
+        return loss._loss_reduce(reduction, op)
+
+    def mse_loss(self, target: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+        """(input - target)^2, times `weight` if given, reduced by `reduction` ("mean", "sum" or "none"; with
+        weights the mean divides by their sum), as torch.nn.functional.mse_loss.
 
         >>> Tensor([1.0, 3.0]).mse_loss(Tensor([0.0, 0.0])).tolist()
         5.0
         """
-        return self._loss_difference(target, "mse_loss").square()._loss_reduce(reduction, "mse_loss")
+        squares = self._loss_difference(target, "mse_loss").square()
+        return squares._weighted_loss(weight, self.shape, reduction, "mse_loss", True)
 
-    def l1_loss(self, target: Tensor, reduction: str = "mean") -> Tensor:
-        """|input - target|, reduced by `reduction`, as torch.nn.functional.l1_loss.
+    def l1_loss(self, target: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+        """|input - target|, times `weight` if given, reduced by `reduction` (with weights the mean divides by their
+        sum), as torch.nn.functional.l1_loss.
 
         >>> Tensor([1.0, -3.0]).l1_loss(Tensor([0.0, 0.0]), reduction="sum").tolist()
         4.0
         """
-        return self._loss_difference(target, "l1_loss").abs()._loss_reduce(reduction, "l1_loss")
+        distances = self._loss_difference(target, "l1_loss").abs()
+        return distances._weighted_loss(weight, self.shape, reduction, "l1_loss", True)
 
     def smooth_l1_loss(self, target: Tensor, reduction: str = "mean", beta: float = 1.0) -> Tensor:
         """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target; beta = 0 is l1_loss), reduced by
@@ -380,9 +398,11 @@ class FunctionalMixin:
         inner = small.where(z, 0.0)
         return small.where(0.5 * inner * inner / beta, z - 0.5 * beta)._loss_reduce(reduction, "smooth_l1_loss")
 
-    def huber_loss(self, target: Tensor, reduction: str = "mean", delta: float = 1.0) -> Tensor:
-        """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (d = input - target), reduced by `reduction`, as
-        torch.nn.functional.huber_loss (smooth_l1_loss times delta, with beta = delta).
+    def huber_loss(
+        self, target: Tensor, reduction: str = "mean", delta: float = 1.0, weight: Tensor | None = None
+    ) -> Tensor:
+        """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (d = input - target), times `weight` if given,
+        reduced by `reduction`, as torch.nn.functional.huber_loss (smooth_l1_loss times delta, with beta = delta).
 
         >>> Tensor([0.5, 3.0]).huber_loss(Tensor([0.0, 0.0]), reduction="none", delta=2.0).tolist()
         [0.125, 4.0]
@@ -392,7 +412,8 @@ class FunctionalMixin:
         z = self._loss_difference(target, "huber_loss").abs()
         small = z < delta
         inner = small.where(z, 0.0)
-        return small.where(0.5 * inner * inner, delta * (z - 0.5 * delta))._loss_reduce(reduction, "huber_loss")
+        loss = small.where(0.5 * inner * inner, delta * (z - 0.5 * delta))
+        return loss._weighted_loss(weight, self.shape, reduction, "huber_loss", False)
 
     def kl_div(self, target: Tensor, reduction: str = "mean", log_target: bool = False) -> Tensor:
         """The pointwise KL divergence target * (log(target) - input) of log-probabilities `input` (0 where target is

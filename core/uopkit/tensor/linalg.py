@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# torch.cdist's ways to compute p = 2 distances (uopkit always takes the differences)
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
 class LinalgMixin:
     __slots__ = ()
 
@@ -176,11 +180,12 @@ class LinalgMixin:
             raise ShapeError(f"trace: needs a matrix (2-D), got shape {self.shape}")
         return self.diagonal().sum()
 
-    def cdist(self, x2: Tensor, p: float = 2.0) -> Tensor:
+    def cdist(self, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
         """The p-norm distance between each row of self (..., P, M) and each row of x2 (..., R, M): (..., P, R), the
         batch axes broadcast (torch.cdist). p = 0 counts the coordinates that differ, p = inf takes the largest
         difference (each tied largest difference gets the whole gradient, as torch's). Computed from the P R M
-        differences: exact, where torch computes p = 2 through a matrix product once P or R exceeds 25.
+        differences: exact, where torch computes p = 2 through a matrix product once P or R exceeds 25 (torch's
+        `compute_mode` is accepted and changes nothing).
 
         >>> Tensor([[0.0, 0.0]]).cdist(Tensor([[3.0, 4.0], [1.0, 0.0]])).tolist()
         [[5.0, 1.0]]
@@ -196,6 +201,8 @@ class LinalgMixin:
                 raise TypeError(f"cdist: needs floating-point operands, {name} is {t.dtype}; cast with .float()")
         if not p >= 0:
             raise ArgumentError(f"cdist: p must be >= 0 (or inf), got {p}")
+        if compute_mode not in _CDIST_MODES:
+            raise ValueError(f"cdist: compute_mode must be one of {', '.join(_CDIST_MODES)}, got {compute_mode!r}")
         _broadcast_shape(self.shape[:-2], x2.shape[:-2], "cdist")
         diff = self.unsqueeze(-2) - x2.unsqueeze(-3)
         axis = diff.ndim - 1
