@@ -332,6 +332,10 @@ def test_median_along_a_dim_values_indices_and_gradient_as_torch():
         np.testing.assert_array_equal(values.numpy(), ref.values.numpy())
         np.testing.assert_array_equal(indices.numpy(), ref.indices.numpy())
     as_torch(lambda t: t.median(1).values, [x], lambda t: t.median(1)[0])
+    half = Tensor(x.astype(np.float16)).median(-1)
+    ref = torch.tensor(x.astype(np.float16)).median(-1)
+    assert half[0].dtype == dtypes.float16 and half[0].tolist() == ref.values.tolist()
+    assert half[1].tolist() == ref.indices.tolist()
     # ties: the first index holding the median (torch's choice among ties is unspecified); NaN: the first NaN
     rows = np.array(
         [[1.0, 1.0, 1.0, 1.0], [2.0, 1.0, 2.0, 1.0], [5.0, NAN, 3.0, NAN], [NAN, 2.0, 1.0, 0.0]], np.float32
