@@ -14,6 +14,7 @@ from uopkit.dtype import (
     least_upper_dtype,
     least_upper_float,
     to_dtype,
+    to_numpy_dtype,
 )
 from uopkit.tensor.support import (
     ShapeError,
@@ -127,6 +128,13 @@ def _with_quotient_gradient(out: Tensor, a: Tensor, b: Tensor, q: Tensor) -> Ten
     if a.uop is b.uop:
         return _with_derivative(out, a, 1 - q)
     return _with_derivative(out, a, q.ones_like(), (b, -q))
+
+
+def _largest_finite(dt: DType) -> float:
+    # (dtypes.max of a float is inf)
+    if dt == dtypes.bfloat16:
+        return float.fromhex("0x1.fep127")
+    return float(np.finfo(to_numpy_dtype(dt)).max)
 
 
 class ElementwiseMixin:
@@ -608,6 +616,35 @@ class ElementwiseMixin:
         [True, False]
         """
         return (self.isinf() | self.isnan()).logical_not()
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
+        """NaN replaced by `nan`, inf by `posinf` and -inf by `neginf` (by default the dtype's largest and lowest
+        finite values), as torch.nan_to_num; the gradient passes where the value is finite. Integer and bool tensors
+        come back as they are.
+
+        >>> Tensor([float("nan"), float("inf"), 1.5]).nan_to_num(posinf=9.0).tolist()
+        [0.0, 9.0, 1.5]
+        """
+        if not dtypes.is_float(self.dtype):
+            return self
+        largest = _largest_finite(self.dtype)
+        high = largest if posinf is None else posinf
+        low = -largest if neginf is None else neginf
+        return self.isnan().where(nan, (self == math.inf).where(high, (self == -math.inf).where(low, self)))
+
+    def isin(self, test_elements: Any, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+        """Where an element equals one of `test_elements` (a tensor of any shape, a list or a number), compared in
+        their common dtype (NaN equals nothing), as torch.isin; `invert` negates it. Each element is compared with
+        every test element (`assume_unique`, a hint for torch's sorting, changes nothing).
+
+        >>> Tensor([1, 2, 3, 4]).isin(Tensor([2, 4])).tolist()
+        [False, True, False, True]
+        """
+        tests = test_elements if isinstance(test_elements, Tensor) else Tensor(test_elements, device=self.device)
+        if tests.device != self.device:
+            raise ValueError(f"isin: elements are on {self.device}, test_elements on {tests.device}; use .to() first")
+        found = (self.unsqueeze(-1) == tests.reshape(*((1,) * self.ndim), -1)).any(-1)
+        return found.logical_not() if invert else found
 
     # ---- Python operators
 

@@ -12,11 +12,14 @@ from uopkit.dtype import (
 )
 from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.support import (
+    ArgumentError,
     ShapeError,
     _broadcast_shape,
     _check_targets,
     _normalize_axis,
+    _with_derivative,
     _with_gradient_of,
+    _with_reduced_derivative,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -127,33 +130,52 @@ class FunctionalMixin:
         """
         x = self._float()
         axis = _normalize_axis(dim, x.ndim, "normalize", x.shape)
-        a = x.abs()
-        if p == math.inf or p == -math.inf:
-            norm = a.max(axis, keepdim=True) if p > 0 else a.min(axis, keepdim=True)
-        elif p == 0:
-            norm = (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
-        else:
-            if p < 0:
-                raise ValueError(f"normalize: p must be >= 0 or +-inf, got {p}")
-            value = a.square().sum(axis, keepdim=True).sqrt() if p == 2 else a.pow(p).sum(axis, keepdim=True).pow(1 / p)
-            # torch's derivative of the norm: sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and at x = 0
-            # for p < 2): the textbook chain is 0 * inf there
-            norm = value.detach()
-            if p == 1:
-                derivative = x.sign()
-            elif p == 2:
-                derivative = x / norm
-            else:
-                scaled = x * a.pow(p - 2)
-                derivative = (scaled if p >= 2 else (x == 0).where(0.0, scaled)) / norm.pow(p - 1)
-            # (a reduction's derivative can't be given whole: x * derivative, summed, carries it; both kept finite so
-            # that the value passes through unchanged)
-            derivative = (norm == 0).where(0.0, derivative).detach()
-            finite_derivative = derivative.isfinite().where(derivative, 0.0)
-            carrier = (x.isfinite().where(x, 0.0) * finite_derivative).sum(axis, keepdim=True)
-            norm = _with_gradient_of(value, carrier)
+        norm = x._vector_norm(axis, p, "normalize")
         # as torch's clamp_min: the whole gradient goes to the norm where it is >= eps (and a NaN norm stays NaN)
         return x / (norm < eps).where(eps, norm)
+
+    def cosine_similarity(self, other: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+        """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along `dim`, the operands broadcast together
+        (torch.nn.functional.cosine_similarity: each norm clamped by eps separately, its gradient the norm's own).
+
+        >>> Tensor([[1.0, 0.0]]).cosine_similarity(Tensor([[1.0, 1.0]])).tolist()
+        [0.7071067690849304]
+        """
+        x1, x2 = self._broadcasted(other, op="cosine_similarity")
+        if not dtypes.is_float(x1.dtype):
+            raise TypeError(
+                f"cosine_similarity: needs floating-point operands, got {self.dtype} and {x2.dtype}; cast with .float()"
+            )
+        axis = _normalize_axis(dim, x1.ndim, "cosine_similarity", x1.shape)
+        unit = []
+        for x in (x1, x2):
+            norm = x._vector_norm(axis, 2, "cosine_similarity")
+            # torch clamps a copy of the norm without recording it: the value is clamped, the gradient is the norm's
+            unit.append(x / _with_gradient_of((norm < eps).where(eps, norm), norm))
+        return (unit[0] * unit[1]).sum(axis)
+
+    def _vector_norm(self, axis: int, p: float, op: str) -> Tensor:
+        """||x||_p of a float tensor along `axis` (kept, size 1), with torch's derivative (linalg.vector_norm's, and
+        cdist's for finite p): sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and at x = 0 for p < 2), where
+        the textbook chain is 0 * inf. p = 0 counts the nonzero elements (no gradient); +-inf is the max (min) of |x|,
+        whose gradient is shared among ties."""
+        x, a = self, self.abs()
+        if p == math.inf or p == -math.inf:
+            return a.max(axis, keepdim=True) if p > 0 else a.min(axis, keepdim=True)
+        if p == 0:
+            return (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
+        if p < 0:
+            raise ValueError(f"{op}: p must be >= 0 or +-inf, got {p}")
+        value = a.square().sum(axis, keepdim=True).sqrt() if p == 2 else a.pow(p).sum(axis, keepdim=True).pow(1 / p)
+        norm = value.detach()
+        if p == 1:
+            derivative = x.sign()
+        elif p == 2:
+            derivative = x / norm
+        else:
+            scaled = x * a.pow(p - 2)
+            derivative = (scaled if p >= 2 else (x == 0).where(0.0, scaled)) / norm.pow(p - 1)
+        return _with_reduced_derivative(value, x, (norm == 0).where(0.0, derivative), axis)
 
     def _loss_reduce(self, reduction: str, op: str) -> Tensor:
         if reduction == "none":
@@ -316,6 +338,106 @@ class FunctionalMixin:
         if weight is not None:
             loss = loss * weight
         return loss._loss_reduce(reduction, "binary_cross_entropy_with_logits")
+
+    # ---- regression losses: elementwise terms of input - target (broadcast together, as torch does with a warning)
+
+    def _loss_difference(self, target: Tensor, op: str) -> Tensor:
+        x, y = self._broadcasted(target, op=op)
+        if not dtypes.is_float(x.dtype):
+            raise TypeError(f"{op}: needs a floating-point input or target, both are {x.dtype}; cast with .float()")
+        return x - y
+
+    def _weighted_loss(
+        self, weight: Tensor | None, input_shape: tuple[int, ...], reduction: str, op: str, mean_by_weights: bool
+    ) -> Tensor:
+        # torch's weight= (of the input's shape) multiplies each term; then mse_loss's and l1_loss's "mean" divides by
+        # the weights' sum, huber_loss's by the count
+        if weight is None:
+            return self._loss_reduce(reduction, op)
+        if weight.shape != input_shape:
+            raise ShapeError(f"{op}: weight shape {weight.shape} must be the input's shape {input_shape}")
+        loss = self * weight
+        if reduction == "mean" and mean_by_weights:
+            return loss.sum() / weight.sum()
+        return loss._loss_reduce(reduction, op)
+
+    def mse_loss(self, target: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+        """(input - target)^2, times `weight` if given, reduced by `reduction` ("mean", "sum" or "none"; with
+        weights the mean divides by their sum), as torch.nn.functional.mse_loss.
+
+        >>> Tensor([1.0, 3.0]).mse_loss(Tensor([0.0, 0.0])).tolist()
+        5.0
+        """
+        squares = self._loss_difference(target, "mse_loss").square()
+        return squares._weighted_loss(weight, self.shape, reduction, "mse_loss", True)
+
+    def l1_loss(self, target: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+        """|input - target|, times `weight` if given, reduced by `reduction` (with weights the mean divides by their
+        sum), as torch.nn.functional.l1_loss.
+
+        >>> Tensor([1.0, -3.0]).l1_loss(Tensor([0.0, 0.0]), reduction="sum").tolist()
+        4.0
+        """
+        distances = self._loss_difference(target, "l1_loss").abs()
+        return distances._weighted_loss(weight, self.shape, reduction, "l1_loss", True)
+
+    def smooth_l1_loss(self, target: Tensor, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+        """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target; beta = 0 is l1_loss), reduced by
+        `reduction`, as torch.nn.functional.smooth_l1_loss.
+
+        >>> Tensor([0.5, 3.0]).smooth_l1_loss(Tensor([0.0, 0.0]), reduction="none").tolist()
+        [0.125, 2.5]
+        """
+        if beta < 0:
+            raise ArgumentError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+        z = self._loss_difference(target, "smooth_l1_loss").abs()
+        if beta == 0:
+            return z._loss_reduce(reduction, "smooth_l1_loss")
+        # the quadratic branch sees only |d| < beta (an infinite d there would turn its unused gradient into NaN)
+        small = z < beta
+        inner = small.where(z, 0.0)
+        return small.where(0.5 * inner * inner / beta, z - 0.5 * beta)._loss_reduce(reduction, "smooth_l1_loss")
+
+    def huber_loss(
+        self, target: Tensor, reduction: str = "mean", delta: float = 1.0, weight: Tensor | None = None
+    ) -> Tensor:
+        """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (d = input - target), times `weight` if given,
+        reduced by `reduction`, as torch.nn.functional.huber_loss (smooth_l1_loss times delta, with beta = delta).
+
+        >>> Tensor([0.5, 3.0]).huber_loss(Tensor([0.0, 0.0]), reduction="none", delta=2.0).tolist()
+        [0.125, 4.0]
+        """
+        if not delta > 0:
+            raise ArgumentError(f"huber_loss: delta must be > 0, got {delta}")
+        z = self._loss_difference(target, "huber_loss").abs()
+        small = z < delta
+        inner = small.where(z, 0.0)
+        loss = small.where(0.5 * inner * inner, delta * (z - 0.5 * delta))
+        return loss._weighted_loss(weight, self.shape, reduction, "huber_loss", False)
+
+    def kl_div(self, target: Tensor, reduction: str = "mean", log_target: bool = False) -> Tensor:
+        """The pointwise KL divergence target * (log(target) - input) of log-probabilities `input` (0 where target is
+        0; with `log_target` the target is a log-probability too: exp(target) * (target - input)), as
+        torch.nn.functional.kl_div. `reduction`: "mean" divides the sum by the number of elements (torch's default,
+        though not the KL divergence), "batchmean" by the batch size (input.shape[0]), "sum" or "none".
+
+        >>> round(Tensor([[-1.0, -1.0]]).kl_div(Tensor([[0.5, 0.5]]), reduction="batchmean").item(), 5)
+        0.30685
+        """
+        if reduction not in ("none", "sum", "mean", "batchmean"):
+            raise ValueError(f"kl_div: reduction must be 'none', 'sum', 'mean' or 'batchmean', got {reduction!r}")
+        x, t = self._broadcasted(target, op="kl_div")
+        if not dtypes.is_float(x.dtype):
+            raise TypeError(f"kl_div: needs floating-point input and target, both are {x.dtype}; cast with .float()")
+        if log_target:
+            loss = t.exp() * (t - x)
+        else:
+            # torch's xlogy(t, t) - t * x: 0 at t = 0, and xlogy's derivative there (0/0: NaN) for the target
+            t_log_t = (t == 0).where(0.0, t * t.log())
+            loss = _with_derivative(t_log_t, t, (t != 0).where(t.log(), 0.0) + t / t) - t * x
+        if reduction == "batchmean":
+            return loss.sum() / self.shape[0] if self.ndim else loss.sum()
+        return loss._loss_reduce(reduction, "kl_div")
 
     def sequential(self, ll: Sequence[Callable[[Tensor], Tensor]]) -> Tensor:
         """Apply each callable in `ll` in turn to the result of the previous one.

@@ -26,11 +26,16 @@ from uopkit.tensor.support import (
     _sum_acc_dtype,
     _tuple_n,
     _window_recipes,
+    _with_reduced_derivative,
 )
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
+
+
+# torch.cdist's ways to compute p = 2 distances (uopkit always takes the differences)
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
 
 
 class LinalgMixin:
@@ -152,6 +157,62 @@ class LinalgMixin:
         total = total._broadcast_to(tuple(sizes[c] for c in letters))
         summed = tuple(i for i, c in enumerate(letters) if c not in out)
         return total.sum(summed) if summed else total
+
+    def outer(self, other: Tensor) -> Tensor:
+        """The outer product of two 1-D tensors: out[i, j] = self[i] * other[j] (torch.outer).
+
+        >>> Tensor([1, 2]).outer(Tensor([1, 10])).tolist()
+        [[1, 10], [2, 20]]
+        """
+        if not isinstance(other, Tensor):
+            raise TypeError(f"outer: the other operand must be a Tensor, got {type(other).__name__}")
+        if self.ndim != 1 or other.ndim != 1:
+            raise ShapeError(f"outer: needs two 1-D tensors, got shapes {self.shape} and {other.shape}")
+        return self.reshape(-1, 1) * other.reshape(1, -1)
+
+    def trace(self) -> Tensor:
+        """The sum of a matrix's main diagonal (of min(rows, columns) elements), accumulated as sum (torch.trace).
+
+        >>> Tensor([[1, 2], [3, 4]]).trace().tolist()
+        5
+        """
+        if self.ndim != 2:
+            raise ShapeError(f"trace: needs a matrix (2-D), got shape {self.shape}")
+        return self.diagonal().sum()
+
+    def cdist(self, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+        """The p-norm distance between each row of self (..., P, M) and each row of x2 (..., R, M): (..., P, R), the
+        batch axes broadcast (torch.cdist). p = 0 counts the coordinates that differ, p = inf takes the largest
+        difference (each tied largest difference gets the whole gradient, as torch's). Computed from the P R M
+        differences: exact, where torch computes p = 2 through a matrix product once P or R exceeds 25 (torch's
+        `compute_mode` is accepted and changes nothing).
+
+        >>> Tensor([[0.0, 0.0]]).cdist(Tensor([[3.0, 4.0], [1.0, 0.0]])).tolist()
+        [[5.0, 1.0]]
+        """
+        if not isinstance(x2, Tensor):
+            raise TypeError(f"cdist: x2 must be a Tensor, got {type(x2).__name__}")
+        if self.ndim < 2 or x2.ndim < 2 or self.shape[-1] != x2.shape[-1]:
+            raise ShapeError(
+                f"cdist: needs (..., P, M) and (..., R, M) with the same M, got shapes {self.shape} and {x2.shape}"
+            )
+        for name, t in (("x1", self), ("x2", x2)):
+            if not dtypes.is_float(t.dtype):
+                raise TypeError(f"cdist: needs floating-point operands, {name} is {t.dtype}; cast with .float()")
+        if not p >= 0:
+            raise ArgumentError(f"cdist: p must be >= 0 (or inf), got {p}")
+        if compute_mode not in _CDIST_MODES:
+            raise ValueError(f"cdist: compute_mode must be one of {', '.join(_CDIST_MODES)}, got {compute_mode!r}")
+        _broadcast_shape(self.shape[:-2], x2.shape[:-2], "cdist")
+        diff = self.unsqueeze(-2) - x2.unsqueeze(-3)
+        axis = diff.ndim - 1
+        if p == math.inf:
+            a = diff.abs()
+            largest = a.max(axis, keepdim=True)
+            dist = _with_reduced_derivative(largest, diff, diff.sign() * (a == largest), axis)
+        else:
+            dist = diff._vector_norm(axis, p, "cdist")
+        return dist.squeeze(axis)
 
     # ------------------------------------------------------------------------------------------------------------
     # convolution and pooling: windows are movement ops over the input (no copies), then a multiply-reduce

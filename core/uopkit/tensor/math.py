@@ -97,6 +97,24 @@ class MathMixin:
         da, db = (1 + (b - a).exp()).reciprocal(), (1 + (a - b).exp()).reciprocal()
         return _with_derivative(out, a, da + db) if a.uop is b.uop else _with_derivative(out, a, da, (b, db))
 
+    def logit(self, eps: float | None = None) -> Tensor:
+        """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when `eps` is given, as torch.logit: its gradient is 0
+        where the clamp holds x, and NaN outside [0, 1] without `eps`.
+
+        >>> Tensor([0.5, 0.75]).logit().tolist()
+        [0.0, 1.0986123085021973]
+        """
+        x = self._float()
+        slope = (x * (1 - x)).reciprocal()
+        if eps is None:
+            z, derivative = x, ((x < 0) | (x > 1)).where(math.nan, slope)
+        else:
+            # (torch's order of the two tests: an eps above 0.5 gives eps below 1 - eps, and 1 - eps above eps)
+            low, high = x < eps, x > 1 - eps
+            z = low.where(eps, high.where(1 - eps, x))
+            derivative = (low | high).where(0.0, slope)
+        return _with_derivative((z / (1 - z)).log(), x, derivative)
+
     def log1p(self) -> Tensor:
         """log(1 + x), accurate for small x.
 

@@ -41,6 +41,14 @@ def _target_shape(cur: tuple[int, ...], shape: Any, args: tuple, op: str) -> tup
     return tuple(s if n is None else int(n) for n, s in zip(wanted, cur, strict=True))
 
 
+def _pixel_factor(r: Any, op: str, name: str) -> int:
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
+        raise TypeError(f"{op}: {name} must be an int, got {type(r).__name__}")
+    if r <= 0:
+        raise ArgumentError(f"{op}: {name} must be positive, got {r}")
+    return int(r)
+
+
 class MovementMixin:
     __slots__ = ()
 
@@ -325,6 +333,50 @@ class MovementMixin:
                 f"unflatten: sizes {sizes} don't multiply to {self.shape[dim]} (axis {dim} of {self.shape})"
             )
         return self.reshape(self.shape[:dim] + sizes + self.shape[dim + 1 :])
+
+    def pixel_shuffle(self, upscale_factor: int) -> Tensor:
+        """(*, C r^2, H, W) -> (*, C, H r, W r) with r = `upscale_factor`: each channel's r x r block of pixels is
+        taken from r^2 consecutive channels (torch.nn.functional.pixel_shuffle).
+
+        >>> Tensor.arange(4).reshape(4, 1, 1).pixel_shuffle(2).tolist()
+        [[[0, 1], [2, 3]]]
+        """
+        r = _pixel_factor(upscale_factor, "pixel_shuffle", "upscale_factor")
+        if self.ndim < 3:
+            raise ShapeError(f"pixel_shuffle: needs (*, C, H, W) or (C, H, W), got shape {self.shape}")
+        *lead, c, h, w = self.shape
+        if c % (r * r):
+            raise ShapeError(
+                f"pixel_shuffle: channels ({c}, axis -3 of shape {self.shape}) must be divisible by "
+                f"upscale_factor^2 = {r * r}"
+            )
+        n = len(lead)
+        x = self.reshape(*lead, c // (r * r), r, r, h, w)
+        # (*, C, r_h, r_w, H, W) -> (*, C, H, r_h, W, r_w)
+        x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+        return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+    def pixel_unshuffle(self, downscale_factor: int) -> Tensor:
+        """(*, C, H r, W r) -> (*, C r^2, H, W) with r = `downscale_factor`, pixel_shuffle's inverse
+        (torch.nn.functional.pixel_unshuffle).
+
+        >>> Tensor.arange(4).reshape(1, 2, 2).pixel_unshuffle(2).flatten().tolist()
+        [0, 1, 2, 3]
+        """
+        r = _pixel_factor(downscale_factor, "pixel_unshuffle", "downscale_factor")
+        if self.ndim < 3:
+            raise ShapeError(f"pixel_unshuffle: needs (*, C, H, W) or (C, H, W), got shape {self.shape}")
+        *lead, c, h, w = self.shape
+        if h % r or w % r:
+            raise ShapeError(
+                f"pixel_unshuffle: height and width (the last two axes of shape {self.shape}) must be divisible by "
+                f"downscale_factor = {r}"
+            )
+        n = len(lead)
+        x = self.reshape(*lead, c, h // r, r, w // r, r)
+        # (*, C, H, r_h, W, r_w) -> (*, C, r_h, r_w, H, W)
+        x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+        return x.reshape(*lead, c * r * r, h // r, w // r)
 
     def repeat(self, repeats: int | Sequence[int], *args: int) -> Tensor:
         """Tile the tensor: `repeats[i]` copies along axis i (extra leading repeats add axes), as torch.Tensor.repeat.

@@ -45,6 +45,9 @@ SORT_BY_RANK = 256
 TOPK_BY_SELECTION = 16
 
 
+# quantile's interpolations, as torch names them
+_QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
 # (module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook)
 _REDUCE_NAMES = {Ops.ADD: "sum", Ops.MAX: "max", Ops.MUL: "prod"}
 _REDUCE_AXIS = Ops.REDUCE_AXIS
@@ -231,6 +234,19 @@ class ReduceMixin:
         """
         return self.logical_not().any(axis, keepdim).logical_not()
 
+    def count_nonzero(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        """The number of nonzero elements (NaN counts, -0.0 doesn't) along `dim` (an axis, several, or all when None
+        or empty), as torch.count_nonzero, but int32 (as sum of a bool tensor; torch gives int64).
+
+        >>> Tensor([[0, 1], [2, 3]]).count_nonzero().item(), Tensor([[0, 1], [2, 3]]).count_nonzero(0).tolist()
+        (3, [1, 2])
+        """
+        dims = [] if dim is None else [dim] if isinstance(dim, (int, np.integer)) else list(dim)
+        axes = [_normalize_axis(int(d), self.ndim, "count_nonzero", self.shape) for d in dims]
+        if len(set(axes)) != len(axes):
+            raise ArgumentError(f"count_nonzero: dim {tuple(dims)} names an axis twice (shape {self.shape})")
+        return (self != 0).sum(axes or None)
+
     def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """log(sum(exp(x))) along `axis`, shifted by the max so it never overflows.
 
@@ -246,6 +262,130 @@ class ReduceMixin:
         m = m.isinf().where(0.0, m).detach()
         ret = (x - m).exp().sum(axis, keepdim=True).log() + m
         return ret if keepdim else ret.squeeze(self._axes(axis, "logsumexp"))
+
+    # ---- order statistics: a sort along the axis, then the values at host-known positions
+
+    def median(self, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """The median, the lower of the two middle values for an even count, as torch.median: over all elements (dim
+        None) one value, whose gradient is shared equally among the elements equal to it (torch's); along `dim`
+        (values, indices), an index (int32) being the first position along `dim` that holds the median (torch picks
+        one of the ties unspecified) and the gradient going there. A NaN makes the median NaN (its index the first
+        NaN's); the median of no elements is NaN, along an empty `dim` an error.
+
+        >>> Tensor([3.0, 1.0, 4.0, 2.0]).median().tolist()
+        2.0
+        >>> [t.tolist() for t in Tensor([[3, 1, 1], [5, 9, 2]]).median(1)]
+        [[1, 5], [1, 0]]
+        """
+        if self.dtype == dtypes.bool:
+            raise TypeError("median: bool tensors have no median; cast with .int() first")
+        if dim is None:
+            return self._median_of_all(keepdim)
+        axis = _normalize_axis(dim, max(self.ndim, 1), "median", self.shape)
+        if self.ndim == 0:
+            return self, Tensor(0, device=self.device, dtype=dtypes.int32)
+        if self.shape[axis] == 0:
+            raise EmptyReduceError(f"median: axis {dim} of shape {self.shape} is empty, it has no median")
+        x = self._move_to_end(axis)
+        index = x._is_value(x._lower_middle()).argmax(-1, keepdim=True)
+        # (the first hit is in range by construction: no bounds check, which would read it back)
+        values = x._gather_checked(x.ndim - 1, index)
+        values, index = values._move_from_end(axis), index._move_from_end(axis)
+        return (values, index) if keepdim else (values.squeeze(axis), index.squeeze(axis))
+
+    def _median_of_all(self, keepdim: bool) -> Tensor:
+        flat = self.reshape(-1)
+        shape = (1,) * self.ndim if keepdim else ()
+        if flat.numel() == 0:
+            if not dtypes.is_float(self.dtype):
+                raise EmptyReduceError(f"median: an empty {self.dtype} tensor has no median")
+            return (flat.sum() * math.nan).reshape(shape)
+        middle = flat._lower_middle()
+        if not dtypes.is_float(self.dtype):
+            return middle.reshape(shape)
+        # the elements equal to the median (the NaNs when it is NaN), reduced by a min (whose gradient is shared
+        # equally among ties: torch's evenly distributed gradient), or by a max for +inf (a min's padding would tie)
+        hit = flat._is_value(middle)
+        by_min = hit.where(flat, math.inf).min()
+        by_max = hit.where(flat, -math.inf).max()
+        return (middle == math.inf).where(by_max, by_min).reshape(shape)
+
+    def _lower_middle(self) -> Tensor:
+        # the lower median of the last axis (kept as size 1), NaN where a NaN is in the row (a NaN sorts last, so the
+        # middle is NaN only when most are); detached: gradients go through the elements equal to it
+        n = self.shape[-1]
+        middle = self.sort(-1)[0]._slice_axis(self.ndim - 1, (n - 1) // 2, (n - 1) // 2 + 1).detach()
+        if dtypes.is_float(self.dtype):
+            middle = self.isnan().any(-1, keepdim=True).where(math.nan, middle)
+        return middle
+
+    def _is_value(self, value: Tensor) -> Tensor:
+        # where self equals `value` (broadcast), a NaN counting as equal to a NaN
+        hit = self == value
+        return hit | (self.isnan() & value.isnan()) if dtypes.is_float(self.dtype) else hit
+
+    def quantile(
+        self,
+        q: float | Sequence[float] | Tensor,
+        dim: int | None = None,
+        keepdim: bool = False,
+        interpolation: str = "linear",
+    ) -> Tensor:
+        """The q-th quantiles along `dim` (of all elements when None), as torch.quantile: q a number in [0, 1], or a
+        1-D list or tensor of them (a new first axis of the result, one per q; a tensor q is read back to check it).
+        A quantile falls at position q (n - 1) of the sorted values; between two of them `interpolation` takes the
+        "lower", the "higher", the "nearest" (a tie to the even position), their "midpoint" or the "linear"
+        interpolation (torch's two-sided lerp, so infinities give torch's NaN and inf). A NaN makes every quantile of
+        its row NaN (nanquantile is not there).
+
+        >>> Tensor([1.0, 2.0, 3.0, 4.0]).quantile(0.5).tolist()
+        2.5
+        >>> Tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]).quantile([0.0, 0.25], dim=1, interpolation="lower").tolist()
+        [[0.0, 3.0], [0.0, 3.0]]
+        """
+        if interpolation not in _QUANTILE_MODES:
+            raise ArgumentError(
+                f"quantile: interpolation must be one of {', '.join(_QUANTILE_MODES)}, got {interpolation!r}"
+            )
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"quantile: needs a floating-point input, got {self.dtype}; cast with .float() first")
+        levels, one_level = _quantile_levels(q)
+        if self.numel() == 0:
+            raise EmptyReduceError(f"quantile: the input (shape {self.shape}) is empty, it has no quantiles")
+        if dim is not None:
+            axis = _normalize_axis(dim, max(self.ndim, 1), "quantile", self.shape)
+        over_all = dim is None or self.ndim == 0
+        x = self.reshape(-1) if over_all else self._move_to_end(axis)
+        ordered = x.sort(-1)[0]
+        out = ordered._interpolated_at(levels, interpolation)
+        # torch takes the last sorted value (a NaN) where the row has one: the gradient goes there
+        last = ordered._slice_axis(ordered.ndim - 1, ordered.shape[-1] - 1, ordered.shape[-1])
+        out = x.isnan().any(-1, keepdim=True).where(last, out)
+        # (..., q) -> (q, ...), the reduced axis kept as size 1 where asked
+        out = out._move_from_end(0)
+        if keepdim:
+            out = out.reshape(len(levels), *((1,) * self.ndim)) if over_all else out.unsqueeze(axis + 1)
+        return out[0] if one_level else out
+
+    def _interpolated_at(self, levels: np.ndarray, interpolation: str) -> Tensor:
+        # the quantiles of sorted rows (the last axis) at each level, as a last axis of len(levels)
+        n = self.shape[-1]
+        # positions computed in the value's dtype, as torch does (at least float32: half floats can't count far)
+        host_dtype = np.float64 if self.dtype == dtypes.float64 else np.float32
+        ranks = levels.astype(host_dtype) * host_dtype(n - 1)
+        last = self.ndim - 1
+        if interpolation != "linear" and interpolation != "midpoint":
+            position = {"lower": np.floor, "higher": np.ceil, "nearest": np.round}[interpolation](ranks)
+            return self._take(last, position.astype(np.int64))
+        below = self._take(last, np.floor(ranks).astype(np.int64))
+        above = self._take(last, np.ceil(ranks).astype(np.int64))
+        weight = ranks - np.floor(ranks) if interpolation == "linear" else np.full_like(ranks, 0.5)
+        w = Tensor(weight, device=self.device).cast(self.dtype)
+        rest = Tensor(1 - weight, device=self.device).cast(self.dtype)
+        # torch's lerp: from the nearer end (exact at both ends; with an infinite end, inf or NaN as torch's)
+        return Tensor(weight < 0.5, device=self.device).where(
+            below + w * (above - below), above - (above - below) * rest
+        )
 
     # ---- cumulative ops: a window of every prefix (pad + pool), reduced; long axes go in two levels
 
@@ -579,6 +719,36 @@ class ReduceMixin:
         _check_values_in(self, 0, num_classes, lambda bad: f"one_hot: class {bad} is out of range [0, {num_classes})")
         return self._one_hot_along(num_classes).where(1, 0)
 
+    def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+        """How often each value 0..max occurs in a 1-D tensor of non-negative ints (at least `minlength` bins), as
+        torch.bincount, counts in int32 (torch: int64); with `weights` the sum of the weights of each value's
+        elements (float32 weights give float32, other weights float64, as torch), whose gradient flows back (torch
+        has none). The output's length depends on the data: its min and max are read back.
+
+        >>> Tensor([0, 2, 2, 5]).bincount().tolist()
+        [1, 0, 2, 0, 0, 1]
+        """
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"bincount: needs a tensor of non-negative ints, got {self.dtype}")
+        if self.ndim != 1:
+            raise ShapeError(f"bincount: needs a 1-D tensor, got shape {self.shape}")
+        if minlength < 0:
+            raise ArgumentError(f"bincount: minlength must be >= 0, got {minlength}")
+        if weights is not None and (not isinstance(weights, Tensor) or weights.shape != self.shape):
+            got = weights.shape if isinstance(weights, Tensor) else type(weights).__name__
+            raise ShapeError(f"bincount: weights must be a tensor of the input's shape {self.shape}, got {got}")
+        size = minlength
+        if self.numel():
+            lowest, highest = (int(v) for v in Tensor.stack(self.min(), self.max()).cast(dtypes.int64).numpy())
+            if lowest < 0:
+                raise ArgumentError(f"bincount: the input must be non-negative, it holds {lowest}")
+            size = max(size, highest + 1)
+        hit = self._one_hot_along(size)
+        if weights is None:
+            return hit.sum(0)
+        dt = dtypes.float32 if weights.dtype == dtypes.float32 else dtypes.float64
+        return hit.where(weights.cast(dt).unsqueeze(-1), 0.0).sum(0)
+
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and likewise for other dims), as torch.gather.
 
@@ -689,6 +859,25 @@ class ReduceMixin:
         if include_self:
             best = best.minimum(self) if inv else best.maximum(self)
         return any_hit.where(best, self)
+
+
+def _quantile_levels(q: Any) -> tuple[np.ndarray, bool]:
+    """quantile's q as a 1-D float64 array, and whether it was one number (a 0-d tensor is one too)."""
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise ShapeError(f"quantile: q must be a number or a 1-D tensor, got shape {q.shape}")
+        levels, one = q.numpy().astype(np.float64).reshape(-1), q.ndim == 0
+    elif isinstance(q, (list, tuple, np.ndarray)):
+        levels = np.asarray(q, dtype=np.float64)
+        if levels.ndim != 1:
+            raise ShapeError(f"quantile: q must be a number or a 1-D list, got shape {levels.shape}")
+        one = False
+    else:
+        levels, one = np.array([float(q)]), True
+    outside = levels[~((levels >= 0) & (levels <= 1))]
+    if outside.size:
+        raise ArgumentError(f"quantile: q must be in [0, 1], got {outside[0]}")
+    return levels, one
 
 
 def _bitonic_descending(

@@ -345,6 +345,17 @@ def _with_gradient_of(value: Tensor, surrogate: Tensor) -> Tensor:
     return value.detach() - (surrogate.detach() - surrogate)
 
 
+def _with_reduced_derivative(value: Tensor, x: Tensor, derivative: Tensor, axis: int) -> Tensor:
+    """`value`, a reduction of x along `axis` (kept, size 1), whose gradient with respect to x is `derivative` (x's
+    shape) times the incoming one. A reduction's derivative can't be given whole (as `_with_derivative` gives an
+    elementwise one): x * derivative, summed, carries it, both kept finite so that the value passes through unchanged
+    (a non-finite x or derivative gets no gradient)."""
+    derivative = derivative.detach()
+    finite_derivative = derivative.isfinite().where(derivative, 0.0)
+    carrier = (x.isfinite().where(x, 0.0) * finite_derivative).sum(axis, keepdim=True)
+    return _with_gradient_of(value, carrier)
+
+
 def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor, *more: tuple[Tensor, Tensor]) -> Tensor:
     """`value` (a function of x, computed for accuracy), whose gradient is `derivative` (d value / dx, a textbook
     formula) times the incoming one; `more` holds (input, derivative) pairs of a function of several inputs. The

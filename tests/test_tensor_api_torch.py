@@ -1,0 +1,450 @@
+"""PyTorch operations with PyTorch's semantics (regression losses, kl_div, cosine_similarity, pixel_shuffle and
+pixel_unshuffle, outer, trace, count_nonzero, isin, bincount, median, quantile, nan_to_num, logit, cdist): values,
+gradients and errors compared with PyTorch (CPU), special values included."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.dtype import from_numpy_dtype
+from uopkit.tensor.support import ArgumentError, EmptyReduceError, ShapeError
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+# (torch warns when a loss broadcasts its target and of kl_div's "mean", both tested on purpose)
+pytestmark = [pytest.mark.filterwarnings("ignore:Using a target size"), pytest.mark.filterwarnings("ignore:reduction")]
+
+RNG = np.random.default_rng(11)
+NAN, INF = float("nan"), float("inf")
+
+
+def _randn(*shape: int, dtype: type = np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def as_torch(fn: Callable, arrays: list[np.ndarray], ours_fn: Callable | None = None, atol: float = 1e-5) -> None:
+    """`ours_fn` (else `fn`) on Tensors against `fn` on torch tensors: the value, and the gradient of
+    sum(out * a random upstream) with respect to every float input (NaN where torch has NaN)."""
+    ours_fn = ours_fn or fn
+    float_input = [np.issubdtype(a.dtype, np.floating) for a in arrays]
+    ours = [Tensor(a, requires_grad=f or None) for a, f in zip(arrays, float_input, strict=True)]
+    theirs = [torch.tensor(a, requires_grad=f) for a, f in zip(arrays, float_input, strict=True)]
+    out, ref = ours_fn(*ours), fn(*theirs)
+    assert out.shape == tuple(ref.shape), (out.shape, ref.shape)
+    assert out.dtype == from_numpy_dtype(ref.detach().numpy().dtype), (out.dtype, ref.dtype)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=atol, rtol=1e-4)
+    if not ref.requires_grad:
+        return
+    upstream = RNG.standard_normal(out.shape).astype(out.numpy().dtype)
+    (out * Tensor(upstream)).sum().backward()
+    (ref * torch.tensor(upstream)).sum().backward()
+    for i, (t, r) in enumerate(zip(ours, theirs, strict=True)):
+        if float_input[i] and r.grad is not None:
+            assert t.grad is not None, f"input {i} got no gradient"
+            np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), atol=atol, rtol=1e-4, err_msg=f"gradient {i}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# regression losses, kl_div
+
+
+def test_regression_losses_values_and_gradients_as_torch():
+    # differences at 0, at +-1 (beta and delta), beyond, and infinite; a target broadcast against the input
+    x = np.array([[0.25, -0.5, 1.0, 3.0, -2.0, INF], [0.0, 0.5, -1.0, 0.75, 7.0, -INF]], np.float32)
+    target = np.zeros(6, np.float32)
+    cases = [
+        ("mse_loss", "none", {}),
+        ("l1_loss", "none", {}),
+        ("smooth_l1_loss", "none", {}),
+        ("huber_loss", "none", {}),
+    ]
+    for name, reduction, kwargs in cases:
+        as_torch(
+            lambda a, b, n=name, r=reduction, kw=kwargs: getattr(F, n)(a, b, reduction=r, **kw),
+            [x, target],
+            lambda a, b, n=name, r=reduction, kw=kwargs: getattr(a, n)(b, reduction=r, **kw),
+        )
+    # float64, other betas and deltas (beta 0 is l1_loss), the sum and the mean
+    finite = [_randn(3, 5, dtype=np.float64), _randn(3, 5, dtype=np.float64)]
+    cases = [
+        ("smooth_l1_loss", "sum", {"beta": 0.5}),
+        ("smooth_l1_loss", "mean", {"beta": 0.0}),
+        ("huber_loss", "sum", {"delta": 0.4}),
+        ("mse_loss", "mean", {}),
+    ]
+    for name, reduction, kwargs in cases:
+        as_torch(
+            lambda a, b, n=name, r=reduction, kw=kwargs: getattr(F, n)(a, b, reduction=r, **kw),
+            finite,
+            lambda a, b, n=name, r=reduction, kw=kwargs: getattr(a, n)(b, reduction=r, **kw),
+        )
+    # weights (of the input's shape; a gradient for them too): mse_loss's and l1_loss's mean divides by their sum,
+    # huber_loss's by the count, as torch's
+    weight = np.abs(_randn(3, 5, dtype=np.float64))
+    for name, reduction in [("mse_loss", "mean"), ("l1_loss", "mean"), ("huber_loss", "mean"), ("l1_loss", "none")]:
+        as_torch(
+            lambda a, b, w, n=name, r=reduction: getattr(F, n)(a, b, reduction=r, weight=w),
+            [*finite, weight],
+            lambda a, b, w, n=name, r=reduction: getattr(a, n)(b, reduction=r, weight=w),
+        )
+
+
+def test_regression_loss_errors_say_what_is_wrong():
+    a, b = Tensor([1.0, 2.0]), Tensor([1.0, 2.0, 3.0])
+    with pytest.raises(ShapeError, match="mse_loss"):
+        a.mse_loss(b)
+    with pytest.raises(ValueError, match="l1_loss: reduction must be .* got 'batchmean'"):
+        a.l1_loss(a, reduction="batchmean")
+    with pytest.raises(TypeError, match="huber_loss: needs a floating-point"):
+        Tensor([1, 2]).huber_loss(Tensor([1, 2]))
+    with pytest.raises(ArgumentError, match="beta must be >= 0"):
+        a.smooth_l1_loss(a, beta=-1.0)
+    with pytest.raises(ArgumentError, match="delta must be > 0"):
+        a.huber_loss(a, delta=0.0)
+    with pytest.raises(ShapeError, match="mse_loss: weight shape \\(3,\\) must be the input's shape \\(2,\\)"):
+        a.mse_loss(a, weight=b)
+    # an int target with a float input is fine (promoted, as torch)
+    assert Tensor([1.0, 3.0]).mse_loss(Tensor([1, 1])).item() == 2.0
+
+
+def test_kl_div_values_and_gradients_of_both_arguments_as_torch():
+    # zeros in the target (0, with xlogy's NaN gradient for the target) and a negative one (NaN, as torch)
+    logp = np.log(RNG.dirichlet(np.ones(5), 3)).astype(np.float32)
+    target = RNG.dirichlet(np.ones(5), 3).astype(np.float32)
+    target[0, 1], target[1, 3], target[2, 0] = 0.0, 0.0, -0.25
+    for reduction in ("none", "sum", "mean", "batchmean"):
+        as_torch(
+            lambda a, b, r=reduction: F.kl_div(a, b, reduction=r),
+            [logp, target],
+            lambda a, b, r=reduction: a.kl_div(b, reduction=r),
+        )
+    # a log target, with a -inf (torch's NaN: 0 * -inf)
+    log_target = np.log(RNG.dirichlet(np.ones(5), 3)).astype(np.float32)
+    log_target[1, 2] = -INF
+    as_torch(
+        lambda a, b: F.kl_div(a, b, reduction="none", log_target=True),
+        [logp, log_target],
+        lambda a, b: a.kl_div(b, reduction="none", log_target=True),
+    )
+    # batchmean divides by the input's first axis; of a 0-d input it is the sum
+    assert Tensor(-1.0).kl_div(Tensor(0.5), reduction="batchmean").item() == pytest.approx(
+        F.kl_div(torch.tensor(-1.0), torch.tensor(0.5), reduction="batchmean").item()
+    )
+    with pytest.raises(ValueError, match="'batchmean', got 'avg'"):
+        Tensor(logp).kl_div(Tensor(target), reduction="avg")
+    with pytest.raises(TypeError, match="kl_div: needs floating-point"):
+        Tensor([1, 2]).kl_div(Tensor([1, 2]))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# cosine_similarity, cdist, outer, trace
+
+
+def test_cosine_similarity_clamps_each_norm_as_torch():
+    # rows: plain, a zero vector (its norm clamped; the gradient is the norm's), a vector below eps, a tiny one
+    x1 = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0], [1e-9, 0.0, 0.0], [1e-5, 0.0, -2e-5]], np.float32)
+    x2 = np.array([[1.0, 0.0, 1.0]], np.float32)
+    as_torch(F.cosine_similarity, [x1, x2], lambda a, b: a.cosine_similarity(b), atol=1e-3)
+    a, b = _randn(2, 4, 3, dtype=np.float64), _randn(4, 1, dtype=np.float64)
+    for dim in (0, -1, 1):
+        as_torch(
+            lambda p, q, d=dim: F.cosine_similarity(p, q, dim=d, eps=1e-6),
+            [a, b],
+            lambda p, q, d=dim: p.cosine_similarity(q, dim=d, eps=1e-6),
+        )
+    with pytest.raises(ShapeError, match="cosine_similarity"):
+        Tensor.ones(2, 3).cosine_similarity(Tensor.ones(2, 4))
+    with pytest.raises(TypeError, match="floating-point"):
+        Tensor([1, 2]).cosine_similarity(Tensor([2, 1]), dim=0)
+    with pytest.raises(IndexError, match="cosine_similarity"):
+        Tensor.ones(3).cosine_similarity(Tensor.ones(3))
+
+
+def test_cdist_values_and_gradients_as_torch():
+    # batch axes broadcast; an equal pair of rows (distance 0: gradient 0), a zero difference in a row (p < 1: its
+    # gradient is 0) and two tied largest differences (p = inf: each gets the whole gradient, as torch's)
+    x1, x2 = _randn(2, 3, 4), _randn(5, 4)
+    x1[0, 0] = x2[1]
+    x1[1, 0] = x2[0] + np.array([0.0, 1.0, 2.0, 0.5], np.float32)
+    x1[1, 1] = x2[2] + np.array([1.0, -1.0, 0.5, 0.25], np.float32)
+    for p in (1.0, 2.0, 0.5, 3.0, INF):
+        as_torch(lambda a, b, p=p: torch.cdist(a, b, p=p), [x1, x2], lambda a, b, p=p: a.cdist(b, p=p), atol=1e-4)
+    # p = 0 counts the coordinates that differ (torch's gradient is 0; this one has none)
+    zero = Tensor(x1).cdist(Tensor(x2), p=0.0)
+    np.testing.assert_array_equal(zero.numpy(), torch.cdist(torch.tensor(x1), torch.tensor(x2), p=0.0).numpy())
+    # more than 25 rows: torch's p = 2 goes through a matrix product (close to the exact differences)
+    as_torch(torch.cdist, [_randn(30, 3), _randn(4, 3)], lambda s, t: s.cdist(t), atol=1e-4)
+    assert Tensor.ones(2, 1, 3, 4).cdist(Tensor.ones(5, 2, 4)).shape == (2, 5, 3, 2)
+    with pytest.raises(ShapeError, match="same M"):
+        Tensor.ones(2, 3).cdist(Tensor.ones(2, 4))
+    with pytest.raises(ShapeError, match="cdist"):
+        Tensor.ones(3).cdist(Tensor.ones(3))
+    with pytest.raises(ArgumentError, match="p must be >= 0"):
+        Tensor.ones(2, 3).cdist(Tensor.ones(2, 3), p=-1.0)
+    with pytest.raises(TypeError, match="x1 is dtypes.int"):
+        Tensor([[1, 2]]).cdist(Tensor([[1.0, 2.0]]))
+    with pytest.raises(ValueError, match="compute_mode must be one of"):
+        Tensor.ones(2, 3).cdist(Tensor.ones(2, 3), compute_mode="mm")
+    assert Tensor([[0.0, 3.0]]).cdist(Tensor([[4.0, 0.0]]), compute_mode="use_mm_for_euclid_dist").item() == 5.0
+
+
+def test_outer_and_trace_as_torch():
+    as_torch(torch.outer, [_randn(3), _randn(4)], lambda a, b: a.outer(b))
+    ints = Tensor([1, 2]).outer(Tensor([3, 4, 5]))
+    assert ints.dtype == dtypes.int32 and ints.tolist() == [[3, 4, 5], [6, 8, 10]]
+    assert Tensor([1, 2]).outer(Tensor([0.5])).tolist() == [[0.5], [1.0]]
+    with pytest.raises(ShapeError, match="outer: needs two 1-D tensors, got shapes \\(2, 2\\) and \\(2,\\)"):
+        Tensor.ones(2, 2).outer(Tensor.ones(2))
+    for shape in ((4, 4), (3, 5), (5, 2)):
+        as_torch(torch.trace, [_randn(*shape)], lambda a: a.trace())
+    assert Tensor([[1, 2, 3], [4, 5, 6]]).trace().item() == 6 and Tensor.ones(0, 2).trace().item() == 0.0
+    with pytest.raises(ShapeError, match="trace: needs a matrix"):
+        Tensor.ones(3).trace()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# pixel_shuffle, pixel_unshuffle
+
+
+def test_pixel_shuffle_and_unshuffle_as_torch():
+    as_torch(lambda x: F.pixel_shuffle(x, 2), [_randn(2, 12, 3, 5)], lambda x: x.pixel_shuffle(2))
+    as_torch(lambda x: F.pixel_shuffle(x, 3), [_randn(9, 2, 1)], lambda x: x.pixel_shuffle(3))
+    as_torch(lambda x: F.pixel_unshuffle(x, 2), [_randn(2, 1, 3, 4, 6)], lambda x: x.pixel_unshuffle(2))
+    ints = np.arange(2 * 8 * 2 * 3).reshape(2, 8, 2, 3)
+    assert Tensor(ints).pixel_shuffle(2).pixel_unshuffle(2).tolist() == ints.tolist()
+    assert Tensor(ints).pixel_shuffle(1).tolist() == ints.tolist()
+    with pytest.raises(ShapeError, match="channels \\(5, .*divisible by upscale_factor\\^2 = 4"):
+        Tensor.ones(1, 5, 2, 2).pixel_shuffle(2)
+    with pytest.raises(ShapeError, match="pixel_unshuffle: height and width"):
+        Tensor.ones(1, 1, 3, 4).pixel_unshuffle(2)
+    with pytest.raises(ShapeError, match="pixel_shuffle: needs"):
+        Tensor.ones(4, 2).pixel_shuffle(2)
+    with pytest.raises(ArgumentError, match="must be positive"):
+        Tensor.ones(1, 4, 2, 2).pixel_shuffle(0)
+    with pytest.raises(TypeError, match="must be an int"):
+        Tensor.ones(1, 4, 2, 2).pixel_unshuffle(2.0)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# count_nonzero, isin, bincount
+
+
+def test_count_nonzero_as_torch_but_int32():
+    x = np.array([[[0.0, 1.0, -0.0], [NAN, 0.0, 2.0]], [[3.0, 0.0, 0.0], [0.0, -INF, 0.0]]], np.float32)
+    for dim in (None, 0, -1, 1, (0, 2), (-1, 0, 1), ()):
+        ours = Tensor(x).count_nonzero(dim)
+        assert ours.dtype == dtypes.int32
+        np.testing.assert_array_equal(ours.numpy(), torch.count_nonzero(torch.tensor(x), dim=dim).numpy())
+    assert Tensor([True, False, True]).count_nonzero().item() == 2
+    assert Tensor([[0, 5], [7, 0]], dtype=dtypes.int8).count_nonzero(1).tolist() == [1, 1]
+    with pytest.raises(ArgumentError, match="names an axis twice"):
+        Tensor(x).count_nonzero((0, -3))
+    with pytest.raises(IndexError, match="count_nonzero: axis 3"):
+        Tensor(x).count_nonzero(3)
+
+
+def test_isin_as_torch():
+    cases = [
+        (np.array([[1, 2], [3, 4]]), np.array([4, 1, 9])),
+        (np.array([1.0, NAN, 0.0, 2.5, -INF], np.float32), np.array([[NAN, -0.0], [-INF, 7.0]], np.float32)),
+        # compared in the common dtype: 3 is in [2.5, 3.0], 2 isn't
+        (np.array([1, 2, 3]), np.array([2.5, 3.0], np.float32)),
+        (np.array(5), np.array([5])),
+        (np.array([1, 2]), np.array([], np.int64)),
+    ]
+    for elements, tests in cases:
+        for invert in (False, True):
+            ours = Tensor(elements).isin(Tensor(tests), invert=invert)
+            theirs = torch.isin(torch.tensor(elements), torch.tensor(tests), invert=invert)
+            assert ours.dtype == dtypes.bool and ours.tolist() == theirs.tolist(), (elements, tests, invert)
+    assert Tensor([1, 2, 3]).isin(2).tolist() == [False, True, False]
+    assert Tensor([1, 2, 3]).isin([3, 1], assume_unique=True).tolist() == [True, False, True]
+
+
+def test_bincount_as_torch():
+    x = np.array([0, 2, 2, 5, 1, 2], np.int64)
+    for minlength in (0, 3, 9):
+        ours = Tensor(x).bincount(minlength=minlength)
+        assert ours.dtype == dtypes.int32
+        assert ours.tolist() == torch.bincount(torch.tensor(x), minlength=minlength).tolist()
+    # float32 weights stay float32, others give float64 (as torch); their gradient is each bin's upstream value
+    for w_dtype in (np.float32, np.float64, np.int32):
+        w = (RNG.random(6) * 4).astype(w_dtype)
+        ours = Tensor(x).bincount(Tensor(w))
+        theirs = torch.bincount(torch.tensor(x), torch.tensor(w))
+        assert ours.dtype == from_numpy_dtype(theirs.numpy().dtype)
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    w = Tensor(RNG.random(6).astype(np.float32), requires_grad=True)
+    (Tensor(x).bincount(w, minlength=7) * Tensor.arange(7).float()).sum().backward()
+    assert w.grad.tolist() == x.astype(np.float32).tolist()
+    # a computed input (read back to size the output), small ints, an empty input
+    assert (Tensor([3, 1, 1]) * 2).bincount().tolist() == [0, 0, 2, 0, 0, 0, 1]
+    assert Tensor([1, 1, 250], dtype=dtypes.uint8).bincount().numpy()[[0, 1, 250]].tolist() == [0, 2, 1]
+    assert Tensor(np.zeros(0, np.int32)).bincount().shape == (0,)
+    assert Tensor(np.zeros(0, np.int32)).bincount(minlength=3).tolist() == [0, 0, 0]
+    with pytest.raises(ArgumentError, match="non-negative, it holds -1"):
+        Tensor([0, -1, 3]).bincount()
+    with pytest.raises(TypeError, match="bincount: needs a tensor of non-negative ints, got dtypes.float"):
+        Tensor([0.0, 1.0]).bincount()
+    with pytest.raises(ShapeError, match="1-D"):
+        Tensor([[0, 1]]).bincount()
+    with pytest.raises(ShapeError, match="weights must be a tensor of the input's shape \\(2,\\), got \\(1,\\)"):
+        Tensor([0, 1]).bincount(Tensor([1.0]))
+    with pytest.raises(ArgumentError, match="minlength must be >= 0"):
+        Tensor([0, 1]).bincount(minlength=-1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# median, quantile
+
+
+def test_median_over_all_elements_as_torch_with_shared_gradient():
+    cases = [
+        _randn(3, 5),  # odd count
+        _randn(2, 4),  # even: the lower middle value
+        np.array([3.0, 1.0, 2.0, 2.0, 1.0, 3.0, 2.0], np.float32),  # ties share the gradient
+        np.array([3.0, NAN, 2.0, NAN], np.float32),  # NaN: the NaNs share it
+        np.array([3.0, -INF, -INF, -INF], np.float32),
+        np.array([INF, INF, 1.0], np.float32),
+    ]
+    for x in cases:
+        as_torch(torch.median, [x], lambda t: t.median())
+    assert Tensor(_randn(2, 3)).median(keepdim=True).shape == (1, 1)
+    ints = RNG.integers(-50, 50, (4, 6))
+    assert Tensor(ints).median().item() == torch.tensor(ints).median().item()
+    assert np.isnan(Tensor.zeros(0).median().item())
+    with pytest.raises(EmptyReduceError, match="no median"):
+        Tensor(np.zeros(0, np.int32)).median()
+    with pytest.raises(TypeError, match="bool"):
+        Tensor([True, False]).median()
+
+
+def test_median_along_a_dim_values_indices_and_gradient_as_torch():
+    x = _randn(4, 5, 6)  # no ties: torch's index is the one index
+    for dim, keepdim in [(0, False), (1, True), (-1, False), (-2, True)]:
+        values, indices = Tensor(x).median(dim, keepdim)
+        ref = torch.tensor(x).median(dim, keepdim)
+        assert indices.dtype == dtypes.int32 and values.shape == tuple(ref.values.shape)
+        np.testing.assert_array_equal(values.numpy(), ref.values.numpy())
+        np.testing.assert_array_equal(indices.numpy(), ref.indices.numpy())
+    as_torch(lambda t: t.median(1).values, [x], lambda t: t.median(1)[0])
+    half = Tensor(x.astype(np.float16)).median(-1)
+    ref = torch.tensor(x.astype(np.float16)).median(-1)
+    assert half[0].dtype == dtypes.float16 and half[0].tolist() == ref.values.tolist()
+    assert half[1].tolist() == ref.indices.tolist()
+    # ties: the first index holding the median (torch's choice among ties is unspecified); NaN: the first NaN
+    rows = np.array(
+        [[1.0, 1.0, 1.0, 1.0], [2.0, 1.0, 2.0, 1.0], [5.0, NAN, 3.0, NAN], [NAN, 2.0, 1.0, 0.0]], np.float32
+    )
+    values, indices = Tensor(rows).median(1)
+    ref = torch.tensor(rows).median(1)
+    np.testing.assert_array_equal(values.numpy(), ref.values.numpy())
+    assert indices.tolist() == [0, 1, 1, 0] and ref.indices.tolist()[2:] == [1, 0]
+    # the gradient goes to the returned index
+    t = Tensor(rows, requires_grad=True)
+    t.median(1)[0].sum().backward()
+    assert t.grad.tolist() == [[1, 0, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
+    # a long row (sorted by the bitonic network), ints, a 0-d tensor
+    long = RNG.permutation(301).astype(np.float32)
+    assert Tensor(long).median(0)[0].item() == 150.0 and Tensor(long).median(0)[1].item() == int(np.argmax(long == 150))
+    ints = RNG.integers(0, 1000, (3, 7))
+    ours, ref = Tensor(ints).median(-1), torch.tensor(ints).median(-1)
+    assert ours[0].tolist() == ref.values.tolist()
+    assert [row[i] for row, i in zip(ints, ours[1].tolist(), strict=True)] == ref.values.tolist()
+    assert [t.tolist() for t in Tensor(5.0).median(0)] == [5.0, 0]
+    with pytest.raises(EmptyReduceError, match="median: axis 1 of shape \\(2, 0\\) is empty"):
+        Tensor.zeros(2, 0).median(1)
+    assert Tensor.zeros(0, 3).median(1)[0].shape == (0,)
+
+
+QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def test_quantile_every_interpolation_dim_and_keepdim_as_torch():
+    x = _randn(3, 6, 5, dtype=np.float64)
+    q = [0.0, 0.1, 0.25, 0.5, 0.625, 0.9, 1.0]
+    for mode in QUANTILE_MODES:
+        for dim, keepdim in [(None, True), (1, False), (-1, True)]:
+            ours = Tensor(x).quantile(q, dim=dim, keepdim=keepdim, interpolation=mode)
+            ref = torch.quantile(
+                torch.tensor(x), torch.tensor(q, dtype=torch.float64), dim, keepdim, interpolation=mode
+            )
+            assert ours.shape == tuple(ref.shape), (mode, dim, keepdim)
+            np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-12, err_msg=f"{mode} {dim} {keepdim}")
+    # float32 (ranks computed in float32, as torch), one q (no q axis), a 0-d or 1-D tensor q
+    y = _randn(4, 11)
+    cases = [(0.1, mode) for mode in QUANTILE_MODES] + [(Tensor(0.3), "linear"), (Tensor([0.3, 0.7]), "nearest")]
+    for q1, mode in cases:
+        ref_q = torch.tensor(q1.numpy()) if isinstance(q1, Tensor) else q1
+        ours = Tensor(y).quantile(q1, dim=1, interpolation=mode)
+        ref = torch.quantile(torch.tensor(y), ref_q, dim=1, interpolation=mode)
+        assert ours.shape == tuple(ref.shape) and ours.dtype == dtypes.float32
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6)
+    assert Tensor(3.0).quantile(0.5).tolist() == 3.0 and Tensor(3.0).quantile(0.5, dim=0).shape == ()
+    assert Tensor([1.0, 2.0]).quantile([]).shape == (0,)
+
+
+def test_quantile_nan_inf_and_gradients_as_torch():
+    # a NaN makes its row's quantiles NaN; infinities give torch's lerp results (NaN at the exact positions)
+    x = np.array([[1.0, NAN, 3.0, 0.5], [-INF, 1.0, INF, 2.0], [4.0, 3.0, 2.0, 1.0]], np.float32)
+    q = torch.tensor([0.0, 0.2, 0.5, 0.75, 1.0])
+    for mode in QUANTILE_MODES:
+        ours = Tensor(x).quantile(q.tolist(), dim=1, interpolation=mode)
+        np.testing.assert_array_equal(ours.numpy(), torch.quantile(torch.tensor(x), q, 1, interpolation=mode).numpy())
+    # gradients: through the sort to the elements each quantile interpolates (ties in stable order, as torch's)
+    for values in (_randn(2, 9), np.array([[3.0, 1.0, 3.0, 1.0, 3.0], [NAN, 2.0, NAN, 1.0, 0.0]], np.float32)):
+        for mode in QUANTILE_MODES:
+            as_torch(
+                lambda t, m=mode: torch.quantile(t, torch.tensor([0.3, 0.5, 0.9]), dim=-1, interpolation=m),
+                [values],
+                lambda t, m=mode: t.quantile([0.3, 0.5, 0.9], dim=-1, interpolation=m),
+            )
+
+
+def test_quantile_errors_say_what_is_wrong():
+    x = Tensor([1.0, 2.0, 3.0])
+    for bad in (1.5, -0.1, NAN, [0.5, 2.0], Tensor([0.2, 1.2])):
+        with pytest.raises(ArgumentError, match="quantile: q must be in \\[0, 1\\]"):
+            x.quantile(bad)
+    with pytest.raises(ShapeError, match="q must be a number or a 1-D"):
+        x.quantile(Tensor([[0.5]]))
+    with pytest.raises(ArgumentError, match="interpolation must be one of linear, lower, higher, midpoint, nearest"):
+        x.quantile(0.5, interpolation="cubic")
+    with pytest.raises(TypeError, match="quantile: needs a floating-point input, got dtypes.int"):
+        Tensor([1, 2]).quantile(0.5)
+    with pytest.raises(EmptyReduceError, match="empty"):
+        Tensor.zeros(2, 0).quantile(0.5, dim=0)
+    with pytest.raises(IndexError, match="quantile: axis 2"):
+        Tensor.zeros(2, 3).quantile(0.5, dim=2)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# nan_to_num, logit
+
+
+def test_nan_to_num_as_torch():
+    x = np.array([NAN, INF, -INF, 1.5, -0.0, 65504.0], np.float32)
+    for dtype in (np.float32, np.float16, np.float64):
+        for kwargs in ({}, {"nan": 2.0, "posinf": 5.0}, {"neginf": -7.5}):
+            ours = Tensor(x.astype(dtype)).nan_to_num(**kwargs)
+            theirs = torch.nan_to_num(torch.tensor(x.astype(dtype)), **kwargs)
+            assert ours.dtype == from_numpy_dtype(np.dtype(dtype))
+            np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    as_torch(torch.nan_to_num, [x], lambda t: t.nan_to_num())
+    bf = Tensor([INF, -INF]).cast(dtypes.bfloat16).nan_to_num()
+    assert bf.dtype == dtypes.bfloat16 and bf.tolist() == torch.tensor([INF, -INF]).bfloat16().nan_to_num().tolist()
+    assert Tensor([1, 2]).nan_to_num(nan=1.5).tolist() == [1, 2] and Tensor([True]).nan_to_num().tolist() == [True]
+
+
+def test_logit_values_and_gradients_as_torch():
+    # outside [0, 1], the ends, inside, NaN
+    x = np.array([-0.5, 0.0, 0.001, 0.3, 0.5, 0.999, 1.0, 1.5, NAN], np.float32)
+    for eps in (None, 1e-3, 0.0, 0.6):
+        as_torch(lambda t, e=eps: torch.logit(t, e), [x], lambda t, e=eps: t.logit(e), atol=1e-3)
+    as_torch(torch.logit, [np.array([0.25, 0.5], np.float64)], lambda t: t.logit())
+    ints = Tensor([0, 1]).logit()
+    assert ints.dtype == dtypes.float32 and ints.tolist() == [-INF, INF]
