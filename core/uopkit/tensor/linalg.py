@@ -57,6 +57,12 @@ class LinalgMixin:
             return Tensor(fast)
         if self.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both operands need at least 1 dimension, got {self.shape} and {w.shape}")
+        if self.ndim > 2 and w.ndim == 2 and self.shape[-1] == w.shape[0] > 0:
+            # a layer over a batch of sequences, (..., n, k) @ (k, m): one matrix product over all the rows, whose
+            # weight gradient x.T @ g is one reduce over every row of the batch in w's layout (as a batched product
+            # it is a sum over two axes, stored transposed)
+            rows = self.reshape((prod(self.shape[:-1]), self.shape[-1]))
+            return rows.dot(w).reshape(self.shape[:-1] + (w.shape[1],))
         x = self
         x_vec, w_vec = x.ndim == 1, w.ndim == 1
         if x_vec:
