@@ -290,6 +290,23 @@ def test_group_with_local_output_axis_on_emulated_opencl():
     np.testing.assert_allclose(bufs[0].numpy(), a.sum(axis=0), rtol=1e-5, atol=1e-5)
 
 
+def test_a_grouped_sum_read_at_two_places_shares_its_work_group_on_emulated_opencl():
+    # one sum stacked with itself is lowered twice: both lowerings split the reduce over the same GROUP threads (each
+    # made work-group dimensions of its own before, more than apply_opt had checked)
+    renderer = _emulated("OPENCL")
+    x = np.random.default_rng(1).standard_normal((4, 6, 8)).astype(np.float32)
+    t = Tensor(x, device="EMULATOR").realize()
+    item, dev = _emulator_item(t.sum(1).flatten().stack(t.sum(1).flatten(), dim=-1))
+    opts = [Opt(OptOps.GROUP, 2, 6), Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.PADTO, 1, 4)]
+    spec = get_program(item.ast, renderer, opts)
+    assert spec.local_size == (4, 6, 1)
+    prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+    bufs = [_buffer_for(b) for b in item.bufs]
+    prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size)
+    expected = np.stack([x.sum(1).ravel()] * 2, -1)
+    np.testing.assert_allclose(bufs[0].numpy().reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)
+
+
 def test_apply_opt_enforces_the_renderers_launch_limits():
     """Emulated generic OpenCL device: work-groups of at most 256 threads (256, 256, 64 per dimension), 32 KiB of
     local memory, 3 work-group dimensions."""

@@ -66,6 +66,9 @@ class LowererContext:
     # reduces over one plain loop whose summed value the output may reuse (see `_reuse_reduce_value`); None: not
     # collected (GPU-style kernels, or a caller that doesn't want the rewrite)
     reduce_loops: list[ReduceLoop] | None = None
+    # the work-group ids of the planned reduce's GROUP parts, by (reduce axis, part): a reduce read at two places
+    # (one sum stacked with itself) is lowered twice over the same work-group dimensions
+    group_ids: dict[tuple[int, int], UOp] = field(default_factory=dict)
 
     def lane_kind(self, axis: int, part_index: int, n_parts: int, kind: str) -> str:
         if kind == "upcast" and self.vector_part == (axis, n_parts - part_index):
@@ -295,7 +298,11 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
                 (red_upcast if p.kind == "upcast" else unroll).append(r)
                 nodes.append((r, p.size))
             elif p.kind == "group":
-                lid = ctx.new_local_id(p.size)
+                lid = ctx.group_ids.get((axis_i, j)) if planned else None
+                if lid is None:
+                    lid = ctx.new_local_id(p.size)
+                    if planned:
+                        ctx.group_ids[(axis_i, j)] = lid
                 group_ids.append((lid, p.size))
                 nodes.append((lid, p.size))
             else:
