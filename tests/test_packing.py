@@ -162,3 +162,18 @@ def test_transposed_right_operand_is_packed_left_operand_is_not():
     batched = Tensor(q) @ Tensor(k).transpose(-1, -2)
     assert len(_kernels(batched)) == 2
     np.testing.assert_allclose(batched.numpy(), q @ k.transpose(0, 2, 1), rtol=1e-4, atol=1e-4)
+
+
+def test_computed_operands_are_packed_too():
+    # a training step's matmuls read values computed in the same step (activations, gradients): their kernels write
+    # the panels (the weight gradient h.T @ g of a layer read both operands across their rows before)
+    h, g = _rand(512, 256), _rand(512, 256, seed=2)
+    th, tg = Tensor(h), Tensor(g)
+    t = (th * 2).relu().T @ (tg + 1)
+    items = _kernels(t)
+    panels = [it for it in items if it.ast.src[0].src[1].shape is not None and it.ast.src[0].src[1].shape[-1] == PANEL]
+    assert len(panels) == 2, [it.ast.src[0].src[1].shape for it in items]
+    ref = np.maximum(h * 2, 0).T.astype(np.float64) @ (g + 1)
+    np.testing.assert_allclose(((th * 2).relu().T @ (tg + 1)).numpy(), ref, rtol=1e-4, atol=1e-3)
+    # a constant operand (a sum's gradient, ones) is not stored
+    assert len(_kernels(th.T @ Tensor.ones(512, 256))) <= 2

@@ -49,17 +49,30 @@ def _strides(view: UOp) -> dict[int, int] | None:
     return _strides_cache[key]
 
 
+def _packable(base: UOp) -> bool:
+    """Whether a matmul operand over `base` can be stored in panels: stored data, or a value a kernel computes (it is
+    then computed into panels, or copied there once); not a constant (an expanded 0 or 1 costs nothing to read)."""
+    return base.op is Ops.BUFFER or (base.op not in _NOT_PACKABLE and bool(base.shape) and math.prod(base.shape) > 0)
+
+
+_NOT_PACKABLE = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.DEVICE})
+
+
 def _view_strides(view: UOp) -> dict[int, int] | None:
     from uopkit.codegen.lowerer import view_index
 
     chain = view.movement_chain()
-    if any(n.op is Ops.PAD for n in chain) or view.base.op is not Ops.BUFFER:
+    if any(n.op is Ops.PAD for n in chain) or not _packable(view.base):
         return None
     shape = view.shape
     assert shape is not None
     axes = tuple(UOp.variable(f"a{i}", 0, max(s - 1, 0)) for i, s in enumerate(shape))
-    _, idx = view_index(view, axes)
-    terms, _ = decompose(simplify(idx[0]))
+    base, idx = view_index(view, axes)
+    # (a computed value is laid out row-major in its own shape; a BUFFER is already flat)
+    flat, stride = idx[0].const_like(0), 1
+    for i, size in zip(reversed(idx), reversed(base.shape or (1,)), strict=True):
+        flat, stride = flat + i * stride, stride * size
+    terms, _ = decompose(simplify(flat))
     coefs = {t: c for c, t in terms}
     if any(t.op is not Ops.DEFINE_VAR for t in coefs):
         return None
@@ -73,9 +86,9 @@ def panel_for(operand: UOp, j: int, k: int, reuse: int) -> int:
     assert shape is not None
     n, kk = shape[j], shape[k]
     p = panel_width(operand.device)
-    # worth it: whole panels, reused across enough rows, big enough; only a row-major view of stored data (a value
-    # still to be computed is written in whatever layout its kernel picks)
-    if not p or n % p or reuse < MIN_REUSE or operand.base.op is not Ops.BUFFER:
+    # worth it: whole panels, reused across enough rows, big enough; a plain strided view of stored data or of a value
+    # a kernel computes (a training step's activations and gradients: that kernel then writes the panels)
+    if not p or n % p or reuse < MIN_REUSE or not _packable(operand.base):
         return 0
     strides = _strides(operand)
     if strides is None:
@@ -112,7 +125,7 @@ def _packed_operand(operand: UOp, k: int, other: UOp) -> UOp | None:
     shape, out_shape = inner.shape, operand.shape
     assert shape is not None and out_shape is not None
     reuse = math.prod(o for s, o in zip(shape, out_shape, strict=True) if s == 1 and o != 1)
-    strides = _strides(inner) if inner.base.op is Ops.BUFFER else None
+    strides = _strides(inner) if _packable(inner.base) else None
     if strides is None or shape[k] == 1:
         return None
     # the column axis: the other axis the operand walks contiguously, else (a transposed operand, contiguous along
