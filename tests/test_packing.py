@@ -177,3 +177,16 @@ def test_computed_operands_are_packed_too():
     np.testing.assert_allclose(((th * 2).relu().T @ (tg + 1)).numpy(), ref, rtol=1e-4, atol=1e-3)
     # a constant operand (a sum's gradient, ones) is not stored
     assert len(_kernels(th.T @ Tensor.ones(512, 256))) <= 2
+
+
+def test_heads_put_side_by_side_are_stored_row_major_before_the_product():
+    # (b, h, t, d) -> (b, t, h * d) @ w: the merged view's address divides by d at every step of the reduce; stored
+    # row-major first (by the kernel that computes it, here the copy), the product reads plain rows
+    o, w = _rand(4, 4, 64, 32), _rand(128, 128, seed=3)
+    t = Tensor(o).transpose(1, 2).reshape(4, 64, 128) @ Tensor(w)
+    from uopkit.codegen import get_program
+
+    matmul = get_program(_kernels(t)[-1].ast, Device["CPU"].renderer)
+    assert not [u for u in matmul.uops if u.op in (Ops.IDIV, Ops.MOD)]
+    ref = o.transpose(0, 2, 1, 3).reshape(4, 64, 128).astype(np.float64) @ w
+    np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-3)

@@ -126,6 +126,8 @@ def _packed_operand(operand: UOp, k: int, other: UOp) -> UOp | None:
     assert shape is not None and out_shape is not None
     reuse = math.prod(o for s, o in zip(shape, out_shape, strict=True) if s == 1 and o != 1)
     strides = _strides(inner) if _packable(inner.base) else None
+    if strides is None and _gathered_rows(inner, reuse):
+        return operand.replace(src=(UOp(Ops.CONTIGUOUS, inner.dtype, (inner,)),))
     if strides is None or shape[k] == 1:
         return None
     # the column axis: the other axis the operand walks contiguously, else (a transposed operand, contiguous along
@@ -142,6 +144,18 @@ def _packed_operand(operand: UOp, k: int, other: UOp) -> UOp | None:
         return None
     p = panel_for(inner, j, k, reuse)
     return operand.replace(src=(packed_view(inner, j, p),)) if p else None
+
+
+def _gathered_rows(inner: UOp, reuse: int) -> bool:
+    """Whether a matmul operand is a view whose address isn't a sum of strides (a permute merged by a reshape: the
+    heads of an attention output put back side by side), reused across enough rows to store it row-major first: each
+    step of the matmul's reduce would otherwise divide its index (a 2048x256 @ 256x256 product ran at half speed)."""
+    chain = inner.movement_chain()
+    if not chain or reuse < MIN_REUSE or any(n.op in (Ops.PAD, Ops.EXPAND) for n in chain) or not _packable(inner.base):
+        return False
+    shape = inner.shape
+    assert shape is not None
+    return math.prod(shape) >= MIN_ELEMENTS // 4 and any(n.op is Ops.PERMUTE for n in chain)
 
 
 def do_pack_matmul(red: UOp, mul: UOp) -> UOp | None:
