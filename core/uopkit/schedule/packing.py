@@ -153,6 +153,9 @@ def _gathered_rows(inner: UOp, reuse: int) -> bool:
     chain = inner.movement_chain()
     if not chain or reuse < MIN_REUSE or any(n.op in (Ops.PAD, Ops.EXPAND) for n in chain) or not _packable(inner.base):
         return False
+    # (measured on the CPU; a GPU-style kernel's loads and index arithmetic are another trade)
+    if not panel_width(inner.device):
+        return False
     shape = inner.shape
     assert shape is not None
     return math.prod(shape) >= MIN_ELEMENTS // 4 and any(n.op is Ops.PERMUTE for n in chain)
