@@ -660,6 +660,19 @@ def test_embedding_gradient_branches_once_per_lookup_and_table_row(device, monke
     np.testing.assert_allclose(table.grad.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
+def test_embedding_gradient_of_a_768_wide_table_takes_two_passes_over_the_lookups(monkeypatch):
+    # each pass over a table row's lookups covers as many columns as the lanes allow: 768 = 2 x 384 (2 x 256 + 256
+    # took a third pass, and the pass over every lookup is what the kernel's time goes to)
+    from uopkit.dtype import dtypes
+
+    table, idx = Tensor.empty(100, 768, requires_grad=True), Tensor.empty(32, dtype=dtypes.int32)
+    (table[idx] * Tensor.empty(32, 768)).sum().backward()
+    assert table.grad is not None
+    _, opts = _thread_axes(table.grad, 1, monkeypatch)
+    plan = apply_opts(create_schedule(kernelize_tensors([table.grad]))[-1].ast, opts, Device["CPU"].renderer)
+    assert plan.lanes() == 384
+
+
 def test_a_count_of_matches_stays_a_vectorizable_sum():
     # where(pred == label, 1, 0) summed tests only the reduce's own counter: true for most elements, it is no branch
     rng = np.random.default_rng(1)

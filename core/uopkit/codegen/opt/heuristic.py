@@ -74,7 +74,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         amt = _divisor(out_sizes[axis], (width, 8, 4, 2))
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, axis, amt), renderer)
-            more = _divisor(out_sizes[axis] // amt, tuple(m for m in (16, 8, 4, 2) if amt * m <= MAX_LANES))
+            more = _divisor(out_sizes[axis] // amt, tuple(m for m in (32, 24, 16, 8, 4, 2) if amt * m <= MAX_LANES))
             if more:
                 plan = _try(plan, Opt(OptOps.UPCAST, axis, more), renderer)
     elif vec_out or len(reuse_axes) >= 2:
