@@ -275,11 +275,15 @@ def main(argv: list[str] | None = None) -> int:
         "results": [r.__dict__ for r in results],
     }
     partial = bool(args.only) or len(fws) < len(FRAMEWORKS)
-    # a partial run updates its cells of the saved results instead of dropping every other row
+    # a partial run updates its cells of the saved results instead of dropping every other row; results it can't
+    # merge with (another machine, --quick or not) are kept, and the partial run goes to a file of its own
     merged = _merge_into(path, payload) if partial else None
+    if partial and merged is None and os.path.exists(path):
+        print(f"\n{path} holds results of another machine or size: left as it is")
+        path = os.path.splitext(path)[0] + ".partial.json"
     with open(path, "w") as f:
         json.dump(merged or payload, f, indent=1)
-    print(f"\n{'updated' if merged else 'saved'} {path}")
+    print(f"{'updated' if merged else 'saved'} {path}")
     return 0
 
 

@@ -157,3 +157,11 @@ def test_partial_run_updates_the_saved_results(tmp_path, capsys):
         main([*base, "--only", "MLP"])
     assert "matches no benchmark" in capsys.readouterr().err
     assert json.loads(out.read_text()) == after
+    # results of another machine are left as they are: the partial run is saved beside them
+    other = json.loads(out.read_text())
+    other["machine"] = {"cpu": "another CPU", "cores": 64, "python": "3.11.0"}
+    out.write_text(json.dumps(other))
+    assert main([*base, "--frameworks", "uopkit", "--only", "matmul 64"]) == 0
+    assert json.loads(out.read_text()) == other
+    partial = json.loads((tmp_path / "results.partial.json").read_text())
+    assert [r["name"] for r in partial["results"]] == ["matmul 64 fp32"]
