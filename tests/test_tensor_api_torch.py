@@ -1,6 +1,6 @@
 """PyTorch operations with PyTorch's semantics (regression losses, kl_div, cosine_similarity, pixel_shuffle and
 pixel_unshuffle, outer, trace, count_nonzero, isin, bincount, median, quantile, nan_to_num, logit, cdist, nanmedian,
-nanquantile): values, gradients and errors compared with PyTorch (CPU), special values included."""
+nanquantile, unique): values, gradients and errors compared with PyTorch (CPU), special values included."""
 
 from __future__ import annotations
 
@@ -454,7 +454,7 @@ def test_logit_values_and_gradients_as_torch():
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# nanmedian, nanquantile
+# nanmedian, nanquantile, unique
 
 # rows with no NaN (ties), one NaN, some NaNs (an even count left), every value NaN
 NAN_ROWS = np.array(
@@ -560,3 +560,48 @@ def test_nanquantile_gradients_as_torch():
             [NAN_ROWS],
             lambda t, m=mode: t.nanquantile([0.3, 0.5, 0.9], dim=-1, interpolation=m),
         )
+
+
+def _check_unique(x: np.ndarray, **kwargs: object) -> None:
+    ours = Tensor(x).unique(return_inverse=True, return_counts=True, **kwargs)
+    ref = torch.tensor(x).unique(return_inverse=True, return_counts=True, **kwargs)
+    assert ours[0].dtype == from_numpy_dtype(x.dtype) and ours[1].dtype == ours[2].dtype == dtypes.int32
+    for mine, theirs in zip(ours, ref, strict=True):
+        assert mine.shape == tuple(theirs.shape), (x, kwargs)
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy(), err_msg=f"{x} {kwargs}")
+
+
+def test_unique_values_inverse_and_counts_as_torch():
+    # each NaN distinct and last; -0.0 equal to 0.0 (the first in order kept); ints, bools, 2-D, 0-d, empty
+    cases = [
+        np.array([NAN, 1.0, NAN, -0.0, 0.0, 1.0, -INF], np.float32),
+        np.array([3.0, 1.0, 3.0], np.float64),
+        np.array([[3, 1, 3], [2, 1, -7]], np.int32),
+        np.array([True, False, True, True]),
+        np.array(2.5, np.float32),
+        np.zeros((2, 0), np.float32),
+        RNG.integers(0, 40, 300).astype(np.int32),  # longer than 256: the sorting network
+        np.array([5, 5, 5], np.int8),
+    ]
+    for x in cases:
+        _check_unique(x)
+    # sorted=False is sorted too (as torch on the CPU); only the values unless asked
+    x = np.array([4, 1, 4, 0], np.int32)
+    assert Tensor(x).unique(sorted=False).tolist() == torch.tensor(x).unique(sorted=False).tolist() == [0, 1, 4]
+    ours = Tensor(x).unique(return_counts=True)
+    assert isinstance(ours, tuple) and [t.tolist() for t in ours] == [[0, 1, 4], [1, 1, 2]]
+    assert Tensor(x).unique(return_inverse=True)[1].tolist() == [2, 1, 2, 0]
+
+
+def test_unique_along_a_dim_as_torch():
+    rows = np.array([[2.0, NAN, 1.0], [1.0, 1.0, 0.0], [1.0, NAN, 1.0], [1.0, 1.0, 0.0]], np.float32)
+    _check_unique(rows, dim=0)  # rows holding a NaN are each distinct; the rest in lexicographic order
+    _check_unique(np.array([[3, 1, 3, 1], [2, 0, 2, 1]], np.int32), dim=1)
+    _check_unique(np.array([[[1, 2], [1, 2]], [[0, 0], [1, 2]]], np.int64), dim=-1)
+    _check_unique(np.array([[[1, 2], [1, 2]], [[0, 0], [1, 2]]], np.int64), dim=-2)
+    _check_unique(np.array([True, False, False]), dim=0)
+    _check_unique(np.zeros((0, 3), np.float32), dim=0)
+    with pytest.raises(ShapeError, match="unique: dim 0 given for a 0-d tensor"):
+        Tensor(1.0).unique(dim=0)
+    with pytest.raises(ShapeError, match="unique: the slices along dim 0 of shape \\(3, 0\\) are empty"):
+        Tensor.zeros(3, 0).unique(dim=0)

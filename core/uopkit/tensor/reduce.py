@@ -626,6 +626,70 @@ class ReduceMixin:
         """
         return self.sort(dim, descending, stable)[1]
 
+    def unique(
+        self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+    ) -> Tensor | tuple[Tensor, ...]:
+        """The distinct values (dim None: of the flattened tensor) or distinct slices along `dim`, in ascending
+        (lexicographic) order, as torch.unique; with `return_inverse` the (int32) position in the result of each
+        element (each slice), of the input's shape (of length shape[dim]); with `return_counts` how often each occurs
+        (int32). Each NaN is distinct from every other (a slice holding one is distinct too) and sorts last, as in
+        torch. `sorted=False` returns them sorted too (as torch on the CPU). The result's length depends on the data:
+        which sorted neighbours differ, and the sorting order, are read back to the host (as `nonzero` reads its
+        mask); the values themselves are taken on the device. No gradient flows through it (torch has none).
+
+        >>> Tensor([3, 1, 3, 2]).unique().tolist()
+        [1, 2, 3]
+        >>> [t.tolist() for t in Tensor([[1, 2], [0, 5], [1, 2]]).unique(dim=0, return_inverse=True)]
+        [[[0, 5], [1, 2]], [1, 0, 1]]
+        """
+        if dim is None:
+            rows = self.reshape(-1, 1)
+        else:
+            if self.ndim == 0:
+                raise ShapeError(f"unique: dim {dim} given for a 0-d tensor, which has no axes; pass dim=None")
+            axis = _normalize_axis(dim, self.ndim, "unique", self.shape)
+            if self.shape[axis] and not self.numel():
+                raise ShapeError(
+                    f"unique: the slices along dim {dim} of shape {self.shape} are empty (another axis has size 0)"
+                )
+            # one row per slice along `axis`, its elements in row-major order
+            slices = self._move_to_end(axis)._move_from_end(0)
+            rows = slices.reshape(self.shape[axis], prod(slices.shape[1:]))
+        k, width = rows.shape
+        if k == 0:
+            found, perm, starts = rows.detach(), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        else:
+            # a lexicographic order of the rows: stable sorts by each column, the last first (dim None: one sort)
+            order: Tensor | None = None
+            for column in reversed(range(width)):
+                keys = rows._slice_axis(1, column, column + 1).reshape(k)
+                step = (keys if order is None else keys._gather_checked(0, order)).argsort()
+                order = step if order is None else order._gather_checked(0, step)
+            assert order is not None, "the slices are not empty (checked above)"
+            perm = order.numpy().astype(np.int64)
+            ordered = rows.detach()._take(0, perm)
+            # a row starts a group where it differs from the one before (NaN != NaN: every NaN is one of its own)
+            differs = (ordered._slice_axis(0, 1, k) != ordered._slice_axis(0, 0, k - 1)).any(1)
+            starts = np.concatenate([[0], np.flatnonzero(differs.numpy()) + 1])
+            found = ordered._take(0, starts)
+        if dim is None:
+            values = found.reshape(-1)
+        else:
+            values = found.reshape((len(starts),) + slices.shape[1:])
+            values = values._move_to_end(0)._move_from_end(axis)
+        out = [values]
+        if return_inverse:
+            # each sorted row's group (a running count of the starts), put back at the row's place in the input
+            started = np.zeros(k, np.int32)
+            started[starts] = 1
+            inverse = np.empty(k, np.int32)
+            inverse[perm] = np.cumsum(started) - 1
+            out.append(Tensor(inverse.reshape(self.shape if dim is None else (k,)), device=self.device))
+        if return_counts:
+            counts = np.diff(np.append(starts, k)).astype(np.int32)
+            out.append(Tensor(counts, device=self.device))
+        return out[0] if len(out) == 1 else tuple(out)
+
     def topk(
         self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, **kwargs: Any
     ) -> tuple[Tensor, Tensor]:
