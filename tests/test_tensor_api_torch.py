@@ -1,6 +1,6 @@
 """PyTorch operations with PyTorch's semantics (regression losses, kl_div, cosine_similarity, pixel_shuffle and
-pixel_unshuffle, outer, trace, count_nonzero, isin, bincount, median, quantile, nan_to_num, logit, cdist): values,
-gradients and errors compared with PyTorch (CPU), special values included."""
+pixel_unshuffle, outer, trace, count_nonzero, isin, bincount, median, quantile, nan_to_num, logit, cdist, nanmedian,
+nanquantile, unique): values, gradients and errors compared with PyTorch (CPU), special values included."""
 
 from __future__ import annotations
 
@@ -364,26 +364,27 @@ def test_median_along_a_dim_values_indices_and_gradient_as_torch():
 QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
+def _quantiles_as_torch(op: str, x: np.ndarray, cases: list[tuple], rtol: float) -> None:
+    """Tensor.`op` against torch.`op` (quantile or nanquantile) on x for each (q, interpolation, dim, keepdim): shape,
+    dtype and values (a list q goes to torch as a tensor of x's dtype)."""
+    for q, mode, dim, keepdim in cases:
+        ref_q = torch.tensor(q.numpy()) if isinstance(q, Tensor) else q
+        ref_q = torch.tensor(q, dtype=torch.tensor(x).dtype) if isinstance(q, list) else ref_q
+        ours = getattr(Tensor(x), op)(q, dim=dim, keepdim=keepdim, interpolation=mode)
+        ref = getattr(torch, op)(torch.tensor(x), ref_q, dim, keepdim, interpolation=mode)
+        assert ours.shape == tuple(ref.shape) and ours.dtype == from_numpy_dtype(x.dtype), (q, mode, dim, keepdim)
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=rtol, err_msg=f"{q} {mode} {dim} {keepdim}")
+
+
 def test_quantile_every_interpolation_dim_and_keepdim_as_torch():
-    x = _randn(3, 6, 5, dtype=np.float64)
     q = [0.0, 0.1, 0.25, 0.5, 0.625, 0.9, 1.0]
-    for mode in QUANTILE_MODES:
-        for dim, keepdim in [(None, True), (1, False), (-1, True)]:
-            ours = Tensor(x).quantile(q, dim=dim, keepdim=keepdim, interpolation=mode)
-            ref = torch.quantile(
-                torch.tensor(x), torch.tensor(q, dtype=torch.float64), dim, keepdim, interpolation=mode
-            )
-            assert ours.shape == tuple(ref.shape), (mode, dim, keepdim)
-            np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-12, err_msg=f"{mode} {dim} {keepdim}")
+    dims = [(None, True), (1, False), (-1, True)]
+    _quantiles_as_torch(
+        "quantile", _randn(3, 6, 5, dtype=np.float64), [(q, m, *d) for m in QUANTILE_MODES for d in dims], 1e-12
+    )
     # float32 (ranks computed in float32, as torch), one q (no q axis), a 0-d or 1-D tensor q
-    y = _randn(4, 11)
     cases = [(0.1, mode) for mode in QUANTILE_MODES] + [(Tensor(0.3), "linear"), (Tensor([0.3, 0.7]), "nearest")]
-    for q1, mode in cases:
-        ref_q = torch.tensor(q1.numpy()) if isinstance(q1, Tensor) else q1
-        ours = Tensor(y).quantile(q1, dim=1, interpolation=mode)
-        ref = torch.quantile(torch.tensor(y), ref_q, dim=1, interpolation=mode)
-        assert ours.shape == tuple(ref.shape) and ours.dtype == dtypes.float32
-        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6)
+    _quantiles_as_torch("quantile", _randn(4, 11), [(q1, mode, 1, False) for q1, mode in cases], 1e-6)
     assert Tensor(3.0).quantile(0.5).tolist() == 3.0 and Tensor(3.0).quantile(0.5, dim=0).shape == ()
     assert Tensor([1.0, 2.0]).quantile([]).shape == (0,)
 
@@ -405,21 +406,23 @@ def test_quantile_nan_inf_and_gradients_as_torch():
             )
 
 
-def test_quantile_errors_say_what_is_wrong():
-    x = Tensor([1.0, 2.0, 3.0])
-    for bad in (1.5, -0.1, NAN, [0.5, 2.0], Tensor([0.2, 1.2])):
-        with pytest.raises(ArgumentError, match="quantile: q must be in \\[0, 1\\]"):
-            x.quantile(bad)
-    with pytest.raises(ShapeError, match="q must be a number or a 1-D"):
-        x.quantile(Tensor([[0.5]]))
-    with pytest.raises(ArgumentError, match="interpolation must be one of linear, lower, higher, midpoint, nearest"):
-        x.quantile(0.5, interpolation="cubic")
-    with pytest.raises(TypeError, match="quantile: needs a floating-point input, got dtypes.int"):
-        Tensor([1, 2]).quantile(0.5)
-    with pytest.raises(EmptyReduceError, match="empty"):
-        Tensor.zeros(2, 0).quantile(0.5, dim=0)
-    with pytest.raises(IndexError, match="quantile: axis 2"):
-        Tensor.zeros(2, 3).quantile(0.5, dim=2)
+def test_quantile_and_nanquantile_errors_say_what_is_wrong():
+    x = Tensor([1.0, NAN, 3.0])
+    for op in ("quantile", "nanquantile"):
+        for bad in (1.5, -0.1, NAN, [0.5, 2.0], Tensor([0.2, 1.2])):
+            with pytest.raises(ArgumentError, match=f"^{op}: q must be in \\[0, 1\\]"):
+                getattr(x, op)(bad)
+        for bad in (Tensor([[0.5]]), [[0.5]]):
+            with pytest.raises(ShapeError, match=f"^{op}: q must be a number or a 1-D"):
+                getattr(x, op)(bad)
+        with pytest.raises(ArgumentError, match=f"^{op}: interpolation must be one of linear, lower, higher, midpoint"):
+            getattr(x, op)(0.5, interpolation="cubic")
+        with pytest.raises(TypeError, match=f"^{op}: needs a floating-point input, got dtypes.int"):
+            getattr(Tensor([1, 2]), op)(0.5)
+        with pytest.raises(EmptyReduceError, match=f"^{op}: the input \\(shape \\(2, 0\\)\\) is empty"):
+            getattr(Tensor.zeros(2, 0), op)(0.5, dim=0)
+        with pytest.raises(IndexError, match=f"^{op}: axis 2"):
+            getattr(Tensor.zeros(2, 3), op)(0.5, dim=2)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -448,3 +451,157 @@ def test_logit_values_and_gradients_as_torch():
     as_torch(torch.logit, [np.array([0.25, 0.5], np.float64)], lambda t: t.logit())
     ints = Tensor([0, 1]).logit()
     assert ints.dtype == dtypes.float32 and ints.tolist() == [-INF, INF]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# nanmedian, nanquantile, unique
+
+# rows with no NaN (ties), one NaN, some NaNs (an even count left), every value NaN
+NAN_ROWS = np.array(
+    [
+        [2.0, 1.0, 2.0, 3.0, 1.0],
+        [4.0, NAN, 3.0, 5.0, 1.0],
+        [NAN, 2.0, NAN, 7.0, -1.0],
+        [NAN, NAN, NAN, NAN, NAN],
+    ],
+    np.float32,
+)
+
+
+def test_nanmedian_over_all_elements_as_torch_with_shared_gradient():
+    cases = [
+        _randn(3, 5),
+        np.array([3.0, NAN, 2.0, 2.0, NAN, 1.0], np.float32),  # the tied middle shares the gradient
+        np.array([NAN, NAN, NAN], np.float32),  # every value NaN: NaN, the NaNs share it
+        np.array([NAN, 1.0, NAN, 4.0, INF], np.float64),
+        NAN_ROWS,
+    ]
+    for x in cases:
+        as_torch(torch.nanmedian, [x], lambda t: t.nanmedian())
+    assert Tensor(NAN_ROWS).nanmedian(keepdim=True).shape == (1, 1)
+    half = np.array([NAN, 1.0, 3.0, 2.0], np.float16)
+    assert Tensor(half).nanmedian().tolist() == torch.tensor(half).nanmedian().item()
+    ints = RNG.integers(-50, 50, (4, 6))
+    assert Tensor(ints).nanmedian().item() == torch.tensor(ints).nanmedian().item()
+    assert np.isnan(Tensor.zeros(0).nanmedian().item())
+    with pytest.raises(TypeError, match="nanmedian: bool tensors have no median"):
+        Tensor([True, False]).nanmedian()
+
+
+def test_nanmedian_along_a_dim_values_indices_and_gradient_as_torch():
+    def first_index(x: np.ndarray, values: np.ndarray, dim: int) -> np.ndarray:
+        # the first position along dim equal to the value (NaN to NaN)
+        moved, v = np.moveaxis(x, dim, -1), values[..., None]
+        return np.argmax((moved == v) | (np.isnan(moved) & np.isnan(v)), -1)
+
+    x = _randn(3, 4, 7)
+    x[RNG.random(x.shape) < 0.3] = NAN
+    x[0, :, 2] = NAN  # lines of every value NaN along each dim
+    x[1, 2, :] = NAN
+    for dim, keepdim in [(0, False), (-2, True), (-1, False)]:
+        values, indices = Tensor(x).nanmedian(dim, keepdim)
+        ref = torch.tensor(x).nanmedian(dim, keepdim)
+        assert indices.dtype == dtypes.int32 and values.shape == indices.shape == tuple(ref.values.shape)
+        np.testing.assert_array_equal(values.numpy(), ref.values.numpy())
+        expected = first_index(x, ref.values.numpy() if not keepdim else ref.values.squeeze(dim).numpy(), dim)
+        np.testing.assert_array_equal(indices.numpy().reshape(expected.shape), expected)
+    # ties take the first index (torch's choice among ties, and for an all-NaN row, is unspecified)
+    values, indices = Tensor(NAN_ROWS).nanmedian(1)
+    np.testing.assert_array_equal(values.numpy(), torch.tensor(NAN_ROWS).nanmedian(1).values.numpy())
+    assert indices.tolist() == [0, 2, 1, 0]
+    # the gradient goes to the returned index: torch's where the index is the only one
+    as_torch(lambda t: t.nanmedian(1).values, [NAN_ROWS[1:3]], lambda t: t.nanmedian(1)[0])
+    t = Tensor(NAN_ROWS, requires_grad=True)
+    t.nanmedian(1)[0].sum().backward()
+    assert t.grad.numpy().argmax(1).tolist() == [0, 2, 1, 0] and t.grad.sum().item() == 4.0
+    # float16 and float64; a row longer than 256 (the sorting network) with NaNs spread through it
+    for dtype in (np.float16, np.float64):
+        values, _ = Tensor(NAN_ROWS.astype(dtype)).nanmedian(-1)
+        assert values.dtype == from_numpy_dtype(np.dtype(dtype))
+        np.testing.assert_array_equal(values.numpy(), torch.tensor(NAN_ROWS.astype(dtype)).nanmedian(-1).values)
+    long = RNG.permutation(301).astype(np.float32)
+    long[RNG.choice(301, 40, replace=False)] = NAN
+    values, indices = Tensor(long).nanmedian(0)
+    ref = torch.tensor(long).nanmedian(0)
+    assert values.item() == ref.values.item() and indices.item() == ref.indices.item()
+    ints = RNG.integers(0, 9, (3, 7))
+    assert Tensor(ints).nanmedian(-1)[0].tolist() == torch.tensor(ints).nanmedian(-1).values.tolist()
+    assert [t.tolist() for t in Tensor(5.0).nanmedian(0)] == [5.0, 0]
+    with pytest.raises(EmptyReduceError, match="nanmedian: axis 1 of shape \\(2, 0\\) is empty"):
+        Tensor.zeros(2, 0).nanmedian(1)
+
+
+def test_nanquantile_every_interpolation_dim_and_keepdim_as_torch():
+    x = np.concatenate([NAN_ROWS, _randn(2, 5)]).astype(np.float64)
+    x[4, 1] = NAN
+    q = [0.0, 0.1, 0.25, 0.5, 0.625, 0.9, 1.0]
+    # every mode along the rows, linear also over all elements and along the columns (keeping the axis)
+    cases = [(q, mode, -1, False) for mode in QUANTILE_MODES] + [(q, "linear", None, True), (q, "linear", 0, True)]
+    _quantiles_as_torch("nanquantile", x, cases, 1e-12)
+    # float32 (ranks in float32, as torch), one q or a tensor q; a row longer than 256 with NaNs spread through it
+    long = _randn(2, 300)
+    long[RNG.random(long.shape) < 0.2] = NAN
+    _quantiles_as_torch(
+        "nanquantile", NAN_ROWS, [(0.7, "nearest", 1, True), (Tensor([0.3, 0.5]), "midpoint", -1, False)], 1e-6
+    )
+    _quantiles_as_torch("nanquantile", long, [(0.3, "linear", -1, False), (0.55, "higher", 1, False)], 1e-6)
+    # float16 (torch has none): as float32's, rounded
+    half = Tensor(NAN_ROWS.astype(np.float16)).nanquantile(0.4, dim=1)
+    assert half.dtype == dtypes.float16
+    np.testing.assert_allclose(half.numpy(), torch.nanquantile(torch.tensor(NAN_ROWS), 0.4, dim=1).numpy(), rtol=1e-3)
+    # no NaN: quantile's values
+    assert Tensor([1.0, 2.0, 4.0]).nanquantile(0.75).item() == 3.0 and Tensor(3.0).nanquantile(0.5).item() == 3.0
+
+
+def test_nanquantile_gradients_as_torch():
+    # through the sort to the elements interpolated, an all-NaN row's to its first NaN (as torch)
+    for mode in QUANTILE_MODES:
+        as_torch(
+            lambda t, m=mode: torch.nanquantile(t, torch.tensor([0.3, 0.5, 0.9]), dim=-1, interpolation=m),
+            [NAN_ROWS],
+            lambda t, m=mode: t.nanquantile([0.3, 0.5, 0.9], dim=-1, interpolation=m),
+        )
+
+
+def _check_unique(x: np.ndarray, **kwargs: object) -> None:
+    ours = Tensor(x).unique(return_inverse=True, return_counts=True, **kwargs)
+    ref = torch.tensor(x).unique(return_inverse=True, return_counts=True, **kwargs)
+    assert ours[0].dtype == from_numpy_dtype(x.dtype) and ours[1].dtype == ours[2].dtype == dtypes.int32
+    for mine, theirs in zip(ours, ref, strict=True):
+        assert mine.shape == tuple(theirs.shape), (x, kwargs)
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy(), err_msg=f"{x} {kwargs}")
+
+
+def test_unique_values_inverse_and_counts_as_torch():
+    # each NaN distinct and last; -0.0 equal to 0.0 (the first in order kept); ints, bools, 2-D, 0-d, empty
+    cases = [
+        np.array([NAN, 1.0, NAN, -0.0, 0.0, 1.0, -INF], np.float32),
+        np.array([[3, 1, 3], [2, 1, -7]], np.int32),
+        np.array([True, False, True, True]),
+        np.array(2.5, np.float32),
+        np.zeros((2, 0), np.float32),
+        RNG.integers(0, 40, 300).astype(np.int32),  # longer than 256: the sorting network
+        np.array([5, 5, 5], np.int8),
+    ]
+    for x in cases:
+        _check_unique(x)
+    # sorted=False is sorted too (as torch on the CPU); only the values unless asked
+    x = np.array([4, 1, 4, 0], np.int32)
+    assert Tensor(x).unique(sorted=False).tolist() == torch.tensor(x).unique(sorted=False).tolist() == [0, 1, 4]
+    ours = Tensor(x).unique(return_counts=True)
+    assert isinstance(ours, tuple) and [t.tolist() for t in ours] == [[0, 1, 4], [1, 1, 2]]
+    assert Tensor(x).unique(return_inverse=True)[1].tolist() == [2, 1, 2, 0]
+
+
+def test_unique_along_a_dim_as_torch():
+    rows = np.array([[2.0, NAN, 1.0], [1.0, 1.0, 0.0], [1.0, NAN, 1.0], [1.0, 1.0, 0.0]], np.float32)
+    _check_unique(rows, dim=0)  # rows holding a NaN are each distinct; the rest in lexicographic order
+    _check_unique(np.array([[3, 1, 3, 1], [2, 0, 2, 1]], np.int32), dim=1)
+    _check_unique(np.array([[[1, 2], [1, 2]], [[0, 0], [1, 2]]], np.int64), dim=-1)
+    _check_unique(np.array([[[1, 2], [1, 2]], [[0, 0], [1, 2]]], np.int64), dim=-2)
+    _check_unique(np.array([True, False, False]), dim=0)
+    _check_unique(np.zeros((0, 3), np.float32), dim=0)
+    with pytest.raises(ShapeError, match="unique: dim 0 given for a 0-d tensor"):
+        Tensor(1.0).unique(dim=0)
+    with pytest.raises(ShapeError, match="unique: the slices along dim 0 of shape \\(3, 0\\) are empty"):
+        Tensor.zeros(3, 0).unique(dim=0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -47,6 +47,8 @@ TOPK_BY_SELECTION = 16
 
 # quantile's interpolations, as torch names them
 _QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
+# quantile's q: one level, or a 1-D list or tensor of them
+Levels: TypeAlias = "float | Sequence[float] | Tensor"
 
 # (module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook)
 _REDUCE_NAMES = {Ops.ADD: "sum", Ops.MAX: "max", Ops.MUL: "prod"}
@@ -277,30 +279,46 @@ class ReduceMixin:
         >>> [t.tolist() for t in Tensor([[3, 1, 1], [5, 9, 2]]).median(1)]
         [[1, 5], [1, 0]]
         """
+        return self._median(dim, keepdim, "median")
+
+    def nanmedian(self, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """The median of the non-NaN values, as torch.nanmedian: as `median`, with the NaNs left out (the lower middle
+        of the rest); NaN only where every value is NaN (the index then the first NaN's: torch's is unspecified). The
+        middle's position differs per row and is found on the device from the row's count of non-NaN values.
+
+        >>> Tensor([3.0, float("nan"), 1.0, 2.0]).nanmedian().tolist()
+        2.0
+        >>> [t.tolist() for t in Tensor([[1.0, float("nan"), 5.0], [float("nan")] * 3]).nanmedian(1)]
+        [[1.0, nan], [0, 0]]
+        """
+        return self._median(dim, keepdim, "nanmedian")
+
+    def _median(self, dim: int | None, keepdim: bool, op: str) -> Tensor | tuple[Tensor, Tensor]:
         if self.dtype == dtypes.bool:
-            raise TypeError("median: bool tensors have no median; cast with .int() first")
+            raise TypeError(f"{op}: bool tensors have no median; cast with .int() first")
+        skip_nan = op == "nanmedian"
         if dim is None:
-            return self._median_of_all(keepdim)
-        axis = _normalize_axis(dim, max(self.ndim, 1), "median", self.shape)
+            return self._median_of_all(keepdim, op)
+        axis = _normalize_axis(dim, max(self.ndim, 1), op, self.shape)
         if self.ndim == 0:
             return self, Tensor(0, device=self.device, dtype=dtypes.int32)
         if self.shape[axis] == 0:
-            raise EmptyReduceError(f"median: axis {dim} of shape {self.shape} is empty, it has no median")
+            raise EmptyReduceError(f"{op}: axis {dim} of shape {self.shape} is empty, it has no median")
         x = self._move_to_end(axis)
-        index = x._is_value(x._lower_middle()).argmax(-1, keepdim=True)
+        index = x._is_value(x._lower_middle(skip_nan)).argmax(-1, keepdim=True)
         # (the first hit is in range by construction: no bounds check, which would read it back)
         values = x._gather_checked(x.ndim - 1, index)
         values, index = values._move_from_end(axis), index._move_from_end(axis)
         return (values, index) if keepdim else (values.squeeze(axis), index.squeeze(axis))
 
-    def _median_of_all(self, keepdim: bool) -> Tensor:
+    def _median_of_all(self, keepdim: bool, op: str) -> Tensor:
         flat = self.reshape(-1)
         shape = (1,) * self.ndim if keepdim else ()
         if flat.numel() == 0:
             if not dtypes.is_float(self.dtype):
-                raise EmptyReduceError(f"median: an empty {self.dtype} tensor has no median")
+                raise EmptyReduceError(f"{op}: an empty {self.dtype} tensor has no median")
             return (flat.sum() * math.nan).reshape(shape)
-        middle = flat._lower_middle()
+        middle = flat._lower_middle(op == "nanmedian")
         if not dtypes.is_float(self.dtype):
             return middle.reshape(shape)
         # the elements equal to the median (the NaNs when it is NaN), reduced by a min (whose gradient is shared
@@ -310,14 +328,24 @@ class ReduceMixin:
         by_max = hit.where(flat, -math.inf).max()
         return (middle == math.inf).where(by_max, by_min).reshape(shape)
 
-    def _lower_middle(self) -> Tensor:
+    def _lower_middle(self, skip_nan: bool = False) -> Tensor:
         # the lower median of the last axis (kept as size 1), NaN where a NaN is in the row (a NaN sorts last, so the
         # middle is NaN only when most are); detached: gradients go through the elements equal to it
         n = self.shape[-1]
-        middle = self.sort(-1)[0]._slice_axis(self.ndim - 1, (n - 1) // 2, (n - 1) // 2 + 1).detach()
+        ordered = self.sort(-1)[0]
+        if skip_nan and dtypes.is_float(self.dtype):
+            # of the first `count` sorted values (the NaNs sort last), at a position per row; NaN where count is 0
+            count = self._count_not_nan()
+            middle = ordered._gather_checked(self.ndim - 1, (count - 1).maximum(0) // 2).detach()
+            return (count == 0).where(math.nan, middle)
+        middle = ordered._slice_axis(self.ndim - 1, (n - 1) // 2, (n - 1) // 2 + 1).detach()
         if dtypes.is_float(self.dtype):
             middle = self.isnan().any(-1, keepdim=True).where(math.nan, middle)
         return middle
+
+    def _count_not_nan(self) -> Tensor:
+        # how many of the last axis' values are not NaN (int32, kept as size 1)
+        return (~self.isnan()).cast(dtypes.int32).sum(-1, keepdim=True)
 
     def _is_value(self, value: Tensor) -> Tensor:
         # where self equals `value` (broadcast), a NaN counting as equal to a NaN
@@ -325,67 +353,100 @@ class ReduceMixin:
         return hit | (self.isnan() & value.isnan()) if dtypes.is_float(self.dtype) else hit
 
     def quantile(
-        self,
-        q: float | Sequence[float] | Tensor,
-        dim: int | None = None,
-        keepdim: bool = False,
-        interpolation: str = "linear",
+        self, q: Levels, dim: int | None = None, keepdim: bool = False, interpolation: str = "linear"
     ) -> Tensor:
         """The q-th quantiles along `dim` (of all elements when None), as torch.quantile: q a number in [0, 1], or a
         1-D list or tensor of them (a new first axis of the result, one per q; a tensor q is read back to check it).
         A quantile falls at position q (n - 1) of the sorted values; between two of them `interpolation` takes the
         "lower", the "higher", the "nearest" (a tie to the even position), their "midpoint" or the "linear"
         interpolation (torch's two-sided lerp, so infinities give torch's NaN and inf). A NaN makes every quantile of
-        its row NaN (nanquantile is not there).
+        its row NaN (`nanquantile` leaves them out).
 
         >>> Tensor([1.0, 2.0, 3.0, 4.0]).quantile(0.5).tolist()
         2.5
         >>> Tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]).quantile([0.0, 0.25], dim=1, interpolation="lower").tolist()
         [[0.0, 3.0], [0.0, 3.0]]
         """
+        return self._quantile(q, dim, keepdim, interpolation, "quantile")
+
+    def nanquantile(
+        self, q: Levels, dim: int | None = None, keepdim: bool = False, interpolation: str = "linear"
+    ) -> Tensor:
+        """The q-th quantiles of the non-NaN values along `dim`, as torch.nanquantile: as `quantile`, a row's
+        positions being q (n - 1) for its own count n of non-NaN values (computed on the device from that count, so
+        the values are found by a gather rather than a slice); NaN where every value of the row is NaN.
+
+        >>> Tensor([1.0, float("nan"), 3.0, 7.0]).nanquantile(0.25).tolist()
+        2.0
+        """
+        return self._quantile(q, dim, keepdim, interpolation, "nanquantile")
+
+    def _quantile(self, q: Any, dim: int | None, keepdim: bool, interpolation: str, op: str) -> Tensor:
         if interpolation not in _QUANTILE_MODES:
             raise ArgumentError(
-                f"quantile: interpolation must be one of {', '.join(_QUANTILE_MODES)}, got {interpolation!r}"
+                f"{op}: interpolation must be one of {', '.join(_QUANTILE_MODES)}, got {interpolation!r}"
             )
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"quantile: needs a floating-point input, got {self.dtype}; cast with .float() first")
-        levels, one_level = _quantile_levels(q)
+            raise TypeError(f"{op}: needs a floating-point input, got {self.dtype}; cast with .float() first")
+        levels, one_level = _quantile_levels(q, op)
         if self.numel() == 0:
-            raise EmptyReduceError(f"quantile: the input (shape {self.shape}) is empty, it has no quantiles")
+            raise EmptyReduceError(f"{op}: the input (shape {self.shape}) is empty, it has no quantiles")
         if dim is not None:
-            axis = _normalize_axis(dim, max(self.ndim, 1), "quantile", self.shape)
+            axis = _normalize_axis(dim, max(self.ndim, 1), op, self.shape)
         over_all = dim is None or self.ndim == 0
         x = self.reshape(-1) if over_all else self._move_to_end(axis)
         ordered = x.sort(-1)[0]
-        out = ordered._interpolated_at(levels, interpolation)
-        # torch takes the last sorted value (a NaN) where the row has one: the gradient goes there
-        last = ordered._slice_axis(ordered.ndim - 1, ordered.shape[-1] - 1, ordered.shape[-1])
-        out = x.isnan().any(-1, keepdim=True).where(last, out)
+        if op == "nanquantile":
+            # the NaNs sort last: each row's quantiles are those of its first `count` sorted values
+            out = ordered._interpolated_at(levels, interpolation, x._count_not_nan())
+        else:
+            out = ordered._interpolated_at(levels, interpolation)
+            # torch takes the last sorted value (a NaN) where the row has one: the gradient goes there
+            last = ordered._slice_axis(ordered.ndim - 1, ordered.shape[-1] - 1, ordered.shape[-1])
+            out = x.isnan().any(-1, keepdim=True).where(last, out)
         # (..., q) -> (q, ...), the reduced axis kept as size 1 where asked
         out = out._move_from_end(0)
         if keepdim:
             out = out.reshape(len(levels), *((1,) * self.ndim)) if over_all else out.unsqueeze(axis + 1)
         return out[0] if one_level else out
 
-    def _interpolated_at(self, levels: np.ndarray, interpolation: str) -> Tensor:
-        # the quantiles of sorted rows (the last axis) at each level, as a last axis of len(levels)
-        n = self.shape[-1]
-        # positions computed in the value's dtype, as torch does (at least float32: half floats can't count far)
-        host_dtype = np.float64 if self.dtype == dtypes.float64 else np.float32
-        ranks = levels.astype(host_dtype) * host_dtype(n - 1)
+    def _interpolated_at(self, levels: np.ndarray, interpolation: str, count: Tensor | None = None) -> Tensor:
+        # the quantiles of sorted rows (the last axis) at each level, as a last axis of len(levels). Over the first
+        # `count` values of each row where given (a (..., 1) int tensor): the positions are then tensors, found on
+        # the device, else host arrays (the values then taken by slices where they can be)
         last = self.ndim - 1
+        # positions computed in the value's dtype, as torch does (at least float32: half floats can't count far)
+        rank_dtype = dtypes.float64 if self.dtype == dtypes.float64 else dtypes.float32
+        if count is None:
+            host_dtype = np.float64 if rank_dtype == dtypes.float64 else np.float32
+            ranks: Any = levels.astype(host_dtype) * host_dtype(self.shape[-1] - 1)
+            rounding: dict[str, Callable] = {"lower": np.floor, "higher": np.ceil, "nearest": np.round}
+
+            def at(positions: Any) -> Tensor:
+                return self._take(last, positions.astype(np.int64))
+
+            def on_device(a: Any) -> Tensor:
+                return Tensor(a, device=self.device)
+        else:
+            # an all-NaN row (count 0) takes position 0, its first NaN, as torch
+            ranks = Tensor(levels, device=self.device, dtype=rank_dtype) * (count - 1).maximum(0).cast(rank_dtype)
+            rounding = {"lower": Tensor.floor, "higher": Tensor.ceil, "nearest": Tensor.round}
+
+            def at(positions: Any) -> Tensor:
+                return self._gather_checked(last, positions.cast(dtypes.int32))
+
+            def on_device(a: Any) -> Tensor:
+                return a
+
         if interpolation != "linear" and interpolation != "midpoint":
-            position = {"lower": np.floor, "higher": np.ceil, "nearest": np.round}[interpolation](ranks)
-            return self._take(last, position.astype(np.int64))
-        below = self._take(last, np.floor(ranks).astype(np.int64))
-        above = self._take(last, np.ceil(ranks).astype(np.int64))
-        weight = ranks - np.floor(ranks) if interpolation == "linear" else np.full_like(ranks, 0.5)
-        w = Tensor(weight, device=self.device).cast(self.dtype)
-        rest = Tensor(1 - weight, device=self.device).cast(self.dtype)
+            return at(rounding[interpolation](ranks))
+        floor = rounding["lower"]
+        below, above = at(floor(ranks)), at(rounding["higher"](ranks))
+        weight = ranks - floor(ranks) if interpolation == "linear" else ranks * 0 + 0.5
+        w = on_device(weight).cast(self.dtype)
+        rest = on_device(1 - weight).cast(self.dtype)
         # torch's lerp: from the nearer end (exact at both ends; with an infinite end, inf or NaN as torch's)
-        return Tensor(weight < 0.5, device=self.device).where(
-            below + w * (above - below), above - (above - below) * rest
-        )
+        return on_device(weight < 0.5).where(below + w * (above - below), above - (above - below) * rest)
 
     # ---- cumulative ops: a window of every prefix (pad + pool), reduced; long axes go in two levels
 
@@ -564,6 +625,70 @@ class ReduceMixin:
         [1, 2, 0]
         """
         return self.sort(dim, descending, stable)[1]
+
+    def unique(
+        self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+    ) -> Tensor | tuple[Tensor, ...]:
+        """The distinct values (dim None: of the flattened tensor) or distinct slices along `dim`, in ascending
+        (lexicographic) order, as torch.unique; with `return_inverse` the (int32) position in the result of each
+        element (each slice), of the input's shape (of length shape[dim]); with `return_counts` how often each occurs
+        (int32). Each NaN is distinct from every other (a slice holding one is distinct too) and sorts last, as in
+        torch. `sorted=False` returns them sorted too (as torch on the CPU). The result's length depends on the data:
+        which sorted neighbours differ, and the sorting order, are read back to the host (as `nonzero` reads its
+        mask); the values themselves are taken on the device. No gradient flows through it (torch has none).
+
+        >>> Tensor([3, 1, 3, 2]).unique().tolist()
+        [1, 2, 3]
+        >>> [t.tolist() for t in Tensor([[1, 2], [0, 5], [1, 2]]).unique(dim=0, return_inverse=True)]
+        [[[0, 5], [1, 2]], [1, 0, 1]]
+        """
+        if dim is None:
+            rows = self.reshape(-1, 1)
+        else:
+            if self.ndim == 0:
+                raise ShapeError(f"unique: dim {dim} given for a 0-d tensor, which has no axes; pass dim=None")
+            axis = _normalize_axis(dim, self.ndim, "unique", self.shape)
+            if self.shape[axis] and not self.numel():
+                raise ShapeError(
+                    f"unique: the slices along dim {dim} of shape {self.shape} are empty (another axis has size 0)"
+                )
+            # one row per slice along `axis`, its elements in row-major order
+            slices = self._move_to_end(axis)._move_from_end(0)
+            rows = slices.reshape(self.shape[axis], prod(slices.shape[1:]))
+        k, width = rows.shape
+        if k == 0:
+            found, perm, starts = rows.detach(), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        else:
+            # a lexicographic order of the rows: stable sorts by each column, the last first (dim None: one sort)
+            order: Tensor | None = None
+            for column in reversed(range(width)):
+                keys = rows._slice_axis(1, column, column + 1).reshape(k)
+                step = (keys if order is None else keys._gather_checked(0, order)).argsort()
+                order = step if order is None else order._gather_checked(0, step)
+            assert order is not None, "the slices are not empty (checked above)"
+            perm = order.numpy().astype(np.int64)
+            ordered = rows.detach()._take(0, perm)
+            # a row starts a group where it differs from the one before (NaN != NaN: every NaN is one of its own)
+            differs = (ordered._slice_axis(0, 1, k) != ordered._slice_axis(0, 0, k - 1)).any(1)
+            starts = np.concatenate([[0], np.flatnonzero(differs.numpy()) + 1])
+            found = ordered._take(0, starts)
+        if dim is None:
+            values = found.reshape(-1)
+        else:
+            values = found.reshape((len(starts),) + slices.shape[1:])
+            values = values._move_to_end(0)._move_from_end(axis)
+        out = [values]
+        if return_inverse:
+            # each sorted row's group (a running count of the starts), put back at the row's place in the input
+            started = np.zeros(k, np.int32)
+            started[starts] = 1
+            inverse = np.empty(k, np.int32)
+            inverse[perm] = np.cumsum(started) - 1
+            out.append(Tensor(inverse.reshape(self.shape if dim is None else (k,)), device=self.device))
+        if return_counts:
+            counts = np.diff(np.append(starts, k)).astype(np.int32)
+            out.append(Tensor(counts, device=self.device))
+        return out[0] if len(out) == 1 else tuple(out)
 
     def topk(
         self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, **kwargs: Any
@@ -861,22 +986,23 @@ class ReduceMixin:
         return any_hit.where(best, self)
 
 
-def _quantile_levels(q: Any) -> tuple[np.ndarray, bool]:
-    """quantile's q as a 1-D float64 array, and whether it was one number (a 0-d tensor is one too)."""
+def _quantile_levels(q: Any, op: str) -> tuple[np.ndarray, bool]:
+    """quantile's (or nanquantile's, `op`) q as a 1-D float64 array, and whether it was one number (a 0-d tensor is
+    one too)."""
     if isinstance(q, Tensor):
         if q.ndim > 1:
-            raise ShapeError(f"quantile: q must be a number or a 1-D tensor, got shape {q.shape}")
+            raise ShapeError(f"{op}: q must be a number or a 1-D tensor, got shape {q.shape}")
         levels, one = q.numpy().astype(np.float64).reshape(-1), q.ndim == 0
     elif isinstance(q, (list, tuple, np.ndarray)):
         levels = np.asarray(q, dtype=np.float64)
         if levels.ndim != 1:
-            raise ShapeError(f"quantile: q must be a number or a 1-D list, got shape {levels.shape}")
+            raise ShapeError(f"{op}: q must be a number or a 1-D list, got shape {levels.shape}")
         one = False
     else:
         levels, one = np.array([float(q)]), True
     outside = levels[~((levels >= 0) & (levels <= 1))]
     if outside.size:
-        raise ArgumentError(f"quantile: q must be in [0, 1], got {outside[0]}")
+        raise ArgumentError(f"{op}: q must be in [0, 1], got {outside[0]}")
     return levels, one
 
 
