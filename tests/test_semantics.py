@@ -1202,3 +1202,33 @@ def test_a_layer_over_a_batch_of_sequences_is_one_matrix_product():
     assert len(reduces) == 1 and len(reduces[0].arg[1]) == 1
     # stored in w's layout, (8, 6), not (6, 8) read through a transpose
     assert item.ast.src[0].src[1].shape[:2] == (8, 6)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_products_are_exact_as_pytorchs(dt):
+    # PyTorch's matmul, conv and einsum of half floats multiply exactly (in float32) and round once at the end: a
+    # product rounded to half first loses (1 + e)^2's e^2, which a cancelling sum then shows (gradients alike)
+    e = 2.0**-10 if dt == "float16" else 2.0**-7
+    xs, ws = [[1 + e, 1.0]], [[1 + e], [-(1 + 2 * e)]]
+    tdt = getattr(torch, dt)
+    x, w = Tensor(xs).cast(to_dtype(dt)), Tensor(ws).cast(to_dtype(dt))
+    tx, tw = torch.tensor(xs, dtype=tdt), torch.tensor(ws, dtype=tdt)
+    assert (tx.float() @ tw.float()).item() == e * e  # the exact answer, which PyTorch gives
+    got = {
+        "matmul": (x @ w, tx @ tw),
+        "conv2d": (
+            x.reshape(1, 1, 1, 2).conv2d(w.reshape(1, 1, 1, 2)),
+            torch.nn.functional.conv2d(tx.reshape(1, 1, 1, 2), tw.reshape(1, 1, 1, 2)),
+        ),
+        "einsum": (Tensor.einsum("ij,jk->ik", x, w), torch.einsum("ij,jk->ik", tx, tw)),
+    }
+    for name, (ours, theirs) in got.items():
+        assert ours.dtype == to_dtype(dt), name
+        assert ours.float().numpy().ravel().tolist() == theirs.float().numpy().ravel().tolist() == [e * e], name
+    if dt == "bfloat16":
+        return
+    # x's gradient g @ w.T: with g = [[1 + e]] and w = [[1 + e], [-(1 + 2e)]], its first entry is (1 + e)^2
+    xg, txg = Tensor(xs, requires_grad=True), torch.tensor(xs, dtype=tdt, requires_grad=True)
+    (xg.cast(to_dtype(dt)) @ w).backward(Tensor([[1 + e]]).cast(to_dtype(dt)))
+    (txg @ tw).backward(torch.tensor([[1 + e]], dtype=tdt))
+    assert xg.grad.float().numpy().tolist() == txg.grad.float().numpy().tolist()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uopkit.dtype import (
+    DType,
     dtypes,
     least_upper_dtype,
 )
@@ -74,9 +75,10 @@ class LinalgMixin:
         n, k, m = x.shape[-2], x.shape[-1], w.shape[-1]
         batch = _broadcast_shape(x.shape[:-2], w.shape[:-2], "matmul")
         out_dt = least_upper_dtype(x.dtype, w.dtype)
-        xb = x.cast(out_dt).reshape(x.shape[:-2] + (n, 1, k))._broadcast_to(batch + (n, m, k))
+        mul_dt = _product_dtype(out_dt)
+        xb = x.cast(mul_dt).reshape(x.shape[:-2] + (n, 1, k))._broadcast_to(batch + (n, m, k))
         # (the scheduler may store a large row-major w in panels for the device: schedule/packing.py)
-        wt = w.cast(out_dt).transpose(-1, -2).reshape(w.shape[:-2] + (1, m, k))
+        wt = w.cast(mul_dt).transpose(-1, -2).reshape(w.shape[:-2] + (1, m, k))
         wb = wt._broadcast_to(batch + (n, m, k))
         out = (xb * wb).sum(axis=-1, dtype=_sum_acc_dtype(out_dt)).cast(out_dt)
         if x_vec:
@@ -154,15 +156,16 @@ class LinalgMixin:
         if any(c not in sizes for c in out):
             raise ArgumentError(f"einsum: output letter not in any input of {formula!r}")
         total: Tensor | None = None
+        out_dt = least_upper_dtype(*(t.dtype for t, _ in prepared))
         for t, s in prepared:
-            aligned = t.permute([s.index(c) for c in letters if c in s])
+            aligned = t.cast(_product_dtype(out_dt)).permute([s.index(c) for c in letters if c in s])
             shape = tuple(t.shape[s.index(c)] if c in s else 1 for c in letters)
             aligned = aligned.reshape(shape)
             total = aligned if total is None else total * aligned
         assert total is not None
         total = total._broadcast_to(tuple(sizes[c] for c in letters))
         summed = tuple(i for i, c in enumerate(letters) if c not in out)
-        return total.sum(summed) if summed else total
+        return (total.sum(summed) if summed else total).cast(out_dt)
 
     def outer(self, other: Tensor) -> Tensor:
         """The outer product of two 1-D tensors: out[i, j] = self[i] * other[j] (torch.outer).
@@ -332,8 +335,9 @@ class LinalgMixin:
         out_sp = windows.shape[2 : 2 + nd]
         rcout = cout // groups
         out_dt = least_upper_dtype(self.dtype, weight.dtype)
-        x = windows.cast(out_dt).reshape((bs, groups, 1, cin) + out_sp + ks)
-        w = weight.cast(out_dt).reshape((1, groups, rcout, cin) + (1,) * nd + ks)
+        mul_dt = _product_dtype(out_dt)
+        x = windows.cast(mul_dt).reshape((bs, groups, 1, cin) + out_sp + ks)
+        w = weight.cast(mul_dt).reshape((1, groups, rcout, cin) + (1,) * nd + ks)
         prod_ = x._broadcast_to((bs, groups, rcout, cin) + out_sp + ks) * w._broadcast_to(
             (bs, groups, rcout, cin) + out_sp + ks
         )
@@ -784,6 +788,13 @@ def _repeated_progression(idx: np.ndarray) -> tuple[int, int, int, int] | None:
     return int(firsts[0]), int(steps[0]) if len(steps) else 1, len(firsts), repeat
 
 
+def _product_dtype(dt: DType) -> DType:
+    """The dtype a matrix product or convolution of `dt` operands multiplies in: half floats in their float32
+    accumulator, as PyTorch's (the product of two halves is exact in float32; rounded to half first, each product
+    costs a conversion each way, bfloat16's a dozen integer ops, and loses bits the sum keeps)."""
+    return _sum_acc_dtype(dt) if dt in (dtypes.float16, dtypes.bfloat16) else dt
+
+
 def _matrix_product_uop(x: UOp, w: UOp) -> UOp | None:
     """The nodes `dot` builds for two matrices of one dtype on one device that accumulates in that dtype, built
     directly (None: another case, for the general path). A layer's forward pass is mostly this, and the public methods'
@@ -921,7 +932,7 @@ def _set_conv_gradient(
     of the output's gradient, one conv kernel, where the chain of rules through the windows' movement ops gives a
     gather with a division and a modulo per element over every tap; the weight's is the sum over the batch and the
     output positions of the windows times the output's gradient, summed in the forward's accumulation dtype.
-    `windows`: the forward's windows, (N, groups, 1, C_in/groups, *out, *kernel), in the output's dtype."""
+    `windows`: the forward's windows, (N, groups, 1, C_in/groups, *out, *kernel), in the dtype it multiplies in."""
     from uopkit.gradient import set_gradient
 
     nd = len(s_)
