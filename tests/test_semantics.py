@@ -1225,10 +1225,31 @@ def test_half_products_are_exact_as_pytorchs(dt):
     for name, (ours, theirs) in got.items():
         assert ours.dtype == to_dtype(dt), name
         assert ours.float().numpy().ravel().tolist() == theirs.float().numpy().ravel().tolist() == [e * e], name
-    if dt == "bfloat16":
-        return
     # x's gradient g @ w.T: with g = [[1 + e]] and w = [[1 + e], [-(1 + 2e)]], its first entry is (1 + e)^2
     xg, txg = Tensor(xs, requires_grad=True), torch.tensor(xs, dtype=tdt, requires_grad=True)
     (xg.cast(to_dtype(dt)) @ w).backward(Tensor([[1 + e]]).cast(to_dtype(dt)))
     (txg @ tw).backward(torch.tensor([[1 + e]], dtype=tdt))
     assert xg.grad.float().numpy().tolist() == txg.grad.float().numpy().tolist()
+
+
+def test_gradients_flow_through_bfloat16_as_pytorchs():
+    # a bfloat16 value is a graph of integer bits inside uopkit; gradients still reach float32 master weights cast to
+    # bfloat16 and realized bfloat16 parameters, with PyTorch's values and dtypes (rounded to bfloat16 at each read)
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((4, 8), (8, 16), (16, 3)))
+    master = Tensor(w1, requires_grad=True)
+    param = Tensor(w2).cast(dtypes.bfloat16).realize().requires_grad_()
+    tmaster = torch.tensor(w1, requires_grad=True)
+    tparam = torch.tensor(w2).bfloat16().requires_grad_()
+    h = (Tensor(x).cast(dtypes.bfloat16) @ master.cast(dtypes.bfloat16)).relu()
+    loss = ((h @ param).float() * 1.7).sum()
+    th = (torch.tensor(x).bfloat16() @ tmaster.bfloat16()).relu()
+    tloss = ((th @ tparam).float() * 1.7).sum()
+    loss.backward()
+    tloss.backward()
+    assert master.grad.dtype == dtypes.float32 and param.grad.dtype == dtypes.bfloat16
+    np.testing.assert_array_equal(param.grad.float().numpy(), tparam.grad.float().numpy())
+    np.testing.assert_allclose(master.grad.numpy(), tmaster.grad.numpy(), rtol=2**-7)
+    (got,) = (Tensor.ones(4, 16, dtype=dtypes.bfloat16) @ param).float().sum().gradient(param)
+    assert got.dtype == dtypes.bfloat16 and got.shape == param.shape
+    np.testing.assert_array_equal(got.float().numpy(), np.full((16, 3), 4.0, np.float32))

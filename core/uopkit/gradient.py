@@ -118,8 +118,9 @@ def do_fdiv_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
 
 
 def do_where_grad(ctx: GradientContext, ret: UOp) -> tuple[None, UOp, UOp]:
-    # a select: the chosen side takes the gradient, the other zero, the condition none
-    cond, zero = ret.src[0], ctx.const(ret, 0)
+    # a select: the chosen side takes the gradient, the other zero, the condition none (zero in the gradient's dtype:
+    # a select of a bfloat16 value's bits passes on a float32 gradient)
+    cond, zero = ret.src[0], ctx.const(ctx.grad, 0)
     return None, cond.where(ctx.grad, zero), cond.where(zero, ctx.grad)
 
 
@@ -273,6 +274,16 @@ def set_gradient(node: UOp, inputs: tuple[UOp, ...], rule: GradientRule) -> None
     `rule` must be the exact gradient of `node` (nodes are shared: anyone who builds the same node gets it) and must
     not hold `node` itself (that would keep the entry alive for good)."""
     _gradient_rules[node] = (tuple(inputs), rule)
+
+
+def carry_gradient_rule(old: UOp, new: UOp, replaced: dict[UOp, UOp]) -> None:
+    """`new` is `old` rebuilt over other forms of its sources (`replaced`: node -> its new form), as a realized value
+    put back as the graph that computed it: `new` gets `old`'s given gradient, for its inputs' new forms. (Without it
+    the walk takes the chain of rules, which a given subgraph may lack: a bfloat16 value's integer bits.)"""
+    given = _gradient_rules.get(old)
+    if given is not None:
+        inputs, rule = given
+        _gradient_rules[new] = (tuple([replaced.get(i, i) for i in inputs]), rule)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from uopkit.gradient import carry_gradient_rule
 from uopkit.helpers import SPEC
 from uopkit.schedule.grouper import (
     ScheduleError,
@@ -120,7 +121,11 @@ def unrealized_graph(root: UOp, keep: set[UOp], nodes: dict[UOp, None] | None = 
             continue
         src = u.src
         new_src = tuple([memo.get(s, s) for s in src])
-        memo[u] = u if new_src == src else UOp(u.op, u.dtype, new_src, u.arg)
+        if new_src == src:
+            memo[u] = u
+            continue
+        memo[u] = UOp(u.op, u.dtype, new_src, u.arg)
+        carry_gradient_rule(u, memo[u], memo)
     return memo[root]
 
 

@@ -235,15 +235,25 @@ class ElementwiseMixin:
             return self
         if self.dtype == dtypes.bfloat16:
             # bfloat16 is the top half of a float32
-            bits = Tensor(_storage_uop(self.uop)).cast(dtypes.uint32).lshift(16)
-            return bits.bitcast(dtypes.float32).cast(dt)
+            storage = _storage_uop(self.uop)
+            bits = Tensor(storage).cast(dtypes.uint32).lshift(16)
+            out = bits.bitcast(dtypes.float32).cast(dt)
+            if dtypes.is_float(dt):
+                _bf16_cast_gradient(out.uop, storage, dtypes.float32, rounded=True)
+            return out
         if dt == dtypes.bfloat16:
             f = self.cast(dtypes.float32)
             u = f.bitcast(dtypes.uint32)
             # round to nearest even on the 16 dropped bits; NaN stays a quiet NaN
             rounded = (u + (0x7FFF + (u.rshift(16) & 1))).rshift(16)
             bits = f.isnan().where(Tensor(0x7FC0, device=self.device, dtype=dtypes.uint32), rounded)
-            return Tensor(UOp(Ops.BITCAST, dt, (bits.cast(dtypes.uint16).uop,)))
+            stored = bits.cast(dtypes.uint16).uop
+            out = Tensor(UOp(Ops.BITCAST, dt, (stored,)))
+            if dtypes.is_float(self.dtype):
+                # (a gradient arrives at the bits from a read of them, or at the value when it is the root)
+                _bf16_cast_gradient(stored, self.uop, self.dtype)
+                _bf16_cast_gradient(out.uop, self.uop, self.dtype)
+            return out
         return Tensor(UOp(_CAST, dt, (self.uop,)))
 
     def bitcast(self, dtype: DType | str) -> Tensor:
@@ -704,3 +714,19 @@ class ElementwiseMixin:
         if not (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
             raise TypeError(f"only integer tensors can be used as an index, this one is {self.dtype}")
         return int(self._python_scalar("index"))
+
+
+def _bf16_cast_gradient(node: UOp, source: UOp, to: DType, rounded: bool = False) -> None:
+    """A cast to or from bfloat16 passes the gradient on, as any cast between float types. A bfloat16 value is a graph
+    of uint16 bits (`support._storage_uop`), whose integer ops have no gradient: the gradient of those bits is the
+    value's, in float32, rounded to bfloat16 (`rounded`) where the value is read, as PyTorch's gradient of a bfloat16
+    tensor is a bfloat16 tensor."""
+    from uopkit.gradient import set_gradient
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
+        grad = Tensor(g)
+        if rounded:
+            grad = grad.cast(dtypes.bfloat16)
+        return (grad.cast(to).uop,)
+
+    set_gradient(node, (source,), rule)
