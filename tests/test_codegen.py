@@ -247,3 +247,49 @@ def test_vector_comparisons_give_masks_that_select_lanes():
     src, got = _run_cpu((d > 0).where(d, 0.0), [Opt(OptOps.UPCAST, 1, 4)])
     assert "bool4" not in src
     np.testing.assert_array_equal(got, np.where(x > 0, x, 0).astype(np.float64))
+
+
+def _float32_around_every_half() -> np.ndarray:
+    # every half's value, the midpoints to the next half (ties round to even) and the floats just either side of
+    # them, past the largest half (65504, 65520 rounds to inf), float subnormals, infs and NaN, both signs
+    halves = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float32)
+    with np.errstate(over="ignore"):
+        nxt = np.nextafter(halves.astype(np.float16), np.float16(np.inf)).astype(np.float32)
+    mids = (halves + nxt) / 2
+    edges = [halves, mids, np.nextafter(mids, np.float32(0)), np.nextafter(mids, np.float32(np.inf))]
+    extra = np.array([65504, 65519.996, 65520, 1e6, np.inf, np.nan, 1e-45, 1e-40, 2.0**-25, 2.0**-24], np.float32)
+    x = np.concatenate([*edges, extra])
+    x = np.concatenate([x, -x])
+    return np.concatenate([x, np.zeros(-len(x) % 16, np.float32)]).reshape(-1, 16)
+
+
+def test_half_floats_convert_exactly_as_their_bits_scalar_and_on_vectors():
+    # the CPU keeps halves as their bits and converts them with integer code (uopkit_cpu.renderer.HALF_CONVERSIONS),
+    # one lane at a time and on whole vectors (an UPCAST): every half to float32 and floats around every rounding
+    # boundary to half give numpy's bits (a NaN: a NaN)
+    from uopkit.codegen.opt import Opt, OptOps
+
+    halves = np.arange(65536, dtype=np.uint16).view(np.float16).reshape(-1, 16)
+    want = halves.astype(np.float32)
+    floats = _float32_around_every_half()
+    with np.errstate(over="ignore"):
+        want_h = floats.astype(np.float16)
+    for opts in ([], [Opt(OptOps.UPCAST, 1, 16)]):
+        src, got = _run_cpu(Tensor(halves).cast(dtypes.float32), opts)
+        # (_Float16 only in the double -> half helper)
+        assert ("uk_h2f_16(" in src) == bool(opts) and src.count("_Float16") == 2
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        src, got_h = _run_cpu(Tensor(floats).cast(dtypes.float16), opts)
+        assert ("uk_f2h_16(" in src) == bool(opts)
+        nan = np.isnan(want_h)
+        np.testing.assert_array_equal(np.isnan(got_h), nan)
+        np.testing.assert_array_equal(got_h[~nan].view(np.uint16), want_h[~nan].view(np.uint16))
+    # the other casts go through float32 exactly: float64 rounds once, integers and bools
+    d = np.array([1 + 2.0**-11 + 2.0**-40, 65519.99999, -1e-8, 0.1], np.float64)
+    np.testing.assert_array_equal(Tensor(d).cast(dtypes.float16).numpy(), d.astype(np.float16))
+    i = np.array([0, -1, 2049, 65504, 65519, 65520, 70000, -(2**31)], np.int32)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(Tensor(i).cast(dtypes.float16).numpy(), i.astype(np.float16))
+    h = np.array([-0.0, 0.0, np.nan, 1.5, -2.5, 65504, np.inf], np.float16)
+    assert Tensor(h).cast(dtypes.bool).tolist() == [False, False, True, True, True, True, True]
+    np.testing.assert_array_equal(Tensor(h[3:6]).cast(dtypes.int32).numpy(), h[3:6].astype(np.int32))

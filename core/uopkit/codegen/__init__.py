@@ -61,7 +61,8 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
         symbolic_cache: dict[UOp, UOp] = {}
         lowered = graph_rewrite(lowered, pm_symbolic, name="symbolic (before expanding)", cache=symbolic_cache)
         # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
-        expanded = expand(lowered, renderer.caps.vector_ops, renderer.caps.vector_align, symbolic_cache)
+        caps = renderer.caps
+        expanded = expand(lowered, caps.vector_ops, caps.vector_align, symbolic_cache, caps.vector_casts)
         # transcendental ops the renderer lacks become polynomials and bit operations
         decompose = decompositions_for(renderer.caps.transcendental_ops)
         if decompose is not None:

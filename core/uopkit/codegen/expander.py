@@ -19,7 +19,7 @@ import itertools
 import math
 from typing import Any
 
-from uopkit.dtype import PtrDType, dtypes
+from uopkit.dtype import DType, PtrDType, dtypes
 from uopkit.renderer import vector_alignment
 from uopkit.uop.ops import GroupOp, Ops, UOp
 from uopkit.uop.symbolic import decompose, simplify
@@ -78,8 +78,14 @@ class Expander:
     """Per node: (scalar lanes it depends on, one value per assignment of them). With a vector lane, a value is a
     UOp (the same in every vector lane, or a vector) or a tuple with one scalar UOp per vector lane."""
 
-    def __init__(self, vector_ops: frozenset[Ops], vector_align: int = 0) -> None:
+    def __init__(
+        self,
+        vector_ops: frozenset[Ops],
+        vector_align: int = 0,
+        vector_casts: frozenset[tuple[DType, DType]] = frozenset(),
+    ) -> None:
         self.vector_ops = vector_ops
+        self.vector_casts = vector_casts
         self.vector_align = vector_align
         self.vector: UOp | None = None
         self.memo: dict[UOp, tuple[tuple[UOp, ...], list[Any]]] = {}
@@ -187,6 +193,8 @@ class Expander:
             return self.build_load(u, src)
         if u.op is Ops.STORE:
             return self.build_store(u, src)
+        if u.op is Ops.CAST and (u.src[0].dtype, u.dtype) in self.vector_casts and self.is_vec(src[0]):
+            return UOp(Ops.CAST, u.dtype.vec(self.width), (src[0],))
         if (
             u.op in self.vector_ops
             and u.op is not Ops.WHERE
@@ -305,12 +313,16 @@ class Expander:
 
 
 def expand(
-    sink: UOp, vector_ops: frozenset[Ops] = frozenset(), vector_align: int = 0, simplified: dict[UOp, UOp] | None = None
+    sink: UOp,
+    vector_ops: frozenset[Ops] = frozenset(),
+    vector_align: int = 0,
+    simplified: dict[UOp, UOp] | None = None,
+    vector_casts: frozenset[tuple[DType, DType]] = frozenset(),
 ) -> UOp:
-    """Replace lane ranges by copies (and vectors, for the ops in `vector_ops`; vector accesses only where aligned
-    to `vector_align`, see `RendererCaps.vector_align`). `simplified`: a `simplify` cache to share (the caller's
-    symbolic rewrites of the same graph)."""
-    expander = Expander(vector_ops, vector_align)
+    """Replace lane ranges by copies (and vectors, for the ops in `vector_ops` and the casts in `vector_casts`;
+    vector accesses only where aligned to `vector_align`, see `RendererCaps.vector_align`). `simplified`: a
+    `simplify` cache to share (the caller's symbolic rewrites of the same graph)."""
+    expander = Expander(vector_ops, vector_align, vector_casts)
     if simplified is not None:
         expander.simplified = simplified
     return expander.expand(sink)

@@ -18,8 +18,9 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   receives") into source. Its ``caps`` (:class:`uopkit.renderer.RendererCaps`, one frozen object) are the backend's
   capabilities, read by the optimizer and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
   ``local_max``/``workgroup_max``/``subgroup_width``/``shared_max``/``global_max`` (GPU-style launch and local
-  memory), ``has_threads``, ``max_vector_width``/``vector_ops``/``vector_align`` (the alignment vector accesses
-  need: the core then proves each one aligned, and the allocator's buffers must be aligned so), ``tensor_cores``
+  memory), ``has_threads``, ``max_vector_width``/``vector_ops``/``vector_casts``/``vector_align`` (the alignment
+  vector accesses need: the core then proves each one aligned, and the allocator's buffers must be aligned so),
+  ``tensor_cores``
   (:class:`uopkit.renderer.TensorCore` descriptions, validated when built), ``pack_panel``, ``transcendental_ops``
   (the core decomposes unclaimed EXP2/LOG2/SIN/SQRT), ``supported_dtypes`` (each is tested by the conformance suite)
   and ``simd_reduce_ops``; ``extra_matcher`` holds rewrite rules run before linearizing. What each loop is for is

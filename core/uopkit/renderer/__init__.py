@@ -49,6 +49,9 @@ class RendererCaps:
     # runs on vectors of 4-byte lanes and gives a bool vector that is a mask of 4-byte lanes, -1 true and 0 false (as
     # C's vector extensions and OpenCL give); WHERE here selects 4-byte lanes by such a mask (or by one bool)
     vector_ops: frozenset[Ops] = frozenset()
+    # the casts the backend renders on whole vectors, as (from, to) scalar dtypes; every other cast of a vector runs
+    # lane by lane (and the ops after it on the lanes' scalars)
+    vector_casts: frozenset[tuple[DType, DType]] = frozenset()
     # bytes: vector loads and stores need an aligned address (a GPU's 16-byte load faults on a misaligned one), at
     # most this much (`vector_alignment`); 0: element alignment is enough (OpenCL's vloadN, a memcpy). The core then
     # makes a vector access only where it proves the element offset aligned for every work-item (else the lanes load
@@ -74,7 +77,7 @@ class RendererCaps:
         # lists and sets are accepted for convenience and stored as immutable tuples/frozensets
         object.__setattr__(self, "tensor_cores", tuple(self.tensor_cores))
         object.__setattr__(self, "supported_dtypes", tuple(self.supported_dtypes))
-        for name in ("vector_ops", "transcendental_ops", "simd_reduce_ops"):
+        for name in ("vector_ops", "vector_casts", "transcendental_ops", "simd_reduce_ops"):
             object.__setattr__(self, name, frozenset(getattr(self, name)))
         for name in ("global_max", "local_max"):
             if getattr(self, name) is not None:

@@ -6,7 +6,10 @@ import pathlib
 import platform
 from typing import ClassVar
 
-from uopkit.dtype import dtypes
+import numpy as np
+
+from uopkit.codegen.linearizer import mark_reduce_loops
+from uopkit.dtype import DType, PtrDType, dtypes
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import RendererCaps
 from uopkit.renderer.cstyle import CStyleRenderer, RenderContext
@@ -94,6 +97,146 @@ def executed_ops(uops: list[UOp]) -> int:
     return total
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# float16: gcc has no vector type for _Float16 without AVX512-FP16, so every half value and conversion stays scalar (a
+# loop converting halves runs one vcvtph2ps per element, even under `omp simd`). Kernels keep halves as their bits
+# (unsigned short), which gcc vectorizes: every op on halves computes in float32 and rounds back (what C's _Float16
+# arithmetic does, op by op), and the conversions are the integer code below. One Ice Lake core, 16K halves in cache:
+# a dot product 3.3x and an add 2.3x faster than with _Float16. Both conversions were checked against gcc's own on
+# every half and every float (NaN payloads aside: a float NaN becomes the quiet half NaN).
+
+_HALF = dtypes.float16
+HALF_CONVERSIONS = (
+    # half bits -> float: a normal half's exponent rebiased by an integer add, a subnormal's mantissa scaled by 2^-24
+    # (exact, and not flushed under denormals-are-zero), inf and NaN keep an all-ones exponent
+    "static inline float uk_h2f(unsigned short h) {",
+    "  unsigned int x = h, e = x & 0x7c00u, sign = (x & 0x8000u) << 16;",
+    "  unsigned int normal = ((x & 0x7fffu) << 13) + (112u << 23), special = ((x & 0x7fffu) << 13) | 0x7f800000u;",
+    "  float sub = (float)(x & 0x3ffu) * 0x1p-24f;",
+    "  unsigned int subbits; __builtin_memcpy(&subbits, &sub, 4);",
+    "  unsigned int r = (e == 0x7c00u ? special : (e == 0u ? subbits : normal)) | sign;",
+    "  float f; __builtin_memcpy(&f, &r, 4);",
+    "  return f;",
+    "}",
+    # float -> half bits, to nearest even: a normal half drops 13 mantissa bits (a carry into the exponent is right,
+    # up to inf); below 2^-14 the float add of 0.5 rounds the value to a multiple of 2^-24, the subnormal half's unit
+    "static inline unsigned short uk_f2h(float f) {",
+    "  unsigned int x; __builtin_memcpy(&x, &f, 4);",
+    "  unsigned int sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;",
+    "  unsigned int normal = (a + 0xfffu + ((a >> 13) & 1u) - (112u << 23)) >> 13;",
+    "  float af; __builtin_memcpy(&af, &a, 4);",
+    "  float s = af + 0.5f;",
+    "  unsigned int sb; __builtin_memcpy(&sb, &s, 4);",
+    "  unsigned int big = a > 0x7f800000u ? 0x7e00u : 0x7c00u, small = sb - 0x3f000000u;",
+    "  unsigned int r = a >= 0x47800000u ? big : (a < 0x38800000u ? small : normal);",
+    "  return (unsigned short)(r | sign);",
+    "}",
+    # double -> half rounds once (through float it could round twice): gcc's own conversion, scalar
+    "static inline unsigned short uk_d2h(double d) {",
+    "  _Float16 h = (_Float16)d; unsigned short b; __builtin_memcpy(&b, &h, 2); return b;",
+    "}",
+)
+
+
+def half_vector_conversions(widths: list[int]) -> list[str]:
+    """The conversions above on GCC vectors of `widths` lanes (the casts in `vector_casts`): the same integer code,
+    lane selects by comparison masks."""
+    lines = []
+    for n in widths:
+        h, f, u = f"half{n}", f"float{n}", f"uk_u32x{n}"
+        lines += [
+            f"typedef unsigned int {u} __attribute__((vector_size({4 * n})));",
+            f"static inline {f} uk_h2f_{n}({h} h) {{",
+            f"  {u} x = __builtin_convertvector(h, {u}), e = x & 0x7c00u, sign = (x & 0x8000u) << 16;",
+            f"  {u} normal = ((x & 0x7fffu) << 13) + (112u << 23), special = ((x & 0x7fffu) << 13) | 0x7f800000u;",
+            f"  {u} sub = ({u})(__builtin_convertvector(x & 0x3ffu, {f}) * 0x1p-24f);",
+            f"  {u} is_special = ({u})(e == 0x7c00u), is_sub = ({u})(e == 0u);",
+            f"  {u} r = (special & is_special) | (sub & is_sub) | (normal & ~(is_special | is_sub));",
+            f"  return ({f})(r | sign);",
+            "}",
+            f"static inline {h} uk_f2h_{n}({f} f) {{",
+            f"  {u} x = ({u})f, sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;",
+            f"  {u} normal = (a + 0xfffu + ((a >> 13) & 1u) - (112u << 23)) >> 13;",
+            f"  {u} small = ({u})(({f})a + 0.5f) - 0x3f000000u;",
+            f"  {u} big = ({u})(a > 0x7f800000u), is_big = ({u})(a >= 0x47800000u), is_small = ({u})(a < 0x38800000u);",
+            f"  {u} wide = (((0x7e00u & big) | (0x7c00u & ~big)) & is_big) | (small & is_small & ~is_big)",
+            "    | (normal & ~(is_big | is_small));",
+            f"  return __builtin_convertvector(wide | sign, {h});",
+            "}",
+        ]
+    return lines
+
+
+def _as(u: UOp, to: DType) -> UOp:
+    return u.cast(to.vec(u.dtype.count) if u.dtype.count > 1 else to)
+
+
+def _half_op_in_float(x: UOp) -> UOp | None:
+    """An ALU op on halves as the same op on float32 (its result rounded back to half): a select keeps the bits."""
+    if x.op is Ops.WHERE or not any(s.dtype.scalar == _HALF for s in x.src):
+        return None
+    srcs = tuple(_as(s, dtypes.float32) if s.dtype.scalar == _HALF else s for s in x.src)
+    if x.dtype.scalar != _HALF:
+        return UOp(x.op, x.dtype, srcs, x.arg)
+    wide = dtypes.float32.vec(x.dtype.count) if x.dtype.count > 1 else dtypes.float32
+    return _as(UOp(x.op, wide, srcs, x.arg), _HALF)
+
+
+def half_ops_in_float(uops: list[UOp]) -> list[UOp]:
+    """The linear program with every ALU op on halves computed in float32 (`_half_op_in_float`): the op and its
+    rounding back in its place, each conversion of a half just after that half is computed (where every use of it
+    can see it). The sum and max loops are marked again: an update of a half register is no longer a plain sum or max
+    (OpenMP would reduce its bits)."""
+    if not any(u.op in GroupOp.ALU and u.op is not Ops.WHERE and _uses_half(list(u.src)) for u in uops):
+        return uops
+    new: dict[UOp, UOp] = {}
+    body: list[tuple[UOp, ...]] = []
+    after: dict[UOp, list[UOp]] = {}
+    for u in uops:
+        src = tuple(new.get(s, s) for s in u.src)
+        arg = (u.arg[0], "loop") if u.op is Ops.RANGE and u.arg[1] in ("sum", "max") else u.arg
+        v = u if src == u.src and arg is u.arg else u.replace(src=src, arg=arg)
+        w = _half_op_in_float(v) if v.op in GroupOp.ALU else None
+        if w is None:
+            new[u] = v
+            body.append((v,))
+            continue
+        # w is CAST(half, op(...)) or op(...), the op's half sources each under a CAST to float
+        op = w.src[0] if w.op is Ops.CAST and w.src[0].op is v.op else w
+        for c in op.src:
+            if c.op is Ops.CAST and c.src[0] in v.src:
+                after.setdefault(c.src[0], []).append(c)
+        new[u] = w
+        body.append((op, w) if op is not w else (w,))
+    out: list[UOp] = []
+    placed: set[UOp] = set()
+
+    def place(n: UOp) -> None:
+        if n in placed:
+            return
+        placed.add(n)
+        out.append(n)
+        for c in after.get(n, ()):
+            place(c)
+
+    for group in body:
+        for n in group:
+            place(n)
+    # (a half constant converted: placed first, constants are written where used)
+    for n in after:
+        if n not in placed:
+            out[:0] = [c for c in after[n] if c not in placed]
+    return mark_reduce_loops(out)
+
+
+def _uses_half(uops: list[UOp]) -> bool:
+    return any((u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar == _HALF for u in uops)
+
+
+def _half_cast_widths(uops: list[UOp]) -> list[int]:
+    return sorted({u.dtype.count for u in uops if u.op is Ops.CAST and u.dtype.count > 1})
+
+
 class ClangRenderer(CStyleRenderer):
     device: ClassVar[str] = "CPU"
     buffer_suffix: ClassVar[str] = " restrict"
@@ -107,6 +250,8 @@ class ClangRenderer(CStyleRenderer):
         vector_ops=frozenset(
             {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE}
         ),
+        # halves <-> float32 on whole vectors (`half_vector_conversions`): a half matmul's loaded panel stays a vector
+        vector_casts=frozenset({(_HALF, dtypes.float32), (dtypes.float32, _HALF)}),
         # a matmul's row-major right operand is read in panels two vectors wide: stored that way, each is one stream
         pack_panel=32,
         # libm's exp2f/log2f are scalar calls gcc can't vectorize; the core's polynomial versions vectorize
@@ -120,8 +265,40 @@ class ClangRenderer(CStyleRenderer):
 
     libm: ClassVar[tuple[str, ...]] = libm_declarations(vector_math=libmvec_available())
 
+    # halves are their bits in kernels (see HALF_CONVERSIONS)
+    type_map: ClassVar[dict[DType, str]] = {**CStyleRenderer.type_map, _HALF: "unsigned short"}
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        return super().render(name, half_ops_in_float(uops))
+
     def preamble(self, uops: list[UOp]) -> list[str]:
-        return [*self.libm, *self.vector_typedefs(uops)]
+        if not _uses_half(uops):
+            return [*self.libm, *self.vector_typedefs(uops)]
+        # (the vector conversions use the kernel's half and float vector types)
+        conversions = half_vector_conversions(_half_cast_widths(uops))
+        return [*self.libm, *HALF_CONVERSIONS, *self.vector_typedefs(uops), *conversions]
+
+    def render_const(self, x: object, dt: DType) -> str:
+        if dt != _HALF:
+            return super().render_const(x, dt)
+        assert isinstance(x, float | int)
+        return f"((unsigned short)0x{int(np.array(x, np.float16).view(np.uint16)):04x})"
+
+    def render_cast(self, u: UOp, arg: str) -> str:
+        src, dst = u.src[0].dtype, u.dtype
+        if dst.count > 1:
+            # (a vector cast is one of `vector_casts`: half <-> float)
+            return f"uk_{'h2f' if src.scalar == _HALF else 'f2h'}_{dst.count}({arg})"
+        if src == _HALF and dst != _HALF:
+            value = f"uk_h2f({arg})"
+            if dst == dtypes.float32:
+                return value
+            return super().render_cast(u.src[0].cast(dtypes.float32).cast(dst), value)
+        if dst == _HALF and src != _HALF:
+            if src == dtypes.float64:
+                return f"uk_d2h({arg})"
+            return f"uk_f2h({arg})" if src == dtypes.float32 else f"uk_f2h((float)({arg}))"
+        return super().render_cast(u, arg)
 
     # a parallel loop is run by the backend's thread pool (`uopkit_cpu.pool`), a chunk of its iterations per call:
     # the kernel gets two more parameters, which chunk and of how many
