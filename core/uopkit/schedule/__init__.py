@@ -5,11 +5,10 @@ from __future__ import annotations
 import itertools
 import operator
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from uopkit.gradient import carry_gradient_rule
 from uopkit.helpers import SPEC
 from uopkit.schedule.grouper import (
     ScheduleError,
@@ -92,12 +91,18 @@ _MOVEMENT = GroupOp.Movement
 computed_from = WeakKeyMap()
 
 
-def unrealized_graph(root: UOp, keep: set[UOp], nodes: dict[UOp, None] | None = None) -> UOp:
+def unrealized_graph(
+    root: UOp,
+    keep: set[UOp],
+    nodes: dict[UOp, None] | None = None,
+    rebuilt: Callable[[UOp, UOp, dict[UOp, UOp]], None] | None = None,
+) -> UOp:
     """`root` with realized values replaced by the graphs that computed them (except the nodes in `keep`).
 
     STOREs are left as they are: no gradient flows through them, and their targets must stay storage. `nodes`: the
     nodes of `root`'s graph when the caller has them, or more (the gradient's walk, which goes through STOREs and
-    stops only at the KERNELs under them).
+    stops only at the KERNELs under them). `rebuilt(old, new, replaced)` is told of each node rebuilt over new
+    sources (`replaced`: every node so far -> its new form), for what the caller keeps per node (given gradients).
     """
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     # (the usual case, a backward() right after the forward pass: no node of the graph was realized. Looked up from
@@ -117,7 +122,7 @@ def unrealized_graph(root: UOp, keep: set[UOp], nodes: dict[UOp, None] | None = 
             continue
         source = computed_from.get(u) if u not in keep else None
         if source is not None:
-            memo[u] = unrealized_graph(source, keep)
+            memo[u] = unrealized_graph(source, keep, rebuilt=rebuilt)
             continue
         src = u.src
         new_src = tuple([memo.get(s, s) for s in src])
@@ -125,7 +130,8 @@ def unrealized_graph(root: UOp, keep: set[UOp], nodes: dict[UOp, None] | None = 
             memo[u] = u
             continue
         memo[u] = UOp(u.op, u.dtype, new_src, u.arg)
-        carry_gradient_rule(u, memo[u], memo)
+        if rebuilt is not None:
+            rebuilt(u, memo[u], memo)
     return memo[root]
 
 

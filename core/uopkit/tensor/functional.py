@@ -20,6 +20,7 @@ from uopkit.tensor.support import (
     _with_derivative,
     _with_gradient_of,
     _with_reduced_derivative,
+    in_float32,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -94,6 +95,9 @@ class FunctionalMixin:
         >>> Tensor([0.0, 0.0]).softmax().tolist()
         [0.5, 0.5]
         """
+        if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):
+            # computed in float32, rounded once (as PyTorch; see support.in_float32)
+            return self.float().softmax(axis).cast(self.dtype)
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:
             return x
@@ -107,6 +111,8 @@ class FunctionalMixin:
         >>> round(Tensor([0.0, 0.0]).log_softmax().tolist()[0], 5)
         -0.69315
         """
+        if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):
+            return self.float().log_softmax(axis).cast(self.dtype)
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:
             return x
@@ -450,6 +456,7 @@ class FunctionalMixin:
             ret = fn(ret)
         return ret
 
+    @in_float32
     def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
         """(x - mean) / sqrt(var + eps) over `axis` (no affine part; see nn.LayerNorm).
 

@@ -18,6 +18,7 @@ from uopkit.tensor.support import (
     _with_derivative,
     _with_gradient_of,
     float_alu_method,
+    in_float32,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -58,6 +59,7 @@ class MathMixin:
     reciprocal = float_alu_method("reciprocal", Ops.RECIP, "1 / x.", "Tensor([4.0]).reciprocal().tolist()", "[0.25]")
     sin = float_alu_method("sin", Ops.SIN, "Sine.", "Tensor([0.0]).sin().tolist()", "[0.0]")
 
+    @in_float32
     def exp(self) -> Tensor:
         """e ** x, accurate to the dtype over its whole range.
 
@@ -67,6 +69,7 @@ class MathMixin:
         # codegen recognizes EXP2(x * log2(e)) and reduces x by ln2 in two parts (see codegen/transcendental.py)
         return (self._float() * (1 / math.log(2)))._alu(Ops.EXP2)
 
+    @in_float32
     def log(self) -> Tensor:
         """Natural logarithm.
 
@@ -75,6 +78,7 @@ class MathMixin:
         """
         return self._unary_float(Ops.LOG2) * math.log(2)
 
+    @in_float32
     def log10(self) -> Tensor:
         """Base-10 logarithm.
 
@@ -97,6 +101,7 @@ class MathMixin:
         da, db = (1 + (b - a).exp()).reciprocal(), (1 + (a - b).exp()).reciprocal()
         return _with_derivative(out, a, da + db) if a.uop is b.uop else _with_derivative(out, a, da, (b, db))
 
+    @in_float32
     def logit(self, eps: float | None = None) -> Tensor:
         """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when `eps` is given, as torch.logit: its gradient is 0
         where the clamp holds x, and NaN outside [0, 1] without `eps`.
@@ -115,6 +120,7 @@ class MathMixin:
             derivative = (low | high).where(0.0, slope)
         return _with_derivative((z / (1 - z)).log(), x, derivative)
 
+    @in_float32
     def log1p(self) -> Tensor:
         """log(1 + x), accurate for small x.
 
@@ -131,6 +137,7 @@ class MathMixin:
         # the correction's own derivative is 0/0 and inf/inf in places: PyTorch's 1 / (1 + x), given whole
         return _with_derivative(out, x, (x + 1).reciprocal())
 
+    @in_float32
     def expm1(self) -> Tensor:
         """exp(x) - 1, accurate for small x.
 
@@ -147,6 +154,7 @@ class MathMixin:
         # the correction's own derivative is 0/0 at 0 (and NaN at +-inf): exp(x), given whole
         return _with_derivative(out, x, u)
 
+    @in_float32
     def rsqrt(self) -> Tensor:
         """1 / sqrt(x).
 
@@ -393,6 +401,7 @@ class MathMixin:
         # NaN stays NaN and gets the gradient (PyTorch's relu); x <= 0 is false for NaN
         return (self <= 0).where(0, self)
 
+    @in_float32
     def sigmoid(self) -> Tensor:
         """1 / (1 + exp(-x)), stable for large |x|.
 
@@ -405,10 +414,12 @@ class MathMixin:
         e = neg.where(x, -x).exp()
         return neg.where(e, 1) / (1 + e)
 
+    @in_float32
     def logsigmoid(self) -> Tensor:
         """log(sigmoid(x)) = -softplus(-x)."""
         return -(-self).softplus()
 
+    @in_float32
     def tanh(self) -> Tensor:
         """Hyperbolic tangent: (1 - e) / (1 + e) with e = exp(-2|x|) and the sign of x, and its odd Taylor series
         where |x| < 0.55 (there 1 - e would cancel digits).
@@ -439,6 +450,7 @@ class MathMixin:
     # ---- hyperbolic and inverse trigonometric functions, erf: each value computed where it is accurate, its gradient
     # the textbook derivative (see _with_derivative), so no branch's inf or nan leaks into a gradient
 
+    @in_float32
     def sinh(self) -> Tensor:
         """Hyperbolic sine (a series near 0, where (e^x - e^-x) / 2 would cancel).
 
@@ -455,6 +467,7 @@ class MathMixin:
         series = xs * (1 + z / 6 * (1 + z / 20 * (1 + z / 42 * (1 + z / 72 * (1 + z / 110)))))
         return small.where(series, (self.exp() - (-self).exp()) / 2)
 
+    @in_float32
     def cosh(self) -> Tensor:
         """Hyperbolic cosine.
 
@@ -465,6 +478,7 @@ class MathMixin:
         # the gradient is sinh computed accurately (e^x - e^-x would cancel near 0)
         return _with_derivative((x.exp() + (-x).exp()) / 2, x, x._sinh_value())
 
+    @in_float32
     def asinh(self) -> Tensor:
         """Inverse hyperbolic sine.
 
@@ -487,6 +501,7 @@ class MathMixin:
         r = on_abs(neg.where(-self, self))
         return neg.where(-r, r)
 
+    @in_float32
     def acosh(self) -> Tensor:
         """Inverse hyperbolic cosine (nan below 1).
 
@@ -500,6 +515,7 @@ class MathMixin:
         derivative = ((x - 1) * (x + 1)).rsqrt()
         return _with_derivative(huge.where(huge.where(x, 1).log() + math.log(2), near), x, derivative)
 
+    @in_float32
     def atanh(self) -> Tensor:
         """Inverse hyperbolic tangent: (log1p(x) - log1p(-x)) / 2.
 
@@ -509,6 +525,7 @@ class MathMixin:
         x = self._float()
         return _with_derivative((x.log1p() - (-x).log1p()) / 2, x, (1 - x * x).reciprocal())
 
+    @in_float32
     def atan(self) -> Tensor:
         """Inverse tangent: reduced to |t| <= tan(pi/8) (pi/2 - atan(1/x), pi/4 + atan((x-1)/(x+1))), then a
         polynomial (Cephes' single-precision coefficients).
@@ -549,6 +566,7 @@ class MathMixin:
         poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
         return offset + poly
 
+    @in_float32
     def asin(self) -> Tensor:
         """Inverse sine: atan(x / sqrt((1 - x)(1 + x))) (nan outside [-1, 1]).
 
@@ -558,6 +576,7 @@ class MathMixin:
         x = self._float()
         return _with_derivative((x / ((1 - x) * (1 + x)).sqrt()).atan(), x, ((1 - x) * (1 + x)).rsqrt())
 
+    @in_float32
     def acos(self) -> Tensor:
         """Inverse cosine: 2 atan(sqrt((1 - x) / (1 + x))), accurate near 1.
 
@@ -567,6 +586,7 @@ class MathMixin:
         x = self._float()
         return _with_derivative(2 * ((1 - x) / (1 + x)).sqrt().atan(), x, -((1 - x) * (1 + x)).rsqrt())
 
+    @in_float32
     def erf(self) -> Tensor:
         """The error function: its Taylor series below 0.5, Abramowitz & Stegun 7.1.26 above (error < 2e-7).
 
@@ -587,6 +607,7 @@ class MathMixin:
         poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
         return small.where(series, 1 - poly * (-self * self).exp())
 
+    @in_float32
     def gelu(self, approximate: str = "tanh") -> Tensor:
         """GELU: the tanh approximation by default (as tinygrad; PyTorch's approximate="tanh"), or the exact
         x * (1 + erf(x / sqrt 2)) / 2 with approximate="none" (PyTorch's default).
@@ -604,10 +625,12 @@ class MathMixin:
         # no cancellation in 1 + tanh(y) where y is very negative
         return x * (2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).sigmoid()
 
+    @in_float32
     def quick_gelu(self) -> Tensor:
         """x * sigmoid(1.702 x)."""
         return self * (self * 1.702).sigmoid()
 
+    @in_float32
     def silu(self) -> Tensor:
         """x * sigmoid(x).
 
@@ -618,6 +641,7 @@ class MathMixin:
 
     swish = silu
 
+    @in_float32
     def softplus(self, beta: float = 1.0) -> Tensor:
         """log(1 + exp(beta x)) / beta, computed without overflow.
 
@@ -641,10 +665,12 @@ class MathMixin:
         a, b = self.split(n // 2, dim)
         return a * b.sigmoid()
 
+    @in_float32
     def mish(self) -> Tensor:
         """x * tanh(softplus(x))."""
         return self * self.softplus().tanh()
 
+    @in_float32
     def elu(self, alpha: float = 1.0) -> Tensor:
         """x for x > 0, alpha (exp(x) - 1) otherwise.
 
@@ -653,6 +679,7 @@ class MathMixin:
         """
         return self._exponential_linear(alpha, 1.0)
 
+    @in_float32
     def celu(self, alpha: float = 1.0) -> Tensor:
         """max(0, x) + min(0, alpha (exp(x / alpha) - 1))."""
         return self._exponential_linear(alpha, 1 / alpha)
@@ -666,6 +693,7 @@ class MathMixin:
         inner = low.where(x, 0)
         return low.where(alpha * (inner if scale == 1.0 else inner * scale).expm1(), x)
 
+    @in_float32
     def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
         """gamma * elu(x, alpha) with the self-normalizing constants."""
         return gamma * self.elu(alpha)
@@ -679,10 +707,12 @@ class MathMixin:
         # (x > 0, as PyTorch: at 0 and at NaN the gradient is neg_slope)
         return (self > 0).where(self, self * neg_slope)
 
+    @in_float32
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
         """clip(alpha x + beta, 0, 1)."""
         return (alpha * self + beta).clip(0, 1)
 
+    @in_float32
     def hardswish(self) -> Tensor:
         """x * relu6(x + 3) / 6."""
         return self * (self + 3).relu6() * (1 / 6)
@@ -695,6 +725,7 @@ class MathMixin:
         """min(max(x, 0), 6)."""
         return self.relu().minimum(6)
 
+    @in_float32
     def softsign(self) -> Tensor:
         """x / (1 + |x|)."""
         return self / (1 + self.abs())

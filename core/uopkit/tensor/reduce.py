@@ -25,6 +25,7 @@ from uopkit.tensor.support import (
     _sum_acc_dtype,
     _sum_op,
     _with,
+    in_float32,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -160,6 +161,7 @@ class ReduceMixin:
         count = self._count(axis)
         return (total * (1 / count) if count else total * math.nan).cast(out_dt)
 
+    @in_float32
     def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance over `axis`, dividing by N - correction.
 
@@ -249,6 +251,7 @@ class ReduceMixin:
             raise ArgumentError(f"count_nonzero: dim {tuple(dims)} names an axis twice (shape {self.shape})")
         return (self != 0).sum(axes or None)
 
+    @in_float32
     def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """log(sum(exp(x))) along `axis`, shifted by the max so it never overflows.
 

@@ -88,6 +88,20 @@ def _creates_leaf(fn: Any) -> Any:
 # example, so help(Tensor.exp2) reads as before); autograd and dtype promotion come from what it calls
 
 
+def in_float32(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A function of one tensor that, on float16 and bfloat16, is computed in float32 and rounded once at the end,
+    as PyTorch computes it (float32 is its math type for half floats): each op of a formula rounded to half on the
+    way (exp's argument, 1 + e, a row's shifted values) leaves a third or more of the results an ulp or a few off."""
+
+    @functools.wraps(fn)
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if self.dtype in (dtypes.float16, dtypes.bfloat16):
+            return fn(self.cast(dtypes.float32), *args, **kwargs).cast(self.dtype)
+        return fn(self, *args, **kwargs)
+
+    return method
+
+
 def _doc(summary: str, example: str, result: str) -> str:
     return f"{summary}\n\n>>> {example}\n{result}\n" if example else summary
 

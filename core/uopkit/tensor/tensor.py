@@ -18,7 +18,7 @@ from uopkit.dtype import (
     to_numpy_dtype,
 )
 from uopkit.engine.realize import buffers, realize_tensors
-from uopkit.gradient import compute_gradient, graph_of
+from uopkit.gradient import carry_gradient_rule, compute_gradient, graph_of
 from uopkit.helpers import prod
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.schedule import unrealized_graph
@@ -241,7 +241,7 @@ class Tensor(
         """
         root_grad = self._root_gradient(gradient, "gradient")
         keys = [_gradient_key(t) for t in targets]
-        root = unrealized_graph(self.uop, set(keys))
+        root = unrealized_graph(self.uop, set(keys), rebuilt=carry_gradient_rule)
         grads = compute_gradient(root, root_grad.uop, set(keys))
         missing = [t.shape for t, k in zip(targets, keys, strict=True) if k not in grads]
         if missing:
@@ -263,7 +263,7 @@ class Tensor(
         wanting = {t: _gradient_key(t) for t in _all_tensors.snapshot() if t.requires_grad}
         # values realized since the forward pass are followed back to the graphs that computed them
         in_graph = graph_of(self.uop)
-        root = unrealized_graph(self.uop, set(wanting.values()), in_graph)
+        root = unrealized_graph(self.uop, set(wanting.values()), in_graph, rebuilt=carry_gradient_rule)
         if root is not self.uop:
             in_graph = graph_of(root)
         targets = [t for t, k in wanting.items() if k in in_graph]
