@@ -1280,3 +1280,30 @@ def test_half_float_functions_round_once_as_pytorchs(dt):
     # (PyTorch's is taken at the rounded output, ours at float32's: they differ by about an ulp of the output)
     eps = 2.0**-10 if dt == "float16" else 2.0**-7
     np.testing.assert_allclose(xs.grad.numpy(), ts.grad.numpy(), rtol=eps, atol=2 * eps)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_floats_with_python_numbers_and_products_as_pytorchs(dt):
+    # PyTorch's CPU multiplies and divides a half float by a Python number in float32 (x * 0.1 isn't
+    # x * float16(0.1)), but adds, subtracts and compares the number rounded to the half float; running products and
+    # std are computed in float32 and rounded once, and a product over an axis too (PyTorch's own is not: within an
+    # ulp of the exact product, as ours)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 50)).astype(np.float32) * 10
+    u, t = Tensor(x).cast(to_dtype(dt)), torch.tensor(x).to(getattr(torch, dt))
+    cases = {
+        "mul": (u * 0.1, t * 0.1),
+        "rmul": (5001 * u, 5001 * t),
+        "div": (u / 0.3, t / 0.3),
+        "floor": (u.div(0.3, rounding_mode="floor"), t.div(0.3, rounding_mode="floor")),
+        "add": (u + 0.1, t + 0.1),
+        "sub": (0.1 - u, 0.1 - t),
+        "eq": ((u * 0 + 0.1) == 0.1, (t * 0 + 0.1) == 0.1),
+        "cumprod": ((u * 0.01 + 1).cumprod(-1), (t * 0.01 + 1).cumprod(-1)),
+        "std": (u.std(-1), t.std(-1)),
+    }
+    for name, (ours, theirs) in cases.items():
+        np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy(), err_msg=name)
+    exact = (t * 0.01 + 1).double().prod(-1).numpy()
+    ulp = 2.0**-10 if dt == "float16" else 2.0**-7
+    np.testing.assert_allclose((u * 0.01 + 1).prod(-1).float().numpy(), exact, rtol=ulp)

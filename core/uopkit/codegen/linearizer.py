@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from uopkit.dtype import dtypes
+from uopkit.renderer.loops import mark_reduce_loops
 from uopkit.uop.ops import GroupOp, Ops, UOp
-from uopkit.uop.spec import reduce_loop_kind
 
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.17 us), and
 # linearizing and sinking look at every node of every kernel several times
@@ -204,30 +204,6 @@ def _branch_updates(body: list[UOp], uops: list[UOp], loop: UOp) -> list[UOp]:
         gate = UOp(_IF, dtypes.void, (cond,))
         new += [gate, *(u for u in body if owner.get(u) is cond), UOp(Ops.ENDIF, dtypes.void, (gate,))]
     return new
-
-
-def mark_reduce_loops(uops: list[UOp]) -> list[UOp]:
-    """Each plain loop that is an innermost sum or max of registers (`uopkit.uop.spec.reduce_loop_kind`, read in the
-    final order) gets the kind "sum" or "max" in its RANGE's arg, so every renderer can read what it is for; the ops
-    that use a marked RANGE are rebuilt on the new one."""
-    ends = {u.src[1]: i for i, u in enumerate(uops) if u.op is _END}
-    replace: dict[UOp, UOp] = {}
-    for i, u in enumerate(uops):
-        if u.op is _RANGE and u.arg[1] == "loop" and u in ends:
-            kind = reduce_loop_kind(uops[i + 1 : ends[u]], u)
-            if kind is not None:
-                replace[u] = u.replace(arg=(u.arg[0], kind))
-    if not replace:
-        return uops
-    out = []
-    for u in uops:
-        new = replace.get(u, u)
-        src = tuple(replace.get(s, s) for s in new.src)
-        if src != new.src:
-            new = new.replace(src=src)
-        replace[u] = new
-        out.append(new)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ The core's linearizer writes it into each RANGE's arg, ``(id, kind)`` (`uopkit.u
   be vectorized by reassociating the reduction across lanes (like split accumulators); a max loop must still give
   NaN when any x is NaN (MAX propagates NaN). None for every other loop.
 
-The kinds are set by the core, the same way for every backend (and checked by `verify_program`);
+The kinds are set by the core, the same way for every backend (and checked by `verify_program`); a renderer that
+rewrites a program before rendering it (the CPU's half floats) sets them again with `mark_reduce_loops`;
 ``caps.simd_reduce_ops`` tells the optimizer which reduce loops the backend vectorizes itself.
 """
 
@@ -21,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from uopkit.uop.ops import Ops, UOp
-from uopkit.uop.spec import REDUCE_KINDS, is_scalar_register
+from uopkit.uop.spec import REDUCE_KINDS, is_scalar_register, reduce_loop_kind
 
-__all__ = ["LoopRole", "is_scalar_register", "loop_roles"]
+__all__ = ["LoopRole", "is_scalar_register", "loop_roles", "mark_reduce_loops"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,27 @@ def loop_roles(uops: list[UOp]) -> dict[UOp, LoopRole]:
             uops[ends[u]], parallel=kind == "thread", reduce=reduce, registers=tuple(dict.fromkeys(regs))
         )
     return roles
+
+
+def mark_reduce_loops(uops: list[UOp]) -> list[UOp]:
+    """Each plain loop that is an innermost sum or max of registers (`uopkit.uop.spec.reduce_loop_kind`, read in the
+    final order) gets the kind "sum" or "max" in its RANGE's arg, so every renderer can read what it is for; the ops
+    that use a marked RANGE are rebuilt on the new one."""
+    ends = {u.src[1]: i for i, u in enumerate(uops) if u.op is Ops.END}
+    replace: dict[UOp, UOp] = {}
+    for i, u in enumerate(uops):
+        if u.op is Ops.RANGE and u.arg[1] == "loop" and u in ends:
+            kind = reduce_loop_kind(uops[i + 1 : ends[u]], u)
+            if kind is not None:
+                replace[u] = u.replace(arg=(u.arg[0], kind))
+    if not replace:
+        return uops
+    out = []
+    for u in uops:
+        new = replace.get(u, u)
+        src = tuple(replace.get(s, s) for s in new.src)
+        if src != new.src:
+            new = new.replace(src=src)
+        replace[u] = new
+        out.append(new)
+    return out

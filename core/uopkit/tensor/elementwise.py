@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,26 @@ _CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
 # keeps the hash-consed nodes alive between uses, so the next `a + 1` finds them instead of building and freeing four
 # nodes each time (a tiny op or an optimizer step, once per call)
 _recent_scalars: dict[tuple, UOp] = {}
+
+_HALF_FLOATS = (dtypes.float16, dtypes.bfloat16)
+
+
+def _scaled_in_float32(x: Tensor, y: Any) -> bool:
+    """Whether x * y or x / y runs in float32: x a half float and y a Python number it doesn't hold. PyTorch's CPU
+    multiplies and divides by such a number in float32 and rounds once (x * 0.1 isn't x * float16(0.1)); its add,
+    sub and comparisons take the number rounded to the half float, as the op in the tensor's dtype does."""
+    return x.dtype in _HALF_FLOATS and type(y) in (float, int) and _inexact_in_half(y, x.dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _inexact_in_half(y: float | int, dt: DType) -> bool:
+    with np.errstate(over="ignore"):
+        if dt == dtypes.float16:
+            return float(np.float16(y)) != y
+        single = np.float32(y)
+    return float(single) != y or bool(single.view(np.uint32) & 0xFFFF)
+
+
 _RECENT_SCALARS_SIZE = 512
 
 
@@ -289,7 +310,18 @@ class ElementwiseMixin:
 
     # one ALU op on both operands, broadcast and promoted: name, op, docstring and its example
     add = binary_alu_method("add", Ops.ADD, _ADD_DOC, "Tensor([1, 2]).add(1.5).tolist()", "[2.5, 3.5]")
-    mul = binary_alu_method("mul", Ops.MUL, "Elementwise product.", "Tensor([1, 2]).mul(3).tolist()", "[3, 6]")
+
+    def mul(self, x: Any, reverse: bool = False) -> Tensor:
+        """Elementwise product.
+
+        >>> Tensor([1, 2]).mul(3).tolist()
+        [3, 6]
+        """
+        if _scaled_in_float32(self, x):
+            return self.float().mul(x, reverse).cast(self.dtype)
+        a, b = self._broadcasted(x, reverse, "mul")
+        return a._alu(Ops.MUL, b)
+
     # (no `reverse`: max is symmetric)
     maximum = binary_alu_method("maximum", Ops.MAX, _MAX_DOC, "Tensor([1, 5]).maximum(3).tolist()", "[3, 5]", False)
 
@@ -312,6 +344,8 @@ class ElementwiseMixin:
         """
         if rounding_mode not in (None, "trunc", "floor"):
             raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        if _scaled_in_float32(self, x):
+            return self.float().div(x, reverse, rounding_mode).cast(self.dtype)
         a, b = self._broadcasted(x, reverse, "div")
         if rounding_mode is None:
             a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))

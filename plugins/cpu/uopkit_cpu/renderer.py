@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from uopkit.codegen.linearizer import mark_reduce_loops
 from uopkit.dtype import DType, PtrDType, dtypes
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import RendererCaps
 from uopkit.renderer.cstyle import CStyleRenderer, RenderContext
+from uopkit.renderer.loops import mark_reduce_loops
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 
