@@ -712,12 +712,12 @@ def test_topk(largest):
 
 
 @pytest.mark.parametrize("largest", [True, False])
-@pytest.mark.parametrize("k", [1, 5, 12])
+@pytest.mark.parametrize("k", [1, 5, 12, 24])
 def test_topk_by_selection_matches_sort(largest, k):
-    # rows long enough for topk's rounds of picks (k <= 16, n >= 16k): ties, infinities, NaNs (the largest, as in
-    # sort) and a row of nothing but NaNs and one -inf; the values are PyTorch's, the indices sort's (equals by
-    # position), the gradient goes to the picked positions
-    x = _R.integers(-3, 4, (6, 200)).astype(np.float32)
+    # rows long enough for topk's rounds of picks (k <= 16, or a quarter of a sort's stages: 27 for 600; n >= 16k):
+    # ties, infinities, NaNs (the largest, as in sort) and a row of nothing but NaNs and one -inf; the values are
+    # PyTorch's, the indices sort's (equals by position), the gradient goes to the picked positions
+    x = _R.integers(-3, 4, (6, 600)).astype(np.float32)
     x[1, 3] = x[4, 50] = x[4, 60] = math.nan
     x[2, :] = 1.0
     x[3, 10:20] = math.inf
@@ -1307,3 +1307,11 @@ def test_half_floats_with_python_numbers_and_products_as_pytorchs(dt):
     exact = (t * 0.01 + 1).double().prod(-1).numpy()
     ulp = 2.0**-10 if dt == "float16" else 2.0**-7
     np.testing.assert_allclose((u * 0.01 + 1).prod(-1).float().numpy(), exact, rtol=ulp)
+
+
+def test_cumsum_of_a_long_row_goes_in_short_blocks():
+    # a long axis is summed in blocks of at most 64 per level (n * sqrt(n) taps for a 50257-long row otherwise)
+    x = _R.standard_normal((2, 5000)).astype(np.float32)
+    np.testing.assert_allclose(Tensor(x).cumsum(-1).numpy(), np.cumsum(x.astype(np.float64), -1), rtol=1e-5, atol=2e-4)
+    i = _R.integers(-9, 10, (1, 70000)).astype(np.int32)
+    np.testing.assert_array_equal(Tensor(i).cumsum(-1).numpy(), np.cumsum(i, -1))

@@ -36,13 +36,17 @@ if TYPE_CHECKING:
 # products and extremes over masked prefixes (n^2 taps) up to this long; longer go in blocks of sqrt(n): 4096x256
 # cumprod 25 -> 11 ms, cummax 48 -> 16 ms (a sum's padded windows vectorize, so it stays in one level to _CUM_BLOCK)
 _CUM_BLOCK_MASKED = 64
+# a long axis's blocks (one level of a running sum, product or extreme) are at most this long: b * n taps per level
+_CUM_LEVEL_BLOCK = 64
 
 # sort counts each element's rank against the others for rows up to this long (one kernel of n^2 compares); longer rows
 # go through a bitonic network (a kernel per stage, log2(n) * (log2(n) + 1) / 2 of them). One thread, 128K elements in
 # rows of 128 / 512 / 1024: by rank 3.3 / 15 / 45 ms, by the network 6.2 / 10 / 21 ms
 SORT_BY_RANK = 256
 
-# topk picks its k elements one round at a time for k up to this (and rows at least this many times k); more: a sort
+# topk picks its k elements one round at a time (one pass over the row each) for k up to this, or up to half the
+# stages of a sort of the row, and rows at least this many times k; more: a sort. 50 of a 50257-long row (a language
+# model's sampling): 16 rounds of one pass each, where a sort was 136 stages (2 threads: 135 ms by sorting)
 TOPK_BY_SELECTION = 16
 
 
@@ -468,13 +472,14 @@ class ReduceMixin:
         identity = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op]
         if n <= _CUM_BLOCK and op is Ops.ADD:
             # a sum's windows over a padded copy: the copy is stored and the windows' taps vectorize across outputs
-            padded = x.pad(((0, 0),) * (x.ndim - 1) + ((n - 1, 0),), value=identity)
+            padded = x.pad(((0, 0),) * (x.ndim - 1) + ((n - 1, 0),), value=identity).contiguous()
             ret = padded._pool((n,))._reduce(op, -1)
         elif n <= _CUM_BLOCK_MASKED:
             ret = x._prefixes(identity)._reduce(op, -1)
         else:
-            # prefix within blocks of b, then add (combine) the prefix of the previous blocks' totals
-            b = math.ceil(math.sqrt(n))
+            # prefix within blocks of b, then add (combine) the prefix of the previous blocks' totals; b at most
+            # _CUM_LEVEL_BLOCK: blocks of sqrt(n) cost n * sqrt(n) taps (a 50257-long row: 11 ms, torch 0.07)
+            b = min(math.ceil(math.sqrt(n)), _CUM_LEVEL_BLOCK)
             nb = math.ceil(n / b)
             padded = x.pad(((0, 0),) * (x.ndim - 1) + ((0, nb * b - n),), value=identity)
             blocks = padded.reshape(x.shape[:-1] + (nb, b))._cumalu(-1, op, name)
@@ -712,7 +717,9 @@ class ReduceMixin:
         n = self.shape[dim] if self.ndim else 1
         if not 0 <= k <= n:
             raise ArgumentError(f"topk: k ({k}) must be in [0, {n}] for dim {dim} of shape {self.shape}")
-        if self.ndim and 0 < k <= TOPK_BY_SELECTION and k * TOPK_BY_SELECTION <= n and self.dtype != dtypes.bool:
+        levels = max(0, (n - 1).bit_length())
+        rounds = max(TOPK_BY_SELECTION, levels * (levels + 1) // 4)
+        if self.ndim and 0 < k <= rounds and k * TOPK_BY_SELECTION <= n and self.dtype != dtypes.bool:
             return self._topk_by_selection(k, dim, largest)
         values, indices = self.sort(dim, descending=largest)
         if self.ndim == 0:
