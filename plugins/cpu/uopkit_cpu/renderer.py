@@ -233,8 +233,12 @@ def _uses_half(uops: list[UOp]) -> bool:
     return any((u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar == _HALF for u in uops)
 
 
+def _is_half_vector_cast(u: UOp) -> bool:
+    return u.op is Ops.CAST and u.dtype.count > 1 and _HALF in (u.dtype.scalar, u.src[0].dtype.scalar)
+
+
 def _half_cast_widths(uops: list[UOp]) -> list[int]:
-    return sorted({u.dtype.count for u in uops if u.op is Ops.CAST and u.dtype.count > 1})
+    return sorted({u.dtype.count for u in uops if _is_half_vector_cast(u)})
 
 
 class ClangRenderer(CStyleRenderer):
@@ -286,8 +290,8 @@ class ClangRenderer(CStyleRenderer):
 
     def render_cast(self, u: UOp, arg: str) -> str:
         src, dst = u.src[0].dtype, u.dtype
-        if dst.count > 1:
-            # (a vector cast is one of `vector_casts`: half <-> float)
+        if _is_half_vector_cast(u):
+            # (one of `vector_casts`: half <-> float32)
             return f"uk_{'h2f' if src.scalar == _HALF else 'f2h'}_{dst.count}({arg})"
         if src == _HALF and dst != _HALF:
             value = f"uk_h2f({arg})"
