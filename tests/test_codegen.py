@@ -247,3 +247,14 @@ def test_vector_comparisons_give_masks_that_select_lanes():
     src, got = _run_cpu((d > 0).where(d, 0.0), [Opt(OptOps.UPCAST, 1, 4)])
     assert "bool4" not in src
     np.testing.assert_array_equal(got, np.where(x > 0, x, 0).astype(np.float64))
+
+
+def test_a_vectorized_reduce_read_at_two_places_shares_its_vector_lane():
+    # a matmul whose two halves meet in the next product (an LSTM's gates, or their gradient): the kernel lowers the
+    # fused matmul's reduce twice, and each lowering made a vector lane of its own ("one vector lane per kernel")
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal((8, 4)).astype(np.float32)
+    g = Tensor(x) @ Tensor(w).T
+    got = ((g[:, :4] * g[:, 4:]).T @ Tensor(x)).numpy()
+    ref = x @ w.T
+    np.testing.assert_allclose(got, (ref[:, :4] * ref[:, 4:]).T @ x, rtol=1e-5, atol=1e-5)
