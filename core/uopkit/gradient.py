@@ -118,8 +118,9 @@ def do_fdiv_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
 
 
 def do_where_grad(ctx: GradientContext, ret: UOp) -> tuple[None, UOp, UOp]:
-    # a select: the chosen side takes the gradient, the other zero, the condition none
-    cond, zero = ret.src[0], ctx.const(ret, 0)
+    # a select: the chosen side takes the gradient, the other zero, the condition none (the zero in the gradient's
+    # dtype: a select of bfloat16 values is one of their uint16 bits, whose gradient is float32)
+    cond, zero = ret.src[0], ctx.const(ctx.grad, 0)
     return None, cond.where(ctx.grad, zero), cond.where(zero, ctx.grad)
 
 
@@ -236,7 +237,8 @@ pm_gradient = PatternMatcher(
         # no gradient; a cast passes it on between float types only
         (UPat(NO_GRADIENT_OPS, name="ret"), lambda ret: (None,) * len(ret.src)),
         (UPat(Ops.CAST, name="ret"), lambda ctx, ret: (_float_or_none(ret.src[0], ctx.grad),)),
-        (UPat(Ops.BITCAST), lambda: (None,)),
+        # (a bfloat16 value is its uint16 bits read as bfloat16: the bits carry its gradient, see Tensor.cast)
+        (UPat(Ops.BITCAST, name="ret"), lambda ctx, ret: (ctx.grad if ret.dtype == dtypes.bfloat16 else None,)),
         # reductions
         (UPat(Ops.REDUCE_AXIS, name="ret"), do_reduce_grad),
         # movement: the inverse movement of the gradient

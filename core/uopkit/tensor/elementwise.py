@@ -137,6 +137,25 @@ def _largest_finite(dt: DType) -> float:
     return float(np.finfo(to_numpy_dtype(dt)).max)
 
 
+def _with_cast_gradient(value: Tensor, x: Tensor, dtype: DType) -> Tensor:
+    """`value`, x converted to or from bfloat16 through its uint16 bits (integer ops, which carry no gradient), given a
+    CAST's gradient: the incoming one as `dtype`. bfloat16 values live in the graph as those bits (the bfloat16 nodes
+    are taken off before kernels see them), so the gradient flows along the bits' graph, as float32, from the float
+    value read from them to the float value they were rounded from. Without it nothing computed in bfloat16 (every
+    bfloat16 op is float32 math cast back) had a gradient."""
+    from uopkit.gradient import set_gradient
+
+    if not dtypes.is_float(dtype):
+        return value
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        # (a gradient that is itself bfloat16, a bfloat16 loss's, is converted through its bits as well)
+        return (Tensor(g).cast(dtype).uop if wanted[0] else None,)
+
+    set_gradient(value.uop, (x.uop,), rule)
+    return value
+
+
 class ElementwiseMixin:
     __slots__ = ()
 
@@ -235,15 +254,18 @@ class ElementwiseMixin:
             return self
         if self.dtype == dtypes.bfloat16:
             # bfloat16 is the top half of a float32
-            bits = Tensor(_storage_uop(self.uop)).cast(dtypes.uint32).lshift(16)
-            return bits.bitcast(dtypes.float32).cast(dt)
+            stored = Tensor(_storage_uop(self.uop))
+            bits = stored.cast(dtypes.uint32).lshift(16)
+            return _with_cast_gradient(bits.bitcast(dtypes.float32).cast(dt), stored, dtypes.float32)
         if dt == dtypes.bfloat16:
             f = self.cast(dtypes.float32)
             u = f.bitcast(dtypes.uint32)
             # round to nearest even on the 16 dropped bits; NaN stays a quiet NaN
             rounded = (u + (0x7FFF + (u.rshift(16) & 1))).rshift(16)
             bits = f.isnan().where(Tensor(0x7FC0, device=self.device, dtype=dtypes.uint32), rounded)
-            return Tensor(UOp(Ops.BITCAST, dt, (bits.cast(dtypes.uint16).uop,)))
+            stored = bits.cast(dtypes.uint16)
+            _with_cast_gradient(stored, self, self.dtype)
+            return Tensor(UOp(Ops.BITCAST, dt, (stored.uop,)))
         return Tensor(UOp(_CAST, dt, (self.uop,)))
 
     def bitcast(self, dtype: DType | str) -> Tensor:

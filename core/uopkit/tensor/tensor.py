@@ -55,6 +55,12 @@ from uopkit.tensor.support import (
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 
+def _gradient_node(t: Tensor) -> UOp:
+    # the node a tensor's gradient arrives at: a bfloat16 value's uint16 bits, which is what graphs that read it hold
+    # (its gradient arrives there as float32, see Tensor.cast, and is cast back)
+    return _storage_uop(t.uop) if t.dtype == dtypes.bfloat16 else t.uop
+
+
 class Tensor(
     CreationMixin, MovementMixin, IndexingMixin, ElementwiseMixin, MathMixin, ReduceMixin, LinalgMixin, FunctionalMixin
 ):
@@ -240,12 +246,13 @@ class Tensor(
         [2.0, 4.0]
         """
         root_grad = self._root_gradient(gradient, "gradient")
-        root = unrealized_graph(self.uop, {t.uop for t in targets})
-        grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets})
-        missing = [t.shape for t in targets if t.uop not in grads]
+        nodes = [_gradient_node(t) for t in targets]
+        root = unrealized_graph(self.uop, set(nodes))
+        grads = compute_gradient(root, root_grad.uop, set(nodes))
+        missing = [t.shape for t, n in zip(targets, nodes, strict=True) if n not in grads]
         if missing:
             raise RuntimeError(f"gradient: targets of shapes {missing} are not used to compute this tensor")
-        return [Tensor(grads[t.uop]) for t in targets]
+        return [Tensor(grads[n]).cast(t.dtype) for t, n in zip(targets, nodes, strict=True)]
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Add the gradient of this tensor into `.grad` of every tensor with `requires_grad` it depends on.
@@ -259,13 +266,13 @@ class Tensor(
         [2.0, 4.0, 6.0]
         """
         root_grad = self._root_gradient(gradient, "backward")
-        wanting = [t for t in _all_tensors.snapshot() if t.requires_grad]
+        wanting = {t: _gradient_node(t) for t in _all_tensors.snapshot() if t.requires_grad}
         # values realized since the forward pass are followed back to the graphs that computed them
         in_graph = graph_of(self.uop)
-        root = unrealized_graph(self.uop, {t.uop for t in wanting}, in_graph)
+        root = unrealized_graph(self.uop, set(wanting.values()), in_graph)
         if root is not self.uop:
             in_graph = graph_of(root)
-        targets = [t for t in wanting if t.uop in in_graph]
+        targets = [t for t, n in wanting.items() if n in in_graph]
         if not targets:
             if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
                 raise RuntimeError(
@@ -273,11 +280,11 @@ class Tensor(
                     "realizing it (before .realize(), .item(), .numpy())"
                 )
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
-        grads = compute_gradient(root, root_grad.uop, {t.uop for t in targets}, in_graph)
+        grads = compute_gradient(root, root_grad.uop, {wanting[t] for t in targets}, in_graph)
         for t in targets:
-            if t.uop not in grads:
+            if wanting[t] not in grads:
                 continue
-            g = Tensor(grads[t.uop])
+            g = Tensor(grads[wanting[t]]).cast(t.dtype)
             t.grad = g if t.grad is None else t.grad + g
         return self
 
