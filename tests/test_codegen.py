@@ -293,3 +293,14 @@ def test_half_floats_convert_exactly_as_their_bits_scalar_and_on_vectors():
     h = np.array([-0.0, 0.0, np.nan, 1.5, -2.5, 65504, np.inf], np.float16)
     assert Tensor(h).cast(dtypes.bool).tolist() == [False, False, True, True, True, True, True]
     np.testing.assert_array_equal(Tensor(h[3:6]).cast(dtypes.int32).numpy(), h[3:6].astype(np.int32))
+
+
+def test_a_vectorized_reduce_read_at_two_places_shares_its_vector_lane():
+    # a matmul whose two halves meet in the next product (an LSTM's gates, or their gradient): the kernel lowers the
+    # fused matmul's reduce twice, and each lowering made a vector lane of its own ("one vector lane per kernel")
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal((8, 4)).astype(np.float32)
+    g = Tensor(x) @ Tensor(w).T
+    got = ((g[:, :4] * g[:, 4:]).T @ Tensor(x)).numpy()
+    ref = x @ w.T
+    np.testing.assert_allclose(got, (ref[:, :4] * ref[:, 4:]).T @ x, rtol=1e-5, atol=1e-5)

@@ -132,3 +132,32 @@ def test_each_dtype_is_one_object():
     for t in threads:
         t.join()
     assert all(m is made[0] for m in made)
+
+
+@pytest.mark.parametrize("loss_dtype", ["float32", "bfloat16"])
+def test_bfloat16_compute_gives_float32_master_weights_their_gradient(loss_dtype):
+    # mixed precision: float32 weights cast to bfloat16 for the math; the casts are bit operations, which carried no
+    # gradient, so backward found no path to the weights (nor from a bfloat16 loss, read through its bits)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((3, 2)).astype(np.float32)
+    ours = Tensor(w, requires_grad=True)
+    out = (Tensor(x).cast(dtypes.bfloat16) @ ours.cast(dtypes.bfloat16)).relu()
+    (out.sum() if loss_dtype == "bfloat16" else out.float().square().mean()).backward()
+    theirs = torch.tensor(w, requires_grad=True)
+    tout = (torch.tensor(x).bfloat16() @ theirs.bfloat16()).relu()
+    (tout.sum() if loss_dtype == "bfloat16" else tout.float().square().mean()).backward()
+    assert ours.grad is not None and ours.grad.dtype == dtypes.float32
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=2e-2, atol=2e-2)
+
+
+def test_a_bfloat16_parameter_gets_a_bfloat16_gradient():
+    # graphs that read a bfloat16 tensor hold its uint16 bits: backward looks for those, then casts the gradient back
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).standard_normal((3, 2)).astype(np.float32)
+    w = Tensor(np.arange(4, dtype=np.float32).reshape(2, 2), dtype=dtypes.bfloat16, requires_grad=True)
+    (Tensor(x).cast(dtypes.bfloat16) @ w).relu().sum().backward()
+    tw = torch.arange(4, dtype=torch.float32).reshape(2, 2).bfloat16().requires_grad_()
+    (torch.tensor(x).bfloat16() @ tw).relu().sum().backward()
+    assert w.grad is not None and w.grad.dtype == dtypes.bfloat16
+    np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=1e-2, atol=1e-2)

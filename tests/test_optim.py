@@ -9,7 +9,7 @@ import pytest
 
 from uopkit import Tensor
 from uopkit.nn import Linear
-from uopkit.nn.optim import SGD, Adam, AdamW
+from uopkit.nn.optim import SGD, Adam, AdamW, clip_grad_norm_
 from uopkit.nn.state import get_parameters
 from uopkit.uop.ops import Ops
 
@@ -156,3 +156,18 @@ def test_step_realizes_the_gradients_it_used():
     np.testing.assert_allclose(w.grad.numpy(), [[3.0, 4.0]])
     assert stats["kernels_run"] == before
     np.testing.assert_allclose(w.numpy(), [[0.7, 1.6]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, float("inf")])
+def test_clip_grad_norm_matches_torch(norm_type: float) -> None:
+    rng = np.random.default_rng(0)
+    values = [rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (4,))]
+    ours = [Tensor(v, requires_grad=True) for v in values]
+    theirs = [torch.tensor(v, requires_grad=True) for v in values]
+    sum(((p * p).sum() * 3 for p in ours), Tensor(0.0)).backward()
+    sum((p * p).sum() * 3 for p in theirs).backward()
+    norm = clip_grad_norm_(ours, 1.5, norm_type)
+    want = torch.nn.utils.clip_grad_norm_(theirs, 1.5, norm_type)
+    np.testing.assert_allclose(norm.numpy(), want.numpy(), rtol=1e-5)
+    for p, q in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7)

@@ -69,6 +69,10 @@ class LowererContext:
     # the work-group ids of the planned reduce's GROUP parts, by (reduce axis, part): a reduce read at two places
     # (one sum stacked with itself) is lowered twice over the same work-group dimensions
     group_ids: dict[tuple[int, int], UOp] = field(default_factory=dict)
+    # the lane ranges of the planned reduce's UPCAST and UNROLL parts, by (reduce axis, part), reused the same way: a
+    # kernel has one vector lane, and a second lowering would make a second one (a sigmoid's gradient over both
+    # halves of one fused matmul)
+    lane_ids: dict[tuple[int, int], UOp] = field(default_factory=dict)
 
     def lane_kind(self, axis: int, part_index: int, n_parts: int, kind: str) -> str:
         if kind == "upcast" and self.vector_part == (axis, n_parts - part_index):
@@ -293,8 +297,12 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
             if p.size == 1:
                 nodes.append((idx_const(0), 1))
             elif p.kind in LANE_KINDS:
-                kind = ctx.lane_kind(ctx.plan.n_out + axis_i, j, len(parts), p.kind) if planned else p.kind
-                r = ctx.new_range(p.size, kind)
+                r = ctx.lane_ids.get((axis_i, j)) if planned else None
+                if r is None:
+                    kind = ctx.lane_kind(ctx.plan.n_out + axis_i, j, len(parts), p.kind) if planned else p.kind
+                    r = ctx.new_range(p.size, kind)
+                    if planned:
+                        ctx.lane_ids[(axis_i, j)] = r
                 (red_upcast if p.kind == "upcast" else unroll).append(r)
                 nodes.append((r, p.size))
             elif p.kind == "group":

@@ -18,7 +18,7 @@ from uopkit.dtype import DType, dtypes, to_numpy_dtype
 from uopkit.tensor import Tensor
 from uopkit.uop.ops import Ops, UOp
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_"]
 
 
 def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
@@ -230,3 +230,30 @@ class AdamW(Adam):
         weight_decay: float = 0.01,
     ) -> None:
         super().__init__(params, lr, b1, b2, eps, weight_decay)
+
+
+def clip_grad_norm_(params: list[Tensor], max_norm: float, norm_type: float = 2.0) -> Tensor:
+    """Scale the gradients of `params` so that their norm taken together is at most `max_norm` (torch's
+    `clip_grad_norm_`: by max_norm / (norm + 1e-6) when that is below 1); returns that total norm.
+
+    Nothing is read back: the norm and the scaled gradients stay lazy (realized with the step), so a step that clips
+    still runs under TinyJit.
+
+    >>> w = Tensor([3.0, 4.0], requires_grad=True)
+    >>> (w * w).sum().backward().shape
+    ()
+    >>> round(clip_grad_norm_([w], 1.0).item(), 4), [round(g, 4) for g in w.grad.tolist()]
+    (10.0, [0.6, 0.8])
+    """
+    grads = [p.grad for p in _dedup(list(params)) if p.grad is not None]
+    if not grads:
+        return Tensor(0.0)
+    if norm_type == float("inf"):
+        total = Tensor.stack(*[g.detach().abs().max().float() for g in grads]).max()
+    else:
+        total = Tensor.stack(*[(g.detach().float().abs() ** norm_type).sum() for g in grads]).sum() ** (1 / norm_type)
+    scale = (max_norm / (total + 1e-6)).minimum(1.0)
+    for p in params:
+        if p.grad is not None:
+            p.grad = p.grad * scale.cast(p.grad.dtype)
+    return total
