@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopkit.codegen import ProgramSpec, get_program
 from uopkit.device import Buffer, Compiled, CompileError, Device
-from uopkit.dtype import DType
+from uopkit.dtype import DType, dtypes
 from uopkit.engine.compile_queue import CompileQueue
 from uopkit.helpers import DEBUG, ContextVar
 from uopkit.schedule import (
@@ -213,6 +213,11 @@ class ExecItem:
 capturing: list[list[ExecItem]] = []
 # buffers holding old contents that lazy tensors still read after an assign overwrote the original (copy on write)
 copy_on_write_buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
+
+# the front end's pair (to_bits(tensor) -> the tensor of its stored bits, put_back(tensors, bits)) for a dtype no kernel
+# computes (bfloat16: a uint16 graph, see uopkit.tensor.support): `Tensor.realize` converts what it is asked to realize,
+# and the readers a realize adds (`protect_pending_reads`) are converted here with it
+stored_bits: tuple[Callable[[Any], Any], Callable[[list, list], None]] | None = None
 # likewise for the host-side checks that read back a value computed on the device (index range checks): a replay runs
 # them again after its kernels, so a captured check still fires
 capturing_checks: list[list[Callable[[], None]]] = []
@@ -546,6 +551,7 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     roots = tuple([t.uop for t in tensors])
     param = _parameterize(roots) if SCHEDULE_CACHE else None
     pending: PendingReads | None = None
+    converted: tuple[list, list] | None = None
     if param is None or param.stores:
         # a graph with STOREs: other lazy values reading what they overwrite are computed first or get a copy
         targets = None if param is None else list(dict.fromkeys(_stored_buffer(u) for u in param.stores))
@@ -553,6 +559,10 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
             targets = None
         pending = protect_pending_reads(tensors, UOp(Ops.SINK, src=roots), targets)
         readers, copies = pending.readers, pending.copies
+        if readers and stored_bits is not None and any(t.uop.dtype is dtypes.bfloat16 for t in readers):
+            bits_of_readers = [stored_bits[0](t) for t in readers]
+            converted = (readers, bits_of_readers)
+            readers = bits_of_readers
         if readers or copies:
             tensors = [*tensors, *readers, *copies]
             if param is not None:
@@ -577,6 +587,8 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
         for c in pending.copies:
             copy_on_write_buffers.add(_buffer_for(c.uop.base))
         pending.rewire_to_copies()
+    if converted is not None and stored_bits is not None:
+        stored_bits[1](*converted)
 
 
 def _realize_uncached(

@@ -22,7 +22,11 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_"]
 
 
 def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
-    # a fresh buffer per state tensor (lazy constants are hash-consed and could share storage once realized)
+    # a fresh buffer per state tensor (lazy constants are hash-consed and could share storage once realized); a
+    # bfloat16 parameter's state is bfloat16, as PyTorch's (numpy has no bfloat16: made from float32)
+    if t.dtype == dtypes.bfloat16:
+        arr = np.full(t.shape, value, dtype=np.float32)
+        return Tensor(arr, device=t.device).reshape(t.shape).cast(dtypes.bfloat16).realize().requires_grad_(False)
     arr = np.full(t.shape, value, dtype=to_numpy_dtype(t.dtype))
     return Tensor(arr, device=t.device).reshape(t.shape).requires_grad_(False)
 
@@ -151,7 +155,12 @@ class SGD(Optimizer):
             if self.momentum:
                 b = self.b[self._index(p)]
                 b.assign(self.momentum * b + g)
-                g = g + self.momentum * b if self.nesterov else b
+                g = (g.float() + self.momentum * b.float()).cast(g.dtype) if self.nesterov else b
+            if p.dtype in (dtypes.float16, dtypes.bfloat16):
+                # lr * g subtracted in float32 and rounded once, as PyTorch's p.add_(g, alpha=-lr) (lr rounded to a
+                # half float is off by up to 0.4% in bfloat16)
+                p.assign((p.detach().float() - self.lr * g.float()).cast(p.dtype))
+                continue
             p.assign((p.detach() - self.lr.cast(p.dtype) * g).cast(p.dtype))
         return self.b
 

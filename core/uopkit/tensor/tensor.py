@@ -17,6 +17,7 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
+from uopkit.engine import realize as _realize_module
 from uopkit.engine.realize import buffers, realize_tensors
 from uopkit.gradient import carry_gradient_rule, compute_gradient, graph_of
 from uopkit.helpers import prod
@@ -335,3 +336,7 @@ def _gradient_key(t: Tensor) -> UOp:
     # a bfloat16 tensor is read through the graph of its bits (support._storage_uop): its gradient arrives there, in
     # float32 (`.grad` is cast back to bfloat16)
     return _storage_uop(t.uop) if t.dtype == dtypes.bfloat16 else t.uop
+
+
+# the readers a realize adds are realized as their stored bits too (bfloat16)
+_realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)
