@@ -605,3 +605,59 @@ def test_unique_along_a_dim_as_torch():
         Tensor(1.0).unique(dim=0)
     with pytest.raises(ShapeError, match="unique: the slices along dim 0 of shape \\(3, 0\\) are empty"):
         Tensor.zeros(3, 0).unique(dim=0)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# what a port from PyTorch meets: torch's keywords and argument orders, dtype rules of shifts, masked_fill, products;
+# gradients at clamp bounds and activation corners; NaN-free saturated losses and fully masked attention
+
+
+def _same(ours: Tensor, ref: torch.Tensor) -> None:
+    assert ours.shape == tuple(ref.shape) and ours.dtype == from_numpy_dtype(ref.numpy().dtype), (ours, ref)
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+
+
+def test_shifts_by_tensors_past_the_width_and_reflected_as_torch():
+    # amounts of another dtype (promoted), past the width or negative (torch: every bit shifted out), 3 << t
+    amounts = np.array([0, 3, 7, 8, 31, -1], np.int32)
+    for values in (np.array([1, -1, 5, -128, 100, 77], np.int8), np.array([1, 255, 5, 128, 100, 77], np.uint8)):
+        a, t = Tensor(values), torch.tensor(values)
+        _same(a << Tensor(amounts), t << torch.tensor(amounts))
+        _same(a >> Tensor(amounts), t >> torch.tensor(amounts))
+        _same(a << 9, t << 9)
+        _same(a >> 9, t >> 9)
+    small = np.array([0, 1, 4], np.int32)
+    _same(3 << Tensor(small), 3 << torch.tensor(small))
+    _same(-100 >> Tensor(small), -100 >> torch.tensor(small))
+    assert (Tensor([True, False]) << 2).tolist() == [4, 0]
+    _same(~Tensor(np.array([0, 1, 255], np.uint8)), ~torch.tensor(np.array([0, 1, 255], np.uint8)))
+
+
+def test_masked_fill_keeps_the_tensor_dtype_as_torch():
+    mask = np.array([True, False, True])
+    for values, fill in [
+        (np.array([1, 2, 3], np.int64), 2.7),  # truncated
+        (np.array([1, 2, 3], np.uint8), -1),  # wraps
+        (np.array([1, 2, 3], np.float16), -INF),
+        (np.array([True, False, False]), 1),
+    ]:
+        ours = Tensor(values).masked_fill(Tensor(mask), fill)
+        _same(ours, torch.tensor(values).masked_fill(torch.tensor(mask), fill))
+    # a 0-d tensor value gets its gradient
+    as_torch(lambda x, v: x.masked_fill(torch.tensor(mask), v), [_randn(3), np.array(2.0, np.float32)],
+             lambda x, v: x.masked_fill(Tensor(mask), v))  # fmt: skip
+
+
+def test_products_of_small_ints_accumulate_like_sums():
+    x = np.array([[100, 100, 3], [-7, 50, 2]], np.int8)
+    assert Tensor(x).prod(1).tolist() == torch.tensor(x).prod(1).tolist() == [30000, -700]
+    assert Tensor(x).cumprod(1).tolist() == torch.tensor(x).cumprod(1).tolist()
+    assert Tensor(x).prod().dtype == dtypes.int32 and Tensor(x.astype(np.uint8)).prod().dtype == dtypes.uint32
+    # floats multiply in their own dtype, as torch's (this float16 product overflows)
+    h = np.array([300.0, 300.0, 0.5], np.float16)
+    assert Tensor(h).prod().dtype == dtypes.float16 and Tensor(h).prod().item() == torch.tensor(h).prod().item()
+
+
+def test_int_pow_of_zero_to_a_negative_power_as_torch():
+    base, exponent = np.array([0, 0, 1, -1, 2, 0], np.int64), np.array([-2, -1, -3, -3, -1, 0], np.int64)
+    _same(Tensor(base) ** Tensor(exponent), torch.tensor(base) ** torch.tensor(exponent))

@@ -362,8 +362,10 @@ class MathMixin:
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
         if dtypes.is_int(a.dtype):
-            # an integer power computed in float64 (exact up to 2**53), as torch gives an int result
-            return a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64)).cast(a.dtype)
+            # an integer power computed in float64 (exact up to 2**53), as torch gives an int result; a negative
+            # power truncates to 0 (but 1 and -1 stay +-1), 0 to a negative power too (torch's), not 1/0
+            ret = a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64))
+            return ((a == 0) & (b < 0)).where(0.0, ret).cast(a.dtype)
         return a._alu(Ops.POW, b)
 
     def __pow__(self, x: Any) -> Tensor:

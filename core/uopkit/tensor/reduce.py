@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+def _prod_acc_dtype(dt: DType) -> DType:
+    # ints as sum accumulates them (a product of int8s doesn't wrap at 127); floats in their own dtype, as torch
+    return dt if dtypes.is_float(dt) else _sum_acc_dtype(dt)
+
+
 # products and extremes over masked prefixes (n^2 taps) up to this long; longer go in blocks of sqrt(n): 4096x256
 # cumprod 25 -> 11 ms, cummax 48 -> 16 ms (a sum's padded windows vectorize, so it stays in one level to _CUM_BLOCK)
 _CUM_BLOCK_MASKED = 64
@@ -119,12 +124,13 @@ class ReduceMixin:
     def prod(
         self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None
     ) -> Tensor:
-        """Product over `axis`.
+        """Product over `axis`; small ints and bool accumulate (and return) int32, unsigned ones uint32, as sum's
+        (torch gives int64 for every int); floats multiply in their own dtype (a float16 product overflows as torch's).
 
         >>> Tensor([[1, 2], [3, 4]]).prod(axis=1).tolist()
         [2, 12]
         """
-        acc = to_dtype(dtype) if dtype is not None else (dtypes.int32 if self.dtype == dtypes.bool else self.dtype)
+        acc = to_dtype(dtype) if dtype is not None else _prod_acc_dtype(self.dtype)
         return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
@@ -499,12 +505,12 @@ class ReduceMixin:
         return ret.cast(self.dtype) if self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
 
     def cumprod(self, axis: int = 0) -> Tensor:
-        """Running product along `axis`.
+        """Running product along `axis` (ints accumulate like sum).
 
         >>> Tensor([1, 2, 3]).cumprod().tolist()
         [1, 2, 6]
         """
-        return self.cast(dtypes.int32 if self.dtype == dtypes.bool else self.dtype)._cumalu(axis, Ops.MUL, "cumprod")
+        return self.cast(_prod_acc_dtype(self.dtype))._cumalu(axis, Ops.MUL, "cumprod")
 
     def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
         """Running maximum along `axis` and the (int32) index where it was reached: (values, indices), as torch
