@@ -648,6 +648,15 @@ def test_masked_fill_keeps_the_tensor_dtype_as_torch():
              lambda x, v: x.masked_fill(Tensor(mask), v))  # fmt: skip
 
 
+def test_cat_and_stack_take_a_list_and_a_positional_dim_as_torch():
+    a, b = np.array([[1, 2]], np.int64), np.array([[2.5, 3.0]], np.float32)
+    _same(Tensor.cat([Tensor(a), Tensor(b)], 1), torch.cat([torch.tensor(a), torch.tensor(b)], 1))
+    _same(Tensor.stack((Tensor(a), Tensor(b)), -1), torch.stack((torch.tensor(a), torch.tensor(b)), -1))
+    assert Tensor(a).cat(Tensor(a), dim=0).shape == (2, 2)
+    with pytest.raises(TypeError, match="cat: expects tensors, got list"):
+        Tensor.cat([Tensor(a), [1, 2]])
+
+
 def test_products_of_small_ints_accumulate_like_sums():
     x = np.array([[100, 100, 3], [-7, 50, 2]], np.int8)
     assert Tensor(x).prod(1).tolist() == torch.tensor(x).prod(1).tolist() == [30000, -700]
@@ -661,3 +670,24 @@ def test_products_of_small_ints_accumulate_like_sums():
 def test_int_pow_of_zero_to_a_negative_power_as_torch():
     base, exponent = np.array([0, 0, 1, -1, 2, 0], np.int64), np.array([-2, -1, -3, -3, -1, 0], np.int64)
     _same(Tensor(base) ** Tensor(exponent), torch.tensor(base) ** torch.tensor(exponent))
+
+
+def test_torch_keywords_and_forms_of_reductions_and_conversions():
+    x = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], np.float32)
+    t, r = Tensor(x), torch.tensor(x)
+    for name in ("sum", "mean", "amax", "logsumexp", "softmax", "log_softmax", "cumsum", "var", "std", "argmax"):
+        ours = getattr(t, "max" if name == "amax" else name)(dim=1)
+        np.testing.assert_allclose(ours.numpy(), getattr(r, name)(dim=1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(t.var(dim=0, unbiased=False).numpy(), r.var(dim=0, unbiased=False).numpy())
+    np.testing.assert_allclose(t.std(unbiased=False).numpy(), r.std(unbiased=False).numpy(), rtol=1e-6)
+    assert t.all(dim=1).tolist() == r.all(dim=1).tolist() and t.prod(dim=0).tolist() == r.prod(dim=0).tolist()
+    with pytest.raises(TypeError, match="sum: got both axis=0 and dim=1"):
+        t.sum(0, dim=1)
+    # max/min of two tensors; to(dtype), view(dtype), mT; torch's randint(low, high, size)
+    assert t.max(Tensor(x[::-1].copy())).tolist() == r.max(torch.tensor(x[::-1].copy())).tolist()
+    assert t.min(Tensor(x[::-1].copy())).tolist() == r.min(torch.tensor(x[::-1].copy())).tolist()
+    assert t.to(dtypes.int32).tolist() == r.to(torch.int32).tolist() and t.to("CPU", "float16").dtype == dtypes.float16
+    assert t.view(dtypes.int32).tolist() == r.view(torch.int32).tolist()
+    assert Tensor.zeros(4, 2, 3).mT.shape == (4, 3, 2)
+    drawn = Tensor.randint(3, 5, (2, 6))
+    assert drawn.shape == (2, 6) and 3 <= drawn.min().item() and drawn.max().item() < 5

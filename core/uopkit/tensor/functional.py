@@ -16,6 +16,7 @@ from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
     _check_targets,
+    _dim_for_axis,
     _normalize_axis,
     _with_derivative,
     _with_gradient_of,
@@ -88,12 +89,14 @@ class FunctionalMixin:
     # ------------------------------------------------------------------------------------------------------------
     # nn functional
 
-    def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def softmax(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """exp(x) / sum(exp(x)) along `axis` (shifted by the max).
 
         >>> Tensor([0.0, 0.0]).softmax().tolist()
         [0.5, 0.5]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, -1, "softmax")
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:
             return x
@@ -101,24 +104,28 @@ class FunctionalMixin:
         # one division per row, a multiply per element (as PyTorch's CPU softmax)
         return e * e.sum(axis, keepdim=True).reciprocal()
 
-    def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def log_softmax(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """log(softmax(x)) computed as x - logsumexp(x).
 
         >>> round(Tensor([0.0, 0.0]).log_softmax().tolist()[0], 5)
         -0.69315
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, -1, "log_softmax")
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:
             return x
         m = x - x.max(axis, keepdim=True).detach()
         return m - m.exp().sum(axis, keepdim=True).log()
 
-    def softmin(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def softmin(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """softmax(-x) along `axis`.
 
         >>> [round(v, 4) for v in Tensor([0.0, 1.0]).softmin().tolist()]
         [0.7311, 0.2689]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, -1, "softmin")
         x = self.cast(dtype) if dtype is not None else self._float()
         return (-x).softmax(axis)
 
