@@ -446,7 +446,7 @@ ACTIVATIONS = {
     "logsigmoid": (lambda t: t.logsigmoid(), F.logsigmoid),
     "silu": (lambda t: t.silu(), F.silu),
     "mish": (lambda t: t.mish(), F.mish),
-    "gelu_tanh": (lambda t: t.gelu(), lambda t: F.gelu(t, approximate="tanh")),
+    "gelu_tanh": (lambda t: t.gelu(approximate="tanh"), lambda t: F.gelu(t, approximate="tanh")),
 }
 
 

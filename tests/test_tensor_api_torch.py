@@ -672,6 +672,35 @@ def test_int_pow_of_zero_to_a_negative_power_as_torch():
     _same(Tensor(base) ** Tensor(exponent), torch.tensor(base) ** torch.tensor(exponent))
 
 
+def test_clamp_sign_and_hard_activation_gradients_at_their_bounds_as_torch():
+    # ties at the bounds, NaN, min > max, tensor bounds (min < max and min > max), a broadcast bound
+    x = np.array([-3.0, -1.0, 0.0, 0.5, 1.0, 3.0, 6.0, NAN, 7.0], np.float32)
+    as_torch(lambda t: t.clamp(-1, 1), [x])
+    as_torch(lambda t: t.clamp(min=0.5), [x])
+    as_torch(lambda t: t.clamp(max=0.5), [x])
+    as_torch(lambda t: t.clamp(1, -1), [x])
+    lo, hi = np.zeros(9, np.float32), np.array([2, 2, -1, 2, 0, 2, 2, 2, 2], np.float32)
+    as_torch(lambda t, a, b: t.clamp(a, b), [x, lo, hi])
+    as_torch(lambda t, a: t.clamp(min=a), [x.reshape(3, 3), np.array([0.0, 0.5, 6.0], np.float32)])
+    for name in ("hardtanh", "relu6", "hardsigmoid", "hardswish"):
+        as_torch(getattr(F, name), [x], lambda t, n=name: getattr(t, n)())
+    assert Tensor([-2, 3, 9]).relu6().tolist() == [0, 3, 6]
+    # sign(NaN) is 0, and the gradient is zeros (not none, not NaN)
+    as_torch(torch.sign, [x], Tensor.sign)
+
+
+def test_activation_defaults_and_half_floats_as_torch():
+    x = np.array([-30.0, -3.7, -0.5, 0.0, 2.0, 19.0, 25.0], np.float32)
+    as_torch(F.gelu, [x], Tensor.gelu, atol=3e-7)  # exact by default (erf: absolute error < 2e-7)
+    as_torch(lambda t: F.softplus(t, beta=2, threshold=5), [x], lambda t: t.softplus(beta=2, threshold=5))
+    h = np.array([-INF, -0.0, 0.3, 300.0, 60000.0, INF], np.float16)
+    for name in ("atan", "asinh"):
+        ours, ref = getattr(Tensor(h), name)(), getattr(torch.tensor(h), name)()
+        assert ours.dtype == dtypes.float16
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-3)
+        assert np.signbit(ours.numpy()[1])
+
+
 def test_torch_keywords_and_forms_of_reductions_and_conversions():
     x = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], np.float32)
     t, r = Tensor(x), torch.tensor(x)

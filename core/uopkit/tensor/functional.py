@@ -337,7 +337,7 @@ class FunctionalMixin:
         _broadcast_shape(self.shape, Y.shape, "binary_cross_entropy_with_logits")
         x = self._float()
         # log(1 + exp(-x)) = softplus(-x); weighting the positive term by pos_weight
-        log_sig_neg = (-x).softplus()
+        log_sig_neg = (-x).softplus(threshold=math.inf)
         if pos_weight is None:
             loss = (1 - Y) * x + log_sig_neg
         else:

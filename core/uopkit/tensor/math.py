@@ -247,15 +247,16 @@ class MathMixin:
         return (self < 0).where(-self, (self == 0).where(0, self))
 
     def sign(self) -> Tensor:
-        """-1, 0 or 1 (NaN stays NaN).
+        """-1, 0 or 1; NaN gives 0 and the gradient is 0 everywhere, as torch.sign.
 
-        >>> Tensor([-2.0, 0.0, 3.0]).sign().tolist()
-        [-1.0, 0.0, 1.0]
+        >>> Tensor([-2.0, 0.0, 3.0, float("nan")]).sign().tolist()
+        [-1.0, 0.0, 1.0, 0.0]
         """
         if self.dtype == dtypes.bool:
             return self
         ret = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
-        return self.isnan().where(self, ret) if dtypes.is_float(self.dtype) else ret
+        # (a float input gets a zero gradient, as torch's, rather than none)
+        return _with_derivative(ret, self, self.zeros_like()) if dtypes.is_float(self.dtype) else ret
 
     def copysign(self, other: Any) -> Tensor:
         """|self| with the sign (bit) of `other`, so -0.0 counts as negative; float result, as torch.copysign.
@@ -320,12 +321,29 @@ class MathMixin:
         hi = max_ if max_ is not None else max
         if lo is None and hi is None:
             raise ArgumentError("clip: at least one of min and max must be given")
-        t = self
+        x, lo_t, hi_t = self, None, None
         if lo is not None:
-            t = t.maximum(lo)
+            x, lo_t = x._broadcasted(lo, False, "clip")
         if hi is not None:
-            t = t.minimum(hi)
-        return t
+            x, hi_t = x._broadcasted(hi, False, "clip")
+            if lo_t is not None:
+                # (the upper bound may have widened x's shape or dtype)
+                lo_t = lo_t.cast(x.dtype)._broadcast_to(x.shape)
+        t = x if lo_t is None else x.maximum(lo_t)
+        t = t if hi_t is None else t.minimum(hi_t)
+        if not dtypes.is_float(t.dtype):
+            return t
+        # torch's gradients: to x inside the bounds (ties included), to a bound where x is beyond it (no tie sharing)
+        # (with min > max every value is max, whose gradient that is)
+        if lo_t is not None and hi_t is not None:
+            inside = (x >= lo_t) & (x <= hi_t)
+            return _with_derivative(
+                t, x, inside, (lo_t, (x < lo_t) & (lo_t < hi_t)), (hi_t, (x > hi_t) | (hi_t < lo_t))
+            )
+        if lo_t is not None:
+            return _with_derivative(t, x, x >= lo_t, (lo_t, x < lo_t))
+        assert hi_t is not None
+        return _with_derivative(t, x, x <= hi_t, (hi_t, x > hi_t))
 
     clamp = clip
 
@@ -409,7 +427,7 @@ class MathMixin:
 
     def logsigmoid(self) -> Tensor:
         """log(sigmoid(x)) = -softplus(-x)."""
-        return -(-self).softplus()
+        return -(-self).softplus(threshold=math.inf)
 
     def tanh(self) -> Tensor:
         """Hyperbolic tangent: (1 - e) / (1 + e) with e = exp(-2|x|) and the sign of x, and its odd Taylor series
@@ -474,6 +492,9 @@ class MathMixin:
         [0.0]
         """
         x = self._float()
+        if x.dtype.itemsize < 4:
+            # in float32 as torch computes half floats: a * a overflows float16 from a = 256
+            return x.float().asinh().cast(x.dtype)
         return _with_derivative(x._odd(Tensor._asinh_abs), x, (x * x + 1).rsqrt())
 
     def _asinh_abs(self) -> Tensor:
@@ -484,10 +505,11 @@ class MathMixin:
         return huge.where(huge.where(self, 1).log() + math.log(2), near)
 
     def _odd(self, on_abs: Any) -> Tensor:
-        # an odd function from its values on |x| (|x| as a select: its gradient is +-1, also at 0)
+        # an odd function from its values on |x| (|x| as a select: its gradient is +-1, also at 0); f(+-0) = +-0, the
+        # zero itself (the arithmetic on |x| would turn -0.0 into 0.0)
         neg = self < 0
         r = on_abs(neg.where(-self, self))
-        return neg.where(-r, r)
+        return (self == 0).where(self, neg.where(-r, r))
 
     def acosh(self) -> Tensor:
         """Inverse hyperbolic cosine (nan below 1).
@@ -519,6 +541,9 @@ class MathMixin:
         [0.0]
         """
         x = self._float()
+        if x.dtype.itemsize < 4:
+            # (the reduction's constants are float32s; torch computes half floats in float32 too)
+            return x.float().atan().cast(x.dtype)
         return _with_derivative(x._odd(Tensor._atan_abs), x, (1 + x * x).reciprocal())
 
     def atan2(self, other: Any) -> Tensor:
@@ -589,9 +614,9 @@ class MathMixin:
         poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
         return small.where(series, 1 - poly * (-self * self).exp())
 
-    def gelu(self, approximate: str = "tanh") -> Tensor:
-        """GELU: the tanh approximation by default (as tinygrad; PyTorch's approximate="tanh"), or the exact
-        x * (1 + erf(x / sqrt 2)) / 2 with approximate="none" (PyTorch's default).
+    def gelu(self, approximate: str = "none") -> Tensor:
+        """GELU: the exact x * (1 + erf(x / sqrt 2)) / 2 by default (as PyTorch), or its tanh approximation with
+        approximate="tanh" (tinygrad's gelu, GPT-2's).
 
         >>> Tensor([0.0]).gelu().tolist()
         [0.0]
@@ -620,16 +645,18 @@ class MathMixin:
 
     swish = silu
 
-    def softplus(self, beta: float = 1.0) -> Tensor:
-        """log(1 + exp(beta x)) / beta, computed without overflow.
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+        """log(1 + exp(beta x)) / beta, computed without overflow; x itself where beta x > threshold, as torch.
 
         >>> round(Tensor([0.0]).softplus().item(), 5)
         0.69315
         """
-        bx = self._float() * beta
+        x = self._float()
+        bx = x * beta
         pos = bx >= 0
         # max(bx, 0) + log1p(exp(-|bx|)), with selects whose gradients add up to sigmoid(bx) (1/2 at 0, as PyTorch)
-        return (pos.where(bx, 0) + pos.where(-bx, bx).exp().log1p()) * (1 / beta)
+        exact = (pos.where(bx, 0) + pos.where(-bx, bx).exp().log1p()) * (1 / beta)
+        return exact if threshold == math.inf else (bx > threshold).where(x, exact)
 
     def glu(self, dim: int = -1) -> Tensor:
         """Gated linear unit: the first half along `dim` times the sigmoid of the second (torch.nn.functional.glu).
@@ -645,7 +672,7 @@ class MathMixin:
 
     def mish(self) -> Tensor:
         """x * tanh(softplus(x))."""
-        return self * self.softplus().tanh()
+        return self * self.softplus(threshold=math.inf).tanh()
 
     def elu(self, alpha: float = 1.0) -> Tensor:
         """x for x > 0, alpha (exp(x) - 1) otherwise.
@@ -682,20 +709,27 @@ class MathMixin:
         return (self > 0).where(self, self * neg_slope)
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
-        """clip(alpha x + beta, 0, 1)."""
-        return (alpha * self + beta).clip(0, 1)
+        """clip(alpha x + beta, 0, 1); the gradient is alpha strictly inside, 0 at the corners and at NaN (torch's)."""
+        y = alpha * self._float() + beta
+        return _with_derivative(y.clip(0, 1), self, ((y > 0) & (y < 1)).where(alpha, 0.0))
 
     def hardswish(self) -> Tensor:
-        """x * relu6(x + 3) / 6."""
-        return self * (self + 3).relu6() * (1 / 6)
+        """x * relu6(x + 3) / 6, with torch's gradient: 0 up to -3, x / 3 + 1/2 up to 3 (excluded), else 1 (NaN too)."""
+        x = self._float()
+        derivative = (x <= -3).where(0.0, (x < 3).where(x * (1 / 3) + 0.5, 1.0))
+        return _with_derivative(x * (x + 3).relu6() * (1 / 6), self, derivative)
 
     def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-        """clip(x, min_val, max_val)."""
-        return self.clip(min_val, max_val)
+        """clip(x, min_val, max_val), with torch's gradient: 1 strictly inside the bounds (and at NaN), else 0."""
+        if not dtypes.is_float(self.dtype):
+            return self.clip(min_val, max_val)
+        return _with_derivative(
+            self.clip(min_val, max_val), self, ((self <= min_val) | (self >= max_val)).logical_not()
+        )
 
     def relu6(self) -> Tensor:
-        """min(max(x, 0), 6)."""
-        return self.relu().minimum(6)
+        """min(max(x, 0), 6) (torch's hardtanh(x, 0, 6), its gradient too)."""
+        return self.hardtanh(0, 6)
 
     def softsign(self) -> Tensor:
         """x / (1 + |x|)."""
