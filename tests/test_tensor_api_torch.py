@@ -701,6 +701,35 @@ def test_activation_defaults_and_half_floats_as_torch():
         assert np.signbit(ours.numpy()[1])
 
 
+def test_binary_cross_entropy_gradient_at_saturated_probabilities_as_torch():
+    # p exactly 0 or 1 (a saturated sigmoid): torch's (p - y) / max(p (1 - p), 1e-12), not NaN
+    p, y = np.array([0.0, 1.0, 0.5, 1.0, 0.0], np.float32), np.array([1.0, 0.0, 0.0, 1.0, 0.0], np.float32)
+    for reduction in ("mean", "none"):
+        as_torch(lambda a, b, r=reduction: F.binary_cross_entropy(a, b, reduction=r), [p, y],
+                 lambda a, b, r=reduction: a.binary_cross_entropy(b, reduction=r), atol=1e-3)  # fmt: skip
+
+
+def test_attention_with_a_fully_masked_query_gives_zeros_as_torch():
+    q, k, v = _randn(2, 3, 4), _randn(2, 5, 4), _randn(2, 5, 6)
+    mask = np.array([[True, False, True, False, False], [False] * 5, [True] * 5])
+    as_torch(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=torch.tensor(mask)), [q, k, v],
+             lambda a, b, c: a.scaled_dot_product_attention(b, c, attn_mask=Tensor(mask)))  # fmt: skip
+    additive = np.where(mask, 0.0, -INF).astype(np.float32)
+    as_torch(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, attn_mask=m), [q, k, v, additive],
+             lambda a, b, c, m: a.scaled_dot_product_attention(b, c, attn_mask=m))  # fmt: skip
+
+
+def test_pooling_and_interpolate_take_torch_argument_orders_and_defaults():
+    x = _randn(1, 2, 5, 5)
+    as_torch(lambda t: F.max_pool2d(t, 3, 2, 1, 2), [x], lambda t: t.max_pool2d(3, 2, 1, 2))
+    as_torch(lambda t: F.avg_pool2d(t, 3, 2, 1, True, False), [x], lambda t: t.avg_pool2d(3, 2, 1, True, False))
+    as_torch(lambda t: F.avg_pool2d(t, 2, 1, 0, False, True, 3), [x], lambda t: t.avg_pool2d(2, 1, 0, False, True, 3))
+    # nearest by default; size then scale_factor positionally
+    as_torch(lambda t: F.interpolate(t, None, 2), [x], lambda t: t.interpolate(None, 2))
+    with pytest.raises(ValueError, match="align_corners can only be set with the linear modes"):
+        Tensor(x).interpolate(7, align_corners=False)
+
+
 def test_torch_keywords_and_forms_of_reductions_and_conversions():
     x = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], np.float32)
     t, r = Tensor(x), torch.tensor(x)

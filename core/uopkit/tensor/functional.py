@@ -298,12 +298,16 @@ class FunctionalMixin:
 
     def binary_cross_entropy(self, Y: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
         """-(Y log p + (1 - Y) log(1 - p)) of probabilities p = self (logs clamped at -100, as torch), times `weight`.
+        The gradients are torch's: (p - Y) / max(p (1 - p), 1e-12) for p (finite at p = 0 and 1, where the clamped
+        logs' chain rule gives NaN) and log(1 - p) - log(p) for Y.
 
         >>> round(Tensor([0.5]).binary_cross_entropy(Tensor([1.0])).item(), 5)
         0.69315
         """
-        _broadcast_shape(self.shape, Y.shape, "binary_cross_entropy")
-        loss = -(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100))
+        p, Y = self._broadcasted(Y, False, "binary_cross_entropy")
+        loss = -(Y * p.log().maximum(-100) + (1 - Y) * (1 - p).log().maximum(-100))
+        d_p = (p - Y) / (p * (1 - p)).maximum(1e-12)
+        loss = _with_derivative(loss, p, d_p, (Y, (-p).log1p() - p.log()))
         if weight is not None:
             loss = loss * weight
         return loss._loss_reduce(reduction, "binary_cross_entropy")
@@ -554,4 +558,8 @@ class FunctionalMixin:
             attn_mask = Tensor.ones(L, S, dtype=dtypes.bool, device=self.device).tril(0)
         if attn_mask is not None:
             qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
+            # a query that may attend to nothing (a row all -inf) gets zeros, as torch's safe softmax, not NaN;
+            # its scores are zeroed first so that no NaN reaches the gradient either
+            empty = (qk == -math.inf).all(-1, keepdim=True)
+            return empty.where(0.0, empty.where(0.0, qk).softmax(-1)).dropout(dropout_p) @ value
         return qk.softmax(-1).dropout(dropout_p) @ value
