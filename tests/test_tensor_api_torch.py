@@ -749,3 +749,11 @@ def test_torch_keywords_and_forms_of_reductions_and_conversions():
     assert Tensor.zeros(4, 2, 3).mT.shape == (4, 3, 2)
     drawn = Tensor.randint(3, 5, (2, 6))
     assert drawn.shape == (2, 6) and 3 <= drawn.min().item() and drawn.max().item() < 5
+
+
+def test_lerp_from_the_nearer_end_as_torch():
+    # weight 1 gives end exactly (1e8 + (1 - 1e8) * 1 is 0 in float32), an infinite start inf
+    start, end = np.array([0.1, 1e8, -3.0, INF], np.float32), np.array([0.7, 1.0, 2.0, 1.0], np.float32)
+    for weight in (0.3, 0.5, 1.0, -0.7):
+        as_torch(lambda a, b, w=weight: torch.lerp(a, b, w), [start, end], lambda a, b, w=weight: a.lerp(b, w))
+    as_torch(torch.lerp, [start[:3], end[:3], np.array([0.2, 1.0, -0.6], np.float32)], Tensor.lerp)

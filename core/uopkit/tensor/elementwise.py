@@ -463,12 +463,16 @@ class ElementwiseMixin:
         return mask.where(_scalar_in_dtype(value, self.dtype, self.device), self)
 
     def lerp(self, end: Any, weight: Any) -> Tensor:
-        """self + (end - self) * weight.
+        """self + (end - self) * weight, computed from the nearer end as torch.lerp: end - (end - self) * (1 - weight)
+        where |weight| >= 0.5 (weight 1 gives end exactly, an infinite self gives inf, not NaN).
 
-        >>> Tensor([0.0, 10.0]).lerp(Tensor([10.0, 20.0]), 0.5).tolist()
-        [5.0, 15.0]
+        >>> Tensor([0.0, 1e8]).lerp(Tensor([10.0, 1.0]), 1.0).tolist()
+        [10.0, 1.0]
         """
-        return self + (end - self) * weight
+        diff = end - self
+        if isinstance(weight, (int, float)):
+            return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)
+        return (abs(weight) < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
     def _cmp(self, op: Ops, x: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(x, reverse, op.name.lower())
