@@ -757,3 +757,12 @@ def test_lerp_from_the_nearer_end_as_torch():
     for weight in (0.3, 0.5, 1.0, -0.7):
         as_torch(lambda a, b, w=weight: torch.lerp(a, b, w), [start, end], lambda a, b, w=weight: a.lerp(b, w))
     as_torch(torch.lerp, [start[:3], end[:3], np.array([0.2, 1.0, -0.6], np.float32)], Tensor.lerp)
+
+
+def test_round_to_decimals_as_torch():
+    x = np.array([1.2345, -2.675, 0.125, 1250.0, -0.004, 15.5, 25.0, NAN, INF], np.float32)
+    for dtype in (np.float32, np.float16):
+        for decimals in (2, -1):
+            as_torch(lambda t, d=decimals: t.round(decimals=d), [x.astype(dtype)], atol=0)
+    with pytest.raises(TypeError, match="round: decimals=1 needs a float tensor"):
+        Tensor([1, 2]).round(1)

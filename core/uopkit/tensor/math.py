@@ -220,12 +220,21 @@ class MathMixin:
         t = self.trunc()
         return (self > t).where(t + 1, t)
 
-    def round(self) -> Tensor:
-        """Round half to even (as numpy and PyTorch).
+    def round(self, decimals: int = 0) -> Tensor:
+        """Round half to even (as numpy and PyTorch), to `decimals` places as torch.round: x * 10**decimals rounded,
+        then divided back (multiplied back by 10**-decimals when it is negative).
 
-        >>> Tensor([0.5, 1.5, 2.5, -0.5]).round().tolist()
-        [0.0, 2.0, 2.0, -0.0]
+        >>> Tensor([0.5, 1.5, 2.5, -0.5]).round().tolist(), Tensor([1.25, 1250.0]).round(1).tolist()
+        ([0.0, 2.0, 2.0, -0.0], [1.2000000476837158, 1250.0])
         """
+        if decimals:
+            if not dtypes.is_float(self.dtype):
+                raise TypeError(f"round: decimals={decimals} needs a float tensor, got {self.dtype}")
+            if self.dtype.itemsize < 4:
+                # scaled in float32, as torch computes half floats (1250 * 100 overflows float16)
+                return self.float().round(decimals).cast(self.dtype)
+            scale = 10.0 ** abs(decimals)
+            return (self * scale).round() / scale if decimals > 0 else (self / scale).round() * scale
         if not dtypes.is_float(self.dtype):
             return self
         t = self.trunc()
