@@ -766,3 +766,20 @@ def test_round_to_decimals_as_torch():
             as_torch(lambda t, d=decimals: t.round(decimals=d), [x.astype(dtype)], atol=0)
     with pytest.raises(TypeError, match="round: decimals=1 needs a float tensor"):
         Tensor([1, 2]).round(1)
+
+
+def test_torch_method_names_missing_before():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7
+    for fn in (
+        lambda t: t.tile((2, 1, 1, 2)),
+        lambda t: t.narrow(-1, -3, 2),
+        lambda t: torch.stack(t.unbind(1)) if isinstance(t, torch.Tensor) else Tensor.stack(t.unbind(1)),
+        lambda t: t.movedim((0, 1), (2, 0)),
+        lambda t: t[:, :1].expand_as(t) + t.flatten().view_as(t) + t.flatten().reshape_as(t),
+        lambda t: t[0].t(),
+        lambda t: t.amax((0, 2)) + t.amin(dim=1).sum(),
+        lambda t: t.detach().floor_divide(3) + t.remainder(-3),
+        lambda t: t.clamp_min(0) - t.clamp_max(0),
+    ):
+        as_torch(fn, [x])
+    assert Tensor(x).dim() == 3 and Tensor(x).type_as(Tensor([1])).dtype == dtypes.int32

@@ -336,6 +336,18 @@ class ElementwiseMixin:
             return a.float().div(b.float(), rounding_mode="floor").cast(a.dtype)
         return _floor_division(a, b)[0]
 
+    def floor_divide(self, x: Any) -> Tensor:
+        """self // x (rounding toward -inf), as torch.floor_divide."""
+        return self.div(x, rounding_mode="floor")
+
+    def remainder(self, x: Any) -> Tensor:
+        """self % x (the sign of x), as torch.remainder."""
+        return self.mod(x)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """Cast to other's dtype."""
+        return self.cast(other.dtype)
+
     def idiv(self, x: Any, reverse: bool = False) -> Tensor:
         """Integer division truncating toward zero (C semantics).
 

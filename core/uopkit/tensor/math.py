@@ -356,6 +356,14 @@ class MathMixin:
 
     clamp = clip
 
+    def clamp_min(self, min: Any) -> Tensor:  # noqa: A002 - torch's name
+        """clamp(min=min)."""
+        return self.clip(min=min)
+
+    def clamp_max(self, max: Any) -> Tensor:  # noqa: A002 - torch's name
+        """clamp(max=max)."""
+        return self.clip(max=max)
+
     def pow(self, x: Any, reverse: bool = False) -> Tensor:
         """self ** x; small integer exponents multiply, others use POW (negative bases with integer exponents work).
 

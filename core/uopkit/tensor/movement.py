@@ -432,6 +432,79 @@ class MovementMixin:
         expanded = tuple(x for r, s in zip(reps, base.shape, strict=True) for x in (r, s))
         return base.reshape(inter).expand(expanded).reshape(tuple(r * s for r, s in zip(reps, base.shape, strict=True)))
 
+    def tile(self, dims: int | Sequence[int], *args: int) -> Tensor:
+        """repeat with missing leading repeats taken as 1 (torch.tile).
+
+        >>> Tensor([[1, 2]]).tile(2).tolist()
+        [[1, 2, 1, 2]]
+        """
+        reps = _as_shape((dims, *args) if args else dims)
+        return self.repeat((1,) * (self.ndim - len(reps)) + reps)
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        """`length` elements along `dim` from `start` (negative counts from the end), as torch.narrow.
+
+        >>> Tensor([1, 2, 3, 4]).narrow(0, 1, 2).tolist()
+        [2, 3]
+        """
+        d = _normalize_axis(dim, self.ndim, "narrow", self.shape)
+        n = self.shape[d]
+        begin = start + n if start < 0 else start
+        if not (0 <= begin <= n and 0 <= length <= n - begin):
+            raise IndexError(f"narrow: start {start} and length {length} don't fit axis {dim} of shape {self.shape}")
+        return self._slice_axis(d, begin, begin + length)
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        """The slices along `dim`, that axis removed, as torch.unbind.
+
+        >>> [t.tolist() for t in Tensor([[1, 2], [3, 4]]).unbind(1)]
+        [[1, 3], [2, 4]]
+        """
+        d = _normalize_axis(dim, self.ndim, "unbind", self.shape)
+        return tuple(self._slice_axis(d, i, i + 1).squeeze(d) for i in range(self.shape[d]))
+
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+        """Axes `source` moved to positions `destination`, the others in their order, as torch.movedim.
+
+        >>> Tensor.zeros(2, 3, 4).movedim(0, -1).shape
+        (3, 4, 2)
+        """
+        src = [source] if isinstance(source, (int, np.integer)) else list(source)
+        dst = [destination] if isinstance(destination, (int, np.integer)) else list(destination)
+        if len(src) != len(dst):
+            raise ArgumentError(f"movedim: {len(src)} source axes for {len(dst)} destinations")
+        src = [_normalize_axis(a, self.ndim, "movedim", self.shape) for a in src]
+        dst = [_normalize_axis(a, self.ndim, "movedim", self.shape) for a in dst]
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise ArgumentError(f"movedim: repeated axes in {source} or {destination}")
+        rest = iter(a for a in range(self.ndim) if a not in src)
+        placed = dict(zip(dst, src, strict=True))
+        return self.permute([placed[i] if i in placed else next(rest) for i in range(self.ndim)])
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        """expand to other's shape."""
+        return self.expand(other.shape)
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        """reshape to other's shape (view_as is the same)."""
+        return self.reshape(other.shape)
+
+    view_as = reshape_as
+
+    def dim(self) -> int:
+        """The number of axes (torch's name for ndim)."""
+        return self.ndim
+
+    def t(self) -> Tensor:
+        """Transpose of a tensor of at most 2 dims, as torch.t.
+
+        >>> Tensor([[1, 2]]).t().shape
+        (2, 1)
+        """
+        if self.ndim > 2:
+            raise ShapeError(f"t: needs at most 2 dimensions, got shape {self.shape}; use transpose or mT")
+        return self.T
+
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
         """Repeat each element `repeats` times along `dim` (flattened when None).
 

@@ -181,6 +181,18 @@ class ReduceMixin:
             raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
 
+    def amax(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """max over `dim` (all axes when None or ()), as torch.amax.
+
+        >>> Tensor([[1, 5], [3, 2]]).amax(1).tolist()
+        [5, 3]
+        """
+        return self.max(dim if dim != () else None, keepdim)
+
+    def amin(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """min over `dim` (all axes when None or ()), as torch.amin."""
+        return self.min(dim if dim != () else None, keepdim)
+
     def _count(self, axis: int | Sequence[int] | None) -> int:
         return prod(self.shape[a] for a in self._axes(axis, "mean")) if self.ndim else 1
 
