@@ -86,7 +86,7 @@ OPTIONAL_UNARY = [
     "cumsum", "cumprod",
 ]  # fmt: skip
 TORCH_NAMES = {
-    "gelu": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "gelu": torch.nn.functional.gelu,
     "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x),
     "silu": torch.nn.functional.silu,
     "swish": torch.nn.functional.silu,

@@ -446,7 +446,7 @@ ACTIVATIONS = {
     "logsigmoid": (lambda t: t.logsigmoid(), F.logsigmoid),
     "silu": (lambda t: t.silu(), F.silu),
     "mish": (lambda t: t.mish(), F.mish),
-    "gelu_tanh": (lambda t: t.gelu(), lambda t: F.gelu(t, approximate="tanh")),
+    "gelu_tanh": (lambda t: t.gelu(approximate="tanh"), lambda t: F.gelu(t, approximate="tanh")),
 }
 
 
@@ -1286,8 +1286,7 @@ def test_half_float_functions_round_once_as_pytorchs(dt):
 def test_half_floats_with_python_numbers_and_products_as_pytorchs(dt):
     # PyTorch's CPU multiplies and divides a half float by a Python number in float32 (x * 0.1 isn't
     # x * float16(0.1)), but adds, subtracts and compares the number rounded to the half float; running products and
-    # std are computed in float32 and rounded once, and a product over an axis too (PyTorch's own is not: within an
-    # ulp of the exact product, as ours)
+    # std are computed in float32 and rounded once (a product over an axis is not: PyTorch's overflows as ours)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((40, 50)).astype(np.float32) * 10
     u, t = Tensor(x).cast(to_dtype(dt)), torch.tensor(x).to(getattr(torch, dt))
@@ -1304,9 +1303,6 @@ def test_half_floats_with_python_numbers_and_products_as_pytorchs(dt):
     }
     for name, (ours, theirs) in cases.items():
         np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy(), err_msg=name)
-    exact = (t * 0.01 + 1).double().prod(-1).numpy()
-    ulp = 2.0**-10 if dt == "float16" else 2.0**-7
-    np.testing.assert_allclose((u * 0.01 + 1).prod(-1).float().numpy(), exact, rtol=ulp)
 
 
 def test_cumsum_of_a_long_row_goes_in_short_blocks():

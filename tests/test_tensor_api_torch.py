@@ -605,3 +605,181 @@ def test_unique_along_a_dim_as_torch():
         Tensor(1.0).unique(dim=0)
     with pytest.raises(ShapeError, match="unique: the slices along dim 0 of shape \\(3, 0\\) are empty"):
         Tensor.zeros(3, 0).unique(dim=0)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# what a port from PyTorch meets: torch's keywords and argument orders, dtype rules of shifts, masked_fill, products;
+# gradients at clamp bounds and activation corners; NaN-free saturated losses and fully masked attention
+
+
+def _same(ours: Tensor, ref: torch.Tensor) -> None:
+    assert ours.shape == tuple(ref.shape) and ours.dtype == from_numpy_dtype(ref.numpy().dtype), (ours, ref)
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+
+
+def test_shifts_by_tensors_past_the_width_and_reflected_as_torch():
+    # amounts of another dtype (promoted), past the width or negative (torch: every bit shifted out), 3 << t
+    amounts = np.array([0, 3, 7, 8, 31, -1], np.int32)
+    for values in (np.array([1, -1, 5, -128, 100, 77], np.int8), np.array([1, 255, 5, 128, 100, 77], np.uint8)):
+        a, t = Tensor(values), torch.tensor(values)
+        _same(a << Tensor(amounts), t << torch.tensor(amounts))
+        _same(a >> Tensor(amounts), t >> torch.tensor(amounts))
+        _same(a << 9, t << 9)
+        _same(a >> 9, t >> 9)
+    small = np.array([0, 1, 4], np.int32)
+    _same(3 << Tensor(small), 3 << torch.tensor(small))
+    _same(-100 >> Tensor(small), -100 >> torch.tensor(small))
+    assert (Tensor([True, False]) << 2).tolist() == [4, 0]
+    _same(~Tensor(np.array([0, 1, 255], np.uint8)), ~torch.tensor(np.array([0, 1, 255], np.uint8)))
+
+
+def test_masked_fill_keeps_the_tensor_dtype_as_torch():
+    mask = np.array([True, False, True])
+    for values, fill in [
+        (np.array([1, 2, 3], np.int64), 2.7),  # truncated
+        (np.array([1, 2, 3], np.uint8), -1),  # wraps
+        (np.array([1, 2, 3], np.float16), -INF),
+        (np.array([True, False, False]), 1),
+    ]:
+        ours = Tensor(values).masked_fill(Tensor(mask), fill)
+        _same(ours, torch.tensor(values).masked_fill(torch.tensor(mask), fill))
+    # a 0-d tensor value gets its gradient
+    as_torch(lambda x, v: x.masked_fill(torch.tensor(mask), v), [_randn(3), np.array(2.0, np.float32)],
+             lambda x, v: x.masked_fill(Tensor(mask), v))  # fmt: skip
+
+
+def test_cat_and_stack_take_a_list_and_a_positional_dim_as_torch():
+    a, b = np.array([[1, 2]], np.int64), np.array([[2.5, 3.0]], np.float32)
+    _same(Tensor.cat([Tensor(a), Tensor(b)], 1), torch.cat([torch.tensor(a), torch.tensor(b)], 1))
+    _same(Tensor.stack((Tensor(a), Tensor(b)), -1), torch.stack((torch.tensor(a), torch.tensor(b)), -1))
+    assert Tensor(a).cat(Tensor(a), dim=0).shape == (2, 2)
+    with pytest.raises(TypeError, match="cat: expects tensors, got list"):
+        Tensor.cat([Tensor(a), [1, 2]])
+
+
+def test_products_of_small_ints_accumulate_like_sums():
+    x = np.array([[100, 100, 3], [-7, 50, 2]], np.int8)
+    assert Tensor(x).prod(1).tolist() == torch.tensor(x).prod(1).tolist() == [30000, -700]
+    assert Tensor(x).cumprod(1).tolist() == torch.tensor(x).cumprod(1).tolist()
+    assert Tensor(x).prod().dtype == dtypes.int32 and Tensor(x.astype(np.uint8)).prod().dtype == dtypes.uint32
+    # floats multiply in their own dtype, as torch's (this float16 product overflows)
+    h = np.array([300.0, 300.0, 0.5], np.float16)
+    assert Tensor(h).prod().dtype == dtypes.float16 and Tensor(h).prod().item() == torch.tensor(h).prod().item()
+
+
+def test_int_pow_of_zero_to_a_negative_power_as_torch():
+    base, exponent = np.array([0, 0, 1, -1, 2, 0], np.int64), np.array([-2, -1, -3, -3, -1, 0], np.int64)
+    _same(Tensor(base) ** Tensor(exponent), torch.tensor(base) ** torch.tensor(exponent))
+
+
+def test_clamp_sign_and_hard_activation_gradients_at_their_bounds_as_torch():
+    # ties at the bounds, NaN, min > max, tensor bounds (min < max and min > max), a broadcast bound
+    x = np.array([-3.0, -1.0, 0.0, 0.5, 1.0, 3.0, 6.0, NAN, 7.0], np.float32)
+    as_torch(lambda t: t.clamp(-1, 1), [x])
+    as_torch(lambda t: t.clamp(min=0.5), [x])
+    as_torch(lambda t: t.clamp(max=0.5), [x])
+    as_torch(lambda t: t.clamp(1, -1), [x])
+    lo, hi = np.zeros(9, np.float32), np.array([2, 2, -1, 2, 0, 2, 2, 2, 2], np.float32)
+    as_torch(lambda t, a, b: t.clamp(a, b), [x, lo, hi])
+    as_torch(lambda t, a: t.clamp(min=a), [x.reshape(3, 3), np.array([0.0, 0.5, 6.0], np.float32)])
+    for name in ("hardtanh", "relu6", "hardsigmoid", "hardswish"):
+        as_torch(getattr(F, name), [x], lambda t, n=name: getattr(t, n)())
+    assert Tensor([-2, 3, 9]).relu6().tolist() == [0, 3, 6]
+    # sign(NaN) is 0, and the gradient is zeros (not none, not NaN)
+    as_torch(torch.sign, [x], Tensor.sign)
+
+
+def test_activation_defaults_and_half_floats_as_torch():
+    x = np.array([-30.0, -3.7, -0.5, 0.0, 2.0, 19.0, 25.0], np.float32)
+    as_torch(F.gelu, [x], Tensor.gelu, atol=3e-7)  # exact by default (erf: absolute error < 2e-7)
+    as_torch(lambda t: F.softplus(t, beta=2, threshold=5), [x], lambda t: t.softplus(beta=2, threshold=5))
+    h = np.array([-INF, -0.0, 0.3, 300.0, 60000.0, INF], np.float16)
+    for name in ("atan", "asinh"):
+        ours, ref = getattr(Tensor(h), name)(), getattr(torch.tensor(h), name)()
+        assert ours.dtype == dtypes.float16
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-3)
+        assert np.signbit(ours.numpy()[1])
+
+
+def test_binary_cross_entropy_gradient_at_saturated_probabilities_as_torch():
+    # p exactly 0 or 1 (a saturated sigmoid): torch's (p - y) / max(p (1 - p), 1e-12), not NaN
+    p, y = np.array([0.0, 1.0, 0.5, 1.0, 0.0], np.float32), np.array([1.0, 0.0, 0.0, 1.0, 0.0], np.float32)
+    for reduction in ("mean", "none"):
+        as_torch(lambda a, b, r=reduction: F.binary_cross_entropy(a, b, reduction=r), [p, y],
+                 lambda a, b, r=reduction: a.binary_cross_entropy(b, reduction=r), atol=1e-3)  # fmt: skip
+
+
+def test_attention_with_a_fully_masked_query_gives_zeros_as_torch():
+    q, k, v = _randn(2, 3, 4), _randn(2, 5, 4), _randn(2, 5, 6)
+    mask = np.array([[True, False, True, False, False], [False] * 5, [True] * 5])
+    as_torch(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, attn_mask=torch.tensor(mask)), [q, k, v],
+             lambda a, b, c: a.scaled_dot_product_attention(b, c, attn_mask=Tensor(mask)))  # fmt: skip
+    additive = np.where(mask, 0.0, -INF).astype(np.float32)
+    as_torch(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, attn_mask=m), [q, k, v, additive],
+             lambda a, b, c, m: a.scaled_dot_product_attention(b, c, attn_mask=m))  # fmt: skip
+
+
+def test_pooling_and_interpolate_take_torch_argument_orders_and_defaults():
+    x = _randn(1, 2, 5, 5)
+    as_torch(lambda t: F.max_pool2d(t, 3, 2, 1, 2), [x], lambda t: t.max_pool2d(3, 2, 1, 2))
+    as_torch(lambda t: F.avg_pool2d(t, 3, 2, 1, True, False), [x], lambda t: t.avg_pool2d(3, 2, 1, True, False))
+    as_torch(lambda t: F.avg_pool2d(t, 2, 1, 0, False, True, 3), [x], lambda t: t.avg_pool2d(2, 1, 0, False, True, 3))
+    # nearest by default; size then scale_factor positionally
+    as_torch(lambda t: F.interpolate(t, None, 2), [x], lambda t: t.interpolate(None, 2))
+    with pytest.raises(ValueError, match="align_corners can only be set with the linear modes"):
+        Tensor(x).interpolate(7, align_corners=False)
+
+
+def test_torch_keywords_and_forms_of_reductions_and_conversions():
+    x = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], np.float32)
+    t, r = Tensor(x), torch.tensor(x)
+    for name in ("sum", "mean", "amax", "logsumexp", "softmax", "log_softmax", "cumsum", "var", "std", "argmax"):
+        ours = getattr(t, "max" if name == "amax" else name)(dim=1)
+        np.testing.assert_allclose(ours.numpy(), getattr(r, name)(dim=1).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(t.var(dim=0, unbiased=False).numpy(), r.var(dim=0, unbiased=False).numpy())
+    np.testing.assert_allclose(t.std(unbiased=False).numpy(), r.std(unbiased=False).numpy(), rtol=1e-6)
+    assert t.all(dim=1).tolist() == r.all(dim=1).tolist() and t.prod(dim=0).tolist() == r.prod(dim=0).tolist()
+    with pytest.raises(TypeError, match="sum: got both axis=0 and dim=1"):
+        t.sum(0, dim=1)
+    # max/min of two tensors; to(dtype), view(dtype), mT; torch's randint(low, high, size)
+    assert t.max(Tensor(x[::-1].copy())).tolist() == r.max(torch.tensor(x[::-1].copy())).tolist()
+    assert t.min(Tensor(x[::-1].copy())).tolist() == r.min(torch.tensor(x[::-1].copy())).tolist()
+    assert t.to(dtypes.int32).tolist() == r.to(torch.int32).tolist() and t.to("CPU", "float16").dtype == dtypes.float16
+    assert t.view(dtypes.int32).tolist() == r.view(torch.int32).tolist()
+    assert Tensor.zeros(4, 2, 3).mT.shape == (4, 3, 2)
+    drawn = Tensor.randint(3, 5, (2, 6))
+    assert drawn.shape == (2, 6) and 3 <= drawn.min().item() and drawn.max().item() < 5
+
+
+def test_lerp_from_the_nearer_end_as_torch():
+    # weight 1 gives end exactly (1e8 + (1 - 1e8) * 1 is 0 in float32), an infinite start inf
+    start, end = np.array([0.1, 1e8, -3.0, INF], np.float32), np.array([0.7, 1.0, 2.0, 1.0], np.float32)
+    for weight in (0.3, 0.5, 1.0, -0.7):
+        as_torch(lambda a, b, w=weight: torch.lerp(a, b, w), [start, end], lambda a, b, w=weight: a.lerp(b, w))
+    as_torch(torch.lerp, [start[:3], end[:3], np.array([0.2, 1.0, -0.6], np.float32)], Tensor.lerp)
+
+
+def test_round_to_decimals_as_torch():
+    x = np.array([1.2345, -2.675, 0.125, 1250.0, -0.004, 15.5, 25.0, NAN, INF], np.float32)
+    for dtype in (np.float32, np.float16):
+        for decimals in (2, -1):
+            as_torch(lambda t, d=decimals: t.round(decimals=d), [x.astype(dtype)], atol=0)
+    with pytest.raises(TypeError, match="round: decimals=1 needs a float tensor"):
+        Tensor([1, 2]).round(1)
+
+
+def test_torch_method_names_missing_before():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7
+    for fn in (
+        lambda t: t.tile((2, 1, 1, 2)),
+        lambda t: t.narrow(-1, -3, 2),
+        lambda t: torch.stack(t.unbind(1)) if isinstance(t, torch.Tensor) else Tensor.stack(t.unbind(1)),
+        lambda t: t.movedim((0, 1), (2, 0)),
+        lambda t: t[:, :1].expand_as(t) + t.flatten().view_as(t) + t.flatten().reshape_as(t),
+        lambda t: t[0].t(),
+        lambda t: t.amax((0, 2)) + t.amin(dim=1).sum(),
+        lambda t: t.detach().floor_divide(3) + t.remainder(-3),
+        lambda t: t.clamp_min(0) - t.clamp_max(0),
+    ):
+        as_torch(fn, [x])
+    assert Tensor(x).dim() == 3 and Tensor(x).type_as(Tensor([1])).dtype == dtypes.int32

@@ -255,11 +255,16 @@ class CreationMixin:
     @staticmethod
     @_creates_leaf
     def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
-        """Integers uniformly drawn from [low, high).
+        """Integers uniformly drawn from [low, high): `randint(*shape, low=, high=)` or torch's
+        `randint(high, size)` and `randint(low, high, size)`.
 
-        >>> Tensor.randint(5, low=3, high=4).tolist()
-        [3, 3, 3, 3, 3]
+        >>> Tensor.randint(5, low=3, high=4).tolist(), Tensor.randint(3, 4, (2,)).tolist()
+        ([3, 3, 3, 3, 3], [3, 3])
         """
+        if len(shape) in (2, 3) and isinstance(shape[-1], (tuple, list)):
+            # torch's order: the bounds first, the size last
+            bounds, shape = shape[:-1], tuple(shape[-1])
+            low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
         if high <= low:
             raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
         dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))

@@ -151,6 +151,19 @@ def _with_quotient_gradient(out: Tensor, a: Tensor, b: Tensor, q: Tensor) -> Ten
     return _with_derivative(out, a, q.ones_like(), (b, -q))
 
 
+def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
+    # a Python number converted as torch stores it into a `dt` tensor: truncated to an int, wrapped into its bits
+    if dtypes.is_float(dt):
+        return Tensor(float(value), device=device, dtype=dt)
+    if dt == dtypes.bool:
+        return Tensor(bool(value), device=device, dtype=dt)
+    v, bits = int(value), dt.itemsize * 8
+    v %= 2**bits
+    if not dtypes.is_unsigned(dt) and v >= 2 ** (bits - 1):
+        v -= 2**bits
+    return Tensor(v, device=device, dtype=dt)
+
+
 def _largest_finite(dt: DType) -> float:
     # (dtypes.max of a float is inf)
     if dt == dtypes.bfloat16:
@@ -367,6 +380,18 @@ class ElementwiseMixin:
             return a.float().div(b.float(), rounding_mode="floor").cast(a.dtype)
         return _floor_division(a, b)[0]
 
+    def floor_divide(self, x: Any) -> Tensor:
+        """self // x (rounding toward -inf), as torch.floor_divide."""
+        return self.div(x, rounding_mode="floor")
+
+    def remainder(self, x: Any) -> Tensor:
+        """self % x (the sign of x), as torch.remainder."""
+        return self.mod(x)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """Cast to other's dtype."""
+        return self.cast(other.dtype)
+
     def idiv(self, x: Any, reverse: bool = False) -> Tensor:
         """Integer division truncating toward zero (C semantics).
 
@@ -478,7 +503,8 @@ class ElementwiseMixin:
         return self._broadcast_to(shape).reshape(-1)._take(0, picked)
 
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
-        """`value` where `mask` is true, else self.
+        """`value` where `mask` is true, else self, in self's dtype as torch (a float value into an int tensor is
+        truncated, an int wraps into a narrower one; a 0-d tensor value gets its gradient).
 
         >>> Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 0).tolist()
         [0, 2, 0]
@@ -486,15 +512,23 @@ class ElementwiseMixin:
         if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
             raise TypeError("masked_fill: mask must be a bool tensor")
         _broadcast_shape(self.shape, mask.shape, "masked_fill")
-        return mask.where(value, self)
+        if isinstance(value, Tensor):
+            if value.ndim:
+                raise ShapeError(f"masked_fill: a tensor value must be 0-dimensional, got shape {value.shape}")
+            return mask.where(value.cast(self.dtype), self)
+        return mask.where(_scalar_in_dtype(value, self.dtype, self.device), self)
 
     def lerp(self, end: Any, weight: Any) -> Tensor:
-        """self + (end - self) * weight.
+        """self + (end - self) * weight, computed from the nearer end as torch.lerp: end - (end - self) * (1 - weight)
+        where |weight| >= 0.5 (weight 1 gives end exactly, an infinite self gives inf, not NaN).
 
-        >>> Tensor([0.0, 10.0]).lerp(Tensor([10.0, 20.0]), 0.5).tolist()
-        [5.0, 15.0]
+        >>> Tensor([0.0, 1e8]).lerp(Tensor([10.0, 1.0]), 1.0).tolist()
+        [10.0, 1.0]
         """
-        return self + (end - self) * weight
+        diff = end - self
+        if isinstance(weight, (int, float)):
+            return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)
+        return (abs(weight) < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
     def _cmp(self, op: Ops, x: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(x, reverse, op.name.lower())
@@ -584,27 +618,49 @@ class ElementwiseMixin:
         """
         if not (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
             raise TypeError(f"bitwise_not: needs an integer or bool tensor, got {self.dtype}")
-        return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.XOR, self.full_like(-1))
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        # every bit set: -1, or the largest value of an unsigned dtype
+        return self._alu(Ops.XOR, self.full_like(dtypes.max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1))
 
-    def lshift(self, x: int) -> Tensor:
-        """Shift integer bits left.
+    def lshift(self, x: Any, reverse: bool = False) -> Tensor:
+        """Shift integer bits left by `x` (a number or a tensor, promoted as torch); a shift past the width (or
+        negative) gives 0, as torch.
 
         >>> Tensor([1, 3]).lshift(2).tolist()
         [4, 12]
         """
-        if not dtypes.is_int(self.dtype):
-            raise TypeError(f"lshift: needs an integer tensor, got {self.dtype}")
-        return self._alu(Ops.SHL, self._const_operand(int(x))._broadcast_to(self.shape).cast(self.dtype))
+        return self._shift(Ops.SHL, x, reverse, "lshift")
 
-    def rshift(self, x: int) -> Tensor:
-        """Shift integer bits right (arithmetic for signed ints).
+    def rshift(self, x: Any, reverse: bool = False) -> Tensor:
+        """Shift integer bits right (arithmetic for signed ints) by `x`; a shift past the width (or negative) gives
+        0 or -1 (the sign), as torch.
 
         >>> Tensor([8, -8]).rshift(2).tolist()
         [2, -2]
         """
-        if not dtypes.is_int(self.dtype):
-            raise TypeError(f"rshift: needs an integer tensor, got {self.dtype}")
-        return self._alu(Ops.SHR, self._const_operand(int(x))._broadcast_to(self.shape).cast(self.dtype))
+        return self._shift(Ops.SHR, x, reverse, "rshift")
+
+    def _shift(self, op: Ops, x: Any, reverse: bool, name: str) -> Tensor:
+        if self.dtype == dtypes.bool and not reverse and not isinstance(x, Tensor):
+            # bool << number promotes like bool + number
+            return self.cast(dtypes.default_int)._shift(op, x, reverse, name)
+        bits = self.dtype.itemsize * 8
+        if not reverse and type(x) is int and dtypes.is_int(self.dtype) and 0 <= x < bits:
+            # (the common case, a constant shift within the width: no guard)
+            return self._alu(op, self._const_operand(x)._broadcast_to(self.shape).cast(self.dtype))
+        if not reverse and type(x) is int and dtypes.is_int(self.dtype):
+            # a constant shift past the width, in self's dtype (torch doesn't widen for the amount)
+            x = bits
+        a, b = self._broadcasted(x, reverse, name)
+        if not dtypes.is_int(a.dtype):
+            raise TypeError(f"{name}: needs integer tensors, got {a.dtype}")
+        bits = a.dtype.itemsize * 8
+        # C leaves a shift by the width or more (or a negative one) undefined: torch gives every bit shifted out
+        out_of_range = (b >= bits) if dtypes.is_unsigned(b.dtype) else (b < 0) | (b >= bits)
+        if op is Ops.SHL or dtypes.is_unsigned(a.dtype):
+            return out_of_range.where(0, a._alu(op, out_of_range.where(0, b)))
+        return a._alu(op, out_of_range.where(bits - 1, b))
 
     def __and__(self, x: Any) -> Tensor:
         return self._bitwise(Ops.AND, x)
@@ -627,11 +683,17 @@ class ElementwiseMixin:
     def __invert__(self) -> Tensor:
         return self.bitwise_not()
 
-    def __lshift__(self, x: int) -> Tensor:
+    def __lshift__(self, x: Any) -> Tensor:
         return self.lshift(x)
 
-    def __rshift__(self, x: int) -> Tensor:
+    def __rshift__(self, x: Any) -> Tensor:
         return self.rshift(x)
+
+    def __rlshift__(self, x: Any) -> Tensor:
+        return self.lshift(x, True)
+
+    def __rrshift__(self, x: Any) -> Tensor:
+        return self.rshift(x, True)
 
     def isnan(self) -> Tensor:
         """Where the value is NaN.

@@ -16,6 +16,7 @@ from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
     _check_targets,
+    _dim_for_axis,
     _normalize_axis,
     _with_derivative,
     _with_gradient_of,
@@ -89,12 +90,14 @@ class FunctionalMixin:
     # ------------------------------------------------------------------------------------------------------------
     # nn functional
 
-    def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def softmax(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """exp(x) / sum(exp(x)) along `axis` (shifted by the max).
 
         >>> Tensor([0.0, 0.0]).softmax().tolist()
         [0.5, 0.5]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, -1, "softmax")
         if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):
             # computed in float32, rounded once (as PyTorch; see support.in_float32)
             return self.float().softmax(axis).cast(self.dtype)
@@ -105,12 +108,14 @@ class FunctionalMixin:
         # one division per row, a multiply per element (as PyTorch's CPU softmax)
         return e * e.sum(axis, keepdim=True).reciprocal()
 
-    def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def log_softmax(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """log(softmax(x)) computed as x - logsumexp(x).
 
         >>> round(Tensor([0.0, 0.0]).log_softmax().tolist()[0], 5)
         -0.69315
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, -1, "log_softmax")
         if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):
             return self.float().log_softmax(axis).cast(self.dtype)
         x = self.cast(dtype) if dtype is not None else self._float()
@@ -119,12 +124,14 @@ class FunctionalMixin:
         m = x - x.max(axis, keepdim=True).detach()
         return m - m.exp().sum(axis, keepdim=True).log()
 
-    def softmin(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def softmin(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """softmax(-x) along `axis`.
 
         >>> [round(v, 4) for v in Tensor([0.0, 1.0]).softmin().tolist()]
         [0.7311, 0.2689]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, -1, "softmin")
         x = self.cast(dtype) if dtype is not None else self._float()
         return (-x).softmax(axis)
 
@@ -297,12 +304,16 @@ class FunctionalMixin:
 
     def binary_cross_entropy(self, Y: Tensor, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
         """-(Y log p + (1 - Y) log(1 - p)) of probabilities p = self (logs clamped at -100, as torch), times `weight`.
+        The gradients are torch's: (p - Y) / max(p (1 - p), 1e-12) for p (finite at p = 0 and 1, where the clamped
+        logs' chain rule gives NaN) and log(1 - p) - log(p) for Y.
 
         >>> round(Tensor([0.5]).binary_cross_entropy(Tensor([1.0])).item(), 5)
         0.69315
         """
-        _broadcast_shape(self.shape, Y.shape, "binary_cross_entropy")
-        loss = -(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100))
+        p, Y = self._broadcasted(Y, False, "binary_cross_entropy")
+        loss = -(Y * p.log().maximum(-100) + (1 - Y) * (1 - p).log().maximum(-100))
+        d_p = (p - Y) / (p * (1 - p)).maximum(1e-12)
+        loss = _with_derivative(loss, p, d_p, (Y, (-p).log1p() - p.log()))
         if weight is not None:
             loss = loss * weight
         return loss._loss_reduce(reduction, "binary_cross_entropy")
@@ -336,7 +347,7 @@ class FunctionalMixin:
         _broadcast_shape(self.shape, Y.shape, "binary_cross_entropy_with_logits")
         x = self._float()
         # log(1 + exp(-x)) = softplus(-x); weighting the positive term by pos_weight
-        log_sig_neg = (-x).softplus()
+        log_sig_neg = (-x).softplus(threshold=math.inf)
         if pos_weight is None:
             loss = (1 - Y) * x + log_sig_neg
         else:
@@ -554,4 +565,8 @@ class FunctionalMixin:
             attn_mask = Tensor.ones(L, S, dtype=dtypes.bool, device=self.device).tril(0)
         if attn_mask is not None:
             qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
+            # a query that may attend to nothing (a row all -inf) gets zeros, as torch's safe softmax, not NaN;
+            # its scores are zeroed first so that no NaN reaches the gradient either
+            empty = (qk == -math.inf).all(-1, keepdim=True)
+            return empty.where(0.0, empty.where(0.0, qk).softmax(-1)).dropout(dropout_p) @ value
         return qk.softmax(-1).dropout(dropout_p) @ value

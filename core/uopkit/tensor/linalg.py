@@ -528,13 +528,14 @@ class LinalgMixin:
         self,
         kernel_size: int | Sequence[int] = (2, 2),
         stride: int | Sequence[int] | None = None,
-        dilation: int | Sequence[int] = 1,
         padding: int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
         ceil_mode: bool = False,
         return_indices: bool = False,
     ) -> Any:
-        """Max over windows of the last len(kernel_size) axes (padding counts as -inf). With return_indices, also
-        where each max is: its (int32) flat index in the input's pooled plane (the first one on a tie), as torch.
+        """Max over windows of the last len(kernel_size) axes (padding counts as -inf), the arguments in
+        torch.nn.functional.max_pool2d's order. With return_indices, also where each max is: its (int32) flat index
+        in the input's pooled plane (the first one on a tie), as torch.
 
         >>> Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()
         [[[[5, 7], [13, 15]]]]
@@ -594,12 +595,16 @@ class LinalgMixin:
         self,
         kernel_size: int | Sequence[int] = (2, 2),
         stride: int | Sequence[int] | None = None,
-        dilation: int | Sequence[int] = 1,
         padding: int | Sequence[int] = 0,
         ceil_mode: bool = False,
         count_include_pad: bool = True,
+        divisor_override: int | None = None,
+        *,
+        dilation: int | Sequence[int] = 1,
     ) -> Tensor:
-        """Mean over windows of the last len(kernel_size) axes, dividing like PyTorch (see count_include_pad).
+        """Mean over windows of the last len(kernel_size) axes, dividing like PyTorch (see count_include_pad; a
+        `divisor_override` divides every window's sum by itself), the arguments in torch.nn.functional.avg_pool2d's
+        order (`dilation`, which torch lacks, by keyword).
 
         >>> Tensor.arange(16).reshape(1, 1, 4, 4).float().avg_pool2d().tolist()
         [[[[2.5, 4.5], [10.5, 12.5]]]]
@@ -609,6 +614,10 @@ class LinalgMixin:
         x = self._float()
         full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))
         total = x.pad(full)._pool(k_, s_, d_, gradient_by_taps=True).sum(tuple(range(-n, 0)))
+        if divisor_override is not None:
+            if isinstance(divisor_override, bool) or not isinstance(divisor_override, int) or divisor_override <= 0:
+                raise ValueError(f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}")
+            return total / divisor_override
         # how many elements each window averages: the input, the explicit padding if counted, never the ceil overhang
         ones = Tensor.ones(self.shape[-n:], device=self.device, dtype=x.dtype)
         ones = ones.pad(pads, value=1.0 if count_include_pad else 0.0)
@@ -685,19 +694,22 @@ class LinalgMixin:
     def interpolate(
         self,
         size: int | Sequence[int] | None = None,
-        mode: str = "linear",
-        align_corners: bool = False,
         scale_factor: float | Sequence[float] | None = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
     ) -> Tensor:
         """Resize the spatial axes (all but the first two) to `size`, or by `scale_factor` (the output is
-        floor(L * scale), and positions map back by 1 / scale, as PyTorch's default): mode "linear" (bi/trilinear,
-        separable), "nearest" or "nearest-exact", as torch.nn.functional.interpolate.
+        floor(L * scale), and positions map back by 1 / scale, as PyTorch's default): mode "nearest" (the default),
+        "nearest-exact" or "linear" (bi/trilinear, separable), the arguments in torch.nn.functional.interpolate's
+        order.
 
         >>> Tensor([[[1.0, 2.0]]]).interpolate(4, mode="nearest").tolist()
         [[[1.0, 1.0, 2.0, 2.0]]]
         """
         if mode not in ("linear", "bilinear", "trilinear", "nearest", "nearest-exact"):
             raise ValueError(f"interpolate: unknown mode {mode!r}; use linear, nearest or nearest-exact")
+        if align_corners is not None and mode.startswith("nearest"):
+            raise ValueError(f"interpolate: align_corners can only be set with the linear modes, not {mode!r}")
         nsp = self.ndim - 2
         if nsp < 1:
             raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")

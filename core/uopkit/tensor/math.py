@@ -163,6 +163,7 @@ class MathMixin:
         """
         return self.sqrt().reciprocal()
 
+    @in_float32
     def cos(self) -> Tensor:
         """Cosine, as 1 - 2 sin(x/2)**2 (x/2 is exact, so large arguments stay accurate).
 
@@ -170,22 +171,18 @@ class MathMixin:
         [1.0]
         """
         x = self._float()
-        if x.dtype.itemsize < 4:
-            # three half-precision roundings would be a few ulp off: one rounding of the float32 answer
-            return x.float().cos().cast(x.dtype)
         s = (x * 0.5).sin()
         return 1 - 2 * s * s
 
+    @in_float32
     def tan(self) -> Tensor:
         """Tangent, sin(x) / cos(x).
 
         >>> round(Tensor([math.pi / 4]).tan().item(), 5)
         1.0
         """
+        # (half floats in float32, `in_float32`: the exact products below need float32's bits)
         x = self._float()
-        if x.dtype.itemsize < 4:
-            # the exact products below need float32's bits
-            return x.float().tan().cast(x.dtype)
         # x = k * pi/2 + r with |r| <= pi/4, pi/2 in three parts (Cody-Waite) so that k * part is exact for |k| < 2**13:
         # sin(x) / cos(x) loses all relative accuracy (and the sign) next to the poles, where cos(x) ~ 0
         k = (x * (2 / math.pi)).round()
@@ -228,12 +225,21 @@ class MathMixin:
         t = self.trunc()
         return (self > t).where(t + 1, t)
 
-    def round(self) -> Tensor:
-        """Round half to even (as numpy and PyTorch).
+    def round(self, decimals: int = 0) -> Tensor:
+        """Round half to even (as numpy and PyTorch), to `decimals` places as torch.round: x * 10**decimals rounded,
+        then divided back (multiplied back by 10**-decimals when it is negative).
 
-        >>> Tensor([0.5, 1.5, 2.5, -0.5]).round().tolist()
-        [0.0, 2.0, 2.0, -0.0]
+        >>> Tensor([0.5, 1.5, 2.5, -0.5]).round().tolist(), Tensor([1.25, 1250.0]).round(1).tolist()
+        ([0.0, 2.0, 2.0, -0.0], [1.2000000476837158, 1250.0])
         """
+        if decimals:
+            if not dtypes.is_float(self.dtype):
+                raise TypeError(f"round: decimals={decimals} needs a float tensor, got {self.dtype}")
+            if self.dtype.itemsize < 4:
+                # scaled in float32, as torch computes half floats (1250 * 100 overflows float16)
+                return self.float().round(decimals).cast(self.dtype)
+            scale = 10.0 ** abs(decimals)
+            return (self * scale).round() / scale if decimals > 0 else (self / scale).round() * scale
         if not dtypes.is_float(self.dtype):
             return self
         t = self.trunc()
@@ -255,15 +261,16 @@ class MathMixin:
         return (self < 0).where(-self, (self == 0).where(0, self))
 
     def sign(self) -> Tensor:
-        """-1, 0 or 1 (NaN stays NaN).
+        """-1, 0 or 1; NaN gives 0 and the gradient is 0 everywhere, as torch.sign.
 
-        >>> Tensor([-2.0, 0.0, 3.0]).sign().tolist()
-        [-1.0, 0.0, 1.0]
+        >>> Tensor([-2.0, 0.0, 3.0, float("nan")]).sign().tolist()
+        [-1.0, 0.0, 1.0, 0.0]
         """
         if self.dtype == dtypes.bool:
             return self
         ret = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
-        return self.isnan().where(self, ret) if dtypes.is_float(self.dtype) else ret
+        # (a float input gets a zero gradient, as torch's, rather than none)
+        return _with_derivative(ret, self, self.zeros_like()) if dtypes.is_float(self.dtype) else ret
 
     def copysign(self, other: Any) -> Tensor:
         """|self| with the sign (bit) of `other`, so -0.0 counts as negative; float result, as torch.copysign.
@@ -328,14 +335,39 @@ class MathMixin:
         hi = max_ if max_ is not None else max
         if lo is None and hi is None:
             raise ArgumentError("clip: at least one of min and max must be given")
-        t = self
+        x, lo_t, hi_t = self, None, None
         if lo is not None:
-            t = t.maximum(lo)
+            x, lo_t = x._broadcasted(lo, False, "clip")
         if hi is not None:
-            t = t.minimum(hi)
-        return t
+            x, hi_t = x._broadcasted(hi, False, "clip")
+            if lo_t is not None:
+                # (the upper bound may have widened x's shape or dtype)
+                lo_t = lo_t.cast(x.dtype)._broadcast_to(x.shape)
+        t = x if lo_t is None else x.maximum(lo_t)
+        t = t if hi_t is None else t.minimum(hi_t)
+        if not dtypes.is_float(t.dtype):
+            return t
+        # torch's gradients: to x inside the bounds (ties included), to a bound where x is beyond it (no tie sharing)
+        # (with min > max every value is max, whose gradient that is)
+        if lo_t is not None and hi_t is not None:
+            inside = (x >= lo_t) & (x <= hi_t)
+            return _with_derivative(
+                t, x, inside, (lo_t, (x < lo_t) & (lo_t < hi_t)), (hi_t, (x > hi_t) | (hi_t < lo_t))
+            )
+        if lo_t is not None:
+            return _with_derivative(t, x, x >= lo_t, (lo_t, x < lo_t))
+        assert hi_t is not None
+        return _with_derivative(t, x, x <= hi_t, (hi_t, x > hi_t))
 
     clamp = clip
+
+    def clamp_min(self, min: Any) -> Tensor:  # noqa: A002 - torch's name
+        """clamp(min=min)."""
+        return self.clip(min=min)
+
+    def clamp_max(self, max: Any) -> Tensor:  # noqa: A002 - torch's name
+        """clamp(max=max)."""
+        return self.clip(max=max)
 
     def pow(self, x: Any, reverse: bool = False) -> Tensor:
         """self ** x; small integer exponents multiply, others use POW (negative bases with integer exponents work).
@@ -370,8 +402,10 @@ class MathMixin:
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
         if dtypes.is_int(a.dtype):
-            # an integer power computed in float64 (exact up to 2**53), as torch gives an int result
-            return a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64)).cast(a.dtype)
+            # an integer power computed in float64 (exact up to 2**53), as torch gives an int result; a negative
+            # power truncates to 0 (but 1 and -1 stay +-1), 0 to a negative power too (torch's), not 1/0
+            ret = a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64))
+            return ((a == 0) & (b < 0)).where(0.0, ret).cast(a.dtype)
         return a._alu(Ops.POW, b)
 
     def __pow__(self, x: Any) -> Tensor:
@@ -417,7 +451,7 @@ class MathMixin:
     @in_float32
     def logsigmoid(self) -> Tensor:
         """log(sigmoid(x)) = -softplus(-x)."""
-        return -(-self).softplus()
+        return -(-self).softplus(threshold=math.inf)
 
     @in_float32
     def tanh(self) -> Tensor:
@@ -485,6 +519,7 @@ class MathMixin:
         >>> Tensor([0.0]).asinh().tolist()
         [0.0]
         """
+        # (half floats in float32, `in_float32`: a * a overflows float16 from a = 256)
         x = self._float()
         return _with_derivative(x._odd(Tensor._asinh_abs), x, (x * x + 1).rsqrt())
 
@@ -496,10 +531,11 @@ class MathMixin:
         return huge.where(huge.where(self, 1).log() + math.log(2), near)
 
     def _odd(self, on_abs: Any) -> Tensor:
-        # an odd function from its values on |x| (|x| as a select: its gradient is +-1, also at 0)
+        # an odd function from its values on |x| (|x| as a select: its gradient is +-1, also at 0); f(+-0) = +-0, the
+        # zero itself (the arithmetic on |x| would turn -0.0 into 0.0)
         neg = self < 0
         r = on_abs(neg.where(-self, self))
-        return neg.where(-r, r)
+        return (self == 0).where(self, neg.where(-r, r))
 
     @in_float32
     def acosh(self) -> Tensor:
@@ -526,6 +562,7 @@ class MathMixin:
         return _with_derivative((x.log1p() - (-x).log1p()) / 2, x, (1 - x * x).reciprocal())
 
     @in_float32
+    @in_float32
     def atan(self) -> Tensor:
         """Inverse tangent: reduced to |t| <= tan(pi/8) (pi/2 - atan(1/x), pi/4 + atan((x-1)/(x+1))), then a
         polynomial (Cephes' single-precision coefficients).
@@ -533,6 +570,7 @@ class MathMixin:
         >>> Tensor([0.0]).atan().tolist()
         [0.0]
         """
+        # (half floats in float32, `in_float32`: the reduction's constants are float32s)
         x = self._float()
         return _with_derivative(x._odd(Tensor._atan_abs), x, (1 + x * x).reciprocal())
 
@@ -608,9 +646,9 @@ class MathMixin:
         return small.where(series, 1 - poly * (-self * self).exp())
 
     @in_float32
-    def gelu(self, approximate: str = "tanh") -> Tensor:
-        """GELU: the tanh approximation by default (as tinygrad; PyTorch's approximate="tanh"), or the exact
-        x * (1 + erf(x / sqrt 2)) / 2 with approximate="none" (PyTorch's default).
+    def gelu(self, approximate: str = "none") -> Tensor:
+        """GELU: the exact x * (1 + erf(x / sqrt 2)) / 2 by default (as PyTorch), or its tanh approximation with
+        approximate="tanh" (tinygrad's gelu, GPT-2's).
 
         >>> Tensor([0.0]).gelu().tolist()
         [0.0]
@@ -642,16 +680,18 @@ class MathMixin:
     swish = silu
 
     @in_float32
-    def softplus(self, beta: float = 1.0) -> Tensor:
-        """log(1 + exp(beta x)) / beta, computed without overflow.
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+        """log(1 + exp(beta x)) / beta, computed without overflow; x itself where beta x > threshold, as torch.
 
         >>> round(Tensor([0.0]).softplus().item(), 5)
         0.69315
         """
-        bx = self._float() * beta
+        x = self._float()
+        bx = x * beta
         pos = bx >= 0
         # max(bx, 0) + log1p(exp(-|bx|)), with selects whose gradients add up to sigmoid(bx) (1/2 at 0, as PyTorch)
-        return (pos.where(bx, 0) + pos.where(-bx, bx).exp().log1p()) * (1 / beta)
+        exact = (pos.where(bx, 0) + pos.where(-bx, bx).exp().log1p()) * (1 / beta)
+        return exact if threshold == math.inf else (bx > threshold).where(x, exact)
 
     def glu(self, dim: int = -1) -> Tensor:
         """Gated linear unit: the first half along `dim` times the sigmoid of the second (torch.nn.functional.glu).
@@ -668,7 +708,7 @@ class MathMixin:
     @in_float32
     def mish(self) -> Tensor:
         """x * tanh(softplus(x))."""
-        return self * self.softplus().tanh()
+        return self * self.softplus(threshold=math.inf).tanh()
 
     @in_float32
     def elu(self, alpha: float = 1.0) -> Tensor:
@@ -709,21 +749,28 @@ class MathMixin:
 
     @in_float32
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
-        """clip(alpha x + beta, 0, 1)."""
-        return (alpha * self + beta).clip(0, 1)
+        """clip(alpha x + beta, 0, 1); the gradient is alpha strictly inside, 0 at the corners and at NaN (torch's)."""
+        y = alpha * self._float() + beta
+        return _with_derivative(y.clip(0, 1), self, ((y > 0) & (y < 1)).where(alpha, 0.0))
 
     @in_float32
     def hardswish(self) -> Tensor:
-        """x * relu6(x + 3) / 6."""
-        return self * (self + 3).relu6() * (1 / 6)
+        """x * relu6(x + 3) / 6, with torch's gradient: 0 up to -3, x / 3 + 1/2 up to 3 (excluded), else 1 (NaN too)."""
+        x = self._float()
+        derivative = (x <= -3).where(0.0, (x < 3).where(x * (1 / 3) + 0.5, 1.0))
+        return _with_derivative(x * (x + 3).relu6() * (1 / 6), self, derivative)
 
     def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-        """clip(x, min_val, max_val)."""
-        return self.clip(min_val, max_val)
+        """clip(x, min_val, max_val), with torch's gradient: 1 strictly inside the bounds (and at NaN), else 0."""
+        if not dtypes.is_float(self.dtype):
+            return self.clip(min_val, max_val)
+        return _with_derivative(
+            self.clip(min_val, max_val), self, ((self <= min_val) | (self >= max_val)).logical_not()
+        )
 
     def relu6(self) -> Tensor:
-        """min(max(x, 0), 6)."""
-        return self.relu().minimum(6)
+        """min(max(x, 0), 6) (torch's hardtanh(x, 0, 6), its gradient too)."""
+        return self.hardtanh(0, 6)
 
     @in_float32
     def softsign(self) -> Tensor:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uopkit.dtype import (
+    DTYPES_BY_NAME,
+    DType,
     dtypes,
     least_upper_dtype,
 )
@@ -39,6 +41,27 @@ def _target_shape(cur: tuple[int, ...], shape: Any, args: tuple, op: str) -> tup
     if len(wanted) != len(cur):
         raise ShapeError(f"{op}: {len(wanted)} sizes for a tensor of shape {cur}")
     return tuple(s if n is None else int(n) for n, s in zip(wanted, cur, strict=True))
+
+
+def _tensors_and_dim(first: Any, args: tuple, dim: int | None, op: str) -> tuple[list[Tensor], int]:
+    # the tensors of a.cat(b, c), Tensor.cat(a, b) or torch's Tensor.cat([a, b], dim): a trailing int is the dim
+    tensors = [first] if isinstance(first, Tensor) else list(first)
+    rest = list(args)
+    if rest and isinstance(rest[-1], (int, np.integer)) and not isinstance(rest[-1], bool):
+        if dim is not None:
+            raise TypeError(f"{op}: dim given twice ({rest[-1]} and dim={dim})")
+        dim = int(rest.pop())
+    tensors += list(rest[0]) if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else rest
+    if not tensors:
+        raise ValueError(f"{op}: needs at least one tensor")
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expects tensors, got {type(t).__name__}")
+    return tensors, 0 if dim is None else dim
+
+
+def _is_dtype(x: Any) -> bool:
+    return isinstance(x, DType) or (isinstance(x, str) and x in DTYPES_BY_NAME)
 
 
 def _pixel_factor(r: Any, op: str, name: str) -> int:
@@ -74,11 +97,13 @@ class MovementMixin:
         return self if new == self.shape else Tensor(_reshape_uop(self.uop, new))
 
     def view(self, *shape: Any) -> Tensor:
-        """Alias of reshape.
+        """Alias of reshape; with a dtype, the same bits read as that dtype (bitcast), as torch's view(dtype).
 
         >>> Tensor.arange(4).view(2, 2).shape
         (2, 2)
         """
+        if len(shape) == 1 and _is_dtype(shape[0]):
+            return self.bitcast(shape[0])
         return self.reshape(*shape)
 
     def permute(self, order: Sequence[int], *args: int) -> Tensor:
@@ -116,6 +141,17 @@ class MovementMixin:
         (3, 2)
         """
         return self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802 - torch's name
+        """The last two axes swapped (a batch of matrices transposed), as torch's mT.
+
+        >>> Tensor.zeros(4, 2, 3).mT.shape
+        (4, 3, 2)
+        """
+        if self.ndim < 2:
+            raise ShapeError(f"mT: needs at least 2 dimensions, got shape {self.shape}")
+        return self.transpose(-2, -1)
 
     def expand(self, shape: Sequence[int], *args: int) -> Tensor:
         """Broadcast size-1 axes to `shape` (-1 keeps a size).
@@ -396,6 +432,79 @@ class MovementMixin:
         expanded = tuple(x for r, s in zip(reps, base.shape, strict=True) for x in (r, s))
         return base.reshape(inter).expand(expanded).reshape(tuple(r * s for r, s in zip(reps, base.shape, strict=True)))
 
+    def tile(self, dims: int | Sequence[int], *args: int) -> Tensor:
+        """repeat with missing leading repeats taken as 1 (torch.tile).
+
+        >>> Tensor([[1, 2]]).tile(2).tolist()
+        [[1, 2, 1, 2]]
+        """
+        reps = _as_shape((dims, *args) if args else dims)
+        return self.repeat((1,) * (self.ndim - len(reps)) + reps)
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        """`length` elements along `dim` from `start` (negative counts from the end), as torch.narrow.
+
+        >>> Tensor([1, 2, 3, 4]).narrow(0, 1, 2).tolist()
+        [2, 3]
+        """
+        d = _normalize_axis(dim, self.ndim, "narrow", self.shape)
+        n = self.shape[d]
+        begin = start + n if start < 0 else start
+        if not (0 <= begin <= n and 0 <= length <= n - begin):
+            raise IndexError(f"narrow: start {start} and length {length} don't fit axis {dim} of shape {self.shape}")
+        return self._slice_axis(d, begin, begin + length)
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        """The slices along `dim`, that axis removed, as torch.unbind.
+
+        >>> [t.tolist() for t in Tensor([[1, 2], [3, 4]]).unbind(1)]
+        [[1, 3], [2, 4]]
+        """
+        d = _normalize_axis(dim, self.ndim, "unbind", self.shape)
+        return tuple(self._slice_axis(d, i, i + 1).squeeze(d) for i in range(self.shape[d]))
+
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+        """Axes `source` moved to positions `destination`, the others in their order, as torch.movedim.
+
+        >>> Tensor.zeros(2, 3, 4).movedim(0, -1).shape
+        (3, 4, 2)
+        """
+        src = [source] if isinstance(source, (int, np.integer)) else list(source)
+        dst = [destination] if isinstance(destination, (int, np.integer)) else list(destination)
+        if len(src) != len(dst):
+            raise ArgumentError(f"movedim: {len(src)} source axes for {len(dst)} destinations")
+        src = [_normalize_axis(a, self.ndim, "movedim", self.shape) for a in src]
+        dst = [_normalize_axis(a, self.ndim, "movedim", self.shape) for a in dst]
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise ArgumentError(f"movedim: repeated axes in {source} or {destination}")
+        rest = iter(a for a in range(self.ndim) if a not in src)
+        placed = dict(zip(dst, src, strict=True))
+        return self.permute([placed[i] if i in placed else next(rest) for i in range(self.ndim)])
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        """expand to other's shape."""
+        return self.expand(other.shape)
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        """reshape to other's shape (view_as is the same)."""
+        return self.reshape(other.shape)
+
+    view_as = reshape_as
+
+    def dim(self) -> int:
+        """The number of axes (torch's name for ndim)."""
+        return self.ndim
+
+    def t(self) -> Tensor:
+        """Transpose of a tensor of at most 2 dims, as torch.t.
+
+        >>> Tensor([[1, 2]]).t().shape
+        (2, 1)
+        """
+        if self.ndim > 2:
+            raise ShapeError(f"t: needs at most 2 dimensions, got shape {self.shape}; use transpose or mT")
+        return self.T
+
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
         """Repeat each element `repeats` times along `dim` (flattened when None).
 
@@ -409,13 +518,17 @@ class MovementMixin:
         t = t.unsqueeze(d + 1)
         return t.expand(_with(t.shape, d + 1, int(repeats))).flatten(d, d + 1)
 
-    def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-        """Concatenate tensors along `dim`.
+    def cat(self: Tensor | Sequence[Tensor], *args: Any, dim: int | None = None) -> Tensor:
+        """Concatenate tensors along `dim` (promoted to their common dtype): `a.cat(b, c)`, `Tensor.cat(a, b)` or, as
+        torch.cat, `Tensor.cat([a, b], dim)`.
 
         >>> Tensor([1, 2]).cat(Tensor([3])).tolist()
         [1, 2, 3]
+        >>> Tensor.cat([Tensor([[1]]), Tensor([[2.5]])], 1).tolist()
+        [[1.0, 2.5]]
         """
-        tensors = [self, *args]
+        tensors, dim = _tensors_and_dim(self, args, dim, "cat")
+        self, args = tensors[0], tensors[1:]
         if self.ndim == 0:
             raise ShapeError("cat: zero-dimensional tensors can't be concatenated")
         dim = _normalize_axis(dim, self.ndim, "cat", self.shape)
@@ -440,17 +553,14 @@ class MovementMixin:
         assert out is not None
         return out
 
-    def stack(self: Tensor | Sequence[Tensor], *args: Tensor, dim: int = 0) -> Tensor:
-        """Stack same-shaped tensors along a new axis `dim`: `a.stack(b)`, `Tensor.stack(a, b)` or
-        `Tensor.stack([a, b])`.
+    def stack(self: Tensor | Sequence[Tensor], *args: Any, dim: int | None = None) -> Tensor:
+        """Stack same-shaped tensors along a new axis `dim`: `a.stack(b)`, `Tensor.stack(a, b)` or, as torch.stack,
+        `Tensor.stack([a, b], dim)`.
 
         >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4])).tolist()
         [[1, 2], [3, 4]]
         """
-        first = [self] if isinstance(self, Tensor) else list(self)
-        tensors = first + (list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args))
-        if not tensors:
-            raise ValueError("stack: needs at least one tensor")
+        tensors, dim = _tensors_and_dim(self, args, dim, "stack")
         if any(t.shape != tensors[0].shape for t in tensors):
             raise ShapeError(f"stack: all tensors need the same shape, got {[t.shape for t in tensors]}")
         dim = _normalize_axis(dim, tensors[0].ndim + 1, "stack", tensors[0].shape)
@@ -618,8 +728,25 @@ class MovementMixin:
         """
         return Tensor(UOp(_DETACH, self.dtype, (self.uop,)))
 
-    def to(self, device: str | None) -> Tensor:
-        """This tensor on another device (a copy when the device differs)."""
+    def to(self, *args: Any, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
+        """This tensor on another device (a copy when the device differs) and/or cast to a dtype, as torch's
+        `to(device)`, `to(dtype)`, `to(device, dtype)` or `to(other)` (other's device and dtype).
+
+        >>> Tensor([1.7]).to("int32").tolist()
+        [1]
+        """
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif _is_dtype(a):
+                dtype = a
+            else:
+                # (None: the default device, as before)
+                device = _canonical_device(a)
+        t = self if dtype is None else self.cast(dtype)
+        return t if device is None else t._to_device(device)
+
+    def _to_device(self, device: str) -> Tensor:
         device = _canonical_device(device)
         if device == self.device:
             return self

@@ -21,6 +21,7 @@ from uopkit.tensor.support import (
     EmptyReduceError,
     ShapeError,
     _check_values_in,
+    _dim_for_axis,
     _normalize_axis,
     _sum_acc_dtype,
     _sum_op,
@@ -31,6 +32,11 @@ from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
+
+
+def _prod_acc_dtype(dt: DType) -> DType:
+    # ints as sum accumulates them (a product of int8s doesn't wrap at 127); floats in their own dtype, as torch
+    return dt if dtypes.is_float(dt) else _sum_acc_dtype(dt)
 
 
 # products and extremes over masked prefixes (n^2 taps) up to this long; longer go in blocks of sqrt(n): 4096x256
@@ -108,7 +114,14 @@ class ReduceMixin:
             return padded.shrink(shrink).reshape(final)
         return padded._reduce(op, axes, keepdim=len(final) == self.ndim)
 
-    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+    def sum(
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        dtype: DType | None = None,
+        *,
+        dim: int | Sequence[int] | None = None,
+    ) -> Tensor:
         """Sum over `axis` (all axes when None), accumulating in `dtype`.
 
         Small ints and bool accumulate (and return) int32, unsigned ones uint32; half floats accumulate in float32
@@ -117,51 +130,87 @@ class ReduceMixin:
         >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
         [4, 6]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "sum")
         acc = to_dtype(dtype) if dtype is not None else _sum_acc_dtype(self.dtype)
         ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
         return ret.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
 
     def prod(
-        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, dtype: DType | None = None
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        dtype: DType | None = None,
+        *,
+        dim: int | Sequence[int] | None = None,
     ) -> Tensor:
-        """Product over `axis`.
+        """Product over `axis`; small ints and bool accumulate (and return) int32, unsigned ones uint32, as sum's
+        (torch gives int64 for every int); floats multiply in their own dtype (a float16 product overflows as torch's).
 
         >>> Tensor([[1, 2], [3, 4]]).prod(axis=1).tolist()
         [2, 12]
         """
-        acc = to_dtype(dtype) if dtype is not None else (dtypes.int32 if self.dtype == dtypes.bool else self.dtype)
-        if acc in (dtypes.float16, dtypes.bfloat16):
-            # (half floats multiply in float32 and round once, as PyTorch's: 2-10% off after 300 factors otherwise)
-            return self.cast(dtypes.float32)._reduce(Ops.MUL, axis, keepdim).cast(acc)
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "prod")
+        acc = to_dtype(dtype) if dtype is not None else _prod_acc_dtype(self.dtype)
         return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
 
-    def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """Maximum over `axis` (NaN wins).
+    def max(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+    ) -> Tensor:
+        """Maximum over `axis` (NaN wins): the values only, as torch.amax (torch's max(dim) also returns the indices:
+        use argmax). With a tensor, the elementwise maximum (torch's max(other)).
 
         >>> Tensor([[1, 5], [3, 2]]).max(axis=1).tolist()
         [5, 3]
         """
+        if isinstance(axis, Tensor):
+            return self.maximum(axis)
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "max")
         return self._reduce(Ops.MAX, axis, keepdim)
 
-    def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def min(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+    ) -> Tensor:
         """Minimum over `axis`.
 
         >>> Tensor([[1, 5], [3, 2]]).min(axis=1).tolist()
         [1, 2]
         """
+        if isinstance(axis, Tensor):
+            return self.minimum(axis)
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "min")
         if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
             raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
 
+    def amax(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """max over `dim` (all axes when None or ()), as torch.amax.
+
+        >>> Tensor([[1, 5], [3, 2]]).amax(1).tolist()
+        [5, 3]
+        """
+        return self.max(dim if dim != () else None, keepdim)
+
+    def amin(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """min over `dim` (all axes when None or ()), as torch.amin."""
+        return self.min(dim if dim != () else None, keepdim)
+
     def _count(self, axis: int | Sequence[int] | None) -> int:
         return prod(self.shape[a] for a in self._axes(axis, "mean")) if self.ndim else 1
 
-    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def mean(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+    ) -> Tensor:
         """Mean over `axis` (ints give float32).
 
         >>> Tensor([[1, 2], [3, 4]]).mean().tolist()
         2.5
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "mean")
         out_dt = least_upper_float(self.dtype)
         acc = dtypes.float32 if out_dt in (dtypes.float16, dtypes.bfloat16) else out_dt
         total = self.sum(axis, keepdim, dtype=acc)
@@ -169,43 +218,78 @@ class ReduceMixin:
         return (total * (1 / count) if count else total * math.nan).cast(out_dt)
 
     @in_float32
-    def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    def var(
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        correction: int = 1,
+        *,
+        dim: int | Sequence[int] | None = None,
+        unbiased: bool | None = None,
+    ) -> Tensor:
         """Variance over `axis`, dividing by N - correction.
 
         >>> Tensor([1.0, 2.0, 3.0, 4.0]).var().tolist()
         1.6666666269302368
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "var")
+        if unbiased is not None:
+            # torch's older keyword: unbiased=False is correction=0
+            correction = int(unbiased)
         squares = (self._float() - self._float().mean(axis, keepdim=True)).square()
         n = self._count(axis)
         return squares.sum(axis, keepdim) / max(n - correction, 0)
 
     @in_float32
-    def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    def std(
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        correction: int = 1,
+        *,
+        dim: int | Sequence[int] | None = None,
+        unbiased: bool | None = None,
+    ) -> Tensor:
         """Standard deviation over `axis`, dividing by N - correction.
 
         >>> Tensor([1.0, 3.0]).std().tolist()
         1.4142135381698608
         """
-        return self.var(axis, keepdim, correction).sqrt()
+        return self.var(axis, keepdim, correction, dim=dim, unbiased=unbiased).sqrt()
 
     def var_mean(
-        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        correction: int = 1,
+        *,
+        dim: int | Sequence[int] | None = None,
+        unbiased: bool | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(var, mean) over `axis`."""
-        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+        return self.var(axis, keepdim, correction, dim=dim, unbiased=unbiased), self.mean(axis, keepdim, dim=dim)
 
     def std_mean(
-        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        correction: int = 1,
+        *,
+        dim: int | Sequence[int] | None = None,
+        unbiased: bool | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(std, mean) over `axis`."""
-        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+        return self.std(axis, keepdim, correction, dim=dim, unbiased=unbiased), self.mean(axis, keepdim, dim=dim)
 
-    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmax(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
         """Index (int32) of the first maximum along `axis` (of the flattened tensor when None).
 
         >>> Tensor([[1, 5, 5], [7, 2, 3]]).argmax(axis=1).tolist()
         [1, 0]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "argmax")
         if axis is None:
             ret = self.flatten().argmax(0)
             return ret.reshape((1,) * self.ndim) if keepdim else ret
@@ -222,28 +306,38 @@ class ReduceMixin:
         ret = n - hit.where(countdown, 0).max(axis, keepdim)
         return ret.cast(dtypes.int32)
 
-    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmin(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
         """Index (int32) of the first minimum along `axis`.
 
         >>> Tensor([3, 1, 1]).argmin().tolist()
         1
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "argmin")
         return self._inverse().argmax(axis, keepdim)
 
-    def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def any(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+    ) -> Tensor:
         """Whether any value along `axis` is true.
 
         >>> Tensor([[0, 1], [0, 0]]).any(axis=1).tolist()
         [True, False]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "any")
         return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)
 
-    def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def all(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+    ) -> Tensor:
         """Whether every value along `axis` is true.
 
         >>> Tensor([[1, 1], [0, 1]]).all(axis=1).tolist()
         [True, False]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "all")
         return self.logical_not().any(axis, keepdim).logical_not()
 
     def count_nonzero(self, dim: int | Sequence[int] | None = None) -> Tensor:
@@ -260,12 +354,16 @@ class ReduceMixin:
         return (self != 0).sum(axes or None)
 
     @in_float32
-    def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def logsumexp(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+    ) -> Tensor:
         """log(sum(exp(x))) along `axis`, shifted by the max so it never overflows.
 
         >>> round(Tensor([0.0, 0.0]).logsumexp().item(), 5)
         0.69315
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "logsumexp")
         x = self._float()
         if any(self.shape[a] == 0 for a in self._axes(axis, "logsumexp")):
             # nothing to shift by: log of an empty sum is -inf, as in PyTorch
@@ -498,45 +596,53 @@ class ReduceMixin:
         taken = pos.reshape(1, n) <= pos.reshape(n, 1)
         return taken.where(self.unsqueeze(-2).expand(self.shape[:-1] + (n, n)), identity)
 
-    def cumsum(self, axis: int = 0) -> Tensor:
+    def cumsum(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
         """Running sum along `axis` (ints accumulate like sum).
 
         >>> Tensor([1, 2, 3]).cumsum().tolist()
         [1, 3, 6]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, 0, "cumsum")
         x = self.cast(_sum_acc_dtype(self.dtype))
         ret = x._cumalu(axis, Ops.ADD, "cumsum")
         if ret.uop is not x.uop and dtypes.is_float(x.dtype):
             _set_cumsum_gradient(ret.uop, x.uop, _normalize_axis(axis, x.ndim, "cumsum", x.shape))
         return ret.cast(self.dtype) if self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
 
-    def cumprod(self, axis: int = 0) -> Tensor:
-        """Running product along `axis`.
+    def cumprod(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
+        """Running product along `axis` (ints accumulate like sum).
 
         >>> Tensor([1, 2, 3]).cumprod().tolist()
         [1, 2, 6]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, 0, "cumprod")
         if self.dtype in (dtypes.float16, dtypes.bfloat16):
             # (each running product rounded once from float32, as PyTorch's)
             return self.cast(dtypes.float32).cumprod(axis).cast(self.dtype)
-        return self.cast(dtypes.int32 if self.dtype == dtypes.bool else self.dtype)._cumalu(axis, Ops.MUL, "cumprod")
+        return self.cast(_prod_acc_dtype(self.dtype))._cumalu(axis, Ops.MUL, "cumprod")
 
-    def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+    def cummax(self, axis: int = 0, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
         """Running maximum along `axis` and the (int32) index where it was reached: (values, indices), as torch
         and tinygrad (a tie or a NaN takes the latest index).
 
         >>> [t.tolist() for t in Tensor([1, 3, 2, 3]).cummax()]
         [[1, 3, 3, 3], [0, 1, 1, 3]]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, 0, "cummax")
         values = self._cumalu(axis, Ops.MAX, "cummax")
         return values, self._cum_index(values, axis)
 
-    def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+    def cummin(self, axis: int = 0, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
         """Running minimum along `axis` and its index: (values, indices).
 
         >>> [t.tolist() for t in Tensor([3, 1, 2]).cummin()]
         [[3, 1, 1], [0, 1, 1]]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, 0, "cummin")
         values = self._inverse()._cumalu(axis, Ops.MAX, "cummin")._inverse()
         return values, self._cum_index(values, axis)
 
@@ -553,12 +659,14 @@ class ReduceMixin:
         pos = Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(_with((1,) * self.ndim, axis, n))
         return hit.where(pos, -1)._cumalu(axis, Ops.MAX, "cummax")
 
-    def logcumsumexp(self, axis: int = 0) -> Tensor:
+    def logcumsumexp(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
         """log(cumsum(exp(x))) along `axis`, each prefix shifted by its own max (no overflow, no underflow to -inf).
 
         >>> [round(v, 4) for v in Tensor([0.0, 0.0]).logcumsumexp().tolist()]
         [0.0, 0.6931]
         """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, 0, "logcumsumexp")
         x = self._float()
         if x.ndim == 0:
             return x

@@ -46,6 +46,13 @@ def _canonical_device(device: str | None) -> str:
     return Device.canonicalize(device) if device is not None else Device.DEFAULT
 
 
+def _dim_for_axis(axis: Any, dim: Any, default: Any, op: str) -> Any:
+    # torch's keyword `dim` for what tinygrad calls `axis`
+    if axis is not default and axis != default:
+        raise TypeError(f"{op}: got both axis={axis!r} and dim={dim!r}; give one")
+    return dim
+
+
 def _normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...] | None = None) -> int:
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         of = f"shape {shape}" if shape is not None else f"{ndim} dimensions"
