@@ -734,8 +734,15 @@ def test_torch_keywords_and_forms_of_reductions_and_conversions():
     x = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], np.float32)
     t, r = Tensor(x), torch.tensor(x)
     for name in ("sum", "mean", "amax", "logsumexp", "softmax", "log_softmax", "cumsum", "var", "std", "argmax"):
-        ours = getattr(t, "max" if name == "amax" else name)(dim=1)
+        ours = getattr(t, name)(dim=1)
         np.testing.assert_allclose(ours.numpy(), getattr(r, name)(dim=1).numpy(), rtol=1e-6)
+    # torch's max(dim=)/min(dim=) (values, indices), by position or name; sort and topk name theirs too
+    for name in ("max", "min"):
+        (v, i), (tv, ti) = getattr(t, name)(dim=1, keepdim=True), getattr(r, name)(dim=1, keepdim=True)
+        assert v.tolist() == tv.tolist() and i.tolist() == ti.tolist()
+        assert getattr(t, name)(dim=0).indices.tolist() == getattr(r, name)(dim=0).indices.tolist()
+    assert t.sort(1).values.tolist() == r.sort(1).values.tolist() and t.topk(2).indices.tolist() == [[1, 2], [0, 2]]
+    assert t.max(1).tolist() == [5.0, 7.0]
     np.testing.assert_allclose(t.var(dim=0, unbiased=False).numpy(), r.var(dim=0, unbiased=False).numpy())
     np.testing.assert_allclose(t.std(unbiased=False).numpy(), r.std(unbiased=False).numpy(), rtol=1e-6)
     assert t.all(dim=1).tolist() == r.all(dim=1).tolist() and t.prod(dim=0).tolist() == r.prod(dim=0).tolist()

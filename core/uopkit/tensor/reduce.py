@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import numpy as np
 
@@ -64,6 +64,13 @@ Levels: TypeAlias = "float | Sequence[float] | Tensor"
 # (module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook)
 _REDUCE_NAMES = {Ops.ADD: "sum", Ops.MAX: "max", Ops.MUL: "prod"}
 _REDUCE_AXIS = Ops.REDUCE_AXIS
+
+
+class ValuesIndices(NamedTuple):
+    """(values, indices): what PyTorch's max(dim=), min(dim=), sort and topk return; unpacks as a pair, or by name."""
+
+    values: Tensor
+    indices: Tensor
 
 
 class ReduceMixin:
@@ -157,23 +164,28 @@ class ReduceMixin:
 
     def max(
         self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
-    ) -> Tensor:
-        """Maximum over `axis` (NaN wins): the values only, as torch.amax (torch's max(dim) also returns the indices:
-        use argmax). With a tensor, the elementwise maximum (torch's max(other)).
+    ) -> Any:
+        """Maximum over `axis` (NaN wins): the values, as tinygrad's max and torch.amax. With torch's keyword `dim` (one
+        axis), torch's max(dim=): (values, indices), the index of the first maximum (int32). With a tensor, the
+        elementwise maximum (torch's max(other)).
 
         >>> Tensor([[1, 5], [3, 2]]).max(axis=1).tolist()
         [5, 3]
+        >>> Tensor([[1, 5], [3, 2]]).max(dim=1).indices.tolist()
+        [1, 0]
         """
         if isinstance(axis, Tensor):
             return self.maximum(axis)
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "max")
+            if isinstance(dim, int):
+                return ValuesIndices(self._reduce(Ops.MAX, axis, keepdim), self.argmax(axis, keepdim))
         return self._reduce(Ops.MAX, axis, keepdim)
 
     def min(
         self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
-    ) -> Tensor:
-        """Minimum over `axis`.
+    ) -> Any:
+        """Minimum over `axis` (as `max`: with torch's keyword `dim`, (values, indices)).
 
         >>> Tensor([[1, 5], [3, 2]]).min(axis=1).tolist()
         [1, 2]
@@ -182,6 +194,8 @@ class ReduceMixin:
             return self.minimum(axis)
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "min")
+            if isinstance(dim, int):
+                return ValuesIndices(self.min(axis, keepdim), self.argmin(axis, keepdim))
         if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
             raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
@@ -692,14 +706,14 @@ class ReduceMixin:
         """
         dim = _normalize_axis(dim, max(self.ndim, 1), "sort", self.shape)
         if self.ndim == 0:
-            return self, Tensor(0, device=self.device, dtype=dtypes.int32)
+            return ValuesIndices(self, Tensor(0, device=self.device, dtype=dtypes.int32))
         x = self._move_to_end(dim)
         indices = (
             x._sort_positions_by_rank(descending) if x.shape[-1] <= SORT_BY_RANK else x._sort_positions(descending)
         )
         # (positions in range by construction: no bounds check, which would read them back)
         values = x._gather_checked(x.ndim - 1, indices)
-        return values._move_from_end(dim), indices._move_from_end(dim)
+        return ValuesIndices(values._move_from_end(dim), indices._move_from_end(dim))
 
     def _sort_positions_by_rank(self, descending: bool) -> Tensor:
         # (along the last axis) each element's rank is how many come before it; position r of the result is the element
@@ -831,8 +845,8 @@ class ReduceMixin:
             return self._topk_by_selection(k, dim, largest)
         values, indices = self.sort(dim, descending=largest)
         if self.ndim == 0:
-            return values, indices
-        return values._slice_axis(dim, 0, k), indices._slice_axis(dim, 0, k)
+            return ValuesIndices(values, indices)
+        return ValuesIndices(values._slice_axis(dim, 0, k), indices._slice_axis(dim, 0, k))
 
     def _topk_by_selection(self, k: int, dim: int, largest: bool) -> tuple[Tensor, Tensor]:
         # k rounds, each picking the first element in sort order (NaN as the largest, equals by position) that comes
@@ -852,7 +866,7 @@ class ReduceMixin:
             indices = x._topk_positions_by_rounds(k, largest)
         # (positions in range by construction: no bounds check, which would read them back)
         values = x._gather_checked(x.ndim - 1, indices)
-        return values._move_from_end(dim), indices._move_from_end(dim)
+        return ValuesIndices(values._move_from_end(dim), indices._move_from_end(dim))
 
     def _sort_order_key(self, largest: bool) -> Tensor | None:
         """A non-negative int64 per element of the last axis, unique, larger for what comes first in topk's order (the
