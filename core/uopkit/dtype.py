@@ -193,6 +193,7 @@ class dtypes(metaclass=_DtypesMeta):
     uints: ClassVar[tuple[DType, ...]]
     ints: ClassVar[tuple[DType, ...]]
     floats: ClassVar[tuple[DType, ...]]
+    halves: ClassVar[tuple[DType, ...]]
     all: ClassVar[tuple[DType, ...]]
 
     @staticmethod
@@ -253,6 +254,8 @@ dtypes.sints = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 dtypes.uints = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 dtypes.ints = dtypes.uints + dtypes.sints
 dtypes.floats = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+# the half floats, which PyTorch computes in float32 (its math type for them)
+dtypes.halves = (dtypes.float16, dtypes.bfloat16)
 dtypes.all = (dtypes.bool, *dtypes.ints, *dtypes.floats)
 # the same as sets: is_int and friends run for nearly every UOp simplified, and a tuple's `in` compares each member
 _INTS, _UINTS, _FLOATS = frozenset(dtypes.ints), frozenset(dtypes.uints), frozenset(dtypes.floats)

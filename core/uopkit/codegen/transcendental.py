@@ -21,7 +21,7 @@ from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat
 # (mantissa bits, exponent bias, the int type of the same size)
 _FLOAT_LAYOUT = {dtypes.float32: (23, 127, dtypes.int32), dtypes.float64: (52, 1023, dtypes.int64)}
 # computed in float32 and rounded back once
-_HALVES = (dtypes.float16, dtypes.bfloat16)
+_HALVES = dtypes.halves
 _DECOMPOSABLE = (*_HALVES, *_FLOAT_LAYOUT)
 
 

@@ -156,7 +156,7 @@ class SGD(Optimizer):
                 b = self.b[self._index(p)]
                 b.assign(self.momentum * b + g)
                 g = (g.float() + self.momentum * b.float()).cast(g.dtype) if self.nesterov else b
-            if p.dtype in (dtypes.float16, dtypes.bfloat16):
+            if p.dtype in dtypes.halves:
                 # lr * g subtracted in float32 and rounded once, as PyTorch's p.add_(g, alpha=-lr) (lr rounded to a
                 # half float is off by up to 0.4% in bfloat16)
                 p.assign((p.detach().float() - self.lr * g.float()).cast(p.dtype))

@@ -52,14 +52,12 @@ _CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
 # nodes each time (a tiny op or an optimizer step, once per call)
 _recent_scalars: dict[tuple, UOp] = {}
 
-_HALF_FLOATS = (dtypes.float16, dtypes.bfloat16)
-
 
 def _scaled_in_float32(x: Tensor, y: Any) -> bool:
     """Whether x * y or x / y runs in float32: x a half float and y a Python number it doesn't hold. PyTorch's CPU
     multiplies and divides by such a number in float32 and rounds once (x * 0.1 isn't x * float16(0.1)); its add,
     sub and comparisons take the number rounded to the half float, as the op in the tensor's dtype does."""
-    return x.dtype in _HALF_FLOATS and type(y) in (float, int) and _inexact_in_half(y, x.dtype)
+    return x.dtype in dtypes.halves and type(y) in (float, int) and _inexact_in_half(y, x.dtype)
 
 
 @functools.lru_cache(maxsize=256)

@@ -98,7 +98,7 @@ class FunctionalMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, -1, "softmax")
-        if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):
+        if dtype is None and self.dtype in dtypes.halves:
             # computed in float32, rounded once (as PyTorch; see support.in_float32)
             return self.float().softmax(axis).cast(self.dtype)
         x = self.cast(dtype) if dtype is not None else self._float()
@@ -116,7 +116,7 @@ class FunctionalMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, -1, "log_softmax")
-        if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):
+        if dtype is None and self.dtype in dtypes.halves:
             return self.float().log_softmax(axis).cast(self.dtype)
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:

@@ -804,7 +804,7 @@ def _product_dtype(dt: DType) -> DType:
     """The dtype a matrix product or convolution of `dt` operands multiplies in: half floats in their float32
     accumulator, as PyTorch's (the product of two halves is exact in float32; rounded to half first, each product
     costs a conversion each way, bfloat16's a dozen integer ops, and loses bits the sum keeps)."""
-    return _sum_acc_dtype(dt) if dt in (dtypes.float16, dtypes.bfloat16) else dt
+    return _sum_acc_dtype(dt) if dt in dtypes.halves else dt
 
 
 def _matrix_product_uop(x: UOp, w: UOp) -> UOp | None:

@@ -141,7 +141,7 @@ class ReduceMixin:
             axis = _dim_for_axis(axis, dim, None, "sum")
         acc = to_dtype(dtype) if dtype is not None else _sum_acc_dtype(self.dtype)
         ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-        return ret.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
+        return ret.cast(self.dtype) if dtype is None and self.dtype in dtypes.halves else ret
 
     def prod(
         self,
@@ -226,7 +226,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "mean")
         out_dt = least_upper_float(self.dtype)
-        acc = dtypes.float32 if out_dt in (dtypes.float16, dtypes.bfloat16) else out_dt
+        acc = dtypes.float32 if out_dt in dtypes.halves else out_dt
         total = self.sum(axis, keepdim, dtype=acc)
         count = self._count(axis)
         return (total * (1 / count) if count else total * math.nan).cast(out_dt)
@@ -622,7 +622,7 @@ class ReduceMixin:
         ret = x._cumalu(axis, Ops.ADD, "cumsum")
         if ret.uop is not x.uop and dtypes.is_float(x.dtype):
             _set_cumsum_gradient(ret.uop, x.uop, _normalize_axis(axis, x.ndim, "cumsum", x.shape))
-        return ret.cast(self.dtype) if self.dtype in (dtypes.float16, dtypes.bfloat16) else ret
+        return ret.cast(self.dtype) if self.dtype in dtypes.halves else ret
 
     def cumprod(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
         """Running product along `axis` (ints accumulate like sum).
@@ -632,7 +632,7 @@ class ReduceMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cumprod")
-        if self.dtype in (dtypes.float16, dtypes.bfloat16):
+        if self.dtype in dtypes.halves:
             # (each running product rounded once from float32, as PyTorch's)
             return self.cast(dtypes.float32).cumprod(axis).cast(self.dtype)
         return self.cast(_prod_acc_dtype(self.dtype))._cumalu(axis, Ops.MUL, "cumprod")

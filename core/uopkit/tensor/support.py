@@ -102,7 +102,7 @@ def in_float32(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
 
     @functools.wraps(fn)
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        if self.dtype in (dtypes.float16, dtypes.bfloat16):
+        if self.dtype in dtypes.halves:
             return fn(self.cast(dtypes.float32), *args, **kwargs).cast(self.dtype)
         return fn(self, *args, **kwargs)
 
@@ -218,7 +218,7 @@ def _sum_acc_dtype(dt: DType) -> DType:
         return dtypes.uint32
     if (dtypes.is_int(dt) and dt.itemsize < 4) or dt == dtypes.bool:
         return dtypes.int32
-    if dt in (dtypes.float16, dtypes.bfloat16):
+    if dt in dtypes.halves:
         return dtypes.float32
     return dt
 
