@@ -9,6 +9,7 @@ from uopkit.codegen import get_program
 from uopkit.engine.realize import method_cache
 from uopkit.helpers import Context
 from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.uop.ops import Ops
 
 
 def _item(t):
@@ -304,3 +305,25 @@ def test_a_vectorized_reduce_read_at_two_places_shares_its_vector_lane():
     got = ((g[:, :4] * g[:, 4:]).T @ Tensor(x)).numpy()
     ref = x @ w.T
     np.testing.assert_allclose(got, (ref[:, :4] * ref[:, 4:]).T @ x, rtol=1e-5, atol=1e-5)
+
+
+def test_combined_comparisons_stay_masks_on_vectors():
+    # ReLU's gradient x <= 0 is (x < 0) | (x == 0): read after a matmul's vector tile, the two masks are combined as
+    # vectors, and WHERE selects by the result (each lane took a scalar compare, an or and a select before: 6x slower)
+    from uopkit.codegen.opt import Opt, OptOps
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 32)).astype(np.float32)
+    x[0, :4] = [0.0, -0.0, np.nan, -np.inf]
+    g, w = rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((4, 32)).astype(np.float32)
+    tx, y = Tensor(x), Tensor(g) @ Tensor(w)
+    outs = {
+        "or": ((tx <= 0).where(0.0, y), np.where(x <= 0, 0.0, g @ w)),
+        "and": (((tx > -1) & (tx < 1)).where(y, 2.0), np.where((x > -1) & (x < 1), g @ w, 2.0)),
+    }
+    for name, (t, want) in outs.items():
+        item = _item(t)
+        prg = get_program(item.ast, Device["CPU"].renderer, opts=[Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 2)])
+        combined = [u for u in prg.uops if u.op in (Ops.OR, Ops.AND)]
+        assert combined and all(u.dtype.count == 16 for u in combined), name
+        np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5, err_msg=name)

@@ -190,3 +190,32 @@ def test_heads_put_side_by_side_are_stored_row_major_before_the_product():
     assert not [u for u in matmul.uops if u.op in (Ops.IDIV, Ops.MOD)]
     ref = o.transpose(0, 2, 1, 3).reshape(4, 64, 128).astype(np.float64) @ w
     np.testing.assert_allclose(t.numpy(), ref, rtol=1e-4, atol=1e-3)
+
+
+def _vector_loads(t: Tensor) -> list:
+    from uopkit.codegen import get_program
+
+    matmul = get_program(_kernels(t)[-1].ast, Device["CPU"].renderer)
+    return [u for u in matmul.uops if u.op is Ops.LOAD and u.dtype.count > 1]
+
+
+def test_a_classifiers_ten_columns_are_read_in_vectors(monkeypatch):
+    # an MLP's last layer and its gradients: 10 columns split into pairs only, and the register tile was scalar
+    monkeypatch.undo()
+    h, w, g = _rand(256, 512), _rand(512, 10, seed=1), _rand(256, 10, seed=2)
+    # h @ W: W stored transposed (a copy of 5K floats), both operands then read in vectors along k
+    forward = Tensor(h) @ Tensor(w)
+    items = _kernels(forward)
+    assert len(items) == 2 and items[0].ast.src[0].src[1].shape == (1, 10, 512)
+    assert len(_vector_loads(forward)) >= 2
+    np.testing.assert_allclose(forward.numpy(), h.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+    # g @ W.T: rows of 10 along k, gathered into panels all the same; vectors along the 512 columns
+    back = Tensor(g) @ Tensor(w).T
+    assert len(_kernels(back)) == 2 and _vector_loads(back)
+    np.testing.assert_allclose(back.numpy(), g.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4)
+    # h.T @ g: no copy; the vectors go along h's 512 columns, not g's 10
+    grad = Tensor(h).T @ Tensor(g)
+    assert len(_kernels(grad)) == 1 and _vector_loads(grad)
+    np.testing.assert_allclose(grad.numpy(), h.T.astype(np.float64) @ g, rtol=1e-4, atol=1e-4)
+    # too few rows to reuse the copy: left as it is
+    assert len(_kernels(Tensor(h[:8]) @ Tensor(w))) == 1

@@ -67,6 +67,10 @@ def _mask_lanes(dt: Any) -> bool:
     return not isinstance(dt, PtrDType) and dt.scalar != dtypes.bool and dt.scalar.itemsize == 4
 
 
+# the ops that combine two comparisons' masks into another (with a bool, not NOT's XOR with true: that flips one bit)
+_MASK_COMBINES = frozenset({Ops.OR, Ops.AND})
+
+
 def _term_dict(terms: list[tuple[int, UOp]]) -> dict[UOp, int]:
     merged: dict[UOp, int] = {}
     for coef, t in terms:
@@ -184,6 +188,10 @@ class Expander:
             # a mask from a vector comparison, or one condition for every lane (C's ?: takes a scalar one)
             if self.is_vec(cond) or (isinstance(cond, UOp) and cond.dtype.count == 1):
                 return UOp(Ops.WHERE, u.dtype.vec(self.width), (cond, self.as_vec(src[1]), self.as_vec(src[2])))
+        if u.op in _MASK_COMBINES and u.op in self.vector_ops and all(self.is_vec(s) for s in src):
+            # two masks combined bit by bit are a mask (-1 and 0 lanes stay so): x <= 0 is (x < 0) | (x == 0)
+            if all(s.dtype.scalar == dtypes.bool for s in src):
+                return UOp(u.op, u.dtype.vec(self.width), tuple(src))
         # other bool vectors have no common layout (C vector extensions have none at all): bools stay lane by lane
         stored = (src[1][0] if isinstance(src[1], tuple) else src[1]) if u.op is Ops.STORE else None
         vector_ok = u.dtype.scalar != dtypes.bool and not (stored is not None and stored.dtype.scalar == dtypes.bool)

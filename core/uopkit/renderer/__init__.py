@@ -47,7 +47,8 @@ class RendererCaps:
     vector_registers: int = 0
     # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies. A comparison here
     # runs on vectors of 4-byte lanes and gives a bool vector that is a mask of 4-byte lanes, -1 true and 0 false (as
-    # C's vector extensions and OpenCL give); WHERE here selects 4-byte lanes by such a mask (or by one bool)
+    # C's vector extensions and OpenCL give); WHERE here selects 4-byte lanes by such a mask (or by one bool), and OR
+    # and AND here combine two masks bit by bit (as they do on integer vectors)
     vector_ops: frozenset[Ops] = frozenset()
     # the casts the backend renders on whole vectors, as (from, to) scalar dtypes; every other cast of a vector runs
     # lane by lane (and the ops after it on the lanes' scalars)

@@ -510,8 +510,8 @@ def do_max_update(ctx: RenderContext, x: UOp) -> str | None:
 
 
 def do_alu(ctx: RenderContext, x: UOp) -> str:
-    # (WHERE and MULACC render as operators too: ?: or a mask's bits, (a*b)+c)
-    vector_ok = x.op in ctx.r.infix or x.op in (Ops.WHERE, Ops.MULACC) or ctx.r.vector_math
+    # (WHERE, MULACC and NEG render as operators too: ?: or a mask's bits, (a*b)+c, -a)
+    vector_ok = x.op in ctx.r.infix or x.op in (Ops.WHERE, Ops.MULACC, Ops.NEG) or ctx.r.vector_math
     if x.dtype.count > 1 and not vector_ok:
         raise RenderError(f"{type(ctx.r).__name__} can't render {x.op.name} on vector type {x.dtype}")
     return ctx.value(x, "alu", ctx.r.render_alu(x, [ctx.ref(s) for s in x.src]))

@@ -249,10 +249,23 @@ class ClangRenderer(CStyleRenderer):
         # AVX-512 holds 16 floats; gcc turns independent lanes into vector instructions (two AVX2 registers each)
         max_vector_width=16,
         vector_registers=simd_registers(16),
-        # GCC vector extensions: arithmetic operators work on whole vectors, comparisons give masks (-1/0 lanes)
-        # that WHERE selects lanes by
+        # GCC vector extensions: arithmetic and bitwise operators work on whole vectors, comparisons give masks
+        # (-1/0 lanes) that | and & combine and WHERE selects lanes by
         vector_ops=frozenset(
-            {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE}
+            {
+                Ops.ADD,
+                Ops.SUB,
+                Ops.MUL,
+                Ops.FDIV,
+                Ops.MULACC,
+                Ops.NEG,
+                Ops.CMPLT,
+                Ops.CMPNE,
+                Ops.CMPEQ,
+                Ops.WHERE,
+                Ops.OR,
+                Ops.AND,
+            }
         ),
         # halves <-> float32 on whole vectors (`half_vector_conversions`): a half matmul's loaded panel stays a vector
         vector_casts=frozenset({(_HALF, dtypes.float32), (dtypes.float32, _HALF)}),
