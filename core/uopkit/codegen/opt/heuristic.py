@@ -81,11 +81,11 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         # vectors along a contiguous output axis; big outputs get two vectors
         pick = [a for a in reuse_axes if a in vec_out] or vec_out or [a for a in reuse_axes if a in store_contiguous]
         pick = pick or reuse_axes
+        big = total_out >= 64 * 64
         # the innermost candidate, unless only another one is long enough for a register tile's vectors (x.T @ g
         # with 10 classes: the 10 columns take pairs and the tile stays scalar, the 512 rows take whole vectors)
-        wide = [a for a in pick if (_divisor(out_sizes[a], (width, 8, 4)) or 0) >= 4]
+        wide = [a for a in pick if (_divisor(out_sizes[a], (width, 8, 4)) or 0) >= 4] if big else []
         axis = pick[-1] if not wide or pick[-1] in wide else wide[-1]
-        big = total_out >= 64 * 64
         vector_loads = [la for la in loads if axis in la]
         reusing = [a for a in out_axes if a != axis and not any(a in la for la in vector_loads)]
         amt = _divisor(out_sizes[axis], (width, 8, 4, 2))
