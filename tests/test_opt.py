@@ -684,7 +684,7 @@ def test_a_count_of_matches_stays_a_vectorizable_sum():
 
 @pytest.mark.parametrize(
     "shape, perm, dtype",
-    [((512, 512), (1, 0), np.float32), ((64, 2048), (1, 0), np.float16), ((256, 1024), (1, 0), np.int8)],
+    [((512, 512), (1, 0), np.float32), ((128, 2048), (1, 0), np.float16), ((256, 1024), (1, 0), np.int8)],
 )
 def test_transposing_copy_reads_whole_cache_lines(shape, perm, dtype, monkeypatch):
     # source rows a multiple of 1 KB apart: lanes along the load's contiguous axis, a cache line's worth
@@ -700,9 +700,25 @@ def test_transposing_copy_of_rows_at_other_distances_keeps_its_loop_order(monkey
     # rows 512 B apart stay in cache between passes: the lanes' scattered stores would only cost
     t = Tensor.empty(64, 64, 64, 128).permute(0, 3, 1, 2).contiguous()
     assert not [o for o in _thread_axes(t, 2, monkeypatch)[1] if o.op is OptOps.UPCAST]
-    # a transposed operand packed into panels, (1, 16, 512, 32) read from (512, 512): lanes along its rows
-    x, w = Tensor.empty(256, 512), Tensor.empty(512, 512)
-    pack = create_schedule(kernelize_tensors([x @ w.T]))[0]
+
+
+def test_short_gathered_runs_store_four_rows_at_a_time(monkeypatch):
+    # a transposed operand packed into panels, (1, N/32, K, 32) read from (N, K) rows, K the next loop out: each step
+    # stores 4 rows' elements as one vector, and the next steps read on along those rows (rows 2 KB apart or not)
     from uopkit.codegen.opt.heuristic import hand_coded_opts
 
-    assert Opt(OptOps.UPCAST, 2, 16) in hand_coded_opts(pack.ast, Device["CPU"].renderer)
+    for n, k in ((512, 512), (512, 784)):
+        x, w = Tensor.empty(256, k), Tensor.empty(n, k)
+        pack = create_schedule(kernelize_tensors([x @ w.T]))[0]
+        assert Opt(OptOps.UPCAST, 3, 4) in hand_coded_opts(pack.ast, Device["CPU"].renderer), (n, k)
+    # the same for attention's k.T and a 64-channel NCHW -> NHWC copy; values checked
+    a = (np.arange(2 * 64 * 16 * 16) % 251).astype(np.float32).reshape(2, 64, 16, 16)
+    t = Tensor(a).permute(0, 2, 3, 1).contiguous()
+    assert Opt(OptOps.UPCAST, 3, 4) in _thread_axes(t, 2, monkeypatch)[1]
+    np.testing.assert_array_equal(t.numpy(), a.transpose(0, 2, 3, 1))
+    rng = np.random.default_rng(0)
+    q, kk = rng.standard_normal((2, 128, 64)).astype(np.float32), rng.standard_normal((2, 128, 64)).astype(np.float32)
+    scores = Tensor(q) @ Tensor(kk).transpose(-1, -2)
+    pack = create_schedule(kernelize_tensors([scores]))[0]
+    assert Opt(OptOps.UPCAST, 4, 4) in hand_coded_opts(pack.ast, Device["CPU"].renderer)
+    np.testing.assert_allclose(scores.numpy(), q @ kk.transpose(0, 2, 1), rtol=1e-5, atol=1e-4)
