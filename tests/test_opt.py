@@ -684,10 +684,11 @@ def test_a_count_of_matches_stays_a_vectorizable_sum():
 
 @pytest.mark.parametrize(
     "shape, perm, dtype",
-    [((512, 512), (1, 0), np.float32), ((128, 2048), (1, 0), np.float16), ((256, 1024), (1, 0), np.int8)],
+    [((64, 4096), (1, 0), np.float32), ((32, 8192), (1, 0), np.float16), ((64, 4096), (1, 0), np.int8)],
 )
 def test_transposing_copy_reads_whole_cache_lines(shape, perm, dtype, monkeypatch):
-    # source rows a multiple of 1 KB apart: lanes along the load's contiguous axis, a cache line's worth
+    # source rows 16 KB or more (a multiple of 1 KB) apart: lanes along the load's contiguous axis, a cache line's
+    # worth
     a = (np.arange(math.prod(shape)) % 251).astype(dtype).reshape(shape)
     t = Tensor(a).permute(*perm).contiguous()
     _, opts = _thread_axes(t, 2, monkeypatch)
@@ -700,6 +701,15 @@ def test_transposing_copy_of_rows_at_other_distances_keeps_its_loop_order(monkey
     # rows 512 B apart stay in cache between passes: the lanes' scattered stores would only cost
     t = Tensor.empty(64, 64, 64, 128).permute(0, 3, 1, 2).contiguous()
     assert not [o for o in _thread_axes(t, 2, monkeypatch)[1] if o.op is OptOps.UPCAST]
+
+
+@pytest.mark.parametrize("shape, dtype", [((512, 512), np.float32), ((256, 1024), np.int8), ((128, 2048), np.float16)])
+def test_transposes_store_eight_gathered_rows_at_a_time(shape, dtype, monkeypatch):
+    # the loop outside the stored run walks the source rows: each step stores 8 rows' elements as one vector
+    a = (np.arange(math.prod(shape)) % 251).astype(dtype).reshape(shape)
+    t = Tensor(a).T.contiguous()
+    assert Opt(OptOps.UPCAST, 1, 8) in _thread_axes(t, 2, monkeypatch)[1]
+    np.testing.assert_array_equal(t.numpy(), a.T)
 
 
 def test_short_gathered_runs_store_four_rows_at_a_time(monkeypatch):

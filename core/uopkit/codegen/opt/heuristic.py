@@ -143,20 +143,24 @@ CACHE_LINE = 64
 CONFLICT_STRIDE = 1024
 # smaller outputs stay in cache whatever the order (and skip the analysis, a lowering of the kernel)
 MIN_TRANSPOSE_ELEMENTS = 64 * 64
-# a stored run at most this long (a matmul panel's 32 columns, a pixel's 64 channels) gathered from source rows is
-# written GATHER_LANES rows at a time, when those rows are less than MAX_GATHER_STRIDE elements apart
+# a stored run gathered from source rows less than MAX_GATHER_STRIDE elements apart is written SHORT_RUN_LANES rows
+# at a time when it is at most SHORT_STORE_RUN long (a matmul panel's 32 columns, a pixel's 64 channels), else
+# LONG_RUN_LANES rows at a time (a transpose's rows)
 SHORT_STORE_RUN = 64
-GATHER_LANES = 4
+SHORT_RUN_LANES = 4
+LONG_RUN_LANES = 8
 MAX_GATHER_STRIDE = 4096
 
 
 def _transpose_lanes(plan: KernelPlan, ast: UOp, renderer: Renderer) -> KernelPlan:
     """A kernel that stores along one axis and loads along another (a transpose, a matmul operand packed into
     panels) reads one element of each source row per step of its inner loop, and comes back for the next element of
-    those rows on the next pass. When the rows are a multiple of 1 KB apart their lines share a few cache sets and are
-    evicted before that (a 512x512 float transpose: 4 GB/s): lanes along the load's contiguous axis read each line
-    whole, once, and the stores stay runs along the inner loop. (Rows at other distances stay in cache between passes,
-    and the lanes' scattered stores would only cost: a (64, 64, 64, 128) NHWC -> NCHW copy took 2x longer with them.)"""
+    those rows on the next pass. When the loop outside the stored run walks the source rows, lanes along the run
+    gather a few rows at a time and the next steps read on along the same lines. Else, when the rows are a multiple of
+    1 KB apart their lines share a few cache sets and are evicted before the next pass: lanes along the load's
+    contiguous axis read each line whole, once, and the stores stay runs along the inner loop. (Rows at other
+    distances stay in cache between passes, and the lanes' scattered stores would only cost: a (64, 64, 64, 128)
+    NHWC -> NCHW copy took 2x longer with them.)"""
     if math.prod(plan.real) < MIN_TRANSPOSE_ELEMENTS:
         return plan
     stores = load_axes(ast, loads=False)
@@ -167,15 +171,17 @@ def _transpose_lanes(plan: KernelPlan, ast: UOp, renderer: Renderer) -> KernelPl
     itemsize = ast.src[0].src[-1].dtype.scalar.itemsize
     line = max(1, CACHE_LINE // itemsize)
     loads = load_axes(ast)
-    # a short run of the output (a panel's columns) gathered from rows that the next loop out walks along: lanes along
-    # the run store a vector of 4 rows' elements per step, and the next steps read on along the same rows' lines
-    # (one thread: a 784x512 weight gathered into panels 645 -> 136 us, attention's k.T 80 -> 39 us, a 64-channel
-    # NCHW -> NHWC copy 603 -> 374 us; longer runs, rows farther apart, or another loop in between gained nothing)
+    # a run of the output gathered from rows that the next loop out walks along: lanes along the run store a vector of
+    # 4 or 8 rows' elements per step, and the next steps read on along the same rows' lines. One thread: a 784x512
+    # weight gathered into panels 645 -> 136 us, attention's k.T 80 -> 39 us, a 64-channel NCHW -> NHWC copy 603 ->
+    # 374 us, 1024x1024 float transposes 2511 -> 662 us (int8: 2463 -> 416), 3072x768 6426 -> 3119 us. (Rows 16 KB
+    # or more apart keep the lanes along the rows below; with another loop in between nothing gained.)
     inner = len(plan.real) - 1
-    if inner in store_contiguous and plan.real[inner] <= SHORT_STORE_RUN and plan.real[inner] % GATHER_LANES == 0:
+    lanes = SHORT_RUN_LANES if plan.real[inner] <= SHORT_STORE_RUN else LONG_RUN_LANES
+    if inner in store_contiguous and plan.real[inner] % lanes == 0:
         gathered = [la.get(inner - 1) == 1 and line <= abs(la.get(inner, 0)) < MAX_GATHER_STRIDE for la in loads]
         if any(gathered) and all(g or la.get(inner, 0) in (0, 1) for g, la in zip(gathered, loads, strict=True)):
-            return _try(plan, Opt(OptOps.UPCAST, inner, GATHER_LANES), renderer)
+            return _try(plan, Opt(OptOps.UPCAST, inner, lanes), renderer)
     for la in loads:
         if not any(la.get(s, 0) and (la[s] * itemsize) % CONFLICT_STRIDE == 0 for s in store_contiguous):
             continue
