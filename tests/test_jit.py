@@ -236,3 +236,22 @@ def test_repeated_arguments_replay_without_the_checks_and_follow_their_contents(
         f(x, y)
     f.reset()
     assert f.last is None
+
+
+def test_batchnorm_forward_jitted_in_train_then_eval_mode_as_torch(rng):
+    # each mode gets a capture of its own, and the running statistics a call updates (nothing in the function realizes
+    # them) are updated by every replay, once each, as PyTorch's eager BatchNorm does
+    torch = pytest.importorskip("torch")
+    from uopkit.nn import BatchNorm2d
+
+    ours, theirs = BatchNorm2d(2), torch.nn.BatchNorm2d(2)
+    fwd = TinyJit(lambda x: ours(x).realize())
+    for training in (True, False, True, False):
+        theirs.train(training)
+        with Tensor.train(training):
+            for _ in range(3):
+                x = rng.standard_normal((3, 2, 2, 2), dtype=np.float32) * 3 + 1
+                got = fwd(Tensor(x)).numpy()
+                np.testing.assert_allclose(got, theirs(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy(), rtol=1e-6)
+    assert int(ours.num_batches_tracked.item()) == 6
