@@ -14,7 +14,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.gradient import set_gradient
+from uopkit.schedule.grouper import is_realized_view
 from uopkit.tensor import ShapeError, Tensor
+from uopkit.uop.ops import Ops, UOp
 
 __all__ = [
     "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm",
@@ -207,6 +210,20 @@ def _per_channel_affine(out: Tensor, weight: Tensor | None, bias: Tensor | None)
     return out * weight.reshape(shape) + bias.reshape(shape)
 
 
+def _gradient_stored_once(x: Tensor) -> Tensor:
+    """x itself, whose gradient is stored by a kernel of its own when it is computed from other values: a consumer that
+    reads the gradient in several reduces (BatchNorm's backward: sum(g), sum(g * x_hat) and dx) would otherwise compute
+    it in each of them (a ReLU's mask, a residual add and a strided convolution's input gradient, every pass)."""
+    node = UOp(Ops.RESHAPE, x.dtype, (x.uop,), x.shape)
+    set_gradient(node, (x.uop,), _stored_gradient_rule)
+    return Tensor(node)
+
+
+def _stored_gradient_rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+    # (a stored gradient or a broadcast constant is as cheap to read again as a copy of it)
+    return (g if is_realized_view(g) or g.base.op is Ops.CONST else Tensor(g).contiguous().uop,)
+
+
 class BatchNorm:
     """Batch normalization over axis 1 of (N, C, ...): batch statistics while `Tensor.training`, else running ones.
 
@@ -246,8 +263,8 @@ class BatchNorm:
                 self.running_var.assign((1 - m) * self.running_var + m * unbiased)
                 self.num_batches_tracked.assign(self.num_batches_tracked + 1)
             out = centered * (var.reshape(shape) + self.eps).rsqrt()
-        else:
-            out = (x - self.running_mean.reshape(shape)) * (self.running_var.reshape(shape) + self.eps).rsqrt()
+            return _gradient_stored_once(_per_channel_affine(out, self.weight, self.bias))
+        out = (x - self.running_mean.reshape(shape)) * (self.running_var.reshape(shape) + self.eps).rsqrt()
         return _per_channel_affine(out, self.weight, self.bias)
 
 
