@@ -255,3 +255,19 @@ def test_batchnorm_forward_jitted_in_train_then_eval_mode_as_torch(rng):
                 np.testing.assert_allclose(got, theirs(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy(), rtol=1e-6)
     assert int(ours.num_batches_tracked.item()) == 6
+
+
+def test_random_values_are_drawn_again_by_every_replay_as_without_the_jit():
+    # Tensor.rand and friends draw on the host into a buffer the kernels read: a replay refills it, so jitted training
+    # with dropout gets a new mask per step (the captured one was reused by every replay), the same as without the JIT
+    def f(x: Tensor) -> Tensor:
+        noise = Tensor.randn(6) + Tensor.randint(6, low=0, high=100) + Tensor.randperm(6)
+        return (x.dropout(0.5) + noise).realize()
+
+    results = []
+    for fn in (f, TinyJit(f)):
+        Tensor.manual_seed(3)
+        with Tensor.train():
+            results.append([fn(Tensor.ones(6).contiguous()).numpy() for _ in range(5)])
+    np.testing.assert_array_equal(np.stack(results[1]), np.stack(results[0]))
+    assert len({r.tobytes() for r in results[1]}) == 5

@@ -12,7 +12,8 @@ recorded launches run directly, with the buffers of the new Tensor arguments put
 graph is built, kernelized or scheduled on a replay.
 
 What the function does besides launching kernels is *not* replayed: Python side effects, host data it turns into
-tensors (e.g. `Tensor(np.random...)` inside the function is frozen at its captured value), and non-Tensor arguments,
+tensors (e.g. `Tensor(np.random...)` inside the function is frozen at its captured value; the values of `Tensor.rand`,
+`randn`, `randint`, `randperm` and dropout's mask are drawn again by every replay), and non-Tensor arguments,
 which therefore must not change between calls. Returned tensors are views of the captured output buffers, which every
 replay overwrites: copy them (`.numpy()`) to keep a value across calls.
 
@@ -36,10 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from uopkit.device import Buffer
 from uopkit.dtype import DType
 from uopkit.engine.realize import ExecItem, capturing, capturing_checks, copy_on_write_buffers
 from uopkit.tensor import Tensor, _all_tensors, buffers
+from uopkit.tensor.creation import random_draws
 from uopkit.uop.ops import Ops, UOp
 
 ReturnType = TypeVar("ReturnType")
@@ -130,6 +134,9 @@ class _Captured:
     outputs_read_inputs: bool = True
     # Tensor.training at the capture: the kernels of BatchNorm and dropout differ by mode
     training: bool = False
+    # buffers of host random values (Tensor.rand, dropout's mask) the launches read, each with its draw: refilled with
+    # new values by every replay, as a call without the JIT draws new ones
+    draws: list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]] = field(default_factory=list)
 
 
 @dataclass
@@ -323,8 +330,10 @@ class TinyJit(Generic[ReturnType]):
         items: list[ExecItem] = []
         held_before = _held_buffers()
         checks: list[Callable[[], None]] = []
+        draws: list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]] = []
         capturing.append(items)
         capturing_checks.append(checks)
+        random_draws.append(draws)
         try:
             ret = self.fn(*args, **kwargs)
             _map_outputs(ret, lambda t: t.realize())
@@ -336,6 +345,7 @@ class TinyJit(Generic[ReturnType]):
         finally:
             capturing.pop()
             capturing_checks.pop()
+            random_draws.pop()
         input_bufs = {id(buffers[u]): i for i, u in enumerate(input_uops)}
         launches = []
         for ei in _drop_unread_copies(items, ret):
@@ -356,6 +366,7 @@ class TinyJit(Generic[ReturnType]):
         _map_outputs_uop(outputs, lambda out: reads.append(out.reads_input))
         self.captured.outputs_read_inputs = any(reads)
         self.captured.training = bool(Tensor.training)
+        self.captured.draws = [(b, draw) for b, draw in draws if id(b) in read]
         self.captures[(self.captured.training, _aliasing(input_uops))] = self.captured
         self.cnt = 2
         return ret
@@ -390,6 +401,10 @@ class TinyJit(Generic[ReturnType]):
                 )
         if bufs is None:
             bufs = [buffers[uop] for uop in uops]
+        for buf, draw in cap.draws:
+            values = np.ascontiguousarray(draw(Tensor._rng()))
+            if values.size:
+                buf.copyin(memoryview(values.reshape(-1)).cast("B"))
         for launch in cap.launches:
             launch.run(bufs)
         if cap.checks:
