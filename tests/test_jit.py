@@ -271,3 +271,11 @@ def test_random_values_are_drawn_again_by_every_replay_as_without_the_jit():
             results.append([fn(Tensor.ones(6).contiguous()).numpy() for _ in range(5)])
     np.testing.assert_array_equal(np.stack(results[1]), np.stack(results[0]))
     assert len({r.tobytes() for r in results[1]}) == 5
+
+
+def test_multinomial_in_a_jitted_function_raises_instead_of_replaying_its_sample():
+    # it samples on the host from weights read back: every replay returned the captured sample
+    sample = TinyJit(lambda p: p.multinomial(1).realize())
+    assert sample(Tensor([0.0, 1.0])).tolist() == [1]
+    with pytest.raises(RuntimeError, match="multinomial: .*TinyJit"):
+        sample(Tensor([1.0, 0.0]))

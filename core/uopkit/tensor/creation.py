@@ -16,7 +16,7 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
-from uopkit.engine.realize import buffers
+from uopkit.engine.realize import buffers, capturing
 from uopkit.helpers import prod
 from uopkit.tensor.support import (
     ShapeError,
@@ -314,6 +314,12 @@ class CreationMixin:
         if not replacement and num_samples > n_cat:
             raise ValueError(
                 f"multinomial: can't draw {num_samples} samples from {n_cat} categories without replacement"
+            )
+        if capturing:
+            # the weights are read back and sampled on the host: a TinyJit replay would return the captured sample
+            raise RuntimeError(
+                "multinomial: samples on the host from weights read back, which a TinyJit replay can't repeat (it "
+                "would return the captured sample every time); call it outside the jitted function"
             )
         w = self.float().numpy().astype(np.float64).reshape(-1, n_cat)
         if np.isnan(w).any() or np.isinf(w).any() or (w < 0).any():
