@@ -236,3 +236,46 @@ def test_repeated_arguments_replay_without_the_checks_and_follow_their_contents(
         f(x, y)
     f.reset()
     assert f.last is None
+
+
+def test_batchnorm_forward_jitted_in_train_then_eval_mode_as_torch(rng):
+    # each mode gets a capture of its own, and the running statistics a call updates (nothing in the function realizes
+    # them) are updated by every replay, once each, as PyTorch's eager BatchNorm does
+    torch = pytest.importorskip("torch")
+    from uopkit.nn import BatchNorm2d
+
+    ours, theirs = BatchNorm2d(2), torch.nn.BatchNorm2d(2)
+    fwd = TinyJit(lambda x: ours(x).realize())
+    for training in (True, False, True, False):
+        theirs.train(training)
+        with Tensor.train(training):
+            for _ in range(3):
+                x = rng.standard_normal((3, 2, 2, 2), dtype=np.float32) * 3 + 1
+                got = fwd(Tensor(x)).numpy()
+                np.testing.assert_allclose(got, theirs(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy(), rtol=1e-6)
+    assert int(ours.num_batches_tracked.item()) == 6
+
+
+def test_random_values_are_drawn_again_by_every_replay_as_without_the_jit():
+    # Tensor.rand and friends draw on the host into a buffer the kernels read: a replay refills it, so jitted training
+    # with dropout gets a new mask per step (the captured one was reused by every replay), the same as without the JIT
+    def f(x: Tensor) -> Tensor:
+        noise = Tensor.randn(6) + Tensor.randint(6, low=0, high=100) + Tensor.randperm(6)
+        return (x.dropout(0.5) + noise).realize()
+
+    results = []
+    for fn in (f, TinyJit(f)):
+        Tensor.manual_seed(3)
+        with Tensor.train():
+            results.append([fn(Tensor.ones(6).contiguous()).numpy() for _ in range(5)])
+    np.testing.assert_array_equal(np.stack(results[1]), np.stack(results[0]))
+    assert len({r.tobytes() for r in results[1]}) == 5
+
+
+def test_multinomial_in_a_jitted_function_raises_instead_of_replaying_its_sample():
+    # it samples on the host from weights read back: every replay returned the captured sample
+    sample = TinyJit(lambda p: p.multinomial(1).realize())
+    assert sample(Tensor([0.0, 1.0])).tolist() == [1]
+    with pytest.raises(RuntimeError, match="multinomial: .*TinyJit"):
+        sample(Tensor([1.0, 0.0]))

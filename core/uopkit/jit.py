@@ -12,7 +12,8 @@ recorded launches run directly, with the buffers of the new Tensor arguments put
 graph is built, kernelized or scheduled on a replay.
 
 What the function does besides launching kernels is *not* replayed: Python side effects, host data it turns into
-tensors (e.g. `Tensor(np.random...)` inside the function is frozen at its captured value), and non-Tensor arguments,
+tensors (e.g. `Tensor(np.random...)` inside the function is frozen at its captured value; the values of `Tensor.rand`,
+`randn`, `randint`, `randperm` and dropout's mask are drawn again by every replay), and non-Tensor arguments,
 which therefore must not change between calls. Returned tensors are views of the captured output buffers, which every
 replay overwrites: copy them (`.numpy()`) to keep a value across calls.
 
@@ -20,7 +21,12 @@ Which Tensor arguments are the same tensor is part of a capture: `f(x, x)` may c
 `f(x, y)` (x - x folds to zero), so a call whose arguments alias differently from every capture so far is captured
 anew. Tensors the kernels read that are not arguments (weights, optimizer state) are read from the buffers they had at
 the capture: update them in place with `.assign()`; a replay after such a tensor was rebound to new storage (or freed)
-raises JitError instead of reading stale values.
+raises JitError instead of reading stale values. In-place writes (`.assign()`) the function makes are part of the
+capture even when nothing in it realizes them (BatchNorm's running statistics): every replay does them once; those
+pending from before the capturing call are done first, outside it.
+
+`Tensor.training` is part of a capture too (BatchNorm's and dropout's kernels differ by mode): a call in the other
+mode is captured anew.
 """
 
 from __future__ import annotations
@@ -31,10 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+
 from uopkit.device import Buffer
 from uopkit.dtype import DType
 from uopkit.engine.realize import ExecItem, capturing, capturing_checks, copy_on_write_buffers
 from uopkit.tensor import Tensor, _all_tensors, buffers
+from uopkit.tensor.creation import random_draws
 from uopkit.uop.ops import Ops, UOp
 
 ReturnType = TypeVar("ReturnType")
@@ -123,6 +132,11 @@ class _Captured:
     sig_list: list = field(default_factory=list)
     # whether some returned tensor views an input buffer (then it is rebuilt over the call's inputs)
     outputs_read_inputs: bool = True
+    # Tensor.training at the capture: the kernels of BatchNorm and dropout differ by mode
+    training: bool = False
+    # buffers of host random values (Tensor.rand, dropout's mask) the launches read, each with its draw: refilled with
+    # new values by every replay, as a call without the JIT draws new ones
+    draws: list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]] = field(default_factory=list)
 
 
 @dataclass
@@ -190,6 +204,11 @@ def _plain_buffer(t: Any) -> UOp | None:
     return None if found is None else found[0]
 
 
+def _pending_store(uop: UOp) -> bool:
+    # an assign not yet realized: the tensor is the STORE (a bfloat16 one a BITCAST of it)
+    return uop.op is Ops.STORE or (uop.op is Ops.BITCAST and uop.src[0].op is Ops.STORE)
+
+
 def _input_buffer(t: Any) -> tuple[Any, UOp]:
     """The tensor as a plain realized buffer (a contiguous copy when it is a view) and its BUFFER uop."""
     uop = _plain_buffer(t)
@@ -226,9 +245,9 @@ class TinyJit(Generic[ReturnType]):
     def __init__(self, fn: Callable[..., ReturnType]) -> None:
         self.fn = fn
         self.cnt = 0
-        # the latest capture, and every capture by how its Tensor arguments alias each other
+        # the latest capture, and every capture by Tensor.training and how its Tensor arguments alias each other
         self.captured: _Captured | None = None
-        self.captures: dict[tuple[int, ...], _Captured] = {}
+        self.captures: dict[tuple[bool, tuple[int, ...]], _Captured] = {}
         # the latest replay whose arguments were all Tensors, positional: per argument weak references to its uop, the
         # BUFFER under it and that Buffer, and the capture it replayed. A call whose tensors hold the same uops replays
         # that capture at once: shapes, dtypes, devices, storage and aliasing are all the uops', so the checks would
@@ -250,7 +269,8 @@ class TinyJit(Generic[ReturnType]):
 
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
         last = self.last
-        if last is not None and not kwargs and len(args) == len(last[0]):
+        training = bool(Tensor.training)
+        if last is not None and not kwargs and len(args) == len(last[0]) and last[1].training is training:
             # the arguments of the latest replay again (a training loop's fixed inputs, or in-place updated ones)
             last_uops: list[UOp] = []
             last_bufs: list[Buffer] = []
@@ -274,7 +294,7 @@ class TinyJit(Generic[ReturnType]):
                 plain.append(found[0])
                 bufs.append(found[1])
             else:
-                cap = self.captures.get(_aliasing(plain))
+                cap = self.captures.get((training, _aliasing(plain)))
                 if cap is not None:
                     if not kwargs and len(tensors) == len(args) and all(type(a) is Tensor for a in args):
                         refs = [weakref.ref(a.uop) for a in args], map(weakref.ref, plain), map(weakref.ref, bufs)
@@ -290,28 +310,42 @@ class TinyJit(Generic[ReturnType]):
                 args_l[where] = t2
             else:
                 kwargs_d[where] = t2
-        if self.captured is not None and (cap := self.captures.get(_aliasing(input_uops))) is not None:
+        if self.captured is not None and (cap := self.captures.get((training, _aliasing(input_uops)))) is not None:
             return self._replay(cap, input_uops)
         if self.cnt == 0:
             self.cnt = 1
             ret = self.fn(*args_l, **kwargs_d)
             _map_outputs(ret, lambda t: t.realize())
             return ret
-        # the second call, or arguments that alias each other differently from every capture so far
+        # the second call, or arguments that alias each other differently from every capture so far, or another
+        # Tensor.training (replaying the other mode's kernels would be silently wrong: BatchNorm's batch statistics)
         return self._capture(args_l, kwargs_d, tensors, others, input_uops)
 
     def _capture(self, args: list, kwargs: dict, tensors: list, others: list, input_uops: list[UOp]) -> Any:
+        # in-place writes made before the call and still pending (BatchNorm's running statistics after a forward in
+        # training mode with no optimizer step) are done now: captured, every replay would write them again
+        pending = [t for t in _all_tensors.snapshot() if _pending_store(t.uop)]
+        if pending:
+            Tensor.realize(*pending)
         items: list[ExecItem] = []
         held_before = _held_buffers()
         checks: list[Callable[[], None]] = []
+        draws: list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]] = []
         capturing.append(items)
         capturing_checks.append(checks)
+        random_draws.append(draws)
         try:
             ret = self.fn(*args, **kwargs)
             _map_outputs(ret, lambda t: t.realize())
+            # and in-place writes the call made that nothing realized (BatchNorm's running statistics in a jitted
+            # forward): left pending they would be done once, not by every replay
+            pending = [t for t in _all_tensors.snapshot() if _pending_store(t.uop)]
+            if pending:
+                Tensor.realize(*pending)
         finally:
             capturing.pop()
             capturing_checks.pop()
+            random_draws.pop()
         input_bufs = {id(buffers[u]): i for i, u in enumerate(input_uops)}
         launches = []
         for ei in _drop_unread_copies(items, ret):
@@ -331,7 +365,9 @@ class TinyJit(Generic[ReturnType]):
         reads: list[bool] = []
         _map_outputs_uop(outputs, lambda out: reads.append(out.reads_input))
         self.captured.outputs_read_inputs = any(reads)
-        self.captures[_aliasing(input_uops)] = self.captured
+        self.captured.training = bool(Tensor.training)
+        self.captured.draws = [(b, draw) for b, draw in draws if id(b) in read]
+        self.captures[(self.captured.training, _aliasing(input_uops))] = self.captured
         self.cnt = 2
         return ret
 
@@ -365,6 +401,10 @@ class TinyJit(Generic[ReturnType]):
                 )
         if bufs is None:
             bufs = [buffers[uop] for uop in uops]
+        for buf, draw in cap.draws:
+            values = np.ascontiguousarray(draw(Tensor._rng()))
+            if values.size:
+                buf.copyin(memoryview(values.reshape(-1)).cast("B"))
         for launch in cap.launches:
             launch.run(bufs)
         if cap.checks:

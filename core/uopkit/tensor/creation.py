@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +16,7 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
-from uopkit.engine.realize import buffers
+from uopkit.engine.realize import buffers, capturing
 from uopkit.helpers import prod
 from uopkit.tensor.support import (
     ShapeError,
@@ -31,6 +31,20 @@ from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
+
+
+# the host random draws made while TinyJit captures a function, one list per capture: (the buffer the values went to,
+# a function that draws new ones from a generator), so that every replay fills the buffer with new values (the kernels
+# read the buffer; left as captured, every replay would reuse the same dropout mask)
+random_draws: list[list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]]] = []
+
+
+def _random_tensor(draw: Callable[[np.random.Generator], np.ndarray], **kwargs: Any) -> Tensor:
+    """A tensor of values drawn on the host by `draw` from the seeded generator (recorded while TinyJit captures)."""
+    t = Tensor(draw(Tensor._rng()), **kwargs)
+    if random_draws:
+        random_draws[-1].append((buffers[t.uop.base], draw))
+    return t
 
 
 class CreationMixin:
@@ -206,9 +220,8 @@ class CreationMixin:
         >>> Tensor.rand(2, 3).shape
         (2, 3)
         """
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
-        values = Tensor._rng().random(_shape_args(shape), dtype=np.float32)
-        return Tensor(values, **kwargs).cast(dtype)
+        dtype, size = to_dtype(kwargs.pop("dtype", dtypes.default_float)), _shape_args(shape)
+        return _random_tensor(lambda rng: rng.random(size, dtype=np.float32), **kwargs).cast(dtype)
 
     @staticmethod
     @_creates_leaf
@@ -218,9 +231,8 @@ class CreationMixin:
         >>> Tensor.randn(4).shape
         (4,)
         """
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
-        values = Tensor._rng().standard_normal(_shape_args(shape), dtype=np.float32)
-        return Tensor(values, **kwargs).cast(dtype)
+        dtype, size = to_dtype(kwargs.pop("dtype", dtypes.default_float)), _shape_args(shape)
+        return _random_tensor(lambda rng: rng.standard_normal(size, dtype=np.float32), **kwargs).cast(dtype)
 
     def rand_like(self, **kwargs: Any) -> Tensor:
         """Uniform samples in [0, 1) with this tensor's shape and (float) dtype."""
@@ -270,8 +282,8 @@ class CreationMixin:
         dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
         if not dtypes.is_int(dtype):
             raise TypeError(f"randint: dtype must be an integer dtype, got {dtype}")
-        values = Tensor._rng().integers(low, high, _shape_args(shape), dtype=np.int64)
-        return Tensor(values.astype(to_numpy_dtype(dtype)), **kwargs)
+        size, np_dtype = _shape_args(shape), to_numpy_dtype(dtype)
+        return _random_tensor(lambda rng: rng.integers(low, high, size, dtype=np.int64).astype(np_dtype), **kwargs)
 
     @staticmethod
     @_creates_leaf
@@ -283,8 +295,8 @@ class CreationMixin:
         """
         if n < 0:
             raise ValueError(f"randperm: n must be >= 0, got {n}")
-        values = Tensor._rng().permutation(n)
-        return Tensor(values.astype(np.int64), device=device, **kwargs).cast(to_dtype(dtype))
+        perm = _random_tensor(lambda rng: rng.permutation(n).astype(np.int64), device=device, **kwargs)
+        return perm.cast(to_dtype(dtype))
 
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
         """`num_samples` category indices drawn from each row of (unnormalized, non-negative) weights (1-D or 2-D),
@@ -302,6 +314,12 @@ class CreationMixin:
         if not replacement and num_samples > n_cat:
             raise ValueError(
                 f"multinomial: can't draw {num_samples} samples from {n_cat} categories without replacement"
+            )
+        if capturing:
+            # the weights are read back and sampled on the host: a TinyJit replay would return the captured sample
+            raise RuntimeError(
+                "multinomial: samples on the host from weights read back, which a TinyJit replay can't repeat (it "
+                "would return the captured sample every time); call it outside the jitted function"
             )
         w = self.float().numpy().astype(np.float64).reshape(-1, n_cat)
         if np.isnan(w).any() or np.isinf(w).any() or (w < 0).any():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
     _cast_py,
+    _dim_for_axis,
     _short_int,
     _storage_uop,
     _with_derivative,
@@ -735,6 +737,40 @@ class ElementwiseMixin:
         high = largest if posinf is None else posinf
         low = -largest if neginf is None else neginf
         return self.isnan().where(nan, (self == math.inf).where(high, (self == -math.inf).where(low, self)))
+
+    def nansum(
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        dtype: DType | None = None,
+        *,
+        dim: int | Sequence[int] | None = None,
+    ) -> Tensor:
+        """Sum over `axis` with NaNs counted as zero, as torch.nansum.
+
+        >>> Tensor([1.0, float("nan"), 2.0]).nansum().item()
+        3.0
+        """
+        if dtypes.is_float(self.dtype):
+            self = self.isnan().where(Tensor(0, device=self.device, dtype=self.dtype), self)
+        return self.sum(axis, keepdim, dtype, dim=dim)
+
+    def nanmean(
+        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+    ) -> Tensor:
+        """Mean over `axis` of the values that are not NaN (NaN where all are, with a gradient of 0 there where torch's
+        is NaN), as torch.nanmean.
+
+        >>> Tensor([[1.0, float("nan")], [2.0, 4.0]]).nanmean(1).tolist()
+        [1.0, 3.0]
+        """
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"nanmean: needs a floating-point tensor, got {self.dtype}")
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, None, "nanmean")
+        acc = dtypes.float32 if self.dtype in dtypes.halves else self.dtype
+        count = (~self.isnan()).sum(axis, keepdim, dtype=acc)
+        return (self.nansum(axis, keepdim, dtype=acc) / count).cast(self.dtype)
 
     def isin(self, test_elements: Any, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
         """Where an element equals one of `test_elements` (a tensor of any shape, a list or a number), compared in

@@ -16,6 +16,7 @@ from uopkit.tensor.support import (
     _broadcast_shape,
     _check_values_in,
     _Mask,
+    _normalize_axis,
     _storage_uop,
     _with,
 )
@@ -234,6 +235,83 @@ class IndexingMixin:
         )
         new = hit.any(0).reshape(self.shape).where(written.reshape(self.shape), self)
         self.assign(new.contiguous()).realize()
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """A copy of self with src[i][j] added at self[index[i][j]][j] (dim 0), repeated indices summed, as
+        torch.scatter_add.
+
+        >>> Tensor.zeros(3).scatter_add(0, Tensor([2, 0, 2]), Tensor([5.0, 6.0, 7.0])).tolist()
+        [6.0, 0.0, 12.0]
+        """
+        return self.scatter_reduce(dim, index, src, "sum")
+
+    def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: float = 1) -> Tensor:
+        """A copy of self with alpha * source's slice i (along dim) added to self's slice index[i], repeated indices
+        summed, as torch.index_add (index 1-D; source has self's shape with index's length at dim).
+
+        >>> Tensor.zeros(3, 2).index_add(0, Tensor([2, 0, 2]), Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])).tolist()
+        [[3.0, 4.0], [0.0, 0.0], [6.0, 8.0]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "index_add", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError("index_add: index must be a 1-D integer tensor")
+        want = self.shape[:dim] + (index.numel(),) + self.shape[dim + 1 :]
+        if source.shape != want:
+            raise ShapeError(f"index_add: source shape {source.shape} should be {want} (self {self.shape}, dim {dim})")
+        # the same index for every position of source's slice i: a scatter along dim
+        spread = index.reshape(tuple(-1 if d == dim else 1 for d in range(self.ndim)))._broadcast_to(want)
+        return self.scatter_reduce(dim, spread, source if alpha == 1 else source * alpha, "sum")
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        """The slices of self along dim at the (1-D or 0-d) integer `index`, as torch.index_select.
+
+        >>> Tensor([[1, 2], [3, 4], [5, 6]]).index_select(0, Tensor([2, 0])).tolist()
+        [[5, 6], [1, 2]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "index_select", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError("index_select: index must be a 1-D integer tensor")
+        return self[(slice(None),) * dim + (index.reshape(-1),)]
+
+    def searchsorted(self, values: Tensor | float, right: bool = False, *, side: str | None = None) -> Tensor:
+        """For each of `values`, the index at which it would be inserted into self's sorted last axis to keep it
+        sorted (the first such index, the last with `right` or side="right"), as torch.searchsorted; self 1-D, or its
+        leading axes matching values' (one sorted row per row of values). int32 (torch gives int64).
+
+        >>> Tensor([1.0, 3.0, 5.0]).searchsorted(Tensor([0.0, 3.0, 6.0])).tolist()
+        [0, 1, 3]
+        """
+        if side is not None:
+            if side not in ("left", "right"):
+                raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+            right = side == "right"
+        if not isinstance(values, Tensor):
+            values = Tensor(values, device=self.device, dtype=self.dtype)
+        if self.ndim == 0:
+            raise ShapeError("searchsorted: the sorted sequence must have at least one axis")
+        if self.ndim > 1 and (values.ndim != self.ndim or values.shape[:-1] != self.shape[:-1]):
+            raise ShapeError(
+                f"searchsorted: values {values.shape} must match the sorted sequence {self.shape} but for the last axis"
+            )
+        # how many of the row's entries sort before each value; a NaN value goes after the whole row, as torch's (a NaN
+        # in the sequence counts as after every value: torch's binary search puts it where its path happens to lead)
+        seq = self.unsqueeze(-2) if self.ndim > 1 else self.reshape((1,) * values.ndim + self.shape)
+        v = values.unsqueeze(-1)
+        before = (seq <= v) if right else (seq < v)
+        if dtypes.is_float(values.dtype):
+            before = before | v.isnan()
+        return before.cast(dtypes.int32).sum(-1)
+
+    def bucketize(self, boundaries: Tensor, right: bool = False) -> Tensor:
+        """For each element, the index of its bucket among the sorted 1-D `boundaries`, as torch.bucketize: i with
+        boundaries[i-1] < x <= boundaries[i] (boundaries[i-1] <= x < boundaries[i] with `right`). int32.
+
+        >>> Tensor([0.5, 1.0, 7.0]).bucketize(Tensor([1.0, 5.0])).tolist()
+        [0, 0, 2]
+        """
+        if boundaries.ndim != 1:
+            raise ShapeError(f"bucketize: boundaries must be 1-D, got shape {boundaries.shape}")
+        return boundaries.searchsorted(self, right=right)
 
     def nonzero(self) -> Tensor:
         """The indices of the nonzero elements as an (n, ndim) int32 tensor, in row-major order (torch.nonzero).
