@@ -790,3 +790,31 @@ def test_torch_method_names_missing_before():
     ):
         as_torch(fn, [x])
     assert Tensor(x).dim() == 3 and Tensor(x).type_as(Tensor([1])).dtype == dtypes.int32
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# a second sweep against torch: Python bools and empty lists as indices, repeated indices in setitem, index_select,
+# take, scatter_add, norm, torch's conv argument order and unbatched inputs, repeated reduce dims, mean(dtype=),
+# dropout(p=1), BatchNorm's single value per channel
+
+
+def test_getitem_and_setitem_with_python_bools_and_empty_lists_as_torch():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for index in (True, False, (True, 0), (0, ..., False), [], (slice(None), [])):
+        assert np.array_equal(Tensor(x)[index].numpy(), torch.tensor(x)[index].numpy()), index
+        ours, ref = Tensor(x).contiguous(), torch.tensor(x)
+        ours[index], ref[index] = -1.0, -1.0
+        assert np.array_equal(ours.numpy(), ref.numpy()), index
+    with pytest.raises(IndexError, match="a Python bool index together with index tensors"):
+        Tensor(x)[[1, 0], True]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.bool_])
+def test_setitem_at_a_repeated_index_keeps_the_last_write_as_torch(dtype):
+    # before: the writes to one position were added up
+    values = np.array([1, 0, 3, 4], np.float32).astype(dtype)
+    for index in ([0, 2, 0, 0], ([1, 1, 0, 1], [2, 2, 2, 2])):
+        target = np.zeros((2, 3) if isinstance(index, tuple) else 4, dtype)
+        ours, ref = Tensor(target).contiguous(), torch.tensor(target)
+        ours[index], ref[index] = Tensor(values), torch.tensor(values)
+        assert np.array_equal(ours.numpy(), ref.numpy()), index

@@ -43,15 +43,20 @@ class IndexingMixin:
         out: list[Any] = []
         for i in items:
             if isinstance(i, (list, np.ndarray, Tensor)):
-                t = i if isinstance(i, Tensor) else Tensor(np.asarray(i), device=self.device)
+                arr = i if isinstance(i, Tensor) else np.asarray(i)
+                if isinstance(arr, np.ndarray) and arr.size == 0 and arr.dtype == np.float64:
+                    # an empty list selects nothing (numpy would make it float)
+                    arr = arr.astype(np.int32)
+                t = arr if isinstance(arr, Tensor) else Tensor(arr, device=self.device)
                 if t.dtype == dtypes.bool:
                     out.append(_Mask(t))
                 elif dtypes.is_int(t.dtype):
                     out.append(t)
                 else:
                     raise IndexError(f"tensors used as indices must be integer or bool, got {t.dtype}")
-            elif isinstance(i, bool):
-                raise IndexError("a Python bool is not a valid index; use a bool tensor")
+            elif isinstance(i, (bool, np.bool_)):
+                # as numpy and PyTorch: a new axis of size 1 (True) or 0 (False)
+                out.append(bool(i))
             elif i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)):
                 out.append(i)
             else:
@@ -61,9 +66,16 @@ class IndexingMixin:
     def _basic_view(self, items: list[Any]) -> tuple[Tensor, list[tuple[int, Tensor]], bool]:
         """Apply ints, slices, None and Ellipsis; returns the view, [(axis in view, index tensor)], and whether a
         strided slice needed padding (such a view can't be written through)."""
-        n_real = sum(i.t.ndim if isinstance(i, _Mask) else 1 for i in items if i is not None and i is not Ellipsis)
+        n_real = sum(
+            i.t.ndim if isinstance(i, _Mask) else 1
+            for i in items
+            if i is not None and i is not Ellipsis and not isinstance(i, bool)
+        )
         if n_real > self.ndim:
             raise IndexError(f"too many indices ({n_real}) for a tensor of shape {self.shape}")
+        if any(isinstance(i, bool) for i in items) and any(isinstance(i, (Tensor, _Mask)) for i in items):
+            # PyTorch and numpy make the bool an index array then, broadcast with the others
+            raise IndexError("a Python bool index together with index tensors or lists isn't supported")
         ellipses = [pos for pos, i in enumerate(items) if i is Ellipsis]
         if len(ellipses) > 1:
             raise IndexError("an index can only have a single ellipsis (...)")
@@ -91,8 +103,8 @@ class IndexingMixin:
                     tensors.append((axis, idx))
                     axis += 1
                 continue
-            if i is None:
-                out_axes.append(("new", None))
+            if i is None or isinstance(i, bool):
+                out_axes.append(("new", i is not False))
                 continue
             size = self.shape[axis]
             if isinstance(i, Tensor):
@@ -133,15 +145,19 @@ class IndexingMixin:
         if any(s != 1 for s in strides):
             padded = any(k > 1 and t.shape[a] % k for a, k in enumerate(strides))
             t = t._stride(strides)
-        new_shape, tensor_axes = [], []
+        new_shape, tensor_axes, empty_axes = [], [], []
         for kind, ax in out_axes:
             if kind == "new":
+                if not ax:
+                    empty_axes.append(len(new_shape))
                 new_shape.append(1)
             elif kind in ("keep", "tensor"):
                 if kind == "tensor":
                     tensor_axes.append(len(new_shape))
                 new_shape.append(t.shape[ax])
         view = t.reshape(tuple(new_shape))
+        if empty_axes:
+            view = view.shrink(tuple((0, 0) if a in empty_axes else None for a in range(view.ndim)))
         return view, [(ax, idx) for ax, (_, idx) in zip(tensor_axes, tensors, strict=True)], padded
 
     def _stride(self, strides: Sequence[int]) -> Tensor:
@@ -226,13 +242,20 @@ class IndexingMixin:
             return
         # general case: every written position is found by indexing a tensor of flat positions the same way
         positions = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index]
+        if positions.numel() == 0:
+            value._broadcast_to(positions.shape)  # (still checks that the value fits)
+            return
         vals = value.cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
         hit = positions.reshape(-1, 1) == Tensor.arange(self.numel(), device=self.device).reshape(1, -1)
+        # a position indexed more than once takes the last write (as PyTorch's CPU), not the sum of the writes
+        writer = Tensor.arange(1, positions.numel() + 1, device=self.device).reshape(-1, 1)
+        last = hit.where(writer, 0).max(0, keepdim=True)
+        hit = hit & (writer == last)
         zero = Tensor(0, device=self.device, dtype=self.dtype)
         written = hit.where(vals._broadcast_to(hit.shape), zero)._reduce(
             Ops.MAX if self.dtype == dtypes.bool else Ops.ADD, 0
         )
-        new = hit.any(0).reshape(self.shape).where(written.reshape(self.shape), self)
+        new = (last != 0).reshape(self.shape).where(written.reshape(self.shape), self)
         self.assign(new.contiguous()).realize()
 
     def nonzero(self) -> Tensor:
