@@ -818,3 +818,34 @@ def test_setitem_at_a_repeated_index_keeps_the_last_write_as_torch(dtype):
         ours, ref = Tensor(target).contiguous(), torch.tensor(target)
         ours[index], ref[index] = Tensor(values), torch.tensor(values)
         assert np.array_equal(ours.numpy(), ref.numpy()), index
+
+
+def test_index_select_take_and_scatter_add_as_torch():
+    x, index = _randn(3, 4), np.array([3, 0, 3], np.int64)
+    as_torch(lambda t, i: t.index_select(1, i), [x, index])
+    as_torch(lambda t, i: t.index_select(-2, i), [x, index[1:] // 2])
+    as_torch(lambda t, i: t.take(i), [x, np.array([[11, -1], [0, 5]], np.int64)])
+    as_torch(lambda t, i, s: t.scatter_add(1, i, s), [x, np.array([[1, 1], [0, 3], [2, 2]], np.int64), _randn(3, 2)])
+    with pytest.raises(IndexError, match="index_select: index 4 is out of bounds"):
+        Tensor(x).index_select(1, Tensor([4]))
+    with pytest.raises(IndexError, match="take: index 12 is out of bounds"):
+        Tensor(x).take(Tensor([12]))
+
+
+def test_norm_values_and_gradients_as_torch():
+    x = _randn(2, 3, 4)
+    x[0, 0] = 0.0
+    for p, dim, keepdim in (("fro", None, False), (1, 1, False), (3, (0, 2), True), (INF, -1, False)):
+        as_torch(lambda t, p=p, d=dim, k=keepdim: t.norm(p, d, k), [x])
+    with pytest.raises(TypeError, match="norm: needs a floating-point tensor"):
+        Tensor([1, 2]).norm()
+
+
+def test_reduce_dims_appear_once_and_mean_takes_a_dtype_as_torch():
+    x = _randn(2, 3)
+    with pytest.raises(ArgumentError, match=r"sum: an axis appears more than once in \(1, -1\)"):
+        Tensor(x).sum((1, -1))
+    ours = Tensor([[1, 2], [4, 4]]).mean(dim=1, dtype=dtypes.float64)
+    assert ours.dtype == dtypes.float64 and ours.tolist() == [1.5, 4.0]
+    with pytest.raises(TypeError, match="mean: dtype must be a floating-point dtype"):
+        Tensor(x).mean(dtype=dtypes.int32)

@@ -83,7 +83,10 @@ class ReduceMixin:
         if axis is None:
             return tuple(range(self.ndim))
         raw = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
-        return tuple(sorted({_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}))
+        axes = {_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}
+        if len(axes) != len(raw):
+            raise ArgumentError(f"{op}: an axis appears more than once in {tuple(raw)} (shape {self.shape})")
+        return tuple(sorted(axes))
 
     def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         name = _REDUCE_NAMES[op]
@@ -216,15 +219,25 @@ class ReduceMixin:
         return prod(self.shape[a] for a in self._axes(axis, "mean")) if self.ndim else 1
 
     def mean(
-        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        *,
+        dim: int | Sequence[int] | None = None,
+        dtype: DType | None = None,
     ) -> Tensor:
-        """Mean over `axis` (ints give float32).
+        """Mean over `axis` (ints give float32); with `dtype` (a float), of the input cast to it first, as torch's.
 
         >>> Tensor([[1, 2], [3, 4]]).mean().tolist()
         2.5
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "mean")
+        if dtype is not None:
+            dtype = to_dtype(dtype)
+            if not dtypes.is_float(dtype):
+                raise TypeError(f"mean: dtype must be a floating-point dtype, got {dtype}")
+            return self.cast(dtype).mean(axis, keepdim)
         out_dt = least_upper_float(self.dtype)
         acc = dtypes.float32 if out_dt in dtypes.halves else out_dt
         total = self.sum(axis, keepdim, dtype=acc)
@@ -1091,6 +1104,43 @@ class ReduceMixin:
             lost = hit & ~wins & (vals - vals == 0)
             written = written - lost.where(vals.detach() - vals, zero).sum(-1)
         return hit.any(-1).where(written, self)
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """A copy of self with src added at index along dim (repeated indices add up), as torch.scatter_add.
+
+        >>> Tensor.zeros(3).scatter_add(0, Tensor([2, 0, 2]), Tensor([5.0, 6.0, 1.0])).tolist()
+        [6.0, 0.0, 6.0]
+        """
+        return self.scatter_reduce(dim, index, src, "sum")
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        """The slices at the 1-D (or 0-d) integer `index` along `dim`, as torch.index_select (no negative indices).
+
+        >>> Tensor([[1, 2], [3, 4]]).index_select(1, Tensor([1, 1, 0])).tolist()
+        [[2, 2, 1], [4, 4, 3]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "index_select", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError(f"index_select: index must be a 1-D integer tensor, got {index!r}")
+        self._check_index_range(index, self.shape[dim] if self.ndim else 1, dim, "index_select", negative=False)
+        if self.ndim == 0:
+            if index.numel() != 1:
+                raise ShapeError(f"index_select: a 0-d tensor takes one index, got {index.numel()}")
+            return self
+        return self._advanced_index([(dim, index.reshape(-1))])
+
+    def take(self, index: Tensor) -> Tensor:
+        """The elements of self, read as a flat array, at the integer `index` (any shape; negative counts from the
+        end), as torch.take.
+
+        >>> Tensor([[1, 2], [3, 4]]).take(Tensor([[0, -1]])).tolist()
+        [[1, 4]]
+        """
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"take: index must be an integer tensor, got {index!r}")
+        flat = self.reshape(-1)
+        flat._check_index_range(index, flat.shape[0], 0, "take")
+        return flat._advanced_index([(0, index)])
 
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
         """Combine src into self at index along dim with "sum", "prod", "mean", "amax" or "amin", as torch.
