@@ -841,6 +841,23 @@ def test_norm_values_and_gradients_as_torch():
         Tensor([1, 2]).norm()
 
 
+def test_conv_takes_torch_argument_order_and_unbatched_inputs():
+    # torch's order is (weight, bias, stride, padding, dilation, groups); tinygrad's put groups third
+    x, w, b, wt = _randn(2, 4, 7, 6), _randn(4, 2, 3, 3), _randn(4), _randn(4, 3, 3, 3)
+    as_torch(lambda t, u, c: F.conv2d(t, u, c, 2, 1, 1, 2), [x, w, b], lambda t, u, c: t.conv2d(u, c, 2, 1, 1, 2))
+    x0, w1 = Tensor(x[0]), Tensor(w[:, :, 0])
+    tx0, tw1, tw = torch.tensor(x[0]), torch.tensor(w[:, :, 0]), torch.tensor(wt)
+    for ours, ref in (
+        (x0.conv2d(Tensor(w), None, 1, "same", 2, 2), F.conv2d(tx0, torch.tensor(w), None, 1, "same", 2, 2)),
+        (x0[:, 0].conv1d(w1, None, 1, 1, 1, 2), F.conv1d(tx0[:, 0], tw1, None, 1, 1, 1, 2)),
+        (Tensor(x).conv_transpose2d(Tensor(wt), None, 2, 1, 1), F.conv_transpose2d(torch.tensor(x), tw, None, 2, 1, 1)),
+    ):  # fmt: skip
+        assert ours.shape == tuple(ref.shape)
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), atol=1e-5, rtol=1e-4)
+    with pytest.raises(ArgumentError, match="conv2d: padding='same' needs stride 1"):
+        Tensor(x).conv2d(Tensor(w), stride=2, padding="same", groups=2)
+
+
 def test_reduce_dims_appear_once_and_mean_takes_a_dtype_as_torch():
     x = _randn(2, 3)
     with pytest.raises(ArgumentError, match=r"sum: an axis appears more than once in \(1, -1\)"):
