@@ -866,3 +866,16 @@ def test_reduce_dims_appear_once_and_mean_takes_a_dtype_as_torch():
     assert ours.dtype == dtypes.float64 and ours.tolist() == [1.5, 4.0]
     with pytest.raises(TypeError, match="mean: dtype must be a floating-point dtype"):
         Tensor(x).mean(dtype=dtypes.int32)
+
+
+def test_dropout_of_one_and_batchnorm_of_one_value_per_channel_as_torch():
+    from uopkit.nn import BatchNorm
+
+    x = np.array([NAN, INF, -2.0, 3.0], np.float32)
+    Tensor.training = True
+    try:
+        assert np.array_equal(Tensor(x).dropout(1.0).numpy(), F.dropout(torch.tensor(x), 1.0).numpy(), equal_nan=True)
+        with pytest.raises(ValueError, match=r"BatchNorm\(4\): batch statistics need more than 1 value per channel"):
+            BatchNorm(4)(Tensor(x.reshape(1, 4, 1, 1)))
+    finally:
+        Tensor.training = False

@@ -234,6 +234,11 @@ class BatchNorm:
         axes = tuple(i for i in range(x.ndim) if i != 1)
         shape = (1, self.sz) + (1,) * (x.ndim - 2)
         if Tensor.training or not self.track_running_stats:
+            if x.numel() == self.sz:
+                # one value per channel: its variance is 0/0 (PyTorch raises too)
+                raise ValueError(
+                    f"BatchNorm({self.sz}): batch statistics need more than 1 value per channel, got input {x.shape}"
+                )
             mean = x.mean(axes)
             centered = x - mean.reshape(shape)
             var = (centered * centered).mean(axes)

@@ -532,7 +532,8 @@ class FunctionalMixin:
         if not Tensor.training or p == 0:
             return self
         if p == 1:
-            return self.zeros_like()
+            # as PyTorch: times zero, so NaN and inf give NaN and negatives -0.0
+            return self * 0
         keep = Tensor.rand(self.shape, device=self.device) >= p
         return keep.where(self, 0) * (1 / (1 - p))
 
