@@ -820,6 +820,26 @@ def test_setitem_at_a_repeated_index_keeps_the_last_write_as_torch(dtype):
         assert np.array_equal(ours.numpy(), ref.numpy()), index
 
 
+def test_gradients_through_setitem_see_the_write_as_torch():
+    # before: a backward() through a tensor written by setitem followed the graph of its old contents alone
+    def run(T):
+        x, y = T([1.0, 2.0, 3.0], requires_grad=True), T([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        buf = T([0.0, 0.0, 0.0, 0.0]) * 1
+        buf[1:] = x * 2
+        written = y * 3
+        written[[0, 0, 1], [1, 1, 0]] = x  # a repeated position: every writer gets the gradient, as torch
+        masked = y * y
+        masked[masked > 10] = 0.0
+        copied = y + 0
+        copied[0] = copied[1]  # the value read before the write
+        w = T([[1.0, 2.0], [3.0, 4.0]])
+        loss = (buf * w.reshape(-1)).sum() + (written * w).sum() + masked.sum() + (copied * w * w).sum()
+        loss.backward()
+        return loss.item(), x.grad.tolist(), y.grad.tolist()
+
+    assert run(lambda v, **kw: Tensor(v, **kw)) == run(lambda v, **kw: torch.tensor(v, **kw))
+
+
 def test_index_select_take_and_scatter_add_as_torch():
     x, index = _randn(3, 4), np.array([3, 0, 3], np.int64)
     as_torch(lambda t, i: t.index_select(1, i), [x, index])

@@ -11,6 +11,7 @@ import numpy as np
 from uopkit.dtype import (
     dtypes,
 )
+from uopkit.schedule import computed_from
 from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
@@ -233,30 +234,49 @@ class IndexingMixin:
         if storage.base.op is not Ops.BUFFER or any(n.op in (Ops.EXPAND, Ops.PAD) for n in storage.movement_chain()):
             # the tensor needs storage of its own to be written into
             self.uop = self.contiguous().realize().uop
+        # the graph that computed the old contents (a backward() follows it from the buffer), as the value's graph
+        source = computed_from.get(self.uop)
         items = self._parse_index(index)
         view, tensors, padded = self._basic_view(items)
         if not isinstance(value, Tensor):
             value = Tensor(value, device=self.device, dtype=self.dtype)
+        value_graph = value.uop
         if not tensors and not padded:
             view.assign(value.cast(self.dtype)._broadcast_to(view.shape)).realize()
-            return
-        # general case: every written position is found by indexing a tensor of flat positions the same way
+        else:
+            self.assign(self._overwritten(index, value).contiguous()).realize()
+        if source is not None:
+            # the buffer now holds the written contents: a gradient through it must see the write (it saw the old
+            # graph alone), so it follows that graph with the written positions replaced (built lazily: kernels only
+            # if a backward() needs them)
+            value_graph = value_graph.substitute({self.uop: source})
+            if self.uop.base in value_graph.toposort():
+                computed_from.pop(self.uop, None)
+            else:
+                computed_from[self.uop] = Tensor(source)._overwritten(index, Tensor(value_graph)).uop
+
+    def _overwritten(self, index: Any, value: Tensor) -> Tensor:
+        # self with value (broadcast) at self[index], as a lazy graph: every written position is found by indexing a
+        # tensor of flat positions the same way
         positions = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index]
         if positions.numel() == 0:
             value._broadcast_to(positions.shape)  # (still checks that the value fits)
-            return
+            return self
         vals = value.cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
         hit = positions.reshape(-1, 1) == Tensor.arange(self.numel(), device=self.device).reshape(1, -1)
         # a position indexed more than once takes the last write (as PyTorch's CPU), not the sum of the writes
         writer = Tensor.arange(1, positions.numel() + 1, device=self.device).reshape(-1, 1)
         last = hit.where(writer, 0).max(0, keepdim=True)
-        hit = hit & (writer == last)
+        wins = hit & (writer == last)
         zero = Tensor(0, device=self.device, dtype=self.dtype)
-        written = hit.where(vals._broadcast_to(hit.shape), zero)._reduce(
-            Ops.MAX if self.dtype == dtypes.bool else Ops.ADD, 0
-        )
-        new = (last != 0).reshape(self.shape).where(written.reshape(self.shape), self)
-        self.assign(new.contiguous()).realize()
+        vals = vals._broadcast_to(hit.shape)
+        written = wins.where(vals, zero)._reduce(Ops.MAX if self.dtype == dtypes.bool else Ops.ADD, 0)
+        if dtypes.is_float(self.dtype):
+            # every written value gets the gradient at its target, overwritten or not (PyTorch's index_put backward),
+            # as scatter's: the overwritten ones add an exact 0 that carries it
+            lost = hit & ~wins & (vals - vals == 0)
+            written = written - lost.where(vals.detach() - vals, zero).sum(0)
+        return (last != 0).reshape(self.shape).where(written.reshape(self.shape), self)
 
     def nonzero(self) -> Tensor:
         """The indices of the nonzero elements as an (n, ndim) int32 tensor, in row-major order (torch.nonzero).
