@@ -840,6 +840,15 @@ def test_gradients_through_setitem_see_the_write_as_torch():
     assert run(lambda v, **kw: Tensor(v, **kw)) == run(lambda v, **kw: torch.tensor(v, **kw))
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_and_min_with_dim_send_the_gradient_to_the_index_as_torch(op):
+    # ties, NaN, -0.0 and infinities in a row: before, tied extremes shared the gradient
+    x = np.array([[1, 1, 0], [NAN, 2, NAN], [-0.0, -0.0, -1], [INF, INF, 1], [-INF, -INF, -INF]], np.float32)
+    as_torch(lambda t: getattr(t, op)(dim=1).values, [x], atol=0)
+    as_torch(lambda t: getattr(t, op)(dim=0, keepdim=True)[0], [x], atol=0)
+    assert np.signbit(getattr(Tensor(x), op)(dim=1).values.numpy()[2])
+
+
 def test_index_select_take_and_scatter_add_as_torch():
     x, index = _randn(3, 4), np.array([3, 0, 3], np.int64)
     as_torch(lambda t, i: t.index_select(1, i), [x, index])

@@ -182,8 +182,23 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "max")
             if isinstance(dim, int):
-                return ValuesIndices(self._reduce(Ops.MAX, axis, keepdim), self.argmax(axis, keepdim))
+                return self._values_at(self.argmax(axis, keepdim=True), axis, keepdim, "max")
         return self._reduce(Ops.MAX, axis, keepdim)
+
+    def _values_at(self, indices: Tensor, axis: Any, keepdim: bool, op: str) -> ValuesIndices:
+        # torch's max(dim=)/min(dim=): the value at each index (kept dim), so that the gradient goes to that element
+        # alone, as torch's (a plain max shares it among ties)
+        if not dtypes.is_float(self.dtype) or self.ndim == 0:
+            values = self._reduce(Ops.MAX, axis, keepdim) if op == "max" else self.min(axis, keepdim)
+            return ValuesIndices(values, indices if keepdim else indices.reshape(values.shape))
+        axis = _normalize_axis(axis, self.ndim, op, self.shape)
+        n = self.shape[axis]
+        first = indices == Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(
+            _with((1,) * self.ndim, axis, n)
+        )
+        # the others add -0.0, which keeps a -0.0 maximum's sign (one term is nonzero: exact in any float dtype)
+        values = first.where(self, -0.0)._reduce(Ops.ADD, axis, keepdim)
+        return ValuesIndices(values, indices if keepdim else indices.squeeze(axis))
 
     def min(
         self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
@@ -198,7 +213,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "min")
             if isinstance(dim, int):
-                return ValuesIndices(self.min(axis, keepdim), self.argmin(axis, keepdim))
+                return self._values_at(self.argmin(axis, keepdim=True), axis, keepdim, "min")
         if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
             raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
