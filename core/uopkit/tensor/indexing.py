@@ -1,4 +1,5 @@
-"""Indexing: getitem and setitem with ints, slices, None, ellipsis and index tensors (a mixin of `Tensor`)."""
+"""Indexing: getitem and setitem with ints, slices, None, ellipsis and index tensors; gather, scatter, index_select
+and take (a mixin of `Tensor`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from uopkit.tensor.support import (
     _broadcast_shape,
     _check_values_in,
     _Mask,
+    _normalize_axis,
     _storage_uop,
+    _sum_op,
     _with,
 )
 from uopkit.uop.ops import Ops, UOp
@@ -277,6 +280,157 @@ class IndexingMixin:
             lost = hit & ~wins & (vals - vals == 0)
             written = written - lost.where(vals.detach() - vals, zero).sum(0)
         return (last != 0).reshape(self.shape).where(written.reshape(self.shape), self)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # gather and scatter along one dim, index_select and take: one-hot masks of the indices and a reduce
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and likewise for other dims), as torch.gather.
+
+        >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()
+        [[1, 1], [4, 3]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "gather", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError("gather: index must be an integer tensor")
+        if index.ndim != self.ndim or any(
+            i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
+        ):
+            raise ShapeError(f"gather: index shape {index.shape} doesn't fit input shape {self.shape} (dim {dim})")
+        self._check_index_range(index, self.shape[dim], dim, "gather", negative=False)
+        return self._gather_checked(dim, index)
+
+    def _gather_checked(self, dim: int, index: Tensor) -> Tensor:
+        # gather with indices known to be in range (no read-back of their bounds)
+        n = self.shape[dim]
+        x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
+        # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
+        x = x._move_to_end(dim).unsqueeze(dim)._broadcast_to(index.shape + (n,))
+        hit = index._one_hot_along(n)
+        return hit.where(x, Tensor(0, device=self.device, dtype=self.dtype))._reduce(_sum_op(self.dtype), -1)
+
+    def _scatter_parts(self, dim: int, index: Tensor, src: Any, op: str) -> tuple[int, Tensor, Tensor]:
+        dim = _normalize_axis(dim, self.ndim, op, self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"{op}: index must be an integer tensor")
+        if index.ndim != self.ndim or any(
+            i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
+        ):
+            raise ShapeError(f"{op}: index shape {index.shape} doesn't fit self shape {self.shape} (dim {dim})")
+        self._check_index_range(index, self.shape[dim], dim, op, negative=False)
+        if isinstance(src, Tensor):
+            if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape, strict=True)):
+                raise ShapeError(f"{op}: src shape {src.shape} is smaller than index shape {index.shape}")
+            src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+        else:
+            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+        n = self.shape[dim]
+        # hit[..., p, ..., i] : index position i (along dim, moved last) writes target position p (at dim)
+        hit = index._one_hot_along(n).transpose(dim, -1)
+        vals = src._move_to_end(dim).unsqueeze(dim)._broadcast_to(hit.shape)
+        # pad the index's smaller extents up to self's shape (nothing is written there)
+        pads = tuple(
+            (0, 0) if d == dim else (0, s - i) for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True))
+        )
+        hit = hit.pad(pads + ((0, 0),))
+        vals = vals.pad(pads + ((0, 0),))
+        return dim, hit, vals
+
+    def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
+        """A copy of self with self[index[i][j]][j] = src[i][j] (dim 0), as torch.scatter; `reduce` "add" or
+        "multiply" combines instead of replacing. With repeated indices and no reduce, the last write (in index order)
+        wins, as PyTorch's CPU scatter.
+
+        >>> Tensor.zeros(3).scatter(0, Tensor([2, 0]), Tensor([5.0, 6.0])).tolist()
+        [6.0, 0.0, 5.0]
+        """
+        if reduce not in (None, "add", "multiply"):
+            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
+        _, hit, vals = self._scatter_parts(dim, index, src, "scatter")
+        # of the writes to one position, keep the one with the highest position along `dim` in index
+        k = hit.shape[-1]
+        order = Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape((1,) * (hit.ndim - 1) + (k,))
+        last = hit.where(order, -1).max(-1, keepdim=True)
+        wins = hit & (order == last)
+        zero = Tensor(0, device=self.device, dtype=self.dtype)
+        written = wins.where(vals, zero)._reduce(_sum_op(self.dtype), -1)
+        if dtypes.is_float(self.dtype):
+            # every src element gets the gradient at its target, overwritten or not (PyTorch's gather backward): the
+            # overwritten ones add an exact 0 that carries it
+            lost = hit & ~wins & (vals - vals == 0)
+            written = written - lost.where(vals.detach() - vals, zero).sum(-1)
+        return hit.any(-1).where(written, self)
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """A copy of self with src added at index along dim (repeated indices add up), as torch.scatter_add.
+
+        >>> Tensor.zeros(3).scatter_add(0, Tensor([2, 0, 2]), Tensor([5.0, 6.0, 1.0])).tolist()
+        [6.0, 0.0, 6.0]
+        """
+        return self.scatter_reduce(dim, index, src, "sum")
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        """The slices at the 1-D (or 0-d) integer `index` along `dim`, as torch.index_select (no negative indices).
+
+        >>> Tensor([[1, 2], [3, 4]]).index_select(1, Tensor([1, 1, 0])).tolist()
+        [[2, 2, 1], [4, 4, 3]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "index_select", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError(f"index_select: index must be a 1-D integer tensor, got {index!r}")
+        self._check_index_range(index, self.shape[dim] if self.ndim else 1, dim, "index_select", negative=False)
+        if self.ndim == 0:
+            if index.numel() != 1:
+                raise ShapeError(f"index_select: a 0-d tensor takes one index, got {index.numel()}")
+            return self
+        return self._advanced_index([(dim, index.reshape(-1))])
+
+    def take(self, index: Tensor) -> Tensor:
+        """The elements of self, read as a flat array, at the integer `index` (any shape; negative counts from the
+        end), as torch.take.
+
+        >>> Tensor([[1, 2], [3, 4]]).take(Tensor([[0, -1]])).tolist()
+        [[1, 4]]
+        """
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"take: index must be an integer tensor, got {index!r}")
+        flat = self.reshape(-1)
+        flat._check_index_range(index, flat.shape[0], 0, "take")
+        return flat._advanced_index([(0, index)])
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+        """Combine src into self at index along dim with "sum", "prod", "mean", "amax" or "amin", as torch.
+
+        >>> Tensor([1.0, 1.0]).scatter_reduce(0, Tensor([0, 0, 1]), Tensor([2.0, 3.0, 4.0]), "sum").tolist()
+        [6.0, 5.0]
+        """
+        if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+            raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+        _, hit, vals = self._scatter_parts(dim, index, src, "scatter_reduce")
+        any_hit = hit.any(-1)
+        dt = self.dtype
+        if reduce in ("sum", "mean"):
+            total = hit.where(vals, Tensor(0, device=self.device, dtype=dt))._reduce(_sum_op(dt), -1)
+            if reduce == "sum":
+                return self + total if include_self else any_hit.where(total, self)
+            count = hit.cast(dtypes.int32)._reduce(Ops.ADD, -1)
+            if include_self:
+                total, count = total + self, count + 1
+            mean = total.div(count.cast(dt), rounding_mode="floor" if not dtypes.is_float(dt) else None)
+            return any_hit.where(mean.cast(dt), self)
+        if reduce == "prod":
+            total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
+            return self * total if include_self else any_hit.where(total, self)
+        inv = reduce == "amin"
+        v = vals._inverse() if inv else vals
+        low = Tensor(dtypes.min(dt), device=self.device, dtype=dt)
+        best = hit.where(v, low)._reduce(Ops.MAX, -1)
+        best = best._inverse() if inv else best
+        if include_self:
+            best = best.minimum(self) if inv else best.maximum(self)
+        return any_hit.where(best, self)
 
     def nonzero(self) -> Tensor:
         """The indices of the nonzero elements as an (n, ndim) int32 tensor, in row-major order (torch.nonzero).
