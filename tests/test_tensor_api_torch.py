@@ -11,6 +11,7 @@ import pytest
 
 from uopkit import Tensor, dtypes
 from uopkit.dtype import from_numpy_dtype
+from uopkit.schedule import computed_from
 from uopkit.tensor.support import ArgumentError, EmptyReduceError, ShapeError
 
 torch = pytest.importorskip("torch")
@@ -838,6 +839,13 @@ def test_gradients_through_setitem_see_the_write_as_torch():
         return loss.item(), x.grad.tolist(), y.grad.tolist()
 
     assert run(lambda v, **kw: Tensor(v, **kw)) == run(lambda v, **kw: torch.tensor(v, **kw))
+    # a buffer written where no gradient flows: a gradient through it reads its new contents (before: the graph that
+    # computed its old ones), and remembers no chain of the writes
+    cache, w = Tensor.zeros(3).contiguous().realize(), Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for step in range(3):
+        cache[step] = Tensor(5.0) * (step + 1)
+    (cache * w).sum().backward()
+    assert w.grad.tolist() == [5.0, 10.0, 15.0] and cache.uop not in computed_from
 
 
 @pytest.mark.parametrize("op", ["max", "min"])

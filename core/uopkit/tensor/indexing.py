@@ -12,7 +12,7 @@ import numpy as np
 from uopkit.dtype import (
     dtypes,
 )
-from uopkit.schedule import computed_from
+from uopkit.schedule import computed_from, forget_source, live_tensors
 from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
@@ -33,6 +33,26 @@ if TYPE_CHECKING:
 # through EnumType's slow __getattr__ hook
 _BUFFER, _STORE = Ops.BUFFER, Ops.STORE
 _EXPAND_OR_PAD = frozenset({Ops.EXPAND, Ops.PAD})
+
+
+def _carries_gradient(*roots: UOp) -> bool:
+    # whether a tensor that wants a gradient is computed into one of the graphs (not behind a DETACH), following
+    # realized values back to the graphs that computed them, as backward() does
+    wanting = {_storage_uop(t.uop) for t in live_tensors.snapshot() if t.requires_grad}
+    seen: set[UOp] = set()
+    stack = list(roots) if wanting else []
+    while stack:
+        u = stack.pop()
+        if u in seen or u.op is Ops.DETACH:
+            continue
+        if u in wanting:
+            return True
+        seen.add(u)
+        stack.extend(u.src)
+        origin = computed_from.get(u)
+        if origin is not None:
+            stack.append(origin)
+    return False
 
 
 class IndexingMixin:
@@ -251,11 +271,11 @@ class IndexingMixin:
         if source is not None:
             # the buffer now holds the written contents: a gradient through it must see the write (it saw the old
             # graph alone), so it follows that graph with the written positions replaced (built lazily: kernels only
-            # if a backward() needs them)
+            # if a backward() needs them). Kept only where a gradient can flow (a buffer written every step, as a
+            # cache, would otherwise hold a chain of every write's graph)
+            forget_source(self.uop)
             value_graph = value_graph.substitute({self.uop: source})
-            if self.uop.base in value_graph.toposort():
-                computed_from.pop(self.uop, None)
-            else:
+            if _carries_gradient(source, value_graph) and self.uop.base not in value_graph.toposort():
                 computed_from[self.uop] = Tensor(source)._overwritten(index, Tensor(value_graph)).uop
 
     def _overwritten(self, index: Any, value: Tensor) -> Tensor:
