@@ -914,5 +914,12 @@ def test_dropout_of_one_and_batchnorm_of_one_value_per_channel_as_torch():
         assert np.array_equal(Tensor(x).dropout(1.0).numpy(), F.dropout(torch.tensor(x), 1.0).numpy(), equal_nan=True)
         with pytest.raises(ValueError, match=r"BatchNorm\(4\): batch statistics need more than 1 value per channel"):
             BatchNorm(4)(Tensor(x.reshape(1, 4, 1, 1)))
+        # momentum=None: the running statistics average every batch's (it raised a TypeError)
+        ours, ref = BatchNorm(2, momentum=None), torch.nn.BatchNorm2d(2, momentum=None)
+        for step in range(2):
+            batch = _randn(2, 2, 1, 3) * (step + 1)
+            ours(Tensor(batch)).realize(), ref(torch.tensor(batch))
+        np.testing.assert_allclose(ours.running_var.numpy(), ref.running_var.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(ours.running_mean.numpy(), ref.running_mean.numpy(), atol=1e-6)
     finally:
         Tensor.training = False
