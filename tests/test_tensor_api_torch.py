@@ -11,6 +11,7 @@ import pytest
 
 from uopkit import Tensor, dtypes
 from uopkit.dtype import from_numpy_dtype
+from uopkit.schedule import computed_from
 from uopkit.tensor.support import ArgumentError, EmptyReduceError, ShapeError
 
 torch = pytest.importorskip("torch")
@@ -790,3 +791,135 @@ def test_torch_method_names_missing_before():
     ):
         as_torch(fn, [x])
     assert Tensor(x).dim() == 3 and Tensor(x).type_as(Tensor([1])).dtype == dtypes.int32
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# a second sweep against torch: Python bools and empty lists as indices, repeated indices in setitem, index_select,
+# take, scatter_add, norm, torch's conv argument order and unbatched inputs, repeated reduce dims, mean(dtype=),
+# dropout(p=1), BatchNorm's single value per channel
+
+
+def test_getitem_and_setitem_with_python_bools_and_empty_lists_as_torch():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for index in (True, False, (True, 0), (0, ..., False), [], (slice(None), [])):
+        assert np.array_equal(Tensor(x)[index].numpy(), torch.tensor(x)[index].numpy()), index
+        ours, ref = Tensor(x).contiguous(), torch.tensor(x)
+        ours[index], ref[index] = -1.0, -1.0
+        assert np.array_equal(ours.numpy(), ref.numpy()), index
+    with pytest.raises(IndexError, match="a Python bool index together with index tensors"):
+        Tensor(x)[[1, 0], True]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.bool_])
+def test_setitem_at_a_repeated_index_keeps_the_last_write_as_torch(dtype):
+    # before: the writes to one position were added up
+    values = np.array([1, 0, 3, 4], np.float32).astype(dtype)
+    for index in ([0, 2, 0, 0], ([1, 1, 0, 1], [2, 2, 2, 2])):
+        target = np.zeros((2, 3) if isinstance(index, tuple) else 4, dtype)
+        ours, ref = Tensor(target).contiguous(), torch.tensor(target)
+        ours[index], ref[index] = Tensor(values), torch.tensor(values)
+        assert np.array_equal(ours.numpy(), ref.numpy()), index
+
+
+def test_gradients_through_setitem_see_the_write_as_torch():
+    # before: a backward() through a tensor written by setitem followed the graph of its old contents alone
+    def run(T):
+        x, y = T([1.0, 2.0, 3.0], requires_grad=True), T([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        buf = T([0.0, 0.0, 0.0, 0.0]) * 1
+        buf[1:] = x * 2
+        written = y * 3
+        written[[0, 0, 1], [1, 1, 0]] = x  # a repeated position: every writer gets the gradient, as torch
+        masked = y * y
+        masked[masked > 10] = 0.0
+        copied = y + 0
+        copied[0] = copied[1]  # the value read before the write
+        w = T([[1.0, 2.0], [3.0, 4.0]])
+        loss = (buf * w.reshape(-1)).sum() + (written * w).sum() + masked.sum() + (copied * w * w).sum()
+        loss.backward()
+        return loss.item(), x.grad.tolist(), y.grad.tolist()
+
+    assert run(lambda v, **kw: Tensor(v, **kw)) == run(lambda v, **kw: torch.tensor(v, **kw))
+    # a buffer written where no gradient flows: a gradient through it reads its new contents (before: the graph that
+    # computed its old ones), and remembers no chain of the writes
+    cache, w = Tensor.zeros(3).contiguous().realize(), Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    for step in range(3):
+        cache[step] = Tensor(5.0) * (step + 1)
+    (cache * w).sum().backward()
+    assert w.grad.tolist() == [5.0, 10.0, 15.0] and cache.uop not in computed_from
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_and_min_with_dim_send_the_gradient_to_the_index_as_torch(op):
+    # ties, NaN, -0.0 and infinities in a row: before, tied extremes shared the gradient
+    x = np.array([[1, 1, 0], [NAN, 2, NAN], [-0.0, -0.0, -1], [INF, INF, 1], [-INF, -INF, -INF]], np.float32)
+    as_torch(lambda t: getattr(t, op)(dim=1).values, [x], atol=0)
+    as_torch(lambda t: getattr(t, op)(dim=0, keepdim=True)[0], [x], atol=0)
+    assert np.signbit(getattr(Tensor(x), op)(dim=1).values.numpy()[2])
+
+
+def test_index_select_take_and_scatter_add_as_torch():
+    x, index = _randn(3, 4), np.array([3, 0, 3], np.int64)
+    as_torch(lambda t, i: t.index_select(1, i), [x, index])
+    as_torch(lambda t, i: t.index_select(-2, i), [x, index[1:] // 2])
+    as_torch(lambda t, i: t.take(i), [x, np.array([[11, -1], [0, 5]], np.int64)])
+    as_torch(lambda t, i, s: t.scatter_add(1, i, s), [x, np.array([[1, 1], [0, 3], [2, 2]], np.int64), _randn(3, 2)])
+    with pytest.raises(IndexError, match="index_select: index 4 is out of bounds"):
+        Tensor(x).index_select(1, Tensor([4]))
+    with pytest.raises(IndexError, match="take: index 12 is out of bounds"):
+        Tensor(x).take(Tensor([12]))
+
+
+def test_norm_values_and_gradients_as_torch():
+    x = _randn(2, 3, 4)
+    x[0, 0] = 0.0
+    for p, dim, keepdim in (("fro", None, False), (1, 1, False), (3, (0, 2), True), (INF, -1, False)):
+        as_torch(lambda t, p=p, d=dim, k=keepdim: t.norm(p, d, k), [x])
+    with pytest.raises(TypeError, match="norm: needs a floating-point tensor"):
+        Tensor([1, 2]).norm()
+
+
+def test_conv_takes_torch_argument_order_and_unbatched_inputs():
+    # torch's order is (weight, bias, stride, padding, dilation, groups); tinygrad's put groups third
+    x, w, b, wt = _randn(2, 4, 7, 6), _randn(4, 2, 3, 3), _randn(4), _randn(4, 3, 3, 3)
+    as_torch(lambda t, u, c: F.conv2d(t, u, c, 2, 1, 1, 2), [x, w, b], lambda t, u, c: t.conv2d(u, c, 2, 1, 1, 2))
+    x0, w1 = Tensor(x[0]), Tensor(w[:, :, 0])
+    tx0, tw1, tw = torch.tensor(x[0]), torch.tensor(w[:, :, 0]), torch.tensor(wt)
+    for ours, ref in (
+        (x0.conv2d(Tensor(w), None, 1, "same", 2, 2), F.conv2d(tx0, torch.tensor(w), None, 1, "same", 2, 2)),
+        (x0[:, 0].conv1d(w1, None, 1, 1, 1, 2), F.conv1d(tx0[:, 0], tw1, None, 1, 1, 1, 2)),
+        (Tensor(x).conv_transpose2d(Tensor(wt), None, 2, 1, 1), F.conv_transpose2d(torch.tensor(x), tw, None, 2, 1, 1)),
+    ):  # fmt: skip
+        assert ours.shape == tuple(ref.shape)
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), atol=1e-5, rtol=1e-4)
+    with pytest.raises(ArgumentError, match="conv2d: padding='same' needs stride 1"):
+        Tensor(x).conv2d(Tensor(w), stride=2, padding="same", groups=2)
+
+
+def test_reduce_dims_appear_once_and_mean_takes_a_dtype_as_torch():
+    x = _randn(2, 3)
+    with pytest.raises(ArgumentError, match=r"sum: an axis appears more than once in \(1, -1\)"):
+        Tensor(x).sum((1, -1))
+    ours = Tensor([[1, 2], [4, 4]]).mean(dim=1, dtype=dtypes.float64)
+    assert ours.dtype == dtypes.float64 and ours.tolist() == [1.5, 4.0]
+    with pytest.raises(TypeError, match="mean: dtype must be a floating-point dtype"):
+        Tensor(x).mean(dtype=dtypes.int32)
+
+
+def test_dropout_of_one_and_batchnorm_of_one_value_per_channel_as_torch():
+    from uopkit.nn import BatchNorm
+
+    x = np.array([NAN, INF, -2.0, 3.0], np.float32)
+    Tensor.training = True
+    try:
+        assert np.array_equal(Tensor(x).dropout(1.0).numpy(), F.dropout(torch.tensor(x), 1.0).numpy(), equal_nan=True)
+        with pytest.raises(ValueError, match=r"BatchNorm\(4\): batch statistics need more than 1 value per channel"):
+            BatchNorm(4)(Tensor(x.reshape(1, 4, 1, 1)))
+        # momentum=None: the running statistics average every batch's (it raised a TypeError)
+        ours, ref = BatchNorm(2, momentum=None), torch.nn.BatchNorm2d(2, momentum=None)
+        for step in range(2):
+            batch = _randn(2, 2, 1, 3) * (step + 1)
+            ours(Tensor(batch)).realize(), ref(torch.tensor(batch))
+        np.testing.assert_allclose(ours.running_var.numpy(), ref.running_var.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(ours.running_mean.numpy(), ref.running_mean.numpy(), atol=1e-6)
+    finally:
+        Tensor.training = False

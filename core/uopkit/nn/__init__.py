@@ -236,7 +236,12 @@ class BatchNorm:
     """
 
     def __init__(
-        self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1
+        self,
+        sz: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        momentum: float | None = 0.1,
     ) -> None:
         self.sz, self.eps, self.momentum, self.track_running_stats = sz, eps, momentum, track_running_stats
         self.weight, self.bias = _scale_and_shift(sz, affine)
@@ -251,6 +256,11 @@ class BatchNorm:
         axes = tuple(i for i in range(x.ndim) if i != 1)
         shape = (1, self.sz) + (1,) * (x.ndim - 2)
         if Tensor.training or not self.track_running_stats:
+            if x.numel() == self.sz:
+                # one value per channel: its variance is 0/0 (PyTorch raises too)
+                raise ValueError(
+                    f"BatchNorm({self.sz}): batch statistics need more than 1 value per channel, got input {x.shape}"
+                )
             mean = x.mean(axes)
             centered = x - mean.reshape(shape)
             var = (centered * centered).mean(axes)
@@ -258,7 +268,8 @@ class BatchNorm:
                 n = x.numel() // self.sz
                 # the running variance is the unbiased one, as in PyTorch
                 unbiased = var.detach() * (n / max(n - 1, 1))
-                m = self.momentum
+                # momentum None: the running statistics are the plain average of every batch's, as PyTorch's
+                m = self.momentum if self.momentum is not None else 1 / (self.num_batches_tracked + 1).float()
                 self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
                 self.running_var.assign((1 - m) * self.running_var + m * unbiased)
                 self.num_batches_tracked.assign(self.num_batches_tracked + 1)

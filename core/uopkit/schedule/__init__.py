@@ -91,6 +91,12 @@ _MOVEMENT = GroupOp.Movement
 computed_from = WeakKeyMap()
 
 
+def forget_source(u: UOp) -> None:
+    """Drop what `u` was computed from: a write into its storage (setitem) made the remembered graph stale."""
+    # (WeakKeyMap has no removal of its own; its entries are keyed by weak references that compare by their node)
+    computed_from._data.pop(weakref.ref(u), None)
+
+
 def unrealized_graph(
     root: UOp,
     keep: set[UOp],

@@ -147,6 +147,27 @@ class FunctionalMixin:
         # as torch's clamp_min: the whole gradient goes to the norm where it is >= eps (and a NaN norm stays NaN)
         return x / (norm < eps).where(eps, norm)
 
+    def norm(self, p: float | str = "fro", dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """The vector p-norm over `dim` (all elements when None) of a float tensor, as torch.Tensor.norm: "fro" (and
+        p = 2) the Euclidean norm, inf the max of |x|, 0 the count of nonzeros; torch's gradient (0 at a zero norm).
+
+        >>> Tensor([[3.0, 4.0]]).norm().item()
+        5.0
+        """
+        if p == "fro":
+            p = 2.0
+        if isinstance(p, str):
+            raise ValueError(f"norm: p must be a number or 'fro', got {p!r} (matrix norms aren't supported)")
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"norm: needs a floating-point tensor, got {self.dtype}; cast with .float()")
+        axes = self._axes(dim, "norm") if self.ndim else ()
+        rest = [a for a in range(self.ndim) if a not in axes]
+        rest_shape = tuple(self.shape[a] for a in rest)
+        # the reduced axes moved last and flattened into one
+        flat = self.permute(rest + list(axes)).reshape(rest_shape + (math.prod(self.shape[a] for a in axes),))
+        out = flat._vector_norm(len(rest), float(p), "norm").reshape(rest_shape)
+        return out.reshape(tuple(1 if a in axes else s for a, s in enumerate(self.shape))) if keepdim else out
+
     def cosine_similarity(self, other: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
         """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along `dim`, the operands broadcast together
         (torch.nn.functional.cosine_similarity: each norm clamped by eps separately, its gradient the norm's own).
@@ -511,7 +532,8 @@ class FunctionalMixin:
         if not Tensor.training or p == 0:
             return self
         if p == 1:
-            return self.zeros_like()
+            # as PyTorch: times zero, so NaN and inf give NaN and negatives -0.0
+            return self * 0
         keep = Tensor.rand(self.shape, device=self.device) >= p
         return keep.where(self, 0) * (1 / (1 - p))
 

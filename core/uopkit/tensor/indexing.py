@@ -1,4 +1,5 @@
-"""Indexing: getitem and setitem with ints, slices, None, ellipsis and index tensors (a mixin of `Tensor`)."""
+"""Indexing: getitem and setitem with ints, slices, None, ellipsis and index tensors; gather, scatter, index_select
+and take (a mixin of `Tensor`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 from uopkit.dtype import (
     dtypes,
 )
+from uopkit.schedule import computed_from, forget_source, live_tensors
 from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
@@ -18,6 +20,7 @@ from uopkit.tensor.support import (
     _Mask,
     _normalize_axis,
     _storage_uop,
+    _sum_op,
     _with,
 )
 from uopkit.uop.ops import Ops, UOp
@@ -32,6 +35,26 @@ _BUFFER, _STORE = Ops.BUFFER, Ops.STORE
 _EXPAND_OR_PAD = frozenset({Ops.EXPAND, Ops.PAD})
 
 
+def _carries_gradient(*roots: UOp) -> bool:
+    # whether a tensor that wants a gradient is computed into one of the graphs (not behind a DETACH), following
+    # realized values back to the graphs that computed them, as backward() does
+    wanting = {_storage_uop(t.uop) for t in live_tensors.snapshot() if t.requires_grad}
+    seen: set[UOp] = set()
+    stack = list(roots) if wanting else []
+    while stack:
+        u = stack.pop()
+        if u in seen or u.op is Ops.DETACH:
+            continue
+        if u in wanting:
+            return True
+        seen.add(u)
+        stack.extend(u.src)
+        origin = computed_from.get(u)
+        if origin is not None:
+            stack.append(origin)
+    return False
+
+
 class IndexingMixin:
     __slots__ = ()
 
@@ -44,15 +67,20 @@ class IndexingMixin:
         out: list[Any] = []
         for i in items:
             if isinstance(i, (list, np.ndarray, Tensor)):
-                t = i if isinstance(i, Tensor) else Tensor(np.asarray(i), device=self.device)
+                arr = i if isinstance(i, Tensor) else np.asarray(i)
+                if isinstance(arr, np.ndarray) and arr.size == 0 and arr.dtype == np.float64:
+                    # an empty list selects nothing (numpy would make it float)
+                    arr = arr.astype(np.int32)
+                t = arr if isinstance(arr, Tensor) else Tensor(arr, device=self.device)
                 if t.dtype == dtypes.bool:
                     out.append(_Mask(t))
                 elif dtypes.is_int(t.dtype):
                     out.append(t)
                 else:
                     raise IndexError(f"tensors used as indices must be integer or bool, got {t.dtype}")
-            elif isinstance(i, bool):
-                raise IndexError("a Python bool is not a valid index; use a bool tensor")
+            elif isinstance(i, (bool, np.bool_)):
+                # as numpy and PyTorch: a new axis of size 1 (True) or 0 (False)
+                out.append(bool(i))
             elif i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice)):
                 out.append(i)
             else:
@@ -62,9 +90,16 @@ class IndexingMixin:
     def _basic_view(self, items: list[Any]) -> tuple[Tensor, list[tuple[int, Tensor]], bool]:
         """Apply ints, slices, None and Ellipsis; returns the view, [(axis in view, index tensor)], and whether a
         strided slice needed padding (such a view can't be written through)."""
-        n_real = sum(i.t.ndim if isinstance(i, _Mask) else 1 for i in items if i is not None and i is not Ellipsis)
+        n_real = sum(
+            i.t.ndim if isinstance(i, _Mask) else 1
+            for i in items
+            if i is not None and i is not Ellipsis and not isinstance(i, bool)
+        )
         if n_real > self.ndim:
             raise IndexError(f"too many indices ({n_real}) for a tensor of shape {self.shape}")
+        if any(isinstance(i, bool) for i in items) and any(isinstance(i, (Tensor, _Mask)) for i in items):
+            # PyTorch and numpy make the bool an index array then, broadcast with the others
+            raise IndexError("a Python bool index together with index tensors or lists isn't supported")
         ellipses = [pos for pos, i in enumerate(items) if i is Ellipsis]
         if len(ellipses) > 1:
             raise IndexError("an index can only have a single ellipsis (...)")
@@ -92,8 +127,8 @@ class IndexingMixin:
                     tensors.append((axis, idx))
                     axis += 1
                 continue
-            if i is None:
-                out_axes.append(("new", None))
+            if i is None or isinstance(i, bool):
+                out_axes.append(("new", i is not False))
                 continue
             size = self.shape[axis]
             if isinstance(i, Tensor):
@@ -134,15 +169,19 @@ class IndexingMixin:
         if any(s != 1 for s in strides):
             padded = any(k > 1 and t.shape[a] % k for a, k in enumerate(strides))
             t = t._stride(strides)
-        new_shape, tensor_axes = [], []
+        new_shape, tensor_axes, empty_axes = [], [], []
         for kind, ax in out_axes:
             if kind == "new":
+                if not ax:
+                    empty_axes.append(len(new_shape))
                 new_shape.append(1)
             elif kind in ("keep", "tensor"):
                 if kind == "tensor":
                     tensor_axes.append(len(new_shape))
                 new_shape.append(t.shape[ax])
         view = t.reshape(tuple(new_shape))
+        if empty_axes:
+            view = view.shrink(tuple((0, 0) if a in empty_axes else None for a in range(view.ndim)))
         return view, [(ax, idx) for ax, (_, idx) in zip(tensor_axes, tensors, strict=True)], padded
 
     def _stride(self, strides: Sequence[int]) -> Tensor:
@@ -218,23 +257,200 @@ class IndexingMixin:
         if storage.base.op is not Ops.BUFFER or any(n.op in (Ops.EXPAND, Ops.PAD) for n in storage.movement_chain()):
             # the tensor needs storage of its own to be written into
             self.uop = self.contiguous().realize().uop
+        # the graph that computed the old contents (a backward() follows it from the buffer), as the value's graph
+        source = computed_from.get(self.uop)
         items = self._parse_index(index)
         view, tensors, padded = self._basic_view(items)
         if not isinstance(value, Tensor):
             value = Tensor(value, device=self.device, dtype=self.dtype)
+        value_graph = value.uop
         if not tensors and not padded:
             view.assign(value.cast(self.dtype)._broadcast_to(view.shape)).realize()
-            return
-        # general case: every written position is found by indexing a tensor of flat positions the same way
+        else:
+            self.assign(self._overwritten(index, value).contiguous()).realize()
+        if source is not None:
+            # the buffer now holds the written contents: a gradient through it must see the write (it saw the old
+            # graph alone), so it follows that graph with the written positions replaced (built lazily: kernels only
+            # if a backward() needs them). Kept only where a gradient can flow (a buffer written every step, as a
+            # cache, would otherwise hold a chain of every write's graph)
+            forget_source(self.uop)
+            value_graph = value_graph.substitute({self.uop: source})
+            if _carries_gradient(source, value_graph) and self.uop.base not in value_graph.toposort():
+                computed_from[self.uop] = Tensor(source)._overwritten(index, Tensor(value_graph)).uop
+
+    def _overwritten(self, index: Any, value: Tensor) -> Tensor:
+        # self with value (broadcast) at self[index], as a lazy graph: every written position is found by indexing a
+        # tensor of flat positions the same way
         positions = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index]
+        if positions.numel() == 0:
+            value._broadcast_to(positions.shape)  # (still checks that the value fits)
+            return self
         vals = value.cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
         hit = positions.reshape(-1, 1) == Tensor.arange(self.numel(), device=self.device).reshape(1, -1)
+        # a position indexed more than once takes the last write (as PyTorch's CPU), not the sum of the writes
+        writer = Tensor.arange(1, positions.numel() + 1, device=self.device).reshape(-1, 1)
+        last = hit.where(writer, 0).max(0, keepdim=True)
+        wins = hit & (writer == last)
         zero = Tensor(0, device=self.device, dtype=self.dtype)
-        written = hit.where(vals._broadcast_to(hit.shape), zero)._reduce(
-            Ops.MAX if self.dtype == dtypes.bool else Ops.ADD, 0
+        vals = vals._broadcast_to(hit.shape)
+        written = wins.where(vals, zero)._reduce(Ops.MAX if self.dtype == dtypes.bool else Ops.ADD, 0)
+        if dtypes.is_float(self.dtype):
+            # every written value gets the gradient at its target, overwritten or not (PyTorch's index_put backward),
+            # as scatter's: the overwritten ones add an exact 0 that carries it
+            lost = hit & ~wins & (vals - vals == 0)
+            written = written - lost.where(vals.detach() - vals, zero).sum(0)
+        return (last != 0).reshape(self.shape).where(written.reshape(self.shape), self)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # gather and scatter along one dim, index_select and take: one-hot masks of the indices and a reduce
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and likewise for other dims), as torch.gather.
+
+        >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()
+        [[1, 1], [4, 3]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "gather", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError("gather: index must be an integer tensor")
+        if index.ndim != self.ndim or any(
+            i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
+        ):
+            raise ShapeError(f"gather: index shape {index.shape} doesn't fit input shape {self.shape} (dim {dim})")
+        self._check_index_range(index, self.shape[dim], dim, "gather", negative=False)
+        return self._gather_checked(dim, index)
+
+    def _gather_checked(self, dim: int, index: Tensor) -> Tensor:
+        # gather with indices known to be in range (no read-back of their bounds)
+        n = self.shape[dim]
+        x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
+        # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
+        x = x._move_to_end(dim).unsqueeze(dim)._broadcast_to(index.shape + (n,))
+        hit = index._one_hot_along(n)
+        return hit.where(x, Tensor(0, device=self.device, dtype=self.dtype))._reduce(_sum_op(self.dtype), -1)
+
+    def _scatter_parts(self, dim: int, index: Tensor, src: Any, op: str) -> tuple[int, Tensor, Tensor]:
+        dim = _normalize_axis(dim, self.ndim, op, self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"{op}: index must be an integer tensor")
+        if index.ndim != self.ndim or any(
+            i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
+        ):
+            raise ShapeError(f"{op}: index shape {index.shape} doesn't fit self shape {self.shape} (dim {dim})")
+        self._check_index_range(index, self.shape[dim], dim, op, negative=False)
+        if isinstance(src, Tensor):
+            if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape, strict=True)):
+                raise ShapeError(f"{op}: src shape {src.shape} is smaller than index shape {index.shape}")
+            src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+        else:
+            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+        n = self.shape[dim]
+        # hit[..., p, ..., i] : index position i (along dim, moved last) writes target position p (at dim)
+        hit = index._one_hot_along(n).transpose(dim, -1)
+        vals = src._move_to_end(dim).unsqueeze(dim)._broadcast_to(hit.shape)
+        # pad the index's smaller extents up to self's shape (nothing is written there)
+        pads = tuple(
+            (0, 0) if d == dim else (0, s - i) for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True))
         )
-        new = hit.any(0).reshape(self.shape).where(written.reshape(self.shape), self)
-        self.assign(new.contiguous()).realize()
+        hit = hit.pad(pads + ((0, 0),))
+        vals = vals.pad(pads + ((0, 0),))
+        return dim, hit, vals
+
+    def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
+        """A copy of self with self[index[i][j]][j] = src[i][j] (dim 0), as torch.scatter; `reduce` "add" or
+        "multiply" combines instead of replacing. With repeated indices and no reduce, the last write (in index order)
+        wins, as PyTorch's CPU scatter.
+
+        >>> Tensor.zeros(3).scatter(0, Tensor([2, 0]), Tensor([5.0, 6.0])).tolist()
+        [6.0, 0.0, 5.0]
+        """
+        if reduce not in (None, "add", "multiply"):
+            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
+        _, hit, vals = self._scatter_parts(dim, index, src, "scatter")
+        # of the writes to one position, keep the one with the highest position along `dim` in index
+        k = hit.shape[-1]
+        order = Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape((1,) * (hit.ndim - 1) + (k,))
+        last = hit.where(order, -1).max(-1, keepdim=True)
+        wins = hit & (order == last)
+        zero = Tensor(0, device=self.device, dtype=self.dtype)
+        written = wins.where(vals, zero)._reduce(_sum_op(self.dtype), -1)
+        if dtypes.is_float(self.dtype):
+            # every src element gets the gradient at its target, overwritten or not (PyTorch's gather backward): the
+            # overwritten ones add an exact 0 that carries it
+            lost = hit & ~wins & (vals - vals == 0)
+            written = written - lost.where(vals.detach() - vals, zero).sum(-1)
+        return hit.any(-1).where(written, self)
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """A copy of self with src added at index along dim (repeated indices add up), as torch.scatter_add.
+
+        >>> Tensor.zeros(3).scatter_add(0, Tensor([2, 0, 2]), Tensor([5.0, 6.0, 1.0])).tolist()
+        [6.0, 0.0, 6.0]
+        """
+        return self.scatter_reduce(dim, index, src, "sum")
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        """The slices at the 1-D (or 0-d) integer `index` along `dim`, as torch.index_select (no negative indices).
+
+        >>> Tensor([[1, 2], [3, 4]]).index_select(1, Tensor([1, 1, 0])).tolist()
+        [[2, 2, 1], [4, 4, 3]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "index_select", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError(f"index_select: index must be a 1-D integer tensor, got {index!r}")
+        self._check_index_range(index, self.shape[dim] if self.ndim else 1, dim, "index_select", negative=False)
+        if self.ndim == 0:
+            if index.numel() != 1:
+                raise ShapeError(f"index_select: a 0-d tensor takes one index, got {index.numel()}")
+            return self
+        return self._advanced_index([(dim, index.reshape(-1))])
+
+    def take(self, index: Tensor) -> Tensor:
+        """The elements of self, read as a flat array, at the integer `index` (any shape; negative counts from the
+        end), as torch.take.
+
+        >>> Tensor([[1, 2], [3, 4]]).take(Tensor([[0, -1]])).tolist()
+        [[1, 4]]
+        """
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"take: index must be an integer tensor, got {index!r}")
+        flat = self.reshape(-1)
+        flat._check_index_range(index, flat.shape[0], 0, "take")
+        return flat._advanced_index([(0, index)])
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+        """Combine src into self at index along dim with "sum", "prod", "mean", "amax" or "amin", as torch.
+
+        >>> Tensor([1.0, 1.0]).scatter_reduce(0, Tensor([0, 0, 1]), Tensor([2.0, 3.0, 4.0]), "sum").tolist()
+        [6.0, 5.0]
+        """
+        if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+            raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+        _, hit, vals = self._scatter_parts(dim, index, src, "scatter_reduce")
+        any_hit = hit.any(-1)
+        dt = self.dtype
+        if reduce in ("sum", "mean"):
+            total = hit.where(vals, Tensor(0, device=self.device, dtype=dt))._reduce(_sum_op(dt), -1)
+            if reduce == "sum":
+                return self + total if include_self else any_hit.where(total, self)
+            count = hit.cast(dtypes.int32)._reduce(Ops.ADD, -1)
+            if include_self:
+                total, count = total + self, count + 1
+            mean = total.div(count.cast(dt), rounding_mode="floor" if not dtypes.is_float(dt) else None)
+            return any_hit.where(mean.cast(dt), self)
+        if reduce == "prod":
+            total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
+            return self * total if include_self else any_hit.where(total, self)
+        inv = reduce == "amin"
+        v = vals._inverse() if inv else vals
+        low = Tensor(dtypes.min(dt), device=self.device, dtype=dt)
+        best = hit.where(v, low)._reduce(Ops.MAX, -1)
+        best = best._inverse() if inv else best
+        if include_self:
+            best = best.minimum(self) if inv else best.maximum(self)
+        return any_hit.where(best, self)
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """A copy of self with src[i][j] added at self[index[i][j]][j] (dim 0), repeated indices summed, as

@@ -301,15 +301,17 @@ class LinalgMixin:
         self,
         weight: Tensor,
         bias: Tensor | None = None,
-        groups: int = 1,
         stride: int | Sequence[int] = 1,
-        dilation: int | Sequence[int] = 1,
         padding: int | str | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        groups: int = 1,
     ) -> Tensor:
-        """N-d convolution (cross-correlation) of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel).
+        """N-d convolution (cross-correlation) of (N, C_in, *spatial) or unbatched (C_in, *spatial) with weight
+        (C_out, C_in/groups, *kernel); the arguments in torch.nn.functional.conv2d's order (tinygrad's puts groups
+        third: pass them by name to be safe with both).
 
         padding: an int, one int per spatial dim, 2 ints per spatial dim (tinygrad order: last dim first, as
-        PyTorch's F.pad), "valid" or "same" (stride 1).
+        PyTorch's F.pad), "valid" or "same" (stride 1, as PyTorch).
 
         >>> Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
         [[[[4.0, 4.0], [4.0, 4.0]]]]
@@ -317,6 +319,9 @@ class LinalgMixin:
         if not isinstance(weight, Tensor):
             raise TypeError("conv2d: weight must be a Tensor")
         nd = weight.ndim - 2
+        if nd >= 1 and self.ndim == nd + 1:
+            # an unbatched input, as PyTorch takes it
+            return self.unsqueeze(0).conv2d(weight, bias, stride, padding, dilation, groups).squeeze(0)
         if nd < 1 or self.ndim != nd + 2:
             raise ShapeError(f"conv: input {self.shape} and weight {weight.shape} need N+2 and N+2 dims (N >= 1)")
         (bs, cin_), (cout, cin), ks = self.shape[:2], weight.shape[:2], weight.shape[2:]
@@ -331,6 +336,8 @@ class LinalgMixin:
             raise ShapeError(f"conv: bias shape {bias.shape} should be ({cout},)")
         s_ = _positive_n(stride, nd, "stride", "conv2d")
         d_ = _positive_n(dilation, nd, "dilation", "conv2d")
+        if padding == "same" and any(s != 1 for s in s_):
+            raise ArgumentError(f"conv2d: padding='same' needs stride 1, got stride {stride!r} (as PyTorch)")
         pads = _conv_pads(padding, nd, ks, d_, "conv2d")
         windows = self._windows(((0, 0), (0, 0)) + pads, ks, s_, d_)
         out_sp = windows.shape[2 : 2 + nd]
@@ -347,34 +354,38 @@ class LinalgMixin:
         _set_conv_gradient(ret.uop, self.uop, weight.uop, x.uop, groups, s_, d_, pads)
         return ret if bias is None else ret + bias.cast(out_dt).reshape((1, cout) + (1,) * nd)
 
-    def conv1d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
-        """1-d convolution of (N, C, L); see conv2d."""
-        if self.ndim != 3 or weight.ndim != 3:
+    def conv1d(self, weight: Tensor, bias: Tensor | None = None, *args: Any, **kwargs: Any) -> Tensor:
+        """1-d convolution of (N, C, L) (or unbatched); see conv2d."""
+        if self.ndim not in (2, 3) or weight.ndim != 3:
             raise ShapeError(f"conv1d: needs a 3-d input and weight, got {self.shape} and {weight.shape}")
-        return self.conv2d(weight, bias, **kwargs)
+        return self.conv2d(weight, bias, *args, **kwargs)
 
-    def conv3d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
-        """3-d convolution of (N, C, D, H, W); see conv2d."""
-        if self.ndim != 5 or weight.ndim != 5:
+    def conv3d(self, weight: Tensor, bias: Tensor | None = None, *args: Any, **kwargs: Any) -> Tensor:
+        """3-d convolution of (N, C, D, H, W) (or unbatched); see conv2d."""
+        if self.ndim not in (4, 5) or weight.ndim != 5:
             raise ShapeError(f"conv3d: needs a 5-d input and weight, got {self.shape} and {weight.shape}")
-        return self.conv2d(weight, bias, **kwargs)
+        return self.conv2d(weight, bias, *args, **kwargs)
 
     def conv_transpose2d(
         self,
         weight: Tensor,
         bias: Tensor | None = None,
-        groups: int = 1,
         stride: int | Sequence[int] = 1,
-        dilation: int | Sequence[int] = 1,
         padding: int | Sequence[int] = 0,
         output_padding: int | Sequence[int] = 0,
+        groups: int = 1,
+        dilation: int | Sequence[int] = 1,
     ) -> Tensor:
-        """Transposed convolution with weight (C_in, C_out/groups, *kernel), as torch's conv_transpose2d.
+        """Transposed convolution with weight (C_in, C_out/groups, *kernel), as torch's conv_transpose2d (its
+        arguments in torch's order; an unbatched (C_in, *spatial) input too).
 
         >>> Tensor.ones(1, 1, 2, 2).conv_transpose2d(Tensor.ones(1, 1, 2, 2)).shape
         (1, 1, 3, 3)
         """
         nd = weight.ndim - 2
+        if nd >= 1 and self.ndim == nd + 1:
+            batched = self.unsqueeze(0)
+            return batched.conv_transpose2d(weight, bias, stride, padding, output_padding, groups, dilation).squeeze(0)
         if nd < 1 or self.ndim != nd + 2:
             raise ShapeError(f"conv_transpose: input {self.shape} and weight {weight.shape} need N+2 dims each")
         cin, ks = weight.shape[0], weight.shape[2:]

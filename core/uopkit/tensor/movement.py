@@ -133,6 +133,14 @@ class MovementMixin:
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
+    def swapaxes(self, axis0: int, axis1: int) -> Tensor:
+        """torch's (and numpy's) name for transpose.
+
+        >>> Tensor.zeros(2, 3).swapaxes(0, -1).shape
+        (3, 2)
+        """
+        return self.transpose(axis0, axis1)
+
     @property
     def T(self) -> Tensor:
         """All axes reversed.

@@ -24,7 +24,6 @@ from uopkit.tensor.support import (
     _dim_for_axis,
     _normalize_axis,
     _sum_acc_dtype,
-    _sum_op,
     _with,
     in_float32,
 )
@@ -83,7 +82,10 @@ class ReduceMixin:
         if axis is None:
             return tuple(range(self.ndim))
         raw = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
-        return tuple(sorted({_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}))
+        axes = {_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}
+        if len(axes) != len(raw):
+            raise ArgumentError(f"{op}: an axis appears more than once in {tuple(raw)} (shape {self.shape})")
+        return tuple(sorted(axes))
 
     def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         name = _REDUCE_NAMES[op]
@@ -179,8 +181,23 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "max")
             if isinstance(dim, int):
-                return ValuesIndices(self._reduce(Ops.MAX, axis, keepdim), self.argmax(axis, keepdim))
+                return self._values_at(self.argmax(axis, keepdim=True), axis, keepdim, "max")
         return self._reduce(Ops.MAX, axis, keepdim)
+
+    def _values_at(self, indices: Tensor, axis: Any, keepdim: bool, op: str) -> ValuesIndices:
+        # torch's max(dim=)/min(dim=): the value at each index (kept dim), so that the gradient goes to that element
+        # alone, as torch's (a plain max shares it among ties)
+        if not dtypes.is_float(self.dtype) or self.ndim == 0:
+            values = self._reduce(Ops.MAX, axis, keepdim) if op == "max" else self.min(axis, keepdim)
+            return ValuesIndices(values, indices if keepdim else indices.reshape(values.shape))
+        axis = _normalize_axis(axis, self.ndim, op, self.shape)
+        n = self.shape[axis]
+        first = indices == Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(
+            _with((1,) * self.ndim, axis, n)
+        )
+        # the others add -0.0, which keeps a -0.0 maximum's sign (one term is nonzero: exact in any float dtype)
+        values = first.where(self, -0.0)._reduce(Ops.ADD, axis, keepdim)
+        return ValuesIndices(values, indices if keepdim else indices.squeeze(axis))
 
     def min(
         self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
@@ -195,7 +212,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "min")
             if isinstance(dim, int):
-                return ValuesIndices(self.min(axis, keepdim), self.argmin(axis, keepdim))
+                return self._values_at(self.argmin(axis, keepdim=True), axis, keepdim, "min")
         if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
             raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
@@ -216,15 +233,25 @@ class ReduceMixin:
         return prod(self.shape[a] for a in self._axes(axis, "mean")) if self.ndim else 1
 
     def mean(
-        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        *,
+        dim: int | Sequence[int] | None = None,
+        dtype: DType | None = None,
     ) -> Tensor:
-        """Mean over `axis` (ints give float32).
+        """Mean over `axis` (ints give float32); with `dtype` (a float), of the input cast to it first, as torch's.
 
         >>> Tensor([[1, 2], [3, 4]]).mean().tolist()
         2.5
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "mean")
+        if dtype is not None:
+            dtype = to_dtype(dtype)
+            if not dtypes.is_float(dtype):
+                raise TypeError(f"mean: dtype must be a floating-point dtype, got {dtype}")
+            return self.cast(dtype).mean(axis, keepdim)
         out_dt = least_upper_float(self.dtype)
         acc = dtypes.float32 if out_dt in dtypes.halves else out_dt
         total = self.sum(axis, keepdim, dtype=acc)
@@ -1012,117 +1039,6 @@ class ReduceMixin:
             return hit.sum(0)
         dt = dtypes.float32 if weights.dtype == dtypes.float32 else dtypes.float64
         return hit.where(weights.cast(dt).unsqueeze(-1), 0.0).sum(0)
-
-    def gather(self, dim: int, index: Tensor) -> Tensor:
-        """out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and likewise for other dims), as torch.gather.
-
-        >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()
-        [[1, 1], [4, 3]]
-        """
-        dim = _normalize_axis(dim, self.ndim, "gather", self.shape)
-        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
-            raise TypeError("gather: index must be an integer tensor")
-        if index.ndim != self.ndim or any(
-            i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
-        ):
-            raise ShapeError(f"gather: index shape {index.shape} doesn't fit input shape {self.shape} (dim {dim})")
-        self._check_index_range(index, self.shape[dim], dim, "gather", negative=False)
-        return self._gather_checked(dim, index)
-
-    def _gather_checked(self, dim: int, index: Tensor) -> Tensor:
-        # gather with indices known to be in range (no read-back of their bounds)
-        n = self.shape[dim]
-        x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
-        # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
-        x = x._move_to_end(dim).unsqueeze(dim)._broadcast_to(index.shape + (n,))
-        hit = index._one_hot_along(n)
-        return hit.where(x, Tensor(0, device=self.device, dtype=self.dtype))._reduce(_sum_op(self.dtype), -1)
-
-    def _scatter_parts(self, dim: int, index: Tensor, src: Any, op: str) -> tuple[int, Tensor, Tensor]:
-        dim = _normalize_axis(dim, self.ndim, op, self.shape)
-        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
-            raise TypeError(f"{op}: index must be an integer tensor")
-        if index.ndim != self.ndim or any(
-            i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
-        ):
-            raise ShapeError(f"{op}: index shape {index.shape} doesn't fit self shape {self.shape} (dim {dim})")
-        self._check_index_range(index, self.shape[dim], dim, op, negative=False)
-        if isinstance(src, Tensor):
-            if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape, strict=True)):
-                raise ShapeError(f"{op}: src shape {src.shape} is smaller than index shape {index.shape}")
-            src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
-        else:
-            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
-        n = self.shape[dim]
-        # hit[..., p, ..., i] : index position i (along dim, moved last) writes target position p (at dim)
-        hit = index._one_hot_along(n).transpose(dim, -1)
-        vals = src._move_to_end(dim).unsqueeze(dim)._broadcast_to(hit.shape)
-        # pad the index's smaller extents up to self's shape (nothing is written there)
-        pads = tuple(
-            (0, 0) if d == dim else (0, s - i) for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True))
-        )
-        hit = hit.pad(pads + ((0, 0),))
-        vals = vals.pad(pads + ((0, 0),))
-        return dim, hit, vals
-
-    def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
-        """A copy of self with self[index[i][j]][j] = src[i][j] (dim 0), as torch.scatter; `reduce` "add" or
-        "multiply" combines instead of replacing. With repeated indices and no reduce, the last write (in index order)
-        wins, as PyTorch's CPU scatter.
-
-        >>> Tensor.zeros(3).scatter(0, Tensor([2, 0]), Tensor([5.0, 6.0])).tolist()
-        [6.0, 0.0, 5.0]
-        """
-        if reduce not in (None, "add", "multiply"):
-            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
-        if reduce is not None:
-            return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
-        _, hit, vals = self._scatter_parts(dim, index, src, "scatter")
-        # of the writes to one position, keep the one with the highest position along `dim` in index
-        k = hit.shape[-1]
-        order = Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape((1,) * (hit.ndim - 1) + (k,))
-        last = hit.where(order, -1).max(-1, keepdim=True)
-        wins = hit & (order == last)
-        zero = Tensor(0, device=self.device, dtype=self.dtype)
-        written = wins.where(vals, zero)._reduce(_sum_op(self.dtype), -1)
-        if dtypes.is_float(self.dtype):
-            # every src element gets the gradient at its target, overwritten or not (PyTorch's gather backward): the
-            # overwritten ones add an exact 0 that carries it
-            lost = hit & ~wins & (vals - vals == 0)
-            written = written - lost.where(vals.detach() - vals, zero).sum(-1)
-        return hit.any(-1).where(written, self)
-
-    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
-        """Combine src into self at index along dim with "sum", "prod", "mean", "amax" or "amin", as torch.
-
-        >>> Tensor([1.0, 1.0]).scatter_reduce(0, Tensor([0, 0, 1]), Tensor([2.0, 3.0, 4.0]), "sum").tolist()
-        [6.0, 5.0]
-        """
-        if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-            raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
-        _, hit, vals = self._scatter_parts(dim, index, src, "scatter_reduce")
-        any_hit = hit.any(-1)
-        dt = self.dtype
-        if reduce in ("sum", "mean"):
-            total = hit.where(vals, Tensor(0, device=self.device, dtype=dt))._reduce(_sum_op(dt), -1)
-            if reduce == "sum":
-                return self + total if include_self else any_hit.where(total, self)
-            count = hit.cast(dtypes.int32)._reduce(Ops.ADD, -1)
-            if include_self:
-                total, count = total + self, count + 1
-            mean = total.div(count.cast(dt), rounding_mode="floor" if not dtypes.is_float(dt) else None)
-            return any_hit.where(mean.cast(dt), self)
-        if reduce == "prod":
-            total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
-            return self * total if include_self else any_hit.where(total, self)
-        inv = reduce == "amin"
-        v = vals._inverse() if inv else vals
-        low = Tensor(dtypes.min(dt), device=self.device, dtype=dt)
-        best = hit.where(v, low)._reduce(Ops.MAX, -1)
-        best = best._inverse() if inv else best
-        if include_self:
-            best = best.minimum(self) if inv else best.maximum(self)
-        return any_hit.where(best, self)
 
 
 def _quantile_levels(q: Any, op: str) -> tuple[np.ndarray, bool]:
