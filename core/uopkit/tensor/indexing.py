@@ -452,15 +452,6 @@ class IndexingMixin:
             best = best.minimum(self) if inv else best.maximum(self)
         return any_hit.where(best, self)
 
-    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
-        """A copy of self with src[i][j] added at self[index[i][j]][j] (dim 0), repeated indices summed, as
-        torch.scatter_add.
-
-        >>> Tensor.zeros(3).scatter_add(0, Tensor([2, 0, 2]), Tensor([5.0, 6.0, 7.0])).tolist()
-        [6.0, 0.0, 12.0]
-        """
-        return self.scatter_reduce(dim, index, src, "sum")
-
     def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: float = 1) -> Tensor:
         """A copy of self with alpha * source's slice i (along dim) added to self's slice index[i], repeated indices
         summed, as torch.index_add (index 1-D; source has self's shape with index's length at dim).
@@ -477,17 +468,6 @@ class IndexingMixin:
         # the same index for every position of source's slice i: a scatter along dim
         spread = index.reshape(tuple(-1 if d == dim else 1 for d in range(self.ndim)))._broadcast_to(want)
         return self.scatter_reduce(dim, spread, source if alpha == 1 else source * alpha, "sum")
-
-    def index_select(self, dim: int, index: Tensor) -> Tensor:
-        """The slices of self along dim at the (1-D or 0-d) integer `index`, as torch.index_select.
-
-        >>> Tensor([[1, 2], [3, 4], [5, 6]]).index_select(0, Tensor([2, 0])).tolist()
-        [[5, 6], [1, 2]]
-        """
-        dim = _normalize_axis(dim, self.ndim, "index_select", self.shape)
-        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
-            raise TypeError("index_select: index must be a 1-D integer tensor")
-        return self[(slice(None),) * dim + (index.reshape(-1),)]
 
     def searchsorted(self, values: Tensor | float, right: bool = False, *, side: str | None = None) -> Tensor:
         """For each of `values`, the index at which it would be inserted into self's sorted last axis to keep it
