@@ -720,6 +720,19 @@ def test_attention_with_a_fully_masked_query_gives_zeros_as_torch():
              lambda a, b, c, m: a.scaled_dot_product_attention(b, c, attn_mask=m))  # fmt: skip
 
 
+def test_masked_attention_costs_no_more_kernels_than_unmasked():
+    # the fully masked rows are told by the softmax's own max: no extra pass over the scores (forward and backward)
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    counts = []
+    for kw in ({}, {"is_causal": True}, {"attn_mask": Tensor.ones(16, 16, dtype=dtypes.bool).tril(0)}):
+        q, k, v = Tensor.empty(2, 16, 8, requires_grad=True), Tensor.empty(2, 16, 8), Tensor.empty(2, 16, 8)
+        out = q.scaled_dot_product_attention(k, v, **kw)
+        out.sum().backward()
+        counts.append(len(create_schedule(kernelize_tensors([out, q.grad]))))
+    assert counts[1] == counts[0] and counts[2] <= counts[0] + 1, counts
+
+
 def test_pooling_and_interpolate_take_torch_argument_orders_and_defaults():
     x = _randn(1, 2, 5, 5)
     as_torch(lambda t: F.max_pool2d(t, 3, 2, 1, 2), [x], lambda t: t.max_pool2d(3, 2, 1, 2))

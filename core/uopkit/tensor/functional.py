@@ -587,8 +587,19 @@ class FunctionalMixin:
             attn_mask = Tensor.ones(L, S, dtype=dtypes.bool, device=self.device).tril(0)
         if attn_mask is not None:
             qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
-            # a query that may attend to nothing (a row all -inf) gets zeros, as torch's safe softmax, not NaN;
-            # its scores are zeroed first so that no NaN reaches the gradient either
-            empty = (qk == -math.inf).all(-1, keepdim=True)
-            return empty.where(0.0, empty.where(0.0, qk).softmax(-1)).dropout(dropout_p) @ value
+            return _safe_softmax(qk).dropout(dropout_p) @ value
         return qk.softmax(-1).dropout(dropout_p) @ value
+
+
+def _safe_softmax(x: Tensor) -> Tensor:
+    """softmax over the last axis, where a row that is all -inf (a query that may attend to nothing) gives zeros, as
+    torch's attention, not NaN, in the value and in the gradient. The row's max, which softmax takes anyway, tells
+    such rows (a separate all(x == -inf) was another pass over the scores: a fifth of a small GPT's step): they are
+    shifted by 0 instead of -inf (exp gives zeros) and divided by 1 instead of their zero sum."""
+    if x.dtype in dtypes.halves:
+        return _safe_softmax(x.float()).cast(x.dtype)
+    x = x._float()
+    top = x.max(-1, keepdim=True).detach()
+    empty = top == -math.inf
+    e = (x - empty.where(0.0, top)).exp()
+    return e * empty.where(1.0, e.sum(-1, keepdim=True)).reciprocal()
