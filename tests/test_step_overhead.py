@@ -157,6 +157,7 @@ def test_weak_key_map_drops_entries_with_their_nodes():
     del a
     gc.collect()
     assert len(m) == 1 and m[b] == "b"
+    assert m.pop(b) == "b" and m.pop(b, "gone") == "gone" and len(m) == 0
 
 
 @pytest.mark.parametrize("cached", [False, True])

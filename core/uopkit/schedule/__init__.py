@@ -93,8 +93,7 @@ computed_from = WeakKeyMap()
 
 def forget_source(u: UOp) -> None:
     """Drop what `u` was computed from: a write into its storage (setitem) made the remembered graph stale."""
-    # (WeakKeyMap has no removal of its own; its entries are keyed by weak references that compare by their node)
-    computed_from._data.pop(weakref.ref(u), None)
+    computed_from.pop(u)
 
 
 def unrealized_graph(

@@ -349,6 +349,9 @@ class WeakKeyMap:
     def get(self, key: UOp, default: Any = None) -> Any:
         return self._data.get(weakref.ref(key), default)
 
+    def pop(self, key: UOp, default: Any = None) -> Any:
+        return self._data.pop(weakref.ref(key), default)
+
     def __contains__(self, key: object) -> bool:
         try:
             return weakref.ref(key) in self._data
