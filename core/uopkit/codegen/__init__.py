@@ -32,6 +32,32 @@ class ProgramSpec:
     opts: tuple[Opt, ...] = ()
 
 
+def do_ungate_load(x: UOp, buf: UOp, idx: UOp, gate: UOp) -> UOp | None:
+    # a gated load gives 0 where its gate is false, and doesn't read there: when its address (simplified knowing the
+    # gate holds) is inside the buffer for every value of its loops, it reads unconditionally and a select gives the 0.
+    # Same values, no branch: a padded BatchNorm + ReLU read its per-channel values under the pad's test, each a
+    # conditional load, and gcc left the loop scalar
+    size = getattr(buf.dtype, "size", -1)
+    if size <= 0 or buf.dtype.local or not 0 <= idx.vmin or not idx.vmax < size or x.dtype.count != 1:
+        return None
+    return gate.where(x.replace(src=(UOp(Ops.INDEX, x.src[0].dtype, (buf, idx)), *x.src[1:])), x.const_like(0))
+
+
+pm_ungate_loads = PatternMatcher(
+    [
+        (
+            UPat(
+                Ops.LOAD,
+                src=(UPat(Ops.INDEX, src=(UPat(Ops.DEFINE_GLOBAL, name="buf"), UPat.var("idx"), UPat.var("gate"))),),
+                name="x",
+                allow_any_len=True,
+            ),
+            do_ungate_load,
+        )
+    ]
+)
+
+
 def kernel_name(ast: UOp) -> str:
     """E_<shape> for elementwise kernels, r_<shape> for kernels with a reduce."""
     store = ast.src[0]
@@ -60,6 +86,7 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
         # the node alone, so a node's cached result is what rewriting it again would give)
         symbolic_cache: dict[UOp, UOp] = {}
         lowered = graph_rewrite(lowered, pm_symbolic, name="symbolic (before expanding)", cache=symbolic_cache)
+        lowered = graph_rewrite(lowered, pm_ungate_loads, name="ungate loads in bounds")
         # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
         caps = renderer.caps
         expanded = expand(lowered, caps.vector_ops, caps.vector_align, symbolic_cache, caps.vector_casts)
