@@ -339,6 +339,12 @@ class LinalgMixin:
         if padding == "same" and any(s != 1 for s in s_):
             raise ArgumentError(f"conv2d: padding='same' needs stride 1, got stride {stride!r} (as PyTorch)")
         pads = _conv_pads(padding, nd, ks, d_, "conv2d")
+        padded = any(p for pair in pads for p in pair) or any(n.op is Ops.PAD for n in self.uop.movement_chain())
+        if cout // groups > 1 and not padded and not is_realized_view(self.uop):
+            # every output channel reads each input element, and so does the weight's gradient: a computed input (a
+            # residual block's BatchNorms, sum and ReLU before a 1x1 shortcut conv) would be computed again inside both
+            # kernels, per output channel. Stored first (a padded input is: its padded copy is a kernel of its own)
+            self = self.contiguous()
         windows = self._windows(((0, 0), (0, 0)) + pads, ks, s_, d_)
         out_sp = windows.shape[2 : 2 + nd]
         rcout = cout // groups
