@@ -213,6 +213,25 @@ def test_index_check_survives_jit_replay():
     assert pick(x, Tensor([1, 1])).tolist() == [2.0, 2.0]
 
 
+def test_a_stored_index_given_to_a_jit_is_checked_on_every_replay():
+    # the index is the JIT's input itself (a stored buffer): checked on the host while capturing, and by the captured
+    # min/max read back on every replay (a replay out of range gave zeros), for getitem and nn.Embedding
+    from uopkit.jit import TinyJit
+    from uopkit.nn import Embedding
+
+    x, emb = Tensor([1.0, 2.0, 3.0]), Embedding(3, 2)
+    pick, look = TinyJit(lambda i: x[i].realize()), TinyJit(lambda i: emb(i).realize())
+    for _ in range(3):
+        assert pick(Tensor([0, 2]).realize()).tolist() == [1.0, 3.0]
+        look(Tensor([0, 2]).realize())
+    assert pick.captured is not None and look.captured is not None
+    with pytest.raises(IndexError, match="getitem: index 7 is out of bounds"):
+        pick(Tensor([0, 7]).realize())
+    with pytest.raises(IndexError, match=r"Embedding\(3, 2\): index -1 is out of"):
+        look(Tensor([-1, 0]).realize())
+    assert pick(Tensor([1, 1]).realize()).tolist() == [2.0, 2.0]
+
+
 def test_exp_near_the_top_of_the_float32_range():
     # 2**n alone overflows for x just under log(FLT_MAX) (n = 128) though e**x is finite: built in two halves
     x = np.array([88.0, 88.4, 88.7, 88.72, 88.73, 89.0, -87.4, -100.0, -103.0, math.inf, -math.inf], np.float32)

@@ -257,20 +257,22 @@ def _check_values_in(idx: Tensor, lo: int, hi: int, message: Callable[[int], str
 
     Values from the host are checked here and now. Values computed on the device are checked by reading back their
     min and max (a sync; CHECK_INDEX=0 skips it); the check is recorded by a capturing TinyJit, whose replays repeat
-    it after their kernels."""
+    it after their kernels. A stored index captured by a TinyJit is checked both ways: its replays take other
+    inputs (checked only while capturing, a jitted lookup out of range gave zeros)."""
     if not idx.numel():
         return
+    from uopkit.engine.realize import capturing_checks
+
     if idx._is_plain_buffer():
         vals = idx.numpy().reshape(-1)
         vals = vals[vals != ignore] if ignore is not None else vals
         bad = vals[(vals < lo) | (vals >= hi)]
         if bad.size:
             raise IndexError(message(int(bad[0])))
-        return
+        if not capturing_checks:
+            return
     if not CHECK_INDEX:
         return
-    from uopkit.engine.realize import capturing_checks
-
     idx.realize()
     vals = idx if ignore is None else (idx == ignore).where(lo, idx)
     bounds = Tensor.stack(vals.min(), vals.max()).cast(dtypes.int64).realize()
@@ -290,7 +292,7 @@ class _DeviceRangeCheck:
         mn, mx = (int(v) for v in self.bounds.as_numpy())
         if mn < self.lo or mx >= self.hi:
             bad = mn if mn < self.lo else mx
-            raise IndexError(self.message(bad) + " (computed on the device; CHECK_INDEX=0 skips this check)")
+            raise IndexError(self.message(bad) + " (read back from the device; CHECK_INDEX=0 skips this check)")
 
 
 def _check_targets(Y: Tensor, C: int, ignore_index: int, op: str) -> None:
