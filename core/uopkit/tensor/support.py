@@ -20,7 +20,7 @@ from uopkit.dtype import (
     dtypes,
     to_numpy_dtype,
 )
-from uopkit.engine.realize import buffers
+from uopkit.engine.realize import buffers, capturing_checks
 from uopkit.helpers import CHECK_INDEX
 from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
 
@@ -261,8 +261,6 @@ def _check_values_in(idx: Tensor, lo: int, hi: int, message: Callable[[int], str
     inputs (checked only while capturing, a jitted lookup out of range gave zeros)."""
     if not idx.numel():
         return
-    from uopkit.engine.realize import capturing_checks
-
     if idx._is_plain_buffer():
         vals = idx.numpy().reshape(-1)
         vals = vals[vals != ignore] if ignore is not None else vals
