@@ -98,12 +98,13 @@ def _rows(x: Tensor) -> Tensor:
 def test_aligned_views_get_vectors_and_offset_views_scalar_lanes(aligned: str) -> None:
     opts = [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 32)]
     # data1 = x[1:], at an odd offset: its lanes load one by one; y[4:] is aligned, and so is the output
-    shifted = _shifted(Tensor.empty(1028), Tensor.empty(1028))
+    # (scheduled for the aligned device: a window's start keeps the alignment its constant start had)
+    shifted = _shifted(Tensor.empty(1028, device=aligned), Tensor.empty(1028, device=aligned))
     assert _vector_accesses(_program(shifted, AlignedGPU(), opts).uops) == ([2], [0])
     # where vectors need only element alignment both loads are vectors
     assert _vector_accesses(_program(shifted, UnalignedGPU(), opts).uops) == ([1, 2], [0])
     # rows of an odd length: no row but the first starts aligned, while the output's rows of 28 all do
-    rows = _rows(Tensor.empty(1028))
+    rows = _rows(Tensor.empty(1028, device=aligned))
     assert _vector_accesses(_program(rows, AlignedGPU(), [Opt(OptOps.UPCAST, 1, 4)]).uops) == ([], [0])
     # and the results, with the default opts (which vectorize) on the emulator checking every vector's alignment
     rng = np.random.default_rng(0)
@@ -131,12 +132,14 @@ def test_a_wrong_proof_is_caught_by_the_emulator(monkeypatch: pytest.MonkeyPatch
     x = Tensor.empty(260)
     spec = _program(x[1:257] * 2, AlignedGPU(), [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16)])
     bufs = [np.zeros(256, np.float32), np.zeros(260, np.float32)]
+    # x[1:257] is a window of x: its start, element 1, is the kernel's launch value
+    assert [v.arg[0] for v in spec.vars] == ["window1"]
     with pytest.raises(
         EmulatorError,
         match=r"LOAD of 4 elements misaligned: element 1 of global data1 is at byte offset 4, not a multiple of 16 "
         r"\(op \d+, work-item gidx=\(0, 0, 0\) lidx=\(0, 0, 0\)\)",
     ):
-        run_uops(list(spec.uops), bufs, vector_align=16)
+        run_uops(list(spec.uops), bufs, vals=(1,), vector_align=16)
 
 
 def test_emulator_checks_vector_alignment() -> None:

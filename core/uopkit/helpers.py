@@ -88,6 +88,12 @@ def cpu_threads() -> int:
         if not first.isdigit():
             raise ValueError(f"UOPKIT_THREADS / OMP_NUM_THREADS must be a positive integer, got {env!r}")
         return max(1, int(first))
+    return usable_cores()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its affinity mask (`taskset`, a container's cpuset), and no more than its
+    cgroup's CPU quota. What parallel work (CPU kernel threads, compiler runs) should count on, not the machine's."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -74,7 +74,7 @@ class _Launch:
             self.kwargs = {
                 "global_size": runner.spec.global_size,
                 "local_size": runner.spec.local_size,
-                "vals": tuple(ei.var_vals[v] for v in runner.spec.vars),
+                "vals": runner.spec.launch_values(ei.var_vals),
             }
             self.launch = self._bound()
 

@@ -31,6 +31,19 @@ class ProgramSpec:
     estimated_bytes: int = 0
     opts: tuple[Opt, ...] = ()
 
+    def launch_values(self, values: dict[str, int]) -> tuple[int, ...]:
+        """The `vals` a launch passes: each of `vars` (DEFINE_VARs, sorted by name) given by name in `values`."""
+        if not self.vars:
+            return ()
+        missing = [v.arg[0] for v in self.vars if v.arg[0] not in values]
+        if missing:
+            raise ValueError(f"kernel {self.name} needs launch values for {', '.join(missing)}, got {sorted(values)}")
+        return tuple(values[v.arg[0]] for v in self.vars)
+
+    def least_values(self) -> tuple[int, ...]:
+        """Launch values with every variable at its minimum (a kernel run on scratch buffers: search, fuzzing)."""
+        return tuple(v.arg[1] for v in self.vars)
+
 
 def do_ungate_load(x: UOp, buf: UOp, idx: UOp, gate: UOp) -> UOp | None:
     # a gated load gives 0 where its gate is false, and doesn't read there: when its address (simplified knowing the

@@ -232,7 +232,8 @@ def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
         return lower_value(ctx, node.src[0], move_index(node, idx), valid)
     if node.op is Ops.LOAD:
         buf = node.src[0]
-        index = UOp(Ops.INDEX, buf.dtype, (buf, idx[0]) if valid is TRUE else (buf, idx[0], valid))
+        at = idx[0] if len(node.src) == 1 else idx[0] + _window_start(node.src[1])
+        index = UOp(Ops.INDEX, buf.dtype, (buf, at) if valid is TRUE else (buf, at, valid))
         return UOp(Ops.LOAD, node.dtype, (index,))
     if node.op is Ops.CONST:
         return node
@@ -243,6 +244,15 @@ def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     if node.op in GroupOp.Elementwise:
         return node.replace(src=tuple(lower_value(ctx, s, idx, valid) for s in node.src))
     raise NotImplementedError(f"lowering {node.op} is not supported")
+
+
+def _window_start(start: UOp) -> UOp:
+    """A windowed load's start (a launch value, or one times a constant) in this kernel's index type."""
+    if start.dtype == dtypes.index:
+        return start
+    if start.op is Ops.DEFINE_VAR:
+        return UOp.variable(*start.arg)
+    return _window_start(start.src[0]) * idx_const(start.src[1].arg)
 
 
 def _ranges_in(*xs: UOp) -> list[UOp]:

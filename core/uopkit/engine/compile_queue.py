@@ -14,13 +14,13 @@ holds two kernels of the same name (they would clash in one library) nor kernels
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from uopkit.device import Compiled, CompileError, Compiler
+from uopkit.helpers import usable_cores
 
 # a batch this large already pays the compiler's fixed cost ~1/MAX_BATCH per kernel; larger ones only delay the
 # first results and leave other workers idle
@@ -55,7 +55,7 @@ class CompileQueue:
     """Compile kernels in batches on worker threads; see the module docstring."""
 
     def __init__(self, workers: int | None = None, expected: int | None = None) -> None:
-        self.workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+        self.workers = max(1, workers if workers is not None else usable_cores())
         # `expected`: how many kernels will be added. A few kernels don't wait for MIN_BATCH of them (that would be all
         # of them, leaving nothing to compile while code is generated): each worker gets about two batches, of at
         # least MIN_SPLIT kernels

@@ -15,7 +15,6 @@ Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit`
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +25,7 @@ from uopkit.codegen import ProgramSpec, get_program
 from uopkit.device import Buffer, Compiled, CompileError, Device
 from uopkit.dtype import DType, dtypes
 from uopkit.engine.compile_queue import CompileQueue
-from uopkit.helpers import DEBUG, ContextVar
+from uopkit.helpers import DEBUG, ContextVar, usable_cores
 from uopkit.schedule import (
     PendingReads,
     ScheduleItem,
@@ -59,9 +58,9 @@ class CompiledRunner:
     compile_seconds: float
 
     def __call__(
-        self, bufs: Sequence[Buffer], var_vals: dict[UOp, int] | None = None, wait: bool = False
+        self, bufs: Sequence[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False
     ) -> float | None:
-        vals = tuple((var_vals or {})[v] for v in self.spec.vars)
+        vals = self.spec.launch_values(var_vals or {})
         return self.program(
             *[b.opaque for b in bufs],
             global_size=self.spec.global_size,
@@ -167,7 +166,7 @@ def precompile(schedule: list[ScheduleItem]) -> None:
 
 def _precompile(todo: dict[tuple[UOp, str], None]) -> None:
     specs: list[tuple[tuple[UOp, str], ProgramSpec, Compiled, float]] = []
-    with CompileQueue(min(len(todo), os.cpu_count() or 1), expected=len(todo)) as queue:
+    with CompileQueue(min(len(todo), usable_cores()), expected=len(todo)) as queue:
         queued: set[tuple[str, str | bytes]] = set()
         for key in todo:
             dev = Device[key[1]]
@@ -198,7 +197,8 @@ class ExecItem:
 
     runner: CompiledRunner | None
     bufs: list[Buffer]
-    var_vals: dict[UOp, int] = field(default_factory=dict)
+    # the launch values of the kernel's variables, by name (`ProgramSpec.vars`)
+    var_vals: dict[str, int] = field(default_factory=dict)
 
     def run(self, wait: bool = False) -> float | None:
         if self.runner is None:
@@ -255,7 +255,7 @@ def _item_runner(item: ScheduleItem, device: str) -> CompiledRunner | None:
 def run_schedule(schedule: list[ScheduleItem]) -> None:
     for i, item in enumerate(schedule):
         bufs = [_buffer_for(b) for b in item.bufs]
-        exec_item(ExecItem(_item_runner(item, bufs[0].device), bufs), i)
+        exec_item(ExecItem(_item_runner(item, bufs[0].device), bufs, dict(item.var_vals)), i)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -268,6 +268,7 @@ class CachedStep:
 
     runner: CompiledRunner | None
     slots: tuple[int, ...]
+    var_vals: tuple[tuple[str, int], ...] = ()
 
 
 # a uop rebuilt on a replay, as instructions: ("slot", i) is the BUFFER in slot i of the call's table, else
@@ -292,8 +293,8 @@ class CachedSchedule:
     assigned: tuple[tuple[int, Template], ...]
     # per result: whether its original node may be remembered as computed (not when it holds a STORE)
     remember: tuple[bool, ...]
-    # every step is a kernel without symbolic values: launched straight from (program, slots, sizes)
-    launches: tuple[tuple[Any, tuple[int, ...], Any, Any], ...] | None
+    # every step is a kernel (no copy): launched straight from (program, slots, sizes, launch values)
+    launches: tuple[tuple[Any, tuple[int, ...], Any, Any, tuple[int, ...]], ...] | None
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
@@ -450,7 +451,7 @@ def _record(
             if b not in slot:
                 slot[b] = len(slot)
                 new_buffers.append((b.arg[1], b.arg[2], b.dtype))
-        steps.append(CachedStep(runner, tuple(slot[b] for b in item.bufs)))
+        steps.append(CachedStep(runner, tuple(slot[b] for b in item.bufs), item.var_vals))
     templates = []
     for r in results:
         t = _template(r, slot)
@@ -471,9 +472,9 @@ def _record(
         has_store[u] = u.op is Ops.STORE or any(has_store[x] for x in u.src)
     remember = tuple(not has_store[u] for u in param.roots)
     launches = None
-    if all(r is not None and not r.spec.vars for r in runners):
+    if all(r is not None for r in runners):
         launches = tuple(
-            (r.program, s.slots, r.spec.global_size, r.spec.local_size)
+            (r.program, s.slots, r.spec.global_size, r.spec.local_size, r.spec.launch_values(dict(s.var_vals)))
             for r, s in zip(runners, steps, strict=True)
             if r is not None
         )
@@ -507,12 +508,12 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pen
         print(f"schedule: {len(entry.steps)} kernels (cached)")
     if entry.launches is not None and not capturing and debug < 2:
         # the common case, with nothing to capture or time: straight to the programs
-        for program, slots, global_size, local_size in entry.launches:
-            program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size)
+        for program, slots, global_size, local_size, vals in entry.launches:
+            program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size, vals=vals)
         stats["kernels_run"] += len(entry.launches)
     else:
         for i, step in enumerate(entry.steps):
-            exec_item(ExecItem(step.runner, [table[s] for s in step.slots]), i)
+            exec_item(ExecItem(step.runner, [table[s] for s in step.slots], dict(step.var_vals)), i)
     mapping = {}
     topo = param.topo
     for i, template in entry.assigned:
@@ -607,7 +608,7 @@ def _realize_uncached(
         bufs = [_buffer_for(b) for b in item.bufs]
         runner = _item_runner(item, bufs[0].device)
         runners.append(runner)
-        exec_item(ExecItem(runner, bufs), i)
+        exec_item(ExecItem(runner, bufs, dict(item.var_vals)), i)
     # every STORE that ran is now just its storage
     done: dict[UOp, UOp] = {}
     for item in schedule + empty:

@@ -21,6 +21,7 @@ from uopkit.schedule.grouper import (
 )
 from uopkit.schedule.packing import pack_panels
 from uopkit.schedule.splitting import split_reduces
+from uopkit.schedule.windows import window_inputs
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite
 
 if TYPE_CHECKING:
@@ -382,11 +383,13 @@ def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
 
 @dataclass(frozen=True)
 class ScheduleItem:
-    """One kernel to run: its AST and the BUFFERs it uses (output first, then inputs in DEFINE_GLOBAL order)."""
+    """One kernel to run: its AST and the BUFFERs it uses (output first, then inputs in DEFINE_GLOBAL order), and the
+    launch values of the AST's variables by name (where its windows of the inputs start, `windows.window_inputs`)."""
 
     ast: UOp
     bufs: tuple[UOp, ...]
     store: UOp
+    var_vals: tuple[tuple[str, int], ...] = ()
 
 
 def _store_buffer(store: UOp) -> UOp:
@@ -423,8 +426,20 @@ def create_schedule(sink: UOp) -> list[ScheduleItem]:
             items.append(ScheduleItem(kernel.arg, (out, *ins), s))
             continue
         n_globals = len({u.arg for u in kernel.arg.toposort() if u.op is Ops.DEFINE_GLOBAL})
-        items.append(ScheduleItem(kernel.arg, (out, *ins[: n_globals - 1]), s))
+        ast, starts = window_inputs(kernel.arg, vector_align(out.arg[1]))
+        var_vals = tuple(sorted((v.arg[0], value) for v, value in starts.items()))
+        items.append(ScheduleItem(ast, (out, *ins[: n_globals - 1]), s, var_vals))
     return items
+
+
+def vector_align(device: str) -> int:
+    """The device renderer's `RendererCaps.vector_align` (the byte alignment its vector accesses need; 0: none)."""
+    from uopkit.device import Device
+
+    try:
+        return Device[device].renderer.caps.vector_align
+    except Exception:  # noqa: BLE001 - a device that can't open here runs nothing: assume aligned vectors
+        return 16
 
 
 def _ancestors(s: UOp, deps: dict[UOp, set[UOp]]) -> set[UOp]:

@@ -194,7 +194,8 @@ def _run(item, device: str, renderer: Renderer, opts: list[Opt]) -> list[np.ndar
         raise AssertionError(f"the program launches a grid {spec.global_size}, apply_opt checked {grid}")
     prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
     bufs = [_buffer_for(b) for b in item.bufs]
-    prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, wait=True)
+    vals = spec.launch_values(dict(item.var_vals))
+    prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, vals=vals, wait=True)
     return [b.numpy().copy() for b in bufs]
 
 

@@ -716,6 +716,13 @@ def _define_global_shape(u: UOp) -> tuple[int, ...] | None:
     return (u.dtype.size,) if isinstance(u.dtype, PtrDType) else None
 
 
+def _load_shape(u: UOp) -> tuple[int, ...] | None:
+    # a kernel AST's windowed load, LOAD(DEFINE_GLOBAL, start), reads `arg` elements (uopkit.schedule.windows)
+    if len(u.src) == 2 and u.src[0].op is Ops.DEFINE_GLOBAL:
+        return (u.arg,)
+    return _first_source_shape(u)
+
+
 def _first_source_shape(u: UOp) -> tuple[int, ...] | None:
     # elementwise: the sources' common shape (constants of a kernel AST have none)
     for s in u.src:
@@ -728,7 +735,8 @@ def _first_source_shape(u: UOp) -> tuple[int, ...] | None:
 # a node's shape from its sources', by op (ops not here have none): a table, not a chain of `u.op is Ops.X` tests,
 # because every tensor-graph node asks once and each `Ops.X` read is a slow metaclass hook on Python 3.11
 _SHAPE_RULES: dict[Ops, Callable[[UOp], tuple[int, ...] | None]] = {
-    **dict.fromkeys(GroupOp.Elementwise | {Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY, Ops.LOAD}, _first_source_shape),
+    **dict.fromkeys(GroupOp.Elementwise | {Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY}, _first_source_shape),
+    Ops.LOAD: _load_shape,
     Ops.BUFFER: lambda u: (u.arg[2],),
     Ops.CONST: lambda u: (),
     Ops.IOTA: lambda u: (u.arg,),

@@ -150,11 +150,31 @@ spec_tensor = PatternMatcher(
     + _shaped_values
 )
 
+
+def _window_start(x: UOp, buf: UOp, start: UOp) -> bool:
+    terms = start.src if start.op is Ops.MUL else (start,)
+    return (
+        isinstance(x.arg, int)
+        and 0 < x.arg <= buf.dtype.size
+        and start.dtype == dtypes.index
+        and all(t.op is Ops.DEFINE_VAR or (t.op is Ops.CONST and isinstance(t.arg, int)) for t in terms)
+        and start.vmin >= 0
+        and start.vmax + x.arg <= buf.dtype.size
+    )
+
+
 spec_kernel_ast = PatternMatcher(
     [
         (UPat(Ops.SINK, src=UPat(Ops.STORE)), lambda: True),
         (UPat(Ops.DEFINE_GLOBAL, src=(), name="x"), lambda x: isinstance(x.dtype, PtrDType) and isinstance(x.arg, int)),
         (UPat(Ops.LOAD, src=(UPat(Ops.DEFINE_GLOBAL),)), lambda: True),
+        # a windowed load: `arg` elements from `start` on (uopkit.schedule.windows), start a launch value in bounds
+        (
+            UPat(Ops.LOAD, src=(UPat(Ops.DEFINE_GLOBAL, name="buf"), UPat(name="start")), name="x"),
+            lambda x, buf, start: _window_start(x, buf, start),
+        ),
+        (UPat(Ops.DEFINE_VAR, src=(), name="x"), lambda x: x.dtype == dtypes.index and len(x.arg) == 3),
+        (UPat(Ops.MUL, src=(UPat(Ops.DEFINE_VAR), UPat(Ops.CONST)), name="x"), lambda x: x.dtype == dtypes.index),
         (UPat(Ops.CONST, src=()), lambda: True),
         (UPat(Ops.IOTA, src=(), name="x"), lambda x: _iota(x)),
         (

@@ -1,0 +1,122 @@
+"""Kernels that read a contiguous window of a buffer take the window's start as a launch value.
+
+A training loop reads batch after batch of a dataset (`X[i:i+64]`), a recurrent network step after step of its input
+(`xs[t]`): the same work at another offset into the same buffer. With the offset written into the kernel each of them
+is a kernel of its own, compiled again (a first epoch of 100 batches compiled 615 kernels). Here an input that a
+kernel reads only through contiguous windows (a run of whole rows: leading axes taken at one index, one axis sliced,
+the inner axes whole) becomes a *windowed* load: `LOAD(DEFINE_GLOBAL, start)` with the window's length as its arg,
+where `start` is a DEFINE_VAR (on a renderer whose vectors need aligned addresses, times the start's largest
+power-of-two factor up to `ALIGN`, so that vector accesses know the alignment a constant start gave them). The
+kernel's AST no longer holds the offset; the schedule item carries the variable's value, passed at launch like any
+other variable of the renderer contract.
+
+Windows that a kernel reads of the same buffer (`x[i:i+n]` and `x[i+1:i+n+1]`) share one start: the kernel reads
+them at constant offsets from it. A buffer that a kernel reads whole, or through any other view, is left as it was.
+"""
+
+from __future__ import annotations
+
+import math
+
+from uopkit.dtype import dtypes
+from uopkit.uop.ops import Ops, UOp
+
+INT32_MAX = 2**31 - 1
+# a window's start is known to be a multiple of gcd(start, ALIGN) elements: enough for any vector access (64 lanes)
+ALIGN = 64
+
+
+def window_name(arg: int) -> str:
+    """The launch value's name for the window read of buffer argument `arg`."""
+    return f"window{arg}"
+
+
+def _contiguous_window(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> tuple[int, int] | None:
+    """(start, length) in elements of a SHRINK by `bounds` of a contiguous array of `shape`, when the elements it keeps
+    are one run of memory: axes taken at a single index, then one axis sliced, then whole axes. Else None."""
+    axis = 0
+    while axis < len(shape) and bounds[axis][1] - bounds[axis][0] == 1:
+        axis += 1
+    # axes after the sliced one (or after the last single index) must be whole
+    if any(bounds[i] != (0, shape[i]) for i in range(axis + 1, len(shape))):
+        return None
+    start, stride = 0, 1
+    for i in reversed(range(len(shape))):
+        start += bounds[i][0] * stride
+        stride *= shape[i]
+    length = math.prod(e - b for b, e in bounds)
+    return start, length
+
+
+def _over_input(u: UOp) -> bool:
+    """Whether `u` is an input's whole-buffer load or a RESHAPE of one."""
+    if u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u.op is Ops.LOAD and len(u.src) == 1 and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg != 0
+
+
+def _windows_of(load: UOp, users: dict[UOp, list[UOp]]) -> dict[UOp, tuple[int, int]] | None:
+    """Each view through which `load` (a whole buffer, flat) is read, mapped to the window it reads: SHRINKs of the
+    buffer or of a RESHAPE of it. None when any read is through something else."""
+    found: dict[UOp, tuple[int, int]] = {}
+    for u in users.get(load, []):
+        if u.op is Ops.SHRINK:
+            found[u] = (u.arg[0][0], u.arg[0][1] - u.arg[0][0])
+            continue
+        if u.op is not Ops.RESHAPE or not users.get(u):
+            return None
+        for v in users[u]:
+            if v.op is not Ops.SHRINK:
+                return None
+            window = _contiguous_window(u.arg, v.arg)
+            if window is None:
+                return None
+            found[v] = window
+    return found or None
+
+
+def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]:
+    """`ast` with each input read only through contiguous windows read as a windowed load, and the values of the
+    window starts' variables. `vector_align`: the renderer's (`RendererCaps.vector_align`); where it is 0 a vector
+    access needs no alignment and every start is just a variable (one kernel for all starts)."""
+    if ast.op is not Ops.SINK:
+        return ast, {}
+    topo = list(ast.toposort())
+    # (most kernels read no window: one look at each SHRINK tells, before any map of users is built)
+    if not any(u.op is Ops.SHRINK and _over_input(u.src[0]) for u in topo):
+        return ast, {}
+    users: dict[UOp, list[UOp]] = {}
+    for u in topo:
+        for s in u.src:
+            users.setdefault(s, []).append(u)
+    replace: dict[UOp, UOp] = {}
+    values: dict[UOp, int] = {}
+    for load in topo:
+        if load.op is not Ops.LOAD or len(load.src) != 1 or load.src[0].op is not Ops.DEFINE_GLOBAL:
+            continue
+        buf = load.src[0]
+        if buf.arg == 0:
+            # the output: a kernel that updates its buffer in place reads and writes it through the same view
+            continue
+        windows = _windows_of(load, users)
+        if windows is None:
+            continue
+        lo = min(start for start, _ in windows.values())
+        hi = max(start + length for start, length in windows.values())
+        size = buf.dtype.size
+        if hi - lo >= size or size > INT32_MAX:
+            # (launch values are 32-bit: a start past them stays a constant)
+            continue
+        align = math.gcd(lo, ALIGN) if vector_align > 0 else 1
+        var = UOp.variable(window_name(buf.arg), 0, (size - (hi - lo)) // align, dtypes.index)
+        start = var if align == 1 else var * align
+        windowed = UOp(Ops.LOAD, load.dtype, (buf, start), hi - lo)
+        values[var] = lo // align
+        for view, (begin, length) in windows.items():
+            part = windowed
+            if length != hi - lo:
+                part = UOp(Ops.SHRINK, load.dtype, (windowed,), ((begin - lo, begin - lo + length),))
+            replace[view] = part if view.shape == (length,) else UOp(Ops.RESHAPE, load.dtype, (part,), view.shape)
+    if not replace:
+        return ast, {}
+    return ast.substitute(replace, name="window inputs"), values

@@ -1,0 +1,162 @@
+"""schedule/windows.py: a kernel reading a contiguous window of a buffer takes the window's start at launch, so the
+same work at another offset (the next batch, the next time step) runs the same compiled kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, nn
+from uopkit.engine.realize import stats
+from uopkit.helpers import Context
+from uopkit.nn.optim import SGD
+from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.schedule.windows import window_inputs
+from uopkit.uop.ops import Ops
+
+
+def _items(t: Tensor):  # noqa: ANN202
+    return create_schedule(kernelize_tensors([t]))
+
+
+def _compiled() -> int:
+    return stats["kernels_compiled"]
+
+
+def test_batches_of_a_dataset_compile_their_kernels_once() -> None:
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((640, 12)).astype(np.float32)
+    y_np = rng.integers(0, 5, 640).astype(np.int32)
+    X, Y = Tensor(x_np).realize(), Tensor(y_np).realize()
+    Tensor.manual_seed(0)
+    l1, l2 = nn.Linear(12, 16), nn.Linear(16, 5)
+    opt = SGD([l1.weight, l1.bias, l2.weight, l2.bias], lr=0.1)
+    w1, b1, w2, b2 = (p.numpy().astype(np.float64) for p in (l1.weight, l1.bias, l2.weight, l2.bias))
+    compiled = []
+    with Tensor.train():
+        for i in range(0, 640, 64):
+            opt.zero_grad()
+            loss = l2(l1(X[i : i + 64]).relu()).cross_entropy(Y[i : i + 64])
+            loss.backward()
+            opt.step()
+            got = loss.item()
+            # the same step in numpy (nn.Linear: x @ W.T + b), from the same weights
+            x, y = x_np[i : i + 64].astype(np.float64), y_np[i : i + 64]
+            h = x @ w1.T + b1
+            a = np.maximum(h, 0)
+            z = a @ w2.T + b2
+            p = np.exp(z - z.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            want = -np.log(p[np.arange(64), y]).mean()
+            np.testing.assert_allclose(got, want, rtol=1e-4)
+            g = p.copy()
+            g[np.arange(64), y] -= 1
+            g /= 64
+            gw2, gb2 = g.T @ a, g.sum(0)
+            ga = (g @ w2) * (h > 0)
+            gw1, gb1 = ga.T @ x, ga.sum(0)
+            w1, b1, w2, b2 = w1 - 0.1 * gw1, b1 - 0.1 * gb1, w2 - 0.1 * gw2, b2 - 0.1 * gb2
+            compiled.append(_compiled())
+    # the first two batches compile the step (the first batch starts at 0, like any other window); none after them
+    assert compiled[1] == compiled[-1], compiled
+    np.testing.assert_allclose(l1.weight.numpy(), w1, rtol=1e-4, atol=1e-5)
+
+
+def test_a_recurrence_over_time_steps_runs_one_kernel_per_step_shape() -> None:
+    rng = np.random.default_rng(1)
+    xs_np = rng.standard_normal((24, 4, 8)).astype(np.float32)
+    w_np, u_np = (rng.standard_normal((8, 8)).astype(np.float32) * 0.3 for _ in range(2))
+    xs, W, U = Tensor(xs_np).realize(), Tensor(w_np).realize(), Tensor(u_np).realize()
+    h = Tensor.zeros(4, 8)
+    h_np = np.zeros((4, 8), np.float32)
+    for t in range(24):
+        h = (xs[t] @ W + h @ U).tanh()
+        h_np = np.tanh(xs_np[t] @ w_np + h_np @ u_np)
+    before = _compiled()
+    np.testing.assert_allclose(h.numpy(), h_np, rtol=1e-4, atol=1e-5)
+    # 24 steps, one kernel each: the first (h = 0) and the rest (the same kernel at another start of xs)
+    assert _compiled() - before <= 2
+
+
+def test_windows_of_one_buffer_share_a_start() -> None:
+    x_np = np.arange(100, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    asts = set()
+    for i in (0, 7, 50, 90):
+        out = x[i : i + 9] * 2 + x[i + 1 : i + 10]
+        (item,) = _items(out)
+        asts.add(item.ast)
+        assert dict(item.var_vals) == {"window1": i}
+        np.testing.assert_array_equal(out.numpy(), x_np[i : i + 9] * 2 + x_np[i + 1 : i + 10])
+    assert len(asts) == 1
+
+
+def test_rows_and_single_indices_are_windows_other_views_are_not() -> None:
+    x = Tensor(np.arange(4 * 6 * 5, dtype=np.float32).reshape(4, 6, 5)).realize()
+    x_np = x.numpy()
+    # one index, then a slice, then whole axes: a run of memory
+    for view, ref in ((x[2, 1:4], x_np[2, 1:4]), (x[1:3], x_np[1:3]), (x[3], x_np[3]), (x[2, 4], x_np[2, 4])):
+        (item,) = _items(view + 1)
+        assert [name for name, _ in item.var_vals] == ["window1"]
+        np.testing.assert_array_equal((view + 1).numpy(), ref + 1)
+    # an inner slice, a strided or permuted view, or all of the buffer: the offsets stay constants
+    for view, ref in (
+        (x[:, 1:3], x_np[:, 1:3]),
+        (x[::2], x_np[::2]),
+        (x.permute(2, 0, 1)[1:], x_np.transpose(2, 0, 1)[1:]),
+    ):
+        (item,) = _items(view + 1)
+        assert item.var_vals == ()
+        np.testing.assert_array_equal((view + 1).numpy(), ref + 1)
+    (item,) = _items(x + 1)
+    assert item.var_vals == ()
+
+
+def test_a_buffer_also_read_otherwise_keeps_constants() -> None:
+    x_np = np.arange(32, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    out = x[4:20] + x.flip(0)[:16]
+    (item,) = _items(out)
+    assert item.var_vals == ()
+    np.testing.assert_array_equal(out.numpy(), x_np[4:20] + x_np[::-1][:16])
+
+
+def test_aligned_renderers_keep_the_start_alignment() -> None:
+    x = Tensor.empty(4096)
+    (kernel,) = [u for u in kernelize_tensors([x[128:256] + 1]).toposort() if u.op is Ops.KERNEL]
+    # the CPU's vectors need no alignment: the start is the variable itself
+    ast, starts = window_inputs(kernel.arg, vector_align=0)
+    (start,) = [u.src[1] for u in ast.toposort() if u.op is Ops.LOAD]
+    assert start.op is Ops.DEFINE_VAR and list(starts.values()) == [128]
+    # a renderer with aligned vectors (CUDA's 16 bytes) learns that the start is a multiple of 64 elements
+    ast, starts = window_inputs(kernel.arg, vector_align=16)
+    (start,) = [u.src[1] for u in ast.toposort() if u.op is Ops.LOAD]
+    assert start.op is Ops.MUL and start.src[1].arg == 64 and list(starts.values()) == [2]
+
+
+def test_windowed_kernels_replay_in_a_jit_and_under_beam() -> None:
+    from uopkit.jit import TinyJit
+
+    x_np = np.arange(64, dtype=np.float32)
+    x = Tensor(x_np).realize()
+
+    @TinyJit
+    def f(y: Tensor) -> Tensor:
+        return (x[8:24] * y).realize()
+
+    y_np = np.ones(16, np.float32)
+    for k in range(4):
+        np.testing.assert_array_equal(f(Tensor(y_np * k)).numpy(), x_np[8:24] * k)
+    with Context(BEAM=1):
+        out = (x[40:56] * 3).numpy()
+    np.testing.assert_array_equal(out, x_np[40:56] * 3)
+
+
+@pytest.mark.parametrize("start", [0, 1, 63, 64, 200])
+def test_window_values_on_every_start(start: int) -> None:
+    x_np = np.random.default_rng(start).standard_normal(300).astype(np.float32)
+    x = Tensor(x_np).realize()
+    out = (x[start : start + 37].reshape(37, 1) * x[start : start + 37].reshape(1, 37)).sum(1)
+    np.testing.assert_allclose(
+        out.numpy(), (x_np[start : start + 37, None] * x_np[None, start : start + 37]).sum(1), rtol=1e-5
+    )
