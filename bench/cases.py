@@ -34,6 +34,8 @@ class Sizes:
     attention: tuple[int, int, int] = (8, 256, 64)
     # table rows, row size, lookups
     embedding: tuple[int, int, int] = (1000, 256, 4096)
+    # a cold first epoch of the MLP: batches, rows per batch
+    epoch: tuple[int, int] = (100, 64)
 
 
 QUICK = Sizes(
@@ -47,6 +49,7 @@ QUICK = Sizes(
     batch=32,
     attention=(2, 32, 16),
     embedding=(100, 32, 64),
+    epoch=(4, 8),
 )
 
 
@@ -255,9 +258,26 @@ def make_mlp_step(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: np.
             raise Skip("numpy has no JIT")
         ps = [p.copy() for p in params]
         return lambda: _numpy_mlp_step(ps, x, y)
-    if fw.name == "torch":
-        return _torch_step(fw, params, x, y)
-    return _tiny_style_step(fw, params, x, y, jit)
+    step = _torch_step(fw, params) if fw.name == "torch" else _tiny_style_step(fw, params, jit)
+    tx, ty = fw.tensor(x), _targets(fw, y)
+    return lambda: step(tx, ty)
+
+
+def make_epoch(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, batch: int) -> Run:
+    """One pass over a dataset stored on the device, batch after batch of `batch` rows sliced from it (x[i:i+batch]),
+    an MLP step each, as a training loop does; returns the last loss."""
+    starts = range(0, len(x) - batch + 1, batch)
+    if fw.name == "numpy":
+        ps = [p.copy() for p in params]
+        return lambda: [_numpy_mlp_step(ps, x[i : i + batch], y[i : i + batch]) for i in starts][-1]
+    step = _torch_step(fw, params) if fw.name == "torch" else _tiny_style_step(fw, params, False)
+    tx, ty = fw.tensor(x), _targets(fw, y)
+    return lambda: [step(tx[i : i + batch], ty[i : i + batch]) for i in starts][-1]
+
+
+def _targets(fw: Framework, y: np.ndarray) -> Any:
+    # class indices: torch's cross_entropy takes int64
+    return fw.module.from_numpy(y.astype(np.int64)) if fw.name == "torch" else fw.tensor(y)
 
 
 def _numpy_mlp_step(ps: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
@@ -285,14 +305,13 @@ def _numpy_mlp_step(ps: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float
     return float(loss)
 
 
-def _torch_step(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> Run:
+def _torch_step(fw: Framework, params: list[np.ndarray]) -> Callable[[Any, Any], Any]:
     torch = fw.module
     ps = [fw.tensor(p, requires_grad=True) for p in params]
-    tx, ty = fw.tensor(x), torch.from_numpy(y.astype(np.int64))
     opt = torch.optim.SGD(ps, lr=LR)
     n_layers = len(ps) // 2
 
-    def step() -> Any:
+    def step(tx: Any, ty: Any) -> Any:
         opt.zero_grad()
         h = tx
         for i in range(n_layers):
@@ -327,11 +346,10 @@ def _sgd(fw: Framework, ps: list[Any]) -> Any:
     return SGD(ps, lr=LR)
 
 
-def _tiny_style_step(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: np.ndarray, jit: bool) -> Run:
+def _tiny_style_step(fw: Framework, params: list[np.ndarray], jit: bool) -> Callable[[Any, Any], Any]:
     # tinygrad and uopkit share the API: Tensor, backward, nn.optim.SGD, TinyJit
     Tensor = fw.module.Tensor
     ps = [fw.tensor(p, requires_grad=True) for p in params]
-    tx, ty = fw.tensor(x), fw.tensor(y)
     _need(Tensor, "backward", fw)
     opt = _sgd(fw, ps)
     n_layers = len(ps) // 2
@@ -362,5 +380,4 @@ def _tiny_style_step(fw: Framework, params: list[np.ndarray], x: np.ndarray, y: 
             opt.step()
             return loss
 
-    f = _tinyjit(fw)(step) if jit else step
-    return lambda: f(tx, ty)
+    return _tinyjit(fw)(step) if jit else step

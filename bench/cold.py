@@ -1,8 +1,9 @@
 """Cold-start figures.
 
-`python -m bench.cold FRAMEWORK [--quick]`: time the first MLP training step in this fresh process. Run by
-`python -m bench` with an empty compile cache; prints one JSON line {"seconds": ...} or {"skip": reason}. The time
-covers building the graph, scheduling, code generation and compiling (uploading the weights is excluded).
+`python -m bench.cold FRAMEWORK [--quick] [--epoch]`: time the first MLP training step in this fresh process, or with
+`--epoch` a first epoch over batches sliced from a dataset (`Sizes.epoch`). Run by `python -m bench` with an empty
+compile cache; prints one JSON line {"seconds": ...} or {"skip": reason}. The time covers building the graph,
+scheduling, code generation and compiling (uploading the weights and the dataset is excluded).
 
 `python -m bench.cold --main-job [--repeat N] [--steps S]`: the README's main job (examples/train_digits.py), N times,
 each in a fresh process with a fresh, empty cache folder: per run the wall time, the CPU time of the process and its
@@ -89,9 +90,11 @@ def main(argv: list[str]) -> int:
     if fw.problem is not None:
         print(json.dumps({"skip": fw.problem}))
         return 0
-    params, x, y = cases.mlp_weights(sizes.mlp, sizes.batch)
+    epoch = "--epoch" in argv
+    batches, rows = sizes.epoch
+    params, x, y = cases.mlp_weights(sizes.mlp, batches * rows if epoch else sizes.batch)
     try:
-        step = cases.make_mlp_step(fw, params, x, y, jit=False)
+        step = cases.make_epoch(fw, params, x, y, rows) if epoch else cases.make_mlp_step(fw, params, x, y, jit=False)
     except Skip as e:
         print(json.dumps({"skip": str(e)}))
         return 0

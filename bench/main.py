@@ -134,8 +134,11 @@ def run_bench(b: Bench, fws: list[Framework], budget: float, verbose: bool) -> R
     return res
 
 
-def cold_first_step(fw_name: str, sizes: cases.Sizes, quick: bool) -> tuple[float | None, str | None]:
-    """Seconds of the first MLP step in a fresh process with an empty compile cache (schedule + codegen + compile)."""
+def cold_first_step(
+    fw_name: str, sizes: cases.Sizes, quick: bool, epoch: bool = False
+) -> tuple[float | None, str | None]:
+    """Seconds of the first MLP step (`epoch`: the first epoch over batches sliced from a dataset) in a fresh process
+    with an empty compile cache (schedule + codegen + compile)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="uopkit_bench_cold_") as tmp:
@@ -147,7 +150,11 @@ def cold_first_step(fw_name: str, sizes: cases.Sizes, quick: bool) -> tuple[floa
                 env.pop(key, None)
             else:
                 env[key] = value
-        cmd = [sys.executable, "-m", "bench.cold", fw_name] + (["--quick"] if quick else [])
+        cmd = (
+            [sys.executable, "-m", "bench.cold", fw_name]
+            + (["--quick"] if quick else [])
+            + (["--epoch"] if epoch else [])
+        )
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=600, check=False)
@@ -237,8 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {fw.name:9s} {fw.version or '-':16s} {fw.problem or ''}")
         if "blas" in fw.extra:
             print(f"  {'':9s} BLAS: {fw.extra['blas']}")
-    cold_name = f"first mlp step, cold cache {'-'.join(map(str, sizes.mlp))} b{sizes.batch}"
-    names = [b.name for b in benchmarks(sizes)] + ([] if args.no_cold else [cold_name])
+    dims = "-".join(map(str, sizes.mlp))
+    colds = {
+        f"first mlp step, cold cache {dims} b{sizes.batch}": False,
+        f"first epoch, cold cache {dims}, {sizes.epoch[0]} batches of {sizes.epoch[1]} sliced": True,
+    }
+    names = [b.name for b in benchmarks(sizes)] + ([] if args.no_cold else list(colds))
     if args.only and not any(args.only in n for n in names):
         p.error(f"--only {args.only!r} matches no benchmark; the names are: " + "; ".join(names))
     results = []
@@ -246,13 +257,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and args.only not in b.name:
             continue
         results.append(run_bench(b, fws, budget, args.verbose))
-    if not args.no_cold and (not args.only or args.only in cold_name):
+    for cold_name, epoch in colds.items():
+        if args.no_cold or (args.only and args.only not in cold_name):
+            continue
         cold = Result(cold_name, None)
         for fw in fws:
-            if fw.problem is not None or fw.name == "numpy":
+            if fw.problem is not None or (fw.name == "numpy" and not epoch):
                 cold.skipped[fw.name] = fw.problem or "nothing to compile"
                 continue
-            t, why = cold_first_step(fw.name, sizes, args.quick)
+            t, why = cold_first_step(fw.name, sizes, args.quick, epoch)
             if t is None:
                 cold.skipped[fw.name] = why or "no result"
             else:

@@ -165,3 +165,21 @@ def test_partial_run_updates_the_saved_results(tmp_path, capsys):
     assert json.loads(out.read_text()) == other
     partial = json.loads((tmp_path / "results.partial.json").read_text())
     assert [r["name"] for r in partial["results"]] == ["matmul 64 fp32"]
+
+
+def test_an_epoch_trains_on_each_batch_in_turn():
+    # the cold epoch's loop (bench.cold --epoch): numpy's and uopkit's last losses agree, so each sliced batch was used
+    import numpy as np
+
+    from bench.frameworks import load
+
+    params, x, y = cases.mlp_weights(cases.QUICK.mlp, 4 * 8)
+    losses = {}
+    for name in ("numpy", "uopkit"):
+        fw = load(name)
+        last = cases.make_epoch(fw, params, x, y, 8)()
+        losses[name] = float(last) if name == "numpy" else float(fw.numpy(last))
+    np.testing.assert_allclose(losses["uopkit"], losses["numpy"], rtol=1e-4)
+    # (one batch alone gives another loss)
+    one = cases.make_epoch(load("numpy"), params, x[:8], y[:8], 8)()
+    assert abs(one - losses["numpy"]) > 1e-3

@@ -160,3 +160,71 @@ def test_window_values_on_every_start(start: int) -> None:
     np.testing.assert_allclose(
         out.numpy(), (x_np[start : start + 37, None] * x_np[None, start : start + 37]).sum(1), rtol=1e-5
     )
+
+
+# the schedule cache: a graph whose windows moved replays the same schedule with the windows' new starts
+
+
+def _counts() -> tuple[int, int]:
+    return stats["schedule_hits"], stats["schedule_misses"]
+
+
+def test_the_next_batch_replays_the_schedule_with_moved_windows() -> None:
+    x_np = np.random.default_rng(2).standard_normal((50, 6)).astype(np.float32)
+    w_np = np.random.default_rng(3).standard_normal((6, 3)).astype(np.float32)
+    x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+    (x[0:5] @ w).relu().sum(0).realize()
+    hits, misses = _counts()
+    for i in range(5, 45, 5):
+        out = (x[i : i + 5] @ w).relu().sum(0)
+        np.testing.assert_allclose(out.numpy(), np.maximum(x_np[i : i + 5] @ w_np, 0).sum(0), rtol=1e-5, atol=1e-6)
+    assert _counts() == (hits + 8, misses)
+
+
+def test_windows_of_one_buffer_moved_apart_schedule_again() -> None:
+    x_np = np.arange(40, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    for i, j in ((0, 8), (2, 10), (8, 0), (3, 3), (30, 1)):
+        out = x[i : i + 4] * 10 + x[j : j + 4]
+        np.testing.assert_array_equal(out.numpy(), x_np[i : i + 4] * 10 + x_np[j : j + 4])
+
+
+def test_a_window_read_at_a_constant_offset_elsewhere_is_not_moved() -> None:
+    x_np = np.arange(16, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    for i in range(6):
+        # the flip reads all of x, so x's kernel has no window: its offset i stays in the code
+        out = x[i : i + 4] + x.flip(0)[:4]
+        np.testing.assert_array_equal(out.numpy(), x_np[i : i + 4] + x_np[::-1][:4])
+    for i in range(6):
+        # a window written by an assign
+        buf = Tensor(np.zeros(16, np.float32)).realize()
+        buf[i : i + 4].assign(x[i + 2 : i + 6] * 2).realize()
+        want = np.zeros(16, np.float32)
+        want[i : i + 4] = x_np[i + 2 : i + 6] * 2
+        np.testing.assert_array_equal(buf.numpy(), want)
+
+
+def test_a_window_realized_with_a_result_keeps_its_own_start() -> None:
+    x_np = np.arange(30, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    for i in range(0, 20, 4):
+        view, out = x[i : i + 3], x[i : i + 3] * 2
+        Tensor.realize(view, out)
+        np.testing.assert_array_equal(view.numpy(), x_np[i : i + 3])
+        np.testing.assert_array_equal(out.numpy(), x_np[i : i + 3] * 2)
+
+
+def test_moved_windows_replay_inside_a_capturing_jit() -> None:
+    from uopkit.jit import TinyJit
+
+    x_np = np.arange(64, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    (x[0:8] + 1).realize()
+
+    @TinyJit
+    def f(y: Tensor) -> Tensor:
+        return (x[16:24] + y).realize()
+
+    for k in range(4):
+        np.testing.assert_array_equal(f(Tensor(np.full(8, k, np.float32))).numpy(), x_np[16:24] + k)

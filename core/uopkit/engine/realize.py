@@ -35,6 +35,7 @@ from uopkit.schedule import (
     update_tensors,
 )
 from uopkit.schedule.grouper import is_kernel_store
+from uopkit.schedule.windows import buffer_window, window_align, window_arg
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity
 
 if TYPE_CHECKING:
@@ -295,6 +296,14 @@ class CachedSchedule:
     remember: tuple[bool, ...]
     # every step is a kernel (no copy): launched straight from (program, slots, sizes, launch values)
     launches: tuple[tuple[Any, tuple[int, ...], Any, Any, tuple[int, ...]], ...] | None
+    # the graph's windows of its BUFFERs as recorded (`_Param.windows`): each one's slot and start
+    window_slots: tuple[int, ...] = ()
+    window_starts: tuple[int, ...] = ()
+    # slots whose windows must not move on a replay: some step reads or writes them at a constant offset, or a result
+    # or an assign's view holds them
+    fixed_slots: frozenset[int] = frozenset()
+    # the steps' window starts over those slots: (step, variable, slot, start in elements, what it is a multiple of)
+    window_vars: tuple[tuple[int, str, int, int, int], ...] = ()
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
@@ -303,8 +312,9 @@ schedule_cache: dict[tuple, CachedSchedule] = {}
 # the ops `_parameterize` keys otherwise than by (op, dtype, arg, sources); module constants because on Python 3.11
 # every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and the walk looks at every node
 _BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS = Ops.BUFFER, Ops.KERNEL, Ops.STORE, Ops.CONST, Ops.CONTIGUOUS
+_SHRINK = Ops.SHRINK
 _MOVEMENT = GroupOp.Movement
-_KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS})
+_KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS, _SHRINK})
 
 
 def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Param | None:
@@ -319,7 +329,7 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
     on a hit. The last entry says which nodes the roots are.
     """
     if prefix is None:
-        p = _Param([], [], [], [], {}, {}, roots)
+        p = _Param([], [], [], [], {}, {}, roots, [])
         new_roots = roots
     else:
         p = prefix
@@ -370,6 +380,11 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
             elif op is _CONST:
                 # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
                 arg = const_identity(arg)
+            elif op is _SHRINK and (start := buffer_window(u)) is not None:
+                # a window of a BUFFER (the next batch of a dataset): keyed by its shape, its start kept apart
+                # (`_window_values` moves the kernels' windows on a replay)
+                p.windows.append((u.src[0].base, start))
+                arg = ("window", u.shape)
             key.append((op, u.dtype, arg, tuple(map(source_position, u.src))))
     key.append(("roots", tuple(map(source_position, roots))))
     return p
@@ -387,6 +402,8 @@ class _Param:
     fresh: dict[object, int]
     # the tensors' nodes, in order
     roots: tuple[UOp, ...]
+    # each window of a BUFFER keyed by its shape alone (`buffer_window`), in toposort order: (the BUFFER, its start)
+    windows: list[tuple[UOp, int]]
 
     @property
     def key(self) -> tuple:
@@ -471,6 +488,7 @@ def _record(
     for u in topo:
         has_store[u] = u.op is Ops.STORE or any(has_store[x] for x in u.src)
     remember = tuple(not has_store[u] for u in param.roots)
+    windows = _record_windows(schedule, param, slot, steps, templates + [t for _, t in assigned])
     launches = None
     if all(r is not None for r in runners):
         launches = tuple(
@@ -479,8 +497,59 @@ def _record(
             if r is not None
         )
     return CachedSchedule(
-        len(leaves), tuple(new_buffers), tuple(steps), tuple(templates), tuple(assigned), remember, launches
+        len(leaves), tuple(new_buffers), tuple(steps), tuple(templates), tuple(assigned), remember, launches, *windows
     )
+
+
+def _record_windows(
+    schedule: list[ScheduleItem],
+    param: _Param,
+    slot: dict[UOp, int],
+    steps: list[CachedStep],
+    templates: list[Template],
+) -> tuple[tuple[int, ...], tuple[int, ...], frozenset[int], tuple[tuple[int, str, int, int, int], ...]]:
+    """What a replay needs to move the graph's windows of its BUFFERs (the fields `window_slots` to `window_vars`)."""
+    if not param.windows:
+        return (), (), frozenset(), ()
+    window_slots = tuple(slot[b] for b, _ in param.windows)
+    windowed = set(window_slots)
+    fixed: set[int] = set()
+    window_vars = []
+    for i, (item, step) in enumerate(zip(schedule, steps, strict=True)):
+        starts = {window_arg(name): (name, value) for name, value in step.var_vals}
+        for arg, s in enumerate(step.slots):
+            if s not in windowed:
+                continue
+            if arg not in starts:
+                # written, or read whole or through another view: at a constant offset
+                fixed.add(s)
+                continue
+            name, value = starts[arg]
+            align = window_align(item.ast, arg)
+            window_vars.append((i, name, s, value * align, align))
+    for template in templates:
+        fixed.update(ins[1] for ins in template if ins[0] == "slot" and ins[1] in windowed)
+    return window_slots, tuple(start for _, start in param.windows), frozenset(fixed), tuple(window_vars)
+
+
+def _window_values(entry: CachedSchedule, param: _Param) -> dict[int, dict[str, int]] | None:
+    """The launch values of the steps whose windows moved since `entry` was recorded ({} when none did), or None when
+    the entry can't replay this graph: a window moved where a step or a result holds its offset, windows of one
+    buffer moved apart, or a start lost the alignment its kernel counts on."""
+    starts = [start for _, start in param.windows]
+    if len(starts) == len(entry.window_starts) and all(map(int.__eq__, starts, entry.window_starts)):
+        return {}
+    shift: dict[int, int] = {}
+    for s, now, then in zip(entry.window_slots, starts, entry.window_starts, strict=True):
+        if shift.setdefault(s, now - then) != now - then or (now != then and s in entry.fixed_slots):
+            return None
+    values: dict[int, dict[str, int]] = {}
+    for i, name, s, start, align in entry.window_vars:
+        moved = start + shift[s]
+        if moved % align:
+            return None
+        values.setdefault(i, dict(entry.steps[i].var_vals))[name] = moved // align
+    return values
 
 
 def _replay_view(view: UOp, base: UOp) -> UOp:
@@ -494,7 +563,15 @@ def _replay_view(view: UOp, base: UOp) -> UOp:
     return base
 
 
-def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pending: PendingReads | None) -> None:
+def _replay(
+    entry: CachedSchedule,
+    tensors: Sequence[Tensor],
+    param: _Param,
+    pending: PendingReads | None,
+    moved: dict[int, dict[str, int]],
+) -> None:
+    """Run `entry`'s steps for `tensors` (the graph `param`); `moved`: the launch values of steps whose windows moved
+    (`_window_values`)."""
     leaves = param.leaves
     table: list[Buffer] = [_buffer_for(b) for b in leaves]
     uops = list(leaves)
@@ -506,14 +583,15 @@ def _replay(entry: CachedSchedule, tensors: Sequence[Tensor], param: _Param, pen
     debug = DEBUG.value
     if debug >= 1 and entry.steps:
         print(f"schedule: {len(entry.steps)} kernels (cached)")
-    if entry.launches is not None and not capturing and debug < 2:
+    if entry.launches is not None and not capturing and debug < 2 and not moved:
         # the common case, with nothing to capture or time: straight to the programs
         for program, slots, global_size, local_size, vals in entry.launches:
             program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size, vals=vals)
         stats["kernels_run"] += len(entry.launches)
     else:
         for i, step in enumerate(entry.steps):
-            exec_item(ExecItem(step.runner, [table[s] for s in step.slots], dict(step.var_vals)), i)
+            var_vals = moved[i] if i in moved else dict(step.var_vals)
+            exec_item(ExecItem(step.runner, [table[s] for s in step.slots], var_vals), i)
     mapping = {}
     topo = param.topo
     for i, template in entry.assigned:
@@ -570,10 +648,11 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
                 # the readers and copies are part of the graph (and of its key)
                 param = _parameterize(tuple([t.uop for t in tensors]), param)
     entry = schedule_cache.get(param.key) if param is not None else None
-    if entry is not None:
+    moved = _window_values(entry, param) if entry is not None and param is not None else None
+    if entry is not None and moved is not None:
         stats["schedule_hits"] += 1
         assert param is not None
-        _replay(entry, tensors, param, pending)
+        _replay(entry, tensors, param, pending, moved)
     else:
         if param is not None:
             stats["schedule_misses"] += 1

@@ -120,3 +120,34 @@ def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]
     if not replace:
         return ast, {}
     return ast.substitute(replace, name="window inputs"), values
+
+
+def buffer_window(shrink: UOp) -> int | None:
+    """The start (in elements) of the contiguous window a tensor-graph SHRINK takes of a BUFFER (or of a RESHAPE of
+    one), the window a kernel reading it gets as a launch value; None for any other SHRINK. (The schedule cache keys
+    such a SHRINK by its shape alone: the next batch's graph replays the same schedule with other starts.)"""
+    src = shrink.src[0]
+    if src.op is Ops.RESHAPE:
+        src = src.src[0]
+    if src.op is not Ops.BUFFER or src.arg[2] > INT32_MAX:
+        return None
+    shape = shrink.src[0].shape
+    assert shape is not None
+    window = _contiguous_window(shape, shrink.arg)
+    return None if window is None else window[0]
+
+
+def window_align(ast: UOp, arg: int) -> int:
+    """What the start of the window that kernel `ast` reads of buffer argument `arg` is a multiple of (its launch value
+    counts in those)."""
+    for u in ast.toposort():
+        if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg == arg:
+            start = u.src[1]
+            return start.src[1].arg if start.op is Ops.MUL else 1
+    raise ValueError(f"the kernel reads no window of buffer {arg}")
+
+
+def window_arg(name: str) -> int | None:
+    """The buffer argument whose window start the variable `name` is (`window_name`'s inverse), None for another."""
+    digits = name[len("window") :]
+    return int(digits) if name.startswith("window") and digits.isdigit() else None
