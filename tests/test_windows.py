@@ -91,25 +91,38 @@ def test_windows_of_one_buffer_share_a_start() -> None:
     assert len(asts) == 1
 
 
-def test_rows_and_single_indices_are_windows_other_views_are_not() -> None:
+def test_slices_are_windows_other_views_are_not() -> None:
     x = Tensor(np.arange(4 * 6 * 5, dtype=np.float32).reshape(4, 6, 5)).realize()
     x_np = x.numpy()
-    # one index, then a slice, then whole axes: a run of memory
-    for view, ref in ((x[2, 1:4], x_np[2, 1:4]), (x[1:3], x_np[1:3]), (x[3], x_np[3]), (x[2, 4], x_np[2, 4])):
+    # rows (one run of memory), and columns and crops (a strided run): any slice of the buffer
+    views = [(x[2, 1:4], x_np[2, 1:4]), (x[1:3], x_np[1:3]), (x[3], x_np[3]), (x[2, 4], x_np[2, 4])]
+    views += [(x[:, 1:3], x_np[:, 1:3]), (x[:, 2], x_np[:, 2]), (x[1:3, 2:5, 1:4], x_np[1:3, 2:5, 1:4])]
+    views += [(x[:, :, 4], x_np[:, :, 4]), (x[3, :, 0], x_np[3, :, 0])]
+    for view, ref in views:
         (item,) = _items(view + 1)
         assert [name for name, _ in item.var_vals] == ["window1"]
         np.testing.assert_array_equal((view + 1).numpy(), ref + 1)
-    # an inner slice, a strided or permuted view, or all of the buffer: the offsets stay constants
-    for view, ref in (
-        (x[:, 1:3], x_np[:, 1:3]),
-        (x[::2], x_np[::2]),
-        (x.permute(2, 0, 1)[1:], x_np.transpose(2, 0, 1)[1:]),
-    ):
+    # a strided or permuted view, or all of the buffer: the offsets stay constants
+    for view, ref in ((x[::2], x_np[::2]), (x.permute(2, 0, 1)[1:], x_np.transpose(2, 0, 1)[1:])):
         (item,) = _items(view + 1)
         assert item.var_vals == ()
         np.testing.assert_array_equal((view + 1).numpy(), ref + 1)
     (item,) = _items(x + 1)
     assert item.var_vals == ()
+
+
+def test_a_batch_first_recurrence_over_columns_runs_one_kernel_per_step_shape() -> None:
+    rng = np.random.default_rng(4)
+    x_np = rng.standard_normal((3, 20, 6)).astype(np.float32)
+    w_np = rng.standard_normal((6, 6)).astype(np.float32) * 0.3
+    x, W = Tensor(x_np).realize(), Tensor(w_np).realize()
+    h, h_np = Tensor.zeros(3, 6), np.zeros((3, 6), np.float32)
+    before = _compiled()
+    for t in range(20):
+        h = (x[:, t] + h @ W).tanh().realize()
+        h_np = np.tanh(x_np[:, t] + h_np @ w_np)
+        np.testing.assert_allclose(h.numpy(), h_np, rtol=1e-4, atol=1e-5)
+    assert _compiled() - before <= 2
 
 
 def test_a_buffer_also_read_otherwise_keeps_constants() -> None:

@@ -1,14 +1,14 @@
-"""Kernels that read a contiguous window of a buffer take the window's start as a launch value.
+"""Kernels that read a window of a buffer take the window's start as a launch value.
 
 A training loop reads batch after batch of a dataset (`X[i:i+64]`), a recurrent network step after step of its input
-(`xs[t]`): the same work at another offset into the same buffer. With the offset written into the kernel each of them
-is a kernel of its own, compiled again (a first epoch of 100 batches compiled 615 kernels). Here an input that a
-kernel reads only through contiguous windows (a run of whole rows: leading axes taken at one index, one axis sliced,
-the inner axes whole) becomes a *windowed* load: `LOAD(DEFINE_GLOBAL, start)` with the window's length as its arg,
-where `start` is a DEFINE_VAR (on a renderer whose vectors need aligned addresses, times the start's largest
-power-of-two factor up to `ALIGN`, so that vector accesses know the alignment a constant start gave them). The
-kernel's AST no longer holds the offset; the schedule item carries the variable's value, passed at launch like any
-other variable of the renderer contract.
+(`xs[t]`, or `x[:, t]` batch first): the same work at another offset into the same buffer. With the offset written
+into the kernel each of them is a kernel of its own, compiled again (a first epoch of 100 batches compiled 615
+kernels). Here an input that a kernel reads only through SHRINKs of it (any slice of the buffer, seen flat or in one
+shape) becomes a *windowed* load: `LOAD(DEFINE_GLOBAL, start)` of the elements from the window's first to its last,
+their count as its arg, where `start` is a DEFINE_VAR (on a renderer whose vectors need aligned addresses, times the
+start's largest power-of-two factor up to `ALIGN`, so that vector accesses know the alignment a constant start gave
+them). The slice becomes a view of that run (`_window_view`). The kernel's AST no longer holds the offset; the
+schedule item carries the variable's value, passed at launch like any other variable of the renderer contract.
 
 Windows that a kernel reads of the same buffer (`x[i:i+n]` and `x[i+1:i+n+1]`) share one start: the kernel reads
 them at constant offsets from it. A buffer that a kernel reads whole, or through any other view, is left as it was.
@@ -31,21 +31,29 @@ def window_name(arg: int) -> str:
     return f"window{arg}"
 
 
-def _contiguous_window(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> tuple[int, int] | None:
-    """(start, length) in elements of a SHRINK by `bounds` of a contiguous array of `shape`, when the elements it keeps
-    are one run of memory: axes taken at a single index, then one axis sliced, then whole axes. Else None."""
-    axis = 0
-    while axis < len(shape) and bounds[axis][1] - bounds[axis][0] == 1:
-        axis += 1
-    # axes after the sliced one (or after the last single index) must be whole
-    if any(bounds[i] != (0, shape[i]) for i in range(axis + 1, len(shape))):
-        return None
-    start, stride = 0, 1
-    for i in reversed(range(len(shape))):
-        start += bounds[i][0] * stride
-        stride *= shape[i]
-    length = math.prod(e - b for b, e in bounds)
-    return start, length
+def _window(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+    """(start, span) in elements of what a SHRINK by `bounds` of a row-major array of `shape` reads: its first element,
+    and how far its last one lies past it, plus one (its size when the elements it keeps are one run of memory)."""
+    start, span, stride = 0, 1, 1
+    for size, (b, e) in zip(reversed(shape), reversed(bounds), strict=True):
+        start += b * stride
+        span += (e - b - 1) * stride
+        stride *= size
+    return start, span
+
+
+def _window_view(part: UOp, shape: tuple[int, ...], lengths: tuple[int, ...]) -> UOp:
+    """The view a SHRINK to `lengths` of a row-major array of `shape` takes, over `part`: the flat run of its span from
+    its first element on. A run of whole rows is a RESHAPE of it; else (a column `x[:, t]`, a crop) it is padded to
+    whole outer rows, shaped as the array and cut (the pad lies past the last element read: no element reads it)."""
+    span = part.shape[0] if part.shape else 1
+    if span == math.prod(lengths):
+        return part if lengths == (span,) else UOp(Ops.RESHAPE, part.dtype, (part,), lengths)
+    rows = lengths[0] * math.prod(shape[1:])
+    if rows > span:
+        part = UOp(Ops.PAD, part.dtype, (part,), ((0, rows - span),))
+    grid = UOp(Ops.RESHAPE, part.dtype, (part,), (lengths[0], *shape[1:]))
+    return UOp(Ops.SHRINK, part.dtype, (grid,), tuple((0, n) for n in lengths))
 
 
 def _over_input(u: UOp) -> bool:
@@ -56,27 +64,24 @@ def _over_input(u: UOp) -> bool:
 
 
 def _windows_of(load: UOp, users: dict[UOp, list[UOp]]) -> dict[UOp, tuple[int, int]] | None:
-    """Each view through which `load` (a whole buffer, flat) is read, mapped to the window it reads: SHRINKs of the
-    buffer or of a RESHAPE of it. None when any read is through something else."""
+    """Each view through which `load` (a whole buffer, flat) is read, mapped to the window it reads, (start, span):
+    SHRINKs of the buffer or of a RESHAPE of it. None when any read is through something else."""
     found: dict[UOp, tuple[int, int]] = {}
     for u in users.get(load, []):
         if u.op is Ops.SHRINK:
-            found[u] = (u.arg[0][0], u.arg[0][1] - u.arg[0][0])
+            found[u] = _window(load.shape or (), u.arg)
             continue
         if u.op is not Ops.RESHAPE or not users.get(u):
             return None
         for v in users[u]:
             if v.op is not Ops.SHRINK:
                 return None
-            window = _contiguous_window(u.arg, v.arg)
-            if window is None:
-                return None
-            found[v] = window
+            found[v] = _window(u.arg, v.arg)
     return found or None
 
 
 def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]:
-    """`ast` with each input read only through contiguous windows read as a windowed load, and the values of the
+    """`ast` with each input read only through SHRINKs of it read as a windowed load, and the values of the
     window starts' variables. `vector_align`: the renderer's (`RendererCaps.vector_align`); where it is 0 a vector
     access needs no alignment and every start is just a variable (one kernel for all starts)."""
     if ast.op is not Ops.SINK:
@@ -112,18 +117,20 @@ def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]
         start = var if align == 1 else var * align
         windowed = UOp(Ops.LOAD, load.dtype, (buf, start), hi - lo)
         values[var] = lo // align
-        for view, (begin, length) in windows.items():
+        for view, (begin, span) in windows.items():
             part = windowed
-            if length != hi - lo:
-                part = UOp(Ops.SHRINK, load.dtype, (windowed,), ((begin - lo, begin - lo + length),))
-            replace[view] = part if view.shape == (length,) else UOp(Ops.RESHAPE, load.dtype, (part,), view.shape)
+            if span != hi - lo:
+                part = UOp(Ops.SHRINK, load.dtype, (windowed,), ((begin - lo, begin - lo + span),))
+            shape = view.src[0].shape
+            assert shape is not None and view.shape is not None
+            replace[view] = _window_view(part, shape, view.shape)
     if not replace:
         return ast, {}
     return ast.substitute(replace, name="window inputs"), values
 
 
 def buffer_window(shrink: UOp) -> int | None:
-    """The start (in elements) of the contiguous window a tensor-graph SHRINK takes of a BUFFER (or of a RESHAPE of
+    """The start (in elements) of the window a tensor-graph SHRINK takes of a BUFFER (or of a RESHAPE of
     one), the window a kernel reading it gets as a launch value; None for any other SHRINK. (The schedule cache keys
     such a SHRINK by its shape alone: the next batch's graph replays the same schedule with other starts.)"""
     src = shrink.src[0]
@@ -133,8 +140,7 @@ def buffer_window(shrink: UOp) -> int | None:
         return None
     shape = shrink.src[0].shape
     assert shape is not None
-    window = _contiguous_window(shape, shrink.arg)
-    return None if window is None else window[0]
+    return _window(shape, shrink.arg)[0]
 
 
 def window_align(ast: UOp, arg: int) -> int:
