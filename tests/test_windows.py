@@ -241,3 +241,47 @@ def test_moved_windows_replay_inside_a_capturing_jit() -> None:
 
     for k in range(4):
         np.testing.assert_array_equal(f(Tensor(np.full(8, k, np.float32))).numpy(), x_np[16:24] + k)
+
+
+# stores into a window of the output buffer
+
+
+def test_filling_a_buffer_row_by_row_compiles_one_kernel() -> None:
+    x_np = np.random.default_rng(5).standard_normal((30, 7)).astype(np.float32)
+    x = Tensor(x_np).realize()
+    out = Tensor.zeros(30, 7).contiguous().realize()
+    before = _compiled()
+    for i in range(30):
+        out[i] = x[i] * 2 + 1
+    np.testing.assert_allclose(out.numpy(), x_np * 2 + 1, rtol=1e-6)
+    assert _compiled() - before <= 2
+
+
+def test_a_cache_written_one_position_at_a_time() -> None:
+    # a fixed-size key cache (batch 1): each step writes its position
+    cache = Tensor.zeros(1, 16, 8).contiguous().realize()
+    want = np.zeros((1, 16, 8), np.float32)
+    before = _compiled()
+    for pos in range(12):
+        k = np.full((1, 1, 8), pos + 0.5, np.float32)
+        cache[:, pos : pos + 1] = Tensor(k)
+        want[:, pos : pos + 1] = k
+        np.testing.assert_array_equal(cache.numpy(), want)
+    assert _compiled() - before <= 2
+
+
+def test_in_place_updates_of_overlapping_windows() -> None:
+    y_np = np.arange(40, dtype=np.float32)
+    y = Tensor(y_np.copy()).realize()
+    for i in range(0, 30, 3):
+        # reads the window one element ahead of the one it writes (the old values, as numpy's copy)
+        y[i : i + 5] += y[i + 1 : i + 6]
+        y_np[i : i + 5] += y_np[i + 1 : i + 6].copy()
+        np.testing.assert_array_equal(y.numpy(), y_np)
+    z_np = np.arange(60, dtype=np.float32).reshape(6, 10)
+    z = Tensor(z_np.copy()).realize()
+    for i in range(5):
+        # a column written from its neighbour: a strided window is written at constant offsets, as before
+        z[:, i] = z[:, i + 1] * 2
+        z_np[:, i] = z_np[:, i + 1] * 2
+    np.testing.assert_array_equal(z.numpy(), z_np)

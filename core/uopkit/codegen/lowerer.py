@@ -745,14 +745,17 @@ def _thread_ids(
 
 
 def lower_store(ctx: LowererContext, store: UOp) -> UOp:
-    """Lower one kernel output STORE(view of DEFINE_GLOBAL, value) to its loops."""
-    target, value = store.src
+    """Lower one kernel output STORE(view of DEFINE_GLOBAL, value[, window start]) to its loops."""
+    target, value = store.src[:2]
     if ctx.plan.tc is not None:
         begin_tensor_core(ctx)
     idx, loops, gate = _output_axes(ctx)
     lowered = lower_value(ctx, value, idx, gate)
     base, out_idx = view_index(target, idx)
     assert base.op is Ops.DEFINE_GLOBAL, f"kernel output must be a view of a DEFINE_GLOBAL, got {base.op}"
+    if len(store.src) == 3:
+        # a window of the buffer (uopkit.schedule.windows): the view counts from its start
+        out_idx = (out_idx[0] + _window_start(store.src[2]),)
     # with a GROUP every thread of the work-group holds the result: thread 0 writes it
     local = Ops.DEFINE_LOCAL
     for u in lowered.toposort():

@@ -7,8 +7,10 @@ kernels). Here an input that a kernel reads only through SHRINKs of it (any slic
 shape) becomes a *windowed* load: `LOAD(DEFINE_GLOBAL, start)` of the elements from the window's first to its last,
 their count as its arg, where `start` is a DEFINE_VAR (on a renderer whose vectors need aligned addresses, times the
 start's largest power-of-two factor up to `ALIGN`, so that vector accesses know the alignment a constant start gave
-them). The slice becomes a view of that run (`_window_view`). The kernel's AST no longer holds the offset; the
-schedule item carries the variable's value, passed at launch like any other variable of the renderer contract.
+them). The slice becomes a view of that run (`_window_view`). Likewise the output buffer, when the kernel stores
+into runs of it only (`out[i] = ...`, a cache's next position): its STORE gets the start as a third source, and its
+target views the buffer from 0. The kernel's AST no longer holds the offset; the schedule item carries the
+variable's value, passed at launch like any other variable of the renderer contract.
 
 Windows that a kernel reads of the same buffer (`x[i:i+n]` and `x[i+1:i+n+1]`) share one start: the kernel reads
 them at constant offsets from it. A buffer that a kernel reads whole, or through any other view, is left as it was.
@@ -56,20 +58,23 @@ def _window_view(part: UOp, shape: tuple[int, ...], lengths: tuple[int, ...]) ->
     return UOp(Ops.SHRINK, part.dtype, (grid,), tuple((0, n) for n in lengths))
 
 
-def _over_input(u: UOp) -> bool:
-    """Whether `u` is an input's whole-buffer load or a RESHAPE of one."""
+def _over_buffer(u: UOp) -> bool:
+    """Whether `u` is a whole buffer as a kernel sees it (an input's load, the output itself) or a RESHAPE of one."""
     if u.op is Ops.RESHAPE:
         u = u.src[0]
-    return u.op is Ops.LOAD and len(u.src) == 1 and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg != 0
+    return u.op is Ops.DEFINE_GLOBAL or (u.op is Ops.LOAD and len(u.src) == 1 and u.src[0].op is Ops.DEFINE_GLOBAL)
 
 
-def _windows_of(load: UOp, users: dict[UOp, list[UOp]]) -> dict[UOp, tuple[int, int]] | None:
-    """Each view through which `load` (a whole buffer, flat) is read, mapped to the window it reads, (start, span):
-    SHRINKs of the buffer or of a RESHAPE of it. None when any read is through something else."""
+def _windows_of(base: UOp, users: dict[UOp, list[UOp]], skip: Ops | None = None) -> dict[UOp, tuple[int, int]] | None:
+    """Each view through which `base` (a whole buffer, flat) is read or written, mapped to the window it takes,
+    (start, span): SHRINKs of the buffer or of a RESHAPE of it (users of op `skip` aside). None when any use is
+    through something else."""
     found: dict[UOp, tuple[int, int]] = {}
-    for u in users.get(load, []):
+    for u in users.get(base, []):
+        if u.op is skip:
+            continue
         if u.op is Ops.SHRINK:
-            found[u] = _window(load.shape or (), u.arg)
+            found[u] = _window(base.shape or (), u.arg)
             continue
         if u.op is not Ops.RESHAPE or not users.get(u):
             return None
@@ -77,18 +82,40 @@ def _windows_of(load: UOp, users: dict[UOp, list[UOp]]) -> dict[UOp, tuple[int, 
             if v.op is not Ops.SHRINK:
                 return None
             found[v] = _window(u.arg, v.arg)
-    return found or None
+    return found
+
+
+def _buffer_windows(buf: UOp, users: dict[UOp, list[UOp]]) -> tuple[list[UOp], dict[UOp, tuple[int, int]]] | None:
+    """The loads of kernel buffer `buf` and every window the kernel takes of it (of a load, or of the output
+    buffer itself to store into), or None when it reads or writes any of it otherwise."""
+    loads = [u for u in users.get(buf, []) if u.op is Ops.LOAD]
+    if any(len(u.src) != 1 for u in loads) or (buf.arg != 0 and len(users.get(buf, [])) != len(loads)):
+        return None
+    windows: dict[UOp, tuple[int, int]] = {}
+    for load in loads:
+        found = _windows_of(load, users)
+        if not found:
+            return None
+        windows.update(found)
+    if buf.arg == 0:
+        # the output's STORE targets: a run of memory only (a view a store writes through has no pad)
+        stored = _windows_of(buf, users, skip=Ops.LOAD)
+        if stored is None or any(span != math.prod(v.shape or ()) for v, (_, span) in stored.items()):
+            return None
+        windows.update(stored)
+    return (loads, windows) if windows else None
 
 
 def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]:
-    """`ast` with each input read only through SHRINKs of it read as a windowed load, and the values of the
-    window starts' variables. `vector_align`: the renderer's (`RendererCaps.vector_align`); where it is 0 a vector
-    access needs no alignment and every start is just a variable (one kernel for all starts)."""
+    """`ast` with each buffer it reads (or stores into) only through SHRINKs of it taken as a window: read through a
+    windowed load, written by a STORE with the window's start as its third source; and the values of the window
+    starts' variables. `vector_align`: the renderer's (`RendererCaps.vector_align`); where it is 0 a vector access
+    needs no alignment and every start is just a variable (one kernel for all starts)."""
     if ast.op is not Ops.SINK:
         return ast, {}
     topo = list(ast.toposort())
-    # (most kernels read no window: one look at each SHRINK tells, before any map of users is built)
-    if not any(u.op is Ops.SHRINK and _over_input(u.src[0]) for u in topo):
+    # (most kernels take no window: one look at each SHRINK tells, before any map of users is built)
+    if not any(u.op is Ops.SHRINK and _over_buffer(u.src[0]) for u in topo):
         return ast, {}
     users: dict[UOp, list[UOp]] = {}
     for u in topo:
@@ -96,18 +123,13 @@ def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]
             users.setdefault(s, []).append(u)
     replace: dict[UOp, UOp] = {}
     values: dict[UOp, int] = {}
-    for load in topo:
-        if load.op is not Ops.LOAD or len(load.src) != 1 or load.src[0].op is not Ops.DEFINE_GLOBAL:
+    store_starts: dict[int, UOp] = {}
+    for buf in topo:
+        if buf.op is not Ops.DEFINE_GLOBAL or (found := _buffer_windows(buf, users)) is None:
             continue
-        buf = load.src[0]
-        if buf.arg == 0:
-            # the output: a kernel that updates its buffer in place reads and writes it through the same view
-            continue
-        windows = _windows_of(load, users)
-        if windows is None:
-            continue
+        loads, windows = found
         lo = min(start for start, _ in windows.values())
-        hi = max(start + length for start, length in windows.values())
+        hi = max(start + span for start, span in windows.values())
         size = buf.dtype.size
         if hi - lo >= size or size > INT32_MAX:
             # (launch values are 32-bit: a start past them stays a constant)
@@ -115,18 +137,35 @@ def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]
         align = math.gcd(lo, ALIGN) if vector_align > 0 else 1
         var = UOp.variable(window_name(buf.arg), 0, (size - (hi - lo)) // align, dtypes.index)
         start = var if align == 1 else var * align
-        windowed = UOp(Ops.LOAD, load.dtype, (buf, start), hi - lo)
         values[var] = lo // align
+        windowed = UOp(Ops.LOAD, buf.dtype.base, (buf, start), hi - lo)
+        if buf.arg == 0:
+            store_starts[buf.arg] = start
         for view, (begin, span) in windows.items():
-            part = windowed
-            if span != hi - lo:
-                part = UOp(Ops.SHRINK, load.dtype, (windowed,), ((begin - lo, begin - lo + span),))
+            under = view.src[0].src[0] if view.src[0].op is Ops.RESHAPE else view.src[0]
+            if under.op is Ops.LOAD:
+                part = windowed
+                if span != hi - lo:
+                    part = UOp(Ops.SHRINK, part.dtype, (part,), ((begin - lo, begin - lo + span),))
+            else:
+                # a store target: a view of the buffer itself, at offsets from the window's start
+                part = UOp(Ops.SHRINK, buf.dtype.base, (buf,), ((begin - lo, begin - lo + span),))
             shape = view.src[0].shape
             assert shape is not None and view.shape is not None
             replace[view] = _window_view(part, shape, view.shape)
     if not replace:
         return ast, {}
-    return ast.substitute(replace, name="window inputs"), values
+    new = ast.substitute(replace, name="window inputs")
+    if store_starts:
+        new = new.replace(
+            src=tuple(
+                st.replace(src=(*st.src, store_starts[base.arg]))
+                if (base := st.src[0].base).op is Ops.DEFINE_GLOBAL and base.arg in store_starts
+                else st
+                for st in new.src
+            )
+        )
+    return new, values
 
 
 def buffer_window(shrink: UOp) -> int | None:
@@ -144,13 +183,17 @@ def buffer_window(shrink: UOp) -> int | None:
 
 
 def window_align(ast: UOp, arg: int) -> int:
-    """What the start of the window that kernel `ast` reads of buffer argument `arg` is a multiple of (its launch value
+    """What the start of the window that kernel `ast` takes of buffer argument `arg` is a multiple of (its launch value
     counts in those)."""
     for u in ast.toposort():
         if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg == arg:
             start = u.src[1]
-            return start.src[1].arg if start.op is Ops.MUL else 1
-    raise ValueError(f"the kernel reads no window of buffer {arg}")
+        elif u.op is Ops.STORE and len(u.src) == 3 and u.src[0].base.arg == arg:
+            start = u.src[2]
+        else:
+            continue
+        return start.src[1].arg if start.op is Ops.MUL else 1
+    raise ValueError(f"the kernel takes no window of buffer {arg}")
 
 
 def window_arg(name: str) -> int | None:

@@ -163,6 +163,18 @@ def _window_start(x: UOp, buf: UOp, start: UOp) -> bool:
     )
 
 
+def _window_store(target: UOp, value: UOp, start: UOp) -> bool:
+    chain = target.movement_chain()
+    window = chain[-1] if chain else target
+    buf = target.base
+    return (
+        buf.op is Ops.DEFINE_GLOBAL
+        and target.shape == value.shape
+        and window.op is Ops.SHRINK
+        and _window_start(UOp(Ops.LOAD, buf.dtype.base, (buf, start), window.arg[0][1]), buf, start)
+    )
+
+
 spec_kernel_ast = PatternMatcher(
     [
         (UPat(Ops.SINK, src=UPat(Ops.STORE)), lambda: True),
@@ -180,6 +192,11 @@ spec_kernel_ast = PatternMatcher(
         (
             UPat(Ops.STORE, src=(UPat(name="target"), UPat(name="value"))),
             lambda target, value: target.base.op is Ops.DEFINE_GLOBAL and target.shape == value.shape,
+        ),
+        # a store into a window: the target views a SHRINK of the buffer from 0, moved to `start` (a launch value)
+        (
+            UPat(Ops.STORE, src=(UPat(name="target"), UPat(name="value"), UPat(name="start"))),
+            lambda target, value, start: _window_store(target, value, start),
         ),
         (UPat(Ops.COPY, src=()), lambda: True),
     ]
