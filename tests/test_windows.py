@@ -250,11 +250,13 @@ def test_filling_a_buffer_row_by_row_compiles_one_kernel() -> None:
     x_np = np.random.default_rng(5).standard_normal((30, 7)).astype(np.float32)
     x = Tensor(x_np).realize()
     out = Tensor.zeros(30, 7).contiguous().realize()
-    before = _compiled()
+    before, (hits, misses) = _compiled(), _counts()
     for i in range(30):
         out[i] = x[i] * 2 + 1
     np.testing.assert_allclose(out.numpy(), x_np * 2 + 1, rtol=1e-6)
     assert _compiled() - before <= 2
+    # and the next row replays the first one's schedule: the assign's view moves with it
+    assert _counts()[1] - misses <= 2 and _counts()[0] - hits >= 28
 
 
 def test_a_cache_written_one_position_at_a_time() -> None:

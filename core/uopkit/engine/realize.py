@@ -35,7 +35,7 @@ from uopkit.schedule import (
     update_tensors,
 )
 from uopkit.schedule.grouper import is_kernel_store
-from uopkit.schedule.windows import buffer_window, window_align, window_arg
+from uopkit.schedule.windows import buffer_window, window_align, window_arg, window_bounds, window_start
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity
 
 if TYPE_CHECKING:
@@ -299,11 +299,13 @@ class CachedSchedule:
     # the graph's windows of its BUFFERs as recorded (`_Param.windows`): each one's slot and start
     window_slots: tuple[int, ...] = ()
     window_starts: tuple[int, ...] = ()
-    # slots whose windows must not move on a replay: some step reads or writes them at a constant offset, or a result
-    # or an assign's view holds them
+    # slots whose windows must not move on a replay: some step reads or writes them at a constant offset
     fixed_slots: frozenset[int] = frozenset()
     # the steps' window starts over those slots: (step, variable, slot, start in elements, what it is a multiple of)
     window_vars: tuple[tuple[int, str, int, int, int], ...] = ()
+    # the windows of those slots in the results' and assigns' templates (numbered results first): (template,
+    # instruction, slot, shape it shrinks, lengths, start)
+    template_windows: tuple[tuple[int, int, int, tuple[int, ...], tuple[int, ...], int], ...] = ()
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
@@ -441,15 +443,18 @@ def _template(u: UOp, slot: dict[UOp, int]) -> Template | None:
     return tuple(out)
 
 
-def _build(template: Template, table: list[UOp]) -> UOp:
+def _build(template: Template, table: list[UOp], args: dict[int, Any] | None = None) -> UOp:
+    """The uop `template` stands for over the slots' uops in `table`; `args`: other args for some instructions (a
+    window's moved SHRINK bounds), by instruction."""
     if len(template) == 1:
         return table[template[0][1]]
     built: list[UOp] = []
-    for ins in template:
+    for j, ins in enumerate(template):
         if ins[0] == "slot":
             built.append(table[ins[1]])
         else:
-            built.append(UOp(ins[0], ins[1], tuple([built[i] for i in ins[3]]), ins[2]))
+            arg = args[j] if args and j in args else ins[2]
+            built.append(UOp(ins[0], ins[1], tuple([built[i] for i in ins[3]]), arg))
     return built[-1]
 
 
@@ -507,10 +512,11 @@ def _record_windows(
     slot: dict[UOp, int],
     steps: list[CachedStep],
     templates: list[Template],
-) -> tuple[tuple[int, ...], tuple[int, ...], frozenset[int], tuple[tuple[int, str, int, int, int], ...]]:
-    """What a replay needs to move the graph's windows of its BUFFERs (the fields `window_slots` to `window_vars`)."""
+) -> tuple[Any, ...]:
+    """What a replay needs to move the graph's windows of its BUFFERs (the fields `window_slots` to
+    `template_windows`)."""
     if not param.windows:
-        return (), (), frozenset(), ()
+        return (), (), frozenset(), (), ()
     window_slots = tuple(slot[b] for b, _ in param.windows)
     windowed = set(window_slots)
     fixed: set[int] = set()
@@ -527,18 +533,41 @@ def _record_windows(
             name, value = starts[arg]
             align = window_align(item.ast, arg)
             window_vars.append((i, name, s, value * align, align))
-    for template in templates:
-        fixed.update(ins[1] for ins in template if ins[0] == "slot" and ins[1] in windowed)
-    return window_slots, tuple(start for _, start in param.windows), frozenset(fixed), tuple(window_vars)
+    template_windows = []
+    for t, template in enumerate(templates):
+        for j, ins in enumerate(template):
+            if ins[0] is not Ops.SHRINK:
+                continue
+            src = template[ins[3][0]]
+            if src[0] == "slot" and src[1] in windowed:
+                s, shape = src[1], (param.leaves[src[1]].arg[2],)
+            elif src[0] is Ops.RESHAPE and (base := template[src[3][0]])[0] == "slot" and base[1] in windowed:
+                s, shape = base[1], src[2]
+            else:
+                continue
+            lengths = tuple(e - b for b, e in ins[2])
+            template_windows.append((t, j, s, shape, lengths, window_start(shape, ins[2])))
+    return (
+        window_slots,
+        tuple(start for _, start in param.windows),
+        frozenset(fixed),
+        tuple(window_vars),
+        tuple(template_windows),
+    )
 
 
-def _window_values(entry: CachedSchedule, param: _Param) -> dict[int, dict[str, int]] | None:
-    """The launch values of the steps whose windows moved since `entry` was recorded ({} when none did), or None when
-    the entry can't replay this graph: a window moved where a step or a result holds its offset, windows of one
-    buffer moved apart, or a start lost the alignment its kernel counts on."""
+# a replay's moved windows: the launch values of the steps that take one, by step; the SHRINK bounds of the templates
+# that hold one, by (template, instruction)
+_Moved = tuple[dict[int, dict[str, int]], dict[tuple[int, int], tuple[tuple[int, int], ...]]]
+
+
+def _window_values(entry: CachedSchedule, param: _Param) -> _Moved | None:
+    """What moved since `entry` was recorded (nothing when no window did), or None when the entry can't replay this
+    graph: a window moved where a step holds its offset, windows of one buffer moved apart, or a start lost the
+    alignment its kernel counts on."""
     starts = [start for _, start in param.windows]
     if len(starts) == len(entry.window_starts) and all(map(int.__eq__, starts, entry.window_starts)):
-        return {}
+        return {}, {}
     shift: dict[int, int] = {}
     for s, now, then in zip(entry.window_slots, starts, entry.window_starts, strict=True):
         if shift.setdefault(s, now - then) != now - then or (now != then and s in entry.fixed_slots):
@@ -549,7 +578,14 @@ def _window_values(entry: CachedSchedule, param: _Param) -> dict[int, dict[str, 
         if moved % align:
             return None
         values.setdefault(i, dict(entry.steps[i].var_vals))[name] = moved // align
-    return values
+    bounds: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+    for t, j, s, shape, lengths, start in entry.template_windows:
+        if shift.get(s, 0):
+            moved_bounds = window_bounds(shape, lengths, start + shift[s])
+            if moved_bounds is None:
+                return None
+            bounds[(t, j)] = moved_bounds
+    return values, bounds
 
 
 def _replay_view(view: UOp, base: UOp) -> UOp:
@@ -568,7 +604,7 @@ def _replay(
     tensors: Sequence[Tensor],
     param: _Param,
     pending: PendingReads | None,
-    moved: dict[int, dict[str, int]],
+    moved: _Moved,
 ) -> None:
     """Run `entry`'s steps for `tensors` (the graph `param`); `moved`: the launch values of steps whose windows moved
     (`_window_values`)."""
@@ -583,21 +619,23 @@ def _replay(
     debug = DEBUG.value
     if debug >= 1 and entry.steps:
         print(f"schedule: {len(entry.steps)} kernels (cached)")
-    if entry.launches is not None and not capturing and debug < 2 and not moved:
+    values, bounds = moved
+    if entry.launches is not None and not capturing and debug < 2 and not values:
         # the common case, with nothing to capture or time: straight to the programs
         for program, slots, global_size, local_size, vals in entry.launches:
             program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size, vals=vals)
         stats["kernels_run"] += len(entry.launches)
     else:
         for i, step in enumerate(entry.steps):
-            var_vals = moved[i] if i in moved else dict(step.var_vals)
+            var_vals = values[i] if i in values else dict(step.var_vals)
             exec_item(ExecItem(step.runner, [table[s] for s in step.slots], var_vals), i)
     mapping = {}
     topo = param.topo
-    for i, template in entry.assigned:
-        mapping[topo[i]] = _build(template, uops)
-    for t, template, remember in zip(tensors, entry.results, entry.remember, strict=True):
-        new = _build(template, uops)
+    n = len(entry.results)
+    for k, (i, template) in enumerate(entry.assigned):
+        mapping[topo[i]] = _build(template, uops, {j: b for (t, j), b in bounds.items() if t == n + k})
+    for k, (t, template, remember) in enumerate(zip(tensors, entry.results, entry.remember, strict=True)):
+        new = _build(template, uops, {j: b for (u, j), b in bounds.items() if u == k})
         if new is not t.uop:
             if remember:
                 # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)

@@ -12,6 +12,9 @@ into runs of it only (`out[i] = ...`, a cache's next position): its STORE gets t
 target views the buffer from 0. The kernel's AST no longer holds the offset; the schedule item carries the
 variable's value, passed at launch like any other variable of the renderer contract.
 
+The schedule cache (`uopkit.engine.realize`) keys such a slice of a stored buffer by its shape alone and moves the
+starts (and the bounds of the views it hands back) on a replay: the next batch reuses the first one's schedule.
+
 Windows that a kernel reads of the same buffer (`x[i:i+n]` and `x[i+1:i+n+1]`) share one start: the kernel reads
 them at constant offsets from it. A buffer that a kernel reads whole, or through any other view, is left as it was.
 """
@@ -200,3 +203,21 @@ def window_arg(name: str) -> int | None:
     """The buffer argument whose window start the variable `name` is (`window_name`'s inverse), None for another."""
     digits = name[len("window") :]
     return int(digits) if name.startswith("window") and digits.isdigit() else None
+
+
+def window_start(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> int:
+    """The first element (flat, in elements) of a SHRINK by `bounds` of a row-major array of `shape`."""
+    return _window(shape, bounds)[0]
+
+
+def window_bounds(shape: tuple[int, ...], lengths: tuple[int, ...], start: int) -> tuple[tuple[int, int], ...] | None:
+    """The bounds of the SHRINK to `lengths` of a row-major array of `shape` whose first element is `start` (the
+    inverse of `window_start`), None when there is no such SHRINK."""
+    firsts = []
+    for size in reversed(shape):
+        start, first = divmod(start, size)
+        firsts.append(first)
+    firsts.reverse()
+    if start or any(b + n > size for b, n, size in zip(firsts, lengths, shape, strict=True)):
+        return None
+    return tuple((b, b + n) for b, n in zip(firsts, lengths, strict=True))
