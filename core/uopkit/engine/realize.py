@@ -557,8 +557,8 @@ def _record_windows(
 
 
 # a replay's moved windows: the launch values of the steps that take one, by step; the SHRINK bounds of the templates
-# that hold one, by (template, instruction)
-_Moved = tuple[dict[int, dict[str, int]], dict[tuple[int, int], tuple[tuple[int, int], ...]]]
+# that hold one, by template (numbered results first) and instruction
+_Moved = tuple[dict[int, dict[str, int]], dict[int, dict[int, tuple[tuple[int, int], ...]]]]
 
 
 def _window_values(entry: CachedSchedule, param: _Param) -> _Moved | None:
@@ -578,13 +578,13 @@ def _window_values(entry: CachedSchedule, param: _Param) -> _Moved | None:
         if moved % align:
             return None
         values.setdefault(i, dict(entry.steps[i].var_vals))[name] = moved // align
-    bounds: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+    bounds: dict[int, dict[int, tuple[tuple[int, int], ...]]] = {}
     for t, j, s, shape, lengths, start in entry.template_windows:
         if shift.get(s, 0):
             moved_bounds = window_bounds(shape, lengths, start + shift[s])
             if moved_bounds is None:
                 return None
-            bounds[(t, j)] = moved_bounds
+            bounds.setdefault(t, {})[j] = moved_bounds
     return values, bounds
 
 
@@ -606,8 +606,8 @@ def _replay(
     pending: PendingReads | None,
     moved: _Moved,
 ) -> None:
-    """Run `entry`'s steps for `tensors` (the graph `param`); `moved`: the launch values of steps whose windows moved
-    (`_window_values`)."""
+    """Run `entry`'s steps for `tensors` (the graph `param`); `moved`: what its windows' moves change, the launch values
+    of steps and the bounds of templates (`_window_values`)."""
     leaves = param.leaves
     table: list[Buffer] = [_buffer_for(b) for b in leaves]
     uops = list(leaves)
@@ -633,9 +633,9 @@ def _replay(
     topo = param.topo
     n = len(entry.results)
     for k, (i, template) in enumerate(entry.assigned):
-        mapping[topo[i]] = _build(template, uops, {j: b for (t, j), b in bounds.items() if t == n + k})
+        mapping[topo[i]] = _build(template, uops, bounds.get(n + k))
     for k, (t, template, remember) in enumerate(zip(tensors, entry.results, entry.remember, strict=True)):
-        new = _build(template, uops, {j: b for (u, j), b in bounds.items() if u == k})
+        new = _build(template, uops, bounds.get(k))
         if new is not t.uop:
             if remember:
                 # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)

@@ -10,6 +10,8 @@ Stages:
 
 from __future__ import annotations
 
+from typing import Any
+
 from uopkit.dtype import INDEX_DTYPES, PtrDType, dtypes
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
@@ -151,15 +153,16 @@ spec_tensor = PatternMatcher(
 )
 
 
-def _window_start(x: UOp, buf: UOp, start: UOp) -> bool:
+def _window_start(buf: UOp, start: UOp, length: Any) -> bool:
+    """A window of `length` elements of `buf` from `start`: a launch value (times a constant), inside the buffer."""
     terms = start.src if start.op is Ops.MUL else (start,)
     return (
-        isinstance(x.arg, int)
-        and 0 < x.arg <= buf.dtype.size
+        isinstance(length, int)
+        and 0 < length <= buf.dtype.size
         and start.dtype == dtypes.index
         and all(t.op is Ops.DEFINE_VAR or (t.op is Ops.CONST and isinstance(t.arg, int)) for t in terms)
         and start.vmin >= 0
-        and start.vmax + x.arg <= buf.dtype.size
+        and start.vmax + length <= buf.dtype.size
     )
 
 
@@ -171,7 +174,7 @@ def _window_store(target: UOp, value: UOp, start: UOp) -> bool:
         buf.op is Ops.DEFINE_GLOBAL
         and target.shape == value.shape
         and window.op is Ops.SHRINK
-        and _window_start(UOp(Ops.LOAD, buf.dtype.base, (buf, start), window.arg[0][1]), buf, start)
+        and _window_start(buf, start, window.arg[0][1])
     )
 
 
@@ -183,7 +186,7 @@ spec_kernel_ast = PatternMatcher(
         # a windowed load: `arg` elements from `start` on (uopkit.schedule.windows), start a launch value in bounds
         (
             UPat(Ops.LOAD, src=(UPat(Ops.DEFINE_GLOBAL, name="buf"), UPat(name="start")), name="x"),
-            lambda x, buf, start: _window_start(x, buf, start),
+            lambda x, buf, start: _window_start(buf, start, x.arg),
         ),
         (UPat(Ops.DEFINE_VAR, src=(), name="x"), lambda x: x.dtype == dtypes.index and len(x.arg) == 3),
         (UPat(Ops.MUL, src=(UPat(Ops.DEFINE_VAR), UPat(Ops.CONST)), name="x"), lambda x: x.dtype == dtypes.index),
