@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from uopkit.dtype import DType, PtrDType, dtypes
 from uopkit.renderer import Renderer, TensorCore
@@ -363,6 +363,8 @@ class RenderContext:
         # each MAX that updates the accumulator of a max loop rendered for SIMD: (the accumulator's read, register)
         self.max_updates: dict[UOp, tuple[UOp, UOp]] = {}
         self.simd_max_loops: set[UOp] = set()
+        # what a backend's own rules work out once per program (keyed by a name of theirs)
+        self.memo: dict[str, Any] = {}
         if renderer.simd_max_loop and Ops.MAX in renderer.caps.simd_reduce_ops:
             max_loops = {x: role for x, role in self.loops.items() if role.reduce is Ops.MAX}
             # only the updates inside a max loop: a padded tail's update after the loop is a plain MAX

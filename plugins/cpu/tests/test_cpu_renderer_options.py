@@ -5,6 +5,7 @@ import numpy as np
 from uopkit import Device, Tensor
 from uopkit.codegen import get_program
 from uopkit.schedule import create_schedule, kernelize_tensors
+from uopkit.uop.ops import Ops
 
 
 def _src(t: Tensor) -> str:
@@ -38,3 +39,42 @@ def test_executed_ops_counts_ops_times_the_loops_around_them():
     uops = list(get_program(create_schedule(kernelize_tensors([a + 1]))[-1].ast, Device["CPU"].renderer).uops)
     # a load, an add and a store (and their index arithmetic) for each of the 256 elements
     assert 3 * 256 <= executed_ops(uops) <= 20 * 256
+
+
+def _matmul_program(n: int):
+    a, b = Tensor(np.ones((n, n), dtype=np.float32)), Tensor(np.ones((n, n), dtype=np.float32))
+    return get_program(create_schedule(kernelize_tensors([a @ b]))[-1].ast, Device["CPU"].renderer)
+
+
+def test_a_register_tiles_reused_vector_loads_are_held_only_where_they_fit():
+    from uopkit_cpu.renderer import held_vector_loads
+
+    uops = list(_matmul_program(256).uops)
+    vector_loads = [
+        u for u in uops if u.op is Ops.LOAD and u.dtype.count > 1 and u.src[0].src[0].op is Ops.DEFINE_GLOBAL
+    ]
+    assert vector_loads, "the matmul has no vector loads of its operand"
+    # 16 accumulators of 16 floats (64 bytes): AVX-512's 32 registers hold them, the reused vectors and two more
+    held = held_vector_loads(uops, 16, 32, 64)
+    assert held and held <= set(vector_loads)
+    # each held load feeds several FMAs (one per row of the tile)
+    assert all(sum(u in x.src for x in uops) >= 2 for u in held)
+    # not when they'd spill (16 registers), not when one register can't hold a vector (AVX2's 32 bytes), not without a
+    # register tile
+    assert not held_vector_loads(uops, 16, 16, 64)
+    assert not held_vector_loads(uops, 16, 32, 32)
+    assert not held_vector_loads(uops, 0, 32, 64)
+
+
+def test_held_loads_compute_the_same_products():
+    import platform
+
+    from uopkit_cpu.renderer import SIMD_CONSTRAINT, simd_register_bytes
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((128, 96), dtype=np.float32), rng.standard_normal((96, 256), dtype=np.float32)
+    product = Tensor(x) @ Tensor(y)
+    if platform.machine() in SIMD_CONSTRAINT and simd_register_bytes() == (32, 64):
+        # on an AVX-512 core the tile's column vectors are loaded once per step, not folded into each FMA
+        assert '__asm__("" : "+v"(' in _src(product)
+    np.testing.assert_allclose(product.numpy(), x @ y, rtol=1e-5, atol=1e-5)
