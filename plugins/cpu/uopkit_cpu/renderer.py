@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import platform
 from typing import ClassVar
@@ -16,22 +17,26 @@ from uopkit.renderer.loops import mark_reduce_loops
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
 
-def _cpu_flags(cpuinfo: str | None) -> set[str]:
-    if cpuinfo is None:
-        try:
-            cpuinfo = pathlib.Path("/proc/cpuinfo").read_text()
-        except OSError:
-            cpuinfo = ""
+def _cpu_flags(cpuinfo: str) -> frozenset[str]:
     for line in cpuinfo.splitlines():
         if line.startswith(("flags", "Features")):
-            return set(line.split(":", 1)[1].split())
-    return set()
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+@functools.cache
+def _host_cpu_flags() -> frozenset[str]:
+    # read once: every kernel's render asks (the file is tens of kilobytes on a many-core machine)
+    try:
+        return _cpu_flags(pathlib.Path("/proc/cpuinfo").read_text())
+    except OSError:
+        return frozenset()
 
 
 def simd_register_bytes(cpuinfo: str | None = None) -> tuple[int, int]:
     """(how many SIMD registers, bytes each): 32 zmm on AVX-512, 16 ymm on AVX, 16 xmm on older x86, 32 NEON on
     arm64; (0, 0) unknown."""
-    flags = _cpu_flags(cpuinfo)
+    flags = _host_cpu_flags() if cpuinfo is None else _cpu_flags(cpuinfo)
     if "avx512f" in flags:
         return 32, 64
     if "avx" in flags:
