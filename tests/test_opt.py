@@ -575,6 +575,42 @@ def test_register_tile_fits_the_cpus_registers(monkeypatch):
     assert _tile(Tensor.empty(512, 256) @ Tensor.empty(256, 784), monkeypatch, registers=32) == (7, 2)
 
 
+def test_a_sum_over_a_strided_axis_reads_rows_in_flight(monkeypatch):
+    # column sums: 256 columns of accumulators per pass read one short run of each row; four rows at a time keep more
+    # of the memory's reads in flight (4096x4096 on 2 threads: 4.2-4.5 -> 2.8-3.5 ms)
+    from uopkit.codegen.opt.heuristic import ROWS_IN_FLIGHT, hand_coded_opts
+
+    monkeypatch.setenv("UOPKIT_THREADS", "2")
+    x = np.random.default_rng(0).standard_normal((96, 4096)).astype(np.float32)
+    t = Tensor(x).sum(axis=0)
+    item = create_schedule(kernelize_tensors([t]))[-1]
+    opts = hand_coded_opts(item.ast, Device["CPU"].renderer)
+    assert Opt(OptOps.UNROLL, 2, ROWS_IN_FLIGHT) in opts
+    np.testing.assert_allclose(t.numpy(), x.sum(axis=0, dtype=np.float64), rtol=1e-5, atol=1e-4)
+    # a reduce too short for four rows a few times over keeps its loop
+    short = Tensor.empty(8, 4096).sum(axis=0)
+    assert not any(
+        o.op is OptOps.UNROLL
+        for o in hand_coded_opts(create_schedule(kernelize_tensors([short]))[-1].ast, Device["CPU"].renderer)
+    )
+
+
+def test_unrolled_lanes_have_a_limit_of_their_own():
+    # the output tile's lanes (registers held) stay within MAX_LANES; unrolling the reduce as well within
+    # MAX_UNROLLED_LANES (loads and adds in flight)
+    from uopkit.codegen.opt import MAX_LANES, MAX_UNROLLED_LANES
+
+    renderer = Device["CPU"].renderer
+    ast = create_schedule(kernelize_tensors([Tensor.empty(64, 4096).sum(axis=0)]))[-1].ast
+    tile = [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 1, 16)]
+    assert 256 * 4 <= MAX_UNROLLED_LANES and 256 <= MAX_LANES < 512
+    apply_opts(ast, [*tile, Opt(OptOps.UNROLL, 2, 4)], renderer)
+    with pytest.raises(OptError, match="unrolled lanes"):
+        apply_opts(ast, [*tile, Opt(OptOps.UNROLL, 2, 8)], renderer)
+    with pytest.raises(OptError, match="lanes of outputs"):
+        apply_opts(ast, [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 1, 32)], renderer)
+
+
 def test_simd_registers_from_cpu_flags():
     simd = pytest.importorskip("uopkit_cpu.renderer").simd_registers
     assert simd(16, "flags\t: fpu sse2 avx avx2 avx512f avx512bw") == 32

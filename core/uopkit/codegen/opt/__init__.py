@@ -25,8 +25,12 @@ from uopkit.uop.ops import Ops, UOp
 if TYPE_CHECKING:
     from uopkit.renderer import Renderer
 
-# (a CPU matmul tile of 6 rows by 4 vectors of 16 floats is 384)
+# lanes of the output tile, accumulators and their vectors (a CPU matmul tile of 6 rows by 4 vectors of 16 floats is
+# 384)
 MAX_LANES = 384
+# lanes in all, with the reduce unrolled too (unrolled lanes are loads and adds in flight, not registers held: a sum
+# over a strided axis holds 256 columns and reads 4 rows at once)
+MAX_UNROLLED_LANES = 1024
 
 
 def _split_last_loop(plan: KernelPlan, axis: int, amount: int, kind: str, opt: Opt, outer: bool = False) -> KernelPlan:
@@ -104,8 +108,12 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
         new = plan.with_axis(opt.axis, (AxisPart(padded, "loop"),))
     else:
         raise OptError(f"{opt}: {opt.op.name} is not supported by this kernel optimizer")
-    if new.lanes() > MAX_LANES:
-        raise OptError(f"{opt}: {new.lanes()} unrolled lanes is more than the limit {MAX_LANES}")
+    lanes = new.lanes()
+    unrolled = math.prod(p.size for parts in new.red for p in parts if p.kind == "unroll")
+    if lanes // unrolled > MAX_LANES:
+        raise OptError(f"{opt}: {lanes // unrolled} lanes of outputs is more than the limit {MAX_LANES}")
+    if lanes > MAX_UNROLLED_LANES:
+        raise OptError(f"{opt}: {lanes} unrolled lanes is more than the limit {MAX_UNROLLED_LANES}")
     _check_launch(new, opt, renderer)
     _check_grid(plan, new, opt, renderer)
     return replace(new, opts=plan.opts + (opt,))
