@@ -110,28 +110,50 @@ def measure(run: Callable[[], Any], warmup: int, budget: float, max_reps: int = 
     return statistics.median(times), out
 
 
-def run_bench(b: Bench, fws: list[Framework], budget: float, verbose: bool) -> Result:
+def run_bench(b: Bench, fws: list[Framework], budget: float, verbose: bool, rounds: int = 1) -> Result:
+    """Each framework's median seconds per call. With `rounds` > 1 the frameworks take turns, `budget` seconds each
+    per round, and each gets the median of its rounds: on a shared machine a slow second or two then lands in one
+    round of every framework instead of all of one framework's calls."""
     res = Result(b.name, b.work[1] if b.work else None)
+    cells: dict[str, tuple[Callable[[], Any], Callable[[Any], Any]]] = {}
     for fw in fws:
         if fw.problem is not None:
             res.skipped[fw.name] = fw.problem
             continue
         try:
-            run, check = b.make(fw)
-            t, out = measure(run, b.warmup, budget)
-            err = check(out)
+            cells[fw.name] = b.make(fw)
         except Skip as e:
             res.skipped[fw.name] = str(e)
-            continue
         except Exception as e:  # one framework failing a case is a table entry, not the end of the run
-            res.skipped[fw.name] = f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
-            continue
-        res.times[fw.name] = t
-        res.errors[fw.name] = err
-        res.rates[fw.name] = b.work[0] / t if b.work else None
+            res.skipped[fw.name] = _error_entry(e)
+    per_round: dict[str, list[float]] = {name: [] for name in cells}
+    for r in range(rounds):
+        for name, (run, check) in list(cells.items()):
+            try:
+                t, out = measure(run, b.warmup if r == 0 else 0, budget)
+                if r == rounds - 1:
+                    res.errors[name] = check(out)
+            except Skip as e:
+                res.skipped[name] = str(e)
+                del cells[name]
+                continue
+            except Exception as e:  # noqa: BLE001 - as above
+                res.skipped[name] = _error_entry(e)
+                del cells[name]
+                continue
+            per_round[name].append(t)
+    for name in cells:
+        t = statistics.median(per_round[name])
+        res.times[name] = t
+        res.rates[name] = b.work[0] / t if b.work else None
         if verbose:
-            print(f"  {b.name:40s} {fw.name:9s} {_fmt_time(t):>10s}", file=sys.stderr)
+            rounds_text = " ".join(_fmt_time(x) for x in per_round[name]) if rounds > 1 else ""
+            print(f"  {b.name:40s} {name:9s} {_fmt_time(t):>10s} {rounds_text}", file=sys.stderr)
     return res
+
+
+def _error_entry(e: Exception) -> str:
+    return f"error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
 
 
 def cold_first_step(
@@ -226,12 +248,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=None, help="seconds of timed calls per cell (default 1, quick 0.05)")
     p.add_argument("--json", default=None, help="where to save results (default bench/results.json)")
     p.add_argument("--no-cold", action="store_true", help="skip the cold first-step measurement (subprocesses)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="frameworks take turns this many times per benchmark, each timed for the budget per turn; the table "
+        "shows the median of the turns (default 1)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="print each timing as it is measured")
     args = p.parse_args(argv)
 
     names = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     if bad := [n for n in names if n not in FRAMEWORKS]:
         p.error(f"unknown framework(s) {', '.join(bad)}; choose from {', '.join(FRAMEWORKS)}")
+    if args.rounds < 1:
+        p.error(f"--rounds must be at least 1, got {args.rounds}")
     # uopkit opens its device before tinygrad sets CC for its own clang (see frameworks.load)
     order = [n for n in ("numpy", "torch", "uopkit", "tinygrad") if n in names]
     loaded = {n: load(n) for n in order}
@@ -256,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     for b in benchmarks(sizes):
         if args.only and args.only not in b.name:
             continue
-        results.append(run_bench(b, fws, budget, args.verbose))
+        results.append(run_bench(b, fws, budget, args.verbose, args.rounds))
     for cold_name, epoch in colds.items():
         if args.no_cold or (args.only and args.only not in cold_name):
             continue
@@ -276,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results.json")
     payload = {
         "quick": args.quick,
+        "rounds": args.rounds,
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "python": platform.python_version()},
         "frameworks": {
             fw.name: {

@@ -183,3 +183,39 @@ def test_an_epoch_trains_on_each_batch_in_turn():
     # (one batch alone gives another loss)
     one = cases.make_epoch(load("numpy"), params, x[:8], y[:8], 8)()
     assert abs(one - losses["numpy"]) > 1e-3
+
+
+def test_rounds_take_turns_and_report_the_median_round(monkeypatch):
+    # frameworks take turns round by round; each cell is the median of its rounds' medians
+    from bench import main as bench_main
+    from bench.frameworks import Framework
+
+    order: list[str] = []
+    slow_rounds = {"a": {1}, "b": {0, 2}}
+    rounds_seen = {"a": 0, "b": 0}
+
+    def fake_measure(run, warmup, budget, max_reps=1000):
+        return run(), None
+
+    def make(fw):
+        def run():
+            r = rounds_seen[fw.name]
+            rounds_seen[fw.name] += 1
+            order.append(fw.name)
+            return 3.0 if r in slow_rounds[fw.name] else 1.0
+
+        return run, lambda out: None
+
+    monkeypatch.setattr(bench_main, "measure", fake_measure)
+    res = bench_main.run_bench(bench_main.Bench("fake", make), [Framework("a"), Framework("b")], 0.0, False, rounds=3)
+    assert order == ["a", "b"] * 3
+    # a: 1, 3, 1 -> 1; b: 3, 1, 3 -> 3
+    assert res.times == {"a": 1.0, "b": 3.0}
+
+
+def test_rounds_must_be_positive(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["--rounds", "0"])
+    assert "--rounds must be at least 1" in capsys.readouterr().err
