@@ -750,6 +750,16 @@ def test_transposes_store_eight_gathered_rows_at_a_time(shape, dtype, monkeypatc
     np.testing.assert_array_equal(t.numpy(), a.T)
 
 
+@pytest.mark.parametrize("shape, dtype", [((512, 768), np.float32), ((128, 2048), np.float16)])
+def test_gathered_transposes_read_a_cache_line_of_each_row_per_step(shape, dtype, monkeypatch):
+    # a 2-D tile: 8 source rows by a cache line of each (16 floats, 32 halves), so a source line is read once
+    a = (np.arange(math.prod(shape)) % 251).astype(dtype).reshape(shape)
+    t = Tensor(a).T.contiguous()
+    line = 64 // np.dtype(dtype).itemsize
+    assert {Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 0, line)} <= set(_thread_axes(t, 2, monkeypatch)[1])
+    np.testing.assert_array_equal(t.numpy(), a.T)
+
+
 def test_short_gathered_runs_store_four_rows_at_a_time(monkeypatch):
     # a transposed operand packed into panels, (1, N/32, K, 32) read from (N, K) rows, K the next loop out: each step
     # stores 4 rows' elements as one vector, and the next steps read on along those rows (rows 2 KB apart or not)
