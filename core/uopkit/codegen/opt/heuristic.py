@@ -177,7 +177,8 @@ def _transpose_lanes(plan: KernelPlan, ast: UOp, renderer: Renderer) -> KernelPl
     """A kernel that stores along one axis and loads along another (a transpose, a matmul operand packed into
     panels) reads one element of each source row per step of its inner loop, and comes back for the next element of
     those rows on the next pass. When the loop outside the stored run walks the source rows, lanes along the run
-    gather a few rows at a time and the next steps read on along the same lines. Else, when the rows are a multiple of
+    gather a few rows at a time, a cache line of each (a 2-D tile), and the next steps read on along the same rows.
+    Else, when the rows are a multiple of
     1 KB apart their lines share a few cache sets and are evicted before the next pass: lanes along the load's
     contiguous axis read each line whole, once, and the stores stay runs along the inner loop. (Rows at other
     distances stay in cache between passes, and the lanes' scattered stores would only cost: a (64, 64, 64, 128)
