@@ -56,6 +56,8 @@ def simd_registers(width: int, cpuinfo: str | None = None) -> int:
 
 # the inline-asm operand constraint of a SIMD register, by architecture (see `held_vector_loads`)
 SIMD_CONSTRAINT = {"x86_64": "v", "AMD64": "v", "aarch64": "w", "arm64": "w"}
+# this host's (None: no register is held)
+_HOST_CONSTRAINT = SIMD_CONSTRAINT.get(platform.machine())
 
 
 def held_vector_loads(uops: list[UOp], vector_accumulators: int, registers: int, register_bytes: int) -> set[UOp]:
@@ -442,14 +444,13 @@ def do_held_load(ctx: RenderContext, x: UOp) -> str | None:
     held = ctx.memo.get("held_loads")
     if held is None:
         registers, size = simd_register_bytes()
-        constraint = SIMD_CONSTRAINT.get(platform.machine())
         accumulators = sum(dt.count > 1 for slots in ctx.split.values() for dt in slots.values())
-        held = set() if constraint is None else held_vector_loads(ctx.uops, accumulators, registers, size)
+        held = set() if _HOST_CONSTRAINT is None else held_vector_loads(ctx.uops, accumulators, registers, size)
         ctx.memo["held_loads"] = held
     if x not in held:
         return None
     line = ctx.value(x, "val", ctx.r.render_load(ctx.access[x.src[0]], x.dtype))
-    return f'{line}\n__asm__("" : "+{SIMD_CONSTRAINT[platform.machine()]}"({ctx.names[x]}));'
+    return f'{line}\n__asm__("" : "+{_HOST_CONSTRAINT}"({ctx.names[x]}));'
 
 
 # the CPU's own rule in front of the C rules: register tiles' reused vector loads held in registers
