@@ -760,6 +760,22 @@ def test_gathered_transposes_read_a_cache_line_of_each_row_per_step(shape, dtype
     np.testing.assert_array_equal(t.numpy(), a.T)
 
 
+def test_a_tile_stored_lane_by_lane_takes_one_vector_per_row(monkeypatch):
+    # h.T @ g for 10 classes: vectors along the 512 rows of h, which the (512, 10) output is not stored along, so each
+    # vector's lanes are stored apart: one vector per row of the tile (four wrote 320 scalar stores, a third of a
+    # second of gcc for no speed), rows along the classes; values checked
+    rng = np.random.default_rng(0)
+    h, g = rng.standard_normal((256, 512)).astype(np.float32), rng.standard_normal((256, 10)).astype(np.float32)
+    out = Tensor(h).T @ Tensor(g)
+    _, opts = _thread_axes(out, 2, monkeypatch)
+    upcasts = [o for o in opts if o.op is OptOps.UPCAST]
+    assert upcasts == [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 1, 5)], opts
+    np.testing.assert_allclose(out.numpy(), h.T @ g, rtol=1e-4, atol=1e-4)
+    # a tile stored along its vectors keeps several per row (x.T @ g for 512 columns: 4 vectors of 16)
+    wide = Tensor(h).T @ Tensor(rng.standard_normal((256, 512)).astype(np.float32))
+    assert Opt(OptOps.UPCAST, 1, 4) in _thread_axes(wide, 2, monkeypatch)[1]
+
+
 def test_short_gathered_runs_store_four_rows_at_a_time(monkeypatch):
     # a transposed operand packed into panels, (1, N/32, K, 32) read from (N, K) rows, K the next loop out: each step
     # stores 4 rows' elements as one vector, and the next steps read on along those rows (rows 2 KB apart or not)

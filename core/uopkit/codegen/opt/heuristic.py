@@ -116,7 +116,12 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             # a register tile: rows along an axis that the vector's loads don't move along reuse each loaded vector
             # (the rows of a matmul, the output channels of a convolution; narrower vectors where the row isn't
             # whole widest ones, a 56-wide image row in 8s)
-            tile = _register_tile(out_sizes, axis, reusing, renderer, amt)
+            # (a vector axis the output isn't stored along, x.T @ g for 10 classes with vectors along the 512 rows,
+            # stores each lane apart: one vector per row of the tile. Four vectors by five rows wrote 320 scalar stores,
+            # which took gcc 0.35-0.5 s of the 0.45 s it spent on the kernel, and the kernel ran no faster than with one
+            # vector (22.8 against 21.9 us, 0.14 s to compile))
+            scattered = axis not in store_contiguous
+            tile = _register_tile(out_sizes, axis, reusing, renderer, amt, max_vectors=1 if scattered else 8)
             if tile is not None:
                 vectors, other, rows = tile
                 if vectors > 1:
@@ -222,17 +227,18 @@ def _transpose_lanes(plan: KernelPlan, ast: UOp, renderer: Renderer) -> KernelPl
 
 
 def _register_tile(
-    out_sizes: list[int], axis: int, reusing: list[int], renderer: Renderer, lanes: int
+    out_sizes: list[int], axis: int, reusing: list[int], renderer: Renderer, lanes: int, max_vectors: int = 8
 ) -> tuple[int, int, int] | None:
     """(vectors per row, row axis, rows) of the register tile of a kernel whose output axis `axis` is loaded in
     vectors that the `reusing` axes' rows share: each step of the reduce loads `vectors` vectors and `rows` broadcast
     values for vectors * rows FMAs, so the tile with the most FMAs per load wins, among those whose accumulators, the
     loaded vectors (or broadcasts, whichever are fewer) and one spare fit in the registers (an AVX-512 core: 6 rows of
-    4 vectors; AVX2: 2 rows of 2 of our 16-float vectors). Fewer vectors first on a tie (a narrower column panel)."""
+    4 vectors; AVX2: 2 rows of 2 of our 16-float vectors), at most `max_vectors` per row. Fewer vectors first on a tie
+    (a narrower column panel)."""
     per_row = out_sizes[axis] // lanes
     best: tuple[float, int, int, int] | None = None
     for other in reversed(reusing):
-        for vectors in (v for v in range(1, 9) if per_row % v == 0):
+        for vectors in (v for v in range(1, max_vectors + 1) if per_row % v == 0):
             for rows in (r for r in range(2, 9) if out_sizes[other] % r == 0):
                 score = _tile_score(vectors, rows, renderer, lanes)
                 if score and (best is None or score > best[0] + 1e-9):
