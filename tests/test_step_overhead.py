@@ -367,6 +367,50 @@ def test_pattern_rules_get_their_capture_by_position_or_by_name():
     assert [name for name, *_ in seen] == ["ctx_then_node", "node_only", "by_keyword"]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("shape", [(3, 4), (5,), (1,), ()])
+@pytest.mark.parametrize("kind", ["adam", "adam_wd", "adamw"])
+def test_adam_update_builds_the_nodes_of_the_tensor_methods(kind, dtype, shape, monkeypatch):
+    # Adam's step of a float32 parameter is built as nodes directly: the parameter's and both moments' STOREs are
+    # the ones the Tensor methods give (with L2 weight decay, and AdamW's decoupled decay)
+    from uopkit.nn import optim
+
+    # (no zero weight: its gradient is 0, and float16's eps rounds to 0, so 0 / 0, as torch's float16 Adam gives)
+    start = (np.linspace(-1, 1, int(np.prod(shape))) + 0.125).reshape(shape).astype(dtype)
+    w = Tensor(start, requires_grad=True)
+    make = {"adam": lambda: optim.Adam([w], lr=0.1), "adam_wd": lambda: optim.Adam([w], lr=0.1, weight_decay=0.1)}
+    opt = make.get(kind, lambda: optim.AdamW([w], lr=0.1, weight_decay=0.1))()
+    (w * w).sum().backward()
+    state = [w, opt.b1_t, opt.b2_t, *opt.m, *opt.v]
+    before = [t.uop for t in state]
+    opt.schedule_step()
+    direct = [t.uop for t in state]
+    for t, u in zip(state, before, strict=True):
+        t.uop = u
+    taken = []
+    monkeypatch.setattr(optim, "_adam_update", lambda *a: taken.append(a) and False)
+    opt.schedule_step()
+    assert all(t.uop is u for t, u in zip(state, direct, strict=True))
+    monkeypatch.undo()
+    # the direct path is the float32 one (a float16 parameter's step keeps the Tensor methods)
+    for t, u in zip(state, before, strict=True):
+        t.uop = u
+    called = []
+    real = optim._adam_update
+    monkeypatch.setattr(optim, "_adam_update", lambda *a: called.append(real(*a)) or called[-1])
+    opt.schedule_step()
+    assert called == [dtype == "float32"]
+    monkeypatch.undo()
+    w.realize()
+    # one Adam step moves each weight by lr (times sign of the gradient, with bias correction), less decay
+    grad = 2 * start.astype(np.float64)
+    if kind == "adam_wd":
+        grad = grad + 0.1 * start
+    decayed = start * (1 - 0.1 * 0.1) if kind == "adamw" else start
+    want = decayed - 0.1 * grad / (np.abs(grad) + 1e-8)
+    np.testing.assert_allclose(w.numpy(), want, atol=2e-3 if dtype == "float16" else 1e-5)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 @pytest.mark.parametrize("shape", [(3, 4), (5,), (1,), ()])
 def test_plain_sgd_update_builds_the_nodes_of_the_tensor_methods(dtype, shape, monkeypatch):

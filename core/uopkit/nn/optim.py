@@ -38,6 +38,16 @@ def _scalar(value: float, device: str) -> Tensor:
 
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook
 _RESHAPE, _EXPAND, _DETACH, _MUL, _NEG, _ADD = Ops.RESHAPE, Ops.EXPAND, Ops.DETACH, Ops.MUL, Ops.NEG, Ops.ADD
+_FDIV, _SQRT = Ops.FDIV, Ops.SQRT
+
+
+def _spread(u: UOp, shape: tuple[int, ...]) -> UOp:
+    # a 0-d value (or a number's CONST) broadcast to `shape`: the nodes of Tensor(u).reshape(1, ...).expand(shape)
+    if shape:
+        u = UOp(_RESHAPE, u.dtype, (u,), (1,) * len(shape))
+        if u.arg != shape:
+            u = UOp(_EXPAND, u.dtype, (u,), tuple(shape))
+    return u
 
 
 def _sgd_update(p: Tensor, grad: Tensor, lr: Tensor) -> Tensor | None:
@@ -50,11 +60,7 @@ def _sgd_update(p: Tensor, grad: Tensor, lr: Tensor) -> Tensor | None:
         return None
     if g.shape != shape or r.shape != () or not w.device == g.device == r.device:
         return None
-    if shape:
-        r = UOp(_RESHAPE, dt, (r,), (1,) * len(shape))
-        if r.arg != shape:
-            r = UOp(_EXPAND, dt, (r,), tuple(shape))
-    step = UOp(_MUL, dt, (r, UOp(_DETACH, dt, (g,))))
+    step = UOp(_MUL, dt, (_spread(r, shape), UOp(_DETACH, dt, (g,))))
     return Tensor(UOp(_ADD, dt, (UOp(_DETACH, dt, (w,)), UOp(_NEG, dt, (step,)))))
 
 
@@ -207,8 +213,6 @@ class Adam(Optimizer):
             if self.weight_decay and not self.decoupled:
                 g = g + self.weight_decay * w
             m, v = self.m[i], self.v[i]
-            m.assign(self.b1 * m + (1 - self.b1) * g)
-            v.assign(self.b2 * v + (1 - self.b2) * (g * g))
             if p.dtype not in scalars:
                 scalars[p.dtype] = (
                     (1 - self.b1_t).cast(p.dtype),
@@ -216,12 +220,50 @@ class Adam(Optimizer):
                     self.lr.cast(p.dtype),
                 )
             bias1, bias2, lr = scalars[p.dtype]
+            if _adam_update(self, p, g, w, m, v, (bias1, bias2, lr)):
+                continue
+            m.assign(self.b1 * m + (1 - self.b1) * g)
+            v.assign(self.b2 * v + (1 - self.b2) * (g * g))
             m_hat = m / bias1
             v_hat = v / bias2
             if self.weight_decay and self.decoupled:
                 w = w * (1 - lr * self.weight_decay)
             p.assign((w - lr * m_hat / (v_hat.sqrt() + self.eps)).cast(p.dtype))
         return [self.b1_t, self.b2_t, *self.m, *self.v]
+
+
+def _adam_update(opt: Adam, p: Tensor, g: Tensor, w: Tensor, m: Tensor, v: Tensor, scalars: tuple[Tensor, ...]) -> bool:
+    """Adam's step of a float32 parameter (`g`, `w`: its gradient and value, detached and with weight decay added;
+    `m`, `v`: its moments; `scalars`: the bias corrections and the learning rate, 0-d), assigned with nodes built
+    directly: the nodes `Adam._step`'s Tensor methods build (a test checks), without their checks and intermediate
+    tensors, for every parameter of every step (the main job's six took ~0.1 ms each). False: another case (another
+    dtype, shapes or devices that differ), left to the Tensor methods."""
+    dt, shape, device = p.dtype, p.shape, p.device
+    if dt is not dtypes.float32:
+        return False
+    if any(t.dtype is not dt or t.shape != shape or t.device != device for t in (g, w, m, v)):
+        return False
+    if any(t.dtype is not dt or t.shape != () or t.device != device for t in scalars):
+        return False
+    bias1, bias2, lr = (_spread(t.uop, shape) for t in scalars)
+
+    def const(x: float) -> UOp:
+        return _spread(Tensor(x, device=device, dtype=dt).uop, shape)
+
+    gu, wu = g.uop, w.uop
+    m.assign(Tensor(UOp(_ADD, dt, (UOp(_MUL, dt, (const(opt.b1), m.uop)), UOp(_MUL, dt, (const(1 - opt.b1), gu))))))
+    g2 = UOp(_MUL, dt, (const(1 - opt.b2), UOp(_MUL, dt, (gu, gu))))
+    v.assign(Tensor(UOp(_ADD, dt, (UOp(_MUL, dt, (const(opt.b2), v.uop)), g2))))
+    m_hat, v_hat = UOp(_FDIV, dt, (m.uop, bias1)), UOp(_FDIV, dt, (v.uop, bias2))
+    if opt.weight_decay and opt.decoupled:
+        # w * (1 - lr * weight_decay), the factor 0-d
+        lr_wd = UOp(_MUL, dt, (scalars[2].uop, Tensor(opt.weight_decay, device=device, dtype=dt).uop))
+        keep = UOp(_ADD, dt, (Tensor(1, device=device, dtype=dt).uop, UOp(_NEG, dt, (lr_wd,))))
+        wu = UOp(_MUL, dt, (wu, _spread(keep, shape)))
+    denominator = UOp(_ADD, dt, (UOp(_SQRT, dt, (v_hat,)), const(opt.eps)))
+    step = UOp(_FDIV, dt, (UOp(_MUL, dt, (lr, m_hat)), denominator))
+    p.assign(Tensor(UOp(_ADD, dt, (wu, UOp(_NEG, dt, (step,))))))
+    return True
 
 
 class AdamW(Adam):
