@@ -141,6 +141,42 @@ def test_a_core_is_left_to_code_generation_until_every_kernel_is_added() -> None
         assert len(queue.results()) == 6 * MIN_BATCH
 
 
+def test_at_the_close_a_busy_worker_counts_in_the_share_of_what_waits() -> None:
+    # 2 workers, one busy with the first batch when every kernel is in: the idle one takes half of the 20 waiting,
+    # not all of them (the busy one is soon free: the cold MLP step's last 19 kernels went to one worker, 0.55 s of
+    # gcc, while the other idled)
+    compiler = RecordingCompiler()
+    dev = FakeDevice(compiler)
+    release, first = threading.Event(), threading.Event()
+    compile_batch = compiler.compile_batch
+
+    def held(srcs: list[str]) -> list[bytes]:
+        if not first.is_set():
+            first.set()
+            release.wait(10)
+        return compile_batch(srcs)
+
+    compiler.compile_batch = held  # type: ignore[method-assign]
+    with CompileQueue(2) as queue:
+        for i in range(MIN_BATCH):
+            queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
+        assert first.wait(5)
+        for i in range(MIN_BATCH, MIN_BATCH + 20):
+            queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
+        waiter = threading.Thread(target=queue.results)
+        waiter.start()
+        # the idle worker compiles what waits (in shares) while the first batch is held
+        for _ in range(500):
+            if sum(map(len, compiler.batches)) >= 20:
+                break
+            threading.Event().wait(0.01)
+        release.set()
+        waiter.join(10)
+    # (the held batch is the first MIN_BATCH kernels)
+    assert sum(map(len, compiler.batches)) == MIN_BATCH + 20
+    assert max(len(b) for b in compiler.batches) <= 10, compiler.batches
+
+
 def test_distinct_kernels_of_one_name_are_renamed_and_compile_together() -> None:
     # two different 8-element kernels are both "E_8": one keeps the name, the other becomes E_8n<k>, so they can
     # share a compiler run; the same code again keeps its name (compiled once)
