@@ -177,6 +177,17 @@ def test_at_the_close_a_busy_worker_counts_in_the_share_of_what_waits() -> None:
     assert max(len(b) for b in compiler.batches) <= 10, compiler.batches
 
 
+def test_the_last_few_kernels_are_shared_by_idle_workers() -> None:
+    # 7 kernels, none started before every one is in: two runs side by side (4 and 3), not one run of 7 on one core
+    # while the other idles (the main job's evaluation: 0.38 s of gcc on one core); a lone kernel joins another run
+    compiler = RecordingCompiler()
+    _run([f"k{i}" for i in range(7)], compiler)
+    assert sorted(map(len, compiler.batches)) == [3, 4], compiler.batches
+    compiler = RecordingCompiler()
+    _run([f"k{i}" for i in range(3)], compiler)
+    assert sorted(map(len, compiler.batches)) == [3], compiler.batches
+
+
 def test_distinct_kernels_of_one_name_are_renamed_and_compile_together() -> None:
     # two different 8-element kernels are both "E_8": one keeps the name, the other becomes E_8n<k>, so they can
     # share a compiler run; the same code again keeps its name (compiled once)

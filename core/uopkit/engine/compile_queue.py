@@ -30,6 +30,9 @@ MIN_BATCH = 8
 # fewer kernels than this are not split among workers (nor started before this many are in): each compiler run costs
 # tens of milliseconds before any kernel, more than a few small kernels' own compile time
 MIN_SPLIT = 4
+# once every kernel is in, a worker's share is at least this many: the workers take their shares side by side, so
+# a share's fixed cost is paid on a core that would idle, but a lone kernel is better in another's run
+MIN_SHARE = 2
 
 
 @dataclass
@@ -92,10 +95,10 @@ class CompileQueue:
         # its own compiles a batch one kernel after another: one kernel at a time keeps every worker busy
         if not _builds_batches(self._pending[0].dev):
             return [self._pending.pop(0)]
-        fair = max(MIN_SPLIT, -(-len(self._pending) // self.workers))
+        fair = max(MIN_SHARE, -(-len(self._pending) // self.workers))
         share = MAX_BATCH if not self._closed else min(MAX_BATCH, fair)
-        if self._closed and len(self._pending) - share < MIN_SPLIT:
-            # a few left over would be a compiler run of their own
+        if self._closed and len(self._pending) - share < MIN_SHARE:
+            # one left over would be a compiler run of its own
             share = len(self._pending)
         batch: list[_Job] = []
         names: set[str] = set()
