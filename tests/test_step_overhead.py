@@ -54,6 +54,81 @@ def test_live_tensors_hold_weakly_in_creation_order():
     assert len(live) == 3 and [t.tolist() for t in live] == [[0.0], [2.0], [3.0]]
 
 
+def _visits(monkeypatch):
+    # how many live tensors each realize's walks look at: update_tensors' (changed_since) and an assign's (computed)
+    seen = {"changed": [], "computed": []}
+    changed, computed = LiveTensors.changed_since, LiveTensors.computed
+    monkeypatch.setattr(LiveTensors, "changed_since", lambda s, q: seen["changed"].append(len(r := changed(s, q))) or r)
+    monkeypatch.setattr(LiveTensors, "computed", lambda s: seen["computed"].append(len(r := computed(s))) or r)
+    return seen
+
+
+def test_a_realize_looks_at_the_tensors_that_changed_not_every_live_one(monkeypatch):
+    # a model's weights and state (or results a program keeps) are live tensors no realize changes: they are not
+    # walked, so a realize costs the same with 2000 of them
+    kept = [Tensor(np.full(3, float(i), np.float32)).realize() for i in range(2000)]
+    lazy_early = Tensor(np.ones(3, np.float32)) * 3
+    w = Tensor(np.zeros(3, np.float32)).realize()
+    w.assign(w + 1).realize()  # (one walk of the computed list drops the realized tensors from it)
+    seen = _visits(monkeypatch)
+    b = Tensor(np.arange(3, dtype=np.float32)).realize()
+    out = (b + 1).realize()
+    w.assign(w + b).realize()
+    assert max(seen["changed"]) < 10 and max(seen["computed"]) < 10, seen
+    assert out.tolist() == [1.0, 2.0, 3.0] and w.tolist() == [1.0, 2.0, 3.0]
+    # a lazy tensor from before still reads the old contents of what an assign overwrites (value semantics)
+    old = w * 10
+    for _ in range(3):
+        kept.append(Tensor(np.ones(3, np.float32)).realize())
+    w.assign(w * 0).realize()
+    assert old.tolist() == [10.0, 20.0, 30.0] and w.tolist() == [0.0, 0.0, 0.0]
+    assert lazy_early.tolist() == [3.0, 3.0, 3.0] and kept[1999].tolist() == [1999.0] * 3
+
+
+def test_an_old_tensor_whose_node_a_realize_computes_reads_the_result():
+    # realizing a graph points the other live tensors holding its nodes at the stored value, however old the tensor:
+    # its stamp is when its graph last changed
+    a = Tensor(np.arange(4, dtype=np.float32)).realize()
+    c = a * 2 + 1
+    others = [Tensor(np.ones(2, np.float32)) + i for i in range(50)]
+    d = (a * 2 + 1).realize()
+    assert c.uop.base.op is Ops.BUFFER and c.uop is d.uop
+    a.assign(Tensor(np.zeros(4, np.float32))).realize()
+    assert c.tolist() == [1.0, 3.0, 5.0, 7.0] and others[49].tolist() == [50.0, 50.0]
+
+
+def test_live_tensors_stamp_each_graph_change_and_keep_computed_ones_apart():
+    live = LiveTensors()
+    a, b = Tensor(np.ones(2, np.float32)).realize(), Tensor(np.ones(2, np.float32)) + 1
+    ra, rb = live.add(a), live.add(b)
+    mark = UOp(Ops.CONST, dtypes.int32, (), 12345).seq
+    assert live.changed_since(mark) == [] and live.changed_since(-1) == [a, b]
+    # the computed list holds what may not be a view of storage: the realized `a` leaves it
+    assert live.computed() == [b] and live.computed() == [b]
+    a._live_ref, b._live_ref = ra, rb
+    live.set_uop(a, (a + 2).uop)
+    assert live.changed_since(mark) == [a] and live.computed() == [b, a]
+    live.check()
+    # a graph changed behind its back is caught under SPEC
+    b.uop = (b * 5).uop
+    with pytest.raises(AssertionError, match="without LiveTensors.set_uop"):
+        live.check()
+
+
+def test_library_code_changes_graphs_only_through_set_uop():
+    # (a tensor's graph assigned elsewhere would keep an old stamp, and a realize could skip it)
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in [*root.glob("core/uopkit/**/*.py"), *root.glob("plugins/*/uopkit_*/**/*.py")]:
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"\.uop\s*=[^=]", line) and "self.uop = " not in line and "t.uop = uop" not in line:
+                offenders.append(f"{path.relative_to(root)}:{i}: {line.strip()}")
+    assert not offenders, offenders
+
+
 def test_every_tensor_is_live_until_dropped():
     before = len(live_tensors)
     t = Tensor([1.0]) + 1

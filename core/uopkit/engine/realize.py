@@ -31,6 +31,7 @@ from uopkit.schedule import (
     ScheduleItem,
     create_schedule,
     kernelize_tensors,
+    live_tensors,
     protect_pending_reads,
     update_tensors,
 )
@@ -641,7 +642,7 @@ def _replay(
                 # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)
                 mapping[t.uop] = new
             else:
-                t.uop = new
+                live_tensors.set_uop(t, new)
     # other live tensors holding these nodes now read the stored values, as on the uncached path (a graph node must
     # never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
     update_tensors(mapping, from_replay=True, pending=pending)
@@ -738,7 +739,7 @@ def _realize_uncached(
     update_tensors(done)
     for t in tensors:
         if t.uop.base in done or any(n in done for n in t.uop.toposort()):
-            t.uop = t.uop.substitute(done, name="realized")
+            live_tensors.set_uop(t, t.uop.substitute(done, name="realized"))
     return schedule, runners
 
 

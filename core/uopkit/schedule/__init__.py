@@ -22,7 +22,7 @@ from uopkit.schedule.grouper import (
 from uopkit.schedule.packing import pack_panels
 from uopkit.schedule.splitting import split_reduces
 from uopkit.schedule.windows import window_inputs
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite, uop_seq
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -34,20 +34,48 @@ becomes_map = WeakKeyMap()
 
 
 class LiveTensors:
-    """A set of weakly held tensors, in creation order.
+    """The live tensors, weakly held, in the order their graphs last changed.
 
-    A dict whose keys are weak references that remove themselves: adding and dropping a tensor are C calls, where a
+    Realizing a graph updates the other live tensors that hold its nodes, and an assign protects the ones that read
+    what it overwrites; a model's weights and optimizer state (or a list of results a program keeps) are many live
+    tensors that are neither, so neither walk may cost a step per live tensor:
+
+    - each tensor is stamped with a number from the UOp clock (`uop_seq`) when it is added and whenever its graph is
+      replaced (`set_uop`, which also moves it to the end): its node existed then, so it is older than the stamp, and
+      a tensor stamped before the oldest node a realize replaced can't hold one (`changed_since`);
+    - an assign's walk (`computed`) looks for the tensors whose graph is a computed value rather than a view of
+      storage among the ones stamped since the last walk, and keeps what it found: a realized tensor is looked at
+      once, and again only once its graph changes.
+
+    So every change of a tensor's graph goes through `set_uop` (under SPEC, `check` finds one that didn't). Dicts whose
+    keys are weak references that remove themselves: adding and dropping a tensor are C calls, where a
     `weakref.WeakSet` runs Python code for both (and every Tensor op makes a tensor)."""
 
-    __slots__ = ("_refs", "_remove")
+    __slots__ = ("_refs", "_remove", "_computed", "_walked")
 
     def __init__(self) -> None:
-        self._refs: dict[weakref.ref[Tensor], None] = {}
+        # reference -> stamp, oldest stamp first
+        self._refs: dict[weakref.ref[Tensor], int] = {}
         # the callback gets the dead reference, the key to drop (its hash was taken while the tensor lived)
         self._remove = self._refs.pop
+        # what the last `computed` walk found (reference -> stamp), and the stamp it drew: tensors stamped later are
+        # looked at by the next walk; the ones it found stay computed until their stamp changes
+        self._computed: dict[weakref.ref[Tensor], int] = {}
+        self._walked = -1
 
-    def add(self, t: Tensor) -> None:
-        self._refs[weakref.ref(t, self._remove)] = None
+    def add(self, t: Tensor) -> weakref.ref[Tensor]:
+        """Register `t`; returns its reference, which `set_uop` expects as `t._live_ref`."""
+        ref = weakref.ref(t, self._remove)
+        self._refs[ref] = next(uop_seq)
+        return ref
+
+    def set_uop(self, t: Tensor, uop: UOp) -> None:
+        """Give `t` the graph `uop` (every change of a live tensor's graph comes here)."""
+        t.uop = uop
+        ref = t._live_ref
+        refs = self._refs
+        if refs.pop(ref, -1) >= 0:
+            refs[ref] = next(uop_seq)
 
     def __iter__(self) -> Iterator[Tensor]:
         for ref in list(self._refs):
@@ -61,6 +89,62 @@ class LiveTensors:
     def snapshot(self) -> list[Tensor]:
         """The live tensors as a list (what `list(self)` gives, without a generator step per tensor)."""
         return [t for t in map(operator.call, list(self._refs)) if t is not None]
+
+    def changed_since(self, seq: int) -> list[Tensor]:
+        """The live tensors stamped after node number `seq` was built: every one whose graph may hold that node or a
+        newer one (oldest stamp first)."""
+        out = []
+        for ref, stamp in reversed(self._refs.items()):
+            if stamp <= seq:
+                break
+            t = ref()
+            if t is not None:
+                out.append(t)
+        out.reverse()
+        return out
+
+    def computed(self) -> list[Tensor]:
+        """The live tensors whose graph is not a view of storage (`_is_view`): all that can read storage's current
+        contents (oldest stamp first). A walk looks at the tensors stamped since the last one, and at the ones the
+        last one found whose stamp is the same."""
+        refs = self._refs
+        found: dict[weakref.ref[Tensor], int] = {}
+        out = []
+        for ref, stamp in self._computed.items():
+            t = ref()
+            if t is not None and refs.get(ref) == stamp:
+                found[ref] = stamp
+                out.append(t)
+        walked = self._walked
+        recent = []
+        for ref, stamp in reversed(refs.items()):
+            if stamp <= walked:
+                break
+            t = ref()
+            if t is not None and not _is_view(t.uop):
+                recent.append((ref, stamp, t))
+        for ref, stamp, t in reversed(recent):
+            found[ref] = stamp
+            out.append(t)
+        self._computed = found
+        self._walked = next(uop_seq)
+        return out
+
+    def check(self) -> None:
+        """Under SPEC: the stamps and what `computed` keeps are what they claim (a tensor's graph changed elsewhere
+        than in `set_uop` breaks them, and a realize or an assign could then miss the tensor)."""
+        for ref, stamp in self._refs.items():
+            t = ref()
+            if t is None:
+                continue
+            if t.uop.seq >= stamp:
+                raise AssertionError(
+                    f"a live tensor's graph ({t.uop.op}) was replaced without LiveTensors.set_uop: realizes may skip it"
+                )
+            if stamp <= self._walked and self._computed.get(ref) != stamp and not _is_view(t.uop):
+                raise AssertionError(
+                    f"a live tensor's graph ({t.uop.op}) left storage without LiveTensors.set_uop: assigns may miss it"
+                )
 
 
 # every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
@@ -181,7 +265,9 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     if not changed:
         return
     oldest = min(changed)
-    for t in live_tensors.snapshot():
+    if SPEC:
+        live_tensors.check()
+    for t in live_tensors.changed_since(oldest):
         u = t.uop
         if u.seq < oldest or id(t) in skip:
             continue
@@ -199,7 +285,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
                 new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
             _remember_source(computed_from.get(t.uop, t.uop), new)
-            t.uop = new
+            live_tensors.set_uop(t, new)
 
 
 def _replace_once(root: UOp, mapping: dict[UOp, UOp], reaches: dict[UOp, bool], memo: dict[UOp, UOp]) -> UOp:
@@ -284,7 +370,7 @@ class PendingReads:
         for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
             if new is not t.uop:
                 _remember_source(computed_from.get(t.uop, t.uop), new)
-                t.uop = new
+                live_tensors.set_uop(t, new)
 
 
 def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None) -> PendingReads:
@@ -309,7 +395,9 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     if not targets:
         return none
     chosen = {id(t) for t in tensors}
-    candidates = [t for t in live_tensors.snapshot() if id(t) not in chosen and not _is_view(t.uop)]
+    if SPEC:
+        live_tensors.check()
+    candidates = [t for t in live_tensors.computed() if id(t) not in chosen]
     if not candidates:
         return none
     reads = stored_reads([t.uop for t in candidates], targets)
@@ -343,7 +431,7 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     now = [t for t, _, st in rewire if st]
     if copies and now:
         for t, new in zip(now, replace_reads([t.uop for t in now], copies), strict=True):
-            t.uop = new
+            live_tensors.set_uop(t, new)
     # the copies are tensors of the caller's class (the schedule layer doesn't import the front end)
     tensor_type = type(tensors[0])
     copy_of = {b: tensor_type(c) for b, c in copies.items()}
@@ -355,7 +443,7 @@ def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
     """Kernelize the graphs of `tensors`; returns the SINK of their new uops."""
     sink = apply_becomes(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)))
     for t, new in zip(tensors, sink.src, strict=True):
-        t.uop = new
+        live_tensors.set_uop(t, new)
     # large matmuls may read their right operand from panels (the device's renderer says): decided here, on the whole
     # graph with its gradients, and applied to every live tensor so that all share the one packed matmul
     packed = pack_panels(sink)

@@ -256,7 +256,7 @@ class IndexingMixin:
         storage = _storage_uop(self.uop)
         if storage.base.op is not Ops.BUFFER or any(n.op in (Ops.EXPAND, Ops.PAD) for n in storage.movement_chain()):
             # the tensor needs storage of its own to be written into
-            self.uop = self.contiguous().realize().uop
+            live_tensors.set_uop(self, self.contiguous().realize().uop)
         # the graph that computed the old contents (a backward() follows it from the buffer), as the value's graph
         source = computed_from.get(self.uop)
         items = self._parse_index(index)
@@ -544,5 +544,5 @@ class IndexingMixin:
         if any(n.op in _EXPAND_OR_PAD for n in target.movement_chain()):
             raise ValueError("assign: can't write through an expanded or padded view (elements would alias)")
         store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
-        self.uop = UOp(Ops.BITCAST, self.dtype, (store,)) if self.dtype == dtypes.bfloat16 else store
+        live_tensors.set_uop(self, UOp(Ops.BITCAST, self.dtype, (store,)) if self.dtype == dtypes.bfloat16 else store)
         return self

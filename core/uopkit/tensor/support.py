@@ -22,6 +22,7 @@ from uopkit.dtype import (
 )
 from uopkit.engine.realize import buffers, capturing_checks
 from uopkit.helpers import CHECK_INDEX
+from uopkit.schedule import live_tensors
 from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
 
 if TYPE_CHECKING:
@@ -481,4 +482,4 @@ def _bits_tensor(t: Tensor) -> Tensor:
 def _rewrap_bf16(tensors: list[Tensor], bits: list[Tensor]) -> None:
     for t, b in zip(tensors, bits, strict=True):
         if t is not b:
-            t.uop = UOp(Ops.BITCAST, dtypes.bfloat16, (b.uop,))
+            live_tensors.set_uop(t, UOp(Ops.BITCAST, dtypes.bfloat16, (b.uop,)))

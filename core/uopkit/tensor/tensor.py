@@ -65,7 +65,8 @@ class Tensor(
     [2, 3, 4]
     """
 
-    __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+    # _live_ref: the tensor's reference in `live_tensors` (whose `set_uop` is how its graph changes)
+    __slots__ = ("uop", "requires_grad", "grad", "_live_ref", "__weakref__")
     training: bool = False
     _seed: int = 0
     _rng_counter: int = 0
@@ -107,7 +108,7 @@ class Tensor(
                 self.uop = self.uop.cast(dt)
         else:
             raise TypeError(f"Tensor() can't be built from {type(data).__name__}; pass a list, number or numpy array")
-        _all_tensors.add(self)
+        self._live_ref = _all_tensors.add(self)
 
     # ------------------------------------------------------------------------------------------------------------
     # properties

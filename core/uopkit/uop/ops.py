@@ -275,8 +275,9 @@ class _UOpRef(weakref.ref):
 # (a node lives as long as something uses it); plain dicts and weakref.ref are C calls, where WeakValueDictionary
 # runs Python code on every insert and lookup, and building graphs inserts a lot
 _uop_table: dict[tuple, _UOpRef] = {}
-# creation order: a node is newer than its sources, so a graph whose root is older than a node can't hold it
-_uop_seq = itertools.count()
+# creation order: a node is newer than its sources, so a graph whose root is older than a node can't hold it. Others
+# draw from it too (`LiveTensors` stamps when a tensor's graph changed): a number drawn is later than every node built
+uop_seq = itertools.count()
 _new_object: Callable[[type], Any] = object.__new__
 
 
@@ -314,7 +315,7 @@ class UOpMeta(type):
         ret = _new_object(cls)
         ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
         ret._shape = ret._device = _UNSET
-        ret.seq = next(_uop_seq)
+        ret.seq = next(uop_seq)
         ref = _UOpRef(ret, _forget_uop)
         ref.key = key
         # setdefault is one atomic C call: when two threads build the same node at once, both get the first one in
