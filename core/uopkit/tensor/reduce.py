@@ -23,6 +23,7 @@ from uopkit.tensor.support import (
     _check_values_in,
     _dim_for_axis,
     _normalize_axis,
+    _reshape_uop,
     _sum_acc_dtype,
     _with,
     in_float32,
@@ -81,6 +82,11 @@ class ReduceMixin:
     def _axes(self, axis: int | Sequence[int] | None, op: str) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
+        if type(axis) is int:
+            # (one axis in range: the common case, without the general path's set and sort)
+            ndim = len(self.shape)
+            if -ndim <= axis < ndim:
+                return (axis % ndim,)
         raw = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
         axes = {_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}
         if len(axes) != len(raw):
@@ -92,24 +98,24 @@ class ReduceMixin:
         if self.dtype == dtypes.bfloat16:
             return self.float()._reduce(op, axis, keepdim).cast(dtypes.bfloat16)
         axes = self._axes(axis, name)
-        if self.ndim == 0:
+        shape = self.shape
+        if not shape or not axes:
             return self
-        kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
-        final = kept if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
-        if not axes:
-            return self
-        if self.numel() == 0:
+        if keepdim:
+            final = tuple([1 if i in axes else s for i, s in enumerate(shape)])
+        else:
+            final = tuple([s for i, s in enumerate(shape) if i not in axes])
+        if 0 in shape:
             # a max over nothing has no value (as in PyTorch), except for bool: any() of nothing is False
-            if op is Ops.MAX and self.dtype != dtypes.bool and any(self.shape[a] == 0 for a in axes):
-                raise EmptyReduceError(
-                    f"{name}: reducing an empty axis has no identity (shape {self.shape}, axes {axes})"
-                )
+            if op is Ops.MAX and self.dtype != dtypes.bool and any(shape[a] == 0 for a in axes):
+                raise EmptyReduceError(f"{name}: reducing an empty axis has no identity (shape {shape}, axes {axes})")
             return self._reduce_empty(op, axes, final)
-        real = [a for a in axes if self.shape[a] != 1]
+        real = tuple([a for a in axes if shape[a] != 1])
         if not real:
             return self.reshape(final)
-        ret = Tensor(UOp(_REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(real))))
-        return ret.reshape(final)
+        uop = self.uop
+        # (the reduced node's shape keeps the axes as 1s: `final` has its elements, so the reshape needs no checks)
+        return Tensor(_reshape_uop(UOp(_REDUCE_AXIS, uop.dtype, (uop,), (op, real)), final))
 
     def _reduce_empty(self, op: Ops, axes: tuple[int, ...], final: tuple[int, ...]) -> Tensor:
         # no element: the identity, still computed from self (padding each empty reduced axis to one identity
