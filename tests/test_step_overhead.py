@@ -115,6 +115,41 @@ def test_live_tensors_stamp_each_graph_change_and_keep_computed_ones_apart():
         live.check()
 
 
+def test_backward_looks_at_the_tensors_given_requires_grad_not_every_live_one(monkeypatch):
+    kept = [Tensor(np.ones(3, np.float32)).realize() for _ in range(500)]
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    v = Tensor(np.ones(3, np.float32))
+    v.requires_grad = True
+    v.requires_grad_(True)  # (given twice: still one gradient)
+    u = Tensor(np.ones(3, np.float32), requires_grad=True)
+    u.requires_grad = False
+
+    def no_walk(self):
+        raise AssertionError("backward() walked every live tensor")
+
+    monkeypatch.setattr(LiveTensors, "snapshot", no_walk)
+    (w * 2 + v * 3 + u).sum().backward()
+    monkeypatch.undo()
+    assert w.grad.tolist() == [2.0] * 3 and v.grad.tolist() == [3.0] * 3 and u.grad is None
+    assert len(kept) == 500
+
+
+def test_tensors_with_grad_drop_the_dead_and_the_unmarked():
+    from uopkit.tensor.support import TensorsWithGrad
+
+    reg = TensorsWithGrad()
+    ts = [Tensor([float(i)], requires_grad=True) for i in range(3)]
+    for t in ts:
+        reg.add(t)
+    del t
+    reg.add(ts[0])
+    assert reg.live() == ts
+    ts[1].requires_grad = False
+    del ts[2]
+    gc.collect()
+    assert reg.live() == [ts[0]] and len(reg._refs) == 2
+
+
 def test_library_code_changes_graphs_only_through_set_uop():
     # (a tensor's graph assigned elsewhere would keep an old stamp, and a realize could skip it)
     import pathlib

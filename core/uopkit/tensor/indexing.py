@@ -22,6 +22,7 @@ from uopkit.tensor.support import (
     _storage_uop,
     _sum_op,
     _with,
+    tensors_with_grad,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -38,7 +39,7 @@ _EXPAND_OR_PAD = frozenset({Ops.EXPAND, Ops.PAD})
 def _carries_gradient(*roots: UOp) -> bool:
     # whether a tensor that wants a gradient is computed into one of the graphs (not behind a DETACH), following
     # realized values back to the graphs that computed them, as backward() does
-    wanting = {_storage_uop(t.uop) for t in live_tensors.snapshot() if t.requires_grad}
+    wanting = {_storage_uop(t.uop) for t in tensors_with_grad.live()}
     seen: set[UOp] = set()
     stack = list(roots) if wanting else []
     while stack:

@@ -31,6 +31,42 @@ if TYPE_CHECKING:
 _contiguous_ids = itertools.count()
 
 
+class TensorsWithGrad:
+    """The tensors given requires_grad=True, weakly held: what backward() looks among for the ones a loss depends on
+    (a walk of every live tensor costs a step per weight, optimizer state and kept result).
+
+    Keyed by id: adding a tensor again replaces its entry, and a dead tensor's entry (its id free for another) is
+    dropped by the next walk, or once the entries outgrow the last walk's count."""
+
+    __slots__ = ("_refs", "_limit")
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref[Any]] = {}
+        self._limit = 1024
+
+    def add(self, t: Any) -> None:
+        self._refs[id(t)] = weakref.ref(t)
+        if len(self._refs) > self._limit:
+            self.live()
+
+    def live(self) -> list[Any]:
+        """The live tensors whose requires_grad is (still) true, in the order they were first given it."""
+        out, dead = [], []
+        for key, ref in list(self._refs.items()):
+            t = ref()
+            if t is None:
+                dead.append(key)
+            elif t.requires_grad:
+                out.append(t)
+        for key in dead:
+            self._refs.pop(key, None)
+        self._limit = 2 * len(self._refs) + 1024
+        return out
+
+
+tensors_with_grad = TensorsWithGrad()
+
+
 class ShapeError(ValueError, RuntimeError):
     """Shapes that don't fit an op: a ValueError, and a RuntimeError where PyTorch users catch one."""
 

@@ -52,6 +52,7 @@ from uopkit.tensor.support import (
     _rewrap_bf16,
     _short_int,
     _storage_uop,
+    tensors_with_grad,
 )
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -66,7 +67,8 @@ class Tensor(
     """
 
     # _live_ref: the tensor's reference in `live_tensors` (whose `set_uop` is how its graph changes)
-    __slots__ = ("uop", "requires_grad", "grad", "_live_ref", "__weakref__")
+    # _requires_grad: behind the `requires_grad` property, which keeps `tensors_with_grad` (what backward() looks at)
+    __slots__ = ("uop", "_requires_grad", "grad", "_live_ref", "__weakref__")
     training: bool = False
     _seed: int = 0
     _rng_counter: int = 0
@@ -79,7 +81,7 @@ class Tensor(
         requires_grad: bool | None = None,
     ) -> None:
         dt = to_dtype(dtype) if dtype is not None else None
-        self.requires_grad = requires_grad
+        self._requires_grad = requires_grad
         self.grad: Tensor | None = None
         if isinstance(data, UOp):
             self.uop = data if dt is None else Tensor(data).cast(dt).uop
@@ -109,6 +111,8 @@ class Tensor(
         else:
             raise TypeError(f"Tensor() can't be built from {type(data).__name__}; pass a list, number or numpy array")
         self._live_ref = _all_tensors.add(self)
+        if requires_grad:
+            tensors_with_grad.add(self)
 
     # ------------------------------------------------------------------------------------------------------------
     # properties
@@ -225,6 +229,18 @@ class Tensor(
 
     # ---- autograd
 
+    @property
+    def requires_grad(self) -> bool | None:
+        """Whether `backward()` computes this tensor's gradient into `.grad` (None: not set, as False; an optimizer
+        given the tensor sets it)."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool | None) -> None:
+        self._requires_grad = value
+        if value:
+            tensors_with_grad.add(self)
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark this tensor as one whose gradient `backward()` writes into `.grad`.
 
@@ -262,7 +278,7 @@ class Tensor(
         [2.0, 4.0, 6.0]
         """
         root_grad = self._root_gradient(gradient, "backward")
-        wanting = {t: _gradient_key(t) for t in _all_tensors.snapshot() if t.requires_grad}
+        wanting = {t: _gradient_key(t) for t in tensors_with_grad.live()}
         # values realized since the forward pass are followed back to the graphs that computed them
         in_graph = graph_of(self.uop)
         root = unrealized_graph(self.uop, set(wanting.values()), in_graph, rebuilt=carry_gradient_rule)
