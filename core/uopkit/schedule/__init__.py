@@ -93,9 +93,12 @@ class LiveTensors:
     def changed_since(self, seq: int) -> list[Tensor]:
         """The live tensors stamped after node number `seq` was built: every one whose graph may hold that node or a
         newer one (oldest stamp first)."""
+        refs = self._refs
         out = []
-        for ref, stamp in reversed(self._refs.items()):
-            if stamp <= seq:
+        # (keys, not items: the loop builds no object, so no garbage collection runs in it, whose weak reference
+        # callbacks would change the dict under the walk)
+        for ref in reversed(refs):
+            if refs[ref] <= seq:
                 break
             t = ref()
             if t is not None:
@@ -116,16 +119,21 @@ class LiveTensors:
                 found[ref] = stamp
                 out.append(t)
         walked = self._walked
-        recent = []
-        for ref, stamp in reversed(refs.items()):
-            if stamp <= walked:
+        recent_refs, recent = [], []
+        # (keys, not items, no tuple per tensor and no call: see `changed_since`)
+        for ref in reversed(refs):
+            if refs[ref] <= walked:
                 break
             t = ref()
-            if t is not None and not _is_view(t.uop):
-                recent.append((ref, stamp, t))
-        for ref, stamp, t in reversed(recent):
-            found[ref] = stamp
-            out.append(t)
+            if t is not None:
+                recent_refs.append(ref)
+                recent.append(t)
+        for i in range(len(recent) - 1, -1, -1):
+            t = recent[i]
+            if not _is_view(t.uop):
+                ref = recent_refs[i]
+                found[ref] = refs[ref]
+                out.append(t)
         self._computed = found
         self._walked = next(uop_seq)
         return out
@@ -133,7 +141,7 @@ class LiveTensors:
     def check(self) -> None:
         """Under SPEC: the stamps and what `computed` keeps are what they claim (a tensor's graph changed elsewhere
         than in `set_uop` breaks them, and a realize or an assign could then miss the tensor)."""
-        for ref, stamp in self._refs.items():
+        for ref, stamp in list(self._refs.items()):
             t = ref()
             if t is None:
                 continue
