@@ -2,6 +2,7 @@
 device, a live-tensor set that adds and drops in C, broadcasting that builds the same nodes as reshape + expand."""
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -148,6 +149,28 @@ def test_tensors_with_grad_drop_the_dead_and_the_unmarked():
     del ts[2]
     gc.collect()
     assert reg.live() == [ts[0]] and len(reg._refs) == 2
+
+
+def test_a_walk_of_live_tensors_survives_the_dict_changing_under_it():
+    # another thread may make a tensor (or a garbage collection drop one) while a realize walks the live tensors: the
+    # walk then goes over a copy instead of failing
+    class Changing(dict):
+        def __reversed__(self):
+            keys = iter(dict.__reversed__(self))
+            yield next(keys)
+            self[weakref.ref(late)] = 10**12  # (a tensor made meanwhile)
+            yield from keys
+
+    live = LiveTensors()
+    ts = [Tensor([float(i)]) + 1 for i in range(4)]
+    late = Tensor([9.0])
+    for t in ts:
+        live.add(t)
+    live._refs = Changing(live._refs)
+    walked = live.changed_since(-1)
+    assert len(walked) == 5 and all(a is b for a, b in zip(walked, [*ts, late], strict=True))
+    # (the made tensor is a view of storage: not computed)
+    assert [t.tolist() for t in live.computed()] == [[1.0], [2.0], [3.0], [4.0]]
 
 
 def test_library_code_changes_graphs_only_through_set_uop():

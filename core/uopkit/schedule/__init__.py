@@ -93,16 +93,7 @@ class LiveTensors:
     def changed_since(self, seq: int) -> list[Tensor]:
         """The live tensors stamped after node number `seq` was built: every one whose graph may hold that node or a
         newer one (oldest stamp first)."""
-        refs = self._refs
-        out = []
-        # (keys, not items: the loop builds no object, so no garbage collection runs in it, whose weak reference
-        # callbacks would change the dict under the walk)
-        for ref in reversed(refs):
-            if refs[ref] <= seq:
-                break
-            t = ref()
-            if t is not None:
-                out.append(t)
+        out = self._stamped_after(seq)[1]
         out.reverse()
         return out
 
@@ -118,25 +109,26 @@ class LiveTensors:
             if t is not None and refs.get(ref) == stamp:
                 found[ref] = stamp
                 out.append(t)
-        walked = self._walked
-        recent_refs, recent = [], []
-        # (keys, not items, no tuple per tensor and no call: see `changed_since`)
-        for ref in reversed(refs):
-            if refs[ref] <= walked:
-                break
-            t = ref()
-            if t is not None:
-                recent_refs.append(ref)
-                recent.append(t)
+        recent_refs, recent, stamps = self._stamped_after(self._walked)
         for i in range(len(recent) - 1, -1, -1):
             t = recent[i]
             if not _is_view(t.uop):
-                ref = recent_refs[i]
-                found[ref] = refs[ref]
+                found[recent_refs[i]] = stamps[i]
                 out.append(t)
         self._computed = found
         self._walked = next(uop_seq)
         return out
+
+    def _stamped_after(self, seq: int) -> tuple[list[weakref.ref[Tensor]], list[Tensor], list[int]]:
+        """The live tensors stamped after `seq`, newest first: their references, the tensors and their stamps. Walks
+        the dict back from its end, and only that far."""
+        refs = self._refs
+        try:
+            return _walk_back(refs, seq)
+        except RuntimeError:
+            # the dict changed under the walk (another thread made a tensor, or a garbage collection dropped one):
+            # walk a copy of it (dict() is one C call)
+            return _walk_back(dict(refs), seq)
 
     def check(self) -> None:
         """Under SPEC: the stamps and what `computed` keeps are what they claim (a tensor's graph changed elsewhere
@@ -153,6 +145,26 @@ class LiveTensors:
                 raise AssertionError(
                     f"a live tensor's graph ({t.uop.op}) left storage without LiveTensors.set_uop: assigns may miss it"
                 )
+
+
+def _walk_back(
+    stamps: dict[weakref.ref[Tensor], int], seq: int
+) -> tuple[list[weakref.ref[Tensor]], list[Tensor], list[int]]:
+    # (over the keys, building nothing in the loop but list entries: no object is made, so no garbage collection
+    # starts inside it; a tuple per item would)
+    refs, tensors, taken = [], [], []
+    for ref in reversed(stamps):
+        stamp = stamps.get(ref)
+        if stamp is None:
+            continue
+        if stamp <= seq:
+            break
+        t = ref()
+        if t is not None:
+            refs.append(ref)
+            tensors.append(t)
+            taken.append(stamp)
+    return refs, tensors, taken
 
 
 # every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
