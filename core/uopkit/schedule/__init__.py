@@ -93,9 +93,9 @@ class LiveTensors:
     def changed_since(self, seq: int) -> list[Tensor]:
         """The live tensors stamped after node number `seq` was built: every one whose graph may hold that node or a
         newer one (oldest stamp first)."""
-        out = self._stamped_after(seq)[1]
-        out.reverse()
-        return out
+        newer = self._stamped_after(seq)
+        newer.reverse()
+        return [t for t in map(operator.call, newer) if t is not None]
 
     def computed(self) -> list[Tensor]:
         """The live tensors whose graph is not a view of storage (`_is_view`): all that can read storage's current
@@ -109,19 +109,19 @@ class LiveTensors:
             if t is not None and refs.get(ref) == stamp:
                 found[ref] = stamp
                 out.append(t)
-        recent_refs, recent, stamps = self._stamped_after(self._walked)
-        for i in range(len(recent) - 1, -1, -1):
-            t = recent[i]
-            if not _is_view(t.uop):
-                found[recent_refs[i]] = stamps[i]
+        newer = self._stamped_after(self._walked)
+        for i in range(len(newer) - 1, -1, -1):
+            ref = newer[i]
+            t = ref()
+            if t is not None and not _is_view(t.uop):
+                found[ref] = refs.get(ref, -1)
                 out.append(t)
         self._computed = found
         self._walked = next(uop_seq)
         return out
 
-    def _stamped_after(self, seq: int) -> tuple[list[weakref.ref[Tensor]], list[Tensor], list[int]]:
-        """The live tensors stamped after `seq`, newest first: their references, the tensors and their stamps. Walks
-        the dict back from its end, and only that far."""
+    def _stamped_after(self, seq: int) -> list[weakref.ref[Tensor]]:
+        """The references stamped after `seq`, newest first: the dict walked back from its end, and only that far."""
         refs = self._refs
         try:
             return _walk_back(refs, seq)
@@ -147,24 +147,18 @@ class LiveTensors:
                 )
 
 
-def _walk_back(
-    stamps: dict[weakref.ref[Tensor], int], seq: int
-) -> tuple[list[weakref.ref[Tensor]], list[Tensor], list[int]]:
-    # (over the keys, building nothing in the loop but list entries: no object is made, so no garbage collection
-    # starts inside it; a tuple per item would)
-    refs, tensors, taken = [], [], []
+def _walk_back(stamps: dict[weakref.ref[Tensor], int], seq: int) -> list[weakref.ref[Tensor]]:
+    # (over the keys, making nothing in the loop but list entries: no object is built, so no garbage collection starts
+    # inside it, whose weak reference callbacks would change the dict; a tuple per item would)
+    out = []
     for ref in reversed(stamps):
         stamp = stamps.get(ref)
         if stamp is None:
             continue
         if stamp <= seq:
             break
-        t = ref()
-        if t is not None:
-            refs.append(ref)
-            tensors.append(t)
-            taken.append(stamp)
-    return refs, tensors, taken
+        out.append(ref)
+    return out
 
 
 # every live tensor (each Tensor adds itself), so that realizing one updates the graphs the others hold; here, not in
