@@ -7,7 +7,7 @@ from uopkit import Device, Tensor
 from uopkit.engine.realize import method_cache
 from uopkit.helpers import Context
 from uopkit.schedule import create_schedule, kernelize_tensors
-from uopkit.schedule.splitting import CPU_RULE, split_parts
+from uopkit.schedule.splitting import CPU_RULE, SUM_IN_ONE_PASS, SUM_SLICE, accurate_parts, split_parts
 
 pytestmark = pytest.mark.skipif(not Device["CPU"].renderer.caps.has_threads, reason="the CPU renderer has no threads")
 
@@ -37,8 +37,11 @@ def test_split_parts_depend_on_shapes_only():
 
 def test_full_sum_is_partial_sums_then_their_sum():
     x = _rand(1024, 4096)
-    # the partial sums (64 slices of the longer axis, shared among threads), then one kernel adds them up
-    assert _shapes(Tensor(x).sum()) == [(1, 64, 1), (1, 1, 1)]
+    # the partial sums (the longer axis cut into its 4096 columns, each a sum of 1024 short enough to stay accurate,
+    # shared among threads), then one kernel adds them up
+    assert _shapes(Tensor(x).sum()) == [(1, 4096, 1), (1, 1, 1)]
+    # a max is split for the threads alone: 64 slices
+    assert _shapes(Tensor(x).max()) == [(1, 64, 1), (1, 1, 1)]
     assert _shapes(Tensor(x).sum(axis=1)) == [(1024, 1)]
     np.testing.assert_allclose(Tensor(x).sum().numpy(), x.astype(np.float64).sum(), rtol=1e-5)
 
@@ -94,3 +97,49 @@ def test_split_sum_gives_the_same_bits_at_any_thread_count(monkeypatch):
             results.append(Tensor(x).sum().numpy())
     method_cache.clear()
     assert results[0] == results[1] == results[2]
+
+
+def test_accurate_parts_cut_long_sums_into_short_slices():
+    # short enough in one pass: whole
+    assert accurate_parts(4096, 4096) == 1 and accurate_parts(SUM_IN_ONE_PASS, SUM_IN_ONE_PASS) == 1
+    # one long axis: slices of SUM_SLICE rows, or of a nearby row count that divides it
+    assert accurate_parts(1 << 20, 1 << 20) == (1 << 20) // SUM_SLICE
+    assert 1_000_000 % (1_000_000 // accurate_parts(1_000_000, 1_000_000)) == 0
+    # a prime length: slices of SUM_SLICE rows, the rest apart
+    assert accurate_parts(100_003, 100_003) == 100_003 // SUM_SLICE
+    # rows longer than a slice: one row per slice
+    assert accurate_parts(64, 64 * 4096) == 64
+
+
+@pytest.mark.parametrize(
+    "shape, axis",
+    [((1_000_000,), None), ((100_003, 3), 0), ((3, 100_003), 1), ((64, 32, 32, 32), (0, 2, 3)), ((2, 3, 40_000), -1)],
+)
+def test_long_float_sums_stay_accurate(shape, axis):
+    # one running float32 sum of a million 0.1s drifted by 6e-4 relative (torch: 6e-8); summed in slices of about
+    # SUM_SLICE it stays within a few 1e-6 (prime lengths keep their last rows apart, which are added back). A constant
+    # is the hard case: every rounding of a running sum goes the same way
+    x = np.full(shape, 0.1, np.float32)
+    want = x.astype(np.float64).sum(axis=axis)
+    np.testing.assert_allclose(Tensor(x).sum(axis=axis).numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(Tensor(x).mean(axis=axis).numpy(), x.astype(np.float64).mean(axis=axis), rtol=1e-5)
+
+
+def test_the_rows_no_slice_count_divides_are_summed_apart_and_added():
+    x = _rand(100_003, 3, seed=6)
+    with Context(SCHEDULE_CACHE=0):
+        # the partials of the first 97 slices (1030 rows each), then their sum with the last 93 rows added
+        assert _shapes(Tensor(x).sum(axis=0))[0] == (97, 1, 3)
+    t = Tensor(x, requires_grad=True)
+    (t.sum(axis=0) * Tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), np.broadcast_to(np.array([1.0, 2.0, 3.0], np.float32), x.shape))
+    np.testing.assert_allclose(Tensor(x).sum(axis=0).numpy(), x.astype(np.float64).sum(axis=0), rtol=1e-5)
+
+
+def test_sums_of_products_and_int_sums_are_not_cut_for_accuracy():
+    # a matmul's long K would need a copy of the output per slice: left to the thread split's few slices
+    a, b = _rand(64, 65536, seed=7), _rand(65536, 64, seed=8)
+    long_k, short_k = _shapes(Tensor(a) @ Tensor(b)), _shapes(Tensor(a[:, :4096]) @ Tensor(b[:4096]))
+    assert len(long_k) == len(short_k) and long_k[-1] == short_k[-1] == (64, 64, 1)
+    xi = np.ones((4, 65536), np.int32)
+    assert len(_shapes(Tensor(xi).sum(axis=1))) == 1 and Tensor(xi).sum(axis=1).tolist() == [65536] * 4

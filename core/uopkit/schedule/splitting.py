@@ -9,6 +9,15 @@ A GPU renderer has the same problem at a larger scale: a reduce gets at most one
 share the reduce, `OptOps.GROUP`), so a whole-tensor sum runs on one of a GPU's hundred multiprocessors. There the
 partials are as many work-groups as fill the GPU (`gpu_rule`).
 
+A float sum is also split for accuracy where a device sums each output in one running loop (the CPU: a kernel's
+vector lanes each add a long stretch in turn): one running float32 sum of a million elements drifts by ~1e-3
+relative, where torch's cascade and numpy's pairwise sums stay near 1e-7. A float sum longer than
+`SUM_IN_ONE_PASS` per output is cut into slices of at most about `SUM_SLICE` elements (`accurate_parts`), which the
+partials sum exactly as before; an axis no slice count near that divides keeps its last few rows apart (summed on
+their own and added), since padding it would mask every load of the hot loop. Sums of products (matmuls,
+convolutions) are left whole: their partials would be a copy of the output per slice. A GPU's work-group reduce
+already adds in a tree.
+
 The split depends only on the shapes and the renderer's caps, never on the thread count: a sum gives the same bits
 on every machine (on GPUs, on every one with the same work-group limit). The scheduler decides, once the graph is
 complete and before it kernelizes (like `packing.pack_panels`), for devices whose renderer runs threads or a grid of
@@ -60,6 +69,12 @@ GPU_ITEM_ELEMENTS = 16
 GPU_WORKGROUP = 256
 
 
+# a float sum per output longer than this is cut into slices of at most about SUM_SLICE (where no work-group reduce adds
+# in a tree): 64 additions per vector lane of a CPU kernel
+SUM_IN_ONE_PASS = 16384
+SUM_SLICE = 1024
+
+
 def gpu_rule(caps: RendererCaps) -> SplitRule:
     """The split for a GPU-style renderer: partials as work-groups, GPU_RESIDENT_ITEMS work-items of them in all
     (1024 work-groups of 256: hundreds of partials for a whole-tensor reduce), each work-item reading at least
@@ -78,17 +93,18 @@ def gpu_rule(caps: RendererCaps) -> SplitRule:
     )
 
 
-def split_rule(device: str) -> SplitRule | None:
-    """How `device` splits long reduces: CPU_RULE with threads, `gpu_rule` with a grid of work-groups, else None."""
+def split_rule(device: str) -> tuple[SplitRule | None, bool]:
+    """How `device` splits long reduces (CPU_RULE with threads, `gpu_rule` with a grid of work-groups, else None), and
+    whether it splits long float sums for accuracy (no work-group reduce)."""
     from uopkit.device import Device
 
     try:
         caps = Device[device].renderer.caps
     except Exception:  # noqa: BLE001 - a device that can't open here gets no split
-        return None
+        return None, False
     if caps.has_threads:
-        return CPU_RULE
-    return gpu_rule(caps) if caps.has_local else None
+        return CPU_RULE, not caps.has_local
+    return (gpu_rule(caps), False) if caps.has_local else (None, True)
 
 
 def split_parts(outputs: int, length: int, rule: SplitRule = CPU_RULE) -> int:
@@ -102,8 +118,20 @@ def split_parts(outputs: int, length: int, rule: SplitRule = CPU_RULE) -> int:
     return enough[0] if enough else (fits[-1] if fits else 1)
 
 
+def accurate_parts(size: int, length: int) -> int:
+    """How many slices to cut an axis of `size` (of a float sum of `length` elements per output) into, so that each is
+    about SUM_SLICE elements long (its rows a count that divides `size` if one near does; else the rows left over,
+    fewer than a slice holds, are summed apart); 1 for a sum short enough in one pass."""
+    if length <= SUM_IN_ONE_PASS:
+        return 1
+    row = length // size
+    rows = max(1, SUM_SLICE // row)
+    rows = next((r for r in range(rows, max(1, rows // 2) - 1, -1) if size % r == 0), rows)
+    return max(1, size // rows)
+
+
 def split_reduce(red: UOp) -> UOp | None:
-    """`red` (REDUCE_AXIS ADD or MAX) as a reduce over partial reduces of slices of its first reduce axis, or None."""
+    """`red` (REDUCE_AXIS ADD or MAX) as a reduce over partial reduces of slices of one of its reduce axes, or None."""
     op, axes = red.arg
     src = red.src[0]
     shape, out_shape = src.shape, red.shape
@@ -111,32 +139,50 @@ def split_reduce(red: UOp) -> UOp | None:
         return None
     if not (dtypes.is_float(red.dtype) or dtypes.is_int(red.dtype)) or red.dtype.itemsize < 4:
         return None
-    rule = split_rule(src.device)
-    if rule is None:
-        return None
-    outputs = math.prod(out_shape)
-    parts = split_parts(outputs, math.prod(shape[a] for a in axes), rule)
+    rule, accurate = split_rule(src.device)
+    outputs, length = math.prod(out_shape), math.prod(shape[a] for a in axes)
+    parts = split_parts(outputs, length, rule) if rule is not None else 1
     # a reduce axis is cut: (..., n, ...) -> (..., parts, n // parts, ...). The CPU cuts the longest; a GPU the
     # outermost the parts divide, so that each partial reads one contiguous block (its work-items side by side)
     fits = [a for a in axes if shape[a] % parts == 0]
     if parts == 1 or not fits:
-        return None
-    axis = fits[0] if rule.outermost else max(axes, key=lambda a: shape[a])
-    if shape[axis] % parts:
+        parts, axis = 1, max(axes, key=lambda a: shape[a])
+    else:
+        axis = fits[0] if rule is not None and rule.outermost else max(axes, key=lambda a: shape[a])
+    if accurate and op is Ops.ADD and dtypes.is_float(red.dtype) and src.op is not Ops.MUL:
+        # slices short enough to sum accurately (more of them than threads want is fine: more outputs to share)
+        parts = max(parts, accurate_parts(shape[axis], length))
+    if parts == 1:
         return None
     # a reduce over padding (up to the stored values it reads) is left to codegen, which drops the padding from the
     # loop (a sum over 10**12 padded zeros and two values runs over two)
     if any(u.op is Ops.PAD for u in src.toposort(gate=lambda u: u.op not in (Ops.BUFFER, Ops.CONTIGUOUS))):
         return None
-    cut = shape[:axis] + (parts, shape[axis] // parts) + shape[axis + 1 :]
+    size = shape[axis]
+    whole = size - size % parts
+    main = src if whole == size else _rows(src, axis, 0, whole)
+    cut = shape[:axis] + (parts, whole // parts) + shape[axis + 1 :]
     moved = tuple(a + 1 if a >= axis else a for a in axes)
-    sliced = UOp(Ops.RESHAPE, src.dtype, (src,), cut)
+    sliced = UOp(Ops.RESHAPE, src.dtype, (main,), cut)
     # the partials are stored (a kernel of their own: `parts` blocks per output for threads or work-groups) ...
     partial = UOp(Ops.REDUCE_AXIS, red.dtype, (sliced,), (op, moved))
     stored = UOp(Ops.CONTIGUOUS, red.dtype, (partial,))
     # ... and reduced by a small second kernel, in a fixed order
     total = UOp(Ops.REDUCE_AXIS, red.dtype, (stored,), (op, (axis,)))
+    # (a sum of so many partials that it is long itself is split again)
+    total = split_reduce(total) or total
+    kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
+    if whole != size:
+        # the last rows no slice count divides, reduced on their own (fewer than `parts` of them) and combined
+        rest = UOp(Ops.REDUCE_AXIS, red.dtype, (_rows(src, axis, whole, size),), (op, axes))
+        total = UOp(op, red.dtype, (UOp(Ops.RESHAPE, red.dtype, (total,), kept), rest))
     return UOp(Ops.RESHAPE, red.dtype, (total,), out_shape)
+
+
+def _rows(src: UOp, axis: int, start: int, stop: int) -> UOp:
+    # src's rows start..stop along `axis`
+    bounds = tuple((start, stop) if i == axis else (0, n) for i, n in enumerate(src.shape))
+    return UOp(Ops.SHRINK, src.dtype, (src,), bounds)
 
 
 def split_reduces(sink: UOp) -> dict[UOp, UOp]:
