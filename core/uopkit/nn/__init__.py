@@ -351,6 +351,10 @@ class InstanceNorm:
         return _per_channel_affine(_normalize(x, tuple(range(2, x.ndim)), self.eps), self.weight, self.bias)
 
 
+# the gap between 1 and the next float of each dtype (torch.finfo(dtype).eps)
+_MACHINE_EPS = {dtypes.float16: 2.0**-10, dtypes.bfloat16: 2.0**-7, dtypes.float32: 2.0**-23, dtypes.float64: 2.0**-52}
+
+
 class RMSNorm:
     """x / sqrt(mean(x * x over the last axis) + eps), times a learned scale (PyTorch's RMSNorm over one axis).
 
@@ -358,14 +362,16 @@ class RMSNorm:
     [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
     """
 
-    def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True) -> None:
+    def __init__(self, dim: int, eps: float | None = None, elementwise_affine: bool = True) -> None:
+        # eps None: the machine epsilon of the input's dtype, as PyTorch's default
         self.dim, self.eps = dim, eps
         self.weight = _host(np.ones(dim)) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim == 0 or x.shape[-1] != self.dim:
             raise ShapeError(f"RMSNorm({self.dim}): input of shape {x.shape} doesn't end in {self.dim}")
-        out = x * ((x * x).mean(-1, keepdim=True) + self.eps).rsqrt()
+        eps = self.eps if self.eps is not None else _MACHINE_EPS.get(x.dtype, _MACHINE_EPS[dtypes.float32])
+        out = x * ((x * x).mean(-1, keepdim=True) + eps).rsqrt()
         return out * self.weight if self.weight is not None else out
 
 

@@ -97,11 +97,29 @@ _ADD_DOC = "Elementwise sum with broadcasting and type promotion."
 _MAX_DOC = "Elementwise maximum (NaN wins, as in numpy)."
 
 
+def _operands_dtype(x: Tensor, y: Tensor) -> DType:
+    """The dtype two tensors compute in, by PyTorch's rule: a 0-d tensor beside a tensor with dimensions counts only by
+    its kind (bool < int < float), as a Python number does (`half_t * Tensor(0.5)` stays float16, `int8_t + Tensor(3)`
+    int8, `int_t + Tensor(1.5)` promotes)."""
+    if (x.ndim == 0) == (y.ndim == 0):
+        return least_upper_dtype(x.dtype, y.dtype)
+    dim, zero = (y.dtype, x.dtype) if x.ndim == 0 else (x.dtype, y.dtype)
+    if dtypes.is_float(dim) or (dim != dtypes.bool and not dtypes.is_float(zero)):
+        return dim
+    return least_upper_dtype(dim, zero)
+
+
 def _truncated_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """trunc(a / b) and the exact a - trunc(a / b) * b (C fmod: the dividend's sign, -0.0 for a zero remainder of a
     negative a) of float32 or float64 tensors (broadcast). Exact while |a / b| < 2**24 (float32) or 2**53 (float64)."""
     q = a._alu(Ops.FDIV, b).trunc()
     r = _exact_remainder(a, b, q)
+    # past 2**24 (float32) the quotient is rounded, so r can be many b's from the remainder (2**40 % 3.0): a second
+    # pass brings it within one b (exact while |a / b| < 2**48; 2**106 for float64). Below, it subtracts nothing
+    q_more = r._alu(Ops.FDIV, b).trunc()
+    # (only a finite, nonzero step moves the quotient: x / 0 and x / inf keep inf and 0, and -0.0 // 1 stays -0.0)
+    q = (q_more.isfinite() & (q_more != 0)).where(q + q_more, q)
+    r = _exact_remainder(r, b, q_more)
     # a / b rounded (in magnitude) onto an integer the true quotient doesn't reach (238.74632 / -1.0182e-4): the
     # remainder then has the wrong sign; one step toward zero mends both
     past = (r != 0) & ((r < 0) != (a < 0)) & r.isfinite()
@@ -231,11 +249,14 @@ class ElementwiseMixin:
         if type(y) is Tensor and y.uop.dtype is x.uop.dtype and y.shape == x.shape and y.device == x.device:
             # (the common case, two tensors of one shape and dtype: nothing to promote or broadcast)
             return (y, x) if reverse else (x, y)
+        # (a number's dtype is picked by `_const_dtype` already; only tensors and arrays promote by kind and dims)
+        number = False
         if not isinstance(y, Tensor):
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=x.device)
             elif isinstance(y, (bool, int, float, np.integer, np.floating, np.bool_)):
                 y = x._const_operand(y.item() if isinstance(y, np.generic) else y, op)
+                number = True
             else:
                 raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
         if x.device != y.device:
@@ -243,7 +264,7 @@ class ElementwiseMixin:
         if reverse:
             x, y = y, x
         if x.dtype is not y.dtype:
-            out = least_upper_dtype(x.dtype, y.dtype)
+            out = least_upper_dtype(x.dtype, y.dtype) if number else _operands_dtype(x, y)
             x, y = x.cast(out), y.cast(out)
         shape = _broadcast_shape(x.shape, y.shape, op)
         return x._broadcast_to(shape), y._broadcast_to(shape)

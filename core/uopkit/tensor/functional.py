@@ -547,7 +547,9 @@ class FunctionalMixin:
             raise TypeError(f"embedding: indices must be integers, got {self.dtype}")
         if weight.ndim != 2:
             raise ShapeError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
-        return weight[self]
+        # rows 0..V-1 only: a negative index is an error, as PyTorch's (getitem would count it from the end)
+        weight._check_index_range(self, weight.shape[0], 0, "embedding", negative=False)
+        return weight._advanced_index([(0, self)])
 
     def scaled_dot_product_attention(
         self,

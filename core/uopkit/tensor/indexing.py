@@ -1,10 +1,10 @@
 """Indexing: getitem and setitem with ints, slices, None, ellipsis and index tensors; gather, scatter, index_select
-and take (a mixin of `Tensor`)."""
+and take; writes into a tensor: assign and the in-place operators (a mixin of `Tensor`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from uopkit.tensor.support import (
     _with,
     tensors_with_grad,
 )
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -34,6 +34,15 @@ if TYPE_CHECKING:
 # through EnumType's slow __getattr__ hook
 _BUFFER, _STORE = Ops.BUFFER, Ops.STORE
 _EXPAND_OR_PAD = frozenset({Ops.EXPAND, Ops.PAD})
+_MOVEMENT = GroupOp.Movement
+
+
+def _is_storage(u: UOp) -> bool:
+    # a tensor's graph that stands for storage: a buffer, a view of one, or an assign still to run into one
+    u = _storage_uop(u)
+    while u.op in _MOVEMENT:
+        u = u.src[0]
+    return u.op is _BUFFER or u.op is _STORE
 
 
 def _carries_gradient(*roots: UOp) -> bool:
@@ -73,7 +82,10 @@ class IndexingMixin:
                     # an empty list selects nothing (numpy would make it float)
                     arr = arr.astype(np.int32)
                 t = arr if isinstance(arr, Tensor) else Tensor(arr, device=self.device)
-                if t.dtype == dtypes.bool:
+                if t.dtype == dtypes.bool and t.ndim == 0:
+                    # a 0-d mask is a Python bool read back: a new axis of size 1 or 0, as numpy and PyTorch
+                    out.append(bool(t.item()))
+                elif t.dtype == dtypes.bool:
                     out.append(_Mask(t))
                 elif dtypes.is_int(t.dtype):
                     out.append(t)
@@ -262,6 +274,9 @@ class IndexingMixin:
         source = computed_from.get(self.uop)
         items = self._parse_index(index)
         view, tensors, padded = self._basic_view(items)
+        if not tensors and not padded and isinstance(value, Tensor) and value.uop is view.uop:
+            # the view itself (`t[1:] += x`: the in-place op wrote into it already, then Python sets it again)
+            return
         if not isinstance(value, Tensor):
             value = Tensor(value, device=self.device, dtype=self.dtype)
         value_graph = value.uop
@@ -314,6 +329,9 @@ class IndexingMixin:
         dim = _normalize_axis(dim, self.ndim, "gather", self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
             raise TypeError("gather: index must be an integer tensor")
+        if self.ndim == 0 and index.ndim == 0:
+            # a 0-d tensor gathers as one element along a single axis, as PyTorch's
+            return self.reshape(1).gather(0, index.reshape(1)).reshape(())
         if index.ndim != self.ndim or any(
             i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
         ):
@@ -519,6 +537,134 @@ class IndexingMixin:
         """
         found = np.argwhere((self != 0).numpy()).astype(np.int32)
         return Tensor(found.reshape(len(found), self.ndim), device=self.device)
+
+    # ---- in-place operators (`t += x`, `t.add_(x)`): PyTorch's, the tensor object itself takes the result
+
+    def _update_in_place(self, compute: Callable[[], Tensor], op: str) -> Tensor:
+        """`compute()` (self op x) becomes self's value, cast to self's dtype, as PyTorch in-place ops. A tensor backed
+        by storage (realized, a view of a realized tensor, one with `requires_grad`) has it written into that storage
+        at once (`assign`, realized), so its views and everything referring to it see it; a lazy value (not stored yet)
+        takes the new graph, which keeps gradients flowing through it (`out += residual` in a forward pass)."""
+        # (the result is held only here, and dropped before the write runs: a live tensor reading the storage being
+        # written would be computed apart or get a copy of it, an extra kernel)
+        result = compute()
+        if result.shape != self.shape:
+            raise ShapeError(
+                f"{op}: the result's shape {result.shape} (broadcast with the operand) doesn't match the tensor's "
+                f"{self.shape}; an in-place op can't change a tensor's shape"
+            )
+        if result.dtype != self.dtype:
+            if (dtypes.is_float(result.dtype) and not dtypes.is_float(self.dtype)) or self.dtype == dtypes.bool:
+                raise TypeError(
+                    f"{op}: the result is {result.dtype}, which can't be stored in place into this {self.dtype} "
+                    "tensor (as PyTorch); cast the tensor first, or build a new one (t = t op x)"
+                )
+            result = result.cast(self.dtype)
+        if self.requires_grad or _is_storage(self.uop):
+            # written now, as PyTorch's: the tensor's base (which this may be a view of) must see it when it is read
+            self.assign(result)
+            del result
+            return self.realize()
+        live_tensors.set_uop(self, result.uop)
+        return self
+
+    def __iadd__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.add(x), "+=")
+
+    def __isub__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.sub(x), "-=")
+
+    def __imul__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.mul(x), "*=")
+
+    def __itruediv__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.div(x), "/=")
+
+    def __ifloordiv__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.div(x, rounding_mode="floor"), "//=")
+
+    def __imod__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.mod(x), "%=")
+
+    def __ipow__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.pow(x), "**=")
+
+    def __imatmul__(self, x: Tensor) -> Tensor:
+        return self._update_in_place(lambda: self.matmul(x), "@=")
+
+    def __iand__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self & x, "&=")
+
+    def __ior__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self | x, "|=")
+
+    def __ixor__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self ^ x, "^=")
+
+    def __ilshift__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.lshift(x), "<<=")
+
+    def __irshift__(self, x: Any) -> Tensor:
+        return self._update_in_place(lambda: self.rshift(x), ">>=")
+
+    def add_(self, x: Any, alpha: float = 1) -> Tensor:
+        """self += alpha * x in place (torch.Tensor.add_).
+
+        >>> t = Tensor([1.0, 2.0]); t.add_(1).tolist()
+        [2.0, 3.0]
+        """
+        return self._update_in_place(lambda: self.add(x if alpha == 1 else x * alpha), "add_")
+
+    def sub_(self, x: Any, alpha: float = 1) -> Tensor:
+        """self -= alpha * x in place (torch.Tensor.sub_)."""
+        return self._update_in_place(lambda: self.sub(x if alpha == 1 else x * alpha), "sub_")
+
+    def mul_(self, x: Any) -> Tensor:
+        """self *= x in place (torch.Tensor.mul_)."""
+        return self._update_in_place(lambda: self.mul(x), "mul_")
+
+    def div_(self, x: Any, rounding_mode: str | None = None) -> Tensor:
+        """self /= x in place (torch.Tensor.div_)."""
+        return self._update_in_place(lambda: self.div(x, rounding_mode=rounding_mode), "div_")
+
+    def pow_(self, x: Any) -> Tensor:
+        """self **= x in place (torch.Tensor.pow_)."""
+        return self._update_in_place(lambda: self.pow(x), "pow_")
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
+        """self clamped to [min, max] in place (torch.Tensor.clamp_)."""
+        return self._update_in_place(lambda: self.clamp(min, max), "clamp_")
+
+    def fill_(self, value: Any) -> Tensor:
+        """Every element set to `value` in place (torch.Tensor.fill_).
+
+        >>> t = Tensor([1, 2, 3]); t.fill_(7).tolist()
+        [7, 7, 7]
+        """
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise ShapeError(f"fill_: the value must be a number or a 0-d tensor, got shape {value.shape}")
+        if isinstance(value, Tensor):
+            return self._update_in_place(lambda: value.cast(self.dtype).expand(self.shape), "fill_")
+        return self._update_in_place(
+            lambda: Tensor.full(self.shape, value, device=self.device, dtype=self.dtype), "fill_"
+        )
+
+    def zero_(self) -> Tensor:
+        """Every element set to zero in place (torch.Tensor.zero_)."""
+        return self.fill_(0)
+
+    def copy_(self, src: Any) -> Tensor:
+        """`src` (broadcast to self's shape, cast to its dtype) written into self in place (torch.Tensor.copy_).
+
+        >>> t = Tensor([0.0, 0.0]); t.copy_(Tensor([1, 2])).tolist()
+        [1.0, 2.0]
+        """
+        if not isinstance(src, Tensor):
+            src = Tensor(src, device=self.device, dtype=self.dtype)
+        if src.device != self.device:
+            src = src.to(self.device)
+        shape = _broadcast_shape(self.shape, src.shape, "copy_")
+        return self._update_in_place(lambda: src._broadcast_to(shape).cast(self.dtype), "copy_")
 
     def assign(self, x: Any) -> Tensor:
         """Write `x` into this tensor's storage: builds STORE(view of BUFFER, x), realized with the next realize.

@@ -532,6 +532,12 @@ class LinalgMixin:
         pads = _conv_pads(padding, n, k_, d_, op)
         extra = []
         for L, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads, strict=True):
+            if 2 * max(pb, pa) > d * (k - 1) + 1:
+                # a window could then cover only padding (PyTorch refuses it too)
+                raise ValueError(
+                    f"{op}: padding {padding} is more than half the kernel {k_} (dilation {d_}); "
+                    "pad at most half the (dilated) kernel size"
+                )
             span = L + pb + pa - d * (k - 1) - 1
             if span < 0:
                 raise ShapeError(f"{op}: kernel {k_} (dilation {d_}) is larger than the padded input {self.shape}")

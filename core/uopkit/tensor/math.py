@@ -381,6 +381,9 @@ class MathMixin:
             if self.dtype == dtypes.bool:
                 # bool ** number promotes like bool + number (torch: bool ** 2 is an integer tensor)
                 return self.cast(dtypes.default_int if isinstance(x, int) else dtypes.default_float).pow(x)
+            if isinstance(x, float) and not dtypes.is_float(self.dtype):
+                # a float exponent makes the result a float, as torch's (int ** 2.0 is float32, not int)
+                return self.cast(dtypes.default_float).pow(x)
             if x == 0:
                 # ones, still computed from self so that its gradient is zeros (as PyTorch), and 1 for inf and nan
                 return Tensor.full(self.shape, True, device=self.device).where(1, self)
@@ -405,7 +408,9 @@ class MathMixin:
             # an integer power computed in float64 (exact up to 2**53), as torch gives an int result; a negative
             # power truncates to 0 (but 1 and -1 stay +-1), 0 to a negative power too (torch's), not 1/0
             ret = a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64))
-            return ((a == 0) & (b < 0)).where(0.0, ret).cast(a.dtype)
+            # through int64, so that a power past the dtype's range wraps into it, as torch's (16 ** 15 in int32 is 0),
+            # where a float64 cast straight to int32 saturates
+            return ((a == 0) & (b < 0)).where(0.0, ret).cast(dtypes.int64).cast(a.dtype)
         return a._alu(Ops.POW, b)
 
     def __pow__(self, x: Any) -> Tensor:

@@ -130,6 +130,9 @@ class MovementMixin:
         order = list(range(self.ndim))
         a = _normalize_axis(dim0, self.ndim, "transpose", self.shape)
         b = _normalize_axis(dim1, self.ndim, "transpose", self.shape)
+        if not order:
+            # a 0-d tensor transposed over its axis 0 / -1 is itself, as PyTorch's
+            return self
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -455,7 +458,7 @@ class MovementMixin:
         >>> Tensor([1, 2, 3, 4]).narrow(0, 1, 2).tolist()
         [2, 3]
         """
-        d = _normalize_axis(dim, self.ndim, "narrow", self.shape)
+        d = _normalize_axis(dim, self.ndim, "narrow", self.shape, scalar=False)
         n = self.shape[d]
         begin = start + n if start < 0 else start
         if not (0 <= begin <= n and 0 <= length <= n - begin):
@@ -468,7 +471,7 @@ class MovementMixin:
         >>> [t.tolist() for t in Tensor([[1, 2], [3, 4]]).unbind(1)]
         [[1, 3], [2, 4]]
         """
-        d = _normalize_axis(dim, self.ndim, "unbind", self.shape)
+        d = _normalize_axis(dim, self.ndim, "unbind", self.shape, scalar=False)
         return tuple(self._slice_axis(d, i, i + 1).squeeze(d) for i in range(self.shape[d]))
 
     def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
@@ -536,6 +539,11 @@ class MovementMixin:
         [[1.0, 2.5]]
         """
         tensors, dim = _tensors_and_dim(self, args, dim, "cat")
+        dt = least_upper_dtype(*(t.dtype for t in tensors))
+        if any(t.shape == (0,) for t in tensors) and any(t.shape != (0,) for t in tensors):
+            # PyTorch's legacy rule, which `out = torch.tensor([])` accumulators rely on: a tensor of shape (0,) is
+            # left out of the shapes (its dtype still counts)
+            tensors = [t for t in tensors if t.shape != (0,)]
         self, args = tensors[0], tensors[1:]
         if self.ndim == 0:
             raise ShapeError("cat: zero-dimensional tensors can't be concatenated")
@@ -546,7 +554,6 @@ class MovementMixin:
             ):
                 shapes = [x.shape for x in tensors]
                 raise ShapeError(f"cat: shapes {shapes} differ outside dimension {dim}")
-        dt = least_upper_dtype(*(t.dtype for t in tensors))
         tensors = [t.cast(dt) for t in tensors if t.shape[dim] > 0] or [self.cast(dt)]
         if len(tensors) == 1:
             return tensors[0]
@@ -602,7 +609,7 @@ class MovementMixin:
         >>> [t.tolist() for t in Tensor.arange(5).split(2)]
         [[0, 1], [2, 3], [4]]
         """
-        dim = _normalize_axis(dim, self.ndim, "split", self.shape)
+        dim = _normalize_axis(dim, self.ndim, "split", self.shape, scalar=False)
         n = self.shape[dim]
         if isinstance(sizes, (int, np.integer)):
             if sizes <= 0:
@@ -624,7 +631,7 @@ class MovementMixin:
         """
         if chunks <= 0:
             raise ValueError(f"chunk: chunks must be positive, got {chunks}")
-        dim = _normalize_axis(dim, self.ndim, "chunk", self.shape)
+        dim = _normalize_axis(dim, self.ndim, "chunk", self.shape, scalar=False)
         return self.split(max(math.ceil(self.shape[dim] / chunks), 1), dim)
 
     def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
@@ -641,7 +648,7 @@ class MovementMixin:
             raise ArgumentError(f"roll: {len(sh)} shifts for {len(ds)} dims")
         t = self
         for s, d in zip(sh, ds, strict=True):
-            d = _normalize_axis(d, t.ndim, "roll", t.shape)
+            d = _normalize_axis(d, t.ndim, "roll", t.shape, scalar=False)
             n = t.shape[d]
             if n == 0 or s % n == 0:
                 continue

@@ -303,7 +303,10 @@ class ReduceMixin:
         >>> Tensor([1.0, 3.0]).std().tolist()
         1.4142135381698608
         """
-        return self.var(axis, keepdim, correction, dim=dim, unbiased=unbiased).sqrt()
+        variance = self.var(axis, keepdim, correction, dim=dim, unbiased=unbiased)
+        # a zero variance (a constant row) selected apart: the same value, and a zero gradient, as torch's, where the
+        # square root's 1 / (2 * 0) would make it NaN
+        return (variance == 0).where(0.0, variance).sqrt()
 
     def var_mean(
         self,
@@ -412,7 +415,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "logsumexp")
         x = self._float()
-        if any(self.shape[a] == 0 for a in self._axes(axis, "logsumexp")):
+        if self.ndim and any(self.shape[a] == 0 for a in self._axes(axis, "logsumexp")):
             # nothing to shift by: log of an empty sum is -inf, as in PyTorch
             return x.exp().sum(axis, keepdim).log()
         m = x.max(axis, keepdim=True)

@@ -90,7 +90,10 @@ def _dim_for_axis(axis: Any, dim: Any, default: Any, op: str) -> Any:
     return dim
 
 
-def _normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...] | None = None) -> int:
+def _normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...] | None = None, scalar: bool = True) -> int:
+    # a 0-d tensor takes axis 0 and -1, as PyTorch's (`scalar`); ops that split or slice an axis need a real one
+    if not scalar and ndim == 0:
+        raise ShapeError(f"{op}: needs a tensor with at least one dimension, got a 0-d tensor")
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         of = f"shape {shape}" if shape is not None else f"{ndim} dimensions"
         raise IndexError(f"{op}: axis {axis} is out of range for a tensor of {of}")

@@ -1,0 +1,301 @@
+"""In-place operators (`t += x`, `add_`, ...), 0-d tensors in type promotion and a few PyTorch rules checked against
+PyTorch itself: int ** float, std's gradient at zero variance, float % past 2**24, 0-d tensors along axis 0, embedding's
+negative indices, pooling padding, RMSNorm's default eps, cat's legacy empty tensors (docs/semantics.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.engine.realize import stats
+from uopkit.nn import RMSNorm
+from uopkit.tensor.support import ShapeError
+
+torch = pytest.importorskip("torch")
+
+
+_TORCH_DTYPES = {
+    getattr(dtypes, name): getattr(torch, name)
+    for name in ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
+}
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().numpy()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# in-place operators
+
+
+def test_inplace_on_a_view_changes_the_base():
+    x = Tensor([1.0, 2.0, 3.0]).contiguous().realize()
+    v = x[1:]
+    v += 1
+    assert x.tolist() == [1.0, 3.0, 4.0] and v.tolist() == [3.0, 4.0]
+    r = x.reshape(3, 1)
+    r *= 2
+    assert x.tolist() == [2.0, 6.0, 8.0]
+
+
+def test_inplace_keeps_the_object_so_aliases_see_it():
+    x = Tensor([1.0, 2.0])
+    y = x
+    y += 1
+    assert y is x and x.tolist() == [2.0, 3.0]
+    lazy = Tensor([1.0, 2.0]) * 3
+    alias = lazy
+    lazy -= 1
+    assert alias is lazy and alias.tolist() == [2.0, 5.0]
+
+
+def test_inplace_on_an_index_writes_once():
+    x = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+    before = stats["kernels_run"]
+    x[1:3] += 10
+    # one kernel: Python's set-back of the view the in-place op already wrote is skipped
+    assert stats["kernels_run"] - before == 1
+    assert x.tolist() == [1.0, 12.0, 13.0, 4.0]
+    x[Tensor([0, 3])] *= 2
+    x[:, None][2] -= 1
+    assert x.tolist() == [2.0, 12.0, 12.0, 8.0]
+
+
+def test_lazy_readers_keep_the_old_value():
+    x = Tensor([1.0, 2.0]).realize()
+    doubled = x * 2
+    x += 1
+    assert doubled.tolist() == [2.0, 4.0] and x.tolist() == [2.0, 3.0]
+
+
+def test_inplace_on_a_lazy_value_keeps_gradients():
+    xt = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    out_t = xt * 2
+    out_t += xt.relu()
+    out_t *= xt
+    out_t.sum().backward()
+    x = Tensor([1.0, -2.0, 3.0], requires_grad=True)
+    out = x * 2
+    out += x.relu()
+    out *= x
+    out.sum().backward()
+    np.testing.assert_allclose(out.numpy(), _np(out_t))
+    np.testing.assert_allclose(x.grad.numpy(), _np(xt.grad))
+
+
+def test_manual_sgd_step_updates_the_weight():
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward()
+    w -= 0.1 * w.grad
+    assert w.requires_grad and np.allclose(w.numpy(), [0.8, 1.6])
+    w.grad = None
+    (w * w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [1.6, 3.2], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "op",
+    ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior", "ixor", "ilshift", "irshift"],
+)
+def test_inplace_operators_match_torch(op):
+    ints = op in ("iand", "ior", "ixor", "ilshift", "irshift")
+    a = np.array([5, -3, 7, 2], np.int32) if ints else np.array([1.5, -2.0, 3.25, 0.5], np.float32)
+    b = np.array([3, 1, 2, 1], np.int32) if ints else np.array([0.5, 3.0, -1.5, 2.0], np.float32)
+    if op == "ipow":
+        a = np.abs(a)
+    ours, theirs = Tensor(a), torch.tensor(a)
+    getattr(ours, f"__{op}__")(Tensor(b))
+    getattr(theirs, f"__{op}__")(torch.tensor(b))
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    assert ours.numpy().dtype == theirs.numpy().dtype
+
+
+def test_inplace_matmul_and_methods():
+    m = np.arange(4, dtype=np.float32).reshape(2, 2)
+    ours, theirs = Tensor(m), torch.tensor(m)
+    ours @= Tensor(m)
+    theirs @= torch.tensor(m)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy())
+    t, tt = Tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0])
+    for name, args in [("add_", (Tensor([1.0, 1.0, 1.0]),)), ("mul_", (2,)), ("sub_", (1,)), ("div_", (4,))]:
+        getattr(t, name)(*args)
+        getattr(tt, name)(*(torch.tensor(a.numpy()) if isinstance(a, Tensor) else a for a in args))
+    t.add_(Tensor([1.0, 2.0, 3.0]), alpha=2)
+    tt.add_(torch.tensor([1.0, 2.0, 3.0]), alpha=2)
+    t.clamp_(1.0, 2.5)
+    tt.clamp_(1.0, 2.5)
+    np.testing.assert_allclose(t.numpy(), tt.numpy())
+    i = Tensor([1, 2, 3])
+    assert i.fill_(2.7).tolist() == torch.tensor([1, 2, 3]).fill_(2.7).tolist()
+    assert i.zero_().tolist() == [0, 0, 0]
+    f = Tensor([0.0, 0.0])
+    assert f.copy_(Tensor([1, 2])).tolist() == [1.0, 2.0] and f.dtype == dtypes.float32
+    assert f.copy_(Tensor(5.0)).tolist() == [5.0, 5.0]
+
+
+def test_inplace_refuses_what_torch_refuses():
+    with pytest.raises(TypeError, match=r"\+=.*float.*int"):
+        x = Tensor([1, 2, 3])
+        x += 1.5
+    with pytest.raises(TypeError, match="bool"):
+        m = Tensor([True, False])
+        m += 1
+    with pytest.raises(ShapeError, match=r"\(2, 2\).*\(2,\)"):
+        x = Tensor([1.0, 2.0])
+        x += Tensor([[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(ValueError, match="expanded"):
+        e = Tensor([1.0]).realize().expand(3)
+        e += 1
+    # an int result into a wider or narrower int dtype is cast, as torch (wraps)
+    small = Tensor([100], dtype=dtypes.int8)
+    small += Tensor([100], dtype=dtypes.int16)
+    assert small.dtype == dtypes.int8 and small.tolist() == torch.tensor([100], dtype=torch.int8).add_(100).tolist()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 0-d tensors in promotion
+
+
+@pytest.mark.parametrize(
+    "dim_dtype, zero_dtype, zero_value",
+    [
+        ("float16", "float32", 0.5),
+        ("bfloat16", "float32", 0.5),
+        ("float16", "float64", 1 / 3),
+        ("int8", "int32", 3),
+        ("int8", "int64", 3),
+        ("uint8", "int8", -1),
+        ("int32", "float32", 1.5),
+        ("int8", "float64", 1.5),
+        ("bool", "int32", 3),
+        ("bool", "float16", 0.5),
+        ("int16", "float16", 1.5),
+        ("float32", "int64", 2),
+        ("int8", "bool", True),
+    ],
+)
+def test_a_zero_dim_tensor_promotes_by_kind_as_torch(dim_dtype, zero_dtype, zero_value):
+    td = {"bfloat16": torch.bfloat16}.get(dim_dtype) or getattr(torch, dim_dtype)
+    tz = getattr(torch, zero_dtype)
+    dim_t = torch.tensor([1, 2], dtype=td) if dim_dtype != "bool" else torch.tensor([True, False])
+    zero_t = torch.tensor(zero_value, dtype=tz)
+    dim_u = Tensor(dim_t.float().numpy(), dtype=dim_dtype) if dim_dtype != "bool" else Tensor([True, False])
+    zero_u = Tensor(zero_value, dtype=zero_dtype)
+    for ours, theirs in [(dim_u + zero_u, dim_t + zero_t), (zero_u * dim_u, zero_t * dim_t)]:
+        assert _TORCH_DTYPES[ours.dtype] == theirs.dtype, (ours.dtype, theirs.dtype)
+        np.testing.assert_allclose(ours.float().numpy(), theirs.float().numpy(), rtol=1e-3)
+    where_u = Tensor([True, False]).where(dim_u, zero_u)
+    assert where_u.dtype == (dim_u + zero_u).dtype
+
+
+def test_python_numbers_still_promote_as_before():
+    small = Tensor(np.array([1, 2], np.int8))
+    assert (small + 1).dtype == dtypes.int8 and (small + 1000).dtype == dtypes.int64
+    assert (Tensor([1, 2]) + 1.5).dtype == dtypes.float32
+    # two 0-d tensors, or two with dimensions, promote by dtype
+    assert (Tensor(1, dtype=dtypes.int8) + Tensor(1, dtype=dtypes.int32)).dtype == dtypes.int32
+    assert (Tensor([1.0], dtype=dtypes.float16) + Tensor([1.0])).dtype == dtypes.float32
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# PyTorch's rules
+
+
+def test_int_to_a_float_power_is_a_float():
+    for exponent in (0.0, 1.0, 2.0, 3.0, -2.0, 10.0, 2.5):
+        ours = Tensor([3, 1, 2]) ** exponent
+        theirs = torch.tensor([3, 1, 2], dtype=torch.int32) ** exponent
+        assert ours.dtype == dtypes.float32, exponent
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    assert (Tensor([100], dtype=dtypes.int8) ** 2.0).tolist() == [10000.0]
+
+
+def test_int_power_wraps_into_the_dtype_as_torch():
+    for base, exponent, dt in [(16, 15, "int32"), (3, 25, "int32"), (7, 5, "int8"), (-3, 21, "int32")]:
+        ours = Tensor([base], dtype=dt) ** exponent
+        theirs = torch.tensor([base], dtype=getattr(torch, dt)) ** exponent
+        assert ours.tolist() == theirs.tolist(), (base, exponent, dt)
+
+
+def test_std_of_a_constant_row_has_a_zero_gradient():
+    rows = np.array([[1.0, 2.0, 4.0], [3.0, 3.0, 3.0]], np.float32)
+    for kwargs in ({}, {"correction": 0}):
+        x, xt = Tensor(rows, requires_grad=True), torch.tensor(rows, requires_grad=True)
+        x.std(1, **kwargs).sum().backward()
+        xt.std(1, **kwargs).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), _np(xt.grad), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(x.std(1, **kwargs).numpy(), _np(xt.std(1, **kwargs)), rtol=1e-6)
+    y = Tensor([2.0, 2.0, 2.0], requires_grad=True)
+    y.std().backward()
+    assert y.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_remainder_past_2_to_the_24(dtype):
+    a = np.array([2.0**40, -(2.0**40), 2.0**40, 3e9, 123456789.0, 2.0**30 + 5, 7.5, -0.0], dtype)
+    b = np.array([3.0, 3.0, -3.0, 7.0, 0.1, 3.5, 2.0, 2.0], dtype)
+    for ours, theirs in [
+        (Tensor(a) % Tensor(b), torch.tensor(a) % torch.tensor(b)),
+        (Tensor(a).fmod(Tensor(b)), torch.tensor(a).fmod(torch.tensor(b))),
+        (Tensor(a) // Tensor(b), torch.tensor(a) // torch.tensor(b)),
+    ]:
+        got, want = ours.numpy(), theirs.numpy()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    # x // 0 and x // inf keep their quotients
+    assert (Tensor([3.0, 5.0]) // Tensor([0.0, float("inf")])).tolist() == [float("inf"), 0.0]
+
+
+def test_zero_dim_tensors_along_axis_zero():
+    x, xt = Tensor(3.5), torch.tensor(3.5)
+    assert x.transpose(0, -1).item() == 3.5
+    assert x.gather(0, Tensor(0)).item() == xt.gather(0, torch.tensor(0)).item()
+    assert x.logsumexp(0).item() == pytest.approx(xt.logsumexp(0).item())
+    for name, args in [("split", (1,)), ("chunk", (1,)), ("narrow", (0, 0, 1)), ("unbind", (0,)), ("roll", (1, 0))]:
+        with pytest.raises(ShapeError, match=f"{name}: needs a tensor with at least one dimension"):
+            getattr(x, name)(*args)
+    row = Tensor([1.0, 2.0])
+    assert row[Tensor(True)].shape == tuple(torch.tensor([1.0, 2.0])[torch.tensor(True)].shape) == (1, 2)
+    assert row[Tensor(False)].shape == (0, 2)
+
+
+def test_embedding_refuses_negative_indices():
+    weight = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert Tensor([[1, 0]]).embedding(weight).tolist() == [[[3.0, 4.0], [1.0, 2.0]]]
+    with pytest.raises(IndexError, match="embedding: index -1"):
+        Tensor([0, -1]).embedding(weight)
+    with pytest.raises(IndexError, match="embedding: index 2"):
+        Tensor([2]).embedding(weight)
+
+
+@pytest.mark.parametrize("fn", ["max_pool2d", "avg_pool2d"])
+def test_pooling_padding_past_half_the_kernel_raises(fn):
+    x = Tensor.ones(1, 1, 4, 4)
+    assert getattr(x, fn)(2, 1, 1).shape == tuple(
+        getattr(torch.nn.functional, fn)(torch.ones(1, 1, 4, 4), 2, 1, 1).shape
+    )
+    with pytest.raises(ValueError, match="more than half the kernel"):
+        getattr(x, fn)(2, 2, 2)
+    with pytest.raises(RuntimeError):
+        getattr(torch.nn.functional, fn)(torch.ones(1, 1, 4, 4), 2, 2, 2)
+
+
+def test_rmsnorm_default_eps_is_the_dtypes_epsilon():
+    x = (np.random.default_rng(0).standard_normal((3, 8)) * 1e-3).astype(np.float32)
+    ours = RMSNorm(8)(Tensor(x)).numpy()
+    theirs = _np(torch.nn.RMSNorm(8)(torch.tensor(x)))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5)
+
+
+def test_cat_leaves_out_legacy_empty_tensors():
+    out = Tensor([])
+    for i in range(3):
+        out = Tensor.cat([out, Tensor.full((1, 2), i, dtype=dtypes.int32)])
+    expect = torch.tensor([])
+    for i in range(3):
+        expect = torch.cat([expect, torch.full((1, 2), i, dtype=torch.int32)])
+    assert out.tolist() == expect.tolist() and out.dtype == dtypes.float32 and expect.dtype == torch.float32
+    assert Tensor.cat(Tensor([]), Tensor([])).shape == (0,)
+    with pytest.raises(ShapeError):
+        Tensor.cat(Tensor.zeros(0, 1), Tensor.ones(2, 3))
