@@ -299,3 +299,35 @@ def test_cat_leaves_out_legacy_empty_tensors():
     assert Tensor.cat(Tensor([]), Tensor([])).shape == (0,)
     with pytest.raises(ShapeError):
         Tensor.cat(Tensor.zeros(0, 1), Tensor.ones(2, 3))
+
+
+@pytest.mark.parametrize("exponent", [0.5, -0.5])
+def test_half_powers_are_square_roots_as_torch(exponent):
+    values = [0.0, -0.0, 4.0, -4.0, float("inf"), float("-inf"), float("nan"), 2.0]
+    got, want = (Tensor(values) ** exponent).numpy(), (torch.tensor(values) ** exponent).numpy()
+    np.testing.assert_array_equal(got, want)
+    # (a NaN's sign means nothing)
+    np.testing.assert_array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+    x, xt = Tensor([0.0, 4.0, 2.0], requires_grad=True), torch.tensor([0.0, 4.0, 2.0], requires_grad=True)
+    (x**exponent).sum().backward()
+    (xt**exponent).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), _np(xt.grad), rtol=1e-6)
+    assert (Tensor([4]) ** exponent).dtype == dtypes.float32
+
+
+def test_abs_gradient_is_sign_times_the_incoming_one():
+    values = [0.0, float("nan"), -2.0, 3.0, float("inf")]
+    for fn in (lambda t: t.abs(), lambda t: t.abs().sqrt(), lambda t: t.abs().log()):
+        x, xt = Tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True)
+        fn(x).sum().backward()
+        fn(xt).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), _np(xt.grad), rtol=1e-6)
+
+
+def test_an_axis_or_output_letter_given_twice_raises():
+    from uopkit.tensor.support import ArgumentError
+
+    with pytest.raises(ArgumentError, match="flip: an axis appears more than once"):
+        Tensor.ones(2, 3).flip(1, -1)
+    with pytest.raises(ArgumentError, match="einsum: an output letter appears more than once"):
+        Tensor.einsum("ij->jj", Tensor.ones(2, 2))

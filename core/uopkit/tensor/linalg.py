@@ -142,6 +142,8 @@ class LinalgMixin:
                 counts[c] = counts.get(c, 0) + 1
         if arrow:
             out = rhs.replace("...", ell)
+            if len(set(out)) != len(out):
+                raise ArgumentError(f"einsum: an output letter appears more than once in {formula!r}")
         else:
             out = ell + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ell))
         sizes: dict[str, int] = {}

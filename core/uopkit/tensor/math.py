@@ -257,8 +257,13 @@ class MathMixin:
         """
         if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
             return self
-        # both zeros give +0.0 (MAX of +0.0 and -0.0 may pick either), NaN stays NaN; the gradient at 0 is 0 as in torch
-        return (self < 0).where(-self, (self == 0).where(0, self))
+        # both zeros give +0.0 (MAX of +0.0 and -0.0 may pick either), NaN stays NaN
+        value = (self < 0).where(-self, (self == 0).where(0, self))
+        if not dtypes.is_float(self.dtype):
+            return value
+        # torch's derivative, sign(x) times the incoming gradient: 0 at 0 and at NaN, and NaN there for an infinite
+        # or NaN incoming one (sqrt(abs(x)) at 0), where a select would give 0
+        return _with_derivative(value, self, self.sign())
 
     def sign(self) -> Tensor:
         """-1, 0 or 1; NaN gives 0 and the gradient is 0 everywhere, as torch.sign.
@@ -401,6 +406,10 @@ class MathMixin:
                     f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {x}); "
                     "cast to a float dtype first"
                 )
+        if not reverse and type(x) is float and x in (0.5, -0.5):
+            # as torch: a square root (or its reciprocal), not POW: (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 NaN
+            base = self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+            return base.sqrt() if x > 0 else base.rsqrt()
         a, b = self._broadcasted(x, reverse, "pow")
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
