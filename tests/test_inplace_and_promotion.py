@@ -331,3 +331,17 @@ def test_an_axis_or_output_letter_given_twice_raises():
         Tensor.ones(2, 3).flip(1, -1)
     with pytest.raises(ArgumentError, match="einsum: an output letter appears more than once"):
         Tensor.einsum("ij->jj", Tensor.ones(2, 2))
+
+
+def test_only_float_tensors_can_require_gradients():
+    for make in (
+        lambda: Tensor([1, 2], requires_grad=True),
+        lambda: Tensor([1, 2]).requires_grad_(),
+        lambda: Tensor.ones(2, dtype=dtypes.int32, requires_grad=True),
+        lambda: Tensor([True], requires_grad=True),
+    ):
+        with pytest.raises(RuntimeError, match="only float tensors can require gradients"):
+            make()
+    with pytest.raises(RuntimeError):
+        torch.tensor([1, 2], requires_grad=True)
+    assert Tensor([1.0], requires_grad=True).requires_grad and Tensor([1], dtype=dtypes.float16).requires_grad_()

@@ -136,6 +136,8 @@ def test_optimizer_errors() -> None:
     with pytest.raises(ValueError, match=r"betas must be in \[0, 1\)"):
         Adam([w], b1=1.0)
     with pytest.raises(TypeError, match="not floating point"):
+        SGD([Tensor([1, 2])])
+    with pytest.raises(RuntimeError, match="only float tensors can require gradients"):
         SGD([Tensor([1, 2], requires_grad=True)])
     with pytest.raises(ValueError, match="no parameters that require a gradient"):
         SGD([Tensor([1.0], requires_grad=False)])

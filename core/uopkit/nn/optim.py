@@ -80,14 +80,16 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
             if p.requires_grad is None:
+                if not dtypes.is_float(p.dtype):
+                    # (only float tensors can require gradients)
+                    raise TypeError(
+                        f"{type(self).__name__}: parameter of shape {p.shape} is {p.dtype}, not floating point"
+                    )
                 p.requires_grad = True
         self.params = _dedup([p for p in params if p.requires_grad])
         self.buffers = _dedup([p for p in params if not p.requires_grad])
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters that require a gradient")
-        for p in self.params:
-            if not dtypes.is_float(p.dtype):
-                raise TypeError(f"{type(self).__name__}: parameter of shape {p.shape} is {p.dtype}, not floating point")
         self.device = self.params[0].device
         self.lr = _scalar(lr, self.device)
 
