@@ -345,3 +345,32 @@ def test_only_float_tensors_can_require_gradients():
     with pytest.raises(RuntimeError):
         torch.tensor([1, 2], requires_grad=True)
     assert Tensor([1.0], requires_grad=True).requires_grad and Tensor([1], dtype=dtypes.float16).requires_grad_()
+
+
+@pytest.mark.parametrize("case", ["whole_mul", "whole_add_const", "view_mul_weight", "transposed_view"])
+def test_inplace_on_a_realized_value_keeps_its_gradient_history(case):
+    # a realized intermediate is followed back to its graph by backward(); an in-place op into it (or through a view
+    # of it) must be part of that graph, as PyTorch's autograd records it
+    def run(lib, make):
+        x = make([[1.0, 2.0], [3.0, 4.0]])
+        w = make([[3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+        h = x * w
+        if lib == "ours":
+            h.realize()
+        if case == "whole_mul":
+            h *= 2
+        elif case == "whole_add_const":
+            h += 1
+        elif case == "view_mul_weight":
+            v = h[1:]
+            v *= w[1:]
+        else:
+            v = h.T
+            v -= w
+        (h * h).sum().backward()
+        return np.asarray(h.detach().numpy() if lib == "torch" else h.numpy()), w.grad.numpy()
+
+    ours = run("ours", Tensor)
+    theirs = run("torch", torch.tensor)
+    np.testing.assert_allclose(ours[0], theirs[0])
+    np.testing.assert_allclose(ours[1], theirs[1])

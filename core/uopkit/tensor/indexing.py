@@ -45,6 +45,28 @@ def _is_storage(u: UOp) -> bool:
     return u.op is _BUFFER or u.op is _STORE
 
 
+def _gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
+    # (node, the graph that computed it) for the realized value `u` is a view of, if a backward() still follows it
+    while True:
+        source = computed_from.get(u)
+        if source is not None:
+            return u, source
+        if u.op not in _MOVEMENT:
+            return None
+        u = u.src[0]
+
+
+def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
+    # `view`'s movement ops down to `node`, applied to `other` instead
+    chain = []
+    while view is not node:
+        chain.append(view)
+        view = view.src[0]
+    for n in reversed(chain):
+        other = n.replace(src=(other,))
+    return other
+
+
 def _carries_gradient(*roots: UOp) -> bool:
     # whether a tensor that wants a gradient is computed into one of the graphs (not behind a DETACH), following
     # realized values back to the graphs that computed them, as backward() does
@@ -297,7 +319,10 @@ class IndexingMixin:
     def _overwritten(self, index: Any, value: Tensor) -> Tensor:
         # self with value (broadcast) at self[index], as a lazy graph: every written position is found by indexing a
         # tensor of flat positions the same way
-        positions = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index]
+        return self._overwritten_at(Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index], value)
+
+    def _overwritten_at(self, positions: Tensor, value: Tensor) -> Tensor:
+        # self with value (broadcast to positions' shape) written at the flat positions `positions`, as a lazy graph
         if positions.numel() == 0:
             value._broadcast_to(positions.shape)  # (still checks that the value fits)
             return self
@@ -560,12 +585,28 @@ class IndexingMixin:
                     "tensor (as PyTorch); cast the tensor first, or build a new one (t = t op x)"
                 )
             result = result.cast(self.dtype)
-        if self.requires_grad or _is_storage(self.uop):
-            # written now, as PyTorch's: the tensor's base (which this may be a view of) must see it when it is read
-            self.assign(result)
-            del result
-            return self.realize()
-        live_tensors.set_uop(self, result.uop)
+        if not (self.requires_grad or _is_storage(self.uop)):
+            live_tensors.set_uop(self, result.uop)
+            return self
+        # written now, as PyTorch's: the tensor's base (which this may be a view of) must see it when it is read
+        history = _gradient_history(self.uop)
+        value_graph = result.uop
+        self.assign(result)
+        del result
+        self.realize()
+        if history is not None:
+            # a realized value a backward() still follows to the graph that computed it (`computed_from`): that graph
+            # now has the result written where this tensor views it, as setitem keeps it
+            node, source = history
+            forget_source(node)
+            value_graph = value_graph.substitute({node: source})
+            if _carries_gradient(source, value_graph) and node.base not in value_graph.toposort():
+                if self.uop is node:
+                    computed_from[node] = value_graph
+                else:
+                    flat = Tensor.arange(math.prod(node.shape), device=self.device).reshape(node.shape)
+                    positions = Tensor(_view_of(self.uop, node, flat.uop))
+                    computed_from[node] = Tensor(source)._overwritten_at(positions, Tensor(value_graph)).uop
         return self
 
     def __iadd__(self, x: Any) -> Tensor:
