@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from uopkit.dtype import dtypes
 from uopkit.helpers import SPEC
 from uopkit.schedule.grouper import (
     ScheduleError,
@@ -181,7 +182,8 @@ def apply_becomes(sink: UOp) -> UOp:
 
 # module constants for the per-node and per-tensor loops below: on Python 3.11 every `Ops.X` is a lookup through
 # EnumType.__getattr__'s slow hook (~0.2 us), and these run for every live tensor on every realize
-_STORE, _BUFFER = Ops.STORE, Ops.BUFFER
+_STORE, _BUFFER, _BITCAST = Ops.STORE, Ops.BUFFER, Ops.BITCAST
+_BF16 = dtypes.bfloat16
 _MOVEMENT = GroupOp.Movement
 
 
@@ -248,6 +250,10 @@ def _remember_source(old: UOp, new: UOp) -> None:
         base = base.src[0]
     if base.op is not _STORE:
         computed_from[new] = old
+        if new.op is _BITCAST and old.op is _BITCAST and new.dtype is _BF16 and old.dtype is _BF16:
+            # a bfloat16 value is its uint16 bits under a BITCAST, and what reads it reads the bits: they are
+            # followed back too (to the old bits, whose casts carry the gradient)
+            computed_from[new.src[0]] = old.src[0]
 
 
 def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: PendingReads | None = None) -> None:
