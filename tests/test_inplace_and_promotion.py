@@ -374,3 +374,97 @@ def test_inplace_on_a_realized_value_keeps_its_gradient_history(case):
     theirs = run("torch", torch.tensor)
     np.testing.assert_allclose(ours[0], theirs[0])
     np.testing.assert_allclose(ours[1], theirs[1])
+
+
+@pytest.mark.parametrize("layer", ["product_of_sum", "layernorm", "conv2d", "rmsnorm"])
+def test_bfloat16_gradients_survive_reading_the_output_first(layer):
+    # reading a bfloat16 output through a new tensor (`y.float().numpy()`, as logging does) realized part of its
+    # graph; backward() then lost every gradient through it (a bfloat16 value is read as its uint16 bits, and those
+    # weren't followed back to the graph that computed them)
+    from uopkit.nn import Conv2d, LayerNorm
+
+    rng = np.random.default_rng(4)
+
+    def grads(read_first: bool) -> list[np.ndarray]:
+        x = Tensor(rng.standard_normal((2, 3, 4, 4)).astype(np.float32)).cast(dtypes.bfloat16).contiguous().realize()
+        x.requires_grad = True
+        params = [x]
+        if layer == "product_of_sum":
+            y = x * x.sum(1, keepdim=True)
+        elif layer == "layernorm":
+            ln = LayerNorm(4)
+            ln.weight = ln.weight.cast(dtypes.bfloat16).contiguous().realize().requires_grad_()
+            params.append(ln.weight)
+            y = ln(x)
+        elif layer == "conv2d":
+            conv = Conv2d(3, 2, 3, padding=1)
+            weight, bias = rng.standard_normal((2, 3, 3, 3)), rng.standard_normal(2)
+            conv.weight = Tensor(weight.astype(np.float32)).cast(dtypes.bfloat16).contiguous().realize()
+            conv.bias = Tensor(bias.astype(np.float32)).cast(dtypes.bfloat16).contiguous().realize()
+            conv.weight.requires_grad, conv.bias.requires_grad = True, True
+            params += [conv.weight, conv.bias]
+            y = conv(x)
+        else:
+            y = RMSNorm(4)(x)
+        if read_first:
+            y.float().numpy()
+        (y.float() * Tensor.arange(y.numel()).reshape(y.shape).float()).sum().backward()
+        return [p.grad.float().numpy() for p in params]
+
+    rng = np.random.default_rng(4)
+    plain = grads(False)
+    rng = np.random.default_rng(4)
+    read = grads(True)
+    for a, b in zip(plain, read, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_optimizers_take_iterables_and_a_number_for_lr():
+    from uopkit.nn.optim import SGD, clip_grad_norm_
+
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    opt = SGD((p for p in [w]), lr=0.1)
+    assert opt.params == [w]
+    opt.lr = 0.5
+    (w * w).sum().backward()
+    opt.step()
+    assert w.tolist() == [0.0, 0.0] and opt.lr.item() == 0.5
+    with pytest.raises(ValueError, match="learning rate"):
+        opt.lr = -1.0
+    # clip_grad_norm_ of a generator or of one tensor clips (it read the generator twice, and a tensor as a list)
+    a, b = Tensor([3.0, 4.0], requires_grad=True), Tensor([1.0, 0.0], requires_grad=True)
+    at, bt = torch.tensor([3.0, 4.0], requires_grad=True), torch.tensor([1.0, 0.0], requires_grad=True)
+    ((a * a).sum() + (b * b).sum()).backward()
+    ((at * at).sum() + (bt * bt).sum()).backward()
+    ours = clip_grad_norm_((p for p in [a, b]), 1.0)
+    theirs = torch.nn.utils.clip_grad_norm_((p for p in [at, bt]), 1.0)
+    assert ours.item() == pytest.approx(theirs.item())
+    np.testing.assert_allclose(a.grad.numpy(), _np(at.grad), rtol=1e-6)
+    c = Tensor([3.0, 4.0], requires_grad=True)
+    (c * c).sum().backward()
+    assert clip_grad_norm_(c, 1.0).item() == pytest.approx(10.0)
+    np.testing.assert_allclose(c.grad.numpy(), [0.6, 0.8], rtol=1e-5)
+
+
+def test_random_and_range_constructors_refuse_what_torch_refuses():
+    for dtype in (dtypes.float16, dtypes.bfloat16):
+        draws = Tensor.rand(100_000, dtype=dtype).float().numpy()
+        assert draws.max() < 1.0 and draws.min() >= 0.0 and abs(draws.mean() - 0.5) < 0.01
+    with pytest.raises(TypeError, match="rand: dtype must be a float dtype"):
+        Tensor.rand(4, dtype=dtypes.int32)
+    with pytest.raises(ValueError, match="doesn't fit"):
+        Tensor.randint(0, 300, (4,), dtype=dtypes.uint8)
+    assert Tensor.randint(0, 2**40, (3,), dtype=dtypes.int64).numpy().max() < 2**40
+    with pytest.raises(ShapeError, match="new leading dimension"):
+        Tensor.ones(2, 3).expand(-1, 2, 3)
+    assert Tensor.ones(2, 3).expand(4, -1, -1).shape == (4, 2, 3)
+
+
+def test_load_state_dict_key_errors_are_runtime_errors_as_torch():
+    from uopkit.nn import Linear
+    from uopkit.nn.state import load_state_dict
+
+    with pytest.raises(RuntimeError, match="missing keys"):
+        load_state_dict(Linear(2, 2), {"weight": Tensor.ones(2, 2)})
+    with pytest.raises(KeyError):
+        load_state_dict(Linear(2, 2), {"weight": Tensor.ones(2, 2)})

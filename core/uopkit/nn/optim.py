@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
@@ -73,9 +75,11 @@ class Optimizer:
     """Base class: `params` with requires_grad get updated; the others (e.g. BatchNorm running statistics) are
     realized with every step so that their pending in-place updates land too."""
 
-    def __init__(self, params: list[Tensor], lr: float) -> None:
+    def __init__(self, params: Tensor | Iterable[Tensor], lr: float) -> None:
         if lr < 0:
             raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
+        # (any iterable, as torch: a generator such as model.parameters() is read once)
+        params = [params] if isinstance(params, Tensor) else list(params)
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
@@ -91,7 +95,22 @@ class Optimizer:
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters that require a gradient")
         self.device = self.params[0].device
-        self.lr = _scalar(lr, self.device)
+        self._lr = _scalar(lr, self.device)
+
+    @property
+    def lr(self) -> Tensor:
+        """The learning rate, a 0-d float32 tensor: changing it (`opt.lr = 0.01`, or an assign into it) recompiles
+        nothing, and a TinyJit replay reads the new value."""
+        return self._lr
+
+    @lr.setter
+    def lr(self, value: float | Tensor) -> None:
+        if isinstance(value, Tensor):
+            self._lr = value
+            return
+        if not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{type(self).__name__}: learning rate must be a number >= 0, got {value!r}")
+        self._lr.assign(Tensor(float(value), device=self.device, dtype=self._lr.dtype)).realize()
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -134,7 +153,7 @@ class SGD(Optimizer):
 
     def __init__(
         self,
-        params: list[Tensor],
+        params: Tensor | Iterable[Tensor],
         lr: float = 0.001,
         momentum: float = 0.0,
         weight_decay: float = 0.0,
@@ -186,7 +205,7 @@ class Adam(Optimizer):
 
     def __init__(
         self,
-        params: list[Tensor],
+        params: Tensor | Iterable[Tensor],
         lr: float = 0.001,
         b1: float = 0.9,
         b2: float = 0.999,
@@ -275,7 +294,7 @@ class AdamW(Adam):
 
     def __init__(
         self,
-        params: list[Tensor],
+        params: Tensor | Iterable[Tensor],
         lr: float = 0.001,
         b1: float = 0.9,
         b2: float = 0.999,
@@ -285,7 +304,7 @@ class AdamW(Adam):
         super().__init__(params, lr, b1, b2, eps, weight_decay)
 
 
-def clip_grad_norm_(params: list[Tensor], max_norm: float, norm_type: float = 2.0) -> Tensor:
+def clip_grad_norm_(params: Tensor | Iterable[Tensor], max_norm: float, norm_type: float = 2.0) -> Tensor:
     """Scale the gradients of `params` so that their norm taken together is at most `max_norm` (torch's
     `clip_grad_norm_`: by max_norm / (norm + 1e-6) when that is below 1); returns that total norm.
 
@@ -298,7 +317,9 @@ def clip_grad_norm_(params: list[Tensor], max_norm: float, norm_type: float = 2.
     >>> round(clip_grad_norm_([w], 1.0).item(), 4), [round(g, 4) for g in w.grad.tolist()]
     (10.0, [0.6, 0.8])
     """
-    grads = [p.grad for p in _dedup(list(params)) if p.grad is not None]
+    # (a tensor or any iterable, read once; a tensor given twice counts twice and is scaled twice, as torch's)
+    params = [params] if isinstance(params, Tensor) else list(params)
+    grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return Tensor(0.0)
     if norm_type == float("inf"):

@@ -30,6 +30,10 @@ __all__ = [
 ]  # fmt: skip
 
 
+class StateDictKeyError(KeyError, RuntimeError):
+    """load_state_dict(strict=True) found missing or unexpected keys: a RuntimeError, as torch raises."""
+
+
 class SafetensorsError(ValueError):
     pass
 
@@ -93,7 +97,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Any], strict: bool = True,
     missing = [k for k in model_state if k not in state_dict]
     unexpected = [k for k in state_dict if k not in model_state]
     if strict and (missing or unexpected):
-        raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        raise StateDictKeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
     written = []
     for k, target in model_state.items():
         if k not in state_dict:

@@ -221,6 +221,14 @@ class CreationMixin:
         (2, 3)
         """
         dtype, size = to_dtype(kwargs.pop("dtype", dtypes.default_float)), _shape_args(shape)
+        if not dtypes.is_float(dtype):
+            raise TypeError(f"rand: dtype must be a float dtype, got {dtype} (use randint for integers)")
+        if dtype in dtypes.halves:
+            # whole multiples of the dtype's spacing below 1 (as torch draws them): a float32 draw rounded to a half
+            # float could round up to 1.0
+            steps = 2 ** (11 if dtype == dtypes.float16 else 8)
+            draw = lambda rng: (rng.integers(0, steps, size) / steps).astype(np.float32)  # noqa: E731
+            return _random_tensor(draw, **kwargs).cast(dtype)
         return _random_tensor(lambda rng: rng.random(size, dtype=np.float32), **kwargs).cast(dtype)
 
     @staticmethod
@@ -282,6 +290,9 @@ class CreationMixin:
         dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
         if not dtypes.is_int(dtype):
             raise TypeError(f"randint: dtype must be an integer dtype, got {dtype}")
+        if not dtypes.min(dtype) <= low or high - 1 > dtypes.max(dtype):
+            # (numpy's astype would wrap the draws into the dtype)
+            raise ValueError(f"randint: [{low}, {high}) doesn't fit {dtype}; pass a wider dtype (dtype=dtypes.int64)")
         size, np_dtype = _shape_args(shape), to_numpy_dtype(dtype)
         return _random_tensor(lambda rng: rng.integers(low, high, size, dtype=np.int64).astype(np_dtype), **kwargs)
 

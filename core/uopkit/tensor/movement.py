@@ -173,7 +173,10 @@ class MovementMixin:
         new = _as_shape((shape, *args) if args else shape)
         if len(new) < self.ndim:
             raise ShapeError(f"expand: can't expand {self.shape} to fewer dimensions {new}")
-        cur = (1,) * (len(new) - self.ndim) + self.shape
+        added = len(new) - self.ndim
+        if -1 in new[:added]:
+            raise ShapeError(f"expand: -1 can't size a new leading dimension ({self.shape} to {new}), as torch")
+        cur = (1,) * added + self.shape
         new = tuple(c if n == -1 else n for c, n in zip(cur, new, strict=True))
         for c, n in zip(cur, new, strict=True):
             if c != n and c != 1:
