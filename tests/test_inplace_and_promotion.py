@@ -468,3 +468,36 @@ def test_load_state_dict_key_errors_are_runtime_errors_as_torch():
         load_state_dict(Linear(2, 2), {"weight": Tensor.ones(2, 2)})
     with pytest.raises(KeyError):
         load_state_dict(Linear(2, 2), {"weight": Tensor.ones(2, 2)})
+
+
+def test_loss_and_layer_arguments_torch_refuses():
+    p, y = Tensor([0.2, 0.7, 0.9]), Tensor([[0.0], [1.0], [1.0]])
+    with pytest.raises(ValueError, match="target's shape"):
+        p.binary_cross_entropy(y)
+    with pytest.raises(ValueError, match="target's shape"):
+        p.binary_cross_entropy_with_logits(y)
+    with pytest.raises(ValueError):
+        torch.nn.functional.binary_cross_entropy(torch.tensor([0.2, 0.7, 0.9]), torch.tensor([[0.0], [1.0], [1.0]]))
+    logits, probs = Tensor([[1.0, 2.0], [0.5, 0.1]]), Tensor([[0.3, 0.7], [1.0, 0.0]])
+    with pytest.raises(ValueError, match="ignore_index"):
+        logits.cross_entropy(probs, ignore_index=0)
+    x, w = Tensor.ones(1, 2, 3, 3), Tensor.ones(2, 2, 3, 3)
+    assert x.conv_transpose2d(w, None, 2, 0, 1).shape == (1, 2, 8, 8)
+    with pytest.raises(ValueError, match="output_padding 2 must be smaller"):
+        x.conv_transpose2d(w, None, 2, 0, 2)
+
+
+def test_conv_layers_take_unbatched_input_as_torch():
+    from uopkit.nn import Conv1d, Conv2d, ConvTranspose2d
+
+    rng = np.random.default_rng(9)
+    for ours, theirs, shape in [
+        (Conv2d(3, 4, 3, padding=1), torch.nn.Conv2d(3, 4, 3, padding=1), (3, 5, 5)),
+        (Conv1d(3, 4, 3), torch.nn.Conv1d(3, 4, 3), (3, 7)),
+        (ConvTranspose2d(3, 4, 3, stride=2), torch.nn.ConvTranspose2d(3, 4, 3, stride=2), (3, 5, 5)),
+    ]:
+        theirs.weight.data, theirs.bias.data = torch.tensor(ours.weight.numpy()), torch.tensor(ours.bias.numpy())
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(ours(Tensor(x)).numpy(), _np(theirs(torch.tensor(x))), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ShapeError, match="expected input"):
+        Conv2d(3, 4, 3)(Tensor.ones(2, 5, 5))

@@ -110,6 +110,9 @@ class Conv2d:
         self.bias = _uniform((out_channels,), bound) if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim == 1 + self.spatial_dims and x.shape[0] == self.in_channels:
+            # unbatched (C, ...), as torch's layers take it
+            return self(x.unsqueeze(0)).squeeze(0)
         if x.ndim != 2 + self.spatial_dims or x.shape[1] != self.in_channels:
             spatial = ", ".join("DHW"[3 - self.spatial_dims :])
             raise ShapeError(
@@ -174,6 +177,9 @@ class ConvTranspose2d:
         self.bias = _uniform((out_channels,), bound) if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim == 3 and x.shape[0] == self.in_channels:
+            # unbatched (C, H, W), as torch's layer takes it
+            return self(x.unsqueeze(0)).squeeze(0)
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ShapeError(
                 f"ConvTranspose2d({self.in_channels}, {self.out_channels}): expected input (N, "

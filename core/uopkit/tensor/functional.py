@@ -14,7 +14,6 @@ from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
-    _broadcast_shape,
     _check_targets,
     _dim_for_axis,
     _normalize_axis,
@@ -82,6 +81,14 @@ def _mean_class_nll_uop(logits: UOp, targets: UOp, ignore_index: int) -> UOp | N
     nll = UOp(_WHERE, dt, (valid, nll, _scalar_uop(0.0, dt, device, rows)))
     count = _sum_all_uop(UOp(_CAST, dtypes.int32, (valid,)), dtypes.int32)
     return UOp(_FDIV, dt, (_sum_all_uop(nll, dt), UOp(_CAST, dt, (count,))))
+
+
+def _same_size_target(x: Tensor, target: object, op: str) -> None:
+    # the binary cross entropies take a target of the input's shape only (torch refuses a broadcast one: a (N,) input
+    # and a (N, 1) target would silently be an (N, N) loss)
+    shape = getattr(target, "shape", None)
+    if shape is not None and tuple(shape) != x.shape:
+        raise ValueError(f"{op}: the target's shape {tuple(shape)} differs from the input's {x.shape}; make them equal")
 
 
 class FunctionalMixin:
@@ -264,6 +271,8 @@ class FunctionalMixin:
         if dtypes.is_float(Y.dtype):
             if Y.shape != self.shape:
                 raise ShapeError(f"cross_entropy: probability targets {Y.shape} must match logits {self.shape}")
+            if ignore_index != -100:
+                raise ValueError("cross_entropy: ignore_index applies to class-index targets, not probabilities")
             target = Y * (1 - label_smoothing) + label_smoothing / C
             return (-(wlogp * target).sum(axis))._loss_reduce(reduction, "cross_entropy")
         valid = Y != ignore_index
@@ -331,6 +340,7 @@ class FunctionalMixin:
         >>> round(Tensor([0.5]).binary_cross_entropy(Tensor([1.0])).item(), 5)
         0.69315
         """
+        _same_size_target(self, Y, "binary_cross_entropy")
         p, Y = self._broadcasted(Y, False, "binary_cross_entropy")
         loss = -(Y * p.log().maximum(-100) + (1 - Y) * (1 - p).log().maximum(-100))
         d_p = (p - Y) / (p * (1 - p)).maximum(1e-12)
@@ -365,7 +375,7 @@ class FunctionalMixin:
         >>> round(Tensor([0.0]).binary_cross_entropy_with_logits(Tensor([1.0])).item(), 5)
         0.69315
         """
-        _broadcast_shape(self.shape, Y.shape, "binary_cross_entropy_with_logits")
+        _same_size_target(self, Y, "binary_cross_entropy_with_logits")
         x = self._float()
         # log(1 + exp(-x)) = softplus(-x); weighting the positive term by pos_weight
         log_sig_neg = (-x).softplus(threshold=math.inf)

@@ -412,6 +412,12 @@ class LinalgMixin:
                 "conv_transpose2d: padding and output_padding must not be negative, "
                 f"got {padding!r} and {output_padding!r}"
             )
+        if any(o >= max(s, d) for o, s, d in zip(op_, s_, d_, strict=True)):
+            # (it would only add rows no input reaches; torch refuses it too)
+            raise ValueError(
+                f"conv_transpose2d: output_padding {output_padding!r} must be smaller than the stride {stride!r} or "
+                f"the dilation {dilation!r}"
+            )
         pads = tuple((d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, d_, p_, op_, strict=True))
         return self._transposed_conv(weight, groups, s_, d_, pads, bias)
 
