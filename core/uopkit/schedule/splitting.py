@@ -145,10 +145,11 @@ def split_reduce(red: UOp) -> UOp | None:
     # a reduce axis is cut: (..., n, ...) -> (..., parts, n // parts, ...). The CPU cuts the longest; a GPU the
     # outermost the parts divide, so that each partial reads one contiguous block (its work-items side by side)
     fits = [a for a in axes if shape[a] % parts == 0]
+    longest = max(axes, key=lambda a: shape[a])
     if parts == 1 or not fits:
-        parts, axis = 1, max(axes, key=lambda a: shape[a])
+        parts, axis = 1, longest
     else:
-        axis = fits[0] if rule is not None and rule.outermost else max(axes, key=lambda a: shape[a])
+        axis = fits[0] if rule is not None and rule.outermost else longest
     if accurate and op is Ops.ADD and dtypes.is_float(red.dtype) and src.op is not Ops.MUL:
         # slices short enough to sum accurately (more of them than threads want is fine: more outputs to share)
         parts = max(parts, accurate_parts(shape[axis], length))

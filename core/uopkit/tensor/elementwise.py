@@ -111,7 +111,7 @@ def _operands_dtype(x: Tensor, y: Tensor) -> DType:
 
 def _truncated_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """trunc(a / b) and the exact a - trunc(a / b) * b (C fmod: the dividend's sign, -0.0 for a zero remainder of a
-    negative a) of float32 or float64 tensors (broadcast). Exact while |a / b| < 2**24 (float32) or 2**53 (float64)."""
+    negative a) of float32 or float64 tensors (broadcast). Exact while |a / b| < 2**48 (float32) or 2**106 (float64)."""
     q = a._alu(Ops.FDIV, b).trunc()
     r = _exact_remainder(a, b, q)
     # past 2**24 (float32) the quotient is rounded, so r can be many b's from the remainder (2**40 % 3.0): a second

@@ -38,11 +38,12 @@ _MOVEMENT = GroupOp.Movement
 
 
 def _is_storage(u: UOp) -> bool:
-    # a tensor's graph that stands for storage: a buffer, a view of one, or an assign still to run into one
-    u = _storage_uop(u)
-    while u.op in _MOVEMENT:
-        u = u.src[0]
-    return u.op is _BUFFER or u.op is _STORE
+    # a tensor's graph that stands for storage: a buffer, a view of one, or an assign still to run into one (a
+    # bfloat16 one: the same under its BITCAST of the uint16 bits)
+    base = u.base
+    if base.op is Ops.BITCAST and base.dtype == dtypes.bfloat16:
+        base = base.src[0].base
+    return base.op is _BUFFER or base.op is _STORE
 
 
 def _gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
@@ -67,6 +68,19 @@ def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
     return other
 
 
+def _remember_write(
+    node: UOp, source: UOp, value_graph: UOp, written: Callable[[Tensor, Tensor], Tensor] | None
+) -> None:
+    # the storage `node` stands for, which backward() followed to the graph `source`, now holds a write of
+    # `value_graph`: a gradient through it must see the write, so it follows `source` with the written positions
+    # replaced (`written(old, value)`; None: all of them), built lazily. Kept only where a gradient can flow (a buffer
+    # written every step, as a cache, would otherwise hold a chain of every write's graph)
+    forget_source(node)
+    value_graph = value_graph.substitute({node: source})
+    if _carries_gradient(source, value_graph) and node.base not in value_graph.toposort():
+        computed_from[node] = value_graph if written is None else written(Tensor(source), Tensor(value_graph)).uop
+
+
 def _carries_gradient(*roots: UOp) -> bool:
     # whether a tensor that wants a gradient is computed into one of the graphs (not behind a DETACH), following
     # realized values back to the graphs that computed them, as backward() does
@@ -85,6 +99,15 @@ def _carries_gradient(*roots: UOp) -> bool:
         if origin is not None:
             stack.append(origin)
     return False
+
+
+def _in_place_operator(symbol: str, compute: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
+    # `t op= x` (`_update_in_place`), from `compute(t, x)`, the operator's result
+    def operator(self: Tensor, x: Any) -> Tensor:
+        return self._update_in_place(lambda: compute(self, x), symbol)
+
+    operator.__doc__ = f"self {symbol} x, in place (PyTorch's)."
+    return operator
 
 
 class IndexingMixin:
@@ -307,14 +330,7 @@ class IndexingMixin:
         else:
             self.assign(self._overwritten(index, value).contiguous()).realize()
         if source is not None:
-            # the buffer now holds the written contents: a gradient through it must see the write (it saw the old
-            # graph alone), so it follows that graph with the written positions replaced (built lazily: kernels only
-            # if a backward() needs them). Kept only where a gradient can flow (a buffer written every step, as a
-            # cache, would otherwise hold a chain of every write's graph)
-            forget_source(self.uop)
-            value_graph = value_graph.substitute({self.uop: source})
-            if _carries_gradient(source, value_graph) and self.uop.base not in value_graph.toposort():
-                computed_from[self.uop] = Tensor(source)._overwritten(index, Tensor(value_graph)).uop
+            _remember_write(self.uop, source, value_graph, lambda old, value: old._overwritten(index, value))
 
     def _overwritten(self, index: Any, value: Tensor) -> Tensor:
         # self with value (broadcast) at self[index], as a lazy graph: every written position is found by indexing a
@@ -595,58 +611,31 @@ class IndexingMixin:
         del result
         self.realize()
         if history is not None:
-            # a realized value a backward() still follows to the graph that computed it (`computed_from`): that graph
-            # now has the result written where this tensor views it, as setitem keeps it
+            # a realized value a backward() still follows to the graph that computed it: the result is written where
+            # this tensor views it, as setitem keeps it
             node, source = history
-            forget_source(node)
-            value_graph = value_graph.substitute({node: source})
-            if _carries_gradient(source, value_graph) and node.base not in value_graph.toposort():
-                if self.uop is node:
-                    computed_from[node] = value_graph
-                else:
-                    flat = Tensor.arange(math.prod(node.shape), device=self.device).reshape(node.shape)
-                    positions = Tensor(_view_of(self.uop, node, flat.uop))
-                    computed_from[node] = Tensor(source)._overwritten_at(positions, Tensor(value_graph)).uop
+            view = self.uop
+
+            def written(old: Tensor, value: Tensor) -> Tensor:
+                flat = Tensor.arange(math.prod(node.shape), device=old.device).reshape(node.shape)
+                return old._overwritten_at(Tensor(_view_of(view, node, flat.uop)), value)
+
+            _remember_write(node, source, value_graph, None if view is node else written)
         return self
 
-    def __iadd__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.add(x), "+=")
-
-    def __isub__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.sub(x), "-=")
-
-    def __imul__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.mul(x), "*=")
-
-    def __itruediv__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.div(x), "/=")
-
-    def __ifloordiv__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.div(x, rounding_mode="floor"), "//=")
-
-    def __imod__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.mod(x), "%=")
-
-    def __ipow__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.pow(x), "**=")
-
-    def __imatmul__(self, x: Tensor) -> Tensor:
-        return self._update_in_place(lambda: self.matmul(x), "@=")
-
-    def __iand__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self & x, "&=")
-
-    def __ior__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self | x, "|=")
-
-    def __ixor__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self ^ x, "^=")
-
-    def __ilshift__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.lshift(x), "<<=")
-
-    def __irshift__(self, x: Any) -> Tensor:
-        return self._update_in_place(lambda: self.rshift(x), ">>=")
+    __iadd__ = _in_place_operator("+=", lambda t, x: t.add(x))
+    __isub__ = _in_place_operator("-=", lambda t, x: t.sub(x))
+    __imul__ = _in_place_operator("*=", lambda t, x: t.mul(x))
+    __itruediv__ = _in_place_operator("/=", lambda t, x: t.div(x))
+    __ifloordiv__ = _in_place_operator("//=", lambda t, x: t.div(x, rounding_mode="floor"))
+    __imod__ = _in_place_operator("%=", lambda t, x: t.mod(x))
+    __ipow__ = _in_place_operator("**=", lambda t, x: t.pow(x))
+    __imatmul__ = _in_place_operator("@=", lambda t, x: t.matmul(x))
+    __iand__ = _in_place_operator("&=", lambda t, x: t & x)
+    __ior__ = _in_place_operator("|=", lambda t, x: t | x)
+    __ixor__ = _in_place_operator("^=", lambda t, x: t ^ x)
+    __ilshift__ = _in_place_operator("<<=", lambda t, x: t.lshift(x))
+    __irshift__ = _in_place_operator(">>=", lambda t, x: t.rshift(x))
 
     def add_(self, x: Any, alpha: float = 1) -> Tensor:
         """self += alpha * x in place (torch.Tensor.add_).

@@ -306,9 +306,8 @@ class MovementMixin:
         [3, 2, 1]
         """
         raw = [axis, *args] if isinstance(axis, (int, np.integer)) else list(axis)
-        axes = {_normalize_axis(a, self.ndim, "flip", self.shape) for a in raw}
-        if len(axes) != len(raw):
-            raise ArgumentError(f"flip: an axis appears more than once in {tuple(raw)} (shape {self.shape})")
+        # (normalized, and an axis given twice refused, as the reductions' axes)
+        axes = set(self._axes(raw, "flip"))  # type: ignore[attr-defined]
         if not axes or self.ndim == 0:
             return self
         return Tensor(UOp(Ops.FLIP, self.dtype, (self.uop,), tuple(i in axes for i in range(self.ndim))))

@@ -112,8 +112,7 @@ class Tensor(
             raise TypeError(f"Tensor() can't be built from {type(data).__name__}; pass a list, number or numpy array")
         self._live_ref = _all_tensors.add(self)
         if requires_grad:
-            self._check_grad_dtype()
-            tensors_with_grad.add(self)
+            self.requires_grad = requires_grad
 
     # ------------------------------------------------------------------------------------------------------------
     # properties
@@ -238,18 +237,14 @@ class Tensor(
 
     @requires_grad.setter
     def requires_grad(self, value: bool | None) -> None:
-        if value:
-            self._check_grad_dtype()
-        self._requires_grad = value
-        if value:
-            tensors_with_grad.add(self)
-
-    def _check_grad_dtype(self) -> None:
-        if not dtypes.is_float(self.uop.dtype):
+        if value and not dtypes.is_float(self.uop.dtype):
             raise RuntimeError(
                 f"requires_grad: only float tensors can require gradients, this one is {self.uop.dtype} (as "
                 "PyTorch); cast it to a float dtype first"
             )
+        self._requires_grad = value
+        if value:
+            tensors_with_grad.add(self)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark this tensor as one whose gradient `backward()` writes into `.grad`.
