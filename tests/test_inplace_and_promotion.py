@@ -501,3 +501,32 @@ def test_conv_layers_take_unbatched_input_as_torch():
         np.testing.assert_allclose(ours(Tensor(x)).numpy(), _np(theirs(torch.tensor(x))), rtol=1e-5, atol=1e-6)
     with pytest.raises(ShapeError, match="expected input"):
         Conv2d(3, 4, 3)(Tensor.ones(2, 5, 5))
+
+
+def test_integer_avg_pool_truncates_as_torch_int64():
+    F = torch.nn.functional
+    x = np.random.default_rng(0).integers(-50, 50, (2, 2, 7, 6))
+    for kw in (
+        dict(kernel_size=2),
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+        dict(kernel_size=2, divisor_override=3),
+        dict(kernel_size=3, stride=2, ceil_mode=True),
+    ):
+        ours, theirs = Tensor(x).avg_pool2d(**kw), F.avg_pool2d(torch.tensor(x), **kw)
+        assert ours.dtype == dtypes.int64 and ours.tolist() == theirs.tolist(), kw
+    # other integers keep their dtype (PyTorch refuses them); adaptive pooling of integers still averages to floats
+    assert Tensor(x.astype(np.int8)).avg_pool2d(2).dtype == dtypes.int8
+    assert Tensor(x).adaptive_avg_pool2d((1, 3)).dtype == dtypes.float32
+
+
+def test_bool_square_is_a_number_and_lists_hold_one_element_tensors():
+    assert Tensor([True, False]).square().tolist() == [1, 0]
+    assert dtypes.is_int(Tensor([True, False]).square().dtype)
+    # torch.tensor([t, 2.0]): a one-element tensor (or numpy scalar, or array) in a list is its number(s)
+    assert Tensor([Tensor(1.5), 2.0]).tolist() == torch.tensor([torch.tensor(1.5), 2.0]).tolist()
+    assert Tensor([[Tensor([3])], [4]]).tolist() == [[3], [4]]
+    assert Tensor([np.float32(1.5), np.array([2, 3])[0]]).tolist() == [1.5, 2.0]
+    assert Tensor([np.array([1, 2]), np.array([3, 4])]).shape == (2, 2)
+    with pytest.raises(ValueError, match="only one-element tensors can be numbers in a list"):
+        Tensor([Tensor([1.0, 2.0]), Tensor([3.0, 4.0])])

@@ -143,3 +143,17 @@ def test_sums_of_products_and_int_sums_are_not_cut_for_accuracy():
     assert len(long_k) == len(short_k) and long_k[-1] == short_k[-1] == (64, 64, 1)
     xi = np.ones((4, 65536), np.int32)
     assert len(_shapes(Tensor(xi).sum(axis=1))) == 1 and Tensor(xi).sum(axis=1).tolist() == [65536] * 4
+
+
+def test_indexing_picks_are_never_cut():
+    # x[i], gather and an embedding lookup sum where(index == iota, x, 0) over a long axis: left whole, that sum is
+    # one load at the index in codegen (cut into slices it would read every position: seconds for a 1e5 gather)
+    n = 200_000
+    x, rows = Tensor(_rand(n)), Tensor(_rand(n, 4))
+    idx = np.random.default_rng(1).integers(0, n, 3000).astype(np.int32)
+    for picked in (x[Tensor(5)], x.gather(0, Tensor(idx)), rows[Tensor(idx[:8])]):
+        items = create_schedule(kernelize_tensors([picked]))
+        assert len(items) == 1, [item.ast for item in items]
+    np.testing.assert_array_equal(x.gather(0, Tensor(idx)).numpy(), x.numpy()[idx])
+    np.testing.assert_array_equal(rows[Tensor(idx[:8])].numpy(), rows.numpy()[idx[:8]])
+    assert x[Tensor(5)].item() == x.numpy()[5]

@@ -740,8 +740,35 @@ def test_pooling_and_interpolate_take_torch_argument_orders_and_defaults():
     as_torch(lambda t: F.avg_pool2d(t, 2, 1, 0, False, True, 3), [x], lambda t: t.avg_pool2d(2, 1, 0, False, True, 3))
     # nearest by default; size then scale_factor positionally
     as_torch(lambda t: F.interpolate(t, None, 2), [x], lambda t: t.interpolate(None, 2))
-    with pytest.raises(ValueError, match="align_corners can only be set with the linear modes"):
+    with pytest.raises(ValueError, match="align_corners can only be set with the linear and bicubic modes"):
         Tensor(x).interpolate(7, align_corners=False)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(size=(8, 8), mode="bicubic"),
+        dict(size=(8, 11), mode="bicubic", align_corners=True),
+        dict(size=(3, 4), mode="bicubic"),
+        dict(scale_factor=(2, 0.5), mode="bicubic"),
+        dict(size=(1, 1), mode="bicubic", align_corners=True),
+        dict(size=(3, 3), mode="area"),
+        dict(size=(2, 5), mode="area"),
+        dict(scale_factor=0.5, mode="area"),
+    ],
+)
+def test_interpolate_bicubic_and_area_as_torch(kw):
+    # bicubic: four taps per axis, clamped at the border (so weights past it pile onto the edge pixel)
+    as_torch(lambda t: F.interpolate(t, **kw), [_randn(2, 3, 5, 6)], lambda t: t.interpolate(**kw), atol=1e-5)
+
+
+def test_interpolate_bicubic_and_area_refuse_what_torch_refuses():
+    with pytest.raises(TypeError, match="mode 'area' needs a float input, not dtypes.int"):
+        Tensor(np.ones((1, 1, 4, 4), np.int32)).interpolate(size=3, mode="area")
+    with pytest.raises(ShapeError, match="mode 'bicubic' needs a 4-d input"):
+        Tensor(_randn(1, 2, 7)).interpolate(size=3, mode="bicubic")
+    with pytest.raises(ValueError, match="unknown mode 'lanczos'"):
+        Tensor(_randn(1, 2, 7)).interpolate(size=3, mode="lanczos")
 
 
 def test_torch_keywords_and_forms_of_reductions_and_conversions():

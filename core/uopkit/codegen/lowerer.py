@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from uopkit.codegen.plan import AxisPart, KernelPlan, OptOps, initial_plan
 from uopkit.dtype import DType, dtypes, index_dtype
 from uopkit.helpers import strides_for_shape
-from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp, is_one_hot_reduce
 from uopkit.uop.symbolic import conjuncts
 
 if TYPE_CHECKING:
@@ -359,18 +359,6 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     if red_upcast:
         result = UOp(Ops.REDUCE_AXIS, result.dtype, (result, *red_upcast), op)
     return result
-
-
-def is_one_hot_reduce(red: UOp) -> bool:
-    """A sum (or max) over one axis of a select whose condition reads an IOTA: the form indexing, gather and
-    embeddings take, which `_fold_one_hot` turns into one load at the index (the heuristic asks too)."""
-    src = red.src[0]
-    return (
-        len(red.arg[1]) == 1
-        and red.arg[0] in (Ops.ADD, Ops.MAX)
-        and src.op is Ops.WHERE
-        and any(u.op is Ops.IOTA for u in src.src[0].toposort())
-    )
 
 
 def _fold_one_hot(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp | None:

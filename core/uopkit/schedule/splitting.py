@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from uopkit.dtype import dtypes
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import Ops, UOp, is_one_hot_reduce
 
 if TYPE_CHECKING:
     from uopkit.renderer import RendererCaps
@@ -138,6 +138,10 @@ def split_reduce(red: UOp) -> UOp | None:
     if op not in (Ops.ADD, Ops.MAX) or shape is None or out_shape is None or not axes:
         return None
     if not (dtypes.is_float(red.dtype) or dtypes.is_int(red.dtype)) or red.dtype.itemsize < 4:
+        return None
+    if is_one_hot_reduce(red):
+        # indexing's pick (a sum of where(index == iota, x, 0)) becomes one load at the index in codegen, as long as
+        # its loop stays whole: cut into slices it would read every position
         return None
     rule, accurate = split_rule(src.device)
     outputs, length = math.prod(out_shape), math.prod(shape[a] for a in axes)

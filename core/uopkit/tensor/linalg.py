@@ -636,26 +636,30 @@ class LinalgMixin:
     ) -> Tensor:
         """Mean over windows of the last len(kernel_size) axes, dividing like PyTorch (see count_include_pad; a
         `divisor_override` divides every window's sum by itself), the arguments in torch.nn.functional.avg_pool2d's
-        order (`dilation`, which torch lacks, by keyword).
+        order (`dilation`, which torch lacks, by keyword). An integer input gives integers: each window's sum divided
+        with truncation toward zero, as PyTorch's int64 pooling.
 
         >>> Tensor.arange(16).reshape(1, 1, 4, 4).float().avg_pool2d().tolist()
         [[[[2.5, 4.5], [10.5, 12.5]]]]
         """
         k_, s_, d_, pads, extra = self._pool_prepare(kernel_size, stride, dilation, padding, ceil_mode, "avg_pool2d")
         n = len(k_)
-        x = self._float()
+        integer = dtypes.is_int(self.dtype)
+        x = self.cast(dtypes.int64) if integer else self._float()
         full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))
         total = x.pad(full)._pool(k_, s_, d_, gradient_by_taps=True).sum(tuple(range(-n, 0)))
         if divisor_override is not None:
             if isinstance(divisor_override, bool) or not isinstance(divisor_override, int) or divisor_override <= 0:
                 raise ValueError(f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}")
-            return total / divisor_override
-        # how many elements each window averages: the input, the explicit padding if counted, never the ceil overhang
-        ones = Tensor.ones(self.shape[-n:], device=self.device, dtype=x.dtype)
-        ones = ones.pad(pads, value=1.0 if count_include_pad else 0.0)
-        ones = ones.pad(tuple((0, e) for e in extra))
-        count = ones._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
-        return total / count
+            count: Tensor | int = divisor_override
+        else:
+            # how many elements each window averages: the input, the explicit padding if counted, never the ceil
+            # overhang
+            ones = Tensor.ones(self.shape[-n:], device=self.device, dtype=x.dtype)
+            ones = ones.pad(pads, value=1 if count_include_pad else 0)
+            ones = ones.pad(tuple((0, e) for e in extra))
+            count = ones._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
+        return total.div(count, rounding_mode="trunc").cast(self.dtype) if integer else total / count
 
     def adaptive_avg_pool2d(self, output_size: int | Sequence[int | None]) -> Tensor:
         """Mean over windows that split each of the last len(output_size) axes into `output_size` parts, output i
@@ -687,7 +691,8 @@ class LinalgMixin:
         is_max = op == "adaptive_max_pool2d"
         if all(L % O == 0 for L, O in zip(spatial, out, strict=True)):
             kernel = tuple(L // O for L, O in zip(spatial, out, strict=True))
-            return self.max_pool2d(kernel) if is_max else self.avg_pool2d(kernel)
+            # (an integer input averages to floats, as on the uneven path)
+            return self.max_pool2d(kernel) if is_max else self._float().avg_pool2d(kernel)
         lead = self.ndim - n
         bounds = []
         for L, O in zip(spatial, out, strict=True):
@@ -732,19 +737,29 @@ class LinalgMixin:
     ) -> Tensor:
         """Resize the spatial axes (all but the first two) to `size`, or by `scale_factor` (the output is
         floor(L * scale), and positions map back by 1 / scale, as PyTorch's default): mode "nearest" (the default),
-        "nearest-exact" or "linear" (bi/trilinear, separable), the arguments in torch.nn.functional.interpolate's
-        order.
+        "nearest-exact", "linear" (bi/trilinear, separable), "bicubic" (4-d float input, PyTorch's cubic convolution
+        with a = -0.75 and border taps clamped) or "area" (float input, adaptive_avg_pool2d to the new size), the
+        arguments in torch.nn.functional.interpolate's order.
 
         >>> Tensor([[[1.0, 2.0]]]).interpolate(4, mode="nearest").tolist()
         [[[1.0, 1.0, 2.0, 2.0]]]
         """
-        if mode not in ("linear", "bilinear", "trilinear", "nearest", "nearest-exact"):
-            raise ValueError(f"interpolate: unknown mode {mode!r}; use linear, nearest or nearest-exact")
-        if align_corners is not None and mode.startswith("nearest"):
-            raise ValueError(f"interpolate: align_corners can only be set with the linear modes, not {mode!r}")
+        if mode not in ("linear", "bilinear", "trilinear", "bicubic", "nearest", "nearest-exact", "area"):
+            raise ValueError(
+                f"interpolate: unknown mode {mode!r}; use nearest, nearest-exact, linear, bilinear, trilinear, bicubic "
+                "or area"
+            )
+        if align_corners is not None and (mode.startswith("nearest") or mode == "area"):
+            raise ValueError(
+                f"interpolate: align_corners can only be set with the linear and bicubic modes, not {mode!r}"
+            )
         nsp = self.ndim - 2
         if nsp < 1:
             raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
+        if mode in ("bicubic", "area") and not dtypes.is_float(self.dtype):
+            raise TypeError(f"interpolate: mode {mode!r} needs a float input, not {self.dtype} (cast it first)")
+        if mode == "bicubic" and nsp != 2:
+            raise ShapeError(f"interpolate: mode 'bicubic' needs a 4-d input (N, C, H, W), got shape {self.shape}")
         if (size is None) == (scale_factor is None):
             raise ArgumentError("interpolate: give exactly one of size and scale_factor")
         ratios: list[float | None] = [None] * nsp
@@ -759,6 +774,8 @@ class LinalgMixin:
             size = [int(math.floor(L * f)) for L, f in zip(self.shape[2:], scales, strict=True)]
             ratios = [1 / f for f in scales]
         out_size = _positive_n(size, nsp, "size", "interpolate")
+        if mode == "area":
+            return self._adaptive_pool(tuple(out_size), "interpolate")
         # an integer image stays one: each axis (the last first) resized, then rounded half up (as PyTorch for uint8)
         as_int = not mode.startswith("nearest") and not dtypes.is_float(self.dtype)
         x = self if mode.startswith("nearest") or as_int else self._float()
@@ -780,7 +797,11 @@ class LinalgMixin:
             if align_corners:
                 src = pos * ((L - 1) / (O - 1)) if O > 1 else np.zeros(O)
             else:
-                src = np.maximum((pos + 0.5) * ratio - 0.5, 0.0)
+                src = (pos + 0.5) * ratio - 0.5
+            if mode == "bicubic":
+                x = _cubic_along(x, ax, src, L)
+                continue
+            src = np.maximum(src, 0.0)
             lo = np.minimum(np.floor(src).astype(np.int64), L - 1)
             hi = np.minimum(lo + 1, L - 1)
             xf = x._float()
@@ -811,6 +832,31 @@ class LinalgMixin:
         shape = picked.shape
         wide = picked.unsqueeze(axis + 1)._broadcast_to(shape[: axis + 1] + (repeat,) + shape[axis + 1 :])
         return wide.reshape(shape[:axis] + (count * repeat,) + shape[axis + 1 :])
+
+
+def _cubic_along(x: Tensor, axis: int, src: np.ndarray, L: int) -> Tensor:
+    """`x` resampled along `axis` at the positions `src` by cubic convolution (Keys, a = -0.75, as PyTorch's
+    bicubic): four taps around each position, indices past the border clamped to it."""
+    a = -0.75
+    base = np.floor(src)
+    t = src - base
+
+    def near(d: np.ndarray) -> np.ndarray:  # the kernel for |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d: np.ndarray) -> np.ndarray:  # for 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    # the weights of the taps at distances 1 + t, t, 1 - t and 2 - t
+    weights = (far(1 + t), near(t), near(1 - t), far(2 - t))
+    shape = tuple(len(src) if i == axis else 1 for i in range(x.ndim))
+    out = None
+    for k, w in zip((-1, 0, 1, 2), weights, strict=True):
+        idx = np.clip(base.astype(np.int64) + k, 0, L - 1)
+        tap = x._take(axis, idx) * Tensor(w.astype(np.float32), device=x.device).cast(x.dtype).reshape(shape)
+        out = tap if out is None else out + tap
+    assert out is not None
+    return out
 
 
 def _repeated_progression(idx: np.ndarray) -> tuple[int, int, int, int] | None:

@@ -323,7 +323,8 @@ class MathMixin:
         >>> Tensor([3]).square().tolist()
         [9]
         """
-        return self * self
+        # (a bool squares as a number, as PyTorch's pow(2): True * True would stay a bool)
+        return self.pow(2) if dtypes.is_bool(self.dtype) else self * self
 
     def clip(self, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
         """Clamp to [min_, max_] (either may be None); torch's keyword names min= and max= work too (clamp is the
@@ -561,7 +562,8 @@ class MathMixin:
         x = self._float()
         huge = x > 1e10
         t = huge.where(0, x - 1)
-        near = (t + (2 * t + t * t).sqrt()).log1p()
+        # (t * t overflows to inf far below -1: the domain is checked, not left to the sqrt)
+        near = (t < 0).where(math.nan, (t + (2 * t + t * t).sqrt()).log1p())
         derivative = ((x - 1) * (x + 1)).rsqrt()
         return _with_derivative(huge.where(huge.where(x, 1).log() + math.log(2), near), x, derivative)
 

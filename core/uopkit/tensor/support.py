@@ -101,7 +101,19 @@ def _normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...] | None
 
 
 def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
+    if isinstance(x, np.ndarray):
+        x = x.tolist()
     if not isinstance(x, (list, tuple)):
+        if isinstance(x, np.generic):
+            return [x.item()], ()
+        if hasattr(x, "numel") and hasattr(x, "item"):
+            # a tensor inside a list is one number, as in torch.tensor([t, 2.0]); more would be a stack
+            if x.numel() != 1:
+                raise ValueError(
+                    f"Tensor(list): an element is a tensor of shape {tuple(x.shape)}; only one-element tensors can "
+                    "be numbers in a list (use Tensor.stack to join tensors)"
+                )
+            return [x.item()], ()
         return [x], ()
     if len(x) == 0:
         return [], (0,)

@@ -1149,3 +1149,16 @@ def pretty_print(u: UOp, max_nodes: int = 200) -> str:
 
 def promote(*xs: UOp) -> DType:
     return least_upper_dtype(*(x.dtype for x in xs))
+
+
+def is_one_hot_reduce(red: UOp) -> bool:
+    """A sum (or max) over one axis of a select whose condition reads an IOTA: the form indexing, gather and
+    embeddings take, which the lowerer turns into one load at the index (the scheduler doesn't split such a reduce
+    and the heuristic doesn't tile it)."""
+    src = red.src[0]
+    return (
+        len(red.arg[1]) == 1
+        and red.arg[0] in (Ops.ADD, Ops.MAX)
+        and src.op is Ops.WHERE
+        and any(u.op is Ops.IOTA for u in src.src[0].toposort())
+    )

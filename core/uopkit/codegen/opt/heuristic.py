@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 
-from uopkit.codegen.lowerer import is_one_hot_reduce
 from uopkit.codegen.opt import MAX_LANES, KernelPlan, Opt, OptOps, initial_plan
 from uopkit.codegen.opt.analysis import divisor as _divisor
 from uopkit.codegen.opt.analysis import load_axes, memory_strides, reduce_folds_away
 from uopkit.codegen.opt.analysis import try_opt as _try
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import Renderer
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import Ops, UOp, is_one_hot_reduce
 
 # rows of a sum over a strided axis read at once (see `hand_coded_opts`)
 ROWS_IN_FLIGHT = 4
