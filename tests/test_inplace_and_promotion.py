@@ -530,3 +530,44 @@ def test_bool_square_is_a_number_and_lists_hold_one_element_tensors():
     assert Tensor([np.array([1, 2]), np.array([3, 4])]).shape == (2, 2)
     with pytest.raises(ValueError, match="only one-element tensors can be numbers in a list"):
         Tensor([Tensor([1.0, 2.0]), Tensor([3.0, 4.0])])
+
+
+def test_torch_forms_found_by_tinygrads_op_tests():
+    F = torch.nn.functional
+    x = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+    # negative padding: reflect and replicate pad the whole axis, then crop; circular crops first (as torch)
+    for mode, pads in (
+        ("reflect", (-1, 2, 2, -1)),
+        ("reflect", (3, -3, 0, -3)),
+        ("replicate", (3, -5, 1, -4)),
+        ("circular", (-2, 3, -1, 1)),
+        ("constant", (3, -5, 1, -4)),
+    ):
+        np.testing.assert_array_equal(
+            Tensor(x).pad(pads, mode=mode).numpy(), F.pad(torch.tensor(x), pads, mode=mode).numpy()
+        )
+    # a tuple inside an index is a sequence of indices, as a list
+    y = np.arange(2 * 5 * 6, dtype=np.float32).reshape(2, 5, 6)
+    for index in (((1, 0, -1),), (((0,),),), (slice(None), (1, 1))):
+        np.testing.assert_array_equal(Tensor(y)[index].numpy(), torch.tensor(y)[index].numpy())
+    # an empty target's gradient is empty zeros, though cat drops it
+    a, b = Tensor.zeros(4, 0, 3, requires_grad=True), Tensor.ones(4, 1, 3, requires_grad=True)
+    ga, gb = a.cat(b, dim=1).sum().gradient(a, b)
+    assert ga.shape == (4, 0, 3) and gb.tolist() == np.ones((4, 1, 3)).tolist()
+    # a 0-d tensor's running ops take axis 0 and -1 only
+    for name in ("cumsum", "cumprod", "cummax", "logcumsumexp"):
+        with pytest.raises(IndexError):
+            getattr(Tensor(1.0), name)(1)
+    # torch.stack's form: after the sequence, only the dim
+    with pytest.raises(TypeError, match="after a sequence of tensors comes the dim"):
+        Tensor.stack((Tensor([1, 2]), Tensor([3, 4])), Tensor([5, 6]))
+    # bad argument values are RuntimeErrors too, as torch's; bitwise ops of floats as well
+    for bad in (
+        lambda: Tensor([1.0]).div(Tensor([2.0]), rounding_mode="typo"),
+        lambda: Tensor([1.0]).pad((1, 1), mode="typo"),
+        lambda: Tensor.meshgrid(Tensor([1]), Tensor([2]), indexing="bad"),
+        lambda: Tensor.ones(4).bitwise_and(Tensor.ones(4)),
+        lambda: Tensor.ones(4).bitwise_not(),
+    ):
+        with pytest.raises(RuntimeError):
+            bad()

@@ -19,6 +19,7 @@ from uopkit.dtype import (
 from uopkit.engine.realize import buffers, capturing
 from uopkit.helpers import prod
 from uopkit.tensor.support import (
+    ArgumentError,
     ShapeError,
     _as_shape,
     _canonical_device,
@@ -151,7 +152,7 @@ class CreationMixin:
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange: step must not be zero")
+            raise ArgumentError("arange: step must not be zero")
         n = max(math.ceil((stop - start) / step), 0)
         dtype = to_dtype(kwargs.pop("dtype", dtypes.from_py([start, stop, step])))
         last = start + (n - 1) * step
@@ -175,7 +176,7 @@ class CreationMixin:
         [0.0, 0.25, 0.5, 0.75, 1.0]
         """
         if steps < 0:
-            raise ValueError(f"linspace: steps must be >= 0, got {steps}")
+            raise ArgumentError(f"linspace: steps must be >= 0, got {steps}")
         dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
         values = np.linspace(start, stop, steps, dtype=np.float64)
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
@@ -286,13 +287,15 @@ class CreationMixin:
             bounds, shape = shape[:-1], tuple(shape[-1])
             low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
         if high <= low:
-            raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+            raise ArgumentError(f"randint: high ({high}) must be greater than low ({low})")
         dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
         if not dtypes.is_int(dtype):
             raise TypeError(f"randint: dtype must be an integer dtype, got {dtype}")
         if not dtypes.min(dtype) <= low or high - 1 > dtypes.max(dtype):
             # (numpy's astype would wrap the draws into the dtype)
-            raise ValueError(f"randint: [{low}, {high}) doesn't fit {dtype}; pass a wider dtype (dtype=dtypes.int64)")
+            raise ArgumentError(
+                f"randint: [{low}, {high}) doesn't fit {dtype}; pass a wider dtype (dtype=dtypes.int64)"
+            )
         size, np_dtype = _shape_args(shape), to_numpy_dtype(dtype)
         return _random_tensor(lambda rng: rng.integers(low, high, size, dtype=np.int64).astype(np_dtype), **kwargs)
 
@@ -305,7 +308,7 @@ class CreationMixin:
         [0, 1, 2, 3]
         """
         if n < 0:
-            raise ValueError(f"randperm: n must be >= 0, got {n}")
+            raise ArgumentError(f"randperm: n must be >= 0, got {n}")
         perm = _random_tensor(lambda rng: rng.permutation(n).astype(np.int64), device=device, **kwargs)
         return perm.cast(to_dtype(dtype))
 
@@ -321,9 +324,9 @@ class CreationMixin:
             raise ShapeError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
         n_cat = self.shape[-1]
         if num_samples <= 0:
-            raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+            raise ArgumentError(f"multinomial: num_samples must be positive, got {num_samples}")
         if not replacement and num_samples > n_cat:
-            raise ValueError(
+            raise ArgumentError(
                 f"multinomial: can't draw {num_samples} samples from {n_cat} categories without replacement"
             )
         if capturing:
@@ -334,10 +337,10 @@ class CreationMixin:
             )
         w = self.float().numpy().astype(np.float64).reshape(-1, n_cat)
         if np.isnan(w).any() or np.isinf(w).any() or (w < 0).any():
-            raise ValueError("multinomial: weights must be finite and non-negative")
+            raise ArgumentError("multinomial: weights must be finite and non-negative")
         totals = w.sum(-1, keepdims=True)
         if (totals == 0).any():
-            raise ValueError("multinomial: every row of weights needs a positive sum")
+            raise ArgumentError("multinomial: every row of weights needs a positive sum")
         rng = Tensor._rng()
         if replacement:
             # inverse CDF: the first category whose cumulative weight exceeds a uniform draw

@@ -19,6 +19,8 @@ from uopkit.dtype import (
     to_numpy_dtype,
 )
 from uopkit.tensor.support import (
+    ArgumentError,
+    DTypeError,
     ShapeError,
     _broadcast_shape,
     _cast_py,
@@ -260,7 +262,7 @@ class ElementwiseMixin:
             else:
                 raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
         if x.device != y.device:
-            raise ValueError(f"{op}: operands are on different devices ({x.device} and {y.device})")
+            raise ArgumentError(f"{op}: operands are on different devices ({x.device} and {y.device})")
         if reverse:
             x, y = y, x
         if x.dtype is not y.dtype:
@@ -377,7 +379,7 @@ class ElementwiseMixin:
         [3, -4]
         """
         if rounding_mode not in (None, "trunc", "floor"):
-            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+            raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         if _scaled_in_float32(self, x):
             return self.float().div(x, reverse, rounding_mode).cast(self.dtype)
         a, b = self._broadcasted(x, reverse, "div")
@@ -421,7 +423,7 @@ class ElementwiseMixin:
         """
         a, b = self._broadcasted(x, reverse, "idiv")
         if not dtypes.is_int(a.dtype):
-            raise TypeError(f"idiv needs integer tensors, got {a.dtype}")
+            raise DTypeError(f"idiv needs integer tensors, got {a.dtype}")
         return a._alu(Ops.IDIV, b)
 
     def mod(self, x: Any, reverse: bool = False) -> Tensor:
@@ -612,7 +614,7 @@ class ElementwiseMixin:
     def _bitwise(self, op: Ops, x: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(x, reverse, op.name.lower())
         if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):
-            raise TypeError(f"{op.name.lower()}: bitwise ops need integer or bool tensors, got {a.dtype}")
+            raise DTypeError(f"{op.name.lower()}: bitwise ops need integer or bool tensors, got {a.dtype}")
         return a._alu(op, b)
 
     def bitwise_and(self, x: Any) -> Tensor:
@@ -638,7 +640,7 @@ class ElementwiseMixin:
         [-1]
         """
         if not (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
-            raise TypeError(f"bitwise_not: needs an integer or bool tensor, got {self.dtype}")
+            raise DTypeError(f"bitwise_not: needs an integer or bool tensor, got {self.dtype}")
         if self.dtype == dtypes.bool:
             return self.logical_not()
         # every bit set: -1, or the largest value of an unsigned dtype
@@ -675,7 +677,7 @@ class ElementwiseMixin:
             x = bits
         a, b = self._broadcasted(x, reverse, name)
         if not dtypes.is_int(a.dtype):
-            raise TypeError(f"{name}: needs integer tensors, got {a.dtype}")
+            raise DTypeError(f"{name}: needs integer tensors, got {a.dtype}")
         bits = a.dtype.itemsize * 8
         # C leaves a shift by the width or more (or a negative one) undefined: torch gives every bit shifted out
         out_of_range = (b >= bits) if dtypes.is_unsigned(b.dtype) else (b < 0) | (b >= bits)
@@ -803,7 +805,9 @@ class ElementwiseMixin:
         """
         tests = test_elements if isinstance(test_elements, Tensor) else Tensor(test_elements, device=self.device)
         if tests.device != self.device:
-            raise ValueError(f"isin: elements are on {self.device}, test_elements on {tests.device}; use .to() first")
+            raise ArgumentError(
+                f"isin: elements are on {self.device}, test_elements on {tests.device}; use .to() first"
+            )
         found = (self.unsqueeze(-1) == tests.reshape(*((1,) * self.ndim), -1)).any(-1)
         return found.logical_not() if invert else found
 

@@ -88,7 +88,9 @@ def _same_size_target(x: Tensor, target: object, op: str) -> None:
     # and a (N, 1) target would silently be an (N, N) loss)
     shape = getattr(target, "shape", None)
     if shape is not None and tuple(shape) != x.shape:
-        raise ValueError(f"{op}: the target's shape {tuple(shape)} differs from the input's {x.shape}; make them equal")
+        raise ArgumentError(
+            f"{op}: the target's shape {tuple(shape)} differs from the input's {x.shape}; make them equal"
+        )
 
 
 class FunctionalMixin:
@@ -164,7 +166,7 @@ class FunctionalMixin:
         if p == "fro":
             p = 2.0
         if isinstance(p, str):
-            raise ValueError(f"norm: p must be a number or 'fro', got {p!r} (matrix norms aren't supported)")
+            raise ArgumentError(f"norm: p must be a number or 'fro', got {p!r} (matrix norms aren't supported)")
         if not dtypes.is_float(self.dtype):
             raise TypeError(f"norm: needs a floating-point tensor, got {self.dtype}; cast with .float()")
         axes = self._axes(dim, "norm") if self.ndim else ()
@@ -206,7 +208,7 @@ class FunctionalMixin:
         if p == 0:
             return (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
         if p < 0:
-            raise ValueError(f"{op}: p must be >= 0 or +-inf, got {p}")
+            raise ArgumentError(f"{op}: p must be >= 0 or +-inf, got {p}")
         value = a.square().sum(axis, keepdim=True).sqrt() if p == 2 else a.pow(p).sum(axis, keepdim=True).pow(1 / p)
         norm = value.detach()
         if p == 1:
@@ -225,7 +227,7 @@ class FunctionalMixin:
             return self.sum()
         if reduction == "mean":
             return self.mean()
-        raise ValueError(f"{op}: reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
+        raise ArgumentError(f"{op}: reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
 
     def cross_entropy(
         self,
@@ -242,7 +244,7 @@ class FunctionalMixin:
         0.69315
         """
         if not 0.0 <= label_smoothing <= 1.0:
-            raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+            raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
         if self.ndim < 1:
             raise ShapeError(f"cross_entropy: logits need a class axis, got shape {self.shape}")
         axis = 1 if self.ndim >= 2 else 0
@@ -272,7 +274,7 @@ class FunctionalMixin:
             if Y.shape != self.shape:
                 raise ShapeError(f"cross_entropy: probability targets {Y.shape} must match logits {self.shape}")
             if ignore_index != -100:
-                raise ValueError("cross_entropy: ignore_index applies to class-index targets, not probabilities")
+                raise ArgumentError("cross_entropy: ignore_index applies to class-index targets, not probabilities")
             target = Y * (1 - label_smoothing) + label_smoothing / C
             return (-(wlogp * target).sum(axis))._loss_reduce(reduction, "cross_entropy")
         valid = Y != ignore_index
@@ -473,7 +475,7 @@ class FunctionalMixin:
         0.30685
         """
         if reduction not in ("none", "sum", "mean", "batchmean"):
-            raise ValueError(f"kl_div: reduction must be 'none', 'sum', 'mean' or 'batchmean', got {reduction!r}")
+            raise ArgumentError(f"kl_div: reduction must be 'none', 'sum', 'mean' or 'batchmean', got {reduction!r}")
         x, t = self._broadcasted(target, op="kl_div")
         if not dtypes.is_float(x.dtype):
             raise TypeError(f"kl_div: needs floating-point input and target, both are {x.dtype}; cast with .float()")
@@ -538,7 +540,7 @@ class FunctionalMixin:
         [1.0, 1.0, 1.0]
         """
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+            raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
         if not Tensor.training or p == 0:
             return self
         if p == 1:
@@ -595,7 +597,7 @@ class FunctionalMixin:
         L, S = self.shape[-2], key.shape[-2]
         if is_causal:
             if attn_mask is not None:
-                raise ValueError("scaled_dot_product_attention: pass attn_mask or is_causal, not both")
+                raise ArgumentError("scaled_dot_product_attention: pass attn_mask or is_causal, not both")
             attn_mask = Tensor.ones(L, S, dtype=dtypes.bool, device=self.device).tril(0)
         if attn_mask is not None:
             qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask

@@ -13,7 +13,9 @@ from uopkit.dtype import (
     dtypes,
 )
 from uopkit.schedule import computed_from, forget_source, live_tensors
+from uopkit.tensor import segments
 from uopkit.tensor.support import (
+    ArgumentError,
     ShapeError,
     _broadcast_shape,
     _check_values_in,
@@ -29,6 +31,9 @@ from uopkit.uop.ops import GroupOp, Ops, UOp
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
+
+# sorted entries x values from which searchsorted halves its way down each row instead of counting the whole row
+SEARCH_BY_HALVING = 1 << 24
 
 # module constants for assign (every optimizer step assigns each parameter): on Python 3.11 every `Ops.X` is a lookup
 # through EnumType's slow __getattr__ hook
@@ -121,7 +126,7 @@ class IndexingMixin:
         items = list(index) if isinstance(index, tuple) else [index]
         out: list[Any] = []
         for i in items:
-            if isinstance(i, (list, np.ndarray, Tensor)):
+            if isinstance(i, (list, tuple, np.ndarray, Tensor)):
                 arr = i if isinstance(i, Tensor) else np.asarray(i)
                 if isinstance(arr, np.ndarray) and arr.size == 0 and arr.dtype == np.float64:
                     # an empty list selects nothing (numpy would make it float)
@@ -268,10 +273,12 @@ class IndexingMixin:
         nb, nr, m = len(bshape), len(rest), len(axes)
         x = self.permute(rest + axes).reshape((1,) * nb + rest_shape + sizes)
         mask: Tensor | None = None
+        picks = []
         for k, (a, idx) in enumerate(tensors):
             n = self.shape[a]
             idx = idx.cast(dtypes.int32) if idx.dtype.itemsize < 4 else idx
             idx = (idx < 0).where(idx + n, idx)._broadcast_to(bshape)
+            picks.append(idx)
             ar = Tensor.arange(n, device=self.device, dtype=idx.dtype)
             one_hot = idx.reshape(bshape + (1,) * (nr + m)) == ar.reshape((1,) * (nb + nr) + _with((1,) * m, k, n))
             mask = one_hot if mask is None else mask & one_hot
@@ -279,6 +286,8 @@ class IndexingMixin:
         full = bshape + rest_shape + sizes
         picked = mask._broadcast_to(full).where(x._broadcast_to(full), Tensor(0, device=self.device, dtype=self.dtype))
         out = picked._reduce(Ops.ADD if self.dtype != dtypes.bool else Ops.MAX, tuple(range(nb + nr, nb + nr + m)))
+        if dtypes.is_float(self.dtype) and math.prod(full) >= segments.SCATTER_BY_SORTING:
+            _pick_gradient_by_sorting(out, x, picks, bshape, rest_shape, sizes)
         if axes == list(range(axes[0], axes[0] + m)) and axes[0] > 0:
             # adjacent indexed axes: the broadcast index dims take their place
             p = axes[0]
@@ -343,6 +352,10 @@ class IndexingMixin:
             value._broadcast_to(positions.shape)  # (still checks that the value fits)
             return self
         vals = value.cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
+        if self.numel() * positions.numel() >= segments.SCATTER_BY_SORTING:
+            flat = self.reshape(1, -1)
+            out, _ = segments.scatter_rows(flat, positions.reshape(1, -1), vals.reshape(1, -1), "replace", False)
+            return out.reshape(self.shape)
         hit = positions.reshape(-1, 1) == Tensor.arange(self.numel(), device=self.device).reshape(1, -1)
         # a position indexed more than once takes the last write (as PyTorch's CPU), not the sum of the writes
         writer = Tensor.arange(1, positions.numel() + 1, device=self.device).reshape(-1, 1)
@@ -383,13 +396,17 @@ class IndexingMixin:
     def _gather_checked(self, dim: int, index: Tensor) -> Tensor:
         # gather with indices known to be in range (no read-back of their bounds)
         n = self.shape[dim]
-        x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
+        region = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
         # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
-        x = x._move_to_end(dim).unsqueeze(dim)._broadcast_to(index.shape + (n,))
+        x = region._move_to_end(dim).unsqueeze(dim)._broadcast_to(index.shape + (n,))
         hit = index._one_hot_along(n)
-        return hit.where(x, Tensor(0, device=self.device, dtype=self.dtype))._reduce(_sum_op(self.dtype), -1)
+        out = hit.where(x, Tensor(0, device=self.device, dtype=self.dtype))._reduce(_sum_op(self.dtype), -1)
+        if dtypes.is_float(self.dtype) and math.prod(hit.shape) >= segments.SCATTER_BY_SORTING:
+            _gather_gradient_by_sorting(out, region, dim, index)
+        return out
 
-    def _scatter_parts(self, dim: int, index: Tensor, src: Any, op: str) -> tuple[int, Tensor, Tensor]:
+    def _scatter_inputs(self, dim: int, index: Tensor, src: Any, op: str) -> tuple[int, Tensor]:
+        # (dim normalized, src as a tensor of index's shape in self's dtype), the arguments checked
         dim = _normalize_axis(dim, self.ndim, op, self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
             raise TypeError(f"{op}: index must be an integer tensor")
@@ -404,6 +421,34 @@ class IndexingMixin:
             src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
         else:
             src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+        return dim, src
+
+    def _scatter_by_sorting(
+        self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool
+    ) -> Tensor | None:
+        """The scatter through sorted segments (tensor/segments.py) where its one-hot mask would be large, else
+        None. Rows are index's positions off `dim`: self's region there is scattered, the rest kept."""
+        n, m = self.shape[dim], index.shape[dim]
+        rows = math.prod(index.shape) // m if m else 0
+        if rows * n * m < segments.SCATTER_BY_SORTING:
+            return None
+        region = self.shrink(tuple((0, n) if d == dim else (0, i) for d, i in enumerate(index.shape)))
+        moved = region._move_to_end(dim)
+        out, _ = segments.scatter_rows(
+            moved.reshape(rows, n),
+            index._move_to_end(dim).reshape(rows, m),
+            src._move_to_end(dim).reshape(rows, m),
+            reduce,
+            include_self,
+        )
+        out = out.reshape(moved.shape)._move_from_end(dim)
+        if region.shape == self.shape:
+            return out
+        pads = tuple((0, s - r) for s, r in zip(self.shape, region.shape, strict=True))
+        inside = Tensor.full(region.shape, True, dtype=dtypes.bool, device=self.device).pad(pads)
+        return inside.where(out.pad(pads), self)
+
+    def _one_hot_writes(self, dim: int, index: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
         n = self.shape[dim]
         # hit[..., p, ..., i] : index position i (along dim, moved last) writes target position p (at dim)
         hit = index._one_hot_along(n).transpose(dim, -1)
@@ -412,9 +457,7 @@ class IndexingMixin:
         pads = tuple(
             (0, 0) if d == dim else (0, s - i) for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True))
         )
-        hit = hit.pad(pads + ((0, 0),))
-        vals = vals.pad(pads + ((0, 0),))
-        return dim, hit, vals
+        return hit.pad(pads + ((0, 0),)), vals.pad(pads + ((0, 0),))
 
     def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
         """A copy of self with self[index[i][j]][j] = src[i][j] (dim 0), as torch.scatter; `reduce` "add" or
@@ -425,10 +468,13 @@ class IndexingMixin:
         [6.0, 0.0, 5.0]
         """
         if reduce not in (None, "add", "multiply"):
-            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+            raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
         if reduce is not None:
             return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
-        _, hit, vals = self._scatter_parts(dim, index, src, "scatter")
+        dim, src = self._scatter_inputs(dim, index, src, "scatter")
+        if (sorted_form := self._scatter_by_sorting(dim, index, src, "replace", False)) is not None:
+            return sorted_form
+        hit, vals = self._one_hot_writes(dim, index, src)
         # of the writes to one position, keep the one with the highest position along `dim` in index
         k = hit.shape[-1]
         order = Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape((1,) * (hit.ndim - 1) + (k,))
@@ -487,8 +533,13 @@ class IndexingMixin:
         [6.0, 5.0]
         """
         if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-            raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
-        _, hit, vals = self._scatter_parts(dim, index, src, "scatter_reduce")
+            raise ArgumentError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+        dim, src = self._scatter_inputs(dim, index, src, "scatter_reduce")
+        if reduce in ("sum", "mean"):
+            sorted_form = self._scatter_by_sorting(dim, index, src, reduce, include_self)
+            if sorted_form is not None:
+                return sorted_form
+        hit, vals = self._one_hot_writes(dim, index, src)
         any_hit = hit.any(-1)
         dt = self.dtype
         if reduce in ("sum", "mean"):
@@ -539,7 +590,7 @@ class IndexingMixin:
         """
         if side is not None:
             if side not in ("left", "right"):
-                raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+                raise ArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
             right = side == "right"
         if not isinstance(values, Tensor):
             values = Tensor(values, device=self.device, dtype=self.dtype)
@@ -549,14 +600,35 @@ class IndexingMixin:
             raise ShapeError(
                 f"searchsorted: values {values.shape} must match the sorted sequence {self.shape} but for the last axis"
             )
-        # how many of the row's entries sort before each value; a NaN value goes after the whole row, as torch's (a NaN
-        # in the sequence counts as after every value: torch's binary search puts it where its path happens to lead)
+        m = self.shape[-1]
+        if m * values.numel() >= SEARCH_BY_HALVING:
+            # a binary search, PyTorch's step for step: log2(m) gathers instead of m compares per value
+            if self.ndim == 1:
+                found = segments.binary_search(self.reshape(1, m), values.reshape(1, -1), right)
+            else:
+                found = segments.binary_search(self.reshape(-1, m), values.reshape(-1, values.shape[-1]), right)
+            return found.reshape(values.shape)
+        # how many of the row's entries sort before each value, counted (a NaN value goes past them all, as PyTorch's
+        # search)
         seq = self.unsqueeze(-2) if self.ndim > 1 else self.reshape((1,) * values.ndim + self.shape)
         v = values.unsqueeze(-1)
-        before = (seq <= v) if right else (seq < v)
-        if dtypes.is_float(values.dtype):
-            before = before | v.isnan()
-        return before.cast(dtypes.int32).sum(-1)
+        after = (seq > v) if right else (seq >= v)
+        if not dtypes.is_float(self.dtype):
+            before = after.logical_not() | v.isnan() if dtypes.is_float(values.dtype) else after.logical_not()
+            return before.cast(dtypes.int32).sum(-1)
+        # a row sorted as torch.sort leaves it ends in its NaNs, which PyTorch's search takes as "go right": it
+        # answers the count a of numbers before the value, unless its probes reach the NaNs first, and then m. While
+        # every probe goes right it probes a fixed spine of positions (for m); the first spine probe at or past a
+        # settles it: a number there (< the count b of numbers) means a, a NaN means m
+        # (a NaN entry is never "after" the value: counted with the numbers before it, then taken off)
+        nans = (self if self.ndim > 1 else self.reshape((1,) * (values.ndim - 1) + (m,))).isnan().cast(dtypes.int32)
+        nans = nans.sum(-1, keepdim=True) if values.ndim else nans.sum()
+        a = after.logical_not().cast(dtypes.int32).sum(-1) - nans
+        b = m - nans
+        first_probe: Tensor | int = m
+        for p in reversed(_search_spine(m)):
+            first_probe = (a <= p).where(p, first_probe)
+        return (first_probe < b).where(a, m)
 
     def bucketize(self, boundaries: Tensor, right: bool = False) -> Tensor:
         """For each element, the index of its bucket among the sorted 1-D `boundaries`, as torch.bucketize: i with
@@ -709,7 +781,7 @@ class IndexingMixin:
         if x.dtype != self.dtype:
             raise TypeError(f"assign: value dtype {x.dtype} doesn't match target dtype {self.dtype}; cast it first")
         if x.device != self.device:
-            raise ValueError(f"assign: value is on {x.device}, target on {self.device}; use .to() first")
+            raise ArgumentError(f"assign: value is on {x.device}, target on {self.device}; use .to() first")
         if self.numel() == 0:
             # nothing to write (a STORE of an empty view would make a kernel with an empty loop); found by the fuzzer
             return self
@@ -719,7 +791,65 @@ class IndexingMixin:
             self.realize()
             target = _storage_uop(self.uop)
         if any(n.op in _EXPAND_OR_PAD for n in target.movement_chain()):
-            raise ValueError("assign: can't write through an expanded or padded view (elements would alias)")
+            raise ArgumentError("assign: can't write through an expanded or padded view (elements would alias)")
         store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
         live_tensors.set_uop(self, UOp(Ops.BITCAST, self.dtype, (store,)) if self.dtype == dtypes.bfloat16 else store)
         return self
+
+
+def _search_spine(m: int) -> list[int]:
+    """The positions PyTorch's binary search over m entries probes while every probe sends it right (ascending)."""
+    spine, lo = [], 0
+    while lo < m:
+        mid = lo + ((m - lo) >> 1)
+        spine.append(mid)
+        lo = mid + 1
+    return spine
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the gradient of a large pick: its one-hot form's own gradient would compare every target with every index (a 1e5
+# pick of 1e6 values: seconds); given directly, it is a scatter-add by sorting (tensor/segments.py)
+
+
+def _gather_gradient_by_sorting(out: Tensor, region: Tensor, dim: int, index: Tensor) -> None:
+    # out = region.gather(dim, index) (region cut to index's extents off dim): each out element's gradient adds into
+    # the region element it was taken from
+    from uopkit.gradient import set_gradient
+
+    n, m = region.shape[dim], index.shape[dim]
+    rows = math.prod(index.shape) // m
+    keys = index.detach()._move_to_end(dim).reshape(rows, m)
+    moved_shape = region._move_to_end(dim).shape
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        grad = Tensor(g)._move_to_end(dim).reshape(rows, m)
+        zeros = Tensor.zeros(rows, n, device=grad.device, dtype=grad.dtype)
+        total, _ = segments.scatter_rows(zeros, keys, grad, "sum", True)
+        return (total.reshape(moved_shape)._move_from_end(dim).uop,)
+
+    set_gradient(out.uop, (region.uop,), rule)
+
+
+def _pick_gradient_by_sorting(
+    out: Tensor, x: Tensor, picks: list[Tensor], bshape: tuple[int, ...], rest: tuple[int, ...], sizes: tuple[int, ...]
+) -> None:
+    # out (bshape + rest) = x (1.. + rest + sizes) at the picked positions of its last axes: each picked row (the
+    # rest axes ride along as features) gets the gradient of every out row that took it
+    from uopkit.gradient import set_gradient
+
+    b, r, total = math.prod(bshape), math.prod(rest), math.prod(sizes)
+    flat = picks[0]
+    for idx, size in zip(picks[1:], sizes[1:], strict=True):
+        flat = flat * size + idx
+    keys = flat.detach().reshape(1, b)
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        grad = Tensor(g).reshape(1, b, r)
+        zeros = Tensor.zeros(1, total, r, device=grad.device, dtype=grad.dtype)
+        rows, _ = segments.scatter_rows(zeros, keys, grad, "sum", True)
+        m = len(sizes)
+        placed = rows.reshape(sizes + rest).permute(tuple(range(m, m + len(rest))) + tuple(range(m)))
+        return (placed.reshape(x.shape).uop,)
+
+    set_gradient(out.uop, (x.uop,), rule)

@@ -214,7 +214,7 @@ class LinalgMixin:
         if not p >= 0:
             raise ArgumentError(f"cdist: p must be >= 0 (or inf), got {p}")
         if compute_mode not in _CDIST_MODES:
-            raise ValueError(f"cdist: compute_mode must be one of {', '.join(_CDIST_MODES)}, got {compute_mode!r}")
+            raise ArgumentError(f"cdist: compute_mode must be one of {', '.join(_CDIST_MODES)}, got {compute_mode!r}")
         _broadcast_shape(self.shape[:-2], x2.shape[:-2], "cdist")
         diff = self.unsqueeze(-2) - x2.unsqueeze(-3)
         axis = diff.ndim - 1
@@ -408,13 +408,13 @@ class LinalgMixin:
         )
         p_, op_ = _tuple_n(padding, nd, "padding"), _tuple_n(output_padding, nd, "output_padding")
         if any(v < 0 for v in p_ + op_):
-            raise ValueError(
+            raise ArgumentError(
                 "conv_transpose2d: padding and output_padding must not be negative, "
                 f"got {padding!r} and {output_padding!r}"
             )
         if any(o >= max(s, d) for o, s, d in zip(op_, s_, d_, strict=True)):
             # (it would only add rows no input reaches; torch refuses it too)
-            raise ValueError(
+            raise ArgumentError(
                 f"conv_transpose2d: output_padding {output_padding!r} must be smaller than the stride {stride!r} or "
                 f"the dilation {dilation!r}"
             )
@@ -542,7 +542,7 @@ class LinalgMixin:
         for L, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads, strict=True):
             if 2 * max(pb, pa) > d * (k - 1) + 1:
                 # a window could then cover only padding (PyTorch refuses it too)
-                raise ValueError(
+                raise ArgumentError(
                     f"{op}: padding {padding} is more than half the kernel {k_} (dilation {d_}); "
                     "pad at most half the (dilated) kernel size"
                 )
@@ -650,7 +650,7 @@ class LinalgMixin:
         total = x.pad(full)._pool(k_, s_, d_, gradient_by_taps=True).sum(tuple(range(-n, 0)))
         if divisor_override is not None:
             if isinstance(divisor_override, bool) or not isinstance(divisor_override, int) or divisor_override <= 0:
-                raise ValueError(f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}")
+                raise ArgumentError(f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}")
             count: Tensor | int = divisor_override
         else:
             # how many elements each window averages: the input, the explicit padding if counted, never the ceil
@@ -745,12 +745,12 @@ class LinalgMixin:
         [[[1.0, 1.0, 2.0, 2.0]]]
         """
         if mode not in ("linear", "bilinear", "trilinear", "bicubic", "nearest", "nearest-exact", "area"):
-            raise ValueError(
+            raise ArgumentError(
                 f"interpolate: unknown mode {mode!r}; use nearest, nearest-exact, linear, bilinear, trilinear, bicubic "
                 "or area"
             )
         if align_corners is not None and (mode.startswith("nearest") or mode == "area"):
-            raise ValueError(
+            raise ArgumentError(
                 f"interpolate: align_corners can only be set with the linear and bicubic modes, not {mode!r}"
             )
         nsp = self.ndim - 2

@@ -403,7 +403,7 @@ class MathMixin:
                 return self.reciprocal().pow(-x)
             if x < 0 and isinstance(x, int) and not dtypes.is_float(self.dtype):
                 # the answer is not an integer (torch refuses too); a tensor of exponents gives truncated results
-                raise ValueError(
+                raise ArgumentError(
                     f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {x}); "
                     "cast to a float dtype first"
                 )
@@ -670,7 +670,7 @@ class MathMixin:
         [0.0]
         """
         if approximate not in ("tanh", "none"):
-            raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+            raise ArgumentError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
         x = self._float()
         if approximate == "none":
             return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())

@@ -47,13 +47,16 @@ def _tensors_and_dim(first: Any, args: tuple, dim: int | None, op: str) -> tuple
     # the tensors of a.cat(b, c), Tensor.cat(a, b) or torch's Tensor.cat([a, b], dim): a trailing int is the dim
     tensors = [first] if isinstance(first, Tensor) else list(first)
     rest = list(args)
+    if not isinstance(first, Tensor) and rest and not isinstance(rest[-1], (int, np.integer)):
+        # torch's form: a sequence of tensors, then at most the dim
+        raise TypeError(f"{op}: after a sequence of tensors comes the dim (an int), got {type(rest[-1]).__name__}")
     if rest and isinstance(rest[-1], (int, np.integer)) and not isinstance(rest[-1], bool):
         if dim is not None:
             raise TypeError(f"{op}: dim given twice ({rest[-1]} and dim={dim})")
         dim = int(rest.pop())
     tensors += list(rest[0]) if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else rest
     if not tensors:
-        raise ValueError(f"{op}: needs at least one tensor")
+        raise ArgumentError(f"{op}: needs at least one tensor")
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expects tensors, got {type(t).__name__}")
@@ -199,7 +202,7 @@ class MovementMixin:
             # tinygrad's positional form pad(padding, value)
             mode, value = "constant", mode
         if mode not in ("constant", "reflect", "replicate", "circular"):
-            raise ValueError(f"pad: unknown mode {mode!r}; use constant, reflect, replicate or circular")
+            raise ArgumentError(f"pad: unknown mode {mode!r}; use constant, reflect, replicate or circular")
         if padding and isinstance(padding[0], (int, np.integer)):
             flat = [int(p) for p in padding]  # type: ignore[arg-type]
             if len(flat) % 2 or len(flat) // 2 > self.ndim:
@@ -210,11 +213,14 @@ class MovementMixin:
         if len(pads) != self.ndim:
             raise ShapeError(f"pad: {len(pads)} (before, after) pairs for a tensor of shape {self.shape}")
         if any(b < 0 or a < 0 for b, a in pads):
-            # negative padding crops, first (in every mode, as PyTorch: a reflection is of the cropped values)
-            crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pads, self.shape, strict=True))
+            # negative padding crops: a circular pad wraps the cropped values (crop first), a reflection or a
+            # replication is of the whole axis, its far side then cropped (pad first), as PyTorch's
+            grown = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+            x = self if mode == "circular" else self.pad(grown, mode=mode, value=value)
+            crop = tuple((max(-b, 0), s - max(-a, 0)) for (b, a), s in zip(pads, x.shape, strict=True))
             if any(e < b for b, e in crop):
                 raise ShapeError(f"pad: negative padding {pads} crops more than shape {self.shape} holds")
-            return self.shrink(crop).pad(tuple((max(b, 0), max(a, 0)) for b, a in pads), mode=mode, value=value)
+            return x.shrink(crop).pad(grown, mode=mode) if mode == "circular" else x.shrink(crop)
         if mode != "constant":
             return self._pad_mode(pads, mode)
         if all(b == 0 and a == 0 for b, a in pads):
@@ -593,7 +599,7 @@ class MovementMixin:
         [[1, 1, 1], [2, 2, 2]]
         """
         if indexing not in ("ij", "xy"):
-            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+            raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
         first = [self] if isinstance(self, Tensor) else list(self)
         tensors = first + (list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args))
         if any(t.ndim > 1 for t in tensors):
@@ -617,7 +623,7 @@ class MovementMixin:
         n = self.shape[dim]
         if isinstance(sizes, (int, np.integer)):
             if sizes <= 0:
-                raise ValueError(f"split: size must be positive, got {sizes}")
+                raise ArgumentError(f"split: size must be positive, got {sizes}")
             sizes = [min(int(sizes), n - i) for i in range(0, n, int(sizes))] or [0]
         if sum(sizes) != n:
             raise ShapeError(f"split: sizes {list(sizes)} don't add up to {n} (axis {dim} of {self.shape})")
@@ -634,7 +640,7 @@ class MovementMixin:
         [[0, 1], [2, 3], [4, 5]]
         """
         if chunks <= 0:
-            raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+            raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
         dim = _normalize_axis(dim, self.ndim, "chunk", self.shape, scalar=False)
         return self.split(max(math.ceil(self.shape[dim] / chunks), 1), dim)
 

@@ -610,9 +610,9 @@ class ReduceMixin:
     # ---- cumulative ops: a window of every prefix (pad + pool), reduced; long axes go in two levels
 
     def _cumalu(self, axis: int, op: Ops, name: str) -> Tensor:
+        axis = _normalize_axis(axis, self.ndim, name, self.shape)
         if self.ndim == 0:
             return self
-        axis = _normalize_axis(axis, self.ndim, name, self.shape)
         n = self.shape[axis]
         if n <= 1:
             return self
@@ -699,9 +699,9 @@ class ReduceMixin:
     def _cum_index(self, values: Tensor, axis: int) -> Tensor:
         # the last position j <= i where self reached the running extreme (self[j] == values[j]): positions of those
         # hits, -1 elsewhere, carried forward by a running max
+        axis = _normalize_axis(axis, self.ndim, "cummax", self.shape)
         if self.ndim == 0:
             return Tensor(0, device=self.device, dtype=dtypes.int32)
-        axis = _normalize_axis(axis, self.ndim, "cummax", self.shape)
         n = self.shape[axis]
         hit = self == values
         if dtypes.is_float(self.dtype):
@@ -718,9 +718,9 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "logcumsumexp")
         x = self._float()
+        axis = _normalize_axis(axis, x.ndim, "logcumsumexp", x.shape)
         if x.ndim == 0:
             return x
-        axis = _normalize_axis(axis, x.ndim, "logcumsumexp", x.shape)
         n = x.shape[axis]
         if n == 0:
             return x

@@ -75,6 +75,10 @@ class ArgumentError(ValueError, RuntimeError):
     """An argument an op can't take (PyTorch raises RuntimeError there): caught as either."""
 
 
+class DTypeError(TypeError, RuntimeError):
+    """An op a dtype doesn't have (bitwise ops of floats; PyTorch raises NotImplementedError, a RuntimeError)."""
+
+
 class EmptyReduceError(ValueError, IndexError, RuntimeError):
     """A max/min/argmax over an empty axis: PyTorch raises IndexError (RuntimeError without an axis)."""
 
@@ -109,7 +113,7 @@ def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
         if hasattr(x, "numel") and hasattr(x, "item"):
             # a tensor inside a list is one number, as in torch.tensor([t, 2.0]); more would be a stack
             if x.numel() != 1:
-                raise ValueError(
+                raise ArgumentError(
                     f"Tensor(list): an element is a tensor of shape {tuple(x.shape)}; only one-element tensors can "
                     "be numbers in a list (use Tensor.stack to join tensors)"
                 )
@@ -120,7 +124,7 @@ def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
     parts = [_flatten_list(v) for v in x]
     shapes = {p[1] for p in parts}
     if len(shapes) != 1:
-        raise ValueError(f"ragged nested list: sub-lists have shapes {sorted(shapes)}")
+        raise ArgumentError(f"ragged nested list: sub-lists have shapes {sorted(shapes)}")
     return [v for p in parts for v in p[0]], (len(x), *parts[0][1])
 
 
@@ -358,7 +362,7 @@ def _positive_n(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int
     """_tuple_n for a size, step or count that must be at least 1 (0 would divide by zero further on)."""
     t = _tuple_n(x, n, what)
     if any(v <= 0 for v in t):
-        raise ValueError(f"{op}: {what} must be positive, got {x!r}")
+        raise ArgumentError(f"{op}: {what} must be positive, got {x!r}")
     return t
 
 
@@ -368,7 +372,7 @@ def _conv_pads(
     """(before, after) per spatial axis from an int, one int per axis, 2 per axis (last axis first), or a string."""
     pads = _conv_pads_any(padding, n, ks, dilation, op)
     if any(v < 0 for pair in pads for v in pair):
-        raise ValueError(f"{op}: padding must not be negative, got {padding!r}")
+        raise ArgumentError(f"{op}: padding must not be negative, got {padding!r}")
     return pads
 
 
@@ -381,7 +385,7 @@ def _conv_pads_any(
         if padding == "same":
             total = [d * (k - 1) for k, d in zip(ks, dilation, strict=True)]
             return tuple((t // 2, t - t // 2) for t in total)
-        raise ValueError(f"{op}: padding must be an int, a sequence, 'valid' or 'same', got {padding!r}")
+        raise ArgumentError(f"{op}: padding must be an int, a sequence, 'valid' or 'same', got {padding!r}")
     if isinstance(padding, (int, np.integer)):
         return ((int(padding), int(padding)),) * n
     p = [int(v) for v in padding]
@@ -440,7 +444,7 @@ def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor, *more: tuple[
     inputs = (x.uop, *(x_i.uop for x_i, _ in more))
     derivatives = (derivative.uop, *(d_i.uop for _, d_i in more))
     if value.uop in inputs:
-        raise ValueError("_with_derivative: the value must be computed from its inputs, not be one of them")
+        raise ArgumentError("_with_derivative: the value must be computed from its inputs, not be one of them")
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
         return tuple((g * d.cast(g.dtype)) if w else None for d, w in zip(derivatives, wanted, strict=True))

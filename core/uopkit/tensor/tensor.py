@@ -31,6 +31,7 @@ from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import movement as _movement_module
 from uopkit.tensor import reduce as _reduce_module
+from uopkit.tensor import segments as _segments_module
 from uopkit.tensor import support
 from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
@@ -41,6 +42,7 @@ from uopkit.tensor.math import MathMixin
 from uopkit.tensor.movement import MovementMixin
 from uopkit.tensor.reduce import ReduceMixin
 from uopkit.tensor.support import (
+    ArgumentError,
     ShapeError,
     _bits_tensor,
     _canonical_device,
@@ -221,7 +223,7 @@ class Tensor(
 
     def item(self) -> Any:
         if self.numel() != 1:
-            raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+            raise ArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
     def data(self) -> memoryview:
@@ -266,10 +268,14 @@ class Tensor(
         keys = [_gradient_key(t) for t in targets]
         root = unrealized_graph(self.uop, set(keys), rebuilt=carry_gradient_rule)
         grads = compute_gradient(root, root_grad.uop, set(keys))
-        missing = [t.shape for t, k in zip(targets, keys, strict=True) if k not in grads]
+        # (an empty target has its empty gradient whether or not an op kept it: cat drops empty parts)
+        missing = [t.shape for t, k in zip(targets, keys, strict=True) if k not in grads and t.numel()]
         if missing:
             raise RuntimeError(f"gradient: targets of shapes {missing} are not used to compute this tensor")
-        return [Tensor(grads[k]).cast(t.dtype) for t, k in zip(targets, keys, strict=True)]
+        return [
+            Tensor(grads[k]).cast(t.dtype) if k in grads else Tensor.zeros(t.shape, device=t.device, dtype=t.dtype)
+            for t, k in zip(targets, keys, strict=True)
+        ]
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Add the gradient of this tensor into `.grad` of every tensor with `requires_grad` it depends on.
@@ -345,6 +351,7 @@ for _module in (
     _creation_module,
     _movement_module,
     _indexing_module,
+    _segments_module,
     _elementwise_module,
     _math_module,
     _reduce_module,
