@@ -568,6 +568,21 @@ def test_torch_forms_found_by_tinygrads_op_tests():
         lambda: Tensor.meshgrid(Tensor([1]), Tensor([2]), indexing="bad"),
         lambda: Tensor.ones(4).bitwise_and(Tensor.ones(4)),
         lambda: Tensor.ones(4).bitwise_not(),
+        lambda: Tensor.linspace(5, 10, 3, dtype="bool"),
     ):
         with pytest.raises(RuntimeError):
             bad()
+
+
+def test_repeat_interleave_takes_a_tensor_of_repeats_as_torch():
+    x = np.arange(6).reshape(2, 3)
+    for repeats, dim in (([1, 0, 2], 1), ([2, 1], 0), ([2], None), ([0, 0, 0, 1, 2, 0], None)):
+        ours = Tensor(x).repeat_interleave(Tensor(repeats), dim)
+        assert ours.tolist() == torch.tensor(x).repeat_interleave(torch.tensor(repeats), dim).tolist()
+    w = Tensor(np.ones((4, 3), np.float32), requires_grad=True)
+    w.repeat_interleave(Tensor([1, 0, 2, 3]), 0).sum().backward()
+    assert w.grad.numpy()[:, 0].tolist() == [1.0, 0.0, 2.0, 3.0]
+    with pytest.raises(ShapeError, match="3 repeats for axis 0 of size 2"):
+        Tensor(x).repeat_interleave(Tensor([1, 2, 3]), 0)
+    with pytest.raises(ValueError, match="must be non-negative"):
+        Tensor(x).repeat_interleave(Tensor([1, -1]), 0)

@@ -161,3 +161,49 @@ def test_searchsorted_follows_torchs_search_through_nans(monkeypatch, halving):
         np.testing.assert_array_equal(
             ours, torch.searchsorted(torch.tensor(rows), torch.tensor(row_values), side="right").numpy()
         )
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_extremes_share_their_gradient_among_ties_as_torch(form, reduce, include_self):
+    # small integers: many ties; a NaN in each input (it wins, and its target's gradient is NaN, as torch's)
+    rng = np.random.default_rng(11)
+    for with_nan in (False, True):
+        base = rng.integers(-3, 3, (4, 6, 5)).astype(np.float32)
+        src = rng.integers(-3, 3, (3, 9, 4)).astype(np.float32)
+        index, weight = rng.integers(0, 6, (3, 9, 4)), rng.standard_normal((4, 6, 5)).astype(np.float32)
+        if with_nan:
+            base[0, 0, 0] = src[1, 1, 1] = np.nan
+        a, b = Tensor(base, requires_grad=True), Tensor(src, requires_grad=True)
+        c, d = torch.tensor(base, requires_grad=True), torch.tensor(src, requires_grad=True)
+        out = a.scatter_reduce(1, Tensor(index), b, reduce, include_self=include_self)
+        ref = c.scatter_reduce(1, torch.tensor(index), d, reduce, include_self=include_self)
+        _same(out, ref)
+        (out * Tensor(weight)).sum().backward()
+        (ref * torch.tensor(weight)).sum().backward()
+        _same(a.grad, c.grad, 1e-5)
+        _same(b.grad, d.grad, 1e-5)
+
+
+def test_isin_and_bincount_agree_with_torch(form):
+    rng = np.random.default_rng(12)
+    values, tests = rng.integers(0, 20, (4, 7)).astype(np.float32), rng.integers(5, 30, 13).astype(np.float32)
+    values[0, 0] = tests[3] = np.nan  # NaN equals nothing
+    for invert in (False, True):
+        ours = Tensor(values).isin(Tensor(tests), invert=invert).numpy()
+        np.testing.assert_array_equal(
+            ours, torch.isin(torch.tensor(values), torch.tensor(tests), invert=invert).numpy()
+        )
+    # mixed dtypes compare in their common one
+    ints = rng.integers(0, 10, 9)
+    np.testing.assert_array_equal(Tensor(ints).isin(Tensor([2.5, 3.0, 7.0])).numpy(), np.isin(ints, [3, 7]))
+    counted, weights = rng.integers(0, 12, 40), rng.standard_normal(40).astype(np.float32)
+    assert (
+        Tensor(counted).bincount(minlength=15).tolist() == torch.bincount(torch.tensor(counted), minlength=15).tolist()
+    )
+    np.testing.assert_allclose(
+        Tensor(counted).bincount(Tensor(weights)).numpy(),
+        torch.bincount(torch.tensor(counted), torch.tensor(weights)).numpy(),
+        rtol=1e-6,
+        atol=1e-6,
+    )

@@ -963,3 +963,17 @@ def test_dropout_of_one_and_batchnorm_of_one_value_per_channel_as_torch():
         np.testing.assert_allclose(ours.running_mean.numpy(), ref.running_mean.numpy(), atol=1e-6)
     finally:
         Tensor.training = False
+
+
+def test_uint8_bilinear_as_torchs_fixed_point_kernel():
+    # PyTorch resizes uint8 images with 16-bit fixed-point weights, width first: the same bits here
+    rng = np.random.default_rng(0)
+    for trial in range(24):
+        h, w = (int(v) for v in rng.integers(2, 12, 2))
+        x = rng.integers(0, 256, (1, 2, h, w)).astype(np.uint8)
+        kw = dict(scale_factor=1.5) if trial % 6 == 0 else dict(size=tuple(int(v) for v in rng.integers(1, 15, 2)))
+        align = bool(trial % 2)
+        ours = Tensor(x).interpolate(mode="bilinear", align_corners=align, **kw)
+        theirs = F.interpolate(torch.tensor(x), mode="bilinear", align_corners=align, **kw)
+        assert ours.dtype == dtypes.uint8
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

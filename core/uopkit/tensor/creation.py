@@ -20,6 +20,7 @@ from uopkit.engine.realize import buffers, capturing
 from uopkit.helpers import prod
 from uopkit.tensor.support import (
     ArgumentError,
+    DTypeError,
     ShapeError,
     _as_shape,
     _canonical_device,
@@ -178,6 +179,8 @@ class CreationMixin:
         if steps < 0:
             raise ArgumentError(f"linspace: steps must be >= 0, got {steps}")
         dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        if dtype == dtypes.bool:
+            raise DTypeError("linspace: no bool linspace (as PyTorch); build the values in a number dtype and cast")
         values = np.linspace(start, stop, steps, dtype=np.float64)
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
 

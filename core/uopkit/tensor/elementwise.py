@@ -18,6 +18,7 @@ from uopkit.dtype import (
     to_dtype,
     to_numpy_dtype,
 )
+from uopkit.tensor import segments
 from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
@@ -798,7 +799,8 @@ class ElementwiseMixin:
     def isin(self, test_elements: Any, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
         """Where an element equals one of `test_elements` (a tensor of any shape, a list or a number), compared in
         their common dtype (NaN equals nothing), as torch.isin; `invert` negates it. Each element is compared with
-        every test element (`assume_unique`, a hint for torch's sorting, changes nothing).
+        every test element, or where that is a lot, the tests are sorted and searched (`assume_unique`, a hint for
+        torch's sorting, changes nothing).
 
         >>> Tensor([1, 2, 3, 4]).isin(Tensor([2, 4])).tolist()
         [False, True, False, True]
@@ -808,7 +810,11 @@ class ElementwiseMixin:
             raise ArgumentError(
                 f"isin: elements are on {self.device}, test_elements on {tests.device}; use .to() first"
             )
-        found = (self.unsqueeze(-1) == tests.reshape(*((1,) * self.ndim), -1)).any(-1)
+        if self.numel() * tests.numel() >= segments.SCATTER_BY_SORTING:
+            common = least_upper_dtype(self.dtype, tests.dtype)
+            found = segments.contains(tests.cast(common), self.cast(common))
+        else:
+            found = (self.unsqueeze(-1) == tests.reshape(*((1,) * self.ndim), -1)).any(-1)
         return found.logical_not() if invert else found
 
     # ---- Python operators

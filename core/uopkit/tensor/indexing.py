@@ -535,7 +535,10 @@ class IndexingMixin:
         if reduce not in ("sum", "prod", "mean", "amax", "amin"):
             raise ArgumentError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
         dim, src = self._scatter_inputs(dim, index, src, "scatter_reduce")
-        if reduce in ("sum", "mean"):
+        if reduce in ("amax", "amin"):
+            extreme = self._scatter_extreme(dim, index, src, reduce, include_self)
+            return _with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
+        if reduce != "prod":
             sorted_form = self._scatter_by_sorting(dim, index, src, reduce, include_self)
             if sorted_form is not None:
                 return sorted_form
@@ -551,17 +554,23 @@ class IndexingMixin:
                 total, count = total + self, count + 1
             mean = total.div(count.cast(dt), rounding_mode="floor" if not dtypes.is_float(dt) else None)
             return any_hit.where(mean.cast(dt), self)
-        if reduce == "prod":
-            total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
-            return self * total if include_self else any_hit.where(total, self)
-        inv = reduce == "amin"
+        total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
+        return self * total if include_self else any_hit.where(total, self)
+
+    def _scatter_extreme(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
+        # scatter_reduce amax or amin, by sorting where large, else one-hot
+        sorted_form = self._scatter_by_sorting(dim, index, src, reduce, include_self)
+        if sorted_form is not None:
+            return sorted_form
+        hit, vals = self._one_hot_writes(dim, index, src)
+        dt, inv = self.dtype, reduce == "amin"
         v = vals._inverse() if inv else vals
         low = Tensor(dtypes.min(dt), device=self.device, dtype=dt)
         best = hit.where(v, low)._reduce(Ops.MAX, -1)
         best = best._inverse() if inv else best
         if include_self:
             best = best.minimum(self) if inv else best.maximum(self)
-        return any_hit.where(best, self)
+        return hit.any(-1).where(best, self)
 
     def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: float = 1) -> Tensor:
         """A copy of self with alpha * source's slice i (along dim) added to self's slice index[i], repeated indices
@@ -853,3 +862,33 @@ def _pick_gradient_by_sorting(
         return (placed.reshape(x.shape).uop,)
 
     set_gradient(out.uop, (x.uop,), rule)
+
+
+def _with_extreme_gradient(
+    result: Tensor, base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool
+) -> Tensor:
+    """`result` (base.scatter_reduce(dim, index, src, "amax" or "amin")) with PyTorch's gradient: shared equally by
+    every value equal to the result at its target, base's own value counted among them even without include_self
+    (whose base gets none where written), as PyTorch's formula has it."""
+    if not dtypes.is_float(result.dtype):
+        return result
+    from uopkit.gradient import set_gradient
+
+    old, writes, at = base.detach(), src.detach(), index.detach()
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+        # (the result computed again from the inputs: the rule must not hold the node it is the gradient of)
+        out = old._scatter_extreme(dim, at, writes, reduce, include_self)
+        grad = Tensor(g)
+        own = (old == out).cast(grad.dtype)
+        ties = (writes == out._gather_checked(dim, at)).cast(grad.dtype)
+        share = grad / own.scatter_add(dim, at, ties)
+        to_base = own * share
+        if not include_self:
+            written = Tensor.zeros(old.shape, device=old.device, dtype=dtypes.bool).scatter(dim, at, True)
+            to_base = written.where(0, to_base)
+        to_src = ties * share._gather_checked(dim, at)
+        return (to_base.uop if wanted[0] else None, to_src.uop if wanted[1] else None)
+
+    set_gradient(result.uop, (base.uop, src.uop), rule)
+    return result

@@ -776,7 +776,8 @@ class LinalgMixin:
         out_size = _positive_n(size, nsp, "size", "interpolate")
         if mode == "area":
             return self._adaptive_pool(tuple(out_size), "interpolate")
-        # an integer image stays one: each axis (the last first) resized, then rounded half up (as PyTorch for uint8)
+        # an integer image stays one: each axis (the last first) resized, then rounded (uint8 as PyTorch's: 16-bit
+        # fixed-point weights)
         as_int = not mode.startswith("nearest") and not dtypes.is_float(self.dtype)
         x = self if mode.startswith("nearest") or as_int else self._float()
         axes = list(enumerate(zip(self.shape[2:], out_size, strict=True)))
@@ -800,6 +801,9 @@ class LinalgMixin:
                 src = (pos + 0.5) * ratio - 0.5
             if mode == "bicubic":
                 x = _cubic_along(x, ax, src, L)
+                continue
+            if self.dtype == dtypes.uint8:
+                x = _uint8_linear_along(x, ax, L, O, ratio, bool(align_corners))
                 continue
             src = np.maximum(src, 0.0)
             lo = np.minimum(np.floor(src).astype(np.int64), L - 1)
@@ -832,6 +836,33 @@ class LinalgMixin:
         shape = picked.shape
         wide = picked.unsqueeze(axis + 1)._broadcast_to(shape[: axis + 1] + (repeat,) + shape[axis + 1 :])
         return wide.reshape(shape[:axis] + (count * repeat,) + shape[axis + 1 :])
+
+
+def _uint8_linear_along(x: Tensor, axis: int, L: int, O: int, ratio: float, align_corners: bool) -> Tensor:
+    """A uint8 image resized linearly along `axis` as PyTorch's uint8 kernel does: each output a sum of at most two
+    taps with weights in fixed point (as many fraction bits as keep the largest weight below 2**15), rounded half
+    up by a shift and clamped to 0..255."""
+    step = ((L - 1) / (O - 1) if O > 1 else 0.0) if align_corners else ratio
+    centers = np.arange(O) * step + 0.5 if align_corners else (np.arange(O) + 0.5) * step
+    first = np.maximum((centers - 0.5).astype(np.int64), 0)  # int() truncates: centers - 0.5 >= 0 here
+    last = np.minimum((centers + 1.5).astype(np.int64), L)
+    taps = [first, np.minimum(first + 1, L - 1)]
+    weights = [np.where(first + k < last, np.maximum(0.0, 1 - np.abs(first + k - centers + 0.5)), 0.0) for k in (0, 1)]
+    total = weights[0] + weights[1]
+    weights = [np.divide(w, total, out=np.zeros_like(w), where=total > 0) for w in weights]
+    largest = max(float(w.max()) for w in weights)
+    bits = 0
+    while bits < 21 and int(0.5 + largest * (1 << (bits + 1))) < (1 << 15):
+        bits += 1
+    shape = tuple(O if i == axis else 1 for i in range(x.ndim))
+    wide = x.cast(dtypes.int32)
+    acc = None
+    for idx, w in zip(taps, weights, strict=True):
+        fixed = Tensor(np.floor(w * (1 << bits) + 0.5).astype(np.int32), device=x.device).reshape(shape)
+        tap = wide._take(axis, idx) * fixed
+        acc = tap if acc is None else acc + tap
+    assert acc is not None
+    return ((acc + (1 << (bits - 1))) >> bits).clamp(0, 255).cast(dtypes.uint8)
 
 
 def _cubic_along(x: Tensor, axis: int, src: np.ndarray, L: int) -> Tensor:

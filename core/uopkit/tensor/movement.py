@@ -526,16 +526,34 @@ class MovementMixin:
             raise ShapeError(f"t: needs at most 2 dimensions, got shape {self.shape}; use transpose or mT")
         return self.T
 
-    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
-        """Repeat each element `repeats` times along `dim` (flattened when None).
+    def repeat_interleave(self, repeats: int | Tensor, dim: int | None = None) -> Tensor:
+        """Repeat each element `repeats` times along `dim` (flattened when None); `repeats` an int, or as torch's an
+        integer tensor of one count per element (or one count for all), read back to the host (the output's length
+        depends on it).
 
         >>> Tensor([1, 2]).repeat_interleave(2).tolist()
         [1, 1, 2, 2]
+        >>> Tensor([1, 2]).repeat_interleave(Tensor([0, 3])).tolist()
+        [2, 2, 2]
         """
-        if not isinstance(repeats, (int, np.integer)) or repeats < 0:
-            raise TypeError(f"repeat_interleave: repeats must be a non-negative int, got {repeats!r}")
         t = self.flatten() if dim is None else self
         d = 0 if dim is None else _normalize_axis(dim, t.ndim, "repeat_interleave", t.shape)
+        if isinstance(repeats, Tensor):
+            if not dtypes.is_int(repeats.dtype) or repeats.ndim > 1:
+                raise TypeError(f"repeat_interleave: repeats must be a 0-d or 1-D integer tensor, got {repeats!r}")
+            counts = repeats.numpy().reshape(-1).astype(np.int64)
+            if len(counts) == 1:
+                repeats = int(counts[0])
+            else:
+                if len(counts) != t.shape[d]:
+                    raise ShapeError(
+                        f"repeat_interleave: {len(counts)} repeats for axis {d} of size {t.shape[d]} (shape {t.shape})"
+                    )
+                if (counts < 0).any():
+                    raise ArgumentError(f"repeat_interleave: repeats must be non-negative, got {counts.min()}")
+                return t._take(d, np.repeat(np.arange(len(counts)), counts))
+        if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 0:
+            raise TypeError(f"repeat_interleave: repeats must be a non-negative int or an int tensor, got {repeats!r}")
         t = t.unsqueeze(d + 1)
         return t.expand(_with(t.shape, d + 1, int(repeats))).flatten(d, d + 1)
 

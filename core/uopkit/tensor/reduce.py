@@ -15,6 +15,7 @@ from uopkit.dtype import (
     to_dtype,
 )
 from uopkit.helpers import prod
+from uopkit.tensor import segments
 from uopkit.tensor.support import (
     _CUM_BLOCK,
     ArgumentError,
@@ -1043,10 +1044,15 @@ class ReduceMixin:
             if lowest < 0:
                 raise ArgumentError(f"bincount: the input must be non-negative, it holds {lowest}")
             size = max(size, highest + 1)
+        dt = dtypes.int32 if weights is None else dtypes.float32 if weights.dtype == dtypes.float32 else dtypes.float64
+        if size * self.numel() >= segments.SCATTER_BY_SORTING:
+            # a scatter-add (by sorting) instead of a one-hot mask of every value against every bin
+            ones = Tensor.ones(self.shape, device=self.device, dtype=dt)
+            added = ones if weights is None else weights.cast(dt)
+            return Tensor.zeros(size, device=self.device, dtype=dt).scatter_add(0, self, added)
         hit = self._one_hot_along(size)
         if weights is None:
             return hit.sum(0)
-        dt = dtypes.float32 if weights.dtype == dtypes.float32 else dtypes.float64
         return hit.where(weights.cast(dt).unsqueeze(-1), 0.0).sum(0)
 
 

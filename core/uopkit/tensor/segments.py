@@ -1,8 +1,9 @@
-"""Scatters as sorted segments: the writes sorted by target, a binary search for where each target's writes start
-and end, and a scan within each run of equal targets. Every step is a sort, a gather (one load at an index) or an
-elementwise pass, so a scatter of m writes into n targets costs about m log^2 m + n log m instead of the n * m
-compares of a one-hot mask (1e5 writes into 1e6 targets: seconds). The one-hot form stays for small scatters: one
-fused kernel, where this is a few dozen."""
+"""Scatters as sorted segments: the writes sorted by target, a halving search for where each target's writes end
+(the previous target's end is where they start), and a scan within each run of equal targets. Every step is a sort,
+a gather (one load at an index) or an elementwise pass, so a scatter of m writes into n targets costs about
+m log^2 m + n log m instead of the n * m compares of a one-hot mask (1e5 writes into 1e6 targets: seconds). The
+one-hot form stays for small scatters: one fused kernel, where this is a few dozen. Also here: PyTorch's binary
+search (searchsorted) and a sorted membership test (isin)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 # rows x targets x writes (the one-hot mask's compares) from which a scatter sorts its writes instead (~0.3 s of
-# compares on two cores; the sorted form compiles some 50 small kernels the first time)
+# compares on two cores; the sorted form compiles some 50 small kernels the first time); isin and bincount likewise
 SCATTER_BY_SORTING = 1 << 33
 
 
@@ -38,13 +39,23 @@ def binary_search(sorted_rows: Tensor, values: Tensor, right: bool) -> Tensor:
     return lo
 
 
+def contains(tests: Tensor, values: Tensor) -> Tensor:
+    """Where each of `values` equals one of `tests` (any shapes, one dtype; NaN equals nothing): the tests sorted, the
+    last one <= each value found by a halving search and compared, (n + m) log m instead of n * m compares."""
+    ordered = tests.reshape(1, -1).sort(-1)[0]
+    flat = values.reshape(1, -1)
+    count = _count_up_to(ordered, flat)
+    nearest = ordered._gather_checked(1, (count - 1).maximum(0))
+    return ((count > 0) & (nearest == flat)).reshape(values.shape)
+
+
 def _count_up_to(sorted_rows: Tensor, values: Tensor) -> Tensor:
-    """How many entries of each row of `sorted_rows` (..., m; sorted, no NaN) are <= each of `values` (..., k): a
+    """How many entries of each row of `sorted_rows` (..., m; sorted, NaNs last) are <= each of `values` (..., k): a
     search by halving strides that keeps one position (one kernel a step, where the two bounds of `binary_search`
     take three). int32."""
     m = sorted_rows.shape[-1]
     pos = Tensor.full(values.shape, 0, dtype=dtypes.int32, device=values.device)
-    stride = 1 << (m.bit_length() - 1)
+    stride = 1 << (m.bit_length() - 1) if m else 0
     while stride:
         # the entry `stride` past the count so far: still <= the value, the count moves past it
         probe = pos + stride
@@ -54,19 +65,24 @@ def _count_up_to(sorted_rows: Tensor, values: Tensor) -> Tensor:
     return pos
 
 
-def _scan_runs(keys: Tensor, vals: Tensor) -> Tensor:
-    """The running sum of `vals` along axis 1, restarting where `keys` (of vals' shape) changes (keys sorted):
-    log2(m) doubling steps, each adding the value 2^k back when it belongs to the same run (a tree within each run,
-    as accurate as a pairwise sum)."""
+def _scan_runs(keys: Tensor, vals: Tensor, combine: str = "sum") -> Tensor:
+    """The running `combine` ("sum", "amax" or "amin") of `vals` along axis 1, restarting where `keys` (of vals'
+    shape) changes (keys sorted): log2(m) doubling steps, each combining the value 2^k back when it belongs to the
+    same run (a tree within each run, as accurate as a pairwise sum)."""
     m = vals.shape[1]
     rest = ((0, 0),) * (vals.ndim - 2)
     step = 1
     while step < m:
         back_keys = keys.pad(((0, 0), (step, 0)) + rest, value=-1).shrink_to(*keys.shape)
         back_vals = vals.pad(((0, 0), (step, 0)) + rest).shrink_to(*vals.shape)
-        vals = (back_keys == keys).where(back_vals + vals, vals).contiguous()
+        both = back_vals + vals if combine == "sum" else COMBINE[combine](back_vals, vals)
+        vals = (back_keys == keys).where(both, vals).contiguous()
         step *= 2
     return vals
+
+
+# (NaN wins, as in PyTorch's scatter_reduce)
+COMBINE = {"amax": lambda a, b: a.maximum(b), "amin": lambda a, b: a.minimum(b)}
 
 
 def _spread(rows: Tensor, like: Tensor) -> Tensor:
@@ -77,10 +93,10 @@ def _spread(rows: Tensor, like: Tensor) -> Tensor:
 def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_self: bool) -> tuple[Tensor, Tensor]:
     """`base` (R, n, *F) with the writes `vals` (R, m, *F) at the targets `keys` (R, m, each in [0, n)) combined
     in, row by row (F: feature axes written whole, as an embedding's rows): reduce "replace" (the last write to a
-    target in key order wins), "sum" or "mean" (with or without base's own value, `include_self`; an integer mean
-    rounds down, as PyTorch's). Returns (result, whether each target got a write, (R, n)). Gradients: the result's is
-    given directly (each write gets the gradient at its target; a base value replaced gets none), not through the
-    sort."""
+    target in key order wins), "sum", "mean" (with or without base's own value, `include_self`; an integer mean
+    rounds down, as PyTorch's), "amax" or "amin". Returns (result, whether each target got a write, (R, n)).
+    Gradients: the result's is given directly (each write gets the gradient at its target; a base value replaced gets
+    none; amax's and amin's from scatter_reduce), not through the sort."""
     n = base.shape[1]
     keys = keys.cast(dtypes.int32) if keys.dtype != dtypes.int32 else keys
     sorted_keys, order = keys.detach().sort(-1)
@@ -96,8 +112,11 @@ def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_
     if reduce == "replace":
         out = hit_f.where(sorted_vals._gather_checked(1, last), old)
     else:
-        total = _scan_runs(_spread(sorted_keys, vals), sorted_vals)._gather_checked(1, last)
-        if reduce == "sum":
+        combine = reduce if reduce in COMBINE else "sum"
+        total = _scan_runs(_spread(sorted_keys, vals), sorted_vals, combine)._gather_checked(1, last)
+        if reduce in COMBINE:
+            out = hit_f.where(COMBINE[reduce](total, old) if include_self else total, old)
+        elif reduce == "sum":
             out = old + hit_f.where(total, 0) if include_self else hit_f.where(total, old)
         else:
             if include_self:
@@ -106,7 +125,7 @@ def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_
             divisor = _spread(count.maximum(1), base).cast(dt)
             mean = total.div(divisor, rounding_mode=None if dtypes.is_float(dt) else "floor")
             out = hit_f.where(mean.cast(dt), old)
-    _give_gradient(out, base, vals, _spread(keys, vals), hit_f, _spread(count, base) if reduce == "mean" else None,
+    _give_gradient(out, base, vals, keys, hit_f, _spread(count, base) if reduce == "mean" else None,
                    reduce, include_self)  # fmt: skip
     return out, hit
 
@@ -121,10 +140,11 @@ def _give_gradient(
     reduce: str,
     include_self: bool,
 ) -> None:
-    # (keys, hit and count spread over the feature axes)
-    if not dtypes.is_float(out.dtype):
+    # (hit and count spread over the feature axes; an amax's or amin's gradient is given by scatter_reduce, whichever
+    # form computed it)
+    if not dtypes.is_float(out.dtype) or reduce in COMBINE:
         return
-    hit, keys = hit.detach(), keys.detach()
+    keys_f, hit = _spread(keys.detach(), vals), hit.detach()
     count = count.detach() if count is not None else None
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
@@ -134,7 +154,7 @@ def _give_gradient(
             grad = grad / count.maximum(1).cast(grad.dtype)
         keeps_own = include_self and reduce != "replace"
         to_base = grad if keeps_own else hit.where(0, Tensor(g))
-        to_vals = grad._gather_checked(1, keys)
+        to_vals = grad._gather_checked(1, keys_f)
         return (to_base.uop if wanted[0] else None, to_vals.uop if wanted[1] else None)
 
     set_gradient(out.uop, (base.uop, vals.uop), rule)
