@@ -558,6 +558,11 @@ def test_torch_forms_found_by_tinygrads_op_tests():
     for name in ("cumsum", "cumprod", "cummax", "logcumsumexp"):
         with pytest.raises(IndexError):
             getattr(Tensor(1.0), name)(1)
+    # constructors' shapes: ints or one sequence of them, none negative
+    with pytest.raises(TypeError, match="a shape is ints or one sequence of ints"):
+        Tensor.kaiming_uniform((-3, 3), 3)
+    with pytest.raises(RuntimeError, match="negative dimension in shape"):
+        Tensor.rand(-1, 2)
     # torch.stack's form: after the sequence, only the dim
     with pytest.raises(TypeError, match="after a sequence of tensors comes the dim"):
         Tensor.stack((Tensor([1, 2]), Tensor([3, 4])), Tensor([5, 6]))

@@ -252,9 +252,13 @@ def _as_shape(shape: Any) -> tuple[int, ...]:
 
 
 def _shape_args(shape: tuple) -> tuple[int, ...]:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return _as_shape(shape[0])
-    return _as_shape(shape)
+    # a constructor's shape: ints, or one sequence of them (`rand(2, 3)` or `rand((2, 3))`), none negative
+    dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+        raise TypeError(f"a shape is ints or one sequence of ints, got {shape!r}")
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"negative dimension in shape {tuple(int(d) for d in dims)}")
+    return _as_shape(dims)
 
 
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[int, ...]:
