@@ -591,3 +591,32 @@ def test_repeat_interleave_takes_a_tensor_of_repeats_as_torch():
         Tensor(x).repeat_interleave(Tensor([1, 2, 3]), 0)
     with pytest.raises(ValueError, match="must be non-negative"):
         Tensor(x).repeat_interleave(Tensor([1, -1]), 0)
+
+
+def test_reductions_and_shapes_found_by_the_second_sweep():
+    # half-float norms in float32, as torch (the squares of 300 and 400 overflow float16)
+    for dt, tdt in ((dtypes.float16, torch.float16), (dtypes.bfloat16, torch.bfloat16)):
+        ours, theirs = Tensor([300.0, 400.0]).cast(dt), torch.tensor([300.0, 400.0]).to(tdt)
+        assert ours.norm().float().item() == theirs.norm().float().item() == 500.0
+        assert ours.norm(3).float().item() == theirs.norm(3).float().item()
+    # var(False): torch's unbiased; cumsum/cumprod's dtype=
+    x, t = Tensor([[1.0, 2.0, 4.0], [0.0, 3.0, 9.0]]), torch.tensor([[1.0, 2.0, 4.0], [0.0, 3.0, 9.0]])
+    assert x.var(False).item() == pytest.approx(t.var(False).item())
+    assert x.std_mean(True)[0].item() == pytest.approx(t.std(True).item())
+    assert Tensor([1, 2, 3]).cumsum(0, dtype=dtypes.float32).tolist() == [1.0, 3.0, 6.0]
+    assert Tensor([1, 2, 3]).cumprod(dim=0, dtype="float64").dtype == dtypes.float64
+    # chunks of an empty axis: `chunks` empty pieces
+    assert [c.shape for c in Tensor.zeros(2, 0).chunk(2, 1)] == [tuple(c.shape) for c in torch.zeros(2, 0).chunk(2, 1)]
+    # einsum of one operand summed is a sum (small ints and bools counted in int32, not wrapped)
+    assert Tensor.einsum("ij->", Tensor(np.full((2, 3), 200, np.uint8))).item() == 1200
+    assert Tensor.einsum("ii", Tensor.eye(3, dtype=dtypes.bool)).item() == 3
+    # reshape's None keeps a dimension (tinygrad's); clear errors for bad sizes
+    assert Tensor.ones(4, 3, 6).reshape((None, -1)).shape == (4, 18)
+    with pytest.raises(TypeError, match="a shape is ints"):
+        Tensor.ones(4, 3).reshape(4.0, 3)
+    with pytest.raises(ShapeError, match="sizes must be >= 0"):
+        Tensor.ones(2, 1).expand(2, -2)
+    with pytest.raises(ShapeError, match="-1 is ambiguous"):
+        Tensor.zeros(2, 0).unflatten(1, (0, -1))
+    with pytest.raises(NotImplementedError, match="unknown mode 'typo'"):
+        Tensor.ones(3).pad((1, 1), mode="typo")

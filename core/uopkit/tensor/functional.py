@@ -197,6 +197,7 @@ class FunctionalMixin:
             unit.append(x / _with_gradient_of((norm < eps).where(eps, norm), norm))
         return (unit[0] * unit[1]).sum(axis)
 
+    @in_float32
     def _vector_norm(self, axis: int, p: float, op: str) -> Tensor:
         """||x||_p of a float tensor along `axis` (kept, size 1), with torch's derivative (linalg.vector_norm's, and
         cdist's for finite p): sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and at x = 0 for p < 2), where

@@ -168,6 +168,9 @@ class LinalgMixin:
         assert total is not None
         total = total._broadcast_to(tuple(sizes[c] for c in letters))
         summed = tuple(i for i, c in enumerate(letters) if c not in out)
+        if len(prepared) == 1 and summed and not dtypes.is_float(out_dt):
+            # one operand summed is a sum, with sum's dtype (bools and small ints count in int32), as torch's
+            return total.sum(summed)
         return (total.sum(summed) if summed else total).cast(out_dt)
 
     def outer(self, other: Tensor) -> Tensor:

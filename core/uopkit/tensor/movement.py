@@ -18,6 +18,7 @@ from uopkit.helpers import prod
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
+    UnknownModeError,
     _as_shape,
     _canonical_device,
     _contiguous_ids,
@@ -82,12 +83,16 @@ class MovementMixin:
     # movement
 
     def reshape(self, shape: int | Sequence[int], *args: int) -> Tensor:
-        """The same values in a new shape (one dimension may be -1).
+        """The same values in a new shape (one dimension may be -1; None keeps the dimension at that position, as
+        tinygrad's).
 
         >>> Tensor.arange(6).reshape(2, -1).shape
         (2, 3)
         """
-        new = _as_shape((shape, *args) if args else shape)
+        dims = (shape, *args) if args else shape
+        if isinstance(dims, (tuple, list)) and any(type(d) is not int for d in dims):
+            dims = self._reshape_dims(dims)
+        new = _as_shape(dims)
         if new.count(-1) > 1:
             raise ShapeError(f"reshape: only one dimension can be -1, got {new}")
         if -1 in new:
@@ -179,6 +184,8 @@ class MovementMixin:
         added = len(new) - self.ndim
         if -1 in new[:added]:
             raise ShapeError(f"expand: -1 can't size a new leading dimension ({self.shape} to {new}), as torch")
+        if any(n < -1 for n in new):
+            raise ShapeError(f"expand: sizes must be >= 0 (or -1 to keep one), got {new} for shape {self.shape}")
         cur = (1,) * added + self.shape
         new = tuple(c if n == -1 else n for c, n in zip(cur, new, strict=True))
         for c, n in zip(cur, new, strict=True):
@@ -202,7 +209,7 @@ class MovementMixin:
             # tinygrad's positional form pad(padding, value)
             mode, value = "constant", mode
         if mode not in ("constant", "reflect", "replicate", "circular"):
-            raise ArgumentError(f"pad: unknown mode {mode!r}; use constant, reflect, replicate or circular")
+            raise UnknownModeError(f"pad: unknown mode {mode!r}; use constant, reflect, replicate or circular")
         if padding and isinstance(padding[0], (int, np.integer)):
             flat = [int(p) for p in padding]  # type: ignore[arg-type]
             if len(flat) % 2 or len(flat) // 2 > self.ndim:
@@ -263,6 +270,16 @@ class MovementMixin:
                     parts.append(t._slice_axis(ax, 0, a))
             t = Tensor.cat(*parts, dim=ax)
         return t
+
+    def _reshape_dims(self, dims: Sequence[Any]) -> tuple[int, ...]:
+        # reshape's dims that aren't all plain ints: None keeps the dimension at its position (tinygrad's), numpy
+        # ints are ints, anything else is refused (int(2.5) would pass as 2)
+        if any(d is None for d in dims[self.ndim :]):
+            raise ShapeError(f"reshape: None keeps a dimension, but {tuple(dims)} has none past {self.shape}")
+        dims = tuple(self.shape[i] if d is None else d for i, d in enumerate(dims))
+        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+            raise TypeError(f"reshape: a shape is ints (-1 once, None to keep a dimension), got {dims!r}")
+        return tuple(int(d) for d in dims)
 
     def _slice_axis(self, axis: int, start: int, stop: int) -> Tensor:
         return self.shrink(tuple((start, stop) if i == axis else None for i in range(self.ndim)))
@@ -380,10 +397,14 @@ class MovementMixin:
         >>> Tensor.zeros(2, 12).unflatten(1, (3, 4)).shape
         (2, 3, 4)
         """
-        dim = _normalize_axis(dim, self.ndim, "unflatten", self.shape)
+        dim = _normalize_axis(dim, self.ndim, "unflatten", self.shape, scalar=False)
         sizes = tuple(sizes)
         if sizes.count(-1) == 1:
             known = prod(s for s in sizes if s != -1)
+            if known == 0:
+                raise ShapeError(
+                    f"unflatten: -1 is ambiguous among sizes {sizes} with a zero (axis {dim} of {self.shape})"
+                )
             sizes = tuple(self.shape[dim] // known if s == -1 else s for s in sizes)
         if prod(sizes) != self.shape[dim]:
             raise ShapeError(
@@ -660,6 +681,9 @@ class MovementMixin:
         if chunks <= 0:
             raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
         dim = _normalize_axis(dim, self.ndim, "chunk", self.shape, scalar=False)
+        if self.shape[dim] == 0:
+            # (torch: `chunks` empty pieces)
+            return tuple(self for _ in range(chunks))
         return self.split(max(math.ceil(self.shape[dim] / chunks), 1), dim)
 
     def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:

@@ -280,6 +280,9 @@ class ReduceMixin:
         >>> Tensor([1.0, 2.0, 3.0, 4.0]).var().tolist()
         1.6666666269302368
         """
+        if isinstance(axis, bool):
+            # torch's var(unbiased) form: a bool is never an axis
+            axis, unbiased = None, axis
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "var")
         if unbiased is not None:
@@ -319,6 +322,8 @@ class ReduceMixin:
         unbiased: bool | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(var, mean) over `axis`."""
+        if isinstance(axis, bool):
+            axis, unbiased = None, axis
         return self.var(axis, keepdim, correction, dim=dim, unbiased=unbiased), self.mean(axis, keepdim, dim=dim)
 
     def std_mean(
@@ -331,6 +336,8 @@ class ReduceMixin:
         unbiased: bool | None = None,
     ) -> tuple[Tensor, Tensor]:
         """(std, mean) over `axis`."""
+        if isinstance(axis, bool):
+            axis, unbiased = None, axis
         return self.std(axis, keepdim, correction, dim=dim, unbiased=unbiased), self.mean(axis, keepdim, dim=dim)
 
     def argmax(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
@@ -647,28 +654,34 @@ class ReduceMixin:
         taken = pos.reshape(1, n) <= pos.reshape(n, 1)
         return taken.where(self.unsqueeze(-2).expand(self.shape[:-1] + (n, n)), identity)
 
-    def cumsum(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
-        """Running sum along `axis` (ints accumulate like sum).
+    def cumsum(self, axis: int = 0, *, dim: int | None = None, dtype: DType | str | None = None) -> Tensor:
+        """Running sum along `axis` (ints accumulate like sum; `dtype` casts the input first, as torch's).
 
         >>> Tensor([1, 2, 3]).cumsum().tolist()
         [1, 3, 6]
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cumsum")
+        if dtype is not None:
+            # torch's dtype=: the input cast first
+            return self.cast(to_dtype(dtype)).cumsum(axis)
         x = self.cast(_sum_acc_dtype(self.dtype))
         ret = x._cumalu(axis, Ops.ADD, "cumsum")
         if ret.uop is not x.uop and dtypes.is_float(x.dtype):
             _set_cumsum_gradient(ret.uop, x.uop, _normalize_axis(axis, x.ndim, "cumsum", x.shape))
         return ret.cast(self.dtype) if self.dtype in dtypes.halves else ret
 
-    def cumprod(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
-        """Running product along `axis` (ints accumulate like sum).
+    def cumprod(self, axis: int = 0, *, dim: int | None = None, dtype: DType | str | None = None) -> Tensor:
+        """Running product along `axis` (ints accumulate like sum; `dtype` casts the input first, as torch's).
 
         >>> Tensor([1, 2, 3]).cumprod().tolist()
         [1, 2, 6]
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cumprod")
+        if dtype is not None:
+            # torch's dtype=: the input cast first
+            return self.cast(to_dtype(dtype)).cumprod(axis)
         if self.dtype in dtypes.halves:
             # (each running product rounded once from float32, as PyTorch's)
             return self.cast(dtypes.float32).cumprod(axis).cast(self.dtype)

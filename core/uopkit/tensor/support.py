@@ -75,6 +75,10 @@ class ArgumentError(ValueError, RuntimeError):
     """An argument an op can't take (PyTorch raises RuntimeError there): caught as either."""
 
 
+class UnknownModeError(ArgumentError, NotImplementedError):
+    """A mode an op doesn't have (PyTorch's pad raises NotImplementedError there)."""
+
+
 class DTypeError(TypeError, RuntimeError):
     """An op a dtype doesn't have (bitwise ops of floats; PyTorch raises NotImplementedError, a RuntimeError)."""
 
