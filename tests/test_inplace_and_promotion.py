@@ -620,3 +620,5 @@ def test_reductions_and_shapes_found_by_the_second_sweep():
         Tensor.zeros(2, 0).unflatten(1, (0, -1))
     with pytest.raises(NotImplementedError, match="unknown mode 'typo'"):
         Tensor.ones(3).pad((1, 1), mode="typo")
+    with pytest.raises(RuntimeError, match="names an axis twice"):
+        Tensor.zeros(1, 3).squeeze((0, -2))

@@ -347,7 +347,10 @@ class MovementMixin:
             _normalize_axis(dim if isinstance(dim, int) else 0, 0, "squeeze", self.shape)
             return self
         dims = [dim] if isinstance(dim, (int, np.integer)) else list(dim)
-        drop = {d for d in (_normalize_axis(d, self.ndim, "squeeze", self.shape) for d in dims) if self.shape[d] == 1}
+        axes = [_normalize_axis(d, self.ndim, "squeeze", self.shape) for d in dims]
+        if len(set(axes)) != len(axes):
+            raise ArgumentError(f"squeeze: dim {tuple(dims)} names an axis twice (shape {self.shape})")
+        drop = {d for d in axes if self.shape[d] == 1}
         return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in drop))
 
     def unsqueeze(self, dim: int) -> Tensor:
