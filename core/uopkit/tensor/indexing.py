@@ -534,6 +534,10 @@ class IndexingMixin:
         """
         if reduce not in ("sum", "prod", "mean", "amax", "amin"):
             raise ArgumentError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+        if self.dtype in dtypes.halves and reduce in ("sum", "mean"):
+            # half floats summed in float32 and rounded once, as PyTorch's (a running half sum drifts by ulps)
+            wide = src.cast(self.dtype).float() if isinstance(src, Tensor) else src
+            return self.float().scatter_reduce(dim, index, wide, reduce, include_self).cast(self.dtype)
         dim, src = self._scatter_inputs(dim, index, src, "scatter_reduce")
         if reduce in ("amax", "amin"):
             extreme = self._scatter_extreme(dim, index, src, reduce, include_self)
