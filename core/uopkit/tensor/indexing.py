@@ -354,7 +354,7 @@ class IndexingMixin:
         vals = value.cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
         if self.numel() * positions.numel() >= segments.SCATTER_BY_SORTING:
             flat = self.reshape(1, -1)
-            out, _ = segments.scatter_rows(flat, positions.reshape(1, -1), vals.reshape(1, -1), "replace", False)
+            out = segments.scatter_rows(flat, positions.reshape(1, -1), vals.reshape(1, -1), "replace", False)
             return out.reshape(self.shape)
         hit = positions.reshape(-1, 1) == Tensor.arange(self.numel(), device=self.device).reshape(1, -1)
         # a position indexed more than once takes the last write (as PyTorch's CPU), not the sum of the writes
@@ -434,7 +434,7 @@ class IndexingMixin:
             return None
         region = self.shrink(tuple((0, n) if d == dim else (0, i) for d, i in enumerate(index.shape)))
         moved = region._move_to_end(dim)
-        out, _ = segments.scatter_rows(
+        out = segments.scatter_rows(
             moved.reshape(rows, n),
             index._move_to_end(dim).reshape(rows, m),
             src._move_to_end(dim).reshape(rows, m),
@@ -827,19 +827,16 @@ def _search_spine(m: int) -> list[int]:
 
 def _gather_gradient_by_sorting(out: Tensor, region: Tensor, dim: int, index: Tensor) -> None:
     # out = region.gather(dim, index) (region cut to index's extents off dim): each out element's gradient adds into
-    # the region element it was taken from
+    # the region element it was taken from, a scatter-add of the gradient (by sorting: its mask is as large)
     from uopkit.gradient import set_gradient
 
-    n, m = region.shape[dim], index.shape[dim]
-    rows = math.prod(index.shape) // m
-    keys = index.detach()._move_to_end(dim).reshape(rows, m)
-    moved_shape = region._move_to_end(dim).shape
+    at = index.detach()
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
-        grad = Tensor(g)._move_to_end(dim).reshape(rows, m)
-        zeros = Tensor.zeros(rows, n, device=grad.device, dtype=grad.dtype)
-        total, _ = segments.scatter_rows(zeros, keys, grad, "sum", True)
-        return (total.reshape(moved_shape)._move_from_end(dim).uop,)
+        zeros = Tensor.zeros(region.shape, device=region.device, dtype=g.dtype)
+        total = zeros._scatter_by_sorting(dim, at, Tensor(g), "sum", True)
+        assert total is not None
+        return (total.uop,)
 
     set_gradient(out.uop, (region.uop,), rule)
 
@@ -860,7 +857,7 @@ def _pick_gradient_by_sorting(
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
         grad = Tensor(g).reshape(1, b, r)
         zeros = Tensor.zeros(1, total, r, device=grad.device, dtype=grad.dtype)
-        rows, _ = segments.scatter_rows(zeros, keys, grad, "sum", True)
+        rows = segments.scatter_rows(zeros, keys, grad, "sum", True)
         m = len(sizes)
         placed = rows.reshape(sizes + rest).permute(tuple(range(m, m + len(rest))) + tuple(range(m)))
         return (placed.reshape(x.shape).uop,)

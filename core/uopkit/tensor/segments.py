@@ -90,11 +90,11 @@ def _spread(rows: Tensor, like: Tensor) -> Tensor:
     return rows.reshape(rows.shape + (1,) * (like.ndim - 2))._broadcast_to(rows.shape + like.shape[2:])
 
 
-def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_self: bool) -> tuple[Tensor, Tensor]:
+def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_self: bool) -> Tensor:
     """`base` (R, n, *F) with the writes `vals` (R, m, *F) at the targets `keys` (R, m, each in [0, n)) combined
     in, row by row (F: feature axes written whole, as an embedding's rows): reduce "replace" (the last write to a
     target in key order wins), "sum", "mean" (with or without base's own value, `include_self`; an integer mean
-    rounds down, as PyTorch's), "amax" or "amin". Returns (result, whether each target got a write, (R, n)).
+    rounds down, as PyTorch's), "amax" or "amin". Returns the result.
     Gradients: the result's is given directly (each write gets the gradient at its target; a base value replaced gets
     none; amax's and amin's from scatter_reduce), not through the sort."""
     n = base.shape[1]
@@ -127,7 +127,7 @@ def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_
             out = hit_f.where(mean.cast(dt), old)
     _give_gradient(out, base, vals, keys, hit_f, _spread(count, base) if reduce == "mean" else None,
                    reduce, include_self)  # fmt: skip
-    return out, hit
+    return out
 
 
 def _give_gradient(
