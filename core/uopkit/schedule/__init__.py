@@ -192,6 +192,21 @@ _MOVEMENT = GroupOp.Movement
 computed_from = WeakKeyMap()
 
 
+# buffers that one realize made several live tensors views of (two tensors whose graphs were the same hash-consed
+# node: `Tensor.zeros(3)` twice, `x + 1` twice) -> those tensors' references: a write through one of them must leave
+# the others that aren't its PyTorch views with the old contents (`Tensor.assign` gives them a copy first)
+shared_storage = WeakKeyMap()
+
+
+def _storage_base(u: UOp) -> UOp | None:
+    # the BUFFER a view of storage shows (through a bfloat16 BITCAST), or None
+    if u.op is _BITCAST:
+        u = u.src[0]
+    while u.op in _MOVEMENT:
+        u = u.src[0]
+    return u if u.op is _BUFFER else None
+
+
 def forget_source(u: UOp) -> None:
     """Drop what `u` was computed from: a write into its storage (setitem) made the remembered graph stale."""
     computed_from.pop(u)
@@ -250,9 +265,11 @@ def _remember_source(old: UOp, new: UOp) -> None:
         base = base.src[0]
     if base.op is not _STORE:
         computed_from[new] = old
+        # a bfloat16 value is its uint16 bits under a BITCAST (under the same views in both: a reshaped matmul), and
+        # what reads it reads the bits: they are followed back too (to the old bits, whose casts carry the gradient)
+        while old.op in _MOVEMENT and new.op is old.op and new.arg == old.arg:
+            old, new = old.src[0], new.src[0]
         if new.op is _BITCAST and old.op is _BITCAST and new.dtype is _BF16 and old.dtype is _BF16:
-            # a bfloat16 value is its uint16 bits under a BITCAST, and what reads it reads the bits: they are
-            # followed back too (to the old bits, whose casts carry the gradient)
             computed_from[new.src[0]] = old.src[0]
 
 
@@ -287,6 +304,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     oldest = min(changed)
     if SPEC:
         live_tensors.check()
+    landed: dict[UOp, list[Tensor]] = {}
     for t in live_tensors.changed_since(oldest):
         u = t.uop
         if u.seq < oldest or id(t) in skip:
@@ -306,6 +324,12 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
         if new is not None:
             _remember_source(computed_from.get(t.uop, t.uop), new)
             live_tensors.set_uop(t, new)
+            base = _storage_base(new)
+            if base is not None:
+                landed.setdefault(base, []).append(t)
+    for base, sharing in landed.items():
+        if len(sharing) > 1:
+            shared_storage[base] = (shared_storage.get(base) or []) + [t._live_ref for t in sharing]
 
 
 def _replace_once(root: UOp, mapping: dict[UOp, UOp], reaches: dict[UOp, bool], memo: dict[UOp, UOp]) -> UOp:
@@ -420,8 +444,11 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     candidates = [t for t in live_tensors.computed() if id(t) not in chosen]
     if not candidates:
         return none
-    reads = stored_reads([t.uop for t in candidates], targets)
-    found = [(t, m, st) for t, (m, st) in zip(candidates, reads, strict=True) if m]
+    # an assign still to run (`b.assign(a * 2)` before `a.assign(...)` runs) reads what its value reads, and it writes:
+    # run before the STORE it could undo the write's inputs, so it gets the copy, as a reader of the STORE does
+    values = [_pending_value(t.uop) for t in candidates]
+    reads = stored_reads([v if v is not None else t.uop for t, v in zip(candidates, values, strict=True)], targets)
+    found = [(t, m, st or v is not None) for t, v, (m, st) in zip(candidates, values, reads, strict=True) if m]
     if not found:
         return none
     to_realize: dict[int, Tensor] = {}
@@ -450,13 +477,37 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     }
     now = [t for t, _, st in rewire if st]
     if copies and now:
-        for t, new in zip(now, replace_reads([t.uop for t in now], copies), strict=True):
+        computed = [t for t in now if _pending_store(t.uop) is None]
+        for t, new in zip(computed, replace_reads([t.uop for t in computed], copies), strict=True):
             live_tensors.set_uop(t, new)
+        for t in now:
+            if _pending_store(t.uop) is not None:
+                live_tensors.set_uop(t, _with_value_rewired(t.uop, copies))
     # the copies are tensors of the caller's class (the schedule layer doesn't import the front end)
     tensor_type = type(tensors[0])
     copy_of = {b: tensor_type(c) for b, c in copies.items()}
     later = [t for t, _, st in rewire if not st] if copies else []
     return PendingReads(list(to_realize.values()), list(copy_of.values()), copy_of, later)
+
+
+def _pending_store(u: UOp) -> UOp | None:
+    # the STORE of an assign not yet kernelized that the graph `u` is (a bfloat16 one under its BITCAST)
+    if u.op is _BITCAST:
+        u = u.src[0]
+    return u if u.op is _STORE and not is_kernel_store(u) else None
+
+
+def _pending_value(u: UOp) -> UOp | None:
+    store = _pending_store(u)
+    return None if store is None else store.src[1]
+
+
+def _with_value_rewired(u: UOp, copies: dict[UOp, UOp]) -> UOp:
+    # the pending assign `u` with its value reading the copies instead of the buffers they copy
+    store = _pending_store(u)
+    assert store is not None
+    new = store.replace(src=(store.src[0], replace_reads([store.src[1]], copies)[0]))
+    return new if u is store else u.replace(src=(new,))
 
 
 def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:

@@ -554,6 +554,24 @@ class ElementwiseMixin:
             return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)
         return (abs(weight) < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
+    def addcmul(self, tensor1: Any, tensor2: Any, value: float = 1) -> Tensor:
+        """self + value * tensor1 * tensor2 (torch.addcmul).
+
+        >>> Tensor([1.0, 1.0]).addcmul(Tensor([1.0, 2.0]), Tensor([4.0, 4.0]), value=0.5).tolist()
+        [3.0, 5.0]
+        """
+        product = self._broadcasted(tensor1, False, "addcmul")[1] * tensor2
+        return self + (product if value == 1 else product * value)
+
+    def addcdiv(self, tensor1: Any, tensor2: Any, value: float = 1) -> Tensor:
+        """self + value * tensor1 / tensor2 (torch.addcdiv).
+
+        >>> Tensor([1.0, 1.0]).addcdiv(Tensor([1.0, 2.0]), Tensor([4.0, 4.0]), value=2).tolist()
+        [1.5, 2.0]
+        """
+        quotient = self._broadcasted(tensor1, False, "addcdiv")[1] / tensor2
+        return self + (quotient if value == 1 else quotient * value)
+
     def _cmp(self, op: Ops, x: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(x, reverse, op.name.lower())
         return a._alu(op, b)

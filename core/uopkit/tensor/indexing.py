@@ -12,13 +12,15 @@ import numpy as np
 from uopkit.dtype import (
     dtypes,
 )
-from uopkit.schedule import computed_from, forget_source, live_tensors
+from uopkit.schedule import _storage_base, computed_from, forget_source, live_tensors, shared_storage
 from uopkit.tensor import segments
 from uopkit.tensor.support import (
+    _A_COPY,
     ArgumentError,
     ShapeError,
     _broadcast_shape,
     _check_values_in,
+    _mark_view,
     _Mask,
     _normalize_axis,
     _storage_uop,
@@ -38,8 +40,9 @@ SEARCH_BY_HALVING = 1 << 24
 # module constants for assign (every optimizer step assigns each parameter): on Python 3.11 every `Ops.X` is a lookup
 # through EnumType's slow __getattr__ hook
 _BUFFER, _STORE = Ops.BUFFER, Ops.STORE
-_EXPAND_OR_PAD = frozenset({Ops.EXPAND, Ops.PAD})
 _MOVEMENT = GroupOp.Movement
+_NOT_A_VIEW = frozenset({Ops.PAD, Ops.FLIP, Ops.EXPAND})
+_VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
 
 
 def _is_storage(u: UOp) -> bool:
@@ -49,6 +52,99 @@ def _is_storage(u: UOp) -> bool:
     if base.op is Ops.BITCAST and base.dtype == dtypes.bfloat16:
         base = base.src[0].base
     return base.op is _BUFFER or base.op is _STORE
+
+
+def _writes_through(t: Tensor) -> bool:
+    # whether an in-place write into t goes into storage: t stands for storage, and is either a PyTorch view of it or
+    # the storage's own layout (a padded, flipped or expanded read of a buffer that isn't a view, `x.pad(...)`,
+    # `x.flip(0)`, is a value of its own, as PyTorch's copies)
+    if not _is_storage(t.uop) or t._view_of is _A_COPY:
+        return False
+    return t._view_of is not None or not any(n.op in _NOT_A_VIEW for n in _storage_uop(t.uop).movement_chain())
+
+
+def _views_node(u: UOp, node: UOp) -> bool:
+    # whether the graph `u` is `node` under movement ops and detaches (PyTorch's views of it)
+    while u is not node:
+        if u.op not in _VIEW_OPS:
+            return False
+        u = u.src[0]
+    return True
+
+
+def _view_root(t: Tensor) -> Tensor | None:
+    # the live tensor t is a PyTorch view of, while t's graph is still a view of that tensor's graph
+    root = t._view_of() if t._view_of is not None else None
+    return root if root is not None and _views_node(t.uop, root.uop) else None
+
+
+def _live_views(t: Tensor) -> list[Tensor]:
+    # the live PyTorch views of t whose graphs are views of t's graph (each was built, or last changed, after it)
+    ref, node = t._live_ref, t.uop
+    return [
+        v for v in live_tensors.changed_since(node.seq) if v._view_of is ref and v is not t and _views_node(v.uop, node)
+    ]
+
+
+def _give_storage(t: Tensor) -> None:
+    # t's value computed into storage, with its live views turned into views of it: realizing a graph moves every
+    # live tensor that holds its nodes, so views of a computed value follow it; a constant or a value that isn't a
+    # view of its storage gets a buffer of its own, and its views are moved by hand
+    t.realize()
+    if not (_writes_through(t) and _storage_uop(t.uop).base.op is _BUFFER):
+        _move_to_own_storage(t)
+
+
+def _move_to_own_storage(t: Tensor) -> None:
+    # t's contents copied into a buffer of its own, and its live views moved with it
+    views, node = _live_views(t), t.uop
+    own = t.contiguous().realize().uop
+    for v in views:
+        live_tensors.set_uop(v, _view_of(v.uop, node, own))
+    live_tensors.set_uop(t, own)
+    # (it owns that storage now: no longer a view, nor a copy made of views)
+    t._view_of = None
+
+
+def _same_storage(a: Tensor, b: Tensor) -> bool:
+    # whether a and b are one tensor or PyTorch views of one another (or of one base)
+    return (
+        a is b
+        or a._view_of is b._live_ref
+        or b._view_of is a._live_ref
+        or (a._view_of is not None and a._view_of is b._view_of)
+    )
+
+
+def _keep_other_sharers(t: Tensor, buffer: UOp) -> None:
+    # before a write into `buffer` through t: the tensors that hold it only because their graphs were the same node as
+    # t's when one realize computed it (not t's views) get a copy of the old contents, as separate tensors would have
+    for ref in shared_storage.pop(buffer) or []:
+        other = ref()
+        if other is not None and not _same_storage(other, t) and _storage_base(other.uop) is buffer:
+            _move_to_own_storage(other)
+
+
+def _share_storage(t: Tensor) -> None:
+    # before an in-place write into t: PyTorch's views share storage, so a lazy value t is a view of (`x[1] += 1`,
+    # `x.T[0] = 1`, `x[:, 1:].fill_(4)` with x lazy or a constant), or a lazy t with live views (`v = x[0]; x += 1`),
+    # is computed into storage first; the write then goes through it and every view sees it
+    if _writes_through(t):
+        return
+    root = _view_root(t)
+    if root is not None:
+        _give_storage(root)
+    elif _live_views(t):
+        _give_storage(t)
+
+
+def _detached_source(t: Tensor) -> Tensor | None:
+    # for `x.detach()` (PyTorch's detach shares x's storage), a tensor standing for what it detaches, to write into
+    if t.uop.op is not Ops.DETACH or t._view_of is None:
+        return None
+    source = Tensor(t.uop.src[0])
+    source._view_of = t._view_of
+    return source
 
 
 def _gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
@@ -306,7 +402,7 @@ class IndexingMixin:
         view, tensors, _ = self._basic_view(self._parse_index(index))
         for ax, idx in tensors:
             self._check_index_range(idx, view.shape[ax], ax, "getitem")
-        return view._advanced_index(tensors) if tensors else view
+        return view._advanced_index(tensors) if tensors else _mark_view(view, self)
 
     def _check_index_range(self, idx: Tensor, size: int, axis: int, op: str = "index", negative: bool = True) -> None:
         # numpy-style indexing counts negative indices from the end; gather and scatter don't (as torch)
@@ -319,11 +415,21 @@ class IndexingMixin:
         >>> t = Tensor.zeros(4); t[1:3] = 5.0; t.tolist()
         [0.0, 5.0, 5.0, 0.0]
         """
+        _share_storage(self)
+        source = _detached_source(self)
+        if source is not None:
+            source[index] = value
+            live_tensors.set_uop(self, self.uop.replace(src=(source.uop,)))
+            return
         self.realize()
         storage = _storage_uop(self.uop)
-        if storage.base.op is not Ops.BUFFER or any(n.op in (Ops.EXPAND, Ops.PAD) for n in storage.movement_chain()):
+        if (
+            not _writes_through(self)
+            or storage.base.op is not Ops.BUFFER
+            or any(n.op is Ops.EXPAND for n in storage.movement_chain())
+        ):
             # the tensor needs storage of its own to be written into
-            live_tensors.set_uop(self, self.contiguous().realize().uop)
+            _move_to_own_storage(self)
         # the graph that computed the old contents (a backward() follows it from the buffer), as the value's graph
         source = computed_from.get(self.uop)
         items = self._parse_index(index)
@@ -593,6 +699,42 @@ class IndexingMixin:
         spread = index.reshape(tuple(-1 if d == dim else 1 for d in range(self.ndim)))._broadcast_to(want)
         return self.scatter_reduce(dim, spread, source if alpha == 1 else source * alpha, "sum")
 
+    def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
+        """A copy of self with the slices `index` (along dim; negative ones count from the end) set to `value`, cast to
+        self's dtype (torch.index_fill).
+
+        >>> Tensor.zeros(2, 3).index_fill(1, Tensor([0, -1]), 5.0).tolist()
+        [[5.0, 0.0, 5.0], [5.0, 0.0, 5.0]]
+        """
+        dim = _normalize_axis(dim, max(self.ndim, 1), "index_fill", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError("index_fill: index must be a 0-d or 1-D integer tensor")
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise ShapeError(f"index_fill: the value must be a number or a 0-d tensor, got shape {value.shape}")
+        n = self.shape[dim] if self.ndim else 1
+        self._check_index_range(index, n, dim, "index_fill")
+        index = index.reshape(-1)
+        hit = ((index < 0).where(index + n, index))._one_hot_along(n).any(0)
+        hit = hit.reshape(tuple(n if d == dim else 1 for d in range(self.ndim)))
+        fill = value if isinstance(value, Tensor) else Tensor(value, device=self.device)
+        return hit.where(fill.cast(self.dtype), self)
+
+    def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
+        """A copy of self with source's slice i (along dim) written at self's slice index[i] (torch.index_copy).
+
+        >>> Tensor.zeros(3, 2).index_copy(0, Tensor([2, 0]), Tensor([[1.0, 2.0], [3.0, 4.0]])).tolist()
+        [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]]
+        """
+        dim = _normalize_axis(dim, self.ndim, "index_copy", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError("index_copy: index must be a 1-D integer tensor")
+        want = self.shape[:dim] + (index.numel(),) + self.shape[dim + 1 :]
+        if not isinstance(source, Tensor) or source.shape != want:
+            got = source.shape if isinstance(source, Tensor) else type(source).__name__
+            raise ShapeError(f"index_copy: source shape {got} should be {want} (self {self.shape}, dim {dim})")
+        spread = index.reshape(tuple(-1 if d == dim else 1 for d in range(self.ndim)))._broadcast_to(want)
+        return self.scatter(dim, spread, source.cast(self.dtype))
+
     def searchsorted(self, values: Tensor | float, right: bool = False, *, side: str | None = None) -> Tensor:
         """For each of `values`, the index at which it would be inserted into self's sorted last axis to keep it
         sorted (the first such index, the last with `right` or side="right"), as torch.searchsorted; self 1-D, or its
@@ -686,13 +828,19 @@ class IndexingMixin:
                     "tensor (as PyTorch); cast the tensor first, or build a new one (t = t op x)"
                 )
             result = result.cast(self.dtype)
-        if not (self.requires_grad or _is_storage(self.uop)):
+        _share_storage(self)
+        source = _detached_source(self)
+        if source is not None:
+            source._update_in_place(lambda value=result: value, op)
+            live_tensors.set_uop(self, self.uop.replace(src=(source.uop,)))
+            return self
+        if not (self.requires_grad or _writes_through(self)):
             live_tensors.set_uop(self, result.uop)
             return self
         # written now, as PyTorch's: the tensor's base (which this may be a view of) must see it when it is read
         history = _gradient_history(self.uop)
         value_graph = result.uop
-        self.assign(result)
+        self._store(result)
         del result
         self.realize()
         if history is not None:
@@ -750,6 +898,26 @@ class IndexingMixin:
         """self clamped to [min, max] in place (torch.Tensor.clamp_)."""
         return self._update_in_place(lambda: self.clamp(min, max), "clamp_")
 
+    def uniform_(self, low: float = 0.0, high: float = 1.0) -> Tensor:
+        """Every element drawn from U[low, high) in place (torch.Tensor.uniform_; Tensor.manual_seed seeds it)."""
+        return self._update_in_place(
+            lambda: Tensor.uniform(*self.shape, low=low, high=high, device=self.device, dtype=self.dtype), "uniform_"
+        )
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+        """Every element drawn from N(mean, std**2) in place (torch.Tensor.normal_)."""
+        return self._update_in_place(
+            lambda: Tensor.normal(*self.shape, mean=mean, std=std, device=self.device, dtype=self.dtype), "normal_"
+        )
+
+    def bernoulli_(self, p: float = 0.5) -> Tensor:
+        """Every element 1 with probability p, else 0, in place (torch.Tensor.bernoulli_)."""
+        if not 0 <= p <= 1:
+            raise ArgumentError(f"bernoulli_: p must be in [0, 1], got {p}")
+        return self._update_in_place(
+            lambda: (Tensor.rand(*self.shape, device=self.device) < p).cast(self.dtype), "bernoulli_"
+        )
+
     def fill_(self, value: Any) -> Tensor:
         """Every element set to `value` in place (torch.Tensor.fill_).
 
@@ -782,13 +950,24 @@ class IndexingMixin:
         return self._update_in_place(lambda: src._broadcast_to(shape).cast(self.dtype), "copy_")
 
     def assign(self, x: Any) -> Tensor:
-        """Write `x` into this tensor's storage: builds STORE(view of BUFFER, x), realized with the next realize.
+        """Write `x` into this tensor's storage: builds STORE(view of BUFFER, x), realized with the next realize; a
+        write through a view (`t[:3].assign(v)`) runs at once: the view is often dropped right away, and the tensor it
+        views (which doesn't hold the STORE) must show the write when it is read.
 
         >>> t = Tensor([1, 2]); t.assign(Tensor([3, 4])).realize().tolist()
         [3, 4]
         """
+        if self._store(x) and self._view_of is not None and self._view_of() is not None:
+            self.realize()
+        return self
+
+    def _store(self, x: Any) -> bool:
+        # assign's STORE, not run: whether it writes through a view (of a live tensor, which must show it)
         if not isinstance(x, Tensor):
             x = Tensor(x, device=self.device, dtype=self.dtype)
+            if x.ndim == 0:
+                # a number fills the tensor, as tinygrad's
+                x = x._broadcast_to(self.shape)
         if x.shape != self.shape:
             raise ShapeError(f"assign: value shape {x.shape} doesn't match target shape {self.shape}")
         if x.dtype != self.dtype:
@@ -797,17 +976,32 @@ class IndexingMixin:
             raise ArgumentError(f"assign: value is on {x.device}, target on {self.device}; use .to() first")
         if self.numel() == 0:
             # nothing to write (a STORE of an empty view would make a kernel with an empty loop); found by the fuzzer
-            return self
+            return False
+        _share_storage(self)
         target = _storage_uop(self.uop)
         if target.base.op is not _BUFFER:
             # an unrealized target gets a buffer of its own first
             self.realize()
             target = _storage_uop(self.uop)
-        if any(n.op in _EXPAND_OR_PAD for n in target.movement_chain()):
+        chain = target.movement_chain()
+        if target.base in shared_storage:
+            _keep_other_sharers(self, target.base)
+        if any(n.op is Ops.EXPAND for n in chain) or (self._view_of is None and any(n.op is Ops.PAD for n in chain)):
             raise ArgumentError("assign: can't write through an expanded or padded view (elements would alias)")
-        store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
+        if chain and any(n.op is Ops.PAD for n in chain):
+            # a strided slice (`x[::2]` of an odd length: padded, split and cut): each element it shows is written at
+            # its position in the buffer, found by taking the same view of the buffer's positions
+            base = chain[-1].src[0]
+            whole = Tensor(base)
+            positions = Tensor.arange(math.prod(base.shape), device=self.device).reshape(base.shape)
+            whole._store(
+                whole._overwritten_at(Tensor(_view_of(target, base, positions.uop)), Tensor(_storage_uop(x.uop)))
+            )
+            store = _view_of(target, base, whole.uop)
+        else:
+            store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
         live_tensors.set_uop(self, UOp(Ops.BITCAST, self.dtype, (store,)) if self.dtype == dtypes.bfloat16 else store)
-        return self
+        return bool(chain)
 
 
 def _search_spine(m: int) -> list[int]:
@@ -893,3 +1087,24 @@ def _with_extreme_gradient(
 
     set_gradient(result.uop, (base.uop, src.uop), rule)
     return result
+
+
+def _in_place_method(name: str) -> Callable[..., Tensor]:
+    # torch's `t.name_(...)`: `t.name(...)` written into t (`_update_in_place`)
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return self._update_in_place(lambda: getattr(self, name)(*args, **kwargs), f"{name}_")
+
+    method.__name__ = method.__qualname__ = f"{name}_"
+    method.__doc__ = f"`{name}` in place (torch.Tensor.{name}_)."
+    return method
+
+
+# PyTorch's other in-place methods, each its out-of-place method written into the tensor
+for _name in (
+    "abs", "neg", "sign", "square", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p",
+    "sin", "cos", "tan", "tanh", "sigmoid", "relu", "erf", "floor", "ceil", "round", "trunc", "nan_to_num",
+    "clamp_min", "clamp_max", "fmod", "remainder", "atan2", "copysign", "lerp", "addcmul", "addcdiv", "masked_fill",
+    "tril", "triu", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill", "index_copy",
+    "logical_not", "bitwise_not",
+):  # fmt: skip
+    setattr(IndexingMixin, f"{_name}_", _in_place_method(_name))

@@ -25,6 +25,7 @@ from uopkit.tensor.support import (
     _einsum_diagonal,
     _movement_recipe,
     _positive_n,
+    _returns_copy,
     _sum_acc_dtype,
     _tuple_n,
     _window_recipes,
@@ -731,6 +732,7 @@ class LinalgMixin:
         _set_first_max_gradient(values.uop, windows.uop, n)
         return values
 
+    @_returns_copy
     def interpolate(
         self,
         size: int | Sequence[int] | None = None,

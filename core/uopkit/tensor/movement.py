@@ -22,8 +22,10 @@ from uopkit.tensor.support import (
     _as_shape,
     _canonical_device,
     _contiguous_ids,
+    _mark_view,
     _normalize_axis,
     _reshape_uop,
+    _returns_copy,
     _with,
 )
 from uopkit.uop.ops import Ops, UOp
@@ -102,7 +104,7 @@ class MovementMixin:
             new = tuple(self.numel() // known if s == -1 else s for s in new)
         if prod(new) != self.numel() or any(s < 0 for s in new):
             raise ShapeError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {new}")
-        return self if new == self.shape else Tensor(_reshape_uop(self.uop, new))
+        return self if new == self.shape else _mark_view(Tensor(_reshape_uop(self.uop, new)), self)
 
     def view(self, *shape: Any) -> Tensor:
         """Alias of reshape; with a dtype, the same bits read as that dtype (bitcast), as torch's view(dtype).
@@ -127,7 +129,9 @@ class MovementMixin:
         norm = tuple(_normalize_axis(a, self.ndim, "permute", self.shape) for a in order)
         if sorted(norm) != list(range(self.ndim)):
             raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
-        return self if norm == tuple(range(self.ndim)) else Tensor(UOp(Ops.PERMUTE, self.dtype, (self.uop,), norm))
+        if norm == tuple(range(self.ndim)):
+            return self
+        return _mark_view(Tensor(UOp(Ops.PERMUTE, self.dtype, (self.uop,), norm)), self)
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
         """Swap two axes.
@@ -192,8 +196,9 @@ class MovementMixin:
             if c != n and c != 1:
                 raise ShapeError(f"expand: can't expand {self.shape} to {new}: size {c} is not 1 and differs from {n}")
         t = self.reshape(cur)
-        return t if new == cur else Tensor(UOp(Ops.EXPAND, self.dtype, (t.uop,), new))
+        return t if new == cur else _mark_view(Tensor(UOp(Ops.EXPAND, self.dtype, (t.uop,), new)), self)
 
+    @_returns_copy
     def pad(
         self, padding: Sequence[tuple[int, int] | None] | Sequence[int], mode: str = "constant", value: float = 0.0
     ) -> Tensor:
@@ -298,7 +303,7 @@ class MovementMixin:
                 raise ShapeError(f"shrink: bounds {bounds} don't fit in shape {self.shape}")
         if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape, strict=True)):
             return self
-        return Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
+        return _mark_view(Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)), self)
 
     def pad_to(self, shape: Any, *args: Any, value: float = 0.0) -> Tensor:
         """Pad the end of each axis with `value` up to `shape` (None keeps an axis), as tinygrad's pad_to.
@@ -415,6 +420,7 @@ class MovementMixin:
             )
         return self.reshape(self.shape[:dim] + sizes + self.shape[dim + 1 :])
 
+    @_returns_copy
     def pixel_shuffle(self, upscale_factor: int) -> Tensor:
         """(*, C r^2, H, W) -> (*, C, H r, W r) with r = `upscale_factor`: each channel's r x r block of pixels is
         taken from r^2 consecutive channels (torch.nn.functional.pixel_shuffle).
@@ -437,6 +443,7 @@ class MovementMixin:
         x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
         return x.reshape(*lead, c // (r * r), h * r, w * r)
 
+    @_returns_copy
     def pixel_unshuffle(self, downscale_factor: int) -> Tensor:
         """(*, C, H r, W r) -> (*, C r^2, H, W) with r = `downscale_factor`, pixel_shuffle's inverse
         (torch.nn.functional.pixel_unshuffle).
@@ -459,6 +466,7 @@ class MovementMixin:
         x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
         return x.reshape(*lead, c * r * r, h // r, w // r)
 
+    @_returns_copy
     def repeat(self, repeats: int | Sequence[int], *args: int) -> Tensor:
         """Tile the tensor: `repeats[i]` copies along axis i (extra leading repeats add axes), as torch.Tensor.repeat.
 
@@ -477,6 +485,7 @@ class MovementMixin:
         expanded = tuple(x for r, s in zip(reps, base.shape, strict=True) for x in (r, s))
         return base.reshape(inter).expand(expanded).reshape(tuple(r * s for r, s in zip(reps, base.shape, strict=True)))
 
+    @_returns_copy
     def tile(self, dims: int | Sequence[int], *args: int) -> Tensor:
         """repeat with missing leading repeats taken as 1 (torch.tile).
 
@@ -550,6 +559,7 @@ class MovementMixin:
             raise ShapeError(f"t: needs at most 2 dimensions, got shape {self.shape}; use transpose or mT")
         return self.T
 
+    @_returns_copy
     def repeat_interleave(self, repeats: int | Tensor, dim: int | None = None) -> Tensor:
         """Repeat each element `repeats` times along `dim` (flattened when None); `repeats` an int, or as torch's an
         integer tensor of one count per element (or one count for all), read back to the host (the output's length
@@ -620,6 +630,7 @@ class MovementMixin:
         assert out is not None
         return out
 
+    @_returns_copy
     def stack(self: Tensor | Sequence[Tensor], *args: Any, dim: int | None = None) -> Tensor:
         """Stack same-shaped tensors along a new axis `dim`: `a.stack(b)`, `Tensor.stack(a, b)` or, as torch.stack,
         `Tensor.stack([a, b], dim)`.
@@ -733,7 +744,7 @@ class MovementMixin:
             return x.reshape(*x.shape[:-2], 0)
         # in the n*n matrix flattened and padded to n*(n+1), the diagonal is column 0 of rows n+1 long
         x = x.flatten(-2).pad(((0, 0),) * (x.ndim - 2) + ((0, n),))
-        return x.reshape(*x.shape[:-1], n, n + 1)[..., 0]
+        return _mark_view(x.reshape(*x.shape[:-1], n, n + 1)[..., 0], self)
 
     def diag(self, diagonal: int = 0) -> Tensor:
         """A 1-D tensor as the `diagonal`-th diagonal of a square matrix (zeros elsewhere), or a 2-D tensor's
@@ -796,7 +807,7 @@ class MovementMixin:
         >>> Tensor([1.0]).detach().tolist()
         [1.0]
         """
-        return Tensor(UOp(_DETACH, self.dtype, (self.uop,)))
+        return _mark_view(Tensor(UOp(_DETACH, self.dtype, (self.uop,))), self)
 
     def to(self, *args: Any, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
         """This tensor on another device (a copy when the device differs) and/or cast to a dtype, as torch's

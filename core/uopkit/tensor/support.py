@@ -502,6 +502,40 @@ def _from_numpy(arr: np.ndarray, device: str, dtype: DType) -> UOp:
 _bf16_alias: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 
 
+def _mark_view(view: Tensor, of: Tensor) -> Tensor:
+    """`view` shows `of`'s contents as a PyTorch view does (reshape, permute, a slice, expand, diagonal): an in-place
+    write into either must show in the other, also while both are lazy values (`indexing._share_storage`). It
+    remembers the oldest live tensor of the chain of views, weakly: a view doesn't keep its base alive, and once the
+    base is gone no one can see the write."""
+    if view is not of:
+        root = of._view_of
+        view._view_of = root if root is not None and root() is not None else of._live_ref
+    return view
+
+
+class _Dropped:
+    pass
+
+
+# the mark of a result PyTorch copies though it is built of views here (`repeat`, `pad`, `interpolate`): a reference
+# whose object is gone at once, so it names no base
+_A_COPY = weakref.ref(_Dropped())
+
+
+def _returns_copy(method: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """For a method whose result PyTorch copies: an in-place write into the result stays in it, even where it is
+    a view of self here (and a write into self doesn't show in it: the value semantics of a lazy reader)."""
+
+    @functools.wraps(method)
+    def copying(self: Any, *args: Any, **kwargs: Any) -> Tensor:
+        out = method(self, *args, **kwargs)
+        if out is not self:
+            out._view_of = _A_COPY
+        return out
+
+    return copying
+
+
 def _storage_uop(u: UOp) -> UOp:
     """The graph of a bfloat16 value's uint16 bits (other dtypes are returned unchanged)."""
     if u.dtype != dtypes.bfloat16:

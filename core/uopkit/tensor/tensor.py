@@ -70,7 +70,9 @@ class Tensor(
 
     # _live_ref: the tensor's reference in `live_tensors` (whose `set_uop` is how its graph changes)
     # _requires_grad: behind the `requires_grad` property, which keeps `tensors_with_grad` (what backward() looks at)
-    __slots__ = ("uop", "_requires_grad", "grad", "_live_ref", "__weakref__")
+    # _view_of: for a PyTorch view (reshape, permute, slice, expand, diagonal), the reference of the oldest live tensor
+    # in its chain of views: an in-place write into one must show in the other (`support._mark_view`)
+    __slots__ = ("uop", "_requires_grad", "grad", "_live_ref", "_view_of", "__weakref__")
     training: bool = False
     _seed: int = 0
     _rng_counter: int = 0
@@ -85,6 +87,7 @@ class Tensor(
         dt = to_dtype(dtype) if dtype is not None else None
         self._requires_grad = requires_grad
         self.grad: Tensor | None = None
+        self._view_of = None
         if isinstance(data, UOp):
             self.uop = data if dt is None else Tensor(data).cast(dt).uop
         elif isinstance(data, Tensor):

@@ -1,0 +1,222 @@
+"""PyTorch's views share storage: an in-place write into a view (`x[1] += 1`, `x.T[0] = 1`, `x[:, 1:].fill_(4)`,
+`x.detach().mul_(2)`) shows in its base and the base's write in its views, also while the base is a lazy value or a
+constant; tensors that only hold the same hash-consed node (`Tensor.zeros(3)` twice) never share a write; a pending
+assign keeps reading what it was built from; and PyTorch's in-place methods (docs/semantics.md). Every case runs the
+same program on torch and on uopkit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.tensor.support import ArgumentError
+
+torch = pytest.importorskip("torch")
+
+
+def _lazy(T: Any, *shape: int) -> Any:
+    # a computed value (not stored yet) in both frameworks
+    return T.arange(float(np.prod(shape))).reshape(shape) * 1
+
+
+def _realized(T: Any, *shape: int) -> Any:
+    x = _lazy(T, *shape)
+    return x.realize() if T is Tensor else x
+
+
+def _index(T: Any, values: list[int]) -> Any:
+    return Tensor(values) if T is Tensor else torch.tensor(values)
+
+
+def _then(*results: Any) -> Any:
+    # run the writes (the leading arguments) for their effect; the last argument is what the case returns
+    return results[-1]
+
+
+CASES: dict[str, Callable[[Any], Any]] = {
+    "slice of a lazy value": lambda T: (lambda x: _then(x[1].add_(5), x))(_lazy(T, 3, 4)),
+    "iadd on a row": lambda T: (lambda x: _then(x[1].__iadd__(5), x))(_lazy(T, 3, 4)),
+    "setitem through a transpose of zeros": lambda T: (lambda x: _then(x.T.__setitem__(0, 1), x))(T.zeros(3, 4)),
+    "chained setitem on zeros": lambda T: (lambda x: _then(x[1].__setitem__(2, 9), x))(T.zeros(2, 3)),
+    "fill_ of a column slice": lambda T: (lambda x: _then(x[:, 1:].fill_(4), x))(T.zeros(2, 3)),
+    "unbind rows": lambda T: (lambda x: _then([r.mul_(i) for i, r in enumerate(x.unbind(0))], x))(_lazy(T, 3, 2)),
+    "chunk": lambda T: (lambda x: _then([c.add_(i) for i, c in enumerate(x.chunk(2, 1))], x))(_lazy(T, 2, 4)),
+    "narrow": lambda T: (lambda x: _then(x.narrow(1, 1, 2).mul_(0), x))(_lazy(T, 2, 3)),
+    "diagonal": lambda T: (lambda x: _then(x.diagonal().fill_(-5), x))(_lazy(T, 3, 3)),
+    "diagonal above, realized": lambda T: (lambda x: _then(x.diagonal(1).fill_(-5), x))(_realized(T, 3, 4)),
+    "view of a view": lambda T: (lambda x: _then(x[1][1:].add_(5), x))(_lazy(T, 3, 4)),
+    "flatten strided": lambda T: (lambda x: _then(x.flatten()[::3].fill_(-1), x))(_lazy(T, 2, 3)),
+    "odd strided slice, lazy": lambda T: (lambda x: _then(x[::2].add_(10), x))(_lazy(T, 5)),
+    "odd strided slice, realized": lambda T: (lambda x: _then(x[::2].add_(10), x))(_realized(T, 5)),
+    "setitem into an odd strided slice": lambda T: (lambda x: _then(x[::2].__setitem__(1, 99), x))(_realized(T, 5)),
+    "strided columns": lambda T: (lambda x: _then(x[:, ::2].mul_(-1), x))(_lazy(T, 3, 5)),
+    "a view kept while the base changes": lambda T: (lambda x: (lambda v: _then(x.mul_(2), v))(x[1:]))(_lazy(T, 3, 4)),
+    "a column kept while the base is set": lambda T: (lambda x: (lambda v: _then(x.__setitem__(0, -1), v))(x[:, 0]))(
+        _lazy(T, 3, 4)
+    ),
+    "two views of zeros": lambda T: (lambda x: (lambda a, b: _then(a.add_(1), b.add_(2), [x, a, b]))(x[0], x[:, 1]))(
+        T.zeros(3, 4)
+    ),
+    "a value computed from the view keeps the old contents": lambda T: (
+        lambda x: (lambda y: _then(x[0].add_(100), [y, x]))(x[0] * 2)
+    )(_lazy(T, 2, 2)),
+    "masked setitem on a row": lambda T: (lambda x: _then(x[0].__setitem__(x[0] > 1, 0), x))(_lazy(T, 2, 4)),
+    "index setitem on a column": lambda T: (lambda x: _then(x[:, 1].__setitem__(_index(T, [0, 2]), 9), x))(
+        _lazy(T, 3, 4)
+    ),
+    "flip is a copy": lambda T: (lambda x: _then(x.flip(0).add_(1), x))(_realized(T, 4)),
+    "setitem into a flip is a copy": lambda T: (lambda x: _then(x.flip(0).__setitem__(0, 9), x))(_realized(T, 4)),
+    "a pad is a copy": lambda T: (
+        lambda x: _then((x.pad(((1, 1),)) if T is Tensor else torch.nn.functional.pad(x, (1, 1))).add_(1), x)
+    )(_realized(T, 4)),
+    "detach shares storage": lambda T: (lambda x: _then(x.detach().mul_(2), x))(_realized(T, 3)),
+    "setitem through detach of zeros": lambda T: (lambda x: _then(x.detach().__setitem__(1, 5), x))(T.zeros(3)),
+    "int column": lambda T: (lambda x: _then(x[:, 1].__imul__(3), x))(
+        T.ones(2, 3, dtype=dtypes.int32 if T is Tensor else torch.int32)
+    ),
+    "bfloat16 row": lambda T: (lambda x: _then(x[1].add_(1), x))(
+        _lazy(T, 2, 3).cast(dtypes.bfloat16) if T is Tensor else _lazy(T, 2, 3).to(torch.bfloat16)
+    ),
+}
+
+
+def _values(r: Any) -> list[np.ndarray]:
+    items = r if isinstance(r, list) else [r]
+    return [
+        np.asarray(t.float().numpy() if isinstance(t, torch.Tensor) else t.cast(dtypes.float32).numpy()) for t in items
+    ]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_views_share_writes_as_torch(name: str) -> None:
+    expected, got = _values(CASES[name](torch)), _values(CASES[name](Tensor))
+    assert len(expected) == len(got)
+    for e, g in zip(expected, got, strict=True):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_writing_through_an_expanded_view_raises():
+    x = Tensor([1.0, 2.0, 3.0]).realize()
+    with pytest.raises(ArgumentError, match="expanded"):
+        x.expand(2, 3).add_(1)
+    assert x.tolist() == [1.0, 2.0, 3.0]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# tensors whose graphs were one hash-consed node are separate tensors
+
+
+def test_equal_constants_never_share_a_write():
+    a, b = Tensor.zeros(3), Tensor.zeros(3)
+    a[0] = 1
+    assert a.tolist() == [1.0, 0.0, 0.0] and b.tolist() == [0.0, 0.0, 0.0]
+    a, b = Tensor.zeros(3), Tensor.zeros(3)
+    a.realize()
+    a += 1
+    assert a.tolist() == [1.0, 1.0, 1.0] and b.tolist() == [0.0, 0.0, 0.0]
+    a, b = Tensor.zeros(3, 4), Tensor.zeros(3, 4)
+    a[0].fill_(1)
+    assert a.sum().item() == 4 and b.sum().item() == 0
+
+
+def test_equal_computed_values_never_share_a_write():
+    x = Tensor([1.0, 2.0, 3.0])
+    a, b = x + 1, x + 1
+    kept = b[1:]
+    a.realize()
+    a += 1
+    assert a.tolist() == [3.0, 4.0, 5.0] and b.tolist() == [2.0, 3.0, 4.0] and kept.tolist() == [3.0, 4.0]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# assign (tinygrad's in-place write)
+
+
+def test_a_pending_assign_keeps_reading_what_it_was_built_from():
+    a = Tensor([0.0, 1.0, 2.0, 3.0]).contiguous().realize()
+    b = Tensor([4.0, 5.0, 6.0, 7.0]).contiguous().realize()
+    new_a, new_b = a + b, a * 2
+    a.assign(new_a)
+    b.assign(new_b)
+    # torch: a.copy_(a + b); b.copy_(old a * 2)
+    assert a.tolist() == [4.0, 6.0, 8.0, 10.0]
+    assert b.tolist() == [0.0, 2.0, 4.0, 6.0] and new_b.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_assign_through_a_view_lands_in_the_base():
+    t = Tensor.zeros(6).contiguous().realize()
+    sums = [t.sum()]
+    t[:3].assign(Tensor.ones(3))
+    sums.append(t.sum())
+    t.reshape(2, 3)[1].assign(Tensor.full((3,), 2.0))
+    sums.append(t.sum())
+    assert [s.item() for s in sums] == [0.0, 3.0, 9.0]
+    assert t.tolist() == [1.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+    t[::2].assign(0.5)
+    assert t.tolist() == [0.5, 1.0, 0.5, 2.0, 0.5, 2.0]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# PyTorch's in-place methods
+
+
+INPLACE = [
+    ("abs_", ()), ("neg_", ()), ("exp_", ()), ("sigmoid_", ()), ("tanh_", ()), ("relu_", ()), ("floor_", ()),
+    ("clamp_min_", (0.5,)), ("clamp_max_", (0.5,)), ("lerp_", ("other", 0.25)), ("addcmul_", ("other", "other")),
+    ("addcdiv_", ("other", "other")), ("masked_fill_", ("mask", -1.0)), ("tril_", ()), ("triu_", (1,)),
+    ("index_fill_", (1, "index", 7.0)), ("fmod_", (0.7,)), ("nan_to_num_", ()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,args", INPLACE, ids=[n for n, _ in INPLACE])
+def test_inplace_methods_write_into_the_base(name: str, args: tuple) -> None:
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((3, 4)).astype(np.float32)
+    other = rng.uniform(0.5, 2, (4,)).astype(np.float32)
+    results = []
+    for T in (torch, Tensor):
+        x = (Tensor(base) * 1) if T is Tensor else torch.tensor(base) * 1
+        extra = {
+            "other": Tensor(other) if T is Tensor else torch.tensor(other),
+            "mask": x[1:] > 0,
+            "index": _index(T, [0, 2]),
+        }
+        view = x[1:]
+        out = getattr(view, name)(*(extra.get(a, a) if isinstance(a, str) else a for a in args))
+        assert out is view
+        results.append(x.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+def test_inplace_methods_keep_the_dtype_rules():
+    with pytest.raises(TypeError, match="sqrt_"):
+        Tensor([1, 4]).sqrt_()
+    t = Tensor.zeros(4, dtype=dtypes.int32)
+    assert t.index_fill_(0, Tensor(1), 2.7).tolist() == [0, 2, 0, 0]
+
+
+def test_random_fills():
+    Tensor.manual_seed(0)
+    t = Tensor.zeros(2000)
+    t[1000:].uniform_(-2, 3)
+    head, tail = t.numpy()[:1000], t.numpy()[1000:]
+    assert (head == 0).all() and tail.min() >= -2 and tail.max() < 3 and abs(tail.mean() - 0.5) < 0.2
+    t.normal_(1.0, 0.5)
+    assert abs(t.numpy().mean() - 1.0) < 0.1 and abs(t.numpy().std() - 0.5) < 0.1
+    b = Tensor.zeros(1000).bernoulli_(0.25)
+    assert set(np.unique(b.numpy())) <= {0.0, 1.0} and 0.15 < b.numpy().mean() < 0.35
+
+
+def test_index_copy_and_addcmul_as_torch():
+    src = np.arange(4, dtype=np.float32).reshape(2, 2)
+    got = Tensor.zeros(3, 2).index_copy(0, Tensor([2, 0]), Tensor(src)).numpy()
+    want = torch.zeros(3, 2).index_copy(0, torch.tensor([2, 0]), torch.tensor(src)).numpy()
+    np.testing.assert_array_equal(got, want)
+    got = Tensor([1.0, 2.0]).addcdiv(Tensor([3.0, 4.0]), Tensor([2.0, 8.0]), value=2).numpy()
+    np.testing.assert_array_equal(
+        got, torch.tensor([1.0, 2.0]).addcdiv(torch.tensor([3.0, 4.0]), torch.tensor([2.0, 8.0]), value=2).numpy()
+    )
