@@ -335,3 +335,69 @@ def test_batchnorm_backward_computes_its_output_gradient_once():
     (theirs(tx).relu() * torch.tensor(a)).sum().backward()
     for got, want in zip(grads, [tx.grad, theirs.weight.grad, theirs.bias.grad], strict=True):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_parameters_require_gradients_without_an_optimizer() -> None:
+    # as torch's Parameters: backward() fills each weight's .grad before any optimizer exists
+    lin, conv, norm, emb = Linear(3, 2), Conv2d(1, 2, 3), LayerNorm(4), Embedding(5, 4)
+    x = Tensor.ones(2, 3)
+    lin(x).sum().backward()
+    np.testing.assert_allclose(lin.weight.grad.numpy(), np.full((2, 3), 2.0))
+    np.testing.assert_allclose(lin.bias.grad.numpy(), [2.0, 2.0])
+    conv(Tensor.ones(1, 1, 4, 4)).sum().backward()
+    assert conv.weight.grad is not None and conv.bias.grad is not None
+    norm(emb(Tensor([[1, 2]]))).square().sum().backward()
+    assert norm.weight.grad is not None and emb.weight.grad is not None
+    assert all(p.requires_grad for p in (lin.weight, conv.bias, norm.bias, emb.weight))
+    bn = BatchNorm2d(3)
+    assert bn.weight.requires_grad and not bn.running_mean.requires_grad
+
+
+@pytest.mark.parametrize("kwargs", [{"stride": 2, "padding": "same"}, {"padding": "full"}])
+def test_conv_padding_string_checked_when_built(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="padding"):
+        Conv2d(2, 4, 3, **kwargs)
+    with pytest.raises(ValueError):
+        torch.nn.Conv2d(2, 4, 3, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_recurrent_cells_match_torch(name: str) -> None:
+    import uopkit.nn as nn
+
+    ours, theirs = getattr(nn, name)(3, 5), getattr(torch.nn, name)(3, 5)
+    with torch.no_grad():
+        for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(theirs, n).copy_(torch.tensor(getattr(ours, n).numpy()))
+    x, h, c = (RNG.standard_normal(s).astype(np.float32) for s in ((4, 3), (4, 5), (4, 5)))
+    xt = torch.tensor(x, requires_grad=True)
+    xu = Tensor(x, requires_grad=True)
+    if name == "LSTMCell":
+        got, want = ours(xu, (Tensor(h), Tensor(c))), theirs(xt, (torch.tensor(h), torch.tensor(c)))
+        got, want = got[0] * 2 + got[1], want[0] * 2 + want[1]
+    else:
+        got, want = ours(xu, Tensor(h)), theirs(xt, torch.tensor(h))
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_allclose(xu.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.weight_hh.grad.numpy(), theirs.weight_hh.grad.numpy(), rtol=1e-5, atol=1e-6)
+    # no state: zeros, as torch; unbatched input
+    np.testing.assert_allclose(
+        np.asarray(ours(Tensor(x[0]))[0].numpy()), theirs(torch.tensor(x[0]))[0].detach().numpy(), rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("dims", [1, 3])
+def test_conv_transpose_1d_and_3d_match_torch(dims: int) -> None:
+    import uopkit.nn as nn
+
+    ours = getattr(nn, f"ConvTranspose{dims}d")(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+    theirs = getattr(torch.nn, f"ConvTranspose{dims}d")(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
+        theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
+    x = RNG.standard_normal((2, 4) + (5,) * dims).astype(np.float32)
+    np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ShapeError, match=f"ConvTranspose{dims}d"):
+        ours(Tensor.ones(1, 3, *(5,) * dims))

@@ -1314,3 +1314,51 @@ def test_cumsum_of_a_long_row_goes_in_short_blocks():
     np.testing.assert_allclose(Tensor(x).cumsum(-1).numpy(), np.cumsum(x.astype(np.float64), -1), rtol=1e-5, atol=2e-4)
     i = _R.integers(-9, 10, (1, 70000)).astype(np.int32)
     np.testing.assert_array_equal(Tensor(i).cumsum(-1).numpy(), np.cumsum(i, -1))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+def test_arange_with_float_arguments_and_an_int_dtype(dtype: str) -> None:
+    # PyTorch: a 64-bit arange truncates its arguments first; the others take their length from the floats and their
+    # values from start and step truncated
+    for args in [(0, 5, 1.5), (0.5, 5, 1.5), (-0.5, 3, 1.5), (5, 0, -1.5), (0.7, 5, 1)]:
+        if dtype == "uint8" and args[0] < 0:
+            continue
+        want = torch.arange(*args, dtype=getattr(torch, dtype)).tolist()
+        assert Tensor.arange(*args, dtype=to_dtype(dtype)).tolist() == want, args
+
+
+def test_randint_and_integer_uniform() -> None:
+    with pytest.raises(TypeError, match="randint"):
+        Tensor.randint(3, low=0.1, high=3)
+    Tensor.manual_seed(1)
+    draws = Tensor.uniform(60000, low=-3, high=3, dtype=dtypes.int32).numpy()
+    counts = np.bincount(draws + 3, minlength=6)
+    # each of [-3, 3) about equally often (truncating toward zero would give 0 twice the share and never -3)
+    assert draws.min() == -3 and draws.max() == 2 and counts.min() > 0.9 * counts.max()
+
+
+def test_half_max_gradient_shared_among_many_ties() -> None:
+    # the tie count is kept in float32: a float16 count stops at 2048
+    for n in (3000, 70000):
+        x, tx = (
+            Tensor.ones(n, dtype=dtypes.float16, requires_grad=True),
+            torch.ones(n, dtype=torch.half, requires_grad=True),
+        )
+        x.max().backward()
+        tx.max().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gradient_through_a_reshaped_value_read_before_the_loss(dtype: str) -> None:
+    # reading a value realizes it; backward() still follows it to its graph (for bfloat16: through the views over its
+    # uint16 bits)
+    w0 = np.arange(16, dtype=np.float32).reshape(4, 4) / 10
+    w = Tensor(w0, dtype=to_dtype(dtype), requires_grad=True)
+    tw = torch.tensor(w0, dtype=getattr(torch, dtype), requires_grad=True)
+    y, ty = (w.sum(-1, keepdim=True) * w).reshape(2, 8), (tw.sum(-1, keepdim=True) * tw).reshape(2, 8)
+    y.numpy()
+    (y.float() * Tensor.arange(16.0).reshape(2, 8)).sum().backward()
+    (ty.float() * torch.arange(16.0).reshape(2, 8)).sum().backward()
+    assert w.grad is not None
+    np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=2e-2)

@@ -146,9 +146,11 @@ def do_reduce_max_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
         # a NaN max came from the NaNs (which equal nothing): they take the gradient, not the whole row as NaN
         nan_max = _expand(mx.alu(Ops.CMPNE, mx), shape)
         hit = hit.alu(Ops.OR, x.alu(Ops.CMPNE, x).alu(Ops.AND, nan_max))
-    is_max = hit.cast(x.dtype)
-    count = UOp(Ops.REDUCE_AXIS, x.dtype, (is_max,), (Ops.ADD, axes))
-    return (_div(is_max, _expand(count, shape)) * _expand(ctx.grad, shape),)
+    # the ties are counted in float32 at least: a float16 count stops at 2048
+    wide = x.dtype if x.dtype.itemsize >= 4 else dtypes.float32
+    is_max = hit.cast(wide)
+    count = UOp(Ops.REDUCE_AXIS, wide, (is_max,), (Ops.ADD, axes))
+    return (_div(is_max, _expand(count, shape)).cast(x.dtype) * _expand(ctx.grad, shape),)
 
 
 def do_reduce_mul_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:

@@ -20,14 +20,16 @@ from uopkit.tensor import ShapeError, Tensor
 from uopkit.uop.ops import Ops, UOp
 
 __all__ = [
-    "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm",
+    "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "RNNCell",
+    "LSTMCell", "GRUCell", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm",
     "InstanceNorm", "RMSNorm", "Embedding",
 ]  # fmt: skip
 
 
-def _host(values: np.ndarray, dtype: DType = dtypes.float32, requires_grad: bool | None = None) -> Tensor:
+def _host(values: np.ndarray, dtype: DType = dtypes.float32, requires_grad: bool = True) -> Tensor:
     # parameters and state are built on the host into a fresh buffer of their own: lazy constants are hash-consed,
-    # so two `Tensor.zeros(n)` would be one node and could end up sharing storage once realized
+    # so two `Tensor.zeros(n)` would be one node and could end up sharing storage once realized. Parameters require
+    # gradients from the start, as PyTorch's: `layer(x).sum().backward()` fills `layer.weight.grad` with no optimizer
     arr = np.ascontiguousarray(values, dtype=to_numpy_dtype(dtype))
     t = Tensor(arr).reshape(np.shape(values))
     t.requires_grad = requires_grad
@@ -75,14 +77,43 @@ class Linear:
         return out + self.bias if self.bias is not None else out
 
 
-class Conv2d:
+class _ConvLayer:
+    # what the convolution layers share: the channel and group checks, and the input's shape (batched or not)
+    spatial_dims = 2
+
+    def _channels(self, in_channels: int, out_channels: int, groups: int, kernel_size: int | Sequence[int]) -> str:
+        layer = type(self).__name__
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"{layer}: in_channels {in_channels} and out_channels {out_channels} must be divisible "
+                f"by groups {groups}"
+            )
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _ntuple(kernel_size, self.spatial_dims, "kernel_size", layer)
+        return layer
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim == 1 + self.spatial_dims and x.shape[0] == self.in_channels:
+            # unbatched (C, ...), as torch's layers take it
+            return self(x.unsqueeze(0)).squeeze(0)
+        if x.ndim != 2 + self.spatial_dims or x.shape[1] != self.in_channels:
+            spatial = ", ".join("DHW"[3 - self.spatial_dims :])
+            raise ShapeError(
+                f"{type(self).__name__}({self.in_channels}, {self.out_channels}): expected input (N, "
+                f"{self.in_channels}, {spatial}), got {x.shape}"
+            )
+        return self._forward(x)
+
+    def _forward(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class Conv2d(_ConvLayer):
     """2-D convolution over (N, C, H, W); weight (out, in // groups, kh, kw), PyTorch's default initialization.
 
     >>> Conv2d(1, 4, 3, padding=1)(Tensor.ones(2, 1, 8, 8)).shape
     (2, 4, 8, 8)
     """
-
-    spatial_dims = 2
 
     def __init__(
         self,
@@ -95,30 +126,20 @@ class Conv2d:
         groups: int = 1,
         bias: bool = True,
     ) -> None:
-        layer = type(self).__name__
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(
-                f"{layer}: in_channels {in_channels} and out_channels {out_channels} must be divisible "
-                f"by groups {groups}"
-            )
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _ntuple(kernel_size, self.spatial_dims, "kernel_size", layer)
+        layer = self._channels(in_channels, out_channels, groups, kernel_size)
         self.stride, self.dilation, self.padding = stride, dilation, padding
+        if isinstance(padding, str):
+            # checked here, as torch's layer, not at the first forward
+            if padding not in ("same", "valid"):
+                raise ValueError(f"{layer}: padding must be an int, a sequence, 'same' or 'valid', got {padding!r}")
+            if padding == "same" and any(s != 1 for s in _ntuple(stride, self.spatial_dims, "stride", layer)):
+                raise ValueError(f"{layer}: padding='same' needs stride 1 (as PyTorch), got stride {stride}")
         fan_in = in_channels // groups * math.prod(self.kernel_size)
         bound = 1 / math.sqrt(fan_in)
         self.weight = _uniform((out_channels, in_channels // groups, *self.kernel_size), bound)
         self.bias = _uniform((out_channels,), bound) if bias else None
 
-    def __call__(self, x: Tensor) -> Tensor:
-        if x.ndim == 1 + self.spatial_dims and x.shape[0] == self.in_channels:
-            # unbatched (C, ...), as torch's layers take it
-            return self(x.unsqueeze(0)).squeeze(0)
-        if x.ndim != 2 + self.spatial_dims or x.shape[1] != self.in_channels:
-            spatial = ", ".join("DHW"[3 - self.spatial_dims :])
-            raise ShapeError(
-                f"{type(self).__name__}({self.in_channels}, {self.out_channels}): expected input (N, "
-                f"{self.in_channels}, {spatial}), got {x.shape}"
-            )
+    def _forward(self, x: Tensor) -> Tensor:
         return x.conv2d(  # type: ignore[attr-defined]
             self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding
         )
@@ -144,7 +165,7 @@ class Conv3d(Conv2d):
     spatial_dims = 3
 
 
-class ConvTranspose2d:
+class ConvTranspose2d(_ConvLayer):
     """Transposed 2-D convolution; weight (in, out // groups, kh, kw), PyTorch's default initialization.
 
     >>> ConvTranspose2d(2, 3, 3, stride=2)(Tensor.ones(1, 2, 4, 4)).shape
@@ -163,28 +184,14 @@ class ConvTranspose2d:
         bias: bool = True,
         dilation: int | Sequence[int] = 1,
     ) -> None:
-        if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(
-                f"ConvTranspose2d: in_channels {in_channels} and out_channels {out_channels} must be "
-                f"divisible by groups {groups}"
-            )
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _pair(kernel_size, "kernel_size", "ConvTranspose2d")
+        self._channels(in_channels, out_channels, groups, kernel_size)
         self.stride, self.padding, self.output_padding, self.dilation = stride, padding, output_padding, dilation
-        fan_in = out_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+        fan_in = out_channels // groups * math.prod(self.kernel_size)
         bound = 1 / math.sqrt(fan_in)
         self.weight = _uniform((in_channels, out_channels // groups, *self.kernel_size), bound)
         self.bias = _uniform((out_channels,), bound) if bias else None
 
-    def __call__(self, x: Tensor) -> Tensor:
-        if x.ndim == 3 and x.shape[0] == self.in_channels:
-            # unbatched (C, H, W), as torch's layer takes it
-            return self(x.unsqueeze(0)).squeeze(0)
-        if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise ShapeError(
-                f"ConvTranspose2d({self.in_channels}, {self.out_channels}): expected input (N, "
-                f"{self.in_channels}, H, W), got {x.shape}"
-            )
+    def _forward(self, x: Tensor) -> Tensor:
         return x.conv_transpose2d(  # type: ignore[attr-defined]
             self.weight,
             self.bias,
@@ -194,6 +201,26 @@ class ConvTranspose2d:
             padding=self.padding,
             output_padding=self.output_padding,
         )
+
+
+class ConvTranspose1d(ConvTranspose2d):
+    """Transposed 1-D convolution over (N, C, L); weight (in, out // groups, k).
+
+    >>> ConvTranspose1d(2, 3, 3, stride=2)(Tensor.ones(1, 2, 4)).shape
+    (1, 3, 9)
+    """
+
+    spatial_dims = 1
+
+
+class ConvTranspose3d(ConvTranspose2d):
+    """Transposed 3-D convolution over (N, C, D, H, W); weight (in, out // groups, kd, kh, kw).
+
+    >>> ConvTranspose3d(1, 2, 2, stride=2)(Tensor.ones(1, 1, 2, 2, 2)).shape
+    (1, 2, 4, 4, 4)
+    """
+
+    spatial_dims = 3
 
 
 def _normalize(x: Tensor, axes: tuple[int, ...], eps: float) -> Tensor:
@@ -421,3 +448,90 @@ class Embedding:
             return rows
         # the padding row is read without a gradient
         return (idx == self.padding_idx).unsqueeze(-1).where(rows.detach(), rows)
+
+
+class _RecurrentCell:
+    # weight_ih (gates * hidden, input), weight_hh (gates * hidden, hidden), biases (gates * hidden,): PyTorch's
+    # layout and initialization, U(-1/sqrt(hidden), 1/sqrt(hidden))
+    gates = 1
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True) -> None:
+        bound = 1 / math.sqrt(hidden_size) if hidden_size else 0.0
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.weight_ih = _uniform((self.gates * hidden_size, input_size), bound)
+        self.weight_hh = _uniform((self.gates * hidden_size, hidden_size), bound)
+        self.bias_ih = _uniform((self.gates * hidden_size,), bound) if bias else None
+        self.bias_hh = _uniform((self.gates * hidden_size,), bound) if bias else None
+
+    def _check(self, x: Tensor) -> None:
+        if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
+            raise ShapeError(
+                f"{type(self).__name__}({self.input_size}, {self.hidden_size}): expected input (N, {self.input_size}) "
+                f"or ({self.input_size},), got {x.shape}"
+            )
+
+    def _zeros(self, x: Tensor) -> Tensor:
+        return Tensor.zeros(*x.shape[:-1], self.hidden_size, device=x.device, dtype=x.dtype)
+
+    def _projections(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        gi, gh = x @ self.weight_ih.T, h @ self.weight_hh.T
+        if self.bias_ih is not None and self.bias_hh is not None:
+            gi, gh = gi + self.bias_ih, gh + self.bias_hh
+        return gi, gh
+
+
+class RNNCell(_RecurrentCell):
+    """h' = tanh(x @ W_ih.T + b_ih + h @ W_hh.T + b_hh) (or relu), as torch.nn.RNNCell.
+
+    >>> RNNCell(3, 2)(Tensor.ones(4, 3)).shape
+    (4, 2)
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh") -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        super().__init__(input_size, hidden_size, bias)
+        self.nonlinearity = nonlinearity
+
+    def __call__(self, x: Tensor, h: Tensor | None = None) -> Tensor:
+        self._check(x)
+        gi, gh = self._projections(x, self._zeros(x) if h is None else h)
+        return (gi + gh).tanh() if self.nonlinearity == "tanh" else (gi + gh).relu()
+
+
+class LSTMCell(_RecurrentCell):
+    """One LSTM step, as torch.nn.LSTMCell: gates in PyTorch's order (input, forget, cell, output); returns (h', c').
+
+    >>> [t.shape for t in LSTMCell(3, 2)(Tensor.ones(4, 3))]
+    [(4, 2), (4, 2)]
+    """
+
+    gates = 4
+
+    def __call__(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        self._check(x)
+        h, c = (self._zeros(x), self._zeros(x)) if state is None else state
+        gi, gh = self._projections(x, h)
+        i, f, g, o = (gi + gh).chunk(4, -1)
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c.tanh(), c
+
+
+class GRUCell(_RecurrentCell):
+    """One GRU step, as torch.nn.GRUCell: gates (reset, update, new), n = tanh(gi_n + r * gh_n).
+
+    >>> GRUCell(3, 2)(Tensor.ones(4, 3)).shape
+    (4, 2)
+    """
+
+    gates = 3
+
+    def __call__(self, x: Tensor, h: Tensor | None = None) -> Tensor:
+        self._check(x)
+        h = self._zeros(x) if h is None else h
+        gi, gh = self._projections(x, h)
+        ir, iz, inn = gi.chunk(3, -1)
+        hr, hz, hn = gh.chunk(3, -1)
+        r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
+        n = (inn + r * hn).tanh()
+        return (1 - z) * n + z * h

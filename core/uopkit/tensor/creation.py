@@ -152,10 +152,13 @@ class CreationMixin:
         """
         if stop is None:
             start, stop = 0, start
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.from_py([start, stop, step])))
+        if dtype.itemsize == 8 and dtypes.is_int(dtype):
+            # a 64-bit integer arange truncates its arguments before anything else, as PyTorch's
+            start, stop, step = int(start), int(stop), int(step)
         if step == 0:
             raise ArgumentError("arange: step must not be zero")
         n = max(math.ceil((stop - start) / step), 0)
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.from_py([start, stop, step])))
         last = start + (n - 1) * step
         fits = dtypes.is_int(dtype) and dtypes.min(dtype) <= min(start, last) and max(start, last) <= dtypes.max(dtype)
         if n > 0 and fits and all(type(v) is int for v in (start, step)):
@@ -164,8 +167,12 @@ class CreationMixin:
             device = _canonical_device(kwargs.pop("device", None))
             iota = Tensor(UOp(Ops.IOTA, dtype, (UOp(Ops.DEVICE, arg=device),), n), **kwargs)
             return iota if (start, step) == (0, 1) else iota * step + start
-        # floats: built on the host in float64 and cast once (start + i * step rounded once, as numpy)
-        values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dtype) else np.int64) * step
+        # floats: built on the host in float64 and cast once (start + i * step rounded once, as numpy); an integer
+        # dtype takes its length from the float arguments but its values from them truncated, as PyTorch's
+        if dtypes.is_float(dtype):
+            values = start + np.arange(n, dtype=np.float64) * step
+        else:
+            values = int(start) + np.arange(n, dtype=np.int64) * int(step)
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
 
     @staticmethod
@@ -263,6 +270,11 @@ class CreationMixin:
         True
         """
         dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        if dtypes.is_int(dtype):
+            # an integer dtype draws each of [low, high) equally often (truncating low + u * (high - low) would
+            # give 0 twice the share of the others when low < 0)
+            steps = (Tensor.rand(*shape, **kwargs) * (high - low)).cast(dtype)
+            return steps.minimum(math.ceil(high - low) - 1) + int(low)
         return (Tensor.rand(*shape, **kwargs) * (high - low) + low).cast(dtype)
 
     @staticmethod
@@ -289,6 +301,8 @@ class CreationMixin:
             # torch's order: the bounds first, the size last
             bounds, shape = shape[:-1], tuple(shape[-1])
             low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+        if not all(isinstance(b, (int, np.integer)) and not isinstance(b, bool) for b in (low, high)):
+            raise TypeError(f"randint: low and high must be ints, got {low!r} and {high!r}")
         if high <= low:
             raise ArgumentError(f"randint: high ({high}) must be greater than low ({low})")
         dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
