@@ -1362,3 +1362,18 @@ def test_gradient_through_a_reshaped_value_read_before_the_loss(dtype: str) -> N
     (ty.float() * torch.arange(16.0).reshape(2, 8)).sum().backward()
     assert w.grad is not None
     np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=2e-2)
+
+
+@pytest.mark.parametrize(
+    "value,dtype",
+    [([-1], "uint8"), (-1, "uint8"), ([-255, 3], "uint8"), ([-256], "uint8"), ([300], "uint8"), ([-1], "uint16"),
+     ([-1], "uint32"), ([-1], "uint64"), ([-129], "int8")],
+)  # fmt: skip
+def test_negative_ints_into_unsigned_dtypes_as_torch(value: object, dtype: str) -> None:
+    try:
+        want = torch.tensor(value, dtype=getattr(torch, dtype)).tolist()
+    except (RuntimeError, OverflowError):
+        with pytest.raises(OverflowError):
+            Tensor(value, dtype=to_dtype(dtype))
+        return
+    assert Tensor(value, dtype=to_dtype(dtype)).tolist() == want

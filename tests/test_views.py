@@ -220,3 +220,62 @@ def test_index_copy_and_addcmul_as_torch():
     np.testing.assert_array_equal(
         got, torch.tensor([1.0, 2.0]).addcdiv(torch.tensor([3.0, 4.0]), torch.tensor([2.0, 8.0]), value=2).numpy()
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# gradients through writes into views of an intermediate (PyTorch's autograd follows the write)
+
+
+def _grad_case(T: Any, w: Any, name: str) -> Any:
+    if name == "imul on a slice":
+        h = w * 2
+        h[1:3] *= 3
+        return (h * h).sum()
+    if name == "add_ on a slice":
+        h = w * 2
+        h[0:2].add_(1)
+        return (h * h).sum()
+    if name == "mul_ on a row of a view":
+        h = w * 2
+        h.view(2, 2)[0].mul_(5)
+        return (h * h).sum()
+    if name == "a kept view after the base's write":
+        h = w * 2
+        v = h[1:]
+        h.mul_(3)
+        return (v * v).sum()
+    if name == "strided mul_":
+        h = w * 2
+        h[::2].mul_(3)
+        return (h * h).sum()
+    if name == "relu_ through a transpose":
+        h = (w * 2).reshape(2, 2)
+        h.T.relu_()
+        return (h * h).sum()
+    if name == "setitem into a row":
+        h = (w * 2).reshape(2, 2)
+        h[1][0:1] = 7.0
+        return (h * h).sum()
+    if name == "setitem into a kept view":
+        h = w * 3
+        v = h[1:]
+        v[0] = -1.0
+        return (h * h).sum() + (v * v).sum()
+    raise AssertionError(name)
+
+
+GRAD_CASES = [
+    "imul on a slice", "add_ on a slice", "mul_ on a row of a view", "a kept view after the base's write",
+    "strided mul_", "relu_ through a transpose", "setitem into a row", "setitem into a kept view",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", GRAD_CASES)
+def test_gradients_follow_writes_into_views(name: str) -> None:
+    w0 = [1.0, 2.0, 3.0, 4.0]
+    tw, uw = torch.tensor(w0, requires_grad=True), Tensor(w0, requires_grad=True)
+    tl, ul = _grad_case(torch, tw, name), _grad_case(Tensor, uw, name)
+    tl.backward()
+    ul.backward()
+    assert ul.item() == pytest.approx(tl.item())
+    np.testing.assert_allclose(uw.grad.numpy(), tw.grad.numpy(), rtol=1e-6)

@@ -256,6 +256,20 @@ def unrealized_graph(
     return memo[root]
 
 
+def _source_of(u: UOp) -> UOp:
+    # the graph that computed `u` where an earlier realize replaced it (or what it views), else `u`
+    chain = []
+    node = u
+    while (source := computed_from.get(node)) is None:
+        if node.op not in _MOVEMENT:
+            return u
+        chain.append(node)
+        node = node.src[0]
+    for view in reversed(chain):
+        source = view.replace(src=(source,))
+    return source
+
+
 def _remember_source(old: UOp, new: UOp) -> None:
     # assigns are not differentiable (no gradient flows through STORE): keep nothing for them
     if old is new:
@@ -263,14 +277,19 @@ def _remember_source(old: UOp, new: UOp) -> None:
     base = old
     while base.op in _MOVEMENT:
         base = base.src[0]
-    if base.op is not _STORE:
-        computed_from[new] = old
-        # a bfloat16 value is its uint16 bits under a BITCAST (under the same views in both: a reshaped matmul), and
-        # what reads it reads the bits: they are followed back too (to the old bits, whose casts carry the gradient)
-        while old.op in _MOVEMENT and new.op is old.op and new.arg == old.arg:
-            old, new = old.src[0], new.src[0]
-        if new.op is _BITCAST and old.op is _BITCAST and new.dtype is _BF16 and old.dtype is _BF16:
-            computed_from[new.src[0]] = old.src[0]
+    if base.op is _STORE:
+        return
+    # a view realized with what it views (`x[0:2]` of `x * 2`: the same views over the old graph and over the new
+    # storage) is followed back at the storage, the one place a later write through any view of it updates
+    while old.op in _MOVEMENT and new.op is old.op and new.arg == old.arg:
+        old, new = old.src[0], new.src[0]
+    if old is new:
+        return
+    computed_from[new] = old
+    if new.op is _BITCAST and old.op is _BITCAST and new.dtype is _BF16 and old.dtype is _BF16:
+        # a bfloat16 value is its uint16 bits under a BITCAST, and what reads it reads the bits: they are followed
+        # back too (to the old bits, whose casts carry the gradient)
+        computed_from[new.src[0]] = old.src[0]
 
 
 def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: PendingReads | None = None) -> None:
@@ -322,7 +341,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
             else:
                 new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
-            _remember_source(computed_from.get(t.uop, t.uop), new)
+            _remember_source(_source_of(t.uop), new)
             live_tensors.set_uop(t, new)
             base = _storage_base(new)
             if base is not None:
@@ -413,7 +432,7 @@ class PendingReads:
         roots = [t.uop for t in self.rewire_after]
         for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
             if new is not t.uop:
-                _remember_source(computed_from.get(t.uop, t.uop), new)
+                _remember_source(_source_of(t.uop), new)
                 live_tensors.set_uop(t, new)
 
 

@@ -148,13 +148,18 @@ def _detached_source(t: Tensor) -> Tensor | None:
 
 
 def _gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
-    # (node, the graph that computed it) for the realized value `u` is a view of, if a backward() still follows it
+    # (node, the graph that computed it) for the realized value `u` is a view of, if a backward() still follows it:
+    # the storage itself where it has one (a view realized with its base has its own entry too, `x[0:2]` of `x * 2`,
+    # which a write through it makes stale: forgotten here)
+    found = None
     while True:
         source = computed_from.get(u)
         if source is not None:
-            return u, source
+            if found is not None:
+                forget_source(found[0])
+            found = (u, source)
         if u.op not in _MOVEMENT:
-            return None
+            return found
         u = u.src[0]
 
 
@@ -431,7 +436,7 @@ class IndexingMixin:
             # the tensor needs storage of its own to be written into
             _move_to_own_storage(self)
         # the graph that computed the old contents (a backward() follows it from the buffer), as the value's graph
-        source = computed_from.get(self.uop)
+        history = _gradient_history(self.uop)
         items = self._parse_index(index)
         view, tensors, padded = self._basic_view(items)
         if not tensors and not padded and isinstance(value, Tensor) and value.uop is view.uop:
@@ -444,8 +449,18 @@ class IndexingMixin:
             view.assign(value.cast(self.dtype)._broadcast_to(view.shape)).realize()
         else:
             self.assign(self._overwritten(index, value).contiguous()).realize()
-        if source is not None:
-            _remember_write(self.uop, source, value_graph, lambda old, value: old._overwritten(index, value))
+        if history is not None:
+            node, source = history
+            view = self.uop
+
+            def written(old: Tensor, value: Tensor) -> Tensor:
+                if view is node:
+                    return old._overwritten(index, value)
+                # written through a view of the storage: the view of its positions, indexed the same way
+                flat = Tensor.arange(math.prod(node.shape), device=old.device).reshape(node.shape)
+                return old._overwritten_at(Tensor(_view_of(view, node, flat.uop))[index], value)
+
+            _remember_write(node, source, value_graph, written)
 
     def _overwritten(self, index: Any, value: Tensor) -> Tensor:
         # self with value (broadcast) at self[index], as a lazy graph: every written position is found by indexing a

@@ -59,6 +59,13 @@ from uopkit.tensor.support import (
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 
+def _wrapped_unsigned(value: int, dt: DType) -> int:
+    # PyTorch takes a negative int into an unsigned dtype narrower than 64 bits modulo 2**bits while it is above
+    # -2**bits (`Tensor([-1], dtype=uint8)` is 255); others are left to the range check
+    bits = 8 * dt.itemsize
+    return value + (1 << bits) if dtypes.is_unsigned(dt) and bits < 64 and -(1 << bits) < value < 0 else value
+
+
 class Tensor(
     CreationMixin, MovementMixin, IndexingMixin, ElementwiseMixin, MathMixin, ReduceMixin, LinalgMixin, FunctionalMixin
 ):
@@ -94,6 +101,8 @@ class Tensor(
             self.uop = data.uop if dt is None else data.cast(dt).uop
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             dt = dt or dtypes.from_py(data)
+            if type(data) is int and data < 0:
+                data = _wrapped_unsigned(data, dt)
             if type(data) is int and dtypes.is_int(dt) and not dtypes.min(dt) <= data <= dtypes.max(dt):
                 # (as numpy and torch refuse it; wrapped, it would be another number)
                 raise OverflowError(f"Tensor: the Python int {_short_int(data)} is out of range for {dt}")
@@ -105,6 +114,8 @@ class Tensor(
         elif isinstance(data, (list, tuple)):
             flat, shape = _flatten_list(data)
             dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
+            if dtypes.is_unsigned(dt):
+                flat = [_wrapped_unsigned(v, dt) if type(v) is int and v < 0 else v for v in flat]
             arr = np.array(flat, dtype=to_numpy_dtype(dt) if dt != dtypes.bfloat16 else np.float32).reshape(shape)
             self.uop = _from_numpy(arr, _canonical_device(device), dt)
         elif isinstance(data, np.ndarray) or np.isscalar(data):
