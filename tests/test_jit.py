@@ -279,3 +279,12 @@ def test_multinomial_in_a_jitted_function_raises_instead_of_replaying_its_sample
     assert sample(Tensor([0.0, 1.0])).tolist() == [1]
     with pytest.raises(RuntimeError, match="multinomial: .*TinyJit"):
         sample(Tensor([1.0, 0.0]))
+
+
+def test_a_returned_random_draw_is_drawn_again_by_every_replay():
+    @TinyJit
+    def draw():
+        return Tensor.rand(3)
+
+    values = {tuple(draw().tolist()) for _ in range(4)}
+    assert len(values) == 4

@@ -279,3 +279,79 @@ def test_gradients_follow_writes_into_views(name: str) -> None:
     ul.backward()
     assert ul.item() == pytest.approx(tl.item())
     np.testing.assert_allclose(uw.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# assigns that read what they overwrite, and setitem's gradients and shapes
+
+
+def test_a_value_reading_a_buffer_and_its_pending_assign_reads_the_old_contents():
+    a = Tensor([1.0, 1.0, 1.0, 1.0]).realize()
+    s = a * 3
+    a.assign(a + 10)
+    assert (s + a).tolist() == [14.0] * 4  # torch: s (3) + the new a (11)
+    assert s.tolist() == [3.0] * 4 and a.tolist() == [11.0] * 4
+
+
+def test_an_assign_after_a_read_of_a_pending_one():
+    # (the scheduler's rewrite of the live graphs used to map the buffer to a store into itself, and never finish)
+    a = Tensor.zeros(4).contiguous().realize()
+    a.assign(Tensor([1.0, 2.0, 0.0, 0.0]))
+    second = a + 1
+    a.assign(a + 10)
+    assert (second + a).tolist() == [13.0, 15.0, 11.0, 11.0]
+
+
+def test_assign_through_detach_writes_the_base():
+    b = Tensor([1.0, 2.0]).realize()
+    b.detach().assign(b + 1)
+    assert b.tolist() == [2.0, 3.0]
+
+
+def test_a_lazy_leaf_read_before_backward_keeps_its_gradient():
+    # Tensor.zeros(requires_grad=True) is computed with the first value read from it; backward still reaches it
+    b = Tensor.zeros(3, requires_grad=True)
+    out = Tensor([[1.0, 2.0, 3.0]]) * 2 + b
+    out.numpy()
+    out.sum().backward()
+    assert b.grad is not None and b.grad.tolist() == [1.0, 1.0, 1.0]
+    z = Tensor.ones(3, 2, requires_grad=True)
+    y = z * 2
+    y[:, 0] = 5.0
+    y.sum().backward()
+    assert z.grad.tolist() == [[0.0, 2.0]] * 3
+
+
+@pytest.mark.parametrize("base", ["randn", "zeros", "intermediate"])
+def test_setitem_of_a_value_with_a_gradient(base: str) -> None:
+    results = []
+    for T in (torch, Tensor):
+        w = T.tensor([1.0, 2.0, 3.0], requires_grad=True) if T is torch else Tensor([1.0, 2.0, 3.0], requires_grad=True)
+        if base == "randn":
+            z = (torch.randn(3, 2) if T is torch else Tensor.randn(3, 2)) * 0
+        elif base == "zeros":
+            z = T.zeros(3, 2)
+        else:
+            v = (
+                T.tensor([[1.0, 2.0]] * 3, requires_grad=True)
+                if T is torch
+                else Tensor([[1.0, 2.0]] * 3, requires_grad=True)
+            )
+            z = v * 2
+        z[:, 0] = w * w
+        (z * z).sum().backward()
+        results.append(w.grad.numpy())
+    np.testing.assert_allclose(results[1], results[0])
+
+
+def test_setitem_drops_a_values_leading_ones_and_indexes_as_torch():
+    a, t = Tensor.zeros(2, 3), torch.zeros(2, 3)
+    a[0], t[0] = Tensor([[1.0, 2.0, 3.0]]), torch.tensor([[1.0, 2.0, 3.0]])
+    a[[1]], t[[1]] = Tensor([[[4.0, 5.0, 6.0]]]), torch.tensor([[[4.0, 5.0, 6.0]]])
+    np.testing.assert_array_equal(a.numpy(), t.numpy())
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(Tensor(x)[range(3), [1, 3, 0]].numpy(), torch.tensor(x)[range(3), [1, 3, 0]].numpy())
+    assert Tensor.ones(2, 3)[True, True].shape == tuple(torch.ones(2, 3)[True, True].shape)
+    assert Tensor.ones(2, 3, 4)[False, True, ...].shape == tuple(torch.ones(2, 3, 4)[False, True, ...].shape)
+    with pytest.raises(TypeError):
+        del a[0]

@@ -366,6 +366,8 @@ class TinyJit(Generic[ReturnType]):
         _map_outputs_uop(outputs, lambda out: reads.append(out.reads_input))
         self.captured.outputs_read_inputs = any(reads)
         self.captured.training = bool(Tensor.training)
+        # (a draw returned as it is, `return Tensor.rand(3)`, is read by no kernel but is still drawn again)
+        _map_outputs(ret, lambda t: read.add(id(b)) if (b := buffers.get(t.uop.base)) is not None else None)
         self.captured.draws = [(b, draw) for b, draw in draws if id(b) in read]
         self.captures[(self.captured.training, _aliasing(input_uops))] = self.captured
         self.cnt = 2

@@ -684,8 +684,10 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
         if readers or copies:
             tensors = [*tensors, *readers, *copies]
             if param is not None:
-                # the readers and copies are part of the graph (and of its key)
-                param = _parameterize(tuple([t.uop for t in tensors]), param)
+                # the readers and copies are part of the graph (and of its key); a value that reads a copy now has a
+                # new graph of its own
+                rewired = any(t.uop is not r for t, r in zip(tensors, roots, strict=False))
+                param = _parameterize(tuple([t.uop for t in tensors]), None if rewired else param)
     entry = schedule_cache.get(param.key) if param is not None else None
     moved = _window_values(entry, param) if entry is not None and param is not None else None
     if entry is not None and moved is not None:

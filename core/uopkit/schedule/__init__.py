@@ -182,7 +182,7 @@ def apply_becomes(sink: UOp) -> UOp:
 
 # module constants for the per-node and per-tensor loops below: on Python 3.11 every `Ops.X` is a lookup through
 # EnumType.__getattr__'s slow hook (~0.2 us), and these run for every live tensor on every realize
-_STORE, _BUFFER, _BITCAST = Ops.STORE, Ops.BUFFER, Ops.BITCAST
+_STORE, _BUFFER, _BITCAST, _DETACH = Ops.STORE, Ops.BUFFER, Ops.BITCAST, Ops.DETACH
 _BF16 = dtypes.bfloat16
 _MOVEMENT = GroupOp.Movement
 
@@ -401,7 +401,11 @@ def _is_view(u: UOp) -> bool:
     # a view of storage (what torch calls a view: it shows later writes) rather than a value computed from it
     if u.op is Ops.BITCAST:
         u = u.src[0]
-    return u.base.op is Ops.BUFFER or is_kernel_store(u.base)
+    base = u.base
+    while base.op is _DETACH:
+        # (a detached view of storage shows its writes too, as PyTorch's detach)
+        base = base.src[0].base
+    return base.op is Ops.BUFFER or is_kernel_store(base)
 
 
 @dataclass
@@ -461,13 +465,21 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     if SPEC:
         live_tensors.check()
     candidates = [t for t in live_tensors.computed() if id(t) not in chosen]
-    if not candidates:
+    # a value being realized that reads a buffer as it is now and also a STORE (`s + a` after `s = a * 3;
+    # a.assign(a + 10)`) can't run before the write nor after it: it reads a copy of the old contents
+    computed_here = [t for t in tensors if _pending_store(t.uop) is None]
+    found = [
+        (t, m, True)
+        for t, (m, st) in zip(computed_here, stored_reads([t.uop for t in computed_here], targets), strict=True)
+        if m and st
+    ]
+    if not candidates and not found:
         return none
     # an assign still to run (`b.assign(a * 2)` before `a.assign(...)` runs) reads what its value reads, and it writes:
     # run before the STORE it could undo the write's inputs, so it gets the copy, as a reader of the STORE does
     values = [_pending_value(t.uop) for t in candidates]
     reads = stored_reads([v if v is not None else t.uop for t, v in zip(candidates, values, strict=True)], targets)
-    found = [(t, m, st or v is not None) for t, v, (m, st) in zip(candidates, values, reads, strict=True) if m]
+    found += [(t, m, st or v is not None) for t, v, (m, st) in zip(candidates, values, reads, strict=True) if m]
     if not found:
         return none
     to_realize: dict[int, Tensor] = {}

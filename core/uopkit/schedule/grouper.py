@@ -24,6 +24,17 @@ def is_realized_view(u: UOp) -> bool:
     return base.op is Ops.BUFFER or is_kernel_store(base)
 
 
+def _detached_view(u: UOp) -> bool:
+    # a view of storage through detaches (`x.detach()[1:]`, as PyTorch's detach a view of x): nothing to compute, and
+    # a buffer of its own would stop showing x's writes
+    node = u.base
+    if node.op is not Ops.DETACH:
+        return False
+    while node.op is Ops.DETACH:
+        node = node.src[0].base
+    return is_realized_view(node)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # which values realize
 
@@ -66,7 +77,7 @@ def choose_realized(sink: UOp) -> GrouperContext:
             ctx.children.setdefault(s, []).append(u)
     # what the user asked for
     for out in sink.src:
-        if is_realized_view(out):
+        if is_realized_view(out) or _detached_view(out):
             continue
         chain_only_reshape = all(n.op is Ops.RESHAPE for n in out.movement_chain())
         if out.base.op is Ops.CONST or (not chain_only_reshape and out.base.op is Ops.DEVICE):
@@ -527,7 +538,8 @@ def kernelize_graph(sink: UOp) -> dict[UOp, UOp]:
     results: dict[UOp, UOp] = {}
     topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
     for r in topo:
-        if r not in ctx.realize:
+        # (a BUFFER is storage already: a kernel copying it into itself would map it to a graph that holds it)
+        if r not in ctx.realize or r.op is Ops.BUFFER:
             continue
         results[r] = _build_kernel(ctx, results, r)
     # every other node: the same op over the kernelized sources

@@ -138,11 +138,39 @@ def _share_storage(t: Tensor) -> None:
         _give_storage(t)
 
 
+def _realize_with_base(t: Tensor) -> None:
+    # before a lazy PyTorch view is realized: its live base is computed into storage first, so the view stays a view
+    # of it (realized alone it would be a buffer of its own, blind to later writes through the base or other views)
+    if not _writes_through(t):
+        root = _view_root(t)
+        if root is not None:
+            _give_storage(root)
+
+
+def _without_leading_ones(value: Tensor, ndim: int) -> Tensor:
+    # a value written into `ndim` dimensions may have more, of size 1, in front (`out[i] = model(x[i:i + 1])`): PyTorch
+    # and numpy drop them
+    extra = 0
+    while value.ndim - extra > ndim and value.shape[extra] == 1:
+        extra += 1
+    return value.reshape(value.shape[extra:]) if extra else value
+
+
 def _detached_source(t: Tensor) -> Tensor | None:
-    # for `x.detach()` (PyTorch's detach shares x's storage), a tensor standing for what it detaches, to write into
-    if t.uop.op is not Ops.DETACH or t._view_of is None:
+    # for a view through `x.detach()` (PyTorch's detach shares x's storage), the same view without the detach, to
+    # write into (the tensor itself is then a detach of it)
+    if t._view_of is None:
         return None
-    source = Tensor(t.uop.src[0])
+    chain, node = [], t.uop
+    while node.op in _VIEW_OPS:
+        chain.append(node)
+        node = node.src[0]
+    if not any(n.op is Ops.DETACH for n in chain):
+        return None
+    for n in reversed(chain):
+        if n.op is not Ops.DETACH:
+            node = n.replace(src=(node,))
+    source = Tensor(node)
     source._view_of = t._view_of
     return source
 
@@ -190,7 +218,9 @@ def _remember_write(
 def _carries_gradient(*roots: UOp) -> bool:
     # whether a tensor that wants a gradient is computed into one of the graphs (not behind a DETACH), following
     # realized values back to the graphs that computed them, as backward() does
+    # (a lazy leaf realized along with a value computed from it is the node it was in that value's graph, too)
     wanting = {_storage_uop(t.uop) for t in tensors_with_grad.live()}
+    wanting |= {before for u in list(wanting) if (before := computed_from.get(u)) is not None}
     seen: set[UOp] = set()
     stack = list(roots) if wanting else []
     while stack:
@@ -227,6 +257,9 @@ class IndexingMixin:
         items = list(index) if isinstance(index, tuple) else [index]
         out: list[Any] = []
         for i in items:
+            if isinstance(i, range):
+                # a range indexes as the list of its numbers, as in PyTorch (`logp[range(n), labels]`)
+                i = list(i)
             if isinstance(i, (list, tuple, np.ndarray, Tensor)):
                 arr = i if isinstance(i, Tensor) else np.asarray(i)
                 if isinstance(arr, np.ndarray) and arr.size == 0 and arr.dtype == np.float64:
@@ -249,6 +282,11 @@ class IndexingMixin:
                 out.append(i)
             else:
                 raise IndexError(f"unsupported index {i!r} of type {type(i).__name__}")
+        flags = [pos for pos, i in enumerate(out) if isinstance(i, bool)]
+        if len(flags) > 1:
+            # several Python bools broadcast together into one new axis, as numpy's and PyTorch's 0-d masks
+            every = all(out[pos] for pos in flags)
+            out = [every if pos == flags[0] else i for pos, i in enumerate(out) if pos == flags[0] or pos not in flags]
         return out
 
     def _basic_view(self, items: list[Any]) -> tuple[Tensor, list[tuple[int, Tensor]], bool]:
@@ -424,7 +462,7 @@ class IndexingMixin:
         source = _detached_source(self)
         if source is not None:
             source[index] = value
-            live_tensors.set_uop(self, self.uop.replace(src=(source.uop,)))
+            live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
             return
         self.realize()
         storage = _storage_uop(self.uop)
@@ -444,6 +482,18 @@ class IndexingMixin:
             return
         if not isinstance(value, Tensor):
             value = Tensor(value, device=self.device, dtype=self.dtype)
+        if not tensors:
+            value = _without_leading_ones(value, view.ndim)
+        if history is None and self.dtype != dtypes.bfloat16 and _carries_gradient(value.uop):
+            # a value that carries a gradient written into plain storage (`z = Tensor.randn(3, 2); z[:, 0] = w`): the
+            # old contents, copied, are the graph its other positions come from
+            node = self.uop
+            while node.op in _MOVEMENT:
+                node = node.src[0]
+            old = Tensor(node).contiguous().realize().uop
+            # (the copy stands for what was there: not followed back to the storage being written)
+            forget_source(old)
+            history = (node, old)
         value_graph = value.uop
         if not tensors and not padded:
             view.assign(value.cast(self.dtype)._broadcast_to(view.shape)).realize()
@@ -462,6 +512,9 @@ class IndexingMixin:
 
             _remember_write(node, source, value_graph, written)
 
+    def __delitem__(self, index: Any) -> None:
+        raise TypeError("Tensor doesn't support item deletion (as PyTorch); build a new tensor without the items")
+
     def _overwritten(self, index: Any, value: Tensor) -> Tensor:
         # self with value (broadcast) at self[index], as a lazy graph: every written position is found by indexing a
         # tensor of flat positions the same way
@@ -472,7 +525,9 @@ class IndexingMixin:
         if positions.numel() == 0:
             value._broadcast_to(positions.shape)  # (still checks that the value fits)
             return self
-        vals = value.cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
+        vals = (
+            _without_leading_ones(value, positions.ndim).cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
+        )
         if self.numel() * positions.numel() >= segments.SCATTER_BY_SORTING:
             flat = self.reshape(1, -1)
             out = segments.scatter_rows(flat, positions.reshape(1, -1), vals.reshape(1, -1), "replace", False)
@@ -847,7 +902,7 @@ class IndexingMixin:
         source = _detached_source(self)
         if source is not None:
             source._update_in_place(lambda value=result: value, op)
-            live_tensors.set_uop(self, self.uop.replace(src=(source.uop,)))
+            live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
             return self
         if not (self.requires_grad or _writes_through(self)):
             live_tensors.set_uop(self, result.uop)
@@ -972,7 +1027,12 @@ class IndexingMixin:
         >>> t = Tensor([1, 2]); t.assign(Tensor([3, 4])).realize().tolist()
         [3, 4]
         """
-        if self._store(x) and self._view_of is not None and self._view_of() is not None:
+        source = _detached_source(self)
+        if source is not None:
+            # (a write through a detach is a write through a view of the tensor detached: it runs now)
+            source.assign(x).realize()
+            live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
+        elif self._store(x) and self._view_of is not None and self._view_of() is not None:
             self.realize()
         return self
 

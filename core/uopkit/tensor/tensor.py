@@ -21,8 +21,8 @@ from uopkit.engine import realize as _realize_module
 from uopkit.engine.realize import buffers, realize_tensors
 from uopkit.gradient import carry_gradient_rule, compute_gradient, graph_of
 from uopkit.helpers import prod
+from uopkit.schedule import computed_from, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
-from uopkit.schedule import unrealized_graph
 from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
 from uopkit.tensor import functional as _functional_module
@@ -195,6 +195,11 @@ class Tensor(
         """Compute this tensor (and `others`) into device buffers."""
         # (realize_tensors is imported with the module: an import statement here cost ~1 us per call, two
         # AttributeErrors raised and caught inside the import machinery)
+        if self._view_of is not None:
+            _indexing_module._realize_with_base(self)
+        for t in others:
+            if t._view_of is not None:
+                _indexing_module._realize_with_base(t)
         if not others and self.uop.dtype is not dtypes.bfloat16:
             # (the common case: one tensor, its own bits)
             realize_tensors([self])
@@ -279,17 +284,21 @@ class Tensor(
         [2.0, 4.0]
         """
         root_grad = self._root_gradient(gradient, "gradient")
-        keys = [_gradient_key(t) for t in targets]
-        root = unrealized_graph(self.uop, set(keys), rebuilt=carry_gradient_rule)
-        grads = compute_gradient(root, root_grad.uop, set(keys))
+        keys = [_gradient_keys(t) for t in targets]
+        every = {k for ks in keys for k in ks}
+        root = unrealized_graph(self.uop, every, rebuilt=carry_gradient_rule)
+        grads = compute_gradient(root, root_grad.uop, every)
         # (an empty target has its empty gradient whether or not an op kept it: cat drops empty parts)
-        missing = [t.shape for t, k in zip(targets, keys, strict=True) if k not in grads and t.numel()]
+        missing = [t.shape for t, ks in zip(targets, keys, strict=True) if not _summed(grads, ks) and t.numel()]
         if missing:
             raise RuntimeError(f"gradient: targets of shapes {missing} are not used to compute this tensor")
-        return [
-            Tensor(grads[k]).cast(t.dtype) if k in grads else Tensor.zeros(t.shape, device=t.device, dtype=t.dtype)
-            for t, k in zip(targets, keys, strict=True)
-        ]
+        out = []
+        for t, ks in zip(targets, keys, strict=True):
+            g = _summed(grads, ks)
+            out.append(
+                Tensor(g).cast(t.dtype) if g is not None else Tensor.zeros(t.shape, device=t.device, dtype=t.dtype)
+            )
+        return out
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Add the gradient of this tensor into `.grad` of every tensor with `requires_grad` it depends on.
@@ -303,13 +312,14 @@ class Tensor(
         [2.0, 4.0, 6.0]
         """
         root_grad = self._root_gradient(gradient, "backward")
-        wanting = {t: _gradient_key(t) for t in tensors_with_grad.live()}
+        wanting = {t: _gradient_keys(t) for t in tensors_with_grad.live()}
+        every = {k for ks in wanting.values() for k in ks}
         # values realized since the forward pass are followed back to the graphs that computed them
         in_graph = graph_of(self.uop)
-        root = unrealized_graph(self.uop, set(wanting.values()), in_graph, rebuilt=carry_gradient_rule)
+        root = unrealized_graph(self.uop, every, in_graph, rebuilt=carry_gradient_rule)
         if root is not self.uop:
             in_graph = graph_of(root)
-        targets = [t for t, k in wanting.items() if k in in_graph]
+        targets = [t for t, ks in wanting.items() if any(k in in_graph for k in ks)]
         if not targets:
             if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
                 raise RuntimeError(
@@ -317,11 +327,12 @@ class Tensor(
                     "realizing it (before .realize(), .item(), .numpy())"
                 )
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
-        grads = compute_gradient(root, root_grad.uop, {wanting[t] for t in targets}, in_graph)
+        grads = compute_gradient(root, root_grad.uop, {k for t in targets for k in wanting[t]}, in_graph)
         for t in targets:
-            if wanting[t] not in grads:
+            summed = _summed(grads, wanting[t])
+            if summed is None:
                 continue
-            g = Tensor(grads[wanting[t]]).cast(t.dtype)
+            g = Tensor(summed).cast(t.dtype)
             t.grad = g if t.grad is None else t.grad + g
         return self
 
@@ -379,6 +390,25 @@ def _gradient_key(t: Tensor) -> UOp:
     # a bfloat16 tensor is read through the graph of its bits (support._storage_uop): its gradient arrives there, in
     # float32 (`.grad` is cast back to bfloat16)
     return _storage_uop(t.uop) if t.dtype == dtypes.bfloat16 else t.uop
+
+
+def _gradient_keys(t: Tensor) -> tuple[UOp, ...]:
+    # the nodes a tensor's gradient arrives at: its own, and for a lazy leaf realized along with a value computed from
+    # it (`b = Tensor.zeros(3, requires_grad=True); out = x + b; out.numpy()`), the node it was before, which the
+    # graphs of such values still hold
+    key = _gradient_key(t)
+    before = computed_from.get(key)
+    return (key,) if before is None else (key, before)
+
+
+def _summed(grads: dict[UOp, UOp], keys: tuple[UOp, ...]) -> UOp | None:
+    found = [grads[k] for k in keys if k in grads]
+    if not found:
+        return None
+    total = found[0]
+    for g in found[1:]:
+        total = total + g
+    return total
 
 
 # the readers a realize adds are realized as their stored bits too (bfloat16)
