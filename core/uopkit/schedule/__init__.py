@@ -468,18 +468,16 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     # a value being realized that reads a buffer as it is now and also a STORE (`s + a` after `s = a * 3;
     # a.assign(a + 10)`) can't run before the write nor after it: it reads a copy of the old contents
     computed_here = [t for t in tensors if _pending_store(t.uop) is None]
-    found = [
-        (t, m, True)
-        for t, (m, st) in zip(computed_here, stored_reads([t.uop for t in computed_here], targets), strict=True)
-        if m and st
-    ]
-    if not candidates and not found:
-        return none
     # an assign still to run (`b.assign(a * 2)` before `a.assign(...)` runs) reads what its value reads, and it writes:
     # run before the STORE it could undo the write's inputs, so it gets the copy, as a reader of the STORE does
     values = [_pending_value(t.uop) for t in candidates]
-    reads = stored_reads([v if v is not None else t.uop for t, v in zip(candidates, values, strict=True)], targets)
-    found += [(t, m, st or v is not None) for t, v, (m, st) in zip(candidates, values, reads, strict=True) if m]
+    roots = [t.uop for t in computed_here]
+    roots += [v if v is not None else t.uop for t, v in zip(candidates, values, strict=True)]
+    # (one walk for both: their graphs overlap, the gradients share the forward pass)
+    reads = stored_reads(roots, targets)
+    here = len(computed_here)
+    found = [(t, m, True) for t, (m, st) in zip(computed_here, reads[:here], strict=True) if m and st]
+    found += [(t, m, st or v is not None) for t, v, (m, st) in zip(candidates, values, reads[here:], strict=True) if m]
     if not found:
         return none
     to_realize: dict[int, Tensor] = {}
