@@ -202,6 +202,12 @@ def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
     return other
 
 
+def _positions_of(view: UOp, node: UOp, device: str) -> Tensor:
+    # the flat positions in `node` of the elements `view` (movement ops over it) shows: the same view of an arange
+    flat = Tensor.arange(math.prod(node.shape), device=device).reshape(node.shape)
+    return Tensor(_view_of(view, node, flat.uop))
+
+
 def _remember_write(
     node: UOp, source: UOp, value_graph: UOp, written: Callable[[Tensor, Tensor], Tensor] | None
 ) -> None:
@@ -507,8 +513,7 @@ class IndexingMixin:
                 if view is node:
                     return old._overwritten(index, value)
                 # written through a view of the storage: the view of its positions, indexed the same way
-                flat = Tensor.arange(math.prod(node.shape), device=old.device).reshape(node.shape)
-                return old._overwritten_at(Tensor(_view_of(view, node, flat.uop))[index], value)
+                return old._overwritten_at(_positions_of(view, node, old.device)[index], value)
 
             _remember_write(node, source, value_graph, written)
 
@@ -920,8 +925,7 @@ class IndexingMixin:
             view = self.uop
 
             def written(old: Tensor, value: Tensor) -> Tensor:
-                flat = Tensor.arange(math.prod(node.shape), device=old.device).reshape(node.shape)
-                return old._overwritten_at(Tensor(_view_of(view, node, flat.uop)), value)
+                return old._overwritten_at(_positions_of(view, node, old.device), value)
 
             _remember_write(node, source, value_graph, None if view is node else written)
         return self
@@ -1068,10 +1072,7 @@ class IndexingMixin:
             # its position in the buffer, found by taking the same view of the buffer's positions
             base = chain[-1].src[0]
             whole = Tensor(base)
-            positions = Tensor.arange(math.prod(base.shape), device=self.device).reshape(base.shape)
-            whole._store(
-                whole._overwritten_at(Tensor(_view_of(target, base, positions.uop)), Tensor(_storage_uop(x.uop)))
-            )
+            whole._store(whole._overwritten_at(_positions_of(target, base, self.device), Tensor(_storage_uop(x.uop))))
             store = _view_of(target, base, whole.uop)
         else:
             store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
