@@ -278,6 +278,11 @@ def set_gradient(node: UOp, inputs: tuple[UOp, ...], rule: GradientRule) -> None
     _gradient_rules[node] = (tuple(inputs), rule)
 
 
+def given_gradient(node: UOp) -> tuple[tuple[UOp, ...], GradientRule] | None:
+    """The inputs and rule `set_gradient` gave `node`, if any."""
+    return _gradient_rules.get(node)
+
+
 def carry_gradient_rule(old: UOp, new: UOp, replaced: dict[UOp, UOp]) -> None:
     """`new` is `old` rebuilt over other forms of its sources (`replaced`: node -> its new form), as a realized value
     put back as the graph that computed it: `new` gets `old`'s given gradient, for its inputs' new forms. (Without it
@@ -439,4 +444,5 @@ __all__ = [
     "GradientContext",
     "GradientError",
     "GradientRule",
+    "given_gradient",
 ]

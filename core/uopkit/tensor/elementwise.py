@@ -19,6 +19,7 @@ from uopkit.dtype import (
     to_numpy_dtype,
 )
 from uopkit.tensor import segments
+from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
@@ -80,16 +81,17 @@ _RECENT_SCALARS_SIZE = 512
 def _scalar_uop(y: float | int, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
     """A Python number (of the dtype `dt` it takes next to a tensor) broadcast to `shape`: the nodes of
     Tensor(y).expand(shape), built directly (`a + 1`)."""
-    key = (dt, device, shape, type(y), y)
-    c = _recent_scalars.get(key) if y else None
+    # (a zero by its text: 0.0 and -0.0 are equal keys but other constants)
+    key = (dt, device, shape, type(y), y if y else repr(y))
+    c = _recent_scalars.get(key)
     if c is None:
         c = UOp(_CONST, dt, (UOp(_DEVICE, arg=device),), _cast_py(y, dt))
         if shape:
             c = UOp(_RESHAPE, dt, (c,), (1,) * len(shape))
             if c.arg != shape:
                 c = UOp(_EXPAND, dt, (c,), shape)
-        # (not zeros, whose sign a key can't tell apart, nor NaNs, which never equal their key)
-        if y and y == y:
+        # (not NaNs, which never equal their key)
+        if y == y:
             if len(_recent_scalars) >= _RECENT_SCALARS_SIZE:
                 _recent_scalars.pop(next(iter(_recent_scalars)), None)
             _recent_scalars[key] = c
@@ -243,7 +245,7 @@ class ElementwiseMixin:
         if type(y) in (float, int):
             # a number seen lately with this dtype and shape: kept only when it takes the tensor's dtype (below)
             u = x.uop
-            c = _recent_scalars.get((u.dtype, u.device, u.shape, type(y), y)) if y else None
+            c = _recent_scalars.get((u.dtype, u.device, u.shape, type(y), y if y else repr(y)))
             if c is not None:
                 return (Tensor(c), x) if reverse else (x, Tensor(c))
         if type(y) in (float, int) and x.dtype != dtypes.bfloat16 and (dt := x._const_dtype(y, op)) == x.dtype:
@@ -745,6 +747,7 @@ class ElementwiseMixin:
         """
         return self != self if dtypes.is_float(self.dtype) else self.full_like(False, dtype=dtypes.bool)
 
+    @replayed
     def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
         """Where the value is +inf (detect_positive) or -inf (detect_negative).
 
@@ -757,6 +760,7 @@ class ElementwiseMixin:
         neg = (self == -math.inf) if detect_negative else self.full_like(False, dtype=dtypes.bool)
         return pos | neg
 
+    @replayed
     def isfinite(self) -> Tensor:
         """Where the value is neither inf nor NaN.
 
@@ -765,6 +769,7 @@ class ElementwiseMixin:
         """
         return (self.isinf() | self.isnan()).logical_not()
 
+    @replayed
     def nan_to_num(self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
         """NaN replaced by `nan`, inf by `posinf` and -inf by `neginf` (by default the dtype's largest and lowest
         finite values), as torch.nan_to_num; the gradient passes where the value is finite. Integer and bool tensors

@@ -11,6 +11,7 @@ from uopkit.dtype import (
     dtypes,
 )
 from uopkit.tensor.elementwise import _scalar_uop
+from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -99,6 +100,7 @@ class FunctionalMixin:
     # ------------------------------------------------------------------------------------------------------------
     # nn functional
 
+    @replayed
     def softmax(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """exp(x) / sum(exp(x)) along `axis` (shifted by the max).
 
@@ -117,6 +119,7 @@ class FunctionalMixin:
         # one division per row, a multiply per element (as PyTorch's CPU softmax)
         return e * e.sum(axis, keepdim=True).reciprocal()
 
+    @replayed
     def log_softmax(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """log(softmax(x)) computed as x - logsumexp(x).
 
@@ -133,6 +136,7 @@ class FunctionalMixin:
         m = x - x.max(axis, keepdim=True).detach()
         return m - m.exp().sum(axis, keepdim=True).log()
 
+    @replayed
     def softmin(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """softmax(-x) along `axis`.
 
@@ -144,6 +148,7 @@ class FunctionalMixin:
         x = self.cast(dtype) if dtype is not None else self._float()
         return (-x).softmax(axis)
 
+    @replayed
     def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
         """x / max(||x||_p, eps) along `dim` (torch.nn.functional.normalize).
 
@@ -501,6 +506,7 @@ class FunctionalMixin:
             ret = fn(ret)
         return ret
 
+    @replayed
     @in_float32
     def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
         """(x - mean) / sqrt(var + eps) over `axis` (no affine part; see nn.LayerNorm).

@@ -11,6 +11,7 @@ from uopkit.dtype import (
     least_upper_float,
 )
 from uopkit.tensor.elementwise import _scalar_uop
+from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -78,6 +79,7 @@ class MathMixin:
         """
         return self._unary_float(Ops.LOG2) * math.log(2)
 
+    @replayed
     @in_float32
     def log10(self) -> Tensor:
         """Base-10 logarithm.
@@ -101,6 +103,7 @@ class MathMixin:
         da, db = (1 + (b - a).exp()).reciprocal(), (1 + (a - b).exp()).reciprocal()
         return _with_derivative(out, a, da + db) if a.uop is b.uop else _with_derivative(out, a, da, (b, db))
 
+    @replayed
     @in_float32
     def logit(self, eps: float | None = None) -> Tensor:
         """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when `eps` is given, as torch.logit: its gradient is 0
@@ -120,6 +123,7 @@ class MathMixin:
             derivative = (low | high).where(0.0, slope)
         return _with_derivative((z / (1 - z)).log(), x, derivative)
 
+    @replayed
     @in_float32
     def log1p(self) -> Tensor:
         """log(1 + x), accurate for small x.
@@ -137,6 +141,7 @@ class MathMixin:
         # the correction's own derivative is 0/0 and inf/inf in places: PyTorch's 1 / (1 + x), given whole
         return _with_derivative(out, x, (x + 1).reciprocal())
 
+    @replayed
     @in_float32
     def expm1(self) -> Tensor:
         """exp(x) - 1, accurate for small x.
@@ -163,6 +168,7 @@ class MathMixin:
         """
         return self.sqrt().reciprocal()
 
+    @replayed
     @in_float32
     def cos(self) -> Tensor:
         """Cosine, as 1 - 2 sin(x/2)**2 (x/2 is exact, so large arguments stay accurate).
@@ -174,6 +180,7 @@ class MathMixin:
         s = (x * 0.5).sin()
         return 1 - 2 * s * s
 
+    @replayed
     @in_float32
     def tan(self) -> Tensor:
         """Tangent, sin(x) / cos(x).
@@ -195,6 +202,7 @@ class MathMixin:
         # 1 / cos(x)^2, given whole: the chain through both branches meets 0 * inf at 0 (the unused -c / s)
         return _with_derivative(out, x, x.cos().square().reciprocal())
 
+    @replayed
     def trunc(self) -> Tensor:
         """Round toward zero.
 
@@ -203,6 +211,7 @@ class MathMixin:
         """
         return self if not dtypes.is_float(self.dtype) else self._alu(Ops.TRUNC)
 
+    @replayed
     def floor(self) -> Tensor:
         """Round toward -inf.
 
@@ -214,6 +223,7 @@ class MathMixin:
         t = self.trunc()
         return (self < t).where(t - 1, t)
 
+    @replayed
     def ceil(self) -> Tensor:
         """Round toward +inf.
 
@@ -225,6 +235,7 @@ class MathMixin:
         t = self.trunc()
         return (self > t).where(t + 1, t)
 
+    @replayed
     def round(self, decimals: int = 0) -> Tensor:
         """Round half to even (as numpy and PyTorch), to `decimals` places as torch.round: x * 10**decimals rounded,
         then divided back (multiplied back by 10**-decimals when it is negative).
@@ -249,6 +260,7 @@ class MathMixin:
         up = (frac.abs() > 0.5) | ((frac.abs() == 0.5) & t_is_odd)
         return up.where(t + step, t)
 
+    @replayed
     def abs(self) -> Tensor:
         """|x|.
 
@@ -265,6 +277,7 @@ class MathMixin:
         # or NaN incoming one (sqrt(abs(x)) at 0), where a select would give 0
         return _with_derivative(value, self, self.sign())
 
+    @replayed
     def sign(self) -> Tensor:
         """-1, 0 or 1; NaN gives 0 and the gradient is 0 everywhere, as torch.sign.
 
@@ -326,6 +339,7 @@ class MathMixin:
         # (a bool squares as a number, as PyTorch's pow(2): True * True would stay a bool)
         return self.pow(2) if dtypes.is_bool(self.dtype) else self * self
 
+    @replayed
     def clip(self, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
         """Clamp to [min_, max_] (either may be None); torch's keyword names min= and max= work too (clamp is the
         same method).
@@ -450,6 +464,7 @@ class MathMixin:
         # NaN stays NaN and gets the gradient (PyTorch's relu); x <= 0 is false for NaN
         return (self <= 0).where(0, self)
 
+    @replayed
     @in_float32
     def sigmoid(self) -> Tensor:
         """1 / (1 + exp(-x)), stable for large |x|.
@@ -463,11 +478,13 @@ class MathMixin:
         e = neg.where(x, -x).exp()
         return neg.where(e, 1) / (1 + e)
 
+    @replayed
     @in_float32
     def logsigmoid(self) -> Tensor:
         """log(sigmoid(x)) = -softplus(-x)."""
         return -(-self).softplus(threshold=math.inf)
 
+    @replayed
     @in_float32
     def tanh(self) -> Tensor:
         """Hyperbolic tangent: (1 - e) / (1 + e) with e = exp(-2|x|) and the sign of x, and its odd Taylor series
@@ -499,6 +516,7 @@ class MathMixin:
     # ---- hyperbolic and inverse trigonometric functions, erf: each value computed where it is accurate, its gradient
     # the textbook derivative (see _with_derivative), so no branch's inf or nan leaks into a gradient
 
+    @replayed
     @in_float32
     def sinh(self) -> Tensor:
         """Hyperbolic sine (a series near 0, where (e^x - e^-x) / 2 would cancel).
@@ -516,6 +534,7 @@ class MathMixin:
         series = xs * (1 + z / 6 * (1 + z / 20 * (1 + z / 42 * (1 + z / 72 * (1 + z / 110)))))
         return small.where(series, (self.exp() - (-self).exp()) / 2)
 
+    @replayed
     @in_float32
     def cosh(self) -> Tensor:
         """Hyperbolic cosine.
@@ -527,6 +546,7 @@ class MathMixin:
         # the gradient is sinh computed accurately (e^x - e^-x would cancel near 0)
         return _with_derivative((x.exp() + (-x).exp()) / 2, x, x._sinh_value())
 
+    @replayed
     @in_float32
     def asinh(self) -> Tensor:
         """Inverse hyperbolic sine.
@@ -552,6 +572,7 @@ class MathMixin:
         r = on_abs(neg.where(-self, self))
         return (self == 0).where(self, neg.where(-r, r))
 
+    @replayed
     @in_float32
     def acosh(self) -> Tensor:
         """Inverse hyperbolic cosine (nan below 1).
@@ -567,6 +588,7 @@ class MathMixin:
         derivative = ((x - 1) * (x + 1)).rsqrt()
         return _with_derivative(huge.where(huge.where(x, 1).log() + math.log(2), near), x, derivative)
 
+    @replayed
     @in_float32
     def atanh(self) -> Tensor:
         """Inverse hyperbolic tangent: (log1p(x) - log1p(-x)) / 2.
@@ -577,6 +599,7 @@ class MathMixin:
         x = self._float()
         return _with_derivative((x.log1p() - (-x).log1p()) / 2, x, (1 - x * x).reciprocal())
 
+    @replayed
     @in_float32
     @in_float32
     def atan(self) -> Tensor:
@@ -620,6 +643,7 @@ class MathMixin:
         poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
         return offset + poly
 
+    @replayed
     @in_float32
     def asin(self) -> Tensor:
         """Inverse sine: atan(x / sqrt((1 - x)(1 + x))) (nan outside [-1, 1]).
@@ -630,6 +654,7 @@ class MathMixin:
         x = self._float()
         return _with_derivative((x / ((1 - x) * (1 + x)).sqrt()).atan(), x, ((1 - x) * (1 + x)).rsqrt())
 
+    @replayed
     @in_float32
     def acos(self) -> Tensor:
         """Inverse cosine: 2 atan(sqrt((1 - x) / (1 + x))), accurate near 1.
@@ -640,6 +665,7 @@ class MathMixin:
         x = self._float()
         return _with_derivative(2 * ((1 - x) / (1 + x)).sqrt().atan(), x, -((1 - x) * (1 + x)).rsqrt())
 
+    @replayed
     @in_float32
     def erf(self) -> Tensor:
         """The error function: its Taylor series below 0.5, Abramowitz & Stegun 7.1.26 above (error < 2e-7).
@@ -661,6 +687,7 @@ class MathMixin:
         poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
         return small.where(series, 1 - poly * (-self * self).exp())
 
+    @replayed
     @in_float32
     def gelu(self, approximate: str = "none") -> Tensor:
         """GELU: the exact x * (1 + erf(x / sqrt 2)) / 2 by default (as PyTorch), or its tanh approximation with
@@ -679,11 +706,13 @@ class MathMixin:
         # no cancellation in 1 + tanh(y) where y is very negative
         return x * (2 * math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).sigmoid()
 
+    @replayed
     @in_float32
     def quick_gelu(self) -> Tensor:
         """x * sigmoid(1.702 x)."""
         return self * (self * 1.702).sigmoid()
 
+    @replayed
     @in_float32
     def silu(self) -> Tensor:
         """x * sigmoid(x).
@@ -695,6 +724,7 @@ class MathMixin:
 
     swish = silu
 
+    @replayed
     @in_float32
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         """log(1 + exp(beta x)) / beta, computed without overflow; x itself where beta x > threshold, as torch.
@@ -721,11 +751,13 @@ class MathMixin:
         a, b = self.split(n // 2, dim)
         return a * b.sigmoid()
 
+    @replayed
     @in_float32
     def mish(self) -> Tensor:
         """x * tanh(softplus(x))."""
         return self * self.softplus(threshold=math.inf).tanh()
 
+    @replayed
     @in_float32
     def elu(self, alpha: float = 1.0) -> Tensor:
         """x for x > 0, alpha (exp(x) - 1) otherwise.
@@ -735,6 +767,7 @@ class MathMixin:
         """
         return self._exponential_linear(alpha, 1.0)
 
+    @replayed
     @in_float32
     def celu(self, alpha: float = 1.0) -> Tensor:
         """max(0, x) + min(0, alpha (exp(x / alpha) - 1))."""
@@ -749,11 +782,13 @@ class MathMixin:
         inner = low.where(x, 0)
         return low.where(alpha * (inner if scale == 1.0 else inner * scale).expm1(), x)
 
+    @replayed
     @in_float32
     def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
         """gamma * elu(x, alpha) with the self-normalizing constants."""
         return gamma * self.elu(alpha)
 
+    @replayed
     def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
         """x for x > 0, neg_slope * x otherwise.
 
@@ -763,12 +798,14 @@ class MathMixin:
         # (x > 0, as PyTorch: at 0 and at NaN the gradient is neg_slope)
         return (self > 0).where(self, self * neg_slope)
 
+    @replayed
     @in_float32
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
         """clip(alpha x + beta, 0, 1); the gradient is alpha strictly inside, 0 at the corners and at NaN (torch's)."""
         y = alpha * self._float() + beta
         return _with_derivative(y.clip(0, 1), self, ((y > 0) & (y < 1)).where(alpha, 0.0))
 
+    @replayed
     @in_float32
     def hardswish(self) -> Tensor:
         """x * relu6(x + 3) / 6, with torch's gradient: 0 up to -3, x / 3 + 1/2 up to 3 (excluded), else 1 (NaN too)."""
@@ -776,6 +813,7 @@ class MathMixin:
         derivative = (x <= -3).where(0.0, (x < 3).where(x * (1 / 3) + 0.5, 1.0))
         return _with_derivative(x * (x + 3).relu6() * (1 / 6), self, derivative)
 
+    @replayed
     def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
         """clip(x, min_val, max_val), with torch's gradient: 1 strictly inside the bounds (and at NaN), else 0."""
         if not dtypes.is_float(self.dtype):
@@ -784,10 +822,12 @@ class MathMixin:
             self.clip(min_val, max_val), self, ((self <= min_val) | (self >= max_val)).logical_not()
         )
 
+    @replayed
     def relu6(self) -> Tensor:
         """min(max(x, 0), 6) (torch's hardtanh(x, 0, 6), its gradient too)."""
         return self.hardtanh(0, 6)
 
+    @replayed
     @in_float32
     def softsign(self) -> Tensor:
         """x / (1 + |x|)."""

@@ -31,6 +31,7 @@ from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import movement as _movement_module
 from uopkit.tensor import reduce as _reduce_module
+from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import segments as _segments_module
 from uopkit.tensor import support
 from uopkit.tensor.creation import CreationMixin
@@ -382,6 +383,7 @@ for _module in (
     _reduce_module,
     _linalg_module,
     _functional_module,
+    _replay_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 

@@ -1,0 +1,144 @@
+"""Elementwise methods replay a graph recorded once per input signature (`uopkit.tensor.replay`): the replayed graph
+computes what the method itself computes, values and gradients (also second ones), over any input of that signature;
+arguments are part of the key; what can't be replayed runs the method itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.tensor import replay
+
+VALUES = [-30.0, -3.0, -1.0, -0.5, -0.0, 0.0, 1e-4, 0.3, 0.6, 2.0, 25.0, float("nan"), float("inf"), -float("inf")]
+
+METHODS: dict[str, Callable[[Tensor], Tensor]] = {
+    "abs": Tensor.abs,
+    "sign": Tensor.sign,
+    "tanh": Tensor.tanh,
+    "sigmoid": Tensor.sigmoid,
+    "gelu": Tensor.gelu,
+    "gelu tanh": lambda t: t.gelu(approximate="tanh"),
+    "silu": Tensor.silu,
+    "mish": Tensor.mish,
+    "softplus beta 2": lambda t: t.softplus(2.0),
+    "elu": Tensor.elu,
+    "erf": Tensor.erf,
+    "log1p": Tensor.log1p,
+    "expm1": Tensor.expm1,
+    "asinh": Tensor.asinh,
+    "atan": Tensor.atan,
+    "round": Tensor.round,
+    "round 1": lambda t: t.round(1),
+    "clip": lambda t: t.clip(-1, 0.5),
+    "clamp min=": lambda t: t.clamp(min=0.25),
+    "hardswish": Tensor.hardswish,
+    "nan_to_num": lambda t: t.nan_to_num(posinf=7.0),
+    "softmax": lambda t: t.reshape(2, 7).softmax(-1),
+    "log_softmax dim=": lambda t: t.reshape(2, 7).log_softmax(dim=0),
+    "layernorm": lambda t: t.reshape(2, 7).layernorm(),
+}
+
+
+def _direct(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    # the same method with every replayed method running itself (no signature gives a key)
+    key = replay._key
+    replay._key = lambda *a: None  # type: ignore[assignment]
+    try:
+        return fn(x)
+    finally:
+        replay._key = key  # type: ignore[assignment]
+
+
+def _values_and_grads(fn: Callable[[Tensor], Tensor], values: list[float], direct: bool) -> tuple[np.ndarray, ...]:
+    x = Tensor(values, requires_grad=True)
+    y = _direct(fn, x) if direct else fn(x)
+    weights = Tensor(np.linspace(0.5, 2, y.numel()).reshape(y.shape), dtype=y.dtype)
+    (y * weights).sum().backward()
+    assert x.grad is not None
+    return y.numpy(), x.grad.numpy()
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_replay_matches_the_method(name: str) -> None:
+    fn = METHODS[name]
+    want = _values_and_grads(fn, VALUES, direct=True)
+    # the first call records the template, the others replay it over other tensors of the same signature
+    for values in (VALUES, VALUES, list(reversed(VALUES))):
+        got = _values_and_grads(fn, values, direct=False)
+        expect = want if values is VALUES else _values_and_grads(fn, values, direct=True)
+        for g, w in zip(got, expect, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "mish", "erf", "softplus beta 2", "abs"])
+def test_second_derivatives_through_a_replay(name: str) -> None:
+    fn = METHODS[name]
+    values = [-2.0, -0.7, 0.2, 0.9, 3.0]
+    results = []
+    for direct in (True, False, False):
+        x = Tensor(values, requires_grad=True)
+        y = _direct(fn, x) if direct else fn(x)
+        (dx,) = y.sum().gradient(x)
+        dx.square().sum().backward()
+        assert x.grad is not None
+        results.append((dx.numpy(), x.grad.numpy()))
+    for got in results[1:]:
+        np.testing.assert_allclose(got[0], results[0][0], rtol=1e-6)
+        np.testing.assert_allclose(got[1], results[0][1], rtol=1e-6)
+
+
+def test_a_replayed_value_keeps_its_input_as_it_was() -> None:
+    x = Tensor([0.5, -1.0]).realize()
+    y = x.tanh()
+    x += 1
+    np.testing.assert_allclose(y.numpy(), np.tanh([0.5, -1.0]), rtol=1e-6)
+    np.testing.assert_allclose(x.tanh().numpy(), np.tanh([1.5, 0.0]), rtol=1e-6)
+
+
+def test_arguments_are_part_of_the_key() -> None:
+    x = Tensor([-2.0, 0.3, 2.0])
+    assert x.clip(-1, 1).tolist() == pytest.approx([-1.0, 0.3, 1.0])
+    assert x.clip(-0.5, 0.5).tolist() == pytest.approx([-0.5, 0.3, 0.5])
+    # an int and a float bound of one value: an int tensor clipped by a float is a float (as torch)
+    i = Tensor([1, 5, 9])
+    assert i.clip(2, 6).dtype == dtypes.int32 and i.clip(2, 6).tolist() == [2, 5, 6]
+    assert i.clip(2.5, 6).dtype == dtypes.float32 and i.clip(2.5, 6).tolist() == [2.5, 5.0, 6.0]
+    # -0.0 and 0.0 are other keys (equal as Python numbers)
+    z = Tensor([-1.0, 1.0])
+    assert [np.signbit(v) for v in z.clip(0.0, 0.0).numpy()] == [False, False]
+    assert [np.signbit(v) for v in z.clip(-0.0, -0.0).numpy()] == [True, True]
+
+
+def test_signatures_are_apart() -> None:
+    signatures = [((3,), dtypes.float32), ((2, 3), dtypes.float32), ((3,), dtypes.float64), ((), dtypes.float16)]
+    for shape, dtype in signatures:
+        x = Tensor(np.linspace(-2, 2, int(np.prod(shape))).reshape(shape), dtype=dtype)
+        y = x.tanh()
+        assert y.shape == shape and y.dtype == dtype
+        np.testing.assert_allclose(y.numpy(), np.tanh(x.numpy().astype(np.float64)), rtol=2e-3)
+
+
+def test_what_cant_be_replayed_runs_the_method() -> None:
+    u = Tensor([1, 2], dtype=dtypes.uint8)
+    # abs of an unsigned tensor is the tensor itself
+    assert u.abs() is u
+    # tensor arguments
+    x = Tensor([-2.0, 0.5, 3.0])
+    assert x.clip(Tensor([-1.0, -1.0, -1.0]), Tensor(1.0)).tolist() == [-1.0, 0.5, 1.0]
+    # bfloat16 inputs
+    assert Tensor([0.5], dtype=dtypes.bfloat16).tanh().dtype == dtypes.bfloat16
+    # the method's own error, each time
+    for _ in range(2):
+        with pytest.raises(Exception, match="axis 3 is out of range"):
+            Tensor([1.0, 2.0]).softmax(3)
+
+
+def test_templates_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay, "MAX_TEMPLATES", 3)
+    replay._templates.clear()
+    for n in range(1, 8):
+        assert Tensor.ones(n).tanh().shape == (n,)
+    assert len(replay._templates) <= 3
