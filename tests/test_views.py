@@ -6,6 +6,7 @@ same program on torch and on uopkit."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -103,7 +104,42 @@ def test_writing_through_an_expanded_view_raises():
     x = Tensor([1.0, 2.0, 3.0]).realize()
     with pytest.raises(ArgumentError, match="expanded"):
         x.expand(2, 3).add_(1)
+    with pytest.raises(ArgumentError, match="single memory location"):
+        x.expand(2, 3)[:, 1] = 7.0
     assert x.tolist() == [1.0, 2.0, 3.0]
+
+
+EXPANDED_WRITES: dict[str, Callable[[Any], Any]] = {
+    "one element": lambda e: e.__setitem__((0, 0), 5.0),
+    "a row": lambda e: e.__setitem__(1, e[1] * 0 - 1),
+    "part of a row": lambda e: e.__setitem__((1, slice(1, None)), 7.0),
+    "in place into a row": lambda e: e[0].add_(100),
+    "fill_ (one value, aliased)": lambda e: e.fill_(9.0),
+    "zero_": lambda e: e.zero_(),
+    "advanced index": lambda e: e.__setitem__((slice(None), [0, 2]), 4.0),
+    "advanced index, repeated": lambda e: e.__setitem__(([0, 0],), 6.0),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPANDED_WRITES))
+@pytest.mark.parametrize("base", ["realized", "lazy", "constant"])
+def test_writes_into_a_view_of_an_expand_reach_the_base(name: str, base: str):
+    # PyTorch writes them into the expanded tensor's storage, and every row (an alias) shows it
+    write = EXPANDED_WRITES[name]
+    results = []
+    for T in (torch, Tensor):
+        if base == "constant":
+            x = T.zeros(3)
+        else:
+            x = T.arange(3.0) * 1
+            if base == "realized" and T is Tensor:
+                x.realize()
+        e = x.expand(2, 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch: index_put on an expanded tensor is deprecated
+            write(e)
+        results.append((x.tolist(), e.tolist()))
+    assert results[1] == results[0]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -432,7 +432,7 @@ class IndexingMixin:
         picked = mask._broadcast_to(full).where(x._broadcast_to(full), Tensor(0, device=self.device, dtype=self.dtype))
         out = picked._reduce(Ops.ADD if self.dtype != dtypes.bool else Ops.MAX, tuple(range(nb + nr, nb + nr + m)))
         if dtypes.is_float(self.dtype) and math.prod(full) >= segments.SCATTER_BY_SORTING:
-            _pick_gradient_by_sorting(out, x, picks, bshape, rest_shape, sizes)
+            segments.pick_gradient_by_sorting(out, x, picks, bshape, rest_shape, sizes)
         if axes == list(range(axes[0], axes[0] + m)) and axes[0] > 0:
             # adjacent indexed axes: the broadcast index dims take their place
             p = axes[0]
@@ -472,11 +472,7 @@ class IndexingMixin:
             return
         self.realize()
         storage = _storage_uop(self.uop)
-        if (
-            not _writes_through(self)
-            or storage.base.op is not Ops.BUFFER
-            or any(n.op is Ops.EXPAND for n in storage.movement_chain())
-        ):
+        if not _writes_through(self) or storage.base.op is not Ops.BUFFER:
             # the tensor needs storage of its own to be written into
             _move_to_own_storage(self)
         # the graph that computed the old contents (a backward() follows it from the buffer), as the value's graph
@@ -501,8 +497,20 @@ class IndexingMixin:
             forget_source(old)
             history = (node, old)
         value_graph = value.uop
+        storage = _storage_uop(self.uop)
+        chain = storage.movement_chain()
         if not tensors and not padded:
             view.assign(value.cast(self.dtype)._broadcast_to(view.shape)).realize()
+        elif any(n.op is Ops.EXPAND for n in chain):
+            # advanced indices into a view of an expand (`x.expand(3, 4)[:, [1, 2]] = 5`): the indexed elements are
+            # written at their positions in the buffer, as PyTorch's index_put (the last write wins where they alias)
+            base = chain[-1].src[0]
+            if base in shared_storage:
+                # (sorted out for this tensor, whose views share the buffer, before the write through `whole`)
+                _keep_other_sharers(self, base)
+            whole = Tensor(base)
+            bits = Tensor(_storage_uop(value.cast(self.dtype).uop))
+            whole.assign(whole._overwritten_at(_positions_of(storage, base, self.device)[index], bits)).realize()
         else:
             self.assign(self._overwritten(index, value).contiguous()).realize()
         if history is not None:
@@ -583,7 +591,7 @@ class IndexingMixin:
         hit = index._one_hot_along(n)
         out = hit.where(x, Tensor(0, device=self.device, dtype=self.dtype))._reduce(_sum_op(self.dtype), -1)
         if dtypes.is_float(self.dtype) and math.prod(hit.shape) >= segments.SCATTER_BY_SORTING:
-            _gather_gradient_by_sorting(out, region, dim, index)
+            segments.gather_gradient_by_sorting(out, region, dim, index)
         return out
 
     def _scatter_inputs(self, dim: int, index: Tensor, src: Any, op: str) -> tuple[int, Tensor]:
@@ -915,7 +923,7 @@ class IndexingMixin:
         # written now, as PyTorch's: the tensor's base (which this may be a view of) must see it when it is read
         history = _gradient_history(self.uop)
         value_graph = result.uop
-        self._store(result)
+        self._store(result, aliased_ok=op == "fill_")
         del result
         self.realize()
         if history is not None:
@@ -1040,8 +1048,9 @@ class IndexingMixin:
             self.realize()
         return self
 
-    def _store(self, x: Any) -> bool:
-        # assign's STORE, not run: whether it writes through a view (of a live tensor, which must show it)
+    def _store(self, x: Any, aliased_ok: bool = False) -> bool:
+        # assign's STORE, not run: whether it writes through a view (of a live tensor, which must show it);
+        # `aliased_ok`: the write may reach one element of storage through several of the view's (fill_'s one value)
         if not isinstance(x, Tensor):
             x = Tensor(x, device=self.device, dtype=self.dtype)
             if x.ndim == 0:
@@ -1065,14 +1074,25 @@ class IndexingMixin:
         chain = target.movement_chain()
         if target.base in shared_storage:
             _keep_other_sharers(self, target.base)
-        if any(n.op is Ops.EXPAND for n in chain) or (self._view_of is None and any(n.op is Ops.PAD for n in chain)):
+        expanded = any(n.op is Ops.EXPAND for n in chain)
+        padded = any(n.op is Ops.PAD for n in chain)
+        if self._view_of is None and (expanded or padded):
             raise ArgumentError("assign: can't write through an expanded or padded view (elements would alias)")
-        if chain and any(n.op is Ops.PAD for n in chain):
-            # a strided slice (`x[::2]` of an odd length: padded, split and cut): each element it shows is written at
-            # its position in the buffer, found by taking the same view of the buffer's positions
+        if expanded or padded:
+            # a strided slice (`x[::2]` of an odd length: padded, split and cut) or a view of an expand
+            # (`x.expand(2, 3)[0]`): each element it shows is written at its position in the buffer, found by taking
+            # the same view of the buffer's positions
             base = chain[-1].src[0]
+            positions = _positions_of(target, base, self.device)
+            if expanded and not aliased_ok:
+                flat = positions.numpy().reshape(-1)
+                if np.unique(flat).size < flat.size:
+                    raise ArgumentError(
+                        f"assign: more than one element of the written-to tensor (shape {self.shape}, a view of an "
+                        "expanded tensor) refers to a single memory location; clone() it before writing (as PyTorch)"
+                    )
             whole = Tensor(base)
-            whole._store(whole._overwritten_at(_positions_of(target, base, self.device), Tensor(_storage_uop(x.uop))))
+            whole._store(whole._overwritten_at(positions, Tensor(_storage_uop(x.uop))))
             store = _view_of(target, base, whole.uop)
         else:
             store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
@@ -1088,51 +1108,6 @@ def _search_spine(m: int) -> list[int]:
         spine.append(mid)
         lo = mid + 1
     return spine
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# the gradient of a large pick: its one-hot form's own gradient would compare every target with every index (a 1e5
-# pick of 1e6 values: seconds); given directly, it is a scatter-add by sorting (tensor/segments.py)
-
-
-def _gather_gradient_by_sorting(out: Tensor, region: Tensor, dim: int, index: Tensor) -> None:
-    # out = region.gather(dim, index) (region cut to index's extents off dim): each out element's gradient adds into
-    # the region element it was taken from, a scatter-add of the gradient (by sorting: its mask is as large)
-    from uopkit.gradient import set_gradient
-
-    at = index.detach()
-
-    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
-        zeros = Tensor.zeros(region.shape, device=region.device, dtype=g.dtype)
-        total = zeros._scatter_by_sorting(dim, at, Tensor(g), "sum", True)
-        assert total is not None
-        return (total.uop,)
-
-    set_gradient(out.uop, (region.uop,), rule)
-
-
-def _pick_gradient_by_sorting(
-    out: Tensor, x: Tensor, picks: list[Tensor], bshape: tuple[int, ...], rest: tuple[int, ...], sizes: tuple[int, ...]
-) -> None:
-    # out (bshape + rest) = x (1.. + rest + sizes) at the picked positions of its last axes: each picked row (the
-    # rest axes ride along as features) gets the gradient of every out row that took it
-    from uopkit.gradient import set_gradient
-
-    b, r, total = math.prod(bshape), math.prod(rest), math.prod(sizes)
-    flat = picks[0]
-    for idx, size in zip(picks[1:], sizes[1:], strict=True):
-        flat = flat * size + idx
-    keys = flat.detach().reshape(1, b)
-
-    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
-        grad = Tensor(g).reshape(1, b, r)
-        zeros = Tensor.zeros(1, total, r, device=grad.device, dtype=grad.dtype)
-        rows = segments.scatter_rows(zeros, keys, grad, "sum", True)
-        m = len(sizes)
-        placed = rows.reshape(sizes + rest).permute(tuple(range(m, m + len(rest))) + tuple(range(m)))
-        return (placed.reshape(x.shape).uop,)
-
-    set_gradient(out.uop, (x.uop,), rule)
 
 
 def _with_extreme_gradient(

@@ -3,10 +3,12 @@
 a gather (one load at an index) or an elementwise pass, so a scatter of m writes into n targets costs about
 m log^2 m + n log m instead of the n * m compares of a one-hot mask (1e5 writes into 1e6 targets: seconds). The
 one-hot form stays for small scatters: one fused kernel, where this is a few dozen. Also here: PyTorch's binary
-search (searchsorted) and a sorted membership test (isin)."""
+search (searchsorted), a sorted membership test (isin), and the gradient of a large gather or pick, a scatter-add of
+the incoming gradient by sorting."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from uopkit.dtype import dtypes
@@ -158,3 +160,44 @@ def _give_gradient(
         return (to_base.uop if wanted[0] else None, to_vals.uop if wanted[1] else None)
 
     set_gradient(out.uop, (base.uop, vals.uop), rule)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the gradient of a large pick: its one-hot form's own gradient would compare every target with every index (a 1e5
+# pick of 1e6 values: seconds); given directly, it is a scatter-add by sorting (below)
+
+
+def gather_gradient_by_sorting(out: Tensor, region: Tensor, dim: int, index: Tensor) -> None:
+    # out = region.gather(dim, index) (region cut to index's extents off dim): each out element's gradient adds into
+    # the region element it was taken from, a scatter-add of the gradient (by sorting: its mask is as large)
+    at = index.detach()
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        zeros = Tensor.zeros(region.shape, device=region.device, dtype=g.dtype)
+        total = zeros._scatter_by_sorting(dim, at, Tensor(g), "sum", True)
+        assert total is not None
+        return (total.uop,)
+
+    set_gradient(out.uop, (region.uop,), rule)
+
+
+def pick_gradient_by_sorting(
+    out: Tensor, x: Tensor, picks: list[Tensor], bshape: tuple[int, ...], rest: tuple[int, ...], sizes: tuple[int, ...]
+) -> None:
+    # out (bshape + rest) = x (1.. + rest + sizes) at the picked positions of its last axes: each picked row (the
+    # rest axes ride along as features) gets the gradient of every out row that took it
+    b, r, total = math.prod(bshape), math.prod(rest), math.prod(sizes)
+    flat = picks[0]
+    for idx, size in zip(picks[1:], sizes[1:], strict=True):
+        flat = flat * size + idx
+    keys = flat.detach().reshape(1, b)
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        grad = Tensor(g).reshape(1, b, r)
+        zeros = Tensor.zeros(1, total, r, device=grad.device, dtype=grad.dtype)
+        rows = scatter_rows(zeros, keys, grad, "sum", True)
+        m = len(sizes)
+        placed = rows.reshape(sizes + rest).permute(tuple(range(m, m + len(rest))) + tuple(range(m)))
+        return (placed.reshape(x.shape).uop,)
+
+    set_gradient(out.uop, (x.uop,), rule)
