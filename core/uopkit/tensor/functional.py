@@ -109,6 +109,9 @@ class FunctionalMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, -1, "softmax")
+        if self.ndim:
+            # (checked here: the error names softmax, not the max inside it)
+            axis = _normalize_axis(axis, self.ndim, "softmax", self.shape)
         if dtype is None and self.dtype in dtypes.halves:
             # computed in float32, rounded once (as PyTorch; see support.in_float32)
             return self.float().softmax(axis).cast(self.dtype)
@@ -128,6 +131,9 @@ class FunctionalMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, -1, "log_softmax")
+        if self.ndim:
+            # (checked here: the error names log_softmax, not the max inside it)
+            axis = _normalize_axis(axis, self.ndim, "log_softmax", self.shape)
         if dtype is None and self.dtype in dtypes.halves:
             return self.float().log_softmax(axis).cast(self.dtype)
         x = self.cast(dtype) if dtype is not None else self._float()

@@ -98,7 +98,7 @@ def _stand_in(dtype: DType, shape: tuple[int, ...], device: str) -> UOp:
 
 
 def _keep(table: dict[tuple, _Template | None], key: tuple, template: _Template | None) -> _Template | None:
-    if len(table) >= MAX_TEMPLATES:
+    while table and len(table) >= MAX_TEMPLATES:
         table.pop(next(iter(table)))
     if MAX_TEMPLATES > 0:
         table[key] = template
