@@ -288,3 +288,68 @@ def test_a_returned_random_draw_is_drawn_again_by_every_replay():
 
     values = {tuple(draw().tolist()) for _ in range(4)}
     assert len(values) == 4
+
+
+class _Scaled:
+    def __init__(self, scale: float) -> None:
+        self.w = Tensor.full((4,), scale).contiguous().realize()
+
+    @TinyJit
+    def __call__(self, x: Tensor) -> Tensor:
+        return (x * self.w).realize()
+
+
+def test_a_jitted_method_captures_per_instance():
+    # each instance replays its own weights (a second instance was refused: its `self` was a baked-in argument)
+    a, b = _Scaled(1.0), _Scaled(2.0)
+    for i in range(4):
+        x = Tensor.full((4,), float(i)).contiguous().realize()
+        assert a(x).tolist() == [float(i)] * 4
+        assert b(x).tolist() == [2.0 * i] * 4
+    assert a.__call__.kernel_count == 1 and b.__call__.kernel_count == 1
+    a.w += 10
+    assert a(Tensor.ones(4).realize()).tolist() == [11.0] * 4
+    # the instance isn't kept alive by the decorator
+    import gc
+    import weakref
+
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_jitted_method_of_an_unhashable_instance_refuses_another_instance():
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __init__(self, v: float) -> None:
+            self.w = Tensor.full((2,), v).contiguous().realize()
+
+        @TinyJit
+        def f(self, x: Tensor) -> Tensor:
+            return (x + self.w).realize()
+
+    u1, u2 = Unhashable(1.0), Unhashable(5.0)
+    x = Tensor.ones(2).contiguous().realize()
+    for _ in range(3):
+        assert u1.f(x).tolist() == [2.0, 2.0]
+    with pytest.raises(JitError, match="non-Tensor arguments changed"):
+        u2.f(x)
+
+
+def test_tensors_inside_list_tuple_and_dict_arguments_are_inputs():
+    @TinyJit
+    def f(xs: list, pair: tuple, named: dict) -> Tensor:
+        return (xs[0] + xs[1] * pair[1] + named["b"]).realize()
+
+    for i in range(5):
+        a = Tensor.full((3,), float(i)).contiguous().realize()
+        b = Tensor.ones(3).contiguous().realize()
+        out = f([a, b], (None, Tensor.full((3,), 2.0).realize()), {"b": b * i})
+        assert out.tolist() == [2.0 * i + 2.0] * 3
+    assert f.kernel_count >= 1
+    with pytest.raises(JitError, match=r"\(0, 1\) changed from shape \(3,\)"):
+        f([a, Tensor.ones(4).realize()], (None, b), {"b": b})
+    with pytest.raises(JitError, match="non-Tensor arguments changed"):
+        f((a, b), (None, b), {"b": b})

@@ -27,6 +27,11 @@ pending from before the capturing call are done first, outside it.
 
 `Tensor.training` is part of a capture too (BatchNorm's and dropout's kernels differ by mode): a call in the other
 mode is captured anew.
+
+Tensors inside list, tuple and dict arguments are Tensor arguments too (`step([x, y])`, `f(batch={"x": x})`); the
+containers' types and keys must stay the same. As a method decorator (`@TinyJit def __call__(self, x)`), each
+instance gets captures of its own: the instance's tensors are read as a function's globals are (another model's
+weights are other buffers), and the decorator doesn't keep the instance alive.
 """
 
 from __future__ import annotations
@@ -165,22 +170,44 @@ def _held_buffers() -> dict[UOp, list[Tensor]]:
 
 
 def _flatten_args(args: tuple, kwargs: dict) -> tuple[list[tuple[Any, Any]], list[Any]]:
-    """(where, tensor) for every Tensor argument, and every other argument (positional then sorted keywords)."""
+    """(where, tensor) for every Tensor argument, also inside lists, tuples and dicts (`where`: the position or
+    keyword, or for one inside a container a tuple of it and the keys down to the tensor), and every other argument
+    (positional then sorted keywords; a container by its type and keys, its other items in their own right)."""
     tensors: list[tuple[Any, Any]] = []
     others: list[Any] = []
     for i, a in enumerate(args):
-        if isinstance(a, Tensor):
-            tensors.append((i, a))
-        else:
-            others.append(a)
-    if kwargs:
-        for k in sorted(kwargs):
-            v = kwargs[k]
-            if isinstance(v, Tensor):
-                tensors.append((k, v))
-            else:
-                others.append((k, v))
+        _collect(a, (i,), tensors, others)
+    for k in sorted(kwargs):
+        _collect(kwargs[k], (k,), tensors, others)
     return tensors, others
+
+
+def _collect(v: Any, path: tuple, tensors: list[tuple[Any, Any]], others: list[Any]) -> None:
+    where = path[0] if len(path) == 1 else path
+    if isinstance(v, Tensor):
+        tensors.append((where, v))
+    elif type(v) in (list, tuple) and any(isinstance(x, (Tensor, list, tuple, dict)) for x in v):
+        others.append((where, type(v), len(v)))
+        for j, x in enumerate(v):
+            _collect(x, (*path, j), tensors, others)
+    elif type(v) is dict and any(isinstance(x, (Tensor, list, tuple, dict)) for x in v.values()):
+        keys = list(v)
+        others.append((where, dict, tuple(keys)))
+        for key in keys:
+            _collect(v[key], (*path, key), tensors, others)
+    else:
+        others.append(v if type(path[0]) is int and len(path) == 1 else (where, v))
+
+
+def _replaced(container: Any, path: tuple, value: Any) -> Any:
+    # `container` with the item at `path` (keys down into it) replaced: lists and dicts copied, tuples rebuilt
+    key = path[0]
+    item = value if len(path) == 1 else _replaced(container[key], path[1:], value)
+    if type(container) is tuple:
+        return container[:key] + (item,) + container[key + 1 :]
+    out = container.copy()
+    out[key] = item
+    return out
 
 
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and
@@ -253,6 +280,8 @@ class TinyJit(Generic[ReturnType]):
         # that capture at once: shapes, dtypes, devices, storage and aliasing are all the uops', so the checks would
         # find what they found then.
         self.last: tuple[tuple[tuple[weakref.ref, ...], ...], _Captured] | None = None
+        # as a method decorator: each instance's own TinyJit (see __get__)
+        self._per_instance: weakref.WeakKeyDictionary[Any, TinyJit[ReturnType]] = weakref.WeakKeyDictionary()
         functools.update_wrapper(self, fn)
 
     def reset(self) -> None:
@@ -260,8 +289,25 @@ class TinyJit(Generic[ReturnType]):
         self.cnt, self.captured, self.captures, self.last = 0, None, {}, None
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
-        # used as a method decorator: bind the instance as the first argument
-        return self if obj is None else functools.partial(self.__call__, obj)
+        # used as a method decorator: each instance gets a TinyJit of its own, whose function is the method bound to it
+        # (weakly), so two models' calls capture and replay their own weights; the instance's tensors are read as a
+        # function's globals are. An instance that can't be a weak key (unhashable, no __weakref__) is passed as the
+        # first argument of this one, as before: a second such instance is refused (JitError), not replayed with
+        # the first one's weights
+        if obj is None:
+            return self
+        try:
+            jit = self._per_instance.get(obj)
+        except TypeError:
+            return functools.partial(self.__call__, obj)
+        if jit is None:
+            instance, fn = weakref.ref(obj), self.fn
+
+            def method(*args: Any, **kwargs: Any) -> ReturnType:
+                return fn(instance(), *args, **kwargs)
+
+            jit = self._per_instance[obj] = TinyJit(method)
+        return jit
 
     @property
     def kernel_count(self) -> int:
@@ -306,10 +352,9 @@ class TinyJit(Generic[ReturnType]):
         for where, t in tensors:
             t2, uop = _input_buffer(t)
             input_uops.append(uop)
-            if isinstance(where, int):
-                args_l[where] = t2
-            else:
-                kwargs_d[where] = t2
+            top, inner = (where[0], where[1:]) if isinstance(where, tuple) else (where, ())
+            into: Any = args_l if isinstance(top, int) else kwargs_d
+            into[top] = _replaced(into[top], inner, t2) if inner else t2
         if self.captured is not None and (cap := self.captures.get((training, _aliasing(input_uops)))) is not None:
             return self._replay(cap, input_uops)
         if self.cnt == 0:
