@@ -301,6 +301,22 @@ def test_cat_leaves_out_legacy_empty_tensors():
         Tensor.cat(Tensor.zeros(0, 1), Tensor.ones(2, 3))
 
 
+@pytest.mark.parametrize("empty_shape, dim", [((0, 3), 0), ((2, 0), 1), ((0,), 0)])
+def test_empty_inputs_of_cat_get_their_empty_gradient(empty_shape, dim):
+    # as PyTorch: an empty tensor that wants a gradient and goes into a cat gets one (of its own, empty, shape)
+    got = []
+    for T in (torch, Tensor):
+        empty, full = T.zeros(*empty_shape, requires_grad=True), T.ones(2, 3, requires_grad=True)
+        out = T.cat([empty, full], dim) if T is torch else Tensor.cat([empty, full], dim)
+        (out * T.arange(6.0).reshape(2, 3)).sum().backward()
+        assert empty.grad is not None
+        got.append((tuple(empty.grad.shape), full.grad.tolist(), out.tolist()))
+    assert got[1] == got[0]
+    # the value is the other tensors' exactly (-0.0 stays)
+    x = Tensor([[-0.0, 1.0]])
+    assert np.signbit(Tensor.cat([Tensor.zeros(0, 2, requires_grad=True), x]).numpy()[0, 0])
+
+
 @pytest.mark.parametrize("exponent", [0.5, -0.5])
 def test_half_powers_are_square_roots_as_torch(exponent):
     values = [0.0, -0.0, 4.0, -4.0, float("inf"), float("-inf"), float("nan"), 2.0]

@@ -601,6 +601,7 @@ class MovementMixin:
         [[1.0, 2.5]]
         """
         tensors, dim = _tensors_and_dim(self, args, dim, "cat")
+        given = tensors
         dt = least_upper_dtype(*(t.dtype for t in tensors))
         if any(t.shape == (0,) for t in tensors) and any(t.shape != (0,) for t in tensors):
             # PyTorch's legacy rule, which `out = torch.tensor([])` accumulators rely on: a tensor of shape (0,) is
@@ -616,7 +617,13 @@ class MovementMixin:
             ):
                 shapes = [x.shape for x in tensors]
                 raise ShapeError(f"cat: shapes {shapes} differ outside dimension {dim}")
+        empty = [t for t in given if t.numel() == 0 and t.requires_grad]
         tensors = [t.cast(dt) for t in tensors if t.shape[dim] > 0] or [self.cast(dt)]
+        if empty:
+            # an empty tensor that wants a gradient stays in the graph, to get its (empty) gradient as in PyTorch:
+            # its sum (0) in a select that always takes the value
+            carried = Tensor.stack(*[t.sum().cast(dt) for t in empty]).sum()
+            tensors[0] = Tensor(True, device=self.device).where(tensors[0], carried)
         if len(tensors) == 1:
             return tensors[0]
         total = sum(t.shape[dim] for t in tensors)
