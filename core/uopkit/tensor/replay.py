@@ -118,9 +118,12 @@ def _record(fn: Callable[..., Tensor], u: UOp, args: tuple, kwargs: dict[str, An
     return _compile((out.uop,), (stand_in,))
 
 
-def _compile(roots: tuple[UOp | None, ...], stand_ins: tuple[UOp, ...]) -> _Template | None:
-    # the nodes of `roots` that depend on the stand-ins, as a program; None where the graph reaches a buffer other
-    # than theirs (their BUFFERs, under their RESHAPEs, may be read only through them) or runs anything
+def _compile(
+    roots: tuple[UOp | None, ...], stand_ins: tuple[UOp, ...], refused: frozenset[Ops] = _REFUSED
+) -> _Template | None:
+    # the nodes of `roots` that depend on the stand-ins, as a program; None where the graph holds a `refused` op (a
+    # method's graph: a buffer other than the stand-in's, or anything that runs) or reads a stand-in's BUFFER other
+    # than through its RESHAPE
     buffers = {s.src[0] for s in stand_ins if s.op is Ops.RESHAPE}
     index: dict[UOp, int] = {s: i for i, s in enumerate(stand_ins)}
     program = []
@@ -131,7 +134,7 @@ def _compile(roots: tuple[UOp | None, ...], stand_ins: tuple[UOp, ...]) -> _Temp
         for n in root.toposort():
             if n in index or n in buffers:
                 continue
-            if n.op in _REFUSED or any(s in buffers for s in n.src):
+            if n.op in refused or any(s in buffers for s in n.src):
                 return None
             if not any(s in index for s in n.src):
                 continue
@@ -161,7 +164,8 @@ def _replayed_rule(rule: GradientRule, over: dict[UOp, UOp]) -> GradientRule:
     # the recorded rule, its result recorded once per incoming gradient's signature (over a stand-in for the gradient
     # and the stand-ins of `over`, which its nodes hang from) and rebuilt over the real ones; a node of the result
     # given a gradient rule passes it on, replayed too (a derivative's own derivative: abs's is sign(x), whose
-    # gradient is the zero its rule gives)
+    # gradient is the zero its rule gives). Nodes the rule holds that don't depend on the stand-ins (a constant table
+    # a derivative reads) stay as they are
     stand_ins = tuple(over)
     values = tuple(over.values())
 
@@ -172,28 +176,10 @@ def _replayed_rule(rule: GradientRule, over: dict[UOp, UOp]) -> GradientRule:
         template = _rule_templates.get(key, _rule_templates)
         if template is _rule_templates:
             g_stand_in = _stand_in(g.dtype, shape, g.device)
-            template = _keep(_rule_templates, key, _compile(tuple(rule(g_stand_in, wanted)), (*stand_ins, g_stand_in)))
-        if template is None:
-            g_stand_in = _stand_in(g.dtype, shape, g.device)
-            mapping = {**over, g_stand_in: g}
-            return tuple(None if r is None else _rebuilt(r, mapping) for r in rule(g_stand_in, wanted))
+            results = tuple(rule(g_stand_in, wanted))
+            template = _keep(_rule_templates, key, _compile(results, (*stand_ins, g_stand_in), frozenset()))
+        # (a method whose gradient reads its input's storage apart from its value, a bfloat16's bits, isn't replayed)
+        assert template is not None, "replay: a recorded gradient rule reads a stand-in's BUFFER directly"
         return _rebuild(template, (*values, g))
 
     return replay
-
-
-def _rebuilt(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
-    # `root` over what `mapping` maps its stand-ins to, node by node (a result that `_compile` refuses)
-    new = dict(mapping)
-    for n in root.toposort():
-        if n in new:
-            continue
-        src = tuple([new.get(s, s) for s in n.src])
-        if src == n.src:
-            continue
-        m = new[n] = UOp(n.op, n.dtype, src, n.arg)
-        given = given_gradient(n)
-        if given is not None:
-            inputs, rule = given
-            set_gradient(m, tuple([new.get(i, i) for i in inputs]), _replayed_rule(rule, mapping))
-    return new.get(root, root)
