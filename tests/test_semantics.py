@@ -1377,3 +1377,85 @@ def test_negative_ints_into_unsigned_dtypes_as_torch(value: object, dtype: str) 
             Tensor(value, dtype=to_dtype(dtype))
         return
     assert Tensor(value, dtype=to_dtype(dtype)).tolist() == want
+
+
+_STORED_SCALAR_OPS = {
+    "full": (lambda t, v: Tensor.full((3,), v, dtype=t.dtype), lambda t, v: torch.full((3,), v, dtype=t.dtype)),
+    "fill_": (lambda t, v: t.fill_(v), lambda t, v: t.fill_(v)),
+    "masked_fill": (
+        lambda t, v: t.masked_fill(Tensor([True, False, True]), v),
+        lambda t, v: t.masked_fill(torch.tensor([True, False, True]), v),
+    ),
+    "setitem": (lambda t, v: t.__setitem__(1, v) or t, lambda t, v: t.__setitem__(1, v) or t),
+    "index_fill": (
+        lambda t, v: t.index_fill(0, Tensor([0, 2]), v),
+        lambda t, v: t.index_fill(0, torch.tensor([0, 2]), v),
+    ),
+    "pad": (lambda t, v: t.pad((1, 1), value=v), lambda t, v: torch.nn.functional.pad(t, (1, 1), value=v)),
+    # (into an int tensor an int where() or clamp() bound beyond its dtype computes in int64: documented)
+    "where": (
+        lambda t, v: Tensor([True, False, True]).where(t, v),
+        lambda t, v: torch.where(torch.tensor([True, False, True]), t, v),
+    ),
+    "clamp": (lambda t, v: t.clamp(max=v), lambda t, v: t.clamp(max=v)),
+}
+
+
+@pytest.mark.parametrize("op", list(_STORED_SCALAR_OPS))
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "bool"])
+def test_stored_numbers_the_dtype_cannot_hold_raise_as_torch(op: str, dtype: str) -> None:
+    # a Python number stored into a tensor (not arithmetic, where it rounds to inf or wraps) is checked as torch's:
+    # beyond the dtype's largest finite value it raises instead of becoming inf; NaN, inf and fractions beyond the
+    # range raise for ints; inf and NaN go into floats, negative ints above -2**bits wrap into unsigned ones (not in
+    # pad);
+    # where and setitem round into float16 and bfloat16, as torch's
+    ours, theirs = _STORED_SCALAR_OPS[op]
+    values = [1e40, -1e40, 65504.0, 65519.0, 3.39e38, math.inf, -math.inf, math.nan, 300, -200, 255.5, -1.5, 2.7]
+    for v in [*values, 2**31, -129]:
+        if op in ("where", "clamp") and (dtype.startswith(("int", "uint")) or isinstance(v, int)):
+            continue
+        try:
+            want = theirs(torch.zeros(3, dtype=getattr(torch, dtype)), v)
+        except RuntimeError:
+            with pytest.raises(OverflowError, match="without overflow"):
+                ours(Tensor.zeros(3, dtype=dtype), v).realize()
+            continue
+        got = ours(Tensor.zeros(3, dtype=dtype), v)
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy(), err_msg=f"{op} {dtype} {v!r}")
+        assert got.dtype == to_dtype(dtype) or op in ("where", "clamp"), (op, dtype, v)
+
+
+def test_prod_gradient_beside_a_zero_and_an_infinity_as_torch() -> None:
+    # the product of the others, not prod / x: an inf beside the zero gives 0 (not inf / inf = NaN), and where the
+    # non-zero product overflows, too; a -0.0 signs the zeros
+    inf = math.inf
+    rows = [[inf, 2.0], [inf, 0.0, 2.0], [inf, 0.0, inf], [inf, -0.0, -2.0], [3.0, 0.0, -2.0], [inf, inf, 0.0],
+            [0.0, 0.0, inf], [-inf, 2.0, 0.0], [1e30, 1e30, 0.0, 2.0]]  # fmt: skip
+    for row in rows:
+        t, r = Tensor(row, requires_grad=True), torch.tensor(row, requires_grad=True)
+        t.prod().backward()
+        r.prod().backward()
+        np.testing.assert_array_equal(t.grad.numpy(), r.grad.numpy(), err_msg=str(row))
+        signs, theirs = np.signbit(t.grad.numpy()), np.signbit(r.grad.numpy())
+        assert np.array_equal(signs[~np.isnan(r.grad.numpy())], theirs[~np.isnan(r.grad.numpy())]), row
+
+
+@pytest.mark.parametrize(
+    "name", ["acosh", "logit", "asin", "acos", "elu", "celu", "selu"]
+)  # fmt: skip
+def test_first_and_second_derivatives_at_domain_edges_as_torch(name: str) -> None:
+    # at the ends of the domains (+-1, 0, -0.0) and at elu's kink, both orders as torch's: signs of infinities, inf
+    # rather than NaN, 0 for elu's second derivative at 0
+    funcs = {"elu": (lambda t: t.elu(2.0), lambda t: torch.nn.functional.elu(t, 2.0)),
+             "celu": (lambda t: t.celu(2.0), lambda t: torch.nn.functional.celu(t, 2.0)),
+             "selu": (lambda t: t.selu(), torch.nn.functional.selu)}  # fmt: skip
+    ours, theirs = funcs.get(name, (lambda t: getattr(t, name)(), lambda t: getattr(t, name)()))
+    x = np.array([-1.0, -0.0, 0.0, 1.0, 0.5, -0.5, 2.0], np.float32)
+    t, r = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (g,) = ours(t).sum().gradient(t)
+    # (torch's first derivative from a plain backward: with create_graph its logit'(-0.0) is -inf, not inf)
+    np.testing.assert_allclose(g.numpy(), torch.autograd.grad(theirs(r).sum(), r)[0], rtol=1e-5, equal_nan=True)
+    (tg,) = torch.autograd.grad(theirs(r).sum(), r, create_graph=True)
+    g.sum().backward()
+    tg.sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-4, equal_nan=True)

@@ -154,19 +154,36 @@ def do_reduce_max_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
 
 
 def do_reduce_mul_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
-    # d prod(x) / dx_i is the product of the others (as PyTorch): prod / x_i when no x is 0; with exactly one zero,
-    # the product of the non-zero others at the zero and 0 times it elsewhere (nan if an inf is in); with more, 0
+    # d prod(x) / dx_i is the product of the others, as PyTorch's: prod / x_i when no x is 0. With exactly one zero:
+    # at the zero, the product of the others; elsewhere the others' product holds that zero, so it is a zero signed
+    # by the others' sign bits, or NaN (0 * inf) where one of the others is infinite; not a quotient, which is NaN at
+    # an inf x_i (inf / inf) and where the non-zero product overflows. With more zeros, 0.
     x = ret.src[0]
     shape, axes = x.shape or (), ret.arg[1]
     zero, one = ctx.const(x, 0), ctx.const(x, 1)
     is_zero = x.alu(Ops.CMPEQ, zero)
     safe_x = is_zero.where(one, x)
-    zeros = _expand(UOp(Ops.REDUCE_AXIS, x.dtype, (is_zero.cast(x.dtype),), (Ops.ADD, axes)), shape)
+
+    def others(mask: UOp) -> UOp:
+        # how many of the other elements along the reduced axes have `mask` (int32: exact in any float dtype)
+        flag = mask.cast(dtypes.int32)
+        total = _expand(UOp(_REDUCE_AXIS, dtypes.int32, (flag,), (_ADD, axes)), shape)
+        return total + flag * ctx.const(flag, -1)
+
+    def none(count: UOp) -> UOp:
+        return count.alu(Ops.CMPEQ, ctx.const(count, 0))
+
     prod_nonzero = _expand(UOp(Ops.REDUCE_AXIS, x.dtype, (safe_x,), (Ops.MUL, axes)), shape)
-    one_zero = zeros.alu(Ops.CMPEQ, ctx.const(x, 1))
-    at_zero = one_zero.where(prod_nonzero, zero)
-    with_zero = one_zero.where(_div(prod_nonzero, safe_x) * zero, zero)
-    at_nonzero = zeros.alu(Ops.CMPEQ, zero).where(_div(_expand(ret, shape), safe_x), with_zero)
+    other_zeros = others(is_zero)
+    at_zero = none(other_zeros).where(prod_nonzero, zero)
+    # (beside the zero) the sign bit, -0.0's included (1 / -0.0 is -inf), and the infinities
+    negative = x.lt(zero).alu(Ops.OR, is_zero.alu(Ops.AND, _div(one, x).lt(zero)))
+    infinite = x.alu(Ops.CMPEQ, ctx.const(x, math.inf)).alu(Ops.OR, x.alu(Ops.CMPEQ, ctx.const(x, -math.inf)))
+    odd = others(negative).alu(Ops.AND, ctx.const(other_zeros, 1))
+    signed_zero = none(odd).where(zero, ctx.const(x, -0.0))
+    beside_zero = none(others(infinite)).where(signed_zero, ctx.const(x, math.nan))
+    with_zero = other_zeros.alu(Ops.CMPEQ, ctx.const(other_zeros, 1)).where(beside_zero, zero)
+    at_nonzero = none(other_zeros).where(_div(_expand(ret, shape), safe_x), with_zero)
     return (is_zero.where(at_zero, at_nonzero) * _expand(ctx.grad, shape),)
 
 

@@ -24,6 +24,7 @@ from uopkit.tensor.support import (
     ShapeError,
     _as_shape,
     _canonical_device,
+    _check_stored_scalar,
     _creates_leaf,
     _host_values,
     _reshape_uop,
@@ -67,6 +68,9 @@ class CreationMixin:
         if any(s < 0 for s in shape):
             raise ShapeError(f"full: negative dimension in shape {shape}")
         dtype = kwargs.pop("dtype", None)
+        if dtype is not None or isinstance(fill_value, float):
+            # (an int without a dtype picks one that holds it)
+            _check_stored_scalar(fill_value, to_dtype(dtype or dtypes.default_float), "full")
         t = Tensor(fill_value, dtype=dtype, device=kwargs.pop("device", None), **kwargs)
         return t.reshape((1,) * len(shape)).expand(shape)
 

@@ -16,7 +16,6 @@ from uopkit.dtype import (
     least_upper_dtype,
     least_upper_float,
     to_dtype,
-    to_numpy_dtype,
 )
 from uopkit.tensor import segments
 from uopkit.tensor.replay import replayed
@@ -26,7 +25,9 @@ from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
     _cast_py,
+    _check_stored_scalar,
     _dim_for_axis,
+    _largest_finite,
     _short_int,
     _storage_uop,
     _with_derivative,
@@ -185,13 +186,6 @@ def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
     if not dtypes.is_unsigned(dt) and v >= 2 ** (bits - 1):
         v -= 2**bits
     return Tensor(v, device=device, dtype=dt)
-
-
-def _largest_finite(dt: DType) -> float:
-    # (dtypes.max of a float is inf)
-    if dt == dtypes.bfloat16:
-        return float.fromhex("0x1.fep127")
-    return float(np.finfo(to_numpy_dtype(dt)).max)
 
 
 class ElementwiseMixin:
@@ -511,6 +505,9 @@ class ElementwiseMixin:
         else:
             x_t = Tensor(x, device=self.device)
             x_t, y_t = x_t._broadcasted(y, False, "where")
+        for v in (x, y):
+            if not isinstance(v, Tensor):
+                _check_stored_scalar(v, x_t.dtype, "where", half_floats=False)
         shape = _broadcast_shape(cond.shape, x_t.shape, "where")
         cond, x_t, y_t = cond._broadcast_to(shape), x_t._broadcast_to(shape), y_t._broadcast_to(shape)
         return Tensor(UOp(_WHERE, x_t.dtype, (cond.uop, x_t.uop, y_t.uop)))
@@ -530,7 +527,7 @@ class ElementwiseMixin:
 
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
         """`value` where `mask` is true, else self, in self's dtype as torch (a float value into an int tensor is
-        truncated, an int wraps into a narrower one; a 0-d tensor value gets its gradient).
+        truncated; a number the dtype can't hold raises OverflowError; a 0-d tensor value gets its gradient).
 
         >>> Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 0).tolist()
         [0, 2, 0]
@@ -542,6 +539,7 @@ class ElementwiseMixin:
             if value.ndim:
                 raise ShapeError(f"masked_fill: a tensor value must be 0-dimensional, got shape {value.shape}")
             return mask.where(value.cast(self.dtype), self)
+        _check_stored_scalar(value, self.dtype, "masked_fill")
         return mask.where(_scalar_in_dtype(value, self.dtype, self.device), self)
 
     def lerp(self, end: Any, weight: Any) -> Tensor:
@@ -781,9 +779,11 @@ class ElementwiseMixin:
         if not dtypes.is_float(self.dtype):
             return self
         largest = _largest_finite(self.dtype)
-        high = largest if posinf is None else posinf
-        low = -largest if neginf is None else neginf
-        return self.isnan().where(nan, (self == math.inf).where(high, (self == -math.inf).where(low, self)))
+        # (a replacement beyond the dtype's range rounds to inf, as torch's: not a stored scalar that is refused)
+        high = Tensor(largest if posinf is None else posinf, device=self.device, dtype=self.dtype)
+        low = Tensor(-largest if neginf is None else neginf, device=self.device, dtype=self.dtype)
+        nan_t = Tensor(nan, device=self.device, dtype=self.dtype)
+        return self.isnan().where(nan_t, (self == math.inf).where(high, (self == -math.inf).where(low, self)))
 
     def nansum(
         self,

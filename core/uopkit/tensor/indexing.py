@@ -19,6 +19,7 @@ from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
     _broadcast_shape,
+    _check_stored_scalar,
     _check_values_in,
     _mark_view,
     _Mask,
@@ -483,6 +484,7 @@ class IndexingMixin:
             # the view itself (`t[1:] += x`: the in-place op wrote into it already, then Python sets it again)
             return
         if not isinstance(value, Tensor):
+            _check_stored_scalar(value, self.dtype, "setitem", half_floats=False)
             value = Tensor(value, device=self.device, dtype=self.dtype)
         if not tensors:
             value = _without_leading_ones(value, view.ndim)
@@ -799,6 +801,8 @@ class IndexingMixin:
         index = index.reshape(-1)
         hit = ((index < 0).where(index + n, index))._one_hot_along(n).any(0)
         hit = hit.reshape(tuple(n if d == dim else 1 for d in range(self.ndim)))
+        if not isinstance(value, Tensor):
+            _check_stored_scalar(value, self.dtype, "index_fill")
         fill = value if isinstance(value, Tensor) else Tensor(value, device=self.device)
         return hit.where(fill.cast(self.dtype), self)
 
@@ -1010,6 +1014,7 @@ class IndexingMixin:
             raise ShapeError(f"fill_: the value must be a number or a 0-d tensor, got shape {value.shape}")
         if isinstance(value, Tensor):
             return self._update_in_place(lambda: value.cast(self.dtype).expand(self.shape), "fill_")
+        _check_stored_scalar(value, self.dtype, "fill_")
         return self._update_in_place(
             lambda: Tensor.full(self.shape, value, device=self.device, dtype=self.dtype), "fill_"
         )
@@ -1025,6 +1030,7 @@ class IndexingMixin:
         [1.0, 2.0]
         """
         if not isinstance(src, Tensor):
+            _check_stored_scalar(src, self.dtype, "copy_")
             src = Tensor(src, device=self.device, dtype=self.dtype)
         if src.device != self.device:
             src = src.to(self.device)
@@ -1052,6 +1058,7 @@ class IndexingMixin:
         # assign's STORE, not run: whether it writes through a view (of a live tensor, which must show it);
         # `aliased_ok`: the write may reach one element of storage through several of the view's (fill_'s one value)
         if not isinstance(x, Tensor):
+            _check_stored_scalar(x, self.dtype, "assign")
             x = Tensor(x, device=self.device, dtype=self.dtype)
             if x.ndim == 0:
                 # a number fills the tensor, as tinygrad's

@@ -15,6 +15,7 @@ from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
+    _check_stored_scalar,
     _normalize_axis,
     _with_derivative,
     _with_gradient_of,
@@ -113,7 +114,8 @@ class MathMixin:
         [0.0, 1.0986123085021973]
         """
         x = self._float()
-        slope = (x * (1 - x)).reciprocal()
+        # (inf at 0 and 1 as torch's, from either side: 1 / (x * (1 - x)) is -inf at -0.0)
+        slope = ((x == 0) | (x == 1)).where(math.inf, (x * (1 - x)).reciprocal())
         if eps is None:
             z, derivative = x, ((x < 0) | (x > 1)).where(math.nan, slope)
         else:
@@ -363,6 +365,9 @@ class MathMixin:
             if lo_t is not None:
                 # (the upper bound may have widened x's shape or dtype)
                 lo_t = lo_t.cast(x.dtype)._broadcast_to(x.shape)
+        for bound in (lo, hi):
+            if not isinstance(bound, Tensor):
+                _check_stored_scalar(bound, x.dtype, "clip")
         t = x if lo_t is None else x.maximum(lo_t)
         t = t if hi_t is None else t.minimum(hi_t)
         if not dtypes.is_float(t.dtype):
@@ -585,7 +590,9 @@ class MathMixin:
         t = huge.where(0, x - 1)
         # (t * t overflows to inf far below -1: the domain is checked, not left to the sqrt)
         near = (t < 0).where(math.nan, (t + (2 * t + t * t).sqrt()).log1p())
-        derivative = ((x - 1) * (x + 1)).rsqrt()
+        # 1 / sqrt(x*x - 1), x*x - 1 as (x - 1)(x + 1) (accurate near 1) but +0.0 at -1 (inf, as torch's)
+        u = (x < 0).where(x * x - 1, (x - 1) * (x + 1))
+        derivative = _with_derivative(u, x, 2 * x).rsqrt()
         return _with_derivative(huge.where(huge.where(x, 1).log() + math.log(2), near), x, derivative)
 
     @replayed
@@ -652,7 +659,7 @@ class MathMixin:
         [0.0]
         """
         x = self._float()
-        return _with_derivative((x / ((1 - x) * (1 + x)).sqrt()).atan(), x, ((1 - x) * (1 + x)).rsqrt())
+        return _with_derivative((x / ((1 - x) * (1 + x)).sqrt()).atan(), x, x._one_minus_square().rsqrt())
 
     @replayed
     @in_float32
@@ -663,7 +670,12 @@ class MathMixin:
         [0.0]
         """
         x = self._float()
-        return _with_derivative(2 * ((1 - x) / (1 + x)).sqrt().atan(), x, -((1 - x) * (1 + x)).rsqrt())
+        return _with_derivative(2 * ((1 - x) / (1 + x)).sqrt().atan(), x, -x._one_minus_square().rsqrt())
+
+    def _one_minus_square(self) -> Tensor:
+        # 1 - x*x as (1 - x)(1 + x), accurate near +-1, with the derivative -2x of PyTorch's form (its product rule
+        # would give 0 * -inf = NaN at +-1 for the derivative of asin's and acos's 1 / sqrt of it: torch's is -+inf)
+        return _with_derivative((1 - self) * (1 + self), self, -2 * self)
 
     @replayed
     @in_float32
@@ -780,7 +792,11 @@ class MathMixin:
         x = self._float()
         low = x <= 0
         inner = low.where(x, 0)
-        return low.where(alpha * (inner if scale == 1.0 else inner * scale).expm1(), x)
+        value = low.where(alpha * (inner if scale == 1.0 else inner * scale).expm1(), x)
+        # torch's derivative alpha * scale * exp(scale * x) for x <= 0, with torch's own derivative of it: 0 at x = 0,
+        # where the value has a kink (a derivative through where(x <= 0) would be alpha * scale**2 there)
+        below = (x < 0).where(x, 0)
+        return _with_derivative(value, x, low.where((below * scale).exp() * (alpha * scale), 1.0))
 
     @replayed
     @in_float32

@@ -21,6 +21,7 @@ from uopkit.tensor.support import (
     UnknownModeError,
     _as_shape,
     _canonical_device,
+    _check_stored_scalar,
     _contiguous_ids,
     _mark_view,
     _normalize_axis,
@@ -243,6 +244,7 @@ class MovementMixin:
         mask = Tensor(
             UOp(Ops.PAD, dtypes.bool, (Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device).uop,), pads)
         )
+        _check_stored_scalar(value, self.dtype, "pad", negative_unsigned=False)
         return mask.where(padded, Tensor(value, device=self.device, dtype=self.dtype))
 
     def _pad_mode(self, pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:

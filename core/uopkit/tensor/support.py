@@ -366,6 +366,49 @@ def _short_int(y: int) -> str:
     return str(y) if abs(y) < 10**30 else f"{'-' if y < 0 else ''}({y.bit_length()}-bit int)"
 
 
+def _largest_finite(dt: DType) -> float:
+    # (dtypes.max of a float is inf)
+    if dt == dtypes.bfloat16:
+        return float.fromhex("0x1.fep127")
+    return float(np.finfo(to_numpy_dtype(dt)).max)
+
+
+def _check_stored_scalar(
+    value: Any, dt: DType, op: str, *, half_floats: bool = True, negative_unsigned: bool = True
+) -> None:
+    """Refuse, as PyTorch does, a Python number that an op stores into a `dt` tensor (full, fill_, masked_fill,
+    where, clamp's bounds, setitem, pad and scatter values) when `dt` can't hold it: a finite float beyond the dtype's
+    largest (it would become inf), or NaN, inf or an out-of-range number for an int dtype. inf and NaN go into float
+    dtypes, anything into bool, and a negative int above -2**bits into an unsigned dtype (wrapped, as torch's) unless
+    `negative_unsigned` is False. Where torch rounds instead of checking (where and setitem into float16 and
+    bfloat16: `half_floats` False) the number rounds, to inf. Arithmetic (`t + 1e40`) is not checked: there, as in
+    torch, the number rounds to the dtype."""
+    if isinstance(value, (bool, np.bool_)) or dt == dtypes.bool or not isinstance(value, (int, float, np.number)):
+        return
+    if not half_floats and dtypes.is_float(dt) and dt.itemsize == 2:
+        return
+    if isinstance(value, (np.integer, np.floating)):
+        value = value.item()
+    if isinstance(value, int) and dtypes.is_int(dt):
+        if negative_unsigned and dtypes.is_unsigned(dt) and dt.itemsize < 8 and -(1 << 8 * dt.itemsize) < value < 0:
+            return
+        fits = dtypes.min(dt) <= value <= dtypes.max(dt)
+    elif dtypes.is_int(dt):
+        fits = math.isfinite(value) and dtypes.min(dt) <= value <= dtypes.max(dt)
+    else:
+        try:
+            fits = not math.isfinite(float(value)) or abs(value) <= _largest_finite(dt)
+        except OverflowError:  # an int beyond float64
+            fits = False
+    if not fits:
+        shown = _short_int(value) if isinstance(value, int) else repr(value)
+        largest = f"{dtypes.min(dt)}..{dtypes.max(dt)}" if dtypes.is_int(dt) else f"+-{_largest_finite(dt):g}"
+        raise OverflowError(
+            f"{op}: the value {shown} can't be converted to {dt} without overflow (its finite range is {largest}); "
+            "use a value in range, or a wider dtype for the tensor"
+        )
+
+
 def _positive_n(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...]:
     """_tuple_n for a size, step or count that must be at least 1 (0 would divide by zero further on)."""
     t = _tuple_n(x, n, what)
@@ -562,7 +605,8 @@ def _bits_node(node: UOp, memo: dict[UOp, UOp]) -> UOp:
             _bf16_alias[node] = alias
         return _bf16_alias[node]
     if node.op is Ops.CONST:
-        bits = int(np.array([node.arg], dtype=np.float32).view(np.uint32)[0])
+        with np.errstate(over="ignore"):  # (a number beyond float32 is inf, as it is in bfloat16)
+            bits = int(np.array([node.arg], dtype=np.float32).view(np.uint32)[0])
         rounded = 0x7FC0 if math.isnan(node.arg) else (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
         return UOp(Ops.CONST, u16, node.src, rounded)
     if node.op is Ops.CAST:
