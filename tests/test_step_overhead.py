@@ -98,6 +98,28 @@ def test_an_old_tensor_whose_node_a_realize_computes_reads_the_result():
     assert c.tolist() == [1.0, 3.0, 5.0, 7.0] and others[49].tolist() == [50.0, 50.0]
 
 
+def test_realizing_one_of_many_pending_values_walks_no_other_graph(monkeypatch):
+    # a value no other node was built on is in no other tensor's graph: realizing them one by one (`[o.item() for o in
+    # outs]`, a schedule-cache hit each) costs the same with 5 or 500 pending, not a walk of each pending graph per
+    # realize; a value that another lazy tensor is built on is still found in that tensor's graph
+    import uopkit.schedule as schedule
+
+    xs = [Tensor(np.full(3, i, np.float32)).realize() for i in range(40)]
+    # (the graphs' schedule cached first: the scheduler's own nodes over a value make it used)
+    (Tensor(np.zeros(3, np.float32)).realize() + 1).tanh().realize()
+    outs = [(x + 1).tanh() for x in xs]
+    on_top = outs[3] * 2
+    walks = []
+    reaches = schedule._reaches
+    monkeypatch.setattr(schedule, "_reaches", lambda *a: walks.append(a[0]) or reaches(*a))
+    outs[0].realize()
+    assert walks == [] and outs[0].uop.base.op is Ops.BUFFER
+    outs[3].realize()
+    assert walks and on_top.uop.src[0] is outs[3].uop
+    np.testing.assert_allclose(on_top.numpy(), 2 * np.tanh(np.full(3, 4.0, np.float32)), rtol=1e-6)
+    np.testing.assert_allclose([o.numpy()[0] for o in outs], np.tanh(np.arange(1, 41, dtype=np.float32)), rtol=1e-6)
+
+
 def test_live_tensors_stamp_each_graph_change_and_keep_computed_ones_apart():
     live = LiveTensors()
     a, b = Tensor(np.ones(2, np.float32)).realize(), Tensor(np.ones(2, np.float32)) + 1

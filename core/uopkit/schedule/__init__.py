@@ -317,10 +317,12 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     done: dict[UOp, UOp] = {}
     # a graph whose root was built before every node that changes can't hold one (nodes are newer than their
     # sources): the live tensors of earlier steps are skipped without a walk
-    changed = [k.seq for k, v in mapping.items() if k is not v]
+    changed = [k for k, v in mapping.items() if k is not v]
     if not changed:
         return
-    oldest = min(changed)
+    oldest = min(k.seq for k in changed)
+    # (no node of `changed` is a source of another: only tensors whose node it is can hold one, no graph is walked)
+    used = any(k.has_users for k in changed)
     if SPEC:
         live_tensors.check()
     landed: dict[UOp, list[Tensor]] = {}
@@ -335,7 +337,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
             if u.op is _BUFFER:
                 continue
             u = t.uop
-        if new is None and _reaches(u, mapping, reaches):
+        if new is None and used and _reaches(u, mapping, reaches):
             if from_replay:
                 new = _replace_once(u, mapping, reaches, done)
             else:

@@ -316,6 +316,9 @@ class UOpMeta(type):
         ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
         ret._shape = ret._device = _UNSET
         ret.seq = next(uop_seq)
+        ret.has_users = False
+        for s in src:
+            s.has_users = True
         ref = _UOpRef(ret, _forget_uop)
         ref.key = key
         # setdefault is one atomic C call: when two threads build the same node at once, both get the first one in
@@ -380,12 +383,15 @@ class UOp(metaclass=UOpMeta):
     # step builds a thousand nodes). Properties, not a `__getattr__` that fills unset slots: in a class with
     # `__getattr__` every attribute read goes through CPython's slow hook (`u.op` costs 3x), and an unset slot raises
     # an AttributeError (with a formatted message) before the hook is called.
-    __slots__ = ("op", "dtype", "src", "arg", "seq", "_shape", "_device", "__weakref__", "__dict__")
+    # `has_users`: some node was built with this one as a source (it may be gone since): a node without users is in
+    # no graph but its own, so a realize that replaces only such nodes need not look for them in other tensors' graphs
+    __slots__ = ("op", "dtype", "src", "arg", "seq", "_shape", "_device", "has_users", "__weakref__", "__dict__")
 
     def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> None:
         # (the fields; UOpMeta.__call__ sets them itself and doesn't call this)
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
         self._shape = self._device = _UNSET
+        self.has_users = False
 
     @property
     def shape(self) -> tuple[int, ...] | None:
