@@ -775,9 +775,8 @@ class Interpreter:
             raise EmulatorError(f"BITCAST from {src_dt} to {dst_dt} changes the size")
         if src_dt.scalar == dtypes.bfloat16:
             src = float32_to_bf16_bits(src)
-        arr = np.ascontiguousarray(
-            np.asarray(src, dtype=np.uint16 if src_dt.scalar == dtypes.bfloat16 else _np(src_dt))
-        )
+        # (a copy, not np.ascontiguousarray, which makes a 0-d value, one every lane shares, 1-d)
+        arr = np.array(src, dtype=np.uint16 if src_dt.scalar == dtypes.bfloat16 else _np(src_dt), order="C")
         lead = arr.shape[: arr.ndim - (1 if src_dt.count > 1 else 0)]
         bf16_dst = dst_dt.scalar == dtypes.bfloat16
         out = arr.reshape(*lead, -1).view(np.uint8).reshape(*lead, -1).view(np.uint16 if bf16_dst else _np(dst_dt))

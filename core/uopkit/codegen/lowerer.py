@@ -237,6 +237,9 @@ def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
         return UOp(Ops.LOAD, node.dtype, (index,))
     if node.op is Ops.CONST:
         return node
+    if node.op is Ops.DEFINE_VAR:
+        # a launch value read as a value (`schedule.launch_consts`), in this kernel's index type like any variable
+        return UOp.variable(*node.arg)
     if node.op is Ops.IOTA:
         return idx[0].cast(node.dtype) if idx[0].dtype != node.dtype else idx[0]
     if node.op is Ops.REDUCE_AXIS:

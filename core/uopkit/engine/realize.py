@@ -36,6 +36,7 @@ from uopkit.schedule import (
     update_tensors,
 )
 from uopkit.schedule.grouper import is_kernel_store
+from uopkit.schedule.launch_consts import bits_of, consts_as_launch_values, place_of
 from uopkit.schedule.windows import buffer_window, window_align, window_arg, window_bounds, window_start
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity
 
@@ -307,6 +308,11 @@ class CachedSchedule:
     # the windows of those slots in the results' and assigns' templates (numbered results first): (template,
     # instruction, slot, shape it shrinks, lengths, start)
     template_windows: tuple[tuple[int, int, int, tuple[int, ...], tuple[int, ...], int], ...] = ()
+    # the graph's float32 constants as recorded (`_Param.const_ids`), the places of those the steps take as launch
+    # values (`schedule.launch_consts`), and the steps' variables for them: (step, variable, place)
+    const_ids: list[Any] = field(default_factory=list)
+    launch_consts: frozenset[int] = frozenset()
+    const_vars: tuple[tuple[int, str, int], ...] = ()
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
@@ -316,6 +322,8 @@ schedule_cache: dict[tuple, CachedSchedule] = {}
 # every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and the walk looks at every node
 _BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS = Ops.BUFFER, Ops.KERNEL, Ops.STORE, Ops.CONST, Ops.CONTIGUOUS
 _SHRINK = Ops.SHRINK
+# a float32 CONST of a tensor graph (it has a DEVICE source) may become a launch value (`schedule.launch_consts`)
+_FLOAT32 = dtypes.float32
 _MOVEMENT = GroupOp.Movement
 _KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS, _SHRINK})
 
@@ -332,7 +340,7 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
     on a hit. The last entry says which nodes the roots are.
     """
     if prefix is None:
-        p = _Param([], [], [], [], {}, {}, roots, [])
+        p = _Param([], [], [], [], {}, {}, roots, [], [], [])
         new_roots = roots
     else:
         p = prefix
@@ -383,6 +391,11 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
             elif op is _CONST:
                 # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
                 arg = const_identity(arg)
+                if u.dtype is _FLOAT32 and u.src:
+                    # keyed by its place alone, its number kept apart (`schedule.launch_consts`)
+                    p.consts.append(u)
+                    p.const_ids.append(arg)
+                    arg = "float32 constant"
             elif op is _SHRINK and (start := buffer_window(u)) is not None:
                 # a window of a BUFFER (the next batch of a dataset): keyed by its shape, its start kept apart
                 # (`_window_values` moves the kernels' windows on a replay)
@@ -407,6 +420,9 @@ class _Param:
     roots: tuple[UOp, ...]
     # each window of a BUFFER keyed by its shape alone (`buffer_window`), in toposort order: (the BUFFER, its start)
     windows: list[tuple[UOp, int]]
+    # the float32 constants in toposort order, and their numbers as keys
+    consts: list[UOp]
+    const_ids: list[Any]
 
     @property
     def key(self) -> tuple:
@@ -502,9 +518,56 @@ def _record(
             for r, s in zip(runners, steps, strict=True)
             if r is not None
         )
+    views = [*results, *(_assigned_view(store) for store in param.stores)]
     return CachedSchedule(
-        len(leaves), tuple(new_buffers), tuple(steps), tuple(templates), tuple(assigned), remember, launches, *windows
+        len(leaves),
+        tuple(new_buffers),
+        tuple(steps),
+        tuple(templates),
+        tuple(assigned),
+        remember,
+        launches,
+        *windows,
+        *_record_consts(param, steps, views),
     )
+
+
+def _record_consts(param: _Param, steps: list[CachedStep], views: list[UOp]) -> tuple[Any, ...]:
+    """The fields `const_ids` to `const_vars`: the constants as recorded, the places the steps take as launch values
+    (a constant that a result's or an assign's view holds is not one of them: the view is rebuilt with it), and the
+    steps' variables for those."""
+    if not param.consts:
+        return [], frozenset(), ()
+    const_vars = tuple(
+        (i, name, k) for i, step in enumerate(steps) for name, _ in step.var_vals if (k := place_of(name)) is not None
+    )
+    held = {n for v in views for n in v.toposort() if n.op is Ops.CONST}
+    launched = frozenset(k for _, _, k in const_vars if param.consts[k] not in held)
+    return list(param.const_ids), launched, const_vars
+
+
+def _const_values(entry: CachedSchedule, param: _Param, moved: _Moved) -> _Moved | None:
+    """`moved` with the launch values of the constants that changed since `entry` was recorded, or None when one
+    changed that its kernels hold as a literal."""
+    values, bounds = moved
+    now, then = param.const_ids, entry.const_ids
+    if len(now) != len(then):
+        return None
+    if any(a != b and k not in entry.launch_consts for k, (a, b) in enumerate(zip(now, then, strict=True))):
+        return None
+    for i, name, k in entry.const_vars:
+        if now[k] != then[k]:
+            values.setdefault(i, dict(entry.steps[i].var_vals))[name] = bits_of(param.consts[k].arg)
+    return values, bounds
+
+
+def _launch_consts(entry: CachedSchedule | None, param: _Param | None) -> dict[UOp, int]:
+    """The constants to schedule as launch values: those the cached entry for this graph took so, and those whose
+    number changed since (a number seen once stays a literal)."""
+    if entry is None or param is None or len(param.const_ids) != len(entry.const_ids):
+        return {}
+    changed = {k for k, (a, b) in enumerate(zip(param.const_ids, entry.const_ids, strict=True)) if a != b}
+    return {param.consts[k]: k for k in changed | entry.launch_consts}
 
 
 def _record_windows(
@@ -690,6 +753,8 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
                 param = _parameterize(tuple([t.uop for t in tensors]), None if rewired else param)
     entry = schedule_cache.get(param.key) if param is not None else None
     moved = _window_values(entry, param) if entry is not None and param is not None else None
+    if moved is not None and entry is not None and param is not None and param.const_ids != entry.const_ids:
+        moved = _const_values(entry, param, moved)
     if entry is not None and moved is not None:
         stats["schedule_hits"] += 1
         assert param is not None
@@ -697,7 +762,8 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     else:
         if param is not None:
             stats["schedule_misses"] += 1
-        schedule, runners = _realize_uncached(tensors)
+        with consts_as_launch_values(_launch_consts(entry, param)):
+            schedule, runners = _realize_uncached(tensors)
         if param is not None:
             recorded = _record(schedule, param, [t.uop for t in tensors], runners)
             if recorded is not None:

@@ -20,6 +20,7 @@ from uopkit.schedule.grouper import (
     replace_reads,
     stored_reads,
 )
+from uopkit.schedule.launch_consts import launch_values
 from uopkit.schedule.packing import pack_panels
 from uopkit.schedule.splitting import split_reduces
 from uopkit.schedule.windows import window_inputs
@@ -617,7 +618,8 @@ def create_schedule(sink: UOp) -> list[ScheduleItem]:
             continue
         n_globals = len({u.arg for u in kernel.arg.toposort() if u.op is Ops.DEFINE_GLOBAL})
         ast, starts = window_inputs(kernel.arg, vector_align(out.arg[1]))
-        var_vals = tuple(sorted((v.arg[0], value) for v, value in starts.items()))
+        named = {v.arg[0]: value for v, value in starts.items()} | launch_values(ast)
+        var_vals = tuple(sorted(named.items()))
         items.append(ScheduleItem(ast, (out, *ins[: n_globals - 1]), s, var_vals))
     return items
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from uopkit.dtype import dtypes
+from uopkit.schedule.launch_consts import launch_const
 from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
 
 
@@ -518,7 +519,7 @@ class KernelBuilder:
             loaded = self.load(buf, u)
             return _replay_chain(target.movement_chain(), loaded)
         if u.op in (Ops.CONST, Ops.IOTA):
-            return UOp(u.op, u.dtype, (), u.arg)
+            return launch_const(u) or UOp(u.op, u.dtype, (), u.arg)
         if u.op in (Ops.DETACH, Ops.CONTIGUOUS):
             return self.translate(u.src[0], root)
         if u.op is Ops.STORE:

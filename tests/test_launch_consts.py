@@ -1,0 +1,114 @@
+"""schedule/launch_consts.py: a float32 constant whose number changes between realizes of the same graph becomes a
+launch value of the kernels, so that the next numbers compile nothing (and stay exact)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.engine import realize
+from uopkit.jit import TinyJit
+
+
+def _compiled() -> int:
+    return realize.stats["kernels_compiled"]
+
+
+@pytest.fixture
+def x_np() -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((33, 17)).astype(np.float32)
+
+
+def test_a_changing_number_compiles_twice_then_replays(x_np):
+    x = Tensor(x_np).realize()
+    scales = [0.3, 1.7, -2.5, 1e-3, 7.0, 0.3, 123.25]
+    before = _compiled()
+    outs = [((x * s).tanh() + s).numpy() for s in scales]
+    # the first number is a literal, the second makes it a launch value: nothing compiles after that
+    assert _compiled() - before <= 2
+    for s, out in zip(scales, outs, strict=True):
+        want = np.tanh(x_np * np.float32(s)) + np.float32(s)
+        np.testing.assert_allclose(out, want, rtol=2e-6, atol=2e-7)
+    hits = realize.stats["schedule_hits"]
+    again = ((x * 0.5).tanh() + 0.5).numpy()
+    assert realize.stats["schedule_hits"] == hits + 1
+    np.testing.assert_allclose(again, np.tanh(x_np * np.float32(0.5)) + np.float32(0.5), rtol=2e-6, atol=2e-7)
+
+
+@pytest.mark.parametrize("special", [-0.0, 0.0, math.inf, -math.inf, math.nan, 1e40, 2.0**-149])
+def test_special_numbers_as_launch_values_are_exact(x_np, special):
+    # signed zeros, infinities, NaN, a number beyond float32 (inf, as its literal) and the smallest subnormal: each
+    # passed as its float32 bits
+    x = Tensor(x_np).realize()
+    (x * 0.75 + 1.5).numpy()
+    (x * 0.5 + 2.5).numpy()
+    got = (x * special + special).numpy()
+    with np.errstate(all="ignore"):
+        want = x_np * np.float32(special) + np.float32(special)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+
+
+def test_only_the_numbers_that_changed_become_launch_values(x_np):
+    x = Tensor(x_np).realize()
+    for b in (0.125, 0.375, 0.625):
+        out = (x * 3.5 + b).numpy()
+        np.testing.assert_array_equal(out, x_np * np.float32(3.5) + np.float32(b))
+    entries = [e for e in realize.schedule_cache.values() if e.launch_consts]
+    assert entries and all(len(e.launch_consts) == 1 for e in entries[-1:])
+    # a change in the other number (a literal in the kernel) schedules again, with both as launch values
+    before = _compiled()
+    np.testing.assert_array_equal((x * 4.5 + 0.125).numpy(), x_np * np.float32(4.5) + np.float32(0.125))
+    np.testing.assert_array_equal((x * 5.5 + 0.875).numpy(), x_np * np.float32(5.5) + np.float32(0.875))
+    assert _compiled() - before <= 1
+
+
+def test_windows_and_launch_values_move_together():
+    # a batch window and a per-step number in one kernel: both launch values
+    data = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    d = Tensor(data).realize()
+    before = _compiled()
+    for i in range(6):
+        c = 0.5 + i
+        np.testing.assert_array_equal((d[i * 8 : i * 8 + 8] * c).numpy(), data[i * 8 : i * 8 + 8] * np.float32(c))
+    assert _compiled() - before <= 3
+
+
+def test_half_and_int_numbers_stay_literals_and_correct():
+    # only float32 constants are launch values; other dtypes compile per number and stay right
+    h = Tensor(np.linspace(-2, 2, 12, dtype=np.float16))
+    i = Tensor(np.arange(12, dtype=np.int32))
+    for c in (0.5, 1.5, 3.25):
+        np.testing.assert_array_equal((h * c).numpy(), np.linspace(-2, 2, 12, dtype=np.float16) * np.float16(c))
+        assert (h * c).dtype == dtypes.float16
+    for c in (3, 7, 11):
+        np.testing.assert_array_equal((i + c).numpy(), np.arange(12, dtype=np.int32) + c)
+
+
+def test_gradients_and_a_jitted_step_with_changing_numbers(x_np):
+    w = Tensor(x_np, requires_grad=True)
+    for c in (0.25, 0.5, 0.75):
+        w.grad = None
+        (w * c).square().sum().backward()
+        np.testing.assert_allclose(w.grad.numpy(), 2 * np.float32(c) ** 2 * x_np, rtol=1e-6)
+
+    @TinyJit
+    def step(t: Tensor) -> Tensor:
+        return (t * 1.25 + 0.5).realize()
+
+    for _ in range(4):
+        xs = np.random.default_rng(1).standard_normal(5).astype(np.float32)
+        np.testing.assert_array_equal(step(Tensor(xs)).numpy(), xs * np.float32(1.25) + np.float32(0.5))
+
+
+@pytest.mark.parametrize("device", ["CPU", "EMULATOR"])
+def test_launch_values_inside_reduce_loops(device):
+    # the value read once before a sum loop and used in every iteration (the reference emulator runs loops lane-wise:
+    # the launch value, one scalar, must reach every lane)
+    data = np.arange(30, dtype=np.float32).reshape(6, 5) / 10
+    x = Tensor(data, device=device)
+    for c in (0.5, 0.25, -1.5):
+        got = ((x * c).exp() * (1 - c)).sum(1).numpy()
+        want = (np.exp(data * np.float32(c)) * np.float32(1 - c)).sum(1)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
