@@ -205,6 +205,25 @@ def tiny(fw: Framework, n: int, jit: bool) -> tuple[Run, Callable]:
     return (lambda: f(ta)), check
 
 
+def tiny_new_number(fw: Framework, n: int) -> tuple[Run, Callable]:
+    """a * s with another s each call (a sampler's coefficient of the step): an op whose number keeps changing (uopkit
+    takes the number as a launch value from the second one on, `schedule/launch_consts.py`, instead of compiling)."""
+    a = _rng(12).standard_normal(n, dtype=np.float32)
+    ta = fw.tensor(a)
+    last = [1.0]
+
+    def run() -> Any:
+        last[0] += 2.0**-12
+        out = ta * last[0]
+        return out if fw.name in ("numpy", "torch") else out.realize()
+
+    def check(out: Any) -> float:
+        ref = a.astype(np.float64) * np.float32(last[0])
+        return float(np.abs(fw.numpy(out).astype(np.float64) - ref).max()) / float(np.abs(ref).max())
+
+    return run, check
+
+
 def _tinyjit(fw: Framework) -> Any:
     if fw.name == "tinygrad":
         return fw.module.TinyJit

@@ -91,6 +91,7 @@ def benchmarks(sizes: cases.Sizes) -> list[Bench]:
     t = sizes.tiny
     out.append(Bench(f"tiny op a+1 ({t} floats)", lambda fw: cases.tiny(fw, t, jit=False)))
     out.append(Bench(f"tiny op a+1 ({t} floats) jit", lambda fw: cases.tiny(fw, t, jit=True), warmup=3))
+    out.append(Bench(f"tiny op a*s, a new s each call ({t} floats)", lambda fw: cases.tiny_new_number(fw, t), warmup=3))
     return out
 
 

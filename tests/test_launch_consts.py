@@ -112,3 +112,53 @@ def test_launch_values_inside_reduce_loops(device):
         got = ((x * c).exp() * (1 - c)).sum(1).numpy()
         want = (np.exp(data * np.float32(c)) * np.float32(1 - c)).sum(1)
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _random_program(lib: str, x, y, shape_seed: int, consts: list[float]):  # noqa: ANN001, ANN202
+    # a random chain of elementwise ops, reductions, softmax, pads and selects over x and y, its numbers from `consts`
+    import random
+
+    import torch
+
+    rnd, numbers = random.Random(shape_seed), iter(consts)
+    ours = lib == "uopkit"
+    vals = [x, y]
+    for _ in range(rnd.randint(2, 6)):
+        a, b, k, c = rnd.choice(vals), rnd.choice(vals), rnd.randint(0, 8), next(numbers)
+        if k == 0:
+            v = (a - b) / (c * c + 1.0)
+        elif k == 1:
+            v = a.maximum(b * c) if ours else torch.maximum(a, b * c)
+        elif k == 2:
+            v = (a > c).where(a, b) if ours else torch.where(a > c, a, b)
+        elif k == 3:
+            v = (a * c).tanh()
+        elif k == 4:
+            v = a.sum(1, keepdim=True) * c + b
+        elif k == 5:
+            v = (a * c).softmax(-1) if ours else torch.softmax(a * c, -1)
+        elif k == 6:
+            v = (a.pad(((0, 0), (1, 0)), value=c) if ours else torch.nn.functional.pad(a, (1, 0), value=c))[:, :-1]
+        elif k == 7:
+            v = (a.max(1, keepdim=True) if ours else a.amax(1, keepdim=True)) + b * c
+        else:
+            v = c - a * 0.5
+        vals.append(v)
+    return vals[-1]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_programs_with_new_numbers_match_torch(seed):
+    import random
+
+    import torch
+
+    xs = np.random.default_rng(seed).standard_normal((5, 7)).astype(np.float32)
+    ys = np.random.default_rng(seed + 100).standard_normal((5, 7)).astype(np.float32)
+    x, y = Tensor(xs).realize(), Tensor(ys).realize()
+    for rep in range(3):
+        rnd = random.Random(seed * 10 + rep)
+        consts = [round(rnd.uniform(-3, 3), 3) or 0.5 for _ in range(8)]
+        got = _random_program("uopkit", x, y, seed, consts).numpy()
+        want = _random_program("torch", torch.tensor(xs), torch.tensor(ys), seed, consts).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}, numbers {consts}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import struct
 from collections.abc import Iterator
 
 import numpy as np
@@ -45,8 +46,14 @@ def place_of(name: str) -> int | None:
 
 def bits_of(value: float) -> int:
     """A float32 constant's bits as the int32 a launch passes (a value beyond float32 is inf, as its literal)."""
-    with np.errstate(over="ignore"):
-        return int(np.array(value, dtype=np.float32).view(np.int32))
+    try:
+        return _I32.unpack(_F32.pack(value))[0]
+    except OverflowError:
+        with np.errstate(over="ignore"):
+            return int(np.array(value, dtype=np.float32).view(np.int32))
+
+
+_F32, _I32 = struct.Struct("<f"), struct.Struct("<i")
 
 
 @contextlib.contextmanager
