@@ -308,8 +308,8 @@ class CachedSchedule:
     # the windows of those slots in the results' and assigns' templates (numbered results first): (template,
     # instruction, slot, shape it shrinks, lengths, start)
     template_windows: tuple[tuple[int, int, int, tuple[int, ...], tuple[int, ...], int], ...] = ()
-    # the graph's float32 constants as recorded (`_Param.const_ids`), the places of those the steps take as launch
-    # values (`schedule.launch_consts`), and the steps' variables for them: (step, variable, place)
+    # the graph's float32 and float16 constants as recorded (`_Param.const_ids`), the places of those the steps take
+    # as launch values (`schedule.launch_consts`), and the steps' variables for them: (step, variable, place)
     const_ids: list[Any] = field(default_factory=list)
     launch_consts: frozenset[int] = frozenset()
     const_vars: tuple[tuple[int, str, int], ...] = ()
@@ -322,8 +322,9 @@ schedule_cache: dict[tuple, CachedSchedule] = {}
 # every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and the walk looks at every node
 _BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS = Ops.BUFFER, Ops.KERNEL, Ops.STORE, Ops.CONST, Ops.CONTIGUOUS
 _SHRINK = Ops.SHRINK
-# a float32 CONST of a tensor graph (it has a DEVICE source) may become a launch value (`schedule.launch_consts`)
-_FLOAT32 = dtypes.float32
+# a float32 or float16 CONST of a tensor graph (it has a DEVICE source) may become a launch value
+# (`schedule.launch_consts`)
+_FLOAT32, _FLOAT16 = dtypes.float32, dtypes.float16
 _MOVEMENT = GroupOp.Movement
 _KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS, _SHRINK})
 
@@ -391,11 +392,11 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
             elif op is _CONST:
                 # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
                 arg = const_identity(arg)
-                if u.dtype is _FLOAT32 and u.src:
+                if (u.dtype is _FLOAT32 or u.dtype is _FLOAT16) and u.src:
                     # keyed by its place alone, its number kept apart (`schedule.launch_consts`)
                     p.consts.append(u)
                     p.const_ids.append(arg)
-                    arg = "float32 constant"
+                    arg = "launchable constant"
             elif op is _SHRINK and (start := buffer_window(u)) is not None:
                 # a window of a BUFFER (the next batch of a dataset): keyed by its shape, its start kept apart
                 # (`_window_values` moves the kernels' windows on a replay)
@@ -420,7 +421,7 @@ class _Param:
     roots: tuple[UOp, ...]
     # each window of a BUFFER keyed by its shape alone (`buffer_window`), in toposort order: (the BUFFER, its start)
     windows: list[tuple[UOp, int]]
-    # the float32 constants in toposort order, and their numbers as keys
+    # the float32 and float16 constants in toposort order, and their numbers as keys
     consts: list[UOp]
     const_ids: list[Any]
 

@@ -2,13 +2,14 @@
 
 A program that computes the same graph with other numbers in it (`x * scale` for each of a list of scales, a sampler
 whose coefficients change every step) would otherwise compile a kernel per number: the number is written into the
-kernel's source. The schedule cache (`uopkit.engine.realize`) keys a float32 constant of a tensor graph by its place
-alone and remembers the numbers it was scheduled with. When the same graph comes back with another number in one of
-those places, it is scheduled again with the constants that changed as *launch constants*: while the kernels are
+kernel's source. The schedule cache (`uopkit.engine.realize`) keys a float32 or float16 constant of a tensor graph by
+its place alone and remembers the numbers it was scheduled with. When the same graph comes back with another number in
+one of those places, it is scheduled again with the constants that changed as *launch constants*: while the kernels are
 built (`consts_as_launch_values`), `grouper` turns each such CONST into a variable read as the float32 bits of an int32
-launch value, `BITCAST(CAST(DEFINE_VAR, int32), float32)`, one the renderer contract passes as any other variable
-(`create_schedule` gives its value). The kernels no longer depend on the number, so the next number replays the cached
-schedule with new launch values, compiling nothing. A number seen once stays a literal (the compiler folds it).
+launch value, `BITCAST(CAST(DEFINE_VAR, int32), float32)` (then a CAST to float16 for a float16 constant, whose number
+float32 holds exactly), one the renderer contract passes as any other variable (`create_schedule` gives its value).
+The kernels no longer depend on the number, so the next number replays the cached schedule with new launch values,
+compiling nothing. A number seen once stays a literal (the compiler folds it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from uopkit.dtype import dtypes
 from uopkit.uop.ops import Ops, UOp
 
-# the prefix of a launch constant's variable name (the rest: the constant's place among the graph's float32 constants)
+# the prefix of a launch constant's variable name (the rest: the constant's place among the graph's launchable ones)
 PREFIX = "lit"
 
 # for the kernels being built (in this thread or task): each tensor-graph CONST that becomes a launch constant and its
@@ -34,7 +35,7 @@ _active: contextvars.ContextVar[tuple[dict[UOp, str], dict[str, int]]] = context
 
 
 def name_of(k: int) -> str:
-    """The variable of the graph's `k`-th float32 constant."""
+    """The variable of the graph's `k`-th float32 or float16 constant."""
     return f"{PREFIX}{k}"
 
 
@@ -45,7 +46,8 @@ def place_of(name: str) -> int | None:
 
 
 def bits_of(value: float) -> int:
-    """A float32 constant's bits as the int32 a launch passes (a value beyond float32 is inf, as its literal)."""
+    """A constant's float32 bits as the int32 a launch passes (a value beyond float32 is inf, as its literal; a float16
+    constant's number is exact in float32)."""
     try:
         return _I32.unpack(_F32.pack(value))[0]
     except OverflowError:
@@ -73,7 +75,8 @@ def launch_const(u: UOp) -> UOp | None:
     if name is None:
         return None
     var = UOp.variable(name, -(2**31), 2**31 - 1)
-    return UOp(Ops.BITCAST, dtypes.float32, (UOp(Ops.CAST, dtypes.int32, (var,)),))
+    value = UOp(Ops.BITCAST, dtypes.float32, (UOp(Ops.CAST, dtypes.int32, (var,)),))
+    return value if u.dtype == dtypes.float32 else UOp(Ops.CAST, u.dtype, (value,))
 
 
 def launch_values(ast: UOp) -> dict[str, int]:
