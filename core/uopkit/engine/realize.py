@@ -551,9 +551,8 @@ def _const_values(entry: CachedSchedule, param: _Param, moved: _Moved) -> _Moved
     """`moved` with the launch values of the constants that changed since `entry` was recorded, or None when one
     changed that its kernels hold as a literal."""
     values, bounds = moved
+    # (one key, one graph structure: as many constants now as then)
     now, then = param.const_ids, entry.const_ids
-    if len(now) != len(then):
-        return None
     if any(a != b and k not in entry.launch_consts for k, (a, b) in enumerate(zip(now, then, strict=True))):
         return None
     for i, name, k in entry.const_vars:
@@ -565,7 +564,7 @@ def _const_values(entry: CachedSchedule, param: _Param, moved: _Moved) -> _Moved
 def _launch_consts(entry: CachedSchedule | None, param: _Param | None) -> dict[UOp, int]:
     """The constants to schedule as launch values: those the cached entry for this graph took so, and those whose
     number changed since (a number seen once stays a literal)."""
-    if entry is None or param is None or len(param.const_ids) != len(entry.const_ids):
+    if entry is None or param is None:
         return {}
     changed = {k for k, (a, b) in enumerate(zip(param.const_ids, entry.const_ids, strict=True)) if a != b}
     return {param.consts[k]: k for k in changed | entry.launch_consts}
@@ -753,9 +752,11 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
                 rewired = any(t.uop is not r for t, r in zip(tensors, roots, strict=False))
                 param = _parameterize(tuple([t.uop for t in tensors]), None if rewired else param)
     entry = schedule_cache.get(param.key) if param is not None else None
-    moved = _window_values(entry, param) if entry is not None and param is not None else None
-    if moved is not None and entry is not None and param is not None and param.const_ids != entry.const_ids:
-        moved = _const_values(entry, param, moved)
+    moved = None
+    if entry is not None and param is not None:
+        moved = _window_values(entry, param)
+        if moved is not None and param.const_ids != entry.const_ids:
+            moved = _const_values(entry, param, moved)
     if entry is not None and moved is not None:
         stats["schedule_hits"] += 1
         assert param is not None

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import struct
 from collections.abc import Iterator
-
-import numpy as np
 
 from uopkit.dtype import dtypes
 from uopkit.uop.ops import Ops, UOp
@@ -51,8 +50,7 @@ def bits_of(value: float) -> int:
     try:
         return _I32.unpack(_F32.pack(value))[0]
     except OverflowError:
-        with np.errstate(over="ignore"):
-            return int(np.array(value, dtype=np.float32).view(np.int32))
+        return _I32.unpack(_F32.pack(math.copysign(math.inf, value)))[0]
 
 
 _F32, _I32 = struct.Struct("<f"), struct.Struct("<i")
