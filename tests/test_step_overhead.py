@@ -588,3 +588,53 @@ def test_plain_sgd_update_builds_the_nodes_of_the_tensor_methods(dtype, shape, m
     w.realize()
     expected = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(dtype)
     np.testing.assert_allclose(w.numpy(), expected - 0.5 * 2 * expected, atol=1e-3)
+
+
+def test_scheduling_and_code_generation_run_with_the_cyclic_collector_paused(monkeypatch):
+    import uopkit.engine.realize as realize_module
+
+    seen = []
+    real = realize_module._realize_uncached
+
+    def spy(tensors):
+        seen.append(gc.isenabled())
+        return real(tensors)
+
+    monkeypatch.setattr(realize_module, "_realize_uncached", spy)
+    # (no schedule cache: a graph another test realized would be replayed, not scheduled)
+    monkeypatch.setattr(realize_module.SCHEDULE_CACHE, "value", 0)
+    assert gc.isenabled()
+    x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert ((x * 3.5).exp2().sum(1) - 1).numpy().shape == (2,)
+    # paused inside, back on after (and after a realize that raises too)
+    assert seen and not any(seen) and gc.isenabled()
+
+    def failing(tensors):
+        raise RuntimeError("a kernel failed to compile")
+
+    monkeypatch.setattr(realize_module, "_realize_uncached", failing)
+    with pytest.raises(RuntimeError, match="failed to compile"):
+        (x + 0.25).realize()
+    assert gc.isenabled()
+
+
+def test_a_program_that_turned_the_collector_off_keeps_it_off():
+    from uopkit.helpers import gc_paused
+
+    gc.disable()
+    try:
+        with gc_paused():
+            with gc_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        (Tensor([1.0, 2.0]) * 7.25).realize()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with gc_paused():
+        with gc_paused():
+            pass
+        # the outer pause still holds after the inner one ends
+        assert not gc.isenabled()
+    assert gc.isenabled()

@@ -196,6 +196,37 @@ def timed(label: str, enabled: bool = True) -> Iterator[None]:
         print(f"{label}: {(time.perf_counter() - st) * 1e3:.2f} ms")
 
 
+_gc_pause_lock = threading.Lock()
+_gc_pause_depth = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a compile-heavy phase (scheduling, code generation).
+
+    Those phases make millions of short-lived objects that reference counting frees (UOps and their tuples; a UOp
+    graph has no cycles), and each of them counts towards the collector's next pass: with a model's long-lived
+    objects in the heap, its full passes cost as much as the work (a small GPT's first step: 1547 passes, 2.3 s;
+    its code generation 7.0 s with them, 3.5 s without). Cycles made meanwhile are collected once it is back on.
+    Nested and concurrent phases share one pause; a collector the program turned off stays off."""
+    global _gc_pause_depth, _gc_was_enabled
+    import gc
+
+    with _gc_pause_lock:
+        if _gc_pause_depth == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pause_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_pause_lock:
+            _gc_pause_depth -= 1
+            if _gc_pause_depth == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def run_in_thread(fn: Callable[[], T], timeout: float | None, name: str) -> tuple[bool, BaseException | None, T | None]:
     """Run `fn` in a daemon thread for at most `timeout` seconds: (finished, what it raised, what it returned).
 

@@ -8,6 +8,7 @@ may sit deeper, and are emitted as early as possible so loop-invariant work stay
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from uopkit.dtype import dtypes
 from uopkit.renderer.loops import mark_reduce_loops
@@ -24,10 +25,23 @@ class LinearizeError(RuntimeError):
     pass
 
 
+_NO_RANGES: frozenset[UOp] = frozenset()
+
+
+def _union(sets: Iterable[frozenset[UOp]]) -> frozenset[UOp]:
+    # most ops' sources carry the same set (or none): it is shared, not copied, so this stays linear in the graph
+    out = _NO_RANGES
+    for s in sets:
+        if s is out or not s or s <= out:
+            continue
+        out = s if out <= s else out | s
+    return out
+
+
 def _open_ranges(topo: list[UOp]) -> dict[UOp, frozenset[UOp]]:
     ctx: dict[UOp, frozenset[UOp]] = {}
     for u in topo:
-        inner: frozenset[UOp] = frozenset().union(*(ctx[s] for s in u.src))
+        inner = _union([ctx[s] for s in u.src])
         if u.op is _RANGE:
             inner = inner | {u}
         elif u.op is _END:
@@ -40,7 +54,7 @@ def _closed_ranges(topo: list[UOp]) -> dict[UOp, frozenset[UOp]]:
     """For each op, the loops that must have finished before it (their END is among its sources)."""
     closed: dict[UOp, frozenset[UOp]] = {}
     for u in topo:
-        done: frozenset[UOp] = frozenset().union(*(closed[s] for s in u.src))
+        done = _union([closed[s] for s in u.src])
         closed[u] = done | {u.src[1]} if u.op is _END else done
     return closed
 
@@ -228,22 +242,27 @@ def sink_pure_ops(uops: list[UOp]) -> list[UOp]:
     # blocks: the program body and each loop body; an item is an op, or a nested loop (RANGE ... END)
     root: list = []
     stack: list[list] = [root]
-    where: dict[UOp, list[tuple[list, int]]] = {}
+    # for each open block, the path to it: (block, index of the item leading here) for each enclosing block, shared
+    # by every op in the block (an op's path is its block's plus its own place)
+    prefixes: list[tuple[tuple[list, int], ...]] = [()]
+    where: dict[UOp, _Place] = {}
     for u in uops:
         block = stack[-1]
         if u.op is _RANGE:
             body: list = []
             block.append(("loop", u, body))
+            where[u] = (prefixes[-1], block, len(block) - 1)
+            prefixes.append((*prefixes[-1], (block, len(block) - 1)))
             stack.append(body)
-            where[u] = _path(stack[:-1])
             continue
         if u.op is _END:
             stack.pop()
+            prefixes.pop()
             stack[-1][-1] = (*stack[-1][-1], u)
-            where[u] = _path(stack)
+            where[u] = (prefixes[-1], stack[-1], len(stack[-1]) - 1)
             continue
         block.append(("op", u))
-        where[u] = _path(stack)
+        where[u] = (prefixes[-1], block, len(block) - 1)
     users: dict[UOp, list[UOp]] = {}
     for u in uops:
         for s in u.src:
@@ -254,12 +273,19 @@ def sink_pure_ops(uops: list[UOp]) -> list[UOp]:
     return out
 
 
-def _path(stack: list[list]) -> list[tuple[list, int]]:
-    # for each enclosing block: the block and the index of the item in it that leads here
-    return [(block, len(block) - 1) for block in stack]
+# where an op sits: the (block, index) of each enclosing block's item leading to it, its block, its index there
+_Place = tuple[tuple[tuple[list, int], ...], list, int]
 
 
-def _sink_block(block: list, users: dict[UOp, list[UOp]], where: dict[UOp, list[tuple[list, int]]]) -> None:
+def _at_depth(place: _Place, depth: int) -> tuple[list, int] | None:
+    # the (block, index) of `place` at nesting depth `depth` (None: not that deep)
+    prefix, block, i = place
+    if depth < len(prefix):
+        return prefix[depth]
+    return (block, i) if depth == len(prefix) else None
+
+
+def _sink_block(block: list, users: dict[UOp, list[UOp]], where: dict[UOp, _Place]) -> None:
     depth = None
     for item in block:
         if item[0] == "loop":
@@ -272,14 +298,15 @@ def _sink_block(block: list, users: dict[UOp, list[UOp]], where: dict[UOp, list[
             continue
         u = item[1]
         if depth is None:
-            depth = len(where[u]) - 1
+            depth = len(where[u][0])
         best = None
         for user in users.get(u, []):
-            path = where.get(user)
-            if path is None or len(path) <= depth or path[depth][0] is not block:
+            place = where.get(user)
+            at = _at_depth(place, depth) if place is not None else None
+            if at is None or at[0] is not block:
                 best = None
                 break
-            pos = path[depth][1]
+            pos = at[1]
             if pos < i:
                 best = None
                 break

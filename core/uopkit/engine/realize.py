@@ -25,7 +25,7 @@ from uopkit.codegen import ProgramSpec, get_program
 from uopkit.device import Buffer, Compiled, CompileError, Device
 from uopkit.dtype import DType, dtypes
 from uopkit.engine.compile_queue import CompileQueue
-from uopkit.helpers import DEBUG, ContextVar, usable_cores
+from uopkit.helpers import DEBUG, ContextVar, gc_paused, usable_cores
 from uopkit.schedule import (
     PendingReads,
     ScheduleItem,
@@ -764,10 +764,11 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     else:
         if param is not None:
             stats["schedule_misses"] += 1
-        with consts_as_launch_values(_launch_consts(entry, param)):
+        with gc_paused(), consts_as_launch_values(_launch_consts(entry, param)):
             schedule, runners = _realize_uncached(tensors)
         if param is not None:
-            recorded = _record(schedule, param, [t.uop for t in tensors], runners)
+            with gc_paused():
+                recorded = _record(schedule, param, [t.uop for t in tensors], runners)
             if recorded is not None:
                 if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
                     del schedule_cache[next(iter(schedule_cache))]
