@@ -33,9 +33,9 @@ def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
     return Tensor(arr, device=t.device).reshape(t.shape).requires_grad_(False)
 
 
-def _scalar(value: float, device: str) -> Tensor:
+def _scalar(value: float, device: str, dtype: DType) -> Tensor:
     # hyperparameters that change between steps live in a buffer, so changing them never recompiles a kernel
-    return Tensor(np.array([value], dtype=np.float32), device=device).reshape(()).requires_grad_(False)
+    return Tensor(np.array([value], dtype=to_numpy_dtype(dtype)), device=device).reshape(()).requires_grad_(False)
 
 
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook
@@ -95,12 +95,16 @@ class Optimizer:
         if not self.params:
             raise ValueError(f"{type(self).__name__}: got no parameters that require a gradient")
         self.device = self.params[0].device
-        self._lr = _scalar(lr, self.device)
+        # float32, or float64 where a parameter is: its update then uses the numbers as given, as PyTorch's Python
+        # floats (0.1 in float32 is 0.1000000015)
+        float64 = any(p.dtype == dtypes.float64 for p in self.params)
+        self._hyper_dtype = dtypes.float64 if float64 else dtypes.float32
+        self._lr = _scalar(lr, self.device, self._hyper_dtype)
 
     @property
     def lr(self) -> Tensor:
-        """The learning rate, a 0-d float32 tensor: changing it (`opt.lr = 0.01`, or an assign into it) recompiles
-        nothing, and a TinyJit replay reads the new value."""
+        """The learning rate, a 0-d float32 tensor (float64 when a parameter is): changing it (`opt.lr = 0.01`, or an
+        assign into it) recompiles nothing, and a TinyJit replay reads the new value."""
         return self._lr
 
     @lr.setter
@@ -219,7 +223,10 @@ class Adam(Optimizer):
         self.m = [_state_like(p) for p in self.params]
         self.v = [_state_like(p) for p in self.params]
         # b1^t and b2^t, kept in buffers so the step count is data, not a constant baked into a kernel
-        self.b1_t, self.b2_t = _scalar(1.0, self.device), _scalar(1.0, self.device)
+        self.b1_t, self.b2_t = (
+            _scalar(1.0, self.device, self._hyper_dtype),
+            _scalar(1.0, self.device, self._hyper_dtype),
+        )
 
     def _step(self, params: list[Tensor]) -> list[Tensor]:
         self.b1_t.assign(self.b1_t * self.b1)

@@ -7,7 +7,7 @@ import operator
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from uopkit.dtype import dtypes
 from uopkit.helpers import SPEC
@@ -112,10 +112,11 @@ class LiveTensors:
                 found[ref] = stamp
                 out.append(t)
         newer = self._stamped_after(self._walked)
+        shows = view_shows_writes
         for i in range(len(newer) - 1, -1, -1):
             ref = newer[i]
             t = ref()
-            if t is not None and not _is_view(t.uop):
+            if t is not None and (not _is_view(t.uop) or (shows is not None and not shows(t))):
                 found[ref] = refs.get(ref, -1)
                 out.append(t)
         self._computed = found
@@ -191,6 +192,8 @@ _MOVEMENT = GroupOp.Movement
 # what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
 # .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
 computed_from = WeakKeyMap()
+# realized view -> the view it was over the old graph (`_remember_source`)
+realized_views = WeakKeyMap()
 
 
 # buffers that one realize made several live tensors views of (two tensors whose graphs were the same hash-consed
@@ -282,11 +285,16 @@ def _remember_source(old: UOp, new: UOp) -> None:
         return
     # a view realized with what it views (`x[0:2]` of `x * 2`: the same views over the old graph and over the new
     # storage) is followed back at the storage, the one place a later write through any view of it updates
+    top_old, top_new = old, new
     while old.op in _MOVEMENT and new.op is old.op and new.arg == old.arg:
         old, new = old.src[0], new.src[0]
     if old is new:
         return
     computed_from[new] = old
+    if top_old is not old:
+        # the old views stay alive with the new ones: the graph backward() rebuilds over `old` is then made of the
+        # very nodes, with the gradient rules given to them (`max_pool2d`'s first-maximum rule is on its reshape)
+        realized_views[top_new] = top_old
     if new.op is _BITCAST and old.op is _BITCAST and new.dtype is _BF16 and old.dtype is _BF16:
         # a bfloat16 value is its uint16 bits under a BITCAST, and what reads it reads the bits: they are followed
         # back too (to the old bits, whose casts carry the gradient)
@@ -400,6 +408,12 @@ def _reaches(root: UOp, mapping: dict[UOp, UOp], memo: dict[UOp, bool]) -> bool:
     return memo[root]
 
 
+# whether a live tensor whose graph is a view of storage (`_is_view`) is one in PyTorch's sense too, showing later
+# writes: not a flip, a pad, a repeat or a reshape PyTorch copies, which read the storage as it was (set by the front
+# end, which knows which of its tensors are copies; the schedule layer doesn't import it)
+view_shows_writes: Callable[[Any], bool] | None = None
+
+
 def _is_view(u: UOp) -> bool:
     # a view of storage (what torch calls a view: it shows later writes) rather than a value computed from it
     if u.op is Ops.BITCAST:
@@ -489,7 +503,13 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
         readers = [(t, st) for t, m, st in found if m >> i & 1]
         if not readers:
             continue
-        if any(st for _, st in readers) or sum(t.numel() for t, _ in readers) > buf.arg[2]:
+        # (a reader that is a movement of the storage, a flip PyTorch copies, computes nothing when realized: it reads
+        # the copy)
+        if (
+            any(st for _, st in readers)
+            or sum(t.numel() for t, _ in readers) > buf.arg[2]
+            or any(_is_view(t.uop) for t, _ in readers)
+        ):
             copy_bits |= 1 << i
         else:
             to_realize.update((id(t), t) for t, _ in readers)

@@ -372,7 +372,7 @@ def _check_store_hazard(ctx: GrouperContext, store: UOp) -> None:
     buf = target.base if target.base.op is Ops.BUFFER else target.base.buf_uop
     # every view of the buffer the value reads: the top of each movement chain (or a bare read of it)
     reads = [s for n in _region(ctx, value) if n.op not in GroupOp.Movement for s in n.src if _safe_buf(s) is buf]
-    if value.op in GroupOp.Movement or value.op is Ops.BUFFER:
+    if (value.op in GroupOp.Movement or value.op is Ops.BUFFER) and _safe_buf(value) is buf:
         reads.append(value)
     if any(r is not target for r in reads):
         ctx.realize[value] = None

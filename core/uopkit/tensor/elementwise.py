@@ -27,6 +27,7 @@ from uopkit.tensor.support import (
     _cast_py,
     _check_stored_scalar,
     _dim_for_axis,
+    _int_joining,
     _largest_finite,
     _short_int,
     _storage_uop,
@@ -499,9 +500,9 @@ class ElementwiseMixin:
         """
         cond = self.cast(dtypes.bool)
         if isinstance(x, Tensor):
-            x_t, y_t = x._broadcasted(y, False, "where")
+            x_t, y_t = x._broadcasted(_int_joining(y, x.dtype, "where"), False, "where")
         elif isinstance(y, Tensor):
-            y_t, x_t = y._broadcasted(x, False, "where")
+            y_t, x_t = y._broadcasted(_int_joining(x, y.dtype, "where"), False, "where")
         else:
             x_t = Tensor(x, device=self.device)
             x_t, y_t = x_t._broadcasted(y, False, "where")
@@ -549,6 +550,11 @@ class ElementwiseMixin:
         >>> Tensor([0.0, 1e8]).lerp(Tensor([10.0, 1.0]), 1.0).tolist()
         [10.0, 1.0]
         """
+        x, end_t = self._broadcasted(end, False, "lerp")
+        if x.dtype in dtypes.halves:
+            # in float32 and rounded once, as PyTorch's
+            w = weight.float() if isinstance(weight, Tensor) else weight
+            return x.float().lerp(end_t.float(), w).cast(x.dtype)
         diff = end - self
         if isinstance(weight, (int, float)):
             return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)

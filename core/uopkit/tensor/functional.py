@@ -221,16 +221,23 @@ class FunctionalMixin:
             return (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
         if p < 0:
             raise ArgumentError(f"{op}: p must be >= 0 or +-inf, got {p}")
-        value = a.square().sum(axis, keepdim=True).sqrt() if p == 2 else a.pow(p).sum(axis, keepdim=True).pow(1 / p)
-        norm = value.detach()
-        if p == 1:
-            derivative = x.sign()
-        elif p == 2:
-            derivative = x / norm
-        else:
-            scaled = x * a.pow(p - 2)
-            derivative = (scaled if p >= 2 else (x == 0).where(0.0, scaled)) / norm.pow(p - 1)
-        return _with_reduced_derivative(value, x, (norm == 0).where(0.0, derivative), axis)
+
+        def norm_of(x: Tensor) -> Tensor:
+            a = x.abs()
+            return a.square().sum(axis, keepdim=True).sqrt() if p == 2 else a.pow(p).sum(axis, keepdim=True).pow(1 / p)
+
+        def derivative(x: Tensor) -> Tensor:
+            norm = norm_of(x)
+            if p == 1:
+                d = x.sign()
+            elif p == 2:
+                d = x / norm
+            else:
+                scaled = x * x.abs().pow(p - 2)
+                d = (scaled if p >= 2 else (x == 0).where(0.0, scaled)) / norm.pow(p - 1)
+            return (norm == 0).where(0.0, d)
+
+        return _with_reduced_derivative(norm_of(x), x, derivative, axis)
 
     def _loss_reduce(self, reduction: str, op: str) -> Tensor:
         if reduction == "none":

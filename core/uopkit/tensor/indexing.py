@@ -16,6 +16,7 @@ from uopkit.schedule import _storage_base, computed_from, forget_source, live_te
 from uopkit.tensor import segments
 from uopkit.tensor.support import (
     _A_COPY,
+    _A_RESHAPED_COPY,
     ArgumentError,
     ShapeError,
     _broadcast_shape,
@@ -43,6 +44,7 @@ SEARCH_BY_HALVING = 1 << 24
 _BUFFER, _STORE = Ops.BUFFER, Ops.STORE
 _MOVEMENT = GroupOp.Movement
 _NOT_A_VIEW = frozenset({Ops.PAD, Ops.FLIP, Ops.EXPAND})
+_COPYING_MOVES = frozenset({Ops.PAD, Ops.FLIP})
 _VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
 
 
@@ -59,9 +61,13 @@ def _writes_through(t: Tensor) -> bool:
     # whether an in-place write into t goes into storage: t stands for storage, and is either a PyTorch view of it or
     # the storage's own layout (a padded, flipped or expanded read of a buffer that isn't a view, `x.pad(...)`,
     # `x.flip(0)`, is a value of its own, as PyTorch's copies)
-    if not _is_storage(t.uop) or t._view_of is _A_COPY:
+    if not _is_storage(t.uop) or t._view_of is _A_COPY or t._view_of is _A_RESHAPED_COPY:
         return False
-    return t._view_of is not None or not any(n.op in _NOT_A_VIEW for n in _storage_uop(t.uop).movement_chain())
+    chain = _storage_uop(t.uop).movement_chain()
+    if t._view_of is not None:
+        # (a view whose base is gone, `x.flip(1).T`, is one of a copy when a flip or a pad made that base)
+        return t._view_of() is not None or not any(n.op in _COPYING_MOVES for n in chain)
+    return not any(n.op in _NOT_A_VIEW for n in chain)
 
 
 def _views_node(u: UOp, node: UOp) -> bool:
@@ -409,6 +415,9 @@ class IndexingMixin:
 
     def _advanced_index(self, tensors: list[tuple[int, Tensor]]) -> Tensor:
         # out[b..., rest...] = self[.., idx_1[b], .., idx_m[b], ..]: one-hot masks over the indexed axes, then a sum
+        if self.dtype == dtypes.bfloat16:
+            # (picked in float32, as `_gather_checked`)
+            return self.float()._advanced_index(tensors).cast(dtypes.bfloat16)
         axes = [a for a, _ in tensors]
         bshape: tuple[int, ...] = ()
         for _, idx in tensors:
@@ -586,6 +595,10 @@ class IndexingMixin:
 
     def _gather_checked(self, dim: int, index: Tensor) -> Tensor:
         # gather with indices known to be in range (no read-back of their bounds)
+        if self.dtype == dtypes.bfloat16:
+            # (picked in float32, exact both ways: the one-hot sum over bfloat16's bits and casts is a real sum, and
+            # -0.0 + 0.0 lost the sign of a picked -0.0)
+            return self.float()._gather_checked(dim, index).cast(dtypes.bfloat16)
         n = self.shape[dim]
         region = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
         # x with `dim` moved last and a size-1 axis in its place, aligned with the one-hot of index
@@ -883,15 +896,23 @@ class IndexingMixin:
             raise ShapeError(f"bucketize: boundaries must be 1-D, got shape {boundaries.shape}")
         return boundaries.searchsorted(self, right=right)
 
-    def nonzero(self) -> Tensor:
-        """The indices of the nonzero elements as an (n, ndim) int32 tensor, in row-major order (torch.nonzero).
-        Its length depends on the data: the mask is read back to the host, as masked_select's.
+    def nonzero(self, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+        """The indices of the nonzero elements as an (n, ndim) int32 tensor, in row-major order (torch.nonzero);
+        with `as_tuple=True` one 1-D tensor of indices per dimension (a 0-d tensor: one, of its 0 or 1 hits), as
+        torch's. Its length depends on the data: the mask is read back to the host, as masked_select's.
 
         >>> Tensor([[0, 1], [2, 0]]).nonzero().tolist()
         [[0, 1], [1, 0]]
+        >>> [t.tolist() for t in Tensor([[0, 1], [2, 0]]).nonzero(as_tuple=True)]
+        [[0, 1], [1, 0]]
         """
         found = np.argwhere((self != 0).numpy()).astype(np.int32)
-        return Tensor(found.reshape(len(found), self.ndim), device=self.device)
+        found = found.reshape(len(found), self.ndim)
+        if not as_tuple:
+            return Tensor(found, device=self.device)
+        if self.ndim == 0:
+            return (Tensor(np.zeros(len(found), np.int32), device=self.device),)
+        return tuple(Tensor(np.ascontiguousarray(found[:, d]), device=self.device) for d in range(self.ndim))
 
     # ---- in-place operators (`t += x`, `t.add_(x)`): PyTorch's, the tensor object itself takes the result
 
@@ -1085,6 +1106,12 @@ class IndexingMixin:
         padded = any(n.op is Ops.PAD for n in chain)
         if self._view_of is None and (expanded or padded):
             raise ArgumentError("assign: can't write through an expanded or padded view (elements would alias)")
+        value = _storage_uop(x.uop)
+        if value is not target and value.base is target.base:
+            # another view of the very storage written (`a[::-1] = a`, `a.T.copy_(a)`): read from a copy, or the
+            # kernel overwrites elements before it reads them (the kernelizer can't copy a view that is part of the
+            # target's own chain: the copy would become the target too)
+            x = x.contiguous()
         if expanded or padded:
             # a strided slice (`x[::2]` of an odd length: padded, split and cut) or a view of an expand
             # (`x.expand(2, 3)[0]`): each element it shows is written at its position in the buffer, found by taking

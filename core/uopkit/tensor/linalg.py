@@ -30,6 +30,7 @@ from uopkit.tensor.support import (
     _tuple_n,
     _window_recipes,
     _with_reduced_derivative,
+    in_float32,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -223,9 +224,11 @@ class LinalgMixin:
         diff = self.unsqueeze(-2) - x2.unsqueeze(-3)
         axis = diff.ndim - 1
         if p == math.inf:
-            a = diff.abs()
-            largest = a.max(axis, keepdim=True)
-            dist = _with_reduced_derivative(largest, diff, diff.sign() * (a == largest), axis)
+            largest = diff.abs().max(axis, keepdim=True)
+            # (the gradient to every largest |difference|, ties included)
+            dist = _with_reduced_derivative(
+                largest, diff, lambda d: d.sign() * (d.abs() == d.abs().max(axis, keepdim=True)), axis
+            )
         else:
             dist = diff._vector_norm(axis, p, "cdist")
         return dist.squeeze(axis)
@@ -627,6 +630,7 @@ class LinalgMixin:
         flat = flat.scatter(len(batch), indices.reshape(*batch, -1), self.reshape(*batch, -1))
         return flat.reshape(batch + out)
 
+    @in_float32
     def avg_pool2d(
         self,
         kernel_size: int | Sequence[int] = (2, 2),
@@ -665,6 +669,7 @@ class LinalgMixin:
             count = ones._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
         return total.div(count, rounding_mode="trunc").cast(self.dtype) if integer else total / count
 
+    @in_float32
     def adaptive_avg_pool2d(self, output_size: int | Sequence[int | None]) -> Tensor:
         """Mean over windows that split each of the last len(output_size) axes into `output_size` parts, output i
         averaging [floor(i L / O), ceil((i + 1) L / O)) as PyTorch's (None keeps an axis). Even splits are an
@@ -749,6 +754,10 @@ class LinalgMixin:
         >>> Tensor([[[1.0, 2.0]]]).interpolate(4, mode="nearest").tolist()
         [[[1.0, 1.0, 2.0, 2.0]]]
         """
+        if self.dtype in dtypes.halves and mode in ("linear", "bilinear", "trilinear", "bicubic", "area"):
+            # in float32 and rounded once, as PyTorch (rounding each axis' pass and product to a half float left a
+            # quarter of the values off by up to 5 ulp)
+            return self.float().interpolate(size, scale_factor, mode, align_corners).cast(self.dtype)
         if mode not in ("linear", "bilinear", "trilinear", "bicubic", "nearest", "nearest-exact", "area"):
             raise ArgumentError(
                 f"interpolate: unknown mode {mode!r}; use nearest, nearest-exact, linear, bilinear, trilinear, bicubic "

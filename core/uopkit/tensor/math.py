@@ -16,6 +16,7 @@ from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
     _check_stored_scalar,
+    _int_joining,
     _normalize_axis,
     _with_derivative,
     _with_gradient_of,
@@ -201,6 +202,8 @@ class MathMixin:
         odd = (k * 0.5).floor() != k * 0.5
         reduced = odd.where(-c / s, s / c)
         out = (x.abs() < 12000).where(reduced, x.sin() / x.cos())
+        # (tan(+-0) is that zero: the reduction above gives -0.0 - -0.0 = +0.0)
+        out = (x == 0).where(x, out)
         # 1 / cos(x)^2, given whole: the chain through both branches meets 0 * inf at 0 (the unused -c / s)
         return _with_derivative(out, x, x.cos().square().reciprocal())
 
@@ -298,7 +301,8 @@ class MathMixin:
         >>> Tensor([1.0, -2.0]).copysign(Tensor([-0.0, 3.0])).tolist()
         [-1.0, 2.0]
         """
-        x, y = self._float()._broadcasted(other, op="copysign")
+        # (promoted first, then made float: an int tensor with a float16 one gives float16, as torch's)
+        x, y = self._broadcasted(other, op="copysign")
         x, y = x._float(), y._float()
         # the sign bit of y: negative values, and -0.0 (1 / -0.0 is -inf)
         neg = (y < 0) | ((y == 0) & (y.reciprocal() < 0))
@@ -321,7 +325,9 @@ class MathMixin:
             if equal_nan:
                 ret = ret | (a.isnan() & b.isnan())
         else:
-            ret = ret | ((a - b).abs().cast(dtypes.float64) <= atol + rtol * b.abs().cast(dtypes.float64))
+            # (in float64: an unsigned difference would wrap, bools don't subtract)
+            a64, b64 = a.cast(dtypes.float64), b.cast(dtypes.float64)
+            ret = ret | ((a64 - b64).abs() <= atol + rtol * b64.abs())
         return ret
 
     def allclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
@@ -357,6 +363,7 @@ class MathMixin:
         hi = max_ if max_ is not None else max
         if lo is None and hi is None:
             raise ArgumentError("clip: at least one of min and max must be given")
+        lo, hi = _int_joining(lo, self.dtype, "clip"), _int_joining(hi, self.dtype, "clip")
         x, lo_t, hi_t = self, None, None
         if lo is not None:
             x, lo_t = x._broadcasted(lo, False, "clip")
@@ -505,7 +512,8 @@ class MathMixin:
             # float64 would need many more terms of the series: expm1 keeps the digits 1 - e would cancel, and the
             # gradient is taken from 2 sigmoid(2x) - 1 (the same function, finite derivatives everywhere)
             t = (-(-2 * a).expm1() / (1 + e)).abs()
-            return _with_gradient_of((x < 0).where(-t, t), 2 * (2 * x).sigmoid() - 1)
+            # (a zero is itself: -0.0 keeps its sign)
+            return _with_gradient_of((x == 0).where(x, (x < 0).where(-t, t)), 2 * (2 * x).sigmoid() - 1)
         far = (1 - e) / (1 + e)
         # (clipped so that neither the series nor its derivative ever sees a large x, even where it isn't selected)
         s = x.clip(-0.55, 0.55)
@@ -536,7 +544,13 @@ class MathMixin:
         small = self.abs() < 1
         xs = small.where(self, 0)
         z = xs * xs
-        series = xs * (1 + z / 6 * (1 + z / 20 * (1 + z / 42 * (1 + z / 72 * (1 + z / 110)))))
+        # x (1 + x^2/3! (1 + x^2/(4*5) (1 + ...))): to x^11 for float32; float64 needs to x^19 (the next term, x^13/13!,
+        # is 1.6e-10 of the value at x = 1)
+        last = 19 if self.dtype == dtypes.float64 else 11
+        inner = 1 + z / (last * (last - 1))
+        for k in range(last - 2, 2, -2):
+            inner = 1 + z / (k * (k - 1)) * inner
+        series = xs * inner
         return small.where(series, (self.exp() - (-self).exp()) / 2)
 
     @replayed
@@ -626,7 +640,8 @@ class MathMixin:
         >>> [round(v, 4) for v in Tensor([1.0, -1.0]).atan2(Tensor([-1.0, 0.0])).tolist()]
         [2.3562, -1.5708]
         """
-        y, x = self._float()._broadcasted(other, op="atan2")
+        # (promoted first, then made float, as copysign)
+        y, x = self._broadcasted(other, op="atan2")
         y, x = y._float(), x._float()
         ay, ax = y.abs(), x.abs()
         lo, hi = ay.minimum(ax), ay.maximum(ax)
@@ -833,7 +848,11 @@ class MathMixin:
     def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
         """clip(x, min_val, max_val), with torch's gradient: 1 strictly inside the bounds (and at NaN), else 0."""
         if not dtypes.is_float(self.dtype):
-            return self.clip(min_val, max_val)
+            # an int tensor keeps its dtype, as torch's: the bounds truncated into it (clamping commutes with
+            # truncation, so the result is the same as clamping in float and truncating)
+            lo = max(math.trunc(min_val), dtypes.min(self.dtype))
+            hi = min(math.trunc(max_val), dtypes.max(self.dtype))
+            return self.clip(lo, hi)
         return _with_derivative(
             self.clip(min_val, max_val), self, ((self <= min_val) | (self >= max_val)).logical_not()
         )

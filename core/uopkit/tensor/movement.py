@@ -16,6 +16,7 @@ from uopkit.dtype import (
 )
 from uopkit.helpers import prod
 from uopkit.tensor.support import (
+    _A_RESHAPED_COPY,
     ArgumentError,
     ShapeError,
     UnknownModeError,
@@ -25,6 +26,7 @@ from uopkit.tensor.support import (
     _contiguous_ids,
     _mark_view,
     _normalize_axis,
+    _reshape_is_view,
     _reshape_uop,
     _returns_copy,
     _with,
@@ -105,7 +107,15 @@ class MovementMixin:
             new = tuple(self.numel() // known if s == -1 else s for s in new)
         if prod(new) != self.numel() or any(s < 0 for s in new):
             raise ShapeError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {new}")
-        return self if new == self.shape else _mark_view(Tensor(_reshape_uop(self.uop, new)), self)
+        if new == self.shape:
+            return self
+        out = Tensor(_reshape_uop(self.uop, new))
+        if not _reshape_is_view(self.uop, new):
+            # no strides show these elements in this shape (`x.T.reshape(-1)`): PyTorch copies, so a write into the
+            # result stays in it
+            out._view_of = _A_RESHAPED_COPY
+            return out
+        return _mark_view(out, self)
 
     def view(self, *shape: Any) -> Tensor:
         """Alias of reshape; with a dtype, the same bits read as that dtype (bitcast), as torch's view(dtype).

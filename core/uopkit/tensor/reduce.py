@@ -197,6 +197,11 @@ class ReduceMixin:
         if not dtypes.is_float(self.dtype) or self.ndim == 0:
             values = self._reduce(Ops.MAX, axis, keepdim) if op == "max" else self.min(axis, keepdim)
             return ValuesIndices(values, indices if keepdim else indices.reshape(values.shape))
+        if self.dtype == dtypes.bfloat16:
+            # (in float32, exact both ways: a sum over bfloat16's bits and casts is a real one, and 0.0 + -0.0 lost a
+            # -0.0 maximum's sign)
+            values, indices = self.float()._values_at(indices, axis, keepdim, op)
+            return ValuesIndices(values.cast(dtypes.bfloat16), indices)
         axis = _normalize_axis(axis, self.ndim, op, self.shape)
         n = self.shape[axis]
         first = indices == Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(
@@ -447,6 +452,30 @@ class ReduceMixin:
         [[1, 5], [1, 0]]
         """
         return self._median(dim, keepdim, "median")
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+        """The k-th smallest value along `dim` (k counts from 1; NaN sorts last) and where it is, as torch.kthvalue:
+        (values, indices), an index (int32) being the first position along `dim` that holds the value (torch picks
+        one of the ties unspecified) and the gradient going there.
+
+        >>> [t.tolist() for t in Tensor([[3, 1, 2], [5, 9, 2]]).kthvalue(2)]
+        [[2, 5], [2, 0]]
+        """
+        if self.dtype == dtypes.bool:
+            raise TypeError("kthvalue: bool tensors have no order statistics; cast with .int() first")
+        axis = _normalize_axis(dim, max(self.ndim, 1), "kthvalue", self.shape)
+        n = self.shape[axis] if self.ndim else 1
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+            raise ArgumentError(f"kthvalue: k must be an int in 1..{n} (axis {dim} of shape {self.shape}), got {k!r}")
+        if self.ndim == 0:
+            return ValuesIndices(self, Tensor(0, device=self.device, dtype=dtypes.int32))
+        x = self._move_to_end(axis)
+        kth = x.sort(-1)[0]._slice_axis(x.ndim - 1, k - 1, k).detach()
+        index = x._is_value(kth).argmax(-1, keepdim=True)
+        # (the first hit is in range by construction: no bounds check, which would read it back)
+        values = x._gather_checked(x.ndim - 1, index)
+        values, index = values._move_from_end(axis), index._move_from_end(axis)
+        return ValuesIndices(values, index) if keepdim else ValuesIndices(values.squeeze(axis), index.squeeze(axis))
 
     def nanmedian(self, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """The median of the non-NaN values, as torch.nanmedian: as `median`, with the NaNs left out (the lower middle

@@ -409,6 +409,18 @@ def _check_stored_scalar(
         )
 
 
+def _int_joining(value: Any, dt: DType, op: str) -> Any:
+    """A Python int that an op puts beside an integer `dt` tensor as one of its values (clamp's bounds, where's
+    branches): checked as stored into `dt` (`_check_stored_scalar`) and a negative one wrapped into an unsigned dtype,
+    so the result keeps `dt`, as torch's (`uint8_t.clamp(min=-1)` clamps at 255; `int8_t.clamp(max=1000)` raises)
+    instead of widening to int64 as arithmetic does. Any other value comes back as it is."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or not dtypes.is_int(dt):
+        return value
+    value = int(value)
+    _check_stored_scalar(value, dt, op)
+    return value % (1 << 8 * dt.itemsize) if value < 0 and dtypes.is_unsigned(dt) else value
+
+
 def _positive_n(x: int | Sequence[int], n: int, what: str, op: str) -> tuple[int, ...]:
     """_tuple_n for a size, step or count that must be at least 1 (0 would divide by zero further on)."""
     t = _tuple_n(x, n, what)
@@ -473,15 +485,23 @@ def _with_gradient_of(value: Tensor, surrogate: Tensor) -> Tensor:
     return value.detach() - (surrogate.detach() - surrogate)
 
 
-def _with_reduced_derivative(value: Tensor, x: Tensor, derivative: Tensor, axis: int) -> Tensor:
-    """`value`, a reduction of x along `axis` (kept, size 1), whose gradient with respect to x is `derivative` (x's
-    shape) times the incoming one. A reduction's derivative can't be given whole (as `_with_derivative` gives an
-    elementwise one): x * derivative, summed, carries it, both kept finite so that the value passes through unchanged
-    (a non-finite x or derivative gets no gradient)."""
-    derivative = derivative.detach()
-    finite_derivative = derivative.isfinite().where(derivative, 0.0)
-    carrier = (x.isfinite().where(x, 0.0) * finite_derivative).sum(axis, keepdim=True)
-    return _with_gradient_of(value, carrier)
+def _with_reduced_derivative(value: Tensor, x: Tensor, derivative: Callable[[Tensor], Tensor], axis: int) -> Tensor:
+    """`value`, a reduction of x along `axis` (kept, size 1), whose gradient with respect to x is `derivative(x)` (x's
+    shape) times the incoming one, 0 where x or the derivative isn't finite. `derivative` builds it from x when a
+    gradient is taken (it may compute the value again: a rule must not hold its own node), not detached, so second
+    derivatives are the derivative's."""
+    from uopkit.gradient import set_gradient
+
+    x_uop = x.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        x_now = Tensor(x_uop)
+        d = derivative(x_now)
+        d = (x_now.isfinite() & d.isfinite()).where(d, 0.0)
+        return ((Tensor(g) * d.cast(g.dtype)).uop,)
+
+    set_gradient(value.uop, (x_uop,), rule)
+    return value
 
 
 def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor, *more: tuple[Tensor, Tensor]) -> Tensor:
@@ -552,8 +572,91 @@ def _mark_view(view: Tensor, of: Tensor) -> Tensor:
     base is gone no one can see the write."""
     if view is not of:
         root = of._view_of
+        if root is _A_RESHAPED_COPY:
+            # (a view of such a copy is one too: realized alone, never making a large lazy base, an expand, compute
+            # into storage for it; a write into it stays in it)
+            view._view_of = root
+            return view
         view._view_of = root if root is not None and root() is not None else of._live_ref
     return view
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _strides_after_reshape(
+    shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """The strides of `new` viewing the same elements as (shape, strides), None where no strides can (PyTorch's
+    reshape then copies, its view() raises). Old dims whose elements follow on evenly (stride[i] = stride[i+1] *
+    size[i+1]) form runs; each run must be covered exactly by consecutive new dims, which then step through it."""
+    if math.prod(shape) == 0:
+        return _contiguous_strides(new)
+    out = [0] * len(new)
+    j = len(new) - 1
+    run_size, covered = 1, 1
+    run_stride = strides[-1] if strides else 1
+    for i in range(len(shape) - 1, -1, -1):
+        run_size *= shape[i]
+        # the run ends at i when the dim before it doesn't continue it (a size-1 dim continues any run)
+        if i == 0 or (shape[i - 1] != 1 and strides[i - 1] != run_size * run_stride):
+            while j >= 0 and (covered < run_size or new[j] == 1):
+                out[j] = covered * run_stride
+                covered *= new[j]
+                j -= 1
+            if covered != run_size:
+                return None
+            if i > 0:
+                run_stride, run_size, covered = strides[i - 1], 1, 1
+    return tuple(out) if j < 0 else None
+
+
+def _torch_layout(u: UOp) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(shape, strides) of the node `u` as PyTorch lays out that view: its movement ops (and detaches) applied to the
+    contiguous layout of what they view. A flip, a pad or a reshape no strides can give (copies in PyTorch) starts a
+    contiguous layout of its own."""
+    chain = []
+    while u.op in _VIEW_NODES:
+        chain.append(u)
+        u = u.src[0]
+    shape: tuple[int, ...] = u.shape or ()
+    strides = _contiguous_strides(shape)
+    for n in reversed(chain):
+        op = n.op
+        if op is Ops.DETACH:
+            continue
+        new = n.shape or ()
+        if op is Ops.RESHAPE:
+            strides = _strides_after_reshape(shape, strides, new) or _contiguous_strides(new)
+        elif op is Ops.PERMUTE:
+            strides = tuple(strides[i] for i in n.arg)
+        elif op is Ops.EXPAND:
+            strides = tuple(0 if old != size else st for old, size, st in zip(shape, new, strides, strict=True))
+        elif op is not Ops.SHRINK:
+            strides = _contiguous_strides(new)
+        shape = new
+    return shape, strides
+
+
+def _reshape_is_view(u: UOp, new: tuple[int, ...]) -> bool:
+    """Whether PyTorch's reshape of a tensor whose node is `u` into `new` is a view (else a copy)."""
+    node = u
+    while node.op in _VIEW_NODES:
+        if node.op in _STRIDED:
+            shape, strides = _torch_layout(u)
+            return _strides_after_reshape(shape, strides, new) is not None
+        node = node.src[0]
+    # (reshapes of contiguous values: always a view)
+    return True
+
+
+_VIEW_NODES = frozenset(GroupOp.Movement | {Ops.DETACH})
+_STRIDED = frozenset({Ops.PERMUTE, Ops.SHRINK, Ops.EXPAND})
 
 
 class _Dropped:
@@ -563,6 +666,9 @@ class _Dropped:
 # the mark of a result PyTorch copies though it is built of views here (`repeat`, `pad`, `interpolate`): a reference
 # whose object is gone at once, so it names no base
 _A_COPY = weakref.ref(_Dropped())
+# the mark of a reshape PyTorch copies (no strides show its elements in the new shape: `x.T.reshape(-1)`), and of views
+# of it
+_A_RESHAPED_COPY = weakref.ref(_Dropped())
 
 
 def _returns_copy(method: Callable[..., Tensor]) -> Callable[..., Tensor]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+import uopkit.schedule as _schedule_module
 from uopkit.device import Buffer
 from uopkit.dtype import (
     DType,
@@ -334,7 +335,11 @@ class Tensor(
             if summed is None:
                 continue
             g = Tensor(summed).cast(t.dtype)
-            t.grad = g if t.grad is None else t.grad + g
+            if t.grad is None or t.grad.shape != g.shape or t.grad.dtype != g.dtype:
+                t.grad = g if t.grad is None else t.grad + g
+            else:
+                # accumulated into the same tensor object, as PyTorch's: a reference to `.grad` taken before sees it
+                _all_tensors.set_uop(t.grad, (t.grad + g).uop)
         return self
 
     def _root_gradient(self, gradient: Tensor | None, op: str) -> Tensor:
@@ -415,3 +420,6 @@ def _summed(grads: dict[UOp, UOp], keys: tuple[UOp, ...]) -> UOp | None:
 
 # the readers a realize adds are realized as their stored bits too (bfloat16)
 _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)
+# a live tensor over storage that PyTorch would have copied (a flip, a pad, a repeat, a reshape no strides show) reads
+# the storage as it is: an assign protects it as a reader
+_schedule_module.view_shows_writes = _indexing_module._writes_through
