@@ -157,3 +157,21 @@ def test_indexing_picks_are_never_cut():
     np.testing.assert_array_equal(x.gather(0, Tensor(idx)).numpy(), x.numpy()[idx])
     np.testing.assert_array_equal(rows[Tensor(idx[:8])].numpy(), rows.numpy()[idx[:8]])
     assert x[Tensor(5)].item() == x.numpy()[5]
+
+
+def test_sums_of_products_into_few_outputs_stay_accurate():
+    # a squared error's sum, a dot product, a scaled sum: an elementwise product in front of a long sum into few
+    # outputs is cut into slices too (one running float32 sum: 1e-6 relative, 10-100x torch's error)
+    a = np.random.default_rng(0).random((4, 8, 64, 64)).astype(np.float32) + 0.5
+    b = np.random.default_rng(1).random((4, 8, 64, 64)).astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    A, B = Tensor(a), Tensor(b)
+    cases = [
+        (A.square().sum(), (a64**2).sum()),
+        (A.mse_loss(B), ((a64 - b64) ** 2).mean()),
+        (A.square().sum((1, 2, 3)), (a64**2).sum((1, 2, 3))),
+        ((A * 2).sum(), (a64 * 2).sum()),
+        ((A.reshape(-1) * B.reshape(-1)).sum(), (a64 * b64).sum()),
+    ]
+    for i, (got, want) in enumerate(cases):
+        np.testing.assert_allclose(got.numpy(), want, rtol=4e-7, err_msg=str(i))

@@ -14,9 +14,10 @@ vector lanes each add a long stretch in turn): one running float32 sum of a mill
 relative, where torch's cascade and numpy's pairwise sums stay near 1e-7. A float sum longer than
 `SUM_IN_ONE_PASS` per output is cut into slices of at most about `SUM_SLICE` elements (`accurate_parts`), which the
 partials sum exactly as before; an axis no slice count near that divides keeps its last few rows apart (summed on
-their own and added), since padding it would mask every load of the hot loop. Sums of products (matmuls,
-convolutions) are left whole: their partials would be a copy of the output per slice. A GPU's work-group reduce
-already adds in a tree.
+their own and added), since padding it would mask every load of the hot loop. Sums of products into many outputs
+(matmuls, convolutions) are left whole: their partials would be a copy of the output per slice; into few
+(`SUM_OF_PRODUCTS_OUTPUTS`: a squared error, a dot product) they are cut too. A GPU's work-group reduce already adds
+in a tree.
 
 The split depends only on the shapes and the renderer's caps, never on the thread count: a sum gives the same bits
 on every machine (on GPUs, on every one with the same work-group limit). The scheduler decides, once the graph is
@@ -73,6 +74,9 @@ GPU_WORKGROUP = 256
 # in a tree): 64 additions per vector lane of a CPU kernel
 SUM_IN_ONE_PASS = 16384
 SUM_SLICE = 1024
+# a sum of products (a matmul's, a convolution's) is cut too where it has at most this many outputs: its partials are
+# then small (a squared error's sum, a dot product), where a matmul's would be a copy of its output per slice
+SUM_OF_PRODUCTS_OUTPUTS = 1024
 
 
 def gpu_rule(caps: RendererCaps) -> SplitRule:
@@ -154,7 +158,12 @@ def split_reduce(red: UOp) -> UOp | None:
         parts, axis = 1, longest
     else:
         axis = fits[0] if rule is not None and rule.outermost else longest
-    if accurate and op is Ops.ADD and dtypes.is_float(red.dtype) and src.op is not Ops.MUL:
+    if (
+        accurate
+        and op is Ops.ADD
+        and dtypes.is_float(red.dtype)
+        and (src.op is not Ops.MUL or outputs <= SUM_OF_PRODUCTS_OUTPUTS)
+    ):
         # slices short enough to sum accurately (more of them than threads want is fine: more outputs to share)
         parts = max(parts, accurate_parts(shape[axis], length))
     if parts == 1:

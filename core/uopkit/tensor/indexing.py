@@ -408,9 +408,9 @@ class IndexingMixin:
             n = t.shape[ax]
             keep = math.ceil(n / k)
             padded = t.pad(tuple((0, keep * k - n) if a == ax else (0, 0) for a in range(t.ndim)))
-            split = padded.reshape(t.shape[:ax] + (keep, k) + t.shape[ax + 1 :])
+            split = padded._reshaped(t.shape[:ax] + (keep, k) + t.shape[ax + 1 :])
             bounds = tuple((0, 1) if a == ax + 1 else (0, s) for a, s in enumerate(split.shape))
-            t = split.shrink(bounds).reshape(t.shape[:ax] + (keep,) + t.shape[ax + 1 :])
+            t = split.shrink(bounds)._reshaped(t.shape[:ax] + (keep,) + t.shape[ax + 1 :])
         return t
 
     def _advanced_index(self, tensors: list[tuple[int, Tensor]]) -> Tensor:

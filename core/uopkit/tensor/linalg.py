@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
+# a transposed convolution with more output phases (stride ** dims) than this computes each in a kernel of its own
+MAX_FUSED_PHASES = 4
 # torch.cdist's ways to compute p = 2 distances (uopkit always takes the differences)
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
 
@@ -296,14 +298,14 @@ class LinalgMixin:
             # (and the gradient, a pad) index without the division and modulo the general case below needs
             fit = ((0, 0),) * len(lead) + ((0, o * s - L),)
             x = self.pad(fit) if o * s > L else self._slice_axis(len(lead), 0, o * s)
-            return x.reshape(lead + (o, s))._slice_axis(len(lead) + 1, 0, k)
+            return x._reshaped(lead + (o, s))._slice_axis(len(lead) + 1, 0, k)
         m = max(1, math.ceil((o * s - d) / L))
         R = m * L + d
         e = math.ceil(k * R / L)
-        x = self.unsqueeze(-2).expand(lead + (e, L)).reshape(lead + (e * L,))
-        x = x._slice_axis(len(lead), 0, k * R).reshape(lead + (k, R))
-        x = x._slice_axis(len(lead) + 1, 0, o * s).reshape(lead + (k, o, s))
-        x = x._slice_axis(len(lead) + 2, 0, 1).reshape(lead + (k, o))
+        x = self.unsqueeze(-2).expand(lead + (e, L))._reshaped(lead + (e * L,))
+        x = x._slice_axis(len(lead), 0, k * R)._reshaped(lead + (k, R))
+        x = x._slice_axis(len(lead) + 1, 0, o * s)._reshaped(lead + (k, o, s))
+        x = x._slice_axis(len(lead) + 2, 0, 1)._reshaped(lead + (k, o))
         return x.transpose(-1, -2)
 
     def conv2d(
@@ -513,9 +515,14 @@ class LinalgMixin:
                 )
             )
             out = xp.conv2d(sub, groups=groups, dilation=d_)
-            # every phase padded to the longest one's length (phases past the output's end are cut below)
+            # every phase padded to the longest one's length (phases past the output's end are cut below). Many
+            # phases are stored first (a kernel each): fused into the interleaving, every output computes every
+            # phase's convolution under a mask (16 phases of a stride-4 8x8 transposed conv: 70x torch's time); the 4
+            # of a stride-2 2-d one cost less fused than stored and interleaved (a 32x32x32x32 conv's input gradient:
+            # 15 vs 18 ms a step)
             to_full = tuple((0, f - q) for f, q in zip(full, size, strict=True))
-            phases[rs] = out.cast(dtype).pad(((0, 0), (0, 0)) + to_full)
+            out = out.cast(dtype)
+            phases[rs] = (out.contiguous() if math.prod(s_) > MAX_FUSED_PHASES else out).pad(((0, 0), (0, 0)) + to_full)
         # interleave: phases on new axes after each spatial axis, merged by a reshape
         for i in reversed(range(nd)):
             merged: dict[tuple[int, ...], Tensor] = {}

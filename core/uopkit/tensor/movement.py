@@ -117,6 +117,12 @@ class MovementMixin:
             return out
         return _mark_view(out, self)
 
+    def _reshaped(self, shape: tuple[int, ...]) -> Tensor:
+        # reshape for the library's own movement constructions (pooling windows, strided slices), whose results are
+        # PyTorch views by construction or intermediates: no check of PyTorch's stride rules (a conv's backward
+        # builds dozens per step)
+        return self if shape == self.shape else _mark_view(Tensor(_reshape_uop(self.uop, shape)), self)
+
     def view(self, *shape: Any) -> Tensor:
         """Alias of reshape; with a dtype, the same bits read as that dtype (bitcast), as torch's view(dtype).
 

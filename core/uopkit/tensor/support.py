@@ -23,7 +23,7 @@ from uopkit.dtype import (
 from uopkit.engine.realize import buffers, capturing_checks
 from uopkit.helpers import CHECK_INDEX
 from uopkit.schedule import live_tensors
-from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
+from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, cast_scalar
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -619,32 +619,42 @@ def _strides_after_reshape(
 def _torch_layout(u: UOp) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(shape, strides) of the node `u` as PyTorch lays out that view: its movement ops (and detaches) applied to the
     contiguous layout of what they view. A flip, a pad or a reshape no strides can give (copies in PyTorch) starts a
-    contiguous layout of its own."""
+    contiguous layout of its own. Kept per node: a chain is mostly the last one with a node more on top."""
     chain = []
-    while u.op in _VIEW_NODES:
+    while u.op in _VIEW_NODES and (known := _layouts.get(u)) is None:
         chain.append(u)
         u = u.src[0]
-    shape: tuple[int, ...] = u.shape or ()
-    strides = _contiguous_strides(shape)
+    if u.op in _VIEW_NODES:
+        shape, strides = known
+    else:
+        shape = u.shape or ()
+        strides = _contiguous_strides(shape)
     for n in reversed(chain):
         op = n.op
-        if op is Ops.DETACH:
-            continue
-        new = n.shape or ()
-        if op is Ops.RESHAPE:
-            strides = _strides_after_reshape(shape, strides, new) or _contiguous_strides(new)
-        elif op is Ops.PERMUTE:
-            strides = tuple(strides[i] for i in n.arg)
-        elif op is Ops.EXPAND:
-            strides = tuple(0 if old != size else st for old, size, st in zip(shape, new, strides, strict=True))
-        elif op is not Ops.SHRINK:
-            strides = _contiguous_strides(new)
-        shape = new
+        if op is not Ops.DETACH:
+            new = n.shape or ()
+            if op is Ops.RESHAPE:
+                strides = _strides_after_reshape(shape, strides, new) or _contiguous_strides(new)
+            elif op is Ops.PERMUTE:
+                strides = tuple([strides[i] for i in n.arg])
+            elif op is Ops.EXPAND:
+                strides = tuple([0 if old != size else st for old, size, st in zip(shape, new, strides, strict=True)])
+            elif op is not Ops.SHRINK:
+                strides = _contiguous_strides(new)
+            shape = new
+        _layouts[n] = (shape, strides)
     return shape, strides
+
+
+_layouts = WeakKeyMap()
 
 
 def _reshape_is_view(u: UOp, new: tuple[int, ...]) -> bool:
     """Whether PyTorch's reshape of a tensor whose node is `u` into `new` is a view (else a copy)."""
+    shape = u.shape or ()
+    if [s for s in shape if s != 1] == [s for s in new if s != 1]:
+        # (only size-1 dims added or dropped, `x[None]`, squeeze, keepdim: always a view)
+        return True
     node = u
     while node.op in _VIEW_NODES:
         if node.op in _STRIDED:
