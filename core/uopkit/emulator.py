@@ -1120,7 +1120,10 @@ def cast(x: Any, src: DType, dst: DType) -> np.ndarray:
     if dst.scalar == dtypes.bool:
         return arr != 0
     if dtypes.is_int(dst) and dtypes.is_float(src):
-        clean = np.where(np.isfinite(arr), arr, 0)
-        clean = np.clip(np.trunc(clean), -(2.0**63), 2.0**63 - 1024)
-        return clean.astype(np.int64).astype(_np(dst))
+        clean = np.trunc(np.where(np.isfinite(arr), arr, 0))
+        wrapped = np.clip(clean, -(2.0**63), 2.0**63 - 1024).astype(np.int64).astype(_np(dst))
+        if dst.scalar == dtypes.uint64:
+            # a uint64 holds values from 2**63 up, which int64 doesn't: those convert directly, as C's cast does
+            return np.where(clean >= 2.0**63, np.clip(clean, 0, 2.0**64 - 2048).astype(np.uint64), wrapped)
+        return wrapped
     return round_bf16(arr.astype(np.float32)) if dst.scalar == dtypes.bfloat16 else arr.astype(_np(dst))

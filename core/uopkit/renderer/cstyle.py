@@ -146,8 +146,11 @@ class CStyleRenderer(Renderer):
             divisor = u.src[1]
             if divisor.op is Ops.CONST and divisor.arg not in (0, -1):
                 return f"({args[0]}{sym}{args[1]})"
-            # integer division by zero (and INT_MIN / -1) traps in C; define x/0 as 0 and x/-1 as -x instead
+            # integer division by zero (and INT_MIN / -1) traps in C; define x/0 as 0 and x/-1 as -x instead (an
+            # unsigned divisor can't be -1: `b == -1` would be true for its all-ones value)
             a, b = args
+            if dtypes.is_unsigned(divisor.dtype.scalar):
+                return f"(({b})==0?0:({a}){sym}({b}))"
             if op is Ops.IDIV:
                 return f"(({b})==0?0:(({b})==-1?-({a}):({a})/({b})))"
             return f"(({b})==0||({b})==-1?0:({a})%({b}))"

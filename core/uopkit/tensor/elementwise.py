@@ -25,6 +25,7 @@ from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
     _cast_py,
+    _check_same_device,
     _check_stored_scalar,
     _dim_for_axis,
     _int_joining,
@@ -509,6 +510,7 @@ class ElementwiseMixin:
         for v in (x, y):
             if not isinstance(v, Tensor):
                 _check_stored_scalar(v, x_t.dtype, "where", half_floats=False)
+        _check_same_device("where", [cond, x_t, y_t])
         shape = _broadcast_shape(cond.shape, x_t.shape, "where")
         cond, x_t, y_t = cond._broadcast_to(shape), x_t._broadcast_to(shape), y_t._broadcast_to(shape)
         return Tensor(UOp(_WHERE, x_t.dtype, (cond.uop, x_t.uop, y_t.uop)))

@@ -20,6 +20,7 @@ from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
     _broadcast_shape,
+    _check_same_device,
     _check_stored_scalar,
     _check_values_in,
     _mark_view,
@@ -465,6 +466,7 @@ class IndexingMixin:
 
     def _check_index_range(self, idx: Tensor, size: int, axis: int, op: str = "index", negative: bool = True) -> None:
         # numpy-style indexing counts negative indices from the end; gather and scatter don't (as torch)
+        _check_same_device(op, [self, idx])
         where = f"for axis {axis} with size {size} (shape {self.shape})"
         _check_values_in(idx, -size if negative else 0, size, lambda bad: f"{op}: index {bad} is out of bounds {where}")
 

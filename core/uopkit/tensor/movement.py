@@ -22,6 +22,7 @@ from uopkit.tensor.support import (
     UnknownModeError,
     _as_shape,
     _canonical_device,
+    _check_same_device,
     _check_stored_scalar,
     _contiguous_ids,
     _mark_view,
@@ -619,6 +620,7 @@ class MovementMixin:
         [[1.0, 2.5]]
         """
         tensors, dim = _tensors_and_dim(self, args, dim, "cat")
+        _check_same_device("cat", tensors)
         given = tensors
         dt = least_upper_dtype(*(t.dtype for t in tensors))
         if any(t.shape == (0,) for t in tensors) and any(t.shape != (0,) for t in tensors):

@@ -409,6 +409,14 @@ def _check_stored_scalar(
         )
 
 
+def _check_same_device(op: str, tensors: Sequence[Tensor]) -> None:
+    """An op over tensors on different devices fails here, by name, not in a backend's program (PyTorch: "Expected
+    all tensors to be on the same device")."""
+    devices = list(dict.fromkeys(t.device for t in tensors))
+    if len(devices) > 1:
+        raise ArgumentError(f"{op}: operands are on different devices ({', '.join(devices)}); move them with .to()")
+
+
 def _int_joining(value: Any, dt: DType, op: str) -> Any:
     """A Python int that an op puts beside an integer `dt` tensor as one of its values (clamp's bounds, where's
     branches): checked as stored into `dt` (`_check_stored_scalar`) and a negative one wrapped into an unsigned dtype,

@@ -5,6 +5,7 @@ module of its own (creation, movement, indexing, elementwise, math, reduce, lina
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,7 @@ from uopkit.tensor.support import (
     _flatten_list,
     _from_numpy,
     _host_np_dtype,
+    _mark_view,
     _normalize_axis,
     _rewrap_bf16,
     _short_int,
@@ -161,8 +163,41 @@ class Tensor(
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self) -> Any:
+        # the rows along the first axis, as PyTorch's (a 0-d tensor can't be iterated: without this, Python's
+        # fallback through __getitem__ gave an empty iteration)
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __contains__(self, element: Any) -> bool:
+        # whether any element equals `element` (a number or a tensor that broadcasts), as PyTorch's `in`
+        return bool((self == element).any().item())
+
     def __repr__(self) -> str:
         return f"<Tensor shape={self.shape} dtype={self.dtype} device={self.device}>"
+
+    # ---- copies: copy.copy shares storage (a view of this tensor, as PyTorch's), copy.deepcopy and pickle copy values
+
+    def __copy__(self) -> Tensor:
+        out = _mark_view(Tensor(self.uop), self)
+        out.requires_grad = self.requires_grad
+        return out
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A new leaf with a copy of the values (storage of its own: a write into either doesn't show in the other), its
+        requires_grad and a deep copy of its .grad, as PyTorch's (`copy.deepcopy(model)` for an EMA or target model)."""
+        out = Tensor(self.detach().contiguous().uop)
+        out.requires_grad = self.requires_grad
+        memo[id(self)] = out
+        if self.grad is not None:
+            out.grad = copy.deepcopy(self.grad, memo)
+        return out
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # pickled as its values (read back to the host), dtype, device and requires_grad
+        values = self.float().numpy() if self.dtype == dtypes.bfloat16 else self.numpy()
+        return _unpickled_tensor, (values, self.dtype, self.device, self.requires_grad)
 
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The shape, or with `dim` the length of that axis (torch.Tensor.size).
@@ -391,6 +426,12 @@ for _module in (
     _replay_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
+
+
+def _unpickled_tensor(values: np.ndarray, dtype: DType, device: str, requires_grad: bool | None) -> Tensor:
+    out = Tensor(values, device=device, dtype=dtype)
+    out.requires_grad = requires_grad
+    return out
 
 
 def _gradient_key(t: Tensor) -> UOp:
