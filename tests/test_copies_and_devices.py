@@ -104,3 +104,16 @@ def test_float_to_uint64_past_two_to_the_63_on_the_emulator():
     for device in ("CPU", "EMULATOR"):
         got = Tensor(values, dtype=dtypes.float64, device=device).cast(dtypes.uint64).tolist()
         assert got == [int(v) for v in values], device
+
+
+def test_format_comparison_with_none_and_to_with_a_foreign_dtype():
+    assert f"{Tensor(3.14159):.2f}" == f"{torch.tensor(3.14159):.2f}" == "3.14"
+    assert f"{Tensor(7):4d}" == "   7"
+    with pytest.raises(TypeError, match="only a 0-d tensor formats as a number"):
+        f"{Tensor([1.0, 2.0]):.2f}"
+    t = Tensor([1.0])
+    assert (t == None) is False and (t != None) is True  # noqa: E711 - what is tested
+    for foreign in (torch.float16, np.float16, 5):
+        with pytest.raises(TypeError, match="to: expected a device name, a uopkit dtype"):
+            t.to(foreign)
+    assert t.to("float16").dtype == dtypes.float16 and t.to("CPU").device == "CPU"

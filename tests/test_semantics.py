@@ -1844,3 +1844,24 @@ def test_what_pytorch_copies_keeps_its_values_after_a_write_into_the_source(how:
     padded = x.pad(((1, 0), (0, 0)))
     x[0, 0] = 100
     assert padded.tolist() == [[0, 0], [0, 1], [2, 3]]
+
+
+@pytest.mark.parametrize("how", ["add_", "iadd", "setitem", "zero_", "row"])
+def test_a_write_through_detach_is_unseen_by_autograd_as_torch(how: str) -> None:
+    # PyTorch's autograd doesn't record a write through `.detach()`: the values change, the gradient is the one of the
+    # graph that computed them (it was lost: `x.grad` None, or the written positions' gradient dropped)
+    writes = {
+        "add_": lambda y: y.detach().add_(1),
+        "iadd": lambda y: y.detach().__iadd__(1),
+        "setitem": lambda y: y.detach().__setitem__(0, 7.0),
+        "zero_": lambda y: y.detach().zero_(),
+        "row": lambda y: y[0].detach().add_(1),
+    }
+    x, tx = Tensor([3.0, 4.0], requires_grad=True), torch.tensor([3.0, 4.0], requires_grad=True)
+    y, ty = x * 2, tx * 2
+    writes[how](y)
+    writes[how](ty)
+    (y * 5).sum().backward()
+    (ty * 5).sum().backward()
+    assert y.tolist() == ty.tolist()
+    assert x.grad is not None and x.grad.tolist() == tx.grad.tolist()

@@ -599,11 +599,12 @@ class ElementwiseMixin:
         a, b = self._broadcasted(x, False, "ge")
         return b._alu(Ops.CMPLT, a) | a._alu(Ops.CMPEQ, b)
 
-    def __eq__(self, x: Any) -> Tensor:  # type: ignore[override]
-        return self._cmp(Ops.CMPEQ, x)
+    def __eq__(self, x: Any) -> Tensor | bool:  # type: ignore[override]
+        # (`t == None` is False, as PyTorch's: `x in [None, t]` and `if t == None` guards work)
+        return False if x is None else self._cmp(Ops.CMPEQ, x)
 
-    def __ne__(self, x: Any) -> Tensor:  # type: ignore[override]
-        return self._cmp(Ops.CMPNE, x)
+    def __ne__(self, x: Any) -> Tensor | bool:  # type: ignore[override]
+        return True if x is None else self._cmp(Ops.CMPNE, x)
 
     __hash__ = object.__hash__
 

@@ -3,8 +3,9 @@ and take; writes into a tensor: assign and the in-place operators (a mixin of `T
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -181,6 +182,18 @@ def _detached_source(t: Tensor) -> Tensor | None:
     source = Tensor(node)
     source._view_of = t._view_of
     return source
+
+
+@contextlib.contextmanager
+def _unseen_by_autograd(source: Tensor) -> Iterator[None]:
+    # a write through `source.detach()` changes the values but not how they were computed, as PyTorch's (its autograd
+    # doesn't record it): the graph backward() follows from the storage stays the one from before the write
+    source.realize()
+    history = _gradient_history(source.uop)
+    yield
+    if history is not None:
+        node, graph = history
+        computed_from[node] = graph
 
 
 def _gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
@@ -479,7 +492,8 @@ class IndexingMixin:
         _share_storage(self)
         source = _detached_source(self)
         if source is not None:
-            source[index] = value
+            with _unseen_by_autograd(source):
+                source[index] = value
             live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
             return
         self.realize()
@@ -747,7 +761,7 @@ class IndexingMixin:
         dim, src = self._scatter_inputs(dim, index, src, "scatter_reduce")
         if reduce in ("amax", "amin"):
             extreme = self._scatter_extreme(dim, index, src, reduce, include_self)
-            return _with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
+            return segments.with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
         if reduce != "prod":
             sorted_form = self._scatter_by_sorting(dim, index, src, reduce, include_self)
             if sorted_form is not None:
@@ -941,7 +955,8 @@ class IndexingMixin:
         _share_storage(self)
         source = _detached_source(self)
         if source is not None:
-            source._update_in_place(lambda value=result: value, op)
+            with _unseen_by_autograd(source):
+                source._update_in_place(lambda value=result: value, op)
             live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
             return self
         if not (self.requires_grad or _writes_through(self)):
@@ -1071,7 +1086,8 @@ class IndexingMixin:
         source = _detached_source(self)
         if source is not None:
             # (a write through a detach is a write through a view of the tensor detached: it runs now)
-            source.assign(x).realize()
+            with _unseen_by_autograd(source):
+                source.assign(x).realize()
             live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
         elif self._store(x) and self._view_of is not None and self._view_of() is not None:
             self.realize()
@@ -1144,36 +1160,6 @@ def _search_spine(m: int) -> list[int]:
         spine.append(mid)
         lo = mid + 1
     return spine
-
-
-def _with_extreme_gradient(
-    result: Tensor, base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool
-) -> Tensor:
-    """`result` (base.scatter_reduce(dim, index, src, "amax" or "amin")) with PyTorch's gradient: shared equally by
-    every value equal to the result at its target, base's own value counted among them even without include_self
-    (whose base gets none where written), as PyTorch's formula has it."""
-    if not dtypes.is_float(result.dtype):
-        return result
-    from uopkit.gradient import set_gradient
-
-    old, writes, at = base.detach(), src.detach(), index.detach()
-
-    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
-        # (the result computed again from the inputs: the rule must not hold the node it is the gradient of)
-        out = old._scatter_extreme(dim, at, writes, reduce, include_self)
-        grad = Tensor(g)
-        own = (old == out).cast(grad.dtype)
-        ties = (writes == out._gather_checked(dim, at)).cast(grad.dtype)
-        share = grad / own.scatter_add(dim, at, ties)
-        to_base = own * share
-        if not include_self:
-            written = Tensor.zeros(old.shape, device=old.device, dtype=dtypes.bool).scatter(dim, at, True)
-            to_base = written.where(0, to_base)
-        to_src = ties * share._gather_checked(dim, at)
-        return (to_base.uop if wanted[0] else None, to_src.uop if wanted[1] else None)
-
-    set_gradient(result.uop, (base.uop, src.uop), rule)
-    return result
 
 
 def _in_place_method(name: str) -> Callable[..., Tensor]:

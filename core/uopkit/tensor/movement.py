@@ -848,9 +848,15 @@ class MovementMixin:
                 device, dtype = a.device, a.dtype
             elif _is_dtype(a):
                 dtype = a
-            else:
+            elif a is None or isinstance(a, str):
                 # (None: the default device, as before)
                 device = _canonical_device(a)
+            else:
+                # (a torch or numpy dtype, a number: not a uopkit dtype nor a device name)
+                raise TypeError(
+                    f"to: expected a device name, a uopkit dtype (dtypes.float16 or 'float16') or a Tensor, got "
+                    f"{a!r} ({type(a).__name__})"
+                )
         t = self if dtype is None else self.cast(dtype)
         return t if device is None else t._to_device(device)
 

@@ -3,8 +3,8 @@
 a gather (one load at an index) or an elementwise pass, so a scatter of m writes into n targets costs about
 m log^2 m + n log m instead of the n * m compares of a one-hot mask (1e5 writes into 1e6 targets: seconds). The
 one-hot form stays for small scatters: one fused kernel, where this is a few dozen. Also here: PyTorch's binary
-search (searchsorted), a sorted membership test (isin), and the gradient of a large gather or pick, a scatter-add of
-the incoming gradient by sorting."""
+search (searchsorted), a sorted membership test (isin), the gradient of a large gather or pick, a scatter-add of
+the incoming gradient by sorting, and scatter_reduce's amax/amin gradient."""
 
 from __future__ import annotations
 
@@ -201,3 +201,31 @@ def pick_gradient_by_sorting(
         return (placed.reshape(x.shape).uop,)
 
     set_gradient(out.uop, (x.uop,), rule)
+
+
+def with_extreme_gradient(
+    result: Tensor, base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool
+) -> Tensor:
+    """`result` (base.scatter_reduce(dim, index, src, "amax" or "amin")) with PyTorch's gradient: shared equally by
+    every value equal to the result at its target, base's own value counted among them even without include_self
+    (whose base gets none where written), as PyTorch's formula has it."""
+    if not dtypes.is_float(result.dtype):
+        return result
+    old, writes, at = base.detach(), src.detach(), index.detach()
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+        # (the result computed again from the inputs: the rule must not hold the node it is the gradient of)
+        out = old._scatter_extreme(dim, at, writes, reduce, include_self)
+        grad = Tensor(g)
+        own = (old == out).cast(grad.dtype)
+        ties = (writes == out._gather_checked(dim, at)).cast(grad.dtype)
+        share = grad / own.scatter_add(dim, at, ties)
+        to_base = own * share
+        if not include_self:
+            written = Tensor.zeros(old.shape, device=old.device, dtype=dtypes.bool).scatter(dim, at, True)
+            to_base = written.where(0, to_base)
+        to_src = ties * share._gather_checked(dim, at)
+        return (to_base.uop if wanted[0] else None, to_src.uop if wanted[1] else None)
+
+    set_gradient(result.uop, (base.uop, src.uop), rule)
+    return result

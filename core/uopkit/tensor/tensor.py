@@ -174,6 +174,16 @@ class Tensor(
         # whether any element equals `element` (a number or a tensor that broadcasts), as PyTorch's `in`
         return bool((self == element).any().item())
 
+    def __format__(self, spec: str) -> str:
+        # a one-element tensor formats as its number (`f"{loss:.4f}"`), as PyTorch's; others as their repr
+        if not spec:
+            return repr(self)
+        if self.ndim != 0:
+            raise TypeError(
+                f"format spec {spec!r} for a tensor of shape {self.shape}: only a 0-d tensor formats as a number"
+            )
+        return format(self.item(), spec)
+
     def __repr__(self) -> str:
         return f"<Tensor shape={self.shape} dtype={self.dtype} device={self.device}>"
 
