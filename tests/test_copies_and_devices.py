@@ -117,3 +117,15 @@ def test_format_comparison_with_none_and_to_with_a_foreign_dtype():
         with pytest.raises(TypeError, match="to: expected a device name, a uopkit dtype"):
             t.to(foreign)
     assert t.to("float16").dtype == dtypes.float16 and t.to("CPU").device == "CPU"
+
+
+def test_numpy_reads_a_tensor_through_the_array_protocol():
+    t = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert isinstance(np.asarray(t), np.ndarray) and np.asarray(t).dtype == np.float32
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    np.testing.assert_allclose(t, [[1, 2], [3, 4]])
+    assert np.asarray(Tensor([1.5], dtype=dtypes.bfloat16)).tolist() == [1.5]
+    assert np.array([Tensor(1.0), Tensor(2.0)]).tolist() == [1.0, 2.0]
+    # numpy's operators defer to the tensor's: the result is a Tensor
+    out = np.ones(2, np.float32) + Tensor([1.0, 2.0])
+    assert isinstance(out, Tensor) and out.tolist() == [2.0, 3.0]

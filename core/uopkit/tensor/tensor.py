@@ -163,6 +163,16 @@ class Tensor(
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    # numpy's operators defer to the tensor's (`ndarray + t` is a Tensor, as with torch's tensors)
+    __array_priority__ = 1000
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        # np.asarray(t), np.testing.assert_allclose(t, ...): the values read back (always a copy of device memory)
+        if copy is False:
+            raise ValueError("a Tensor's values can't be viewed by numpy without a copy: its memory is a device's")
+        values = self.float().numpy() if self.dtype == dtypes.bfloat16 else self.numpy()
+        return values if dtype is None else values.astype(dtype)
+
     def __iter__(self) -> Any:
         # the rows along the first axis, as PyTorch's (a 0-d tensor can't be iterated: without this, Python's
         # fallback through __getitem__ gave an empty iteration)
