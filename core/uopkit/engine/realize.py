@@ -764,15 +764,14 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     else:
         if param is not None:
             stats["schedule_misses"] += 1
-        with gc_paused(), consts_as_launch_values(_launch_consts(entry, param)):
-            schedule, runners = _realize_uncached(tensors)
-        if param is not None:
-            with gc_paused():
-                recorded = _record(schedule, param, [t.uop for t in tensors], runners)
-            if recorded is not None:
-                if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
-                    del schedule_cache[next(iter(schedule_cache))]
-                schedule_cache[param.key] = recorded
+        with gc_paused():
+            with consts_as_launch_values(_launch_consts(entry, param)):
+                schedule, runners = _realize_uncached(tensors)
+            recorded = _record(schedule, param, [t.uop for t in tensors], runners) if param is not None else None
+        if recorded is not None and param is not None:
+            if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
+                del schedule_cache[next(iter(schedule_cache))]
+            schedule_cache[param.key] = recorded
     if pending is not None:
         for c in pending.copies:
             copy_on_write_buffers.add(_buffer_for(c.uop.base))

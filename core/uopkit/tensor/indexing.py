@@ -18,6 +18,7 @@ from uopkit.tensor import segments
 from uopkit.tensor.support import (
     _A_COPY,
     _A_RESHAPED_COPY,
+    _VIEW_NODES,
     ArgumentError,
     ShapeError,
     _broadcast_shape,
@@ -47,7 +48,7 @@ _BUFFER, _STORE = Ops.BUFFER, Ops.STORE
 _MOVEMENT = GroupOp.Movement
 _NOT_A_VIEW = frozenset({Ops.PAD, Ops.FLIP, Ops.EXPAND})
 _COPYING_MOVES = frozenset({Ops.PAD, Ops.FLIP})
-_VIEW_OPS = GroupOp.Movement | {Ops.DETACH}
+_VIEW_OPS = _VIEW_NODES
 
 
 def _is_storage(u: UOp) -> bool:
@@ -65,11 +66,11 @@ def _writes_through(t: Tensor) -> bool:
     # `x.flip(0)`, is a value of its own, as PyTorch's copies)
     if not _is_storage(t.uop) or t._view_of is _A_COPY or t._view_of is _A_RESHAPED_COPY:
         return False
-    chain = _storage_uop(t.uop).movement_chain()
-    if t._view_of is not None:
-        # (a view whose base is gone, `x.flip(1).T`, is one of a copy when a flip or a pad made that base)
-        return t._view_of() is not None or not any(n.op in _COPYING_MOVES for n in chain)
-    return not any(n.op in _NOT_A_VIEW for n in chain)
+    if t._view_of is not None and t._view_of() is not None:
+        return True
+    # (a view whose base is gone, `x.flip(1).T`, is one of a copy when a flip or a pad made that base)
+    moves = _NOT_A_VIEW if t._view_of is None else _COPYING_MOVES
+    return not any(n.op in moves for n in _storage_uop(t.uop).movement_chain())
 
 
 def _views_node(u: UOp, node: UOp) -> bool:
