@@ -546,8 +546,9 @@ def test_padded_max_tail_after_a_simd_max_loop_keeps_nan():
     np.testing.assert_array_equal(got.reshape(-1), x.max(axis=1))
 
 
-def _tile(t, monkeypatch, registers=None):
-    """(vectors per row, rows) of the register tile the CPU heuristic gives the last kernel of `t`."""
+def _tile(t, monkeypatch, registers=None, width=16):
+    """(vectors per row, rows) of the register tile the CPU heuristic gives the last kernel of `t`, for a CPU with
+    `registers` SIMD registers of `width` floats."""
     from dataclasses import replace
 
     from uopkit.codegen.opt.heuristic import hand_coded_opts
@@ -556,7 +557,7 @@ def _tile(t, monkeypatch, registers=None):
     renderer = Device["CPU"].renderer
     if registers is not None:
         renderer = type(renderer)()
-        renderer.caps = replace(renderer.caps, vector_registers=registers)
+        renderer.caps = replace(renderer.caps, vector_registers=registers, max_vector_width=width)
     item = create_schedule(kernelize_tensors([t]))[-1]
     plan = apply_opts(item.ast, hand_coded_opts(item.ast, renderer), renderer)
     width = renderer.caps.max_vector_width
@@ -568,9 +569,12 @@ def test_register_tile_fits_the_cpus_registers(monkeypatch):
     mm = Tensor.empty(768, 768) @ Tensor.empty(768, 768)
     # AVX-512 (32 registers of 16 floats): 6 rows of 4 vectors, 24 accumulators
     assert _tile(mm, monkeypatch, registers=32) == (4, 6)
-    # AVX2 holds 8 such vectors: a 2x2 tile, not 16 accumulators spilled to memory
+    # AVX2's registers hold 8 vectors of 16 floats: a 2x2 tile, not 16 accumulators spilled to memory
     vectors, rows = _tile(mm, monkeypatch, registers=8)
     assert vectors * rows + min(vectors, rows) + 1 <= 8
+    # and 16 of its own 8-float vectors (the CPU renderer's width there): 12 accumulators
+    vectors, rows = _tile(mm, monkeypatch, registers=16, width=8)
+    assert vectors * rows == 12 and vectors * rows + min(vectors, rows) + 1 <= 16
     # 784 columns are 49 vectors: 7 per row of the tile rather than 1
     assert _tile(Tensor.empty(512, 256) @ Tensor.empty(256, 784), monkeypatch, registers=32) == (7, 2)
 
@@ -617,6 +621,14 @@ def test_simd_registers_from_cpu_flags():
     assert simd(16, "flags\t: fpu sse2 avx avx2 fma") == 8
     assert simd(16, "flags\t: fpu sse sse2") == 4
     assert simd(16, "Features\t: fp asimd evtstrm") == 8
+    # a kernel's vectors are one register wide (gcc splits wider ones badly: a matmul tile 40x slower on AVX2)
+    cpu = pytest.importorskip("uopkit_cpu.renderer")
+    assert cpu.native_floats("flags\t: fpu sse2 avx avx2 avx512f avx512bw") == 16
+    assert cpu.native_floats("flags\t: fpu sse2 avx avx2 fma") == 8
+    assert cpu.native_floats("flags\t: fpu sse sse2") == 4
+    caps = cpu.ClangRenderer.caps
+    assert caps.max_vector_width == cpu.native_floats()
+    assert caps.vector_registers == simd(caps.max_vector_width)
 
 
 def _weight_gradient(out_channels, monkeypatch):
@@ -658,7 +670,7 @@ def test_short_output_axis_is_not_a_vector_axis(monkeypatch):
     assert ups and ups[0].axis >= plan.n_out
 
 
-def test_weight_gradient_tiles_output_channels_by_kernel_rows(monkeypatch):
+def test_weight_gradient_tiles_output_channels_by_kernel_rows(monkeypatch, avx512_cpu):
     # both operands are read in vectors along the image row (the reduce): a register tile needs one axis that leaves
     # the gradient's load in place (a kernel row: its loads move by whole rows) and one that leaves the input's (the
     # output channels). The kernel column moves the input by one float: its vectors would overlap, so it is no tile axis
@@ -698,7 +710,7 @@ def test_embedding_gradient_branches_once_per_lookup_and_table_row(device, monke
     np.testing.assert_allclose(table.grad.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
-def test_embedding_gradient_of_a_768_wide_table_takes_two_passes_over_the_lookups(monkeypatch):
+def test_embedding_gradient_of_a_768_wide_table_takes_two_passes_over_the_lookups(monkeypatch, avx512_cpu):
     # each pass over a table row's lookups covers as many columns as the lanes allow: 768 = 2 x 384 (2 x 256 + 256
     # took a third pass, and the pass over every lookup is what the kernel's time goes to)
     # (real indices: indexing checks them against the table's rows)
@@ -760,7 +772,7 @@ def test_gathered_transposes_read_a_cache_line_of_each_row_per_step(shape, dtype
     np.testing.assert_array_equal(t.numpy(), a.T)
 
 
-def test_a_tile_stored_lane_by_lane_takes_one_vector_per_row(monkeypatch):
+def test_a_tile_stored_lane_by_lane_takes_one_vector_per_row(monkeypatch, avx512_cpu):
     # h.T @ g for 10 classes: vectors along the 512 rows of h, which the (512, 10) output is not stored along, so each
     # vector's lanes are stored apart: one vector per row of the tile (four wrote 320 scalar stores, a third of a
     # second of gcc for no speed), rows along the classes; values checked
@@ -798,7 +810,7 @@ def test_short_gathered_runs_store_four_rows_at_a_time(monkeypatch):
     np.testing.assert_allclose(scores.numpy(), q @ kk.transpose(0, 2, 1), rtol=1e-5, atol=1e-4)
 
 
-def test_strided_convolution_vectors_its_output_columns_and_unrolls_the_kernel_row(monkeypatch):
+def test_strided_convolution_vectors_its_output_columns_and_unrolls_the_kernel_row(monkeypatch, avx512_cpu):
     # stride 2: the only contiguous loads run along the 3-wide kernel row, too short for vectors. Vectors along the
     # output columns (their input columns gathered) in a tile of output channels, the kernel row unrolled so that its
     # three gathers read the same lines; it was a scalar 2x4 tile (one thread: 17.9 -> 1.2-1.3 ms)

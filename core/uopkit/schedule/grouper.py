@@ -103,6 +103,14 @@ def choose_realized(sink: UOp) -> GrouperContext:
             for n in _region(ctx, pads[-1].src[0]):
                 if n.op is Ops.REDUCE_AXIS and not _stops_region(ctx, n) and n.src[0].size >= MIN_STORED_INNER_REDUCE:
                     ctx.realize[n] = None
+        if u.op is Ops.PAD and not _read_in_windows(ctx, u):
+            # a reduce read through a pad (a cat of matmuls: the gradient of a q, k, v projection split in three) runs
+            # in the pad's kernel for every padded element, its loop under the bounds check and out of any register
+            # tile, and each piece of a cat is a pad over the whole: stored by a kernel of its own when it is large.
+            # (A pad read in windows, a convolution's input, is stored itself: see the EXPAND rule below)
+            for n in _region_to_reduces(ctx, u.src[0]):
+                if n.op is Ops.REDUCE_AXIS and not _stops_region(ctx, n) and n.src[0].size >= MIN_STORED_PADDED_REDUCE:
+                    ctx.realize[n] = None
         if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]):
             if _row_reduces(ctx, u) and fuses_row_reduces(u.device):
                 # a reduce over trailing axes broadcast back along them (softmax's max and sum, a norm's mean): the
@@ -140,6 +148,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
 _PASSTHROUGH = (Ops.DETACH, Ops.CAST)
 # a reduce read by another reduce is stored from this many multiply-adds (elements of its source) up
 MIN_STORED_INNER_REDUCE = 1 << 20
+# a reduce read through a pad is stored from this many multiply-adds up (smaller ones cost less than a launch)
+MIN_STORED_PADDED_REDUCE = 1 << 15
 # a value read by several kernels is computed in each; past this many fused ops deep it is stored instead
 MAX_FUSED_DEPTH = 48
 
@@ -159,6 +169,18 @@ def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
         if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(set(ctx.children.get(u, []))) > 1:
             ctx.realize[u] = None
             depth[u] = 0
+
+
+def _read_in_windows(ctx: GrouperContext, u: UOp) -> bool:
+    # whether u is read through movement ops that expand it (a convolution's or a pool's windows)
+    stack = list(ctx.children.get(u, []))
+    while stack:
+        n = stack.pop()
+        if n.op is Ops.EXPAND:
+            return True
+        if n.op in GroupOp.Movement:
+            stack.extend(ctx.children.get(n, []))
+    return False
 
 
 def _region_to_reduces(ctx: GrouperContext, root: UOp, root_stops: bool = True) -> set[UOp]:

@@ -54,16 +54,17 @@ def test_a_register_tiles_reused_vector_loads_are_held_only_where_they_fit():
         u for u in uops if u.op is Ops.LOAD and u.dtype.count > 1 and u.src[0].src[0].op is Ops.DEFINE_GLOBAL
     ]
     assert vector_loads, "the matmul has no vector loads of its operand"
-    # 16 accumulators of 16 floats (64 bytes): AVX-512's 32 registers hold them, the reused vectors and two more
-    held = held_vector_loads(uops, 16, 32, 64)
+    # (the host's vectors: 16 floats with AVX-512, 8 with AVX2)
+    size = vector_loads[0].dtype.count * 4
+    # 16 accumulators: 32 registers of the vectors' size hold them, the reused vectors and two more
+    held = held_vector_loads(uops, 16, 32, size)
     assert held and held <= set(vector_loads)
     # each held load feeds several FMAs (one per row of the tile)
     assert all(sum(u in x.src for x in uops) >= 2 for u in held)
-    # not when they'd spill (16 registers), not when one register can't hold a vector (AVX2's 32 bytes), not without a
-    # register tile
-    assert not held_vector_loads(uops, 16, 16, 64)
-    assert not held_vector_loads(uops, 16, 32, 32)
-    assert not held_vector_loads(uops, 0, 32, 64)
+    # not when they'd spill (16 registers), not when one register can't hold a vector, not without a register tile
+    assert not held_vector_loads(uops, 16, 16, size)
+    assert not held_vector_loads(uops, 16, 32, size // 2)
+    assert not held_vector_loads(uops, 0, 32, size)
 
 
 def test_held_loads_compute_the_same_products():

@@ -232,7 +232,7 @@ def _register_tile(
     vectors that the `reusing` axes' rows share: each step of the reduce loads `vectors` vectors and `rows` broadcast
     values for vectors * rows FMAs, so the tile with the most FMAs per load wins, among those whose accumulators, the
     loaded vectors (or broadcasts, whichever are fewer) and one spare fit in the registers (an AVX-512 core: 6 rows of
-    4 vectors; AVX2: 2 rows of 2 of our 16-float vectors), at most `max_vectors` per row. Fewer vectors first on a tie
+    4 vectors of 16 floats; AVX2: 3 rows of 4 vectors of 8), at most `max_vectors` per row. Fewer vectors first on a tie
     (a narrower column panel)."""
     per_row = out_sizes[axis] // lanes
     best: tuple[float, int, int, int] | None = None
