@@ -65,7 +65,17 @@ def test_wrapping_and_extremes():
 def test_promotion_lattice_matches_tinygrad():
     assert least_upper_dtype(dtypes.int8, dtypes.uint8) == dtypes.int16
     assert least_upper_dtype(dtypes.uint32, dtypes.int32) == dtypes.int64
-    assert least_upper_dtype(dtypes.uint64, dtypes.int64) == dtypes.float16
+    # (the lattice's float16 would lose a uint64's or an int64's value: an error, as PyTorch doesn't promote them)
+    for other in (dtypes.int8, dtypes.int32, dtypes.int64):
+        with pytest.raises(TypeError, match="no integer dtype holds the values of both"):
+            least_upper_dtype(dtypes.uint64, other)
+    with pytest.raises(TypeError, match="no integer dtype holds"):
+        Tensor([2049], dtype=dtypes.uint64) - Tensor([0], dtype=dtypes.int32)
+    with pytest.raises(TypeError, match="no integer dtype holds"):
+        Tensor([5], dtype=dtypes.uint64) + -1
+    assert least_upper_dtype(dtypes.uint64, dtypes.uint8) == dtypes.uint64
+    assert least_upper_dtype(dtypes.uint64, dtypes.float32) == dtypes.float32
+    assert least_upper_dtype(dtypes.uint64, dtypes.bool) == dtypes.uint64
     assert least_upper_dtype(dtypes.float16, dtypes.bfloat16) == dtypes.float32
     assert least_upper_dtype(dtypes.bool, dtypes.float16) == dtypes.float16
     assert (Tensor([1], dtype=dtypes.uint8) + Tensor([1], dtype=dtypes.int8)).dtype == dtypes.int16
@@ -161,3 +171,11 @@ def test_a_bfloat16_parameter_gets_a_bfloat16_gradient():
     (torch.tensor(x).bfloat16() @ tw).relu().sum().backward()
     assert w.grad is not None and w.grad.dtype == dtypes.bfloat16
     np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=1e-2, atol=1e-2)
+
+
+def test_float64_to_float16_rounds_through_float32_as_torch():
+    # torch converts double to half through float: 65519.99999 overflows to inf, 1 + 2**-11 + 2**-40 ties to 1.0
+    x = [65519.99999, 1 + 2**-11 + 2**-40, -65520.0, 1e-8, 6.1e-5, 0.1]
+    want = torch.tensor(x, dtype=torch.float64).half().tolist()
+    assert Tensor(x, dtype=dtypes.float64).half().tolist() == want
+    assert Tensor(x, dtype=dtypes.float64).cast(dtypes.float16).float().tolist() == want

@@ -682,8 +682,15 @@ def test_tensor_gradient_method() -> None:
 
 def test_backward_of_non_scalar_needs_gradient() -> None:
     x = Tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(ValueError, match=r"backward: needs a scalar .* shape \(2,\)"):
+    with pytest.raises(ValueError, match=r"backward: needs one value \(a loss\) or gradient=, .* shape \(2,\)"):
         (x * 2).backward()
+    # any one-element tensor is a loss, as torch's (a mean over (N, 1) outputs has shape (1,))
+    u = Tensor([2.0], requires_grad=True)
+    (u * 3).backward()
+    assert u.grad.tolist() == [3.0]
+    v = Tensor([[2.0]], requires_grad=True)
+    (v * v).mean(0).backward()
+    assert v.grad.tolist() == [[4.0]]
 
 
 def test_backward_upstream_shape_mismatch() -> None:
@@ -790,3 +797,45 @@ def test_gradient_through_a_copy_between_devices() -> None:
     y.sum().backward()
     assert x.grad is not None and x.grad.device == "CPU:1"
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.5, 3.0, 3.0])
+
+
+def test_a_float16_broadcast_gets_its_gradient_summed_in_float32():
+    # a bias's gradient: the sum over the broadcast rows in float32, rounded once (a float16 running sum stalled at
+    # 256 for 4096 rows of 0.1: each 0.1 is under half an ulp of 256)
+    g = np.full((4096, 4), 0.1, np.float16)
+    b = Tensor.zeros(4, dtype=dtypes.float16, requires_grad=True)
+    (b.expand(4096, 4) * 1).backward(Tensor(g))
+    tb = torch.zeros(4, dtype=torch.float16, requires_grad=True)
+    (tb.expand(4096, 4) * 1).backward(torch.tensor(g))
+    assert b.grad.dtype == dtypes.float16
+    np.testing.assert_array_equal(b.grad.numpy(), tb.grad.numpy())
+    # a float32 master weight cast to half (mixed precision)
+    w = Tensor.zeros(4, requires_grad=True)
+    (Tensor.zeros(4096, 4, dtype=dtypes.float16) + w.cast(dtypes.float16)).backward(Tensor(g))
+    np.testing.assert_array_equal(w.grad.numpy(), np.full(4, 409.5, np.float32))
+
+
+@pytest.mark.parametrize("pool", ["max_pool2d", "adaptive_max_pool2d", "matmul_pool1d"])
+def test_a_max_pools_gradient_ignores_a_realize_of_its_output_in_between(pool):
+    # loss.backward(); loss.item(); opt.step(): the realize in between stored the pool's output, computed in a kernel
+    # that fused the convolution before it (another summation order); the first-max rule compared that with the
+    # convolution computed again by the gradient's kernels, no tap equalled it, and the gradient was lost
+    rng = np.random.default_rng(0)
+    xs, ws = rng.standard_normal((2, 1, 8, 8)).astype(np.float32), rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    x, w = Tensor(xs, requires_grad=True), Tensor(ws, requires_grad=True)
+    tx, tw = torch.tensor(xs, requires_grad=True), torch.tensor(ws, requires_grad=True)
+    if pool == "matmul_pool1d":
+        ws = rng.standard_normal((8, 6)).astype(np.float32)
+        w, tw = Tensor(ws, requires_grad=True), torch.tensor(ws, requires_grad=True)
+        out = (x.reshape(16, 8) @ w).relu().reshape(2, 8, 6).max_pool2d((3,))
+        want = torch.nn.functional.max_pool1d((tx.reshape(16, 8) @ tw).relu().reshape(2, 8, 6), 3)
+    else:
+        out = getattr(x.conv2d(w).relu(), pool)(2 if pool == "max_pool2d" else (3, 3))
+        c = torch.nn.functional.conv2d(tx, tw).relu()
+        want = getattr(torch.nn.functional, pool)(c, 2 if pool == "max_pool2d" else (3, 3))
+    g = rng.standard_normal(tuple(want.shape)).astype(np.float32)
+    (out * Tensor(g)).sum().backward()
+    out.numpy()  # realized between backward() and reading the gradients
+    (want * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)

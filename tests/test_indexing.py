@@ -238,3 +238,39 @@ def test_arange_of_integers_is_computed_where_it_is_read():
     np.testing.assert_array_equal(big.numpy(), np.arange(2**31 - 5, 2**31 + 5))
     assert Tensor.arange(4).uop.op is Ops.IOTA and Tensor.arange(4.0).uop.base.op is not Ops.IOTA
     np.testing.assert_array_equal(Tensor.arange(0, 1, 0.25).numpy(), np.arange(0, 1, 0.25, dtype=np.float32))
+
+
+def test_several_index_tensors_read_each_element_with_one_load():
+    # a batch of random crops, x[b, c, rows, cols]: one flat index into the indexed axes, whose one-hot sum the lowerer
+    # folds into a load (one compare per axis, and-ed, compared every output with every element: 25-100 ms)
+    from uopkit.codegen.opt.analysis import reduce_folds_away
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
+    rows, cols = rng.integers(-16, 16, (6,)), rng.integers(0, 16, (6,))
+    x = Tensor(xs).realize()
+    idx = (Tensor.arange(4)[:, None, None, None], Tensor.arange(3)[None, :, None, None])
+    crop = x[(*idx, Tensor(rows[None, None, :, None]), Tensor(cols[None, None, None, :]))]
+    assert reduce_folds_away(create_schedule(kernelize_tensors([crop]))[-1].ast)
+    want = xs[np.arange(4)[:, None, None, None], np.arange(3)[None, :, None, None], rows[None, None, :, None], cols]
+    np.testing.assert_array_equal(crop.numpy(), want)
+    # every placement of the indexed axes (adjacent or not, with slices between), negative indices, and the gradient
+    tx = torch.tensor(xs, requires_grad=True)
+    ux = Tensor(xs, requires_grad=True)
+    cases = [
+        lambda t, i: t[i([1, -1, 2]), i([0, 2, -2])],
+        lambda t, i: t[:, i([[1], [2]]), i([0, 5, -1])],
+        lambda t, i: t[i([0, 3]), :, i([1, 2])],
+        lambda t, i: t[i([[0, 1]]), 1:3, :, i([[1], [15]])],
+        lambda t, i: t[..., i([1, 2, 1]), i([3, 4, 3])],
+        lambda t, i: t[i([0]), i([1]), i([2]), i([3])],
+    ]
+    for k, case in enumerate(cases):
+        ours = case(ux, lambda v: Tensor(np.array(v, np.int32)))
+        theirs = case(tx, lambda v: torch.tensor(v))
+        np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy(), err_msg=str(k))
+        g = rng.standard_normal(tuple(theirs.shape)).astype(np.float32)
+        (ours * Tensor(g)).sum().backward()
+        (theirs * torch.tensor(g)).sum().backward()
+        np.testing.assert_allclose(ux.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6, err_msg=str(k))

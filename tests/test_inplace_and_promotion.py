@@ -114,9 +114,15 @@ def test_inplace_operators_match_torch(op):
 def test_inplace_matmul_and_methods():
     m = np.arange(4, dtype=np.float32).reshape(2, 2)
     ours, theirs = Tensor(m), torch.tensor(m)
+    ours_before, theirs_before = ours, theirs
     ours @= Tensor(m)
     theirs @= torch.tensor(m)
     np.testing.assert_allclose(ours.numpy(), theirs.numpy())
+    # (a new tensor, as torch's: the old one keeps its values, and the product may have another shape)
+    assert ours is not ours_before and theirs is not theirs_before
+    np.testing.assert_array_equal(ours_before.numpy(), theirs_before.numpy())
+    ours @= Tensor(np.ones((2, 3), np.float32))
+    assert ours.shape == (2, 3)
     t, tt = Tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0])
     for name, args in [("add_", (Tensor([1.0, 1.0, 1.0]),)), ("mul_", (2,)), ("sub_", (1,)), ("div_", (4,))]:
         getattr(t, name)(*args)
@@ -279,6 +285,21 @@ def test_pooling_padding_past_half_the_kernel_raises(fn):
         getattr(x, fn)(2, 2, 2)
     with pytest.raises(RuntimeError):
         getattr(torch.nn.functional, fn)(torch.ones(1, 1, 4, 4), 2, 2, 2)
+    if fn == "max_pool2d":
+        # the rule is on the kernel size, not the dilated one (padding 2 of a 3-tap kernel with dilation 2 raises)
+        x1 = Tensor.ones(1, 1, 8)
+        with pytest.raises(ValueError, match="more than half the kernel"):
+            x1.max_pool2d((3,), 1, 2, 2)
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.max_pool1d(torch.ones(1, 1, 8), 3, 1, 2, 2)
+        # with ceil_mode a window may start inside the input and reach past it, as torch's
+        xs = np.random.default_rng(0).standard_normal((1, 1, 6)).astype(np.float32)
+        for length, k, s, d in ((6, 4, 2, 2), (5, 4, 3, 2)):
+            want = torch.nn.functional.max_pool1d(torch.tensor(xs[..., :length]), k, s, 0, d, ceil_mode=True)
+            got = Tensor(xs[..., :length]).max_pool2d((k,), s, 0, d, ceil_mode=True)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        with pytest.raises(ValueError, match="larger than the padded input"):
+            Tensor(xs).max_pool2d((4,), 2, 0, 2)
 
 
 def test_rmsnorm_default_eps_is_the_dtypes_epsilon():

@@ -401,3 +401,89 @@ def test_conv_transpose_1d_and_3d_match_torch(dims: int) -> None:
     np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(ShapeError, match=f"ConvTranspose{dims}d"):
         ours(Tensor.ones(1, 3, *(5,) * dims))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_norm_layers_on_half_floats_compute_in_float32_as_torch(dtype):
+    # x * x in float16 overflowed past 256 and a row came out zeros; torch's norms compute in float32, round once
+    from uopkit.nn import GroupNorm, InstanceNorm, RMSNorm
+
+    x = np.array([[300.0, -200.0, 100.0, 50.0], [1.0, 2.5, -3.0, 0.5]], np.float32)
+    tdt = getattr(torch, dtype)
+    tx = torch.tensor(x, dtype=tdt)
+    cases = [
+        (LayerNorm(4), torch.nn.LayerNorm(4), x, tx),
+        (RMSNorm(4), torch.nn.RMSNorm(4), x, tx),
+        (GroupNorm(1, 2), torch.nn.GroupNorm(1, 2), x.reshape(1, 2, 4), tx.reshape(1, 2, 4)),
+        (InstanceNorm(2), torch.nn.InstanceNorm1d(2, affine=True), x.reshape(1, 2, 4), tx.reshape(1, 2, 4)),
+        (BatchNorm(4), torch.nn.BatchNorm1d(4), x, tx),
+    ]
+    for ours, theirs, xs, txs in cases:
+        # the layers' weights in the input's dtype, as after model.half()
+        for name in ("weight", "bias"):
+            if getattr(ours, name, None) is not None:
+                setattr(ours, name, getattr(ours, name).cast(dtype))
+        theirs = theirs.to(tdt)
+        with Tensor.train():  # (BatchNorm: the batch's statistics, as torch's module in training mode)
+            out = ours(Tensor(xs).cast(dtype))
+        assert out.dtype == getattr(dtypes, dtype), type(ours).__name__
+        want = theirs(txs).detach().float().numpy()
+        # (within an ulp: torch's float32 statistics may round differently, Welford's variance for one)
+        ulp = torch.finfo(tdt).eps
+        np.testing.assert_allclose(out.float().numpy(), want, rtol=ulp, atol=ulp, err_msg=type(ours).__name__)
+
+
+def test_attention_on_float16_computes_in_float32_as_torch():
+    q = np.array([[[300.0, -200.0, 100.0, 50.0], [1, 2, 3, 4]]], np.float16)
+    for causal in (False, True):
+        out = Tensor(q).scaled_dot_product_attention(Tensor(q), Tensor(q), is_causal=causal)
+        want = torch.nn.functional.scaled_dot_product_attention(*[torch.tensor(q)] * 3, is_causal=causal)
+        assert out.dtype == dtypes.float16
+        np.testing.assert_array_equal(out.numpy(), want.numpy())
+
+
+def test_attention_dropout_applies_outside_training_as_torchs_functional():
+    q = Tensor(np.random.default_rng(0).standard_normal((1, 4, 8)).astype(np.float32))
+    assert not Tensor.training
+    plain = q.scaled_dot_product_attention(q, q).numpy()
+    assert not np.allclose(q.scaled_dot_product_attention(q, q, dropout_p=0.9).numpy(), plain)
+    np.testing.assert_array_equal(q.scaled_dot_product_attention(q, q, dropout_p=0.0).numpy(), plain)
+    with pytest.raises(ValueError, match="^scaled_dot_product_attention: p must be in"):
+        q.scaled_dot_product_attention(q, q, dropout_p=1.5)
+    # Tensor.dropout stays a no-op outside training
+    assert q.dropout(0.9) is q
+
+
+def test_nll_loss_with_every_target_ignored_has_a_zero_gradient():
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    ux = Tensor(x, requires_grad=True)
+    loss = ux.nll_loss(Tensor(np.array([1, 1, 1], np.int32)), ignore_index=1)
+    loss.backward()
+    assert np.isnan(loss.item())  # (0 / 0, as torch's)
+    np.testing.assert_array_equal(np.abs(ux.grad.numpy()), np.zeros((3, 5), np.float32))
+
+
+def test_interpolate_copies_unchanged_axes_and_picks_nearest_pixels_as_torch():
+    f = torch.nn.functional
+    # an axis whose size a scale_factor leaves alone is copied, as torch's kernels (linear modes, nearest-exact, and
+    # 2-d nearest; bicubic and 1-d/3-d nearest resample)
+    cases = [(1, "linear"), (2, "bilinear"), (3, "trilinear"), (2, "nearest"), (1, "nearest"), (2, "bicubic")]
+    for nsp, mode in cases:
+        for sf in (1.1, 0.95):
+            x = np.arange(5.0**nsp, dtype=np.float32).reshape((1, 1) + (5,) * nsp)
+            kw = {} if mode.startswith("nearest") else {"align_corners": False}
+            sfs = (sf,) + (2.0,) * (nsp - 1)
+            want = f.interpolate(torch.tensor(x), scale_factor=sfs, mode=mode, **kw).numpy()
+            got = Tensor(x).interpolate(scale_factor=sfs, mode=mode, **kw).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=f"{mode} {sf}")
+    # the nearest source pixel is found in float32, as torch's (in float64, 6 -> 74 wide took pixel 3 for output 37)
+    for length, out in ((6, 74), (14, 46), (7, 23), (9, 61)):
+        x = np.arange(length, dtype=np.float32).reshape(1, 1, length)
+        want = f.interpolate(torch.tensor(x), size=out, mode="nearest").numpy()
+        np.testing.assert_array_equal(Tensor(x).interpolate(size=out).numpy(), want)
+    # float64 keeps float64's precision (the weights were float32)
+    x = np.random.default_rng(0).standard_normal((1, 1, 7, 6))
+    for mode in ("bilinear", "bicubic"):
+        want = f.interpolate(torch.tensor(x), size=(11, 9), mode=mode, align_corners=False).numpy()
+        got = Tensor(x).interpolate(size=(11, 9), mode=mode, align_corners=False).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

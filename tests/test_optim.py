@@ -64,6 +64,7 @@ def run_both(make_ours: Callable, make_theirs: Callable, steps: int = 5) -> None
         {"lr": 0.05, "momentum": 0.9, "nesterov": True},
         {"lr": 0.05, "momentum": 0.5, "weight_decay": 0.1},
         {"lr": 0.1, "weight_decay": 0.01},
+        {"lr": 0.05, "momentum": 0.9, "dampening": 0.3},
     ],
 )
 def test_sgd_matches_torch(kwargs: dict) -> None:
@@ -78,8 +79,11 @@ def test_adam_matches_torch(kwargs: dict) -> None:
     run_both(lambda p: Adam(p, **ours), lambda p: torch.optim.Adam(p, **kwargs))
 
 
-@pytest.mark.parametrize("kwargs", [{"lr": 0.01}, {"lr": 0.02, "weight_decay": 0.3}])
+@pytest.mark.parametrize(
+    "kwargs", [{"lr": 0.01}, {"lr": 0.02, "weight_decay": 0.3}, {"lr": 0.02, "betas": (0.8, 0.95), "amsgrad": False}]
+)
 def test_adamw_matches_torch(kwargs: dict) -> None:
+    # (torch's keyword names, betas and amsgrad, are taken as they are)
     run_both(lambda p: AdamW(p, **kwargs), lambda p: torch.optim.AdamW(p, **kwargs))
 
 
@@ -135,6 +139,12 @@ def test_optimizer_errors() -> None:
         SGD([w], nesterov=True)
     with pytest.raises(ValueError, match=r"betas must be in \[0, 1\)"):
         Adam([w], b1=1.0)
+    with pytest.raises(ValueError, match=r"betas must be in \[0, 1\)"):
+        AdamW([w], betas=(0.9, 1.5))
+    with pytest.raises(ValueError, match="amsgrad isn't supported"):
+        Adam([w], amsgrad=True)
+    with pytest.raises(ValueError, match="nesterov momentum needs momentum > 0 and dampening 0"):
+        SGD([w], momentum=0.9, nesterov=True, dampening=0.1)
     with pytest.raises(TypeError, match="not floating point"):
         SGD([Tensor([1, 2])])
     with pytest.raises(RuntimeError, match="only float tensors can require gradients"):
@@ -173,6 +183,14 @@ def test_clip_grad_norm_matches_torch(norm_type: float) -> None:
     np.testing.assert_allclose(norm.numpy(), want.numpy(), rtol=1e-5)
     for p, q in zip(ours, theirs, strict=True):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7)
+    # float16 gradients: a float16 norm, as torch's
+    w = Tensor(values[0].astype(np.float16), requires_grad=True)
+    (w * 40).sum().backward()
+    tw = torch.tensor(values[0].astype(np.float16), requires_grad=True)
+    (tw * 40).sum().backward()
+    norm, want = clip_grad_norm_([w], 1.0, norm_type), torch.nn.utils.clip_grad_norm_([tw], 1.0, norm_type)
+    assert str(norm.dtype) == "dtypes.half" and want.dtype == torch.float16
+    np.testing.assert_allclose(norm.numpy(), want.numpy(), rtol=1e-3)
 
 
 @pytest.mark.parametrize(

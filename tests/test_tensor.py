@@ -268,3 +268,28 @@ def test_methods_made_from_tables_keep_their_names_and_docs():
     np.testing.assert_allclose(x.grad.numpy(), 2 * (0.5 / np.sqrt([1.0, 4.0]) - 1 / np.array([1.0, 4.0]) ** 2))
     assert Tensor([1, 2]).exp2().dtype == dtypes.float32 and Tensor([1, 2]).add(1.5).dtype == dtypes.float32
     assert (2 + Tensor([1])).tolist() == [3] and Tensor([1, 5]).maximum(3).tolist() == [3, 5]
+
+
+def test_large_lists_build_quickly_with_the_dtype_of_their_values():
+    # a flat list of plain numbers takes a fast path (a million ints took seconds); its dtype is still the values'
+    import time
+
+    start = time.perf_counter()
+    big = Tensor(list(range(200_000)))
+    assert time.perf_counter() - start < 10  # (generous: only a call per element would get near it)
+    assert big.dtype == dtypes.int32 and big[-1].item() == 199_999
+    cases = [
+        ([True, 5], dtypes.int32, [1, 5]),
+        ([True, False], dtypes.bool, [True, False]),
+        ([1, 2**40], dtypes.int64, [1, 2**40]),
+        ([-(2**31), 2**31 - 1], dtypes.int32, [-(2**31), 2**31 - 1]),
+        ([-(2**31) - 1], dtypes.int64, [-(2**31) - 1]),
+        ([1.5, True], dtypes.float32, [1.5, 1.0]),
+        ([[True], [2.0]], dtypes.float32, [[1.0], [2.0]]),
+        ([[1, 2], [3, 4]], dtypes.int32, [[1, 2], [3, 4]]),
+        ([], dtypes.float32, []),
+        ([np.int64(3), 4], dtypes.int32, [3, 4]),
+    ]
+    for data, dt, values in cases:
+        t = Tensor(data)
+        assert (t.dtype, t.tolist()) == (dt, values), data

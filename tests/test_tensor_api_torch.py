@@ -426,6 +426,28 @@ def test_quantile_and_nanquantile_errors_say_what_is_wrong():
             getattr(Tensor.zeros(2, 3), op)(0.5, dim=2)
 
 
+def test_errors_name_the_operation_the_user_called():
+    a = Tensor.zeros(3, 4).contiguous()
+    with pytest.raises(IndexError, match="^setitem: index 7 is out of bounds for axis 0 with size 3"):
+        a[Tensor([0, 7])] = 1.0
+    with pytest.raises(IndexError, match="^setitem: index 9 is out of bounds for axis 1 with size 4"):
+        a[:, [0, 9]] = 1.0
+    with pytest.raises(IndexError, match="^getitem: index 9 is out of bounds"):
+        a[:, [0, 9]]
+    assert a.sum().item() == 0  # (nothing written)
+    empty = Tensor.zeros(0, 3)
+    for op in ("max", "min"):
+        with pytest.raises(EmptyReduceError, match=f"^{op}: axis 0 of shape \\(0, 3\\) is empty"):
+            getattr(empty, op)(dim=0)
+        assert getattr(empty, op)(dim=1).values.shape == (0,)
+    for op in ("argmax", "argmin"):
+        with pytest.raises(EmptyReduceError, match=f"^{op}: axis 0 of shape \\(0, 3\\) is empty"):
+            getattr(empty, op)(0)
+        with pytest.raises(EmptyReduceError, match=f"^{op}: the tensor of shape \\(0, 3\\) is empty"):
+            getattr(empty, op)()
+        assert getattr(empty, op)(1).shape == (0,)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # nan_to_num, logit
 
@@ -977,3 +999,41 @@ def test_uint8_bilinear_as_torchs_fixed_point_kernel():
         theirs = F.interpolate(torch.tensor(x), mode="bilinear", align_corners=align, **kw)
         assert ours.dtype == dtypes.uint8
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_torch_errors_and_scalars_of_small_ops():
+    # a constructor names itself for an argument it doesn't take (it said Tensor.__init__())
+    for make, kw in ((Tensor.randn, "generator"), (Tensor.zeros, "pin_memory"), (Tensor.arange, "out")):
+        with pytest.raises(TypeError, match=f"^{make.__name__}\\(\\) got an unexpected keyword argument '{kw}'"):
+            make(3, **{kw: None})
+    with pytest.raises(TypeError, match="^zeros_like\\(\\) got an unexpected keyword argument 'layout'"):
+        Tensor([1.0]).zeros_like(layout=None)
+    assert Tensor([1.0, 2.0]).ones_like(requires_grad=True).requires_grad is True
+    # negation and abs of bools raise, as torch's (they gave logical not and the input)
+    with pytest.raises(TypeError, match="^neg: .*use ~ or logical_not"):
+        -Tensor([True, False])
+    with pytest.raises(TypeError, match="^abs: a bool tensor"):
+        Tensor([True]).abs()
+    assert (~Tensor([True, False])).tolist() == [False, True]
+    # scatters into a 0-d tensor (an IndexError from deep inside before)
+    zero = torch.tensor(0)
+    assert (
+        Tensor(2.5).scatter_add(0, Tensor(0), Tensor(1.0)).item()
+        == torch.tensor(2.5).scatter_add(0, zero, torch.tensor(1.0)).item()
+    )
+    assert Tensor(2.5).scatter(-1, Tensor(0), 7.0).item() == 7.0
+    got = Tensor(2.5).scatter_reduce(0, Tensor([0]), Tensor([4.0]), "amax")
+    assert got.shape == () and got.item() == 4.0
+    with pytest.raises(IndexError, match="^scatter_add: axis 1"):
+        Tensor(2.5).scatter_add(1, Tensor(0), Tensor(1.0))
+
+
+def test_errors_of_conv_attention_and_one_hot_name_them():
+    with pytest.raises(ShapeError, match=r"^conv2d: kernel \(7, 7\) \(dilation \(1, 1\)\) is larger than the padded"):
+        Tensor.ones(1, 3, 5, 5).conv2d(Tensor.ones(4, 3, 7, 7))
+    assert Tensor.ones(1, 3, 5, 5).conv2d(Tensor.ones(4, 3, 7, 7), padding=1).shape == (1, 4, 1, 1)
+    q = Tensor.ones(1, 2, 3)
+    with pytest.raises(ShapeError, match="^scaled_dot_product_attention"):
+        q.scaled_dot_product_attention(q, q, attn_mask=Tensor.ones(4, 4))
+    with pytest.raises(ArgumentError, match="^one_hot: num_classes must be -1"):
+        Tensor([0, 1]).one_hot(-2)

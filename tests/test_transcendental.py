@@ -139,3 +139,20 @@ def test_exp_polynomial_is_written_for_fma():
     x = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, buf.dtype, (buf, UOp.const(dtypes.int32, 0))),))
     fused = [u for u in xexp(x).toposort() if u.op is Ops.MULACC]
     assert len(fused) == 2 + 6, len(fused)
+
+
+def test_log1p_of_large_values_and_floor_division_past_the_largest_float():
+    torch = pytest.importorskip("torch")
+    # log1p: log(1 + x) * x / x overflowed in its product past 1e37 (inf where the answer is 85-88)
+    for dt, tdt, xs in (
+        (dtypes.float32, torch.float32, [1e37, 3e38, 1e20, 1e-10, 0.1, -0.5, -1 + 1e-7]),
+        (dtypes.float64, torch.float64, [1e307, 1e300, 1e-300, 0.1]),
+    ):
+        np.testing.assert_allclose(
+            Tensor(xs, dtype=dt).log1p().numpy(), torch.tensor(xs, dtype=tdt).log1p().numpy(), rtol=2e-7
+        )
+    # a finite quotient too large for the dtype floors to inf, as torch's (it was nan); inf // x stays nan
+    a, b = [7.0, -7.0, 3e38, float("inf"), 1.0, -1.0], [1e-38, 1e-38, 0.5, 1.5, 0.0, 0.0]
+    want = (torch.tensor(a) // torch.tensor(b)).numpy()
+    np.testing.assert_array_equal((Tensor(a) // Tensor(b)).numpy(), want)
+    np.testing.assert_array_equal(Tensor(a).div(Tensor(b), rounding_mode="floor").numpy(), want)

@@ -228,6 +228,15 @@ class dtypes(metaclass=_DtypesMeta):
                 else dtypes.int64
             )
         if isinstance(x, (list, tuple)):
+            kinds = set(map(type, x))
+            if kinds <= {bool, int, float}:
+                # a flat list of plain numbers (the common, possibly huge, case) in a few passes over it
+                if float in kinds:
+                    return dtypes.default_float
+                if int in kinds:
+                    fits = dtypes.min(dtypes.default_int) <= min(x) and max(x) <= dtypes.max(dtypes.default_int)
+                    return dtypes.default_int if fits else dtypes.int64
+                return dtypes.bool if kinds else dtypes.default_float
             return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
         raise TypeError(f"cannot infer a dtype for {x!r} of type {type(x).__name__}")
 
@@ -297,9 +306,17 @@ def _upper_bounds(dt: DType) -> frozenset[DType]:
 # (remembered: every binary Tensor op of two tensors asks, and dtypes are few)
 @functools.cache
 def least_upper_dtype(*ds: DType) -> DType:
-    """The smallest dtype every one of `ds` promotes to."""
-    common = frozenset.intersection(*(_upper_bounds(d.scalar) for d in ds))
-    return min(common)
+    """The smallest dtype every one of `ds` promotes to. Integers that no integer dtype holds together (uint64 with a
+    signed int) raise a TypeError: the lattice's answer, float16, would lose or overflow their values (PyTorch doesn't
+    promote uint64 either)."""
+    common = min(frozenset.intersection(*(_upper_bounds(d.scalar) for d in ds)))
+    if not dtypes.is_int(common) and all(dtypes.is_int(d.scalar) for d in ds):
+        names = " and ".join(sorted({str(d.scalar) for d in ds}))
+        raise TypeError(
+            f"no integer dtype holds the values of both {names}; cast one of them first (.cast(dtypes.int64) if the "
+            "values fit, or .double())"
+        )
+    return common
 
 
 def least_upper_float(dt: DType) -> DType:

@@ -63,7 +63,14 @@ def _expand(x: UOp, shape: tuple[int, ...]) -> UOp:
 def _sum_to(x: UOp, shape: tuple[int, ...]) -> UOp:
     # sum the axes that an EXPAND broadcast (same rank, size 1 in `shape`)
     axes = tuple(i for i, (a, b) in enumerate(zip(x.shape or (), shape, strict=True)) if a != b)
-    return UOp(_REDUCE_AXIS, x.dtype, (x,), (_ADD, axes)) if axes else x
+    if not axes:
+        return x
+    if x.dtype == dtypes.float16:
+        # summed in float32 and rounded once, as torch's (and Tensor.sum): a float16 running sum loses small terms
+        # (4096 rows of 0.1 gave a bias gradient of 256, not 409.5)
+        total = UOp(_REDUCE_AXIS, dtypes.float32, (UOp(Ops.CAST, dtypes.float32, (x,)),), (_ADD, axes))
+        return UOp(Ops.CAST, x.dtype, (total,))
+    return UOp(_REDUCE_AXIS, x.dtype, (x,), (_ADD, axes))
 
 
 def _neg(x: UOp) -> UOp:

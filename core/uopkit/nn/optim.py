@@ -152,7 +152,8 @@ class Optimizer:
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay (PyTorch semantics).
 
-    g = grad + weight_decay * p; b = momentum * b + g; p -= lr * (g + momentum * b if nesterov else b)
+    g = grad + weight_decay * p; b = momentum * b + (1 - dampening) * g (b = g on the first step);
+    p -= lr * (g + momentum * b if nesterov else b)
     """
 
     def __init__(
@@ -162,14 +163,17 @@ class SGD(Optimizer):
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        dampening: float = 0.0,
     ) -> None:
         super().__init__(params, lr)
         if momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: momentum ({momentum}) and weight_decay ({weight_decay}) must be >= 0")
-        if nesterov and momentum == 0:
-            raise ValueError("SGD: nesterov momentum needs momentum > 0")
-        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        if nesterov and (momentum == 0 or dampening != 0):
+            raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening 0")
+        self.momentum, self.weight_decay, self.nesterov, self.dampening = momentum, weight_decay, nesterov, dampening
         self.b = [_state_like(p) for p in self.params] if momentum else []
+        # (PyTorch's first step takes the gradient as the momentum buffer, undampened)
+        self._momentum_started = False
 
     def _step(self, params: list[Tensor]) -> list[Tensor]:
         for p in params:
@@ -185,7 +189,8 @@ class SGD(Optimizer):
                 g = g + self.weight_decay * p.detach()
             if self.momentum:
                 b = self.b[self._index(p)]
-                b.assign(self.momentum * b + g)
+                damped = g if not self.dampening or not self._momentum_started else (1 - self.dampening) * g
+                b.assign(self.momentum * b + damped)
                 g = (g.float() + self.momentum * b.float()).cast(g.dtype) if self.nesterov else b
             if p.dtype in dtypes.halves:
                 # lr * g subtracted in float32 and rounded once, as PyTorch's p.add_(g, alpha=-lr) (lr rounded to a
@@ -193,6 +198,7 @@ class SGD(Optimizer):
                 p.assign((p.detach().float() - self.lr * g.float()).cast(p.dtype))
                 continue
             p.assign((p.detach() - self.lr.cast(p.dtype) * g).cast(p.dtype))
+        self._momentum_started = True
         return self.b
 
     def _index(self, p: Tensor) -> int:
@@ -215,8 +221,16 @@ class Adam(Optimizer):
         b2: float = 0.999,
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        *,
+        betas: tuple[float, float] | None = None,
+        amsgrad: bool = False,
     ) -> None:
         super().__init__(params, lr)
+        if betas is not None:
+            # (PyTorch's name for (b1, b2))
+            b1, b2 = betas
+        if amsgrad:
+            raise ValueError(f"{type(self).__name__}: amsgrad isn't supported (the plain Adam update only)")
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got ({b1}, {b2})")
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
@@ -307,8 +321,11 @@ class AdamW(Adam):
         b2: float = 0.999,
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        *,
+        betas: tuple[float, float] | None = None,
+        amsgrad: bool = False,
     ) -> None:
-        super().__init__(params, lr, b1, b2, eps, weight_decay)
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas, amsgrad=amsgrad)
 
 
 def clip_grad_norm_(params: Tensor | Iterable[Tensor], max_norm: float, norm_type: float = 2.0) -> Tensor:
@@ -337,4 +354,6 @@ def clip_grad_norm_(params: Tensor | Iterable[Tensor], max_norm: float, norm_typ
     for p in params:
         if p.grad is not None:
             p.grad = p.grad * scale.cast(p.grad.dtype)
-    return total
+    # (in the gradients' dtype when they share one, as torch's: float16 gradients give a float16 norm)
+    dtypes_of_grads = {g.dtype for g in grads}
+    return total.cast(dtypes_of_grads.pop()) if len(dtypes_of_grads) == 1 else total

@@ -75,6 +75,7 @@ class CreationMixin:
         return t.reshape((1,) * len(shape)).expand(shape)
 
     @staticmethod
+    @_creates_leaf
     def zeros(*shape: Any, **kwargs: Any) -> Tensor:
         """A tensor of zeros (default float dtype).
 
@@ -84,6 +85,7 @@ class CreationMixin:
         return Tensor.full(_shape_args(shape), 0.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
 
     @staticmethod
+    @_creates_leaf
     def ones(*shape: Any, **kwargs: Any) -> Tensor:
         """A tensor of ones (default float dtype).
 
@@ -111,6 +113,7 @@ class CreationMixin:
         t = Tensor(_reshape_uop(buf, shape))
         return Tensor(UOp(Ops.BITCAST, dt, (t.uop,))) if dt == dtypes.bfloat16 else t
 
+    @_creates_leaf
     def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
         """A tensor with this one's shape (and dtype, device unless given) filled with `fill_value`.
 
@@ -120,6 +123,7 @@ class CreationMixin:
         dtype = kwargs.pop("dtype", self.dtype)
         return Tensor.full(self.shape, fill_value, dtype=dtype, device=kwargs.pop("device", self.device), **kwargs)
 
+    @_creates_leaf
     def zeros_like(self, **kwargs: Any) -> Tensor:
         """Zeros with this tensor's shape and dtype.
 
@@ -128,6 +132,7 @@ class CreationMixin:
         """
         return self.full_like(0, **kwargs)
 
+    @_creates_leaf
     def ones_like(self, **kwargs: Any) -> Tensor:
         """Ones with this tensor's shape and dtype.
 
@@ -257,10 +262,12 @@ class CreationMixin:
         dtype, size = to_dtype(kwargs.pop("dtype", dtypes.default_float)), _shape_args(shape)
         return _random_tensor(lambda rng: rng.standard_normal(size, dtype=np.float32), **kwargs).cast(dtype)
 
+    @_creates_leaf
     def rand_like(self, **kwargs: Any) -> Tensor:
         """Uniform samples in [0, 1) with this tensor's shape and (float) dtype."""
         return Tensor.rand(self.shape, dtype=kwargs.pop("dtype", least_upper_float(self.dtype)), **kwargs)
 
+    @_creates_leaf
     def randn_like(self, **kwargs: Any) -> Tensor:
         """Standard normal samples with this tensor's shape and (float) dtype."""
         return Tensor.randn(self.shape, dtype=kwargs.pop("dtype", least_upper_float(self.dtype)), **kwargs)

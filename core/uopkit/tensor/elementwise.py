@@ -145,8 +145,9 @@ def _floor_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     q, r = _truncated_division(a, b)
     below = (r != 0) & ((r < 0) != (b < 0))
     q, r = below.where(q - 1, q), below.where(r + b, r)
-    # no remainder means no quotient (inf // 1.5 is nan), except x // 0, which stays x / 0
-    return (r.isnan() & (b != 0)).where(math.nan, q), r
+    # no remainder means no quotient (inf // 1.5 is nan), except x // 0, which stays x / 0, and a finite quotient too
+    # large for the dtype (7 // 1e-38), which overflows to inf as torch's
+    return (r.isnan() & (b != 0) & ~(a.isfinite() & q.isinf())).where(math.nan, q), r
 
 
 # a float's top half of significant bits (float64: the implicit one and 25 stored of 52; float32: the implicit one and
@@ -310,6 +311,9 @@ class ElementwiseMixin:
                 _bf16_cast_gradient(stored, self.uop, self.dtype)
                 _bf16_cast_gradient(out.uop, self.uop, self.dtype)
             return out
+        if dt == dtypes.float16 and self.dtype == dtypes.float64:
+            # through float32 as torch's (rounded twice: 65519.99999 is inf, not 65504), on every backend alike
+            return self.cast(dtypes.float32).cast(dt)
         return Tensor(UOp(_CAST, dt, (self.uop,)))
 
     def bitcast(self, dtype: DType | str) -> Tensor:
@@ -462,13 +466,13 @@ class ElementwiseMixin:
         return _with_quotient_gradient(_truncated_division(a, b)[1], a, b, a._alu(Ops.FDIV, b).trunc().detach())
 
     def neg(self) -> Tensor:
-        """-x (logical not for bool).
+        """-x (a bool tensor raises, as PyTorch: `~` or logical_not() inverts a mask).
 
         >>> Tensor([1, -2]).neg().tolist()
         [-1, 2]
         """
         if self.dtype == dtypes.bool:
-            return self.logical_not()
+            raise TypeError("neg: negation (-) of a bool tensor isn't defined, as in PyTorch; use ~ or logical_not()")
         if dtypes.is_unsigned(self.dtype):
             # wraps like torch: x * (2**bits - 1) is -x modulo 2**bits (a -1 operand would widen to int64)
             return self * dtypes.max(self.dtype)

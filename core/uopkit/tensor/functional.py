@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 from uopkit.dtype import (
     DType,
     dtypes,
+    least_upper_dtype,
 )
 from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
+    _broadcast_shape,
     _check_targets,
     _dim_for_axis,
     _normalize_axis,
@@ -342,13 +344,16 @@ class FunctionalMixin:
         onehot = Y._one_hot_along(C)
         onehot = onehot.permute(list(range(axis)) + [Y.ndim] + list(range(axis, Y.ndim))) if axis else onehot
         picked = onehot.where(self, 0.0).sum(axis)
-        w = (Y != ignore_index).cast(self.dtype)
+        valid = Y != ignore_index
+        w = valid.cast(self.dtype)
         if weight is not None:
             if weight.shape != (C,):
                 raise ShapeError(f"nll_loss: weight shape {weight.shape} should be ({C},)")
             wshape = (1,) * axis + (C,) + (1,) * (self.ndim - axis - 1)
             w = w * onehot.where(weight.reshape(wshape), 0.0).sum(axis)
-        loss = -picked * w
+        # (selected, not only weighted by 0: an ignored target's gradient is 0, not 0 times the mean's 1 / 0 when every
+        # target is ignored)
+        loss = valid.where(-picked * w, 0.0)
         if reduction == "mean":
             return loss.sum() / w.sum()
         return loss._loss_reduce(reduction, "nll_loss")
@@ -559,9 +564,17 @@ class FunctionalMixin:
         >>> Tensor.ones(3).dropout(0.5).tolist()
         [1.0, 1.0, 1.0]
         """
+        if not Tensor.training:
+            if not 0.0 <= p <= 1.0:
+                raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
+            return self
+        return self._dropped(p)
+
+    def _dropped(self, p: float, op: str = "dropout") -> Tensor:
+        # dropout whatever Tensor.training says (torch's functional attention drops with its dropout_p always)
         if not 0.0 <= p <= 1.0:
-            raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
-        if not Tensor.training or p == 0:
+            raise ArgumentError(f"{op}: p must be in [0, 1], got {p}")
+        if p == 0:
             return self
         if p == 1:
             # as PyTorch: times zero, so NaN and inf give NaN and negatives -0.0
@@ -595,7 +608,8 @@ class FunctionalMixin:
     ) -> Tensor:
         """softmax(q k^T * scale + mask) v with self as the query (..., L, d), key (..., S, d), value (..., S, dv);
         scale defaults to 1 / sqrt(d). With `enable_gqa`, key and value may have fewer heads (axis -3) than the
-        query, each shared by a group of query heads (torch's grouped-query attention).
+        query, each shared by a group of query heads (torch's grouped-query attention). `dropout_p` drops attention
+        weights whatever `Tensor.training` says, as torch's functional attention (pass 0.0 to evaluate).
 
         >>> q = Tensor.ones(1, 2, 4); q.scaled_dot_product_attention(q, q).shape
         (1, 2, 4)
@@ -613,6 +627,15 @@ class FunctionalMixin:
                 )
             key = key.repeat_interleave(heads // kv_heads, -3)
             value = value.repeat_interleave(heads // kv_heads, -3)
+        if self.dtype in dtypes.halves:
+            # scores, softmax and the weighted sum in float32, rounded once, as torch's attention for half floats (a
+            # float16 score past 65504 was inf and its row NaN)
+            out_dtype = least_upper_dtype(self.dtype, key.dtype, value.dtype)
+            key, value, mask = (
+                t.float() if t is not None and t.dtype in dtypes.halves else t for t in (key, value, attn_mask)
+            )
+            out = self.float().scaled_dot_product_attention(key, value, mask, dropout_p, is_causal, scale)
+            return out.cast(out_dtype)
         qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
         L, S = self.shape[-2], key.shape[-2]
         if is_causal:
@@ -620,9 +643,11 @@ class FunctionalMixin:
                 raise ArgumentError("scaled_dot_product_attention: pass attn_mask or is_causal, not both")
             attn_mask = Tensor.ones(L, S, dtype=dtypes.bool, device=self.device).tril(0)
         if attn_mask is not None:
+            # (checked here: the error names attention, not the add or where inside it)
+            _broadcast_shape(qk.shape, attn_mask.shape, "scaled_dot_product_attention (attn_mask and the scores)")
             qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
-            return _safe_softmax(qk).dropout(dropout_p) @ value
-        return qk.softmax(-1).dropout(dropout_p) @ value
+            return _safe_softmax(qk)._dropped(dropout_p, "scaled_dot_product_attention") @ value
+        return qk.softmax(-1)._dropped(dropout_p, "scaled_dot_product_attention") @ value
 
 
 def _safe_softmax(x: Tensor) -> Tensor:

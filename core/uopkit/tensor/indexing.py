@@ -25,12 +25,13 @@ from uopkit.tensor.support import (
     _check_same_device,
     _check_stored_scalar,
     _check_values_in,
+    _flat_index,
     _mark_view,
     _Mask,
     _normalize_axis,
+    _scalar_as_vector,
     _storage_uop,
     _sum_op,
-    _with,
     tensors_with_grad,
 )
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -429,7 +430,7 @@ class IndexingMixin:
         return t
 
     def _advanced_index(self, tensors: list[tuple[int, Tensor]]) -> Tensor:
-        # out[b..., rest...] = self[.., idx_1[b], .., idx_m[b], ..]: one-hot masks over the indexed axes, then a sum
+        # out[b..., rest...] = self[.., idx_1[b], .., idx_m[b], ..]: a one-hot mask over the indexed axes, then a sum
         if self.dtype == dtypes.bfloat16:
             # (picked in float32, as `_gather_checked`)
             return self.float()._advanced_index(tensors).cast(dtypes.bfloat16)
@@ -439,30 +440,34 @@ class IndexingMixin:
             bshape = _broadcast_shape(bshape, idx.shape, "index")
         rest = [i for i in range(self.ndim) if i not in axes]
         rest_shape = tuple(self.shape[i] for i in rest)
+        # several index tensors: one flat index into the indexed axes taken together, whose single one-hot compare
+        # the lowerer folds into one load (a conjunction of one compare per axis it doesn't: every output was
+        # compared with every element, 100 ms for a batch of random crops)
         sizes = tuple(self.shape[a] for a in axes)
-        nb, nr, m = len(bshape), len(rest), len(axes)
-        x = self.permute(rest + axes).reshape((1,) * nb + rest_shape + sizes)
-        mask: Tensor | None = None
-        picks = []
-        for k, (a, idx) in enumerate(tensors):
-            n = self.shape[a]
-            idx = idx.cast(dtypes.int32) if idx.dtype.itemsize < 4 else idx
-            idx = (idx < 0).where(idx + n, idx)._broadcast_to(bshape)
-            picks.append(idx)
-            ar = Tensor.arange(n, device=self.device, dtype=idx.dtype)
-            one_hot = idx.reshape(bshape + (1,) * (nr + m)) == ar.reshape((1,) * (nb + nr) + _with((1,) * m, k, n))
-            mask = one_hot if mask is None else mask & one_hot
-        assert mask is not None
-        full = bshape + rest_shape + sizes
-        picked = mask._broadcast_to(full).where(x._broadcast_to(full), Tensor(0, device=self.device, dtype=self.dtype))
-        out = picked._reduce(Ops.ADD if self.dtype != dtypes.bool else Ops.MAX, tuple(range(nb + nr, nb + nr + m)))
-        if dtypes.is_float(self.dtype) and math.prod(full) >= segments.SCATTER_BY_SORTING:
-            segments.pick_gradient_by_sorting(out, x, picks, bshape, rest_shape, sizes)
-        if axes == list(range(axes[0], axes[0] + m)) and axes[0] > 0:
+        picks = self.permute(rest + axes)._reshaped(rest_shape + (math.prod(sizes),))
+        out = picks._picked_along_last(_flat_index(tensors, sizes, bshape), bshape)
+        nb, nr = len(bshape), len(rest)
+        if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
             # adjacent indexed axes: the broadcast index dims take their place
             p = axes[0]
             order = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, nb + nr))
             out = out.permute(order)
+        return out
+
+    def _picked_along_last(self, idx: Tensor, bshape: tuple[int, ...]) -> Tensor:
+        # out[b..., rest...] = self[rest..., idx[b...]] for idx (of shape bshape) in range: a one-hot sum
+        rest_shape, n = self.shape[:-1], self.shape[-1]
+        nb, nr = len(bshape), len(rest_shape)
+        x = self.reshape((1,) * nb + self.shape)
+        one_hot = idx.reshape(bshape + (1,) * (nr + 1)) == Tensor.arange(
+            n, device=self.device, dtype=idx.dtype
+        ).reshape((1,) * (nb + nr) + (n,))
+        full = bshape + self.shape
+        zero = Tensor(0, device=self.device, dtype=self.dtype)
+        picked = one_hot._broadcast_to(full).where(x._broadcast_to(full), zero)
+        out = picked._reduce(Ops.ADD if self.dtype != dtypes.bool else Ops.MAX, (nb + nr,))
+        if dtypes.is_float(self.dtype) and math.prod(full) >= segments.SCATTER_BY_SORTING:
+            segments.pick_gradient_by_sorting(out, x, [idx], bshape, rest_shape, (n,))
         return out
 
     def __getitem__(self, index: Any) -> Tensor:
@@ -473,9 +478,13 @@ class IndexingMixin:
         >>> Tensor([[1, 2], [3, 4]])[[1, 0], 1].tolist()
         [4, 2]
         """
+        return self._indexed(index, "getitem")
+
+    def _indexed(self, index: Any, op: str) -> Tensor:
+        # self[index]; `op` names the user's operation in errors (a setitem finds its positions by indexing)
         view, tensors, _ = self._basic_view(self._parse_index(index))
         for ax, idx in tensors:
-            self._check_index_range(idx, view.shape[ax], ax, "getitem")
+            self._check_index_range(idx, view.shape[ax], ax, op)
         return view._advanced_index(tensors) if tensors else _mark_view(view, self)
 
     def _check_index_range(self, idx: Tensor, size: int, axis: int, op: str = "index", negative: bool = True) -> None:
@@ -538,7 +547,9 @@ class IndexingMixin:
                 _keep_other_sharers(self, base)
             whole = Tensor(base)
             bits = Tensor(_storage_uop(value.cast(self.dtype).uop))
-            whole.assign(whole._overwritten_at(_positions_of(storage, base, self.device)[index], bits)).realize()
+            whole.assign(
+                whole._overwritten_at(_positions_of(storage, base, self.device)._indexed(index, "setitem"), bits)
+            ).realize()
         else:
             self.assign(self._overwritten(index, value).contiguous()).realize()
         if history is not None:
@@ -549,7 +560,7 @@ class IndexingMixin:
                 if view is node:
                     return old._overwritten(index, value)
                 # written through a view of the storage: the view of its positions, indexed the same way
-                return old._overwritten_at(_positions_of(view, node, old.device)[index], value)
+                return old._overwritten_at(_positions_of(view, node, old.device)._indexed(index, "setitem"), value)
 
             _remember_write(node, source, value_graph, written)
 
@@ -559,7 +570,8 @@ class IndexingMixin:
     def _overwritten(self, index: Any, value: Tensor) -> Tensor:
         # self with value (broadcast) at self[index], as a lazy graph: every written position is found by indexing a
         # tensor of flat positions the same way
-        return self._overwritten_at(Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[index], value)
+        positions = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)._indexed(index, "setitem")
+        return self._overwritten_at(positions, value)
 
     def _overwritten_at(self, positions: Tensor, value: Tensor) -> Tensor:
         # self with value (broadcast to positions' shape) written at the flat positions `positions`, as a lazy graph
@@ -680,6 +692,7 @@ class IndexingMixin:
         )
         return hit.pad(pads + ((0, 0),)), vals.pad(pads + ((0, 0),))
 
+    @_scalar_as_vector
     def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
         """A copy of self with self[index[i][j]][j] = src[i][j] (dim 0), as torch.scatter; `reduce` "add" or
         "multiply" combines instead of replacing. With repeated indices and no reduce, the last write (in index order)
@@ -710,6 +723,7 @@ class IndexingMixin:
             written = written - lost.where(vals.detach() - vals, zero).sum(-1)
         return hit.any(-1).where(written, self)
 
+    @_scalar_as_vector
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """A copy of self with src added at index along dim (repeated indices add up), as torch.scatter_add.
 
@@ -747,6 +761,7 @@ class IndexingMixin:
         flat._check_index_range(index, flat.shape[0], 0, "take")
         return flat._advanced_index([(0, index)])
 
+    @_scalar_as_vector
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
         """Combine src into self at index along dim with "sum", "prod", "mean", "amax" or "amin", as torch.
 
@@ -988,7 +1003,7 @@ class IndexingMixin:
     __ifloordiv__ = _in_place_operator("//=", lambda t, x: t.div(x, rounding_mode="floor"))
     __imod__ = _in_place_operator("%=", lambda t, x: t.mod(x))
     __ipow__ = _in_place_operator("**=", lambda t, x: t.pow(x))
-    __imatmul__ = _in_place_operator("@=", lambda t, x: t.matmul(x))
+    # (no __imatmul__: `t @= m` is `t = t @ m`, a new tensor, as PyTorch's, which has no in-place matmul)
     __iand__ = _in_place_operator("&=", lambda t, x: t & x)
     __ior__ = _in_place_operator("|=", lambda t, x: t | x)
     __ixor__ = _in_place_operator("^=", lambda t, x: t ^ x)

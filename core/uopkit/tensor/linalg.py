@@ -350,6 +350,11 @@ class LinalgMixin:
         if padding == "same" and any(s != 1 for s in s_):
             raise ArgumentError(f"conv2d: padding='same' needs stride 1, got stride {stride!r} (as PyTorch)")
         pads = _conv_pads(padding, nd, ks, d_, "conv2d")
+        for L, k, d, (pb, pa) in zip(self.shape[2:], ks, d_, pads, strict=True):
+            if L + pb + pa < d * (k - 1) + 1:
+                raise ShapeError(
+                    f"conv2d: kernel {ks} (dilation {d_}) is larger than the padded input {self.shape} (padding {pads})"
+                )
         padded = any(p for pair in pads for p in pair) or any(n.op is Ops.PAD for n in self.uop.movement_chain())
         if cout // groups > 1 and not padded and not is_realized_view(self.uop):
             # every output channel reads each input element, and so does the weight's gradient: a computed input (a
@@ -554,16 +559,13 @@ class LinalgMixin:
         pads = _conv_pads(padding, n, k_, d_, op)
         extra = []
         for L, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads, strict=True):
-            if 2 * max(pb, pa) > d * (k - 1) + 1:
-                # a window could then cover only padding (PyTorch refuses it too)
-                raise ArgumentError(
-                    f"{op}: padding {padding} is more than half the kernel {k_} (dilation {d_}); "
-                    "pad at most half the (dilated) kernel size"
-                )
+            if max(pb, pa) > k // 2:
+                # a window could then cover only padding (PyTorch's rule, on the kernel size without dilation)
+                raise ArgumentError(f"{op}: padding {padding} is more than half the kernel {k_}; pad at most k // 2")
             span = L + pb + pa - d * (k - 1) - 1
-            if span < 0:
-                raise ShapeError(f"{op}: kernel {k_} (dilation {d_}) is larger than the padded input {self.shape}")
             o = (-(-span // s) if ceil_mode else span // s) + 1
+            if o < 1:
+                raise ShapeError(f"{op}: kernel {k_} (dilation {d_}) is larger than the padded input {self.shape}")
             # the last window must start inside the input or the left padding (PyTorch's rule)
             if ceil_mode and (o - 1) * s >= L + pb:
                 o -= 1
@@ -805,15 +807,17 @@ class LinalgMixin:
         for i, (L, O) in reversed(axes) if as_int else axes:
             ax = 2 + i
             ratio = ratios[i] if ratios[i] is not None else L / O
-            if L == O and ratio == 1:
+            # an axis whose size doesn't change is copied whatever the scale_factor, as PyTorch's kernels do (its
+            # nearest mode only on 2-d images, its bicubic never)
+            copies = mode in ("linear", "bilinear", "trilinear", "nearest-exact") or (mode == "nearest" and nsp == 2)
+            if L == O and (ratio == 1 or copies):
                 continue
             pos = np.arange(O, dtype=np.float64)
-            if mode == "nearest":
-                idx = np.minimum(np.floor(pos * ratio).astype(np.int64), L - 1)
-                x = x._take(ax, idx)
-                continue
-            if mode == "nearest-exact":
-                idx = np.minimum(np.floor((pos + 0.5) * ratio).astype(np.int64), L - 1)
+            if mode.startswith("nearest"):
+                # the source index in float32, as PyTorch's kernels compute it (in float64 some outputs near a
+                # boundary took the neighbouring pixel: 6 -> 74 wide, output 37)
+                at = np.arange(O, dtype=np.float32) + np.float32(0.5 if mode == "nearest-exact" else 0.0)
+                idx = np.minimum(np.floor(at * np.float32(ratio)).astype(np.int64), L - 1)
                 x = x._take(ax, idx)
                 continue
             if align_corners:
@@ -830,7 +834,8 @@ class LinalgMixin:
             lo = np.minimum(np.floor(src).astype(np.int64), L - 1)
             hi = np.minimum(lo + 1, L - 1)
             xf = x._float()
-            w = Tensor((src - lo).astype(np.float32), device=self.device).cast(xf.dtype)
+            # (the weights in float64 for a float64 input: float32 ones left it a float32 result)
+            w = Tensor((src - lo).astype(_weight_np_dtype(xf.dtype)), device=self.device).cast(xf.dtype)
             w = w.reshape(tuple(O if a == ax else 1 for a in range(x.ndim)))
             a, b = xf._take(ax, lo), xf._take(ax, hi)
             x = a + (b - a) * w
@@ -905,7 +910,9 @@ def _cubic_along(x: Tensor, axis: int, src: np.ndarray, L: int) -> Tensor:
     out = None
     for k, w in zip((-1, 0, 1, 2), weights, strict=True):
         idx = np.clip(base.astype(np.int64) + k, 0, L - 1)
-        tap = x._take(axis, idx) * Tensor(w.astype(np.float32), device=x.device).cast(x.dtype).reshape(shape)
+        tap = x._take(axis, idx) * Tensor(w.astype(_weight_np_dtype(x.dtype)), device=x.device).cast(x.dtype).reshape(
+            shape
+        )
         out = tap if out is None else out + tap
     assert out is not None
     return out
@@ -1038,15 +1045,35 @@ def _set_windows_gradient(windows: UOp, x: UOp, k_: tuple[int, ...], s_: tuple[i
     set_gradient(windows, (x,), rule)
 
 
+def _weight_np_dtype(dt: DType) -> type:
+    # host-computed interpolation weights: float64 for a float64 tensor, else float32
+    return np.float64 if dt == dtypes.float64 else np.float32
+
+
+def _over_stored_copy(view: UOp) -> UOp:
+    # `view`'s movement ops over a stored copy of its base (as it is when that is a buffer already)
+    chain = view.movement_chain()
+    base = chain[-1].src[0] if chain else view
+    if base.op is Ops.BUFFER:
+        return view
+    out = UOp(Ops.CONTIGUOUS, base.dtype, (base,))
+    for node in reversed(chain):
+        out = UOp(node.op, node.dtype, (out,), node.arg)
+    return out
+
+
 def _set_first_max_gradient(values: UOp, windows: UOp, n: int) -> None:
     """A max pool's gradient goes to the first maximum of each window (in scan order, NaN as the maximum), as
     PyTorch's: not shared among ties (the max reduce's own rule), which a window of zeros after a ReLU has."""
     from uopkit.gradient import set_gradient
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
-        w = Tensor(windows)
+        # the windows over a stored copy of what they read, and their max taken again over it: equality must be exact,
+        # and the forward's max may have been computed (and stored, by a realize between backward() and reading the
+        # gradients) in a kernel that rounded its input otherwise, a convolution summed in another order: no tap
+        # equalled it and the gradient was lost. (As the max reduce's own rule, gradient.do_reduce_max_grad)
+        w = Tensor(_over_stored_copy(windows))
         axes = tuple(range(-n, 0))
-        # (the max built again here, not held: a rule must not keep its own node alive)
         top = w.max(axes, keepdim=True)
         hit = w == top
         if dtypes.is_float(w.dtype):

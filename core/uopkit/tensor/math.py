@@ -137,9 +137,9 @@ class MathMixin:
         x = self._float()
         u = x + 1
         exact = u == 1
-        # log(u) * x / (u - 1) corrects the rounding of 1 + x (Goldberg); u == 1 means log1p(x) ~ x (and the unused
-        # branch divides by 1 there, so its gradient stays finite)
-        corrected = u.log() * x / exact.where(1, u - 1)
+        # log(u) * (x / (u - 1)) corrects the rounding of 1 + x (Goldberg; the ratio first: log(u) * x overflowed past
+        # 1e37); u == 1 means log1p(x) ~ x (and the unused branch divides by 1 there, so its gradient stays finite)
+        corrected = u.log() * (x / exact.where(1, u - 1))
         out = exact.where(x, (u == math.inf).where(math.inf, corrected))
         # the correction's own derivative is 0/0 and inf/inf in places: PyTorch's 1 / (1 + x), given whole
         return _with_derivative(out, x, (x + 1).reciprocal())
@@ -272,7 +272,9 @@ class MathMixin:
         >>> Tensor([-2, 3]).abs().tolist()
         [2, 3]
         """
-        if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
+        if self.dtype == dtypes.bool:
+            raise TypeError("abs: a bool tensor has no absolute value, as in PyTorch (cast it to a number first)")
+        if dtypes.is_unsigned(self.dtype):
             return self
         # both zeros give +0.0 (MAX of +0.0 and -0.0 may pick either), NaN stays NaN
         value = (self < 0).where(-self, (self == 0).where(0, self))

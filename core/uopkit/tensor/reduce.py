@@ -188,6 +188,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "max")
             if isinstance(dim, int):
+                self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "max", self.shape), "max")
                 return self._values_at(self.argmax(axis, keepdim=True), axis, keepdim, "max")
         return self._reduce(Ops.MAX, axis, keepdim)
 
@@ -224,6 +225,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "min")
             if isinstance(dim, int):
+                self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "min", self.shape), "min")
                 return self._values_at(self.argmin(axis, keepdim=True), axis, keepdim, "min")
         if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
             raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
@@ -354,20 +356,26 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "argmax")
         if axis is None:
+            if self.numel() == 0:
+                raise EmptyReduceError(f"argmax: the tensor of shape {self.shape} is empty, it has no maximum")
             ret = self.flatten().argmax(0)
             return ret.reshape((1,) * self.ndim) if keepdim else ret
         axis = _normalize_axis(axis, self.ndim, "argmax", self.shape)
         if self.ndim == 0:
             return Tensor(0, device=self.device, dtype=dtypes.int32)
+        self._check_axis_not_empty(axis, "argmax")
         n = self.shape[axis]
-        if n == 0:
-            raise EmptyReduceError(f"argmax: axis {axis} of shape {self.shape} is empty")
         m = self.max(axis, keepdim=True)
         hit = (self == m) | self.isnan() if dtypes.is_float(self.dtype) else self == m
         # the first hit has the largest count-down value n - i
         countdown = Tensor.arange(n, 0, -1, device=self.device).reshape(_with((1,) * self.ndim, axis, n))
         ret = n - hit.where(countdown, 0).max(axis, keepdim)
         return ret.cast(dtypes.int32)
+
+    def _check_axis_not_empty(self, axis: int, op: str) -> None:
+        # (an index of the first extreme value: none exists on an empty axis; torch raises too)
+        if self.ndim and self.shape[axis] == 0:
+            raise EmptyReduceError(f"{op}: axis {axis} of shape {self.shape} is empty, it has no extreme value")
 
     def argmin(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
         """Index (int32) of the first minimum along `axis`.
@@ -377,6 +385,10 @@ class ReduceMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "argmin")
+        if axis is not None:
+            self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "argmin", self.shape), "argmin")
+        elif self.numel() == 0:
+            raise EmptyReduceError(f"argmin: the tensor of shape {self.shape} is empty, it has no minimum")
         return self._inverse().argmax(axis, keepdim)
 
     def any(
@@ -1057,6 +1069,8 @@ class ReduceMixin:
         """
         if not dtypes.is_int(self.dtype):
             raise TypeError(f"one_hot: needs an integer tensor of class indices, got {self.dtype}")
+        if num_classes < -1 or num_classes == 0 and self.numel():
+            raise ArgumentError(f"one_hot: num_classes must be -1 (largest class + 1) or positive, got {num_classes}")
         if num_classes == -1:
             num_classes = int(self.max().item()) + 1 if self.numel() else 0
         _check_values_in(self, 0, num_classes, lambda bad: f"one_hot: class {bad} is out of range [0, {num_classes})")

@@ -6,6 +6,7 @@ the helpers build Tensors, and the class is made of the mixins that use them."""
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import math
 import weakref
@@ -125,6 +126,8 @@ def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
         return [x], ()
     if len(x) == 0:
         return [], (0,)
+    if set(map(type, x)) <= {bool, int, float}:
+        return list(x), (len(x),)  # a row of plain numbers, without a call per element
     parts = [_flatten_list(v) for v in x]
     shapes = {p[1] for p in parts}
     if len(shapes) != 1:
@@ -137,9 +140,18 @@ def _creates_leaf(fn: Any) -> Any:
     (two `Tensor.ones(3)` are one node), so a leaf built from one gets a node of its own (a CONTIGUOUS with a fresh
     arg) and `backward()` gives every such tensor its own gradient."""
 
+    params = inspect.signature(fn).parameters
+    takes = {"dtype", "device"} | {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Tensor:
         requires_grad = kwargs.pop("requires_grad", None)
+        if unknown := [k for k in kwargs if k not in takes]:
+            # (PyTorch's generator=, layout=, pin_memory=, out= ...: named here, not as a Tensor() argument deep inside)
+            raise TypeError(
+                f"{fn.__name__}() got an unexpected keyword argument {unknown[0]!r}; it takes "
+                f"{', '.join(sorted(takes - {'self', 'shape', 'args'}))} and requires_grad"
+            )
         t = fn(*args, **kwargs)
         if requires_grad and t.uop.base.op is not Ops.BUFFER:
             t = t.contiguous()
@@ -748,3 +760,31 @@ def _rewrap_bf16(tensors: list[Tensor], bits: list[Tensor]) -> None:
     for t, b in zip(tensors, bits, strict=True):
         if t is not b:
             live_tensors.set_uop(t, UOp(Ops.BITCAST, dtypes.bfloat16, (b.uop,)))
+
+
+def _flat_index(tensors: list[tuple[int, Tensor]], sizes: tuple[int, ...], bshape: tuple[int, ...]) -> Tensor:
+    """The flat position, in the indexed axes taken together (row-major, `sizes`), of each index tuple: the index
+    tensors (in range, negatives counting from the end) broadcast to `bshape`, int32 unless the positions need int64."""
+    wide = math.prod(sizes) > dtypes.max(dtypes.int32)
+    flat: Tensor | None = None
+    for (_, idx), n, stride in zip(tensors, sizes, _contiguous_strides(sizes), strict=True):
+        idx = idx.cast(dtypes.int64 if wide else dtypes.int32) if wide or idx.dtype.itemsize < 4 else idx
+        term = (idx < 0).where(idx + n, idx) * stride if stride != 1 else (idx < 0).where(idx + n, idx)
+        flat = term if flat is None else flat + term
+    assert flat is not None
+    return flat._broadcast_to(bshape)
+
+
+def _scalar_as_vector(method: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A scatter into a 0-d tensor (dim 0 or -1, a 0-d or one-element index), as torch's: done on one-element 1-d
+    tensors and reshaped back."""
+
+    @functools.wraps(method)
+    def scatter(self: Tensor, dim: int, index: Any, src: Any, *args: Any, **kwargs: Any) -> Tensor:
+        if self.ndim != 0 or not isinstance(index, type(self)) or index.ndim > 1:
+            return method(self, dim, index, src, *args, **kwargs)
+        _normalize_axis(dim, 0, method.__name__, self.shape)
+        src = src.reshape(-1) if isinstance(src, type(self)) and src.ndim == 0 else src
+        return method(self.reshape(1), 0, index.reshape(-1), src, *args, **kwargs).reshape(())
+
+    return scatter
