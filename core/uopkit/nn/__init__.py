@@ -8,21 +8,26 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.dtype import DType, dtypes, least_upper_dtype, to_numpy_dtype
 from uopkit.gradient import set_gradient
 from uopkit.schedule.grouper import is_realized_view
-from uopkit.tensor import ShapeError, Tensor
+from uopkit.tensor import ArgumentError, ShapeError, Tensor
+from uopkit.tensor.support import _conv_pads
 from uopkit.uop.ops import Ops, UOp
 
 __all__ = [
     "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "RNNCell",
     "LSTMCell", "GRUCell", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm",
-    "InstanceNorm", "RMSNorm", "Embedding",
+    "InstanceNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "Embedding", "Sequential",
+    "Dropout", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Flatten", "Identity",
 ]  # fmt: skip
 
 
@@ -108,11 +113,20 @@ class _ConvLayer:
         raise NotImplementedError
 
 
+# torch's padding_mode names -> Tensor.pad's modes
+_PADDING_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "replicate", "circular": "circular"}
+
+
 class Conv2d(_ConvLayer):
     """2-D convolution over (N, C, H, W); weight (out, in // groups, kh, kw), PyTorch's default initialization.
 
+    padding_mode "zeros" (default), "reflect", "replicate" or "circular": as torch's, the input is padded with that
+    mode ("same" included), then convolved without padding.
+
     >>> Conv2d(1, 4, 3, padding=1)(Tensor.ones(2, 1, 8, 8)).shape
     (2, 4, 8, 8)
+    >>> Conv2d(1, 1, 3, padding=1, padding_mode="circular", bias=False)(Tensor.ones(1, 1, 4, 4)).shape
+    (1, 1, 4, 4)
     """
 
     def __init__(
@@ -125,9 +139,14 @@ class Conv2d(_ConvLayer):
         dilation: int | Sequence[int] = 1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
     ) -> None:
         layer = self._channels(in_channels, out_channels, groups, kernel_size)
-        self.stride, self.dilation, self.padding = stride, dilation, padding
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(
+                f"{layer}: padding_mode must be one of {', '.join(map(repr, _PADDING_MODES))}, got {padding_mode!r}"
+            )
+        self.stride, self.dilation, self.padding, self.padding_mode = stride, dilation, padding, padding_mode
         if isinstance(padding, str):
             # checked here, as torch's layer, not at the first forward
             if padding not in ("same", "valid"):
@@ -140,8 +159,22 @@ class Conv2d(_ConvLayer):
         self.bias = _uniform((out_channels,), bound) if bias else None
 
     def _forward(self, x: Tensor) -> Tensor:
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            layer = type(self).__name__
+            dilation = _ntuple(self.dilation, self.spatial_dims, "dilation", layer)
+            pads = _conv_pads(padding, self.spatial_dims, self.kernel_size, dilation, layer)
+            try:
+                x = x.pad(((0, 0), (0, 0)) + pads, mode=_PADDING_MODES[self.padding_mode])
+            except ShapeError as e:
+                # (torch raises a RuntimeError too: reflect needs padding < size, circular padding <= size)
+                raise ShapeError(
+                    f"{layer}({self.in_channels}, {self.out_channels}): padding_mode={self.padding_mode!r} can't pad "
+                    f"input {x.shape} by {padding!r}: {e}"
+                ) from e
+            padding = 0
         return x.conv2d(  # type: ignore[attr-defined]
-            self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding
+            self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=padding
         )
 
 
@@ -183,8 +216,12 @@ class ConvTranspose2d(_ConvLayer):
         groups: int = 1,
         bias: bool = True,
         dilation: int | Sequence[int] = 1,
+        padding_mode: str = "zeros",
     ) -> None:
-        self._channels(in_channels, out_channels, groups, kernel_size)
+        layer = self._channels(in_channels, out_channels, groups, kernel_size)
+        if padding_mode != "zeros":
+            # (torch's transposed convolutions have only this mode too)
+            raise ValueError(f"{layer}: only padding_mode='zeros' is supported, got {padding_mode!r} (as PyTorch)")
         self.stride, self.padding, self.output_padding, self.dilation = stride, padding, output_padding, dilation
         fan_in = out_channels // groups * math.prod(self.kernel_size)
         bound = 1 / math.sqrt(fan_in)
@@ -223,11 +260,32 @@ class ConvTranspose3d(ConvTranspose2d):
     spatial_dims = 3
 
 
+def _in_float32(layer: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A normalization layer's call that, on a float16 or bfloat16 input, normalizes (and scales and shifts) in float32
+    and rounds once, as torch's norms do: x * x in float16 overflows past 256 (a row of LayerNorm came out zeros) and
+    each rounding on the way costs an ulp. The result has the dtype of the input and the layer's weights together."""
+
+    @functools.wraps(layer)
+    def call(self: Any, x: Tensor, *args: Any) -> Tensor:
+        if not isinstance(x, Tensor) or x.dtype not in dtypes.halves:
+            return layer(self, x, *args)
+        # (half weights meet the float32 input as float32, exactly)
+        weights = [w for w in (getattr(self, "weight", None), getattr(self, "bias", None)) if w is not None]
+        return layer(self, x.cast(dtypes.float32), *args).cast(least_upper_dtype(x.dtype, *(w.dtype for w in weights)))
+
+    return call
+
+
 def _normalize(x: Tensor, axes: tuple[int, ...], eps: float) -> Tensor:
     # (x - mean) / sqrt(biased var + eps) over `axes`
     centered = x - x.mean(axes, keepdim=True)
     var = (centered * centered).mean(axes, keepdim=True)
     return centered * (var + eps).rsqrt()
+
+
+def _shape_arg(shape: int | Sequence[int]) -> tuple[int, ...]:
+    # a norm's normalized_shape: an int is one trailing axis
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(v) for v in shape)
 
 
 def _scale_and_shift(shape: int | tuple[int, ...], affine: bool) -> tuple[Tensor | None, Tensor | None]:
@@ -283,6 +341,7 @@ class BatchNorm:
             self.running_var = _host(np.ones(sz), requires_grad=False)
             self.num_batches_tracked = _host(np.zeros(()), dtypes.int64, requires_grad=False)
 
+    @_in_float32
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.sz:
             raise ShapeError(f"BatchNorm({self.sz}): expected input (N, {self.sz}, ...), got {x.shape}")
@@ -316,19 +375,29 @@ BatchNorm2d = BatchNorm
 
 
 class LayerNorm:
-    """Normalize over the trailing `normalized_shape` axes, then scale and shift elementwise.
+    """Normalize over the trailing `normalized_shape` axes, then scale and shift elementwise (bias=False: scale only,
+    no `bias` in the state dict, as torch's).
 
     >>> LayerNorm(4)(Tensor.ones(2, 4)).shape
     (2, 4)
+    >>> LayerNorm(4, bias=False).bias is None
+    True
     """
 
     def __init__(
-        self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
     ) -> None:
-        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = _shape_arg(normalized_shape)
         self.eps = eps
         self.weight, self.bias = _scale_and_shift(self.normalized_shape, elementwise_affine)
+        if not bias:
+            self.bias = None
 
+    @_in_float32
     def __call__(self, x: Tensor) -> Tensor:
         n = len(self.normalized_shape)
         if x.shape[x.ndim - n :] != self.normalized_shape or x.ndim < n:
@@ -336,9 +405,9 @@ class LayerNorm:
                 f"LayerNorm({self.normalized_shape}): input of shape {x.shape} doesn't end in {self.normalized_shape}"
             )
         out = _normalize(x, tuple(range(x.ndim - n, x.ndim)), self.eps)
-        if self.weight is not None and self.bias is not None:
-            out = out * self.weight + self.bias
-        return out
+        if self.weight is not None:
+            out = out * self.weight
+        return out + self.bias if self.bias is not None else out
 
 
 class GroupNorm:
@@ -354,6 +423,7 @@ class GroupNorm:
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
         self.weight, self.bias = _scale_and_shift(num_channels, affine)
 
+    @_in_float32
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.num_channels:
             raise ShapeError(
@@ -366,45 +436,137 @@ class GroupNorm:
 
 class InstanceNorm:
     """Normalize each sample's channels (axis 1) over their positions; per-channel scale and shift when `affine`
-    (PyTorch's InstanceNorm2d with affine=True, no running statistics).
+    (PyTorch's InstanceNorm2d with affine=True, no running statistics). Any number of spatial axes: (N, C, ...), or
+    an unbatched (C, L) as torch's InstanceNorm1d takes it; InstanceNorm1d/2d/3d know their dims (an unbatched
+    (C, H, W) too) and default to affine=False, as torch's.
 
     >>> InstanceNorm(3)(Tensor.rand(2, 3, 4, 4)).shape
     (2, 3, 4, 4)
     """
 
-    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True) -> None:
-        self.num_features, self.eps = num_features, eps
+    spatial_dims: int | None = None
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        track_running_stats: bool = False,
+        momentum: float | None = 0.1,
+    ) -> None:
+        if track_running_stats:
+            raise NotImplementedError(
+                f"{type(self).__name__}: track_running_stats=True is not supported; leave it False (torch's default) "
+                "to normalize with each instance's own statistics"
+            )
+        self.num_features, self.eps, self.momentum, self.track_running_stats = num_features, eps, momentum, False
         self.weight, self.bias = _scale_and_shift(num_features, affine)
 
     def __call__(self, x: Tensor) -> Tensor:
-        if x.ndim < 3 or x.shape[1] != self.num_features:
-            raise ShapeError(
-                f"InstanceNorm({self.num_features}): expected input (N, {self.num_features}, ...), got {x.shape}"
-            )
+        name, dims = f"{type(self).__name__}({self.num_features})", self.spatial_dims
+        if dims is not None and x.ndim not in (dims + 1, dims + 2):
+            raise ShapeError(f"{name}: expected a {dims + 1}-d or {dims + 2}-d input, got {x.shape}")
+        if x.ndim == (2 if dims is None else dims + 1):
+            # unbatched (C, ...): a batch of 1, as torch's
+            return self(x.unsqueeze(0)).squeeze(0)
+        if x.ndim < 3 or (x.shape[1] != self.num_features and self.weight is not None):
+            raise ShapeError(f"{name}: expected input (N, {self.num_features}, ...), got {x.shape}")
+        if x.shape[1] != self.num_features:
+            # (torch only warns here: without affine weights num_features is unused)
+            warnings.warn(f"{name}: input {x.shape} doesn't have {self.num_features} channels", stacklevel=2)
+        if math.prod(x.shape[2:]) == 1:
+            # one value per instance: its variance is 0/0, and torch refuses it (in training and eval alike)
+            raise ValueError(f"{name}: expected more than 1 spatial element, got input {x.shape}")
+        return self._normalized(x)
+
+    @_in_float32
+    def _normalized(self, x: Tensor) -> Tensor:
         return _per_channel_affine(_normalize(x, tuple(range(2, x.ndim)), self.eps), self.weight, self.bias)
 
 
-# the gap between 1 and the next float of each dtype (torch.finfo(dtype).eps)
-_MACHINE_EPS = {dtypes.float16: 2.0**-10, dtypes.bfloat16: 2.0**-7, dtypes.float32: 2.0**-23, dtypes.float64: 2.0**-52}
+class InstanceNorm1d(InstanceNorm):
+    """torch.nn.InstanceNorm1d: (N, C, L) or unbatched (C, L); affine=False by default.
+
+    >>> InstanceNorm1d(3)(Tensor.rand(3, 5)).shape
+    (3, 5)
+    """
+
+    spatial_dims = 1
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+    ) -> None:
+        super().__init__(num_features, eps, affine, track_running_stats, momentum)
+
+
+class InstanceNorm2d(InstanceNorm1d):
+    """torch.nn.InstanceNorm2d: (N, C, H, W) or unbatched (C, H, W); affine=False by default.
+
+    >>> InstanceNorm2d(3)(Tensor.rand(3, 4, 5)).shape
+    (3, 4, 5)
+    """
+
+    spatial_dims = 2
+
+
+class InstanceNorm3d(InstanceNorm1d):
+    """torch.nn.InstanceNorm3d: (N, C, D, H, W) or unbatched (C, D, H, W); affine=False by default.
+
+    >>> InstanceNorm3d(2)(Tensor.rand(1, 2, 3, 4, 5)).shape
+    (1, 2, 3, 4, 5)
+    """
+
+    spatial_dims = 3
+
+
+# the gap between 1 and the next float (torch.finfo(dtype).eps) of the dtype a norm computes in: float32 for half floats
+_MACHINE_EPS = {dtypes.float32: 2.0**-23, dtypes.float64: 2.0**-52}
 
 
 class RMSNorm:
-    """x / sqrt(mean(x * x over the last axis) + eps), times a learned scale (PyTorch's RMSNorm over one axis).
+    """x / sqrt(mean(x * x over the trailing `normalized_shape` axes) + eps), times a learned scale of that shape
+    (PyTorch's RMSNorm; an int is the last axis).
 
     >>> RMSNorm(4)(Tensor.ones(2, 4)).tolist()
     [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]
+    >>> RMSNorm((2, 4)).weight.shape
+    (2, 4)
     """
 
-    def __init__(self, dim: int, eps: float | None = None, elementwise_affine: bool = True) -> None:
-        # eps None: the machine epsilon of the input's dtype, as PyTorch's default
-        self.dim, self.eps = dim, eps
-        self.weight = _host(np.ones(dim)) if elementwise_affine else None
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int] | None = None,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        *,
+        dim: int | None = None,
+    ) -> None:
+        # (`dim`: tinygrad's name for a one-axis size)
+        if (normalized_shape is None) == (dim is None):
+            raise TypeError("RMSNorm: give normalized_shape (torch's name) or dim (tinygrad's), one of them")
+        # eps None: the machine epsilon of the dtype it computes in (float32 for half floats), as PyTorch's
+        self.normalized_shape, self.eps = _shape_arg(normalized_shape if normalized_shape is not None else dim), eps
+        # (tinygrad's name for the one-axis size)
+        self.dim = self.normalized_shape[-1] if self.normalized_shape else 1
+        self.weight = _host(np.ones(self.normalized_shape)) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
-        if x.ndim == 0 or x.shape[-1] != self.dim:
-            raise ShapeError(f"RMSNorm({self.dim}): input of shape {x.shape} doesn't end in {self.dim}")
+        n = len(self.normalized_shape)
+        if x.ndim < n or x.shape[x.ndim - n :] != self.normalized_shape:
+            shape = self.normalized_shape[0] if n == 1 else self.normalized_shape
+            raise ShapeError(f"RMSNorm({shape}): input of shape {x.shape} doesn't end in {shape}")
         eps = self.eps if self.eps is not None else _MACHINE_EPS.get(x.dtype, _MACHINE_EPS[dtypes.float32])
-        out = x * ((x * x).mean(-1, keepdim=True) + eps).rsqrt()
+        return self._scaled(x, eps)
+
+    @_in_float32
+    def _scaled(self, x: Tensor, eps: float) -> Tensor:
+        axes = tuple(range(x.ndim - len(self.normalized_shape), x.ndim))
+        out = x * ((x * x).mean(axes, keepdim=True) + eps).rsqrt()
         return out * self.weight if self.weight is not None else out
 
 
@@ -535,3 +697,183 @@ class GRUCell(_RecurrentCell):
         r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
         n = (inn + r * hn).tanh()
         return (1 - z) * n + z * h
+
+
+class Sequential:
+    """Call each layer in turn on the result of the previous one, as torch.nn.Sequential. The layers are attributes
+    named "0", "1", ... (or by the keys of a dict passed alone), so the state dict's keys are torch's ("0.weight",
+    "2.bias") and a torch Sequential's state dict loads as it is. A plain callable (`Tensor.relu`, a lambda) is a
+    layer too, as in tinygrad's `x.sequential([...])`; torch asks for a module there.
+
+    >>> from uopkit.nn.state import get_state_dict
+    >>> model = Sequential(Linear(3, 4), Tensor.relu, Linear(4, 2))
+    >>> model(Tensor.ones(5, 3)).shape, len(model), sorted(get_state_dict(model))
+    ((5, 2), 3, ['0.bias', '0.weight', '2.bias', '2.weight'])
+    """
+
+    # The instance's __dict__ holds its layers and nothing else: get_state_dict names them by attribute
+
+    def __init__(self, *layers: Callable[..., Any] | dict[str, Callable[..., Any]]) -> None:
+        if len(layers) == 1 and isinstance(layers[0], dict):
+            for name, layer in layers[0].items():
+                self._add(name, layer)
+        else:
+            for each in layers:
+                self.append(each)  # type: ignore[arg-type]
+
+    def _add(self, name: str, layer: Callable[..., Any]) -> None:
+        if not isinstance(name, str) or not name or "." in name or name.startswith("_"):
+            raise ValueError(
+                f"Sequential: layer name {name!r} must be a non-empty string without '.' and not starting with '_'"
+            )
+        if name in vars(self):
+            raise ValueError(f"Sequential: two layers named {name!r}")
+        if not callable(layer):
+            raise TypeError(
+                f"Sequential: layer {name} is a {type(layer).__name__}, which can't be called; pass layers or "
+                "functions of a Tensor such as Tensor.relu"
+            )
+        setattr(self, name, layer)
+
+    def append(self, layer: Callable[..., Any]) -> Sequential:
+        """Add a layer at the end, named by its position (torch's append)."""
+        self._add(str(len(self)), layer)
+        return self
+
+    def __call__(self, x: Any) -> Any:
+        for layer in self:
+            x = layer(x)
+        return x
+
+    def __len__(self) -> int:
+        return len(vars(self))
+
+    def __iter__(self) -> Iterator[Callable[..., Any]]:
+        return iter(list(vars(self).values()))
+
+    def __getitem__(self, idx: int | slice) -> Any:
+        items = list(vars(self).items())
+        if isinstance(idx, slice):
+            # the layers keep their names, as torch's slice does ("1.weight" stays "1.weight")
+            return Sequential(dict(items[idx]))
+        if not -len(items) <= idx < len(items):
+            raise IndexError(f"Sequential: index {idx} is out of range for {len(items)} layers")
+        return items[idx][1]
+
+    def __repr__(self) -> str:
+        inner = "".join(f"\n  ({k}): {getattr(v, '__name__', None) or type(v).__name__}" for k, v in vars(self).items())
+        return f"Sequential({inner}\n)" if inner else "Sequential()"
+
+
+class Dropout:
+    """Zero each element with probability p and scale the rest by 1 / (1 - p) under `Tensor.train()` (the global
+    training flag: torch's follows the module's own `.train()`/`.eval()`); the input itself otherwise.
+
+    >>> Dropout(0.5)(Tensor.ones(3)).tolist()
+    [1.0, 1.0, 1.0]
+    """
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p}")
+        self.p, self.inplace = p, inplace
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.inplace and Tensor.training:
+            return x._update_in_place(lambda: x.dropout(self.p), "dropout_")
+        return x.dropout(self.p)
+
+
+class ReLU:
+    """max(x, 0) as a layer (torch.nn.ReLU; inplace=True writes into x, as x.relu_()).
+
+    >>> ReLU()(Tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+
+    def __init__(self, inplace: bool = False) -> None:
+        self.inplace = inplace
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.relu_() if self.inplace else x.relu()  # type: ignore[attr-defined]
+
+
+class GELU:
+    """x * Phi(x) as a layer; approximate "none" (exact, erf) or "tanh", as torch.nn.GELU.
+
+    >>> GELU()(Tensor([0.0])).tolist()
+    [0.0]
+    """
+
+    def __init__(self, approximate: str = "none") -> None:
+        if approximate not in ("none", "tanh"):
+            # (torch's raises this at the first call)
+            raise ArgumentError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.gelu(approximate=self.approximate)
+
+
+class SiLU:
+    """x * sigmoid(x) as a layer (torch.nn.SiLU; inplace=True writes into x).
+
+    >>> SiLU()(Tensor([0.0])).tolist()
+    [0.0]
+    """
+
+    def __init__(self, inplace: bool = False) -> None:
+        self.inplace = inplace
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x._update_in_place(x.silu, "silu_") if self.inplace else x.silu()
+
+
+class Tanh:
+    """tanh as a layer (torch.nn.Tanh).
+
+    >>> Tanh()(Tensor([0.0])).tolist()
+    [0.0]
+    """
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.tanh()
+
+
+class Sigmoid:
+    """1 / (1 + exp(-x)) as a layer (torch.nn.Sigmoid).
+
+    >>> Sigmoid()(Tensor([0.0])).tolist()
+    [0.5]
+    """
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.sigmoid()
+
+
+class Flatten:
+    """Flatten axes start_dim..end_dim into one; by default all but the batch axis (torch.nn.Flatten).
+
+    >>> Flatten()(Tensor.ones(2, 3, 4)).shape
+    (2, 12)
+    """
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class Identity:
+    """Its input, unchanged; takes (and ignores) any arguments, as torch.nn.Identity.
+
+    >>> Identity(54, unused="x")(Tensor([1.0])).tolist()
+    [1.0]
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, x: Any) -> Any:
+        return x

@@ -25,6 +25,7 @@ from uopkit.gradient import carry_gradient_rule, compute_gradient, graph_of
 from uopkit.helpers import prod
 from uopkit.schedule import computed_from, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
+from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
 from uopkit.tensor import functional as _functional_module
@@ -36,6 +37,7 @@ from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import segments as _segments_module
 from uopkit.tensor import support
+from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
 from uopkit.tensor.functional import FunctionalMixin
@@ -71,7 +73,15 @@ def _wrapped_unsigned(value: int, dt: DType) -> int:
 
 
 class Tensor(
-    CreationMixin, MovementMixin, IndexingMixin, ElementwiseMixin, MathMixin, ReduceMixin, LinalgMixin, FunctionalMixin
+    CreationMixin,
+    MovementMixin,
+    IndexingMixin,
+    ElementwiseMixin,
+    MathMixin,
+    ReduceMixin,
+    LinalgMixin,
+    FunctionalMixin,
+    CompositeMixin,
 ):
     """A multi-dimensional array on a device, computed lazily.
 
@@ -401,9 +411,14 @@ class Tensor(
         if not dtypes.is_float(self.dtype):
             raise TypeError(f"{op}: only floating-point tensors have gradients, this one is {self.dtype}")
         if gradient is None:
-            if self.shape != ():
-                raise ShapeError(f"{op}: needs a scalar (a loss) or gradient=, got a tensor of shape {self.shape}")
-            return Tensor(1.0, device=self.device, dtype=self.dtype)
+            if self.numel() != 1:
+                raise ShapeError(f"{op}: needs one value (a loss) or gradient=, got a tensor of shape {self.shape}")
+            # (any one-element shape, as torch's: a loss of shape (1,) from a mean over (N, 1) outputs)
+            return (
+                Tensor.ones(*self.shape, device=self.device, dtype=self.dtype)
+                if self.shape
+                else Tensor(1.0, device=self.device, dtype=self.dtype)
+            )
         if gradient.shape != self.shape:
             raise ShapeError(f"{op}: gradient shape {gradient.shape} doesn't match the tensor's shape {self.shape}")
         return gradient.cast(self.dtype)
@@ -433,6 +448,7 @@ class Tensor(
 
 # the mixin modules and the shared helpers build Tensors: bind the class in each of them, now that it exists
 for _module in (
+    _composite_module,
     support,
     _creation_module,
     _movement_module,
