@@ -444,8 +444,8 @@ class IndexingMixin:
         # the lowerer folds into one load (a conjunction of one compare per axis it doesn't: every output was
         # compared with every element, 100 ms for a batch of random crops)
         sizes = tuple(self.shape[a] for a in axes)
-        picks = self.permute(rest + axes)._reshaped(rest_shape + (math.prod(sizes),))
-        out = picks._picked_along_last(_flat_index(tensors, sizes, bshape), bshape)
+        source = self.permute(rest + axes)._reshaped(rest_shape + (math.prod(sizes),))
+        out = source._picked_along_last(_flat_index(tensors, sizes, bshape), bshape)
         nb, nr = len(bshape), len(rest)
         if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
             # adjacent indexed axes: the broadcast index dims take their place
@@ -458,7 +458,7 @@ class IndexingMixin:
         # out[b..., rest...] = self[rest..., idx[b...]] for idx (of shape bshape) in range: a one-hot sum
         rest_shape, n = self.shape[:-1], self.shape[-1]
         nb, nr = len(bshape), len(rest_shape)
-        x = self.reshape((1,) * nb + self.shape)
+        x = self._reshaped((1,) * nb + self.shape)
         one_hot = idx.reshape(bshape + (1,) * (nr + 1)) == Tensor.arange(
             n, device=self.device, dtype=idx.dtype
         ).reshape((1,) * (nb + nr) + (n,))
