@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import math
+import shutil
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import pytest
 from uopkit.device import CompileError, compile_cache_stats
 from uopkit.uop.spec import SPEC_VERSION
 from uopkit_cpu import uopkit_backends
-from uopkit_cpu.compiler import CFLAGS, ClangCompiler, compiler_problem, find_cc, host_cpu_model
+from uopkit_cpu.compiler import CFLAGS, GCC_FLAGS, ClangCompiler, compiler_problem, find_cc, host_cpu_model
 from uopkit_cpu.runtime import ALIGNMENT, HUGE_PAGE, HUGE_PAGE_MIN, CPUAllocator, CPUProgram
 
 ADD_SRC = """
@@ -135,6 +137,41 @@ def test_cache_key_and_flags() -> None:
     assert compiler.cc[0] in compiler.cache_key
     # kernels keep IEEE semantics
     assert "-ffast-math" not in CFLAGS and "-fno-math-errno" in CFLAGS
+
+
+# sinf from libm, memset and (with a stack protector) __stack_chk_fail from libc, 128-bit division from libgcc
+NO_STDLIB_SRC = """
+#include <math.h>
+#include <string.h>
+double calls(int n) {
+  volatile char buf[64];
+  memset((char*)buf, 3, sizeof buf);
+  volatile _Float16 h = 1.5f;
+  volatile __int128 big = (__int128)1e30;
+  return sinf(0.5f) + n * buf[n] + (float)h + (double)(big / n);
+}
+"""
+
+
+def test_gcc_only_flags_go_to_gcc_alone(tmp_path) -> None:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no gcc on PATH")
+    compiler = ClangCompiler(cc=[gcc])
+    assert set(GCC_FLAGS) <= set(compiler.flags) and compiler.libs[-1] == "-lgcc"
+    # a library linked without the C runtime's start files still loads and calls libm, libc and libgcc
+    lib_path = tmp_path / "k.so"
+    lib_path.write_bytes(compiler.compile(NO_STDLIB_SRC))
+    lib = ctypes.CDLL(str(lib_path))
+    lib.calls.restype, lib.calls.argtypes = ctypes.c_double, [ctypes.c_int]
+    assert lib.calls(7) == pytest.approx(math.sin(0.5) + 7 * 3 + 1.5 + 1e30 // 7)
+    # a compiler that says it is clang gets the common flags only (clang rejects gcc's -fsimd-cost-model)
+    fake_clang = tmp_path / "clang"
+    fake_clang.write_text("#!/bin/sh\necho 'Debian clang version 16.0.6'\n")
+    fake_clang.chmod(0o755)
+    assert ClangCompiler(cc=[str(fake_clang)]).flags == CFLAGS
+    # flags given explicitly are used as they are
+    assert ClangCompiler(cc=[gcc], flags=("-shared", "-O1")).flags == ("-shared", "-O1")
 
 
 def test_cc_override(monkeypatch: pytest.MonkeyPatch) -> None:
