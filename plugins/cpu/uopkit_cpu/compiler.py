@@ -94,9 +94,9 @@ class ClangCompiler(Compiler):
         if found is None:
             raise RuntimeError(compiler_problem())
         self.cc = list(found)
-        is_gcc = flags is None and "clang" not in _compiler_version(tuple(self.cc)).lower()
-        self.flags = (CFLAGS + GCC_FLAGS if is_gcc else CFLAGS) if flags is None else tuple(flags)
-        self.libs = LIBS + GCC_LIBS if is_gcc else LIBS
+        self.flags, self.libs = (CFLAGS, LIBS) if flags is None else (tuple(flags), LIBS)
+        if flags is None and "clang" not in _compiler_version(tuple(self.cc)).lower():
+            self.flags, self.libs = CFLAGS + GCC_FLAGS, LIBS + GCC_LIBS
         from uopkit_cpu import __version__
 
         key = [f"cpu {__version__}", shlex.join(self.cc), _compiler_version(tuple(self.cc))]
