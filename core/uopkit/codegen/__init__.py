@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from uopkit.codegen.expander import expand
 from uopkit.codegen.linearizer import LinearizeError, linearize
 from uopkit.codegen.lowerer import lower_kernel
+from uopkit.codegen.merge import merge_axes
 from uopkit.codegen.opt import KernelPlan, Opt, apply_opts
 from uopkit.codegen.transcendental import decompositions_for, exp_rules
 from uopkit.dtype import index_dtype
@@ -170,7 +171,8 @@ def prepare_ast(ast: UOp) -> UOp:
 
 
 def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None, name: str | None = None) -> ProgramSpec:
-    """Kernel AST -> rendered ProgramSpec, with `opts` (default: chosen by `choose_opts`)."""
+    """Kernel AST -> rendered ProgramSpec, with `opts` (default: chosen by `choose_opts` for the AST with its adjacent
+    axes merged where every view allows, `merge.merge_axes`; given opts are for the AST's own axes)."""
     ast = prepare_ast(ast)
     if SPEC:
         from uopkit.uop.spec import verify_kernel_ast
@@ -180,6 +182,8 @@ def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None, nam
         print(ast)
     chosen = opts is None
     if opts is None:
+        # fewer, longer loops where the views allow (opts given by the caller are for the kernel's own axes)
+        ast = merge_axes(ast)
         opts = choose_opts(ast, renderer)
     plan = apply_opts(ast, opts, renderer)
     if DEBUG >= 3:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from uopkit.codegen import get_program, prepare_ast
+from uopkit.codegen.merge import merge_axes
 from uopkit.codegen.opt import Opt, OptError, OptOps, apply_opt, apply_opts, initial_plan
 from uopkit.codegen.opt.search import candidate_actions
 from uopkit.codegen.opt.verify import output_error, tolerance
@@ -141,9 +142,15 @@ def cases() -> dict[str, Case]:
     }
 
 
+def kernel_form(ast):  # noqa: ANN001, ANN201
+    """The AST that `get_program` chooses opts for (its adjacent axes merged where the views allow): the fuzzer's opts
+    are drawn and applied on it, as the heuristic's and BEAM's are."""
+    return merge_axes(prepare_ast(ast))
+
+
 def random_opts(ast, renderer: Renderer, rng: random.Random, n: int) -> list[Opt]:  # noqa: ANN001
     """Up to `n` opts, each drawn from those `apply_opt` accepts after the previous ones."""
-    plan = initial_plan(prepare_ast(ast))
+    plan = initial_plan(kernel_form(ast))
     opts: list[Opt] = []
     for _ in range(n):
         actions = candidate_actions(plan, renderer)
@@ -183,8 +190,9 @@ def _run(item, device: str, renderer: Renderer, opts: list[Opt]) -> list[np.ndar
     from uopkit.engine.realize import _buffer_for
 
     dev = Device[device]
-    spec = get_program(item.ast, renderer, opts)
-    plan = apply_opts(prepare_ast(item.ast), opts, renderer)
+    ast = kernel_form(item.ast)
+    spec = get_program(ast, renderer, opts)
+    plan = apply_opts(ast, opts, renderer)
     dims = work_group_dims(plan)
     launched = [d for d in (spec.local_size or ()) if d > 1]
     if renderer.caps.has_local and [d for d in dims if d > 1] != launched:
