@@ -98,6 +98,24 @@ def test_an_old_tensor_whose_node_a_realize_computes_reads_the_result():
     assert c.tolist() == [1.0, 3.0, 5.0, 7.0] and others[49].tolist() == [50.0, 50.0]
 
 
+def test_realizing_one_expression_again_looks_only_at_the_tensors_made_since(monkeypatch):
+    # `(a + 1)` is one hash-consed node, kept alive by what the first realize remembers for backward(): its number is
+    # old, yet every tensor that held it was moved off it then. Keeping each result must not make the next realize
+    # walk all the earlier ones; a tensor built on the node after that is still found and computed
+    a = Tensor(np.arange(3, dtype=np.float32)).realize()
+    kept = [(a + 1).realize() for _ in range(300)]
+    seen = _visits(monkeypatch)
+    kept += [(a + 1).realize() for _ in range(5)]
+    assert max(seen["changed"]) < 10, seen
+    lazy = a + 1
+    on_top = lazy * 2
+    again = (a + 1).realize()
+    assert lazy.uop.base.op is Ops.BUFFER and lazy.uop is again.uop and on_top.uop.src[0] is again.uop
+    a.assign(Tensor(np.zeros(3, np.float32))).realize()
+    assert lazy.tolist() == [1.0, 2.0, 3.0] and on_top.tolist() == [2.0, 4.0, 6.0]
+    assert kept[0].tolist() == [1.0, 2.0, 3.0] and (a + 1).tolist() == [1.0, 1.0, 1.0]
+
+
 def test_realizing_one_of_many_pending_values_walks_no_other_graph(monkeypatch):
     # a value no other node was built on is in no other tensor's graph: realizing them one by one (`[o.item() for o in
     # outs]`, a schedule-cache hit each) costs the same with 5 or 500 pending, not a walk of each pending graph per

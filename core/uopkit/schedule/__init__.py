@@ -194,6 +194,9 @@ _MOVEMENT = GroupOp.Movement
 computed_from = WeakKeyMap()
 # realized view -> the view it was over the old graph (`_remember_source`)
 realized_views = WeakKeyMap()
+# node -> the UOp clock when `update_tensors` last moved every live tensor off it: a tensor stamped earlier can't
+# hold it
+replaced_everywhere = WeakKeyMap()
 
 
 # buffers that one realize made several live tensors views of (two tensors whose graphs were the same hash-consed
@@ -330,12 +333,16 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     if not changed:
         return
     oldest = min(k.seq for k in changed)
+    # and a tensor that held a node when an earlier call replaced it everywhere was moved off it then: only tensors
+    # stamped since can hold it again (an expression realized over and over is one hash-consed node, kept alive by
+    # `computed_from`; without this every result kept since its first realize would be looked at again)
+    since = min(max(k.seq, replaced_everywhere.get(k, -1)) for k in changed)
     # (no node of `changed` is a source of another: only tensors whose node it is can hold one, no graph is walked)
     used = any(k.has_users for k in changed)
     if SPEC:
         live_tensors.check()
     landed: dict[UOp, list[Tensor]] = {}
-    for t in live_tensors.changed_since(oldest):
+    for t in live_tensors.changed_since(since):
         u = t.uop
         if u.seq < oldest or id(t) in skip:
             continue
@@ -360,6 +367,11 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     for base, sharing in landed.items():
         if len(sharing) > 1:
             shared_storage[base] = (shared_storage.get(base) or []) + [t._live_ref for t in sharing]
+    if not skip:
+        # (skipped tensors still hold their nodes until `rewire_to_copies`)
+        stamp = next(uop_seq)
+        for k in changed:
+            replaced_everywhere[k] = stamp
 
 
 def _replace_once(root: UOp, mapping: dict[UOp, UOp], reaches: dict[UOp, bool], memo: dict[UOp, UOp]) -> UOp:
