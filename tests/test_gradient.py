@@ -709,6 +709,19 @@ def test_backward_without_requires_grad() -> None:
         (Tensor([1.0, 2.0]) * 2).sum().backward()
 
 
+def test_backward_into_leaves_nobody_holds_any_more() -> None:
+    # as PyTorch: the leaf is a temporary, so the gradient lands where no one reads it, and that is not an error; the
+    # leaf that is still held gets its gradient
+    a = Tensor([1.0, 2.0, 3.0])
+    w = Tensor([1.0, 1.0, 1.0], requires_grad=True)
+    for _ in range(2):
+        assert (Tensor([1.0, 1.0, 1.0], requires_grad=True) * a).sum().backward() is not None
+    (Tensor([2.0, 2.0, 2.0], requires_grad=True) * w * a).sum().backward()
+    assert w.grad.tolist() == [2.0, 4.0, 6.0]
+    with pytest.raises(RuntimeError, match="no tensor with requires_grad"):
+        (Tensor([1.0, 1.0, 1.0]) * a).sum().backward()
+
+
 def test_gradient_of_unused_target() -> None:
     with pytest.raises(RuntimeError, match=r"not used"):
         Tensor([1.0]).sum().gradient(Tensor([2.0, 3.0]))

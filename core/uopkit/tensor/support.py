@@ -39,16 +39,24 @@ class TensorsWithGrad:
     Keyed by id: adding a tensor again replaces its entry, and a dead tensor's entry (its id free for another) is
     dropped by the next walk, or once the entries outgrow the last walk's count."""
 
-    __slots__ = ("_refs", "_limit")
+    __slots__ = ("_refs", "_limit", "_leaf_nodes")
 
     def __init__(self) -> None:
         self._refs: dict[int, weakref.ref[Any]] = {}
         self._limit = 1024
+        # the graphs the tensors had when given requires_grad, held weakly: a graph built on a leaf that is gone
+        # since (`(Tensor(x, requires_grad=True) * a).sum().backward()`) still depends on one, as in PyTorch
+        self._leaf_nodes = WeakKeyMap()
 
     def add(self, t: Any) -> None:
         self._refs[id(t)] = weakref.ref(t)
+        self._leaf_nodes[t.uop] = True
         if len(self._refs) > self._limit:
             self.live()
+
+    def was_given_requires_grad(self, nodes: Any) -> bool:
+        """Whether one of `nodes` was the graph of a tensor when it was given requires_grad (a leaf, maybe dropped)."""
+        return any(n in self._leaf_nodes for n in nodes)
 
     def live(self) -> list[Any]:
         """The live tensors whose requires_grad is (still) true, in the order they were first given it."""

@@ -393,6 +393,9 @@ class Tensor(
                     "backward: this tensor is already realized, so its graph is gone; call backward() before "
                     "realizing it (before .realize(), .item(), .numpy())"
                 )
+            if tensors_with_grad.was_given_requires_grad(in_graph):
+                # its leaves are gone (temporaries nobody holds): PyTorch computes gradients no one can read
+                return self
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
         grads = compute_gradient(root, root_grad.uop, {k for t in targets for k in wanting[t]}, in_graph)
         for t in targets:
