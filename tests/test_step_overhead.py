@@ -86,6 +86,27 @@ def test_a_realize_looks_at_the_tensors_that_changed_not_every_live_one(monkeypa
     assert lazy_early.tolist() == [3.0, 3.0, 3.0] and kept[1999].tolist() == [1999.0] * 3
 
 
+def test_assigns_walk_a_lazy_value_that_reads_none_of_their_buffers_once(monkeypatch):
+    # prepared batches kept lazy through a training loop: each step's assign must not walk all their graphs again.
+    # A value that reads the buffer, made later, is still found and keeps the old contents
+    import uopkit.schedule as schedule
+
+    a = Tensor(np.arange(3, dtype=np.float32)).realize()
+    w = Tensor(np.zeros(3, np.float32)).realize()
+    batches = [a * float(i) + 2 for i in range(200)]
+    w.assign(w + 1).realize()
+    walked = []
+    stored_reads = schedule.stored_reads
+    monkeypatch.setattr(schedule, "stored_reads", lambda roots, t: walked.append(len(roots)) or stored_reads(roots, t))
+    for _ in range(3):
+        w.assign(w + 1).realize()
+    reader = w * 10
+    w.assign(w + 1).realize()
+    assert max(walked) < 5, walked
+    assert reader.tolist() == [40.0, 40.0, 40.0] and w.tolist() == [5.0, 5.0, 5.0]
+    assert batches[199].tolist() == [2.0, 201.0, 400.0]
+
+
 def test_an_old_tensor_whose_node_a_realize_computes_reads_the_result():
     # realizing a graph points the other live tensors holding its nodes at the stored value, however old the tensor:
     # its stamp is when its graph last changed

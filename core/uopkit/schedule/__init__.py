@@ -498,15 +498,32 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     # a.assign(a + 10)`) can't run before the write nor after it: it reads a copy of the old contents
     computed_here = [t for t in tensors if _pending_store(t.uop) is None]
     # an assign still to run (`b.assign(a * 2)` before `a.assign(...)` runs) reads what its value reads, and it writes:
-    # run before the STORE it could undo the write's inputs, so it gets the copy, as a reader of the STORE does
-    values = [_pending_value(t.uop) for t in candidates]
+    # run before the STORE it could undo the write's inputs, so it gets the copy, as a reader of the STORE does.
+    # What a candidate reads is remembered with its graph: a lazy value that reads none of what the assigns of a
+    # training loop write (a list of prepared batches) is walked at the first of them, not at every step
+    key = tuple([b.seq for b in targets])  # (numbers: an entry must not keep a buffer alive; none is given twice)
+    known = _reads_of_root.get
+    answers: list[tuple[int, bool] | None] = []
+    walk: list[Tensor] = []
+    for t in candidates:
+        seen = known(t.uop)
+        answers.append(seen[1] if seen is not None and seen[0] == key else None)
+        if answers[-1] is None:
+            walk.append(t)
+    values = [_pending_value(t.uop) for t in walk]
     roots = [t.uop for t in computed_here]
-    roots += [v if v is not None else t.uop for t, v in zip(candidates, values, strict=True)]
-    # (one walk for both: their graphs overlap, the gradients share the forward pass)
+    roots += [v if v is not None else t.uop for t, v in zip(walk, values, strict=True)]
+    # (one walk for all: their graphs overlap, the gradients share the forward pass)
     reads = stored_reads(roots, targets)
     here = len(computed_here)
+    walked = iter(zip(walk, values, reads[here:], strict=True))
+    for i, answer in enumerate(answers):
+        if answer is None:
+            t, v, (m, st) = next(walked)
+            answers[i] = answer = (m, st or v is not None)
+            _reads_of_root[t.uop] = (key, answer)
     found = [(t, m, True) for t, (m, st) in zip(computed_here, reads[:here], strict=True) if m and st]
-    found += [(t, m, st or v is not None) for t, v, (m, st) in zip(candidates, values, reads[here:], strict=True) if m]
+    found += [(t, a[0], a[1]) for t, a in zip(candidates, answers, strict=True) if a is not None and a[0]]
     if not found:
         return none
     to_realize: dict[int, Tensor] = {}
@@ -552,6 +569,11 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     copy_of = {b: tensor_type(c) for b, c in copies.items()}
     later = [t for t, _, st in rewire if not st] if copies else []
     return PendingReads(list(to_realize.values()), list(copy_of.values()), copy_of, later)
+
+
+# a live value's graph -> (the node numbers of the buffers an assign wrote, what it reads of them: `stored_reads`'
+# answer, with whether it is an assign itself)
+_reads_of_root = WeakKeyMap()
 
 
 def _pending_store(u: UOp) -> UOp | None:
