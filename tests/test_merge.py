@@ -83,6 +83,17 @@ def test_views_decide_which_axes_merge_and_values_stay(name, view, ref, shape):
     np.testing.assert_allclose(out.numpy(), ref(x.numpy()), rtol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(2, 1, 3), (3, 1), (1, 4, 1, 2), (2, 1, 1, 3)])
+def test_a_flip_of_a_size_one_axis_flips_nothing_it_merges_with(shape):
+    # a size-1 axis merges with its neighbours whether or not it is flipped; its flip must not flip them
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    other = next(a for a, n in enumerate(shape) if n > 1)
+    for axis in [a for a, n in enumerate(shape) if n == 1]:
+        np.testing.assert_array_equal(Tensor(x).flip(axis).numpy(), np.flip(x, axis))
+        both = tuple(sorted((other, axis)))
+        np.testing.assert_array_equal((Tensor(x).flip(both) + 1).numpy(), np.flip(x, both) + 1)
+
+
 def test_a_reshape_of_a_permuted_view_merges_only_where_the_layouts_agree():
     # (2, 3, 8, 12) pooled 2x3 and its gradient scattered back: the reshapes split the image axes into windows, and
     # merging windows with other axes would need a division per element

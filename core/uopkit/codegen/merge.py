@@ -98,7 +98,8 @@ def _rebuilt_movement(u: UOp, runs: Runs, src: UOp) -> UOp:
     if u.op in (Ops.RESHAPE, Ops.EXPAND):
         arg: tuple = _merged(shape, runs)
     elif u.op is Ops.FLIP:
-        arg = tuple(any(u.arg[a] for a in g) for g in groups)
+        # (a flip of a size-1 axis does nothing: it must not flip the run it merges into)
+        arg = tuple(any(u.arg[a] for a in g if shape[a] != 1) for g in groups)
     elif u.op is Ops.PERMUTE:
         starts = sorted(u.arg[g[0]] for g in groups)
         arg = tuple(starts.index(u.arg[g[0]]) for g in groups)
