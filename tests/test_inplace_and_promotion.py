@@ -642,6 +642,12 @@ def test_reductions_and_shapes_found_by_the_second_sweep():
     assert x.std_mean(True)[0].item() == pytest.approx(t.std(True).item())
     assert Tensor([1, 2, 3]).cumsum(0, dtype=dtypes.float32).tolist() == [1.0, 3.0, 6.0]
     assert Tensor([1, 2, 3]).cumprod(dim=0, dtype="float64").dtype == dtypes.float64
+    # ... of a small int dtype: results of that dtype, wrapped around as torch's
+    small = np.array([[200, 100, 3, 120], [-7, 90, -128, 5]], np.int16)
+    for dt, tdt in ((dtypes.uint8, torch.uint8), (dtypes.int8, torch.int8), (dtypes.int16, torch.int16)):
+        for op in ("cumsum", "cumprod"):
+            ours, theirs = getattr(Tensor(small), op)(1, dtype=dt), getattr(torch.tensor(small), op)(1, dtype=tdt)
+            assert ours.dtype == dt and ours.tolist() == theirs.tolist(), (op, dt)
     # chunks of an empty axis: `chunks` empty pieces
     assert [c.shape for c in Tensor.zeros(2, 0).chunk(2, 1)] == [tuple(c.shape) for c in torch.zeros(2, 0).chunk(2, 1)]
     # einsum of one operand summed is a sum (small ints and bools counted in int32, not wrapped)

@@ -704,8 +704,10 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cumsum")
         if dtype is not None:
-            # torch's dtype=: the input cast first
-            return self.cast(to_dtype(dtype)).cumsum(axis)
+            # torch's dtype=: the input cast first, and the result of that dtype (a uint8 running sum wraps around; it
+            # is accumulated wider, which wraps to the same numbers)
+            dt = to_dtype(dtype)
+            return self.cast(dt).cumsum(axis).cast(dt)
         x = self.cast(_sum_acc_dtype(self.dtype))
         ret = x._cumalu(axis, Ops.ADD, "cumsum")
         if ret.uop is not x.uop and dtypes.is_float(x.dtype):
@@ -721,8 +723,10 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cumprod")
         if dtype is not None:
-            # torch's dtype=: the input cast first
-            return self.cast(to_dtype(dtype)).cumprod(axis)
+            # torch's dtype=: the input cast first, and the result of that dtype (a uint8 running sum wraps around; it
+            # is accumulated wider, which wraps to the same numbers)
+            dt = to_dtype(dtype)
+            return self.cast(dt).cumprod(axis).cast(dt)
         if self.dtype in dtypes.halves:
             # (each running product rounded once from float32, as PyTorch's)
             return self.cast(dtypes.float32).cumprod(axis).cast(self.dtype)
