@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -465,12 +466,13 @@ def test_nll_loss_with_every_target_ignored_has_a_zero_gradient():
 
 def test_interpolate_copies_unchanged_axes_and_picks_nearest_pixels_as_torch():
     f = torch.nn.functional
-    # an axis whose size a scale_factor leaves alone is copied, as torch's kernels (linear modes, nearest-exact, and
-    # 2-d nearest; bicubic and 1-d/3-d nearest resample)
+    # an axis whose size a scale_factor leaves alone is copied, as torch's kernels (linear modes and 2-d nearest;
+    # bicubic, nearest-exact and 1-d/3-d nearest resample: 8 wide by 1.1 drops a pixel)
     cases = [(1, "linear"), (2, "bilinear"), (3, "trilinear"), (2, "nearest"), (1, "nearest"), (2, "bicubic")]
-    for nsp, mode in cases:
+    cases += [(1, "nearest-exact"), (2, "nearest-exact"), (3, "nearest-exact"), (3, "nearest")]
+    for (nsp, mode), length in itertools.product(cases, (5, 8)):
         for sf in (1.1, 0.95):
-            x = np.arange(5.0**nsp, dtype=np.float32).reshape((1, 1) + (5,) * nsp)
+            x = np.arange(float(length) ** nsp, dtype=np.float32).reshape((1, 1) + (length,) * nsp)
             kw = {} if mode.startswith("nearest") else {"align_corners": False}
             sfs = (sf,) + (2.0,) * (nsp - 1)
             want = f.interpolate(torch.tensor(x), scale_factor=sfs, mode=mode, **kw).numpy()

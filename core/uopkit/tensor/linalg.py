@@ -808,8 +808,8 @@ class LinalgMixin:
             ax = 2 + i
             ratio = ratios[i] if ratios[i] is not None else L / O
             # an axis whose size doesn't change is copied whatever the scale_factor, as PyTorch's kernels do (its
-            # nearest mode only on 2-d images, its bicubic never)
-            copies = mode in ("linear", "bilinear", "trilinear", "nearest-exact") or (mode == "nearest" and nsp == 2)
+            # nearest mode only on 2-d images, its nearest-exact and bicubic never)
+            copies = mode in ("linear", "bilinear", "trilinear") or (mode == "nearest" and nsp == 2)
             if L == O and (ratio == 1 or copies):
                 continue
             pos = np.arange(O, dtype=np.float64)
