@@ -132,6 +132,22 @@ def test_tensor_sin_sqrt_exp_log_without_native_ops(bare_emulator):
     assert ops and not ops & {Ops.SIN, Ops.SQRT, Ops.EXP2, Ops.LOG2}
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cos_keeps_its_relative_accuracy_next_to_its_zeros(dtype):
+    # 1 - 2 sin(x/2)**2 cancelled to a few ulp of 1.0 there: cos(1.5707964) was 5.96e-08, not -4.37e-08
+    # (float32 reduces exactly below |x| = 12000: the odd multiples of pi/2 up to there)
+    x = ((np.arange(1, 3800) * 2 - 1) * (np.pi / 2)).astype(dtype)
+    x = np.concatenate([x, -x, np.random.default_rng(3).uniform(-1e4, 1e4, 4000).astype(dtype)])
+    want = np.cos(x.astype(np.float64))
+    got = Tensor(x).cos().numpy().astype(np.float64)
+    ulp = np.spacing(np.abs(want).astype(dtype)).astype(np.float64)
+    assert (np.abs(got - want) / ulp).max() <= (2.0 if dtype == np.float32 else 4.0)
+    # beyond the reduction's range, and the special values
+    big = np.array([1e5, -3e7, 1e30, np.inf, -np.inf, np.nan, -0.0], dtype)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(Tensor(big).cos().numpy(), np.cos(big), rtol=1e-6, atol=1e-6)
+
+
 def test_exp_polynomial_is_written_for_fma():
     # each step of exp's ln2 remainder and polynomial is one MULACC, a*b+c in one expression: C-style compilers
     # (OpenCL C, CUDA) contract only within an expression, and an FMA per step is faster and rounds once

@@ -44,6 +44,16 @@ _TANH_SERIES = (
 )
 
 
+# pi/2 in parts for cos's reduction x - k * pi/2: each part's product with an integer k below the limit on |x| is
+# exact, so the reduced argument keeps x's accuracy next to cos's zeros (float32: two short parts, k < 2**13, then
+# the float32 rest and what that leaves; float64: fdlibm's 33-bit parts, k < 2**20)
+_HALF_PI_PARTS_32 = ((1.5703125, 4.837512969970703125e-4, 7.549790126404332e-8, -1.7151244994428829e-15), 12000.0)
+_HALF_PI_PARTS_64 = (
+    (1.57079632673412561417e00, 6.07710050630396597660e-11, 2.02226624871116645580e-21, 8.47842766036889956997e-32),
+    1.6e6,
+)
+
+
 class MathMixin:
     __slots__ = ()
 
@@ -174,14 +184,33 @@ class MathMixin:
     @replayed
     @in_float32
     def cos(self) -> Tensor:
-        """Cosine, as 1 - 2 sin(x/2)**2 (x/2 is exact, so large arguments stay accurate).
+        """Cosine: x = k * pi/2 + r with |r| <= pi/4, then +-sin(r) or +-(1 - 2 sin(r/2)**2) by k's quadrant.
+
+        Next to cos's zeros (odd multiples of pi/2), 1 - 2 sin(x/2)**2 cancels to a few ulp of 1.0 (cos(1.5707964)
+        came out 5.96e-08 instead of -4.37e-08); sin(r) of the reduced r keeps the relative accuracy there. Beyond the
+        reduction's range (pi/2 is split in parts whose multiples by k are exact), 1 - 2 sin(x/2)**2, whose x/2 is
+        exact.
 
         >>> Tensor([0.0]).cos().tolist()
         [1.0]
         """
         x = self._float()
-        s = (x * 0.5).sin()
-        return 1 - 2 * s * s
+        parts, limit = _HALF_PI_PARTS_64 if x.dtype == dtypes.float64 else _HALF_PI_PARTS_32
+        # (any integer next to x * 2/pi will do: floor, cheaper than round's ties to even); k = 0 beyond the range, so
+        # that r = x and the even quadrant's formula gives 1 - 2 sin(x/2)**2
+        k = ((x < limit) & (x > -limit)).where((x * (2 / math.pi) + 0.5).floor(), 0)
+        r = x
+        for part in parts:
+            r = r - k * part
+        # k's quadrant from its bits, as 0/1 and +-1 factors: arithmetic, not selects on booleans, vectorizes best
+        quadrant = k.cast(dtypes.int32)
+        odd = (quadrant & 1).cast(x.dtype)
+        sign = (1 - ((quadrant + 1) & 2)).cast(x.dtype)
+        # one sine: sin(r) in the odd quadrants, else sin(r/2)
+        s = (r * (0.5 + 0.5 * odd)).sin()
+        out = (odd * s + (1 - odd) * (1 - 2 * s * s)) * sign
+        # -sin(x), given whole (the reduction's round has no derivative)
+        return _with_derivative(out, x, -x.sin())
 
     @replayed
     @in_float32
@@ -195,7 +224,8 @@ class MathMixin:
         x = self._float()
         # x = k * pi/2 + r with |r| <= pi/4, pi/2 in three parts (Cody-Waite) so that k * part is exact for |k| < 2**13:
         # sin(x) / cos(x) loses all relative accuracy (and the sign) next to the poles, where cos(x) ~ 0
-        k = (x * (2 / math.pi)).round()
+        # (any integer next to x * 2/pi will do: floor, cheaper than round's ties to even)
+        k = (x * (2 / math.pi) + 0.5).floor()
         r = x - k * 1.5703125 - k * 4.837512969970703125e-4 - k * 7.54978995489188216e-8
         half = r * 0.5
         s, c = r.sin(), 1 - 2 * half.sin() * half.sin()
