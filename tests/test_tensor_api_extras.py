@@ -311,3 +311,22 @@ def test_nonzero_as_torch():
         assert ours.dtype == dtypes.int32 and ours.shape == tuple(theirs.shape)
         assert ours.tolist() == theirs.tolist()
     assert Tensor([True, False, True]).nonzero().tolist() == [[0], [2]]
+
+
+def test_unary_plus_clip_in_place_and_recomputed_scale_factors_as_torch():
+    t = Tensor([1.0, -2.0])
+    assert +t is t
+    with pytest.raises(TypeError, match="bool"):
+        +Tensor([True])
+    w = Tensor([-1.0, 0.5, 5.0])
+    assert w.clip_(0, 2) is w and w.tolist() == [0.0, 0.5, 2.0]
+    # recompute_scale_factor: the output size from the scale, then positions mapped as for that size
+    f = torch.nn.functional
+    x = np.arange(30.0, dtype=np.float32).reshape(1, 1, 5, 6)
+    for mode in ("nearest", "bilinear", "nearest-exact"):
+        for sf in (1.3, (0.7, 2.5)):
+            want = f.interpolate(torch.tensor(x), scale_factor=sf, mode=mode, recompute_scale_factor=True).numpy()
+            got = Tensor(x).interpolate(scale_factor=sf, mode=mode, recompute_scale_factor=True).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{mode} {sf}")
+    with pytest.raises(ValueError, match="recompute_scale_factor"):
+        Tensor(x).interpolate(size=(3, 3), recompute_scale_factor=True)

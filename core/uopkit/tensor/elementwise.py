@@ -865,6 +865,12 @@ class ElementwiseMixin:
     def __abs__(self) -> Tensor:
         return self.abs()
 
+    def __pos__(self) -> Tensor:
+        # +t is t itself, as PyTorch's (which refuses it on bool tensors)
+        if self.dtype == dtypes.bool:
+            raise TypeError("unary +: not supported on a bool tensor (as PyTorch)")
+        return self
+
     def __radd__(self, x: Any) -> Tensor:
         return self.add(x, True)
 

@@ -753,9 +753,11 @@ class LinalgMixin:
         scale_factor: float | Sequence[float] | None = None,
         mode: str = "nearest",
         align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
     ) -> Tensor:
         """Resize the spatial axes (all but the first two) to `size`, or by `scale_factor` (the output is
-        floor(L * scale), and positions map back by 1 / scale, as PyTorch's default): mode "nearest" (the default),
+        floor(L * scale), and positions map back by 1 / scale, as PyTorch's default; with `recompute_scale_factor`
+        by input / output size, as for that `size`): mode "nearest" (the default),
         "nearest-exact", "linear" (bi/trilinear, separable), "bicubic" (4-d float input, PyTorch's cubic convolution
         with a = -0.75 and border taps clamped) or "area" (float input, adaptive_avg_pool2d to the new size), the
         arguments in torch.nn.functional.interpolate's order.
@@ -766,7 +768,11 @@ class LinalgMixin:
         if self.dtype in dtypes.halves and mode in ("linear", "bilinear", "trilinear", "bicubic", "area"):
             # in float32 and rounded once, as PyTorch (rounding each axis' pass and product to a half float left a
             # quarter of the values off by up to 5 ulp)
-            return self.float().interpolate(size, scale_factor, mode, align_corners).cast(self.dtype)
+            return (
+                self.float()
+                .interpolate(size, scale_factor, mode, align_corners, recompute_scale_factor)
+                .cast(self.dtype)
+            )
         if mode not in ("linear", "bilinear", "trilinear", "bicubic", "nearest", "nearest-exact", "area"):
             raise ArgumentError(
                 f"interpolate: unknown mode {mode!r}; use nearest, nearest-exact, linear, bilinear, trilinear, bicubic "
@@ -795,7 +801,10 @@ class LinalgMixin:
             if len(scales) != nsp or not all(f > 0 and math.isfinite(f) for f in scales):
                 raise ArgumentError(f"interpolate: scale_factor {scale_factor} must be {nsp} positive finite numbers")
             size = [int(math.floor(L * f)) for L, f in zip(self.shape[2:], scales, strict=True)]
-            ratios = [1 / f for f in scales]
+            if not recompute_scale_factor:
+                ratios = [1 / f for f in scales]
+        elif recompute_scale_factor:
+            raise ArgumentError("interpolate: recompute_scale_factor needs scale_factor, not size (as PyTorch)")
         out_size = _positive_n(size, nsp, "size", "interpolate")
         if mode == "area":
             return self._adaptive_pool(tuple(out_size), "interpolate")
