@@ -684,9 +684,14 @@ def _replay(
     if debug >= 1 and entry.steps:
         print(f"schedule: {len(entry.steps)} kernels (cached)")
     values, bounds = moved
-    if entry.launches is not None and not capturing and debug < 2 and not values:
-        # the common case, with nothing to capture or time: straight to the programs
-        for program, slots, global_size, local_size, vals in entry.launches:
+    if entry.launches is not None and not capturing and debug < 2:
+        # the common case, with nothing to capture or time: straight to the programs (a step whose window or constant
+        # moved takes its new launch values)
+        for i, (program, slots, global_size, local_size, vals) in enumerate(entry.launches):
+            if values and i in values:
+                runner = entry.steps[i].runner
+                assert runner is not None
+                vals = runner.spec.launch_values(values[i])
             program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size, vals=vals)
         stats["kernels_run"] += len(entry.launches)
     else:
