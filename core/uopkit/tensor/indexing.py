@@ -1038,8 +1038,6 @@ class IndexingMixin:
         """self clamped to [min, max] in place (torch.Tensor.clamp_)."""
         return self._update_in_place(lambda: self.clamp(min, max), "clamp_")
 
-    clip_ = clamp_
-
     def uniform_(self, low: float = 0.0, high: float = 1.0) -> Tensor:
         """Every element drawn from U[low, high) in place (torch.Tensor.uniform_; Tensor.manual_seed seeds it)."""
         return self._update_in_place(

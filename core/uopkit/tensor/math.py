@@ -425,6 +425,10 @@ class MathMixin:
 
     clamp = clip
 
+    def clip_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
+        """clamp_'s PyTorch alias: self clamped to [min, max] in place."""
+        return self.clamp_(min, max)
+
     def clamp_min(self, min: Any) -> Tensor:  # noqa: A002 - torch's name
         """clamp(min=min)."""
         return self.clip(min=min)
