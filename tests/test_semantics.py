@@ -1092,8 +1092,10 @@ def test_adaptive_pools_match_torch(op: str) -> None:
         np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
         assert ours.grad is not None and theirs.grad is not None
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
-    with pytest.raises(ShapeError, match="must be positive"):
-        getattr(Tensor(x), op)((0, 2))
+    # an output size of 0 is an empty result, as torch's; a negative one is refused
+    assert getattr(Tensor(x), op)((0, 2)).shape == tuple(theirs_fn(torch.tensor(x), (0, 2)).shape) == (1, 2, 0, 2)
+    with pytest.raises(ShapeError, match="must not be negative"):
+        getattr(Tensor(x), op)((-1, 2))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -330,3 +330,18 @@ def test_unary_plus_clip_in_place_and_recomputed_scale_factors_as_torch():
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{mode} {sf}")
     with pytest.raises(ValueError, match="recompute_scale_factor"):
         Tensor(x).interpolate(size=(3, 3), recompute_scale_factor=True)
+
+
+def test_area_resize_to_nothing_and_gathers_from_a_0d_tensor_as_torch():
+    f = torch.nn.functional
+    x = np.arange(6.0, dtype=np.float32).reshape(1, 1, 2, 3)
+    for sf in (0.4, (0.4, 1.0), 0.2):
+        want = f.interpolate(torch.tensor(x), scale_factor=sf, mode="area")
+        assert Tensor(x).interpolate(scale_factor=sf, mode="area").shape == tuple(want.shape)
+    assert Tensor(x).adaptive_max_pool2d((0, 2)).shape == (1, 1, 0, 2)
+    with pytest.raises(ShapeError, match="negative"):
+        Tensor(x).adaptive_avg_pool2d((-1, 2))
+    with pytest.raises(ValueError, match="positive"):
+        Tensor(x).interpolate(scale_factor=0.2, mode="nearest")
+    assert Tensor(5.0).gather(0, Tensor([0, 0])).tolist() == torch.tensor(5.0).gather(0, torch.tensor([0, 0])).tolist()
+    assert Tensor(5.0).gather(0, Tensor(0)).tolist() == 5.0

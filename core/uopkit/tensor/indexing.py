@@ -612,9 +612,9 @@ class IndexingMixin:
         dim = _normalize_axis(dim, self.ndim, "gather", self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
             raise TypeError("gather: index must be an integer tensor")
-        if self.ndim == 0 and index.ndim == 0:
-            # a 0-d tensor gathers as one element along a single axis, as PyTorch's
-            return self.reshape(1).gather(0, index.reshape(1)).reshape(())
+        if self.ndim == 0 and index.ndim <= 1:
+            # a 0-d tensor gathers as one element along a single axis, as PyTorch's (a 1-d index: that many reads)
+            return self.reshape(1).gather(0, index.reshape(-1)).reshape(index.shape)
         if index.ndim != self.ndim or any(
             i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
         ):

@@ -704,9 +704,15 @@ class LinalgMixin:
             raise ShapeError(f"{op}: output size {tuple(sizes)} has more dims than the input shape {self.shape}")
         spatial = self.shape[-n:]
         out = tuple(L if O is None else int(O) for L, O in zip(spatial, sizes, strict=True))
-        if any(O <= 0 for O in out) or any(L == 0 for L in spatial):
-            raise ShapeError(f"{op}: output size {tuple(sizes)} must be positive, for a non-empty input {self.shape}")
+        if any(O < 0 for O in out):
+            raise ShapeError(f"{op}: output size {tuple(sizes)} must not be negative")
+        if any(L == 0 for L in spatial):
+            raise ShapeError(f"{op}: the input {self.shape} is empty along a pooled axis (as PyTorch, that's refused)")
         is_max = op == "adaptive_max_pool2d"
+        if 0 in out:
+            # no windows: an empty result, as PyTorch's (an "area" resize by a scale that rounds an axis to 0)
+            dt = self.dtype if is_max else self._float().dtype
+            return Tensor.zeros(*self.shape[:-n], *out, device=self.device, dtype=dt)
         if all(L % O == 0 for L, O in zip(spatial, out, strict=True)):
             kernel = tuple(L // O for L, O in zip(spatial, out, strict=True))
             # (an integer input averages to floats, as on the uneven path)
@@ -805,9 +811,10 @@ class LinalgMixin:
                 ratios = [1 / f for f in scales]
         elif recompute_scale_factor:
             raise ArgumentError("interpolate: recompute_scale_factor needs scale_factor, not size (as PyTorch)")
-        out_size = _positive_n(size, nsp, "size", "interpolate")
         if mode == "area":
-            return self._adaptive_pool(tuple(out_size), "interpolate")
+            # (an axis resized to 0 is an empty result there, as PyTorch's; the other modes refuse it, as its)
+            return self._adaptive_pool(_tuple_n(size, nsp, "size"), "interpolate")
+        out_size = _positive_n(size, nsp, "size", "interpolate")
         # an integer image stays one: each axis (the last first) resized, then rounded (uint8 as PyTorch's: 16-bit
         # fixed-point weights)
         as_int = not mode.startswith("nearest") and not dtypes.is_float(self.dtype)
