@@ -723,8 +723,8 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cumprod")
         if dtype is not None:
-            # torch's dtype=: the input cast first, and the result of that dtype (a uint8 running sum wraps around; it
-            # is accumulated wider, which wraps to the same numbers)
+            # torch's dtype=: the input cast first, and the result of that dtype (as cumsum's: a product accumulated
+            # wider wraps to the same numbers)
             dt = to_dtype(dtype)
             return self.cast(dt).cumprod(axis).cast(dt)
         if self.dtype in dtypes.halves:
