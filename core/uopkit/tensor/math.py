@@ -44,14 +44,29 @@ _TANH_SERIES = (
 )
 
 
-# pi/2 in parts for cos's reduction x - k * pi/2: each part's product with an integer k below the limit on |x| is
-# exact, so the reduced argument keeps x's accuracy next to cos's zeros (float32: two short parts, k < 2**13, then
-# the float32 rest and what that leaves; float64: fdlibm's 33-bit parts, k < 2**20)
-_HALF_PI_PARTS_32 = ((1.5703125, 4.837512969970703125e-4, 7.549790126404332e-8, -1.7151244994428829e-15), 12000.0)
+# pi/2 in parts for cos's and tan's reduction x - k * pi/2: each part's product with an integer k below the limit on
+# |x| is exact, and so is each difference (short parts), so the reduced argument keeps x's accuracy next to cos's
+# zeros without relying on the compiler to fuse a product and a difference into an FMA (PoCL doesn't). float32: parts
+# of at most 11 bits, k < 2**13, then what they leave rounded; float64: fdlibm's 33-bit parts, k < 2**20
+_HALF_PI_PARTS_32 = (
+    (1.5703125, 4.837512969970703125e-4, 7.549533620476723e-08, 2.5632829192545614e-12, 6.123234262925839e-17),
+    12000.0,
+)
 _HALF_PI_PARTS_64 = (
     (1.57079632673412561417e00, 6.07710050630396597660e-11, 2.02226624871116645580e-21, 8.47842766036889956997e-32),
     1.6e6,
 )
+
+
+def _reduce_half_pi(x: Tensor) -> tuple[Tensor, Tensor]:
+    """x = k * pi/2 + r with |r| <= pi/4 (about), for cos and tan; k = 0 (r = x) beyond the parts' range."""
+    parts, limit = _HALF_PI_PARTS_64 if x.dtype == dtypes.float64 else _HALF_PI_PARTS_32
+    # (any integer next to x * 2/pi will do: floor, cheaper than round's ties to even)
+    k = ((x < limit) & (x > -limit)).where((x * (2 / math.pi) + 0.5).floor(), 0)
+    r = x
+    for part in parts:
+        r = r - k * part
+    return k, r
 
 
 class MathMixin:
@@ -195,13 +210,8 @@ class MathMixin:
         [1.0]
         """
         x = self._float()
-        parts, limit = _HALF_PI_PARTS_64 if x.dtype == dtypes.float64 else _HALF_PI_PARTS_32
-        # (any integer next to x * 2/pi will do: floor, cheaper than round's ties to even); k = 0 beyond the range, so
-        # that r = x and the even quadrant's formula gives 1 - 2 sin(x/2)**2
-        k = ((x < limit) & (x > -limit)).where((x * (2 / math.pi) + 0.5).floor(), 0)
-        r = x
-        for part in parts:
-            r = r - k * part
+        # (beyond the reduction's range k = 0 and r = x: the even quadrant's 1 - 2 sin(x/2)**2)
+        k, r = _reduce_half_pi(x)
         # k's quadrant from its bits, as 0/1 and +-1 factors: arithmetic, not selects on booleans, vectorizes best
         quadrant = k.cast(dtypes.int32)
         odd = (quadrant & 1).cast(x.dtype)
@@ -222,16 +232,14 @@ class MathMixin:
         """
         # (half floats in float32, `in_float32`: the exact products below need float32's bits)
         x = self._float()
-        # x = k * pi/2 + r with |r| <= pi/4, pi/2 in three parts (Cody-Waite) so that k * part is exact for |k| < 2**13:
-        # sin(x) / cos(x) loses all relative accuracy (and the sign) next to the poles, where cos(x) ~ 0
-        # (any integer next to x * 2/pi will do: floor, cheaper than round's ties to even)
-        k = (x * (2 / math.pi) + 0.5).floor()
-        r = x - k * 1.5703125 - k * 4.837512969970703125e-4 - k * 7.54978995489188216e-8
+        # x = k * pi/2 + r with |r| <= pi/4, as in cos: sin(x) / cos(x) loses all relative accuracy (and the sign) next
+        # to the poles, where cos(x) ~ 0
+        k, r = _reduce_half_pi(x)
         half = r * 0.5
         s, c = r.sin(), 1 - 2 * half.sin() * half.sin()
         odd = (k * 0.5).floor() != k * 0.5
-        reduced = odd.where(-c / s, s / c)
-        out = (x.abs() < 12000).where(reduced, x.sin() / x.cos())
+        # (beyond the reduction's range k = 0: sin(x) / cos(x) as it is)
+        out = odd.where(-c / s, s / c)
         # (tan(+-0) is that zero: the reduction above gives -0.0 - -0.0 = +0.0)
         out = (x == 0).where(x, out)
         # 1 / cos(x)^2, given whole: the chain through both branches meets 0 * inf at 0 (the unused -c / s)
