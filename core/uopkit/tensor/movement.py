@@ -15,6 +15,7 @@ from uopkit.dtype import (
     least_upper_dtype,
 )
 from uopkit.helpers import prod
+from uopkit.tensor.rearrange import rearrange
 from uopkit.tensor.support import (
     _A_RESHAPED_COPY,
     ArgumentError,
@@ -438,6 +439,15 @@ class MovementMixin:
                 f"unflatten: sizes {sizes} don't multiply to {self.shape[dim]} (axis {dim} of {self.shape})"
             )
         return self.reshape(self.shape[:dim] + sizes + self.shape[dim + 1 :])
+
+    def rearrange(self, pattern: str, **sizes: int) -> Tensor:
+        """Reshape and permute by an einops pattern (see `uopkit.tensor.rearrange`): names for the axes on both sides
+        of "->", groups in parentheses split (left) or merge (right) axes, "..." for the axes not named.
+
+        >>> Tensor.zeros(2, 3, 12).rearrange("b c (h w) -> b h w c", h=3).shape
+        (2, 3, 4, 3)
+        """
+        return rearrange(self, pattern, sizes)  # type: ignore[arg-type]
 
     @_returns_copy
     def pixel_shuffle(self, upscale_factor: int) -> Tensor:
