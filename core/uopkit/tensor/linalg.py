@@ -685,7 +685,7 @@ class LinalgMixin:
         avg_pool2d; others a masked sum per axis over each window's length.
 
         >>> Tensor.arange(6).reshape(1, 2, 3).float().adaptive_avg_pool2d((1, 2)).tolist()
-        [[[1.5, 3.5]]]
+        [[[2.0, 3.0]]]
         """
         return self._adaptive_pool(output_size, "adaptive_avg_pool2d")
 

@@ -28,6 +28,7 @@ from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
+from uopkit.tensor import factorize as _factorize_module
 from uopkit.tensor import functional as _functional_module
 from uopkit.tensor import indexing as _indexing_module
 from uopkit.tensor import linalg as _linalg_module
@@ -40,6 +41,7 @@ from uopkit.tensor import support
 from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
+from uopkit.tensor.factorize import FactorizeMixin
 from uopkit.tensor.functional import FunctionalMixin
 from uopkit.tensor.indexing import IndexingMixin
 from uopkit.tensor.linalg import LinalgMixin
@@ -80,6 +82,7 @@ class Tensor(
     MathMixin,
     ReduceMixin,
     LinalgMixin,
+    FactorizeMixin,
     FunctionalMixin,
     CompositeMixin,
 ):
@@ -461,6 +464,7 @@ for _module in (
     _math_module,
     _reduce_module,
     _linalg_module,
+    _factorize_module,
     _functional_module,
     _replay_module,
 ):
