@@ -16,7 +16,7 @@ from uopkit.helpers import Context
 from uopkit.jit import TinyJit
 from uopkit.nn import BatchNorm2d
 from uopkit.nn.optim import SGD, Adam
-from uopkit.tensor import ArgumentError, ShapeError
+from uopkit.tensor import ArgumentError, EmptyReduceError, ShapeError
 from uopkit.uop.ops import Ops
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1867,3 +1867,53 @@ def test_a_write_through_detach_is_unseen_by_autograd_as_torch(how: str) -> None
     (ty * 5).sum().backward()
     assert y.tolist() == ty.tolist()
     assert x.grad is not None and x.grad.tolist() == tx.grad.tolist()
+
+
+def test_a_0d_index_tensor_is_an_int_as_torch() -> None:
+    # numpy's rule counted it as an advanced index, parting the others: (2, 3) where torch gives (3, 2), and the
+    # same index in a setitem refused a value of torch's shape
+    x, tx = Tensor.arange(24).reshape(2, 3, 4), torch.arange(24).reshape(2, 3, 4)
+    i, ti = Tensor(1), torch.tensor(1)
+    cases = [
+        ((i, slice(None), Tensor([0, 1])), (ti, slice(None), torch.tensor([0, 1]))),
+        ((i, None, Tensor([0, 2])), (ti, None, torch.tensor([0, 2]))),
+        ((Tensor([0, 1]), i, Tensor([0, 2])), (torch.tensor([0, 1]), ti, torch.tensor([0, 2]))),
+        ((slice(None), Tensor([[1], [0]]), i), (slice(None), torch.tensor([[1], [0]]), ti)),
+    ]
+    for index, tindex in cases:
+        want = tx[tindex]
+        np.testing.assert_array_equal(x[index].numpy(), want.numpy())
+        y, ty = Tensor.zeros(2, 3, 4).contiguous(), torch.zeros(2, 3, 4)
+        value = np.arange(want.numel(), dtype=np.float32).reshape(want.shape) + 1
+        y[index] = Tensor(value)
+        ty[tindex] = torch.from_numpy(value)
+        np.testing.assert_array_equal(y.numpy(), ty.numpy())
+
+
+def test_integer_power_wraps_as_torch() -> None:
+    # computed in float64 it was exact only to 2**53: 3 ** 100 in int32 gave 0 (torch: -818408495)
+    for dt, tdt in ((dtypes.int32, torch.int32), (dtypes.int64, torch.int64), (dtypes.int8, torch.int8)):
+        a = [-3, -2, -1, 0, 1, 2, 3, 7, 100]
+        e = [0, 1, 2, 5, 9, 31, 40, 63, 100, -1, -2]
+        grid_a = [x for x in a for _ in e]
+        grid_e = e * len(a)
+        got = Tensor(grid_a, dtype=dt) ** Tensor(grid_e, dtype=dt)
+        want = torch.tensor(grid_a, dtype=tdt) ** torch.tensor(grid_e, dtype=tdt)
+        assert got.tolist() == want.tolist(), dt
+        assert (Tensor(a, dtype=dt) ** 40).tolist() == (torch.tensor(a, dtype=tdt) ** 40).tolist()
+    assert (2 ** Tensor([100, 62, 63], dtype=dtypes.int64)).tolist() == [0, 2**62, -(2**63)]
+
+
+def test_empty_scatter_reduce_extremes_and_bool_max() -> None:
+    none = Tensor.zeros(0, dtype=dtypes.int64)
+    for reduce in ("amax", "amin"):
+        for include_self in (True, False):
+            out = Tensor([1.0, 2.0, 3.0]).scatter_reduce(0, none, Tensor([5.0]), reduce, include_self=include_self)
+            assert out.tolist() == [1.0, 2.0, 3.0]
+    # a bool max over nothing raises as the other dtypes' (it was any(): False)
+    with pytest.raises(EmptyReduceError):
+        Tensor.zeros(0, dtype=dtypes.bool).max()
+    with pytest.raises(EmptyReduceError):
+        Tensor.zeros(3, 0, dtype=dtypes.bool).max(1)
+    assert Tensor.zeros(3, 0, dtype=dtypes.bool).max(0).shape == (0,)
+    assert Tensor.zeros(0, dtype=dtypes.bool).any().item() is False

@@ -447,11 +447,12 @@ class IndexingMixin:
         source = self.permute(rest + axes)._reshaped(rest_shape + (math.prod(sizes),))
         out = source._picked_along_last(_flat_index(tensors, sizes, bshape), bshape)
         nb, nr = len(bshape), len(rest)
-        if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
-            # adjacent indexed axes: the broadcast index dims take their place
-            p = axes[0]
-            order = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, nb + nr))
-            out = out.permute(order)
+        # adjacent indexed axes: the broadcast index dims take their place (a 0-d index is an int, as PyTorch's rule
+        # and not numpy's: its axis goes, it doesn't part the others)
+        kept = [a for a in range(self.ndim) if not any(a == b and idx.ndim == 0 for b, idx in tensors)]
+        if (at := [kept.index(a) for a, idx in tensors if idx.ndim]) and at == list(range(at[0], at[0] + len(at))):
+            p = at[0]
+            out = out.permute(list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, nb + nr)))
         return out
 
     def _picked_along_last(self, idx: Tensor, bshape: tuple[int, ...]) -> Tensor:
@@ -776,7 +777,7 @@ class IndexingMixin:
             return self.float().scatter_reduce(dim, index, wide, reduce, include_self).cast(self.dtype)
         dim, src = self._scatter_inputs(dim, index, src, "scatter_reduce")
         if reduce in ("amax", "amin"):
-            extreme = self._scatter_extreme(dim, index, src, reduce, include_self)
+            extreme = segments.scatter_extreme(self, dim, index, src, reduce, include_self)
             return segments.with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
         if reduce != "prod":
             sorted_form = self._scatter_by_sorting(dim, index, src, reduce, include_self)
@@ -796,21 +797,6 @@ class IndexingMixin:
             return any_hit.where(mean.cast(dt), self)
         total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
         return self * total if include_self else any_hit.where(total, self)
-
-    def _scatter_extreme(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
-        # scatter_reduce amax or amin, by sorting where large, else one-hot
-        sorted_form = self._scatter_by_sorting(dim, index, src, reduce, include_self)
-        if sorted_form is not None:
-            return sorted_form
-        hit, vals = self._one_hot_writes(dim, index, src)
-        dt, inv = self.dtype, reduce == "amin"
-        v = vals._inverse() if inv else vals
-        low = Tensor(dtypes.min(dt), device=self.device, dtype=dt)
-        best = hit.where(v, low)._reduce(Ops.MAX, -1)
-        best = best._inverse() if inv else best
-        if include_self:
-            best = best.minimum(self) if inv else best.maximum(self)
-        return hit.any(-1).where(best, self)
 
     def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: float = 1) -> Tensor:
         """A copy of self with alpha * source's slice i (along dim) added to self's slice index[i], repeated indices

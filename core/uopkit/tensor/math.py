@@ -69,6 +69,25 @@ def _reduce_half_pi(x: Tensor) -> tuple[Tensor, Tensor]:
     return k, r
 
 
+def _integer_power(a: Tensor, b: Tensor, bits: int | None) -> Tensor:
+    """a ** b of ints by squaring, in their own dtype: it wraps where the power leaves the dtype's range, as torch's
+    (3 ** 100 in int32 is -818408495; a float64 power was exact only up to 2**53). A negative power truncates to 0,
+    except for 1 and -1 (0 ** -1 is 0, as torch's). `bits`: how many of b's low bits can be set, when known."""
+    dt = a.dtype
+    if bits is None:
+        bits = 8 * dt.itemsize - (0 if dtypes.is_unsigned(dt) else 1)
+    ret, square = Tensor.ones(a.shape, device=a.device, dtype=dt), a
+    for i in range(bits):
+        ret = ((b >> i) & 1).cast(dtypes.bool).where(ret * square, ret)
+        if i + 1 < bits:
+            square = square * square
+    if dtypes.is_unsigned(dt):
+        return ret
+    odd = (b & 1).cast(dtypes.bool)
+    negative_power = (a == 1).where(1, (a == -1).where(odd.where(-1, 1), 0)).cast(dt)
+    return (b < 0).where(negative_power, ret)
+
+
 class MathMixin:
     __slots__ = ()
 
@@ -485,12 +504,8 @@ class MathMixin:
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
         if dtypes.is_int(a.dtype):
-            # an integer power computed in float64 (exact up to 2**53), as torch gives an int result; a negative
-            # power truncates to 0 (but 1 and -1 stay +-1), 0 to a negative power too (torch's), not 1/0
-            ret = a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64))
-            # through int64, so that a power past the dtype's range wraps into it, as torch's (16 ** 15 in int32 is 0),
-            # where a float64 cast straight to int32 saturates
-            return ((a == 0) & (b < 0)).where(0.0, ret).cast(dtypes.int64).cast(a.dtype)
+            known = x.bit_length() if not reverse and isinstance(x, int) and x >= 0 else None
+            return _integer_power(a, b, known)
         return a._alu(Ops.POW, b)
 
     def __pow__(self, x: Any) -> Tensor:

@@ -190,6 +190,9 @@ class ReduceMixin:
             if isinstance(dim, int):
                 self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "max", self.shape), "max")
                 return self._values_at(self.argmax(axis, keepdim=True), axis, keepdim, "max")
+        if self.dtype == dtypes.bool and 0 in self.shape and any(self.shape[a] == 0 for a in self._axes(axis, "max")):
+            # (a bool MAX is any(), which has an identity; max has none, as for the other dtypes)
+            raise EmptyReduceError(f"max: reducing an empty axis has no identity (shape {self.shape})")
         return self._reduce(Ops.MAX, axis, keepdim)
 
     def _values_at(self, indices: Tensor, axis: Any, keepdim: bool, op: str) -> ValuesIndices:

@@ -4,7 +4,7 @@ a gather (one load at an index) or an elementwise pass, so a scatter of m writes
 m log^2 m + n log m instead of the n * m compares of a one-hot mask (1e5 writes into 1e6 targets: seconds). The
 one-hot form stays for small scatters: one fused kernel, where this is a few dozen. Also here: PyTorch's binary
 search (searchsorted), a sorted membership test (isin), the gradient of a large gather or pick, a scatter-add of
-the incoming gradient by sorting, and scatter_reduce's amax/amin gradient."""
+the incoming gradient by sorting, and scatter_reduce's amax/amin with its gradient."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from uopkit.dtype import dtypes
 from uopkit.gradient import set_gradient
-from uopkit.uop.ops import UOp
+from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -203,6 +203,25 @@ def pick_gradient_by_sorting(
     set_gradient(out.uop, (x.uop,), rule)
 
 
+def scatter_extreme(base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
+    """base.scatter_reduce(dim, index, src, "amax" or "amin"), by sorting where large, else one-hot; no index at
+    all leaves base as it is (a copy), as torch's."""
+    if index.numel() == 0:
+        return base.clone()
+    sorted_form = base._scatter_by_sorting(dim, index, src, reduce, include_self)
+    if sorted_form is not None:
+        return sorted_form
+    hit, vals = base._one_hot_writes(dim, index, src)
+    dt, inv = base.dtype, reduce == "amin"
+    v = vals._inverse() if inv else vals
+    low = Tensor(dtypes.min(dt), device=base.device, dtype=dt)
+    best = hit.where(v, low)._reduce(Ops.MAX, -1)
+    best = best._inverse() if inv else best
+    if include_self:
+        best = best.minimum(base) if inv else best.maximum(base)
+    return hit.any(-1).where(best, base)
+
+
 def with_extreme_gradient(
     result: Tensor, base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool
 ) -> Tensor:
@@ -215,7 +234,7 @@ def with_extreme_gradient(
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
         # (the result computed again from the inputs: the rule must not hold the node it is the gradient of)
-        out = old._scatter_extreme(dim, at, writes, reduce, include_self)
+        out = scatter_extreme(old, dim, at, writes, reduce, include_self)
         grad = Tensor(g)
         own = (old == out).cast(grad.dtype)
         ties = (writes == out._gather_checked(dim, at)).cast(grad.dtype)
