@@ -1,5 +1,7 @@
 """Tensor.qr and Tensor.svd against numpy's LAPACK (the conventions PyTorch's CPU results follow)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,35 @@ def test_svd_float64_gradient_empty_and_errors():
     assert (u.shape, s.shape, vh.shape) == ((2, 0, 0), (2, 0), (2, 3, 3))
     with pytest.raises(ArgumentError, match="svd: the input has values that aren't finite"):
         Tensor([[1.0, float("nan")], [0.0, 1.0]]).svd()
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 2e-5), (np.float64, 1e-12)])
+def test_det_slogdet_inverse_match_lapack(dtype, rtol):
+    a = RNG.standard_normal((2, 5, 5)).astype(dtype)
+    np.testing.assert_allclose(Tensor(a).det().numpy(), np.linalg.det(a), rtol=rtol * 10)
+    sign, log_abs = Tensor(a).slogdet()
+    want_sign, want_log = np.linalg.slogdet(a)
+    np.testing.assert_array_equal(sign.numpy(), want_sign)
+    np.testing.assert_allclose(log_abs.numpy(), want_log, rtol=rtol * 10)
+    np.testing.assert_allclose(Tensor(a).inverse().numpy(), np.linalg.inv(a), rtol=rtol * 100, atol=rtol * 100)
+    # an odd permutation: no rounding anywhere, det -1, logdet of a negative determinant NaN
+    swap = np.array([[0.0, 1.0], [1.0, 0.0]], dtype)
+    assert Tensor(swap).det().item() == -1.0 and math.isnan(Tensor(swap).logdet().item())
+    np.testing.assert_array_equal(Tensor(swap).inverse().numpy(), swap)
+
+
+def test_det_and_inverse_gradients_and_singular_matrices():
+    a = np.array([[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.5, 1.0, 4.0]])
+    x = Tensor(a, requires_grad=True)
+    (x.det() + x.inverse().sum()).backward()
+    inv = np.linalg.inv(a)
+    # d det = det A^-T; d sum(A^-1) = -A^-T 1 1^T A^-T
+    want = np.linalg.det(a) * inv.T - inv.T @ np.ones((3, 3)) @ inv.T
+    np.testing.assert_allclose(x.grad.numpy(), want, atol=1e-12)
+    singular = Tensor([[1.0, 2.0], [2.0, 4.0]])
+    assert singular.det().item() == 0.0
+    assert [t.item() for t in singular.slogdet()] == [0.0, -math.inf]
+    with pytest.raises(ArgumentError, match="inverse: a matrix .* is singular"):
+        Tensor([[0.0, 0.0], [0.0, 1.0]]).inverse()
+    with pytest.raises(ShapeError, match="det: needs square matrices"):
+        Tensor.ones(2, 3).det()

@@ -38,12 +38,19 @@ def householder_qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     """Q and R of float matrices `a` (..., m, n), LAPACK's conventions (geqrf): the reflector of column j maps it to
     beta e_j with beta = -sign(a_jj) |column|, none when the column is zero below the diagonal (R keeps a_jj). Q is
     (..., m, m) when `complete`, else (..., m, k) and R (..., k, n), k = min(m, n)."""
+    q, r, _ = _householder(a, complete)
+    return q, r
+
+
+def _householder(a: Tensor, complete: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """`householder_qr`'s Q and R, and how many reflections Q is made of (int32, (...)): det(Q) is -1 to that power."""
     m, n = a.shape[-2:]
     k = min(m, n)
     rows = Tensor.arange(m, dtype=dtypes.int32, device=a.device)
     cols = Tensor.arange(n, dtype=dtypes.int32, device=a.device)
     r = a
     q = Tensor.eye(m, dtype=a.dtype, device=a.device).expand(*a.shape[:-2], m, m)
+    reflections = Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device)
     for j in range(k):
         step = _step_index(a, j)
         at, below = rows == step, rows > step
@@ -67,10 +74,38 @@ def householder_qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
         )
         qv = (q * v.unsqueeze(-2)).sum(-1, keepdim=True)
         q = q - qv * (tau.unsqueeze(-1) * v.unsqueeze(-2))
+        reflections = reflections + reflect.squeeze(-1).cast(dtypes.int32)
         # stored each step: fused into the next step's reads, R and Q would be recomputed there, in a new kernel
-        r, q = r.contiguous(), q.contiguous()
+        r, q, reflections = r.contiguous(), q.contiguous(), reflections.contiguous()
     r = r.triu()
-    return (q, r) if complete else (q[..., :, :k], r[..., :k, :])
+    return (q, r, reflections) if complete else (q[..., :, :k], r[..., :k, :], reflections)
+
+
+def _square(t: Tensor, op: str) -> Tensor:
+    a = _matrices(t, op)
+    if a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"{op}: needs square matrices, got shape {t.shape}")
+    return a
+
+
+def _diagonal(r: Tensor) -> Tensor:
+    n = r.shape[-1]
+    return (r * Tensor.eye(n, dtype=r.dtype, device=r.device)).sum(-1)
+
+
+def _upper_solve(r: Tensor, y: Tensor) -> Tensor:
+    """x with r @ x = y for upper triangular r (..., n, n) and y (..., n, k), by back substitution: row n-1 first,
+    each row from the rows below it (a zero on r's diagonal gives inf or nan)."""
+    n = r.shape[-1]
+    rows = Tensor.arange(n, dtype=dtypes.int32, device=r.device).unsqueeze(-1)
+    x = Tensor.zeros(y.shape, dtype=r.dtype, device=r.device)
+    for i in reversed(range(n)):
+        at = rows == _step_index(r, i)
+        row = at.where(r, 0).sum(-2, keepdim=True)  # (..., 1, n): row i of r
+        done = (row.transpose(-1, -2) * x).sum(-2, keepdim=True)  # sum over j > i of r_ij x_j (x_j = 0 for j <= i)
+        pivot = (row * at.transpose(-1, -2).cast(r.dtype)).sum(-1, keepdim=True)
+        x = at.where((at.where(y, 0).sum(-2, keepdim=True) - done) / pivot, x).contiguous()
+    return x
 
 
 def _tournament(n: int) -> list[list[int]]:
@@ -199,6 +234,44 @@ class FactorizeMixin:
             return jacobi_svd(a, full_matrices)
         u, s, vh = jacobi_svd(a.transpose(-1, -2), full_matrices)
         return vh.transpose(-1, -2), s, u.transpose(-1, -2)
+
+    def det(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """Determinant of a square matrix or a batch of them (torch.linalg.det), from a QR factorization: the product
+        of R's diagonal, negated for an odd number of reflections.
+
+        >>> round(Tensor([[1.0, 2.0], [3.0, 4.0]]).det().item(), 4)
+        -2.0
+        """
+        a = _square(self, "det")
+        _, r, reflections = _householder(a, complete=False)
+        return _diagonal(r).prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
+
+    def slogdet(self: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+        """(sign, log|det|) of square matrices (torch.linalg.slogdet): sign 0 and -inf for a singular one."""
+        a = _square(self, "slogdet")
+        _, r, reflections = _householder(a, complete=False)
+        d = _diagonal(r)
+        sign = d.sign().prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
+        return sign, d.abs().log().sum(-1)
+
+    def logdet(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """log(det) of square matrices (torch.logdet): NaN for a negative determinant, -inf for a zero one."""
+        sign, log_abs = self.slogdet()
+        return (sign < 0).where(float("nan"), log_abs)
+
+    def inverse(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """The inverse of square matrices (torch.linalg.inv): R^-1 Q^T from a QR factorization. Reads R's diagonal
+        back to refuse a singular matrix (an exact zero there, as PyTorch's LU pivot check), so it can't run inside a
+        TinyJit.
+
+        >>> Tensor([[2.0, 0.0], [0.0, 4.0]]).inverse().tolist()
+        [[0.5, 0.0], [0.0, 0.25]]
+        """
+        a = _square(self, "inverse")
+        q, r, _ = _householder(a, complete=False)
+        if (_diagonal(r) == 0).any().item():
+            raise ArgumentError(f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse")
+        return _upper_solve(r, q.transpose(-1, -2))
 
 
 def _empty_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
