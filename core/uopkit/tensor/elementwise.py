@@ -101,7 +101,6 @@ def _scalar_uop(y: float | int, dt: DType, device: str, shape: tuple[int, ...]) 
     return c
 
 
-_ADD_DOC = "Elementwise sum with broadcasting and type promotion."
 _MAX_DOC = "Elementwise maximum (NaN wins, as in numpy)."
 
 
@@ -189,6 +188,18 @@ def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
     if not dtypes.is_unsigned(dt) and v >= 2 ** (bits - 1):
         v -= 2**bits
     return Tensor(v, device=device, dtype=dt)
+
+
+def _scaled_operand(t: Tensor, x: Any, alpha: Any, op: str) -> Any:
+    """alpha * x for torch's add/sub(other, alpha=): an int or bool dtype takes no float alpha, as torch's."""
+    if not isinstance(x, (Tensor, int, float)):
+        x = Tensor(x, device=t.device)
+    dt = least_upper_dtype(t.dtype, x.dtype) if isinstance(x, Tensor) else t.dtype
+    if isinstance(alpha, float) and not dtypes.is_float(dt) and not isinstance(x, float):
+        raise ArgumentError(f"{op}: a float alpha ({alpha}) needs a float operand; the operands are {dt}")
+    if isinstance(alpha, bool) and dt != dtypes.bool:
+        raise ArgumentError(f"{op}: a bool alpha is only for bool operands, got {dt}")
+    return x * alpha
 
 
 class ElementwiseMixin:
@@ -348,7 +359,18 @@ class ElementwiseMixin:
         return dtypes.is_float(self.dtype)
 
     # one ALU op on both operands, broadcast and promoted: name, op, docstring and its example
-    add = binary_alu_method("add", Ops.ADD, _ADD_DOC, "Tensor([1, 2]).add(1.5).tolist()", "[2.5, 3.5]")
+    def add(self, x: Any, reverse: bool = False, *, alpha: Any = 1) -> Tensor:
+        """Elementwise sum; `alpha` scales `x` first (torch's add(other, alpha=)).
+
+        >>> Tensor([1, 2]).add(1.5).tolist()
+        [2.5, 3.5]
+        >>> Tensor([1, 2]).add(Tensor([1, 1]), alpha=3).tolist()
+        [4, 5]
+        """
+        if type(alpha) is not int or alpha != 1:
+            x = _scaled_operand(self, x, alpha, "add")
+        a, b = self._broadcasted(x, reverse, "add")
+        return a._alu(_ADD, b)
 
     def mul(self, x: Any, reverse: bool = False) -> Tensor:
         """Elementwise product.
@@ -364,12 +386,14 @@ class ElementwiseMixin:
     # (no `reverse`: max is symmetric)
     maximum = binary_alu_method("maximum", Ops.MAX, _MAX_DOC, "Tensor([1, 5]).maximum(3).tolist()", "[3, 5]", False)
 
-    def sub(self, x: Any, reverse: bool = False) -> Tensor:
-        """Elementwise difference.
+    def sub(self, x: Any, reverse: bool = False, *, alpha: Any = 1) -> Tensor:
+        """Elementwise difference; `alpha` scales `x` first (torch's sub(other, alpha=)).
 
         >>> Tensor([3, 4]).sub(1).tolist()
         [2, 3]
         """
+        if type(alpha) is not int or alpha != 1:
+            x = _scaled_operand(self, x, alpha, "sub")
         a, b = self._broadcasted(x, reverse, "sub")
         if a.dtype == dtypes.bool:
             raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor")

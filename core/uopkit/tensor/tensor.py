@@ -38,6 +38,7 @@ from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import segments as _segments_module
 from uopkit.tensor import support
+from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
@@ -64,6 +65,7 @@ from uopkit.tensor.support import (
     _storage_uop,
     tensors_with_grad,
 )
+from uopkit.tensor.torch_names import TorchNamesMixin
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 
@@ -85,6 +87,7 @@ class Tensor(
     FactorizeMixin,
     FunctionalMixin,
     CompositeMixin,
+    TorchNamesMixin,
 ):
     """A multi-dimensional array on a device, computed lazily.
 
@@ -467,6 +470,7 @@ for _module in (
     _factorize_module,
     _functional_module,
     _replay_module,
+    _torch_names_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 
