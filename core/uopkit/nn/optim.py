@@ -234,6 +234,7 @@ class Adam(Optimizer):
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got ({b1}, {b2})")
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self._constants: dict[tuple[str, str], UOp] = {}
         self.m = [_state_like(p) for p in self.params]
         self.v = [_state_like(p) for p in self.params]
         # b1^t and b2^t, kept in buffers so the step count is data, not a constant baked into a kernel
@@ -289,8 +290,15 @@ def _adam_update(opt: Adam, p: Tensor, g: Tensor, w: Tensor, m: Tensor, v: Tenso
         return False
     bias1, bias2, lr = (_spread(t.uop, shape) for t in scalars)
 
+    def scalar(x: float) -> UOp:
+        # the 0-d constants' nodes, kept from step to step (a Tensor per number, per parameter, per step was ~10% of
+        # a GPT step's optimizer build); keyed by repr: 0.0 and -0.0 are two constants
+        if (u := opt._constants.get((repr(x), device))) is None:
+            u = opt._constants[(repr(x), device)] = Tensor(x, device=device, dtype=dt).uop
+        return u
+
     def const(x: float) -> UOp:
-        return _spread(Tensor(x, device=device, dtype=dt).uop, shape)
+        return _spread(scalar(x), shape)
 
     gu, wu = g.uop, w.uop
     m.assign(Tensor(UOp(_ADD, dt, (UOp(_MUL, dt, (const(opt.b1), m.uop)), UOp(_MUL, dt, (const(1 - opt.b1), gu))))))
@@ -299,8 +307,8 @@ def _adam_update(opt: Adam, p: Tensor, g: Tensor, w: Tensor, m: Tensor, v: Tenso
     m_hat, v_hat = UOp(_FDIV, dt, (m.uop, bias1)), UOp(_FDIV, dt, (v.uop, bias2))
     if opt.weight_decay and opt.decoupled:
         # w * (1 - lr * weight_decay), the factor 0-d
-        lr_wd = UOp(_MUL, dt, (scalars[2].uop, Tensor(opt.weight_decay, device=device, dtype=dt).uop))
-        keep = UOp(_ADD, dt, (Tensor(1, device=device, dtype=dt).uop, UOp(_NEG, dt, (lr_wd,))))
+        lr_wd = UOp(_MUL, dt, (scalars[2].uop, scalar(opt.weight_decay)))
+        keep = UOp(_ADD, dt, (scalar(1.0), UOp(_NEG, dt, (lr_wd,))))
         wu = UOp(_MUL, dt, (wu, _spread(keep, shape)))
     denominator = UOp(_ADD, dt, (UOp(_SQRT, dt, (v_hat,)), const(opt.eps)))
     step = UOp(_FDIV, dt, (UOp(_MUL, dt, (lr, m_hat)), denominator))
