@@ -1918,3 +1918,58 @@ def test_empty_scatter_reduce_extremes_and_bool_max() -> None:
         Tensor.zeros(3, 0, dtype=dtypes.bool).max(1)
     assert Tensor.zeros(3, 0, dtype=dtypes.bool).max(0).shape == (0,)
     assert Tensor.zeros(0, dtype=dtypes.bool).any().item() is False
+
+
+def test_third_sweep_fixes_match_torch() -> None:
+    # logaddexp2 at a tie gives each side half the gradient (the tie branch gave all of it to self)
+    a, b = Tensor([2.0, -1.0], requires_grad=True), Tensor([2.0, 3.0], requires_grad=True)
+    ta, tb = torch.tensor([2.0, -1.0], requires_grad=True), torch.tensor([2.0, 3.0], requires_grad=True)
+    a.logaddexp2(b).sum().backward()
+    ta.logaddexp2(tb).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-6)
+    # diff with n=0 leaves prepend and append out, as torch's
+    assert Tensor([1.0, 2.0, 4.0]).diff(0, prepend=Tensor([0.0])).tolist() == [1.0, 2.0, 4.0]
+    with pytest.raises(ArgumentError, match="one_hot: can't infer the number of classes of an empty tensor"):
+        Tensor.zeros(0, dtype=dtypes.int32).one_hot()
+    assert Tensor([0.0, 1.0]).bernoulli().tolist() == [0.0, 1.0]
+
+
+def test_optimizers_match_torch_in_float64_and_per_parameter_dampening() -> None:
+    from uopkit.nn.optim import AdamW, clip_grad_norm_
+
+    # Adam's bias corrections from float64 powers of the betas (float32(0.999)**t put every step off by ~6e-6)
+    for cls, tcls in ((Adam, torch.optim.Adam), (AdamW, torch.optim.AdamW)):
+        w, tw = Tensor([1.0, 1.0], requires_grad=True), torch.tensor([1.0, 1.0], requires_grad=True)
+        opt, topt = cls([w], lr=0.5), tcls([tw], lr=0.5)
+        for step in range(4):
+            w.grad, tw.grad = Tensor([1.0, -2.0]) * (step + 1), torch.tensor([1.0, -2.0]) * (step + 1)
+            opt.step()
+            topt.step()
+        np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
+    # float64 stays float64 in nesterov's sum and clip_grad_norm_'s norm
+    w = Tensor([1.0], dtype=dtypes.float64, requires_grad=True)
+    tw = torch.tensor([1.0], dtype=torch.float64, requires_grad=True)
+    opt, topt = SGD([w], lr=1, momentum=0.9, nesterov=True), torch.optim.SGD([tw], lr=1, momentum=0.9, nesterov=True)
+    w.grad, tw.grad = Tensor([0.1], dtype=dtypes.float64), torch.tensor([0.1], dtype=torch.float64)
+    opt.step()
+    topt.step()
+    assert w.tolist() == tw.tolist()
+    w.grad, tw.grad = Tensor([0.1], dtype=dtypes.float64), torch.tensor([0.1], dtype=torch.float64)
+    v, tv = Tensor([0.2], dtype=dtypes.float64), torch.tensor([0.2], dtype=torch.float64, requires_grad=True)
+    v.grad, tv.grad = Tensor([0.2], dtype=dtypes.float64), torch.tensor([0.2], dtype=torch.float64)
+    assert clip_grad_norm_([w, v], 0.1).item() == torch.nn.utils.clip_grad_norm_([tw, tv], 0.1).item()
+    # a parameter whose first gradient comes at a later step starts its momentum undampened, as torch's
+    a, b = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
+    ta, tb = torch.ones(1, requires_grad=True), torch.ones(1, requires_grad=True)
+    opt, topt = (
+        SGD([a, b], lr=1, momentum=0.9, dampening=0.5),
+        torch.optim.SGD([ta, tb], lr=1, momentum=0.9, dampening=0.5),
+    )
+    a.grad, ta.grad = Tensor([1.0]), torch.ones(1)
+    opt.step()
+    topt.step()
+    a.grad, ta.grad, b.grad, tb.grad = None, None, Tensor([1.0]), torch.ones(1)
+    opt.step()
+    topt.step()
+    assert a.tolist() == ta.tolist() and b.tolist() == tb.tolist()

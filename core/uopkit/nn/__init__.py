@@ -357,6 +357,12 @@ class BatchNorm:
             centered = x - mean.reshape(shape)
             var = (centered * centered).mean(axes)
             if Tensor.training and self.track_running_stats:
+                if dtypes.is_float(x.dtype) and x.dtype != self.running_mean.dtype and x.dtype not in dtypes.halves:
+                    raise TypeError(
+                        f"BatchNorm({self.sz}): the input is {x.dtype}, the running statistics are "
+                        f"{self.running_mean.dtype}; cast the input, or the layer's tensors (as PyTorch, which "
+                        "refuses mixed dtypes too)"
+                    )
                 n = x.numel() // self.sz
                 # the running variance is the unbiased one, as in PyTorch
                 unbiased = var.detach() * (n / max(n - 1, 1))

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from uopkit.device import Device
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
 from uopkit.tensor import Tensor
 from uopkit.uop.ops import Ops, UOp
@@ -122,7 +123,8 @@ class Optimizer:
 
     def step(self) -> None:
         """Update every parameter from its `.grad` (one realize for all parameters and state)."""
-        Tensor.realize(*self.schedule_step())
+        if pending := self.schedule_step():
+            Tensor.realize(*pending)
 
     def schedule_step(self) -> list[Tensor]:
         """Build the in-place updates without running them; returns the tensors to realize (the updated parameters and
@@ -133,7 +135,8 @@ class Optimizer:
         """
         with_grad = [p for p in self.params if p.grad is not None]
         if not with_grad:
-            raise RuntimeError(f"{type(self).__name__}.step: no parameter has a gradient; call loss.backward() first")
+            # (nothing to update, as torch's step: its buffers' pending updates still land)
+            return list(self.buffers)
         for p in with_grad:
             assert p.grad is not None
             if p.grad.shape != p.shape:
@@ -172,8 +175,8 @@ class SGD(Optimizer):
             raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening 0")
         self.momentum, self.weight_decay, self.nesterov, self.dampening = momentum, weight_decay, nesterov, dampening
         self.b = [_state_like(p) for p in self.params] if momentum else []
-        # (PyTorch's first step takes the gradient as the momentum buffer, undampened)
-        self._momentum_started = False
+        # (PyTorch's first step of each parameter takes its gradient as the momentum buffer, undampened)
+        self._momentum_started = [False] * len(self.params)
 
     def _step(self, params: list[Tensor]) -> list[Tensor]:
         for p in params:
@@ -188,17 +191,20 @@ class SGD(Optimizer):
             if self.weight_decay:
                 g = g + self.weight_decay * p.detach()
             if self.momentum:
-                b = self.b[self._index(p)]
-                damped = g if not self.dampening or not self._momentum_started else (1 - self.dampening) * g
+                i = self._index(p)
+                b = self.b[i]
+                damped = g if not self.dampening or not self._momentum_started[i] else (1 - self.dampening) * g
                 b.assign(self.momentum * b + damped)
-                g = (g.float() + self.momentum * b.float()).cast(g.dtype) if self.nesterov else b
+                self._momentum_started[i] = True
+                # (half floats summed in float32 and rounded once; float32 and float64 in their own dtype)
+                wide = dtypes.float32 if g.dtype in dtypes.halves else g.dtype
+                g = (g.cast(wide) + self.momentum * b.cast(wide)).cast(g.dtype) if self.nesterov else b
             if p.dtype in dtypes.halves:
                 # lr * g subtracted in float32 and rounded once, as PyTorch's p.add_(g, alpha=-lr) (lr rounded to a
                 # half float is off by up to 0.4% in bfloat16)
                 p.assign((p.detach().float() - self.lr * g.float()).cast(p.dtype))
                 continue
             p.assign((p.detach() - self.lr.cast(p.dtype) * g).cast(p.dtype))
-        self._momentum_started = True
         return self.b
 
     def _index(self, p: Tensor) -> int:
@@ -238,9 +244,12 @@ class Adam(Optimizer):
         self.m = [_state_like(p) for p in self.params]
         self.v = [_state_like(p) for p in self.params]
         # b1^t and b2^t, kept in buffers so the step count is data, not a constant baked into a kernel
+        # in float64 where the device has it, as PyTorch's Python floats: float32(0.999) is 0.99900001, and its powers'
+        # 1 - b2^t were off by 1.3e-5 relative (every step size by ~6e-6)
+        powers = dtypes.float64 if dtypes.float64 in Device[self.device].renderer.caps.supported_dtypes else None
         self.b1_t, self.b2_t = (
-            _scalar(1.0, self.device, self._hyper_dtype),
-            _scalar(1.0, self.device, self._hyper_dtype),
+            _scalar(1.0, self.device, powers or self._hyper_dtype),
+            _scalar(1.0, self.device, powers or self._hyper_dtype),
         )
 
     def _step(self, params: list[Tensor]) -> list[Tensor]:
@@ -354,10 +363,14 @@ def clip_grad_norm_(params: Tensor | Iterable[Tensor], max_norm: float, norm_typ
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return Tensor(0.0)
+    # (float32 for half floats, float64 when a gradient is: its norm isn't rounded to float32)
+    wide = dtypes.float64 if any(g.dtype == dtypes.float64 for g in grads) else dtypes.float32
     if norm_type == float("inf"):
-        total = Tensor.stack(*[g.detach().abs().max().float() for g in grads]).max()
+        total = Tensor.stack(*[g.detach().abs().max().cast(wide) for g in grads]).max()
     else:
-        total = Tensor.stack(*[(g.detach().float().abs() ** norm_type).sum() for g in grads]).sum() ** (1 / norm_type)
+        total = Tensor.stack(*[(g.detach().cast(wide).abs() ** norm_type).sum() for g in grads]).sum() ** (
+            1 / norm_type
+        )
     scale = (max_norm / (total + 1e-6)).minimum(1.0)
     for p in params:
         if p.grad is not None:

@@ -403,6 +403,9 @@ class CompositeMixin:
                         f"dimension {axis}"
                     )
             parts.append(t)
+        if n == 0:
+            # (torch's: no difference at all, prepend and append left out too)
+            return self
         x = Tensor.cat(parts, axis) if len(parts) > 1 else self
         for _ in range(n):
             length = x.shape[axis]

@@ -340,6 +340,20 @@ class CreationMixin:
         perm = _random_tensor(lambda rng: rng.permutation(n).astype(np.int64), device=device, **kwargs)
         return perm.cast(to_dtype(dtype))
 
+    def bernoulli(self, p: float | None = None) -> Tensor:
+        """1 with probability `p` (or each element's own value, a probability in [0, 1]), else 0, in this tensor's
+        (float) dtype, as torch.bernoulli; no gradient.
+
+        >>> Tensor([0.0, 1.0]).bernoulli().tolist()
+        [0.0, 1.0]
+        """
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"bernoulli: needs a float tensor of probabilities, got {self.dtype}")
+        if p is not None and not 0 <= p <= 1:
+            raise ArgumentError(f"bernoulli: p must be in [0, 1], got {p}")
+        draw = Tensor.rand(*self.shape, device=self.device)
+        return (draw < (p if p is not None else self.detach().float())).cast(self.dtype)
+
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
         """`num_samples` category indices drawn from each row of (unnormalized, non-negative) weights (1-D or 2-D),
         int32, as torch.multinomial. Without replacement no index repeats (zero-weight categories come last, as in

@@ -1081,7 +1081,9 @@ class ReduceMixin:
         if num_classes < -1 or num_classes == 0 and self.numel():
             raise ArgumentError(f"one_hot: num_classes must be -1 (largest class + 1) or positive, got {num_classes}")
         if num_classes == -1:
-            num_classes = int(self.max().item()) + 1 if self.numel() else 0
+            if not self.numel():
+                raise ArgumentError("one_hot: can't infer the number of classes of an empty tensor; give num_classes")
+            num_classes = int(self.max().item()) + 1
         _check_values_in(self, 0, num_classes, lambda bad: f"one_hot: class {bad} is out of range [0, {num_classes})")
         return self._one_hot_along(num_classes).where(1, 0)
 

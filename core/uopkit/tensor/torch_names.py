@@ -191,7 +191,8 @@ class TorchNamesMixin:
         if not dtypes.is_float(a.dtype):
             a, b = a.float(), b.float()
         top = a.maximum(b)
-        return (a == b).where(a + 1, top + (1 + (-(a - b).abs()).exp2()).log2())
+        # (a tie as the mean of both plus 1: each gets half the gradient, as torch's)
+        return (a == b).where((a + b) * 0.5 + 1, top + (1 + (-(a - b).abs()).exp2()).log2())
 
     def heaviside(self: Tensor, values: Tensor) -> Tensor:  # type: ignore[misc]
         """0 where self < 0, `values` where self == 0, 1 where self > 0 (NaN gives 0, as torch's)."""
