@@ -223,3 +223,16 @@ def test_bfloat16_parameters_train_as_pytorchs(make):
     assert w.dtype == dtypes.bfloat16 and w.grad.dtype == dtypes.bfloat16
     # (within a few bfloat16 ulps: PyTorch's Nesterov step rounds somewhere ours doesn't, an ulp on the first step)
     np.testing.assert_allclose(w.float().numpy(), tw.detach().float().numpy(), rtol=2**-5, atol=1e-6)
+
+
+def test_positional_arguments_follow_torch() -> None:
+    # SGD's fourth positional argument is torch's dampening (tinygrad's order had weight_decay there)
+    w, tw = Tensor([1.0], requires_grad=True), torch.ones(1, requires_grad=True)
+    opt, topt = SGD([w], 0.1, 0.9, 0.5, 0.01), torch.optim.SGD([tw], 0.1, 0.9, 0.5, 0.01)
+    for _ in range(3):
+        w.grad, tw.grad = Tensor([1.0]), torch.ones(1)
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match=r"Adam: pass betas by name \(betas=\(0.9, 0.99\)\)"):
+        Adam([w], 1e-3, (0.9, 0.99))

@@ -164,10 +164,12 @@ class SGD(Optimizer):
         params: Tensor | Iterable[Tensor],
         lr: float = 0.001,
         momentum: float = 0.0,
+        dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
-        dampening: float = 0.0,
     ) -> None:
+        # (torch's positional order: lr, momentum, dampening, weight_decay, nesterov; tinygrad's puts weight_decay
+        # third, which would read as a dampening here: pass those by name)
         super().__init__(params, lr)
         if momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: momentum ({momentum}) and weight_decay ({weight_decay}) must be >= 0")
@@ -232,6 +234,10 @@ class Adam(Optimizer):
         amsgrad: bool = False,
     ) -> None:
         super().__init__(params, lr)
+        if isinstance(b1, (tuple, list)):
+            raise TypeError(
+                f"{type(self).__name__}: pass betas by name (betas={tuple(b1)}): the third positional argument is b1"
+            )
         if betas is not None:
             # (PyTorch's name for (b1, b2))
             b1, b2 = betas
