@@ -1973,3 +1973,9 @@ def test_optimizers_match_torch_in_float64_and_per_parameter_dampening() -> None
     opt.step()
     topt.step()
     assert a.tolist() == ta.tolist() and b.tolist() == tb.tolist()
+
+
+def test_unfold_of_a_0d_tensor_and_cdist_inf_of_no_coordinates() -> None:
+    assert Tensor(3.0).unfold(0, 1, 1).tolist() == torch.tensor(3.0).unfold(0, 1, 1).tolist()
+    got = Tensor.zeros(2, 0).cdist(Tensor.zeros(3, 0), p=math.inf)
+    assert got.tolist() == torch.cdist(torch.zeros(2, 0), torch.zeros(3, 0), p=math.inf).tolist()

@@ -225,7 +225,10 @@ class LinalgMixin:
         _broadcast_shape(self.shape[:-2], x2.shape[:-2], "cdist")
         diff = self.unsqueeze(-2) - x2.unsqueeze(-3)
         axis = diff.ndim - 1
-        if p == math.inf:
+        if p == math.inf and diff.shape[axis] == 0:
+            # (no coordinates: distance 0, as torch's; the max of nothing has no value)
+            dist = diff.sum(axis, keepdim=True)
+        elif p == math.inf:
             largest = diff.abs().max(axis, keepdim=True)
             # (the gradient to every largest |difference|, ties included)
             dist = _with_reduced_derivative(

@@ -417,7 +417,8 @@ class MovementMixin:
         count = (n - size) // step + 1
         idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
         windows = x._take(dim, idx).unflatten(dim, (count, size))
-        return windows._move_to_end(dim + 1)
+        # (a 0-d tensor's one window is the result, (size,), as torch's)
+        return windows._move_to_end(dim + 1) if self.ndim else windows.reshape(size)
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
         """Split axis `dim` into `sizes` (one may be -1).
