@@ -1979,3 +1979,18 @@ def test_unfold_of_a_0d_tensor_and_cdist_inf_of_no_coordinates() -> None:
     assert Tensor(3.0).unfold(0, 1, 1).tolist() == torch.tensor(3.0).unfold(0, 1, 1).tolist()
     got = Tensor.zeros(2, 0).cdist(Tensor.zeros(3, 0), p=math.inf)
     assert got.tolist() == torch.cdist(torch.zeros(2, 0), torch.zeros(3, 0), p=math.inf).tolist()
+
+
+@pytest.mark.parametrize("other_requires_grad", [False, True])
+def test_copysign_gradient_at_special_values_is_torch_s(other_requires_grad: bool) -> None:
+    # result / x, as torch: NaN at +-inf and NaN, 0 at +-0 (it was -1 or 1); with `other` requiring a gradient the
+    # given derivative was passed over for the chain of rules (a target behind the DETACH counted as inside)
+    xs, ys = [math.inf, -math.inf, math.nan, 0.0, -0.0, 2.0, -3.0], [-1.0, 1.0, -0.0, 0.0, -2.0, 5.0, -1.0]
+    x, y = Tensor(xs, requires_grad=True), Tensor(ys, requires_grad=other_requires_grad)
+    tx, ty = torch.tensor(xs, requires_grad=True), torch.tensor(ys, requires_grad=other_requires_grad)
+    x.copysign(y).sum().backward()
+    tx.copysign(ty).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_array_equal(x.copysign(y).numpy(), tx.copysign(ty).detach().numpy())
+    if other_requires_grad:
+        assert y.grad.tolist() == ty.grad.tolist()

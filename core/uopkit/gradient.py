@@ -25,7 +25,7 @@ class GradientError(RuntimeError):
 # lookup through EnumType's slow __getattr__ hook (~0.1 us)
 _DEVICE, _BUFFER, _COPY, _KERNEL, _CONST = Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.CONST
 _RESHAPE, _EXPAND, _REDUCE_AXIS = Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE_AXIS
-_ADD, _NEG, _FDIV = Ops.ADD, Ops.NEG, Ops.FDIV
+_ADD, _NEG, _FDIV, _DETACH = Ops.ADD, Ops.NEG, Ops.FDIV, Ops.DETACH
 
 
 @dataclass
@@ -381,7 +381,8 @@ def graph_of(root: UOp) -> dict[UOp, None]:
 
 
 def _reaches_target_inside(node: UOp, inputs: tuple[UOp, ...], targets: set[UOp]) -> bool:
-    """Whether a target lies between `node` and its given-gradient `inputs` (not counting the inputs)."""
+    """Whether a target lies between `node` and its given-gradient `inputs` (not counting the inputs, nor what is only
+    behind a DETACH: no gradient goes there)."""
     seen, stack = set(inputs), list(node.src)
     while stack:
         u = stack.pop()
@@ -390,7 +391,8 @@ def _reaches_target_inside(node: UOp, inputs: tuple[UOp, ...], targets: set[UOp]
         if u in targets:
             return True
         seen.add(u)
-        stack.extend(u.src)
+        if u.op is not _DETACH:
+            stack.extend(u.src)
     return False
 
 

@@ -363,12 +363,17 @@ class MathMixin:
         # (promoted first, then made float: an int tensor with a float16 one gives float16, as torch's)
         x, y = self._broadcasted(other, op="copysign")
         x, y = x._float(), y._float()
-        # the sign bit of y: negative values, and -0.0 (1 / -0.0 is -inf)
-        neg = (y < 0) | ((y == 0) & (y.reciprocal() < 0))
-        # |x|, with a zero gradient at 0 (as PyTorch's sign(x) * sign(y))
+        # the sign bit of y: negative values, and -0.0 (1 / -0.0 is -inf); detached, so that the value's subgraph
+        # holds no other input with a gradient (its given derivative would be passed over for the chain of rules)
+        yd = y.detach()
+        neg = (yd < 0) | ((yd == 0) & (yd.reciprocal() < 0))
+        # |x| (-0.0 made 0.0)
         mag = (x < 0).where(-x, (x == 0).where(0.0, x))
+        value = neg.where(-mag, mag)
+        # PyTorch's derivative, result / x: +-1, 0 at x = 0, NaN at x = +-inf or NaN
+        value = _with_derivative(value, x, (x == 0).where(0.0, value.detach() / x.detach()))
         # other gets a zero gradient (it only chooses the sign), as in PyTorch
-        return Tensor.full(mag.shape, True, device=self.device).where(neg.where(-mag, mag), y)
+        return Tensor.full(value.shape, True, device=self.device).where(value, y)
 
     def isclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
         """|self - other| <= atol + rtol |other| elementwise; infinities are close only to themselves.
