@@ -1994,3 +1994,21 @@ def test_copysign_gradient_at_special_values_is_torch_s(other_requires_grad: boo
     np.testing.assert_array_equal(x.copysign(y).numpy(), tx.copysign(ty).detach().numpy())
     if other_requires_grad:
         assert y.grad.tolist() == ty.grad.tolist()
+
+
+def test_norm_layers_keep_a_half_input_s_dtype_as_torch() -> None:
+    # float32 weights with a float16/bfloat16 input (mixed precision): torch's norm layers return the input's dtype
+    from uopkit import nn
+
+    x = np.random.default_rng(4).standard_normal((2, 4, 3, 3)).astype(np.float32)
+    for dt, tdt in ((dtypes.float16, torch.float16), (dtypes.bfloat16, torch.bfloat16)):
+        layers = [
+            (nn.LayerNorm(3), torch.nn.LayerNorm(3)),
+            (nn.GroupNorm(2, 4), torch.nn.GroupNorm(2, 4)),
+            (nn.BatchNorm2d(4), torch.nn.BatchNorm2d(4)),
+        ]
+        for layer, tlayer in layers:
+            # (eval mode in both: uopkit's Tensor.training is off, torch's modules start in training)
+            got, want = layer(Tensor(x).cast(dt)), tlayer.eval()(torch.from_numpy(x).to(tdt))
+            assert got.dtype == dt
+            np.testing.assert_allclose(got.float().numpy(), want.float().detach().numpy(), atol=1e-2)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from uopkit.dtype import DType, dtypes, least_upper_dtype, to_numpy_dtype
+from uopkit.dtype import DType, dtypes, to_numpy_dtype
 from uopkit.gradient import set_gradient
 from uopkit.schedule.grouper import is_realized_view
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
@@ -263,15 +263,15 @@ class ConvTranspose3d(ConvTranspose2d):
 def _in_float32(layer: Callable[..., Tensor]) -> Callable[..., Tensor]:
     """A normalization layer's call that, on a float16 or bfloat16 input, normalizes (and scales and shifts) in float32
     and rounds once, as torch's norms do: x * x in float16 overflows past 256 (a row of LayerNorm came out zeros) and
-    each rounding on the way costs an ulp. The result has the dtype of the input and the layer's weights together."""
+    each rounding on the way costs an ulp. The result has the input's dtype, also with float32 weights (mixed
+    precision), as torch's norm layers."""
 
     @functools.wraps(layer)
     def call(self: Any, x: Tensor, *args: Any) -> Tensor:
         if not isinstance(x, Tensor) or x.dtype not in dtypes.halves:
             return layer(self, x, *args)
         # (half weights meet the float32 input as float32, exactly)
-        weights = [w for w in (getattr(self, "weight", None), getattr(self, "bias", None)) if w is not None]
-        return layer(self, x.cast(dtypes.float32), *args).cast(least_upper_dtype(x.dtype, *(w.dtype for w in weights)))
+        return layer(self, x.cast(dtypes.float32), *args).cast(x.dtype)
 
     return call
 
