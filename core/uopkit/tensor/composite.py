@@ -16,7 +16,7 @@ from uopkit.dtype import DType, dtypes, to_dtype, to_numpy_dtype
 from uopkit.gradient import set_gradient
 from uopkit.helpers import prod
 from uopkit.tensor import segments
-from uopkit.tensor.reduce import ValuesIndices
+from uopkit.tensor.reduce import _CUM_BLOCK_MASKED, _CUM_LEVEL_BLOCK, ValuesIndices
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
@@ -25,6 +25,7 @@ from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
     _creates_leaf,
+    _dim_for_axis,
     _host_values,
     _normalize_axis,
     _shape_args,
@@ -227,6 +228,24 @@ def _check_weight_values(fweights: Tensor | None, aweights: Tensor | None, total
             raise ArgumentError(f"cov: {message}")
 
 
+def _logcumsumexp_along_last(t: Tensor) -> Tensor:
+    """logcumsumexp along the last axis: short rows as a logsumexp of every prefix (masked with -inf); long ones in
+    blocks, each block's prefixes combined by logaddexp with the running total of the blocks before it (one max
+    shift for the whole row underflowed: a prefix far below the row's max came out -inf)."""
+    n = t.shape[-1]
+    if n <= _CUM_BLOCK_MASKED:
+        return t._prefixes(-math.inf).logsumexp(-1)
+    b = _CUM_LEVEL_BLOCK
+    count = math.ceil(n / b)
+    lead = ((0, 0),) * (t.ndim - 1)
+    blocks = _logcumsumexp_along_last(
+        t.pad(lead + ((0, count * b - n),), value=-math.inf).reshape(t.shape[:-1] + (count, b))
+    )
+    before = _logcumsumexp_along_last(blocks[..., -1]).pad(lead + ((1, -1),), value=-math.inf)
+    out = blocks.logaddexp(before.unsqueeze(-1))
+    return out.reshape(t.shape[:-1] + (count * b,))[..., :n]
+
+
 class CompositeMixin:
     __slots__ = ()
 
@@ -376,6 +395,20 @@ class CompositeMixin:
 
     # ------------------------------------------------------------------------------------------------------------
     # along an axis
+
+    def logcumsumexp(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
+        """log(cumsum(exp(x))) along `axis`, each prefix shifted by its own max (no overflow, no underflow to -inf).
+
+        >>> [round(v, 4) for v in Tensor([0.0, 0.0]).logcumsumexp().tolist()]
+        [0.0, 0.6931]
+        """
+        if dim is not None:
+            axis = _dim_for_axis(axis, dim, 0, "logcumsumexp")
+        x = self._float()
+        axis = _normalize_axis(axis, x.ndim, "logcumsumexp", x.shape)
+        if x.ndim == 0 or x.shape[axis] == 0:
+            return x
+        return _logcumsumexp_along_last(x.transpose(axis, -1)).transpose(axis, -1)
 
     def diff(self, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None) -> Tensor:
         """The n-th forward difference along `dim` (out[i] = x[i + 1] - x[i], applied n times; bools XOR), `prepend`

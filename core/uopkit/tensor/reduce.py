@@ -773,29 +773,6 @@ class ReduceMixin:
         pos = Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(_with((1,) * self.ndim, axis, n))
         return hit.where(pos, -1)._cumalu(axis, Ops.MAX, "cummax")
 
-    def logcumsumexp(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
-        """log(cumsum(exp(x))) along `axis`, each prefix shifted by its own max (no overflow, no underflow to -inf).
-
-        >>> [round(v, 4) for v in Tensor([0.0, 0.0]).logcumsumexp().tolist()]
-        [0.0, 0.6931]
-        """
-        if dim is not None:
-            axis = _dim_for_axis(axis, dim, 0, "logcumsumexp")
-        x = self._float()
-        axis = _normalize_axis(axis, x.ndim, "logcumsumexp", x.shape)
-        if x.ndim == 0:
-            return x
-        n = x.shape[axis]
-        if n == 0:
-            return x
-        t = x.transpose(axis, -1)
-        if n <= _CUM_BLOCK:
-            # every prefix (masked with -inf), then a logsumexp per prefix (over a padded copy's windows: 5x slower)
-            return t._prefixes(-math.inf).logsumexp(-1).transpose(axis, -1)
-        m = t.max(-1, keepdim=True)
-        m = m.isinf().where(0.0, m).detach()
-        return ((t - m).exp().cumsum(-1).log() + m).transpose(axis, -1)
-
     def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
         """Sorted values along `dim` and their (int32) indices, (values, indices); equal values keep their order,
         NaN sorts as the largest, as torch.sort. Rows up to SORT_BY_RANK long count each element's rank against the
