@@ -2017,3 +2017,14 @@ def test_norm_layers_keep_a_half_input_s_dtype_as_torch() -> None:
             got, want = layer(Tensor(x).cast(dt)), tlayer.eval()(torch.from_numpy(x).to(tdt))
             assert got.dtype == dt
             np.testing.assert_allclose(got.float().numpy(), want.float().detach().numpy(), atol=1e-2)
+
+
+def test_norm_of_a_negative_p_as_torch() -> None:
+    a = np.random.default_rng(6).standard_normal((3, 5))
+    a[0, 1] = 0.0  # (a zero element makes the norm 0)
+    for p in (-1, -2, -0.5):
+        x, t = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        x.norm(p, dim=1).sum().backward()
+        torch.linalg.vector_norm(t, p, dim=1).sum().backward()
+        np.testing.assert_allclose(x.norm(p, dim=1).numpy(), torch.linalg.vector_norm(t, p, dim=1).detach().numpy())
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-12)

@@ -221,8 +221,9 @@ class FunctionalMixin:
             return a.max(axis, keepdim=True) if p > 0 else a.min(axis, keepdim=True)
         if p == 0:
             return (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
-        if p < 0:
+        if p < 0 and op == "cdist":
             raise ArgumentError(f"{op}: p must be >= 0 or +-inf, got {p}")
+        # (a negative p, as torch.linalg.vector_norm: (sum |x|^p)^(1/p), 0 when an element is 0)
 
         def norm_of(x: Tensor) -> Tensor:
             a = x.abs()
