@@ -236,3 +236,16 @@ def test_positional_arguments_follow_torch() -> None:
     np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
     with pytest.raises(TypeError, match=r"Adam: pass betas by name \(betas=\(0.9, 0.99\)\)"):
         Adam([w], 1e-3, (0.9, 0.99))
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW"])
+def test_maximize_follows_torch(name: str) -> None:
+    ours, theirs = {"SGD": SGD, "Adam": Adam, "AdamW": AdamW}[name], getattr(torch.optim, name)
+    extra = {"momentum": 0.9, "weight_decay": 0.01} if name == "SGD" else {}
+    w, tw = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    opt, topt = ours([w], lr=0.1, maximize=True, **extra), theirs([tw], lr=0.1, maximize=True, **extra)
+    for _ in range(3):
+        w.grad, tw.grad = Tensor([0.5, -1.0]), torch.tensor([0.5, -1.0])
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)

@@ -167,6 +167,8 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        *,
+        maximize: bool = False,
     ) -> None:
         # (torch's positional order: lr, momentum, dampening, weight_decay, nesterov; tinygrad's puts weight_decay
         # third, which would read as a dampening here: pass those by name)
@@ -176,6 +178,7 @@ class SGD(Optimizer):
         if nesterov and (momentum == 0 or dampening != 0):
             raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening 0")
         self.momentum, self.weight_decay, self.nesterov, self.dampening = momentum, weight_decay, nesterov, dampening
+        self.maximize = maximize
         self.b = [_state_like(p) for p in self.params] if momentum else []
         # (PyTorch's first step of each parameter takes its gradient as the momentum buffer, undampened)
         self._momentum_started = [False] * len(self.params)
@@ -183,13 +186,15 @@ class SGD(Optimizer):
     def _step(self, params: list[Tensor]) -> list[Tensor]:
         for p in params:
             assert p.grad is not None
+            # (maximize: the gradient's negative, as torch's)
+            grad = -p.grad if self.maximize else p.grad
             if not self.weight_decay and not self.momentum:
                 # (plain SGD: the update's nodes built directly when the dtypes and devices allow)
-                new = _sgd_update(p, p.grad, self.lr)
+                new = _sgd_update(p, grad, self.lr)
                 if new is not None:
                     p.assign(new)
                     continue
-            g = p.grad.detach()
+            g = grad.detach()
             if self.weight_decay:
                 g = g + self.weight_decay * p.detach()
             if self.momentum:
@@ -232,6 +237,7 @@ class Adam(Optimizer):
         *,
         betas: tuple[float, float] | None = None,
         amsgrad: bool = False,
+        maximize: bool = False,
     ) -> None:
         super().__init__(params, lr)
         if isinstance(b1, (tuple, list)):
@@ -245,7 +251,7 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: amsgrad isn't supported (the plain Adam update only)")
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got ({b1}, {b2})")
-        self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self.b1, self.b2, self.eps, self.weight_decay, self.maximize = b1, b2, eps, weight_decay, maximize
         self._constants: dict[tuple[str, str], UOp] = {}
         self.m = [_state_like(p) for p in self.params]
         self.v = [_state_like(p) for p in self.params]
@@ -267,7 +273,7 @@ class Adam(Optimizer):
         for p in params:
             i = next(i for i, q in enumerate(self.params) if q is p)
             assert p.grad is not None
-            g, w = p.grad.detach(), p.detach()
+            g, w = (-p.grad if self.maximize else p.grad).detach(), p.detach()
             if self.weight_decay and not self.decoupled:
                 g = g + self.weight_decay * w
             m, v = self.m[i], self.v[i]
@@ -347,8 +353,9 @@ class AdamW(Adam):
         *,
         betas: tuple[float, float] | None = None,
         amsgrad: bool = False,
+        maximize: bool = False,
     ) -> None:
-        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas, amsgrad=amsgrad)
+        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas, amsgrad=amsgrad, maximize=maximize)
 
 
 def clip_grad_norm_(params: Tensor | Iterable[Tensor], max_norm: float, norm_type: float = 2.0) -> Tensor:
