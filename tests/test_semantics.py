@@ -2028,3 +2028,15 @@ def test_norm_of_a_negative_p_as_torch() -> None:
         torch.linalg.vector_norm(t, p, dim=1).sum().backward()
         np.testing.assert_allclose(x.norm(p, dim=1).numpy(), torch.linalg.vector_norm(t, p, dim=1).detach().numpy())
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-12)
+
+
+def test_searchsorted_with_a_sorter_as_torch() -> None:
+    seq = np.array([[5.0, 1.0, 3.0, 9.0, 7.0], [2.0, 8.0, 4.0, 6.0, 0.0]], np.float32)
+    values = np.array([[0.0, 3.0, 6.0, 10.0], [1.0, 4.0, 4.5, 9.0]], np.float32)
+    order = np.argsort(seq, axis=1)
+    for side in ("left", "right"):
+        got = Tensor(seq).searchsorted(Tensor(values), side=side, sorter=Tensor(order.astype(np.int32)))
+        want = torch.searchsorted(torch.tensor(seq), torch.tensor(values), side=side, sorter=torch.tensor(order))
+        assert got.tolist() == want.tolist()
+    with pytest.raises(ShapeError, match="searchsorted: sorter"):
+        Tensor(seq).searchsorted(Tensor(values), sorter=Tensor([0, 1]))

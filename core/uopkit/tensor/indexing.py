@@ -853,10 +853,13 @@ class IndexingMixin:
         spread = index.reshape(tuple(-1 if d == dim else 1 for d in range(self.ndim)))._broadcast_to(want)
         return self.scatter(dim, spread, source.cast(self.dtype))
 
-    def searchsorted(self, values: Tensor | float, right: bool = False, *, side: str | None = None) -> Tensor:
+    def searchsorted(
+        self, values: Tensor | float, right: bool = False, *, side: str | None = None, sorter: Tensor | None = None
+    ) -> Tensor:
         """For each of `values`, the index at which it would be inserted into self's sorted last axis to keep it
         sorted (the first such index, the last with `right` or side="right"), as torch.searchsorted; self 1-D, or its
-        leading axes matching values' (one sorted row per row of values). int32 (torch gives int64).
+        leading axes matching values' (one sorted row per row of values); `sorter`: the indices that sort self's last
+        axis (argsort's), for an unsorted self. int32 (torch gives int64).
 
         >>> Tensor([1.0, 3.0, 5.0]).searchsorted(Tensor([0.0, 3.0, 6.0])).tolist()
         [0, 1, 3]
@@ -869,6 +872,10 @@ class IndexingMixin:
             values = Tensor(values, device=self.device, dtype=self.dtype)
         if self.ndim == 0:
             raise ShapeError("searchsorted: the sorted sequence must have at least one axis")
+        if sorter is not None:
+            if sorter.shape != self.shape:
+                raise ShapeError(f"searchsorted: sorter {sorter.shape} must have the sequence's shape {self.shape}")
+            return self.gather(-1, sorter).searchsorted(values, right)
         if self.ndim > 1 and (values.ndim != self.ndim or values.shape[:-1] != self.shape[:-1]):
             raise ShapeError(
                 f"searchsorted: values {values.shape} must match the sorted sequence {self.shape} but for the last axis"
