@@ -2040,3 +2040,15 @@ def test_searchsorted_with_a_sorter_as_torch() -> None:
         assert got.tolist() == want.tolist()
     with pytest.raises(ShapeError, match="searchsorted: sorter"):
         Tensor(seq).searchsorted(Tensor(values), sorter=Tensor([0, 1]))
+
+
+def test_pow_gradients_at_special_values_are_torch_s() -> None:
+    # the exponent's gradient was 0 wherever a ** b is 0 (inf ** -inf: torch NaN) and at 0 ** NaN (torch NaN)
+    vals = [math.inf, -math.inf, math.nan, 0.0, -0.0, 2.0, -2.0, 0.5, -1.0, 1000.0, -1000.0]
+    a, b = zip(*[(x, y) for x in vals for y in vals], strict=True)
+    x, y = Tensor(list(a), requires_grad=True), Tensor(list(b), requires_grad=True)
+    tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    (x**y).sum().backward()
+    (tx**ty).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-5)

@@ -195,14 +195,15 @@ def do_reduce_mul_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
 
 
 def do_pow_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp, UOp]:
-    # d a**b / da = b * a**(b-1), 0 where b is 0 (not 0 * inf at a = 0);  d a**b / db = a**b * ln(a), 0 where a**b
-    # is 0 or where a is 0 and b >= 0 (as PyTorch)
+    # d a**b / da = b * a**(b-1), 0 where b is 0 (not 0 * inf at a = 0);  d a**b / db = a**b * ln(a), 0 where a is 0
+    # and b >= 0, as PyTorch's (which keeps 0 * inf = NaN where a**b is 0 and ln(a) infinite: inf ** -inf)
     a, b = ret.src
     zero = ctx.const(ret, 0)
     d_a = b.alu(Ops.CMPEQ, zero).where(zero, ctx.grad * b * a.alu(Ops.POW, b + _neg(ctx.const(b, 1))))
     full = ctx.grad * ret * (a.alu(Ops.LOG2) * ctx.const(a, LN2))
-    at_zero = a.alu(Ops.CMPEQ, zero).where(b.lt(zero).where(full, zero), full)
-    d_b = ret.alu(Ops.CMPEQ, zero).where(zero, at_zero)
+    # (b >= 0 as 0 < b or b == 0: false for a NaN b, as PyTorch's mask)
+    b_at_least_zero = zero.lt(b).alu(Ops.OR, b.alu(Ops.CMPEQ, zero))
+    d_b = a.alu(Ops.CMPEQ, zero).where(b_at_least_zero.where(zero, full), full)
     return d_a, d_b
 
 
