@@ -42,15 +42,16 @@ def householder_qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     return q, r
 
 
-def _householder(a: Tensor, complete: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """`householder_qr`'s Q and R, and how many reflections Q is made of (int32, (...)): det(Q) is -1 to that power."""
+def _householder(a: Tensor, complete: bool, count: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
+    """`householder_qr`'s Q and R, and with `count` how many reflections Q is made of (int32, (...)): det(Q) is -1
+    to that power (a kernel more per column, so only for the determinants)."""
     m, n = a.shape[-2:]
     k = min(m, n)
     rows = Tensor.arange(m, dtype=dtypes.int32, device=a.device)
     cols = Tensor.arange(n, dtype=dtypes.int32, device=a.device)
     r = a
     q = Tensor.eye(m, dtype=a.dtype, device=a.device).expand(*a.shape[:-2], m, m)
-    reflections = Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device)
+    reflections = Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device) if count else None
     for j in range(k):
         step = _step_index(a, j)
         at, below = rows == step, rows > step
@@ -74,9 +75,10 @@ def _householder(a: Tensor, complete: bool) -> tuple[Tensor, Tensor, Tensor]:
         )
         qv = (q * v.unsqueeze(-2)).sum(-1, keepdim=True)
         q = q - qv * (tau.unsqueeze(-1) * v.unsqueeze(-2))
-        reflections = reflections + reflect.squeeze(-1).cast(dtypes.int32)
         # stored each step: fused into the next step's reads, R and Q would be recomputed there, in a new kernel
-        r, q, reflections = r.contiguous(), q.contiguous(), reflections.contiguous()
+        r, q = r.contiguous(), q.contiguous()
+        if reflections is not None:
+            reflections = (reflections + reflect.squeeze(-1).cast(dtypes.int32)).contiguous()
     r = r.triu()
     return (q, r, reflections) if complete else (q[..., :, :k], r[..., :k, :], reflections)
 
@@ -148,8 +150,8 @@ def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
     rounds = _tournament(width)
     moves = Tensor(np.stack([_moving(rounds[i - 1], rounds[i], width) for i in range(len(rounds))]), device=a.device)
     moves = moves.cast(a.dtype).realize()
-    start = _moving(list(range(width)), rounds[-1], width)
-    w, v = w @ Tensor(start, device=a.device).cast(a.dtype), v @ Tensor(start, device=a.device).cast(a.dtype)
+    start = Tensor(_moving(list(range(width)), rounds[-1], width), device=a.device).cast(a.dtype)
+    w, v = w @ start, v @ start
     half = width // 2
     for _ in range(MAX_SWEEPS):
         worst: Tensor | None = None
@@ -187,8 +189,7 @@ def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
     v = v.gather(-1, rank.unsqueeze(-2).expand(*batch, n, n))
     u, r = householder_qr(w, complete=full_matrices)
     # Q's columns point as w's up to a sign: the one of R's diagonal (a zero column keeps Q's)
-    diagonal = (r[..., :n, :] * Tensor.eye(n, dtype=a.dtype, device=a.device)).sum(-1)
-    flip = (diagonal < 0).where(-1.0, 1.0).cast(a.dtype)
+    flip = (_diagonal(r[..., :n, :]) < 0).where(-1.0, 1.0).cast(a.dtype)
     u = u * (
         flip.pad(((0, 0),) * len(batch) + ((0, u.shape[-1] - n),), value=1.0) if u.shape[-1] != n else flip
     ).unsqueeze(-2)
@@ -243,13 +244,15 @@ class FactorizeMixin:
         -2.0
         """
         a = _square(self, "det")
-        _, r, reflections = _householder(a, complete=False)
+        _, r, reflections = _householder(a, complete=False, count=True)
+        assert reflections is not None
         return _diagonal(r).prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
 
     def slogdet(self: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
         """(sign, log|det|) of square matrices (torch.linalg.slogdet): sign 0 and -inf for a singular one."""
         a = _square(self, "slogdet")
-        _, r, reflections = _householder(a, complete=False)
+        _, r, reflections = _householder(a, complete=False, count=True)
+        assert reflections is not None
         d = _diagonal(r)
         sign = d.sign().prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
         return sign, d.abs().log().sum(-1)

@@ -449,7 +449,8 @@ class IndexingMixin:
         nb, nr = len(bshape), len(rest)
         # adjacent indexed axes: the broadcast index dims take their place (a 0-d index is an int, as PyTorch's rule
         # and not numpy's: its axis goes, it doesn't part the others)
-        kept = [a for a in range(self.ndim) if not any(a == b and idx.ndim == 0 for b, idx in tensors)]
+        ints = {b for b, idx in tensors if idx.ndim == 0}
+        kept = [a for a in range(self.ndim) if a not in ints]
         if (at := [kept.index(a) for a, idx in tensors if idx.ndim]) and at == list(range(at[0], at[0] + len(at))):
             p = at[0]
             out = out.permute(list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, nb + nr)))
