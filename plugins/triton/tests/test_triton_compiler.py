@@ -14,7 +14,7 @@ from uopkit.dtype import dtypes
 from uopkit.schedule import create_schedule, kernelize_tensors
 from uopkit.tensor import Tensor
 from uopkit.uop.ops import UOp
-from uopkit_triton.compiler import TritonCompiler, compile_for_target, load_module, parse_targets
+from uopkit_triton.compiler import TritonCompiler, compile_for_target, load_module, parse_targets, rebind_kernels
 from uopkit_triton.renderer import TritonRenderer
 
 
@@ -46,6 +46,30 @@ def test_kernels_compile_for_cuda_without_a_gpu(target: tuple[str, int, int]) ->
         compiled = compile_for_target(load_module(src), target)
         assert f".target sm_{target[1]}" in compiled.asm["ptx"]
         assert compiled.asm["cubin"], "ptxas produced no cubin"
+
+
+def test_kernel_globals_pass_tritons_launch_check() -> None:
+    # before each GPU launch Triton compares every global a kernel (or a helper it calls) read with the value it
+    # compiled with; a NaN global never passed ("Global variable NAN has changed", seen on an H200): the same
+    # comparison here, over the globals Triton records when it computes the kernel's cache key
+    x = Tensor(np.array([1.0, -2.0, 0.5, 4.0], np.float32), device="TRITON")
+    outs = [(x > 0).where(x, float("nan")), x.pow(x * 0.5) + float("nan"), x.max(), -x.abs().log(), x.float().isinf()]
+    sources = [get_program(_ast(t), TritonRenderer()).src for t in outs]
+    assert any("INF - INF" in src for src in sources), "no kernel here has a NaN constant"
+    checked = 0
+    for src in sources:
+        kernel = rebind_kernels(load_module(src), interpreted=False)
+        assert kernel.cache_key
+        for (name, _), (value, module_globals) in kernel.used_global_vals.items():
+            assert not module_globals.get(name) != value, f"Triton would refuse to launch: global {name} = {value}"
+            checked += 1
+    assert checked, "Triton recorded no globals: the check tested nothing"
+
+
+def test_nan_constants_are_nan_in_the_interpreter() -> None:
+    x = Tensor(np.array([1.0, -2.0, 0.5], np.float32), device="TRITON")
+    np.testing.assert_array_equal((x > 0).where(x, float("nan")).numpy(), [1.0, np.nan, 0.5])
+    np.testing.assert_array_equal(x.pow(Tensor([0.5, 0.5, 2.0], device="TRITON")).numpy(), [1.0, np.nan, 0.25])
 
 
 def test_compiler_checks_each_target_and_returns_the_source() -> None:

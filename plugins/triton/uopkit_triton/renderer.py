@@ -76,12 +76,13 @@ INFIX = {
     Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&", Ops.SHL: "<<", Ops.SHR: ">>",
 }  # fmt: skip
 
-# module-level constants the kernels use: Triton kernels may read globals only when they are constexpr
+# module-level constants the kernels use: Triton kernels may read globals only when they are constexpr. There is no NaN
+# global: before each GPU launch Triton checks that every global a kernel read still equals the value it compiled
+# with, and NaN never equals itself ("Global variable NAN has changed"); NaN is written INF - INF, folded at compile
 HEADER = """\
 import triton
 import triton.language as tl
 
-NAN = tl.constexpr(float("nan"))
 INF = tl.constexpr(float("inf"))
 # what tl.sum and tl.max combine with (see TritonRenderer.block_reduce)
 SUM_COMBINE = tl.standard._sum_combine
@@ -109,7 +110,7 @@ def uk_pow(x, y):
     r = tl.where(small, tl.where(y < 0.0, 1.0 / p, p), r)
     odd = whole & (tl.floor(y * 0.5) * 2.0 != y)
     r = tl.where((x < 0.0) & odd, -r, r)
-    r = tl.where((x < 0.0) & (whole == 0), tl.full([], NAN, tl.float64), r)
+    r = tl.where((x < 0.0) & (whole == 0), tl.full([], INF - INF, tl.float64), r)
     return tl.where((y == 0.0) | (x == 1.0), tl.full([], 1.0, tl.float64), r)
 """
 
@@ -207,14 +208,14 @@ class TritonRenderer(Renderer):
 
     @staticmethod
     def literal(x: object, dt: DType) -> str:
-        """The constant as a Python literal (NaN and inf are the module's constexprs NAN and INF)."""
+        """The constant as a Python literal (inf is the module's constexpr INF, NaN is INF - INF: see HEADER)."""
         if dt == dtypes.bool:
             return "True" if x else "False"
         if dtypes.is_float(dt):
             assert isinstance(x, float | int)
             fx = float(x)
             if math.isnan(fx):
-                return "NAN"
+                return "(INF - INF)"
             if math.isinf(fx):
                 return "INF" if fx > 0 else "-INF"
             return repr(fx)
