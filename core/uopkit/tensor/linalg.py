@@ -32,7 +32,7 @@ from uopkit.tensor.support import (
     _with_reduced_derivative,
     in_float32,
 )
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import Ops, UOp, replay_movement
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -284,10 +284,7 @@ class LinalgMixin:
             if len(_window_recipes) >= 256:
                 _window_recipes.clear()
             _window_recipes[key] = recipe
-        u = self.uop
-        for op, arg in recipe:
-            u = UOp(op, u.dtype, (u,), arg)
-        return Tensor(u)
+        return Tensor(replay_movement(self.uop, recipe))
 
     def _pool1d(self, k: int, s: int, d: int) -> Tensor:
         # windows of the last axis as (..., o, k). Repeat the axis e times and read the flat result in rows of

@@ -255,18 +255,31 @@ def _cast_py(x: Any, dt: DType) -> Any:
 
 
 # conv windows by (input shape, dtype, pads, kernel, stride, dilation): the movement ops to apply, innermost first
-_window_recipes: dict[tuple, tuple[tuple[Ops, Any], ...]] = {}
+_window_recipes: dict[tuple, tuple[tuple[Ops, Any, tuple[int, ...]], ...]] = {}
 
 
 def _as_key(x: Any) -> Any:
     return tuple(x) if isinstance(x, (list, tuple)) else x
 
 
-def _movement_recipe(top: UOp, bottom: UOp) -> tuple[tuple[Ops, Any], ...]:
-    """The movement ops from `bottom` up to `top` (a chain of them), as (op, arg) pairs to replay on another node."""
+def _movement_recipe(top: UOp, bottom: UOp) -> tuple[tuple[Ops, Any, tuple[int, ...]], ...]:
+    """The movement ops from `bottom` up to `top` (a chain of them), as (op, arg, resulting shape) triples for
+    `replay_movement`, shortened: a reshape of a reshape is one reshape, two permutes are one, and a reshape or permute
+    that changes nothing goes."""
     chain = top.movement_chain()
     assert bottom in chain, "not a chain of movement ops down to the input"
-    return tuple((n.op, n.arg) for n in reversed(chain[: chain.index(bottom)]))
+    out: list[tuple[Ops, Any, tuple[int, ...]]] = []
+    for n in reversed(chain[: chain.index(bottom)]):
+        op, arg, shape = n.op, n.arg, n.shape
+        if out and op is out[-1][0] and op in (Ops.RESHAPE, Ops.PERMUTE):
+            _, first, _ = out.pop()
+            if op is Ops.PERMUTE:
+                arg = tuple(first[i] for i in arg)
+        below = out[-1][2] if out else bottom.shape
+        if (op is Ops.RESHAPE and shape == below) or (op is Ops.PERMUTE and arg == tuple(range(len(arg)))):
+            continue
+        out.append((op, arg, shape))
+    return tuple(out)
 
 
 def _as_shape(shape: Any) -> tuple[int, ...]:

@@ -610,6 +610,20 @@ class UOp(metaclass=UOpMeta):
         return render_expr(self)
 
 
+def replay_movement(u: UOp, recipe: Sequence[tuple[Ops, Any, tuple[int, ...]]]) -> UOp:
+    """`recipe`'s movement ops, (op, arg, resulting shape) recorded on a node of `u`'s shape, applied to `u`. Each node
+    takes its recorded shape and `u`'s device as they are: a convolution's windows are twenty-odd nodes, and working
+    their shapes out again (a walk over the chain) cost more than building them."""
+    device = u._device
+    for op, arg, shape in recipe:
+        u = UOp(op, u.dtype, (u,), arg)
+        if u._shape is _UNSET:
+            u._shape = shape
+        if u._device is _UNSET and device is not _UNSET:
+            u._device = device
+    return u
+
+
 def _fill_shape(u: UOp) -> tuple[int, ...] | None:
     # a shape is computed from its sources' shapes, which they almost always know already
     for s in u.src:
