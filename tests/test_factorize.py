@@ -142,3 +142,108 @@ def test_det_and_inverse_gradients_and_singular_matrices():
         Tensor([[0.0, 0.0], [0.0, 1.0]]).inverse()
     with pytest.raises(ShapeError, match="det: needs square matrices"):
         Tensor.ones(2, 3).det()
+
+
+def _spd(n, batch=(), dtype=np.float64):
+    x = RNG.standard_normal((*batch, n, n))
+    return (x @ np.swapaxes(x, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+def test_solve_matches_torch_shapes_and_gradients():
+    torch = pytest.importorskip("torch")
+    a, b = RNG.standard_normal((2, 4, 4)), RNG.standard_normal((4, 3))
+    cases = [(a, b), (a[0], b[:, 0]), (a, RNG.standard_normal((2, 4))), (a[0], RNG.standard_normal((5, 4, 2)))]
+    for lhs, rhs in cases:
+        want = torch.linalg.solve(torch.from_numpy(lhs), torch.from_numpy(rhs)).numpy()
+        got = Tensor(lhs).solve(Tensor(rhs)).numpy()
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    want = torch.linalg.solve(torch.from_numpy(a), torch.from_numpy(RNG.standard_normal((2, 3, 4))), left=False)
+    rhs = want.numpy() @ a
+    np.testing.assert_allclose(Tensor(a).solve(Tensor(rhs), left=False).numpy(), want.numpy(), atol=1e-10)
+    ta, tb = torch.from_numpy(a).requires_grad_(), torch.from_numpy(b).requires_grad_()
+    (torch.linalg.solve(ta, tb) ** 2).sum().backward()
+    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    (x.solve(y) ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(y.grad.numpy(), tb.grad.numpy(), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ArgumentError, match="solve: a matrix of A .* is singular"):
+        Tensor([[1.0, 2.0], [2.0, 4.0]]).solve(Tensor([1.0, 1.0]))
+    with pytest.raises(ShapeError, match="B needs 2 rows"):
+        Tensor.eye(2).solve(Tensor.ones(3, 1))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_matches_torch_reads_one_triangle_and_differentiates(upper):
+    torch = pytest.importorskip("torch")
+    a = _spd(4, (2,))
+    # the ignored triangle holds garbage: torch reads only the other one
+    noisy = a + (np.tril(RNG.standard_normal((4, 4)), -1) if upper else np.triu(RNG.standard_normal((4, 4)), 1))
+    ta = torch.from_numpy(noisy).requires_grad_()
+    want = torch.linalg.cholesky(ta, upper=upper)
+    weights = RNG.standard_normal((2, 4, 4))
+    (want * torch.from_numpy(weights)).sum().backward()
+    x = Tensor(noisy, requires_grad=True)
+    got = x.cholesky(upper=upper)
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-12, atol=1e-12)
+    (got * Tensor(weights)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Tensor(a.astype(np.float32)).cholesky().numpy(), np.linalg.cholesky(a), rtol=1e-5)
+
+
+def test_cholesky_refuses_matrices_that_are_not_positive_definite():
+    with pytest.raises(ArgumentError, match="leading minor of order 2 is not"):
+        Tensor([[1.0, 2.0], [2.0, 1.0]]).cholesky()
+    batch = np.stack([np.eye(3), np.diag([1.0, 1.0, -1.0])])
+    with pytest.raises(ArgumentError, match="batch element 1 .* order 3 is not"):
+        Tensor(batch).cholesky()
+    with pytest.raises(ArgumentError, match="order 1"):
+        Tensor([[float("nan")]]).cholesky()
+    assert Tensor.zeros(0, 0).cholesky().shape == (0, 0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6])
+def test_eigh_matches_lapack(n):
+    a = _spd(n, (2,)) - n * 1.5 * np.eye(n)  # eigenvalues of both signs
+    w, v = Tensor(a).eigh()
+    want_w, want_v = np.linalg.eigh(a)
+    np.testing.assert_allclose(w.numpy(), want_w, rtol=1e-12, atol=1e-12)
+    # eigenvectors up to sign: V^T V_lapack is diagonal +-1 for distinct eigenvalues
+    overlap = np.abs(np.swapaxes(v.numpy(), -1, -2) @ want_v)
+    np.testing.assert_allclose(overlap, np.broadcast_to(np.eye(n), a.shape), atol=1e-10)
+    np.testing.assert_allclose(Tensor(a).eigvalsh(UPLO="U").numpy(), want_w, rtol=1e-12, atol=1e-12)
+    f32 = Tensor(a.astype(np.float32)).eigvalsh().numpy()
+    np.testing.assert_allclose(f32, want_w, rtol=1e-5, atol=1e-5 * np.abs(want_w).max())
+
+
+def test_eigh_special_matrices_gradient_and_errors():
+    torch = pytest.importorskip("torch")
+    w, v = Tensor(np.diag([3.0, -1.0, 2.0])).eigh()
+    assert w.tolist() == [-1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(np.abs(v.numpy()), [[0, 0, 1], [1, 0, 0], [0, 1, 0]])
+    assert Tensor.zeros(3, 3).eigvalsh().tolist() == [0.0, 0.0, 0.0]
+    a = _spd(4) + np.triu(RNG.standard_normal((4, 4)), 1)  # only the lower triangle counts
+    ta = torch.from_numpy(a).requires_grad_()
+    tw, tv = torch.linalg.eigh(ta)
+    (tw.square().sum() + (tv**2 * torch.arange(4.0, dtype=torch.float64)).sum()).backward()
+    x = Tensor(a, requires_grad=True)
+    xw, xv = x.eigh()
+    (xw.square().sum() + (xv**2 * Tensor.arange(4.0).cast(xv.dtype)).sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-7, atol=1e-9)
+    with pytest.raises(ArgumentError, match="eigh: the input has values that aren't finite"):
+        Tensor([[1.0, float("nan")], [float("nan"), 1.0]]).eigh()
+    with pytest.raises(UnknownModeError, match="UPLO must be 'L' or 'U'"):
+        Tensor.eye(2).eigh("X")
+    with pytest.raises(ShapeError, match="eigh: needs square matrices"):
+        Tensor.ones(2, 3).eigh()
+
+
+def test_pinv_matches_torch():
+    torch = pytest.importorskip("torch")
+    for a in (RNG.standard_normal((5, 3)), RNG.standard_normal((2, 3, 4)), np.array([[1.0, 2.0], [2.0, 4.0]])):
+        np.testing.assert_allclose(Tensor(a).pinv().numpy(), torch.linalg.pinv(torch.from_numpy(a)).numpy(), atol=1e-10)
+    s = _spd(3) - 3 * np.eye(3)
+    want = torch.linalg.pinv(torch.from_numpy(s), hermitian=True).numpy()
+    np.testing.assert_allclose(Tensor(s).pinv(hermitian=True).numpy(), want, atol=1e-10)
+    assert Tensor.zeros(0, 3).pinv().shape == (3, 0)
+    np.testing.assert_allclose(Tensor(np.diag([1.0, 1e-20])).pinverse().numpy(), np.diag([1.0, 0.0]))

@@ -1,8 +1,10 @@
-"""Matrix factorizations built from tensor ops: `qr` (Householder reflections) and `svd` (one-sided Jacobi).
+"""Matrix factorizations built from tensor ops: `qr` (Householder reflections), `svd` (one-sided Jacobi), `eigh`
+(two-sided Jacobi), `cholesky`, and what is solved with them (`det`, `inverse`, `solve`, `pinv`).
 
-Both work on the last two axes (the others are a batch) in the input's float dtype (ints promote), and differentiate
-through the ops they are made of. The loops run in Python over the columns (QR) and over the rotation rounds (SVD):
-each step's kernels are the same code for every step, so a factorization compiles a handful of kernels, once.
+All work on the last two axes (the others are a batch) in the input's float dtype (ints promote), and differentiate
+through the ops they are made of. The loops run in Python over the columns (QR, Cholesky) and over the rotation rounds
+(SVD, eigh): each step's kernels are the same code for every step, so a factorization compiles a handful of kernels,
+once.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from uopkit.dtype import dtypes
-from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError
+from uopkit.dtype import dtypes, least_upper_dtype
+from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
+    from uopkit.uop.ops import UOp
 
 # Jacobi sweeps at most (each pairs every two columns once): from a random matrix the rotations reach the dtype's
 # precision in 6-10
@@ -131,6 +134,39 @@ def _moving(source: list[int], target: list[int], width: int) -> np.ndarray:
     return out
 
 
+def _scaled(a: Tensor) -> tuple[Tensor, Tensor]:
+    """(a / scale, scale) with scale the largest |entry| of each matrix (1 for a zero one): squares of large (or tiny)
+    entries over- (under)flow."""
+    scale = a.abs().max((-2, -1), keepdim=True)
+    scale = (scale == 0).where(1, scale)
+    return a / scale, scale
+
+
+def _tolerance(size: int, dtype: object) -> float:
+    # what the rotations stop at: the dtype's epsilon, times sqrt(size)
+    return (size**0.5 if size else 1.0) * (2.220446049250313e-16 if dtype == dtypes.float64 else 1.1920929e-07)
+
+
+def _round_robin(a: Tensor, width: int) -> tuple[list[list[int]], Tensor, Tensor, Tensor]:
+    """The rounds of pairs (`_tournament`), the permutation matrices that move the columns from one round's order to
+    the next's (a product with a 0/1 matrix is exact; an index would be read back to check its range: each round
+    leaves them in its pairs' order, the last round's at the end of a sweep), the one into the last round's order
+    from the start, and the one back to the first n columns in their own order (n = a's columns)."""
+    rounds = _tournament(width)
+    moves = Tensor(np.stack([_moving(rounds[i - 1], rounds[i], width) for i in range(len(rounds))]), device=a.device)
+    start = Tensor(_moving(list(range(width)), rounds[-1], width), device=a.device).cast(a.dtype)
+    back = Tensor(_moving(rounds[-1], list(range(a.shape[-1])), width), device=a.device).cast(a.dtype)
+    return rounds, moves.cast(a.dtype).realize(), start, back
+
+
+def _converged(worst: Tensor | None, tol: float, op: str, shape: tuple[int, ...]) -> bool:
+    """Whether a sweep whose largest off-diagonal measure was `worst` ends the rotations (read back)."""
+    assert worst is not None
+    if (worst_value := worst.item()) != worst_value:
+        raise ArgumentError(f"{op}: the input has values that aren't finite (nan or inf), shape {shape}")
+    return worst_value <= tol
+
+
 def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
     """U, S, Vh of float matrices `a` (..., m, n) with m >= n: one-sided Jacobi (Hestenes) rotates pairs of a's
     columns until every pair is orthogonal (to the dtype's precision, at most MAX_SWEEPS sweeps), accumulating the
@@ -138,19 +174,12 @@ def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
     orthonormal columns also where S is 0, and its complete basis when `full_matrices`)."""
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
-    # scaled to a largest entry of 1: the columns' squared norms of large (or tiny) entries over- (under)flow
-    scale = a.abs().max((-2, -1), keepdim=True)
-    scale = (scale == 0).where(1, scale)
+    w, scale = _scaled(a)
     width = n + n % 2  # a zero column makes the count even; it stays zero (nothing rotates with it)
-    w = (a / scale).pad(((0, 0),) * (a.ndim - 1) + ((0, width - n),))
+    w = w.pad(((0, 0),) * (a.ndim - 1) + ((0, width - n),))
     v = Tensor.eye(width, dtype=a.dtype, device=a.device).expand(*batch, width, width)
-    tol = (m**0.5 if m else 1.0) * (2.220446049250313e-16 if a.dtype == dtypes.float64 else 1.1920929e-07)
-    # the columns move as permutation matrices (a product with a 0/1 matrix is exact; an index would be read back to
-    # check its range): each round leaves them in its pairs' order, the last round's at the end of a sweep
-    rounds = _tournament(width)
-    moves = Tensor(np.stack([_moving(rounds[i - 1], rounds[i], width) for i in range(len(rounds))]), device=a.device)
-    moves = moves.cast(a.dtype).realize()
-    start = Tensor(_moving(list(range(width)), rounds[-1], width), device=a.device).cast(a.dtype)
+    tol = _tolerance(m, a.dtype)
+    rounds, moves, start, back = _round_robin(a, width)
     w, v = w @ start, v @ start
     half = width // 2
     for _ in range(MAX_SWEEPS):
@@ -174,13 +203,9 @@ def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
             # realized each round: the rounds after the first replay its cached schedule (a graph of a whole sweep
             # costs the scheduler more than its kernels)
             Tensor.realize(w, v, worst)
-        assert worst is not None
-        if (worst_value := worst.item()) != worst_value:
-            raise ArgumentError(f"svd: the input has values that aren't finite (nan or inf), shape {a.shape}")
-        if worst_value <= tol:
+        if _converged(worst, tol, "svd", a.shape):
             break
     # back in the original column order, the padding column dropped, then sorted by norm, largest first
-    back = Tensor(_moving(rounds[-1], list(range(n)), width), device=a.device).cast(a.dtype)
     w, v = w @ back, (v @ back)[..., :n, :]
     norms = w.square().sum(-2).sqrt()
     sv, rank = norms.sort(-1, descending=True)
@@ -194,6 +219,96 @@ def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
         flip.pad(((0, 0),) * len(batch) + ((0, u.shape[-1] - n),), value=1.0) if u.shape[-1] != n else flip
     ).unsqueeze(-2)
     return u, sv, v.transpose(-1, -2)
+
+
+def _mirrored(a: Tensor, upper: bool, op: str) -> Tensor:
+    """The symmetric matrices torch.linalg's routines for symmetric input read from `a`: its lower triangle (`upper`:
+    its upper one) mirrored, the other triangle ignored. The gradient is torch's, symmetric, (g + g^T) / 2 for `a`, as
+    if the input were (a + a^T) / 2; the node is a fresh CONTIGUOUS, so the rule is this call's alone."""
+    from uopkit.gradient import set_gradient
+
+    a = _square(a, op)
+    triangle, strict = (a.triu(), a.triu(1)) if upper else (a.tril(), a.tril(-1))
+    out = (triangle + strict.transpose(-1, -2)).contiguous()
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
+        grad = Tensor(g)
+        return (((grad + grad.transpose(-1, -2)) / 2).uop,)
+
+    set_gradient(out.uop, (a.uop,), rule)
+    return out
+
+
+def cholesky_lower(s: Tensor) -> tuple[Tensor, Tensor]:
+    """L with L L^T = s for symmetric positive-definite `s` (..., n, n), column by column (only s's lower triangle is
+    read), and the order of the first leading minor that is not positive definite (int32 (...), 0 where none is)."""
+    n = s.shape[-1]
+    index = Tensor.arange(n, dtype=dtypes.int32, device=s.device)
+    low = Tensor.zeros(s.shape, dtype=s.dtype, device=s.device)
+    first_bad = Tensor.zeros(s.shape[:-2], dtype=dtypes.int32, device=s.device)
+    for j in range(n):
+        step = _step_index(s, j)
+        at = index == step
+        col = (s * at.cast(s.dtype)).sum(-1)  # row j of s, its column j: (..., n)
+        row = (low * at.unsqueeze(-1).cast(s.dtype)).sum(-2)  # row j of L, nonzero before j
+        rest = col - (low * row.unsqueeze(-2)).sum(-1)
+        pivot = (rest * at.cast(s.dtype)).sum(-1, keepdim=True)
+        d = pivot.sqrt()
+        column = at.where(d, (index > step).where(rest / d, 0))
+        low = at.where(column.unsqueeze(-1), low).contiguous()
+        failed = (first_bad == 0) & ~(pivot.squeeze(-1) > 0)
+        first_bad = failed.where(j + 1, first_bad).contiguous()
+    return low, first_bad
+
+
+def jacobi_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric float matrices `a` (..., n, n): two-sided
+    (classical) Jacobi, every round rotating n/2 disjoint pairs of rows and columns at once (the round-robin of
+    `jacobi_svd`) until the off-diagonal entries vanish to the dtype's precision, the rotations accumulated in V."""
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    w, scale = _scaled(a)
+    width = n + n % 2  # a zero row and column make the count even; nothing rotates with them
+    w = w.pad(((0, 0),) * (a.ndim - 2) + ((0, width - n), (0, width - n)))
+    v = Tensor.eye(width, dtype=a.dtype, device=a.device).expand(*batch, width, width)
+    tol = _tolerance(n, a.dtype)
+    rounds, moves, start, back = _round_robin(a, width)
+    w, v = start.transpose(-1, -2) @ w @ start, v @ start
+    half = width // 2
+    eye = Tensor.eye(half, dtype=a.dtype, device=a.device)
+    for _ in range(MAX_SWEEPS):
+        worst: Tensor | None = None
+        for i in range(len(rounds)):
+            move = moves[i]
+            w, v = move.transpose(-1, -2) @ w @ move, v @ move
+            app = (w[..., :half, :half] * eye).sum(-1)
+            aqq = (w[..., half:, half:] * eye).sum(-1)
+            apq = (w[..., :half, half:] * eye).sum(-1)
+            # the rotation that zeroes a_pq: t = tan(theta), the smaller root of t^2 + 2 zeta t - 1 = 0
+            still = apq != 0
+            zeta = (aqq - app) / still.where(2 * apq, 1)
+            t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt())
+            c = still.where((1 + t.square()).rsqrt(), 1)
+            s = still.where(t, 0) * c
+            cr, sr = c.unsqueeze(-2), s.unsqueeze(-2)
+            wp, wq = w[..., :, :half], w[..., :, half:]
+            w = (cr * wp - sr * wq).cat(sr * wp + cr * wq, dim=-1)
+            cc, sc = c.unsqueeze(-1), s.unsqueeze(-1)
+            wp, wq = w[..., :half, :], w[..., half:, :]
+            w = (cc * wp - sc * wq).cat(sc * wp + cc * wq, dim=-2)
+            vp, vq = v[..., :, :half], v[..., :, half:]
+            v = (cr * vp - sr * vq).cat(sr * vp + cr * vq, dim=-1)
+            both = (app * aqq).abs()
+            off = (both != 0).where(apq.abs() / both.sqrt(), apq.abs()).max()
+            worst = off if worst is None else worst.maximum(off)
+            Tensor.realize(w, v, worst)
+        if _converged(worst, tol, "eigh", a.shape):
+            break
+    diagonal = (w * Tensor.eye(width, dtype=a.dtype, device=a.device)).sum(-1)
+    values = (diagonal.unsqueeze(-2) @ back).squeeze(-2) * scale.squeeze(-1)
+    vectors = (v @ back)[..., :n, :]
+    values, order = values.sort(-1)
+    return values, vectors.gather(-1, order.unsqueeze(-2).expand(*batch, n, n))
 
 
 class FactorizeMixin:
@@ -275,6 +390,107 @@ class FactorizeMixin:
         if (_diagonal(r) == 0).any().item():
             raise ArgumentError(f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse")
         return _upper_solve(r, q.transpose(-1, -2))
+
+    def solve(self: Tensor, other: Tensor, left: bool = True) -> Tensor:  # type: ignore[misc]
+        """X with self @ X = other (torch.linalg.solve(self, other)); `left=False`: X @ self = other. `other` is a
+        batch of vectors (..., n) when it is 1-d or has exactly self's shape without its last axis, else of matrices
+        (..., n, k); batch axes broadcast. From a QR factorization; reads R's diagonal back to refuse a singular
+        matrix (an exact zero there), so it can't run inside a TinyJit.
+
+        >>> Tensor([[2.0, 0.0], [0.0, 4.0]]).solve(Tensor([2.0, 2.0])).tolist()
+        [1.0, 0.5]
+        """
+        a = _square(self, "solve")
+        if not isinstance(other, Tensor):
+            raise TypeError(f"solve: the right-hand side must be a Tensor, got {type(other).__name__}")
+        n = a.shape[-1]
+        vector = other.ndim == 1 or (other.ndim == a.ndim - 1 and other.shape == a.shape[:-1])
+        if not left:
+            if vector or other.ndim < 2:
+                raise ShapeError(f"solve: left=False needs a matrix right-hand side (..., k, {n}), got {other.shape}")
+            return a.transpose(-1, -2).solve(other.transpose(-1, -2)).transpose(-1, -2)
+        b = other.unsqueeze(-1) if vector else other
+        if b.ndim < 2 or b.shape[-2] != n:
+            raise ShapeError(f"solve: A {self.shape} and B {other.shape}: B needs {n} rows (..., {n}) or (..., {n}, k)")
+        dtype = least_upper_dtype(a.dtype, b._float().dtype)
+        a, b = a.cast(dtype), b.cast(dtype)
+        batch = _broadcast_shape(a.shape[:-2], b.shape[:-2], "solve")
+        a, b = a.expand(*batch, n, n), b.expand(*batch, n, b.shape[-1])
+        q, r, _ = _householder(a, complete=False)
+        if (_diagonal(r) == 0).any().item():
+            raise ArgumentError(f"solve: a matrix of A (shape {self.shape}) is singular: no unique solution")
+        x = _upper_solve(r, q.transpose(-1, -2) @ b)
+        return x.squeeze(-1) if vector else x
+
+    def cholesky(self: Tensor, upper: bool = False) -> Tensor:  # type: ignore[misc]
+        """The Cholesky factor of symmetric positive-definite matrices (torch.linalg.cholesky): lower triangular L with
+        L @ L.T = self, or with `upper` the upper triangular L.T. Reads only the lower (`upper`: the upper) triangle,
+        as torch; its gradient is torch's (symmetric). Raises when a matrix is not positive definite (read back once,
+        so it can't run inside a TinyJit).
+
+        >>> Tensor([[4.0, 2.0], [2.0, 5.0]]).cholesky().tolist()
+        [[2.0, 0.0], [1.0, 2.0]]
+        """
+        s = _mirrored(self, upper, "cholesky")
+        low, first_bad = cholesky_lower(s)
+        bad = first_bad.numpy().reshape(-1)
+        if (bad > 0).any():
+            element = int(np.flatnonzero(bad)[0])
+            which = f"batch element {element} of shape {self.shape}" if self.ndim > 2 else f"shape {self.shape}"
+            raise ArgumentError(
+                f"cholesky: the matrix of {which} is not positive-definite (its leading minor of order "
+                f"{bad[element]} is not)"
+            )
+        return low.transpose(-1, -2) if upper else low
+
+    def eigh(self: Tensor, UPLO: str = "L") -> tuple[Tensor, Tensor]:  # type: ignore[misc]  # noqa: N803
+        """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of symmetric matrices (torch.linalg.eigh):
+        self = V @ diag(w) @ V.T. Reads only the lower triangle (UPLO="U": the upper), as torch. The eigenvectors'
+        signs are arbitrary (torch's too). Reads the convergence back after each Jacobi sweep, so it can't run inside
+        a TinyJit.
+
+        >>> w, v = Tensor([[2.0, 1.0], [1.0, 2.0]]).eigh()
+        >>> [round(x, 4) for x in w.tolist()]
+        [1.0, 3.0]
+        """
+        if UPLO not in ("L", "U"):
+            raise UnknownModeError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+        s = _mirrored(self, UPLO == "U", "eigh")
+        if s.shape[-1] == 0:
+            return Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s
+        return jacobi_eigh(s)
+
+    def eigvalsh(self: Tensor, UPLO: str = "L") -> Tensor:  # type: ignore[misc]  # noqa: N803
+        """The eigenvalues of symmetric matrices, ascending (torch.linalg.eigvalsh); see eigh."""
+        return self.eigh(UPLO)[0]
+
+    def pinv(self: Tensor, rtol: float | None = None, hermitian: bool = False) -> Tensor:  # type: ignore[misc]
+        """The Moore-Penrose pseudo-inverse (torch.linalg.pinv) from an SVD: singular values at or below
+        rtol * the largest count as zero (`rtol` default: max(m, n) * the dtype's epsilon, as torch).
+        `hermitian`: self is symmetric (its lower triangle is read, as torch), through eigh.
+
+        >>> Tensor([[2.0, 0.0], [0.0, 0.0]]).pinv().tolist()
+        [[0.5, 0.0], [0.0, 0.0]]
+        """
+        a = _matrices(self, "pinv")
+        m, n = a.shape[-2:]
+        eps = 2.220446049250313e-16 if a.dtype == dtypes.float64 else 1.1920929e-07
+        cut = max(m, n) * eps if rtol is None else rtol
+        if hermitian:
+            w, v = a.eigh()
+            big = w.abs().max(-1, keepdim=True) * cut
+            inv = (w.abs() > big).where(1 / w, 0)
+            return (v * inv.unsqueeze(-2)) @ v.transpose(-1, -2)
+        if min(m, n) == 0:
+            return Tensor.zeros(*a.shape[:-2], n, m, dtype=a.dtype, device=a.device)
+        u, sv, vh = a.svd(full_matrices=False)
+        big = sv.max(-1, keepdim=True) * cut
+        inv = (sv > big).where(1 / sv, 0)
+        return (vh.transpose(-1, -2) * inv.unsqueeze(-2)) @ u.transpose(-1, -2)
+
+    def pinverse(self: Tensor, rcond: float = 1e-15) -> Tensor:  # type: ignore[misc]
+        """torch.pinverse: pinv with `rcond` as its rtol."""
+        return self.pinv(rtol=rcond)
 
 
 def _empty_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
