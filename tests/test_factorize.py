@@ -247,3 +247,43 @@ def test_pinv_matches_torch():
     np.testing.assert_allclose(Tensor(s).pinv(hermitian=True).numpy(), want, atol=1e-10)
     assert Tensor.zeros(0, 3).pinv().shape == (3, 0)
     np.testing.assert_allclose(Tensor(np.diag([1.0, 1e-20])).pinverse().numpy(), np.diag([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 4), (0, 3)])
+def test_lu_matches_torch_pivots_included(shape):
+    torch = pytest.importorskip("torch")
+    a = RNG.standard_normal(shape)
+    for got, want in zip(Tensor(a).lu(), torch.linalg.lu(torch.from_numpy(a)), strict=True):
+        assert got.shape == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+    if shape[-1] == shape[-2]:
+        lu, pivots = Tensor(a).lu_factor()
+        want_lu, want_pivots = torch.linalg.lu_factor(torch.from_numpy(a))
+        np.testing.assert_allclose(lu.numpy(), want_lu.numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(pivots.numpy(), want_pivots.numpy())
+        b = RNG.standard_normal((*shape[:-1], 2))
+        want_x = torch.linalg.lu_solve(want_lu, want_pivots, torch.from_numpy(b)).numpy()
+        np.testing.assert_allclose(Tensor(b).lu_solve(lu, pivots).numpy(), want_x, rtol=1e-10, atol=1e-12)
+
+
+def test_lu_ties_singular_matrices_gradient_and_errors():
+    torch = pytest.importorskip("torch")
+    # ties in |pivot| go to the first row; a zero column is neither swapped nor eliminated
+    for a in ([[1.0, 2.0], [-1.0, 3.0]], [[0.0, 1.0], [0.0, 2.0]], [[0.0, 0.0], [0.0, 0.0]]):
+        for got, want in zip(Tensor(a).lu(), torch.linalg.lu(torch.tensor(a, dtype=torch.float64)), strict=True):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    a = RNG.standard_normal((3, 3))
+    ta = torch.from_numpy(a).requires_grad_()
+    _, tl, tu = torch.linalg.lu(ta)
+    (tl.sum() + (tu**2).sum()).backward()
+    x = Tensor(a, requires_grad=True)
+    _, low, up = x.lu()
+    (low.sum() + (up**2).sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-9, atol=1e-12)
+    with pytest.raises(ArgumentError, match="lu_factor: a matrix .* is singular"):
+        Tensor([[0.0, 1.0], [0.0, 2.0]]).lu_factor()
+    with pytest.raises(ArgumentError, match="pivot=False"):
+        Tensor.eye(2).lu(pivot=False)
+    lu, pivots = Tensor.eye(2).lu_factor()
+    with pytest.raises(ShapeError, match="lu_solve: right-hand side"):
+        Tensor.ones(3, 1).lu_solve(lu, pivots)

@@ -1,10 +1,11 @@
 """Matrix factorizations built from tensor ops: `qr` (Householder reflections), `svd` (one-sided Jacobi), `eigh`
-(two-sided Jacobi), `cholesky`, and what is solved with them (`det`, `inverse`, `solve`, `pinv`).
+(two-sided Jacobi), `cholesky`, `lu` (partial pivoting), and what is solved with them (`det`, `inverse`, `solve`,
+`lu_solve`, `pinv`).
 
 All work on the last two axes (the others are a batch) in the input's float dtype (ints promote), and differentiate
-through the ops they are made of. The loops run in Python over the columns (QR, Cholesky) and over the rotation rounds
-(SVD, eigh): each step's kernels are the same code for every step, so a factorization compiles a handful of kernels,
-once.
+through the ops they are made of. The loops run in Python over the columns (QR, Cholesky, LU) and over the rotation
+rounds (SVD, eigh): each step's kernels are the same code for every step, so a factorization compiles a handful of
+kernels, once.
 """
 
 from __future__ import annotations
@@ -99,18 +100,64 @@ def _diagonal(r: Tensor) -> Tensor:
 
 
 def _upper_solve(r: Tensor, y: Tensor) -> Tensor:
-    """x with r @ x = y for upper triangular r (..., n, n) and y (..., n, k), by back substitution: row n-1 first,
-    each row from the rows below it (a zero on r's diagonal gives inf or nan)."""
-    n = r.shape[-1]
-    rows = Tensor.arange(n, dtype=dtypes.int32, device=r.device).unsqueeze(-1)
-    x = Tensor.zeros(y.shape, dtype=r.dtype, device=r.device)
-    for i in reversed(range(n)):
-        at = rows == _step_index(r, i)
-        row = at.where(r, 0).sum(-2, keepdim=True)  # (..., 1, n): row i of r
-        done = (row.transpose(-1, -2) * x).sum(-2, keepdim=True)  # sum over j > i of r_ij x_j (x_j = 0 for j <= i)
-        pivot = (row * at.transpose(-1, -2).cast(r.dtype)).sum(-1, keepdim=True)
-        x = at.where((at.where(y, 0).sum(-2, keepdim=True) - done) / pivot, x).contiguous()
+    """x with r @ x = y for upper triangular r (..., n, n) and y (..., n, k), by back substitution (a zero on r's
+    diagonal gives inf or nan)."""
+    return _triangular_solve(r, y, upper=True, unit=False)
+
+
+def _triangular_solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
+    """x with t @ x = y for triangular t (..., n, n) (its other triangle is not read) and y (..., n, k), a row at a
+    time: back substitution (`upper`, row n-1 first) or forward substitution, each row from the rows solved before
+    it. `unit`: t's diagonal is taken as ones (an LU factorization's L)."""
+    n = t.shape[-1]
+    rows = Tensor.arange(n, dtype=dtypes.int32, device=t.device).unsqueeze(-1)
+    x = Tensor.zeros(y.shape, dtype=t.dtype, device=t.device)
+    for i in reversed(range(n)) if upper else range(n):
+        at = rows == _step_index(t, i)
+        row = at.where(t, 0).sum(-2, keepdim=True)  # (..., 1, n): row i of t
+        solved = (rows > _step_index(t, i)) if upper else (rows < _step_index(t, i))
+        done = (solved.where(row.transpose(-1, -2), 0) * x).sum(-2, keepdim=True)
+        rest = at.where(y, 0).sum(-2, keepdim=True) - done
+        if not unit:
+            rest = rest / (row * at.transpose(-1, -2).cast(t.dtype)).sum(-1, keepdim=True)
+        x = at.where(rest, x).contiguous()
     return x
+
+
+def lu_pivoted(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """LAPACK's getrf on float matrices `a` (..., m, n): partial pivoting (the first largest |entry| on or below the
+    diagonal, no swap and no elimination for a zero column), L (unit diagonal) and U packed in one matrix, and the
+    row permutation (row i of P^T a is row perm[i] of a, int32 (..., m)) and LAPACK's 1-based pivots (int32
+    (..., min(m, n)): step j swapped rows j and pivots[j] - 1)."""
+    m, n = a.shape[-2:]
+    rows = Tensor.arange(m, dtype=dtypes.int32, device=a.device)
+    cols = Tensor.arange(n, dtype=dtypes.int32, device=a.device)
+    perm = rows.expand(*a.shape[:-2], m).contiguous()
+    pivots = []
+    for j in range(min(m, n)):
+        step = _step_index(a, j)
+        col = (a * (cols == step).cast(a.dtype)).sum(-1)  # column j: (..., m)
+        p = (rows >= step).where(col.abs(), -1).argmax(-1, keepdim=True).cast(dtypes.int32)  # (..., 1)
+        pivots.append(p)
+        # rows j and p trade places (an index per row: a gather, not a product with a permutation matrix)
+        swap = (rows == step).where(p, (rows == p).where(step, rows))  # (..., m)
+        a = a.gather(-2, swap.unsqueeze(-1).expand(*a.shape))
+        perm = perm.gather(-1, swap)
+        col = col.gather(-1, swap)
+        pivot = (col * (rows == step).cast(a.dtype)).sum(-1, keepdim=True)
+        below = rows > step
+        factors = below.where(col / (pivot == 0).where(1, pivot), 0)  # (..., m), L's column j
+        row = (a * (rows == step).unsqueeze(-1).cast(a.dtype)).sum(-2, keepdim=True)  # (..., 1, n)
+        right = (cols > step).unsqueeze(0)
+        elimination = (pivot != 0).unsqueeze(-1) & below.unsqueeze(-1) & right
+        a = elimination.where(a - factors.unsqueeze(-1) * row, a)
+        a = ((cols == step).unsqueeze(0) & below.unsqueeze(-1)).where(factors.unsqueeze(-1), a).contiguous()
+        perm = perm.contiguous()
+    if pivots:
+        ipiv = pivots[0].cat(*pivots[1:], dim=-1) + 1
+    else:
+        ipiv = Tensor.zeros(*a.shape[:-2], 0, dtype=dtypes.int32, device=a.device)
+    return a, perm, ipiv
 
 
 def _tournament(n: int) -> list[list[int]]:
@@ -491,6 +538,71 @@ class FactorizeMixin:
     def pinverse(self: Tensor, rcond: float = 1e-15) -> Tensor:  # type: ignore[misc]
         """torch.pinverse: pinv with `rcond` as its rtol."""
         return self.pinv(rtol=rcond)
+
+    def lu(self: Tensor, pivot: bool = True) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[misc]
+        """P, L, U with self = P @ L @ U (torch.linalg.lu): LAPACK's partial pivoting (getrf), so the same factors
+        as PyTorch's CPU; L (..., m, k) unit lower triangular, U (..., k, n), k = min(m, n). A singular matrix
+        factors too (U has a zero on its diagonal).
+
+        >>> p, l, u = Tensor([[1.0, 2.0], [3.0, 4.0]]).lu()
+        >>> [round(v, 4) for v in u.flatten().tolist()]
+        [3.0, 4.0, 0.0, 0.6667]
+        """
+        if not pivot:
+            raise ArgumentError("lu: pivot=False (LU without pivoting) is not implemented, as on PyTorch's CPU")
+        a = _matrices(self, "lu")
+        m, n = a.shape[-2:]
+        k = min(m, n)
+        packed, perm, _ = lu_pivoted(a)
+        p = perm.one_hot(m).cast(a.dtype).transpose(-1, -2) if m else Tensor.zeros(*a.shape[:-2], 0, 0, dtype=a.dtype)
+        eye = Tensor.eye(m, k, dtype=a.dtype, device=a.device)
+        return p, packed[..., :, :k].tril(-1) + eye, packed[..., :k, :].triu()
+
+    def lu_factor(self: Tensor, pivot: bool = True) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+        """(LU, pivots) as torch.linalg.lu_factor: L and U packed in one matrix (L's unit diagonal implied) and
+        LAPACK's 1-based row swaps (int32). Reads U's diagonal back and refuses a zero there, as PyTorch (a singular
+        matrix: use `lu`), so it can't run inside a TinyJit."""
+        if not pivot:
+            raise ArgumentError("lu_factor: pivot=False (LU without pivoting) is not implemented, as on PyTorch's CPU")
+        a = _matrices(self, "lu_factor")
+        packed, _, pivots = lu_pivoted(a)
+        k = min(a.shape[-2:])
+        if k and (_diagonal(packed[..., :k, :k]) == 0).any().item():
+            raise ArgumentError(
+                f"lu_factor: a matrix (shape {self.shape}) is singular: U has a zero on its diagonal, and lu_solve "
+                "would divide by it (lu() factors it)"
+            )
+        return packed, pivots
+
+    def lu_solve(self: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # type: ignore[misc]  # noqa: N803
+        """X with A @ X = self, A given by `lu_factor`'s (LU, pivots) (torch.Tensor.lu_solve: self is the right-hand
+        side, (..., n, k)).
+
+        >>> a = Tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> [round(v, 4) for v in Tensor([[5.0], [6.0]]).lu_solve(*a.lu_factor()).flatten().tolist()]
+        [-4.0, 4.5]
+        """
+        lu = _square(LU_data, "lu_solve")
+        n = lu.shape[-1]
+        if self.ndim < 2 or self.shape[-2] != n or LU_pivots.shape[-1:] != (n,):
+            raise ShapeError(
+                f"lu_solve: right-hand side {self.shape} needs {n} rows (..., {n}, k) for LU {LU_data.shape} and "
+                f"pivots (..., {n}), got pivots {LU_pivots.shape}"
+            )
+        b = self.cast(least_upper_dtype(lu.dtype, self._float().dtype))
+        batch = _broadcast_shape(
+            _broadcast_shape(lu.shape[:-2], b.shape[:-2], "lu_solve"), LU_pivots.shape[:-1], "lu_solve"
+        )
+        lu, b = lu.cast(b.dtype).expand(*batch, n, n), b.expand(*batch, n, b.shape[-1])
+        pivots = LU_pivots.cast(dtypes.int32).expand(*batch, n) - 1
+        rows = Tensor.arange(n, dtype=dtypes.int32, device=lu.device)
+        for j in range(n):
+            step = _step_index(lu, j)
+            p = (pivots * (rows == step).cast(dtypes.int32)).sum(-1, keepdim=True)
+            swap = (rows == step).where(p, (rows == p).where(step, rows))
+            b = b.gather(-2, swap.unsqueeze(-1).expand(*b.shape)).contiguous()
+        y = _triangular_solve(lu, b, upper=False, unit=True)
+        return _triangular_solve(lu, y, upper=True, unit=False)
 
 
 def _empty_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
