@@ -10,7 +10,7 @@ kernels, once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,40 @@ from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
     from uopkit.uop.ops import UOp
+
+
+# torch.linalg's named results: each unpacks as a tuple, or by name
+class QR(NamedTuple):
+    Q: Tensor
+    R: Tensor
+
+
+class SVD(NamedTuple):
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+class Eigh(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class SlogDet(NamedTuple):
+    sign: Tensor
+    logabsdet: Tensor
+
+
+class PLU(NamedTuple):
+    P: Tensor
+    L: Tensor
+    U: Tensor
+
+
+class LUFactor(NamedTuple):
+    LU: Tensor
+    pivots: Tensor
+
 
 # Jacobi sweeps at most (each pairs every two columns once): from a random matrix the rotations reach the dtype's
 # precision in 6-10
@@ -92,6 +126,14 @@ def _square(t: Tensor, op: str) -> Tensor:
     if a.shape[-1] != a.shape[-2]:
         raise ShapeError(f"{op}: needs square matrices, got shape {t.shape}")
     return a
+
+
+def _with_right_side(a: Tensor, b: Tensor, op: str) -> tuple[Tensor, Tensor]:
+    """Matrices `a` (..., m, n) and right-hand sides `b` (..., m, k) in their common float dtype, their batch axes
+    broadcast together."""
+    dtype = least_upper_dtype(a._float().dtype, b._float().dtype)
+    batch = _broadcast_shape(a.shape[:-2], b.shape[:-2], op)
+    return a.cast(dtype).expand(*batch, *a.shape[-2:]), b.cast(dtype).expand(*batch, *b.shape[-2:])
 
 
 def _diagonal(r: Tensor) -> Tensor:
@@ -361,7 +403,7 @@ def jacobi_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
 class FactorizeMixin:
     __slots__ = ()
 
-    def qr(self: Tensor, mode: str = "reduced") -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    def qr(self: Tensor, mode: str = "reduced") -> QR:  # type: ignore[misc]
         """QR factorization of a matrix or a batch of them (torch.linalg.qr): Q with orthonormal columns and R upper
         triangular, Q @ R = self. `mode`: "reduced" (Q (m, k), R (k, n), k = min(m, n)), "complete" (Q (m, m),
         R (m, n)) or "r" (R alone; Q is an empty tensor). Signs as LAPACK's (and PyTorch's CPU).
@@ -375,10 +417,10 @@ class FactorizeMixin:
         a = _matrices(self, "qr")
         q, r = householder_qr(a, complete=mode == "complete")
         if mode == "r":
-            return Tensor.empty(0, dtype=a.dtype, device=a.device), r
-        return q, r
+            return QR(Tensor.empty(0, dtype=a.dtype, device=a.device), r)
+        return QR(q, r)
 
-    def svd(self: Tensor, full_matrices: bool = True) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[misc]
+    def svd(self: Tensor, full_matrices: bool = True) -> SVD:  # type: ignore[misc]
         """Singular value decomposition of a matrix or a batch of them (torch.linalg.svd): U, S, Vh with
         U @ diag(S) @ Vh = self, S descending, U and Vh with orthonormal columns and rows. U is (m, m) and Vh (n, n)
         when `full_matrices`, else (m, k) and (k, n), k = min(m, n). The signs of the singular vectors are not
@@ -392,11 +434,11 @@ class FactorizeMixin:
         a = _matrices(self, "svd")
         m, n = a.shape[-2:]
         if min(m, n) == 0:
-            return _empty_svd(a, full_matrices)
+            return SVD(*_empty_svd(a, full_matrices))
         if m >= n:
-            return jacobi_svd(a, full_matrices)
+            return SVD(*jacobi_svd(a, full_matrices))
         u, s, vh = jacobi_svd(a.transpose(-1, -2), full_matrices)
-        return vh.transpose(-1, -2), s, u.transpose(-1, -2)
+        return SVD(vh.transpose(-1, -2), s, u.transpose(-1, -2))
 
     def det(self: Tensor) -> Tensor:  # type: ignore[misc]
         """Determinant of a square matrix or a batch of them (torch.linalg.det), from a QR factorization: the product
@@ -410,14 +452,14 @@ class FactorizeMixin:
         assert reflections is not None
         return _diagonal(r).prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
 
-    def slogdet(self: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    def slogdet(self: Tensor) -> SlogDet:  # type: ignore[misc]
         """(sign, log|det|) of square matrices (torch.linalg.slogdet): sign 0 and -inf for a singular one."""
         a = _square(self, "slogdet")
         _, r, reflections = _householder(a, complete=False, count=True)
         assert reflections is not None
         d = _diagonal(r)
         sign = d.sign().prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
-        return sign, d.abs().log().sum(-1)
+        return SlogDet(sign, d.abs().log().sum(-1))
 
     def logdet(self: Tensor) -> Tensor:  # type: ignore[misc]
         """log(det) of square matrices (torch.logdet): NaN for a negative determinant, -inf for a zero one."""
@@ -459,10 +501,7 @@ class FactorizeMixin:
         b = other.unsqueeze(-1) if vector else other
         if b.ndim < 2 or b.shape[-2] != n:
             raise ShapeError(f"solve: A {self.shape} and B {other.shape}: B needs {n} rows (..., {n}) or (..., {n}, k)")
-        dtype = least_upper_dtype(a.dtype, b._float().dtype)
-        a, b = a.cast(dtype), b.cast(dtype)
-        batch = _broadcast_shape(a.shape[:-2], b.shape[:-2], "solve")
-        a, b = a.expand(*batch, n, n), b.expand(*batch, n, b.shape[-1])
+        a, b = _with_right_side(a, b, "solve")
         q, r, _ = _householder(a, complete=False)
         if (_diagonal(r) == 0).any().item():
             raise ArgumentError(f"solve: a matrix of A (shape {self.shape}) is singular: no unique solution")
@@ -490,7 +529,7 @@ class FactorizeMixin:
             )
         return low.transpose(-1, -2) if upper else low
 
-    def eigh(self: Tensor, UPLO: str = "L") -> tuple[Tensor, Tensor]:  # type: ignore[misc]  # noqa: N803
+    def eigh(self: Tensor, UPLO: str = "L") -> Eigh:  # type: ignore[misc]  # noqa: N803
         """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of symmetric matrices (torch.linalg.eigh):
         self = V @ diag(w) @ V.T. Reads only the lower triangle (UPLO="U": the upper), as torch. The eigenvectors'
         signs are arbitrary (torch's too). Reads the convergence back after each Jacobi sweep, so it can't run inside
@@ -504,8 +543,8 @@ class FactorizeMixin:
             raise UnknownModeError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
         s = _mirrored(self, UPLO == "U", "eigh")
         if s.shape[-1] == 0:
-            return Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s
-        return jacobi_eigh(s)
+            return Eigh(Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s)
+        return Eigh(*jacobi_eigh(s))
 
     def eigvalsh(self: Tensor, UPLO: str = "L") -> Tensor:  # type: ignore[misc]  # noqa: N803
         """The eigenvalues of symmetric matrices, ascending (torch.linalg.eigvalsh); see eigh."""
@@ -539,7 +578,7 @@ class FactorizeMixin:
         """torch.pinverse: pinv with `rcond` as its rtol."""
         return self.pinv(rtol=rcond)
 
-    def lu(self: Tensor, pivot: bool = True) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[misc]
+    def lu(self: Tensor, pivot: bool = True) -> PLU:  # type: ignore[misc]
         """P, L, U with self = P @ L @ U (torch.linalg.lu): LAPACK's partial pivoting (getrf), so the same factors
         as PyTorch's CPU; L (..., m, k) unit lower triangular, U (..., k, n), k = min(m, n). A singular matrix
         factors too (U has a zero on its diagonal).
@@ -556,9 +595,9 @@ class FactorizeMixin:
         packed, perm, _ = lu_pivoted(a)
         p = perm.one_hot(m).cast(a.dtype).transpose(-1, -2) if m else Tensor.zeros(*a.shape[:-2], 0, 0, dtype=a.dtype)
         eye = Tensor.eye(m, k, dtype=a.dtype, device=a.device)
-        return p, packed[..., :, :k].tril(-1) + eye, packed[..., :k, :].triu()
+        return PLU(p, packed[..., :, :k].tril(-1) + eye, packed[..., :k, :].triu())
 
-    def lu_factor(self: Tensor, pivot: bool = True) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
+    def lu_factor(self: Tensor, pivot: bool = True) -> LUFactor:  # type: ignore[misc]
         """(LU, pivots) as torch.linalg.lu_factor: L and U packed in one matrix (L's unit diagonal implied) and
         LAPACK's 1-based row swaps (int32). Reads U's diagonal back and refuses a zero there, as PyTorch (a singular
         matrix: use `lu`), so it can't run inside a TinyJit."""
@@ -572,7 +611,7 @@ class FactorizeMixin:
                 f"lu_factor: a matrix (shape {self.shape}) is singular: U has a zero on its diagonal, and lu_solve "
                 "would divide by it (lu() factors it)"
             )
-        return packed, pivots
+        return LUFactor(packed, pivots)
 
     def lu_solve(self: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # type: ignore[misc]  # noqa: N803
         """X with A @ X = self, A given by `lu_factor`'s (LU, pivots) (torch.Tensor.lu_solve: self is the right-hand
@@ -589,11 +628,9 @@ class FactorizeMixin:
                 f"lu_solve: right-hand side {self.shape} needs {n} rows (..., {n}, k) for LU {LU_data.shape} and "
                 f"pivots (..., {n}), got pivots {LU_pivots.shape}"
             )
-        b = self.cast(least_upper_dtype(lu.dtype, self._float().dtype))
-        batch = _broadcast_shape(
-            _broadcast_shape(lu.shape[:-2], b.shape[:-2], "lu_solve"), LU_pivots.shape[:-1], "lu_solve"
-        )
-        lu, b = lu.cast(b.dtype).expand(*batch, n, n), b.expand(*batch, n, b.shape[-1])
+        lu, b = _with_right_side(lu, self, "lu_solve")
+        batch = _broadcast_shape(lu.shape[:-2], LU_pivots.shape[:-1], "lu_solve")
+        lu, b = lu.expand(*batch, n, n), b.expand(*batch, n, b.shape[-1])
         pivots = LU_pivots.cast(dtypes.int32).expand(*batch, n) - 1
         rows = Tensor.arange(n, dtype=dtypes.int32, device=lu.device)
         for j in range(n):

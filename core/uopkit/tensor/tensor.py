@@ -33,6 +33,7 @@ from uopkit.tensor import functional as _functional_module
 from uopkit.tensor import indexing as _indexing_module
 from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import math as _math_module
+from uopkit.tensor import matrix as _matrix_module
 from uopkit.tensor import movement as _movement_module
 from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import replay as _replay_module
@@ -47,6 +48,7 @@ from uopkit.tensor.functional import FunctionalMixin
 from uopkit.tensor.indexing import IndexingMixin
 from uopkit.tensor.linalg import LinalgMixin
 from uopkit.tensor.math import MathMixin
+from uopkit.tensor.matrix import MatrixMixin
 from uopkit.tensor.movement import MovementMixin
 from uopkit.tensor.reduce import ReduceMixin
 from uopkit.tensor.support import (
@@ -85,6 +87,7 @@ class Tensor(
     ReduceMixin,
     LinalgMixin,
     FactorizeMixin,
+    MatrixMixin,
     FunctionalMixin,
     CompositeMixin,
     TorchNamesMixin,
@@ -468,6 +471,7 @@ for _module in (
     _reduce_module,
     _linalg_module,
     _factorize_module,
+    _matrix_module,
     _functional_module,
     _replay_module,
     _torch_names_module,

@@ -1,0 +1,137 @@
+"""torch.linalg's norms, cond, rank, lstsq, triangular solves, matrix_exp and products (tensor/matrix.py), against
+PyTorch's CPU results."""
+
+import math
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor
+from uopkit.tensor.support import ArgumentError, ShapeError
+
+torch = pytest.importorskip("torch")
+RNG = np.random.default_rng(11)
+
+
+def _close(got, want, tol=1e-10):
+    want = want.detach().numpy() if hasattr(want, "detach") else np.asarray(want)
+    got = got.numpy()
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("ord", ["fro", "nuc", math.inf, -math.inf, 1, -1, 2, -2])
+def test_matrix_norm_matches_torch(ord):
+    a = RNG.standard_normal((2, 4, 3))
+    _close(Tensor(a).matrix_norm(ord), torch.linalg.matrix_norm(torch.from_numpy(a), ord))
+    want = torch.linalg.matrix_norm(torch.from_numpy(a), ord, dim=(0, 2), keepdim=True)
+    _close(Tensor(a).matrix_norm(ord, dim=(0, 2), keepdim=True), want)
+
+
+def test_vector_norm_and_norm_gradients():
+    a = RNG.standard_normal((3, 4))
+    for ord, dim in ((2, None), (1, 1), (math.inf, 0), (0, None), (-1, 1), (3.5, (0, 1))):
+        _close(Tensor(a).vector_norm(ord, dim), torch.linalg.vector_norm(torch.from_numpy(a), ord, dim))
+    ta = torch.from_numpy(a).requires_grad_()
+    (torch.linalg.matrix_norm(ta, "nuc") + torch.linalg.matrix_norm(ta, 1)).backward()
+    x = Tensor(a, requires_grad=True)
+    (x.matrix_norm("nuc") + x.matrix_norm(1)).backward()
+    _close(x.grad, ta.grad, 1e-9)
+    with pytest.raises(ArgumentError, match="matrix_norm: ord must be"):
+        Tensor(a).matrix_norm(3)
+    with pytest.raises(ArgumentError, match="vector_norm: ord must be a number"):
+        Tensor(a).vector_norm("fro")
+    with pytest.raises(TypeError, match="matrix_norm: needs a floating-point tensor"):
+        Tensor([[1, 2]]).matrix_norm()
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, "fro", "nuc", math.inf, -math.inf, 1, -1])
+def test_cond_matches_torch(p):
+    a = RNG.standard_normal((2, 3, 3))
+    _close(Tensor(a).cond(p), torch.linalg.cond(torch.from_numpy(a), p), 1e-9)
+
+
+def test_cond_of_singular_and_matrix_rank():
+    singular = np.array([[1.0, 2.0], [2.0, 4.0]])
+    # torch's LAPACK leaves a smallest singular value of ~1e-16 (cond 2.5e16); Jacobi's is 0 (inf)
+    assert Tensor(singular).cond().item() > 1e15
+    a = RNG.standard_normal((3, 5, 2)) @ RNG.standard_normal((3, 2, 4))  # rank 2
+    for kwargs in ({}, {"atol": 1.0}, {"rtol": 0.5}, {"atol": 0.1, "rtol": 0.01}):
+        want = torch.linalg.matrix_rank(torch.from_numpy(a), **kwargs)
+        got = Tensor(a).matrix_rank(**kwargs)
+        assert got.dtype.name == "long" and got.tolist() == want.tolist()
+    s = a[0] @ a[0].T
+    assert Tensor(s).matrix_rank(hermitian=True).item() == 2
+    assert Tensor.zeros(2, 0, 3).matrix_rank().tolist() == [0, 0]
+
+
+def test_lstsq_matches_torch():
+    a, b = RNG.standard_normal((2, 6, 3)), RNG.standard_normal((2, 6, 2))
+    got, want = Tensor(a).lstsq(Tensor(b)), torch.linalg.lstsq(torch.from_numpy(a), torch.from_numpy(b))
+    _close(got.solution, want.solution)
+    assert got.rank.tolist() == want.rank.tolist() and got.residuals.shape == (0,) and got.singular_values.shape == (0,)
+    solution, _, rank, _ = got  # a tuple too
+    assert solution.shape == (2, 3, 2) and rank.tolist() == [3, 3]
+    # deficient rank and wide: the least-norm solution
+    wide = RNG.standard_normal((3, 2)) @ RNG.standard_normal((2, 5))
+    rhs = RNG.standard_normal((3, 1))
+    _close(Tensor(wide).lstsq(Tensor(rhs)).solution, np.linalg.pinv(wide) @ rhs, 1e-9)
+    assert Tensor(wide).lstsq(Tensor(rhs)).rank.item() == 2
+    with pytest.raises(ShapeError, match="lstsq: A .* has 6 rows"):
+        Tensor(a).lstsq(Tensor.ones(2, 5, 1))
+
+
+def test_solve_triangular_and_cholesky_inverse():
+    u = np.triu(RNG.standard_normal((2, 4, 4))) + 4 * np.eye(4)
+    noisy = u + np.tril(RNG.standard_normal((4, 4)), -1)  # the other triangle is not read
+    b = RNG.standard_normal((2, 4, 3))
+    tu, tb = torch.from_numpy(noisy), torch.from_numpy(b)
+    for kwargs in ({"upper": True}, {"upper": True, "unitriangular": True}):
+        _close(Tensor(noisy).solve_triangular(Tensor(b), **kwargs), torch.linalg.solve_triangular(tu, tb, **kwargs))
+    low = np.swapaxes(noisy, -1, -2)
+    want = torch.linalg.solve_triangular(torch.from_numpy(low), tb.transpose(-1, -2), upper=False, left=False)
+    _close(Tensor(low).solve_triangular(Tensor(np.swapaxes(b, -1, -2)), upper=False, left=False), want)
+    spd = RNG.standard_normal((3, 3))
+    factor = np.linalg.cholesky(spd @ spd.T + np.eye(3))
+    _close(Tensor(factor).cholesky_inverse(), torch.cholesky_inverse(torch.from_numpy(factor)))
+    _close(
+        Tensor(factor.T).cholesky_inverse(upper=True), torch.cholesky_inverse(torch.from_numpy(factor.T), upper=True)
+    )
+
+
+def test_matrix_exp_matches_torch_and_differentiates():
+    for scale in (0.1, 3.0, 40.0):
+        a = RNG.standard_normal((2, 3, 3)) * scale
+        want = torch.linalg.matrix_exp(torch.from_numpy(a))
+        np.testing.assert_allclose(Tensor(a).matrix_exp().numpy(), want.numpy(), rtol=1e-12 * scale, atol=0)
+    a = RNG.standard_normal((3, 3))
+    ta = torch.from_numpy(a).requires_grad_()
+    torch.linalg.matrix_exp(ta).sum().backward()
+    x = Tensor(a, requires_grad=True)
+    x.matrix_exp().sum().backward()
+    _close(x.grad, ta.grad, 1e-9)
+    np.testing.assert_allclose(
+        Tensor(a.astype(np.float32)).matrix_exp().numpy(), torch.linalg.matrix_exp(ta).detach().numpy(), rtol=1e-5
+    )
+    assert Tensor.zeros(0, 0).matrix_exp().shape == (0, 0)
+    with pytest.raises(ArgumentError, match="matrix_exp: the input has values that aren't finite"):
+        Tensor([[math.inf]]).matrix_exp()
+
+
+def test_multi_dot_vecdot_vander():
+    ms = [RNG.standard_normal(s) for s in ((5,), (5, 2), (2, 7), (7, 3), (3,))]
+    _close(Tensor.multi_dot([Tensor(m) for m in ms]), torch.linalg.multi_dot([torch.from_numpy(m) for m in ms]))
+    _close(
+        Tensor.multi_dot([Tensor(m) for m in ms[1:3]]), torch.linalg.multi_dot([torch.from_numpy(m) for m in ms[1:3]])
+    )
+    with pytest.raises(ShapeError, match="multi_dot: tensors 0 .* and 1 .* can't be multiplied"):
+        Tensor.multi_dot([Tensor.ones(2, 3), Tensor.ones(2, 3)])
+    with pytest.raises(ArgumentError, match="at least 2"):
+        Tensor.multi_dot([Tensor.ones(2, 3)])
+    x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((4,))
+    _close(Tensor(x).vecdot(Tensor(y)), torch.linalg.vecdot(torch.from_numpy(x), torch.from_numpy(y)))
+    _close(Tensor(x).vecdot(Tensor(x), dim=0), torch.linalg.vecdot(torch.from_numpy(x), torch.from_numpy(x), dim=0))
+    v = np.array([[1.0, 2.0, -3.0], [0.5, 0.0, 2.0]])
+    _close(Tensor(v).vander(), torch.linalg.vander(torch.from_numpy(v)))
+    _close(Tensor(v).vander(N=5), torch.linalg.vander(torch.from_numpy(v), N=5))
+    assert Tensor([2, 3]).vander().tolist() == torch.linalg.vander(torch.tensor([2, 3])).tolist()
