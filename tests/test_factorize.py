@@ -287,3 +287,29 @@ def test_lu_ties_singular_matrices_gradient_and_errors():
     lu, pivots = Tensor.eye(2).lu_factor()
     with pytest.raises(ShapeError, match="lu_solve: right-hand side"):
         Tensor.ones(3, 1).lu_solve(lu, pivots)
+
+
+def test_ex_variants_report_info_without_reading_back():
+    torch = pytest.importorskip("torch")
+    from uopkit.jit import TinyJit
+
+    mats = np.stack([_spd(3), np.diag([1.0, -1.0, 1.0]), np.diag([1.0, 1.0, 0.0])])
+    low, info = Tensor(mats).cholesky_ex()
+    want = torch.linalg.cholesky_ex(torch.from_numpy(mats))
+    assert info.tolist() == want.info.tolist() == [0, 2, 3]
+    np.testing.assert_allclose(low.numpy()[0], want.L.numpy()[0], rtol=1e-12)
+    singular = np.stack([RNG.standard_normal((3, 3)), [[0.0, 1.0, 2.0], [0.0, 2.0, 1.0], [0.0, 3.0, 3.0]]])
+    got, want = Tensor(singular).lu_factor_ex(), torch.linalg.lu_factor_ex(torch.from_numpy(singular))
+    assert got.info.tolist() == want.info.tolist() == [0, 1]
+    np.testing.assert_allclose(got.LU.numpy(), want.LU.numpy(), rtol=1e-12, atol=1e-12)
+    assert got.pivots.tolist() == want.pivots.tolist()
+    with pytest.raises(ArgumentError, match="not positive-definite"):
+        Tensor(mats).cholesky_ex(check_errors=True)
+
+    # no read-back: a TinyJit captures them and replays them on new inputs
+    step = TinyJit(lambda x: [t.realize() for t in x.cholesky_ex()])
+    for k in range(3):
+        a = _spd(3) + k * np.eye(3)
+        low, info = step(Tensor(a))
+        np.testing.assert_allclose(low.numpy(), np.linalg.cholesky(a), rtol=1e-12)
+        assert info.item() == 0

@@ -114,6 +114,9 @@ def test_matrix_exp_matches_torch_and_differentiates():
         Tensor(a.astype(np.float32)).matrix_exp().numpy(), torch.linalg.matrix_exp(ta).detach().numpy(), rtol=1e-5
     )
     assert Tensor.zeros(0, 0).matrix_exp().shape == (0, 0)
+    half = Tensor(a.astype(np.float16)).matrix_exp()
+    want = torch.linalg.matrix_exp(torch.from_numpy(a.astype(np.float16)).float()).numpy()
+    assert half.dtype.name == "half" and np.allclose(half.numpy(), want, rtol=2e-3, atol=2e-3)
     with pytest.raises(ArgumentError, match="matrix_exp: the input has values that aren't finite"):
         Tensor([[math.inf]]).matrix_exp()
 
@@ -135,3 +138,9 @@ def test_multi_dot_vecdot_vander():
     _close(Tensor(v).vander(), torch.linalg.vander(torch.from_numpy(v)))
     _close(Tensor(v).vander(N=5), torch.linalg.vander(torch.from_numpy(v), N=5))
     assert Tensor([2, 3]).vander().tolist() == torch.linalg.vander(torch.tensor([2, 3])).tolist()
+
+
+@pytest.mark.parametrize("op", ["svd", "qr", "det", "inverse", "cholesky", "eigh", "lu", "pinv", "matrix_rank"])
+def test_half_matrices_are_refused_as_in_torch(op):
+    with pytest.raises(TypeError, match=f"{op}: .*half isn't supported"):
+        getattr(Tensor.eye(3, dtype="float16"), op)()

@@ -55,6 +55,17 @@ class LUFactor(NamedTuple):
     pivots: Tensor
 
 
+class LUFactorEx(NamedTuple):
+    LU: Tensor
+    pivots: Tensor
+    info: Tensor
+
+
+class CholeskyEx(NamedTuple):
+    L: Tensor
+    info: Tensor
+
+
 # Jacobi sweeps at most (each pairs every two columns once): from a random matrix the rotations reach the dtype's
 # precision in 6-10
 MAX_SWEEPS = 30
@@ -63,6 +74,9 @@ MAX_SWEEPS = 30
 def _matrices(t: Tensor, op: str) -> Tensor:
     if t.ndim < 2:
         raise ShapeError(f"{op}: needs a matrix or a batch of matrices (2 or more dims), got shape {t.shape}")
+    if t.dtype in (dtypes.float16, dtypes.bfloat16):
+        # (the rotations and substitutions stop at float32's precision: in half they would never converge)
+        raise TypeError(f"{op}: {t.dtype} isn't supported, as in torch.linalg; cast to float32 first (.float())")
     return t._float()
 
 
@@ -529,6 +543,15 @@ class FactorizeMixin:
             )
         return low.transpose(-1, -2) if upper else low
 
+    def cholesky_ex(self: Tensor, upper: bool = False, check_errors: bool = False) -> CholeskyEx:  # type: ignore[misc]
+        """(L, info) as torch.linalg.cholesky_ex: no read-back (so it runs inside a TinyJit); info is 0, or for a
+        matrix that is not positive definite the order of its first leading minor that is not (LAPACK's potrf),
+        int32; L's columns from there on are not meaningful. `check_errors=True` raises as `cholesky`."""
+        if check_errors:
+            return CholeskyEx(self.cholesky(upper), Tensor.zeros(self.shape[:-2], dtype=dtypes.int32))
+        low, first_bad = cholesky_lower(_mirrored(self, upper, "cholesky_ex"))
+        return CholeskyEx(low.transpose(-1, -2) if upper else low, first_bad)
+
     def eigh(self: Tensor, UPLO: str = "L") -> Eigh:  # type: ignore[misc]  # noqa: N803
         """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of symmetric matrices (torch.linalg.eigh):
         self = V @ diag(w) @ V.T. Reads only the lower triangle (UPLO="U": the upper), as torch. The eigenvectors'
@@ -612,6 +635,24 @@ class FactorizeMixin:
                 "would divide by it (lu() factors it)"
             )
         return LUFactor(packed, pivots)
+
+    def lu_factor_ex(self: Tensor, pivot: bool = True, check_errors: bool = False) -> LUFactorEx:  # type: ignore[misc]
+        """(LU, pivots, info) as torch.linalg.lu_factor_ex: no read-back (so it runs inside a TinyJit); info is 0, or
+        the 1-based index of U's first zero diagonal entry (LAPACK's getrf), int32. `check_errors=True` raises as
+        `lu_factor`."""
+        if not pivot:
+            raise ArgumentError("lu_factor_ex: pivot=False (LU without pivoting) is not implemented, as on torch's CPU")
+        if check_errors:
+            packed, pivots = self.lu_factor()
+            return LUFactorEx(packed, pivots, Tensor.zeros(packed.shape[:-2], dtype=dtypes.int32))
+        a = _matrices(self, "lu_factor_ex")
+        packed, _, pivots = lu_pivoted(a)
+        k = min(a.shape[-2:])
+        zero = _diagonal(packed[..., :k, :k]) == 0
+        index = Tensor.arange(1, k + 1, dtype=dtypes.int32, device=a.device)
+        # the first zero: the smallest index among the zeros (k + 1 where there is none, then 0)
+        first = zero.where(index, k + 1).min(-1) if k else Tensor.full(a.shape[:-2], k + 1, dtype=dtypes.int32)
+        return LUFactorEx(packed, pivots, (first == k + 1).where(0, first).cast(dtypes.int32))
 
     def lu_solve(self: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # type: ignore[misc]  # noqa: N803
         """X with A @ X = self, A given by `lu_factor`'s (LU, pivots) (torch.Tensor.lu_solve: self is the right-hand

@@ -190,6 +190,9 @@ class MatrixMixin:
         >>> [round(v, 4) for v in Tensor([[0.0, 1.0], [0.0, 0.0]]).matrix_exp().flatten().tolist()]
         [1.0, 1.0, 0.0, 1.0]
         """
+        if self.dtype in (dtypes.float16, dtypes.bfloat16):
+            # computed in float32, as torch's half results are (rounded once at the end)
+            return self.float().matrix_exp().cast(self.dtype)
         a = _square(self, "matrix_exp")
         n = a.shape[-1]
         if a.numel() == 0:
