@@ -222,6 +222,8 @@ class Adam(Optimizer):
     """Adam (Kingma & Ba) with bias correction; `weight_decay` adds L2 to the gradient, as PyTorch's Adam.
 
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+
+    `amsgrad=True`: the largest v of all steps so far (kept per element) takes v's place in the step, as PyTorch's.
     """
 
     decoupled = False
@@ -247,14 +249,15 @@ class Adam(Optimizer):
         if betas is not None:
             # (PyTorch's name for (b1, b2))
             b1, b2 = betas
-        if amsgrad:
-            raise ValueError(f"{type(self).__name__}: amsgrad isn't supported (the plain Adam update only)")
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got ({b1}, {b2})")
         self.b1, self.b2, self.eps, self.weight_decay, self.maximize = b1, b2, eps, weight_decay, maximize
+        self.amsgrad = amsgrad
         self._constants: dict[tuple[str, str], UOp] = {}
         self.m = [_state_like(p) for p in self.params]
         self.v = [_state_like(p) for p in self.params]
+        # amsgrad (Reddi et al.): the largest v so far divides the step, as PyTorch's max_exp_avg_sq
+        self.v_max = [_state_like(p) for p in self.params] if amsgrad else []
         # b1^t and b2^t, kept in buffers so the step count is data, not a constant baked into a kernel
         # in float64 where the device has it, as PyTorch's Python floats: float32(0.999) is 0.99900001, and its powers'
         # 1 - b2^t were off by 1.3e-5 relative (every step size by ~6e-6)
@@ -284,16 +287,20 @@ class Adam(Optimizer):
                     self.lr.cast(p.dtype),
                 )
             bias1, bias2, lr = scalars[p.dtype]
-            if _adam_update(self, p, g, w, m, v, (bias1, bias2, lr)):
+            if not self.amsgrad and _adam_update(self, p, g, w, m, v, (bias1, bias2, lr)):
                 continue
             m.assign(self.b1 * m + (1 - self.b1) * g)
             v.assign(self.b2 * v + (1 - self.b2) * (g * g))
             m_hat = m / bias1
+            if self.amsgrad:
+                v_max = self.v_max[i]
+                v_max.assign(v_max.maximum(v))
+                v = v_max
             v_hat = v / bias2
             if self.weight_decay and self.decoupled:
                 w = w * (1 - lr * self.weight_decay)
             p.assign((w - lr * m_hat / (v_hat.sqrt() + self.eps)).cast(p.dtype))
-        return [self.b1_t, self.b2_t, *self.m, *self.v]
+        return [self.b1_t, self.b2_t, *self.m, *self.v, *self.v_max]
 
 
 def _adam_update(opt: Adam, p: Tensor, g: Tensor, w: Tensor, m: Tensor, v: Tensor, scalars: tuple[Tensor, ...]) -> bool:
