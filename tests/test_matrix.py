@@ -144,3 +144,19 @@ def test_multi_dot_vecdot_vander():
 def test_half_matrices_are_refused_as_in_torch(op):
     with pytest.raises(TypeError, match=f"{op}: .*half isn't supported"):
         getattr(Tensor.eye(3, dtype="float16"), op)()
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 2), (0, 3, 2), (2, 0, 3, 3)])
+def test_empty_batches_have_torchs_shapes(shape):
+    x = np.zeros(shape)
+    t, tt = Tensor(x), torch.from_numpy(x)
+    for full in (True, False):
+        got = [u.shape for u in t.svd(full)]
+        assert got == [tuple(u.shape) for u in torch.linalg.svd(tt, full_matrices=full)]
+    assert t.pinv().shape == tuple(torch.linalg.pinv(tt).shape)
+    assert t.matrix_rank().shape == tuple(torch.linalg.matrix_rank(tt).shape)
+    assert t.matrix_norm(2).shape == tuple(torch.linalg.matrix_norm(tt, 2).shape)
+    assert t.lstsq(t).solution.shape == tuple(torch.linalg.lstsq(tt, tt).solution.shape)
+    if shape[-1] == shape[-2]:
+        assert [u.shape for u in t.eigh()] == [tuple(u.shape) for u in torch.linalg.eigh(tt)]
+        assert t.cholesky().shape == t.inverse().shape == t.matrix_exp().shape == shape

@@ -449,6 +449,12 @@ class FactorizeMixin:
         m, n = a.shape[-2:]
         if min(m, n) == 0:
             return SVD(*_empty_svd(a, full_matrices))
+        if a.numel() == 0:
+            # an empty batch: nothing to rotate (and no largest entry to scale by)
+            k = min(m, n)
+            u_cols, v_rows = (m, n) if full_matrices else (k, k)
+            shapes = ((m, u_cols), (k,), (v_rows, n))
+            return SVD(*(Tensor.zeros(*a.shape[:-2], *s, dtype=a.dtype, device=a.device) for s in shapes))
         if m >= n:
             return SVD(*jacobi_svd(a, full_matrices))
         u, s, vh = jacobi_svd(a.transpose(-1, -2), full_matrices)
@@ -565,7 +571,8 @@ class FactorizeMixin:
         if UPLO not in ("L", "U"):
             raise UnknownModeError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
         s = _mirrored(self, UPLO == "U", "eigh")
-        if s.shape[-1] == 0:
+        if s.numel() == 0:
+            # no matrices, or 0 x 0 ones
             return Eigh(Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s)
         return Eigh(*jacobi_eigh(s))
 
