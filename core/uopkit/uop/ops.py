@@ -612,8 +612,8 @@ class UOp(metaclass=UOpMeta):
 
 def replay_movement(u: UOp, recipe: Sequence[tuple[Ops, Any, tuple[int, ...]]]) -> UOp:
     """`recipe`'s movement ops, (op, arg, resulting shape) recorded on a node of `u`'s shape, applied to `u`. Each node
-    takes its recorded shape and `u`'s device as they are: a convolution's windows are twenty-odd nodes, and working
-    their shapes out again (a walk over the chain) cost more than building them."""
+    takes its recorded shape and `u`'s device as they are, so a convolution's twenty-odd window nodes need no walk
+    down the chain to work them out when first asked."""
     device = u._device
     for op, arg, shape in recipe:
         u = UOp(op, u.dtype, (u,), arg)
