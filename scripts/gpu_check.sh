@@ -21,24 +21,13 @@ mkdir -p "$OUT"
 LOG="$OUT/log"
 : > "$LOG"
 export PYTHONUNBUFFERED=1 UOPKIT_CACHE_DIR="$OUT/cache" SPEC=1
-failed=0
+failed=0 BUDGET=""
 
 # GPU_CHECK_STEPS picks steps by name (default: all but cuda-tests, which need no GPU and run in CI), e.g.
 # GPU_CHECK_STEPS="install devices smoke conformance" to stay well inside one 600 s call
 STEPS="${GPU_CHECK_STEPS:-install driver devices smoke conformance tensor-suite bench pycuda-build pycuda-conformance pycuda-tensor-suite}"
 
-step() {  # step NAME SECONDS COMMAND...: run, log, count failures
-  local name="$1" limit="$2"
-  shift 2
-  case " $STEPS " in *" $name "*) ;; *) echo "=== $name: not selected" | tee -a "$LOG"; return 0 ;; esac
-  echo "=== $name ($(date -u +%H:%M:%S), limit ${limit}s): $*" | tee -a "$LOG"
-  local start=$SECONDS
-  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $name: exit $rc in $((SECONDS - start))s" | tee -a "$LOG"
-  [ "$rc" -eq 0 ] || failed=$((failed + 1))
-  return 0
-}
+source scripts/gpu_steps.sh
 
 wheels=()
 for w in .whl/*.whl; do [ -e "$w" ] && wheels+=("$w"); done

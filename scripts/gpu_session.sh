@@ -22,26 +22,10 @@ LOG="$OUT/log"
 # caches stay on the machine: only the log and the JSON files come back (the tool returns 8 files at most)
 export PYTHONUNBUFFERED=1 UOPKIT_CACHE_DIR=/tmp/uopkit_cache TRITON_CACHE_DIR=/tmp/triton_cache
 unset TRITON_INTERPRET DEVICE
-BUDGET="${GPU_SESSION_SECONDS:-560}"
+BUDGET="${GPU_SESSION_SECONDS:-560}" STEPS=""
 failed=0
 
-step() {  # step NAME SECONDS COMMAND...: run under a timeout cut to the time left, log it, count a failure
-  local name="$1" limit="$2"
-  shift 2
-  local left=$((BUDGET - SECONDS))
-  if [ "$left" -lt 20 ]; then
-    echo "=== $name: skipped, ${left}s left of ${BUDGET}s" | tee -a "$LOG"
-    return 0
-  fi
-  [ "$limit" -le "$left" ] || limit="$left"
-  echo "=== $name (t=${SECONDS}s, limit ${limit}s): $*" | tee -a "$LOG"
-  local start=$SECONDS
-  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $name: exit $rc in $((SECONDS - start))s" | tee -a "$LOG"
-  [ "$rc" -eq 0 ] || failed=$((failed + 1))
-  return 0
-}
+source scripts/gpu_steps.sh
 
 wheels=()
 for w in .whl/*.whl; do [ -e "$w" ] && wheels+=("$w"); done

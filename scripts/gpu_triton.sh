@@ -20,21 +20,10 @@ LOG="$OUT/log"
 # kernel sources and Triton's binaries stay on the machine: only the log and the JSON come back
 export PYTHONUNBUFFERED=1 UOPKIT_CACHE_DIR=/tmp/uopkit_triton_cache TRITON_CACHE_DIR=/tmp/triton_cache SPEC=1
 unset TRITON_INTERPRET
-failed=0
+failed=0 BUDGET=""
 STEPS="${GPU_TRITON_STEPS:-install driver devices smoke plugin-tests conformance bench}"
 
-step() {  # step NAME SECONDS COMMAND...: run it if selected, log it, count a failure
-  local name="$1" limit="$2"
-  shift 2
-  case " $STEPS " in *" $name "*) ;; *) echo "=== $name: not selected" | tee -a "$LOG"; return 0 ;; esac
-  echo "=== $name ($(date -u +%H:%M:%S), limit ${limit}s): $*" | tee -a "$LOG"
-  local start=$SECONDS
-  timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  echo "=== $name: exit $rc in $((SECONDS - start))s" | tee -a "$LOG"
-  [ "$rc" -eq 0 ] || failed=$((failed + 1))
-  return 0
-}
+source scripts/gpu_steps.sh
 
 step install 120 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . -e plugins/triton
 step driver 30 nvidia-smi

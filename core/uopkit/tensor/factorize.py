@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from uopkit.dtype import dtypes, least_upper_dtype
+from uopkit.gradient import set_gradient
 from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape
 
 if TYPE_CHECKING:
@@ -142,6 +143,15 @@ def _square(t: Tensor, op: str) -> Tensor:
     return a
 
 
+def _nonsingular_qr(a: Tensor, refusal: str) -> tuple[Tensor, Tensor]:
+    """Q and R (reduced) of square matrices `a`, read back to raise ArgumentError(`refusal`) when R has an exact zero
+    on its diagonal (a singular matrix, as PyTorch's pivot check)."""
+    q, r, _ = _householder(a, complete=False)
+    if (_diagonal(r) == 0).any().item():
+        raise ArgumentError(refusal)
+    return q, r
+
+
 def _with_right_side(a: Tensor, b: Tensor, op: str) -> tuple[Tensor, Tensor]:
     """Matrices `a` (..., m, n) and right-hand sides `b` (..., m, k) in their common float dtype, their batch axes
     broadcast together."""
@@ -169,15 +179,21 @@ def _triangular_solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
     rows = Tensor.arange(n, dtype=dtypes.int32, device=t.device).unsqueeze(-1)
     x = Tensor.zeros(y.shape, dtype=t.dtype, device=t.device)
     for i in reversed(range(n)) if upper else range(n):
-        at = rows == _step_index(t, i)
+        step = _step_index(t, i)
+        at = rows == step
         row = at.where(t, 0).sum(-2, keepdim=True)  # (..., 1, n): row i of t
-        solved = (rows > _step_index(t, i)) if upper else (rows < _step_index(t, i))
+        solved = (rows > step) if upper else (rows < step)
         done = (solved.where(row.transpose(-1, -2), 0) * x).sum(-2, keepdim=True)
         rest = at.where(y, 0).sum(-2, keepdim=True) - done
         if not unit:
             rest = rest / (row * at.transpose(-1, -2).cast(t.dtype)).sum(-1, keepdim=True)
         x = at.where(rest, x).contiguous()
     return x
+
+
+def _swapped(rows: Tensor, step: Tensor, p: Tensor) -> Tensor:
+    """The row index that trades rows `step` and `p` (`rows`: 0 .. n-1): gathering by it is the swap."""
+    return (rows == step).where(p, (rows == p).where(step, rows))
 
 
 def lu_pivoted(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -196,7 +212,7 @@ def lu_pivoted(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         p = (rows >= step).where(col.abs(), -1).argmax(-1, keepdim=True).cast(dtypes.int32)  # (..., 1)
         pivots.append(p)
         # rows j and p trade places (an index per row: a gather, not a product with a permutation matrix)
-        swap = (rows == step).where(p, (rows == p).where(step, rows))  # (..., m)
+        swap = _swapped(rows, step, p)  # (..., m)
         a = a.gather(-2, swap.unsqueeze(-1).expand(*a.shape))
         perm = perm.gather(-1, swap)
         col = col.gather(-1, swap)
@@ -245,9 +261,14 @@ def _scaled(a: Tensor) -> tuple[Tensor, Tensor]:
     return a / scale, scale
 
 
+def epsilon(dtype: object) -> float:
+    """The machine epsilon of float64, else of float32 (the dtypes these factorizations compute in)."""
+    return 2.220446049250313e-16 if dtype == dtypes.float64 else 1.1920929e-07
+
+
 def _tolerance(size: int, dtype: object) -> float:
     # what the rotations stop at: the dtype's epsilon, times sqrt(size)
-    return (size**0.5 if size else 1.0) * (2.220446049250313e-16 if dtype == dtypes.float64 else 1.1920929e-07)
+    return (size**0.5 if size else 1.0) * epsilon(dtype)
 
 
 def _round_robin(a: Tensor, width: int) -> tuple[list[list[int]], Tensor, Tensor, Tensor]:
@@ -260,6 +281,24 @@ def _round_robin(a: Tensor, width: int) -> tuple[list[list[int]], Tensor, Tensor
     start = Tensor(_moving(list(range(width)), rounds[-1], width), device=a.device).cast(a.dtype)
     back = Tensor(_moving(rounds[-1], list(range(a.shape[-1])), width), device=a.device).cast(a.dtype)
     return rounds, moves.cast(a.dtype).realize(), start, back
+
+
+def _zeroing_rotation(a_pp: Tensor, a_qq: Tensor, a_pq: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(where a_pq != 0, c, s): the Jacobi rotation of each pair that zeroes its a_pq, t = tan(theta) the smaller
+    root of t^2 + 2 zeta t - 1 = 0 (no rotation, c = 1 and s = 0, where a_pq is already 0)."""
+    still = a_pq != 0
+    zeta = (a_qq - a_pp) / still.where(2 * a_pq, 1)
+    t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt())
+    c = still.where((1 + t.square()).rsqrt(), 1)
+    return still, c, still.where(t, 0) * c
+
+
+def _rotated(x: Tensor, c: Tensor, s: Tensor, dim: int) -> Tensor:
+    """The columns (`dim` -1) or rows (-2) of `x` as pairs, the first half p and the second q, rotated: (c p - s q,
+    s p + c q), c and s one per pair, broadcast along the other axis."""
+    half = x.shape[dim] // 2
+    p, q = (x[..., :, :half], x[..., :, half:]) if dim == -1 else (x[..., :half, :], x[..., half:, :])
+    return (c * p - s * q).cat(s * p + c * q, dim=dim)
 
 
 def _converged(worst: Tensor | None, tol: float, op: str, shape: tuple[int, ...]) -> bool:
@@ -291,15 +330,10 @@ def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
             w, v = w @ moves[i], v @ moves[i]
             p, q = w[..., :, :half], w[..., :, half:]
             alpha, beta, gamma = p.square().sum(-2), q.square().sum(-2), (p * q).sum(-2)
-            # the rotation that zeroes gamma: t = tan(theta), the smaller root of t^2 + 2 zeta t - 1 = 0
-            still = gamma != 0
-            zeta = (beta - alpha) / still.where(2 * gamma, 1)
-            t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt())
-            c = still.where((1 + t.square()).rsqrt(), 1).unsqueeze(-2)
-            s = still.where(t, 0).unsqueeze(-2) * c
-            vp, vq = v[..., :, :half], v[..., :, half:]
-            w = (c * p - s * q).cat(s * p + c * q, dim=-1)
-            v = (c * vp - s * vq).cat(s * vp + c * vq, dim=-1)
+            # the rotation that makes the pair's columns orthogonal (zeroes gamma)
+            still, c, s = _zeroing_rotation(alpha, beta, gamma)
+            c, s = c.unsqueeze(-2), s.unsqueeze(-2)
+            w, v = _rotated(w, c, s, -1), _rotated(v, c, s, -1)
             off = gamma.abs() / (alpha * beta).sqrt()
             off = (still & (alpha * beta != 0)).where(off, 0).max()
             worst = off if worst is None else worst.maximum(off)
@@ -328,8 +362,6 @@ def _mirrored(a: Tensor, upper: bool, op: str) -> Tensor:
     """The symmetric matrices torch.linalg's routines for symmetric input read from `a`: its lower triangle (`upper`:
     its upper one) mirrored, the other triangle ignored. The gradient is torch's, symmetric, (g + g^T) / 2 for `a`, as
     if the input were (a + a^T) / 2; the node is a fresh CONTIGUOUS, so the rule is this call's alone."""
-    from uopkit.gradient import set_gradient
-
     a = _square(a, op)
     triangle, strict = (a.triu(), a.triu(1)) if upper else (a.tril(), a.tril(-1))
     out = (triangle + strict.transpose(-1, -2)).contiguous()
@@ -378,37 +410,24 @@ def jacobi_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     rounds, moves, start, back = _round_robin(a, width)
     w, v = start.transpose(-1, -2) @ w @ start, v @ start
     half = width // 2
-    eye = Tensor.eye(half, dtype=a.dtype, device=a.device)
     for _ in range(MAX_SWEEPS):
         worst: Tensor | None = None
         for i in range(len(rounds)):
             move = moves[i]
             w, v = move.transpose(-1, -2) @ w @ move, v @ move
-            app = (w[..., :half, :half] * eye).sum(-1)
-            aqq = (w[..., half:, half:] * eye).sum(-1)
-            apq = (w[..., :half, half:] * eye).sum(-1)
-            # the rotation that zeroes a_pq: t = tan(theta), the smaller root of t^2 + 2 zeta t - 1 = 0
-            still = apq != 0
-            zeta = (aqq - app) / still.where(2 * apq, 1)
-            t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt())
-            c = still.where((1 + t.square()).rsqrt(), 1)
-            s = still.where(t, 0) * c
+            app, aqq = _diagonal(w[..., :half, :half]), _diagonal(w[..., half:, half:])
+            apq = _diagonal(w[..., :half, half:])
+            _, c, s = _zeroing_rotation(app, aqq, apq)
             cr, sr = c.unsqueeze(-2), s.unsqueeze(-2)
-            wp, wq = w[..., :, :half], w[..., :, half:]
-            w = (cr * wp - sr * wq).cat(sr * wp + cr * wq, dim=-1)
-            cc, sc = c.unsqueeze(-1), s.unsqueeze(-1)
-            wp, wq = w[..., :half, :], w[..., half:, :]
-            w = (cc * wp - sc * wq).cat(sc * wp + cc * wq, dim=-2)
-            vp, vq = v[..., :, :half], v[..., :, half:]
-            v = (cr * vp - sr * vq).cat(sr * vp + cr * vq, dim=-1)
+            w = _rotated(_rotated(w, cr, sr, -1), c.unsqueeze(-1), s.unsqueeze(-1), -2)
+            v = _rotated(v, cr, sr, -1)
             both = (app * aqq).abs()
             off = (both != 0).where(apq.abs() / both.sqrt(), apq.abs()).max()
             worst = off if worst is None else worst.maximum(off)
             Tensor.realize(w, v, worst)
         if _converged(worst, tol, "eigh", a.shape):
             break
-    diagonal = (w * Tensor.eye(width, dtype=a.dtype, device=a.device)).sum(-1)
-    values = (diagonal.unsqueeze(-2) @ back).squeeze(-2) * scale.squeeze(-1)
+    values = (_diagonal(w).unsqueeze(-2) @ back).squeeze(-2) * scale.squeeze(-1)
     vectors = (v @ back)[..., :n, :]
     values, order = values.sort(-1)
     return values, vectors.gather(-1, order.unsqueeze(-2).expand(*batch, n, n))
@@ -495,9 +514,7 @@ class FactorizeMixin:
         [[0.5, 0.0], [0.0, 0.25]]
         """
         a = _square(self, "inverse")
-        q, r, _ = _householder(a, complete=False)
-        if (_diagonal(r) == 0).any().item():
-            raise ArgumentError(f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse")
+        q, r = _nonsingular_qr(a, f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse")
         return _upper_solve(r, q.transpose(-1, -2))
 
     def solve(self: Tensor, other: Tensor, left: bool = True) -> Tensor:  # type: ignore[misc]
@@ -522,9 +539,7 @@ class FactorizeMixin:
         if b.ndim < 2 or b.shape[-2] != n:
             raise ShapeError(f"solve: A {self.shape} and B {other.shape}: B needs {n} rows (..., {n}) or (..., {n}, k)")
         a, b = _with_right_side(a, b, "solve")
-        q, r, _ = _householder(a, complete=False)
-        if (_diagonal(r) == 0).any().item():
-            raise ArgumentError(f"solve: a matrix of A (shape {self.shape}) is singular: no unique solution")
+        q, r = _nonsingular_qr(a, f"solve: a matrix of A (shape {self.shape}) is singular: no unique solution")
         x = _upper_solve(r, q.transpose(-1, -2) @ b)
         return x.squeeze(-1) if vector else x
 
@@ -537,26 +552,18 @@ class FactorizeMixin:
         >>> Tensor([[4.0, 2.0], [2.0, 5.0]]).cholesky().tolist()
         [[2.0, 0.0], [1.0, 2.0]]
         """
-        s = _mirrored(self, upper, "cholesky")
-        low, first_bad = cholesky_lower(s)
-        bad = first_bad.numpy().reshape(-1)
-        if (bad > 0).any():
-            element = int(np.flatnonzero(bad)[0])
-            which = f"batch element {element} of shape {self.shape}" if self.ndim > 2 else f"shape {self.shape}"
-            raise ArgumentError(
-                f"cholesky: the matrix of {which} is not positive-definite (its leading minor of order "
-                f"{bad[element]} is not)"
-            )
-        return low.transpose(-1, -2) if upper else low
+        low, info = _cholesky(self, upper, "cholesky")
+        _refuse_not_positive_definite(info, self.shape)
+        return low
 
     def cholesky_ex(self: Tensor, upper: bool = False, check_errors: bool = False) -> CholeskyEx:  # type: ignore[misc]
         """(L, info) as torch.linalg.cholesky_ex: no read-back (so it runs inside a TinyJit); info is 0, or for a
         matrix that is not positive definite the order of its first leading minor that is not (LAPACK's potrf),
         int32; L's columns from there on are not meaningful. `check_errors=True` raises as `cholesky`."""
+        low, info = _cholesky(self, upper, "cholesky_ex")
         if check_errors:
-            return CholeskyEx(self.cholesky(upper), Tensor.zeros(self.shape[:-2], dtype=dtypes.int32))
-        low, first_bad = cholesky_lower(_mirrored(self, upper, "cholesky_ex"))
-        return CholeskyEx(low.transpose(-1, -2) if upper else low, first_bad)
+            _refuse_not_positive_definite(info, self.shape)
+        return CholeskyEx(low, info)
 
     def eigh(self: Tensor, UPLO: str = "L") -> Eigh:  # type: ignore[misc]  # noqa: N803
         """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of symmetric matrices (torch.linalg.eigh):
@@ -590,8 +597,7 @@ class FactorizeMixin:
         """
         a = _matrices(self, "pinv")
         m, n = a.shape[-2:]
-        eps = 2.220446049250313e-16 if a.dtype == dtypes.float64 else 1.1920929e-07
-        cut = max(m, n) * eps if rtol is None else rtol
+        cut = max(m, n) * epsilon(a.dtype) if rtol is None else rtol
         if hermitian:
             w, v = a.eigh()
             big = w.abs().max(-1, keepdim=True) * cut
@@ -599,10 +605,7 @@ class FactorizeMixin:
             return (v * inv.unsqueeze(-2)) @ v.transpose(-1, -2)
         if min(m, n) == 0:
             return Tensor.zeros(*a.shape[:-2], n, m, dtype=a.dtype, device=a.device)
-        u, sv, vh = a.svd(full_matrices=False)
-        big = sv.max(-1, keepdim=True) * cut
-        inv = (sv > big).where(1 / sv, 0)
-        return (vh.transpose(-1, -2) * inv.unsqueeze(-2)) @ u.transpose(-1, -2)
+        return pinv_from_svd(*a.svd(full_matrices=False), cut)
 
     def pinverse(self: Tensor, rcond: float = 1e-15) -> Tensor:  # type: ignore[misc]
         """torch.pinverse: pinv with `rcond` as its rtol."""
@@ -617,8 +620,7 @@ class FactorizeMixin:
         >>> [round(v, 4) for v in u.flatten().tolist()]
         [3.0, 4.0, 0.0, 0.6667]
         """
-        if not pivot:
-            raise ArgumentError("lu: pivot=False (LU without pivoting) is not implemented, as on PyTorch's CPU")
+        _need_pivoting(pivot, "lu")
         a = _matrices(self, "lu")
         m, n = a.shape[-2:]
         k = min(m, n)
@@ -631,35 +633,18 @@ class FactorizeMixin:
         """(LU, pivots) as torch.linalg.lu_factor: L and U packed in one matrix (L's unit diagonal implied) and
         LAPACK's 1-based row swaps (int32). Reads U's diagonal back and refuses a zero there, as PyTorch (a singular
         matrix: use `lu`), so it can't run inside a TinyJit."""
-        if not pivot:
-            raise ArgumentError("lu_factor: pivot=False (LU without pivoting) is not implemented, as on PyTorch's CPU")
-        a = _matrices(self, "lu_factor")
-        packed, _, pivots = lu_pivoted(a)
-        k = min(a.shape[-2:])
-        if k and (_diagonal(packed[..., :k, :k]) == 0).any().item():
-            raise ArgumentError(
-                f"lu_factor: a matrix (shape {self.shape}) is singular: U has a zero on its diagonal, and lu_solve "
-                "would divide by it (lu() factors it)"
-            )
+        packed, pivots, info = _lu_factor(self, pivot, "lu_factor")
+        _refuse_singular_lu(info, self.shape)
         return LUFactor(packed, pivots)
 
     def lu_factor_ex(self: Tensor, pivot: bool = True, check_errors: bool = False) -> LUFactorEx:  # type: ignore[misc]
         """(LU, pivots, info) as torch.linalg.lu_factor_ex: no read-back (so it runs inside a TinyJit); info is 0, or
         the 1-based index of U's first zero diagonal entry (LAPACK's getrf), int32. `check_errors=True` raises as
         `lu_factor`."""
-        if not pivot:
-            raise ArgumentError("lu_factor_ex: pivot=False (LU without pivoting) is not implemented, as on torch's CPU")
+        packed, pivots, info = _lu_factor(self, pivot, "lu_factor_ex")
         if check_errors:
-            packed, pivots = self.lu_factor()
-            return LUFactorEx(packed, pivots, Tensor.zeros(packed.shape[:-2], dtype=dtypes.int32))
-        a = _matrices(self, "lu_factor_ex")
-        packed, _, pivots = lu_pivoted(a)
-        k = min(a.shape[-2:])
-        zero = _diagonal(packed[..., :k, :k]) == 0
-        index = Tensor.arange(1, k + 1, dtype=dtypes.int32, device=a.device)
-        # the first zero: the smallest index among the zeros (k + 1 where there is none, then 0)
-        first = zero.where(index, k + 1).min(-1) if k else Tensor.full(a.shape[:-2], k + 1, dtype=dtypes.int32)
-        return LUFactorEx(packed, pivots, (first == k + 1).where(0, first).cast(dtypes.int32))
+            _refuse_singular_lu(info, self.shape)
+        return LUFactorEx(packed, pivots, info)
 
     def lu_solve(self: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # type: ignore[misc]  # noqa: N803
         """X with A @ X = self, A given by `lu_factor`'s (LU, pivots) (torch.Tensor.lu_solve: self is the right-hand
@@ -684,10 +669,64 @@ class FactorizeMixin:
         for j in range(n):
             step = _step_index(lu, j)
             p = (pivots * (rows == step).cast(dtypes.int32)).sum(-1, keepdim=True)
-            swap = (rows == step).where(p, (rows == p).where(step, rows))
+            swap = _swapped(rows, step, p)
             b = b.gather(-2, swap.unsqueeze(-1).expand(*b.shape)).contiguous()
         y = _triangular_solve(lu, b, upper=False, unit=True)
         return _triangular_solve(lu, y, upper=True, unit=False)
+
+
+def pinv_from_svd(u: Tensor, sv: Tensor, vh: Tensor, cut: float) -> Tensor:
+    """V diag(1 / S) U^T, singular values at or below `cut` times the largest taken as zero."""
+    inv = (sv > sv.max(-1, keepdim=True) * cut).where(1 / sv, 0)
+    return (vh.transpose(-1, -2) * inv.unsqueeze(-2)) @ u.transpose(-1, -2)
+
+
+def _cholesky(t: Tensor, upper: bool, op: str) -> tuple[Tensor, Tensor]:
+    """The Cholesky factor of `t`'s triangle (lower, or upper with `upper`) and potrf's info (see `cholesky_lower`)."""
+    low, info = cholesky_lower(_mirrored(t, upper, op))
+    return (low.transpose(-1, -2) if upper else low), info
+
+
+def _refuse_not_positive_definite(info: Tensor, shape: tuple[int, ...]) -> None:
+    """Read `info` back and raise for the first matrix that is not positive definite."""
+    bad = info.numpy().reshape(-1)
+    if (bad > 0).any():
+        element = int(np.flatnonzero(bad)[0])
+        which = f"batch element {element} of shape {shape}" if len(shape) > 2 else f"shape {shape}"
+        raise ArgumentError(
+            f"cholesky: the matrix of {which} is not positive-definite (its leading minor of order {bad[element]} "
+            "is not)"
+        )
+
+
+def _need_pivoting(pivot: bool, op: str) -> None:
+    if not pivot:
+        raise ArgumentError(f"{op}: pivot=False (LU without pivoting) is not implemented, as on PyTorch's CPU")
+
+
+def _lu_factor(t: Tensor, pivot: bool, op: str) -> tuple[Tensor, Tensor, Tensor]:
+    """getrf on `t`: packed LU, 1-based pivots and info (the 1-based index of U's first zero on the diagonal, else
+    0; int32)."""
+    _need_pivoting(pivot, op)
+    a = _matrices(t, op)
+    packed, _, pivots = lu_pivoted(a)
+    k = min(a.shape[-2:])
+    if not k:
+        return packed, pivots, Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device)
+    zero = _diagonal(packed[..., :k, :k]) == 0
+    index = Tensor.arange(1, k + 1, dtype=dtypes.int32, device=a.device)
+    # the first zero: the smallest index among the zeros (k + 1 where there is none, then 0)
+    first = zero.where(index, k + 1).min(-1)
+    return packed, pivots, (first == k + 1).where(0, first).cast(dtypes.int32)
+
+
+def _refuse_singular_lu(info: Tensor, shape: tuple[int, ...]) -> None:
+    """Read `info` back and raise when U has a zero on its diagonal."""
+    if (info != 0).any().item():
+        raise ArgumentError(
+            f"lu_factor: a matrix (shape {shape}) is singular: U has a zero on its diagonal, and lu_solve would divide "
+            "by it (lu() factors it)"
+        )
 
 
 def _empty_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:

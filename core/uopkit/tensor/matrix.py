@@ -12,7 +12,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from uopkit.dtype import dtypes
-from uopkit.tensor.factorize import _matrices, _square, _triangular_solve, _with_right_side
+from uopkit.tensor.factorize import (
+    _matrices,
+    _square,
+    _triangular_solve,
+    _with_right_side,
+    epsilon,
+    pinv_from_svd,
+)
 from uopkit.tensor.support import ArgumentError, ShapeError, _normalize_axis
 
 if TYPE_CHECKING:
@@ -31,10 +38,6 @@ class LstsqResult(NamedTuple):
     residuals: Tensor
     rank: Tensor
     singular_values: Tensor
-
-
-def _epsilon(dtype: object) -> float:
-    return 2.220446049250313e-16 if dtype == dtypes.float64 else 1.1920929e-07
 
 
 class MatrixMixin:
@@ -118,7 +121,7 @@ class MatrixMixin:
         a = _matrices(self, "matrix_rank")
         m, n = a.shape[-2:]
         if rtol is None:
-            rtol = max(m, n) * _epsilon(a.dtype) if atol is None or atol == 0 else 0.0
+            rtol = max(m, n) * epsilon(a.dtype) if atol is None or atol == 0 else 0.0
         if min(m, n) == 0:
             return Tensor.zeros(a.shape[:-2], dtype=dtypes.int64, device=a.device)
         sv = a.eigvalsh().abs() if hermitian else a.svd(full_matrices=False)[1]
@@ -144,9 +147,15 @@ class MatrixMixin:
             raise ShapeError(f"lstsq: A {self.shape} has {m} rows, B {b.shape} needs them too (..., {m}, k)")
         a, rhs = _with_right_side(a, rhs, "lstsq")
         batch, dtype = a.shape[:-2], a.dtype
-        cut = max(m, n) * _epsilon(dtype) if rcond is None or rcond < 0 else rcond
-        solution = a.pinv(rtol=cut) @ rhs
-        rank = a.matrix_rank(rtol=cut) if min(m, n) else Tensor.zeros(batch, dtype=dtypes.int64, device=a.device)
+        cut = max(m, n) * epsilon(dtype) if rcond is None or rcond < 0 else rcond
+        if min(m, n) == 0:
+            solution = Tensor.zeros(*batch, n, rhs.shape[-1], dtype=dtype, device=a.device)
+            rank = Tensor.zeros(batch, dtype=dtypes.int64, device=a.device)
+        else:
+            # one SVD for the solution and the rank (each is a Jacobi iteration with a realize per round)
+            u, sv, vh = a.svd(full_matrices=False)
+            solution = pinv_from_svd(u, sv, vh, cut) @ rhs
+            rank = (sv > sv.max(-1, keepdim=True) * cut).sum(-1).cast(dtypes.int64)
         empty = Tensor.empty(0, dtype=dtype, device=a.device)
         return LstsqResult(solution.squeeze(-1) if vector else solution, empty, rank, empty)
 
