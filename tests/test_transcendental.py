@@ -4,6 +4,7 @@ each float type, special values included."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -190,3 +191,39 @@ def test_log1p_of_large_values_and_floor_division_past_the_largest_float():
     want = (torch.tensor(a) // torch.tensor(b)).numpy()
     np.testing.assert_array_equal((Tensor(a) // Tensor(b)).numpy(), want)
     np.testing.assert_array_equal(Tensor(a).div(Tensor(b), rounding_mode="floor").numpy(), want)
+
+
+def test_float64_inverse_trigonometry_and_erf_keep_float64_precision():
+    # atan, asin, acos (built on atan) and erf once computed float64 inputs to float32's precision (atan(1) was
+    # float32's pi/4, erf A&S 7.1.26's 2e-7)
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(-1, 1, 500), rng.uniform(-30, 30, 500), [0.0, -0.0, 1.0, -1.0, 0.5, 1e-300]])
+    unit = np.clip(x, -1, 1)
+    cases = {
+        "atan": (x, np.vectorize(math.atan)(x)),
+        "asin": (unit, np.vectorize(math.asin)(unit)),
+        "acos": (unit, np.vectorize(math.acos)(unit)),
+        "erf": (x, np.vectorize(math.erf)(x)),
+    }
+    for name, (inputs, want) in cases.items():
+        got = getattr(Tensor(inputs), name)().numpy()
+        assert got.dtype == np.float64
+        ulps = np.abs(got - want) / np.spacing(np.maximum(np.abs(want), 1e-300))
+        assert ulps.max() <= 4, (name, ulps.max(), inputs[ulps.argmax()])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sinh_and_cosh_are_finite_up_to_the_largest_float(dtype):
+    # e^x overflows before cosh(x) = (e^x + e^-x) / 2 does: float32 from 88.7, where cosh is finite up to 89.4
+    top = 89.41 if dtype == np.float32 else 710.47
+    x = np.array([top - 2, top - 0.5, top, -top, 25.0, -25.0, 19.5, top + 0.1], dtype)
+    for name in ("sinh", "cosh"):
+        want = np.array([getattr(math, name)(float(v)) if abs(v) < top + 0.05 else math.inf for v in x])
+        want = np.where(x < 0, np.sign(want), 1) * np.abs(want) if name == "sinh" else want
+        got = getattr(Tensor(x), name)().numpy().astype(np.float64)
+        finite = np.isfinite(want) & (np.abs(want) < np.finfo(dtype).max)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=4 * np.finfo(dtype).eps)
+        assert np.isinf(got[~finite]).all()
+        t = Tensor(x[:3], requires_grad=True)
+        getattr(t, name)().sum().backward()
+        assert np.isfinite(t.grad.numpy()).all(), name

@@ -12,6 +12,7 @@ from uopkit.dtype import (
 )
 from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.replay import replayed
+from uopkit.tensor.series import _erf_near_zero, _erfc_beyond_half, _horner
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -42,6 +43,18 @@ _TANH_SERIES = (
     2 / 15,
     -1 / 3,
 )
+
+
+# atan's Taylor series in u**2 for float64 (u <= tan(pi/16)): (-1)**k / (2k + 1), highest power first
+_ATAN_SERIES = tuple((-1) ** k / (2 * k + 1) for k in reversed(range(12)))
+
+# from here e^-|x| is below float64's precision next to e^|x| (e^-40): cosh and sinh are e^|x| / 2 alone
+_EXP_MINUS_NEGLIGIBLE = 20.0
+
+
+def _erf_abs_float64(a: Tensor) -> Tensor:
+    # erf for a >= 0 in float64: the Taylor series below 0.5, 1 - erfc above (erfc <= 0.48 there: no digits are lost)
+    return (a < 0.5).where(_erf_near_zero(a), 1 - _erfc_beyond_half(a))
 
 
 # pi/2 in parts for cos's and tan's reduction x - k * pi/2: each part's product with an integer k below the limit on
@@ -602,10 +615,11 @@ class MathMixin:
         [0.0]
         """
         x = self._float()
-        return _with_derivative(x._sinh_value(), x, (x.exp() + (-x).exp()) / 2)
+        return _with_derivative(x._sinh_value(), x, x._cosh_value())
 
     def _sinh_value(self) -> Tensor:
-        small = self.abs() < 1
+        a = self.abs()
+        small = a < 1
         xs = small.where(self, 0)
         z = xs * xs
         # x (1 + x^2/3! (1 + x^2/(4*5) (1 + ...))): to x^11 for float32; float64 needs to x^19 (the next term, x^13/13!,
@@ -615,7 +629,20 @@ class MathMixin:
         for k in range(last - 2, 2, -2):
             inner = 1 + z / (k * (k - 1)) * inner
         series = xs * inner
-        return small.where(series, (self.exp() - (-self).exp()) / 2)
+        far = a._half_exp_of_abs()
+        return small.where(
+            series, (a < _EXP_MINUS_NEGLIGIBLE).where((self.exp() - (-self).exp()) / 2, far * self.sign())
+        )
+
+    def _cosh_value(self) -> Tensor:
+        a = self.abs()
+        return (a < _EXP_MINUS_NEGLIGIBLE).where((self.exp() + (-self).exp()) / 2, a._half_exp_of_abs())
+
+    def _half_exp_of_abs(self) -> Tensor:
+        # e^a / 2 for a >= 0 as (e^(a/2) / 2) e^(a/2): finite wherever the result is (e^a alone overflows first, from
+        # a = 88.7 in float32 where cosh and sinh are finite up to 89.4)
+        h = (self * 0.5).exp()
+        return (h * 0.5) * h
 
     @replayed
     @in_float32
@@ -627,7 +654,7 @@ class MathMixin:
         """
         x = self._float()
         # the gradient is sinh computed accurately (e^x - e^-x would cancel near 0)
-        return _with_derivative((x.exp() + (-x).exp()) / 2, x, x._sinh_value())
+        return _with_derivative(x._cosh_value(), x, x._sinh_value())
 
     @replayed
     @in_float32
@@ -686,7 +713,6 @@ class MathMixin:
 
     @replayed
     @in_float32
-    @in_float32
     def atan(self) -> Tensor:
         """Inverse tangent: reduced to |t| <= tan(pi/8) (pi/2 - atan(1/x), pi/4 + atan((x-1)/(x+1))), then a
         polynomial (Cephes' single-precision coefficients).
@@ -724,7 +750,13 @@ class MathMixin:
     def _atan_abs(self) -> Tensor:
         big, mid = self > 2.414213562373095, self > 0.4142135623730950
         t = big.where(-big.where(self, 1).reciprocal(), mid.where((self - 1) / (self + 1), self))
-        offset = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0))
+        # (constants of self's dtype: a Python float in a where of two constants would be a float32)
+        offset = big.where(self.full_like(math.pi / 2), mid.where(self.full_like(math.pi / 4), self.zeros_like()))
+        if self.dtype == dtypes.float64:
+            # halved once more, atan(t) = 2 atan(u) with u = t / (1 + sqrt(1 + t^2)) <= tan(pi/16), where 12 terms of
+            # the Taylor series reach float64's precision (the next is 6e-19 of the value)
+            u = t / (1 + (1 + t * t).sqrt())
+            return offset + 2 * u * _horner(u * u, _ATAN_SERIES)
         z = t * t
         poly = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
         return offset + poly
@@ -759,13 +791,15 @@ class MathMixin:
     @replayed
     @in_float32
     def erf(self) -> Tensor:
-        """The error function: its Taylor series below 0.5, Abramowitz & Stegun 7.1.26 above (error < 2e-7).
+        """The error function: its Taylor series below 0.5, Abramowitz & Stegun 7.1.26 above (error < 2e-7); in float64
+        the series to float64's precision below 0.5 and 1 - erfc above (a few ulp).
 
         >>> Tensor([0.0]).erf().tolist()
         [0.0]
         """
         x = self._float()
-        return _with_derivative(x._odd(Tensor._erf_abs), x, (2 / math.sqrt(math.pi)) * (-x * x).exp())
+        on_abs = _erf_abs_float64 if x.dtype == dtypes.float64 else Tensor._erf_abs
+        return _with_derivative(x._odd(on_abs), x, (2 / math.sqrt(math.pi)) * (-x * x).exp())
 
     def _erf_abs(self) -> Tensor:
         small = self < 0.5
