@@ -148,3 +148,247 @@ def test_bad_arguments_raise_clearly():
         Tensor(A).is_nonzero()
     with pytest.raises(ArgumentError, match="heaviside: values must have the input's dtype"):
         Tensor(A).heaviside(Tensor([1]))
+
+
+IN_PLACE = [
+    # (name, positional args as (uopkit, torch) builders, input kind)
+    ("acosh_", (), "above1"),
+    ("log10_", (), "positive"),
+    ("erfinv_", (), "unit"),
+    ("frac_", (), "float"),
+    ("hypot_", ("B",), "float"),
+    ("xlogy_", ("B",), "positive"),
+    ("ge_", ("B",), "float"),
+    ("logical_xor_", ("B",), "float"),
+    ("cumsum_", (-1,), "float"),
+    ("addmm_", ("A34", "A44"), "float"),
+    ("bitwise_xor_", ("I",), "int"),
+    ("floor_divide_", (3,), "int"),
+]
+
+
+def _in_place_input(kind):
+    if kind == "int":
+        return (A * 10).astype(np.int32)
+    return {"above1": np.abs(A) + 1, "positive": np.abs(A) + 0.1, "unit": V.reshape(1, 4).repeat(3, 0)}.get(kind, A)
+
+
+@pytest.mark.parametrize("name, args, kind", IN_PLACE, ids=[c[0] for c in IN_PLACE])
+def test_in_place_variants_match_torch(name, args, kind):
+    extra = {"B": B, "A34": A, "A44": RNG.standard_normal((4, 4)).astype(np.float32), "I": (B * 10).astype(np.int32)}
+    mine_args = [Tensor(extra[a]) if isinstance(a, str) else a for a in args]
+    theirs_args = [torch.from_numpy(extra[a]) if isinstance(a, str) else a for a in args]
+    x = _in_place_input(kind)
+    # written into a realized tensor, and through a view into its base, as torch's in-place ops
+    mine, theirs = Tensor(x.copy()).realize(), torch.from_numpy(x.copy())
+    out = getattr(mine, name)(*mine_args)
+    assert out is mine
+    getattr(theirs, name)(*theirs_args)
+    _same(mine, theirs, atol=1e-4)
+    base, tbase = Tensor(x.copy()).realize(), torch.from_numpy(x.copy())
+    row, trow = base[1], tbase[1]
+    if name != "addmm_":
+        getattr(row, name)(*[a[1] if isinstance(a, Tensor) else a for a in mine_args])
+        getattr(trow, name)(*[a[1] if isinstance(a, torch.Tensor) else a for a in theirs_args])
+        _same(base, tbase, atol=1e-4)
+
+
+def test_every_in_place_name_torch_has_for_an_existing_method():
+    # each out-of-place method torch also has as `name_` has it here too
+    missing = [
+        name
+        for name in dir(torch.Tensor)
+        if not name.startswith("_")
+        and hasattr(torch.Tensor, name + "_")
+        and hasattr(Tensor, name)
+        and not hasattr(Tensor, name + "_")
+    ]
+    # (no strided storage to resize or stride by hand)
+    assert set(missing) <= {"resize", "as_strided"}
+    with pytest.raises(
+        TypeError, match="sqrt_: the result is dtypes.float, which can.t be stored in place into this dtypes.int"
+    ):
+        Tensor([1, 2]).sqrt_()
+    with pytest.raises(TypeError, match="float_power_: the result is float64"):
+        Tensor([1.0, 2.0]).float_power_(2)
+    x, tx = Tensor([1.0, 2.0], dtype="float64"), torch.tensor([1.0, 2.0], dtype=torch.float64)
+    _same(x.float_power_(3), tx.float_power_(3))
+
+
+def test_real_valued_complex_methods():
+    ta = torch.from_numpy(A)
+    t = Tensor(A)
+    assert t.conj() is t and t.resolve_conj() is t and t.resolve_neg() is t and t.real is t
+    assert not t.is_conj() and not t.is_neg()
+    _same(t.conj_physical(), ta.conj_physical())
+    _same(t.isreal(), ta.isreal())
+    with pytest.raises(RuntimeError, match="imag: the tensor is dtypes.float, not complex"):
+        _ = t.imag
+    values = np.array([2.0, -1.0, 0.0, -0.0, np.nan, -np.inf], np.float32)
+    _same(Tensor(values).angle(), torch.from_numpy(values).angle())
+    _same(Tensor([3, -2]).angle(), torch.tensor([3, -2]).angle())
+    batch = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    _same(Tensor(batch).mH, torch.from_numpy(batch).mH)
+    _same(Tensor(batch).adjoint(), torch.from_numpy(batch).adjoint())
+    _same(t.H, ta.H)
+    with pytest.raises(ShapeError, match="H: needs a matrix or a 0-d tensor"):
+        _ = Tensor(batch).H
+
+
+def test_strides_and_contiguity_as_torch_lays_them_out():
+    def build(T, mk):
+        held = mk([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        return [
+            T.ones(2, 3), T.ones(2, 3).T, T.ones(2, 3)[:, 1:], T.ones(2, 3)[1:], mk([[1.0], [2.0]]).expand(2, 3),
+            T.ones(2, 3, 4).permute(2, 0, 1), T.arange(10)[::2], (T.ones(2, 3) + 1).T, T.ones(2, 3).unsqueeze(1),
+            T.ones(2, 3).flip(0), T.ones(2, 3).T.reshape(6), T.ones(4, 4).narrow(1, 1, 2), T.ones(3, 3).diagonal(),
+            held.T[1:], held[:, ::2], T.ones(0, 3).T, held,
+        ]  # fmt: skip
+
+    # (`held` stays alive: a view's base is held weakly here, and a step slice's layout is known from a live base)
+    mine = build(Tensor, Tensor)
+    theirs = build(torch, torch.tensor)
+    for i, (m, t) in enumerate(zip(mine, theirs, strict=True)):
+        assert (m.stride(), m.is_contiguous()) == (t.stride(), t.is_contiguous()), i
+    assert mine[1].stride(0) == 1 and mine[1].stride(-1) == 3 and Tensor(1.0).stride() == ()
+
+
+def test_autograd_leaves_and_retained_gradients():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    assert x.is_leaf and not y.is_leaf and y.detach().is_leaf and Tensor([1.0]).is_leaf
+    computed = x * 2
+    computed.realize()
+    # (followed back to what computed it, as backward() does)
+    assert not computed.is_leaf
+    y.retain_grad()
+    (y * y).sum().backward()
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    ty = tx * 3
+    ty.retain_grad()
+    (ty * ty).sum().backward()
+    _same(y.grad, ty.grad)
+    _same(x.grad, tx.grad)
+    with pytest.raises(RuntimeError, match="retain_grad: only floating-point tensors"):
+        Tensor([1]).retain_grad()
+
+
+def test_sum_to_size_narrow_copy_renorm_cholesky_solve():
+    ta = torch.from_numpy(A)
+    _same(Tensor(A).sum_to_size(1, 4), ta.sum_to_size(1, 4))
+    _same(Tensor(A).sum_to_size((4,)), ta.sum_to_size((4,)))
+    _same(Tensor(A).sum_to_size(3, 4), ta.sum_to_size(3, 4))
+    with pytest.raises(ShapeError, match=r"sum_to_size: size \(2, 4\) is not expandable"):
+        Tensor(A).sum_to_size(2, 4)
+    base = Tensor(A).realize()
+    copy = base.narrow_copy(1, 1, 2)
+    copy += 1
+    _same(base, ta)
+    _same(copy, ta.narrow_copy(1, 1, 2) + 1)
+    batch = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    for p, dim, maxnorm in ((2, 1, 1.5), (1, 0, 3.0), (math.inf, 2, 1.0), (2, -1, 0.0)):
+        _same(Tensor(batch).renorm(p, dim, maxnorm), torch.from_numpy(batch).renorm(p, dim, maxnorm))
+    w, tw = Tensor(batch, requires_grad=True), torch.from_numpy(batch).requires_grad_()
+    g = RNG.standard_normal(batch.shape).astype(np.float32)
+    (w.renorm(2, 0, 2.0) * Tensor(g)).sum().backward()
+    (tw.renorm(2, 0, 2.0) * torch.from_numpy(g)).sum().backward()
+    _same(w.grad, tw.grad)
+    with pytest.raises(ArgumentError, match="renorm: p must be positive"):
+        Tensor(batch).renorm(0, 1, 1.0)
+    m = RNG.standard_normal((2, 3, 3)).astype(np.float64)
+    spd = m @ m.transpose(0, 2, 1) + 3 * np.eye(3)
+    rhs = RNG.standard_normal((2, 3, 2))
+    factor = np.linalg.cholesky(spd)
+    for upper in (False, True):
+        f = factor.transpose(0, 2, 1) if upper else factor
+        got = Tensor(rhs).cholesky_solve(Tensor(f), upper=upper)
+        want = torch.from_numpy(rhs).cholesky_solve(torch.from_numpy(f), upper=upper)
+        _same(got, want, atol=1e-9)
+
+
+def test_unique_consecutive_matches_torch():
+    values = np.array([[1, 1, 2], [2, 2, 2], [1, 1, 2], [3, 3, 3]], np.int32)
+    for dim in (None, 0, 1):
+        for inverse in (False, True):
+            for counts in (False, True):
+                got = Tensor(values).unique_consecutive(return_inverse=inverse, return_counts=counts, dim=dim)
+                want = torch.from_numpy(values).unique_consecutive(
+                    return_inverse=inverse, return_counts=counts, dim=dim
+                )
+                _same(got, want)
+    floats = np.array([1.0, np.nan, np.nan, 2.0, 2.0], np.float32)
+    _same(
+        Tensor(floats).unique_consecutive(return_counts=True),
+        torch.from_numpy(floats).unique_consecutive(return_counts=True),
+    )
+    _same(Tensor(np.zeros(0, np.float32)).unique_consecutive(), torch.zeros(0).unique_consecutive())
+
+
+@pytest.mark.parametrize("realized", [True, False], ids=["realized", "lazy"])
+def test_shape_changes_in_place_keep_views_sharing_storage(realized):
+    y, ty = Tensor.ones(2, 3).contiguous(), torch.ones(2, 3)
+    if realized:
+        y.realize()
+    v, tv = y[0], ty[0]
+    assert y.t_() is y
+    ty.t_()
+    v.add_(1)
+    tv.add_(1)
+    y.add_(1)
+    ty.add_(1)
+    _same(y, ty)
+    _same(v, tv)
+    w, tw = y[1], ty[1]
+    w.unsqueeze_(0).add_(5)
+    tw.unsqueeze_(0).add_(5)
+    _same(y, ty)
+    _same(w, tw)
+    for name, args in (("transpose_", (0, 1)), ("swapaxes_", (1, 0)), ("swapdims_", (0, 1)), ("squeeze_", (1,))):
+        getattr(w, name)(*args)
+        getattr(tw, name)(*args)
+        assert w.shape == tuple(tw.shape), name
+    w.mul_(2)
+    tw.mul_(2)
+    _same(y, ty)
+    x = Tensor([[1.0, 2.0]], requires_grad=True)
+    with pytest.raises(RuntimeError, match="squeeze_: a leaf tensor that requires grad can't change in place"):
+        x.squeeze_(0)
+    z = x * 2
+    z.squeeze_(0)
+    (z * Tensor([1.0, 3.0])).sum().backward()
+    assert x.grad.tolist() == [[2.0, 6.0]]
+
+
+def test_in_place_draws_follow_their_distributions():
+    Tensor.manual_seed(3)
+    n = 20000
+    draws = Tensor.zeros(n).exponential_(2.0).numpy()
+    assert draws.min() >= 0 and abs(draws.mean() - 0.5) < 0.02
+    trials = Tensor.zeros(n, dtype="int32").geometric_(0.25)
+    assert trials.dtype == Tensor([1]).dtype
+    counts = trials.numpy()
+    assert counts.min() >= 1 and abs(counts.mean() - 4.0) < 0.15
+    # (the Cauchy distribution has no mean: its median and quartiles)
+    spread = Tensor.zeros(n).cauchy_(3.0, 2.0).numpy()
+    assert abs(np.median(spread) - 3.0) < 0.1 and abs(np.percentile(spread, 75) - 5.0) < 0.15
+    grown = Tensor.zeros(n, dtype="float64").log_normal_(1.0, 0.5).numpy()
+    assert (
+        grown.dtype == np.float64 and abs(np.log(grown).mean() - 1.0) < 0.02 and abs(np.log(grown).std() - 0.5) < 0.02
+    )
+    assert sorted(set(Tensor.zeros(2000).random_(-3, 4).tolist())) == list(range(-3, 4))
+    assert sorted(set(Tensor.zeros(2000).random_(3).tolist())) == [0, 1, 2]
+    small = Tensor.zeros(4000, dtype="int8").random_().numpy()
+    assert small.min() >= 0 and small.max() == 127
+    wide = Tensor.zeros(4000).random_().numpy()
+    assert wide.min() >= 0 and wide.max() <= 2**24 and wide.max() > 2**23
+    assert set(Tensor.zeros(100, dtype="bool").random_().tolist()) == {False, True}
+    with pytest.raises(ArgumentError, match="exponential_: lambd must be positive"):
+        Tensor.zeros(2).exponential_(0.0)
+    with pytest.raises(ArgumentError, match=r"geometric_: p must be in \(0, 1\)"):
+        Tensor.zeros(2).geometric_(1.0)
+    with pytest.raises(TypeError, match="cauchy_: needs a floating-point tensor"):
+        Tensor.zeros(2, dtype="int32").cauchy_()
+    with pytest.raises(ArgumentError, match=r"random_: \[0, 300\) doesn't fit"):
+        Tensor.zeros(2, dtype="int8").random_(300)
+    on_cpu = Tensor.zeros(2, device="CPU")
+    assert on_cpu.itemsize == 4 and on_cpu.is_cpu and not on_cpu.is_cuda and on_cpu.get_device() == -1

@@ -1180,14 +1180,3 @@ def _in_place_method(name: str) -> Callable[..., Tensor]:
     method.__name__ = method.__qualname__ = f"{name}_"
     method.__doc__ = f"`{name}` in place (torch.Tensor.{name}_)."
     return method
-
-
-# PyTorch's other in-place methods, each its out-of-place method written into the tensor
-for _name in (
-    "abs", "neg", "sign", "square", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log1p",
-    "sin", "cos", "tan", "tanh", "sigmoid", "relu", "erf", "floor", "ceil", "round", "trunc", "nan_to_num",
-    "clamp_min", "clamp_max", "fmod", "remainder", "atan2", "copysign", "lerp", "addcmul", "addcdiv", "masked_fill",
-    "tril", "triu", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_fill", "index_copy",
-    "logical_not", "bitwise_not",
-):  # fmt: skip
-    setattr(IndexingMixin, f"{_name}_", _in_place_method(_name))

@@ -657,15 +657,20 @@ def _strides_after_reshape(
     return tuple(out) if j < 0 else None
 
 
-def _torch_layout(u: UOp) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _torch_layout(u: UOp, base: UOp | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(shape, strides) of the node `u` as PyTorch lays out that view: its movement ops (and detaches) applied to the
-    contiguous layout of what they view. A flip, a pad or a reshape no strides can give (copies in PyTorch) starts a
-    contiguous layout of its own. Kept per node: a chain is mostly the last one with a node more on top."""
+    contiguous layout of what they view (`base`, when known: the node of the tensor it is a view of). A flip, a pad or
+    a reshape no strides can give (copies in PyTorch) starts a contiguous layout of its own, and so does a constant
+    broadcast to a shape (`Tensor.ones`: a new tensor in PyTorch). Kept per node when no `base` is given: a chain is
+    mostly the last one with a node more on top."""
     chain = []
-    while u.op in _VIEW_NODES and (known := _layouts.get(u)) is None:
+    known = None
+    while u.op in _VIEW_NODES and u is not base:
+        if base is None and (_is_filled_constant(u) or (known := _layouts.get(u)) is not None):
+            break
         chain.append(u)
         u = u.src[0]
-    if u.op in _VIEW_NODES:
+    if known is not None:
         shape, strides = known
     else:
         shape = u.shape or ()
@@ -680,11 +685,22 @@ def _torch_layout(u: UOp) -> tuple[tuple[int, ...], tuple[int, ...]]:
                 strides = tuple([strides[i] for i in n.arg])
             elif op is Ops.EXPAND:
                 strides = tuple([0 if old != size else st for old, size, st in zip(shape, new, strides, strict=True)])
-            elif op is not Ops.SHRINK:
+            elif op is not Ops.SHRINK and not (op is Ops.PAD and base is not None):
+                # (a PAD inside a view of a known base is a step slice's: the padding is never read, the strides hold)
                 strides = _contiguous_strides(new)
             shape = new
-        _layouts[n] = (shape, strides)
+        if base is None:
+            _layouts[n] = (shape, strides)
     return shape, strides
+
+
+def _is_filled_constant(u: UOp) -> bool:
+    # a CONST broadcast to a shape (reshapes and expands only): what Tensor.full and its kin build
+    if u.op is not Ops.EXPAND and u.op is not Ops.RESHAPE:
+        return False
+    while u.op is Ops.EXPAND or u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u.op is Ops.CONST
 
 
 _layouts = WeakKeyMap()

@@ -1,7 +1,8 @@
 """Tensor: a lazy value built as a UOp graph, realized by the scheduler into compiled kernels.
 
 The class holds construction, properties, realizing and autograd; each group of operations is a mixin in a
-module of its own (creation, movement, indexing, elementwise, math, reduce, linalg, functional)."""
+module of its own (creation, movement, indexing, elementwise, math, reduce, linalg, factorize, matrix, special,
+placing, functional, composite, torch_names)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,11 @@ from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import matrix as _matrix_module
 from uopkit.tensor import movement as _movement_module
+from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import segments as _segments_module
+from uopkit.tensor import special as _special_module
 from uopkit.tensor import support
 from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor.composite import CompositeMixin
@@ -50,7 +53,9 @@ from uopkit.tensor.linalg import LinalgMixin
 from uopkit.tensor.math import MathMixin
 from uopkit.tensor.matrix import MatrixMixin
 from uopkit.tensor.movement import MovementMixin
+from uopkit.tensor.placing import PlacingMixin
 from uopkit.tensor.reduce import ReduceMixin
+from uopkit.tensor.special import SpecialMixin
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -90,6 +95,8 @@ class Tensor(
     MatrixMixin,
     FunctionalMixin,
     CompositeMixin,
+    SpecialMixin,
+    PlacingMixin,
     TorchNamesMixin,
 ):
     """A multi-dimensional array on a device, computed lazily.
@@ -352,6 +359,34 @@ class Tensor(
         self.requires_grad = requires_grad
         return self
 
+    def detach_(self) -> Tensor:
+        """Detach this tensor in place (torch.Tensor.detach_): no gradient flows back through it any more, and it no
+        longer requires one; it becomes a leaf.
+
+        >>> x = Tensor([1.0], requires_grad=True); y = x * 2; y.detach_().is_leaf
+        True
+        """
+        _all_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (self.uop,)))
+        self.requires_grad = False
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        """Whether this tensor is a leaf of autograd's graph, as torch says: it was not computed from another tensor
+        that needs a gradient (a detached value is a leaf), so backward() stops at it.
+
+        >>> x = Tensor([1.0], requires_grad=True)
+        >>> x.is_leaf, (x * 2).is_leaf, (x * 2).detach().is_leaf
+        (True, False, True)
+        """
+        own = set(_gradient_keys(self))
+        others = {k for t in tensors_with_grad.live() if t is not self for k in _gradient_keys(t)} - own
+        if not others:
+            return True
+        # (values realized since are followed back to what computed them, as backward() does)
+        root = unrealized_graph(self.uop, others)
+        return not any(k in others for k in root.toposort(gate=_not_detached))
+
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
         """The gradient of this tensor with respect to each of `targets` (lazy tensors, nothing is stored).
 
@@ -472,6 +507,8 @@ for _module in (
     _linalg_module,
     _factorize_module,
     _matrix_module,
+    _special_module,
+    _placing_module,
     _functional_module,
     _replay_module,
     _torch_names_module,
@@ -489,6 +526,11 @@ def _gradient_key(t: Tensor) -> UOp:
     # a bfloat16 tensor is read through the graph of its bits (support._storage_uop): its gradient arrives there, in
     # float32 (`.grad` is cast back to bfloat16)
     return _storage_uop(t.uop) if t.dtype == dtypes.bfloat16 else t.uop
+
+
+def _not_detached(u: UOp) -> bool:
+    # no gradient flows into a DETACH, nor into what a KERNEL computed (already storage)
+    return u.op is not Ops.DETACH and u.op is not Ops.KERNEL
 
 
 def _gradient_keys(t: Tensor) -> tuple[UOp, ...]:

@@ -10,8 +10,20 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from uopkit.dtype import dtypes, least_upper_float
-from uopkit.tensor.support import ArgumentError, ShapeError, _normalize_axis
+from uopkit.schedule import live_tensors
+from uopkit.tensor.indexing import _in_place_method, _share_storage
+from uopkit.tensor.support import (
+    _A_COPY,
+    _A_RESHAPED_COPY,
+    ArgumentError,
+    ShapeError,
+    _contiguous_strides,
+    _normalize_axis,
+    _torch_layout,
+)
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -51,6 +63,21 @@ def _scaled_sum(
         base._broadcast_to(out.shape)  # (still checks that it fits, as torch)
         return out
     return (base if beta == 1 else base * beta) + out
+
+
+def _strides(t: Tensor) -> tuple[int, ...]:
+    # a tensor that is no PyTorch view (a result of an op, a copy) is contiguous; a view has its base's layout moved
+    mark = t._view_of
+    if mark is None or mark is _A_COPY or mark is _A_RESHAPED_COPY:
+        return _contiguous_strides(t.shape)
+    base = mark()
+    return _torch_layout(t.uop, None if base is None or base is t else base.uop)[1]
+
+
+def _draw_dtype(t: Tensor) -> Any:
+    # what random draws for t are transformed in: float64 for float64, else float32 (a half float's draws are too
+    # coarse for a logarithm or a tangent, an integer tensor's are cast at the end)
+    return dtypes.float64 if t.dtype == dtypes.float64 else dtypes.float32
 
 
 class TorchNamesMixin:
@@ -203,8 +230,8 @@ class TorchNamesMixin:
         return (self == 0).where(values, (self > 0).cast(self.dtype))
 
     def hardshrink(self: Tensor, lambd: float = 0.5) -> Tensor:  # type: ignore[misc]
-        """x where |x| > lambd, else 0."""
-        return (self.abs() > lambd).where(self, 0)
+        """x where |x| > lambd, else 0 (NaN stays NaN, as torch's)."""
+        return (self.abs() <= lambd).where(0, self)
 
     def inner(self: Tensor, other: Tensor) -> Tensor:  # type: ignore[misc]
         """Sums over the last dims of both: shape self.shape[:-1] + other.shape[:-1] (a 0-d operand multiplies)."""
@@ -316,3 +343,360 @@ class TorchNamesMixin:
     def diagflat(self: Tensor, offset: int = 0) -> Tensor:  # type: ignore[misc]
         """The flattened tensor as the `offset` diagonal of a square matrix."""
         return self.flatten().diag_embed(offset)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # the real-valued forms of torch's complex-number methods (every dtype here is real)
+
+    def conj(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """The complex conjugate: the tensor itself, as torch's for a real tensor."""
+        return self
+
+    conj_physical = _alias("conj_physical", "conj", "The complex conjugate, a copy in torch: the values themselves.")
+    conj_physical_ = _alias("conj_physical_", "conj", "The complex conjugate in place: the tensor itself.")
+    resolve_conj = _alias("resolve_conj", "conj", "The tensor itself (no lazy conjugation to resolve).")
+    resolve_neg = _alias("resolve_neg", "conj", "The tensor itself (no lazy negation to resolve).")
+
+    def is_conj(self: Tensor) -> bool:  # type: ignore[misc]
+        """False: no tensor is a lazy conjugate."""
+        return False
+
+    def is_neg(self: Tensor) -> bool:  # type: ignore[misc]
+        """False: no tensor is a lazy negation."""
+        return False
+
+    def isreal(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """Whether each element is real: all True, as torch's for a real dtype.
+
+        >>> Tensor([1.0, float("nan")]).isreal().tolist()
+        [True, True]
+        """
+        return Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device)
+
+    @property
+    def real(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """The real part: the tensor itself (a real tensor's, as torch's)."""
+        return self
+
+    @property
+    def imag(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """torch raises for a real tensor, which has no imaginary part to view; so does this."""
+        raise RuntimeError(f"imag: the tensor is {self.dtype}, not complex; a real tensor has no imaginary part")
+
+    def angle(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """The argument of each element as a complex number: 0 for x >= 0, pi for x < 0, NaN for NaN (torch.angle of
+        a real tensor); ints promote to float32.
+
+        >>> Tensor([2.0, -1.0, 0.0]).angle().tolist()
+        [0.0, 3.1415927410125732, 0.0]
+        """
+        x = self.cast(least_upper_float(self.dtype))
+        # (the pi, the zero and the NaN selected, so the gradient is 0 everywhere, as torch's for real inputs)
+        return (x < 0).where(math.pi, x.isnan().where(x, 0.0)).detach()
+
+    @property
+    def mH(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """The conjugate transpose of the last two dims (the transpose: the values are real)."""
+        _need_dims(self, 2, "mH")
+        return self.transpose(-2, -1)
+
+    def adjoint(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """The conjugate transpose of the last two dims (torch.adjoint), a view."""
+        _need_dims(self, 2, "adjoint")
+        return self.transpose(-2, -1)
+
+    @property
+    def H(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """The conjugate transpose of a matrix (or a 0-d tensor itself), as torch's `.H`."""
+        if self.ndim not in (0, 2):
+            raise ShapeError(f"H: needs a matrix or a 0-d tensor, got shape {self.shape}; for a batch use .mH")
+        return self if self.ndim == 0 else self.transpose(0, 1)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # layout and autograd queries
+
+    def stride(self: Tensor, dim: int | None = None) -> tuple[int, ...] | int:  # type: ignore[misc]
+        """The strides PyTorch gives this tensor, in elements (one dim's with `dim`): a tensor computed by an op is
+        contiguous; a view (permute, transpose, expand, a slice, reshape) has the strides of its base's layout.
+
+        >>> Tensor.ones(2, 3).stride(), Tensor.ones(2, 3).T.stride()
+        ((3, 1), (1, 3))
+        """
+        strides = _strides(self)
+        if dim is None:
+            return strides
+        return strides[_normalize_axis(dim, max(self.ndim, 1), "stride", self.shape)] if self.ndim else 1
+
+    def is_contiguous(self: Tensor) -> bool:  # type: ignore[misc]
+        """Whether PyTorch lays this tensor out row-major without gaps (`stride()`), size-1 dims ignored as torch.
+
+        >>> Tensor.ones(2, 3).is_contiguous(), Tensor.ones(2, 3).T.is_contiguous()
+        (True, False)
+        """
+        if self.numel() == 0:
+            return True
+        expected = 1
+        for size, step in zip(reversed(self.shape), reversed(_strides(self)), strict=True):
+            if size != 1 and step != expected:
+                return False
+            expected *= size
+        return True
+
+    def retain_grad(self: Tensor) -> None:  # type: ignore[misc]
+        """Fill `.grad` of this tensor too on the next backward(), also when it was computed by ops (torch's
+        retain_grad for a non-leaf tensor); gradients still flow through it to the tensors it was computed from.
+
+        >>> x = Tensor([1.0, 2.0], requires_grad=True); y = x * 3; y.retain_grad()
+        >>> _ = (y * y).sum().backward(); y.grad.tolist(), x.grad.tolist()
+        ([6.0, 12.0], [18.0, 36.0])
+        """
+        if not dtypes.is_float(self.dtype):
+            raise RuntimeError(f"retain_grad: only floating-point tensors have gradients, this one is {self.dtype}")
+        self.requires_grad = True
+
+    def sum_to_size(self: Tensor, *size: Any) -> Tensor:  # type: ignore[misc]
+        """Summed over the dims that broadcasting `size` to this shape would expand (torch.sum_to_size): the inverse
+        of `expand`, as a broadcast's gradient is reduced.
+
+        >>> Tensor.ones(2, 3).sum_to_size(1, 3).tolist()
+        [[2.0, 2.0, 2.0]]
+        """
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+        lead = self.ndim - len(shape)
+        if lead < 0 or any(s != 1 and s != n for s, n in zip(shape, self.shape[lead:], strict=True)):
+            raise ShapeError(f"sum_to_size: size {shape} is not expandable to the tensor's shape {self.shape}")
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, (s, n) in enumerate(zip(shape, self.shape[lead:], strict=True)) if s == 1 and n != 1
+        )
+        return self.sum(axes).reshape(shape) if axes else self
+
+    def narrow_copy(self: Tensor, dim: int, start: int, length: int) -> Tensor:  # type: ignore[misc]
+        """`narrow`, as a new tensor rather than a view (torch.narrow_copy)."""
+        return self.narrow(dim, start, length).clone()
+
+    def float_power_(self: Tensor, exponent: Any) -> Tensor:  # type: ignore[misc]
+        """`float_power` in place: the tensor must be float64, the dtype float_power computes in (as torch)."""
+        if self.dtype != dtypes.float64:
+            raise TypeError(
+                f"float_power_: the result is float64, which can't be stored in place into this {self.dtype} tensor "
+                "(as PyTorch); use float_power (a new tensor), or a float64 tensor"
+            )
+        return self._update_in_place(lambda: self.float_power(exponent), "float_power_")
+
+    # ------------------------------------------------------------------------------------------------------------
+    # data-dependent results and norms
+
+    def unique_consecutive(  # type: ignore[misc]
+        self: Tensor, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None
+    ) -> Tensor | tuple[Tensor, ...]:
+        """Each run of equal consecutive elements (dim None: of the flattened tensor) or slices along `dim` kept once,
+        as torch.unique_consecutive; `return_inverse`: the (int32) run of each element (slice), `return_counts`: the
+        length of each run (int32). NaN equals nothing, so each NaN is a run of its own. Which neighbours differ is
+        read back to the host (the result's length depends on it).
+
+        >>> Tensor([1, 1, 2, 2, 3, 1]).unique_consecutive().tolist()
+        [1, 2, 3, 1]
+        >>> [t.tolist() for t in Tensor([1, 1, 2]).unique_consecutive(return_inverse=True, return_counts=True)]
+        [[1, 2], [0, 0, 1], [2, 1]]
+        """
+        if dim is None:
+            rows, axis = self.reshape(-1, 1), 0
+        else:
+            if self.ndim == 0:
+                raise ShapeError(f"unique_consecutive: dim {dim} given for a 0-d tensor; pass dim=None")
+            axis = _normalize_axis(dim, self.ndim, "unique_consecutive", self.shape)
+            rows = self.movedim(axis, 0).reshape(self.shape[axis], -1)
+        k = rows.shape[0]
+        changed = (rows[1:] != rows[:-1]).any(1).numpy() if k > 1 else np.zeros(0, bool)
+        starts = np.concatenate([[0], np.flatnonzero(changed) + 1]).astype(np.int32) if k else np.zeros(0, np.int32)
+        index = Tensor(starts, device=self.device)
+        values = self.flatten().index_select(0, index) if dim is None else self.index_select(axis, index)
+        out = [values.detach()]
+        if return_inverse:
+            runs = np.cumsum(np.concatenate([[0], changed.astype(np.int32)])).astype(np.int32) if k else starts
+            out.append(Tensor(runs.reshape(self.shape if dim is None else (k,)), device=self.device))
+        if return_counts:
+            out.append(Tensor(np.diff(np.append(starts, k)).astype(np.int32), device=self.device))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def renorm(self: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:  # type: ignore[misc]
+        """Each slice along `dim` whose p-norm is above `maxnorm` scaled down to it, as torch.renorm (scale
+        maxnorm / (norm + 1e-7)); the others are unchanged.
+
+        >>> Tensor([[3.0, 4.0], [0.3, 0.4]]).renorm(2, 0, 1.0).tolist()
+        [[0.6000000238418579, 0.800000011920929], [0.30000001192092896, 0.4000000059604645]]
+        """
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"renorm: needs a floating-point tensor, got {self.dtype}")
+        if p <= 0:
+            raise ArgumentError(f"renorm: p must be positive, got {p}")
+        if maxnorm < 0:
+            raise ArgumentError(f"renorm: maxnorm must be non-negative, got {maxnorm}")
+        _need_dims(self, 2, "renorm")
+        axis = _normalize_axis(dim, self.ndim, "renorm", self.shape)
+        others = tuple(i for i in range(self.ndim) if i != axis)
+        norm = (
+            self.abs().pow(p).sum(others, keepdim=True).pow(1 / p)
+            if p != math.inf
+            else self.abs().amax(others, keepdim=True)
+        )
+        # (the gradient flows through the norm too, as torch's)
+        scale = (norm > maxnorm).where(maxnorm / (norm + 1e-7), 1.0)
+        return self * scale.cast(self.dtype)
+
+    def cholesky_solve(self: Tensor, factor: Tensor, upper: bool = False) -> Tensor:  # type: ignore[misc]
+        """X with A @ X = self, given A's Cholesky factor (lower L with A = L L^T, or `upper` U with A = U^T U), as
+        torch.cholesky_solve(self, factor); batch dims broadcast.
+
+        >>> Tensor([[2.0], [2.0]]).cholesky_solve(Tensor([[1.0, 0.0], [1.0, 1.0]])).tolist()
+        [[2.0], [0.0]]
+        """
+        lower = factor.mT if upper else factor
+        y = lower.solve_triangular(self, upper=False)
+        return lower.mT.solve_triangular(y, upper=True)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # in-place draws from other distributions (torch's; seeded by Tensor.manual_seed as the others)
+
+    def _draw_in_place(self: Tensor, op: str, draw: Callable[[], Tensor], floats_only: bool = True) -> Tensor:  # type: ignore[misc]
+        if floats_only and not dtypes.is_float(self.dtype):
+            raise TypeError(f"{op}: needs a floating-point tensor, got {self.dtype} (as PyTorch)")
+        return self._update_in_place(lambda: draw().cast(self.dtype), op)
+
+    def _uniform_draws(self: Tensor) -> Tensor:  # type: ignore[misc]
+        # in [0, 1)
+        return Tensor.rand(*self.shape, device=self.device, dtype=_draw_dtype(self))
+
+    def exponential_(self: Tensor, lambd: float = 1.0) -> Tensor:  # type: ignore[misc]
+        """Every element drawn from the exponential distribution of rate `lambd`, in place (torch's).
+
+        >>> bool((Tensor.zeros(100).exponential_(2.0) >= 0).all().item())
+        True
+        """
+        if not lambd > 0:
+            raise ArgumentError(f"exponential_: lambd must be positive, got {lambd}")
+        return self._draw_in_place("exponential_", lambda: -(1 - self._uniform_draws()).log() / lambd)
+
+    def geometric_(self: Tensor, p: float) -> Tensor:  # type: ignore[misc]
+        """Every element the number of Bernoulli(p) trials up to the first success (1, 2, ...), in place (torch's);
+        integer tensors too.
+
+        >>> bool((Tensor.zeros(100).geometric_(0.5) >= 1).all().item())
+        True
+        """
+        if not 0 < p < 1:
+            raise ArgumentError(f"geometric_: p must be in (0, 1), got {p}")
+        trials = lambda: ((1 - self._uniform_draws()).log() / math.log1p(-p)).ceil().maximum(1)  # noqa: E731
+        return self._draw_in_place("geometric_", trials, floats_only=False)
+
+    def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0) -> Tensor:  # type: ignore[misc]
+        """Every element drawn from the Cauchy distribution around `median` with scale `sigma`, in place (torch's).
+
+        >>> Tensor.zeros(3).cauchy_(sigma=0.0).tolist()
+        [0.0, 0.0, 0.0]
+        """
+        if not sigma >= 0:
+            raise ArgumentError(f"cauchy_: sigma must be non-negative, got {sigma}")
+        draw = lambda: ((self._uniform_draws() - 0.5) * math.pi).tan() * sigma + median  # noqa: E731
+        return self._draw_in_place("cauchy_", draw)
+
+    def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0) -> Tensor:  # type: ignore[misc]
+        """Every element exp(N(mean, std**2)), in place (torch's).
+
+        >>> Tensor.zeros(2).log_normal_(0.0, 0.0).tolist()
+        [1.0, 1.0]
+        """
+        if not std >= 0:
+            raise ArgumentError(f"log_normal_: std must be non-negative, got {std}")
+        draw = lambda: (Tensor.randn(*self.shape, device=self.device, dtype=_draw_dtype(self)) * std + mean).exp()  # noqa: E731
+        return self._draw_in_place("log_normal_", draw)
+
+    def random_(self: Tensor, low: int = 0, high: int | None = None) -> Tensor:  # type: ignore[misc]
+        """Every element an integer drawn uniformly from [low, high), in place (torch's `random_(from, to)`;
+        `random_(to)` is [0, to)); without `high`, from 0 up to the largest integer the dtype holds exactly (a float
+        dtype's 2**mantissa bits, inclusive, as torch).
+
+        >>> sorted(set(Tensor.zeros(200).random_(3).tolist()))
+        [0.0, 1.0, 2.0]
+        """
+        dtype = self.dtype
+        if high is None and low != 0:
+            low, high = 0, low
+        if high is None:
+            if dtype == dtypes.bool:
+                high = 2
+            elif dtypes.is_float(dtype):
+                high = 2 ** {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24}.get(dtype, 53) + 1
+            else:
+                high = dtypes.max(dtype) + 1
+        if high <= low:
+            raise ArgumentError(f"random_: the range [{low}, {high}) is empty")
+        if (
+            not dtypes.is_float(dtype)
+            and dtype != dtypes.bool
+            and not dtypes.min(dtype) <= low <= high - 1 <= dtypes.max(dtype)
+        ):
+            raise ArgumentError(f"random_: [{low}, {high}) doesn't fit this {dtype} tensor")
+        draw = lambda: Tensor.randint(*self.shape, low=low, high=high, device=self.device, dtype=dtypes.int64)  # noqa: E731
+        return self._draw_in_place("random_", draw, floats_only=False)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # device and element queries
+
+    @property
+    def itemsize(self: Tensor) -> int:  # type: ignore[misc]
+        """Bytes per element (torch's `itemsize`, also `element_size()`)."""
+        return self.dtype.itemsize
+
+    @property
+    def is_cpu(self: Tensor) -> bool:  # type: ignore[misc]
+        """Whether the tensor lives on the CPU backend."""
+        return self.device.split(":")[0] == "CPU"
+
+    @property
+    def is_cuda(self: Tensor) -> bool:  # type: ignore[misc]
+        """Whether the tensor lives on the CUDA backend."""
+        return self.device.split(":")[0] == "CUDA"
+
+    def get_device(self: Tensor) -> int:  # type: ignore[misc]
+        """The device's index (`CUDA:1` -> 1, a device without one -> 0), -1 on the CPU, as torch's."""
+        name, _, index = self.device.partition(":")
+        return -1 if name == "CPU" else int(index or 0)
+
+
+def _shape_change_in_place(name: str) -> Callable[..., Tensor]:
+    # torch's `t.name_(...)` for a view op: t itself becomes the view (same storage, new shape); its values don't change
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if self.requires_grad and self.is_leaf:
+            raise RuntimeError(
+                f"{name}_: a leaf tensor that requires grad can't change in place (as PyTorch); use {name} (a view) "
+                "or detach() it first"
+            )
+        # (a lazy tensor with live views, or a lazy view of a live base, is computed into storage first: the views
+        # keep seeing its storage, as PyTorch's, after its graph becomes a view op over it)
+        _share_storage(self)
+        live_tensors.set_uop(self, getattr(self, name)(*args, **kwargs).uop)
+        return self
+
+    method.__name__ = method.__qualname__ = f"{name}_"
+    method.__doc__ = f"`{name}` in place (torch.Tensor.{name}_): the tensor object itself takes the new shape."
+    return method
+
+
+for _name in ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims"):
+    setattr(TorchNamesMixin, f"{_name}_", _shape_change_in_place(_name))
+
+# PyTorch's other in-place methods, each its out-of-place method written into the tensor
+for _name in (
+    "abs", "absolute", "neg", "negative", "sign", "sgn", "square", "reciprocal", "sqrt", "rsqrt", "exp", "exp2",
+    "expm1", "log", "log2", "log10", "log1p", "logit", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+    "tanh", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "sinc",
+    "sigmoid", "relu", "erf", "erfc", "erfinv", "floor", "ceil", "round", "trunc", "fix", "frac", "nan_to_num",
+    "deg2rad", "rad2deg", "clamp_min", "clamp_max", "fmod", "remainder", "atan2", "arctan2", "hypot",
+    "copysign", "heaviside", "xlogy", "lerp", "addcmul", "addcdiv", "multiply", "subtract", "divide", "true_divide",
+    "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal", "not_equal",
+    "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "masked_fill", "tril", "triu", "cumsum", "cumprod",
+    "renorm", "addmm", "addmv", "addr", "baddbmm", "addbmm", "scatter", "scatter_add", "scatter_reduce", "index_add",
+    "index_fill", "index_copy",
+):  # fmt: skip
+    setattr(TorchNamesMixin, f"{_name}_", _in_place_method(_name))

@@ -1,0 +1,322 @@
+"""Out-of-place writes of values into positions of a tensor, PyTorch's *_scatter family and its put-like methods
+(diagonal_scatter, select_scatter, slice_scatter, index_put, masked_scatter, put, index_reduce), with their in-place
+variants; compared with torch in tests/test_placing.py.
+
+Each is a lazy graph built from the other mixins' public methods (where, pad, scatter_reduce, indexing), so its
+gradient is theirs: the written positions send the gradient to the values, the others to the tensor. The in-place
+variants write through `_update_in_place`, with the view and copy-on-write semantics of the other in-place ops."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uopkit.dtype import dtypes
+from uopkit.tensor.support import (
+    ArgumentError,
+    DTypeError,
+    ShapeError,
+    _broadcast_shape,
+    _check_same_device,
+    _check_values_in,
+    _normalize_axis,
+)
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+_INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def _need_tensor(op: str, name: str, x: Any) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__} (as PyTorch); wrap it in Tensor(...)")
+
+
+def _need_same_dtype(op: str, name: str, x: Tensor, dt: Any) -> None:
+    # torch refuses another dtype here (its *_scatter ops and setitem cast instead)
+    if x.dtype != dt:
+        raise DTypeError(
+            f"{op}: {name} is {x.dtype} but the tensor is {dt}; they must have the same dtype (as PyTorch), "
+            f"cast {name} with .cast({dt})"
+        )
+
+
+def _need_shape(op: str, name: str, x: Tensor, want: tuple[int, ...], what: str) -> None:
+    if x.shape != want:
+        raise ShapeError(f"{op}: {name} has shape {x.shape}, but {what} it fills has shape {want}; give it that shape")
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    # whether `shape` broadcasts to exactly `target` (no new leading axes of size 1 beyond it)
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(shape, target[len(target) - len(shape) :], strict=True))
+
+
+def _spread_along(t: Tensor, dim: int, first: int, step: int, size: int) -> Tensor:
+    # t's slices along `dim` at first, first + step, ... of an axis `size` long, zeros (False) between and around
+    count = t.shape[dim]
+    if step > 1 and count > 0:
+        # each slice followed by step - 1 zero slices, the ones after the last cut off
+        gaps = tuple((0, step - 1) if d == dim + 1 else (0, 0) for d in range(t.ndim + 1))
+        t = t.unsqueeze(dim + 1).pad(gaps)
+        t = t.reshape(t.shape[:dim] + (count * step,) + t.shape[dim + 2 :])._slice_axis(dim, 0, (count - 1) * step + 1)
+    return t.pad(tuple((first, size - first - t.shape[dim]) if d == dim else (0, 0) for d in range(t.ndim)))
+
+
+class PlacingMixin:
+    __slots__ = ()
+
+    # ---- the *_scatter family: a copy of self with src in a view of it (a where over a padded src)
+
+    def slice_scatter(
+        self, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1
+    ) -> Tensor:
+        """A copy of self with `src` written into the slice start:end:step along `dim` (torch.slice_scatter): src has
+        that slice's shape; it is cast to self's dtype. Bounds are clamped as a Python slice's; step must be positive.
+
+        >>> Tensor.zeros(2, 4).slice_scatter(Tensor.ones(2, 2), 1, 0, None, 2).tolist()
+        [[1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 1.0, 0.0]]
+        """
+        _need_tensor("slice_scatter", "src", src)
+        dim = _normalize_axis(dim, self.ndim, "slice_scatter", self.shape, scalar=False)
+        if step <= 0:
+            raise ArgumentError(f"slice_scatter: slice step must be positive, got {step} (as PyTorch)")
+        size = self.shape[dim]
+        first, stop, _ = slice(start, end, step).indices(size)
+        count = len(range(first, stop, step))
+        want = self.shape[:dim] + (count,) + self.shape[dim + 1 :]
+        _need_shape("slice_scatter", "src", src, want, f"the slice {first}:{stop}:{step} of dim {dim} of {self.shape}")
+        _check_same_device("slice_scatter", [self, src])
+        inside = Tensor.full(src.shape, True, dtype=dtypes.bool, device=self.device)
+        placed = _spread_along(src.cast(self.dtype), dim, first, step, size)
+        return _spread_along(inside, dim, first, step, size).where(placed, self)
+
+    def select_scatter(self, src: Tensor, dim: int, index: int) -> Tensor:
+        """A copy of self with `src` written into self.select(dim, index) (torch.select_scatter): src has self's shape
+        without `dim`; a negative index counts from the end.
+
+        >>> Tensor.zeros(2, 3).select_scatter(Tensor([1.0, 2.0]), 1, -1).tolist()
+        [[0.0, 0.0, 1.0], [0.0, 0.0, 2.0]]
+        """
+        _need_tensor("select_scatter", "src", src)
+        dim = _normalize_axis(dim, self.ndim, "select_scatter", self.shape, scalar=False)
+        size = self.shape[dim]
+        if not -size <= index < size:
+            raise IndexError(
+                f"select_scatter: index {index} is out of range for dim {dim} of size {size} (shape {self.shape})"
+            )
+        want = self.shape[:dim] + self.shape[dim + 1 :]
+        _need_shape("select_scatter", "src", src, want, f"the selection at index {index} of dim {dim} of {self.shape}")
+        index %= size
+        return self.slice_scatter(src.unsqueeze(dim), dim, index, index + 1)
+
+    def diagonal_scatter(self, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        """A copy of self with `src` written into self.diagonal(offset, dim1, dim2) (torch.diagonal_scatter): src has
+        that diagonal's shape (the other dims, then the diagonal's length); it is cast to self's dtype.
+
+        >>> Tensor.zeros(2, 3).diagonal_scatter(Tensor([1.0, 2.0]), 1).tolist()
+        [[0.0, 1.0, 0.0], [0.0, 0.0, 2.0]]
+        """
+        _need_tensor("diagonal_scatter", "src", src)
+        d1 = _normalize_axis(dim1, self.ndim, "diagonal_scatter", self.shape)
+        d2 = _normalize_axis(dim2, self.ndim, "diagonal_scatter", self.shape)
+        if d1 == d2:
+            raise ShapeError(f"diagonal_scatter: dim1 and dim2 are the same axis ({dim1}, {dim2}) of {self.shape}")
+        want = self.diagonal(offset, d1, d2).shape
+        _need_shape("diagonal_scatter", "src", src, want, f"the diagonal {offset} of dims {d1}, {d2} of {self.shape}")
+        _check_same_device("diagonal_scatter", [self, src])
+        # the two dims last: src's diagonal matrices, padded into each (rows, cols) matrix where the diagonal starts
+        order = [d for d in range(self.ndim) if d not in (d1, d2)] + [d1, d2]
+        x = self.permute(order)
+        rows, cols = x.shape[-2:]
+        n = src.shape[-1]
+        first_row, first_col = min(max(-offset, 0), rows), min(max(offset, 0), cols)
+        corner = ((first_row, rows - first_row - n), (first_col, cols - first_col - n))
+        on_diagonal = Tensor.eye(n, dtype=dtypes.bool, device=self.device).pad(corner)
+        placed = src.cast(self.dtype).diag_embed().pad(((0, 0),) * (x.ndim - 2) + corner)
+        return on_diagonal.where(placed, x).permute(np.argsort(order).tolist())
+
+    # ---- index_put and put: writes at positions found by indexing a tensor of flat positions
+
+    def index_put(self, indices: tuple[Tensor, ...], values: Tensor, accumulate: bool = False) -> Tensor:
+        """A copy of self with `values` (broadcast, self's dtype) written at self[indices], as torch.index_put:
+        `indices` is a tuple of int or bool index tensors, as in `t[indices] = values`. A position indexed more than
+        once keeps the last write, or with `accumulate` the sum of self's value and all of them.
+
+        >>> Tensor.zeros(3).index_put((Tensor([0, 2, 0]),), Tensor([1.0, 2.0, 3.0]), accumulate=True).tolist()
+        [4.0, 0.0, 2.0]
+        """
+        if not isinstance(indices, (tuple, list)):
+            raise TypeError(
+                f"index_put: indices must be a tuple of index tensors, got {type(indices).__name__}; wrap a single "
+                "index tensor as (index,)"
+            )
+        if not indices:
+            raise ArgumentError("index_put: indices is empty; give one index tensor per indexed dim")
+        for i, index in enumerate(indices):
+            _need_tensor("index_put", f"indices[{i}]", index)
+        _need_tensor("index_put", "values", values)
+        _need_same_dtype("index_put", "values", values, self.dtype)
+        _check_same_device("index_put", [self, values, *indices])
+        flat = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)
+        positions = flat._indexed(tuple(indices), "index_put")
+        if not _broadcasts_to(values.shape, positions.shape):
+            raise ShapeError(
+                f"index_put: values of shape {values.shape} can't be broadcast to the indexed shape {positions.shape} "
+                f"(self {self.shape})"
+            )
+        return self._placed_at(positions, values, accumulate)
+
+    def index_put_(self, indices: tuple[Tensor, ...], values: Tensor, accumulate: bool = False) -> Tensor:
+        """`index_put` in place (torch.Tensor.index_put_).
+
+        >>> t = Tensor([1, 2, 3]); t.index_put_((Tensor([True, False, True]),), Tensor(0)).tolist()
+        [0, 2, 0]
+        """
+        return self._update_in_place(lambda: self.index_put(indices, values, accumulate), "index_put_")
+
+    def put(self, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+        """A copy of self with source's elements written at `index` into self read as a flat array (torch.put):
+        index and source have as many elements; a negative index counts from the end. A position indexed more than
+        once keeps the last write, or with `accumulate` the sum of self's value and all of them.
+
+        >>> Tensor([[1, 2], [3, 4]]).put(Tensor([0, -1]), Tensor([9, 8])).tolist()
+        [[9, 2], [3, 8]]
+        """
+        _need_tensor("put", "index", index)
+        _need_tensor("put", "source", source)
+        if not dtypes.is_int(index.dtype):
+            raise DTypeError(f"put: index must be an integer tensor, got {index.dtype}")
+        _need_same_dtype("put", "source", source, self.dtype)
+        if index.numel() != source.numel():
+            raise IndexError(
+                f"put: index and source must have as many elements, got {index.numel()} indices (shape {index.shape}) "
+                f"and {source.numel()} values (shape {source.shape})"
+            )
+        _check_same_device("put", [self, index, source])
+        n = self.numel()
+        if n == 0 and index.numel():
+            raise IndexError(f"put: can't put elements into an empty tensor (shape {self.shape})")
+        _check_values_in(
+            index,
+            -n,
+            n,
+            lambda bad: (
+                f"put: index {bad} is out of range for a tensor of {n} elements (shape {self.shape}); put "
+                f"indexes the flattened tensor, from {-n} to {n - 1}"
+            ),
+        )
+        # (checked in range: a signed index wide enough to count from the end)
+        index = index.cast(dtypes.int64 if n > dtypes.max(dtypes.int32) else dtypes.int32)
+        positions = (index < 0).where(index + n, index)
+        return self._placed_at(positions, source.reshape(index.shape), accumulate)
+
+    def put_(self, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+        """`put` in place (torch.Tensor.put_).
+
+        >>> t = Tensor.zeros(2, 2); t.put_(Tensor([1, 1]), Tensor([2.0, 3.0]), accumulate=True).tolist()
+        [[0.0, 5.0], [0.0, 0.0]]
+        """
+        return self._update_in_place(lambda: self.put(index, source, accumulate), "put_")
+
+    def _placed_at(self, positions: Tensor, values: Tensor, accumulate: bool) -> Tensor:
+        # self with values (broadcast to positions' shape) written, or added, at the flat positions (in range)
+        if positions.numel() == 0:
+            # (a copy: the result is a tensor of its own, which an in-place write into must not reach self)
+            return self.clone()
+        if not accumulate:
+            return self._overwritten_at(positions, values.cast(self.dtype))
+        spread = values.cast(self.dtype)._broadcast_to(positions.shape).reshape(-1)
+        return self.reshape(-1).scatter_reduce(0, positions.reshape(-1), spread, "sum").reshape(self.shape)
+
+    # ---- masked_scatter: the mask read back (its number of True positions decides how much of source is read)
+
+    def masked_scatter(self, mask: Tensor, source: Tensor) -> Tensor:
+        """A copy of self with the True positions of `mask` (broadcast with self) filled, in row-major order, with
+        source's first elements (torch.masked_scatter); source has at least as many. The mask is read back to the
+        host, as masked_select's.
+
+        >>> Tensor.zeros(2, 2).masked_scatter(Tensor([[True, False], [True, True]]), Tensor([1.0, 2.0, 3.0])).tolist()
+        [[1.0, 0.0], [2.0, 3.0]]
+        """
+        _need_tensor("masked_scatter", "mask", mask)
+        _need_tensor("masked_scatter", "source", source)
+        if mask.dtype != dtypes.bool:
+            raise DTypeError(f"masked_scatter: mask must be a bool tensor, got {mask.dtype}; compare it (m != 0)")
+        _need_same_dtype("masked_scatter", "source", source, self.dtype)
+        _check_same_device("masked_scatter", [self, mask, source])
+        shape = _broadcast_shape(self.shape, mask.shape, "masked_scatter")
+        mask = mask._broadcast_to(shape)
+        hits = mask.numpy().reshape(-1)
+        count = int(hits.sum())
+        if count > source.numel():
+            raise ShapeError(
+                f"masked_scatter: the mask (shape {shape}) has {count} True positions but source (shape "
+                f"{source.shape}) only {source.numel()} elements; give source at least {count}"
+            )
+        if count == 0:
+            return self._broadcast_to(shape).clone()
+        # each position reads source at its rank among the True positions (the first one's before the first True)
+        rank = np.maximum(np.cumsum(hits) - 1, 0)
+        picked = source.reshape(-1)._take(0, rank).reshape(shape)
+        return mask.where(picked, self)
+
+    def masked_scatter_(self, mask: Tensor, source: Tensor) -> Tensor:
+        """`masked_scatter` in place (torch.Tensor.masked_scatter_); the mask broadcasts to self's shape.
+
+        >>> t = Tensor([0, 0, 0]); t.masked_scatter_(Tensor([False, True, True]), Tensor([7, 8, 9])).tolist()
+        [0, 7, 8]
+        """
+        if isinstance(mask, Tensor) and not _broadcasts_to(mask.shape, self.shape):
+            raise ShapeError(
+                f"masked_scatter_: mask of shape {mask.shape} doesn't broadcast to the tensor's shape {self.shape}; "
+                "an in-place op can't change the tensor's shape"
+            )
+        return self._update_in_place(lambda: self.masked_scatter(mask, source), "masked_scatter_")
+
+    # ---- index_reduce: index_add's reductions other than the sum, through scatter_reduce
+
+    def index_reduce(self, dim: int, index: Tensor, source: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+        """A copy of self with source's slice i (along dim) combined into self's slice index[i] by `reduce`, "prod",
+        "mean", "amax" or "amin" (torch.index_reduce): index is 1-D (no negative indices), source has self's shape
+        with index's length at dim. Slices no index reaches keep self's; `include_self=False` leaves self's value out
+        of the ones reached. An integer mean rounds down, as torch's.
+
+        >>> Tensor([1.0, 2.0]).index_reduce(0, Tensor([0, 0, 1]), Tensor([3.0, 4.0, 5.0]), "prod").tolist()
+        [12.0, 10.0]
+        """
+        if reduce not in _INDEX_REDUCTIONS:
+            raise ArgumentError(f"index_reduce: reduce must be one of prod, mean, amax or amin, got {reduce!r}")
+        _need_tensor("index_reduce", "index", index)
+        _need_tensor("index_reduce", "source", source)
+        dim = _normalize_axis(dim, self.ndim, "index_reduce", self.shape)
+        if not dtypes.is_int(index.dtype):
+            raise DTypeError(f"index_reduce: index must be an integer tensor, got {index.dtype}")
+        if index.ndim > 1:
+            raise IndexError(f"index_reduce: index must be a 0-d or 1-D tensor, got shape {index.shape}")
+        _need_same_dtype("index_reduce", "source", source, self.dtype)
+        _check_same_device("index_reduce", [self, index, source])
+        x, src = (self.reshape(1), source.reshape(-1)) if self.ndim == 0 else (self, source)
+        want = x.shape[:dim] + (index.numel(),) + x.shape[dim + 1 :]
+        if src.shape != want:
+            raise ShapeError(
+                f"index_reduce: source has shape {source.shape}, should be {want} (self's shape {self.shape} with the "
+                f"{index.numel()} indices at dim {dim})"
+            )
+        self._check_index_range(index, x.shape[dim], dim, "index_reduce", negative=False)
+        # the same index for every position of source's slice i: a scatter along dim
+        spread = index.reshape(tuple(-1 if d == dim else 1 for d in range(x.ndim)))._broadcast_to(want)
+        return x.scatter_reduce(dim, spread, src, reduce, include_self).reshape(self.shape)
+
+    def index_reduce_(self, dim: int, index: Tensor, source: Tensor, reduce: str, include_self: bool = True) -> Tensor:
+        """`index_reduce` in place (torch.Tensor.index_reduce_).
+
+        >>> t = Tensor([5, 5]); t.index_reduce_(0, Tensor([1, 1]), Tensor([7, 2]), "amin", include_self=False).tolist()
+        [5, 2]
+        """
+        return self._update_in_place(
+            lambda: self.index_reduce(dim, index, source, reduce, include_self), "index_reduce_"
+        )
