@@ -366,13 +366,14 @@ class LinalgMixin:
         rcout = cout // groups
         out_dt = least_upper_dtype(self.dtype, weight.dtype)
         mul_dt = _product_dtype(out_dt)
-        x = windows.cast(mul_dt).reshape((bs, groups, 1, cin) + out_sp + ks)
-        w = weight.cast(mul_dt).reshape((1, groups, rcout, cin) + (1,) * nd + ks)
+        # (the library's own reshapes, views by construction: `_reshaped` skips the user-facing checks)
+        x = windows.cast(mul_dt)._reshaped((bs, groups, 1, cin) + out_sp + ks)
+        w = weight.cast(mul_dt)._reshaped((1, groups, rcout, cin) + (1,) * nd + ks)
         prod_ = x._broadcast_to((bs, groups, rcout, cin) + out_sp + ks) * w._broadcast_to(
             (bs, groups, rcout, cin) + out_sp + ks
         )
         reduce_axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
-        ret = prod_.sum(reduce_axes, dtype=_sum_acc_dtype(out_dt)).cast(out_dt).reshape((bs, cout) + out_sp)
+        ret = prod_.sum(reduce_axes, dtype=_sum_acc_dtype(out_dt)).cast(out_dt)._reshaped((bs, cout) + out_sp)
         _set_conv_gradient(ret.uop, self.uop, weight.uop, x.uop, groups, s_, d_, pads)
         return ret if bias is None else ret + bias.cast(out_dt).reshape((1, cout) + (1,) * nd)
 

@@ -90,6 +90,13 @@ class ReduceMixin:
             ndim = len(self.shape)
             if -ndim <= axis < ndim:
                 return (axis % ndim,)
+        if type(axis) is tuple and all(type(a) is int for a in axis):
+            # (a tuple of axes in range, none twice: the library's own reductions, `mean((2, 3))`)
+            ndim = len(self.shape)
+            if all(-ndim <= a < ndim for a in axis):
+                axes = sorted({a % ndim for a in axis})
+                if len(axes) == len(axis):
+                    return tuple(axes)
         raw = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
         axes = {_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}
         if len(axes) != len(raw):
