@@ -852,3 +852,27 @@ def test_a_max_pools_gradient_ignores_a_realize_of_its_output_in_between(pool):
     (want * torch.tensor(g)).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_piecewise_gradients_select_the_incoming_one_as_torch():
+    # an inf coming back (sqrt at 0) where a piece is flat gives 0, as torch's: a 0/1 mask times inf would give NaN
+    F = torch.nn.functional
+    values = np.array([0.0, 1.0, -1.0, 3.0, -3.0, 7.0, -7.0, 0.5, -0.5, np.nan], np.float32)
+    cases = {
+        "clamp": (lambda t: t.clamp(0, 1), lambda t: t.clamp(0, 1)),
+        "clamp_min": (lambda t: t.clamp_min(0.5), lambda t: t.clamp_min(0.5)),
+        "hardtanh": (lambda t: t.hardtanh(), F.hardtanh),
+        "hardsigmoid": (lambda t: t.hardsigmoid(), F.hardsigmoid),
+        "hardswish": (lambda t: t.hardswish(), F.hardswish),
+        "sign": (lambda t: t.sign(), torch.sign),
+        "softshrink": (lambda t: t.softshrink(), F.softshrink),
+        "threshold": (lambda t: t.threshold(0.5, 0.0), lambda t: F.threshold(t, 0.5, 0.0)),
+        "max": (lambda t: t.max(), lambda t: t.max()),
+        "max over dim": (lambda t: t.reshape(2, 5).max(dim=1)[0], lambda t: t.reshape(2, 5).max(dim=1)[0]),
+    }
+    for name, (mine, theirs) in cases.items():
+        x = Tensor(values, requires_grad=True)
+        mine(x).abs().sqrt().sum().backward()
+        t = torch.from_numpy(values).requires_grad_()
+        theirs(t).abs().sqrt().sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, err_msg=name)

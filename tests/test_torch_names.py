@@ -392,3 +392,29 @@ def test_in_place_draws_follow_their_distributions():
         Tensor.zeros(2, dtype="int8").random_(300)
     on_cpu = Tensor.zeros(2, device="CPU")
     assert on_cpu.itemsize == 4 and on_cpu.is_cpu and not on_cpu.is_cuda and on_cpu.get_device() == -1
+
+
+def test_shrinks_threshold_prelu_rrelu_match_torch():
+    import torch.nn.functional as F
+
+    values = np.array([np.nan, 0.5, -0.5, 0.6, -0.7, 0.0, -0.0, np.inf, -np.inf, 3.0], np.float32)
+    x, tx = Tensor(values), torch.from_numpy(values)
+    for name, args in (("softshrink", (0.5,)), ("tanhshrink", ()), ("threshold", (0.5, -9.0)), ("hardshrink", (0.5,))):
+        got, want = getattr(x, name)(*args).numpy(), getattr(F, name)(tx, *args).numpy()
+        assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want)), name
+    _same(x.prelu(Tensor([0.25])), F.prelu(tx, torch.tensor([0.25])))
+    _same(x.rrelu(), F.rrelu(tx))
+    batch, slopes = RNG.standard_normal((2, 3, 4)).astype(np.float32), np.array([0.1, 0.2, 0.3], np.float32)
+    g = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    mine, w = Tensor(batch, requires_grad=True), Tensor(slopes, requires_grad=True)
+    theirs, tw = torch.from_numpy(batch).requires_grad_(), torch.from_numpy(slopes).requires_grad_()
+    (mine.prelu(w) * Tensor(g)).sum().backward()
+    (F.prelu(theirs, tw) * torch.from_numpy(g)).sum().backward()
+    _same(mine.grad, theirs.grad)
+    _same(w.grad, tw.grad)
+    with pytest.raises(ShapeError, match="prelu: weight of shape"):
+        Tensor(batch).prelu(Tensor([0.1, 0.2]))
+    drawn = Tensor(-np.ones(4000, np.float32)).rrelu(0.1, 0.3, training=True).numpy()
+    assert -0.3 <= drawn.min() and drawn.max() <= -0.1 and abs(drawn.mean() + 0.2) < 0.01
+    with pytest.raises(ArgumentError, match="rrelu: needs 0 <= lower <= upper"):
+        x.rrelu(0.5, 0.1)

@@ -157,7 +157,9 @@ def do_reduce_max_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:
     wide = x.dtype if x.dtype.itemsize >= 4 else dtypes.float32
     is_max = hit.cast(wide)
     count = UOp(Ops.REDUCE_AXIS, wide, (is_max,), (Ops.ADD, axes))
-    return (_div(is_max, _expand(count, shape)).cast(x.dtype) * _expand(ctx.grad, shape),)
+    share = _div(is_max, _expand(count, shape)).cast(x.dtype) * _expand(ctx.grad, shape)
+    # the others get exactly 0, as torch's, also when the incoming gradient is inf or nan
+    return (hit.where(share, ctx.const(ret.src[0], 0)),)
 
 
 def do_reduce_mul_grad(ctx: GradientContext, ret: UOp) -> tuple[UOp]:

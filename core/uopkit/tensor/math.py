@@ -365,7 +365,8 @@ class MathMixin:
             return self
         ret = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
         # (a float input gets a zero gradient, as torch's, rather than none)
-        return _with_derivative(ret, self, self.zeros_like()) if dtypes.is_float(self.dtype) else ret
+        nowhere = Tensor.zeros(*self.shape, dtype=dtypes.bool, device=self.device)
+        return _with_derivative(ret, self, nowhere) if dtypes.is_float(self.dtype) else ret
 
     def copysign(self, other: Any) -> Tensor:
         """|self| with the sign (bit) of `other`, so -0.0 counts as negative; float result, as torch.copysign.
@@ -932,14 +933,15 @@ class MathMixin:
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
         """clip(alpha x + beta, 0, 1); the gradient is alpha strictly inside, 0 at the corners and at NaN (torch's)."""
         y = alpha * self._float() + beta
-        return _with_derivative(y.clip(0, 1), self, ((y > 0) & (y < 1)).where(alpha, 0.0))
+        return _with_derivative(y.clip(0, 1), self, ((y > 0) & (y < 1), y.full_like(alpha)))
 
     @replayed
     @in_float32
     def hardswish(self) -> Tensor:
         """x * relu6(x + 3) / 6, with torch's gradient: 0 up to -3, x / 3 + 1/2 up to 3 (excluded), else 1 (NaN too)."""
         x = self._float()
-        derivative = (x <= -3).where(0.0, (x < 3).where(x * (1 / 3) + 0.5, 1.0))
+        # (NaN takes the last branch, as torch's: its gradient is the incoming one)
+        derivative = ((x <= -3).logical_not(), (x < 3).where(x * (1 / 3) + 0.5, 1.0))
         return _with_derivative(x * (x + 3).relu6() * (1 / 6), self, derivative)
 
     @replayed

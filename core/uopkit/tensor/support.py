@@ -545,24 +545,65 @@ def _with_reduced_derivative(value: Tensor, x: Tensor, derivative: Callable[[Ten
     return value
 
 
-def _with_derivative(value: Tensor, x: Tensor, derivative: Tensor, *more: tuple[Tensor, Tensor]) -> Tensor:
+def _with_derivative(value: Tensor, x: Tensor, derivative: Derivative, *more: tuple[Tensor, Derivative]) -> Tensor:
     """`value` (a function of x, computed for accuracy), whose gradient is `derivative` (d value / dx, a textbook
     formula) times the incoming one; `more` holds (input, derivative) pairs of a function of several inputs. The
     value's own subgraph is never differentiated (its branches' inf and nan stay out), the forward computes the value
     alone, and the derivative's infinities and nans come through as PyTorch's do (asin' at 1 is inf, beyond it nan);
-    second derivatives are the derivative's."""
+    second derivatives are the derivative's. A bool derivative is a mask, and a (mask, factor) pair the factor where
+    the mask is set: the incoming gradient is selected there and is 0 elsewhere, also an inf or a nan, as torch's
+    piecewise gradients (clamp, hardsigmoid, hardswish) select."""
     from uopkit.gradient import set_gradient
 
     inputs = (x.uop, *(x_i.uop for x_i, _ in more))
-    derivatives = (derivative.uop, *(d_i.uop for _, d_i in more))
+    derivatives = tuple(_derivative_uops(d) for d in (derivative, *(d_i for _, d_i in more)))
     if value.uop in inputs:
         raise ArgumentError("_with_derivative: the value must be computed from its inputs, not be one of them")
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
-        return tuple((g * d.cast(g.dtype)) if w else None for d, w in zip(derivatives, wanted, strict=True))
+        return tuple(_times_derivative(g, d) if w else None for d, w in zip(derivatives, wanted, strict=True))
 
     set_gradient(value.uop, inputs, rule)
     return value
+
+
+def _gradient_stored_once(x: Tensor) -> Tensor:
+    """x itself, whose gradient is stored by a kernel of its own when it is computed from other values: a consumer that
+    reads the gradient in several reduces (BatchNorm's backward: sum(g), sum(g * x_hat) and dx) would otherwise compute
+    it in each of them (a ReLU's mask, a residual add and a strided convolution's input gradient, every pass); a step
+    of a recursion (ctc_loss) would fuse its gradient with the next step's, kernels growing with the square of the
+    steps. A view of the result is no window of a buffer: store it with `.contiguous()` after this, not before."""
+    from uopkit.gradient import set_gradient
+
+    node = UOp(Ops.RESHAPE, x.dtype, (x.uop,), x.shape)
+    set_gradient(node, (x.uop,), _stored_gradient_rule)
+    return Tensor(node)
+
+
+def _stored_gradient_rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+    from uopkit.schedule.grouper import is_realized_view
+
+    # (a stored gradient or a broadcast constant is as cheap to read again as a copy of it)
+    return (g if is_realized_view(g) or g.base.op is Ops.CONST else Tensor(g).contiguous().uop,)
+
+
+# a derivative: its values, a mask (bool), or a mask and the values where it is set
+Derivative = Any
+
+
+def _derivative_uops(d: Derivative) -> UOp | tuple[UOp, UOp]:
+    return (d[0].uop, d[1].uop) if isinstance(d, tuple) else d.uop
+
+
+def _times_derivative(g: UOp, d: UOp | tuple[UOp, UOp]) -> UOp:
+    # a mask (clip's "inside the bounds") selects the incoming gradient, as torch's: an inf or a nan coming back where
+    # the mask is off gives 0, where a product would give nan
+    if isinstance(d, tuple):
+        mask, factor = d
+        return mask.where(g * factor.cast(g.dtype), 0.0)
+    if d.dtype == dtypes.bool:
+        return d.where(g, 0.0)
+    return g * d.cast(g.dtype)
 
 
 def _host_np_dtype(dtype: DType) -> Any:

@@ -233,6 +233,61 @@ class TorchNamesMixin:
         """x where |x| > lambd, else 0 (NaN stays NaN, as torch's)."""
         return (self.abs() <= lambd).where(0, self)
 
+    def softshrink(self: Tensor, lambd: float = 0.5) -> Tensor:  # type: ignore[misc]
+        """x - lambd above lambd, x + lambd below -lambd, a zero of x's sign between (torch.nn.functional.softshrink).
+
+        >>> Tensor([1.0, 0.2, -1.0]).softshrink().tolist()
+        [0.5, 0.0, -0.5]
+        """
+        if lambd < 0:
+            raise ArgumentError(f"softshrink: lambd must be >= 0, got {lambd}")
+        # (the zeros keep x's sign and take no gradient, as torch's; NaN is outside, its gradient the incoming one)
+        inside = (self >= -lambd) & (self <= lambd)
+        return inside.where((self * 0).detach(), (self > lambd).where(self - lambd, self + lambd))
+
+    def tanhshrink(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """x - tanh(x) (torch.nn.functional.tanhshrink)."""
+        return self - self.tanh()
+
+    def threshold(self: Tensor, threshold: float, value: float) -> Tensor:  # type: ignore[misc]
+        """x where x > threshold, else `value` (NaN stays NaN), as torch.nn.functional.threshold.
+
+        >>> Tensor([1.0, 3.0]).threshold(2.0, -1.0).tolist()
+        [-1.0, 3.0]
+        """
+        return (self <= threshold).where(self.full_like(value), self)
+
+    def prelu(self: Tensor, weight: Tensor) -> Tensor:  # type: ignore[misc]
+        """x for x > 0, weight * x otherwise, weight one value or one per channel (dim 1), as
+        torch.nn.functional.prelu.
+
+        >>> Tensor([[-1.0, -2.0]]).prelu(Tensor([0.25, 0.5])).tolist()
+        [[-0.25, -1.0]]
+        """
+        channels = self.shape[1] if self.ndim >= 2 else 1
+        if weight.numel() not in (1, channels) or weight.ndim > 1:
+            raise ShapeError(
+                f"prelu: weight of shape {weight.shape} must hold 1 value or one per channel ({channels}, dim 1 of "
+                f"the input's shape {self.shape})"
+            )
+        # (one value for every element, or one per channel along dim 1)
+        shape = () if weight.numel() == 1 else (1, channels) + (1,) * (self.ndim - 2)
+        return (self > 0).where(self, self * weight.reshape(shape))
+
+    def rrelu(self: Tensor, lower: float = 1 / 8, upper: float = 1 / 3, training: bool = False) -> Tensor:  # type: ignore[misc]
+        """Leaky ReLU with a random slope per negative element drawn from U(lower, upper) when `training`, else the
+        fixed slope (lower + upper) / 2, as torch.nn.functional.rrelu.
+
+        >>> Tensor([-1.0, 2.0]).rrelu(0.25, 0.25).tolist()
+        [-0.25, 2.0]
+        """
+        if not 0 <= lower <= upper:
+            raise ArgumentError(f"rrelu: needs 0 <= lower <= upper, got lower={lower}, upper={upper}")
+        if not training:
+            return self.leaky_relu((lower + upper) / 2)
+        slope = Tensor.uniform(*self.shape, low=lower, high=upper, device=self.device, dtype=_draw_dtype(self))
+        return (self >= 0).where(self, self * slope.cast(self.dtype))
+
     def inner(self: Tensor, other: Tensor) -> Tensor:  # type: ignore[misc]
         """Sums over the last dims of both: shape self.shape[:-1] + other.shape[:-1] (a 0-d operand multiplies)."""
         if self.ndim == 0 or other.ndim == 0:
