@@ -2,7 +2,7 @@
 
 The class holds construction, properties, realizing and autograd; each group of operations is a mixin in a
 module of its own (creation, movement, indexing, elementwise, math, reduce, linalg, factorize, matrix, special,
-placing, functional, composite, torch_names)."""
+placing, losses, spatial, functional, composite, torch_names)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from uopkit.tensor import factorize as _factorize_module
 from uopkit.tensor import functional as _functional_module
 from uopkit.tensor import indexing as _indexing_module
 from uopkit.tensor import linalg as _linalg_module
+from uopkit.tensor import losses as _losses_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import matrix as _matrix_module
 from uopkit.tensor import movement as _movement_module
@@ -40,6 +41,7 @@ from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import segments as _segments_module
+from uopkit.tensor import spatial as _spatial_module
 from uopkit.tensor import special as _special_module
 from uopkit.tensor import support
 from uopkit.tensor import torch_names as _torch_names_module
@@ -50,11 +52,13 @@ from uopkit.tensor.factorize import FactorizeMixin
 from uopkit.tensor.functional import FunctionalMixin
 from uopkit.tensor.indexing import IndexingMixin
 from uopkit.tensor.linalg import LinalgMixin
+from uopkit.tensor.losses import LossesMixin
 from uopkit.tensor.math import MathMixin
 from uopkit.tensor.matrix import MatrixMixin
 from uopkit.tensor.movement import MovementMixin
 from uopkit.tensor.placing import PlacingMixin
 from uopkit.tensor.reduce import ReduceMixin
+from uopkit.tensor.spatial import SpatialMixin
 from uopkit.tensor.special import SpecialMixin
 from uopkit.tensor.support import (
     ArgumentError,
@@ -97,6 +101,8 @@ class Tensor(
     CompositeMixin,
     SpecialMixin,
     PlacingMixin,
+    LossesMixin,
+    SpatialMixin,
     TorchNamesMixin,
 ):
     """A multi-dimensional array on a device, computed lazily.
@@ -509,6 +515,8 @@ for _module in (
     _matrix_module,
     _special_module,
     _placing_module,
+    _losses_module,
+    _spatial_module,
     _functional_module,
     _replay_module,
     _torch_names_module,

@@ -1,0 +1,359 @@
+"""uopkit.nn's sequence layers (RNN, LSTM, GRU, MultiheadAttention, the Transformer layers) against torch.nn: torch's
+state dict loaded as it is, the same inputs, the same outputs, states and gradients. Sizes and sequence lengths are
+small: every step of a recurrent layer is part of the graph, and every new kernel is compiled."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+import pytest
+
+import uopkit.nn as nn
+from uopkit import Tensor
+from uopkit.nn.state import get_state_dict, load_state_dict
+from uopkit.tensor import ArgumentError, ShapeError
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(7)
+ATOL = 1e-5
+
+
+def _randn(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _twin(name: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """Our layer and torch's, built with the same arguments; torch's weights copied into ours through its state dict
+    (whose keys must be ours)."""
+    torch.manual_seed(0)
+    theirs = getattr(torch.nn, name)(*args, **kwargs)
+    ours = getattr(nn, name)(*args, **kwargs)
+    assert list(get_state_dict(ours)) == list(theirs.state_dict())
+    load_state_dict(ours, {k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    return ours, theirs
+
+
+def _close(got: Tensor, want: Any, atol: float = ATOL) -> None:
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=atol)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# recurrent layers
+
+
+# (torch's LSTM with projections warns that oneDNN can't run it)
+@pytest.mark.filterwarnings("ignore:LSTM with projections")
+@pytest.mark.parametrize(
+    "name, kwargs, batched, with_state",
+    [
+        ("RNN", {"num_layers": 2, "nonlinearity": "relu"}, True, True),
+        ("RNN", {"bidirectional": True, "batch_first": True}, True, False),
+        ("GRU", {"num_layers": 2, "bidirectional": True}, True, True),
+        ("GRU", {"bias": False}, False, True),
+        ("LSTM", {"proj_size": 2, "batch_first": True}, True, True),
+        ("LSTM", {}, False, False),
+    ],
+)
+def test_recurrent_layers_match_torch(name: str, kwargs: dict[str, Any], batched: bool, with_state: bool) -> None:
+    ours, theirs = _twin(name, 3, 4, **kwargs)
+    steps, batch = 3, 2
+    directions = 2 if kwargs.get("bidirectional") else 1
+    stacked, out_size = kwargs.get("num_layers", 1) * directions, kwargs.get("proj_size") or 4
+    x = _randn(batch, steps, 3) if kwargs.get("batch_first") else _randn(steps, batch, 3)
+    if not batched:
+        x = x[:, 0]
+    state_shape = (stacked, batch) if batched else (stacked,)
+    states = [_randn(*state_shape, out_size)]
+    if name == "LSTM":
+        states.append(_randn(*state_shape, 4))
+    hx: Any = None
+    hx_t: Any = None
+    if with_state:
+        hx = tuple(Tensor(s) for s in states) if name == "LSTM" else Tensor(states[0])
+        hx_t = tuple(torch.tensor(s) for s in states) if name == "LSTM" else torch.tensor(states[0])
+    out, h = ours(Tensor(x), hx)
+    want_out, want_h = theirs(torch.tensor(x), hx_t)
+    assert out.shape == tuple(want_out.shape)
+    _close(out, want_out)
+    if name == "LSTM":
+        for got, want in zip(h, want_h, strict=True):
+            assert got.shape == tuple(want.shape)
+            _close(got, want)
+    else:
+        assert h.shape == tuple(want_h.shape)
+        _close(h, want_h)
+
+
+def test_bidirectional_lstm_outputs_and_gradients_match_torch() -> None:
+    ours, theirs = _twin("LSTM", 3, 4, bidirectional=True)
+    x, h0, c0 = _randn(2, 2, 3), _randn(2, 2, 4), _randn(2, 2, 4)
+    xs = [Tensor(x, requires_grad=True), Tensor(h0, requires_grad=True), Tensor(c0, requires_grad=True)]
+    ts = [torch.tensor(a, requires_grad=True) for a in (x, h0, c0)]
+    out, (h, c) = ours(xs[0], (xs[1], xs[2]))
+    want_out, (want_h, want_c) = theirs(ts[0], (ts[1], ts[2]))
+    for got, want in ((out, want_out), (h, want_h), (c, want_c)):
+        _close(got, want)
+    # weighted, so that each output and state gets a gradient of its own
+    (out * out).sum().add(h.sum() * 2).add(c.sum() * 3).backward()
+    ((want_out * want_out).sum() + want_h.sum() * 2 + want_c.sum() * 3).backward()
+    for got, want in zip(xs, ts, strict=True):
+        _close(got.grad, want.grad)
+    params = get_state_dict(ours)
+    for k, want in theirs.named_parameters():
+        _close(params[k].grad, want.grad)
+
+
+def test_recurrent_dropout_between_layers_under_training() -> None:
+    # p=1 zeros the first layer's output: the second layer sees zeros (deterministic, so comparable with torch)
+    ours, theirs = _twin("GRU", 3, 4, num_layers=2, dropout=1.0)
+    x = _randn(3, 2, 3)
+    theirs.train()
+    with Tensor.train():
+        out, h = ours(Tensor(x))
+    want_out, want_h = theirs(torch.tensor(x))
+    _close(out, want_out)
+    _close(h, want_h)
+    # and nothing is dropped outside training
+    theirs.eval()
+    _close(ours(Tensor(x))[0], theirs(torch.tensor(x))[0])
+
+
+def test_recurrent_initialization_and_repr() -> None:
+    lstm = nn.LSTM(3, 16, num_layers=2, bidirectional=True, proj_size=4)
+    shapes = {k: v.shape for k, v in get_state_dict(lstm).items()}
+    want = {k: tuple(v.shape) for k, v in torch.nn.LSTM(3, 16, 2, bidirectional=True, proj_size=4).state_dict().items()}
+    assert shapes == want
+    values = np.concatenate([v.numpy().ravel() for v in get_state_dict(lstm).values()])
+    assert np.abs(values).max() <= 1 / 4 and values.std() > 0.1
+    assert all(v.requires_grad for v in get_state_dict(lstm).values())
+    assert {"RNN", "LSTM", "GRU", "MultiheadAttention", "Transformer"} <= set(nn.__all__)
+    assert repr(nn.GRU(3, 4, batch_first=True)) == "GRU(3, 4, batch_first=True)"
+
+
+def test_recurrent_errors() -> None:
+    lstm = nn.LSTM(3, 4)
+    packed = namedtuple("PackedSequence", "data batch_sizes sorted_indices unsorted_indices")
+    with pytest.raises(TypeError, match="PackedSequence"):
+        lstm(packed(Tensor.ones(5, 3), Tensor([3, 2]), None, None))
+    with pytest.raises(ShapeError, match="input_size"):
+        lstm(Tensor.ones(4, 2, 5))
+    with pytest.raises(ShapeError, match="2-d"):
+        lstm(Tensor.ones(4, 2, 1, 3))
+    with pytest.raises(ShapeError, match="initial state"):
+        lstm(Tensor.ones(4, 2, 3), (Tensor.zeros(1, 3, 4), Tensor.zeros(1, 3, 4)))
+    with pytest.raises(ShapeError, match="unbatched"):
+        nn.GRU(3, 4)(Tensor.ones(4, 3), Tensor.zeros(1, 1, 4))
+    with pytest.raises(TypeError, match=r"\(h0, c0\)"):
+        lstm(Tensor.ones(4, 2, 3), Tensor.zeros(1, 2, 4))
+    with pytest.raises(ValueError, match="proj_size"):
+        nn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match="nonlinearity"):
+        nn.RNN(3, 4, nonlinearity="sigmoid")
+    with pytest.raises(ValueError, match="dropout"):
+        nn.GRU(3, 4, dropout=1.5)
+    with pytest.warns(UserWarning, match="num_layers=1"):
+        nn.RNN(3, 4, dropout=0.5)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# attention
+
+
+def _bool_mask(*shape: int) -> np.ndarray:
+    # True (not allowed) at random, but never a whole row: every query attends to something
+    mask = RNG.random(shape) < 0.4
+    mask[..., 0] = False
+    return mask
+
+
+def test_multihead_attention_masks_match_torch() -> None:
+    ours, theirs = _twin("MultiheadAttention", 8, 2)
+    L, S, N = 3, 4, 2
+    q, k, v = _randn(L, N, 8), _randn(S, N, 8), _randn(S, N, 8)
+    attn_mask, padding = _bool_mask(L, S), _bool_mask(N, S)
+    got = ours(Tensor(q), Tensor(k), Tensor(v), key_padding_mask=Tensor(padding), attn_mask=Tensor(attn_mask))
+    want = theirs(
+        *map(torch.tensor, (q, k, v)), key_padding_mask=torch.tensor(padding), attn_mask=torch.tensor(attn_mask)
+    )
+    assert got[1].shape == (N, L, S)
+    _close(got[0], want[0])
+    _close(got[1], want[1])
+    # without the weights: the same output, and None
+    out, weights = ours(Tensor(q), Tensor(k), Tensor(v), attn_mask=Tensor(attn_mask), need_weights=False)
+    assert weights is None
+    _close(out, theirs(*map(torch.tensor, (q, k, v)), attn_mask=torch.tensor(attn_mask), need_weights=False)[0])
+
+
+def test_multihead_attention_kdim_vdim_batch_first_float_mask() -> None:
+    ours, theirs = _twin("MultiheadAttention", 8, 2, kdim=5, vdim=6, batch_first=True)
+    assert "q_proj_weight" in get_state_dict(ours) and "in_proj_weight" not in get_state_dict(ours)
+    N, L, S = 2, 3, 4
+    q, k, v = _randn(N, L, 8), _randn(N, S, 5), _randn(N, S, 6)
+    mask = _randn(N * 2, L, S)
+    got = ours(Tensor(q), Tensor(k), Tensor(v), attn_mask=Tensor(mask), average_attn_weights=False)
+    want = theirs(*map(torch.tensor, (q, k, v)), attn_mask=torch.tensor(mask), average_attn_weights=False)
+    assert got[0].shape == (N, L, 8) and got[1].shape == (N, 2, L, S)
+    _close(got[0], want[0])
+    _close(got[1], want[1])
+
+
+def test_multihead_attention_bias_kv_zero_attn_unbatched() -> None:
+    ours, theirs = _twin("MultiheadAttention", 4, 2, add_bias_kv=True, add_zero_attn=True)
+    L, S = 3, 2
+    q, kv = _randn(L, 4), _randn(S, 4)
+    attn_mask, padding = _bool_mask(2, L, S), np.array([False, True])
+    got = ours(Tensor(q), Tensor(kv), Tensor(kv), key_padding_mask=Tensor(padding), attn_mask=Tensor(attn_mask))
+    want = theirs(
+        torch.tensor(q), torch.tensor(kv), torch.tensor(kv), key_padding_mask=torch.tensor(padding),
+        attn_mask=torch.tensor(attn_mask),
+    )  # fmt: skip
+    # the weights cover the extra key and the zero one too
+    assert got[0].shape == (L, 4) and got[1].shape == (L, S + 2)
+    _close(got[0], want[0])
+    _close(got[1], want[1])
+
+
+def test_multihead_attention_fully_masked_query_as_torch() -> None:
+    # a query that may attend to nothing: NaN with the weights (torch's softmax path), zeros without (torch's sdpa)
+    ours, theirs = _twin("MultiheadAttention", 4, 1)
+    x, padding = _randn(2, 2, 4), np.array([[True, True], [False, True]])
+    for need_weights in (True, False):
+        got = ours(Tensor(x), Tensor(x), Tensor(x), key_padding_mask=Tensor(padding), need_weights=need_weights)[0]
+        with torch.no_grad():
+            want = theirs(*[torch.tensor(x)] * 3, key_padding_mask=torch.tensor(padding), need_weights=need_weights)
+        np.testing.assert_allclose(got.numpy(), want[0].numpy(), rtol=1e-5, atol=ATOL)
+
+
+def test_multihead_attention_errors() -> None:
+    with pytest.raises(ValueError, match="divisible"):
+        nn.MultiheadAttention(6, 4)
+    mha, x = nn.MultiheadAttention(4, 2), Tensor.ones(3, 2, 4)
+    with pytest.raises(ArgumentError, match="is_causal"):
+        mha(x, x, x, is_causal=True)
+    with pytest.raises(ShapeError, match="attn_mask"):
+        mha(x, x, x, attn_mask=Tensor.zeros(3, 4))
+    with pytest.raises(ShapeError, match="key_padding_mask"):
+        mha(x, x, x, key_padding_mask=Tensor.zeros(3, 2))
+    with pytest.raises(TypeError, match="bool or float"):
+        mha(x, x, x, attn_mask=Tensor.zeros(3, 3).cast("int32"))
+    with pytest.raises(ShapeError, match="features"):
+        mha(Tensor.ones(3, 2, 5), x, x)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# transformer
+
+
+def test_encoder_layer_output_and_gradients_match_torch() -> None:
+    ours, theirs = _twin("TransformerEncoderLayer", 8, 2, dim_feedforward=16, dropout=0.0, activation="gelu")
+    x = _randn(4, 2, 8)
+    mask_np = nn.Transformer.generate_square_subsequent_mask(4).numpy()
+    xu, xt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    got = ours(xu, src_mask=Tensor(mask_np), is_causal=True)
+    want = theirs(xt, src_mask=torch.tensor(mask_np), is_causal=True)
+    _close(got, want)
+    (got * got).sum().backward()
+    (want * want).sum().backward()
+    _close(xu.grad, xt.grad, atol=1e-4)
+    params = get_state_dict(ours)
+    for k, t in theirs.named_parameters():
+        _close(params[k].grad, t.grad, atol=1e-4)
+
+
+def test_encoder_layer_norm_first_batch_first_padding() -> None:
+    kwargs = {"dim_feedforward": 16, "dropout": 0.0, "batch_first": True, "norm_first": True}
+    ours, theirs = _twin("TransformerEncoderLayer", 8, 2, activation=Tensor.tanh, **kwargs)
+    # (torch's own module with the same activation: a callable)
+    theirs.activation = torch.tanh
+    x, padding = _randn(2, 3, 8), np.array([[False, False, True], [False, False, False]])
+    got = ours(Tensor(x), src_key_padding_mask=Tensor(padding))
+    with torch.no_grad():
+        want = theirs(torch.tensor(x), src_key_padding_mask=torch.tensor(padding))
+    _close(got, want)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_matches_torch(norm_first: bool) -> None:
+    ours, theirs = _twin("TransformerDecoderLayer", 8, 2, dim_feedforward=16, dropout=0.0, norm_first=norm_first)
+    tgt, memory = _randn(3, 2, 8), _randn(4, 2, 8)
+    causal = nn.Transformer.generate_square_subsequent_mask(3).numpy()
+    padding = np.array([[False, False, False, True], [False, True, False, False]])
+    got = ours(Tensor(tgt), Tensor(memory), tgt_mask=Tensor(causal), memory_key_padding_mask=Tensor(padding))
+    with torch.no_grad():
+        want = theirs(
+            torch.tensor(tgt), torch.tensor(memory), tgt_mask=torch.tensor(causal),
+            memory_key_padding_mask=torch.tensor(padding),
+        )  # fmt: skip
+    _close(got, want)
+
+
+def test_encoder_and_decoder_stacks_match_torch() -> None:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    theirs = torch.nn.TransformerEncoder(layer, 2, norm=torch.nn.LayerNorm(8), enable_nested_tensor=False)
+    ours = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2, norm=nn.LayerNorm(8))
+    assert list(get_state_dict(ours)) == list(theirs.state_dict())
+    # deep copies: independent tensors with the same starting values
+    assert ours.layers[0].linear1.weight is not ours.layers[1].linear1.weight
+    load_state_dict(ours, {k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x = _randn(3, 2, 8)
+    with torch.no_grad():
+        memory_t = theirs(torch.tensor(x))
+    memory = ours(Tensor(x))
+    _close(memory, memory_t)
+
+    dec_theirs = torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0), 2)
+    ours_dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0), 2)
+    assert list(get_state_dict(ours_dec)) == list(dec_theirs.state_dict())
+    load_state_dict(ours_dec, {k: v.detach().numpy() for k, v in dec_theirs.state_dict().items()})
+    tgt = _randn(2, 2, 8)
+    with torch.no_grad():
+        want = dec_theirs(torch.tensor(tgt), memory_t)
+    _close(ours_dec(Tensor(tgt), memory), want)
+
+
+def test_transformer_matches_torch() -> None:
+    kwargs = {"num_encoder_layers": 1, "num_decoder_layers": 1, "dim_feedforward": 16, "dropout": 0.0}
+    ours, theirs = _twin("Transformer", 8, 2, batch_first=True, **kwargs)
+    src, tgt = _randn(2, 4, 8), _randn(2, 3, 8)
+    causal = nn.Transformer.generate_square_subsequent_mask(3)
+    np.testing.assert_array_equal(causal.numpy(), torch.nn.Transformer.generate_square_subsequent_mask(3).numpy())
+    padding = np.array([[False, False, False, True], [False, False, False, False]])
+    got = ours(
+        Tensor(src), Tensor(tgt), tgt_mask=causal, src_key_padding_mask=Tensor(padding),
+        memory_key_padding_mask=Tensor(padding),
+    )  # fmt: skip
+    with torch.no_grad():
+        want = theirs(
+            torch.tensor(src), torch.tensor(tgt), tgt_mask=torch.tensor(causal.numpy()),
+            src_key_padding_mask=torch.tensor(padding), memory_key_padding_mask=torch.tensor(padding),
+        )  # fmt: skip
+    _close(got, want)
+    with pytest.raises(ShapeError, match="batch size"):
+        ours(Tensor(src), Tensor(tgt[:1]))
+
+
+def test_transformer_initialization() -> None:
+    model = nn.Transformer(8, 2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16)
+    state = get_state_dict(model)
+    # Xavier-uniform: the copied layers get weights of their own, within sqrt(6 / (fan_in + fan_out))
+    first, second = state["encoder.layers.0.linear1.weight"].numpy(), state["encoder.layers.1.linear1.weight"].numpy()
+    assert not np.array_equal(first, second) and np.abs(first).max() <= np.sqrt(6 / 24)
+    assert np.all(state["encoder.norm.weight"].numpy() == 1) and np.all(
+        state["decoder.layers.0.norm3.bias"].numpy() == 0
+    )
+    # torch's MultiheadAttention: zero projection biases
+    assert np.all(nn.MultiheadAttention(4, 2).in_proj_bias.numpy() == 0)
+
+
+def test_transformer_errors() -> None:
+    with pytest.raises(ArgumentError, match="activation"):
+        nn.TransformerEncoderLayer(8, 2, activation="swish")
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16)
+    with pytest.raises(ArgumentError, match="is_causal"):
+        layer(Tensor.ones(3, 2, 8), is_causal=True)
+    with pytest.raises(ShapeError, match="src"):
+        layer(Tensor.ones(3, 2, 6))
