@@ -84,7 +84,9 @@ HEADERS = {dtypes.float16: "cuda_fp16.h", dtypes.bfloat16: "cuda_bf16.h"}
 # PTX type names of the mma.sync operands, by dtype
 PTX_TYPES = {dtypes.float16: "f16", dtypes.bfloat16: "bf16", dtypes.float32: "f32"}
 
-# every dtype the CUDA renderer renders (bfloat16 included: it only appears as storage and in its tensor core)
+# every dtype the CUDA renderer computes in. bfloat16 is not one: the core keeps a bfloat16 tensor as uint16 bits and
+# computes in float32, so no Tensor program reaches __nv_bfloat16 above, and the bf16 tensor core
+# (CUDA_BF16_TENSOR_CORES) is kept out of tensor_cores_for
 CUDA_DTYPES: tuple[DType, ...] = (dtypes.bool, *dtypes.ints, dtypes.float16, dtypes.float32, dtypes.float64)
 
 # math.h's INFINITY and NAN (NVRTC has no math.h), and bit casts between types of one size
