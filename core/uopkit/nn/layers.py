@@ -14,7 +14,6 @@ Each takes torch's constructor arguments (in torch's order, with its defaults) a
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -537,11 +536,8 @@ class _ChannelDropout:
         return _maybe_in_place(x, self.inplace, lambda: self._dropped(x, lead), f"{type(self).__name__.lower()}_")
 
     def _dropped(self, x: Tensor, lead: int) -> Tensor:
-        if self.p == 1:
-            # times zero, as nn.Dropout (NaN stays NaN)
-            return x * 0
-        keep = Tensor.rand(x.shape[:lead] + (1,) * (x.ndim - lead), device=x.device) >= self.p
-        return keep.where(x, 0) * (1 / (1 - self.p))
+        # (the Tensor's channel dropout, whose checks and warnings this layer has made already)
+        return x._feature_dropout(self.p, True, False, type(self).__name__.lower(), batched=lead == 2)
 
 
 class Dropout1d(_ChannelDropout):
@@ -575,10 +571,6 @@ class Dropout3d(_ChannelDropout):
     spatial_dims = 3
 
 
-# -alpha * scale of SELU: the value SELU tends to at -inf, which alpha dropout sets dropped elements to
-_SELU_LOW = -1.0507009873554805 * 1.6732632423543772
-
-
 class AlphaDropout:
     """Dropout that keeps SELU's zero mean and unit variance, under `Tensor.train()`: each element is set to SELU's
     low value with probability p, then everything scaled and shifted (a = ((1 - p) (1 + p low^2))^-1/2, b = -a low p)
@@ -598,10 +590,4 @@ class AlphaDropout:
         return _maybe_in_place(x, self.inplace, lambda: self._dropped(x), "alpha_dropout_")
 
     def _dropped(self, x: Tensor) -> Tensor:
-        p = self.p
-        if p == 1:
-            return x * 0
-        a = 1 / math.sqrt((1 - p) * (1 + p * _SELU_LOW**2))
-        b = -a * _SELU_LOW * p
-        keep = Tensor.rand(x.shape, device=x.device) >= p
-        return keep.where(x * a + b, a * _SELU_LOW + b)
+        return x.alpha_dropout(self.p, training=True)

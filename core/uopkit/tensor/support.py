@@ -707,8 +707,11 @@ def _torch_layout(u: UOp, base: UOp | None = None) -> tuple[tuple[int, ...], tup
     chain = []
     known = None
     while u.op in _VIEW_NODES and u is not base:
-        if base is None and (_is_filled_constant(u) or (known := _layouts.get(u)) is not None):
-            break
+        if base is None:
+            # (a layout already known ends the walk before the constant check, which walks down the chain itself)
+            known = _layouts.get(u)
+            if known is not None or _is_filled_constant(u):
+                break
         chain.append(u)
         u = u.src[0]
     if known is not None:
