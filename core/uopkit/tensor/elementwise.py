@@ -28,6 +28,7 @@ from uopkit.tensor.support import (
     _check_same_device,
     _check_stored_scalar,
     _dim_for_axis,
+    _has_float64,
     _int_joining,
     _largest_finite,
     _short_int,
@@ -133,9 +134,53 @@ def _truncated_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     negative = (a < 0) != (b < 0)
     q = past.where(negative.where(q + 1, q - 1), q)
     r = past.where(negative.where(r - b, r + b), r)
+    if a.dtype == dtypes.float32 and _has_float64(a.device):
+        # (q as above: torch's `//` rounds its quotient too; only the remainder is exact at every quotient)
+        return q, _fmod_in_float64(a, b)
     # a * 0 is the dividend's zero (for a finite a); a finite a fmod an infinite b is a (a - 0 * inf is nan)
     r = (r == 0).where(a * 0, r)
     return q, (b.isinf() & a.isfinite()).where(a, r)
+
+
+# float64's bits: the sign, the exponent field, the fraction, and one (2**0)
+_F64_SIGN, _F64_EXPONENT = 0x8000000000000000, 0x7FF0000000000000
+_F64_FRACTION, _F64_ONE = 0x000FFFFFFFFFFFFF, 0x3FF0000000000000
+
+
+def _fmod_steps(b: Tensor) -> list[int]:
+    """The exponents e of fmod's divisors m * 2**e (`_fmod_in_float64`), largest first, each step's quotient below
+    2**29: |x| / 2**ey is below 2**(128 - ey), ey (|y|'s exponent) at least -149, or known for a Python number y."""
+    u, top = b.uop, 128 + 149
+    while u.op is Ops.EXPAND or u.op is Ops.RESHAPE:
+        u = u.src[0]
+    if u.op is Ops.CONST and math.isfinite(u.arg) and u.arg != 0:
+        top = 128 - (math.frexp(u.arg)[1] - 1)
+    return [*range(top - 29, 0, -28), 0]
+
+
+def _fmod_in_float64(a: Tensor, b: Tensor) -> Tensor:
+    """fmod of float32 tensors (broadcast), exact at every quotient (3e30 fmod 7 is 6, as C's fmod), computed in
+    float64, with C's signs, zeros, infinities and NaNs. With |y| = m * 2**ey (m in [1, 2)), x fmod y is
+    ((|x| / 2**ey) fmod m) * 2**ey with x's sign, all exact in float64 (|x| / 2**ey is below 2**277). The reduced x
+    is taken down by the divisors m * 2**e of `_fmod_steps` (x fmod (m * 2**e) fmod m is x fmod m), 28 bits a step:
+    q = trunc(r * (1 / m) / 2**e) is the true quotient or one off (1 / m is rounded), below 2**29, so q * m * 2**e
+    (29 + 24 bits) and r - q * m * 2**e (a multiple of the divisor's last bit, below twice it) are exact and |r| stays
+    below (1 + 2**-22) times the divisor; the last step leaves r within one m of [0, m)."""
+    x, y = a.cast(dtypes.float64), b.cast(dtypes.float64)
+    x_bits, y_bits = x.bitcast(dtypes.uint64), y.bitcast(dtypes.uint64)
+    m = ((y_bits & _F64_FRACTION) | _F64_ONE).bitcast(dtypes.float64)
+    # 2**ey with x's sign: x over it is |x| / 2**ey (an exact division)
+    power = ((y_bits & _F64_EXPONENT) | (x_bits & _F64_SIGN)).bitcast(dtypes.float64)
+    r = x._alu(Ops.FDIV, power)
+    inv_m = m.reciprocal()
+    for e in _fmod_steps(b):
+        r = r + (r * (inv_m * 2.0**-e)).trunc() * (m * -(2.0**e))
+    # (one select on r: another node read twice this deep would be stored by the scheduler, MAX_FUSED_DEPTH)
+    r = (r < 0).where((r < -m).where(r + 2 * m, r + m), (r < m).where(r, r - m))
+    # (a zero remainder keeps x's sign through the signed power; x fmod inf is x, fmod 0 and inf fmod y are NaN)
+    out = (r * power).cast(dtypes.float32)
+    out = (a.isfinite() & (b != 0) & (b == b)).where(out, math.nan)
+    return (b.isinf() & a.isfinite()).where(a, out)
 
 
 def _floor_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:

@@ -22,7 +22,9 @@ from uopkit.tensor.support import (
     EmptyReduceError,
     ShapeError,
     _check_values_in,
+    _cum_acc_dtype,
     _dim_for_axis,
+    _in_float64,
     _normalize_axis,
     _reshape_uop,
     _sum_acc_dtype,
@@ -307,6 +309,9 @@ class ReduceMixin:
         if unbiased is not None:
             # torch's older keyword: unbiased=False is correction=0
             correction = int(unbiased)
+        if _in_float64(self):
+            # (float32's squares overflowed from 1.8e19 and its sums drift: float64, as PyTorch's accumulator)
+            return self.cast(dtypes.float64).var(axis, keepdim, correction).cast(dtypes.float32)
         squares = (self._float() - self._float().mean(axis, keepdim=True)).square()
         n = self._count(axis)
         return squares.sum(axis, keepdim) / max(n - correction, 0)
@@ -326,6 +331,9 @@ class ReduceMixin:
         >>> Tensor([1.0, 3.0]).std().tolist()
         1.4142135381698608
         """
+        if _in_float64(self):
+            # (a variance past float32's range can have a root inside it: [1e30, -1e30, 3e30])
+            return self.cast(dtypes.float64).std(axis, keepdim, correction, dim=dim, unbiased=unbiased).float()
         variance = self.var(axis, keepdim, correction, dim=dim, unbiased=unbiased)
         # a zero variance (a constant row) selected apart: the same value, and a zero gradient, as torch's, where the
         # square root's 1 / (2 * 0) would make it NaN
@@ -720,11 +728,13 @@ class ReduceMixin:
             # is accumulated wider, which wraps to the same numbers)
             dt = to_dtype(dtype)
             return self.cast(dt).cumsum(axis).cast(dt)
-        x = self.cast(_sum_acc_dtype(self.dtype))
+        x = self.cast(_cum_acc_dtype(self, _normalize_axis(axis, self.ndim, "cumsum", self.shape)))
         ret = x._cumalu(axis, Ops.ADD, "cumsum")
         if ret.uop is not x.uop and dtypes.is_float(x.dtype):
+            # (the rule on the value returned, of the input given: a float32 row summed in float64 is one node to it)
+            x, ret = (self, ret.cast(self.dtype)) if x.dtype == dtypes.float64 != self.dtype else (x, ret)
             _set_cumsum_gradient(ret.uop, x.uop, _normalize_axis(axis, x.ndim, "cumsum", x.shape))
-        return ret.cast(self.dtype) if self.dtype in dtypes.halves else ret
+        return ret.cast(self.dtype) if dtypes.is_float(self.dtype) else ret
 
     def cumprod(self, axis: int = 0, *, dim: int | None = None, dtype: DType | str | None = None) -> Tensor:
         """Running product along `axis` (ints accumulate like sum; `dtype` casts the input first, as torch's).
@@ -739,9 +749,10 @@ class ReduceMixin:
             # wider wraps to the same numbers)
             dt = to_dtype(dtype)
             return self.cast(dt).cumprod(axis).cast(dt)
-        if self.dtype in dtypes.halves:
-            # (each running product rounded once from float32, as PyTorch's)
-            return self.cast(dtypes.float32).cumprod(axis).cast(self.dtype)
+        acc = _cum_acc_dtype(self, _normalize_axis(axis, self.ndim, "cumprod", self.shape))
+        if self.dtype in dtypes.halves or acc == dtypes.float64 != self.dtype:
+            # (each running product rounded once from float32, or from float64 for float32, as PyTorch's)
+            return self.cast(acc).cumprod(axis).cast(self.dtype)
         return self.cast(_prod_acc_dtype(self.dtype))._cumalu(axis, Ops.MUL, "cumprod")
 
     def cummax(self, axis: int = 0, *, dim: int | None = None) -> tuple[Tensor, Tensor]:

@@ -320,6 +320,26 @@ def _sum_acc_dtype(dt: DType) -> DType:
     return dt
 
 
+def _has_float64(device: Any) -> bool:
+    """Whether the renderer of `device` computes float64 (a single device; a sharded tuple counts as none), as the
+    ops that compute float32 more exactly in float64 ask (fmod, cumsum, var)."""
+    return isinstance(device, str) and dtypes.float64 in Device[device].renderer.caps.supported_dtypes
+
+
+def _in_float64(x: Tensor) -> bool:
+    """Whether x is float32 on a device with float64, which cumsum, cumprod, var and std compute in, as PyTorch's CPU
+    accumulates float32 in float64 (a running total drifts by ulps of the total per block, squares overflow)."""
+    return x.dtype == dtypes.float32 and _has_float64(x.device)
+
+
+def _cum_acc_dtype(x: Tensor, axis: int) -> DType:
+    # what cumsum and cumprod accumulate in: float64 for float32 (`_in_float64`) along axes that go in blocks (a row of
+    # 512 sums its prefixes in one kernel of n^2 / 2 taps, where float64 took 4x the time), else as sum's
+    if x.ndim and x.shape[axis] > _CUM_BLOCK and _in_float64(x):
+        return dtypes.float64
+    return _sum_acc_dtype(x.dtype)
+
+
 def _sum_op(dt: DType) -> Ops:
     # adding a one-hot selection: bool values combine with OR (MAX), everything else with ADD
     return Ops.MAX if dt == dtypes.bool else Ops.ADD
