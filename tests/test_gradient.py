@@ -876,3 +876,61 @@ def test_piecewise_gradients_select_the_incoming_one_as_torch():
         t = torch.from_numpy(values).requires_grad_()
         theirs(t).abs().sqrt().sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, err_msg=name)
+
+
+def test_register_hook_matches_torch():
+    torch = pytest.importorskip("torch")
+    # a leaf's hook changes what `.grad` gets; a non-leaf's what flows on; hooks chain in order; remove() ends one
+    x = Tensor([1.0, -2.0, 3.0], requires_grad=True)
+    tx = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y, ty = x * x, tx * tx
+    seen = []
+    handles = [
+        y.register_hook(lambda g: seen.append(g.tolist())),
+        y.register_hook(lambda g: g.clamp(max=3.0)),
+        x.register_hook(lambda g: g * 10),
+    ]
+    ty.register_hook(lambda g: g.clamp(max=3.0))
+    tx.register_hook(lambda g: g * 10)
+    (y * 2).sum().backward()
+    (ty * 2).sum().backward()
+    assert seen == [[2.0, 2.0, 2.0]]
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    for h in handles:
+        h.remove()
+    x.grad = None
+    (x * x).sum().backward()
+    assert x.grad.tolist() == [2.0, -4.0, 6.0]
+    with pytest.raises(RuntimeError, match="doesn't require a gradient"):
+        Tensor([1.0]).register_hook(lambda g: g)
+    bad = Tensor([1.0, 2.0], requires_grad=True)
+    bad.register_hook(lambda g: g.sum())
+    with pytest.raises(RuntimeError, match="shape"):
+        (bad * 2).sum().backward()
+
+
+def test_hook_inside_a_subgraph_with_a_given_gradient():
+    torch = pytest.importorskip("torch")
+    # a convolution's input gradient is given as one rule: a hook on a node inside it still runs
+    x = Tensor.ones(1, 1, 4, 4, requires_grad=True)
+    w = Tensor.ones(1, 1, 3, 3, requires_grad=True)
+    tx, tw = torch.ones(1, 1, 4, 4, requires_grad=True), torch.ones(1, 1, 3, 3, requires_grad=True)
+    y, ty = x.conv2d(w), torch.nn.functional.conv2d(tx, tw)
+    y.register_hook(lambda g: g * 2)
+    ty.register_hook(lambda g: g * 2)
+    y.relu().sum().backward()
+    ty.relu().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy())
+
+
+def test_retained_non_leaf_realized_before_backward():
+    # realizing y between the forward pass and backward() must not cut the gradient to x behind it
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    y.retain_grad()
+    calls = []
+    y.register_hook(lambda g: calls.append(1))
+    y.numpy()
+    (y * y).sum().backward()
+    assert y.grad.tolist() == [6.0, 12.0] and x.grad.tolist() == [18.0, 36.0] and calls == [1]

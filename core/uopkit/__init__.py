@@ -16,9 +16,16 @@ __all__ = ["Device", "dtypes", "__version__"]
 
 # Tensor is re-exported once uopkit.tensor exists; any other import error inside it must still surface
 try:
-    from uopkit.tensor import Tensor  # noqa: F401
+    from uopkit.tensor import (  # noqa: F401
+        Tensor,
+        enable_grad,
+        inference_mode,
+        is_grad_enabled,
+        no_grad,
+        set_grad_enabled,
+    )
 
-    __all__ += ["Tensor"]
+    __all__ += ["Tensor", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
 except ModuleNotFoundError as e:
     if e.name != "uopkit.tensor":
         raise

@@ -400,13 +400,18 @@ def _reaches_target_inside(node: UOp, inputs: tuple[UOp, ...], targets: set[UOp]
 
 
 def compute_gradient(
-    root: UOp, root_grad: UOp, targets: set[UOp], graph: dict[UOp, None] | None = None
+    root: UOp,
+    root_grad: UOp,
+    targets: set[UOp],
+    graph: dict[UOp, None] | None = None,
+    hooks: dict[UOp, Callable[[UOp], UOp]] | None = None,
 ) -> dict[UOp, UOp]:
     """dL/dt for every `t` in `targets` that `root` depends on, where dL/droot = `root_grad`.
 
     Walks the graph from `root` back to the targets in reverse topological order, applying `pm_gradient` to
     each node on a path to a target and summing the gradients of nodes used more than once. `graph`: `graph_of(root)`
-    when the caller has it already.
+    when the caller has it already. `hooks`: node -> a function that replaces the node's whole gradient once it is
+    summed, before it flows on to the node's sources (Tensor.register_hook).
     """
     topo = list(graph if graph is not None else graph_of(root))
     # the nodes on a path to a target (sets: membership is all the walk asks)
@@ -433,6 +438,8 @@ def compute_gradient(
         g = grads.get(u)
         if g is None:
             continue
+        if hooks and u in hooks:
+            g = grads[u] = hooks[u](g)
         given = _gradient_rules.get(u) if any_given else None
         if given is not None and _reaches_target_inside(u, given[0], targets):
             # a target inside the subgraph needs the gradients of the nodes in it: take the chain of rules
@@ -462,6 +469,11 @@ def compute_gradient(
                     f"gradient rule for {u.op.name} gave shape {sg.shape} for an input of shape {s.shape}"
                 )
             grads[s] = grads[s] + sg if s in grads else sg
+    if hooks:
+        # (a target no rule was applied at, a leaf: its hooks run on its summed gradient here)
+        for t in targets:
+            if t in hooks and t in grads and t not in leads_on:
+                grads[t] = hooks[t](grads[t])
     return {t: grads[t] for t in targets if t in grads}
 
 

@@ -2,11 +2,17 @@
 
 from uopkit.engine.realize import buffers
 from uopkit.schedule import live_tensors as _all_tensors
+from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from uopkit.tensor.support import ArgumentError, DTypeError, EmptyReduceError, ShapeError, _contiguous_ids
 from uopkit.tensor.tensor import Tensor
 
 __all__ = [
     "Tensor",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
     "ShapeError",
     "ArgumentError",
     "DTypeError",

@@ -74,6 +74,9 @@ class TensorsWithGrad:
 
 
 tensors_with_grad = TensorsWithGrad()
+# tensors given `retain_grad()`: their gradient is wanted, but they are not leaves, and backward() must follow a value
+# realized since back through them (`Tensor._graph_stops`)
+retaining_grad: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
 
 class ShapeError(ValueError, RuntimeError):

@@ -7,6 +7,10 @@ placing, losses, spatial, functional, composite, torch_names)."""
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,6 +48,7 @@ from uopkit.tensor import segments as _segments_module
 from uopkit.tensor import spatial as _spatial_module
 from uopkit.tensor import special as _special_module
 from uopkit.tensor import support
+from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
@@ -74,10 +79,15 @@ from uopkit.tensor.support import (
     _rewrap_bf16,
     _short_int,
     _storage_uop,
+    retaining_grad,
     tensors_with_grad,
 )
+from uopkit.tensor.torch_extras import TorchExtrasMixin
 from uopkit.tensor.torch_names import TorchNamesMixin
 from uopkit.uop.ops import GroupOp, Ops, UOp
+
+# what a Tensor built under no_grad keeps as it is: views, storage, constants and what is detached already
+_KEPT_UNDER_NO_GRAD = frozenset({*GroupOp.Movement, Ops.BUFFER, Ops.CONST, Ops.DETACH, Ops.STORE})
 
 
 def _wrapped_unsigned(value: int, dt: DType) -> int:
@@ -104,6 +114,7 @@ class Tensor(
     LossesMixin,
     SpatialMixin,
     TorchNamesMixin,
+    TorchExtrasMixin,
 ):
     """A multi-dimensional array on a device, computed lazily.
 
@@ -117,6 +128,11 @@ class Tensor(
     # in its chain of views: an in-place write into one must show in the other (`support._mark_view`)
     __slots__ = ("uop", "_requires_grad", "grad", "_live_ref", "_view_of", "__weakref__")
     training: bool = False
+    # tinygrad's switch for gradient recording (torch's no_grad; see tensor/grad_mode.py): values computed while it is
+    # set are detached
+    no_grad: bool = False
+    # bumped by every change of an nn.Module's own training mode (TinyJit keys its captures by it)
+    _modes_changed: int = 0
     _seed: int = 0
     _rng_counter: int = 0
 
@@ -132,6 +148,10 @@ class Tensor(
         self.grad: Tensor | None = None
         self._view_of = None
         if isinstance(data, UOp):
+            if Tensor.no_grad and data.op not in _KEPT_UNDER_NO_GRAD:
+                # computed while gradients aren't recorded (grad_mode.no_grad): cut from the gradient; views stay
+                # views of their storage
+                data = UOp(Ops.DETACH, data.dtype, (data,))
             self.uop = data if dt is None else Tensor(data).cast(dt).uop
         elif isinstance(data, Tensor):
             self.uop = data.uop if dt is None else data.cast(dt).uop
@@ -431,12 +451,21 @@ class Tensor(
         root_grad = self._root_gradient(gradient, "backward")
         wanting = {t: _gradient_keys(t) for t in tensors_with_grad.live()}
         every = {k for ks in wanting.values() for k in ks}
+        base = self.uop
+        while base.op in GroupOp.Movement:
+            base = base.src[0]
+        if base.op is Ops.DETACH and base not in every:
+            raise RuntimeError(
+                "backward: this tensor doesn't require a gradient: it was computed under no_grad() or from a "
+                "detach(); compute the loss with gradients recorded"
+            )
         # values realized since the forward pass are followed back to the graphs that computed them
         in_graph = graph_of(self.uop)
-        root = unrealized_graph(self.uop, every, in_graph, rebuilt=carry_gradient_rule)
+        root = unrealized_graph(self.uop, every - _through_keys(), in_graph, rebuilt=carry_gradient_rule)
         if root is not self.uop:
             in_graph = graph_of(root)
         targets = [t for t, ks in wanting.items() if any(k in in_graph for k in ks)]
+        hooks = _gradient_hooks(in_graph)
         if not targets:
             if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
                 raise RuntimeError(
@@ -447,7 +476,9 @@ class Tensor(
                 # its leaves are gone (temporaries nobody holds): PyTorch computes gradients no one can read
                 return self
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
-        grads = compute_gradient(root, root_grad.uop, {k for t in targets for k in wanting[t]}, in_graph)
+        keys = {k for t in targets for k in wanting[t]}
+        # (hooked nodes count as targets: a subgraph with a given gradient is then walked through, not jumped over)
+        grads = compute_gradient(root, root_grad.uop, keys | hooks.keys(), in_graph, hooks)
         for t in targets:
             summed = _summed(grads, wanting[t])
             if summed is None:
@@ -459,6 +490,26 @@ class Tensor(
                 # accumulated into the same tensor object, as PyTorch's: a reference to `.grad` taken before sees it
                 _all_tensors.set_uop(t.grad, (t.grad + g).uop)
         return self
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHook:
+        """Call `hook(grad)` with this tensor's gradient on every backward() that computes it, as torch's: a returned
+        tensor replaces the gradient (what `.grad` gets for a leaf, what flows on to the tensors it was computed from
+        otherwise). The gradient given is lazy; hooks run in the order registered. `.remove()` on the result takes the
+        hook away.
+
+        >>> x = Tensor([1.0, 2.0], requires_grad=True)
+        >>> _ = x.register_hook(lambda g: g * 10)
+        >>> _ = (x * x).sum().backward(); x.grad.tolist()
+        [20.0, 40.0]
+        """
+        if not self.requires_grad and not tensors_with_grad.was_given_requires_grad(graph_of(self.uop)):
+            raise RuntimeError("register_hook: this tensor doesn't require a gradient, so no hook can run on it")
+        if not callable(hook):
+            raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
+        entry = _hooked.setdefault(id(self), (weakref.ref(self, lambda _, i=id(self): _hooked.pop(i, None)), {}))
+        handle = RemovableHook(entry[1])
+        entry[1][handle.id] = hook
+        return handle
 
     def _root_gradient(self, gradient: Tensor | None, op: str) -> Tensor:
         if not dtypes.is_float(self.dtype):
@@ -520,6 +571,7 @@ for _module in (
     _functional_module,
     _replay_module,
     _torch_names_module,
+    _torch_extras_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 
@@ -548,6 +600,61 @@ def _gradient_keys(t: Tensor) -> tuple[UOp, ...]:
     key = _gradient_key(t)
     before = computed_from.get(key)
     return (key,) if before is None else (key, before)
+
+
+class RemovableHook:
+    """What `Tensor.register_hook` returns: `remove()` takes the hook away."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict[int, Callable[[Tensor], Tensor | None]]) -> None:
+        self.hooks, self.id = hooks, next(RemovableHook._ids)
+
+    def remove(self) -> None:
+        self.hooks.pop(self.id, None)
+
+
+# id(tensor) -> (a weak reference to it, its hooks by handle id); an entry goes when its tensor does
+_hooked: dict[int, tuple[weakref.ref, dict[int, Callable[[Tensor], Tensor | None]]]] = {}
+
+
+def _gradient_hooks(in_graph: dict[UOp, None]) -> dict[UOp, Callable[[UOp], UOp]]:
+    """For each hooked tensor in the graph, the node its gradient arrives at and a function running its hooks."""
+    found: dict[UOp, Callable[[UOp], UOp]] = {}
+    for ref, hooks in list(_hooked.values()):
+        t = ref()
+        if t is None or not hooks:
+            continue
+        for key in _gradient_keys(t):
+            if key in in_graph:
+                found[key] = functools.partial(_run_hooks, t, list(hooks.values()))
+    return found
+
+
+def _through_keys() -> set[UOp]:
+    """The gradient keys of tensors whose gradient is wanted that are not leaves (given retain_grad() or a hook):
+    backward() follows a value realized since the forward pass through them to the leaves behind them (the
+    gradient still arrives at the node that computed them, one of their keys)."""
+    out: set[UOp] = set()
+    for t in {*retaining_grad, *(t for ref, _ in list(_hooked.values()) if (t := ref()) is not None)}:
+        if not t.is_leaf:
+            out.update(_gradient_keys(t))
+    return out
+
+
+def _run_hooks(t: Tensor, hooks: list[Callable[[Tensor], Tensor | None]], g: UOp) -> UOp:
+    grad = Tensor(g).cast(t.dtype) if t.dtype != g.dtype else Tensor(g)
+    for hook in hooks:
+        out = hook(grad)
+        if out is None:
+            continue
+        if not isinstance(out, Tensor) or out.shape != grad.shape:
+            raise RuntimeError(
+                f"register_hook: a hook on a tensor of shape {t.shape} must return None or a Tensor of that shape, "
+                f"got {out.shape if isinstance(out, Tensor) else type(out).__name__}"
+            )
+        grad = out
+    return grad.cast(g.dtype).uop
 
 
 def _summed(grads: dict[UOp, UOp], keys: tuple[UOp, ...]) -> UOp | None:

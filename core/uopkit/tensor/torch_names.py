@@ -23,6 +23,7 @@ from uopkit.tensor.support import (
     _contiguous_strides,
     _normalize_axis,
     _torch_layout,
+    retaining_grad,
 )
 
 if TYPE_CHECKING:
@@ -507,6 +508,7 @@ class TorchNamesMixin:
         if not dtypes.is_float(self.dtype):
             raise RuntimeError(f"retain_grad: only floating-point tensors have gradients, this one is {self.dtype}")
         self.requires_grad = True
+        retaining_grad.add(self)
 
     def sum_to_size(self: Tensor, *size: Any) -> Tensor:  # type: ignore[misc]
         """Summed over the dims that broadcasting `size` to this shape would expand (torch.sum_to_size): the inverse

@@ -1,0 +1,103 @@
+"""no_grad, enable_grad, set_grad_enabled, inference_mode against torch's: what is cut from the gradient, how the
+switches nest and restore, and that views stay views."""
+
+import numpy as np
+import pytest
+
+import uopkit
+from uopkit import Tensor, enable_grad, inference_mode, is_grad_enabled, nn, no_grad, set_grad_enabled
+from uopkit.nn.state import load_state_dict
+
+torch = pytest.importorskip("torch")
+
+
+def test_a_target_computed_without_gradients_is_cut():
+    # a DQN-style target from the same network: no gradient flows through it, as torch's
+    torch.manual_seed(0)
+    theirs = torch.nn.Linear(3, 2)
+    ours = nn.Linear(3, 2)
+    load_state_dict(ours, {k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    with no_grad():
+        target = ours(Tensor(x)).max(axis=1) * 0.9
+    with torch.no_grad():
+        ttarget = theirs(torch.tensor(x)).max(dim=1).values * 0.9
+    ((ours(Tensor(x))[:, 0] - target) ** 2).mean().backward()
+    ((theirs(torch.tensor(x))[:, 0] - ttarget) ** 2).mean().backward()
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.bias.grad.numpy(), theirs.bias.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert not target.requires_grad
+
+
+def test_manual_update_and_views_under_no_grad():
+    w = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (w * w).sum().backward()
+    with no_grad():
+        w -= 0.5 * w.grad
+        first = w[:1]
+        first *= 0  # a view stays a view: the write shows in w
+    assert w.tolist() == [0.0, 0.0, 0.0] and w.requires_grad
+    w.grad = None
+    (w * 2 + 1).sum().backward()
+    assert w.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_switches_nest_and_restore():
+    assert is_grad_enabled()
+    with no_grad():
+        assert not is_grad_enabled()
+        with enable_grad():
+            assert is_grad_enabled()
+            x = Tensor([2.0], requires_grad=True)
+            y = x * x
+        assert not is_grad_enabled()
+    assert is_grad_enabled()
+    y.backward()
+    assert x.grad.tolist() == [4.0]
+    with pytest.raises(ZeroDivisionError):
+        with no_grad():
+            raise ZeroDivisionError
+    assert is_grad_enabled()
+    switch = set_grad_enabled(False)
+    assert not is_grad_enabled()
+    set_grad_enabled(True)
+    assert is_grad_enabled()
+    with set_grad_enabled(False):
+        assert not is_grad_enabled()
+    assert is_grad_enabled() and switch.enabled is False
+    with inference_mode():
+        assert not is_grad_enabled()
+    with inference_mode(False):
+        assert is_grad_enabled()
+    with pytest.raises(TypeError, match="bool"):
+        set_grad_enabled("no")
+    assert uopkit.no_grad is no_grad and Tensor.no_grad is False
+
+
+def test_decorators():
+    x = Tensor([3.0], requires_grad=True)
+
+    @no_grad()
+    def cut(t, depth=1):
+        assert not is_grad_enabled()
+        return t * 2 if depth == 0 else cut(t, depth - 1)
+
+    @enable_grad()
+    def kept(t):
+        return t * 2
+
+    (x * cut(x)).sum().backward()
+    assert x.grad.tolist() == [6.0] and is_grad_enabled()
+    x.grad = None
+    with no_grad():
+        y = kept(x)
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0]
+
+
+def test_backward_of_a_value_computed_without_gradients_raises():
+    x = Tensor([1.0], requires_grad=True)
+    with no_grad():
+        y = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="require a gradient"):
+        y.backward()
