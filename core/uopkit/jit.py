@@ -26,7 +26,7 @@ capture even when nothing in it realizes them (BatchNorm's running statistics): 
 pending from before the capturing call are done first, outside it.
 
 `Tensor.training` is part of a capture too (BatchNorm's and dropout's kernels differ by mode): a call in the other
-mode is captured anew.
+mode is captured anew, and so is a call after an `nn.Module`'s `train()`/`eval()` changed a layer's own mode.
 
 Tensors inside list, tuple and dict arguments are Tensor arguments too (`step([x, y])`, `f(batch={"x": x})`); the
 containers' types and keys must stay the same. As a method decorator (`@TinyJit def __call__(self, x)`), each
@@ -137,8 +137,8 @@ class _Captured:
     sig_list: list = field(default_factory=list)
     # whether some returned tensor views an input buffer (then it is rebuilt over the call's inputs)
     outputs_read_inputs: bool = True
-    # Tensor.training at the capture: the kernels of BatchNorm and dropout differ by mode
-    training: bool = False
+    # the training mode at the capture (`_mode_key`): the kernels of BatchNorm and dropout differ by mode
+    training: tuple[bool, int] = (False, 0)
     # buffers of host random values (Tensor.rand, dropout's mask) the launches read, each with its draw: refilled with
     # new values by every replay, as a call without the JIT draws new ones
     draws: list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]] = field(default_factory=list)
@@ -153,6 +153,12 @@ class _State:
     def still_held(self) -> bool:
         # some tensor that held the buffer at the capture still does (in-place updates keep the buffer)
         return any((t := ref()) is not None and _plain_buffer(t) is self.buf for ref in self.holders)
+
+
+def _mode_key() -> tuple[bool, int]:
+    # the global Tensor.training and how many times an nn.Module's own mode changed: a module's `eval()` changes what
+    # its layers compute without touching the global flag, so a capture is made anew after it
+    return bool(Tensor.training), Tensor._modes_changed
 
 
 def _aliasing(uops: list[UOp]) -> tuple[int, ...]:
@@ -315,8 +321,8 @@ class TinyJit(Generic[ReturnType]):
 
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
         last = self.last
-        training = bool(Tensor.training)
-        if last is not None and not kwargs and len(args) == len(last[0]) and last[1].training is training:
+        training = _mode_key()
+        if last is not None and not kwargs and len(args) == len(last[0]) and last[1].training == training:
             # the arguments of the latest replay again (a training loop's fixed inputs, or in-place updated ones)
             last_uops: list[UOp] = []
             last_bufs: list[Buffer] = []
@@ -410,7 +416,7 @@ class TinyJit(Generic[ReturnType]):
         reads: list[bool] = []
         _map_outputs_uop(outputs, lambda out: reads.append(out.reads_input))
         self.captured.outputs_read_inputs = any(reads)
-        self.captured.training = bool(Tensor.training)
+        self.captured.training = _mode_key()
         # (a draw returned as it is, `return Tensor.rand(3)`, is read by no kernel but is still drawn again)
         _map_outputs(ret, lambda t: read.add(id(b)) if (b := buffers.get(t.uop.base)) is not None else None)
         self.captured.draws = [(b, draw) for b, draw in draws if id(b) in read]

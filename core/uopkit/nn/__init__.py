@@ -1,8 +1,10 @@
-"""uopkit.nn: layers as plain classes holding Tensors (tinygrad style); `get_parameters` finds them.
+"""uopkit.nn: torch.nn's layers by torch's names, each an `nn.Module` holding its Tensors as attributes (so tinygrad's
+`get_parameters`/`get_state_dict` find them, and torch's `parameters()`/`state_dict()` work too).
 
-The layers live in modules by concern, all re-exported here: tinygrad's set and torch's basic layers (nn/modules.py),
-pooling and padding (nn/pooling.py), activations (nn/activations.py), other torch layers and losses (nn/layers.py),
-recurrent layers, attention and transformers (nn/sequence.py).
+The layers live in modules by concern, all re-exported here: `Module`, `Parameter` and the containers (nn/module.py),
+tinygrad's set and torch's basic layers (nn/modules.py), pooling and padding (nn/pooling.py), activations
+(nn/activations.py), other torch layers and losses (nn/layers.py, nn/losses.py, nn/spatial.py), recurrent layers,
+attention and transformers (nn/sequence.py); torch.nn.functional's names are `uopkit.nn.functional`.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -10,11 +12,24 @@ recurrent layers, attention and transformers (nn/sequence.py).
 (4, 2)
 """
 
-from uopkit.nn import activations, layers, modules, pooling, sequence
+from uopkit.nn import activations, layers, losses, module, modules, pooling, sequence, spatial
+from uopkit.nn import functional as functional  # torch's F: `import uopkit.nn.functional as F`
 from uopkit.nn.activations import *  # noqa: F403
 from uopkit.nn.layers import *  # noqa: F403
+from uopkit.nn.losses import *  # noqa: F403
+from uopkit.nn.module import *  # noqa: F403
 from uopkit.nn.modules import *  # noqa: F403
 from uopkit.nn.pooling import *  # noqa: F403
 from uopkit.nn.sequence import *  # noqa: F403
+from uopkit.nn.spatial import *  # noqa: F403
 
-__all__ = [*modules.__all__, *pooling.__all__, *activations.__all__, *layers.__all__, *sequence.__all__]
+__all__ = [
+    *module.__all__,
+    *modules.__all__,
+    *pooling.__all__,
+    *activations.__all__,
+    *layers.__all__,
+    *sequence.__all__,
+    *losses.__all__,
+    *spatial.__all__,
+]

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from uopkit.nn.arguments import _maybe_in_place
+from uopkit.nn.module import Module
 from uopkit.nn.modules import _host
 from uopkit.tensor import ShapeError, Tensor
 
@@ -42,7 +43,7 @@ __all__ = [
 # activations
 
 
-class LeakyReLU:
+class LeakyReLU(Module):
     """x for x > 0, negative_slope * x otherwise, as torch.nn.LeakyReLU.
 
     >>> LeakyReLU(0.5)(Tensor([-2.0, 3.0])).tolist()
@@ -56,7 +57,7 @@ class LeakyReLU:
         return _maybe_in_place(x, self.inplace, lambda: x.leaky_relu(self.negative_slope), "leaky_relu_")
 
 
-class ELU:
+class ELU(Module):
     """x for x > 0, alpha * (exp(x) - 1) otherwise, as torch.nn.ELU.
 
     >>> ELU()(Tensor([0.0, 2.0])).tolist()
@@ -70,7 +71,7 @@ class ELU:
         return _maybe_in_place(x, self.inplace, lambda: x.elu(self.alpha), "elu_")
 
 
-class SELU:
+class SELU(Module):
     """scale * elu(x, alpha) with the self-normalizing constants, as torch.nn.SELU.
 
     >>> SELU()(Tensor([0.0])).tolist()
@@ -84,7 +85,7 @@ class SELU:
         return _maybe_in_place(x, self.inplace, x.selu, "selu_")
 
 
-class CELU:
+class CELU(Module):
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), as torch.nn.CELU (alpha 0 is refused).
 
     >>> CELU(2.0)(Tensor([0.0, 1.0])).tolist()
@@ -100,7 +101,7 @@ class CELU:
         return _maybe_in_place(x, self.inplace, lambda: x.celu(self.alpha), "celu_")
 
 
-class GLU:
+class GLU(Module):
     """The first half of axis `dim` times the sigmoid of the second half, as torch.nn.GLU.
 
     >>> GLU()(Tensor([[3.0, 0.0]])).tolist()
@@ -114,7 +115,7 @@ class GLU:
         return x.glu(self.dim)
 
 
-class Hardtanh:
+class Hardtanh(Module):
     """clip(x, min_val, max_val), as torch.nn.Hardtanh (min_value and max_value are its deprecated names).
 
     >>> Hardtanh(-2.0, 2.0)(Tensor([-3.0, 1.0, 5.0])).tolist()
@@ -153,7 +154,7 @@ class ReLU6(Hardtanh):
         super().__init__(0.0, 6.0, inplace)
 
 
-class Hardswish:
+class Hardswish(Module):
     """x * relu6(x + 3) / 6, as torch.nn.Hardswish.
 
     >>> Hardswish()(Tensor([-4.0, 0.0, 4.0])).tolist()
@@ -167,7 +168,7 @@ class Hardswish:
         return _maybe_in_place(x, self.inplace, x.hardswish, "hardswish_")
 
 
-class Hardsigmoid:
+class Hardsigmoid(Module):
     """relu6(x + 3) / 6, as torch.nn.Hardsigmoid.
 
     >>> Hardsigmoid()(Tensor([-4.0, 0.0, 4.0])).tolist()
@@ -181,7 +182,7 @@ class Hardsigmoid:
         return _maybe_in_place(x, self.inplace, x.hardsigmoid, "hardsigmoid_")
 
 
-class Hardshrink:
+class Hardshrink(Module):
     """x where |x| > lambd, else 0, as torch.nn.Hardshrink.
 
     >>> Hardshrink()(Tensor([-1.0, 0.25, 2.0])).tolist()
@@ -195,7 +196,7 @@ class Hardshrink:
         return x.hardshrink(self.lambd)
 
 
-class Softshrink:
+class Softshrink(Module):
     """x - lambd above lambd, x + lambd below -lambd, else 0, as torch.nn.Softshrink (lambd >= 0).
 
     >>> Softshrink()(Tensor([-1.0, 0.25, 2.0])).tolist()
@@ -211,7 +212,7 @@ class Softshrink:
         return x.softshrink(self.lambd)
 
 
-class Tanhshrink:
+class Tanhshrink(Module):
     """x - tanh(x), as torch.nn.Tanhshrink.
 
     >>> Tanhshrink()(Tensor([0.0])).tolist()
@@ -222,7 +223,7 @@ class Tanhshrink:
         return x.tanhshrink()
 
 
-class Threshold:
+class Threshold(Module):
     """x where x > threshold, else `value`, as torch.nn.Threshold (a NaN stays NaN).
 
     >>> Threshold(1.0, -5.0)(Tensor([0.5, 1.0, 2.0])).tolist()
@@ -236,7 +237,7 @@ class Threshold:
         return _maybe_in_place(x, self.inplace, lambda: x.threshold(self.threshold, self.value), "threshold_")
 
 
-class Mish:
+class Mish(Module):
     """x * tanh(softplus(x)), as torch.nn.Mish.
 
     >>> Mish()(Tensor([0.0])).tolist()
@@ -250,7 +251,7 @@ class Mish:
         return _maybe_in_place(x, self.inplace, x.mish, "mish_")
 
 
-class Softplus:
+class Softplus(Module):
     """log(1 + exp(beta * x)) / beta, x itself where beta * x > threshold, as torch.nn.Softplus.
 
     >>> Softplus(threshold=1.0)(Tensor([2.0])).tolist()
@@ -264,7 +265,7 @@ class Softplus:
         return x.softplus(self.beta, self.threshold)
 
 
-class Softsign:
+class Softsign(Module):
     """x / (1 + |x|), as torch.nn.Softsign.
 
     >>> Softsign()(Tensor([1.0, -3.0])).tolist()
@@ -275,7 +276,7 @@ class Softsign:
         return x.softsign()
 
 
-class LogSigmoid:
+class LogSigmoid(Module):
     """log(sigmoid(x)), as torch.nn.LogSigmoid.
 
     >>> round(LogSigmoid()(Tensor([0.0])).item(), 5)
@@ -294,7 +295,7 @@ def _softmax_dim(dim: int | None, x: Tensor, layer: str) -> int:
     return 0 if x.ndim in (0, 1, 3) else 1
 
 
-class Softmax:
+class Softmax(Module):
     """exp(x) / sum(exp(x)) along `dim`, as torch.nn.Softmax (dim None: torch's old implicit choice, with a warning).
 
     >>> Softmax(dim=-1)(Tensor([[0.0, 0.0]])).tolist()
@@ -330,7 +331,7 @@ class Softmin(Softmax):
         return x.softmin(_softmax_dim(self.dim, x, type(self).__name__))
 
 
-class Softmax2d:
+class Softmax2d(Module):
     """Softmax over the channels (axis -3) of (N, C, H, W) or (C, H, W), as torch.nn.Softmax2d.
 
     >>> Softmax2d()(Tensor.zeros(2, 1, 1)).tolist()
@@ -343,7 +344,7 @@ class Softmax2d:
         return x.softmax(-3)
 
 
-class PReLU:
+class PReLU(Module):
     """x for x > 0, weight * x otherwise, with a learned `weight` of num_parameters slopes (1: shared; else one per
     channel, axis 1 of the input), initialized to `init`, as torch.nn.PReLU.
 
@@ -367,7 +368,7 @@ class PReLU:
         return x.prelu(self.weight)
 
 
-class RReLU:
+class RReLU(Module):
     """x for x >= 0, a * x otherwise, as torch.nn.RReLU: under `Tensor.training` a is drawn from U(lower, upper) for
     each element, otherwise it is (lower + upper) / 2.
 

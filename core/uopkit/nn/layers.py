@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from uopkit.nn.arguments import _SPATIAL, _maybe_in_place, _probability
+from uopkit.nn.module import Module
 from uopkit.nn.modules import BatchNorm, LayerNorm, _host
 from uopkit.tensor import ShapeError, Tensor
 
@@ -58,7 +59,7 @@ __all__ = [
 # reshaping and upsampling
 
 
-class Unflatten:
+class Unflatten(Module):
     """Split axis `dim` into `unflattened_size` (one may be -1), as torch.nn.Unflatten (Flatten's inverse).
 
     >>> Unflatten(1, (2, 3))(Tensor.ones(4, 6)).shape
@@ -77,7 +78,7 @@ class Unflatten:
         return x.unflatten(self.dim, self.unflattened_size)
 
 
-class PixelShuffle:
+class PixelShuffle(Module):
     """(*, C r^2, H, W) -> (*, C, H r, W r) with r = upscale_factor, as torch.nn.PixelShuffle.
 
     >>> PixelShuffle(2)(Tensor.ones(1, 8, 3, 3)).shape
@@ -91,7 +92,7 @@ class PixelShuffle:
         return x.pixel_shuffle(self.upscale_factor)
 
 
-class PixelUnshuffle:
+class PixelUnshuffle(Module):
     """(*, C, H r, W r) -> (*, C r^2, H, W) with r = downscale_factor, as torch.nn.PixelUnshuffle.
 
     >>> PixelUnshuffle(2)(Tensor.ones(1, 2, 6, 6)).shape
@@ -110,7 +111,7 @@ _UPSAMPLE_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", 
 _MODE_RANK = {"linear": 3, "bilinear": 4, "bicubic": 4, "trilinear": 5}
 
 
-class Upsample:
+class Upsample(Module):
     """Resize the spatial axes (all but N and C) to `size` or by `scale_factor`, as torch.nn.Upsample (see
     Tensor.interpolate for the modes).
 
@@ -173,7 +174,7 @@ class UpsamplingBilinear2d(Upsample):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
-class ChannelShuffle:
+class ChannelShuffle(Module):
     """Interleave the channels (axis 1) of `groups` groups: (N, g, C / g, ...) -> (N, C / g, g, ...), as
     torch.nn.ChannelShuffle.
 
@@ -250,7 +251,7 @@ class LayerNorm2d(LayerNorm):
         return super().__call__(x.movedim(1, -1)).movedim(-1, 1)
 
 
-class LocalResponseNorm:
+class LocalResponseNorm(Module):
     """x / (k + alpha / size * sum of x^2 over `size` neighbouring channels)^beta, the window of channel c running from
     c - size // 2 to c + (size - 1) // 2 (zeros past the ends), as torch.nn.LocalResponseNorm.
 
@@ -269,7 +270,7 @@ class LocalResponseNorm:
         return x.local_response_norm(self.size, self.alpha, self.beta, self.k)
 
 
-class CosineSimilarity:
+class CosineSimilarity(Module):
     """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along `dim`, as torch.nn.CosineSimilarity.
 
     >>> CosineSimilarity(dim=0)(Tensor([1.0, 0.0]), Tensor([2.0, 0.0])).tolist()
@@ -283,7 +284,7 @@ class CosineSimilarity:
         return x1.cosine_similarity(x2, self.dim, self.eps)
 
 
-class PairwiseDistance:
+class PairwiseDistance(Module):
     """||x1 - x2 + eps||_p over the last axis, as torch.nn.PairwiseDistance.
 
     >>> PairwiseDistance(eps=0.0)(Tensor([[3.0, 0.0]]), Tensor([[0.0, 4.0]])).tolist()
@@ -315,14 +316,14 @@ def _reduction(size_average: bool | None, reduce: bool | None, reduction: str, l
 
 
 def _buffer(value: Any) -> Tensor | None:
-    # a loss' weight: a Tensor as it is (torch's registered buffer, so it is in the state dict), a list or an array
-    # as a float32 one
+    # a loss' weight (for `register_buffer`: torch's registered buffer, so it is in the state dict): a Tensor as it is,
+    # a list or an array as a float32 one
     if value is None or isinstance(value, Tensor):
         return value
     return _host(np.asarray(value, dtype=np.float32), requires_grad=False)
 
 
-class _Loss:
+class _Loss(Module):
     def __init__(self, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean") -> None:
         self.reduction = _reduction(size_average, reduce, reduction, type(self).__name__)
 
@@ -401,7 +402,7 @@ class BCELoss(_Loss):
         reduction: str = "mean",
     ) -> None:
         super().__init__(size_average, reduce, reduction)
-        self.weight = _buffer(weight)
+        self.register_buffer("weight", _buffer(weight))
 
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.binary_cross_entropy(target, self.reduction, self.weight)
@@ -424,7 +425,8 @@ class BCEWithLogitsLoss(_Loss):
         pos_weight: Tensor | Sequence[float] | None = None,
     ) -> None:
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.pos_weight = _buffer(weight), _buffer(pos_weight)
+        self.register_buffer("weight", _buffer(weight))
+        self.register_buffer("pos_weight", _buffer(pos_weight))
 
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.binary_cross_entropy_with_logits(target, self.reduction, self.pos_weight, self.weight)
@@ -450,7 +452,8 @@ class CrossEntropyLoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
-        self.weight, self.ignore_index, self.label_smoothing = _buffer(weight), ignore_index, label_smoothing
+        self.register_buffer("weight", _buffer(weight))
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.cross_entropy(target, self.reduction, self.label_smoothing, self.ignore_index, self.weight)
@@ -473,13 +476,14 @@ class NLLLoss(_Loss):
         reduction: str = "mean",
     ) -> None:
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.ignore_index = _buffer(weight), ignore_index
+        self.register_buffer("weight", _buffer(weight))
+        self.ignore_index = ignore_index
 
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.nll_loss(target, self.weight, self.ignore_index, self.reduction)
 
 
-class KLDivLoss:
+class KLDivLoss(Module):
     """target * (log(target) - input) of log-probabilities `input` (log_target: the target is a log-probability
     too), as torch.nn.KLDivLoss; reduction "batchmean" divides the sum by the batch size (the KL divergence), "mean"
     (the default) by the number of elements.
@@ -506,7 +510,7 @@ class KLDivLoss:
 # dropout of whole channels, and alpha dropout: active under `Tensor.training` only, as nn.Dropout
 
 
-class _ChannelDropout:
+class _ChannelDropout(Module):
     spatial_dims = 2
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
@@ -571,7 +575,7 @@ class Dropout3d(_ChannelDropout):
     spatial_dims = 3
 
 
-class AlphaDropout:
+class AlphaDropout(Module):
     """Dropout that keeps SELU's zero mean and unit variance, under `Tensor.train()`: each element is set to SELU's
     low value with probability p, then everything scaled and shifted (a = ((1 - p) (1 + p low^2))^-1/2, b = -a low p)
     so that the mean and the variance are kept, as torch.nn.AlphaDropout; the input itself otherwise.

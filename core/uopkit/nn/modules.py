@@ -1,5 +1,5 @@
-"""uopkit.nn's first layers (tinygrad's set and torch's basic ones): plain classes holding Tensors; `get_parameters`
-finds them.
+"""uopkit.nn's first layers (tinygrad's set and torch's basic ones): Modules holding Tensors as attributes;
+`get_parameters` finds them.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.nn.module import Module
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
 from uopkit.tensor.support import _conv_pads, _gradient_stored_once
 
@@ -57,7 +58,7 @@ def _pair(x: int | Sequence[int], name: str, layer: str) -> tuple[int, int]:
     return (a, b)
 
 
-class Linear:
+class Linear(Module):
     """y = x @ weight.T + bias, weight (out_features, in_features) initialized U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
 
     >>> Linear(4, 2)(Tensor.ones(3, 4)).shape
@@ -80,7 +81,7 @@ class Linear:
         return out + self.bias if self.bias is not None else out
 
 
-class _ConvLayer:
+class _ConvLayer(Module):
     # what the convolution layers share: the channel and group checks, and the input's shape (batched or not)
     spatial_dims = 2
 
@@ -299,7 +300,7 @@ def _per_channel_affine(out: Tensor, weight: Tensor | None, bias: Tensor | None)
     return out * weight.reshape(shape) + bias.reshape(shape)
 
 
-class BatchNorm:
+class BatchNorm(Module):
     """Batch normalization over axis 1 of (N, C, ...): batch statistics while `Tensor.training`, else running ones.
 
     The running statistics are updated in place (STORE) during training; an optimizer built from
@@ -364,7 +365,7 @@ class BatchNorm:
 BatchNorm2d = BatchNorm
 
 
-class LayerNorm:
+class LayerNorm(Module):
     """Normalize over the trailing `normalized_shape` axes, then scale and shift elementwise (bias=False: scale only,
     no `bias` in the state dict, as torch's).
 
@@ -400,7 +401,7 @@ class LayerNorm:
         return out + self.bias if self.bias is not None else out
 
 
-class GroupNorm:
+class GroupNorm(Module):
     """Split the channels (axis 1) into `num_groups` groups and normalize each group over its channels and positions.
 
     >>> GroupNorm(2, 4)(Tensor.ones(3, 4, 5)).shape
@@ -424,7 +425,7 @@ class GroupNorm:
         return _per_channel_affine(_normalize(grouped, (2,), self.eps).reshape(x.shape), self.weight, self.bias)
 
 
-class InstanceNorm:
+class InstanceNorm(Module):
     """Normalize each sample's channels (axis 1) over their positions; per-channel scale and shift when `affine`
     (PyTorch's InstanceNorm2d with affine=True, no running statistics). Any number of spatial axes: (N, C, ...), or
     an unbatched (C, L) as torch's InstanceNorm1d takes it; InstanceNorm1d/2d/3d know their dims (an unbatched
@@ -518,7 +519,7 @@ class InstanceNorm3d(InstanceNorm1d):
 _MACHINE_EPS = {dtypes.float32: 2.0**-23, dtypes.float64: 2.0**-52}
 
 
-class RMSNorm:
+class RMSNorm(Module):
     """x / sqrt(mean(x * x over the trailing `normalized_shape` axes) + eps), times a learned scale of that shape
     (PyTorch's RMSNorm; an int is the last axis).
 
@@ -560,7 +561,7 @@ class RMSNorm:
         return out * self.weight if self.weight is not None else out
 
 
-class Embedding:
+class Embedding(Module):
     """A lookup table: integer indices of any shape -> rows of `weight` (vocab_size, embed_size), N(0, 1) initialized.
     The row at `padding_idx` (as torch's: a padding token) starts as zeros and gets no gradient.
 
@@ -602,7 +603,7 @@ class Embedding:
         return (idx == self.padding_idx).unsqueeze(-1).where(rows.detach(), rows)
 
 
-class _RecurrentCell:
+class _RecurrentCell(Module):
     # weight_ih (gates * hidden, input), weight_hh (gates * hidden, hidden), biases (gates * hidden,): PyTorch's
     # layout and initialization, U(-1/sqrt(hidden), 1/sqrt(hidden))
     gates = 1
@@ -689,7 +690,7 @@ class GRUCell(_RecurrentCell):
         return (1 - z) * n + z * h
 
 
-class Sequential:
+class Sequential(Module):
     """Call each layer in turn on the result of the previous one, as torch.nn.Sequential. The layers are attributes
     named "0", "1", ... (or by the keys of a dict passed alone), so the state dict's keys are torch's ("0.weight",
     "2.bias") and a torch Sequential's state dict loads as it is. A plain callable (`Tensor.relu`, a lambda) is a
@@ -701,7 +702,8 @@ class Sequential:
     ((5, 2), 3, ['0.bias', '0.weight', '2.bias', '2.weight'])
     """
 
-    # The instance's __dict__ holds its layers and nothing else: get_state_dict names them by attribute
+    # The instance's attributes are its layers and nothing else (`_entries`, which leaves out the module's bookkeeping):
+    # get_state_dict names them by attribute
 
     def __init__(self, *layers: Callable[..., Any] | dict[str, Callable[..., Any]]) -> None:
         if len(layers) == 1 and isinstance(layers[0], dict):
@@ -718,6 +720,8 @@ class Sequential:
             )
         if name in vars(self):
             raise ValueError(f"Sequential: two layers named {name!r}")
+        if hasattr(type(self), name):
+            raise ValueError(f"Sequential: a layer can't be named {name!r}, an attribute of the container")
         if not callable(layer):
             raise TypeError(
                 f"Sequential: layer {name} is a {type(layer).__name__}, which can't be called; pass layers or "
@@ -736,13 +740,13 @@ class Sequential:
         return x
 
     def __len__(self) -> int:
-        return len(vars(self))
+        return sum(1 for _ in self._entries())
 
     def __iter__(self) -> Iterator[Callable[..., Any]]:
-        return iter(list(vars(self).values()))
+        return iter([layer for _, layer in self._entries()])
 
     def __getitem__(self, idx: int | slice) -> Any:
-        items = list(vars(self).items())
+        items = list(self._entries())
         if isinstance(idx, slice):
             # the layers keep their names, as torch's slice does ("1.weight" stays "1.weight")
             return Sequential(dict(items[idx]))
@@ -751,11 +755,11 @@ class Sequential:
         return items[idx][1]
 
     def __repr__(self) -> str:
-        inner = "".join(f"\n  ({k}): {getattr(v, '__name__', None) or type(v).__name__}" for k, v in vars(self).items())
+        inner = "".join(f"\n  ({k}): {getattr(v, '__name__', None) or type(v).__name__}" for k, v in self._entries())
         return f"Sequential({inner}\n)" if inner else "Sequential()"
 
 
-class Dropout:
+class Dropout(Module):
     """Zero each element with probability p and scale the rest by 1 / (1 - p) under `Tensor.train()` (the global
     training flag: torch's follows the module's own `.train()`/`.eval()`); the input itself otherwise.
 
@@ -774,7 +778,7 @@ class Dropout:
         return x.dropout(self.p)
 
 
-class ReLU:
+class ReLU(Module):
     """max(x, 0) as a layer (torch.nn.ReLU; inplace=True writes into x, as x.relu_()).
 
     >>> ReLU()(Tensor([-1.0, 2.0])).tolist()
@@ -788,7 +792,7 @@ class ReLU:
         return x.relu_() if self.inplace else x.relu()  # type: ignore[attr-defined]
 
 
-class GELU:
+class GELU(Module):
     """x * Phi(x) as a layer; approximate "none" (exact, erf) or "tanh", as torch.nn.GELU.
 
     >>> GELU()(Tensor([0.0])).tolist()
@@ -805,7 +809,7 @@ class GELU:
         return x.gelu(approximate=self.approximate)
 
 
-class SiLU:
+class SiLU(Module):
     """x * sigmoid(x) as a layer (torch.nn.SiLU; inplace=True writes into x).
 
     >>> SiLU()(Tensor([0.0])).tolist()
@@ -819,7 +823,7 @@ class SiLU:
         return x._update_in_place(x.silu, "silu_") if self.inplace else x.silu()
 
 
-class Tanh:
+class Tanh(Module):
     """tanh as a layer (torch.nn.Tanh).
 
     >>> Tanh()(Tensor([0.0])).tolist()
@@ -830,7 +834,7 @@ class Tanh:
         return x.tanh()
 
 
-class Sigmoid:
+class Sigmoid(Module):
     """1 / (1 + exp(-x)) as a layer (torch.nn.Sigmoid).
 
     >>> Sigmoid()(Tensor([0.0])).tolist()
@@ -841,7 +845,7 @@ class Sigmoid:
         return x.sigmoid()
 
 
-class Flatten:
+class Flatten(Module):
     """Flatten axes start_dim..end_dim into one; by default all but the batch axis (torch.nn.Flatten).
 
     >>> Flatten()(Tensor.ones(2, 3, 4)).shape
@@ -855,7 +859,7 @@ class Flatten:
         return x.flatten(self.start_dim, self.end_dim)
 
 
-class Identity:
+class Identity(Module):
     """Its input, unchanged; takes (and ignores) any arguments, as torch.nn.Identity.
 
     >>> Identity(54, unused="x")(Tensor([1.0])).tolist()

@@ -11,6 +11,7 @@ import numpy as np
 
 from uopkit.dtype import dtypes
 from uopkit.nn.arguments import _check_rank, _positive
+from uopkit.nn.module import Module
 from uopkit.nn.modules import _ntuple
 from uopkit.tensor import ShapeError, Tensor
 
@@ -52,7 +53,7 @@ __all__ = [
 # pooling: the Tensor's pools take a kernel of any length and pool that many trailing axes
 
 
-class _Pool:
+class _Pool(Module):
     spatial_dims = 2
 
     def _window(
@@ -183,7 +184,7 @@ class AvgPool3d(AvgPool2d):
     spatial_dims = 3
 
 
-class _AdaptivePool:
+class _AdaptivePool(Module):
     spatial_dims = 2
 
     def __init__(self, output_size: int | None | Sequence[int | None]) -> None:
@@ -359,7 +360,7 @@ class MaxUnpool3d(MaxUnpool2d):
 # padding: torch's flat padding tuple (last axis first: left, right, top, bottom, front, back), as Tensor.pad takes it
 
 
-class _Pad:
+class _Pad(Module):
     spatial_dims = 2
     mode = "constant"
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from uopkit.dtype import dtypes
+from uopkit.nn.module import Module
 from uopkit.nn.modules import Dropout, LayerNorm, Linear, _host, _uniform
 from uopkit.nn.state import get_state_dict, load_state_dict
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
@@ -47,7 +48,7 @@ def _refuse_packed(layer: str, x: Any) -> None:
         raise TypeError(f"{layer}: the input must be a Tensor, got {type(x).__name__}")
 
 
-class _RNNBase:
+class _RNNBase(Module):
     # the layers' parameters are attributes named as torch's (weight_ih_l0, weight_hh_l1_reverse, ...) so that
     # get_state_dict gives torch's keys; gates per step: 1 (RNN), 4 (LSTM: input, forget, cell, output), 3 (GRU:
     # reset, update, new), stacked in weight_ih/weight_hh as torch's cells
@@ -360,7 +361,7 @@ def _additive_mask(mask: Tensor, name: str) -> Tensor:
     return mask
 
 
-class MultiheadAttention:
+class MultiheadAttention(Module):
     """torch.nn.MultiheadAttention: project query, key and value, attend in `num_heads` heads of embed_dim //
     num_heads, concatenate and project by `out_proj`.
 
@@ -538,7 +539,7 @@ def _activation(activation: str | Callable[[Tensor], Tensor], layer: str) -> Cal
     return activation
 
 
-class _TransformerLayer:
+class _TransformerLayer(Module):
     # what both Transformer layers share: the feed-forward block (linear1 -> activation -> dropout -> linear2 -> a last
     # dropout of the layer's own) and the attention block (attention, then dropout)
     def _init_feed_forward(
@@ -703,7 +704,7 @@ def _clones(layer: Any, num_layers: int, name: str) -> list[Any]:
     return [copy.deepcopy(layer) for _ in range(num_layers)]
 
 
-class TransformerEncoder:
+class TransformerEncoder(Module):
     """torch.nn.TransformerEncoder: `num_layers` deep copies of `encoder_layer` (named layers.0, layers.1, ...) applied
     in turn, then the optional `norm`. enable_nested_tensor and mask_check are accepted and ignored (torch's fast path
     for padded batches; here padded positions are computed as any other, where torch's fast path gives zeros).
@@ -739,7 +740,7 @@ class TransformerEncoder:
         return self.norm(x) if self.norm is not None else x
 
 
-class TransformerDecoder:
+class TransformerDecoder(Module):
     """torch.nn.TransformerDecoder: `num_layers` deep copies of `decoder_layer` (layers.0, ...), each given the same
     memory and masks, then the optional `norm`.
 
@@ -780,7 +781,7 @@ class TransformerDecoder:
         return self.norm(x) if self.norm is not None else x
 
 
-class Transformer:
+class Transformer(Module):
     """torch.nn.Transformer: an encoder (num_encoder_layers layers and a final LayerNorm) and a decoder (likewise),
     every parameter with more than one axis re-initialized Xavier-uniform, as torch's. custom_encoder/custom_decoder
     replace the built ones.

@@ -62,6 +62,12 @@ def _collect(obj: Any, prefix: str, out: dict[str, Tensor], seen: set[int]) -> N
     if id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None))):
         return
     seen.add(id(obj))
+    module_state = getattr(obj, "_state_tensors", None)
+    if module_state is not None and not isinstance(obj, type):
+        # an nn.Module: its parameters and buffers, by torch's rules (a plain tensor attribute is not state)
+        for name, t in module_state().items():
+            out[prefix + name] = t
+        return
     if hasattr(obj, "_asdict"):
         items: Any = obj._asdict().items()
     elif isinstance(obj, (dict, OrderedDict)):
@@ -93,13 +99,20 @@ def load_state_dict(model: Any, state_dict: dict[str, Any], strict: bool = True,
     The model keeps its Tensor objects (an optimizer built on them stays valid). With `strict`, missing and unexpected
     keys are errors; a shape mismatch always is.
     """
-    model_state = get_state_dict(model)
-    missing = [k for k in model_state if k not in state_dict]
-    unexpected = [k for k in state_dict if k not in model_state]
+    load_tensors(get_state_dict(model), state_dict, strict, verbose)
+
+
+def load_tensors(
+    targets: dict[str, Tensor], state_dict: dict[str, Any], strict: bool = True, verbose: bool = False
+) -> tuple[list[str], list[str]]:
+    """Write each value of `state_dict` into the tensor of `targets` of the same name, in place; returns the missing
+    and the unexpected keys (with `strict`, raises on any)."""
+    missing = [k for k in targets if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in targets]
     if strict and (missing or unexpected):
         raise StateDictKeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
     written = []
-    for k, target in model_state.items():
+    for k, target in targets.items():
         if k not in state_dict:
             continue
         value = state_dict[k]
@@ -115,6 +128,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Any], strict: bool = True,
         written.append(target.assign(value.to(target.device).cast(target.dtype)))
     if written:
         Tensor.realize(*written)
+    return missing, unexpected
 
 
 # ---------------------------------------------------------------------------------------------------------------------

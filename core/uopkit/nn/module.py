@@ -1,0 +1,707 @@
+"""torch.nn's containers: `Module` (the base of every uopkit.nn layer), `Parameter`, `ModuleList`, `ModuleDict`,
+`ParameterList`, `ParameterDict`; compared with torch in tests/test_nn_module.py.
+
+A Module keeps its tensors and sub-layers as plain attributes (tinygrad's way: `get_state_dict` finds them). What a
+tensor attribute is follows torch: a *parameter* is a `Parameter` or any tensor that requires a gradient; a *buffer* is
+one given to `register_buffer`, or one marked ``requires_grad=False`` (how the built-in layers keep running statistics
+and loss weights); any other tensor attribute is not part of the module's state, as in torch. Lists, tuples and dicts
+of layers and tensors held by a module are walked too (torch asks for a ModuleList there; tinygrad-style models use
+plain lists), their entries named "attr.0", "attr.key".
+
+Training mode: a module's `training` is None until `train()`/`eval()` or `Module.__init__` (True, as torch) gives it a
+value; a layer set as an attribute of a module with a mode takes that mode where it has none, so a torch-style model's
+layers all train from the start, as torch's. While a module with a mode runs, `Tensor.training` is that mode (layers
+read it, and so does `Tensor.dropout`); the built-in layers used outside any such module have no mode and follow the
+global `Tensor.training` (`with Tensor.train():`, tinygrad's way).
+
+>>> from uopkit import Tensor
+>>> from uopkit.nn import Linear
+>>> class Net(Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.fc = Linear(3, 2)
+...     def forward(self, x):
+...         return self.fc(x).relu()
+>>> net = Net()
+>>> net(Tensor.ones(4, 3)).shape, [name for name, _ in net.named_parameters()]
+((4, 2), ['fc.weight', 'fc.bias'])
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+from uopkit.dtype import DType, dtypes, to_dtype
+from uopkit.nn import state
+from uopkit.tensor import Tensor
+from uopkit.tensor.support import _mark_view
+from uopkit.uop.ops import Ops
+
+__all__ = ["Module", "Parameter", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+
+
+class Parameter(Tensor):
+    """A tensor that is a module's parameter (torch.nn.Parameter): it requires a gradient unless told otherwise and
+    shows `data`'s contents (an in-place write into either shows in the other). Operations on it give plain Tensors.
+
+    >>> p = Parameter(Tensor([1.0, 2.0]))
+    >>> p.requires_grad, isinstance(p, Tensor)
+    (True, True)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
+        if data is None:
+            data = Tensor.empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}")
+        if data.uop.base.op is Ops.BUFFER:
+            # stored data: the parameter shows it (torch's Parameter shares its storage)
+            super().__init__(data.detach())
+            _mark_view(self, data)
+        else:
+            # a lazy value gets a buffer of its own: equal lazy values are one node, and two parameters made from
+            # `Tensor.ones(3)` would share a gradient
+            super().__init__(data.detach().contiguous())
+        self.requires_grad = requires_grad
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class _ModuleState:
+    # a module's bookkeeping, kept in one slotted object: `get_state_dict` walks attributes' __dict__s, and this one
+    # has none, so it is never mistaken for model state
+    __slots__ = ("training", "buffers", "non_persistent", "pre_hooks", "hooks")
+
+    def __init__(self) -> None:
+        self.training: bool | None = None
+        self.buffers: set[str] = set()
+        self.non_persistent: set[str] = set()
+        self.pre_hooks: dict[int, Callable[..., Any]] = {}
+        self.hooks: dict[int, Callable[..., Any]] = {}
+
+
+class RemovableHandle:
+    """What `register_forward_hook` and `register_forward_pre_hook` return: `remove()` takes the hook away."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict[int, Callable[..., Any]]) -> None:
+        self.hooks, self.id = hooks, next(RemovableHandle._ids)
+
+    def remove(self) -> None:
+        self.hooks.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+class _IncompatibleKeys(NamedTuple):
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """One call of a module: its pre-hooks, `forward` under the module's training mode, its hooks."""
+    st: _ModuleState | None = module.__dict__.get("_module_state")
+    if st is None:
+        return forward(module, *args, **kwargs)
+    for hook in list(st.pre_hooks.values()):
+        changed = hook(module, args)
+        if changed is not None:
+            args = changed if isinstance(changed, tuple) else (changed,)
+    mode = st.training
+    if mode is None or mode == Tensor.training:
+        out = forward(module, *args, **kwargs)
+    else:
+        previous, Tensor.training = Tensor.training, mode
+        try:
+            out = forward(module, *args, **kwargs)
+        finally:
+            Tensor.training = previous
+    for hook in list(st.hooks.values()):
+        changed = hook(module, args, out)
+        if changed is not None:
+            out = changed
+    return out
+
+
+def _is_state_tensor(t: Tensor) -> bool:
+    # a parameter, or a buffer the built-in layers mark by requires_grad=False; a plain tensor (None) is not state
+    return isinstance(t, Parameter) or t.requires_grad is not None
+
+
+class Module:
+    """The base of every layer (torch.nn.Module): subclass it, set layers and parameters as attributes in `__init__`,
+    compute in `forward`; call the module to run it. See the module docstring for what counts as a parameter, a buffer
+    and a sub-module, and for the training mode."""
+
+    def __init__(self) -> None:
+        # (the built-in layers don't call this: their mode stays None and follows whoever calls them)
+        self._state().training = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a layer written with `__call__` (tinygrad's way, the built-in layers): that is its forward; the call is
+        # wrapped to apply the module's hooks and training mode, as Module.__call__ does for `forward`
+        call = cls.__dict__.get("__call__")
+        if call is not None and not getattr(call, "_runs_module", False):
+            if "forward" not in cls.__dict__:
+                cls.forward = call  # type: ignore[method-assign]
+
+            @functools.wraps(call)
+            def run(self: Module, *args: Any, **kwargs: Any) -> Any:
+                return _run(self, call, args, kwargs)
+
+            run._runs_module = True  # type: ignore[attr-defined]
+            cls.__call__ = run  # type: ignore[method-assign]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _run(self, type(self).forward, args, kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}: a Module subclass must define forward(...)")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if isinstance(value, (Module, list, tuple, dict)):
+            # a sub-module joins its owner's mode where it has none (torch: every module is made in training mode, so
+            # a new model's layers all train), and so do the modules inside it
+            st = self.__dict__.get("_module_state")
+            if st is not None and st.training is not None:
+                for _, child in _modules_in([(name, value)], ""):
+                    for m in child.modules():
+                        if m.training is None:
+                            m._state().training = st.training
+
+    def _state(self) -> _ModuleState:
+        st = self.__dict__.get("_module_state")
+        if st is None:
+            st = self.__dict__["_module_state"] = _ModuleState()
+        return st
+
+    # ------------------------------------------------------------------------------------------------------------
+    # training mode
+
+    @property
+    def training(self) -> bool | None:
+        """True/False once set (torch's flag); None: this layer follows the mode of whatever calls it."""
+        st = self.__dict__.get("_module_state")
+        return None if st is None else st.training
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        st = self._state()
+        if st.training is not bool(mode):
+            st.training = bool(mode)
+            Tensor._modes_changed += 1
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode on this module and every module inside it (torch's train)."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"{type(self).__name__}.train: mode must be a bool, got {mode!r}")
+        for m in self.modules():
+            m.training = mode
+        return self
+
+    def eval(self) -> Module:
+        """train(False): BatchNorm uses its running statistics, dropout passes its input through."""
+        return self.train(False)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # registration
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Keep `tensor` as state that isn't a parameter (in `state_dict` unless not persistent)."""
+        self._check_name(name, "register_buffer")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"{type(self).__name__}.register_buffer: {name!r} must be a Tensor or None, got {tensor!r}")
+        st = self._state()
+        st.buffers.add(name)
+        (st.non_persistent.add if not persistent else st.non_persistent.discard)(name)
+        setattr(self, name, tensor)
+
+    def register_parameter(self, name: str, param: Tensor | None) -> None:
+        """Keep `param` (a Parameter, or None) as a parameter named `name`."""
+        self._check_name(name, "register_parameter")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"{type(self).__name__}.register_parameter: {name!r} must be a Parameter or None, got "
+                f"{type(param).__name__} (wrap it: nn.Parameter(t))"
+            )
+        setattr(self, name, param)
+
+    def add_module(self, name: str, module: Any) -> None:
+        """Add a sub-module named `name` (as `setattr`)."""
+        self._check_name(name, "add_module")
+        if module is not None and not callable(module):
+            raise TypeError(f"{type(self).__name__}.add_module: {name!r} is a {type(module).__name__}, not a module")
+        setattr(self, name, module)
+
+    register_module = add_module
+
+    def _check_name(self, name: str, method: str) -> None:
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"{type(self).__name__}.{method}: name must be a non-empty string without '.', got {name!r}")
+
+    # ------------------------------------------------------------------------------------------------------------
+    # walking
+
+    def _entries(self) -> Iterator[tuple[str, Any]]:
+        return ((k, v) for k, v in vars(self).items() if k != "_module_state")
+
+    def _tensors(self, prefix: str, seen: set[int]) -> Iterator[tuple[str, str, Tensor]]:
+        """(kind, dotted name, tensor) of every state tensor in torch's order: the module's own parameters, its own
+        buffers, then each sub-module's (attribute order, depth first). kind: "parameter", "buffer" or
+        "non_persistent" (a buffer left out of state_dict)."""
+        if id(self) in seen:
+            return
+        seen.add(id(self))
+        st = self.__dict__.get("_module_state")
+        own: list[tuple[str, str, Tensor]] = []
+        inner: list[tuple[str, Any]] = []
+        for name, value in self._entries():
+            if not isinstance(value, Tensor):
+                inner.append((name, value))
+            elif st is not None and name in st.buffers:
+                own.append(("non_persistent" if name in st.non_persistent else "buffer", prefix + name, value))
+            elif isinstance(value, Parameter) or value.requires_grad:
+                own.append(("parameter", prefix + name, value))
+            elif _is_state_tensor(value):
+                own.append(("buffer", prefix + name, value))
+        yield from (entry for entry in own if entry[0] == "parameter")
+        yield from (entry for entry in own if entry[0] != "parameter")
+        for name, value in inner:
+            yield from _tensors_in(value, f"{prefix}{name}.", seen)
+
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
+        """(name, parameter) pairs, torch's order (attribute order, depth first)."""
+        return self._named("parameter", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
+        """The parameters (what an optimizer takes): `optim.SGD(model.parameters(), lr=0.1)`."""
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
+        """(name, buffer) pairs, persistent or not."""
+        return self._named(("buffer", "non_persistent"), prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        return (b for _, b in self.named_buffers(recurse=recurse))
+
+    def _named(
+        self, kinds: str | tuple[str, ...], prefix: str, recurse: bool, remove_duplicate: bool
+    ) -> Iterator[tuple[str, Tensor]]:
+        prefix = prefix + "." if prefix else ""
+        seen: set[int] = set()
+        for kind, name, t in self._tensors(prefix, set()):
+            if kind not in kinds or (not recurse and "." in name[len(prefix) :]):
+                continue
+            if remove_duplicate:
+                if id(t) in seen:
+                    continue
+                seen.add(id(t))
+            yield name, t
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """(name, module) of the modules directly inside this one (in lists and dicts too, named "attr.i")."""
+        seen: set[int] = set()
+        for name, m in _modules_in(self._entries(), ""):
+            if id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self) -> Iterator[Module]:
+        return (m for _, m in self.named_children())
+
+    def named_modules(
+        self, memo: set[int] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
+        """(name, module) of this module ("") and every module inside it, depth first."""
+        memo = set() if memo is None else memo
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, child in _modules_in(self._entries(), ""):
+            yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
+
+    def modules(self) -> Iterator[Module]:
+        return (m for _, m in self.named_modules())
+
+    def get_submodule(self, target: str) -> Module:
+        """The module at dotted path `target` ("" is this one)."""
+        module: Any = self
+        for part in target.split(".") if target else []:
+            child = _child(module, part)
+            if not isinstance(child, Module):
+                raise AttributeError(f"{type(self).__name__}.get_submodule: {target!r} has no module at {part!r}")
+            module = child
+        return module
+
+    def get_parameter(self, target: str) -> Tensor:
+        return self._get_tensor(target, dict(self.named_parameters(remove_duplicate=False)), "parameter")
+
+    def get_buffer(self, target: str) -> Tensor:
+        return self._get_tensor(target, dict(self.named_buffers(remove_duplicate=False)), "buffer")
+
+    def _get_tensor(self, target: str, known: dict[str, Tensor], kind: str) -> Tensor:
+        if target not in known:
+            raise AttributeError(f"{type(self).__name__}: no {kind} named {target!r}")
+        return known[target]
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call `fn` on every sub-module, then on this one (torch's order: children first)."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ------------------------------------------------------------------------------------------------------------
+    # state
+
+    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Tensor]:
+        """Parameters and persistent buffers by dotted name (torch's keys, so torch's state dicts load here and ours
+        there); the values are detached views of the module's tensors (keep_vars=True: the tensors themselves)."""
+        out = OrderedDict() if destination is None else destination
+        for kind, name, t in self._tensors(prefix, set()):
+            if kind != "non_persistent" and name not in out:
+                out[name] = t if keep_vars else t.detach()
+        return out
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """Write each entry into the tensor of the same name, in place; returns (missing_keys, unexpected_keys).
+        strict: a missing or unexpected key raises (RuntimeError, as torch); a shape mismatch always raises."""
+        if assign:
+            raise NotImplementedError(
+                f"{type(self).__name__}.load_state_dict: assign=True (replacing the module's tensors) is not "
+                "supported; the values are copied into the existing tensors"
+            )
+        missing, unexpected = state.load_tensors(self.state_dict(keep_vars=True), dict(state_dict), strict)
+        return _IncompatibleKeys(missing, unexpected)
+
+    def _state_tensors(self) -> dict[str, Tensor]:
+        # what `nn.state.get_state_dict` lists for a module (duck-typed there, so that state.py needn't import this)
+        return self.state_dict(keep_vars=True)
+
+    # ------------------------------------------------------------------------------------------------------------
+    # gradients, devices and dtypes
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient (set_to_none=False: zeros of its shape)."""
+        for p in self.parameters():
+            if p.grad is not None:
+                p.grad = None if set_to_none else p.grad.zeros_like().contiguous()
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Move every parameter and buffer to a device and/or cast the floating ones to a dtype, in place (torch's
+        `module.to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`). Build the optimizer after moving: it
+        holds the tensors it was given."""
+        device, dtype = _to_arguments(type(self).__name__, args, kwargs)
+        return self._apply_to_tensors(lambda t: t.to(device=device, dtype=dtype if dtypes.is_float(t.dtype) else None))
+
+    def cpu(self) -> Module:
+        return self.to("CPU")
+
+    def cuda(self, device: int | None = None) -> Module:
+        return self.to("CUDA" if device is None else f"CUDA:{device}")
+
+    def float(self) -> Module:
+        return self.to(dtypes.float32)
+
+    def double(self) -> Module:
+        return self.to(dtypes.float64)
+
+    def half(self) -> Module:
+        return self.to(dtypes.float16)
+
+    def bfloat16(self) -> Module:
+        return self.to(dtypes.bfloat16)
+
+    def type(self, dst_type: DType | str) -> Module:
+        return self.to(to_dtype(dst_type))
+
+    def _apply_to_tensors(self, fn: Callable[[Tensor], Tensor]) -> Module:
+        for module in self.modules():
+            for name, value in list(module._entries()):
+                if isinstance(value, Tensor) and (_is_state_tensor(value) or name in module._state().buffers):
+                    new = fn(value)
+                    if new is not value:
+                        new = new.contiguous().realize()
+                        if isinstance(value, Parameter):
+                            new = Parameter(new, requires_grad=bool(value.requires_grad))
+                        elif value.requires_grad is not None:
+                            new.requires_grad = value.requires_grad
+                        setattr(module, name, new)
+        return self
+
+    # ------------------------------------------------------------------------------------------------------------
+    # hooks and printing
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """hook(module, args) before each forward; a non-None return replaces the arguments."""
+        return _add_hook(self._state().pre_hooks, hook)
+
+    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """hook(module, args, output) after each forward; a non-None return replaces the output."""
+        return _add_hook(self._state().hooks, hook)
+
+    def extra_repr(self) -> str:
+        """The part of repr() between the parentheses: the layer's plain settings (numbers, strings, tuples)."""
+        simple = (bool, int, float, str, tuple, type(None))
+        return ", ".join(
+            f"{k}={v!r}"
+            for k, v in self._entries()
+            if not k.startswith("_") and isinstance(v, simple) and not isinstance(v, Tensor)
+        )
+
+    def __repr__(self) -> str:
+        lines = [f"  ({name}): " + repr(m).replace("\n", "\n  ") for name, m in self.named_children()]
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        return f"{type(self).__name__}(" + (f"\n  {extra}" if extra else "") + "\n" + "\n".join(lines) + "\n)"
+
+
+def _add_hook(hooks: dict[int, Callable[..., Any]], hook: Callable[..., Any]) -> RemovableHandle:
+    if not callable(hook):
+        raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def _tensors_in(value: Any, prefix: str, seen: set[int]) -> Iterator[tuple[str, str, Tensor]]:
+    """The state tensors inside an attribute that isn't a Tensor: a module's own, a list's or dict's entries, a plain
+    (tinygrad-style) object's every tensor (as `get_state_dict` finds them, all counted as parameters when they
+    require a gradient, else buffers)."""
+    if isinstance(value, Module):
+        yield from value._tensors(prefix, seen)
+        return
+    if isinstance(value, (list, tuple)):
+        items: Iterable[tuple[Any, Any]] = enumerate(value)
+    elif isinstance(value, dict):
+        items = value.items()
+    elif hasattr(value, "__dict__") and not isinstance(value, type) and not callable(getattr(value, "__func__", None)):
+        if id(value) in seen or isinstance(value, functools.partial):
+            return
+        seen.add(id(value))
+        for name, t in state.get_state_dict(value, prefix).items():
+            yield ("parameter" if t.requires_grad else "buffer"), name, t
+        return
+    else:
+        return
+    for k, v in items:
+        if isinstance(v, Tensor):
+            if _is_state_tensor(v):
+                yield ("parameter" if v.requires_grad else "buffer"), f"{prefix}{k}", v
+        else:
+            yield from _tensors_in(v, f"{prefix}{k}.", seen)
+
+
+def _modules_in(items: Iterable[tuple[Any, Any]], prefix: str) -> Iterator[tuple[str, Module]]:
+    for k, v in items:
+        if isinstance(v, Module):
+            yield f"{prefix}{k}", v
+        elif isinstance(v, (list, tuple)):
+            yield from _modules_in(enumerate(v), f"{prefix}{k}.")
+        elif isinstance(v, dict):
+            yield from _modules_in(v.items(), f"{prefix}{k}.")
+
+
+def _child(module: Any, part: str) -> Any:
+    if isinstance(module, (list, tuple)) and part.lstrip("-").isdigit():
+        return module[int(part)]
+    if isinstance(module, dict):
+        return module.get(part)
+    return getattr(module, part, None)
+
+
+def _to_arguments(layer: str, args: tuple, kwargs: dict) -> tuple[str | None, DType | None]:
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"{layer}.to: unexpected arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, DType):
+            dtype = a
+        elif isinstance(a, str) and a.split(":")[0].upper() in ("CPU", "CUDA", "OPENCL", "TRITON", "GPU", "CL"):
+            device = a
+        elif isinstance(a, str):
+            dtype = to_dtype(a)
+        elif a is not None and not isinstance(a, bool):
+            raise TypeError(f"{layer}.to: can't move to {a!r} (give a device string, a dtype or a tensor)")
+    if dtype is not None and not dtypes.is_float(dtype):
+        raise TypeError(f"{layer}.to: only floating-point dtypes are accepted, got {dtype}")
+    return device, dtype
+
+
+class _Container(Module):
+    """A module holding its entries as attributes named "0", "1", ... or by key (so state dict keys are torch's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def _values(self) -> list[Any]:
+        return [v for _, v in self._entries()]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._entries())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values())
+
+    def _renumber(self, values: list[Any]) -> None:
+        for k, _ in list(self._entries()):
+            delattr(self, k)
+        for i, v in enumerate(values):
+            setattr(self, str(i), v)
+
+    def _index(self, idx: int) -> int:
+        n = len(self)
+        if not isinstance(idx, int) or not -n <= idx < n:
+            raise IndexError(f"{type(self).__name__}: index {idx!r} is out of range for {n} entries")
+        return idx % n
+
+
+class ModuleList(_Container):
+    """A list of modules whose parameters the owner finds (torch.nn.ModuleList): append, extend, insert, index,
+    slice (a ModuleList), len, iteration; it has no forward."""
+
+    def __init__(self, modules: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def _check(self, module: Any) -> Any:
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__}: entries must be Modules, got {type(module).__name__}")
+        return module
+
+    def append(self, module: Any) -> ModuleList:
+        setattr(self, str(len(self)), self._check(module))
+        return self
+
+    def extend(self, modules: Iterable[Any]) -> ModuleList:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Any) -> None:
+        values = self._values()
+        values.insert(index, self._check(module))
+        self._renumber(values)
+
+    def __getitem__(self, idx: int | slice) -> Any:
+        if isinstance(idx, slice):
+            return type(self)(self._values()[idx])
+        return self._values()[self._index(idx)]
+
+    def __setitem__(self, idx: int, module: Any) -> None:
+        setattr(self, str(self._index(idx)), self._check(module))
+
+    def __delitem__(self, idx: int | slice) -> None:
+        values = self._values()
+        del values[idx if isinstance(idx, slice) else self._index(idx)]
+        self._renumber(values)
+
+    def __iadd__(self, modules: Iterable[Any]) -> ModuleList:
+        return self.extend(modules)
+
+    def __add__(self, other: Iterable[Any]) -> ModuleList:
+        return type(self)([*self, *other])
+
+
+class ParameterList(ModuleList):
+    """A list of parameters (torch.nn.ParameterList): a Tensor entry becomes a Parameter."""
+
+    def _check(self, value: Any) -> Any:
+        if isinstance(value, Parameter):
+            return value
+        if isinstance(value, Tensor):
+            return Parameter(value)
+        raise TypeError(f"ParameterList: entries must be Tensors, got {type(value).__name__}")
+
+
+class ModuleDict(_Container):
+    """A dict of modules whose parameters the owner finds (torch.nn.ModuleDict), in insertion order."""
+
+    def __init__(self, modules: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def _check(self, value: Any) -> Any:
+        if not isinstance(value, Module):
+            raise TypeError(f"{type(self).__name__}: values must be Modules, got {type(value).__name__}")
+        return value
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "_module_state" or key not in vars(self):
+            raise KeyError(key)
+        return vars(self)[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._check_name(key, "__setitem__")
+        if key == "training" or key.startswith("_"):
+            raise KeyError(f"{type(self).__name__}: {key!r} can't be a key (it is an attribute of the container)")
+        setattr(self, key, self._check(value))
+
+    def __delitem__(self, key: str) -> None:
+        self[key]
+        delattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return key != "_module_state" and key in vars(self)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def keys(self) -> list[str]:
+        return [k for k, _ in self._entries()]
+
+    def values(self) -> list[Any]:
+        return self._values()
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self._entries())
+
+    def pop(self, key: str) -> Any:
+        value = self[key]
+        del self[key]
+        return value
+
+    def clear(self) -> None:
+        for k in self.keys():
+            delattr(self, k)
+
+    def update(self, modules: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
+        for k, v in modules.items() if isinstance(modules, Mapping) else modules:
+            self[k] = v
+
+
+class ParameterDict(ModuleDict):
+    """A dict of parameters (torch.nn.ParameterDict): a Tensor value becomes a Parameter."""
+
+    _check = ParameterList._check  # type: ignore[assignment]

@@ -1,0 +1,764 @@
+"""uopkit.nn.functional against torch.nn.functional: each case is one call written once and run with both modules
+(`F` is ours or torch's), so the names, positional order and keywords are torch's; values, and for most cases the
+gradients of a random weighting of the result, compared on small random inputs. Then the in-place forms, the dropouts'
+training flag, batch_norm's running statistics, the errors, and the coverage of torch's public functions."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import uopkit.nn.functional as UF
+from uopkit import Tensor, dtypes
+from uopkit.tensor import ArgumentError, ShapeError
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+RNG = np.random.default_rng(28)
+
+
+def _randn(*shape: int, dtype: Any = np.float32) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _ints(high: int, *shape: int, low: int = 0) -> np.ndarray:
+    return RNG.integers(low, high, shape).astype(np.int64)
+
+
+def _pos(*shape: int) -> np.ndarray:
+    return RNG.uniform(0.1, 0.9, shape).astype(np.float32)
+
+
+def _both(arrays: tuple[np.ndarray, ...], grad: bool | int) -> tuple[list[Tensor], list[Any]]:
+    # float arrays require gradients (with `grad` True, or the first `grad` of them: torch refuses a gradient to some
+    # arguments, a loss' class weights); integer ones go in as int32 here and int64 for torch
+    ours, theirs = [], []
+    for i, a in enumerate(arrays):
+        wanted = a.dtype.kind == "f" and (grad is True or (grad is not False and i < grad))
+        ours.append(Tensor(a, requires_grad=wanted) if a.dtype.kind == "f" else Tensor(a.astype(np.int32)))
+        theirs.append(torch.tensor(a, requires_grad=wanted))
+    return ours, theirs
+
+
+def check(call: Callable[..., Any], *arrays: np.ndarray, grad: bool | int = True, atol: float = 1e-5) -> None:
+    """call(F, *tensors) with our F and torch's on the same arrays: the value (each of a tuple's), and with `grad`
+    the gradient of a random weighting of the (first) result to every float array (or the first `grad` arrays)."""
+    ours, theirs = _both(arrays, grad)
+    out, ref = call(UF, *ours), call(TF, *theirs)
+    outs, refs = (out, ref) if isinstance(ref, tuple) else ((out,), (ref,))
+    assert len(outs) == len(refs)
+    for o, r in zip(outs, refs, strict=True):
+        assert isinstance(o, Tensor)
+        assert o.shape == tuple(r.shape)
+        np.testing.assert_allclose(o.numpy(), r.detach().numpy(), atol=atol, rtol=1e-4)
+    if not grad or not refs[0].requires_grad or not refs[0].numel():
+        return
+    upstream = RNG.standard_normal(tuple(refs[0].shape)).astype(np.float32)
+    (outs[0] * Tensor(upstream)).sum().backward()
+    (refs[0] * torch.tensor(upstream)).sum().backward()
+    for i, (x, t) in enumerate(zip(ours, theirs, strict=True)):
+        if t.requires_grad:
+            expected = t.grad.numpy() if t.grad is not None else np.zeros(t.shape)
+            got = x.grad.numpy() if x.grad is not None else np.zeros(t.shape)
+            np.testing.assert_allclose(got, expected, atol=atol, rtol=1e-4, err_msg=f"gradient of operand {i}")
+
+
+def case(name: str, call: Callable[..., Any], *arrays: np.ndarray, grad: bool | int = True, atol: float = 1e-5) -> Any:
+    return pytest.param(call, arrays, grad, atol, id=name)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# values and gradients, one call for both modules
+
+CONVOLUTIONS = [
+    case("conv1d", lambda F, x, w, b: F.conv1d(x, w, b, 2, 1, 1, 2), _randn(2, 4, 9), _randn(6, 2, 3), _randn(6)),
+    case(
+        "conv1d_same",
+        lambda F, x, w: F.conv1d(x, w, padding="same", dilation=2, groups=2),
+        _randn(2, 4, 9),
+        _randn(4, 2, 3),
+    ),
+    case(
+        "conv2d",
+        lambda F, x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
+        _randn(2, 3, 7, 6),
+        _randn(4, 3, 3, 2),
+        _randn(4),
+    ),
+    case(
+        "conv2d_unbatched_valid", lambda F, x, w: F.conv2d(x, w, padding="valid"), _randn(3, 5, 5), _randn(2, 3, 2, 2)
+    ),
+    case(
+        "conv3d",
+        lambda F, x, w, b: F.conv3d(x, w, bias=b, padding=1),
+        _randn(1, 2, 4, 3, 3),
+        _randn(3, 2, 2, 3, 2),
+        _randn(3),
+    ),
+    case(
+        "conv_transpose1d",
+        lambda F, x, w, b: F.conv_transpose1d(x, w, b, stride=2, padding=1, output_padding=1),
+        _randn(2, 4, 5),
+        _randn(4, 3, 3),
+        _randn(3),
+    ),
+    case(
+        "conv_transpose2d",
+        lambda F, x, w, b: F.conv_transpose2d(x, w, b, 2, 1, 0, 2, 2),
+        _randn(1, 4, 3, 4),
+        _randn(4, 2, 3, 3),
+        _randn(4),
+    ),
+    case(
+        "conv_transpose3d",
+        lambda F, x, w: F.conv_transpose3d(x, w, stride=2),
+        _randn(1, 2, 2, 3, 2),
+        _randn(2, 3, 2, 2, 2),
+    ),
+    case("conv_tbc", lambda F, x, w, b: F.conv_tbc(x, w, b, 1), _randn(7, 2, 3), _randn(3, 3, 4), _randn(4)),
+    case(
+        "unfold",
+        lambda F, x: F.unfold(x, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+        _randn(2, 3, 6, 7),
+    ),
+    case("unfold_unbatched", lambda F, x: F.unfold(x, 2), _randn(2, 3, 4)),
+    case("fold", lambda F, x: F.fold(x, (4, 5), kernel_size=2), _randn(2, 12, 12)),
+]
+
+POOLS = [
+    case(
+        "avg_pool1d",
+        lambda F, x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+        _randn(2, 3, 9),
+    ),
+    case(
+        "avg_pool2d",
+        lambda F, x: F.avg_pool2d(x, (3, 2), stride=2, padding=1, divisor_override=3),
+        _randn(2, 3, 7, 8),
+    ),
+    case("avg_pool3d", lambda F, x: F.avg_pool3d(x, 2), _randn(1, 2, 4, 6, 4)),
+    case("max_pool1d", lambda F, x: F.max_pool1d(x, 3, stride=2, padding=1, ceil_mode=True), _randn(2, 3, 10)),
+    case("max_pool2d", lambda F, x: F.max_pool2d(x, 3, 2, 1, 2), _randn(2, 2, 9, 8)),
+    case("max_pool2d_unbatched", lambda F, x: F.max_pool2d(x, kernel_size=(2, 3)), _randn(3, 6, 6)),
+    case("max_pool3d", lambda F, x: F.max_pool3d(x, 2, stride=1), _randn(1, 2, 3, 4, 3)),
+    case("lp_pool1d", lambda F, x: F.lp_pool1d(x, 2, 3, stride=2), _randn(2, 3, 9)),
+    case("lp_pool2d", lambda F, x: F.lp_pool2d(x, norm_type=1.5, kernel_size=2), _pos(1, 2, 4, 6)),
+    case("lp_pool3d", lambda F, x: F.lp_pool3d(x, 2, (1, 2, 2), ceil_mode=True), _randn(1, 2, 3, 5, 4)),
+    case("adaptive_avg_pool1d", lambda F, x: F.adaptive_avg_pool1d(x, 4), _randn(2, 3, 9)),
+    case("adaptive_avg_pool2d", lambda F, x: F.adaptive_avg_pool2d(x, (None, 3)), _randn(2, 3, 5, 7)),
+    case("adaptive_avg_pool3d", lambda F, x: F.adaptive_avg_pool3d(x, output_size=2), _randn(1, 2, 3, 5, 4)),
+    case("adaptive_max_pool1d", lambda F, x: F.adaptive_max_pool1d(x, 4), _randn(2, 3, 9)),
+    case("adaptive_max_pool2d", lambda F, x: F.adaptive_max_pool2d(x, (2, 3)), _randn(2, 3, 5, 7)),
+    case("adaptive_max_pool3d", lambda F, x: F.adaptive_max_pool3d(x, 2), _randn(1, 2, 3, 5, 4)),
+]
+
+ACTIVATIONS = [
+    case("relu", lambda F, x: F.relu(x), _randn(3, 4)),
+    case("relu6", lambda F, x: F.relu6(x * 4), _randn(3, 4)),
+    case("elu", lambda F, x: F.elu(x, alpha=0.5), _randn(3, 4)),
+    case("selu", lambda F, x: F.selu(x), _randn(3, 4)),
+    case("celu", lambda F, x: F.celu(x, 0.7), _randn(3, 4)),
+    case("leaky_relu", lambda F, x: F.leaky_relu(x, negative_slope=0.2), _randn(3, 4)),
+    case("hardtanh", lambda F, x: F.hardtanh(x, min_val=-0.5, max_val=0.7), _randn(3, 4)),
+    case("rrelu_eval", lambda F, x: F.rrelu(x, 0.1, 0.3), _randn(3, 4)),
+    case("threshold", lambda F, x: F.threshold(x, 0.1, 2.0), _randn(3, 4)),
+    case("prelu", lambda F, x, w: F.prelu(x, w), _randn(2, 3, 4), _randn(3)),
+    case("glu", lambda F, x: F.glu(x, dim=1), _randn(3, 4)),
+    case("gelu", lambda F, x: F.gelu(x), _randn(3, 4)),
+    case("gelu_tanh", lambda F, x: F.gelu(x, approximate="tanh"), _randn(3, 4)),
+    case("silu", lambda F, x: F.silu(x), _randn(3, 4)),
+    case("mish", lambda F, x: F.mish(x), _randn(3, 4)),
+    case("hardswish", lambda F, x: F.hardswish(x * 3), _randn(3, 4)),
+    case("hardsigmoid", lambda F, x: F.hardsigmoid(x * 3), _randn(3, 4)),
+    case("hardshrink", lambda F, x: F.hardshrink(x, lambd=0.3), _randn(3, 4)),
+    case("softshrink", lambda F, x: F.softshrink(x, 0.3), _randn(3, 4)),
+    case("tanhshrink", lambda F, x: F.tanhshrink(x), _randn(3, 4)),
+    case("softsign", lambda F, x: F.softsign(x), _randn(3, 4)),
+    case("softplus", lambda F, x: F.softplus(x, beta=2, threshold=1), _randn(3, 4)),
+    case("logsigmoid", lambda F, x: F.logsigmoid(x), _randn(3, 4)),
+    case("sigmoid", lambda F, x: F.sigmoid(x), _randn(3, 4)),
+    case("tanh", lambda F, x: F.tanh(x), _randn(3, 4)),
+    case("softmax", lambda F, x: F.softmax(x, dim=1), _randn(2, 3, 4)),
+    case("softmin", lambda F, x: F.softmin(x, -1), _randn(2, 3, 4)),
+    case("log_softmax", lambda F, x: F.log_softmax(x, dim=0), _randn(2, 3, 4)),
+]
+
+NORMALIZATIONS = [
+    case(
+        "batch_norm_eval",
+        lambda F, x, w, b, m, v: F.batch_norm(x, m, v, w, b, eps=1e-3),
+        _randn(4, 3, 5),
+        _randn(3),
+        _randn(3),
+        _randn(3),
+        _pos(3),
+        grad=3,
+    ),
+    case(
+        "batch_norm_batch_stats",
+        lambda F, x, w, b: F.batch_norm(x, None, None, weight=w, bias=b, training=True),
+        _randn(4, 3, 2, 2),
+        _randn(3),
+        _randn(3),
+    ),
+    case(
+        "instance_norm", lambda F, x, w, b: F.instance_norm(x, weight=w, bias=b), _randn(2, 3, 5), _randn(3), _randn(3)
+    ),
+    case(
+        "layer_norm",
+        lambda F, x, w, b: F.layer_norm(x, (4, 5), w, b, eps=1e-3),
+        _randn(2, 3, 4, 5),
+        _randn(4, 5),
+        _randn(4, 5),
+    ),
+    case("layer_norm_int_shape", lambda F, x: F.layer_norm(x, [5]), _randn(3, 5)),
+    case("group_norm", lambda F, x, w, b: F.group_norm(x, 2, w, b), _randn(2, 4, 3, 2), _randn(4), _randn(4)),
+    case("rms_norm", lambda F, x, w: F.rms_norm(x, [5], w, eps=1e-4), _randn(3, 5), _randn(5)),
+    case("rms_norm_default_eps", lambda F, x: F.rms_norm(x, (2, 5)), _randn(3, 2, 5)),
+    case("local_response_norm", lambda F, x: F.local_response_norm(x, 3, alpha=1e-2, k=2.0), _randn(2, 5, 3)),
+    case("normalize", lambda F, x: F.normalize(x, p=1, dim=-1), _randn(3, 4)),
+]
+
+LINEAR_AND_SPARSE = [
+    case("linear", lambda F, x, w, b: F.linear(x, w, b), _randn(2, 3, 4), _randn(5, 4), _randn(5)),
+    case("linear_no_bias", lambda F, x, w: F.linear(x, weight=w), _randn(3, 4), _randn(5, 4)),
+    case(
+        "bilinear",
+        lambda F, a, c, w, b: F.bilinear(a, c, w, b),
+        _randn(3, 2),
+        _randn(3, 4),
+        _randn(5, 2, 4),
+        _randn(5),
+    ),
+    case("embedding", lambda F, i, w: F.embedding(i, w), _ints(6, 2, 3), _randn(6, 4)),
+    case("embedding_padding_idx", lambda F, i, w: F.embedding(i, w, padding_idx=2), _ints(4, 3, 4), _randn(4, 3)),
+    case(
+        "embedding_scale_grad_by_freq",
+        lambda F, i, w: F.embedding(i, w, scale_grad_by_freq=True),
+        np.array([[0, 1, 1], [3, 1, 0]]),
+        _randn(5, 3),
+    ),
+    case(
+        "embedding_bag",
+        lambda F, i, w, o: F.embedding_bag(i, w, o, mode="sum"),
+        _ints(6, 7),
+        _randn(6, 3),
+        np.array([0, 2, 5]),
+    ),
+    case("one_hot", lambda F, i: F.one_hot(i, num_classes=5), _ints(5, 2, 3), grad=False),
+    case(
+        "scaled_dot_product_attention",
+        lambda F, q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3),
+        _randn(2, 3, 4),
+        _randn(2, 5, 4),
+        _randn(2, 5, 6),
+        _randn(3, 5),
+    ),
+    case(
+        "scaled_dot_product_attention_causal",
+        lambda F, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        _randn(1, 2, 4, 3),
+        _randn(1, 2, 4, 3),
+        _randn(1, 2, 4, 3),
+    ),
+    case("cosine_similarity", lambda F, a, b: F.cosine_similarity(a, b, dim=-1), _randn(3, 4), _randn(1, 4)),
+    case(
+        "pairwise_distance", lambda F, a, b: F.pairwise_distance(a, b, p=1.5, keepdim=True), _randn(3, 4), _randn(3, 4)
+    ),
+    case("pdist", lambda F, x: F.pdist(x, p=3), _randn(4, 3)),
+]
+
+LOSSES = [
+    case(
+        "cross_entropy",
+        lambda F, x, t, w: F.cross_entropy(x, t, weight=w, ignore_index=1, label_smoothing=0.1),
+        _randn(6, 4),
+        _ints(4, 6),
+        _pos(4),
+        grad=1,
+    ),
+    case(
+        "cross_entropy_probabilities",
+        lambda F, x, t: F.cross_entropy(x, t, reduction="sum"),
+        _randn(3, 4, 2),
+        _pos(3, 4, 2),
+    ),
+    case(
+        "linear_cross_entropy",
+        lambda F, x, w, t, b: F.linear_cross_entropy(x, w, t, linear_bias=b, label_smoothing=0.2),
+        _randn(5, 3),
+        _randn(4, 3),
+        _ints(4, 5),
+        _randn(4),
+    ),
+    case(
+        "nll_loss",
+        lambda F, x, t, w: F.nll_loss(x, t, w, reduction="mean"),
+        _randn(5, 3, 2),
+        _ints(3, 5, 2),
+        _pos(3),
+        grad=1,
+    ),
+    case(
+        "binary_cross_entropy",
+        lambda F, p, y, w: F.binary_cross_entropy(p, y, weight=w),
+        _pos(3, 4),
+        _pos(3, 4),
+        _pos(4),
+        grad=2,
+    ),
+    case(
+        "binary_cross_entropy_with_logits",
+        lambda F, x, y, pw: F.binary_cross_entropy_with_logits(x, y, reduction="none", pos_weight=pw),
+        _randn(3, 4),
+        _pos(3, 4),
+        _pos(4),
+        grad=2,
+    ),
+    case(
+        "kl_div",
+        lambda F, x, y: F.kl_div(x, y, reduction="batchmean", log_target=True),
+        _randn(3, 4),
+        _randn(3, 4),
+    ),
+    case("mse_loss", lambda F, x, y: F.mse_loss(x, y), _randn(3, 4), _randn(3, 4)),
+    case("l1_loss", lambda F, x, y: F.l1_loss(x, y, reduction="sum"), _randn(3, 4), _randn(3, 4)),
+    case("smooth_l1_loss", lambda F, x, y: F.smooth_l1_loss(x, y, beta=0.5), _randn(3, 4), _randn(3, 4)),
+    case("huber_loss", lambda F, x, y: F.huber_loss(x, y, delta=0.5), _randn(3, 4), _randn(3, 4)),
+    case(
+        "poisson_nll_loss",
+        lambda F, x, y: F.poisson_nll_loss(x, y, log_input=False, full=True),
+        _pos(3, 4),
+        _pos(3, 4) * 3,
+    ),
+    case(
+        "gaussian_nll_loss",
+        lambda F, x, y, v: F.gaussian_nll_loss(x, y, v, full=True),
+        _randn(3, 4),
+        _randn(3, 4),
+        _pos(3, 1),
+    ),
+    case(
+        "margin_ranking_loss",
+        lambda F, a, b, y: F.margin_ranking_loss(a, b, y, margin=0.3),
+        _randn(5),
+        _randn(5),
+        np.sign(_randn(5)),
+    ),
+    case(
+        "hinge_embedding_loss",
+        lambda F, x, y: F.hinge_embedding_loss(x, y, margin=0.5),
+        _randn(3, 4),
+        np.sign(_randn(3, 4)),
+    ),
+    case("soft_margin_loss", lambda F, x, y: F.soft_margin_loss(x, y), _randn(3, 4), np.sign(_randn(3, 4)), grad=1),
+    case(
+        "multilabel_soft_margin_loss",
+        lambda F, x, y, w: F.multilabel_soft_margin_loss(x, y, weight=w),
+        _randn(3, 4),
+        (_randn(3, 4) > 0).astype(np.float32),
+        _pos(4),
+    ),
+    case(
+        "multilabel_margin_loss",
+        lambda F, x, y: F.multilabel_margin_loss(x, y),
+        _randn(2, 4),
+        np.array([[3, 0, -1, 1], [1, 2, 3, -1]]),
+    ),
+    case(
+        "multi_margin_loss",
+        lambda F, x, y, w: F.multi_margin_loss(x, y, p=2, margin=0.5, weight=w),
+        _randn(5, 4),
+        _ints(4, 5),
+        _pos(4),
+        grad=1,
+    ),
+    case(
+        "cosine_embedding_loss",
+        lambda F, a, b, y: F.cosine_embedding_loss(a, b, y, margin=0.2),
+        _randn(4, 3),
+        _randn(4, 3),
+        np.sign(_randn(4)),
+    ),
+    case(
+        "triplet_margin_loss",
+        lambda F, a, p, n: F.triplet_margin_loss(a, p, n, margin=0.5, p=1, swap=True),
+        _randn(4, 3),
+        _randn(4, 3),
+        _randn(4, 3),
+    ),
+    case(
+        "triplet_margin_with_distance_loss",
+        lambda F, a, p, n: F.triplet_margin_with_distance_loss(
+            a, p, n, distance_function=lambda u, v: F.pairwise_distance(u, v, p=1), margin=0.5
+        ),
+        _randn(4, 3),
+        _randn(4, 3),
+        _randn(4, 3),
+    ),
+    case(
+        "ctc_loss",
+        lambda F, lp, t, il, tl: F.ctc_loss(lp.log_softmax(2), t, il, tl, blank=0, zero_infinity=True),
+        _randn(6, 2, 4),
+        np.array([[1, 2, 2], [3, 1, 0]]),
+        np.array([6, 5]),
+        np.array([3, 2]),
+    ),
+]
+
+SHAPES = [
+    case("pad_reflect", lambda F, x: F.pad(x, (1, 2, 0, 1), mode="reflect"), _randn(2, 3, 4, 5)),
+    case("pad_constant", lambda F, x: F.pad(x, [1, 1, 2, 0], value=2.5), _randn(2, 3, 4)),
+    case("pad_replicate", lambda F, x: F.pad(x, (2, 1), "replicate"), _randn(2, 3, 4)),
+    case("pad_circular", lambda F, x: F.pad(x, (1, 1, 1, 1), mode="circular"), _randn(1, 2, 3, 4)),
+    case("interpolate_nearest", lambda F, x: F.interpolate(x, size=(5, 7)), _randn(1, 2, 3, 4)),
+    case(
+        "interpolate_bilinear",
+        lambda F, x: F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=False),
+        _randn(1, 2, 3, 4),
+    ),
+    case(
+        "interpolate_bicubic",
+        lambda F, x: F.interpolate(x, (5, 6), None, "bicubic", True),
+        _randn(1, 2, 3, 4),
+        atol=1e-4,
+    ),
+    case("interpolate_linear", lambda F, x: F.interpolate(x, 7, mode="linear"), _randn(2, 3, 4)),
+    case(
+        "interpolate_trilinear", lambda F, x: F.interpolate(x, scale_factor=2, mode="trilinear"), _randn(1, 1, 2, 3, 2)
+    ),
+    case("interpolate_area", lambda F, x: F.interpolate(x, size=(2, 3), mode="area"), _randn(1, 2, 5, 7)),
+    case("upsample", lambda F, x: F.upsample(x, scale_factor=2, mode="nearest"), _randn(1, 2, 3)),
+    case("upsample_nearest", lambda F, x: F.upsample_nearest(x, size=(4, 6)), _randn(1, 2, 2, 3)),
+    case("upsample_bilinear", lambda F, x: F.upsample_bilinear(x, scale_factor=2), _randn(1, 2, 2, 3)),
+    case("pixel_shuffle", lambda F, x: F.pixel_shuffle(x, 2), _randn(1, 8, 2, 3)),
+    case("pixel_unshuffle", lambda F, x: F.pixel_unshuffle(x, downscale_factor=2), _randn(1, 2, 4, 6)),
+    case("channel_shuffle", lambda F, x: F.channel_shuffle(x, 2), _randn(1, 6, 2, 2)),
+    case("native_channel_shuffle", lambda F, x: F.native_channel_shuffle(x, 3), _randn(1, 6, 2), grad=False),
+    case(
+        "grid_sample",
+        lambda F, x, g: F.grid_sample(x, g, padding_mode="border", align_corners=True),
+        _randn(1, 2, 4, 5),
+        RNG.uniform(-1.2, 1.2, (1, 3, 2, 2)).astype(np.float32),
+    ),
+    case("affine_grid", lambda F, t: F.affine_grid(t, [2, 1, 3, 4], align_corners=False), _randn(2, 2, 3)),
+]
+
+ALL_CASES = CONVOLUTIONS + POOLS + ACTIVATIONS + NORMALIZATIONS + LINEAR_AND_SPARSE + LOSSES + SHAPES
+
+
+@pytest.mark.filterwarnings("ignore:`nn.functional.upsample")
+@pytest.mark.parametrize("call, arrays, grad, atol", ALL_CASES)
+def test_matches_torch(call, arrays, grad, atol):
+    check(call, *arrays, grad=grad, atol=atol)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_pools_with_indices(n):
+    x = _randn(2, 3, *(5, 6, 4)[:n])
+    name = f"max_pool{n}d"
+    # the indices are int32 here, int64 in torch: compared as values
+    check(lambda F, t: getattr(F, name)(t, 2, stride=1, return_indices=True), x, grad=False)
+    check(lambda F, t: getattr(F, f"{name}_with_indices")(t, 2, padding=1), x, grad=False)
+    check(lambda F, t: getattr(F, f"adaptive_{name}")(t, 3, return_indices=True), x, grad=False)
+    check(lambda F, t: getattr(F, f"adaptive_{name}_with_indices")(t, 2), x, grad=False)
+    # max_unpool of each library's own pool
+    check(lambda F, t: getattr(F, f"max_unpool{n}d")(*getattr(F, name)(t, 2, return_indices=True), 2), x)
+
+
+def test_legacy_reduction_arguments():
+    # size_average and reduce, deprecated in torch, still pick the reduction (with a warning in both)
+    with pytest.warns(UserWarning):
+        check(lambda F, x, y: F.mse_loss(x, y, size_average=False), _randn(3, 4), _randn(3, 4))
+    with pytest.warns(UserWarning):
+        check(lambda F, x, y: F.l1_loss(x, y, reduce=False), _randn(3, 4), _randn(3, 4))
+
+
+def test_softmax_implicit_dim_and_dtype():
+    x = _randn(2, 3, 4)
+    with pytest.warns(UserWarning, match="Implicit dimension"):
+        out = UF.softmax(Tensor(x))
+    with pytest.warns(UserWarning):
+        ref = TF.softmax(torch.tensor(x))
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-6)
+    out = UF.log_softmax(Tensor(x), dim=-1, dtype=dtypes.float64)
+    ref = TF.log_softmax(torch.tensor(x), dim=-1, dtype=torch.float64)
+    assert out.dtype == dtypes.float64
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# in place: the `_` forms and inplace=True write the result into the input tensor object itself
+
+IN_PLACE = [
+    ("relu_", lambda F, x: F.relu_(x)),
+    ("relu", lambda F, x: F.relu(x, inplace=True)),
+    ("elu_", lambda F, x: F.elu_(x, alpha=0.5)),
+    ("selu_", lambda F, x: F.selu_(x)),
+    ("celu_", lambda F, x: F.celu_(x, 0.7)),
+    ("leaky_relu_", lambda F, x: F.leaky_relu_(x, 0.2)),
+    ("hardtanh_", lambda F, x: F.hardtanh_(x, -0.5, 0.5)),
+    ("rrelu_", lambda F, x: F.rrelu_(x, 0.2, 0.2)),
+    ("threshold_", lambda F, x: F.threshold_(x, 0.1, -3.0)),
+    ("relu6", lambda F, x: F.relu6(x * 1, inplace=True)),
+    ("silu", lambda F, x: F.silu(x, inplace=True)),
+    ("hardswish", lambda F, x: F.hardswish(x, inplace=True)),
+    ("dropout_p0", lambda F, x: F.dropout(x, 0.0, inplace=True)),
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in IN_PLACE], ids=[n for n, _ in IN_PLACE])
+def test_in_place(call):
+    x = _randn(3, 4) * 3
+    ours, theirs = Tensor(x).realize(), torch.tensor(x)
+    ref = call(TF, theirs)
+    out = call(UF, ours)
+    if ref is theirs:
+        assert out is ours
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the random functions: their training flags and statistics
+
+
+def test_dropouts_training_false_return_the_input():
+    x = Tensor(_randn(2, 3, 4, 4))
+    assert UF.dropout(x, 0.5, training=False) is x
+    assert UF.dropout(x, p=0.3, training=False, inplace=True) is x
+    # the channel dropouts take (N, C, L), (N, C, H, W) and (N, C, D, H, W) (or unbatched)
+    for f, t in ((UF.dropout1d, x[0]), (UF.dropout2d, x), (UF.dropout3d, x)):
+        np.testing.assert_array_equal(f(t, 0.5, training=False).numpy(), t.numpy())
+    # alpha dropouts default to training=False, as torch's
+    np.testing.assert_array_equal(UF.alpha_dropout(x, 0.5).numpy(), x.numpy())
+    np.testing.assert_array_equal(UF.feature_alpha_dropout(x, 0.5).numpy(), x.numpy())
+
+
+def test_dropout_trains_by_default():
+    # training=True is the default (whatever Tensor.training says): about half dropped, the rest scaled by 2
+    assert not Tensor.training
+    out = UF.dropout(Tensor.ones(4000), 0.5).numpy()
+    assert set(np.unique(out)) <= {0.0, 2.0}
+    assert 0.4 < (out == 0).mean() < 0.6
+    x = Tensor.ones(8, 50, 3).contiguous().realize()
+    assert UF.dropout(x, 0.5, inplace=True) is x
+    assert set(np.unique(x.numpy())) <= {0.0, 2.0}
+    channels = UF.dropout2d(Tensor.ones(8, 50, 3, 3), 0.5).numpy()
+    # whole channels dropped together
+    assert np.all(channels.min((2, 3)) == channels.max((2, 3)))
+    with pytest.raises(ArgumentError, match="dropout: p"):
+        UF.dropout(Tensor.ones(3), 1.5)
+
+
+def test_gumbel_softmax_and_rrelu_training():
+    logits = Tensor(_randn(5, 4))
+    soft = UF.gumbel_softmax(logits, tau=0.5).numpy()
+    np.testing.assert_allclose(soft.sum(-1), 1.0, atol=1e-5)
+    hard = UF.gumbel_softmax(logits, hard=True, dim=-1).numpy()
+    np.testing.assert_allclose(np.sort(hard, -1)[:, -1], 1.0, atol=1e-6)
+    np.testing.assert_allclose(hard.sum(-1), 1.0, atol=1e-6)
+    slopes = UF.rrelu(Tensor.full((200,), -1.0), 0.1, 0.3, training=True).numpy()
+    assert np.all((slopes <= -0.1) & (slopes >= -0.3)) and slopes.std() > 0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# normalizations with running statistics
+
+
+def test_batch_norm_updates_running_stats():
+    x = _randn(6, 3, 4) * 2 + 1
+    mean, var = np.zeros(3, np.float32) + 0.5, np.ones(3, np.float32) * 2
+    ours_m, ours_v = Tensor(mean).realize(), Tensor(var).realize()
+    ref_m, ref_v = torch.tensor(mean), torch.tensor(var)
+    out = UF.batch_norm(Tensor(x), ours_m, ours_v, training=True, momentum=0.3)
+    ref = TF.batch_norm(torch.tensor(x), ref_m, ref_v, training=True, momentum=0.3)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours_m.numpy(), ref_m.numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours_v.numpy(), ref_v.numpy(), atol=1e-5)
+    # eval mode leaves them alone and normalizes with them
+    out = UF.batch_norm(Tensor(x), ours_m, ours_v)
+    ref = TF.batch_norm(torch.tensor(x), ref_m, ref_v)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours_m.numpy(), ref_m.numpy(), atol=1e-5)
+
+
+def test_instance_norm_running_stats():
+    x = _randn(2, 3, 5)
+    mean, var = np.zeros(3, np.float32), np.ones(3, np.float32)
+    ours_m, ours_v = Tensor(mean).realize(), Tensor(var).realize()
+    ref_m, ref_v = torch.tensor(mean), torch.tensor(var)
+    out = UF.instance_norm(Tensor(x), ours_m, ours_v, momentum=0.2)
+    ref = TF.instance_norm(torch.tensor(x), ref_m, ref_v, momentum=0.2)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours_m.numpy(), ref_m.numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours_v.numpy(), ref_v.numpy(), atol=1e-5)
+    out = UF.instance_norm(Tensor(x), ours_m, ours_v, use_input_stats=False)
+    ref = TF.instance_norm(torch.tensor(x), ref_m, ref_v, use_input_stats=False)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
+
+
+def test_embedding_max_norm_renormalizes_weight():
+    idx, table = np.array([[0, 2], [2, 3]]), _randn(5, 3) * 3
+    ours_w, ref_w = Tensor(table).realize(), torch.tensor(table)
+    out = UF.embedding(Tensor(idx.astype(np.int32)), ours_w, max_norm=1.5, norm_type=1.0)
+    ref = TF.embedding(torch.tensor(idx), ref_w, max_norm=1.5, norm_type=1.0)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
+    # the rows looked up were scaled in the table itself, the others kept
+    np.testing.assert_allclose(ours_w.numpy(), ref_w.numpy(), atol=1e-5)
+
+
+def test_embedding_bag_max_norm_renormalizes_weight():
+    idx, offsets, table = np.array([0, 2, 2, 3]), np.array([0, 1]), _randn(5, 3) * 3
+    ours_w, ref_w = Tensor(table).realize(), torch.tensor(table)
+    ours_i, ours_o = Tensor(idx.astype(np.int32)), Tensor(offsets.astype(np.int32))
+    out = UF.embedding_bag(ours_i, ours_w, ours_o, max_norm=2.0, mode="sum", sparse=True)
+    ref = TF.embedding_bag(torch.tensor(idx), ref_w, torch.tensor(offsets), max_norm=2.0, mode="sum", sparse=True)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours_w.numpy(), ref_w.numpy(), atol=1e-5)
+
+
+def test_normalize_out():
+    x = _randn(3, 4)
+    out = Tensor.zeros(3, 4).contiguous().realize()
+    assert UF.normalize(Tensor(x), out=out) is out
+    np.testing.assert_allclose(out.numpy(), TF.normalize(torch.tensor(x)).numpy(), atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# errors: which function, which argument, what was expected
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: UF.relu(np.ones(3)), TypeError, "relu: input must be a uopkit Tensor"),
+        (lambda: UF.cross_entropy(torch.ones(2, 3), Tensor([0, 1])), TypeError, "cross_entropy: input"),
+        (lambda: UF.max_pool2d(Tensor.ones(4), 2), ShapeError, r"max_pool2d: expected input \(N, C, H, W\)"),
+        (lambda: UF.max_pool1d(Tensor.ones(1, 1, 4), 2, padding=2), ArgumentError, "max_pool1d: padding"),
+        (lambda: UF.avg_pool2d(Tensor.ones(1, 1, 4, 4), (2, 2, 2)), ArgumentError, "avg_pool2d: kernel_size"),
+        (lambda: UF.conv2d(Tensor.ones(1, 1, 4, 4), Tensor.ones(1, 1, 2)), ShapeError, "conv2d: expected"),
+        (lambda: UF.batch_norm(Tensor.ones(2, 3), None, None), ArgumentError, "batch_norm: running_mean"),
+        (lambda: UF.batch_norm(Tensor.ones(1, 3), None, None, training=True), ValueError, "more than 1 value"),
+        (lambda: UF.layer_norm(Tensor.ones(2, 3), (4,)), ShapeError, "layer_norm: input of shape"),
+        (lambda: UF.interpolate(Tensor.ones(1, 1, 2, 2), 4, antialias=True), NotImplementedError, "antialias"),
+        (lambda: UF.interpolate(Tensor.ones(1, 1, 2), 4, mode="bilinear"), ShapeError, "needs a 4-d input"),
+        (lambda: UF.pad(Tensor.ones(1, 2, 3), (1, 1), mode="reflect", value=1.0), ArgumentError, "pad: mode"),
+        (lambda: UF.hardtanh(Tensor.ones(2), 1.0, -1.0), ArgumentError, "hardtanh: min_val"),
+        (lambda: UF.embedding(Tensor([0]), Tensor.ones(3, 2), padding_idx=5), ArgumentError, "padding_idx"),
+        (lambda: UF.adaptive_avg_pool2d(Tensor.ones(1, 2, 2), (1, 2, 3)), ArgumentError, "output_size"),
+        (lambda: UF.unfold(Tensor.ones(1, 1, 2, 2), 3), ShapeError, "unfold: kernel"),
+    ],
+)
+def test_errors(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# coverage: every public function of torch.nn.functional is here, or left out for a reason
+
+LEFT_OUT = {
+    "fractional_max_pool2d": "random pooling regions: no Tensor method draws them",
+    "fractional_max_pool3d": "random pooling regions: no Tensor method draws them",
+    "fractional_max_pool2d_with_indices": "random pooling regions: no Tensor method draws them",
+    "fractional_max_pool3d_with_indices": "random pooling regions: no Tensor method draws them",
+    "multi_head_attention_forward": "not a thin wrapper (25 arguments); nn.MultiheadAttention is the supported form",
+    "grouped_mm": "a CUDA grouped-GEMM kernel entry (jagged MoE batches, layout rules), not a dense-tensor function",
+    "scaled_mm": "float8 scaled matmul with swizzled scales: a low-precision CUDA kernel entry",
+    "scaled_grouped_mm": "float8 scaled grouped matmul: a low-precision CUDA kernel entry",
+    "Optional": "typing.Optional, re-exported by torch's module, not a function",
+    "assert_int_or_pair": "torch's internal argument check",
+    "boolean_dispatch": "torch's internal helper that builds the return_indices variants",
+    "handle_torch_function": "torch's __torch_function__ dispatch machinery",
+    "has_torch_function": "torch's __torch_function__ dispatch machinery",
+    "has_torch_function_unary": "torch's __torch_function__ dispatch machinery",
+    "has_torch_function_variadic": "torch's __torch_function__ dispatch machinery",
+}
+
+
+def _torch_public_functions() -> set[str]:
+    names = set()
+    for name in dir(TF):
+        obj = getattr(TF, name)
+        if not name.startswith("_") and callable(obj) and not inspect.isclass(obj) and not inspect.ismodule(obj):
+            names.add(name)
+    return names
+
+
+def test_every_name_is_callable_with_a_docstring():
+    assert len(UF.__all__) == len(set(UF.__all__))
+    for name in UF.__all__:
+        fn = getattr(UF, name)
+        assert callable(fn), name
+        assert fn.__doc__ and fn.__doc__.startswith(f"torch.nn.functional.{name}"), name
+
+
+def test_covers_torch_functional():
+    torch_names = _torch_public_functions()
+    missing = torch_names - set(UF.__all__) - set(LEFT_OUT)
+    assert not missing, f"torch.nn.functional functions neither covered nor listed in LEFT_OUT: {sorted(missing)}"
+    assert not set(LEFT_OUT) & set(UF.__all__)
+    # nothing of ours that torch doesn't have (on this torch version)
+    assert set(UF.__all__) <= torch_names
+
+
+def _documented_parameters(name: str, fn: Any) -> list[tuple[str, Any]] | None:
+    """(name, default) of a torch builtin's parameters, read from the signature its docstring opens with
+    ("conv1d(input, weight, bias=None, stride=1, ...) -> Tensor"); None where it doesn't open with one."""
+    doc = (fn.__doc__ or "").lstrip()
+    if not doc.startswith(f"{name}("):
+        return None
+    depth = 0
+    for i, ch in enumerate(doc):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == ")" and depth == 0:
+            parameters = doc[len(name) : i + 1]
+            break
+    else:
+        return None
+    tree = ast.parse(f"def f{parameters}: pass")
+    args = tree.body[0].args  # type: ignore[attr-defined]
+    positional = args.posonlyargs + args.args
+    defaults = [inspect.Parameter.empty] * (len(positional) - len(args.defaults)) + args.defaults
+    pairs = list(zip(positional, defaults, strict=True)) + list(zip(args.kwonlyargs, args.kw_defaults, strict=True))
+    # (defaults are literals or arithmetic on them: "lower=1./8")
+    return [(a.arg, d if d is inspect.Parameter.empty or d is None else eval(ast.unparse(d), {})) for a, d in pairs]
+
+
+@pytest.mark.parametrize("name", sorted(set(UF.__all__) & _torch_public_functions()))
+def test_signature_is_torchs(name):
+    # the parameter names, kinds and defaults are torch's: from its Python signature, or for a builtin from the
+    # signature its docstring opens with (names and defaults)
+    ours = inspect.signature(getattr(UF, name))
+    theirs_fn = getattr(TF, name)
+    try:
+        theirs = inspect.signature(theirs_fn)
+    except ValueError:
+        documented = _documented_parameters(name, theirs_fn)
+        if documented is None:
+            pytest.skip("torch's builtin has neither a Python signature nor one in its docstring")
+        assert [(p.name, p.default) for p in ours.parameters.values()] == documented
+        return
+    if any(p.kind is p.VAR_POSITIONAL for p in theirs.parameters.values()):
+        # the return_indices variants are built by boolean_dispatch: their signature is the _with_indices one's
+        theirs = inspect.signature(getattr(TF, f"{name}_with_indices"))
+
+    def described(sig: inspect.Signature) -> list[tuple[str, Any, Any]]:
+        return [(p.name, p.kind, p.default) for p in sig.parameters.values()]
+
+    assert described(ours) == described(theirs)
+
+
+def test_module_is_reachable_as_torch_users_import_it():
+    import uopkit.nn as nn
+
+    assert nn.functional is UF
+    assert math.isclose(UF.sigmoid(Tensor(0.0)).item(), 0.5)

@@ -1,0 +1,269 @@
+"""nn.Module, Parameter and the containers against torch.nn's: names and order of parameters, buffers and modules,
+state dicts both ways, training mode, hooks, moving and casting, and a training loop step for step."""
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, nn
+from uopkit.jit import TinyJit
+from uopkit.nn.optim import SGD
+from uopkit.nn.state import get_state_dict
+
+torch = pytest.importorskip("torch")
+
+
+def _nets():
+    class Ours(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 8)
+            self.bn = nn.BatchNorm1d(8)
+            self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+            self.heads = nn.ModuleDict({"a": nn.Linear(8, 3), "b": nn.Linear(8, 3)})
+            self.scale = nn.Parameter(Tensor.ones(3))
+            self.extra = nn.ParameterList([nn.Parameter(Tensor.zeros(2)), Tensor.ones(2)])
+            self.register_buffer("offset", Tensor.full((3,), 0.5))
+            self.register_buffer("scratch", Tensor.zeros(3), persistent=False)
+            self.plain = Tensor.ones(5)  # not state, as in torch
+            self.drop = nn.Dropout(0.0)
+
+        def forward(self, x):
+            x = self.bn(self.fc(x)).relu()
+            for block in self.blocks:
+                x = self.drop(block(x)).relu()
+            return (self.heads["a"](x) + self.heads["b"](x)) * self.scale + self.offset
+
+    class Theirs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 8)
+            self.bn = torch.nn.BatchNorm1d(8)
+            self.blocks = torch.nn.ModuleList([torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)])
+            self.heads = torch.nn.ModuleDict({"a": torch.nn.Linear(8, 3), "b": torch.nn.Linear(8, 3)})
+            self.scale = torch.nn.Parameter(torch.ones(3))
+            self.extra = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(2)), torch.ones(2)])
+            self.register_buffer("offset", torch.full((3,), 0.5))
+            self.register_buffer("scratch", torch.zeros(3), persistent=False)
+            self.plain = torch.ones(5)
+            self.drop = torch.nn.Dropout(0.0)
+
+        def forward(self, x):
+            x = self.bn(self.fc(x)).relu()
+            for block in self.blocks:
+                x = self.drop(block(x)).relu()
+            return (self.heads["a"](x) + self.heads["b"](x)) * self.scale + self.offset
+
+    torch.manual_seed(0)
+    ours, theirs = Ours(), Theirs()
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    return ours, theirs
+
+
+def test_names_and_order_match_torch():
+    ours, theirs = _nets()
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+    assert [n for n, _ in ours.named_children()] == [n for n, _ in theirs.named_children()]
+    own = [n for n, _ in theirs.named_parameters(recurse=False)]
+    assert [n for n, _ in ours.named_parameters(recurse=False)] == own == ["scale"]
+    assert sorted(get_state_dict(ours)) == sorted(theirs.state_dict())
+    assert ours.get_submodule("blocks.1") is ours.blocks[1]
+    assert ours.get_parameter("heads.a.bias") is ours.heads["a"].bias
+    assert ours.get_buffer("bn.running_var") is ours.bn.running_var
+    assert isinstance(ours.extra[1], nn.Parameter) and ours.extra[1].requires_grad
+
+
+def test_forward_train_and_eval_match_torch():
+    ours, theirs = _nets()
+    x = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
+    assert ours.training is True and all(m.training for m in ours.modules())
+    # training mode by default (torch's): batch statistics, running statistics updated
+    np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours.bn.running_mean.numpy(), theirs.bn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    assert ours.eval() is ours and not ours.training and not ours.bn.training
+    theirs.eval()
+    np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    assert Tensor.training is False  # the module's mode applies while it runs only
+
+
+def test_dropout_follows_the_module_mode():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(x)
+
+    net, x = Net(), Tensor.ones(1000)
+    assert (net(x).numpy() == 0).any()  # a new module trains, as torch's
+    net.eval()
+    assert (net(x).numpy() == 1).all()
+    net.drop.train()  # a layer's own mode wins inside its parent's
+    assert (net(x).numpy() == 0).any()
+    # a layer outside any module follows the global flag, as before
+    assert (nn.Dropout(0.5)(x).numpy() == 1).all()
+    with Tensor.train():
+        assert (nn.Dropout(0.5)(x).numpy() == 0).any()
+
+
+def test_jit_captures_anew_after_eval():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return self.bn(x)
+
+    net = Net()
+    step = TinyJit(lambda x: net(x).realize())
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3)).realize()
+    for _ in range(3):
+        trained = step(x).numpy()
+    net.eval()
+    for _ in range(3):
+        evaluated = step(x).numpy()
+    expected = (x.numpy() - net.bn.running_mean.numpy()) / np.sqrt(net.bn.running_var.numpy() + 1e-5)
+    np.testing.assert_allclose(evaluated, expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(trained, evaluated)
+
+
+def test_training_loop_matches_torch():
+    ours, theirs = _nets()
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((6, 4)).astype(np.float32), rng.standard_normal((6, 3)).astype(np.float32)
+    opt = SGD(ours.parameters(), lr=0.05, momentum=0.9)
+    topt = torch.optim.SGD(theirs.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(4):
+        opt.zero_grad()
+        loss = ((ours(Tensor(x)) - Tensor(y)) ** 2).mean()
+        loss.backward()
+        opt.step()
+        topt.zero_grad()
+        tloss = ((theirs(torch.tensor(x)) - torch.tensor(y)) ** 2).mean()
+        tloss.backward()
+        topt.step()
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-4)
+    for (name, p), (_, tp) in zip(ours.state_dict().items(), theirs.state_dict().items(), strict=True):
+        np.testing.assert_allclose(p.numpy(), tp.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_state_dict_round_trips_to_torch():
+    ours, theirs = _nets()
+    for p in ours.parameters():
+        p.assign(p * 2 + 1).realize()
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    for k, v in theirs.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), ours.state_dict()[k].numpy())
+
+
+def test_load_state_dict_keys():
+    ours, _ = _nets()
+    sd = {k: v.numpy() for k, v in ours.state_dict().items()}
+    with pytest.raises(RuntimeError, match="missing keys.*fc.weight"):
+        ours.load_state_dict({k: v for k, v in sd.items() if k != "fc.weight"})
+    result = ours.load_state_dict({**sd, "nope": np.zeros(1)}, strict=False)
+    assert result.missing_keys == [] and result.unexpected_keys == ["nope"]
+    with pytest.raises(ValueError, match="fc.bias"):
+        ours.load_state_dict({**sd, "fc.bias": np.zeros(3)})
+
+
+def test_hooks():
+    lin = nn.Linear(2, 2)
+    calls = []
+    pre = lin.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+    post = lin.register_forward_hook(lambda m, args, out: calls.append(out.shape) or out + 1)
+    out = lin(Tensor.ones(3, 2))
+    np.testing.assert_allclose(out.numpy(), np.broadcast_to(lin.bias.numpy() + 1, (3, 2)), rtol=1e-6)
+    assert calls == [(3, 2)]
+    pre.remove()
+    post.remove()
+    np.testing.assert_allclose(lin(Tensor.zeros(1, 2)).numpy()[0], lin.bias.numpy(), rtol=1e-6)
+    assert calls == [(3, 2)]
+    with pytest.raises(TypeError, match="callable"):
+        lin.register_forward_hook(3)
+
+
+def test_parameter():
+    data = Tensor([1.0, 2.0]).realize()
+    p = nn.Parameter(data)
+    assert isinstance(p, Tensor) and p.requires_grad and p.is_leaf
+    assert type(p * 2) is Tensor
+    (p * 3).sum().backward()
+    assert p.grad.tolist() == [3.0, 3.0]
+    assert nn.Parameter(data, requires_grad=False).requires_grad is False
+    assert nn.Parameter().shape == (0,)
+    with pytest.raises(TypeError, match="Parameter"):
+        nn.Parameter(np.ones(2))
+    with pytest.raises(RuntimeError, match="float"):
+        nn.Parameter(Tensor([1, 2]))
+
+
+def test_containers():
+    layers = nn.ModuleList([nn.Linear(1, 1) for _ in range(3)])
+    first, last = layers[0], layers[-1]
+    layers.insert(1, nn.ReLU())
+    assert len(layers) == 4 and isinstance(layers[1], nn.ReLU) and layers[3] is last
+    del layers[1]
+    assert [type(m).__name__ for m in layers] == ["Linear"] * 3 and layers[0] is first
+    assert isinstance(layers[1:], nn.ModuleList) and len(layers[1:]) == 2
+    layers += [nn.Tanh()]
+    assert [n for n, _ in layers.named_parameters()] == [f"{i}.{w}" for i in range(3) for w in ("weight", "bias")]
+    with pytest.raises(TypeError, match="Module"):
+        layers.append(Tensor.relu)
+    with pytest.raises(IndexError):
+        layers[7]
+    d = nn.ModuleDict({"x": nn.Linear(1, 2)})
+    d["y"] = nn.Linear(2, 1)
+    assert list(d) == ["x", "y"] and "y" in d and d.pop("x").out_features == 2 and d.keys() == ["y"]
+    with pytest.raises(KeyError):
+        d["training"] = nn.ReLU()
+    with pytest.raises(KeyError):
+        d["zz"]
+    params = nn.ParameterDict({"a": Tensor.ones(2)})
+    assert isinstance(params["a"], nn.Parameter) and [n for n, _ in params.named_parameters()] == ["a"]
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    seq.eval()
+    assert len(seq) == 2 and [type(m).__name__ for m in seq] == ["Linear", "ReLU"]
+    with pytest.raises(ValueError, match="train"):
+        nn.Sequential({"train": nn.ReLU()})
+
+
+def test_module_without_forward_and_bad_arguments():
+    class Empty(nn.Module):
+        pass
+
+    with pytest.raises(NotImplementedError, match="Empty.*forward"):
+        Empty()(Tensor.ones(1))
+    with pytest.raises(KeyError, match="'.'"):
+        Empty().register_buffer("a.b", Tensor.ones(1))
+    with pytest.raises(TypeError, match="Parameter"):
+        Empty().register_parameter("w", Tensor.ones(1))
+    with pytest.raises(ValueError, match="bool"):
+        Empty().train("yes")
+    with pytest.raises(TypeError, match="floating"):
+        nn.Linear(1, 1).to("int32")
+
+
+def test_apply_zero_grad_casting_and_repr():
+    ours, theirs = _nets()
+    seen = []
+    ours.apply(lambda m: seen.append(type(m).__name__) if isinstance(m, nn.Linear) else None)
+    assert len(seen) == 5
+    ours(Tensor.ones(2, 4)).sum().backward()
+    assert ours.fc.weight.grad is not None
+    ours.zero_grad()
+    assert all(p.grad is None for p in ours.parameters())
+    ours.requires_grad_(False)
+    assert not any(p.requires_grad for p in ours.parameters())
+    ours.requires_grad_(True)
+    ours.double()
+    assert ours.fc.weight.dtype.name == "double" and ours.bn.num_batches_tracked.dtype.name == "long"
+    assert isinstance(ours.scale, nn.Parameter) and ours.scale.requires_grad
+    np.testing.assert_allclose(ours.fc.weight.numpy(), theirs.fc.weight.detach().numpy(), rtol=1e-6)
+    assert ours.eval()(Tensor.ones(2, 4, dtype="float64")).dtype.name == "double"
+    text = repr(ours)
+    assert "(fc): Linear(" in text and "(blocks): ModuleList(" in text and "in_features=4" in text
