@@ -4,7 +4,8 @@
 The layers live in modules by concern, all re-exported here: `Module`, `Parameter` and the containers (nn/module.py),
 tinygrad's set and torch's basic layers (nn/modules.py), pooling and padding (nn/pooling.py), activations
 (nn/activations.py), other torch layers and losses (nn/layers.py, nn/losses.py, nn/spatial.py), recurrent layers,
-attention and transformers (nn/sequence.py); torch.nn.functional's names are `uopkit.nn.functional`.
+attention and transformers (nn/sequence.py); torch.nn.functional's names are `uopkit.nn.functional`, torch.nn.init's
+`uopkit.nn.init`, torch.nn.utils' (gradient clipping, rnn padding and packing) `uopkit.nn.utils`.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -13,7 +14,11 @@ attention and transformers (nn/sequence.py); torch.nn.functional's names are `uo
 """
 
 from uopkit.nn import activations, layers, losses, module, modules, pooling, sequence, spatial
-from uopkit.nn import functional as functional  # torch's F: `import uopkit.nn.functional as F`
+
+# torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`
+from uopkit.nn import functional as functional
+from uopkit.nn import init as init
+from uopkit.nn import utils as utils
 from uopkit.nn.activations import *  # noqa: F403
 from uopkit.nn.layers import *  # noqa: F403
 from uopkit.nn.losses import *  # noqa: F403

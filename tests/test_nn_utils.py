@@ -1,0 +1,298 @@
+"""uopkit.nn.utils against torch.nn.utils: gradient clipping on a small model's gradients (total norm and clipped
+gradients to 1e-6, every norm type, non-finite gradients), parameter vectors, and nn.utils.rnn's padding and packing."""
+
+import doctest
+import math
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, nn
+from uopkit.nn import utils
+from uopkit.nn.utils import rnn
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("module", [utils, utils.clip_grad, rnn])
+def test_docstring_examples(module):
+    assert doctest.testmod(module, extraglobs={"Tensor": Tensor}).failed == 0
+
+
+def _models(seed=0):
+    # the same two-layer network in uopkit and torch, with the same weights and one backward pass done
+    rng = np.random.default_rng(seed)
+    ours = [nn.Linear(5, 7), nn.Linear(7, 3)]
+    theirs = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+    with torch.no_grad():
+        for layer, twin in zip(ours, [theirs[0], theirs[2]], strict=True):
+            twin.weight.copy_(torch.from_numpy(layer.weight.numpy()))
+            twin.bias.copy_(torch.from_numpy(layer.bias.numpy()))
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    out = ours[1](ours[0](Tensor(x)).tanh())
+    (out * out).sum().mul(3).backward()
+    expected = theirs(torch.from_numpy(x))
+    (expected * expected).sum().mul(3).backward()
+    params, torch_params = [p for layer in ours for p in (layer.weight, layer.bias)], list(theirs.parameters())
+    _same_grads(params, torch_params, atol=1e-5)
+    # the clipping is compared on the very same gradients (the backward passes agree to rounding only)
+    for p, q in zip(params, torch_params, strict=True):
+        p.grad = Tensor(q.grad.numpy())
+    return params, torch_params
+
+
+def _same_grads(params, torch_params, atol=1e-6):
+    for p, q in zip(params, torch_params, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6, atol=atol)
+
+
+NORM_TYPES = [2.0, 1.0, 3.5, 0.5, math.inf, -math.inf, 0.0, "inf"]
+
+
+@pytest.mark.parametrize("norm_type", NORM_TYPES)
+@pytest.mark.parametrize("max_norm", [0.5, 1e6])
+def test_clip_grad_norm_matches_torch(norm_type, max_norm):
+    params, torch_params = _models()
+    grads = [p.grad for p in params]
+    total = utils.clip_grad_norm_(params, max_norm, norm_type=norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(torch_params, max_norm, norm_type=norm_type)
+    assert isinstance(total, Tensor) and total.shape == ()
+    np.testing.assert_allclose(total.item(), expected.item(), rtol=1e-6)
+    # the same gradient tensors, scaled in place
+    assert all(p.grad is g for p, g in zip(params, grads, strict=True))
+    _same_grads(params, torch_params)
+
+
+def test_clip_grad_norm_takes_a_generator_a_single_tensor_and_skips_missing_grads():
+    layer = nn.Linear(3, 2)
+    layer(Tensor.ones(1, 3)).sum().backward()
+    weight_grad = layer.weight.grad
+    extra = Tensor.zeros(4, requires_grad=True)
+    total = utils.clip_grad_norm_(iter([layer.weight, extra, layer.bias]), 0.1)
+    assert total.item() == pytest.approx(math.sqrt(2 * 3 + 2), rel=1e-6)
+    assert layer.weight.grad is weight_grad and extra.grad is None
+    assert utils.clip_grad_norm_(layer.weight, 1e-3).item() == pytest.approx(0.1 * math.sqrt(6 / 8), rel=1e-4)
+    assert np.sqrt((layer.weight.grad.numpy() ** 2).sum()) == pytest.approx(1e-3, rel=1e-3)
+    assert utils.clip_grad_norm_([extra], 1.0).item() == 0.0
+    assert utils.clip_grad_norm_([], 1.0).item() == 0.0
+
+
+@pytest.mark.parametrize("bad", [math.inf, math.nan])
+@pytest.mark.parametrize("norm_type", [2.0, math.inf, 1.0])
+def test_clip_grad_norm_nonfinite(bad, norm_type):
+    values = [np.array([1.0, bad, -2.0], np.float32), np.array([[0.5, -3.0]], np.float32)]
+    ours = [Tensor(v.copy(), requires_grad=True) for v in values]
+    theirs = [torch.tensor(v.copy(), requires_grad=True) for v in values]
+    for p, q in zip(ours, theirs, strict=True):
+        p.grad, q.grad = Tensor(p.numpy()), q.detach().clone()
+    with pytest.raises(RuntimeError, match="clip_grad_norm_: the total norm of order .* is non-finite"):
+        utils.clip_grad_norm_(ours, 1.0, norm_type, error_if_nonfinite=True)
+    with pytest.raises(RuntimeError):
+        torch.nn.utils.clip_grad_norm_(theirs, 1.0, norm_type, error_if_nonfinite=True)
+    # nothing was scaled by the refused call; without the check the gradients are scaled by the non-finite norm
+    np.testing.assert_array_equal(ours[1].grad.numpy(), values[1])
+    total = utils.clip_grad_norm_(ours, 1.0, norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, 1.0, norm_type)
+    np.testing.assert_array_equal(total.numpy(), expected.numpy())
+    for p, q in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())
+
+
+def test_clip_grad_norm_of_mixed_dtypes_matches_torch():
+    values = [np.array([1.0, 2.0, -0.3]), np.array([3.0, 4.0, 1e-3])]
+    ours = [Tensor(values[0], dtype="float32"), Tensor(values[1], dtype="float16")]
+    theirs = [torch.tensor(values[0], dtype=torch.float32), torch.tensor(values[1], dtype=torch.float16)]
+    for p, q in zip(ours, theirs, strict=True):
+        p.grad, q.grad = p.detach().contiguous(), q.clone()
+    grads = [p.grad for p in ours]
+    total = utils.clip_grad_norm_(ours, 1.0)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, 1.0)
+    np.testing.assert_allclose(total.item(), expected.item(), rtol=1e-6)
+    for p, q, g in zip(ours, theirs, grads, strict=True):
+        assert p.grad is g and p.grad.dtype == p.dtype
+        np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())
+
+
+def test_get_total_norm_and_clip_grads_with_norm_match_torch():
+    params, torch_params = _models(1)
+    grads = [p.grad for p in params]
+    for norm_type in (2.0, 1.0, math.inf):
+        total = utils.get_total_norm(grads, norm_type)
+        expected = torch.nn.utils.get_total_norm([q.grad for q in torch_params], norm_type)
+        np.testing.assert_allclose(total.item(), expected.item(), rtol=1e-6)
+    utils.clip_grads_with_norm_(params, 0.3, total)
+    torch.nn.utils.clip_grads_with_norm_(torch_params, 0.3, expected)
+    assert all(p.grad is g for p, g in zip(params, grads, strict=True))
+    _same_grads(params, torch_params)
+
+
+@pytest.mark.parametrize("clip_value", [0.01, 0.5, 100])
+def test_clip_grad_value_matches_torch(clip_value):
+    params, torch_params = _models(2)
+    grads = [p.grad for p in params]
+    assert utils.clip_grad_value_(params, clip_value) is None
+    torch.nn.utils.clip_grad_value_(torch_params, clip_value)
+    assert all(p.grad is g for p, g in zip(params, grads, strict=True))
+    _same_grads(params, torch_params)
+
+
+def test_clipping_records_nothing():
+    w = Tensor([3.0, 4.0], requires_grad=True)
+    (w * w).sum().backward()
+    grad = w.grad
+    utils.clip_grad_norm_([w], 1.0)
+    assert w.grad is grad and not w.grad.requires_grad
+    np.testing.assert_allclose(w.grad.numpy(), [0.6, 0.8], rtol=1e-5)
+
+
+def test_parameters_to_vector_matches_torch_and_is_differentiable():
+    params, torch_params = _models(3)
+    vec = utils.parameters_to_vector(params)
+    expected = torch.nn.utils.parameters_to_vector(torch_params)
+    assert vec.shape == tuple(expected.shape)
+    np.testing.assert_array_equal(vec.numpy(), expected.detach().numpy())
+    for p in params:
+        p.grad = None
+    (vec * vec).sum().backward()
+    for p in params:
+        np.testing.assert_allclose(p.grad.numpy(), 2 * p.numpy(), rtol=1e-6)
+
+
+def test_vector_to_parameters_writes_into_the_parameters():
+    layer = nn.Linear(4, 3)
+    weight, bias = layer.weight, layer.bias
+    view = weight.reshape(-1)
+    vec = Tensor.arange(15).float()
+    assert utils.vector_to_parameters(vec, layer.parameters()) is None
+    assert layer.weight is weight and layer.bias is bias and weight.requires_grad
+    np.testing.assert_array_equal(weight.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4))
+    np.testing.assert_array_equal(bias.numpy(), [12, 13, 14])
+    np.testing.assert_array_equal(view.numpy(), np.arange(12))
+    # a round trip, and torch's values
+    twin = torch.nn.Linear(4, 3)
+    torch.nn.utils.vector_to_parameters(torch.arange(15.0), twin.parameters())
+    np.testing.assert_array_equal(utils.parameters_to_vector(layer.parameters()).numpy(), np.arange(15))
+    np.testing.assert_array_equal(twin.weight.detach().numpy(), weight.numpy())
+    # a longer vector is read from its start, as torch's
+    utils.vector_to_parameters(Tensor.ones(20), [weight, bias])
+    np.testing.assert_array_equal(bias.numpy(), [1, 1, 1])
+
+
+def test_vector_to_parameters_errors():
+    with pytest.raises(TypeError, match="vector_to_parameters: expected a Tensor"):
+        utils.vector_to_parameters(np.zeros(3), [Tensor.zeros(3)])
+    with pytest.raises(ValueError, match="at least 5 elements"):
+        utils.vector_to_parameters(Tensor.zeros(4), [Tensor.zeros(3), Tensor.zeros(2)])
+
+
+# ---- nn.utils.rnn
+
+
+def _sequences(lengths, trailing=(), seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((n, *trailing)).astype(np.float32) for n in lengths]
+
+
+@pytest.mark.parametrize("lengths", [[3, 1, 4], [2, 2], [5], [0, 2]])
+@pytest.mark.parametrize("trailing", [(), (2,), (2, 3)])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_pad_sequence_matches_torch(lengths, trailing, batch_first, padding_side):
+    seqs = _sequences(lengths, trailing)
+    ours = rnn.pad_sequence([Tensor(s) for s in seqs], batch_first, -1.5, padding_side)
+    theirs = torch.nn.utils.rnn.pad_sequence([torch.from_numpy(s) for s in seqs], batch_first, -1.5, padding_side)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_pad_sequence_of_a_tensor_ints_and_gradients():
+    stacked = np.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(
+        rnn.pad_sequence(Tensor(stacked)).numpy(), torch.nn.utils.rnn.pad_sequence(torch.tensor(stacked)).numpy()
+    )
+    a, b = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
+    padded = rnn.pad_sequence([a, b], batch_first=True)
+    (padded * Tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    assert a.grad.tolist() == [1.0, 2.0] and b.grad.tolist() == [3.0]
+
+
+def test_pad_sequence_errors():
+    with pytest.raises(ValueError, match="padding_side"):
+        rnn.pad_sequence([Tensor([1.0])], padding_side="center")
+    with pytest.raises(ValueError, match="empty list"):
+        rnn.pad_sequence([])
+    with pytest.raises(ValueError, match="every sequence must have shape"):
+        rnn.pad_sequence([Tensor.zeros(2, 3), Tensor.zeros(2, 4)])
+
+
+def _same_packed(ours, theirs):
+    np.testing.assert_array_equal(ours.data.numpy(), theirs.data.detach().numpy())
+    np.testing.assert_array_equal(ours.batch_sizes.numpy(), theirs.batch_sizes.numpy())
+    for mine, other in [(ours.sorted_indices, theirs.sorted_indices), (ours.unsorted_indices, theirs.unsorted_indices)]:
+        assert (mine is None) == (other is None)
+        if mine is not None:
+            np.testing.assert_array_equal(mine.numpy(), other.numpy())
+
+
+PACK_CASES = [([4, 3, 3, 1], True), ([1, 4, 2, 4, 3], False), ([2, 2, 2], False), ([5], True), ([3, 1], False)]
+
+
+@pytest.mark.parametrize("lengths, enforce_sorted", PACK_CASES)
+@pytest.mark.parametrize("trailing", [(), (3,)])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_packing_matches_torch(lengths, enforce_sorted, trailing, batch_first):
+    seqs = _sequences(lengths, trailing, seed=len(lengths))
+    padded = torch.nn.utils.rnn.pad_sequence([torch.from_numpy(s) for s in seqs], batch_first)
+    ours = rnn.pack_padded_sequence(Tensor(padded.numpy()), lengths, batch_first, enforce_sorted)
+    theirs = torch.nn.utils.rnn.pack_padded_sequence(padded, lengths, batch_first, enforce_sorted)
+    assert isinstance(ours, rnn.PackedSequence) and isinstance(ours, tuple)
+    assert ours._fields == theirs._fields
+    _same_packed(ours, theirs)
+    for total_length in (None, max(lengths) + 2):
+        out, out_lengths = rnn.pad_packed_sequence(ours, batch_first, -2.0, total_length)
+        expected, expected_lengths = torch.nn.utils.rnn.pad_packed_sequence(theirs, batch_first, -2.0, total_length)
+        np.testing.assert_array_equal(out.numpy(), expected.numpy())
+        np.testing.assert_array_equal(out_lengths.numpy(), expected_lengths.numpy())
+    # a lengths tensor works as a list does
+    _same_packed(rnn.pack_padded_sequence(Tensor(padded.numpy()), Tensor(lengths), batch_first, enforce_sorted), theirs)
+
+
+@pytest.mark.parametrize("lengths, enforce_sorted", PACK_CASES)
+def test_pack_sequence_and_unpacking_match_torch(lengths, enforce_sorted):
+    seqs = _sequences(lengths, (2,), seed=7)
+    ours = rnn.pack_sequence([Tensor(s) for s in seqs], enforce_sorted)
+    theirs = torch.nn.utils.rnn.pack_sequence([torch.from_numpy(s) for s in seqs], enforce_sorted)
+    _same_packed(ours, theirs)
+    for got, s in zip(rnn.unpack_sequence(ours), seqs, strict=True):
+        np.testing.assert_array_equal(got.numpy(), s)
+    padded = rnn.pad_sequence([Tensor(s) for s in seqs], batch_first=True)
+    for got, s in zip(rnn.unpad_sequence(padded, lengths, batch_first=True), seqs, strict=True):
+        np.testing.assert_array_equal(got.numpy(), s)
+
+
+def test_packing_is_differentiable():
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(4, 3), requires_grad=True)
+    packed = rnn.pack_padded_sequence(x, [2, 4, 1], enforce_sorted=False)
+    out, _ = rnn.pad_packed_sequence(packed)
+    (out * Tensor(np.arange(12, dtype=np.float32).reshape(4, 3))).sum().backward()
+    expected = np.arange(12, dtype=np.float32).reshape(4, 3) * (np.arange(4)[:, None] < np.array([2, 4, 1]))
+    np.testing.assert_array_equal(x.grad.numpy(), expected)
+
+
+def test_packing_errors():
+    x = Tensor.zeros(4, 3)
+    with pytest.raises(ValueError, match="sorted in decreasing order"):
+        rnn.pack_padded_sequence(x, [2, 4, 1])
+    with pytest.raises(ValueError, match="greater than 0"):
+        rnn.pack_padded_sequence(x, [4, 2, 0])
+    with pytest.raises(ValueError, match="expected 2 sequences"):
+        rnn.pack_padded_sequence(x, [4, 2])
+    with pytest.raises(ValueError, match="longer than the input"):
+        rnn.pack_padded_sequence(x, [5, 2, 1])
+    with pytest.raises(ValueError, match="total_length=2"):
+        rnn.pad_packed_sequence(rnn.pack_padded_sequence(x, [4, 2, 1]), total_length=2)
+
+
+def test_packed_sequence_to():
+    packed = rnn.pack_sequence([Tensor([1.0, 2.0]), Tensor([3.0])])
+    half = packed.to(dtype="float16")
+    assert half.data.dtype != packed.data.dtype and half.batch_sizes is packed.batch_sizes
