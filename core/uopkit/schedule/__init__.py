@@ -653,20 +653,36 @@ def create_schedule(sink: UOp) -> list[ScheduleItem]:
         for d in s.src[1].src:
             if d.op is Ops.BUFFER:
                 raw_readers.setdefault(d, []).append(s)
+    # a reader that must run after the writer already (it reads what the writer computes, or an earlier such order
+    # put it there: `a` and `p` each reading what the other overwrites) reads a copy of B taken before the write
+    copies: dict[UOp, UOp] = {}
+    read_copy: dict[UOp, dict[UOp, UOp]] = {}
     for s in stores:
         buf = _store_buffer(s)
         for reader in raw_readers.get(buf, []):
-            if reader is not s and s not in _ancestors(reader, deps):
+            if reader is s:
+                continue
+            if s not in _ancestors(reader, deps):
                 deps[s].add(reader)
+                continue
+            if buf not in copies:
+                copies[buf] = _copy_of(buf)
+                deps[copies[buf]] = set()
+                deps[s].add(copies[buf])
+            read_copy.setdefault(reader, {})[buf] = copies[buf]
+            deps[reader].add(copies[buf])
     order: list[UOp] = []
     state: dict[UOp, int] = {}
-    for s in stores:
+    for s in [*copies.values(), *stores]:
         _visit(s, deps, state, order)
     items = []
     for s in order:
         kernel = s.src[1]
         out = _store_buffer(s)
-        ins = tuple(d if d.op is Ops.BUFFER else _store_buffer(d) for d in kernel.src)
+        moved = read_copy.get(s, {})
+        ins = tuple(
+            _store_buffer(moved[d]) if d in moved else d if d.op is Ops.BUFFER else _store_buffer(d) for d in kernel.src
+        )
         if kernel.arg.op is Ops.COPY:
             items.append(ScheduleItem(kernel.arg, (out, *ins), s))
             continue
@@ -676,6 +692,13 @@ def create_schedule(sink: UOp) -> list[ScheduleItem]:
         var_vals = tuple(sorted(named.items()))
         items.append(ScheduleItem(ast, (out, *ins[: n_globals - 1]), s, var_vals))
     return items
+
+
+def _copy_of(buf: UOp) -> UOp:
+    """A kernel STORE copying `buf` into a new buffer of its own (on its device)."""
+    device = buf.arg[1]
+    kernel = UOp(Ops.KERNEL, dtypes.void, (buf,), UOp(Ops.COPY, buf.dtype, (), (device, device)))
+    return UOp(Ops.STORE, buf.dtype, (UOp.new_buffer(device, buf.arg[2], buf.dtype), kernel))
 
 
 def vector_align(device: str) -> int:
