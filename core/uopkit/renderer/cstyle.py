@@ -114,7 +114,9 @@ class CStyleRenderer(Renderer):
                 val = "INFINITY" if fx > 0 else "-INFINITY"
             else:
                 val = repr(fx) + (self.float_suffix if dt != dtypes.float64 else "")
-            return val if dt in (dtypes.float32, dtypes.float64) else f"(({self.render_dtype(dt)}){val})"
+            # (NAN and INFINITY are float: a double one is cast, else a bit cast of it reads 4 bytes as 8)
+            plain = dt == dtypes.float32 or (dt == dtypes.float64 and math.isfinite(fx))
+            return val if plain else f"(({self.render_dtype(dt)}){val})"
         if dt in (dtypes.int64,):
             # -2**63 has no literal: 9223372036854775808 doesn't fit a long long (C reads it as unsigned)
             return "(-9223372036854775807ll-1)" if x == dtypes.min(dtypes.int64) else f"{x}ll"

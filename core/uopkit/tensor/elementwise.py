@@ -179,7 +179,10 @@ def _fmod_in_float64(a: Tensor, b: Tensor) -> Tensor:
     r = (r < 0).where((r < -m).where(r + 2 * m, r + m), (r < m).where(r, r - m))
     # (a zero remainder keeps x's sign through the signed power; x fmod inf is x, fmod 0 and inf fmod y are NaN)
     out = (r * power).cast(dtypes.float32)
-    out = (a.isfinite() & (b != 0) & (b == b)).where(out, math.nan)
+    # (no remainder: NaN made by arithmetic, so that it is the device's own, as C's fmod gives it: -nan on x86 for
+    # inf fmod y, the dividend's or divisor's NaN when one is given)
+    quotient = a / b
+    out = (a.isfinite() & (b != 0) & (b == b)).where(out, quotient - quotient)
     return (b.isinf() & a.isfinite()).where(a, out)
 
 
