@@ -15,9 +15,12 @@ attention and transformers (nn/sequence.py); torch.nn.functional's names are `uo
 
 from uopkit.nn import activations, layers, losses, module, modules, pooling, sequence, spatial
 
-# torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`
+# torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`,
+# `nn.optim.Adam`, `nn.lr_scheduler.StepLR`
 from uopkit.nn import functional as functional
 from uopkit.nn import init as init
+from uopkit.nn import lr_scheduler as lr_scheduler
+from uopkit.nn import optim as optim
 from uopkit.nn import utils as utils
 from uopkit.nn.activations import *  # noqa: F403
 from uopkit.nn.layers import *  # noqa: F403

@@ -1,4 +1,10 @@
-"""Optimizers: each step writes the new parameters and optimizer state in place (assign -> STORE), all realized at once.
+"""Optimizers by torch.optim's names: each step writes the new parameters and optimizer state in place (assign ->
+STORE), all realized at once. Parameter groups, `state_dict()` and the rest of torch's Optimizer API are in the base
+class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam in nn/optim_more.py; LR schedulers in
+`uopkit.nn.optim.lr_scheduler`, as torch.optim.lr_scheduler.
+
+torch's `foreach`, `fused`, `capturable` and `differentiable` arguments are accepted and ignored: every step is already
+one realize of fused kernels, replayable under TinyJit, and gradients never flow through a step.
 
 >>> from uopkit import Tensor
 >>> w = Tensor([1.0, 2.0], requires_grad=True)
@@ -12,32 +18,37 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from typing import Any
 
-import numpy as np
+from uopkit.dtype import DType, dtypes
+from uopkit.nn import lr_scheduler
+from uopkit.nn.optim_more import Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop
+from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _powers, _state_like
 
-from uopkit.device import Device
-from uopkit.dtype import DType, dtypes, to_numpy_dtype
+# (torch.nn.utils' clip_grad_norm_, where tinygrad's optimizers module has it too)
+from uopkit.nn.utils import clip_grad_norm_
 from uopkit.tensor import Tensor
 from uopkit.uop.ops import Ops, UOp
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_"]
+__all__ = [
+    "Optimizer",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "clip_grad_norm_",
+    "lr_scheduler",
+]
 
-
-def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
-    # a fresh buffer per state tensor (lazy constants are hash-consed and could share storage once realized); a
-    # bfloat16 parameter's state is bfloat16, as PyTorch's (numpy has no bfloat16: made from float32)
-    if t.dtype == dtypes.bfloat16:
-        arr = np.full(t.shape, value, dtype=np.float32)
-        return Tensor(arr, device=t.device).reshape(t.shape).cast(dtypes.bfloat16).realize().requires_grad_(False)
-    arr = np.full(t.shape, value, dtype=to_numpy_dtype(t.dtype))
-    return Tensor(arr, device=t.device).reshape(t.shape).requires_grad_(False)
-
-
-def _scalar(value: float, device: str, dtype: DType) -> Tensor:
-    # hyperparameters that change between steps live in a buffer, so changing them never recompiles a kernel
-    return Tensor(np.array([value], dtype=to_numpy_dtype(dtype)), device=device).reshape(()).requires_grad_(False)
-
+# `from uopkit.nn.optim.lr_scheduler import StepLR`, as torch's `torch.optim.lr_scheduler` (this module is no package)
+sys.modules[f"{__name__}.lr_scheduler"] = lr_scheduler
 
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook
 _RESHAPE, _EXPAND, _DETACH, _MUL, _NEG, _ADD = Ops.RESHAPE, Ops.EXPAND, Ops.DETACH, Ops.MUL, Ops.NEG, Ops.ADD
@@ -67,91 +78,6 @@ def _sgd_update(p: Tensor, grad: Tensor, lr: Tensor) -> Tensor | None:
     return Tensor(UOp(_ADD, dt, (UOp(_DETACH, dt, (w,)), UOp(_NEG, dt, (step,)))))
 
 
-def _dedup(ts: list[Tensor]) -> list[Tensor]:
-    seen: set[int] = set()
-    return [t for t in ts if not (id(t) in seen or seen.add(id(t)))]  # type: ignore[func-returns-value]
-
-
-class Optimizer:
-    """Base class: `params` with requires_grad get updated; the others (e.g. BatchNorm running statistics) are
-    realized with every step so that their pending in-place updates land too."""
-
-    def __init__(self, params: Tensor | Iterable[Tensor], lr: float) -> None:
-        if lr < 0:
-            raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
-        # (any iterable, as torch: a generator such as model.parameters() is read once)
-        params = [params] if isinstance(params, Tensor) else list(params)
-        for p in params:
-            if not isinstance(p, Tensor):
-                raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
-            if p.requires_grad is None:
-                if not dtypes.is_float(p.dtype):
-                    # (only float tensors can require gradients)
-                    raise TypeError(
-                        f"{type(self).__name__}: parameter of shape {p.shape} is {p.dtype}, not floating point"
-                    )
-                p.requires_grad = True
-        self.params = _dedup([p for p in params if p.requires_grad])
-        self.buffers = _dedup([p for p in params if not p.requires_grad])
-        if not self.params:
-            raise ValueError(f"{type(self).__name__}: got no parameters that require a gradient")
-        self.device = self.params[0].device
-        # float32, or float64 where a parameter is: its update then uses the numbers as given, as PyTorch's Python
-        # floats (0.1 in float32 is 0.1000000015)
-        float64 = any(p.dtype == dtypes.float64 for p in self.params)
-        self._hyper_dtype = dtypes.float64 if float64 else dtypes.float32
-        self._lr = _scalar(lr, self.device, self._hyper_dtype)
-
-    @property
-    def lr(self) -> Tensor:
-        """The learning rate, a 0-d float32 tensor (float64 when a parameter is): changing it (`opt.lr = 0.01`, or an
-        assign into it) recompiles nothing, and a TinyJit replay reads the new value."""
-        return self._lr
-
-    @lr.setter
-    def lr(self, value: float | Tensor) -> None:
-        if isinstance(value, Tensor):
-            self._lr = value
-            return
-        if not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"{type(self).__name__}: learning rate must be a number >= 0, got {value!r}")
-        self._lr.assign(Tensor(float(value), device=self.device, dtype=self._lr.dtype)).realize()
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    def step(self) -> None:
-        """Update every parameter from its `.grad` (one realize for all parameters and state)."""
-        if pending := self.schedule_step():
-            Tensor.realize(*pending)
-
-    def schedule_step(self) -> list[Tensor]:
-        """Build the in-place updates without running them; returns the tensors to realize (the updated parameters and
-        state, and the gradients, which are realized with them).
-
-        Realize them together with the loss (`Tensor.realize(loss, *opt.schedule_step())`) to read the loss of
-        this step: a parameter's buffer is overwritten when the step runs.
-        """
-        with_grad = [p for p in self.params if p.grad is not None]
-        if not with_grad:
-            # (nothing to update, as torch's step: its buffers' pending updates still land)
-            return list(self.buffers)
-        for p in with_grad:
-            assert p.grad is not None
-            if p.grad.shape != p.shape:
-                raise ValueError(
-                    f"{type(self).__name__}.step: gradient shape {p.grad.shape} doesn't match its parameter's {p.shape}"
-                )
-        # the gradients are realized with the step (as PyTorch keeps them after step()): left lazy, they would read the
-        # weights the step overwrites, and each step would first copy every weight for them (copy on write)
-        grads = [p.grad for p in with_grad if p.grad is not None]
-        return self._step(with_grad) + self.params + self.buffers + grads
-
-    def _step(self, params: list[Tensor]) -> list[Tensor]:
-        raise NotImplementedError
-
-
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, Nesterov momentum and L2 weight decay (PyTorch semantics).
 
@@ -159,9 +85,13 @@ class SGD(Optimizer):
     p -= lr * (g + momentum * b if nesterov else b)
     """
 
+    dynamic = ("momentum",)
+    state_names = ("momentum_buffer",)
+    clock_state = ()
+
     def __init__(
         self,
-        params: Tensor | Iterable[Tensor],
+        params: Tensor | Iterable[Any],
         lr: float = 0.001,
         momentum: float = 0.0,
         dampening: float = 0.0,
@@ -169,79 +99,106 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
         # (torch's positional order: lr, momentum, dampening, weight_decay, nesterov; tinygrad's puts weight_decay
         # third, which would read as a dampening here: pass those by name)
-        super().__init__(params, lr)
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        defaults |= dict(maximize=maximize, foreach=foreach, differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        momentum, weight_decay = group["momentum"], group["weight_decay"]
         if momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: momentum ({momentum}) and weight_decay ({weight_decay}) must be >= 0")
-        if nesterov and (momentum == 0 or dampening != 0):
+        if group["nesterov"] and (momentum == 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov momentum needs momentum > 0 and dampening 0")
-        self.momentum, self.weight_decay, self.nesterov, self.dampening = momentum, weight_decay, nesterov, dampening
-        self.maximize = maximize
-        self.b = [_state_like(p) for p in self.params] if momentum else []
-        # (PyTorch's first step of each parameter takes its gradient as the momentum buffer, undampened)
-        self._momentum_started = [False] * len(self.params)
 
-    def _step(self, params: list[Tensor]) -> list[Tensor]:
+    def _init_state(self, group: ParamGroup, p: Tensor) -> dict[str, Tensor]:
+        return {"momentum_buffer": _state_like(p)} if group["momentum"] else {}
+
+    def _clock_values(self, group: ParamGroup, step: float) -> dict[str, float]:
+        return {}
+
+    @property
+    def b(self) -> list[Tensor]:
+        """The momentum buffers, parameter by parameter."""
+        return [s["momentum_buffer"] for s in self._slots.values() if "momentum_buffer" in s]
+
+    def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        lr, momentum = group.tensors["lr"][0], group.hyper("momentum")
+        dampening, weight_decay, nesterov = group["dampening"], group["weight_decay"], group["nesterov"]
+        written: list[Tensor] = []
         for p in params:
             assert p.grad is not None
             # (maximize: the gradient's negative, as torch's)
-            grad = -p.grad if self.maximize else p.grad
-            if not self.weight_decay and not self.momentum:
+            grad = -p.grad if group["maximize"] else p.grad
+            if not weight_decay and isinstance(momentum, (int, float)) and not momentum:
                 # (plain SGD: the update's nodes built directly when the dtypes and devices allow)
-                new = _sgd_update(p, grad, self.lr)
+                new = _sgd_update(p, grad, lr)
                 if new is not None:
                     p.assign(new)
                     continue
             g = grad.detach()
-            if self.weight_decay:
-                g = g + self.weight_decay * p.detach()
-            if self.momentum:
-                i = self._index(p)
-                b = self.b[i]
-                damped = g if not self.dampening or not self._momentum_started[i] else (1 - self.dampening) * g
-                b.assign(self.momentum * b + damped)
-                self._momentum_started[i] = True
+            if weight_decay:
+                g = g + weight_decay * p.detach()
+            if isinstance(momentum, Tensor) or momentum:
+                mom = momentum.cast(g.dtype) if isinstance(momentum, Tensor) else momentum
+                b = self._slot(p, "momentum_buffer")
+                # (PyTorch's first step of each parameter takes its gradient as the momentum buffer, undampened)
+                damped = (1 - dampening) * g if dampening and id(p) in self._started else g
+                b.assign(mom * b + damped)
+                written.append(b)
                 # (half floats summed in float32 and rounded once; float32 and float64 in their own dtype)
                 wide = dtypes.float32 if g.dtype in dtypes.halves else g.dtype
-                g = (g.cast(wide) + self.momentum * b.cast(wide)).cast(g.dtype) if self.nesterov else b
+                if nesterov:
+                    wide_mom = momentum.cast(wide) if isinstance(momentum, Tensor) else momentum
+                    g = (g.cast(wide) + wide_mom * b.cast(wide)).cast(g.dtype)
+                else:
+                    g = b
             if p.dtype in dtypes.halves:
                 # lr * g subtracted in float32 and rounded once, as PyTorch's p.add_(g, alpha=-lr) (lr rounded to a
                 # half float is off by up to 0.4% in bfloat16)
-                p.assign((p.detach().float() - self.lr * g.float()).cast(p.dtype))
+                p.assign((p.detach().float() - lr * g.float()).cast(p.dtype))
                 continue
-            p.assign((p.detach() - self.lr.cast(p.dtype) * g).cast(p.dtype))
-        return self.b
-
-    def _index(self, p: Tensor) -> int:
-        return next(i for i, q in enumerate(self.params) if q is p)
+            p.assign((p.detach() - lr.cast(p.dtype) * g).cast(p.dtype))
+        return written
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba) with bias correction; `weight_decay` adds L2 to the gradient, as PyTorch's Adam.
+    """Adam (Kingma & Ba) with bias correction; `weight_decay` adds L2 to the gradient, as PyTorch's Adam
+    (`decoupled_weight_decay=True`: AdamW's decay).
 
     m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 
     `amsgrad=True`: the largest v of all steps so far (kept per element) takes v's place in the step, as PyTorch's.
+    The betas are the third and fourth positional arguments (tinygrad's b1, b2); torch's `betas=` by name.
     """
 
+    dynamic = ("betas",)
+    state_names = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
     decoupled = False
 
     def __init__(
         self,
-        params: Tensor | Iterable[Tensor],
+        params: Tensor | Iterable[Any],
         lr: float = 0.001,
         b1: float = 0.9,
         b2: float = 0.999,
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        amsgrad: bool = False,
         *,
         betas: tuple[float, float] | None = None,
-        amsgrad: bool = False,
+        foreach: bool | None = None,
         maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool | None = None,
     ) -> None:
-        super().__init__(params, lr)
         if isinstance(b1, (tuple, list)):
             raise TypeError(
                 f"{type(self).__name__}: pass betas by name (betas={tuple(b1)}): the third positional argument is b1"
@@ -249,64 +206,114 @@ class Adam(Optimizer):
         if betas is not None:
             # (PyTorch's name for (b1, b2))
             b1, b2 = betas
+        decoupled = self.decoupled if decoupled_weight_decay is None else decoupled_weight_decay
+        defaults = dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
+        defaults |= dict(foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused)
+        defaults["decoupled_weight_decay"] = decoupled
+        self._constants: dict[tuple[str, str], UOp] = {}
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        b1, b2 = group["betas"]
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got ({b1}, {b2})")
-        self.b1, self.b2, self.eps, self.weight_decay, self.maximize = b1, b2, eps, weight_decay, maximize
-        self.amsgrad = amsgrad
-        self._constants: dict[tuple[str, str], UOp] = {}
-        self.m = [_state_like(p) for p in self.params]
-        self.v = [_state_like(p) for p in self.params]
-        # amsgrad (Reddi et al.): the largest v so far divides the step, as PyTorch's max_exp_avg_sq
-        self.v_max = [_state_like(p) for p in self.params] if amsgrad else []
-        # b1^t and b2^t, kept in buffers so the step count is data, not a constant baked into a kernel
-        # in float64 where the device has it, as PyTorch's Python floats: float32(0.999) is 0.99900001, and its powers'
-        # 1 - b2^t were off by 1.3e-5 relative (every step size by ~6e-6)
-        powers = dtypes.float64 if dtypes.float64 in Device[self.device].renderer.caps.supported_dtypes else None
-        self.b1_t, self.b2_t = (
-            _scalar(1.0, self.device, powers or self._hyper_dtype),
-            _scalar(1.0, self.device, powers or self._hyper_dtype),
-        )
+        if group["eps"] < 0 or group["weight_decay"] < 0:
+            raise ValueError(f"{type(self).__name__}: eps and weight_decay must be >= 0")
 
-    def _step(self, params: list[Tensor]) -> list[Tensor]:
-        self.b1_t.assign(self.b1_t * self.b1)
-        self.b2_t.assign(self.b2_t * self.b2)
-        # the bias corrections and the learning rate, per dtype: every parameter's update reads the same (hash-consed)
-        # nodes, so they are built once, not once per parameter
-        scalars: dict[DType, tuple[Tensor, Tensor, Tensor]] = {}
+    def _init_state(self, group: ParamGroup, p: Tensor) -> dict[str, Tensor]:
+        slots = {"exp_avg": _state_like(p), "exp_avg_sq": _state_like(p)}
+        if group["amsgrad"]:
+            # amsgrad (Reddi et al.): the largest v so far divides the step, as PyTorch's max_exp_avg_sq
+            slots["max_exp_avg_sq"] = _state_like(p)
+        return slots
+
+    # b1^t and b2^t, kept in buffers so the step count is data, not a constant baked into a kernel
+    def _clock_values(self, group: ParamGroup, step: float) -> dict[str, float]:
+        return {"step": float(step)} | _beta_powers(group["betas"], step)
+
+    def _clock_next(self, group: ParamGroup, clock: dict[str, Tensor]) -> dict[str, Tensor]:
+        b1, b2 = group["betas"]
+        return {"step": clock["step"] + 1, "b1_t": clock["b1_t"] * b1, "b2_t": clock["b2_t"] * b2}
+
+    # (the first group's first clock and the moments, parameter by parameter: tinygrad's attribute names)
+    @property
+    def b1_t(self) -> Tensor:
+        return self._clocks[id(self.params[0])].values["b1_t"]
+
+    @property
+    def b2_t(self) -> Tensor:
+        return self._clocks[id(self.params[0])].values["b2_t"]
+
+    @property
+    def m(self) -> list[Tensor]:
+        return [s["exp_avg"] for s in self._slots.values()]
+
+    @property
+    def v(self) -> list[Tensor]:
+        return [s["exp_avg_sq"] for s in self._slots.values()]
+
+    @property
+    def v_max(self) -> list[Tensor]:
+        return [s["max_exp_avg_sq"] for s in self._slots.values() if "max_exp_avg_sq" in s]
+
+    def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        b1, b2 = group.hyper("betas")
+        eps, weight_decay, amsgrad = group["eps"], group["weight_decay"], group["amsgrad"]
+        decoupled = group["decoupled_weight_decay"]
+        static = not isinstance(b1, Tensor)
+        consts = _AdamConstants(b1, b2, eps, weight_decay, decoupled, self._constants) if static else None
+        # the bias corrections and the learning rate, per clock and dtype: every parameter's update reads the same
+        # (hash-consed) nodes, so they are built once, not once per parameter
+        scalars: dict[tuple[int, DType], tuple[Tensor, Tensor, Tensor]] = {}
+        written: list[Tensor] = []
         for p in params:
-            i = next(i for i, q in enumerate(self.params) if q is p)
             assert p.grad is not None
-            g, w = (-p.grad if self.maximize else p.grad).detach(), p.detach()
-            if self.weight_decay and not self.decoupled:
-                g = g + self.weight_decay * w
-            m, v = self.m[i], self.v[i]
-            if p.dtype not in scalars:
-                scalars[p.dtype] = (
-                    (1 - self.b1_t).cast(p.dtype),
-                    (1 - self.b2_t).cast(p.dtype),
-                    self.lr.cast(p.dtype),
+            g, w = (-p.grad if group["maximize"] else p.grad).detach(), p.detach()
+            if weight_decay and not decoupled:
+                g = g + weight_decay * w
+            slots = self._slots[id(p)]
+            m, v = slots["exp_avg"], slots["exp_avg_sq"]
+            written += (m, v)
+            clock = self._clocks[id(p)].values
+            if (key := (id(clock), p.dtype)) not in scalars:
+                scalars[key] = (
+                    (1 - _powers(group, clock, "betas", 0)).cast(p.dtype),
+                    (1 - _powers(group, clock, "betas", 1)).cast(p.dtype),
+                    group.tensors["lr"][0].cast(p.dtype),
                 )
-            bias1, bias2, lr = scalars[p.dtype]
-            if not self.amsgrad and _adam_update(self, p, g, w, m, v, (bias1, bias2, lr)):
+            bias1, bias2, lr = scalars[key]
+            if consts is not None and not amsgrad and _adam_update(consts, p, g, w, m, v, (bias1, bias2, lr)):
                 continue
-            m.assign(self.b1 * m + (1 - self.b1) * g)
-            v.assign(self.b2 * v + (1 - self.b2) * (g * g))
+            c1, c2 = (b.cast(p.dtype) if isinstance(b, Tensor) else b for b in (b1, b2))
+            m.assign(c1 * m + (1 - c1) * g)
+            v.assign(c2 * v + (1 - c2) * (g * g))
             m_hat = m / bias1
-            if self.amsgrad:
-                v_max = self.v_max[i]
+            if amsgrad:
+                v_max = self._slot(p, "max_exp_avg_sq")
                 v_max.assign(v_max.maximum(v))
+                written.append(v_max)
                 v = v_max
             v_hat = v / bias2
-            if self.weight_decay and self.decoupled:
-                w = w * (1 - lr * self.weight_decay)
-            p.assign((w - lr * m_hat / (v_hat.sqrt() + self.eps)).cast(p.dtype))
-        return [self.b1_t, self.b2_t, *self.m, *self.v, *self.v_max]
+            if weight_decay and decoupled:
+                w = w * (1 - lr * weight_decay)
+            p.assign((w - lr * m_hat / (v_hat.sqrt() + eps)).cast(p.dtype))
+        return written
 
 
-def _adam_update(opt: Adam, p: Tensor, g: Tensor, w: Tensor, m: Tensor, v: Tensor, scalars: tuple[Tensor, ...]) -> bool:
+class _AdamConstants:
+    """A group's constant Adam hyperparameters, with the cache of their 0-d constant nodes."""
+
+    def __init__(self, b1: float, b2: float, eps: float, weight_decay: float, decoupled: bool, cache: dict) -> None:
+        self.b1, self.b2, self.eps, self.weight_decay, self.decoupled = b1, b2, eps, weight_decay, decoupled
+        self._constants = cache
+
+
+def _adam_update(
+    opt: _AdamConstants, p: Tensor, g: Tensor, w: Tensor, m: Tensor, v: Tensor, scalars: tuple[Tensor, ...]
+) -> bool:
     """Adam's step of a float32 parameter (`g`, `w`: its gradient and value, detached and with weight decay added;
     `m`, `v`: its moments; `scalars`: the bias corrections and the learning rate, 0-d), assigned with nodes built
-    directly: the nodes `Adam._step`'s Tensor methods build (a test checks), without their checks and intermediate
+    directly: the nodes `Adam._update`'s Tensor methods build (a test checks), without their checks and intermediate
     tensors, for every parameter of every step (the main job's optimizer phase: 0.60-0.67 -> 0.55 ms a step). False:
     another case (another dtype, shapes or devices that differ), left to the Tensor methods."""
     dt, shape, device = p.dtype, p.shape, p.device
@@ -351,50 +358,20 @@ class AdamW(Adam):
 
     def __init__(
         self,
-        params: Tensor | Iterable[Tensor],
+        params: Tensor | Iterable[Any],
         lr: float = 0.001,
         b1: float = 0.9,
         b2: float = 0.999,
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        amsgrad: bool = False,
         *,
         betas: tuple[float, float] | None = None,
-        amsgrad: bool = False,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params, lr, b1, b2, eps, weight_decay, betas=betas, amsgrad=amsgrad, maximize=maximize)
-
-
-def clip_grad_norm_(params: Tensor | Iterable[Tensor], max_norm: float, norm_type: float = 2.0) -> Tensor:
-    """Scale the gradients of `params` so that their norm taken together is at most `max_norm` (torch's
-    `clip_grad_norm_`: by max_norm / (norm + 1e-6) when that is below 1); returns that total norm.
-
-    Nothing is read back: the norm and the scaled gradients stay lazy (realized with the step), so a step that clips
-    still runs under TinyJit.
-
-    >>> w = Tensor([3.0, 4.0], requires_grad=True)
-    >>> (w * w).sum().backward().shape
-    ()
-    >>> round(clip_grad_norm_([w], 1.0).item(), 4), [round(g, 4) for g in w.grad.tolist()]
-    (10.0, [0.6, 0.8])
-    """
-    # (a tensor or any iterable, read once; a tensor given twice counts twice and is scaled twice, as torch's)
-    params = [params] if isinstance(params, Tensor) else list(params)
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return Tensor(0.0)
-    # (float32 for half floats, float64 when a gradient is: its norm isn't rounded to float32)
-    wide = dtypes.float64 if any(g.dtype == dtypes.float64 for g in grads) else dtypes.float32
-    if norm_type == float("inf"):
-        total = Tensor.stack(*[g.detach().abs().max().cast(wide) for g in grads]).max()
-    else:
-        total = Tensor.stack(*[(g.detach().cast(wide).abs() ** norm_type).sum() for g in grads]).sum() ** (
-            1 / norm_type
-        )
-    scale = (max_norm / (total + 1e-6)).minimum(1.0)
-    for p in params:
-        if p.grad is not None:
-            p.grad = p.grad * scale.cast(p.grad.dtype)
-    # (in the gradients' dtype when they share one, as torch's: float16 gradients give a float16 norm)
-    dtypes_of_grads = {g.dtype for g in grads}
-    return total.cast(dtypes_of_grads.pop()) if len(dtypes_of_grads) == 1 else total
+        options = dict(foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused)
+        super().__init__(params, lr, b1, b2, eps, weight_decay, amsgrad, betas=betas, maximize=maximize, **options)

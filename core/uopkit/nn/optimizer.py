@@ -1,0 +1,471 @@
+"""The optimizer base class, as torch.optim.Optimizer: parameter groups with per-group hyperparameters, per-parameter
+state, `state_dict()` / `load_state_dict()` in torch's layout. The update rules are in nn/optim.py (SGD and the Adam
+family) and nn/optim_more.py (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam).
+
+What a TinyJit replay reads: each group's learning rate is a 0-d tensor, so `group["lr"] = x` (what an LR scheduler
+does) writes that tensor and the next step, jitted or not, uses it without recompiling. The hyperparameters in an
+optimizer's `dynamic` list (SGD's and RMSprop's "momentum", the Adam family's "betas": what OneCycleLR and CyclicLR
+cycle) become 0-d tensors too the first time a group's value changes; every other hyperparameter is a constant of the
+kernels built at each step (a change recompiles them, and doesn't reach the replays of an earlier TinyJit capture).
+
+>>> from uopkit import Tensor
+>>> from uopkit.nn.optim import SGD
+>>> w, b = Tensor([1.0, 2.0], requires_grad=True), Tensor([1.0], requires_grad=True)
+>>> opt = SGD([{"params": [w]}, {"params": [b], "lr": 0.5}], lr=0.1)
+>>> (w.sum() + b.sum()).backward().shape
+()
+>>> opt.param_groups[0]["lr"] = 0.25
+>>> opt.step()
+>>> w.tolist(), b.tolist()
+([0.75, 1.75], [0.5])
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from uopkit.device import Device
+from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.tensor import Tensor
+
+__all__ = ["Optimizer", "ParamGroup"]
+
+
+def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
+    # a fresh buffer per state tensor (lazy constants are hash-consed and could share storage once realized); a
+    # bfloat16 parameter's state is bfloat16, as PyTorch's (numpy has no bfloat16: made from float32)
+    if t.dtype == dtypes.bfloat16:
+        arr = np.full(t.shape, value, dtype=np.float32)
+        return Tensor(arr, device=t.device).reshape(t.shape).cast(dtypes.bfloat16).realize().requires_grad_(False)
+    arr = np.full(t.shape, value, dtype=to_numpy_dtype(t.dtype))
+    return Tensor(arr, device=t.device).reshape(t.shape).requires_grad_(False)
+
+
+def _scalar(value: float, device: str, dtype: DType) -> Tensor:
+    # hyperparameters that change between steps live in a buffer, so changing them never recompiles a kernel
+    return Tensor(np.array([value], dtype=to_numpy_dtype(dtype)), device=device).reshape(()).requires_grad_(False)
+
+
+def _write(t: Tensor, value: float) -> None:
+    # a new value into a 0-d hyperparameter's buffer (the buffer stays: a TinyJit replay reads it)
+    t.assign(Tensor(float(value), device=t.device, dtype=t.dtype)).realize()
+
+
+def _number(value: Any) -> float:
+    # a Python number, a 0-d (or one-element) numpy array, torch tensor or uopkit Tensor as a float
+    if isinstance(value, Tensor):
+        return float(value.item())
+    return float(np.asarray(value).reshape(()))
+
+
+def _dedup(ts: list[Tensor]) -> list[Tensor]:
+    seen: set[int] = set()
+    return [t for t in ts if not (id(t) in seen or seen.add(id(t)))]  # type: ignore[func-returns-value]
+
+
+class ParamGroup(dict):
+    """One entry of `optimizer.param_groups`: a dict of "params" and the hyperparameters, as torch's. Setting "lr" (or
+    a dynamic hyperparameter, see the module's docstring) writes the 0-d tensor the step reads."""
+
+    def __init__(self, owner: Optimizer, values: dict[str, Any]) -> None:
+        super().__init__(values)
+        self._owner = weakref.ref(owner)
+        # the 0-d tensors the step reads: "lr" always, a dynamic hyperparameter once changed (a tuple's: one per item)
+        self.tensors: dict[str, list[Tensor]] = {}
+        params = self["params"]
+        grad_params = [p for p in params if p.requires_grad]
+        self.device: str = (grad_params or params)[0].device if params else Device.DEFAULT
+        # float32, or float64 where a parameter is: its update then uses the numbers as given, as PyTorch's Python
+        # floats (0.1 in float32 is 0.1000000015)
+        self.hyper_dtype = dtypes.float64 if any(p.dtype == dtypes.float64 for p in params) else dtypes.float32
+        # float64 where the device has it (the step count, the betas' powers, dynamic hyperparameters), as PyTorch's
+        # Python floats: float32(0.999)'s powers were off by 1.3e-5 relative in 1 - b2^t
+        has64 = dtypes.float64 in Device[self.device].renderer.caps.supported_dtypes
+        self.wide_dtype = dtypes.float64 if has64 else self.hyper_dtype
+        self.tensors["lr"] = [_scalar(_number(self["lr"]), self.device, self.hyper_dtype)]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        old = self.get(key)
+        super().__setitem__(key, value)
+        owner = self._owner()
+        if key == "params" or owner is None:
+            return
+        if key == "lr":
+            if isinstance(value, Tensor) or not isinstance(value, (int, float)):
+                value = _number(value)
+                super().__setitem__(key, value)
+            if value < 0:
+                raise ValueError(f"{type(owner).__name__}: learning rate must be >= 0, got {value}")
+            if value != old:
+                _write(self.tensors["lr"][0], value)
+        elif key in owner.dynamic and value != old:
+            values = list(value) if isinstance(value, (tuple, list)) else [value]
+            if key not in self.tensors:
+                self.tensors[key] = [_scalar(_number(v), self.device, self.wide_dtype) for v in values]
+            else:
+                for t, v in zip(self.tensors[key], values, strict=True):
+                    _write(t, _number(v))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def hyper(self, key: str) -> Any:
+        """The value the step uses: the 0-d tensor of "lr" or of a dynamic hyperparameter (a tuple of them for
+        "betas"), else the number."""
+        if (ts := self.tensors.get(key)) is None:
+            return self[key]
+        return ts[0] if key == "lr" or not isinstance(self[key], (tuple, list)) else tuple(ts)
+
+
+class _Clock:
+    """The 0-d state a group's parameters share while they step together (the step count, the betas' powers): one
+    update per step, not one per parameter. A parameter that has no gradient at a step where others of its clock do
+    gets a copy (the clock forks), so every parameter counts its own steps, as torch's per-parameter "step"."""
+
+    def __init__(self, values: dict[str, Tensor], members: set[int]) -> None:
+        self.values, self.members = values, members
+
+
+class Optimizer:
+    """Base class, as torch.optim.Optimizer: `params` is an iterable of Tensors (or of (name, Tensor) pairs), or of
+    dicts {"params": [...], hyperparameter: value, ...} that override `defaults` per group.
+
+    Tensors with requires_grad get updated; the others (e.g. BatchNorm running statistics) are realized with every step
+    so that their pending in-place updates land too. A subclass sets `defaults` through `__init__`, names its
+    per-parameter state in `state_names`, and implements `_init_state`, `_clock_values`, `_clock_next` and `_update`.
+    """
+
+    # hyperparameters that become 0-d tensors once changed (see the module's docstring)
+    dynamic: tuple[str, ...] = ()
+
+    def __init__(self, params: Tensor | Iterable[Any], defaults: dict[str, Any]) -> None:
+        lr = defaults.get("lr", 0.0)
+        if not isinstance(lr, Tensor) and lr < 0:
+            raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
+        self.defaults = defaults
+        self.param_groups: list[ParamGroup] = []
+        # per parameter (by id): named state tensors, whether it has stepped, its clock
+        self._slots: dict[int, dict[str, Tensor]] = {}
+        self._started: set[int] = set()
+        self._clocks: dict[int, _Clock] = {}
+        # (any iterable, as torch: a generator such as model.parameters() is read once)
+        given = [params] if isinstance(params, Tensor) else list(params)
+        if given and isinstance(given[0], dict):
+            groups = given
+        else:
+            groups = [{"params": given}]
+        for g in groups:
+            self.add_param_group(g)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: got no parameters that require a gradient")
+
+    # ---- groups
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group (a dict with "params" and any hyperparameters; the rest come from `defaults`), as torch's."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{type(self).__name__}: a param group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
+        raw = group.get("params")
+        if raw is None:
+            raise ValueError(f"{type(self).__name__}: a param group needs 'params'")
+        raw = [raw] if isinstance(raw, Tensor) else list(raw)
+        names = None
+        if raw and all(isinstance(p, tuple) and len(p) == 2 for p in raw):
+            # torch's named form: (name, Tensor) pairs, as model.named_parameters() gives
+            names, raw = [n for n, _ in raw], [p for _, p in raw]
+        for p in raw:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
+            if p.requires_grad is None:
+                if not dtypes.is_float(p.dtype):
+                    # (only float tensors can require gradients)
+                    raise TypeError(
+                        f"{type(self).__name__}: parameter of shape {p.shape} is {p.dtype}, not floating point"
+                    )
+                p.requires_grad = True
+        params = _dedup(raw)
+        taken = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in taken for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        group["params"] = params
+        if names is not None:
+            group["param_names"] = names
+        for k, v in self.defaults.items():
+            group.setdefault(k, v)
+        if isinstance(group.get("lr"), Tensor):
+            group["lr"] = _number(group["lr"])
+        if group["lr"] < 0:
+            raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {group['lr']}")
+        self._check_group(group)
+        pg = ParamGroup(self, group)
+        self.param_groups.append(pg)
+        trained = [p for p in params if p.requires_grad]
+        for p in trained:
+            self._slots[id(p)] = self._init_state(pg, p)
+        if trained:
+            clock = self._make_clock(pg, {id(p) for p in trained}, 0)
+            for p in trained:
+                self._clocks[id(p)] = clock
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        """Raise for invalid hyperparameters (a subclass's checks)."""
+
+    @property
+    def params(self) -> list[Tensor]:
+        """Every parameter that requires a gradient, group after group."""
+        return [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+
+    @property
+    def buffers(self) -> list[Tensor]:
+        """The tensors given that don't require a gradient (realized with every step)."""
+        return [p for g in self.param_groups for p in g["params"] if not p.requires_grad]
+
+    @property
+    def lr(self) -> Tensor:
+        """The first group's learning rate, a 0-d float32 tensor (float64 when a parameter is): changing it
+        (`opt.lr = 0.01`, which sets every group's, or `param_groups[i]["lr"] = 0.01`) recompiles nothing, and a TinyJit
+        replay reads the new value."""
+        return self.param_groups[0].tensors["lr"][0]
+
+    @lr.setter
+    def lr(self, value: float | Tensor) -> None:
+        if isinstance(value, Tensor):
+            # (the tensor itself becomes every group's learning rate)
+            number = _number(value)
+            for g in self.param_groups:
+                dict.__setitem__(g, "lr", number)
+                g.tensors["lr"] = [value]
+            return
+        if not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{type(self).__name__}: learning rate must be a number >= 0, got {value!r}")
+        for g in self.param_groups:
+            g["lr"] = float(value)
+
+    @property
+    def state(self) -> dict[Tensor, dict[str, Tensor]]:
+        """Each parameter that has stepped, with its state tensors by torch's names ("step" included), as torch's
+        `optimizer.state` (a new dict each time; the tensors are the optimizer's own)."""
+        out: dict[Tensor, dict[str, Tensor]] = {}
+        for p in self.params:
+            if id(p) in self._started:
+                out[p] = self._state_of(p)
+        return out
+
+    def _state_of(self, p: Tensor) -> dict[str, Tensor]:
+        slots = self._slots[id(p)]
+        clock = self._clocks[id(p)].values
+        named = {k: clock[k] for k in self.clock_state if k in clock}
+        return named | {k: slots[k] for k in self.state_names if k in slots}
+
+    # the per-parameter state names (torch's) and those kept in the clock, shared while parameters step together
+    state_names: tuple[str, ...] = ()
+    clock_state: tuple[str, ...] = ("step",)
+
+    # ---- stepping
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop the gradients (`set_to_none=False`: make them zeros, as torch's)."""
+        for p in self.params:
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad = Tensor.zeros(*p.grad.shape, dtype=p.grad.dtype, device=p.grad.device)
+
+    def step(self, closure: Any = None) -> Any:
+        """Update every parameter from its `.grad` (one realize for all parameters and state). `closure`, as torch's:
+        called first (with gradients recorded) and its loss returned."""
+        loss = None
+        if closure is not None:
+            loss = closure()
+        if pending := self.schedule_step():
+            Tensor.realize(*pending)
+        return loss
+
+    def schedule_step(self) -> list[Tensor]:
+        """Build the in-place updates without running them; returns the tensors to realize (the updated parameters and
+        state, and the gradients, which are realized with them).
+
+        Realize them together with the loss (`Tensor.realize(loss, *opt.schedule_step())`) to read the loss of
+        this step: a parameter's buffer is overwritten when the step runs.
+        """
+        out: list[Tensor] = []
+        grads: list[Tensor] = []
+        for group in self.param_groups:
+            with_grad = [p for p in group["params"] if p.requires_grad and p.grad is not None]
+            for p in with_grad:
+                assert p.grad is not None
+                if p.grad.shape != p.shape:
+                    raise ValueError(
+                        f"{type(self).__name__}.step: gradient shape {p.grad.shape} doesn't match its parameter's "
+                        f"{p.shape}"
+                    )
+                grads.append(p.grad)
+            if with_grad:
+                out += self._advance_clocks(group, with_grad)
+                out += self._update(group, with_grad)
+                self._started.update(id(p) for p in with_grad)
+        if not grads:
+            # (nothing to update, as torch's step: its buffers' pending updates still land)
+            return list(self.buffers)
+        # the gradients are realized with the step (as PyTorch keeps them after step()): left lazy, they would read the
+        # weights the step overwrites, and each step would first copy every weight for them (copy on write)
+        return out + self.params + self.buffers + grads
+
+    def _advance_clocks(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        stepping = {id(p) for p in params}
+        out: list[Tensor] = []
+        seen: set[int] = set()
+        for p in params:
+            clock = self._clocks[id(p)]
+            if id(clock) in seen:
+                continue
+            seen.add(id(clock))
+            if not clock.members <= stepping:
+                # some of this clock's parameters skip the step: those that step go on with a copy
+                moving = clock.members & stepping
+                clock.members -= moving
+                copied = {k: _state_like(v) for k, v in clock.values.items()}
+                for k, v in copied.items():
+                    v.assign(clock.values[k])
+                clock = _Clock(copied, moving)
+                for q in params:
+                    if id(q) in moving:
+                        self._clocks[id(q)] = clock
+                seen.add(id(clock))
+            if not clock.values:
+                continue
+            new = self._clock_next(group, clock.values)
+            for k, v in new.items():
+                clock.values[k].assign(v.cast(clock.values[k].dtype))
+            out += clock.values.values()
+        return out
+
+    def _make_clock(self, group: ParamGroup, members: set[int], step: float, extra: dict | None = None) -> _Clock:
+        values = self._clock_values(group, step) | (extra or {})
+        return _Clock({k: _scalar(v, group.device, group.wide_dtype) for k, v in values.items()}, members)
+
+    def _clock_values(self, group: ParamGroup, step: float) -> dict[str, float]:
+        """The clock's numbers after `step` steps (host floats): the step count, and whatever an update rule keeps."""
+        return {"step": float(step)}
+
+    def _clock_next(self, group: ParamGroup, clock: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The clock's values one step on, from the current ones (0-d tensors)."""
+        return {"step": clock["step"] + 1}
+
+    def _init_state(self, group: ParamGroup, p: Tensor) -> dict[str, Tensor]:
+        """The per-parameter state tensors, made when the parameter is added (so a TinyJit capture finds them)."""
+        return {}
+
+    def _slot(self, p: Tensor, name: str, value: float = 0.0) -> Tensor:
+        # a state tensor, made on first use (a hyperparameter changed after construction can need one)
+        slots = self._slots[id(p)]
+        if (t := slots.get(name)) is None:
+            t = slots[name] = _state_like(p, value)
+        return t
+
+    def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        """Assign every parameter's new value and state; returns the state tensors written."""
+        raise NotImplementedError
+
+    # ---- state dicts
+
+    def state_dict(self) -> dict[str, Any]:
+        """torch's layout: {"state": {index: {name: Tensor}}, "param_groups": [{hyperparameters, "params": [index]}]},
+        the indices counting the groups' params in order. The tensors are the optimizer's own (copy them, or save them,
+        to keep this step's values)."""
+        state: dict[int, dict[str, Tensor]] = {}
+        groups: list[dict[str, Any]] = []
+        index = 0
+        for g in self.param_groups:
+            indices = []
+            for p in g["params"]:
+                if id(p) in self._started:
+                    state[index] = self._state_of(p)
+                indices.append(index)
+                index += 1
+            groups.append({k: v for k, v in g.items() if k != "params"} | {"params": indices})
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a `state_dict()` (ours, or torch's with its tensors as numpy arrays, torch tensors or numbers): the
+        groups' hyperparameters and each parameter's state, by index."""
+        saved = state_dict["param_groups"]
+        if len(saved) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(s["params"]) != len(g["params"]) for s, g in zip(saved, self.param_groups, strict=True)):
+            raise ValueError(
+                "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
+            )
+        states = {int(k): v for k, v in state_dict["state"].items()}
+        for s, g in zip(saved, self.param_groups, strict=True):
+            for k, v in s.items():
+                if k not in ("params", "param_names"):
+                    g[k] = tuple(v) if isinstance(v, list) else v
+            by_clock: dict[tuple, list[Tensor]] = {}
+            for i, p in zip(s["params"], g["params"], strict=True):
+                if not p.requires_grad:
+                    continue
+                st = states.get(int(i), {})
+                extra = {k: _number(st[k]) for k in self.clock_state if k in st and k != "step"}
+                key = (_number(st["step"]) if "step" in st else (1.0 if st else 0.0), tuple(sorted(extra.items())))
+                by_clock.setdefault(key, []).append(p)
+                slots = self._slots[id(p)]
+                for name in self.state_names:
+                    if st.get(name) is None:
+                        continue
+                    target = self._slot(p, name)
+                    value = st[name]
+                    if not isinstance(value, Tensor):
+                        arr = np.asarray(value, dtype=np.float32 if target.dtype == dtypes.bfloat16 else None)
+                        value = Tensor(arr.reshape(target.shape), device=target.device)
+                    slots[name].assign(value.cast(target.dtype)).realize()
+                if st:
+                    self._started.add(id(p))
+                else:
+                    self._started.discard(id(p))
+                    for name, t in slots.items():
+                        _write_all(t, self._fresh_value(g, name))
+            for (step, extra), ps in by_clock.items():
+                clock = self._make_clock(g, {id(p) for p in ps}, step, dict(extra))
+                for p in ps:
+                    self._clocks[id(p)] = clock
+
+    def _fresh_value(self, group: ParamGroup, name: str) -> float:
+        """A state tensor's value before the first step."""
+        return 0.0
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
+        return "\n".join(lines) + "\n)"
+
+
+def _write_all(t: Tensor, value: float) -> None:
+    t.assign(Tensor.full(t.shape, value, dtype=t.dtype, device=t.device)).realize()
+
+
+def _powers(group: ParamGroup, clock: dict[str, Tensor], key: str, index: int) -> Tensor:
+    """beta^t for the group's betas[index] as a 0-d tensor of the clock's dtype: the clock's running product while the
+    beta is a constant, beta ** step (torch's form, with the beta of this step) once it is a tensor."""
+    beta = group.hyper(key)[index]
+    if isinstance(beta, Tensor):
+        return beta.cast(clock["step"].dtype) ** clock["step"]
+    return clock[f"b{index + 1}_t"]
+
+
+def _beta_powers(betas: tuple[float, float], step: float) -> dict[str, float]:
+    return {"b1_t": math.pow(betas[0], step), "b2_t": math.pow(betas[1], step)}

@@ -1,0 +1,294 @@
+"""torch.optim's Optimizer API on uopkit's optimizers: parameter groups, state dicts (ours and torch's), and the other
+optimizers (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam), each run beside torch's from the same weights."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor
+from uopkit.nn import Linear, optim
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(5)
+X = RNG.standard_normal((16, 5)).astype(np.float32)
+Y = RNG.standard_normal((16, 3)).astype(np.float32)
+
+
+class Pair:
+    """An MLP in uopkit and the same one in torch, with the same weights."""
+
+    def __init__(self) -> None:
+        self.l1, self.l2 = Linear(5, 8), Linear(8, 3)
+        self.t = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+        with torch.no_grad():
+            for t, o in ((self.t[0], self.l1), (self.t[2], self.l2)):
+                t.weight.copy_(torch.tensor(o.weight.numpy()))
+                t.bias.copy_(torch.tensor(o.bias.numpy()))
+
+    def ours(self) -> list[Tensor]:
+        return [self.l1.weight, self.l1.bias, self.l2.weight, self.l2.bias]
+
+    def groups(self, **second: float) -> tuple[list[dict], list[dict]]:
+        # the first layer in group 0 (the constructor's defaults), the second in group 1 with overrides
+        ours = [{"params": self.ours()[:2]}, {"params": self.ours()[2:], **second}]
+        theirs = [{"params": list(self.t[0].parameters())}, {"params": list(self.t[2].parameters()), **second}]
+        return ours, theirs
+
+    def losses(self, opt, topt, between: Callable[[int], None] | None = None) -> tuple[Tensor, torch.Tensor]:
+        opt.zero_grad()
+        loss = ((self.l2(self.l1(Tensor(X)).relu()) - Tensor(Y)) ** 2).mean()
+        loss.backward()
+        Tensor.realize(loss, *opt.schedule_step())
+        topt.zero_grad()
+        tloss = ((self.t(torch.tensor(X)) - torch.tensor(Y)) ** 2).mean()
+        tloss.backward()
+        topt.step()
+        return loss, tloss
+
+    def check(self, rtol: float = 1e-5, atol: float = 2e-6) -> None:
+        for o, t in zip(self.ours(), self.t.parameters(), strict=True):
+            np.testing.assert_allclose(o.numpy(), t.detach().numpy(), rtol=rtol, atol=atol)
+
+
+def run(name: str, kwargs: dict, second: dict | None = None, steps: int = 6, rtol: float = 1e-5) -> Pair:
+    pair = Pair()
+    ours, theirs = pair.groups(**(second or {}))
+    opt, topt = getattr(optim, name)(ours, **kwargs), getattr(torch.optim, name)(theirs, **kwargs)
+    for _ in range(steps):
+        loss, tloss = pair.losses(opt, topt)
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=rtol)
+    pair.check(rtol=rtol)
+    return pair
+
+
+CASES = [
+    ("SGD", {"lr": 0.05, "momentum": 0.9}, {"lr": 0.1, "weight_decay": 0.1}),
+    ("SGD", {"lr": 0.05, "momentum": 0.9, "nesterov": True}, {"momentum": 0.5, "maximize": True}),
+    ("Adam", {"lr": 0.01}, {"lr": 0.03, "betas": (0.8, 0.9), "weight_decay": 0.1}),
+    ("Adam", {"lr": 0.01, "amsgrad": True}, {"eps": 1e-3}),
+    ("Adam", {"lr": 0.01, "decoupled_weight_decay": True, "weight_decay": 0.1}, {"lr": 0.02}),
+    ("AdamW", {"lr": 0.01}, {"weight_decay": 0.3, "amsgrad": True}),
+    ("RMSprop", {"lr": 0.01}, {"lr": 0.02}),
+    ("RMSprop", {"lr": 0.01, "momentum": 0.9, "centered": True}, {"alpha": 0.9, "weight_decay": 0.1}),
+    ("RMSprop", {"lr": 0.005, "alpha": 0.8, "eps": 1e-4, "centered": True, "maximize": True}, {"momentum": 0.5}),
+    ("Adagrad", {"lr": 0.1}, {"lr": 0.2}),
+    ("Adagrad", {"lr": 0.1, "lr_decay": 0.1, "initial_accumulator_value": 0.5}, {"weight_decay": 0.1, "eps": 1e-3}),
+    ("Adadelta", {}, {"lr": 0.5}),
+    ("Adadelta", {"lr": 2.0, "rho": 0.7, "eps": 1e-4, "weight_decay": 0.1}, {"maximize": True}),
+    ("Adamax", {}, {"lr": 0.01}),
+    ("Adamax", {"lr": 0.01, "betas": (0.8, 0.95), "weight_decay": 0.1}, {"eps": 1e-3}),
+    ("NAdam", {}, {"lr": 0.01}),
+    ("NAdam", {"lr": 0.01, "momentum_decay": 0.1, "weight_decay": 0.1}, {"betas": (0.7, 0.9)}),
+    ("NAdam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True}, {"maximize": True}),
+    ("RAdam", {"lr": 0.01}, {"lr": 0.02}),
+    # (betas (0.5, 0.6): rho_t passes 5 at step 3, so the steps after use the rectified adaptive update)
+    ("RAdam", {"lr": 0.01, "betas": (0.5, 0.6), "weight_decay": 0.1}, {"eps": 1e-3}),
+    ("RAdam", {"lr": 0.01, "betas": (0.5, 0.6), "weight_decay": 0.1, "decoupled_weight_decay": True}, {}),
+]
+
+
+@pytest.mark.parametrize("name, kwargs, second", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_two_groups_match_torch(name: str, kwargs: dict, second: dict) -> None:
+    run(name, kwargs, second, steps=8)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
+def test_defaults_single_group_maximize_and_signature(name: str) -> None:
+    import inspect
+
+    # torch's positional order and defaults (Adam and AdamW keep tinygrad's b1, b2 third and fourth: torch's betas by
+    # name)
+    ours, theirs = inspect.signature(getattr(optim, name)), inspect.signature(getattr(torch.optim, name))
+    if name not in ("Adam", "AdamW"):
+        for (a, pa), (b, pb) in zip(ours.parameters.items(), theirs.parameters.items(), strict=False):
+            assert a == b and pa.kind == pb.kind, (a, b)
+            if pa.default is not inspect.Parameter.empty:
+                assert pa.default == pb.default or (pa.default == 0 and pb.default == 0), a
+    kwargs = {"lr": 0.05} if name == "SGD" else {}
+    pair = Pair()
+    opt = getattr(optim, name)(pair.ours(), maximize=True, **kwargs)
+    topt = getattr(torch.optim, name)(pair.t.parameters(), maximize=True, **kwargs)
+    for _ in range(5):
+        pair.losses(opt, topt)
+    pair.check()
+    # the groups have torch's keys
+    assert set(opt.param_groups[0]) == set(topt.param_groups[0]), name
+    assert opt.defaults.keys() == topt.defaults.keys()
+
+
+def test_group_lr_change_is_used_by_the_next_step_without_recompiling() -> None:
+    from uopkit.engine.realize import stats
+
+    pair = Pair()
+    ours, theirs = pair.groups(lr=0.1)
+    opt, topt = optim.SGD(ours, lr=0.05, momentum=0.9), torch.optim.SGD(theirs, lr=0.05, momentum=0.9)
+    for i in range(6):
+        if i >= 2:
+            before = stats["kernels_compiled"]
+        pair.losses(opt, topt)
+        if i >= 2:
+            assert stats["kernels_compiled"] == before
+        for g, tg in zip(opt.param_groups, topt.param_groups, strict=True):
+            g["lr"] *= 0.7
+            tg["lr"] *= 0.7
+    pair.check()
+    assert opt.param_groups[1]["lr"] == pytest.approx(0.1 * 0.7**6)
+    assert opt.param_groups[1].tensors["lr"][0].item() == pytest.approx(0.1 * 0.7**6)
+
+
+def test_add_param_group_duplicates_and_defaults() -> None:
+    a, b, c = (Tensor([1.0, 2.0], requires_grad=True) for _ in range(3))
+    opt = optim.Adam([a], lr=0.1)
+    assert opt.defaults["lr"] == 0.1 and opt.defaults["betas"] == (0.9, 0.999)
+    opt.add_param_group({"params": [b], "lr": 0.5})
+    assert opt.param_groups[1]["lr"] == 0.5 and opt.param_groups[1]["betas"] == (0.9, 0.999)
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt.add_param_group({"params": [c, a]})
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        optim.SGD([{"params": [a]}, {"params": [a]}], lr=0.1)
+    # a tensor given twice within a group is taken once
+    assert optim.SGD([a, a, b], lr=0.1).params == [a, b]
+    # named parameters, as model.named_parameters() gives
+    named = optim.SGD([("w", a), ("v", b)], lr=0.1)
+    assert named.params == [a, b] and named.param_groups[0]["param_names"] == ["w", "v"]
+    # torch's options that change nothing here are taken and kept in the groups
+    kept = optim.Adam([a], foreach=False, fused=None, capturable=True, differentiable=False)
+    assert kept.param_groups[0]["capturable"] is True
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        optim.SGD([a], bogus=1)
+
+
+def test_zero_grad_set_to_none() -> None:
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, weight_decay=0.5)
+    (w * w).sum().backward()
+    opt.zero_grad(set_to_none=False)
+    assert w.grad is not None and w.grad.tolist() == [0.0, 0.0]
+    # a zero gradient still steps (the weight decay), as torch's
+    opt.step()
+    np.testing.assert_allclose(w.numpy(), [0.95, 1.9], rtol=1e-6)
+    opt.zero_grad()
+    assert w.grad is None
+
+
+def test_parameters_that_skip_steps_count_their_own_steps() -> None:
+    # a parameter without a gradient in some steps: torch's per-parameter step count (the Adam bias corrections)
+    wa, wb = np.array([1.0, -2.0], np.float32), np.array([0.5, 3.0], np.float32)
+    a, b = Tensor(wa, requires_grad=True), Tensor(wb, requires_grad=True)
+    ta, tb = torch.tensor(wa, requires_grad=True), torch.tensor(wb, requires_grad=True)
+    opt, topt = optim.Adam([a, b], lr=0.1), torch.optim.Adam([ta, tb], lr=0.1)
+    for i in range(6):
+        opt.zero_grad()
+        topt.zero_grad()
+        loss = (a * a).sum() + ((b * b * b).sum() if i % 3 == 1 else 0)
+        tloss = (ta * ta).sum() + ((tb * tb * tb).sum() if i % 3 == 1 else 0)
+        loss.backward()
+        tloss.backward()
+        if i % 3 != 1:
+            b.grad, tb.grad = None, None
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(a.numpy(), ta.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(b.numpy(), tb.detach().numpy(), rtol=1e-5)
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert [float(sd["state"][i]["step"].item()) for i in (0, 1)] == [float(tsd["state"][i]["step"]) for i in (0, 1)]
+
+
+def _numpy_state(sd: dict) -> dict:
+    # a torch state dict with its tensors as numpy arrays (what a checkpoint converted for uopkit holds)
+    state = {i: {k: (v.detach().numpy() if isinstance(v, torch.Tensor) else v) for k, v in s.items()}
+             for i, s in sd["state"].items()}  # fmt: skip
+    return {"state": state, "param_groups": sd["param_groups"]}
+
+
+LOADABLE = [
+    ("SGD", {"lr": 0.05, "momentum": 0.9}),
+    ("Adam", {"lr": 0.01, "amsgrad": True}),
+    ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
+    ("RMSprop", {"lr": 0.01, "momentum": 0.5, "centered": True}),
+    ("Adagrad", {"lr": 0.1, "lr_decay": 0.05}),
+    ("Adadelta", {"lr": 0.5}),
+    ("Adamax", {"lr": 0.01}),
+    ("NAdam", {"lr": 0.01}),
+    ("RAdam", {"lr": 0.01, "betas": (0.5, 0.6)}),
+]
+
+
+@pytest.mark.parametrize("name, kwargs", LOADABLE, ids=[c[0] for c in LOADABLE])
+def test_load_torchs_state_dict_then_train_on(name: str, kwargs: dict) -> None:
+    pair = Pair()
+    ours, theirs = pair.groups(lr=kwargs["lr"] * 2)
+    topt = getattr(torch.optim, name)(theirs, **kwargs)
+    warm = optim.SGD(pair.ours(), lr=0.0)
+    for _ in range(3):
+        pair.losses(warm, topt)
+    # torch's weights and optimizer state into ours
+    for o, t in zip(pair.ours(), pair.t.parameters(), strict=True):
+        o.assign(Tensor(t.detach().numpy())).realize()
+    opt = getattr(optim, name)(ours, **kwargs)
+    opt.load_state_dict(_numpy_state(topt.state_dict()))
+    assert opt.param_groups[1]["lr"] == kwargs["lr"] * 2
+    for _ in range(4):
+        pair.losses(opt, topt)
+    pair.check()
+    # and ours saved and loaded into a fresh optimizer goes on as the first would
+    sd = opt.state_dict()
+    tsd = topt.state_dict()
+    assert sd["param_groups"][1]["params"] == tsd["param_groups"][1]["params"] == [2, 3]
+    assert set(sd["state"][0]) == set(tsd["state"][0])
+
+
+@pytest.mark.parametrize("name, kwargs", LOADABLE, ids=[c[0] for c in LOADABLE])
+def test_state_dict_round_trip(name: str, kwargs: dict) -> None:
+    pair = Pair()
+    ours, theirs = pair.groups(lr=kwargs["lr"] * 0.5)
+    opt, topt = getattr(optim, name)(ours, **kwargs), getattr(torch.optim, name)(theirs, **kwargs)
+    for _ in range(3):
+        pair.losses(opt, topt)
+    saved = opt.state_dict()
+    copied = {"state": {i: {k: v.numpy().copy() for k, v in s.items()} for i, s in saved["state"].items()},
+              "param_groups": saved["param_groups"]}  # fmt: skip
+    # a fresh optimizer on the same parameters, loaded, takes over
+    fresh = getattr(optim, name)(pair.groups(lr=1.0)[0], **kwargs)
+    fresh.load_state_dict(copied)
+    assert fresh.param_groups[1]["lr"] == kwargs["lr"] * 0.5
+    for _ in range(3):
+        pair.losses(fresh, topt)
+    pair.check()
+
+
+def test_state_matches_torchs_names_and_load_errors() -> None:
+    pair = Pair()
+    opt, topt = optim.Adam(pair.ours(), lr=0.01), torch.optim.Adam(pair.t.parameters(), lr=0.01)
+    assert opt.state_dict()["state"] == {} and opt.state == {}
+    pair.losses(opt, topt)
+    assert set(opt.state[pair.l1.weight]) == {"step", "exp_avg", "exp_avg_sq"}
+    np.testing.assert_allclose(
+        opt.state[pair.l1.weight]["exp_avg"].numpy(), topt.state[pair.t[0].weight]["exp_avg"].numpy(), rtol=1e-5
+    )
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        opt.load_state_dict({"state": {}, "param_groups": []})
+    with pytest.raises(ValueError, match="doesn't match the size"):
+        opt.load_state_dict({"state": {}, "param_groups": [{"params": [0]}]})
+
+
+def test_cycled_momentum_is_data_after_the_first_change() -> None:
+    # momentum set through param_groups becomes a 0-d tensor: later changes recompile nothing
+    from uopkit.engine.realize import stats
+
+    w, tw = Tensor([1.0, -2.0], requires_grad=True), torch.tensor([1.0, -2.0], requires_grad=True)
+    opt, topt = optim.SGD([w], lr=0.1, momentum=0.9), torch.optim.SGD([tw], lr=0.1, momentum=0.9)
+    for i in range(6):
+        for o in (opt, topt):
+            o.param_groups[0]["momentum"] = 0.5 + 0.05 * i
+        w.grad, tw.grad = w.detach() * 2, tw.detach() * 2
+        before = stats["kernels_compiled"]
+        opt.step()
+        topt.step()
+        if i >= 3:
+            assert stats["kernels_compiled"] == before
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
