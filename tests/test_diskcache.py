@@ -221,7 +221,10 @@ def test_no_pickle_in_the_core() -> None:
 
     root = Path(uopkit.__file__).parent
     users = [p for p in root.rglob("*.py") if "import pickle" in p.read_text() or "pickle.load" in p.read_text()]
-    assert users == []
+    # the one reader of pickles is the PyTorch checkpoint loader, whose unpickler resolves only an allow-list of names
+    # (tests/test_torch_format.py feeds it malicious pickles); the caches never unpickle
+    assert users == [root / "nn" / "torch_format.py"]
+    assert "def find_class" in users[0].read_text()
 
 
 def test_emulator_programs_are_json() -> None:

@@ -1,4 +1,5 @@
-"""Model state: find the Tensors of a model, load them in place, and save/load them as safetensors.
+"""Model state: find the Tensors of a model, load them in place, and save/load them as safetensors (and as PyTorch
+checkpoints: `torch_load`/`torch_save`, from nn/torch_format.py).
 
 The safetensors format (https://github.com/huggingface/safetensors): an 8-byte little-endian header length N,
 N bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}, then the
@@ -19,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from uopkit.device import Buffer, Device
 from uopkit.dtype import DType, dtypes
-from uopkit.tensor import ShapeError, Tensor, buffers
-from uopkit.uop.ops import UOp
+from uopkit.nn.stored_bytes import stored_bytes, tensor_from_bytes
+from uopkit.nn.torch_format import TorchFormatError, UnsafePickleError, torch_load, torch_save
+from uopkit.tensor import ShapeError, Tensor
 
 __all__ = [
     "get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
-    "SafetensorsError",
+    "SafetensorsError", "torch_load", "torch_save", "TorchFormatError", "UnsafePickleError",
 ]  # fmt: skip
 
 
@@ -152,16 +153,6 @@ _ST_DTYPES: dict[str, DType] = {
 _ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
 
 
-def _raw_bytes(t: Tensor) -> bytes:
-    # the tensor's elements in order, exactly as stored (no conversion: NaN payloads and -0.0 survive)
-    if t.numel() == 0:
-        return b""
-    buf = t._buffer()
-    out = bytearray(buf.nbytes)
-    buf.copyout(memoryview(out))
-    return bytes(out)
-
-
 def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
     """Write `tensors` to the safetensors file `fn` (bit for bit; `metadata` goes in "__metadata__").
 
@@ -184,7 +175,7 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[
             raise SafetensorsError("safe_save: '__metadata__' is reserved and can't name a tensor")
         if t.dtype not in _ST_NAMES:
             raise SafetensorsError(f"safe_save: {name!r} has dtype {t.dtype}, which safetensors can't store")
-        raw = _raw_bytes(t)
+        raw = stored_bytes(t)
         header[name] = {
             "dtype": _ST_NAMES[t.dtype],
             "shape": list(t.shape),
@@ -226,19 +217,6 @@ def safe_load_metadata(fn: str | os.PathLike) -> dict[str, str]:
     return dict(header.get("__metadata__", {}))
 
 
-def _tensor_from_bytes(raw: bytes | memoryview, dtype: DType, shape: tuple[int, ...], device: str | None) -> Tensor:
-    # straight into a new device buffer: no numpy round trip, so every dtype (bfloat16 too) keeps its bits
-    dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
-    size = len(raw) // dtype.itemsize
-    buf = UOp.new_buffer(dev, size, dtype)
-    b = Buffer(dev, size, dtype).allocate()
-    if size:
-        b.copyin(raw)
-    buffers[buf] = b
-    t = Tensor(buf)
-    return t.reshape(shape) if shape != (size,) else t
-
-
 def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:
     """Read every tensor of the safetensors file `fn` (in header order) onto `device`."""
     with open(fn, "rb") as f:
@@ -266,5 +244,5 @@ def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Ten
                 f"safe_load: {name!r} ({dtype_name} {list(shape)}) has data_offsets [{begin}, {end}] "
                 f"that don't fit its size or the file's {len(body)} data bytes"
             )
-        out[name] = _tensor_from_bytes(body[begin:end], dtype, shape, device)
+        out[name] = tensor_from_bytes(body[begin:end], dtype, shape, device)
     return out
