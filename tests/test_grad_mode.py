@@ -101,3 +101,14 @@ def test_backward_of_a_value_computed_without_gradients_raises():
         y = (x * 2).sum()
     with pytest.raises(RuntimeError, match="require a gradient"):
         y.backward()
+
+
+def test_backward_through_only_detached_values_raises():
+    # the loss is computed outside no_grad, but from a value computed inside it: no gradient can reach x (torch raises)
+    x = Tensor([0.0, 1.0], requires_grad=True)
+    with no_grad():
+        y = x * 2
+    with pytest.raises(RuntimeError, match="no gradient reaches"):
+        y.sum().backward()
+    with pytest.raises(RuntimeError, match="no gradient reaches"):
+        (x.argmax() * 1.0).backward()

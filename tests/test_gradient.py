@@ -934,3 +934,28 @@ def test_retained_non_leaf_realized_before_backward():
     y.numpy()
     (y * y).sum().backward()
     assert y.grad.tolist() == [6.0, 12.0] and x.grad.tolist() == [18.0, 36.0] and calls == [1]
+
+
+def test_backward_arguments_match_torch():
+    torch = pytest.importorskip("torch")
+    # a later backward() takes .grad as a constant unless create_graph; inputs= fills only those; retain_graph is
+    # accepted (graphs are kept anyway)
+    w, tw = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward(retain_graph=True)
+    (tw * tw).sum().backward(retain_graph=True)
+    (w.grad * w).sum().backward()
+    (tw.grad * tw).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy())
+    w, tw = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    (w**3).sum().backward(create_graph=True)
+    (tw**3).sum().backward(create_graph=True)
+    g, tg = w.grad, tw.grad
+    w.grad, tw.grad = None, None
+    g.sum().backward()
+    tg.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy())
+    a, b = Tensor([1.0], requires_grad=True), Tensor([2.0], requires_grad=True)
+    (a * b).sum().backward(inputs=[a])
+    assert a.grad.tolist() == [2.0] and b.grad is None
+    with pytest.raises(RuntimeError, match="doesn't require a gradient"):
+        (a * b).sum().backward(inputs=[Tensor([1.0])])

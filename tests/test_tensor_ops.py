@@ -692,3 +692,12 @@ def test_errors_name_op_and_shapes():
         a.pad(((0, 0), (1, 0)), mode="wrap")
     with pytest.raises(ShapeError, match="pool"):
         Tensor.zeros(1, 1, 2, 2).max_pool2d(3)
+
+
+def test_where_takes_torch_form_when_the_condition_is_second():
+    torch = pytest.importorskip("torch")
+    x, cond, other = np.array([1.0, 2.0, 3.0], np.float32), np.array([True, False, True]), np.float32(9.0)
+    ours = Tensor(x).where(Tensor(cond), other).numpy()
+    np.testing.assert_array_equal(ours, torch.tensor(x).where(torch.tensor(cond), torch.tensor(other)).numpy())
+    # tinygrad's form: a bool self is the condition
+    assert Tensor([True, False]).where(Tensor([1, 2]), 0).tolist() == [1, 0]

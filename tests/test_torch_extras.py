@@ -189,6 +189,7 @@ def test_histogram_errors():
 @pytest.mark.parametrize("upper", [True, False])
 @pytest.mark.parametrize("transpose", [False, True])
 @pytest.mark.parametrize("unitriangular", [False, True])
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 def test_triangular_solve_matches_torch(upper, transpose, unitriangular):
     rng = np.random.default_rng(10)
     a = (rng.normal(size=(2, 3, 3)) + 4 * np.eye(3)).astype(np.float32)

@@ -18,6 +18,7 @@ __all__ = ["Device", "dtypes", "__version__"]
 try:
     from uopkit.tensor import (  # noqa: F401
         Tensor,
+        autograd,
         enable_grad,
         inference_mode,
         is_grad_enabled,
@@ -25,7 +26,15 @@ try:
         set_grad_enabled,
     )
 
-    __all__ += ["Tensor", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
+    __all__ += [
+        "Tensor",
+        "autograd",
+        "no_grad",
+        "enable_grad",
+        "set_grad_enabled",
+        "inference_mode",
+        "is_grad_enabled",
+    ]
 except ModuleNotFoundError as e:
     if e.name != "uopkit.tensor":
         raise

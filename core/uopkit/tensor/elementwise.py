@@ -570,11 +570,16 @@ class ElementwiseMixin:
         return self._alu(Ops.XOR, self.full_like(-1))
 
     def where(self, x: Any, y: Any) -> Tensor:
-        """Elementwise `x if self else y` (self is cast to bool).
+        """Elementwise `x if self else y` (self is cast to bool; tinygrad's form). torch's form,
+        `values.where(condition, other)`, is taken when self isn't bool and `x` is a bool tensor: `self if x else y`.
 
         >>> Tensor([True, False]).where(1, 2).tolist()
         [1, 2]
+        >>> Tensor([1.0, 2.0]).where(Tensor([True, False]), 9.0).tolist()
+        [1.0, 9.0]
         """
+        if self.dtype != dtypes.bool and isinstance(x, Tensor) and x.dtype == dtypes.bool:
+            return x.where(self, y)
         cond = self.cast(dtypes.bool)
         if isinstance(x, Tensor):
             x_t, y_t = x._broadcasted(_int_joining(y, x.dtype, "where"), False, "where")

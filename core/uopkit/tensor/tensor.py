@@ -10,7 +10,7 @@ import copy
 import functools
 import itertools
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -437,10 +437,19 @@ class Tensor(
             )
         return out
 
-    def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Add the gradient of this tensor into `.grad` of every tensor with `requires_grad` it depends on.
+    def backward(
+        self,
+        gradient: Tensor | None = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Tensor | Sequence[Tensor] | None = None,
+    ) -> Tensor:
+        """Add the gradient of this tensor into `.grad` of every tensor with `requires_grad` it depends on (only of
+        `inputs` when given), as torch's.
 
-        Without `gradient` this tensor must be a scalar (a loss). Gradients are lazy until realized.
+        Without `gradient` this tensor must be a scalar (a loss). Gradients are lazy until realized. They are detached
+        (constants to a later backward()) unless `create_graph`, which makes them differentiable (second derivatives).
+        `retain_graph` is accepted for torch's sake: graphs are never freed here, so a second backward() always works.
 
         >>> w = Tensor([1.0, 2.0, 3.0], requires_grad=True)
         >>> (w * w).sum().backward().shape
@@ -450,6 +459,7 @@ class Tensor(
         """
         root_grad = self._root_gradient(gradient, "backward")
         wanting = {t: _gradient_keys(t) for t in tensors_with_grad.live()}
+        only = _backward_inputs(inputs)
         every = {k for ks in wanting.values() for k in ks}
         base = self.uop
         while base.op in GroupOp.Movement:
@@ -465,6 +475,9 @@ class Tensor(
         if root is not self.uop:
             in_graph = graph_of(root)
         targets = [t for t, ks in wanting.items() if any(k in in_graph for k in ks)]
+        if only is not None:
+            # (every tensor with requires_grad still bounds the walk back through realized values above)
+            targets = [t for t in targets if id(t) in only]
         hooks = _gradient_hooks(in_graph)
         if not targets:
             if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
@@ -479,11 +492,20 @@ class Tensor(
         keys = {k for t in targets for k in wanting[t]}
         # (hooked nodes count as targets: a subgraph with a given gradient is then walked through, not jumped over)
         grads = compute_gradient(root, root_grad.uop, keys | hooks.keys(), in_graph, hooks)
+        if targets and not any(_summed(grads, wanting[t]) is not None for t in targets):
+            # (torch: "element 0 of tensors does not require grad"): the loss reaches its leaves only through values
+            # cut from the gradient (no_grad, detach) or ops without one (argmax, comparisons)
+            raise RuntimeError(
+                "backward: no gradient reaches a tensor that requires one: this value was computed from them only "
+                "through detached values (no_grad(), detach()) or ops without a gradient (argmax, comparisons)"
+            )
         for t in targets:
             summed = _summed(grads, wanting[t])
             if summed is None:
                 continue
             g = Tensor(summed).cast(t.dtype)
+            if not create_graph:
+                g = Tensor(_detached_under_views(g.uop))
             if t.grad is None or t.grad.shape != g.shape or t.grad.dtype != g.dtype:
                 t.grad = g if t.grad is None else t.grad + g
             else:
@@ -600,6 +622,32 @@ def _gradient_keys(t: Tensor) -> tuple[UOp, ...]:
     key = _gradient_key(t)
     before = computed_from.get(key)
     return (key,) if before is None else (key, before)
+
+
+def _detached_under_views(u: UOp) -> UOp:
+    # a gradient cut from its graph, the DETACH put under its movement ops (on the value they view), where the
+    # scheduler reads through it as through a cast: a view of a gradient is still computed in one kernel with it
+    chain = u.movement_chain()
+    base = chain[-1].src[0] if chain else u
+    out = UOp(Ops.DETACH, base.dtype, (base,))
+    for m in reversed(chain):
+        out = UOp(m.op, m.dtype, (out, *m.src[1:]), m.arg)
+    return out
+
+
+def _backward_inputs(inputs: Tensor | Sequence[Tensor] | None) -> set[int] | None:
+    # backward(inputs=...): the ids of the tensors whose .grad it fills, each checked as torch checks them
+    if inputs is None:
+        return None
+    chosen = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if not chosen:
+        raise RuntimeError("backward: inputs must not be empty (pass None for every tensor that requires a gradient)")
+    for t in chosen:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"backward: inputs must be Tensors, got {type(t).__name__}")
+        if not t.requires_grad:
+            raise RuntimeError(f"backward: an input of shape {t.shape} doesn't require a gradient")
+    return {id(t) for t in chosen}
 
 
 class RemovableHook:

@@ -1,0 +1,519 @@
+"""torch.autograd for uopkit Tensors: `grad`, `backward` and custom `Function`s.
+
+Gradients here are lazy tensor graphs like any other value, so every gradient is differentiable again:
+`create_graph=True` only decides whether the results stay attached to the graph (as torch's) or come back detached.
+Graphs are never freed by a backward pass, so `retain_graph` has nothing to do.
+
+A `Function`'s outputs are one node given its gradient directly (`uopkit.gradient.set_gradient`): the walk calls the
+user's `backward` when it reaches them, and never differentiates the ops of `forward` (which runs with gradient
+recording off, as torch's).
+
+>>> from uopkit import Tensor
+>>> x = Tensor([1.0, 2.0], requires_grad=True)
+>>> (g,) = grad((x**3).sum(), x, create_graph=True)
+>>> g.tolist(), grad(g.sum(), x)[0].tolist()
+([3.0, 12.0], [6.0, 12.0])
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from uopkit.dtype import DType, dtypes
+from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of, set_gradient
+from uopkit.schedule import computed_from, live_tensors, unrealized_graph
+from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from uopkit.tensor.support import _contiguous_ids, tensors_with_grad
+from uopkit.tensor.tensor import Tensor, _gradient_hooks, _gradient_key, _gradient_keys, _summed
+from uopkit.uop.ops import Ops, UOp
+
+__all__ = [
+    "grad",
+    "backward",
+    "Function",
+    "FunctionCtx",
+    "once_differentiable",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# which tensors take part in autograd
+
+
+def _requires_grad(t: Tensor, wanted: set[UOp] | None = None) -> bool:
+    """torch's `t.requires_grad` for any tensor: a leaf given it, or a value computed (not under no_grad, not through
+    a detach) from one. `wanted`: the gradient keys of the live tensors with requires_grad, when the caller has them."""
+    if t.requires_grad:
+        return True
+    if not dtypes.is_float(t.dtype):
+        return False
+    if wanted is None:
+        wanted = _wanted_keys()
+    # breadth first: a layer's weights sit a few nodes below its output, its input a whole network below
+    seen: set[UOp] = set()
+    queue = deque([t.uop])
+    while queue:
+        u = queue.popleft()
+        if u in seen:
+            continue
+        seen.add(u)
+        if u in wanted:
+            return True
+        # a value realized since it was computed: the graph that computed it
+        before = computed_from.get(u)
+        if before is not None:
+            queue.append(before)
+        if u.op is Ops.DETACH or u.op is Ops.KERNEL:
+            continue
+        queue.extend(u.src)
+        # a node with a given gradient (a Function's output) requires one where its inputs do
+        given = given_gradient(u)
+        if given is not None:
+            queue.extend(given[0])
+    # (a leaf given requires_grad that nobody holds any more still counts, as in torch)
+    return tensors_with_grad.was_given_requires_grad(seen)
+
+
+def _wanted_keys() -> set[UOp]:
+    return {k for w in tensors_with_grad.live() for k in _gradient_keys(w)}
+
+
+def _as_tensors(x: Tensor | Sequence[Tensor], what: str) -> tuple[Tensor, ...]:
+    items = (x,) if isinstance(x, Tensor) else tuple(x)
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: element {i} is a {type(t).__name__}, not a Tensor")
+    return items
+
+
+def _grad_outputs(grad_outputs: Any, outputs: tuple[Tensor, ...], what: str) -> tuple[Tensor | None, ...]:
+    if grad_outputs is None:
+        given: tuple[Tensor | None, ...] = (None,) * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        given = (grad_outputs,)
+    else:
+        given = tuple(grad_outputs)
+    if len(given) != len(outputs):
+        raise RuntimeError(f"{what}: got {len(given)} gradients for {len(outputs)} outputs; give one per output")
+    for o, g in zip(outputs, given, strict=True):
+        if g is None and o.numel() != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"{what}: a gradient must be a Tensor or None, got {type(g).__name__}")
+    return given
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# grad and backward
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    only_inputs: bool = True,
+    allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """The gradients of `outputs` with respect to each of `inputs`, as torch.autograd.grad; `.grad` is left alone.
+
+    `grad_outputs`: dL/doutput per output (None: 1 for a one-element output). An input the outputs don't depend on is
+    an error, None with `allow_unused`, zeros with `materialize_grads`. With `create_graph` the results can be
+    differentiated again (a gradient penalty's backward reaches the weights); without it they come back detached.
+    `retain_graph` is accepted and means nothing (graphs are kept); `is_grads_batched` isn't supported.
+
+    >>> x = Tensor([1.0, 2.0], requires_grad=True)
+    >>> grad((x * x).sum(), x)[0].tolist()
+    [2.0, 4.0]
+    """
+    if is_grads_batched:
+        raise NotImplementedError("grad: is_grads_batched=True (a vmap over grad_outputs) is not supported")
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, but got: allow_unused=False."
+        )
+    allow_unused = bool(allow_unused) or materialize_grads
+    outs, ins = _as_tensors(outputs, "grad: outputs"), _as_tensors(inputs, "grad: inputs")
+    if not ins:
+        raise RuntimeError("grad requires non-empty inputs.")
+    given = _grad_outputs(grad_outputs, outs, "grad")
+    wanted = _wanted_keys()
+    for t in ins:
+        if not _requires_grad(t, wanted):
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    for i, o in enumerate(outs):
+        if not _requires_grad(o, wanted):
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+    keys = [_gradient_keys(t) for t in ins]
+    every = {k for ks in keys for k in ks}
+    totals: list[UOp | None] = [None] * len(ins)
+    for o, g in zip(outs, given, strict=True):
+        root_grad = o._root_gradient(g, "grad")
+        root = unrealized_graph(o.uop, every, rebuilt=carry_gradient_rule)
+        in_graph = graph_of(root)
+        # hooks run as in backward(), torch's do in grad() too
+        hooks = _gradient_hooks(in_graph)
+        grads = compute_gradient(root, root_grad.uop, every | hooks.keys(), in_graph, hooks)
+        for i, ks in enumerate(keys):
+            summed = _summed(grads, ks)
+            if summed is not None:
+                total = totals[i]
+                totals[i] = summed if total is None else total + summed
+    out: list[Tensor | None] = []
+    for i, (t, total) in enumerate(zip(ins, totals, strict=True)):
+        if total is not None:
+            g_t = Tensor(total).cast(t.dtype)
+            out.append(g_t if create_graph else g_t.detach())
+        elif materialize_grads or t.numel() == 0:
+            # (an empty input has its empty gradient whether or not an op kept it: cat drops empty parts)
+            out.append(Tensor.zeros(t.shape, device=t.device, dtype=t.dtype))
+        elif allow_unused:
+            out.append(None)
+        else:
+            raise RuntimeError(
+                f"The differentiated Tensor at index {i} appears to not have been used in the graph. Set "
+                "allow_unused=True if this is the desired behavior."
+            )
+    return tuple(out)
+
+
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    grad_variables: Tensor | Sequence[Tensor | None] | None = None,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> None:
+    """Add the gradients of `tensors` (with `grad_tensors`, one per tensor, None for a one-element one) into `.grad`,
+    as torch.autograd.backward: `Tensor.backward` on each. With `inputs`, only those tensors' `.grad` is written.
+
+    >>> w = Tensor([1.0, 2.0], requires_grad=True)
+    >>> backward([(w * w).sum(), w.sum()]); w.grad.tolist()
+    [3.0, 5.0]
+    """
+    if grad_variables is not None:
+        if grad_tensors is not None:
+            raise RuntimeError("backward: give grad_tensors or its old name grad_variables, not both")
+        grad_tensors = grad_variables
+    outs = _as_tensors(tensors, "backward: tensors")
+    given = _grad_outputs(grad_tensors, outs, "backward")
+    # what this Tensor.backward takes of torch's options is passed on (retain_graph means nothing here either way)
+    takes = inspect.signature(Tensor.backward).parameters
+    options: dict[str, Any] = {k: v for k, v in (("create_graph", create_graph),) if k in takes and v}
+    if inputs is not None:
+        ins = _as_tensors(inputs, "backward: inputs")
+        if not ins:
+            raise RuntimeError("backward: inputs must not be empty; pass None for every leaf")
+        if "inputs" in takes:
+            options["inputs"] = list(ins)
+        else:
+            _accumulate(ins, grad(outs, ins, given, create_graph=create_graph, allow_unused=True))
+            return
+    for o, g in zip(outs, given, strict=True):
+        o.backward(g, **options)
+
+
+def _accumulate(ins: tuple[Tensor, ...], grads: tuple[Tensor | None, ...]) -> None:
+    # into `.grad` as Tensor.backward does: into the same tensor object where it fits
+    for t, g in zip(ins, grads, strict=True):
+        if g is None:
+            continue
+        if t.grad is None or t.grad.shape != g.shape or t.grad.dtype != g.dtype:
+            t.grad = g if t.grad is None else t.grad + g
+        else:
+            live_tensors.set_uop(t.grad, (t.grad + g).uop)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# custom Functions
+
+
+class FunctionCtx:
+    """What a `Function`'s forward hands its backward: `save_for_backward` / `saved_tensors`, any attribute set on it,
+    `needs_input_grad` (one bool per forward argument), `mark_non_differentiable` and `set_materialize_grads`."""
+
+    def __init__(self) -> None:
+        self.needs_input_grad: tuple[bool, ...] = ()
+        self.materialize_grads = True
+        self._saved: tuple[Tensor | None, ...] = ()
+        self._non_differentiable: set[int] = set()
+        self._dirty: tuple[Tensor, ...] = ()
+        # id(forward's output) -> how to read it back from the output node, once the node exists (a saved output
+        # unpacks as the output itself, so a second derivative flows through it)
+        self._output_views: dict[int, Callable[[], Tensor]] = {}
+
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward can only save variables, but argument {i} is not a Tensor")
+        self._saved = tensors
+
+    @property
+    def saved_tensors(self) -> tuple[Tensor | None, ...]:
+        out = []
+        for t in self._saved:
+            view = self._output_views.get(id(t)) if t is not None else None
+            out.append(view() if view is not None else t)
+        return tuple(out)
+
+    def mark_non_differentiable(self, *tensors: Tensor) -> None:
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        # an in-place change of an input is the new value of that tensor here (a lazy graph): nothing to track
+        self._dirty = tensors
+
+
+class Function:
+    """A differentiable function whose gradient you write yourself, as torch.autograd.Function: subclass it with
+    `@staticmethod forward(ctx, *args)` and `@staticmethod backward(ctx, *grad_outputs)` (or `forward(*args)` plus
+    `setup_context(ctx, inputs, output)`), then call `apply(*args)`.
+
+    `backward` gets one gradient per output of forward and returns one per argument of forward (None for non-tensors
+    and inputs that need none); it runs when a backward pass reaches the outputs, and what it returns is exactly the
+    gradient, whatever forward computed.
+
+    >>> class Double(Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         return x * 2
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         return g * 2
+    >>> x = Tensor([1.0, 3.0], requires_grad=True)
+    >>> _ = Double.apply(x).sum().backward(); x.grad.tolist()
+    [2.0, 2.0]
+    """
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("a Function subclass must define forward")
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        raise NotImplementedError("setup_context is not defined on this Function")
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError("a Function subclass must define backward (or vjp) to be differentiated")
+
+    @staticmethod
+    def vjp(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError("a Function subclass must define backward (or vjp) to be differentiated")
+
+    @staticmethod
+    def jvp(ctx: Any, *grad_inputs: Any) -> Any:
+        raise NotImplementedError("forward-mode gradients (jvp) are not supported")
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        ctx = FunctionCtx()
+        recording = is_grad_enabled()
+        wanted = _wanted_keys() if recording else set()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and recording and _requires_grad(a, wanted) for a in args)
+        # forward's own ops are not recorded: the gradient is backward's
+        with no_grad():
+            if cls.setup_context is not Function.setup_context:
+                result = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, result)
+            else:
+                result = cls.forward(ctx, *args, **kwargs)
+        if not any(ctx.needs_input_grad):
+            return result
+        outputs = result if isinstance(result, tuple) else (result,)
+        attached = _attach_backward(cls, ctx, args, outputs)
+        return attached if isinstance(result, tuple) else attached[0]
+
+
+def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
+    """torch's decorator for a backward that can't be differentiated again: it runs with gradient recording off."""
+
+    def run(ctx: Any, *grad_outputs: Any) -> Any:
+        with no_grad():
+            return backward(ctx, *grad_outputs)
+
+    run.__name__, run.__doc__ = backward.__name__, backward.__doc__
+    return run
+
+
+def _differentiable(ctx: FunctionCtx, o: Any) -> bool:
+    return isinstance(o, Tensor) and dtypes.is_float(o.dtype) and id(o) not in ctx._non_differentiable
+
+
+def _attach_backward(cls: type[Function], ctx: FunctionCtx, args: tuple[Any, ...], outputs: tuple[Any, ...]) -> tuple:
+    """forward's outputs, the differentiable ones read from one new node whose gradient calls `cls.backward`."""
+    diff = [i for i, o in enumerate(outputs) if _differentiable(ctx, o)]
+    if not diff:
+        return outputs
+    devices = {outputs[i].device for i in diff}
+    if len(devices) > 1:
+        raise NotImplementedError(f"Function: differentiable outputs on several devices ({sorted(devices)})")
+    # the inputs the gradient goes to: the tensors that need one (a tensor passed twice is listed twice)
+    positions = [i for i, need in enumerate(ctx.needs_input_grad) if need]
+    inputs = tuple(args[i] for i in positions)
+    # several outputs are packed into one buffer (in a float dtype that holds each exactly): backward is called once,
+    # with every output's gradient, when the walk reaches the packed node. (bfloat16 is held in float32: a bfloat16
+    # value is differentiated through the graph of its bits, which a node of its own would not be part of)
+    packed = len(diff) > 1
+    packed_dtype = _widest_float([outputs[i].dtype for i in diff])
+    with no_grad():
+        if packed:
+            value = Tensor.cat(*[outputs[i].reshape(-1).cast(packed_dtype) for i in diff])
+        else:
+            value = outputs[diff[0]].cast(packed_dtype)
+    # every input must be a source of the node, for the walk to find it (forward may not have read one): a select
+    # that always takes the value ties the missing ones in
+    value = _tied(value, inputs)
+    # a fresh node of its own (nodes are shared: a rule given to an equal node would be given to every use of it)
+    node = UOp(Ops.CONTIGUOUS, packed_dtype, (value.uop,), ("autograd.Function", next(_contiguous_ids)))
+    spans = _spans([outputs[i] for i in diff], packed)
+    node_ref = weakref.ref(node)
+    results = list(outputs)
+    for i, span in zip(diff, spans, strict=True):
+        results[i] = _read_output(node, span)
+        # a saved output unpacks as the output (the node is alive while a gradient walks it: held weakly)
+        ctx._output_views[id(outputs[i])] = _SavedOutput(node_ref, span, outputs[i])
+    rule = _BackwardRule(cls, ctx, args, outputs, diff, spans, positions)
+    # (a bfloat16 input's gradient arrives at the graph of its bits, in float32: see tensor._gradient_key)
+    keys = tuple(_gradient_key(t) for t in inputs)
+    set_gradient(node, keys, rule)
+    return tuple(results)
+
+
+# where one output lies in the node: (offset, numel, shape, dtype), offset None when the node is the output itself
+Span = tuple[int | None, int, tuple[int, ...], DType]
+
+
+def _spans(outputs: list[Tensor], packed: bool) -> list[Span]:
+    spans: list[Span] = []
+    offset = 0
+    for o in outputs:
+        spans.append((offset if packed else None, o.numel(), o.shape, o.dtype))
+        offset += o.numel()
+    return spans
+
+
+def _read_output(node: UOp, span: Span) -> Tensor:
+    t = Tensor(node)
+    offset, n, shape, dt = span
+    if offset is not None:
+        t = t[offset : offset + n].reshape(shape)
+    return t.cast(dt) if t.dtype != dt else t
+
+
+def _widest_float(dts: list[DType]) -> DType:
+    # a float dtype (not bfloat16) every one of `dts` converts to exactly
+    if any(dt == dtypes.float64 for dt in dts):
+        return dtypes.float64
+    return dts[0] if all(dt == dts[0] for dt in dts) and dts[0] != dtypes.bfloat16 else dtypes.float32
+
+
+def _tied(value: Tensor, inputs: tuple[Tensor, ...]) -> Tensor:
+    in_graph = graph_of(value.uop)
+    missing = [t for t in inputs if t.uop not in in_graph and t.numel() > 0]
+    if not missing:
+        return value
+    with no_grad():
+        always = Tensor.full(value.shape, True, dtype=dtypes.bool, device=value.device)
+        for t in missing:
+            first = t.detach().reshape(-1)[:1].to(value.device).cast(value.dtype)
+            value = always.where(value, first.reshape((1,) * value.ndim).expand(value.shape))
+    return value
+
+
+class _SavedOutput:
+    """A saved output of forward, read back from the output node while it is alive (else forward's own value)."""
+
+    def __init__(self, node_ref: weakref.ref[UOp], span: Span, fallback: Tensor) -> None:
+        self.node_ref, self.span, self.fallback = node_ref, span, fallback
+
+    def __call__(self) -> Tensor:
+        node = self.node_ref()
+        return self.fallback if node is None else _read_output(node, self.span)
+
+
+class _BackwardRule:
+    """The given gradient of a Function's output node: the node's gradient split per output, `cls.backward` called
+    once with them, its results checked and fitted to the inputs (it must not hold the node: see set_gradient)."""
+
+    def __init__(
+        self,
+        cls: type[Function],
+        ctx: FunctionCtx,
+        args: tuple[Any, ...],
+        outputs: tuple[Any, ...],
+        diff: list[int],
+        spans: list[Span],
+        positions: list[int],
+    ) -> None:
+        self.cls, self.ctx, self.args, self.diff, self.spans, self.positions = cls, ctx, args, diff, spans, positions
+        # only what the gradients of the outputs that get none need: their shape, dtype and device
+        self.out_meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None for o in outputs]
+
+    def __call__(self, g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+        ctx, name = self.ctx, self.cls.__name__
+        with enable_grad():
+            grads: list[Tensor | None] = [None] * len(self.out_meta)
+            for i, meta in enumerate(self.out_meta):
+                if meta is not None and ctx.materialize_grads:
+                    grads[i] = Tensor.zeros(meta[0], dtype=meta[1], device=meta[2])
+            for i, span in zip(self.diff, self.spans, strict=True):
+                grads[i] = _read_output(g, span)
+            backward = self.cls.backward if self.cls.backward is not Function.backward else self.cls.vjp
+            result = backward(ctx, *grads)
+        result = result if isinstance(result, tuple) else (result,)
+        n = len(self.args)
+        if len(result) < n or any(r is not None for r in result[n:]):
+            raise RuntimeError(
+                f"function {name}Backward returned an incorrect number of gradients (expected {n}, got {len(result)})"
+            )
+        for i, (a, r) in enumerate(zip(self.args, result, strict=False)):
+            if r is not None and not isinstance(a, Tensor):
+                raise RuntimeError(
+                    f"function {name}Backward returned a gradient different than None at position {i + 1}, but the "
+                    "corresponding forward input was not a Variable"
+                )
+            if r is not None and not isinstance(r, Tensor):
+                raise TypeError(f"function {name}Backward returned a {type(r).__name__} at position {i + 1}")
+        out: list[UOp | None] = []
+        for i, w in zip(self.positions, wanted, strict=True):
+            r = result[i]
+            out.append(_fitted(r, self.args[i], name, i).uop if w and r is not None else None)
+        return tuple(out)
+
+
+def _fitted(g: Tensor, x: Tensor, name: str, i: int) -> Tensor:
+    # a gradient of a broadcast of the input's shape is summed back to it, as torch's; the dtype and device are x's
+    if g.shape != x.shape:
+        lead = g.ndim - x.ndim
+        fits = lead >= 0 and all(s in (1, gs) for s, gs in zip(x.shape, g.shape[lead:], strict=True))
+        if not fits:
+            raise RuntimeError(
+                f"Function {name}Backward returned an invalid gradient at index {i} - got {list(g.shape)} but "
+                f"expected shape compatible with {list(x.shape)}"
+            )
+        if lead:
+            g = g.sum(tuple(range(lead)))
+        axes = tuple(d for d, (s, gs) in enumerate(zip(x.shape, g.shape, strict=True)) if s != gs)
+        if axes:
+            g = g.sum(axes, keepdim=True)
+    if g.device != x.device:
+        g = g.to(x.device)
+    dt = dtypes.float32 if x.dtype == dtypes.bfloat16 else x.dtype
+    return g.cast(dt) if g.dtype != dt else g

@@ -1,0 +1,557 @@
+"""uopkit.autograd against torch.autograd: grad (first and second derivatives), backward, and custom Functions (each
+written once, against the API both share, and run as a subclass of either library's Function)."""
+
+from __future__ import annotations
+
+import doctest
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes, no_grad
+from uopkit.tensor import autograd
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(0)
+
+
+def _randn(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _close(ours: Any, theirs: Any, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    assert ours is not None and theirs is not None
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=rtol, atol=atol)
+
+
+def _pair(*arrays: np.ndarray) -> tuple[list[Tensor], list[Any]]:
+    return [Tensor(a, requires_grad=True) for a in arrays], [torch.tensor(a, requires_grad=True) for a in arrays]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# grad: first and higher derivatives
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x**3, lambda x: x.sin(), lambda x: x.tanh() * x, lambda x: (x * x).exp() / (1 + x * x)],
+    ids=["cube", "sin", "tanh_x", "exp_ratio"],
+)
+def test_second_and_third_derivatives_match_torch(fn: Callable) -> None:
+    (x,), (tx,) = _pair(_randn(5) * 0.7)
+    (g1,) = autograd.grad(fn(x).sum(), x, create_graph=True)
+    (g2,) = autograd.grad(g1.sum(), x, create_graph=True)
+    (g3,) = autograd.grad(g2.sum(), x)
+    (t1,) = torch.autograd.grad(fn(tx).sum(), tx, create_graph=True)
+    (t2,) = torch.autograd.grad(t1.sum(), tx, create_graph=True)
+    (t3,) = torch.autograd.grad(t2.sum(), tx)
+    for ours, theirs in ((g1, t1), (g2, t2), (g3, t3)):
+        _close(ours, theirs)
+
+
+def _mlp(x: Any, w1: Any, b1: Any, w2: Any) -> Any:
+    return (x @ w1 + b1).tanh() @ w2
+
+
+def test_gradient_penalty_reaches_the_weights_as_torch() -> None:
+    # WGAN-GP: the norm of the input gradient, pushed towards 1, trains the weights through a second derivative
+    arrays = _randn(6, 4), _randn(4, 8) * 0.5, _randn(8) * 0.1, _randn(8, 1) * 0.5
+    (x, w1, b1, w2), (tx, tw1, tb1, tw2) = _pair(*arrays)
+    (g,) = autograd.grad(_mlp(x, w1, b1, w2).sum(), x, create_graph=True)
+    ((g.square().sum(1).sqrt() - 1) ** 2).mean().backward()
+    (tg,) = torch.autograd.grad(_mlp(tx, tw1, tb1, tw2).sum(), tx, create_graph=True)
+    ((tg.norm(dim=1) - 1) ** 2).mean().backward()
+    _close(g, tg)
+    for ours, theirs in ((x, tx), (w1, tw1), (b1, tb1), (w2, tw2)):
+        _close(ours.grad, theirs.grad)
+
+
+def test_penalty_of_the_whole_gradient_norm() -> None:
+    arrays = _randn(3, 4), _randn(4, 5) * 0.5, _randn(5) * 0.1, _randn(5, 2) * 0.5
+    (x, w1, b1, w2), (tx, tw1, tb1, tw2) = _pair(*arrays)
+    (g,) = autograd.grad(_mlp(x, w1, b1, w2).sum(), x, create_graph=True)
+    ((g.square().sum().sqrt() - 1) ** 2).backward()
+    (tg,) = torch.autograd.grad(_mlp(tx, tw1, tb1, tw2).sum(), tx, create_graph=True)
+    ((tg.norm() - 1) ** 2).backward()
+    for ours, theirs in ((w1, tw1), (b1, tb1), (w2, tw2)):
+        _close(ours.grad, theirs.grad)
+
+
+def test_several_outputs_inputs_and_grad_outputs() -> None:
+    (a, b), (ta, tb) = _pair(_randn(3, 2), _randn(2))
+    v = _randn(3, 2)
+    ours = autograd.grad([a * b, (a.exp() * b).sum()], [a, b], [Tensor(v), None])
+    theirs = torch.autograd.grad([ta * tb, (ta.exp() * tb).sum()], [ta, tb], [torch.tensor(v), None])
+    for o, t in zip(ours, theirs, strict=True):
+        _close(o, t)
+
+
+def test_grad_leaves_dot_grad_alone_and_detaches_without_create_graph() -> None:
+    x, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=True)
+    (g,) = autograd.grad((x * x).sum(), x)
+    assert x.grad is None and g.tolist() == [2.0, 4.0]
+    # (as torch's: the gradient is a constant for what follows, so no second derivative reaches x)
+    (g * w).sum().backward()
+    assert x.grad is None and w.grad.tolist() == [2.0, 4.0]
+
+
+def test_grad_with_respect_to_an_intermediate_and_twice() -> None:
+    (x,), (tx,) = _pair(_randn(4))
+    h, th = x * 2 + 1, tx * 2 + 1
+    out, tout = (h.sin() * h).sum(), (th.sin() * th).sum()
+    (gh, gx), (tgh, tgx) = autograd.grad(out, [h, x]), torch.autograd.grad(tout, [th, tx])
+    _close(gh, tgh)
+    _close(gx, tgx)
+    # (no graph is freed: retain_graph means nothing, and asking again gives the same)
+    (again,) = autograd.grad(out, x, retain_graph=False)
+    _close(again, tgx)
+
+
+def test_hooks_run_in_grad_as_torchs() -> None:
+    x, tx = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda g: g * 10)
+    tx.register_hook(lambda g: g * 10)
+    h, th = x * 2, tx * 2
+    h.register_hook(lambda g: g + 1)
+    th.register_hook(lambda g: g + 1)
+    _close(autograd.grad((h * h).sum(), x)[0], torch.autograd.grad((th * th).sum(), tx)[0])
+
+
+def test_unused_inputs() -> None:
+    x, y = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
+    out = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="index 1 appears to not have been used"):
+        autograd.grad(out, [x, y])
+    gx, gy = autograd.grad(out, [x, y], allow_unused=True)
+    assert gx.tolist() == [2.0, 2.0] and gy is None
+    _, gy = autograd.grad(out, [x, y], materialize_grads=True)
+    assert gy.tolist() == [0.0]
+    with pytest.raises(ValueError, match="allow_unused"):
+        autograd.grad(out, [x, y], allow_unused=False, materialize_grads=True)
+    # only through a detach is not used either
+    (gy,) = autograd.grad((x + y.detach()).sum(), y, allow_unused=True)
+    assert gy is None
+
+
+def test_grad_errors_as_torchs() -> None:
+    x, c = Tensor([1.0, 2.0], requires_grad=True), Tensor([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="only for scalar outputs"):
+        autograd.grad(x * 2, x)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        autograd.grad((x * c).sum(), c)
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        autograd.grad((c * 2).sum(), x)
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        autograd.grad((x.detach() * 2).sum(), x)
+    with no_grad():
+        out = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        autograd.grad(out, x)
+    with pytest.raises(NotImplementedError):
+        autograd.grad((x * 2).sum(), x, is_grads_batched=True)
+    with pytest.raises(RuntimeError, match="one per output"):
+        autograd.grad([x.sum(), x.sum()], x, [None])
+
+
+def test_grad_of_a_realized_output() -> None:
+    # an output read back already: its graph is followed back to what computed it
+    (x,), (tx,) = _pair(_randn(3))
+    out, tout = (x.exp() * x).sum(), (tx.exp() * tx).sum()
+    out.numpy()
+    _close(autograd.grad(out, x)[0], torch.autograd.grad(tout, tx)[0])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# backward
+
+
+def test_backward_of_several_tensors_as_torchs() -> None:
+    (a, b), (ta, tb) = _pair(_randn(3), _randn(3))
+    v = _randn(3)
+    autograd.backward([a * b, (a * a).sum()], [Tensor(v), None])
+    torch.autograd.backward([ta * tb, (ta * ta).sum()], [torch.tensor(v), None])
+    _close(a.grad, ta.grad)
+    _close(b.grad, tb.grad)
+    # one tensor, and only some inputs
+    autograd.backward((a * b).sum(), inputs=[b])
+    torch.autograd.backward((ta * tb).sum(), inputs=[tb])
+    _close(a.grad, ta.grad)
+    _close(b.grad, tb.grad)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Function: each one written once, for either library
+
+
+def _custom_exp(base: type) -> type:
+    class Exp(base):
+        @staticmethod
+        def forward(ctx, x):
+            result = x.exp()
+            ctx.save_for_backward(result)
+            return result
+
+        @staticmethod
+        def backward(ctx, g):
+            (result,) = ctx.saved_tensors
+            return g * result
+
+    return Exp
+
+
+def _straight_through_round(base: type) -> type:
+    class Round(base):
+        @staticmethod
+        def forward(ctx, x):
+            return x.round()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    return Round
+
+
+def _clamp_with_gradient(base: type) -> type:
+    # the gradient passes inside the bounds and is halved outside (not the derivative of clamp)
+    class Clamp(base):
+        @staticmethod
+        def forward(ctx, x, lo, hi):
+            ctx.save_for_backward(x)
+            ctx.lo, ctx.hi = lo, hi
+            return x.clamp(lo, hi)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            inside = (x >= ctx.lo) & (x <= ctx.hi)
+            assert ctx.needs_input_grad == (True, False, False)
+            return g * (0.5 + 0.5 * inside.float()), None, None
+
+    return Clamp
+
+
+def _sin_cos(base: type) -> type:
+    class SinCos(base):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x)
+            ctx.scale = scale
+            return x.sin() * scale, x.cos()
+
+        @staticmethod
+        def backward(ctx, g_sin, g_cos):
+            (x,) = ctx.saved_tensors
+            return g_sin * x.cos() * ctx.scale - g_cos * x.sin(), None
+
+    return SinCos
+
+
+def _scaled_product(base: type) -> type:
+    # two tensor inputs and a non-tensor one in between
+    class ScaledProduct(base):
+        @staticmethod
+        def forward(ctx, a, k, b):
+            ctx.save_for_backward(a, b)
+            ctx.k = k
+            return a * b * k
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            return g * b * ctx.k, None, g * a * ctx.k
+
+    return ScaledProduct
+
+
+def _both(make: Callable[[type], type]) -> tuple[type, type]:
+    return make(autograd.Function), make(torch.autograd.Function)
+
+
+def test_custom_exp_values_first_and_second_derivatives() -> None:
+    ours, theirs = _both(_custom_exp)
+    (x,), (tx,) = _pair(_randn(5))
+    y, ty = ours.apply(x), theirs.apply(tx)
+    _close(y, ty)
+    (g,) = autograd.grad((y * y).sum(), x, create_graph=True)
+    (tg,) = torch.autograd.grad((ty * ty).sum(), tx, create_graph=True)
+    _close(g, tg)
+    # through the saved output: backward's own ops are differentiated, the Function again at the output
+    _close(autograd.grad(g.sum(), x)[0], torch.autograd.grad(tg.sum(), tx)[0])
+
+
+def test_straight_through_estimator() -> None:
+    ours, theirs = _both(_straight_through_round)
+    (x, w), (tx, tw) = _pair(_randn(4, 3) * 3, _randn(3, 2))
+    out, tout = ours.apply(x * 2) @ w, theirs.apply(tx * 2) @ tw
+    _close(out, tout)
+    (out.square()).sum().backward()
+    (tout.square()).sum().backward()
+    _close(x.grad, tx.grad)
+    _close(w.grad, tw.grad)
+    assert np.abs(x.grad.numpy()).sum() > 0
+
+
+def test_clamp_with_its_own_gradient() -> None:
+    ours, theirs = _both(_clamp_with_gradient)
+    (x,), (tx,) = _pair(_randn(10) * 2)
+    v = _randn(10)
+    out, tout = ours.apply(x, -0.5, 1.0), theirs.apply(tx, -0.5, 1.0)
+    _close(out, tout)
+    (out * Tensor(v)).sum().backward()
+    (tout * torch.tensor(v)).sum().backward()
+    _close(x.grad, tx.grad)
+
+
+@pytest.mark.parametrize("used", ["both", "first", "second"])
+def test_multi_output_function(used: str) -> None:
+    ours, theirs = _both(_sin_cos)
+    (x,), (tx,) = _pair(_randn(2, 3))
+    (s, c), (ts, tc) = ours.apply(x, 3.0), theirs.apply(tx, 3.0)
+    _close(s, ts)
+    _close(c, tc)
+    pick = {"both": lambda a, b: (a * b).sum() + a.sum(), "first": lambda a, b: a.sum(), "second": lambda a, b: b.sum()}
+    pick[used](s, c).backward()
+    pick[used](ts, tc).backward()
+    _close(x.grad, tx.grad)
+
+
+def test_non_tensor_argument_between_tensors() -> None:
+    ours, theirs = _both(_scaled_product)
+    (a, b), (ta, tb) = _pair(_randn(3), _randn(3))
+    ours.apply(a, 2.5, b).sum().backward()
+    theirs.apply(ta, 2.5, tb).sum().backward()
+    _close(a.grad, ta.grad)
+    _close(b.grad, tb.grad)
+
+
+def test_function_nested_in_a_graph() -> None:
+    # ops before (a matmul with weights) and after (a nonlinearity, another Function, a reduction)
+    exp, texp = _both(_custom_exp)
+    clamp, tclamp = _both(_clamp_with_gradient)
+    (x, w, v), (tx, tw, tv) = _pair(_randn(4, 3), _randn(3, 5) * 0.5, _randn(5))
+    out = (clamp.apply(exp.apply(x @ w).tanh() * v, -0.3, 0.3) + x.sum()).square().mean()
+    tout = (tclamp.apply(texp.apply(tx @ tw).tanh() * tv, -0.3, 0.3) + tx.sum()).square().mean()
+    out.backward()
+    tout.backward()
+    _close(out, tout)
+    for o, t in ((x, tx), (w, tw), (v, tv)):
+        _close(o.grad, t.grad)
+
+
+def test_gradient_is_backwards_not_forwards_derivative() -> None:
+    class Liar(autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 5
+
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = Liar.apply(x)
+    assert y.tolist() == [2.0, 4.0]
+    (y * y).sum().backward()
+    assert x.grad.tolist() == [20.0, 40.0]
+    # two uses of the same forward on the same input are two nodes, each with its own backward
+    x2 = Tensor([1.0, 2.0], requires_grad=True)
+    (Liar.apply(x2) + x2 * 2).sum().backward()
+    assert x2.grad.tolist() == [7.0, 7.0]
+
+
+def test_setup_context_style() -> None:
+    class Cube(autograd.Function):
+        @staticmethod
+        def forward(x, k):
+            return x**3 * k
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, k = inputs
+            ctx.save_for_backward(x)
+            ctx.k = k
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 3 * x * x * ctx.k, None
+
+    x = Tensor([1.0, -2.0], requires_grad=True)
+    y = Cube.apply(x, 2.0)
+    assert y.tolist() == [2.0, -16.0]
+    y.sum().backward()
+    assert x.grad.tolist() == [6.0, 24.0]
+
+
+def _max_with_index(base: type) -> type:
+    # an integer output that is marked non-differentiable, as torch.max(dim)'s indices
+    class MaxWithIndex(base):
+        @staticmethod
+        def forward(ctx, x):
+            idx = x.argmax(-1)
+            ctx.save_for_backward(x, idx)
+            ctx.mark_non_differentiable(idx)
+            return x.amax(-1), idx
+
+        @staticmethod
+        def backward(ctx, g, g_idx):
+            x, idx = ctx.saved_tensors
+            assert g_idx is not None and g_idx.shape == idx.shape
+            return (idx.unsqueeze(-1) == _arange_like(x)).float() * g.unsqueeze(-1)
+
+    return MaxWithIndex
+
+
+def _arange_like(x: Any) -> Any:
+    n = x.shape[-1]
+    return (torch.arange(n) if isinstance(x, torch.Tensor) else Tensor.arange(n)).reshape(1, n)
+
+
+def test_non_differentiable_integer_output() -> None:
+    ours, theirs = _both(_max_with_index)
+    (x,), (tx,) = _pair(_randn(3, 4))
+    (m, i), (tm, ti) = ours.apply(x), theirs.apply(tx)
+    assert i.tolist() == ti.tolist()
+    (m * Tensor([1.0, 2.0, 3.0])).sum().backward()
+    (tm * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+    _close(x.grad, tx.grad)
+
+
+def test_materialize_grads_off_gives_none_for_an_output_without_gradient() -> None:
+    seen = []
+
+    class Pair(autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            idx = (x > 0).float()
+            ctx.mark_non_differentiable(idx)
+            return x * 2, idx
+
+        @staticmethod
+        def backward(ctx, g, g_idx):
+            seen.append(g_idx)
+            return g * 2
+
+    x = Tensor([1.0, -1.0], requires_grad=True)
+    Pair.apply(x)[0].sum().backward()
+    assert seen == [None] and x.grad.tolist() == [2.0, 2.0]
+
+
+def test_backward_results_checked_as_torchs() -> None:
+    def make(backward: Callable) -> type:
+        class Bad(autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k):
+                return x * k
+
+        Bad.backward = staticmethod(backward)
+        return Bad
+
+    x = Tensor([[1.0, 2.0]], requires_grad=True)
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        make(lambda ctx, g: g).apply(x, 3).sum().backward()
+    with pytest.raises(RuntimeError, match="not a Variable"):
+        make(lambda ctx, g: (g, g)).apply(x, 3).sum().backward()
+    with pytest.raises(RuntimeError, match="invalid gradient at index 0"):
+        make(lambda ctx, g: (g.sum(), None)).apply(x, 3).sum().backward()
+    # extra trailing Nones are fine; a gradient of a broadcast of the input is summed back to its shape
+    make(lambda ctx, g: (g.expand(3, 1, 2), None, None)).apply(x, 3).sum().backward()
+    assert x.grad.tolist() == [[3.0, 3.0]]
+
+
+def test_no_input_needs_grad_and_no_grad_mode() -> None:
+    exp = _custom_exp(autograd.Function)
+    y = exp.apply(Tensor([0.0, 1.0]))
+    np.testing.assert_allclose(y.numpy(), np.exp([0.0, 1.0]), rtol=1e-6)
+    x = Tensor([0.0, 1.0], requires_grad=True)
+    with no_grad():
+        y = exp.apply(x)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        autograd.grad(y.sum(), x)
+
+
+def test_forward_that_ignores_an_input_still_gives_it_backwards_gradient() -> None:
+    def make(base: type) -> type:
+        class Ignore(base):
+            @staticmethod
+            def forward(ctx, x, y):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, g.sum(0) * 3
+
+        return Ignore
+
+    ours, theirs = _both(make)
+    (x, y), (tx, ty) = _pair(_randn(2, 3), _randn(3))
+    ours.apply(x, y).sum().backward()
+    theirs.apply(tx, ty).sum().backward()
+    _close(x.grad, tx.grad)
+    _close(y.grad, ty.grad)
+
+
+def test_forward_returning_its_input_and_once_differentiable() -> None:
+    class Identity(autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+        @staticmethod
+        @autograd.once_differentiable
+        def backward(ctx, g):
+            return g * 4
+
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (Identity.apply(x) * x).sum().backward()
+    assert x.grad.tolist() == [5.0, 10.0]
+
+
+def test_function_output_through_grad_and_a_realized_output() -> None:
+    ours, theirs = _both(_sin_cos)
+    (x,), (tx,) = _pair(_randn(4))
+    s, _ = ours.apply(x, 2.0)
+    ts, _ = theirs.apply(tx, 2.0)
+    s.numpy()
+    (g,) = autograd.grad(s.sum(), x, create_graph=True)
+    (tg,) = torch.autograd.grad(ts.sum(), tx, create_graph=True)
+    _close(g, tg)
+    _close(autograd.grad(g.sum(), x)[0], torch.autograd.grad(tg.sum(), tx)[0])
+
+
+def test_bfloat16_function() -> None:
+    exp = _custom_exp(autograd.Function)
+    x = Tensor([0.5, 1.0], dtype=dtypes.bfloat16, requires_grad=True)
+    y = exp.apply(x)
+    assert y.dtype == dtypes.bfloat16
+    (y.float() * Tensor([1.0, 2.0])).sum().backward()
+    assert x.grad.dtype == dtypes.bfloat16
+    np.testing.assert_allclose(x.grad.float().numpy(), np.exp([0.5, 1.0]) * [1.0, 2.0], rtol=1e-2)
+
+
+def test_training_loop_with_a_function() -> None:
+    # a few SGD steps through a straight-through round: the same as torch's, step by step
+    ours, theirs = _both(_straight_through_round)
+    (w,), (tw,) = _pair(_randn(3, 2))
+    x = _randn(5, 3)
+    for _ in range(3):
+        loss = (ours.apply(Tensor(x) @ w * 4) / 4).square().mean()
+        tloss = (theirs.apply(torch.tensor(x) @ tw * 4) / 4).square().mean()
+        loss.backward()
+        tloss.backward()
+        _close(loss, tloss)
+        w = Tensor((w - w.grad * 0.1).numpy(), requires_grad=True)
+        with torch.no_grad():
+            tw -= tw.grad * 0.1
+            tw.grad = None
+    _close(w, tw)
+
+
+def test_module_examples() -> None:
+    failed, _ = doctest.testmod(autograd, optionflags=doctest.ELLIPSIS)
+    assert failed == 0
