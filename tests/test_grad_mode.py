@@ -112,3 +112,28 @@ def test_backward_through_only_detached_values_raises():
         y.sum().backward()
     with pytest.raises(RuntimeError, match="no gradient reaches"):
         (x.argmax() * 1.0).backward()
+
+
+def test_decorators_without_the_call():
+    x = Tensor([3.0], requires_grad=True)
+
+    @no_grad
+    def cut(t):
+        return t * 2
+
+    @inference_mode
+    def also_cut(t):
+        return t * 2
+
+    @enable_grad
+    def kept(t):
+        return t * 2
+
+    assert cut.__name__ == "cut" and also_cut.__name__ == "also_cut"
+    (x * cut(x) + x * also_cut(x)).sum().backward()
+    assert x.grad.tolist() == [12.0]
+    x.grad = None
+    with no_grad():
+        y = kept(x)
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0]

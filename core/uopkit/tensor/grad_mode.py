@@ -53,14 +53,24 @@ class _GradSwitch:
         return run  # type: ignore[return-value]
 
 
-class no_grad(_GradSwitch):
-    """Compute without recording gradients: `with no_grad():` or `@no_grad()`."""
+class _BareDecorator(_GradSwitch):
+    # `@no_grad` without the call works too, as torch's: given a function, the class gives it decorated
+    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
+        switch = super().__new__(cls)
+        return switch if fn is None else switch(fn)
+
+    def __init__(self, fn: Callable[..., Any] | None = None) -> None:
+        pass
+
+
+class no_grad(_BareDecorator):
+    """Compute without recording gradients: `with no_grad():`, `@no_grad()` or `@no_grad`."""
 
     enabled = False
 
 
-class enable_grad(_GradSwitch):
-    """Record gradients inside a `no_grad` block: `with enable_grad():` or `@enable_grad()`."""
+class enable_grad(_BareDecorator):
+    """Record gradients inside a `no_grad` block: `with enable_grad():`, `@enable_grad()` or `@enable_grad`."""
 
     enabled = True
 
@@ -68,7 +78,17 @@ class enable_grad(_GradSwitch):
 class inference_mode(_GradSwitch):
     """torch's inference_mode: here `no_grad` (mode=False: recording stays as it is)."""
 
-    def __init__(self, mode: bool = True) -> None:
+    def __new__(cls, mode: Any = True) -> Any:
+        # (`@inference_mode` without the call: the function comes as `mode`)
+        switch = super().__new__(cls)
+        if callable(mode):
+            switch.enabled = False
+            return switch(mode)
+        return switch
+
+    def __init__(self, mode: Any = True) -> None:
+        if callable(mode):
+            return
         if not isinstance(mode, bool):
             raise TypeError(f"inference_mode: mode must be a bool, got {mode!r}")
         self.enabled = False if mode else None
