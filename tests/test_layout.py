@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("schedule", ("uopkit.schedule",)),
     ("engine", ("uopkit.engine",)),
     # TinyJit takes and returns Tensors: front end (uopkit/jit.py), above the engine whose launches it records
-    ("frontend", ("uopkit.gradient", "uopkit.tensor", "uopkit.nn", "uopkit.jit")),
+    ("frontend", ("uopkit.gradient", "uopkit.tensor", "uopkit.nn", "uopkit.jit", "uopkit.data")),
     ("tools", ("uopkit.cli", "uopkit.__main__", "uopkit.testing", "uopkit.templates", "uopkit")),
 ]
 PREFIXES_LONGEST_FIRST = sorted(

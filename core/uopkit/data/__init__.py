@@ -1,0 +1,48 @@
+"""torch.utils.data for uopkit: datasets, samplers, DataLoader and collation, with torch's names and behaviour.
+
+    from uopkit.data import DataLoader, TensorDataset
+    for x, y in DataLoader(TensorDataset(images, labels), batch_size=64, shuffle=True): ...
+
+Loading runs in the calling process (`num_workers` is accepted and has no effect); random orders come from uopkit's
+seeded stream (`Tensor.manual_seed`) or a numpy Generator passed as `generator`.
+"""
+
+from uopkit.data.collate import default_collate, default_convert
+from uopkit.data.dataloader import DataLoader, get_worker_info
+from uopkit.data.dataset import (
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
+from uopkit.data.sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
+
+__all__ = [
+    "BatchSampler",
+    "ChainDataset",
+    "ConcatDataset",
+    "DataLoader",
+    "Dataset",
+    "IterableDataset",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "Subset",
+    "SubsetRandomSampler",
+    "TensorDataset",
+    "WeightedRandomSampler",
+    "default_collate",
+    "default_convert",
+    "get_worker_info",
+    "random_split",
+]

@@ -1,0 +1,175 @@
+"""DataLoader (torch.utils.data's): batches of a dataset, in the order of a sampler, collated into Tensors.
+
+It always loads in the calling process: `num_workers > 0` is accepted (torch scripts pass it routinely) and runs as
+`num_workers=0` does, with no worker processes; `pin_memory`, `timeout`, `prefetch_factor`, `persistent_workers` and
+`worker_init_fn` are checked as torch checks them and have no other effect. Loading is rarely the bottleneck here: a
+batch of a TensorDataset is one gather, and the Tensors it gives are lazy, computed with the step that uses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+from uopkit.data.collate import default_collate, default_convert
+from uopkit.data.dataset import IterableDataset, _batched
+from uopkit.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+def get_worker_info() -> None:
+    """Information about the worker process running this code: always None, as in torch's main process (uopkit's
+    DataLoader loads in the calling process whatever `num_workers` says), so an IterableDataset that shards its stream
+    by worker yields all of it."""
+    return None
+
+
+class _LoaderIterator:
+    """One pass over a DataLoader (what `iter(loader)` returns): an iterator with the loader's `len`."""
+
+    def __init__(self, batches: Iterator[Any], length: Callable[[], int]) -> None:
+        self._batches, self._length = batches, length
+
+    def __iter__(self) -> _LoaderIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._batches)
+
+    def __len__(self) -> int:
+        return self._length()
+
+
+class DataLoader(Generic[T_co]):
+    """Iterates over `dataset` in batches, as torch.utils.data.DataLoader.
+
+    Map-style datasets are read in the order of `sampler` (`shuffle=True`: a RandomSampler, a new order each epoch;
+    else in order), grouped by `batch_size` (`drop_last` drops a short last batch), or by `batch_sampler`;
+    `batch_size=None` turns batching off. An IterableDataset is batched in the order it yields. Each batch goes through
+    `collate_fn` (default_collate, or default_convert without batching). `generator` (a numpy Generator) drives the
+    shuffling; without one it draws from uopkit's seeded stream, so `Tensor.manual_seed` makes the order reproducible.
+
+    The worker and memory options (`num_workers`, `pin_memory`, `timeout`, `worker_init_fn`, `prefetch_factor`,
+    `persistent_workers`, `multiprocessing_context`, `pin_memory_device`, `in_order`) are accepted and validated as
+    torch's, and loading runs in the calling process (see the module's docstring).
+
+    >>> loader = DataLoader(TensorDataset(Tensor.arange(5), Tensor.arange(5) * 10), batch_size=2)
+    >>> len(loader), [[t.tolist() for t in batch] for batch in loader]
+    (3, [[[0, 1], [0, 10]], [[2, 3], [20, 30]], [[4], [40]]])
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Sampler | Iterable[Any] | None = None,
+        batch_sampler: Sampler[list[Any]] | Iterable[list[Any]] | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        generator: Any = None,
+        *,
+        multiprocessing_context: Any = None,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+    ) -> None:
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError(
+                "prefetch_factor option could only be specified in multiprocessing. let num_workers > 0 to enable "
+                "multiprocessing, otherwise set prefetch_factor to None."
+            )
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        iterable = isinstance(dataset, IterableDataset)
+        if iterable:
+            # an IterableDataset sets its own order
+            given = {"shuffle": shuffle or None, "sampler": sampler, "batch_sampler": batch_sampler}
+            for name, value in given.items():
+                if value is not None:
+                    raise ValueError(
+                        f"DataLoader with IterableDataset: expected unspecified {name} option, but got {name}={value!r}"
+                    )
+        shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+                )
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
+        if sampler is None and not iterable:
+            sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
+            # (an IterableDataset's batch size is only checked here: its stream is cut into batches as it comes)
+            checked = BatchSampler(sampler if sampler is not None else [], batch_size, drop_last)
+            batch_sampler = None if iterable else checked
+        self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
+        self.sampler, self.batch_sampler, self.generator = sampler, batch_sampler, generator
+        # accepted for torch's sake; loading runs in this process (the module's docstring)
+        self.num_workers, self.pin_memory, self.timeout = num_workers, pin_memory, timeout
+        self.worker_init_fn, self.prefetch_factor = worker_init_fn, prefetch_factor
+        self.persistent_workers, self.multiprocessing_context = persistent_workers, multiprocessing_context
+        self.pin_memory_device, self.in_order = pin_memory_device, in_order
+        self._iterable = iterable
+        self._auto_collation = batch_sampler is not None or (iterable and batch_size is not None)
+        if collate_fn is None:
+            collate_fn = default_collate if self._auto_collation else default_convert
+        self.collate_fn = collate_fn
+
+    def __iter__(self) -> _LoaderIterator:
+        if self._iterable:
+            batches = self._iterable_batches()
+        elif not self._auto_collation:
+            batches = (self.collate_fn(self.dataset[i]) for i in self.sampler)  # type: ignore[union-attr]
+        else:
+            batches = (self._fetch(indices) for indices in self.batch_sampler)  # type: ignore[union-attr]
+        return _LoaderIterator(batches, self.__len__)
+
+    def _fetch(self, indices: list[Any]) -> Any:
+        if self.collate_fn is default_collate:
+            # a TensorDataset (or a Subset of one): one gather per tensor, not a slice per row stacked
+            batch = _batched(self.dataset, indices)
+            if batch is not None:
+                return batch
+        getitems = getattr(self.dataset, "__getitems__", None)
+        samples = getitems(indices) if callable(getitems) else [self.dataset[i] for i in indices]
+        return self.collate_fn(samples)
+
+    def _iterable_batches(self) -> Iterator[Any]:
+        if not self._auto_collation:
+            for sample in self.dataset:
+                yield self.collate_fn(sample)
+            return
+        batch: list[Any] = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
+    def __len__(self) -> int:
+        if self._iterable:
+            # the stream's length where it has one (a TypeError where it hasn't, as torch)
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        if self._auto_collation:
+            return len(self.batch_sampler)  # type: ignore[arg-type]
+        return len(self.sampler)  # type: ignore[arg-type]
