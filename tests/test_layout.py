@@ -34,7 +34,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("schedule", ("uopkit.schedule",)),
     ("engine", ("uopkit.engine",)),
     # TinyJit takes and returns Tensors: front end (uopkit/jit.py), above the engine whose launches it records
-    ("frontend", ("uopkit.gradient", "uopkit.tensor", "uopkit.nn", "uopkit.jit", "uopkit.data")),
+    (
+        "frontend",
+        ("uopkit.gradient", "uopkit.tensor", "uopkit.nn", "uopkit.jit", "uopkit.data", "uopkit.distributions"),
+    ),
     ("tools", ("uopkit.cli", "uopkit.__main__", "uopkit.testing", "uopkit.templates", "uopkit")),
 ]
 PREFIXES_LONGEST_FIRST = sorted(

@@ -1,0 +1,186 @@
+"""torch.distributions.constraints' names: what a parameter or a sample must satisfy. `check(value)` gives a bool
+Tensor (one value per batch element: an event's constraint reduces over its `event_dim` rightmost axes); the
+distributions read it back once to raise ValueError, as torch's `validate_args`."""
+
+from __future__ import annotations
+
+from uopkit.tensor import Tensor
+
+__all__ = [
+    "Constraint",
+    "boolean",
+    "dependent",
+    "greater_than",
+    "greater_than_eq",
+    "half_open_interval",
+    "independent",
+    "integer_interval",
+    "interval",
+    "less_than",
+    "lower_cholesky",
+    "nonnegative",
+    "nonnegative_integer",
+    "one_hot",
+    "positive",
+    "positive_definite",
+    "positive_integer",
+    "real",
+    "real_vector",
+    "simplex",
+    "unit_interval",
+]
+
+
+class Constraint:
+    """A region of values; `event_dim` is how many rightmost axes make one event."""
+
+    is_discrete = False
+    event_dim = 0
+
+    def check(self, value: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__[1:]}()"
+
+
+class _Dependent(Constraint):
+    # a support that depends on other parameters: nothing to check on its own
+    def __init__(self, is_discrete: bool = False, event_dim: int = 0):
+        self.is_discrete, self.event_dim = is_discrete, event_dim
+
+    def check(self, value: Tensor) -> Tensor:
+        raise ValueError("can't check a dependent constraint on its own")
+
+
+class _Real(Constraint):
+    def check(self, value: Tensor) -> Tensor:
+        # NaN is the one value out of it
+        return value == value
+
+
+class _Boolean(Constraint):
+    is_discrete = True
+
+    def check(self, value: Tensor) -> Tensor:
+        return (value == 0) | (value == 1)
+
+
+class _IntegerInterval(Constraint):
+    is_discrete = True
+
+    def __init__(self, lower_bound: float, upper_bound: float | Tensor):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return (value % 1 == 0) & (value >= self.lower_bound) & (value <= self.upper_bound)
+
+
+class _IntegerGreaterThan(Constraint):
+    is_discrete = True
+
+    def __init__(self, lower_bound: float):
+        self.lower_bound = lower_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return (value % 1 == 0) & (value >= self.lower_bound)
+
+
+class _GreaterThan(Constraint):
+    def __init__(self, lower_bound: float | Tensor):
+        self.lower_bound = lower_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return value > self.lower_bound
+
+
+class _GreaterThanEq(_GreaterThan):
+    def check(self, value: Tensor) -> Tensor:
+        return value >= self.lower_bound
+
+
+class _LessThan(Constraint):
+    def __init__(self, upper_bound: float | Tensor):
+        self.upper_bound = upper_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return value < self.upper_bound
+
+
+class _Interval(Constraint):
+    def __init__(self, lower_bound: float | Tensor, upper_bound: float | Tensor):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        return (value >= self.lower_bound) & (value <= self.upper_bound)
+
+
+class _HalfOpenInterval(_Interval):
+    def check(self, value: Tensor) -> Tensor:
+        return (value >= self.lower_bound) & (value < self.upper_bound)
+
+
+class _Independent(Constraint):
+    # a base constraint whose `reinterpreted_batch_ndims` rightmost axes become event axes
+    def __init__(self, base: Constraint, reinterpreted_batch_ndims: int):
+        self.base, self.reinterpreted_batch_ndims = base, reinterpreted_batch_ndims
+        self.is_discrete, self.event_dim = base.is_discrete, base.event_dim + reinterpreted_batch_ndims
+
+    def check(self, value: Tensor) -> Tensor:
+        ok = self.base.check(value)
+        for _ in range(self.reinterpreted_batch_ndims):
+            ok = ok.all(-1)
+        return ok
+
+
+class _Simplex(Constraint):
+    event_dim = 1
+
+    def check(self, value: Tensor) -> Tensor:
+        return (value >= 0).all(-1) & ((value.sum(-1) - 1).abs() < 1e-6)
+
+
+class _OneHot(Constraint):
+    is_discrete, event_dim = True, 1
+
+    def check(self, value: Tensor) -> Tensor:
+        return ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
+
+
+class _LowerCholesky(Constraint):
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        lower = (value.tril() == value).all(-1).all(-1)
+        return lower & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
+
+
+class _PositiveDefinite(Constraint):
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        symmetric = ((value - value.mT).abs() <= 1e-6 * (1 + value.abs())).all(-1).all(-1)
+        # cholesky_ex's info is 0 exactly for the positive-definite ones
+        return symmetric & (value.cholesky_ex().info == 0)
+
+
+dependent = _Dependent()
+real = _Real()
+real_vector = _Independent(real, 1)
+boolean = _Boolean()
+positive = _GreaterThan(0.0)
+nonnegative = _GreaterThanEq(0.0)
+unit_interval = _Interval(0.0, 1.0)
+nonnegative_integer = _IntegerGreaterThan(0)
+positive_integer = _IntegerGreaterThan(1)
+simplex = _Simplex()
+one_hot = _OneHot()
+lower_cholesky = _LowerCholesky()
+positive_definite = _PositiveDefinite()
+independent = _Independent
+integer_interval = _IntegerInterval
+interval = _Interval
+half_open_interval = _HalfOpenInterval
+greater_than = _GreaterThan
+greater_than_eq = _GreaterThanEq
+less_than = _LessThan

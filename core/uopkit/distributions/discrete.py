@@ -1,0 +1,373 @@
+"""The discrete families: Bernoulli, Categorical, OneHotCategorical, Geometric, Binomial, Poisson. Each takes `probs`
+or `logits` (exactly one; the other is derived, lazily as every Tensor here), as torch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from uopkit.distributions import constraints
+from uopkit.distributions.distribution import Distribution, all_true, broadcast_all, open_uniform, xlogy
+from uopkit.dtype import dtypes
+from uopkit.tensor import Tensor, no_grad
+
+__all__ = ["Bernoulli", "Binomial", "Categorical", "Geometric", "OneHotCategorical", "Poisson"]
+
+# float32's machine epsilon and most negative value: probabilities are clamped to [EPS, 1 - EPS] before their logits
+# are taken, and -inf logits to MIN_REAL in entropies (0 * -inf would be NaN), as torch
+EPS = 1.1920929e-07
+MIN_REAL = -3.4028234663852886e38
+
+
+def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
+    p = probs.clamp(EPS, 1 - EPS)
+    return p.log() - (-p).log1p() if is_binary else p.log()
+
+
+def _softplus(x: Tensor) -> Tensor:
+    # log(1 + e^x) without overflow
+    return x.clamp(min=0) + (-x.abs()).exp().log1p()
+
+
+def _bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:
+    return _softplus(logits) - logits * target
+
+
+def _one_of(probs: Any, logits: Any) -> None:
+    if (probs is None) == (logits is None):
+        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+
+
+class _Binary(Distribution):
+    # the Bernoulli-trial families: a probs/logits pair of one broadcast shape
+    _expanded = ("probs", "logits")
+
+    def _set_probs_logits(self, probs: Any, logits: Any, *others: Any) -> tuple[Tensor, ...]:
+        _one_of(probs, logits)
+        if probs is not None:
+            self.probs, *rest = broadcast_all(probs, *others)
+            self.logits, self._given_name = probs_to_logits(self.probs, is_binary=True), "probs"
+        else:
+            self.logits, *rest = broadcast_all(logits, *others)
+            self.probs, self._given_name = self.logits.sigmoid(), "logits"
+        return tuple(rest)
+
+    def _given(self) -> tuple[str, ...]:
+        return (self._given_name,)
+
+
+class Bernoulli(_Binary):
+    """1 with probability `probs` (or sigmoid(`logits`)), else 0.
+
+    >>> from uopkit import Tensor
+    >>> round(Bernoulli(probs=0.25).log_prob(Tensor(1.0)).item(), 4)
+    -1.3863
+    """
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.boolean
+    has_enumerate_support = True
+
+    def __init__(self, probs: Any = None, logits: Any = None, validate_args: bool | None = None):
+        self._set_probs_logits(probs, logits)
+        super().__init__(self.probs.shape, (), validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs
+
+    @property
+    def mode(self) -> Tensor:
+        p = self.probs
+        return (p == 0.5).where(float("nan"), (p > 0.5).cast(p.dtype))
+
+    @property
+    def variance(self) -> Tensor:
+        return self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        with no_grad():
+            p = self.probs.detach()
+            u = Tensor.rand(*self._extended_shape(sample_shape), dtype=p.dtype, device=p.device)
+            return (u < p).cast(p.dtype)
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        return -_bce_with_logits(self.logits, value)
+
+    def entropy(self) -> Tensor:
+        return _bce_with_logits(self.logits, self.probs)
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        values = Tensor([0.0, 1.0], dtype=self.probs.dtype, device=self.probs.device).reshape(
+            2, *(1,) * len(self.batch_shape)
+        )
+        return values.expand((2, *self.batch_shape)) if expand else values
+
+
+class Geometric(_Binary):
+    """The number of failures before the first success of Bernoulli(`probs`) trials: 0, 1, 2, ..."""
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, probs: Any = None, logits: Any = None, validate_args: bool | None = None):
+        self._set_probs_logits(probs, logits)
+        super().__init__(self.probs.shape, (), validate_args)
+        if self._validate_args and probs is not None and not all_true(self.probs > 0):
+            raise ValueError(
+                f"Expected parameter probs of distribution {self!r} to be positive but found invalid values"
+            )
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs.reciprocal() - 1
+
+    @property
+    def mode(self) -> Tensor:
+        return self.probs * 0
+
+    @property
+    def variance(self) -> Tensor:
+        return (self.probs.reciprocal() - 1) / self.probs
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        with no_grad():
+            p = self.probs.detach()
+            u = open_uniform(self._extended_shape(sample_shape), p)
+            return (u.log() / (-p).log1p()).floor()
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        # a certain success (p = 1) at 0 failures: 0 * log(0) is 0 there
+        failures = xlogy(value, (1 - self.probs).clamp(min=0))
+        return (value == 0).where(0.0, failures) + self.probs.log()
+
+    def entropy(self) -> Tensor:
+        return _bce_with_logits(self.logits, self.probs) / self.probs
+
+
+class Binomial(_Binary):
+    """The number of successes in `total_count` Bernoulli(`probs`) trials."""
+
+    arg_constraints = {
+        "total_count": constraints.nonnegative_integer,
+        "probs": constraints.unit_interval,
+        "logits": constraints.real,
+    }
+    has_enumerate_support = True
+    _expanded = ("total_count", "probs", "logits")
+
+    def __init__(self, total_count: Any = 1, probs: Any = None, logits: Any = None, validate_args: bool | None = None):
+        (self.total_count,) = self._set_probs_logits(probs, logits, total_count)
+        self.total_count = self.total_count.cast(self.probs.dtype)
+        super().__init__(self.probs.shape, (), validate_args)
+
+    def _given(self) -> tuple[str, ...]:
+        return ("total_count", self._given_name)
+
+    @property
+    def support(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.integer_interval(0, self.total_count)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.total_count * self.probs
+
+    @property
+    def mode(self) -> Tensor:
+        return ((self.total_count + 1) * self.probs).floor().minimum(self.total_count)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.total_count * self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        # max(total_count) trials per element (read back once), the ones past an element's own count masked off
+        with no_grad():
+            p, n = self.probs.detach(), self.total_count.detach()
+            trials = int(n.max().item()) if n.numel() else 0
+            shape = self._extended_shape(sample_shape)
+            if trials == 0:
+                return Tensor.zeros(*shape, dtype=p.dtype, device=p.device)
+            u = Tensor.rand(trials, *shape, dtype=p.dtype, device=p.device)
+            index = Tensor.arange(trials, device=p.device).cast(p.dtype).reshape(trials, *(1,) * len(shape))
+            return ((u < p) & (index < n)).cast(p.dtype).sum(0)
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        n, logits = self.total_count, self.logits
+        log_choose = (n + 1).lgamma() - (value + 1).lgamma() - (n - value + 1).lgamma()
+        return log_choose + value * logits - n * _softplus(logits)
+
+    def entropy(self) -> Tensor:
+        # -sum p log p over 0 .. max(total_count) (read back once), the values past an element's own count left out
+        n = self.total_count
+        top = int(n.max().item()) if n.numel() else 0
+        values = Tensor.arange(top + 1, device=n.device).cast(n.dtype).reshape(top + 1, *(1,) * n.ndim)
+        inside = values <= n
+        log_choose = (n + 1).lgamma() - (values + 1).lgamma() - (n - values).clamp(min=0).add(1).lgamma()
+        log_p = log_choose + values * self.logits - n * _softplus(self.logits)
+        return -inside.where(log_p.exp() * log_p, 0.0).sum(0)
+
+
+class Poisson(Distribution):
+    """Poisson(rate) on 0, 1, 2, ...: log_prob, mean, mode and variance (no sampler)."""
+
+    arg_constraints = {"rate": constraints.nonnegative}
+    support = constraints.nonnegative_integer
+    _expanded = ("rate",)
+
+    def __init__(self, rate: Any, validate_args: bool | None = None):
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(self.rate.shape, (), validate_args)
+
+    @property
+    def mean(self) -> Tensor:
+        return self.rate
+
+    @property
+    def mode(self) -> Tensor:
+        return self.rate.floor()
+
+    @property
+    def variance(self) -> Tensor:
+        return self.rate
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        return xlogy(value, self.rate) - self.rate - (value + 1).lgamma()
+
+
+class Categorical(Distribution):
+    """One of K categories (the last axis of `probs` or `logits`; probs are normalized, logits shifted by their
+    logsumexp). Draws invert the cumulative distribution at a uniform draw, on the device; int64 as
+    torch's.
+
+    >>> from uopkit import Tensor
+    >>> Categorical(probs=Tensor([0.0, 1.0, 0.0])).sample((3,)).tolist()
+    [1, 1, 1]
+    """
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
+    has_enumerate_support = True
+    _expanded = ("probs", "logits")
+
+    def __init__(self, probs: Tensor | None = None, logits: Tensor | None = None, validate_args: bool | None = None):
+        _one_of(probs, logits)
+        given = probs if probs is not None else logits
+        if not isinstance(given, Tensor) or given.ndim < 1:
+            raise ValueError("`probs` or `logits` parameter must be at least one-dimensional.")
+        if probs is not None:
+            self.probs = probs / probs.sum(-1, keepdim=True)
+            self.logits, self._given_name = probs_to_logits(self.probs), "probs"
+        else:
+            self.logits = logits - logits.logsumexp(-1, keepdim=True)
+            self.probs, self._given_name = self.logits.softmax(-1), "logits"
+        self._num_events = given.shape[-1]
+        super().__init__(given.shape[:-1], (), validate_args)
+
+    def _given(self) -> tuple[str, ...]:
+        return (self._given_name,)
+
+    @property
+    def support(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.integer_interval(0, self._num_events - 1)
+
+    @property
+    def param_shape(self) -> tuple[int, ...]:
+        return self.probs.shape
+
+    @property
+    def mean(self) -> Tensor:
+        return Tensor.full(self.batch_shape, float("nan"), dtype=self.probs.dtype, device=self.probs.device)
+
+    @property
+    def mode(self) -> Tensor:
+        return self.probs.argmax(-1)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.mean
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        with no_grad():
+            p = self.probs.detach()
+            shape = self._extended_shape(sample_shape)
+            cdf = p.cumsum(-1)
+            # the last entry exactly 1, so that every draw in [0, 1) lands on a category
+            cdf = (cdf / cdf[..., -1:]).expand((*shape, self._num_events))
+            u = Tensor.rand(*shape, 1, dtype=p.dtype, device=p.device)
+            return (u >= cdf).cast(dtypes.int64).sum(-1).clamp(max=self._num_events - 1).cast(dtypes.int64)
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        shape = tuple(broadcast_all(value, Tensor.empty(*self.batch_shape))[0].shape)
+        index = value.cast(dtypes.int64).expand(shape).unsqueeze(-1)
+        return self.logits.expand((*shape, self._num_events)).gather(-1, index).squeeze(-1)
+
+    def entropy(self) -> Tensor:
+        return -(self.probs * self.logits.clamp(min=MIN_REAL)).sum(-1)
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        k = self._num_events
+        values = Tensor.arange(k, device=self.probs.device).cast(dtypes.int64).reshape(k, *(1,) * len(self.batch_shape))
+        return values.expand((k, *self.batch_shape)) if expand else values
+
+
+class OneHotCategorical(Distribution):
+    """Categorical draws as one-hot vectors of the last axis (event_shape (K,)), in the parameters' float dtype."""
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
+    support = constraints.one_hot
+    has_enumerate_support = True
+
+    def __init__(self, probs: Tensor | None = None, logits: Tensor | None = None, validate_args: bool | None = None):
+        self._categorical = Categorical(probs, logits, validate_args)
+        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:], False)
+        self._validate_args = self._categorical._validate_args
+
+    def _given(self) -> tuple[str, ...]:
+        return ()
+
+    def expand(self, batch_shape: Sequence[int], _instance: Distribution | None = None) -> Distribution:
+        new = super().expand(batch_shape)
+        new._categorical = self._categorical.expand(batch_shape)  # type: ignore[attr-defined]
+        return new
+
+    @property
+    def probs(self) -> Tensor:
+        return self._categorical.probs
+
+    @property
+    def logits(self) -> Tensor:
+        return self._categorical.logits
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs
+
+    @property
+    def mode(self) -> Tensor:
+        return self.probs.argmax(-1).one_hot(self.event_shape[0]).cast(self.probs.dtype)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        return self._categorical.sample(sample_shape).one_hot(self.event_shape[0]).cast(self.probs.dtype)
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        return self._categorical.log_prob(value.argmax(-1))
+
+    def entropy(self) -> Tensor:
+        return self._categorical.entropy()
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        k = self.event_shape[0]
+        values = Tensor.eye(k, dtype=self.probs.dtype, device=self.probs.device).reshape(
+            k, *(1,) * len(self.batch_shape), k
+        )
+        return values.expand((k, *self.batch_shape, k)) if expand else values
