@@ -555,3 +555,36 @@ def test_training_loop_with_a_function() -> None:
 def test_module_examples() -> None:
     failed, _ = doctest.testmod(autograd, optionflags=doctest.ELLIPSIS)
     assert failed == 0
+
+
+def test_a_function_and_its_saved_tensors_are_freed_after_backward():
+    # the rule given to a Function's output must not keep itself alive: through its input, the input's `.grad` and the
+    # graph that computed it, it once did (one leaked output and rule per call)
+    import gc
+
+    from uopkit.gradient import _gradient_rules
+
+    class Exp(autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(x, y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            _, y = ctx.saved_tensors
+            return g * y
+
+    def step():
+        x = Tensor([1.0, 2.0], requires_grad=True)
+        Exp.apply(x).sum().backward()
+        return x.grad.numpy()
+
+    step()
+    gc.collect()
+    before = len(_gradient_rules)
+    for _ in range(3):
+        np.testing.assert_allclose(step(), np.exp([1.0, 2.0]), rtol=1e-6)
+    gc.collect()
+    assert len(_gradient_rules) == before

@@ -449,3 +449,23 @@ def test_does_not_import_torch():
 
     code = "import sys, uopkit.distributions; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_gamma_rsample_leaves_nothing_alive():
+    # the implicit-gradient rule is given to a node over the draw: given to the draw itself it held its own key
+    import gc
+
+    from uopkit.schedule import live_tensors
+
+    def draw():
+        a = Tensor([2.0, 3.0], requires_grad=True)
+        ud.Gamma(a, Tensor([1.0, 1.0])).rsample().sum().backward()
+        return a.grad.numpy()
+
+    draw()
+    gc.collect()
+    before = len(live_tensors.computed())
+    for _ in range(3):
+        assert np.isfinite(draw()).all()
+    gc.collect()
+    assert len(live_tensors.computed()) == before

@@ -16,9 +16,9 @@ __all__ = ["Device", "dtypes", "__version__"]
 
 # Tensor is re-exported once uopkit.tensor exists; any other import error inside it must still surface
 try:
+    from uopkit import autograd  # noqa: F401  (torch.autograd's names)
     from uopkit.tensor import (  # noqa: F401
         Tensor,
-        autograd,
         enable_grad,
         inference_mode,
         is_grad_enabled,

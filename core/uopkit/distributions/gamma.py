@@ -24,6 +24,7 @@ from uopkit.distributions.distribution import TINY, Distribution, broadcast_all,
 from uopkit.dtype import dtypes
 from uopkit.tensor import Tensor
 from uopkit.tensor.special import _with_derivative_of
+from uopkit.uop.ops import Ops, UOp
 
 __all__ = ["Beta", "Dirichlet", "Gamma"]
 
@@ -66,9 +67,12 @@ def _dx_dalpha(alpha: Tensor, x: Tensor) -> Tensor:
 
 def standard_gamma_rsample(alpha: Tensor) -> Tensor:
     """Gamma(alpha, 1) draws of alpha's shape whose gradient with respect to alpha is the implicit one."""
-    x = _marsaglia_tsang(alpha)
-    # the derivative (an igamma graph in float64) is built only when a backward pass asks for it
-    return _with_derivative_of(x, alpha, lambda a: _dx_dalpha(a, x))
+    x = _marsaglia_tsang(alpha).uop
+    # the derivative (an igamma graph in float64) is built only when a backward pass asks for it. The rule is given to
+    # a node over the draw, not the draw itself: a rule holding its own node would keep its entry (and the draw) alive
+    # for good
+    value = Tensor(UOp(Ops.RESHAPE, x.dtype, (x,), x.shape))
+    return _with_derivative_of(value, alpha, lambda a: _dx_dalpha(a, Tensor(x)))
 
 
 class Gamma(Distribution):

@@ -277,14 +277,18 @@ def _source_of(u: UOp) -> UOp:
     return source
 
 
-def _remember_source(old: UOp, new: UOp) -> None:
-    # assigns are not differentiable (no gradient flows through STORE): keep nothing for them
+def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True) -> None:
+    # assigns are not differentiable (no gradient flows through STORE): keep nothing for them; nor for a detached
+    # value that wants no gradient itself (a `.grad`, a result computed under no_grad): kept, a gradient's graph
+    # would hold what computed it alive (an autograd.Function's rule, and through it the input whose `.grad` it is)
+    # for as long as the gradient lives. (A detached leaf that does want one, a weight made under no_grad and then
+    # given requires_grad, is kept: backward() finds it in graphs realized since by the node it was)
     if old is new:
         return
     base = old
     while base.op in _MOVEMENT:
         base = base.src[0]
-    if base.op is _STORE:
+    if base.op is _STORE or (base.op is _DETACH and not wants_gradient):
         return
     # a view realized with what it views (`x[0:2]` of `x * 2`: the same views over the old graph and over the new
     # storage) is followed back at the storage, the one place a later write through any view of it updates
@@ -359,7 +363,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
             else:
                 new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
-            _remember_source(_source_of(t.uop), new)
+            _remember_source(_source_of(t.uop), new, t.requires_grad)
             live_tensors.set_uop(t, new)
             base = _storage_base(new)
             if base is not None:
@@ -465,7 +469,7 @@ class PendingReads:
         roots = [t.uop for t in self.rewire_after]
         for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
             if new is not t.uop:
-                _remember_source(_source_of(t.uop), new)
+                _remember_source(_source_of(t.uop), new, t.requires_grad)
                 live_tensors.set_uop(t, new)
 
 
