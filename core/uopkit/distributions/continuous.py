@@ -20,14 +20,8 @@ from uopkit.tensor import Tensor
 __all__ = ["Exponential", "Laplace", "LogNormal", "Normal", "Uniform"]
 
 
-class Normal(Distribution):
-    """N(loc, scale**2); rsample is loc + scale * eps with eps ~ N(0, 1).
-
-    >>> from uopkit import Tensor
-    >>> round(Normal(0.0, 1.0).log_prob(Tensor(0.0)).item(), 4)
-    -0.9189
-    """
-
+class _LocationScale(Distribution):
+    # a family of `loc` and a positive `scale` (broadcast together), reparameterized, centred on loc
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
@@ -44,6 +38,15 @@ class Normal(Distribution):
     @property
     def mode(self) -> Tensor:
         return self.loc
+
+
+class Normal(_LocationScale):
+    """N(loc, scale**2); rsample is loc + scale * eps with eps ~ N(0, 1).
+
+    >>> from uopkit import Tensor
+    >>> round(Normal(0.0, 1.0).log_prob(Tensor(0.0)).item(), 4)
+    -0.9189
+    """
 
     @property
     def stddev(self) -> Tensor:
@@ -177,25 +180,8 @@ class Exponential(Distribution):
         return 1.0 - self.rate.log()
 
 
-class Laplace(Distribution):
+class Laplace(_LocationScale):
     """Laplace(loc, scale): density exp(-|x - loc| / scale) / (2 scale); rsample inverts the cdf at a draw."""
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-    _expanded = ("loc", "scale")
-
-    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.shape, (), validate_args)
-
-    @property
-    def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def stddev(self) -> Tensor:
@@ -228,18 +214,11 @@ class Laplace(Distribution):
         return 1 + (2 * self.scale).log()
 
 
-class LogNormal(Distribution):
+class LogNormal(_LocationScale):
     """exp(X) for X ~ N(loc, scale**2) (torch's is a TransformedDistribution of Normal; this one is written out, with
     the same `loc`, `scale` and `base_dist`)."""
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.positive
-    has_rsample = True
-    _expanded = ("loc", "scale")
-
-    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.shape, (), validate_args)
 
     @property
     def base_dist(self) -> Normal:

@@ -492,17 +492,15 @@ class Tensor(
         keys = {k for t in targets for k in wanting[t]}
         # (hooked nodes count as targets: a subgraph with a given gradient is then walked through, not jumped over)
         grads = compute_gradient(root, root_grad.uop, keys | hooks.keys(), in_graph, hooks)
-        if targets and not any(_summed(grads, wanting[t]) is not None for t in targets):
+        reached = [(t, summed) for t in targets if (summed := _summed(grads, wanting[t])) is not None]
+        if targets and not reached:
             # (torch: "element 0 of tensors does not require grad"): the loss reaches its leaves only through values
             # cut from the gradient (no_grad, detach) or ops without one (argmax, comparisons)
             raise RuntimeError(
                 "backward: no gradient reaches a tensor that requires one: this value was computed from them only "
                 "through detached values (no_grad(), detach()) or ops without a gradient (argmax, comparisons)"
             )
-        for t in targets:
-            summed = _summed(grads, wanting[t])
-            if summed is None:
-                continue
+        for t, summed in reached:
             g = Tensor(summed).cast(t.dtype)
             if not create_graph:
                 g = Tensor(_detached_under_views(g.uop))
