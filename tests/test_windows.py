@@ -78,17 +78,71 @@ def test_a_recurrence_over_time_steps_runs_one_kernel_per_step_shape() -> None:
     assert _compiled() - before <= 2
 
 
-def test_windows_of_one_buffer_share_a_start() -> None:
+def test_windows_of_one_input_each_take_a_start() -> None:
     x_np = np.arange(100, dtype=np.float32)
     x = Tensor(x_np).realize()
     asts = set()
-    for i in (0, 7, 50, 90):
-        out = x[i : i + 9] * 2 + x[i + 1 : i + 10]
+    for i, j in ((0, 1), (7, 8), (50, 3), (90, 20)):
+        out = x[i : i + 9] * 2 + x[j : j + 9]
         (item,) = _items(out)
         asts.add(item.ast)
-        assert dict(item.var_vals) == {"window1": i}
-        np.testing.assert_array_equal(out.numpy(), x_np[i : i + 9] * 2 + x_np[i + 1 : i + 10])
+        assert dict(item.var_vals) == {"window1": i, "window1_1": j}
+        np.testing.assert_array_equal(out.numpy(), x_np[i : i + 9] * 2 + x_np[j : j + 9])
     assert len(asts) == 1
+
+
+def test_stacked_rows_at_new_offsets_compile_once() -> None:
+    # a collate of dataset rows, and nanoGPT's get_batch: crops at random offsets (overlapping ones too)
+    rng = np.random.default_rng(7)
+    x_np = rng.standard_normal((300, 5)).astype(np.float32)
+    data_np = rng.integers(0, 65, 2000).astype(np.int32)
+    x, data = Tensor(x_np).realize(), Tensor(data_np).realize()
+    before = None
+    for step in range(6):
+        idx = rng.permutation(300)[:8]
+        rows = Tensor.stack(*[x[int(i)] for i in idx])
+        ix = rng.integers(0, 2000 - 17, 4)
+        ix[1] = ix[0] + 3
+        xb = Tensor.stack(*[data[int(i) : int(i) + 16] for i in ix])
+        yb = Tensor.stack(*[data[int(i) + 1 : int(i) + 17] for i in ix])
+        Tensor.realize(rows, xb, yb)
+        np.testing.assert_array_equal(rows.numpy(), x_np[idx])
+        np.testing.assert_array_equal(xb.numpy(), np.stack([data_np[i : i + 16] for i in ix]))
+        np.testing.assert_array_equal(yb.numpy(), np.stack([data_np[i + 1 : i + 17] for i in ix]))
+        if step == 0:
+            before, (hits, misses) = _compiled(), _counts()
+    assert _compiled() == before
+    assert _counts()[1] == misses and _counts()[0] >= hits + 5
+
+
+def test_windows_inside_windows_move_together_or_schedule_again() -> None:
+    # a kernel reading a window of a window (`a[2:6]`) reads the same elements as the graph's `x[j:j+4]` when j = i + 2:
+    # it must move with `a`, not with that other window
+    x_np = np.arange(64, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    for i, j in ((0, 2), (10, 2), (4, 40), (20, 22), (3, 3)):
+        a = x[i : i + 6]
+        out = a[2:6] * 100 + x[j : j + 4]
+        misses = _counts()[1]
+        np.testing.assert_array_equal(out.numpy(), x_np[i + 2 : i + 6] * 100 + x_np[j : j + 4])
+        if (i, j) == (10, 2):
+            # (the graph's windows lay one inside the other and moved apart: not replayed)
+            assert _counts()[1] == misses + 1
+        both = Tensor.stack(a[1:3], x[j : j + 2])
+        np.testing.assert_array_equal(both.numpy(), np.stack([x_np[i + 1 : i + 3], x_np[j : j + 2]]))
+
+
+def test_more_windows_than_starts_share_one() -> None:
+    from uopkit.schedule.windows import MAX_WINDOW_STARTS
+
+    rng = np.random.default_rng(3)
+    x_np = rng.standard_normal((500, 3)).astype(np.float32)
+    x = Tensor(x_np).realize()
+    for _ in range(3):
+        idx = rng.permutation(500)[: MAX_WINDOW_STARTS + 4]
+        # (rows computed on: not gathered, each row a window of the kernel)
+        out = Tensor.stack(*[x[int(i)] * 2 for i in idx])
+        np.testing.assert_array_equal(out.numpy(), x_np[idx] * 2)
 
 
 def test_slices_are_windows_other_views_are_not() -> None:
@@ -145,6 +199,16 @@ def test_aligned_renderers_keep_the_start_alignment() -> None:
     ast, starts = window_inputs(kernel.arg, vector_align=16)
     (start,) = [u.src[1] for u in ast.toposort() if u.op is Ops.LOAD]
     assert start.op is Ops.MUL and start.src[1].arg == 64 and list(starts.values()) == [2]
+    # rows stacked from a (., 24) buffer: each start a multiple of 8 elements, whatever row (one kernel for all batches)
+    rows = Tensor.empty(100, 24)
+    asts = set()
+    for i, j in ((64, 3), (1, 2), (8, 90)):
+        (kernel,) = [u for u in kernelize_tensors([rows[i] + rows[j]]).toposort() if u.op is Ops.KERNEL]
+        ast, starts = window_inputs(kernel.arg, vector_align=16, existing=frozenset({1}))
+        assert {u.src[1].src[1].arg for u in ast.toposort() if u.op is Ops.LOAD} == {8}
+        assert list(starts.values()) == [i * 3, j * 3]
+        asts.add(ast)
+    assert len(asts) == 1
 
 
 def test_windowed_kernels_replay_in_a_jit_and_under_beam() -> None:
@@ -287,3 +351,65 @@ def test_in_place_updates_of_overlapping_windows() -> None:
         z[:, i] = z[:, i + 1] * 2
         z_np[:, i] = z_np[:, i + 1] * 2
     np.testing.assert_array_equal(z.numpy(), z_np)
+
+
+# stacking many slices of one stored tensor (a collate, a get_batch) is one gather
+
+
+def test_stacking_slices_of_one_tensor_gathers_them() -> None:
+    rng = np.random.default_rng(11)
+    x_np = rng.standard_normal((50, 4, 3)).astype(np.float32)
+    x = Tensor(x_np).realize()
+    idx = [int(i) for i in rng.integers(-50, 50, 12)]
+    rows = Tensor.stack(*[x[i] for i in idx])
+    # (no kernel reads a window per row)
+    assert not any(u.op is Ops.SHRINK for u in rows.uop.toposort())
+    np.testing.assert_array_equal(rows.numpy(), x_np[idx])
+    for dim in (1, -1, 2):
+        np.testing.assert_array_equal(Tensor.stack([x[i] for i in idx], dim=dim).numpy(), np.stack(x_np[idx], axis=dim))
+    # runs of rows, from a reshaped buffer too
+    flat_np = x_np.reshape(-1)
+    flat = Tensor(flat_np).realize()
+    crops = Tensor.stack(*[flat[i : i + 7] for i in range(0, 90, 9)])
+    np.testing.assert_array_equal(crops.numpy(), np.stack([flat_np[i : i + 7] for i in range(0, 90, 9)]))
+    blocks = Tensor.stack(*[x[i : i + 2] for i in range(0, 40, 4)])
+    np.testing.assert_array_equal(blocks.numpy(), np.stack([x_np[i : i + 2] for i in range(0, 40, 4)]))
+    # anything else stacks as before: a column, mixed sources, rows of different lengths
+    for parts, want in (
+        ([x[:, i] for i in range(3)] * 3, [x_np[:, i] for i in range(3)] * 3),
+        ([x[i] for i in range(8)] + [x[0] * 2], [x_np[i] for i in range(8)] + [x_np[0] * 2]),
+        ([flat[i : i + 3] for i in range(8)] + [flat[0:6:2]], [flat_np[i : i + 3] for i in range(8)] + [flat_np[:6:2]]),
+    ):
+        np.testing.assert_array_equal(Tensor.stack(*parts).numpy(), np.stack(want))
+
+
+def test_gathered_slices_keep_their_gradients() -> None:
+    w_np = np.arange(40, dtype=np.float32).reshape(10, 4)
+    g_np = np.random.default_rng(1).standard_normal((10, 4)).astype(np.float32)
+    idx = [1, 3, 3, 5, 0, 9, 2, 2, 7, 1]
+    want = np.zeros_like(w_np)
+    np.add.at(want, idx, g_np)
+    w = Tensor(w_np, requires_grad=True)
+    (Tensor.stack(*[w[i] for i in idx]) * Tensor(g_np)).sum().backward()
+    assert w.grad is not None
+    np.testing.assert_array_equal(w.grad.numpy(), want)
+    # a slice that wants a gradient of its own gets it
+    w = Tensor(w_np).realize()
+    parts = [w[i].requires_grad_() for i in idx]
+    (Tensor.stack(*parts) * Tensor(g_np)).sum().backward()
+    assert all(p.grad is not None for p in parts)
+    np.testing.assert_array_equal(parts[4].grad.numpy(), g_np[4])
+
+
+def test_rows_and_runs_are_the_general_paths_views() -> None:
+    x = Tensor(np.random.default_rng(4).standard_normal((7, 3, 2)).astype(np.float32)).realize()
+    for t in (x, x * 2, x.permute(1, 0, 2), Tensor(np.arange(5)).realize()):
+        n = t.shape[0]
+        cases = [*range(-n, n), slice(None), slice(1, 3), slice(-2, None), slice(None, -1), slice(2, 2), slice(5, 1)]
+        for index in [*cases, slice(-100, 100), slice(0, 1, 1)]:
+            # the fast path builds the same (hash-consed) nodes as the general one
+            assert t[index].uop is t._indexed(index, "getitem").uop
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[7]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[-8]

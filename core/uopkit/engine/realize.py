@@ -37,7 +37,7 @@ from uopkit.schedule import (
 )
 from uopkit.schedule.grouper import is_kernel_store
 from uopkit.schedule.launch_consts import bits_of, consts_as_launch_values, place_of
-from uopkit.schedule.windows import buffer_window, window_align, window_arg, window_bounds, window_start
+from uopkit.schedule.windows import buffer_window, window_arg, window_bounds, window_extent, window_span, window_start
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity
 
 if TYPE_CHECKING:
@@ -303,11 +303,12 @@ class CachedSchedule:
     window_starts: tuple[int, ...] = ()
     # slots whose windows must not move on a replay: some step reads or writes them at a constant offset
     fixed_slots: frozenset[int] = frozenset()
-    # the steps' window starts over those slots: (step, variable, slot, start in elements, what it is a multiple of)
-    window_vars: tuple[tuple[int, str, int, int, int], ...] = ()
+    # the steps' window starts over those slots: (step, variable, slot, start in elements, what it is a multiple of,
+    # the graph's windows it moves with: `_window_groups`)
+    window_vars: tuple[tuple[int, str, int, int, int, tuple[int, ...]], ...] = ()
     # the windows of those slots in the results' and assigns' templates (numbered results first): (template,
-    # instruction, slot, shape it shrinks, lengths, start)
-    template_windows: tuple[tuple[int, int, int, tuple[int, ...], tuple[int, ...], int], ...] = ()
+    # instruction, slot, shape it shrinks, lengths, start, the graph's windows it moves with)
+    template_windows: tuple[tuple[int, int, int, tuple[int, ...], tuple[int, ...], int, tuple[int, ...]], ...] = ()
     # the graph's float32 and float16 constants as recorded (`_Param.const_ids`), the places of those the steps take
     # as launch values (`schedule.launch_consts`), and the steps' variables for them: (step, variable, place)
     const_ids: list[Any] = field(default_factory=list)
@@ -397,10 +398,10 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
                     p.consts.append(u)
                     p.const_ids.append(arg)
                     arg = "launchable constant"
-            elif op is _SHRINK and (start := buffer_window(u)) is not None:
+            elif op is _SHRINK and (window := buffer_window(u)) is not None:
                 # a window of a BUFFER (the next batch of a dataset): keyed by its shape, its start kept apart
                 # (`_window_values` moves the kernels' windows on a replay)
-                p.windows.append((u.src[0].base, start))
+                p.windows.append((u.src[0].base, *window))
                 arg = ("window", u.shape)
             key.append((op, u.dtype, arg, tuple(map(source_position, u.src))))
     key.append(("roots", tuple(map(source_position, roots))))
@@ -419,8 +420,9 @@ class _Param:
     fresh: dict[object, int]
     # the tensors' nodes, in order
     roots: tuple[UOp, ...]
-    # each window of a BUFFER keyed by its shape alone (`buffer_window`), in toposort order: (the BUFFER, its start)
-    windows: list[tuple[UOp, int]]
+    # each window of a BUFFER keyed by its shape alone (`buffer_window`), in toposort order: (the BUFFER, its start,
+    # its span)
+    windows: list[tuple[UOp, int, int]]
     # the float32 and float16 constants in toposort order, and their numbers as keys
     consts: list[UOp]
     const_ids: list[Any]
@@ -581,12 +583,16 @@ def _record_windows(
     `template_windows`)."""
     if not param.windows:
         return (), (), frozenset(), (), ()
-    window_slots = tuple(slot[b] for b, _ in param.windows)
+    window_slots = tuple(slot[b] for b, _, _ in param.windows)
     windowed = set(window_slots)
+    groups = _window_groups(param, window_slots)
     fixed: set[int] = set()
     window_vars = []
     for i, (item, step) in enumerate(zip(schedule, steps, strict=True)):
-        starts = {window_arg(name): (name, value) for name, value in step.var_vals}
+        starts: dict[int, list[tuple[str, int]]] = {}
+        for name, value in step.var_vals:
+            if (arg := window_arg(name)) is not None:
+                starts.setdefault(arg, []).append((name, value))
         for arg, s in enumerate(step.slots):
             if s not in windowed:
                 continue
@@ -594,9 +600,11 @@ def _record_windows(
                 # written, or read whole or through another view: at a constant offset
                 fixed.add(s)
                 continue
-            name, value = starts[arg]
-            align = window_align(item.ast, arg)
-            window_vars.append((i, name, s, value * align, align))
+            for name, value in starts[arg]:
+                align, span = window_extent(item.ast, name)
+                # (the output's windows keep their distances: they move with all of the buffer's)
+                group = groups[s].get((value * align, span), ()) if arg != 0 else ()
+                window_vars.append((i, name, s, value * align, align, group))
     template_windows = []
     for t, template in enumerate(templates):
         for j, ins in enumerate(template):
@@ -610,42 +618,80 @@ def _record_windows(
             else:
                 continue
             lengths = tuple(e - b for b, e in ins[2])
-            template_windows.append((t, j, s, shape, lengths, window_start(shape, ins[2])))
+            start = window_start(shape, ins[2])
+            group = groups[s].get((start, window_span(shape, ins[2])), ())
+            template_windows.append((t, j, s, shape, lengths, start, group))
     return (
         window_slots,
-        tuple(start for _, start in param.windows),
+        tuple(start for _, start, _ in param.windows),
         frozenset(fixed),
         tuple(window_vars),
         tuple(template_windows),
     )
 
 
+def _window_groups(param: _Param, window_slots: tuple[int, ...]) -> dict[int, dict[tuple[int, int], tuple[int, ...]]]:
+    """Per slot, the graph's windows (by place in `param.windows`) over each run of its elements (start, span): a
+    kernel's or a template's window over exactly those elements moves with them on a replay, any other with all of
+    the slot's windows alike (a window of a window). A slot where some window lies inside another has no runs: a
+    window taken of the outer one could match the inner one by its elements."""
+    groups: dict[int, dict[tuple[int, int], tuple[int, ...]]] = {}
+    for k, ((_, b, n), s) in enumerate(zip(param.windows, window_slots, strict=True)):
+        runs = groups.setdefault(s, {})
+        runs[(b, n)] = (*runs.get((b, n), ()), k)
+    for s, runs in groups.items():
+        # by start, the longest first: a run lies inside another one exactly when it ends before the furthest end yet
+        furthest = -1
+        for b, n in sorted(runs, key=lambda r: (r[0], -r[1])):
+            if b + n <= furthest:
+                groups[s] = {}
+                break
+            furthest = b + n
+    return groups
+
+
 # a replay's moved windows: the launch values of the steps that take one, by step; the SHRINK bounds of the templates
 # that hold one, by template (numbered results first) and instruction
 _Moved = tuple[dict[int, dict[str, int]], dict[int, dict[int, tuple[tuple[int, int], ...]]]]
+# a slot whose windows moved by different amounts: a window that moves with all of them can't replay
+_APART = object()
 
 
 def _window_values(entry: CachedSchedule, param: _Param) -> _Moved | None:
     """What moved since `entry` was recorded (nothing when no window did), or None when the entry can't replay this
-    graph: a window moved where a step holds its offset, windows of one buffer moved apart, or a start lost the
-    alignment its kernel counts on."""
-    starts = [start for _, start in param.windows]
+    graph: a window moved where a step holds its offset, windows that a kernel reads at fixed distances moved apart,
+    or a start lost the alignment its kernel counts on."""
+    starts = [start for _, start, _ in param.windows]
     if len(starts) == len(entry.window_starts) and all(map(int.__eq__, starts, entry.window_starts)):
         return {}, {}
-    shift: dict[int, int] = {}
-    for s, now, then in zip(entry.window_slots, starts, entry.window_starts, strict=True):
-        if shift.setdefault(s, now - then) != now - then or (now != then and s in entry.fixed_slots):
+    shifts = [now - then for now, then in zip(starts, entry.window_starts, strict=True)]
+    by_slot: dict[int, Any] = {}
+    for s, shift in zip(entry.window_slots, shifts, strict=True):
+        if shift and s in entry.fixed_slots:
             return None
+        if by_slot.setdefault(s, shift) != shift:
+            by_slot[s] = _APART
+
+    def moved_by(s: int, group: tuple[int, ...]) -> Any:
+        if not group:
+            return by_slot.get(s, 0)
+        shift = shifts[group[0]]
+        return shift if all(shifts[k] == shift for k in group) else _APART
+
     values: dict[int, dict[str, int]] = {}
-    for i, name, s, start, align in entry.window_vars:
-        moved = start + shift[s]
-        if moved % align:
+    for i, name, s, start, align, group in entry.window_vars:
+        shift = moved_by(s, group)
+        if shift is _APART or (start + shift) % align:
             return None
-        values.setdefault(i, dict(entry.steps[i].var_vals))[name] = moved // align
+        if shift:
+            values.setdefault(i, dict(entry.steps[i].var_vals))[name] = (start + shift) // align
     bounds: dict[int, dict[int, tuple[tuple[int, int], ...]]] = {}
-    for t, j, s, shape, lengths, start in entry.template_windows:
-        if shift.get(s, 0):
-            moved_bounds = window_bounds(shape, lengths, start + shift[s])
+    for t, j, s, shape, lengths, start, group in entry.template_windows:
+        shift = moved_by(s, group)
+        if shift is _APART:
+            return None
+        if shift:
+            moved_bounds = window_bounds(shape, lengths, start + shift)
             if moved_bounds is None:
                 return None
             bounds.setdefault(t, {})[j] = moved_bounds

@@ -691,7 +691,8 @@ def create_schedule(sink: UOp) -> list[ScheduleItem]:
             items.append(ScheduleItem(kernel.arg, (out, *ins), s))
             continue
         n_globals = len({u.arg for u in kernel.arg.toposort() if u.op is Ops.DEFINE_GLOBAL})
-        ast, starts = window_inputs(kernel.arg, vector_align(out.arg[1]))
+        existing = frozenset(i + 1 for i, d in enumerate(kernel.src) if d.op is Ops.BUFFER and d not in moved)
+        ast, starts = window_inputs(kernel.arg, vector_align(out.arg[1]), existing)
         named = {v.arg[0]: value for v, value in starts.items()} | launch_values(ast)
         var_vals = tuple(sorted(named.items()))
         items.append(ScheduleItem(ast, (out, *ins[: n_globals - 1]), s, var_vals))

@@ -7,16 +7,20 @@ kernels). Here an input that a kernel reads only through SHRINKs of it (any slic
 shape) becomes a *windowed* load: `LOAD(DEFINE_GLOBAL, start)` of the elements from the window's first to its last,
 their count as its arg, where `start` is a DEFINE_VAR (on a renderer whose vectors need aligned addresses, times the
 start's largest power-of-two factor up to `ALIGN`, so that vector accesses know the alignment a constant start gave
-them). The slice becomes a view of that run (`_window_view`). Likewise the output buffer, when the kernel stores
-into runs of it only (`out[i] = ...`, a cache's next position): its STORE gets the start as a third source, and its
-target views the buffer from 0. The kernel's AST no longer holds the offset; the schedule item carries the
-variable's value, passed at launch like any other variable of the renderer contract.
+them; with several windows of a buffer, times what any start of its shape is a multiple of). The slice becomes a view
+of that run (`_window_view`). Likewise the output buffer, when the kernel stores into runs of it only (`out[i] = ...`,
+a cache's next position): its STORE gets the start as a third source, and its target views the buffer from 0. The
+kernel's AST no longer holds the offset; the schedule item carries the variable's value, passed at launch like any
+other variable of the renderer contract.
 
 The schedule cache (`uopkit.engine.realize`) keys such a slice of a stored buffer by its shape alone and moves the
 starts (and the bounds of the views it hands back) on a replay: the next batch reuses the first one's schedule.
 
-Windows that a kernel reads of the same buffer (`x[i:i+n]` and `x[i+1:i+n+1]`) share one start: the kernel reads
-them at constant offsets from it. A buffer that a kernel reads whole, or through any other view, is left as it was.
+Each window a kernel reads of an input buffer takes a start of its own (`window1`, `window1_1`, ...): a batch stacked
+from rows of a dataset (`stack([data[i:i+n] for i in ix])`) reads a window per row, and the next batch's rows lie at
+other distances from each other, so one start per buffer would bake the distances into the kernel and compile one
+per batch. The output buffer keeps one start for all its windows (an in-place update reads and writes it at fixed
+distances). A buffer that a kernel reads whole, or through any other view, is left as it was.
 """
 
 from __future__ import annotations
@@ -31,9 +35,14 @@ INT32_MAX = 2**31 - 1
 ALIGN = 64
 
 
-def window_name(arg: int) -> str:
-    """The launch value's name for the window read of buffer argument `arg`."""
-    return f"window{arg}"
+# a kernel takes at most this many window starts of its inputs (launch values are kernel arguments, which a device
+# limits: OpenCL promises 1 KiB of them); past it, an input's windows share one start
+MAX_WINDOW_STARTS = 64
+
+
+def window_name(arg: int, k: int = 0) -> str:
+    """The launch value's name for the `k`th window of buffer argument `arg`."""
+    return f"window{arg}" if k == 0 else f"window{arg}_{k}"
 
 
 def _window(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> tuple[int, int]:
@@ -59,6 +68,19 @@ def _window_view(part: UOp, shape: tuple[int, ...], lengths: tuple[int, ...]) ->
         part = UOp(Ops.PAD, part.dtype, (part,), ((0, rows - span),))
     grid = UOp(Ops.RESHAPE, part.dtype, (part,), (lengths[0], *shape[1:]))
     return UOp(Ops.SHRINK, part.dtype, (grid,), tuple((0, n) for n in lengths))
+
+
+def _stride_gcd(view: UOp) -> int:
+    """What the start of SHRINK `view` is a multiple of, whatever its bounds: the strides of the axes it cuts (0:
+    none)."""
+    shape = view.src[0].shape
+    assert shape is not None
+    g, stride = 0, 1
+    for size, bounds in zip(reversed(shape), reversed(view.arg), strict=True):
+        if bounds != (0, size):
+            g = math.gcd(g, stride)
+        stride *= size
+    return g
 
 
 def _over_buffer(u: UOp) -> bool:
@@ -109,11 +131,15 @@ def _buffer_windows(buf: UOp, users: dict[UOp, list[UOp]]) -> tuple[list[UOp], d
     return (loads, windows) if windows else None
 
 
-def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]:
+def window_inputs(
+    ast: UOp, vector_align: int = 0, existing: frozenset[int] = frozenset()
+) -> tuple[UOp, dict[UOp, int]]:
     """`ast` with each buffer it reads (or stores into) only through SHRINKs of it taken as a window: read through a
     windowed load, written by a STORE with the window's start as its third source; and the values of the window
     starts' variables. `vector_align`: the renderer's (`RendererCaps.vector_align`); where it is 0 a vector access
-    needs no alignment and every start is just a variable (one kernel for all starts)."""
+    needs no alignment and every start is just a variable (one kernel for all starts). `existing`: the buffer
+    arguments that hold data from before the schedule (a dataset), whose windows in runs of memory each take a
+    start; the windows of any other buffer share one."""
     if ast.op is not Ops.SINK:
         return ast, {}
     topo = list(ast.toposort())
@@ -127,28 +153,50 @@ def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]
     replace: dict[UOp, UOp] = {}
     values: dict[UOp, int] = {}
     store_starts: dict[int, UOp] = {}
-    for buf in topo:
-        if buf.op is not Ops.DEFINE_GLOBAL or (found := _buffer_windows(buf, users)) is None:
-            continue
-        loads, windows = found
-        lo = min(start for start, _ in windows.values())
-        hi = max(start + span for start, span in windows.values())
+    found_all = [(buf, found) for buf in topo if buf.op is Ops.DEFINE_GLOBAL and (found := _buffer_windows(buf, users))]
+    starts_left = MAX_WINDOW_STARTS
+    for buf, (_, windows) in found_all:
         size = buf.dtype.size
-        if hi - lo >= size or size > INT32_MAX:
-            # (launch values are 32-bit: a start past them stays a constant)
+        if max(span for _, span in windows.values()) >= size or size > INT32_MAX:
+            # (all of it is no window; and launch values are 32-bit: a start past them stays a constant)
             continue
-        align = math.gcd(lo, ALIGN) if vector_align > 0 else 1
-        var = UOp.variable(window_name(buf.arg), 0, (size - (hi - lo)) // align, dtypes.index)
-        start = var if align == 1 else var * align
-        values[var] = lo // align
-        windowed = UOp(Ops.LOAD, buf.dtype.base, (buf, start), hi - lo)
+        # an input's windows each start where they will (the output's keep their distances, see the module's doc)
+        runs = list(dict.fromkeys(windows.values()))
+        # (a buffer this schedule computes is read where it was written: its windows never move, and known distances
+        # between them keep the index arithmetic simple; a strided window keeps them too)
+        shared = (
+            buf.arg not in existing
+            or len(runs) > starts_left
+            or any(span != math.prod(view.shape or ()) for view, (_, span) in windows.items())
+        )
+        if shared:
+            lo = min(start for start, _ in runs)
+            runs = [(lo, max(start + span for start, span in runs) - lo)]
+            if runs[0][1] >= size:
+                continue
+        starts_left -= 0 if buf.arg == 0 else len(runs)
+        starts: dict[tuple[int, int], tuple[UOp, UOp]] = {}
+        for k, (lo, extent) in enumerate(runs):
+            if vector_align <= 0:
+                align = 1
+            elif len(runs) == 1:
+                align = math.gcd(lo, ALIGN)
+            else:
+                # what every start of this shape is a multiple of: the next batch's rows start elsewhere, each at its
+                # own power of two, and a kernel per combination would compile again and again
+                align = math.gcd(ALIGN, *(_stride_gcd(v) for v, run in windows.items() if run == (lo, extent)))
+            var = UOp.variable(window_name(buf.arg, k), 0, (size - extent) // align, dtypes.index)
+            start = var if align == 1 else var * align
+            values[var] = lo // align
+            starts[(lo, extent)] = start, UOp(Ops.LOAD, buf.dtype.base, (buf, start), extent)
         if buf.arg == 0:
-            store_starts[buf.arg] = start
+            store_starts[buf.arg] = starts[runs[0]][0]
         for view, (begin, span) in windows.items():
+            lo, extent = runs[0] if shared else (begin, span)
             under = view.src[0].src[0] if view.src[0].op is Ops.RESHAPE else view.src[0]
             if under.op is Ops.LOAD:
-                part = windowed
-                if span != hi - lo:
+                part = starts[(lo, extent)][1]
+                if span != extent:
                     part = UOp(Ops.SHRINK, part.dtype, (part,), ((begin - lo, begin - lo + span),))
             else:
                 # a store target: a view of the buffer itself, at offsets from the window's start
@@ -171,10 +219,10 @@ def window_inputs(ast: UOp, vector_align: int = 0) -> tuple[UOp, dict[UOp, int]]
     return new, values
 
 
-def buffer_window(shrink: UOp) -> int | None:
-    """The start (in elements) of the window a tensor-graph SHRINK takes of a BUFFER (or of a RESHAPE of
-    one), the window a kernel reading it gets as a launch value; None for any other SHRINK. (The schedule cache keys
-    such a SHRINK by its shape alone: the next batch's graph replays the same schedule with other starts.)"""
+def buffer_window(shrink: UOp) -> tuple[int, int] | None:
+    """(start, span) in elements of the window a tensor-graph SHRINK takes of a BUFFER (or of a RESHAPE of one), the
+    window a kernel reading it gets as a launch value; None for any other SHRINK. (The schedule cache keys such a
+    SHRINK by its shape alone: the next batch's graph replays the same schedule with other starts.)"""
     src = shrink.src[0]
     if src.op is Ops.RESHAPE:
         src = src.src[0]
@@ -182,32 +230,42 @@ def buffer_window(shrink: UOp) -> int | None:
         return None
     shape = shrink.src[0].shape
     assert shape is not None
-    return _window(shape, shrink.arg)[0]
+    return _window(shape, shrink.arg)
 
 
-def window_align(ast: UOp, arg: int) -> int:
-    """What the start of the window that kernel `ast` takes of buffer argument `arg` is a multiple of (its launch value
-    counts in those)."""
+def window_extent(ast: UOp, name: str) -> tuple[int, int]:
+    """(what its start is a multiple of, how many elements it spans) of the window of kernel `ast` whose start is the
+    launch value `name` (its value counts in the first)."""
     for u in ast.toposort():
-        if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.DEFINE_GLOBAL and u.src[0].arg == arg:
-            start = u.src[1]
-        elif u.op is Ops.STORE and len(u.src) == 3 and u.src[0].base.arg == arg:
-            start = u.src[2]
+        if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.DEFINE_GLOBAL:
+            start, span = u.src[1], u.arg
+        elif u.op is Ops.STORE and len(u.src) == 3:
+            start, span = u.src[2], -1
         else:
             continue
-        return start.src[1].arg if start.op is Ops.MUL else 1
-    raise ValueError(f"the kernel takes no window of buffer {arg}")
+        var = start.src[0] if start.op is Ops.MUL else start
+        if var.arg[0] == name:
+            return (start.src[1].arg if start.op is Ops.MUL else 1), span
+    raise ValueError(f"the kernel has no window start {name}")
 
 
 def window_arg(name: str) -> int | None:
     """The buffer argument whose window start the variable `name` is (`window_name`'s inverse), None for another."""
-    digits = name[len("window") :]
-    return int(digits) if name.startswith("window") and digits.isdigit() else None
+    arg, _, k = name[len("window") :].partition("_")
+    if not name.startswith("window") or not arg.isdigit() or not (k.isdigit() or not _):
+        return None
+    return int(arg)
 
 
 def window_start(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> int:
     """The first element (flat, in elements) of a SHRINK by `bounds` of a row-major array of `shape`."""
     return _window(shape, bounds)[0]
+
+
+def window_span(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> int:
+    """How far past its first element the last one of a SHRINK by `bounds` of a row-major array of `shape` lies, plus
+    one."""
+    return _window(shape, bounds)[1]
 
 
 def window_bounds(shape: tuple[int, ...], lengths: tuple[int, ...], start: int) -> tuple[tuple[int, int], ...] | None:

@@ -480,6 +480,22 @@ class IndexingMixin:
         >>> Tensor([[1, 2], [3, 4]])[[1, 0], 1].tolist()
         [4, 2]
         """
+        # a row `x[i]` or a run of rows `x[a:b]` (a dataset's samples, one at a time): the view built straight away,
+        # the same nodes as the general path's, in a fraction of its time
+        kind = type(index)
+        if (kind is int or kind is slice) and (shape := self.uop.shape):
+            n = shape[0]
+            if kind is int:
+                if -n <= index < n:
+                    first = index % n
+                    bounds = ((first, first + 1), *((0, s) for s in shape[1:]))
+                    row = UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)
+                    return _mark_view(Tensor(UOp(Ops.RESHAPE, self.dtype, (row,), shape[1:])), self)
+            elif index.step is None or index.step == 1:
+                first, end, _ = index.indices(n)
+                if first < end and (first, end) != (0, n):
+                    bounds = ((first, end), *((0, s) for s in shape[1:]))
+                    return _mark_view(Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)), self)
         return self._indexed(index, "getitem")
 
     def _indexed(self, index: Any, op: str) -> Tensor:

@@ -680,6 +680,8 @@ class MovementMixin:
         if any(t.shape != tensors[0].shape for t in tensors):
             raise ShapeError(f"stack: all tensors need the same shape, got {[t.shape for t in tensors]}")
         dim = _normalize_axis(dim, tensors[0].ndim + 1, "stack", tensors[0].shape)
+        if len(tensors) >= GATHER_STACK_MIN and (gathered := _stacked_windows(tensors)) is not None:
+            return gathered if dim == 0 else gathered.movedim(0, dim)
         return Tensor.cat(*(t.unsqueeze(dim) for t in tensors), dim=dim)
 
     def meshgrid(self: Tensor | Sequence[Tensor], *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
@@ -884,3 +886,47 @@ class MovementMixin:
         [1, 2]
         """
         return self.contiguous()
+
+
+# stacking this many slices of one stored tensor gathers them (see `_stacked_windows`)
+GATHER_STACK_MIN = 8
+
+
+def _stacked_windows(tensors: Sequence[Tensor]) -> Tensor | None:
+    """`stack(tensors)` as one gather when every tensor is the same slice at another place along the first axis of one
+    stored tensor: rows of a dataset collated into a batch (`stack([x[i] for i in idx])`), crops of a token stream
+    (`stack([data[i:i+n] for i in ix])`). Stacked, n slices are a kernel reading n windows, whose graph is built and
+    walked in Python for every batch (256 rows: ~75 ms); gathered, they are an upload of n indices. None where that
+    doesn't apply (a slice that wants a gradient keeps the stack's own gradient)."""
+    first = tensors[0]
+    source, bounds = _slice_of_buffer(first.uop)
+    if source is None or source.shape is None:
+        return None
+    shape = source.shape
+    rows, starts = bounds[0][1] - bounds[0][0], []
+    if rows <= 0 or any(b != (0, n) for b, n in zip(bounds[1:], shape[1:], strict=True)):
+        return None
+    for t in tensors:
+        other, other_bounds = _slice_of_buffer(t.uop)
+        if other is not source or other_bounds[1:] != bounds[1:] or other_bounds[0][1] - other_bounds[0][0] != rows:
+            return None
+        if t.requires_grad:
+            return None
+        starts.append(other_bounds[0][0])
+    index = Tensor(np.asarray(starts, dtype=np.int32 if shape[0] < 2**31 else np.int64), device=first.device)
+    if rows > 1:
+        index = index.reshape(-1, 1) + Tensor.arange(rows, dtype=index.dtype, device=first.device)
+    return Tensor(source)[index].reshape(len(tensors), *first.shape)
+
+
+def _slice_of_buffer(u: UOp) -> tuple[UOp | None, tuple[tuple[int, int], ...]]:
+    """(what is sliced: a stored buffer or a reshape of one, the slice's bounds) of a tensor that is (a reshape of) a
+    slice of (a reshape of) a stored buffer; (None, ()) for anything else."""
+    if u.op is Ops.RESHAPE:
+        u = u.src[0]
+    if u.op is not Ops.SHRINK:
+        return None, ()
+    src = u.src[0]
+    if (src.src[0] if src.op is Ops.RESHAPE else src).op is not Ops.BUFFER:
+        return None, ()
+    return src, u.arg
