@@ -1365,6 +1365,61 @@ def test_randint_and_integer_uniform() -> None:
     assert draws.min() == -3 and draws.max() == 2 and counts.min() > 0.9 * counts.max()
 
 
+def test_successive_random_draws_are_independent() -> None:
+    # each draw has a stream of its own: no draw repeats (a shifted copy of) the one before it, as PyTorch's don't
+    import uopkit.nn.functional as F
+
+    Tensor.manual_seed(0)
+    a, b = Tensor.rand(4096).numpy(), Tensor.rand(4096).numpy()
+    assert np.intersect1d(a, b).size == 0
+    i, j = Tensor.randint(2**30, (512,)).numpy(), Tensor.randint(2**30, (512,)).numpy()
+    assert np.intersect1d(i, j).size == 0
+    m1, m2 = (F.dropout(Tensor.ones(4096), 0.5).numpy() > 0 for _ in range(2))
+    assert max(np.mean(m1[k:] == m2[: len(m2) - k]) for k in range(0, 64)) < 0.6
+    # one sample at a time from a uniform distribution: every category about equally often, no pattern between draws
+    p = Tensor.ones(1, 10) / 10
+    draws = np.array([int(p.multinomial(1).item()) for _ in range(400)])
+    counts = np.bincount(draws, minlength=10)
+    assert counts.min() > 15 and counts.max() < 65
+    assert np.mean(np.diff(draws) % 10 == (draws[1] - draws[0]) % 10) < 0.3
+
+
+def test_lists_of_numpy_values_keep_their_dtypes() -> None:
+    # as torch.tensor: a list's numpy scalars and arrays count with their own dtypes (Python numbers with ours)
+    cases = [
+        [np.float64(0.1)],
+        [1.0, np.float64(2)],
+        [np.int64(3), np.int64(-4)],
+        [np.uint8(3)],
+        [np.ones(2, np.uint8)],
+        [np.arange(3), np.arange(3)],
+        [np.ones((2, 3)), np.zeros((2, 3))],
+        [1.5, np.int64(2)],
+        [True, np.bool_(False)],
+        [np.int32(1), np.float16(2)],
+        [np.float32(1.0), 2.0],
+    ]
+    for values in cases:
+        want = torch.tensor(np.array(values) if isinstance(values[0], np.ndarray) else values)
+        got = Tensor(values)
+        assert got.dtype == to_dtype(str(want.dtype).removeprefix("torch.")), values
+        assert got.shape == tuple(want.shape) and got.tolist() == want.tolist(), values
+    assert Tensor([np.float64(0.1)]).item() == 0.1
+    # Python numbers alone keep uopkit's defaults (an int is int32)
+    assert Tensor([1, 2]).dtype == dtypes.int32 and Tensor([1, np.uint8(3)]).dtype == dtypes.int32
+
+
+def test_sum_to_a_half_dtype_accumulates_wider() -> None:
+    # torch's sum(dtype=float16): the values cast, summed wider, rounded once
+    for x in (np.ones(3000, np.float32), np.full(5000, 0.1, np.float32), np.ones((300, 40), np.float64)):
+        for dt, tdt in ((dtypes.float16, torch.float16), (dtypes.bfloat16, torch.bfloat16)):
+            got = Tensor(x).sum(dtype=dt)
+            assert got.dtype == dt
+            assert got.float().item() == torch.tensor(x).sum(dtype=tdt).float().item()
+    got = Tensor(np.ones((300, 4), np.float32)).sum(0, dtype=dtypes.float16, keepdim=True)
+    assert got.shape == (1, 4) and got.numpy().tolist() == [[300.0] * 4]
+
+
 def test_half_max_gradient_shared_among_many_ties() -> None:
     # the tie count is kept in float32: a float16 count stops at 2048
     for n in (3000, 70000):

@@ -53,7 +53,7 @@ def _product(a: Tensor, b: Tensor, out: DType) -> Tensor:
         return a @ b
     k, n = b.shape[-2], b.shape[-1]
     prods = a.reshape(*a.shape, 1) * b.reshape(*b.shape[:-2], 1, k, n)
-    return prods.sum(axis=-2, dtype=out)
+    return prods.sum(axis=-2, acc_dtype=out)
 
 
 def _item(t: Tensor):  # noqa: ANN202

@@ -288,7 +288,8 @@ def test_large_lists_build_quickly_with_the_dtype_of_their_values():
         ([[True], [2.0]], dtypes.float32, [[1.0], [2.0]]),
         ([[1, 2], [3, 4]], dtypes.int32, [[1, 2], [3, 4]]),
         ([], dtypes.float32, []),
-        ([np.int64(3), 4], dtypes.int32, [3, 4]),
+        # (a numpy scalar keeps its dtype, as in torch.tensor)
+        ([np.int64(3), 4], dtypes.int64, [3, 4]),
     ]
     for data, dt, values in cases:
         t = Tensor(data)

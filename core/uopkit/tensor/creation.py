@@ -228,9 +228,11 @@ class CreationMixin:
 
     @staticmethod
     def _rng() -> np.random.Generator:
-        # Philox keyed by (seed, call counter): reproducible for a given seed and call order
+        # Philox keyed by the seed, each call from its own stretch of the counter: reproducible for a given seed and
+        # call order. (The call number is the counter's top 64 bits: Philox counts up from the bottom, so a call
+        # numbered in the low bits drew the previous call's numbers again, one block on.)
         Tensor._rng_counter += 1
-        return np.random.Generator(np.random.Philox(key=Tensor._seed, counter=Tensor._rng_counter))
+        return np.random.Generator(np.random.Philox(key=Tensor._seed, counter=Tensor._rng_counter << 192))
 
     @staticmethod
     @_creates_leaf

@@ -148,17 +148,26 @@ class ReduceMixin:
         dtype: DType | None = None,
         *,
         dim: int | Sequence[int] | None = None,
+        acc_dtype: DType | None = None,
     ) -> Tensor:
-        """Sum over `axis` (all axes when None), accumulating in `dtype`.
+        """Sum over `axis` (all axes when None) into `dtype` (torch's: the values cast to it, then summed).
 
         Small ints and bool accumulate (and return) int32, unsigned ones uint32; half floats accumulate in float32
-        and return their own dtype, as in tinygrad.
+        and return their own dtype, as in tinygrad; `dtype=float16` casts, accumulates in float32 and rounds once,
+        as torch. `acc_dtype` accumulates in exactly that dtype and returns it (a float16 accumulator, as a tensor
+        core's).
 
         >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
         [4, 6]
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "sum")
+        if acc_dtype is not None:
+            return self.cast(to_dtype(acc_dtype))._reduce(Ops.ADD, axis, keepdim)
+        if dtype is not None and (want := to_dtype(dtype)) in dtypes.halves:
+            # torch's `sum(dtype=float16)`: the values cast, the sum accumulated wider and rounded once (3000 ones
+            # summed in float16 stop at 2048)
+            return self.cast(want).sum(axis, keepdim)
         acc = to_dtype(dtype) if dtype is not None else _sum_acc_dtype(self.dtype)
         ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
         return ret.cast(self.dtype) if dtype is None and self.dtype in dtypes.halves else ret

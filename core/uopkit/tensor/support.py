@@ -120,11 +120,18 @@ def _normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...] | None
     return axis % ndim if ndim else 0
 
 
-def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
+def _flatten_list(x: Any, typed: set[Any] | None = None) -> tuple[list[Any], tuple[int, ...]]:
+    """A nested list's numbers in order and its shape; `typed` collects the numpy dtypes of its numpy arrays and
+    scalars and the Python types of its other numbers (torch.tensor keeps numpy's dtypes: `[np.float64(0.1)]` is
+    float64)."""
     if isinstance(x, np.ndarray):
-        x = x.tolist()
+        if typed is not None:
+            typed.add(x.dtype)
+        return x.ravel().tolist(), x.shape
     if not isinstance(x, (list, tuple)):
         if isinstance(x, np.generic):
+            if typed is not None:
+                typed.add(x.dtype)
             return [x.item()], ()
         if hasattr(x, "numel") and hasattr(x, "item"):
             # a tensor inside a list is one number, as in torch.tensor([t, 2.0]); more would be a stack
@@ -134,12 +141,16 @@ def _flatten_list(x: Any) -> tuple[list[Any], tuple[int, ...]]:
                     "be numbers in a list (use Tensor.stack to join tensors)"
                 )
             return [x.item()], ()
+        if typed is not None:
+            typed.add(type(x))
         return [x], ()
     if len(x) == 0:
         return [], (0,)
-    if set(map(type, x)) <= {bool, int, float}:
+    if (kinds := set(map(type, x))) <= {bool, int, float}:
+        if typed is not None:
+            typed.update(kinds)
         return list(x), (len(x),)  # a row of plain numbers, without a call per element
-    parts = [_flatten_list(v) for v in x]
+    parts = [_flatten_list(v, typed) for v in x]
     shapes = {p[1] for p in parts}
     if len(shapes) != 1:
         raise ArgumentError(f"ragged nested list: sub-lists have shapes {sorted(shapes)}")

@@ -21,6 +21,7 @@ from uopkit.dtype import (
     DType,
     dtypes,
     from_numpy_dtype,
+    least_upper_dtype,
     to_dtype,
     to_numpy_dtype,
 )
@@ -88,6 +89,17 @@ from uopkit.uop.ops import GroupOp, Ops, UOp
 
 # what a Tensor built under no_grad keeps as it is: views, storage, constants and what is detached already
 _KEPT_UNDER_NO_GRAD = frozenset({*GroupOp.Movement, Ops.BUFFER, Ops.CONST, Ops.DETACH, Ops.STORE})
+
+
+def _list_dtype(flat: list[Any], typed: set[Any]) -> DType | None:
+    """The dtype of a list holding numpy arrays or scalars: their dtypes promoted with the Python numbers' (a Python
+    float beside int64 values is the default float), as torch.tensor's; None for a list of Python numbers only."""
+    numpy_kinds = [from_numpy_dtype(d) for d in typed if isinstance(d, np.dtype)]
+    if not numpy_kinds:
+        return None
+    # (identity: a numpy dtype compares equal to the Python type it stands for)
+    python_kinds = [dtypes.from_py(k()) for k in typed if k is bool or k is int or k is float]
+    return least_upper_dtype(*numpy_kinds, *python_kinds)
 
 
 def _wrapped_unsigned(value: int, dt: DType) -> int:
@@ -168,7 +180,10 @@ class Tensor(
             else:
                 self.uop = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=_canonical_device(device)),), _cast_py(data, dt))
         elif isinstance(data, (list, tuple)):
-            flat, shape = _flatten_list(data)
+            typed: set[Any] = set()
+            flat, shape = _flatten_list(data, typed)
+            if dt is None:
+                dt = _list_dtype(flat, typed)
             dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
             if dtypes.is_unsigned(dt):
                 flat = [_wrapped_unsigned(v, dt) if type(v) is int and v < 0 else v for v in flat]
