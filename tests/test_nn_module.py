@@ -267,3 +267,27 @@ def test_apply_zero_grad_casting_and_repr():
     assert ours.eval()(Tensor.ones(2, 4, dtype="float64")).dtype.name == "double"
     text = repr(ours)
     assert "(fc): Linear(" in text and "(blocks): ModuleList(" in text and "in_features=4" in text
+
+
+def test_conversions_keep_tied_weights_tied():
+    # nanoGPT ties its embedding to its output layer, then calls model.to(...): one parameter still, as torch's
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = nn.Embedding(10, 4), nn.Linear(4, 10, bias=False)
+            self.emb.weight = self.head.weight
+
+        def forward(self, idx):
+            return self.head(self.emb(idx))
+
+    for convert in (lambda m: m.half(), lambda m: m.double(), lambda m: m.to("CPU:1"), lambda m: m.bfloat16()):
+        m = convert(Tied())
+        assert m.emb.weight is m.head.weight and len(list(m.parameters())) == 1
+    m = Tied().double()
+    m(Tensor([[1, 2, 3]])).sum().backward()
+    # the gradient of both uses in one tensor: the embedding's rows plus the output layer's
+    x = np.asarray(m.head.weight.numpy())
+    want = np.zeros_like(x)
+    want[[1, 2, 3]] += x.sum(0)
+    want += x[[1, 2, 3]].sum(0)
+    np.testing.assert_allclose(m.head.weight.grad.numpy(), want, rtol=1e-12)

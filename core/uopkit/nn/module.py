@@ -441,18 +441,30 @@ class Module:
         return self.to(to_dtype(dst_type))
 
     def _apply_to_tensors(self, fn: Callable[[Tensor], Tensor]) -> Module:
+        # a tensor set on several modules (tied weights: an embedding and its output layer) is converted once and
+        # stays shared, as torch's
+        converted: dict[int, Tensor] = {}
         for module in self.modules():
             for name, value in list(module._entries()):
                 if isinstance(value, Tensor) and (_is_state_tensor(value) or name in module._state().buffers):
-                    new = fn(value)
+                    new = converted.get(id(value))
+                    if new is None:
+                        new = converted[id(value)] = self._converted(value, fn)
                     if new is not value:
-                        new = new.contiguous().realize()
-                        if isinstance(value, Parameter):
-                            new = Parameter(new, requires_grad=bool(value.requires_grad))
-                        elif value.requires_grad is not None:
-                            new.requires_grad = value.requires_grad
                         setattr(module, name, new)
         return self
+
+    @staticmethod
+    def _converted(value: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
+        new = fn(value)
+        if new is value:
+            return value
+        new = new.contiguous().realize()
+        if isinstance(value, Parameter):
+            return Parameter(new, requires_grad=bool(value.requires_grad))
+        if value.requires_grad is not None:
+            new.requires_grad = value.requires_grad
+        return new
 
     # ------------------------------------------------------------------------------------------------------------
     # hooks and printing
