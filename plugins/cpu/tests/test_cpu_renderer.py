@@ -39,3 +39,27 @@ def test_int_minimums_are_literals_c_reads_as_signed() -> None:
     assert r.render_const(dtypes.min(dtypes.int32), dtypes.int32) == "(-2147483647-1)"
     assert r.render_const(dtypes.min(dtypes.int64), dtypes.int64) == "(-9223372036854775807ll-1)"
     assert r.render_const(-5, dtypes.int64) == "-5ll"
+
+
+def test_gated_loads_sharing_a_gate_read_plain_loads() -> None:
+    # gcc 12.2 vectorizes `g ? a[2*i] : 0` with `g ? a[2*i+1] : 0` as a masked interleaved group and mixes up the
+    # lanes: a padded compare-exchange of pairs (a sort's step) read its neighbour's pair
+    from uopkit import Tensor, dtypes
+    from uopkit.codegen import get_program
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    for n, size in ((1024, 2048), (2048, 4096), (8, 16)):
+        a = np.arange(n, dtype=np.float32)
+        pairs = Tensor(a).pad(((0, size - n),)).reshape(size // 2, 2, 1)
+        lo, hi = pairs[:, 0:1], pairs[:, 1:2]
+        first = Tensor.arange(2, dtype=dtypes.int32).reshape(2, 1) == 0
+        swap = hi > lo
+        out = first.where(swap.where(hi, lo), swap.where(lo, hi))
+        (item,) = create_schedule(kernelize_tensors([out]))
+        assert "&-(int)" in get_program(item.ast, Device["CPU"].renderer).src
+        ref = np.concatenate([a, np.zeros(size - n, np.float32)]).reshape(-1, 2)
+        np.testing.assert_array_equal(out.reshape(size).numpy(), np.stack([ref.max(1), ref.min(1)], 1).ravel())
+    # what it broke: int64 sorts of even lengths past 1024 that aren't powers of two
+    values = np.random.default_rng(0).integers(0, 37, 1026)
+    np.testing.assert_array_equal(Tensor(values).sort()[0].numpy(), np.sort(values))
+    assert Tensor(values).unique().shape == np.unique(values).shape

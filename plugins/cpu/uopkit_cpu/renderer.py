@@ -461,6 +461,39 @@ def do_held_load(ctx: RenderContext, x: UOp) -> str | None:
     return f'{line}\n__asm__("" : "+{_HOST_CONSTRAINT}"({ctx.names[x]}));'
 
 
-# the CPU's own rule in front of the C rules: register tiles' reused vector loads held in registers
-pm_clang = PatternMatcher([(UPat(Ops.LOAD, name="x"), do_held_load)])
+def _grouped_gated_loads(uops: list[UOp]) -> set[UOp]:
+    """The scalar loads of global memory that share their gate with another load of the same buffer (`do_load`)."""
+    groups: dict[tuple[UOp, UOp], list[UOp]] = {}
+    for u in uops:
+        if u.op is Ops.LOAD and u.dtype.count == 1 and (index := u.src[0]).op is Ops.INDEX and len(index.src) > 2:
+            if index.src[0].op is Ops.DEFINE_GLOBAL:
+                groups.setdefault((index.src[0], index.src[2]), []).append(u)
+    return {u for loads in groups.values() if len(loads) > 1 for u in loads}
+
+
+def do_load(ctx: RenderContext, x: UOp) -> str | None:
+    """A load of the CPU's C: a held register tile load (`do_held_load`), or a gated load that shares its gate with
+    another of the same buffer, read unconditionally from a clamped index and then selected.
+
+    Why the second: gcc 12.2 (Debian 12's) vectorizes such loads at strided places (`g ? a[2*i] : 0` and
+    `g ? a[2*i+1] : 0`) as a masked interleaved group and gets the lanes wrong: an int64 sort of 1026 values came
+    back unsorted, and `unique` and `median` wrong with it. Loaded from `a[k & -g]` (always in bounds) they are plain
+    loads."""
+    if (held := do_held_load(ctx, x)) is not None:
+        return held
+    grouped = ctx.memo.get("grouped_gated_loads")
+    if grouped is None:
+        grouped = ctx.memo["grouped_gated_loads"] = _grouped_gated_loads(ctx.uops)
+    if x not in grouped:
+        return None
+    acc = ctx.access[x.src[0]]
+    raw = ctx.new_name("raw")
+    # (the index masked by bits: gcc turns `g ? a[g ? k : 0] : 0` back into the masked load)
+    ctx.emit(f"{ctx.r.render_dtype(x.dtype)} {raw} = {acc.ptr}[({acc.offset})&-(int)({acc.gate})];")
+    return ctx.value(x, "val", f"({acc.gate}?{raw}:{ctx.r.render_const(0, x.dtype)})")
+
+
+# the CPU's own rule in front of the C rules: register tiles' reused vector loads held in registers, gated loads
+# around a gcc bug
+pm_clang = PatternMatcher([(UPat(Ops.LOAD, name="x"), do_load)])
 ClangRenderer.render_rules = pm_clang + pm_cstyle
