@@ -297,7 +297,7 @@ def test_a_torch_style_model_ports_unchanged() -> None:
         )
 
     theirs = build(torch.nn).eval()
-    compare(build(nn), theirs, _randn(3, 2, 6, 6), atol=1e-4)
+    compare(build(nn).eval(), theirs, _randn(3, 2, 6, 6), atol=1e-4)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -291,3 +291,17 @@ def test_conversions_keep_tied_weights_tied():
     want[[1, 2, 3]] += x.sum(0)
     want += x[[1, 2, 3]].sum(0)
     np.testing.assert_allclose(m.head.weight.grad.numpy(), want, rtol=1e-12)
+
+
+def test_a_bare_sequential_trains_from_construction():
+    # torch's Sequential is made in training mode: batch statistics, running stats updated, until eval()
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    ours, theirs = (
+        nn.Sequential(nn.BatchNorm1d(3), nn.ReLU()),
+        torch.nn.Sequential(torch.nn.BatchNorm1d(3), torch.nn.ReLU()),
+    )
+    assert ours.training is True and ours[0].training is True
+    np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(ours[0].running_mean.numpy(), theirs[0].running_mean.numpy(), rtol=1e-6)
+    ours.eval(), theirs.eval()
+    np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5)

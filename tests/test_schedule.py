@@ -386,3 +386,36 @@ def test_assigns_reading_what_each_other_overwrite_keep_value_semantics(order):
         d_ = (want_a + 1.0) / want_s * g_
         want_a, want_p = want_a + d_, want_p - d_
         np.testing.assert_allclose([s.item(), a.item(), p.item()], [want_s, want_a, want_p], rtol=1e-6)
+
+
+def test_an_assign_read_by_a_realize_runs_once() -> None:
+    # a BatchNorm's running mean updated in training, then read by an eval pass under no_grad: the eval's realize runs
+    # the update; the running mean's tensor must then hold the stored value (rewired as a reader of its own buffer,
+    # its update ran again when read: from the third repetition, a replay, 0.9 * m + m instead of m)
+    import uopkit
+    from uopkit import nn
+
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        bn = nn.BatchNorm1d(2)
+        xb = rng.standard_normal((4, 2)).astype(np.float32) + 3
+        xe = rng.standard_normal((4, 2)).astype(np.float32) * 10
+        Tensor.training = True
+        try:
+            bn(Tensor(xb)).realize()
+        finally:
+            Tensor.training = False
+        with uopkit.no_grad():
+            out = bn(Tensor(xe)).numpy()
+        mean, var = 0.1 * xb.mean(0), 0.9 + 0.1 * xb.var(0, ddof=1)
+        np.testing.assert_allclose(bn.running_mean.numpy(), mean, rtol=1e-6)
+        np.testing.assert_allclose(bn.running_var.numpy(), var, rtol=1e-6)
+        np.testing.assert_allclose(out, (xe - mean) / np.sqrt(var + 1e-5), rtol=1e-5, atol=1e-5)
+    # the same with a plain assign
+    for _ in range(4):
+        a = Tensor(np.full(3, 2.0, np.float32)).realize()
+        a.assign(a * 0.5 + 1)
+        with uopkit.no_grad():
+            got = (Tensor(np.ones(3, np.float32)) + a).numpy()
+        np.testing.assert_array_equal(got, np.full(3, 3.0, np.float32))
+        np.testing.assert_array_equal(a.numpy(), np.full(3, 2.0, np.float32))

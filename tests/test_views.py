@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import uopkit
 from uopkit import Tensor, dtypes
 from uopkit.tensor.support import ArgumentError
 
@@ -391,3 +392,25 @@ def test_setitem_drops_a_values_leading_ones_and_indexes_as_torch():
     assert Tensor.ones(2, 3, 4)[False, True, ...].shape == tuple(torch.ones(2, 3, 4)[False, True, ...].shape)
     with pytest.raises(TypeError):
         del a[0]
+
+
+def test_a_detached_tensor_shows_later_writes() -> None:
+    # PyTorch's detach shares storage: a state dict taken before training holds the trained weights after it
+    from uopkit import nn
+    from uopkit.nn.optim import SGD
+
+    for p in (Tensor.zeros(2, 2).contiguous().realize(), Tensor.zeros(2, 2, requires_grad=True).realize()):
+        d, r = p.detach(), p.reshape(-1)[:2]
+        with uopkit.no_grad():
+            p.add_(1)
+        np.testing.assert_array_equal(d.numpy(), np.ones((2, 2), np.float32))
+        np.testing.assert_array_equal(r.numpy(), np.ones(2, np.float32))
+    layer = nn.Linear(2, 2)
+    before = layer.state_dict()
+    opt = SGD(layer.parameters(), lr=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        layer(Tensor([[1.0, 2.0]])).sum().backward()
+        opt.step()
+    np.testing.assert_array_equal(before["bias"].numpy(), layer.bias.numpy())
+    np.testing.assert_array_equal(before["weight"].numpy(), layer.weight.numpy())

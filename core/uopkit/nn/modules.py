@@ -706,6 +706,9 @@ class Sequential(Module):
     # get_state_dict names them by attribute
 
     def __init__(self, *layers: Callable[..., Any] | dict[str, Callable[..., Any]]) -> None:
+        # made in training mode, as torch's (its layers take the mode): a bare `Sequential(BatchNorm1d(3), ...)`
+        # model trains until `eval()`
+        super().__init__()
         if len(layers) == 1 and isinstance(layers[0], dict):
             for name, layer in layers[0].items():
                 self._add(name, layer)

@@ -473,7 +473,9 @@ class PendingReads:
                 live_tensors.set_uop(t, new)
 
 
-def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None) -> PendingReads:
+def protect_pending_reads(
+    tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None, stores: Sequence[UOp] | None = None
+) -> PendingReads:
     """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
     buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
     readers and copies:
@@ -487,17 +489,27 @@ def protect_pending_reads(tensors: Sequence[Tensor], sink: UOp, targets: list[UO
     by `PendingReads.rewire_to_copies` after the realize: their graphs hold no STORE, so what the realize replaces in
     them (values it computed, before the writes) can't bring the new contents in. Tensors that are views of the buffer
     (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
-    `targets`: the buffers the STOREs under `sink` write, when the caller knows them (else they are looked up).
+    `targets`: the buffers the STOREs under `sink` write, and `stores`: those STOREs, when the caller knows them
+    (else they are looked up).
     """
     none = PendingReads([], [], {}, [])
     if targets is None:
         targets = pending_writes(sink)
     if not targets:
         return none
+    if stores is None:
+        stores = [u for u in sink.toposort(gate=lambda x: x.op is not Ops.BUFFER) if _pending_store(u) is u]
+    # a tensor whose assign runs in this realize (a BatchNorm's running mean, read by an eval pass) is no reader of
+    # its own buffer: the realize moves it onto the stored value (rewired to a copy, its assign would run again)
     chosen = {id(t) for t in tensors}
+    running = set(stores)
     if SPEC:
         live_tensors.check()
-    candidates = [t for t in live_tensors.computed() if id(t) not in chosen]
+    candidates = [
+        t
+        for t in live_tensors.computed()
+        if id(t) not in chosen and (not running or _pending_store(t.uop) not in running)
+    ]
     # a value being realized that reads a buffer as it is now and also a STORE (`s + a` after `s = a * 3;
     # a.assign(a + 10)`) can't run before the write nor after it: it reads a copy of the old contents
     computed_here = [t for t in tensors if _pending_store(t.uop) is None]

@@ -56,6 +56,9 @@ def _is_storage(u: UOp) -> bool:
     # a tensor's graph that stands for storage: a buffer, a view of one, or an assign still to run into one (a
     # bfloat16 one: the same under its BITCAST of the uint16 bits)
     base = u.base
+    while base.op is Ops.DETACH:
+        # (a detached view of storage is one too, as PyTorch's detach: it shows later writes)
+        base = base.src[0].base
     if base.op is Ops.BITCAST and base.dtype == dtypes.bfloat16:
         base = base.src[0].base
     return base.op is _BUFFER or base.op is _STORE
@@ -71,7 +74,16 @@ def _writes_through(t: Tensor) -> bool:
         return True
     # (a view whose base is gone, `x.flip(1).T`, is one of a copy when a flip or a pad made that base)
     moves = _NOT_A_VIEW if t._view_of is None else _COPYING_MOVES
-    return not any(n.op in moves for n in _storage_uop(t.uop).movement_chain())
+    return not any(n.op in moves for n in _view_chain(_storage_uop(t.uop)))
+
+
+def _view_chain(u: UOp) -> list[UOp]:
+    # the movement ops and detaches from `u` down to its storage, outermost first
+    chain = []
+    while u.op in _VIEW_OPS:
+        chain.append(u)
+        u = u.src[0]
+    return chain
 
 
 def _views_node(u: UOp, node: UOp) -> bool:
