@@ -959,3 +959,29 @@ def test_backward_arguments_match_torch():
     assert a.grad.tolist() == [2.0] and b.grad is None
     with pytest.raises(RuntimeError, match="doesn't require a gradient"):
         (a * b).sum().backward(inputs=[Tensor([1.0])])
+
+
+def test_a_realized_int_batch_is_read_stored_by_the_gradient() -> None:
+    # token ids padded and stacked from sequences of new lengths each step, realized: the embedding's gradient reads
+    # the stored ids (read back from the graph that built them, its kernels held that graph's lengths and compiled
+    # again every step)
+    from uopkit import nn
+    from uopkit.engine.realize import stats
+
+    rng = np.random.default_rng(0)
+    emb = nn.Embedding(50, 8)
+    for step in range(4):
+        lens = rng.integers(3, 20, 8)
+        lens[0] = 19
+        rows = [rng.integers(1, 50, n) for n in lens]
+        x = Tensor.stack(*[Tensor(r).pad((0, 19 - len(r))) for r in rows]).realize()
+        emb.weight.grad = None
+        before = stats["kernels_compiled"]
+        (emb(x) ** 2).sum().backward()
+        emb.weight.grad.realize()
+        if step > 0:
+            assert stats["kernels_compiled"] == before, step
+        ids = np.stack([np.pad(r, (0, 19 - len(r))) for r in rows])
+        want = np.zeros((50, 8), np.float32)
+        np.add.at(want, ids.ravel(), 2 * emb.weight.numpy()[ids.ravel()])
+        np.testing.assert_allclose(emb.weight.grad.numpy(), want, rtol=1e-5)

@@ -234,11 +234,13 @@ def unrealized_graph(
     """
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     # (the usual case, a backward() right after the forward pass: no node of the graph was realized. Looked up from
-    # the smaller side: each lookup in `computed_from` makes a weak reference)
+    # the smaller side: each lookup in `computed_from` makes a weak reference.) Realized ints and bools stay stored
+    # (`_carries_gradient`): no gradient flows through them, and read back from their graph (a batch of token ids
+    # padded and stacked from sequences) the gradient's kernels would hold that graph's shapes, new every batch
     if len(computed_from) < len(topo):
-        realized = [u for u in computed_from.keys() if u in topo and u not in keep]
+        realized = [u for u in computed_from.keys() if u in topo and u not in keep and _carries_gradient(u)]
     else:
-        realized = [u for u in topo if u not in keep and u in computed_from]
+        realized = [u for u in topo if u not in keep and u in computed_from and _carries_gradient(u)]
     if not realized:
         return root
     if nodes is not None:
@@ -248,7 +250,7 @@ def unrealized_graph(
         if u.op is _STORE:
             memo[u] = u
             continue
-        source = computed_from.get(u) if u not in keep else None
+        source = computed_from.get(u) if u not in keep and _carries_gradient(u) else None
         if source is not None:
             memo[u] = unrealized_graph(source, keep, rebuilt=rebuilt)
             continue
@@ -261,6 +263,11 @@ def unrealized_graph(
         if rebuilt is not None:
             rebuilt(u, memo[u], memo)
     return memo[root]
+
+
+def _carries_gradient(u: UOp) -> bool:
+    # a realized float value, or uint16 bits (how a bfloat16 value is stored)
+    return dtypes.is_float(u.dtype) or u.dtype == dtypes.uint16
 
 
 def _source_of(u: UOp) -> UOp:
