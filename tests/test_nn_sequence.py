@@ -357,3 +357,20 @@ def test_transformer_errors() -> None:
         layer(Tensor.ones(3, 2, 8), is_causal=True)
     with pytest.raises(ShapeError, match="src"):
         layer(Tensor.ones(3, 2, 6))
+
+
+def test_a_recurrent_step_compiles_once_for_every_step() -> None:
+    # each step's kernels are the same kernels with another window start: the distinct kernels of a 2-layer LSTM's
+    # forward and backward don't grow with the sequence (they did: each step's offset, its state's chain back to the
+    # first step, the gradient's slice of a constant, were written into its kernels)
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    def distinct_kernels(steps: int) -> int:
+        lstm = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+        x = Tensor(np.random.default_rng(0).standard_normal((3, steps, 6)).astype(np.float32)).realize()
+        out, (h, _) = lstm(x)
+        (out.sum() + h.sum()).backward()
+        items = create_schedule(kernelize_tensors([p.grad for p in lstm.parameters()]))
+        return len({item.ast for item in items})
+
+    assert distinct_kernels(4) <= distinct_kernels(12) == distinct_kernels(16)

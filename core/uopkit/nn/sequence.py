@@ -185,10 +185,15 @@ class _RNNBase(Module):
                 bias = self._param("bias_ih", pname)
                 if bias is not None:
                     gi = gi + bias
+                # stored once: each step reads its window at a launch-time start (`schedule/windows.py`), so the
+                # steps' kernels are one compiled kernel, not one per step with its offset written in
+                gi = gi.contiguous()
                 order = range(steps - 1, -1, -1) if suffix else range(steps)
                 per_step: list[Tensor] = [x] * steps
                 for t in order:
-                    state = self._step(gi[t], state, pname)
+                    # (each step's state stored: left lazy, step t's kernel recomputed the whole chain before it, a
+                    # kernel of its own per step, O(T^2) work)
+                    state = tuple(s.contiguous() for s in self._step(gi[t], state, pname))
                     per_step[t] = state[0]  # type: ignore[assignment]
                 outputs.append(Tensor.stack(per_step, dim=0))
                 for final, s in zip(finals, state, strict=True):

@@ -546,7 +546,27 @@ class KernelBuilder:
             return self.translate(u.src[0], root)
         if u.op is Ops.STORE:
             raise ScheduleError("a STORE must be realized in its own kernel")
-        return u.replace(src=tuple(self.translate(s, root) for s in u.src))
+        new = u.replace(src=tuple(self.translate(s, root) for s in u.src))
+        if u.op is Ops.RESHAPE and new.src[0].op is Ops.RESHAPE:
+            # a reshape of a reshape is one reshape: a slice of a buffer under several is still a window of it
+            # (`schedule/windows.py` looks through one)
+            inner = new.src[0].src[0]
+            return inner if inner.shape == u.arg else new.replace(src=(inner,))
+        if u.op in GroupOp.Movement and u.op is not Ops.PAD and (const := _uniform_const(new.src[0])) is not None:
+            # a view of a constant is the constant in the view's shape: where a slice of it starts (the ones a
+            # sum's gradient spreads, cut per time step of an RNN) would make kernels that differ in nothing else
+            shape = new.shape
+            assert shape is not None
+            ones = UOp(Ops.RESHAPE, const.dtype, (const,), (1,) * len(shape))
+            return ones if all(d == 1 for d in shape) else UOp(Ops.EXPAND, const.dtype, (ones,), shape)
+        return new
+
+
+def _uniform_const(u: UOp) -> UOp | None:
+    """The CONST every element of kernel value `u` is (a constant under movement ops other than PAD), else None."""
+    while u.op in GroupOp.Movement and u.op is not Ops.PAD:
+        u = u.src[0]
+    return u if u.op is Ops.CONST and not u.src else None
 
 
 def _replay_chain(chain: list[UOp], base: UOp) -> UOp:
