@@ -169,6 +169,41 @@ def test_gather():
         Tensor(x).gather(0, Tensor(np.full((1, 1, 1), 4, dtype=np.int32)))
 
 
+def test_gather_of_one_element_by_a_0d_index_as_torch():
+    # a 1-D input and a 0-d index read one element, a 0-d input and a 0-d or 1-D index as many as the index holds
+    v = np.array([3.0, -1.0, 7.5], np.float32)
+    for data, index in [(v, 2), (v, 0), (np.float32(4.0), 0), (np.float32(4.0), [0, 0])]:
+        for dim in (0, -1):
+            got = Tensor(data).gather(dim, Tensor(np.array(index)))
+            want = torch.tensor(data).gather(dim, torch.tensor(index))
+            assert got.shape == tuple(want.shape) and got.tolist() == want.tolist()
+    with pytest.raises(IndexError, match="gather: index 3 is out of bounds"):
+        Tensor(v).gather(0, Tensor(3))
+
+
+def test_setitem_with_a_value_of_the_wrong_shape_names_both_shapes():
+    # torch: "shape mismatch: value tensor of shape [3] cannot be broadcast to indexing result of shape [2]"
+    for index in ([True, True, False], slice(None, 2), [0, 2], (Ellipsis, slice(1, None))):
+        t, tt = Tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0])
+        ours_index = Tensor(index) if isinstance(index, list) else index
+        with pytest.raises(RuntimeError):
+            tt[torch.tensor(index) if isinstance(index, list) else index] = torch.tensor([4.0, 5.0, 6.0])
+        with pytest.raises(
+            ShapeError,
+            match=r"setitem: shape mismatch: value tensor of shape \(3,\) can't be broadcast to the indexing result "
+            r"of shape \(2,\)",
+        ):
+            t[ours_index] = Tensor([4.0, 5.0, 6.0])
+        assert t.tolist() == [1.0, 2.0, 3.0]
+    # an empty selection still checks the value, and a broadcastable value (leading ones too) still goes in
+    with pytest.raises(ShapeError, match=r"value tensor of shape \(3,\) .* indexing result of shape \(0,\)"):
+        Tensor([1.0, 2.0])[Tensor([False, False])] = Tensor([4.0, 5.0, 6.0])
+    t, tt = Tensor.zeros(2, 3), torch.zeros(2, 3)
+    t[Tensor([True, False])] = Tensor([[[1.0, 2.0, 3.0]]])
+    tt[torch.tensor([True, False])] = torch.tensor([[1.0, 2.0, 3.0]])
+    assert t.tolist() == tt.tolist()
+
+
 @pytest.mark.filterwarnings("ignore:The reduce argument")
 @pytest.mark.parametrize("reduce", [None, "add", "multiply"])
 def test_scatter(reduce):

@@ -628,6 +628,17 @@ def test_repeat_interleave_takes_a_tensor_of_repeats_as_torch():
         Tensor(x).repeat_interleave(Tensor([1, 2, 3]), 0)
     with pytest.raises(ValueError, match="must be non-negative"):
         Tensor(x).repeat_interleave(Tensor([1, -1]), 0)
+    # torch's output_size=: the length the repeats give, checked
+    for repeats, dim, size in ((Tensor([1, 0, 2]), 1, 3), (2, 0, 4), (3, None, 18), (Tensor([2]), None, 12)):
+        trepeats = torch.tensor(repeats.tolist()) if isinstance(repeats, Tensor) else repeats
+        want = torch.tensor(x).repeat_interleave(trepeats, dim, output_size=size)
+        assert Tensor(x).repeat_interleave(repeats, dim, output_size=size).tolist() == want.tolist()
+        with pytest.raises(RuntimeError):
+            torch.tensor(x).repeat_interleave(trepeats, dim, output_size=size + 1)
+        with pytest.raises(
+            ValueError, match=f"repeat_interleave: output_size is {size + 1}, but the repeats give {size}"
+        ):
+            Tensor(x).repeat_interleave(repeats, dim, output_size=size + 1)
 
 
 def test_reductions_and_shapes_found_by_the_second_sweep():

@@ -3,6 +3,7 @@ in-place variants (also through views) and the errors."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -396,3 +397,99 @@ def test_in_place_variants_change_the_tensor_its_views_and_keep_gradients_as_tor
         t.put_(Tensor([0]), Tensor([1]))
     np.testing.assert_array_equal(t.numpy(), x)
     assert t.dtype == dtypes.float32
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# index_add, index_copy and the scatters with nothing to write, and the errors naming the op called
+
+EMPTY_1D, EMPTY_ROWS = np.zeros(0, np.int64), np.zeros((3, 0), np.int64)
+# (input, op of (tensor, index from an array, src from an array)): each writes nothing
+EMPTY_INDEX_CASES = [
+    ((5,), lambda t, i, s: t.scatter(0, i(EMPTY_1D), s(np.zeros(0, np.float32)))),
+    ((5,), lambda t, i, s: t.scatter(-1, i(EMPTY_1D), 2.5)),
+    ((3, 4), lambda t, i, s: t.scatter(1, i(EMPTY_ROWS), s(np.zeros((3, 0), np.float32)))),
+    ((3, 4), lambda t, i, s: t.scatter(1, i(EMPTY_ROWS), 2.5)),
+    ((3, 4), lambda t, i, s: t.scatter(0, i(np.zeros((0, 4), np.int64)), s(np.ones((2, 4), np.float32)))),
+    ((3, 4), lambda t, i, s: t.scatter(1, i(EMPTY_ROWS), s(np.ones((3, 0), np.float32)), reduce="add")),
+    ((3, 4), lambda t, i, s: t.scatter(1, i(EMPTY_ROWS), 2.0, reduce="multiply")),
+    ((3, 4), lambda t, i, s: t.scatter_add(1, i(EMPTY_ROWS), s(np.ones((3, 0), np.float32)))),
+    *[
+        ((3, 4), lambda t, i, s, r=r, inc=inc: t.scatter_reduce(1, i(EMPTY_ROWS), s(np.ones((3, 0), np.float32)), r,
+                                                                include_self=inc))
+        for r in ("sum", "prod", "mean", "amax", "amin")
+        for inc in (True, False)
+    ],
+    ((5,), lambda t, i, s: t.index_copy(0, i(EMPTY_1D), s(np.zeros(0, np.float32)))),
+    ((3, 4), lambda t, i, s: t.index_copy(1, i(EMPTY_1D), s(np.zeros((3, 0), np.float32)))),
+    ((3, 4), lambda t, i, s: t.index_copy(-2, i(EMPTY_1D), s(np.zeros((0, 4), np.float32)))),
+    ((3, 4), lambda t, i, s: t.index_add(1, i(EMPTY_1D), s(np.zeros((3, 0), np.float32)), alpha=2)),
+    ((3, 4), lambda t, i, s: t.index_fill(0, i(EMPTY_1D), -1.0)),
+    ((3, 4), lambda t, i, s: t.index_reduce(1, i(EMPTY_1D), s(np.zeros((3, 0), np.float32)), "amax")),
+    ((3, 4), lambda t, i, s: t.index_put((i(EMPTY_1D),), s(np.float32(5.0)))),
+    ((3, 4), lambda t, i, s: t.index_put((i(EMPTY_1D),), s(np.float32(5.0)), accumulate=True)),
+    ((3, 4), lambda t, i, s: t.put(i(EMPTY_1D), s(np.zeros(0, np.float32)))),
+    ((3, 4), lambda t, i, s: t.masked_scatter(s(np.zeros((3, 4), bool)), s(np.ones(2, np.float32)))),
+    ((3, 4), lambda t, i, s: t.gather(1, i(EMPTY_ROWS))),
+    ((3, 4), lambda t, i, s: t.take_along_dim(i(EMPTY_ROWS), 1)),
+    ((3, 4), lambda t, i, s: t.index_select(0, i(EMPTY_1D))),
+    ((3, 4), lambda t, i, s: t.take(i(EMPTY_1D))),
+]  # fmt: skip
+
+
+# (torch warns that scatter's reduce= is deprecated)
+@pytest.mark.filterwarnings("ignore:The reduce argument")
+@pytest.mark.parametrize("shape, op", EMPTY_INDEX_CASES)
+def test_the_scatter_and_index_families_with_an_empty_index_as_torch(shape, op):
+    x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    base = Tensor(x).realize()
+    ours = op(base, Tensor, Tensor)
+    _same(ours, op(torch.from_numpy(x.copy()), torch.from_numpy, lambda a: torch.from_numpy(np.asarray(a))))
+    if ours.shape == base.shape:
+        # a tensor of its own: writing into it leaves the input alone
+        ours.add_(1)
+        np.testing.assert_array_equal(base.numpy(), x)
+
+
+def test_in_place_scatters_and_setitem_with_an_empty_index_as_torch():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for name, args in [
+        ("scatter_", (1, EMPTY_ROWS, np.zeros((3, 0), np.float32))),
+        ("scatter_", (1, EMPTY_ROWS, 2.5)),
+        ("index_copy_", (0, EMPTY_1D, np.zeros((0, 4), np.float32))),
+        ("index_add_", (0, EMPTY_1D, np.zeros((0, 4), np.float32))),
+    ]:
+        t, tt = Tensor(x).realize(), torch.from_numpy(x.copy())
+        assert getattr(t, name)(*[Tensor(a) if isinstance(a, np.ndarray) else a for a in args]) is t
+        getattr(tt, name)(*[torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in args])
+        _same(t, tt)
+    t, tt = Tensor(x).realize(), torch.from_numpy(x.copy())
+    t[Tensor(EMPTY_1D)] = 7.0
+    tt[torch.from_numpy(EMPTY_1D)] = 7.0
+    _same(t, tt)
+
+
+def test_index_add_index_copy_and_scatters_name_the_op_called_in_errors():
+    # each is refused by torch too; the message names the method the user called, not the one it is built on
+    cases = [
+        (IndexError, r"index_add: index -1 is out of bounds for axis 0 with size 3",
+         lambda lib: lib.tensor([0, 0, 0]).index_add(0, lib.tensor([1, -1]), lib.tensor([5, 6]))),
+        (IndexError, r"index_copy: index 3 is out of bounds for axis 0 with size 3",
+         lambda lib: lib.zeros(3).index_copy(0, lib.tensor([3]), lib.tensor([1.0]))),
+        (IndexError, r"scatter_add: axis 2 is out of range for a tensor of shape \(2, 3\)",
+         lambda lib: lib.zeros(2, 3).scatter_add(2, lib.tensor([[0]]), lib.tensor([[1.0]]))),
+        (IndexError, r"scatter_add: index 3 is out of bounds for axis 1 with size 3",
+         lambda lib: lib.zeros(2, 3).scatter_add(1, lib.tensor([[3]]), lib.tensor([[1.0]]))),
+        (IndexError, r"scatter: index 5 is out of bounds for axis 0 with size 3",
+         lambda lib: lib.zeros(3).scatter(0, lib.tensor([5]), 1.0, reduce="add")),
+        (ShapeError, r"index_add: source shape \(2, 3\) should be \(2, 2\)",
+         lambda lib: lib.zeros(2, 2).index_add(1, lib.tensor([0, 1]), lib.ones(2, 3))),
+    ]  # fmt: skip
+
+    class Ours:
+        tensor, zeros, ones = Tensor, Tensor.zeros, Tensor.ones
+
+    for error, message, call in cases:
+        with pytest.raises((IndexError, RuntimeError)):
+            call(torch)
+        with pytest.raises(error, match=message):
+            call(Ours)

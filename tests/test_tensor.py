@@ -290,7 +290,11 @@ def test_large_lists_build_quickly_with_the_dtype_of_their_values():
         ([], dtypes.float32, []),
         # (a numpy scalar keeps its dtype, as in torch.tensor)
         ([np.int64(3), 4], dtypes.int64, [3, 4]),
+        # ranges inside a list are lists of their ints, as torch.tensor's
+        ([range(3), range(1, 4)], dtypes.int32, [[0, 1, 2], [1, 2, 3]]),
+        ([range(0)], dtypes.float32, [[]]),
     ]
     for data, dt, values in cases:
         t = Tensor(data)
         assert (t.dtype, t.tolist()) == (dt, values), data
+        assert t.tolist() == torch.tensor(data).tolist(), data

@@ -63,6 +63,16 @@ def test_searchsorted_and_bucketize_as_torch():
         np.testing.assert_array_equal(Tensor(values).bucketize(Tensor(seq[0]), right=right).numpy(), want.numpy())
     with pytest.raises(ShapeError, match="searchsorted"):
         Tensor(seq).searchsorted(Tensor(values[:1]))
+    # torch's out_int32=: int32 as asked (ours are int32 without it too), the same positions
+    for out_int32 in (True, False):
+        want = torch.searchsorted(torch.tensor(seq), torch.tensor(values), out_int32=out_int32, right=True)
+        got = Tensor(seq).searchsorted(Tensor(values), right=True, out_int32=out_int32)
+        assert got.dtype == dtypes.int32 and got.tolist() == want.tolist()
+        want = torch.bucketize(torch.tensor(values), torch.tensor(seq[1]), out_int32=out_int32)
+        got = Tensor(values).bucketize(Tensor(seq[1]), out_int32=out_int32)
+        assert got.dtype == dtypes.int32 and got.tolist() == want.tolist()
+    assert torch.searchsorted(torch.tensor(seq[1]), torch.tensor(1.5), out_int32=True).dtype == torch.int32
+    assert Tensor(seq[1]).searchsorted(1.5, out_int32=True).shape == ()
 
 
 def test_nansum_and_nanmean_values_and_gradients_as_torch():

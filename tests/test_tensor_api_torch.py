@@ -11,6 +11,7 @@ import pytest
 
 from uopkit import Tensor, dtypes
 from uopkit.dtype import from_numpy_dtype
+from uopkit.dtype import to_numpy_dtype as to_numpy
 from uopkit.schedule import computed_from
 from uopkit.tensor.support import ArgumentError, EmptyReduceError, ShapeError
 
@@ -360,6 +361,67 @@ def test_median_along_a_dim_values_indices_and_gradient_as_torch():
     with pytest.raises(EmptyReduceError, match="median: axis 1 of shape \\(2, 0\\) is empty"):
         Tensor.zeros(2, 0).median(1)
     assert Tensor.zeros(0, 3).median(1)[0].shape == (0,)
+
+
+def test_median_cummax_and_aminmax_return_named_tuples_as_torch():
+    # `.values` / `.indices` (aminmax: `.min` / `.max`) as torch's named tuples, and still pairs
+    x = np.array([[3.0, 1.0, 2.0, 5.0], [NAN, 0.0, 4.0, -1.0], [2.0, 2.0, 7.0, 0.5]], np.float32)
+    t, tt = Tensor(x), torch.tensor(x)
+    for name, args in [
+        ("median", (1,)),
+        ("median", (0, True)),
+        ("median", (-1,)),
+        ("nanmedian", (1,)),
+        ("nanmedian", (0, True)),
+        ("cummax", (1,)),
+        ("cummax", (0,)),
+        ("cummin", (-1,)),
+        ("cummin", (0,)),
+    ]:
+        ours, theirs = getattr(t, name)(*args), getattr(tt, name)(*args)
+        values, indices = ours
+        assert values is ours.values and indices is ours.indices and len(ours) == 2
+        assert ours.values.shape == tuple(theirs.values.shape) and ours.indices.dtype == dtypes.int32
+        np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+        # (no ties among the non-NaN values here: torch's indices are the same)
+        np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+    for kwargs in ({}, {"dim": 1}, {"dim": -2, "keepdim": True}, {"keepdim": True}):
+        ours, theirs = Tensor(x[:, 1:]).aminmax(**kwargs), torch.tensor(x[:, 1:]).aminmax(**kwargs)
+        low, high = ours
+        assert low is ours.min and high is ours.max
+        for got, want in ((ours.min, theirs.min), (ours.max, theirs.max)):
+            assert got.shape == tuple(want.shape) and got.tolist() == want.tolist()
+    # 0-d inputs and a dim of size 1
+    assert Tensor(2.0).median(0).indices.item() == 0 and Tensor(2.0).cummax(0).values.item() == 2.0
+    assert Tensor([[4.0]]).nanmedian(1).values.tolist() == [4.0]
+    assert Tensor(3).aminmax().max.item() == 3
+
+
+def test_extremes_over_an_empty_dim_name_the_op_called():
+    # torch: "amax(): Expected reduction dim 1 to have non-zero size."
+    x, tx = Tensor.zeros(2, 0), torch.zeros(2, 0)
+    for name in ("amax", "amin"):
+        with pytest.raises(IndexError):
+            getattr(tx, name)(1)
+        with pytest.raises(EmptyReduceError, match=rf"^{name}: reducing an empty axis .*shape \(2, 0\), dim 1"):
+            getattr(x, name)(1)
+        with pytest.raises(EmptyReduceError, match=rf"^{name}: "):
+            getattr(Tensor.zeros(0), name)()
+        # (over the other dim: empty results, as torch's)
+        assert getattr(x, name)(0).shape == tuple(getattr(tx, name)(0).shape) == (0,)
+    with pytest.raises(EmptyReduceError, match=r"^aminmax: reducing an empty axis"):
+        x.aminmax(dim=-1)
+    with pytest.raises(EmptyReduceError, match=r"^max: reducing an empty axis"):
+        Tensor.zeros(0, dtype=dtypes.bool).max()
+    # clamp's own name (torch: "torch.clamp: At least one of 'min' or 'max' must not be None")
+    with pytest.raises(RuntimeError):
+        torch.tensor([1.0]).clamp()
+    with pytest.raises(ArgumentError, match="^clamp: at least one of min and max"):
+        Tensor([1.0]).clamp()
+    with pytest.raises(ArgumentError, match="^clip: at least one of min and max"):
+        Tensor([1.0]).clip()
+    with pytest.raises(OverflowError, match="clamp"):
+        Tensor([1, 2], dtype=dtypes.int8).clamp(max=1000)
 
 
 QUANTILE_MODES = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -938,6 +1000,67 @@ def test_norm_values_and_gradients_as_torch():
         as_torch(lambda t, p=p, d=dim, k=keepdim: t.norm(p, d, k), [x])
     with pytest.raises(TypeError, match="norm: needs a floating-point tensor"):
         Tensor([1, 2]).norm()
+    # torch's dtype=: the input cast to it first (a float dtype; the input must be a float tensor too)
+    half = x.astype(np.float16)
+    for p, dim, dt, tdt in (("fro", None, dtypes.float64, torch.float64), (1, 1, dtypes.float32, torch.float32)):
+        as_torch(
+            lambda t, p=p, d=dim, dt=tdt: t.norm(p, d, dtype=dt),
+            [x],
+            lambda t, p=p, d=dim, dt=dt: t.norm(p, d, dtype=dt),
+        )
+        ours, theirs = Tensor(half).norm(p, dim, dtype=dt), torch.tensor(half).norm(p, dim, dtype=tdt)
+        assert ours.dtype == dt and np.allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match="norm: dtype must be a floating-point dtype"):
+        Tensor(x).norm(dtype=dtypes.int32)
+    with pytest.raises(TypeError, match="norm: needs a floating-point tensor"):
+        Tensor([1, 2]).norm(dtype=dtypes.float32)
+
+
+def test_view_as_a_dtype_of_another_item_size_as_torch():
+    # the last dim scales by the ratio of the item sizes; the bytes are the same
+    x = np.array([[1.0, -2.5, 3e-40, np.inf], [0.0, -0.0, np.nan, 65504.0]], np.float32)
+    b = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    cases = [
+        (x, [dtypes.uint8, dtypes.int8, dtypes.float16, dtypes.bfloat16, dtypes.int16, dtypes.float64, dtypes.int64]),
+        (b, [dtypes.int16, dtypes.uint16, dtypes.float16, dtypes.int32, dtypes.float32, dtypes.bool]),
+        (b.reshape(3, 8), [dtypes.int64, dtypes.float64, dtypes.uint32]),
+        (x.astype(np.float16), [dtypes.uint8, dtypes.int32, dtypes.float32]),
+        (np.array([True, False, True, True]), [dtypes.int16, dtypes.int32]),
+    ]
+    torch_dtype = {dtypes.bfloat16: torch.bfloat16, dtypes.bool: torch.bool}
+    for array, targets in cases:
+        for dt in targets:
+            ours = Tensor(array).view(dt)
+            tdt = torch_dtype.get(dt) or torch.from_numpy(np.zeros(0, to_numpy(dt))).dtype
+            theirs = torch.tensor(array).view(tdt)
+            assert ours.shape == tuple(theirs.shape) and ours.dtype == dt, (array.dtype, dt)
+            got = ours.numpy().view(np.uint8) if dt != dtypes.bfloat16 else ours.bitcast(dtypes.uint16).numpy()
+            want = theirs.numpy().view(np.uint8) if dt != dtypes.bfloat16 else theirs.view(torch.int16).numpy()
+            np.testing.assert_array_equal(got.reshape(-1), want.reshape(-1).astype(got.dtype))
+    # zero-size, a view of a slice whose last dim is contiguous, and torch's refusals
+    assert Tensor.zeros(2, 0).view(dtypes.uint8).shape == tuple(torch.zeros(2, 0).view(torch.uint8).shape) == (2, 0)
+    with pytest.raises(RuntimeError, match="stride"):
+        torch.zeros(2, 0).view(torch.float64)
+    assert Tensor(b)[:, 1].view(dtypes.int16).tolist() == torch.from_numpy(b)[:, 1].view(torch.int16).tolist()
+    for bad, dt, message in [
+        (Tensor(x).T, dtypes.uint8, "the last dim must have stride 1"),
+        (Tensor(1.0), dtypes.uint8, "a 0-d tensor has no last dim"),
+        (Tensor(b[:, :, :3]), dtypes.int16, "the last dim's size and the other dims' strides must divide by 2"),
+        (Tensor.zeros(2, 0), dtypes.float64, "the last dim's size and the other dims' strides must divide by 2"),
+    ]:
+        with pytest.raises(ShapeError, match=f"view: {message}"):
+            bad.view(dt)
+
+
+def test_to_copies_when_asked_as_torch():
+    x = Tensor([1.0, 2.0]).realize()
+    for kwargs in ({}, {"dtype": dtypes.float32}, {"device": x.device}):
+        copied = x.to(copy=True, **kwargs)
+        assert copied is not x and copied.tolist() == [1.0, 2.0]
+        copied.add_(1)
+        assert x.tolist() == [1.0, 2.0]
+    assert x.to(x.device) is x and x.to(dtypes.float32, non_blocking=True) is x
+    assert x.to(dtypes.int32, copy=True).tolist() == torch.tensor([1.0, 2.0]).to(torch.int32, copy=True).tolist()
 
 
 def test_conv_takes_torch_argument_order_and_unbatched_inputs():

@@ -765,3 +765,45 @@ def test_ravel_and_the_stacks_as_torch():
     _check_grad(
         lambda a, b: Tensor.column_stack([a, b]), [_randn(3), _randn(3, 2)], lambda a, b: torch.column_stack([a, b])
     )
+
+
+def test_atleast_nd_and_block_diag_as_torch():
+    arrays = [np.array(2.5, np.float32), np.array([1, 2, 3]), np.ones((2, 3), np.float32), np.zeros((2, 1, 3, 1))]
+    for name in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        for a in arrays:
+            ours, theirs = getattr(Tensor(a), name)(), getattr(torch, name)(torch.tensor(a))
+            _same(ours, theirs)
+        # several tensors, or a list of them: a tuple
+        for got in (getattr(Tensor, name)(*map(Tensor, arrays)), getattr(Tensor, name)(list(map(Tensor, arrays)))):
+            want = getattr(torch, name)(*map(torch.tensor, arrays))
+            assert isinstance(got, tuple) and len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                _same(g, w)
+        assert isinstance(getattr(Tensor, name)([Tensor(1)]), tuple)
+    # the tensor itself when it has the dims already, else a view of it (a write shows in both, as torch's)
+    x = Tensor(_randn(2, 3)).realize()
+    assert x.atleast_2d() is x
+    v = Tensor([1.0, 2.0]).realize()
+    v.atleast_3d()[0, 1, 0] = 9.0
+    assert v.tolist() == [1.0, 9.0]
+    blocks = [
+        [np.array(1.0, np.float32), np.array([2.0, 3.0], np.float32), np.ones((2, 2), np.float32)],
+        [np.arange(6).reshape(2, 3), np.array([[7]])],
+        [np.zeros((0, 2), np.float32), np.ones((1, 1), np.float32), np.zeros((2, 0), np.float32)],
+        [np.array([True, False]), np.array([[True]])],
+        [_randn(3, 2)],
+    ]
+    for group in blocks:
+        want = torch.block_diag(*map(torch.tensor, group))
+        _same(Tensor.block_diag(*map(Tensor, group)), want)
+        _same(Tensor(group[0]).block_diag(*map(Tensor, group[1:])), want)
+    # two dtypes promote, as torch's
+    _same(
+        Tensor.block_diag(Tensor([1, 2]), Tensor([[0.5]])),
+        torch.block_diag(torch.tensor([1, 2]), torch.tensor([[0.5]])),
+    )
+    with pytest.raises(
+        ShapeError, match=r"block_diag: tensors must have 2 or fewer dims, tensor 1 has shape \(1, 1, 1\)"
+    ):
+        Tensor.block_diag(Tensor([1.0]), Tensor.ones(1, 1, 1))
+    _check_grad(lambda a, b: Tensor.block_diag(a, b), [_randn(2, 3), _randn(2)], lambda a, b: torch.block_diag(a, b))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from uopkit import Tensor
+from uopkit import Tensor, dtypes
 from uopkit.dtype import to_numpy_dtype
-from uopkit.tensor import ArgumentError, ShapeError
+from uopkit.tensor import ArgumentError, DTypeError, ShapeError
 
 RNG = np.random.default_rng(11)
 A = RNG.standard_normal((3, 4)).astype(np.float32)
@@ -101,6 +101,11 @@ def test_shape_compositions_match_torch():
         _same(t.rot90(k, (1, 2)), tt.rot90(k, (1, 2)))
     _same(t.broadcast_to((3, 2, 4, 6)), tt.broadcast_to((3, 2, 4, 6)))
     _same(t.broadcast_to((-1, 4, 6)), tt.broadcast_to((-1, 4, 6)))
+    _same(t.broadcast_to(3, 2, 4, 6), tt.broadcast_to(3, 2, 4, 6))
+    _same(t.broadcast_to(2, -1, 6), tt.broadcast_to(2, -1, 6))
+    _same(Tensor(5.0).broadcast_to(2, 3), torch.tensor(5.0).broadcast_to(2, 3))
+    with pytest.raises(ShapeError, match=r"broadcast_to: expand: can't expand \(2, 4, 6\) to \(3, 4, 6\)"):
+        t.broadcast_to(3, 4, 6)
     _same(t.hsplit(2), tt.hsplit(2))
     _same(t.hsplit([1, 3]), tt.hsplit([1, 3]))
     _same(t.vsplit(2), tt.vsplit(2))
@@ -418,3 +423,144 @@ def test_shrinks_threshold_prelu_rrelu_match_torch():
     assert -0.3 <= drawn.min() and drawn.max() <= -0.1 and abs(drawn.mean() + 0.2) < 0.01
     with pytest.raises(ArgumentError, match="rrelu: needs 0 <= lower <= upper"):
         x.rrelu(0.5, 0.1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# torch's functions without a Tensor method (torch.tril_indices, torch.cartesian_prod, ...): static methods, or methods
+# called on the class with the first tensor (`Tensor.cartesian_prod(a, b)`, as `Tensor.cat`)
+
+
+def test_triangle_indices_as_torch():
+    for row, col, offset in [(3, 3, 0), (3, 4, 1), (4, 3, -1), (3, 2, -5), (2, 3, 7), (0, 0, 0), (0, 3, 0), (1, 1, 0)]:
+        _same(Tensor.tril_indices(row, col, offset), torch.tril_indices(row, col, offset))
+        _same(Tensor.triu_indices(row, col, offset), torch.triu_indices(row, col, offset))
+    t = Tensor.triu_indices(3, 3, 1, dtype=dtypes.int64, device=Tensor([1]).device)
+    assert t.dtype == dtypes.int64 and t.tolist() == torch.triu_indices(3, 3, 1).tolist()
+    # the pairwise-distance idiom: the upper triangle of a distance matrix, flattened
+    d = Tensor(A) @ Tensor(A).T
+    i, j = Tensor.triu_indices(3, 3, 1)
+    _same(d[i, j], (torch.from_numpy(A) @ torch.from_numpy(A).T)[tuple(torch.triu_indices(3, 3, 1))])
+    with pytest.raises(RuntimeError):
+        torch.tril_indices(-1, 3)
+    with pytest.raises(ArgumentError, match="tril_indices: row and col must be non-negative, got -1 and 3"):
+        Tensor.tril_indices(-1, 3)
+    with pytest.raises(DTypeError, match="triu_indices: dtype must be an integer dtype"):
+        Tensor.triu_indices(3, 3, dtype=dtypes.float32)
+
+
+def test_cartesian_prod_combinations_and_broadcasting_as_torch():
+    a, b, c = np.array([1, 2, 3]), np.array([4, 5]), np.array([-1.5, 0.5])
+    for arrays in ([a, b], [a, b, np.array([7, 8])], [a], [a, np.zeros(0, np.int64)]):
+        ours, theirs = [Tensor(x) for x in arrays], [torch.from_numpy(x) for x in arrays]
+        _same(Tensor.cartesian_prod(*ours), torch.cartesian_prod(*theirs))
+        _same(ours[0].cartesian_prod(*ours[1:]), torch.cartesian_prod(*theirs))
+    # two dtypes promote (torch refuses them)
+    _same(
+        Tensor.cartesian_prod(Tensor(a), Tensor(c)), torch.cartesian_prod(torch.from_numpy(a).double(), torch.tensor(c))
+    )
+    with pytest.raises(ShapeError, match=r"cartesian_prod: needs one or more 1-D tensors, got \[\(\), \(3,\)\]"):
+        Tensor.cartesian_prod(Tensor(1), Tensor(a))
+    for n in (0, 1, 4):
+        for r in (0, 1, 2, 3, 5):
+            for replace in (False, True):
+                x = np.arange(10, 10 + n, dtype=np.float32)
+                _same(Tensor(x).combinations(r, replace), torch.combinations(torch.from_numpy(x), r, replace))
+    with pytest.raises(ShapeError, match=r"combinations: needs a 1-D tensor, got shape \(\)"):
+        Tensor(1).combinations()
+    with pytest.raises(ArgumentError, match="combinations: r must be a non-negative int, got -1"):
+        Tensor(a).combinations(-1)
+    # broadcast_shapes (an int is a 1-D shape) and broadcast_tensors (views of each, promoted nothing)
+    for shapes in ([(2, 1), (3,)], [(2, 1), (3,), 1], [], [(4, 0), (1,)], [5], [(1, 3, 1), (2, 1, 1), (4,)]):
+        assert Tensor.broadcast_shapes(*shapes) == tuple(torch.broadcast_shapes(*shapes))
+    with pytest.raises(ShapeError, match=r"broadcast_shapes: shapes \[\(2,\), \(3,\)\] can't be broadcast together"):
+        Tensor.broadcast_shapes((2,), (3,))
+    arrays = [np.ones((2, 1), np.float32), np.arange(3, dtype=np.int32), np.array(7.0, np.float32)]
+    _same(Tensor.broadcast_tensors(*[Tensor(x) for x in arrays]), torch.broadcast_tensors(*map(torch.tensor, arrays)))
+    _same(
+        Tensor(arrays[0]).broadcast_tensors(Tensor(arrays[1])), torch.broadcast_tensors(*map(torch.tensor, arrays[:2]))
+    )
+    with pytest.raises(ShapeError, match=r"broadcast_tensors: shapes \[\(2,\), \(3,\)\] can't be broadcast"):
+        Tensor.broadcast_tensors(Tensor([1, 2]), Tensor([1, 2, 3]))
+
+
+def test_unravel_index_as_torch():
+    for indices, shape in [
+        ([5, 0, 3], (2, 3)),
+        ([[7, 23], [0, 11]], (2, 3, 4)),
+        ([-1, -7, 6, 13], (2, 3)),
+        (4, (2, 3)),
+        (4, 5),
+        ([], (2, 3)),
+        ([2**33 + 5], (2**20, 2**20)),
+    ]:
+        index = np.array(indices, np.int64)
+        _same(Tensor(index).unravel_index(shape), torch.unravel_index(torch.from_numpy(index), shape))
+        _same(Tensor.unravel_index(Tensor(index), shape), torch.unravel_index(torch.from_numpy(index), shape))
+    # the argmax idiom: the coordinates of the maximum; the index's dtype (torch: int64)
+    rows, cols = Tensor(A).argmax().unravel_index(A.shape)
+    assert (rows.item(), cols.item()) == np.unravel_index(A.argmax(), A.shape)
+    assert rows.dtype == dtypes.int32 and Tensor([1], dtype=dtypes.int16).unravel_index((2, 3))[0].dtype == dtypes.int16
+    with pytest.raises(TypeError, match="unravel_index: the indices must be an integer tensor, got dtypes.float"):
+        Tensor([1.0]).unravel_index((2, 3))
+    with pytest.raises(ArgumentError, match=r"unravel_index: shape must hold positive ints, got \(2, -1\)"):
+        Tensor([1]).unravel_index((2, -1))
+
+
+def test_trapezoid_trapz_and_cumulative_trapezoid_as_torch():
+    y = RNG.standard_normal((3, 5)).astype(np.float32)
+    x1 = np.cumsum(RNG.random(5)).astype(np.float32)
+    x2 = np.cumsum(RNG.random((3, 5)), axis=1).astype(np.float32)
+    cases = [
+        (y, (), {}),
+        (y, (), {"dx": 0.25}),
+        (y, (), {"dx": 2}),
+        (y, (x1,), {}),
+        (y, (x2,), {}),
+        (y, (x2[0],), {"dim": 1}),
+        (y, (np.cumsum(RNG.random(3)).astype(np.float32),), {"dim": 0}),
+        (y, (), {"dim": -2, "dx": 3.0}),
+        (np.array([1, 2, 3]), (), {}),
+        (np.array([1, 2, 3]), (np.array([0, 1, 3]),), {}),
+        (np.array([1, 2, 3]), (), {"dx": 2}),
+        (y.astype(np.float16), (), {"dx": 2.0}),
+        (y.astype(np.float64), (x1,), {}),
+        (np.array([4.0], np.float32), (), {}),
+        (np.zeros((2, 0), np.float32), (), {}),
+        (np.zeros((2, 0), np.float32), (), {"dim": 0}),
+    ]
+    for data, x, kwargs in cases:
+        for name in ("trapezoid", "cumulative_trapezoid", "trapz"):
+            if name == "trapz" and "dx" in kwargs and x:
+                continue
+            ours = getattr(Tensor(data), name)(*map(Tensor, x), **kwargs)
+            theirs = getattr(torch, name)(torch.from_numpy(data), *map(torch.from_numpy, x), **kwargs)
+            _same(ours, theirs, atol=1e-3 if data.dtype == np.float16 else 1e-5)
+    # the gradient flows to the samples and the points
+    ys, xs = Tensor(y, requires_grad=True), Tensor(x2, requires_grad=True)
+    tys, txs = torch.tensor(y, requires_grad=True), torch.tensor(x2, requires_grad=True)
+    ys.trapezoid(xs).sum().backward()
+    torch.trapezoid(tys, txs).sum().backward()
+    _same(ys.grad, tys.grad)
+    _same(xs.grad, txs.grad)
+    for bad, error, message in [
+        (
+            lambda: Tensor(y).trapezoid(Tensor(x1), dx=1.0),
+            ArgumentError,
+            "trapezoid: give the points x or their spacing",
+        ),
+        (lambda: Tensor(y).trapezoid(Tensor(x1[:4])), ShapeError, "trapezoid: there must be one x value for each"),
+        (lambda: Tensor([True, False]).trapezoid(), DTypeError, "trapezoid: bool samples"),
+        (lambda: Tensor(1.0).cumulative_trapezoid(), ShapeError, "cumulative_trapezoid: needs a tensor with at least"),
+    ]:
+        with pytest.raises(error, match=message):
+            bad()
+
+
+def test_where_of_a_condition_alone_is_nonzero_as_tuple_as_torch():
+    for cond in (A > 0, np.array([0, 3, 0, -1]), np.array(True), np.array(0.0), np.zeros((2, 0), bool)):
+        _same(Tensor.where(Tensor(cond)), torch.where(torch.from_numpy(np.asarray(cond))))
+        _same(Tensor(cond).where(), torch.where(torch.from_numpy(np.asarray(cond))))
+    # tinygrad's three-argument form is unchanged
+    _same(Tensor(A > 0).where(Tensor(A), 0.0), torch.where(torch.from_numpy(A > 0), torch.from_numpy(A), 0.0))
+    with pytest.raises(TypeError, match=r"where: give both values \(cond.where\(x, y\)\), or neither"):
+        Tensor(A > 0).where(1.0)

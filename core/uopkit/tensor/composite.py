@@ -1,7 +1,8 @@
-"""PyTorch's Tensor methods that are compositions of others: NaN-ignoring extremes, differences, splits, histograms,
-the mode, matrix and tensor products, the special functions erfc and erfinv, constructors from a tensor (new_*), the
-stacks and covariance (a mixin of `Tensor`). Each is built from existing Tensor methods, so it stays lazy and gets
-its gradients from what it calls (or from a derivative given whole, where the formula's chain of rules isn't one)."""
+"""PyTorch's Tensor methods that are compositions of others: NaN-ignoring extremes, differences, splits, histograms
+and bincount, the mode, matrix and tensor products, the special functions erfc and erfinv, constructors from a tensor
+(new_*), the stacks, atleast_Nd and block_diag, and covariance (a mixin of `Tensor`). Each is built from existing
+Tensor methods, so it stays lazy and gets its gradients from what it calls (or from a derivative given whole, where the
+formula's chain of rules isn't one)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,21 @@ def _tensor_list(first: Any, rest: tuple, op: str) -> list[Tensor]:
         if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expects tensors, got {type(t).__name__}")
     return tensors
+
+
+# the shape a tensor of fewer dims takes in atleast_2d / atleast_3d (dstack and block_diag too), by its ndim
+_AT_LEAST: dict[int, dict[int, Any]] = {
+    1: {0: lambda s: (1,)},
+    2: {0: lambda s: (1, 1), 1: lambda s: (1, *s)},
+    3: {0: lambda s: (1, 1, 1), 1: lambda s: (1, *s, 1), 2: lambda s: (*s, 1)},
+}
+
+
+def _at_least(first: Any, rest: tuple, ndim: int, op: str) -> Tensor | tuple[Tensor, ...]:
+    # atleast_Nd of one tensor (a tensor) or of several, or of a list (a tuple)
+    tensors = _tensor_list(first, rest, op)
+    out = tuple(t.reshape(_AT_LEAST[ndim][t.ndim](t.shape)) if t.ndim < ndim else t for t in tensors)
+    return out[0] if isinstance(first, Tensor) and not rest else out
 
 
 def _joined(tensors: list[Tensor], dim: int, op: str) -> Tensor:
@@ -530,6 +546,41 @@ class CompositeMixin:
             counts = bin_index._one_hot_along(bins).sum(0)
         return counts.cast(dt)
 
+    def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+        """How often each value 0..max occurs in a 1-D tensor of non-negative ints (at least `minlength` bins), as
+        torch.bincount, counts in int32 (torch: int64); with `weights` the sum of the weights of each value's
+        elements (float32 weights give float32, other weights float64, as torch), whose gradient flows back (torch
+        has none). The output's length depends on the data: its min and max are read back.
+
+        >>> Tensor([0, 2, 2, 5]).bincount().tolist()
+        [1, 0, 2, 0, 0, 1]
+        """
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"bincount: needs a tensor of non-negative ints, got {self.dtype}")
+        if self.ndim != 1:
+            raise ShapeError(f"bincount: needs a 1-D tensor, got shape {self.shape}")
+        if minlength < 0:
+            raise ArgumentError(f"bincount: minlength must be >= 0, got {minlength}")
+        if weights is not None and (not isinstance(weights, Tensor) or weights.shape != self.shape):
+            got = weights.shape if isinstance(weights, Tensor) else type(weights).__name__
+            raise ShapeError(f"bincount: weights must be a tensor of the input's shape {self.shape}, got {got}")
+        size = minlength
+        if self.numel():
+            lowest, highest = (int(v) for v in Tensor.stack(self.min(), self.max()).cast(dtypes.int64).numpy())
+            if lowest < 0:
+                raise ArgumentError(f"bincount: the input must be non-negative, it holds {lowest}")
+            size = max(size, highest + 1)
+        dt = dtypes.int32 if weights is None else dtypes.float32 if weights.dtype == dtypes.float32 else dtypes.float64
+        if size * self.numel() >= segments.SCATTER_BY_SORTING:
+            # a scatter-add (by sorting) instead of a one-hot mask of every value against every bin
+            ones = Tensor.ones(self.shape, device=self.device, dtype=dt)
+            added = ones if weights is None else weights.cast(dt)
+            return Tensor.zeros(size, device=self.device, dtype=dt).scatter_add(0, self, added)
+        hit = self._one_hot_along(size)
+        if weights is None:
+            return hit.sum(0)
+        return hit.where(weights.cast(dt).unsqueeze(-1), 0.0).sum(0)
+
     # ------------------------------------------------------------------------------------------------------------
     # products
 
@@ -864,9 +915,8 @@ class CompositeMixin:
         >>> Tensor.dstack([Tensor([1, 2]), Tensor([3, 4])]).tolist()
         [[[1, 3], [2, 4]]]
         """
-        shapes = {0: lambda s: (1, 1, 1), 1: lambda s: (1, *s, 1), 2: lambda s: (*s, 1)}
         tensors = _tensor_list(self, args, "dstack")
-        return _joined([t.reshape(shapes[t.ndim](t.shape)) if t.ndim < 3 else t for t in tensors], 2, "dstack")
+        return _joined([t.reshape(_AT_LEAST[3][t.ndim](t.shape)) if t.ndim < 3 else t for t in tensors], 2, "dstack")
 
     def column_stack(self: Tensor | Sequence[Tensor], *args: Any) -> Tensor:
         """Join tensors as columns: 0-d and 1-D ones become columns, the others join along dim 1, as
@@ -877,6 +927,52 @@ class CompositeMixin:
         """
         tensors = _tensor_list(self, args, "column_stack")
         return _joined([t.reshape(t.numel(), 1) if t.ndim < 2 else t for t in tensors], 1, "column_stack")
+
+    def atleast_1d(self: Tensor | Sequence[Tensor], *args: Any) -> Tensor | tuple[Tensor, ...]:
+        """The tensor with at least 1 dim (a 0-d one becomes (1,); a view), as torch.atleast_1d: `t.atleast_1d()`;
+        `Tensor.atleast_1d(a, b)` or `Tensor.atleast_1d([a, b])` give a tuple.
+
+        >>> Tensor(5).atleast_1d().shape
+        (1,)
+        """
+        return _at_least(self, args, 1, "atleast_1d")
+
+    def atleast_2d(self: Tensor | Sequence[Tensor], *args: Any) -> Tensor | tuple[Tensor, ...]:
+        """The tensor with at least 2 dims (0-d becomes (1, 1), 1-D (1, n)), as torch.atleast_2d; as `atleast_1d`
+        for several tensors.
+
+        >>> Tensor([1, 2]).atleast_2d().shape
+        (1, 2)
+        """
+        return _at_least(self, args, 2, "atleast_2d")
+
+    def atleast_3d(self: Tensor | Sequence[Tensor], *args: Any) -> Tensor | tuple[Tensor, ...]:
+        """The tensor with at least 3 dims (0-d becomes (1, 1, 1), 1-D (1, n, 1), 2-D (m, n, 1)), as
+        torch.atleast_3d; as `atleast_1d` for several tensors.
+
+        >>> Tensor([[1, 2]]).atleast_3d().shape
+        (1, 2, 1)
+        """
+        return _at_least(self, args, 3, "atleast_3d")
+
+    def block_diag(self: Tensor | Sequence[Tensor], *args: Tensor) -> Tensor:
+        """A block-diagonal matrix of the tensors (each 2-D; a 0-d one is 1 x 1, a 1-D one a row), zeros elsewhere,
+        in their common dtype, as torch.block_diag.
+
+        >>> Tensor.block_diag(Tensor([[1, 2]]), Tensor(3)).tolist()
+        [[1, 2, 0], [0, 0, 3]]
+        """
+        blocks = _tensor_list(self, args, "block_diag")
+        for i, t in enumerate(blocks):
+            if t.ndim > 2:
+                raise ShapeError(f"block_diag: tensors must have 2 or fewer dims, tensor {i} has shape {t.shape}")
+        blocks = [t.reshape(_AT_LEAST[2][t.ndim](t.shape)) if t.ndim < 2 else t for t in blocks]
+        width, start, rows = sum(t.shape[1] for t in blocks), 0, []
+        for t in blocks:
+            # each block's rows, padded with zeros to the full width at its place
+            rows.append(t.pad(((0, 0), (start, width - start - t.shape[1]))))
+            start += t.shape[1]
+        return _joined(rows, 0, "block_diag")
 
 
 def _logspace_values(start: float, end: float, steps: int, base: float, dtype: DType) -> np.ndarray:

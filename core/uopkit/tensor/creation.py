@@ -50,6 +50,28 @@ def _random_tensor(draw: Callable[[np.random.Generator], np.ndarray], **kwargs: 
     return t
 
 
+def _triangle_indices(
+    numpy_indices: Callable[..., tuple[np.ndarray, np.ndarray]],
+    row: int,
+    col: int,
+    offset: int,
+    dtype: DType | str,
+    device: str | None,
+    op: str,
+) -> Tensor:
+    # tril_indices / triu_indices: numpy's (the same row-major order as torch's), known on the host from the sizes
+    for name, n in (("row", row), ("col", col), ("offset", offset)):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"{op}: {name} must be an int, got {type(n).__name__}")
+    if row < 0 or col < 0:
+        raise ArgumentError(f"{op}: row and col must be non-negative, got {row} and {col}")
+    dt = to_dtype(dtype)
+    if not dtypes.is_int(dt):
+        raise DTypeError(f"{op}: dtype must be an integer dtype, got {dt}")
+    found = np.stack(numpy_indices(int(row), int(offset), int(col))).reshape(2, -1)
+    return Tensor(found.astype(to_numpy_dtype(dt)), device=device, dtype=dt)
+
+
 class CreationMixin:
     __slots__ = ()
 
@@ -216,6 +238,30 @@ class CreationMixin:
         rows = Tensor.arange(n, device=device).reshape(n, 1)
         cols = Tensor.arange(m, device=device).reshape(1, m)
         return (rows == cols).cast(dtype)
+
+    @staticmethod
+    def tril_indices(
+        row: int, col: int, offset: int = 0, *, dtype: DType | str = dtypes.int32, device: str | None = None
+    ) -> Tensor:
+        """The (row, column) indices of the lower triangle of a row x col matrix (diagonal `offset` and below), as a
+        2 x N tensor in row-major order, as torch.tril_indices (int32 by default; torch's is int64).
+
+        >>> Tensor.tril_indices(3, 3).tolist()
+        [[0, 1, 1, 2, 2, 2], [0, 0, 1, 0, 1, 2]]
+        """
+        return _triangle_indices(np.tril_indices, row, col, offset, dtype, device, "tril_indices")
+
+    @staticmethod
+    def triu_indices(
+        row: int, col: int, offset: int = 0, *, dtype: DType | str = dtypes.int32, device: str | None = None
+    ) -> Tensor:
+        """The (row, column) indices of the upper triangle of a row x col matrix (diagonal `offset` and above), as a
+        2 x N tensor in row-major order, as torch.triu_indices (int32 by default; torch's is int64).
+
+        >>> Tensor.triu_indices(2, 3, 1).tolist()
+        [[0, 0, 1], [1, 2, 2]]
+        """
+        return _triangle_indices(np.triu_indices, row, col, offset, dtype, device, "triu_indices")
 
     @staticmethod
     def manual_seed(seed: int = 0) -> None:

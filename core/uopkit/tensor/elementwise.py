@@ -250,6 +250,10 @@ def _scaled_operand(t: Tensor, x: Any, alpha: Any, op: str) -> Any:
     return x * alpha
 
 
+# where's x and y when left out (None can't stand for that: it is a value, an error there)
+_NOT_GIVEN: Any = object()
+
+
 class ElementwiseMixin:
     __slots__ = ()
 
@@ -391,6 +395,36 @@ class ElementwiseMixin:
         if dt == dtypes.bfloat16:
             return Tensor(UOp(Ops.BITCAST, dt, (self.bitcast(dtypes.uint16).uop,)))
         return Tensor(UOp(Ops.BITCAST, dt, (self.uop,)))
+
+    def _bytes_as(self, dt: DType) -> Tensor:
+        """torch's view(dtype) to a dtype of another item size: the bytes of each row read as `dt` (little-endian),
+        the last dim scaled by the ratio of the sizes. A new tensor (bitcast's is too), not a view of self's storage."""
+        small, big = sorted((self.dtype.itemsize, dt.itemsize))
+        ratio, strides = big // small, self.stride()
+        what = f"to view {self.dtype} as {dt} (different element sizes)"
+        if self.ndim == 0:
+            raise ShapeError(f"view: a 0-d tensor has no last dim {what}")
+        # (torch's checks of the layout, stride() being torch's)
+        if strides[-1] != 1:
+            raise ShapeError(f"view: the last dim must have stride 1 {what}, got strides {strides}")
+        if self.dtype.itemsize < dt.itemsize and (self.shape[-1] % ratio or any(st % ratio for st in strides[:-1])):
+            raise ShapeError(
+                f"view: the last dim's size and the other dims' strides must divide by {ratio} {what}; got shape "
+                f"{self.shape}, strides {strides}"
+            )
+        # each element's bits as an unsigned int of its size, then split into (or joined from) pieces of the other
+        unsigned = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+        bits = self.cast(dtypes.uint8) if self.dtype == dtypes.bool else self.bitcast(unsigned[self.dtype.itemsize])
+        if self.dtype.itemsize > dt.itemsize:
+            mask = (1 << (8 * small)) - 1
+            pieces = [((bits >> (8 * small * k)) & mask).cast(unsigned[small]) for k in range(ratio)]
+            out = Tensor.stack(*pieces, dim=-1).flatten(-2, -1)
+        else:
+            grouped = bits.reshape(*self.shape[:-1], self.shape[-1] // ratio, ratio).cast(unsigned[big])
+            out = grouped[..., 0]
+            for k in range(1, ratio):
+                out = out | (grouped[..., k] << (8 * small * k))
+        return out.cast(dtypes.bool) if dt == dtypes.bool else out.bitcast(dt)
 
     # casts: name, dtype, docstring
     float = cast_method("float", dtypes.float32, "Cast to float32.")
@@ -569,15 +603,22 @@ class ElementwiseMixin:
             return Tensor(dtypes.max(self.dtype), device=self.device, dtype=self.dtype)._broadcast_to(self.shape) - self
         return self._alu(Ops.XOR, self.full_like(-1))
 
-    def where(self, x: Any, y: Any) -> Tensor:
+    def where(self, x: Any = _NOT_GIVEN, y: Any = _NOT_GIVEN) -> Any:
         """Elementwise `x if self else y` (self is cast to bool; tinygrad's form). torch's form,
         `values.where(condition, other)`, is taken when self isn't bool and `x` is a bool tensor: `self if x else y`.
+        With neither, torch.where(condition): the indices of the nonzero elements, `nonzero(as_tuple=True)`.
 
         >>> Tensor([True, False]).where(1, 2).tolist()
         [1, 2]
         >>> Tensor([1.0, 2.0]).where(Tensor([True, False]), 9.0).tolist()
         [1.0, 9.0]
+        >>> [t.tolist() for t in Tensor([[0, 1], [2, 0]]).where()]
+        [[0, 1], [1, 0]]
         """
+        if x is _NOT_GIVEN and y is _NOT_GIVEN:
+            return self.nonzero(as_tuple=True)
+        if x is _NOT_GIVEN or y is _NOT_GIVEN:
+            raise TypeError("where: give both values (cond.where(x, y)), or neither (the nonzero indices of cond)")
         if self.dtype != dtypes.bool and isinstance(x, Tensor) and x.dtype == dtypes.bool:
             return x.where(self, y)
         cond = self.cast(dtypes.bool)

@@ -10,6 +10,7 @@ from uopkit.dtype import (
     DType,
     dtypes,
     least_upper_dtype,
+    to_dtype,
 )
 from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.replay import replayed
@@ -169,9 +170,16 @@ class FunctionalMixin:
         # as torch's clamp_min: the whole gradient goes to the norm where it is >= eps (and a NaN norm stays NaN)
         return x / (norm < eps).where(eps, norm)
 
-    def norm(self, p: float | str = "fro", dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def norm(
+        self,
+        p: float | str = "fro",
+        dim: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        dtype: DType | str | None = None,
+    ) -> Tensor:
         """The vector p-norm over `dim` (all elements when None) of a float tensor, as torch.Tensor.norm: "fro" (and
         p = 2) the Euclidean norm, inf the max of |x|, 0 the count of nonzeros; torch's gradient (0 at a zero norm).
+        `dtype` (a float dtype) casts the tensor to it first, as torch's.
 
         >>> Tensor([[3.0, 4.0]]).norm().item()
         5.0
@@ -182,6 +190,10 @@ class FunctionalMixin:
             raise ArgumentError(f"norm: p must be a number or 'fro', got {p!r} (matrix norms aren't supported)")
         if not dtypes.is_float(self.dtype):
             raise TypeError(f"norm: needs a floating-point tensor, got {self.dtype}; cast with .float()")
+        if dtype is not None:
+            if not dtypes.is_float(want := to_dtype(dtype)):
+                raise TypeError(f"norm: dtype must be a floating-point dtype, got {want}")
+            return self.cast(want).norm(p, dim, keepdim)
         axes = self._axes(dim, "norm") if self.ndim else ()
         rest = [a for a in range(self.ndim) if a not in axes]
         rest_shape = tuple(self.shape[a] for a in rest)

@@ -1,5 +1,6 @@
 """Indexing: getitem and setitem with ints, slices, None, ellipsis and index tensors; gather, scatter, index_select
-and take; writes into a tensor: assign and the in-place operators (a mixin of `Tensor`)."""
+and take (index_add, index_copy and index_fill are in tensor/placing.py); writes into a tensor: assign and the in-place
+operators (a mixin of `Tensor`)."""
 
 from __future__ import annotations
 
@@ -177,6 +178,19 @@ def _without_leading_ones(value: Tensor, ndim: int) -> Tensor:
     while value.ndim - extra > ndim and value.shape[extra] == 1:
         extra += 1
     return value.reshape(value.shape[extra:]) if extra else value
+
+
+def _check_value_fits(value: Tensor, shape: tuple[int, ...]) -> None:
+    # an index assignment's value broadcasts to what the index selects: say so, with both shapes (as torch), rather
+    # than the expand inside that fails
+    fitted = value.shape
+    while len(fitted) > len(shape) and fitted[0] == 1:
+        fitted = fitted[1:]
+    if len(fitted) > len(shape) or any(v not in (1, s) for v, s in zip(fitted[::-1], shape[::-1], strict=False)):
+        raise ShapeError(
+            f"setitem: shape mismatch: value tensor of shape {value.shape} can't be broadcast to the indexing result "
+            f"of shape {shape}"
+        )
 
 
 def _detached_source(t: Tensor) -> Tensor | None:
@@ -567,6 +581,7 @@ class IndexingMixin:
         storage = _storage_uop(self.uop)
         chain = storage.movement_chain()
         if not tensors and not padded:
+            _check_value_fits(value, view.shape)
             view.assign(value.cast(self.dtype)._broadcast_to(view.shape)).realize()
         elif any(n.op is Ops.EXPAND for n in chain):
             # advanced indices into a view of an expand (`x.expand(3, 4)[:, [1, 2]] = 5`): the indexed elements are
@@ -605,8 +620,8 @@ class IndexingMixin:
 
     def _overwritten_at(self, positions: Tensor, value: Tensor) -> Tensor:
         # self with value (broadcast to positions' shape) written at the flat positions `positions`, as a lazy graph
+        _check_value_fits(value, positions.shape)
         if positions.numel() == 0:
-            value._broadcast_to(positions.shape)  # (still checks that the value fits)
             return self
         vals = (
             _without_leading_ones(value, positions.ndim).cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
@@ -642,9 +657,10 @@ class IndexingMixin:
         dim = _normalize_axis(dim, self.ndim, "gather", self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
             raise TypeError("gather: index must be an integer tensor")
-        if self.ndim == 0 and index.ndim <= 1:
-            # a 0-d tensor gathers as one element along a single axis, as PyTorch's (a 1-d index: that many reads)
-            return self.reshape(1).gather(0, index.reshape(-1)).reshape(index.shape)
+        if max(self.ndim, index.ndim) <= 1 and min(self.ndim, index.ndim) == 0:
+            # a 0-d tensor gathers as one element along a single axis, as PyTorch's (a 1-d index: that many reads),
+            # and a 1-d tensor by a 0-d index reads one
+            return self.reshape(-1).gather(0, index.reshape(-1)).reshape(index.shape)
         if index.ndim != self.ndim or any(
             i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
         ):
@@ -734,8 +750,15 @@ class IndexingMixin:
         if reduce not in (None, "add", "multiply"):
             raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
         if reduce is not None:
-            return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce])
-        dim, src = self._scatter_inputs(dim, index, src, "scatter")
+            return self._scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}[reduce], True, "scatter")
+        return self._scatter_replacing(dim, index, src, "scatter")
+
+    def _scatter_replacing(self, dim: int, index: Tensor, src: Any, op: str) -> Tensor:
+        # scatter without a reduce; errors name `op`, the method called (index_copy writes through it too)
+        dim, src = self._scatter_inputs(dim, index, src, op)
+        if index.numel() == 0:
+            # nothing is written (and no write to pick a last one from): a copy, as _placed_at's
+            return self.clone()
         if (sorted_form := self._scatter_by_sorting(dim, index, src, "replace", False)) is not None:
             return sorted_form
         hit, vals = self._one_hot_writes(dim, index, src)
@@ -760,7 +783,7 @@ class IndexingMixin:
         >>> Tensor.zeros(3).scatter_add(0, Tensor([2, 0, 2]), Tensor([5.0, 6.0, 1.0])).tolist()
         [6.0, 0.0, 6.0]
         """
-        return self.scatter_reduce(dim, index, src, "sum")
+        return self._scatter_reduce(dim, index, src, "sum", True, "scatter_add")
 
     def index_select(self, dim: int, index: Tensor) -> Tensor:
         """The slices at the 1-D (or 0-d) integer `index` along `dim`, as torch.index_select (no negative indices).
@@ -798,13 +821,17 @@ class IndexingMixin:
         >>> Tensor([1.0, 1.0]).scatter_reduce(0, Tensor([0, 0, 1]), Tensor([2.0, 3.0, 4.0]), "sum").tolist()
         [6.0, 5.0]
         """
+        return self._scatter_reduce(dim, index, src, reduce, include_self, "scatter_reduce")
+
+    def _scatter_reduce(self, dim: int, index: Tensor, src: Any, reduce: str, include_self: bool, op: str) -> Tensor:
+        # scatter_reduce; errors name `op`, the method called (scatter_add and index_add reduce through it)
         if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-            raise ArgumentError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
+            raise ArgumentError(f"{op}: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
         if self.dtype in dtypes.halves and reduce in ("sum", "mean"):
             # half floats summed in float32 and rounded once, as PyTorch's (a running half sum drifts by ulps)
             wide = src.cast(self.dtype).float() if isinstance(src, Tensor) else src
-            return self.float().scatter_reduce(dim, index, wide, reduce, include_self).cast(self.dtype)
-        dim, src = self._scatter_inputs(dim, index, src, "scatter_reduce")
+            return self.float()._scatter_reduce(dim, index, wide, reduce, include_self, op).cast(self.dtype)
+        dim, src = self._scatter_inputs(dim, index, src, op)
         if reduce in ("amax", "amin"):
             extreme = segments.scatter_extreme(self, dim, index, src, reduce, include_self)
             return segments.with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
@@ -827,68 +854,19 @@ class IndexingMixin:
         total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
         return self * total if include_self else any_hit.where(total, self)
 
-    def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: float = 1) -> Tensor:
-        """A copy of self with alpha * source's slice i (along dim) added to self's slice index[i], repeated indices
-        summed, as torch.index_add (index 1-D; source has self's shape with index's length at dim).
-
-        >>> Tensor.zeros(3, 2).index_add(0, Tensor([2, 0, 2]), Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])).tolist()
-        [[3.0, 4.0], [0.0, 0.0], [6.0, 8.0]]
-        """
-        dim = _normalize_axis(dim, self.ndim, "index_add", self.shape)
-        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
-            raise TypeError("index_add: index must be a 1-D integer tensor")
-        want = self.shape[:dim] + (index.numel(),) + self.shape[dim + 1 :]
-        if source.shape != want:
-            raise ShapeError(f"index_add: source shape {source.shape} should be {want} (self {self.shape}, dim {dim})")
-        # the same index for every position of source's slice i: a scatter along dim
-        spread = index.reshape(tuple(-1 if d == dim else 1 for d in range(self.ndim)))._broadcast_to(want)
-        return self.scatter_reduce(dim, spread, source if alpha == 1 else source * alpha, "sum")
-
-    def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
-        """A copy of self with the slices `index` (along dim; negative ones count from the end) set to `value`, cast to
-        self's dtype (torch.index_fill).
-
-        >>> Tensor.zeros(2, 3).index_fill(1, Tensor([0, -1]), 5.0).tolist()
-        [[5.0, 0.0, 5.0], [5.0, 0.0, 5.0]]
-        """
-        dim = _normalize_axis(dim, max(self.ndim, 1), "index_fill", self.shape)
-        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
-            raise TypeError("index_fill: index must be a 0-d or 1-D integer tensor")
-        if isinstance(value, Tensor) and value.ndim != 0:
-            raise ShapeError(f"index_fill: the value must be a number or a 0-d tensor, got shape {value.shape}")
-        n = self.shape[dim] if self.ndim else 1
-        self._check_index_range(index, n, dim, "index_fill")
-        index = index.reshape(-1)
-        hit = ((index < 0).where(index + n, index))._one_hot_along(n).any(0)
-        hit = hit.reshape(tuple(n if d == dim else 1 for d in range(self.ndim)))
-        if not isinstance(value, Tensor):
-            _check_stored_scalar(value, self.dtype, "index_fill")
-        fill = value if isinstance(value, Tensor) else Tensor(value, device=self.device)
-        return hit.where(fill.cast(self.dtype), self)
-
-    def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
-        """A copy of self with source's slice i (along dim) written at self's slice index[i] (torch.index_copy).
-
-        >>> Tensor.zeros(3, 2).index_copy(0, Tensor([2, 0]), Tensor([[1.0, 2.0], [3.0, 4.0]])).tolist()
-        [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]]
-        """
-        dim = _normalize_axis(dim, self.ndim, "index_copy", self.shape)
-        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
-            raise TypeError("index_copy: index must be a 1-D integer tensor")
-        want = self.shape[:dim] + (index.numel(),) + self.shape[dim + 1 :]
-        if not isinstance(source, Tensor) or source.shape != want:
-            got = source.shape if isinstance(source, Tensor) else type(source).__name__
-            raise ShapeError(f"index_copy: source shape {got} should be {want} (self {self.shape}, dim {dim})")
-        spread = index.reshape(tuple(-1 if d == dim else 1 for d in range(self.ndim)))._broadcast_to(want)
-        return self.scatter(dim, spread, source.cast(self.dtype))
-
     def searchsorted(
-        self, values: Tensor | float, right: bool = False, *, side: str | None = None, sorter: Tensor | None = None
+        self,
+        values: Tensor | float,
+        right: bool = False,
+        *,
+        side: str | None = None,
+        sorter: Tensor | None = None,
+        out_int32: bool = False,
     ) -> Tensor:
         """For each of `values`, the index at which it would be inserted into self's sorted last axis to keep it
         sorted (the first such index, the last with `right` or side="right"), as torch.searchsorted; self 1-D, or its
         leading axes matching values' (one sorted row per row of values); `sorter`: the indices that sort self's last
-        axis (argsort's), for an unsorted self. int32 (torch gives int64).
+        axis (argsort's), for an unsorted self. int32 with or without `out_int32` (torch's default is int64).
 
         >>> Tensor([1.0, 3.0, 5.0]).searchsorted(Tensor([0.0, 3.0, 6.0])).tolist()
         [0, 1, 3]
@@ -939,9 +917,10 @@ class IndexingMixin:
             first_probe = (a <= p).where(p, first_probe)
         return (first_probe < b).where(a, m)
 
-    def bucketize(self, boundaries: Tensor, right: bool = False) -> Tensor:
+    def bucketize(self, boundaries: Tensor, right: bool = False, *, out_int32: bool = False) -> Tensor:
         """For each element, the index of its bucket among the sorted 1-D `boundaries`, as torch.bucketize: i with
-        boundaries[i-1] < x <= boundaries[i] (boundaries[i-1] <= x < boundaries[i] with `right`). int32.
+        boundaries[i-1] < x <= boundaries[i] (boundaries[i-1] <= x < boundaries[i] with `right`). int32 with or
+        without `out_int32` (torch's default is int64).
 
         >>> Tensor([0.5, 1.0, 7.0]).bucketize(Tensor([1.0, 5.0])).tolist()
         [0, 0, 2]

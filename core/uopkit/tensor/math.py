@@ -101,6 +101,17 @@ def _integer_power(a: Tensor, b: Tensor, bits: int | None) -> Tensor:
     return (b < 0).where(negative_power, ret)
 
 
+def _bounds(min_: Any, max_: Any, min_kw: Any, max_kw: Any, op: str) -> tuple[Any, Any]:
+    # clip's and clamp's (lo, hi): each given by position or by torch's keyword, at least one of them
+    if (min_ is not None and min_kw is not None) or (max_ is not None and max_kw is not None):
+        raise ArgumentError(f"{op}: a bound is given twice (min_ and min, or max_ and max); give it once")
+    lo = min_ if min_ is not None else min_kw
+    hi = max_ if max_ is not None else max_kw
+    if lo is None and hi is None:
+        raise ArgumentError(f"{op}: at least one of min and max must be given")
+    return lo, hi
+
+
 class MathMixin:
     __slots__ = ()
 
@@ -425,34 +436,37 @@ class MathMixin:
         # (a bool squares as a number, as PyTorch's pow(2): True * True would stay a bool)
         return self.pow(2) if dtypes.is_bool(self.dtype) else self * self
 
-    @replayed
     def clip(self, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
-        """Clamp to [min_, max_] (either may be None); torch's keyword names min= and max= work too (clamp is the
-        same method).
+        """Clamp to [min_, max_] (either may be None); torch's keyword names min= and max= work too.
 
         >>> Tensor([-1, 5, 10]).clip(0, 6).tolist()
         [0, 5, 6]
+        """
+        return self._clipped(*_bounds(min_, max_, min, max, "clip"), "clip")
+
+    def clamp(self, min_: Any = None, max_: Any = None, *, min: Any = None, max: Any = None) -> Tensor:
+        """torch's name for clip (its errors say clamp).
+
         >>> Tensor([-1.0, 5.0]).clamp(min=0).tolist()
         [0.0, 5.0]
         """
-        if (min_ is not None and min is not None) or (max_ is not None and max is not None):
-            raise ArgumentError("clip: a bound is given twice (min_ and min, or max_ and max); give it once")
-        lo = min_ if min_ is not None else min
-        hi = max_ if max_ is not None else max
-        if lo is None and hi is None:
-            raise ArgumentError("clip: at least one of min and max must be given")
-        lo, hi = _int_joining(lo, self.dtype, "clip"), _int_joining(hi, self.dtype, "clip")
+        return self._clipped(*_bounds(min_, max_, min, max, "clamp"), "clamp")
+
+    @replayed
+    def _clipped(self, lo: Any, hi: Any, op: str) -> Tensor:
+        """clip and clamp: self within [lo, hi] (either may be None), its errors naming `op`, the method called."""
+        lo, hi = _int_joining(lo, self.dtype, op), _int_joining(hi, self.dtype, op)
         x, lo_t, hi_t = self, None, None
         if lo is not None:
-            x, lo_t = x._broadcasted(lo, False, "clip")
+            x, lo_t = x._broadcasted(lo, False, op)
         if hi is not None:
-            x, hi_t = x._broadcasted(hi, False, "clip")
+            x, hi_t = x._broadcasted(hi, False, op)
             if lo_t is not None:
                 # (the upper bound may have widened x's shape or dtype)
                 lo_t = lo_t.cast(x.dtype)._broadcast_to(x.shape)
         for bound in (lo, hi):
             if not isinstance(bound, Tensor):
-                _check_stored_scalar(bound, x.dtype, "clip")
+                _check_stored_scalar(bound, x.dtype, op)
         t = x if lo_t is None else x.maximum(lo_t)
         t = t if hi_t is None else t.minimum(hi_t)
         if not dtypes.is_float(t.dtype):
@@ -468,8 +482,6 @@ class MathMixin:
             return _with_derivative(t, x, x >= lo_t, (lo_t, x < lo_t))
         assert hi_t is not None
         return _with_derivative(t, x, x <= hi_t, (hi_t, x > hi_t))
-
-    clamp = clip
 
     def clip_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
         """clamp_'s PyTorch alias: self clamped to [min, max] in place."""

@@ -13,6 +13,7 @@ from uopkit.dtype import (
     DType,
     dtypes,
     least_upper_dtype,
+    to_dtype,
 )
 from uopkit.helpers import prod
 from uopkit.tensor.rearrange import rearrange
@@ -22,6 +23,7 @@ from uopkit.tensor.support import (
     ShapeError,
     UnknownModeError,
     _as_shape,
+    _broadcast_shape,
     _canonical_device,
     _check_same_device,
     _check_stored_scalar,
@@ -49,6 +51,27 @@ def _target_shape(cur: tuple[int, ...], shape: Any, args: tuple, op: str) -> tup
     if len(wanted) != len(cur):
         raise ShapeError(f"{op}: {len(wanted)} sizes for a tensor of shape {cur}")
     return tuple(s if n is None else int(n) for n, s in zip(wanted, cur, strict=True))
+
+
+def _check_output_size(given: int | None, size: int) -> None:
+    # repeat_interleave's output_size: torch's hint of the length, which must be the one the repeats give
+    if given is not None and given != size:
+        raise ArgumentError(f"repeat_interleave: output_size is {given}, but the repeats give {size} elements")
+
+
+def _common_shape(shapes: Sequence[int | Sequence[int]], op: str) -> tuple[int, ...]:
+    # the broadcast shape of `shapes` (an int is a 1-D shape), naming them all when they don't broadcast
+    given = [(n,) if isinstance(n, (int, np.integer)) else tuple(n) for n in shapes]
+    for shape in given:
+        if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in shape):
+            raise ShapeError(f"{op}: a shape holds sizes >= 0, got {shape}")
+    out: tuple[int, ...] = ()
+    try:
+        for shape in given:
+            out = _broadcast_shape(out, tuple(int(n) for n in shape), op)
+    except ShapeError:
+        raise ShapeError(f"{op}: shapes {given} can't be broadcast together") from None
+    return out
 
 
 def _tensors_and_dim(first: Any, args: tuple, dim: int | None, op: str) -> tuple[list[Tensor], int]:
@@ -126,13 +149,17 @@ class MovementMixin:
         return self if shape == self.shape else _mark_view(Tensor(_reshape_uop(self.uop, shape)), self)
 
     def view(self, *shape: Any) -> Tensor:
-        """Alias of reshape; with a dtype, the same bits read as that dtype (bitcast), as torch's view(dtype).
+        """Alias of reshape; with a dtype, the same bits read as that dtype, as torch's view(dtype): bitcast, and for
+        a dtype of another item size the last dim scaled by the ratio of the sizes.
 
         >>> Tensor.arange(4).view(2, 2).shape
         (2, 2)
+        >>> Tensor([1.0]).view(dtypes.uint8).tolist()
+        [0, 0, 128, 63]
         """
         if len(shape) == 1 and _is_dtype(shape[0]):
-            return self.bitcast(shape[0])
+            dt = to_dtype(shape[0])
+            return self.bitcast(dt) if dt.itemsize == self.dtype.itemsize else self._bytes_as(dt)
         return self.reshape(*shape)
 
     def permute(self, order: Sequence[int], *args: int) -> Tensor:
@@ -590,10 +617,12 @@ class MovementMixin:
         return self.T
 
     @_returns_copy
-    def repeat_interleave(self, repeats: int | Tensor, dim: int | None = None) -> Tensor:
+    def repeat_interleave(
+        self, repeats: int | Tensor, dim: int | None = None, *, output_size: int | None = None
+    ) -> Tensor:
         """Repeat each element `repeats` times along `dim` (flattened when None); `repeats` an int, or as torch's an
         integer tensor of one count per element (or one count for all), read back to the host (the output's length
-        depends on it).
+        depends on it). `output_size`, torch's hint of that length, is checked against it.
 
         >>> Tensor([1, 2]).repeat_interleave(2).tolist()
         [1, 1, 2, 2]
@@ -615,9 +644,11 @@ class MovementMixin:
                     )
                 if (counts < 0).any():
                     raise ArgumentError(f"repeat_interleave: repeats must be non-negative, got {counts.min()}")
+                _check_output_size(output_size, int(counts.sum()))
                 return t._take(d, np.repeat(np.arange(len(counts)), counts))
         if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 0:
             raise TypeError(f"repeat_interleave: repeats must be a non-negative int or an int tensor, got {repeats!r}")
+        _check_output_size(output_size, t.shape[d] * int(repeats))
         t = t.unsqueeze(d + 1)
         return t.expand(_with(t.shape, d + 1, int(repeats))).flatten(d, d + 1)
 
@@ -705,6 +736,44 @@ class MovementMixin:
         if indexing == "xy" and len(grids) >= 2:
             grids[0], grids[1] = grids[1], grids[0]
         return tuple(grids)
+
+    def cartesian_prod(self: Tensor | Sequence[Tensor], *args: Tensor) -> Tensor:
+        """Every combination of one element from each 1-D tensor, one per row (n1 * n2 * ... rows, in row-major
+        order), as torch.cartesian_prod; a single tensor comes back as it is. Tensors of several dtypes promote
+        (torch refuses them).
+
+        >>> Tensor.cartesian_prod(Tensor([1, 2]), Tensor([3, 4])).tolist()
+        [[1, 3], [1, 4], [2, 3], [2, 4]]
+        """
+        tensors = [self, *args] if isinstance(self, Tensor) else [*self, *args]
+        if not tensors or any(not isinstance(t, Tensor) or t.ndim != 1 for t in tensors):
+            shapes = [t.shape if isinstance(t, Tensor) else type(t).__name__ for t in tensors]
+            raise ShapeError(f"cartesian_prod: needs one or more 1-D tensors, got {shapes}")
+        if len(tensors) == 1:
+            return tensors[0]
+        return Tensor.stack([grid.reshape(-1) for grid in Tensor.meshgrid(tensors)], 1)
+
+    def broadcast_tensors(self: Tensor | Sequence[Tensor], *args: Tensor) -> tuple[Tensor, ...]:
+        """The tensors expanded (views) to their common broadcast shape, as torch.broadcast_tensors.
+
+        >>> [t.shape for t in Tensor.broadcast_tensors(Tensor.ones(2, 1), Tensor.zeros(3))]
+        [(2, 3), (2, 3)]
+        """
+        tensors = [self, *args] if isinstance(self, Tensor) else [*self, *args]
+        if not all(isinstance(t, Tensor) for t in tensors):
+            raise TypeError(f"broadcast_tensors: expects tensors, got {[type(t).__name__ for t in tensors]}")
+        shape = _common_shape([t.shape for t in tensors], "broadcast_tensors")
+        return tuple(t.expand(shape) for t in tensors)
+
+    @staticmethod
+    def broadcast_shapes(*shapes: int | Sequence[int]) -> tuple[int, ...]:
+        """The shape that tensors of `shapes` (an int is a 1-D shape) broadcast to, as torch.broadcast_shapes (a
+        tuple: torch's is a torch.Size).
+
+        >>> Tensor.broadcast_shapes((2, 1), (3,))
+        (2, 3)
+        """
+        return _common_shape(shapes, "broadcast_shapes")
 
     def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
         """Split along `dim` into pieces of `sizes` (an int: equal pieces, the last may be smaller).
@@ -849,9 +918,17 @@ class MovementMixin:
         """
         return _mark_view(Tensor(UOp(_DETACH, self.dtype, (self.uop,))), self)
 
-    def to(self, *args: Any, device: str | None = None, dtype: DType | str | None = None) -> Tensor:
+    def to(
+        self,
+        *args: Any,
+        device: str | None = None,
+        dtype: DType | str | None = None,
+        non_blocking: bool = False,
+        copy: bool = False,
+    ) -> Tensor:
         """This tensor on another device (a copy when the device differs) and/or cast to a dtype, as torch's
-        `to(device)`, `to(dtype)`, `to(device, dtype)` or `to(other)` (other's device and dtype).
+        `to(device)`, `to(dtype)`, `to(device, dtype)` or `to(other)` (other's device and dtype); `copy=True` gives a
+        copy even when nothing changes. `non_blocking` changes nothing (a copy runs when the result is realized).
 
         >>> Tensor([1.7]).to("int32").tolist()
         [1]
@@ -871,7 +948,8 @@ class MovementMixin:
                     f"{a!r} ({type(a).__name__})"
                 )
         t = self if dtype is None else self.cast(dtype)
-        return t if device is None else t._to_device(device)
+        t = t if device is None else t._to_device(device)
+        return t.clone() if copy and t is self else t
 
     def _to_device(self, device: str) -> Tensor:
         device = _canonical_device(device)

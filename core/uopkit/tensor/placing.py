@@ -1,6 +1,6 @@
 """Out-of-place writes of values into positions of a tensor, PyTorch's *_scatter family and its put-like methods
-(diagonal_scatter, select_scatter, slice_scatter, index_put, masked_scatter, put, index_reduce), with their in-place
-variants; compared with torch in tests/test_placing.py.
+(diagonal_scatter, select_scatter, slice_scatter, index_put, masked_scatter, put, index_add, index_copy, index_fill,
+index_reduce), with their in-place variants; compared with torch in tests/test_placing.py and tests/test_indexing.py.
 
 Each is a lazy graph built from the other mixins' public methods (where, pad, scatter_reduce, indexing), so its
 gradient is theirs: the written positions send the gradient to the values, the others to the tensor. The in-place
@@ -19,6 +19,7 @@ from uopkit.tensor.support import (
     ShapeError,
     _broadcast_shape,
     _check_same_device,
+    _check_stored_scalar,
     _check_values_in,
     _normalize_axis,
 )
@@ -277,7 +278,64 @@ class PlacingMixin:
             )
         return self._update_in_place(lambda: self.masked_scatter(mask, source), "masked_scatter_")
 
-    # ---- index_reduce: index_add's reductions other than the sum, through scatter_reduce
+    # ---- index_add, index_copy, index_fill and index_reduce: slices of self picked by a 1-D index along one dim
+
+    def _index_spread(self, dim: int, index: Tensor, source: Tensor, op: str) -> tuple[int, Tensor]:
+        # (dim, index spread over source) for index_add and index_copy: source's slice i goes to self's slice
+        # index[i], a scatter along dim with the same index at every position of the slice
+        dim = _normalize_axis(dim, self.ndim, op, self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError(f"{op}: index must be a 0-d or 1-D integer tensor, got {index!r}")
+        want = self.shape[:dim] + (index.numel(),) + self.shape[dim + 1 :]
+        if not isinstance(source, Tensor) or source.shape != want:
+            got = source.shape if isinstance(source, Tensor) else type(source).__name__
+            raise ShapeError(f"{op}: source shape {got} should be {want} (self {self.shape}, dim {dim})")
+        return dim, index.reshape(tuple(-1 if d == dim else 1 for d in range(self.ndim)))._broadcast_to(want)
+
+    def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: float = 1) -> Tensor:
+        """A copy of self with alpha * source's slice i (along dim) added to self's slice index[i], repeated indices
+        summed, as torch.index_add (index 1-D, no negative indices; source has self's shape with index's length at
+        dim).
+
+        >>> Tensor.zeros(3, 2).index_add(0, Tensor([2, 0, 2]), Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])).tolist()
+        [[3.0, 4.0], [0.0, 0.0], [6.0, 8.0]]
+        """
+        dim, spread = self._index_spread(dim, index, source, "index_add")
+        return self._scatter_reduce(dim, spread, source if alpha == 1 else source * alpha, "sum", True, "index_add")
+
+    def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
+        """A copy of self with source's slice i (along dim) written at self's slice index[i] (torch.index_copy; no
+        negative indices; of repeated ones the last write wins).
+
+        >>> Tensor.zeros(3, 2).index_copy(0, Tensor([2, 0]), Tensor([[1.0, 2.0], [3.0, 4.0]])).tolist()
+        [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]]
+        """
+        dim, spread = self._index_spread(dim, index, source, "index_copy")
+        return self._scatter_replacing(dim, spread, source.cast(self.dtype), "index_copy")
+
+    def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
+        """A copy of self with the slices `index` (along dim; negative ones count from the end) set to `value`, cast to
+        self's dtype (torch.index_fill).
+
+        >>> Tensor.zeros(2, 3).index_fill(1, Tensor([0, -1]), 5.0).tolist()
+        [[5.0, 0.0, 5.0], [5.0, 0.0, 5.0]]
+        """
+        dim = _normalize_axis(dim, max(self.ndim, 1), "index_fill", self.shape)
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
+            raise TypeError("index_fill: index must be a 0-d or 1-D integer tensor")
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise ShapeError(f"index_fill: the value must be a number or a 0-d tensor, got shape {value.shape}")
+        n = self.shape[dim] if self.ndim else 1
+        self._check_index_range(index, n, dim, "index_fill")
+        index = index.reshape(-1)
+        hit = ((index < 0).where(index + n, index))._one_hot_along(n).any(0)
+        hit = hit.reshape(tuple(n if d == dim else 1 for d in range(self.ndim)))
+        if not isinstance(value, Tensor):
+            _check_stored_scalar(value, self.dtype, "index_fill")
+        fill = value if isinstance(value, Tensor) else Tensor(value, device=self.device)
+        return hit.where(fill.cast(self.dtype), self)
+
+    # (index_reduce: index_add's reductions other than the sum)
 
     def index_reduce(self, dim: int, index: Tensor, source: Tensor, reduce: str, include_self: bool = True) -> Tensor:
         """A copy of self with source's slice i (along dim) combined into self's slice index[i] by `reduce`, "prod",

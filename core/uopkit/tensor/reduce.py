@@ -15,7 +15,6 @@ from uopkit.dtype import (
     to_dtype,
 )
 from uopkit.helpers import prod
-from uopkit.tensor import segments
 from uopkit.tensor.support import (
     _CUM_BLOCK,
     ArgumentError,
@@ -72,10 +71,18 @@ _REDUCE_AXIS = Ops.REDUCE_AXIS
 
 
 class ValuesIndices(NamedTuple):
-    """(values, indices): what PyTorch's max(dim=), min(dim=), sort and topk return; unpacks as a pair, or by name."""
+    """(values, indices): what PyTorch's max(dim=), min(dim=), sort, topk, median(dim), cummax, ... return; unpacks
+    as a pair, or by name."""
 
     values: Tensor
     indices: Tensor
+
+
+class MinMax(NamedTuple):
+    """(min, max): what PyTorch's aminmax returns; unpacks as a pair, or by name."""
+
+    min: Tensor
+    max: Tensor
 
 
 class ReduceMixin:
@@ -210,10 +217,14 @@ class ReduceMixin:
             if isinstance(dim, int):
                 self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "max", self.shape), "max")
                 return self._values_at(self.argmax(axis, keepdim=True), axis, keepdim, "max")
-        if self.dtype == dtypes.bool and 0 in self.shape and any(self.shape[a] == 0 for a in self._axes(axis, "max")):
-            # (a bool MAX is any(), which has an identity; max has none, as for the other dtypes)
-            raise EmptyReduceError(f"max: reducing an empty axis has no identity (shape {self.shape})")
+        # (also for bool, whose MAX is any(), which has an identity)
+        self._refuse_empty_extreme(axis, "max")
         return self._reduce(Ops.MAX, axis, keepdim)
+
+    def _refuse_empty_extreme(self, axis: int | Sequence[int] | None, op: str) -> None:
+        # a max or min over an empty axis has no value (as in PyTorch), named after the method called
+        if 0 in self.shape and any(self.shape[a] == 0 for a in self._axes(axis, op)):
+            raise EmptyReduceError(f"{op}: reducing an empty axis has no identity (shape {self.shape}, dim {axis})")
 
     def _values_at(self, indices: Tensor, axis: Any, keepdim: bool, op: str) -> ValuesIndices:
         # torch's max(dim=)/min(dim=): the value at each index (kept dim), so that the gradient goes to that element
@@ -250,8 +261,7 @@ class ReduceMixin:
             if isinstance(dim, int):
                 self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "min", self.shape), "min")
                 return self._values_at(self.argmin(axis, keepdim=True), axis, keepdim, "min")
-        if self.numel() == 0 and any(self.shape[a] == 0 for a in self._axes(axis, "min")):
-            raise EmptyReduceError(f"min: reducing an empty axis has no identity (shape {self.shape})")
+        self._refuse_empty_extreme(axis, "min")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
 
     def amax(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
@@ -260,10 +270,12 @@ class ReduceMixin:
         >>> Tensor([[1, 5], [3, 2]]).amax(1).tolist()
         [5, 3]
         """
+        self._refuse_empty_extreme(dim if dim != () else None, "amax")
         return self.max(dim if dim != () else None, keepdim)
 
     def amin(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """min over `dim` (all axes when None or ()), as torch.amin."""
+        self._refuse_empty_extreme(dim if dim != () else None, "amin")
         return self.min(dim if dim != () else None, keepdim)
 
     def _count(self, axis: int | Sequence[int] | None) -> int:
@@ -480,7 +492,7 @@ class ReduceMixin:
 
     # ---- order statistics: a sort along the axis, then the values at host-known positions
 
-    def median(self, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def median(self, dim: int | None = None, keepdim: bool = False) -> Tensor | ValuesIndices:
         """The median, the lower of the two middle values for an even count, as torch.median: over all elements (dim
         None) one value, whose gradient is shared equally among the elements equal to it (torch's); along `dim`
         (values, indices), an index (int32) being the first position along `dim` that holds the median (torch picks
@@ -518,7 +530,7 @@ class ReduceMixin:
         values, index = values._move_from_end(axis), index._move_from_end(axis)
         return ValuesIndices(values, index) if keepdim else ValuesIndices(values.squeeze(axis), index.squeeze(axis))
 
-    def nanmedian(self, dim: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    def nanmedian(self, dim: int | None = None, keepdim: bool = False) -> Tensor | ValuesIndices:
         """The median of the non-NaN values, as torch.nanmedian: as `median`, with the NaNs left out (the lower middle
         of the rest); NaN only where every value is NaN (the index then the first NaN's: torch's is unspecified). The
         middle's position differs per row and is found on the device from the row's count of non-NaN values.
@@ -530,7 +542,7 @@ class ReduceMixin:
         """
         return self._median(dim, keepdim, "nanmedian")
 
-    def _median(self, dim: int | None, keepdim: bool, op: str) -> Tensor | tuple[Tensor, Tensor]:
+    def _median(self, dim: int | None, keepdim: bool, op: str) -> Tensor | ValuesIndices:
         if self.dtype == dtypes.bool:
             raise TypeError(f"{op}: bool tensors have no median; cast with .int() first")
         skip_nan = op == "nanmedian"
@@ -538,7 +550,7 @@ class ReduceMixin:
             return self._median_of_all(keepdim, op)
         axis = _normalize_axis(dim, max(self.ndim, 1), op, self.shape)
         if self.ndim == 0:
-            return self, Tensor(0, device=self.device, dtype=dtypes.int32)
+            return ValuesIndices(self, Tensor(0, device=self.device, dtype=dtypes.int32))
         if self.shape[axis] == 0:
             raise EmptyReduceError(f"{op}: axis {dim} of shape {self.shape} is empty, it has no median")
         x = self._move_to_end(axis)
@@ -546,7 +558,7 @@ class ReduceMixin:
         # (the first hit is in range by construction: no bounds check, which would read it back)
         values = x._gather_checked(x.ndim - 1, index)
         values, index = values._move_from_end(axis), index._move_from_end(axis)
-        return (values, index) if keepdim else (values.squeeze(axis), index.squeeze(axis))
+        return ValuesIndices(values, index) if keepdim else ValuesIndices(values.squeeze(axis), index.squeeze(axis))
 
     def _median_of_all(self, keepdim: bool, op: str) -> Tensor:
         flat = self.reshape(-1)
@@ -764,7 +776,7 @@ class ReduceMixin:
             return self.cast(acc).cumprod(axis).cast(self.dtype)
         return self.cast(_prod_acc_dtype(self.dtype))._cumalu(axis, Ops.MUL, "cumprod")
 
-    def cummax(self, axis: int = 0, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
+    def cummax(self, axis: int = 0, *, dim: int | None = None) -> ValuesIndices:
         """Running maximum along `axis` and the (int32) index where it was reached: (values, indices), as torch
         and tinygrad (a tie or a NaN takes the latest index).
 
@@ -774,9 +786,9 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cummax")
         values = self._cumalu(axis, Ops.MAX, "cummax")
-        return values, self._cum_index(values, axis)
+        return ValuesIndices(values, self._cum_index(values, axis))
 
-    def cummin(self, axis: int = 0, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
+    def cummin(self, axis: int = 0, *, dim: int | None = None) -> ValuesIndices:
         """Running minimum along `axis` and its index: (values, indices).
 
         >>> [t.tolist() for t in Tensor([3, 1, 2]).cummin()]
@@ -785,7 +797,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cummin")
         values = self._inverse()._cumalu(axis, Ops.MAX, "cummin")._inverse()
-        return values, self._cum_index(values, axis)
+        return ValuesIndices(values, self._cum_index(values, axis))
 
     def _cum_index(self, values: Tensor, axis: int) -> Tensor:
         # the last position j <= i where self reached the running extreme (self[j] == values[j]): positions of those
@@ -1090,41 +1102,6 @@ class ReduceMixin:
             num_classes = int(self.max().item()) + 1
         _check_values_in(self, 0, num_classes, lambda bad: f"one_hot: class {bad} is out of range [0, {num_classes})")
         return self._one_hot_along(num_classes).where(1, 0)
-
-    def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
-        """How often each value 0..max occurs in a 1-D tensor of non-negative ints (at least `minlength` bins), as
-        torch.bincount, counts in int32 (torch: int64); with `weights` the sum of the weights of each value's
-        elements (float32 weights give float32, other weights float64, as torch), whose gradient flows back (torch
-        has none). The output's length depends on the data: its min and max are read back.
-
-        >>> Tensor([0, 2, 2, 5]).bincount().tolist()
-        [1, 0, 2, 0, 0, 1]
-        """
-        if not dtypes.is_int(self.dtype):
-            raise TypeError(f"bincount: needs a tensor of non-negative ints, got {self.dtype}")
-        if self.ndim != 1:
-            raise ShapeError(f"bincount: needs a 1-D tensor, got shape {self.shape}")
-        if minlength < 0:
-            raise ArgumentError(f"bincount: minlength must be >= 0, got {minlength}")
-        if weights is not None and (not isinstance(weights, Tensor) or weights.shape != self.shape):
-            got = weights.shape if isinstance(weights, Tensor) else type(weights).__name__
-            raise ShapeError(f"bincount: weights must be a tensor of the input's shape {self.shape}, got {got}")
-        size = minlength
-        if self.numel():
-            lowest, highest = (int(v) for v in Tensor.stack(self.min(), self.max()).cast(dtypes.int64).numpy())
-            if lowest < 0:
-                raise ArgumentError(f"bincount: the input must be non-negative, it holds {lowest}")
-            size = max(size, highest + 1)
-        dt = dtypes.int32 if weights is None else dtypes.float32 if weights.dtype == dtypes.float32 else dtypes.float64
-        if size * self.numel() >= segments.SCATTER_BY_SORTING:
-            # a scatter-add (by sorting) instead of a one-hot mask of every value against every bin
-            ones = Tensor.ones(self.shape, device=self.device, dtype=dt)
-            added = ones if weights is None else weights.cast(dt)
-            return Tensor.zeros(size, device=self.device, dtype=dt).scatter_add(0, self, added)
-        hit = self._one_hot_along(size)
-        if weights is None:
-            return hit.sum(0)
-        return hit.where(weights.cast(dt).unsqueeze(-1), 0.0).sum(0)
 
 
 def _quantile_levels(q: Any, op: str) -> tuple[np.ndarray, bool]:

@@ -128,7 +128,8 @@ def _flatten_list(x: Any, typed: set[Any] | None = None) -> tuple[list[Any], tup
         if typed is not None:
             typed.add(x.dtype)
         return x.ravel().tolist(), x.shape
-    if not isinstance(x, (list, tuple)):
+    # (a range is a list of its ints, as torch.tensor takes it)
+    if not isinstance(x, (list, tuple, range)):
         if isinstance(x, np.generic):
             if typed is not None:
                 typed.add(x.dtype)

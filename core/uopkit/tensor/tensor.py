@@ -179,7 +179,7 @@ class Tensor(
                 self.uop = _from_numpy(np.array(data, dtype=_host_np_dtype(dt)), _canonical_device(device), dt)
             else:
                 self.uop = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=_canonical_device(device)),), _cast_py(data, dt))
-        elif isinstance(data, (list, tuple)):
+        elif isinstance(data, (list, tuple, range)):
             typed: set[Any] = set()
             flat, shape = _flatten_list(data, typed)
             if dt is None:

@@ -6,6 +6,7 @@ The methods here build on the other mixins' public methods only: a semantic chan
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,10 +16,12 @@ import numpy as np
 from uopkit.dtype import dtypes, least_upper_float
 from uopkit.schedule import live_tensors
 from uopkit.tensor.indexing import _in_place_method, _share_storage
+from uopkit.tensor.reduce import MinMax
 from uopkit.tensor.support import (
     _A_COPY,
     _A_RESHAPED_COPY,
     ArgumentError,
+    DTypeError,
     ShapeError,
     _contiguous_strides,
     _normalize_axis,
@@ -73,6 +76,36 @@ def _strides(t: Tensor) -> tuple[int, ...]:
         return _contiguous_strides(t.shape)
     base = mark()
     return _torch_layout(t.uop, None if base is None or base is t else base.uop)[1]
+
+
+def _trapezoid_terms(
+    y: Tensor, x: Tensor | None, dx: float | None, dim: int, op: str
+) -> tuple[int, Tensor, Tensor | float]:
+    """(dim, y's neighbours summed along dim, the spacing of the points: a tensor from x, else a number) for the
+    trapezoidal rule, torch's checks made."""
+    if x is not None and dx is not None:
+        raise ArgumentError(f"{op}: give the points x or their spacing dx, not both")
+    if y.dtype == dtypes.bool or (isinstance(x, Tensor) and x.dtype == dtypes.bool):
+        raise DTypeError(f"{op}: bool samples or points aren't supported (as torch); cast them to a number dtype")
+    dim = _normalize_axis(dim, y.ndim, op, y.shape, scalar=False)
+    n = y.shape[dim]
+    pairs = y._slice_axis(dim, 0, max(n - 1, 0)) + y._slice_axis(dim, min(1, n), n)
+    if x is None:
+        if dx is not None and (isinstance(dx, bool) or not isinstance(dx, (int, float, np.integer, np.floating))):
+            raise TypeError(f"{op}: dx must be a real number, got {dx!r}")
+        return dim, pairs, 1.0 if dx is None else float(dx)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: x must be a Tensor, got {type(x).__name__}")
+    if x.ndim == 1:
+        if x.shape[0] != n:
+            raise ShapeError(
+                f"{op}: there must be one x value for each sample point: x {x.shape}, y {y.shape}, dim {dim}"
+            )
+        x = x.reshape(tuple(n if d == dim else 1 for d in range(y.ndim)))
+    elif x.ndim < y.ndim:
+        x = x.reshape((1,) * (y.ndim - x.ndim) + x.shape)
+    m = x.shape[dim]
+    return dim, pairs, x._slice_axis(dim, min(1, m), m) - x._slice_axis(dim, 0, max(m - 1, 0))
 
 
 def _draw_dtype(t: Tensor) -> Any:
@@ -153,16 +186,28 @@ class TorchNamesMixin:
         """Sorted along dim 0."""
         return self.sort(0)[0]
 
-    def aminmax(self: Tensor, *, dim: int | None = None, keepdim: bool = False) -> tuple[Tensor, Tensor]:  # type: ignore[misc]
-        """(min, max) over `dim` (every element when None), as torch.aminmax."""
+    def aminmax(self: Tensor, *, dim: int | None = None, keepdim: bool = False) -> MinMax:  # type: ignore[misc]
+        """(min, max) over `dim` (every element when None), as torch.aminmax: named `.min` and `.max`.
+
+        >>> Tensor([[1, 5], [3, 2]]).aminmax(dim=1).max.tolist()
+        [5, 3]
+        """
+        self._refuse_empty_extreme(dim, "aminmax")
         if dim is None and keepdim:
             shape = (1,) * self.ndim
-            return self.min().reshape(shape), self.max().reshape(shape)
-        return self.amin(dim, keepdim), self.amax(dim, keepdim)
+            return MinMax(self.min().reshape(shape), self.max().reshape(shape))
+        return MinMax(self.amin(dim, keepdim), self.amax(dim, keepdim))
 
-    def broadcast_to(self: Tensor, shape: Sequence[int]) -> Tensor:  # type: ignore[misc]
-        """`expand` to `shape` (-1 keeps a dim), torch.broadcast_to."""
-        return self.expand(tuple(shape))
+    def broadcast_to(self: Tensor, shape: Sequence[int] | int, *sizes: int) -> Tensor:  # type: ignore[misc]
+        """`expand` to `shape` (-1 keeps a dim), torch.broadcast_to; the sizes may come one by one, as torch's.
+
+        >>> Tensor([1, 2]).broadcast_to(2, 2).tolist()
+        [[1, 2], [1, 2]]
+        """
+        try:
+            return self.expand(shape, *sizes)
+        except ShapeError as e:
+            raise ShapeError(f"broadcast_to: {e}") from None
 
     def fliplr(self: Tensor) -> Tensor:  # type: ignore[misc]
         """Reversed along dim 1 (needs 2 or more dims)."""
@@ -538,6 +583,79 @@ class TorchNamesMixin:
                 "(as PyTorch); use float_power (a new tensor), or a float64 tensor"
             )
         return self._update_in_place(lambda: self.float_power(exponent), "float_power_")
+
+    # ------------------------------------------------------------------------------------------------------------
+    # combinations, flat indices and integrals
+
+    def combinations(self: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:  # type: ignore[misc]
+        """Every combination of `r` elements of a 1-D tensor, one per row in lexicographic order of their positions,
+        as torch.combinations (itertools.combinations, or combinations_with_replacement); r = 0 gives an empty 1-D
+        tensor.
+
+        >>> Tensor([1, 2, 3]).combinations().tolist()
+        [[1, 2], [1, 3], [2, 3]]
+        """
+        if self.ndim != 1:
+            raise ShapeError(f"combinations: needs a 1-D tensor, got shape {self.shape}")
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 0:
+            raise ArgumentError(f"combinations: r must be a non-negative int, got {r!r}")
+        if r == 0:
+            return self._slice_axis(0, 0, 0)
+        pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+        positions = np.array(list(pick(range(self.shape[0]), int(r))), dtype=np.int64).reshape(-1, r)
+        return self._take(0, positions.reshape(-1)).reshape(len(positions), r)
+
+    def unravel_index(self: Tensor, shape: int | Sequence[int]) -> tuple[Tensor, ...]:  # type: ignore[misc]
+        """The coordinates, in a tensor of `shape`, of the flat (row-major) indices in self: one tensor per dim of
+        `shape`, each of self's shape and dtype (torch's are int64), as torch.unravel_index (`Tensor.unravel_index(
+        indices, shape)`); an index wraps as torch's (-1 is the last element).
+
+        >>> [t.tolist() for t in Tensor([5, 1]).unravel_index((2, 3))]
+        [[1, 0], [2, 1]]
+        """
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"unravel_index: the indices must be an integer tensor, got {self.dtype}")
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0 for n in dims):
+            raise ArgumentError(f"unravel_index: shape must hold positive ints, got {dims}")
+        total = math.prod(dims)
+        flat = self.cast(dtypes.int64) if total > dtypes.max(self.dtype) else self
+        # (floor division and modulo: a negative index counts from the end, as torch's)
+        return tuple((flat // math.prod(dims[d + 1 :])) % n for d, n in enumerate(dims))
+
+    def trapezoid(  # type: ignore[misc]
+        self: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1
+    ) -> Tensor:
+        """The integral of self (samples y) along `dim` by the trapezoidal rule, as torch.trapezoid: at the points `x`
+        (1-D of y's length along dim, or broadcasting with y), else spaced `dx` apart (default 1). Integer samples
+        give float32; no samples give zeros of self's dtype.
+
+        >>> Tensor([1.0, 2.0, 3.0]).trapezoid(Tensor([0.0, 1.0, 3.0])).item()
+        6.5
+        """
+        dim, pairs, spacing = _trapezoid_terms(self, x, dx, dim, "trapezoid")
+        if self.shape[dim] == 0:
+            return Tensor.zeros(pairs.shape[:dim] + pairs.shape[dim + 1 :], dtype=self.dtype, device=self.device)
+        if isinstance(spacing, Tensor):
+            return (pairs * spacing).sum(dim) / 2
+        # (torch's formula for a constant spacing)
+        return (self.sum(dim) - (self.select(dim, 0) + self.select(dim, -1)) * 0.5) * spacing
+
+    trapz = _alias("trapz", "trapezoid", "torch's older name for `trapezoid`.")
+
+    def cumulative_trapezoid(  # type: ignore[misc]
+        self: Tensor, x: Tensor | None = None, *, dx: float | None = None, dim: int = -1
+    ) -> Tensor:
+        """The running integral of self along `dim` by the trapezoidal rule, one value per interval (one fewer than
+        the samples), as torch.cumulative_trapezoid; `x` and `dx` as in `trapezoid`.
+
+        >>> Tensor([1.0, 2.0, 3.0]).cumulative_trapezoid().tolist()
+        [1.5, 4.0]
+        """
+        dim, pairs, spacing = _trapezoid_terms(self, x, dx, dim, "cumulative_trapezoid")
+        if isinstance(spacing, Tensor):
+            return (pairs * spacing).cumsum(dim) / 2
+        return (spacing / 2 * pairs).cumsum(dim)
 
     # ------------------------------------------------------------------------------------------------------------
     # data-dependent results and norms
