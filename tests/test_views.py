@@ -414,3 +414,28 @@ def test_a_detached_tensor_shows_later_writes() -> None:
         opt.step()
     np.testing.assert_array_equal(before["bias"].numpy(), layer.bias.numpy())
     np.testing.assert_array_equal(before["weight"].numpy(), layer.weight.numpy())
+
+
+def test_a_view_that_changes_nothing_is_a_new_tensor() -> None:
+    # as PyTorch's: x.view(-1) of a 1-D x is another object over the same storage, so a metadata change of x in place
+    # (unsqueeze_, requires_grad_) leaves it alone, and writes through either show in both
+    def run(T: Any) -> list[Any]:
+        out = []
+        for make in (
+            lambda x: x.view(-1),
+            lambda x: x.reshape(3),
+            lambda x: x[:],
+            lambda x: x.permute(0),
+            lambda x: x.expand(3),
+            lambda x: x.squeeze(0),
+        ):
+            x = T.zeros(3) + 1
+            y = make(x)
+            assert y is not x
+            x.unsqueeze_(0)
+            y[0] = 5
+            out += [x, y]
+        return out
+
+    for e, g in zip(_values(run(torch)), _values(run(Tensor)), strict=True):
+        np.testing.assert_array_equal(g, e)

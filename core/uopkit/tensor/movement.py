@@ -133,7 +133,7 @@ class MovementMixin:
         if prod(new) != self.numel() or any(s < 0 for s in new):
             raise ShapeError(f"reshape: can't reshape {self.shape} ({self.numel()} elements) to {new}")
         if new == self.shape:
-            return self
+            return _alias(self)
         out = Tensor(_reshape_uop(self.uop, new))
         if not _reshape_is_view(self.uop, new):
             # no strides show these elements in this shape (`x.T.reshape(-1)`): PyTorch copies, so a write into the
@@ -176,7 +176,7 @@ class MovementMixin:
         if sorted(norm) != list(range(self.ndim)):
             raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
         if norm == tuple(range(self.ndim)):
-            return self
+            return _alias(self)
         return _mark_view(Tensor(UOp(Ops.PERMUTE, self.dtype, (self.uop,), norm)), self)
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
@@ -189,8 +189,8 @@ class MovementMixin:
         a = _normalize_axis(dim0, self.ndim, "transpose", self.shape)
         b = _normalize_axis(dim1, self.ndim, "transpose", self.shape)
         if not order:
-            # a 0-d tensor transposed over its axis 0 / -1 is itself, as PyTorch's
-            return self
+            # a 0-d tensor transposed over its axis 0 / -1 is a view of itself, as PyTorch's
+            return _alias(self)
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -242,7 +242,9 @@ class MovementMixin:
             if c != n and c != 1:
                 raise ShapeError(f"expand: can't expand {self.shape} to {new}: size {c} is not 1 and differs from {n}")
         t = self.reshape(cur)
-        return t if new == cur else _mark_view(Tensor(UOp(Ops.EXPAND, self.dtype, (t.uop,), new)), self)
+        if new == cur:
+            return t if t is not self else _alias(self)
+        return _mark_view(Tensor(UOp(Ops.EXPAND, self.dtype, (t.uop,), new)), self)
 
     @_returns_copy
     def pad(
@@ -349,7 +351,7 @@ class MovementMixin:
             if not 0 <= b <= e <= s:
                 raise ShapeError(f"shrink: bounds {bounds} don't fit in shape {self.shape}")
         if all(b == 0 and e == s for (b, e), s in zip(bounds, self.shape, strict=True)):
-            return self
+            return _alias(self)
         return _mark_view(Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)), self)
 
     def pad_to(self, shape: Any, *args: Any, value: float = 0.0) -> Tensor:
@@ -397,7 +399,7 @@ class MovementMixin:
             return self.reshape(tuple(s for s in self.shape if s != 1))
         if self.ndim == 0:
             _normalize_axis(dim if isinstance(dim, int) else 0, 0, "squeeze", self.shape)
-            return self
+            return _alias(self)
         dims = [dim] if isinstance(dim, (int, np.integer)) else list(dim)
         axes = [_normalize_axis(d, self.ndim, "squeeze", self.shape) for d in dims]
         if len(set(axes)) != len(axes):
@@ -1008,3 +1010,9 @@ def _slice_of_buffer(u: UOp) -> tuple[UOp | None, tuple[tuple[int, int], ...]]:
     if (src.src[0] if src.op is Ops.RESHAPE else src).op is not Ops.BUFFER:
         return None, ()
     return src, u.arg
+
+
+def _alias(t: Tensor) -> Tensor:
+    """A view that changes nothing: a new tensor object over t's graph, as PyTorch's (`x.view(-1)` of a 1-D x is not x:
+    `x.unsqueeze_(0)` or `x.requires_grad_()` afterwards must leave it as it was), sharing t's storage."""
+    return _mark_view(Tensor(t.uop), t)
