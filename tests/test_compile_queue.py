@@ -72,6 +72,8 @@ def test_error_names_the_failing_kernel() -> None:
     with pytest.raises(CompileError) as info:
         _run([f"k{i}" for i in range(12)], compiler)
     assert "kernel k5 failed to compile on FAKE: syntax error" in info.value.message and info.value.src == "src5"
+    # (and the compiler that failed keeps its name: "fake failed:", not "compiler failed:")
+    assert info.value.compiler == "fake" and str(info.value).startswith("fake failed:")
 
 
 def test_single_kernel_runs_without_waiting_for_a_full_batch() -> None:

@@ -207,6 +207,29 @@ def test_compile_cache_off(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not (tmp_path / "compile").exists()
 
 
+class StrCompiler(Compiler):
+    """A newcomer's slip: returns the source text instead of bytes."""
+
+    def compile(self, src: str) -> bytes:
+        return src  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("cache_key", ["str-backend 1.0", None])
+def test_compiler_returning_str_is_named_where_it_returns(
+    cache_key: str | None, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    compiler = StrCompiler(cache_key)
+    # with a cache key it used to fail inside the disk cache ("Strings must be encoded before hashing"), without one
+    # in the runtime; now at the return, naming the compiler class and what to return
+    expected = r"test_device\.StrCompiler\.compile\(\) returned str, not bytes: .* \(for text, return its \.encode\(\)"
+    with pytest.raises(TypeError, match=expected):
+        compiler.compile_cached("int main;")
+    with pytest.raises(TypeError, match=r"StrCompiler\.compile_batch\(\) returned str, not bytes"):
+        compiler.compile_cached_batch(["int a;", "int b;"])
+    assert not (tmp_path / "compile").exists() or not any((tmp_path / "compile").iterdir())
+
+
 def test_compile_error_shows_source_and_message() -> None:
     err = CompileError("kernel.c:2:3: error: expected ';'", "void k() {\n  int x\n}", compiler="gcc")
     text = str(err)

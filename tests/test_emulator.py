@@ -289,6 +289,10 @@ class FakeGPU:
         return [
             BackendInfo("FAKEGPU", "1.0", SPEC_VERSION, 0, _no_device, lambda: "no GPU", renderer=FakeGPURenderer),
             BackendInfo("NORENDERER", "1.0", SPEC_VERSION, 0, _no_device, lambda: "no GPU"),
+            # available, but open fails (a driver error): EMULATE can't get a renderer either way
+            BackendInfo("OPENFAILS", "1.0", SPEC_VERSION, 0, _no_device, lambda: None),
+            # a renderer= that builds something else
+            BackendInfo("BADRENDERER", "1.0", SPEC_VERSION, 0, _no_device, lambda: None, renderer=lambda: 42),
         ]
 
 
@@ -318,6 +322,20 @@ def test_emulate_errors(fake_gpu: None) -> None:
         DeviceError, match="cannot be opened here \\(no GPU\\) and does not provide BackendInfo.renderer"
     ):
         open_emulator("EMULATOR:9", emulate="NORENDERER")
+    renderer_hint = (
+        "give its BackendInfo a renderer= \\(a function that builds the renderer without opening a device\\)"
+    )
+    with pytest.raises(DeviceError, match="does not provide BackendInfo.renderer.*; " + renderer_hint):
+        open_emulator("EMULATOR:9", emulate="NORENDERER")
+    with pytest.raises(
+        DeviceError, match="(?s)EMULATE=OPENFAILS: backend OPENFAILS .* failed to open.*" + renderer_hint
+    ):
+        open_emulator("EMULATOR:9", emulate="OPENFAILS")
+    # (it was AttributeError: 'int' object has no attribute 'caps')
+    with pytest.raises(
+        DeviceError, match="BackendInfo.renderer of BADRENDERER .* returned int, not a renderer with caps"
+    ):
+        open_emulator("EMULATOR:9", emulate="BADRENDERER")
 
 
 def test_emulate_a_gpu_runs_gpu_style_programs(fake_gpu: None) -> None:

@@ -577,3 +577,97 @@ def test_open_raising_system_exit_is_a_device_error() -> None:
             Device["EXITOPEN"]
     finally:
         get_manager().unregister("exit-open-test")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# newcomers' slips: each gets a message that says what to change
+
+
+class TwiceTheSameName:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [_info("TWICE"), _info("TWICE")]
+
+
+class ClaimsTwin:
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [_info("TWIN")]
+
+
+def test_one_plugin_returning_a_name_twice_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("UOPKIT_BACKEND_TWICE", raising=False)
+    manager = BackendManager(builtins=[], entry_points=[])
+    manager.register(TwiceTheSameName(), name="twice", distribution="uopkit-twice")
+    status = manager.backends()["TWICE"]
+    assert not status.usable and status.plugin == "uopkit-twice"
+    assert status.reason == "uopkit_backends() returned TWICE 2 times; return one BackendInfo per device name"
+
+
+def test_two_entry_points_of_one_distribution_claiming_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    # not "claimed by 2 distributions: uopkit-twin, uopkit-twin", whose advice (UOPKIT_BACKEND_TWIN) can't settle it
+    monkeypatch.setenv("UOPKIT_BACKEND_TWIN", "uopkit-twin")
+    manager = BackendManager(builtins=[], entry_points=[])
+    manager.register(ClaimsTwin(), name="twin", distribution="uopkit-twin")
+    manager.register(ClaimsTwin(), name="twin2", distribution="uopkit_Twin")
+    status = manager.backends()["TWIN"]
+    assert not status.usable and status.reason is not None
+    assert "device name TWIN is claimed 2 times by uopkit-twin (by several of its entry points" in status.reason
+    assert "distributions" not in status.reason
+
+
+HOOKLESS_MODULES = {
+    # module source: what `uopkit devices` and DEVICE=<name> must say
+    "uopkit_undecorated": (
+        "from uopkit.plugin import BackendInfo\n\ndef uopkit_backends():\n    return []\n",
+        "uopkit_undecorated.uopkit_backends is not marked @hookimpl, so it was never called; decorate it with "
+        "`@hookimpl` (from uopkit.plugin import hookimpl)",
+    ),
+    "uopkit_empty": (
+        "X = 1\n",
+        "uopkit_empty has no @hookimpl function; it must define `@hookimpl def uopkit_backends()`",
+    ),
+}
+
+
+@pytest.mark.parametrize("module", list(HOOKLESS_MODULES))
+def test_entry_point_without_hookimpl_is_reported(module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from uopkit.device import DeviceError
+    from uopkit.plugin.manager import set_manager
+
+    source, reason = HOOKLESS_MODULES[module]
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = module.removeprefix("uopkit_")
+    entry_points = [EntryPoint(name=name, value=module, group="uopkit")]
+    # listed (it used to vanish from `uopkit devices`), with the reason
+    listed = BackendManager(builtins=[], entry_points=entry_points).backends()[name.upper()]
+    assert not listed.usable and listed.info is None and listed.reason == reason
+    # asked for by name: the reason, not "unknown device"
+    old = set_manager(BackendManager(builtins=[], entry_points=entry_points))
+    try:
+        with pytest.raises(DeviceError) as info:
+            Device._usable_status(name.upper())
+    finally:
+        set_manager(old)
+    assert "unknown device" not in str(info.value) and reason in str(info.value)
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_empty_availability_reason_gets_a_placeholder(empty: str) -> None:
+    manager = BackendManager(builtins=[], entry_points=[])
+    manager.register(_Available(empty), name="blank", distribution="uopkit-blank")
+    status = manager.backends()["BLANK"]
+    assert not status.usable
+    assert status.status_text == (
+        f"unusable: (no reason given: availability() returned {empty!r}; it returns None when the backend can run)"
+    )
+
+
+class _Available:
+    def __init__(self, reason: str | None) -> None:
+        self.reason = reason
+
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [_info("BLANK", availability=lambda: self.reason)]

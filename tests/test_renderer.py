@@ -168,3 +168,24 @@ def test_a_c_like_backend_adds_rules_in_front():
     uops = list(p.uops)
     assert Traced().render(p.name, uops) == ClangRenderer().render(p.name, uops)
     assert "/* barrier */" in Traced().render("k", [UOp(Ops.BARRIER, dtypes.void, ())])
+
+
+def test_missing_pieces_say_what_to_add():
+    """A C-like renderer's gaps name the piece to write: render_special for GPU ids, a type_map entry for a dtype."""
+    import pytest
+
+    from uopkit.renderer import RendererCaps
+    from uopkit.renderer.cstyle import CStyleRenderer, RenderError
+    from uopkit.testing.programs import global_buf, idx, program, store
+
+    class GpuWithoutIds(CStyleRenderer):
+        caps = RendererCaps(has_local=True, local_max=(8, 8, 8))
+
+    out = global_buf(0, dtypes.float32, 4)
+    gid = UOp(Ops.SPECIAL, dtypes.index, (idx(4),), "gidx0")
+    with pytest.raises(RenderError, match=r"no GPU ids \(gidx0\).* overrides render_special\(u\)"):
+        GpuWithoutIds().render("k", program(store(out, gid, UOp.const(dtypes.float32, 1.0))))
+    half = global_buf(0, dtypes.bfloat16, 1)
+    # the dtype as it is written in code (its C name, __bf16, is no attribute of dtypes)
+    with pytest.raises(RenderError, match=r"has no type for dtypes\.bfloat16: add it to type_map"):
+        CStyleRenderer().render("k", program(store(half, 0, UOp.const(dtypes.bfloat16, 1.0))))

@@ -123,3 +123,16 @@ def test_buf_uop_and_size_through_views():
     assert view.shape == (2, 2) and view.size == 4
     assert view.buf_uop is buf and view.buf_uop.size == 12
     assert view.base is buf
+
+
+def test_exec_alu_trunc_is_c_trunc():
+    """TRUNC on floats is C's trunc: inf and NaN stay, and a zero result keeps the sign (the conformance suite's
+    reference: it checks TRUNC(-0.5) is -0.0 on every backend)."""
+    import math
+
+    from uopkit.uop.ops import exec_alu
+
+    got = [exec_alu(Ops.TRUNC, dtypes.float32, [x]) for x in (-0.5, 0.5, -2.5, math.inf, -math.inf)]
+    assert got == [0.0, 0.0, -2.0, math.inf, -math.inf] and [math.copysign(1, g) for g in got[:2]] == [-1, 1]
+    assert math.isnan(exec_alu(Ops.TRUNC, dtypes.float64, [math.nan]))
+    assert exec_alu(Ops.TRUNC, dtypes.int32, [-7]) == -7

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.resources
 import importlib.resources.abc
+import importlib.util
 import pathlib
 import re
 import sys
@@ -46,6 +48,35 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 BACKEND_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
+# the backends that ship with uopkit: the core's built-in EMULATOR and the plugins in plugins/<name> (distribution
+# uopkit-<name>, package uopkit_<name>), whether installed here or not
+BUILTIN_BACKEND_NAMES: tuple[str, ...] = ("EMULATOR",)
+IN_TREE_PLUGINS: tuple[str, ...] = ("CPU", "CUDA", "OPENCL", "TRITON")
+
+
+def name_collision(name: str) -> str | None:
+    """Why a new backend called `name` (upper case) would replace or shadow an existing one, or None: an in-tree
+    backend's name, or an installed distribution, entry point or import package its scaffold would reuse."""
+    lower = name.lower()
+    dist, package = f"uopkit-{lower.replace('_', '-')}", f"uopkit_{lower}"
+    if name in BUILTIN_BACKEND_NAMES:
+        return f"{name} is uopkit's built-in backend"
+    if name in IN_TREE_PLUGINS:
+        return f"{name} is the device of uopkit's own plugin {dist} (plugins/{lower}); yours would replace it"
+    try:
+        found = importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        found = None
+    if found is not None:
+        return f"the distribution {dist} {found.version} is installed; installing yours would replace it"
+    for ep in importlib.metadata.entry_points(group="uopkit"):
+        if ep.name.lower() == lower:
+            owner = ep.dist.name if ep.dist is not None else "an installed distribution"
+            return f"{owner} already has the uopkit entry point {ep.name} = {ep.value!r}"
+    if importlib.util.find_spec(package) is not None:
+        return f"a module {package} is already importable here; yours would shadow it or be shadowed"
+    return None
+
 
 def compatible_core(version: str) -> str:
     """The requirement on the core a new backend declares: the running core's minor series, ``uopkit>=0.1,<0.2`` for
@@ -60,10 +91,17 @@ def compatible_core(version: str) -> str:
 def new_backend(name: str, folder: pathlib.Path) -> list[pathlib.Path]:
     """Write a complete, installable backend package for device `name` into `folder`; returns the files written.
 
-    Raises ValueError for a name that is not an identifier or a folder that exists and is not empty."""
+    Raises ValueError for a name that is not an identifier or collides with an existing backend (`name_collision`), or
+    a folder that exists and is not empty."""
     name = name.upper()
     if not BACKEND_NAME.match(name):
         raise ValueError(f"backend name {name!r} must be a letter followed by letters, digits or _ (e.g. MYDEV)")
+    collision = name_collision(name)
+    if collision is not None:
+        raise ValueError(
+            f"backend name {name} is taken: {collision}. Choose another name (or, for an earlier scaffold of "
+            f"yours, pip uninstall it first)"
+        )
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ValueError(f"{folder} already exists and is not an empty folder; choose a new one")
     from uopkit import __version__
@@ -112,8 +150,10 @@ def cmd_new_backend(args: argparse.Namespace) -> int:
     name = args.name.upper()
     for path in written:
         print(f"wrote {path}")
+    # the [test] extra brings pytest; `python -m pytest` is this environment's pytest, not another one on PATH
     print(
-        f"\nnext:\n  pip install -e {folder}\n  uopkit devices\n  pytest --pyargs uopkit.testing --uopkit-device={name}"
+        f'\nnext:\n  pip install -e "{folder}[test]"\n  uopkit devices\n'
+        f"  python -m pytest --pyargs uopkit.testing --uopkit-device={name}"
     )
     return 0
 

@@ -51,6 +51,9 @@ class Allocator:
         self._free(opaque, size)
 
     def _alloc(self, size: int) -> Any:
+        """Return a handle to at least `size` bytes of device memory. `size` is in bytes and at least 1: a buffer of
+        0 elements gets 1 byte, so a handle's size need not be a multiple of its element size. Less than `size` is
+        memory the kernels and `copyin` overrun (the conformance suite's `test_allocator.py` checks it)."""
         raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
 
     def _free(self, opaque: Any, size: int) -> None:
@@ -69,7 +72,11 @@ class Allocator:
     supports_transfer: bool = False
 
     def transfer(self, dest: Any, src: Any, size: int, src_device: Compiled, dest_device: Compiled) -> None:
-        """Copy `size` bytes from `src` (on `src_device`) to `dest` (on `dest_device`, which owns this allocator)."""
+        """Copy `size` bytes from `src` (on `src_device`) to `dest` (on `dest_device`, which owns this allocator).
+
+        Called by `Buffer.copy_from` only when this class sets ``supports_transfer = True``, the two devices differ and
+        `src_device`'s allocator is of this same class (after ``src_device.synchronize()``); every other copy goes
+        through the host (`copyout`, then `copyin`)."""
         raise NotImplementedError(f"{type(self).__name__} cannot transfer between devices")
 
 
@@ -183,13 +190,26 @@ class Compiler:
         process: driver, startup, assembler, linker) overrides it to build them together."""
         return [self.compile(src) for src in srcs]
 
+    def _returned(self, libs: list[bytes], what: str) -> list[bytes]:
+        """`libs` as `what` returned them, after checking each is bytes: a str or a path here would otherwise fail far
+        away (hashing for the disk cache, loading in the runtime), without naming the backend."""
+        for lib in libs:
+            if not isinstance(lib, bytes):
+                backend = f"{type(self).__module__}.{type(self).__qualname__}"
+                hint = " (for text, return its .encode())" if isinstance(lib, str) else ""
+                raise TypeError(
+                    f"{backend}.{what} returned {type(lib).__name__}, not bytes: a Compiler returns the bytes its "
+                    f"runtime loads{hint}"
+                )
+        return libs
+
     def compile_cached_batch(self, srcs: list[str | bytes]) -> list[bytes]:
         """`compile_cached` for several kernels: the disk cache's misses go to one `compile_batch` call, and each
         distinct output is checked once before it is cached (under every source it serves)."""
         if len(srcs) < 2:
             return [self.compile_cached(src) for src in srcs]
         if self.cache_key is None or CACHELEVEL.value == 0:
-            return self.compile_batch(srcs)
+            return self._returned(self.compile_batch(srcs), "compile_batch()")
         keys = [self._cache_entry_key(src) for src in srcs]
         out: list[bytes | None] = []
         for key in keys:
@@ -199,7 +219,7 @@ class Compiler:
         misses = [i for i, lib in enumerate(out) if lib is None]
         if misses:
             compile_cache_stats.misses += len(misses)
-            libs = self.compile_batch([srcs[i] for i in misses])
+            libs = self._returned(self.compile_batch([srcs[i] for i in misses]), "compile_batch()")
             checked: set[int] = set()
             for i, lib in zip(misses, libs, strict=True):
                 if id(lib) not in checked:
@@ -225,14 +245,14 @@ class Compiler:
         A cache entry is verified (key and content digest) before it is returned; a corrupt one is a miss, and the
         fresh result overwrites it."""
         if self.cache_key is None or CACHELEVEL.value == 0:
-            return self.compile(src)
+            return self._returned([self.compile(src)], "compile()")[0]
         key = self._cache_entry_key(src)
         cached = diskcache.get("compile", key)
         if cached is not None:
             compile_cache_stats.hits += 1
             return cached
         compile_cache_stats.misses += 1
-        lib = self.compile(src)
+        lib = self._returned([self.compile(src)], "compile()")[0]
         try:
             self.check(lib)
         except CompileError as e:

@@ -32,7 +32,8 @@ class DType:
         return _scalar_named, (self.name,)
 
     def __repr__(self) -> str:
-        return f"dtypes.{self.name}"
+        # as written in code: dtypes.bfloat16, not its C name __bf16 (no such attribute)
+        return f"dtypes.{_REPR_NAMES.get(self.name, self.name)}"
 
     def __lt__(self, other: DType) -> bool:
         return (self.priority, self.itemsize, self.name, self.count) < (
@@ -109,6 +110,8 @@ class PtrDType(DType):
 
 
 _SCALARS: dict[str, DType] = {}
+# scalar names that aren't attributes of `dtypes`
+_REPR_NAMES = {"__bf16": "bfloat16"}
 
 
 def _scalar(priority: int, itemsize: int, name: str, fmt: str | None) -> DType:

@@ -287,14 +287,25 @@ def _target_renderer(name: str) -> Renderer:
     if status is None:
         known = ", ".join(sorted(statuses))
         raise DeviceError(f"EMULATE={name}: no installed backend is called {canonical}; installed: {known}")
+    hint = "give its BackendInfo a renderer= (a function that builds the renderer without opening a device)"
     if status.info is not None and status.info.renderer is not None:
-        return status.info.renderer()
+        renderer = status.info.renderer()
+        if not isinstance(getattr(renderer, "caps", None), RendererCaps):
+            raise DeviceError(
+                f"EMULATE={name}: BackendInfo.renderer of {canonical} ({status.plugin}) returned "
+                f"{type(renderer).__name__}, not a renderer with caps (a uopkit.renderer.Renderer): it must build "
+                "and return the backend's renderer"
+            )
+        return renderer
     if not status.usable:
         raise DeviceError(
             f"EMULATE={name}: backend {canonical} cannot be opened here ({status.reason}) and does not provide "
-            "BackendInfo.renderer, so its renderer settings are unknown"
+            f"BackendInfo.renderer, so its renderer settings are unknown; {hint}"
         )
-    return Device[canonical].renderer
+    try:
+        return Device[canonical].renderer
+    except DeviceError as e:
+        raise DeviceError(f"EMULATE={name}: {e}\n(EMULATE takes the renderer of the opened device; {hint})") from e
 
 
 def open_emulator(device: str, emulate: str | None = None) -> Compiled:

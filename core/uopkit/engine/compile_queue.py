@@ -51,7 +51,9 @@ def _builds_batches(dev: Compiled) -> bool:
 
 
 def _fail(job: _Job, e: CompileError) -> None:
-    job.future.set_exception(CompileError(f"kernel {job.name} failed to compile on {job.device}: {e.message}", job.src))
+    job.future.set_exception(
+        CompileError(f"kernel {job.name} failed to compile on {job.device}: {e.message}", job.src, compiler=e.compiler)
+    )
 
 
 class CompileQueue:

@@ -130,7 +130,9 @@ def _compile(spec: ProgramSpec, dev: Compiled, device: str) -> tuple[bytes, floa
     try:
         lib = dev.compiler.compile_cached(spec.src)
     except CompileError as e:
-        raise CompileError(f"kernel {spec.name} failed to compile on {device}: {e.message}", spec.src) from None
+        raise CompileError(
+            f"kernel {spec.name} failed to compile on {device}: {e.message}", spec.src, compiler=e.compiler
+        ) from None
     return lib, time.perf_counter() - st
 
 

@@ -13,10 +13,14 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
 :class:`uopkit.device.Compiled` made of:
 
 - a renderer (:class:`uopkit.renderer.Renderer`, usually a ``CStyleRenderer`` subclass): ``render(name, uops)``
-  turns a linear program (``uopkit.uop.spec.spec_program``: each op's arg and sources, the index dtype int32, the
+  turns a linear program (``uopkit.uop.spec.spec_program``: each op's arg and sources, the index dtype, the
   ordering guarantee and the semantics to match are listed in docs/writing-a-backend.md, "What a renderer
-  receives") into source. Its ``caps`` (:class:`uopkit.renderer.RendererCaps`, one frozen object) are the backend's
-  capabilities, read by the optimizer and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
+  receives") into source. Index arithmetic is in ``dtypes.index``: int32, or int64 (since spec version 2) in a
+  kernel whose buffers, views or loops can pass 2**31 elements, one index dtype per program; DEFINE_VAR values are
+  passed as int32 either way. `name` is any C identifier the core picks (``E_4``, ``r_3_5``, ``casts``, ``bitcast``):
+  the kernel's own name must not clash with the names of the helpers a renderer emits or runs it with. Its ``caps``
+  (:class:`uopkit.renderer.RendererCaps`, one frozen object) are the backend's capabilities, read by the optimizer
+  and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
   ``local_max``/``workgroup_max``/``subgroup_width``/``shared_max``/``global_max`` (GPU-style launch and local
   memory), ``has_threads``, ``max_vector_width``/``vector_ops``/``vector_casts``/``vector_align`` (the alignment
   vector accesses need: the core then proves each one aligned, and the allocator's buffers must be aligned so),
@@ -27,10 +31,14 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   the kind in its RANGE's arg (``"loop"``, ``"thread"``, ``"sum"``, ``"max"``), read back by
   ``uopkit.renderer.loops.loop_roles(uops)``;
 - a compiler (:class:`uopkit.device.Compiler`): ``compile(src) -> bytes`` where ``src`` is exactly what ``render``
-  returned (``str`` source, or ``bytes`` when the renderer emits a binary form), raising ``CompileError(message, src)``;
+  returned (``str`` source, or ``bytes`` when the renderer emits a binary form), raising ``CompileError(message, src)``
+  (anything but ``bytes`` returned is a ``TypeError`` naming the compiler);
   its ``cache_key`` (backend version, compiler version and flags, target) keys the core's disk cache;
-- an allocator (:class:`uopkit.device.Allocator`, usually an ``LRUAllocator``): ``_alloc``/``_free``/``copyin``/
-  ``copyout``, optionally ``transfer`` between two devices of the backend;
+- an allocator (:class:`uopkit.device.Allocator`, usually an ``LRUAllocator``): ``_alloc(size)`` returns a handle to
+  at least `size` bytes (``size >= 1``: a buffer of 0 elements is allocated as 1 byte, so a handle's size need not
+  be a multiple of an element's), ``_free``/``copyin``/``copyout``, optionally ``transfer(dest, src, size,
+  src_device, dest_device)`` between two devices of the backend, called only when the class sets
+  ``supports_transfer = True`` and both devices' allocators are of the same class;
 - a runtime: ``runtime(name, lib)`` returns a :class:`uopkit.device.Program`, called as
   ``prg(*bufs, global_size=..., local_size=..., vals=..., wait=...)``.
 
@@ -40,7 +48,7 @@ a list of well-formed ``BackendInfo``, a ``spec_version`` other than ``uopkit.uo
 ``availability()`` that returns a reason (or raises) makes that backend unusable with the reason shown by
 ``uopkit devices``, and leaves every other backend and ``import uopkit`` working. Asking for such a device by name
 (``DEVICE=NAME``) raises ``DeviceError`` with the reason; an unknown name lists the installed backends. Programs
-are checked against the spec (``SPEC=1``) before a renderer sees them. ``pytest --pyargs uopkit.testing
+are checked against the spec (``SPEC=1``) before a renderer sees them. ``python -m pytest --pyargs uopkit.testing
 --uopkit-device=NAME`` checks the rest. See docs/writing-a-backend.md.
 """
 
@@ -80,11 +88,13 @@ class BackendInfo:
         version: the backend's version string (usually its distribution's version).
         spec_version: the UOp spec version (``uopkit.uop.spec.SPEC_VERSION``) the backend was written for.
             Write it as a literal: it states what the plugin targets, the core refuses a mismatch.
-        priority: higher is preferred when no ``DEVICE`` is set; the usable backend with the highest wins.
+        priority: higher is preferred when no ``DEVICE`` is set; the usable backend with the highest wins. In tree:
+            CUDA 20, CPU 10, OPENCL 5, TRITON 1, EMULATOR -1000; a new or slow backend stays below CPU's 10 (0).
         open: ``open(device)`` builds the device object (a :class:`uopkit.device.Compiled`). It is called lazily,
             at most once per device string, with the full canonical string (``"CPU"``, ``"CPU:1"``).
         availability: ``availability()`` returns None when the backend can run on this machine, else a short
-            human reason why not (``"no C compiler found"``). It must be cheap and must not initialise the device.
+            human reason why not (``"no C compiler found"``; an empty string still means unusable, shown as "no
+            reason given"). It must be cheap and must not initialise the device.
         description: one line shown by ``uopkit devices -v``.
         renderer: optional ``renderer()`` that builds the backend's renderer without opening a device (no driver
             needed). The reference emulator uses it for ``EMULATE=NAME``, to run NAME's programs on any machine.

@@ -170,6 +170,11 @@ class BackendManager:
             if plugin_name is None:
                 # pluggy returns None for blocked names
                 return None
+            if not self.pm.get_hookcallers(plugin):
+                # imported, but nothing in it is a hook: without this it would vanish from every listing
+                self.pm.unregister(plugin)
+                self._record_failure(label, distribution or label, _no_hook_reason(plugin))
+                return None
             self._distributions[plugin_name] = distribution or plugin_name
             return plugin_name
 
@@ -375,7 +380,15 @@ def _resolve_claims(name: str, claimants: list[BackendStatus]) -> list[tuple[str
     under ``"NAME (distribution)"``, unusable."""
     variable = f"UOPKIT_BACKEND_{name}"
     chosen = os.environ.get(variable, "").strip()
-    dists = ", ".join(c.plugin for c in claimants)
+    dists = ", ".join(dict.fromkeys(c.plugin for c in claimants))
+    distinct = {canonical_distribution(c.plugin) for c in claimants}
+    if len(claimants) > 1 and len(distinct) == 1:
+        # several entry points of one distribution: choosing a distribution can't settle it, the package must
+        reason = (
+            f"device name {name} is claimed {len(claimants)} times by {claimants[0].plugin} (by several of its "
+            "entry points in the group 'uopkit'); a distribution provides each device name once"
+        )
+        return _unusable_claims(name, claimants, reason)
     if chosen:
         picked = [c for c in claimants if canonical_distribution(c.plugin) == canonical_distribution(chosen)]
         if picked:
@@ -390,7 +403,7 @@ def _resolve_claims(name: str, claimants: list[BackendStatus]) -> list[tuple[str
     if len(claimants) == 1:
         return [(name, claimants[0])]
     reason = (
-        f"device name {name} is claimed by {len(claimants)} distributions: {dists}; choose one with "
+        f"device name {name} is claimed by {len(distinct)} distributions: {dists}; choose one with "
         f"{variable}=<distribution>"
     )
     return _unusable_claims(name, claimants, reason)
@@ -402,6 +415,17 @@ def _unusable_claims(name: str, claimants: list[BackendStatus], reason: str) -> 
         key = name if i == 0 else f"{name} ({c.plugin})"
         out.append((key, dataclasses.replace(c, usable=False, reason=reason, conflict=True, checked=True)))
     return out
+
+
+def _no_hook_reason(plugin: object) -> str:
+    """Why a plugin that registered no hook is unusable: usually `uopkit_backends` without ``@hookimpl``."""
+    where = getattr(plugin, "__name__", None) or type(plugin).__name__
+    if callable(getattr(plugin, "uopkit_backends", None)):
+        return (
+            f"{where}.uopkit_backends is not marked @hookimpl, so it was never called; decorate it with "
+            "`@hookimpl` (from uopkit.plugin import hookimpl)"
+        )
+    return f"{where} has no @hookimpl function; it must define `@hookimpl def uopkit_backends()`"
 
 
 def _failure_text(e: PluginFailed, target: str) -> str:
@@ -432,6 +456,9 @@ def _availability_of(info: BackendInfo) -> str | None:
         why_not = str(e)
     if why_not is not None and not isinstance(why_not, str):
         why_not = f"availability() returned {type(why_not).__name__}, expected str or None"
+    elif why_not is not None and not why_not.strip():
+        # a reason, but an empty one: still unusable (only None means usable), said so rather than shown blank
+        why_not = f"(no reason given: availability() returned {why_not!r}; it returns None when the backend can run)"
     return why_not
 
 
@@ -457,6 +484,11 @@ def _check_result(result: Any) -> str | None:
             return f"{item.name}: open and availability must be callable"
         if item.renderer is not None and not callable(item.renderer):
             return f"{item.name}: renderer must be None or callable"
+    names = [item.name for item in result]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        counts = ", ".join(f"{n} {names.count(n)} times" for n in repeated)
+        return f"{counts}; return one BackendInfo per device name"
     return None
 
 

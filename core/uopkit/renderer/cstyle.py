@@ -99,7 +99,9 @@ class CStyleRenderer(Renderer):
         if dt.count > 1:
             return self.render_vector_type(dt)
         if dt not in self.type_map:
-            raise RenderError(f"{type(self).__name__} has no type for {dt}")
+            raise RenderError(
+                f"{type(self).__name__} has no type for {dt}: add it to type_map (or drop it from supported_dtypes)"
+            )
         return self.type_map[dt]
 
     def render_const(self, x: object, dt: DType) -> str:
@@ -235,7 +237,10 @@ class CStyleRenderer(Renderer):
 
     def render_special(self, u: UOp) -> str:
         """The expression for a GPU id (`special_name`: gidxN work-group id, lidxN id inside the work-group)."""
-        raise RenderError(f"{type(self).__name__} has no GPU ids ({u.arg}); it can't run work-group kernels")
+        raise RenderError(
+            f"{type(self).__name__} has no GPU ids ({u.arg}); it can't run work-group kernels: a renderer with "
+            "caps.has_local overrides render_special(u) to give gidx<d>/lidx<d> as the device's ids"
+        )
 
     def render_local(self, name: str, dt: DType, size: int) -> str:
         raise RenderError(f"{type(self).__name__} has no local memory")

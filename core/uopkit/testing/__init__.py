@@ -1,6 +1,6 @@
 """Tools for people who write backends: the conformance suite every backend runs with one command::
 
-    pytest --pyargs uopkit.testing --uopkit-device=NAME
+    python -m pytest --pyargs uopkit.testing --uopkit-device=NAME
 
 and hand-built programs to run on a device (`uopkit.testing.programs`). The reference emulator, the built-in
 EMULATOR backend, is `uopkit.emulator`; `uopkit.testing.emulator` is kept as an alias of it.

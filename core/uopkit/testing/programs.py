@@ -19,6 +19,9 @@ from uopkit.renderer import TensorCore, TileLayout
 from uopkit.uop.ops import Ops, UOp
 from uopkit.uop.spec import verify_program
 
+# every power-of-two vector width a backend may claim as caps.max_vector_width (the CPU plugin claims 16 with AVX-512)
+VECTOR_WIDTHS = [2, 4, 8, 16]
+
 
 def idx(v: int) -> UOp:
     return UOp.const(dtypes.index, v)
@@ -92,18 +95,27 @@ def run_program(
     vals: tuple[int, ...] = (),
     feature: str | None = None,
     name: str = "conformance",
+    claimed: str | None = None,
 ) -> list[np.ndarray]:
     """Render, compile (through the disk cache), load and run `uops` on `device` with one buffer per array (in
     DEFINE_GLOBAL order); returns every buffer's contents afterwards, shaped like its array.
 
     When `feature` names an optional part of the spec (vectors, locals, WMMA) and the renderer raises
-    NotImplementedError for it, the test is skipped with the renderer's message instead of failing."""
+    NotImplementedError for it, the test is skipped with the renderer's message, unless `claimed` names the caps
+    field by which the device claims that feature (``"caps.max_vector_width=8"``): the core sends a claimed feature's
+    programs, so then the test fails, naming the claim."""
     dev = Device[device]
     try:
         src = dev.renderer.render(name, list(uops))
     except NotImplementedError as e:
         if feature is None:
             raise
+        if claimed is not None:
+            pytest.fail(
+                f"{device} claims {feature} ({claimed}) but its renderer raised NotImplementedError: {e}\n"
+                "the core sends programs with every claimed feature: render it, or drop the claim until it does",
+                pytrace=False,
+            )
         pytest.skip(f"{device} does not render {feature}: {e}")
     lib = dev.compiler.compile_cached(src)
     prg = dev.runtime(name, lib)

@@ -3,7 +3,7 @@
 Registered by the core's ``pytest11`` entry point, so it is active in every pytest run where uopkit is installed;
 it only adds an option, a header line and fixtures. Run the suite against a backend with::
 
-    pytest --pyargs uopkit.testing --uopkit-device=NAME
+    python -m pytest --pyargs uopkit.testing --uopkit-device=NAME
 """
 
 from __future__ import annotations

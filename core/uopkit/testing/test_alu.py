@@ -100,6 +100,10 @@ def inputs(dt: DType, op: Ops, rng: np.random.Generator) -> list[np.ndarray]:
         Ops.LOG2: [0.0, np.inf, 1.0],
         Ops.EXP2: [-np.inf, 0.0, 10.0],
         Ops.FDIV: [1.0, 0.0, -2.0],
+        # the sign of a zero result (checked for SIGNED_ZERO_OPS)
+        Ops.TRUNC: [-0.5, 0.5, -0.0, -2.5, np.inf, -np.inf, np.nan],
+        Ops.NEG: [0.0, -0.0, np.inf],
+        Ops.SUB: [-0.0, 0.0, 1.0],
     }.get(op, [])
     base[: len(specials)] = specials
     if op is Ops.WHERE:
@@ -130,6 +134,16 @@ def reference(op: Ops, dt: DType, args: list[np.ndarray]) -> np.ndarray:
             continue
         out.append(exec_alu(op, out_dt, list(values)))
     return np.array(out, dtype=to_numpy_dtype(out_dt))
+
+
+# ops whose zero results must keep IEEE's sign (TRUNC(-0.5) is -0.0, -(0.0) is -0.0): assert_allclose takes -0.0 for 0.0
+SIGNED_ZERO_OPS = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.TRUNC, Ops.FDIV, Ops.RECIP)
+
+
+def signed_zeros_differ(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """Positions where `expected` is a zero and `got` is the zero of the other sign."""
+    zero = (expected == 0) & (got == 0)
+    return np.flatnonzero(zero & (np.signbit(got) != np.signbit(expected)))
 
 
 def tolerance(op: Ops, dt: DType) -> tuple[float, float]:
@@ -176,6 +190,8 @@ def test_alu_ops(uopkit_device: str, dtype_name: str) -> None:
             if dtypes.is_float(dt) and expected.dtype != np.bool_:
                 rtol, atol = tolerance(op, dt)
                 np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+                flipped = signed_zeros_differ(got, expected) if op in SIGNED_ZERO_OPS else []
+                assert not len(flipped), f"zeros of the wrong sign at {flipped.tolist()}: {got[flipped].tolist()}"
             else:
                 np.testing.assert_array_equal(got, expected)
         except AssertionError as e:

@@ -10,6 +10,7 @@ from uopkit.device import Device
 from uopkit.dtype import dtypes, to_numpy_dtype
 from uopkit.renderer.tensor_cores import validate_for_renderer
 from uopkit.testing.programs import (
+    VECTOR_WIDTHS,
     chain,
     end,
     global_buf,
@@ -103,7 +104,7 @@ def test_nested_loops_odd_shape(uopkit_device: str) -> None:
     np.testing.assert_array_equal(got.reshape(cols, rows), data.T)
 
 
-@pytest.mark.parametrize("width", [2, 4, 8])
+@pytest.mark.parametrize("width", VECTOR_WIDTHS)
 def test_vectors(uopkit_device: str, width: int) -> None:
     """Vector LOAD/STORE of `width` consecutive elements, vector ALU, GEP and VECTORIZE."""
     renderer = Device[uopkit_device].renderer
@@ -121,7 +122,13 @@ def test_vectors(uopkit_device: str, width: int) -> None:
     )
     uops = program(end(store(out, i * width, reversed_vec), i))
     data = np.arange(n, dtype=np.float32)
-    got = run_program(uopkit_device, uops, [np.zeros(n, np.float32), data], feature=f"vectors of {width}")[0]
+    got = run_program(
+        uopkit_device,
+        uops,
+        [np.zeros(n, np.float32), data],
+        feature=f"vectors of {width}",
+        claimed=f"caps.max_vector_width={renderer.max_vector_width}",
+    )[0]
     np.testing.assert_array_equal(got, (data * 2).reshape(-1, width)[:, ::-1].reshape(-1))
 
 
@@ -140,7 +147,13 @@ def test_locals_and_barrier(uopkit_device: str) -> None:
     back = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, shared.dtype, (shared, (threads - 1) - lane)), barrier))
     uops = program(store(out, g * threads + lane, back))
     data = np.arange(groups * threads, dtype=np.float32)
-    got = run_program(uopkit_device, uops, [np.zeros_like(data), data], feature="locals and barriers")[0]
+    got = run_program(
+        uopkit_device,
+        uops,
+        [np.zeros_like(data), data],
+        feature="locals and barriers",
+        claimed="caps.has_local and caps.has_shared",
+    )[0]
     np.testing.assert_array_equal(got, data.reshape(groups, threads)[:, ::-1].reshape(-1))
 
 
@@ -158,7 +171,9 @@ def test_tensor_cores(uopkit_device: str) -> None:
         a = rng.integers(-3, 4, (m, k)).astype(in_np)
         b = rng.integers(-3, 4, (k, n)).astype(in_np)
         uops = wmma_matmul_program(tc, tiles)
-        got = run_program(uopkit_device, uops, [np.zeros((m, n), out_np), a, b], feature=f"WMMA ({tc.name})")[0]
+        arrays = [np.zeros((m, n), out_np), a, b]
+        feature, claim = f"WMMA ({tc.name})", f"caps.tensor_cores holds {tc.name}"
+        got = run_program(uopkit_device, uops, arrays, feature=feature, claimed=claim)[0]
         # small integers: every product and sum is exact in any dtype, so the result must be too
         np.testing.assert_array_equal(got, (a.astype(np.int64) @ b.astype(np.int64)).astype(out_np), err_msg=str(tc))
 

@@ -139,13 +139,22 @@ def test_compile_cache_hits(uopkit_device: str, tmp_path, monkeypatch: pytest.Mo
 
 
 def test_compile_error_shows_source(uopkit_device: str) -> None:
-    """A compiler fed broken source raises CompileError carrying the source and the compiler's message."""
-    compiler = Device[uopkit_device].compiler
-    broken = "this is not a kernel {"
+    """A compiler fed broken source raises CompileError carrying the source and the compiler's message. The broken
+    source is of the kind the renderer returns (the compiler gets exactly that): text, or bytes for a renderer that
+    emits a binary form, whose CompileError shows its size instead of its lines."""
+    dev = Device[uopkit_device]
+    n = 3
+    out, a = global_buf(0, dtypes.float32, n), global_buf(1, dtypes.float32, n)
+    i = loop(0, n)
+    rendered = dev.renderer.render("probe", program(end(store(out, i, load(a, i)), i)))
+    broken: str | bytes = "this is not a kernel {"
+    if isinstance(rendered, bytes):
+        broken = broken.encode()
     with pytest.raises(CompileError) as info:
-        compiler.compile(broken)
-    assert info.value.src == broken
-    assert "this is not a kernel" in str(info.value) and info.value.message.strip()
+        dev.compiler.compile(broken)
+    assert info.value.src == broken and info.value.message.strip()
+    shown = "this is not a kernel" if isinstance(broken, str) else f"{len(broken)} bytes"
+    assert shown in str(info.value)
 
 
 def test_views_and_loops_past_int32(uopkit_device: str) -> None:

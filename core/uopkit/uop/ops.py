@@ -184,6 +184,13 @@ def _fdiv(a: float, b: float) -> float:
     return a / b
 
 
+def _trunc(x: float) -> float:
+    # C's trunc: inf and NaN are themselves, and a result of zero keeps the sign (trunc(-0.5) is -0.0)
+    if isinstance(x, float):
+        return x if math.isinf(x) or math.isnan(x) else math.copysign(float(math.trunc(x)), x)
+    return math.trunc(x)
+
+
 def _sqrt(x: float) -> float:
     return math.sqrt(x) if x >= 0 else math.nan
 
@@ -195,7 +202,7 @@ python_alu: dict[Ops, Callable[..., Any]] = {
     Ops.SQRT: _sqrt,
     Ops.RECIP: _recip,
     Ops.NEG: operator.neg,
-    Ops.TRUNC: _safe_float(math.trunc),
+    Ops.TRUNC: _trunc,
     Ops.ADD: operator.add,
     Ops.SUB: operator.sub,
     Ops.MUL: operator.mul,

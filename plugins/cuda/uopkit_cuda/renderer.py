@@ -235,6 +235,10 @@ class CUDARenderer(CStyleRenderer):
         if dt.count > 1:
             # vectors are structs: infix ops (the only ones the render loop lets through on vectors) lane by lane
             lanes = [f"({args[0]}.v[{i}]{self.infix[u.op]}{args[1]}.v[{i}])" for i in range(dt.count)]
+            if dt.scalar.itemsize < 4 and dtypes.is_int(dt.scalar):
+                # (C promotes 8- and 16-bit lanes to int: back to the lane type, as the brace init may not narrow)
+                scalar = self.render_dtype(dt.scalar)
+                lanes = [f"({scalar}){lane}" for lane in lanes]
             return self.render_vectorize(dt, lanes)
         if u.op in (Ops.IDIV, Ops.MOD) and dtypes.is_unsigned(dt) and not (u.src[1].op is Ops.CONST and u.src[1].arg):
             # no -1 among unsigned divisors (comparing with it is a warning): only x/0 = x%0 = 0 is special

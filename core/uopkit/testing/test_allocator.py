@@ -1,0 +1,57 @@
+"""Conformance, first of all: the allocator hands out at least the bytes asked for.
+
+An `_alloc(size)` that returns less memory than `size` bytes is silent until something overruns it: a C backend's
+`copyin` or kernel writes past the end into its neighbours, results may still look right, and a later test dies
+with a segmentation fault that names nothing. This file runs before the others (pytest collects it first) and stops
+the suite when the allocator is short, since every later test would overrun it too. A C allocator's overrun may
+crash the interpreter right here instead: a segmentation fault whose trace names this test means the same thing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit.device import Buffer
+from uopkit.dtype import dtypes
+
+# bytes: odd and even, around typical allocator size classes, small enough to stay in a heap (a too small buffer then
+# overlaps its neighbour, which this test sees) rather than in a mapping of its own (overrun: a crash)
+SIZES = [1, 2, 3, 7, 8, 15, 16, 17, 63, 64, 65, 255, 257, 1000, 4096, 4099, 16384 + 5]
+# buffers of each size, allocated one after the other so that neighbours are likely adjacent
+COPIES = 3
+
+# buffers a failed check leaves alive: memory that was overrun may not survive being freed (a C heap's bookkeeping)
+_kept: list[Buffer] = []
+
+
+def test_allocator_hands_out_the_bytes_asked_for(uopkit_device: str) -> None:
+    """All buffers are allocated first, then each is filled completely with bytes of its own, then all are read
+    back: a buffer shorter than its size shows a neighbour's bytes in its tail (or fails to take its bytes)."""
+    rng = np.random.default_rng(11)
+    buffers = [Buffer(uopkit_device, size, dtypes.uint8).allocate() for size in SIZES for _ in range(COPIES)]
+    contents = [rng.integers(0, 256, b.size, dtype=np.uint8) for b in buffers]
+    problems = []
+    for buf, data in zip(buffers, contents, strict=True):
+        try:
+            buf.copyin(memoryview(data))
+        except Exception as e:
+            problems.append(f"copyin of {buf.size} bytes raised {type(e).__name__}: {e}")
+    for buf, data in zip(buffers, contents, strict=True):
+        try:
+            got = buf.numpy()
+        except Exception as e:
+            problems.append(f"copyout of {buf.size} bytes raised {type(e).__name__}: {e}")
+            continue
+        wrong = np.flatnonzero(got != data)
+        if len(wrong):
+            problems.append(f"a {buf.size}-byte buffer read back wrong from byte {wrong[0]} on ({len(wrong)} bytes)")
+    if problems:
+        _kept.extend(buffers)
+        shown = "\n  ".join(problems[:8])
+        pytest.exit(
+            f"{uopkit_device}'s allocator hands out less memory than asked for: Allocator._alloc(size) must return at "
+            f"least `size` bytes (size is in bytes, >= 1). Every later test would overrun it, so the conformance suite "
+            f"stops here.\n  {shown}",
+            returncode=pytest.ExitCode.TESTS_FAILED,
+        )
