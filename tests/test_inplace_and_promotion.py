@@ -676,3 +676,18 @@ def test_reductions_and_shapes_found_by_the_second_sweep():
         Tensor.ones(3).pad((1, 1), mode="typo")
     with pytest.raises(RuntimeError, match="names an axis twice"):
         Tensor.zeros(1, 3).squeeze((0, -2))
+
+
+def test_in_place_on_a_deep_copy_after_its_source_was_read_and_written() -> None:
+    # an EMA copy (copy.deepcopy of a model) updated in place after the model's weight was read by a forward pass and
+    # stepped in place: the copy's write raised IndexError (it followed a history of storage it no longer views)
+    import copy
+
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    e = copy.deepcopy(w)
+    y = w * 2
+    w.sub_(0.1)
+    e.mul_(0.9)
+    np.testing.assert_allclose(e.numpy(), [0.9, 1.8], rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), [0.9, 1.9], rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), [2.0, 4.0], rtol=1e-6)

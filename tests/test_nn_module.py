@@ -305,3 +305,30 @@ def test_a_bare_sequential_trains_from_construction():
     np.testing.assert_allclose(ours[0].running_mean.numpy(), theirs[0].running_mean.numpy(), rtol=1e-6)
     ours.eval(), theirs.eval()
     np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5)
+
+
+def test_a_frozen_weight_stays_a_parameter():
+    # requires_grad_(False) freezes a layer's weight; it is still one of its parameters (an EMA copy's update loops
+    # over them; unfreezing a backbone loops over them), as torch's Parameters stay parameters
+    import copy
+
+    import uopkit
+
+    for convert in (lambda m: m, lambda m: m.double()):
+        model = nn.Linear(2, 2)
+        ema = convert(copy.deepcopy(model))
+        ema.requires_grad_(False)
+        assert len(list(ema.parameters())) == 2 and all(p.requires_grad is False for p in ema.parameters())
+        assert not list(ema.buffers()) and set(ema.state_dict()) == {"weight", "bias"}
+        with uopkit.no_grad():
+            for e, p in zip(ema.parameters(), model.parameters(), strict=True):
+                e.mul_(0.5).add_(p.detach().cast(e.dtype), alpha=0.5)
+        np.testing.assert_allclose(ema.weight.numpy(), model.weight.numpy(), rtol=1e-6)
+        ema.requires_grad_(True)
+        ema(Tensor([[1.0, 1.0]], dtype=ema.weight.dtype)).sum().backward()
+        assert ema.weight.grad is not None and ema.weight.grad.numpy().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    # the built-in layers' running statistics never wanted a gradient: still buffers
+    bn = nn.BatchNorm1d(3)
+    bn.requires_grad_(False)
+    assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]
+    assert {n for n, _ in bn.named_buffers()} >= {"running_mean", "running_var"}

@@ -439,3 +439,21 @@ def test_a_view_that_changes_nothing_is_a_new_tensor() -> None:
 
     for e, g in zip(_values(run(torch)), _values(run(Tensor)), strict=True):
         np.testing.assert_array_equal(g, e)
+
+
+def test_data_is_torchs_detached_view_and_tinygrads_memoryview() -> None:
+    # torch's p.data: the values without autograd, sharing storage (weights_init's `m.weight.data.normal_()`, an EMA's
+    # `ema_p.data.mul_()`); called, tinygrad's data(); `p.data = x` rebinds p's values
+    from uopkit import nn
+
+    p = Tensor([1.0, 2.0], requires_grad=True)
+    assert bytes(p.data()) == np.array([1.0, 2.0], np.float32).tobytes()
+    p.data.mul_(3)
+    np.testing.assert_array_equal(p.numpy(), [3.0, 6.0])
+    lin = nn.Linear(3, 2)
+    lin.weight.data.fill_(0.5)
+    np.testing.assert_array_equal(lin.weight.numpy(), np.full((2, 3), 0.5, np.float32))
+    p.data = Tensor([5.0, 6.0])
+    (p * 2).sum().backward()
+    np.testing.assert_array_equal(p.numpy(), [5.0, 6.0])
+    np.testing.assert_array_equal(p.grad.numpy(), [2.0, 2.0])

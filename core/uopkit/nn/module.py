@@ -135,6 +135,11 @@ def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict)
     return out
 
 
+def _is_parameter(t: Tensor) -> bool:
+    # a Parameter, or a tensor that requires (or once required: a frozen layer's weight) a gradient
+    return isinstance(t, Parameter) or bool(t.requires_grad) or t._wanted_grad
+
+
 def _is_state_tensor(t: Tensor) -> bool:
     # a parameter, or a buffer the built-in layers mark by requires_grad=False; a plain tensor (None) is not state
     return isinstance(t, Parameter) or t.requires_grad is not None
@@ -274,7 +279,7 @@ class Module:
                 inner.append((name, value))
             elif st is not None and name in st.buffers:
                 own.append(("non_persistent" if name in st.non_persistent else "buffer", prefix + name, value))
-            elif isinstance(value, Parameter) or value.requires_grad:
+            elif _is_parameter(value):
                 own.append(("parameter", prefix + name, value))
             elif _is_state_tensor(value):
                 own.append(("buffer", prefix + name, value))
@@ -464,6 +469,8 @@ class Module:
             return Parameter(new, requires_grad=bool(value.requires_grad))
         if value.requires_grad is not None:
             new.requires_grad = value.requires_grad
+        # (a frozen weight stays a parameter)
+        new._wanted_grad = value._wanted_grad
         return new
 
     # ------------------------------------------------------------------------------------------------------------
@@ -518,14 +525,14 @@ def _tensors_in(value: Any, prefix: str, seen: set[int]) -> Iterator[tuple[str, 
             return
         seen.add(id(value))
         for name, t in state.get_state_dict(value, prefix).items():
-            yield ("parameter" if t.requires_grad else "buffer"), name, t
+            yield ("parameter" if _is_parameter(t) else "buffer"), name, t
         return
     else:
         return
     for k, v in items:
         if isinstance(v, Tensor):
             if _is_state_tensor(v):
-                yield ("parameter" if v.requires_grad else "buffer"), f"{prefix}{k}", v
+                yield ("parameter" if _is_parameter(v) else "buffer"), f"{prefix}{k}", v
         else:
             yield from _tensors_in(v, f"{prefix}{k}.", seen)
 

@@ -384,7 +384,9 @@ class Optimizer:
     def state_dict(self) -> dict[str, Any]:
         """torch's layout: {"state": {index: {name: Tensor}}, "param_groups": [{hyperparameters, "params": [index]}]},
         the indices counting the groups' params in order. The tensors are the optimizer's own (copy them, or save them,
-        to keep this step's values)."""
+        to keep this step's values), but for the step count and the other values parameters stepping together share:
+        each parameter gets a copy, as torch's state has one per parameter (a checkpoint that shared one made torch,
+        resuming, count a step once per parameter)."""
         state: dict[int, dict[str, Tensor]] = {}
         groups: list[dict[str, Any]] = []
         index = 0
@@ -392,7 +394,8 @@ class Optimizer:
             indices = []
             for p in g["params"]:
                 if id(p) in self._started:
-                    state[index] = self._state_of(p)
+                    own = self._state_of(p)
+                    state[index] = own | {k: own[k].clone() for k in self.clock_state if k in own}
                 indices.append(index)
                 index += 1
             groups.append({k: v for k, v in g.items() if k != "params"} | {"params": indices})

@@ -990,6 +990,10 @@ class IndexingMixin:
             # this tensor views it, as setitem keeps it
             node, source = history
             view = self.uop
+            if not _views_node(view, node):
+                # (the write went to storage of its own, a deep copy's realized with the write: nothing to follow)
+                forget_source(node)
+                return self
 
             def written(old: Tensor, value: Tensor) -> Tensor:
                 return old._overwritten_at(_positions_of(view, node, old.device), value)

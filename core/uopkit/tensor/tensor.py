@@ -138,7 +138,7 @@ class Tensor(
     # _requires_grad: behind the `requires_grad` property, which keeps `tensors_with_grad` (what backward() looks at)
     # _view_of: for a PyTorch view (reshape, permute, slice, expand, diagonal), the reference of the oldest live tensor
     # in its chain of views: an in-place write into one must show in the other (`support._mark_view`)
-    __slots__ = ("uop", "_requires_grad", "grad", "_live_ref", "_view_of", "__weakref__")
+    __slots__ = ("uop", "_requires_grad", "_wanted_grad", "grad", "_live_ref", "_view_of", "__weakref__")
     training: bool = False
     # tinygrad's switch for gradient recording (torch's no_grad; see tensor/grad_mode.py): values computed while it is
     # set are detached
@@ -157,6 +157,9 @@ class Tensor(
     ) -> None:
         dt = to_dtype(dtype) if dtype is not None else None
         self._requires_grad = requires_grad
+        # whether it ever required a gradient: a layer's weight frozen with requires_grad_(False) is still one of
+        # its parameters (uopkit.nn.Module), as a torch Parameter stays one
+        self._wanted_grad = bool(requires_grad)
         self.grad: Tensor | None = None
         self._view_of = None
         if isinstance(data, UOp):
@@ -369,8 +372,20 @@ class Tensor(
             raise ArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
-    def data(self) -> memoryview:
-        return memoryview(self.numpy())
+    @property
+    def data(self) -> Tensor:
+        """torch's `.data`: this tensor's values without autograd, sharing its storage (an in-place write into it,
+        `p.data.normal_()`, changes the tensor unseen by autograd). Called, it is tinygrad's `data()`: the values as a
+        memoryview."""
+        out = _DataView(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+        return _mark_view(out, self)
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        # torch's `p.data = x`: p takes x's values (and storage), keeping its requires_grad and .grad
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data: assign a Tensor, got {type(value).__name__}")
+        _all_tensors.set_uop(self, UOp(Ops.DETACH, value.dtype, (value.uop,)))
 
     # ---- autograd
 
@@ -389,6 +404,7 @@ class Tensor(
             )
         self._requires_grad = value
         if value:
+            self._wanted_grad = True
             tensors_with_grad.add(self)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -733,3 +749,12 @@ _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)
 # a live tensor over storage that PyTorch would have copied (a flip, a pad, a repeat, a reshape no strides show) reads
 # the storage as it is: an assign protects it as a reader
 _schedule_module.view_shows_writes = _indexing_module._writes_through
+
+
+class _DataView(Tensor):
+    """What `Tensor.data` gives: a detached view that, called, is tinygrad's `data()` (a memoryview of the values)."""
+
+    __slots__ = ()
+
+    def __call__(self) -> memoryview:
+        return memoryview(self.numpy())
