@@ -26,6 +26,7 @@ distances). A buffer that a kernel reads whole, or through any other view, is le
 from __future__ import annotations
 
 import math
+import re
 
 from uopkit.dtype import dtypes
 from uopkit.uop.ops import Ops, UOp
@@ -249,12 +250,14 @@ def window_extent(ast: UOp, name: str) -> tuple[int, int]:
     raise ValueError(f"the kernel has no window start {name}")
 
 
+# `window_name`'s forms: window<arg> and window<arg>_<k>
+_WINDOW_NAME = re.compile(r"window(\d+)(?:_\d+)?")
+
+
 def window_arg(name: str) -> int | None:
     """The buffer argument whose window start the variable `name` is (`window_name`'s inverse), None for another."""
-    arg, _, k = name[len("window") :].partition("_")
-    if not name.startswith("window") or not arg.isdigit() or not (k.isdigit() or not _):
-        return None
-    return int(arg)
+    found = _WINDOW_NAME.fullmatch(name)
+    return int(found[1]) if found else None
 
 
 def window_start(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> int:
