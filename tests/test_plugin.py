@@ -671,3 +671,30 @@ class _Available:
     @hookimpl
     def uopkit_backends(self) -> list[BackendInfo]:
         return [_info("BLANK", availability=lambda: self.reason)]
+
+
+class OneBackend:
+    def __init__(self, why_not: str | None) -> None:
+        self.why_not = why_not
+
+    @hookimpl
+    def uopkit_backends(self) -> list[BackendInfo]:
+        return [_info("SWAPPED", availability=lambda: self.why_not)]
+
+
+def test_a_replaced_plugin_gets_its_own_availability(monkeypatch: pytest.MonkeyPatch) -> None:
+    # availability results were cached by id() of the BackendInfo: once a plugin was unregistered and its
+    # BackendInfo freed, the next plugin's BackendInfo could land at the same address and inherit the old result
+    # (CI saw an available backend reported "no GPU", the reason of the one registered before it). Every object
+    # getting the same id() here makes that address reuse certain.
+    import uopkit.plugin.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "id", lambda obj: 0, raising=False)
+    manager = BackendManager(builtins=[], entry_points=[])
+    for round_ in range(4):
+        why_not = None if round_ % 2 else f"not here ({round_})"
+        manager.register(OneBackend(why_not), name="swapped")
+        status = manager.status("SWAPPED")
+        assert status is not None and status.reason == why_not and status.usable == (why_not is None)
+        del status  # nothing here keeps the BackendInfo alive once unregistered
+        manager.unregister("swapped")

@@ -145,8 +145,9 @@ class BackendManager:
         # plugin name -> the statuses its hook gave (hook and availability run once per plugin)
         self._plugin_statuses: dict[str, list[BackendStatus]] = {}
         self._statuses: dict[str, BackendStatus] | None = None
-        # availability() results by backend (id of its BackendInfo, which `_plugin_statuses` keeps alive)
-        self._availability: dict[int, str | None] = {}
+        # availability() results by backend: id of its BackendInfo -> (that BackendInfo, result); the entry keeps
+        # the BackendInfo alive, so its id can't be reused by another one after its plugin is unregistered
+        self._availability: dict[int, tuple[BackendInfo, str | None]] = {}
         # what `best` found, with the statuses dict it looked at
         self._best: tuple[dict[str, BackendStatus] | None, BackendStatus | None, BackendStatus | None] | None = None
 
@@ -181,7 +182,9 @@ class BackendManager:
     def unregister(self, name: str) -> None:
         with self._lock:
             self._statuses = None
-            self._plugin_statuses.pop(name, None)
+            for status in self._plugin_statuses.pop(name, []):
+                if status.info is not None:
+                    self._availability.pop(id(status.info), None)
             self.pm.unregister(name=name)
 
     def _record_failure(self, plugin_name: str, distribution: str, reason: str) -> None:
@@ -291,9 +294,10 @@ class BackendManager:
         if status.checked or status.info is None:
             return status
         info = status.info
-        if id(info) not in self._availability:
-            self._availability[id(info)] = _availability_of(info)
-        why_not = self._availability[id(info)]
+        cached = self._availability.get(id(info))
+        if cached is None or cached[0] is not info:
+            cached = self._availability[id(info)] = (info, _availability_of(info))
+        why_not = cached[1]
         status = dataclasses.replace(status, usable=why_not is None, reason=why_not, checked=True)
         # replaced whole: lock-free readers never see a half-updated dict
         self._statuses = {**statuses, key: status}
