@@ -588,3 +588,92 @@ def test_a_function_and_its_saved_tensors_are_freed_after_backward():
         np.testing.assert_allclose(step(), np.exp([1.0, 2.0]), rtol=1e-6)
     gc.collect()
     assert len(_gradient_rules) == before
+
+
+def _input_gradient(m: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # d sum(m(x)) / dx of a Linear-Tanh-Linear: from autograd.grad, and what numpy gives with m's weights now
+    w1, b1, w2, _ = (p.numpy().astype(np.float64) for p in m.parameters())
+    xa = Tensor(x, requires_grad=True)
+    (got,) = autograd.grad(m(xa).sum(), xa)
+    h = np.tanh(x.astype(np.float64) @ w1.T + b1)
+    return got.numpy(), ((1 - h**2) * w2) @ w1
+
+
+@pytest.mark.parametrize("convert", ["none", "double", "half_float"])
+def test_grad_of_an_input_sees_weights_loaded_over_a_computed_init(convert: str) -> None:
+    # a weight made by a computation (a custom init `Parameter(randn(...) * 0.5)`, a .double()) and then overwritten
+    # (load_state_dict, an optimizer step): autograd.grad followed the weight back to that computation and took tanh'
+    # from the old values (an error of 0.54 for a gradient of 0.65). Twice: the second load replays a cached schedule
+    import uopkit.nn as unn
+
+    for _ in range(2):
+        Tensor.manual_seed(0)
+        m = unn.Sequential(unn.Linear(5, 7), unn.Tanh(), unn.Linear(7, 1))
+        m[0].weight = unn.Parameter(Tensor.randn(7, 5) * 0.5)
+        if convert == "double":
+            m.double()
+        elif convert == "half_float":
+            m.half().float()
+        m.load_state_dict({k: Tensor(v.numpy() * 1.5) for k, v in m.state_dict().items()})
+        x = np.random.default_rng(0).normal(size=(3, 5)).astype(np.float64 if convert == "double" else np.float32)
+        got, want = _input_gradient(m, x)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        opt = unn.optim.SGD(m.parameters(), lr=0.5)
+        (m(Tensor(np.ones((4, 5), x.dtype))) ** 2).sum().backward()
+        opt.step()
+        got, want = _input_gradient(m, x)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_grad_of_a_detached_value_given_requires_grad_after_double() -> None:
+    # WGAN-GP's interpolate in float64: the generator's weights (realized by .double()) were followed back to their
+    # cast under the interpolate, which rebuilt the interpolate's node: "appears to not have been used in the graph"
+    import uopkit.nn as unn
+
+    g = unn.Linear(2, 2).double()
+    fake = g(Tensor(np.ones((3, 2)))).detach()
+    interp = (fake * 0.5).requires_grad_(True)
+    (got,) = autograd.grad((interp**2).sum(), interp)
+    np.testing.assert_allclose(got.numpy(), fake.numpy(), rtol=1e-12)
+
+
+def test_gradient_through_a_value_whose_inputs_were_overwritten_raises() -> None:
+    # W was realized, then what it was computed from was overwritten: following W back to its graph would give
+    # 2 * [10, 20] for the gradient (silently, before), where the value used was 2 * [1, 2]
+    p = Tensor([1.0, 2.0], requires_grad=True)
+    w = (p * 2).realize()
+    with no_grad():
+        p.assign(Tensor([10.0, 20.0])).realize()
+    x = Tensor([1.0, 1.0], requires_grad=True)
+    out = (x * w).sum()
+    with pytest.raises(RuntimeError, match="overwritten in place after the value was realized"):
+        autograd.grad(out, x)
+    with pytest.raises(RuntimeError, match="overwritten in place after the value was realized"):
+        out.backward()
+    # computed again after the write, it is fine
+    x2 = Tensor([1.0, 1.0], requires_grad=True)
+    (x2 * (p * 2)).sum().backward()
+    assert x2.grad.tolist() == [20.0, 40.0] and p.grad.tolist() == [2.0, 2.0]
+
+
+def test_reading_one_gradient_realizes_the_others_of_its_backward() -> None:
+    # a per-parameter log of gradient norms read `.grad` one at a time: each read computed the backward chain the
+    # gradients share again (kernels per step grew with depth squared). As torch's backward, they come together.
+    import uopkit.nn as unn
+    from uopkit.uop.ops import Ops
+
+    m = unn.Sequential(unn.Linear(6, 6), unn.Tanh(), unn.Linear(6, 6), unn.Tanh(), unn.Linear(6, 1))
+    x = np.random.default_rng(0).normal(size=(4, 6)).astype(np.float32)
+    (m(Tensor(x)) ** 2).mean().backward()
+    params = list(m.parameters())
+    first = params[0].grad.numpy()
+    assert all(p.grad.uop.base.op is Ops.BUFFER for p in params)
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Tanh(), torch.nn.Linear(6, 6), torch.nn.Tanh(),
+                             torch.nn.Linear(6, 1))  # fmt: skip
+    with torch.no_grad():
+        for p, q in zip(params, tm.parameters(), strict=True):
+            q.copy_(torch.from_numpy(p.numpy()))
+    (tm(torch.from_numpy(x)) ** 2).mean().backward()
+    np.testing.assert_allclose(first, tm[0].weight.grad.numpy(), rtol=1e-5, atol=1e-7)
+    for p, q in zip(params, tm.parameters(), strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7)

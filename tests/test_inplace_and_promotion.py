@@ -691,3 +691,16 @@ def test_in_place_on_a_deep_copy_after_its_source_was_read_and_written() -> None
     np.testing.assert_allclose(e.numpy(), [0.9, 1.8], rtol=1e-6)
     np.testing.assert_allclose(w.numpy(), [0.9, 1.9], rtol=1e-6)
     np.testing.assert_allclose(y.numpy(), [2.0, 4.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["div", "atan2", "copysign", "xlogy"])
+def test_ints_of_other_signedness_become_floats_each_from_its_own_dtype(op: str) -> None:
+    # a 0-d int tensor of the other signedness was wrapped into the n-d tensor's dtype before the op made them floats
+    # (uint8 [1, 2, 200] / int8 -3 gave [0.004, 0.008, 0.79]); torch converts each operand from its own dtype
+    u8, i8 = np.array([1, 2, 200], dtype=np.uint8), np.array([1, 2, -5], dtype=np.int8)
+    for a, b in ((u8, np.array(-3, dtype=np.int8)), (i8, np.array(200, dtype=np.uint8)), (i8, u8)):
+        for x, y in ((a, b), (b, a)):
+            got = getattr(Tensor(x), op)(Tensor(y))
+            want = getattr(torch.from_numpy(x), op)(torch.from_numpy(y))
+            assert got.dtype == dtypes.float32
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, equal_nan=True)

@@ -75,11 +75,11 @@ def test_windows_and_launch_values_move_together():
     assert _compiled() - before <= 3
 
 
-def test_half_numbers_are_launch_values_and_int_numbers_stay_literals():
+def test_half_numbers_are_launch_values():
     # a float16 constant's number is exact in float32: it is passed so and cast (numbers a float16 holds exactly; others
-    # compute in float32, another graph); int constants (index arithmetic's kind) compile per number and stay right
+    # compute in float32, another graph)
     h_np = np.linspace(-2, 2, 12, dtype=np.float16)
-    h, i = Tensor(h_np), Tensor(np.arange(12, dtype=np.int32))
+    h = Tensor(h_np)
     before = _compiled()
     for c in (0.5, 1.5, 3.25, -7.125, 65504.0, 2.0**-24):
         out = h * c
@@ -87,8 +87,31 @@ def test_half_numbers_are_launch_values_and_int_numbers_stay_literals():
         with np.errstate(over="ignore"):
             np.testing.assert_array_equal(out.numpy(), h_np * np.float16(c))
     assert _compiled() - before <= 2
-    for c in (3, 7, 11):
-        np.testing.assert_array_equal((i + c).numpy(), np.arange(12, dtype=np.int32) + c)
+
+
+@pytest.mark.parametrize("device", ["CPU", "EMULATOR"])
+def test_int_numbers_are_launch_values(device):
+    # a decode step's position in its mask (`arange(L) > pos`) or its `arange(pos, pos + 1)` compiled a kernel per
+    # position: int32 numbers are launch values now, int64 ones two (their halves), exact at the ends of their ranges
+    a32 = np.arange(-6, 6, dtype=np.int32)
+    a64 = np.arange(-6, 6, dtype=np.int64)
+    x32, x64 = Tensor(a32, device=device).realize(), Tensor(a64, device=device).realize()
+    (x32 * 2 + 1).numpy(), (x64 * 2 + 1).numpy()
+    before = _compiled()
+    for c in (3, -7, 2**31 - 7, -(2**31) + 7, 0):
+        np.testing.assert_array_equal((x32 * 2 + c).numpy(), a32 * 2 + np.int32(c))
+    for c in (3, -7, 2**40 + 5, -(2**62) + 1, 2**32 - 1, -(2**32)):
+        np.testing.assert_array_equal((x64 * 2 + c).numpy(), a64 * 2 + np.int64(c))
+    assert _compiled() - before <= 2
+    scores = Tensor(np.linspace(-1, 1, 24, dtype=np.float32).reshape(2, 12), device=device).realize()
+    before = _compiled()
+    for pos in range(3, 9):
+        mask = Tensor.arange(12, device=device).reshape(1, 12) > pos
+        got = scores.masked_fill(mask, -1e9).softmax(-1).numpy()
+        want = np.where(np.arange(12) > pos, -1e9, scores.numpy())
+        want = np.exp(want - want.max(-1, keepdims=True))
+        np.testing.assert_allclose(got, want / want.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert _compiled() - before <= 2
 
 
 def test_gradients_and_a_jitted_step_with_changing_numbers(x_np):
@@ -105,6 +128,24 @@ def test_gradients_and_a_jitted_step_with_changing_numbers(x_np):
     for _ in range(4):
         xs = np.random.default_rng(1).standard_normal(5).astype(np.float32)
         np.testing.assert_array_equal(step(Tensor(xs)).numpy(), xs * np.float32(1.25) + np.float32(0.5))
+
+
+@pytest.mark.parametrize("device", ["CPU", "EMULATOR"])
+def test_double_numbers_are_two_launch_values_and_exact(device):
+    # a float64 number (an lr scheduler's learning rate for a float64 model) compiled a kernel per number: it is two
+    # 32-bit launch values now, the halves of its bits, and exact (subnormals, signed zeros, NaN, beyond float32)
+    d_np = np.linspace(-3, 3, 10)
+    d = Tensor(d_np, device=device).realize()
+    (d * 0.125).numpy()
+    before = _compiled()
+    for c in (1 / 3, -2.5e-310, 1e300, -0.0, math.inf, math.nan, 0.1, -(2.0**-1074)):
+        got = (d * c).numpy()
+        assert got.dtype == np.float64
+        with np.errstate(all="ignore"):
+            want = d_np * c
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+    assert _compiled() - before <= 1
 
 
 @pytest.mark.parametrize("device", ["CPU", "EMULATOR"])

@@ -338,6 +338,24 @@ def test_a_cache_written_one_position_at_a_time() -> None:
     assert _compiled() - before <= 2
 
 
+@pytest.mark.parametrize("device", ["CPU", "EMULATOR"])
+def test_a_heads_first_cache_written_one_position_at_a_time(device: str) -> None:
+    # a (B, H, L, D) key cache written at `cache[:, :, pos]`: a strided run of the buffer, which compiled a kernel per
+    # position (the store views whole rows from the window's start now, never past the buffer's end: pos = L - 1)
+    b, h, length, d = 2, 3, 10, 4
+    cache = Tensor.zeros(b, h, length, d, device=device).contiguous().realize()
+    want = np.zeros((b, h, length, d), np.float32)
+    w = Tensor(np.linspace(-1, 1, 5 * h * d, dtype=np.float32).reshape(5, h * d), device=device).realize()
+    before = _compiled()
+    for pos in range(length):
+        x = np.full((b, 5), pos + 0.5, np.float32)
+        k = (Tensor(x, device=device) @ w).reshape(b, h, 1, d)
+        cache[:, :, pos : pos + 1] = k
+        want[:, :, pos : pos + 1] = (x @ w.numpy()).reshape(b, h, 1, d)
+        np.testing.assert_allclose(cache.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert _compiled() - before <= 4
+
+
 def test_in_place_updates_of_overlapping_windows() -> None:
     y_np = np.arange(40, dtype=np.float32)
     y = Tensor(y_np.copy()).realize()

@@ -24,19 +24,21 @@ from typing import TYPE_CHECKING, Any
 from uopkit.codegen import ProgramSpec, get_program
 from uopkit.device import Buffer, Compiled, CompileError, Device
 from uopkit.dtype import DType, dtypes
+from uopkit.engine import gc_threshold  # noqa: F401 - paces Python's collector on import
 from uopkit.engine.compile_queue import CompileQueue
 from uopkit.helpers import DEBUG, ContextVar, gc_paused, usable_cores
 from uopkit.schedule import (
     PendingReads,
     ScheduleItem,
     create_schedule,
+    forget_overwritten,
     kernelize_tensors,
     live_tensors,
     protect_pending_reads,
     update_tensors,
 )
 from uopkit.schedule.grouper import is_kernel_store
-from uopkit.schedule.launch_consts import bits_of, consts_as_launch_values, place_of
+from uopkit.schedule.launch_consts import LAUNCHABLE, consts_as_launch_values, launch_value, place_of
 from uopkit.schedule.windows import buffer_window, window_arg, window_bounds, window_extent, window_span, window_start
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity
 
@@ -327,7 +329,6 @@ _BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS = Ops.BUFFER, Ops.KERNEL, Ops.STOR
 _SHRINK = Ops.SHRINK
 # a float32 or float16 CONST of a tensor graph (it has a DEVICE source) may become a launch value
 # (`schedule.launch_consts`)
-_FLOAT32, _FLOAT16 = dtypes.float32, dtypes.float16
 _MOVEMENT = GroupOp.Movement
 _KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS, _SHRINK})
 
@@ -395,7 +396,7 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
             elif op is _CONST:
                 # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
                 arg = const_identity(arg)
-                if (u.dtype is _FLOAT32 or u.dtype is _FLOAT16) and u.src:
+                if u.dtype in LAUNCHABLE and u.src:
                     # keyed by its place alone, its number kept apart (`schedule.launch_consts`)
                     p.consts.append(u)
                     p.const_ids.append(arg)
@@ -561,7 +562,7 @@ def _const_values(entry: CachedSchedule, param: _Param, moved: _Moved) -> _Moved
         return None
     for i, name, k in entry.const_vars:
         if now[k] != then[k]:
-            values.setdefault(i, dict(entry.steps[i].var_vals))[name] = bits_of(param.consts[k].arg)
+            values.setdefault(i, dict(entry.steps[i].var_vals))[name] = launch_value(name, param.consts[k])
     return values, bounds
 
 
@@ -758,6 +759,7 @@ def _replay(
                 # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)
                 mapping[t.uop] = new
             else:
+                forget_overwritten(new)
                 live_tensors.set_uop(t, new)
     # other live tensors holding these nodes now read the stored values, as on the uncached path (a graph node must
     # never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)

@@ -189,9 +189,34 @@ _BF16 = dtypes.bfloat16
 _MOVEMENT = GroupOp.Movement
 
 
+# a clock of writes and memories: a realized assign stamps its BUFFER (`written_at`), each graph remembered in
+# `computed_from` its node; a remembered graph reading a buffer stamped later no longer computes what was realized
+_clock = itertools.count(1)
+written_at = WeakKeyMap()
+
+
+class _History(WeakKeyMap):
+    """realized node -> the graph that computed it, with the clock when it was remembered (`stamp`)."""
+
+    __slots__ = ("_stamps",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stamps = WeakKeyMap()
+
+    def __setitem__(self, key: UOp, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._stamps[key] = next(_clock)
+
+    def stamp(self, key: UOp) -> int:
+        return self._stamps.get(key, 0)
+
+
 # what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
 # .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
-computed_from = WeakKeyMap()
+computed_from = _History()
+# the clock of the latest realized assign (a remembered graph older than it is checked for overwritten buffers)
+_last_write = [0]
 # realized view -> the view it was over the old graph (`_remember_source`)
 realized_views = WeakKeyMap()
 # node -> the UOp clock when `update_tensors` last moved every live tensor off it: a tensor stamped earlier can't
@@ -219,11 +244,43 @@ def forget_source(u: UOp) -> None:
     computed_from.pop(u)
 
 
+def forget_overwritten(stored: UOp) -> None:
+    """Drop what the storage `stored` views (and each view on the way to it) was computed from: an assign has just
+    overwritten it, so a graph remembered for it (a weight made as `randn(...) * 0.5`, then loaded or stepped) no
+    longer is what it holds, and a gradient followed back through it would see the old values."""
+    while True:
+        computed_from.pop(stored)
+        if stored.op not in _MOVEMENT:
+            break
+        stored = stored.src[0]
+    if stored.op is _BUFFER:
+        written_at[stored] = _last_write[0] = next(_clock)
+
+
+def _check_not_overwritten(node: UOp, source: UOp) -> None:
+    # a gradient followed back through realized `node` rebuilds it from `source`, the graph that computed it: wrong
+    # values if a buffer that graph reads was overwritten in place since (PyTorch raises in its place too, when the
+    # overwritten tensor was saved for the backward pass)
+    stamp = computed_from.stamp(node)
+    if _last_write[0] <= stamp:
+        return
+    for b in source.toposort():
+        if b.op is _BUFFER and written_at.get(b, 0) > stamp:
+            raise RuntimeError(
+                f"backward: a value of shape {node.shape} was computed from a buffer ({b.dtype}, {b.arg[2]} elements) "
+                "that was overwritten in place after the value was realized (an assign, an optimizer step, a setitem "
+                "or an in-place op since); its gradient would be computed from the new contents. Run backward() or "
+                "autograd.grad before the in-place update, or compute the value again after it (PyTorch: 'one of "
+                "the variables needed for gradient computation has been modified by an inplace operation')"
+            )
+
+
 def unrealized_graph(
     root: UOp,
     keep: set[UOp],
     nodes: dict[UOp, None] | None = None,
     rebuilt: Callable[[UOp, UOp, dict[UOp, UOp]], None] | None = None,
+    check_writes: bool = True,
 ) -> UOp:
     """`root` with realized values replaced by the graphs that computed them (except the nodes in `keep`).
 
@@ -231,6 +288,7 @@ def unrealized_graph(
     nodes of `root`'s graph when the caller has them, or more (the gradient's walk, which goes through STOREs and
     stops only at the KERNELs under them). `rebuilt(old, new, replaced)` is told of each node rebuilt over new
     sources (`replaced`: every node so far -> its new form), for what the caller keeps per node (given gradients).
+    `check_writes`: raise where a graph to follow reads a buffer overwritten since (see `_check_not_overwritten`).
     """
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     # (the usual case, a backward() right after the forward pass: no node of the graph was realized. Looked up from
@@ -247,12 +305,16 @@ def unrealized_graph(
         topo = root.toposort(gate=_not_store)
     memo: dict[UOp, UOp] = {}
     for u in topo:
-        if u.op is _STORE:
+        if u.op is _STORE or u in keep:
+            # (a kept node stays the very node even where what lies under it was realized: it is where a gradient is
+            # wanted, and the caller looks for it by identity)
             memo[u] = u
             continue
-        source = computed_from.get(u) if u not in keep and _carries_gradient(u) else None
+        source = computed_from.get(u) if _carries_gradient(u) else None
         if source is not None:
-            memo[u] = unrealized_graph(source, keep, rebuilt=rebuilt)
+            if check_writes:
+                _check_not_overwritten(u, source)
+            memo[u] = unrealized_graph(source, keep, rebuilt=rebuilt, check_writes=check_writes)
             continue
         src = u.src
         new_src = tuple([memo.get(s, s) for s in src])
@@ -295,7 +357,10 @@ def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True) -> 
     base = old
     while base.op in _MOVEMENT:
         base = base.src[0]
-    if base.op is _STORE or (base.op is _DETACH and not wants_gradient):
+    if base.op is _STORE:
+        forget_overwritten(new)
+        return
+    if base.op is _DETACH and not wants_gradient:
         return
     # a view realized with what it views (`x[0:2]` of `x * 2`: the same views over the old graph and over the new
     # storage) is followed back at the storage, the one place a later write through any view of it updates

@@ -71,6 +71,20 @@ def _window_view(part: UOp, shape: tuple[int, ...], lengths: tuple[int, ...]) ->
     return UOp(Ops.SHRINK, part.dtype, (grid,), tuple((0, n) for n in lengths))
 
 
+def _is_load_view(view: UOp) -> bool:
+    """Whether window `view` reads a load of the buffer (else it is a store target, a view of the buffer itself)."""
+    under = view.src[0].src[0] if view.src[0].op is Ops.RESHAPE else view.src[0]
+    return under.op is Ops.LOAD
+
+
+def _store_rows(view: UOp) -> int:
+    """How many elements the whole outer rows of SHRINK `view`'s source hold that it cuts from (`_window_view`'s grid
+    without padding)."""
+    shape, lengths = view.src[0].shape, view.shape
+    assert shape is not None and lengths is not None
+    return lengths[0] * math.prod(shape[1:])
+
+
 def _stride_gcd(view: UOp) -> int:
     """What the start of SHRINK `view` is a multiple of, whatever its bounds: the strides of the axes it cuts (0:
     none)."""
@@ -124,9 +138,9 @@ def _buffer_windows(buf: UOp, users: dict[UOp, list[UOp]]) -> tuple[list[UOp], d
             return None
         windows.update(found)
     if buf.arg == 0:
-        # the output's STORE targets: a run of memory only (a view a store writes through has no pad)
+        # the output's STORE targets (`window_inputs` checks that a strided one, `cache[:, :, pos]`, has its rows)
         stored = _windows_of(buf, users, skip=Ops.LOAD)
-        if stored is None or any(span != math.prod(v.shape or ()) for v, (_, span) in stored.items()):
+        if stored is None:
             return None
         windows.update(stored)
     return (loads, windows) if windows else None
@@ -175,6 +189,14 @@ def window_inputs(
             runs = [(lo, max(start + span for start, span in runs) - lo)]
             if runs[0][1] >= size:
                 continue
+        if buf.arg == 0 and any(
+            begin - (runs[0][0] if shared else begin) + _store_rows(view) > size
+            for view, (begin, span) in windows.items()
+            if span != math.prod(view.shape or ()) and not _is_load_view(view)
+        ):
+            # (a store writes through no pad: a strided window is whole rows of the buffer from its start, which
+            # must lie inside it)
+            continue
         starts_left -= 0 if buf.arg == 0 else len(runs)
         starts: dict[tuple[int, int], tuple[UOp, UOp]] = {}
         for k, (lo, extent) in enumerate(runs):
@@ -194,14 +216,15 @@ def window_inputs(
             store_starts[buf.arg] = starts[runs[0]][0]
         for view, (begin, span) in windows.items():
             lo, extent = runs[0] if shared else (begin, span)
-            under = view.src[0].src[0] if view.src[0].op is Ops.RESHAPE else view.src[0]
-            if under.op is Ops.LOAD:
+            if _is_load_view(view):
                 part = starts[(lo, extent)][1]
                 if span != extent:
                     part = UOp(Ops.SHRINK, part.dtype, (part,), ((begin - lo, begin - lo + span),))
             else:
-                # a store target: a view of the buffer itself, at offsets from the window's start
-                part = UOp(Ops.SHRINK, buf.dtype.base, (buf,), ((begin - lo, begin - lo + span),))
+                # a store target: a view of the buffer itself, at offsets from the window's start (a strided one
+                # through whole rows of it, as a store writes through no pad: `cache[:, :, pos] = k`)
+                rows = span if span == math.prod(view.shape or ()) else _store_rows(view)
+                part = UOp(Ops.SHRINK, buf.dtype.base, (buf,), ((begin - lo, begin - lo + rows),))
             shape = view.src[0].shape
             assert shape is not None and view.shape is not None
             replace[view] = _window_view(part, shape, view.shape)

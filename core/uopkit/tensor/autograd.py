@@ -28,7 +28,7 @@ from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradien
 from uopkit.schedule import computed_from, live_tensors, unrealized_graph
 from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from uopkit.tensor.support import _contiguous_ids, tensors_with_grad
-from uopkit.tensor.tensor import Tensor, _gradient_hooks, _gradient_key, _gradient_keys, _summed
+from uopkit.tensor.tensor import Tensor, _gradient_hooks, _gradient_key, _gradient_keys, _summed, _through_keys
 from uopkit.uop.ops import Ops, UOp
 
 __all__ = [
@@ -158,10 +158,13 @@ def grad(
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     keys = [_gradient_keys(t) for t in ins]
     every = {k for ks in keys for k in ks}
+    # values realized since the forward pass are followed back to the graphs that computed them, as backward() does:
+    # up to every tensor that requires a gradient (a weight is a leaf, whatever computed it before it was loaded)
+    bounds = every | (wanted - _through_keys())
     totals: list[UOp | None] = [None] * len(ins)
     for o, g in zip(outs, given, strict=True):
         root_grad = o._root_gradient(g, "grad")
-        root = unrealized_graph(o.uop, every, rebuilt=carry_gradient_rule)
+        root = unrealized_graph(o.uop, bounds, rebuilt=carry_gradient_rule)
         in_graph = graph_of(root)
         # hooks run as in backward(), torch's do in grad() too
         hooks = _gradient_hooks(in_graph)

@@ -300,7 +300,12 @@ class ElementwiseMixin:
                 raise OverflowError(f"{op}: the Python int {_short_int(y)} is too large for any float dtype")
         return dt
 
-    def _broadcasted(self, y: Any, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
+    def _broadcasted(
+        self, y: Any, reverse: bool = False, op: str = "op", floats: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """(self, y) promoted to one dtype and broadcast to one shape. `floats`: for an op whose result is a float
+        (true division, atan2): integer operands are converted each from its own dtype to the float they promote to,
+        as torch's (a uint8 tensor over an int8 0-d -3 divides by -3.0, not by -3 wrapped into uint8's 253)."""
         x: Tensor = self
         if type(y) in (float, int):
             # a number seen lately with this dtype and shape: kept only when it takes the tensor's dtype (below)
@@ -330,6 +335,8 @@ class ElementwiseMixin:
             x, y = y, x
         if x.dtype is not y.dtype:
             out = least_upper_dtype(x.dtype, y.dtype) if number else _operands_dtype(x, y)
+            if floats and not dtypes.is_float(out):
+                out = least_upper_float(out)
             x, y = x.cast(out), y.cast(out)
         shape = _broadcast_shape(x.shape, y.shape, op)
         return x._broadcast_to(shape), y._broadcast_to(shape)
@@ -491,7 +498,7 @@ class ElementwiseMixin:
             raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         if _scaled_in_float32(self, x):
             return self.float().div(x, reverse, rounding_mode).cast(self.dtype)
-        a, b = self._broadcasted(x, reverse, "div")
+        a, b = self._broadcasted(x, reverse, "div", floats=rounding_mode is None)
         if rounding_mode is None:
             a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
             return a._alu(Ops.FDIV, b)

@@ -165,7 +165,7 @@ class MathMixin:
         >>> round(Tensor([0.0]).logaddexp(0.0).item(), 5)
         0.69315
         """
-        a, b = (t._float() for t in self._broadcasted(other, op="logaddexp"))
+        a, b = (t._float() for t in self._broadcasted(other, op="logaddexp", floats=True))
         # equal arguments (both -inf or both inf among them) give a + log(2): a - b would be nan there
         spread = (a - b).abs()
         out = (a == b).where(a + math.log(2), a.maximum(b) + (-spread).exp().log1p())
@@ -386,7 +386,7 @@ class MathMixin:
         [-1.0, 2.0]
         """
         # (promoted first, then made float: an int tensor with a float16 one gives float16, as torch's)
-        x, y = self._broadcasted(other, op="copysign")
+        x, y = self._broadcasted(other, op="copysign", floats=True)
         x, y = x._float(), y._float()
         # the sign bit of y: negative values, and -0.0 (1 / -0.0 is -inf); detached, so that the value's subgraph
         # holds no other input with a gradient (its given derivative would be passed over for the chain of rules)
@@ -744,7 +744,7 @@ class MathMixin:
         [2.3562, -1.5708]
         """
         # (promoted first, then made float, as copysign)
-        y, x = self._broadcasted(other, op="atan2")
+        y, x = self._broadcasted(other, op="atan2", floats=True)
         y, x = y._float(), x._float()
         ay, ax = y.abs(), x.abs()
         lo, hi = ay.minimum(ax), ay.maximum(ax)

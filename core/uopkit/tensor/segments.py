@@ -127,6 +127,9 @@ def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_
             divisor = _spread(count.maximum(1), base).cast(dt)
             mean = total.div(divisor, rounding_mode=None if dtypes.is_float(dt) else "floor")
             out = hit_f.where(mean.cast(dt), old)
+    # (stored: read lazily by a reduction (`.sum()` of the scatter, a gradient's norm) the gather at the searched
+    # positions stayed a loop over every write per target, 100x slower than this one kernel more)
+    out = out.contiguous()
     _give_gradient(out, base, vals, keys, hit_f, _spread(count, base) if reduce == "mean" else None,
                    reduce, include_self)  # fmt: skip
     return out

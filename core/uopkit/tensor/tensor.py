@@ -327,6 +327,8 @@ class Tensor(
         for t in others:
             if t._view_of is not None:
                 _indexing_module._realize_with_base(t)
+        if not others and _grad_groups and (siblings := _gradient_siblings(self)):
+            return self.realize(*siblings)
         if not others and self.uop.dtype is not dtypes.bfloat16:
             # (the common case: one tensor, its own bits)
             realize_tensors([self])
@@ -441,7 +443,7 @@ class Tensor(
         if not others:
             return True
         # (values realized since are followed back to what computed them, as backward() does)
-        root = unrealized_graph(self.uop, others)
+        root = unrealized_graph(self.uop, others, check_writes=False)
         return not any(k in others for k in root.toposort(gate=_not_detached))
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
@@ -540,6 +542,8 @@ class Tensor(
             else:
                 # accumulated into the same tensor object, as PyTorch's: a reference to `.grad` taken before sees it
                 _all_tensors.set_uop(t.grad, (t.grad + g).uop)
+        if len(reached) > 1:
+            _group_gradients([t.grad for t, _ in reached])
         return self
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHook:
@@ -693,6 +697,40 @@ class RemovableHook:
 
 # id(tensor) -> (a weak reference to it, its hooks by handle id); an entry goes when its tensor does
 _hooked: dict[int, tuple[weakref.ref, dict[int, Callable[[Tensor], Tensor | None]]]] = {}
+
+# the `.grad` tensors one backward() wrote, by id of each -> (a weak reference to it, the group's): realizing one
+# realizes the others with it, as torch's backward computes them all at once (read one at a time, as a per-parameter
+# log of gradient norms does, each read computed the backward chain they share again: 4x slower steps)
+_grad_groups: dict[int, tuple[weakref.ref, list[weakref.ref]]] = {}
+
+
+def _group_gradients(grads: list[Tensor]) -> None:
+    group = [weakref.ref(g, functools.partial(_forget_grad, id(g))) for g in grads]
+    for g, ref in zip(grads, group, strict=True):
+        _grad_groups[id(g)] = (ref, group)
+
+
+def _forget_grad(key: int, ref: weakref.ref) -> None:
+    # (the id may belong to a newer tensor by now: only this reference's entry goes)
+    entry = _grad_groups.get(key)
+    if entry is not None and entry[0] is ref:
+        del _grad_groups[key]
+
+
+def _gradient_siblings(t: Tensor) -> list[Tensor]:
+    """The other live gradients of the backward() that wrote `t` (none when it wrote no group), taken out of the
+    groups: they are realized with `t` once."""
+    entry = _grad_groups.get(id(t))
+    if entry is None or entry[0]() is not t:
+        return []
+    siblings = []
+    for ref in entry[1]:
+        g = ref()
+        if g is not None:
+            _grad_groups.pop(id(g), None)
+            if g is not t:
+                siblings.append(g)
+    return siblings
 
 
 def _gradient_hooks(in_graph: dict[UOp, None]) -> dict[UOp, Callable[[UOp], UOp]]:

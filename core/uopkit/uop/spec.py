@@ -174,8 +174,24 @@ def _window_store(target: UOp, value: UOp, start: UOp) -> bool:
         buf.op is Ops.DEFINE_GLOBAL
         and target.shape == value.shape
         and window.op is Ops.SHRINK
-        and _window_start(buf, start, window.arg[0][1])
+        and _window_start(buf, start, _stored_extent(chain))
     )
+
+
+def _stored_extent(chain: list[UOp]) -> int:
+    """How far past a window store's start its target writes: the run's end, or for a strided target (whole rows of
+    the buffer shaped and cut, `cache[:, :, pos]`) one past the last element its cut reaches."""
+    run = chain[-1].arg[0]
+    # (reshapes over the cut keep its elements)
+    if len(chain) < 3 or chain[-2].op is not Ops.RESHAPE or chain[-3].op is not Ops.SHRINK:
+        return run[1]
+    if any(u.op is not Ops.RESHAPE for u in chain[:-3]):
+        return run[1]
+    last, stride = run[0], 1
+    for size, (_, e) in zip(reversed(chain[-2].arg), reversed(chain[-3].arg), strict=True):
+        last += (e - 1) * stride
+        stride *= size
+    return last + 1
 
 
 spec_kernel_ast = PatternMatcher(
