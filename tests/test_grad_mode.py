@@ -137,3 +137,29 @@ def test_decorators_without_the_call():
         y = kept(x)
     y.sum().backward()
     assert x.grad.tolist() == [2.0]
+
+
+def test_inference_mode_false_turns_recording_back_on():
+    # as torch's: inference_mode(False) records gradients inside inference_mode() or no_grad(), as a block or a
+    # decorator, and the mode from before comes back after it
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with inference_mode(), torch.inference_mode():
+        with inference_mode(False), torch.inference_mode(False):
+            assert is_grad_enabled() and torch.is_grad_enabled()
+            y = (x * 3).sum()
+        assert not is_grad_enabled()
+    y.backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+
+    @inference_mode(False)
+    def recorded(t):
+        return is_grad_enabled(), (t * t).sum()
+
+    with no_grad(), torch.no_grad():
+        with torch.inference_mode(False):
+            assert torch.is_grad_enabled()
+        enabled, z = recorded(x)
+        assert enabled and not is_grad_enabled()
+    x.grad = None
+    z.backward()
+    assert x.grad.tolist() == [2.0, 4.0]

@@ -150,6 +150,61 @@ def test_scheduler_state_dict_resumes() -> None:
         lr_scheduler.StepLR(_optimizers()[0], 3, last_epoch=4)
 
 
+def _copy_groups(src, dst) -> None:
+    # the hyperparameters a scheduler reads and writes (the lr, momentum or betas, initial_lr, max_lr, ...)
+    for g, h in zip(src.param_groups, dst.param_groups, strict=True):
+        for k, v in g.items():
+            if k != "params":
+                h[k] = tuple(v) if isinstance(v, (tuple, list)) else v
+
+
+class _Halving:
+    # a callable object as CyclicLR's scale_fn: its attributes are saved, as torch's
+    def __init__(self) -> None:
+        self.base = 2.0
+
+    def __call__(self, x: float) -> float:
+        return 1 / self.base ** (x - 1)
+
+
+XLOAD = CASES | {
+    "CyclicLR-scale_fn-object": (lambda m, o: m.CyclicLR(o, 0.01, 0.1, step_size_up=3, scale_fn=_Halving()), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(XLOAD))
+def test_state_dict_loads_across_torch_and_uopkit(case: str) -> None:
+    # a scheduler's state_dict() loads into the other library's scheduler (plain Python data in torch's layout, as
+    # torch.save/torch_load carry it), both ways, and the lrs (and cycled momentum) go on as the source's would
+    make, kwargs = XLOAD[case]
+    kwargs = dict(kwargs)
+    name = kwargs.pop("_opt", "SGD")
+    ours, theirs = _optimizers(name, **kwargs)
+    sched, tsch = make(lr_scheduler, ours), make(tsched, theirs)
+    for _ in range(7):
+        ours.step()
+        theirs.step()
+        sched.step()
+        tsch.step()
+    if isinstance(sched.state_dict().get("_scale_fn_custom"), dict):
+        sched._scale_fn_custom.base = tsch._scale_fn_custom.base = 3.0
+    # torch's into a fresh uopkit scheduler and ours into a fresh torch one
+    ours2, theirs2 = _optimizers(name, **kwargs)
+    sched2, tsch2 = make(lr_scheduler, ours2), make(tsched, theirs2)
+    _copy_groups(theirs, ours2)
+    _copy_groups(ours, theirs2)
+    sched2.load_state_dict(tsch.state_dict())
+    tsch2.load_state_dict(sched.state_dict())
+    for _ in range(12):
+        for o, s in ((ours, sched), (theirs, tsch), (ours2, sched2), (theirs2, tsch2)):
+            o.step()
+            s.step()
+        for a, b in ((sched2, tsch), (tsch2, sched)):
+            np.testing.assert_allclose(a.get_last_lr(), b.get_last_lr(), rtol=1e-7, atol=1e-12)
+        np.testing.assert_allclose(_momenta(ours2), _momenta(theirs), rtol=1e-7)
+        np.testing.assert_allclose(_momenta(theirs2), _momenta(ours), rtol=1e-7)
+
+
 def test_torch_style_import_paths() -> None:
     from uopkit.nn.optim.lr_scheduler import OneCycleLR
 

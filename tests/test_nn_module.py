@@ -332,3 +332,38 @@ def test_a_frozen_weight_stays_a_parameter():
     bn.requires_grad_(False)
     assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]
     assert {n for n, _ in bn.named_buffers()} >= {"running_mean", "running_var"}
+
+
+def test_zero_grad_without_set_to_none_zeroes_in_place():
+    # as torch's: the same `.grad` object, zeroed, then accumulated into
+    layer = nn.Linear(2, 1)
+    layer(Tensor([[1.0, 2.0]])).sum().backward()
+    held = layer.weight.grad
+    layer.zero_grad(set_to_none=False)
+    assert layer.weight.grad is held and held.tolist() == [[0.0, 0.0]]
+    layer(Tensor([[3.0, 4.0]])).sum().backward()
+    assert layer.weight.grad is held and held.tolist() == [[3.0, 4.0]]
+
+
+def test_a_computed_buffer_is_stored_at_registration() -> None:
+    # a RoPE table computed in __init__ stayed a lazy graph: every forward recomputed it, and its slice at a decode
+    # position compiled a kernel per position; torch stores a buffer's values (constants stay lazy: nothing to run)
+    from uopkit.engine.realize import stats
+    from uopkit.uop.ops import Ops
+
+    class Rope(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            freqs = Tensor.arange(16).float().reshape(16, 1) * Tensor([1.0, 0.1, 0.01, 0.001]).reshape(1, 4)
+            self.register_buffer("cos", freqs.cos(), persistent=False)
+            self.register_buffer("count", Tensor.zeros(4))
+
+    m = Rope()
+    assert m.cos.uop.base.op is Ops.BUFFER and m.count.uop.base.op is Ops.CONST
+    want = np.cos(np.arange(16, dtype=np.float32)[:, None] * np.array([1.0, 0.1, 0.01, 0.001], np.float32))
+    x = Tensor.ones(1, 4).realize()
+    (x * m.cos[0:1]).numpy()
+    before = stats["kernels_compiled"]
+    for pos in range(1, 8):
+        np.testing.assert_allclose((x * m.cos[pos : pos + 1]).numpy(), want[pos : pos + 1], rtol=1e-6, atol=1e-7)
+    assert stats["kernels_compiled"] - before <= 1

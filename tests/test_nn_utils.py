@@ -2,6 +2,7 @@
 gradients to 1e-6, every norm type, non-finite gradients), parameter vectors, and nn.utils.rnn's padding and packing."""
 
 import doctest
+import importlib
 import math
 
 import numpy as np
@@ -14,8 +15,13 @@ from uopkit.nn.utils import rnn
 torch = pytest.importorskip("torch")
 
 
-@pytest.mark.parametrize("module", [utils, utils.clip_grad, rnn])
+@pytest.mark.parametrize(
+    "module",
+    [utils, utils.clip_grad, rnn, utils.parametrize, utils.parametrizations, "uopkit.nn.utils.weight_norm"],
+)
 def test_docstring_examples(module):
+    # (the older weight_norm's module by name: `utils.weight_norm` is the function, as torch's)
+    module = importlib.import_module(module) if isinstance(module, str) else module
     assert doctest.testmod(module, extraglobs={"Tensor": Tensor}).failed == 0
 
 
@@ -296,3 +302,125 @@ def test_packed_sequence_to():
     packed = rnn.pack_sequence([Tensor([1.0, 2.0]), Tensor([3.0])])
     half = packed.to(dtype="float16")
     assert half.data.dtype != packed.data.dtype and half.batch_sizes is packed.batch_sizes
+
+
+def _conv_pair(seed=0):
+    # a Conv1d in uopkit and torch with the same weights, and an input
+    torch.manual_seed(seed)
+    theirs = torch.nn.Conv1d(2, 3, 3)
+    ours = nn.Conv1d(2, 3, 3)
+    ours.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    x = np.random.default_rng(seed).standard_normal((2, 2, 7)).astype(np.float32)
+    return ours, theirs, x
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, None, -2])
+def test_parametrizations_weight_norm_matches_torch(dim):
+    ours, theirs, x = _conv_pair()
+    utils.parametrizations.weight_norm(ours, dim=dim)
+    torch.nn.utils.parametrizations.weight_norm(theirs, dim=dim)
+    assert type(ours).__name__ == type(theirs).__name__ == "ParametrizedConv1d"
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    for (n, p), q in zip(ours.named_parameters(), theirs.parameters(), strict=True):
+        assert p.shape == tuple(q.shape), n
+        np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=n)
+    np.testing.assert_allclose(ours.weight.numpy(), theirs.weight.detach().numpy(), rtol=1e-6, atol=1e-7)
+    # values, gradients and three SGD steps on g and v
+    opt, topt = nn.optim.SGD(ours.parameters(), lr=0.1), torch.optim.SGD(theirs.parameters(), lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        topt.zero_grad()
+        _outputs_and_gradients_match(ours, theirs, x)
+        opt.step()
+        topt.step()
+    # the state dicts load both ways
+    fresh, tfresh = _conv_pair(1)[:2]
+    utils.parametrizations.weight_norm(fresh, dim=dim)
+    torch.nn.utils.parametrizations.weight_norm(tfresh, dim=dim)
+    fresh.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    tfresh.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in ours.state_dict().items()})
+    np.testing.assert_allclose(fresh.weight.numpy(), theirs.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tfresh.weight.detach().numpy(), ours.weight.numpy(), rtol=1e-5, atol=1e-6)
+    # removed: a plain parameter holding the parametrized value, and the class back
+    utils.parametrize.remove_parametrizations(ours, "weight")
+    torch.nn.utils.parametrize.remove_parametrizations(theirs, "weight")
+    assert type(ours) is nn.Conv1d and not utils.parametrize.is_parametrized(ours)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) and isinstance(ours.weight, nn.Parameter)
+    np.testing.assert_allclose(ours.weight.numpy(), theirs.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_register_parametrization_follows_torch():
+    parametrize = utils.parametrize
+
+    class Symmetric(nn.Module):
+        def forward(self, x):
+            return x.triu() + x.triu(1).transpose(0, 1)
+
+        def right_inverse(self, a):
+            return a.triu()
+
+    class Doubled(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    layer = nn.Linear(3, 3)
+    weight = layer.weight
+    parametrize.register_parametrization(layer, "weight", Symmetric())
+    # a single original: the same tensor object, set to right_inverse of the weight
+    assert layer.parametrizations.weight.original is weight
+    np.testing.assert_allclose(weight.numpy(), np.triu(weight.numpy()))
+    parametrize.register_parametrization(layer, "weight", Doubled())
+    assert len(layer.parametrizations.weight) == 2 and parametrize.is_parametrized(layer, "weight")
+    assert parametrize.type_before_parametrizations(layer) is nn.Linear
+    w = layer.weight.numpy()
+    np.testing.assert_allclose(w, w.T)
+    np.testing.assert_allclose(w, 2 * (np.triu(weight.numpy()) + np.triu(weight.numpy(), 1).T))
+    # gradients reach the original through both parametrizations
+    layer(Tensor.ones(1, 3)).sum().backward()
+    assert weight.grad is not None and weight.grad.shape == (3, 3)
+    # assigning the tensor sets the original through right_inverse; cached() computes it once per block
+    with pytest.raises(RuntimeError, match="does not implement right_inverse"):
+        layer.weight = Tensor.eye(3)
+    with parametrize.cached():
+        assert layer.weight is layer.weight
+    assert layer.weight is not layer.weight
+    with pytest.raises(ValueError, match="does not have a parameter"):
+        parametrize.register_parametrization(layer, "nothing", Doubled())
+    with pytest.raises(ValueError, match="may not change the shape"):
+        parametrize.register_parametrization(nn.Linear(2, 3), "weight", nn.Flatten(0))
+    sym = parametrize.register_parametrization(nn.Linear(3, 3), "weight", Symmetric())
+    sym.weight = Tensor([[1.0, 2.0, 3.0], [0.0, 4.0, 5.0], [0.0, 0.0, 6.0]])
+    assert sym.weight.tolist() == [[1.0, 2.0, 3.0], [2.0, 4.0, 5.0], [3.0, 5.0, 6.0]]
+    parametrize.remove_parametrizations(sym, "weight", leave_parametrized=False)
+    assert type(sym) is nn.Linear and sym.weight.tolist() == [[1.0, 2.0, 3.0], [0.0, 4.0, 5.0], [0.0, 0.0, 6.0]]
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_older_weight_norm_matches_torch():
+    ours, theirs, x = _conv_pair()
+    utils.weight_norm(ours)
+    torch.nn.utils.weight_norm(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["bias", "weight_g", "weight_v"]
+    # a torch checkpoint with weight_g / weight_v loads as it is
+    ours.load_state_dict({k: Tensor(v.detach().numpy() * 1.5) for k, v in theirs.state_dict().items()})
+    with torch.no_grad():
+        for p in theirs.parameters():
+            p.mul_(1.5)
+    _outputs_and_gradients_match(ours, theirs, x)
+    with pytest.raises(RuntimeError, match="two weight_norm hooks"):
+        utils.weight_norm(ours)
+    utils.remove_weight_norm(ours)
+    torch.nn.utils.remove_weight_norm(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["bias", "weight"]
+    np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.from_numpy(x)).detach().numpy(), rtol=1e-5)
+
+
+def _outputs_and_gradients_match(ours, theirs, x):  # noqa: ANN001, ANN202
+    # the same forward, and the gradients of sum(out ** 2), in both libraries
+    out, tout = ours(Tensor(x)), theirs(torch.from_numpy(x))
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-6)
+    (out * out).sum().backward()
+    (tout * tout).sum().backward()
+    for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -1,5 +1,6 @@
 """torch.optim's Optimizer API on uopkit's optimizers: parameter groups, state dicts (ours and torch's), and the other
-optimizers (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam), each run beside torch's from the same weights."""
+optimizers (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD), each run beside torch's from the same
+weights."""
 
 from __future__ import annotations
 
@@ -91,6 +92,11 @@ CASES = [
     # (betas (0.5, 0.6): rho_t passes 5 at step 3, so the steps after use the rectified adaptive update)
     ("RAdam", {"lr": 0.01, "betas": (0.5, 0.6), "weight_decay": 0.1}, {"eps": 1e-3}),
     ("RAdam", {"lr": 0.01, "betas": (0.5, 0.6), "weight_decay": 0.1, "decoupled_weight_decay": True}, {}),
+    ("Rprop", {"lr": 0.01}, {"lr": 0.02}),
+    ("Rprop", {"lr": 0.02, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.05)}, {"maximize": True}),
+    ("ASGD", {"lr": 0.05}, {"lr": 0.1, "weight_decay": 0.1}),
+    # (t0 = 3: the average starts at step 4)
+    ("ASGD", {"lr": 0.05, "lambd": 0.01, "alpha": 0.6, "t0": 3}, {"maximize": True, "t0": 0}),
 ]
 
 
@@ -99,7 +105,9 @@ def test_two_groups_match_torch(name: str, kwargs: dict, second: dict) -> None:
     run(name, kwargs, second, steps=8)
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
+@pytest.mark.parametrize(
+    "name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]
+)
 def test_defaults_single_group_maximize_and_signature(name: str) -> None:
     import inspect
 
@@ -218,6 +226,8 @@ LOADABLE = [
     ("Adamax", {"lr": 0.01}),
     ("NAdam", {"lr": 0.01}),
     ("RAdam", {"lr": 0.01, "betas": (0.5, 0.6)}),
+    ("Rprop", {"lr": 0.01, "etas": (0.4, 1.3)}),
+    ("ASGD", {"lr": 0.05, "t0": 2}),
 ]
 
 
@@ -295,3 +305,63 @@ def test_cycled_momentum_is_data_after_the_first_change() -> None:
         if i >= 3:
             assert stats["kernels_compiled"] == before
     np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "NAdam", "RAdam", "Adamax"])
+def test_betas_set_as_numbers_after_construction_match_torch(name: str) -> None:
+    # OneCycleLR and CyclicLR set group["betas"] (the betas become 0-d tensors): 1 - beta is torch's 1 - beta in
+    # float64, not 1 - float32(beta) (which was 1.3e-5 off in exp_avg_sq for beta2 = 0.999)
+    rng = np.random.default_rng(7)
+    w0 = rng.standard_normal(5).astype(np.float32)
+    w, tw = Tensor(w0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    opt, topt = getattr(optim, name)([w], lr=0.01), getattr(torch.optim, name)([tw], lr=0.01)
+    for i in range(4):
+        for o in (opt, topt):
+            o.param_groups[0]["betas"] = (0.95 - 0.01 * i, 0.999)
+        g = rng.standard_normal(5).astype(np.float32)
+        w.grad, tw.grad = Tensor(g), torch.tensor(g)
+        opt.step()
+        topt.step()
+    for key in topt.state[tw]:
+        if key != "step":
+            np.testing.assert_allclose(opt.state[w][key].numpy(), topt.state[tw][key].numpy(), rtol=2e-7, err_msg=key)
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=2e-7)
+
+
+def test_zero_grad_keeps_the_gradient_object() -> None:
+    # set_to_none=False zeroes `.grad` in place, as torch's: a reference taken before sees the zeros and what the next
+    # backward adds
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+    (w * 2).sum().backward()
+    held = w.grad
+    opt.zero_grad(set_to_none=False)
+    assert w.grad is held and held.tolist() == [0.0, 0.0]
+    (w * 5).sum().backward()
+    assert w.grad is held and held.tolist() == [5.0, 5.0]
+
+
+@pytest.mark.parametrize("name", ["Rprop", "ASGD"])
+def test_first_step_takes_the_lr_of_that_step(name: str) -> None:
+    # torch makes Rprop's step sizes and ASGD's eta from the lr at a parameter's first step: a scheduler built between
+    # the optimizer and that step (OneCycleLR sets the lr to max_lr / div_factor) changes them, and so do later changes
+    # of ASGD's lr
+    from uopkit.nn.optim import lr_scheduler
+
+    w0 = np.array([1.0, -2.0, 0.5], np.float32)
+    w, tw = Tensor(w0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    opt, topt = getattr(optim, name)([w], lr=0.1), getattr(torch.optim, name)([tw], lr=0.1)
+    sched = lr_scheduler.OneCycleLR(opt, max_lr=0.5, total_steps=10, cycle_momentum=False)
+    tsched = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=0.5, total_steps=10, cycle_momentum=False)
+    for _ in range(6):
+        opt.zero_grad()
+        topt.zero_grad()
+        (w * w).sum().backward()
+        (tw * tw).sum().backward()
+        opt.step()
+        topt.step()
+        sched.step()
+        tsched.step()
+        np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6, atol=1e-7)
+        for key, value in topt.state[tw].items():
+            np.testing.assert_allclose(opt.state[w][key].numpy(), value.numpy(), rtol=1e-6, atol=1e-7, err_msg=key)

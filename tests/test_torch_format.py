@@ -452,3 +452,43 @@ def test_an_optimizer_checkpoint_resumes_in_torch_with_per_parameter_steps() -> 
         tm(torch.ones(4, 3)).sum().backward()
         topt.step()
         assert [topt.state[p]["step"].item() for p in tm.parameters()] == [i + 2, i + 2]
+
+
+def test_a_resume_checkpoint_with_a_multistep_scheduler_goes_both_ways() -> None:
+    # MultiStepLR's state_dict holds its milestones as a collections.Counter, which torch's weights_only reader allows:
+    # {model, optimizer, scheduler} saved by torch loads here, and ours (the Counter kept) loads in torch
+    from collections import Counter
+
+    from uopkit.nn.optim import SGD, lr_scheduler
+
+    p = torch.nn.Parameter(torch.zeros(2))
+    topt = torch.optim.SGD([p], lr=0.1)
+    tsched = torch.optim.lr_scheduler.MultiStepLR(topt, milestones=[3, 5, 5], gamma=0.5)
+    f = io.BytesIO()
+    torch.save({"model": {"p": p.detach()}, "optimizer": topt.state_dict(), "scheduler": tsched.state_dict()}, f)
+    loaded = torch_load(io.BytesIO(f.getvalue()))
+    assert type(loaded["scheduler"]["milestones"]) is Counter
+    assert loaded["scheduler"]["milestones"] == Counter({3: 1, 5: 2})
+    opt = SGD([Tensor.zeros(2, requires_grad=True)], lr=0.1)
+    sched = lr_scheduler.MultiStepLR(opt, milestones=[1], gamma=0.5)
+    sched.load_state_dict(loaded["scheduler"])
+    for _ in range(4):
+        topt.step()
+        sched.step()
+        tsched.step()
+    assert sched.get_last_lr() == tsched.get_last_lr() == [0.05]
+    # ours into torch, read with weights_only=True
+    f = io.BytesIO()
+    torch_save({"scheduler": sched.state_dict()}, f)
+    f.seek(0)
+    saved = torch.load(f, weights_only=True)["scheduler"]
+    assert type(saved["milestones"]) is Counter and saved["milestones"] == Counter({3: 1, 5: 2})
+    tsched.load_state_dict(saved)
+    for _ in range(2):
+        sched.step()
+        tsched.step()
+    assert tsched.get_last_lr() == sched.get_last_lr() == [0.0125]
+    # a Counter's call takes one mapping (what pickle gives it), nothing else
+    bad = b"\x80\x02ccollections\nCounter\nX\x03\x00\x00\x00abc\x85R."
+    with pytest.raises(TorchFormatError, match="Counter"):
+        torch_load(io.BytesIO(_replace_record(_saved({}).getvalue(), "data.pkl", bad)))

@@ -351,17 +351,19 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
 
-def _momentum_key(optimizer: Any) -> str:
-    # what cycle_momentum cycles: beta1 of the Adam family, else "momentum"
-    if "betas" in optimizer.defaults:
-        return "betas"
-    if "momentum" in optimizer.defaults:
-        return "momentum"
-    raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+def _uses_beta1(optimizer: Any) -> bool:
+    # what cycle_momentum cycles: beta1 of the Adam family (True), else "momentum"
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+    return "betas" in optimizer.defaults
 
 
-def _set_momentum(group: dict[str, Any], key: str, value: float) -> None:
-    group[key] = (value, *group["betas"][1:]) if key == "betas" else value
+def _set_momentum(group: dict[str, Any], use_beta1: bool, value: float) -> None:
+    # what cycle_momentum writes: beta1 of the Adam family's betas, else "momentum"
+    if use_beta1:
+        group["betas"] = (value, *group["betas"][1:])
+    else:
+        group["momentum"] = value
 
 
 class CyclicLR(LRScheduler):
@@ -401,15 +403,14 @@ class CyclicLR(LRScheduler):
             self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            self._momentum = _momentum_key(optimizer)
-            self.use_beta1 = self._momentum == "betas"
+            self.use_beta1 = _uses_beta1(optimizer)
             self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
             self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
             if last_epoch == -1:
                 for top, low, group in zip(
                     self.max_momentums, self.base_momentums, optimizer.param_groups, strict=True
                 ):
-                    _set_momentum(group, self._momentum, top)
+                    _set_momentum(group, self.use_beta1, top)
                     group["max_momentum"], group["base_momentum"] = top, low
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
@@ -432,12 +433,28 @@ class CyclicLR(LRScheduler):
         if self.cycle_momentum:
             pairs = zip(self.base_momentums, self.max_momentums, self.optimizer.param_groups, strict=True)
             for low, top, group in pairs:
-                _set_momentum(group, self._momentum, top - (top - low) * scale * along)
+                _set_momentum(group, self.use_beta1, top - (top - low) * scale * along)
         return lrs
 
     def state_dict(self) -> dict[str, Any]:
-        # (a custom scale function isn't saved, as torch's)
-        return {k: v for k, v in super().state_dict().items() if k != "_scale_fn_custom"}
+        """torch's layout: the attributes, with "_scale_fn_custom" None, or a callable object's attributes (a plain
+        function or lambda isn't saved, as torch's)."""
+        out = super().state_dict()
+        fn = out.pop("_scale_fn_custom")
+        out["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+        return out
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load ours or torch's: a saved scale function's attributes go into this scheduler's scale function."""
+        state = dict(state_dict)
+        saved = state.pop("_scale_fn_custom", None)
+        super().load_state_dict(state)
+        if saved is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(saved)
+
+
+# the keys of a OneCycleLR phase, as torch's
+_PHASE_KEYS = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
 
 
 class OneCycleLR(LRScheduler):
@@ -477,21 +494,23 @@ class OneCycleLR(LRScheduler):
             raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
-        self.anneal_strategy = anneal_strategy
+        # (torch's attribute names, so that the state dicts load both ways)
+        self._anneal_func_type = anneal_strategy
         rise = float(pct_start * self.total_steps) - 1
         last = self.total_steps - 1
-        # (end step, lr from, lr to, momentum from, momentum to) per phase, by the group keys that hold them
+        # each phase's last step and the group keys of the lr and momentum it anneals from and to, as torch's dicts
         if three_phase:
-            self._schedule_phases = [
+            phases = [
                 (rise, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                 (float(2 * pct_start * self.total_steps) - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
                 (last, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
             ]
         else:
-            self._schedule_phases = [
+            phases = [
                 (rise, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                 (last, "max_lr", "min_lr", "base_momentum", "max_momentum"),
             ]
+        self._schedule_phases = [dict(zip(_PHASE_KEYS, phase, strict=True)) for phase in phases]
         max_lrs = _per_group("max_lr", optimizer, max_lr)
         if last_epoch == -1:
             for top, group in zip(max_lrs, optimizer.param_groups, strict=True):
@@ -500,18 +519,17 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            self._momentum = _momentum_key(optimizer)
-            self.use_beta1 = self._momentum == "betas"
+            self.use_beta1 = _uses_beta1(optimizer)
             tops = _per_group("max_momentum", optimizer, max_momentum)
             lows = _per_group("base_momentum", optimizer, base_momentum)
             if last_epoch == -1:
                 for top, low, group in zip(tops, lows, optimizer.param_groups, strict=True):
-                    _set_momentum(group, self._momentum, top)
+                    _set_momentum(group, self.use_beta1, top)
                     group["max_momentum"], group["base_momentum"] = top, low
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start: float, end: float, pct: float) -> float:
-        if self.anneal_strategy == "cos":
+        if self._anneal_func_type == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
@@ -522,15 +540,32 @@ class OneCycleLR(LRScheduler):
         lrs = []
         for group in self.optimizer.param_groups:
             start = 0.0
-            for i, (end, lr_from, lr_to, m_from, m_to) in enumerate(self._schedule_phases):
+            for i, phase in enumerate(self._schedule_phases):
+                end = phase["end_step"]
                 if t <= end or i == len(self._schedule_phases) - 1:
                     pct = (t - start) / (end - start)
-                    lrs.append(self._anneal(group[lr_from], group[lr_to], pct))
+                    lrs.append(self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct))
                     if self.cycle_momentum:
-                        _set_momentum(group, self._momentum, self._anneal(group[m_from], group[m_to], pct))
+                        momentum = self._anneal(group[phase["start_momentum"]], group[phase["end_momentum"]], pct)
+                        _set_momentum(group, self.use_beta1, momentum)
                     break
                 start = end
         return lrs
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load ours or torch's (the same layout); a phase saved as a tuple (older uopkit checkpoints) becomes torch's
+        dict."""
+        state = dict(state_dict)
+        if "_schedule_phases" in state:
+            state["_schedule_phases"] = [
+                dict(phase) if isinstance(phase, dict) else dict(zip(_PHASE_KEYS, phase, strict=True))
+                for phase in state["_schedule_phases"]
+            ]
+        if "anneal_strategy" in state:
+            # (older uopkit checkpoints' name for torch's _anneal_func_type)
+            state["_anneal_func_type"] = state.pop("anneal_strategy")
+        state.pop("_momentum", None)
+        super().load_state_dict(state)
 
 
 class SequentialLR(LRScheduler):

@@ -233,6 +233,10 @@ class Module:
         st = self._state()
         st.buffers.add(name)
         (st.non_persistent.add if not persistent else st.non_persistent.discard)(name)
+        if tensor is not None and tensor.uop.base.op not in (Ops.BUFFER, Ops.CONST):
+            # computed here (a RoPE table, a causal mask): stored now, as torch's, not recomputed by every forward
+            # (and a slice of it at a step's position reads a window of storage: one kernel for every position)
+            tensor.realize()
         setattr(self, name, tensor)
 
     def register_parameter(self, name: str, param: Tensor | None) -> None:
@@ -407,10 +411,17 @@ class Module:
     # gradients, devices and dtypes
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear every parameter's gradient (set_to_none=False: zeros of its shape)."""
+        """Clear every parameter's gradient (set_to_none=False: zero each `.grad` in place, the same tensor object, as
+        torch's)."""
+        from uopkit.nn.optimizer import zero_grad_in_place
+
         for p in self.parameters():
-            if p.grad is not None:
-                p.grad = None if set_to_none else p.grad.zeros_like().contiguous()
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                zero_grad_in_place(p.grad)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         for p in self.parameters():

@@ -1,7 +1,8 @@
 """Optimizers by torch.optim's names: each step writes the new parameters and optimizer state in place (assign ->
 STORE), all realized at once. Parameter groups, `state_dict()` and the rest of torch's Optimizer API are in the base
-class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam in nn/optim_more.py; LR schedulers in
-`uopkit.nn.optim.lr_scheduler`, as torch.optim.lr_scheduler.
+class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD in nn/optim_more.py; LR
+schedulers in `uopkit.nn.optim.lr_scheduler`, as torch.optim.lr_scheduler, and weight averaging (AveragedModel, SWALR,
+update_bn) in `uopkit.nn.optim.swa_utils`, as torch.optim.swa_utils.
 
 torch's `foreach`, `fused`, `capturable` and `differentiable` arguments are accepted and ignored: every step is already
 one realize of fused kernels, replayable under TinyJit, and gradients never flow through a step.
@@ -23,8 +24,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from uopkit.dtype import DType, dtypes
-from uopkit.nn import lr_scheduler
-from uopkit.nn.optim_more import Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop
+from uopkit.nn import lr_scheduler, swa_utils
+from uopkit.nn.optim_more import ASGD, Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop, Rprop, _as, _one_minus
 from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _powers, _state_like
 
 # (torch.nn.utils' clip_grad_norm_, where tinygrad's optimizers module has it too)
@@ -43,12 +44,17 @@ __all__ = [
     "Adamax",
     "NAdam",
     "RAdam",
+    "Rprop",
+    "ASGD",
     "clip_grad_norm_",
     "lr_scheduler",
+    "swa_utils",
 ]
 
-# `from uopkit.nn.optim.lr_scheduler import StepLR`, as torch's `torch.optim.lr_scheduler` (this module is no package)
+# `from uopkit.nn.optim.lr_scheduler import StepLR` and `from uopkit.nn.optim.swa_utils import AveragedModel`, as
+# torch's `torch.optim.lr_scheduler` and `torch.optim.swa_utils` (this module is no package)
 sys.modules[f"{__name__}.lr_scheduler"] = lr_scheduler
+sys.modules[f"{__name__}.swa_utils"] = swa_utils
 
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook
 _RESHAPE, _EXPAND, _DETACH, _MUL, _NEG, _ADD = Ops.RESHAPE, Ops.EXPAND, Ops.DETACH, Ops.MUL, Ops.NEG, Ops.ADD
@@ -284,9 +290,8 @@ class Adam(Optimizer):
             bias1, bias2, lr = scalars[key]
             if consts is not None and not amsgrad and _adam_update(consts, p, g, w, m, v, (bias1, bias2, lr)):
                 continue
-            c1, c2 = (b.cast(p.dtype) if isinstance(b, Tensor) else b for b in (b1, b2))
-            m.assign(c1 * m + (1 - c1) * g)
-            v.assign(c2 * v + (1 - c2) * (g * g))
+            m.assign(_as(b1, p) * m + _one_minus(b1, p) * g)
+            v.assign(_as(b2, p) * v + _one_minus(b2, p) * (g * g))
             m_hat = m / bias1
             if amsgrad:
                 v_max = self._slot(p, "max_exp_avg_sq")

@@ -1,9 +1,10 @@
 """torch.optim's other optimizers, by torch's names, argument order and defaults, with torch's update rules: RMSprop,
-Adagrad, Adadelta, Adamax, NAdam, RAdam (the base class, parameter groups and state dicts: nn/optimizer.py; re-exported
-by `uopkit.nn.optim`).
+Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD (the base class, parameter groups and state dicts:
+nn/optimizer.py; re-exported by `uopkit.nn.optim`).
 
-Numbers that depend on the step count (bias corrections, NAdam's momentum schedule, RAdam's rectification) are 0-d
-tensors computed on the device from the step count, so a step recompiles nothing and replays under TinyJit.
+Numbers that depend on the step count (bias corrections, NAdam's momentum schedule, RAdam's rectification, ASGD's eta
+and mu) are 0-d tensors computed on the device from the step count, so a step recompiles nothing and replays under
+TinyJit.
 
 >>> from uopkit import Tensor
 >>> w = Tensor([1.0, -2.0], requires_grad=True)
@@ -21,10 +22,11 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from uopkit.dtype import dtypes
 from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _powers, _state_like
 from uopkit.tensor import Tensor
 
-__all__ = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"]
+__all__ = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]
 
 
 def _check(name: str, group: dict[str, Any], *keys: str) -> None:
@@ -49,6 +51,12 @@ def _grad(group: ParamGroup, p: Tensor, weight_decay: float) -> Tensor:
 def _as(x: float | Tensor, like: Tensor) -> float | Tensor:
     # a hyperparameter (a number, or a 0-d tensor once dynamic) in a parameter's dtype
     return x.cast(like.dtype) if isinstance(x, Tensor) else x
+
+
+def _one_minus(x: float | Tensor, like: Tensor) -> float | Tensor:
+    # 1 - x in a parameter's dtype, the subtraction in x's own (float64) dtype, as torch's on Python floats: from x
+    # rounded to float32 first, 1 - 0.999 came out 1.3e-5 off
+    return (1 - x).cast(like.dtype) if isinstance(x, Tensor) else 1 - x
 
 
 class RMSprop(Optimizer):
@@ -254,7 +262,7 @@ class Adamax(_AdamFamily):
             clock = self._clocks[id(p)].values
             clr = group.tensors["lr"][0].cast(clock["step"].dtype) / (1 - _powers(group, clock, "betas", 0))
             exp_avg, exp_inf = self._slot(p, "exp_avg"), self._slot(p, "exp_inf")
-            exp_avg.assign(exp_avg + (1 - _as(b1, p)) * (g - exp_avg))
+            exp_avg.assign(exp_avg + _one_minus(b1, p) * (g - exp_avg))
             exp_inf.assign((_as(b2, p) * exp_inf).maximum(g.abs() + group["eps"]))
             written += (exp_avg, exp_inf)
             p.assign((p.detach() - clr.cast(p.dtype) * (exp_avg / exp_inf)).cast(p.dtype))
@@ -323,8 +331,8 @@ class NAdam(_AdamFamily):
             coef_g = (lr * (1 - mu) / (1 - clock["mu_product"])).cast(p.dtype)
             coef_m = (lr * mu_next / (1 - clock["mu_product"] * mu_next)).cast(p.dtype)
             exp_avg, exp_avg_sq = self._slot(p, "exp_avg"), self._slot(p, "exp_avg_sq")
-            exp_avg.assign(exp_avg + (1 - _as(b1, p)) * (g - exp_avg))
-            exp_avg_sq.assign(_as(b2, p) * exp_avg_sq + (1 - _as(b2, p)) * (g * g))
+            exp_avg.assign(exp_avg + _one_minus(b1, p) * (g - exp_avg))
+            exp_avg_sq.assign(_as(b2, p) * exp_avg_sq + _one_minus(b2, p) * (g * g))
             written += (exp_avg, exp_avg_sq)
             denom = (exp_avg_sq / bias2).sqrt() + eps
             p.assign((w - coef_g * (g / denom) - coef_m * (exp_avg / denom)).cast(p.dtype))
@@ -376,10 +384,134 @@ class RAdam(_AdamFamily):
             rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)).maximum(0).sqrt()
             adaptive = rho_t > 5
             exp_avg, exp_avg_sq = self._slot(p, "exp_avg"), self._slot(p, "exp_avg_sq")
-            exp_avg.assign(exp_avg + (1 - _as(b1, p)) * (g - exp_avg))
-            exp_avg_sq.assign(_as(b2, p) * exp_avg_sq + (1 - _as(b2, p)) * (g * g))
+            exp_avg.assign(exp_avg + _one_minus(b1, p) * (g - exp_avg))
+            exp_avg_sq.assign(_as(b2, p) * exp_avg_sq + _one_minus(b2, p) * (g * g))
             written += (exp_avg, exp_avg_sq)
             step_m = exp_avg / (bias1.cast(p.dtype)) * (lr.cast(p.dtype))
             scaled = step_m * (bias2.sqrt() * rect).cast(p.dtype) / (exp_avg_sq.sqrt() + eps)
             p.assign((w - adaptive.where(scaled, step_m)).cast(p.dtype))
         return written
+
+
+class Rprop(Optimizer):
+    """Rprop (Riedmiller & Braun), torch's form: each element's step size grows by etaplus while its gradient keeps its
+    sign and shrinks by etaminus when it flips (clamped to `step_sizes`); p -= sign(g) * step_size, and after a flip
+    that element skips the step and counts as unsigned next time (its "prev" is 0). `lr` is the first step size,
+    taken when a parameter first steps, as torch's."""
+
+    state_names = ("prev", "step_size")
+
+    def __init__(
+        self,
+        params: Tensor | Iterable[Any],
+        lr: float = 0.01,
+        etas: tuple[float, float] = (0.5, 1.2),
+        step_sizes: tuple[float, float] = (1e-6, 50),
+        *,
+        capturable: bool = False,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ) -> None:
+        defaults = dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), foreach=foreach, maximize=maximize)
+        super().__init__(params, defaults | dict(differentiable=differentiable, capturable=capturable))
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        etaminus, etaplus = group["etas"]
+        if not 0.0 < etaminus < 1.0 < etaplus:
+            raise ValueError(f"Rprop: etas must satisfy 0 < etaminus < 1 < etaplus, got ({etaminus}, {etaplus})")
+
+    def _init_state(self, group: ParamGroup, p: Tensor) -> dict[str, Tensor]:
+        return {"prev": _state_like(p), "step_size": _state_like(p, group["lr"])}
+
+    def _fresh_value(self, group: ParamGroup, name: str) -> float:
+        return float(group["lr"]) if name == "step_size" else 0.0
+
+    def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        (etaminus, etaplus), (smallest, largest) = group["etas"], group["step_sizes"]
+        written: list[Tensor] = []
+        for p in params:
+            g = _grad(group, p, 0.0)
+            prev, step_size = self._slot(p, "prev"), self._slot(p, "step_size", group["lr"])
+            # (the first step starts from the lr of that step, as torch fills its step sizes then)
+            first = self._clocks[id(p)].values["step"] == 1
+            start = first.where(group.tensors["lr"][0].cast(p.dtype), step_size)
+            # etaplus where the gradient kept its sign, etaminus where it flipped, 1 where either is 0 (NaN stays)
+            sign = (g * prev).sign()
+            factor = (sign > 0).where(etaplus, (sign < 0).where(etaminus, (sign == 0).where(1.0, sign)))
+            step_size.assign((start * factor).clamp(smallest, largest))
+            kept = (sign < 0).where(0.0, g)
+            prev.assign(kept)
+            written += (step_size, prev)
+            p.assign((p.detach() - kept.sign() * step_size).cast(p.dtype))
+        return written
+
+
+class ASGD(Optimizer):
+    """Averaged SGD (Polyak & Juditsky), torch's form: p = p (1 - lambd eta) - eta g with eta = lr / (1 + lambd lr
+    t)^alpha, and "ax" the running average of the parameter from step t0 on (mu = 1 / max(1, t - t0); before that
+    ax is the parameter itself). A step uses the eta and mu the step before left, as torch's."""
+
+    state_names = ("ax",)
+    clock_state = ("step", "eta", "mu")
+
+    def __init__(
+        self,
+        params: Tensor | Iterable[Any],
+        lr: float = 0.01,
+        lambd: float = 1e-4,
+        alpha: float = 0.75,
+        t0: float = 1e6,
+        weight_decay: float = 0,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
+    ) -> None:
+        defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay, foreach=foreach)
+        super().__init__(
+            params, defaults | dict(maximize=maximize, differentiable=differentiable, capturable=capturable)
+        )
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        _check("ASGD", group, "weight_decay")
+
+    def _init_state(self, group: ParamGroup, p: Tensor) -> dict[str, Tensor]:
+        return {"ax": _state_like(p)}
+
+    # the clock: the step, torch's eta and mu (what the next step uses), and this step's ("eta_now", "mu_now": what the
+    # last step left, read by the update)
+    def _clock_values(self, group: ParamGroup, step: float) -> dict[str, float]:
+        lr, lambd = float(group["lr"]), group["lambd"]
+        eta = lr / (1 + lambd * lr * step) ** group["alpha"]
+        mu = 1 / max(1.0, step - group["t0"])
+        return {"step": float(step), "eta": eta, "mu": mu, "eta_now": eta, "mu_now": mu}
+
+    def _clock_next(self, group: ParamGroup, clock: dict[str, Tensor]) -> dict[str, Tensor]:
+        step = clock["step"] + 1
+        lr = group.tensors["lr"][0].cast(step.dtype)
+        eta = lr / (1 + group["lambd"] * lr * step) ** group["alpha"]
+        mu = 1 / (step - group["t0"]).maximum(1)
+        # (a parameter's first step takes the lr of that step, as torch makes its eta then)
+        eta_now = (step == 1).where(_rounded(lr), clock["eta"])
+        return {"step": step, "eta_now": eta_now, "mu_now": clock["mu"], "eta": _rounded(eta), "mu": _rounded(mu)}
+
+    def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        lambd = group["lambd"]
+        written: list[Tensor] = []
+        for p in params:
+            g = _grad(group, p, group["weight_decay"])
+            clock = self._clocks[id(p)].values
+            eta, mu = clock["eta_now"], clock["mu_now"]
+            new = (p.detach() * (1 - lambd * eta).cast(p.dtype) - eta.cast(p.dtype) * g).cast(p.dtype)
+            ax = self._slot(p, "ax")
+            # (while mu is 1 the average is the parameter itself, as torch copies it)
+            ax.assign((mu == 1).where(new, ax + (new - ax) * mu.cast(p.dtype)))
+            written.append(ax)
+            p.assign(new)
+        return written
+
+
+def _rounded(x: Tensor) -> Tensor:
+    # a value as torch keeps it in a float32 0-d state tensor (its default dtype), in x's own dtype
+    return x.cast(dtypes.float32).cast(x.dtype)

@@ -1,6 +1,6 @@
 """The optimizer base class, as torch.optim.Optimizer: parameter groups with per-group hyperparameters, per-parameter
 state, `state_dict()` / `load_state_dict()` in torch's layout. The update rules are in nn/optim.py (SGD and the Adam
-family) and nn/optim_more.py (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam).
+family) and nn/optim_more.py (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD).
 
 What a TinyJit replay reads: each group's learning rate is a 0-d tensor, so `group["lr"] = x` (what an LR scheduler
 does) writes that tensor and the next step, jitted or not, uses it without recompiling. The hyperparameters in an
@@ -31,6 +31,7 @@ import numpy as np
 
 from uopkit.device import Device
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.schedule import live_tensors
 from uopkit.tensor import Tensor
 
 __all__ = ["Optimizer", "ParamGroup"]
@@ -276,12 +277,13 @@ class Optimizer:
     # ---- stepping
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Drop the gradients (`set_to_none=False`: make them zeros, as torch's)."""
+        """Drop the gradients (`set_to_none=False`: zero each `.grad` in place, as torch's: the same tensor object, so
+        a reference to it sees the zeros and what the next backward adds)."""
         for p in self.params:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad = Tensor.zeros(*p.grad.shape, dtype=p.grad.dtype, device=p.grad.device)
+                zero_grad_in_place(p.grad)
 
     def step(self, closure: Any = None) -> Any:
         """Update every parameter from its `.grad` (one realize for all parameters and state). `closure`, as torch's:
@@ -455,6 +457,18 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
         return "\n".join(lines) + "\n)"
+
+
+def zero_grad_in_place(grad: Tensor) -> None:
+    """Make `grad` (a `.grad`) zeros of its shape, detached, keeping the tensor object, as torch's `grad.zero_()` in
+    `zero_grad(set_to_none=False)`: its graph becomes a constant, as a backward's accumulation rebinds it (no kernel
+    writes zeros into its buffer). A `.grad` set to a view of another tensor gets the zeros written through to the
+    storage it shows, as torch's."""
+    zeros = Tensor.zeros(*grad.shape, dtype=grad.dtype, device=grad.device)
+    if grad._view_of is not None and grad._view_of() is not None:
+        grad.assign(zeros)
+    else:
+        live_tensors.set_uop(grad, zeros.uop)
 
 
 def _write_all(t: Tensor, value: float) -> None:

@@ -34,7 +34,7 @@ import pickle
 import pickletools
 import struct
 import zipfile
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import IO, Any
 
 import numpy as np
@@ -242,8 +242,19 @@ def _codecs_encode(text: Any, encoding: Any = "utf-8") -> bytes:
     return codecs.encode(text, "latin1")
 
 
+def _counter(counts: Any = None) -> Counter:
+    # collections.Counter (MultiStepLR's milestones), which torch's weights_only reader allows: pickled as a call with
+    # one dict of the counts
+    if counts is None:
+        return Counter()
+    if type(counts) is not dict:
+        raise UnsafePickleError(f"torch_load: the pickle calls collections.Counter with a {type(counts).__name__}")
+    return Counter(counts)
+
+
 _ALLOWED: dict[tuple[str, str], Any] = {
     ("collections", "OrderedDict"): OrderedDict,
+    ("collections", "Counter"): _counter,
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
     ("_codecs", "encode"): _codecs_encode,
@@ -455,7 +466,7 @@ def _materialize(obj: Any, device_of: Any, done: dict[int, Any]) -> Any:
         numel = len(obj.data) // obj.dtype.itemsize
         out = _to_tensor(_PendingTensor(obj, obj.dtype, 0, (numel,), (1,)), device_of(obj))
     elif isinstance(obj, dict):
-        out = type(obj)() if isinstance(obj, OrderedDict) else {}
+        out = type(obj)() if isinstance(obj, (OrderedDict, Counter)) else {}
         done[id(obj)] = out
         for k, v in obj.items():
             out[k] = _materialize(v, device_of, done)
@@ -537,6 +548,7 @@ def _global(module: str, name: str) -> bytes:
 
 _MARK, _TUPLE, _EMPTY_TUPLE, _REDUCE = b"(", b"t", b")", b"R"
 _ORDERED_DICT = _global("collections", "OrderedDict") + _EMPTY_TUPLE + _REDUCE
+_COUNTER, _TUPLE1 = _global("collections", "Counter"), b"\x85"
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -595,7 +607,12 @@ class _PickleWriter:
             )
 
     def save_container(self, obj: dict | list | tuple, path: str) -> None:
-        if isinstance(obj, dict):
+        if isinstance(obj, Counter):
+            # as pickle writes a Counter: collections.Counter called with a dict of the counts
+            self.out += _COUNTER
+            self.save_container(dict(obj), path)
+            self.out += _TUPLE1 + _REDUCE
+        elif isinstance(obj, dict):
             self.out += _ORDERED_DICT if isinstance(obj, OrderedDict) else b"}"
             for i, (k, v) in enumerate(obj.items()):
                 if not isinstance(k, (str, int, float, bool, type(None), tuple)):

@@ -76,7 +76,8 @@ class enable_grad(_BareDecorator):
 
 
 class inference_mode(_GradSwitch):
-    """torch's inference_mode: here `no_grad` (mode=False: recording stays as it is)."""
+    """torch's inference_mode: here `no_grad`. `inference_mode(False)` turns recording on, as torch's (inside an
+    `inference_mode()` or `no_grad()` block too), until the block or the decorated call ends."""
 
     def __new__(cls, mode: Any = True) -> Any:
         # (`@inference_mode` without the call: the function comes as `mode`)
@@ -91,7 +92,7 @@ class inference_mode(_GradSwitch):
             return
         if not isinstance(mode, bool):
             raise TypeError(f"inference_mode: mode must be a bool, got {mode!r}")
-        self.enabled = False if mode else None
+        self.enabled = not mode
 
 
 class set_grad_enabled(_GradSwitch):

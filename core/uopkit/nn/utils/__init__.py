@@ -1,5 +1,7 @@
 """uopkit.nn.utils: torch.nn.utils' training helpers: gradient clipping and parameter vectors (nn/utils/clip_grad.py),
-and variable-length sequences as `uopkit.nn.utils.rnn` (nn/utils/rnn.py).
+variable-length sequences as `uopkit.nn.utils.rnn` (nn/utils/rnn.py), parametrizations as
+`uopkit.nn.utils.parametrize` and `uopkit.nn.utils.parametrizations` (weight_norm), and the older
+`weight_norm` / `remove_weight_norm` (nn/utils/weight_norm.py).
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn.utils import parameters_to_vector
@@ -7,7 +9,8 @@ and variable-length sequences as `uopkit.nn.utils.rnn` (nn/utils/rnn.py).
 [1.0, 2.0, 3.0]
 """
 
-from uopkit.nn.utils import clip_grad, rnn
+from uopkit.nn.utils import clip_grad, parametrizations, parametrize, rnn
 from uopkit.nn.utils.clip_grad import *  # noqa: F403
+from uopkit.nn.utils.weight_norm import remove_weight_norm, weight_norm
 
-__all__ = [*clip_grad.__all__, "rnn"]
+__all__ = [*clip_grad.__all__, "rnn", "parametrize", "parametrizations", "weight_norm", "remove_weight_norm"]
