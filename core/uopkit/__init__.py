@@ -18,6 +18,7 @@ __all__ = ["Device", "dtypes", "__version__"]
 try:
     from uopkit import autograd  # noqa: F401  (torch.autograd's names)
     from uopkit.tensor import (  # noqa: F401
+        Generator,
         Tensor,
         enable_grad,
         inference_mode,
@@ -28,6 +29,7 @@ try:
 
     __all__ += [
         "Tensor",
+        "Generator",
         "autograd",
         "no_grad",
         "enable_grad",

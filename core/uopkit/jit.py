@@ -141,7 +141,7 @@ class _Captured:
     training: tuple[bool, int] = (False, 0)
     # buffers of host random values (Tensor.rand, dropout's mask) the launches read, each with its draw: refilled with
     # new values by every replay, as a call without the JIT draws new ones
-    draws: list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]] = field(default_factory=list)
+    draws: list[tuple[Buffer, Callable[[], np.ndarray]]] = field(default_factory=list)
 
 
 @dataclass
@@ -381,7 +381,7 @@ class TinyJit(Generic[ReturnType]):
         items: list[ExecItem] = []
         held_before = _held_buffers()
         checks: list[Callable[[], None]] = []
-        draws: list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]] = []
+        draws: list[tuple[Buffer, Callable[[], np.ndarray]]] = []
         capturing.append(items)
         capturing_checks.append(checks)
         random_draws.append(draws)
@@ -455,7 +455,7 @@ class TinyJit(Generic[ReturnType]):
         if bufs is None:
             bufs = [buffers[uop] for uop in uops]
         for buf, draw in cap.draws:
-            values = np.ascontiguousarray(draw(Tensor._rng()))
+            values = np.ascontiguousarray(draw())
             if values.size:
                 buf.copyin(memoryview(values.reshape(-1)).cast("B"))
         for launch in cap.launches:

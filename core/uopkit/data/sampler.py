@@ -1,7 +1,8 @@
 """Samplers: the order in which a DataLoader reads a map-style dataset (torch.utils.data's samplers).
 
-Random samplers draw from uopkit's seeded generator (`Tensor.manual_seed`) unless given a numpy Generator: each
-`iter()` takes one fresh draw from the stream, so every epoch has its own order and a run is reproducible from its seed.
+Random samplers draw from uopkit's seeded generator (`Tensor.manual_seed`) unless given a uopkit.Generator or a numpy
+Generator: each `iter()` takes one fresh draw from the stream, so every epoch has its own order and a run is
+reproducible from its seed.
 """
 
 from __future__ import annotations
@@ -11,22 +12,23 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from uopkit.tensor import Tensor
+from uopkit.tensor import Generator, Tensor
 
 T_co = TypeVar("T_co", covariant=True)
 
 
 def _generator_rng(generator: Any, where: str) -> np.random.Generator:
-    """The numpy generator one epoch draws from: uopkit's seeded stream when `generator` is None, else the user's."""
-    if generator is None:
+    """The numpy generator one epoch draws from: uopkit's seeded stream when `generator` is None, the next stretch of
+    a uopkit.Generator's stream (as torch's samplers draw from a torch.Generator), else the user's numpy Generator."""
+    if generator is None or isinstance(generator, Generator):
         # one draw from Tensor.manual_seed's stream (Philox keyed by the seed and a call counter), shared with
-        # Tensor.rand and the others: reproducible for a seed and an order of calls
-        return Tensor._rng()
+        # Tensor.rand and the others, or from the Generator's own: reproducible for a seed and an order of calls
+        return Tensor._rng(generator)
     if isinstance(generator, np.random.Generator):
         return generator
     raise TypeError(
-        f"{where}: generator must be a numpy Generator (np.random.default_rng(seed)) or None (Tensor.manual_seed's "
-        f"stream), got {type(generator).__name__}"
+        f"{where}: generator must be a uopkit.Generator, a numpy Generator (np.random.default_rng(seed)) or None "
+        f"(Tensor.manual_seed's stream), got {type(generator).__name__}"
     )
 
 
@@ -74,7 +76,8 @@ class RandomSampler(Sampler[int]):
     """A fresh random permutation of the indices each epoch; with `replacement`, `num_samples` independent draws.
 
     Without replacement, `num_samples` beyond the dataset's length chains whole permutations (and a part of one), as
-    torch's. `generator`: a numpy Generator, or None for uopkit's seeded stream (`Tensor.manual_seed`).
+    torch's. `generator`: a uopkit.Generator, a numpy Generator, or None for uopkit's seeded stream
+    (`Tensor.manual_seed`).
 
     >>> Tensor.manual_seed(0); sorted(RandomSampler(range(4)))
     [0, 1, 2, 3]

@@ -2,8 +2,8 @@
 
 Each function fills the tensor it is given in place (the same Tensor object: a module's parameter, and every view of
 it, shows the new values) and returns it; nothing is recorded by autograd (as torch's, which run under no_grad). The
-draws come from uopkit's generator, so `Tensor.manual_seed` makes them reproducible; they follow torch's
-distributions, not its samples. torch's `generator=` argument is accepted only as None.
+draws come from uopkit's global stream, so `Tensor.manual_seed` makes them reproducible, or from the
+`uopkit.Generator` passed as `generator=`; they follow torch's distributions, not its samples.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import init
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from uopkit.tensor import Tensor, no_grad
+from uopkit.tensor import Generator, Tensor, no_grad
 
 __all__ = [
     "calculate_gain",
@@ -54,10 +54,11 @@ _UNIT_GAIN = (
 
 
 def _check_generator(generator: Any, name: str) -> None:
-    # torch's per-call generators have no counterpart: draws come from uopkit's one seeded stream
-    if generator is not None:
-        raise NotImplementedError(
-            f"{name}: generator= is not supported; seed uopkit's generator with Tensor.manual_seed"
+    # (checked before anything is drawn, so the message names the initializer)
+    if generator is not None and not isinstance(generator, Generator):
+        raise TypeError(
+            f"{name}: generator must be a uopkit.Generator or None, got {type(generator).__name__} (a torch.Generator "
+            "can't be drawn from here: pass uopkit.Generator().manual_seed(seed))"
         )
 
 
@@ -118,22 +119,27 @@ def _calculate_correct_fan(tensor: Tensor, mode: str, name: str = "_calculate_co
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Generator | None = None) -> Tensor:
     """Fill `tensor` with draws from U(a, b) (torch.nn.init.uniform_)."""
     _check_generator(generator, "uniform_")
     with no_grad():
-        return tensor.uniform_(a, b)
+        return tensor.uniform_(a, b, generator=generator)
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None) -> Tensor:
     """Fill `tensor` with draws from N(mean, std**2) (torch.nn.init.normal_)."""
     _check_generator(generator, "normal_")
     with no_grad():
-        return tensor.normal_(mean, std)
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(
-    tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator: Any = None
+    tensor: Tensor,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    generator: Generator | None = None,
 ) -> Tensor:
     """Fill `tensor` with draws from N(mean, std**2) truncated to [a, b] (torch.nn.init.trunc_normal_; a and b are
     values, not numbers of standard deviations).
@@ -152,7 +158,7 @@ def trunc_normal_(
     # (written with erfinv on [2 cdf(a) - 1, 2 cdf(b) - 1]); the clamp catches rounding at the ends
     low, high = (math.erf((a - mean) / (std * math.sqrt(2.0))), math.erf((b - mean) / (std * math.sqrt(2.0))))
     with no_grad():
-        u = Tensor.uniform(*tensor.shape, low=low, high=high, device=tensor.device)
+        u = Tensor.uniform(*tensor.shape, low=low, high=high, device=tensor.device, generator=generator)
         values = (u.erfinv() * (std * math.sqrt(2.0)) + mean).clamp(a, b)
         return tensor.copy_(values)
 
@@ -208,7 +214,7 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
         return tensor.copy_(Tensor(delta, device=tensor.device))
 
 
-def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
     """Fill `tensor` from U(-bound, bound), bound = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010;
     torch.nn.init.xavier_uniform_)."""
     _check_generator(generator, "xavier_uniform_")
@@ -216,16 +222,16 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Any = None) ->
     # a uniform on [-bound, bound] has standard deviation bound / sqrt(3)
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
     with no_grad():
-        return tensor.uniform_(-bound, bound)
+        return tensor.uniform_(-bound, bound, generator=generator)
 
 
-def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
     """Fill `tensor` from N(0, std**2), std = gain * sqrt(2 / (fan_in + fan_out)) (torch.nn.init.xavier_normal_)."""
     _check_generator(generator, "xavier_normal_")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor, "xavier_normal_")
     std = gain * math.sqrt(2.0 / (fan_in + fan_out))
     with no_grad():
-        return tensor.normal_(0.0, std)
+        return tensor.normal_(0.0, std, generator=generator)
 
 
 def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str, name: str) -> float:
@@ -238,7 +244,11 @@ def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str, name: s
 
 
 def kaiming_uniform_(
-    tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator: Any = None
+    tensor: Tensor,
+    a: float = 0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: Generator | None = None,
 ) -> Tensor:
     """Fill `tensor` from U(-bound, bound), bound = gain * sqrt(3 / fan) (He et al., 2015;
     torch.nn.init.kaiming_uniform_): `a` is leaky_relu's negative slope, `mode` picks fan_in or fan_out.
@@ -252,11 +262,15 @@ def kaiming_uniform_(
         return tensor
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_uniform_")
     with no_grad():
-        return tensor.uniform_(-bound, bound)
+        return tensor.uniform_(-bound, bound, generator=generator)
 
 
 def kaiming_normal_(
-    tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator: Any = None
+    tensor: Tensor,
+    a: float = 0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: Generator | None = None,
 ) -> Tensor:
     """Fill `tensor` from N(0, std**2), std = gain / sqrt(fan) (torch.nn.init.kaiming_normal_)."""
     _check_generator(generator, "kaiming_normal_")
@@ -264,10 +278,10 @@ def kaiming_normal_(
         return tensor
     std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_")
     with no_grad():
-        return tensor.normal_(0.0, std)
+        return tensor.normal_(0.0, std, generator=generator)
 
 
-def orthogonal_(tensor: Tensor, gain: float = 1, generator: Any = None) -> Tensor:
+def orthogonal_(tensor: Tensor, gain: float = 1, generator: Generator | None = None) -> Tensor:
     """Fill `tensor` (2 or more dimensions, read as rows = dim 0 by columns = the rest) with a random (semi-)orthogonal
     matrix times `gain` (Saxe et al., 2013; torch.nn.init.orthogonal_): the rows are orthonormal when there are
     fewer rows than columns, else the columns are.
@@ -287,7 +301,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Any = None) -> Tenso
     cols = tensor.numel() // rows
     # a Gaussian matrix from uopkit's generator, factorized on the host: Q of its QR, with each column's sign made
     # that of R's diagonal so Q is uniformly (Haar) distributed
-    gaussian = Tensor.randn(rows, cols).numpy().astype(np.float64)
+    gaussian = Tensor.randn(rows, cols, generator=generator).numpy().astype(np.float64)
     if rows < cols:
         gaussian = gaussian.T
     q, r = np.linalg.qr(gaussian)
@@ -298,7 +312,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Any = None) -> Tenso
         return tensor.copy_(Tensor(q * gain, device=tensor.device, dtype=tensor.dtype).reshape(tensor.shape))
 
 
-def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any = None) -> Tensor:
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Generator | None = None) -> Tensor:
     """Fill a 2-D `tensor` from N(0, std**2), then zero ceil(sparsity * rows) randomly chosen rows of each column
     (Martens, 2010; torch.nn.init.sparse_).
 
@@ -312,8 +326,11 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any =
     rows, cols = tensor.shape
     zeros_per_column = int(math.ceil(sparsity * rows))
     # each column's rows in a random order (the rank of a uniform draw within its column): the first ones are zeroed
-    ranks = np.argsort(np.argsort(Tensor.rand(rows, cols).numpy(), axis=0, kind="stable"), axis=0, kind="stable")
+    draws = Tensor.rand(rows, cols, generator=generator).numpy()
+    ranks = np.argsort(np.argsort(draws, axis=0, kind="stable"), axis=0, kind="stable")
     keep = Tensor(ranks >= zeros_per_column, device=tensor.device)
     with no_grad():
-        values = Tensor.normal(rows, cols, mean=0.0, std=std, device=tensor.device, dtype=tensor.dtype)
+        values = Tensor.normal(
+            rows, cols, mean=0.0, std=std, device=tensor.device, dtype=tensor.dtype, generator=generator
+        )
         return tensor.copy_(keep.where(values, 0.0))

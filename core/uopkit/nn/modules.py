@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from uopkit.dtype import DType, dtypes, to_numpy_dtype
-from uopkit.nn.module import Module
-from uopkit.tensor import ArgumentError, ShapeError, Tensor
+from uopkit.dtype import DType, dtypes, to_dtype, to_numpy_dtype
+from uopkit.nn.module import Module, Parameter
+from uopkit.tensor import ArgumentError, ShapeError, Tensor, is_grad_enabled
 from uopkit.tensor.support import _conv_pads, _gradient_stored_once
 
 __all__ = [
@@ -561,46 +561,144 @@ class RMSNorm(Module):
         return out * self.weight if self.weight is not None else out
 
 
+def _renorm_looked_up_rows(input: Tensor, weight: Tensor, max_norm: float, norm_type: float) -> None:
+    # the rows of weight that input looks up and whose norm exceeds max_norm are scaled down to it in weight itself,
+    # outside autograd, as torch's embedding_renorm_
+    used = input.flatten().one_hot(weight.shape[0]).sum(0).unsqueeze(-1) > 0
+    norms = weight.detach().vector_norm(norm_type, -1, keepdim=True)
+    scale = (used & (norms > max_norm)).where(max_norm / (norms + 1e-7), 1.0)
+    weight.detach().mul_(scale.cast(weight.dtype))
+
+
 class Embedding(Module):
-    """A lookup table: integer indices of any shape -> rows of `weight` (vocab_size, embed_size), N(0, 1) initialized.
-    The row at `padding_idx` (as torch's: a padding token) starts as zeros and gets no gradient.
+    """A lookup table, as torch.nn.Embedding: integer indices of any shape -> rows of `weight` (num_embeddings,
+    embedding_dim), N(0, 1) initialized (tinygrad's `Embedding(vocab_size, embed_size)` is the same call, and
+    `vocab_size`/`embed_size` the same sizes). The row at `padding_idx` (a padding token) starts as zeros and gets no
+    gradient. `max_norm`: each looked-up row whose `norm_type`-norm exceeds it is scaled down to it in the weight
+    itself, outside autograd, before the lookup (torch's). `scale_grad_by_freq`: each row's gradient is divided by how
+    often its index occurs in the batch. `sparse=True` is accepted and gives a dense gradient (there are no sparse
+    tensors; every optimizer takes it). `_weight` is used as the weight (a Parameter showing its storage, as torch's),
+    frozen with `_freeze`.
 
     >>> Embedding(10, 3)(Tensor([[1, 2], [3, 4]])).shape
     (2, 2, 3)
     """
 
-    def __init__(self, vocab_size: int, embed_size: int, padding_idx: int | None = None) -> None:
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
+        device: str | None = None,
+        dtype: DType | str | None = None,
+    ) -> None:
+        layer = f"Embedding({num_embeddings}, {embedding_dim})"
         if padding_idx is not None:
-            if not -vocab_size <= padding_idx < vocab_size:
-                raise ValueError(f"Embedding({vocab_size}, {embed_size}): padding_idx {padding_idx} is out of range")
-            padding_idx %= vocab_size
-        self.vocab_size, self.embed_size, self.padding_idx = vocab_size, embed_size, padding_idx
-        table = Tensor._rng().standard_normal((vocab_size, embed_size))
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"{layer}: padding_idx {padding_idx} is out of range")
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        # (tinygrad's names for the two sizes)
+        self.vocab_size, self.embed_size = num_embeddings, embedding_dim
+        if _weight is not None:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(
+                    f"{layer}: _weight must have shape {(num_embeddings, embedding_dim)}, got {tuple(_weight.shape)}"
+                )
+            # used as it is, the padding row included (torch's); `device` and `dtype` are for a new weight only
+            self.weight: Tensor = Parameter(_weight, requires_grad=not _freeze)
+            return
+        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        if not dtypes.is_float(dt):
+            raise TypeError(f"{layer}: dtype must be a float dtype, got {dt}")
+        table = Tensor._rng().standard_normal((num_embeddings, embedding_dim))
         if padding_idx is not None:
             table[padding_idx] = 0
-        self.weight = _host(table)
+        weight = _host(table, requires_grad=False)
+        if device is not None or dt != dtypes.float32:
+            # built in float32 on the host as the other layers' parameters, then moved and rounded once
+            weight = weight.to(device=device, dtype=dt).realize()
+        if _freeze:
+            # a Parameter, so that it stays a parameter (a plain tensor that doesn't require a gradient is a buffer)
+            self.weight = Parameter(weight, requires_grad=False)
+        else:
+            weight.requires_grad = True
+            self.weight = weight
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        embeddings: Tensor,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+    ) -> Embedding:
+        """An Embedding whose weight is `embeddings` (num_embeddings, embedding_dim), trained unless `freeze`, as
+        torch.nn.Embedding.from_pretrained (the weight shows a realized tensor's storage, as torch's Parameter does;
+        the padding row is left as it is).
+
+        >>> emb = Embedding.from_pretrained(Tensor([[1.0, 2.0], [3.0, 4.0]]))
+        >>> emb(Tensor([1, 1])).tolist(), emb.weight.requires_grad
+        ([[3.0, 4.0], [3.0, 4.0]], False)
+        """
+        if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
+            got = f"shape {embeddings.shape}" if isinstance(embeddings, Tensor) else type(embeddings).__name__
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be a 2-D Tensor, got {got}")
+        rows, cols = embeddings.shape
+        options = (padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+        return cls(rows, cols, *options, _weight=embeddings, _freeze=freeze)
 
     def __call__(self, idx: Tensor | Sequence | np.ndarray) -> Tensor:
+        name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
         if not isinstance(idx, Tensor):
             arr = np.asarray(idx)
-            bad = arr[(arr < 0) | (arr >= self.vocab_size)]
+            bad = arr[(arr < 0) | (arr >= self.num_embeddings)]
             if bad.size:
-                raise IndexError(
-                    f"Embedding({self.vocab_size}, {self.embed_size}): index {int(bad.flat[0])} is out "
-                    f"of range [0, {self.vocab_size})"
-                )
+                raise IndexError(f"{name}: index {int(bad.flat[0])} is out of range [0, {self.num_embeddings})")
             idx = Tensor(arr.astype(np.int32))
         if not dtypes.is_int(idx.dtype):
             raise TypeError(f"Embedding: indices must be integers, got {idx.dtype}")
         # the rows gathered (one load per lookup: a one-hot matrix times the table was a pass over the whole table per
         # lookup, 140 ms for 2048 lookups in 30000 rows); indices checked as torch's, negative ones included
-        name = f"Embedding({self.vocab_size}, {self.embed_size})"
-        self.weight._check_index_range(idx, self.vocab_size, 0, name, negative=False)
+        self.weight._check_index_range(idx, self.num_embeddings, 0, name, negative=False)
+        if self.max_norm is not None:
+            _renorm_looked_up_rows(idx, self.weight, self.max_norm, self.norm_type)
         rows = self.weight._advanced_index([(0, idx)])
+        if self.scale_grad_by_freq and self.weight.requires_grad and is_grad_enabled():
+            # each row's gradient divided by how often its index occurs in the batch, as torch's (the value is
+            # untouched: rows - rows.detach() is 0); with no gradient to scale, the counts aren't computed
+            counts = idx.flatten().one_hot(self.num_embeddings).sum(0).cast(rows.dtype)
+            rows = rows.detach() + (rows - rows.detach()) / counts._advanced_index([(0, idx)]).unsqueeze(-1)
         if self.padding_idx is None:
             return rows
         # the padding row is read without a gradient
         return (idx == self.padding_idx).unsqueeze(-1).where(rows.detach(), rows)
+
+    def extra_repr(self) -> str:
+        # torch's: the sizes, then the options that differ from their defaults
+        options = [f"{self.num_embeddings}, {self.embedding_dim}"]
+        if self.padding_idx is not None:
+            options.append(f"padding_idx={self.padding_idx}")
+        if self.max_norm is not None:
+            options.append(f"max_norm={self.max_norm}")
+        if self.norm_type != 2:
+            options.append(f"norm_type={self.norm_type}")
+        if self.scale_grad_by_freq:
+            options.append("scale_grad_by_freq=True")
+        if self.sparse:
+            options.append("sparse=True")
+        return ", ".join(options)
 
 
 class _RecurrentCell(Module):

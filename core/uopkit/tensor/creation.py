@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from uopkit.dtype import (
 )
 from uopkit.engine.realize import buffers, capturing
 from uopkit.helpers import prod
+from uopkit.tensor.generator import Generator, _philox, _seed_value
 from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
@@ -37,16 +39,25 @@ if TYPE_CHECKING:
 
 
 # the host random draws made while TinyJit captures a function, one list per capture: (the buffer the values went to,
-# a function that draws new ones from a generator), so that every replay fills the buffer with new values (the kernels
-# read the buffer; left as captured, every replay would reuse the same dropout mask)
-random_draws: list[list[tuple[Buffer, Callable[[np.random.Generator], np.ndarray]]]] = []
+# a function that draws new ones from the same stream), so that every replay fills the buffer with new values (the
+# kernels read the buffer; left as captured, every replay would reuse the same dropout mask)
+random_draws: list[list[tuple[Buffer, Callable[[], np.ndarray]]]] = []
 
 
-def _random_tensor(draw: Callable[[np.random.Generator], np.ndarray], **kwargs: Any) -> Tensor:
-    """A tensor of values drawn on the host by `draw` from the seeded generator (recorded while TinyJit captures)."""
-    t = Tensor(draw(Tensor._rng()), **kwargs)
+def _draw_again(draw: Callable[[np.random.Generator], np.ndarray], generator: Generator | None) -> np.ndarray:
+    # a replay's draw, from the next stretch of the stream the captured one came from (a Generator's draws leave the
+    # global stream alone in a replay too)
+    return draw(Tensor._rng(generator))
+
+
+def _random_tensor(
+    draw: Callable[[np.random.Generator], np.ndarray], generator: Generator | None = None, **kwargs: Any
+) -> Tensor:
+    """A tensor of values drawn on the host by `draw` from `generator`'s stream, or the global one (Tensor.manual_seed)
+    when None (recorded while TinyJit captures)."""
+    t = Tensor(draw(Tensor._rng(generator)), **kwargs)
     if random_draws:
-        random_draws[-1].append((buffers[t.uop.base], draw))
+        random_draws[-1].append((buffers[t.uop.base], functools.partial(_draw_again, draw, generator)))
     return t
 
 
@@ -265,25 +276,33 @@ class CreationMixin:
 
     @staticmethod
     def manual_seed(seed: int = 0) -> None:
-        """Seed the random generator: the same seed gives the same sequence of random tensors.
+        """Seed the global random stream: the same seed gives the same sequence of random tensors (an int in
+        [-2**63, 2**64), negative ones taken modulo 2**64, as torch). A `uopkit.Generator` seeded alike draws the
+        same values from a stream of its own.
 
         >>> Tensor.manual_seed(1); a = Tensor.rand(3).tolist(); Tensor.manual_seed(1); a == Tensor.rand(3).tolist()
         True
         """
-        Tensor._seed, Tensor._rng_counter = seed, 0
+        Tensor._seed, Tensor._rng_counter = _seed_value(seed, "manual_seed"), 0
 
     @staticmethod
-    def _rng() -> np.random.Generator:
-        # Philox keyed by the seed, each call from its own stretch of the counter: reproducible for a given seed and
-        # call order. (The call number is the counter's top 64 bits: Philox counts up from the bottom, so a call
-        # numbered in the low bits drew the previous call's numbers again, one block on.)
+    def _rng(generator: Generator | None = None) -> np.random.Generator:
+        # the next stretch of `generator`'s stream, or of the global one when None (see tensor/generator.py)
+        if generator is not None:
+            if not isinstance(generator, Generator):
+                kind = f"{type(generator).__module__}.{type(generator).__qualname__}"
+                raise TypeError(
+                    f"generator must be a uopkit.Generator or None, got {kind} (a torch.Generator's stream can't be "
+                    "drawn from here: make a uopkit.Generator().manual_seed(seed))"
+                )
+            return generator._next()
         Tensor._rng_counter += 1
-        return np.random.Generator(np.random.Philox(key=Tensor._seed, counter=Tensor._rng_counter << 192))
+        return _philox(Tensor._seed, Tensor._rng_counter)
 
     @staticmethod
     @_creates_leaf
-    def rand(*shape: Any, **kwargs: Any) -> Tensor:
-        """Uniform samples in [0, 1).
+    def rand(*shape: Any, generator: Generator | None = None, **kwargs: Any) -> Tensor:
+        """Uniform samples in [0, 1), drawn from `generator` (a uopkit.Generator) or the global stream.
 
         >>> Tensor.rand(2, 3).shape
         (2, 3)
@@ -296,33 +315,38 @@ class CreationMixin:
             # float could round up to 1.0
             steps = 2 ** (11 if dtype == dtypes.float16 else 8)
             draw = lambda rng: (rng.integers(0, steps, size) / steps).astype(np.float32)  # noqa: E731
-            return _random_tensor(draw, **kwargs).cast(dtype)
-        return _random_tensor(lambda rng: rng.random(size, dtype=np.float32), **kwargs).cast(dtype)
+            return _random_tensor(draw, generator, **kwargs).cast(dtype)
+        return _random_tensor(lambda rng: rng.random(size, dtype=np.float32), generator, **kwargs).cast(dtype)
 
     @staticmethod
     @_creates_leaf
-    def randn(*shape: Any, **kwargs: Any) -> Tensor:
-        """Standard normal samples.
+    def randn(*shape: Any, generator: Generator | None = None, **kwargs: Any) -> Tensor:
+        """Standard normal samples, drawn from `generator` (a uopkit.Generator) or the global stream.
 
         >>> Tensor.randn(4).shape
         (4,)
         """
         dtype, size = to_dtype(kwargs.pop("dtype", dtypes.default_float)), _shape_args(shape)
-        return _random_tensor(lambda rng: rng.standard_normal(size, dtype=np.float32), **kwargs).cast(dtype)
+        draw = lambda rng: rng.standard_normal(size, dtype=np.float32)  # noqa: E731
+        return _random_tensor(draw, generator, **kwargs).cast(dtype)
 
     @_creates_leaf
-    def rand_like(self, **kwargs: Any) -> Tensor:
+    def rand_like(self, *, generator: Generator | None = None, **kwargs: Any) -> Tensor:
         """Uniform samples in [0, 1) with this tensor's shape and (float) dtype."""
-        return Tensor.rand(self.shape, dtype=kwargs.pop("dtype", least_upper_float(self.dtype)), **kwargs)
+        dtype = kwargs.pop("dtype", least_upper_float(self.dtype))
+        return Tensor.rand(self.shape, dtype=dtype, generator=generator, **kwargs)
 
     @_creates_leaf
-    def randn_like(self, **kwargs: Any) -> Tensor:
+    def randn_like(self, *, generator: Generator | None = None, **kwargs: Any) -> Tensor:
         """Standard normal samples with this tensor's shape and (float) dtype."""
-        return Tensor.randn(self.shape, dtype=kwargs.pop("dtype", least_upper_float(self.dtype)), **kwargs)
+        dtype = kwargs.pop("dtype", least_upper_float(self.dtype))
+        return Tensor.randn(self.shape, dtype=dtype, generator=generator, **kwargs)
 
     @staticmethod
     @_creates_leaf
-    def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
+    def uniform(
+        *shape: Any, low: float = 0.0, high: float = 1.0, generator: Generator | None = None, **kwargs: Any
+    ) -> Tensor:
         """Uniform samples in [low, high).
 
         >>> bool((Tensor.uniform(100, low=2, high=3) >= 2).all().item())
@@ -332,24 +356,26 @@ class CreationMixin:
         if dtypes.is_int(dtype):
             # an integer dtype draws each of [low, high) equally often (truncating low + u * (high - low) would
             # give 0 twice the share of the others when low < 0)
-            steps = (Tensor.rand(*shape, **kwargs) * (high - low)).cast(dtype)
+            steps = (Tensor.rand(*shape, generator=generator, **kwargs) * (high - low)).cast(dtype)
             return steps.minimum(math.ceil(high - low) - 1) + int(low)
-        return (Tensor.rand(*shape, **kwargs) * (high - low) + low).cast(dtype)
+        return (Tensor.rand(*shape, generator=generator, **kwargs) * (high - low) + low).cast(dtype)
 
     @staticmethod
     @_creates_leaf
-    def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+    def normal(
+        *shape: Any, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None, **kwargs: Any
+    ) -> Tensor:
         """Normal samples with the given mean and standard deviation.
 
         >>> Tensor.normal(3, mean=1.0, std=0.0).tolist()
         [1.0, 1.0, 1.0]
         """
         dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
-        return (Tensor.randn(*shape, **kwargs) * std + mean).cast(dtype)
+        return (Tensor.randn(*shape, generator=generator, **kwargs) * std + mean).cast(dtype)
 
     @staticmethod
     @_creates_leaf
-    def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
+    def randint(*shape: Any, low: int = 0, high: int = 10, generator: Generator | None = None, **kwargs: Any) -> Tensor:
         """Integers uniformly drawn from [low, high): `randint(*shape, low=, high=)` or torch's
         `randint(high, size)` and `randint(low, high, size)`.
 
@@ -373,11 +399,19 @@ class CreationMixin:
                 f"randint: [{low}, {high}) doesn't fit {dtype}; pass a wider dtype (dtype=dtypes.int64)"
             )
         size, np_dtype = _shape_args(shape), to_numpy_dtype(dtype)
-        return _random_tensor(lambda rng: rng.integers(low, high, size, dtype=np.int64).astype(np_dtype), **kwargs)
+        draw = lambda rng: rng.integers(low, high, size, dtype=np.int64).astype(np_dtype)  # noqa: E731
+        return _random_tensor(draw, generator, **kwargs)
 
     @staticmethod
     @_creates_leaf
-    def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
+    def randperm(
+        n: int,
+        device: str | None = None,
+        dtype: DType | str = dtypes.int32,
+        *,
+        generator: Generator | None = None,
+        **kwargs: Any,
+    ) -> Tensor:
         """A random permutation of 0 .. n-1.
 
         >>> sorted(Tensor.randperm(4).tolist())
@@ -385,12 +419,13 @@ class CreationMixin:
         """
         if n < 0:
             raise ArgumentError(f"randperm: n must be >= 0, got {n}")
-        perm = _random_tensor(lambda rng: rng.permutation(n).astype(np.int64), device=device, **kwargs)
+        draw = lambda rng: rng.permutation(n).astype(np.int64)  # noqa: E731
+        perm = _random_tensor(draw, generator, device=device, **kwargs)
         return perm.cast(to_dtype(dtype))
 
-    def bernoulli(self, p: float | None = None) -> Tensor:
+    def bernoulli(self, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
         """1 with probability `p` (or each element's own value, a probability in [0, 1]), else 0, in this tensor's
-        (float) dtype, as torch.bernoulli; no gradient.
+        (float) dtype, as torch.bernoulli; no gradient. Drawn from `generator` or the global stream.
 
         >>> Tensor([0.0, 1.0]).bernoulli().tolist()
         [0.0, 1.0]
@@ -399,13 +434,15 @@ class CreationMixin:
             raise TypeError(f"bernoulli: needs a float tensor of probabilities, got {self.dtype}")
         if p is not None and not 0 <= p <= 1:
             raise ArgumentError(f"bernoulli: p must be in [0, 1], got {p}")
-        draw = Tensor.rand(*self.shape, device=self.device)
+        draw = Tensor.rand(*self.shape, device=self.device, generator=generator)
         return (draw < (p if p is not None else self.detach().float())).cast(self.dtype)
 
-    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    def multinomial(
+        self, num_samples: int = 1, replacement: bool = False, *, generator: Generator | None = None
+    ) -> Tensor:
         """`num_samples` category indices drawn from each row of (unnormalized, non-negative) weights (1-D or 2-D),
-        int32, as torch.multinomial. Without replacement no index repeats (zero-weight categories come last, as in
-        torch). The weights are read back to check them.
+        int32, as torch.multinomial, from `generator` or the global stream. Without replacement no index repeats
+        (zero-weight categories come last, as in torch). The weights are read back to check them.
 
         >>> Tensor([0.0, 1.0, 0.0]).multinomial(2, replacement=True).tolist()
         [1, 1]
@@ -431,7 +468,7 @@ class CreationMixin:
         totals = w.sum(-1, keepdims=True)
         if (totals == 0).any():
             raise ArgumentError("multinomial: every row of weights needs a positive sum")
-        rng = Tensor._rng()
+        rng = Tensor._rng(generator)
         if replacement:
             # inverse CDF: the first category whose cumulative weight exceeds a uniform draw
             cdf = np.cumsum(w / totals, -1)

@@ -1043,26 +1043,6 @@ class IndexingMixin:
         """self clamped to [min, max] in place (torch.Tensor.clamp_)."""
         return self._update_in_place(lambda: self.clamp(min, max), "clamp_")
 
-    def uniform_(self, low: float = 0.0, high: float = 1.0) -> Tensor:
-        """Every element drawn from U[low, high) in place (torch.Tensor.uniform_; Tensor.manual_seed seeds it)."""
-        return self._update_in_place(
-            lambda: Tensor.uniform(*self.shape, low=low, high=high, device=self.device, dtype=self.dtype), "uniform_"
-        )
-
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
-        """Every element drawn from N(mean, std**2) in place (torch.Tensor.normal_)."""
-        return self._update_in_place(
-            lambda: Tensor.normal(*self.shape, mean=mean, std=std, device=self.device, dtype=self.dtype), "normal_"
-        )
-
-    def bernoulli_(self, p: float = 0.5) -> Tensor:
-        """Every element 1 with probability p, else 0, in place (torch.Tensor.bernoulli_)."""
-        if not 0 <= p <= 1:
-            raise ArgumentError(f"bernoulli_: p must be in [0, 1], got {p}")
-        return self._update_in_place(
-            lambda: (Tensor.rand(*self.shape, device=self.device) < p).cast(self.dtype), "bernoulli_"
-        )
-
     def fill_(self, value: Any) -> Tensor:
         """Every element set to `value` in place (torch.Tensor.fill_).
 

@@ -36,6 +36,7 @@ from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
 from uopkit.tensor import factorize as _factorize_module
 from uopkit.tensor import functional as _functional_module
+from uopkit.tensor import generator as _generator_module
 from uopkit.tensor import indexing as _indexing_module
 from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import losses as _losses_module
@@ -610,6 +611,7 @@ for _module in (
     _composite_module,
     support,
     _creation_module,
+    _generator_module,
     _movement_module,
     _indexing_module,
     _segments_module,

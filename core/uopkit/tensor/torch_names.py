@@ -30,6 +30,7 @@ from uopkit.tensor.support import (
 )
 
 if TYPE_CHECKING:
+    from uopkit.tensor.generator import Generator
     from uopkit.tensor.tensor import Tensor
 
 
@@ -730,18 +731,54 @@ class TorchNamesMixin:
         return lower.mT.solve_triangular(y, upper=True)
 
     # ------------------------------------------------------------------------------------------------------------
-    # in-place draws from other distributions (torch's; seeded by Tensor.manual_seed as the others)
+    # in-place draws from other distributions (torch's; from `generator` (a uopkit.Generator) or the global stream,
+    # which Tensor.manual_seed seeds, as the others)
 
     def _draw_in_place(self: Tensor, op: str, draw: Callable[[], Tensor], floats_only: bool = True) -> Tensor:  # type: ignore[misc]
         if floats_only and not dtypes.is_float(self.dtype):
             raise TypeError(f"{op}: needs a floating-point tensor, got {self.dtype} (as PyTorch)")
         return self._update_in_place(lambda: draw().cast(self.dtype), op)
 
-    def _uniform_draws(self: Tensor) -> Tensor:  # type: ignore[misc]
+    def _uniform_draws(self: Tensor, generator: Generator | None) -> Tensor:  # type: ignore[misc]
         # in [0, 1)
-        return Tensor.rand(*self.shape, device=self.device, dtype=_draw_dtype(self))
+        return Tensor.rand(*self.shape, device=self.device, dtype=_draw_dtype(self), generator=generator)
 
-    def exponential_(self: Tensor, lambd: float = 1.0) -> Tensor:  # type: ignore[misc]
+    def uniform_(self: Tensor, low: float = 0.0, high: float = 1.0, *, generator: Generator | None = None) -> Tensor:  # type: ignore[misc]
+        """Every element drawn from U[low, high) in place (torch.Tensor.uniform_), from `generator` (a
+        uopkit.Generator) or the global stream (Tensor.manual_seed seeds it)."""
+        draw = lambda: Tensor.uniform(  # noqa: E731
+            *self.shape, low=low, high=high, device=self.device, dtype=self.dtype, generator=generator
+        )
+        return self._update_in_place(draw, "uniform_")
+
+    def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:  # type: ignore[misc]
+        """Every element drawn from N(mean, std**2) in place (torch.Tensor.normal_), from `generator` or the global
+        stream."""
+        draw = lambda: Tensor.normal(  # noqa: E731
+            *self.shape, mean=mean, std=std, device=self.device, dtype=self.dtype, generator=generator
+        )
+        return self._update_in_place(draw, "normal_")
+
+    def bernoulli_(self: Tensor, p: float | Tensor = 0.5, *, generator: Generator | None = None) -> Tensor:  # type: ignore[misc]
+        """Every element 1 with probability p, else 0, in place (torch.Tensor.bernoulli_): `p` a number, or a float
+        tensor of probabilities broadcastable to this one's shape (its values aren't read back to check them: below
+        0 acts as 0, above 1 as 1). Drawn from `generator` or the global stream.
+
+        >>> Tensor.zeros(2, 2).bernoulli_(Tensor([0.0, 1.0])).tolist()
+        [[0.0, 1.0], [0.0, 1.0]]
+        """
+        if isinstance(p, Tensor):
+            if not dtypes.is_float(p.dtype):
+                raise TypeError(f"bernoulli_: p must be a float tensor of probabilities, got {p.dtype}")
+            probs: float | Tensor = p.detach()
+        elif not 0 <= p <= 1:
+            raise ArgumentError(f"bernoulli_: p must be in [0, 1], got {p}")
+        else:
+            probs = p
+        draw = lambda: (Tensor.rand(*self.shape, device=self.device, generator=generator) < probs).cast(self.dtype)  # noqa: E731
+        return self._update_in_place(draw, "bernoulli_")
+
+    def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | None = None) -> Tensor:  # type: ignore[misc]
         """Every element drawn from the exponential distribution of rate `lambd`, in place (torch's).
 
         >>> bool((Tensor.zeros(100).exponential_(2.0) >= 0).all().item())
@@ -749,9 +786,9 @@ class TorchNamesMixin:
         """
         if not lambd > 0:
             raise ArgumentError(f"exponential_: lambd must be positive, got {lambd}")
-        return self._draw_in_place("exponential_", lambda: -(1 - self._uniform_draws()).log() / lambd)
+        return self._draw_in_place("exponential_", lambda: -(1 - self._uniform_draws(generator)).log() / lambd)
 
-    def geometric_(self: Tensor, p: float) -> Tensor:  # type: ignore[misc]
+    def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) -> Tensor:  # type: ignore[misc]
         """Every element the number of Bernoulli(p) trials up to the first success (1, 2, ...), in place (torch's);
         integer tensors too.
 
@@ -760,10 +797,12 @@ class TorchNamesMixin:
         """
         if not 0 < p < 1:
             raise ArgumentError(f"geometric_: p must be in (0, 1), got {p}")
-        trials = lambda: ((1 - self._uniform_draws()).log() / math.log1p(-p)).ceil().maximum(1)  # noqa: E731
+        trials = lambda: ((1 - self._uniform_draws(generator)).log() / math.log1p(-p)).ceil().maximum(1)  # noqa: E731
         return self._draw_in_place("geometric_", trials, floats_only=False)
 
-    def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0) -> Tensor:  # type: ignore[misc]
+    def cauchy_(  # type: ignore[misc]
+        self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Generator | None = None
+    ) -> Tensor:
         """Every element drawn from the Cauchy distribution around `median` with scale `sigma`, in place (torch's).
 
         >>> Tensor.zeros(3).cauchy_(sigma=0.0).tolist()
@@ -771,10 +810,12 @@ class TorchNamesMixin:
         """
         if not sigma >= 0:
             raise ArgumentError(f"cauchy_: sigma must be non-negative, got {sigma}")
-        draw = lambda: ((self._uniform_draws() - 0.5) * math.pi).tan() * sigma + median  # noqa: E731
+        draw = lambda: ((self._uniform_draws(generator) - 0.5) * math.pi).tan() * sigma + median  # noqa: E731
         return self._draw_in_place("cauchy_", draw)
 
-    def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0) -> Tensor:  # type: ignore[misc]
+    def log_normal_(  # type: ignore[misc]
+        self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Generator | None = None
+    ) -> Tensor:
         """Every element exp(N(mean, std**2)), in place (torch's).
 
         >>> Tensor.zeros(2).log_normal_(0.0, 0.0).tolist()
@@ -782,10 +823,13 @@ class TorchNamesMixin:
         """
         if not std >= 0:
             raise ArgumentError(f"log_normal_: std must be non-negative, got {std}")
-        draw = lambda: (Tensor.randn(*self.shape, device=self.device, dtype=_draw_dtype(self)) * std + mean).exp()  # noqa: E731
+        shape, dtype = self.shape, _draw_dtype(self)
+        draw = lambda: (Tensor.randn(*shape, device=self.device, dtype=dtype, generator=generator) * std + mean).exp()  # noqa: E731
         return self._draw_in_place("log_normal_", draw)
 
-    def random_(self: Tensor, low: int = 0, high: int | None = None) -> Tensor:  # type: ignore[misc]
+    def random_(  # type: ignore[misc]
+        self: Tensor, low: int = 0, high: int | None = None, *, generator: Generator | None = None
+    ) -> Tensor:
         """Every element an integer drawn uniformly from [low, high), in place (torch's `random_(from, to)`;
         `random_(to)` is [0, to)); without `high`, from 0 up to the largest integer the dtype holds exactly (a float
         dtype's 2**mantissa bits, inclusive, as torch).
@@ -811,7 +855,9 @@ class TorchNamesMixin:
             and not dtypes.min(dtype) <= low <= high - 1 <= dtypes.max(dtype)
         ):
             raise ArgumentError(f"random_: [{low}, {high}) doesn't fit this {dtype} tensor")
-        draw = lambda: Tensor.randint(*self.shape, low=low, high=high, device=self.device, dtype=dtypes.int64)  # noqa: E731
+        draw = lambda: Tensor.randint(  # noqa: E731
+            *self.shape, low=low, high=high, device=self.device, dtype=dtypes.int64, generator=generator
+        )
         return self._draw_in_place("random_", draw, floats_only=False)
 
     # ------------------------------------------------------------------------------------------------------------

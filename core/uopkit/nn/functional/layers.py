@@ -11,6 +11,7 @@ import numpy as np
 
 from uopkit.dtype import dtypes
 from uopkit.nn.functional.arguments import _check_rank, _ntuple, _pool_window, _tensor_input
+from uopkit.nn.modules import _renorm_looked_up_rows
 from uopkit.nn.pooling import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
 
@@ -496,15 +497,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """torch.nn.functional.bilinear."""
     return input1.bilinear(input2, weight, bias)
-
-
-def _renorm_looked_up_rows(input: Tensor, weight: Tensor, max_norm: float, norm_type: float) -> None:
-    # the rows of weight that input looks up and whose norm exceeds max_norm are scaled down to it in weight itself,
-    # outside autograd, as torch's embedding_renorm_
-    used = input.flatten().one_hot(weight.shape[0]).sum(0).unsqueeze(-1) > 0
-    norms = weight.detach().vector_norm(norm_type, -1, keepdim=True)
-    scale = (used & (norms > max_norm)).where(max_norm / (norms + 1e-7), 1.0)
-    weight.detach().mul_(scale.cast(weight.dtype))
 
 
 @_tensor_input
