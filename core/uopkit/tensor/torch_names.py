@@ -261,9 +261,10 @@ class TorchNamesMixin:
 
     def logaddexp2(self: Tensor, other: Any) -> Tensor:  # type: ignore[misc]
         """log2(2**self + 2**other) without overflow; equal infinities give themselves."""
-        a, b = self._broadcasted(other, False, "logaddexp2")
-        if not dtypes.is_float(a.dtype):
-            a, b = a.float(), b.float()
+        a, b = self._broadcasted(other, False, "logaddexp2", floats=True)
+        if a.dtype in dtypes.halves:
+            # in float32, rounded once, as torch computes half floats
+            return a.float().logaddexp2(b.float()).cast(a.dtype)
         top = a.maximum(b)
         # (a tie as the mean of both plus 1: each gets half the gradient, as torch's)
         return (a == b).where((a + b) * 0.5 + 1, top + (1 + (-(a - b).abs()).exp2()).log2())
