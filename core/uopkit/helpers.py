@@ -247,3 +247,14 @@ def run_in_thread(fn: Callable[[], T], timeout: float | None, name: str) -> tupl
     if not outcome:
         return False, None, None
     return True, outcome[0][0], outcome[0][1]
+
+
+def shrink_span(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> tuple[int, int]:
+    """(start, span) in elements of what a SHRINK by `bounds` of a row-major array of `shape` reads: its first element,
+    and how far its last one lies past it, plus one (its size when the elements it keeps are one run of memory)."""
+    start, span, stride = 0, 1, 1
+    for size, (b, e) in zip(reversed(shape), reversed(bounds), strict=True):
+        start += b * stride
+        span += (e - b - 1) * stride
+        stride *= size
+    return start, span

@@ -29,6 +29,7 @@ import math
 import re
 
 from uopkit.dtype import dtypes
+from uopkit.helpers import shrink_span
 from uopkit.uop.ops import Ops, UOp
 
 INT32_MAX = 2**31 - 1
@@ -44,17 +45,6 @@ MAX_WINDOW_STARTS = 64
 def window_name(arg: int, k: int = 0) -> str:
     """The launch value's name for the `k`th window of buffer argument `arg`."""
     return f"window{arg}" if k == 0 else f"window{arg}_{k}"
-
-
-def _window(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> tuple[int, int]:
-    """(start, span) in elements of what a SHRINK by `bounds` of a row-major array of `shape` reads: its first element,
-    and how far its last one lies past it, plus one (its size when the elements it keeps are one run of memory)."""
-    start, span, stride = 0, 1, 1
-    for size, (b, e) in zip(reversed(shape), reversed(bounds), strict=True):
-        start += b * stride
-        span += (e - b - 1) * stride
-        stride *= size
-    return start, span
 
 
 def _window_view(part: UOp, shape: tuple[int, ...], lengths: tuple[int, ...]) -> UOp:
@@ -114,14 +104,14 @@ def _windows_of(base: UOp, users: dict[UOp, list[UOp]], skip: Ops | None = None)
         if u.op is skip:
             continue
         if u.op is Ops.SHRINK:
-            found[u] = _window(base.shape or (), u.arg)
+            found[u] = shrink_span(base.shape or (), u.arg)
             continue
         if u.op is not Ops.RESHAPE or not users.get(u):
             return None
         for v in users[u]:
             if v.op is not Ops.SHRINK:
                 return None
-            found[v] = _window(u.arg, v.arg)
+            found[v] = shrink_span(u.arg, v.arg)
     return found
 
 
@@ -254,7 +244,7 @@ def buffer_window(shrink: UOp) -> tuple[int, int] | None:
         return None
     shape = shrink.src[0].shape
     assert shape is not None
-    return _window(shape, shrink.arg)
+    return shrink_span(shape, shrink.arg)
 
 
 def window_extent(ast: UOp, name: str) -> tuple[int, int]:
@@ -285,13 +275,13 @@ def window_arg(name: str) -> int | None:
 
 def window_start(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> int:
     """The first element (flat, in elements) of a SHRINK by `bounds` of a row-major array of `shape`."""
-    return _window(shape, bounds)[0]
+    return shrink_span(shape, bounds)[0]
 
 
 def window_span(shape: tuple[int, ...], bounds: tuple[tuple[int, int], ...]) -> int:
     """How far past its first element the last one of a SHRINK by `bounds` of a row-major array of `shape` lies, plus
     one."""
-    return _window(shape, bounds)[1]
+    return shrink_span(shape, bounds)[1]
 
 
 def window_bounds(shape: tuple[int, ...], lengths: tuple[int, ...], start: int) -> tuple[tuple[int, int], ...] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from uopkit.dtype import INDEX_DTYPES, PtrDType, dtypes
+from uopkit.helpers import shrink_span
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
 # the version a backend declares (`BackendInfo.spec_version`) must equal this one (see docs/writing-a-backend.md):
@@ -187,11 +188,8 @@ def _stored_extent(chain: list[UOp]) -> int:
         return run[1]
     if any(u.op is not Ops.RESHAPE for u in chain[:-3]):
         return run[1]
-    last, stride = run[0], 1
-    for size, (_, e) in zip(reversed(chain[-2].arg), reversed(chain[-3].arg), strict=True):
-        last += (e - 1) * stride
-        stride *= size
-    return last + 1
+    start, span = shrink_span(chain[-2].arg, chain[-3].arg)
+    return run[0] + start + span
 
 
 spec_kernel_ast = PatternMatcher(
