@@ -670,21 +670,14 @@ def test_empty_availability_reason_gets_a_placeholder(empty: str) -> None:
 
 
 class _Available:
-    def __init__(self, reason: str | None) -> None:
-        self.reason = reason
+    """One backend (BLANK unless named) whose availability() returns `reason`."""
+
+    def __init__(self, reason: str | None, name: str = "BLANK") -> None:
+        self.reason, self.name = reason, name
 
     @hookimpl
     def uopkit_backends(self) -> list[BackendInfo]:
-        return [_info("BLANK", availability=lambda: self.reason)]
-
-
-class OneBackend:
-    def __init__(self, why_not: str | None) -> None:
-        self.why_not = why_not
-
-    @hookimpl
-    def uopkit_backends(self) -> list[BackendInfo]:
-        return [_info("SWAPPED", availability=lambda: self.why_not)]
+        return [_info(self.name, availability=lambda: self.reason)]
 
 
 def test_a_replaced_plugin_gets_its_own_availability(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -698,7 +691,7 @@ def test_a_replaced_plugin_gets_its_own_availability(monkeypatch: pytest.MonkeyP
     manager = BackendManager(builtins=[], entry_points=[])
     for round_ in range(4):
         why_not = None if round_ % 2 else f"not here ({round_})"
-        manager.register(OneBackend(why_not), name="swapped")
+        manager.register(_Available(why_not, "SWAPPED"), name="swapped")
         status = manager.status("SWAPPED")
         assert status is not None and status.reason == why_not and status.usable == (why_not is None)
         del status  # nothing here keeps the BackendInfo alive once unregistered
