@@ -327,8 +327,6 @@ schedule_cache: dict[tuple, CachedSchedule] = {}
 # every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and the walk looks at every node
 _BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS = Ops.BUFFER, Ops.KERNEL, Ops.STORE, Ops.CONST, Ops.CONTIGUOUS
 _SHRINK = Ops.SHRINK
-# a float32 or float16 CONST of a tensor graph (it has a DEVICE source) may become a launch value
-# (`schedule.launch_consts`)
 _MOVEMENT = GroupOp.Movement
 _KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS, _SHRINK})
 
@@ -396,6 +394,7 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
             elif op is _CONST:
                 # -0.0 and 0.0 compare equal: keyed as the nodes are (see `const_identity`)
                 arg = const_identity(arg)
+                # (a CONST of a tensor graph has a DEVICE source)
                 if u.dtype in LAUNCHABLE and u.src:
                     # keyed by its place alone, its number kept apart (`schedule.launch_consts`)
                     p.consts.append(u)

@@ -36,12 +36,13 @@ _active: contextvars.ContextVar[tuple[dict[UOp, str], dict[str, int]]] = context
 )
 
 
-# a float64 constant is two launch values (they are 32-bit): its low bits as `lit<k>`, its high bits as `lit<k>h`
+# a float64 or int64 constant is two launch values (they are 32-bit): its low bits as `lit<k>`, its high bits as
+# `lit<k>h`
 HIGH = "h"
 
 
 def name_of(k: int) -> str:
-    """The variable of the graph's `k`-th launchable constant (of a float64 one, its low 32 bits)."""
+    """The variable of the graph's `k`-th launchable constant (of a float64 or int64 one, its low 32 bits)."""
     return f"{PREFIX}{k}"
 
 
@@ -73,8 +74,8 @@ def bits_of(value: float) -> int:
 
 
 def launch_value(name: str, const: UOp) -> int:
-    """The int32 launch value of variable `name` for the constant `const`: its float32 bits, or the low or high half
-    of its float64 bits."""
+    """The int32 launch value of variable `name` for the constant `const`: an int32's number, a float32's (or
+    float16's) bits, or the low or high half of a float64's or int64's bits."""
     if const.dtype == dtypes.int32:
         return int(const.arg)
     if const.dtype == dtypes.int64:
