@@ -34,6 +34,8 @@ class Sizes:
     attention: tuple[int, int, int] = (8, 256, 64)
     # table rows, row size, lookups
     embedding: tuple[int, int, int] = (1000, 256, 4096)
+    # a graph's nodes, edges and features (Cora's sizes): a GNN layer's aggregation
+    scatter: tuple[int, int, int] = (2708, 10556, 16)
     # a cold first epoch of the MLP: batches, rows per batch
     epoch: tuple[int, int] = (100, 64)
 
@@ -49,6 +51,7 @@ QUICK = Sizes(
     batch=32,
     attention=(2, 32, 16),
     embedding=(100, 32, 64),
+    scatter=(50, 200, 4),
     epoch=(4, 8),
 )
 
@@ -184,6 +187,32 @@ def embedding(fw: Framework, shape: tuple[int, int, int]) -> tuple[Run, Callable
         return (lambda: tt[ti]), _max_err(ref, fw)
     ti = fw.module.Tensor(idx).realize()
     return (lambda: fw.sync(tt[ti])), _max_err(ref, fw)
+
+
+def scatter_add(fw: Framework, shape: tuple[int, int, int]) -> tuple[Run, Callable]:
+    """out.index_add(0, dst, x[src]): each edge adds its source node's features into its destination (a GNN layer's
+    sum aggregation; destinations repeat)."""
+    nodes, edges, width = shape
+    x = _rng(25).standard_normal((nodes, width), dtype=np.float32)
+    src, dst = (_rng(s).integers(0, nodes, edges) for s in (26, 27))
+    ref = np.zeros((nodes, width))
+    np.add.at(ref, dst, x[src].astype(np.float64))
+    if fw.name == "numpy":
+
+        def run() -> np.ndarray:
+            out = np.zeros((nodes, width), np.float32)
+            np.add.at(out, dst, x[src])
+            return out
+
+        return run, _max_err(ref, fw)
+    tx = fw.tensor(x)
+    if fw.name == "torch":
+        torch = fw.module
+        ts, td = torch.from_numpy(src), torch.from_numpy(dst)
+        return (lambda: torch.zeros(nodes, width).index_add(0, td, tx[ts])), _max_err(ref, fw)
+    Tensor = fw.module.Tensor
+    ts, td = Tensor(src).realize(), Tensor(dst).realize()
+    return (lambda: fw.sync(Tensor.zeros(nodes, width).index_add(0, td, tx[ts]))), _max_err(ref, fw)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

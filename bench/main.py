@@ -84,6 +84,14 @@ def benchmarks(sizes: cases.Sizes) -> list[Bench]:
             (2 * 4 * lookups * width / 1e9, "GB/s"),
         )
     )
+    nodes, edges, width = sizes.scatter
+    out.append(
+        Bench(
+            f"scatter-add {edges} edges into {nodes}x{width}",
+            lambda fw: cases.scatter_add(fw, sizes.scatter),
+            (3 * 4 * edges * width / 1e9, "GB/s"),
+        )
+    )
     dims, b = sizes.mlp, sizes.batch
     label = f"mlp step {'-'.join(map(str, dims))} b{b}"
     out.append(Bench(label, lambda fw: cases.mlp_step(fw, dims, b, jit=False), (1, "steps/s")))

@@ -1,6 +1,7 @@
 """Scatters by sorting (tensor/segments.py): large scatter, scatter_reduce, index_add and index writes, and the
-gradients of large picks, as sorted segments instead of one-hot masks; searchsorted as PyTorch's binary search. Each
-form is checked against PyTorch, the sorted one by lowering its size threshold."""
+gradients of large picks, as sorted segments instead of one-hot masks (on the CPU a large sum is added in place
+instead: `uopkit.codegen.scatter`); searchsorted as PyTorch's binary search. Each form is checked against PyTorch,
+the sorted one by lowering its size threshold."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ torch = pytest.importorskip("torch")
 _DTYPES = [(np.float32, dtypes.float32), (np.int32, dtypes.int32), (np.float64, dtypes.float64)]
 
 
-@pytest.fixture(params=["one-hot", "sorted"])
+@pytest.fixture(params=["one-hot", "sorted", "summed in place"])
 def form(request, monkeypatch):
-    if request.param == "sorted":
+    # "sorted": as on a GPU-style device (the CPU adds a large scatter's writes in place, `segments.writes_one_by_one`)
+    if request.param != "one-hot":
         monkeypatch.setattr(segments, "SCATTER_BY_SORTING", 1)
+    if request.param == "sorted":
+        monkeypatch.setattr(segments, "writes_one_by_one", lambda device: False)
     return request.param
 
 

@@ -428,8 +428,9 @@ def plan_loop(uops: list[UOp], start: int, closes: dict[int, int], users: dict[U
 
     Iterations are independent when every register the body touches is first written directly in the body (a
     fresh accumulator per iteration), the body writes no local memory, and a global buffer it both reads and writes
-    is read only where the same iteration writes. Registers that the body only updates with one ADD/MUL/MAX of
-    their own value are reductions: each lane starts from the identity and the lanes are combined afterwards.
+    is read only where the same iteration writes, at an address computed from the loop counters alone. Registers
+    that the body only updates with one ADD/MUL/MAX of their own value are reductions: each lane starts from the
+    identity and the lanes are combined afterwards.
     """
     body = uops[start + 1 : closes[start]]
     depth = 0
@@ -456,6 +457,9 @@ def plan_loop(uops: list[UOp], start: int, closes: dict[int, int], users: dict[U
             (global_loads if u.op is Ops.LOAD else global_stores).setdefault(mem, set()).add(index.src[1])
     for mem, offsets in global_stores.items():
         if not global_loads.get(mem, set()) <= offsets or len(offsets) > 1 and mem in global_loads:
+            return SEQUENTIAL
+        # an address read from memory (a scatter's target) can be the same in two iterations: they run in order
+        if mem in global_loads and any(u.op is Ops.LOAD for o in offsets for u in o.toposort()):
             return SEQUENTIAL
     carried = {mem for mem, access in first_access.items() if access != ("STORE", 0)}
     if not carried:

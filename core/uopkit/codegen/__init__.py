@@ -9,6 +9,7 @@ from uopkit.codegen.linearizer import LinearizeError, linearize
 from uopkit.codegen.lowerer import lower_kernel
 from uopkit.codegen.merge import merge_axes
 from uopkit.codegen.opt import KernelPlan, Opt, apply_opts
+from uopkit.codegen.scatter import lower_scatter_kernel
 from uopkit.codegen.transcendental import decompositions_for, exp_rules
 from uopkit.dtype import index_dtype
 from uopkit.helpers import DEBUG, NOOPT, SPEC
@@ -87,7 +88,12 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     vector_width = renderer.caps.max_vector_width if renderer.caps.vector_ops else 1
     # (a GPU-style kernel gets no reduce-value reuse: its row reduces run in kernels of their own)
     gpu = renderer.caps.has_local
-    lowered, lctx = lower_kernel(ast, plan, gpu=gpu, vector_width=vector_width, reuse_reduce_values=not gpu)
+    # (a scatter kernel without opts: its writes one by one, `scatter`)
+    scattered = lower_scatter_kernel(ast, plan, gpu)
+    if scattered is not None:
+        lowered, lctx = scattered
+    else:
+        lowered, lctx = lower_kernel(ast, plan, gpu=gpu, vector_width=vector_width, reuse_reduce_values=not gpu)
     # everything after lowering builds index arithmetic of the type lowering chose for this kernel
     with index_dtype(lctx.index_dtype):
         # e**x gets its accurate form while the code is still scalar

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -73,6 +74,11 @@ class LowererContext:
     # kernel has one vector lane, and a second lowering would make a second one (a sigmoid's gradient over both
     # halves of one fused matmul)
     lane_ids: dict[tuple[int, int], UOp] = field(default_factory=dict)
+    # a reduce lowered as `deferred_value` (else its identity), and the (index, validity) each read of it was lowered
+    # at: a scatter kernel sums its writes into the output first (`uopkit.codegen.scatter`)
+    deferred_reduce: UOp | None = None
+    deferred_value: UOp | None = None
+    deferred_at: list[tuple[Index, UOp]] = field(default_factory=list)
 
     def lane_kind(self, axis: int, part_index: int, n_parts: int, kind: str) -> str:
         if kind == "upcast" and self.vector_part == (axis, n_parts - part_index):
@@ -243,6 +249,9 @@ def _lower_value(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     if node.op is Ops.IOTA:
         return idx[0].cast(node.dtype) if idx[0].dtype != node.dtype else idx[0]
     if node.op is Ops.REDUCE_AXIS:
+        if node is ctx.deferred_reduce:
+            ctx.deferred_at.append((idx, valid))
+            return ctx.deferred_value if ctx.deferred_value is not None else reduce_identity(node.arg[0], node.dtype)
         return lower_reduce(ctx, node, idx, valid)
     if node.op in GroupOp.Elementwise:
         return node.replace(src=tuple(lower_value(ctx, s, idx, valid) for s in node.src))
@@ -394,18 +403,25 @@ def _fold_one_hot(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp
     # (a value read through a nested reduce's loops or registers isn't substituted into)
     if not sides or index is None or any(u.op in (Ops.DEFINE_REG, Ops.END, Ops.STORE) for u in picked.toposort()):
         return None
-    # (bounds the index's dtype can't hold are no bounds: -1 for an unsigned index, n past a narrow one's largest)
+    in_range = index_in_range(index, n)
+    if in_range is None:
+        return picked.substitute({r: index.cast(r.dtype) if index.dtype != r.dtype else index})
+    at = in_range.where(index, index.const_like(0))
+    at = at.cast(r.dtype) if at.dtype != r.dtype else at
+    return in_range.where(picked.substitute({r: at}), identity)
+
+
+def index_in_range(index: UOp, n: int) -> UOp | None:
+    """Whether a computed `index` is in [0, n); None when its dtype can't hold a value outside (bounds the dtype
+    can't hold are no bounds: -1 for an unsigned index, n past a narrow one's largest)."""
     checks = []
     if n <= dtypes.max(index.dtype):
         checks.append(index.alu(Ops.CMPLT, index.const_like(n)))
     if not dtypes.is_unsigned(index.dtype):
         checks.append(index.const_like(-1).alu(Ops.CMPLT, index))
     if not checks:
-        return picked.substitute({r: index.cast(r.dtype) if index.dtype != r.dtype else index})
-    in_range = checks[0] if len(checks) == 1 else _and(*checks)
-    at = in_range.where(index, index.const_like(0))
-    at = at.cast(r.dtype) if at.dtype != r.dtype else at
-    return in_range.where(picked.substitute({r: at}), identity)
+        return None
+    return checks[0] if len(checks) == 1 else _and(*checks)
 
 
 # (axis, part) of a padded reduce loop, the iterations run unchecked and the iterations left after them
@@ -772,12 +788,14 @@ def lower_kernel(
     gpu: bool = False,
     vector_width: int = 1,
     reuse_reduce_values: bool = False,
+    outputs: Callable[[LowererContext, UOp], UOp] | None = None,
 ) -> tuple[UOp, LowererContext]:
     """SINK(STORE(...)) kernel AST -> SINK of loop nests over INDEX/LOAD/STORE, and the context (grid sizes).
 
     With `vector_width` > 1 the first UPCAST (a power of two from 4 up to that width) becomes a "vector" lane. With
     `reuse_reduce_values` (not on GPU-style kernels) an output that recomputes a costly reduced value reads it back
-    from the output buffer instead (`_reuse_reduce_value`).
+    from the output buffer instead (`_reuse_reduce_value`). `outputs(ctx, ast)` lowers the kernel's stores in another
+    way than one loop nest each (`uopkit.codegen.scatter`).
     """
     plan = plan if plan is not None else initial_plan(ast)
     # 32-bit index arithmetic where it provably cannot overflow (small kernels stay fast), else 64-bit
@@ -788,7 +806,10 @@ def lower_kernel(
             if reuse_reduce_values and not gpu and len(ast.src) == 1:
                 ctx.reduce_loops = []
             try:
-                sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
+                if outputs is not None:
+                    sink = outputs(ctx, ast)
+                else:
+                    sink = UOp(Ops.SINK, dtypes.void, tuple(lower_store(ctx, s) for s in ast.src))
             except IndexOverflow:
                 continue
             if dt == dtypes.int64 or addresses_fit(sink):

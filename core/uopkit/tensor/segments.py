@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from uopkit.device import Device
 from uopkit.dtype import dtypes
 from uopkit.gradient import set_gradient
 from uopkit.uop.ops import Ops, UOp
@@ -101,6 +102,10 @@ def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_
     none; amax's and amin's from scatter_reduce), not through the sort."""
     n = base.shape[1]
     keys = keys.cast(dtypes.int32) if keys.dtype != dtypes.int32 else keys
+    if reduce == "sum" and include_self and writes_one_by_one(base.device):
+        out = _summed_in_place(base.detach(), keys.detach(), vals.detach())
+        _give_gradient(out, base, vals, keys, None, None, reduce, True)
+        return out
     sorted_keys, order = keys.detach().sort(-1)
     sorted_vals = vals.detach()._gather_checked(1, _spread(order, vals))
     targets = Tensor.arange(n, device=base.device, dtype=dtypes.int32).reshape(1, n)._broadcast_to(base.shape[:2])
@@ -135,12 +140,34 @@ def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_
     return out
 
 
+def writes_one_by_one(device: object) -> bool:
+    """Whether `device` runs a one-hot sum over an output axis as its writes, one by one (a CPU-style renderer's
+    loops: `uopkit.codegen.scatter`), so a scatter-add costs writes + targets at any size and needs no sorting."""
+    return isinstance(device, str) and not Device[device].renderer.caps.has_local
+
+
+def _summed_in_place(base: Tensor, keys: Tensor, vals: Tensor) -> Tensor:
+    # base + the one-hot sum of the writes, stored alone: a kernel of exactly that form lowers as the writes
+    # (half floats summed in float32 and rounded once)
+    if base.dtype in dtypes.halves:
+        return _summed_in_place(base.float(), keys, vals.float()).cast(base.dtype)
+    n = base.shape[1]
+    # hit[r, p, *F, i]: write i of row r goes to target p
+    hit = keys.reshape(keys.shape[0], 1, keys.shape[1])._one_hot_along(n).squeeze(1).transpose(1, 2)
+    hit = hit.reshape(hit.shape[:2] + (1,) * (vals.ndim - 2) + hit.shape[2:])
+    spread = vals._move_to_end(1).unsqueeze(1)
+    full = base.shape + (keys.shape[1],)
+    zero = Tensor(0, device=base.device, dtype=base.dtype)
+    total = hit._broadcast_to(full).where(spread._broadcast_to(full), zero)._reduce(Ops.ADD, -1)
+    return (base + total).contiguous()
+
+
 def _give_gradient(
     out: Tensor,
     base: Tensor,
     vals: Tensor,
     keys: Tensor,
-    hit: Tensor,
+    hit: Tensor | None,
     count: Tensor | None,
     reduce: str,
     include_self: bool,
@@ -149,7 +176,8 @@ def _give_gradient(
     # form computed it)
     if not dtypes.is_float(out.dtype) or reduce in COMBINE:
         return
-    keys_f, hit = _spread(keys.detach(), vals), hit.detach()
+    # (hit: None where base keeps its gradient whole, a sum with include_self)
+    keys_f, hit = _spread(keys.detach(), vals), hit.detach() if hit is not None else None
     count = count.detach() if count is not None else None
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
@@ -158,7 +186,11 @@ def _give_gradient(
             # a mean passes each of its terms 1 / count of the gradient
             grad = grad / count.maximum(1).cast(grad.dtype)
         keeps_own = include_self and reduce != "replace"
-        to_base = grad if keeps_own else hit.where(0, Tensor(g))
+        if keeps_own:
+            to_base = grad
+        else:
+            assert hit is not None
+            to_base = hit.where(0, Tensor(g))
         to_vals = grad._gather_checked(1, keys_f)
         return (to_base.uop if wanted[0] else None, to_vals.uop if wanted[1] else None)
 

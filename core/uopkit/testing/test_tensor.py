@@ -1,6 +1,6 @@
 """Conformance through the whole stack: Tensor programs scheduled, compiled and run on the device under test, then
-compared with numpy — edge sizes, every claimed dtype, reductions, padding (gated loads), assigns into views,
-copies between devices, allocator reuse, and the compile cache."""
+compared with numpy — edge sizes, every claimed dtype, reductions, scatter-adds, padding (gated loads), assigns into
+views, copies between devices, allocator reuse, and the compile cache."""
 
 from __future__ import annotations
 
@@ -52,6 +52,27 @@ def test_large_reduction(uopkit_device: str) -> None:
     data = np.random.default_rng(2).random(20000).astype(np.float32)
     got = Tensor(data, device=uopkit_device).sum().item()
     np.testing.assert_allclose(got, data.astype(np.float64).sum(), rtol=1e-4)
+
+
+def test_scatter_adds_repeated_targets(uopkit_device: str) -> None:
+    # a scatter-add with repeated, negative and out-of-order targets (CPU-style renderers get it as one loop over the
+    # writes, each adding into a target read from memory: the loop must run in order); its gradient likewise
+    rng = np.random.default_rng(3)
+    idx = np.array([4, 0, 4, -1, 2, 4, 0])
+    vals = rng.standard_normal((7, 5)).astype(np.float32)
+    base = rng.standard_normal((6, 5)).astype(np.float32)
+    got = Tensor(base, device=uopkit_device).index_add(
+        0, Tensor(idx % 6, device=uopkit_device), Tensor(vals, device=uopkit_device)
+    )
+    want = base.copy()
+    np.add.at(want, idx % 6, vals)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    table = Tensor(base, device=uopkit_device, requires_grad=True)
+    (table[Tensor(idx, device=uopkit_device)] * Tensor(vals, device=uopkit_device)).sum().backward()
+    assert table.grad is not None
+    grad = np.zeros_like(base)
+    np.add.at(grad, idx % 6, vals)
+    np.testing.assert_allclose(table.grad.numpy(), grad, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (3, 5, 7), (16, 9, 4)])

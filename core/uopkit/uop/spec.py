@@ -31,7 +31,8 @@ class SpecError(RuntimeError):
 
 
 # --- what a loop of a linear program is for: the kind in a RANGE's arg (id, kind), set by the core's linearizer.
-# Every kind counts 0..end-1 and may be run as a plain sequential loop; the others say what more is allowed:
+# Every kind counts 0..end-1 and may be run as a plain sequential loop; a "loop" runs only so (an iteration may read
+# what an earlier one stored: a scatter's writes, `uopkit.codegen.scatter`); the others say what more is allowed:
 # - "thread": the iterations may run on different CPU threads (OptOps.THREAD, on renderers with caps.has_threads);
 #   each writes its own outputs, and every register (DEFINE_REG) it uses is first written inside it.
 # - "sum" / "max": an innermost loop whose only effects are updates acc = acc + x (or max(acc, x)) of one-slot float

@@ -8,6 +8,7 @@ from uopkit.codegen.opt import MAX_LANES, KernelPlan, Opt, OptOps, initial_plan
 from uopkit.codegen.opt.analysis import divisor as _divisor
 from uopkit.codegen.opt.analysis import load_axes, memory_strides, reduce_folds_away
 from uopkit.codegen.opt.analysis import try_opt as _try
+from uopkit.codegen.scatter import lowers_as_scatter
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp, is_one_hot_reduce
@@ -21,6 +22,9 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         from uopkit.codegen.opt.heuristic_gpu import gpu_opts
 
         return gpu_opts(ast, renderer)
+    if lowers_as_scatter(ast):
+        # its writes run one by one, in order (`uopkit.codegen.scatter`): no lanes or threads
+        return []
     plan = initial_plan(ast)
     out_sizes = [parts[0].size for parts in plan.out]
     red_sizes = [parts[0].size for parts in plan.red]
@@ -74,9 +78,10 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             if amt2:
                 plan = _try(plan, Opt(OptOps.UPCAST, other, amt2), renderer)
     elif plan.reduce_op is not None and is_one_hot_reduce(plan.reduce_op) and vec_out:
-        # a one-hot sum that doesn't fold into a load (an embedding's gradient: a scatter done as a reduce): each
-        # output row's updates go under one branch (the linearizer's `branch_one_hot_updates`), taken for few
-        # iterations, so a tile of rows would only add branches: one row of vectors, as many as the lanes allow
+        # a one-hot sum that doesn't fold into a load and isn't a scatter kernel (an embedding's gradient fused with
+        # another reduce, or stored in another dtype): each output row's updates go under one branch (the
+        # linearizer's `branch_one_hot_updates`), taken for few iterations, so a tile of rows would only add
+        # branches: one row of vectors, as many as the lanes allow
         axis = vec_out[-1]
         amt = _divisor(out_sizes[axis], (width, 8, 4, 2))
         if amt:

@@ -1,0 +1,168 @@
+"""Scatter kernels (uopkit.codegen.scatter): a one-hot sum over an output axis lowered, on CPU-style renderers, as
+its writes added one by one instead of a compare per output element and write. Checked against PyTorch and
+np.add.at: repeated, negative and out-of-order indices, NaN and inf, in-place writes into a realized tensor, a
+scatter whose output is computed on in the same kernel, the emulator running the writes in order, and GPU-style
+renderers keeping the one-hot reduce."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import uopkit.tensor.segments as segments
+from uopkit import Device, Tensor
+from uopkit.codegen import get_program
+from uopkit.codegen.opt.heuristic import hand_coded_opts
+from uopkit.codegen.scatter import lower_scatter_kernel, lowers_as_scatter
+from uopkit.engine.realize import create_schedule, kernelize_tensors
+from uopkit.uop.ops import Ops
+
+torch = pytest.importorskip("torch")
+
+
+def _kernels(t: Tensor) -> list:
+    return [item.ast for item in create_schedule(kernelize_tensors([t])) if item.ast.op is Ops.SINK]
+
+
+def _scatter_kernels(t: Tensor) -> int:
+    return sum(lowers_as_scatter(ast) for ast in _kernels(t))
+
+
+def test_a_graph_aggregation_and_its_gradient_are_scatter_kernels_and_agree_with_torch():
+    # a GCN-style aggregation: each edge adds its source's features into its destination (repeated destinations
+    # sum); the gradient of the gather x[src] adds back into x the same way
+    rng = np.random.default_rng(0)
+    n, e, f = 300, 1200, 8
+    x = rng.standard_normal((n, f)).astype(np.float32)
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    xt = Tensor(x, requires_grad=True)
+    out = Tensor.ones(n, f).index_add(0, Tensor(dst), xt[Tensor(src)] * 2)
+    loss = (out * out).sum()
+    loss.backward()
+    assert xt.grad is not None
+    assert _scatter_kernels(out) == 1 and _scatter_kernels(xt.grad) >= 1
+    tx = torch.tensor(x, requires_grad=True)
+    tout = torch.ones(n, f).index_add(0, torch.tensor(dst), tx[torch.tensor(src)] * 2)
+    (tout * tout).sum().backward()
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(xt.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_scatter_kernel_has_no_opts_and_one_loop_over_its_writes():
+    # its writes must run one by one, in order: no lanes or threads split them (two may hit one target)
+    idx = Tensor(np.array([3, 1, 3, 3, 0], np.int32))
+    out = Tensor.zeros(4, 16).index_add(0, idx, Tensor.ones(5, 16))
+    (ast,) = _kernels(out)
+    renderer = Device["CPU"].renderer
+    assert lowers_as_scatter(ast) and hand_coded_opts(ast, renderer) == []
+    program = get_program(ast, renderer)
+    ranges = [u for u in program.uops if u.op is Ops.RANGE]
+    assert {u.arg[1] for u in ranges} == {"loop"} and 5 in [u.src[0].arg for u in ranges]
+    assert out.numpy()[:, 0].tolist() == [1.0, 1.0, 0.0, 3.0]
+
+
+@pytest.mark.parametrize("device", ["CPU", "EMULATOR:13"])
+def test_repeated_negative_and_special_values_sum_as_np_add_at(device, monkeypatch):
+    # the emulator runs a loop whose store address is read from memory in order, not as lanes at once
+    monkeypatch.setenv("EMULATE", "CPU")
+    rng = np.random.default_rng(1)
+    table = Tensor(rng.standard_normal((40, 24)).astype(np.float32), device=device, requires_grad=True)
+    idx = rng.integers(-40, 40, (96,)).astype(np.int32)
+    idx[:4] = [5, 5, -35, 5]
+    g = rng.standard_normal((96, 24)).astype(np.float32)
+    g[0, 3], g[7, 9], g[8, 1] = math.nan, math.inf, -math.inf
+    (table[Tensor(idx, device=device)] * Tensor(g, device=device)).sum().backward()
+    assert table.grad is not None
+    want = np.zeros((40, 24), np.float32)
+    np.add.at(want, idx % 40, g)
+    np.testing.assert_allclose(table.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_in_place_adds_into_a_realized_tensor_keep_its_values():
+    # the kernel reads the output's own elements (x + the writes): x is stored first and the writes added into it
+    b = Tensor(np.ones((5, 2), np.float32)).realize()
+    b.index_add_(0, Tensor([1, 1, 4]), Tensor(np.ones((3, 2), np.float32)))
+    assert b.numpy().tolist() == [[1, 1], [3, 3], [1, 1], [1, 1], [2, 2]]
+    base = np.arange(9, dtype=np.float32)
+    t = Tensor(base).realize()
+    t.index_put_((Tensor([-1, 2, 2, 8]),), Tensor([1.0, 2.0, 3.0, 4.0]), accumulate=True)
+    tt = torch.tensor(base)
+    tt.index_put_((torch.tensor([-1, 2, 2, 8]),), torch.tensor([1.0, 2.0, 3.0, 4.0]), accumulate=True)
+    assert t.numpy().tolist() == tt.numpy().tolist()
+    # the written values read the buffer written into: read before any write, as PyTorch's
+    c = Tensor(np.arange(6, dtype=np.float32)).realize()
+    c.index_add_(0, Tensor([0, 0, 5]), c[Tensor([5, 4, 0])])
+    ct = torch.arange(6, dtype=torch.float32)
+    ct.index_add_(0, torch.tensor([0, 0, 5]), ct[torch.tensor([5, 4, 0])])
+    assert c.numpy().tolist() == ct.numpy().tolist()
+
+
+def test_a_scatter_computed_on_in_its_kernel_is_summed_first():
+    # out = exp(2 * scatter) in one kernel: the writes are summed into the output, then each element is computed
+    idx = np.array([2, 0, 2, 1, 2])
+    vals = np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3)
+    out = (Tensor.zeros(3, 3).index_add(0, Tensor(idx), Tensor(vals)) * 2).exp()
+    (ast,) = _kernels(out)
+    assert lowers_as_scatter(ast)
+    want = np.zeros((3, 3), np.float32)
+    np.add.at(want, idx, vals)
+    np.testing.assert_allclose(out.numpy(), np.exp(2 * want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("np_dtype", [np.int32, np.int64, np.float64, np.float16, np.uint8])
+def test_scatter_add_in_each_dtype_agrees_with_torch(np_dtype):
+    rng = np.random.default_rng(2)
+    base = rng.integers(0, 9, (4, 6)).astype(np_dtype)
+    index = rng.integers(0, 4, (7, 6))
+    src = rng.integers(0, 9, (7, 6)).astype(np_dtype)
+    ours = Tensor(base).scatter_add(0, Tensor(index), Tensor(src))
+    theirs = torch.tensor(base).scatter_add(0, torch.tensor(index), torch.tensor(src))
+    assert ours.numpy().dtype == theirs.numpy().dtype
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_a_scatter_along_an_inner_axis_agrees_with_torch():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 9)).astype(np.float32)
+    idx = rng.integers(0, 9, (5, 12))
+    s = rng.standard_normal((5, 12)).astype(np.float32)
+    ours = Tensor(a).scatter_add(1, Tensor(idx), Tensor(s))
+    np.testing.assert_allclose(ours.numpy(), torch.tensor(a).scatter_add(1, torch.tensor(idx), torch.tensor(s)), 1e-6)
+
+
+def test_a_large_scatter_sum_on_the_cpu_is_added_in_place_not_sorted():
+    # an embedding gradient of 50000 rows x 64 from 4096 lookups: 1.3e10 compares as a one-hot mask, so other
+    # devices sort the lookups (some 50 kernels); the CPU adds them in one scatter kernel
+    rng = np.random.default_rng(4)
+    rows, width, lookups = 50000, 64, 4096
+    idx = rng.integers(0, rows, lookups)
+    g = rng.standard_normal((lookups, width)).astype(np.float32)
+    table = Tensor.zeros(rows, width, requires_grad=True)
+    (table[Tensor(idx)] * Tensor(g)).sum().backward()
+    assert table.grad is not None and segments.writes_one_by_one("CPU")
+    kernels = _kernels(table.grad)
+    assert len(kernels) <= 3 and sum(lowers_as_scatter(ast) for ast in kernels) == 1
+    want = np.zeros((rows, width), np.float32)
+    np.add.at(want, idx, g)
+    np.testing.assert_allclose(table.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_gpu_style_renderers_keep_the_one_hot_reduce():
+    # (their writes would need atomics: a kernel of one thread per output column would be slower than the mask)
+    pytest.importorskip("uopkit_cuda")
+    from uopkit.emulator import open_emulator
+
+    name = "EMULATOR:61"
+    Device._opened[name] = open_emulator(name, emulate="CUDA")
+    try:
+        out = Tensor.zeros(4, 8, device=name).index_add(
+            0, Tensor([1, 1, 3], device=name), Tensor.ones(3, 8, device=name)
+        )
+        (ast,) = _kernels(out)
+        assert lower_scatter_kernel(ast, None, gpu=True) is None and lower_scatter_kernel(ast, None, gpu=False)
+        assert not segments.writes_one_by_one(name)
+        assert out.numpy()[:, 0].tolist() == [0.0, 2.0, 0.0, 1.0]
+    finally:
+        Device._opened.pop(name, None)
