@@ -17,12 +17,13 @@ torch = pytest.importorskip("torch")
 _DTYPES = [(np.float32, dtypes.float32), (np.int32, dtypes.int32), (np.float64, dtypes.float64)]
 
 
-@pytest.fixture(params=["one-hot", "sorted", "summed in place"])
+@pytest.fixture(params=["one-hot", "sorted", "written one by one"])
 def form(request, monkeypatch):
-    # "sorted": as on a GPU-style device (the CPU adds a large scatter's writes in place, `segments.writes_one_by_one`)
+    # "one-hot" and "sorted": the forms a GPU-style device builds; the CPU's scatters are its writes, one by one
+    # (`segments.writes_one_by_one`, `uopkit.codegen.scatter`)
     if request.param != "one-hot":
         monkeypatch.setattr(segments, "SCATTER_BY_SORTING", 1)
-    if request.param == "sorted":
+    if request.param != "written one by one":
         monkeypatch.setattr(segments, "writes_one_by_one", lambda device: False)
     return request.param
 
@@ -115,8 +116,10 @@ def test_pick_gradients_agree_with_torch(form, case):
     _same(ours.grad, theirs.grad, 1e-5)
 
 
-def test_large_scatters_are_sorted_and_right():
-    # 3e4 writes into 3e5 targets: 9e9 one-hot compares (seconds); sorted, a few dozen small kernels
+def test_large_scatters_are_sorted_and_right(monkeypatch):
+    # 3e4 writes into 3e5 targets: 9e9 one-hot compares (seconds); sorted, a few dozen small kernels (on a GPU-style
+    # device: the CPU adds a sum's writes one by one, tests/test_scatter.py)
+    monkeypatch.setattr(segments, "writes_one_by_one", lambda device: False)
     rng = np.random.default_rng(9)
     n, m = 300_000, 30_000
     keys, vals = rng.integers(0, n, m), rng.standard_normal(m).astype(np.float32)

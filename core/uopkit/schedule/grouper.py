@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from uopkit.dtype import dtypes
 from uopkit.schedule.launch_consts import launch_const
-from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
+from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar, is_one_hot_reduce
 
 
 class ScheduleError(RuntimeError):
@@ -142,6 +142,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
         _realize_shared_reduces(ctx, topo)
     if _realize_combined_reduces(ctx):
         _realize_shared_reduces(ctx, topo)
+    if _realize_lone_scatters(ctx, topo):
+        _realize_shared_reduces(ctx, topo)
     return ctx
 
 
@@ -218,6 +220,47 @@ def _realize_combined_reduces(ctx: GrouperContext) -> bool:
     return added
 
 
+def _realize_lone_scatters(ctx: GrouperContext, topo: list[UOp]) -> bool:
+    """On a device that runs a scatter as its writes (`runs_scatters_in_order`), a large scatter (a one-hot sum over
+    an output axis) gets a kernel with no other reduce: only alone is it its writes, one by one
+    (`uopkit.codegen.scatter`); with a reduce around it (index_add(...).sum(), a gradient's norm), beside it (a
+    gather's gradient plus a matmul's, under a ReLU's mask) or inside it, it would be its compares, targets x
+    writes. Whether it stored any."""
+    added = False
+    for u in topo:
+        if u.op is not Ops.REDUCE_AXIS or not _is_large_scatter(u) or not runs_scatters_in_order(u.device):
+            continue
+        for n in _region_to_reduces(ctx, u.src[0]):
+            if n.op is Ops.REDUCE_AXIS and n not in ctx.realize:
+                ctx.realize[n] = None
+                added = True
+        if u in ctx.realize:
+            continue
+        for root in list(ctx.realize):
+            region = _region_to_reduces(ctx, root, root_stops=False)
+            others = [n for n in region if n.op is Ops.REDUCE_AXIS and n is not u]
+            beside = u in region and others
+            around = any(u in _region_to_reduces(ctx, r.src[0]) for r in others)
+            if beside or around:
+                ctx.realize[u] = None
+                added = True
+                break
+    return added
+
+
+def _is_large_scatter(red: UOp) -> bool:
+    # a one-hot sum compared with an iota of another length than its reduced axis: a scatter over an output axis, not a
+    # gather (whose iota runs along the reduced axis; a square scatter, as many writes as targets, looks like one and
+    # is left as it is). Small ones cost less than a kernel of their own
+    if not is_one_hot_reduce(red) or red.src[0].size < MIN_STORED_INNER_REDUCE:
+        return False
+    src_shape = red.src[0].shape
+    assert src_shape is not None
+    reduced = src_shape[red.arg[1][0]]
+    iotas = [n.arg for n in red.src[0].src[0].toposort() if n.op is Ops.IOTA]
+    return any(n != reduced for n in iotas)
+
+
 def fuses_row_reduces(device: str) -> bool:
     """Whether a row reduce broadcast back along its row (softmax, norms) is computed inside its consumer kernel.
 
@@ -225,6 +268,17 @@ def fuses_row_reduces(device: str) -> bool:
     is in cache. On a GPU-style one (work-groups, ``caps.has_local``) every output element is a work-item of its
     own and would compute the whole row's reduce again: the reduce is stored by a kernel of its own instead, where
     the optimizer splits it across a work-group (OptOps.GROUP)."""
+    return _cpu_style(device)
+
+
+def runs_scatters_in_order(device: str) -> bool:
+    """Whether `device` runs a kernel that is a one-hot sum over an output axis as its writes, one by one, in order
+    (a CPU-style renderer: `uopkit.codegen.scatter`), so a scatter costs its writes plus its targets at any size."""
+    return _cpu_style(device)
+
+
+def _cpu_style(device: str) -> bool:
+    # a renderer without work-groups: loops run in order, one element at a time
     from uopkit.device import Device
 
     try:

@@ -835,6 +835,8 @@ class IndexingMixin:
         if reduce in ("amax", "amin"):
             extreme = segments.scatter_extreme(self, dim, index, src, reduce, include_self)
             return segments.with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
+        if segments.writes_one_by_one(self.device):
+            return segments.scatter_sum_in_place(self, dim, index, src, reduce, include_self)
         if reduce != "prod":
             sorted_form = self._scatter_by_sorting(dim, index, src, reduce, include_self)
             if sorted_form is not None:
@@ -976,7 +978,7 @@ class IndexingMixin:
                 source._update_in_place(lambda value=result: value, op)
             live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
             return self
-        if not (self.requires_grad or _writes_through(self)):
+        if not (self._requires_grad or _writes_through(self)):
             live_tensors.set_uop(self, result.uop)
             return self
         # written now, as PyTorch's: the tensor's base (which this may be a view of) must see it when it is read

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from uopkit.device import Device
 from uopkit.dtype import dtypes
 from uopkit.gradient import set_gradient
+from uopkit.schedule.grouper import runs_scatters_in_order
+from uopkit.tensor.support import _sum_op
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -141,9 +142,9 @@ def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_
 
 
 def writes_one_by_one(device: object) -> bool:
-    """Whether `device` runs a one-hot sum over an output axis as its writes, one by one (a CPU-style renderer's
-    loops: `uopkit.codegen.scatter`), so a scatter-add costs writes + targets at any size and needs no sorting."""
-    return isinstance(device, str) and not Device[device].renderer.caps.has_local
+    """Whether `device` runs a one-hot sum over an output axis as its writes, one by one (`runs_scatters_in_order`),
+    so a scatter-add costs writes + targets at any size and needs no sorting (a sharded device: no)."""
+    return isinstance(device, str) and runs_scatters_in_order(device)
 
 
 def _summed_in_place(base: Tensor, keys: Tensor, vals: Tensor) -> Tensor:
@@ -238,11 +239,49 @@ def pick_gradient_by_sorting(
     set_gradient(out.uop, (x.uop,), rule)
 
 
+def scatter_sum_in_place(base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
+    """base.scatter_reduce(dim, index, src, "sum", "mean" or "prod") on a device that adds a scatter's writes one by one
+    (`writes_one_by_one`), at any size: the count of writes per target a one-hot sum stored alone, and the result a
+    kernel with one one-hot sum (a kernel of that form is the writes, `uopkit.codegen.scatter`, whatever it computes
+    from the sum element by element). Its gradient flows through the one-hot sum (a gather at the index)."""
+    hit, vals = base._one_hot_writes(dim, index, src)
+    dt = base.dtype
+    if reduce == "prod":
+        total = hit.where(vals, Tensor(1, device=base.device, dtype=dt))._reduce(Ops.MUL, -1)
+        return base * total if include_self else (_writes_per_target(hit) > 0).where(total, base)
+    total = hit.where(vals, Tensor(0, device=base.device, dtype=dt))._reduce(_sum_op(dt), -1)
+    if reduce == "sum" and include_self:
+        return base + total
+    count = _writes_per_target(hit)
+    if reduce == "sum":
+        return (count > 0).where(total, base)
+    if include_self:
+        total, count = total + base, count + 1
+    mean = total.div(count.cast(dt), rounding_mode="floor" if not dtypes.is_float(dt) else None)
+    return (count > 0).where(mean.cast(dt), base)
+
+
+def _writes_per_target(hit: Tensor) -> Tensor:
+    # how many writes each target gets (hit's last axis: the writes), int32, a one-hot sum stored alone
+    return hit.where(1, 0).cast(dtypes.int32)._reduce(Ops.ADD, -1).contiguous()
+
+
 def scatter_extreme(base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
-    """base.scatter_reduce(dim, index, src, "amax" or "amin"), by sorting where large, else one-hot; no index at
-    all leaves base as it is (a copy), as torch's."""
+    """base.scatter_reduce(dim, index, src, "amax" or "amin"): on a device that runs a scatter's writes one by one,
+    the largest write per target (a kernel with one one-hot max), else by sorting where large and one-hot where not; no
+    index at all leaves base as it is (a copy), as torch's."""
     if index.numel() == 0:
         return base.clone()
+    if writes_one_by_one(base.device):
+        hit, vals = base._one_hot_writes(dim, index, src)
+        dt, inv = base.dtype, reduce == "amin"
+        low = Tensor(dtypes.min(dt), device=base.device, dtype=dt)
+        best = hit.where(vals._inverse() if inv else vals, low)._reduce(Ops.MAX, -1)
+        best = best._inverse() if inv else best
+        if include_self:
+            # (where nothing is written the max is the identity, and base's own value wins against it)
+            return best.minimum(base) if inv else best.maximum(base)
+        return (_writes_per_target(hit) > 0).where(best, base)
     sorted_form = base._scatter_by_sorting(dim, index, src, reduce, include_self)
     if sorted_form is not None:
         return sorted_form
