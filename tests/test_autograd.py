@@ -656,6 +656,40 @@ def test_gradient_through_a_value_whose_inputs_were_overwritten_raises() -> None
     assert x2.grad.tolist() == [20.0, 40.0] and p.grad.tolist() == [2.0, 2.0]
 
 
+@pytest.mark.parametrize("realized", [True, False])
+def test_a_value_computed_under_no_grad_keeps_its_value_after_the_weights_change(realized: bool) -> None:
+    # PPO's old log-probabilities: computed under no_grad from the weights, then read by the loss of several optimizer
+    # steps. No gradient flows through it, so the weights' overwriting doesn't matter: it is a constant (a realized
+    # one raised "overwritten in place" before, where torch trains on)
+    import torch
+
+    from uopkit.nn.optim import SGD
+
+    w0, x = np.array([0.5, -1.0], np.float32), np.array([1.0, 2.0], np.float32)
+    tw = torch.tensor(w0, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.1)
+    with torch.no_grad():
+        told = (tw * torch.tensor(x)).sum()
+    uw = Tensor(w0, requires_grad=True)
+    uopt = SGD([uw], lr=0.1)
+    with no_grad():
+        uold = (uw * Tensor(x)).sum()
+    if realized:
+        uold.realize()
+    for _ in range(3):
+        tloss = ((tw * torch.tensor(x)).sum() - told) ** 2 + (tw**2).sum()
+        topt.zero_grad()
+        tloss.backward()
+        topt.step()
+        loss = ((uw * Tensor(x)).sum() - uold) ** 2 + (uw**2).sum()
+        uopt.zero_grad()
+        loss.backward()
+        uopt.step()
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-6)
+    np.testing.assert_allclose(uw.numpy(), tw.detach().numpy(), rtol=1e-6)
+    assert uold.item() == told.item() == -1.5
+
+
 def test_reading_one_gradient_realizes_the_others_of_its_backward() -> None:
     # a per-parameter log of gradient norms read `.grad` one at a time: each read computed the backward chain the
     # gradients share again (kernels per step grew with depth squared). As torch's backward, they come together.

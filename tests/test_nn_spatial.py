@@ -218,6 +218,9 @@ def test_embedding_bag_errors() -> None:
         nn.EmbeddingBag(5, 3, max_norm=1.0)
     with pytest.raises(ShapeError, match="embedding_bag: a 1-D input needs 1-D offsets"):
         nn.EmbeddingBag(5, 3)(Tensor([1, 2]))
+    # decreasing offsets: PyTorch raises for them too (a silent result before)
+    with pytest.raises(ValueError, match=r"offsets must start at 0, never decrease .* got \[0, 5, 3\]"):
+        nn.EmbeddingBag(10, 3, mode="sum")(Tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 0]), Tensor([0, 5, 3]))
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -208,6 +208,30 @@ def test_cat_stack_split_chunk():
         same(got, want)
 
 
+@pytest.mark.parametrize("no_grad", [False, True])
+def test_a_cache_grown_by_cat_in_a_loop_keeps_a_bounded_graph(no_grad):
+    # k = cat([past_k, k_new]) per token, never realized by the program: each CAT_CHAIN_STORED levels the chain is
+    # stored, so a token's graph (and its time) doesn't grow with every earlier token's cat; values and gradients
+    # as without the cut
+    import uopkit
+    from uopkit.tensor.movement import CAT_CHAIN_STORED
+
+    w = Tensor(rng.uniform(size=(1, 3)).astype(np.float32), requires_grad=True)
+    rows, past, sizes = [], None, []
+    with uopkit.no_grad() if no_grad else uopkit.enable_grad():
+        for t in range(4 * CAT_CHAIN_STORED + 1):
+            new = w * (t + 1)
+            past = new if past is None else Tensor.cat([past, new])
+            sizes.append(len(past.uop.toposort()))
+            rows.append((t + 1) * w.numpy())
+    assert max(sizes[CAT_CHAIN_STORED:]) <= 2 * max(sizes[: CAT_CHAIN_STORED + 1])
+    np.testing.assert_allclose(past.numpy(), np.concatenate(rows), rtol=1e-6)
+    if not no_grad:
+        (past * past).sum().backward()
+        assert w.grad is not None
+        np.testing.assert_allclose(w.grad.numpy(), 2 * w.numpy() * sum((t + 1) ** 2 for t in range(len(rows))), 1e-5)
+
+
 def test_zero_size_and_scalar_tensors():
     z = Tensor.zeros(0, 4)
     assert (z + 1).shape == (0, 4) and (z + 1).numpy().shape == (0, 4)

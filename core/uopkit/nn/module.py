@@ -137,12 +137,12 @@ def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict)
 
 def _is_parameter(t: Tensor) -> bool:
     # a Parameter, or a tensor that requires (or once required: a frozen layer's weight) a gradient
-    return isinstance(t, Parameter) or bool(t.requires_grad) or t._wanted_grad
+    return isinstance(t, Parameter) or bool(t._requires_grad) or t._wanted_grad
 
 
 def _is_state_tensor(t: Tensor) -> bool:
     # a parameter, or a buffer the built-in layers mark by requires_grad=False; a plain tensor (None) is not state
-    return isinstance(t, Parameter) or t.requires_grad is not None
+    return isinstance(t, Parameter) or t._requires_grad is not None
 
 
 class Module:
@@ -477,8 +477,8 @@ class Module:
             return value
         new = new.contiguous().realize()
         if isinstance(value, Parameter):
-            return Parameter(new, requires_grad=bool(value.requires_grad))
-        if value.requires_grad is not None:
+            return Parameter(new, requires_grad=bool(value._requires_grad))
+        if value._requires_grad is not None:
             new.requires_grad = value.requires_grad
         # (a frozen weight stays a parameter)
         new._wanted_grad = value._wanted_grad

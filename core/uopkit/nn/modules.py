@@ -675,7 +675,7 @@ class Embedding(Module):
         if self.max_norm is not None:
             _renorm_looked_up_rows(idx, self.weight, self.max_norm, self.norm_type)
         rows = self.weight._advanced_index([(0, idx)])
-        if self.scale_grad_by_freq and self.weight.requires_grad and is_grad_enabled():
+        if self.scale_grad_by_freq and self.weight._requires_grad and is_grad_enabled():
             # each row's gradient divided by how often its index occurs in the batch, as torch's (the value is
             # untouched: rows - rows.detach() is 0); with no gradient to scale, the counts aren't computed
             counts = idx.flatten().one_hot(self.num_embeddings).sum(0).cast(rows.dtype)

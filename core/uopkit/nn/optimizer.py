@@ -79,7 +79,7 @@ class ParamGroup(dict):
         # the 0-d tensors the step reads: "lr" always, a dynamic hyperparameter once changed (a tuple's: one per item)
         self.tensors: dict[str, list[Tensor]] = {}
         params = self["params"]
-        grad_params = [p for p in params if p.requires_grad]
+        grad_params = [p for p in params if p._requires_grad]
         self.device: str = (grad_params or params)[0].device if params else Device.DEFAULT
         # float32, or float64 where a parameter is: its update then uses the numbers as given, as PyTorch's Python
         # floats (0.1 in float32 is 0.1000000015)
@@ -189,7 +189,7 @@ class Optimizer:
         for p in raw:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{type(self).__name__}: params must be Tensors, got {type(p).__name__}")
-            if p.requires_grad is None:
+            if p._requires_grad is None:
                 if not dtypes.is_float(p.dtype):
                     # (only float tensors can require gradients)
                     raise TypeError(
@@ -212,7 +212,7 @@ class Optimizer:
         self._check_group(group)
         pg = ParamGroup(self, group)
         self.param_groups.append(pg)
-        trained = [p for p in params if p.requires_grad]
+        trained = [p for p in params if p._requires_grad]
         for p in trained:
             self._slots[id(p)] = self._init_state(pg, p)
         if trained:
@@ -226,12 +226,12 @@ class Optimizer:
     @property
     def params(self) -> list[Tensor]:
         """Every parameter that requires a gradient, group after group."""
-        return [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+        return [p for g in self.param_groups for p in g["params"] if p._requires_grad]
 
     @property
     def buffers(self) -> list[Tensor]:
         """The tensors given that don't require a gradient (realized with every step)."""
-        return [p for g in self.param_groups for p in g["params"] if not p.requires_grad]
+        return [p for g in self.param_groups for p in g["params"] if not p._requires_grad]
 
     @property
     def lr(self) -> Tensor:
@@ -305,7 +305,7 @@ class Optimizer:
         out: list[Tensor] = []
         grads: list[Tensor] = []
         for group in self.param_groups:
-            with_grad = [p for p in group["params"] if p.requires_grad and p.grad is not None]
+            with_grad = [p for p in group["params"] if p._requires_grad and p.grad is not None]
             for p in with_grad:
                 assert p.grad is not None
                 if p.grad.shape != p.shape:
@@ -420,7 +420,7 @@ class Optimizer:
                     g[k] = tuple(v) if isinstance(v, list) else v
             by_clock: dict[tuple, list[Tensor]] = {}
             for i, p in zip(s["params"], g["params"], strict=True):
-                if not p.requires_grad:
+                if not p._requires_grad:
                     continue
                 st = states.get(int(i), {})
                 extra = {k: _number(st[k]) for k in self.clock_state if k in st and k != "step"}

@@ -281,6 +281,7 @@ def unrealized_graph(
     nodes: dict[UOp, None] | None = None,
     rebuilt: Callable[[UOp, UOp, dict[UOp, UOp]], None] | None = None,
     check_writes: bool = True,
+    given: Callable[[UOp], object] | None = None,
 ) -> UOp:
     """`root` with realized values replaced by the graphs that computed them (except the nodes in `keep`).
 
@@ -289,6 +290,9 @@ def unrealized_graph(
     stops only at the KERNELs under them). `rebuilt(old, new, replaced)` is told of each node rebuilt over new
     sources (`replaced`: every node so far -> its new form), for what the caller keeps per node (given gradients).
     `check_writes`: raise where a graph to follow reads a buffer overwritten since (see `_check_not_overwritten`).
+    `given(node)`: the gradient given to a node directly (`uopkit.gradient.given_gradient`), if the caller wants a
+    realized value that no gradient flows through kept stored (a value computed under no_grad: its stored value is
+    what the gradient reads, whatever has been overwritten since).
     """
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     # (the usual case, a backward() right after the forward pass: no node of the graph was realized. Looked up from
@@ -311,10 +315,14 @@ def unrealized_graph(
             memo[u] = u
             continue
         source = computed_from.get(u) if _carries_gradient(u) else None
+        if source is not None and given is not None and _constant_for(source, keep, given):
+            # computed under no_grad or from detached values: no gradient flows through it, and what a gradient reads
+            # of it is its stored value (PPO's old log-probabilities, from weights an optimizer step has overwritten)
+            source = None
         if source is not None:
             if check_writes:
                 _check_not_overwritten(u, source)
-            memo[u] = unrealized_graph(source, keep, rebuilt=rebuilt, check_writes=check_writes)
+            memo[u] = unrealized_graph(source, keep, rebuilt=rebuilt, check_writes=check_writes, given=given)
             continue
         src = u.src
         new_src = tuple([memo.get(s, s) for s in src])
@@ -325,6 +333,13 @@ def unrealized_graph(
         if rebuilt is not None:
             rebuilt(u, memo[u], memo)
     return memo[root]
+
+
+def _constant_for(source: UOp, keep: set[UOp], given: Callable[[UOp], object]) -> bool:
+    # whether a gradient to `keep` can't flow through the graph `source`: every path to a wanted node, to a realized
+    # value or to a node with a given gradient (a custom Function's output: its inputs are detached) is cut by a DETACH
+    nodes = source.toposort(gate=lambda n: n.op is not _DETACH)
+    return not any(n in keep or n in computed_from or given(n) is not None for n in nodes)
 
 
 def _carries_gradient(u: UOp) -> bool:
@@ -435,7 +450,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
             else:
                 new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
-            _remember_source(_source_of(t.uop), new, t.requires_grad)
+            _remember_source(_source_of(t.uop), new, t._requires_grad)
             live_tensors.set_uop(t, new)
             base = _storage_base(new)
             if base is not None:
@@ -541,7 +556,7 @@ class PendingReads:
         roots = [t.uop for t in self.rewire_after]
         for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
             if new is not t.uop:
-                _remember_source(_source_of(t.uop), new, t.requires_grad)
+                _remember_source(_source_of(t.uop), new, t._requires_grad)
                 live_tensors.set_uop(t, new)
 
 

@@ -19,16 +19,24 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from uopkit.dtype import DType, dtypes
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of, set_gradient
-from uopkit.schedule import computed_from, live_tensors, unrealized_graph
+from uopkit.schedule import live_tensors, unrealized_graph
 from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
-from uopkit.tensor.support import _contiguous_ids, tensors_with_grad
-from uopkit.tensor.tensor import Tensor, _gradient_hooks, _gradient_key, _gradient_keys, _summed, _through_keys
+from uopkit.tensor.support import _contiguous_ids
+from uopkit.tensor.tensor import (
+    Tensor,
+    _gradient_hooks,
+    _gradient_key,
+    _gradient_keys,
+    _requires_grad,
+    _summed,
+    _through_keys,
+    _wanted_keys,
+)
 from uopkit.uop.ops import Ops, UOp
 
 __all__ = [
@@ -47,44 +55,6 @@ __all__ = [
 
 # ---------------------------------------------------------------------------------------------------------------------
 # which tensors take part in autograd
-
-
-def _requires_grad(t: Tensor, wanted: set[UOp] | None = None) -> bool:
-    """torch's `t.requires_grad` for any tensor: a leaf given it, or a value computed (not under no_grad, not through
-    a detach) from one. `wanted`: the gradient keys of the live tensors with requires_grad, when the caller has them."""
-    if t.requires_grad:
-        return True
-    if not dtypes.is_float(t.dtype):
-        return False
-    if wanted is None:
-        wanted = _wanted_keys()
-    # breadth first: a layer's weights sit a few nodes below its output, its input a whole network below
-    seen: set[UOp] = set()
-    queue = deque([t.uop])
-    while queue:
-        u = queue.popleft()
-        if u in seen:
-            continue
-        seen.add(u)
-        if u in wanted:
-            return True
-        # a value realized since it was computed: the graph that computed it
-        before = computed_from.get(u)
-        if before is not None:
-            queue.append(before)
-        if u.op is Ops.DETACH or u.op is Ops.KERNEL:
-            continue
-        queue.extend(u.src)
-        # a node with a given gradient (a Function's output) requires one where its inputs do
-        given = given_gradient(u)
-        if given is not None:
-            queue.extend(given[0])
-    # (a leaf given requires_grad that nobody holds any more still counts, as in torch)
-    return tensors_with_grad.was_given_requires_grad(seen)
-
-
-def _wanted_keys() -> set[UOp]:
-    return {k for w in tensors_with_grad.live() for k in _gradient_keys(w)}
 
 
 def _as_tensors(x: Tensor | Sequence[Tensor], what: str) -> tuple[Tensor, ...]:
@@ -164,7 +134,7 @@ def grad(
     totals: list[UOp | None] = [None] * len(ins)
     for o, g in zip(outs, given, strict=True):
         root_grad = o._root_gradient(g, "grad")
-        root = unrealized_graph(o.uop, bounds, rebuilt=carry_gradient_rule)
+        root = unrealized_graph(o.uop, bounds, rebuilt=carry_gradient_rule, given=given_gradient)
         in_graph = graph_of(root)
         # hooks run as in backward(), torch's do in grad() too
         hooks = _gradient_hooks(in_graph)

@@ -74,6 +74,25 @@ def _common_shape(shapes: Sequence[int | Sequence[int]], op: str) -> tuple[int, 
     return out
 
 
+# a cat of a cat of ... this deep (a KV cache or a list of results grown by `torch.cat` in a loop, never realized)
+# is stored before it is read again: each level is a pad and an add that every element of the result goes through,
+# and the whole chain would be computed again on every realize (a token's time growing with the context)
+CAT_CHAIN_STORED = 4
+
+
+def _cut_cat_chain(t: Tensor) -> Tensor:
+    """`t`, realized first when it is the end of a chain of CAT_CHAIN_STORED unrealized cats (each a sum of padded
+    pieces, the chain followed through its first piece)."""
+    u, depth = t.uop, 0
+    while depth < CAT_CHAIN_STORED:
+        # (a cat made under no_grad is detached)
+        u = u.src[0] if u.op is Ops.DETACH else u
+        if u.op not in (Ops.ADD, Ops.OR) or not all(s.op is Ops.PAD for s in u.src):
+            break
+        u, depth = u.src[0].src[0], depth + 1
+    return t.realize() if depth >= CAT_CHAIN_STORED else t
+
+
 def _tensors_and_dim(first: Any, args: tuple, dim: int | None, op: str) -> tuple[list[Tensor], int]:
     # the tensors of a.cat(b, c), Tensor.cat(a, b) or torch's Tensor.cat([a, b], dim): a trailing int is the dim
     tensors = [first] if isinstance(first, Tensor) else list(first)
@@ -681,8 +700,8 @@ class MovementMixin:
             ):
                 shapes = [x.shape for x in tensors]
                 raise ShapeError(f"cat: shapes {shapes} differ outside dimension {dim}")
-        empty = [t for t in given if t.numel() == 0 and t.requires_grad]
-        tensors = [t.cast(dt) for t in tensors if t.shape[dim] > 0] or [self.cast(dt)]
+        empty = [t for t in given if t.numel() == 0 and t._requires_grad]
+        tensors = [_cut_cat_chain(t).cast(dt) for t in tensors if t.shape[dim] > 0] or [self.cast(dt)]
         if empty:
             # an empty tensor that wants a gradient stays in the graph, to get its (empty) gradient as in PyTorch:
             # its sum (0) in a select that always takes the value
@@ -990,7 +1009,7 @@ def _stacked_windows(tensors: Sequence[Tensor]) -> Tensor | None:
         other, other_bounds = _slice_of_buffer(t.uop)
         if other is not source or other_bounds[1:] != bounds[1:] or other_bounds[0][1] - other_bounds[0][0] != rows:
             return None
-        if t.requires_grad:
+        if t._requires_grad:
             return None
         starts.append(other_bounds[0][0])
     index = Tensor(np.asarray(starts, dtype=np.int32 if shape[0] < 2**31 else np.int64), device=first.device)

@@ -400,10 +400,10 @@ class SpatialMixin:
             length = self.shape[0]
             if offsets._is_plain_buffer() and offsets.numel():
                 starts_np = offsets.numpy()
-                if starts_np[0] != 0 or starts_np[-1] > length:
+                if starts_np[0] != 0 or starts_np[-1] > length or (np.diff(starts_np) < 0).any():
                     raise ArgumentError(
-                        f"embedding_bag: offsets must start at 0 and end by the input's length {length}, got "
-                        f"{starts_np.tolist()}"
+                        f"embedding_bag: offsets must start at 0, never decrease and end by the input's length {length}"
+                        f", got {starts_np.tolist()} (PyTorch raises for decreasing offsets too)"
                     )
             # bag b holds the positions in [starts[b], ends[b]): a (B, n) mask over all of them, rows (1, n, D)
             count = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]

@@ -65,7 +65,7 @@ class TensorsWithGrad:
             t = ref()
             if t is None:
                 dead.append(key)
-            elif t.requires_grad:
+            elif t._requires_grad:
                 out.append(t)
         for key in dead:
             self._refs.pop(key, None)

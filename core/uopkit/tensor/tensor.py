@@ -10,6 +10,7 @@ import copy
 import functools
 import itertools
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from uopkit.dtype import (
 )
 from uopkit.engine import realize as _realize_module
 from uopkit.engine.realize import buffers, realize_tensors
-from uopkit.gradient import carry_gradient_rule, compute_gradient, graph_of
+from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of
 from uopkit.helpers import prod
 from uopkit.schedule import computed_from, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
@@ -288,7 +289,7 @@ class Tensor(
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # pickled as its values (read back to the host), dtype, device and requires_grad
         values = self.float().numpy() if self.dtype == dtypes.bfloat16 else self.numpy()
-        return _unpickled_tensor, (values, self.dtype, self.device, self.requires_grad)
+        return _unpickled_tensor, (values, self.dtype, self.device, self._requires_grad)
 
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The shape, or with `dim` the length of that axis (torch.Tensor.size).
@@ -393,13 +394,20 @@ class Tensor(
     # ---- autograd
 
     @property
-    def requires_grad(self) -> bool | None:
-        """Whether `backward()` computes this tensor's gradient into `.grad` (None: not set, as False; an optimizer
-        given the tensor sets it)."""
-        return self._requires_grad
+    def requires_grad(self) -> bool:
+        """PyTorch's answer: a tensor given requires_grad (whose gradient `backward()` writes into `.grad`), or a float
+        value computed from one with gradients recorded (not under no_grad, not through a detach)."""
+        if self._requires_grad is not None:
+            return self._requires_grad
+        return _requires_grad(self)
 
     @requires_grad.setter
     def requires_grad(self, value: bool | None) -> None:
+        if value is False and self._requires_grad is None and not self.is_leaf:
+            raise RuntimeError(
+                "requires_grad: only a leaf's flag can be changed (this tensor was computed from one that requires "
+                "grad, as PyTorch says); use .detach() for a value outside the graph"
+            )
         if value and not dtypes.is_float(self.uop.dtype):
             raise RuntimeError(
                 f"requires_grad: only float tensors can require gradients, this one is {self.uop.dtype} (as "
@@ -457,7 +465,7 @@ class Tensor(
         root_grad = self._root_gradient(gradient, "gradient")
         keys = [_gradient_keys(t) for t in targets]
         every = {k for ks in keys for k in ks}
-        root = unrealized_graph(self.uop, every, rebuilt=carry_gradient_rule)
+        root = unrealized_graph(self.uop, every, rebuilt=carry_gradient_rule, given=given_gradient)
         grads = compute_gradient(root, root_grad.uop, every)
         # (an empty target has its empty gradient whether or not an op kept it: cat drops empty parts)
         missing = [t.shape for t, ks in zip(targets, keys, strict=True) if not _summed(grads, ks) and t.numel()]
@@ -505,7 +513,9 @@ class Tensor(
             )
         # values realized since the forward pass are followed back to the graphs that computed them
         in_graph = graph_of(self.uop)
-        root = unrealized_graph(self.uop, every - _through_keys(), in_graph, rebuilt=carry_gradient_rule)
+        root = unrealized_graph(
+            self.uop, every - _through_keys(), in_graph, rebuilt=carry_gradient_rule, given=given_gradient
+        )
         if root is not self.uop:
             in_graph = graph_of(root)
         targets = [t for t, ks in wanting.items() if any(k in in_graph for k in ks)]
@@ -558,7 +568,7 @@ class Tensor(
         >>> _ = (x * x).sum().backward(); x.grad.tolist()
         [20.0, 40.0]
         """
-        if not self.requires_grad and not tensors_with_grad.was_given_requires_grad(graph_of(self.uop)):
+        if not self._requires_grad and not tensors_with_grad.was_given_requires_grad(graph_of(self.uop)):
             raise RuntimeError("register_hook: this tensor doesn't require a gradient, so no hook can run on it")
         if not callable(hook):
             raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
@@ -680,7 +690,7 @@ def _backward_inputs(inputs: Tensor | Sequence[Tensor] | None) -> set[int] | Non
     for t in chosen:
         if not isinstance(t, Tensor):
             raise TypeError(f"backward: inputs must be Tensors, got {type(t).__name__}")
-        if not t.requires_grad:
+        if not t._requires_grad:
             raise RuntimeError(f"backward: an input of shape {t.shape} doesn't require a gradient")
     return {id(t) for t in chosen}
 
@@ -798,3 +808,41 @@ class _DataView(Tensor):
 
     def __call__(self) -> memoryview:
         return memoryview(self.numpy())
+
+
+def _requires_grad(t: Tensor, wanted: set[UOp] | None = None) -> bool:
+    """torch's `t.requires_grad` for any tensor: a leaf given it, or a value computed (not under no_grad, not through
+    a detach) from one. `wanted`: the gradient keys of the live tensors with requires_grad, when the caller has them."""
+    if t._requires_grad:
+        return True
+    if not dtypes.is_float(t.dtype):
+        return False
+    if wanted is None:
+        wanted = _wanted_keys()
+    # breadth first: a layer's weights sit a few nodes below its output, its input a whole network below
+    seen: set[UOp] = set()
+    queue = deque([t.uop])
+    while queue:
+        u = queue.popleft()
+        if u in seen:
+            continue
+        seen.add(u)
+        if u in wanted:
+            return True
+        # a value realized since it was computed: the graph that computed it
+        before = computed_from.get(u)
+        if before is not None:
+            queue.append(before)
+        if u.op is Ops.DETACH or u.op is Ops.KERNEL:
+            continue
+        queue.extend(u.src)
+        # a node with a given gradient (a Function's output) requires one where its inputs do
+        given = given_gradient(u)
+        if given is not None:
+            queue.extend(given[0])
+    # (a leaf given requires_grad that nobody holds any more still counts, as in torch)
+    return tensors_with_grad.was_given_requires_grad(seen)
+
+
+def _wanted_keys() -> set[UOp]:
+    return {k for w in tensors_with_grad.live() for k in _gradient_keys(w)}

@@ -145,7 +145,7 @@ def _host_map(self: Tensor, op: str, fn: Callable[..., Any], others: Sequence[An
     first, then the others' broadcast to self's shape), its results cast to self's dtype and written in place."""
     if not callable(fn):
         raise TypeError(f"{op}: fn must be callable, got {type(fn).__name__}")
-    if self.requires_grad:
+    if self._requires_grad:
         raise RuntimeError(f"{op}: can't be called on a tensor that requires grad (as torch); use .detach().{op}")
     operands = []
     for i, o in enumerate(others):
@@ -209,7 +209,7 @@ class TorchExtrasMixin:
         >>> t = Tensor.arange(4); t.as_strided_((2,), (2,)).tolist()
         [0, 2]
         """
-        if self.requires_grad and self.is_leaf:
+        if self._requires_grad and self.is_leaf:
             raise RuntimeError(
                 "as_strided_: a leaf tensor that requires grad can't change in place (as PyTorch); use as_strided"
             )
@@ -458,7 +458,7 @@ class TorchExtrasMixin:
         >>> x = Tensor([1.0], requires_grad=True); y = x * 2; y.retain_grad(); y.retains_grad, x.retains_grad
         (True, False)
         """
-        return bool(self.requires_grad) and not self.is_leaf
+        return bool(self._requires_grad) and not self.is_leaf
 
     def type(self: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> str | Tensor:  # type: ignore[misc]
         """With no dtype torch's type name of this tensor ('torch.FloatTensor', 'torch.cuda.LongTensor'); with one
@@ -600,7 +600,7 @@ class TorchExtrasMixin:
         shape = _int_tuple(sizes[0] if len(sizes) == 1 and not isinstance(sizes[0], int) else sizes, "resize_", "sizes")
         if any(n < 0 for n in shape):
             raise ArgumentError(f"resize_: sizes must be >= 0, got {shape}")
-        if self.requires_grad:
+        if self._requires_grad:
             raise RuntimeError("resize_: can't resize a tensor that requires grad (as torch)")
         n, have = math.prod(shape), self.numel()
         flat = self.reshape(-1)

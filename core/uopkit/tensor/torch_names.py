@@ -888,7 +888,7 @@ class TorchNamesMixin:
 def _shape_change_in_place(name: str) -> Callable[..., Tensor]:
     # torch's `t.name_(...)` for a view op: t itself becomes the view (same storage, new shape); its values don't change
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        if self.requires_grad and self.is_leaf:
+        if self._requires_grad and self.is_leaf:
             raise RuntimeError(
                 f"{name}_: a leaf tensor that requires grad can't change in place (as PyTorch); use {name} (a view) "
                 "or detach() it first"

@@ -77,7 +77,7 @@ class ParametrizationList(Module):
             raise ValueError(f"'right_inverse' must return a Tensor or a Sequence of tensors. Got {type(new).__name__}")
         self.is_tensor = isinstance(new, Tensor)
         self.ntensors = 1 if self.is_tensor else len(new)
-        trained = bool(original.requires_grad)
+        trained = bool(original._requires_grad)
         if self.is_tensor:
             if new.dtype != dtype:
                 raise ValueError(
@@ -155,7 +155,7 @@ class ParametrizationList(Module):
 
 def _like(original: Tensor, value: Tensor, trained: bool) -> Tensor:
     # a new original: a Parameter where the tensor parametrized was a parameter, else a buffer
-    if isinstance(original, Parameter) or original.requires_grad:
+    if isinstance(original, Parameter) or original._requires_grad:
         return Parameter(value, requires_grad=trained)
     return value.contiguous().realize().requires_grad_(False)
 
@@ -164,7 +164,7 @@ def _keep(owner: Module, name: str, t: Tensor) -> None:
     # a parameter stays one (a Parameter, or a tensor that requires a gradient), anything else is a buffer
     if isinstance(t, Parameter):
         owner.register_parameter(name, t)
-    elif t.requires_grad:
+    elif t._requires_grad:
         setattr(owner, name, t)
     else:
         owner.register_buffer(name, t)
@@ -272,11 +272,11 @@ def remove_parametrizations(module: Module, tensor_name: str, leave_parametrized
             if value.shape == original.shape and value.dtype == original.dtype:
                 original.assign(value.detach().contiguous())
             else:
-                original = _like(original, value.detach(), bool(original.requires_grad))
+                original = _like(original, value.detach(), bool(original._requires_grad))
     elif leave_parametrized:
         with no_grad():
             value = getattr(module, tensor_name)
-        trained = any(bool(t.requires_grad) for t in plist.originals())
+        trained = any(bool(t._requires_grad) for t in plist.originals())
         original = _like(plist.originals()[0], value.detach(), trained)
     else:
         raise ValueError(

@@ -51,7 +51,7 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     weight = module.__dict__.get(name)
     if not isinstance(weight, Tensor):
         raise AttributeError(f"{type(module).__name__} has no parameter named {name!r}")
-    trained = bool(weight.requires_grad) or isinstance(weight, Parameter)
+    trained = bool(weight._requires_grad) or isinstance(weight, Parameter)
     delattr(module, name)
     module.register_parameter(f"{name}_g", Parameter(_norm_except_dim(weight.detach(), dim), requires_grad=trained))
     module.register_parameter(f"{name}_v", Parameter(weight.detach(), requires_grad=trained))
