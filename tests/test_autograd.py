@@ -656,6 +656,29 @@ def test_gradient_through_a_value_whose_inputs_were_overwritten_raises() -> None
     assert x2.grad.tolist() == [20.0, 40.0] and p.grad.tolist() == [2.0, 2.0]
 
 
+def test_requires_grad_of_computed_tensors_is_torchs() -> None:
+    # a result computed from a tensor that requires grad requires grad (it was None, tinygrad's "not set"); under
+    # no_grad, through a detach or from plain tensors it doesn't; only a leaf's flag can be cleared
+    import torch
+
+    x, tx = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    ours = [x * 2, (x * 2).detach(), Tensor([1.0]) * 2, x.sum() + Tensor([1.0]), Tensor([1.0]), (x > 1)]
+    theirs = [tx * 2, (tx * 2).detach(), torch.tensor([1.0]) * 2, tx.sum() + torch.tensor([1.0]), torch.tensor([1.0])]
+    theirs.append(tx > 1)
+    with no_grad():
+        ours.append(x * 2)
+    with torch.no_grad():
+        theirs.append(tx * 2)
+    assert (
+        [t.requires_grad for t in ours] == [t.requires_grad for t in theirs] == [True, False, False, True] + [False] * 3
+    )
+    y = x * 2
+    with pytest.raises(RuntimeError, match="only a leaf's flag can be changed"):
+        y.requires_grad_(False)
+    z = Tensor([1.0]) * 2
+    assert z.requires_grad_().requires_grad and z.is_leaf
+
+
 @pytest.mark.parametrize("realized", [True, False])
 def test_a_value_computed_under_no_grad_keeps_its_value_after_the_weights_change(realized: bool) -> None:
     # PPO's old log-probabilities: computed under no_grad from the weights, then read by the loss of several optimizer

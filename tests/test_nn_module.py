@@ -367,3 +367,19 @@ def test_a_computed_buffer_is_stored_at_registration() -> None:
     for pos in range(1, 8):
         np.testing.assert_allclose((x * m.cos[pos : pos + 1]).numpy(), want[pos : pos + 1], rtol=1e-6, atol=1e-7)
     assert stats["kernels_compiled"] - before <= 1
+
+
+def test_a_distribution_held_by_a_module_is_not_its_state() -> None:
+    # a flow's base distribution or a VAE's prior: torch's state_dict has only the layers' tensors, so torch's loads
+    from uopkit import distributions
+
+    class Flow(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.base = distributions.MultivariateNormal(Tensor.zeros(2), Tensor.eye(2))
+
+    flow = Flow()
+    assert list(flow.state_dict()) == ["lin.weight", "lin.bias"] and len(list(flow.parameters())) == 2
+    flow.load_state_dict({"lin.weight": Tensor.ones(2, 2), "lin.bias": Tensor.zeros(2)})
+    assert flow.lin.weight.numpy().tolist() == [[1.0, 1.0], [1.0, 1.0]]

@@ -152,3 +152,27 @@ def test_std_rows_gradient() -> None:
     np.testing.assert_allclose(x.std(1).numpy(), t.std(1).detach().numpy(), rtol=1e-6)
     # (row 0's x - mean cancels: torch's float32 mean and ours differ there by an ulp of 1e30)
     np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-8)
+
+
+def test_a_value_computed_in_two_kernels_rounds_the_same_in_both():
+    # anchor matching (torchvision's Matcher): iou == iou.max(1) per row. The max's kernel and the compare's kernel each
+    # compute iou; gcc fused area_a + w * h into one multiply-add in the large -O3 kernel and not in the small -O1 one,
+    # so a row had no element equal to its max, and argmax (the first index equal to the max) gave n, out of range
+    rng = np.random.default_rng(0)
+
+    def boxes(n):
+        xy = rng.uniform(0, 100, (n, 2))
+        return np.concatenate([xy, xy + rng.uniform(5, 40, (n, 2))], 1).astype(np.float32)
+
+    def iou(a, b, maximum, minimum):
+        area = lambda x: (x[:, 2] - x[:, 0]) * (x[:, 3] - x[:, 1])  # noqa: E731
+        wh = (minimum(a[:, None, 2:], b[None, :, 2:]) - maximum(a[:, None, :2], b[None, :, :2])).clamp(min=0)
+        inter = wh[..., 0] * wh[..., 1]
+        return inter / (area(a)[:, None] + area(b)[None, :] - inter)
+
+    g, anchors = boxes(4), boxes(200)
+    ours = iou(Tensor(g), Tensor(anchors), Tensor.maximum, Tensor.minimum)
+    theirs = iou(torch.tensor(g), torch.tensor(anchors), torch.maximum, torch.minimum)
+    assert (ours == ours.max(dim=1).values[:, None]).sum(1).tolist() == [1, 1, 1, 1]
+    np.testing.assert_array_equal(ours.max(dim=1).values.numpy(), theirs.max(1).values.numpy())
+    assert ours.argmax(0).numpy().tolist() == theirs.argmax(0).tolist()

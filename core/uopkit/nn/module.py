@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from uopkit.distributions.distribution import Distribution
 from uopkit.dtype import DType, dtypes, to_dtype
 from uopkit.nn import state
 from uopkit.tensor import Tensor
@@ -532,7 +533,8 @@ def _tensors_in(value: Any, prefix: str, seen: set[int]) -> Iterator[tuple[str, 
     elif isinstance(value, dict):
         items = value.items()
     elif hasattr(value, "__dict__") and not isinstance(value, type) and not callable(getattr(value, "__func__", None)):
-        if id(value) in seen or isinstance(value, functools.partial):
+        # (a distribution held as a prior or a flow's base is no state in torch: its tensors aren't walked)
+        if id(value) in seen or isinstance(value, (functools.partial, Distribution)):
             return
         seen.add(id(value))
         for name, t in state.get_state_dict(value, prefix).items():

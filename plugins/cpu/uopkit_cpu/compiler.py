@@ -19,13 +19,17 @@ from uopkit.hostlib import check_library, compile_tempdir, noexec_problem, run_c
 # backend's own pool, `pool.py`, so no OpenMP runtime is linked); -pipe: no temporary files between the compiler's
 # stages. -mprefer-vector-width=512: gcc's tuning for AVX-512 server cores vectorizes loops 256 bits wide unless told
 # (our register tiles are 512-bit vectors already; an exp loop, softmax's middle pass, runs ~1.2x faster 512 wide
-# on one Ice Lake core); without AVX-512 the flag changes nothing.
+# on one Ice Lake core); without AVX-512 the flag changes nothing. -ffp-contract=off: gcc fuses no a*b+c into one
+# multiply-add of its own accord, so a value computed in two kernels rounds the same in both (contracted in a large
+# -O3 kernel and not in a small -O1 one, `iou == iou.max(1)` found no maximum in a row); the renderer writes the
+# multiply-adds it wants (an accumulator's acc + a*b, MULACC) as explicit fmas.
 CFLAGS: tuple[str, ...] = (
     "-shared",
     "-fPIC",
     "-O3",
     "-march=native",
     "-mprefer-vector-width=512",
+    "-ffp-contract=off",
     "-fno-math-errno",
     "-fno-trapping-math",
     "-fopenmp-simd",

@@ -360,6 +360,12 @@ class ClangRenderer(CStyleRenderer):
         assert isinstance(x, float | int)
         return f"((unsigned short)0x{int(np.array(x, np.float16).view(np.uint16)):04x})"
 
+    def render_alu(self, u: UOp, args: list[str]) -> str:
+        # (a polynomial step of the core's transcendentals: fused, as gcc fused it before -ffp-contract=off)
+        if u.op is Ops.MULACC and u.dtype.scalar in (dtypes.float32, dtypes.float64):
+            return render_fma(self, u.dtype, *args)
+        return super().render_alu(u, args)
+
     def render_cast(self, u: UOp, arg: str) -> str:
         src, dst = u.src[0].dtype, u.dtype
         if _is_half_vector_cast(u):
@@ -493,7 +499,44 @@ def do_load(ctx: RenderContext, x: UOp) -> str | None:
     return ctx.value(x, "val", f"({acc.gate}?{raw}:{ctx.r.render_const(0, x.dtype)})")
 
 
-# the CPU's own rule in front of the C rules: register tiles' reused vector loads held in registers, gated loads
-# around a gcc bug
-pm_clang = PatternMatcher([(UPat(Ops.LOAD, name="x"), do_load)])
+def render_fma(renderer: CStyleRenderer, dt: DType, a: str, b: str, c: str) -> str:
+    """a*b+c rounded once (kernels are compiled with -ffp-contract=off: gcc fuses nothing itself). A vector's is one
+    fma per lane, which gcc's SLP vectorizer makes one vector instruction at -O3."""
+    fn = "__builtin_fma" if dt.scalar == dtypes.float64 else "__builtin_fmaf"
+    if dt.count == 1:
+        return f"{fn}({a},{b},{c})"
+    lanes = ",".join(f"{fn}(({a})[{i}],({b})[{i}],({c})[{i}])" for i in range(dt.count))
+    return f"(({renderer.render_vector_type(dt)}){{{lanes}}})"
+
+
+def _fma_updates(uops: list[UOp]) -> dict[UOp, tuple[UOp, UOp, UOp]]:
+    # the float accumulator updates acc + a*b (a matmul's, a convolution's): ADD -> (a, b, the accumulator's read)
+    found: dict[UOp, tuple[UOp, UOp, UOp]] = {}
+    for u in uops:
+        if u.op is not Ops.STORE or u.src[0].op is not Ops.INDEX or u.src[0].src[0].op is not Ops.DEFINE_REG:
+            continue
+        value = u.src[1]
+        if value.op is not Ops.ADD or value.dtype.scalar not in (dtypes.float32, dtypes.float64):
+            continue
+        acc = [s for s in value.src if s.op is Ops.LOAD and s.src[0] is u.src[0]]
+        mul = [s for s in value.src if s.op is Ops.MUL]
+        if len(acc) == 1 and len(mul) == 1:
+            found[value] = (mul[0].src[0], mul[0].src[1], acc[0])
+    return found
+
+
+def do_fma_update(ctx: RenderContext, x: UOp) -> str | None:
+    """An accumulator's acc + a*b as one fused multiply-add (a matmul's inner step)."""
+    updates = ctx.memo.get("fma_updates")
+    if updates is None:
+        updates = ctx.memo["fma_updates"] = _fma_updates(ctx.uops)
+    if x not in updates:
+        return None
+    a, b, acc = updates[x]
+    return ctx.value(x, "alu", render_fma(ctx.r, x.dtype, ctx.ref(a), ctx.ref(b), ctx.ref(acc)))
+
+
+# the CPU's own rules in front of the C rules: register tiles' reused vector loads held in registers, gated loads
+# around a gcc bug; accumulators' multiply-adds fused
+pm_clang = PatternMatcher([(UPat(Ops.LOAD, name="x"), do_load), (UPat(Ops.ADD, name="x"), do_fma_update)])
 ClangRenderer.render_rules = pm_clang + pm_cstyle
