@@ -164,7 +164,16 @@ def test_fold_and_unfold_errors() -> None:
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 @pytest.mark.parametrize("padding_idx", [None, 2])
-def test_embedding_bag_with_offsets_matches_torch(mode: str, padding_idx: int | None) -> None:
+@pytest.mark.parametrize("scattered", [True, False])
+def test_embedding_bag_with_offsets_matches_torch(
+    mode: str, padding_idx: int | None, scattered: bool, monkeypatch
+) -> None:
+    # scattered: each position's row added into its bag (the CPU's scatter kernels); else the mask of every bag
+    # against every position (GPU-style devices)
+    if not scattered:
+        import uopkit.tensor.segments as segments
+
+        monkeypatch.setattr(segments, "writes_one_by_one", lambda device: False)
     ours, theirs = _both("EmbeddingBag", 7, 3, mode=mode, padding_idx=padding_idx)
     if padding_idx is not None:
         assert ours.weight.numpy()[padding_idx].tolist() == [0.0] * 3
@@ -175,7 +184,12 @@ def test_embedding_bag_with_offsets_matches_torch(mode: str, padding_idx: int | 
 
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
-def test_embedding_bag_2d_input_and_include_last_offset_match_torch(mode: str) -> None:
+@pytest.mark.parametrize("scattered", [True, False])
+def test_embedding_bag_2d_input_and_include_last_offset_match_torch(mode: str, scattered: bool, monkeypatch) -> None:
+    if not scattered:
+        import uopkit.tensor.segments as segments
+
+        monkeypatch.setattr(segments, "writes_one_by_one", lambda device: False)
     ours, theirs = _both("EmbeddingBag", 6, 4, mode=mode)
     compare(ours, theirs, RNG.integers(0, 6, (3, 4)), grad_of=())
     ours, theirs = _both("EmbeddingBag", 6, 4, mode=mode, include_last_offset=True)
@@ -348,3 +362,22 @@ def test_cross_map_lrn2d_errors() -> None:
         nn.CrossMapLRN2d(3)(Tensor.ones(1, 3, 4))
     with pytest.raises(ValueError):
         torch.nn.CrossMapLRN2d(3)(torch.ones(1, 3, 4))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_weight_gradient_with_offsets_matches_torch(mode: str) -> None:
+    import torch
+
+    import uopkit.nn.functional as F
+
+    w = RNG.standard_normal((9, 4)).astype(np.float32)
+    idx, offsets = np.array([1, 2, 4, 2, 2, 6, 0, 3, 8, 8]), np.array([0, 3, 5, 5, 8])
+    ours = Tensor(w, requires_grad=True)
+    theirs = torch.tensor(w, requires_grad=True)
+    out = F.embedding_bag(Tensor(idx), ours, Tensor(offsets), mode=mode, padding_idx=6)
+    tout = torch.nn.functional.embedding_bag(torch.tensor(idx), theirs, torch.tensor(offsets), mode=mode, padding_idx=6)
+    (out * out).sum().backward()
+    (tout * tout).sum().backward()
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert ours.grad is not None
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
