@@ -62,7 +62,7 @@ def xexp2(x: UOp) -> UOp:
     f = xc - n
     # 2**f = e**(f ln2) on [-0.5, 0.5]: its Taylor series converges fast enough there
     ln2 = math.log(2)
-    poly = _horner(f, [ln2**k / math.factorial(k) for k in range(degree, -1, -1)])
+    poly = _horner(f, [ln2**k / math.factorial(k) for k in range(degree, -1, -1)], fused=True)
     # 2**n in two halves so that neither half leaves the normal range
     n1 = _floor(n * 0.5)
     ret = poly * _pow2i(n1, dt) * _pow2i(n - n1, dt)
@@ -91,7 +91,7 @@ def xlog2(x: UOp) -> UOp:
     t = (m - 1.0) * (m + 1.0).alu(Ops.RECIP)
     t2 = t * t
     n_terms = 6 if dt == dtypes.float32 else 11
-    series = _horner(t2, [1.0 / (2 * k + 1) for k in range(n_terms - 1, -1, -1)])
+    series = _horner(t2, [1.0 / (2 * k + 1) for k in range(n_terms - 1, -1, -1)], fused=True)
     log2_m = t * series * (2.0 / math.log(2))
     ret = e + log2_m
     # the special values
@@ -154,7 +154,8 @@ def xexp(x: UOp) -> UOp:
     xc = xc.const_like(hi_x).lt(xc).where(xc.const_like(hi_x), xc)
     # n = round(x / ln2), as a float and as an int, without a float -> int conversion
     rounder = _ROUNDER[dt]
-    t = xc * (1 / math.log(2)) + rounder
+    # (one multiply-add: any integer n near x / ln2 does, as long as r and 2**n use the same)
+    t = xc.alu(Ops.MULACC, xc.const_like(1 / math.log(2)), xc.const_like(rounder))
     n = t - rounder
     n_int = t.bitcast(itype) - _ROUNDER_BITS[dt]
     poly = _horner(_exp_remainder(xc, n), _EXP_POLY[dt], fused=True)
