@@ -1,18 +1,20 @@
-"""Scatter kernels: a sum (or max) over writes e of where(key(e) == t, v(e), 0), t an output axis, lowered as the
-writes themselves instead of a compare per output element and write (a product over where(..., v, 1) likewise).
+"""Scatter kernels: a sum (or max, or product) over writes e of where(key(e) == t, v(e), identity), t an output axis,
+lowered as the writes themselves instead of a compare per output element and write.
 
-The front end builds scatter_add, index_add, an embedding's or a gather's gradient as such a one-hot reduce; lowered
-as a reduce it costs outputs x writes compares (a 2708-node graph's 10556 edges, 16 features: 457M, ~100 ms on two
-cores). Lowered here it is two loop nests in one kernel:
+The front end builds scatter_add, index_add, scatter_reduce, an embedding's or a gather's gradient as such a one-hot
+reduce; lowered as a reduce it costs outputs x writes compares (a 2708-node graph's 10556 edges, 16 features: 457M,
+~100 ms on two cores). Lowered here (`lower_scatter`) it is loop nests in one kernel, in order:
 
-1. every output element, with the reduce read as its identity (0 for a sum): base + 0, or 0;
-2. for each write e (in order, one at a time: two writes may hit one target) and each other output position: the
-   target t = key(e), and out[t] = out[t] + v(e) where 0 <= t < size (the reduce's max likewise).
+1. every output element holds the reduce's identity, or x where the output is x combined with the reduce by the
+   reduce's own op (x + the sum: x may read the output's own element, an in-place index_add_);
+2. for each write e, in order and one at a time (two writes may hit one target), and each other output position: the
+   target t = key(e), and out[t] = out[t] + v(e) where 0 <= t < size (max and product likewise);
+3. (when the output is some other function of the sum) each output element computed from the sum it holds.
 
-That is the output's own value only where it is the reduce combined into something by the reduce's own op (x + sum,
-or the sum alone), so the kernel qualifies only then (`scatter_reduce`), and only on CPU-style renderers, whose loops
-run in order: a GPU-style kernel keeps the one-hot reduce (its writes would need atomics). The kernel gets no opts
-(`uopkit.codegen.opt.heuristic`): the second pass must not be split into lanes or threads.
+A kernel qualifies when that reduce is its only one and the output has its dtype (`scatter_reduce`), on CPU-style
+renderers only, whose loops run in order: a GPU-style kernel keeps the one-hot reduce (its writes would need atomics).
+It gets no opts (`uopkit.codegen.opt.heuristic`): the writes' loop must not be split into lanes or threads. The
+scheduler gives a large scatter a kernel with no other reduce (`uopkit.schedule.grouper._realize_lone_scatters`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from uopkit.codegen.lowerer import (
     lower_value,
     reduce_identity,
 )
+from uopkit.codegen.opt.analysis import reduce_folds_away
 from uopkit.codegen.plan import KernelPlan
 from uopkit.dtype import dtypes
 from uopkit.uop.ops import Ops, UOp, is_one_hot_reduce
@@ -169,6 +172,9 @@ def lowers_as_scatter(ast: UOp, gpu: bool = False) -> bool:
 def lower_scatter_kernel(ast: UOp, plan: KernelPlan | None, gpu: bool) -> tuple[UOp, LowererContext] | None:
     """`lower_kernel` for a scatter kernel, or None when the kernel isn't one (or has opts, or is GPU-style)."""
     if gpu or scatter_reduce(ast) is None or (plan is not None and plan.opts):
+        return None
+    # (a gather's one-hot sum folds into a load at the index: no scatter, and no lowering spent finding that out)
+    if reduce_folds_away(ast):
         return None
     try:
         return lower_kernel(ast, plan, gpu=False, outputs=lower_scatter)
