@@ -188,6 +188,18 @@ def test_a_large_scatter_read_by_a_reduce_is_stored_alone():
     np.testing.assert_allclose(total.item(), vals.astype(np.float64).sum(), rtol=1e-4)
 
 
+def test_a_square_scatter_read_by_a_reduce_is_stored_alone_too():
+    # as many writes as targets: told apart from a gather by where its iota moves (an output axis), not by its length
+    rng = np.random.default_rng(9)
+    n = 2000
+    idx, vals = rng.integers(0, n, n), rng.standard_normal((n, 4)).astype(np.float32)
+    total = Tensor.zeros(n, 4).index_add(0, Tensor(idx), Tensor(vals)).square().sum()
+    assert _scatter_kernels(total) == 1
+    want = np.zeros((n, 4))
+    np.add.at(want, idx, vals.astype(np.float64))
+    np.testing.assert_allclose(total.item(), (want**2).sum(), rtol=1e-4)
+
+
 def test_a_scatter_beside_another_reduce_gets_a_kernel_of_its_own():
     # GraphSAGE: o = aggregate(h) @ Wl + h @ Wr, h = relu(x @ W1). h's gradient adds the gather's gradient (a scatter)
     # to a matmul's under the ReLU's mask: in one kernel the scatter was its compares, 2708 x 10556 x 16 (0.5 s)

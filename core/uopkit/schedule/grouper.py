@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from uopkit.dtype import dtypes
+from uopkit.codegen.lowerer import move_index, pad_index
+from uopkit.dtype import dtypes, index_dtype
 from uopkit.schedule.launch_consts import launch_const
 from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar, is_one_hot_reduce
+from uopkit.uop.symbolic import simplify
 
 
 class ScheduleError(RuntimeError):
@@ -249,16 +251,47 @@ def _realize_lone_scatters(ctx: GrouperContext, topo: list[UOp]) -> bool:
 
 
 def _is_large_scatter(red: UOp) -> bool:
-    # a one-hot sum compared with an iota of another length than its reduced axis: a scatter over an output axis, not a
-    # gather (whose iota runs along the reduced axis; a square scatter, as many writes as targets, looks like one and
-    # is left as it is). Small ones cost less than a kernel of their own
+    # a one-hot sum whose iota moves along an output axis, not along the reduced one (a gather's): a scatter over that
+    # output axis. Small ones cost less than a kernel of their own
     if not is_one_hot_reduce(red) or red.src[0].size < MIN_STORED_INNER_REDUCE:
         return False
-    src_shape = red.src[0].shape
-    assert src_shape is not None
-    reduced = src_shape[red.arg[1][0]]
-    iotas = [n.arg for n in red.src[0].src[0].toposort() if n.op is Ops.IOTA]
-    return any(n != reduced for n in iotas)
+    axes = _iota_axes(red.src[0])
+    return bool(axes) and red.arg[1][0] not in axes
+
+
+def _iota_axes(src: UOp) -> set[int]:
+    """The axes of `src` (a one-hot reduce's source, where(cond, x, 0)) along which the iota its condition reads
+    moves: its view followed down to the IOTA with a loop counter per axis (the lowerer's index arithmetic)."""
+    shape = src.shape
+    assert shape is not None
+    with index_dtype(dtypes.int64):
+        counters = tuple(
+            UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, max(size, 1)),), (k, "loop"))
+            for k, size in enumerate(shape)
+        )
+        # only down to the iota: the nodes it is read through (a sorted index's graph beside it is deep and wide)
+        reaching: set[UOp] = set()
+        for n in src.src[0].toposort():
+            if n.op is Ops.IOTA or any(s in reaching for s in n.src):
+                reaching.add(n)
+        found: set[int] = set()
+        seen: set[tuple[UOp, tuple[UOp, ...]]] = set()
+        stack = [(src.src[0], counters)]
+        while stack:
+            node, idx = stack.pop()
+            if node not in reaching or (node, idx) in seen:
+                continue
+            seen.add((node, idx))
+            if node.op is Ops.IOTA:
+                position = simplify(idx[0])
+                found |= {counters.index(r) for r in position.toposort() if r.op is Ops.RANGE and r in counters}
+            elif node.op is Ops.PAD:
+                stack.append((node.src[0], pad_index(node, idx)[0]))
+            elif node.op in GroupOp.Movement:
+                stack.append((node.src[0], move_index(node, idx)))
+            elif node.op in GroupOp.Elementwise:
+                stack.extend((s, idx) for s in node.src)
+        return found
 
 
 def fuses_row_reduces(device: str) -> bool:
