@@ -338,8 +338,19 @@ def unrealized_graph(
 def _constant_for(source: UOp, keep: set[UOp], given: Callable[[UOp], object]) -> bool:
     # whether a gradient to `keep` can't flow through the graph `source`: every path to a wanted node, to a realized
     # value or to a node with a given gradient (a custom Function's output: its inputs are detached) is cut by a DETACH
-    nodes = source.toposort(gate=lambda n: n.op is not _DETACH)
-    return not any(n in keep or n in computed_from or given(n) is not None for n in nodes)
+    # (a walk that stops at the first such node: backward follows every realized value back through this, and its
+    # graph, a whole forward pass, usually reaches a weight within a few nodes; a full toposort looked at all of it)
+    seen: set[UOp] = set()
+    stack = [source]
+    while stack:
+        n = stack.pop()
+        if n in seen or n.op is _DETACH:
+            continue
+        seen.add(n)
+        if n in keep or given(n) is not None or n in computed_from:
+            return False
+        stack.extend(n.src)
+    return True
 
 
 def _carries_gradient(u: UOp) -> bool:
