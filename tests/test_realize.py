@@ -318,3 +318,39 @@ def test_realizing_what_is_stored_runs_nothing(rng):
     a.assign(a * 2).realize()
     np.testing.assert_allclose(views[2].numpy(), (a_np * 2).T)
     np.testing.assert_allclose(views[4].numpy()[1:], a_np)
+
+
+def _kernels_run() -> int:
+    return realize.stats["kernels_run"]
+
+
+def test_a_value_a_variable_holds_is_not_computed_again_at_every_step():
+    # `h = cell(h); out[t] = h`: each write realizes; h, held by the loop, is stored with it (as torch has it), so a
+    # step runs the same few kernels however long the loop has run (it computed every earlier step again)
+    steps = 48
+    out = Tensor.zeros(steps, 4, 8).contiguous().realize()
+    h, want, per_step = Tensor.ones(4, 8), np.ones((4, 8), np.float32), []
+    for t in range(steps):
+        before = _kernels_run()
+        h = (h * 0.5 + 1).tanh()
+        want = np.tanh(want * 0.5 + 1)
+        out[t] = h
+        per_step.append(_kernels_run() - before)
+    np.testing.assert_allclose(out.numpy()[-1], want, rtol=1e-6)
+    assert max(per_step[8:]) <= 3, per_step
+    # and reading h now computes nothing
+    before = _kernels_run()
+    np.testing.assert_allclose(h.numpy(), want, rtol=1e-6)
+    assert _kernels_run() == before
+
+
+def test_a_shallow_value_a_variable_holds_stays_fused():
+    # x.cast(...) of a sum (what pytest's assert holds while it runs) costs less computed again than stored
+    x = Tensor.arange(12).reshape(3, 4).contiguous().realize()
+    y = x.cast("int64")
+    before = _kernels_run()
+    assert y.sum().item() == 66
+    assert _kernels_run() - before == 1
+    before = _kernels_run()
+    y.numpy()
+    assert _kernels_run() - before == 1

@@ -776,6 +776,47 @@ def _is_stored(u: UOp) -> bool:
     return u.op is _BUFFER and u in buffers
 
 
+def _held_values(roots: tuple[UOp, ...], param: _Param | None) -> list[Tensor]:
+    """The live tensors whose values the graph of `roots` computes on the way, deep enough to be worth keeping (a
+    variable the program still holds): stored with the roots, as PyTorch has them, so that what is computed from them
+    next starts from storage instead of computing them again (`h = cell(h); out[t] = h` in a loop computed every
+    earlier step again, each step longer than the last). A shallow value (`x.cast(int64)` of a `.sum()`, which pytest's
+    asserts hold) stays fused: it costs little to compute again and could be large."""
+    computed = live_tensors.computed()
+    if not computed:
+        return []
+    inside = param.position if param is not None else UOp(Ops.SINK, src=roots).toposort()
+    topo = param.topo if param is not None else list(inside)
+    asked = set(roots)
+    candidates = [t for t in computed if t.uop in inside and t.uop not in asked and not _is_stored(t.uop)]
+    if not candidates:
+        return []
+    depth = _fused_depths(topo)
+    held = []
+    for t in candidates:
+        if t.uop not in asked and depth.get(t.uop.base, 0) >= HELD_STORED_DEPTH:
+            asked.add(t.uop)
+            held.append(t)
+    return held
+
+
+# a held value is stored once it is this many operations deep past storage (a reduce counts as this many)
+HELD_STORED_DEPTH = 16
+
+
+def _fused_depths(topo: list[UOp]) -> dict[UOp, int]:
+    # operations on the longest path from storage or a number to each node (movement ops are free)
+    depth: dict[UOp, int] = {}
+    for u in topo:
+        if u.op is _BUFFER or u.op is Ops.CONST or u.op is Ops.DEVICE or is_kernel_store(u):
+            depth[u] = 0
+            continue
+        below = max((depth.get(s, 0) for s in u.src), default=0)
+        cost = 0 if u.op in _MOVEMENT else HELD_STORED_DEPTH if u.op is Ops.REDUCE_AXIS else 1
+        depth[u] = below + cost
+    return depth
+
+
 def realize_tensors(tensors: Sequence[Tensor]) -> None:
     for t in tensors:
         if not _is_stored(t.uop):
@@ -785,6 +826,12 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
         return
     roots = tuple([t.uop for t in tensors])
     param = _parameterize(roots) if SCHEDULE_CACHE else None
+    held = _held_values(roots, param)
+    if held:
+        tensors = [*tensors, *held]
+        roots = tuple([t.uop for t in tensors])
+        if param is not None:
+            param = _parameterize(roots, param)
     pending: PendingReads | None = None
     converted: tuple[list, list] | None = None
     if param is None or param.stores:
