@@ -163,3 +163,20 @@ def test_inference_mode_false_turns_recording_back_on():
     x.grad = None
     z.backward()
     assert x.grad.tolist() == [2.0, 4.0]
+
+
+def test_a_method_first_called_under_no_grad_still_carries_gradients_after():
+    # elementwise methods replay a graph recorded per input signature: one recorded under no_grad (a validation pass)
+    # ends in a DETACH that a call with gradients on must not get
+    import uopkit.nn.functional as F
+
+    fns = [Tensor.silu, Tensor.gelu, Tensor.sigmoid, Tensor.tanh, F.softplus, F.mish, F.logsigmoid]
+    fns += [lambda t: t.softmax(-1), lambda t: t.log_softmax(-1), F.normalize, lambda t: F.leaky_relu(t, 0.1)]
+    for i, fn in enumerate(fns):
+        x = Tensor.randn(3, 5 + i)
+        with no_grad():
+            fn(x)
+        w = Tensor.randn(3, 5 + i, requires_grad=True)
+        (fn(x * w) * Tensor.randn(3, 5 + i)).sum().backward()
+        assert w.grad is not None, i
+        assert np.abs(w.grad.numpy()).max() > 0, i

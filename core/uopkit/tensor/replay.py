@@ -62,7 +62,7 @@ def replayed(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     @functools.wraps(fn)
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         u = self.uop
-        key = _key(fn, u, args, kwargs)
+        key = _key(fn, u, args, kwargs, type(self).no_grad)
         if key is None:
             return fn(self, *args, **kwargs)
         template = _templates.get(key, _templates)
@@ -75,7 +75,7 @@ def replayed(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return method
 
 
-def _key(fn: Callable[..., Any], u: UOp, args: tuple, kwargs: dict[str, Any]) -> tuple | None:
+def _key(fn: Callable[..., Any], u: UOp, args: tuple, kwargs: dict[str, Any], no_grad: bool) -> tuple | None:
     if u.dtype == dtypes.bfloat16:
         return None
     for a in (*args, *kwargs.values()):
@@ -85,7 +85,9 @@ def _key(fn: Callable[..., Any], u: UOp, args: tuple, kwargs: dict[str, Any]) ->
     # floats as const nodes are)
     scalars = tuple((type(a), const_identity(a)) for a in args)
     named = tuple(sorted((k, type(a), const_identity(a)) for k, a in kwargs.items())) if kwargs else ()
-    return (fn, u.dtype, u.shape, u.device, dtypes.default_float, dtypes.default_int, scalars, named)
+    # (under no_grad the method's result is cut from the gradient: a graph recorded there has a DETACH a replay with
+    # gradients on must not have)
+    return (fn, u.dtype, u.shape, u.device, dtypes.default_float, dtypes.default_int, no_grad, scalars, named)
 
 
 def _stand_in(dtype: DType, shape: tuple[int, ...], device: str) -> UOp:
