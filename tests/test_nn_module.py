@@ -8,6 +8,7 @@ from uopkit import Tensor, nn
 from uopkit.jit import TinyJit
 from uopkit.nn.optim import SGD
 from uopkit.nn.state import get_state_dict
+from uopkit.tensor import ShapeError
 
 torch = pytest.importorskip("torch")
 
@@ -383,3 +384,86 @@ def test_a_distribution_held_by_a_module_is_not_its_state() -> None:
     assert list(flow.state_dict()) == ["lin.weight", "lin.bias"] and len(list(flow.parameters())) == 2
     flow.load_state_dict({"lin.weight": Tensor.ones(2, 2), "lin.bias": Tensor.zeros(2)})
     assert flow.lin.weight.numpy().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_a_subclass_of_a_layer_that_overrides_forward_runs_its_forward():
+    # torch calls forward: a masked convolution (PixelCNN's) or a Linear subclass changes what the layer computes
+    class Masked(nn.Conv2d):
+        def forward(self, x):
+            return self._conv_forward(x, self.weight * 0, self.bias)
+
+    class Shifted(nn.Linear):
+        def forward(self, x):
+            return super().forward(x) + 100
+
+    conv = Masked(1, 2, 3, padding=1)
+    want = np.broadcast_to(conv.bias.numpy()[:, None, None], (1, 2, 4, 4))
+    np.testing.assert_allclose(conv(Tensor.ones(1, 1, 4, 4)).numpy(), want, rtol=1e-6)
+    lin = Shifted(2, 3)
+    want = np.ones((1, 2), np.float32) @ lin.weight.numpy().T + lin.bias.numpy() + 100
+    np.testing.assert_allclose(lin(Tensor.ones(1, 2)).numpy(), want, rtol=1e-6)
+
+    class Embedded(nn.Sequential):
+        # guided-diffusion's TimestepEmbedSequential: a forward with more arguments than Sequential's
+        def forward(self, x, emb):
+            for layer in self:
+                x = layer(x) + emb
+            return x
+
+    seq = Embedded(nn.Identity(), nn.Identity())
+    assert seq(Tensor([1.0]), Tensor([2.0])).tolist() == [5.0]
+
+
+def test_a_forward_set_on_the_instance_is_the_one_called():
+    class M(nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    m, lin = M(), nn.Linear(1, 1)
+    m.forward = lambda x: x * 100
+    lin.forward = lambda x: x * 0 - 7
+    assert m(Tensor([1.0])).tolist() == [100.0]
+    assert lin(Tensor([[1.0]])).tolist() == [[-7.0]]
+
+
+def test_hooks_run_once_per_call_of_a_built_in_layer():
+    # BatchNorm1d checks the rank then calls BatchNorm's call; an unbatched convolution calls itself on a batch of one
+    for m, x in [
+        (nn.BatchNorm1d(3), Tensor.ones(2, 3)),
+        (nn.Conv2d(2, 3, 3), Tensor.ones(2, 4, 4)),
+        (nn.ConvTranspose2d(2, 3, 3), Tensor.ones(1, 2, 4, 4)),
+    ]:
+        calls: list[str] = []
+        m.register_forward_pre_hook(lambda *a, calls=calls: calls.append("pre"))
+        m.register_forward_hook(lambda *a, calls=calls: calls.append("post"))
+        m(x)
+        assert calls == ["pre", "post"], type(m).__name__
+
+
+def test_layers_keep_torch_s_attributes():
+    conv = nn.Conv2d(2, 4, 3, stride=2, padding=1)
+    assert (conv.stride, conv.padding, conv.dilation, conv.transposed) == ((2, 2), (1, 1), (1, 1), False)
+    assert nn.Conv1d(2, 4, 3, padding="same").padding == "same"
+    convt = nn.ConvTranspose2d(4, 2, 4, 2, 1)
+    assert (convt.output_padding, convt.padding_mode, convt.transposed) == ((0, 0), "zeros", True)
+    assert nn.GroupNorm(2, 4).affine and nn.LayerNorm(4).elementwise_affine and not nn.InstanceNorm2d(4).affine
+    assert not isinstance(nn.BatchNorm1d(4), nn.BatchNorm2d)
+    # torch's order: momentum before affine
+    bn = nn.BatchNorm2d(4, 1e-3, 0.5)
+    assert (bn.eps, bn.momentum, bn.affine) == (1e-3, 0.5, True)
+    with pytest.raises(ShapeError, match="4-d"):
+        nn.BatchNorm2d(4)(Tensor.ones(2, 4))
+
+
+def test_conv_transpose_output_size_picks_the_output_padding():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((1, 4, 7, 7)).astype(np.float32)
+    ref = torch.nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1)
+    ours = nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1)
+    ours.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    for size in [(13, 13), (14, 13), (1, 3, 14, 14)]:
+        want = ref(torch.from_numpy(x), output_size=size).detach().numpy()
+        np.testing.assert_allclose(ours(Tensor(x), output_size=size).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert ours.output_padding == (0, 0)
+    with pytest.raises(ValueError, match="valid sizes range from 13 to 14"):
+        ours(Tensor(x), output_size=(15, 15))

@@ -34,6 +34,7 @@ __all__ = [
     "UpsamplingBilinear2d",
     "ChannelShuffle",
     "BatchNorm1d",
+    "BatchNorm2d",
     "BatchNorm3d",
     "LayerNorm2d",
     "LocalResponseNorm",
@@ -226,6 +227,17 @@ class BatchNorm1d(BatchNorm):
             dims = " or ".join(f"{r}-d" for r in self.ranks)
             raise ShapeError(f"{type(self).__name__}({self.sz}): expected a {dims} input, got shape {x.shape}")
         return super().__call__(x)
+
+
+class BatchNorm2d(BatchNorm1d):
+    """BatchNorm over the channels of (N, C, H, W), as torch.nn.BatchNorm2d (its arguments in its order: momentum
+    before affine; tinygrad's order is `BatchNorm`'s).
+
+    >>> BatchNorm2d(2)(Tensor.ones(2, 2, 1, 1)).shape
+    (2, 2, 1, 1)
+    """
+
+    ranks = (4,)
 
 
 class BatchNorm3d(BatchNorm1d):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -112,10 +113,34 @@ class _IncompatibleKeys(NamedTuple):
 
 
 def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    """One call of a module: its pre-hooks, `forward` under the module's training mode, its hooks."""
+    """One call of a module: its pre-hooks, `forward` under the module's training mode, its hooks. A `forward` set on
+    the instance (`m.forward = fn`, how patching code wraps a layer) is the one called, as torch's."""
+    own = module.__dict__.get("forward")
+    if own is not None:
+        forward = _unbound(own)
     st: _ModuleState | None = module.__dict__.get("_module_state")
     if st is None:
         return forward(module, *args, **kwargs)
+    calling = _calling.__dict__.setdefault("modules", [])
+    calling.append(module)
+    try:
+        return _run_hooked(module, st, forward, args, kwargs)
+    finally:
+        calling.pop()
+
+
+# the modules being called on this thread, innermost last: a built-in layer's call that reaches its parent's
+# (BatchNorm1d's checks, then BatchNorm's) or itself again (an unbatched input made a batch of one) is one call, hooked
+# once
+_calling = threading.local()
+
+
+def _in_own_call(module: Module) -> bool:
+    calling = _calling.__dict__.get("modules")
+    return bool(calling) and calling[-1] is module
+
+
+def _run_hooked(module: Module, st: _ModuleState, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     for hook in list(st.pre_hooks.values()):
         changed = hook(module, args)
         if changed is not None:
@@ -134,6 +159,11 @@ def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict)
         if changed is not None:
             out = changed
     return out
+
+
+def _unbound(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # an instance's own forward takes no module argument
+    return lambda _module, *args, **kwargs: fn(*args, **kwargs)
 
 
 def _is_parameter(t: Tensor) -> bool:
@@ -160,12 +190,18 @@ class Module:
         # a layer written with `__call__` (tinygrad's way, the built-in layers): that is its forward; the call is
         # wrapped to apply the module's hooks and training mode, as Module.__call__ does for `forward`
         call = cls.__dict__.get("__call__")
+        if call is None and "forward" in cls.__dict__ and cls.__call__ is not Module.__call__:
+            # a subclass of such a layer that overrides forward (a masked convolution, torch's way): calling it runs
+            # that forward, as torch's; the layer's own call is its `forward`, for `super().forward(x)`
+            cls.__call__ = Module.__call__  # type: ignore[method-assign]
         if call is not None and not getattr(call, "_runs_module", False):
             if "forward" not in cls.__dict__:
                 cls.forward = call  # type: ignore[method-assign]
 
             @functools.wraps(call)
             def run(self: Module, *args: Any, **kwargs: Any) -> Any:
+                if _in_own_call(self):
+                    return call(self, *args, **kwargs)
                 return _run(self, call, args, kwargs)
 
             run._runs_module = True  # type: ignore[attr-defined]

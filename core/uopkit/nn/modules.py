@@ -24,7 +24,7 @@ from uopkit.tensor.support import _conv_pads, _gradient_stored_once
 
 __all__ = [
     "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "RNNCell",
-    "LSTMCell", "GRUCell", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm",
+    "LSTMCell", "GRUCell", "BatchNorm", "LayerNorm", "GroupNorm",
     "InstanceNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm", "Embedding", "Sequential",
     "Dropout", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Flatten", "Identity",
 ]  # fmt: skip
@@ -145,7 +145,11 @@ class Conv2d(_ConvLayer):
             raise ValueError(
                 f"{layer}: padding_mode must be one of {', '.join(map(repr, _PADDING_MODES))}, got {padding_mode!r}"
             )
-        self.stride, self.dilation, self.padding, self.padding_mode = stride, dilation, padding, padding_mode
+        # (as torch's layer keeps them: tuples, one per spatial axis; a padding given by name stays one)
+        dims = self.spatial_dims
+        self.stride, self.dilation = _ntuple(stride, dims, "stride", layer), _ntuple(dilation, dims, "dilation", layer)
+        self.padding = padding if isinstance(padding, str) else _ntuple(padding, dims, "padding", layer)
+        self.padding_mode, self.transposed, self.output_padding = padding_mode, False, (0,) * dims
         if isinstance(padding, str):
             # checked here, as torch's layer, not at the first forward
             if padding not in ("same", "valid"):
@@ -158,11 +162,15 @@ class Conv2d(_ConvLayer):
         self.bias = _uniform((out_channels,), bound) if bias else None
 
     def _forward(self, x: Tensor) -> Tensor:
+        return self._conv_forward(x, self.weight, self.bias)
+
+    def _conv_forward(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """The layer's convolution of `x` with another weight and bias (torch's, which a subclass's forward calls
+        with a standardized or masked weight)."""
         padding = self.padding
         if self.padding_mode != "zeros":
             layer = type(self).__name__
-            dilation = _ntuple(self.dilation, self.spatial_dims, "dilation", layer)
-            pads = _conv_pads(padding, self.spatial_dims, self.kernel_size, dilation, layer)
+            pads = _conv_pads(padding, self.spatial_dims, self.kernel_size, self.dilation, layer)
             try:
                 x = x.pad(((0, 0), (0, 0)) + pads, mode=_PADDING_MODES[self.padding_mode])
             except ShapeError as e:
@@ -173,7 +181,7 @@ class Conv2d(_ConvLayer):
                 ) from e
             padding = 0
         return x.conv2d(  # type: ignore[attr-defined]
-            self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=padding
+            weight, bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=padding
         )
 
 
@@ -221,11 +229,45 @@ class ConvTranspose2d(_ConvLayer):
         if padding_mode != "zeros":
             # (torch's transposed convolutions have only this mode too)
             raise ValueError(f"{layer}: only padding_mode='zeros' is supported, got {padding_mode!r} (as PyTorch)")
-        self.stride, self.padding, self.output_padding, self.dilation = stride, padding, output_padding, dilation
+        dims = self.spatial_dims
+        self.stride, self.padding = _ntuple(stride, dims, "stride", layer), _ntuple(padding, dims, "padding", layer)
+        self.dilation = _ntuple(dilation, dims, "dilation", layer)
+        self.output_padding = _ntuple(output_padding, dims, "output_padding", layer)
+        self.padding_mode, self.transposed = padding_mode, True
         fan_in = out_channels // groups * math.prod(self.kernel_size)
         bound = 1 / math.sqrt(fan_in)
         self.weight = _uniform((in_channels, out_channels // groups, *self.kernel_size), bound)
         self.bias = _uniform((out_channels,), bound) if bias else None
+
+    def __call__(self, x: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
+        """`output_size`: the output's spatial size (or the whole shape), as torch's: it picks the output padding
+        among the sizes a strided transposed convolution can give."""
+        if output_size is None:
+            return super().__call__(x)
+        padding = self._output_padding_for(x, output_size)
+        kept, self.output_padding = self.output_padding, padding
+        try:
+            return super().__call__(x)
+        finally:
+            self.output_padding = kept
+
+    def _output_padding_for(self, x: Tensor, output_size: Sequence[int]) -> tuple[int, ...]:
+        dims, layer = self.spatial_dims, type(self).__name__
+        wanted = tuple(int(s) for s in output_size)[-dims:]
+        if len(wanted) != dims:
+            raise ValueError(f"{layer}: output_size must have {dims} or {dims + 2} entries, got {tuple(output_size)}")
+        out = []
+        for d, size in enumerate(wanted):
+            n = x.shape[x.ndim - dims + d]
+            least = (n - 1) * self.stride[d] - 2 * self.padding[d] + self.dilation[d] * (self.kernel_size[d] - 1) + 1
+            most = least + max(self.stride[d], self.dilation[d]) - 1
+            if not least <= size <= most:
+                raise ValueError(
+                    f"{layer}: requested an output size of {wanted}, but valid sizes range from {least} to {most} "
+                    f"for axis {d} of input {x.shape}"
+                )
+            out.append(size - least)
+        return tuple(out)
 
     def _forward(self, x: Tensor) -> Tensor:
         return x.conv_transpose2d(  # type: ignore[attr-defined]
@@ -362,9 +404,6 @@ class BatchNorm(Module):
         return _per_channel_affine(out, self.weight, self.bias)
 
 
-BatchNorm2d = BatchNorm
-
-
 class LayerNorm(Module):
     """Normalize over the trailing `normalized_shape` axes, then scale and shift elementwise (bias=False: scale only,
     no `bias` in the state dict, as torch's).
@@ -383,7 +422,7 @@ class LayerNorm(Module):
         bias: bool = True,
     ) -> None:
         self.normalized_shape = _shape_arg(normalized_shape)
-        self.eps = eps
+        self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight, self.bias = _scale_and_shift(self.normalized_shape, elementwise_affine)
         if not bias:
             self.bias = None
@@ -411,7 +450,7 @@ class GroupNorm(Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True) -> None:
         if num_groups < 1 or num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by num_groups {num_groups}")
-        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self.weight, self.bias = _scale_and_shift(num_channels, affine)
 
     @_in_float32
@@ -451,6 +490,7 @@ class InstanceNorm(Module):
                 "to normalize with each instance's own statistics"
             )
         self.num_features, self.eps, self.momentum, self.track_running_stats = num_features, eps, momentum, False
+        self.affine = affine
         self.weight, self.bias = _scale_and_shift(num_features, affine)
 
     def __call__(self, x: Tensor) -> Tensor:
