@@ -322,3 +322,16 @@ def test_large_lists_build_quickly_with_the_dtype_of_their_values():
         t = Tensor(data)
         assert (t.dtype, t.tolist()) == (dt, values), data
         assert t.tolist() == torch.tensor(data).tolist(), data
+
+
+def test_dtype_none_is_the_default_dtype_as_torch():
+    x = Tensor([1.5, 2.5])
+    assert x.zeros_like(dtype=None).dtype == x.dtype and x.ones_like(dtype=None).dtype == x.dtype
+    assert Tensor.randn(3, dtype=None).dtype == dtypes.default_float
+    assert Tensor.rand(3, dtype=None).dtype == dtypes.default_float
+    assert Tensor.linspace(0, 1, 3, dtype=None).dtype == dtypes.default_float
+    assert Tensor.eye(3, dtype=None).dtype == dtypes.default_float
+    assert Tensor.empty(3, dtype=None).dtype == dtypes.default_float
+    assert Tensor.arange(3, dtype=None).dtype == Tensor.arange(3).dtype
+    assert Tensor.arange(start=1, end=4, dtype=dtypes.float32).tolist() == [1.0, 2.0, 3.0]
+    assert Tensor.arange(end=3).tolist() == [0, 1, 2]

@@ -28,6 +28,7 @@ from uopkit.tensor.support import (
     _broadcast_shape,
     _creates_leaf,
     _dim_for_axis,
+    _dtype_arg,
     _host_values,
     _normalize_axis,
     _shape_args,
@@ -791,7 +792,7 @@ class CompositeMixin:
             raise TypeError(f"logspace: steps must be an int, got {type(steps).__name__}")
         if steps < 0:
             raise ArgumentError(f"logspace: steps must be >= 0, got {steps}")
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
         if dtype == dtypes.bool:
             raise DTypeError("logspace: no bool logspace (as PyTorch); build the values in a number dtype and cast")
         with np.errstate(over="ignore"):

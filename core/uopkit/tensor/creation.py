@@ -28,6 +28,7 @@ from uopkit.tensor.support import (
     _canonical_device,
     _check_stored_scalar,
     _creates_leaf,
+    _dtype_arg,
     _host_values,
     _reshape_uop,
     _shape_args,
@@ -115,7 +116,7 @@ class CreationMixin:
         >>> Tensor.zeros(2, 3).shape
         (2, 3)
         """
-        return Tensor.full(_shape_args(shape), 0.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
+        return Tensor.full(_shape_args(shape), 0.0, dtype=_dtype_arg(kwargs, dtypes.default_float), **kwargs)
 
     @staticmethod
     @_creates_leaf
@@ -125,7 +126,7 @@ class CreationMixin:
         >>> Tensor.ones(2).tolist()
         [1.0, 1.0]
         """
-        return Tensor.full(_shape_args(shape), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
+        return Tensor.full(_shape_args(shape), 1.0, dtype=_dtype_arg(kwargs, dtypes.default_float), **kwargs)
 
     @staticmethod
     @_creates_leaf
@@ -138,7 +139,7 @@ class CreationMixin:
         shape = _shape_args(shape)
         if any(s < 0 for s in shape):
             raise ShapeError(f"empty: negative dimension in shape {shape}")
-        dt = to_dtype(dtype)
+        dt = to_dtype(dtypes.default_float if dtype is None else dtype)
         # bfloat16 is stored as its uint16 bits
         store_dt = dtypes.uint16 if dt == dtypes.bfloat16 else dt
         buf = UOp.new_buffer(_canonical_device(device), prod(shape), store_dt)
@@ -153,7 +154,7 @@ class CreationMixin:
         >>> Tensor([1, 2]).full_like(5).tolist()
         [5, 5]
         """
-        dtype = kwargs.pop("dtype", self.dtype)
+        dtype = _dtype_arg(kwargs, self.dtype)
         return Tensor.full(self.shape, fill_value, dtype=dtype, device=kwargs.pop("device", self.device), **kwargs)
 
     @_creates_leaf
@@ -186,15 +187,30 @@ class CreationMixin:
 
     @staticmethod
     @_creates_leaf
-    def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
-        """Evenly spaced values in [start, stop), like numpy.arange.
+    def arange(
+        start: int | float | None = None,
+        stop: int | float | None = None,
+        step: int | float = 1,
+        *,
+        end: int | float | None = None,
+        **kwargs: Any,
+    ) -> Tensor:
+        """Evenly spaced values in [start, stop), like numpy.arange; `end` is torch's name for `stop`.
 
         >>> Tensor.arange(4).tolist()
         [0, 1, 2, 3]
+        >>> Tensor.arange(start=1, end=3).tolist()
+        [1, 2]
         """
+        if end is not None:
+            if stop is not None:
+                raise ArgumentError("arange: got both stop and end (torch's name for it); give one")
+            stop, start = end, 0 if start is None else start
+        if start is None:
+            raise ArgumentError("arange: needs an end: arange(end), arange(start, end) or arange(start, end, step)")
         if stop is None:
             start, stop = 0, start
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.from_py([start, stop, step])))
+        dtype = to_dtype(_dtype_arg(kwargs, dtypes.from_py([start, stop, step])))
         if dtype.itemsize == 8 and dtypes.is_int(dtype):
             # a 64-bit integer arange truncates its arguments before anything else, as PyTorch's
             start, stop, step = int(start), int(stop), int(step)
@@ -227,7 +243,7 @@ class CreationMixin:
         """
         if steps < 0:
             raise ArgumentError(f"linspace: steps must be >= 0, got {steps}")
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
         if dtype == dtypes.bool:
             raise DTypeError("linspace: no bool linspace (as PyTorch); build the values in a number dtype and cast")
         values = np.linspace(start, stop, steps, dtype=np.float64)
@@ -244,7 +260,7 @@ class CreationMixin:
         m = n if m is None else m
         if n < 0 or m < 0:
             raise ShapeError(f"eye: negative size ({n}, {m})")
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
         device = kwargs.pop("device", None)
         rows = Tensor.arange(n, device=device).reshape(n, 1)
         cols = Tensor.arange(m, device=device).reshape(1, m)
@@ -307,7 +323,7 @@ class CreationMixin:
         >>> Tensor.rand(2, 3).shape
         (2, 3)
         """
-        dtype, size = to_dtype(kwargs.pop("dtype", dtypes.default_float)), _shape_args(shape)
+        dtype, size = to_dtype(_dtype_arg(kwargs, dtypes.default_float)), _shape_args(shape)
         if not dtypes.is_float(dtype):
             raise TypeError(f"rand: dtype must be a float dtype, got {dtype} (use randint for integers)")
         if dtype in dtypes.halves:
@@ -326,20 +342,20 @@ class CreationMixin:
         >>> Tensor.randn(4).shape
         (4,)
         """
-        dtype, size = to_dtype(kwargs.pop("dtype", dtypes.default_float)), _shape_args(shape)
+        dtype, size = to_dtype(_dtype_arg(kwargs, dtypes.default_float)), _shape_args(shape)
         draw = lambda rng: rng.standard_normal(size, dtype=np.float32)  # noqa: E731
         return _random_tensor(draw, generator, **kwargs).cast(dtype)
 
     @_creates_leaf
     def rand_like(self, *, generator: Generator | None = None, **kwargs: Any) -> Tensor:
         """Uniform samples in [0, 1) with this tensor's shape and (float) dtype."""
-        dtype = kwargs.pop("dtype", least_upper_float(self.dtype))
+        dtype = _dtype_arg(kwargs, least_upper_float(self.dtype))
         return Tensor.rand(self.shape, dtype=dtype, generator=generator, **kwargs)
 
     @_creates_leaf
     def randn_like(self, *, generator: Generator | None = None, **kwargs: Any) -> Tensor:
         """Standard normal samples with this tensor's shape and (float) dtype."""
-        dtype = kwargs.pop("dtype", least_upper_float(self.dtype))
+        dtype = _dtype_arg(kwargs, least_upper_float(self.dtype))
         return Tensor.randn(self.shape, dtype=dtype, generator=generator, **kwargs)
 
     @staticmethod
@@ -352,7 +368,7 @@ class CreationMixin:
         >>> bool((Tensor.uniform(100, low=2, high=3) >= 2).all().item())
         True
         """
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
         if dtypes.is_int(dtype):
             # an integer dtype draws each of [low, high) equally often (truncating low + u * (high - low) would
             # give 0 twice the share of the others when low < 0)
@@ -370,7 +386,7 @@ class CreationMixin:
         >>> Tensor.normal(3, mean=1.0, std=0.0).tolist()
         [1.0, 1.0, 1.0]
         """
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
         return (Tensor.randn(*shape, generator=generator, **kwargs) * std + mean).cast(dtype)
 
     @staticmethod
@@ -390,7 +406,7 @@ class CreationMixin:
             raise TypeError(f"randint: low and high must be ints, got {low!r} and {high!r}")
         if high <= low:
             raise ArgumentError(f"randint: high ({high}) must be greater than low ({low})")
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.int32))
+        dtype = to_dtype(_dtype_arg(kwargs, dtypes.int32))
         if not dtypes.is_int(dtype):
             raise TypeError(f"randint: dtype must be an integer dtype, got {dtype}")
         if not dtypes.min(dtype) <= low or high - 1 > dtypes.max(dtype):

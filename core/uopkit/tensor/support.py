@@ -303,6 +303,12 @@ def _as_shape(shape: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
+def _dtype_arg(kwargs: dict[str, Any], default: Any) -> Any:
+    """Pop the `dtype` keyword; None (torch's spelling of "the default") gives `default`, as a missing one."""
+    dtype = kwargs.pop("dtype", None)
+    return default if dtype is None else dtype
+
+
 def _shape_args(shape: tuple) -> tuple[int, ...]:
     # a constructor's shape: ints, or one sequence of them (`rand(2, 3)` or `rand((2, 3))`), none negative
     dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
