@@ -488,3 +488,30 @@ def test_interpolate_copies_unchanged_axes_and_picks_nearest_pixels_as_torch():
         want = f.interpolate(torch.tensor(x), size=(11, 9), mode=mode, align_corners=False).numpy()
         got = Tensor(x).interpolate(size=(11, 9), mode=mode, align_corners=False).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_batchnorm_running_statistics_are_updated_with_the_training_step():
+    # the running mean is assigned from the batch mean the step's gradients compute: it runs in the step's schedule
+    # (left pending it ran at the next forward, computing the last step's forward again from copies of the weights)
+    from uopkit import nn
+    from uopkit.engine.realize import stats
+
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    make = lambda m: m.Sequential(m.Conv2d(1, 4, 3, padding=1), m.BatchNorm2d(4), m.ReLU(), m.Conv2d(4, 1, 3))  # noqa: E731
+    ref, ours = make(torch.nn), make(nn)
+    ours.load_state_dict({k: Tensor(v.detach().numpy().copy()) for k, v in ref.state_dict().items()})
+    opt_ref, opt = torch.optim.SGD(ref.parameters(), 0.1), nn.optim.SGD(ours.parameters(), 0.1)
+    for _ in range(3):
+        x = rng.random((4, 1, 8, 8), dtype=np.float32)
+        opt_ref.zero_grad()
+        ref(torch.from_numpy(x)).square().mean().backward()
+        opt_ref.step()
+        opt.zero_grad()
+        ours(Tensor(x)).square().mean().backward()
+        opt.step()
+        before = stats["kernels_run"]
+        mean = ours[1].running_mean.numpy()
+        assert stats["kernels_run"] == before
+        np.testing.assert_allclose(mean, ref[1].running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours[1].running_var.numpy(), ref[1].running_var.numpy(), rtol=1e-5, atol=1e-6)

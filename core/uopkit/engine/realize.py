@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -788,16 +788,40 @@ def _held_values(roots: tuple[UOp, ...], param: _Param | None) -> list[Tensor]:
     inside = param.position if param is not None else UOp(Ops.SINK, src=roots).toposort()
     topo = param.topo if param is not None else list(inside)
     asked = set(roots)
+    held = [t for t in computed if t.uop not in asked and _assigns_from(t.uop, inside)]
+    asked.update(t.uop for t in held)
     candidates = [t for t in computed if t.uop in inside and t.uop not in asked and not _is_stored(t.uop)]
     if not candidates:
-        return []
+        return held
     depth = _fused_depths(topo)
-    held = []
     for t in candidates:
         if t.uop not in asked and depth.get(t.uop.base, 0) >= HELD_STORED_DEPTH:
             asked.add(t.uop)
             held.append(t)
     return held
+
+
+# how far into a pending assign's value `_assigns_from` looks for a node of the graph being realized
+ASSIGN_LOOKUP_NODES = 64
+
+
+def _assigns_from(u: UOp, inside: Container[UOp]) -> bool:
+    """Whether `u` is an assign still to run whose value reads something the graph being realized computes (a
+    BatchNorm's running mean, assigned from the batch mean a training step's gradients compute too): it runs in the
+    same schedule, from the same values, as PyTorch updated it in the forward pass. Left pending, it would compute
+    them again later, from copies of the weights the step overwrote."""
+    if u.op is not _STORE or is_kernel_store(u):
+        return False
+    stack, seen = [u.src[1]], 0
+    while stack and seen < ASSIGN_LOOKUP_NODES:
+        n = stack.pop()
+        seen += 1
+        if n.op is _BUFFER or n.op is _CONST or n.op is _STORE:
+            continue
+        if n in inside and n.op not in _MOVEMENT and n.op is not Ops.DETACH:
+            return True
+        stack.extend(n.src)
+    return False
 
 
 # a held value is stored once it is this many operations deep past storage (a reduce counts as this many)
