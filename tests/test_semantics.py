@@ -1149,6 +1149,23 @@ def test_strided_conv_transpose_values_and_gradients(nd, s, k, d, p, op, g):
         np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), atol=1e-3, rtol=1e-4)
 
 
+def test_strided_conv_transpose_input_gradient_is_one_convolution():
+    # the adjoint: x's gradient is the strided convolution of the incoming gradient with the same weight, as torch's
+    # (through the phases' chain it was a convolution per phase over an odd-sized padded view: 4x the time)
+    from uopkit import autograd
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((2, 4, 6, 6)).astype(np.float32), rng.standard_normal((4, 3, 4, 4)).astype(np.float32)
+    up = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    ux = Tensor(x, requires_grad=True)
+    (gx,) = autograd.grad((ux.conv_transpose2d(Tensor(w), stride=2, padding=1) * Tensor(up)).sum(), [ux])
+    items = create_schedule(kernelize_tensors([gx]))
+    assert sum(u.op is Ops.REDUCE_AXIS for it in items for u in it.ast.toposort()) == 1
+    want = torch.nn.functional.conv2d(torch.tensor(up), torch.tensor(w), stride=2, padding=1)
+    np.testing.assert_allclose(gx.numpy(), want.numpy(), atol=1e-4, rtol=1e-4)
+
+
 def test_strided_convolution_input_gradient_skips_the_spread_zeros():
     # the input gradient of a stride-2 convolution: one convolution per output phase over the gradient itself, each
     # with its slice of the kernel (9 taps over the 4 phases), not all 9 taps over a gradient 3/4 zeros

@@ -434,7 +434,11 @@ class LinalgMixin:
                 f"the dilation {dilation!r}"
             )
         pads = tuple((d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, d_, p_, op_, strict=True))
-        return self._transposed_conv(weight, groups, s_, d_, pads, bias)
+        if all(s == 1 for s in s_):
+            return self._transposed_conv(weight, groups, s_, d_, pads, bias)
+        out = self._transposed_conv(weight, groups, s_, d_, pads)
+        out = _with_adjoint_gradient(out, self, weight, s_, d_, p_, groups)
+        return out if bias is None else out + bias.cast(out.dtype).reshape((1, out.shape[1]) + (1,) * nd)
 
     def _transposed_conv(
         self,
@@ -511,7 +515,7 @@ class LinalgMixin:
                 phases[rs] = Tensor.zeros((self.shape[0], cout) + full, dtype=dtype, device=self.device)
                 continue
             every_sth = tuple(slice(t0, None, s) for (t0, *_), s in zip(axis_plans, s_, strict=True))
-            sub = w[(slice(None), slice(None)) + every_sth]
+            sub = w[(slice(None), slice(None)) + every_sth].contiguous()
             # input i = q + a + j * d for output q and tap j: pad (or crop) so that the correlation starts at a and
             # yields q outputs
             xp = self.pad(
@@ -1003,6 +1007,42 @@ def _set_matrix_product_gradient(out: UOp, x: UOp, w: UOp) -> None:
         return (product(g, transposed(w)) if wanted[0] else None, product(transposed(x), g) if wanted[1] else None)
 
     set_gradient(out, (x, w), rule)
+
+
+def _with_adjoint_gradient(
+    out: Tensor,
+    x: Tensor,
+    weight: Tensor,
+    s_: tuple[int, ...],
+    d_: tuple[int, ...],
+    p_: tuple[int, ...],
+    groups: int,
+) -> Tensor:
+    """`out`, the strided transposed convolution of x, with x's gradient given as PyTorch computes it: the transposed
+    convolution is the adjoint of the convolution of its output with the same weight (stride, padding, dilation and
+    groups), so x's gradient is that convolution of the incoming gradient. The chain of rules through the phases gave
+    each phase's input gradient over an odd-sized padded view with the weight read through its flipped slices (a
+    8x32x32x32 4x4 stride-2 transposed conv: 4 kernels of 6-28 ms, where the convolution is one of 6 ms). The weight's
+    gradient keeps the phases' chain: a small convolution per phase."""
+    from uopkit.gradient import compute_gradient, set_gradient
+
+    x_uop, w_uop, phases = x.uop, weight.uop, out.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, UOp | None]:
+        grad = Tensor(g)
+        gx = gw = None
+        if wanted[0]:
+            gx = grad.conv2d(Tensor(w_uop).cast(grad.dtype), groups=groups, stride=s_, dilation=d_, padding=p_)
+            gx = gx.cast(x_uop.dtype).uop
+        if wanted[1]:
+            # (the gradient detached: only the phases' path to the weight is followed, not the gradient's own graph,
+            # which reads the weight too)
+            gw = compute_gradient(phases, grad.detach().uop, {w_uop}).get(w_uop)
+        return gx, gw
+
+    node = UOp(Ops.RESHAPE, phases.dtype, (phases,), phases.shape)
+    set_gradient(node, (x_uop, w_uop), rule)
+    return Tensor(node)
 
 
 # a pool's windows with at most this many taps get their gradient as a sum of one placed slice per tap (3x3, 7x7,
