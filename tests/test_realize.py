@@ -354,3 +354,22 @@ def test_a_shallow_value_a_variable_holds_stays_fused():
     before = _kernels_run()
     y.numpy()
     assert _kernels_run() - before == 1
+
+
+def test_a_write_run_at_once_leaves_pending_assigns_reading_another_assign_the_old_contents():
+    # `m` is assigned from `a` and `p` (and the value `y`) read m's assign, all still pending, when a write into `a`
+    # runs at once: m's assign is rewired to a copy of a's old contents, and what reads it must follow it onto the
+    # rewired STORE (left on the old one, `p` ran m's assign again, from the new `a`, into m's buffer: Adam's update
+    # of a weight read its moment's STORE while a parameter in its gradient's graph was written at once)
+    a = Tensor([1.0, 2.0, 3.0]).realize()
+    m = Tensor([0.0, 0.0, 0.0]).realize()
+    p = Tensor([100.0, 200.0, 300.0]).realize()
+    m.assign(a * 2)
+    p.assign(p + m)
+    y = m + 1
+    a.assign(Tensor([10.0, 20.0, 30.0])).realize()
+    # torch: m = 2 * old a; p += m; y = m + 1
+    assert m.tolist() == [2.0, 4.0, 6.0]
+    assert p.tolist() == [102.0, 204.0, 306.0]
+    assert y.tolist() == [3.0, 5.0, 7.0]
+    assert m.tolist() == [2.0, 4.0, 6.0] and a.tolist() == [10.0, 20.0, 30.0]

@@ -675,9 +675,12 @@ def protect_pending_reads(
         computed = [t for t in now if _pending_store(t.uop) is None]
         for t, new in zip(computed, replace_reads([t.uop for t in computed], copies), strict=True):
             live_tensors.set_uop(t, new)
+        rewired = {}
         for t in now:
-            if _pending_store(t.uop) is not None:
-                live_tensors.set_uop(t, _with_value_rewired(t.uop, copies))
+            if (store := _pending_store(t.uop)) is not None:
+                rewired[store] = _with_value_rewired(store, copies)
+        if rewired:
+            _move_to_rewired(rewired)
     # the copies are tensors of the caller's class (the schedule layer doesn't import the front end)
     tensor_type = type(tensors[0])
     copy_of = {b: tensor_type(c) for b, c in copies.items()}
@@ -700,6 +703,21 @@ def _pending_store(u: UOp) -> UOp | None:
 def _pending_value(u: UOp) -> UOp | None:
     store = _pending_store(u)
     return None if store is None else store.src[1]
+
+
+def _move_to_rewired(rewired: dict[UOp, UOp]) -> None:
+    # every live tensor holding one of the pending assigns `rewired` (old STORE -> the STORE whose value reads the
+    # copies) moves onto the new one: the assign's own tensor, and the graphs that read its result (Adam's parameter
+    # update reads the moment's STORE, and its value reads the gradient only through it, so `stored_reads` finds no
+    # read of the buffer in it). Left on the old STORE, such a graph would run the assign a second time, into the same
+    # buffer, from the overwritten contents. (A bottom-up rewrite: an assign rewired that holds another one rewired
+    # is moved onto that one too.)
+    reaches: dict[UOp, bool] = {}
+    done: dict[UOp, UOp] = {}
+    for t in live_tensors.changed_since(min(s.seq for s in rewired)):
+        if _reaches(t.uop, rewired, reaches):
+            new = graph_rewrite(t.uop, pm_replace_known, rewired, "rewired assigns", bottom_up=True, cache=done)
+            live_tensors.set_uop(t, new)
 
 
 def _with_value_rewired(u: UOp, copies: dict[UOp, UOp]) -> UOp:
