@@ -356,6 +356,30 @@ def test_a_shallow_value_a_variable_holds_stays_fused():
     assert _kernels_run() - before == 1
 
 
+def test_a_small_recurrence_read_by_item_each_step_reuses_its_kernels():
+    # Viterbi's forward variable (the BiLSTM-CRF tutorial's): each step picks entries by `.item()`s of argmaxes over
+    # it; stored at each step (it is small), every step's graphs are the same and run compiled kernels (a new one only
+    # for the cat of a new combination of picks), where a chain of the steps' picks compiled 8 a step (and grew)
+    rng = np.random.default_rng(0)
+    k = 4
+    trans_np, feats = rng.standard_normal((k, k), dtype=np.float32), rng.standard_normal((14, k), dtype=np.float32)
+    trans = Tensor(trans_np)
+    fv, want, compiled = Tensor.zeros(1, k), np.zeros((1, k), np.float32), []
+    for t in range(14):
+        before = realize.stats["kernels_compiled"]
+        picks, wanted = [], []
+        for nt in range(k):
+            ntv = fv + trans[nt]
+            best = ntv.argmax(1).item()
+            picks.append(ntv[0][best].reshape(1))
+            wanted.append((want + trans_np[nt])[0][int(np.argmax(want + trans_np[nt]))])
+        fv = (Tensor.cat(*picks) + Tensor(feats[t])).reshape(1, -1)
+        want = (np.array(wanted, np.float32) + feats[t]).reshape(1, -1)
+        compiled.append(realize.stats["kernels_compiled"] - before)
+    np.testing.assert_allclose(fv.numpy(), want, rtol=1e-5)
+    assert max(compiled[6:]) <= 1, compiled
+
+
 def test_a_write_run_at_once_leaves_pending_assigns_reading_another_assign_the_old_contents():
     # `m` is assigned from `a` and `p` (and the value `y`) read m's assign, all still pending, when a write into `a`
     # runs at once: m's assign is rewired to a copy of a's old contents, and what reads it must follow it onto the

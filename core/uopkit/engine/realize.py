@@ -795,7 +795,9 @@ def _held_values(roots: tuple[UOp, ...], param: _Param | None) -> list[Tensor]:
         return held
     depth = _fused_depths(topo)
     for t in candidates:
-        if t.uop not in asked and depth.get(t.uop.base, 0) >= HELD_STORED_DEPTH:
+        deep = depth.get(t.uop.base, 0)
+        small = deep >= HELD_SMALL_DEPTH and t.uop.base.size <= HELD_SMALL_SIZE
+        if t.uop not in asked and (deep >= HELD_STORED_DEPTH or small):
             asked.add(t.uop)
             held.append(t)
     return held
@@ -824,8 +826,13 @@ def _assigns_from(u: UOp, inside: Container[UOp]) -> bool:
     return False
 
 
-# a held value is stored once it is this many operations deep past storage (a reduce counts as this many)
+# a held value is stored once it is this many operations deep past storage (a reduce counts as this many), a small one
+# (up to HELD_SMALL_SIZE elements: a recurrence's state, a score row read by `.item()` in a loop) from HELD_SMALL_DEPTH:
+# stored at every step, each step's graph is the same (compiled once), not one a few operations longer each time. (A
+# mask `arange(n) > pos`, 2 deep, stays fused: stored, a decode loop would run a kernel more per step)
 HELD_STORED_DEPTH = 16
+HELD_SMALL_SIZE = 1 << 16
+HELD_SMALL_DEPTH = 4
 
 
 def _fused_depths(topo: list[UOp]) -> dict[UOp, int]:
