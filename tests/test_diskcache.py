@@ -290,6 +290,13 @@ def test_unloadable_compiler_output_is_not_cached(
     assert not list((tmp_path / "cache").rglob("*.entry"))
 
 
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
 def test_compiler_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UOPKIT_COMPILE_TIMEOUT", "0.5")
     compiler = _clang(fake_cc(tmp_path, "sleep 30"))
@@ -299,6 +306,14 @@ def test_compiler_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert "UOPKIT_COMPILE_TIMEOUT" in str(info.value)
     # the compiler was killed, not waited for (a loose bound: only that it did not wait the 30 s)
     assert time.monotonic() - start < 25
+    # and so was what it started (a driver's cc1): the whole process group
+    if not Path("/proc/self").exists():
+        return
+    compiler = _clang(fake_cc(tmp_path, "sleep 31.25 & wait"))
+    with pytest.raises(CompileError, match="did not finish"):
+        compiler.compile(ADD_SRC)
+    time.sleep(0.2)
+    assert not [p for p in Path("/proc").glob("[0-9]*") if _cmdline(p) == "sleep 31.25"]
     monkeypatch.setenv("UOPKIT_COMPILE_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="UOPKIT_COMPILE_TIMEOUT='soon' is not a number"):
         hostlib.compile_timeout()

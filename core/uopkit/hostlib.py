@@ -26,6 +26,7 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -67,14 +68,37 @@ def run_compiler(cmd: Sequence[str], src: str, compiler: str) -> subprocess.Comp
     """Run a compiler command (capturing its output) under `compile_timeout`; a compiler that runs longer is killed
     and raises `CompileError`."""
     timeout = compile_timeout()
+    # in a session of its own: a compiler driver (gcc, clang) runs its passes as children (cc1), which killing the
+    # driver alone leaves running, for as long as the kernel takes them (found after timeouts: cc1s 33 minutes on)
+    posix = os.name == "posix"
+    with subprocess.Popen(
+        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=posix
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException as e:
+            # (a timeout, or the caller interrupted: the whole group goes, then the pipes are drained)
+            _kill_group(proc, posix)
+            proc.communicate()
+            if not isinstance(e, subprocess.TimeoutExpired):
+                raise
+            message = (
+                f"the compiler did not finish within {timeout:g} s and was stopped; "
+                "raise UOPKIT_COMPILE_TIMEOUT (seconds, 0 for no limit) if this kernel really needs longer"
+            )
+            raise CompileError(message, src, compiler=compiler) from None
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen, posix: bool) -> None:
+    # the compiler and every process it started (its session's group)
     try:
-        return subprocess.run(list(cmd), capture_output=True, text=True, check=False, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        message = (
-            f"the compiler did not finish within {timeout:g} s and was stopped; "
-            "raise UOPKIT_COMPILE_TIMEOUT (seconds, 0 for no limit) if this kernel really needs longer"
-        )
-        raise CompileError(message, src, compiler=compiler) from None
+        if posix:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except ProcessLookupError:
+        pass
 
 
 def call_with_timeout(fn: Callable[[], T], src: str, compiler: str) -> T:
