@@ -436,3 +436,27 @@ def test_a_large_reduce_summed_down_by_another_is_stored():
     torch = pytest.importorskip("torch")
     want = (torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1) + 1).relu().mean((2, 3))
     np.testing.assert_allclose(pooled.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_cat_of_many_computed_pieces_is_split_into_kernels_of_bounded_size():
+    # a recurrent layer's input gradient: a cat over the time steps of each step's gate formulas, read by a matmul.
+    # Fused, one kernel held every step's formulas (a 2-layer bidirectional LSTM over 20 steps: 235,000 lines of C
+    # that gcc didn't compile in 300 s); the largest pieces are stored until the kernel fits
+    from uopkit.schedule.grouper import MAX_KERNEL_NODES
+
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((4, 8), dtype=np.float32) for _ in range(24)]
+    w = rng.standard_normal((8, 8), dtype=np.float32)
+
+    def cell(a):
+        return (a.sigmoid() * a.tanh() + (a * 0.5).exp() / (1 + a.abs())).sigmoid() * (a - a.square() * 0.1)
+
+    out = Tensor.cat(*[cell(Tensor(x)) for x in xs]) @ Tensor(w)
+    items = create_schedule(kernelize_tensors([out]))
+    assert max(len(it.ast.toposort()) for it in items) < 2 * MAX_KERNEL_NODES
+
+    def ref(a):
+        sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+        return sig(sig(a) * np.tanh(a) + np.exp(a * 0.5) / (1 + np.abs(a))) * (a - a * a * 0.1)
+
+    np.testing.assert_allclose(out.numpy(), np.concatenate([ref(x) for x in xs]) @ w, rtol=1e-4, atol=1e-4)

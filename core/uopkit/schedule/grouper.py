@@ -148,6 +148,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
         _realize_shared_reduces(ctx, topo)
     if _realize_lone_scatters(ctx, topo):
         _realize_shared_reduces(ctx, topo)
+    if _realize_pieces_of_oversized_kernels(ctx):
+        _realize_shared_reduces(ctx, topo)
     return ctx
 
 
@@ -175,6 +177,33 @@ def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
         if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(set(ctx.children.get(u, []))) > 1:
             ctx.realize[u] = None
             depth[u] = 0
+
+
+# a kernel whose fused region holds more nodes than this stores the pieces it pads (a cat's) until it fits
+MAX_KERNEL_NODES = 512
+# (a piece smaller than this is left fused)
+MIN_STORED_PIECE_NODES = 16
+
+
+def _realize_pieces_of_oversized_kernels(ctx: GrouperContext) -> bool:
+    """Store the padded pieces (a cat's, largest first) of a kernel whose region holds more than MAX_KERNEL_NODES
+    nodes, until it fits. A recurrent layer's input gradient is a cat over the time steps of each step's gate
+    gradients: fused, one kernel of 20 branches of a cell's backward formulas each (a 2-layer bidirectional LSTM over
+    20 steps: 3,700 nodes, 235,000 lines of C that gcc didn't compile in 300 s). Whether it stored any."""
+    added = False
+    for root in list(ctx.realize):
+        while len(region := _region(ctx, root)) > MAX_KERNEL_NODES:
+            pieces = {
+                n.src[0].base: len(_region(ctx, n.src[0].base))
+                for n in region
+                if n.op is Ops.PAD and not _stops_region(ctx, n.src[0].base) and n.src[0].base.op is not Ops.CONST
+            }
+            largest = max(pieces, key=pieces.__getitem__, default=None)
+            if largest is None or pieces[largest] < MIN_STORED_PIECE_NODES:
+                break
+            ctx.realize[largest] = None
+            added = True
+    return added
 
 
 def _read_in_windows(ctx: GrouperContext, u: UOp) -> bool:
