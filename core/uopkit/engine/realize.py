@@ -781,16 +781,18 @@ def _held_values(roots: tuple[UOp, ...], param: _Param | None) -> list[Tensor]:
     variable the program still holds): stored with the roots, as PyTorch has them, so that what is computed from them
     next starts from storage instead of computing them again (`h = cell(h); out[t] = h` in a loop computed every
     earlier step again, each step longer than the last). A shallow value (`x.cast(int64)` of a `.sum()`, which pytest's
-    asserts hold) stays fused: it costs little to compute again and could be large."""
-    computed = live_tensors.computed()
-    if not computed:
+    asserts hold) stays fused: it costs little to compute again and could be large. Also the assigns still to run
+    that read what the graph computes (`_assigns_from`)."""
+    asked = set(roots)
+    # (the tensors being realized are most often the only computed ones alive: a tiny op's realize)
+    others = [t for t in live_tensors.computed() if t.uop not in asked]
+    if not others:
         return []
     inside = param.position if param is not None else UOp(Ops.SINK, src=roots).toposort()
     topo = param.topo if param is not None else list(inside)
-    asked = set(roots)
-    held = [t for t in computed if t.uop not in asked and _assigns_from(t.uop, inside)]
+    held = [t for t in others if _assigns_from(t.uop, inside)]
     asked.update(t.uop for t in held)
-    candidates = [t for t in computed if t.uop in inside and t.uop not in asked and not _is_stored(t.uop)]
+    candidates = [t for t in others if t.uop in inside and t.uop not in asked and not _is_stored(t.uop)]
     if not candidates:
         return held
     depth = _fused_depths(topo)
