@@ -90,7 +90,7 @@ def run_compiler(cmd: Sequence[str], src: str, compiler: str) -> subprocess.Comp
     return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
 
 
-def _kill_group(proc: subprocess.Popen, posix: bool) -> None:
+def _kill_group(proc: subprocess.Popen[str], posix: bool) -> None:
     # the compiler and every process it started (its session's group)
     try:
         if posix:
