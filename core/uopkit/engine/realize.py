@@ -789,13 +789,12 @@ def _held_values(roots: tuple[UOp, ...], param: _Param | None) -> list[Tensor]:
     if not others:
         return []
     inside = param.position if param is not None else UOp(Ops.SINK, src=roots).toposort()
-    topo = param.topo if param is not None else list(inside)
     held = [t for t in others if _assigns_from(t.uop, inside)]
     asked.update(t.uop for t in held)
     candidates = [t for t in others if t.uop in inside and t.uop not in asked and not _is_stored(t.uop)]
     if not candidates:
         return held
-    depth = _fused_depths(topo)
+    depth = _fused_depths([t.uop.base for t in candidates])
     for t in candidates:
         deep = depth.get(t.uop.base, 0)
         small = deep >= HELD_SMALL_DEPTH and t.uop.base.size <= HELD_SMALL_SIZE
@@ -837,17 +836,31 @@ HELD_SMALL_SIZE = 1 << 16
 HELD_SMALL_DEPTH = 4
 
 
-def _fused_depths(topo: list[UOp]) -> dict[UOp, int]:
-    # operations on the longest path from storage or a number to each node (movement ops are free)
+def _fused_depths(tops: list[UOp]) -> dict[UOp, int]:
+    # operations on the longest path from storage or a number to each node under `tops` (movement ops are free): only
+    # their subgraphs, not the whole graph being realized (a training step's: its backward, ~1 us a node)
     depth: dict[UOp, int] = {}
-    for u in topo:
-        if u.op is _BUFFER or u.op is Ops.CONST or u.op is Ops.DEVICE or is_kernel_store(u):
-            depth[u] = 0
+    stack = list(tops)
+    while stack:
+        u = stack[-1]
+        if u in depth:
+            stack.pop()
             continue
-        below = max((depth.get(s, 0) for s in u.src), default=0)
+        if u.op in _DEPTH_LEAVES or is_kernel_store(u):
+            depth[u] = 0
+            stack.pop()
+            continue
+        below = [s for s in u.src if s not in depth]
+        if below:
+            stack.extend(below)
+            continue
+        stack.pop()
         cost = 0 if u.op in _MOVEMENT else HELD_STORED_DEPTH if u.op is Ops.REDUCE_AXIS else 1
-        depth[u] = below + cost
+        depth[u] = max((depth[s] for s in u.src), default=0) + cost
     return depth
+
+
+_DEPTH_LEAVES = frozenset({Ops.BUFFER, Ops.CONST, Ops.DEVICE})
 
 
 def realize_tensors(tensors: Sequence[Tensor]) -> None:
