@@ -152,13 +152,22 @@ def test_templates_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not replay._templates
 
 
+def _is_replayed(fn) -> bool:
+    # a replayed method, also under other decorators (autocast's)
+    while getattr(fn, "__wrapped__", None) is not None:
+        if fn.__code__ is replay.replayed(lambda s: s).__code__:
+            return True
+        fn = fn.__wrapped__
+    return False
+
+
 REPLAYED = [
     name
     for module in (tensor_math, tensor_functional, tensor_elementwise)
     for mixin in vars(module).values()
     if isinstance(mixin, type) and mixin.__module__ == module.__name__
     for name, fn in vars(mixin).items()
-    if getattr(fn, "__wrapped__", None) is not None and fn.__code__ is replay.replayed(lambda s: s).__code__
+    if _is_replayed(fn)
 ]
 
 

@@ -16,7 +16,8 @@ __all__ = ["Device", "dtypes", "__version__"]
 
 # Tensor is re-exported once uopkit.tensor exists; any other import error inside it must still surface
 try:
-    from uopkit import autograd  # noqa: F401  (torch.autograd's names)
+    from uopkit import amp, autograd  # noqa: F401  (torch.amp's and torch.autograd's names)
+    from uopkit.amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled  # noqa: F401
     from uopkit.tensor import (  # noqa: F401
         Generator,
         Tensor,
@@ -31,6 +32,11 @@ try:
         "Tensor",
         "Generator",
         "autograd",
+        "amp",
+        "autocast",
+        "is_autocast_enabled",
+        "is_autocast_available",
+        "get_autocast_dtype",
         "no_grad",
         "enable_grad",
         "set_grad_enabled",

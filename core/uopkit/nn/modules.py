@@ -77,8 +77,8 @@ class Linear(Module):
                 f"Linear({self.in_features}, {self.out_features}): input of shape {x.shape} doesn't "
                 f"end in {self.in_features}"
             )
-        out = x @ self.weight.T
-        return out + self.bias if self.bias is not None else out
+        # (one op with its bias: autocast computes both in its dtype)
+        return x.linear(self.weight.T, self.bias)
 
 
 class _ConvLayer(Module):

@@ -25,6 +25,7 @@ from typing import Any
 from uopkit.dtype import DType, dtypes
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of, set_gradient
 from uopkit.schedule import live_tensors, unrealized_graph
+from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from uopkit.tensor.support import _contiguous_ids
 from uopkit.tensor.tensor import (
@@ -86,6 +87,7 @@ def _grad_outputs(grad_outputs: Any, outputs: tuple[Tensor, ...], what: str) -> 
 # grad and backward
 
 
+@without_autocast
 def grad(
     outputs: Tensor | Sequence[Tensor],
     inputs: Tensor | Sequence[Tensor],

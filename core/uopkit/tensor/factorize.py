@@ -16,6 +16,7 @@ import numpy as np
 
 from uopkit.dtype import dtypes, least_upper_dtype
 from uopkit.gradient import set_gradient
+from uopkit.tensor.autocast import FLOAT32, autocast_op
 from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape
 
 if TYPE_CHECKING:
@@ -436,6 +437,7 @@ def jacobi_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
 class FactorizeMixin:
     __slots__ = ()
 
+    @autocast_op(FLOAT32)
     def qr(self: Tensor, mode: str = "reduced") -> QR:  # type: ignore[misc]
         """QR factorization of a matrix or a batch of them (torch.linalg.qr): Q with orthonormal columns and R upper
         triangular, Q @ R = self. `mode`: "reduced" (Q (m, k), R (k, n), k = min(m, n)), "complete" (Q (m, m),
@@ -453,6 +455,7 @@ class FactorizeMixin:
             return QR(Tensor.empty(0, dtype=a.dtype, device=a.device), r)
         return QR(q, r)
 
+    @autocast_op(FLOAT32)
     def svd(self: Tensor, full_matrices: bool = True) -> SVD:  # type: ignore[misc]
         """Singular value decomposition of a matrix or a batch of them (torch.linalg.svd): U, S, Vh with
         U @ diag(S) @ Vh = self, S descending, U and Vh with orthonormal columns and rows. U is (m, m) and Vh (n, n)
@@ -479,6 +482,7 @@ class FactorizeMixin:
         u, s, vh = jacobi_svd(a.transpose(-1, -2), full_matrices)
         return SVD(vh.transpose(-1, -2), s, u.transpose(-1, -2))
 
+    @autocast_op(FLOAT32)
     def det(self: Tensor) -> Tensor:  # type: ignore[misc]
         """Determinant of a square matrix or a batch of them (torch.linalg.det), from a QR factorization: the product
         of R's diagonal, negated for an odd number of reflections.
@@ -491,6 +495,7 @@ class FactorizeMixin:
         assert reflections is not None
         return _diagonal(r).prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
 
+    @autocast_op(FLOAT32)
     def slogdet(self: Tensor) -> SlogDet:  # type: ignore[misc]
         """(sign, log|det|) of square matrices (torch.linalg.slogdet): sign 0 and -inf for a singular one."""
         a = _square(self, "slogdet")
@@ -500,11 +505,13 @@ class FactorizeMixin:
         sign = d.sign().prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
         return SlogDet(sign, d.abs().log().sum(-1))
 
+    @autocast_op(FLOAT32)
     def logdet(self: Tensor) -> Tensor:  # type: ignore[misc]
         """log(det) of square matrices (torch.logdet): NaN for a negative determinant, -inf for a zero one."""
         sign, log_abs = self.slogdet()
         return (sign < 0).where(float("nan"), log_abs)
 
+    @autocast_op(FLOAT32)
     def inverse(self: Tensor) -> Tensor:  # type: ignore[misc]
         """The inverse of square matrices (torch.linalg.inv): R^-1 Q^T from a QR factorization. Reads R's diagonal
         back to refuse a singular matrix (an exact zero there, as PyTorch's LU pivot check), so it can't run inside a
@@ -517,6 +524,7 @@ class FactorizeMixin:
         q, r = _nonsingular_qr(a, f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse")
         return _upper_solve(r, q.transpose(-1, -2))
 
+    @autocast_op(FLOAT32)
     def solve(self: Tensor, other: Tensor, left: bool = True) -> Tensor:  # type: ignore[misc]
         """X with self @ X = other (torch.linalg.solve(self, other)); `left=False`: X @ self = other. `other` is a
         batch of vectors (..., n) when it is 1-d or has exactly self's shape without its last axis, else of matrices
@@ -543,6 +551,7 @@ class FactorizeMixin:
         x = _upper_solve(r, q.transpose(-1, -2) @ b)
         return x.squeeze(-1) if vector else x
 
+    @autocast_op(FLOAT32)
     def cholesky(self: Tensor, upper: bool = False) -> Tensor:  # type: ignore[misc]
         """The Cholesky factor of symmetric positive-definite matrices (torch.linalg.cholesky): lower triangular L with
         L @ L.T = self, or with `upper` the upper triangular L.T. Reads only the lower (`upper`: the upper) triangle,
@@ -556,6 +565,7 @@ class FactorizeMixin:
         _refuse_not_positive_definite(info, self.shape)
         return low
 
+    @autocast_op(FLOAT32)
     def cholesky_ex(self: Tensor, upper: bool = False, check_errors: bool = False) -> CholeskyEx:  # type: ignore[misc]
         """(L, info) as torch.linalg.cholesky_ex: no read-back (so it runs inside a TinyJit); info is 0, or for a
         matrix that is not positive definite the order of its first leading minor that is not (LAPACK's potrf),
@@ -565,6 +575,7 @@ class FactorizeMixin:
             _refuse_not_positive_definite(info, self.shape)
         return CholeskyEx(low, info)
 
+    @autocast_op(FLOAT32)
     def eigh(self: Tensor, UPLO: str = "L") -> Eigh:  # type: ignore[misc]  # noqa: N803
         """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of symmetric matrices (torch.linalg.eigh):
         self = V @ diag(w) @ V.T. Reads only the lower triangle (UPLO="U": the upper), as torch. The eigenvectors'
@@ -583,10 +594,12 @@ class FactorizeMixin:
             return Eigh(Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s)
         return Eigh(*jacobi_eigh(s))
 
+    @autocast_op(FLOAT32)
     def eigvalsh(self: Tensor, UPLO: str = "L") -> Tensor:  # type: ignore[misc]  # noqa: N803
         """The eigenvalues of symmetric matrices, ascending (torch.linalg.eigvalsh); see eigh."""
         return self.eigh(UPLO)[0]
 
+    @autocast_op(FLOAT32)
     def pinv(self: Tensor, rtol: float | None = None, hermitian: bool = False) -> Tensor:  # type: ignore[misc]
         """The Moore-Penrose pseudo-inverse (torch.linalg.pinv) from an SVD: singular values at or below
         rtol * the largest count as zero (`rtol` default: max(m, n) * the dtype's epsilon, as torch).
@@ -607,10 +620,12 @@ class FactorizeMixin:
             return Tensor.zeros(*a.shape[:-2], n, m, dtype=a.dtype, device=a.device)
         return pinv_from_svd(*a.svd(full_matrices=False), cut)
 
+    @autocast_op(FLOAT32)
     def pinverse(self: Tensor, rcond: float = 1e-15) -> Tensor:  # type: ignore[misc]
         """torch.pinverse: pinv with `rcond` as its rtol."""
         return self.pinv(rtol=rcond)
 
+    @autocast_op(FLOAT32)
     def lu(self: Tensor, pivot: bool = True) -> PLU:  # type: ignore[misc]
         """P, L, U with self = P @ L @ U (torch.linalg.lu): LAPACK's partial pivoting (getrf), so the same factors
         as PyTorch's CPU; L (..., m, k) unit lower triangular, U (..., k, n), k = min(m, n). A singular matrix
@@ -629,6 +644,7 @@ class FactorizeMixin:
         eye = Tensor.eye(m, k, dtype=a.dtype, device=a.device)
         return PLU(p, packed[..., :, :k].tril(-1) + eye, packed[..., :k, :].triu())
 
+    @autocast_op(FLOAT32)
     def lu_factor(self: Tensor, pivot: bool = True) -> LUFactor:  # type: ignore[misc]
         """(LU, pivots) as torch.linalg.lu_factor: L and U packed in one matrix (L's unit diagonal implied) and
         LAPACK's 1-based row swaps (int32). Reads U's diagonal back and refuses a zero there, as PyTorch (a singular
@@ -637,6 +653,7 @@ class FactorizeMixin:
         _refuse_singular_lu(info, self.shape)
         return LUFactor(packed, pivots)
 
+    @autocast_op(FLOAT32)
     def lu_factor_ex(self: Tensor, pivot: bool = True, check_errors: bool = False) -> LUFactorEx:  # type: ignore[misc]
         """(LU, pivots, info) as torch.linalg.lu_factor_ex: no read-back (so it runs inside a TinyJit); info is 0, or
         the 1-based index of U's first zero diagonal entry (LAPACK's getrf), int32. `check_errors=True` raises as
@@ -646,6 +663,7 @@ class FactorizeMixin:
             _refuse_singular_lu(info, self.shape)
         return LUFactorEx(packed, pivots, info)
 
+    @autocast_op(FLOAT32)
     def lu_solve(self: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:  # type: ignore[misc]  # noqa: N803
         """X with A @ X = self, A given by `lu_factor`'s (LU, pivots) (torch.Tensor.lu_solve: self is the right-hand
         side, (..., n, k)).

@@ -12,6 +12,7 @@ from uopkit.dtype import (
     least_upper_dtype,
     to_dtype,
 )
+from uopkit.tensor.autocast import FLOAT32, GPU, LOWER, autocast_op
 from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
@@ -103,6 +104,7 @@ class FunctionalMixin:
     # ------------------------------------------------------------------------------------------------------------
     # nn functional
 
+    @autocast_op(FLOAT32, GPU)
     @replayed
     def softmax(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """exp(x) / sum(exp(x)) along `axis` (shifted by the max).
@@ -125,6 +127,7 @@ class FunctionalMixin:
         # one division per row, a multiply per element (as PyTorch's CPU softmax)
         return e * e.sum(axis, keepdim=True).reciprocal()
 
+    @autocast_op(FLOAT32, GPU)
     @replayed
     def log_softmax(self, axis: int = -1, dtype: DType | None = None, *, dim: int | None = None) -> Tensor:
         """log(softmax(x)) computed as x - logsumexp(x).
@@ -170,6 +173,7 @@ class FunctionalMixin:
         # as torch's clamp_min: the whole gradient goes to the norm where it is >= eps (and a NaN norm stays NaN)
         return x / (norm < eps).where(eps, norm)
 
+    @autocast_op(FLOAT32, GPU)
     def norm(
         self,
         p: float | str = "fro",
@@ -609,6 +613,7 @@ class FunctionalMixin:
         weight._check_index_range(self, weight.shape[0], 0, "embedding", negative=False)
         return weight._advanced_index([(0, self)])
 
+    @autocast_op(LOWER)
     def scaled_dot_product_attention(
         self,
         key: Tensor,

@@ -16,6 +16,7 @@ from uopkit.dtype import (
 )
 from uopkit.helpers import prod
 from uopkit.schedule.grouper import is_realized_view
+from uopkit.tensor.autocast import FLOAT32, LOWER, autocast_op
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -50,6 +51,7 @@ class LinalgMixin:
     # ------------------------------------------------------------------------------------------------------------
     # linear algebra
 
+    @autocast_op(LOWER)
     def dot(self, w: Tensor) -> Tensor:
         """Matrix product with numpy/PyTorch broadcasting of the batch dims.
 
@@ -103,6 +105,7 @@ class LinalgMixin:
     def __rmatmul__(self, x: Tensor) -> Tensor:
         return self.matmul(x, True)
 
+    @autocast_op(LOWER)
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """self @ weight + bias with weight of shape (in, out) as in tinygrad (a 1-D weight scales elementwise).
 
@@ -199,6 +202,7 @@ class LinalgMixin:
             raise ShapeError(f"trace: needs a matrix (2-D), got shape {self.shape}")
         return self.diagonal().sum()
 
+    @autocast_op(FLOAT32)
     def cdist(self, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
         """The p-norm distance between each row of self (..., P, M) and each row of x2 (..., R, M): (..., P, R), the
         batch axes broadcast (torch.cdist). p = 0 counts the coordinates that differ, p = inf takes the largest
@@ -308,6 +312,7 @@ class LinalgMixin:
         x = x._slice_axis(len(lead) + 2, 0, 1)._reshaped(lead + (k, o))
         return x.transpose(-1, -2)
 
+    @autocast_op(LOWER)
     def conv2d(
         self,
         weight: Tensor,
@@ -389,6 +394,7 @@ class LinalgMixin:
             raise ShapeError(f"conv3d: needs a 5-d input and weight, got {self.shape} and {weight.shape}")
         return self.conv2d(weight, bias, *args, **kwargs)
 
+    @autocast_op(LOWER)
     def conv_transpose2d(
         self,
         weight: Tensor,

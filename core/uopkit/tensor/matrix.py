@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from uopkit.dtype import dtypes
+from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
 from uopkit.tensor.factorize import (
     _matrices,
     _square,
@@ -43,6 +44,7 @@ class LstsqResult(NamedTuple):
 class MatrixMixin:
     __slots__ = ()
 
+    @autocast_op(FLOAT32, GPU)
     def vector_norm(  # type: ignore[misc]
         self: Tensor, ord: float = 2, dim: int | Sequence[int] | None = None, keepdim: bool = False
     ) -> Tensor:
@@ -56,6 +58,7 @@ class MatrixMixin:
             raise ArgumentError(f"vector_norm: ord must be a number, got {ord!r} (matrix_norm takes 'fro' and 'nuc')")
         return self.norm(p=float(ord), dim=dim, keepdim=keepdim)
 
+    @autocast_op(FLOAT32, GPU)
     def matrix_norm(  # type: ignore[misc]
         self: Tensor, ord: float | str = "fro", dim: tuple[int, int] = (-2, -1), keepdim: bool = False
     ) -> Tensor:
@@ -94,6 +97,7 @@ class MatrixMixin:
                 out = out.unsqueeze(axis)
         return out
 
+    @autocast_op(FLOAT32)
     def cond(self: Tensor, p: float | str | None = None) -> Tensor:  # type: ignore[misc]
         """torch.linalg.cond: ||A||_p ||A^-1||_p; p None or 2 (and -2) from the singular values (inf for a singular
         matrix), others ("fro", "nuc", inf, -inf, 1, -1) of square invertible matrices through `inverse`.
@@ -109,6 +113,7 @@ class MatrixMixin:
         a = _square(a, "cond")
         return a.matrix_norm(p) * a.inverse().matrix_norm(p)
 
+    @autocast_op(FLOAT32)
     def matrix_rank(  # type: ignore[misc]
         self: Tensor, atol: float | None = None, rtol: float | None = None, hermitian: bool = False
     ) -> Tensor:
@@ -128,6 +133,7 @@ class MatrixMixin:
         cut = (sv.max(-1, keepdim=True) * rtol).maximum(atol or 0.0)
         return (sv > cut).sum(-1).cast(dtypes.int64)
 
+    @autocast_op(FLOAT32)
     def lstsq(self: Tensor, b: Tensor, rcond: float | None = None) -> LstsqResult:  # type: ignore[misc]
         """torch.linalg.lstsq(A, B) as on the CPU (driver "gelsy"): the X minimizing ||A X - B|| (of least norm
         where A has deficient rank), singular values at or below rcond * the largest counting as zero (default
@@ -159,6 +165,7 @@ class MatrixMixin:
         empty = Tensor.empty(0, dtype=dtype, device=a.device)
         return LstsqResult(solution.squeeze(-1) if vector else solution, empty, rank, empty)
 
+    @autocast_op(FLOAT32)
     def solve_triangular(  # type: ignore[misc]
         self: Tensor, b: Tensor, *, upper: bool, left: bool = True, unitriangular: bool = False
     ) -> Tensor:
@@ -183,6 +190,7 @@ class MatrixMixin:
         a, b = _with_right_side(a, b, "solve_triangular")
         return _triangular_solve(a, b, upper=upper, unit=unitriangular)
 
+    @autocast_op(FLOAT32)
     def cholesky_inverse(self: Tensor, upper: bool = False) -> Tensor:  # type: ignore[misc]
         """torch.cholesky_inverse: (L L^T)^-1 from a Cholesky factor L (`upper`: from U, (U^T U)^-1)."""
         factor = _square(self, "cholesky_inverse")
@@ -192,6 +200,7 @@ class MatrixMixin:
         inv = _triangular_solve(low, eye, upper=False, unit=False)  # L^-1
         return inv.transpose(-1, -2) @ inv
 
+    @autocast_op(FLOAT32)
     def matrix_exp(self: Tensor) -> Tensor:  # type: ignore[misc]
         """torch.linalg.matrix_exp: e^A by scaling and squaring, A / 2^s with norm at most 1, its Taylor series to
         18 terms, squared s times. Reads the norm back to choose s (so it can't run inside a TinyJit).

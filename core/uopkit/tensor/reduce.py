@@ -15,6 +15,7 @@ from uopkit.dtype import (
     to_dtype,
 )
 from uopkit.helpers import prod
+from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
 from uopkit.tensor.support import (
     _CUM_BLOCK,
     ArgumentError,
@@ -179,6 +180,7 @@ class ReduceMixin:
         ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
         return ret.cast(self.dtype) if dtype is None and self.dtype in dtypes.halves else ret
 
+    @autocast_op(FLOAT32)
     def prod(
         self,
         axis: int | Sequence[int] | None = None,
@@ -469,6 +471,7 @@ class ReduceMixin:
             raise ArgumentError(f"count_nonzero: dim {tuple(dims)} names an axis twice (shape {self.shape})")
         return (self != 0).sum(axes or None)
 
+    @autocast_op(FLOAT32, GPU)
     @in_float32
     def logsumexp(
         self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
@@ -601,6 +604,7 @@ class ReduceMixin:
         hit = self == value
         return hit | (self.isnan() & value.isnan()) if dtypes.is_float(self.dtype) else hit
 
+    @autocast_op(FLOAT32)
     def quantile(
         self, q: Levels, dim: int | None = None, keepdim: bool = False, interpolation: str = "linear"
     ) -> Tensor:
@@ -618,6 +622,7 @@ class ReduceMixin:
         """
         return self._quantile(q, dim, keepdim, interpolation, "quantile")
 
+    @autocast_op(FLOAT32)
     def nanquantile(
         self, q: Levels, dim: int | None = None, keepdim: bool = False, interpolation: str = "linear"
     ) -> Tensor:
@@ -736,6 +741,7 @@ class ReduceMixin:
         taken = pos.reshape(1, n) <= pos.reshape(n, 1)
         return taken.where(self.unsqueeze(-2).expand(self.shape[:-1] + (n, n)), identity)
 
+    @autocast_op(FLOAT32, GPU)
     def cumsum(self, axis: int = 0, *, dim: int | None = None, dtype: DType | str | None = None) -> Tensor:
         """Running sum along `axis` (ints accumulate like sum; `dtype` casts the input first, as torch's).
 
@@ -757,6 +763,7 @@ class ReduceMixin:
             _set_cumsum_gradient(ret.uop, x.uop, _normalize_axis(axis, x.ndim, "cumsum", x.shape))
         return ret.cast(self.dtype) if dtypes.is_float(self.dtype) else ret
 
+    @autocast_op(FLOAT32, GPU)
     def cumprod(self, axis: int = 0, *, dim: int | None = None, dtype: DType | str | None = None) -> Tensor:
         """Running product along `axis` (ints accumulate like sum; `dtype` casts the input first, as torch's).
 

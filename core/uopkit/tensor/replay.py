@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopkit.dtype import DType, dtypes
 from uopkit.gradient import GradientRule, given_gradient, set_gradient
+from uopkit.tensor.autocast import replay_key as autocast_replay_key
 from uopkit.uop.ops import Ops, UOp, const_identity
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ def _key(fn: Callable[..., Any], u: UOp, args: tuple, kwargs: dict[str, Any], no
     named = tuple(sorted((k, type(a), const_identity(a)) for k, a in kwargs.items())) if kwargs else ()
     # (under no_grad the method's result is cut from the gradient: a graph recorded there has a DETACH a replay with
     # gradients on must not have)
-    return (fn, u.dtype, u.shape, u.device, dtypes.default_float, dtypes.default_int, no_grad, scalars, named)
+    # (and an autocast block's casts are nodes of the graph too)
+    casts = autocast_replay_key()
+    return (fn, u.dtype, u.shape, u.device, dtypes.default_float, dtypes.default_int, no_grad, casts, scalars, named)
 
 
 def _stand_in(dtype: DType, shape: tuple[int, ...], device: str) -> UOp:

@@ -32,6 +32,7 @@ from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradien
 from uopkit.helpers import prod
 from uopkit.schedule import computed_from, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
+from uopkit.tensor import autocast as _autocast_module
 from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
@@ -53,6 +54,7 @@ from uopkit.tensor import special as _special_module
 from uopkit.tensor import support
 from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
+from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
@@ -479,6 +481,7 @@ class Tensor(
             )
         return out
 
+    @without_autocast
     def backward(
         self,
         gradient: Tensor | None = None,
@@ -618,6 +621,7 @@ class Tensor(
 
 # the mixin modules and the shared helpers build Tensors: bind the class in each of them, now that it exists
 for _module in (
+    _autocast_module,
     _composite_module,
     support,
     _creation_module,

@@ -15,6 +15,7 @@ import numpy as np
 
 from uopkit.dtype import dtypes, least_upper_float
 from uopkit.schedule import live_tensors
+from uopkit.tensor.autocast import LOWER, autocast_op
 from uopkit.tensor.indexing import _in_place_method, _share_storage
 from uopkit.tensor.reduce import MinMax
 from uopkit.tensor.support import (
@@ -356,6 +357,7 @@ class TorchNamesMixin:
         """The p-norm of self - other (broadcast), torch.dist."""
         return (self - other).flatten().norm(p)
 
+    @autocast_op(LOWER)
     def addmm(self: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """beta * self + alpha * (mat1 @ mat2), two matrices (torch.addmm)."""
         return _scaled_sum(self, "addmm", (mat1, mat2), (2, 2), lambda a, b: a @ b, beta, alpha)
@@ -368,10 +370,12 @@ class TorchNamesMixin:
         """beta * self + alpha * outer(vec1, vec2) (torch.addr)."""
         return _scaled_sum(self, "addr", (vec1, vec2), (1, 1), lambda a, b: a.outer(b), beta, alpha)
 
+    @autocast_op(LOWER)
     def baddbmm(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """beta * self + alpha * (batch1 @ batch2), batches of matrices (torch.baddbmm)."""
         return _scaled_sum(self, "baddbmm", (batch1, batch2), (3, 3), lambda a, b: a @ b, beta, alpha)
 
+    @autocast_op(LOWER)
     def addbmm(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """beta * self + alpha * the sum over the batch of batch1[i] @ batch2[i] (torch.addbmm)."""
         return _scaled_sum(self, "addbmm", (batch1, batch2), (3, 3), lambda a, b: (a @ b).sum(0), beta, alpha)

@@ -14,6 +14,7 @@ from uopkit.nn.functional.arguments import _check_rank, _ntuple, _pool_window, _
 from uopkit.nn.modules import _renorm_looked_up_rows
 from uopkit.nn.pooling import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
+from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
 
 __all__ = [
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "conv_tbc", "unfold",
@@ -436,6 +437,7 @@ def _normalized_axes(x: Tensor, normalized_shape: Any, fn: str) -> tuple[int, ..
     return tuple(range(x.ndim - len(shape), x.ndim))
 
 
+@autocast_op(FLOAT32, GPU)
 @_tensor_input
 def layer_norm(
     input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
@@ -455,6 +457,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     return out * weight if weight is not None else out
 
 
+@autocast_op(FLOAT32, GPU)
 @_tensor_input
 def group_norm(
     input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
@@ -469,6 +472,7 @@ def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: flo
     return input.local_response_norm(size, alpha, beta, k)
 
 
+@autocast_op(FLOAT32, GPU)
 @_tensor_input
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None) -> Tensor:
     """torch.nn.functional.normalize (out: the result is written into it, as torch's)."""
@@ -577,6 +581,7 @@ def scaled_dot_product_attention(
 # distances
 
 
+@autocast_op(FLOAT32, GPU)
 @_tensor_input
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """torch.nn.functional.cosine_similarity."""
@@ -589,6 +594,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return x1.pairwise_distance(x2, p, eps, keepdim)
 
 
+@autocast_op(FLOAT32, GPU)
 @_tensor_input
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     """torch.nn.functional.pdist."""

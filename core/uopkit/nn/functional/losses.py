@@ -9,6 +9,7 @@ from typing import Any
 from uopkit.nn.functional.arguments import _reduction, _tensor_input
 from uopkit.nn.functional.layers import linear
 from uopkit.tensor import Tensor
+from uopkit.tensor.autocast import FLOAT32, autocast_op
 
 __all__ = [
     "cross_entropy", "linear_cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -23,6 +24,7 @@ __all__ = [
 # losses: size_average and reduce are torch's deprecated pair (they override reduction, with a warning)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def cross_entropy(
     input: Tensor,
@@ -39,6 +41,7 @@ def cross_entropy(
     return input.cross_entropy(target, reduction, label_smoothing, ignore_index, weight)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def linear_cross_entropy(
     input: Tensor,
@@ -59,6 +62,7 @@ def linear_cross_entropy(
     return logits.cross_entropy(target, reduction, label_smoothing, ignore, weight)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def nll_loss(
     input: Tensor,
@@ -74,6 +78,7 @@ def nll_loss(
     return input.nll_loss(target, weight, ignore_index, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def binary_cross_entropy(
     input: Tensor,
@@ -88,6 +93,7 @@ def binary_cross_entropy(
     return input.binary_cross_entropy(target, reduction, weight)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def binary_cross_entropy_with_logits(
     input: Tensor,
@@ -103,6 +109,7 @@ def binary_cross_entropy_with_logits(
     return input.binary_cross_entropy_with_logits(target, reduction, pos_weight, weight)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def kl_div(
     input: Tensor,
@@ -116,6 +123,7 @@ def kl_div(
     return input.kl_div(target, _reduction(size_average, reduce, reduction, "kl_div"), log_target)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def mse_loss(
     input: Tensor,
@@ -129,6 +137,7 @@ def mse_loss(
     return input.mse_loss(target, _reduction(size_average, reduce, reduction, "mse_loss"), weight)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def l1_loss(
     input: Tensor,
@@ -142,6 +151,7 @@ def l1_loss(
     return input.l1_loss(target, _reduction(size_average, reduce, reduction, "l1_loss"), weight)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def smooth_l1_loss(
     input: Tensor,
@@ -155,6 +165,7 @@ def smooth_l1_loss(
     return input.smooth_l1_loss(target, _reduction(size_average, reduce, reduction, "smooth_l1_loss"), beta)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def huber_loss(
     input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0, weight: Tensor | None = None
@@ -163,6 +174,7 @@ def huber_loss(
     return input.huber_loss(target, reduction, delta, weight)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def poisson_nll_loss(
     input: Tensor,
@@ -179,6 +191,7 @@ def poisson_nll_loss(
     return input.poisson_nll_loss(target, log_input, full, eps, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def gaussian_nll_loss(
     input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6, reduction: str = "mean"
@@ -187,6 +200,7 @@ def gaussian_nll_loss(
     return input.gaussian_nll_loss(target, var, full, eps, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def margin_ranking_loss(
     input1: Tensor,
@@ -202,6 +216,7 @@ def margin_ranking_loss(
     return input1.margin_ranking_loss(input2, target, margin, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def hinge_embedding_loss(
     input: Tensor,
@@ -216,6 +231,7 @@ def hinge_embedding_loss(
     return input.hinge_embedding_loss(target, margin, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def soft_margin_loss(
     input: Tensor,
@@ -228,6 +244,7 @@ def soft_margin_loss(
     return input.soft_margin_loss(target, _reduction(size_average, reduce, reduction, "soft_margin_loss"))
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def multilabel_soft_margin_loss(
     input: Tensor,
@@ -242,6 +259,7 @@ def multilabel_soft_margin_loss(
     return input.multilabel_soft_margin_loss(target, weight, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def multilabel_margin_loss(
     input: Tensor,
@@ -254,6 +272,7 @@ def multilabel_margin_loss(
     return input.multilabel_margin_loss(target, _reduction(size_average, reduce, reduction, "multilabel_margin_loss"))
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def multi_margin_loss(
     input: Tensor,
@@ -270,6 +289,7 @@ def multi_margin_loss(
     return input.multi_margin_loss(target, p, margin, weight, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def cosine_embedding_loss(
     input1: Tensor,
@@ -285,6 +305,7 @@ def cosine_embedding_loss(
     return input1.cosine_embedding_loss(input2, target, margin, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def triplet_margin_loss(
     anchor: Tensor,
@@ -303,6 +324,7 @@ def triplet_margin_loss(
     return anchor.triplet_margin_loss(positive, negative, margin, p, eps, swap, reduction)
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def triplet_margin_with_distance_loss(
     anchor: Tensor,
@@ -320,6 +342,7 @@ def triplet_margin_with_distance_loss(
     )
 
 
+@autocast_op(FLOAT32)
 @_tensor_input
 def ctc_loss(
     log_probs: Tensor,
