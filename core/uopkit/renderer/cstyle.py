@@ -170,6 +170,8 @@ class CStyleRenderer(Renderer):
             return f"(({vec})((({mask}){args[1]}&{args[0]})|(({mask}){args[2]}&~{args[0]})))"
         if op is Ops.WHERE:
             return f"({args[0]}?{args[1]}:{args[2]})"
+        if op in _WRAPPING_OPS and dt in _UNSIGNED_OF and _may_wrap(u):
+            return self.render_wrapping(u, args)
         if op is Ops.MULACC:
             return f"(({args[0]}*{args[1]})+{args[2]})"
         if op in self.infix:
@@ -177,6 +179,18 @@ class CStyleRenderer(Renderer):
                 return f"({args[0]}{'|' if op is Ops.ADD else '&'}{args[1]})"
             return f"({args[0]}{self.infix[op]}{args[1]})"
         raise RenderError(f"{type(self).__name__} can't render {op}")
+
+    def render_wrapping(self, u: UOp, args: list[str]) -> str:
+        """A signed int32/int64 +, -, *, negation, shift or multiply-add that may overflow, computed in the unsigned
+        type of its width and converted back: it wraps around as torch's integers do, where C leaves signed overflow
+        undefined and compilers assume it away (an int32 hash `(c * 805459861 + k) & 0x7FFFFFFF` lost its mask)."""
+        ut, st = self.render_dtype(_UNSIGNED_OF[u.dtype]), self.render_dtype(u.dtype)
+        a = [f"({ut})({x})" for x in args]
+        if u.op is Ops.NEG:
+            return f"(({st})(0-{a[0]}))"
+        if u.op is Ops.MULACC:
+            return f"(({st})({a[0]}*{a[1]}+{a[2]}))"
+        return f"(({st})({a[0]}{self.infix[u.op]}{a[1]}))"
 
     def render_cast(self, u: UOp, arg: str) -> str:
         src_dt = u.src[0].dtype
@@ -519,6 +533,33 @@ def do_max_update(ctx: RenderContext, x: UOp) -> str | None:
     acc, other = ctx.ref(acc_read), ctx.ref(next(s for s in x.src if s is not acc_read))
     # MAX without its NaN check: (acc > x) ? acc : x, the compiler's max instruction; the flag records a NaN
     return ctx.value(x, "alu", f"(({acc}>{other})?{acc}:{other})") + f"\nnan{reg.arg} |= ({other}!={other});"
+
+
+# signed integer ops C leaves undefined on overflow, and the unsigned type each computes in instead when it may
+_WRAPPING_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.SHL, Ops.MULACC})
+_UNSIGNED_OF = {dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
+
+
+def _may_wrap(u: UOp) -> bool:
+    """Whether the exact result of `u` (its operands over their ranges) can leave its dtype: data values, whose range
+    is the dtype's; an address's arithmetic over loop counters stays in range and renders as plain C."""
+    lo, hi = dtypes.min(u.dtype), dtypes.max(u.dtype)
+    r = [(s.vmin, s.vmax) for s in u.src]
+    if u.op is Ops.NEG:
+        ends = [-r[0][0], -r[0][1]]
+    elif u.op is Ops.ADD:
+        ends = [r[0][0] + r[1][0], r[0][1] + r[1][1]]
+    elif u.op is Ops.SUB:
+        ends = [r[0][0] - r[1][1], r[0][1] - r[1][0]]
+    elif u.op is Ops.SHL:
+        if r[1][0] < 0 or r[1][1] >= 8 * u.dtype.itemsize:
+            return True
+        ends = [r[0][0] << r[1][1], r[0][1] << r[1][1], r[0][0], r[0][1]]
+    else:
+        ends = [x * y for x in r[0] for y in r[1]]
+        if u.op is Ops.MULACC:
+            ends = [min(ends) + r[2][0], max(ends) + r[2][1]]
+    return min(ends) < lo or max(ends) > hi
 
 
 def do_alu(ctx: RenderContext, x: UOp) -> str:

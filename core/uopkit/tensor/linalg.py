@@ -16,7 +16,7 @@ from uopkit.dtype import (
 )
 from uopkit.helpers import prod
 from uopkit.schedule.grouper import is_realized_view
-from uopkit.tensor.autocast import FLOAT32, LOWER, autocast_op
+from uopkit.tensor.autocast import LOWER, autocast_op
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -30,7 +30,6 @@ from uopkit.tensor.support import (
     _sum_acc_dtype,
     _tuple_n,
     _window_recipes,
-    _with_reduced_derivative,
     in_float32,
 )
 from uopkit.uop.ops import Ops, UOp, replay_movement
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
 
 # a transposed convolution with more output phases (stride ** dims) than this computes each in a kernel of its own
 MAX_FUSED_PHASES = 4
-# torch.cdist's ways to compute p = 2 distances (uopkit always takes the differences)
-_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
 
 
 class LinalgMixin:
@@ -201,46 +198,6 @@ class LinalgMixin:
         if self.ndim != 2:
             raise ShapeError(f"trace: needs a matrix (2-D), got shape {self.shape}")
         return self.diagonal().sum()
-
-    @autocast_op(FLOAT32)
-    def cdist(self, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
-        """The p-norm distance between each row of self (..., P, M) and each row of x2 (..., R, M): (..., P, R), the
-        batch axes broadcast (torch.cdist). p = 0 counts the coordinates that differ, p = inf takes the largest
-        difference (each tied largest difference gets the whole gradient, as torch's). Computed from the P R M
-        differences: exact, where torch computes p = 2 through a matrix product once P or R exceeds 25 (torch's
-        `compute_mode` is accepted and changes nothing).
-
-        >>> Tensor([[0.0, 0.0]]).cdist(Tensor([[3.0, 4.0], [1.0, 0.0]])).tolist()
-        [[5.0, 1.0]]
-        """
-        if not isinstance(x2, Tensor):
-            raise TypeError(f"cdist: x2 must be a Tensor, got {type(x2).__name__}")
-        if self.ndim < 2 or x2.ndim < 2 or self.shape[-1] != x2.shape[-1]:
-            raise ShapeError(
-                f"cdist: needs (..., P, M) and (..., R, M) with the same M, got shapes {self.shape} and {x2.shape}"
-            )
-        for name, t in (("x1", self), ("x2", x2)):
-            if not dtypes.is_float(t.dtype):
-                raise TypeError(f"cdist: needs floating-point operands, {name} is {t.dtype}; cast with .float()")
-        if not p >= 0:
-            raise ArgumentError(f"cdist: p must be >= 0 (or inf), got {p}")
-        if compute_mode not in _CDIST_MODES:
-            raise ArgumentError(f"cdist: compute_mode must be one of {', '.join(_CDIST_MODES)}, got {compute_mode!r}")
-        _broadcast_shape(self.shape[:-2], x2.shape[:-2], "cdist")
-        diff = self.unsqueeze(-2) - x2.unsqueeze(-3)
-        axis = diff.ndim - 1
-        if p == math.inf and diff.shape[axis] == 0:
-            # (no coordinates: distance 0, as torch's; the max of nothing has no value)
-            dist = diff.sum(axis, keepdim=True)
-        elif p == math.inf:
-            largest = diff.abs().max(axis, keepdim=True)
-            # (the gradient to every largest |difference|, ties included)
-            dist = _with_reduced_derivative(
-                largest, diff, lambda d: d.sign() * (d.abs() == d.abs().max(axis, keepdim=True)), axis
-            )
-        else:
-            dist = diff._vector_norm(axis, p, "cdist")
-        return dist.squeeze(axis)
 
     # ------------------------------------------------------------------------------------------------------------
     # convolution and pooling: windows are movement ops over the input (no copies), then a multiply-reduce

@@ -39,6 +39,33 @@ def test_every_claimed_dtype_roundtrips_and_adds(uopkit_device: str) -> None:
         np.testing.assert_array_equal((t + t).numpy(), data + data, err_msg=f"add on {dt}")
 
 
+def test_integers_wrap_around_before_compares_divisions_and_masks(uopkit_device: str) -> None:
+    # integer tensors wrap around (torch's and numpy's two's complement), then compare, divide and mask the wrapped
+    # value: a rule that moves a constant across `<` or cancels a factor of `//` must not see through the wrap, and
+    # signed overflow (undefined in C) must not let a compiler drop an `& 0x7FFFFFFF` or fold `x * k < 0`
+    img = np.array([250, 5, 120, 99, 200, 3], np.uint8)
+    u = Tensor(img, device=uopkit_device)
+    np.testing.assert_array_equal(((u + 10) < 100).numpy(), (img + np.uint8(10)) < 100)
+    np.testing.assert_array_equal(((u * 2) // 2).numpy(), (img * np.uint8(2)) // 2)
+    np.testing.assert_array_equal((((u % 100) * 3) // 2).numpy(), ((img % 100) * np.uint8(3)) // 2)
+    x = np.array([3, 5, 7, 1000, -9, 2**30], np.int32)
+    t = Tensor(x, device=uopkit_device)
+    with np.errstate(over="ignore"):
+        h = x * np.int32(805459861)
+        x4 = x * np.int32(4)
+        lcg = x
+        for _ in range(2):
+            lcg = (lcg * np.int32(1103515245) + np.int32(12345)) & np.int32(0x7FFFFFFF)
+    np.testing.assert_array_equal(((t * 805459861) < 0).numpy(), h < 0)
+    np.testing.assert_array_equal((t * 805459861).abs().numpy(), np.abs(h))
+    np.testing.assert_array_equal(((t * 4) // 4).numpy(), x4 // 4)
+    v = t
+    for _ in range(2):
+        v = (v * 1103515245 + 12345) & 0x7FFFFFFF
+    np.testing.assert_array_equal(v.numpy(), lcg)
+    assert (v >= 0).numpy().all()
+
+
 @pytest.mark.parametrize("shape, axis", [((5, 7), 1), ((5, 7), 0), ((3, 1, 9), (0, 2)), ((1,), 0), ((4, 0), 1)])
 def test_reductions(uopkit_device: str, shape: tuple[int, ...], axis: int | tuple[int, ...]) -> None:
     data = np.random.default_rng(1).standard_normal(shape).astype(np.float32)

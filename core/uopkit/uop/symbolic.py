@@ -72,6 +72,20 @@ def _decompose(x: UOp) -> tuple[tuple[tuple[int, UOp], ...], int]:
     return ret
 
 
+def exact_sum(x: UOp) -> bool:
+    """Whether `x`'s sum of terms holds its true value in x's dtype for every value of its terms: the exact sum of
+    coef * term + const stays in the dtype's range. The rules below reason about sums as about integers; a sum that
+    can wrap around (uint8 `img + 100`, an int32 hash `c * 805459861`) is only equal to its wrapped value, and
+    `(img + 100) < 50` or `(img * 2) // 2` must see the wrapped one. (Partial sums may wrap: two's complement + and *
+    are exact modulo 2**bits, so a sum whose exact value fits comes out right.)"""
+    terms, const = _decompose(x)
+    lo = hi = const
+    for coef, t in terms:
+        a, b = coef * t.vmin, coef * t.vmax
+        lo, hi = lo + min(a, b), hi + max(a, b)
+    return dtypes.min(x.dtype) <= lo and hi <= dtypes.max(x.dtype)
+
+
 def build_sum(terms: list[tuple[int, UOp]], const: int, like: UOp) -> UOp:
     """The canonical expression for sum(coef*term) + const: like terms merged, constant last."""
     merged: dict[UOp, int] = {}
@@ -157,7 +171,7 @@ def do_fold_divmod(x: UOp, d: UOp, op: UOp) -> UOp | None:
     # C semantics (truncation): |x| < d leaves x % d == x and x // d == 0, whatever the sign
     if -div < x.vmin and x.vmax < div:
         return x if op.op is Ops.MOD else x.const_like(0)
-    if x.vmin < 0:
+    if x.vmin < 0 or not exact_sum(x):
         return None
     terms, const = decompose(x)
     # a common factor of every coefficient, the constant and the divisor cancels
@@ -179,7 +193,7 @@ def do_fold_divmod(x: UOp, d: UOp, op: UOp) -> UOp | None:
         if not 0 <= small.vmin <= small.vmax < g:
             continue
         inner = build_sum(big, 0, x)
-        if inner.vmin < 0:
+        if inner.vmin < 0 or not exact_sum(inner):
             continue
         if g == div:
             return inner if op.op is Ops.IDIV else small
@@ -229,7 +243,7 @@ def do_mod_then_div(x: UOp, m: UOp, a: UOp) -> UOp | None:
 
 def do_lt_const(x: UOp, c: UOp) -> UOp | None:
     # move constants out of the left side: (x + k) < c  ->  x < c - k
-    if not _is_int(x):
+    if not _is_int(x) or not exact_sum(x):
         return None
     terms, const = decompose(x)
     if const == 0 and x.op is not Ops.MUL:
@@ -244,6 +258,10 @@ def do_lt_const(x: UOp, c: UOp) -> UOp | None:
     if const == 0:
         return None
     return build_sum(terms, 0, x).lt(c.arg - const)
+
+
+def _times(c1: UOp, c2: UOp) -> Any:
+    return exec_alu(Ops.MUL, c1.dtype, [c1.arg, c2.arg])
 
 
 def do_canonical_const_right(x: UOp) -> UOp | None:
@@ -423,8 +441,9 @@ pm_symbolic = PatternMatcher(
         # integer sums: merge like terms and constants; distribute constant factors
         (UPat(Ops.ADD, name="x"), do_combine_terms),
         # (integers only: for floats these would change the rounding, and exact tricks like Cody-Waite rely on it)
-        ((UPat.var("x", INT_DTYPES) + UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * c2 + c1.arg * c2.arg),
-        ((UPat.var("x", INT_DTYPES) * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
+        # (the product of the constants wrapped as the dtype wraps it: exact modulo 2**bits, as the product it replaces)
+        ((UPat.var("x", INT_DTYPES) + UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * c2 + _times(c1, c2)),
+        ((UPat.var("x", INT_DTYPES) * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * _times(c1, c2)),
         # division and modulo by constants
         (UPat((Ops.IDIV, Ops.MOD), name="op", src=(UPat.var("x"), UPat.cvar("d"))), do_fold_divmod),
         ((UPat.var("x") // UPat.cvar("a")) // UPat.cvar("b"), do_nested_div),
