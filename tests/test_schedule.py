@@ -460,3 +460,34 @@ def test_a_cat_of_many_computed_pieces_is_split_into_kernels_of_bounded_size():
         return sig(sig(a) * np.tanh(a) + np.exp(a * 0.5) / (1 + np.abs(a))) * (a - a * a * 0.1)
 
     np.testing.assert_allclose(out.numpy(), np.concatenate([ref(x) for x in xs]) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_stencil_loop_stores_each_few_steps():
+    # u = u + a * (rolls of u - 4u), the state rebound each step and nothing realized (a heat equation as written in
+    # PyTorch): each step reads the last one through 9 views, so N steps fused were 9**N copies of the first (5 steps:
+    # 42 s of code generation; 10: a rewrite that never ended). A value read through many views is stored
+    u0 = np.zeros((12, 12), np.float32)
+    u0[4:8, 4:8] = 1.0
+
+    def step(v):
+        return v + 0.2 * (v.roll(1, 0) + v.roll(-1, 0) + v.roll(1, 1) + v.roll(-1, 1) - 4 * v)
+
+    u = Tensor(u0)
+    for _ in range(12):
+        u = step(u)
+    items = create_schedule(kernelize_tensors([u]))
+    assert len(items) >= 12 // 3, len(items)
+    want = u0
+    for _ in range(12):
+        want = want + 0.2 * (sum(np.roll(want, s, a) for s in (1, -1) for a in (0, 1)) - 4 * want)
+    np.testing.assert_allclose(u.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_value_read_through_few_views_stays_fused():
+    # a 3-tap filter of a computed value (three views) computes it per tap inside one kernel: no store
+    x = Tensor(np.arange(16, dtype=np.float32))
+    y = (x * 2 + 1).exp().sqrt()
+    out = y[:-2] + y[1:-1] + y[2:]
+    assert len(create_schedule(kernelize_tensors([out]))) == 1
+    v = np.sqrt(np.exp(np.arange(16, dtype=np.float32) * 2 + 1))
+    np.testing.assert_allclose(out.numpy(), v[:-2] + v[1:-1] + v[2:], rtol=1e-5)

@@ -150,6 +150,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
         _realize_shared_reduces(ctx, topo)
     if _realize_pieces_of_oversized_kernels(ctx):
         _realize_shared_reduces(ctx, topo)
+    if _realize_values_read_in_many_views(ctx, topo):
+        _realize_shared_reduces(ctx, topo)
     return ctx
 
 
@@ -204,6 +206,68 @@ def _realize_pieces_of_oversized_kernels(ctx: GrouperContext) -> bool:
             ctx.realize[largest] = None
             added = True
     return added
+
+
+# a computed value a kernel reads through this many different views (shifted, sliced, padded) or more is stored
+MAX_FUSED_VIEWS = 8
+# (unless it is this few ops: computed again per view costs less than a kernel and a store)
+MIN_STORED_VIEWED_NODES = 4
+
+
+def _realize_values_read_in_many_views(ctx: GrouperContext, topo: list[UOp]) -> bool:
+    """Store a computed value that its kernel reads through MAX_FUSED_VIEWS different views or more. A kernel computes
+    a fused value once per view it is read through (the view changes its index), and a value computed from views of
+    an earlier one multiplies them: a stencil loop `u = u + a * (u.roll(1, 0) + u.roll(-1, 0) + ... - 4 * u)` reads
+    each step's u through 9 views (a roll is two), so N steps fused are 9**N copies of the first (5 steps: 42 s of
+    code generation, 10: a rewrite that never ends); RK4 over a state read as x[0], x[1], x[2] likewise. Walked from
+    each kernel's root to its sources, each node gets the set of views it is read through (a movement op makes a new
+    one of each of its consumer's); a value reaching MAX_FUSED_VIEWS is stored and read as a buffer by them. Whether
+    it stored any."""
+    order = {u: i for i, u in enumerate(topo)}
+    added = False
+    work = list(ctx.realize)
+    while work:
+        root = work.pop()
+        region = sorted(_region(ctx, root), key=lambda u: -order.get(u, -1))
+        views: dict[UOp, set[int]] = {root: {0}}
+        for n in region:
+            seen = views.get(n)
+            if seen is None:
+                continue
+            if n is not root and len(seen) >= MAX_FUSED_VIEWS and _worth_storing_per_view(ctx, n):
+                ctx.realize[n] = None
+                work.append(n)
+                added = True
+                continue
+            for src in n.src:
+                if _stops_region(ctx, src):
+                    continue
+                into = views.setdefault(src, set())
+                if len(into) >= MAX_FUSED_VIEWS:
+                    continue
+                if n.op in GroupOp.Movement:
+                    # (a movement op reads its source at another index: a view of its own per view it is read through)
+                    into.update(hash((n, v)) for v in seen)
+                else:
+                    into.update(seen)
+    return added
+
+
+def _worth_storing_per_view(ctx: GrouperContext, u: UOp) -> bool:
+    # a value computed by a few ops (a ReLU of a load) costs less computed per view than stored; a view's movement
+    # ops are no computation, and the view's base is what would be stored
+    if u.op in GroupOp.Movement or u.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND):
+        return False
+    count = 0
+    stack, seen = [u], set()
+    while stack and count < MIN_STORED_VIEWED_NODES:
+        n = stack.pop()
+        if n in seen or _stops_region(ctx, n):
+            continue
+        seen.add(n)
+        count += n.op not in GroupOp.Movement
+        stack.extend(n.src)
+    return count >= MIN_STORED_VIEWED_NODES
 
 
 def _read_in_windows(ctx: GrouperContext, u: UOp) -> bool:
