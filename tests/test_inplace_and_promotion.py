@@ -338,6 +338,52 @@ def test_empty_inputs_of_cat_get_their_empty_gradient(empty_shape, dim):
     assert np.signbit(Tensor.cat([Tensor.zeros(0, 2, requires_grad=True), x]).numpy()[0, 0])
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_float_integer_powers_round_once_as_torch(dtype):
+    # torch's pow of a half float is float32's rounded once (its bfloat16 kernel multiplies x * x * x and 1 / (x * x)
+    # in bfloat16); repeated float16 multiplies left a fifth of x ** 3 an ulp off
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(4000) * np.exp(rng.uniform(-4, 4, 4000))).astype(np.float32)
+    ours, ref = Tensor(x).cast(dtype), torch.from_numpy(x).to(getattr(torch, dtype))
+    for n in (3, 4, 5, 8, 9, -2, -3, -6, 3.0):
+        got, want = (ours**n).float().numpy(), (ref**n).float().numpy()
+        np.testing.assert_array_equal(got, want, err_msg=f"{dtype} x ** {n}")
+        assert (ours**n).dtype == getattr(dtypes, dtype)
+    # the gradients stay torch's n x ** (n - 1), inf at 0 for a negative n
+    values = np.array([0.0, -1.5, 2.0, 3.0, -0.25], np.float32)
+    for n in (3, -2, -3):
+        t = Tensor(values).cast(dtype).detach().requires_grad_()
+        tt = torch.from_numpy(values).to(getattr(torch, dtype)).requires_grad_()
+        (t**n).sum().backward()
+        (tt**n).sum().backward()
+        np.testing.assert_allclose(t.grad.float().numpy(), tt.grad.float().numpy(), rtol=2**-7)
+
+
+def test_integer_powers_of_ints_stay_exact():
+    x = np.array([3, -7, 11, 0, 1, -2], np.int32)
+    for n in (3, 5, 8, 9, np.int64(3)):
+        assert (Tensor(x) ** n).tolist() == (torch.from_numpy(x) ** int(n)).tolist()
+    assert (Tensor(x) ** np.int64(3)).dtype == dtypes.int32
+
+
+@pytest.mark.parametrize(
+    "number", [np.float64(0.6931), np.float32(0.5), np.float16(0.5), np.int64(3), np.int8(3), np.uint8(3)]
+)
+def test_numpy_scalars_are_python_numbers_of_their_kind_as_torch(number):
+    # torch takes a numpy scalar as the Python number of its kind: `torch.full((2,), np.log(2.0))` is float32
+    kind = float if isinstance(number, np.floating) else int
+    want = dtypes.default_float if kind is float else dtypes.default_int
+    cond = Tensor([True, False])
+    assert Tensor.full((2,), number).dtype == want
+    assert Tensor([1, 2]).new_full((2,), number).dtype == dtypes.int32
+    assert cond.where(number, 0.0).dtype == dtypes.default_float
+    assert cond.where(number, number).dtype == want
+    assert Tensor.arange(number).dtype == want
+    assert Tensor([1.0, 2.0], dtype="half").lerp(Tensor([3.0, 4.0], dtype="half"), number).dtype == dtypes.half
+    assert (Tensor([1, 2]) ** number).dtype == (dtypes.default_float if kind is float else dtypes.int32)
+    assert Tensor.full((2,), number).tolist() == torch.full((2,), number).tolist()
+
+
 @pytest.mark.parametrize("exponent", [0.5, -0.5])
 def test_half_powers_are_square_roots_as_torch(exponent):
     values = [0.0, -0.0, 4.0, -4.0, float("inf"), float("-inf"), float("nan"), 2.0]

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from uopkit import Tensor
+from uopkit import Tensor, dtypes
 from uopkit.tensor.support import ArgumentError, ShapeError
 
 torch = pytest.importorskip("torch")
@@ -18,6 +18,19 @@ def _close(got, want, tol=1e-10):
     got = got.numpy()
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_frobenius_norm_of_half_floats_sums_in_float32_as_torch(dtype):
+    # 400 squares of 40 (1600 each) overflow float16; torch's vector norm sums them in float32
+    a = np.full((2, 4, 100), 40.0, np.float32)
+    a[1] *= 0.5
+    ours, ref = (
+        Tensor(a).cast(dtype).matrix_norm(),
+        torch.linalg.matrix_norm(torch.from_numpy(a).to(getattr(torch, dtype))),
+    )
+    assert ours.dtype == getattr(dtypes, dtype)
+    np.testing.assert_array_equal(ours.float().numpy(), ref.float().numpy())
 
 
 @pytest.mark.parametrize("ord", ["fro", "nuc", math.inf, -math.inf, 1, -1, 2, -2])

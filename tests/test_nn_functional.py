@@ -605,6 +605,40 @@ def test_instance_norm_running_stats():
     np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5)
 
 
+# activations past 256, whose squares and variance overflow float16 (torch computes the norms in float32)
+_LARGE = np.array([[[147.0, 43.9, -655.0, -61.6, 85.44, 134.0, -359.0, -43.3]]], np.float32)
+_HALF_NORMS = {
+    "rms_norm": lambda F, x: F.rms_norm(x, (8,)),
+    "rms_norm_float32_weight": lambda F, x, w: F.rms_norm(x, (8,), w),
+    "instance_norm": lambda F, x: F.instance_norm(x),
+    "batch_norm_training": lambda F, x: F.batch_norm(x.reshape(8, 1), None, None, training=True),
+}
+
+
+# (torch warns that a float32 weight beside a half-float input takes its unfused path)
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
+@pytest.mark.parametrize("name", list(_HALF_NORMS))
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_norm_functions_compute_half_floats_in_float32_as_torch(name, dtype):
+    fn, t_dtype, w = _HALF_NORMS[name], getattr(torch, dtype), np.linspace(0.5, 2.0, 8, dtype=np.float32)
+    args = (w,) if name.endswith("weight") else ()
+    ours = fn(UF, Tensor(_LARGE).cast(dtype), *(Tensor(a) for a in args))
+    ref = fn(TF, torch.from_numpy(_LARGE).to(t_dtype), *(torch.from_numpy(a) for a in args))
+    assert ours.dtype == getattr(dtypes, dtype)
+    # (the layers' own float32 rounding, as nn.InstanceNorm1d's: within an ulp of the half float)
+    np.testing.assert_allclose(ours.float().numpy(), ref.float().numpy(), rtol=2**-7 if dtype == "bfloat16" else 2**-10)
+
+
+def test_rms_norm_default_eps_is_float32_s_for_half_floats_as_torch():
+    # torch's kernel adds float32's machine epsilon for half floats (and float64's for float64), as nn.RMSNorm
+    for dtype in ("float16", "bfloat16", "float64"):
+        x = np.full(4, 1e-3, np.float32)
+        ours = UF.rms_norm(Tensor(x).cast(dtype), (4,))
+        ref = TF.rms_norm(torch.from_numpy(x).to(getattr(torch, dtype)), (4,))
+        np.testing.assert_array_equal(ours.cast(dtypes.float64).numpy(), ref.double().numpy())
+    assert UF.rms_norm(input=Tensor.ones(4, dtype="half"), normalized_shape=(4,)).tolist() == [1.0] * 4
+
+
 def test_embedding_max_norm_renormalizes_weight():
     idx, table = np.array([[0, 2], [2, 3]]), _randn(5, 3) * 3
     ours_w, ref_w = Tensor(table).realize(), torch.tensor(table)

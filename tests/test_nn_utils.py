@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from uopkit import Tensor, nn
+from uopkit import Tensor, dtypes, nn
 from uopkit.nn import utils
 from uopkit.nn.utils import rnn
 
@@ -67,6 +67,26 @@ def test_clip_grad_norm_matches_torch(norm_type, max_norm):
     # the same gradient tensors, scaled in place
     assert all(p.grad is g for p, g in zip(params, grads, strict=True))
     _same_grads(params, torch_params)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 3.0, 1.0, math.inf])
+def test_half_gradients_norm_in_float32_as_torch(norm_type):
+    # a float16 gradient of norm 800: its squares overflow float16, and clipping by an inf norm zeroed it
+    g = np.full((4, 100), 40.0, np.float32)
+    for dtype in ("float16", "bfloat16"):
+        t_dtype = getattr(torch, dtype)
+        total = utils.get_total_norm([Tensor(g).cast(dtype), Tensor(g[:2]).cast(dtype)], norm_type)
+        expected = torch.nn.utils.get_total_norm(
+            [torch.from_numpy(g).to(t_dtype), torch.from_numpy(g[:2]).to(t_dtype)], norm_type
+        )
+        assert total.dtype == getattr(dtypes, dtype) and total.item() == expected.item()
+        p = Tensor.zeros(4, 100, dtype=dtype, requires_grad=True)
+        p.grad = Tensor(g).cast(dtype)
+        q = torch.zeros(4, 100, dtype=t_dtype, requires_grad=True)
+        q.grad = torch.from_numpy(g).to(t_dtype)
+        utils.clip_grad_norm_([p], 1.0, norm_type)
+        torch.nn.utils.clip_grad_norm_([q], 1.0, norm_type)
+        np.testing.assert_array_equal(p.grad.float().numpy(), q.grad.float().numpy())
 
 
 def test_clip_grad_norm_takes_a_generator_a_single_tensor_and_skips_missing_grads():

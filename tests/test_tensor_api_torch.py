@@ -249,6 +249,30 @@ def test_count_nonzero_as_torch_but_int32():
         Tensor(x).count_nonzero(3)
 
 
+@pytest.mark.parametrize("name", ["amax", "amin", "count_nonzero", "aminmax"])
+def test_reductions_named_with_dim_take_numpy_s_axis_too_as_torch(name):
+    x = np.array([[0.123, -1.7, 0.0], [2.5, 0.04, 0.0]], np.float32)
+    for axis in (0, 1, -1):
+        ours, ref = getattr(Tensor(x), name)(axis=axis), getattr(torch.from_numpy(x), name)(axis=axis)
+        for got, want in zip(ours if name == "aminmax" else [ours], ref if name == "aminmax" else [ref], strict=True):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    if name != "aminmax":
+        with pytest.raises(TypeError, match=f"{name}: got both dim=1 and axis=0"):
+            getattr(Tensor(x), name)(1, axis=0)
+
+
+def test_arange_takes_zero_dim_tensors_as_torch():
+    # a length read off a tensor (`torch.arange(lengths.max())`) is the number it holds, of its kind
+    for args in [(Tensor(4),), (Tensor(1.5), Tensor(4)), (0, Tensor(2.0), 0.5), (Tensor(4, dtype="int64"),)]:
+        ours = Tensor.arange(*args)
+        ref = torch.arange(*(torch.tensor(a.item()) if isinstance(a, Tensor) else a for a in args))
+        assert ours.tolist() == ref.tolist()
+        assert dtypes.is_float(ours.dtype) == ref.dtype.is_floating_point
+    assert Tensor.arange(end=Tensor(3)).tolist() == [0, 1, 2]
+    with pytest.raises(TypeError, match=r"arange: end must be a number or a 0-d tensor, got a tensor of shape \(1,\)"):
+        Tensor.arange(Tensor([4]))
+
+
 def test_isin_as_torch():
     cases = [
         (np.array([[1, 2], [3, 4]]), np.array([4, 1, 9])),

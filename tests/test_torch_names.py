@@ -278,6 +278,82 @@ def test_autograd_leaves_and_retained_gradients():
         Tensor([1]).retain_grad()
 
 
+@pytest.mark.parametrize("p", [2, 1, 3])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_renorm_of_half_floats_takes_the_norm_in_float32_as_torch(p, dtype):
+    # rows of norm 800 (p = 2): |x|^p summed in float16 overflowed, and the rows came out zeros
+    x = np.full((4, 100), 40.0, np.float32) * np.array([[1.0], [0.5], [0.01], [2.0]], np.float32)
+    ours = Tensor(x).cast(dtype).renorm(p, 0, 10.0)
+    ref = torch.from_numpy(x).to(getattr(torch, dtype)).renorm(p, 0, 10.0)
+    assert ours.dtype == getattr(dtypes, dtype)
+    np.testing.assert_array_equal(ours.float().numpy(), ref.float().numpy())
+
+
+def _fake_quantize_cases():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(60).astype(np.float32) * 4
+    # ties (0.025 / 0.05 is 0.5, rounded to even), beyond the range, and inf / NaN (NaN goes to quant_min)
+    return np.concatenate([x, np.float32([0.075, 0.025, -0.025, 0.125, -0.0, 1e10, -1e10, np.inf, -np.inf, np.nan])])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize(("scale", "zero_point", "quant_min", "quant_max"), [(0.05, 3, -128, 127), (1 / 3, 0, 0, 15)])
+def test_fake_quantize_per_tensor_affine_as_torch(dtype, scale, zero_point, quant_min, quant_max):
+    x = _fake_quantize_cases()
+    ours = Tensor(x).cast(dtype).detach().requires_grad_()
+    ref = torch.from_numpy(x).to(getattr(torch, dtype)).requires_grad_()
+    out = ours.fake_quantize_per_tensor_affine(scale, zero_point, quant_min, quant_max)
+    want = torch.fake_quantize_per_tensor_affine(ref, scale, zero_point, quant_min, quant_max)
+    (out * Tensor.arange(x.size)).sum().backward()
+    (want * torch.arange(x.size)).sum().backward()
+    assert out.dtype == getattr(dtypes, dtype)
+    np.testing.assert_array_equal(out.cast(dtypes.float64).numpy(), want.detach().double().numpy())
+    # the straight-through gradient: passed where the rounded value is in range, 0 elsewhere
+    np.testing.assert_array_equal(ours.grad.cast(dtypes.float64).numpy(), ref.grad.double().numpy())
+    # torch's overload with one-element tensors (the zero point truncated)
+    out = Tensor(x).fake_quantize_per_tensor_affine(Tensor(scale), Tensor(zero_point + 0.7), quant_min, quant_max)
+    want = torch.fake_quantize_per_tensor_affine(
+        torch.from_numpy(x), torch.tensor(scale), torch.tensor(zero_point + 0.7), quant_min, quant_max
+    )
+    np.testing.assert_array_equal(out.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("float_zero_point", [False, True])
+def test_fake_quantize_per_channel_affine_as_torch(dtype, axis, float_zero_point):
+    x = _fake_quantize_cases()[:60].reshape(4, 15)
+    x = x if axis == 0 else x.T.copy()
+    scale = np.array([0.1, 0.5, 0.25, 1.0], np.float32)
+    zero = np.array([0.0, 1.5, -1.25, 3.0], np.float32) if float_zero_point else np.array([0, 1, -1, 3], np.int32)
+    ours = Tensor(x).cast(dtype).detach().requires_grad_()
+    ref = torch.from_numpy(x).to(getattr(torch, dtype)).requires_grad_()
+    out = ours.fake_quantize_per_channel_affine(Tensor(scale), Tensor(zero), axis, -8, 7)
+    want = torch.fake_quantize_per_channel_affine(ref, torch.from_numpy(scale), torch.from_numpy(zero), axis, -8, 7)
+    out.sum().backward()
+    want.sum().backward()
+    assert out.dtype == getattr(dtypes, dtype)
+    np.testing.assert_array_equal(out.cast(dtypes.float64).numpy(), want.detach().double().numpy())
+    np.testing.assert_array_equal(ours.grad.cast(dtypes.float64).numpy(), ref.grad.double().numpy())
+
+
+def test_fake_quantize_errors_say_what_to_do():
+    x = Tensor([0.5, 1.5])
+    with pytest.raises(ArgumentError, match=r"fake_quantize_per_tensor_affine: zero_point 300 must be within"):
+        x.fake_quantize_per_tensor_affine(0.1, 300, -128, 127)
+    with pytest.raises(ArgumentError, match=r"quant_min \(5\) must be <= quant_max \(1\)"):
+        x.fake_quantize_per_tensor_affine(0.1, 0, 5, 1)
+    with pytest.raises(TypeError, match="needs a floating-point tensor, got dtypes.int"):
+        Tensor([1, 2]).fake_quantize_per_tensor_affine(0.1, 0, -128, 127)
+    w = Tensor.ones(2, 3)
+    with pytest.raises(ShapeError, match=r"must have shape \(2,\)"):
+        w.fake_quantize_per_channel_affine(Tensor([0.1, 0.2, 0.3]), Tensor([0, 0, 0]), 0, -128, 127)
+    with pytest.raises(ArgumentError, match="zero_point must be within"):
+        w.fake_quantize_per_channel_affine(Tensor([0.1, 0.2]), Tensor([0, 500]), 0, -128, 127)
+    with pytest.raises(ArgumentError, match=r"axis -1 must be within \[0, 2\)"):
+        w.fake_quantize_per_channel_affine(Tensor([0.1, 0.2, 0.3]), Tensor([0, 0, 0]), -1, -128, 127)
+
+
 def test_sum_to_size_narrow_copy_renorm_cholesky_solve():
     ta = torch.from_numpy(A)
     _same(Tensor(A).sum_to_size(1, 4), ta.sum_to_size(1, 4))

@@ -30,6 +30,7 @@ from uopkit.tensor.support import (
     _creates_leaf,
     _dtype_arg,
     _host_values,
+    _py_number,
     _reshape_uop,
     _shape_args,
 )
@@ -84,6 +85,16 @@ def _triangle_indices(
     return Tensor(found.astype(to_numpy_dtype(dt)), device=device, dtype=dt)
 
 
+def _arange_number(value: Any, what: str) -> Any:
+    # arange's bounds and step as torch takes them: a 0-d tensor (`arange(len_tensor)`) as the number it holds, a
+    # numpy scalar as the Python number of its kind
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise TypeError(f"arange: {what} must be a number or a 0-d tensor, got a tensor of shape {value.shape}")
+        return value.item()
+    return _py_number(value)
+
+
 class CreationMixin:
     __slots__ = ()
 
@@ -101,6 +112,8 @@ class CreationMixin:
         shape = _as_shape(shape)
         if any(s < 0 for s in shape):
             raise ShapeError(f"full: negative dimension in shape {shape}")
+        # (a numpy scalar fills as a Python number, as torch's: np.log(2.0) gives float32, not float64)
+        fill_value = _py_number(fill_value)
         dtype = kwargs.pop("dtype", None)
         if dtype is not None or isinstance(fill_value, float):
             # (an int without a dtype picks one that holds it)
@@ -202,6 +215,10 @@ class CreationMixin:
         >>> Tensor.arange(start=1, end=3).tolist()
         [1, 2]
         """
+        # (a lone first argument is the end, as torch names it)
+        first = "end" if stop is None and end is None else "start"
+        start, stop, step = (_arange_number(v, what) for v, what in ((start, first), (stop, "end"), (step, "step")))
+        end = _arange_number(end, "end")
         if end is not None:
             if stop is not None:
                 raise ArgumentError("arange: got both stop and end (torch's name for it); give one")

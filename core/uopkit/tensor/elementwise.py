@@ -31,6 +31,7 @@ from uopkit.tensor.support import (
     _has_float64,
     _int_joining,
     _largest_finite,
+    _py_number,
     _short_int,
     _storage_uop,
     _with_derivative,
@@ -240,6 +241,7 @@ def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
 
 def _scaled_operand(t: Tensor, x: Any, alpha: Any, op: str) -> Any:
     """alpha * x for torch's add/sub(other, alpha=): an int or bool dtype takes no float alpha, as torch's."""
+    x, alpha = _py_number(x), _py_number(alpha)
     if not isinstance(x, (Tensor, int, float)):
         x = Tensor(x, device=t.device)
     dt = least_upper_dtype(t.dtype, x.dtype) if isinstance(x, Tensor) else t.dtype
@@ -629,6 +631,8 @@ class ElementwiseMixin:
         if self.dtype != dtypes.bool and isinstance(x, Tensor) and x.dtype == dtypes.bool:
             return x.where(self, y)
         cond = self.cast(dtypes.bool)
+        # (numpy scalars as Python numbers, as torch's: `cond.where(np.log(2.0), 0.0)` is float32)
+        x, y = _py_number(x), _py_number(y)
         if isinstance(x, Tensor):
             x_t, y_t = x._broadcasted(_int_joining(y, x.dtype, "where"), False, "where")
         elif isinstance(y, Tensor):
@@ -682,6 +686,8 @@ class ElementwiseMixin:
         [10.0, 1.0]
         """
         x, end_t = self._broadcasted(end, False, "lerp")
+        # (a numpy scalar weight as a Python number: its comparisons would be numpy bools)
+        weight = _py_number(weight)
         if x.dtype in dtypes.halves:
             # in float32 and rounded once, as PyTorch's
             w = weight.float() if isinstance(weight, Tensor) else weight

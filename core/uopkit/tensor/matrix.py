@@ -84,7 +84,8 @@ class MatrixMixin:
         order = [a for a in range(self.ndim) if a not in (rows, cols)] + [rows, cols]
         x = self.permute(order)
         if ord == "fro":
-            out = x.square().sum((-2, -1)).sqrt() if x.numel() else x.sum((-2, -1))
+            # (vector_norm's: half floats summed in float32, as torch's; x * x overflows float16 from 256)
+            out = x.norm(dim=(-2, -1)) if x.numel() else x.sum((-2, -1))
         elif ord in ("nuc", 2, -2):
             sv = x.svd(full_matrices=False)[1]
             out = sv.sum(-1) if ord == "nuc" else sv.max(-1) if ord == 2 else sv.min(-1)

@@ -21,6 +21,7 @@ from uopkit.tensor.support import (
     ArgumentError,
     EmptyReduceError,
     ShapeError,
+    _axis_for_dim,
     _check_values_in,
     _cum_acc_dtype,
     _dim_for_axis,
@@ -266,17 +267,25 @@ class ReduceMixin:
         self._refuse_empty_extreme(axis, "min")
         return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
 
-    def amax(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """max over `dim` (all axes when None or ()), as torch.amax.
+    def amax(
+        self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, axis: int | Sequence[int] | None = None
+    ) -> Tensor:
+        """max over `dim` (all axes when None or ()), as torch.amax; numpy's `axis=` too, as torch's.
 
         >>> Tensor([[1, 5], [3, 2]]).amax(1).tolist()
         [5, 3]
         """
+        if axis is not None:
+            dim = _axis_for_dim(dim, axis, "amax")
         self._refuse_empty_extreme(dim if dim != () else None, "amax")
         return self.max(dim if dim != () else None, keepdim)
 
-    def amin(self, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """min over `dim` (all axes when None or ()), as torch.amin."""
+    def amin(
+        self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, axis: int | Sequence[int] | None = None
+    ) -> Tensor:
+        """min over `dim` (all axes when None or ()), as torch.amin; numpy's `axis=` too, as torch's."""
+        if axis is not None:
+            dim = _axis_for_dim(dim, axis, "amin")
         self._refuse_empty_extreme(dim if dim != () else None, "amin")
         return self.min(dim if dim != () else None, keepdim)
 
@@ -458,13 +467,18 @@ class ReduceMixin:
             axis = _dim_for_axis(axis, dim, None, "all")
         return self.logical_not().any(axis, keepdim).logical_not()
 
-    def count_nonzero(self, dim: int | Sequence[int] | None = None) -> Tensor:
+    def count_nonzero(
+        self, dim: int | Sequence[int] | None = None, *, axis: int | Sequence[int] | None = None
+    ) -> Tensor:
         """The number of nonzero elements (NaN counts, -0.0 doesn't) along `dim` (an axis, several, or all when None
-        or empty), as torch.count_nonzero, but int32 (as sum of a bool tensor; torch gives int64).
+        or empty; numpy's `axis=` too), as torch.count_nonzero, but int32 (as sum of a bool tensor; torch gives
+        int64).
 
         >>> Tensor([[0, 1], [2, 3]]).count_nonzero().item(), Tensor([[0, 1], [2, 3]]).count_nonzero(0).tolist()
         (3, [1, 2])
         """
+        if axis is not None:
+            dim = _axis_for_dim(dim, axis, "count_nonzero")
         dims = [] if dim is None else [dim] if isinstance(dim, (int, np.integer)) else list(dim)
         axes = [_normalize_axis(int(d), self.ndim, "count_nonzero", self.shape) for d in dims]
         if len(set(axes)) != len(axes):

@@ -110,6 +110,21 @@ def _dim_for_axis(axis: Any, dim: Any, default: Any, op: str) -> Any:
     return dim
 
 
+def _axis_for_dim(dim: Any, axis: Any, op: str) -> Any:
+    # numpy's keyword `axis` (torch takes it too) for a method whose own name is torch's `dim` (amax, count_nonzero)
+    if dim is not None:
+        raise TypeError(f"{op}: got both dim={dim!r} and axis={axis!r}; give one")
+    return axis
+
+
+def _py_number(value: Any) -> Any:
+    """A numpy scalar (np.float64 from np.log, np.int64 from a shape product, np.bool_) as the Python number of its
+    kind, as torch takes one in `full`, `where`, `arange` and arithmetic: `torch.full((2,), np.log(2.0))` is float32,
+    where Tensor(np.float64(...)) would keep float64 and spread it through a float32 program. Anything else is
+    returned as it is."""
+    return value.item() if isinstance(value, (np.integer, np.floating, np.bool_)) else value
+
+
 def _normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...] | None = None, scalar: bool = True) -> int:
     # a 0-d tensor takes axis 0 and -1, as PyTorch's (`scalar`); ops that split or slice an axis need a real one
     if not scalar and ndim == 0:

@@ -24,9 +24,11 @@ from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
     ShapeError,
+    _axis_for_dim,
     _contiguous_strides,
     _normalize_axis,
     _torch_layout,
+    _with_derivative,
     retaining_grad,
 )
 
@@ -42,6 +44,41 @@ def _alias(name: str, target: str, doc: str | None = None) -> Any:
     method.__name__ = method.__qualname__ = name
     method.__doc__ = doc or f"torch's name for `{target}`."
     return method
+
+
+def _one_number(t: Tensor, what: str, op: str) -> float:
+    # a one-element tensor argument (torch's tensor overloads of scalar parameters) read back as its number
+    if t.numel() != 1:
+        raise ShapeError(f"{op}: {what} must be a number or a one-element tensor, got shape {t.shape}")
+    return t.detach().reshape(()).item()
+
+
+def _fake_quantized(
+    x: Tensor,
+    scale: float | Tensor,
+    inv_scale: float | Tensor,
+    zero_point: int | Tensor,
+    quant_min: int,
+    quant_max: int,
+    op: str,
+    float_zero_point: bool = False,
+) -> Tensor:
+    """torch's fake-quantize kernels: q = round(x * inv_scale) + zero_point (round(x * inv_scale + zero_point) for
+    float zero points), clamped to [quant_min, quant_max] (NaN to quant_min: fmax's), minus zero_point, times scale,
+    with the straight-through gradient inside the range."""
+    if not dtypes.is_float(x.dtype):
+        raise TypeError(f"{op}: needs a floating-point tensor, got {x.dtype}; cast with .float()")
+    if quant_min > quant_max:
+        raise ArgumentError(f"{op}: quant_min ({quant_min}) must be <= quant_max ({quant_max})")
+    # (in float64 for a float64 x, as torch's kernels, except the per-tensor one's final product: float32)
+    work = x if x.dtype == dtypes.float64 else x.float()
+    q = (work * inv_scale + zero_point).round() if float_zero_point else (work * inv_scale).round() + zero_point
+    clamped = (q >= quant_min).where(q, quant_min)
+    clamped = (clamped <= quant_max).where(clamped, quant_max)
+    value = (clamped - zero_point) * scale if isinstance(scale, Tensor) else (clamped - zero_point).float() * scale
+    # the gradient straight through where q was in range (an inf or NaN x is outside)
+    inside = (q >= quant_min) & (q <= quant_max)
+    return _with_derivative(value, work, inside.detach()).cast(x.dtype)
 
 
 def _need_dims(t: Tensor, n: int, op: str) -> None:
@@ -188,12 +225,17 @@ class TorchNamesMixin:
         """Sorted along dim 0."""
         return self.sort(0)[0]
 
-    def aminmax(self: Tensor, *, dim: int | None = None, keepdim: bool = False) -> MinMax:  # type: ignore[misc]
-        """(min, max) over `dim` (every element when None), as torch.aminmax: named `.min` and `.max`.
+    def aminmax(  # type: ignore[misc]
+        self: Tensor, *, dim: int | None = None, keepdim: bool = False, axis: int | None = None
+    ) -> MinMax:
+        """(min, max) over `dim` (every element when None; numpy's `axis=` too), as torch.aminmax: named `.min` and
+        `.max`.
 
         >>> Tensor([[1, 5], [3, 2]]).aminmax(dim=1).max.tolist()
         [5, 3]
         """
+        if axis is not None:
+            dim = _axis_for_dim(dim, axis, "aminmax")
         self._refuse_empty_extreme(dim, "aminmax")
         if dim is None and keepdim:
             shape = (1,) * self.ndim
@@ -699,6 +741,72 @@ class TorchNamesMixin:
             out.append(Tensor(np.diff(np.append(starts, k)).astype(np.int32), device=self.device))
         return out[0] if len(out) == 1 else tuple(out)
 
+    def fake_quantize_per_tensor_affine(  # type: ignore[misc]
+        self: Tensor, scale: float | Tensor, zero_point: int | Tensor, quant_min: int, quant_max: int
+    ) -> Tensor:
+        """Quantized to the integers [quant_min, quant_max] and back, as torch.fake_quantize_per_tensor_affine:
+        (clamp(round(x * (1 / scale)) + zero_point, quant_min, quant_max) - zero_point) * scale, rounding half to
+        even, scale taken as a float32 (NaN goes to quant_min, as torch's). The gradient passes straight through
+        where the rounded value lies within [quant_min, quant_max] and is 0 elsewhere. `scale` and `zero_point` may
+        be one-element tensors (torch's overload: read back, the zero point truncated to an int).
+
+        >>> q = Tensor([0.123, -1.7, 2.5]).fake_quantize_per_tensor_affine(0.05, 3, -128, 127)
+        >>> [round(v, 4) for v in q.tolist()]
+        [0.1, -1.7, 2.5]
+        """
+        op = "fake_quantize_per_tensor_affine"
+        if isinstance(scale, Tensor):
+            scale = _one_number(scale, "scale", op)
+        if isinstance(zero_point, Tensor):
+            zero_point = int(_one_number(zero_point, "zero_point", op))
+        elif quant_min <= quant_max and not quant_min <= zero_point <= quant_max:
+            raise ArgumentError(
+                f"{op}: zero_point {zero_point} must be within [quant_min, quant_max] = [{quant_min}, {quant_max}]"
+            )
+        # (torch's kernel multiplies by the float32 reciprocal of the float32 scale)
+        scale32 = np.float32(scale)
+        inv_scale = float(np.float32(1) / scale32) if scale32 else math.copysign(math.inf, scale32)
+        return _fake_quantized(self, float(scale32), inv_scale, int(zero_point), quant_min, quant_max, op)
+
+    def fake_quantize_per_channel_affine(  # type: ignore[misc]
+        self: Tensor, scale: Tensor, zero_point: Tensor, axis: int, quant_min: int, quant_max: int
+    ) -> Tensor:
+        """fake_quantize_per_tensor_affine with a scale and a zero point for each index along `axis` (1-D tensors of
+        that length), as torch.fake_quantize_per_channel_affine; float zero points add before rounding
+        (round(x / scale + zero_point)), as torch's, integer ones after. The straight-through gradient as the
+        per-tensor one's.
+
+        >>> w = Tensor([[0.26, -0.3], [1.0, 2.25]])
+        >>> w.fake_quantize_per_channel_affine(Tensor([0.1, 0.5]), Tensor([0, 1]), 0, -4, 4).tolist()
+        [[0.30000001192092896, -0.30000001192092896], [1.0, 1.5]]
+        """
+        op = "fake_quantize_per_channel_affine"
+        if not isinstance(scale, Tensor) or not isinstance(zero_point, Tensor):
+            raise TypeError(
+                f"{op}: scale and zero_point must be 1-D Tensors, got {type(scale).__name__} and "
+                f"{type(zero_point).__name__}"
+            )
+        if not 0 <= axis < self.ndim:
+            raise ArgumentError(f"{op}: axis {axis} must be within [0, {self.ndim}) for input of shape {self.shape}")
+        n = self.shape[axis]
+        if scale.shape != (n,) or zero_point.shape != (n,):
+            raise ShapeError(
+                f"{op}: scale and zero_point must have shape ({n},) (input {self.shape}, axis {axis}), "
+                f"got {scale.shape} and {zero_point.shape}"
+            )
+        float_zero_point = dtypes.is_float(zero_point.dtype)
+        if not float_zero_point and n and quant_min <= quant_max:
+            low, high = (int(v) for v in Tensor.stack(zero_point.min(), zero_point.max()).numpy())
+            if low < quant_min or high > quant_max:
+                raise ArgumentError(
+                    f"{op}: zero_point must be within [quant_min, quant_max] = "
+                    f"[{quant_min}, {quant_max}], got values from {low} to {high}"
+                )
+        shape = tuple(n if i == axis else 1 for i in range(self.ndim))
+        scale32 = scale.detach().float().reshape(shape)
+        zero = zero_point.detach().float().reshape(shape)
+        return _fake_quantized(self, scale32, 1 / scale32, zero, quant_min, quant_max, op, float_zero_point)
+
     def renorm(self: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:  # type: ignore[misc]
         """Each slice along `dim` whose p-norm is above `maxnorm` scaled down to it, as torch.renorm (scale
         maxnorm / (norm + 1e-7)); the others are unchanged.
@@ -715,10 +823,11 @@ class TorchNamesMixin:
         _need_dims(self, 2, "renorm")
         axis = _normalize_axis(dim, self.ndim, "renorm", self.shape)
         others = tuple(i for i in range(self.ndim) if i != axis)
+        # half floats take the norm and the scale in float32, as torch's (|x|^p overflows float16 from |x| ~ 256);
+        # the scale is rounded to the dtype before it multiplies, as torch's
+        x = self.float() if self.dtype in dtypes.halves else self
         norm = (
-            self.abs().pow(p).sum(others, keepdim=True).pow(1 / p)
-            if p != math.inf
-            else self.abs().amax(others, keepdim=True)
+            x.abs().pow(p).sum(others, keepdim=True).pow(1 / p) if p != math.inf else x.abs().amax(others, keepdim=True)
         )
         # (the gradient flows through the norm too, as torch's)
         scale = (norm > maxnorm).where(maxnorm / (norm + 1e-7), 1.0)

@@ -3,15 +3,17 @@ resampling over Tensor methods (re-exported by uopkit.nn.functional)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from uopkit.dtype import dtypes
 from uopkit.nn.functional.arguments import _check_rank, _ntuple, _pool_window, _tensor_input
-from uopkit.nn.modules import _renorm_looked_up_rows
+from uopkit.nn.modules import _MACHINE_EPS, _renorm_looked_up_rows
 from uopkit.nn.pooling import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
@@ -350,8 +352,22 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size, return_indices:
 # ---------------------------------------------------------------------------------------------------------------------
 # normalization
 
-# the machine epsilon torch's rms_norm adds when eps is None, by the input's dtype
-_MACHINE_EPS = {dtypes.float16: 2.0**-10, dtypes.bfloat16: 2.0**-7, dtypes.float32: 2.0**-23, dtypes.float64: 2.0**-52}
+
+def _halves_in_float32(norm: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A normalization that computes a float16 or bfloat16 input in float32 and rounds once to the input's dtype, as
+    torch's: x * x and a variance overflow float16 from |x| ~ 256, and rounding each step costs ulps."""
+    first = next(iter(inspect.signature(norm).parameters))
+
+    @functools.wraps(norm)
+    def call(*args: Any, **kwargs: Any) -> Tensor:
+        x = args[0] if args else kwargs[first]
+        if x.dtype not in dtypes.halves:
+            return norm(*args, **kwargs)
+        # (the input passed by position or by torch's keyword `input`)
+        args, kwargs = ((x.float(),) + args[1:], kwargs) if args else (args, {**kwargs, first: x.float()})
+        return norm(*args, **kwargs).cast(x.dtype)
+
+    return call
 
 
 def _channel_view(t: Tensor | None, x: Tensor) -> Tensor | None:
@@ -360,6 +376,7 @@ def _channel_view(t: Tensor | None, x: Tensor) -> Tensor | None:
 
 
 @_tensor_input
+@_halves_in_float32
 def batch_norm(
     input: Tensor,
     running_mean: Tensor | None,
@@ -371,7 +388,8 @@ def batch_norm(
     eps: float = 1e-5,
 ) -> Tensor:
     """torch.nn.functional.batch_norm: training uses the batch's statistics and updates running_mean and running_var
-    in place (the variance unbiased, as torch's); otherwise the running statistics normalize."""
+    in place (the variance unbiased, as torch's); otherwise the running statistics normalize. A half-float input is
+    normalized in float32 and rounded once to its dtype, as torch's (its variance overflows float16 from |x| ~ 256)."""
     if input.ndim < 2:
         raise ShapeError(f"batch_norm: expected input (N, C, ...), got shape {input.shape}")
     c = input.shape[1]
@@ -395,6 +413,7 @@ def batch_norm(
 
 
 @_tensor_input
+@_halves_in_float32
 def instance_norm(
     input: Tensor,
     running_mean: Tensor | None = None,
@@ -406,7 +425,8 @@ def instance_norm(
     eps: float = 1e-5,
 ) -> Tensor:
     """torch.nn.functional.instance_norm: each sample's channels normalized over their positions; given running
-    statistics are updated with the batch's mean of them, or (use_input_stats=False) normalize instead."""
+    statistics are updated with the batch's mean of them, or (use_input_stats=False) normalize instead. A half-float
+    input is normalized in float32 and rounded once to its dtype, as torch's."""
     if input.ndim < 3:
         raise ShapeError(f"instance_norm: expected input (N, C, ...) with a spatial axis, got shape {input.shape}")
     if not use_input_stats:
@@ -449,8 +469,11 @@ def layer_norm(
 
 
 @_tensor_input
+@_halves_in_float32
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
-    """torch.nn.functional.rms_norm (eps None: the machine epsilon of the input's dtype, as torch's)."""
+    """torch.nn.functional.rms_norm: a half-float input is computed in float32 (x * x overflows float16 from 256) and
+    rounded once to its dtype, also with float32 weights, and eps None is the machine epsilon of the dtype it computes
+    in (float32's for half floats), as torch's kernel and nn.RMSNorm."""
     axes = _normalized_axes(input, normalized_shape, "rms_norm")
     eps = _MACHINE_EPS.get(input.dtype, _MACHINE_EPS[dtypes.float32]) if eps is None else eps
     out = input * (input.square().mean(axes, keepdim=True) + eps).rsqrt()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from uopkit.dtype import dtypes
 from uopkit.tensor import Tensor, no_grad
 
 __all__ = [
@@ -37,7 +38,11 @@ def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
 
 
 def _vector_norm(x: Tensor, ord: float) -> Tensor:  # noqa: A002 - torch.linalg.vector_norm's name
-    # torch.linalg.vector_norm of the flattened tensor: max |x| for inf, min |x| for -inf, the count of nonzeros for 0
+    # torch.linalg.vector_norm of the flattened tensor: max |x| for inf, min |x| for -inf, the count of nonzeros for 0;
+    # a half float's in float32 and rounded once, as torch's (x * x overflows float16 from 256: a gradient of norm
+    # 800 came out inf, and clip_grad_norm_ zeroed it)
+    if x.dtype in dtypes.halves:
+        return _vector_norm(x.float(), ord).cast(x.dtype)
     x = x.reshape(-1)
     if ord == math.inf:
         return x.abs().max()
@@ -89,6 +94,8 @@ def clip_grads_with_norm_(
         total_norm = Tensor(float(total_norm), device=grads[0].device)
     with no_grad():
         scale = (Tensor(float(max_norm), device=total_norm.device) / (total_norm + 1e-6)).minimum(1.0)
+        # (rounded to the total's dtype, as torch's: the norm of half-float gradients is a half float)
+        scale = scale.cast(total_norm.dtype)
         for g in grads:
             # a half-float gradient is scaled in float32 and rounded once, as torch's
             g.copy_(g.float() * scale.to(g.device) if g.dtype.itemsize < 4 else g * scale.to(g.device))
