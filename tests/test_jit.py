@@ -353,3 +353,41 @@ def test_tensors_inside_list_tuple_and_dict_arguments_are_inputs():
         f([a, Tensor.ones(4).realize()], (None, b), {"b": b})
     with pytest.raises(JitError, match="non-Tensor arguments changed"):
         f((a, b), (None, b), {"b": b})
+
+
+@pytest.mark.parametrize("unfreeze_before_call", [0, 1])
+def test_jitted_step_trains_a_layer_frozen_when_the_optimizer_was_built(rng, unfreeze_before_call):
+    # the optimizer makes a frozen parameter's state at its first step with a gradient (as torch's): in the warm-up
+    # call or in the capture, and the replays read and update it as the steps without the JIT do
+    from uopkit.nn import Linear
+    from uopkit.nn.optim import Adam
+
+    xs = [rng.standard_normal((8, 4), dtype=np.float32) for _ in range(5)]
+    ys = [rng.standard_normal((8, 2), dtype=np.float32) for _ in range(5)]
+    Tensor.manual_seed(1)
+    first, second = Linear(4, 6), Linear(6, 2)
+    weights = [t.numpy() for t in (first.weight, first.bias, second.weight, second.bias)]
+
+    def run(jit: bool) -> list[np.ndarray]:
+        for t, w in zip((first.weight, first.bias, second.weight, second.bias), weights, strict=True):
+            t.assign(Tensor(w)).realize()
+        first.weight.requires_grad_(False)
+        opt = Adam([first.weight, first.bias, second.weight, second.bias], lr=0.05, weight_decay=0.1)
+
+        def step(x: Tensor, y: Tensor) -> Tensor:
+            opt.zero_grad()
+            loss = ((second(first(x).relu()) - y) ** 2).mean()
+            loss.backward()
+            Tensor.realize(loss, *opt.schedule_step())
+            return loss
+
+        f = TinyJit(step) if jit else step
+        losses = []
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+            if i == unfreeze_before_call:
+                first.weight.requires_grad_(True)
+            losses.append(f(Tensor(x), Tensor(y)).item())
+        return losses + [t.numpy() for t in (first.weight, first.bias, second.weight, second.bias)]
+
+    for got, want in zip(run(jit=True), run(jit=False), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)

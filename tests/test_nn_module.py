@@ -467,3 +467,101 @@ def test_conv_transpose_output_size_picks_the_output_padding():
     assert ours.output_padding == (0, 0)
     with pytest.raises(ValueError, match="valid sizes range from 13 to 14"):
         ours(Tensor(x), output_size=(15, 15))
+
+
+def test_hook_options_as_torchs():
+    # with_kwargs, prepend and always_call (register_forward_hook) and with_kwargs, prepend (register_forward_pre_hook)
+    # run the hooks torch runs, in torch's order, with what torch hands them
+    class Scaled(nn.Module):
+        def forward(self, x, scale=1.0):
+            return x * scale
+
+    class TScaled(torch.nn.Module):
+        def forward(self, x, scale=1.0):
+            return x * scale
+
+    def run(m, make) -> list:
+        log: list = []
+        m.register_forward_pre_hook(lambda m, args: log.append("pre"))
+        m.register_forward_pre_hook(lambda m, args: log.append("pre_first"), prepend=True)
+        m.register_forward_pre_hook(
+            lambda m, args, kwargs: log.append(("pre_kw", sorted(kwargs))) or (args, {**kwargs, "scale": 3.0}),
+            with_kwargs=True,
+        )
+        m.register_forward_hook(lambda m, args, out: log.append("post"))
+        m.register_forward_hook(
+            lambda m, args, kwargs, out: log.append(("post_kw", kwargs["scale"])) or out + 1, with_kwargs=True
+        )
+        first = m.register_forward_hook(lambda m, args, out: log.append("post_first"), prepend=True)
+        m.register_forward_hook(lambda m, args, out: log.append(("always", out is None)), always_call=True)
+        log.append(m(make(np.array([1.0, 2.0], np.float32)), scale=2.0).tolist())
+        first.remove()
+        with pytest.raises(TypeError):
+            m(make(np.array([1.0], np.float32)), scale=2.0, bogus=1)
+        return log
+
+    ours, theirs = run(Scaled(), Tensor), run(TScaled(), torch.tensor)
+    assert ours == theirs
+    # (the always_call hook runs, with output None, when the forward raises)
+    assert ours == ["pre_first", "pre", ("pre_kw", ["scale"]), "post_first", "post", ("post_kw", 3.0)] + [
+        ("always", False),
+        [4.0, 7.0],
+        "pre_first",
+        "pre",
+        ("pre_kw", ["bogus", "scale"]),
+        ("always", True),
+    ]
+    bad = nn.Linear(2, 2)
+    bad.register_forward_pre_hook(lambda m, args, kwargs: args, with_kwargs=True)
+    with pytest.raises(RuntimeError, match="new_kwargs"):
+        bad(Tensor.ones(1, 2))
+
+
+def test_named_parameters_and_buffers_without_removing_duplicates_as_torchs():
+    shared, tshared = nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+    ours = nn.Sequential(shared, nn.ReLU(), shared, nn.Linear(3, 3))
+    ours.append(nn.Linear(3, 3))
+    ours[4].weight = ours[3].weight
+    theirs = torch.nn.Sequential(tshared, torch.nn.ReLU(), tshared, torch.nn.Linear(3, 3))
+    theirs.append(torch.nn.Linear(3, 3))
+    theirs[4].weight = theirs[3].weight
+    for remove_duplicate in (True, False):
+        for method in ("named_parameters", "named_buffers"):
+            got = [n for n, _ in getattr(ours, method)(remove_duplicate=remove_duplicate)]
+            want = [n for n, _ in getattr(theirs, method)(remove_duplicate=remove_duplicate)]
+            assert got == want, (method, remove_duplicate)
+        got = [n for n, _ in ours.named_modules(remove_duplicate=remove_duplicate)]
+        assert got == [n for n, _ in theirs.named_modules(remove_duplicate=remove_duplicate)]
+    assert ours.get_parameter("2.weight") is shared.weight
+
+
+def test_batchnorm_state_dict_without_num_batches_tracked_loads_as_torchs(tmp_path):
+    # an older (or hand-built, converted) checkpoint has no num_batches_tracked: torch fills in the layer's own count
+    # unless the state dict's `_metadata` says the layer's version is 2 or later (torch.save keeps it)
+    from uopkit.nn.state import torch_load
+
+    bn, tbn = nn.BatchNorm2d(4), torch.nn.BatchNorm2d(4)
+    with torch.no_grad():
+        tbn.running_mean.copy_(torch.arange(4.0))
+        tbn.num_batches_tracked.fill_(7)
+    bn.num_batches_tracked.assign(Tensor(5, dtype=bn.num_batches_tracked.dtype)).realize()
+    tbn2 = torch.nn.BatchNorm2d(4)
+    tbn2.num_batches_tracked.fill_(5)
+    sd = {k: v for k, v in tbn.state_dict().items() if k != "num_batches_tracked"}
+    assert tuple(tbn2.load_state_dict(sd)) == tuple(bn.load_state_dict({k: v.numpy() for k, v in sd.items()}))
+    assert bn.num_batches_tracked.item() == tbn2.num_batches_tracked.item() == 5
+    np.testing.assert_array_equal(bn.running_mean.numpy(), [0.0, 1.0, 2.0, 3.0])
+    model, tmodel = (
+        nn.Sequential(nn.Linear(2, 4), nn.BatchNorm1d(4)),
+        torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.BatchNorm1d(4)),
+    )
+    versioned = tmodel.state_dict()
+    del versioned["1.num_batches_tracked"]
+    torch.save(versioned, tmp_path / "bn.pt")
+    with pytest.raises(RuntimeError, match="num_batches_tracked"):
+        tmodel.load_state_dict(versioned)
+    with pytest.raises(RuntimeError, match="num_batches_tracked"):
+        model.load_state_dict(torch_load(tmp_path / "bn.pt"))
+    assert model.load_state_dict(torch_load(tmp_path / "bn.pt"), strict=False).missing_keys == ["1.num_batches_tracked"]
+    # (a plain dict has no versions: filled in)
+    assert model.load_state_dict(dict(versioned)).missing_keys == []

@@ -365,3 +365,149 @@ def test_first_step_takes_the_lr_of_that_step(name: str) -> None:
         np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6, atol=1e-7)
         for key, value in topt.state[tw].items():
             np.testing.assert_allclose(opt.state[w][key].numpy(), value.numpy(), rtol=1e-6, atol=1e-7, err_msg=key)
+
+
+ALL = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]
+# (momentum and weight decay where the optimizer has them: a frozen layer with a zero gradient keeps moving)
+FREEZE_KWARGS = {
+    "SGD": {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1},
+    "Adagrad": {"lr": 0.1},
+    "Rprop": {},
+    "ASGD": {},
+}
+
+
+def _set_requires_grad(ours: list[Tensor], theirs: list, flag: bool) -> None:
+    for o, t in zip(ours, theirs, strict=True):
+        o.requires_grad_(flag)
+        t.requires_grad_(flag)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_freezing_a_layer_mid_training_follows_torch(name: str) -> None:
+    # torch goes by group membership and `p.grad is None`, not by requires_grad: zero_grad() clears a frozen layer's
+    # gradient (else its next backward after unfreezing adds to the stale one), and after zero_grad(set_to_none=False)
+    # the frozen layer's zero gradient still steps it (momentum, weight decay)
+    pair = Pair()
+    kwargs = FREEZE_KWARGS.get(name, {"lr": 0.01, "weight_decay": 0.1})
+    opt, topt = getattr(optim, name)(pair.ours(), **kwargs), getattr(torch.optim, name)(pair.t.parameters(), **kwargs)
+    first, tfirst = pair.ours()[:2], list(pair.t[0].parameters())
+    for i in range(9):
+        if i in (2, 7):
+            _set_requires_grad(first, tfirst, i == 7)
+        set_to_none = i not in (2, 3)
+        opt.zero_grad(set_to_none=set_to_none)
+        topt.zero_grad(set_to_none=set_to_none)
+        assert [p.grad is None for p in first] == [p.grad is None for p in tfirst], i
+        loss = ((pair.l2(pair.l1(Tensor(X)).relu()) - Tensor(Y)) ** 2).mean()
+        loss.backward()
+        loss.realize()
+        opt.step()
+        tloss = ((pair.t(torch.tensor(X)) - torch.tensor(Y)) ** 2).mean()
+        tloss.backward()
+        topt.step()
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+        pair.check()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_parameter_frozen_when_the_optimizer_was_built_trains_once_unfrozen(name: str) -> None:
+    # the fine-tuning pattern: build the optimizer over a model with a frozen layer, unfreeze it later (its state is
+    # made at its first step with a gradient, as torch's); then resume from a state dict loaded while it is frozen
+    # again: its saved state is loaded too, as torch's
+    pair = Pair()
+    kwargs = FREEZE_KWARGS.get(name, {"lr": 0.01})
+    first, tfirst = pair.ours()[:2], list(pair.t[0].parameters())
+    _set_requires_grad(first, tfirst, False)
+    opt, topt = getattr(optim, name)(pair.ours(), **kwargs), getattr(torch.optim, name)(pair.t.parameters(), **kwargs)
+    assert opt.state[first[0]] == {} and list(opt.state) == []
+    for i in range(4):
+        if i == 1:
+            _set_requires_grad(first, tfirst, True)
+        pair.losses(opt, topt)
+        pair.check()
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert sorted(sd["state"]) == sorted(tsd["state"])
+    _set_requires_grad(first, tfirst, False)
+    opt, topt = getattr(optim, name)(pair.ours(), **kwargs), getattr(torch.optim, name)(pair.t.parameters(), **kwargs)
+    opt.load_state_dict(sd)
+    topt.load_state_dict(tsd)
+    _set_requires_grad(first, tfirst, True)
+    for _ in range(3):
+        pair.losses(opt, topt)
+        pair.check()
+    for key, value in topt.state[tfirst[0]].items():
+        np.testing.assert_allclose(opt.state[first[0]][key].numpy(), value.numpy(), rtol=1e-5, atol=1e-7, err_msg=key)
+
+
+def test_state_and_hooks_as_torchs() -> None:
+    # `state` is a defaultdict (a parameter that hasn't stepped reads {}), and the step, state_dict and
+    # load_state_dict hooks get what torch's get, in torch's order, and go away with their handle's remove()
+    from collections import defaultdict
+
+    w, tw = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    opt, topt = optim.SGD([w], lr=0.1, momentum=0.9), torch.optim.SGD([tw], lr=0.1, momentum=0.9)
+    assert isinstance(opt.state, defaultdict) and opt.state[w] == topt.state[tw] == {}
+    calls: dict[str, list] = {"ours": [], "torch": []}
+    for key, o in (("ours", opt), ("torch", topt)):
+        log = calls[key]
+
+        def pre(o_, args, kwargs, log=log, o=o):
+            log.append(("pre", o_ is o, args[0] is o, len(args), dict(kwargs)))
+            return (args, {**kwargs, "closure": None}) if kwargs else None
+
+        handles = [
+            o.register_step_pre_hook(pre),
+            o.register_step_post_hook(lambda o_, args, kwargs, log=log: log.append(("post", dict(kwargs)))),
+            o.register_state_dict_pre_hook(lambda o_, log=log: log.append("sd_pre")),
+            o.register_state_dict_post_hook(lambda o_, sd, log=log: log.append("sd_post") or {**sd, "extra": 1}),
+            o.register_state_dict_pre_hook(lambda o_, log=log: log.append("sd_pre_first"), prepend=True),
+            o.register_load_state_dict_pre_hook(
+                lambda o_, sd, log=log: log.append("load_pre") or {k: v for k, v in sd.items() if k != "extra"}
+            ),
+            o.register_load_state_dict_post_hook(lambda o_, log=log: log.append("load_post")),
+        ]
+        assert all(callable(h.remove) for h in handles)
+        calls[key].append(handles)
+    (w * w).sum().backward()
+    (tw * tw).sum().backward()
+    opt.step()
+    topt.step()
+    opt.step(closure=None)
+    topt.step(closure=None)
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert sd["extra"] == tsd["extra"] == 1
+    opt.load_state_dict(sd)
+    topt.load_state_dict(tsd)
+    for key in calls:
+        for h in calls[key].pop(0):
+            h.remove()
+    opt.step()
+    topt.step()
+    opt.state_dict()
+    assert calls["ours"] == calls["torch"]
+    assert calls["ours"][0] == ("pre", True, True, 1, {})
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6)
+
+
+def test_step_hooks_run_once_around_a_subclass_step() -> None:
+    # a custom optimizer's own step runs the hooks (torch patches it), once when it calls super().step()
+    class Halved(optim.SGD):
+        def step(self, closure=None):
+            for g in self.param_groups:
+                for p in g["params"]:
+                    p.grad = p.grad / 2
+            return super().step(closure)
+
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    opt = Halved([w], lr=0.1)
+    seen = []
+    opt.register_step_pre_hook(lambda o, args, kwargs: seen.append("pre"))
+    opt.register_step_post_hook(lambda o, args, kwargs: seen.append("post"))
+    (w * w).sum().backward()
+    opt.step()
+    assert seen == ["pre", "post"]
+    np.testing.assert_allclose(w.numpy(), [0.9, 1.8], rtol=1e-6)
+    with pytest.raises(RuntimeError, match="tuple"):
+        opt.register_step_pre_hook(lambda o, args, kwargs: 3)
+        opt.step()

@@ -30,8 +30,8 @@ global `Tensor.training` (`with Tensor.train():`, tinygrad's way).
 from __future__ import annotations
 
 import functools
-import itertools
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 from uopkit.distributions.distribution import Distribution
 from uopkit.dtype import DType, dtypes, to_dtype
 from uopkit.nn import state
+from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.tensor import Tensor
 from uopkit.tensor.support import _mark_view
 from uopkit.uop.ops import Ops
@@ -79,7 +80,7 @@ class Parameter(Tensor):
 class _ModuleState:
     # a module's bookkeeping, kept in one slotted object: `get_state_dict` walks attributes' __dict__s, and this one
     # has none, so it is never mistaken for model state
-    __slots__ = ("training", "buffers", "non_persistent", "pre_hooks", "hooks")
+    __slots__ = ("training", "buffers", "non_persistent", "pre_hooks", "hooks", "with_kwargs", "always_call")
 
     def __init__(self) -> None:
         self.training: bool | None = None
@@ -87,24 +88,9 @@ class _ModuleState:
         self.non_persistent: set[str] = set()
         self.pre_hooks: dict[int, Callable[..., Any]] = {}
         self.hooks: dict[int, Callable[..., Any]] = {}
-
-
-class RemovableHandle:
-    """What `register_forward_hook` and `register_forward_pre_hook` return: `remove()` takes the hook away."""
-
-    _ids = itertools.count()
-
-    def __init__(self, hooks: dict[int, Callable[..., Any]]) -> None:
-        self.hooks, self.id = hooks, next(RemovableHandle._ids)
-
-    def remove(self) -> None:
-        self.hooks.pop(self.id, None)
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.remove()
+        # the ids of the hooks registered with_kwargs=True (pre-hooks and hooks) and always_call=True, as torch's
+        self.with_kwargs: set[int] = set()
+        self.always_call: set[int] = set()
 
 
 class _IncompatibleKeys(NamedTuple):
@@ -141,10 +127,39 @@ def _in_own_call(module: Module) -> bool:
 
 
 def _run_hooked(module: Module, st: _ModuleState, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    for hook in list(st.pre_hooks.values()):
-        changed = hook(module, args)
-        if changed is not None:
-            args = changed if isinstance(changed, tuple) else (changed,)
+    if not st.always_call:
+        return _run_hooks_and_forward(module, st, forward, args, kwargs, set())
+    called: set[int] = set()
+    try:
+        return _run_hooks_and_forward(module, st, forward, args, kwargs, called)
+    except Exception:
+        # the always_call hooks not run yet, with None as the output, as torch's; an error they raise is only warned
+        # about (the forward's is the one raised)
+        for hook_id, hook in list(st.hooks.items()):
+            if hook_id in st.always_call and hook_id not in called:
+                try:
+                    hook(module, args, kwargs, None) if hook_id in st.with_kwargs else hook(module, args, None)
+                except Exception as e:
+                    warnings.warn(
+                        "forward hook with always_call=True raised an exception that was silenced as another error "
+                        f"was raised in forward: {e}",
+                        stacklevel=2,
+                    )
+        raise
+
+
+def _run_hooks_and_forward(
+    module: Module, st: _ModuleState, forward: Callable[..., Any], args: tuple, kwargs: dict, called: set[int]
+) -> Any:
+    for hook_id, hook in list(st.pre_hooks.items()):
+        if hook_id in st.with_kwargs:
+            changed = new_args_and_kwargs(hook(module, args, kwargs), "a forward pre-hook registered with_kwargs=True")
+            if changed is not None:
+                args, kwargs = changed
+        else:
+            changed = hook(module, args)
+            if changed is not None:
+                args = changed if isinstance(changed, tuple) else (changed,)
     mode = st.training
     if mode is None or mode == Tensor.training:
         out = forward(module, *args, **kwargs)
@@ -154,8 +169,10 @@ def _run_hooked(module: Module, st: _ModuleState, forward: Callable[..., Any], a
             out = forward(module, *args, **kwargs)
         finally:
             Tensor.training = previous
-    for hook in list(st.hooks.values()):
-        changed = hook(module, args, out)
+    for hook_id, hook in list(st.hooks.items()):
+        if hook_id in st.always_call:
+            called.add(hook_id)
+        changed = hook(module, args, kwargs, out) if hook_id in st.with_kwargs else hook(module, args, out)
         if changed is not None:
             out = changed
     return out
@@ -305,13 +322,21 @@ class Module:
     def _entries(self) -> Iterator[tuple[str, Any]]:
         return ((k, v) for k, v in vars(self).items() if k != "_module_state")
 
-    def _tensors(self, prefix: str, seen: set[int]) -> Iterator[tuple[str, str, Tensor]]:
+    def _tensors(self, prefix: str, seen: set[int], again: bool = False) -> Iterator[tuple[str, str, Tensor]]:
         """(kind, dotted name, tensor) of every state tensor in torch's order: the module's own parameters, its own
         buffers, then each sub-module's (attribute order, depth first). kind: "parameter", "buffer" or
-        "non_persistent" (a buffer left out of state_dict)."""
+        "non_persistent" (a buffer left out of state_dict). A module reached twice is walked once; `again`: under
+        each of its names (torch's remove_duplicate=False), `seen` then holding only the modules being walked."""
         if id(self) in seen:
             return
         seen.add(id(self))
+        if again:
+            yield from self._own_and_inner(prefix, seen, again)
+            seen.discard(id(self))
+            return
+        yield from self._own_and_inner(prefix, seen, again)
+
+    def _own_and_inner(self, prefix: str, seen: set[int], again: bool) -> Iterator[tuple[str, str, Tensor]]:
         st = self.__dict__.get("_module_state")
         own: list[tuple[str, str, Tensor]] = []
         inner: list[tuple[str, Any]] = []
@@ -327,12 +352,13 @@ class Module:
         yield from (entry for entry in own if entry[0] == "parameter")
         yield from (entry for entry in own if entry[0] != "parameter")
         for name, value in inner:
-            yield from _tensors_in(value, f"{prefix}{name}.", seen)
+            yield from _tensors_in(value, f"{prefix}{name}.", seen, again)
 
     def named_parameters(
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
     ) -> Iterator[tuple[str, Tensor]]:
-        """(name, parameter) pairs, torch's order (attribute order, depth first)."""
+        """(name, parameter) pairs, torch's order (attribute order, depth first). remove_duplicate=False: a tensor
+        (a tied weight, a shared sub-module's) under each of its names, as torch's."""
         return self._named("parameter", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
@@ -353,7 +379,7 @@ class Module:
     ) -> Iterator[tuple[str, Tensor]]:
         prefix = prefix + "." if prefix else ""
         seen: set[int] = set()
-        for kind, name, t in self._tensors(prefix, set()):
+        for kind, name, t in self._tensors(prefix, set(), again=not remove_duplicate):
             if kind not in kinds or (not recurse and "." in name[len(prefix) :]):
                 continue
             if remove_duplicate:
@@ -437,8 +463,18 @@ class Module:
                 f"{type(self).__name__}.load_state_dict: assign=True (replacing the module's tensors) is not "
                 "supported; the values are copied into the existing tensors"
             )
-        missing, unexpected = state.load_tensors(self.state_dict(keep_vars=True), dict(state_dict), strict)
+        given = dict(state_dict)
+        # (torch's per-layer `_load_from_state_dict`: a layer fills in what an older checkpoint lacks, by the
+        # `_metadata` versions torch keeps on its state dicts)
+        metadata = getattr(state_dict, "_metadata", None) or {}
+        for name, module in self.named_modules():
+            module._fill_old_state(given, name + "." if name else "", metadata.get(name, {}))
+        missing, unexpected = state.load_tensors(self.state_dict(keep_vars=True), given, strict)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _fill_old_state(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any]) -> None:
+        """Add to `state_dict` (a copy) the entries of this layer (named `prefix`...) that a checkpoint of an older
+        version of it lacks (a layer's own; `local_metadata`: torch's for this layer, its "version")."""
 
     def _state_tensors(self) -> dict[str, Tensor]:
         # what `nn.state.get_state_dict` lists for a module (duck-typed there, so that state.py needn't import this)
@@ -524,13 +560,24 @@ class Module:
     # ------------------------------------------------------------------------------------------------------------
     # hooks and printing
 
-    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
-        """hook(module, args) before each forward; a non-None return replaces the arguments."""
-        return _add_hook(self._state().pre_hooks, hook)
+    def register_forward_pre_hook(
+        self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
+        """hook(module, args) before each forward; a non-None return replaces the arguments (a non-tuple: the one
+        argument). with_kwargs=True: hook(module, args, kwargs), returning None or (new_args, new_kwargs).
+        prepend=True: runs before the hooks registered so far. As torch's."""
+        st = self._state()
+        return _add_hook(st.pre_hooks, hook, prepend, (st.with_kwargs,) if with_kwargs else ())
 
-    def register_forward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
-        """hook(module, args, output) after each forward; a non-None return replaces the output."""
-        return _add_hook(self._state().hooks, hook)
+    def register_forward_hook(
+        self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
+    ) -> RemovableHandle:
+        """hook(module, args, output) after each forward; a non-None return replaces the output. with_kwargs=True:
+        hook(module, args, kwargs, output); prepend=True: runs before the hooks registered so far; always_call=True:
+        runs (with output None) when the forward or a hook before it raises too. As torch's."""
+        st = self._state()
+        extra = ((st.with_kwargs,) if with_kwargs else ()) + ((st.always_call,) if always_call else ())
+        return _add_hook(st.hooks, hook, prepend, extra)
 
     def extra_repr(self) -> str:
         """The part of repr() between the parentheses: the layer's plain settings (numbers, strings, tuples)."""
@@ -549,20 +596,12 @@ class Module:
         return f"{type(self).__name__}(" + (f"\n  {extra}" if extra else "") + "\n" + "\n".join(lines) + "\n)"
 
 
-def _add_hook(hooks: dict[int, Callable[..., Any]], hook: Callable[..., Any]) -> RemovableHandle:
-    if not callable(hook):
-        raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
-    handle = RemovableHandle(hooks)
-    hooks[handle.id] = hook
-    return handle
-
-
-def _tensors_in(value: Any, prefix: str, seen: set[int]) -> Iterator[tuple[str, str, Tensor]]:
+def _tensors_in(value: Any, prefix: str, seen: set[int], again: bool = False) -> Iterator[tuple[str, str, Tensor]]:
     """The state tensors inside an attribute that isn't a Tensor: a module's own, a list's or dict's entries, a plain
     (tinygrad-style) object's every tensor (as `get_state_dict` finds them, all counted as parameters when they
     require a gradient, else buffers)."""
     if isinstance(value, Module):
-        yield from value._tensors(prefix, seen)
+        yield from value._tensors(prefix, seen, again)
         return
     if isinstance(value, (list, tuple)):
         items: Iterable[tuple[Any, Any]] = enumerate(value)
@@ -575,6 +614,8 @@ def _tensors_in(value: Any, prefix: str, seen: set[int]) -> Iterator[tuple[str, 
         seen.add(id(value))
         for name, t in state.get_state_dict(value, prefix).items():
             yield ("parameter" if _is_parameter(t) else "buffer"), name, t
+        if again:
+            seen.discard(id(value))
         return
     else:
         return
@@ -583,7 +624,7 @@ def _tensors_in(value: Any, prefix: str, seen: set[int]) -> Iterator[tuple[str, 
             if _is_state_tensor(v):
                 yield ("parameter" if _is_parameter(v) else "buffer"), f"{prefix}{k}", v
         else:
-            yield from _tensors_in(v, f"{prefix}{k}.", seen)
+            yield from _tensors_in(v, f"{prefix}{k}.", seen, again)
 
 
 def _modules_in(items: Iterable[tuple[Any, Any]], prefix: str) -> Iterator[tuple[str, Module]]:

@@ -368,6 +368,14 @@ class BatchNorm(Module):
             self.running_var = _host(np.ones(sz), requires_grad=False)
             self.num_batches_tracked = _host(np.zeros(()), dtypes.int64, requires_grad=False)
 
+    def _fill_old_state(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any]) -> None:
+        # a checkpoint from before torch's version 2 of the layer (torch < 0.4.1, or a hand-built or converted one,
+        # with no `_metadata`) has no num_batches_tracked: the layer's own count stays, as torch's
+        # _NormBase._load_from_state_dict fills it in
+        version = local_metadata.get("version")
+        if (version is None or version < 2) and self.track_running_stats:
+            state_dict.setdefault(prefix + "num_batches_tracked", self.num_batches_tracked)
+
     @_in_float32
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.sz:

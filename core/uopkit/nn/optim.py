@@ -1,8 +1,8 @@
 """Optimizers by torch.optim's names: each step writes the new parameters and optimizer state in place (assign ->
 STORE), all realized at once. Parameter groups, `state_dict()` and the rest of torch's Optimizer API are in the base
-class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD in nn/optim_more.py; LR
-schedulers in `uopkit.nn.optim.lr_scheduler`, as torch.optim.lr_scheduler, and weight averaging (AveragedModel, SWALR,
-update_bn) in `uopkit.nn.optim.swa_utils`, as torch.optim.swa_utils.
+class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD in nn/optim_more.py;
+LBFGS in nn/lbfgs.py; LR schedulers in `uopkit.nn.optim.lr_scheduler`, as torch.optim.lr_scheduler, and weight
+averaging (AveragedModel, SWALR, update_bn) in `uopkit.nn.optim.swa_utils`, as torch.optim.swa_utils.
 
 torch's `foreach`, `fused`, `capturable` and `differentiable` arguments are accepted and ignored: every step is already
 one realize of fused kernels, replayable under TinyJit, and gradients never flow through a step.
@@ -25,6 +25,7 @@ from typing import Any
 
 from uopkit.dtype import DType, dtypes
 from uopkit.nn import lr_scheduler, swa_utils
+from uopkit.nn.lbfgs import LBFGS
 from uopkit.nn.optim_more import ASGD, Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop, Rprop, _as, _one_minus
 from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _powers, _state_like
 
@@ -46,6 +47,7 @@ __all__ = [
     "RAdam",
     "Rprop",
     "ASGD",
+    "LBFGS",
     "clip_grad_norm_",
     "lr_scheduler",
     "swa_utils",
@@ -241,14 +243,18 @@ class Adam(Optimizer):
         b1, b2 = group["betas"]
         return {"step": clock["step"] + 1, "b1_t": clock["b1_t"] * b1, "b2_t": clock["b2_t"] * b2}
 
-    # (the first group's first clock and the moments, parameter by parameter: tinygrad's attribute names)
+    # (the first clock and the moments, parameter by parameter: tinygrad's attribute names)
     @property
     def b1_t(self) -> Tensor:
-        return self._clocks[id(self.params[0])].values["b1_t"]
+        return self._first_clock()["b1_t"]
 
     @property
     def b2_t(self) -> Tensor:
-        return self._clocks[id(self.params[0])].values["b2_t"]
+        return self._first_clock()["b2_t"]
+
+    def _first_clock(self) -> dict[str, Tensor]:
+        # the first parameter's that has one (a parameter frozen when added gets its clock at its first step)
+        return next(self._clocks[id(p)].values for p in self._members() if id(p) in self._clocks)
 
     @property
     def m(self) -> list[Tensor]:

@@ -22,15 +22,18 @@ kernels built at each step (a change recompiles them, and doesn't reach the repl
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from uopkit.device import Device
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.schedule import live_tensors
 from uopkit.tensor import Tensor
 
@@ -129,6 +132,35 @@ class ParamGroup(dict):
         return ts[0] if key == "lr" or not isinstance(self[key], (tuple, list)) else tuple(ts)
 
 
+def _with_step_hooks(step: Callable[..., Any]) -> Callable[..., Any]:
+    """`step` running the optimizer's step pre- and post-hooks around it, as torch's: each gets (optimizer, args,
+    kwargs), args starting with the optimizer; a pre-hook may return (new_args, new_kwargs). A step called from
+    another (a subclass's `super().step()`) runs them once."""
+
+    @functools.wraps(step)
+    def hooked(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
+        hooks = self.__dict__.get("_step_hooks")
+        if not hooks or not (hooks[0] or hooks[1]) or self.__dict__.get("_in_step"):
+            return step(self, *args, **kwargs)
+        pre, post = hooks
+        full: tuple = (self, *args)
+        for hook in list(pre.values()):
+            result = new_args_and_kwargs(hook(self, full, kwargs), f"{type(self).__name__}: a step pre-hook")
+            if result is not None:
+                full, kwargs = result
+        self._in_step = True
+        try:
+            out = step(*full, **kwargs)
+        finally:
+            self._in_step = False
+        for hook in list(post.values()):
+            hook(self, full, kwargs)
+        return out
+
+    hooked._runs_step_hooks = True  # type: ignore[attr-defined]
+    return hooked
+
+
 class _Clock:
     """The 0-d state a group's parameters share while they step together (the step count, the betas' powers): one
     update per step, not one per parameter. A parameter that has no gradient at a step where others of its clock do
@@ -142,13 +174,23 @@ class Optimizer:
     """Base class, as torch.optim.Optimizer: `params` is an iterable of Tensors (or of (name, Tensor) pairs), or of
     dicts {"params": [...], hyperparameter: value, ...} that override `defaults` per group.
 
-    Tensors with requires_grad get updated; the others (e.g. BatchNorm running statistics) are realized with every step
-    so that their pending in-place updates land too. A subclass sets `defaults` through `__init__`, names its
-    per-parameter state in `state_names`, and implements `_init_state`, `_clock_values`, `_clock_next` and `_update`.
+    As torch's, a step updates every tensor of the groups that has a `.grad` (whatever its `requires_grad` says now:
+    a layer frozen after `zero_grad(set_to_none=False)` keeps a zero gradient and keeps moving), `zero_grad` clears
+    every one, and `load_state_dict` loads every one's state. The tensors without a gradient (frozen layers, or
+    BatchNorm running statistics given tinygrad's way) are realized with every step so that their pending in-place
+    updates land too. A subclass sets `defaults` through `__init__`, names its per-parameter state in `state_names`,
+    and implements `_init_state`, `_clock_values`, `_clock_next` and `_update`.
     """
 
     # hyperparameters that become 0-d tensors once changed (see the module's docstring)
     dynamic: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a subclass's own step (a custom optimizer's) runs the step hooks too, as torch patches it
+        own = cls.__dict__.get("step")
+        if callable(own) and not getattr(own, "_runs_step_hooks", False):
+            cls.step = _with_step_hooks(own)  # type: ignore[method-assign]
 
     def __init__(self, params: Tensor | Iterable[Any], defaults: dict[str, Any]) -> None:
         lr = defaults.get("lr", 0.0)
@@ -160,6 +202,10 @@ class Optimizer:
         self._slots: dict[int, dict[str, Tensor]] = {}
         self._started: set[int] = set()
         self._clocks: dict[int, _Clock] = {}
+        # torch's hooks by handle id: the step's (pre, post), state_dict's and load_state_dict's (pre, post)
+        self._step_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
+        self._state_dict_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
+        self._load_state_dict_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
         # (any iterable, as torch: a generator such as model.parameters() is read once)
         given = [params] if isinstance(params, Tensor) else list(params)
         if given and isinstance(given[0], dict):
@@ -212,6 +258,8 @@ class Optimizer:
         self._check_group(group)
         pg = ParamGroup(self, group)
         self.param_groups.append(pg)
+        # the state of the parameters that require a gradient now is made now, so a TinyJit capture finds it; a frozen
+        # one's when it first steps (`_prepare`), as torch's: a frozen backbone costs no optimizer memory
         trained = [p for p in params if p._requires_grad]
         for p in trained:
             self._slots[id(p)] = self._init_state(pg, p)
@@ -232,6 +280,10 @@ class Optimizer:
     def buffers(self) -> list[Tensor]:
         """The tensors given that don't require a gradient (realized with every step)."""
         return [p for g in self.param_groups for p in g["params"] if not p._requires_grad]
+
+    def _members(self) -> list[Tensor]:
+        # every tensor of the groups, frozen or not: torch's zero_grad, step and load_state_dict go by group membership
+        return [p for g in self.param_groups for p in g["params"]]
 
     @property
     def lr(self) -> Tensor:
@@ -255,11 +307,12 @@ class Optimizer:
             g["lr"] = float(value)
 
     @property
-    def state(self) -> dict[Tensor, dict[str, Tensor]]:
+    def state(self) -> defaultdict[Tensor, dict[str, Tensor]]:
         """Each parameter that has stepped, with its state tensors by torch's names ("step" included), as torch's
-        `optimizer.state` (a new dict each time; the tensors are the optimizer's own)."""
-        out: dict[Tensor, dict[str, Tensor]] = {}
-        for p in self.params:
+        `optimizer.state`: a defaultdict(dict), so `opt.state[p]` of one that hasn't stepped is `{}` (a new dict each
+        time; the tensors are the optimizer's own)."""
+        out: defaultdict[Tensor, dict[str, Tensor]] = defaultdict(dict)
+        for p in self._members():
             if id(p) in self._started:
                 out[p] = self._state_of(p)
         return out
@@ -274,17 +327,47 @@ class Optimizer:
     state_names: tuple[str, ...] = ()
     clock_state: tuple[str, ...] = ("step",)
 
+    # ---- hooks (torch.optim.Optimizer's: Python calls around the methods, so a TinyJit replay runs none of them)
+
+    def register_step_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """hook(optimizer, args, kwargs) before each `step()` (args start with the optimizer); returning
+        (new_args, new_kwargs) replaces them."""
+        return _add_hook(self._step_hooks[0], hook)
+
+    def register_step_post_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """hook(optimizer, args, kwargs) after each `step()`."""
+        return _add_hook(self._step_hooks[1], hook)
+
+    def register_state_dict_pre_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """hook(optimizer) before `state_dict()` builds the dict."""
+        return _add_hook(self._state_dict_hooks[0], hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """hook(optimizer, state_dict) on the dict `state_dict()` built; a returned dict is the one returned."""
+        return _add_hook(self._state_dict_hooks[1], hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """hook(optimizer, state_dict) on a shallow copy of the dict given to `load_state_dict()`; a returned dict is
+        the one loaded."""
+        return _add_hook(self._load_state_dict_hooks[0], hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """hook(optimizer) after `load_state_dict()` loaded."""
+        return _add_hook(self._load_state_dict_hooks[1], hook, prepend)
+
     # ---- stepping
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop the gradients (`set_to_none=False`: zero each `.grad` in place, as torch's: the same tensor object, so
-        a reference to it sees the zeros and what the next backward adds)."""
-        for p in self.params:
+        a reference to it sees the zeros and what the next backward adds). Every parameter of the groups, frozen ones
+        too, as torch's: a gradient left on a layer frozen for a while would be added to by its next backward."""
+        for p in self._members():
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
                 zero_grad_in_place(p.grad)
 
+    @_with_step_hooks
     def step(self, closure: Any = None) -> Any:
         """Update every parameter from its `.grad` (one realize for all parameters and state). `closure`, as torch's:
         called first (with gradients recorded) and its loss returned."""
@@ -305,7 +388,9 @@ class Optimizer:
         out: list[Tensor] = []
         grads: list[Tensor] = []
         for group in self.param_groups:
-            with_grad = [p for p in group["params"] if p._requires_grad and p.grad is not None]
+            # (torch's test: a parameter with a `.grad` steps, frozen or not; one frozen with a zero gradient keeps its
+            # momentum and weight decay)
+            with_grad = [p for p in group["params"] if p.grad is not None]
             for p in with_grad:
                 assert p.grad is not None
                 if p.grad.shape != p.shape:
@@ -315,6 +400,7 @@ class Optimizer:
                     )
                 grads.append(p.grad)
             if with_grad:
+                self._prepare(group, with_grad)
                 out += self._advance_clocks(group, with_grad)
                 out += self._update(group, with_grad)
                 self._started.update(id(p) for p in with_grad)
@@ -324,6 +410,19 @@ class Optimizer:
         # the gradients are realized with the step (as PyTorch keeps them after step()): left lazy, they would read the
         # weights the step overwrites, and each step would first copy every weight for them (copy on write)
         return out + self.params + self.buffers + grads
+
+    def _prepare(self, group: ParamGroup, params: list[Tensor]) -> None:
+        # state and a clock (at step 0) for the parameters stepping for the first time that were frozen when added (or
+        # when a state dict was loaded): made at their first step with a gradient, as torch's
+        fresh = [p for p in params if id(p) not in self._clocks]
+        if not fresh:
+            return
+        for p in fresh:
+            if id(p) not in self._slots:
+                self._slots[id(p)] = self._init_state(group, p)
+        clock = self._make_clock(group, {id(p) for p in fresh}, 0)
+        for p in fresh:
+            self._clocks[id(p)] = clock
 
     def _advance_clocks(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
         stepping = {id(p) for p in params}
@@ -389,6 +488,8 @@ class Optimizer:
         to keep this step's values), but for the step count and the other values parameters stepping together share:
         each parameter gets a copy, as torch's state has one per parameter (a checkpoint that shared one made torch,
         resuming, count a step once per parameter)."""
+        for hook in list(self._state_dict_hooks[0].values()):
+            hook(self)
         state: dict[int, dict[str, Tensor]] = {}
         groups: list[dict[str, Any]] = []
         index = 0
@@ -401,11 +502,25 @@ class Optimizer:
                 indices.append(index)
                 index += 1
             groups.append({k: v for k, v in g.items() if k != "params"} | {"params": indices})
-        return {"state": state, "param_groups": groups}
+        out: dict[str, Any] = {"state": state, "param_groups": groups}
+        for hook in list(self._state_dict_hooks[1].values()):
+            if (result := hook(self, out)) is not None:
+                out = result
+        return out
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a `state_dict()` (ours, or torch's with its tensors as numpy arrays, torch tensors or numbers): the
         groups' hyperparameters and each parameter's state, by index."""
+        # (a shallow copy, as torch's, for the pre-hooks to change)
+        state_dict = dict(state_dict)
+        for hook in list(self._load_state_dict_hooks[0].values()):
+            if (result := hook(self, state_dict)) is not None:
+                state_dict = result
+        self._load_state(state_dict)
+        for hook in list(self._load_state_dict_hooks[1].values()):
+            hook(self)
+
+    def _load_state(self, state_dict: dict[str, Any]) -> None:
         saved = state_dict["param_groups"]
         if len(saved) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -420,9 +535,13 @@ class Optimizer:
                     g[k] = tuple(v) if isinstance(v, list) else v
             by_clock: dict[tuple, list[Tensor]] = {}
             for i, p in zip(s["params"], g["params"], strict=True):
-                if not p._requires_grad:
-                    continue
+                # (every parameter's, as torch's: one frozen now and unfrozen later resumes from its saved state)
                 st = states.get(int(i), {})
+                if id(p) not in self._slots:
+                    if not st:
+                        # frozen when added, nothing saved: its state is made at its first step
+                        continue
+                    self._slots[id(p)] = self._init_state(g, p)
                 extra = {k: _number(st[k]) for k in self.clock_state if k in st and k != "step"}
                 key = (_number(st["step"]) if "step" in st else (1.0 if st else 0.0), tuple(sorted(extra.items())))
                 by_clock.setdefault(key, []).append(p)

@@ -467,6 +467,9 @@ def _materialize(obj: Any, device_of: Any, done: dict[int, Any]) -> Any:
         out = _to_tensor(_PendingTensor(obj, obj.dtype, 0, (numel,), (1,)), device_of(obj))
     elif isinstance(obj, dict):
         out = type(obj)() if isinstance(obj, (OrderedDict, Counter)) else {}
+        if isinstance(getattr(obj, "_metadata", None), dict):
+            # (a torch state dict's layer versions: load_state_dict reads them, as torch's)
+            out._metadata = obj._metadata
         done[id(obj)] = out
         for k, v in obj.items():
             out[k] = _materialize(v, device_of, done)

@@ -1,0 +1,60 @@
+"""The handles torch's `register_*_hook` methods return, shared by modules and optimizers."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+
+class RemovableHandle:
+    """What the `register_*_hook` methods (a module's, an optimizer's) return, as torch's: `remove()` takes the hook
+    away (`extra`: the sets that hold the hook's id besides)."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict[int, Callable[..., Any]], extra: tuple[set[int], ...] = ()) -> None:
+        self.hooks, self.id, self.extra = hooks, next(RemovableHandle._ids), extra
+
+    def remove(self) -> None:
+        self.hooks.pop(self.id, None)
+        for ids in self.extra:
+            ids.discard(self.id)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def _add_hook(
+    hooks: dict[int, Callable[..., Any]],
+    hook: Callable[..., Any],
+    prepend: bool = False,
+    extra: tuple[set[int], ...] = (),
+) -> RemovableHandle:
+    """Register `hook` in `hooks` (run in order; `prepend`: first) with its id in each set of `extra` (its options)."""
+    if not callable(hook):
+        raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
+    handle = RemovableHandle(hooks, extra)
+    for ids in extra:
+        ids.add(handle.id)
+    if prepend:
+        # (the same dict, reordered: handles of the hooks already there hold it)
+        rest = dict(hooks)
+        hooks.clear()
+        hooks[handle.id] = hook
+        hooks.update(rest)
+    else:
+        hooks[handle.id] = hook
+    return handle
+
+
+def new_args_and_kwargs(result: Any, what: str) -> tuple[tuple, dict] | None:
+    """What a pre-hook that may change the call returned: None (no change) or (new_args, new_kwargs), checked."""
+    if result is None:
+        return None
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise RuntimeError(f"{what} must return None or a tuple (new_args, new_kwargs), got {type(result).__name__}")
+    return result
