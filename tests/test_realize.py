@@ -397,3 +397,32 @@ def test_a_write_run_at_once_leaves_pending_assigns_reading_another_assign_the_o
     assert p.tolist() == [102.0, 204.0, 306.0]
     assert y.tolist() == [3.0, 5.0, 7.0]
     assert m.tolist() == [2.0, 4.0, 6.0] and a.tolist() == [10.0, 20.0, 30.0]
+
+
+def test_replay_stores_shared_values_for_the_other_live_tensors(rng):
+    # gradients read one at a time (`[p.grad.sum().item() for p in params]`): the first realize computes the backward
+    # pass they share, and the others must start from its stored values on a replay as they do on the uncached path.
+    # Left on the lazy graph, each computed the shared part again and, its graph not the one recorded, missed the cache
+    # and compiled new kernels: an LSTM's second step ran twice the kernels of its first, growing every step
+    x_np = rng.random((8, 6), dtype=np.float32)
+    w1 = Tensor(rng.random((6, 16), dtype=np.float32) - 0.5, requires_grad=True)
+    w2 = Tensor(rng.random((16, 16), dtype=np.float32) - 0.5, requires_grad=True)
+    w3 = Tensor(rng.random((16, 4), dtype=np.float32) - 0.5, requires_grad=True)
+
+    def step() -> tuple[dict[str, int], list[float]]:
+        before = dict(realize.stats)
+        for w in (w1, w2, w3):
+            w.grad = None
+        h = (Tensor(x_np) @ w1).tanh().contiguous()
+        h = (h @ w2).sigmoid().contiguous()
+        ((h @ w3).tanh() * 2).sum().backward()
+        sums = [w.grad.sum().item() for w in (w1, w2, w3)]
+        return {k: realize.stats[k] - before[k] for k in ("kernels_run", "schedule_misses", "kernels_compiled")}, sums
+
+    first, ref = step()
+    for _ in range(3):
+        counts, sums = step()
+        np.testing.assert_allclose(sums, ref, rtol=1e-5)
+        assert counts["kernels_run"] == first["kernels_run"]
+        assert counts["schedule_misses"] == 0
+        assert counts["kernels_compiled"] == 0

@@ -636,9 +636,9 @@ def test_scheduling_and_code_generation_run_with_the_cyclic_collector_paused(mon
     seen = []
     real = realize_module._realize_uncached
 
-    def spy(tensors):
+    def spy(tensors, *args):
         seen.append(gc.isenabled())
-        return real(tensors)
+        return real(tensors, *args)
 
     monkeypatch.setattr(realize_module, "_realize_uncached", spy)
     # (no schedule cache: a graph another test realized would be replayed, not scheduled)
@@ -649,7 +649,7 @@ def test_scheduling_and_code_generation_run_with_the_cyclic_collector_paused(mon
     # paused inside, back on after (and after a realize that raises too)
     assert seen and not any(seen) and gc.isenabled()
 
-    def failing(tensors):
+    def failing(tensors, *args):
         raise RuntimeError("a kernel failed to compile")
 
     monkeypatch.setattr(realize_module, "_realize_uncached", failing)

@@ -318,6 +318,12 @@ class CachedSchedule:
     const_ids: list[Any] = field(default_factory=list)
     launch_consts: frozenset[int] = frozenset()
     const_vars: tuple[tuple[int, str, int], ...] = ()
+    # the values the graph computes on the way that got a kernel of their own (not the results): (position in the
+    # graph's toposort, template of the view of the new buffer holding it). Other live tensors holding them (the other
+    # gradients of one backward, realized one at a time) are moved onto those buffers on a replay, as the uncached
+    # path does (`kernelize_tensors` and `update_tensors`): left on the lazy nodes, each would compute the whole shared
+    # graph again, and its graph, no longer the one recorded, would miss the cache
+    inner: tuple[tuple[int, Template], ...] = ()
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
@@ -485,6 +491,7 @@ def _record(
     param: _Param,
     results: Sequence[UOp],
     runners: list[CompiledRunner | None],
+    kernelized: dict[UOp, UOp] | None = None,
 ) -> CachedSchedule | None:
     leaves, topo = param.leaves, param.topo
     slot = {b: i for i, b in enumerate(leaves)}
@@ -515,6 +522,7 @@ def _record(
     for u in topo:
         has_store[u] = u.op is Ops.STORE or any(has_store[x] for x in u.src)
     remember = tuple(not has_store[u] for u in param.roots)
+    inner = _record_inner(param, kernelized or {}, slot, has_store)
     windows = _record_windows(schedule, param, slot, steps, templates + [t for _, t in assigned])
     launches = None
     if all(r is not None for r in runners):
@@ -534,7 +542,31 @@ def _record(
         launches,
         *windows,
         *_record_consts(param, steps, views),
+        inner,
     )
+
+
+def _record_inner(
+    param: _Param, kernelized: dict[UOp, UOp], slot: dict[UOp, int], has_store: dict[UOp, bool]
+) -> tuple[tuple[int, Template], ...]:
+    """The field `inner`: the graph's nodes that got a kernel of their own, other than the results, with the views of
+    the new buffers they are now (`kernelized`: node -> that view). Not a node that holds an assign (rebuilt after the
+    write, the same node has to run again), nor one whose view reads a buffer the call gives (a window that moves)."""
+    if not kernelized:
+        return ()
+    n_leaves = len(param.leaves)
+    roots = set(param.roots)
+    position = param.position
+    inner = []
+    for node, view in kernelized.items():
+        i = position.get(node)
+        if i is None or node in roots or has_store.get(node, True):
+            continue
+        t = _template(view, slot)
+        if t is None or any(ins[0] == "slot" and ins[1] < n_leaves for ins in t):
+            continue
+        inner.append((i, t))
+    return tuple(inner)
 
 
 def _record_consts(param: _Param, steps: list[CachedStep], views: list[UOp]) -> tuple[Any, ...]:
@@ -751,6 +783,9 @@ def _replay(
     n = len(entry.results)
     for k, (i, template) in enumerate(entry.assigned):
         mapping[topo[i]] = _build(template, uops, bounds.get(n + k))
+    if entry.inner and _others_computed(tensors):
+        for i, template in entry.inner:
+            mapping[topo[i]] = _build(template, uops)
     for k, (t, template, remember) in enumerate(zip(tensors, entry.results, entry.remember, strict=True)):
         new = _build(template, uops, bounds.get(k))
         if new is not t.uop:
@@ -767,6 +802,12 @@ def _replay(
 
 # ---------------------------------------------------------------------------------------------------------------------
 # realize
+
+
+def _others_computed(tensors: Sequence[Tensor]) -> bool:
+    # whether a live tensor other than `tensors` is a computed value (one that may hold what they computed on the way)
+    asked = {id(t) for t in tensors}
+    return any(id(t) not in asked for t in live_tensors.computed())
 
 
 def _is_stored(u: UOp) -> bool:
@@ -914,9 +955,12 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
         if param is not None:
             stats["schedule_misses"] += 1
         with gc_paused():
+            kernelized: dict[UOp, UOp] | None = {} if param is not None else None
             with consts_as_launch_values(_launch_consts(entry, param)):
-                schedule, runners = _realize_uncached(tensors)
-            recorded = _record(schedule, param, [t.uop for t in tensors], runners) if param is not None else None
+                schedule, runners = _realize_uncached(tensors, kernelized)
+            recorded = (
+                _record(schedule, param, [t.uop for t in tensors], runners, kernelized) if param is not None else None
+            )
         if recorded is not None and param is not None:
             if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
                 del schedule_cache[next(iter(schedule_cache))]
@@ -930,9 +974,11 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
 
 
 def _realize_uncached(
-    tensors: Sequence[Tensor],
+    tensors: Sequence[Tensor], kernelized: dict[UOp, UOp] | None = None
 ) -> tuple[list[ScheduleItem], list[CompiledRunner | None]]:
-    sink = kernelize_tensors(tensors)
+    """Kernelize, schedule and run `tensors`. `kernelized`: filled with each node of the graph that got a kernel of its
+    own and the view of the buffer it is stored in once run."""
+    sink = kernelize_tensors(tensors, kernelized)
     schedule = create_schedule(sink)
     # a kernel that writes no elements has nothing to do (and its code would be an empty loop): it is done as it is
     empty = [item for item in schedule if item.ast.op is not Ops.COPY and item.bufs[0].arg[2] == 0]
@@ -956,6 +1002,13 @@ def _realize_uncached(
         if is_kernel_store(u) and u not in done:
             raise RuntimeError("a kernel STORE was left unscheduled")
     update_tensors(done)
+    if kernelized:
+        for node, view in list(kernelized.items()):
+            store = view.base
+            if store in done:
+                kernelized[node] = _replay_view(view, done[store])
+            else:
+                del kernelized[node]
     for t in tensors:
         if t.uop.base in done or any(n in done for n in t.uop.toposort()):
             live_tensors.set_uop(t, t.uop.substitute(done, name="realized"))

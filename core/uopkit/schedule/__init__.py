@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import operator
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,17 @@ from uopkit.schedule.launch_consts import launch_values
 from uopkit.schedule.packing import pack_panels
 from uopkit.schedule.splitting import split_reduces
 from uopkit.schedule.windows import window_inputs
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite, uop_seq
+from uopkit.uop.ops import (
+    GroupOp,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UPat,
+    WeakKeyMap,
+    _pm_substitute,
+    graph_rewrite,
+    uop_seq,
+)
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -728,27 +738,34 @@ def _with_value_rewired(u: UOp, copies: dict[UOp, UOp]) -> UOp:
     return new if u is store else u.replace(src=(new,))
 
 
-def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
-    """Kernelize the graphs of `tensors`; returns the SINK of their new uops."""
+def kernelize_tensors(tensors: Sequence[Tensor], kernelized: dict[UOp, UOp] | None = None) -> UOp:
+    """Kernelize the graphs of `tensors`; returns the SINK of their new uops. `kernelized`: filled with each node of
+    the graph that gets a kernel of its own (not a view), as it is, and its kernelized form (a view of its STORE)."""
     sink = apply_becomes(UOp(Ops.SINK, src=tuple(t.uop for t in tensors)))
     for t, new in zip(tensors, sink.src, strict=True):
         live_tensors.set_uop(t, new)
     # large matmuls may read their right operand from panels (the device's renderer says): decided here, on the whole
     # graph with its gradients, and applied to every live tensor so that all share the one packed matmul
+    # (each substitution's node -> new node, to tell `kernelized` the graph's own nodes)
+    renamed: list[dict[UOp, UOp]] = []
     packed = pack_panels(sink)
     if packed:
         update_tensors(packed)
-        sink = sink.substitute(packed, name="pack panels")
+        renamed.append({})
+        sink = graph_rewrite(sink, _pm_substitute, packed, "pack panels", bottom_up=True, cache=renamed[-1])
     # a long reduce into few outputs becomes partial reduces and a reduce of those, so that threads can share it
     split = split_reduces(sink)
     if split:
         update_tensors(split)
-        sink = sink.substitute(split, name="split reduces")
+        renamed.append({})
+        sink = graph_rewrite(sink, _pm_substitute, split, "split reduces", bottom_up=True, cache=renamed[-1])
     if SPEC:
         from uopkit.uop.spec import verify_tensor_graph
 
         verify_tensor_graph(sink)
     mapping = kernelize_graph(sink)
+    if kernelized is not None:
+        _kernelized_nodes(mapping, renamed, kernelized)
     update_tensors(mapping)
     new_sink = sink.replace(src=tuple(mapping.get(s, s) for s in sink.src))
     if SPEC:
@@ -756,6 +773,19 @@ def kernelize_tensors(tensors: Sequence[Tensor]) -> UOp:
 
         verify_kernel_graph(new_sink)
     return new_sink
+
+
+def _kernelized_nodes(mapping: dict[UOp, UOp], renamed: list[dict[UOp, UOp]], out: dict[UOp, UOp]) -> None:
+    # the nodes (as they were before `renamed`'s substitutions) that `mapping` gives a kernel of their own, not a view
+    # of another's: node -> the view of its STORE
+    nodes: Iterable[UOp] = renamed[0] if renamed else mapping
+    for k in nodes:
+        cur = k
+        for r in renamed:
+            cur = r.get(cur, cur)
+        v = mapping.get(cur)
+        if v is not None and k.op not in _MOVEMENT and k.op is not _STORE and v is not cur and is_kernel_store(v.base):
+            out[k] = v
 
 
 @dataclass(frozen=True)

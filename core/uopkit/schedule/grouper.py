@@ -113,6 +113,12 @@ def choose_realized(sink: UOp) -> GrouperContext:
             for n in _region_to_reduces(ctx, u.src[0]):
                 if n.op is Ops.REDUCE_AXIS and not _stops_region(ctx, n) and n.src[0].size >= MIN_STORED_PADDED_REDUCE:
                     ctx.realize[n] = None
+        if u.op is Ops.EXPAND and _large_expanded_value(ctx, u):
+            # a value of many fused operations broadcast into another kernel's loops (an operand of a matmul: an
+            # LSTM's gate gradients, read by its weight gradients and its input gradient) would be computed once per
+            # broadcast element, each time from scratch: stored once. (A 2-layer LSTM's weight gradient recomputed
+            # its 370-operation gate gradients 64 times per element: 80 ms a kernel, 7 MB of C, 11 s in gcc)
+            ctx.realize[u.src[0].base] = None
         if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]):
             if _row_reduces(ctx, u) and fuses_row_reduces(u.device):
                 # a reduce over trailing axes broadcast back along them (softmax's max and sum, a norm's mean): the
@@ -160,8 +166,32 @@ _PASSTHROUGH = (Ops.DETACH, Ops.CAST)
 MIN_STORED_INNER_REDUCE = 1 << 20
 # a reduce read through a pad is stored from this many multiply-adds up (smaller ones cost less than a launch)
 MIN_STORED_PADDED_REDUCE = 1 << 15
+# a value broadcast into another kernel's loops (`_large_expanded_value`) is stored past this many fused nodes
+MAX_EXPANDED_REGION_NODES = 64
+# (how far `_large_expanded_value` walks a region)
+MAX_EXPANDED_WALK = 2048
 # a value read by several kernels is computed in each; past this many fused ops deep it is stored instead
 MAX_FUSED_DEPTH = 48
+
+
+def _large_expanded_value(ctx: GrouperContext, expand: UOp) -> bool:
+    # whether `expand` broadcasts a computed value whose fused region holds more than MAX_EXPANDED_REGION_NODES nodes
+    # and no reduce (a reduce broadcast back is the next rule's: stored, or fused once per row)
+    base = expand.src[0].base
+    if base.op not in GroupOp.Elementwise or _stops_region(ctx, base) or expand.size <= base.size:
+        return False
+    seen: set[UOp] = set()
+    stack = [base]
+    while stack:
+        u = stack.pop()
+        if u in seen or _stops_region(ctx, u):
+            continue
+        if u.op is Ops.REDUCE_AXIS or len(seen) >= MAX_EXPANDED_WALK:
+            # (a region past MAX_EXPANDED_WALK nodes is left to `_realize_pieces_of_oversized_kernels`)
+            return False
+        seen.add(u)
+        stack.extend(u.src)
+    return len(seen) > MAX_EXPANDED_REGION_NODES
 
 
 def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
