@@ -340,7 +340,10 @@ def _i1(x: Tensor) -> Tensor:
 
 
 def _i1_derivative(x: Tensor) -> Tensor:
-    return (x == 0).where(0.5, _i0(x) - _i1(x) / x)
+    # (x held off 0 in the other branch: its 1/x there would make the next derivative NaN, where torch's is 0)
+    zero = x == 0
+    safe = zero.where(1.0, x)
+    return zero.where(0.5, _i0(safe) - _i1(safe) / safe)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The class holds construction, properties, realizing and autograd; each group of operations is a mixin in a
 module of its own (creation, movement, indexing, elementwise, math, reduce, linalg, factorize, matrix, special,
-placing, losses, spatial, functional, composite, torch_names)."""
+placing, losses, spatial, functional, composite, special_torch, torch_names)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
 from uopkit.tensor import factorize as _factorize_module
+from uopkit.tensor import finite_differences as _finite_differences_module
 from uopkit.tensor import functional as _functional_module
 from uopkit.tensor import generator as _generator_module
 from uopkit.tensor import indexing as _indexing_module
@@ -51,6 +52,7 @@ from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import segments as _segments_module
 from uopkit.tensor import spatial as _spatial_module
 from uopkit.tensor import special as _special_module
+from uopkit.tensor import special_torch as _special_torch_module
 from uopkit.tensor import support
 from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
@@ -70,6 +72,7 @@ from uopkit.tensor.placing import PlacingMixin
 from uopkit.tensor.reduce import ReduceMixin
 from uopkit.tensor.spatial import SpatialMixin
 from uopkit.tensor.special import SpecialMixin
+from uopkit.tensor.special_torch import TorchSpecialMixin
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -126,6 +129,7 @@ class Tensor(
     FunctionalMixin,
     CompositeMixin,
     SpecialMixin,
+    TorchSpecialMixin,
     PlacingMixin,
     LossesMixin,
     SpatialMixin,
@@ -457,13 +461,28 @@ class Tensor(
         root = unrealized_graph(self.uop, others, check_writes=False)
         return not any(k in others for k in root.toposort(gate=_not_detached))
 
-    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
-        """The gradient of this tensor with respect to each of `targets` (lazy tensors, nothing is stored).
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None, **torch_gradient: Any) -> Any:
+        """The gradient of this tensor with respect to each of `targets` (lazy tensors, nothing is stored), tinygrad's.
+        With no targets (and no `gradient=`), or with torch's keywords `spacing=`, `dim=`, `edge_order=`, it is
+        torch.gradient instead: a tuple of finite-difference derivatives of the values along each dim (see
+        `uopkit.tensor.finite_differences.numerical_gradient`).
 
         >>> x = Tensor([1.0, 2.0])
         >>> (x * x).sum().gradient(x)[0].tolist()
         [2.0, 4.0]
+        >>> Tensor([1.0, 4.0, 9.0]).gradient(spacing=1.0)[0].tolist()
+        [3.0, 4.0, 5.0]
         """
+        unknown = set(torch_gradient) - {"spacing", "dim", "edge_order"}
+        if unknown:
+            raise TypeError(f"gradient: unexpected keyword arguments {sorted(unknown)}")
+        if torch_gradient or (not targets and gradient is None):
+            if targets or gradient is not None:
+                raise TypeError(
+                    "gradient: torch.gradient's keywords (spacing, dim, edge_order) take no targets and no gradient=; "
+                    "call x.gradient(spacing=...) for torch's, or loss.gradient(*targets) for tinygrad's autograd"
+                )
+            return _finite_differences_module.numerical_gradient(self, **torch_gradient)
         root_grad = self._root_gradient(gradient, "gradient")
         keys = [_gradient_keys(t) for t in targets]
         every = {k for ks in keys for k in ks}
@@ -636,6 +655,7 @@ for _module in (
     _factorize_module,
     _matrix_module,
     _special_module,
+    _special_torch_module,
     _placing_module,
     _losses_module,
     _spatial_module,

@@ -1,0 +1,231 @@
+"""uopkit.autograd.functional (vjp, jvp, jacobian, hessian, vhp, hvp), gradcheck/gradgradcheck and torch.gradient
+(`Tensor.gradient` with torch's keywords), compared with PyTorch: values, shapes and the nesting of the results for
+Tensor and tuple inputs and outputs, and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uopkit import Tensor, dtypes
+from uopkit.autograd import Function, GradcheckError, gradcheck, gradgradcheck
+from uopkit.autograd import functional as F
+from uopkit.tensor.finite_differences import numerical_gradient
+
+torch = pytest.importorskip("torch")
+TF = torch.autograd.functional
+RNG = np.random.default_rng(3)
+A = RNG.standard_normal((2, 3))
+B = RNG.standard_normal(3)
+
+
+def _pair(fn_name: str):
+    # the same function for both libraries: (one output, two outputs) of one or two inputs
+    def one(x, y=None):
+        return (x * x).sin() * 2 if y is None else (x.exp() * y).sum(-1)
+
+    def two(x, y=None):
+        return (x.exp(), (x * x).sum()) if y is None else (x * y, (x * y.tanh()).sum())
+
+    return {"one": one, "two": two}[fn_name]
+
+
+def _same(ours, theirs, rtol=1e-10):
+    if isinstance(theirs, tuple):
+        assert isinstance(ours, tuple) and len(ours) == len(theirs)
+        for a, b in zip(ours, theirs, strict=True):
+            _same(a, b, rtol)
+        return
+    assert isinstance(ours, Tensor), type(ours)
+    assert ours.shape == tuple(theirs.shape), (ours.shape, theirs.shape)
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=rtol, atol=1e-12)
+
+
+def _inputs(tupled: bool):
+    ours = (Tensor(A, dtype=dtypes.float64), Tensor(B, dtype=dtypes.float64))
+    theirs = (torch.tensor(A), torch.tensor(B))
+    return (ours, theirs) if tupled else (ours[0], theirs[0])
+
+
+@pytest.mark.parametrize("outputs", ["one", "two"])
+@pytest.mark.parametrize("tupled", [False, True])
+def test_jacobian_nesting_and_values(outputs: str, tupled: bool) -> None:
+    fn = _pair(outputs)
+    ours, theirs = _inputs(tupled)
+    args = ours if tupled else (ours,)
+    targs = theirs if tupled else (theirs,)
+    _same(F.jacobian(lambda *a: fn(*a), ours), TF.jacobian(lambda *a: fn(*a), theirs))
+    _same(F.jacobian(lambda *a: fn(*a), ours, vectorize=True), TF.jacobian(lambda *a: fn(*a), theirs))
+    out = fn(*args)
+    tout = fn(*targs)
+    v = tuple(Tensor(np.ones(o.shape)) for o in out) if isinstance(out, tuple) else Tensor(np.ones(out.shape))
+    tv = (
+        tuple(torch.ones(o.shape, dtype=torch.float64) for o in tout)
+        if isinstance(tout, tuple)
+        else torch.ones(tout.shape, dtype=torch.float64)
+    )
+    tv = tuple(t.double() for t in tv) if isinstance(tv, tuple) else tv
+    v = tuple(t.double() for t in v) if isinstance(v, tuple) else v.double()
+    _same(F.vjp(lambda *a: fn(*a), ours, v), TF.vjp(lambda *a: fn(*a), theirs, tv))
+    w = tuple(Tensor(np.full(t.shape, 0.5)) for t in args) if tupled else Tensor(np.full(args[0].shape, 0.5))
+    tw = (
+        tuple(torch.full(t.shape, 0.5, dtype=torch.float64) for t in targs)
+        if tupled
+        else torch.full(targs[0].shape, 0.5, dtype=torch.float64)
+    )
+    _same(F.jvp(lambda *a: fn(*a), ours, w), TF.jvp(lambda *a: fn(*a), theirs, tw))
+
+
+@pytest.mark.parametrize("tupled", [False, True])
+def test_hessian_vhp_hvp(tupled: bool) -> None:
+    def f(x, y=None):
+        return (x.sin() * x).sum() if y is None else ((x * x).sum(0) * y.exp()).sum()
+
+    ours, theirs = _inputs(tupled)
+    _same(F.hessian(f, ours), TF.hessian(f, theirs))
+    args = ours if tupled else (ours,)
+    v = tuple(Tensor(np.linspace(-1, 1, t.numel()).reshape(t.shape)) for t in args)
+    tv = tuple(torch.tensor(np.linspace(-1, 1, t.numel()).reshape(t.shape)) for t in args)
+    v, tv = (v, tv) if tupled else (v[0], tv[0])
+    _same(F.vhp(f, ours, v), TF.vhp(f, theirs, tv))
+    _same(F.hvp(f, ours, v), TF.hvp(f, theirs, tv))
+
+
+def test_unused_inputs_strict_and_create_graph() -> None:
+    x, y = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0])
+    jx, jy = F.jacobian(lambda a, b: a * a, (x, y))
+    assert jy.tolist() == [[0.0], [0.0]] and jx.tolist() == [[2.0, 0.0], [0.0, 4.0]]
+    with pytest.raises(RuntimeError, match="Output 0 of the user-provided function is independent of input 1"):
+        F.jacobian(lambda a, b: a * a, (x, y), strict=True)
+    with pytest.raises(RuntimeError, match="independent of input 1"):
+        F.vjp(lambda a, b: (a * a).sum(), (x, y), strict=True)
+    # create_graph: the Jacobian can be differentiated again, with respect to the original input
+    j = F.jacobian(lambda a: a**3, x, create_graph=True)
+    assert j.requires_grad
+    (g,) = torch_free_grad(j.sum(), x)
+    assert g.tolist() == [6.0, 12.0]
+    assert not F.jacobian(lambda a: a**3, x).requires_grad
+
+
+def torch_free_grad(out, x):
+    from uopkit.autograd import grad
+
+    return grad(out, x)
+
+
+def test_errors_are_torchs() -> None:
+    x = Tensor([1.0, 2.0])
+    with pytest.raises(TypeError, match="The inputs given to jacobian must be either a Tensor or a tuple of Tensors"):
+        F.jacobian(lambda a: a, [x])
+    with pytest.raises(RuntimeError, match="The vector v can only be None if the user-provided function returns"):
+        F.vjp(lambda a: a * 2, x)
+    with pytest.raises(RuntimeError, match="v has invalid size: should be"):
+        F.vjp(lambda a: a * 2, x, Tensor([1.0]))
+    with pytest.raises(RuntimeError, match="The vector v can only be None if the input"):
+        F.jvp(lambda a: a * 2, x)
+    with pytest.raises(RuntimeError, match="should contain a single element"):
+        F.hessian(lambda a: a * 2, x)
+    with pytest.raises(RuntimeError, match="should return a single Tensor"):
+        F.vhp(lambda a: (a.sum(), a.sum()), x, x)
+    with pytest.raises(ValueError, match="Expected strategy"):
+        F.jacobian(lambda a: a, x, strategy="sideways")
+    with pytest.raises(NotImplementedError, match="only works when `vectorize=True`"):
+        F.jacobian(lambda a: a, x, strategy="forward-mode")
+    assert F.jacobian(lambda a: a * 3, x, vectorize=True, strategy="forward-mode").tolist() == [[3.0, 0.0], [0.0, 3.0]]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# gradcheck
+
+
+class _WrongBackward(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x
+
+
+def test_gradcheck_passes_and_fails_as_torch() -> None:
+    x = Tensor(RNG.standard_normal(4), dtype=dtypes.float64, requires_grad=True)
+    y = Tensor(RNG.standard_normal(4), dtype=dtypes.float64, requires_grad=True)
+    assert gradcheck(lambda a, b: ((a * b).tanh(), a.exp().sum()), (x, y))
+    assert gradgradcheck(lambda a, b: (a * b).tanh(), (x, y))
+    with pytest.raises(GradcheckError, match="Jacobian mismatch for output 0 with respect to input 0"):
+        gradcheck(_WrongBackward.apply, (x,))
+    assert gradcheck(_WrongBackward.apply, (x,), raise_exception=False) is False
+    assert issubclass(GradcheckError, RuntimeError)
+    with pytest.raises(ValueError, match="at least one input tensor to require gradient"):
+        gradcheck(lambda a: a * 2, (Tensor([1.0], dtype=dtypes.float64),))
+    with pytest.warns(UserWarning, match="is not a double precision"):
+        gradcheck(lambda a: a * 2, (Tensor([1.0], requires_grad=True),), eps=1e-2, atol=1e-2)
+
+    # a wrong second derivative: the first is right, its own gradient is not
+    class WrongSecond(Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a**3
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return g * 3 * (a.detach() ** 2)
+
+    assert gradcheck(WrongSecond.apply, (x,))
+    assert not gradgradcheck(WrongSecond.apply, (x,), raise_exception=False)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# torch.gradient
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"spacing": 2.0},
+        {"spacing": [0.5, 3.0, 1.0]},
+        {"dim": 1},
+        {"dim": [0, -1], "edge_order": 2},
+        {"spacing": 0.25, "dim": [2], "edge_order": 2},
+        {"edge_order": 2},
+    ],
+)
+def test_torch_gradient_uniform(kwargs: dict) -> None:
+    data = RNG.standard_normal((3, 4, 5))
+    ours = Tensor(data, dtype=dtypes.float64).gradient(**kwargs)
+    _same(ours, torch.gradient(torch.tensor(data), **kwargs))
+    _same(
+        numerical_gradient(Tensor(data, dtype=dtypes.float64), **kwargs), torch.gradient(torch.tensor(data), **kwargs)
+    )
+
+
+@pytest.mark.parametrize("edge_order", [1, 2])
+def test_torch_gradient_coordinates_and_ints(edge_order: int) -> None:
+    data = RNG.standard_normal((4, 6))
+    c0, c1 = np.array([0.0, 0.5, 2.0, 2.5]), np.cumsum(RNG.uniform(0.1, 1.0, 6))
+    ours = Tensor(data, dtype=dtypes.float64).gradient(
+        spacing=[Tensor(c0, dtype=dtypes.float64), Tensor(c1, dtype=dtypes.float64)], edge_order=edge_order
+    )
+    _same(ours, torch.gradient(torch.tensor(data), spacing=[torch.tensor(c0), torch.tensor(c1)], edge_order=edge_order))
+    ints = Tensor([1, 2, 4, 8]).gradient()
+    assert ints[0].dtype == dtypes.float32 and ints[0].tolist() == [1.0, 1.5, 3.0, 4.0]
+
+
+def test_torch_gradient_errors_and_the_autograd_name() -> None:
+    with pytest.raises(RuntimeError, match="at least edge_order\\+1"):
+        Tensor([1.0, 2.0]).gradient(edge_order=2)
+    with pytest.raises(RuntimeError, match="only supports edge_order=1 and edge_order=2"):
+        Tensor([1.0, 2.0]).gradient(edge_order=3)
+    with pytest.raises(RuntimeError, match="list of length equal to 'self.dim\\(\\) = 2'"):
+        Tensor([[1.0, 2.0], [3.0, 4.0]]).gradient(spacing=[1.0, 2.0, 3.0])
+    x = Tensor([1.0, 2.0])
+    with pytest.raises(TypeError, match="torch.gradient's keywords"):
+        (x * x).sum().gradient(x, dim=0)
+    # tinygrad's autograd method is unchanged with targets
+    assert (x * x).sum().gradient(x)[0].tolist() == [2.0, 4.0]
