@@ -4,9 +4,10 @@ torch's, so the values differ from torch's draws while their distribution is the
 
 The families live in modules by kind, all re-exported here: the base class and shared helpers
 (distributions/distribution.py), constraints (distributions/constraints.py), the simple continuous families
-(distributions/continuous.py), Gamma, Beta and Dirichlet with their sampler (distributions/gamma.py), the discrete
-families (distributions/discrete.py), MultivariateNormal, Independent and MixtureSameFamily
-(distributions/multivariate.py), and kl_divergence (distributions/kl.py).
+(distributions/continuous.py), Gamma, Chi2, StudentT, Beta and Dirichlet with their sampler (distributions/gamma.py),
+the discrete families with the Poisson sampler (distributions/discrete.py), MultivariateNormal,
+LowRankMultivariateNormal, Independent and MixtureSameFamily (distributions/multivariate.py), VonMises
+(distributions/circular.py), and kl_divergence (distributions/kl.py).
 
 >>> from uopkit import Tensor
 >>> from uopkit.distributions import Normal, kl_divergence
@@ -15,32 +16,73 @@ families (distributions/discrete.py), MultivariateNormal, Independent and Mixtur
 """
 
 from uopkit.distributions import constraints as constraints
-from uopkit.distributions.continuous import Exponential, Laplace, LogNormal, Normal, Uniform
-from uopkit.distributions.discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
+from uopkit.distributions.circular import VonMises
+from uopkit.distributions.continuous import (
+    Cauchy,
+    Exponential,
+    Gumbel,
+    HalfCauchy,
+    HalfNormal,
+    Kumaraswamy,
+    Laplace,
+    LogNormal,
+    Normal,
+    Pareto,
+    Uniform,
+    Weibull,
+)
+from uopkit.distributions.discrete import (
+    Bernoulli,
+    Binomial,
+    Categorical,
+    Geometric,
+    Multinomial,
+    NegativeBinomial,
+    OneHotCategorical,
+    Poisson,
+)
 from uopkit.distributions.distribution import Distribution
-from uopkit.distributions.gamma import Beta, Dirichlet, Gamma
+from uopkit.distributions.gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
 from uopkit.distributions.kl import kl_divergence, register_kl
-from uopkit.distributions.multivariate import Independent, MixtureSameFamily, MultivariateNormal
+from uopkit.distributions.multivariate import (
+    Independent,
+    LowRankMultivariateNormal,
+    MixtureSameFamily,
+    MultivariateNormal,
+)
 
 __all__ = [
     "Bernoulli",
     "Beta",
     "Binomial",
     "Categorical",
+    "Cauchy",
+    "Chi2",
     "Dirichlet",
     "Distribution",
     "Exponential",
     "Gamma",
     "Geometric",
+    "Gumbel",
+    "HalfCauchy",
+    "HalfNormal",
     "Independent",
+    "Kumaraswamy",
     "Laplace",
     "LogNormal",
+    "LowRankMultivariateNormal",
     "MixtureSameFamily",
+    "Multinomial",
     "MultivariateNormal",
+    "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
+    "Pareto",
     "Poisson",
+    "StudentT",
     "Uniform",
+    "VonMises",
+    "Weibull",
     "constraints",
     "kl_divergence",
     "register_kl",

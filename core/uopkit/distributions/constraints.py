@@ -18,6 +18,7 @@ __all__ = [
     "interval",
     "less_than",
     "lower_cholesky",
+    "multinomial",
     "nonnegative",
     "nonnegative_integer",
     "one_hot",
@@ -147,6 +148,18 @@ class _OneHot(Constraint):
         return ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
 
 
+class _Multinomial(Constraint):
+    # count vectors of the last axis: nonnegative integers summing to at most `upper_bound`
+    is_discrete, event_dim = True, 1
+
+    def __init__(self, upper_bound: int):
+        self.upper_bound = upper_bound
+
+    def check(self, value: Tensor) -> Tensor:
+        counts = ((value >= 0) & (value % 1 == 0)).all(-1)
+        return counts & (value.sum(-1) <= self.upper_bound)
+
+
 class _LowerCholesky(Constraint):
     event_dim = 2
 
@@ -184,3 +197,4 @@ half_open_interval = _HalfOpenInterval
 greater_than = _GreaterThan
 greater_than_eq = _GreaterThanEq
 less_than = _LessThan
+multinomial = _Multinomial

@@ -1,22 +1,41 @@
-"""The discrete families: Bernoulli, Categorical, OneHotCategorical, Geometric, Binomial, Poisson. Each takes `probs`
-or `logits` (exactly one; the other is derived, lazily as every Tensor here), as torch."""
+"""The discrete families: Bernoulli, Categorical, OneHotCategorical, Multinomial, Geometric, Binomial, NegativeBinomial,
+Poisson. Each but Poisson takes `probs` or `logits` (exactly one; the other is derived, lazily as every Tensor here), as
+torch.
+
+Poisson draws run on the device with a fixed amount of work per element: below rate 10 they invert the cdf over the
+counts 0 .. 63 (the mass above 63 is below 1e-25 there); from 10 up they take Hormann's transformed rejection (PTRS),
+`POISSON_ROUNDS` rounds elementwise, the first accepted one winning (each accepts with probability above 0.89, so an
+element goes without one with probability below 1e-15; it then takes floor(rate), the mode).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from uopkit.distributions import constraints
 from uopkit.distributions.distribution import Distribution, all_true, broadcast_all, open_uniform, xlogy
+from uopkit.distributions.gamma import _marsaglia_tsang
 from uopkit.dtype import dtypes
 from uopkit.tensor import Tensor, no_grad
 
-__all__ = ["Bernoulli", "Binomial", "Categorical", "Geometric", "OneHotCategorical", "Poisson"]
+__all__ = [
+    "Bernoulli",
+    "Binomial",
+    "Categorical",
+    "Geometric",
+    "Multinomial",
+    "NegativeBinomial",
+    "OneHotCategorical",
+    "Poisson",
+]
 
 # float32's machine epsilon and most negative value: probabilities are clamped to [EPS, 1 - EPS] before their logits
 # are taken, and -inf logits to MIN_REAL in entropies (0 * -inf would be NaN), as torch
 EPS = 1.1920929e-07
 MIN_REAL = -3.4028234663852886e38
+POISSON_ROUNDS, POISSON_TABLE = 16, 64
 
 
 def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
@@ -211,8 +230,41 @@ class Binomial(_Binary):
         return -inside.where(log_p.exp() * log_p, 0.0).sum(0)
 
 
+def poisson_draws(rate: Tensor) -> Tensor:
+    """Poisson(rate) draws of rate's shape, in rate's dtype, no gradient (see the module docstring)."""
+    lam = rate.detach().float()
+    small = lam < 10
+    # inversion: the number of counts k whose cdf is at most u
+    lam_small = small.where(lam, 0.0)
+    k = Tensor.arange(POISSON_TABLE, device=lam.device).float().reshape(POISSON_TABLE, *(1,) * lam.ndim)
+    cdf = (xlogy(k, lam_small) - lam_small - (k + 1).lgamma()).exp().cumsum(0)
+    u = Tensor.rand(*lam.shape, device=lam.device)
+    inverted = (cdf <= u).float().sum(0)
+    # PTRS for the large rates
+    lam_big = small.where(10.0, lam)
+    b = 0.931 + 2.53 * lam_big.sqrt()
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    vr = 0.9277 - 3.6224 / (b - 2)
+    shape = (POISSON_ROUNDS, *lam.shape)
+    us_raw = Tensor.rand(*shape, device=lam.device) - 0.5
+    v = open_uniform(shape, lam)
+    us = 0.5 - us_raw.abs()
+    safe_us = us.clamp(min=1e-6)
+    cand = ((2 * a / safe_us + b) * us_raw + lam_big + 0.43).floor()
+    quick = (us >= 0.07) & (v <= vr)
+    rejected = (cand < 0) | ((us < 0.013) & (v > us))
+    log_lhs = v.log() + inv_alpha.log() - (a / (safe_us * safe_us) + b).log()
+    log_rhs = -lam_big + cand.clamp(min=0) * lam_big.log() - (cand.clamp(min=0) + 1).lgamma()
+    accept = quick | (rejected.logical_not() & (log_lhs <= log_rhs))
+    draw = lam_big.floor()
+    for r in reversed(range(POISSON_ROUNDS)):
+        draw = accept[r].where(cand[r], draw)
+    return small.where(inverted, draw).cast(rate.dtype)
+
+
 class Poisson(Distribution):
-    """Poisson(rate) on 0, 1, 2, ...: log_prob, mean, mode and variance (no sampler)."""
+    """Poisson(rate) on 0, 1, 2, ...: log_prob, mean, mode, variance and draws (see the module docstring)."""
 
     arg_constraints = {"rate": constraints.nonnegative}
     support = constraints.nonnegative_integer
@@ -234,9 +286,64 @@ class Poisson(Distribution):
     def variance(self) -> Tensor:
         return self.rate
 
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        with no_grad():
+            return poisson_draws(self.rate.detach().expand(self._extended_shape(sample_shape)))
+
     def log_prob(self, value: Any) -> Tensor:
         value = self._checked(value)
         return xlogy(value, self.rate) - self.rate - (value + 1).lgamma()
+
+
+class NegativeBinomial(_Binary):
+    """The number of successes (each with probability `probs`, or sigmoid(`logits`)) before `total_count` failures;
+    `total_count` may be any nonnegative real. Draws are Poisson draws at Gamma(total_count, e^-logits) rates, as
+    torch."""
+
+    arg_constraints = {
+        "total_count": constraints.greater_than_eq(0),
+        "probs": constraints.half_open_interval(0.0, 1.0),
+        "logits": constraints.real,
+    }
+    support = constraints.nonnegative_integer
+    _expanded = ("total_count", "probs", "logits")
+
+    def __init__(self, total_count: Any, probs: Any = None, logits: Any = None, validate_args: bool | None = None):
+        (self.total_count,) = self._set_probs_logits(probs, logits, total_count)
+        self.total_count = self.total_count.cast(self.probs.dtype)
+        super().__init__(self.probs.shape, (), validate_args)
+
+    def _given(self) -> tuple[str, ...]:
+        return ("total_count", self._given_name)
+
+    @property
+    def param_shape(self) -> tuple[int, ...]:
+        return self.probs.shape
+
+    @property
+    def mean(self) -> Tensor:
+        return self.total_count * self.logits.exp()
+
+    @property
+    def mode(self) -> Tensor:
+        return ((self.total_count - 1) * self.logits.exp()).floor().clamp(min=0)
+
+    @property
+    def variance(self) -> Tensor:
+        return self.mean / (-self.logits).sigmoid()
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        with no_grad():
+            shape = self._extended_shape(sample_shape)
+            gamma = _marsaglia_tsang(self.total_count.detach().expand(shape))
+            return poisson_draws(gamma * self.logits.detach().exp())
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        n, logits = self.total_count, self.logits
+        log_unnormalized = -n * _softplus(logits) - value * _softplus(-logits)
+        log_normalization = (n + value).lgamma() - (value + 1).lgamma() - n.lgamma()
+        return log_unnormalized + ((n + value) == 0).where(0.0, log_normalization)
 
 
 class Categorical(Distribution):
@@ -371,3 +478,88 @@ class OneHotCategorical(Distribution):
             k, *(1,) * len(self.batch_shape), k
         )
         return values.expand((k, *self.batch_shape, k)) if expand else values
+
+
+class Multinomial(Distribution):
+    """Counts of `total_count` (a Python int, as torch) Categorical draws over the last axis of `probs` or `logits`
+    (event_shape (K,)), in the parameters' float dtype. log_prob takes the count from the value (any total), as torch.
+
+    >>> from uopkit import Tensor
+    >>> Multinomial(4, probs=Tensor([0.0, 1.0])).sample().tolist()
+    [0.0, 4.0]
+    """
+
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
+
+    def __init__(
+        self,
+        total_count: int = 1,
+        probs: Tensor | None = None,
+        logits: Tensor | None = None,
+        validate_args: bool | None = None,
+    ):
+        if not isinstance(total_count, int):
+            raise NotImplementedError("inhomogeneous total_count is not supported")
+        self.total_count = total_count
+        self._categorical = Categorical(probs, logits, validate_args)
+        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:], False)
+        self._validate_args = self._categorical._validate_args
+
+    def _given(self) -> tuple[str, ...]:
+        return ()
+
+    def expand(self, batch_shape: Sequence[int], _instance: Distribution | None = None) -> Distribution:
+        new = super().expand(batch_shape)
+        new._categorical = self._categorical.expand(batch_shape)  # type: ignore[attr-defined]
+        return new
+
+    @property
+    def support(self) -> constraints.Constraint:  # type: ignore[override]
+        return constraints.multinomial(self.total_count)
+
+    @property
+    def probs(self) -> Tensor:
+        return self._categorical.probs
+
+    @property
+    def logits(self) -> Tensor:
+        return self._categorical.logits
+
+    @property
+    def param_shape(self) -> tuple[int, ...]:
+        return self._categorical.param_shape
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs * self.total_count
+
+    @property
+    def variance(self) -> Tensor:
+        return self.total_count * self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        # total_count Categorical draws per event, one-hot and summed
+        with no_grad():
+            k, p = self.event_shape[0], self.probs
+            if self.total_count == 0:
+                return Tensor.zeros(*self._extended_shape(sample_shape), dtype=p.dtype, device=p.device)
+            draws = self._categorical.sample((self.total_count, *tuple(sample_shape)))
+            return draws.one_hot(k).cast(p.dtype).sum(0)
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        logits = self.logits
+        # a zero count of an impossible category adds nothing (0 * -inf would be NaN)
+        logits = ((value == 0) & (logits == -math.inf)).where(0.0, logits)
+        return (value.sum(-1) + 1).lgamma() - (value + 1).lgamma().sum(-1) + (logits * value).sum(-1)
+
+    def entropy(self) -> Tensor:
+        # n H(categorical) - log n! + sum over categories of E[log x_j!], x_j ~ Binomial(n, p_j)
+        n, p = self.total_count, self.probs
+        binomial = Binomial(n, probs=p, validate_args=False)
+        if n == 0:
+            return p.sum(-1) * 0
+        support = Tensor.arange(1, n + 1, device=p.device).cast(p.dtype).reshape(n, *(1,) * p.ndim)
+        weights = (support + 1).lgamma()
+        expected = (binomial.log_prob(support).exp() * weights).sum(0).sum(-1)
+        return n * self._categorical.entropy() - math.lgamma(n + 1) + expected

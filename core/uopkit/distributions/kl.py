@@ -8,7 +8,17 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from uopkit.distributions.continuous import Exponential, Laplace, Normal, Uniform
+from uopkit.distributions.continuous import (
+    EULER_GAMMA,
+    Cauchy,
+    Exponential,
+    Gumbel,
+    HalfNormal,
+    Laplace,
+    Normal,
+    Pareto,
+    Uniform,
+)
 from uopkit.distributions.discrete import (
     Bernoulli,
     Binomial,
@@ -20,7 +30,12 @@ from uopkit.distributions.discrete import (
 )
 from uopkit.distributions.distribution import Distribution, lbeta, sum_rightmost, xlogy
 from uopkit.distributions.gamma import Beta, Dirichlet, Gamma
-from uopkit.distributions.multivariate import Independent, MultivariateNormal, _batch_mahalanobis
+from uopkit.distributions.multivariate import (
+    Independent,
+    LowRankMultivariateNormal,
+    MultivariateNormal,
+    _batch_mahalanobis,
+)
 from uopkit.tensor import Tensor
 
 __all__ = ["kl_divergence", "register_kl"]
@@ -208,3 +223,134 @@ def _kl_independent_independent(p: Independent, q: Independent) -> Tensor:
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError("KL between Independents with different reinterpreted_batch_ndims")
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p: HalfNormal, q: HalfNormal) -> Tensor:
+    # folding both at 0 keeps the density ratio: the Normal pair's value with equal locs
+    return _kl_normal_normal(p.base_dist, q.base_dist)  # type: ignore[arg-type]
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p: Cauchy, q: Cauchy) -> Tensor:
+    return (((p.scale + q.scale) ** 2 + (p.loc - q.loc) ** 2) / (4 * p.scale * q.scale)).log()
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p: Gumbel, q: Gumbel) -> Tensor:
+    ratio = p.scale / q.scale
+    shift = (p.loc - q.loc) / q.scale
+    return -ratio.log() + shift + EULER_GAMMA * (ratio - 1) + ((1 + ratio).lgamma() - shift).exp() - 1
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p: Pareto, q: Pareto) -> Tensor:
+    alpha_ratio = q.alpha / p.alpha
+    result = q.alpha * (p.scale / q.scale).log() - alpha_ratio.log() + alpha_ratio - 1
+    return _infinite_where(p.scale < q.scale, result)
+
+
+def _as_mvn(d: Distribution) -> MultivariateNormal:
+    if isinstance(d, LowRankMultivariateNormal):
+        return MultivariateNormal(d.loc, scale_tril=d.scale_tril, validate_args=False)
+    return d  # type: ignore[return-value]
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank(p: Distribution, q: Distribution) -> Tensor:
+    # through the dense Cholesky factors of the covariances (n x n; torch works with the capacitance instead)
+    if p.event_shape != q.event_shape:
+        raise ValueError(
+            "KL-divergence between two (Low Rank) Multivariate Normals with different event shapes cannot be computed"
+        )
+    return _kl_mvn_mvn(_as_mvn(p), _as_mvn(q))
+
+
+# pairs whose p has mass where q has none
+def _kl_infinite(p: Distribution, q: Distribution) -> Tensor:
+    like = next(v for v in p.__dict__.values() if isinstance(v, Tensor))
+    return (like * 0).add(math.inf).expand(p.batch_shape)
+
+
+for _p_type, _q_types in (
+    (Beta, (Pareto,)),
+    (Exponential, (Pareto,)),
+    (Gamma, (Pareto,)),
+    (Gumbel, (Beta, Exponential, Gamma, Pareto, Uniform)),
+    (Laplace, (Pareto,)),
+    (Normal, (Pareto,)),
+    (Pareto, (Beta, Uniform)),
+):
+    for _q_type in _q_types:
+        register_kl(_p_type, _q_type)(_kl_infinite)
+
+
+@register_kl(Exponential, Gumbel)
+def _kl_exponential_gumbel(p: Exponential, q: Gumbel) -> Tensor:
+    c, r = p.rate * q.scale, q.loc / q.scale
+    return c.log() - 1 - r + r.exp() * c / (c + 1) + c.reciprocal()
+
+
+@register_kl(Gamma, Gumbel)
+def _kl_gamma_gumbel(p: Gamma, q: Gumbel) -> Tensor:
+    a, c, r = p.concentration, p.rate * q.scale, q.loc / q.scale
+    neg_entropy_part = (a - 1) * a.digamma() - a.lgamma() - a
+    return neg_entropy_part + c.log() + a / c + r.exp() * (-a * (1 + c.reciprocal()).log()).exp() - r
+
+
+@register_kl(Normal, Gumbel)
+def _kl_normal_gumbel(p: Normal, q: Gumbel) -> Tensor:
+    m, v, r = p.loc / q.scale, (p.scale / q.scale) ** 2, q.loc / q.scale
+    return -0.5 * v.log() + m - r + (r - m + 0.5 * v).exp() - 0.5 * (1 + math.log(2 * math.pi))
+
+
+@register_kl(Uniform, Gumbel)
+def _kl_uniform_gumbel(p: Uniform, q: Gumbel) -> Tensor:
+    width = p.high - p.low
+    ratio = q.scale / width
+    hi, lo = (p.high - q.loc) / q.scale, (p.low - q.loc) / q.scale
+    return ratio.log() + 0.5 * (hi + lo) - ratio * ((-hi).exp() - (-lo).exp())
+
+
+@register_kl(Gumbel, Normal)
+def _kl_gumbel_normal(p: Gumbel, q: Normal) -> Tensor:
+    ratio = p.scale / q.scale
+    mean_gap = (p.loc + EULER_GAMMA * p.scale - q.loc) / q.scale
+    return (
+        -(ratio / math.sqrt(2 * math.pi)).log() + (math.pi * ratio / 2) ** 2 / 3 + 0.5 * mean_gap**2 - (EULER_GAMMA + 1)
+    )
+
+
+@register_kl(Pareto, Exponential)
+def _kl_pareto_exponential(p: Pareto, q: Exponential) -> Tensor:
+    a, c = p.alpha, p.scale * q.rate
+    result = (a / c).log() - a.reciprocal() + a * c / (a - 1) - 1
+    return _infinite_where(a <= 1, result)
+
+
+@register_kl(Pareto, Gamma)
+def _kl_pareto_gamma(p: Pareto, q: Gamma) -> Tensor:
+    a, k, rate = p.alpha, q.concentration, q.rate
+    mean_log = p.scale.log() + a.reciprocal()
+    result = a.log() - k * mean_log + k.lgamma() - k * rate.log() + rate * a * p.scale / (a - 1) - 1
+    return _infinite_where(a <= 1, result)
+
+
+@register_kl(Pareto, Normal)
+def _kl_pareto_normal(p: Pareto, q: Normal) -> Tensor:
+    a = p.alpha
+    mean = a * p.scale / (a - 1)
+    variance = a * (p.scale / (a - 1)) ** 2 / (a - 2)
+    log_norm = (math.sqrt(2 * math.pi) * q.scale * a / p.scale).log()
+    result = log_norm - a.reciprocal() + (variance + (mean - q.loc) ** 2) / (2 * q.scale**2) - 1
+    return _infinite_where(a <= 2, result)
+
+
+@register_kl(Uniform, Pareto)
+def _kl_uniform_pareto(p: Uniform, q: Pareto) -> Tensor:
+    width = p.high - p.low
+    mean_log = (xlogy(p.high, p.high) - xlogy(p.low, p.low) - width) / width
+    result = (q.alpha + 1) * mean_log - (q.alpha * width).log() - q.alpha * q.scale.log()
+    return _infinite_where(p.low < q.scale, result)

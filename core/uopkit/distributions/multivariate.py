@@ -1,5 +1,5 @@
-"""MultivariateNormal and the distributions built from others: Independent (batch axes read as event axes) and
-MixtureSameFamily (a Categorical mixture of one family's batch)."""
+"""MultivariateNormal, LowRankMultivariateNormal and the distributions built from others: Independent (batch axes read
+as event axes) and MixtureSameFamily (a Categorical mixture of one family's batch)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from uopkit.distributions.distribution import (
 )
 from uopkit.tensor import Tensor, no_grad
 
-__all__ = ["Independent", "MixtureSameFamily", "MultivariateNormal"]
+__all__ = ["Independent", "LowRankMultivariateNormal", "MixtureSameFamily", "MultivariateNormal"]
 
 
 def _batch_mahalanobis(scale_tril: Tensor, diff: Tensor) -> Tensor:
@@ -150,6 +150,106 @@ class MultivariateNormal(Distribution):
 
     def entropy(self) -> Tensor:
         return 0.5 * self.event_shape[0] * (1.0 + LOG_2PI) + self._half_log_det()
+
+
+class LowRankMultivariateNormal(Distribution):
+    """N(loc, W W^T + diag(D)) over the last axis, for `cov_factor` W (n x rank) and positive `cov_diag` D. log_prob
+    and entropy use the capacitance matrix I + W^T D^-1 W (rank x rank, factored once, as torch: Woodbury's identity
+    and the matrix determinant lemma); rsample is loc + W eps_W + sqrt(D) eps_D.
+
+    >>> from uopkit import Tensor
+    >>> d = LowRankMultivariateNormal(Tensor([0.0, 0.0]), Tensor([[1.0], [0.0]]), Tensor([1.0, 1.0]))
+    >>> d.variance.tolist()
+    [2.0, 1.0]
+    """
+
+    arg_constraints = {
+        "loc": constraints.real_vector,
+        "cov_factor": constraints.independent(constraints.real, 2),
+        "cov_diag": constraints.independent(constraints.positive, 1),
+    }
+    support = constraints.real_vector
+    has_rsample = True
+    _expanded = ("loc", "cov_factor", "cov_diag", "_capacitance_tril")
+
+    def __init__(self, loc: Tensor, cov_factor: Tensor, cov_diag: Tensor, validate_args: bool | None = None):
+        loc = as_tensor(loc)
+        if loc.ndim < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        n = loc.shape[-1]
+        if cov_factor.ndim < 2:
+            raise ValueError("cov_factor must be at least two-dimensional, with optional leading batch dimensions")
+        if cov_factor.shape[-2] != n:
+            raise ValueError(f"cov_factor must be a batch of matrices with shape {n} x m")
+        if tuple(cov_diag.shape[-1:]) != (n,):
+            raise ValueError(f"cov_diag must be a batch of vectors with shape {(n,)}")
+        rank = cov_factor.shape[-1]
+        batch_shape = _broadcast_shape(loc.shape[:-1], cov_factor.shape[:-2], cov_diag.shape[:-1])
+        self.loc = loc.expand((*batch_shape, n))
+        self.cov_factor = cov_factor.expand((*batch_shape, n, rank))
+        self.cov_diag = cov_diag.expand((*batch_shape, n))
+        super().__init__(batch_shape, (n,), validate_args)
+        self._capacitance_tril = self._capacitance().cholesky()
+
+    def _scaled_factor_t(self) -> Tensor:
+        # W^T D^-1
+        return self.cov_factor.mT / self.cov_diag.unsqueeze(-2)
+
+    def _capacitance(self) -> Tensor:
+        rank = self.cov_factor.shape[-1]
+        eye = Tensor.eye(rank, dtype=self.loc.dtype, device=self.loc.device)
+        return self._scaled_factor_t() @ self.cov_factor + eye
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def variance(self) -> Tensor:
+        return (self.cov_factor**2).sum(-1) + self.cov_diag
+
+    @property
+    def covariance_matrix(self) -> Tensor:
+        n = self.event_shape[0]
+        eye = Tensor.eye(n, dtype=self.loc.dtype, device=self.loc.device)
+        return self.cov_factor @ self.cov_factor.mT + self.cov_diag.unsqueeze(-1) * eye
+
+    @property
+    def precision_matrix(self) -> Tensor:
+        # D^-1 - D^-1 W C^-1 W^T D^-1, with C = L L^T the capacitance
+        n = self.event_shape[0]
+        eye = Tensor.eye(n, dtype=self.loc.dtype, device=self.loc.device)
+        a = self._capacitance_tril.solve_triangular(self._scaled_factor_t(), upper=False)
+        return self.cov_diag.reciprocal().unsqueeze(-1) * eye - a.mT @ a
+
+    @property
+    def scale_tril(self) -> Tensor:
+        return self.covariance_matrix.cholesky()
+
+    def _log_det(self) -> Tensor:
+        half = self._capacitance_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        return 2 * half + self.cov_diag.log().sum(-1)
+
+    def rsample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        shape = self._extended_shape(sample_shape)
+        eps_w = standard_normal((*shape[:-1], self.cov_factor.shape[-1]), self.loc)
+        eps_d = standard_normal(shape, self.loc)
+        return self.loc + (self.cov_factor @ eps_w.unsqueeze(-1)).squeeze(-1) + self.cov_diag.sqrt() * eps_d
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = self._checked(value)
+        diff = value - self.loc
+        # diff^T Sigma^-1 diff = diff^T D^-1 diff - |L^-1 W^T D^-1 diff|^2
+        projected = (self._scaled_factor_t() @ diff.unsqueeze(-1)).squeeze(-1)
+        mahalanobis = (diff**2 / self.cov_diag).sum(-1) - _batch_mahalanobis(self._capacitance_tril, projected)
+        return -0.5 * (self.event_shape[0] * LOG_2PI + mahalanobis + self._log_det())
+
+    def entropy(self) -> Tensor:
+        return 0.5 * (self.event_shape[0] * (1.0 + LOG_2PI) + self._log_det())
 
 
 class Independent(Distribution):
