@@ -260,3 +260,53 @@ def test_custom_fwd_and_custom_bwd():
     assert seen["backward"] is True and w.grad.dtype == dtypes.float32
     # (its product in bfloat16, as torch's would be: rounded to bfloat16's 8 bits)
     np.testing.assert_allclose(w.grad.numpy(), a.float().numpy().T @ np.ones((8, 8), np.float32), rtol=8e-3)
+
+
+def test_cpu_list_dtypes_of_more_ops_as_torch():
+    # each op's result dtype inside autocast("cpu") against torch's (its CPU lists: einsum lowers to bmm, prelu and
+    # vecdot are lower precision, mv is on no list, trace and grid_sample compute in float32, and the losses torch
+    # doesn't list keep their inputs' dtype)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((2, 4, 5)).astype(np.float32)
+    m, v = rng.standard_normal((3, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    img = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    grid = rng.uniform(-1, 1, (1, 3, 3, 2)).astype(np.float32)
+    tf, t = torch.nn.functional, torch.tensor
+    w = np.array([0.25], np.float32)
+    cases = [
+        (
+            "einsum",
+            lambda: torch.einsum("bij,bjk->bik", t(a), t(b)),
+            lambda: Tensor.einsum("bij,bjk->bik", Tensor(a), Tensor(b)),
+        ),
+        ("prelu", lambda: tf.prelu(t(m), t(w)), lambda: F.prelu(Tensor(m), Tensor(w))),
+        ("vecdot", lambda: torch.linalg.vecdot(t(m), t(m)), lambda: Tensor(m).vecdot(Tensor(m))),
+        ("mv", lambda: t(m).mv(t(v)), lambda: Tensor(m).mv(Tensor(v))),
+        ("trace", lambda: t(m).bfloat16().trace(), lambda: Tensor(m).bfloat16().trace()),
+        (
+            "grid_sample",
+            lambda: tf.grid_sample(t(img).bfloat16(), t(grid).bfloat16(), align_corners=False),
+            lambda: F.grid_sample(Tensor(img).bfloat16(), Tensor(grid).bfloat16(), align_corners=False),
+        ),
+        (
+            "gaussian_nll_loss",
+            lambda: tf.gaussian_nll_loss(t(v).bfloat16(), t(v).bfloat16(), t(v).abs().bfloat16()),
+            lambda: F.gaussian_nll_loss(Tensor(v).bfloat16(), Tensor(v).bfloat16(), Tensor(v).abs().bfloat16()),
+        ),
+    ]
+    names = {dtypes.bfloat16: "torch.bfloat16", dtypes.float32: "torch.float32"}
+    for name, theirs, ours in cases:
+        with torch.autocast("cpu"):
+            want = str(theirs().dtype)
+        with amp.autocast("cpu"):
+            got = names[ours().dtype]
+        assert got == want, name
+
+
+def test_attention_weights_with_a_bool_mask_keep_the_scores_dtype():
+    x = Tensor(RNG.standard_normal((5, 2, 8)).astype(np.float32))
+    mha = nn.MultiheadAttention(8, 2)
+    mask = Tensor(np.triu(np.ones((5, 5), bool), 1))
+    with amp.autocast("cpu"):
+        out, weights = mha(x, x, x, attn_mask=mask)
+    assert out.dtype == weights.dtype == dtypes.bfloat16

@@ -365,3 +365,64 @@ def test_small_layer_errors_as_torch() -> None:
         nn.GELU(approximate="fast")
     with pytest.raises(RuntimeError):
         torch.nn.GELU(approximate="fast")(torch.ones(2))
+
+
+@pytest.mark.parametrize("half", ["half", "bfloat16"])
+def test_batchnorm_of_a_half_model_trains_as_torchs(half):
+    # a .half() model in training mode: the input normalizes in float32 and the half running statistics update
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32) * 3 + 1
+    theirs = getattr(torch.nn.BatchNorm2d(3), half)().train()
+    ours = getattr(nn.BatchNorm2d(3), half)().train()
+    got = ours(Tensor(x).cast(ours.running_mean.dtype))
+    want = theirs(torch.tensor(x).to(theirs.running_mean.dtype))
+    assert got.dtype == ours.running_mean.dtype
+    # (torch's CPU kernel rounds its statistics to the half float first: an ulp apart at most)
+    np.testing.assert_allclose(got.float().numpy(), want.float().detach().numpy(), rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(ours.running_var.float().numpy(), theirs.running_var.float().numpy(), rtol=1e-2)
+
+
+def test_sequential_edits_as_torchs():
+    built = []
+    for lib in (nn, torch.nn):
+        s = lib.Sequential(lib.Linear(2, 3), lib.ReLU(), lib.Linear(3, 1))
+        s[2] = lib.Linear(3, 5)
+        del s[1]
+        s.insert(1, lib.Tanh())
+        s.extend(lib.Sequential(lib.ReLU(), lib.Sigmoid()))
+        popped = s.pop(-1)
+        s += lib.Sequential(lib.Identity())
+        doubled = lib.Sequential(lib.ReLU()) * 2
+        built.append(
+            (
+                type(popped).__name__,
+                [type(layer).__name__ for layer in s],
+                sorted(s.state_dict()),
+                len(doubled),
+                s[2].out_features,
+            )
+        )
+    assert built[0] == built[1]
+    with pytest.raises(IndexError, match="out of range"):
+        nn.Sequential(nn.ReLU())[3] = nn.ReLU()
+
+
+def test_memory_formats_are_accepted_and_checked():
+    import uopkit
+
+    x = Tensor(np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4))
+    for fmt in (uopkit.channels_last, torch.channels_last, uopkit.contiguous_format, torch.preserve_format):
+        assert x.contiguous(memory_format=fmt).tolist() == x.tolist()
+        assert x.to(memory_format=fmt).tolist() == x.tolist()
+    layer = nn.Conv2d(2, 2, 1).to(memory_format=torch.channels_last)
+    assert layer(x).shape == (1, 2, 3, 4)
+    # is_contiguous answers from torch's strides of the view, as torch's
+    nhwc = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    t = torch.tensor(x.numpy()).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    for fmt, tfmt in ((uopkit.channels_last, torch.channels_last), (uopkit.contiguous_format, torch.contiguous_format)):
+        assert nhwc.is_contiguous(memory_format=fmt) == t.is_contiguous(memory_format=tfmt)
+        assert x.is_contiguous(memory_format=fmt) == torch.tensor(x.numpy()).is_contiguous(memory_format=tfmt)
+    with pytest.raises(RuntimeError, match="4-d"):
+        Tensor.ones(3).contiguous(memory_format=uopkit.channels_last)
+    with pytest.raises(TypeError, match="memory_format"):
+        x.contiguous(memory_format="nhwc")

@@ -426,3 +426,26 @@ def test_replay_stores_shared_values_for_the_other_live_tensors(rng):
         assert counts["kernels_run"] == first["kernels_run"]
         assert counts["schedule_misses"] == 0
         assert counts["kernels_compiled"] == 0
+
+
+def test_reading_a_view_of_a_small_stored_tensor_runs_no_kernel():
+    # `iou[i, j].item()` in a Python loop (NMS): the view is taken from a host copy of the buffer, not by a kernel
+    from uopkit.engine.realize import stats
+
+    data = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = (Tensor(data) * 2).realize()
+    want = data * 2
+    views = [
+        (lambda x: x[1, 2, 3], lambda a: a[1, 2, 3]),
+        (lambda x: x.permute(2, 0, 1)[::2], lambda a: a.transpose(2, 0, 1)[::2]),
+        (lambda x: x.flip(1)[:, 1:3], lambda a: a[:, ::-1][:, 1:3]),
+        (lambda x: x[0].pad(((1, 0), (0, 2))), lambda a: np.pad(a[0], ((1, 0), (0, 2)))),
+        (lambda x: x[:, :1].expand(3, 2, 5), lambda a: np.broadcast_to(a[:, :1], (3, 2, 5))),
+    ]
+    before = stats["kernels_run"]
+    for ours, theirs in views:
+        got = ours(t).numpy()
+        np.testing.assert_array_equal(got, theirs(want))
+        assert got.flags.writeable
+    assert t[2, 3, 4].item() == want[2, 3, 4]
+    assert stats["kernels_run"] == before

@@ -27,6 +27,13 @@ try:
         no_grad,
         set_grad_enabled,
     )
+    from uopkit.tensor.memory_format import (  # noqa: F401
+        channels_last,
+        channels_last_3d,
+        contiguous_format,
+        memory_format,
+        preserve_format,
+    )
 
     __all__ += [
         "Tensor",
@@ -37,6 +44,11 @@ try:
         "is_autocast_enabled",
         "is_autocast_available",
         "get_autocast_dtype",
+        "memory_format",
+        "contiguous_format",
+        "channels_last",
+        "channels_last_3d",
+        "preserve_format",
         "no_grad",
         "enable_grad",
         "set_grad_enabled",

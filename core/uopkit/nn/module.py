@@ -41,6 +41,7 @@ from uopkit.dtype import DType, dtypes, to_dtype
 from uopkit.nn import state
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.tensor import Tensor
+from uopkit.tensor.memory_format import as_memory_format
 from uopkit.tensor.support import _mark_view
 from uopkit.uop.ops import Ops
 
@@ -648,6 +649,9 @@ def _child(module: Any, part: str) -> Any:
 def _to_arguments(layer: str, args: tuple, kwargs: dict) -> tuple[str | None, DType | None]:
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
+    if "memory_format" in kwargs:
+        # (checked, and changes nothing: uopkit lays out buffers itself, uopkit/tensor/memory_format.py)
+        as_memory_format(kwargs.pop("memory_format"), f"{layer}.to")
     if kwargs:
         raise TypeError(f"{layer}.to: unexpected arguments {sorted(kwargs)}")
     for a in args:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -392,7 +392,10 @@ class BatchNorm(Module):
             centered = x - mean.reshape(shape)
             var = (centered * centered).mean(axes)
             if Tensor.training and self.track_running_stats:
-                if dtypes.is_float(x.dtype) and x.dtype != self.running_mean.dtype and x.dtype not in dtypes.halves:
+                # (a half-float layer's input arrives here in float32: `_in_float32`)
+                stats_dt = self.running_mean.dtype
+                mixed = x.dtype != stats_dt and x.dtype not in dtypes.halves and stats_dt not in dtypes.halves
+                if dtypes.is_float(x.dtype) and mixed:
                     raise TypeError(
                         f"BatchNorm({self.sz}): the input is {x.dtype}, the running statistics are "
                         f"{self.running_mean.dtype}; cast the input, or the layer's tensors (as PyTorch, which "
@@ -403,8 +406,8 @@ class BatchNorm(Module):
                 unbiased = var.detach() * (n / max(n - 1, 1))
                 # momentum None: the running statistics are the plain average of every batch's, as PyTorch's
                 m = self.momentum if self.momentum is not None else 1 / (self.num_batches_tracked + 1).float()
-                self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
-                self.running_var.assign((1 - m) * self.running_var + m * unbiased)
+                self.running_mean.assign(((1 - m) * self.running_mean + m * mean.detach()).cast(stats_dt))
+                self.running_var.assign(((1 - m) * self.running_var + m * unbiased).cast(stats_dt))
                 self.num_batches_tracked.assign(self.num_batches_tracked + 1)
             out = centered * (var.reshape(shape) + self.eps).rsqrt()
             return _gradient_stored_once(_per_channel_affine(out, self.weight, self.bias))
@@ -902,6 +905,78 @@ class Sequential(Module):
         if not -len(items) <= idx < len(items):
             raise IndexError(f"Sequential: index {idx} is out of range for {len(items)} layers")
         return items[idx][1]
+
+    def _index(self, idx: int) -> int:
+        n = len(self)
+        if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
+            raise TypeError(f"Sequential: an index must be an int, got {type(idx).__name__}")
+        if not -n <= idx < n:
+            raise IndexError(f"Sequential: index {idx} is out of range for {n} layers")
+        return int(idx) % n
+
+    def _renumbered(self, layers: list[Callable[..., Any]]) -> None:
+        # the layers named "0", "1", ... in this order, as torch's Sequential after a delete or an insert
+        for name, _ in list(self._entries()):
+            delattr(self, name)
+        for layer in layers:
+            self.append(layer)
+
+    def __setitem__(self, idx: int, layer: Callable[..., Any]) -> None:
+        """Replace the layer at `idx` under its name (`model.classifier[1] = Linear(...)`: fine-tuning's idiom)."""
+        name = list(self._entries())[self._index(idx)][0]
+        if not callable(layer):
+            raise TypeError(f"Sequential: layer {name} is a {type(layer).__name__}, which can't be called")
+        setattr(self, name, layer)
+
+    def __delitem__(self, idx: int | slice) -> None:
+        """Remove a layer (or a slice of them); the rest are numbered again from "0", as torch's."""
+        layers = [layer for _, layer in self._entries()]
+        if isinstance(idx, slice):
+            del layers[idx]
+        else:
+            del layers[self._index(idx)]
+        self._renumbered(layers)
+
+    def insert(self, index: int, layer: Callable[..., Any]) -> Sequential:
+        """Insert a layer before position `index` (torch's insert: -len <= index <= len); the layers are numbered
+        again."""
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"Sequential.insert: index {index} is out of range for {n} layers")
+        layers = [layer for _, layer in self._entries()]
+        layers.insert(index % (n + 1) if index < 0 else index, layer)
+        self._renumbered(layers)
+        return self
+
+    def extend(self, layers: Iterable[Callable[..., Any]]) -> Sequential:
+        """Append every layer of `layers` (a Sequential or any iterable of layers)."""
+        for layer in list(layers):
+            self.append(layer)
+        return self
+
+    def pop(self, idx: int | slice) -> Any:
+        """Remove and return the layer at `idx` (torch's pop)."""
+        layer = self[idx]
+        del self[idx]
+        return layer
+
+    def __add__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise TypeError(f"Sequential: can only add another Sequential, got {type(other).__name__}")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise TypeError(f"Sequential: can only add another Sequential, got {type(other).__name__}")
+        return self.extend(other)
+
+    def __mul__(self, times: int) -> Sequential:
+        if not isinstance(times, int) or isinstance(times, bool) or times <= 0:
+            raise ValueError(f"Sequential: can only be multiplied by a positive int, got {times!r}")
+        # (the same layer objects, repeated, as torch's)
+        return Sequential(*(list(self) * times))
+
+    __rmul__ = __mul__
 
     def __repr__(self) -> str:
         inner = "".join(f"\n  ({k}): {getattr(v, '__name__', None) or type(v).__name__}" for k, v in self._entries())

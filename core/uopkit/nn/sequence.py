@@ -513,6 +513,9 @@ class MultiheadAttention(Module):
         if need_weights:
             # torch's path with weights: a query that may attend to nothing gives NaN, as there
             scores = (q * (1 / math.sqrt(self.head_dim))) @ k.transpose(-2, -1)
+            if mask is not None and scores.dtype in dtypes.halves:
+                # (a half-float attention, or one under autocast, adds its mask in the scores' dtype, as torch's)
+                mask = mask.cast(scores.dtype)
             probs = (scores + mask if mask is not None else scores).softmax(-1).dropout(self.dropout)
             out = probs @ v
             weights = probs.mean(1) if average_attn_weights else probs

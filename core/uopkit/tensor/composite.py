@@ -17,6 +17,7 @@ from uopkit.dtype import DType, dtypes, to_dtype, to_numpy_dtype
 from uopkit.gradient import set_gradient
 from uopkit.helpers import prod
 from uopkit.tensor import segments
+from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.reduce import _CUM_BLOCK_MASKED, _CUM_LEVEL_BLOCK, ValuesIndices
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.series import _TWO_OVER_SQRT_PI, _erf_near_zero, _erfc_beyond_half, _erfc_of_abs, _horner
@@ -704,6 +705,7 @@ class CompositeMixin:
             )
         return self.dot(mat2)
 
+    @without_autocast
     def mv(self, vec: Tensor) -> Tensor:
         """The product of a matrix and a vector, as torch.mv.
 

@@ -16,7 +16,7 @@ from uopkit.dtype import (
 )
 from uopkit.helpers import prod
 from uopkit.schedule.grouper import is_realized_view
-from uopkit.tensor.autocast import LOWER, autocast_op
+from uopkit.tensor.autocast import CPU, FLOAT32, LOWER, autocast_op
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -112,6 +112,7 @@ class LinalgMixin:
         x = self * weight if weight.ndim == 1 else self.dot(weight)
         return x + bias if bias is not None else x
 
+    @autocast_op(LOWER)
     @staticmethod
     def einsum(formula: str, *operands: Tensor) -> Tensor:
         """Einstein summation, e.g. "ij,jk->ik"; "..." broadcasts, a letter repeated in one operand takes the
@@ -189,6 +190,7 @@ class LinalgMixin:
             raise ShapeError(f"outer: needs two 1-D tensors, got shapes {self.shape} and {other.shape}")
         return self.reshape(-1, 1) * other.reshape(1, -1)
 
+    @autocast_op(FLOAT32, CPU)
     def trace(self) -> Tensor:
         """The sum of a matrix's main diagonal (of min(rows, columns) elements), accumulated as sum (torch.trace).
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from uopkit.dtype import dtypes
-from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
+from uopkit.tensor.autocast import FLOAT32, GPU, LOWER, autocast_op
 from uopkit.tensor.factorize import (
     _matrices,
     _square,
@@ -260,6 +260,7 @@ class MatrixMixin:
             out = out.squeeze(0)
         return out.squeeze(-1) if last_vector else out
 
+    @autocast_op(LOWER)
     def vecdot(self: Tensor, other: Tensor, dim: int = -1) -> Tensor:  # type: ignore[misc]
         """torch.linalg.vecdot: sum(x * y) along `dim`, the operands broadcast (real tensors: no conjugate).
 

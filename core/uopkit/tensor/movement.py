@@ -16,6 +16,7 @@ from uopkit.dtype import (
     to_dtype,
 )
 from uopkit.helpers import prod
+from uopkit.tensor.memory_format import as_memory_format, dims_order
 from uopkit.tensor.rearrange import rearrange
 from uopkit.tensor.support import (
     _A_RESHAPED_COPY,
@@ -922,12 +923,15 @@ class MovementMixin:
         cols = Tensor.arange(c, device=self.device).reshape(1, c)
         return (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
 
-    def contiguous(self) -> Tensor:
-        """A tensor whose values are stored in their own buffer, in order.
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """A tensor whose values are stored in their own buffer, in order. `memory_format` (torch's) is checked and
+        changes nothing: uopkit chooses layouts itself (uopkit/tensor/memory_format.py).
 
         >>> Tensor([[1, 2], [3, 4]]).T.contiguous().tolist()
         [[1, 3], [2, 4]]
         """
+        if memory_format is not None:
+            dims_order(as_memory_format(memory_format, "contiguous"), self.ndim, "contiguous")
         # a fresh arg per call: two identical contiguous() calls must not end up sharing (and aliasing) storage
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), next(_contiguous_ids)))
 
@@ -946,10 +950,12 @@ class MovementMixin:
         dtype: DType | str | None = None,
         non_blocking: bool = False,
         copy: bool = False,
+        memory_format: Any = None,
     ) -> Tensor:
         """This tensor on another device (a copy when the device differs) and/or cast to a dtype, as torch's
         `to(device)`, `to(dtype)`, `to(device, dtype)` or `to(other)` (other's device and dtype); `copy=True` gives a
-        copy even when nothing changes. `non_blocking` changes nothing (a copy runs when the result is realized).
+        copy even when nothing changes. `non_blocking` changes nothing (a copy runs when the result is realized), nor
+        does `memory_format` (checked: see `contiguous`).
 
         >>> Tensor([1.7]).to("int32").tolist()
         [1]
@@ -968,6 +974,8 @@ class MovementMixin:
                     f"to: expected a device name, a uopkit dtype (dtypes.float16 or 'float16') or a Tensor, got "
                     f"{a!r} ({type(a).__name__})"
                 )
+        if memory_format is not None:
+            dims_order(as_memory_format(memory_format, "to"), self.ndim, "to")
         t = self if dtype is None else self.cast(dtype)
         t = t if device is None else t._to_device(device)
         return t.clone() if copy and t is self else t
@@ -978,13 +986,13 @@ class MovementMixin:
             return self
         return Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=device))))
 
-    def clone(self) -> Tensor:
-        """A copy in a buffer of its own.
+    def clone(self, memory_format: Any = None) -> Tensor:
+        """A copy in a buffer of its own (`memory_format` as `contiguous`'s).
 
         >>> Tensor([1, 2]).clone().tolist()
         [1, 2]
         """
-        return self.contiguous()
+        return self.contiguous(memory_format)
 
 
 # stacking this many slices of one stored tensor gathers them (see `_stacked_windows`)

@@ -15,7 +15,7 @@ import numpy as np
 from uopkit.dtype import dtypes
 from uopkit.helpers import prod
 from uopkit.tensor import segments
-from uopkit.tensor.autocast import FLOAT32, autocast_op
+from uopkit.tensor.autocast import CPU, FLOAT32, autocast_op
 from uopkit.tensor.special import UnsupportedDTypeError
 from uopkit.tensor.support import (
     ArgumentError,
@@ -244,6 +244,7 @@ class SpatialMixin:
         base_t = Tensor(base, device=self.device).cast(self.dtype)
         return (base_t @ self.transpose(1, 2)).reshape(size[0], *spatial, nd)
 
+    @autocast_op(FLOAT32, CPU)
     def grid_sample(
         self, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros", align_corners: bool = False
     ) -> Tensor:

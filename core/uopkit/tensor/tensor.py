@@ -372,7 +372,32 @@ class Tensor(
             return self.cast(dtypes.float32).numpy()
         if 0 in self.shape:
             return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
+        self.realize()
+        view = self._view_read_on_host()
+        if view is not None:
+            return view
         return self._buffer().numpy().reshape(self.shape)
+
+    def _view_read_on_host(self) -> np.ndarray | None:
+        """The values of a view of a small stored buffer (`iou[i, j]`, `scores[k]` of a computed tensor), read by
+        copying the buffer out and taking the view in numpy: a copy kernel for one element costs ~100 us, a Python loop
+        of `.item()`s (NMS over a realized IoU matrix) pays it per element. None where it doesn't apply."""
+        chain = self.uop.movement_chain()
+        if not chain:
+            return None
+        base = chain[-1].src[0]
+        buf = buffers.get(base) if base.op is Ops.BUFFER else None
+        limit = max(HOST_VIEW_READ_BYTES // self.dtype.itemsize, 4 * self.numel())
+        if buf is None or buf.size > limit:
+            return None
+        # (a symbolic shape or window start, which the kernel path knows the value of; or a view on the way that is
+        # large itself: a pad by 10**12, an expand to 2**33 elements flattened)
+        if any(not _plain_ints(n.arg) or prod(n.shape) > limit for n in chain):
+            return None
+        arr = buf.numpy()
+        for node in reversed(chain):
+            arr = _numpy_movement(arr, node)
+        return np.array(arr, copy=True).reshape(self.shape)
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
@@ -665,6 +690,34 @@ for _module in (
     _torch_extras_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
+
+
+# a view's values are read from a host copy of its buffer when the buffer has at most this many bytes (or 4x the view's)
+HOST_VIEW_READ_BYTES = 1 << 18
+
+
+def _plain_ints(arg: Any) -> bool:
+    if isinstance(arg, tuple):
+        return all(_plain_ints(a) for a in arg)
+    return isinstance(arg, (int, bool))
+
+
+def _numpy_movement(arr: np.ndarray, node: UOp) -> np.ndarray:
+    # one movement op on a host array: what the kernel path would read through it
+    op, arg = node.op, node.arg
+    if op is Ops.RESHAPE:
+        return arr.reshape(arg)
+    if op is Ops.PERMUTE:
+        return arr.transpose(arg)
+    if op is Ops.EXPAND:
+        return np.broadcast_to(arr, arg)
+    if op is Ops.SHRINK:
+        return arr[tuple(slice(b, e) for b, e in arg)]
+    if op is Ops.FLIP:
+        return arr[tuple(slice(None, None, -1) if f else slice(None) for f in arg)]
+    if op is Ops.PAD:
+        return np.pad(arr, arg)
+    raise AssertionError(f"no host form of {op}")
 
 
 def _unpickled_tensor(values: np.ndarray, dtype: DType, device: str, requires_grad: bool | None) -> Tensor:

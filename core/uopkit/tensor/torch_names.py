@@ -17,6 +17,7 @@ from uopkit.dtype import dtypes, least_upper_float
 from uopkit.schedule import live_tensors
 from uopkit.tensor.autocast import LOWER, autocast_op
 from uopkit.tensor.indexing import _in_place_method, _share_storage
+from uopkit.tensor.memory_format import as_memory_format, dims_order
 from uopkit.tensor.reduce import MinMax
 from uopkit.tensor.support import (
     _A_COPY,
@@ -348,6 +349,7 @@ class TorchNamesMixin:
         """
         return (self <= threshold).where(self.full_like(value), self)
 
+    @autocast_op(LOWER)
     def prelu(self: Tensor, weight: Tensor) -> Tensor:  # type: ignore[misc]
         """x for x > 0, weight * x otherwise, weight one value or one per channel (dim 1), as
         torch.nn.functional.prelu.
@@ -575,19 +577,23 @@ class TorchNamesMixin:
             return strides
         return strides[_normalize_axis(dim, max(self.ndim, 1), "stride", self.shape)] if self.ndim else 1
 
-    def is_contiguous(self: Tensor) -> bool:  # type: ignore[misc]
-        """Whether PyTorch lays this tensor out row-major without gaps (`stride()`), size-1 dims ignored as torch.
+    def is_contiguous(self: Tensor, memory_format: Any = None) -> bool:  # type: ignore[misc]
+        """Whether PyTorch lays this tensor out without gaps (`stride()`), row-major or in `memory_format`'s order
+        (channels_last: N, H, W, C), size-1 dims ignored as torch.
 
         >>> Tensor.ones(2, 3).is_contiguous(), Tensor.ones(2, 3).T.is_contiguous()
         (True, False)
         """
+        fmt = as_memory_format(memory_format, "is_contiguous")
+        order = dims_order(fmt, self.ndim, "is_contiguous") or tuple(range(self.ndim))
         if self.numel() == 0:
             return True
+        strides = _strides(self)
         expected = 1
-        for size, step in zip(reversed(self.shape), reversed(_strides(self)), strict=True):
-            if size != 1 and step != expected:
+        for axis in reversed(order):
+            if self.shape[axis] != 1 and strides[axis] != expected:
                 return False
-            expected *= size
+            expected *= self.shape[axis]
         return True
 
     def retain_grad(self: Tensor) -> None:  # type: ignore[misc]

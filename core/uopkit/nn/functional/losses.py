@@ -191,7 +191,6 @@ def poisson_nll_loss(
     return input.poisson_nll_loss(target, log_input, full, eps, reduction)
 
 
-@autocast_op(FLOAT32)
 @_tensor_input
 def gaussian_nll_loss(
     input: Tensor, target: Tensor, var: Tensor | float, full: bool = False, eps: float = 1e-6, reduction: str = "mean"
@@ -244,7 +243,6 @@ def soft_margin_loss(
     return input.soft_margin_loss(target, _reduction(size_average, reduce, reduction, "soft_margin_loss"))
 
 
-@autocast_op(FLOAT32)
 @_tensor_input
 def multilabel_soft_margin_loss(
     input: Tensor,
@@ -324,7 +322,6 @@ def triplet_margin_loss(
     return anchor.triplet_margin_loss(positive, negative, margin, p, eps, swap, reduction)
 
 
-@autocast_op(FLOAT32)
 @_tensor_input
 def triplet_margin_with_distance_loss(
     anchor: Tensor,
