@@ -313,3 +313,43 @@ def test_ex_variants_report_info_without_reading_back():
         low, info = step(Tensor(a))
         np.testing.assert_allclose(low.numpy(), np.linalg.cholesky(a), rtol=1e-12)
         assert info.item() == 0
+
+
+def test_solve_inverse_det_take_a_few_kernels_a_column_and_match_torch():
+    # Gauss-Jordan / LU with rows that carry their places: three kernels a column (the QR path took ~14)
+    torch = pytest.importorskip("torch")
+    from uopkit.engine.realize import stats
+
+    n = 24
+    a = RNG.standard_normal((n, n)).astype(np.float32)
+    b = RNG.standard_normal((n, 2)).astype(np.float32)
+    Tensor(a).solve(Tensor(b)).numpy()
+    before = stats["kernels_run"]
+    got = Tensor(a + 1).solve(Tensor(b)).numpy()
+    assert stats["kernels_run"] - before <= 4 * n
+    want = torch.linalg.solve(torch.from_numpy(a + 1), torch.from_numpy(b)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+    # ties among the pivots' sizes, an odd number of swaps: det and slogdet as torch's (the LU's)
+    c = np.array([[1.0, 2.0, 2.0], [-2.0, 1.0, 0.0], [2.0, 0.0, 1.0]])
+    assert Tensor(c).det().item() == pytest.approx(torch.linalg.det(torch.from_numpy(c)).item(), rel=1e-12)
+    sign, log_abs = Tensor(c).slogdet()
+    want_sign, want_log = torch.linalg.slogdet(torch.from_numpy(c))
+    assert sign.item() == want_sign.item() and log_abs.item() == pytest.approx(want_log.item(), rel=1e-12)
+    batch = RNG.standard_normal((3, 6, 6))
+    np.testing.assert_allclose(
+        Tensor(batch).inverse().numpy(), torch.linalg.inv(torch.from_numpy(batch)).numpy(), rtol=1e-9, atol=1e-10
+    )
+
+
+def test_a_singular_matrix_whose_elimination_cancels_exactly_is_refused_as_torch():
+    # rows 1 and 2 of [[1, 2], [2, 4]] are parallel: LU's second pivot is an exact zero (a QR left 1e-16 there and
+    # solve returned 2e15)
+    torch = pytest.importorskip("torch")
+    s = np.array([[1.0, 2.0], [2.0, 4.0]])
+    with pytest.raises(ArgumentError, match="singular"):
+        Tensor(s).solve(Tensor([1.0, 1.0]))
+    with pytest.raises(ArgumentError, match="singular"):
+        Tensor(s).inverse()
+    assert Tensor(s).det().item() == torch.linalg.det(torch.from_numpy(s)).item() == 0.0
+    sign, log_abs = Tensor(s).slogdet()
+    assert sign.item() == 0.0 and log_abs.item() == -np.inf

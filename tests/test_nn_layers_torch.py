@@ -426,3 +426,21 @@ def test_memory_formats_are_accepted_and_checked():
         Tensor.ones(3).contiguous(memory_format=uopkit.channels_last)
     with pytest.raises(TypeError, match="memory_format"):
         x.contiguous(memory_format="nhwc")
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_batchnorm_takes_the_input_dtypes_torch_takes(train):
+    # the layer's own dtype, or a half input into a float32 layer; every other pairing raises, in both modes
+    names = ("float32", "float16", "bfloat16", "float64")
+    for x_name in names:
+        for layer_name in names:
+            theirs = torch.nn.BatchNorm2d(3).to(getattr(torch, layer_name)).train(train)
+            ours = nn.BatchNorm2d(3).to(layer_name).train(train)
+            try:
+                want = theirs(torch.ones(2, 3, 2, 2, dtype=getattr(torch, x_name))).dtype
+            except RuntimeError:
+                with pytest.raises(TypeError, match=r"BatchNorm\(3\): the input is dtypes\.\w+, the layer's"):
+                    ours(Tensor.ones(2, 3, 2, 2, dtype=x_name))
+                continue
+            got = ours(Tensor.ones(2, 3, 2, 2, dtype=x_name))
+            assert got.dtype == getattr(dtypes, str(want).removeprefix("torch.")), (x_name, layer_name)

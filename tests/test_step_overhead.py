@@ -678,3 +678,35 @@ def test_a_program_that_turned_the_collector_off_keeps_it_off():
         # the outer pause still holds after the inner one ends
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_moving_tensors_onto_a_realized_value_stops_at_older_nodes(cached, monkeypatch):
+    # a live value that reads a realized node through a newer one is moved onto its buffer; the walk that finds it
+    # stops at nodes built before the realized one (they can't hold it), not at the buffers under them
+    import uopkit.schedule as schedule
+
+    a = Tensor(np.arange(4, dtype=np.float32)).realize()
+    b = Tensor(np.ones(4, dtype=np.float32)).realize()
+    if cached:
+        for _ in range(2):
+            (b + 1).realize()
+    older = (a.exp() * 2).sqrt()
+    walked = []
+    real_reaches = schedule._reaches
+
+    def spy(root, mapping, memo, oldest=-1):
+        out = real_reaches(root, mapping, memo, oldest)
+        walked.append(set(memo))
+        return out
+
+    monkeypatch.setattr(schedule, "_reaches", spy)
+    k = b + 1
+    y = older * k
+    k.realize()
+    assert k.uop.base.op is Ops.BUFFER
+    # y reads k's buffer now, and its older part was not walked into
+    assert any(n is k.uop.base for n in y.uop.toposort())
+    assert walked and not any(older.uop.src[0] in memo or a.uop in memo for memo in walked)
+    np.testing.assert_allclose(y.numpy(), np.sqrt(np.exp(np.arange(4)) * 2) * 2, rtol=1e-6)
+    np.testing.assert_allclose(k.numpy(), np.full(4, 2.0), rtol=1e-6)

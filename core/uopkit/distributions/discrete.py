@@ -422,12 +422,10 @@ class Categorical(Distribution):
         return values.expand((k, *self.batch_shape)) if expand else values
 
 
-class OneHotCategorical(Distribution):
-    """Categorical draws as one-hot vectors of the last axis (event_shape (K,)), in the parameters' float dtype."""
+class _OverCategorical(Distribution):
+    """A distribution over one Categorical's draws along the last axis (event_shape (K,)): holds the Categorical."""
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
-    support = constraints.one_hot
-    has_enumerate_support = True
 
     def __init__(self, probs: Tensor | None = None, logits: Tensor | None = None, validate_args: bool | None = None):
         self._categorical = Categorical(probs, logits, validate_args)
@@ -449,6 +447,17 @@ class OneHotCategorical(Distribution):
     @property
     def logits(self) -> Tensor:
         return self._categorical.logits
+
+    @property
+    def param_shape(self) -> tuple[int, ...]:
+        return self._categorical.param_shape
+
+
+class OneHotCategorical(_OverCategorical):
+    """Categorical draws as one-hot vectors of the last axis (event_shape (K,)), in the parameters' float dtype."""
+
+    support = constraints.one_hot
+    has_enumerate_support = True
 
     @property
     def mean(self) -> Tensor:
@@ -480,7 +489,7 @@ class OneHotCategorical(Distribution):
         return values.expand((k, *self.batch_shape, k)) if expand else values
 
 
-class Multinomial(Distribution):
+class Multinomial(_OverCategorical):
     """Counts of `total_count` (a Python int, as torch) Categorical draws over the last axis of `probs` or `logits`
     (event_shape (K,)), in the parameters' float dtype. log_prob takes the count from the value (any total), as torch.
 
@@ -488,8 +497,6 @@ class Multinomial(Distribution):
     >>> Multinomial(4, probs=Tensor([0.0, 1.0])).sample().tolist()
     [0.0, 4.0]
     """
-
-    arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
 
     def __init__(
         self,
@@ -501,33 +508,11 @@ class Multinomial(Distribution):
         if not isinstance(total_count, int):
             raise NotImplementedError("inhomogeneous total_count is not supported")
         self.total_count = total_count
-        self._categorical = Categorical(probs, logits, validate_args)
-        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:], False)
-        self._validate_args = self._categorical._validate_args
-
-    def _given(self) -> tuple[str, ...]:
-        return ()
-
-    def expand(self, batch_shape: Sequence[int], _instance: Distribution | None = None) -> Distribution:
-        new = super().expand(batch_shape)
-        new._categorical = self._categorical.expand(batch_shape)  # type: ignore[attr-defined]
-        return new
+        super().__init__(probs, logits, validate_args)
 
     @property
     def support(self) -> constraints.Constraint:  # type: ignore[override]
         return constraints.multinomial(self.total_count)
-
-    @property
-    def probs(self) -> Tensor:
-        return self._categorical.probs
-
-    @property
-    def logits(self) -> Tensor:
-        return self._categorical.logits
-
-    @property
-    def param_shape(self) -> tuple[int, ...]:
-        return self._categorical.param_shape
 
     @property
     def mean(self) -> Tensor:

@@ -376,10 +376,23 @@ class BatchNorm(Module):
         if (version is None or version < 2) and self.track_running_stats:
             state_dict.setdefault(prefix + "num_batches_tracked", self.num_batches_tracked)
 
-    @_in_float32
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.sz:
             raise ShapeError(f"BatchNorm({self.sz}): expected input (N, {self.sz}, ...), got {x.shape}")
+        # checked before `_in_float32` casts a half input: PyTorch takes the layer's own dtype, or a half input into
+        # float32 tensors (mixed precision), and refuses the rest
+        own = self.weight if self.weight is not None else getattr(self, "running_mean", None)
+        if own is not None and dtypes.is_float(x.dtype) and x.dtype != own.dtype:
+            if not (x.dtype in dtypes.halves and own.dtype == dtypes.float32):
+                raise TypeError(
+                    f"BatchNorm({self.sz}): the input is {x.dtype}, the layer's tensors are {own.dtype}; cast the "
+                    "input, or the layer (as PyTorch, which refuses mixed dtypes other than a half input into a "
+                    "float32 layer)"
+                )
+        return self._batch_normalized(x)
+
+    @_in_float32
+    def _batch_normalized(self, x: Tensor) -> Tensor:
         axes = tuple(i for i in range(x.ndim) if i != 1)
         shape = (1, self.sz) + (1,) * (x.ndim - 2)
         if Tensor.training or not self.track_running_stats:
@@ -392,15 +405,7 @@ class BatchNorm(Module):
             centered = x - mean.reshape(shape)
             var = (centered * centered).mean(axes)
             if Tensor.training and self.track_running_stats:
-                # (a half-float layer's input arrives here in float32: `_in_float32`)
                 stats_dt = self.running_mean.dtype
-                mixed = x.dtype != stats_dt and x.dtype not in dtypes.halves and stats_dt not in dtypes.halves
-                if dtypes.is_float(x.dtype) and mixed:
-                    raise TypeError(
-                        f"BatchNorm({self.sz}): the input is {x.dtype}, the running statistics are "
-                        f"{self.running_mean.dtype}; cast the input, or the layer's tensors (as PyTorch, which "
-                        "refuses mixed dtypes too)"
-                    )
                 n = x.numel() // self.sz
                 # the running variance is the unbiased one, as in PyTorch
                 unbiased = var.detach() * (n / max(n - 1, 1))

@@ -465,7 +465,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
             if u.op is _BUFFER:
                 continue
             u = t.uop
-        if new is None and used and _reaches(u, mapping, reaches):
+        if new is None and used and _reaches(u, mapping, reaches, oldest):
             if from_replay:
                 new = _replace_once(u, mapping, reaches, done)
             else:
@@ -509,8 +509,10 @@ def _replace_once(root: UOp, mapping: dict[UOp, UOp], reaches: dict[UOp, bool], 
     return memo[root]
 
 
-def _reaches(root: UOp, mapping: dict[UOp, UOp], memo: dict[UOp, bool]) -> bool:
-    """Whether the graph of `root` (not looking below BUFFERs) holds a node of `mapping`."""
+def _reaches(root: UOp, mapping: dict[UOp, UOp], memo: dict[UOp, bool], oldest: int = -1) -> bool:
+    """Whether the graph of `root` (not looking below BUFFERs) holds a node of `mapping`. `oldest`: no key of `mapping`
+    was built before node number `oldest`, so a node built before it holds none (nodes are newer than their sources):
+    the walk stops there, at the weights and their views a training step's graphs share with earlier steps."""
     if root in memo:
         return memo[root]
     stack: list[tuple[UOp, bool]] = [(root, False)]
@@ -518,7 +520,7 @@ def _reaches(root: UOp, mapping: dict[UOp, UOp], memo: dict[UOp, bool]) -> bool:
         node, expanded = stack.pop()
         if node in memo:
             continue
-        if node.op is Ops.BUFFER:
+        if node.op is _BUFFER or node.seq < oldest:
             memo[node] = False
             continue
         if node in mapping:

@@ -3,13 +3,15 @@
 `lu_solve`, `pinv`).
 
 All work on the last two axes (the others are a batch) in the input's float dtype (ints promote), and differentiate
-through the ops they are made of. The loops run in Python over the columns (QR, Cholesky, LU) and over the rotation
+through the ops they are made of. The loops run in Python over the columns (QR, Cholesky, LU and
+Gauss-Jordan: three kernels a column) and over the rotation
 rounds (SVD, eigh): each step's kernels are the same code for every step, so a factorization compiles a handful of
 kernels, once.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -92,20 +94,12 @@ def householder_qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     """Q and R of float matrices `a` (..., m, n), LAPACK's conventions (geqrf): the reflector of column j maps it to
     beta e_j with beta = -sign(a_jj) |column|, none when the column is zero below the diagonal (R keeps a_jj). Q is
     (..., m, m) when `complete`, else (..., m, k) and R (..., k, n), k = min(m, n)."""
-    q, r, _ = _householder(a, complete)
-    return q, r
-
-
-def _householder(a: Tensor, complete: bool, count: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
-    """`householder_qr`'s Q and R, and with `count` how many reflections Q is made of (int32, (...)): det(Q) is -1
-    to that power (a kernel more per column, so only for the determinants)."""
     m, n = a.shape[-2:]
     k = min(m, n)
     rows = Tensor.arange(m, dtype=dtypes.int32, device=a.device)
     cols = Tensor.arange(n, dtype=dtypes.int32, device=a.device)
     r = a
     q = Tensor.eye(m, dtype=a.dtype, device=a.device).expand(*a.shape[:-2], m, m)
-    reflections = Tensor.zeros(a.shape[:-2], dtype=dtypes.int32, device=a.device) if count else None
     for j in range(k):
         step = _step_index(a, j)
         at, below = rows == step, rows > step
@@ -131,10 +125,8 @@ def _householder(a: Tensor, complete: bool, count: bool = False) -> tuple[Tensor
         q = q - qv * (tau.unsqueeze(-1) * v.unsqueeze(-2))
         # stored each step: fused into the next step's reads, R and Q would be recomputed there, in a new kernel
         r, q = r.contiguous(), q.contiguous()
-        if reflections is not None:
-            reflections = (reflections + reflect.squeeze(-1).cast(dtypes.int32)).contiguous()
     r = r.triu()
-    return (q, r, reflections) if complete else (q[..., :, :k], r[..., :k, :], reflections)
+    return (q, r) if complete else (q[..., :, :k], r[..., :k, :])
 
 
 def _square(t: Tensor, op: str) -> Tensor:
@@ -142,15 +134,6 @@ def _square(t: Tensor, op: str) -> Tensor:
     if a.shape[-1] != a.shape[-2]:
         raise ShapeError(f"{op}: needs square matrices, got shape {t.shape}")
     return a
-
-
-def _nonsingular_qr(a: Tensor, refusal: str) -> tuple[Tensor, Tensor]:
-    """Q and R (reduced) of square matrices `a`, read back to raise ArgumentError(`refusal`) when R has an exact zero
-    on its diagonal (a singular matrix, as PyTorch's pivot check)."""
-    q, r, _ = _householder(a, complete=False)
-    if (_diagonal(r) == 0).any().item():
-        raise ArgumentError(refusal)
-    return q, r
 
 
 def _with_right_side(a: Tensor, b: Tensor, op: str) -> tuple[Tensor, Tensor]:
@@ -164,12 +147,6 @@ def _with_right_side(a: Tensor, b: Tensor, op: str) -> tuple[Tensor, Tensor]:
 def _diagonal(r: Tensor) -> Tensor:
     n = r.shape[-1]
     return (r * Tensor.eye(n, dtype=r.dtype, device=r.device)).sum(-1)
-
-
-def _upper_solve(r: Tensor, y: Tensor) -> Tensor:
-    """x with r @ x = y for upper triangular r (..., n, n) and y (..., n, k), by back substitution (a zero on r's
-    diagonal gives inf or nan)."""
-    return _triangular_solve(r, y, upper=True, unit=False)
 
 
 def _triangular_solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
@@ -203,34 +180,105 @@ def lu_pivoted(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     row permutation (row i of P^T a is row perm[i] of a, int32 (..., m)) and LAPACK's 1-based pivots (int32
     (..., min(m, n)): step j swapped rows j and pivots[j] - 1)."""
     m, n = a.shape[-2:]
-    rows = Tensor.arange(m, dtype=dtypes.int32, device=a.device)
-    cols = Tensor.arange(n, dtype=dtypes.int32, device=a.device)
-    perm = rows.expand(*a.shape[:-2], m).contiguous()
-    pivots = []
+    k = min(m, n)
+    z, position = _eliminate(a, None, jordan=False)
+    rows = Tensor.arange(m, dtype=a.dtype, device=a.device)
+    # row j of the result is the row that became pivot j (its place in LAPACK's swapped order)
+    at = position.unsqueeze(-2) == rows.unsqueeze(-1)  # (..., m (j), m (i))
+    packed = at.unsqueeze(-1).where(z[..., :m, :n].unsqueeze(-3), 0).sum(-2)
+    perm = at.where(rows.unsqueeze(-2), 0).sum(-1).cast(dtypes.int32)
+    ipiv = z[..., m, :k].cast(dtypes.int32) + 1
+    return packed, perm, ipiv
+
+
+def _eliminate(a: Tensor, rhs: Tensor | None, jordan: bool) -> tuple[Tensor, Tensor]:
+    """Gaussian elimination with LAPACK's partial pivoting on `a` (..., m, n), its row operations applied to `rhs`
+    (..., m, k) too. The rows are never swapped: each carries its place in LAPACK's swapped order, and step j picks
+    the first largest |entry| of column j among the rows placed at j or after (the same pivot getrf picks, ties
+    included). `jordan`: every other row is eliminated too (Gauss-Jordan: a's part ends diagonal up to the row order),
+    else the rows placed before j keep their U entries and the eliminated ones get L's multipliers.
+
+    Returns z (..., m + 1, n + k + 1): a's part, rhs's part, then each row's place (as a float); the last row holds
+    each step's pivot place (LAPACK's 0-based pivots) under a's columns. And the places (..., m).
+
+    One step is the same few kernels for every j: a's columns rotate left by one per step (the column being eliminated
+    is always column 0, the finished one goes to the end), so no step reads a column by a number of its own."""
+    m, n = a.shape[-2:]
+    batch, dtype, device = a.shape[:-2], a.dtype, a.device
+    places = Tensor.arange(m, dtype=dtype, device=device).unsqueeze(-1).expand(*batch, m, 1)
+    parts = [a] if rhs is None else [a, rhs]
+    z = parts[0].cat(*parts[1:], places, dim=-1)
+    width = z.shape[-1]
+    # the record row: no place (-1), so never a candidate
+    record = Tensor.zeros(*batch, 1, width - 1, dtype=dtype, device=device).cat(
+        Tensor.full((*batch, 1, 1), -1.0, dtype=dtype, device=device), dim=-1
+    )
+    z = z.cat(record, dim=-2).contiguous()
+    # body columns (a's columns 1.., then rhs's): a's column b + 1 is still to eliminate at step j while b < n - 1 - j
+    body = Tensor.arange(width - 2, dtype=dtypes.int32, device=device)
     for j in range(min(m, n)):
         step = _step_index(a, j)
-        col = (a * (cols == step).cast(a.dtype)).sum(-1)  # column j: (..., m)
-        p = (rows >= step).where(col.abs(), -1).argmax(-1, keepdim=True).cast(dtypes.int32)  # (..., 1)
-        pivots.append(p)
-        # rows j and p trade places (an index per row: a gather, not a product with a permutation matrix)
-        swap = _swapped(rows, step, p)  # (..., m)
-        a = a.gather(-2, swap.unsqueeze(-1).expand(*a.shape))
-        perm = perm.gather(-1, swap)
-        col = col.gather(-1, swap)
-        pivot = (col * (rows == step).cast(a.dtype)).sum(-1, keepdim=True)
-        below = rows > step
-        factors = below.where(col / (pivot == 0).where(1, pivot), 0)  # (..., m), L's column j
-        row = (a * (rows == step).unsqueeze(-1).cast(a.dtype)).sum(-2, keepdim=True)  # (..., 1, n)
-        right = (cols > step).unsqueeze(0)
-        elimination = (pivot != 0).unsqueeze(-1) & below.unsqueeze(-1) & right
-        a = elimination.where(a - factors.unsqueeze(-1) * row, a)
-        a = ((cols == step).unsqueeze(0) & below.unsqueeze(-1)).where(factors.unsqueeze(-1), a).contiguous()
-        perm = perm.contiguous()
-    if pivots:
-        ipiv = pivots[0].cat(*pivots[1:], dim=-1) + 1
-    else:
-        ipiv = Tensor.zeros(*a.shape[:-2], 0, dtype=dtypes.int32, device=a.device)
-    return a, perm, ipiv
+        at = step.cast(dtype)
+        column, place = z[..., :, 0], z[..., :, width - 1]
+        candidate = place >= at
+        # |entry|, NaN as the largest (so that some row is picked); the second is the same number written apart: one
+        # node read by both reductions would be stored in a kernel of its own
+        nan = column != column
+        largest = candidate.where(nan.where(math.inf, column.abs()), -1).max(-1, keepdim=True)
+        size = nan.where(math.inf, column.maximum(-column))
+        # the pivot's place, negated (a max; -max would be a kernel of its own, as would any value computed from a
+        # reduction that two kernels read: each kernel below writes its own comparison)
+        negated = (candidate & (size == largest)).where(-place, -m).max(-1, keepdim=True)
+        pivot_row = (-place == negated).unsqueeze(-1).where(z, 0).sum(-2, keepdim=True)  # (..., 1, width)
+        pivot_place = -negated
+        is_pivot = place == pivot_place
+        value = pivot_row[..., :, :1]
+        eliminated = ~is_pivot & ((place >= 0) if jordan else candidate)
+        # (a zero column: nothing to eliminate, as getrf)
+        eliminated = eliminated & (value.squeeze(-1) != 0)
+        factor = (column / (value == 0).where(1, value).squeeze(-1)).unsqueeze(-1)
+        live = (body < (n - 1) - step) | (body >= n - 1)
+        rest = z[..., :, 1 : width - 1]
+        rest = (eliminated.unsqueeze(-1) & live).where(rest - factor * pivot_row[..., :, 1 : width - 1], rest)
+        # the finished column: L's multipliers (Gauss-Jordan: exact zeros), the others keep theirs; the record row
+        # takes the pivot's place
+        finished = eliminated.where(0 if jordan else factor.squeeze(-1), column)
+        finished = (place < 0).where(pivot_place, finished)
+        moved = is_pivot.where(at, (place == at).where(pivot_place, place))
+        z = rest[..., :, : n - 1].cat(finished.unsqueeze(-1), rest[..., :, n - 1 :], moved.unsqueeze(-1), dim=-1)
+        z = z.contiguous()
+    # a's columns back in their order (a wide matrix rotated fewer times than it has columns)
+    turns = min(m, n) % n if n else 0
+    if turns:
+        z = z[..., :, n - turns : n].cat(z[..., :, : n - turns], z[..., :, n:], dim=-1)
+    return z, z[..., :m, width - 1]
+
+
+def _pivots_and_parity(a: Tensor) -> tuple[Tensor, Tensor]:
+    """U's diagonal of LAPACK's pivoted LU of square matrices `a` (in the rows' own order) and the parity of its row
+    swaps (1 for an odd number, as the dtype): det(a) = prod(diagonal) (-1)^parity."""
+    n = a.shape[-1]
+    z, place = _eliminate(a, None, jordan=False)
+    columns = Tensor.arange(n, dtype=a.dtype, device=a.device)
+    diagonal = (columns == place.unsqueeze(-1)).where(z[..., :n, :n], 0).sum(-1)
+    swaps = (z[..., n, :n] != columns).sum(-1)
+    return diagonal, (swaps & 1).cast(a.dtype)
+
+
+def _gauss_jordan(a: Tensor, rhs: Tensor, refusal: str) -> Tensor:
+    """x with a @ x = rhs for square `a` (..., n, n) and `rhs` (..., n, k), by Gauss-Jordan elimination with getrf's
+    pivots; reads the pivots back to raise ArgumentError(`refusal`) for an exact zero (a singular matrix, as
+    PyTorch's check)."""
+    n = a.shape[-1]
+    z, place = _eliminate(a, rhs, jordan=True)
+    # each row of a's part has one nonzero left, its pivot: exact zeros elsewhere
+    pivots = z[..., :n, :n].sum(-1)
+    if (pivots == 0).any().item():
+        raise ArgumentError(refusal)
+    solved = z[..., :n, n : z.shape[-1] - 1] / pivots.unsqueeze(-1)
+    # row i solves for the unknown of its place
+    at = place.unsqueeze(-2) == Tensor.arange(n, dtype=a.dtype, device=a.device).unsqueeze(-1)
+    return at.unsqueeze(-1).where(solved.unsqueeze(-3), 0).sum(-2)
 
 
 def _tournament(n: int) -> list[list[int]]:
@@ -484,26 +532,22 @@ class FactorizeMixin:
 
     @autocast_op(FLOAT32)
     def det(self: Tensor) -> Tensor:  # type: ignore[misc]
-        """Determinant of a square matrix or a batch of them (torch.linalg.det), from a QR factorization: the product
-        of R's diagonal, negated for an odd number of reflections.
+        """Determinant of a square matrix or a batch of them (torch.linalg.det), from the pivoted LU (getrf's, as
+        PyTorch): the product of U's diagonal, negated for an odd number of row swaps.
 
         >>> round(Tensor([[1.0, 2.0], [3.0, 4.0]]).det().item(), 4)
         -2.0
         """
         a = _square(self, "det")
-        _, r, reflections = _householder(a, complete=False, count=True)
-        assert reflections is not None
-        return _diagonal(r).prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
+        diagonal, parity = _pivots_and_parity(a)
+        return diagonal.prod(-1) * (1 - 2 * parity)
 
     @autocast_op(FLOAT32)
     def slogdet(self: Tensor) -> SlogDet:  # type: ignore[misc]
         """(sign, log|det|) of square matrices (torch.linalg.slogdet): sign 0 and -inf for a singular one."""
         a = _square(self, "slogdet")
-        _, r, reflections = _householder(a, complete=False, count=True)
-        assert reflections is not None
-        d = _diagonal(r)
-        sign = d.sign().prod(-1) * (1 - 2 * (reflections & 1)).cast(a.dtype)
-        return SlogDet(sign, d.abs().log().sum(-1))
+        d, parity = _pivots_and_parity(a)
+        return SlogDet(d.sign().prod(-1) * (1 - 2 * parity), d.abs().log().sum(-1))
 
     @autocast_op(FLOAT32)
     def logdet(self: Tensor) -> Tensor:  # type: ignore[misc]
@@ -513,23 +557,24 @@ class FactorizeMixin:
 
     @autocast_op(FLOAT32)
     def inverse(self: Tensor) -> Tensor:  # type: ignore[misc]
-        """The inverse of square matrices (torch.linalg.inv): R^-1 Q^T from a QR factorization. Reads R's diagonal
-        back to refuse a singular matrix (an exact zero there, as PyTorch's LU pivot check), so it can't run inside a
-        TinyJit.
+        """The inverse of square matrices (torch.linalg.inv), by Gauss-Jordan elimination with getrf's pivots.
+        Reads the pivots back to refuse a singular matrix (an exact zero, as PyTorch's LU pivot check), so it can't
+        run inside a TinyJit.
 
         >>> Tensor([[2.0, 0.0], [0.0, 4.0]]).inverse().tolist()
         [[0.5, 0.0], [0.0, 0.25]]
         """
         a = _square(self, "inverse")
-        q, r = _nonsingular_qr(a, f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse")
-        return _upper_solve(r, q.transpose(-1, -2))
+        n = a.shape[-1]
+        eye = Tensor.eye(n, dtype=a.dtype, device=a.device).expand(*a.shape[:-2], n, n)
+        return _gauss_jordan(a, eye, f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse")
 
     @autocast_op(FLOAT32)
     def solve(self: Tensor, other: Tensor, left: bool = True) -> Tensor:  # type: ignore[misc]
         """X with self @ X = other (torch.linalg.solve(self, other)); `left=False`: X @ self = other. `other` is a
         batch of vectors (..., n) when it is 1-d or has exactly self's shape without its last axis, else of matrices
-        (..., n, k); batch axes broadcast. From a QR factorization; reads R's diagonal back to refuse a singular
-        matrix (an exact zero there), so it can't run inside a TinyJit.
+        (..., n, k); batch axes broadcast. By Gauss-Jordan elimination with getrf's pivots; reads the pivots back
+        to refuse a singular matrix (an exact zero), so it can't run inside a TinyJit.
 
         >>> Tensor([[2.0, 0.0], [0.0, 4.0]]).solve(Tensor([2.0, 2.0])).tolist()
         [1.0, 0.5]
@@ -547,8 +592,7 @@ class FactorizeMixin:
         if b.ndim < 2 or b.shape[-2] != n:
             raise ShapeError(f"solve: A {self.shape} and B {other.shape}: B needs {n} rows (..., {n}) or (..., {n}, k)")
         a, b = _with_right_side(a, b, "solve")
-        q, r = _nonsingular_qr(a, f"solve: a matrix of A (shape {self.shape}) is singular: no unique solution")
-        x = _upper_solve(r, q.transpose(-1, -2) @ b)
+        x = _gauss_jordan(a, b, f"solve: a matrix of A (shape {self.shape}) is singular: no unique solution")
         return x.squeeze(-1) if vector else x
 
     @autocast_op(FLOAT32)
