@@ -530,7 +530,9 @@ def test_validate_args():
         assert not hasattr(getattr(ud, family), "cdf") or getattr(ud, family).cdf is ud.Distribution.cdf
     # off: the formulas' values, as torch
     assert ud.HalfNormal(1.0, validate_args=False).log_prob(Tensor(-1.0)).item() == -math.inf
-    assert not hasattr(ud, "TransformedDistribution")
+    # the families torch builds on transforms are TransformedDistributions only where ours are (LogNormal, not Gumbel)
+    assert isinstance(ud.LogNormal(0.0, 1.0), ud.TransformedDistribution)
+    assert not isinstance(ud.Gumbel(0.0, 1.0), ud.TransformedDistribution)
 
 
 def test_chi2_is_gamma():
@@ -538,3 +540,16 @@ def test_chi2_is_gamma():
     assert isinstance(d, ud.Gamma)
     assert d.df.tolist() == [3.0, 5.0]
     assert type(d.expand((2, 2))) is ud.Chi2
+
+
+def test_binary_families_gradient_at_logits_zero_as_torch():
+    # log(1 + e^x) at exactly 0 has slope 1/2 (a clamp's slope 1 there doubled the gradient at probs 0.5)
+    for ours_cls, theirs_cls, value in (
+        (ud.Bernoulli, td.Bernoulli, [1.0, 0.0, 1.0]),
+        (ud.Geometric, td.Geometric, [2.0, 0.0, 1.0]),
+    ):
+        logits = Tensor([0.0, 0.0, 1.5], requires_grad=True)
+        ours_cls(logits=logits).log_prob(Tensor(value)).sum().backward()
+        t_logits = torch.tensor([0.0, 0.0, 1.5], requires_grad=True)
+        theirs_cls(logits=t_logits).log_prob(torch.tensor(value)).sum().backward()
+        np.testing.assert_allclose(logits.grad.numpy(), t_logits.grad.numpy(), rtol=1e-6, atol=1e-7)

@@ -52,6 +52,10 @@ def _run(lib, start, steps, **options):
         (4, {"line_search_fn": "strong_wolfe"}),
         (4, {"line_search_fn": "strong_wolfe", "history_size": 2, "max_iter": 7}),
         (4, {"lr": 0.5, "history_size": 3, "max_iter": 5, "max_eval": 4}),
+        # the line search takes at most what is left of max_eval (torch >= 2.5)
+        (3, {"line_search_fn": "strong_wolfe", "max_iter": 1}),
+        (3, {"line_search_fn": "strong_wolfe", "max_iter": 2}),
+        (2, {"line_search_fn": "strong_wolfe", "max_iter": 5, "max_eval": 5}),
     ],
 )
 def test_rosenbrock_iterates_match_torch(steps, options):

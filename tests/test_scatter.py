@@ -7,12 +7,14 @@ renderers keeping the one-hot reduce."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 
+import uopkit.nn.functional as UF
 import uopkit.tensor.segments as segments
-from uopkit import Device, Tensor
+from uopkit import Device, Tensor, dtypes
 from uopkit.codegen import get_program
 from uopkit.codegen.opt.heuristic import hand_coded_opts
 from uopkit.codegen.scatter import lower_scatter_kernel, lowers_as_scatter
@@ -175,6 +177,96 @@ def test_scatter_reduce_is_a_scatter_kernel_with_torchs_values_and_gradients(red
     assert b.grad is not None and s.grad is not None
     np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+# an index broadcast from one element (or an empty one): every write's target, and maybe its value, is the same for
+# all writes, yet the target's load and store still run once per write
+_ONE_TARGET = {
+    # (dim, the output's shape, the index, its expanded shape, whether the values vary over the writes)
+    "1-d": (0, (4,), [1], (6,), True),
+    "rows": (0, (4, 3), [[1, 3, 0]], (5, 3), True),
+    "columns": (1, (5, 4), [[2]], (5, 3), True),
+    "value too": (0, (4,), [2], (6,), False),
+}
+
+
+@pytest.mark.parametrize("device", ["CPU", "EMULATOR:13"])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("case", list(_ONE_TARGET))
+def test_a_broadcast_index_reduces_every_write_into_its_target(device, reduce, case, monkeypatch):
+    monkeypatch.setenv("EMULATE", "CPU")
+    dim, shape, index, expanded, values_vary = _ONE_TARGET[case]
+    base = np.linspace(0.5, 2, math.prod(shape), dtype=np.float32).reshape(shape)
+    src = np.arange(1, math.prod(expanded) + 1, dtype=np.float32).reshape(expanded) if values_vary else np.float32([3])
+    for include_self in (True, False):
+        ours = Tensor(base, device=device).scatter_reduce(
+            dim,
+            Tensor(index, device=device).expand(*expanded),
+            Tensor(src, device=device).expand(*expanded),
+            reduce,
+            include_self=include_self,
+        )
+        theirs = torch.tensor(base).scatter_reduce(
+            dim,
+            torch.tensor(index).expand(*expanded),
+            torch.tensor(src).expand(*expanded),
+            reduce,
+            include_self=include_self,
+        )
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, err_msg=f"include_self={include_self}")
+
+
+def test_the_scatters_of_a_broadcast_index_agree_with_torch():
+    vals = np.arange(1, 16, dtype=np.float32).reshape(5, 3)
+    cases = {
+        "scatter_add": lambda T, t: t.zeros(4).scatter_add(0, T([1]).expand(6), T(vals.ravel()[:6])),
+        "index_add": lambda T, t: t.ones(4, 3).index_add(0, T([3]).expand(5), T(vals), alpha=2),
+        "index_reduce": lambda T, t: t.ones(4, 3).index_reduce(
+            0, T([1]).expand(5), T(vals), "amax", include_self=False
+        ),
+        "index_put": lambda T, t: t.zeros(4, 3).index_put((T([2]).expand(5),), T(vals), accumulate=True),
+        "bincount": lambda T, t: T([2]).expand(7).bincount(weights=T(vals.ravel()[:7])),
+        "histc": lambda T, t: T([0.5]).expand(7).histc(4, 0, 1),
+    }
+    for name, f in cases.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (torch's index_reduce is in beta)
+            want = f(torch.tensor, torch).numpy()
+        np.testing.assert_allclose(f(Tensor, Tensor).numpy(), want, rtol=1e-6, err_msg=name)
+    # written in place into a realized tensor, the index and the values both broadcast
+    b = Tensor(np.ones((4, 3), np.float32)).realize()
+    b.index_add_(0, Tensor([3]).expand(5), Tensor([[1.0, 2.0, 3.0]]).expand(5, 3))
+    assert b.numpy().tolist() == [[1, 1, 1], [1, 1, 1], [1, 1, 1], [6, 11, 16]]
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        lambda T, w: w[T([2]).expand(5)],
+        lambda T, w: w.index_select(0, T([2]).expand(5)),
+        lambda T, w: w.gather(1, T([[1], [3], [0]]).expand(3, 6)),
+        lambda T, w: w[T(np.zeros(0, np.int64))],
+        lambda T, w: w.index_select(0, T(np.zeros(0, np.int64))),
+        lambda T, w: w.gather(0, T(np.zeros((0, 4), np.int64))),
+        lambda T, w: w.gather(1, T(np.zeros((3, 0), np.int64))),
+    ],
+    ids=["getitem", "index_select", "gather", "empty getitem", "empty index_select", "empty gather", "empty columns"],
+)
+def test_the_gradient_of_a_lookup_by_a_broadcast_or_empty_index_agrees_with_torch(lookup):
+    # its scatter's writes all hit one row (their gradient the same one too), or there are none: the sum's gradient
+    table = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w = Tensor(table, requires_grad=True)
+    lookup(Tensor, w).sum().backward()
+    tw = torch.tensor(table, requires_grad=True)
+    lookup(torch.tensor, tw).sum().backward()
+    assert w.grad is not None and tw.grad is not None
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+
+
+def test_the_gradient_of_an_embedding_of_an_empty_batch_is_zero():
+    table = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), requires_grad=True)
+    UF.embedding(Tensor.zeros(0, dtype=dtypes.int64), table).sum().backward()
+    assert table.grad is not None and table.grad.numpy().tolist() == np.zeros((3, 4)).tolist()
 
 
 def test_a_large_scatter_read_by_a_reduce_is_stored_alone():

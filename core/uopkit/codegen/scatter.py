@@ -150,8 +150,12 @@ def _scatter_writes(
     inner = sorted(moved.values(), key=lambda r: -r.arg[0])
     moved[target] = at.cast(target.dtype) if at.dtype != target.dtype else at
     here = UOp(Ops.INDEX, base.dtype, (base, address.substitute(moved)) + (() if in_range is None else (in_range,)))
-    old = UOp(Ops.LOAD, red.dtype, (here, after))
-    update = UOp(Ops.STORE, dtypes.void, (here, old.alu(op, picked.substitute(moved))))
+    # the update names its loops: the target is carried through memory from one write to the next, so its load and
+    # store run once per write even where neither the target nor the value depends on the write (an expanded index,
+    # an empty one); else the load is hoisted out of the loop and the last write wins, or nothing opens the loop
+    loops_in = (writes, *reversed(inner))
+    old = UOp(Ops.LOAD, red.dtype, (here, after, *loops_in))
+    update = UOp(Ops.STORE, dtypes.void, (here, old.alu(op, picked.substitute(moved)), *loops_in))
     for r in inner:
         update = UOp(Ops.END, dtypes.void, (update, r))
     ordered = writes.replace(src=(*writes.src, after))

@@ -4,10 +4,13 @@ torch's, so the values differ from torch's draws while their distribution is the
 
 The families live in modules by kind, all re-exported here: the base class and shared helpers
 (distributions/distribution.py), constraints (distributions/constraints.py), the simple continuous families
-(distributions/continuous.py), Gamma, Chi2, StudentT, Beta and Dirichlet with their sampler (distributions/gamma.py),
-the discrete families with the Poisson sampler (distributions/discrete.py), MultivariateNormal,
-LowRankMultivariateNormal, Independent and MixtureSameFamily (distributions/multivariate.py), VonMises
-(distributions/circular.py), and kl_divergence (distributions/kl.py).
+(distributions/continuous.py), Gamma, Chi2, StudentT, FisherSnedecor, Beta and Dirichlet with their sampler
+(distributions/gamma.py), the discrete families with the Poisson sampler (distributions/discrete.py),
+MultivariateNormal, LowRankMultivariateNormal, Independent and MixtureSameFamily (distributions/multivariate.py),
+VonMises (distributions/circular.py), the transforms (distributions/transforms.py) and biject_to/transform_to
+(distributions/constraint_registry.py), TransformedDistribution with LogNormal and LogisticNormal
+(distributions/transformed_distribution.py), the relaxed Bernoulli/categorical families and ContinuousBernoulli
+(distributions/relaxed.py), and kl_divergence (distributions/kl.py).
 
 >>> from uopkit import Tensor
 >>> from uopkit.distributions import Normal, kl_divergence
@@ -15,8 +18,11 @@ LowRankMultivariateNormal, Independent and MixtureSameFamily (distributions/mult
 (5, 2)
 """
 
+from uopkit.distributions import constraint_registry as constraint_registry
 from uopkit.distributions import constraints as constraints
+from uopkit.distributions import transforms as transforms
 from uopkit.distributions.circular import VonMises
+from uopkit.distributions.constraint_registry import biject_to, transform_to
 from uopkit.distributions.continuous import (
     Cauchy,
     Exponential,
@@ -25,7 +31,6 @@ from uopkit.distributions.continuous import (
     HalfNormal,
     Kumaraswamy,
     Laplace,
-    LogNormal,
     Normal,
     Pareto,
     Uniform,
@@ -42,7 +47,7 @@ from uopkit.distributions.discrete import (
     Poisson,
 )
 from uopkit.distributions.distribution import Distribution
-from uopkit.distributions.gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
+from uopkit.distributions.gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from uopkit.distributions.kl import kl_divergence, register_kl
 from uopkit.distributions.multivariate import (
     Independent,
@@ -50,27 +55,69 @@ from uopkit.distributions.multivariate import (
     MixtureSameFamily,
     MultivariateNormal,
 )
+from uopkit.distributions.relaxed import (
+    ContinuousBernoulli,
+    ExpRelaxedCategorical,
+    LogitRelaxedBernoulli,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+)
+from uopkit.distributions.transformed_distribution import LogisticNormal, LogNormal, TransformedDistribution
+from uopkit.distributions.transforms import (
+    AbsTransform,
+    AffineTransform,
+    CatTransform,
+    ComposeTransform,
+    CumulativeDistributionTransform,
+    ExpTransform,
+    IndependentTransform,
+    LowerCholeskyTransform,
+    PositiveDefiniteTransform,
+    PowerTransform,
+    ReshapeTransform,
+    SigmoidTransform,
+    SoftmaxTransform,
+    SoftplusTransform,
+    StackTransform,
+    StickBreakingTransform,
+    TanhTransform,
+    Transform,
+    identity_transform,
+)
 
 __all__ = [
+    "AbsTransform",
+    "AffineTransform",
     "Bernoulli",
     "Beta",
     "Binomial",
+    "CatTransform",
     "Categorical",
     "Cauchy",
     "Chi2",
+    "ComposeTransform",
+    "ContinuousBernoulli",
+    "CumulativeDistributionTransform",
     "Dirichlet",
     "Distribution",
+    "ExpRelaxedCategorical",
+    "ExpTransform",
     "Exponential",
+    "FisherSnedecor",
     "Gamma",
     "Geometric",
     "Gumbel",
     "HalfCauchy",
     "HalfNormal",
     "Independent",
+    "IndependentTransform",
     "Kumaraswamy",
     "Laplace",
     "LogNormal",
+    "LogisticNormal",
+    "LogitRelaxedBernoulli",
     "LowRankMultivariateNormal",
+    "LowerCholeskyTransform",
     "MixtureSameFamily",
     "Multinomial",
     "MultivariateNormal",
@@ -78,12 +125,30 @@ __all__ = [
     "Normal",
     "OneHotCategorical",
     "Pareto",
+    "PositiveDefiniteTransform",
+    "PowerTransform",
     "Poisson",
+    "RelaxedBernoulli",
+    "RelaxedOneHotCategorical",
+    "ReshapeTransform",
+    "SigmoidTransform",
+    "SoftmaxTransform",
+    "SoftplusTransform",
+    "StackTransform",
+    "StickBreakingTransform",
     "StudentT",
+    "TanhTransform",
+    "Transform",
+    "TransformedDistribution",
     "Uniform",
     "VonMises",
     "Weibull",
+    "biject_to",
+    "constraint_registry",
     "constraints",
+    "identity_transform",
     "kl_divergence",
     "register_kl",
+    "transform_to",
+    "transforms",
 ]

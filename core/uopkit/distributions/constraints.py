@@ -4,11 +4,14 @@ distributions read it back once to raise ValueError, as torch's `validate_args`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from uopkit.tensor import Tensor
 
 __all__ = [
     "Constraint",
     "boolean",
+    "cat",
     "dependent",
     "greater_than",
     "greater_than_eq",
@@ -28,6 +31,7 @@ __all__ = [
     "real",
     "real_vector",
     "simplex",
+    "stack",
     "unit_interval",
 ]
 
@@ -127,6 +131,11 @@ class _Independent(Constraint):
         self.base, self.reinterpreted_batch_ndims = base, reinterpreted_batch_ndims
         self.is_discrete, self.event_dim = base.is_discrete, base.event_dim + reinterpreted_batch_ndims
 
+    @property
+    def base_constraint(self) -> Constraint:
+        # torch's name for the wrapped constraint (the registries in constraint_registry read it)
+        return self.base
+
     def check(self, value: Tensor) -> Tensor:
         ok = self.base.check(value)
         for _ in range(self.reinterpreted_batch_ndims):
@@ -177,6 +186,44 @@ class _PositiveDefinite(Constraint):
         return symmetric & (value.cholesky_ex().info == 0)
 
 
+class _Cat(Constraint):
+    # constraints `cseq` on consecutive pieces of axis `dim`, of sizes `lengths` (1 each by default), as Tensor.cat
+    def __init__(self, cseq: Sequence[Constraint], dim: int = 0, lengths: Sequence[int] | None = None):
+        self.cseq, self.dim = list(cseq), dim
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError(f"cat: {len(self.lengths)} lengths for {len(self.cseq)} constraints")
+        self.is_discrete = any(c.is_discrete for c in self.cseq)
+        self.event_dim = max((c.event_dim for c in self.cseq), default=0)
+
+    def check(self, value: Tensor) -> Tensor:
+        if value.shape[self.dim] != sum(self.lengths):
+            raise ValueError(
+                f"cat: axis {self.dim} of a value of shape {value.shape} is not of size {sum(self.lengths)}"
+            )
+        checks, start = [], 0
+        for constraint, length in zip(self.cseq, self.lengths, strict=True):
+            checks.append(constraint.check(value.narrow(self.dim, start, length)))
+            start += length
+        return checks[0].cat(*checks[1:], dim=self.dim)
+
+
+class _Stack(Constraint):
+    # one constraint of `cseq` per index of axis `dim`, as Tensor.stack
+    def __init__(self, cseq: Sequence[Constraint], dim: int = 0):
+        self.cseq, self.dim = list(cseq), dim
+        self.is_discrete = any(c.is_discrete for c in self.cseq)
+        self.event_dim = max((c.event_dim for c in self.cseq), default=0)
+
+    def check(self, value: Tensor) -> Tensor:
+        if value.shape[self.dim] != len(self.cseq):
+            raise ValueError(
+                f"stack: axis {self.dim} of a value of shape {value.shape} is not of size {len(self.cseq)}"
+            )
+        pieces = [value.select(self.dim, i) for i in range(len(self.cseq))]
+        return Tensor.stack(*(c.check(v) for c, v in zip(self.cseq, pieces, strict=True)), dim=self.dim)
+
+
 dependent = _Dependent()
 real = _Real()
 real_vector = _Independent(real, 1)
@@ -198,3 +245,5 @@ greater_than = _GreaterThan
 greater_than_eq = _GreaterThanEq
 less_than = _LessThan
 multinomial = _Multinomial
+cat = _Cat
+stack = _Stack

@@ -1,7 +1,8 @@
-"""The location-scale and simple continuous families: Normal, Uniform, Exponential, Laplace, LogNormal, Cauchy,
-HalfNormal, HalfCauchy, Gumbel, Weibull, Pareto, Kumaraswamy. All have reparameterized draws (a parameter-free draw
-pushed through a map that is differentiable in the parameters). torch builds the last six from transforms of a base
-distribution; here each is written out (HalfNormal and HalfCauchy keep torch's `base_dist`)."""
+"""The location-scale and simple continuous families: Normal, Uniform, Exponential, Laplace, Cauchy, HalfNormal,
+HalfCauchy, Gumbel, Weibull, Pareto, Kumaraswamy. All have reparameterized draws (a parameter-free draw pushed through a
+map that is differentiable in the parameters). torch builds the last six from transforms of a base distribution; here
+each is written out (HalfNormal and HalfCauchy keep torch's `base_dist`). LogNormal is a TransformedDistribution, as
+torch's (distributions/transformed_distribution.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ __all__ = [
     "HalfNormal",
     "Kumaraswamy",
     "Laplace",
-    "LogNormal",
     "Normal",
     "Pareto",
     "Uniform",
@@ -231,48 +231,6 @@ class Laplace(_LocationScale):
 
     def entropy(self) -> Tensor:
         return 1 + (2 * self.scale).log()
-
-
-class LogNormal(_LocationScale):
-    """exp(X) for X ~ N(loc, scale**2) (torch's is a TransformedDistribution of Normal; this one is written out, with
-    the same `loc`, `scale` and `base_dist`)."""
-
-    support = constraints.positive
-
-    @property
-    def base_dist(self) -> Normal:
-        return Normal(self.loc, self.scale, validate_args=False)
-
-    @property
-    def mean(self) -> Tensor:
-        return (self.loc + self.scale**2 / 2).exp()
-
-    @property
-    def mode(self) -> Tensor:
-        return (self.loc - self.scale**2).exp()
-
-    @property
-    def variance(self) -> Tensor:
-        s2 = self.scale**2
-        return s2.expm1() * (2 * self.loc + s2).exp()
-
-    def rsample(self, sample_shape: Sequence[int] = ()) -> Tensor:
-        return self.base_dist.rsample(sample_shape).exp()
-
-    def log_prob(self, value: Any) -> Tensor:
-        value = self._checked(value)
-        y = value.log()
-        return self.base_dist.log_prob(y) - y
-
-    def cdf(self, value: Any) -> Tensor:
-        value = self._checked(value)
-        return self.base_dist.cdf(value.log())
-
-    def icdf(self, value: Any) -> Tensor:
-        return self.base_dist.icdf(value).exp()
-
-    def entropy(self) -> Tensor:
-        return self.base_dist.entropy() + self.loc
 
 
 class Cauchy(_LocationScale):

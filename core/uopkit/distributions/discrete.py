@@ -45,7 +45,8 @@ def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
 
 def _softplus(x: Tensor) -> Tensor:
     # log(1 + e^x) without overflow
-    return x.clamp(min=0) + (-x.abs()).exp().log1p()
+    # (maximum: slope 1/2 at 0, as torch's)
+    return x.maximum(0) + (-x.abs()).exp().log1p()
 
 
 def _bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:

@@ -16,7 +16,7 @@ from uopkit.distributions import constraints
 from uopkit.dtype import dtypes
 from uopkit.tensor import Tensor, no_grad
 
-__all__ = ["Distribution", "broadcast_all"]
+__all__ = ["Distribution", "broadcast_all", "clamp_probs", "finfo_tiny_eps"]
 
 # the smallest positive normal float32: uniform draws are clamped to it before a log (a draw can be exactly 0)
 TINY = 1.1754944e-38
@@ -31,6 +31,26 @@ def _broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
             raise ValueError(f"shapes {[tuple(s) for s in shapes]} don't broadcast")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+# (smallest positive normal, machine epsilon) of each float dtype, as torch.finfo's tiny and eps
+_FINFO = {
+    dtypes.float16: (6.103515625e-05, 0.0009765625),
+    dtypes.bfloat16: (1.1754943508222875e-38, 0.0078125),
+    dtypes.float32: (1.1754943508222875e-38, 1.1920928955078125e-07),
+    dtypes.float64: (2.2250738585072014e-308, 2.220446049250313e-16),
+}
+
+
+def finfo_tiny_eps(dtype: Any) -> tuple[float, float]:
+    """torch.finfo(dtype)'s (tiny, eps) for a float dtype (float32's for any other)."""
+    return _FINFO.get(dtype, _FINFO[dtypes.float32])
+
+
+def clamp_probs(probs: Tensor) -> Tensor:
+    """Probabilities clamped to [eps, 1 - eps] of their dtype, so that their logits are finite (torch's clamp_probs)."""
+    eps = finfo_tiny_eps(probs.dtype)[1]
+    return probs.clamp(eps, 1 - eps)
 
 
 def as_tensor(value: Any, like: Tensor | None = None) -> Tensor:

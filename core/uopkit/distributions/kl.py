@@ -36,6 +36,8 @@ from uopkit.distributions.multivariate import (
     MultivariateNormal,
     _batch_mahalanobis,
 )
+from uopkit.distributions.relaxed import ContinuousBernoulli
+from uopkit.distributions.transformed_distribution import TransformedDistribution
 from uopkit.tensor import Tensor
 
 __all__ = ["kl_divergence", "register_kl"]
@@ -276,12 +278,13 @@ def _kl_infinite(p: Distribution, q: Distribution) -> Tensor:
 
 for _p_type, _q_types in (
     (Beta, (Pareto,)),
-    (Exponential, (Pareto,)),
-    (Gamma, (Pareto,)),
-    (Gumbel, (Beta, Exponential, Gamma, Pareto, Uniform)),
-    (Laplace, (Pareto,)),
-    (Normal, (Pareto,)),
-    (Pareto, (Beta, Uniform)),
+    (ContinuousBernoulli, (Pareto,)),
+    (Exponential, (Pareto, ContinuousBernoulli)),
+    (Gamma, (Pareto, ContinuousBernoulli)),
+    (Gumbel, (Beta, Exponential, Gamma, Pareto, Uniform, ContinuousBernoulli)),
+    (Laplace, (Pareto, ContinuousBernoulli)),
+    (Normal, (Pareto, ContinuousBernoulli)),
+    (Pareto, (Beta, Uniform, ContinuousBernoulli)),
 ):
     for _q_type in _q_types:
         register_kl(_p_type, _q_type)(_kl_infinite)
@@ -354,3 +357,53 @@ def _kl_uniform_pareto(p: Uniform, q: Pareto) -> Tensor:
     mean_log = (xlogy(p.high, p.high) - xlogy(p.low, p.low) - width) / width
     result = (q.alpha + 1) * mean_log - (q.alpha * width).log() - q.alpha * q.scale.log()
     return _infinite_where(p.low < q.scale, result)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p: TransformedDistribution, q: TransformedDistribution) -> Tensor:
+    # the same bijections on both sides leave the divergence of the bases unchanged
+    if p.transforms != q.transforms:
+        raise NotImplementedError("KL between TransformedDistributions with different transforms")
+    if p.event_shape != q.event_shape:
+        raise NotImplementedError("KL between TransformedDistributions with different event shapes")
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli(p: ContinuousBernoulli, q: ContinuousBernoulli) -> Tensor:
+    t1 = p.mean * (p.logits - q.logits)
+    return t1 + p._cont_bern_log_norm() + (-p.probs).log1p() - q._cont_bern_log_norm() - (-q.probs).log1p()
+
+
+def _minus_cross_entropy_continuous_bernoulli(p: Distribution, q: ContinuousBernoulli) -> Tensor:
+    # KL(p || q) = -H(p) - E_p[log q(x)], with log q(x) = x logit + log(1 - q) + log C(q)
+    return -p.entropy() - p.mean * q.logits - (-q.probs).log1p() - q._cont_bern_log_norm()
+
+
+@register_kl(Beta, ContinuousBernoulli)
+def _kl_beta_continuous_bernoulli(p: Beta, q: ContinuousBernoulli) -> Tensor:
+    return _minus_cross_entropy_continuous_bernoulli(p, q)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_continuous_bernoulli(p: Uniform, q: ContinuousBernoulli) -> Tensor:
+    # infinite when p has mass outside [0, 1] (torch's test, p.high >= 1 or p.low <= 0, also marks [0, 1] itself)
+    return _infinite_where((p.high > 1) | (p.low < 0), _minus_cross_entropy_continuous_bernoulli(p, q))
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_continuous_bernoulli_exponential(p: ContinuousBernoulli, q: Exponential) -> Tensor:
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_continuous_bernoulli_normal(p: ContinuousBernoulli, q: Normal) -> Tensor:
+    log_norm = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale) ** 2) + q.scale.log()
+    second_moment = (p.variance + p.mean**2 - 2.0 * q.loc * p.mean) / (2.0 * q.scale**2)
+    return -p.entropy() + log_norm + second_moment
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_continuous_bernoulli_uniform(p: ContinuousBernoulli, q: Uniform) -> Tensor:
+    # infinite when [0, 1] is not inside q's interval (torch's test, q.low >= 0 or q.high <= 1, also marks [0, 1])
+    return _infinite_where((q.low > 0) | (q.high < 1), -p.entropy() + (q.high - q.low).log())

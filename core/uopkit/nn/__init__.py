@@ -5,8 +5,8 @@ The layers live in modules by concern, all re-exported here: `Module`, `Paramete
 tinygrad's set and torch's basic layers (nn/modules.py), pooling and padding (nn/pooling.py), activations
 (nn/activations.py), other torch layers and losses (nn/layers.py, nn/losses.py, nn/spatial.py), recurrent layers,
 attention and transformers (nn/sequence.py); torch.nn.functional's names are `uopkit.nn.functional`, torch.nn.init's
-`uopkit.nn.init`, torch.nn.utils' (gradient clipping, rnn padding and packing, parametrizations, weight_norm)
-`uopkit.nn.utils`.
+`uopkit.nn.init`, torch.nn.utils' (gradient clipping, rnn padding and packing, parametrizations, weight_norm,
+spectral_norm, stateless.functional_call) `uopkit.nn.utils`.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear

@@ -176,7 +176,8 @@ class LBFGS(Optimizer):
                     self._restore(start)
                     return value, grad
 
-                loss, g, t, ls_evals = _strong_wolfe(at, t, d, loss, g, gtd, tol_change)
+                # (the line search may take what is left of max_eval, as torch's since 2.5)
+                loss, g, t, ls_evals = _strong_wolfe(at, t, d, loss, g, gtd, tol_change, max_eval - evals)
                 self._move(t, d)
                 converged = np.abs(g).max(initial=0.0) <= tol_grad
             else:
@@ -340,9 +341,10 @@ def _strong_wolfe(
     g: np.ndarray,
     gtd: float,
     tol_change: float,
+    max_tries: int = MAX_LINE_SEARCH,
 ) -> tuple[float, np.ndarray, float, int]:
     """A step t along d meeting the strong Wolfe conditions from (f, g) at t = 0 (`at(t)` evaluates the loss and
-    gradient there): (loss, gradient, t, evaluations)."""
+    gradient there), in at most `max_tries` evaluations after the first: (loss, gradient, t, evaluations)."""
     d_norm = float(np.abs(d).max())
     f_new, g_new = at(t)
     evals = 1
@@ -355,7 +357,7 @@ def _strong_wolfe(
     b_g: list[np.ndarray] = []
     b_gtd: list[float] = []
     tries = 0
-    while tries < MAX_LINE_SEARCH:
+    while tries < max_tries:
         if f_new > f + WOLFE_C1 * t * gtd or (tries > 1 and f_new >= f_prev):
             bracket, b_f, b_g, b_gtd = [t_prev, t], [f_prev, f_new], [g_prev, g_new.copy()], [gtd_prev, gtd_new]
             break
@@ -373,13 +375,13 @@ def _strong_wolfe(
         evals += 1
         gtd_new = float(g_new.dot(d))
         tries += 1
-    if tries == MAX_LINE_SEARCH:
+    if tries == max_tries:
         bracket, b_f, b_g = [0.0, t], [f, f_new], [g, g_new]
 
     # zoom: shrink the bracket around a point meeting the conditions
     stalled = False
     low, high = (0, 1) if b_f[0] <= b_f[-1] else (1, 0)
-    while not done and tries < MAX_LINE_SEARCH:
+    while not done and tries < max_tries:
         if abs(bracket[1] - bracket[0]) * d_norm < tol_change:
             break
         t = _cubic_minimum(bracket[0], b_f[0], b_gtd[0], bracket[1], b_f[1], b_gtd[1])

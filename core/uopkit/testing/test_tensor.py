@@ -102,6 +102,21 @@ def test_scatter_adds_repeated_targets(uopkit_device: str) -> None:
     np.testing.assert_allclose(table.grad.numpy(), grad, rtol=1e-5, atol=1e-5)
 
 
+def test_scatter_adds_into_one_broadcast_target(uopkit_device: str) -> None:
+    # an index broadcast from one element: no target (nor, in the second, value) depends on the write, yet each one
+    # is added (a CPU-style renderer's load and store of the target stay in the writes' loop); an empty index adds
+    # nothing
+    idx = Tensor([2], device=uopkit_device).expand(5)
+    got = Tensor.zeros(4, device=uopkit_device).index_add(0, idx, Tensor([1.0, 2, 3, 4, 5], device=uopkit_device))
+    np.testing.assert_array_equal(got.numpy(), [0, 0, 15, 0])
+    both = Tensor.zeros(4, device=uopkit_device).index_add(0, idx, Tensor([1.5], device=uopkit_device).expand(5))
+    np.testing.assert_array_equal(both.numpy(), [0, 0, 7.5, 0])
+    table = Tensor(np.ones((3, 4), np.float32), device=uopkit_device, requires_grad=True)
+    table[Tensor(np.zeros(0, np.int32), device=uopkit_device)].sum().backward()
+    assert table.grad is not None
+    np.testing.assert_array_equal(table.grad.numpy(), np.zeros((3, 4), np.float32))
+
+
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (3, 5, 7), (16, 9, 4)])
 def test_matmul(uopkit_device: str, m: int, k: int, n: int) -> None:
     rng = np.random.default_rng(m * k * n)

@@ -190,8 +190,15 @@ def _check_output(value: Any, shape: tuple, dtype: Any, when: str) -> None:
         )
 
 
+_NOT_GIVEN = object()
+
+
 def _parametrized_property(name: str) -> property:
     def get(self: Module) -> Tensor:
+        # a tensor put in the instance's place of the parametrized one (functional_call's): used as it is
+        given = self.__dict__.get(name, _NOT_GIVEN)
+        if given is not _NOT_GIVEN:
+            return given
         plist = self.parametrizations[name]
         if not _cache_depth:
             return plist()
@@ -237,6 +244,7 @@ def register_parametrization(
             _check_output(parametrization(current), current.shape, current.dtype, "registering a parametrization")
         plist.append(parametrization)
         plist.unsafe |= unsafe
+        _follow_mode(module)
         return module
     original = module.__dict__.get(tensor_name)
     if not isinstance(original, Tensor):
@@ -254,7 +262,18 @@ def register_parametrization(
         module.parametrizations = ModuleDict()
     setattr(type(module), tensor_name, _parametrized_property(tensor_name))
     module.parametrizations[tensor_name] = plist
+    _follow_mode(module)
     return module
+
+
+def _follow_mode(module: Module) -> None:
+    # a layer with no training mode of its own (a built-in one outside any Module) follows its caller's, and so do its
+    # parametrizations once registered (registering checked them in training mode, as torch's do on its layers, which
+    # train from the start); a Module it joins later gives them its mode, as to the layer
+    if module.training is None:
+        for m in module.parametrizations.modules():
+            m._state().training = None
+        Tensor._modes_changed += 1
 
 
 def remove_parametrizations(module: Module, tensor_name: str, leave_parametrized: bool = True) -> Module:
