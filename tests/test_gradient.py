@@ -402,6 +402,49 @@ def test_conv_transpose2d_gradient() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "nd, kwargs",
+    [
+        (1, dict(stride=3, padding=1, output_padding=2)),
+        (2, dict(stride=2)),
+        (2, dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2), dilation=(2, 1), groups=2)),
+        (3, dict(stride=(1, 2, 2), padding=1, output_padding=(0, 1, 1))),
+    ],
+)
+def test_strided_conv_transpose_second_derivatives_match_torch(nd: int, kwargs: dict) -> None:
+    # a strided transposed convolution's given gradient: the weight's part is a gradient taken along the incoming
+    # gradient, which depends on x and w itself (a Hessian-vector product w.r.t. the weight alone has only that path)
+    _needs("conv_transpose2d")
+    torch_fn = getattr(torch.nn.functional, f"conv_transpose{nd}d")
+    groups = kwargs.get("groups", 1)
+    arrays = [_randn(2, 4, *(4,) * nd), _randn(4, 3, *(3,) * nd), _randn(3 * groups)]
+    vs = [_randn(*a.shape) for a in arrays]
+    for wrt in ((1,), (0, 1, 2)):
+        ours = [Tensor(a, requires_grad=i in wrt) for i, a in enumerate(arrays)]
+        theirs = [torch.tensor(a, requires_grad=i in wrt) for i, a in enumerate(arrays)]
+        y, ty = ours[0].conv_transpose2d(*ours[1:], **kwargs), torch_fn(*theirs, **kwargs)
+        gs = (y.tanh() * y).sum().gradient(*[ours[i] for i in wrt])
+        hv = sum((g * Tensor(vs[i])).sum() for g, i in zip(gs, wrt, strict=True)).gradient(*[ours[i] for i in wrt])
+        tgs = torch.autograd.grad((ty.tanh() * ty).sum(), [theirs[i] for i in wrt], create_graph=True)
+        thv = torch.autograd.grad(
+            sum((g * torch.tensor(vs[i])).sum() for g, i in zip(tgs, wrt, strict=True)), [theirs[i] for i in wrt]
+        )
+        for i, a, b in zip(wrt, hv, thv, strict=True):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"wrt {wrt}: input {i}")
+
+
+def test_strided_conv_transpose_passes_gradgradcheck() -> None:
+    _needs("conv_transpose2d")
+    from uopkit.tensor.gradcheck import gradgradcheck
+
+    x, w, b = (
+        Tensor(a.astype(np.float64), requires_grad=True) for a in (_randn(1, 2, 3, 3), _randn(2, 2, 2, 3), _randn(2))
+    )
+    assert gradgradcheck(
+        lambda x, w, b: x.conv_transpose2d(w, b, stride=2, padding=(0, 1), output_padding=1), (x, w, b)
+    )
+
+
 def test_pool_gradients() -> None:
     _needs("max_pool2d", "avg_pool2d")
     x = _randn(2, 3, 6, 6)
@@ -637,6 +680,103 @@ def test_backward_of_a_realized_loss_follows_the_graph_that_computed_it() -> Non
     assert loss.uop.base.op is Ops.BUFFER
     loss.backward()
     np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(2 * np.array([0.5, 1.5])), rtol=1e-6)  # type: ignore[union-attr]
+
+
+# the ways of making a leaf: a detached one (`x.detach().requires_grad_()`, how PGD inputs, WGAN-GP interpolates and
+# autograd.functional's inputs are made) is a DETACH node, which every other detach of the same value also is
+_LEAVES = {
+    "Tensor(requires_grad)": lambda a: Tensor(a, requires_grad=True),
+    "detach": lambda a: Tensor(a).detach().requires_grad_(True),
+    "lazy detach": lambda a: (Tensor(a) * 1.0).detach().requires_grad_(True),
+    "detached view": lambda a: Tensor(np.concatenate([a, a])).detach()[: len(a)].requires_grad_(True),
+    "clone": lambda a: Tensor(a).clone().requires_grad_(True),
+}
+_LEAF_VALUES = np.array([0.5, -1.0, 2.0], np.float32)
+_FUSED_LOSSES = {
+    "x*x": lambda x: (x * x).sum(),
+    "exp*sin": lambda x: (x.exp() * x.sin()).sum(),
+    "x*sum(x)": lambda x: (x * x.sum()).sum(),
+}
+
+
+def _torch_leaf_grad(loss: Callable) -> np.ndarray:
+    x = torch.tensor(_LEAF_VALUES, requires_grad=True)
+    return torch.autograd.grad(loss(x), x)[0].numpy()
+
+
+@pytest.mark.parametrize("leaf", _LEAVES)
+@pytest.mark.parametrize("loss", _FUSED_LOSSES)
+def test_backward_and_grad_after_the_loss_was_realized(leaf: str, loss: str) -> None:
+    # loss.item() realizes the loss in one kernel that reads the leaf: backward() and autograd.grad follow the
+    # realized loss back to that graph, whatever kind of leaf it reads (a detached leaf raised "already realized")
+    from uopkit.autograd import grad
+
+    want = _torch_leaf_grad(_FUSED_LOSSES[loss])
+    x = _LEAVES[leaf](_LEAF_VALUES)
+    out = _FUSED_LOSSES[loss](x)
+    out.item()
+    out.backward()
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5)  # type: ignore[union-attr]
+    x = _LEAVES[leaf](_LEAF_VALUES)
+    out = _FUSED_LOSSES[loss](x)
+    out.item()
+    np.testing.assert_allclose(grad(out, x)[0].numpy(), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("leaf", _LEAVES)
+def test_two_gradients_through_one_graph(leaf: str) -> None:
+    # the first gradient's realize stores x.sum(), which the loss shares: the second gradient still flows through it
+    # (a detached leaf's second gradient lost that path: -0.5 for torch's -1)
+    from uopkit.autograd import grad
+
+    fn = _FUSED_LOSSES["x*sum(x)"]
+    want = _torch_leaf_grad(fn)
+    x = _LEAVES[leaf](_LEAF_VALUES)
+    y = fn(x)
+    np.testing.assert_allclose(grad(y, x, retain_graph=True)[0].numpy(), want, rtol=1e-5)
+    np.testing.assert_allclose(grad(y, x)[0].numpy(), want, rtol=1e-5)
+    y.backward()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * want, rtol=1e-5)  # type: ignore[union-attr]
+
+
+def test_detached_leaves_of_one_value_are_leaves_of_their_own() -> None:
+    # every `base.detach()` is the same node until one is given requires_grad: then it is a leaf of its own, as
+    # torch's, sharing base's storage but not a gradient with the others
+    a, scale = _LEAF_VALUES, np.array([1.0, 3.0, -2.0], np.float32)
+    ours, theirs = [], []
+    for lib, T in (("uopkit", Tensor), ("torch", torch.tensor)):
+        base = T(a)
+        x, x2, plain = base.detach().requires_grad_(True), base.detach().requires_grad_(True), base.detach()
+        (x * x2 * plain * T(scale)).sum().backward()
+        (ours if lib == "uopkit" else theirs).extend([x.grad.numpy(), x2.grad.numpy()])  # type: ignore[union-attr]
+        assert not (x * 2).is_leaf and (x * 2).requires_grad and x.is_leaf
+    for o, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(o, t, rtol=1e-6)
+    # a detach of the same value that wasn't given requires_grad carries no gradient to the leaf
+    base = Tensor(a)
+    x = base.detach().requires_grad_(True)
+    with pytest.raises(RuntimeError, match="requires_grad"):
+        (base.detach() * 2).sum().backward()
+    assert x.grad is None
+
+
+def test_a_detached_leaf_shares_its_storage_and_steps() -> None:
+    # still a view of what it was detached from (torch's detach): an optimizer step on it shows there, and the next
+    # step's gradient after a realize is the new values'
+    from uopkit.nn.optim import SGD
+
+    base = Tensor(_LEAF_VALUES.copy())
+    x = base.detach().requires_grad_(True)
+    opt = SGD([x], lr=0.25)
+    for _ in range(2):
+        opt.zero_grad()
+        loss = (x * x).sum()
+        loss.item()
+        loss.backward()
+        opt.step()
+    np.testing.assert_allclose(x.numpy(), _LEAF_VALUES * 0.25, rtol=1e-6)
+    np.testing.assert_allclose(base.numpy(), _LEAF_VALUES * 0.25, rtol=1e-6)
 
 
 def test_gradient_of_scalar_tensor() -> None:
@@ -934,6 +1074,159 @@ def test_retained_non_leaf_realized_before_backward():
     y.numpy()
     (y * y).sum().backward()
     assert y.grad.tolist() == [6.0, 12.0] and x.grad.tolist() == [18.0, 36.0] and calls == [1]
+
+
+# non-leaf values a hook or retain_grad() is put on: read before backward(), a view of storage (a reshape, a transpose,
+# a slice, a matmul's output) was where only the storage remembers what computed it, and a value made from one read
+# before was rebuilt over that graph: the hook was skipped (a gradient-zeroing hook left the leaf's gradient whole)
+_HOOKED = {
+    "a*2": lambda a: a * 2,
+    "reshape": lambda a: (a * 2).reshape(3, 2),
+    "T": lambda a: (a * 2).T,
+    "slice of a reshape": lambda a: (a * 2).reshape(3, 2)[1:].T,
+    "expand": lambda a: (a * 2)[None].expand(2, 2, 3),
+    "matmul": lambda a: a @ a.T,
+}
+_HOOK_VALUES = np.arange(6, dtype=np.float32).reshape(2, 3) / 5 - 0.3
+
+
+def _read(t: Tensor | torch.Tensor) -> np.ndarray:
+    # (a copy of torch's: its `.grad` is accumulated in place)
+    return t.detach().numpy().copy() if isinstance(t, torch.Tensor) else t.numpy()
+
+
+def _hooked_leaf(lib: str) -> Tensor | torch.Tensor:
+    make = torch.tensor if lib == "torch" else Tensor
+    return make(_HOOK_VALUES, requires_grad=True)
+
+
+def _hooked_step(lib: str, value: Callable, read: str, hook: Callable) -> list:
+    a = _hooked_leaf(lib)
+    if read == "what it is made from":
+        made = a * 2 + 0
+        _read(made)
+        h = value(made)
+    else:
+        h = value(a)
+    h.retain_grad()
+    calls = []
+    h.register_hook(lambda g: (calls.append(1), hook(g))[1])
+    if read in ("it", "it twice"):
+        _read(h)
+    if read == "it twice":
+        _read(h)
+    k = (h * h).exp()
+    if read == "a value made from it":
+        _read(k)
+    loss = k.sum()
+    if read == "the loss":
+        loss.item()
+    loss.backward()
+    return [_read(a.grad), _read(h.grad), calls]
+
+
+_READS = ["nothing", "it", "it twice", "what it is made from", "a value made from it", "the loss"]
+
+
+@pytest.mark.parametrize("read", _READS)
+@pytest.mark.parametrize("value", _HOOKED)
+def test_hook_and_retain_grad_on_a_value_read_before_backward(value: str, read: str) -> None:
+    # a hook that replaces the gradient (what flows on to the leaf, and what `.grad` of the value gets), as torch's
+    for hook in (lambda g: g * 0, lambda g: g * 3 + 1, lambda g: None):
+        ours = _hooked_step("uopkit", _HOOKED[value], read, hook)
+        theirs = _hooked_step("torch", _HOOKED[value], read, hook)
+        np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5, atol=1e-6)
+        assert ours[2] == theirs[2] == [1]
+
+
+def _backward(loss: Tensor | torch.Tensor, a: Tensor | torch.Tensor) -> np.ndarray:
+    loss.backward()
+    return _read(a.grad)
+
+
+def _uopkit_grad(loss: Tensor, a: Tensor) -> np.ndarray:
+    from uopkit.autograd import grad
+
+    return _read(grad(loss, a)[0])
+
+
+def _torch_grad(loss: torch.Tensor, a: torch.Tensor) -> np.ndarray:
+    return _read(torch.autograd.grad(loss, a)[0])
+
+
+def test_hooks_on_views_of_views_read_before_backward() -> None:
+    # each view's hook sees the gradient its consumers' hooks changed; retain_grad on each gets it after its hooks
+    def run(lib: str, grad_of: Callable) -> list:
+        a = _hooked_leaf(lib)
+        h = a * 2
+        v = h.reshape(3, 2)
+        w = v[1:].T
+        seen = []
+        for t, hook in ((h, lambda g: g + 1), (v, lambda g: g * 3), (w, lambda g: g * -2)):
+            t.retain_grad()
+            t.register_hook(lambda g, hook=hook: (seen.append(_read(g)), hook(g))[1])
+        _read(w)
+        _read(h)
+        loss = (w * w).sum() + v.sin().sum()
+        got = grad_of(loss, a)
+        return [got, *seen] + ([_read(h.grad), _read(v.grad), _read(w.grad)] if grad_of is _backward else [])
+
+    for ours_of, theirs_of in ((_backward, _backward), (_uopkit_grad, _torch_grad)):
+        ours, theirs = run("uopkit", ours_of), run("torch", theirs_of)
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs, strict=True):
+            np.testing.assert_allclose(o, t, rtol=1e-5, atol=1e-6)
+
+
+def test_hooked_view_read_in_a_loop() -> None:
+    # a new hooked reshape each step, printed (read) before backward(): each step's hook runs on its gradient
+    results = []
+    for lib in ("uopkit", "torch"):
+        a, got = _hooked_leaf(lib), []
+        for i in range(3):
+            h = (a * (i + 1)).reshape(3, 2).T
+            h.register_hook(lambda g, i=i: g * i)
+            h.retain_grad()
+            _read(h)
+            (h * h).sum().backward()
+            got += [_read(a.grad), _read(h.grad)]
+        results.append(got)
+    for o, t in zip(*results, strict=True):
+        np.testing.assert_allclose(o, t, rtol=1e-5)
+
+
+def test_hook_on_affine_grid_read_before_backward() -> None:
+    import torch.nn.functional as TF
+
+    import uopkit.nn.functional as UF
+
+    theta0 = np.array([[[1.0, 0.2, 0.1], [-0.3, 0.9, 0.05]]], np.float32)
+    results = []
+    for F, make in ((UF, Tensor), (TF, torch.tensor)):
+        theta = make(theta0, requires_grad=True)
+        grid = F.affine_grid(theta, [1, 1, 3, 4], align_corners=False)
+        grid.register_hook(lambda g: g * 0.5)
+        _read(grid)
+        (grid * grid).sum().backward()
+        results.append(_read(theta.grad))
+    np.testing.assert_allclose(*results, rtol=1e-5)
+
+
+def test_hooks_of_tensors_that_are_one_value_all_run() -> None:
+    # hooks belong to the value: two live tensors built by the same ops are one node, and a backward through it runs
+    # the hooks of both (the second's replaced the first's), read before or not
+    for read in (False, True):
+        x = Tensor([1.0, 2.0], requires_grad=True)
+        h, h2 = x * 3, x * 3
+        calls: list[str] = []
+        h.register_hook(lambda g, calls=calls: (calls.append("h"), g * 2)[1])
+        h2.register_hook(lambda g, calls=calls: (calls.append("h2"), g * 5)[1])
+        if read:
+            h.numpy()
+        (h2 * h2).sum().backward()
+        assert sorted(calls) == ["h", "h2"], calls
+        assert x.grad.tolist() == [180.0, 360.0]
 
 
 def test_backward_arguments_match_torch():

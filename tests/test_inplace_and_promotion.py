@@ -762,3 +762,74 @@ def test_half_logaddexp_is_rounded_once(op: str, dt: str) -> None:
     ours = getattr(Tensor(a).cast(getattr(dtypes, dt)), op)(Tensor(b).cast(getattr(dtypes, dt)))
     theirs = getattr(torch.tensor(a).to(getattr(torch, dt)), op)(torch.tensor(b).to(getattr(torch, dt)))
     np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy())
+
+
+def test_cat_stack_and_padding_modes_keep_negative_zeros_as_torch():
+    # each piece of a cat is padded to the whole and the pieces added: padded with +0.0, a -0.0 became +0.0
+    # (atan2(pad(-0.0), -1) was pi, torch's -pi)
+    x = np.array([[[-0.0, -0.0, 1.0, -0.0]]], np.float32)
+    for mode in ("reflect", "replicate", "circular"):
+        got = Tensor(x).pad((2, 2), mode=mode).numpy()
+        want = torch.nn.functional.pad(torch.from_numpy(x), (2, 2), mode=mode).numpy()
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=mode)
+    a, b = np.array([-0.0, 2.0], np.float32), np.array([-0.0], np.float32)
+    for dtype in ("float32", "float16", "bfloat16", "float64"):
+        cat = Tensor.cat(Tensor(a).cast(dtype), Tensor(b).cast(dtype)).float().numpy()
+        assert np.signbit(cat).tolist() == [True, False, True], dtype
+        stacked = Tensor.stack(Tensor(a).cast(dtype), Tensor(a).cast(dtype), dim=1)
+        assert (1 / stacked).float().tolist() == [[-np.inf, -np.inf], [0.5, 0.5]], dtype
+    # a float cat promoting an int piece, and int and bool cats, are unchanged
+    assert Tensor.cat(Tensor([1, 2]), Tensor([-0.0])).numpy().tolist() == [1.0, 2.0, -0.0]
+    assert np.signbit(Tensor.cat(Tensor([1, 2]), Tensor([-0.0])).numpy()).tolist() == [False, False, True]
+    assert Tensor.cat(Tensor([1, 2]), Tensor([3])).tolist() == [1, 2, 3]
+    assert Tensor.cat(Tensor([True]), Tensor([False, True])).tolist() == [True, False, True]
+    # gradients still reach every piece
+    p, q = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
+    (Tensor.cat(p, q) * Tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert p.grad.tolist() == [1.0, 2.0] and q.grad.tolist() == [3.0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_float_scaled_adds_round_once_as_torch(dtype):
+    # torch takes alpha (and a Python number operand) in the half dtype and computes a + alpha * b, addcmul's
+    # a + value * b * c (an fma) and addcdiv's a + value * b / c in float32, rounded once; the product rounded to half
+    # first left a fifth of the sums an ulp off. (Sizes a multiple of 64: torch's scalar tail loop rounds twice)
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.uniform(-2, 2, (4, 256)).astype(np.float32) for _ in range(3))
+    c = np.abs(c) + 0.25
+    tdt = getattr(torch, dtype)
+    ta, tb, tc = (torch.from_numpy(v).to(tdt) for v in (a, b, c))
+    ua, ub, uc = (Tensor(v).cast(dtype) for v in (a, b, c))
+    pairs = [
+        (ta.add(tb, alpha=0.587), ua.add(ub, alpha=0.587)),
+        (ta.sub(tb, alpha=0.3), ua.sub(ub, alpha=0.3)),
+        (ta.add(2.3, alpha=0.3), ua.add(2.3, alpha=0.3)),
+        (torch.addcmul(ta, tb, tc, value=0.3), ua.addcmul(ub, uc, value=0.3)),
+        (torch.addcdiv(ta, tb, tc, value=0.3), ua.addcdiv(ub, uc, value=0.3)),
+        (torch.addcmul(ta, tb[:1], tc, value=-1.7), ua.addcmul(ub[:1], uc, value=-1.7)),
+    ]
+    for i, (want, got) in enumerate(pairs):
+        assert got.dtype == getattr(dtypes, dtype)
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy(), err_msg=f"case {i}")
+    # gradients flow to every operand
+    x, y, z = (Tensor(v[:1, :64]).cast(dtype).detach().requires_grad_() for v in (a, b, c))
+    (x.add(y, alpha=0.5) + x.addcmul(y, z, value=0.25)).float().sum().backward()
+    tx, ty, tz = (torch.from_numpy(v[:1, :64]).to(tdt).requires_grad_() for v in (a, b, c))
+    (tx.add(ty, alpha=0.5) + tx.addcmul(ty, tz, value=0.25)).float().sum().backward()
+    for ours, theirs in ((x, tx), (y, ty), (z, tz)):
+        np.testing.assert_allclose(ours.grad.float().numpy(), theirs.grad.float().numpy(), rtol=2**-7)
+
+
+def test_float32_power_takes_a_python_exponent_as_float32_as_torch():
+    # torch's float32 pow kernel rounds a Python float exponent to float32 (its vector loop, every tensor past a few
+    # dozen elements; CUDA's likewise): x ** (1 / 2.4) is powf(x, 0.41666666f), up to ~15 ulp from the exact power
+    # for x far from 1, as torch's
+    rng = np.random.default_rng(3)
+    x = np.exp(rng.uniform(-80, 80, 4096)).astype(np.float32)
+    for e in (1 / 2.4, 1 / 3, 0.7):
+        got = (Tensor(x) ** e).numpy().astype(np.float64)
+        want = (x.astype(np.float64) ** float(np.float32(e))).astype(np.float32).astype(np.float64)
+        ulp = np.spacing(want.astype(np.float32)).astype(np.float64)
+        assert np.max(np.abs(got - want) / ulp) <= 1, e
+        ref = (torch.from_numpy(x) ** e).numpy().astype(np.float64)
+        assert np.max(np.abs(got - ref) / ulp) <= 2, e

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import uopkit.nn.functional as UF
 from uopkit import Tensor, nn
 from uopkit.nn import spatial
 from uopkit.nn.module import Module
@@ -228,13 +229,48 @@ def test_embedding_bag_errors() -> None:
     assert nn.EmbeddingBag(5, 3, padding_idx=-1).padding_idx == 4
     with pytest.raises(ValueError, match=r"_weight must have shape \(5, 3\), got \(2, 2\)"):
         nn.EmbeddingBag(5, 3, _weight=Tensor.ones(2, 2))
-    with pytest.raises(NotImplementedError, match="max_norm, scale_grad_by_freq and sparse=True aren't supported"):
-        nn.EmbeddingBag(5, 3, max_norm=1.0)
+    with pytest.raises(NotImplementedError, match=r"EmbeddingBag\(5, 3\): scale_grad_by_freq isn't supported"):
+        nn.EmbeddingBag(5, 3, scale_grad_by_freq=True)
     with pytest.raises(ShapeError, match="embedding_bag: a 1-D input needs 1-D offsets"):
         nn.EmbeddingBag(5, 3)(Tensor([1, 2]))
-    # decreasing offsets: PyTorch raises for them too (a silent result before)
-    with pytest.raises(ValueError, match=r"offsets must start at 0, never decrease .* got \[0, 5, 3\]"):
+    # decreasing offsets: refused (PyTorch's CPU checks only the first and the last offset, and gives unspecified
+    # values for the bags after a decrease)
+    decreasing = r"offsets must start at 0, never decrease .* got \[0, 5, 3\] \(PyTorch checks the first and the last"
+    with pytest.raises(ValueError, match=decreasing):
         nn.EmbeddingBag(10, 3, mode="sum")(Tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 0]), Tensor([0, 5, 3]))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_sparse_and_max_norm_as_torch(mode: str) -> None:
+    # DLRM builds EmbeddingBag(n, m, mode="sum", sparse=True): accepted, its gradient dense (torch's is sparse, the
+    # same values); max_norm scales each looked-up row whose norm exceeds it down to it, in the weight itself
+    table = _randn(9, 4) * 2
+    idx, offsets = np.array([1, 2, 4, 2, 7, 0, 3, 3]), np.array([0, 3, 5])
+    sparse = mode != "max"
+    for kwargs in ({"sparse": sparse}, {"max_norm": 1.5}, {"max_norm": 2.0, "norm_type": 1.0, "sparse": sparse}):
+        ours, theirs = _both("EmbeddingBag", 9, 4, mode=mode, **kwargs)
+        assert (ours.max_norm, ours.norm_type, ours.sparse) == (theirs.max_norm, theirs.norm_type, theirs.sparse)
+        theirs.weight.data = torch.tensor(table)
+        _load_torch(ours, theirs)
+        out = ours(Tensor(idx), Tensor(offsets))
+        ref = theirs(torch.tensor(idx), torch.tensor(offsets))
+        upstream = _randn(*ref.shape)
+        (out * Tensor(upstream)).sum().backward()
+        (ref * torch.tensor(upstream)).sum().backward()
+        np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=1e-5, rtol=1e-5)
+        # the rows looked up renormalized (5, 6 and 8 untouched), the others as they were
+        np.testing.assert_allclose(ours.weight.numpy(), theirs.weight.detach().numpy(), atol=1e-5, rtol=1e-5)
+        assert ours.weight.grad is not None
+        np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.to_dense().numpy(), atol=1e-5)
+    assert not np.allclose(ours.weight.numpy(), table)
+    if mode == "max":
+        # torch refuses a sparse gradient in max mode (at the first call; here at construction, as other bad arguments)
+        with pytest.raises(ValueError, match=r"EmbeddingBag\(9, 4\): max mode does not support sparse weights"):
+            nn.EmbeddingBag(9, 4, mode="max", sparse=True)
+        with pytest.raises(ValueError, match="max mode does not support sparse weights"):
+            torch.nn.EmbeddingBag(9, 4, mode="max", sparse=True)(torch.tensor(idx), torch.tensor(offsets))
+        with pytest.raises(ValueError, match="embedding_bag: max mode does not support sparse weights"):
+            UF.embedding_bag(Tensor(idx), Tensor(table), Tensor(offsets), mode="max", sparse=True)
 
 
 @pytest.mark.parametrize("bias", [True, False])

@@ -449,3 +449,22 @@ def test_reading_a_view_of_a_small_stored_tensor_runs_no_kernel():
         assert got.flags.writeable
     assert t[2, 3, 4].item() == want[2, 3, 4]
     assert stats["kernels_run"] == before
+
+
+def test_a_detached_leaf_made_each_step_hits_the_schedule_cache(rng):
+    # a PGD attack makes its input a leaf of its own every step (`x.detach().requires_grad_()`, a DETACH with a fresh
+    # arg): the arg is keyed by its order of appearance, as a fresh CONTIGUOUS's, so the steps replay one schedule
+    from uopkit.autograd import grad
+
+    w_np = rng.standard_normal((6, 3)).astype(np.float32)
+    w, x = Tensor(w_np), Tensor(rng.standard_normal((4, 6)).astype(np.float32))
+    hits = []
+    for _ in range(4):
+        before = _hits()
+        leaf = x.detach().requires_grad_(True)
+        g = grad((leaf @ w).relu().sum(), leaf)[0]
+        x = (leaf + 0.1 * g.sign()).detach().realize()
+        hits.append(_hits() - before)
+        want = ((leaf.numpy() @ w_np) > 0).astype(np.float32) @ w_np.T
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)
+    assert hits[-1] >= 1 and hits[-1] == hits[-2], hits

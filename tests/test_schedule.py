@@ -519,3 +519,64 @@ def test_a_long_formula_read_by_a_matmul_is_stored_once():
     # a short one (an activation) stays fused into the matmul
     assert _n_kernels(Tensor(a_np).relu() @ Tensor(w_np)) == 1
     assert _n_kernels((Tensor(a_np) * 2 + 1).sigmoid() @ Tensor(w_np)) == 1
+
+
+def _norm_conv_steps(n: int, channels: int = 16, size: int = 16):  # noqa: ANN202
+    """`x = x + 0.1 * f(x)` n times, unrealized (a sampling loop written as in PyTorch), f three GroupNorm -> SiLU ->
+    conv blocks; uopkit's graph and torch's result."""
+    torch = pytest.importorskip("torch")
+    from uopkit import nn
+
+    def blocks(lib):  # noqa: ANN001, ANN202
+        layers = (lib.GroupNorm, lib.SiLU, lib.Conv2d)
+        return [
+            m for _ in range(3) for m in (layers[0](4, channels), layers[1](), layers[2](channels, channels, 3, 1, 1))
+        ]
+
+    torch.manual_seed(0)
+    tnet, unet = torch.nn.Sequential(*blocks(torch.nn)), nn.Sequential(*blocks(nn))
+    unet.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in tnet.state_dict().items()})
+    x0 = torch.randn(2, channels, size, size)
+    with torch.no_grad():
+        want = x0
+        for _ in range(n):
+            want = want + 0.1 * tnet(want)
+    x = Tensor(x0.numpy()).realize()
+    for _ in range(n):
+        x = x + 0.1 * unet(x)
+    return x, want.numpy()
+
+
+def test_a_lazy_loop_of_norm_steps_runs_the_same_kernels_every_step():
+    # each step's residual is stored with the last convolution of the step (not the convolution alone, which left
+    # x_k = x_0 + 0.1 * c_1 + ... + 0.1 * c_k to be recomputed in every kernel of step k+1: kernels that differ from
+    # step to step, compiled again each step, and a graph whose scheduling grew with the square of the steps)
+    one, _ = _norm_conv_steps(1)
+    four, want = _norm_conv_steps(4)
+    items_one = create_schedule(kernelize_tensors([one]))
+    items_four = create_schedule(kernelize_tensors([four]))
+    assert len(items_four) == 4 * len(items_one)
+    assert {it.ast for it in items_four} == {it.ast for it in items_one}
+    np.testing.assert_allclose(four.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_misplaced_row_reduces_are_found_in_a_few_passes(monkeypatch):
+    # every GroupNorm's statistics are stored (the norm's output is reshaped back: its rows are no loop of their own);
+    # one pass finds them all, where one pass per norm walked every kernel again (N steps: N**2 time)
+    import uopkit.schedule.grouper as grouper
+
+    passes = []
+    find = grouper._realize_misplaced_row_reduces
+
+    def counted(ctx):  # noqa: ANN001, ANN202
+        passes.append(None)
+        return find(ctx)
+
+    monkeypatch.setattr(grouper, "_realize_misplaced_row_reduces", counted)
+    counts = []
+    for n in (1, 4):
+        x, _ = _norm_conv_steps(n, channels=8, size=8)
+        passes.clear()
+        create_schedule(kernelize_tensors([x]))
+        counts.append(len(passes))
+    assert counts[0] == counts[1] <= 3

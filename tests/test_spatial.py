@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from uopkit import Tensor, dtypes
+from uopkit.uop.ops import Ops
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -55,6 +56,23 @@ def test_fold():
         check(lambda x, a=args: x.fold(*a), lambda x, a=args: F.fold(x, *a), _randn(*shape))
     check(lambda x: x.fold((3, 3), 2), lambda x: F.fold(x, (3, 3), 2), _randn(1, 4, 4, dtype=np.float64))
     assert Tensor.zeros(0, 4, 4).fold((3, 3), 2).shape == (0, 1, 3, 3)
+
+
+@pytest.mark.parametrize(
+    "size, kernel, dilation, padding, stride",
+    [((32, 30), 8, 1, 0, 4), ((17, 19), (5, 3), (1, 2), (2, 1), (3, 2)), ((12, 12), 3, 1, 1, 1), ((9, 9), 2, 3, 0, 5)],
+)
+def test_fold_gathers_a_few_taps_per_position(size, kernel, dilation, padding, stride):
+    # strides, dilations and paddings as torch's; the output is built from about (k * d / s) ** 2 shifted views of
+    # the blocks, not one padded view of the whole output per tap (k * k: 64 for an 8x8 kernel, 70x torch's time)
+    k = (kernel, kernel) if isinstance(kernel, int) else kernel
+    blocks = F.unfold(torch.zeros(1, 1, *size), kernel, dilation, padding, stride).shape[-1]
+    x = _randn(2, 3 * k[0] * k[1], blocks)
+    args = (size, kernel, dilation, padding, stride)
+    check(lambda t: t.fold(*args), lambda t: F.fold(t, *args), x)
+    if (kernel, stride) == (8, 4):
+        out = Tensor(x).fold(*args)
+        assert sum(u.op is Ops.PAD for u in out.uop.toposort()) <= 2 * 2 + 4
 
 
 def test_lp_pool():
@@ -186,6 +204,94 @@ def test_embedding_bag():
         flat,
         np.array([0, 1, 3, 7], np.int64),
     )
+
+
+def _fused_lookups(t: Tensor) -> int:
+    # kernels in which a lookup's one-hot sum over the table sits inside another reduce (a bag's): compared, not loaded
+    from uopkit.engine.realize import create_schedule, kernelize_tensors
+    from uopkit.uop.ops import Ops, is_one_hot_reduce
+
+    fused = 0
+    for item in create_schedule(kernelize_tensors([t])):
+        reduces = [u for u in item.ast.toposort() if u.op is Ops.REDUCE_AXIS]
+        outer = [r for r in reduces if any(is_one_hot_reduce(u) for u in r.src[0].toposort() if u in reduces)]
+        fused += bool(outer)
+    return fused
+
+
+def _scatter_kernels(t: Tensor) -> int:
+    from uopkit.codegen.scatter import lowers_as_scatter
+    from uopkit.engine.realize import create_schedule, kernelize_tensors
+    from uopkit.uop.ops import Ops
+
+    return sum(lowers_as_scatter(i.ast) for i in create_schedule(kernelize_tensors([t])) if i.ast.op is Ops.SINK)
+
+
+def test_embedding_bag_2d_looks_up_before_the_bag_reduce():
+    # B bags of L rows of a large table: the lookup stored, then reduced per bag (fused into the bag's reduce it
+    # compared every index with every table row, 512 x 8 bags of 10000 rows: 2.6 s); values and gradients as torch's
+    weight = _randn(300, 5)
+    bags = RNG.integers(0, 300, (6, 4))
+    bags[1, 2] = bags[3, 0] = 7
+    bags[5] = 7
+    for mode in ("sum", "mean", "max"):
+        assert _fused_lookups(Tensor(bags).embedding_bag(Tensor(weight), mode=mode)) == 0
+        # the table's gradient: the rows' gradient added into it by a scatter (over (B, L) at once, or fused with a
+        # max's, a one-hot mask of every lookup against every row: 0.2 s, 4.5 s at that size)
+        table = Tensor(weight, requires_grad=True)
+        Tensor(bags).embedding_bag(table, mode=mode).sum().backward()
+        assert table.grad is not None and _scatter_kernels(table.grad) == 1
+        for padding_idx in (None, 7):
+            check(
+                lambda w, i, m=mode, pi=padding_idx: i.embedding_bag(w, mode=m, padding_idx=pi),
+                lambda w, i, m=mode, pi=padding_idx: F.embedding_bag(i, w, mode=m, padding_idx=pi),
+                weight,
+                bags,
+            )
+    psw = _randn(6, 4)
+    check(
+        lambda p, w, i: i.embedding_bag(w, mode="sum", per_sample_weights=p, padding_idx=7),
+        lambda p, w, i: F.embedding_bag(i, w, mode="sum", per_sample_weights=p, padding_idx=7),
+        psw,
+        weight,
+        bags,
+    )
+
+
+def test_embedding_bag_offsets_read_no_bounds_back(monkeypatch):
+    # on the CPU each position's bag is computed in range and scattered into it: no index computed on the device has
+    # its bounds read back (a sync each; the lookup's own indices, stored data, are checked on the host), in each mode
+    import uopkit.tensor.indexing as indexing
+
+    read_back: list[tuple[int, ...]] = []
+    checked = indexing._check_values_in
+
+    def recording(idx: Tensor, *args: Any, **kwargs: Any) -> None:
+        if not idx._is_plain_buffer():
+            read_back.append(idx.shape)
+        checked(idx, *args, **kwargs)
+
+    monkeypatch.setattr(indexing, "_check_values_in", recording)
+    weight = _randn(50, 4)
+    flat = RNG.integers(0, 50, 23)
+    flat[[3, 9, 10]] = 5
+    # (an include_last_offset end short of the input: torch's float32 mean divides by the count up to the input's end)
+    offsets = np.array([0, 4, 4, 11, 23], np.int64)
+    for mode in ("sum", "mean", "max"):
+        for padding_idx, last in ((None, False), (5, False), (None, True)):
+            check(
+                lambda w, i, o, m=mode, pi=padding_idx, e=last: i.embedding_bag(
+                    w, o, mode=m, padding_idx=pi, include_last_offset=e
+                ),
+                lambda w, i, o, m=mode, pi=padding_idx, e=last: F.embedding_bag(
+                    i, w, o, mode=m, padding_idx=pi, include_last_offset=e
+                ),
+                weight,
+                flat,
+                # (torch's max gradient of an empty bag reads an unset index: none there)
+                offsets if mode != "max" else np.array([0, 4, 5, 11, 23], np.int64),
+            )
+    assert read_back == []
 
 
 def test_bilinear_and_distances():
@@ -382,3 +488,18 @@ def test_errors():
         Tensor.ones(2, 3, 4, 5).dropout1d()
     with pytest.raises(RuntimeError):
         Tensor([1, 2]).gumbel_softmax()
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (2, 3, 4)])
+def test_a_lookup_by_a_many_axis_index_scatters_its_gradient(shape):
+    # a (B, T) embedding's or w[idx]'s backward: a sum over one flat axis, written by the scatter kernel (summed over
+    # the index's axes it compared every index with every table row: 17 ms against 0.7 ms for a (512, 8) index)
+    weight = _randn(300, 5)
+    idx = RNG.integers(0, 300, shape)
+    idx.reshape(-1)[:3] = 7
+    for lookup in (lambda w, i: i.embedding(w), lambda w, i: w[i]):
+        table = Tensor(weight, requires_grad=True)
+        (lookup(table, Tensor(idx)) * 2).sum().backward()
+        assert table.grad is not None and _scatter_kernels(table.grad) == 1
+    check(lambda w, i: i.embedding(w) * 2, lambda w, i: F.embedding(i, w) * 2, weight, idx)
+    check(lambda w, i: w[i].exp(), lambda w, i: w[i].exp(), weight, idx)

@@ -169,6 +169,20 @@ def test_nested_wheres_merge_into_the_gate():
     assert kept.op is Ops.WHERE and kept.src[1].op is Ops.WHERE
 
 
+def test_a_where_inside_one_on_a_stronger_condition_goes():
+    # a cat's float piece: where(mask, where(in range, load, 0), -0.0), its mask where(c, True, False)
+    load = gated_load(A.alu(Ops.AND, B))
+    value = load.alu(Ops.EXP2)
+    minus_zero = load.const_like(-0.0)
+    assert simplify(A.where(UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False))) is A
+    assert simplify(A.alu(Ops.AND, B).where(A.where(value, load.const_like(0.0)), minus_zero)) is simplify(
+        A.alu(Ops.AND, B).where(value, minus_zero)
+    )
+    # the inner condition is not implied: both stay
+    kept = simplify(A.where(B.where(value, load.const_like(0.0)), minus_zero))
+    assert kept.op is Ops.WHERE and kept.src[1].op is Ops.WHERE
+
+
 def test_and_chains_have_one_shape():
     assert simplify(A.alu(Ops.AND, B.alu(Ops.AND, C))) is A.alu(Ops.AND, B).alu(Ops.AND, C)
     assert simplify(A.alu(Ops.AND, UOp.const(dtypes.bool, False))).arg is False
@@ -193,6 +207,7 @@ def test_select_rules_preserve_values():
         A.where(B.where(load * 2.0, zero), zero),
         UOp.const(dtypes.bool, True).where(A.where(load, zero), load.const_like(3.0)),
         B.where(gated_load(A), zero),
+        A.alu(Ops.AND, B).where(A.where(load * 2.0, zero), load.const_like(-1.0)),
     ]
     for expr in exprs:
         simple = simplify(expr)

@@ -184,10 +184,11 @@ def test_a_batch_first_recurrence_over_columns_runs_one_kernel_per_step_shape() 
 def test_a_buffer_also_read_otherwise_keeps_constants() -> None:
     x_np = np.arange(32, dtype=np.float32)
     x = Tensor(x_np).realize()
-    out = x[4:20] + x.flip(0)[:16]
+    # (a transpose read flat is no run of the buffer's memory)
+    out = x[4:20] + x.reshape(4, 8).permute(1, 0).reshape(32)[:16]
     (item,) = _items(out)
     assert item.var_vals == ()
-    np.testing.assert_array_equal(out.numpy(), x_np[4:20] + x_np[::-1][:16])
+    np.testing.assert_array_equal(out.numpy(), x_np[4:20] + x_np.reshape(4, 8).T.reshape(32)[:16])
 
 
 def test_aligned_renderers_keep_the_start_alignment() -> None:
@@ -272,9 +273,9 @@ def test_a_window_read_at_a_constant_offset_elsewhere_is_not_moved() -> None:
     x_np = np.arange(16, dtype=np.float32)
     x = Tensor(x_np).realize()
     for i in range(6):
-        # the flip reads all of x, so x's kernel has no window: its offset i stays in the code
-        out = x[i : i + 4] + x.flip(0)[:4]
-        np.testing.assert_array_equal(out.numpy(), x_np[i : i + 4] + x_np[::-1][:4])
+        # the transpose read flat is no run of x, so x's kernel has no window: its offset i stays in the code
+        out = x[i : i + 4] + x.reshape(4, 4).permute(1, 0).reshape(16)[:4]
+        np.testing.assert_array_equal(out.numpy(), x_np[i : i + 4] + x_np.reshape(4, 4).T.reshape(16)[:4])
     for i in range(6):
         # a window written by an assign
         buf = Tensor(np.zeros(16, np.float32)).realize()
@@ -433,3 +434,50 @@ def test_rows_and_runs_are_the_general_paths_views() -> None:
         x[7]
     with pytest.raises(IndexError, match="out of bounds"):
         x[-8]
+
+
+_TABLES = {
+    # realized values that are views of their buffer other than one RESHAPE: a cumprod's, cumsum's or matmul's result
+    # (a reshape of a reshape of it), a flip (a view, nothing computed), a reshape of a reshape written out
+    "cumprod": (lambda t: (1 - t).cumprod(0), lambda a: np.cumprod(1 - a)),
+    "cumsum": (lambda t: t.cumsum(0), np.cumsum),
+    "flip": (lambda t: t.flip(0), lambda a: a[::-1]),
+    "matvec": (lambda t: (t.reshape(1, 64).expand(8, 64) + 0).T @ Tensor.full((8,), 0.125), lambda a: a),
+    "reshapes": (lambda t: t.reshape(4, 16).reshape(2, 32).reshape(64), lambda a: a),
+}
+
+
+@pytest.mark.parametrize("name", list(_TABLES))
+def test_a_table_realized_as_a_view_of_its_buffer_is_read_in_windows(name: str) -> None:
+    # `alphas_cumprod[t]` for a new t each step of a sampler: the same schedule with the window moved, as for a plain
+    # buffer (it missed the cache, compiling a kernel, at every t)
+    make, ref = _TABLES[name]
+    a = np.random.default_rng(5).random(64).astype(np.float32)
+    table, want = make(Tensor(a)).realize(), ref(a.astype(np.float64))
+    # (a shape of its own per table: no schedule another table's test left in the cache)
+    x_np = np.random.default_rng(6).standard_normal((3, 2 + list(_TABLES).index(name))).astype(np.float32)
+    x = Tensor(x_np).realize()
+    hits, misses = _counts()
+    for k, t in enumerate(range(40, 9, -3)):
+        if k == 2:
+            hits, misses = _counts()
+        out = (x * table[t]).sum()
+        np.testing.assert_allclose(out.item(), (x_np * want[t]).sum(), rtol=1e-4, atol=1e-5)
+    assert _counts() == (hits + 9, misses)
+
+
+@pytest.mark.parametrize("name", ["flip", "cumsum"])
+def test_a_window_of_a_table_view_realized_as_a_result_moves_with_it(name: str) -> None:
+    # the result itself a view of the table (no kernel): a replay builds it at the moved window, mirrored for a flip
+    make, ref = _TABLES[name]
+    a = np.arange(64, dtype=np.float32)
+    table, want = make(Tensor(a)).realize(), ref(a.astype(np.float64))
+    plain = Tensor(a.copy()).realize()
+    hits = _counts()[0]
+    for t in range(2, 40, 5):
+        view, out, other = table[t : t + 3], table[t : t + 3] * 2 + plain[t], plain[t : t + 3]
+        Tensor.realize(view, out, other)
+        np.testing.assert_allclose(view.numpy(), want[t : t + 3], rtol=1e-6)
+        np.testing.assert_allclose(out.numpy(), want[t : t + 3] * 2 + a[t], rtol=1e-6)
+        np.testing.assert_array_equal(other.numpy(), a[t : t + 3])
+    assert _counts()[0] - hits >= 6

@@ -27,6 +27,8 @@ try:
         no_grad,
         set_grad_enabled,
     )
+    from uopkit.tensor import foreach as _foreach
+    from uopkit.tensor.foreach import *  # noqa: F403  (torch's _foreach_* functions)
     from uopkit.tensor.memory_format import (  # noqa: F401
         channels_last,
         channels_last_3d,
@@ -54,6 +56,7 @@ try:
         "set_grad_enabled",
         "inference_mode",
         "is_grad_enabled",
+        *_foreach.__all__,
     ]
 except ModuleNotFoundError as e:
     if e.name != "uopkit.tensor":

@@ -34,7 +34,7 @@ from uopkit.distributions.distribution import (
 )
 from uopkit.dtype import dtypes
 from uopkit.tensor import Tensor
-from uopkit.tensor.special import _with_derivative_of
+from uopkit.tensor.support import _with_derivative_of
 from uopkit.uop.ops import Ops, UOp
 
 __all__ = ["Beta", "Chi2", "Dirichlet", "FisherSnedecor", "Gamma", "StudentT"]

@@ -39,7 +39,15 @@ from uopkit.schedule import (
 )
 from uopkit.schedule.grouper import is_kernel_store
 from uopkit.schedule.launch_consts import LAUNCHABLE, consts_as_launch_values, launch_value, place_of
-from uopkit.schedule.windows import buffer_window, window_arg, window_bounds, window_extent, window_span, window_start
+from uopkit.schedule.windows import (
+    buffer_window,
+    mirror_bounds,
+    window_arg,
+    window_bounds,
+    window_extent,
+    window_span,
+    window_start,
+)
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity
 
 if TYPE_CHECKING:
@@ -311,8 +319,11 @@ class CachedSchedule:
     # the graph's windows it moves with: `_window_groups`)
     window_vars: tuple[tuple[int, str, int, int, int, tuple[int, ...]], ...] = ()
     # the windows of those slots in the results' and assigns' templates (numbered results first): (template,
-    # instruction, slot, shape it shrinks, lengths, start, the graph's windows it moves with)
-    template_windows: tuple[tuple[int, int, int, tuple[int, ...], tuple[int, ...], int, tuple[int, ...]], ...] = ()
+    # instruction, slot, shape it shrinks, lengths, start, the graph's windows it moves with, the flips of a FLIP it
+    # shrinks or None: its bounds are the window's mirrored)
+    template_windows: tuple[
+        tuple[int, int, int, tuple[int, ...], tuple[int, ...], int, tuple[int, ...], tuple[bool, ...] | None], ...
+    ] = ()
     # the graph's float32 and float16 constants as recorded (`_Param.const_ids`), the places of those the steps take
     # as launch values (`schedule.launch_consts`), and the steps' variables for them: (step, variable, place)
     const_ids: list[Any] = field(default_factory=list)
@@ -332,9 +343,9 @@ schedule_cache: dict[tuple, CachedSchedule] = {}
 # the ops `_parameterize` keys otherwise than by (op, dtype, arg, sources); module constants because on Python 3.11
 # every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.2 us), and the walk looks at every node
 _BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS = Ops.BUFFER, Ops.KERNEL, Ops.STORE, Ops.CONST, Ops.CONTIGUOUS
-_SHRINK = Ops.SHRINK
+_SHRINK, _DETACH = Ops.SHRINK, Ops.DETACH
 _MOVEMENT = GroupOp.Movement
-_KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS, _SHRINK})
+_KEYED_APART = frozenset({_BUFFER, _KERNEL, _STORE, _CONST, _CONTIGUOUS, _SHRINK, _DETACH})
 
 
 def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Param | None:
@@ -392,8 +403,9 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
             if op is _KERNEL:
                 # already kernelized: the slow path knows how to reuse those (kernel STOREs that ran are in becomes_map)
                 return None
-            if op is _CONTIGUOUS and arg is not None:
-                # the arg is a fresh id that only keeps the node one of its own: numbered in order of appearance
+            if (op is _CONTIGUOUS or op is _DETACH) and arg is not None:
+                # the arg is a fresh id that only keeps the node one of its own (a DETACH's: a leaf made as
+                # `x.detach().requires_grad_()`, new every step of a PGD attack): numbered in order of appearance
                 arg = ("fresh", type(arg).__name__, fresh.setdefault(arg, len(fresh)))
             elif op is _STORE:
                 p.stores.append(u)
@@ -644,17 +656,23 @@ def _record_windows(
         for j, ins in enumerate(template):
             if ins[0] is not Ops.SHRINK:
                 continue
-            src = template[ins[3][0]]
-            if src[0] == "slot" and src[1] in windowed:
-                s, shape = src[1], (param.leaves[src[1]].arg[2],)
-            elif src[0] is Ops.RESHAPE and (base := template[src[3][0]])[0] == "slot" and base[1] in windowed:
-                s, shape = base[1], src[2]
-            else:
+            # (the SHRINKs `buffer_window` keys by their shape: of a slot under RESHAPEs, or of a FLIP of that)
+            bounds, src, flips = ins[2], template[ins[3][0]], None
+            if src[0] is Ops.FLIP:
+                flips, src = src[2], template[src[3][0]]
+            shape = src[2] if src[0] is Ops.RESHAPE else None
+            while src[0] is Ops.RESHAPE:
+                src = template[src[3][0]]
+            if src[0] != "slot" or src[1] not in windowed:
                 continue
-            lengths = tuple(e - b for b, e in ins[2])
-            start = window_start(shape, ins[2])
-            group = groups[s].get((start, window_span(shape, ins[2])), ())
-            template_windows.append((t, j, s, shape, lengths, start, group))
+            s = src[1]
+            shape = shape or (param.leaves[s].arg[2],)
+            if flips is not None:
+                bounds = mirror_bounds(bounds, flips, shape)
+            lengths = tuple(e - b for b, e in bounds)
+            start = window_start(shape, bounds)
+            group = groups[s].get((start, window_span(shape, bounds)), ())
+            template_windows.append((t, j, s, shape, lengths, start, group, flips))
     return (
         window_slots,
         tuple(start for _, start, _ in param.windows),
@@ -720,7 +738,7 @@ def _window_values(entry: CachedSchedule, param: _Param) -> _Moved | None:
         if shift:
             values.setdefault(i, dict(entry.steps[i].var_vals))[name] = (start + shift) // align
     bounds: dict[int, dict[int, tuple[tuple[int, int], ...]]] = {}
-    for t, j, s, shape, lengths, start, group in entry.template_windows:
+    for t, j, s, shape, lengths, start, group, flips in entry.template_windows:
         shift = moved_by(s, group)
         if shift is _APART:
             return None
@@ -728,6 +746,8 @@ def _window_values(entry: CachedSchedule, param: _Param) -> _Moved | None:
             moved_bounds = window_bounds(shape, lengths, start + shift)
             if moved_bounds is None:
                 return None
+            if flips is not None:
+                moved_bounds = mirror_bounds(moved_bounds, flips, shape)
             bounds.setdefault(t, {})[j] = moved_bounds
     return values, bounds
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from uopkit.dtype import DType, dtypes, to_dtype, to_numpy_dtype
 from uopkit.nn.module import Module, Parameter
-from uopkit.tensor import ArgumentError, ShapeError, Tensor, is_grad_enabled
+from uopkit.tensor import ArgumentError, ShapeError, Tensor, is_grad_enabled, segments
 from uopkit.tensor.support import _conv_pads, _gradient_stored_once
 
 __all__ = [
@@ -619,8 +619,11 @@ class RMSNorm(Module):
 
 def _renorm_looked_up_rows(input: Tensor, weight: Tensor, max_norm: float, norm_type: float) -> None:
     # the rows of weight that input looks up and whose norm exceeds max_norm are scaled down to it in weight itself,
-    # outside autograd, as torch's embedding_renorm_
-    used = input.flatten().one_hot(weight.shape[0]).sum(0).unsqueeze(-1) > 0
+    # outside autograd, as torch's embedding_renorm_; the rows used counted by a scatter, not a one-hot mask of every
+    # index against every row (an index out of range is dropped: the lookup raises for it)
+    flat = input.flatten()
+    ones = Tensor.ones(flat.shape, dtype=dtypes.int32, device=flat.device)
+    used = segments.added_at(flat, ones, weight.shape[0]).unsqueeze(-1) > 0
     norms = weight.detach().vector_norm(norm_type, -1, keepdim=True)
     scale = (used & (norms > max_norm)).where(max_norm / (norms + 1e-7), 1.0)
     weight.detach().mul_(scale.cast(weight.dtype))

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from uopkit.dtype import dtypes
 from uopkit.nn.arguments import _maybe_in_place, _probability
 from uopkit.nn.module import Module, Parameter
-from uopkit.nn.modules import _host, _uniform
+from uopkit.nn.modules import _host, _renorm_looked_up_rows, _uniform
 from uopkit.tensor import ShapeError, Tensor
 
 __all__ = [
@@ -133,8 +134,10 @@ _BAG_MODES = ("sum", "mean", "max")
 class EmbeddingBag(Module):
     """The sum, mean or max of bags of rows of `weight` (num_embeddings, embedding_dim), N(0, 1) initialized (the
     `padding_idx` row zeros), as torch.nn.EmbeddingBag: called on a 2-D input (B, L) of B bags, or a 1-D input cut
-    into bags at `offsets`, with `per_sample_weights` in mode "sum" (see Tensor.embedding_bag). max_norm,
-    scale_grad_by_freq and sparse=True aren't supported.
+    into bags at `offsets`, with `per_sample_weights` in mode "sum" (see Tensor.embedding_bag). `max_norm`: each
+    looked-up row whose `norm_type`-norm exceeds it is scaled down to it in the weight itself, outside autograd, before
+    the lookup (torch's). `sparse=True` is accepted and gives a dense gradient (there are no sparse tensors; every
+    optimizer takes it). scale_grad_by_freq isn't supported.
 
     >>> bag = EmbeddingBag.from_pretrained(Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), mode="sum")
     >>> bag(Tensor([0, 1, 2]), Tensor([0, 2])).tolist()
@@ -158,26 +161,22 @@ class EmbeddingBag(Module):
     ) -> None:
         layer = f"EmbeddingBag({num_embeddings}, {embedding_dim})"
         _no_device(device, dtype, layer)
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError(
-                f"{layer}: max_norm, scale_grad_by_freq and sparse=True aren't supported (renormalize the weight with "
-                "torch's formula first; gradients are dense)"
-            )
+        if scale_grad_by_freq:
+            raise NotImplementedError(f"{layer}: scale_grad_by_freq isn't supported")
         if mode not in _BAG_MODES:
             raise ValueError(f"{layer}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+        if sparse and mode == "max":
+            # (torch raises at the first call)
+            raise ValueError(f"{layer}: max mode does not support sparse weights")
         if padding_idx is not None:
             if not isinstance(padding_idx, int) or not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(
                     f"{layer}: padding_idx must be an int in [{-num_embeddings}, {num_embeddings}), got {padding_idx!r}"
                 )
             padding_idx %= num_embeddings
-        self.num_embeddings, self.embedding_dim, self.max_norm, self.norm_type = (
-            num_embeddings,
-            embedding_dim,
-            None,
-            2.0,
-        )
-        self.scale_grad_by_freq, self.mode, self.sparse = False, mode, False
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.mode, self.sparse = False, mode, sparse
         self.include_last_offset, self.padding_idx = include_last_offset, padding_idx
         if _weight is None:
             table = Tensor._rng().standard_normal((num_embeddings, embedding_dim))
@@ -196,6 +195,10 @@ class EmbeddingBag(Module):
     ) -> Tensor:
         if offsets is not None and not isinstance(offsets, Tensor):
             offsets = Tensor(np.asarray(offsets, dtype=np.int64), device=input.device)
+        if self.max_norm is not None and dtypes.is_int(input.dtype):
+            # (the indices checked first: the renorm writes the weight; other dtypes are refused by the lookup)
+            self.weight._check_index_range(input, self.num_embeddings, 0, "embedding_bag", negative=False)
+            _renorm_looked_up_rows(input, self.weight, self.max_norm, self.norm_type)
         return input.embedding_bag(
             self.weight,
             offsets,

@@ -292,6 +292,7 @@ def unrealized_graph(
     rebuilt: Callable[[UOp, UOp, dict[UOp, UOp]], None] | None = None,
     check_writes: bool = True,
     given: Callable[[UOp], object] | None = None,
+    forms: dict[UOp, UOp] | None = None,
 ) -> UOp:
     """`root` with realized values replaced by the graphs that computed them (except the nodes in `keep`).
 
@@ -302,7 +303,8 @@ def unrealized_graph(
     `check_writes`: raise where a graph to follow reads a buffer overwritten since (see `_check_not_overwritten`).
     `given(node)`: the gradient given to a node directly (`uopkit.gradient.given_gradient`), if the caller wants a
     realized value that no gradient flows through kept stored (a value computed under no_grad: its stored value is
-    what the gradient reads, whatever has been overwritten since).
+    what the gradient reads, whatever has been overwritten since). `forms`: filled with each node that was replaced
+    -> its new form, for a caller that looks for nodes of the old graph in the new one (a hooked tensor's node).
     """
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     # (the usual case, a backward() right after the forward pass: no node of the graph was realized. Looked up from
@@ -332,7 +334,11 @@ def unrealized_graph(
         if source is not None:
             if check_writes:
                 _check_not_overwritten(u, source)
-            memo[u] = unrealized_graph(source, keep, rebuilt=rebuilt, check_writes=check_writes, given=given)
+            memo[u] = unrealized_graph(
+                source, keep, rebuilt=rebuilt, check_writes=check_writes, given=given, forms=forms
+            )
+            if forms is not None:
+                forms[u] = memo[u]
             continue
         src = u.src
         new_src = tuple([memo.get(s, s) for s in src])
@@ -340,6 +346,8 @@ def unrealized_graph(
             memo[u] = u
             continue
         memo[u] = UOp(u.op, u.dtype, new_src, u.arg)
+        if forms is not None:
+            forms[u] = memo[u]
         if rebuilt is not None:
             rebuilt(u, memo[u], memo)
     return memo[root]
@@ -349,15 +357,20 @@ def _constant_for(source: UOp, keep: set[UOp], given: Callable[[UOp], object]) -
     # whether a gradient to `keep` can't flow through the graph `source`: every path to a wanted node, to a realized
     # value or to a node with a given gradient (a custom Function's output: its inputs are detached) is cut by a DETACH
     # (a walk that stops at the first such node: backward follows every realized value back through this, and its
-    # graph, a whole forward pass, usually reaches a weight within a few nodes; a full toposort looked at all of it)
+    # graph, a whole forward pass, usually reaches a weight within a few nodes; a full toposort looked at all of it).
+    # A wanted node is looked for before the cut: a leaf made as `x.detach().requires_grad_()` is itself a DETACH
     seen: set[UOp] = set()
     stack = [source]
     while stack:
         n = stack.pop()
-        if n in seen or n.op is _DETACH:
+        if n in seen:
             continue
         seen.add(n)
-        if n in keep or given(n) is not None or n in computed_from:
+        if n in keep:
+            return False
+        if n.op is _DETACH:
+            continue
+        if given(n) is not None or n in computed_from:
             return False
         stack.extend(n.src)
     return True

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from uopkit.codegen.lowerer import move_index, pad_index
 from uopkit.dtype import dtypes, index_dtype
 from uopkit.schedule.launch_consts import launch_const
+from uopkit.schedule.windows import mirror_bounds
 from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar, is_one_hot_reduce
 from uopkit.uop.symbolic import simplify
 
@@ -49,6 +50,8 @@ class GrouperContext:
     has_reduce: dict[UOp, bool] = field(default_factory=dict)
     # broadcasts of a row reduce left fused into their consumer (checked once the kernels are known)
     row_reduces: list[UOp] = field(default_factory=list)
+    # each node's place in the graph, sources first
+    order: dict[UOp, int] = field(default_factory=dict)
 
 
 def _stops_region(ctx: GrouperContext, u: UOp) -> bool:
@@ -75,7 +78,8 @@ def choose_realized(sink: UOp) -> GrouperContext:
     """Walk the tensor graph in order and mark what must be stored in a buffer of its own."""
     ctx = GrouperContext()
     topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
-    for u in topo:
+    for i, u in enumerate(topo):
+        ctx.order[u] = i
         for s in u.src:
             ctx.children.setdefault(s, []).append(u)
     # what the user asked for
@@ -135,7 +139,7 @@ def choose_realized(sink: UOp) -> GrouperContext:
             for inner in _reused_inner_reduces(ctx, u):
                 # (a small one costs less computed again than stored by a kernel of its own)
                 if inner.src[0].size >= MIN_STORED_INNER_REDUCE:
-                    ctx.realize[inner] = None
+                    ctx.realize[_value_to_store(ctx, inner)] = None
             inner = u.src[0].base
             if inner.op is Ops.REDUCE_AXIS and inner not in ctx.realize:
                 ctx.realize[inner] = None
@@ -476,7 +480,13 @@ def _row_reduces(ctx: GrouperContext, expand: UOp) -> list[UOp]:
 def _realize_misplaced_row_reduces(ctx: GrouperContext) -> bool:
     """A fused row reduce is computed once per row only if its kernel loops over its shape in order, with the row's
     axes innermost: every op between the broadcast and the kernel's output is elementwise on that shape, and the
-    output is that shape or a reduce over (some of) the row's axes. Elsewhere it is stored in a buffer of its own."""
+    output is that shape or a reduce over (some of) the row's axes. Elsewhere it is stored in a buffer of its own.
+
+    All of them in one pass, each checked against the kernels as the ones before it left them. Whether it stored any:
+    the caller then stores the shared reduces those made and checks again (a new kernel may fuse a row reduce checked
+    before it), a few passes whatever the number of norms, where one pass per stored norm, each walking every kernel,
+    made a loop of N norm steps schedule in time N**2."""
+    added = False
     for e in ctx.row_reduces:
         value = e.src[0].base
         if value in ctx.realize:
@@ -486,8 +496,9 @@ def _realize_misplaced_row_reduces(ctx: GrouperContext) -> bool:
         for root in _kernels_reading(ctx, e):
             if not _loops_in_row_order(ctx, _region(ctx, root), root, e, row_axes):
                 ctx.realize[value] = None
-                return True
-    return False
+                added = True
+                break
+    return added
 
 
 def _kernels_reading(ctx: GrouperContext, u: UOp) -> list[UOp]:
@@ -544,10 +555,53 @@ def _realize_shared_reduces(ctx: GrouperContext, topo: list[UOp]) -> None:
                 continue
             if u.op in (Ops.STORE, Ops.SINK, Ops.BUFFER, Ops.DEVICE) or is_kernel_store(u):
                 continue
-            ctx.realize[u.base if u.op in GroupOp.Movement else u] = None
+            ctx.realize[_value_to_store(ctx, u.base if u.op in GroupOp.Movement else u)] = None
             added = True
         if not added:
             return
+
+
+def _value_to_store(ctx: GrouperContext, u: UOp) -> UOp:
+    """What to store so that value `u` (a reduce several kernels would compute) is computed once: `u`, or the furthest
+    value that every use of it goes through, elementwise (a convolution's output plus its bias, scaled and added to a
+    residual, which a norm's reduces, its output and the next residual each read; a sampler's model output read twice
+    by the step's update). Stored there, the kernels that share it read one buffer instead of each computing the rest
+    again, and the kernel that stores it is the one a loop of such steps gets each step (`x = x + f(x)`: stored at the
+    reduce, x_k would be recomputed from x_0 in every kernel of step k, one more add per step). Not through an op that
+    brings in another reduce (that one is shared on its own: `_realize_combined_reduces`) nor one that changes the
+    shape; at most MAX_STORE_WALK nodes up."""
+    best = u
+    # the readers the paths from `u` have reached and not passed yet (their places in the graph, `ctx.order`, tell
+    # the next to pass: all its sources come before it); when one node is all that is left, every use goes through it
+    pending: dict[UOp, None] = dict.fromkeys(ctx.children.get(u, []))
+    passed: set[UOp] = {u}
+    for _ in range(MAX_STORE_WALK):
+        if not pending:
+            break
+        node = min(pending, key=ctx.order.__getitem__)
+        if node in ctx.realize:
+            return node if len(pending) == 1 else best.base
+        if not _stores_with(ctx, node, passed):
+            break
+        if len(pending) == 1:
+            best = node
+        del pending[node]
+        passed.add(node)
+        pending.update(dict.fromkeys(ctx.children.get(node, [])))
+    # (a reshape of a stored value is a view of its buffer)
+    return best.base
+
+
+# how many nodes `_value_to_store` looks at past a reduce
+MAX_STORE_WALK = 64
+
+
+def _stores_with(ctx: GrouperContext, node: UOp, passed: set[UOp]) -> bool:
+    # whether `node` can be computed in the kernel of a stored value it reads (through the nodes `passed`): elementwise
+    # on its shape, with no other reduce of its own
+    if not (node.op in GroupOp.Elementwise or node.op in _PASSTHROUGH or node.op is Ops.RESHAPE):
+        return False
+    return not any(s not in passed and not _stops_region(ctx, s) and _region_has_reduce(ctx, s) for s in node.src)
 
 
 def _is_plain_buffer_view(u: UOp) -> bool:
@@ -789,6 +843,13 @@ class KernelBuilder:
             # (`schedule/windows.py` looks through one)
             inner = new.src[0].src[0]
             return inner if inner.shape == u.arg else new.replace(src=(inner,))
+        if u.op is Ops.SHRINK and new.src[0].op is Ops.FLIP and _over_load(new.src[0].src[0]):
+            # a slice of a flipped buffer is the flip of a slice of it: a window of the buffer (`table.flip(0)[t]`
+            # reads one kernel for every t, its start a launch value)
+            flip = new.src[0]
+            inner = flip.src[0]
+            bounds = mirror_bounds(u.arg, flip.arg, inner.shape or ())
+            return flip.replace(src=(UOp(Ops.SHRINK, inner.dtype, (inner,), bounds),))
         if u.op in GroupOp.Movement and u.op is not Ops.PAD and (const := _uniform_const(new.src[0])) is not None:
             # a view of a constant is the constant in the view's shape: where a slice of it starts (the ones a
             # sum's gradient spreads, cut per time step of an RNN) would make kernels that differ in nothing else
@@ -797,6 +858,13 @@ class KernelBuilder:
             ones = UOp(Ops.RESHAPE, const.dtype, (const,), (1,) * len(shape))
             return ones if all(d == 1 for d in shape) else UOp(Ops.EXPAND, const.dtype, (ones,), shape)
         return new
+
+
+def _over_load(u: UOp) -> bool:
+    # a whole input buffer as a kernel reads it, or a reshape of one
+    if u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u.op is Ops.LOAD and len(u.src) == 1 and u.src[0].op is Ops.DEFINE_GLOBAL
 
 
 def _uniform_const(u: UOp) -> UOp | None:

@@ -234,17 +234,30 @@ def window_inputs(
 
 
 def buffer_window(shrink: UOp) -> tuple[int, int] | None:
-    """(start, span) in elements of the window a tensor-graph SHRINK takes of a BUFFER (or of a RESHAPE of one), the
-    window a kernel reading it gets as a launch value; None for any other SHRINK. (The schedule cache keys such a
-    SHRINK by its shape alone: the next batch's graph replays the same schedule with other starts.)"""
-    src = shrink.src[0]
-    if src.op is Ops.RESHAPE:
+    """(start, span) in elements of the window a tensor-graph SHRINK takes of a BUFFER seen in some shape (under a
+    chain of RESHAPEs: a realized cumsum's or matmul's result is a reshape of a reshape of its buffer) or of a FLIP of
+    one (`mirror_bounds`), the window a kernel reading it gets as a launch value; None for any other SHRINK. (The
+    schedule cache keys such a SHRINK by its shape alone: the next batch's graph replays the same schedule with other
+    starts.)"""
+    src, bounds = shrink.src[0], shrink.arg
+    if src.op is Ops.FLIP:
+        bounds = mirror_bounds(bounds, src.arg, src.shape or ())
+        src = src.src[0]
+    shape = src.shape
+    while src.op is Ops.RESHAPE:
         src = src.src[0]
     if src.op is not Ops.BUFFER or src.arg[2] > INT32_MAX:
         return None
-    shape = shrink.src[0].shape
     assert shape is not None
-    return shrink_span(shape, shrink.arg)
+    return shrink_span(shape, bounds)
+
+
+def mirror_bounds(
+    bounds: tuple[tuple[int, int], ...], flips: tuple[bool, ...], shape: tuple[int, ...]
+) -> tuple[tuple[int, int], ...]:
+    """The bounds of the SHRINK of an array of `shape` that a SHRINK by `bounds` of its FLIP by `flips` reads (a slice
+    of a flipped array is the flipped slice mirrored along the flipped axes); its own inverse."""
+    return tuple((n - e, n - b) if f else (b, e) for (b, e), f, n in zip(bounds, flips, shape, strict=True))
 
 
 def window_extent(ast: UOp, name: str) -> tuple[int, int]:

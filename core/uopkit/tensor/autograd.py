@@ -136,10 +136,11 @@ def grad(
     totals: list[UOp | None] = [None] * len(ins)
     for o, g in zip(outs, given, strict=True):
         root_grad = o._root_gradient(g, "grad")
-        root = unrealized_graph(o.uop, bounds, rebuilt=carry_gradient_rule, given=given_gradient)
+        forms: dict[UOp, UOp] = {}
+        root = unrealized_graph(o.uop, bounds, rebuilt=carry_gradient_rule, given=given_gradient, forms=forms)
         in_graph = graph_of(root)
         # hooks run as in backward(), torch's do in grad() too
-        hooks = _gradient_hooks(in_graph)
+        hooks = _gradient_hooks(in_graph, forms)
         grads = compute_gradient(root, root_grad.uop, every | hooks.keys(), in_graph, hooks)
         for i, ks in enumerate(keys):
             summed = _summed(grads, ks)

@@ -540,12 +540,8 @@ class CompositeMixin:
         position = (x - lo_t) * Tensor(float(bins), device=device, dtype=dt) / (hi_t - lo_t)
         # the last bin takes max; an element outside sits in no bin (-1)
         bin_index = inside.where(inside.where(position, 0).cast(dtypes.int32).minimum(bins - 1), -1)
-        if x.numel() * bins >= segments.SCATTER_BY_SORTING:
-            # a scatter-add (by sorting) instead of a one-hot mask of every element against every bin
-            counts = Tensor.zeros(bins, device=device, dtype=dtypes.int32)
-            counts = counts.scatter_add(0, bin_index.maximum(0), inside.cast(dtypes.int32))
-        else:
-            counts = bin_index._one_hot_along(bins).sum(0)
+        # a 1 added at each element's bin (a 0 at bin 0 for one outside); every bin is in range by construction
+        counts = segments.added_at(bin_index.maximum(0), inside.cast(dtypes.int32), bins)
         return counts.cast(dt)
 
     def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
@@ -573,15 +569,9 @@ class CompositeMixin:
                 raise ArgumentError(f"bincount: the input must be non-negative, it holds {lowest}")
             size = max(size, highest + 1)
         dt = dtypes.int32 if weights is None else dtypes.float32 if weights.dtype == dtypes.float32 else dtypes.float64
-        if size * self.numel() >= segments.SCATTER_BY_SORTING:
-            # a scatter-add (by sorting) instead of a one-hot mask of every value against every bin
-            ones = Tensor.ones(self.shape, device=self.device, dtype=dt)
-            added = ones if weights is None else weights.cast(dt)
-            return Tensor.zeros(size, device=self.device, dtype=dt).scatter_add(0, self, added)
-        hit = self._one_hot_along(size)
-        if weights is None:
-            return hit.sum(0)
-        return hit.where(weights.cast(dt).unsqueeze(-1), 0.0).sum(0)
+        # each value's 1 (or weight) added at its bin: the values are in [0, size) as read back above
+        added = Tensor.ones(self.shape, device=self.device, dtype=dt) if weights is None else weights.cast(dt)
+        return segments.added_at(self, added, size)
 
     # ------------------------------------------------------------------------------------------------------------
     # products

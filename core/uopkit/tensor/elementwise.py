@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 # module constants for the ops every binary op builds: on Python 3.11 every `Ops.X` is a lookup through EnumType's
 # slow __getattr__ hook (~0.15 us)
-_CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
+_CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG, _MUL = (
     Ops.CONST,
     Ops.DEVICE,
     Ops.RESHAPE,
@@ -56,6 +56,7 @@ _CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
     Ops.WHERE,
     Ops.ADD,
     Ops.NEG,
+    Ops.MUL,
 )
 
 # the broadcast nodes of recent Python numbers (`a + 1`, `0.9 * m`), by (dtype, device, shape, number): holding them
@@ -81,6 +82,21 @@ def _inexact_in_half(y: float | int, dt: DType) -> bool:
 
 
 _RECENT_SCALARS_SIZE = 512
+
+
+# the dtypes lerp builds its nodes for directly (halves compute in float32, bfloat16 is stored as bits)
+_LERP_DIRECT = frozenset({dtypes.float32, dtypes.float64})
+
+
+def _lerp_uop(x: UOp, end: UOp, weight: float | int, device: str) -> UOp:
+    # lerp's nodes from the nearer end, `x + (end - x) * weight` or `end - (end - x) * (1 - weight)`, as `+`, `-` and
+    # `*` build them
+    diff = UOp(_ADD, x.dtype, (end, UOp(_NEG, x.dtype, (x,))))
+    assert x.shape is not None
+    if abs(weight) < 0.5:
+        return UOp(_ADD, x.dtype, (x, UOp(_MUL, x.dtype, (diff, _scalar_uop(weight, x.dtype, device, x.shape)))))
+    step = UOp(_MUL, x.dtype, (diff, _scalar_uop(1 - weight, x.dtype, device, x.shape)))
+    return UOp(_ADD, x.dtype, (end, UOp(_NEG, x.dtype, (step,))))
 
 
 def _scalar_uop(y: float | int, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
@@ -239,8 +255,10 @@ def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
     return Tensor(v, device=device, dtype=dt)
 
 
-def _scaled_operand(t: Tensor, x: Any, alpha: Any, op: str) -> Any:
-    """alpha * x for torch's add/sub(other, alpha=): an int or bool dtype takes no float alpha, as torch's."""
+def _scaled_operand(t: Tensor, x: Any, alpha: Any, op: str) -> tuple[Any, DType | None]:
+    """alpha * x for torch's add/sub(other, alpha=): an int or bool dtype takes no float alpha, as torch's. With it,
+    the half float dtype the sum is to be computed in float32 and rounded to (None: the sum is in the operands' dtype).
+    """
     x, alpha = _py_number(x), _py_number(alpha)
     if not isinstance(x, (Tensor, int, float)):
         x = Tensor(x, device=t.device)
@@ -249,7 +267,24 @@ def _scaled_operand(t: Tensor, x: Any, alpha: Any, op: str) -> Any:
         raise ArgumentError(f"{op}: a float alpha ({alpha}) needs a float operand; the operands are {dt}")
     if isinstance(alpha, bool) and dt != dtypes.bool:
         raise ArgumentError(f"{op}: a bool alpha is only for bool operands, got {dt}")
-    return x * alpha
+    if dt in dtypes.halves:
+        # torch takes x and alpha in the half dtype, then computes t + alpha * x in float32 and rounds once (the product
+        # of two halves is exact in float32): the product rounded to half before the sum would round twice
+        x = x.cast(dt) if isinstance(x, Tensor) else _scalar_in_dtype(x, dt, t.device)
+        return x.float() * _scalar_in_dtype(alpha, dt, t.device).float(), dt
+    return x * alpha, None
+
+
+def _addc_in_float32(t: Tensor, t1: Any, t2: Any, op: str) -> tuple[Tensor, Tensor, Tensor, DType] | None:
+    """t, t1 and t2 broadcast and in float32, and the half float dtype they promote to, for addcmul/addcdiv with a
+    value: torch computes those in float32 and rounds once. None for any other dtype."""
+    a, b = t._broadcasted(t1, False, op)
+    a, c = a._broadcasted(t2, False, op)
+    if a.dtype not in dtypes.halves:
+        return None
+    # (t1 broadcast to the shape t2 may have grown)
+    a, b = a._broadcasted(b, False, op)
+    return a.float(), b.float(), c.float(), a.dtype
 
 
 # where's x and y when left out (None can't stand for that: it is a value, an error there)
@@ -459,7 +494,9 @@ class ElementwiseMixin:
         [4, 5]
         """
         if type(alpha) is not int or alpha != 1:
-            x = _scaled_operand(self, x, alpha, "add")
+            x, rounded_to = _scaled_operand(self, x, alpha, "add")
+            if rounded_to is not None:
+                return self.cast(rounded_to).float().add(x, reverse).cast(rounded_to)
         a, b = self._broadcasted(x, reverse, "add")
         return a._alu(_ADD, b)
 
@@ -484,7 +521,9 @@ class ElementwiseMixin:
         [2, 3]
         """
         if type(alpha) is not int or alpha != 1:
-            x = _scaled_operand(self, x, alpha, "sub")
+            x, rounded_to = _scaled_operand(self, x, alpha, "sub")
+            if rounded_to is not None:
+                return self.cast(rounded_to).float().sub(x, reverse).cast(rounded_to)
         a, b = self._broadcasted(x, reverse, "sub")
         if a.dtype == dtypes.bool:
             raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor")
@@ -685,6 +724,13 @@ class ElementwiseMixin:
         >>> Tensor([0.0, 1e8]).lerp(Tensor([10.0, 1.0]), 1.0).tolist()
         [10.0, 1.0]
         """
+        u = self.uop
+        if type(end) is Tensor and type(weight) in (float, int) and u.dtype in _LERP_DIRECT:
+            e = end.uop
+            if e.dtype is u.dtype and e.shape == u.shape and end.device == self.device:
+                # (an EMA step's case, a float32 tensor, one like it and a number: the nodes of the formula below,
+                # built without a tensor per op, 4x less Python)
+                return Tensor(_lerp_uop(u, e, weight, self.device))
         x, end_t = self._broadcasted(end, False, "lerp")
         # (a numpy scalar weight as a Python number: its comparisons would be numpy bools)
         weight = _py_number(weight)
@@ -703,6 +749,11 @@ class ElementwiseMixin:
         >>> Tensor([1.0, 1.0]).addcmul(Tensor([1.0, 2.0]), Tensor([4.0, 4.0]), value=0.5).tolist()
         [3.0, 5.0]
         """
+        if value != 1 and (opmath := _addc_in_float32(self, tensor1, tensor2, "addcmul")) is not None:
+            # torch's half floats: self + value * t1 * t2 in float32 (the last multiply and the add one fma, as its
+            # vector loop), rounded once
+            a, t1, t2, dt = opmath
+            return (t1 * _scalar_in_dtype(value, dtypes.float32, self.device))._alu(Ops.MULACC, t2, a).cast(dt)
         product = self._broadcasted(tensor1, False, "addcmul")[1] * tensor2
         return self + (product if value == 1 else product * value)
 
@@ -712,6 +763,10 @@ class ElementwiseMixin:
         >>> Tensor([1.0, 1.0]).addcdiv(Tensor([1.0, 2.0]), Tensor([4.0, 4.0]), value=2).tolist()
         [1.5, 2.0]
         """
+        if value != 1 and (opmath := _addc_in_float32(self, tensor1, tensor2, "addcdiv")) is not None:
+            # torch's half floats: self + value * t1 / t2 in float32, in that order, rounded once
+            a, t1, t2, dt = opmath
+            return (a + t1 * _scalar_in_dtype(value, dtypes.float32, self.device) / t2).cast(dt)
         quotient = self._broadcasted(tensor1, False, "addcdiv")[1] / tensor2
         return self + (quotient if value == 1 else quotient * value)
 

@@ -51,6 +51,8 @@ _MOVEMENT = GroupOp.Movement
 _NOT_A_VIEW = frozenset({Ops.PAD, Ops.FLIP, Ops.EXPAND})
 _COPYING_MOVES = frozenset({Ops.PAD, Ops.FLIP})
 _VIEW_OPS = _VIEW_NODES
+# the in-place writes of one value everywhere: they may reach one element of storage through several of the view's
+_ONE_VALUE_WRITES = frozenset({"fill_", "_foreach_zero_"})
 
 
 def _is_storage(u: UOp) -> bool:
@@ -280,11 +282,14 @@ def _carries_gradient(*roots: UOp) -> bool:
     stack = list(roots) if wanting else []
     while stack:
         u = stack.pop()
-        if u in seen or u.op is Ops.DETACH:
+        if u in seen:
             continue
         if u in wanting:
+            # (before the cut below: a leaf made as `x.detach().requires_grad_()` is a DETACH)
             return True
         seen.add(u)
+        if u.op is Ops.DETACH:
+            continue
         stack.extend(u.src)
         origin = computed_from.get(u)
         if origin is not None:
@@ -457,8 +462,7 @@ class IndexingMixin:
 
     def _advanced_index(self, tensors: list[tuple[int, Tensor]]) -> Tensor:
         # out[b..., rest...] = self[.., idx_1[b], .., idx_m[b], ..]: a one-hot mask over the indexed axes, then a sum
-        if self.dtype == dtypes.bfloat16:
-            # (picked in float32, as `_gather_checked`)
+        if self.dtype == dtypes.bfloat16:  # (picked in float32, as `_gather_checked`)
             return self.float()._advanced_index(tensors).cast(dtypes.bfloat16)
         axes = [a for a, _ in tensors]
         bshape: tuple[int, ...] = ()
@@ -466,9 +470,8 @@ class IndexingMixin:
             bshape = _broadcast_shape(bshape, idx.shape, "index")
         rest = [i for i in range(self.ndim) if i not in axes]
         rest_shape = tuple(self.shape[i] for i in rest)
-        # several index tensors: one flat index into the indexed axes taken together, whose single one-hot compare
-        # the lowerer folds into one load (a conjunction of one compare per axis it doesn't: every output was
-        # compared with every element, 100 ms for a batch of random crops)
+        # several index tensors: one flat index into the indexed axes together, whose one-hot compare the lowerer
+        # folds into a load (one compare per axis it doesn't: 100 ms for a batch of random crops)
         sizes = tuple(self.shape[a] for a in axes)
         source = self.permute(rest + axes)._reshaped(rest_shape + (math.prod(sizes),))
         out = source._picked_along_last(_flat_index(tensors, sizes, bshape), bshape)
@@ -484,6 +487,10 @@ class IndexingMixin:
 
     def _picked_along_last(self, idx: Tensor, bshape: tuple[int, ...]) -> Tensor:
         # out[b..., rest...] = self[rest..., idx[b...]] for idx (of shape bshape) in range: a one-hot sum
+        if len(bshape) > 1:
+            # by a flat index: the gradient sums over one axis, a scatter (over (B, T) it compared index with row)
+            flat = self._picked_along_last(idx.reshape(-1), (math.prod(bshape),))
+            return flat.reshape(bshape + self.shape[:-1])
         rest_shape, n = self.shape[:-1], self.shape[-1]
         nb, nr = len(bshape), len(rest_shape)
         x = self._reshaped((1,) * nb + self.shape)
@@ -952,55 +959,8 @@ class IndexingMixin:
     # ---- in-place operators (`t += x`, `t.add_(x)`): PyTorch's, the tensor object itself takes the result
 
     def _update_in_place(self, compute: Callable[[], Tensor], op: str) -> Tensor:
-        """`compute()` (self op x) becomes self's value, cast to self's dtype, as PyTorch in-place ops. A tensor backed
-        by storage (realized, a view of a realized tensor, one with `requires_grad`) has it written into that storage
-        at once (`assign`, realized), so its views and everything referring to it see it; a lazy value (not stored yet)
-        takes the new graph, which keeps gradients flowing through it (`out += residual` in a forward pass)."""
-        # (the result is held only here, and dropped before the write runs: a live tensor reading the storage being
-        # written would be computed apart or get a copy of it, an extra kernel)
-        result = compute()
-        if result.shape != self.shape:
-            raise ShapeError(
-                f"{op}: the result's shape {result.shape} (broadcast with the operand) doesn't match the tensor's "
-                f"{self.shape}; an in-place op can't change a tensor's shape"
-            )
-        if result.dtype != self.dtype:
-            if (dtypes.is_float(result.dtype) and not dtypes.is_float(self.dtype)) or self.dtype == dtypes.bool:
-                raise TypeError(
-                    f"{op}: the result is {result.dtype}, which can't be stored in place into this {self.dtype} "
-                    "tensor (as PyTorch); cast the tensor first, or build a new one (t = t op x)"
-                )
-            result = result.cast(self.dtype)
-        _share_storage(self)
-        source = _detached_source(self)
-        if source is not None:
-            with _unseen_by_autograd(source):
-                source._update_in_place(lambda value=result: value, op)
-            live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
-            return self
-        if not (self._requires_grad or _writes_through(self)):
-            live_tensors.set_uop(self, result.uop)
-            return self
-        # written now, as PyTorch's: the tensor's base (which this may be a view of) must see it when it is read
-        history = _gradient_history(self.uop)
-        value_graph = result.uop
-        self._store(result, aliased_ok=op == "fill_")
-        del result
-        self.realize()
-        if history is not None:
-            # a realized value a backward() still follows to the graph that computed it: the result is written where
-            # this tensor views it, as setitem keeps it
-            node, source = history
-            view = self.uop
-            if not _views_node(view, node):
-                # (the write went to storage of its own, a deep copy's realized with the write: nothing to follow)
-                forget_source(node)
-                return self
-
-            def written(old: Tensor, value: Tensor) -> Tensor:
-                return old._overwritten_at(_positions_of(view, node, old.device), value)
-
-            _remember_write(node, source, value_graph, None if view is node else written)
+        # `compute()` (self op x) becomes self's value, as PyTorch in-place ops (`update_all_in_place` of one)
+        update_all_in_place([self], [compute], op)
         return self
 
     __iadd__ = _in_place_operator("+=", lambda t, x: t.add(x))
@@ -1023,11 +983,11 @@ class IndexingMixin:
         >>> t = Tensor([1.0, 2.0]); t.add_(1).tolist()
         [2.0, 3.0]
         """
-        return self._update_in_place(lambda: self.add(x if alpha == 1 else x * alpha), "add_")
+        return self._update_in_place(lambda: self.add(x, alpha=alpha), "add_")
 
     def sub_(self, x: Any, alpha: float = 1) -> Tensor:
         """self -= alpha * x in place (torch.Tensor.sub_)."""
-        return self._update_in_place(lambda: self.sub(x if alpha == 1 else x * alpha), "sub_")
+        return self._update_in_place(lambda: self.sub(x, alpha=alpha), "sub_")
 
     def mul_(self, x: Any) -> Tensor:
         """self *= x in place (torch.Tensor.mul_)."""
@@ -1153,6 +1113,71 @@ class IndexingMixin:
             store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
         live_tensors.set_uop(self, UOp(Ops.BITCAST, self.dtype, (store,)) if self.dtype == dtypes.bfloat16 else store)
         return bool(chain)
+
+
+def update_all_in_place(targets: Sequence[Tensor], computes: Sequence[Callable[[], Tensor]], op: str) -> None:
+    """Each `computes[i]()` becomes targets[i]'s value, cast to its dtype, as PyTorch in-place ops: written into a
+    tensor's storage (realized, a view of one, `requires_grad`) with one realize for all, its views see it; a lazy
+    value takes the new graph (`out += residual`). Each is computed after the earlier writes are staged (foreach)."""
+    staged: list[tuple[Tensor, tuple[UOp, UOp] | None, UOp]] = []
+    try:
+        for t, compute in zip(targets, computes, strict=True):
+            staged_one = _stage_in_place(t, compute(), op)
+            if staged_one is not None:
+                staged.append(staged_one)
+    finally:
+        # (the writes staged before an error still land, as those of the loop's earlier ops)
+        if staged:
+            staged[0][0].realize(*[t for t, _, _ in staged[1:]])
+    for t, history, value_graph in staged:
+        if history is None:
+            continue
+        # a realized value a backward() still follows to the graph that computed it: the result is written where
+        # this tensor views it, as setitem keeps it
+        node, source = history
+        view = t.uop
+        if not _views_node(view, node):
+            # (the write went to storage of its own, a deep copy's realized with the write: nothing to follow)
+            forget_source(node)
+            continue
+
+        def written(old: Tensor, value: Tensor, view: UOp = view, node: UOp = node) -> Tensor:
+            return old._overwritten_at(_positions_of(view, node, old.device), value)
+
+        _remember_write(node, source, value_graph, None if view is node else written)
+
+
+def _stage_in_place(t: Tensor, result: Tensor, op: str) -> tuple[Tensor, tuple[UOp, UOp] | None, UOp] | None:
+    # `result` made t's value: (t, its gradient history, the value's graph) for a write staged (an assign) for the
+    # batch's realize; None when done already (result is held only until staged: a reader of the storage being
+    # written would be computed apart or get a copy, an extra kernel)
+    if result.shape != t.shape:
+        raise ShapeError(
+            f"{op}: the result's shape {result.shape} (broadcast with the operand) doesn't match the tensor's "
+            f"{t.shape}; an in-place op can't change a tensor's shape"
+        )
+    if result.dtype != t.dtype:
+        if (dtypes.is_float(result.dtype) and not dtypes.is_float(t.dtype)) or t.dtype == dtypes.bool:
+            raise TypeError(
+                f"{op}: the result is {result.dtype}, which can't be stored in place into this {t.dtype} "
+                "tensor (as PyTorch); cast the tensor first, or build a new one (t = t op x)"
+            )
+        result = result.cast(t.dtype)
+    _share_storage(t)
+    source = _detached_source(t)
+    if source is not None:
+        with _unseen_by_autograd(source):
+            source._update_in_place(lambda value=result: value, op)
+        live_tensors.set_uop(t, UOp(Ops.DETACH, t.dtype, (source.uop,)))
+        return None
+    if not (t._requires_grad or _writes_through(t)):
+        live_tensors.set_uop(t, result.uop)
+        return None
+    # written with the batch, as PyTorch's at once: the tensor's base (which this may be a view of) must see it
+    history = _gradient_history(t.uop)
+    value_graph = result.uop
+    t._store(result, aliased_ok=op in _ONE_VALUE_WRITES)
+    return t, history, value_graph
 
 
 def _search_spine(m: int) -> list[int]:

@@ -16,7 +16,8 @@ from uopkit.dtype import (
 )
 from uopkit.helpers import prod
 from uopkit.schedule.grouper import is_realized_view
-from uopkit.tensor.autocast import CPU, FLOAT32, LOWER, autocast_op
+from uopkit.tensor.autocast import CPU, FLOAT32, LOWER, autocast_op, without_autocast
+from uopkit.tensor.resample import antialias_table, clamped_cubic_table, cubic_taps, fixed_point
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -730,23 +731,31 @@ class LinalgMixin:
         mode: str = "nearest",
         align_corners: bool | None = None,
         recompute_scale_factor: bool | None = None,
+        antialias: bool = False,
     ) -> Tensor:
         """Resize the spatial axes (all but the first two) to `size`, or by `scale_factor` (the output is
         floor(L * scale), and positions map back by 1 / scale, as PyTorch's default; with `recompute_scale_factor`
         by input / output size, as for that `size`): mode "nearest" (the default),
-        "nearest-exact", "linear" (bi/trilinear, separable), "bicubic" (4-d float input, PyTorch's cubic convolution
-        with a = -0.75 and border taps clamped) or "area" (float input, adaptive_avg_pool2d to the new size), the
-        arguments in torch.nn.functional.interpolate's order.
+        "nearest-exact", "linear" (bi/trilinear, separable), "bicubic" (4-d float or uint8 input, PyTorch's cubic
+        convolution with a = -0.75 and border taps clamped) or "area" (float input, adaptive_avg_pool2d to the new
+        size), the arguments in torch.nn.functional.interpolate's order. `antialias` (modes "bilinear" and
+        "bicubic", a 4-d float or uint8 input) filters as PyTorch's: a downsampling's filter stretched to cover every
+        input pixel an output spans, one weight table per axis (see `uopkit.tensor.resample`).
 
         >>> Tensor([[[1.0, 2.0]]]).interpolate(4, mode="nearest").tolist()
         [[[1.0, 1.0, 2.0, 2.0]]]
         """
+        if antialias and (mode not in ("linear", "bilinear", "bicubic") or self.ndim != 4):
+            raise ArgumentError(
+                f"interpolate: antialias=True needs mode 'bilinear' or 'bicubic' and a 4-d input (N, C, H, W), got "
+                f"mode {mode!r} and shape {self.shape}"
+            )
         if self.dtype in dtypes.halves and mode in ("linear", "bilinear", "trilinear", "bicubic", "area"):
             # in float32 and rounded once, as PyTorch (rounding each axis' pass and product to a half float left a
             # quarter of the values off by up to 5 ulp)
             return (
                 self.float()
-                .interpolate(size, scale_factor, mode, align_corners, recompute_scale_factor)
+                .interpolate(size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
                 .cast(self.dtype)
             )
         if mode not in ("linear", "bilinear", "trilinear", "bicubic", "nearest", "nearest-exact", "area"):
@@ -761,8 +770,12 @@ class LinalgMixin:
         nsp = self.ndim - 2
         if nsp < 1:
             raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
-        if mode in ("bicubic", "area") and not dtypes.is_float(self.dtype):
-            raise TypeError(f"interpolate: mode {mode!r} needs a float input, not {self.dtype} (cast it first)")
+        if mode == "area" and not dtypes.is_float(self.dtype):
+            raise TypeError(f"interpolate: mode 'area' needs a float input, not {self.dtype} (cast it first)")
+        if (mode == "bicubic" or antialias) and not (dtypes.is_float(self.dtype) or self.dtype == dtypes.uint8):
+            # (uint8 images resize in PyTorch's fixed point; its other integer kernels are the plain linear modes')
+            what = "antialias=True" if antialias else f"mode {mode!r}"
+            raise TypeError(f"interpolate: {what} needs a float or uint8 input, not {self.dtype} (cast it first)")
         if mode == "bicubic" and nsp != 2:
             raise ShapeError(f"interpolate: mode 'bicubic' needs a 4-d input (N, C, H, W), got shape {self.shape}")
         if (size is None) == (scale_factor is None):
@@ -794,8 +807,12 @@ class LinalgMixin:
             ax = 2 + i
             ratio = ratios[i] if ratios[i] is not None else L / O
             # an axis whose size doesn't change is copied whatever the scale_factor, as PyTorch's kernels do (its
-            # nearest mode only on 2-d images, its nearest-exact and bicubic never)
-            copies = mode in ("linear", "bilinear", "trilinear") or (mode == "nearest" and nsp == 2)
+            # nearest mode only on 2-d images, its nearest-exact never, its bicubic only antialiased or on uint8)
+            copies = (
+                mode in ("linear", "bilinear", "trilinear")
+                or (mode == "nearest" and nsp == 2)
+                or (mode == "bicubic" and (antialias or as_int))
+            )
             if L == O and (ratio == 1 or copies):
                 continue
             pos = np.arange(O, dtype=np.float64)
@@ -810,8 +827,13 @@ class LinalgMixin:
                 src = pos * ((L - 1) / (O - 1)) if O > 1 else np.zeros(O)
             else:
                 src = (pos + 0.5) * ratio - 0.5
+            if antialias:
+                scale = ((L - 1) / (O - 1) if O > 1 else 0.0) if align_corners else ratio
+                table = antialias_table(L, O, scale, "bicubic" if mode == "bicubic" else "bilinear")
+                x = _fixed_point_along(x, ax, table) if as_int else _table_along(x, ax, table)
+                continue
             if mode == "bicubic":
-                x = _cubic_along(x, ax, src, L)
+                x = _fixed_point_along(x, ax, clamped_cubic_table(L, src)) if as_int else _cubic_along(x, ax, src, L)
                 continue
             if self.dtype == dtypes.uint8:
                 x = _uint8_linear_along(x, ax, L, O, ratio, bool(align_corners))
@@ -862,40 +884,47 @@ def _uint8_linear_along(x: Tensor, axis: int, L: int, O: int, ratio: float, alig
     weights = [np.where(first + k < last, np.maximum(0.0, 1 - np.abs(first + k - centers + 0.5)), 0.0) for k in (0, 1)]
     total = weights[0] + weights[1]
     weights = [np.divide(w, total, out=np.zeros_like(w), where=total > 0) for w in weights]
-    largest = max(float(w.max()) for w in weights)
-    bits = 0
-    while bits < 21 and int(0.5 + largest * (1 << (bits + 1))) < (1 << 15):
-        bits += 1
+    fixed, bits = fixed_point(np.stack(weights))
     shape = tuple(O if i == axis else 1 for i in range(x.ndim))
     wide = x.cast(dtypes.int32)
     acc = None
-    for idx, w in zip(taps, weights, strict=True):
-        fixed = Tensor(np.floor(w * (1 << bits) + 0.5).astype(np.int32), device=x.device).reshape(shape)
-        tap = wide._take(axis, idx) * fixed
+    for idx, w in zip(taps, fixed, strict=True):
+        tap = wide._take(axis, idx) * Tensor(w, device=x.device).reshape(shape)
         acc = tap if acc is None else acc + tap
     assert acc is not None
+    return _rounded_uint8(acc, bits)
+
+
+def _rounded_uint8(acc: Tensor, bits: int) -> Tensor:
+    # a fixed-point sum with `bits` fraction bits to uint8 as PyTorch's kernels: rounded half up by a shift, clamped
     return ((acc + (1 << (bits - 1))) >> bits).clamp(0, 255).cast(dtypes.uint8)
+
+
+@without_autocast
+def _table_along(x: Tensor, axis: int, table: np.ndarray) -> Tensor:
+    """`x` resampled along `axis` by an (O, L) weight table: one matrix product (in x's dtype, autocast or not: a
+    product of the weights with a zero spreads a NaN or an inf across the whole row, where PyTorch's taps keep it
+    to the outputs whose window holds it)."""
+    weights = Tensor(table.T.astype(_weight_np_dtype(x.dtype)), device=x.device)
+    return (x._move_to_end(axis) @ weights)._move_from_end(axis)
+
+
+def _fixed_point_along(x: Tensor, axis: int, table: np.ndarray) -> Tensor:
+    """A uint8 `x` resampled along `axis` by an (O, L) weight table as PyTorch's uint8 kernels: the weights in
+    fixed point, summed in int32 (exact), then rounded and clamped to 0..255."""
+    fixed, bits = fixed_point(table)
+    acc = x.cast(dtypes.int32)._move_to_end(axis) @ Tensor(np.ascontiguousarray(fixed.T), device=x.device)
+    return _rounded_uint8(acc, bits)._move_from_end(axis)
 
 
 def _cubic_along(x: Tensor, axis: int, src: np.ndarray, L: int) -> Tensor:
     """`x` resampled along `axis` at the positions `src` by cubic convolution (Keys, a = -0.75, as PyTorch's
     bicubic): four taps around each position, indices past the border clamped to it."""
-    a = -0.75
-    base = np.floor(src)
-    t = src - base
-
-    def near(d: np.ndarray) -> np.ndarray:  # the kernel for |d| <= 1
-        return ((a + 2) * d - (a + 3)) * d * d + 1
-
-    def far(d: np.ndarray) -> np.ndarray:  # for 1 < |d| < 2
-        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
-
-    # the weights of the taps at distances 1 + t, t, 1 - t and 2 - t
-    weights = (far(1 + t), near(t), near(1 - t), far(2 - t))
+    first, weights = cubic_taps(src)
     shape = tuple(len(src) if i == axis else 1 for i in range(x.ndim))
     out = None
-    for k, w in zip((-1, 0, 1, 2), weights, strict=True):
-        idx = np.clip(base.astype(np.int64) + k, 0, L - 1)
+    for k, w in enumerate(weights):
+        idx = np.clip(first + k, 0, L - 1)
         tap = x._take(axis, idx) * Tensor(w.astype(_weight_np_dtype(x.dtype)), device=x.device).cast(x.dtype).reshape(
             shape
         )
@@ -1000,9 +1029,9 @@ def _with_adjoint_gradient(
             gx = grad.conv2d(Tensor(w_uop).cast(grad.dtype), groups=groups, stride=s_, dilation=d_, padding=p_)
             gx = gx.cast(x_uop.dtype).uop
         if wanted[1]:
-            # (the gradient detached: only the phases' path to the weight is followed, not the gradient's own graph,
-            # which reads the weight too)
-            gw = compute_gradient(phases, grad.detach().uop, {w_uop}).get(w_uop)
+            # (the incoming gradient as it is, not detached: it depends on x and w itself, and a second derivative
+            # goes through it)
+            gw = compute_gradient(phases, g, {w_uop}).get(w_uop)
         return gx, gw
 
     node = UOp(Ops.RESHAPE, phases.dtype, (phases,), phases.shape)

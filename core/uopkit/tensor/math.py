@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +11,7 @@ from uopkit.dtype import (
     dtypes,
     least_upper_float,
 )
+from uopkit.gradient import set_gradient
 from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.series import _erf_near_zero, _erfc_beyond_half, _horner
@@ -20,6 +22,7 @@ from uopkit.tensor.support import (
     _int_joining,
     _normalize_axis,
     _py_number,
+    _reading_input,
     _with_derivative,
     _with_gradient_of,
     float_alu_method,
@@ -51,6 +54,21 @@ _ATAN_SERIES = tuple((-1) ** k / (2 * k + 1) for k in reversed(range(12)))
 
 # from here e^-|x| is below float64's precision next to e^|x| (e^-40): cosh and sinh are e^|x| / 2 alone
 _EXP_MINUS_NEGLIGIBLE = 20.0
+
+
+def _relu_gradient(low: UOp, zero: UOp, x: UOp, g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
+    # torch's threshold_backward: the incoming gradient where x > 0 (and at NaN), else 0, built as the select's own
+    # rule builds it (`low`: x <= 0, `zero`: relu's broadcast 0), and a function of x too (see `_reading_input`)
+    if g.dtype != zero.dtype:
+        zero = _scalar_uop(0, g.dtype, x.device, x.shape or ())
+    return (_reading_input(UOp(Ops.WHERE, g.dtype, (low, zero, g)), x),)
+
+
+def _leaky_relu_gradient(positive: UOp, slope: float, x: UOp, g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
+    # torch's leaky_relu_backward: the incoming gradient where x > 0, times the slope elsewhere (at NaN too), and a
+    # function of x (see `_reading_input`)
+    scaled = g * _scalar_uop(slope, g.dtype, x.device, x.shape or ())
+    return (_reading_input(UOp(Ops.WHERE, g.dtype, (positive, g, scaled)), x),)
 
 
 def _erf_abs_float64(a: Tensor) -> Tensor:
@@ -585,7 +603,9 @@ class MathMixin:
             low = UOp(
                 Ops.OR, dtypes.bool, (UOp(Ops.CMPLT, dtypes.bool, (u, zero)), UOp(Ops.CMPEQ, dtypes.bool, (u, zero)))
             )
-            return Tensor(UOp(Ops.WHERE, u.dtype, (low, zero, u)))
+            value = UOp(Ops.WHERE, u.dtype, (low, zero, u))
+            set_gradient(value, (u,), functools.partial(_relu_gradient, low, zero, u))
+            return Tensor(value)
         # NaN stays NaN and gets the gradient (PyTorch's relu); x <= 0 is false for NaN
         return (self <= 0).where(0, self)
 
@@ -637,6 +657,7 @@ class MathMixin:
         # (s times the rest keeps the sign of -0.0)
         near = s * (1 + s2 * series)
         # one exp and a division; both sides' derivatives are finite everywhere, so no gradient surrogate is needed
+        # (1 - tanh^2 as its gradient, more accurate at high orders, made an LSTM's backward kernels differ per step)
         return (a < 0.55).where(near, (x < 0).where(-far, far))
 
     # ---- hyperbolic and inverse trigonometric functions, erf: each value computed where it is accurate, its gradient
@@ -961,7 +982,13 @@ class MathMixin:
         [-0.10000000149011612, 2.0]
         """
         # (x > 0, as PyTorch: at 0 and at NaN the gradient is neg_slope)
-        return (self > 0).where(self, self * neg_slope)
+        positive = self > 0
+        value = positive.where(self, self * neg_slope)
+        if dtypes.is_float(self.dtype):
+            set_gradient(
+                value.uop, (self.uop,), functools.partial(_leaky_relu_gradient, positive.uop, neg_slope, self.uop)
+            )
+        return value
 
     @replayed
     @in_float32
@@ -988,8 +1015,9 @@ class MathMixin:
             lo = max(math.trunc(min_val), dtypes.min(self.dtype))
             hi = min(math.trunc(max_val), dtypes.max(self.dtype))
             return self.clip(lo, hi)
+        # (torch's hardtanh_backward)
         return _with_derivative(
-            self.clip(min_val, max_val), self, ((self <= min_val) | (self >= max_val)).logical_not()
+            self.clip(min_val, max_val), self, ((self <= min_val) | (self >= max_val)).logical_not(), reads_input=True
         )
 
     @replayed

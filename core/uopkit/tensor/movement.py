@@ -88,10 +88,37 @@ def _cut_cat_chain(t: Tensor) -> Tensor:
     while depth < CAT_CHAIN_STORED:
         # (a cat made under no_grad is detached)
         u = u.src[0] if u.op is Ops.DETACH else u
-        if u.op not in (Ops.ADD, Ops.OR) or not all(s.op is Ops.PAD for s in u.src):
+        if u.op not in (Ops.ADD, Ops.OR) or not all(_cat_piece_source(s) is not None for s in u.src):
             break
-        u, depth = u.src[0].src[0], depth + 1
+        u, depth = _cat_piece_source(u.src[0]), depth + 1
     return t.realize() if depth >= CAT_CHAIN_STORED else t
+
+
+def _cat_piece_source(u: UOp) -> UOp | None:
+    # what a piece of a cat pads: PAD(x), or where(mask, PAD(x), -0.0) for a float piece (Tensor.cat)
+    u = u.src[0] if u.op is Ops.DETACH else u
+    if u.op is Ops.WHERE and u.src[1].op is Ops.PAD:
+        u = u.src[1]
+    return u.src[0] if u.op is Ops.PAD else None
+
+
+def _cat_piece(t: Tensor, pads: tuple[tuple[int, int], ...]) -> Tensor:
+    """t padded to its place in a cat: a float piece with -0.0, which leaves every value it is added to as it is (+0.0
+    turns a -0.0 of another piece into +0.0), its gradient the incoming one cut to t's place, as a plain pad's (a
+    where's would carry the padded mask into the gradient, each piece's offset in its kernel: a recurrent layer's steps
+    then compiled a kernel each)."""
+    if not dtypes.is_float(t.dtype):
+        return t.pad(pads)
+    from uopkit.gradient import set_gradient
+
+    piece = t.pad(pads, value=-0.0)
+    region = tuple((b, b + n) for (b, _), n in zip(pads, t.shape, strict=True))
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        return (UOp(Ops.SHRINK, g.dtype, (g,), region),)
+
+    set_gradient(piece.uop, (t.uop,), rule)
+    return piece
 
 
 def _tensors_and_dim(first: Any, args: tuple, dim: int | None, op: str) -> tuple[list[Tensor], int]:
@@ -711,11 +738,11 @@ class MovementMixin:
         if len(tensors) == 1:
             return tensors[0]
         total = sum(t.shape[dim] for t in tensors)
-        # each piece padded with zeros to the full length, then added: one fused kernel
+        # each piece padded to the full length (a float one with -0.0), then added: one fused kernel
         out, offset = None, 0
         for t in tensors:
             pads = tuple((offset, total - offset - t.shape[dim]) if i == dim else (0, 0) for i in range(t.ndim))
-            piece = t.pad(pads)
+            piece = _cat_piece(t, pads)
             out = piece if out is None else out._alu(Ops.ADD if dt != dtypes.bool else Ops.OR, piece)
             offset += t.shape[dim]
         assert out is not None

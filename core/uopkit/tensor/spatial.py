@@ -23,6 +23,7 @@ from uopkit.tensor.support import (
     ShapeError,
     UnknownModeError,
     _broadcast_shape,
+    _gradient_stored_once,
     _normalize_axis,
     _positive_n,
     _tuple_n,
@@ -47,6 +48,18 @@ _BAG_MODES = ("sum", "mean", "max")
 
 # torch.cdist's ways to compute p = 2 distances (uopkit always takes the differences)
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+def _taps_by_phase(cols: Tensor, axis: int, d: int, s: int) -> Tensor:
+    """cols with its tap axis `axis` (k taps, d apart in the output) split into (m, r): tap i, at offset i * d, is at
+    m = i * d // s, r = i * d % s (zeros where no tap lands), so that it adds to output position (b + m) * s + r for
+    block b."""
+    k = cols.shape[axis]
+    span = (k - 1) * d + 1
+    m_count = -(-span // s)
+    spread = cols._spread(axis, d)
+    spread = spread.pad(tuple((0, m_count * s - span) if a == axis else (0, 0) for a in range(cols.ndim)))
+    return spread.reshape(*cols.shape[:axis], m_count, s, *cols.shape[axis + 1 :])
 
 
 class SpatialMixin:
@@ -94,17 +107,22 @@ class SpatialMixin:
             )
         c = ck // prod(k_)
         cols = x.reshape(n, c, *k_, *blocks)
+        # col2im as a gather: output position (q * s + r) along an axis gets, for each m, the tap at offset m * s + r
+        # (if any) of block q - m; so each position sums about (k * d / s) ** 2 values (each tap a padded tensor of the
+        # whole output would cost k ** 2 reads a position)
+        phased = _taps_by_phase(_taps_by_phase(cols, 2, d_[0], s_[0]), 4, d_[1], s_[1])
+        # (n, c, mh, rh, mw, rw, oh, ow) -> (n, c, mh, mw, oh, rh, ow, rw)
+        phased = phased.permute(0, 1, 2, 4, 6, 3, 7, 5)
+        ms = phased.shape[2:4]
+        qs = tuple(max(-(-p // s), o + m - 1) for p, s, o, m in zip(padded, s_, blocks, ms, strict=True))
         total: Tensor | None = None
-        for taps in itertools.product(*(range(k) for k in k_)):
-            # the blocks' values at tap (i, j) land s apart from (i * d, j * d) on in the padded output
-            part = cols.shrink((None, None, *((j, j + 1) for j in taps), None, None)).reshape(n, c, *blocks)
-            places = []
-            for axis, (j, d, s, o, P) in enumerate(zip(taps, d_, s_, blocks, padded, strict=True)):
-                part = part._spread(2 + axis, s)
-                places.append((j * d, P - j * d - ((o - 1) * s + 1)))
-            part = part.pad(((0, 0), (0, 0), *places))
+        for mh, mw in itertools.product(range(ms[0]), range(ms[1])):
+            part = phased[:, :, mh, mw]
+            shifts = ((mh, qs[0] - mh - blocks[0]), (0, 0), (mw, qs[1] - mw - blocks[1]), (0, 0))
+            part = part.pad(((0, 0), (0, 0), *shifts))
             total = part if total is None else total + part
         assert total is not None
+        total = total.reshape(n, c, qs[0] * s_[0], qs[1] * s_[1])
         out = total.shrink((None, None, *((p, p + o) for p, o in zip(p_, size, strict=True))))
         return out if self.ndim == 3 else out.squeeze(0)
 
@@ -397,8 +415,12 @@ class SpatialMixin:
         if self.ndim == 2:
             if offsets is not None:
                 raise ArgumentError("embedding_bag: a 2-D input is a batch of fixed-length bags; offsets must be None")
-            # (B, L, D) rows, bag b is row b
-            rows = self.embedding(weight)
+            # (B, L, D) rows, bag b is row b, gathered and stored first: the bag reduce fused over the lookup's one-hot
+            # sum compared every index with every table row (512 bags of 8 in 10000 rows: 2.6 s, stored: ~1 ms); their
+            # gradient stored too and the lookup flat, so that the lookup's gradient is a scatter of it (one reduce
+            # axis; over (B, L), or fused with a max's, a one-hot mask: 0.2 s, 4.5 s)
+            flat = _gradient_stored_once(self.reshape(-1).embedding(weight)).contiguous()
+            rows = flat.reshape(self.shape + (weight.shape[1],))
             member = Tensor.ones(self.shape, dtype=dtypes.bool, device=self.device)
             psw = per_sample_weights
         elif self.ndim == 1:
@@ -412,7 +434,8 @@ class SpatialMixin:
                 if starts_np[0] != 0 or starts_np[-1] > length or (np.diff(starts_np) < 0).any():
                     raise ArgumentError(
                         f"embedding_bag: offsets must start at 0, never decrease and end by the input's length {length}"
-                        f", got {starts_np.tolist()} (PyTorch raises for decreasing offsets too)"
+                        f", got {starts_np.tolist()} (PyTorch checks the first and the last; its CPU result for bags"
+                        " after a decrease is unspecified)"
                     )
             # bag b holds the positions in [starts[b], ends[b]): a (B, n) mask over all of them, rows (1, n, D)
             count = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
@@ -723,15 +746,18 @@ def _bags_by_scatter(
     """embedding_bag of a 1-D input cut at `offsets` into `count` bags, on a device that adds a scatter's writes one by
     one: each position's bag (how many bag starts after the first are at or before it) and a scatter of its row into
     that bag, writes + bags instead of the (bags, positions) mask (8192 bags: 314 ms -> a few ms). Positions in no bag
-    (past an include_last_offset end, padding_idx) go to a bag more, dropped."""
+    (past an include_last_offset end, padding_idx) go to a bag more, dropped. The bags are in range by construction:
+    the scatters don't read their bounds back (each check a sync)."""
     length = idx.shape[0]
     device = idx.device
     starts = offsets.cast(dtypes.int32).shrink(((0, count),))
-    marks = Tensor.zeros(length + 1, dtype=dtypes.int32, device=device)
-    later = starts.shrink(((1, count),)).clip(0, length) if count > 1 else None
-    if later is not None:
-        marks = marks.index_add(0, later, Tensor.ones(count - 1, dtype=dtypes.int32, device=device))
-    bag = marks.shrink(((0, length),)).cumsum(0).cast(dtypes.int32).clip(0, max(count - 1, 0))
+    if count > 1:
+        # a 1 at each later bag's start, summed up to each position
+        later = starts.shrink(((1, count),)).clip(0, length)
+        marks = segments.added_at(later, Tensor.ones(count - 1, dtype=dtypes.int32, device=device), length + 1)
+        bag = marks.shrink(((0, length),)).cumsum(0).cast(dtypes.int32).clip(0, count - 1)
+    else:
+        bag = Tensor.zeros(length, dtype=dtypes.int32, device=device)
     position = Tensor.arange(length, dtype=dtypes.int32, device=device)
     member = position >= starts.shrink(((0, 1),)) if count else position < 0
     if include_last_offset:
@@ -742,16 +768,17 @@ def _bags_by_scatter(
     rows = idx.embedding(weight)
     if psw is not None:
         rows = rows * psw.unsqueeze(-1)
-    base = Tensor.zeros(count + 1, weight.shape[1], dtype=weight.dtype, device=device)
     if mode == "max":
-        spread = bag.unsqueeze(-1)._broadcast_to(rows.shape)
-        return base.scatter_reduce(0, spread, rows, "amax", include_self=False).shrink(((0, count), None))
-    total = base.index_add(0, bag, rows).shrink(((0, count), None))
+        base = Tensor.zeros(count + 1, weight.shape[1], dtype=weight.dtype, device=device)
+        spread = bag.contiguous().unsqueeze(-1)._broadcast_to(rows.shape)
+        best = segments.scatter_extreme(base, 0, spread, rows, "amax", False)
+        best = segments.with_extreme_gradient(best, base, 0, spread, rows, "amax", False)
+        return best.shrink(((0, count), None))
+    total = segments.added_at(bag, rows, count + 1).shrink(((0, count), None))
     if mode != "mean":
         return total
-    ones = Tensor.ones(length, dtype=weight.dtype, device=device)
-    sizes = Tensor.zeros(count + 1, dtype=weight.dtype, device=device).index_add(0, bag, ones)
-    return total / sizes.shrink(((0, count),)).maximum(1).unsqueeze(-1)
+    sizes = segments.added_at(bag, Tensor.ones(length, dtype=dtypes.int32, device=device), count + 1)
+    return total / sizes.shrink(((0, count),)).maximum(1).unsqueeze(-1).cast(total.dtype)
 
 
 def _check_probability(p: float) -> None:

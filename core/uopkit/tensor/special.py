@@ -19,7 +19,7 @@ from uopkit.gradient import set_gradient
 from uopkit.tensor.indexing import _in_place_method
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.series import _horner
-from uopkit.tensor.support import ArgumentError, DTypeError, _with_derivative, in_float32
+from uopkit.tensor.support import ArgumentError, DTypeError, _with_derivative, _with_derivative_of, in_float32
 from uopkit.uop.ops import UOp
 
 if TYPE_CHECKING:
@@ -260,20 +260,6 @@ def _polygamma(n: int, x: Tensor) -> Tensor:
         pole = pole | (x == -math.inf)
         out = (x == math.inf).where(math.nan, out)
     return pole.where(sign * math.inf, out)
-
-
-def _with_derivative_of(value: Tensor, x: Tensor, derivative: Callable[[Tensor], Tensor]) -> Tensor:
-    """`value` (a function of x), whose gradient is derivative(x) times the incoming one, as `_with_derivative`, but
-    with the derivative built only when a backward pass asks for it: the gamma and Bessel functions' derivatives are
-    functions of the family again (lgamma -> digamma -> polygamma(1) -> ...), so built at once each would build the
-    next without end."""
-    x_uop = x.uop
-
-    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
-        return (g * derivative(Tensor(x_uop)).uop.cast(g.dtype),)
-
-    set_gradient(value.uop, (x_uop,), rule)
-    return value
 
 
 # ---------------------------------------------------------------------------------------------------------------------

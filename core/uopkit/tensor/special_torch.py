@@ -23,9 +23,8 @@ from uopkit.tensor.special import (
     _BESSEL_SERIES_TERMS,
     _BESSEL_SERIES_UP_TO,
     _i1,
-    _with_derivative_of,
 )
-from uopkit.tensor.support import _with_derivative, in_float32
+from uopkit.tensor.support import _with_derivative, _with_derivative_of, in_float32
 from uopkit.uop.ops import UOp
 
 if TYPE_CHECKING:

@@ -601,14 +601,17 @@ def _with_reduced_derivative(value: Tensor, x: Tensor, derivative: Callable[[Ten
     return value
 
 
-def _with_derivative(value: Tensor, x: Tensor, derivative: Derivative, *more: tuple[Tensor, Derivative]) -> Tensor:
+def _with_derivative(
+    value: Tensor, x: Tensor, derivative: Derivative, *more: tuple[Tensor, Derivative], reads_input: bool = False
+) -> Tensor:
     """`value` (a function of x, computed for accuracy), whose gradient is `derivative` (d value / dx, a textbook
     formula) times the incoming one; `more` holds (input, derivative) pairs of a function of several inputs. The
     value's own subgraph is never differentiated (its branches' inf and nan stay out), the forward computes the value
     alone, and the derivative's infinities and nans come through as PyTorch's do (asin' at 1 is inf, beyond it nan);
     second derivatives are the derivative's. A bool derivative is a mask, and a (mask, factor) pair the factor where
     the mask is set: the incoming gradient is selected there and is 0 elsewhere, also an inf or a nan, as torch's
-    piecewise gradients (clamp, hardsigmoid, hardswish) select."""
+    piecewise gradients (clamp, hardsigmoid, hardswish) select. `reads_input`: x's gradient is one torch computes
+    with a backward kernel of its own that takes x (see `_reading_input`)."""
     from uopkit.gradient import set_gradient
 
     inputs = (x.uop, *(x_i.uop for x_i, _ in more))
@@ -617,10 +620,52 @@ def _with_derivative(value: Tensor, x: Tensor, derivative: Derivative, *more: tu
         raise ArgumentError("_with_derivative: the value must be computed from its inputs, not be one of them")
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
-        return tuple(_times_derivative(g, d) if w else None for d, w in zip(derivatives, wanted, strict=True))
+        grads = tuple(_times_derivative(g, d) if w else None for d, w in zip(derivatives, wanted, strict=True))
+        if reads_input and grads[0] is not None:
+            return (_reading_input(grads[0], inputs[0]), *grads[1:])
+        return grads
 
     set_gradient(value.uop, inputs, rule)
     return value
+
+
+def _with_derivative_of(value: Tensor, x: Tensor, derivative: Callable[[Tensor], Tensor]) -> Tensor:
+    """`value` (a function of x), whose gradient is derivative(x) times the incoming one, as `_with_derivative`, but
+    with the derivative built only when a backward pass asks for it: the gamma and Bessel functions' derivatives are
+    functions of the family again (lgamma -> digamma -> polygamma(1) -> ...), so built at once each would build the
+    next without end; and a derivative written through the function itself (tanh' = 1 - tanh^2) builds `value`'s own
+    node again (nodes are shared), so its derivatives of every order follow the same rule."""
+    from uopkit.gradient import set_gradient
+
+    x_uop = x.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+        return (g * derivative(Tensor(x_uop)).uop.cast(g.dtype),)
+
+    set_gradient(value.uop, (x_uop,), rule)
+    return value
+
+
+def _reading_input(grad: UOp, x: UOp) -> UOp:
+    """`grad`, the gradient with respect to x of a piecewise-linear function torch differentiates with a backward
+    kernel of its own that takes x (threshold_backward for relu and threshold, leaky_relu_backward, hardtanh_backward,
+    the shrinks'), as a function of x too, with a zero derivative there: a backward through the gradient (a gradient
+    penalty, a Hessian) reaches x and what x was computed from, and a parameter reached only that way gets a zero
+    `.grad`, as torch's, not None (a WGAN-GP critic's biases before a LeakyReLU). A select on a mask of x does not
+    (no gradient flows through a comparison), as with torch.where or clamp, whose gradients are such selects."""
+    from uopkit.gradient import set_gradient
+
+    # (the rule is carried by a reshape that changes nothing: the walk passes the gradient on to `grad` through it)
+    node = UOp(Ops.RESHAPE, grad.dtype, (grad,), grad.shape)
+    set_gradient(node, (grad, x), functools.partial(_passed_and_zero, x.shape or (), x.device))
+    return node
+
+
+def _passed_and_zero(
+    shape: tuple[int, ...], device: str, g: UOp, wanted: tuple[bool, ...]
+) -> tuple[UOp | None, UOp | None]:
+    zero = Tensor.zeros(shape, dtype=g.dtype, device=device).uop if wanted[1] else None
+    return (g if wanted[0] else None), zero
 
 
 def _gradient_stored_once(x: Tensor) -> Tensor:

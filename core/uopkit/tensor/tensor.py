@@ -30,7 +30,7 @@ from uopkit.engine import realize as _realize_module
 from uopkit.engine.realize import buffers, realize_tensors
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of
 from uopkit.helpers import prod
-from uopkit.schedule import computed_from, unrealized_graph
+from uopkit.schedule import computed_from, realized_views, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor import autocast as _autocast_module
 from uopkit.tensor import composite as _composite_module
@@ -79,6 +79,7 @@ from uopkit.tensor.support import (
     _bits_tensor,
     _canonical_device,
     _cast_py,
+    _contiguous_ids,
     _flatten_list,
     _from_numpy,
     _host_np_dtype,
@@ -420,7 +421,8 @@ class Tensor(
         # torch's `p.data = x`: p takes x's values (and storage), keeping its requires_grad and .grad
         if not isinstance(value, Tensor):
             raise TypeError(f"data: assign a Tensor, got {type(value).__name__}")
-        _all_tensors.set_uop(self, UOp(Ops.DETACH, value.dtype, (value.uop,)))
+        detached = UOp(Ops.DETACH, value.dtype, (value.uop,))
+        _all_tensors.set_uop(self, _own_leaf(detached) if self._requires_grad else detached)
 
     # ---- autograd
 
@@ -446,6 +448,9 @@ class Tensor(
             )
         self._requires_grad = value
         if value:
+            own = _own_leaf(self.uop)
+            if own is not self.uop:
+                _all_tensors.set_uop(self, own)
             self._wanted_grad = True
             tensors_with_grad.add(self)
 
@@ -484,7 +489,8 @@ class Tensor(
             return True
         # (values realized since are followed back to what computed them, as backward() does)
         root = unrealized_graph(self.uop, others, check_writes=False)
-        return not any(k in others for k in root.toposort(gate=_not_detached))
+        # (a wanted node is reached even where it is a DETACH: a leaf made as `x.detach().requires_grad_()`)
+        return not any(k in others for k in root.toposort(gate=functools.partial(_reaches_past, others)))
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None, **torch_gradient: Any) -> Any:
         """The gradient of this tensor with respect to each of `targets` (lazy tensors, nothing is stored), tinygrad's.
@@ -560,16 +566,18 @@ class Tensor(
             )
         # values realized since the forward pass are followed back to the graphs that computed them
         in_graph = graph_of(self.uop)
+        forms: dict[UOp, UOp] = {}
         root = unrealized_graph(
-            self.uop, every - _through_keys(), in_graph, rebuilt=carry_gradient_rule, given=given_gradient
+            self.uop, every - _through_keys(), in_graph, rebuilt=carry_gradient_rule, given=given_gradient, forms=forms
         )
         if root is not self.uop:
             in_graph = graph_of(root)
+            wanting = {t: _in_rebuilt_graph(ks, forms) for t, ks in wanting.items()}
         targets = [t for t, ks in wanting.items() if any(k in in_graph for k in ks)]
         if only is not None:
             # (every tensor with requires_grad still bounds the walk back through realized values above)
             targets = [t for t in targets if id(t) in only]
-        hooks = _gradient_hooks(in_graph)
+        hooks = _gradient_hooks(in_graph, forms)
         if not targets:
             if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
                 raise RuntimeError(
@@ -737,13 +745,36 @@ def _not_detached(u: UOp) -> bool:
     return u.op is not Ops.DETACH and u.op is not Ops.KERNEL
 
 
+def _reaches_past(wanted: set[UOp], u: UOp) -> bool:
+    # a toposort gate: through what a gradient flows through, and onto the wanted nodes themselves
+    return u in wanted or _not_detached(u)
+
+
 def _gradient_keys(t: Tensor) -> tuple[UOp, ...]:
     # the nodes a tensor's gradient arrives at: its own, and for a lazy leaf realized along with a value computed from
     # it (`b = Tensor.zeros(3, requires_grad=True); out = x + b; out.numpy()`), the node it was before, which the
-    # graphs of such values still hold
+    # graphs of such values still hold. A realized view (a reshape, a transpose, a matmul's output: a view of the
+    # new storage, which alone remembers what computed it) was the view it is over the old graph (`realized_views`)
     key = _gradient_key(t)
     before = computed_from.get(key)
+    if before is None:
+        before = realized_views.get(key)
     return (key,) if before is None else (key, before)
+
+
+def _own_leaf(u: UOp) -> UOp:
+    # the node of a detached value (`x.detach()`, a view of one) just given requires_grad: a DETACH of its own (a fresh
+    # arg), as a Tensor(...) leaf has a BUFFER of its own. Every other detach of the same value is the same hash-consed
+    # node and would share its gradient (`base.detach()` twice, a `.detach()` of the value read elsewhere in the loss);
+    # still a DETACH over the same value, it stays a view of that storage, as PyTorch's detach
+    chain = u.movement_chain()
+    base = chain[-1].src[0] if chain else u
+    if base.op is not Ops.DETACH or base.arg is not None:
+        return u
+    out = UOp(Ops.DETACH, base.dtype, base.src, ("leaf", next(_contiguous_ids)))
+    for m in reversed(chain):
+        out = UOp(m.op, m.dtype, (out, *m.src[1:]), m.arg)
+    return out
 
 
 def _detached_under_views(u: UOp) -> UOp:
@@ -822,17 +853,33 @@ def _gradient_siblings(t: Tensor) -> list[Tensor]:
     return siblings
 
 
-def _gradient_hooks(in_graph: dict[UOp, None]) -> dict[UOp, Callable[[UOp], UOp]]:
-    """For each hooked tensor in the graph, the node its gradient arrives at and a function running its hooks."""
+def _in_rebuilt_graph(keys: tuple[UOp, ...], forms: dict[UOp, UOp]) -> tuple[UOp, ...]:
+    """A tensor's gradient keys and the forms they took where backward() rebuilt the graph over what computed the
+    values realized since (`unrealized_graph`'s `forms`): a hooked or retained non-leaf computed from a value read
+    before it (`c.numpy(); h = c * 3`), whose node reads c's storage, is there a node over c's graph, where its
+    gradient arrives."""
+    new = tuple(f for k in keys if (f := forms.get(k)) is not None and f not in keys)
+    return keys + new if new else keys
+
+
+def _gradient_hooks(in_graph: dict[UOp, None], forms: dict[UOp, UOp]) -> dict[UOp, Callable[[UOp], UOp]]:
+    """For each hooked tensor in the graph, the node its gradient arrives at and a function running its hooks (each
+    tensor's in turn where several are the same node: hooks belong to the value)."""
     found: dict[UOp, Callable[[UOp], UOp]] = {}
     for ref, hooks in list(_hooked.values()):
         t = ref()
         if t is None or not hooks:
             continue
-        for key in _gradient_keys(t):
+        for key in _in_rebuilt_graph(_gradient_keys(t), forms):
             if key in in_graph:
-                found[key] = functools.partial(_run_hooks, t, list(hooks.values()))
+                run = functools.partial(_run_hooks, t, list(hooks.values()))
+                earlier = found.get(key)
+                found[key] = run if earlier is None else functools.partial(_run_in_turn, earlier, run)
     return found
+
+
+def _run_in_turn(first: Callable[[UOp], UOp], then: Callable[[UOp], UOp], g: UOp) -> UOp:
+    return then(first(g))
 
 
 def _through_keys() -> set[UOp]:

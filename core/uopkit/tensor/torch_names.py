@@ -323,7 +323,12 @@ class TorchNamesMixin:
 
     def hardshrink(self: Tensor, lambd: float = 0.5) -> Tensor:  # type: ignore[misc]
         """x where |x| > lambd, else 0 (NaN stays NaN, as torch's)."""
-        return (self.abs() <= lambd).where(0, self)
+        inside = self.abs() <= lambd
+        value = inside.where(0, self)
+        if not value.is_floating_point():
+            return value
+        # (torch's hardshrink_backward)
+        return _with_derivative(value, self, inside.logical_not(), reads_input=True)
 
     def softshrink(self: Tensor, lambd: float = 0.5) -> Tensor:  # type: ignore[misc]
         """x - lambd above lambd, x + lambd below -lambd, a zero of x's sign between (torch.nn.functional.softshrink).
@@ -335,7 +340,11 @@ class TorchNamesMixin:
             raise ArgumentError(f"softshrink: lambd must be >= 0, got {lambd}")
         # (the zeros keep x's sign and take no gradient, as torch's; NaN is outside, its gradient the incoming one)
         inside = (self >= -lambd) & (self <= lambd)
-        return inside.where((self * 0).detach(), (self > lambd).where(self - lambd, self + lambd))
+        value = inside.where((self * 0).detach(), (self > lambd).where(self - lambd, self + lambd))
+        if not value.is_floating_point():
+            return value
+        # (torch's softshrink_backward)
+        return _with_derivative(value, self, inside.logical_not(), reads_input=True)
 
     def tanhshrink(self: Tensor) -> Tensor:  # type: ignore[misc]
         """x - tanh(x) (torch.nn.functional.tanhshrink)."""
@@ -347,7 +356,12 @@ class TorchNamesMixin:
         >>> Tensor([1.0, 3.0]).threshold(2.0, -1.0).tolist()
         [-1.0, 3.0]
         """
-        return (self <= threshold).where(self.full_like(value), self)
+        below = self <= threshold
+        out = below.where(self.full_like(value), self)
+        if not out.is_floating_point():
+            return out
+        # (torch's threshold_backward)
+        return _with_derivative(out, self, below.logical_not(), reads_input=True)
 
     @autocast_op(LOWER)
     def prelu(self: Tensor, weight: Tensor) -> Tensor:  # type: ignore[misc]

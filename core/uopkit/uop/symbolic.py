@@ -318,6 +318,14 @@ def do_where_of_zero_outside(c: UOp, x: UOp, zero: UOp) -> UOp | None:
     return None
 
 
+def do_where_of_where(c: UOp, x: UOp, b: UOp) -> UOp | None:
+    # where(c, where(c2, a, .), b) is where(c, a, b) when c requires c2 (a piece of a cat padded with -0.0: its mask's
+    # where around the pad's own)
+    if x.op is not Ops.WHERE or not set(conjuncts(x.src[0])) <= set(conjuncts(c)):
+        return None
+    return c.where(x.src[1], b)
+
+
 def do_load_never_read(x: UOp) -> UOp | None:
     # a load whose gate is constant false never reads memory: it is 0, and its address math goes with it
     if isinstance(x.dtype, PtrDType):
@@ -419,6 +427,11 @@ pm_symbolic = PatternMatcher(
         # where(c, ., 0) around a value already 0 where c is false goes (padding levels around a gated load)
         (UPat(Ops.WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b"))), do_where_const_cond),
         (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("x"), UPat.cvar("zero"))), do_where_of_zero_outside),
+        (UPat(Ops.WHERE, src=(UPat.var("c"), UPat(Ops.WHERE, name="x"), UPat.var("b"))), do_where_of_where),
+        (
+            UPat(Ops.WHERE, src=(UPat.var("c"), UPat.const(dtypes.bool, True), UPat.const(dtypes.bool, False))),
+            lambda c: c,
+        ),
         (
             UPat(
                 Ops.LOAD,

@@ -572,6 +572,8 @@ def embedding_bag(
     padding_idx: int | None = None,
 ) -> Tensor:
     """torch.nn.functional.embedding_bag (scale_grad_by_freq isn't supported; sparse=True gives a dense gradient)."""
+    if sparse and mode == "max":
+        raise ArgumentError("embedding_bag: max mode does not support sparse weights (as PyTorch)")
     if max_norm is not None:
         # (the method leaves max_norm out: the weight is renormalized here first, as embedding's)
         _renorm_looked_up_rows(input, weight, max_norm, norm_type)
@@ -650,13 +652,17 @@ def interpolate(
     recompute_scale_factor: bool | None = None,
     antialias: bool = False,
 ) -> Tensor:
-    """torch.nn.functional.interpolate (antialias=True isn't supported)."""
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported")
+    """torch.nn.functional.interpolate."""
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        # (checked first, as torch: a ValueError whatever else is wrong)
+        raise ArgumentError(
+            f"interpolate: antialias=True is restricted to the bilinear and bicubic modes and needs a 4-d input "
+            f"(N, C, H, W), got mode {mode!r} and shape {input.shape}"
+        )
     rank = _INTERPOLATE_RANK.get(mode)
     if rank is not None and input.ndim != rank:
         raise ShapeError(f"interpolate: mode {mode!r} needs a {rank}-d input, got shape {input.shape}")
-    return input.interpolate(size, scale_factor, mode, align_corners, recompute_scale_factor)
+    return input.interpolate(size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
 
 
 @_tensor_input
