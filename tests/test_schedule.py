@@ -580,3 +580,29 @@ def test_misplaced_row_reduces_are_found_in_a_few_passes(monkeypatch):
         create_schedule(kernelize_tensors([x]))
         counts.append(len(passes))
     assert counts[0] == counts[1] <= 3
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_windows_over_a_mode_padded_input_read_it_stored(mode):
+    """A reflect/replicate/circular pad is a cat of slices: a depthwise blur or a 1-d filter (one output channel per
+    group, so conv2d doesn't store its input) over it would compute the cat's masked pieces per window tap in the
+    conv's kernel. The padded value is stored by a kernel of its own and the conv reads it plainly."""
+    torch = pytest.importorskip("torch")
+    import uopkit.nn.functional as UF
+
+    x = np.random.default_rng(0).random((2, 3, 12, 16), dtype=np.float32)
+    w = np.random.default_rng(1).random((3, 1, 1, 7), dtype=np.float32)
+    x1, w1 = x.reshape(6, 1, 192), np.random.default_rng(2).random((1, 1, 9), dtype=np.float32)
+    cases = [
+        (UF.conv2d(UF.pad(Tensor(x), (3, 3, 3, 3), mode=mode), Tensor(w), groups=3), (x, w, (3, 3, 3, 3), 3)),
+        (UF.conv1d(UF.pad(Tensor(x1), (4, 4), mode=mode), Tensor(w1)), (x1, w1, (4, 4), 1)),
+    ]
+    for out, (xv, wv, pads, groups) in cases:
+        schedule = create_schedule(kernelize_tensors([out]))
+        conv = [item.ast for item in schedule if any(u.op is Ops.REDUCE_AXIS for u in item.ast.toposort())]
+        assert len(schedule) == 2 and len(conv) == 1, [len(item.ast.toposort()) for item in schedule]
+        assert not any(u.op is Ops.WHERE for u in conv[0].toposort())
+        TF = torch.nn.functional
+        conv_fn = TF.conv2d if xv.ndim == 4 else TF.conv1d
+        ref = conv_fn(TF.pad(torch.from_numpy(xv), pads, mode=mode), torch.from_numpy(wv), groups=groups)
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)

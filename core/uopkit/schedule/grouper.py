@@ -109,6 +109,12 @@ def choose_realized(sink: UOp) -> GrouperContext:
             for n in _region(ctx, pads[-1].src[0]):
                 if n.op is Ops.REDUCE_AXIS and not _stops_region(ctx, n) and n.src[0].size >= MIN_STORED_INNER_REDUCE:
                     ctx.realize[n] = None
+        if u.op is Ops.EXPAND and _windows_over_padded_pieces(ctx, u):
+            # windows over a value assembled from padded pieces (a reflect, replicate or circular pad is a cat of
+            # slices; a pad with a nonzero value, a select) would compute every piece under its bounds check per
+            # element and window tap (a depthwise 21-tap blur of a reflect-padded 2x3x512x512 image: one kernel that
+            # took 5 s to compile and ran 3x slower than over a stored copy): stored once, as a zero-padded input is
+            ctx.realize[u.src[0].base] = None
         if u.op is Ops.PAD and not _read_in_windows(ctx, u):
             # a reduce read through a pad (a cat of matmuls: the gradient of a q, k, v projection split in three) runs
             # in the pad's kernel for every padded element, its loop under the bounds check and out of any register
@@ -314,6 +320,19 @@ def _read_in_windows(ctx: GrouperContext, u: UOp) -> bool:
         if n.op in GroupOp.Movement:
             stack.extend(ctx.children.get(n, []))
     return False
+
+
+def _windows_over_padded_pieces(ctx: GrouperContext, expand: UOp) -> bool:
+    # whether `expand` is a pool's windows (`_pool1d`: the value repeated along a new axis, read flat with the axis it
+    # repeats, so each element is read once per tap) over a computed value built from padded views of a value
+    base = expand.src[0].base
+    if base.op not in GroupOp.Elementwise or _stops_region(ctx, base):
+        return False
+    if not any(c.op is Ops.RESHAPE and len(c.shape) < len(expand.shape) for c in ctx.children.get(expand, [])):
+        return False
+    # (a piece is a padded view, of a buffer or of a value computed in the region; a padded constant is a mask)
+    reads = {s for n in _region_to_reduces(ctx, base) for s in n.src}
+    return any(s.base.op is not Ops.CONST and any(m.op is Ops.PAD for m in s.movement_chain()) for s in reads)
 
 
 def _region_to_reduces(ctx: GrouperContext, root: UOp, root_stops: bool = True) -> set[UOp]:
