@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 # module constants for the ops every binary op builds: on Python 3.11 every `Ops.X` is a lookup through EnumType's
 # slow __getattr__ hook (~0.15 us)
-_CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG, _MUL = (
+_CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
     Ops.CONST,
     Ops.DEVICE,
     Ops.RESHAPE,
@@ -56,7 +56,6 @@ _CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG, _MUL = (
     Ops.WHERE,
     Ops.ADD,
     Ops.NEG,
-    Ops.MUL,
 )
 
 # the broadcast nodes of recent Python numbers (`a + 1`, `0.9 * m`), by (dtype, device, shape, number): holding them
@@ -82,21 +81,6 @@ def _inexact_in_half(y: float | int, dt: DType) -> bool:
 
 
 _RECENT_SCALARS_SIZE = 512
-
-
-# the dtypes lerp builds its nodes for directly (halves compute in float32, bfloat16 is stored as bits)
-_LERP_DIRECT = frozenset({dtypes.float32, dtypes.float64})
-
-
-def _lerp_uop(x: UOp, end: UOp, weight: float | int, device: str) -> UOp:
-    # lerp's nodes from the nearer end, `x + (end - x) * weight` or `end - (end - x) * (1 - weight)`, as `+`, `-` and
-    # `*` build them
-    diff = UOp(_ADD, x.dtype, (end, UOp(_NEG, x.dtype, (x,))))
-    assert x.shape is not None
-    if abs(weight) < 0.5:
-        return UOp(_ADD, x.dtype, (x, UOp(_MUL, x.dtype, (diff, _scalar_uop(weight, x.dtype, device, x.shape)))))
-    step = UOp(_MUL, x.dtype, (diff, _scalar_uop(1 - weight, x.dtype, device, x.shape)))
-    return UOp(_ADD, x.dtype, (end, UOp(_NEG, x.dtype, (step,))))
 
 
 def _scalar_uop(y: float | int, dt: DType, device: str, shape: tuple[int, ...]) -> UOp:
@@ -724,13 +708,6 @@ class ElementwiseMixin:
         >>> Tensor([0.0, 1e8]).lerp(Tensor([10.0, 1.0]), 1.0).tolist()
         [10.0, 1.0]
         """
-        u = self.uop
-        if type(end) is Tensor and type(weight) in (float, int) and u.dtype in _LERP_DIRECT:
-            e = end.uop
-            if e.dtype is u.dtype and e.shape == u.shape and end.device == self.device:
-                # (an EMA step's case, a float32 tensor, one like it and a number: the nodes of the formula below,
-                # built without a tensor per op, 4x less Python)
-                return Tensor(_lerp_uop(u, e, weight, self.device))
         x, end_t = self._broadcasted(end, False, "lerp")
         # (a numpy scalar weight as a Python number: its comparisons would be numpy bools)
         weight = _py_number(weight)
