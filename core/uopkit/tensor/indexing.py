@@ -709,42 +709,6 @@ class IndexingMixin:
             src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
         return dim, src
 
-    def _scatter_by_sorting(
-        self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool
-    ) -> Tensor | None:
-        """The scatter through sorted segments (tensor/segments.py) where its one-hot mask would be large, else
-        None. Rows are index's positions off `dim`: self's region there is scattered, the rest kept."""
-        n, m = self.shape[dim], index.shape[dim]
-        rows = math.prod(index.shape) // m if m else 0
-        if rows * n * m < segments.SCATTER_BY_SORTING:
-            return None
-        region = self.shrink(tuple((0, n) if d == dim else (0, i) for d, i in enumerate(index.shape)))
-        moved = region._move_to_end(dim)
-        out = segments.scatter_rows(
-            moved.reshape(rows, n),
-            index._move_to_end(dim).reshape(rows, m),
-            src._move_to_end(dim).reshape(rows, m),
-            reduce,
-            include_self,
-        )
-        out = out.reshape(moved.shape)._move_from_end(dim)
-        if region.shape == self.shape:
-            return out
-        pads = tuple((0, s - r) for s, r in zip(self.shape, region.shape, strict=True))
-        inside = Tensor.full(region.shape, True, dtype=dtypes.bool, device=self.device).pad(pads)
-        return inside.where(out.pad(pads), self)
-
-    def _one_hot_writes(self, dim: int, index: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
-        n = self.shape[dim]
-        # hit[..., p, ..., i] : index position i (along dim, moved last) writes target position p (at dim)
-        hit = index._one_hot_along(n).transpose(dim, -1)
-        vals = src._move_to_end(dim).unsqueeze(dim)._broadcast_to(hit.shape)
-        # pad the index's smaller extents up to self's shape (nothing is written there)
-        pads = tuple(
-            (0, 0) if d == dim else (0, s - i) for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True))
-        )
-        return hit.pad(pads + ((0, 0),)), vals.pad(pads + ((0, 0),))
-
     @_scalar_as_vector
     def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
         """A copy of self with self[index[i][j]][j] = src[i][j] (dim 0), as torch.scatter; `reduce` "add" or
@@ -766,9 +730,9 @@ class IndexingMixin:
         if index.numel() == 0:
             # nothing is written (and no write to pick a last one from): a copy, as _placed_at's
             return self.clone()
-        if (sorted_form := self._scatter_by_sorting(dim, index, src, "replace", False)) is not None:
+        if (sorted_form := segments.scattered_by_sorting(self, dim, index, src, "replace", False)) is not None:
             return sorted_form
-        hit, vals = self._one_hot_writes(dim, index, src)
+        hit, vals = segments.one_hot_writes(self, dim, index, src)
         # of the writes to one position, keep the one with the highest position along `dim` in index
         k = hit.shape[-1]
         order = Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape((1,) * (hit.ndim - 1) + (k,))
@@ -842,26 +806,7 @@ class IndexingMixin:
         if reduce in ("amax", "amin"):
             extreme = segments.scatter_extreme(self, dim, index, src, reduce, include_self)
             return segments.with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
-        if segments.writes_one_by_one(self.device):
-            return segments.scatter_sum_in_place(self, dim, index, src, reduce, include_self)
-        if reduce != "prod":
-            sorted_form = self._scatter_by_sorting(dim, index, src, reduce, include_self)
-            if sorted_form is not None:
-                return sorted_form
-        hit, vals = self._one_hot_writes(dim, index, src)
-        any_hit = hit.any(-1)
-        dt = self.dtype
-        if reduce in ("sum", "mean"):
-            total = hit.where(vals, Tensor(0, device=self.device, dtype=dt))._reduce(_sum_op(dt), -1)
-            if reduce == "sum":
-                return self + total if include_self else any_hit.where(total, self)
-            count = hit.cast(dtypes.int32)._reduce(Ops.ADD, -1)
-            if include_self:
-                total, count = total + self, count + 1
-            mean = total.div(count.cast(dt), rounding_mode="floor" if not dtypes.is_float(dt) else None)
-            return any_hit.where(mean.cast(dt), self)
-        total = hit.where(vals, Tensor(1, device=self.device, dtype=dt))._reduce(Ops.MUL, -1)
-        return self * total if include_self else any_hit.where(total, self)
+        return segments.combined_at(self, dim, index, src, reduce, include_self)
 
     def searchsorted(
         self,

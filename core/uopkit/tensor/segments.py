@@ -153,20 +153,11 @@ def added_at(keys: Tensor, vals: Tensor, size: int) -> Tensor:
 
 def added_along(base: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """base.scatter_add(dim, index, src) for an index known to be in range (no read-back of its bounds, a sync each),
-    half floats summed in float32 and rounded once. On a device that adds a scatter's writes one by one it is a
-    scatter kernel (writes + targets steps: a bincount of 1e6 values into 8000 bins took 1.6 s as a one-hot mask),
-    elsewhere by sorting where the one-hot mask (targets x writes compares) would be large, else that mask: one fused
-    kernel, no atomics needed."""
+    half floats summed in float32 and rounded once: scatter_add's lowering (`combined_at`), stored (a cast of the
+    sums fused into a scatter kernel, histc's counts as floats, would make it a one-hot reduce)."""
     if base.dtype in dtypes.halves:
         return added_along(base.float(), dim, index, src.float()).cast(base.dtype)
-    if writes_one_by_one(base.device):
-        # (stored: a cast of the sums fused into its kernel (histc's counts as floats) would make it a one-hot reduce)
-        return scatter_sum_in_place(base, dim, index, src, "sum", True).contiguous()
-    sorted_form = base._scatter_by_sorting(dim, index, src, "sum", True)
-    if sorted_form is not None:
-        return sorted_form
-    hit, vals = base._one_hot_writes(dim, index, src)
-    return base + hit.where(vals, Tensor(0, device=base.device, dtype=base.dtype))._reduce(_sum_op(base.dtype), -1)
+    return combined_at(base, dim, index, src, "sum", True).contiguous()
 
 
 def writes_one_by_one(device: object) -> bool:
@@ -238,7 +229,7 @@ def gather_gradient_by_sorting(out: Tensor, region: Tensor, dim: int, index: Ten
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
         zeros = Tensor.zeros(region.shape, device=region.device, dtype=g.dtype)
-        total = zeros._scatter_by_sorting(dim, at, Tensor(g), "sum", True)
+        total = scattered_by_sorting(zeros, dim, at, Tensor(g), "sum", True)
         assert total is not None
         return (total.uop,)
 
@@ -267,22 +258,67 @@ def pick_gradient_by_sorting(
     set_gradient(out.uop, (x.uop,), rule)
 
 
-def scatter_sum_in_place(base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
-    """base.scatter_reduce(dim, index, src, "sum", "mean" or "prod") on a device that adds a scatter's writes one by one
-    (`writes_one_by_one`), at any size: the count of writes per target a one-hot sum stored alone, and the result a
-    kernel with one one-hot sum (a kernel of that form is the writes, `uopkit.codegen.scatter`, whatever it computes
-    from the sum element by element). Its gradient flows through the one-hot sum (a gather at the index)."""
-    hit, vals = base._one_hot_writes(dim, index, src)
+def scattered_by_sorting(
+    base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool
+) -> Tensor | None:
+    """The scatter through sorted segments (`scatter_rows`) where its one-hot mask would be large, else None. Rows
+    are index's positions off `dim`: base's region there is scattered, the rest kept."""
+    n, m = base.shape[dim], index.shape[dim]
+    rows = math.prod(index.shape) // m if m else 0
+    if rows * n * m < SCATTER_BY_SORTING:
+        return None
+    region = base.shrink(tuple((0, n) if d == dim else (0, i) for d, i in enumerate(index.shape)))
+    moved = region._move_to_end(dim)
+    out = scatter_rows(
+        moved.reshape(rows, n),
+        index._move_to_end(dim).reshape(rows, m),
+        src._move_to_end(dim).reshape(rows, m),
+        reduce,
+        include_self,
+    )
+    out = out.reshape(moved.shape)._move_from_end(dim)
+    if region.shape == base.shape:
+        return out
+    pads = tuple((0, s - r) for s, r in zip(base.shape, region.shape, strict=True))
+    inside = Tensor.full(region.shape, True, dtype=dtypes.bool, device=base.device).pad(pads)
+    return inside.where(out.pad(pads), base)
+
+
+def one_hot_writes(base: Tensor, dim: int, index: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
+    """The writes of a scatter into `base` as a one-hot mask and their values, a last axis of writes added:
+    hit[..., p, ..., i]: index position i (along dim) writes target position p (at dim)."""
+    n = base.shape[dim]
+    hit = index._one_hot_along(n).transpose(dim, -1)
+    vals = src._move_to_end(dim).unsqueeze(dim)._broadcast_to(hit.shape)
+    # pad the index's smaller extents up to base's shape (nothing is written there)
+    pads = tuple(
+        (0, 0) if d == dim else (0, s - i) for d, (i, s) in enumerate(zip(index.shape, base.shape, strict=True))
+    )
+    return hit.pad(pads + ((0, 0),)), vals.pad(pads + ((0, 0),))
+
+
+def combined_at(base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool) -> Tensor:
+    """base.scatter_reduce(dim, index, src, "sum", "mean" or "prod") for a checked index and src of base's dtype.
+    On a device that adds a scatter's writes one by one (`writes_one_by_one`) at any size: the count of writes per
+    target a one-hot sum stored alone, and the result a kernel with one one-hot sum (a kernel of that form is the
+    writes, `uopkit.codegen.scatter`, whatever it computes from the sum element by element). Elsewhere a sum or mean
+    goes by sorting where the one-hot mask would be large, else (and a prod always) through that mask, one fused
+    kernel that needs no atomics. Gradients flow through the one-hot sum (a gather at the index)."""
+    one_by_one = writes_one_by_one(base.device)
+    if not one_by_one and reduce != "prod":
+        sorted_form = scattered_by_sorting(base, dim, index, src, reduce, include_self)
+        if sorted_form is not None:
+            return sorted_form
+    hit, vals = one_hot_writes(base, dim, index, src)
     dt = base.dtype
+    # how many writes each target gets (stored alone where a kernel may hold one one-hot reduce only)
+    count = _writes_per_target(hit) if one_by_one else hit.cast(dtypes.int32)._reduce(Ops.ADD, -1)
     if reduce == "prod":
         total = hit.where(vals, Tensor(1, device=base.device, dtype=dt))._reduce(Ops.MUL, -1)
-        return base * total if include_self else (_writes_per_target(hit) > 0).where(total, base)
+        return base * total if include_self else (count > 0).where(total, base)
     total = hit.where(vals, Tensor(0, device=base.device, dtype=dt))._reduce(_sum_op(dt), -1)
-    if reduce == "sum" and include_self:
-        return base + total
-    count = _writes_per_target(hit)
     if reduce == "sum":
-        return (count > 0).where(total, base)
+        return base + total if include_self else (count > 0).where(total, base)
     if include_self:
         total, count = total + base, count + 1
     mean = total.div(count.cast(dt), rounding_mode="floor" if not dtypes.is_float(dt) else None)
@@ -300,28 +336,21 @@ def scatter_extreme(base: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     index at all leaves base as it is (a copy), as torch's."""
     if index.numel() == 0:
         return base.clone()
-    if writes_one_by_one(base.device):
-        hit, vals = base._one_hot_writes(dim, index, src)
-        dt, inv = base.dtype, reduce == "amin"
-        low = Tensor(dtypes.min(dt), device=base.device, dtype=dt)
-        best = hit.where(vals._inverse() if inv else vals, low)._reduce(Ops.MAX, -1)
-        best = best._inverse() if inv else best
-        if include_self:
-            # (where nothing is written the max is the identity, and base's own value wins against it)
-            return best.minimum(base) if inv else best.maximum(base)
-        return (_writes_per_target(hit) > 0).where(best, base)
-    sorted_form = base._scatter_by_sorting(dim, index, src, reduce, include_self)
-    if sorted_form is not None:
-        return sorted_form
-    hit, vals = base._one_hot_writes(dim, index, src)
+    one_by_one = writes_one_by_one(base.device)
+    if not one_by_one:
+        sorted_form = scattered_by_sorting(base, dim, index, src, reduce, include_self)
+        if sorted_form is not None:
+            return sorted_form
+    hit, vals = one_hot_writes(base, dim, index, src)
     dt, inv = base.dtype, reduce == "amin"
-    v = vals._inverse() if inv else vals
     low = Tensor(dtypes.min(dt), device=base.device, dtype=dt)
-    best = hit.where(v, low)._reduce(Ops.MAX, -1)
+    best = hit.where(vals._inverse() if inv else vals, low)._reduce(Ops.MAX, -1)
     best = best._inverse() if inv else best
     if include_self:
-        best = best.minimum(base) if inv else best.maximum(base)
-    return hit.any(-1).where(best, base)
+        # (where nothing is written the max is the identity, and base's own value wins against it)
+        return best.minimum(base) if inv else best.maximum(base)
+    written = _writes_per_target(hit) > 0 if one_by_one else hit.any(-1)
+    return written.where(best, base)
 
 
 def with_extreme_gradient(
