@@ -321,6 +321,7 @@ CONSTRAINTS = {
     "simplex": (uc.simplex, td.constraints.simplex, False),
     "lower_cholesky": (uc.lower_cholesky, td.constraints.lower_cholesky, True),
     "positive_definite": (uc.positive_definite, td.constraints.positive_definite, True),
+    "corr_cholesky": (uc.corr_cholesky, td.constraints.corr_cholesky, False),
     "cat": (
         uc.cat([uc.positive, uc.real], dim=-1, lengths=[2, 2]),
         td.constraints.cat([td.constraints.positive, td.constraints.real], dim=-1, lengths=[2, 2]),
@@ -349,7 +350,7 @@ def test_constraint_registries_match_torch(name, registry):
     ours, theirs = ours_registry(ours_c), theirs_registry(theirs_c)
     assert repr(ours) == repr(theirs)
     assert ours.bijective == theirs.bijective
-    x = _real(3, 3, 3) if ours.domain.event_dim == 2 else _real(3, 4)
+    x = _real(3, 3, 3) if ours.domain.event_dim == 2 else _real(3, 6 if name == "corr_cholesky" else 4)
     y_ours = ours(Tensor(x))
     _close(y_ours, theirs(torch.tensor(x)), tol=1e-5)
     assert bool(ours_c.check(y_ours).all().item())
@@ -357,6 +358,62 @@ def test_constraint_registries_match_torch(name, registry):
         y = theirs(torch.tensor(x))
         _close(ours.inv(Tensor(y.numpy())), x, tol=1e-4)
         _close(ours.log_abs_det_jacobian(Tensor(x), y_ours), theirs.log_abs_det_jacobian(torch.tensor(x), y), tol=1e-4)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_corr_cholesky_transform_matches_torch(n):
+    # values and gradients of the map, its inverse and log |det J| (float64: the inverse divides by what is left of a
+    # row, which float32 rounds coarsely near the end of a long row)
+    x = 1.5 * RNG.standard_normal((4, n * (n - 1) // 2))
+    ours, theirs = ut.CorrCholeskyTransform(), tt.CorrCholeskyTransform()
+    weights = RNG.standard_normal((n, n))
+    xt = torch.tensor(x, requires_grad=True)
+    yt = theirs(xt)
+    ((yt * torch.tensor(weights)).sum() + theirs.log_abs_det_jacobian(xt, yt).sum()).backward()
+    xu = Tensor(x, requires_grad=True)
+    yu = ours(xu)
+    ((yu * Tensor(weights)).sum() + ours.log_abs_det_jacobian(xu, yu).sum()).backward()
+    _close(yu, yt, tol=1e-12)
+    _close(xu.grad, xt.grad, tol=1e-10)
+    _close(ours.log_abs_det_jacobian(Tensor(x), yu), theirs.log_abs_det_jacobian(torch.tensor(x), yt), tol=1e-12)
+    _close(ours.inv(Tensor(yt.detach().numpy())), x, tol=1e-9)
+    assert bool(uc.corr_cholesky.check(yu).all().item())
+    assert ours.forward_shape((2, 4, n * (n - 1) // 2)) == theirs.forward_shape((2, 4, n * (n - 1) // 2))
+    assert ours.inverse_shape((2, n, n)) == theirs.inverse_shape((2, n, n))
+    assert ours.bijective and ours.domain.event_dim == 1 and ours.codomain.event_dim == 2
+    assert ours == ut.CorrCholeskyTransform() and ours.inv.inv is ours
+
+
+def test_corr_cholesky_transform_saturates_and_refuses_bad_shapes():
+    # huge x: tanh is kept inside (-1, 1), so every diagonal entry stays positive, as torch's
+    x = np.array([[40.0, -40.0, 40.0]], dtype=np.float32)
+    ours = ut.CorrCholeskyTransform()(Tensor(x))
+    _close(ours, tt.CorrCholeskyTransform()(torch.tensor(x)), tol=1e-6)
+    assert (ours.numpy().diagonal(axis1=-2, axis2=-1) > 0).all()
+    t = ut.CorrCholeskyTransform()
+    # 1 x 1 (torch's log_abs_det_jacobian refuses it): the identity matrix from nothing, and back
+    one = t(Tensor.zeros(2, 0))
+    assert one.tolist() == [[[1.0]], [[1.0]]] and t.inv(one).shape == (2, 0)
+    with pytest.raises(ValueError, match="flattened lower-diagonal"):
+        t(Tensor(_real(2, 4)))
+    with pytest.raises(ValueError, match="flattened lower-diagonal"):
+        t.forward_shape((5,))
+    with pytest.raises(ValueError, match="Too few dimensions"):
+        t.forward_shape(())
+    with pytest.raises(ValueError, match="not square"):
+        t.inv(Tensor(_real(3, 4)))
+    with pytest.raises(ValueError, match="Too few dimensions"):
+        t.inverse_shape((3,))
+
+
+def test_corr_cholesky_constraint_matches_torch():
+    good = tt.CorrCholeskyTransform()(torch.tensor(_real(5, 6)))
+    cases = [good, good * 1.01, good.mT, -good, good + 1e-3 * torch.tril(torch.ones(4, 4), -1)]
+    for value in cases:
+        np.testing.assert_array_equal(
+            uc.corr_cholesky.check(Tensor(value.numpy())).numpy(), td.constraints.corr_cholesky.check(value).numpy()
+        )
+    assert uc.corr_cholesky.event_dim == 2
 
 
 def test_registry_errors_and_registration():

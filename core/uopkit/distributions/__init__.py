@@ -7,10 +7,11 @@ The families live in modules by kind, all re-exported here: the base class and s
 (distributions/continuous.py), Gamma, Chi2, StudentT, FisherSnedecor, Beta and Dirichlet with their sampler
 (distributions/gamma.py), the discrete families with the Poisson sampler (distributions/discrete.py),
 MultivariateNormal, LowRankMultivariateNormal, Independent and MixtureSameFamily (distributions/multivariate.py),
-VonMises (distributions/circular.py), the transforms (distributions/transforms.py) and biject_to/transform_to
-(distributions/constraint_registry.py), TransformedDistribution with LogNormal and LogisticNormal
-(distributions/transformed_distribution.py), the relaxed Bernoulli/categorical families and ContinuousBernoulli
-(distributions/relaxed.py), and kl_divergence (distributions/kl.py).
+VonMises (distributions/circular.py), LKJCholesky and Wishart (distributions/matrix.py), the transforms
+(distributions/transforms.py) and biject_to/transform_to (distributions/constraint_registry.py),
+TransformedDistribution with LogNormal and LogisticNormal (distributions/transformed_distribution.py), the relaxed
+Bernoulli/categorical families and ContinuousBernoulli (distributions/relaxed.py), and kl_divergence
+(distributions/kl.py).
 
 >>> from uopkit import Tensor
 >>> from uopkit.distributions import Normal, kl_divergence
@@ -49,6 +50,7 @@ from uopkit.distributions.discrete import (
 from uopkit.distributions.distribution import Distribution
 from uopkit.distributions.gamma import Beta, Chi2, Dirichlet, FisherSnedecor, Gamma, StudentT
 from uopkit.distributions.kl import kl_divergence, register_kl
+from uopkit.distributions.matrix import LKJCholesky, Wishart
 from uopkit.distributions.multivariate import (
     Independent,
     LowRankMultivariateNormal,
@@ -68,6 +70,7 @@ from uopkit.distributions.transforms import (
     AffineTransform,
     CatTransform,
     ComposeTransform,
+    CorrCholeskyTransform,
     CumulativeDistributionTransform,
     ExpTransform,
     IndependentTransform,
@@ -97,6 +100,7 @@ __all__ = [
     "Chi2",
     "ComposeTransform",
     "ContinuousBernoulli",
+    "CorrCholeskyTransform",
     "CumulativeDistributionTransform",
     "Dirichlet",
     "Distribution",
@@ -112,6 +116,7 @@ __all__ = [
     "Independent",
     "IndependentTransform",
     "Kumaraswamy",
+    "LKJCholesky",
     "Laplace",
     "LogNormal",
     "LogisticNormal",
@@ -143,6 +148,7 @@ __all__ = [
     "Uniform",
     "VonMises",
     "Weibull",
+    "Wishart",
     "biject_to",
     "constraint_registry",
     "constraints",

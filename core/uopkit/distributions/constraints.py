@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from uopkit.dtype import dtypes
 from uopkit.tensor import Tensor
 
 __all__ = [
     "Constraint",
     "boolean",
     "cat",
+    "corr_cholesky",
     "dependent",
     "greater_than",
     "greater_than_eq",
@@ -177,6 +179,21 @@ class _LowerCholesky(Constraint):
         return lower & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
 
 
+# machine epsilon of each float dtype (torch.finfo's eps; distribution.py's table has the same, and imports this module)
+_EPS = {dtypes.float16: 2.0**-10, dtypes.bfloat16: 2.0**-7, dtypes.float32: 2.0**-23, dtypes.float64: 2.0**-52}
+
+
+class _CorrCholesky(Constraint):
+    # Cholesky factors of correlation matrices: lower Cholesky factors whose rows have unit length, to within
+    # 10 n eps of the dtype (torch's tolerance)
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        tol = _EPS.get(value.dtype, _EPS[dtypes.float32]) * value.shape[-1] * 10
+        unit_rows = ((value.detach().square().sum(-1).sqrt() - 1).abs() <= tol).all(-1)
+        return _LowerCholesky().check(value) & unit_rows
+
+
 class _PositiveDefinite(Constraint):
     event_dim = 2
 
@@ -236,6 +253,7 @@ positive_integer = _IntegerGreaterThan(1)
 simplex = _Simplex()
 one_hot = _OneHot()
 lower_cholesky = _LowerCholesky()
+corr_cholesky = _CorrCholesky()
 positive_definite = _PositiveDefinite()
 independent = _Independent
 integer_interval = _IntegerInterval

@@ -30,6 +30,7 @@ __all__ = [
     "AffineTransform",
     "CatTransform",
     "ComposeTransform",
+    "CorrCholeskyTransform",
     "CumulativeDistributionTransform",
     "ExpTransform",
     "IndependentTransform",
@@ -718,6 +719,92 @@ class LowerCholeskyTransform(_Stateless):
 
     def _inverse(self, y: Tensor) -> Tensor:
         return y.tril(-1) + y.diagonal(dim1=-2, dim2=-1).log().diag_embed()
+
+
+def _strict_lower(vec: Tensor, n: int) -> Tensor:
+    # the last axis of `vec` (n (n - 1) / 2 values) laid out row by row below the diagonal of n x n matrices, zeros
+    # elsewhere: row i takes the next i values
+    rows = [Tensor.zeros(*vec.shape[:-1], n, dtype=vec.dtype, device=vec.device)]
+    start = 0
+    for i in range(1, n):
+        rows.append(vec[..., start : start + i].pad((0, n - i)))
+        start += i
+    return Tensor.stack(*rows, dim=-2)
+
+
+def _below_diagonal(m: Tensor, offset: int) -> list[Tensor]:
+    # the pieces of each row of square matrices left of diagonal `offset` (< 0), row by row: their concatenation is
+    # the inverse of _strict_lower for offset -1
+    n = m.shape[-1]
+    return [m[..., i, : i + offset + 1] for i in range(-offset, n)]
+
+
+def _tril_count_to_size(count: int) -> int:
+    # n with n (n - 1) / 2 == count, or an error
+    n = round((0.25 + 2 * count) ** 0.5 + 0.5)
+    if n * (n - 1) // 2 != count:
+        raise ValueError("Input is not a flattened lower-diagonal number")
+    return n
+
+
+class CorrCholeskyTransform(_Stateless):
+    """Vectors of n (n - 1) / 2 reals onto the Cholesky factors of n x n correlation matrices (lower triangular,
+    positive diagonal, rows of unit length). The values fill the strict lower triangle row by row; each becomes a
+    partial correlation r = tanh(x) (kept inside (-1, 1) by the dtype's eps), and row i is built by signed stick
+    breaking: L_ij = r_ij sqrt(prod_{k<j} (1 - r_ik^2)) below the diagonal, L_ii the square root of what is left.
+    Bijective; log_abs_det_jacobian is that of x onto the strict lower triangle of L (the diagonal follows from it).
+
+    >>> from uopkit import Tensor
+    >>> [[round(v, 4) for v in row] for row in CorrCholeskyTransform()(Tensor([0.0])).tolist()]
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    def _call(self, x: Tensor) -> Tensor:
+        n = self.forward_shape(x.shape)[-1]
+        eps = finfo_tiny_eps(x.dtype)[1]
+        r = _strict_lower(x.tanh().clamp(-1 + eps, 1 - eps), n)
+        # the length left in each row before column j: the running product of sqrt(1 - r^2) up to column j - 1
+        left = (1 - r * r).sqrt().cumprod(-1)[..., :-1].pad((1, 0), value=1.0)
+        eye = Tensor.eye(n, dtype=x.dtype, device=x.device)
+        return (r + eye) * left
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        self.inverse_shape(y.shape)
+        # r_ij = L_ij / (what is left of row i before column j)
+        left = (1 - (y * y).cumsum(-1))[..., :-1].pad((1, 0), value=1.0)
+        pieces = _below_diagonal(y, -1)
+        lefts = _below_diagonal(left, -1)
+        if not pieces:
+            # 1 x 1: nothing below the diagonal
+            return Tensor.zeros(*y.shape[:-2], 0, dtype=y.dtype, device=y.device)
+        t = pieces[0].cat(*pieces[1:], dim=-1) / lefts[0].cat(*lefts[1:], dim=-1).sqrt()
+        return 0.5 * (t.log1p() - (-t).log1p())
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        # stick breaking: half the log of what is left of each row after every column but its last two below the
+        # diagonal; tanh: log(1 - tanh(x)^2) = 2 (log 2 - x - softplus(-2x))
+        left = 1 - (y * y).cumsum(-1)
+        tanh_part = (2.0 * (math.log(2.0) - x - (-2.0 * x).softplus())).sum(-1)
+        for piece in _below_diagonal(left, -2):
+            tanh_part = tanh_part + 0.5 * piece.log().sum(-1)
+        return tanh_part
+
+    def forward_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        _at_least_one_axis(shape)
+        n = _tril_count_to_size(shape[-1])
+        return (*shape[:-1], n, n)
+
+    def inverse_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        if len(shape) < 2:
+            raise ValueError("Too few dimensions on input")
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        n = shape[-1]
+        return (*shape[:-2], n * (n - 1) // 2)
 
 
 class PositiveDefiniteTransform(_Stateless):

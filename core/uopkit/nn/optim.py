@@ -1,8 +1,9 @@
 """Optimizers by torch.optim's names: each step writes the new parameters and optimizer state in place (assign ->
 STORE), all realized at once. Parameter groups, `state_dict()` and the rest of torch's Optimizer API are in the base
-class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD in nn/optim_more.py;
-LBFGS in nn/lbfgs.py; LR schedulers in `uopkit.nn.optim.lr_scheduler`, as torch.optim.lr_scheduler, and weight
-averaging (AveragedModel, SWALR, update_bn) in `uopkit.nn.optim.swa_utils`, as torch.optim.swa_utils.
+class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop and ASGD in
+nn/optim_more.py; LBFGS in nn/lbfgs.py; LR schedulers in `uopkit.nn.optim.lr_scheduler`, as
+torch.optim.lr_scheduler, and weight averaging (AveragedModel, SWALR, update_bn) in `uopkit.nn.optim.swa_utils`, as
+torch.optim.swa_utils.
 
 torch's `foreach`, `fused`, `capturable` and `differentiable` arguments are accepted and ignored: every step is already
 one realize of fused kernels, replayable under TinyJit, and gradients never flow through a step.
@@ -26,7 +27,19 @@ from typing import Any
 from uopkit.dtype import DType, dtypes
 from uopkit.nn import lr_scheduler, swa_utils
 from uopkit.nn.lbfgs import LBFGS
-from uopkit.nn.optim_more import ASGD, Adadelta, Adagrad, Adamax, NAdam, RAdam, RMSprop, Rprop, _as, _one_minus
+from uopkit.nn.optim_more import (
+    ASGD,
+    Adadelta,
+    Adagrad,
+    Adamax,
+    NAdam,
+    RAdam,
+    RMSprop,
+    Rprop,
+    SparseAdam,
+    _as,
+    _one_minus,
+)
 from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _powers, _state_like
 
 # (torch.nn.utils' clip_grad_norm_, where tinygrad's optimizers module has it too)
@@ -43,6 +56,7 @@ __all__ = [
     "Adagrad",
     "Adadelta",
     "Adamax",
+    "SparseAdam",
     "NAdam",
     "RAdam",
     "Rprop",

@@ -1,5 +1,5 @@
 """torch.optim's other optimizers, by torch's names, argument order and defaults, with torch's update rules: RMSprop,
-Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD (the base class, parameter groups and state dicts:
+Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD (the base class, parameter groups and state dicts:
 nn/optimizer.py; re-exported by `uopkit.nn.optim`).
 
 Numbers that depend on the step count (bias corrections, NAdam's momentum schedule, RAdam's rectification, ASGD's eta
@@ -26,7 +26,7 @@ from uopkit.dtype import dtypes
 from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _powers, _state_like
 from uopkit.tensor import Tensor
 
-__all__ = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]
+__all__ = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "SparseAdam", "NAdam", "RAdam", "Rprop", "ASGD"]
 
 
 def _check(name: str, group: dict[str, Any], *keys: str) -> None:
@@ -266,6 +266,87 @@ class Adamax(_AdamFamily):
             exp_inf.assign((_as(b2, p) * exp_inf).maximum(g.abs() + group["eps"]))
             written += (exp_avg, exp_inf)
             p.assign((p.detach() - clr.cast(p.dtype) * (exp_avg / exp_inf)).cast(p.dtype))
+        return written
+
+
+def _present_rows(g: Tensor) -> Tensor:
+    # the rows (index along the first axis) of a dense gradient with a nonzero entry: the ones a sparse gradient of
+    # the same values would hold, as a bool mask broadcast to g's shape
+    nonzero = g != 0
+    if g.ndim > 1:
+        nonzero = nonzero.any(axis=tuple(range(1, g.ndim)), keepdim=True)
+    return nonzero.expand(g.shape) if nonzero.shape != g.shape else nonzero
+
+
+class SparseAdam(_AdamFamily):
+    """SparseAdam (torch's): Adam's moments and step, on the rows a sparse gradient holds only; the other rows of the
+    parameter and of both moments keep their values. With bias corrections of the parameter's step count t:
+    m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, p -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps).
+
+    uopkit has no sparse tensors: `Embedding(sparse=True)` and `EmbeddingBag(sparse=True)` give dense gradients,
+    zero on the rows no index looked up (and on padding_idx), and SparseAdam takes those: a row of the dense
+    gradient (an index of its first axis) whose entries are all zero is read as absent from a sparse gradient. So a
+    port of Embedding(sparse=True) + SparseAdam steps as torch's, but for a looked-up row whose summed gradient is
+    exactly zero, which torch updates (its moments decay and it moves) and this one leaves alone. Any other dense
+    gradient is taken the same way (torch raises for a dense gradient).
+
+    >>> from uopkit import Tensor
+    >>> w = Tensor([[1.0, 1.0], [2.0, 2.0]], requires_grad=True)
+    >>> opt = SparseAdam([w], lr=0.5)
+    >>> (w[0] * 3).sum().backward().shape
+    ()
+    >>> opt.step()
+    >>> [[round(x, 4) for x in row] for row in w.tolist()]
+    [[0.5, 0.5], [2.0, 2.0]]
+    """
+
+    state_names = ("exp_avg", "exp_avg_sq")
+
+    def __init__(
+        self,
+        params: Tensor | Iterable[Any],
+        lr: float | Tensor = 0.001,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        maximize: bool = False,
+    ) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize)
+        # (torch's checks and messages, before the base class's)
+        self._check_group(defaults)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
+        if not 0.0 < lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 < group["eps"]:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+        for i, beta in enumerate(group["betas"]):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+
+    def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        b1, b2 = group.hyper("betas")
+        written: list[Tensor] = []
+        for p in params:
+            assert p.grad is not None
+            g, w = (-p.grad if group["maximize"] else p.grad).detach(), p.detach()
+            present = _present_rows(g)
+            clock = self._clocks[id(p)].values
+            bias1, bias2 = 1 - _powers(group, clock, "betas", 0), 1 - _powers(group, clock, "betas", 1)
+            lr = group.tensors["lr"][0].cast(bias1.dtype)
+            step_size = (lr * bias2.sqrt() / bias1).cast(p.dtype)
+            exp_avg, exp_avg_sq = self._slot(p, "exp_avg"), self._slot(p, "exp_avg_sq")
+            # torch's order: old + (1 - b) (new - old)
+            new_avg = exp_avg + (g - exp_avg) * _one_minus(b1, p)
+            new_avg_sq = exp_avg_sq + (g * g - exp_avg_sq) * _one_minus(b2, p)
+            moved = w - step_size * (new_avg / (new_avg_sq.sqrt() + group["eps"]))
+            exp_avg.assign(present.where(new_avg, exp_avg))
+            exp_avg_sq.assign(present.where(new_avg_sq, exp_avg_sq))
+            p.assign(present.where(moved, w).cast(p.dtype))
+            written += (exp_avg, exp_avg_sq)
         return written
 
 
