@@ -814,6 +814,13 @@ _PENALIZED = {
     "clamp": lambda F, h: h.clamp(-0.5, 0.5),
     "maximum": lambda F, h: h.maximum(h * 0.3),
     "hardswish": lambda F, h: F.hardswish(h),
+    # (torch's prelu and max pool backward kernels take the input too)
+    "prelu": lambda F, h: F.prelu(h, type(h)([0.25, -0.5, 0.1])),
+    "max_pool1d": lambda F, h: F.max_pool1d(h.unsqueeze(0), 2),
+    "max_pool2d": lambda F, h: F.max_pool2d(h.reshape(1, 1, 2, 3), 2, ceil_mode=True),
+    "max_pool2d_indices": lambda F, h: F.max_pool2d(h.reshape(1, 1, 2, 3), (1, 2), return_indices=True)[0],
+    "max_pool3d": lambda F, h: F.max_pool3d(h.reshape(1, 1, 1, 2, 3), (1, 2, 2), padding=(0, 1, 1)),
+    "adaptive_max_pool2d": lambda F, h: F.adaptive_max_pool2d(h.reshape(1, 1, 2, 3), (1, 2)),
 }
 
 
@@ -834,3 +841,21 @@ def test_gradient_penalty_reaches_what_torch_reaches(name: str) -> None:
         assert (ours is None) == (theirs is None), (ours, theirs)
         if theirs is not None:
             np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-7)
+
+
+def test_prelu_weight_gradient_penalty_as_torch() -> None:
+    # the weight reaches the penalty through the input's gradient (weight * g where x <= 0) and its own
+    from uopkit.autograd import grad
+
+    rng = np.random.default_rng(3)
+    x0, c0 = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x0[0, 0, 0] = np.nan
+    w0 = np.float32([0.25, -0.5, 0.1])
+    results = []
+    for F, T, G in ((UF, Tensor, grad), (TF, torch.tensor, torch.autograd.grad)):
+        x, w = T(x0).requires_grad_(True), T(w0).requires_grad_(True)
+        gx, gw = G((F.prelu(x, w) * T(c0)).sum(), (x, w), create_graph=True)
+        (gx.square().sum() + gw.square().sum()).backward()
+        results.append([np.array(t.tolist()) for t in (gx, gw, x.grad, w.grad)])
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

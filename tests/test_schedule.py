@@ -254,6 +254,22 @@ def test_softmax_backward_stores_the_matmul_it_sums_and_reads():
         np.testing.assert_allclose(ours.numpy(), theirs.grad.numpy(), rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("fn", ["tanh", "erf", "sigmoid"])
+def test_a_shared_function_of_a_matmul_is_stored_once_not_node_by_node(fn: str):
+    # tanh(a @ w) read by two kernels (a recurrent state's copy and its derivative 1 - tanh^2): the value is stored
+    # whole; each node of its formula counted, with the stale count of kernels reading it, as shared too and stored by
+    # a kernel of its own (19 kernels for tanh, an RNN's backward 4x as many kernels as steps)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    a0, w0 = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    y = getattr(Tensor(a0) @ Tensor(w0) + 1, fn)()
+    outs = [y.contiguous() * 2, 1 - y * y]
+    # the matmul and the function, the copy, and each output
+    assert len(create_schedule(kernelize_tensors(outs))) == 4
+    want = getattr(torch, fn)(torch.tensor(a0) @ torch.tensor(w0) + 1).numpy()
+    np.testing.assert_allclose(outs[1].numpy(), 1 - want * want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_sum_of_several_large_products_stores_each_product():
     # x's gradient through three projections (attention's q, k, v from one x): dq @ Wq.T + dk @ Wk.T + dv @ Wv.T. In
     # one kernel each product was a loop of its own with a scalar accumulator (attention's backward with q = k = v:

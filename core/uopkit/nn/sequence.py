@@ -26,6 +26,7 @@ from uopkit.nn.module import Module
 from uopkit.nn.modules import Dropout, LayerNorm, Linear, _host, _uniform
 from uopkit.nn.state import get_state_dict, load_state_dict
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
+from uopkit.tensor.support import _gradient_stored_once
 
 __all__ = [
     "RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer",
@@ -192,8 +193,9 @@ class _RNNBase(Module):
                 per_step: list[Tensor] = [x] * steps
                 for t in order:
                     # (each step's state stored: left lazy, step t's kernel recomputed the whole chain before it, a
-                    # kernel of its own per step, O(T^2) work)
-                    state = tuple(s.contiguous() for s in self._step(gi[t], state, pname))
+                    # kernel of its own per step, O(T^2) work; and its gradient too, so the backward's chain is cut at
+                    # every step, not wherever its fused depth runs out: kernels that differ from step to step)
+                    state = tuple(_gradient_stored_once(s).contiguous() for s in self._step(gi[t], state, pname))
                     per_step[t] = state[0]  # type: ignore[assignment]
                 outputs.append(Tensor.stack(per_step, dim=0))
                 for final, s in zip(finals, state, strict=True):

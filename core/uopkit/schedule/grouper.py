@@ -565,6 +565,10 @@ def _realize_shared_reduces(ctx: GrouperContext, topo: list[UOp]) -> None:
             for n in _region(ctx, root):
                 kernels_using.setdefault(n, set()).add(root)
         inner_reduce: dict[UOp, bool] = {}
+        # nodes now computed in the kernel of a value stored in this pass: the kernels that read them are no longer
+        # those counted above (a tanh stored whole once, each node of its formula was stored too, its shared count
+        # stale), so they wait for the next pass's count
+        claimed: set[UOp] = set()
         added = False
         for u in topo:
             inner_reduce[u] = u.op is Ops.REDUCE_AXIS or any(
@@ -574,7 +578,12 @@ def _realize_shared_reduces(ctx: GrouperContext, topo: list[UOp]) -> None:
                 continue
             if u.op in (Ops.STORE, Ops.SINK, Ops.BUFFER, Ops.DEVICE) or is_kernel_store(u):
                 continue
-            ctx.realize[_value_to_store(ctx, u.base if u.op in GroupOp.Movement else u)] = None
+            if u in claimed:
+                added = True
+                continue
+            stored = _value_to_store(ctx, u.base if u.op in GroupOp.Movement else u)
+            ctx.realize[stored] = None
+            claimed.update(_region(ctx, stored))
             added = True
         if not added:
             return

@@ -27,6 +27,7 @@ from uopkit.tensor.support import (
     _einsum_diagonal,
     _movement_recipe,
     _positive_n,
+    _reading_input,
     _returns_copy,
     _sum_acc_dtype,
     _tuple_n,
@@ -1101,10 +1102,16 @@ def _weight_np_dtype(dt: DType) -> type:
     return np.float64 if dt == dtypes.float64 else np.float32
 
 
+def _view_base(view: UOp) -> UOp:
+    # the value `view`'s movement ops read
+    chain = view.movement_chain()
+    return chain[-1].src[0] if chain else view
+
+
 def _over_stored_copy(view: UOp) -> UOp:
     # `view`'s movement ops over a stored copy of its base (as it is when that is a buffer already)
     chain = view.movement_chain()
-    base = chain[-1].src[0] if chain else view
+    base = _view_base(view)
     if base.op is Ops.BUFFER:
         return view
     out = UOp(Ops.CONTIGUOUS, base.dtype, (base,))
@@ -1115,7 +1122,8 @@ def _over_stored_copy(view: UOp) -> UOp:
 
 def _set_first_max_gradient(values: UOp, windows: UOp, n: int) -> None:
     """A max pool's gradient goes to the first maximum of each window (in scan order, NaN as the maximum), as
-    PyTorch's: not shared among ties (the max reduce's own rule), which a window of zeros after a ReLU has."""
+    PyTorch's: not shared among ties (the max reduce's own rule), which a window of zeros after a ReLU has. It is a
+    function of the pooled values with a zero derivative, as torch's max_pool backward (see `_reading_input`)."""
     from uopkit.gradient import set_gradient
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
@@ -1133,7 +1141,9 @@ def _set_first_max_gradient(values: UOp, windows: UOp, n: int) -> None:
         tap = Tensor.arange(taps, device=w.device, dtype=dtypes.int32).reshape(w.shape[-n:])
         first = tap == hit.where(tap, taps).min(axes, keepdim=True)
         zero = Tensor(0, device=w.device, dtype=g.dtype)
-        return (first.where(Tensor(g).reshape((g.shape or ()) + (1,) * n), zero).uop,)
+        picked = first.where(Tensor(g).reshape((g.shape or ()) + (1,) * n), zero).uop
+        # (linked to the windows' base, which the stored copy reads: the node a gradient of it walks through)
+        return (_reading_input(picked, _view_base(windows)),)
 
     set_gradient(values, (windows,), rule)
 

@@ -24,7 +24,7 @@ from uopkit.tensor.support import (
     _py_number,
     _reading_input,
     _with_derivative,
-    _with_gradient_of,
+    _with_derivative_of,
     float_alu_method,
     in_float32,
 )
@@ -54,6 +54,12 @@ _ATAN_SERIES = tuple((-1) ** k / (2 * k + 1) for k in reversed(range(12)))
 
 # from here e^-|x| is below float64's precision next to e^|x| (e^-40): cosh and sinh are e^|x| / 2 alone
 _EXP_MINUS_NEGLIGIBLE = 20.0
+
+
+def _tanh_derivative(x: Tensor) -> Tensor:
+    # 1 - tanh(x)^2 as (1 - t)(1 + t): 1 - t is exact where t is near 1 (t * t would round there)
+    t = x.tanh()
+    return (1 - t) * (1 + t)
 
 
 def _relu_gradient(low: UOp, zero: UOp, x: UOp, g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
@@ -642,23 +648,26 @@ class MathMixin:
         a = x.abs()
         e = (-2 * a).exp()
         if x.dtype == dtypes.float64:
-            # float64 would need many more terms of the series: expm1 keeps the digits 1 - e would cancel, and the
-            # gradient is taken from 2 sigmoid(2x) - 1 (the same function, finite derivatives everywhere)
+            # float64 would need many more terms of the series: expm1 keeps the digits 1 - e would cancel
             t = (-(-2 * a).expm1() / (1 + e)).abs()
             # (a zero is itself: -0.0 keeps its sign)
-            return _with_gradient_of((x == 0).where(x, (x < 0).where(-t, t)), 2 * (2 * x).sigmoid() - 1)
-        far = (1 - e) / (1 + e)
-        # (clipped so that neither the series nor its derivative ever sees a large x, even where it isn't selected)
-        s = x.clip(-0.55, 0.55)
-        s2 = s * s
-        series = _TANH_SERIES[0]
-        for c in _TANH_SERIES[1:]:
-            series = series * s2 + c
-        # (s times the rest keeps the sign of -0.0)
-        near = s * (1 + s2 * series)
-        # one exp and a division; both sides' derivatives are finite everywhere, so no gradient surrogate is needed
-        # (1 - tanh^2 as its gradient, more accurate at high orders, made an LSTM's backward kernels differ per step)
-        return (a < 0.55).where(near, (x < 0).where(-far, far))
+            value = (x == 0).where(x, (x < 0).where(-t, t))
+        else:
+            far = (1 - e) / (1 + e)
+            # (clipped so that the series never sees a large x, even where it isn't selected)
+            s = x.clip(-0.55, 0.55)
+            s2 = s * s
+            series = _TANH_SERIES[0]
+            for c in _TANH_SERIES[1:]:
+                series = series * s2 + c
+            # (s times the rest keeps the sign of -0.0)
+            near = s * (1 + s2 * series)
+            value = (a < 0.55).where(near, (x < 0).where(-far, far))
+        # the derivative as torch's, 1 - tanh^2 of the value itself, so the derivatives of every order are polynomials
+        # in tanh: those of the series lost its truncation error's digits (the 5th 2e-3 off) and grew large graphs (a
+        # small tanh MLP's 5th input derivative: 13 s to compile, 1.7 s now). A recurrent layer, whose backward chain
+        # this shallow derivative no longer cuts at each step, stores each step's state gradient (`nn/sequence.py`)
+        return _with_derivative_of(value, x, _tanh_derivative)
 
     # ---- hyperbolic and inverse trigonometric functions, erf: each value computed where it is accurate, its gradient
     # the textbook derivative (see _with_derivative), so no branch's inf or nan leaks into a gradient
@@ -672,7 +681,9 @@ class MathMixin:
         [0.0]
         """
         x = self._float()
-        return _with_derivative(x._sinh_value(), x, x._cosh_value())
+        # (cosh built when asked for, with its own rule: the chain through cosh's branches met e^89 = inf times a
+        # masked 0, a nan second derivative from |x| = 89 in float32)
+        return _with_derivative_of(x._sinh_value(), x, Tensor.cosh)
 
     def _sinh_value(self) -> Tensor:
         a = self.abs()
@@ -710,8 +721,8 @@ class MathMixin:
         [1.0]
         """
         x = self._float()
-        # the gradient is sinh computed accurately (e^x - e^-x would cancel near 0)
-        return _with_derivative(x._cosh_value(), x, x._sinh_value())
+        # the gradient is sinh computed accurately (e^x - e^-x would cancel near 0), with its own rule (see sinh)
+        return _with_derivative_of(x._cosh_value(), x, Tensor.sinh)
 
     @replayed
     @in_float32

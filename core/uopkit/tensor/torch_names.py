@@ -379,7 +379,17 @@ class TorchNamesMixin:
             )
         # (one value for every element, or one per channel along dim 1)
         shape = () if weight.numel() == 1 else (1, channels) + (1,) * (self.ndim - 2)
-        return (self > 0).where(self, self * weight.reshape(shape))
+        positive = self > 0
+        value = positive.where(self, self * weight.reshape(shape))
+        if not value.is_floating_point() or self.dtype != weight.dtype:
+            return value
+        # torch's prelu backward: the input's gradient also a function of the input, with a zero derivative (a
+        # gradient penalty gives what the input was computed from a zero `.grad`, see `_reading_input`); the weight's,
+        # x where x <= 0 (and at NaN), summed over the elements it scales
+        slope = weight.reshape(shape).expand(self.shape)
+        return _with_derivative(
+            value, self, positive.where(1.0, slope), (slope, (positive.logical_not(), self)), reads_input=True
+        )
 
     def rrelu(self: Tensor, lower: float = 1 / 8, upper: float = 1 / 3, training: bool = False) -> Tensor:  # type: ignore[misc]
         """Leaky ReLU with a random slope per negative element drawn from U(lower, upper) when `training`, else the
