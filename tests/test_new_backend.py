@@ -39,13 +39,8 @@ def test_generated_backend_installs_and_conforms(tmp_path: Path) -> None:
     line = next(x for x in devices.stdout.splitlines() if " MYDEV " in x)
     assert "uopkit-mydev" in line and line.rstrip().endswith("usable") and "unusable" not in line
 
-    # the conformance command, exactly as documented, on the emulator
-    result = venv.run("-m", "pytest", "-q", "-p", "no:cacheprovider", "--pyargs", "uopkit.testing",
-                      "--uopkit-device=EMULATOR", cwd=tmp_path)  # fmt: skip
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
-    assert " passed" in result.stdout and "failed" not in result.stdout
-
-    # the generated package's own tests run it on the new backend (that same command, with --uopkit-device=MYDEV)
+    # the generated package's own tests run the conformance command, exactly as documented, on the new backend (CI
+    # runs the same suite on the emulator separately)
     own = venv.run("-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder / "tests"), cwd=tmp_path)
     assert own.returncode == 0, own.stdout[-5000:] + own.stderr[-2000:]
     assert "2 passed" in own.stdout, own.stdout[-2000:]

@@ -298,7 +298,7 @@ def test_installed_broken_entry_point(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# deliberately broken plugins, pip-installed into a temporary environment next to the real CPU plugin
+# deliberately broken plugins, installed into a temporary environment next to the real CPU plugin
 
 BROKEN_PLUGINS = {
     # name: (module source, the reason `uopkit devices` must show)
@@ -328,27 +328,19 @@ BROKEN_PLUGINS = {
 }
 
 
-def _write_plugin(root: Path, name: str, source: str) -> Path:
-    folder = root / name
-    (folder / f"uopkit_{name}").mkdir(parents=True)
-    (folder / f"uopkit_{name}" / "__init__.py").write_text(source)
-    (folder / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
-        f'[project]\nname = "uopkit-{name}"\nversion = "0.3"\n\n'
-        f'[project.entry-points.uopkit]\n{name} = "uopkit_{name}"\n\n'
-        f'[tool.setuptools]\npackages = ["uopkit_{name}"]\n'
+def _add_plugin(venv: OverlayVenv, name: str, source: str, entry: str | None = None) -> None:
+    # distribution uopkit-<name>, package uopkit_<name>, entry point `<entry or name> = uopkit_<name>` in group uopkit
+    # (laid out as an installer would, not built: test_new_backend pip-installs a real plugin project)
+    venv.add_distribution(
+        f"uopkit-{name}", "0.3", f"uopkit_{name}", source, {"uopkit": f"{entry or name} = uopkit_{name}"}
     )
-    return folder
 
 
 @pytest.fixture(scope="module")
 def broken_venv(tmp_path_factory: pytest.TempPathFactory) -> OverlayVenv:
-    from uopkit.testing.venv import OverlayVenv
-
-    root = tmp_path_factory.mktemp("broken_plugins")
-    folders = [_write_plugin(root, name, source) for name, (source, _) in BROKEN_PLUGINS.items()]
-    venv = OverlayVenv(root / "venv")
-    venv.pip_install(*folders)
+    venv = OverlayVenv(tmp_path_factory.mktemp("broken_plugins") / "venv")
+    for name, (source, _) in BROKEN_PLUGINS.items():
+        _add_plugin(venv, name, source)
     return venv
 
 
@@ -455,7 +447,7 @@ def test_renderer_field_must_be_callable() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# hostile plugins, pip-installed: one exits at import, three hang (at import, in the hook, in availability), and one
+# hostile plugins, installed: one exits at import, three hang (at import, in the hook, in availability), and one
 # claims the CPU device name under the CPU plugin's own entry point name
 
 HOSTILE_PLUGINS = {
@@ -475,19 +467,10 @@ HOSTILE_ENV = {"UOPKIT_PLUGIN_TIMEOUT": "2"}
 
 @pytest.fixture(scope="module")
 def hostile_venv(tmp_path_factory: pytest.TempPathFactory) -> OverlayVenv:
-    root = tmp_path_factory.mktemp("hostile_plugins")
-    folders = []
+    venv = OverlayVenv(tmp_path_factory.mktemp("hostile_plugins") / "venv")
     for name, source in HOSTILE_PLUGINS.items():
-        folder = _write_plugin(root, name, source)
-        if name == "evilcpu":
-            # the same entry point name as the real CPU plugin
-            text = (
-                (folder / "pyproject.toml").read_text().replace('evilcpu = "uopkit_evilcpu"', 'cpu = "uopkit_evilcpu"')
-            )
-            (folder / "pyproject.toml").write_text(text)
-        folders.append(folder)
-    venv = OverlayVenv(root / "venv")
-    venv.pip_install(*folders)
+        # evilcpu: the same entry point name as the real CPU plugin
+        _add_plugin(venv, name, source, entry="cpu" if name == "evilcpu" else None)
     return venv
 
 

@@ -19,7 +19,7 @@ class OverlayVenv:
         self.path = Path(path)
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(self.path)], check=True)
         self.python = self.path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-        site_dir = subprocess.run(
+        self.site_dir = subprocess.run(
             [str(self.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             capture_output=True,
             text=True,
@@ -29,7 +29,7 @@ class OverlayVenv:
         # parent venv made with --system-site-packages also sees the base interpreter's packages, so the overlay does
         parents = [sysconfig.get_paths()["purelib"], *(p for p in site.getsitepackages() if os.path.isdir(p))]
         lines = [f"import site; site.addsitedir({p!r})\n" for p in dict.fromkeys(parents)]
-        (Path(site_dir) / "_uopkit_overlay.pth").write_text("".join(lines))
+        (Path(self.site_dir) / "_uopkit_overlay.pth").write_text("".join(lines))
 
     def pip_install(self, *projects: Path) -> subprocess.CompletedProcess[str]:
         """``pip install --no-deps -e`` each project folder into this venv (offline; build backends come from the
@@ -42,6 +42,26 @@ class OverlayVenv:
         if result.returncode != 0:
             raise subprocess.CalledProcessError(result.returncode, cmd, result.stdout, result.stderr)
         return result
+
+    def add_distribution(
+        self, name: str, version: str, package: str, source: str, entry_points: dict[str, str]
+    ) -> None:
+        """Install a one-module distribution the way an installer lays it out, without building it: the package
+        `package` (its ``__init__.py`` is `source`) and a ``<name>-<version>.dist-info`` with METADATA, RECORD and an
+        ``entry_points.txt`` holding `entry_points` (group -> ``"entry = module"`` lines). What a plugin loader sees is
+        the same as after ``pip install`` (importlib.metadata reads only these files), at no build's cost (a pip
+        install of a pyproject project builds a wheel, seconds each)."""
+        site_dir = Path(self.site_dir)
+        (site_dir / package).mkdir()
+        (site_dir / package / "__init__.py").write_text(source)
+        info = site_dir / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        groups = "".join(f"[{group}]\n{lines}\n\n" for group, lines in entry_points.items())
+        (info / "entry_points.txt").write_text(groups)
+        (info / "INSTALLER").write_text("uopkit.testing\n")
+        files = [f"{package}/__init__.py", *(f"{info.name}/{f}" for f in ("METADATA", "entry_points.txt", "INSTALLER"))]
+        (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/RECORD"]))
 
     def run(
         self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
