@@ -23,7 +23,7 @@ from uopkit.nn import (
     RMSNorm,
 )
 from uopkit.nn.state import get_state_dict, load_state_dict
-from uopkit.tensor import ShapeError
+from uopkit.tensor import ArgumentError, ShapeError
 
 torch = pytest.importorskip("torch")
 
@@ -386,6 +386,36 @@ def test_recurrent_cells_match_torch(name: str) -> None:
     np.testing.assert_allclose(
         np.asarray(ours(Tensor(x[0]))[0].numpy()), theirs(torch.tensor(x[0]))[0].detach().numpy(), rtol=1e-5, atol=1e-6
     )
+
+
+@pytest.mark.parametrize("name", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_recurrent_cell_state_errors_as_torch(name: str) -> None:
+    # torch names the state and the sizes; a wrong hidden size was a matmul's "inner dimensions differ"
+    import uopkit.nn as nn
+
+    cell = getattr(nn, name)(4, 5)
+
+    def call(h: Tensor, c: Tensor | None = None) -> Any:
+        return cell(Tensor.zeros(3, 4), (h, Tensor.zeros(3, 5) if c is None else c) if name == "LSTMCell" else h)
+
+    with pytest.raises(ShapeError, match="hidden0 has inconsistent hidden_size: got 6, expected 5"):
+        call(Tensor.zeros(3, 6))
+    with pytest.raises(RuntimeError, match="hidden0 has inconsistent hidden_size: got 6, expected 5"):
+        torch_cell = getattr(torch.nn, name)(4, 5)
+        h_t = torch.zeros(3, 6)
+        torch_cell(torch.zeros(3, 4), (h_t, torch.zeros(3, 5)) if name == "LSTMCell" else h_t)
+    with pytest.raises(ShapeError, match="input batch size 3 doesn't match hidden0 batch size 2"):
+        call(Tensor.zeros(2, 5))
+    with pytest.raises(ShapeError, match="unbatched"):
+        cell(Tensor.zeros(4), Tensor.zeros(3, 5) if name != "LSTMCell" else (Tensor.zeros(3, 5), Tensor.zeros(3, 5)))
+    if name == "LSTMCell":
+        with pytest.raises(ShapeError, match="hidden1 has inconsistent hidden_size: got 6, expected 5"):
+            call(Tensor.zeros(3, 5), Tensor.zeros(3, 6))
+    # other dtypes than the weights': torch's matmul refuses them
+    with pytest.raises(ArgumentError, match=r"input dtype \(dtypes.double\) does not match weight dtype"):
+        cell(Tensor.zeros(3, 4, dtype=dtypes.float64))
+    with pytest.raises(ArgumentError, match="hidden0 dtype"):
+        call(Tensor.zeros(3, 5, dtype=dtypes.float64))
 
 
 @pytest.mark.parametrize("dims", [1, 3])

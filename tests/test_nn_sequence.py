@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import uopkit.nn as nn
-from uopkit import Tensor
+from uopkit import Tensor, dtypes
 from uopkit.nn.state import get_state_dict, load_state_dict
 from uopkit.tensor import ArgumentError, ShapeError
 
@@ -156,6 +156,80 @@ def test_recurrent_errors() -> None:
         nn.GRU(3, 4, dropout=1.5)
     with pytest.warns(UserWarning, match="num_layers=1"):
         nn.RNN(3, 4, dropout=0.5)
+
+
+def test_recurrent_dtype_errors_as_torch() -> None:
+    # torch refuses an input (ValueError) or an initial state (a matmul's RuntimeError) of another dtype than the
+    # weights; they were promoted, the whole run in float64
+    gru, lstm = nn.GRU(3, 4), nn.LSTM(3, 4)
+    with pytest.raises(ArgumentError, match=r"input dtype \(dtypes.double\) does not match weight dtype"):
+        gru(Tensor.ones(5, 2, 3, dtype=dtypes.float64))
+    with pytest.raises(ArgumentError, match="h0 dtype"):
+        gru(Tensor.ones(5, 2, 3), Tensor.zeros(1, 2, 4, dtype=dtypes.float64))
+    with pytest.raises(ArgumentError, match="c0 dtype"):
+        lstm(Tensor.ones(5, 2, 3), (Tensor.zeros(1, 2, 4), Tensor.zeros(1, 2, 4, dtype=dtypes.float64)))
+    with pytest.raises(ValueError):
+        torch.nn.GRU(3, 4)(torch.ones(5, 2, 3, dtype=torch.float64))
+    assert gru.double()(Tensor.ones(5, 2, 3, dtype=dtypes.float64))[0].dtype == dtypes.float64
+
+
+# (torch's LSTM with projections warns that oneDNN can't run it)
+@pytest.mark.filterwarnings("ignore:LSTM with projections")
+@pytest.mark.parametrize(
+    "name, kwargs, sort, with_state",
+    [
+        ("GRU", {"bidirectional": True, "batch_first": True}, False, False),
+        ("LSTM", {"num_layers": 2, "bidirectional": True, "proj_size": 2}, False, True),
+        ("RNN", {"num_layers": 2}, True, True),
+    ],
+)
+def test_packed_input_matches_torch(name: str, kwargs: dict[str, Any], sort: bool, with_state: bool) -> None:
+    # each sequence runs to its own last step (the reverse direction from its own end, not from the padding): the
+    # packed output, the final states in the batch's order, and the gradients of the sequences, initial states and
+    # weights are torch's packed run's
+    from uopkit.nn.utils import rnn as urnn
+
+    ours, theirs = _twin(name, 3, 4, **kwargs)
+    lengths = [5, 5, 3, 2] if sort else [3, 5, 1, 5]
+    seqs = [_randn(n, 3) for n in lengths]
+    xs = [Tensor(a, requires_grad=True) for a in seqs]
+    ts = [torch.tensor(a, requires_grad=True) for a in seqs]
+    if sort:
+        packed, packed_t = urnn.pack_sequence(xs), torch.nn.utils.rnn.pack_sequence(ts)
+    else:
+        padded = urnn.pad_sequence(xs, batch_first=True)
+        packed = urnn.pack_padded_sequence(padded, lengths, batch_first=True, enforce_sorted=False)
+        padded_t = torch.nn.utils.rnn.pad_sequence(ts, batch_first=True)
+        packed_t = torch.nn.utils.rnn.pack_padded_sequence(padded_t, lengths, batch_first=True, enforce_sorted=False)
+    stacked = kwargs.get("num_layers", 1) * (2 if kwargs.get("bidirectional") else 1)
+    sizes = [kwargs.get("proj_size") or 4] + ([4] if name == "LSTM" else [])
+    states = [_randn(stacked, len(lengths), n) for n in sizes]
+    hs, hts = [Tensor(a, requires_grad=True) for a in states], [torch.tensor(a, requires_grad=True) for a in states]
+    hx = (tuple(hs) if name == "LSTM" else hs[0]) if with_state else None
+    hx_t = (tuple(hts) if name == "LSTM" else hts[0]) if with_state else None
+    out, h = ours(packed, hx)
+    want_out, want_h = theirs(packed_t, hx_t)
+    assert isinstance(out, urnn.PackedSequence)
+    assert out.batch_sizes.tolist() == want_out.batch_sizes.tolist()
+    for got, want in ((out.sorted_indices, want_out.sorted_indices), (out.unsorted_indices, want_out.unsorted_indices)):
+        assert (got is None and want is None) or got.tolist() == want.tolist()
+    _close(out.data, want_out.data)
+    finals, want_finals = (list(h), list(want_h)) if name == "LSTM" else ([h], [want_h])
+    for got, want in zip(finals, want_finals, strict=True):
+        _close(got, want)
+    # weighted, so that each output step and state gets a gradient of its own
+    weights = _randn(*out.data.shape)
+    loss = (out.data * Tensor(weights)).sum() + sum(((f * (i + 1)).sin().sum() for i, f in enumerate(finals)), 0)
+    want_loss = (want_out.data * torch.tensor(weights)).sum() + sum(
+        (f * (i + 1)).sin().sum() for i, f in enumerate(want_finals)
+    )
+    loss.backward()
+    want_loss.backward()
+    for got, want in zip(xs + (hs if with_state else []), ts + (hts if with_state else []), strict=True):
+        _close(got.grad, want.grad)
+    params = get_state_dict(ours)
+    for k, want in theirs.named_parameters():
+        _close(params[k].grad, want.grad)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -377,3 +451,39 @@ def test_a_recurrent_step_compiles_once_for_every_step(layer: str) -> None:
         return len({item.ast for item in items})
 
     assert distinct_kernels(4) <= distinct_kernels(12) == distinct_kernels(16)
+
+
+@pytest.mark.parametrize("layer", ["LSTM", "GRU"])
+def test_a_loss_of_the_output_keeps_the_backward_steps_one_kernel(layer: str) -> None:
+    # a loss computed from the output elementwise gave each step's backward kernel its slice of the loss's gradient
+    # formula, read at an offset written into the kernel: a kernel per step, compiled again for every new length (a
+    # GRU's 69 distinct kernels at 12 steps, 85 at 16); with the output's gradient stored, the steps read windows of it
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    def distinct_kernels(steps: int) -> int:
+        rnn = getattr(nn, layer)(6, 8, num_layers=2, bidirectional=True)
+        x = Tensor(np.random.default_rng(0).standard_normal((steps, 3, 6)).astype(np.float32)).realize()
+        target = Tensor(np.random.default_rng(1).standard_normal((steps, 3, 16)).astype(np.float32)).realize()
+        out, _ = rnn(x)
+        (out - target).square().mean().backward()
+        items = create_schedule(kernelize_tensors([p.grad for p in rnn.parameters()]))
+        return len({item.ast for item in items})
+
+    assert distinct_kernels(4) <= distinct_kernels(12) == distinct_kernels(16)
+
+
+def test_packed_steps_compile_once_for_every_step() -> None:
+    # the masked steps of a packed run read their masks as windows of one stored buffer: one kernel for every step
+    from uopkit.nn.utils import rnn as urnn
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    def distinct_kernels(steps: int) -> int:
+        gru = nn.GRU(6, 8, bidirectional=True)
+        rng = np.random.default_rng(0)
+        seqs = [Tensor(rng.standard_normal((n, 6)).astype(np.float32)) for n in (steps, steps - 1, steps // 2, 2)]
+        out, h = gru(urnn.pack_sequence(seqs, enforce_sorted=False))
+        (out.data.square().sum() + h.sum()).backward()
+        items = create_schedule(kernelize_tensors([p.grad for p in gru.parameters()]))
+        return len({item.ast for item in items})
+
+    assert distinct_kernels(12) == distinct_kernels(16)

@@ -20,6 +20,7 @@ import numpy as np
 from uopkit.dtype import DType, dtypes, to_dtype, to_numpy_dtype
 from uopkit.nn.module import Module, Parameter
 from uopkit.tensor import ArgumentError, ShapeError, Tensor, is_grad_enabled, segments
+from uopkit.tensor import autocast as _autocast
 from uopkit.tensor.support import _conv_pads, _gradient_stored_once
 
 __all__ = [
@@ -779,9 +780,35 @@ class _RecurrentCell(Module):
                 f"{type(self).__name__}({self.input_size}, {self.hidden_size}): expected input (N, {self.input_size}) "
                 f"or ({self.input_size},), got {x.shape}"
             )
+        self._check_dtype(x, "input")
 
-    def _zeros(self, x: Tensor) -> Tensor:
-        return Tensor.zeros(*x.shape[:-1], self.hidden_size, device=x.device, dtype=x.dtype)
+    def _check_dtype(self, x: Tensor, what: str) -> None:
+        # (torch's matmul refuses mixed dtypes outside autocast; promoting would give float64 steps silently)
+        weight = self.weight_ih
+        if x.dtype != weight.dtype and _autocast.enabled_dtype(_autocast.device_type(x.device)) is None:
+            raise ArgumentError(
+                f"{type(self).__name__}: {what} dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). "
+                f"Convert {what}: {what}.to({weight.dtype}), or convert the model: model.to({x.dtype})"
+            )
+
+    def _state(self, x: Tensor, h: Tensor | None, what: str) -> Tensor:
+        """`h` checked as a state for input `x` (torch's names: hidden0 is h, hidden1 LSTMCell's c); zeros if None."""
+        if h is None:
+            return Tensor.zeros(*x.shape[:-1], self.hidden_size, device=x.device, dtype=x.dtype)
+        name = type(self).__name__
+        if not isinstance(h, Tensor):
+            raise TypeError(f"{name}: {what} must be a Tensor, got {type(h).__name__}")
+        if h.ndim != x.ndim:
+            form = "a batched (N, H)" if x.ndim == 2 else "an unbatched (H,)"
+            raise ShapeError(f"{name}: {what} must be {form} state for an input of shape {x.shape}, got {h.shape}")
+        if h.shape[-1] != self.hidden_size:
+            raise ShapeError(
+                f"{name}: {what} has inconsistent hidden_size: got {h.shape[-1]}, expected {self.hidden_size}"
+            )
+        if h.shape[:-1] != x.shape[:-1]:
+            raise ShapeError(f"{name}: input batch size {x.shape[0]} doesn't match {what} batch size {h.shape[0]}")
+        self._check_dtype(h, what)
+        return h
 
     def _projections(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         gi, gh = x @ self.weight_ih.T, h @ self.weight_hh.T
@@ -805,7 +832,7 @@ class RNNCell(_RecurrentCell):
 
     def __call__(self, x: Tensor, h: Tensor | None = None) -> Tensor:
         self._check(x)
-        gi, gh = self._projections(x, self._zeros(x) if h is None else h)
+        gi, gh = self._projections(x, self._state(x, h, "hidden0"))
         return (gi + gh).tanh() if self.nonlinearity == "tanh" else (gi + gh).relu()
 
 
@@ -820,7 +847,10 @@ class LSTMCell(_RecurrentCell):
 
     def __call__(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         self._check(x)
-        h, c = (self._zeros(x), self._zeros(x)) if state is None else state
+        if state is not None and (not isinstance(state, tuple | list) or len(state) != 2):
+            raise TypeError("LSTMCell: the state must be a tuple (h, c)")
+        h, c = (None, None) if state is None else state
+        h, c = self._state(x, h, "hidden0"), self._state(x, c, "hidden1")
         gi, gh = self._projections(x, h)
         i, f, g, o = (gi + gh).chunk(4, -1)
         c = f.sigmoid() * c + i.sigmoid() * g.tanh()
@@ -838,7 +868,7 @@ class GRUCell(_RecurrentCell):
 
     def __call__(self, x: Tensor, h: Tensor | None = None) -> Tensor:
         self._check(x)
-        h = self._zeros(x) if h is None else h
+        h = self._state(x, h, "hidden0")
         gi, gh = self._projections(x, h)
         ir, iz, inn = gi.chunk(3, -1)
         hr, hz, hn = gh.chunk(3, -1)

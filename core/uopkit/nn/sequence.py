@@ -3,7 +3,9 @@ attention and the Transformer layers, with torch's parameter names so a torch st
 with torch in tests/test_nn_sequence.py.
 
 The recurrent layers loop over the time steps in Python and build one lazy graph (nothing is realized per step): the
-input projections of all steps are one matmul per layer and direction, each step adds its hidden projection.
+input projections of all steps are one matmul per layer and direction, each step adds its hidden projection. A
+PackedSequence runs padded, each step masked: a sequence's state stays where it is past its end (and, in the reverse
+direction, at h0 until its last step), as torch's packed run.
 
 >>> from uopkit import Tensor
 >>> out, (h, c) = LSTM(3, 4, num_layers=2)(Tensor.ones(5, 2, 3))
@@ -25,7 +27,9 @@ from uopkit.dtype import dtypes
 from uopkit.nn.module import Module
 from uopkit.nn.modules import Dropout, LayerNorm, Linear, _host, _uniform
 from uopkit.nn.state import get_state_dict, load_state_dict
+from uopkit.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
+from uopkit.tensor import autocast as _autocast
 from uopkit.tensor.support import _gradient_stored_once
 
 __all__ = [
@@ -140,14 +144,35 @@ class _RNNBase(Module):
     def _state_sizes(self) -> tuple[int, ...]:
         return (self.proj_size or self.hidden_size,)
 
-    def _run(self, x: Tensor, hx: tuple[Tensor, ...] | None) -> tuple[Tensor, tuple[Tensor, ...]]:
+    def _run(
+        self, x: Tensor | PackedSequence, hx: tuple[Tensor, ...] | None
+    ) -> tuple[Tensor | PackedSequence, tuple[Tensor, ...]]:
         """Check and shape the input and the initial states, run every layer and direction, shape the results.
 
-        x: (L, N, H_in), (N, L, H_in) with batch_first, or unbatched (L, H_in); hx: each state (D * layers, N, size) or
-        unbatched (D * layers, size), or None for zeros. Returns the output and the final states, in the input's form.
+        x: (L, N, H_in), (N, L, H_in) with batch_first, unbatched (L, H_in), or a PackedSequence; hx: each state
+        (D * layers, N, size) or unbatched (D * layers, size), or None for zeros. Returns the output and the final
+        states, in the input's form (a PackedSequence's output is one too, its final states in its batch's order).
         """
         name = type(self).__name__
-        _refuse_packed(name, x)
+        packed = x if isinstance(x, PackedSequence) else None
+        if packed is not None:
+            self._check_dtype(packed.data, "input")
+            if packed.data.ndim != 2 or packed.data.shape[-1] != self.input_size:
+                raise ShapeError(
+                    f"{name}: a PackedSequence's data must be (steps, input_size {self.input_size}), got "
+                    f"{packed.data.shape}"
+                )
+            # padded, in the packed (longest first) order: a sequence's steps are the first `lengths[b]`
+            x, lengths_t = pad_packed_sequence(PackedSequence(packed.data, packed.batch_sizes))
+            lengths = [int(n) for n in lengths_t.tolist()]
+        else:
+            if hasattr(x, "batch_sizes"):
+                raise TypeError(
+                    f"{name}: a packed input must be uopkit.nn.utils.rnn's PackedSequence (pack_padded_sequence, "
+                    f"pack_sequence), got {type(x).__module__}.{type(x).__name__}"
+                )
+            _refuse_packed(name, x)
+            self._check_dtype(x, "input")
         if x.ndim not in (2, 3):
             raise ShapeError(f"{name}: expected a 2-d (unbatched) or 3-d input, got shape {x.shape}")
         if x.shape[-1] != self.input_size:
@@ -155,7 +180,7 @@ class _RNNBase(Module):
         batched = x.ndim == 3
         if not batched:
             x = x.unsqueeze(1)
-        elif self.batch_first:
+        elif self.batch_first and packed is None:
             x = x.transpose(0, 1)
         steps, batch = x.shape[0], x.shape[1]
         if steps == 0:
@@ -165,10 +190,20 @@ class _RNNBase(Module):
             None
             if hx is None
             else tuple(
-                self._check_state(h, batched, (stacked, batch, size))
-                for h, size in zip(hx, self._state_sizes(), strict=True)
+                self._check_state(h, batched, (stacked, batch, size), i)
+                for i, (h, size) in enumerate(zip(hx, self._state_sizes(), strict=True))
             )
         )
+        # a packed batch's masks (steps, N, 1): whether step t is one of sequence b's (a stored buffer each step reads
+        # a window of, so the masked steps are one kernel); None where every sequence runs every step
+        masks, running = None, [batch] * steps
+        if packed is not None:
+            running = [int(n) for n in packed.batch_sizes.tolist()]
+            if packed.sorted_indices is not None and states is not None:
+                states = tuple(s.index_select(1, packed.sorted_indices.to(s.device)) for s in states)
+            if min(lengths) < steps:
+                valid = np.arange(steps)[:, None, None] < np.array(lengths)[None, :, None]
+                masks = Tensor(valid, device=x.device)
         finals: list[list[Tensor]] = [[] for _ in self._state_sizes()]
         for layer in range(self.num_layers):
             if layer > 0:
@@ -192,21 +227,36 @@ class _RNNBase(Module):
                 order = range(steps - 1, -1, -1) if suffix else range(steps)
                 per_step: list[Tensor] = [x] * steps
                 for t in order:
+                    new = self._step(gi[t], state, pname)
+                    if masks is not None and running[t] < batch:
+                        # a sequence that ended (or, reversed, hasn't begun) keeps its state
+                        new = tuple(
+                            masks[t].where(n, s if s is not None else n.zeros_like())
+                            for n, s in zip(new, state, strict=True)
+                        )
                     # (each step's state stored: left lazy, step t's kernel recomputed the whole chain before it, a
                     # kernel of its own per step, O(T^2) work; and its gradient too, so the backward's chain is cut at
                     # every step, not wherever its fused depth runs out: kernels that differ from step to step)
-                    state = tuple(_gradient_stored_once(s).contiguous() for s in self._step(gi[t], state, pname))
+                    state = tuple(_gradient_stored_once(s).contiguous() for s in new)
                     per_step[t] = state[0]  # type: ignore[assignment]
-                outputs.append(Tensor.stack(per_step, dim=0))
+                # (its gradient stored too: a loss computed from the output elementwise, `out.square().mean()`, gave
+                # each step's backward kernel a slice of that formula, read at an offset written into the kernel)
+                outputs.append(_gradient_stored_once(Tensor.stack(per_step, dim=0)))
                 for final, s in zip(finals, state, strict=True):
                     final.append(s)  # type: ignore[arg-type]
             x = outputs[0] if len(outputs) == 1 else Tensor.cat(outputs, dim=-1)
         final_states = tuple(Tensor.stack(f, dim=0) for f in finals)
+        if packed is not None:
+            if packed.unsorted_indices is not None:
+                final_states = tuple(s.index_select(1, packed.unsorted_indices.to(s.device)) for s in final_states)
+            data = pack_padded_sequence(x, lengths).data
+            output = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+            return output, final_states
         if not batched:
             return x.squeeze(1), tuple(s.squeeze(1) for s in final_states)
         return (x.transpose(0, 1) if self.batch_first else x), final_states
 
-    def _check_state(self, h: Any, batched: bool, shape: tuple[int, int, int]) -> Tensor:
+    def _check_state(self, h: Any, batched: bool, shape: tuple[int, int, int], index: int) -> Tensor:
         name = type(self).__name__
         if not isinstance(h, Tensor):
             raise TypeError(f"{name}: the initial state must be a Tensor, got {type(h).__name__}")
@@ -214,7 +264,18 @@ class _RNNBase(Module):
         if h.shape != want:
             form = "batched" if batched else "unbatched"
             raise ShapeError(f"{name}: expected an initial state of shape {want} for a {form} input, got {h.shape}")
+        self._check_dtype(h, ("h0", "c0")[index])
         return h if batched else h.unsqueeze(1)
+
+    def _check_dtype(self, x: Tensor, what: str) -> None:
+        # torch's: an input of another dtype than the weights is an error (outside autocast), not promoted; an
+        # initial state of another dtype fails in its matmul there, named here
+        weight = self.weight_ih_l0
+        if x.dtype != weight.dtype and _autocast.enabled_dtype(_autocast.device_type(x.device)) is None:
+            raise ArgumentError(
+                f"{type(self).__name__}: {what} dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). "
+                f"Convert {what}: {what}.to({weight.dtype}), or convert the model: model.to({x.dtype})"
+            )
 
 
 class RNN(_RNNBase):
@@ -250,7 +311,7 @@ class RNN(_RNNBase):
         pre = gi + self._hidden_projection(gi, state[0], name)
         return (pre.tanh() if self.nonlinearity == "tanh" else pre.relu(),)
 
-    def __call__(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def __call__(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         out, (h,) = self._run(input, None if hx is None else (hx,))
         return out, h
 
@@ -294,7 +355,9 @@ class LSTM(_RNNBase):
         projection = self._param("weight_hr", name)
         return (h @ projection.T if projection is not None else h), c
 
-    def __call__(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def __call__(
+        self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Any, tuple[Tensor, Tensor]]:
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError("LSTM: the initial state must be a tuple (h0, c0)")
         out, (h, c) = self._run(input, None if hx is None else tuple(hx))
@@ -334,7 +397,7 @@ class GRU(_RNNBase):
         n = (inn + r * hn).tanh()
         return ((1 - z) * n + z * h if h is not None else (1 - z) * n,)
 
-    def __call__(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def __call__(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Any, Tensor]:
         out, (h,) = self._run(input, None if hx is None else (hx,))
         return out, h
 

@@ -1,10 +1,9 @@
 """Variable-length sequences (torch.nn.utils.rnn): pad_sequence and unpad_sequence, and the packed form
 (PackedSequence, pack_padded_sequence, pad_packed_sequence, pack_sequence, unpack_sequence) with torch's layout.
 
-uopkit's nn.RNN / nn.LSTM / nn.GRU take padded tensors only, not a PackedSequence: pack to hand sequences to code that
-reads the packed layout, and pad again (pad_packed_sequence) before a recurrent layer. Index tensors (batch_sizes,
-sorted_indices, unsorted_indices, lengths) are int64, as torch's; the padding and packing are Tensor ops, so gradients
-flow through them to the sequences.
+uopkit's nn.RNN / nn.LSTM / nn.GRU take a PackedSequence as torch's do (each sequence run to its own last step, the
+output packed the same way). Index tensors (batch_sizes, sorted_indices, unsorted_indices, lengths) are int64, as
+torch's; the padding and packing are Tensor ops, so gradients flow through them to the sequences.
 
 >>> from uopkit import Tensor
 >>> pad_sequence([Tensor([1, 2, 3]), Tensor([4])], batch_first=True).tolist()
