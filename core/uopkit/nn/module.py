@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 from uopkit.distributions.distribution import Distribution
 from uopkit.dtype import DType, dtypes, to_dtype
 from uopkit.nn import state
+from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.tensor import Tensor
 from uopkit.tensor.memory_format import as_memory_format
@@ -81,7 +82,18 @@ class Parameter(Tensor):
 class _ModuleState:
     # a module's bookkeeping, kept in one slotted object: `get_state_dict` walks attributes' __dict__s, and this one
     # has none, so it is never mistaken for model state
-    __slots__ = ("training", "buffers", "non_persistent", "pre_hooks", "hooks", "with_kwargs", "always_call")
+    __slots__ = (
+        "training",
+        "buffers",
+        "non_persistent",
+        "pre_hooks",
+        "hooks",
+        "with_kwargs",
+        "always_call",
+        "backward_pre_hooks",
+        "backward_hooks",
+        "full_backward",
+    )
 
     def __init__(self) -> None:
         self.training: bool | None = None
@@ -92,6 +104,16 @@ class _ModuleState:
         # the ids of the hooks registered with_kwargs=True (pre-hooks and hooks) and always_call=True, as torch's
         self.with_kwargs: set[int] = set()
         self.always_call: set[int] = set()
+        self.backward_pre_hooks: dict[int, Callable[..., Any]] = {}
+        self.backward_hooks: dict[int, Callable[..., Any]] = {}
+        # which kind `backward_hooks` holds, as torch's `_is_full_backward_hook`: None until a hook is registered,
+        # True for register_full_backward_hook's, False for the deprecated register_backward_hook's (never both)
+        self.full_backward: bool | None = None
+
+
+_MIXED_BACKWARD_HOOKS = (
+    "Cannot use both regular backward hooks and full backward hooks on a single Module. Please use only one of them."
+)
 
 
 class _IncompatibleKeys(NamedTuple):
@@ -161,6 +183,16 @@ def _run_hooks_and_forward(
             changed = hook(module, args)
             if changed is not None:
                 args = changed if isinstance(changed, tuple) else (changed,)
+    backward_call = None
+    if st.backward_hooks or st.backward_pre_hooks:
+        # (the hooks as they are at this call run in its backward, as torch's)
+        backward_call = ModuleBackwardCall(
+            module,
+            list(st.backward_hooks.values()),
+            list(st.backward_pre_hooks.values()),
+            st.full_backward is not False,
+        )
+        args = backward_call.inputs(args)
     mode = st.training
     if mode is None or mode == Tensor.training:
         out = forward(module, *args, **kwargs)
@@ -170,12 +202,16 @@ def _run_hooks_and_forward(
             out = forward(module, *args, **kwargs)
         finally:
             Tensor.training = previous
+    if backward_call is not None:
+        backward_call.after_forward()
     for hook_id, hook in list(st.hooks.items()):
         if hook_id in st.always_call:
             called.add(hook_id)
         changed = hook(module, args, kwargs, out) if hook_id in st.with_kwargs else hook(module, args, out)
         if changed is not None:
             out = changed
+    if backward_call is not None:
+        out = backward_call.outputs(out)
     return out
 
 
@@ -579,6 +615,53 @@ class Module:
         st = self._state()
         extra = ((st.with_kwargs,) if with_kwargs else ()) + ((st.always_call,) if always_call else ())
         return _add_hook(st.hooks, hook, prepend, extra)
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """hook(module, grad_output) when a backward pass reaches the module's outputs (grad_output: one entry per
+        output, None for a non-tensor or one without a gradient); a non-None return, a tuple as long, replaces
+        grad_output. prepend=True: runs before the pre-hooks registered so far. As torch's; the forward reads its
+        tensor inputs through a copy, and an in-place write into an input or output is an error, as torch's.
+
+        >>> from uopkit.nn import Linear
+        >>> layer = Linear(2, 1)
+        >>> _ = layer.register_full_backward_pre_hook(lambda m, grad_output: (grad_output[0] * 10,))
+        >>> x = Tensor.ones(1, 2, requires_grad=True)
+        >>> _ = layer(x).sum().backward(); layer.weight.grad.tolist()
+        [[10.0, 10.0]]
+        """
+        return _add_hook(self._state().backward_pre_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook: Callable[..., Any], prepend: bool = False) -> RemovableHandle:
+        """hook(module, grad_input, grad_output) when a backward pass has the gradients of the module's positional
+        inputs (grad_input: one entry per positional argument, None for a non-tensor; grad_output as the pre-hook's);
+        a non-None return, a tuple as long, replaces grad_input. Where no input needs a gradient the hook runs when
+        the outputs' gradients are there, with grad_input all None (with torch's warning), and must return None.
+        prepend=True: runs before the hooks registered so far. As torch's (Grad-CAM keeps grad_output[0]).
+
+        >>> from uopkit.nn import Linear
+        >>> layer, seen = Linear(2, 1), []
+        >>> _ = layer.register_full_backward_hook(lambda m, grad_input, grad_output: seen.append(grad_input[0].shape))
+        >>> _ = layer(Tensor.ones(3, 2, requires_grad=True)).sum().backward(); seen
+        [(3, 2)]
+        """
+        st = self._state()
+        if st.full_backward is False:
+            raise RuntimeError(_MIXED_BACKWARD_HOOKS)
+        st.full_backward = True
+        return _add_hook(st.backward_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """torch's deprecated backward hook, hook(module, grad_input, grad_output), which torch 2.13 still keeps apart
+        from the full hook. torch hooks it on the autograd node of the module's last op, so its grad_input are that
+        op's input gradients; uopkit has no such per-op nodes and gives the module's input gradients, what torch gives
+        where the forward is one op of its inputs (ReLU, a pooling). Unlike the full hook, forward may write its
+        inputs in place (the caller's tensor gets the write). torch's FutureWarnings for outputs or inputs that are not
+        tensors are given too. A module can't have both kinds (torch's error)."""
+        st = self._state()
+        if st.full_backward is True:
+            raise RuntimeError(_MIXED_BACKWARD_HOOKS)
+        st.full_backward = False
+        return _add_hook(st.backward_hooks, hook)
 
     def extra_repr(self) -> str:
         """The part of repr() between the parentheses: the layer's plain settings (numbers, strings, tuples)."""

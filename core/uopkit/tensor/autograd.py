@@ -37,6 +37,7 @@ from uopkit.tensor.tensor import (
     _summed,
     _through_keys,
     _wanted_keys,
+    run_post_accumulate_hooks,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -196,14 +197,14 @@ def backward(
         if "inputs" in takes:
             options["inputs"] = list(ins)
         else:
-            _accumulate(ins, grad(outs, ins, given, create_graph=create_graph, allow_unused=True))
+            _accumulate(ins, grad(outs, ins, given, create_graph=create_graph, allow_unused=True), create_graph)
             return
     for o, g in zip(outs, given, strict=True):
         o.backward(g, **options)
 
 
-def _accumulate(ins: tuple[Tensor, ...], grads: tuple[Tensor | None, ...]) -> None:
-    # into `.grad` as Tensor.backward does: into the same tensor object where it fits
+def _accumulate(ins: tuple[Tensor, ...], grads: tuple[Tensor | None, ...], create_graph: bool) -> None:
+    # into `.grad` as Tensor.backward does: into the same tensor object where it fits, then the post-accumulate hooks
     for t, g in zip(ins, grads, strict=True):
         if g is None:
             continue
@@ -211,6 +212,7 @@ def _accumulate(ins: tuple[Tensor, ...], grads: tuple[Tensor | None, ...]) -> No
             t.grad = g if t.grad is None else t.grad + g
         else:
             live_tensors.set_uop(t.grad, (t.grad + g).uop)
+    run_post_accumulate_hooks([t for t, g in zip(ins, grads, strict=True) if g is not None], create_graph)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

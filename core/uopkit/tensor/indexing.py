@@ -33,6 +33,7 @@ from uopkit.tensor.support import (
     _scalar_as_vector,
     _storage_uop,
     _sum_op,
+    check_in_place_allowed,
     tensors_with_grad,
 )
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -1096,6 +1097,7 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str) -> tuple[Tensor, tuple[U
     # `result` made t's value: (t, its gradient history, the value's graph) for a write staged (an assign) for the
     # batch's realize; None when done already (result is held only until staged: a reader of the storage being
     # written would be computed apart or get a copy, an extra kernel)
+    check_in_place_allowed(t)
     if result.shape != t.shape:
         raise ShapeError(
             f"{op}: the result's shape {result.shape} (broadcast with the operand) doesn't match the tensor's "

@@ -764,6 +764,35 @@ def _mark_view(view: Tensor, of: Tensor) -> Tensor:
     return view
 
 
+# the tensors a module's backward hooks handed out (its inputs as forward reads them, its outputs), by id -> a weak
+# reference: torch forbids an in-place write into one or into a view of one (the hooks' gradients would be wrong)
+_no_in_place: dict[int, weakref.ref] = {}
+
+IN_PLACE_ERROR = (
+    "Output {i} of BackwardHookFunction is a view and is being modified inplace. This view was created inside a custom "
+    "Function (or because an input was returned as-is) and the autograd logic to handle view+inplace would override "
+    "the custom backward associated with the custom Function, leading to incorrect gradients. This behavior is "
+    "forbidden. You can fix this by cloning the output of the custom Function."
+)
+
+
+def mark_no_in_place(t: Tensor) -> None:
+    """Forbid in-place writes into `t` and its views, as torch does for what a module's backward hooks hand out."""
+    key = id(t)
+    _no_in_place[key] = weakref.ref(t, lambda _, key=key: _no_in_place.pop(key, None))
+
+
+def check_in_place_allowed(t: Tensor) -> None:
+    """torch's error for an in-place write into a tensor `mark_no_in_place` marked, or into a view of one."""
+    if not _no_in_place:
+        return
+    root = t._view_of() if t._view_of is not None else None
+    for u in (t, root):
+        ref = _no_in_place.get(id(u)) if u is not None else None
+        if ref is not None and ref() is u:
+            raise RuntimeError(IN_PLACE_ERROR.format(i=0))
+
+
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides, step = [], 1
     for size in reversed(shape):

@@ -610,6 +610,7 @@ class Tensor(
                 _all_tensors.set_uop(t.grad, (t.grad + g).uop)
         if len(reached) > 1:
             _group_gradients([t.grad for t, _ in reached])
+        run_post_accumulate_hooks([t for t, _ in reached], create_graph)
         return self
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHook:
@@ -628,6 +629,30 @@ class Tensor(
         if not callable(hook):
             raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
         entry = _hooked.setdefault(id(self), (weakref.ref(self, lambda _, i=id(self): _hooked.pop(i, None)), {}))
+        handle = RemovableHook(entry[1])
+        entry[1][handle.id] = hook
+        return handle
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> RemovableHook:
+        """Call `hook(tensor)` after each backward() has added into this leaf's `.grad`, as torch's: the hook gets the
+        tensor, not the gradient, may change both in place (an optimizer step inside backward), and runs with
+        gradient recording off unless create_graph=True. Hooks run in the order registered; `.remove()` on the result
+        takes the hook away.
+
+        >>> v = Tensor([0.0, 0.0], requires_grad=True)
+        >>> _ = v.register_post_accumulate_grad_hook(lambda p: p.sub_(p.grad * 0.5))
+        >>> _ = v.backward(Tensor([1.0, 2.0])); v.tolist()
+        [-0.5, -1.0]
+        """
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if not self._requires_grad or not self.is_leaf:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not callable(hook):
+            raise TypeError(f"register_post_accumulate_grad_hook: the hook must be callable, got {type(hook).__name__}")
+        entry = _post_accumulate.setdefault(
+            id(self), (weakref.ref(self, lambda _, i=id(self): _post_accumulate.pop(i, None)), {})
+        )
         handle = RemovableHook(entry[1])
         entry[1][handle.id] = hook
         return handle
@@ -817,6 +842,30 @@ class RemovableHook:
 
 # id(tensor) -> (a weak reference to it, its hooks by handle id); an entry goes when its tensor does
 _hooked: dict[int, tuple[weakref.ref, dict[int, Callable[[Tensor], Tensor | None]]]] = {}
+
+# id(tensor) -> (a weak reference to it, its post-accumulate-grad hooks by handle id), as `_hooked`
+_post_accumulate: dict[int, tuple[weakref.ref, dict[int, Callable[[Tensor], None]]]] = {}
+
+
+def run_post_accumulate_hooks(accumulated: list[Tensor], create_graph: bool) -> None:
+    """The post-accumulate-grad hooks of the tensors whose `.grad` a backward pass just added into, each tensor's in
+    the order registered (torch runs them as each leaf's gradient is accumulated, in its own backward order)."""
+    if not _post_accumulate:
+        return
+    for t in accumulated:
+        entry = _post_accumulate.get(id(t))
+        if entry is None or entry[0]() is not t:
+            continue
+        for hook in list(entry[1].values()):
+            if create_graph:
+                hook(t)
+                continue
+            before, Tensor.no_grad = Tensor.no_grad, True
+            try:
+                hook(t)
+            finally:
+                Tensor.no_grad = before
+
 
 # the `.grad` tensors one backward() wrote, by id of each -> (a weak reference to it, the group's): realizing one
 # realizes the others with it, as torch's backward computes them all at once (read one at a time, as a per-parameter
