@@ -237,3 +237,52 @@ def test_a_compiler_without_batch_builds_gets_one_kernel_per_run() -> None:
             queue.add(f"k{i}", f"src{i}", dev, "FAKE")  # type: ignore[arg-type]
         assert [lib for lib, _ in queue.results()] == [f"lib:src{i}".encode() for i in range(3 * MIN_BATCH)]
     assert compiler.sizes == [1] * (3 * MIN_BATCH)
+
+
+class BlockingCompiler(Compiler):
+    """Compiles until `release` is set (at most 10 s); `finished` says whether a compile ran to its end."""
+
+    def __init__(self) -> None:
+        super().__init__(cache_key=None)
+        self.started, self.release, self.finished = threading.Event(), threading.Event(), threading.Event()
+
+    def compile(self, src: str) -> bytes:  # type: ignore[override]
+        self.started.set()
+        self.release.wait(10)
+        self.finished.set()
+        return b"lib"
+
+
+def test_an_interrupt_while_waiting_for_results_reaches_the_caller_now() -> None:
+    # Ctrl-C (here SIGALRM raising KeyboardInterrupt) while the caller waits for a compile in flight: it leaves the
+    # queue without waiting for that compile, and the next queue works
+    import signal
+
+    compiler = BlockingCompiler()
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt), CompileQueue(2) as queue:
+            queue.add("k", "src0", FakeDevice(compiler), "FAKE")  # type: ignore[arg-type]
+            assert compiler.started.wait(10)
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            queue.results()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not compiler.finished.is_set()
+    compiler.release.set()
+    assert [lib for lib, _ in _run(["a", "b", "c"], RecordingCompiler())] == [b"lib:src0", b"lib:src1", b"lib:src2"]
+
+
+def test_an_error_drops_the_kernels_not_yet_started() -> None:
+    compiler = RecordingCompiler()
+    with pytest.raises(RuntimeError), CompileQueue(1, expected=100) as queue:
+        for i in range(MIN_BATCH - 1):
+            queue.add(f"k{i}", f"src{i}", FakeDevice(compiler), "FAKE")  # type: ignore[arg-type]
+        raise RuntimeError("code generation failed")
+    # the batch was still filling up: nothing compiled after the caller gave up
+    assert compiler.batches == []

@@ -107,6 +107,27 @@ def test_swapped_entries_are_misses(warm_cache: Path) -> None:
     assert out["hits"] == 0 and out["corrupt"] == 2 and "belongs to another key" in err
 
 
+def test_a_truncated_library_behind_a_valid_header_is_a_miss(warm_cache: Path) -> None:
+    # an entry rewritten by hand with a matching digest: the header checks pass, so the library itself is checked
+    # (structurally, without loading it) on a cache hit; loaded, it died with SIGBUS
+    import hashlib
+
+    for path in entries(warm_cache):
+        data = path.read_bytes()
+        magic, fields_line, payload = data.split(b"\n", 2)
+        fields = json.loads(fields_line)
+        forged = payload[: len(payload) // 3]
+        fields["size"], fields["sha256"] = len(forged), hashlib.sha256(forged).hexdigest()
+        path.write_bytes(magic + b"\n" + json.dumps(fields, sort_keys=True).encode() + b"\n" + forged)
+    out, err = run_script({"UOPKIT_CACHE_DIR": str(warm_cache)})
+    assert {k: out[k] for k in EXPECTED} == EXPECTED
+    assert out["hits"] == 0 and out["misses"] == 2 and out["corrupt"] == 2
+    assert err.count("CacheWarning") == 1 and "truncated" in err, err
+    # recompiled and overwritten
+    out, err = run_script({"UOPKIT_CACHE_DIR": str(warm_cache)})
+    assert out["hits"] == 2 and out["corrupt"] == 0 and "CacheWarning" not in err
+
+
 def test_old_unheadered_files_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a raw library (what the cache held before entries had headers) under an entry's name is corrupt, not code
     monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))

@@ -309,3 +309,45 @@ def test_adam_step_while_a_parameter_in_another_gradient_is_written_at_once(monk
     (tp, tm), (up, um) = run(torch.nn, torch.tensor, torch.optim), run(unn, Tensor, uoptim)
     for u, t in zip(up + um, tp + tm, strict=True):
         np.testing.assert_allclose(u, t, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name,kwargs", [("SGD", {"momentum": 0.9, "dampening": 0.5}), ("Adam", {})], ids=["sgd-dampening", "adam"]
+)
+def test_a_failed_step_changes_nothing_and_its_retry_is_one_step(monkeypatch, name, kwargs) -> None:
+    # the step's kernels fail to compile (the compiler is replaced): the weights, the state and which parameters
+    # have stepped (SGD's first step skips dampening) are as before, and the retry matches torch's one step
+    from uopkit.device import CompileError, Device
+    from uopkit.engine import realize
+    from uopkit.nn import optim
+
+    ours = MLP()
+    theirs = _torch_mlp(ours)
+    opt = getattr(optim, name)(get_parameters(ours), lr=0.1, **kwargs)
+    topt = getattr(torch.optim, name)(theirs.parameters(), lr=0.1, **kwargs)
+    opt.zero_grad()
+    ((ours(Tensor(X)) - Tensor(Y)) ** 2).mean().backward()
+    for p in get_parameters(ours):
+        p.grad.realize()
+    topt.zero_grad()
+    ((theirs(torch.tensor(X)) - torch.tensor(Y)) ** 2).mean().backward()
+    topt.step()
+    before = [p.numpy().copy() for p in get_parameters(ours)]
+    compiler = Device[Tensor([0.0]).device].compiler
+
+    def fail(*args, **kwargs):
+        raise CompileError("simulated compiler failure", "", compiler="test")
+
+    with monkeypatch.context() as m:
+        m.setattr(realize, "method_cache", {})
+        m.setattr(realize, "schedule_cache", {})
+        m.setattr(compiler, "compile_cached", fail)
+        m.setattr(compiler, "compile_cached_batch", fail)
+        with pytest.raises(CompileError, match="simulated"):
+            opt.step()
+    for p, b in zip(get_parameters(ours), before, strict=True):
+        np.testing.assert_array_equal(p.numpy(), b)
+    opt.step()
+    for o, t in ((ours.l1, theirs[0]), (ours.l2, theirs[2])):
+        np.testing.assert_allclose(o.weight.numpy(), t.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(o.bias.numpy(), t.bias.detach().numpy(), rtol=1e-5, atol=1e-6)

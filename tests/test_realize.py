@@ -468,3 +468,123 @@ def test_a_detached_leaf_made_each_step_hits_the_schedule_cache(rng):
         want = ((leaf.numpy() @ w_np) > 0).astype(np.float32) @ w_np.T
         np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)
     assert hits[-1] >= 1 and hits[-1] == hits[-2], hits
+
+
+# ---- a realize that raises changes nothing (no compiler needed to fail: the device's compiler is replaced)
+
+
+@pytest.fixture
+def failing_compiles(monkeypatch):
+    """Every compile raises CompileError until `failing_compiles.undo()`; the kernel and schedule caches start empty
+    (a cached kernel would not compile), and the ones from before come back after the test."""
+    from uopkit.device import CompileError, Device
+
+    compiler = Device[Tensor([0.0]).device].compiler
+    monkeypatch.setattr(realize, "method_cache", {})
+    monkeypatch.setattr(realize, "schedule_cache", {})
+
+    def fail(*args, **kwargs):
+        raise CompileError("simulated compiler failure", "", compiler="test")
+
+    class Failing:
+        def on(self) -> None:
+            monkeypatch.setattr(compiler, "compile_cached", fail)
+            monkeypatch.setattr(compiler, "compile_cached_batch", fail)
+
+        def undo(self) -> None:
+            monkeypatch.delattr(compiler, "compile_cached")
+            monkeypatch.delattr(compiler, "compile_cached_batch")
+
+    return Failing()
+
+
+@pytest.mark.parametrize("op", ["add_", "mul_", "assign"])
+def test_a_failed_in_place_write_writes_nothing_now_or_later(failing_compiles, op):
+    from uopkit.device import CompileError
+
+    torch = pytest.importorskip("torch")
+    z = Tensor(np.arange(5, dtype=np.float32)).realize()
+    old_reader = z * 1 + 0
+    failing_compiles.on()
+    with pytest.raises(CompileError, match="simulated compiler failure"):
+        if op == "add_":
+            z.add_(Tensor.full((5,), 10.0) * 3)
+        elif op == "mul_":
+            z.mul_(Tensor.full((5,), 2.0) + 1)
+        else:
+            z.assign(z * 5 + 1).realize()
+    failing_compiles.undo()
+    # nothing was written, and the write doesn't land at the next realize either
+    np.testing.assert_array_equal(z.numpy(), np.arange(5))
+    np.testing.assert_array_equal(old_reader.numpy(), np.arange(5))
+    # the retry writes once, as torch's one op
+    t = torch.arange(5.0)
+    t_reader = t * 1 + 0
+    if op == "add_":
+        z.add_(Tensor.full((5,), 10.0) * 3)
+        t.add_(torch.full((5,), 10.0) * 3)
+    elif op == "mul_":
+        z.mul_(Tensor.full((5,), 2.0) + 1)
+        t.mul_(torch.full((5,), 2.0) + 1)
+    else:
+        z.assign(z * 5 + 1).realize()
+        t.copy_(t * 5 + 1)
+    np.testing.assert_array_equal(z.numpy(), t.numpy())
+    np.testing.assert_array_equal(old_reader.numpy(), t_reader.numpy())
+
+
+def test_a_dropped_assign_is_dropped_from_its_readers_too(failing_compiles):
+    from uopkit.device import CompileError
+
+    z = Tensor(np.arange(4, dtype=np.float32)).realize()
+    z.assign(z * 5 + 1)
+    # built after the assign: reads the value it writes, while it is pending
+    later = z + 100
+    failing_compiles.on()
+    with pytest.raises(CompileError):
+        z.realize()
+    failing_compiles.undo()
+    # the failed realize dropped the write: what read it reads the storage as it is, and realizing it writes nothing
+    np.testing.assert_array_equal(later.numpy(), np.arange(4) + 100)
+    np.testing.assert_array_equal(z.numpy(), np.arange(4))
+
+
+def test_kernels_compiled_earlier_dont_run_before_a_kernel_that_fails_to_compile(failing_compiles):
+    from uopkit.device import CompileError
+
+    a = Tensor(np.arange(6, dtype=np.float32)).realize()
+    b = Tensor(np.ones(6, dtype=np.float32)).realize()
+    # a's update is compiled (and its schedule cached) by a realize of its own
+    a.assign(a + 1).realize()
+    failing_compiles.on()
+    a.assign(a + 1)
+    b.assign(b * 7 - 2)
+    with pytest.raises(CompileError):
+        Tensor.realize(a, b)
+    failing_compiles.undo()
+    # a's kernel would have run (into a's buffer) before b's failed to compile
+    np.testing.assert_array_equal(a.numpy(), np.arange(6) + 1)
+    np.testing.assert_array_equal(b.numpy(), np.ones(6))
+
+
+def test_an_interrupted_realize_leaves_the_graphs_as_they_were(monkeypatch):
+    # an interrupt (Ctrl-C) while the kernels compile: the same rollback as a compile error
+    from uopkit.device import Device
+
+    compiler = Device[Tensor([0.0]).device].compiler
+    monkeypatch.setattr(realize, "method_cache", {})
+    monkeypatch.setattr(realize, "schedule_cache", {})
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    x = Tensor(np.arange(3, dtype=np.float32)).realize()
+    y = x * 2 + 1
+    before = (x.uop, y.uop)
+    monkeypatch.setattr(compiler, "compile_cached", interrupt)
+    monkeypatch.setattr(compiler, "compile_cached_batch", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        Tensor.realize(y, (y * 3).sum())
+    assert (x.uop, y.uop) == before
+    monkeypatch.undo()
+    np.testing.assert_array_equal(y.numpy(), np.arange(3) * 2 + 1)

@@ -181,6 +181,27 @@ class Compiler:
         if not lib:
             raise CompileError("the compiler returned no output", "", compiler=type(self).__name__)
 
+    def check_cached(self, lib: bytes) -> None:
+        """Raise `CompileError` when `lib`, read back from the disk cache, is not something the runtime can load. Its
+        header and digest were verified, but an entry written by hand (or a digest forged with it) is loaded without
+        `check`: a cache hit is on every realize's path, so this must be cheap (no load). A failure makes the entry a
+        miss. The default only rejects empty output; the CPU backend checks the ELF structure (a truncated library
+        crashes the loader)."""
+        if not lib:
+            raise CompileError("the cached output is empty", "", compiler=type(self).__name__)
+
+    def _cached(self, key: str) -> bytes | None:
+        # the disk cache's entry for `key` when the backend can load it (`check_cached`), else None (a miss)
+        lib = diskcache.get("compile", key)
+        if lib is None:
+            return None
+        try:
+            self.check_cached(lib)
+        except CompileError as e:
+            diskcache.reject("compile", key, e.message)
+            return None
+        return lib
+
     def compile_batch(self, srcs: list[str | bytes]) -> list[bytes]:
         """Compile several kernels (distinct sources whose kernels have distinct names) in one go: one output per
         source, in order, each loadable by ``runtime(name, lib)`` for its own kernel (several may share one
@@ -213,7 +234,7 @@ class Compiler:
         keys = [self._cache_entry_key(src) for src in srcs]
         out: list[bytes | None] = []
         for key in keys:
-            out.append(diskcache.get("compile", key))
+            out.append(self._cached(key))
             if out[-1] is not None:
                 compile_cache_stats.hits += 1
         misses = [i for i, lib in enumerate(out) if lib is None]
@@ -247,7 +268,7 @@ class Compiler:
         if self.cache_key is None or CACHELEVEL.value == 0:
             return self._returned([self.compile(src)], "compile()")[0]
         key = self._cache_entry_key(src)
-        cached = diskcache.get("compile", key)
+        cached = self._cached(key)
         if cached is not None:
             compile_cache_stats.hits += 1
             return cached

@@ -226,6 +226,16 @@ def get(table: str, key: str) -> bytes | None:
     return None
 
 
+def reject(table: str, key: str, why: str) -> None:
+    """Count and warn about an entry `get` returned that its reader found unusable (a payload whose digest matches but
+    that the backend can't load): a miss like a corrupt entry, recomputed and overwritten by the caller."""
+    stats.corrupt += 1
+    _warn_once(
+        "corrupt",
+        f"uopkit: ignoring corrupt cache entry {entry_path(table, key)} ({why}); it is recomputed and overwritten",
+    )
+
+
 def put(table: str, key: str, payload: bytes) -> None:
     """Store `payload` for `key` in `table` (atomically); a cache that can't be written is skipped with a warning."""
     folder = _table_folder(table, create=True)

@@ -10,13 +10,20 @@ holds two kernels of the same name (they would clash in one library) nor kernels
 
 `results` waits for every compile and returns the libraries in the order the kernels were added; a failure is a
 `CompileError` naming the kernel and device, the first failing kernel in that order, whatever finished first.
+
+Ctrl-C on the caller's thread: the caller never enters a lock through Python code (a `threading.Condition`'s
+`__enter__`, a `Future`'s): an interrupt taken between the lock's acquire and the `with` block would leave it held, and
+the workers waiting for it would never finish (the caller then hung joining them). It takes the queue's lock with a
+`with` on the C lock itself and waits for each result on a lock of its own; on the way out of an error the kernels not
+yet started are dropped, and on an interrupt the caller doesn't wait for the compiles in flight. The workers are
+daemon threads of the queue's own (an executor's worker waits on a semaphore the caller's `submit` takes in Python
+code, and the executor joins its workers at exit): one left waiting by an interrupt can't hang the process.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from uopkit.device import Compiled, CompileError, Compiler
@@ -35,13 +42,34 @@ MIN_SPLIT = 4
 MIN_SHARE = 2
 
 
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass
 class _Job:
     name: str
     src: str | bytes
     dev: Compiled
     device: str
-    future: Future[tuple[bytes, float]] = field(default_factory=Future)
+    # (library, compile seconds), or the error; `done` is released once either is set
+    result: tuple[bytes, float] | None = None
+    error: BaseException | None = None
+    done: threading.Lock = field(default_factory=_held_lock)
+
+    def finish(self, result: tuple[bytes, float] | None = None, error: BaseException | None = None) -> None:
+        self.result, self.error = result, error
+        self.done.release()
+
+    def wait(self) -> tuple[bytes, float]:
+        # (a C lock's acquire: an interrupt ends the wait, and nothing else ever takes this lock)
+        self.done.acquire()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 def _builds_batches(dev: Compiled) -> bool:
@@ -51,8 +79,10 @@ def _builds_batches(dev: Compiled) -> bool:
 
 
 def _fail(job: _Job, e: CompileError) -> None:
-    job.future.set_exception(
-        CompileError(f"kernel {job.name} failed to compile on {job.device}: {e.message}", job.src, compiler=e.compiler)
+    job.finish(
+        error=CompileError(
+            f"kernel {job.name} failed to compile on {job.device}: {e.message}", job.src, compiler=e.compiler
+        )
     )
 
 
@@ -68,8 +98,10 @@ class CompileQueue:
         self.min_batch = MIN_BATCH
         if expected is not None:
             self.min_batch = max(min(MIN_SPLIT, expected), min(MIN_BATCH, -(-expected // (2 * self.workers))))
-        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="uopkit-compile")
-        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        # the caller's thread takes `_lock` itself (see the module docstring); the workers wait on `_cond` over it
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._pending: list[_Job] = []
         self._started = 0
         # compiles running now: while kernels are still being added, one core is left to the caller's code generation
@@ -80,14 +112,18 @@ class CompileQueue:
 
     def add(self, name: str, src: str | bytes, dev: Compiled, device: str) -> None:
         job = _Job(name, src, dev, device)
-        with self._cond:
+        with self._lock:
             assert not self._closed, "CompileQueue.add after results()"
             self._jobs.append(job)
             self._pending.append(job)
-            if self._started < self.workers:
+            start = self._started < self.workers
+            if start:
                 self._started += 1
-                self._pool.submit(self._drain)
             self._cond.notify()
+        if start:
+            worker = threading.Thread(target=self._drain, name=f"uopkit-compile-{self._started}", daemon=True)
+            self._threads.append(worker)
+            worker.start()
 
     def _take(self) -> list[_Job]:
         # under the lock: the oldest waiting kernel and more of its device with names not yet in the batch; once
@@ -157,12 +193,12 @@ class CompileQueue:
             return
         except BaseException as e:  # anything else (a bug, an interrupt) reaches every waiting caller
             for job in batch:
-                job.future.set_exception(e)
+                job.finish(error=e)
             return
         # each kernel's share of the batch's time, so the per-kernel figures add up to the compiler's time
         share = (time.perf_counter() - st) / len(batch)
         for job, lib in zip(batch, libs, strict=True):
-            job.future.set_result((lib, share))
+            job.finish((lib, share))
 
     def _compile_one(self, job: _Job) -> None:
         st = time.perf_counter()
@@ -172,23 +208,29 @@ class CompileQueue:
             _fail(job, e)
             return
         except BaseException as e:
-            job.future.set_exception(e)
+            job.finish(error=e)
             return
-        job.future.set_result((lib, time.perf_counter() - st))
+        job.finish((lib, time.perf_counter() - st))
 
     def results(self) -> list[tuple[bytes, float]]:
         """Wait for every kernel added; (library, compile seconds) per kernel, in the order added."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._cond.notify_all()
-        return [job.future.result() for job in self._jobs]
+        return [job.wait() for job in self._jobs]
 
     def __enter__(self) -> CompileQueue:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        with self._cond:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        with self._lock:
             self._closed = True
+            if exc_type is not None:
+                # the caller is leaving with an error: nobody waits for the kernels not started yet
+                self._pending.clear()
             self._cond.notify_all()
-        # compiles in flight finish (a compiler process is never left running behind the caller's back)
-        self._pool.shutdown(wait=True)
+        # compiles in flight finish (a compiler process is never left running behind the caller's back), except on an
+        # interrupt, which must reach the caller now: they end on their own, their workers then exit
+        if exc_type is None or issubclass(exc_type, Exception):
+            for worker in self._threads:
+                worker.join()

@@ -31,6 +31,7 @@ from uopkit.schedule import (
     PendingReads,
     ScheduleItem,
     create_schedule,
+    drop_pending_writes,
     forget_overwritten,
     kernelize_tensors,
     live_tensors,
@@ -931,6 +932,21 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     else:
         # (`.numpy()` and the like realize what often is realized already)
         return
+    # all or nothing: a realize that raises (a kernel that fails to compile, memory, Ctrl-C) puts every tensor's graph
+    # back as it found it, and drops the writes it was asked to make (an in-place op that raised wrote nothing, an
+    # optimizer step retried steps once). Every kernel is compiled and every buffer allocated before the first kernel
+    # runs (`_realize_uncached`), so only a failure while the kernels run can leave storage partly written
+    mark = live_tensors.begin()
+    try:
+        _realize(tensors)
+    except BaseException:
+        live_tensors.end(mark, undo=True)
+        drop_pending_writes(tensors)
+        raise
+    live_tensors.end(mark)
+
+
+def _realize(tensors: Sequence[Tensor]) -> None:
     roots = tuple([t.uop for t in tensors])
     param = _parameterize(roots) if SCHEDULE_CACHE else None
     held = _held_values(roots, param)
@@ -1006,12 +1022,15 @@ def _realize_uncached(
     if DEBUG >= 1 and schedule:
         print(f"schedule: {len(schedule)} kernels")
     precompile(schedule)
-    runners = []
-    for i, item in enumerate(schedule):
+    # every kernel compiled and every buffer allocated before any kernel runs: one that fails to compile (or memory
+    # that runs out) must not leave the kernels before it written into existing storage
+    items = []
+    for item in schedule:
         bufs = [_buffer_for(b) for b in item.bufs]
-        runner = _item_runner(item, bufs[0].device)
-        runners.append(runner)
-        exec_item(ExecItem(runner, bufs, dict(item.var_vals)), i)
+        items.append(ExecItem(_item_runner(item, bufs[0].device), bufs, dict(item.var_vals)))
+    for i, ei in enumerate(items):
+        exec_item(ei, i)
+    runners = [ei.runner for ei in items]
     # every STORE that ran is now just its storage
     done: dict[UOp, UOp] = {}
     for item in schedule + empty:

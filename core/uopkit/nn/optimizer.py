@@ -374,8 +374,19 @@ class Optimizer:
         loss = None
         if closure is not None:
             loss = closure()
-        if pending := self.schedule_step():
-            Tensor.realize(*pending)
+        # a step whose realize raises wrote nothing (its assigns are dropped, `realize_tensors`): the bookkeeping of
+        # which parameters stepped and on which clock goes back too, so that a retry is one step, the first one's
+        # rules included
+        started, clocks = set(self._started), dict(self._clocks)
+        members = [(clock, set(clock.members)) for clock in {id(c): c for c in clocks.values()}.values()]
+        try:
+            if pending := self.schedule_step():
+                Tensor.realize(*pending)
+        except BaseException:
+            self._started, self._clocks = started, clocks
+            for clock, m in members:
+                clock.members = m
+            raise
         return loss
 
     def schedule_step(self) -> list[Tensor]:

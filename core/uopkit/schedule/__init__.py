@@ -63,7 +63,7 @@ class LiveTensors:
     keys are weak references that remove themselves: adding and dropping a tensor are C calls, where a
     `weakref.WeakSet` runs Python code for both (and every Tensor op makes a tensor)."""
 
-    __slots__ = ("_refs", "_remove", "_computed", "_walked")
+    __slots__ = ("_refs", "_remove", "_computed", "_walked", "_journal", "_open")
 
     def __init__(self) -> None:
         # reference -> stamp, oldest stamp first
@@ -74,6 +74,10 @@ class LiveTensors:
         # looked at by the next walk; the ones it found stay computed until their stamp changes
         self._computed: dict[weakref.ref[Tensor], int] = {}
         self._walked = -1
+        # while a transaction is open (`begin`): each graph replaced, as (reference, the graph before), oldest first,
+        # and how many transactions are open (nested: a realize inside an in-place op)
+        self._journal: list[tuple[weakref.ref[Tensor], UOp]] | None = None
+        self._open = 0
 
     def add(self, t: Tensor) -> weakref.ref[Tensor]:
         """Register `t`; returns its reference, which `set_uop` expects as `t._live_ref`."""
@@ -83,11 +87,44 @@ class LiveTensors:
 
     def set_uop(self, t: Tensor, uop: UOp) -> None:
         """Give `t` the graph `uop` (every change of a live tensor's graph comes here)."""
+        journal = self._journal
+        if journal is not None:
+            journal.append((t._live_ref, t.uop))
         t.uop = uop
         ref = t._live_ref
         refs = self._refs
         if refs.pop(ref, -1) >= 0:
             refs[ref] = next(uop_seq)
+
+    def begin(self) -> int:
+        """Open a transaction: the graphs replaced from now on can be put back (`end(mark, undo=True)`); returns the
+        mark to give `end`. A realize that raises leaves every tensor's graph as it found it this way: left rewired
+        onto its kernels, a tensor would run them (and the writes the realize failed to make) at its next realize."""
+        if self._journal is None:
+            self._journal = []
+        self._open += 1
+        return len(self._journal)
+
+    def end(self, mark: int, undo: bool = False) -> None:
+        """Close the transaction `begin` returned `mark` for; `undo`: first give every tensor whose graph was replaced
+        since then the graph it had at `begin` (newest change first, so the oldest graph wins). A tensor put back is
+        stamped anew, as by `set_uop`: the walks that skip tensors by stamp look at it again."""
+        journal = self._journal
+        assert journal is not None and self._open > 0, "LiveTensors.end without begin"
+        if undo:
+            refs = self._refs
+            for ref, old in reversed(journal[mark:]):
+                t = ref()
+                if t is None:
+                    continue
+                t.uop = old
+                if refs.pop(ref, -1) >= 0:
+                    refs[ref] = next(uop_seq)
+            del journal[mark:]
+        self._open -= 1
+        if not self._open:
+            # (the outermost transaction: nothing can be undone any more, the old graphs are let go)
+            self._journal = None
 
     def __iter__(self) -> Iterator[Tensor]:
         for ref in list(self._refs):
@@ -730,7 +767,24 @@ def _pending_value(u: UOp) -> UOp | None:
     return None if store is None else store.src[1]
 
 
-def _move_to_rewired(rewired: dict[UOp, UOp]) -> None:
+def drop_pending_writes(tensors: Sequence[Tensor]) -> None:
+    """Forget the assigns not yet run that `tensors` are (a realize asked to run them failed): each of them, and every
+    live tensor whose graph holds one, reads the storage as it is instead, as if the assign had never been made. Left
+    pending, the write would land at the next realize, after the caller was told it failed (and a retried optimizer
+    step would then step twice)."""
+    dropped = {}
+    for t in tensors:
+        u = t.uop.src[0] if t.uop.op is _BITCAST else t.uop
+        while u.op in _MOVEMENT:
+            u = u.src[0]
+        store = _pending_store(u)
+        if store is not None:
+            dropped[store] = store.src[0]
+    if dropped:
+        _move_to_rewired(dropped, "dropped assigns")
+
+
+def _move_to_rewired(rewired: dict[UOp, UOp], name: str = "rewired assigns") -> None:
     # every live tensor holding one of the pending assigns `rewired` (old STORE -> the STORE whose value reads the
     # copies) moves onto the new one: the assign's own tensor, and the graphs that read its result (Adam's parameter
     # update reads the moment's STORE, and its value reads the gradient only through it, so `stored_reads` finds no
@@ -741,7 +795,7 @@ def _move_to_rewired(rewired: dict[UOp, UOp]) -> None:
     done: dict[UOp, UOp] = {}
     for t in live_tensors.changed_since(min(s.seq for s in rewired)):
         if _reaches(t.uop, rewired, reaches):
-            new = graph_rewrite(t.uop, pm_replace_known, rewired, "rewired assigns", bottom_up=True, cache=done)
+            new = graph_rewrite(t.uop, pm_replace_known, rewired, name, bottom_up=True, cache=done)
             live_tensors.set_uop(t, new)
 
 
@@ -926,4 +980,5 @@ __all__ = [
     "apply_becomes",
     "protect_pending_reads",
     "PendingReads",
+    "drop_pending_writes",
 ]

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 
 from uopkit.device import CompileError, Compiler
-from uopkit.hostlib import check_library, compile_tempdir, noexec_problem, run_compiler
+from uopkit.hostlib import check_library, compile_tempdir, elf_problem, noexec_problem, run_compiler
 
 # no -ffast-math: kernels keep IEEE results (nan, inf, signed zero, no reassociation). -fno-math-errno lets sqrt
 # compile to one instruction; -fno-trapping-math (we never read FP exception flags) lets gcc vectorize loops with
@@ -132,6 +132,12 @@ class ClangCompiler(Compiler):
                 message = (result.stderr or result.stdout).replace(str(src_path), "kernel.c")
                 raise CompileError(message, src, compiler=shlex.join(self.cc))
             return out_path.read_bytes()
+
+    def check_cached(self, lib: bytes) -> None:
+        # the structure only (no load, a cache hit is on the hot path): a truncated library would crash the loader
+        problem = elf_problem(lib)
+        if problem is not None:
+            raise CompileError(problem, "", compiler=shlex.join(self.cc))
 
     def check(self, lib: bytes) -> None:
         # loaded once here (structure first, so a truncated file can't crash the loader) before the core caches it
