@@ -188,3 +188,85 @@ def test_every_replayed_method_matches_itself_on_odd_inputs():
                 except Exception as e:  # noqa: BLE001 - the same error both ways is what is checked
                     outcomes.append((type(e), str(e)))
             assert outcomes[1] == outcomes[0] and outcomes[2] == outcomes[0], (name, dtype, shape)
+
+
+def _mix(a: Tensor, b: Tensor, scale: float) -> tuple[Tensor, Tensor]:
+    # two tensors in, two out: a step of a loop over its own results
+    s = (a * scale + b.exp()).tanh()
+    return s + b, (s * b).sum(-1, keepdim=True) - b
+
+
+def _sum_and_view(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    return a + b, b[:1]
+
+
+def test_replay_call_of_several_tensors_builds_the_functions_own_graph():
+    rng = np.random.default_rng(0)
+    replay._templates.clear()
+    for _ in range(3):
+        a, b = (Tensor(rng.standard_normal((3, 4)).astype(np.float32)) for _ in range(2))
+        got = replay.replay_call(_mix, (a, b), 0.5)
+        want = _direct(lambda x, b=b: _mix(x, b, 0.5), a)
+        # (hash-consed: the same graph is the same nodes)
+        assert type(got) is tuple and all(g.uop is w.uop for g, w in zip(got, want, strict=True))
+    recorded = [k for k, t in replay._templates.items() if k[0] is _mix]
+    assert len(recorded) == 1 and replay._templates[recorded[0]] is not None
+    # another scalar or signature is another recording
+    replay.replay_call(_mix, (a, b), 2.0)
+    replay.replay_call(_mix, (a[:2], b[:2]), 2.0)
+    assert len([k for k in replay._templates if k[0] is _mix]) == 3
+    # a view among the results (its storage is the input's) is not replayed: the function runs itself
+    got = replay.replay_call(_sum_and_view, (a, b))
+    assert got[1].uop is b[:1].uop and [t for k, t in replay._templates.items() if k[0] is _sum_and_view] == [None]
+
+
+def test_replay_call_gradients_match_the_function():
+    rng = np.random.default_rng(1)
+    a_np, b_np = rng.standard_normal((2, 5)), rng.standard_normal((2, 5))
+    grads = []
+    for replayed in (False, True, True):
+        a, b = Tensor(a_np, requires_grad=True), Tensor(b_np, requires_grad=True)
+        out = replay.replay_call(_mix, (a, b), 0.5) if replayed else _mix(a, b, 0.5)
+        (out[0].sum() + (out[1] * 2).sum()).backward()
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    for g in grads[1:]:
+        np.testing.assert_allclose(g[0], grads[0][0], rtol=1e-5)
+        np.testing.assert_allclose(g[1], grads[0][1], rtol=1e-5)
+
+
+def _graph_key(t: Tensor) -> tuple:
+    # the graph's structure over its buffers (the schedule cache's key): fresh CONTIGUOUS args are numbered
+    from uopkit.engine import realize
+
+    param = realize._parameterize((t.uop,))
+    assert param is not None
+    return param.key
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["sort int32", "sort int64 desc", "sort float rows", "solve", "solve batch", "lu wide", "det tall"],
+)
+def test_replayed_loops_build_the_graph_of_their_steps(name: str):
+    # a factorization's column steps and a sort's exchanges are built by replay_call: the whole graph (so every kernel)
+    # is the one the steps build op by op
+    from uopkit.tensor.factorize import _eliminate
+
+    rng = np.random.default_rng(2)
+    cases = {
+        "sort int32": (lambda x: x.argsort(), rng.integers(0, 50, 300).astype(np.int32)),
+        "sort int64 desc": (lambda x: x.sort(descending=True)[1], rng.integers(0, 50, (2, 300))),
+        "sort float rows": (lambda x: x.sort()[0], rng.standard_normal((3, 700)).astype(np.float32)),
+        "solve": (lambda x: _eliminate(x, x[..., :2], True)[0], rng.standard_normal((6, 6)).astype(np.float32)),
+        "solve batch": (lambda x: _eliminate(x, x[..., :1], True)[0], rng.standard_normal((2, 5, 5)).astype("float32")),
+        "lu wide": (lambda x: _eliminate(x, None, False)[0], rng.standard_normal((3, 5)).astype(np.float32)),
+        "det tall": (lambda x: _eliminate(x, None, False)[0], rng.standard_normal((2, 6, 4)).astype(np.float32)),
+    }
+    fn, values = cases[name]
+    replay._templates.clear()
+    x = Tensor(values)
+    got, want = fn(x), _direct(fn, x)
+    assert _graph_key(got) == _graph_key(want)
+    steps = [t for k, t in replay._templates.items() if k[0].__name__ in ("_elimination_step", "_bitonic_exchange")]
+    assert steps and all(t is not None for t in steps)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

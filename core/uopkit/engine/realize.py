@@ -336,6 +336,13 @@ class CachedSchedule:
     # path does (`kernelize_tensors` and `update_tensors`): left on the lazy nodes, each would compute the whole shared
     # graph again, and its graph, no longer the one recorded, would miss the cache
     inner: tuple[tuple[int, Template], ...] = ()
+    # where the new buffers live on a replay through `launches` (`_share_buffers`; empty where none shares): per new
+    # buffer, its place among the buffers `placed_in` that the replay allocates (a value only the next steps read
+    # shares its place with the values computed after them), and whether a template names it (a value left after the
+    # call: a BUFFER of its own)
+    placement: tuple[int, ...] = ()
+    placed_in: tuple[tuple[str, int, DType], ...] = ()
+    named: tuple[bool, ...] = ()
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
@@ -545,6 +552,9 @@ def _record(
             if r is not None
         )
     views = [*results, *(_assigned_view(store) for store in param.stores)]
+    # (the buffers of `inner` are named only where a replay moves other tensors onto them: it then gives each its own)
+    named = {ins[1] for t in (*templates, *(t for _, t in assigned)) for ins in t if ins[0] == "slot"}
+    placement, placed_in = _share_buffers(len(leaves), new_buffers, steps, named) if launches is not None else ((), ())
     return CachedSchedule(
         len(leaves),
         tuple(new_buffers),
@@ -556,7 +566,49 @@ def _record(
         *windows,
         *_record_consts(param, steps, views),
         inner,
+        placement,
+        tuple(placed_in),
+        tuple(len(leaves) + k in named for k in range(len(new_buffers))),
     )
+
+
+def _share_buffers(
+    n_leaves: int, new_buffers: list[tuple[str, int, DType]], steps: list[CachedStep], named: set[int]
+) -> tuple[tuple[int, ...], list[tuple[str, int, DType]]]:
+    """The fields `placement` and `placed_in`: the new buffers placed so that one no step reads after step i holds the
+    next value of its device, size and dtype that a step after i writes first. A network of steps (a sort's 300
+    exchanges, a factorization's 100 columns) then runs over a handful of buffers that stay in the caches, where it
+    wrote a fresh one per step (over 200 MB for a sort of 100K int64: its kernels took 1.8x as long), and a replay
+    allocates those few. A buffer a template names (what the call leaves) or that a step reads before any writes it
+    keeps a place of its own."""
+    last: dict[int, int] = {}
+    for i, step in enumerate(steps):
+        for s in step.slots:
+            last[s] = i
+    placement = [-1] * len(new_buffers)
+    placed_in: list[tuple[str, int, DType]] = []
+    free: dict[tuple[str, int, DType], list[int]] = {}
+    # places free from the step after the one a value is last read in
+    released: dict[int, list[int]] = {}
+    for i, step in enumerate(steps):
+        for pos, s in enumerate(step.slots):
+            k = s - n_leaves
+            if k < 0 or placement[k] >= 0:
+                continue
+            kind = new_buffers[k]
+            shared = pos == 0 and s not in named
+            pool = free.get(kind)
+            placement[k] = pool.pop() if shared and pool else len(placed_in)
+            if placement[k] == len(placed_in):
+                placed_in.append(kind)
+            if shared:
+                released.setdefault(last[s], []).append(placement[k])
+        for place in released.pop(i, ()):
+            free.setdefault(placed_in[place], []).append(place)
+    if len(placed_in) == len(new_buffers):
+        # (none shares a place: a replay allocates them as the slow path does)
+        return (), []
+    return tuple(placement), placed_in
 
 
 def _record_inner(
@@ -775,17 +827,33 @@ def _replay(
     of steps and the bounds of templates (`_window_values`)."""
     leaves = param.leaves
     table: list[Buffer] = [_buffer_for(b) for b in leaves]
-    uops = list(leaves)
-    for device, size, dtype in entry.new_buffers:
-        uop = UOp.new_buffer(device, size, dtype)
-        buf = buffers[uop] = Buffer(device, size, dtype).allocate()
-        table.append(buf)
-        uops.append(uop)
+    # (None: a new buffer no template names, which needs no BUFFER node)
+    uops: list[Any] = list(leaves)
     debug = DEBUG.value
+    direct = entry.launches is not None and not capturing and debug < 2
+    # (the values computed on the way that other live tensors hold: `inner`)
+    held_inner = bool(entry.inner) and _others_computed(tensors)
+    if direct and entry.placement and not held_inner:
+        # the new buffers in their shared places (`_share_buffers`)
+        placed = [Buffer(device, size, dtype).allocate() for device, size, dtype in entry.placed_in]
+        for (device, size, dtype), place, named in zip(entry.new_buffers, entry.placement, entry.named, strict=True):
+            buf = placed[place]
+            table.append(buf)
+            if named:
+                uop = UOp.new_buffer(device, size, dtype)
+                buffers[uop] = buf
+            uops.append(uop if named else None)
+    else:
+        for device, size, dtype in entry.new_buffers:
+            uop = UOp.new_buffer(device, size, dtype)
+            buf = buffers[uop] = Buffer(device, size, dtype).allocate()
+            table.append(buf)
+            uops.append(uop)
     if debug >= 1 and entry.steps:
         print(f"schedule: {len(entry.steps)} kernels (cached)")
     values, bounds = moved
-    if entry.launches is not None and not capturing and debug < 2:
+    if direct:
+        assert entry.launches is not None
         # the common case, with nothing to capture or time: straight to the programs (a step whose window or constant
         # moved takes its new launch values)
         for i, (program, slots, global_size, local_size, vals) in enumerate(entry.launches):
@@ -804,7 +872,7 @@ def _replay(
     n = len(entry.results)
     for k, (i, template) in enumerate(entry.assigned):
         mapping[topo[i]] = _build(template, uops, bounds.get(n + k))
-    if entry.inner and _others_computed(tensors):
+    if held_inner:
         for i, template in entry.inner:
             mapping[topo[i]] = _build(template, uops)
     for k, (t, template, remember) in enumerate(zip(tensors, entry.results, entry.remember, strict=True)):
@@ -899,27 +967,65 @@ HELD_SMALL_DEPTH = 4
 
 
 def _fused_depths(tops: list[UOp]) -> dict[UOp, int]:
-    # operations on the longest path from storage or a number to each node under `tops` (movement ops are free): only
-    # their subgraphs, not the whole graph being realized (a training step's: its backward, ~1 us a node)
+    """Operations on the longest path from storage or a number to each node under `tops` (movement ops are free),
+    capped at the largest depth `_held_values` asks about: only their subgraphs, not the whole graph being realized (a
+    training step's: its backward, ~1 us a node). The walk stops as soon as the path it is on makes its top that deep:
+    a value at the end of a long chain of steps (an elimination's 100 steps, 9000 nodes in one graph) is known deep
+    after a few dozen nodes down its first path, not after all of them. Only the nodes known exactly are in the map."""
+    cap = max(HELD_STORED_DEPTH, HELD_SMALL_DEPTH)
     depth: dict[UOp, int] = {}
-    stack = list(tops)
-    while stack:
-        u = stack[-1]
-        if u in depth:
+    for top in tops:
+        if top in depth:
+            continue
+        if top.op in _DEPTH_LEAVES or is_kernel_store(top):
+            depth[top] = 0
+            continue
+        # depth first, sources in order: each frame is [node, its sources yet to look at, its cost, its deepest source
+        # so far]; `path` sums the costs of the frames' nodes, a path down from the top
+        stack: list[list[Any]] = [[top, iter(top.src), _depth_cost(top), 0]]
+        path = stack[0][2]
+        while stack:
+            frame = stack[-1]
+            u, srcs, cost, deepest = frame
+            below = None
+            if path + deepest < cap:
+                for s in srcs:
+                    d = depth.get(s)
+                    if d is None:
+                        if s.op in _DEPTH_LEAVES or is_kernel_store(s):
+                            depth[s] = 0
+                            continue
+                        below = s
+                        break
+                    if d > deepest:
+                        deepest = d
+                        if path + deepest >= cap:
+                            break
+            if path + deepest >= cap:
+                # the top is at least that deep, and so is each node on the stack whose part of the path is
+                for f in stack:
+                    if path + deepest < cap:
+                        break
+                    depth[f[0]] = cap
+                    path -= f[2]
+                break
+            if below is not None:
+                frame[3] = deepest
+                stack.append([below, iter(below.src), _depth_cost(below), 0])
+                path += stack[-1][2]
+                continue
             stack.pop()
-            continue
-        if u.op in _DEPTH_LEAVES or is_kernel_store(u):
-            depth[u] = 0
-            stack.pop()
-            continue
-        below = [s for s in u.src if s not in depth]
-        if below:
-            stack.extend(below)
-            continue
-        stack.pop()
-        cost = 0 if u.op in _MOVEMENT else HELD_STORED_DEPTH if u.op is Ops.REDUCE_AXIS else 1
-        depth[u] = max((depth[s] for s in u.src), default=0) + cost
+            path -= cost
+            # (every source seen, and below the cap)
+            d = depth[u] = deepest + cost
+            if stack and d > stack[-1][3]:
+                stack[-1][3] = d
     return depth
+
+
+def _depth_cost(u: UOp) -> int:
+    # what one node adds to the depth of a held value (`_fused_depths`): a reduce counts as a stored value's depth
+    return 0 if u.op in _MOVEMENT else HELD_STORED_DEPTH if u.op is Ops.REDUCE_AXIS else 1
 
 
 _DEPTH_LEAVES = frozenset({Ops.BUFFER, Ops.CONST, Ops.DEVICE})

@@ -113,11 +113,11 @@ class LiveTensors:
         assert journal is not None and self._open > 0, "LiveTensors.end without begin"
         if undo:
             refs = self._refs
-            for ref, old in reversed(journal[mark:]):
+            for ref, uop in reversed(journal[mark:]):
                 t = ref()
                 if t is None:
                     continue
-                t.uop = old
+                t.uop = uop
                 if refs.pop(ref, -1) >= 0:
                     refs[ref] = next(uop_seq)
             del journal[mark:]

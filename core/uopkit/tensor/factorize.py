@@ -19,6 +19,7 @@ import numpy as np
 from uopkit.dtype import dtypes, least_upper_dtype
 from uopkit.gradient import set_gradient
 from uopkit.tensor.autocast import FLOAT32, autocast_op
+from uopkit.tensor.replay import replay_call
 from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape
 
 if TYPE_CHECKING:
@@ -214,44 +215,51 @@ def _eliminate(a: Tensor, rhs: Tensor | None, jordan: bool) -> tuple[Tensor, Ten
         Tensor.full((*batch, 1, 1), -1.0, dtype=dtype, device=device), dim=-1
     )
     z = z.cat(record, dim=-2).contiguous()
-    # body columns (a's columns 1.., then rhs's): a's column b + 1 is still to eliminate at step j while b < n - 1 - j
-    body = Tensor.arange(width - 2, dtype=dtypes.int32, device=device)
     for j in range(min(m, n)):
-        step = _step_index(a, j)
-        at = step.cast(dtype)
-        column, place = z[..., :, 0], z[..., :, width - 1]
-        candidate = place >= at
-        # |entry|, NaN as the largest (so that some row is picked); the second is the same number written apart: one
-        # node read by both reductions would be stored in a kernel of its own
-        nan = column != column
-        largest = candidate.where(nan.where(math.inf, column.abs()), -1).max(-1, keepdim=True)
-        size = nan.where(math.inf, column.maximum(-column))
-        # the pivot's place, negated (a max; -max would be a kernel of its own, as would any value computed from a
-        # reduction that two kernels read: each kernel below writes its own comparison)
-        negated = (candidate & (size == largest)).where(-place, -m).max(-1, keepdim=True)
-        pivot_row = (-place == negated).unsqueeze(-1).where(z, 0).sum(-2, keepdim=True)  # (..., 1, width)
-        pivot_place = -negated
-        is_pivot = place == pivot_place
-        value = pivot_row[..., :, :1]
-        eliminated = ~is_pivot & ((place >= 0) if jordan else candidate)
-        # (a zero column: nothing to eliminate, as getrf)
-        eliminated = eliminated & (value.squeeze(-1) != 0)
-        factor = (column / (value == 0).where(1, value).squeeze(-1)).unsqueeze(-1)
-        live = (body < (n - 1) - step) | (body >= n - 1)
-        rest = z[..., :, 1 : width - 1]
-        rest = (eliminated.unsqueeze(-1) & live).where(rest - factor * pivot_row[..., :, 1 : width - 1], rest)
-        # the finished column: L's multipliers (Gauss-Jordan: exact zeros), the others keep theirs; the record row
-        # takes the pivot's place
-        finished = eliminated.where(0 if jordan else factor.squeeze(-1), column)
-        finished = (place < 0).where(pivot_place, finished)
-        moved = is_pivot.where(at, (place == at).where(pivot_place, place))
-        z = rest[..., :, : n - 1].cat(finished.unsqueeze(-1), rest[..., :, n - 1 :], moved.unsqueeze(-1), dim=-1)
-        z = z.contiguous()
+        # (replayed: each step's graph is the same over the previous step's z and the step's index)
+        z = replay_call(_elimination_step, (z, _step_index(a, j)), n, jordan).contiguous()
     # a's columns back in their order (a wide matrix rotated fewer times than it has columns)
     turns = min(m, n) % n if n else 0
     if turns:
         z = z[..., :, n - turns : n].cat(z[..., :, : n - turns], z[..., :, n:], dim=-1)
     return z, z[..., :m, width - 1]
+
+
+def _elimination_step(z: Tensor, step: Tensor, n: int, jordan: bool) -> Tensor:
+    """One step of `_eliminate` on z (..., m + 1, width), its column 0 the one being eliminated, at the step number in
+    `step` (a 1-element int32 tensor); z's columns rotate left by one."""
+    m, width = z.shape[-2] - 1, z.shape[-1]
+    dtype, device = z.dtype, z.device
+    # body columns (a's columns 1.., then rhs's): a's column b + 1 is still to eliminate at step j while b < n - 1 - j
+    body = Tensor.arange(width - 2, dtype=dtypes.int32, device=device)
+    at = step.cast(dtype)
+    column, place = z[..., :, 0], z[..., :, width - 1]
+    candidate = place >= at
+    # |entry|, NaN as the largest (so that some row is picked); the second is the same number written apart: one
+    # node read by both reductions would be stored in a kernel of its own
+    nan = column != column
+    largest = candidate.where(nan.where(math.inf, column.abs()), -1).max(-1, keepdim=True)
+    size = nan.where(math.inf, column.maximum(-column))
+    # the pivot's place, negated (a max; -max would be a kernel of its own, as would any value computed from a
+    # reduction that two kernels read: each kernel below writes its own comparison)
+    negated = (candidate & (size == largest)).where(-place, -m).max(-1, keepdim=True)
+    pivot_row = (-place == negated).unsqueeze(-1).where(z, 0).sum(-2, keepdim=True)  # (..., 1, width)
+    pivot_place = -negated
+    is_pivot = place == pivot_place
+    value = pivot_row[..., :, :1]
+    eliminated = ~is_pivot & ((place >= 0) if jordan else candidate)
+    # (a zero column: nothing to eliminate, as getrf)
+    eliminated = eliminated & (value.squeeze(-1) != 0)
+    factor = (column / (value == 0).where(1, value).squeeze(-1)).unsqueeze(-1)
+    live = (body < (n - 1) - step) | (body >= n - 1)
+    rest = z[..., :, 1 : width - 1]
+    rest = (eliminated.unsqueeze(-1) & live).where(rest - factor * pivot_row[..., :, 1 : width - 1], rest)
+    # the finished column: L's multipliers (Gauss-Jordan: exact zeros), the others keep theirs; the record row
+    # takes the pivot's place
+    finished = eliminated.where(0 if jordan else factor.squeeze(-1), column)
+    finished = (place < 0).where(pivot_place, finished)
+    moved = is_pivot.where(at, (place == at).where(pivot_place, place))
+    return rest[..., :, : n - 1].cat(finished.unsqueeze(-1), rest[..., :, n - 1 :], moved.unsqueeze(-1), dim=-1)
 
 
 def _pivots_and_parity(a: Tensor) -> tuple[Tensor, Tensor]:

@@ -16,6 +16,7 @@ from uopkit.dtype import (
 )
 from uopkit.helpers import prod
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
+from uopkit.tensor.bitonic import bitonic_descending
 from uopkit.tensor.support import (
     _CUM_BLOCK,
     ArgumentError,
@@ -878,18 +879,13 @@ class ReduceMixin:
         key = x._sort_order_key(descending)
         if key is not None:
             # keys are >= 0: padding with -1 sorts last
-            ordered = _bitonic_descending([key], n, [-1], lambda k0, k1: k0[0] > k1[0])[0]
+            ordered = bitonic_descending([key], n, [-1], "keys descending")[0]
             return ((n - 1) - (ordered & ((1 << 31) - 1))).cast(dtypes.int32)
         # 64-bit dtypes: the value's order (an int64) and the position, compared as a pair (padding: the lowest order,
         # which a real element may share, and a position past every real one)
         value = x._order_as_int64(descending)
         position = Tensor.arange(n, device=self.device, dtype=dtypes.int32)._broadcast_to(x.shape)
-        ordered = _bitonic_descending(
-            [value, position],
-            n,
-            [dtypes.min(dtypes.int64), n],
-            lambda k0, k1: (k0[0] > k1[0]) | ((k0[0] == k1[0]) & (k0[1] < k1[1])),
-        )
+        ordered = bitonic_descending([value, position], n, [dtypes.min(dtypes.int64), n], "values then positions")
         return ordered[1]
 
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
@@ -1143,49 +1139,6 @@ def _quantile_levels(q: Any, op: str) -> tuple[np.ndarray, bool]:
     if outside.size:
         raise ArgumentError(f"{op}: q must be in [0, 1], got {outside[0]}")
     return levels, one
-
-
-def _bitonic_descending(
-    columns: list[Tensor], n: int, pads: list[int], before: Callable[[list[Tensor], list[Tensor]], Tensor]
-) -> list[Tensor]:
-    """Sort the last axis of `columns` (equal shapes, ending in n) so that `before(earlier, later)` holds for every
-    pair `before` orders. Padded to a power of two N (each column with its value in `pads`, which must sort after every
-    real element), then log2(N) bitonic merges of blocks twice as long as the last ones, each a mirrored
-    compare-exchange followed by half-cleaners. An exchange at distance d is one kernel over a view
-    (..., N / 2d, 2, d) of the last one's output: lane 0 takes each pair's first, lane 1 its second (no index is
-    divided)."""
-    lead = columns[0].shape[:-1]
-    size = 1 << max(0, (n - 1).bit_length())
-    if size != n:
-        widths = ((0, 0),) * len(lead) + ((0, size - n),)
-        columns = [c.pad(widths, value=v) for c, v in zip(columns, pads, strict=True)]
-    lane0 = Tensor.arange(2, device=columns[0].device, dtype=dtypes.int32).reshape(2, 1) == 0
-
-    def exchange(cols: list[Tensor], d: int, mirror: bool) -> list[Tensor]:
-        halves = [c.reshape(*lead, size // (2 * d), 2, d) for c in cols]
-        lo = [h.shrink(_with((None,) * h.ndim, h.ndim - 2, (0, 1))) for h in halves]
-        hi = [h.shrink(_with((None,) * h.ndim, h.ndim - 2, (1, 2))) for h in halves]
-        if mirror:
-            # lo[i] meets hi[d - 1 - i]; the pair's second goes back to d - 1 - i in hi
-            hi = [h.flip(-1) for h in hi]
-        swap = before(hi, lo)
-        firsts = [swap.where(b, a) for a, b in zip(lo, hi, strict=True)]
-        seconds = [swap.where(a, b) for a, b in zip(lo, hi, strict=True)]
-        if mirror:
-            seconds = [c.flip(-1) for c in seconds]
-        return [lane0.where(f, s).contiguous().reshape(*lead, size) for f, s in zip(firsts, seconds, strict=True)]
-
-    merge = 2
-    while merge <= size:
-        columns = exchange(columns, merge // 2, True)
-        d = merge // 4
-        while d >= 1:
-            columns = exchange(columns, d, False)
-            d //= 2
-        merge *= 2
-    if size != n:
-        columns = [c.shrink(_with((None,) * c.ndim, c.ndim - 1, (0, n))) for c in columns]
-    return columns
 
 
 def _set_cumsum_gradient(out: UOp, x: UOp, axis: int) -> None:

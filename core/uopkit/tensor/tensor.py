@@ -33,6 +33,7 @@ from uopkit.helpers import prod
 from uopkit.schedule import computed_from, realized_views, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor import autocast as _autocast_module
+from uopkit.tensor import bitonic as _bitonic_module
 from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
@@ -719,6 +720,7 @@ for _module in (
     _spatial_module,
     _functional_module,
     _replay_module,
+    _bitonic_module,
     _torch_names_module,
     _torch_extras_module,
 ):

@@ -617,6 +617,14 @@ class UOp(metaclass=UOpMeta):
         return render_expr(self)
 
 
+def with_shape(u: UOp, shape: tuple[int, ...] | None) -> UOp:
+    """`u`, taking `shape` as its shape where it has none worked out yet: a replayed graph's node, of the shape it was
+    recorded with (its sources' shapes are the recorded ones)."""
+    if u._shape is _UNSET:
+        u._shape = shape
+    return u
+
+
 def replay_movement(u: UOp, recipe: Sequence[tuple[Ops, Any, tuple[int, ...]]]) -> UOp:
     """`recipe`'s movement ops, (op, arg, resulting shape) recorded on a node of `u`'s shape, applied to `u`. Each node
     takes its recorded shape and `u`'s device as they are, so a convolution's twenty-odd window nodes need no walk
