@@ -353,3 +353,52 @@ def test_a_singular_matrix_whose_elimination_cancels_exactly_is_refused_as_torch
     assert Tensor(s).det().item() == torch.linalg.det(torch.from_numpy(s)).item() == 0.0
     sign, log_abs = Tensor(s).slogdet()
     assert sign.item() == 0.0 and log_abs.item() == -np.inf
+
+
+def test_blocked_cholesky_and_triangular_solves_take_few_kernels_and_match_torch():
+    # blocked: a kernel per two columns of Cholesky plus a matmul per 16, a triangular solve's work in matmuls (the
+    # column loops took 7 and 3 kernels a column); accuracy, gradients and potrf's info as torch's past a block's edge
+    torch = pytest.importorskip("torch")
+    from uopkit.engine.realize import stats
+
+    n = 40
+    x = np.sort(RNG.uniform(0, 10, n))
+    # a GP's kernel matrix, condition number ~1e6
+    k = np.exp(-0.5 * (x[:, None] - x[None]) ** 2) + 1e-5 * np.eye(n)
+    y = RNG.standard_normal((n, 2))
+    Tensor(k).cholesky().numpy()
+    before = stats["kernels_run"]
+    low = Tensor(k).cholesky().numpy()
+    assert stats["kernels_run"] - before <= n
+    np.testing.assert_allclose(low @ low.T, k, atol=1e-14)
+    want = torch.linalg.cholesky(torch.from_numpy(k)).numpy()
+    factor = Tensor(want)
+    factor.solve_triangular(Tensor(y), upper=False).numpy()
+    before = stats["kernels_run"]
+    got = factor.solve_triangular(Tensor(y), upper=False).numpy()
+    assert stats["kernels_run"] - before <= n
+    reference = torch.linalg.solve_triangular(torch.from_numpy(want), torch.from_numpy(y), upper=False).numpy()
+    np.testing.assert_allclose(got, reference, rtol=1e-11, atol=1e-11 * np.abs(reference).max())
+
+    a = RNG.standard_normal((2, 21, 21))
+    spd = a @ np.swapaxes(a, -1, -2) / 21 + np.eye(21)
+    w = RNG.standard_normal((2, 21, 21))
+    t = Tensor(spd, requires_grad=True)
+    (t.cholesky() * Tensor(w)).sum().backward()
+    tt = torch.from_numpy(spd).requires_grad_()
+    (torch.linalg.cholesky(tt) * torch.from_numpy(w)).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-9, atol=1e-12)
+    for upper in (False, True):
+        tri = np.tril(RNG.standard_normal((21, 21))) + 4 * np.eye(21)
+        tri = tri.T if upper else tri
+        u, v = Tensor(tri, requires_grad=True), Tensor(y[:21], requires_grad=True)
+        (u.solve_triangular(v, upper=upper) * Tensor(y[:21])).sum().backward()
+        tu, tv = torch.from_numpy(tri).requires_grad_(), torch.from_numpy(y[:21]).requires_grad_()
+        (torch.linalg.solve_triangular(tu, tv, upper=upper) * torch.from_numpy(y[:21])).sum().backward()
+        np.testing.assert_allclose(u.grad.numpy(), tu.grad.numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(v.grad.numpy(), tv.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+    bad = np.diag([1.0] * 20 + [-1.0, 1.0])
+    assert Tensor(bad).cholesky_ex().info.item() == torch.linalg.cholesky_ex(torch.from_numpy(bad)).info.item() == 21
+    with pytest.raises(ArgumentError, match="order 21"):
+        Tensor(bad).cholesky()

@@ -3,8 +3,8 @@
 `lu_solve`, `pinv`).
 
 All work on the last two axes (the others are a batch) in the input's float dtype (ints promote), and differentiate
-through the ops they are made of. The loops run in Python over the columns (QR, Cholesky, LU and
-Gauss-Jordan: three kernels a column) and over the rotation
+through the ops they are made of (Cholesky and triangular solves, blocked in `triangular`, by their own rules). The
+loops run in Python over the columns (QR, LU and Gauss-Jordan: three kernels a column) and over the rotation
 rounds (SVD, eigh): each step's kernels are the same code for every step, so a factorization compiles a handful of
 kernels, once.
 """
@@ -21,6 +21,7 @@ from uopkit.gradient import set_gradient
 from uopkit.tensor.autocast import FLOAT32, autocast_op
 from uopkit.tensor.replay import replay_call
 from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape
+from uopkit.tensor.triangular import cholesky_lower, triangular_solve
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -148,26 +149,6 @@ def _with_right_side(a: Tensor, b: Tensor, op: str) -> tuple[Tensor, Tensor]:
 def _diagonal(r: Tensor) -> Tensor:
     n = r.shape[-1]
     return (r * Tensor.eye(n, dtype=r.dtype, device=r.device)).sum(-1)
-
-
-def _triangular_solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
-    """x with t @ x = y for triangular t (..., n, n) (its other triangle is not read) and y (..., n, k), a row at a
-    time: back substitution (`upper`, row n-1 first) or forward substitution, each row from the rows solved before
-    it. `unit`: t's diagonal is taken as ones (an LU factorization's L)."""
-    n = t.shape[-1]
-    rows = Tensor.arange(n, dtype=dtypes.int32, device=t.device).unsqueeze(-1)
-    x = Tensor.zeros(y.shape, dtype=t.dtype, device=t.device)
-    for i in reversed(range(n)) if upper else range(n):
-        step = _step_index(t, i)
-        at = rows == step
-        row = at.where(t, 0).sum(-2, keepdim=True)  # (..., 1, n): row i of t
-        solved = (rows > step) if upper else (rows < step)
-        done = (solved.where(row.transpose(-1, -2), 0) * x).sum(-2, keepdim=True)
-        rest = at.where(y, 0).sum(-2, keepdim=True) - done
-        if not unit:
-            rest = rest / (row * at.transpose(-1, -2).cast(t.dtype)).sum(-1, keepdim=True)
-        x = at.where(rest, x).contiguous()
-    return x
 
 
 def _swapped(rows: Tensor, step: Tensor, p: Tensor) -> Tensor:
@@ -429,28 +410,6 @@ def _mirrored(a: Tensor, upper: bool, op: str) -> Tensor:
 
     set_gradient(out.uop, (a.uop,), rule)
     return out
-
-
-def cholesky_lower(s: Tensor) -> tuple[Tensor, Tensor]:
-    """L with L L^T = s for symmetric positive-definite `s` (..., n, n), column by column (only s's lower triangle is
-    read), and the order of the first leading minor that is not positive definite (int32 (...), 0 where none is)."""
-    n = s.shape[-1]
-    index = Tensor.arange(n, dtype=dtypes.int32, device=s.device)
-    low = Tensor.zeros(s.shape, dtype=s.dtype, device=s.device)
-    first_bad = Tensor.zeros(s.shape[:-2], dtype=dtypes.int32, device=s.device)
-    for j in range(n):
-        step = _step_index(s, j)
-        at = index == step
-        col = (s * at.cast(s.dtype)).sum(-1)  # row j of s, its column j: (..., n)
-        row = (low * at.unsqueeze(-1).cast(s.dtype)).sum(-2)  # row j of L, nonzero before j
-        rest = col - (low * row.unsqueeze(-2)).sum(-1)
-        pivot = (rest * at.cast(s.dtype)).sum(-1, keepdim=True)
-        d = pivot.sqrt()
-        column = at.where(d, (index > step).where(rest / d, 0))
-        low = at.where(column.unsqueeze(-1), low).contiguous()
-        failed = (first_bad == 0) & ~(pivot.squeeze(-1) > 0)
-        first_bad = failed.where(j + 1, first_bad).contiguous()
-    return low, first_bad
 
 
 def jacobi_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
@@ -741,8 +700,8 @@ class FactorizeMixin:
             p = (pivots * (rows == step).cast(dtypes.int32)).sum(-1, keepdim=True)
             swap = _swapped(rows, step, p)
             b = b.gather(-2, swap.unsqueeze(-1).expand(*b.shape)).contiguous()
-        y = _triangular_solve(lu, b, upper=False, unit=True)
-        return _triangular_solve(lu, y, upper=True, unit=False)
+        y = triangular_solve(lu, b, upper=False, unit=True)
+        return triangular_solve(lu, y, upper=True, unit=False)
 
 
 def pinv_from_svd(u: Tensor, sv: Tensor, vh: Tensor, cut: float) -> Tensor:

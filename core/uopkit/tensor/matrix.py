@@ -16,12 +16,12 @@ from uopkit.tensor.autocast import FLOAT32, GPU, LOWER, autocast_op
 from uopkit.tensor.factorize import (
     _matrices,
     _square,
-    _triangular_solve,
     _with_right_side,
     epsilon,
     pinv_from_svd,
 )
 from uopkit.tensor.support import ArgumentError, ShapeError, _normalize_axis
+from uopkit.tensor.triangular import triangular_solve
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -189,7 +189,7 @@ class MatrixMixin:
         if b.shape[-2] != n:
             raise ShapeError(f"solve_triangular: A {self.shape} and B {b.shape}: B needs {n} rows")
         a, b = _with_right_side(a, b, "solve_triangular")
-        return _triangular_solve(a, b, upper=upper, unit=unitriangular)
+        return triangular_solve(a, b, upper=upper, unit=unitriangular)
 
     @autocast_op(FLOAT32)
     def cholesky_inverse(self: Tensor, upper: bool = False) -> Tensor:  # type: ignore[misc]
@@ -198,7 +198,7 @@ class MatrixMixin:
         low = factor.transpose(-1, -2) if upper else factor
         n = low.shape[-1]
         eye = Tensor.eye(n, dtype=low.dtype, device=low.device).expand(*low.shape[:-2], n, n)
-        inv = _triangular_solve(low, eye, upper=False, unit=False)  # L^-1
+        inv = triangular_solve(low, eye, upper=False, unit=False)  # L^-1
         return inv.transpose(-1, -2) @ inv
 
     @autocast_op(FLOAT32)

@@ -57,6 +57,7 @@ from uopkit.tensor import special_torch as _special_torch_module
 from uopkit.tensor import support
 from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
+from uopkit.tensor import triangular as _triangular_module
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
@@ -711,6 +712,7 @@ for _module in (
     _math_module,
     _reduce_module,
     _linalg_module,
+    _triangular_module,
     _factorize_module,
     _matrix_module,
     _special_module,

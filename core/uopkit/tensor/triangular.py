@@ -1,0 +1,224 @@
+"""Blocked triangular solves and the blocked Cholesky factorization: the work in matmuls over blocks of BLOCK rows,
+so the kernels (and the Python that builds them) grow with n / BLOCK instead of n.
+
+A triangular solve inverts all its small diagonal blocks at once (by doubling: a few batched matmul steps), then
+substitutes a block at a time, halving recursively: the top half, the bottom's update by one matmul, the bottom
+half. Cholesky factors a column of BLOCK x BLOCK blocks a column per step (LAPACK's potf2 on the panel, two columns
+per kernel), then updates the trailing matrix with one matmul (potrf's syrk). A column step can't fuse further: the
+scheduler stores an unrolled elimination's expanded columns every step or two (and unrolled 16 columns compile for
+seconds). Both differentiate by their own rules (torch's formulas, each a pair of triangular solves), not through
+their steps.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from uopkit.dtype import dtypes
+from uopkit.gradient import set_gradient
+from uopkit.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+# columns of a block of Cholesky's: a column per step on the block's rows, then one matmul updates the rest
+BLOCK = 16
+# rows of a triangular solve's diagonal blocks: each is inverted (log2 of it doubling steps, all blocks at once), and
+# the inverse's rounding grows with the block's condition number: at 4 the errors stay those of substitution (and of
+# torch's) on a GP's ill-conditioned Cholesky factor (cond 1e6), at 16 they were 4x larger
+SOLVE_BLOCK = 4
+# columns of a diagonal block's factorization eliminated by one kernel (more: the scheduler stores the expanded
+# columns and pivots anyway, and a longer unrolled kernel compiles slowly)
+STEPS_PER_KERNEL = 2
+
+
+def _part(t: Tensor, rows: tuple[int, int], cols: tuple[int, int]) -> Tensor:
+    """Rows [rows) and columns [cols) of matrices `t` (...,  m, n)."""
+    return t.shrink((None,) * (t.ndim - 2) + (rows, cols))
+
+
+def _placed(t: Tensor, top: int, bottom: int, left: int = 0, right: int = 0) -> Tensor:
+    """Matrices `t` with zero rows above and below, zero columns left and right."""
+    return t.pad(((0, 0),) * (t.ndim - 2) + ((top, bottom), (left, right)))
+
+
+def _masks(n: int, device: str) -> tuple[Tensor, Tensor]:
+    """Row and column indices of an n x n matrix, (n, 1) and (n,) int32: compared, they make triangle masks."""
+    index = Tensor.arange(n, dtype=dtypes.int32, device=device)
+    return index.unsqueeze(-1), index
+
+
+def _lower(t: Tensor, strict: bool = False) -> Tensor:
+    """The lower triangle of matrices `t` (`strict`: without the diagonal), zeros elsewhere."""
+    rows, cols = _masks(t.shape[-1], t.device)
+    return ((rows > cols) if strict else (rows >= cols)).where(t, 0)
+
+
+def _diagonal_blocks(t: Tensor, b: int) -> Tensor:
+    """The b x b blocks on the diagonal of matrices `t` (..., nb b, nb b), as (..., nb, b, b): block (j, j) of the
+    (nb, nb) grid of blocks is entry j (nb + 1) of the grid read flat."""
+    batch, k = t.shape[:-2], t.ndim - 2
+    nb = t.shape[-1] // b
+    grid = t.reshape(*batch, nb, b, nb, b).permute(*range(k), k, k + 2, k + 1, k + 3).reshape(*batch, nb * nb, b, b)
+    grid = grid.pad(((0, 0),) * k + ((0, nb), (0, 0), (0, 0))).reshape(*batch, nb, nb + 1, b, b)
+    return grid.shrink((None,) * k + (None, (0, 1), None, None)).reshape(*batch, nb, b, b)
+
+
+def lower_inverses(d: Tensor, unit: bool) -> Tensor:
+    """The inverses of lower triangular matrices `d` (..., b, b), b a power of two (their upper triangles are not
+    read; `unit`: nor their diagonals, taken as ones), by doubling: with M the inverses of the s x s blocks on the
+    diagonal, those of the 2s x 2s blocks are M - M C M, C the s x s blocks just below the diagonal inside them
+    ([[A, 0], [C, B]]^-1 = [[A^-1, 0], [-B^-1 C A^-1, B^-1]])."""
+    b = d.shape[-1]
+    rows, cols = _masks(b, d.device)
+    on = rows == cols
+    inv = on.cast(d.dtype) if unit else on.where(d.reciprocal(), 0)
+    low = _lower(d, strict=True)
+    shift = 0
+    while (1 << shift) < b:
+        # (block row r = block column + 1 with r odd: the lower-left s x s block of a 2s x 2s diagonal block)
+        r, c = rows >> shift, cols >> shift
+        link = ((r == c + 1) & ((r & 1) == 1)).where(low, 0)
+        inv = inv - inv @ (link @ inv)
+        shift += 1
+    return inv
+
+
+def _block_size(n: int) -> int:
+    # the smallest power of two >= n, at most SOLVE_BLOCK
+    return min(SOLVE_BLOCK, 1 << max(0, (n - 1).bit_length()))
+
+
+def _substitute(t: Tensor, y: Tensor, inv: Tensor, lo: int, hi: int, b: int) -> Tensor:
+    """x with t x = y for the rows of block rows lo..hi of lower triangular `t` (..., nb b, nb b); `y` (..., (hi - lo)
+    b, k) holds those rows, `inv` (..., nb, b, b) the inverses of t's diagonal blocks."""
+    k = inv.ndim - 3
+    if hi - lo == 1:
+        block = inv.shrink((None,) * k + ((lo, lo + 1), None, None)).reshape(*inv.shape[:k], b, b)
+        return block @ y
+    mid = (lo + hi) // 2
+    top, rows = (mid - lo) * b, (hi - lo) * b
+    x1 = _substitute(t, _part(y, (0, top), (0, y.shape[-1])), inv, lo, mid, b)
+    rest = _part(y, (top, rows), (0, y.shape[-1])) - _part(t, (mid * b, hi * b), (lo * b, mid * b)) @ x1
+    x2 = _substitute(t, rest, inv, mid, hi, b)
+    return _placed(x1, 0, rows - top) + _placed(x2, top, 0)
+
+
+def _solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
+    """x with t @ x = y, `t` (..., n, n) triangular (its other triangle not read; `unit`: nor its diagonal, taken as
+    ones), `y` (..., n, k), both with the same batch axes and dtype."""
+    if upper:
+        # (reversed rows and columns, an upper triangle is a lower one)
+        return _solve(t.flip(-2, -1), y.flip(-2), False, unit).flip(-2)
+    n = t.shape[-1]
+    b = _block_size(n)
+    size = -(-n // b) * b
+    if size != n:
+        # a whole last block: the identity past row n, whose rows solve to the zeros padded onto y
+        rows, cols = _masks(size, t.device)
+        t = _placed(t, 0, size - n, 0, size - n) + ((rows == cols) & (rows >= n)).cast(t.dtype)
+        y = _placed(y, 0, size - n)
+    inv = lower_inverses(_diagonal_blocks(t, b), unit)
+    x = _substitute(t, y, inv, 0, size // b, b)
+    return _part(x, (0, n), (0, x.shape[-1])) if size != n else x
+
+
+def _noop(x: Tensor) -> UOp:
+    # a node of x's own to carry a gradient rule: the rule then holds x's graph, not the node (see set_gradient)
+    return UOp(Ops.RESHAPE, x.dtype, (x.uop,), x.shape)
+
+
+def triangular_solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
+    """x with t @ x = y for triangular `t` (..., n, n) and `y` (..., n, k), same batch axes and dtype (t's other
+    triangle is not read; `unit`: nor its diagonal, taken as ones). Its gradient is torch's: g_y = t^-T g solves the
+    transposed system, g_t = -g_y x^T on t's triangle."""
+    if t.shape[-1] == 0:
+        return y
+    x = _solve(t, y, upper, unit)
+    t_uop, x_uop = t.uop, x.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+        a = Tensor(t_uop)
+        g_y = triangular_solve(a.transpose(-1, -2), Tensor(g), not upper, unit)
+        g_t = None
+        if wanted[0]:
+            outer = -(g_y @ Tensor(x_uop).transpose(-1, -2))
+            rows, cols = _masks(a.shape[-1], a.device)
+            on = (rows < cols if unit else rows <= cols) if upper else (rows > cols if unit else rows >= cols)
+            g_t = on.where(outer, 0).uop
+        return g_t, g_y.uop
+
+    node = _noop(x)
+    set_gradient(node, (t.uop, y.uop), rule)
+    return Tensor(node)
+
+
+def _factor_panel(p: Tensor) -> Tensor:
+    """Columns 0..w-1 of L for the column of blocks `p` (..., m, w), m >= w, whose top w x w block is symmetric
+    positive definite (the trailing updates applied): right-looking, a column per step (LAPACK's potf2 on the whole
+    panel, so the rows below are solved by substitution, as accurate as the column algorithm). A pivot that is not > 0
+    makes its column NaN or inf, its diagonal entry NaN."""
+    m, w = p.shape[-2:]
+    done = []
+    for j in range(w):
+        # (one reciprocal, then products: a division by a broadcast pivot costs as much Python as the step)
+        scale = _part(p, (0, 1), (0, 1)).sqrt().reciprocal()
+        column = _part(p, (0, m - j), (0, 1)) * scale
+        done.append(_placed(column, j, 0, j, w - j - 1))
+        if j + 1 < w:
+            # the top block stays exactly symmetric (its update's two products round alike): row j is column j
+            row = _part(p, (0, 1), (1, w - j)) * scale
+            p = _part(p, (1, m - j), (1, w - j)) - _part(column, (1, m - j), (0, 1)) * row
+            if (j + 1) % STEPS_PER_KERNEL == 0:
+                p = p.contiguous()
+    return _summed(done)
+
+
+def _summed(pieces: list[Tensor]) -> Tensor:
+    # padded pieces added pairwise: a balanced tree, not a chain as deep as the pieces are many
+    while len(pieces) > 1:
+        pieces = [pieces[i] + pieces[i + 1] if i + 1 < len(pieces) else pieces[i] for i in range(0, len(pieces), 2)]
+    return pieces[0]
+
+
+def _cholesky_blocked(s: Tensor) -> Tensor:
+    """L with L L^T = s (..., n, n), BLOCK columns at a time (see the module's docstring)."""
+    n = s.shape[-1]
+    rest, pieces = s, []
+    for o in range(0, n, BLOCK):
+        w, left = min(BLOCK, n - o), n - o
+        low = _factor_panel(_part(rest, (0, left), (0, w)))
+        if w < left:
+            panel = _part(low, (w, left), (0, w))
+            rest = (_part(rest, (w, left), (w, left)) - panel @ panel.transpose(-1, -2)).contiguous()
+        pieces.append(_placed(low, o, 0, o, left - w))
+    return _summed(pieces)
+
+
+def cholesky_lower(s: Tensor) -> tuple[Tensor, Tensor]:
+    """L with L L^T = s for symmetric positive-definite `s` (..., n, n), and the order of the first leading minor that
+    is not positive definite (int32 (...), 0 where none is): the first column whose pivot is not > 0 (NaN included)
+    gets a diagonal entry that is not > 0 either (sqrt of it: 0 or NaN), and the ones after it are not read.
+    Its gradient is torch's: L^-T Phi(L^T g) L^-1, Phi the lower triangle with the diagonal halved, made symmetric."""
+    n = s.shape[-1]
+    if n == 0:
+        return s, Tensor.zeros(s.shape[:-2], dtype=dtypes.int32, device=s.device)
+    low = _cholesky_blocked(s)
+    low_uop = low.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
+        factor = Tensor(low_uop)
+        upper = factor.transpose(-1, -2)
+        inner = upper @ Tensor(g)
+        # the lower triangle with half the diagonal, mirrored: (tril(X) + tril(X, -1)^T) / 2
+        middle = (_lower(inner) + _lower(inner, strict=True).transpose(-1, -2)) / 2
+        half = triangular_solve(upper, middle, upper=True, unit=False)
+        return (triangular_solve(upper, half.transpose(-1, -2), upper=True, unit=False).transpose(-1, -2).uop,)
+
+    node = _noop(low)
+    set_gradient(node, (s.uop,), rule)
+    out = Tensor(node)
+    positive = out.diagonal(dim1=-2, dim2=-1) > 0
+    index = Tensor.arange(1, n + 1, dtype=dtypes.int32, device=s.device)
+    first = positive.where(n + 1, index).min(-1)
+    return out, (first == n + 1).where(0, first).cast(dtypes.int32)
