@@ -333,8 +333,10 @@ def test_register_kl_most_specific_wins():
 
     assert ud.kl_divergence(MyNormal(0.0, 1.0), ud.Normal(1.0, 1.0)).item() == 42.0
     assert ud.kl_divergence(ud.Normal(0.0, 1.0), MyNormal(1.0, 1.0)).item() == pytest.approx(0.5)
+    # (a pair torch doesn't register either; Normal-Exponential is registered, infinite)
     with pytest.raises(NotImplementedError):
-        ud.kl_divergence(ud.Normal(0.0, 1.0), ud.Exponential(1.0))
+        ud.kl_divergence(ud.Normal(0.0, 1.0), ud.Cauchy(0.0, 1.0))
+    assert ud.kl_divergence(ud.Normal(0.0, 1.0), ud.Exponential(1.0)).item() == math.inf
 
 
 def test_normal_rsample_is_loc_plus_scale_eps():
@@ -469,3 +471,84 @@ def test_gamma_rsample_leaves_nothing_alive():
         assert np.isfinite(draw()).all()
     gc.collect()
     assert len(live_tensors.computed()) == before
+
+
+def _binomial_pmf(n, p):
+    k = np.arange(n + 1)
+    log_choose = np.array([math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) for j in k])
+    with np.errstate(divide="ignore"):
+        return np.exp(log_choose + k * np.log(p) + (n - k) * np.log1p(-p))
+
+
+# (total_count, probs): inversion (mean below 10, large counts too), the rejection sampler (from mean 10 up, at its
+# lower end too), and probs above 1/2 (drawn as the count of failures)
+BINOMIAL_DRAW_CASES = [(10, 0.3), (1000, 0.004), (20, 0.5), (1000, 0.3), (100, 0.9), (20000, 0.3), (7, 0.97)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n, p", BINOMIAL_DRAW_CASES)
+def test_binomial_draws_follow_the_pmf(n, p, dtype):
+    from uopkit import dtypes
+
+    Tensor.manual_seed(7)
+    draws_n = 200_000
+    dtype_ = getattr(dtypes, dtype)
+    dist = ud.Binomial(Tensor([float(n)], dtype=dtype_), probs=Tensor([p], dtype=dtype_))
+    draws = dist.sample((draws_n,)).numpy().ravel()
+    assert draws.dtype == np.dtype(dtype) and (draws == np.round(draws)).all()
+    assert draws.min() >= 0 and draws.max() <= n
+    mean, var = n * p, n * p * (1 - p)
+    assert abs(draws.mean() - mean) < 5 * math.sqrt(var / draws_n)
+    fourth = ((draws - draws.mean()) ** 4).mean()
+    assert abs(draws.var() - var) < 5 * math.sqrt((fourth - var**2) / draws_n)
+    # chi-square of the histogram against the exact pmf, counts pooled into bins expecting at least 20
+    expected, observed = _binomial_pmf(n, p) * draws_n, np.bincount(draws.astype(np.int64), minlength=n + 1)
+    bins, pending = [], np.zeros(2)
+    for pair in zip(expected, observed, strict=True):
+        pending += pair
+        if pending[0] >= 20:
+            bins.append(pending)
+            pending = np.zeros(2)
+    bins[-1] = bins[-1] + pending
+    exp_bins, obs_bins = np.array(bins).T
+    dof = len(bins) - 1
+    chi2 = ((obs_bins - exp_bins) ** 2 / exp_bins).sum()
+    assert chi2 < dof + 5 * math.sqrt(2 * dof), (chi2, dof)
+
+
+def test_binomial_draws_edge_parameters_and_shapes():
+    Tensor.manual_seed(3)
+    assert (ud.Binomial(0, probs=Tensor([0.3, 0.9])).sample((4,)).numpy() == 0).all()
+    # probs 0 and 1 (through logits too), a zero count, float and int counts, broadcast against probs
+    counts = np.array([5, 50, 0, 7, 3000])
+    dist = ud.Binomial(Tensor(counts), probs=Tensor([0.0, 1.0, 0.5, 1.0, 0.0]))
+    np.testing.assert_array_equal(dist.sample((3,)).numpy(), np.broadcast_to([0, 50, 0, 7, 0], (3, 5)))
+    assert (ud.Binomial(Tensor([4.0]), logits=Tensor([-math.inf, math.inf])).sample((2,)).numpy() == [0, 4]).all()
+    dist = ud.Binomial(Tensor([[3], [300]]), probs=Tensor([0.2, 0.7, 0.99]))
+    draws = dist.sample((20_000,)).numpy()
+    assert draws.shape == (20_000, 2, 3)
+    assert (draws <= np.array([[3], [300]])).all()
+    variance = dist.variance.numpy()
+    assert (np.abs(draws.mean(0) - dist.mean.numpy()) < 5 * np.sqrt(variance / 20_000)).all()
+    assert dist.expand((4, 2, 3)).sample((5,)).shape == (5, 4, 2, 3)
+    theirs = td.Binomial(torch.tensor([]), probs=torch.tensor([])).sample((3,))
+    assert ud.Binomial(Tensor([]), probs=Tensor([])).sample((3,)).shape == tuple(theirs.shape)
+
+
+def test_binomial_draws_take_uniforms_independent_of_total_count(monkeypatch):
+    # a fixed number of uniforms per draw whatever the count (the draws of one uniform per trial grew with it)
+    requested = []
+    rand = Tensor.rand
+
+    def counting_rand(*shape, **kwargs):
+        requested.append(math.prod(shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape))
+        return rand(*shape, **kwargs)
+
+    monkeypatch.setattr(Tensor, "rand", staticmethod(counting_rand))
+    totals = []
+    for count in (20, 2_000, 200_000):
+        requested.clear()
+        draws = ud.Binomial(count, probs=Tensor([0.5])).sample((100,)).numpy()
+        assert abs(draws.mean() / count - 0.5) < 0.5 / math.sqrt(count)
+        totals.append(sum(requested))
+    assert totals[0] == totals[1] == totals[2], totals

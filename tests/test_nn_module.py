@@ -535,6 +535,64 @@ def test_named_parameters_and_buffers_without_removing_duplicates_as_torchs():
     assert ours.get_parameter("2.weight") is shared.weight
 
 
+def _tcn_block(lib):
+    # locuslab/TCN's TemporalBlock: each conv is an attribute and also inside `net`, so it has two names
+    class Block(lib.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = lib.Conv1d(2, 2, 3)
+            self.relu = lib.ReLU()
+            self.conv2 = lib.Conv1d(2, 2, 3)
+            self.net = lib.Sequential(self.conv1, self.relu, self.conv2)
+            self.emb = lib.Embedding(4, 2)
+            self.dec = lib.Linear(2, 4)
+            # a tied weight: one tensor, two names
+            self.dec.weight = self.emb.weight
+
+    return Block()
+
+
+def test_state_dict_lists_a_shared_layer_and_a_tied_weight_under_every_name_as_torchs():
+    ours, theirs = _tcn_block(nn), _tcn_block(torch.nn)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert "net.0.weight" in ours.state_dict() and "dec.weight" in ours.state_dict()
+    assert list(get_state_dict(ours)) == list(theirs.state_dict())
+    for remove_duplicate in (True, False):
+        for method in ("named_parameters", "named_modules"):
+            got = [n for n, _ in getattr(ours, method)(remove_duplicate=remove_duplicate)]
+            assert got == [n for n, _ in getattr(theirs, method)(remove_duplicate=remove_duplicate)], method
+    assert len(list(ours.parameters())) == len(list(theirs.parameters()))
+    assert len(list(ours.modules())) == len(list(theirs.modules()))
+    # each name its own value: every tensor ends with the value of its last name, as torch's copies leave it
+    rng = np.random.default_rng(0)
+    given = {k: rng.standard_normal(tuple(v.shape)).astype(np.float32) for k, v in theirs.state_dict().items()}
+    as_torch = {k: torch.tensor(v) for k, v in given.items()}
+    assert tuple(ours.load_state_dict(given)) == tuple(theirs.load_state_dict(as_torch))
+    for k, v in theirs.state_dict().items():
+        np.testing.assert_array_equal(ours.state_dict()[k].numpy(), v.numpy(), err_msg=k)
+    np.testing.assert_array_equal(ours.conv1.weight.numpy(), given["net.0.weight"])
+    # torch loads ours (strict), and a state dict with one name of each tensor misses the others, as torch's
+    theirs.load_state_dict({k: torch.tensor(v.numpy()) for k, v in ours.state_dict().items()})
+    once = {k: v for k, v in given.items() if not k.startswith(("net.", "dec.weight"))}
+    got = ours.load_state_dict(once, strict=False)
+    assert tuple(got) == tuple(theirs.load_state_dict({k: torch.tensor(v) for k, v in once.items()}, strict=False))
+    assert got.missing_keys == ["net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias", "dec.weight"]
+    with pytest.raises(RuntimeError, match="missing keys"):
+        ours.load_state_dict(once)
+
+
+def test_get_state_dict_lists_a_shared_plain_object_under_every_path_and_ends_cycles():
+    class Plain:
+        def __init__(self, w):
+            self.w = w
+
+    shared = Plain(Tensor([1.0]))
+    holder = Plain(shared)
+    holder.again = shared
+    holder.me = holder
+    assert list(get_state_dict(holder)) == ["w.w", "again.w"]
+
+
 def test_batchnorm_state_dict_without_num_batches_tracked_loads_as_torchs(tmp_path):
     # an older (or hand-built, converted) checkpoint has no num_batches_tracked: torch fills in the layer's own count
     # unless the state dict's `_metadata` says the layer's version is 2 or later (torch.save keeps it)

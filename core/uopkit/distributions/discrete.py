@@ -6,6 +6,11 @@ Poisson draws run on the device with a fixed amount of work per element: below r
 counts 0 .. 63 (the mass above 63 is below 1e-25 there); from 10 up they take Hormann's transformed rejection (PTRS),
 `POISSON_ROUNDS` rounds elementwise, the first accepted one winning (each accepts with probability above 0.89, so an
 element goes without one with probability below 1e-15; it then takes floor(rate), the mode).
+
+Binomial draws likewise do work that doesn't grow with total_count: they draw the count of the rarer outcome (q =
+min(p, 1 - p)). Below mean n q = 10 they invert the cdf over 0 .. 63, a table built once per parameter element; from 10
+up they take Hormann's BTRS, `BINOMIAL_ROUNDS` rounds elementwise (each rejects with probability below 0.3, so an
+element goes without an accepted one with probability below 1e-15 and takes the mode).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ __all__ = [
 EPS = 1.1920929e-07
 MIN_REAL = -3.4028234663852886e38
 POISSON_ROUNDS, POISSON_TABLE = 16, 64
+BINOMIAL_ROUNDS, BINOMIAL_TABLE, BINOMIAL_MIN_MEAN = 28, 64, 10.0
 
 
 def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
@@ -203,16 +209,9 @@ class Binomial(_Binary):
         return self.total_count * self.probs * (1 - self.probs)
 
     def sample(self, sample_shape: Sequence[int] = ()) -> Tensor:
-        # max(total_count) trials per element (read back once), the ones past an element's own count masked off
         with no_grad():
-            p, n = self.probs.detach(), self.total_count.detach()
-            trials = int(n.max().item()) if n.numel() else 0
-            shape = self._extended_shape(sample_shape)
-            if trials == 0:
-                return Tensor.zeros(*shape, dtype=p.dtype, device=p.device)
-            u = Tensor.rand(trials, *shape, dtype=p.dtype, device=p.device)
-            index = Tensor.arange(trials, device=p.device).cast(p.dtype).reshape(trials, *(1,) * len(shape))
-            return ((u < p) & (index < n)).cast(p.dtype).sum(0)
+            n, p = self.total_count.detach(), self.probs.detach()
+            return binomial_draws(n.expand(p.shape), p, tuple(sample_shape))
 
     def log_prob(self, value: Any) -> Tensor:
         value = self._checked(value)
@@ -229,6 +228,95 @@ class Binomial(_Binary):
         log_choose = (n + 1).lgamma() - (values + 1).lgamma() - (n - values).clamp(min=0).add(1).lgamma()
         log_p = log_choose + values * self.logits - n * _softplus(self.logits)
         return -inside.where(log_p.exp() * log_p, 0.0).sum(0)
+
+
+# log(k!) - ((k + 1/2) log(k + 1) - (k + 1) + log(2 pi) / 2) for k = 0 .. 9: the Stirling remainder where its series
+# isn't yet accurate
+_STIRLING_SMALL = [
+    math.lgamma(k + 1) - ((k + 0.5) * math.log(k + 1) - (k + 1) + 0.5 * math.log(2 * math.pi)) for k in range(10)
+]
+
+
+def _stirling_tail(k: Tensor) -> Tensor:
+    # the remainder above for an integer k >= 0: its series from 10 up, the table below
+    k1 = k + 1
+    value = (1 / 12 - (1 / 360 - 1 / (1260 * k1 * k1)) / (k1 * k1)) / k1
+    for j, tail in enumerate(_STIRLING_SMALL):
+        value = (k == j).where(tail, value)
+    return value
+
+
+def binomial_draws(total_count: Tensor, probs: Tensor, sample_shape: Sequence[int] = ()) -> Tensor:
+    """Binomial(total_count, probs) draws of shape sample_shape + their (equal) shape, in probs' dtype, no gradient
+    (see the module docstring)."""
+    work = probs.dtype if probs.dtype in (dtypes.float32, dtypes.float64) else dtypes.float32
+    n, p = total_count.cast(work), probs.cast(work)
+    shape, lead = (*sample_shape, *p.shape), (1,) * len(sample_shape)
+    # draw the count of the rarer outcome, q = min(p, 1 - p) <= 1/2, and flip it back for p > 1/2
+    flip = p > 0.5
+    q = flip.where(1 - p, p)
+    small = n * q < BINOMIAL_MIN_MEAN
+    # (which of the two ways any element takes: read back once, so that a way none takes isn't computed)
+    any_small, any_big = Tensor.stack(small.any(), small.logical_not().any()).tolist() if p.numel() else (False, False)
+    draws = Tensor.zeros(*shape, dtype=work, device=p.device)
+    if any_small:
+        # inversion: the number of counts k whose cdf is at most u (times the table's total, so that the k past n, of
+        # mass 0, are never reached). The pmf by the ratios pmf(k + 1) / pmf(k) = (n - k) / (k + 1) * q / (1 - q) from
+        # pmf(0) = (1 - q)^n, which stay exact for large n where lgamma(n + 1) - lgamma(n - k + 1) would not. The
+        # table has the parameters' shape: each draw only compares against it
+        n_small, q_small = small.where(n, 0.0), small.where(q, 0.0)
+        k = Tensor.arange(BINOMIAL_TABLE - 1, device=p.device).cast(work).reshape(BINOMIAL_TABLE - 1, *(1,) * p.ndim)
+        log_ratio = ((n_small - k).clamp(min=0) / (k + 1) * (q_small / (1 - q_small))).log()
+        log_pmf0 = (n_small * (-q_small).log1p()).unsqueeze(0)
+        cdf = log_pmf0.cat(log_pmf0 + log_ratio.cumsum(0)).exp().cumsum(0).realize()
+        u = Tensor.rand(*shape, dtype=work, device=p.device)
+        inverted = (cdf.reshape(BINOMIAL_TABLE, *lead, *p.shape) <= u * cdf[-1]).cast(work).sum(0)
+        draws = small.where(inverted, draws)
+    if any_big:
+        draws = small.where(draws, _btrs(n, q, small, sample_shape, work))
+    return flip.where(n - draws, draws).cast(probs.dtype)
+
+
+def _btrs(n: Tensor, q: Tensor, small: Tensor, sample_shape: Sequence[int], work: Any) -> Tensor:
+    # Hormann's transformed rejection with squeeze for the means n q from BINOMIAL_MIN_MEAN up (q <= 1/2), the
+    # parameters of the other elements replaced by ones it takes; BINOMIAL_ROUNDS rounds elementwise, the first
+    # accepted one winning, the mode where none is. The constants have the parameters' shape, computed once
+    n, q = small.where(2 * BINOMIAL_MIN_MEAN, n), small.where(0.5, q)
+    spread = (n * q * (1 - q)).sqrt()
+    b = 1.15 + 2.53 * spread
+    a = -0.0873 + 0.0248 * b + 0.01 * q
+    c = n * q + 0.5
+    alpha = (2.83 + 5.1 / b) * spread
+    vr = 0.92 - 4.2 / b
+    mode = ((n + 1) * q).floor()
+    odds = q / (1 - q)
+    at_mode = _stirling_tail(mode) + _stirling_tail(n - mode)
+    Tensor.realize(n, b, a, c, alpha, vr, mode, odds, at_mode)
+    rounds = (BINOMIAL_ROUNDS, *sample_shape, *n.shape)
+    us_raw = Tensor.rand(*rounds, dtype=work, device=n.device) - 0.5
+    v = open_uniform(rounds, us_raw)
+    us = 0.5 - us_raw.abs()
+    safe_us = us.clamp(min=1e-6)
+    cand = ((2 * a / safe_us + b) * us_raw + c).floor()
+    quick = (us >= 0.07) & (v <= vr)
+    inside = (cand >= 0) & (cand <= n)
+    # log(pmf(k) / pmf(mode)) through d = k - mode and log1p, so that float32 keeps it for large counts
+    k = cand.clamp(0, n)
+    d = k - mode
+    log_ratio_to_mode = (
+        -(mode + 0.5) * (d / (mode + 1)).log1p()
+        - (n - mode + 0.5) * (-d / (n - mode + 1)).log1p()
+        + d * ((n - k + 1) / (k + 1) * odds).log()
+        + at_mode
+        - _stirling_tail(k)
+        - _stirling_tail(n - k)
+    )
+    log_v = (v * alpha / (a / (safe_us * safe_us) + b)).log()
+    accept = inside & (quick | (log_v <= log_ratio_to_mode))
+    draw = mode.expand((*sample_shape, *n.shape))
+    for r in reversed(range(BINOMIAL_ROUNDS)):
+        draw = accept[r].where(cand[r], draw)
+    return draw
 
 
 def poisson_draws(rate: Tensor) -> Tensor:

@@ -13,6 +13,7 @@ from uopkit.distributions.continuous import (
     Cauchy,
     Exponential,
     Gumbel,
+    HalfCauchy,
     HalfNormal,
     Laplace,
     Normal,
@@ -30,6 +31,7 @@ from uopkit.distributions.discrete import (
 )
 from uopkit.distributions.distribution import Distribution, lbeta, sum_rightmost, xlogy
 from uopkit.distributions.gamma import Beta, Dirichlet, Gamma
+from uopkit.distributions.matrix import Wishart, _mvdigamma
 from uopkit.distributions.multivariate import (
     Independent,
     LowRankMultivariateNormal,
@@ -220,6 +222,27 @@ def _kl_mvn_mvn(p: MultivariateNormal, q: MultivariateNormal) -> Tensor:
     return half_log_det_q - half_log_det_p + 0.5 * (trace + mahalanobis - n)
 
 
+@register_kl(Wishart, Wishart)
+def _kl_wishart_wishart(p: Wishart, q: Wishart) -> Tensor:
+    # E_p[log det X] = mvdigamma(df_p / 2) + n log 2 + log det Sigma_p and E_p[X] = df_p Sigma_p, in the log-densities
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Wisharts with different event shapes cannot be computed")
+    n = p.event_shape[-1]
+    lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_nu_p, half_nu_q = p.df / 2, q.df / 2
+    log_det_ratio = 2 * (lq.diagonal(dim1=-2, dim2=-1).log().sum(-1) - lp.diagonal(dim1=-2, dim2=-1).log().sum(-1))
+    # tr(Sigma_q^-1 Sigma_p) = |Lq^-1 Lp|_F^2
+    batch = tuple(p.batch_shape) if len(p.batch_shape) >= len(q.batch_shape) else tuple(q.batch_shape)
+    trace = (lq.expand((*batch, n, n)).solve_triangular(lp.expand((*batch, n, n)), upper=False) ** 2).sum((-2, -1))
+    return (
+        (half_nu_p - half_nu_q) * _mvdigamma(half_nu_p, n)
+        + half_nu_q * log_det_ratio
+        + half_nu_p * (trace - n)
+        + half_nu_q.mvlgamma(n)
+        - half_nu_p.mvlgamma(n)
+    )
+
+
 @register_kl(Independent, Independent)
 def _kl_independent_independent(p: Independent, q: Independent) -> Tensor:
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
@@ -279,15 +302,119 @@ def _kl_infinite(p: Distribution, q: Distribution) -> Tensor:
 for _p_type, _q_types in (
     (Beta, (Pareto,)),
     (ContinuousBernoulli, (Pareto,)),
-    (Exponential, (Pareto, ContinuousBernoulli)),
-    (Gamma, (Pareto, ContinuousBernoulli)),
+    (Exponential, (Beta, Pareto, Uniform, ContinuousBernoulli)),
+    (Gamma, (Beta, Pareto, Uniform, ContinuousBernoulli)),
     (Gumbel, (Beta, Exponential, Gamma, Pareto, Uniform, ContinuousBernoulli)),
-    (Laplace, (Pareto, ContinuousBernoulli)),
-    (Normal, (Pareto, ContinuousBernoulli)),
+    (Laplace, (Beta, Exponential, Gamma, Pareto, Uniform, ContinuousBernoulli)),
+    (Normal, (Beta, Exponential, Gamma, Pareto, Uniform, ContinuousBernoulli)),
     (Pareto, (Beta, Uniform, ContinuousBernoulli)),
+    (Poisson, (Bernoulli, Binomial)),
 ):
     for _q_type in _q_types:
         register_kl(_p_type, _q_type)(_kl_infinite)
+
+
+# KL(p || q) = -H(p) + E_p[-log q(x)]: q's log-density needs only a few moments of p (its mean, variance, E[log x])
+
+
+def _normal_cross_entropy(q: Normal, mean: Tensor, variance: Tensor) -> Tensor:
+    # E[-log q(x)] = log(sqrt(2 pi) sigma) + E[(x - mu)^2] / (2 sigma^2)
+    return (math.sqrt(2 * math.pi) * q.scale).log() + (variance + (mean - q.loc) ** 2) / (2 * q.scale**2)
+
+
+def _exponential_cross_entropy(q: Exponential, mean: Tensor) -> Tensor:
+    return q.rate * mean - q.rate.log()
+
+
+def _gamma_cross_entropy(q: Gamma, mean: Tensor, mean_log: Tensor) -> Tensor:
+    k, rate = q.concentration, q.rate
+    return k.lgamma() - k * rate.log() - (k - 1) * mean_log + rate * mean
+
+
+def _uniform_mean_log(low: Tensor, high: Tensor) -> Tensor:
+    # E[log x] for x ~ U(low, high), 0 <= low: the mean of x log x - x over the interval
+    return (xlogy(high, high) - xlogy(low, low)) / (high - low) - 1
+
+
+def _beta_mean_log(p: Beta) -> Tensor:
+    return p.concentration1.digamma() - (p.concentration1 + p.concentration0).digamma()
+
+
+@register_kl(Beta, Normal)
+@register_kl(Exponential, Normal)
+@register_kl(Gamma, Normal)
+@register_kl(Laplace, Normal)
+@register_kl(Uniform, Normal)
+def _kl_to_normal(p: Distribution, q: Normal) -> Tensor:
+    return -p.entropy() + _normal_cross_entropy(q, p.mean, p.variance)
+
+
+@register_kl(Beta, Exponential)
+@register_kl(Gamma, Exponential)
+def _kl_to_exponential(p: Distribution, q: Exponential) -> Tensor:
+    return -p.entropy() + _exponential_cross_entropy(q, p.mean)
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p: Uniform, q: Exponential) -> Tensor:
+    return _infinite_where(p.low < 0, -p.entropy() + _exponential_cross_entropy(q, p.mean))
+
+
+@register_kl(Beta, Gamma)
+def _kl_beta_gamma(p: Beta, q: Gamma) -> Tensor:
+    return -p.entropy() + _gamma_cross_entropy(q, p.mean, _beta_mean_log(p))
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p: Exponential, q: Gamma) -> Tensor:
+    # E[log x] = -(euler gamma) - log rate
+    return -p.entropy() + _gamma_cross_entropy(q, p.mean, -EULER_GAMMA - p.rate.log())
+
+
+@register_kl(Uniform, Gamma)
+def _kl_uniform_gamma(p: Uniform, q: Gamma) -> Tensor:
+    outside = p.low < 0
+    # (an interval that reaches below 0 gets a stand-in inside the support: its KL is inf, its gradients 0, not NaN)
+    low, high = outside.where(1.0, p.low), outside.where(2.0, p.high)
+    result = -(high - low).log() + _gamma_cross_entropy(q, (low + high) / 2, _uniform_mean_log(low, high))
+    return _infinite_where(outside, result)
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p: Beta, q: Uniform) -> Tensor:
+    # finite only when q's interval covers [0, 1]
+    return _infinite_where((q.low > 0) | (q.high < 1), -p.entropy() + (q.high - q.low).log())
+
+
+@register_kl(Uniform, Beta)
+def _kl_uniform_beta(p: Uniform, q: Beta) -> Tensor:
+    outside = (p.low < 0) | (p.high > 1)
+    low, high = outside.where(0.25, p.low), outside.where(0.75, p.high)
+    a, b = q.concentration1, q.concentration0
+    # log q(x) = (a - 1) log x + (b - 1) log(1 - x) - log B(a, b); 1 - x ~ U(1 - high, 1 - low)
+    cross = lbeta(a, b) - (a - 1) * _uniform_mean_log(low, high) - (b - 1) * _uniform_mean_log(1 - high, 1 - low)
+    return _infinite_where(outside, -(high - low).log() + cross)
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p: Normal, q: Laplace) -> Tensor:
+    # E|x - m| for x ~ N(mu, s^2), d = mu - m: s sqrt(2/pi) exp(-d^2 / 2s^2) + d erf(d / (s sqrt 2))
+    d = p.loc - q.loc
+    z = d / p.scale
+    mean_abs = math.sqrt(2 / math.pi) * p.scale * (-0.5 * z**2).exp() + d * (z * math.sqrt(0.5)).erf()
+    return -p.entropy() + (2 * q.scale).log() + mean_abs / q.scale
+
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p: Bernoulli, q: Poisson) -> Tensor:
+    # log q(0) = -rate, log q(1) = log rate - rate
+    return -p.entropy() + q.rate - p.probs * q.rate.log()
+
+
+@register_kl(HalfCauchy, HalfCauchy)
+def _kl_halfcauchy_halfcauchy(p: HalfCauchy, q: HalfCauchy) -> Tensor:
+    # folding both at 0 keeps the density ratio: the Cauchy pair's value with equal locs
+    return _kl_cauchy_cauchy(p.base_dist, q.base_dist)  # type: ignore[arg-type]
 
 
 @register_kl(Exponential, Gumbel)

@@ -487,8 +487,10 @@ class Module:
         """Parameters and persistent buffers by dotted name (torch's keys, so torch's state dicts load here and ours
         there); the values are detached views of the module's tensors (keep_vars=True: the tensors themselves)."""
         out = OrderedDict() if destination is None else destination
-        for kind, name, t in self._tensors(prefix, set()):
-            if kind != "non_persistent" and name not in out:
+        # a sub-module or tensor held under several names is listed under each (torch's recursion doesn't dedupe, so
+        # a TCN's `self.net = Sequential(self.conv1, ...)` has both "conv1.weight" and "net.0.weight")
+        for kind, name, t in self._tensors(prefix, set(), again=True):
+            if kind != "non_persistent":
                 out[name] = t if keep_vars else t.detach()
         return out
 

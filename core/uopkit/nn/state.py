@@ -44,7 +44,8 @@ class SafetensorsError(ValueError):
 
 
 def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
-    """Every Tensor reachable from `obj` through attributes, lists, tuples and dicts, keyed by dotted path.
+    """Every Tensor reachable from `obj` through attributes, lists, tuples and dicts, keyed by dotted path (an object
+    reached by several paths under each, as torch's state_dict and tinygrad's get_state_dict list it).
 
     >>> class Net:
     ...     def __init__(self): self.layers = [Tensor([1.0]), {"w": Tensor([2.0])}]
@@ -62,13 +63,19 @@ def _collect(obj: Any, prefix: str, out: dict[str, Tensor], seen: set[int]) -> N
         return
     if id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None))):
         return
-    seen.add(id(obj))
     module_state = getattr(obj, "_state_tensors", None)
     if module_state is not None and not isinstance(obj, type):
         # an nn.Module: its parameters and buffers, by torch's rules (a plain tensor attribute is not state)
         for name, t in module_state().items():
             out[prefix + name] = t
         return
+    # `seen` holds the objects being walked, so that a cycle ends while a shared object is listed under each path
+    seen.add(id(obj))
+    _collect_items(obj, prefix, out, seen)
+    seen.discard(id(obj))
+
+
+def _collect_items(obj: Any, prefix: str, out: dict[str, Tensor], seen: set[int]) -> None:
     if hasattr(obj, "_asdict"):
         items: Any = obj._asdict().items()
     elif isinstance(obj, (dict, OrderedDict)):
@@ -112,7 +119,9 @@ def load_tensors(
     unexpected = [k for k in state_dict if k not in targets]
     if strict and (missing or unexpected):
         raise StateDictKeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
-    written = []
+    # one tensor under several names (a shared layer, a tied weight) takes the value of its last name, as torch's
+    # copies in turn leave it; one assign per tensor, so the realize has no two writes to one buffer to order
+    last: dict[int, tuple[Tensor, Tensor]] = {}
     for k, target in targets.items():
         if k not in state_dict:
             continue
@@ -126,7 +135,8 @@ def load_tensors(
             )
         if verbose:
             print(f"load_state_dict: {k} {value.shape} {value.dtype} -> {target.dtype}")
-        written.append(target.assign(value.to(target.device).cast(target.dtype)))
+        last[id(target)] = (target, value)
+    written = [target.assign(value.to(target.device).cast(target.dtype)) for target, value in last.values()]
     if written:
         Tensor.realize(*written)
     return missing, unexpected
