@@ -83,6 +83,28 @@ def test_fmod_remainder_by_number(divisor: float) -> None:
     _same_bits((Tensor(a) % divisor).numpy(), _reference(a, b, "remainder"))
 
 
+@pytest.mark.parametrize("op", ["fmod", "remainder"])
+def test_float64_remainder_past_its_exact_quotients_is_never_out_of_range(op: str) -> None:
+    # torch's (C's) at small quotients; past the two passes' reach, NaN where they leave a remainder of the wrong sign
+    # or not below |b| (1e30 fmod 1e-30 was -8.6e-4, 3e38 fmod 1.5 was 1048576), never such a remainder
+    rng = np.random.default_rng(2)
+    n = 4096
+    a = rng.uniform(1, 2, n) * 2.0 ** rng.integers(-1000, 1000, n) * rng.choice([-1, 1], n)
+    b = rng.uniform(1, 2, n) * 2.0 ** rng.integers(-1000, 1000, n) * rng.choice([-1, 1], n)
+    a[:3], b[:3] = [1e30, 3e38, 1e20], [1e-30, 1.5, 7.0]
+    ours = getattr(Tensor(a), op)(Tensor(b)).numpy()
+    ref = getattr(torch.from_numpy(a), op)(torch.from_numpy(b)).numpy()
+    sign = a if op == "fmod" else b
+    got = ~np.isnan(ours)
+    assert not np.any((np.abs(ours[got]) >= np.abs(b[got])) & (ours[got] != ref[got]))
+    assert not np.any((ours[got] != 0) & ((ours[got] < 0) != (sign[got] < 0)))
+    with np.errstate(over="ignore"):
+        # (divisors near float64's smallest normals left out: there the split products lose bits to underflow)
+        near = (np.abs(a / b) < 2.0**60) & (np.abs(b) > 2.0**-900)
+    np.testing.assert_array_equal(ours[near], ref[near])
+    assert np.isnan(ours[:2]).all() and ours[2] == ref[2]
+
+
 def test_fmod_gradient_unchanged() -> None:
     x, y = Tensor([5.5, -7.25], requires_grad=True), Tensor([2.0, 3.0], requires_grad=True)
     x.fmod(y).sum().backward()

@@ -145,6 +145,16 @@ def test_gamma_family_special_points_are_torchs():
             _close(t[8:].polygamma(n).numpy(), torch.polygamma(n, x[8:]).numpy(), 1e-9 if dt == torch.float64 else 3e-7)
 
 
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16, torch.float64, torch.float16])
+def test_lgamma_of_huge_negatives_is_inf_as_torch(dt):
+    # every float past 2**24 (2**53) is a whole number, a pole: inf, also where lgamma(1 - x) overflows (was NaN)
+    big = [-1e10, -1e30, -3e38, -3.4e38, -1e300, -1.7976931348623157e308, -(2.0**60), -6e4]
+    x = torch.tensor(big, dtype=torch.float64).to(dt)
+    ours = Tensor(np.array(big)).cast(getattr(dtypes, str(dt).removeprefix("torch.")))
+    np.testing.assert_array_equal(ours.lgamma().float().numpy(), x.lgamma().float().numpy())
+    assert np.all(ours.lgamma().float().numpy() == INF)
+
+
 def test_gamma_family_promotes_ints_and_rounds_half_floats_as_torch():
     for values in ([1, 2, 3, 7, -3, 0], [True, False]):
         for name in ("lgamma", "digamma", "i0"):

@@ -130,6 +130,60 @@ def test_float_floor_division_and_remainder_match_torch_at_special_values():
     _same_bits(h, (ta.half() // tb.half()).numpy())
 
 
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_float_floor_division_rounds_each_step_as_torch(dt):
+    # torch's kernel for two half tensors rounds every step to the half float (float16 5000 // 3 is 1667), and a number
+    # divided by a half tensor is taken in the half float first (1e5 // x is inf // x: NaN; 1e-8 // -2.0 is -0.0)
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal(4000) * 10.0 ** rng.integers(-3, 5, 4000)).astype(np.float32)
+    b = (rng.standard_normal(4000) * 10.0 ** rng.integers(-3, 3, 4000)).astype(np.float32)
+    a[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 5000.0, 5000.0, -7.0]
+    b[5:13] = [3.0, -3.5, 1.5, 0.0, -0.0, np.inf, -np.inf, np.nan]
+    ta, tb = torch.tensor(a).to(getattr(torch, dt)), torch.tensor(b).to(getattr(torch, dt))
+    ua, ub = Tensor(a).cast(getattr(dtypes, dt)), Tensor(b).cast(getattr(dtypes, dt))
+    _same_bits((ua // ub).float().numpy(), (ta // tb).float().numpy())
+    for number in (1e5, -1e5, 70000.0, 5001.0, 1e-8, 0.1, 3.0):
+        _same_bits((number // ub).float().numpy(), (number // tb).float().numpy())
+        # (a number divisor: float32, rounded once, as torch's)
+        _same_bits((ub // number).float().numpy(), (tb // number).float().numpy())
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_float_power_takes_its_number_exponent_in_the_half_float_as_torch(dt):
+    x = np.array([-np.inf, -0.0, 0.0, 4.0, -2.0, np.inf, np.nan, 0.1, -1.0, 1.0, 1.5], np.float32)
+    tx, ux = torch.tensor(x).to(getattr(torch, dt)), Tensor(x).cast(getattr(dtypes, dt))
+    for exponent in (5001, 5001.0, 65519.0, 3, -3.0, 0.3, 2.5, 1e-8, 7):
+        try:
+            want = (tx**exponent).float().numpy()
+        except RuntimeError:
+            with pytest.raises(OverflowError):
+                ux**exponent
+            continue
+        _same_bits((ux**exponent).float().numpy(), want)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "float64"])
+def test_clamp_keeps_x_where_it_equals_a_bound_as_torch(dt):
+    # torch's max(x, lo) and min(., hi) give x on a tie: clamp(-0.0, min=0) is -0.0; a NaN anywhere gives NaN
+    x = np.array([-0.0, 0.0, -1.0, 1.0, np.nan], np.float32)
+    tx, ux = torch.tensor(x).to(getattr(torch, dt)), Tensor(x).cast(getattr(dtypes, dt))
+    bounds = [None, 0.0, -0.0, float("nan")]
+    for lo in bounds:
+        for hi in bounds:
+            if lo is None and hi is None:
+                continue
+            _same_bits(ux.clamp(lo, hi).float().numpy(), tx.clamp(lo, hi).float().numpy())
+            # tensor bounds (torch's scalar loop, which a tensor this short takes, gives x on a tie too)
+            tlo = None if lo is None else torch.full((5,), lo).to(tx.dtype)
+            thi = None if hi is None else torch.full((5,), hi).to(tx.dtype)
+            ulo = None if lo is None else Tensor(np.full(5, lo, np.float32)).cast(ux.dtype)
+            uhi = None if hi is None else Tensor(np.full(5, hi, np.float32)).cast(ux.dtype)
+            _same_bits(ux.clamp(ulo, uhi).float().numpy(), tx.clamp(tlo, thi).float().numpy())
+    for name in ("hardtanh", "relu6"):
+        want = getattr(torch.nn.functional, name)(tx).float().numpy()
+        _same_bits(getattr(ux, name)().float().numpy(), want)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # log10, logaddexp, softmin, normalize
 

@@ -140,6 +140,49 @@ def test_add_and_sub_take_alpha():
         Tensor([1, 2]).add(Tensor([3, 4]), alpha=0.5)
 
 
+_ALPHA_OPERANDS = {
+    "bool": [True, False, True, False],
+    "uint8": [3, 2, 0, 7],
+    "int8": [3, -2, 0, 7],
+    "int32": [3, -2, 0, 7],
+    "float16": [1.5, -2.0, 0.0, 7.0],
+    "bfloat16": [1.5, -2.0, 0.0, 7.0],
+}
+
+
+@pytest.mark.parametrize("first", list(_ALPHA_OPERANDS))
+@pytest.mark.parametrize("second", ["bool", "uint8", "float16"])
+@pytest.mark.parametrize("alpha", [2, -1, 0, 1000, -200, 2.5, 1e5, True])
+def test_add_alpha_is_a_number_of_the_operands_dtype_as_torch(first, second, alpha):
+    # alpha never changes the result's dtype: a bool sum stays bool (alpha as its truth value), an int one wraps alpha
+    # into its dtype (uint8's -1 is 255) or refuses one out of range, as torch's
+    def both(dt):
+        values = _ALPHA_OPERANDS[first] if dt is first else [True, True, False, False]
+        want = torch.tensor(values, dtype=getattr(torch, dt))
+        got = Tensor(np.array(values, np.float32)).cast(getattr(dtypes, dt))
+        return got, want
+
+    (a, ta), (b, tb) = both(first), both(second)
+    try:
+        want = ta.add(tb, alpha=alpha)
+    except RuntimeError:
+        with pytest.raises((ArgumentError, OverflowError)):
+            a.add(b, alpha=alpha)
+        return
+    got = a.add(b, alpha=alpha)
+    assert got.dtype == getattr(dtypes, str(want.dtype).removeprefix("torch."))
+    np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_sub_of_bools_with_alpha_raises_as_torch():
+    a, b = [True, False, True, False], [True, True, False, False]
+    with pytest.raises(RuntimeError, match="two bool tensors"):
+        torch.tensor(a).sub(torch.tensor(b), alpha=2)
+    for alpha in (2, True):
+        with pytest.raises(RuntimeError, match="bool"):
+            Tensor(a).sub(Tensor(b), alpha=alpha)
+
+
 def test_bad_arguments_raise_clearly():
     with pytest.raises(ShapeError, match="fliplr: needs a tensor of 2 or more dims"):
         Tensor([1.0]).fliplr()
@@ -403,6 +446,31 @@ def test_unique_consecutive_matches_torch():
         torch.from_numpy(floats).unique_consecutive(return_counts=True),
     )
     _same(Tensor(np.zeros(0, np.float32)).unique_consecutive(), torch.zeros(0).unique_consecutive())
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_float_sinc_is_computed_in_float32_as_torch(dt):
+    # (pi x and its sine rounded to the half float gave ~3e-4 at the integers, where torch's is 0)
+    x = np.array([0.75, 1.0, 2.0, 3.0, -7.0, 20.0, 100.0, 0.5, 2.5, 0.0, np.inf], np.float32)
+    want = torch.from_numpy(x).to(getattr(torch, dt)).sinc()
+    got = Tensor(x).cast(getattr(dtypes, dt)).sinc()
+    assert got.dtype == getattr(dtypes, dt)
+    np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 0, 3), 1), ((0, 3), 0), ((0,), 0), ((2, 0, 3), None)])
+def test_unique_consecutive_of_no_slices_as_torch(shape, dim):
+    x = np.zeros(shape, np.float32)
+    got = Tensor(x).unique_consecutive(return_inverse=True, return_counts=True, dim=dim)
+    _same(got, torch.from_numpy(x).unique_consecutive(return_inverse=True, return_counts=True, dim=dim))
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 0, 3), 0), ((2, 0, 3), 2), ((3, 0), 0)])
+def test_unique_consecutive_of_empty_slices_raises_as_torch(shape, dim):
+    with pytest.raises(RuntimeError):
+        torch.zeros(shape).unique_consecutive(dim=dim)
+    with pytest.raises(ShapeError, match="empty"):
+        Tensor(np.zeros(shape, np.float32)).unique_consecutive(dim=dim)
 
 
 @pytest.mark.parametrize("realized", [True, False], ids=["realized", "lazy"])

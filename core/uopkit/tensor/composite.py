@@ -32,6 +32,7 @@ from uopkit.tensor.support import (
     _dtype_arg,
     _host_values,
     _normalize_axis,
+    _rounded_to,
     _shape_args,
     _with_derivative,
     in_float32,
@@ -1000,13 +1001,3 @@ def _c_pow(base: float, exponent: float) -> float:
         return math.pow(base, exponent)
     except OverflowError:
         return math.copysign(math.inf, base) if exponent % 2 == 1 else math.inf
-
-
-def _rounded_to(value: float, dtype: DType) -> float:
-    # a Python float rounded to a float dtype on the host (bfloat16: float32's top half, to nearest even)
-    if dtype == dtypes.bfloat16:
-        bits = int(np.array(value, np.float32).view(np.uint32))
-        if not math.isfinite(value):
-            return value
-        return float(np.array(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16, np.uint32).view(np.float32))
-    return float(np.array(value, to_numpy_dtype(dtype)))

@@ -190,12 +190,46 @@ def _fmod_in_float64(a: Tensor, b: Tensor) -> Tensor:
 def _floor_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """floor(a / b) and a - floor(a / b) * b (Python's and torch's `//` and `%`) of float32 or float64 tensors, as
     torch computes them: the truncated remainder, stepped by b where its sign differs from b's (one rounding)."""
-    q, r = _truncated_division(a, b)
+    q, truncated = _truncated_division(a, b)
+    r = _remainder_in_range(truncated, b, a)
     below = (r != 0) & ((r < 0) != (b < 0))
     q, r = below.where(q - 1, q), below.where(r + b, r)
     # no remainder means no quotient (inf // 1.5 is nan), except x // 0, which stays x / 0, and a finite quotient too
     # large for the dtype (7 // 1e-38), which overflows to inf as torch's
-    return (r.isnan() & (b != 0) & ~(a.isfinite() & q.isinf())).where(math.nan, q), r
+    return (truncated.isnan() & (b != 0) & ~(a.isfinite() & q.isinf())).where(math.nan, q), r
+
+
+def _remainder_in_range(r: Tensor, b: Tensor, sign: Tensor) -> Tensor:
+    """A remainder r of a by b whose sign is to be `sign`'s (a's for fmod, b's for %), NaN where it is off: past the
+    quotients `_truncated_division` reaches exactly (|a / b| >= 2**106 in float64, 2**48 in float32 computed without
+    float64) r can be many b's off, and NaN says so where a remainder of the wrong sign or not below |b| would not
+    (1e30 fmod 1e-30 was -8.6e-4). float32 with float64 at hand is exact at every quotient: r comes back as it is."""
+    if r.dtype == dtypes.float32 and _has_float64(r.device):
+        return r
+    off = r.isfinite() & ((r.abs() >= b.abs()) | ((r != 0) & ((r < 0) != (sign < 0))))
+    return off.where(math.nan, r)
+
+
+def _half_floor_division(a: Tensor, b: Tensor) -> Tensor:
+    """a // b of float16 or bfloat16 tensors as torch's CPU kernel computes it: C10's div_floor_floating in the half
+    float's own arithmetic, each step rounded to it (float16 5000 // 3 is 1667: 5000 - 2 rounds to 5000), not in
+    float32 rounded once (1666). Computed in float32 with those roundings; its gradient is 0, as floor's."""
+    dt = a.dtype
+
+    def rounded(t: Tensor) -> Tensor:
+        return t.cast(dt).float()
+
+    x, y = a.float(), b.float()
+    # (fmod of two half floats is exact in float32)
+    mod = x.fmod(y)
+    div = rounded(rounded(x - mod) / y)
+    div = ((mod != 0) & ((y < 0) != (mod < 0))).where(rounded(div - 1), div)
+    floor = div.floor()
+    floor = (rounded(div - floor) > 0.5).where(rounded(floor + 1), floor)
+    # a zero quotient takes the sign of a / b; x / 0 is a / b itself (+-inf or NaN; trunc keeps it, with no gradient)
+    quotient = rounded(x / y).trunc()
+    zero = quotient.signbit().where(-0.0, 0.0)
+    return (y == 0).where(quotient, (div != 0).where(floor, zero)).cast(dt)
 
 
 # a float's top half of significant bits (float64: the implicit one and 25 stored of 52; float32: the implicit one and
@@ -239,24 +273,25 @@ def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
     return Tensor(v, device=device, dtype=dt)
 
 
-def _scaled_operand(t: Tensor, x: Any, alpha: Any, op: str) -> tuple[Any, DType | None]:
-    """alpha * x for torch's add/sub(other, alpha=): an int or bool dtype takes no float alpha, as torch's. With it,
-    the half float dtype the sum is to be computed in float32 and rounded to (None: the sum is in the operands' dtype).
-    """
-    x, alpha = _py_number(x), _py_number(alpha)
-    if not isinstance(x, (Tensor, int, float)):
-        x = Tensor(x, device=t.device)
-    dt = least_upper_dtype(t.dtype, x.dtype) if isinstance(x, Tensor) else t.dtype
-    if isinstance(alpha, float) and not dtypes.is_float(dt) and not isinstance(x, float):
+def _scaled_operands(t: Tensor, x: Any, alpha: Any, op: str) -> tuple[Tensor, Tensor, DType]:
+    """(t, alpha * x), broadcast, and the result's dtype, for torch's add/sub(other, alpha=): t and x promote as
+    without alpha, and alpha is a number of their dtype, as torch's (checked as a stored value: an int dtype takes no
+    float alpha nor one out of its range, only bool takes a bool alpha, and bool's alpha is its truth value). Half
+    float dtypes come back in float32, for one rounding of the sum: the product of two halves is exact in float32."""
+    alpha = _py_number(alpha)
+    a, b = t._broadcasted(x, False, op)
+    dt = a.dtype
+    if isinstance(alpha, float) and not dtypes.is_float(dt):
         raise ArgumentError(f"{op}: a float alpha ({alpha}) needs a float operand; the operands are {dt}")
     if isinstance(alpha, bool) and dt != dtypes.bool:
         raise ArgumentError(f"{op}: a bool alpha is only for bool operands, got {dt}")
+    if not isinstance(alpha, (bool, int, float)):
+        raise TypeError(f"{op}: alpha must be a Python number, got {type(alpha).__name__}")
+    _check_stored_scalar(alpha, dt, f"{op} (alpha)")
+    scale = _scalar_in_dtype(alpha, dt, t.device)
     if dt in dtypes.halves:
-        # torch takes x and alpha in the half dtype, then computes t + alpha * x in float32 and rounds once (the product
-        # of two halves is exact in float32): the product rounded to half before the sum would round twice
-        x = x.cast(dt) if isinstance(x, Tensor) else _scalar_in_dtype(x, dt, t.device)
-        return x.float() * _scalar_in_dtype(alpha, dt, t.device).float(), dt
-    return x * alpha, None
+        return a.float(), b.float() * scale.float(), dt
+    return a, b * scale, dt
 
 
 def _addc_in_float32(t: Tensor, t1: Any, t2: Any, op: str) -> tuple[Tensor, Tensor, Tensor, DType] | None:
@@ -478,9 +513,8 @@ class ElementwiseMixin:
         [4, 5]
         """
         if type(alpha) is not int or alpha != 1:
-            x, rounded_to = _scaled_operand(self, x, alpha, "add")
-            if rounded_to is not None:
-                return self.cast(rounded_to).float().add(x, reverse).cast(rounded_to)
+            a, b, dt = _scaled_operands(self, x, alpha, "add")
+            return (b._alu(_ADD, a) if reverse else a._alu(_ADD, b)).cast(dt)
         a, b = self._broadcasted(x, reverse, "add")
         return a._alu(_ADD, b)
 
@@ -505,13 +539,15 @@ class ElementwiseMixin:
         [2, 3]
         """
         if type(alpha) is not int or alpha != 1:
-            x, rounded_to = _scaled_operand(self, x, alpha, "sub")
-            if rounded_to is not None:
-                return self.cast(rounded_to).float().sub(x, reverse).cast(rounded_to)
-        a, b = self._broadcasted(x, reverse, "sub")
-        if a.dtype == dtypes.bool:
-            raise TypeError("sub: subtracting bool tensors is not supported; use logical_xor")
-        return a._alu(_ADD, b.neg())
+            a, b, dt = _scaled_operands(self, x, alpha, "sub")
+            if reverse:
+                a, b = b, a
+        else:
+            a, b = self._broadcasted(x, reverse, "sub")
+            dt = a.dtype
+        if dt == dtypes.bool:
+            raise DTypeError("sub: subtracting bool tensors is not supported; use `^` or logical_xor")
+        return a._alu(_ADD, b.neg()).cast(dt)
 
     def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
         """True division (ints promote to float); rounding_mode "trunc" or "floor" as in PyTorch.
@@ -521,6 +557,10 @@ class ElementwiseMixin:
         """
         if rounding_mode not in (None, "trunc", "floor"):
             raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        if reverse and rounding_mode is not None and self.dtype in dtypes.halves and type(x) in (float, int):
+            # a number divided by a half float with rounding is taken in the half float first, as torch's (1e5 // x is
+            # inf // x, NaN): only a number divisor goes into torch's float32 kernel
+            x = _scalar_in_dtype(x, self.dtype, self.device)
         if _scaled_in_float32(self, x):
             return self.float().div(x, reverse, rounding_mode).cast(self.dtype)
         a, b = self._broadcasted(x, reverse, "div", floats=rounding_mode is None)
@@ -540,8 +580,7 @@ class ElementwiseMixin:
         if rounding_mode == "trunc":
             return a._alu(Ops.FDIV, b).trunc()
         if a.dtype.itemsize < 4:
-            # as torch computes half ops: in float32, one rounding at the end
-            return a.float().div(b.float(), rounding_mode="floor").cast(a.dtype)
+            return _half_floor_division(a, b)
         return _floor_division(a, b)[0]
 
     def floor_divide(self, x: Any) -> Tensor:
@@ -601,7 +640,8 @@ class ElementwiseMixin:
         if a.dtype.itemsize < 4:
             return a.float().fmod(b.float()).cast(a.dtype)
         # torch's derivatives, 1 and -trunc(a / b), given whole
-        return _with_quotient_gradient(_truncated_division(a, b)[1], a, b, a._alu(Ops.FDIV, b).trunc().detach())
+        r = _remainder_in_range(_truncated_division(a, b)[1], b, a)
+        return _with_quotient_gradient(r, a, b, a._alu(Ops.FDIV, b).trunc().detach())
 
     def neg(self) -> Tensor:
         """-x (a bool tensor raises, as PyTorch: `~` or logical_not() inverts a mask).

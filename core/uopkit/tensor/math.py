@@ -23,6 +23,7 @@ from uopkit.tensor.support import (
     _normalize_axis,
     _py_number,
     _reading_input,
+    _rounded_to,
     _with_derivative,
     _with_derivative_of,
     float_alu_method,
@@ -135,6 +136,13 @@ def _bounds(min_: Any, max_: Any, min_kw: Any, max_kw: Any, op: str) -> tuple[An
     if lo is None and hi is None:
         raise ArgumentError(f"{op}: at least one of min and max must be given")
     return lo, hi
+
+
+def _may_be_nan(bound: Any) -> bool:
+    # a clamp bound that may hold NaN: a tensor (or list), or a NaN number
+    if isinstance(bound, (bool, int)):
+        return False
+    return not isinstance(bound, float) or math.isnan(bound)
 
 
 class MathMixin:
@@ -495,10 +503,18 @@ class MathMixin:
         for bound in (lo, hi):
             if not isinstance(bound, Tensor):
                 _check_stored_scalar(bound, x.dtype, op)
-        t = x if lo_t is None else x.maximum(lo_t)
-        t = t if hi_t is None else t.minimum(hi_t)
-        if not dtypes.is_float(t.dtype):
-            return t
+        if not dtypes.is_float(x.dtype):
+            t = x if lo_t is None else x.maximum(lo_t)
+            return t if hi_t is None else t.minimum(hi_t)
+        # x itself where it equals a bound, as torch's max(x, lo) and min(., hi) (clamp(-0.0, min=0) is -0.0); a NaN
+        # in x or in a bound gives NaN (a Python number bound is never NaN here but where it is one)
+        t = x
+        if lo_t is not None:
+            below = t < lo_t
+            t = (below | lo_t.isnan() if _may_be_nan(lo) else below).where(lo_t, t)
+        if hi_t is not None:
+            above = t > hi_t
+            t = (above | hi_t.isnan() if _may_be_nan(hi) else above).where(hi_t, t)
         # torch's gradients: to x inside the bounds (ties included), to a bound where x is beyond it (no tie sharing)
         # (with min > max every value is max, whose gradient that is)
         if lo_t is not None and hi_t is not None:
@@ -533,6 +549,11 @@ class MathMixin:
         """
         # (a numpy scalar exponent as a Python number: np.int64(3) takes the integer path below, as 3)
         x = _py_number(x)
+        if not reverse and self.dtype in dtypes.halves and type(x) in (int, float):
+            # torch takes a number exponent in the half float, checked as a stored value: float16's 5001 is 5000, an
+            # even power (-2.0 ** 5001 is inf), and 1e5 raises
+            _check_stored_scalar(x, self.dtype, "pow")
+            x = _rounded_to(float(x), self.dtype)
         if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer():
             if self.dtype == dtypes.bool:
                 # bool ** number promotes like bool + number (torch: bool ** 2 is an integer tensor)

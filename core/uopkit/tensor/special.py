@@ -208,7 +208,10 @@ def _lgamma(x: Tensor) -> Tensor:
     # (y - 1/2)(log y - 1) + log(2 pi)/2 - 1/2: no y log y - y, which is inf - inf at y = inf and overflows early
     stirling = (y - 0.5) * (log - 1) + (0.5 * math.log(2 * math.pi) - 0.5) + w * _horner(w * w, _stirling_series(dt))
     positive = big.where(stirling, small)
-    reflection = (math.pi / _sin_pi(_centered_fraction(x)).abs()).log() - positive
+    r = _centered_fraction(x)
+    # (a pole is inf whatever lgamma(1 - x) is: past 2**24 (2**53) every float is a whole number, and there
+    # lgamma(1 - x) overflows too, inf - inf)
+    reflection = (r == 0).where(math.inf, (math.pi / _sin_pi(r).abs()).log() - positive)
     return (x == -math.inf).where(math.inf, reflected.where(reflection, positive))
 
 

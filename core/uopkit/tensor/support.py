@@ -462,6 +462,16 @@ def _largest_finite(dt: DType) -> float:
     return float(np.finfo(to_numpy_dtype(dt)).max)
 
 
+def _rounded_to(value: float, dtype: DType) -> float:
+    # a Python float rounded to a float dtype on the host (bfloat16: float32's top half, to nearest even)
+    if dtype == dtypes.bfloat16:
+        bits = int(np.array(value, np.float32).view(np.uint32))
+        if not math.isfinite(value):
+            return value
+        return float(np.array(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16, np.uint32).view(np.float32))
+    return float(np.array(value, to_numpy_dtype(dtype)))
+
+
 def _check_stored_scalar(
     value: Any, dt: DType, op: str, *, half_floats: bool = True, negative_unsigned: bool = True
 ) -> None:

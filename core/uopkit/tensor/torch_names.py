@@ -299,6 +299,10 @@ class TorchNamesMixin:
 
     def sinc(self: Tensor) -> Tensor:  # type: ignore[misc]
         """sin(pi x) / (pi x), 1 at 0 (torch.sinc)."""
+        if self.dtype in dtypes.halves:
+            # in float32, rounded once, as torch: pi x and its sine rounded to the half float are ~1e-3 off, so sinc at
+            # an integer was ~3e-4 where torch's is 0
+            return self.float().sinc().cast(self.dtype)
         x = self.cast(least_upper_float(self.dtype))
         px = x * math.pi
         return (x == 0).where(1.0, px.sin() / (x == 0).where(1.0, px))
@@ -757,7 +761,13 @@ class TorchNamesMixin:
             if self.ndim == 0:
                 raise ShapeError(f"unique_consecutive: dim {dim} given for a 0-d tensor; pass dim=None")
             axis = _normalize_axis(dim, self.ndim, "unique_consecutive", self.shape)
-            rows = self.movedim(axis, 0).reshape(self.shape[axis], -1)
+            if self.shape[axis] and not self.numel():
+                raise ShapeError(
+                    f"unique_consecutive: the slices along dim {dim} of shape {self.shape} are empty (another axis has "
+                    "size 0)"
+                )
+            # (the row width spelled out: -1 can't be inferred when there are no rows)
+            rows = self.movedim(axis, 0).reshape(self.shape[axis], math.prod(self.shape) // max(self.shape[axis], 1))
         k = rows.shape[0]
         changed = (rows[1:] != rows[:-1]).any(1).numpy() if k > 1 else np.zeros(0, bool)
         starts = np.concatenate([[0], np.flatnonzero(changed) + 1]).astype(np.int32) if k else np.zeros(0, np.int32)
