@@ -19,6 +19,7 @@ tensor arguments, as the walk summed them) and grad_output, and may replace grad
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -54,7 +55,11 @@ class ModuleBackwardCall:
     def __init__(
         self, module: Any, hooks: list[Callable[..., Any]], pre_hooks: list[Callable[..., Any]], full: bool
     ) -> None:
-        self.module, self.hooks, self.pre_hooks, self.full = module, hooks, pre_hooks, full
+        self.hooks, self.pre_hooks, self.full = hooks, pre_hooks, full
+        # the module held weakly: this call lives in its nodes' gradient rules (values of a map keyed by the nodes), and
+        # the module's parameters' lazy gradients read those nodes, so a strong reference would keep module, gradients
+        # and graph alive for good after the program let go of the module
+        self._module = weakref.ref(module)
         # set by the outputs' node in each backward pass, taken by the inputs' node
         self.grad_outputs: tuple[Tensor | None, ...] | None = None
         self.n_inputs, self.input_index = 0, None
@@ -125,7 +130,7 @@ class ModuleBackwardCall:
         assert self.output_index is not None
         grad_outputs = _placed(self.output_index, grads, self.n_outputs)
         for hook in self.pre_hooks:
-            out = hook(self.module, grad_outputs)
+            out = hook(self._module(), grad_outputs)
             if out is None:
                 continue
             out = _as_grads(out, "backward pre-hook", "grad_output", len(grad_outputs))
@@ -143,7 +148,7 @@ class ModuleBackwardCall:
                 )
             grad_inputs = (None,) * self.n_inputs
             for hook in self.hooks:
-                res = hook(self.module, grad_inputs, grad_outputs)
+                res = hook(self._module(), grad_inputs, grad_outputs)
                 if res is not None and not (isinstance(res, tuple) and all(r is None for r in res)):
                     raise RuntimeError(
                         "Backward hook for Modules where no input requires gradient should always return None or None "
@@ -166,7 +171,7 @@ class ModuleBackwardCall:
             return grads
         grad_inputs = _placed(self.input_index, grads, self.n_inputs)
         for hook in self.hooks:
-            out = hook(self.module, grad_inputs, self.grad_outputs)
+            out = hook(self._module(), grad_inputs, self.grad_outputs)
             if out is None:
                 continue
             grad_inputs = _as_grads(out, "backward hook", "grad_input", len(grad_inputs))

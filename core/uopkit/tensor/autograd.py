@@ -363,10 +363,14 @@ def _attach_backward(cls: type[Function], ctx: FunctionCtx, args: tuple[Any, ...
     spans = _spans([outputs[i] for i in diff], packed)
     node_ref = weakref.ref(node)
     results = list(outputs)
+    saved = {id(t) for t in ctx._saved if t is not None}
     for i, span in zip(diff, spans, strict=True):
         results[i] = _read_output(node, span)
-        # a saved output unpacks as the output (the node is alive while a gradient walks it: held weakly)
-        ctx._output_views[id(outputs[i])] = _SavedOutput(node_ref, span, outputs[i])
+        # a saved output unpacks as the output (the node is alive while a gradient walks it: held weakly); only a
+        # saved one: the rule is the value of a weak map keyed by the node, and an output held here that reaches the
+        # node (a forward returning its input as is, as backward hooks' does) would keep the entry alive for good
+        if id(outputs[i]) in saved:
+            ctx._output_views[id(outputs[i])] = _SavedOutput(node_ref, span, outputs[i])
     rule = _BackwardRule(cls, ctx, args, outputs, diff, spans, positions)
     # (a bfloat16 input's gradient arrives at the graph of its bits, in float32: see tensor._gradient_key)
     keys = tuple(_gradient_key(t) for t in inputs)
@@ -440,7 +444,11 @@ class _BackwardRule:
         spans: list[Span],
         positions: list[int],
     ) -> None:
-        self.cls, self.ctx, self.args, self.diff, self.spans, self.positions = cls, ctx, args, diff, spans, positions
+        self.cls, self.ctx, self.diff, self.spans, self.positions = cls, ctx, diff, spans, positions
+        # of the inputs, only their shape, dtype and device (None for a non-tensor): the rule is the value of a weak map
+        # keyed by the output's node, and an input held here can reach that node (a module's backward hooks chain
+        # their calls' nodes), which would keep the entry, and every tensor it holds, alive for good
+        self.arg_meta = [(a.shape, a.dtype, a.device) if isinstance(a, Tensor) else None for a in args]
         # only what the gradients of the outputs that get none need: their shape, dtype and device
         self.out_meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None for o in outputs]
 
@@ -456,13 +464,13 @@ class _BackwardRule:
             backward = self.cls.backward if self.cls.backward is not Function.backward else self.cls.vjp
             result = backward(ctx, *grads)
         result = result if isinstance(result, tuple) else (result,)
-        n = len(self.args)
+        n = len(self.arg_meta)
         if len(result) < n or any(r is not None for r in result[n:]):
             raise RuntimeError(
                 f"function {name}Backward returned an incorrect number of gradients (expected {n}, got {len(result)})"
             )
-        for i, (a, r) in enumerate(zip(self.args, result, strict=False)):
-            if r is not None and not isinstance(a, Tensor):
+        for i, (a, r) in enumerate(zip(self.arg_meta, result, strict=False)):
+            if r is not None and a is None:
                 raise RuntimeError(
                     f"function {name}Backward returned a gradient different than None at position {i + 1}, but the "
                     "corresponding forward input was not a Variable"
@@ -472,26 +480,28 @@ class _BackwardRule:
         out: list[UOp | None] = []
         for i, w in zip(self.positions, wanted, strict=True):
             r = result[i]
-            out.append(_fitted(r, self.args[i], name, i).uop if w and r is not None else None)
+            out.append(_fitted(r, self.arg_meta[i], name, i).uop if w and r is not None else None)
         return tuple(out)
 
 
-def _fitted(g: Tensor, x: Tensor, name: str, i: int) -> Tensor:
-    # a gradient of a broadcast of the input's shape is summed back to it, as torch's; the dtype and device are x's
-    if g.shape != x.shape:
-        lead = g.ndim - x.ndim
-        fits = lead >= 0 and all(s in (1, gs) for s, gs in zip(x.shape, g.shape[lead:], strict=True))
+def _fitted(g: Tensor, x: tuple[tuple[int, ...], Any, Any], name: str, i: int) -> Tensor:
+    # a gradient of a broadcast of the input's shape is summed back to it, as torch's; the dtype and device are the
+    # input's (x: its shape, dtype and device)
+    shape, dtype, device = x
+    if g.shape != shape:
+        lead = g.ndim - len(shape)
+        fits = lead >= 0 and all(s in (1, gs) for s, gs in zip(shape, g.shape[lead:], strict=True))
         if not fits:
             raise RuntimeError(
                 f"Function {name}Backward returned an invalid gradient at index {i} - got {list(g.shape)} but "
-                f"expected shape compatible with {list(x.shape)}"
+                f"expected shape compatible with {list(shape)}"
             )
         if lead:
             g = g.sum(tuple(range(lead)))
-        axes = tuple(d for d, (s, gs) in enumerate(zip(x.shape, g.shape, strict=True)) if s != gs)
+        axes = tuple(d for d, (s, gs) in enumerate(zip(shape, g.shape, strict=True)) if s != gs)
         if axes:
             g = g.sum(axes, keepdim=True)
-    if g.device != x.device:
-        g = g.to(x.device)
-    dt = dtypes.float32 if x.dtype == dtypes.bfloat16 else x.dtype
+    if g.device != device:
+        g = g.to(device)
+    dt = dtypes.float32 if dtype == dtypes.bfloat16 else dtype
     return g.cast(dt) if g.dtype != dt else g
