@@ -129,3 +129,21 @@ def test_numpy_reads_a_tensor_through_the_array_protocol():
     # numpy's operators defer to the tensor's: the result is a Tensor
     out = np.ones(2, np.float32) + Tensor([1.0, 2.0])
     assert isinstance(out, Tensor) and out.tolist() == [2.0, 3.0]
+
+
+def test_products_over_two_devices_name_the_op_called():
+    # they named "mul", the elementwise product inside
+    import uopkit.nn.functional as F
+
+    a, b = Tensor([[1.0, 2.0]]), Tensor([[1.0], [2.0]], device="EMULATOR")
+    for op, make in [
+        ("matmul", lambda: a @ b),
+        ("matmul", lambda: a.matmul(b)),
+        ("matmul", lambda: a.dot(b)),
+        ("linear", lambda: a.linear(b)),
+        ("linear", lambda: F.linear(a, b.T)),
+        ("linear", lambda: F.linear(a, Tensor([1.0, 2.0], device="EMULATOR"))),
+        ("linear", lambda: F.linear(a, Tensor([[1.0, 2.0]]), Tensor([0.0], device="EMULATOR"))),
+    ]:
+        with pytest.raises(ArgumentError, match=f"^{op}: operands are on different devices"):
+            make().realize()

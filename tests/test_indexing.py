@@ -309,3 +309,34 @@ def test_several_index_tensors_read_each_element_with_one_load():
         (ours * Tensor(g)).sum().backward()
         (theirs * torch.tensor(g)).sum().backward()
         np.testing.assert_allclose(ux.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6, err_msg=str(k))
+
+
+@pytest.mark.parametrize("bad", [1000, 4, -5, 2**31 - 1])
+def test_unchecked_out_of_range_setitem_is_dropped(bad: int) -> None:
+    # with CHECK_INDEX=0 an out-of-range index reads as 0, so the write went to element 0 (a real element); it is
+    # dropped now, the in-range writes beside it kept (torch raises, as CHECK_INDEX=1 does here)
+    from uopkit.helpers import Context
+
+    base = np.array([10.0, 11.0, 12.0, 13.0], np.float32)
+    with Context(CHECK_INDEX=0):
+        a = Tensor(base).contiguous().realize()
+        a[Tensor([bad]) * 1] = 3.0
+        b = Tensor(base).contiguous().realize()
+        b[Tensor([1, bad]) * 1] = Tensor([5.0, 3.0])
+        c = Tensor(base.reshape(2, 2)).contiguous().realize()
+        c[Tensor([bad]) * 1, Tensor([1])] = 3.0
+        assert a.tolist() == base.tolist()
+        assert b.tolist() == [10.0, 5.0, 12.0, 13.0]
+        assert c.tolist() == base.reshape(2, 2).tolist()
+
+
+def test_unchecked_out_of_range_setitem_is_dropped_when_scattered_by_sorting(monkeypatch) -> None:
+    # (a large write goes through the sort-by-target scatter, which has no "no match": a spare slot takes the drops)
+    from uopkit.helpers import Context
+    from uopkit.tensor import segments
+
+    monkeypatch.setattr(segments, "SCATTER_BY_SORTING", 1)
+    with Context(CHECK_INDEX=0):
+        a = Tensor(np.arange(6, dtype=np.float32)).contiguous().realize()
+        a[Tensor([3, 0, 9, -7, 3]) * 1] = Tensor([-1.0, -4.0, -2.0, -3.0, -5.0])
+        assert a.tolist() == [-4.0, 1.0, 2.0, -5.0, 4.0, 5.0]

@@ -484,3 +484,23 @@ def test_bad_arguments_are_clear_errors() -> None:
         nn.Unflatten(1, 4)  # type: ignore[arg-type]
     with pytest.raises(ShapeError, match="PairwiseDistance: inputs need an axis"):
         nn.PairwiseDistance()(Tensor(1.0), Tensor(2.0))
+
+
+def test_negative_layer_sizes_name_the_layer_and_argument() -> None:
+    # they raised "math domain error" (Linear) or numpy's "negative dimensions are not allowed"; torch raises a
+    # RuntimeError ("Trying to create tensor with negative dimension"): ours is both a ValueError and a RuntimeError
+    cases = [
+        (lambda: nn.Linear(-1, 3), r"Linear\(-1, 3\): in_features must be >= 0, got -1"),
+        (lambda: nn.Linear(3, -2), r"Linear\(3, -2\): out_features must be >= 0, got -2"),
+        (lambda: nn.Conv2d(3, -4, 3), "Conv2d: out_channels must be >= 0, got -4"),
+        (lambda: nn.Conv1d(-3, 3, 3), "Conv1d: in_channels must be >= 0, got -3"),
+        (lambda: nn.Conv2d(3, 4, (3, -1)), "Conv2d: kernel_size must be >= 0, got -1"),
+        (lambda: nn.ConvTranspose2d(3, -4, 3), "ConvTranspose2d: out_channels must be >= 0"),
+        (lambda: nn.Embedding(-2, 4), r"Embedding\(-2, 4\): num_embeddings must be >= 0, got -2"),
+        (lambda: nn.Embedding(2, -4), r"Embedding\(2, -4\): embedding_dim must be >= 0, got -4"),
+    ]
+    for build, message in cases:
+        with pytest.raises(ValueError, match=message) as info:
+            build()
+        assert isinstance(info.value, RuntimeError)
+    assert nn.Linear(0, 3).weight.shape == (3, 0) and nn.Embedding(0, 4).weight.shape == (0, 4)

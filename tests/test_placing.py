@@ -493,3 +493,15 @@ def test_index_add_index_copy_and_scatters_name_the_op_called_in_errors():
             call(torch)
         with pytest.raises(error, match=message):
             call(Ours)
+
+
+def test_unchecked_out_of_range_index_put_is_dropped():
+    # with CHECK_INDEX=0 the write to an out-of-range index landed on element 0 (it read as position 0)
+    from uopkit.helpers import Context
+
+    base = Tensor([10.0, 11.0, 12.0, 13.0])
+    with Context(CHECK_INDEX=0):
+        for bad in (9, -9):
+            index = (Tensor([1, bad]) * 1,)
+            assert base.index_put(index, Tensor([5.0, 3.0])).tolist() == [10.0, 5.0, 12.0, 13.0]
+            assert base.index_put(index, Tensor([5.0, 3.0]), accumulate=True).tolist() == [10.0, 16.0, 12.0, 13.0]

@@ -2124,3 +2124,83 @@ def test_pow_gradients_at_special_values_are_torch_s() -> None:
     (tx**ty).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
     np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# index results along an axis of 2**31 elements or more: int64, not int32 wrapped negative. Checked on lazy graphs over
+# a stride-0 view (nothing is allocated or computed), the values on small axes.
+
+_HUGE = 2**31 + 8
+
+
+def _index_results(x: Tensor) -> dict[str, Tensor]:
+    return {
+        "argmax": x.argmax(),
+        "argmin": x.argmin(0),
+        "max(dim=)": x.max(dim=0).indices,
+        "min(dim=)": x.min(dim=0).indices,
+        "topk": x.topk(1)[1],
+        "kthvalue": x.kthvalue(1)[1],
+        "median(dim)": x.median(0)[1],
+    }
+
+
+def test_index_results_past_int32_are_int64() -> None:
+    # they were int32: torch's 2147483655 came back as -2147483641 (and x[x.argmax()] read the wrong element)
+    assert dtypes.positions(2**31 - 1) == dtypes.int32 and dtypes.positions(2**31) == dtypes.int64
+    huge = Tensor([7], dtype=dtypes.uint8).expand(_HUGE)
+    for name, got in _index_results(huge).items():
+        assert got.dtype == dtypes.int64, name
+    for name, got in _index_results(Tensor([3, 1, 3], dtype=dtypes.uint8)).items():
+        assert got.dtype == dtypes.int32, name
+    # a 2-D tensor whose flattened length passes 2**31: argmax() counts positions in the flattened tensor
+    assert Tensor([1.0]).reshape(1, 1).expand(2**16, 2**15 + 1).argmax().dtype == dtypes.int64
+    assert Tensor([1.0]).reshape(1, 1).expand(2**16, 2**15 + 1).argmax(1).dtype == dtypes.int32
+
+
+def test_index_results_past_int32_read_the_right_element() -> None:
+    # one 1 three from the end of 2**31 + 8 lazy elements (compared with an arange: nothing allocated, ~1 s a pass)
+    n = _HUGE
+    x = (Tensor.arange(n) == n - 3).cast(dtypes.uint8)
+    at = x.argmax()
+    assert at.item() == x.max(dim=0).indices.item() == x.topk(1)[1].item() == n - 3
+    assert x[at].item() == 1
+
+
+def test_index_results_keep_their_values_with_positions_dtype() -> None:
+    x = np.array([[3, 9, 9, 1], [5, 0, 5, 0]], np.float32)
+    t, tt = Tensor(x), torch.tensor(x)
+    assert t.argmax(1).tolist() == tt.argmax(1).tolist() and t.argmin().item() == tt.argmin().item()
+    assert t.max(dim=1).indices.tolist() == tt.max(dim=1).indices.tolist()
+    assert t.cummax(1)[1].tolist() == tt.cummax(1)[1].tolist()
+    assert t.sort(1)[1].tolist() == tt.sort(dim=1, stable=True)[1].tolist()
+    distinct = np.array([[3, 9, 7, 1], [5, 0, 6, 2]], np.float32)
+    assert Tensor(distinct).topk(2, dim=1)[1].tolist() == torch.tensor(distinct).topk(2, dim=1)[1].tolist()
+
+
+def test_an_int_arange_is_lazy_at_any_length() -> None:
+    # one of more than 2**31 int32 values was built on the host as a 16 GiB int64 numpy array (topk over such an axis
+    # was OOM-killed); it wraps past int32 as torch's
+    a = Tensor.arange(2**31 + 5, dtype=dtypes.int32)
+    assert a.dtype == dtypes.int32 and a.shape == (2**31 + 5,)
+    assert not any(u.op is Ops.BUFFER for u in a.uop.toposort())
+    # (read through an index tensor, which loads just those: a slice or an int index computes it whole first)
+    want = torch.tensor([2**31 - 1, 2**31 + 2, 2**31 + 4]).int().tolist()
+    assert a[Tensor([2**31 - 1, -3, -1])].tolist() == want
+    small = [((-100, 100), "int8"), ((0, 300), "uint8"), ((10, 0, -3), "uint64"), ((2**31 - 3, 2**31 + 2), "int32")]
+    for args, dt in small:
+        b = Tensor.arange(*args, dtype=to_dtype(dt))
+        assert not any(u.op is Ops.BUFFER for u in b.uop.toposort()), (args, dt)
+        assert b.tolist() == torch.arange(*args).to(getattr(torch, dt)).tolist(), (args, dt)
+
+
+def test_a_float_arange_of_integers_is_lazy_and_exact() -> None:
+    # (it was a float64 numpy array built on the host and copied over) values on an integer grid the dtype holds
+    # exactly are an integer arange cast on the device: numpy's and torch's values
+    cases = [((5,), "float32"), ((10, 0, -3), "float16"), ((2**24 - 8, 2**24), "float32"), ((-4.0, 4.0), "float64")]
+    for args, dt in cases + [((2, 9, 2.0), "bfloat16")]:
+        got = Tensor.arange(*args, dtype=to_dtype(dt))
+        assert not any(u.op is Ops.BUFFER for u in got.uop.toposort()), (args, dt)
+        assert got.tolist() == torch.arange(*args, dtype=torch.float64).to(getattr(torch, dt)).tolist(), (args, dt)
+    # a fractional step stays numpy's start + i * step, rounded once
+    assert Tensor.arange(0, 1, 0.1).tolist() == np.arange(0, 1, 0.1).astype(np.float32).tolist()

@@ -217,6 +217,12 @@ class dtypes(metaclass=_DtypesMeta):
         return x.scalar == dtypes.bool
 
     @staticmethod
+    def positions(n: int) -> DType:
+        """The dtype of index results along an axis of `n` elements (argmax, sort, topk, nonzero, ...): int32, or
+        int64 once the axis reaches 2**31 (an int32 index would wrap negative; `n` itself serves as a sentinel)."""
+        return dtypes.int32 if n <= dtypes.max(dtypes.int32) else dtypes.int64
+
+    @staticmethod
     def from_py(x: object) -> DType:
         """The dtype a Python value (or nested list of them) gets by default."""
         if isinstance(x, float):

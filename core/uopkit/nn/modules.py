@@ -59,6 +59,14 @@ def _pair(x: int | Sequence[int], name: str, layer: str) -> tuple[int, int]:
     return (a, b)
 
 
+def _check_sizes(layer: str, **sizes: int) -> None:
+    # a layer's sizes, checked before its weight is made: named after the layer and the argument (torch's says
+    # "Trying to create tensor with negative dimension"; a bad size otherwise failed deep in the initializer)
+    for name, size in sizes.items():
+        if isinstance(size, (int, np.integer)) and size < 0:
+            raise ArgumentError(f"{layer}: {name} must be >= 0, got {size}")
+
+
 class Linear(Module):
     """y = x @ weight.T + bias, weight (out_features, in_features) initialized U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
 
@@ -67,6 +75,7 @@ class Linear(Module):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
+        _check_sizes(f"Linear({in_features}, {out_features})", in_features=in_features, out_features=out_features)
         bound = 1 / math.sqrt(in_features) if in_features else 0.0
         self.in_features, self.out_features = in_features, out_features
         self.weight = _uniform((out_features, in_features), bound)
@@ -88,6 +97,7 @@ class _ConvLayer(Module):
 
     def _channels(self, in_channels: int, out_channels: int, groups: int, kernel_size: int | Sequence[int]) -> str:
         layer = type(self).__name__
+        _check_sizes(layer, in_channels=in_channels, out_channels=out_channels)
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ValueError(
                 f"{layer}: in_channels {in_channels} and out_channels {out_channels} must be divisible "
@@ -95,6 +105,7 @@ class _ConvLayer(Module):
             )
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _ntuple(kernel_size, self.spatial_dims, "kernel_size", layer)
+        _check_sizes(layer, kernel_size=min(self.kernel_size))
         return layer
 
     def __call__(self, x: Tensor) -> Tensor:
@@ -659,6 +670,7 @@ class Embedding(Module):
         dtype: DType | str | None = None,
     ) -> None:
         layer = f"Embedding({num_embeddings}, {embedding_dim})"
+        _check_sizes(layer, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(f"{layer}: padding_idx {padding_idx} is out of range")

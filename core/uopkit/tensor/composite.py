@@ -497,7 +497,7 @@ class CompositeMixin:
         ordered, order = x.sort(-1)
         # equal values are runs of the sorted row (a NaN is unequal to every value: a run of its own); each position
         # counts how far its run has come, so a run's length is reached at its end
-        positions = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
+        positions = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))
         changed = ordered._slice_axis(last, 1, n) != ordered._slice_axis(last, 0, n - 1)
         begins = changed.where(positions._slice_axis(0, 1, n), 0).pad(((0, 0),) * last + ((1, 0),))
         run_length = positions - begins.cummax(-1)[0] + 1

@@ -85,6 +85,24 @@ def _triangle_indices(
     return Tensor(found.astype(to_numpy_dtype(dt)), device=device, dtype=dt)
 
 
+def _int_arange(start: int, step: int, n: int, dtype: DType, device: str, kwargs: dict[str, Any]) -> Tensor:
+    # an integer (or bool) arange is computed where it is read, never on the host, so a one-hot compare against it
+    # (indexing, gather, one_hot) becomes an indexed load instead of a pass over every position, and one of 2**31
+    # positions or more costs no host array. It counts in int64 where `dtype` can't hold the positions or the values,
+    # then casts: values past the dtype wrap, as PyTorch's and numpy's. (Float arguments were truncated, as PyTorch's.)
+    last = start + (n - 1) * step
+    fits = dtypes.is_int(dtype) and dtypes.min(dtype) <= min(start, last) and max(start, last) <= dtypes.max(dtype)
+    # (an unsigned count takes no negative step)
+    narrow = fits and n - 1 <= dtypes.max(dtype) and (step > 0 or not dtypes.is_unsigned(dtype))
+    count = dtype if narrow else dtypes.int64
+    if count == dtypes.int64:
+        # (the same values modulo 2**64: arguments past int64 wrap into it)
+        start, step = (((v + 2**63) % 2**64) - 2**63 for v in (start, step))
+    iota = Tensor(UOp(Ops.IOTA, count, (UOp(Ops.DEVICE, arg=device),), n), **kwargs)
+    values = iota if (start, step) == (0, 1) else iota * step + start
+    return values if count == dtype else values.cast(dtype)
+
+
 def _arange_number(value: Any, what: str) -> Any:
     # arange's bounds and step as torch takes them: a 0-d tensor (`arange(len_tensor)`) as the number it holds, a
     # numpy scalar as the Python number of its kind
@@ -234,20 +252,17 @@ class CreationMixin:
         if step == 0:
             raise ArgumentError("arange: step must not be zero")
         n = max(math.ceil((stop - start) / step), 0)
-        last = start + (n - 1) * step
-        fits = dtypes.is_int(dtype) and dtypes.min(dtype) <= min(start, last) and max(start, last) <= dtypes.max(dtype)
-        if n > 0 and fits and all(type(v) is int for v in (start, step)):
-            # integers: computed where they are read, so a one-hot compare against them (indexing, gather, one_hot)
-            # becomes an indexed load instead of a pass over every position
+        if n > 0 and not dtypes.is_float(dtype):
+            return _int_arange(int(start), int(step), n, dtype, _canonical_device(kwargs.pop("device", None)), kwargs)
+        # floats on a grid of integers the dtype holds exactly (arange(n, dtype=float32), positions, ...): an integer
+        # arange cast, computed on the device as one, which gives numpy's values (no rounding at all)
+        exact = 2**53 if dtype == dtypes.float64 else 2**24
+        if n > 0 and all(float(v).is_integer() for v in (start, step)) and abs(start) + n * abs(step) <= exact:
+            ints = dtypes.from_py([int(start), int(start + n * step)])
             device = _canonical_device(kwargs.pop("device", None))
-            iota = Tensor(UOp(Ops.IOTA, dtype, (UOp(Ops.DEVICE, arg=device),), n), **kwargs)
-            return iota if (start, step) == (0, 1) else iota * step + start
-        # floats: built on the host in float64 and cast once (start + i * step rounded once, as numpy); an integer
-        # dtype takes its length from the float arguments but its values from them truncated, as PyTorch's
-        if dtypes.is_float(dtype):
-            values = start + np.arange(n, dtype=np.float64) * step
-        else:
-            values = int(start) + np.arange(n, dtype=np.int64) * int(step)
+            return _int_arange(int(start), int(step), n, ints, device, kwargs).cast(dtype)
+        # other floats: built on the host in float64 and cast once (start + i * step rounded once, as numpy)
+        values = start + np.arange(n, dtype=np.float64) * step if dtypes.is_float(dtype) else np.zeros(0, np.int64)
         return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
 
     @staticmethod

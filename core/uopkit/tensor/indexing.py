@@ -621,10 +621,15 @@ class IndexingMixin:
         raise TypeError("Tensor doesn't support item deletion (as PyTorch); build a new tensor without the items")
 
     def _overwritten(self, index: Any, value: Tensor) -> Tensor:
-        # self with value (broadcast) at self[index], as a lazy graph: every written position is found by indexing a
-        # tensor of flat positions the same way
-        positions = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)._indexed(index, "setitem")
-        return self._overwritten_at(positions, value)
+        # self with value (broadcast) at self[index], as a lazy graph
+        return self._overwritten_at(self._flat_positions(index, "setitem"), value)
+
+    def _flat_positions(self, index: Any, op: str) -> Tensor:
+        # the flat position of each element self[index] reaches, found by indexing a tensor of positions the same way.
+        # They count from 1 there: an index out of range (unchecked, CHECK_INDEX=0) reads 0, which becomes -1, a
+        # position that matches nothing, so a write to it is dropped (not put at element 0)
+        counted = Tensor.arange(1, self.numel() + 1, device=self.device).reshape(self.shape)
+        return counted._indexed(index, op) - 1
 
     def _overwritten_at(self, positions: Tensor, value: Tensor) -> Tensor:
         # self with value (broadcast to positions' shape) written at the flat positions `positions`, as a lazy graph
@@ -635,9 +640,10 @@ class IndexingMixin:
             _without_leading_ones(value, positions.ndim).cast(self.dtype)._broadcast_to(positions.shape).reshape(-1, 1)
         )
         if self.numel() * positions.numel() >= segments.SCATTER_BY_SORTING:
-            flat = self.reshape(1, -1)
-            out = segments.scatter_rows(flat, positions.reshape(1, -1), vals.reshape(1, -1), "replace", False)
-            return out.reshape(self.shape)
+            # (a spare slot first takes the writes to position -1, the dropped ones: a sorted scan has no "no match")
+            flat = self.reshape(1, -1).pad(((0, 0), (1, 0)))
+            out = segments.scatter_rows(flat, positions.reshape(1, -1) + 1, vals.reshape(1, -1), "replace", False)
+            return out[:, 1:].reshape(self.shape)
         hit = positions.reshape(-1, 1) == Tensor.arange(self.numel(), device=self.device).reshape(1, -1)
         # a position indexed more than once takes the last write (as PyTorch's CPU), not the sum of the writes
         writer = Tensor.arange(1, positions.numel() + 1, device=self.device).reshape(-1, 1)
@@ -736,7 +742,7 @@ class IndexingMixin:
         hit, vals = segments.one_hot_writes(self, dim, index, src)
         # of the writes to one position, keep the one with the highest position along `dim` in index
         k = hit.shape[-1]
-        order = Tensor.arange(k, device=self.device, dtype=dtypes.int32).reshape((1,) * (hit.ndim - 1) + (k,))
+        order = Tensor.arange(k, device=self.device, dtype=dtypes.positions(k)).reshape((1,) * (hit.ndim - 1) + (k,))
         last = hit.where(order, -1).max(-1, keepdim=True)
         wins = hit & (order == last)
         zero = Tensor(0, device=self.device, dtype=self.dtype)
@@ -894,12 +900,14 @@ class IndexingMixin:
         >>> [t.tolist() for t in Tensor([[0, 1], [2, 0]]).nonzero(as_tuple=True)]
         [[0, 1], [1, 0]]
         """
-        found = np.argwhere((self != 0).numpy()).astype(np.int32)
+        # (int64 along an axis of 2**31 or more, as the other index results)
+        wide = dtypes.positions(max(self.shape, default=1)) == dtypes.int64
+        found = np.argwhere((self != 0).numpy()).astype(np.int64 if wide else np.int32)
         found = found.reshape(len(found), self.ndim)
         if not as_tuple:
             return Tensor(found, device=self.device)
         if self.ndim == 0:
-            return (Tensor(np.zeros(len(found), np.int32), device=self.device),)
+            return (Tensor(np.zeros(len(found), found.dtype), device=self.device),)
         return tuple(Tensor(np.ascontiguousarray(found[:, d]), device=self.device) for d in range(self.ndim))
 
     # ---- in-place operators (`t += x`, `t.add_(x)`): PyTorch's, the tensor object itself takes the result

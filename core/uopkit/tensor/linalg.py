@@ -23,6 +23,7 @@ from uopkit.tensor.support import (
     ShapeError,
     _as_key,
     _broadcast_shape,
+    _check_same_device,
     _conv_pads,
     _einsum_diagonal,
     _movement_recipe,
@@ -59,6 +60,7 @@ class LinalgMixin:
         """
         if not isinstance(w, Tensor):
             raise TypeError(f"matmul: the right operand must be a Tensor, got {type(w).__name__}")
+        _check_same_device("matmul", (self, w))
         fast = _matrix_product_uop(self.uop, w.uop)
         if fast is not None:
             return Tensor(fast)
@@ -72,10 +74,8 @@ class LinalgMixin:
             return rows.dot(w).reshape(self.shape[:-1] + (w.shape[1],))
         x = self
         x_vec, w_vec = x.ndim == 1, w.ndim == 1
-        if x_vec:
-            x = x.reshape((1, x.shape[0]))
-        if w_vec:
-            w = w.reshape((w.shape[0], 1))
+        x = x.reshape((1, x.shape[0])) if x_vec else x
+        w = w.reshape((w.shape[0], 1)) if w_vec else w
         if x.shape[-1] != w.shape[-2]:
             raise ShapeError(f"matmul: inner dimensions differ: {self.shape} @ {w.shape}")
         n, k, m = x.shape[-2], x.shape[-1], w.shape[-1]
@@ -87,11 +87,8 @@ class LinalgMixin:
         wt = w.cast(mul_dt).transpose(-1, -2).reshape(w.shape[:-2] + (1, m, k))
         wb = wt._broadcast_to(batch + (n, m, k))
         out = (xb * wb).sum(axis=-1, dtype=_sum_acc_dtype(out_dt)).cast(out_dt)
-        if x_vec:
-            out = out.squeeze(-2)
-        if w_vec:
-            out = out.squeeze(-1)
-        return out
+        out = out.squeeze(-2) if x_vec else out
+        return out.squeeze(-1) if w_vec else out
 
     def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
         """Matrix product (self @ x).
@@ -111,6 +108,7 @@ class LinalgMixin:
         >>> Tensor([[1.0, 2.0]]).linear(Tensor([[1.0], [1.0]]), Tensor([0.5])).tolist()
         [[3.5]]
         """
+        _check_same_device("linear", [t for t in (self, weight, bias) if isinstance(t, Tensor)])
         x = self * weight if weight.ndim == 1 else self.dot(weight)
         return x + bias if bias is not None else x
 
@@ -572,7 +570,7 @@ class LinalgMixin:
             return values
         # the flat position of every input element (padding: past the end), pooled the same way
         plane = prod(self.shape[-n:])
-        pos = Tensor(np.arange(plane, dtype=np.int32).reshape(self.shape[-n:]), device=self.device)
+        pos = Tensor.arange(plane, device=self.device, dtype=dtypes.positions(plane)).reshape(self.shape[-n:])
         pos_windows = pos.pad(full[-n:], value=plane)._pool(k_, s_, d_)
         m = values.reshape(values.shape + (1,) * n)
         hit = windows == m

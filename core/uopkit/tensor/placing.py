@@ -162,8 +162,7 @@ class PlacingMixin:
         _need_tensor("index_put", "values", values)
         _need_same_dtype("index_put", "values", values, self.dtype)
         _check_same_device("index_put", [self, values, *indices])
-        flat = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)
-        positions = flat._indexed(tuple(indices), "index_put")
+        positions = self._flat_positions(tuple(indices), "index_put")
         if not _broadcasts_to(values.shape, positions.shape):
             raise ShapeError(
                 f"index_put: values of shape {values.shape} can't be broadcast to the indexed shape {positions.shape} "

@@ -243,9 +243,8 @@ class ReduceMixin:
             return ValuesIndices(values.cast(dtypes.bfloat16), indices)
         axis = _normalize_axis(axis, self.ndim, op, self.shape)
         n = self.shape[axis]
-        first = indices == Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(
-            _with((1,) * self.ndim, axis, n)
-        )
+        ar = Tensor.arange(n, device=self.device, dtype=indices.dtype)
+        first = indices == ar.reshape(_with((1,) * self.ndim, axis, n))
         # the others add -0.0, which keeps a -0.0 maximum's sign (one term is nonzero: exact in any float dtype)
         values = first.where(self, -0.0)._reduce(Ops.ADD, axis, keepdim)
         return ValuesIndices(values, indices if keepdim else indices.squeeze(axis))
@@ -401,7 +400,7 @@ class ReduceMixin:
         return self.std(axis, keepdim, correction, dim=dim, unbiased=unbiased), self.mean(axis, keepdim, dim=dim)
 
     def argmax(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
-        """Index (int32) of the first maximum along `axis` (of the flattened tensor when None).
+        """Index of the first maximum along `axis` (the flattened tensor's when None); int32, int64 past 2**31 places.
 
         >>> Tensor([[1, 5, 5], [7, 2, 3]]).argmax(axis=1).tolist()
         [1, 0]
@@ -423,7 +422,7 @@ class ReduceMixin:
         # the first hit has the largest count-down value n - i
         countdown = Tensor.arange(n, 0, -1, device=self.device).reshape(_with((1,) * self.ndim, axis, n))
         ret = n - hit.where(countdown, 0).max(axis, keepdim)
-        return ret.cast(dtypes.int32)
+        return ret.cast(dtypes.positions(n))
 
     def _check_axis_not_empty(self, axis: int, op: str) -> None:
         # (an index of the first extreme value: none exists on an empty axis; torch raises too)
@@ -752,7 +751,7 @@ class ReduceMixin:
         # over an expand reads the input unconditionally: a product's or max's windows over a padded copy stayed
         # bounds-checked scalar loads (1024x1024 cumprod 17 ms, cummax with indices 125 ms; this way 6 and 14)
         n = self.shape[-1]
-        pos = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
+        pos = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))
         taken = pos.reshape(1, n) <= pos.reshape(n, 1)
         return taken.where(self.unsqueeze(-2).expand(self.shape[:-1] + (n, n)), identity)
 
@@ -831,8 +830,8 @@ class ReduceMixin:
         hit = self == values
         if dtypes.is_float(self.dtype):
             hit = hit | self.isnan()
-        pos = Tensor.arange(n, device=self.device, dtype=dtypes.int32).reshape(_with((1,) * self.ndim, axis, n))
-        return hit.where(pos, -1)._cumalu(axis, Ops.MAX, "cummax")
+        pos = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))
+        return hit.where(pos.reshape(_with((1,) * self.ndim, axis, n)), -1)._cumalu(axis, Ops.MAX, "cummax")
 
     def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
         """Sorted values along `dim` and their (int32) indices, (values, indices); equal values keep their order,
@@ -880,11 +879,11 @@ class ReduceMixin:
         if key is not None:
             # keys are >= 0: padding with -1 sorts last
             ordered = bitonic_descending([key], n, [-1], "keys descending")[0]
-            return ((n - 1) - (ordered & ((1 << 31) - 1))).cast(dtypes.int32)
+            return ((n - 1) - (ordered & ((1 << 31) - 1))).cast(dtypes.positions(n))
         # 64-bit dtypes: the value's order (an int64) and the position, compared as a pair (padding: the lowest order,
         # which a real element may share, and a position past every real one)
         value = x._order_as_int64(descending)
-        position = Tensor.arange(n, device=self.device, dtype=dtypes.int32)._broadcast_to(x.shape)
+        position = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))._broadcast_to(x.shape)
         ordered = bitonic_descending([value, position], n, [dtypes.min(dtypes.int64), n], "values then positions")
         return ordered[1]
 
@@ -952,11 +951,12 @@ class ReduceMixin:
             # each sorted row's group (a running count of the starts), put back at the row's place in the input
             started = np.zeros(k, np.int32)
             started[starts] = 1
-            inverse = np.empty(k, np.int32)
+            positions = np.int32 if dtypes.positions(k) == dtypes.int32 else np.int64
+            inverse = np.empty(k, positions)
             inverse[perm] = np.cumsum(started) - 1
             out.append(Tensor(inverse.reshape(self.shape if dim is None else (k,)), device=self.device))
         if return_counts:
-            counts = np.diff(np.append(starts, k)).astype(np.int32)
+            counts = np.diff(np.append(starts, k)).astype(np.int32 if dtypes.positions(k) == dtypes.int32 else np.int64)
             out.append(Tensor(counts, device=self.device))
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -994,7 +994,7 @@ class ReduceMixin:
             for _ in range(k):
                 left = order if not picks else order + (order >= picks[-1]).where(dtypes.min(dtypes.int64), 0)
                 picks.append(left.max(-1, keepdim=True))
-            indices = ((n - 1) - (Tensor.cat(*picks, dim=-1) & ((1 << 31) - 1))).cast(dtypes.int32)
+            indices = ((n - 1) - (Tensor.cat(*picks, dim=-1) & ((1 << 31) - 1))).cast(dtypes.positions(n))
         else:
             indices = x._topk_positions_by_rounds(k, largest)
         # (positions in range by construction: no bounds check, which would read them back)
@@ -1049,7 +1049,7 @@ class ReduceMixin:
         # max, each a pass over the last axis
         x = self
         n = x.shape[-1]
-        ar = Tensor.arange(n, device=self.device, dtype=dtypes.int32)
+        ar = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))
         is_float = dtypes.is_float(x.dtype)
         nan = x.isnan()
         real = ~nan
@@ -1080,7 +1080,7 @@ class ReduceMixin:
                 free = picked_nan.where((nan & later) | real, after_number)
             else:
                 free = picked_nan.where(nan & later, nan | after_number)
-        return Tensor.cat(*picks, dim=-1).cast(dtypes.int32)
+        return Tensor.cat(*picks, dim=-1)
 
     # ------------------------------------------------------------------------------------------------------------
     # gather, scatter and one-hot: index tensors compared with an arange, then a reduce
@@ -1098,7 +1098,7 @@ class ReduceMixin:
         # (an int8 arange of 300 would wrap: 256 would equal 0)
         x, dt = self, self.dtype if dtypes.is_int(self.dtype) else dtypes.int32
         if dtypes.is_int(x.dtype) and n - 1 > dtypes.max(x.dtype):
-            x = x.cast(dtypes.int32 if n - 1 <= dtypes.max(dtypes.int32) else dtypes.int64)
+            x = x.cast(dtypes.positions(n))
             dt = x.dtype
         ar = Tensor.arange(n, device=self.device, dtype=dt)
         return x.unsqueeze(-1) == ar.reshape((1,) * self.ndim + (n,))

@@ -102,14 +102,14 @@ def scatter_rows(base: Tensor, keys: Tensor, vals: Tensor, reduce: str, include_
     Gradients: the result's is given directly (each write gets the gradient at its target; a base value replaced gets
     none; amax's and amin's from scatter_reduce), not through the sort."""
     n = base.shape[1]
-    keys = keys.cast(dtypes.int32) if keys.dtype != dtypes.int32 else keys
+    keys = keys.cast(dtypes.positions(n)) if keys.dtype != dtypes.positions(n) else keys
     if reduce == "sum" and include_self and writes_one_by_one(base.device):
         out = _summed_in_place(base.detach(), keys.detach(), vals.detach())
         _give_gradient(out, base, vals, keys, None, None, reduce, True)
         return out
     sorted_keys, order = keys.detach().sort(-1)
     sorted_vals = vals.detach()._gather_checked(1, _spread(order, vals))
-    targets = Tensor.arange(n, device=base.device, dtype=dtypes.int32).reshape(1, n)._broadcast_to(base.shape[:2])
+    targets = Tensor.arange(n, device=base.device, dtype=keys.dtype).reshape(1, n)._broadcast_to(base.shape[:2])
     # target p's writes are sorted_keys[first:end]: first is how many keys are below p, the count up to p - 1
     end = _count_up_to(sorted_keys, targets)
     first = end.pad(((0, 0), (1, 0))).shrink_to(end.shape[0], n)

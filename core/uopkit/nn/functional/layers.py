@@ -17,6 +17,7 @@ from uopkit.nn.modules import _MACHINE_EPS, _renorm_looked_up_rows
 from uopkit.nn.pooling import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
+from uopkit.tensor.support import _check_same_device
 
 __all__ = [
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "conv_tbc", "unfold",
@@ -512,6 +513,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """torch.nn.functional.linear: input @ weight.T + bias, weight (out, in) or one (in,) row."""
     if not isinstance(weight, Tensor) or weight.ndim not in (1, 2):
         raise ShapeError(f"linear: weight must be a 1-d or 2-d Tensor (out_features, in_features), got {weight!r}")
+    _check_same_device("linear", [t for t in (input, weight, bias) if isinstance(t, Tensor)])
     if weight.ndim == 1:
         # torch's 1-d weight is a single output's row (a dot product); Tensor.linear would scale elementwise
         out = input.matmul(weight)
