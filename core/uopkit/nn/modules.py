@@ -773,6 +773,16 @@ class Embedding(Module):
         return ", ".join(options)
 
 
+def _check_weight_dtype(layer: Module, weight: Tensor, x: Tensor, what: str) -> None:
+    """torch's rule for a recurrent layer or cell: an input or state of another dtype than the weights is an error
+    outside autocast (its matmul refuses mixed dtypes), not promoted (float64 steps, silently)."""
+    if x.dtype != weight.dtype and _autocast.enabled_dtype(_autocast.device_type(x.device)) is None:
+        raise ArgumentError(
+            f"{type(layer).__name__}: {what} dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). "
+            f"Convert {what}: {what}.to({weight.dtype}), or convert the model: model.to({x.dtype})"
+        )
+
+
 class _RecurrentCell(Module):
     # weight_ih (gates * hidden, input), weight_hh (gates * hidden, hidden), biases (gates * hidden,): PyTorch's
     # layout and initialization, U(-1/sqrt(hidden), 1/sqrt(hidden))
@@ -795,13 +805,7 @@ class _RecurrentCell(Module):
         self._check_dtype(x, "input")
 
     def _check_dtype(self, x: Tensor, what: str) -> None:
-        # (torch's matmul refuses mixed dtypes outside autocast; promoting would give float64 steps silently)
-        weight = self.weight_ih
-        if x.dtype != weight.dtype and _autocast.enabled_dtype(_autocast.device_type(x.device)) is None:
-            raise ArgumentError(
-                f"{type(self).__name__}: {what} dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). "
-                f"Convert {what}: {what}.to({weight.dtype}), or convert the model: model.to({x.dtype})"
-            )
+        _check_weight_dtype(self, self.weight_ih, x, what)
 
     def _state(self, x: Tensor, h: Tensor | None, what: str) -> Tensor:
         """`h` checked as a state for input `x` (torch's names: hidden0 is h, hidden1 LSTMCell's c); zeros if None."""

@@ -25,11 +25,10 @@ import numpy as np
 
 from uopkit.dtype import dtypes
 from uopkit.nn.module import Module
-from uopkit.nn.modules import Dropout, LayerNorm, Linear, _host, _uniform
+from uopkit.nn.modules import Dropout, LayerNorm, Linear, _check_weight_dtype, _host, _uniform
 from uopkit.nn.state import get_state_dict, load_state_dict
 from uopkit.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
-from uopkit.tensor import autocast as _autocast
 from uopkit.tensor.support import _gradient_stored_once
 
 __all__ = [
@@ -268,14 +267,8 @@ class _RNNBase(Module):
         return h if batched else h.unsqueeze(1)
 
     def _check_dtype(self, x: Tensor, what: str) -> None:
-        # torch's: an input of another dtype than the weights is an error (outside autocast), not promoted; an
-        # initial state of another dtype fails in its matmul there, named here
-        weight = self.weight_ih_l0
-        if x.dtype != weight.dtype and _autocast.enabled_dtype(_autocast.device_type(x.device)) is None:
-            raise ArgumentError(
-                f"{type(self).__name__}: {what} dtype ({x.dtype}) does not match weight dtype ({weight.dtype}). "
-                f"Convert {what}: {what}.to({weight.dtype}), or convert the model: model.to({x.dtype})"
-            )
+        # (an initial state of another dtype fails in torch's matmul; named here)
+        _check_weight_dtype(self, self.weight_ih_l0, x, what)
 
 
 class RNN(_RNNBase):
