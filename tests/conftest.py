@@ -18,3 +18,16 @@ def avx512_cpu(monkeypatch):
     renderer = Device["CPU"].renderer
     monkeypatch.setattr(renderer, "caps", replace(renderer.caps, max_vector_width=16, vector_registers=32))
     return renderer
+
+
+@pytest.fixture
+def gc_of_this_test():
+    """For tests that call gc.collect() to see their own objects go: what existed before the test is frozen
+    (gc.freeze), so a collect scans what the test made, not the session's heap (by the end of the suite over a million
+    objects, mostly the schedule and kernel caches: ~2 s a collect). Frozen objects are never collected, so garbage
+    left by earlier tests stays put during the test, as it would between two collects."""
+    import gc
+
+    gc.freeze()
+    yield
+    gc.unfreeze()

@@ -557,6 +557,7 @@ def test_module_examples() -> None:
     assert failed == 0
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_a_function_and_its_saved_tensors_are_freed_after_backward():
     # the rule given to a Function's output must not keep itself alive: through its input, the input's `.grad` and the
     # graph that computed it, it once did (one leaked output and rule per call)

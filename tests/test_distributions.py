@@ -453,6 +453,7 @@ def test_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_gamma_rsample_leaves_nothing_alive():
     # the implicit-gradient rule is given to a node over the draw: given to the draw itself it held its own key
     import gc

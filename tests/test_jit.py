@@ -299,6 +299,7 @@ class _Scaled:
         return (x * self.w).realize()
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_a_jitted_method_captures_per_instance():
     # each instance replays its own weights (a second instance was refused: its `self` was a baked-in argument)
     a, b = _Scaled(1.0), _Scaled(2.0)

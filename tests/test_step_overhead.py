@@ -43,6 +43,7 @@ def test_missing_uop_attribute_is_an_attribute_error():
     assert not hasattr(u, "nonexistent")
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_live_tensors_hold_weakly_in_creation_order():
     live = LiveTensors()
     ts = [Tensor([float(i)]) for i in range(4)]
@@ -196,6 +197,7 @@ def test_backward_looks_at_the_tensors_given_requires_grad_not_every_live_one(mo
     assert len(kept) == 500
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_tensors_with_grad_drop_the_dead_and_the_unmarked():
     from uopkit.tensor.support import TensorsWithGrad
 
@@ -248,6 +250,7 @@ def test_library_code_changes_graphs_only_through_set_uop():
     assert not offenders, offenders
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_every_tensor_is_live_until_dropped():
     before = len(live_tensors)
     t = Tensor([1.0]) + 1
@@ -322,6 +325,7 @@ def test_which_readers_are_rewired_before_and_after():
     np.testing.assert_array_equal(mixed.numpy(), old + 1 + old + 1)
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_upload_and_read_back_leave_no_reference_cycles():
     # a training step uploads its batch and reads its loss back: that must not leave garbage for the cyclic collector
     # (the CPU runtime once made a ctypes array type per size, each a cycle)
@@ -339,6 +343,7 @@ def test_upload_and_read_back_leave_no_reference_cycles():
         gc.garbage.clear()
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_weak_key_map_drops_entries_with_their_nodes():
     from uopkit.uop.ops import WeakKeyMap
 
@@ -413,6 +418,7 @@ def test_matrix_product_of_mismatched_operands_raises_as_before():
     assert out.dtype == dtypes.float64 and out.tolist() == [[3.0, 3.0], [3.0, 3.0]]
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_live_tensor_snapshot_is_the_live_tensors_in_order():
     live = LiveTensors()
     ts = [Tensor([float(i)]) for i in range(3)]
@@ -437,6 +443,7 @@ def test_recent_numbers_answer_only_what_takes_the_tensors_dtype():
         small + 2**70
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_dropped_nodes_leave_the_hash_consing_table():
     from uopkit.uop import ops
 
