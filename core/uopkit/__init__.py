@@ -4,6 +4,7 @@ import importlib.metadata
 
 from uopkit.device import Device
 from uopkit.dtype import dtypes
+from uopkit.helpers import Context, GlobalCounters, getenv
 
 # one source for the version: pyproject.toml, read back from the installed distribution's metadata
 try:
@@ -12,12 +13,13 @@ except importlib.metadata.PackageNotFoundError:
     # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["Device", "dtypes", "__version__"]
+__all__ = ["Device", "dtypes", "Context", "GlobalCounters", "getenv", "__version__"]
 
 # Tensor is re-exported once uopkit.tensor exists; any other import error inside it must still surface
 try:
     from uopkit import amp, autograd  # noqa: F401  (torch.amp's and torch.autograd's names)
     from uopkit.amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled  # noqa: F401
+    from uopkit.jit import TinyJit  # noqa: F401
     from uopkit.tensor import (  # noqa: F401
         Generator,
         Tensor,
@@ -39,6 +41,7 @@ try:
 
     __all__ += [
         "Tensor",
+        "TinyJit",
         "Generator",
         "autograd",
         "amp",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from uopkit import diskcache
 from uopkit.dtype import DType, to_numpy_dtype
-from uopkit.helpers import CACHELEVEL, DEBUG, LRU
+from uopkit.helpers import CACHELEVEL, DEBUG, LRU, GlobalCounters
 from uopkit.plugin.manager import BackendStatus, get_manager, priority
 
 if TYPE_CHECKING:
@@ -494,6 +494,7 @@ class Buffer:
         else:
             # zero-size buffers still get one byte so kernels always receive a valid handle
             self._buf, self._owned = self.allocator.alloc(max(self.nbytes, 1)), True
+            GlobalCounters.mem_used += self.nbytes
         return self
 
     def ensure_allocated(self) -> Buffer:
@@ -560,6 +561,7 @@ class Buffer:
         if buf is None or not self._owned:
             return
         self._buf = None
+        GlobalCounters.mem_used -= self.nbytes
         opened = Device._opened.get(self.device)
         if opened is not None:
             opened.allocator.free(buf, max(self.nbytes, 1))

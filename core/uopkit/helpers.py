@@ -61,6 +61,42 @@ class Context(contextlib.ContextDecorator):
             ContextVar._registry[k].value = v
 
 
+class GlobalCounters:
+    """What the engine ran, summed since the last `reset()` (tinygrad's counters; read them after a step, e.g.
+    `GlobalCounters.global_ops / 1e9` GFLOPs):
+    - `kernel_count`: compiled kernels launched (a copy between buffers or devices is no kernel), TinyJit replays and
+      the schedule cache's replays included;
+    - `global_ops`: the launched kernels' estimated operations (each ALU op and each reduced element, times the
+      elements it runs over: `codegen.estimate_cost`, the figure DEBUG=2 prints as GFLOP/s);
+    - `global_mem`: the launched kernels' estimated bytes (every buffer a kernel takes, whole, once) plus the bytes
+      copied between buffers;
+    - `time_sum_s`: seconds the kernels and copies took, measured only with DEBUG=2 or more (which waits for each);
+      otherwise it stays 0.0, as measuring would wait for the device after every launch;
+    - `mem_used`: bytes of device buffers allocated now (an allocator's cache of freed buffers is not counted), not
+      reset by `reset()`.
+    They are plain class attributes, added to once per launch or per replay: counting costs no device time.
+    """
+
+    global_ops: int = 0
+    global_mem: int = 0
+    kernel_count: int = 0
+    time_sum_s: float = 0.0
+    mem_used: int = 0
+
+    @staticmethod
+    def reset() -> None:
+        """Zero every counter but `mem_used` (what is allocated stays allocated)."""
+        GlobalCounters.global_ops = GlobalCounters.global_mem = GlobalCounters.kernel_count = 0
+        GlobalCounters.time_sum_s = 0.0
+
+    @staticmethod
+    def count(kernels: int, ops: int, mem: int) -> None:
+        """Add launches that ran: `kernels` kernels, their estimated `ops` and bytes `mem`."""
+        GlobalCounters.kernel_count += kernels
+        GlobalCounters.global_ops += ops
+        GlobalCounters.global_mem += mem
+
+
 DEBUG = ContextVar("DEBUG", 0)
 SPEC = ContextVar("SPEC", 0)
 BEAM = ContextVar("BEAM", 0)
@@ -75,8 +111,35 @@ CHECK_INDEX = ContextVar("CHECK_INDEX", 1)
 LRU = ContextVar("LRU", 1)
 
 
-def getenv(key: str, default: str = "") -> str:
-    return os.getenv(key, default)
+def getenv(key: str, default: T = 0) -> T:  # type: ignore[assignment]
+    """The environment variable `key` parsed as the type of `default` (tinygrad's): an int default gives an int, a
+    float default a float, a bool default a bool (an integer or true/false/yes/no/on/off), a str or None default the
+    string; unset (or set to nothing, for a number or a bool) gives `default`. A value that doesn't parse raises a
+    ValueError naming the variable. A batch size from the environment: `batch = getenv(name, 512)`.
+
+    >>> getenv("uopkit doctest: surely unset", 512)
+    512
+    """
+    raw = os.environ.get(key)
+    if raw is None or default is None or isinstance(default, str):
+        return default if raw is None else raw  # type: ignore[return-value]
+    if raw.strip() == "":
+        return default
+    kind = type(default)
+    try:
+        if kind is bool:
+            word = raw.strip().lower()
+            if word in ("true", "yes", "on"):
+                return True  # type: ignore[return-value]
+            if word in ("false", "no", "off"):
+                return False  # type: ignore[return-value]
+            return bool(int(word))  # type: ignore[return-value]
+        return kind(raw.strip())  # type: ignore[call-arg]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"environment variable {key}={raw!r} is not a valid {kind.__name__} (getenv's default {default!r} says the "
+            f"type it must be)"
+        ) from None
 
 
 def cpu_threads() -> int:

@@ -46,7 +46,8 @@ import numpy as np
 
 from uopkit.device import Buffer
 from uopkit.dtype import DType
-from uopkit.engine.realize import ExecItem, capturing, capturing_checks, copy_on_write_buffers
+from uopkit.engine.realize import ExecItem, capturing, capturing_checks, copy_on_write_buffers, launch_cost
+from uopkit.helpers import GlobalCounters
 from uopkit.tensor import Tensor, _all_tensors, buffers
 from uopkit.tensor.creation import random_draws
 from uopkit.uop.ops import Ops, UOp
@@ -142,6 +143,8 @@ class _Captured:
     # buffers of host random values (Tensor.rand, dropout's mask) the launches read, each with its draw: refilled with
     # new values by every replay, as a call without the JIT draws new ones
     draws: list[tuple[Buffer, Callable[[], np.ndarray]]] = field(default_factory=list)
+    # what a replay adds to GlobalCounters: kernels, their estimated operations, their bytes and the bytes copied
+    cost: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass
@@ -420,6 +423,10 @@ class TinyJit(Generic[ReturnType]):
         # (a draw returned as it is, `return Tensor.rand(3)`, is read by no kernel but is still drawn again)
         _map_outputs(ret, lambda t: read.add(id(b)) if (b := buffers.get(t.uop.base)) is not None else None)
         self.captured.draws = [(b, draw) for b, draw in draws if id(b) in read]
+        runners = [launch.item.runner for launch in launches]
+        copied = sum(launch.item.bufs[0].nbytes for launch in launches if launch.item.runner is None)
+        ops, mem = launch_cost(runners)
+        self.captured.cost = (sum(r is not None for r in runners), ops, mem + copied)
         self.captures[(self.captured.training, _aliasing(input_uops))] = self.captured
         self.cnt = 2
         return ret
@@ -460,6 +467,7 @@ class TinyJit(Generic[ReturnType]):
                 buf.copyin(memoryview(values.reshape(-1)).cast("B"))
         for launch in cap.launches:
             launch.run(bufs)
+        GlobalCounters.count(*cap.cost)
         if cap.checks:
             for captured in capturing_checks:
                 captured.extend(cap.checks)

@@ -26,7 +26,7 @@ from uopkit.device import Buffer, Compiled, CompileError, Device
 from uopkit.dtype import DType, dtypes
 from uopkit.engine import gc_threshold  # noqa: F401 - paces Python's collector on import
 from uopkit.engine.compile_queue import CompileQueue
-from uopkit.helpers import DEBUG, ContextVar, gc_paused, usable_cores
+from uopkit.helpers import DEBUG, ContextVar, GlobalCounters, gc_paused, usable_cores
 from uopkit.schedule import (
     PendingReads,
     ScheduleItem,
@@ -243,14 +243,18 @@ def exec_item(ei: ExecItem, index: int = 0) -> None:
     for captured in capturing:
         captured.append(ei)
     elapsed = ei.run(wait=DEBUG >= 2)
+    if DEBUG >= 2 and elapsed is not None:
+        GlobalCounters.time_sum_s += elapsed
     if ei.runner is None:
+        GlobalCounters.global_mem += ei.bufs[0].nbytes
         if DEBUG >= 2:
             b = ei.bufs
             print(f"*** {index:4d} copy {b[1].device} -> {b[0].device} {b[0].nbytes} bytes {elapsed * 1e3:.3f} ms")
         return
     stats["kernels_run"] += 1
+    spec = ei.runner.spec
+    GlobalCounters.count(1, spec.estimated_flops, spec.estimated_bytes)
     if DEBUG >= 2 and elapsed is not None:
-        spec = ei.runner.spec
         gflops = spec.estimated_flops / max(elapsed, 1e-9) / 1e9
         gbs = spec.estimated_bytes / max(elapsed, 1e-9) / 1e9
         print(f"*** {index:4d} {spec.name:30s} {elapsed * 1e6:9.2f} us {gflops:8.2f} GFLOP/s {gbs:8.2f} GB/s")
@@ -343,6 +347,8 @@ class CachedSchedule:
     placement: tuple[int, ...] = ()
     placed_in: tuple[tuple[str, int, DType], ...] = ()
     named: tuple[bool, ...] = ()
+    # the kernels' estimated operations and bytes, summed, for GlobalCounters on a replay through `launches`
+    cost: tuple[int, int] = (0, 0)
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
@@ -569,7 +575,14 @@ def _record(
         placement,
         tuple(placed_in),
         tuple(len(leaves) + k in named for k in range(len(new_buffers))),
+        launch_cost(runners),
     )
+
+
+def launch_cost(runners: Sequence[CompiledRunner | None]) -> tuple[int, int]:
+    """The estimated operations and bytes of the kernels among `runners` (None: a copy), summed."""
+    specs = [r.spec for r in runners if r is not None]
+    return sum(s.estimated_flops for s in specs), sum(s.estimated_bytes for s in specs)
 
 
 def _share_buffers(
@@ -863,6 +876,7 @@ def _replay(
                 vals = runner.spec.launch_values(values[i])
             program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size, vals=vals)
         stats["kernels_run"] += len(entry.launches)
+        GlobalCounters.count(len(entry.launches), *entry.cost)
     else:
         for i, step in enumerate(entry.steps):
             var_vals = values[i] if i in values else dict(step.var_vals)

@@ -6,7 +6,7 @@ tinygrad's set and torch's basic layers (nn/modules.py), pooling and padding (nn
 (nn/activations.py), other torch layers and losses (nn/layers.py, nn/losses.py, nn/spatial.py), recurrent layers,
 attention and transformers (nn/sequence.py); torch.nn.functional's names are `uopkit.nn.functional`, torch.nn.init's
 `uopkit.nn.init`, torch.nn.utils' (gradient clipping, rnn padding and packing, parametrizations, weight_norm,
-spectral_norm, stateless.functional_call) `uopkit.nn.utils`.
+spectral_norm, stateless.functional_call) `uopkit.nn.utils`; tinygrad's `nn.datasets.mnist()` is `uopkit.nn.datasets`.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -18,6 +18,7 @@ from uopkit.nn import activations, layers, losses, module, modules, pooling, seq
 
 # torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`,
 # `nn.optim.Adam`, `nn.lr_scheduler.StepLR`
+from uopkit.nn import datasets as datasets
 from uopkit.nn import functional as functional
 from uopkit.nn import init as init
 from uopkit.nn import lr_scheduler as lr_scheduler

@@ -381,7 +381,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         layer = "AdaptiveLogSoftmaxWithLoss"
         if device is not None or dtype is not None:
             raise ValueError(
-                f"{layer}: device and dtype aren't supported (parameters are float32 on the default device)"
+                f"{layer}: device and dtype aren't supported (parameters are in dtypes.default_float on the default "
+                "device)"
             )
         cuts = list(cutoffs)
         if (

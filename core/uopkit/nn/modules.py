@@ -31,12 +31,18 @@ __all__ = [
 ]  # fmt: skip
 
 
-def _host(values: np.ndarray, dtype: DType = dtypes.float32, requires_grad: bool = True) -> Tensor:
+def _host(values: np.ndarray, dtype: DType | None = None, requires_grad: bool = True) -> Tensor:
     # parameters and state are built on the host into a fresh buffer of their own: lazy constants are hash-consed,
     # so two `Tensor.zeros(n)` would be one node and could end up sharing storage once realized. Parameters require
-    # gradients from the start, as PyTorch's: `layer(x).sum().backward()` fills `layer.weight.grad` with no optimizer
-    arr = np.ascontiguousarray(values, dtype=to_numpy_dtype(dtype))
-    t = Tensor(arr).reshape(np.shape(values))
+    # gradients from the start, as PyTorch's: `layer(x).sum().backward()` fills `layer.weight.grad` with no optimizer.
+    # No dtype: the default float dtype read now, not at import (`dtypes.default_float = dtypes.float16` makes half
+    # layers, as tinygrad's; torch's layers follow torch.set_default_dtype the same way)
+    dtype = dtypes.default_float if dtype is None else dtype
+    if dtype == dtypes.bfloat16:
+        # numpy has no bfloat16: rounded once from float32 on the device, into a buffer of its own all the same
+        t = _host(values, dtypes.float32, requires_grad=False).cast(dtype).contiguous().realize()
+    else:
+        t = Tensor(np.ascontiguousarray(values, dtype=to_numpy_dtype(dtype))).reshape(np.shape(values))
     t.requires_grad = requires_grad
     return t
 
@@ -688,16 +694,16 @@ class Embedding(Module):
             # used as it is, the padding row included (torch's); `device` and `dtype` are for a new weight only
             self.weight: Tensor = Parameter(_weight, requires_grad=not _freeze)
             return
-        dt = to_dtype(dtype) if dtype is not None else dtypes.float32
+        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
         if not dtypes.is_float(dt):
             raise TypeError(f"{layer}: dtype must be a float dtype, got {dt}")
         table = Tensor._rng().standard_normal((num_embeddings, embedding_dim))
         if padding_idx is not None:
             table[padding_idx] = 0
-        weight = _host(table, requires_grad=False)
-        if device is not None or dt != dtypes.float32:
-            # built in float32 on the host as the other layers' parameters, then moved and rounded once
-            weight = weight.to(device=device, dtype=dt).realize()
+        weight = _host(table, dt, requires_grad=False)
+        if device is not None:
+            # built on the host as the other layers' parameters, then moved
+            weight = weight.to(device=device).realize()
         if _freeze:
             # a Parameter, so that it stays a parameter (a plain tensor that doesn't require a gradient is a buffer)
             self.weight = Parameter(weight, requires_grad=False)

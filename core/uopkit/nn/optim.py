@@ -1,7 +1,7 @@
 """Optimizers by torch.optim's names: each step writes the new parameters and optimizer state in place (assign ->
 STORE), all realized at once. Parameter groups, `state_dict()` and the rest of torch's Optimizer API are in the base
-class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop and ASGD in
-nn/optim_more.py; LBFGS in nn/lbfgs.py; LR schedulers in `uopkit.nn.optim.lr_scheduler`, as
+class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD and tinygrad's
+LAMB in nn/optim_more.py; LBFGS in nn/lbfgs.py; LR schedulers in `uopkit.nn.optim.lr_scheduler`, as
 torch.optim.lr_scheduler, and weight averaging (AveragedModel, SWALR, update_bn) in `uopkit.nn.optim.swa_utils`, as
 torch.optim.swa_utils.
 
@@ -29,6 +29,7 @@ from uopkit.nn import lr_scheduler, swa_utils
 from uopkit.nn.lbfgs import LBFGS
 from uopkit.nn.optim_more import (
     ASGD,
+    LAMB,
     Adadelta,
     Adagrad,
     Adamax,
@@ -40,7 +41,7 @@ from uopkit.nn.optim_more import (
     _as,
     _one_minus,
 )
-from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _powers, _state_like
+from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _betas, _powers, _state_like
 
 # (torch.nn.utils' clip_grad_norm_, where tinygrad's optimizers module has it too)
 from uopkit.nn.utils import clip_grad_norm_
@@ -61,6 +62,7 @@ __all__ = [
     "RAdam",
     "Rprop",
     "ASGD",
+    "LAMB",
     "LBFGS",
     "clip_grad_norm_",
     "lr_scheduler",
@@ -221,13 +223,7 @@ class Adam(Optimizer):
         fused: bool | None = None,
         decoupled_weight_decay: bool | None = None,
     ) -> None:
-        if isinstance(b1, (tuple, list)):
-            raise TypeError(
-                f"{type(self).__name__}: pass betas by name (betas={tuple(b1)}): the third positional argument is b1"
-            )
-        if betas is not None:
-            # (PyTorch's name for (b1, b2))
-            b1, b2 = betas
+        b1, b2 = _betas(type(self).__name__, b1, b2, betas)
         decoupled = self.decoupled if decoupled_weight_decay is None else decoupled_weight_decay
         defaults = dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
         defaults |= dict(foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused)

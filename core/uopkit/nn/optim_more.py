@@ -1,6 +1,6 @@
 """torch.optim's other optimizers, by torch's names, argument order and defaults, with torch's update rules: RMSprop,
-Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD (the base class, parameter groups and state dicts:
-nn/optimizer.py; re-exported by `uopkit.nn.optim`).
+Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD; and tinygrad's LAMB (the base class, parameter groups
+and state dicts: nn/optimizer.py; re-exported by `uopkit.nn.optim`).
 
 Numbers that depend on the step count (bias corrections, NAdam's momentum schedule, RAdam's rectification, ASGD's eta
 and mu) are 0-d tensors computed on the device from the step count, so a step recompiles nothing and replays under
@@ -23,10 +23,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from uopkit.dtype import dtypes
-from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _powers, _state_like
+from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _betas, _powers, _state_like
 from uopkit.tensor import Tensor
 
-__all__ = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "SparseAdam", "NAdam", "RAdam", "Rprop", "ASGD"]
+__all__ = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "SparseAdam", "NAdam", "RAdam", "Rprop", "ASGD", "LAMB"]
 
 
 def _check(name: str, group: dict[str, Any], *keys: str) -> None:
@@ -266,6 +266,74 @@ class Adamax(_AdamFamily):
             exp_inf.assign((_as(b2, p) * exp_inf).maximum(g.abs() + group["eps"]))
             written += (exp_avg, exp_inf)
             p.assign((p.detach() - clr.cast(p.dtype) * (exp_avg / exp_inf)).cast(p.dtype))
+        return written
+
+
+class LAMB(_AdamFamily):
+    """LAMB (You et al., "Large Batch Optimization for Deep Learning"), tinygrad's `nn.optim.LAMB` and its arguments:
+    Adam's bias-corrected moments give the update u = m_hat / (sqrt(v_hat) + eps) + weight_decay * p, which each
+    parameter takes scaled by its trust ratio ||p|| / ||u|| (1 where either norm is 0): p -= lr * ratio * u.
+    `adam=True` drops the ratio: Adam (weight_decay 0) or AdamW (decoupled decay, torch's AdamW step). torch's
+    `betas=` is taken by name.
+
+    >>> w = Tensor([3.0, 4.0], requires_grad=True)
+    >>> opt = LAMB([w], lr=0.1)
+    >>> (w * w).sum().backward().shape
+    ()
+    >>> opt.step()
+    >>> [round(x, 4) for x in w.tolist()]
+    [2.6464, 3.6464]
+    """
+
+    state_names = ("exp_avg", "exp_avg_sq")
+
+    def __init__(
+        self,
+        params: Tensor | Iterable[Any],
+        lr: float = 0.001,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+        adam: bool = False,
+        *,
+        betas: tuple[float, float] | None = None,
+    ) -> None:
+        b1, b2 = _betas("LAMB", b1, b2, betas)
+        super().__init__(params, dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=weight_decay, adam=adam))
+
+    # (tinygrad's attribute names for the moments)
+    @property
+    def m(self) -> list[Tensor]:
+        return [s["exp_avg"] for s in self._slots.values()]
+
+    @property
+    def v(self) -> list[Tensor]:
+        return [s["exp_avg_sq"] for s in self._slots.values()]
+
+    def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        b1, b2 = group.hyper("betas")
+        eps, weight_decay = group["eps"], group["weight_decay"]
+        written: list[Tensor] = []
+        for p in params:
+            assert p.grad is not None
+            g, w = p.grad.detach(), p.detach()
+            clock = self._clocks[id(p)].values
+            m, v = self._slot(p, "exp_avg"), self._slot(p, "exp_avg_sq")
+            m.assign(_as(b1, p) * m + _one_minus(b1, p) * g)
+            v.assign(_as(b2, p) * v + _one_minus(b2, p) * (g * g))
+            written += (m, v)
+            m_hat = m / (1 - _powers(group, clock, "betas", 0)).cast(p.dtype)
+            v_hat = v / (1 - _powers(group, clock, "betas", 1)).cast(p.dtype)
+            update = m_hat / (v_hat.sqrt() + eps)
+            if weight_decay:
+                update = update + weight_decay * w
+            if not group["adam"]:
+                # (the norms of half floats are summed in float32, as vector_norm does)
+                w_norm, u_norm = w.vector_norm(), update.vector_norm()
+                ratio = (w_norm > 0).where((u_norm > 0).where(w_norm / u_norm, 1.0), 1.0)
+                update = update * ratio.cast(p.dtype)
+            p.assign((w - group.tensors["lr"][0].cast(p.dtype) * update).cast(p.dtype))
         return written
 
 

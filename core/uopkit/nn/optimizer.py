@@ -616,3 +616,10 @@ def _powers(group: ParamGroup, clock: dict[str, Tensor], key: str, index: int) -
 
 def _beta_powers(betas: tuple[float, float], step: float) -> dict[str, float]:
     return {"b1_t": math.pow(betas[0], step), "b2_t": math.pow(betas[1], step)}
+
+
+def _betas(name: str, b1: Any, b2: float, betas: tuple[float, float] | None) -> tuple[float, float]:
+    """(b1, b2) from tinygrad's positional b1, b2 or PyTorch's `betas=` (by name: a tuple in b1's place is refused)."""
+    if isinstance(b1, (tuple, list)):
+        raise TypeError(f"{name}: pass betas by name (betas={tuple(b1)}): the third positional argument is b1")
+    return (b1, b2) if betas is None else betas

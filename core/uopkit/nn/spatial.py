@@ -48,7 +48,9 @@ def _sizes(value: Any, n: int, name: str, layer: str, low: int = 1) -> tuple[int
 
 def _no_device(device: Any, dtype: Any, layer: str) -> None:
     if device is not None or dtype is not None:
-        raise ValueError(f"{layer}: device and dtype aren't supported (parameters are float32 on the default device)")
+        raise ValueError(
+            f"{layer}: device and dtype aren't supported (parameters are in dtypes.default_float on the default device)"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -161,7 +161,7 @@ class CreationMixin:
 
     @staticmethod
     @_creates_leaf
-    def empty(*shape: Any, dtype: DType | str = dtypes.default_float, device: str | None = None) -> Tensor:
+    def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """An allocated tensor whose values are whatever the memory held.
 
         >>> Tensor.empty(3, 2).shape

@@ -443,14 +443,18 @@ class ElementwiseMixin:
         return Tensor(UOp(_CAST, dt, (self.uop,)))
 
     def bitcast(self, dtype: DType | str) -> Tensor:
-        """The same bits read as `dtype` (which must have the same size).
+        """The same bits read as `dtype`. To a dtype of another item size the last dim is scaled by the ratio of the
+        sizes, as tinygrad's (and torch's `view(dtype)`, with its layout rules: the last dim contiguous, and its size
+        divisible by the ratio when the items grow).
 
         >>> Tensor([1.0]).bitcast("uint32").tolist()
         [1065353216]
+        >>> Tensor([1.0]).bitcast("uint8").tolist()
+        [0, 0, 128, 63]
         """
         dt = to_dtype(dtype)
         if dt.itemsize != self.dtype.itemsize:
-            raise TypeError(f"bitcast: {self.dtype} ({self.dtype.itemsize} bytes) and {dt} ({dt.itemsize}) differ")
+            return self._bytes_as(dt, "bitcast")
         if dt == self.dtype:
             return self
         if self.dtype == dtypes.bfloat16:
@@ -459,20 +463,20 @@ class ElementwiseMixin:
             return Tensor(UOp(Ops.BITCAST, dt, (self.bitcast(dtypes.uint16).uop,)))
         return Tensor(UOp(Ops.BITCAST, dt, (self.uop,)))
 
-    def _bytes_as(self, dt: DType) -> Tensor:
+    def _bytes_as(self, dt: DType, op: str = "view") -> Tensor:
         """torch's view(dtype) to a dtype of another item size: the bytes of each row read as `dt` (little-endian),
         the last dim scaled by the ratio of the sizes. A new tensor (bitcast's is too), not a view of self's storage."""
         small, big = sorted((self.dtype.itemsize, dt.itemsize))
         ratio, strides = big // small, self.stride()
-        what = f"to view {self.dtype} as {dt} (different element sizes)"
+        what = f"to read {self.dtype} as {dt} (different element sizes)"
         if self.ndim == 0:
-            raise ShapeError(f"view: a 0-d tensor has no last dim {what}")
+            raise ShapeError(f"{op}: a 0-d tensor has no last dim {what}")
         # (torch's checks of the layout, stride() being torch's)
         if strides[-1] != 1:
-            raise ShapeError(f"view: the last dim must have stride 1 {what}, got strides {strides}")
+            raise ShapeError(f"{op}: the last dim must have stride 1 {what}, got strides {strides}")
         if self.dtype.itemsize < dt.itemsize and (self.shape[-1] % ratio or any(st % ratio for st in strides[:-1])):
             raise ShapeError(
-                f"view: the last dim's size and the other dims' strides must divide by {ratio} {what}; got shape "
+                f"{op}: the last dim's size and the other dims' strides must divide by {ratio} {what}; got shape "
                 f"{self.shape}, strides {strides}"
             )
         # each element's bits as an unsigned int of its size, then split into (or joined from) pieces of the other
@@ -867,6 +871,14 @@ class ElementwiseMixin:
     def bitwise_xor(self, x: Any) -> Tensor:
         """Elementwise ^ of ints or bools."""
         return self._bitwise(Ops.XOR, x)
+
+    def xor(self, x: Any, reverse: bool = False) -> Tensor:
+        """Elementwise ^ of ints or bools, tinygrad's method form (`reverse`: x ^ self).
+
+        >>> Tensor([True, False]).xor(True).tolist()
+        [False, True]
+        """
+        return self._bitwise(Ops.XOR, x, reverse)
 
     def bitwise_not(self) -> Tensor:
         """Elementwise ~ (logical not for bool).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,9 @@ from uopkit.dtype import (
     least_upper_dtype,
     to_dtype,
 )
+from uopkit.gradient import set_gradient
 from uopkit.helpers import prod
+from uopkit.schedule import live_tensors
 from uopkit.tensor.memory_format import as_memory_format, dims_order
 from uopkit.tensor.rearrange import rearrange
 from uopkit.tensor.support import (
@@ -269,18 +272,25 @@ class MovementMixin:
             raise ShapeError(f"mT: needs at least 2 dimensions, got shape {self.shape}")
         return self.transpose(-2, -1)
 
-    def expand(self, shape: Sequence[int], *args: int) -> Tensor:
-        """Broadcast size-1 axes to `shape` (-1 keeps a size).
+    def expand(self, shape: Sequence[int | None] | int | None, *args: int | None) -> Tensor:
+        """Broadcast size-1 axes to `shape` (-1 keeps a size, as torch's; None too, as tinygrad's).
 
         >>> Tensor([[1], [2]]).expand(2, 3).tolist()
         [[1, 1, 1], [2, 2, 2]]
+        >>> Tensor([[1], [2]]).expand(None, 3).shape
+        (2, 3)
         """
-        new = _as_shape((shape, *args) if args else shape)
+        sizes = (shape, *args) if args or shape is None or hasattr(shape, "__index__") else tuple(shape)
+        if any(isinstance(n, bool) or not (n is None or hasattr(n, "__index__")) for n in sizes):
+            raise TypeError(f"expand: sizes are ints, -1 or None (keep that size), got {sizes!r}")
+        new = tuple(-1 if n is None else operator.index(n) for n in sizes)
         if len(new) < self.ndim:
             raise ShapeError(f"expand: can't expand {self.shape} to fewer dimensions {new}")
         added = len(new) - self.ndim
         if -1 in new[:added]:
-            raise ShapeError(f"expand: -1 can't size a new leading dimension ({self.shape} to {new}), as torch")
+            raise ShapeError(
+                f"expand: -1 or None can't size a new leading dimension ({self.shape} to {sizes}), as torch's -1"
+            )
         if any(n < -1 for n in new):
             raise ShapeError(f"expand: sizes must be >= 0 (or -1 to keep one), got {new} for shape {self.shape}")
         cur = (1,) * added + self.shape
@@ -962,6 +972,26 @@ class MovementMixin:
         # a fresh arg per call: two identical contiguous() calls must not end up sharing (and aliasing) storage
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), next(_contiguous_ids)))
 
+    def contiguous_backward(self) -> Tensor:
+        """The same values (tinygrad's), whose gradient is made contiguous (stored in order in a buffer of its own)
+        before it flows back into this tensor's graph: for a backward pass that would otherwise recompute a costly
+        gradient in every kernel that reads it. The forward adds -0.0, which changes no value and folds away in the
+        kernel that reads it.
+
+        >>> x = Tensor([1.0, 2.0], requires_grad=True)
+        >>> (x.contiguous_backward() * 3).sum().backward().shape
+        ()
+        >>> x.grad.tolist()
+        [3.0, 3.0]
+        """
+        if not dtypes.is_float(self.dtype):
+            # (no gradient to make contiguous)
+            return _alias(self)
+        # a node of its own to give the gradient to (x + -0.0 is x, -0.0 included)
+        out = self + self.full_like(-0.0)
+        set_gradient(out.uop, (self.uop,), _contiguous_gradient)
+        return out
+
     def detach(self) -> Tensor:
         """The same values with no gradient flowing back.
 
@@ -1007,6 +1037,25 @@ class MovementMixin:
         t = t if device is None else t._to_device(device)
         return t.clone() if copy and t is self else t
 
+    def to_(self, device: str | None) -> Tensor:
+        """tinygrad's in-place move: this tensor, and its `.grad`, now stored on `device` (None: the default one);
+        returns it. It is realized there at once, its values copied; other tensors that viewed its old storage keep
+        that (as after torch's `t.data = t.to(device)`).
+
+        >>> t = Tensor([1.0, 2.0])
+        >>> t.to_(t.device) is t
+        True
+        """
+        device = _canonical_device(device)
+        if self.grad is not None:
+            self.grad.to_(device)
+        if device == self.device:
+            return self
+        moved = self._to_device(device).contiguous().realize()
+        live_tensors.set_uop(self, moved.uop)
+        self._view_of = None
+        return self
+
     def _to_device(self, device: str) -> Tensor:
         device = _canonical_device(device)
         if device == self.device:
@@ -1020,6 +1069,11 @@ class MovementMixin:
         [1, 2]
         """
         return self.contiguous(memory_format)
+
+
+def _contiguous_gradient(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
+    # `contiguous_backward`'s rule: the incoming gradient, stored (a fresh arg: two never share storage)
+    return (UOp(Ops.CONTIGUOUS, g.dtype, (g,), next(_contiguous_ids)),)
 
 
 # stacking this many slices of one stored tensor gathers them (see `_stacked_windows`)

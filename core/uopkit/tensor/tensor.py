@@ -6,6 +6,7 @@ placing, losses, spatial, functional, composite, special_torch, torch_names)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import itertools
@@ -119,6 +120,18 @@ def _wrapped_unsigned(value: int, dt: DType) -> int:
     return value + (1 << bits) if dtypes.is_unsigned(dt) and bits < 64 and -(1 << bits) < value < 0 else value
 
 
+def _from_bytes(data: bytes, dt: DType, device: str) -> UOp:
+    """`data` as a 1-d tensor of `dt` (little-endian, as the host stores it)."""
+    if len(data) % dt.itemsize:
+        raise ValueError(
+            f"Tensor: {len(data)} bytes are not a whole number of {dt} elements ({dt.itemsize} bytes each)"
+        )
+    if dt == dtypes.bfloat16:
+        bits = _from_bytes(data, dtypes.uint16, device)
+        return UOp(Ops.BITCAST, dt, (bits,))
+    return _from_numpy(np.frombuffer(data, dtype=to_numpy_dtype(dt)).copy(), device, dt)
+
+
 class Tensor(
     CreationMixin,
     MovementMixin,
@@ -203,6 +216,9 @@ class Tensor(
                 flat = [_wrapped_unsigned(v, dt) if type(v) is int and v < 0 else v for v in flat]
             arr = np.array(flat, dtype=to_numpy_dtype(dt) if dt != dtypes.bfloat16 else np.float32).reshape(shape)
             self.uop = _from_numpy(arr, _canonical_device(device), dt)
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            # raw bytes, as tinygrad's: uint8, or read as `dtype` (its bits, not cast), a 1-d tensor
+            self.uop = _from_bytes(bytes(data), dt or dtypes.uint8, _canonical_device(device))
         elif isinstance(data, np.ndarray) or np.isscalar(data):
             arr = np.asarray(data)
             src_dt = from_numpy_dtype(arr.dtype)
@@ -581,11 +597,8 @@ class Tensor(
             targets = [t for t in targets if id(t) in only]
         hooks = _gradient_hooks(in_graph, forms)
         if not targets:
-            if all(u.op in GroupOp.Movement or u.op in (Ops.BUFFER, Ops.STORE, Ops.KERNEL) for u in in_graph):
-                raise RuntimeError(
-                    "backward: this tensor is already realized, so its graph is gone; call backward() before "
-                    "realizing it (before .realize(), .item(), .numpy())"
-                )
+            # (a graph of storage only is no realized loss that lost its graph: realized values are followed back to
+            # the graphs that computed them above; it is data, `Tensor([1.0]).sum()`, a view of a buffer)
             if tensors_with_grad.was_given_requires_grad(in_graph):
                 # its leaves are gone (temporaries nobody holds): PyTorch computes gradients no one can read
                 return self
@@ -675,26 +688,36 @@ class Tensor(
             raise ShapeError(f"{op}: gradient shape {gradient.shape} doesn't match the tensor's shape {self.shape}")
         return gradient.cast(self.dtype)
 
-    class train:
-        """Training mode for a block: `with Tensor.train():` (BatchNorm uses batch statistics, dropout drops).
+    class train(contextlib.ContextDecorator):
+        """Training mode for a block or a function: `with Tensor.train():` or `@Tensor.train()` (BatchNorm uses
+        batch statistics, dropout drops); `Tensor.train(False)` is `Tensor.test()`.
 
         >>> with Tensor.train():
         ...     Tensor.training
         True
+        >>> @Tensor.train()
+        ... def step():
+        ...     return Tensor.training
+        >>> step(), Tensor.training
+        (True, False)
         """
 
         def __init__(self, mode: bool = True) -> None:
             self.mode = mode
+            # a stack, not one slot: a decorated function reuses this object on every (possibly nested) call
+            self._prev: list[bool] = []
 
         def __enter__(self) -> None:
-            self.prev, Tensor.training = Tensor.training, self.mode
+            self._prev.append(Tensor.training)
+            Tensor.training = self.mode
 
         def __exit__(self, *exc: object) -> None:
-            Tensor.training = self.prev
+            Tensor.training = self._prev.pop()
 
     @staticmethod
     def test() -> Tensor.train:
-        """Inference mode for a block: `with Tensor.test():` (BatchNorm uses running statistics, no dropout)."""
+        """Inference mode for a block or a function: `with Tensor.test():` or `@Tensor.test()` (BatchNorm uses
+        running statistics, no dropout)."""
         return Tensor.train(False)
 
 
