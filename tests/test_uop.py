@@ -136,3 +136,30 @@ def test_exec_alu_trunc_is_c_trunc():
     assert got == [0.0, 0.0, -2.0, math.inf, -math.inf] and [math.copysign(1, g) for g in got[:2]] == [-1, 1]
     assert math.isnan(exec_alu(Ops.TRUNC, dtypes.float64, [math.nan]))
     assert exec_alu(Ops.TRUNC, dtypes.int32, [-7]) == -7
+
+
+def test_one_hot_reduce_check_walks_a_long_graph_once(monkeypatch):
+    """Whether a reduce's condition reads an IOTA is remembered per node: the scheduler asks it of every reduce, and a
+    walk of the whole graph below each made a 400-column LU's first call take 28 s to schedule."""
+    from uopkit import Tensor
+    from uopkit.uop.ops import is_one_hot_reduce
+
+    x = UOp.variable("x", 0, 10)
+    conds, visited = [], [0]
+    for i in range(400):
+        x = x + i
+        conds.append(x.lt(3))
+    real = UOp.toposort
+
+    def counting(self, gate=None):
+        out = real(self, gate)
+        visited[0] += len(out)
+        return out
+
+    monkeypatch.setattr(UOp, "toposort", counting)
+    assert not any(c.reads_iota for c in conds)
+    # about one visit per node, not one per node per condition (400 * 400 / 2)
+    assert visited[0] < 10 * 800
+    picked = (Tensor.arange(8) == 3).where(Tensor.ones(8), 0).sum().uop
+    reduce = next(u for u in picked.toposort() if u.op is Ops.REDUCE_AXIS)
+    assert is_one_hot_reduce(reduce) and reduce.src[0].src[0].reads_iota

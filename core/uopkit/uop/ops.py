@@ -442,6 +442,11 @@ class UOp(metaclass=UOpMeta):
         return visited
 
     @functools.cached_property
+    def reads_iota(self) -> bool:  # computed from an IOTA? remembered per node (a walk per reduce was quadratic)
+        _cache_sources_first(self, "reads_iota")
+        return self.op is Ops.IOTA or any(s.reads_iota for s in self.src)
+
+    @functools.cached_property
     def tuplize(self) -> tuple:
         _cache_sources_first(self, "tuplize")
         return (
@@ -1190,10 +1195,5 @@ def is_one_hot_reduce(red: UOp) -> bool:
     """A sum (or max) over one axis of a select whose condition reads an IOTA: the form indexing, gather and
     embeddings take, which the lowerer turns into one load at the index (the scheduler doesn't split such a reduce
     and the heuristic doesn't tile it)."""
-    src = red.src[0]
-    return (
-        len(red.arg[1]) == 1
-        and red.arg[0] in (Ops.ADD, Ops.MAX)
-        and src.op is Ops.WHERE
-        and any(u.op is Ops.IOTA for u in src.src[0].toposort())
-    )
+    one_axis = len(red.arg[1]) == 1 and red.arg[0] in (Ops.ADD, Ops.MAX)
+    return one_axis and red.src[0].op is Ops.WHERE and red.src[0].src[0].reads_iota
