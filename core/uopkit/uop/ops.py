@@ -116,7 +116,9 @@ class GroupOp:
 # Python 3.11 every `Ops.X` is a lookup through EnumType.__getattr__'s slow hook (~0.1-0.17 us), and these run for
 # every node built (the main job's code generation read `Ops.X` ~740k times, a fifth of them in `_range_of`)
 _CONST, _DEFINE_VAR, _RANGE, _SPECIAL, _BIND = Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.BIND
-_BUFFER, _DEVICE, _COPY = Ops.BUFFER, Ops.DEVICE, Ops.COPY
+_BUFFER, _DEVICE, _COPY, _IOTA = Ops.BUFFER, Ops.DEVICE, Ops.COPY, Ops.IOTA
+# (UOp's slots: see the class)
+_UOP_SLOTS = ("op", "dtype", "src", "arg", "seq", "_shape", "_device", "_iota", "has_users", "__weakref__", "__dict__")
 _CAST, _ADD, _SUB, _MUL, _MAX, _IDIV, _MOD = Ops.CAST, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD
 _CMPLT, _CMPNE, _CMPEQ, _AND, _OR, _WHERE = Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.WHERE
 
@@ -321,7 +323,7 @@ class UOpMeta(type):
         # the node built here, not through type.__call__ and UOp.__init__: a Python frame less per new node
         ret = _new_object(cls)
         ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
-        ret._shape = ret._device = _UNSET
+        ret._shape = ret._device = ret._iota = _UNSET
         ret.seq = next(uop_seq)
         ret.has_users = False
         for s in src:
@@ -385,19 +387,18 @@ _UNSET: Any = object()
 class UOp(metaclass=UOpMeta):
     """An immutable node: `op` with a `dtype`, source nodes `src` and an `arg`. Equal nodes are the same object."""
 
-    # `shape` and `device` are computed on first use and kept in the slots `_shape` and `_device` (a tensor graph's
-    # nodes need no __dict__ for them: one object less per node for Python's garbage collector, and every training
-    # step builds a thousand nodes). Properties, not a `__getattr__` that fills unset slots: in a class with
-    # `__getattr__` every attribute read goes through CPython's slow hook (`u.op` costs 3x), and an unset slot raises
-    # an AttributeError (with a formatted message) before the hook is called.
+    # `shape`, `device` and `reads_iota` are computed on first use and kept in the slots `_shape`, `_device`, `_iota`
+    # (a tensor graph's nodes need no __dict__: one object less per node for the garbage collector). Properties, not a
+    # `__getattr__` that fills unset slots: with `__getattr__` every attribute read takes CPython's slow hook (`u.op`
+    # costs 3x), and an unset slot raises an AttributeError (with a formatted message) before the hook is called.
     # `has_users`: some node was built with this one as a source (it may be gone since): a node without users is in
     # no graph but its own, so a realize that replaces only such nodes need not look for them in other tensors' graphs
-    __slots__ = ("op", "dtype", "src", "arg", "seq", "_shape", "_device", "has_users", "__weakref__", "__dict__")
+    __slots__ = _UOP_SLOTS
 
     def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None) -> None:
         # (the fields; UOpMeta.__call__ sets them itself and doesn't call this)
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
-        self._shape = self._device = _UNSET
+        self._shape = self._device = self._iota = _UNSET
         self.has_users = False
 
     @property
@@ -441,10 +442,11 @@ class UOp(metaclass=UOpMeta):
                 visited[node] = None
         return visited
 
-    @functools.cached_property
-    def reads_iota(self) -> bool:  # computed from an IOTA? remembered per node (a walk per reduce was quadratic)
-        _cache_sources_first(self, "reads_iota")
-        return self.op is Ops.IOTA or any(s.reads_iota for s in self.src)
+    @property
+    def reads_iota(self) -> bool:  # computed from an IOTA? kept in a slot (a walk per reduce was quadratic)
+        for n in self.toposort(gate=lambda n: n._iota is _UNSET) if self._iota is _UNSET else ():
+            n._iota = n.op is _IOTA or any(s._iota for s in n.src)
+        return self._iota
 
     @functools.cached_property
     def tuplize(self) -> tuple:
@@ -1192,8 +1194,7 @@ def promote(*xs: UOp) -> DType:
 
 
 def is_one_hot_reduce(red: UOp) -> bool:
-    """A sum (or max) over one axis of a select whose condition reads an IOTA: the form indexing, gather and
-    embeddings take, which the lowerer turns into one load at the index (the scheduler doesn't split such a reduce
-    and the heuristic doesn't tile it)."""
-    one_axis = len(red.arg[1]) == 1 and red.arg[0] in (Ops.ADD, Ops.MAX)
-    return one_axis and red.src[0].op is Ops.WHERE and red.src[0].src[0].reads_iota
+    """A sum (or max) over one axis of a select whose condition reads an IOTA: the form indexing, gather and embeddings
+    take, which the lowerer turns into one load at the index (no scheduler split, no heuristic tiling)."""
+    one_axis = len(red.arg[1]) == 1 and red.arg[0] in (Ops.ADD, Ops.MAX) and red.src[0].op is Ops.WHERE
+    return one_axis and red.src[0].src[0].reads_iota
