@@ -179,3 +179,30 @@ def test_float64_to_float16_rounds_through_float32_as_torch():
     want = torch.tensor(x, dtype=torch.float64).half().tolist()
     assert Tensor(x, dtype=dtypes.float64).half().tolist() == want
     assert Tensor(x, dtype=dtypes.float64).cast(dtypes.float16).float().tolist() == want
+
+
+def test_finfo_and_iinfo_are_torchs() -> None:
+    # torch.finfo / torch.iinfo for every float and integer dtype, field by field (float16's max is 65504, not
+    # dtypes.max's inf)
+    import uopkit
+
+    torch = pytest.importorskip("torch")
+    floats = [(dtypes.float16, torch.float16), (dtypes.bfloat16, torch.bfloat16), (dtypes.float32, torch.float32)]
+    for dt, tdt in [*floats, (dtypes.float64, torch.float64)]:
+        ours, theirs = uopkit.finfo(dt), torch.finfo(tdt)
+        for field in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype"):
+            assert getattr(ours, field) == getattr(theirs, field), (dt, field)
+        assert repr(ours) == repr(theirs)
+    assert uopkit.finfo().dtype == "float32" and uopkit.finfo("half").max == 65504.0
+    ints = [(dtypes.int8, torch.int8), (dtypes.int16, torch.int16), (dtypes.int32, torch.int32)]
+    ints += [(dtypes.int64, torch.int64), (dtypes.uint8, torch.uint8), (dtypes.uint16, torch.uint16)]
+    for dt, tdt in [*ints, (dtypes.uint32, torch.uint32), (dtypes.uint64, torch.uint64)]:
+        ours, theirs = uopkit.iinfo(dt), torch.iinfo(tdt)
+        assert (ours.bits, ours.min, ours.max, ours.dtype) == (theirs.bits, theirs.min, theirs.max, theirs.dtype), dt
+        assert repr(ours) == f"iinfo(min={theirs.min}, max={theirs.max}, dtype={theirs.dtype})"
+    with pytest.raises(TypeError, match="iinfo"):
+        uopkit.finfo(dtypes.int32)
+    with pytest.raises(TypeError, match="finfo"):
+        uopkit.iinfo(dtypes.float16)
+    with pytest.raises(TypeError, match="bool"):
+        uopkit.iinfo(dtypes.bool)

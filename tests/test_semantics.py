@@ -2204,3 +2204,95 @@ def test_a_float_arange_of_integers_is_lazy_and_exact() -> None:
         assert got.tolist() == torch.arange(*args, dtype=torch.float64).to(getattr(torch, dt)).tolist(), (args, dt)
     # a fractional step stays numpy's start + i * step, rounded once
     assert Tensor.arange(0, 1, 0.1).tolist() == np.arange(0, 1, 0.1).astype(np.float32).tolist()
+
+
+def _half(x: np.ndarray, dt: str) -> tuple[Tensor, torch.Tensor]:
+    # one array as a half-float tensor of both libraries (rounded by torch, the same bits in ours)
+    t = torch.tensor(x).to(getattr(torch, dt))
+    return Tensor(t.float().numpy()).cast(to_dtype(dt)), t
+
+
+def _bits_equal(ours: Tensor, theirs: torch.Tensor) -> int:
+    # how many elements differ, bit for bit (as float32: both half floats widen exactly)
+    assert ours.shape == tuple(theirs.shape)
+    return int((ours.float().numpy() != theirs.float().numpy()).sum())
+
+
+def test_bfloat16_linear_and_addmm_add_the_bias_before_the_one_rounding_as_pytorchs() -> None:
+    # torch's CPU sums in float32, adds the bias (scaled by beta, the product by alpha) there and rounds once; the
+    # product rounded to bfloat16 first, then the sum, differed in ~1/4 of the elements
+    import uopkit.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    (x, tx), (w, tw), (b, tb) = (
+        _half(a, "bfloat16")
+        for a in (3 * rng.standard_normal((32, 64)), rng.standard_normal((128, 64)) / 8, rng.standard_normal(128))
+    )
+    assert _bits_equal(F.linear(x, w, b), torch.nn.functional.linear(tx, tw, tb)) == 0
+    assert _bits_equal(x.linear(w.T, b), torch.nn.functional.linear(tx, tw, tb)) == 0
+    x3, tx3 = _half(3 * rng.standard_normal((2, 5, 64)), "bfloat16")
+    assert _bits_equal(F.linear(x3, w, b), torch.nn.functional.linear(tx3, tw, tb)) == 0
+    assert _bits_equal(F.linear(x[0], w, b), torch.nn.functional.linear(tx[0], tw, tb)) == 0
+    for beta, alpha in [(1, 1), (0.5, 1), (1, 0.3), (0.7, 2.5), (0, 1.5)]:
+        ours = b.addmm(x, w.T, beta=beta, alpha=alpha)
+        assert _bits_equal(ours, torch.addmm(tb, tx, tw.T, beta=beta, alpha=alpha)) == 0, (beta, alpha)
+    assert _bits_equal(b.addmv(w, x[0], beta=0.7, alpha=1.3), torch.addmv(tb, tw, tx[0], beta=0.7, alpha=1.3)) == 0
+    shapes = ((4, 32, 64), (4, 64, 16), (4, 32, 16))
+    (b1, tb1), (b2, tb2), (c, tc) = (_half(3 * rng.standard_normal(s), "bfloat16") for s in shapes)
+    assert _bits_equal(c.baddbmm(b1, b2, beta=0.7, alpha=1.3), torch.baddbmm(tc, tb1, tb2, beta=0.7, alpha=1.3)) == 0
+
+
+def test_half_linear_with_a_bias_is_one_kernel_summing_in_float32() -> None:
+    # the bias joins the float32 sum inside the matrix product's kernel: one kernel, rounded once at its end
+    from uopkit.engine.realize import stats
+
+    rng = np.random.default_rng(1)
+    shapes = ((8, 16), (16, 4), (4,))
+    x, w, b = (Tensor(rng.standard_normal(s).astype(np.float32)).cast(dtypes.bfloat16).realize() for s in shapes)
+    before = stats["kernels_run"]
+    out = x.linear(w, b).realize()
+    assert stats["kernels_run"] - before == 1
+    want = (x.float().numpy() @ w.float().numpy() + b.float().numpy()).astype(np.float32)
+    np.testing.assert_array_equal(out.float().numpy(), torch.tensor(want).bfloat16().float().numpy())
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("scale_dt", ["float32", "float64", "int64", "other half"])
+def test_half_times_or_over_a_0d_tensor_takes_it_unrounded_as_pytorchs_cpu(dt: str, scale_dt: str) -> None:
+    # torch's mul and div kernels take a 0-d right operand as a number: x_bf16 * scale_f32 in float32, rounded once
+    # (rounded to bfloat16 first, 45% of the products differed); on the left, and in other ops, it is rounded first
+    rng = np.random.default_rng(2)
+    x, tx = _half(rng.random(1000) * 4 + 0.1, dt)
+    if scale_dt == "other half":
+        ts = torch.tensor(1.37).to(torch.float16 if dt == "bfloat16" else torch.bfloat16)
+        s = Tensor(ts.float().numpy()).cast(to_dtype(str(ts.dtype).split(".")[1]))
+    else:
+        ts = torch.tensor(257 if scale_dt == "int64" else 0.3, dtype=getattr(torch, scale_dt))
+        s = Tensor(ts.numpy())
+    cases = [
+        (x * s, tx * ts), (x / s, tx / ts), (x // s, tx // ts), (s * x, ts * tx), (s / x, ts / tx),
+        (x + s, tx + ts), (x - s, tx - ts), (x ** s, tx ** ts), (x < s, tx < ts), (x == s, tx == ts),
+        (x.maximum(s), torch.maximum(tx, ts)), (x.div(s, rounding_mode="trunc"), tx.div(ts, rounding_mode="trunc")),
+    ]  # fmt: skip
+    for i, (ours, theirs) in enumerate(cases):
+        assert ours.dtype == (dtypes.bool if theirs.dtype == torch.bool else to_dtype(dt)), i
+        assert _bits_equal(ours, theirs) == 0, i
+    ours, theirs = x.contiguous().realize(), tx.clone()
+    ours *= s
+    theirs *= ts
+    ours.div_(s)
+    theirs.div_(ts)
+    assert _bits_equal(ours, theirs) == 0
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+def test_lerp_is_pytorchs_fused_multiply_add(dt: str) -> None:
+    # torch's CPU lerp is one fma from the nearer end; two roundings put ~1/4 of float32 results an ulp off, and a
+    # bfloat16 Adam's moments (lerp_ with weight 1 - beta1) apart
+    rng = np.random.default_rng(3)
+    (a, ta), (b, tb) = _half(rng.standard_normal(4096) * 0.02, dt), _half(rng.standard_normal(4096) * 0.1, dt)
+    for w in (0.15000000000000002, 0.1, 0.7, -0.3, 1.0):
+        assert _bits_equal(a.lerp(b, w), torch.lerp(ta, tb, w)) == 0, w
+    tw = torch.tensor(rng.random(4096) * 1.4 - 0.2).to(ta.dtype)
+    w = Tensor(tw.float().numpy()).cast(to_dtype(dt))
+    assert _bits_equal(a.lerp(b, w), torch.lerp(ta, tb, tw)) == 0

@@ -432,7 +432,33 @@ def test_cuda_names_what_to_install():
         assert Tensor([1.0]).cuda().device == "CUDA"
 
 
-@pytest.mark.parametrize("name", ["to_sparse", "to_sparse_csr", "q_scale", "dequantize", "cfloat", "stft", "storage"])
+@pytest.mark.parametrize("name", ["to_sparse", "to_sparse_csr", "q_scale", "int_repr", "cfloat", "stft", "storage"])
 def test_sparse_quantized_complex_methods_say_why(name):
     with pytest.raises(NotImplementedError, match=name):
         getattr(Tensor([1.0]), name)()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# randint_like, dequantize
+
+
+def test_randint_like_and_dequantize_are_torchs() -> None:
+    # randint_like: the input's shape, dtype (a float tensor's draws are floats) and device; torch's (high) and
+    # (low, high) forms. dequantize of a tensor that isn't quantized: float32 values (a float32 tensor itself)
+    for like, args, tlike in [
+        (Tensor.zeros(2, 3, dtype=dtypes.int32), (5,), torch.zeros(2, 3, dtype=torch.int32)),
+        (Tensor.zeros(4), (3, 7), torch.zeros(4)),
+        (Tensor.zeros(5, dtype=dtypes.uint8), (250, 256), torch.zeros(5, dtype=torch.uint8)),
+    ]:
+        ours, theirs = like.randint_like(*args), torch.randint_like(tlike, *args)
+        assert ours.shape == tuple(theirs.shape) and ours.device == like.device
+        assert str(ours.numpy().dtype) == str(theirs.numpy().dtype)
+        low, high = (0, args[0]) if len(args) == 1 else args
+        assert ((ours.numpy() >= low) & (ours.numpy() < high)).all()
+    assert Tensor.zeros(3).randint_like(2, dtype=dtypes.int64).dtype == dtypes.int64
+    assert Tensor.zeros(1000, dtype=dtypes.int32).randint_like(0, 4).numpy().tolist().count(3) > 150
+    t = Tensor([1.0, 2.5])
+    assert t.dequantize() is t
+    for dt, tdt in [(dtypes.float16, torch.float16), (dtypes.int32, torch.int32), (dtypes.float64, torch.float64)]:
+        ours, theirs = Tensor([1, 2], dtype=dt).dequantize(), torch.tensor([1, 2], dtype=tdt).dequantize()
+        assert ours.dtype == dtypes.float32 and theirs.dtype == torch.float32 and ours.tolist() == theirs.tolist()

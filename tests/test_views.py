@@ -457,3 +457,44 @@ def test_data_is_torchs_detached_view_and_tinygrads_memoryview() -> None:
     (p * 2).sum().backward()
     np.testing.assert_array_equal(p.numpy(), [5.0, 6.0])
     np.testing.assert_array_equal(p.grad.numpy(), [2.0, 2.0])
+
+
+def test_a_write_into_a_dtype_view_raises_instead_of_being_lost() -> None:
+    # view(dtype) is a copy here (torch's shares the source's storage): `v &= mask` or `buf.view(half)[:] = h` left
+    # the source as it was, silently; now the write raises, saying how to write the source
+    x = Tensor([1.0, -2.0, 3.5]).contiguous().realize()
+    v = x.view(dtypes.int32)
+    buf = Tensor.zeros(8, dtype=dtypes.uint8).contiguous().realize()
+    h = Tensor([1.5, -2.0, 65504.0, 0.1], dtype=dtypes.float16)
+    writes: list[Callable[[], Any]] = [
+        lambda: v.__iand__(0x7FFFFFFF),
+        lambda: v.add_(1),
+        lambda: v.fill_(0),
+        lambda: v.copy_(v),
+        lambda: v.assign(v + 1),
+        lambda: v.__setitem__(0, 1),
+        lambda: v[1:].zero_(),
+        lambda: buf.view(dtypes.float16).__setitem__(slice(None), h),
+        lambda: x.view(dtypes.bfloat16).mul_(2),
+    ]
+    for i, write in enumerate(writes):
+        with pytest.raises(ArgumentError, match="view.*copy.*copy_"):
+            write()
+        assert x.tolist() == [1.0, -2.0, 3.5] and buf.tolist() == [0] * 8, i
+    # what the message names: the source written, and a clone of the view written as a tensor of its own
+    x.copy_((x.view(dtypes.int32) & 0x7FFFFFFF).view(x.dtype))
+    tx = torch.tensor([1.0, -2.0, 3.5])
+    tx.view(torch.int32).__iand__(0x7FFFFFFF)
+    assert x.tolist() == tx.tolist()
+    buf.copy_(h.view(dtypes.uint8))
+    tbuf = torch.zeros(8, dtype=torch.uint8)
+    tbuf.view(torch.float16)[:] = torch.tensor([1.5, -2.0, 65504.0, 0.1], dtype=torch.float16)
+    assert buf.tolist() == tbuf.tolist()
+    w = x.view(dtypes.int32).clone()
+    w |= 1
+    assert w.tolist() == [b | 1 for b in tx.view(torch.int32).tolist()]
+    # out of place, and a view to the same dtype (the tensor itself), stay as they were
+    assert (v & 1).tolist() == (tx.view(torch.int32) & 1).tolist()
+    same = x.view(dtypes.float32)
+    same += 1
+    assert x.tolist() == (tx + 1).tolist()

@@ -3,7 +3,7 @@
 import importlib.metadata
 
 from uopkit.device import Device
-from uopkit.dtype import dtypes
+from uopkit.dtype import dtypes, finfo, iinfo
 from uopkit.helpers import Context, GlobalCounters, getenv
 
 # one source for the version: pyproject.toml, read back from the installed distribution's metadata
@@ -13,7 +13,7 @@ except importlib.metadata.PackageNotFoundError:
     # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["Device", "dtypes", "Context", "GlobalCounters", "getenv", "__version__"]
+__all__ = ["Device", "dtypes", "finfo", "iinfo", "Context", "GlobalCounters", "getenv", "__version__"]
 
 # Tensor is re-exported once uopkit.tensor exists; any other import error inside it must still surface
 try:

@@ -357,3 +357,73 @@ def from_numpy_dtype(npdt) -> DType:  # noqa: ANN001
         if dt.fmt is not None and np.dtype(dt.fmt) == npdt:
             return dt
     raise TypeError(f"numpy dtype {npdt} has no uopkit dtype")
+
+
+# (exponent bits, stored mantissa bits) of each float dtype's format, from which finfo's numbers follow
+_FLOAT_FORMATS: dict[DType, tuple[int, int]] = {
+    dtypes.float16: (5, 10),
+    dtypes.bfloat16: (8, 7),
+    dtypes.float32: (8, 23),
+    dtypes.float64: (11, 52),
+}
+
+
+def _torch_name(dt: DType) -> str:
+    # torch's name of a dtype, as its finfo and iinfo show it (float16, not uopkit's C name half)
+    if dt == dtypes.bfloat16:
+        return "bfloat16"
+    kind = "float" if dtypes.is_float(dt) else "uint" if dtypes.is_unsigned(dt) else "int"
+    return f"{kind}{8 * dt.itemsize}"
+
+
+class finfo:
+    """The numbers of a float dtype, as torch.finfo: bits, eps (the gap from 1 to the next float), max and min (the
+    largest finite ones), tiny and smallest_normal (the smallest positive normal), resolution (10 ** -digits, the
+    decimal precision) and dtype (its name). No dtype: the default float's.
+
+    >>> finfo(dtypes.float16).max, finfo(dtypes.bfloat16).eps
+    (65504.0, 0.0078125)
+    """
+
+    __slots__ = ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype")
+
+    def __init__(self, dtype: DType | str | None = None) -> None:
+        dt = dtypes.default_float if dtype is None else to_dtype(dtype)
+        if dt not in _FLOAT_FORMATS:
+            raise TypeError(f"finfo: needs a float dtype, got {dt}; use iinfo for an integer dtype")
+        exponent_bits, mantissa_bits = _FLOAT_FORMATS[dt]
+        bias = 2 ** (exponent_bits - 1) - 1
+        self.bits = 8 * dt.itemsize
+        self.eps = 2.0**-mantissa_bits
+        self.max = (2 - self.eps) * 2.0**bias
+        self.min = -self.max
+        self.tiny = self.smallest_normal = 2.0 ** (1 - bias)
+        self.resolution = 10.0 ** -math.floor(-math.log10(self.eps))
+        self.dtype = _torch_name(dt)
+
+    def __repr__(self) -> str:
+        return (
+            f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+            f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})"
+        )
+
+
+class iinfo:
+    """The range of an integer dtype, as torch.iinfo: bits, min, max and dtype (its name).
+
+    >>> iinfo(dtypes.int8).min, iinfo(dtypes.uint16).max
+    (-128, 65535)
+    """
+
+    __slots__ = ("bits", "min", "max", "dtype")
+
+    def __init__(self, dtype: DType | str) -> None:
+        dt = to_dtype(dtype)
+        if not dtypes.is_int(dt):
+            raise TypeError(f"iinfo: needs an integer dtype (bool isn't one, as torch's), got {dt}; finfo for a float")
+        self.bits = 8 * dt.itemsize
+        self.min, self.max = int(dtypes.min(dt)), int(dtypes.max(dt))
+        self.dtype = _torch_name(dt)
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -88,6 +88,15 @@ def _spread(u: UOp, shape: tuple[int, ...]) -> UOp:
     return u
 
 
+def _add_scaled(x: Tensor, y: Tensor, alpha: float | Tensor) -> Tensor:
+    """x.add(y, alpha=alpha) of half float tensors as torch's CPU kernel: alpha (a number or a 0-d tensor) rounded to
+    their dtype, x + alpha * y in float32, rounded once (its vector loop's; the last numel % 64 elements, which its
+    scalar loop takes, round the product first)."""
+    if isinstance(alpha, (int, float)):
+        return x if alpha == 0 else x.add(y, alpha=alpha)
+    return (x.float() + alpha.cast(x.dtype).float() * y.float()).cast(x.dtype)
+
+
 def _sgd_update(p: Tensor, grad: Tensor, lr: Tensor) -> Tensor | None:
     """`p.detach() - lr * grad.detach()` for a float parameter, its gradient and the 0-d learning rate of one dtype
     and device, built as nodes directly: the nodes the Tensor methods build (a test checks), without their checks and
@@ -166,6 +175,9 @@ class SGD(Optimizer):
                     p.assign(new)
                     continue
             g = grad.detach()
+            if p.dtype in dtypes.halves:
+                written += self._half_update(group, p, g)
+                continue
             if weight_decay:
                 g = g + weight_decay * p.detach()
             if isinstance(momentum, Tensor) or momentum:
@@ -182,12 +194,26 @@ class SGD(Optimizer):
                     g = (g.cast(wide) + wide_mom * b.cast(wide)).cast(g.dtype)
                 else:
                     g = b
-            if p.dtype in dtypes.halves:
-                # lr * g subtracted in float32 and rounded once, as PyTorch's p.add_(g, alpha=-lr) (lr rounded to a
-                # half float is off by up to 0.4% in bfloat16)
-                p.assign((p.detach().float() - lr * g.float()).cast(p.dtype))
-                continue
             p.assign((p.detach() - lr.cast(p.dtype) * g).cast(p.dtype))
+        return written
+
+    def _half_update(self, group: ParamGroup, p: Tensor, g: Tensor) -> list[Tensor]:
+        """The step of a float16 or bfloat16 parameter (`g` its gradient, detached), op by op as torch's CPU step,
+        each op rounded to the parameter's dtype: g.add(p, alpha=weight_decay); b.mul_(momentum).add_(g,
+        alpha=1 - dampening); g.add(b, alpha=momentum) (nesterov); p.add_(g, alpha=-lr). The buffers written."""
+        momentum, dampening = group.hyper("momentum"), group["dampening"]
+        w = p.detach()
+        if group["weight_decay"]:
+            g = _add_scaled(g, w, group["weight_decay"])
+        written: list[Tensor] = []
+        if isinstance(momentum, Tensor) or momentum:
+            b = self._slot(p, "momentum_buffer")
+            # (the first step takes the gradient as the buffer, undampened; b * momentum: the momentum unrounded)
+            damping = 1 - dampening if id(p) in self._started else 1
+            b.assign(_add_scaled(b * momentum, g, damping))
+            written.append(b)
+            g = _add_scaled(g, b, momentum) if group["nesterov"] else b
+        p.assign(_add_scaled(w, g, -group.tensors["lr"][0]))
         return written
 
 
@@ -291,6 +317,9 @@ class Adam(Optimizer):
         for p in params:
             assert p.grad is not None
             g, w = (-p.grad if group["maximize"] else p.grad).detach(), p.detach()
+            if p.dtype in dtypes.halves:
+                written += self._half_update(group, p, g)
+                continue
             if weight_decay and not decoupled:
                 g = g + weight_decay * w
             slots = self._slots[id(p)]
@@ -318,6 +347,41 @@ class Adam(Optimizer):
             if weight_decay and decoupled:
                 w = w * (1 - lr * weight_decay)
             p.assign((w - lr * m_hat / (v_hat.sqrt() + eps)).cast(p.dtype))
+        return written
+
+    def _half_update(self, group: ParamGroup, p: Tensor, g: Tensor) -> list[Tensor]:
+        """The step of a float16 or bfloat16 parameter (`g` its gradient, detached) op by op as torch's CPU step
+        (its for-loop Adam, the default on CPU), each op rounded to the parameter's dtype: p.mul_(1 - lr *
+        weight_decay) (AdamW) or g.add(p, alpha=weight_decay); m.lerp_(g, 1 - b1); v.mul_(b2).addcmul_(g, g,
+        value=1 - b2); denom = (v.sqrt() / sqrt(1 - b2^t)).add_(eps); p.addcdiv_(m, denom, value=-lr / (1 - b1^t)),
+        the numbers in float64 as torch's Python floats. The state written."""
+        b1, b2 = group.hyper("betas")
+        clock = self._clocks[id(p)].values
+        wide, dt = clock["step"].dtype, p.dtype
+        lr = group.tensors["lr"][0].cast(wide)
+        slots = self._slots[id(p)]
+        m, v = slots["exp_avg"], slots["exp_avg_sq"]
+        w, weight_decay = p.detach(), group["weight_decay"]
+        if weight_decay and group["decoupled_weight_decay"]:
+            # (times a 0-d float64: in float32, the factor unrounded)
+            w = w * (1 - lr * weight_decay)
+        elif weight_decay:
+            g = _add_scaled(g, w, weight_decay)
+        m.assign(m.lerp(g, 1 - b1))
+        # v * b2 rounded, then + (1 - b2) * g * g in float32, the last multiply and add one fma (torch's vector loop)
+        decayed = (v * b2).float()
+        v.assign((g.float() * (1 - b2))._alu(Ops.MULACC, g.float(), decayed).cast(dt))
+        written = [m, v]
+        if group["amsgrad"]:
+            v_max = self._slot(p, "max_exp_avg_sq")
+            v_max.assign(v_max.maximum(v))
+            written.append(v_max)
+            v = v_max
+        bias1 = 1 - _powers(group, clock, "betas", 0)
+        bias2 = 1 - _powers(group, clock, "betas", 1)
+        denominator = v.sqrt() / bias2.sqrt() + group["eps"]
+        step = (-lr / bias1).float()
+        p.assign((w.float() + step * m.float() / denominator.float()).cast(dt))
         return written
 
 

@@ -390,6 +390,23 @@ class CreationMixin:
         dtype = _dtype_arg(kwargs, least_upper_float(self.dtype))
         return Tensor.randn(self.shape, dtype=dtype, generator=generator, **kwargs)
 
+    @_creates_leaf
+    def randint_like(
+        self, low: int, high: int | None = None, *, generator: Generator | None = None, **kwargs: Any
+    ) -> Tensor:
+        """Integers uniformly drawn from [low, high) (one bound: [0, low)) with this tensor's shape, in its dtype and
+        on its device unless `dtype=`/`device=` say otherwise (torch.randint_like: a float tensor's are floats).
+
+        >>> Tensor.zeros(3, dtype=dtypes.int32).randint_like(2, 3).tolist()
+        [2, 2, 2]
+        """
+        low, high = (0, low) if high is None else (low, high)
+        dtype = to_dtype(_dtype_arg(kwargs, self.dtype))
+        kwargs.setdefault("device", self.device)
+        # (drawn as int64 for a float or bool dtype, then converted)
+        drawn = dtype if dtypes.is_int(dtype) else dtypes.int64
+        return Tensor.randint(self.shape, low=low, high=high, dtype=drawn, generator=generator, **kwargs).cast(dtype)
+
     @staticmethod
     @_creates_leaf
     def uniform(

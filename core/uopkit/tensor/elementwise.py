@@ -71,6 +71,22 @@ def _scaled_in_float32(x: Tensor, y: Any) -> bool:
     return x.dtype in dtypes.halves and type(y) in (float, int) and _inexact_in_half(y, x.dtype)
 
 
+def _zero_dim_scale(x: Tensor, y: Any, reverse: bool) -> bool:
+    """Whether x * y or x / y runs in float32 because y is a 0-d tensor of another dtype to the right of a half float
+    tensor x that keeps x's dtype: PyTorch's CPU kernels take such a 0-d divisor or factor as a number, unrounded (a
+    bfloat16 x times a float32 0-d scale is x * scale in float32, rounded once). On the left (`scale * x`) and in
+    every other op it is rounded to x's dtype, as the dtype promotion has it."""
+    return (
+        not reverse
+        and x.dtype in dtypes.halves
+        and isinstance(y, Tensor)
+        and y.ndim == 0
+        and y.dtype is not x.dtype
+        and x.ndim > 0
+        and _operands_dtype(x, y) is x.dtype
+    )
+
+
 @functools.lru_cache(maxsize=256)
 def _inexact_in_half(y: float | int, dt: DType) -> bool:
     with np.errstate(over="ignore"):
@@ -528,7 +544,7 @@ class ElementwiseMixin:
         >>> Tensor([1, 2]).mul(3).tolist()
         [3, 6]
         """
-        if _scaled_in_float32(self, x):
+        if _scaled_in_float32(self, x) or _zero_dim_scale(self, x, reverse):
             return self.float().mul(x, reverse).cast(self.dtype)
         a, b = self._broadcasted(x, reverse, "mul")
         return a._alu(Ops.MUL, b)
@@ -565,7 +581,7 @@ class ElementwiseMixin:
             # a number divided by a half float with rounding is taken in the half float first, as torch's (1e5 // x is
             # inf // x, NaN): only a number divisor goes into torch's float32 kernel
             x = _scalar_in_dtype(x, self.dtype, self.device)
-        if _scaled_in_float32(self, x):
+        if _scaled_in_float32(self, x) or _zero_dim_scale(self, x, reverse):
             return self.float().div(x, reverse, rounding_mode).cast(self.dtype)
         a, b = self._broadcasted(x, reverse, "div", floats=rounding_mode is None)
         if rounding_mode is None:
@@ -759,6 +775,20 @@ class ElementwiseMixin:
             # in float32 and rounded once, as PyTorch's
             w = weight.float() if isinstance(weight, Tensor) else weight
             return x.float().lerp(end_t.float(), w).cast(x.dtype)
+        if dtypes.is_float(x.dtype):
+            # torch's vector loop: base + coeff * (end - self) as one fma, from self with coeff = weight below 0.5,
+            # from end with coeff = weight - 1 above (both in the tensors' dtype); each step rounded apart, a quarter
+            # of float32 results were an ulp off and Adam's moments of bfloat16 parameters came out different
+            if isinstance(weight, Tensor):
+                x, w = x._broadcasted(weight.cast(x.dtype), False, "lerp")
+                end_t = end_t._broadcast_to(x.shape)
+                near = w.abs() < 0.5
+                coeff, base = near.where(w, w - 1), near.where(x, end_t)
+            else:
+                w = _scalar_in_dtype(weight, x.dtype, x.device)
+                coeff, base = (w, x) if abs(weight) < 0.5 else (w - 1, end_t)
+            diff = end_t - x
+            return diff._alu(Ops.MULACC, coeff._broadcast_to(diff.shape), base)
         diff = end - self
         if isinstance(weight, (int, float)):
             return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)

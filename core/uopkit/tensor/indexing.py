@@ -551,6 +551,7 @@ class IndexingMixin:
         >>> t = Tensor.zeros(4); t[1:3] = 5.0; t.tolist()
         [0.0, 5.0, 5.0, 0.0]
         """
+        check_in_place_allowed(self, "setitem")
         _share_storage(self)
         source = _detached_source(self)
         if source is not None:
@@ -1000,6 +1001,7 @@ class IndexingMixin:
         >>> t = Tensor([1, 2]); t.assign(Tensor([3, 4])).realize().tolist()
         [3, 4]
         """
+        check_in_place_allowed(self, "assign")
         source = _detached_source(self)
         if source is not None:
             # (a write through a detach is a write through a view of the tensor detached: it runs now)
@@ -1105,7 +1107,7 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str) -> tuple[Tensor, tuple[U
     # `result` made t's value: (t, its gradient history, the value's graph) for a write staged (an assign) for the
     # batch's realize; None when done already (result is held only until staged: a reader of the storage being
     # written would be computed apart or get a copy, an extra kernel)
-    check_in_place_allowed(t)
+    check_in_place_allowed(t, op)
     if result.shape != t.shape:
         raise ShapeError(
             f"{op}: the result's shape {result.shape} (broadcast with the operand) doesn't match the tensor's "

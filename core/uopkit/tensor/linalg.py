@@ -17,7 +17,7 @@ from uopkit.dtype import (
 from uopkit.helpers import prod
 from uopkit.schedule.grouper import is_realized_view
 from uopkit.tensor.autocast import CPU, FLOAT32, LOWER, autocast_op, without_autocast
-from uopkit.tensor.resample import antialias_table, clamped_cubic_table, cubic_taps, fixed_point
+from uopkit.tensor.resample import antialias_table, clamped_cubic_table, cubic_taps, fixed_point, repeated_progression
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -58,12 +58,18 @@ class LinalgMixin:
         >>> Tensor([[1, 2], [3, 4]]).dot(Tensor([1, 1])).tolist()
         [3, 7]
         """
+        acc, out_dt = self._product_accumulator(w)
+        return acc.cast(out_dt)
+
+    def _product_accumulator(self, w: Tensor) -> tuple[Tensor, DType]:
+        """`dot`'s sums before they are rounded to the result's dtype, and that dtype: half floats' products are summed
+        in float32, where torch's add*mm family and linear add the bias before the one rounding."""
         if not isinstance(w, Tensor):
             raise TypeError(f"matmul: the right operand must be a Tensor, got {type(w).__name__}")
         _check_same_device("matmul", (self, w))
         fast = _matrix_product_uop(self.uop, w.uop)
         if fast is not None:
-            return Tensor(fast)
+            return Tensor(fast), fast.dtype
         if self.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both operands need at least 1 dimension, got {self.shape} and {w.shape}")
         if self.ndim > 2 and w.ndim == 2 and self.shape[-1] == w.shape[0] > 0:
@@ -71,7 +77,8 @@ class LinalgMixin:
             # weight gradient x.T @ g is one reduce over every row of the batch in w's layout (as a batched product
             # it is a sum over two axes, stored transposed)
             rows = self.reshape((prod(self.shape[:-1]), self.shape[-1]))
-            return rows.dot(w).reshape(self.shape[:-1] + (w.shape[1],))
+            acc, out_dt = rows._product_accumulator(w)
+            return acc.reshape(self.shape[:-1] + (w.shape[1],)), out_dt
         x = self
         x_vec, w_vec = x.ndim == 1, w.ndim == 1
         x = x.reshape((1, x.shape[0])) if x_vec else x
@@ -86,9 +93,9 @@ class LinalgMixin:
         # (the scheduler may store a large row-major w in panels for the device: schedule/packing.py)
         wt = w.cast(mul_dt).transpose(-1, -2).reshape(w.shape[:-2] + (1, m, k))
         wb = wt._broadcast_to(batch + (n, m, k))
-        out = (xb * wb).sum(axis=-1, dtype=_sum_acc_dtype(out_dt)).cast(out_dt)
+        out = (xb * wb).sum(axis=-1, dtype=_sum_acc_dtype(out_dt))
         out = out.squeeze(-2) if x_vec else out
-        return out.squeeze(-1) if w_vec else out
+        return (out.squeeze(-1) if w_vec else out), out_dt
 
     def matmul(self, x: Tensor, reverse: bool = False) -> Tensor:
         """Matrix product (self @ x).
@@ -109,8 +116,20 @@ class LinalgMixin:
         [[3.5]]
         """
         _check_same_device("linear", [t for t in (self, weight, bias) if isinstance(t, Tensor)])
-        x = self * weight if weight.ndim == 1 else self.dot(weight)
-        return x + bias if bias is not None else x
+        if weight.ndim == 1:
+            x = self * weight
+            return x + bias if bias is not None else x
+        return self._product_plus(weight, bias)
+
+    def _product_plus(self, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """self @ weight + bias. Half floats add a bias of their dtype to the float32 sums and round once, as
+        torch's CPU linear and addmm (the product rounded first, then the sum, differs in a quarter of the elements)."""
+        acc, out_dt = self._product_accumulator(weight)
+        if bias is None:
+            return acc.cast(out_dt)
+        if out_dt in dtypes.halves and acc.dtype is not out_dt and isinstance(bias, Tensor) and bias.dtype is out_dt:
+            return (acc + bias.cast(acc.dtype)).cast(out_dt)
+        return acc.cast(out_dt) + bias
 
     @autocast_op(LOWER)
     @staticmethod
@@ -854,7 +873,7 @@ class LinalgMixin:
         # self indexed by a host list along one axis: as movement ops where the list is a progression whose every
         # element repeats as often (a slice with a step, each element then repeated: nearest upsampling by an
         # integer factor), else an index tensor
-        runs = _repeated_progression(idx)
+        runs = repeated_progression(idx)
         if runs is None or not 0 <= runs[0] <= runs[0] + runs[1] * (runs[2] - 1) < self.shape[axis]:
             index: list[Any] = [slice(None)] * axis + [Tensor(idx.astype(np.int32), device=self.device)]
             return self[tuple(index)]
@@ -930,25 +949,6 @@ def _cubic_along(x: Tensor, axis: int, src: np.ndarray, L: int) -> Tensor:
         out = tap if out is None else out + tap
     assert out is not None
     return out
-
-
-def _repeated_progression(idx: np.ndarray) -> tuple[int, int, int, int] | None:
-    """(start, step, count, repeat) with idx[i] == start + step * (i // repeat) for i < count * repeat == len(idx),
-    step >= 1 (or count == 1), or None."""
-    n = len(idx)
-    if n == 0:
-        return None
-    repeat = int(np.argmax(idx != idx[0])) or n
-    if n % repeat:
-        return None
-    rows = idx.reshape(n // repeat, repeat)
-    if not np.all(rows == rows[:, :1]):
-        return None
-    firsts = rows[:, 0]
-    steps = np.diff(firsts)
-    if len(steps) and (steps[0] < 1 or np.any(steps != steps[0])):
-        return None
-    return int(firsts[0]), int(steps[0]) if len(steps) else 1, len(firsts), repeat
 
 
 def _product_dtype(dt: DType) -> DType:

@@ -38,6 +38,7 @@ from uopkit.tensor.support import (
     _reshape_uop,
     _returns_copy,
     _with,
+    mark_dtype_view,
 )
 from uopkit.uop.ops import Ops, UOp
 
@@ -209,7 +210,12 @@ class MovementMixin:
         """
         if len(shape) == 1 and _is_dtype(shape[0]):
             dt = to_dtype(shape[0])
-            return self.bitcast(dt) if dt.itemsize == self.dtype.itemsize else self._bytes_as(dt)
+            if dt == self.dtype:
+                return self
+            out = self.bitcast(dt) if dt.itemsize == self.dtype.itemsize else self._bytes_as(dt)
+            # (a copy: a write into it, which torch's view would pass on to self, raises)
+            mark_dtype_view(out)
+            return out
         return self.reshape(*shape)
 
     def permute(self, order: Sequence[int], *args: int) -> Tensor:

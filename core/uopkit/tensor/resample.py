@@ -1,6 +1,7 @@
 """The weights `interpolate` resamples an axis with, computed on the host from the sizes alone: PyTorch's cubic
 convolution taps, its antialiasing filter and its uint8 kernels' fixed point. A table is an (output, input) matrix,
-so that the tensor side is one matrix product per axis."""
+so that the tensor side is one matrix product per axis. Also the pattern of a nearest-neighbour index table (a
+repeated arithmetic progression), which the tensor side takes as a strided view instead of a gather."""
 
 from __future__ import annotations
 
@@ -67,3 +68,22 @@ def fixed_point(weights: np.ndarray) -> tuple[np.ndarray, int]:
         bits += 1
     scaled = weights * (1 << bits)
     return (np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)).astype(np.int32), bits
+
+
+def repeated_progression(idx: np.ndarray) -> tuple[int, int, int, int] | None:
+    """(start, step, count, repeat) with idx[i] == start + step * (i // repeat) for i < count * repeat == len(idx),
+    step >= 1 (or count == 1), or None."""
+    n = len(idx)
+    if n == 0:
+        return None
+    repeat = int(np.argmax(idx != idx[0])) or n
+    if n % repeat:
+        return None
+    rows = idx.reshape(n // repeat, repeat)
+    if not np.all(rows == rows[:, :1]):
+        return None
+    firsts = rows[:, 0]
+    steps = np.diff(firsts)
+    if len(steps) and (steps[0] < 1 or np.any(steps != steps[0])):
+        return None
+    return int(firsts[0]), int(steps[0]) if len(steps) else 1, len(firsts), repeat

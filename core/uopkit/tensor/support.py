@@ -792,15 +792,40 @@ def mark_no_in_place(t: Tensor) -> None:
     _no_in_place[key] = weakref.ref(t, lambda _, key=key: _no_in_place.pop(key, None))
 
 
-def check_in_place_allowed(t: Tensor) -> None:
-    """torch's error for an in-place write into a tensor `mark_no_in_place` marked, or into a view of one."""
-    if not _no_in_place:
+# the results of view(dtype), by id -> a weak reference: copies here (a buffer holds one dtype; a kernel that wrote
+# one dtype's bits into another's buffer would escape the scheduler's checks of what reads what), where torch's view
+# shares the source's storage. A write into one would be lost: it raises instead.
+_dtype_views: dict[int, weakref.ref] = {}
+
+DTYPE_VIEW_ERROR = (
+    "{op}: this tensor is (a view of) the result of view({dtype}), which uopkit makes as a copy: the write would not "
+    "reach the source tensor, where torch's would. Compute out of place and write the source instead, e.g. "
+    "`x.copy_((x.view(dtypes.int32) & 0x7FFFFFFF).view(x.dtype))`, or clone() the view to write into a tensor of its "
+    "own."
+)
+
+
+def mark_dtype_view(t: Tensor) -> None:
+    """Forbid in-place writes into `t`, a view(dtype) result, and into its views."""
+    key = id(t)
+    _dtype_views[key] = weakref.ref(t, lambda _, key=key: _dtype_views.pop(key, None))
+
+
+def check_in_place_allowed(t: Tensor, op: str = "in-place write") -> None:
+    """torch's error for an in-place write into a tensor `mark_no_in_place` marked, or into a view of one; ours for
+    one into a view(dtype) result (`mark_dtype_view`) or a view of one."""
+    if not _no_in_place and not _dtype_views:
         return
     root = t._view_of() if t._view_of is not None else None
     for u in (t, root):
-        ref = _no_in_place.get(id(u)) if u is not None else None
+        if u is None:
+            continue
+        ref = _no_in_place.get(id(u))
         if ref is not None and ref() is u:
             raise RuntimeError(IN_PLACE_ERROR.format(i=0))
+        ref = _dtype_views.get(id(u))
+        if ref is not None and ref() is u:
+            raise ArgumentError(DTYPE_VIEW_ERROR.format(op=op, dtype=u.dtype))
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -612,6 +612,15 @@ class TorchExtrasMixin:
         self._view_of = None
         return self
 
+    def dequantize(self: Tensor) -> Tensor:  # type: ignore[misc]
+        """The values as float32, as torch's dequantize of a tensor that isn't quantized (none is here): a float32
+        tensor is returned itself.
+
+        >>> t = Tensor([1.0]); t.dequantize() is t
+        True
+        """
+        return self.float()
+
     def resize_as_(self: Tensor, the_template: Tensor) -> Tensor:  # type: ignore[misc]
         """`resize_` to the shape of `the_template` (torch.Tensor.resize_as_)."""
         if not isinstance(the_template, Tensor):
@@ -636,7 +645,7 @@ _NO_STORAGE = "uopkit has no torch storage objects (see storage_offset(), data_p
 for _name, _why in (
     *((n, _NO_SPARSE) for n in ("to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc")),
     *((n, _NO_QUANTIZED) for n in ("q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",
-                                   "q_per_channel_axis", "qscheme", "int_repr", "dequantize")),
+                                   "q_per_channel_axis", "qscheme", "int_repr")),
     *((n, _NO_COMPLEX) for n in ("cfloat", "cdouble", "chalf", "stft", "istft")),
     *((n, _NO_STORAGE) for n in ("storage", "untyped_storage", "set_", "record_stream")),
 ):  # fmt: skip

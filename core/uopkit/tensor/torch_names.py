@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes, least_upper_float
+from uopkit.dtype import DType, dtypes, least_upper_float
 from uopkit.schedule import live_tensors
 from uopkit.tensor.autocast import LOWER, autocast_op
 from uopkit.tensor.indexing import _in_place_method, _share_storage
@@ -92,21 +92,41 @@ def _scaled_sum(
     op: str,
     operands: tuple[Tensor, Tensor],
     ndims: tuple[int, int],
-    product: Callable[[Tensor, Tensor], Tensor],
+    product: Callable[[Tensor, Tensor], tuple[Tensor, DType]],
     beta: Any,
     alpha: Any,
 ) -> Tensor:
     """beta * base + alpha * product(*operands), torch's add*mm family (operands of `ndims` dims): with beta 0 `base`
-    is not read (its NaN don't show)."""
+    is not read (its NaN don't show). `product` gives its sums and the dtype they round to; half floats summed in
+    float32 are scaled and added to a base of their dtype there and rounded once, as torch's CPU kernels."""
     a, b = operands
     if (a.ndim, b.ndim) != ndims:
         raise ShapeError(f"{op}: needs operands of {ndims[0]} and {ndims[1]} dims, got shapes {a.shape} and {b.shape}")
-    out = product(a, b)
+    acc, out_dt = product(a, b)
+    once = out_dt in dtypes.halves and acc.dtype is not out_dt and base.dtype is out_dt
+    out = acc if once else acc.cast(out_dt)
     out = out if alpha == 1 else out * alpha
     if beta == 0:
         base._broadcast_to(out.shape)  # (still checks that it fits, as torch)
-        return out
-    return (base if beta == 1 else base * beta) + out
+        return out.cast(out_dt) if once else out
+    base = base.cast(acc.dtype) if once else base
+    total = (base if beta == 1 else base * beta) + out
+    return total.cast(out_dt) if once else total
+
+
+def _product_sums(a: Tensor, b: Tensor) -> tuple[Tensor, DType]:
+    return a._product_accumulator(b)
+
+
+def _outer_product(a: Tensor, b: Tensor) -> tuple[Tensor, DType]:
+    # (torch's addr computes in the operands' dtype: a half outer product is rounded before the sum)
+    out = a.outer(b)
+    return out, out.dtype
+
+
+def _summed_batch_products(a: Tensor, b: Tensor) -> tuple[Tensor, DType]:
+    out = (a @ b).sum(0)
+    return out, out.dtype
 
 
 def _strides(t: Tensor) -> tuple[int, ...]:
@@ -432,25 +452,25 @@ class TorchNamesMixin:
     @autocast_op(LOWER)
     def addmm(self: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """beta * self + alpha * (mat1 @ mat2), two matrices (torch.addmm)."""
-        return _scaled_sum(self, "addmm", (mat1, mat2), (2, 2), lambda a, b: a @ b, beta, alpha)
+        return _scaled_sum(self, "addmm", (mat1, mat2), (2, 2), _product_sums, beta, alpha)
 
     def addmv(self: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """beta * self + alpha * (mat @ vec), a matrix and a vector (torch.addmv)."""
-        return _scaled_sum(self, "addmv", (mat, vec), (2, 1), lambda a, b: a @ b, beta, alpha)
+        return _scaled_sum(self, "addmv", (mat, vec), (2, 1), _product_sums, beta, alpha)
 
     def addr(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """beta * self + alpha * outer(vec1, vec2) (torch.addr)."""
-        return _scaled_sum(self, "addr", (vec1, vec2), (1, 1), lambda a, b: a.outer(b), beta, alpha)
+        return _scaled_sum(self, "addr", (vec1, vec2), (1, 1), _outer_product, beta, alpha)
 
     @autocast_op(LOWER)
     def baddbmm(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """beta * self + alpha * (batch1 @ batch2), batches of matrices (torch.baddbmm)."""
-        return _scaled_sum(self, "baddbmm", (batch1, batch2), (3, 3), lambda a, b: a @ b, beta, alpha)
+        return _scaled_sum(self, "baddbmm", (batch1, batch2), (3, 3), _product_sums, beta, alpha)
 
     @autocast_op(LOWER)
     def addbmm(self: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """beta * self + alpha * the sum over the batch of batch1[i] @ batch2[i] (torch.addbmm)."""
-        return _scaled_sum(self, "addbmm", (batch1, batch2), (3, 3), lambda a, b: (a @ b).sum(0), beta, alpha)
+        return _scaled_sum(self, "addbmm", (batch1, batch2), (3, 3), _summed_batch_products, beta, alpha)
 
     def matrix_power(self: Tensor, n: int) -> Tensor:  # type: ignore[misc]
         """self @ self ... n times by squaring (0 gives identities, a negative n the inverse's power); batched."""

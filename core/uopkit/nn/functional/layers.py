@@ -516,8 +516,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     _check_same_device("linear", [t for t in (input, weight, bias) if isinstance(t, Tensor)])
     if weight.ndim == 1:
         # torch's 1-d weight is a single output's row (a dot product); Tensor.linear would scale elementwise
-        out = input.matmul(weight)
-        return out + bias if bias is not None else out
+        return input._product_plus(weight, bias)
     # (Tensor.linear takes tinygrad's (in, out) weight)
     return input.linear(weight.T, bias)
 
