@@ -360,3 +360,35 @@ def test_loads_inside_their_buffer_under_a_pad_read_without_a_gate():
     )
     want = torch.nn.functional.conv2d(ta, torch.from_numpy(w), padding=1).numpy()
     np.testing.assert_allclose(act.conv2d(Tensor(w), padding=1).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_linearizing_many_reduce_loops_looks_at_each_op_a_bounded_number_of_times(monkeypatch):
+    # one kernel of many independent sums (a metric summed over many batches): placing each loop rescanned every
+    # pending op, so the work grew with loops x ops. Counted as the linearizer's lookups of an op's loops, per op
+    from uopkit.codegen import linearizer
+    from uopkit.schedule import grouper
+
+    monkeypatch.setattr(grouper, "MAX_KERNEL_REDUCES", 1 << 20)
+    lookups = [0]
+
+    class CountingLoops(dict):
+        def __getitem__(self, u):
+            lookups[0] += 1
+            return super().__getitem__(u)
+
+    open_ranges = linearizer._open_ranges
+    monkeypatch.setattr(linearizer, "_open_ranges", lambda topo: CountingLoops(open_ranges(topo)))
+
+    def lookups_per_op(n: int) -> float:
+        xs = [Tensor.full((4, 8), float(i)).contiguous().realize() for i in range(n)]
+        total = Tensor(0.0)
+        for x in xs:
+            total = total + (x.max(1) * 2).sum()
+        item = _item(total)
+        lookups[0] = 0
+        uops = get_program(item.ast, Device["CPU"].renderer, opts=[]).uops
+        assert sum(u.op is Ops.RANGE for u in uops) >= 2 * n
+        return lookups[0] / len(uops)
+
+    few, many = lookups_per_op(12), lookups_per_op(48)
+    assert many < 1.3 * few, (few, many)

@@ -6,7 +6,7 @@ import pytest
 from uopkit import Tensor, dtypes
 from uopkit.schedule import create_schedule, kernelize_tensors
 from uopkit.schedule.grouper import fuses_row_reduces
-from uopkit.uop.ops import Ops, UPat
+from uopkit.uop.ops import Ops, UOp, UPat
 
 
 def test_arange_reshape_sum_runs_compiled_kernels():
@@ -622,3 +622,41 @@ def test_windows_over_a_mode_padded_input_read_it_stored(mode):
         conv_fn = TF.conv2d if xv.ndim == 4 else TF.conv1d
         ref = conv_fn(TF.pad(torch.from_numpy(xv), pads, mode=mode), torch.from_numpy(wv), groups=groups)
         np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_metric_summed_over_many_batches_is_split_into_kernels_of_bounded_size():
+    # an eval loop that sums its metrics per batch into tensors and reads them once after the loop: one value over
+    # every batch's reduces. Fused, one kernel held them all (200 batches: hundreds of reduce loops, 62 s to the
+    # first result); stored every MAX_KERNEL_REDUCES reduces, kernels stay alike and short and the total linear
+    torch = pytest.importorskip("torch")
+    from uopkit.nn import functional as F
+    from uopkit.schedule.grouper import MAX_KERNEL_REDUCES
+
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((64, 8, 5), dtype=np.float32)
+    ys = rng.integers(0, 5, (64, 8))
+
+    def metrics(n: int) -> tuple[Tensor, Tensor]:
+        correct, loss = 0, 0
+        for x, y in zip(xs[:n], ys[:n], strict=True):
+            out, label = Tensor(x) * 1.5, Tensor(y)
+            correct = correct + (out.argmax(1) == label).sum()
+            loss = loss + F.cross_entropy(out, label, reduction="sum")
+        return correct, loss
+
+    def kernels(n: int) -> list[UOp]:
+        return [item.ast for item in create_schedule(kernelize_tensors(list(metrics(n))))]
+
+    short, long = kernels(16), kernels(64)
+    reduces = [sum(u.op is Ops.REDUCE_AXIS for u in ast.toposort()) for ast in long]
+    assert max(reduces) <= MAX_KERNEL_REDUCES, reduces
+    sizes = lambda asts: [len(ast.toposort()) for ast in asts]  # noqa: E731
+    assert max(sizes(long)) == max(sizes(short)) and len(long) < 4.5 * len(short), (sizes(short), sizes(long))
+    # (a few kinds of kernel, each compiled once)
+    assert len(set(long)) <= 8, len(set(long))
+    correct, loss = metrics(64)
+    out = torch.from_numpy(xs) * 1.5
+    label = torch.from_numpy(ys)
+    assert correct.item() == int((out.argmax(2) == label).sum())
+    want = torch.nn.functional.cross_entropy(out.reshape(-1, 5), label.reshape(-1), reduction="sum")
+    np.testing.assert_allclose(loss.item(), want.item(), rtol=1e-5)

@@ -7,6 +7,7 @@ may sit deeper, and are emitted as early as possible so loop-invariant work stay
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable
 
@@ -72,66 +73,187 @@ def linearize(sink: UOp, branch_selected_updates: bool = False) -> list[UOp]:
     """`sink`'s ops in order. `branch_selected_updates`: put one-hot sums' updates under an IF
     (`branch_one_hot_updates`), for renderers whose loops run one element at a time (a CPU's)."""
     topo = [u for u in sink.toposort() if u.op is not _SINK]
-    ctx = _open_ranges(topo)
-    closed = _closed_ranges(topo)
-    end_of = {u.src[1]: u for u in topo if u.op is _END}
-    emitted: dict[UOp, None] = {}
-    open_stack: list[UOp] = []
-    pending = list(topo)
+    uops = sink_pure_ops(_Placement(topo).run())
+    return mark_reduce_loops(branch_one_hot_updates(uops) if branch_selected_updates else uops)
 
-    def ready(u: UOp) -> bool:
-        return all(s in emitted or s.op is _SINK for s in u.src)
 
-    while pending:
-        # everything that can go here now, in one pass: `pending` stays in toposort order (sources first), so an op
-        # whose sources this pass emits comes after them and is emitted by the same pass
-        still: list[UOp] = []
-        open_set = frozenset(open_stack)
-        for u in pending:
-            if u.op not in (_RANGE, _END) and ready(u):
-                fits = ctx[u] == open_set if _is_exact(u) else ctx[u] <= open_set
-                if fits:
-                    emitted[u] = None
-                    continue
-            still.append(u)
-        pending = still
-        if not pending:
-            break
-        open_set = frozenset(open_stack)
-        # close the innermost loop once nothing left needs it
-        if open_stack:
-            inner = open_stack[-1]
-            ends = [u for u in pending if u.op is _END and u.src[1] is inner and ready(u)]
-            needs_inner = any(inner in ctx[u] and u.op is not _END for u in pending)
-            if ends and not needs_inner:
-                emitted[ends[0]] = None
-                pending.remove(ends[0])
-                open_stack.pop()
+class _Placement:
+    """Places ops into loops: repeatedly emits everything that can go at the current loop nest (its sources emitted,
+    its loops open), then closes the innermost loop once nothing left needs it, or opens the loop that lets the most
+    pending work proceed.
+
+    Each step looks only at what it changes, not at every pending op (a kernel of many reduce loops rescanned all of
+    its ops at every loop it opened and closed: time in loops x ops). An op waits, once its sources are emitted, on
+    one of its loops that is not open; per level of the loop nest, `users_at` counts for each loop the pending ops
+    inside it and every open loop (the ops that opening it lets proceed), and `choices` holds the loops that could open
+    there, best first."""
+
+    def __init__(self, topo: list[UOp]):
+        self.topo = topo
+        self.index = {u: i for i, u in enumerate(topo)}
+        self.ctx = _open_ranges(topo)
+        self.closed = _closed_ranges(topo)
+        self.end_of = {u.src[1]: u for u in topo if u.op is _END}
+        self.exact = {u for u in topo if _is_exact(u)}
+        # the loops each loop must be inside
+        self.outside = {u: self.ctx[u] - {u} for u in topo if u.op is _RANGE}
+        self.emitted: dict[UOp, None] = {}
+        self.open_stack: list[UOp] = []
+        # sources not emitted yet, and the users each op releases
+        self.missing: dict[UOp, int] = {}
+        self.users: dict[UOp, list[UOp]] = {}
+        for u in topo:
+            srcs = [s for s in dict.fromkeys(u.src) if s.op is not _SINK]
+            self.missing[u] = len(srcs)
+            for s in srcs:
+                self.users.setdefault(s, []).append(u)
+        # the ops inside each loop, and how many pending ones are not ENDs (the loop can't close before those)
+        self.inside: dict[UOp, list[UOp]] = {}
+        self.needs: dict[UOp, int] = {}
+        for u in topo:
+            for r in self.ctx[u]:
+                self.inside.setdefault(r, []).append(u)
+                if u.op is not _END:
+                    self.needs[r] = self.needs.get(r, 0) + 1
+        # ops ready to go at the current nest, by place in toposort order (a pass emits them in that order)
+        self.heap: list[int] = []
+        # ready ops whose loops are not all open: by one loop they wait on (exact ops: by the nest they go in)
+        self.waiting: dict[UOp, list[UOp]] = {}
+        self.waiting_exact: dict[frozenset[UOp], list[UOp]] = {}
+        self.ready_ranges: dict[UOp, None] = {}
+        self.ready_ends: dict[UOp, list[int]] = {}
+        # per level L of the nest (L loops open): those loops, the pending ops' counts, the loops that may open there
+        self.nests: list[frozenset[UOp]] = [frozenset()]
+        self.users_at: list[dict[UOp, int]] = [self._count_users(topo)]
+        self.choices: list[list[tuple[bool, int, int]]] = [[]]
+
+    def _count_users(self, ops: list[UOp]) -> dict[UOp, int]:
+        counts: dict[UOp, int] = {}
+        for u in ops:
+            for r in self.ctx[u]:
+                if r is not u:
+                    counts[r] = counts.get(r, 0) + 1
+        return counts
+
+    def _levels_holding(self, u: UOp) -> int:
+        # how many levels count u: the first k open loops are all among its loops (levels 0..k)
+        ranges, k = self.ctx[u], 0
+        while k < len(self.open_stack) and self.open_stack[k] in ranges:
+            k += 1
+        return k + 1
+
+    def _offer(self, r: UOp, level: int) -> None:
+        # ready loop r as a choice at `level`, if it fits inside that level's loops and a pending op there needs it
+        nest, exact = self.nests[level], r in self.exact
+        if (self.outside[r] == nest if exact else self.outside[r] <= nest) and self.users_at[level].get(r, 0) > 0:
+            heapq.heappush(self.choices[level], (not exact, r.arg[0], self.index[r]))
+
+    def _make_ready(self, u: UOp, open_set: frozenset[UOp]) -> None:
+        if u.op is _RANGE:
+            self.ready_ranges[u] = None
+            for level in range(len(self.nests)):
+                self._offer(u, level)
+        elif u.op is _END:
+            heapq.heappush(self.ready_ends.setdefault(u.src[1], []), self.index[u])
+        elif u in self.exact:
+            if self.ctx[u] == open_set:
+                heapq.heappush(self.heap, self.index[u])
+            else:
+                self.waiting_exact.setdefault(self.ctx[u], []).append(u)
+        else:
+            self._wait_or_push(u, open_set)
+
+    def _wait_or_push(self, u: UOp, open_set: frozenset[UOp]) -> None:
+        for r in self.ctx[u]:
+            if r not in open_set:
+                self.waiting.setdefault(r, []).append(u)
+                return
+        heapq.heappush(self.heap, self.index[u])
+
+    def _take(self, u: UOp, open_set: frozenset[UOp]) -> None:
+        # emit u: it leaves the pending counts and releases its users
+        self.emitted[u] = None
+        self.ready_ranges.pop(u, None)
+        for level in range(self._levels_holding(u)):
+            counts = self.users_at[level]
+            for r in self.ctx[u]:
+                if r is not u:
+                    counts[r] -= 1
+        if u.op is not _END:
+            for r in self.ctx[u]:
+                self.needs[r] -= 1
+        for v in self.users.get(u, ()):
+            self.missing[v] -= 1
+            if self.missing[v] == 0:
+                self._make_ready(v, open_set)
+
+    def run(self) -> list[UOp]:
+        open_set: frozenset[UOp] = frozenset()
+        for u in self.topo:
+            if self.missing[u] == 0:
+                self._make_ready(u, open_set)
+        while True:
+            # everything that can go here now, in toposort order (an op's users come after it)
+            while self.heap:
+                self._take(self.topo[heapq.heappop(self.heap)], open_set)
+            if len(self.emitted) == len(self.topo):
+                return list(self.emitted)
+            # close the innermost loop once nothing left needs it
+            inner = self.open_stack[-1] if self.open_stack else None
+            if inner is not None and self.ready_ends.get(inner) and self.needs[inner] == 0:
+                self._take(self.topo[heapq.heappop(self.ready_ends[inner])], open_set)
+                self.open_stack.pop()
+                self.nests.pop()
+                self.users_at.pop()
+                self.choices.pop()
+                open_set = self.nests[-1]
+                # (no op waiting on a loop fits once one closes, except one that goes exactly here)
+                for u in self.waiting_exact.pop(open_set, []):
+                    heapq.heappush(self.heap, self.index[u])
                 continue
-        # open the loop that lets the most pending work proceed
-        candidates = []
-        for r in pending:
-            if r.op is not _RANGE or not ready(r):
-                continue
-            outside = ctx[r] - {r}
-            if (outside != open_set) if _is_exact(r) else not (outside <= open_set):
-                continue
-            want = open_set | {r}
-            if any(want <= ctx[u] for u in pending if u is not r):
-                candidates.append(r)
-        if not candidates:
+            best = self._loop_to_open(open_set)
+            self._take(best, open_set)
+            self.open_stack.append(best)
+            open_set = open_set | {best}
+            # the next level: the pending ops inside every open loop, and the ready loops they need
+            depth = len(self.open_stack)
+            inner_ops = [u for u in self.inside[best] if u not in self.emitted and self._levels_holding(u) > depth]
+            self.nests.append(open_set)
+            self.users_at.append(self._count_users(inner_ops))
+            self.choices.append([])
+            for r in self.users_at[-1]:
+                if r in self.ready_ranges:
+                    self._offer(r, depth)
+            for u in self.waiting.pop(best, []):
+                self._wait_or_push(u, open_set)
+            for u in self.waiting_exact.pop(open_set, []):
+                heapq.heappush(self.heap, self.index[u])
+
+    def _loop_to_open(self, open_set: frozenset[UOp]) -> UOp:
+        # the loops that fit here and that some pending op needs, with every loop open now; the best first: exact
+        # ones (they can only run at this depth), then by axis, then in toposort order
+        choices, counts = self.choices[-1], self.users_at[-1]
+
+        def stale(entry: tuple[bool, int, int]) -> bool:
+            r = self.topo[entry[2]]
+            return r in self.emitted or counts.get(r, 0) == 0
+
+        while choices and stale(choices[0]):
+            heapq.heappop(choices)
+        if not choices:
+            pending = [u for u in self.topo if u not in self.emitted]
             left = ", ".join(f"{u.op.name}{u.arg if u.op is _RANGE else ''}" for u in pending[:8])
-            raise LinearizeError(f"can't place {len(pending)} ops (open loops {[r.arg for r in open_stack]}): {left}")
+            opened = [r.arg for r in self.open_stack]
+            raise LinearizeError(f"can't place {len(pending)} ops (open loops {opened}): {left}")
+        if choices[0][0]:
+            # no exact loop among them: nothing is blocked
+            return self.topo[heapq.heappop(choices)[2]]
         # a loop whose body needs another candidate loop's result (a reduce fused into a row) waits for it
         # (an exact candidate can only run here, at this depth: it can't be nested inside the other)
-        exact = {r for r in candidates if _is_exact(r)}
-        unblocked = [r for r in candidates if r not in end_of or not closed[end_of[r]] & (exact - {r})]
-        best = min(unblocked or candidates, key=lambda r: (not _is_exact(r), r.arg[0]))
-        emitted[best] = None
-        pending.remove(best)
-        open_stack.append(best)
-    uops = sink_pure_ops(list(emitted))
-    return mark_reduce_loops(branch_one_hot_updates(uops) if branch_selected_updates else uops)
+        candidates = [self.topo[e[2]] for e in sorted(set(choices)) if not stale(e)]
+        exact = {r for r in candidates if r in self.exact}
+        unblocked = [r for r in candidates if r not in self.end_of or not self.closed[self.end_of[r]] & (exact - {r})]
+        return (unblocked or candidates)[0]
 
 
 def branch_one_hot_updates(uops: list[UOp]) -> list[UOp]:

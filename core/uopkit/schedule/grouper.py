@@ -157,6 +157,7 @@ def choose_realized(sink: UOp) -> GrouperContext:
         if u.op is Ops.STORE and not is_kernel_store(u):
             _check_store_hazard(ctx, u)
     _realize_deep_shared_values(ctx, topo)
+    _realize_values_of_crowded_kernels(ctx, topo)
     _realize_shared_reduces(ctx, topo)
     while _realize_misplaced_row_reduces(ctx):
         _realize_shared_reduces(ctx, topo)
@@ -219,6 +220,49 @@ def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
         if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(set(ctx.children.get(u, []))) > 1:
             ctx.realize[u] = None
             depth[u] = 0
+
+
+# a kernel computes at most this many reduces (each in loops of its own); past it, values are stored until it fits
+MAX_KERNEL_REDUCES = 16
+_NO_REDUCES: frozenset[UOp] = frozenset()
+
+
+def _realize_values_of_crowded_kernels(ctx: GrouperContext, topo: list[UOp]) -> None:
+    """Store values so that no kernel computes more than MAX_KERNEL_REDUCES reduces.
+
+    An eval loop that sums a metric per batch into a tensor (`correct += (out.argmax(1) == y).sum()`, read once after
+    the loop) is one value over every batch's reduces: one kernel of N reduce loops, and the checks of its fused row
+    reduces and the linearizer's per-loop work each cost N**2 (200 batches: 62 s to the first result). Walked in
+    order, each node gets the set of reduces its fused computation holds; where one would pass the bound, the sources
+    holding the most are stored (the running sum: each kernel adds a few batches to the sum the last one stored), so
+    kernels stay short, alike (compiled once) and the total linear. The bound only ever tightens: the rules after this
+    one store more values, which leaves every kernel fewer reduces."""
+    held: dict[UOp, frozenset[UOp]] = {}
+    for u in topo:
+        if is_realized_view(u) or u.op in (Ops.BUFFER, Ops.DEVICE):
+            held[u] = _NO_REDUCES
+            continue
+        srcs = [s for s in dict.fromkeys(u.src) if held.get(s)]
+        own = frozenset((u,)) if u.op is Ops.REDUCE_AXIS else _NO_REDUCES
+        reduces = _union_of([held[s] for s in srcs], own)
+        while len(reduces) > MAX_KERNEL_REDUCES and srcs:
+            largest = max(srcs, key=lambda s: len(held[s]))
+            # (a view of a value stores the value: its buffer read through the view)
+            ctx.realize[largest.base] = None
+            held[largest] = held[largest.base] = _NO_REDUCES
+            srcs.remove(largest)
+            reduces = _union_of([held[s] for s in srcs], own)
+        held[u] = _NO_REDUCES if u in ctx.realize else reduces
+
+
+def _union_of(sets: list[frozenset[UOp]], start: frozenset[UOp]) -> frozenset[UOp]:
+    # most nodes carry one source's set on unchanged: shared, not copied, so the walk stays linear in the graph
+    out = start
+    for s in sets:
+        if s is out or s <= out:
+            continue
+        out = s if out <= s else out | s
+    return out
 
 
 # a kernel whose fused region holds more nodes than this stores the pieces it pads (a cat's) until it fits
