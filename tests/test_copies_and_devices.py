@@ -62,6 +62,17 @@ def test_pickle_round_trips_values_dtype_and_requires_grad(dtype):
     assert pickle.loads(pickle.dumps(g)).requires_grad
 
 
+def test_pickle_of_a_value_computed_with_grad_requires_grad_as_torch():
+    # it came back with requires_grad=False
+    g, tg = Tensor([1.5, -2.0], requires_grad=True), torch.tensor([1.5, -2.0], requires_grad=True)
+    back, tback = pickle.loads(pickle.dumps(g * 2)), pickle.loads(pickle.dumps(tg * 2))
+    assert (back.requires_grad, back.is_leaf) == (tback.requires_grad, tback.is_leaf) == (True, True)
+    assert back.tolist() == tback.tolist()
+    with torch.no_grad():
+        tplain = tg * 2
+    assert pickle.loads(pickle.dumps(g.detach() * 2)).requires_grad is tplain.requires_grad is False
+
+
 def test_iteration_and_in_as_torch():
     m, tm = Tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     assert [r.tolist() for r in m] == [r.tolist() for r in tm]

@@ -221,7 +221,9 @@ def test_global_counters_count_tinyjit_replays_as_the_capture():
     assert seen[1] == seen[2] == seen[3] and seen[3][0] >= 1
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_global_counters_mem_used_follows_buffers():
+    # (earlier tests' garbage is frozen: a collect here frees only what this test made)
     import gc
 
     before = GlobalCounters.mem_used

@@ -41,6 +41,7 @@ from uopkit.dtype import DType, dtypes, to_dtype
 from uopkit.nn import state
 from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
+from uopkit.schedule import live_tensors
 from uopkit.tensor import Tensor
 from uopkit.tensor.memory_format import as_memory_format
 from uopkit.tensor.support import _mark_view
@@ -541,11 +542,22 @@ class Module:
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
-        """Move every parameter and buffer to a device and/or cast the floating ones to a dtype, in place (torch's
-        `module.to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`). Build the optimizer after moving: it
-        holds the tensors it was given."""
+        """Move every parameter and buffer to a device and/or cast the floating ones to a dtype, in place, as torch's
+        `module.to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: each stays the same tensor object, its
+        storage (and its `.grad`'s) replaced, so an optimizer built before keeps training them (torch swaps `.data`).
+
+        >>> from uopkit.nn import Linear
+        >>> layer = Linear(2, 1)
+        >>> w = layer.weight
+        >>> layer.double().weight is w, w.dtype.name
+        (True, 'double')
+        """
         device, dtype = _to_arguments(type(self).__name__, args, kwargs)
-        return self._apply_to_tensors(lambda t: t.to(device=device, dtype=dtype if dtypes.is_float(t.dtype) else None))
+        # (a tensor held by several modules, a tied weight, is converted once)
+        tensors = {id(t): t for _, _, t in self._tensors("", set())}
+        for t in tensors.values():
+            _convert_in_place(t, device, dtype if dtypes.is_float(t.dtype) else None)
+        return self
 
     def cpu(self) -> Module:
         return self.to("CPU")
@@ -567,34 +579,6 @@ class Module:
 
     def type(self, dst_type: DType | str) -> Module:
         return self.to(to_dtype(dst_type))
-
-    def _apply_to_tensors(self, fn: Callable[[Tensor], Tensor]) -> Module:
-        # a tensor set on several modules (tied weights: an embedding and its output layer) is converted once and
-        # stays shared, as torch's
-        converted: dict[int, Tensor] = {}
-        for module in self.modules():
-            for name, value in list(module._entries()):
-                if isinstance(value, Tensor) and (_is_state_tensor(value) or name in module._state().buffers):
-                    new = converted.get(id(value))
-                    if new is None:
-                        new = converted[id(value)] = self._converted(value, fn)
-                    if new is not value:
-                        setattr(module, name, new)
-        return self
-
-    @staticmethod
-    def _converted(value: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
-        new = fn(value)
-        if new is value:
-            return value
-        new = new.contiguous().realize()
-        if isinstance(value, Parameter):
-            return Parameter(new, requires_grad=bool(value._requires_grad))
-        if value._requires_grad is not None:
-            new.requires_grad = value.requires_grad
-        # (a frozen weight stays a parameter)
-        new._wanted_grad = value._wanted_grad
-        return new
 
     # ------------------------------------------------------------------------------------------------------------
     # hooks and printing
@@ -711,6 +695,18 @@ def _tensors_in(value: Any, prefix: str, seen: set[int], again: bool = False) ->
                 yield ("parameter" if _is_parameter(v) else "buffer"), f"{prefix}{k}", v
         else:
             yield from _tensors_in(v, f"{prefix}{k}.", seen, again)
+
+
+def _convert_in_place(t: Tensor, device: str | None, dtype: DType | None) -> None:
+    """`t` (and its `.grad`) moved to `device` and/or cast to `dtype` in place: the same object, its values now in a
+    buffer of their own there (torch's `module._apply`: `param.data = fn(param)`, the same for its grad)."""
+    if device is not None:
+        t.to_(device)
+    for x in (t, t.grad):
+        if x is not None and dtype is not None and x.dtype != dtype:
+            cast = x.detach().cast(dtype).contiguous().realize()
+            live_tensors.set_uop(x, cast.uop)
+            x._view_of = None
 
 
 def _modules_in(items: Iterable[tuple[Any, Any]], prefix: str) -> Iterator[tuple[str, Module]]:

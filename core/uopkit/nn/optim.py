@@ -161,11 +161,12 @@ class SGD(Optimizer):
         return [s["momentum_buffer"] for s in self._slots.values() if "momentum_buffer" in s]
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
-        lr, momentum = group.tensors["lr"][0], group.hyper("momentum")
         dampening, weight_decay, nesterov = group["dampening"], group["weight_decay"], group["nesterov"]
         written: list[Tensor] = []
         for p in params:
             assert p.grad is not None
+            # (the group's numbers on this parameter's device: a model may be split over devices)
+            lr, momentum = group.lr_on(p.device), group.hyper("momentum", p.device)
             # (maximize: the gradient's negative, as torch's)
             grad = -p.grad if group["maximize"] else p.grad
             if not weight_decay and isinstance(momentum, (int, float)) and not momentum:
@@ -201,7 +202,7 @@ class SGD(Optimizer):
         """The step of a float16 or bfloat16 parameter (`g` its gradient, detached), op by op as torch's CPU step,
         each op rounded to the parameter's dtype: g.add(p, alpha=weight_decay); b.mul_(momentum).add_(g,
         alpha=1 - dampening); g.add(b, alpha=momentum) (nesterov); p.add_(g, alpha=-lr). The buffers written."""
-        momentum, dampening = group.hyper("momentum"), group["dampening"]
+        momentum, dampening = group.hyper("momentum", p.device), group["dampening"]
         w = p.detach()
         if group["weight_decay"]:
             g = _add_scaled(g, w, group["weight_decay"])
@@ -213,7 +214,7 @@ class SGD(Optimizer):
             b.assign(_add_scaled(b * momentum, g, damping))
             written.append(b)
             g = _add_scaled(g, b, momentum) if group["nesterov"] else b
-        p.assign(_add_scaled(w, g, -group.tensors["lr"][0]))
+        p.assign(_add_scaled(w, g, -group.lr_on(p.device)))
         return written
 
 
@@ -256,6 +257,10 @@ class Adam(Optimizer):
         defaults["decoupled_weight_decay"] = decoupled
         self._constants: dict[tuple[str, str], UOp] = {}
         super().__init__(params, defaults)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # (the constants' nodes are a cache: a copy or a pickle starts without)
+        return super().__getstate__() | {"_constants": {}}
 
     def _check_group(self, group: dict[str, Any]) -> None:
         b1, b2 = group["betas"]
@@ -305,11 +310,10 @@ class Adam(Optimizer):
         return [s["max_exp_avg_sq"] for s in self._slots.values() if "max_exp_avg_sq" in s]
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
-        b1, b2 = group.hyper("betas")
         eps, weight_decay, amsgrad = group["eps"], group["weight_decay"], group["amsgrad"]
         decoupled = group["decoupled_weight_decay"]
-        static = not isinstance(b1, Tensor)
-        consts = _AdamConstants(b1, b2, eps, weight_decay, decoupled, self._constants) if static else None
+        static = not isinstance(group.hyper("betas")[0], Tensor)
+        consts = _AdamConstants(*group["betas"], eps, weight_decay, decoupled, self._constants) if static else None
         # the bias corrections and the learning rate, per clock and dtype: every parameter's update reads the same
         # (hash-consed) nodes, so they are built once, not once per parameter
         scalars: dict[tuple[int, DType], tuple[Tensor, Tensor, Tensor]] = {}
@@ -322,6 +326,7 @@ class Adam(Optimizer):
                 continue
             if weight_decay and not decoupled:
                 g = g + weight_decay * w
+            b1, b2 = group.hyper("betas", p.device)
             slots = self._slots[id(p)]
             m, v = slots["exp_avg"], slots["exp_avg_sq"]
             written += (m, v)
@@ -330,7 +335,7 @@ class Adam(Optimizer):
                 scalars[key] = (
                     (1 - _powers(group, clock, "betas", 0)).cast(p.dtype),
                     (1 - _powers(group, clock, "betas", 1)).cast(p.dtype),
-                    group.tensors["lr"][0].cast(p.dtype),
+                    group.lr_on(p.device).cast(p.dtype),
                 )
             bias1, bias2, lr = scalars[key]
             if consts is not None and not amsgrad and _adam_update(consts, p, g, w, m, v, (bias1, bias2, lr)):
@@ -355,10 +360,10 @@ class Adam(Optimizer):
         weight_decay) (AdamW) or g.add(p, alpha=weight_decay); m.lerp_(g, 1 - b1); v.mul_(b2).addcmul_(g, g,
         value=1 - b2); denom = (v.sqrt() / sqrt(1 - b2^t)).add_(eps); p.addcdiv_(m, denom, value=-lr / (1 - b1^t)),
         the numbers in float64 as torch's Python floats. The state written."""
-        b1, b2 = group.hyper("betas")
+        b1, b2 = group.hyper("betas", p.device)
         clock = self._clocks[id(p)].values
         wide, dt = clock["step"].dtype, p.dtype
-        lr = group.tensors["lr"][0].cast(wide)
+        lr = group.lr_on(p.device).cast(wide)
         slots = self._slots[id(p)]
         m, v = slots["exp_avg"], slots["exp_avg_sq"]
         w, weight_decay = p.detach(), group["weight_decay"]

@@ -96,10 +96,11 @@ class RMSprop(Optimizer):
         return slots
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
-        alpha, eps, momentum = group["alpha"], group["eps"], group.hyper("momentum")
+        alpha, eps = group["alpha"], group["eps"]
         written: list[Tensor] = []
         for p in params:
-            g, lr = _grad(group, p, group["weight_decay"]), group.tensors["lr"][0].cast(p.dtype)
+            g, lr = _grad(group, p, group["weight_decay"]), group.lr_on(p.device).cast(p.dtype)
+            momentum = group.hyper("momentum", p.device)
             square_avg = self._slot(p, "square_avg")
             square_avg.assign(alpha * square_avg + (1 - alpha) * (g * g))
             written.append(square_avg)
@@ -157,7 +158,7 @@ class Adagrad(Optimizer):
         for p in params:
             g = _grad(group, p, group["weight_decay"])
             step = self._clocks[id(p)].values["step"]
-            clr = group.tensors["lr"][0].cast(step.dtype) / (1 + (step - 1) * group["lr_decay"])
+            clr = group.lr_on(p.device).cast(step.dtype) / (1 + (step - 1) * group["lr_decay"])
             total = self._slot(p, "sum", group["initial_accumulator_value"])
             total.assign(total + g * g)
             written.append(total)
@@ -208,7 +209,7 @@ class Adadelta(Optimizer):
             delta.assign((acc_delta + eps).sqrt() / (square_avg + eps).sqrt() * g)
             acc_delta.assign(rho * acc_delta + (1 - rho) * (delta * delta))
             written += (square_avg, delta, acc_delta)
-            p.assign((p.detach() - group.tensors["lr"][0].cast(p.dtype) * delta).cast(p.dtype))
+            p.assign((p.detach() - group.lr_on(p.device).cast(p.dtype) * delta).cast(p.dtype))
         return written
 
 
@@ -255,12 +256,12 @@ class Adamax(_AdamFamily):
         )
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
-        b1, b2 = group.hyper("betas")
         written: list[Tensor] = []
         for p in params:
             g = _grad(group, p, group["weight_decay"])
+            b1, b2 = group.hyper("betas", p.device)
             clock = self._clocks[id(p)].values
-            clr = group.tensors["lr"][0].cast(clock["step"].dtype) / (1 - _powers(group, clock, "betas", 0))
+            clr = group.lr_on(p.device).cast(clock["step"].dtype) / (1 - _powers(group, clock, "betas", 0))
             exp_avg, exp_inf = self._slot(p, "exp_avg"), self._slot(p, "exp_inf")
             exp_avg.assign(exp_avg + _one_minus(b1, p) * (g - exp_avg))
             exp_inf.assign((_as(b2, p) * exp_inf).maximum(g.abs() + group["eps"]))
@@ -312,12 +313,12 @@ class LAMB(_AdamFamily):
         return [s["exp_avg_sq"] for s in self._slots.values()]
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
-        b1, b2 = group.hyper("betas")
         eps, weight_decay = group["eps"], group["weight_decay"]
         written: list[Tensor] = []
         for p in params:
             assert p.grad is not None
             g, w = p.grad.detach(), p.detach()
+            b1, b2 = group.hyper("betas", p.device)
             clock = self._clocks[id(p)].values
             m, v = self._slot(p, "exp_avg"), self._slot(p, "exp_avg_sq")
             m.assign(_as(b1, p) * m + _one_minus(b1, p) * g)
@@ -333,7 +334,7 @@ class LAMB(_AdamFamily):
                 w_norm, u_norm = w.vector_norm(), update.vector_norm()
                 ratio = (w_norm > 0).where((u_norm > 0).where(w_norm / u_norm, 1.0), 1.0)
                 update = update * ratio.cast(p.dtype)
-            p.assign((w - group.tensors["lr"][0].cast(p.dtype) * update).cast(p.dtype))
+            p.assign((w - group.lr_on(p.device).cast(p.dtype) * update).cast(p.dtype))
         return written
 
 
@@ -396,15 +397,15 @@ class SparseAdam(_AdamFamily):
                 raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
-        b1, b2 = group.hyper("betas")
         written: list[Tensor] = []
         for p in params:
             assert p.grad is not None
             g, w = (-p.grad if group["maximize"] else p.grad).detach(), p.detach()
+            b1, b2 = group.hyper("betas", p.device)
             present = _present_rows(g)
             clock = self._clocks[id(p)].values
             bias1, bias2 = 1 - _powers(group, clock, "betas", 0), 1 - _powers(group, clock, "betas", 1)
-            lr = group.tensors["lr"][0].cast(bias1.dtype)
+            lr = group.lr_on(p.device).cast(bias1.dtype)
             step_size = (lr * bias2.sqrt() / bias1).cast(p.dtype)
             exp_avg, exp_avg_sq = self._slot(p, "exp_avg"), self._slot(p, "exp_avg_sq")
             # torch's order: old + (1 - b) (new - old)
@@ -456,21 +457,21 @@ class NAdam(_AdamFamily):
         return {"step": float(step), "b2_t": b2**step, "mu_product": mu_product, "decay_t": 0.96 ** (step * psi)}
 
     def _clock_next(self, group: ParamGroup, clock: dict[str, Tensor]) -> dict[str, Tensor]:
-        b1, b2 = group.hyper("betas")
+        b1, b2 = group.hyper("betas", clock["step"].device)
         decay = clock["decay_t"] * 0.96 ** group["momentum_decay"]
         mu = _as(b1, clock["step"]) * (1 - 0.5 * decay)
         b2_t = clock["b2_t"] * group["betas"][1]
         return {"step": clock["step"] + 1, "b2_t": b2_t, "mu_product": clock["mu_product"] * mu, "decay_t": decay}
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
-        b1, b2 = group.hyper("betas")
         decoupled, weight_decay, eps = group["decoupled_weight_decay"], group["weight_decay"], group["eps"]
         written: list[Tensor] = []
         for p in params:
             g = _grad(group, p, 0.0 if decoupled else weight_decay)
             w = p.detach()
+            b1, b2 = group.hyper("betas", p.device)
             clock = self._clocks[id(p)].values
-            lr = group.tensors["lr"][0].cast(clock["step"].dtype)
+            lr = group.lr_on(p.device).cast(clock["step"].dtype)
             if weight_decay and decoupled:
                 w = w * (1 - lr * weight_decay).cast(p.dtype)
             wide_b1 = _as(b1, clock["step"])
@@ -513,15 +514,15 @@ class RAdam(_AdamFamily):
         super().__init__(params, defaults | dict(differentiable=differentiable))
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
-        b1, b2 = group.hyper("betas")
         decoupled, weight_decay, eps = group["decoupled_weight_decay"], group["weight_decay"], group["eps"]
         written: list[Tensor] = []
         for p in params:
             g = _grad(group, p, 0.0 if decoupled else weight_decay)
             w = p.detach()
+            b1, b2 = group.hyper("betas", p.device)
             clock = self._clocks[id(p)].values
             step = clock["step"]
-            lr = group.tensors["lr"][0].cast(step.dtype)
+            lr = group.lr_on(p.device).cast(step.dtype)
             if weight_decay and decoupled:
                 w = w * (1 - lr * weight_decay).cast(p.dtype)
             b2_t = _powers(group, clock, "betas", 1)
@@ -584,7 +585,7 @@ class Rprop(Optimizer):
             prev, step_size = self._slot(p, "prev"), self._slot(p, "step_size", group["lr"])
             # (the first step starts from the lr of that step, as torch fills its step sizes then)
             first = self._clocks[id(p)].values["step"] == 1
-            start = first.where(group.tensors["lr"][0].cast(p.dtype), step_size)
+            start = first.where(group.lr_on(p.device).cast(p.dtype), step_size)
             # etaplus where the gradient kept its sign, etaminus where it flipped, 1 where either is 0 (NaN stays)
             sign = (g * prev).sign()
             factor = (sign > 0).where(etaplus, (sign < 0).where(etaminus, (sign == 0).where(1.0, sign)))
@@ -638,7 +639,7 @@ class ASGD(Optimizer):
 
     def _clock_next(self, group: ParamGroup, clock: dict[str, Tensor]) -> dict[str, Tensor]:
         step = clock["step"] + 1
-        lr = group.tensors["lr"][0].cast(step.dtype)
+        lr = group.lr_on(step.device).cast(step.dtype)
         eta = lr / (1 + group["lambd"] * lr * step) ** group["alpha"]
         mu = 1 / (step - group["t0"]).maximum(1)
         # (a parameter's first step takes the lr of that step, as torch makes its eta then)

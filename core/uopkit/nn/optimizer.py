@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -74,46 +73,69 @@ def _dedup(ts: list[Tensor]) -> list[Tensor]:
 
 class ParamGroup(dict):
     """One entry of `optimizer.param_groups`: a dict of "params" and the hyperparameters, as torch's. Setting "lr" (or
-    a dynamic hyperparameter, see the module's docstring) writes the 0-d tensor the step reads."""
+    a dynamic hyperparameter, see the module's docstring) writes the 0-d tensor the step reads, on every device the
+    group's parameters step on."""
 
     def __init__(self, owner: Optimizer, values: dict[str, Any]) -> None:
         super().__init__(values)
-        self._owner = weakref.ref(owner)
-        # the 0-d tensors the step reads: "lr" always, a dynamic hyperparameter once changed (a tuple's: one per item)
+        # the optimizer's class (its `dynamic` names and its name in errors): a class, not the optimizer, so that a
+        # deep copy or a pickle of the group belongs to no one else
+        self._kind = type(owner)
+        # the 0-d tensors the step reads, on `device`: "lr" always, a dynamic hyperparameter once changed (a tuple's:
+        # one per item)
         self.tensors: dict[str, list[Tensor]] = {}
+        # their copies on the other devices of the group's parameters (a model split over devices), by device: made at
+        # the first step that reads one there, and written with every change
+        self._copies: dict[str, dict[str, list[Tensor]]] = {}
+        # the names whose tensors the user gave (`opt.lr = tensor`): read where they are, at every step
+        self._given: set[str] = set()
         params = self["params"]
         grad_params = [p for p in params if p._requires_grad]
         self.device: str = (grad_params or params)[0].device if params else Device.DEFAULT
+        self._set_dtypes()
+        self.tensors["lr"] = [_scalar(_number(self["lr"]), self.device, self.hyper_dtype)]
+
+    def _set_dtypes(self) -> None:
         # float32, or float64 where a parameter is: its update then uses the numbers as given, as PyTorch's Python
         # floats (0.1 in float32 is 0.1000000015)
-        self.hyper_dtype = dtypes.float64 if any(p.dtype == dtypes.float64 for p in params) else dtypes.float32
+        self.hyper_dtype = dtypes.float64 if any(p.dtype == dtypes.float64 for p in self["params"]) else dtypes.float32
         # float64 where the device has it (the step count, the betas' powers, dynamic hyperparameters), as PyTorch's
         # Python floats: float32(0.999)'s powers were off by 1.3e-5 relative in 1 - b2^t
-        has64 = dtypes.float64 in Device[self.device].renderer.caps.supported_dtypes
-        self.wide_dtype = dtypes.float64 if has64 else self.hyper_dtype
-        self.tensors["lr"] = [_scalar(_number(self["lr"]), self.device, self.hyper_dtype)]
+        self.wide_dtype = self.wide_dtype_on(self.device)
+
+    def wide_dtype_on(self, device: str) -> DType:
+        """The dtype of the clocks and dynamic hyperparameters on `device`: float64 where it has it."""
+        return dtypes.float64 if _has_float64(device) else self.hyper_dtype
+
+    def __reduce__(self) -> tuple:
+        # (a dict subclass is pickled as its items set one by one through __setitem__, before its attributes are)
+        return _restored_group, (dict(self), dict(self.__dict__))
 
     def __setitem__(self, key: str, value: Any) -> None:
         old = self.get(key)
         super().__setitem__(key, value)
-        owner = self._owner()
-        if key == "params" or owner is None:
+        if key == "params":
             return
         if key == "lr":
             if isinstance(value, Tensor) or not isinstance(value, (int, float)):
                 value = _number(value)
                 super().__setitem__(key, value)
             if value < 0:
-                raise ValueError(f"{type(owner).__name__}: learning rate must be >= 0, got {value}")
+                raise ValueError(f"{self._kind.__name__}: learning rate must be >= 0, got {value}")
             if value != old:
-                _write(self.tensors["lr"][0], value)
-        elif key in owner.dynamic and value != old:
+                self._write_all(key, [value])
+        elif key in self._kind.dynamic and value != old:
             values = list(value) if isinstance(value, (tuple, list)) else [value]
             if key not in self.tensors:
                 self.tensors[key] = [_scalar(_number(v), self.device, self.wide_dtype) for v in values]
             else:
-                for t, v in zip(self.tensors[key], values, strict=True):
-                    _write(t, _number(v))
+                self._write_all(key, values)
+
+    def _write_all(self, key: str, values: list[Any]) -> None:
+        # a new value into the tensors of `key`, on every device that has them
+        for ts in [self.tensors.get(key), *(copies.get(key) for copies in self._copies.values())]:
+            for t, v in zip(ts or (), values, strict=True):
+                _write(t, _number(v))
 
     def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         for k, v in dict(*args, **kwargs).items():
@@ -124,12 +146,61 @@ class ParamGroup(dict):
             self[key] = default
         return self[key]
 
-    def hyper(self, key: str) -> Any:
-        """The value the step uses: the 0-d tensor of "lr" or of a dynamic hyperparameter (a tuple of them for
-        "betas"), else the number."""
+    def hyper(self, key: str, device: str | None = None) -> Any:
+        """The value the step uses on `device` (None: the group's): the 0-d tensor of "lr" or of a dynamic
+        hyperparameter (a tuple of them for "betas"), else the number."""
         if (ts := self.tensors.get(key)) is None:
             return self[key]
+        if device is not None and ts[0].device != device:
+            ts = self._on(key, device)
         return ts[0] if key == "lr" or not isinstance(self[key], (tuple, list)) else tuple(ts)
+
+    def lr_on(self, device: str) -> Tensor:
+        """The learning rate's 0-d tensor on `device`."""
+        return self.hyper("lr", device)
+
+    def take_lr(self, value: Tensor) -> None:
+        """Make the tensor `value` this group's learning rate (`opt.lr = tensor`)."""
+        dict.__setitem__(self, "lr", _number(value))
+        self.tensors["lr"] = [value]
+        self._given.add("lr")
+        for copies in self._copies.values():
+            copies.pop("lr", None)
+
+    def _on(self, key: str, device: str) -> list[Tensor]:
+        main = self.tensors[key]
+        if key in self._given:
+            # (a tensor the user gave may be written in place: read from where it is at each step)
+            return [t.to(device) for t in main]
+        copies = self._copies.setdefault(device, {})
+        if (ts := copies.get(key)) is None:
+            values = self[key] if isinstance(self[key], (tuple, list)) else [self[key]]
+            dtype = self.hyper_dtype if key == "lr" else self.wide_dtype_on(device)
+            if dtype == dtypes.float64 and not _has_float64(device):
+                dtype = dtypes.float32
+            ts = copies[key] = [_scalar(_number(v), device, dtype) for v in values]
+        return ts
+
+    def _retype(self) -> None:
+        # the group's parameters changed dtype (a model converted in place after the optimizer was built): the numbers
+        # made again in the dtypes a group of these parameters gets
+        hyper = self.hyper_dtype
+        self._set_dtypes()
+        if self.hyper_dtype != hyper and "lr" not in self._given:
+            self.tensors["lr"] = [_scalar(_number(self["lr"]), self.device, self.hyper_dtype)]
+            for copies in self._copies.values():
+                copies.pop("lr", None)
+
+
+def _restored_group(values: dict[str, Any], attributes: dict[str, Any]) -> ParamGroup:
+    group = ParamGroup.__new__(ParamGroup)
+    dict.update(group, values)
+    group.__dict__.update(attributes)
+    return group
+
+
+def _has_float64(device: str) -> bool:
+    return dtypes.float64 in Device[device].renderer.caps.supported_dtypes
 
 
 def _with_step_hooks(step: Callable[..., Any]) -> Callable[..., Any]:
@@ -198,10 +269,12 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
         self.defaults = defaults
         self.param_groups: list[ParamGroup] = []
-        # per parameter (by id): named state tensors, whether it has stepped, its clock
+        # per parameter (by id): named state tensors, whether it has stepped, its clock, and the (device, dtype) the
+        # parameter had when they were made (a model converted in place afterwards changes it)
         self._slots: dict[int, dict[str, Tensor]] = {}
         self._started: set[int] = set()
         self._clocks: dict[int, _Clock] = {}
+        self._placed: dict[int, tuple[str, DType]] = {}
         # torch's hooks by handle id: the step's (pre, post), state_dict's and load_state_dict's (pre, post)
         self._step_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
         self._state_dict_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
@@ -262,11 +335,8 @@ class Optimizer:
         # one's when it first steps (`_prepare`), as torch's: a frozen backbone costs no optimizer memory
         trained = [p for p in params if p._requires_grad]
         for p in trained:
-            self._slots[id(p)] = self._init_state(pg, p)
-        if trained:
-            clock = self._make_clock(pg, {id(p) for p in trained}, 0)
-            for p in trained:
-                self._clocks[id(p)] = clock
+            self._new_state(pg, p)
+        self._add_clocks(pg, trained)
 
     def _check_group(self, group: dict[str, Any]) -> None:
         """Raise for invalid hyperparameters (a subclass's checks)."""
@@ -296,10 +366,8 @@ class Optimizer:
     def lr(self, value: float | Tensor) -> None:
         if isinstance(value, Tensor):
             # (the tensor itself becomes every group's learning rate)
-            number = _number(value)
             for g in self.param_groups:
-                dict.__setitem__(g, "lr", number)
-                g.tensors["lr"] = [value]
+                g.take_lr(value)
             return
         if not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{type(self).__name__}: learning rate must be a number >= 0, got {value!r}")
@@ -377,13 +445,14 @@ class Optimizer:
         # a step whose realize raises wrote nothing (its assigns are dropped, `realize_tensors`): the bookkeeping of
         # which parameters stepped and on which clock goes back too, so that a retry is one step, the first one's
         # rules included
-        started, clocks = set(self._started), dict(self._clocks)
+        started, clocks, placed = set(self._started), dict(self._clocks), dict(self._placed)
         members = [(clock, set(clock.members)) for clock in {id(c): c for c in clocks.values()}.values()]
         try:
             if pending := self.schedule_step():
                 Tensor.realize(*pending)
         except BaseException:
-            self._started, self._clocks = started, clocks
+            # (the placements too: a parameter whose state was made anew for its new device gets it made at the retry)
+            self._started, self._clocks, self._placed = started, clocks, placed
             for clock, m in members:
                 clock.members = m
             raise
@@ -424,16 +493,55 @@ class Optimizer:
 
     def _prepare(self, group: ParamGroup, params: list[Tensor]) -> None:
         # state and a clock (at step 0) for the parameters stepping for the first time that were frozen when added (or
-        # when a state dict was loaded): made at their first step with a gradient, as torch's
+        # when a state dict was loaded): made at their first step with a gradient, as torch's; and made again for those
+        # moved to another device or dtype in place (`model.to(...)` after the optimizer was built) before they stepped
+        placed = self._placed
+        moved = [p for p in params if placed.get(id(p)) != (p.device, p.dtype)]
+        if moved:
+            self._replace_state(group, moved)
         fresh = [p for p in params if id(p) not in self._clocks]
-        if not fresh:
-            return
-        for p in fresh:
-            if id(p) not in self._slots:
-                self._slots[id(p)] = self._init_state(group, p)
-        clock = self._make_clock(group, {id(p) for p in fresh}, 0)
-        for p in fresh:
-            self._clocks[id(p)] = clock
+        self._add_clocks(group, fresh)
+
+    def _new_state(self, group: ParamGroup, p: Tensor) -> dict[str, Tensor]:
+        # a parameter's state as before its first step, on its device and in its dtype
+        slots = self._slots[id(p)] = self._init_state(group, p)
+        self._placed[id(p)] = (p.device, p.dtype)
+        return slots
+
+    def _add_clocks(self, group: ParamGroup, params: list[Tensor]) -> None:
+        # a clock at step 0 for these parameters, one per device (a clock's tensors are on its parameters' device)
+        by_device: dict[str, list[Tensor]] = {}
+        for p in params:
+            by_device.setdefault(p.device, []).append(p)
+        for device, ps in by_device.items():
+            clock = self._make_clock(group, {id(p) for p in ps}, 0, device=device)
+            for p in ps:
+                self._clocks[id(p)] = clock
+
+    def _replace_state(self, group: ParamGroup, moved: list[Tensor]) -> None:
+        """The parameters whose device or dtype changed since their state was made: state made again where they haven't
+        stepped; for those that have, an error (torch's step doesn't move state either; its load_state_dict does)."""
+        for p in moved:
+            had = self._placed.get(id(p))
+            clock = self._clocks.get(id(p))
+            if id(p) in self._started and had is not None and (self._slots.get(id(p)) or (clock and clock.values)):
+                # (checked for every parameter before any state is replaced)
+                index = next(i for i, q in enumerate(group["params"]) if q is p)
+                group_index = next(i for i, g in enumerate(self.param_groups) if g is group)
+                raise RuntimeError(
+                    f"{type(self).__name__}.step: parameter {index} of group {group_index} (shape "
+                    f"{p.shape}) is now {p.dtype.name} on {p.device}, but its optimizer state, from the steps it took, "
+                    f"is {had[1].name} on {had[0]}: the state doesn't follow a parameter converted in place (nor does "
+                    "torch's). Convert the model before its first step, or move the state to the parameters with "
+                    "optimizer.load_state_dict(optimizer.state_dict())"
+                )
+        for p in moved:
+            if (clock := self._clocks.get(id(p))) is not None:
+                clock.members.discard(id(p))
+                del self._clocks[id(p)]
+            self._new_state(group, p)
+        if any(p.dtype != group.hyper_dtype and dtypes.float64 in (p.dtype, group.hyper_dtype) for p in moved):
+            group._retype()
 
     def _advance_clocks(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
         stepping = {id(p) for p in params}
@@ -464,9 +572,13 @@ class Optimizer:
             out += clock.values.values()
         return out
 
-    def _make_clock(self, group: ParamGroup, members: set[int], step: float, extra: dict | None = None) -> _Clock:
+    def _make_clock(
+        self, group: ParamGroup, members: set[int], step: float, extra: dict | None = None, device: str | None = None
+    ) -> _Clock:
+        device = device or group.device
         values = self._clock_values(group, step) | (extra or {})
-        return _Clock({k: _scalar(v, group.device, group.wide_dtype) for k, v in values.items()}, members)
+        wide = group.wide_dtype_on(device)
+        return _Clock({k: _scalar(v, device, wide) for k, v in values.items()}, members)
 
     def _clock_values(self, group: ParamGroup, step: float) -> dict[str, float]:
         """The clock's numbers after `step` steps (host floats): the step count, and whatever an update rule keeps."""
@@ -548,14 +660,16 @@ class Optimizer:
             for i, p in zip(s["params"], g["params"], strict=True):
                 # (every parameter's, as torch's: one frozen now and unfrozen later resumes from its saved state)
                 st = states.get(int(i), {})
-                if id(p) not in self._slots:
-                    if not st:
-                        # frozen when added, nothing saved: its state is made at its first step
-                        continue
-                    self._slots[id(p)] = self._init_state(g, p)
+                if id(p) not in self._slots and not st:
+                    # frozen when added, nothing saved: its state is made at its first step
+                    continue
+                if id(p) not in self._slots or self._placed.get(id(p)) != (p.device, p.dtype):
+                    # (new state on the parameter's device and in its dtype, as torch's load_state_dict moves the
+                    # state saved to them: a model converted in place after the optimizer was built)
+                    self._new_state(g, p)
                 extra = {k: _number(st[k]) for k in self.clock_state if k in st and k != "step"}
-                key = (_number(st["step"]) if "step" in st else (1.0 if st else 0.0), tuple(sorted(extra.items())))
-                by_clock.setdefault(key, []).append(p)
+                step = _number(st["step"]) if "step" in st else (1.0 if st else 0.0)
+                by_clock.setdefault((step, tuple(sorted(extra.items())), p.device), []).append(p)
                 slots = self._slots[id(p)]
                 for name in self.state_names:
                     if st.get(name) is None:
@@ -565,21 +679,56 @@ class Optimizer:
                     if not isinstance(value, Tensor):
                         arr = np.asarray(value, dtype=np.float32 if target.dtype == dtypes.bfloat16 else None)
                         value = Tensor(arr.reshape(target.shape), device=target.device)
-                    slots[name].assign(value.cast(target.dtype)).realize()
+                    slots[name].assign(value.to(target.device).cast(target.dtype)).realize()
                 if st:
                     self._started.add(id(p))
                 else:
                     self._started.discard(id(p))
                     for name, t in slots.items():
                         _write_all(t, self._fresh_value(g, name))
-            for (step, extra), ps in by_clock.items():
-                clock = self._make_clock(g, {id(p) for p in ps}, step, dict(extra))
+            for (step, extra, device), ps in by_clock.items():
+                clock = self._make_clock(g, {id(p) for p in ps}, step, dict(extra), device)
                 for p in ps:
                     self._clocks[id(p)] = clock
+        for g in self.param_groups:
+            if any(p.dtype != g.hyper_dtype and dtypes.float64 in (p.dtype, g.hyper_dtype) for p in g["params"]):
+                g._retype()
 
     def _fresh_value(self, group: ParamGroup, name: str) -> float:
         """A state tensor's value before the first step."""
         return 0.0
+
+    # ---- copies: the per-parameter state is keyed by id(param), and a deep copy's or a pickle's parameters are other
+    # tensors, with other ids
+
+    def __copy__(self) -> Optimizer:
+        # torch's shallow copy: another optimizer over the same groups and state
+        out = type(self).__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What `copy.deepcopy` and pickle take: the attributes, the per-parameter state keyed by each parameter's place
+        in the groups (`__setstate__` keys it by the copied parameters' ids), as torch's state_dict keys it."""
+        place = {id(p): i for i, p in enumerate(self._members())}
+        state = dict(self.__dict__)
+        state.pop("_in_step", None)
+        for name in ("_slots", "_clocks", "_placed"):
+            state[name] = {place[k]: v for k, v in state[name].items() if k in place}
+        state["_started"] = {place[k] for k in self._started if k in place}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        ids = [id(p) for p in self._members()]
+        for name in ("_slots", "_clocks", "_placed"):
+            setattr(self, name, {ids[i]: v for i, v in state[name].items()})
+        self._started = {ids[i] for i in state["_started"]}
+        # (a clock shared by several parameters is one object in the copy too: its members are the copies' ids)
+        for clock in self._clocks.values():
+            clock.members = set()
+        for k, clock in self._clocks.items():
+            clock.members.add(k)
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -608,7 +757,7 @@ def _write_all(t: Tensor, value: float) -> None:
 def _powers(group: ParamGroup, clock: dict[str, Tensor], key: str, index: int) -> Tensor:
     """beta^t for the group's betas[index] as a 0-d tensor of the clock's dtype: the clock's running product while the
     beta is a constant, beta ** step (torch's form, with the beta of this step) once it is a tensor."""
-    beta = group.hyper(key)[index]
+    beta = group.hyper(key, clock["step"].device)[index]
     if isinstance(beta, Tensor):
         return beta.cast(clock["step"].dtype) ** clock["step"]
     return clock[f"b{index + 1}_t"]

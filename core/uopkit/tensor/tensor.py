@@ -312,9 +312,13 @@ class Tensor(
         return out
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # pickled as its values (read back to the host), dtype, device and requires_grad
+        # pickled as its values (read back to the host), dtype, device and requires_grad: a value computed from one
+        # that requires grad comes back a leaf that requires grad, as PyTorch's
         values = self.float().numpy() if self.dtype == dtypes.bfloat16 else self.numpy()
-        return _unpickled_tensor, (values, self.dtype, self.device, self._requires_grad)
+        requires_grad = self._requires_grad
+        if requires_grad is None and self.requires_grad:
+            requires_grad = True
+        return _unpickled_tensor, (values, self.dtype, self.device, requires_grad)
 
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The shape, or with `dim` the length of that axis (torch.Tensor.size).
