@@ -180,3 +180,147 @@ def test_a_method_first_called_under_no_grad_still_carries_gradients_after():
         (fn(x * w) * Tensor.randn(3, 5 + i)).sum().backward()
         assert w.grad is not None, i
         assert np.abs(w.grad.numpy()).max() > 0, i
+
+
+def test_the_mode_is_per_thread():
+    # as torch's: a switch in one thread leaves the others as they are, and a new thread starts recording. Two
+    # threads' overlapping no_grad blocks left recording off for the whole process; an evaluation thread inside
+    # no_grad cut the main thread's training graph
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    inside, leave = threading.Event(), threading.Event()
+    seen = {}
+
+    def evaluate():
+        with no_grad(), torch.no_grad():
+            seen["evaluator"] = (is_grad_enabled(), torch.is_grad_enabled())
+            inside.set()
+            leave.wait(30)
+
+    thread = threading.Thread(target=evaluate)
+    thread.start()
+    assert inside.wait(30)
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * w).sum()
+    seen["main"] = (is_grad_enabled(), torch.is_grad_enabled())
+    leave.set()
+    thread.join(30)
+    assert seen == {"evaluator": (False, False), "main": (True, True)}
+    loss.backward()
+    assert w.grad.tolist() == [2.0, 4.0]
+
+    # a new thread starts recording whatever the thread that made it has; Tensor.no_grad is the calling thread's
+    def modes():
+        return is_grad_enabled(), torch.is_grad_enabled(), Tensor.no_grad
+
+    with no_grad(), torch.no_grad(), ThreadPoolExecutor(2) as pool:
+        assert pool.submit(modes).result() == (True, True, False)
+        assert Tensor.no_grad is True
+    Tensor.no_grad = True
+    try:
+        assert not is_grad_enabled() and _mode_in_a_new_thread() == (True, False)
+    finally:
+        Tensor.no_grad = False
+    assert is_grad_enabled()
+
+    # overlapping blocks in two threads, and a pool running inference: recording is back on in every thread after
+    def infer(i):
+        with no_grad():
+            return (w * i).sum().numpy()
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(infer, range(32)))
+    w.grad = None
+    (w * 3).sum().backward()
+    assert is_grad_enabled() and w.grad.tolist() == [3.0, 3.0]
+
+
+def _mode_in_a_new_thread():
+    # (a fresh thread's view of the mode while the caller has it off)
+    import threading
+
+    out = []
+    thread = threading.Thread(target=lambda: out.append((is_grad_enabled(), Tensor.no_grad)))
+    thread.start()
+    thread.join(30)
+    return out[0]
+
+
+def test_decorated_generator_functions_switch_while_their_body_runs():
+    # torch switches at each resume of a decorated generator function, not only while the generator is made: its
+    # body computes without gradients, and the caller's mode is back at every yield
+    theirs, ours = torch.nn.Linear(3, 2), nn.Linear(3, 2)
+
+    def predictions(enabled, model, ones):
+        for _ in range(2):
+            out = model(ones(1, 3))
+            sent = yield enabled(), out.requires_grad
+            yield sent, enabled()
+
+    def run(switch, enabled, model, ones):
+        gen = switch(predictions)(enabled, model, ones)
+        first = next(gen)
+        caller = enabled()
+        second = gen.send("x")
+        return first, caller, second, list(gen)
+
+    for ours_switch, theirs_switch in [
+        (no_grad(), torch.no_grad()),
+        (no_grad, torch.no_grad),
+        (inference_mode(), torch.inference_mode()),
+    ]:
+        got = run(ours_switch, is_grad_enabled, ours, Tensor.ones)
+        expected = run(theirs_switch, torch.is_grad_enabled, theirs, torch.ones)
+        assert got == expected == ((False, False), True, ("x", False), [(False, False), (None, False)])
+    with no_grad(), torch.no_grad():
+        got = run(enable_grad(), is_grad_enabled, ours, Tensor.ones)
+        expected = run(torch.enable_grad(), torch.is_grad_enabled, theirs, torch.ones)
+        assert got == expected and got[0] == (True, True) and got[1] is False
+
+    # an exception thrown in reaches the body inside the switch; close() runs its cleanup inside it too
+    log = []
+
+    @no_grad()
+    def body():
+        try:
+            yield 1
+        except KeyError:
+            log.append(("caught", is_grad_enabled()))
+            yield 2
+        finally:
+            log.append(("closed", is_grad_enabled()))
+
+    gen = body()
+    assert next(gen) == 1 and gen.throw(KeyError("k")) == 2
+    gen.close()
+    assert log == [("caught", False), ("closed", False)] and is_grad_enabled()
+
+    @no_grad()
+    def returns():
+        yield 1
+        return "done"
+
+    def outer():
+        return (yield from returns())
+
+    gen = outer()
+    next(gen)
+    with pytest.raises(StopIteration) as stop:
+        next(gen)
+    assert stop.value.value == "done"
+
+
+def test_set_grad_enabled_as_a_decorator_switches_for_each_call_only():
+    # torch's: the call that makes the decorator leaves the mode as it was
+    @set_grad_enabled(False)
+    def cut():
+        return is_grad_enabled()
+
+    @torch.set_grad_enabled(False)
+    def their_cut():
+        return torch.is_grad_enabled()
+
+    assert (is_grad_enabled(), torch.is_grad_enabled()) == (True, True)
+    assert (cut(), their_cut()) == (False, False)
+    assert (is_grad_enabled(), torch.is_grad_enabled()) == (True, True)

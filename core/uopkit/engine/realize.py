@@ -15,6 +15,7 @@ Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit`
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import weakref
 from collections.abc import Callable, Container, Iterator, Sequence
@@ -1045,6 +1046,13 @@ def _depth_cost(u: UOp) -> int:
 _DEPTH_LEAVES = frozenset({Ops.BUFFER, Ops.CONST, Ops.DEVICE})
 
 
+# one realize at a time in the process: a realize reads and rewrites every live tensor's graph (its undo journal, the
+# pending reads it protects with copies on write, the graphs it rewires to them), so two threads' realizes must not
+# interleave (one thread's realize rewired another's copies back onto the STOREs they copy). Re-entrant, so that a
+# realize started from inside one (a finalizer, a hook) runs in its own thread instead of waiting on it forever
+realize_lock = threading.RLock()
+
+
 def realize_tensors(tensors: Sequence[Tensor]) -> None:
     for t in tensors:
         if not _is_stored(t.uop):
@@ -1056,14 +1064,15 @@ def realize_tensors(tensors: Sequence[Tensor]) -> None:
     # back as it found it, and drops the writes it was asked to make (an in-place op that raised wrote nothing, an
     # optimizer step retried steps once). Every kernel is compiled and every buffer allocated before the first kernel
     # runs (`_realize_uncached`), so only a failure while the kernels run can leave storage partly written
-    mark = live_tensors.begin()
-    try:
-        _realize(tensors)
-    except BaseException:
-        live_tensors.end(mark, undo=True)
-        drop_pending_writes(tensors)
-        raise
-    live_tensors.end(mark)
+    with realize_lock:
+        mark = live_tensors.begin()
+        try:
+            _realize(tensors)
+        except BaseException:
+            live_tensors.end(mark, undo=True)
+            drop_pending_writes(tensors)
+            raise
+        live_tensors.end(mark)
 
 
 def _realize(tensors: Sequence[Tensor]) -> None:
@@ -1179,6 +1188,7 @@ __all__ = [
     "ExecItem",
     "get_runner",
     "method_cache",
+    "realize_lock",
     "realize_tensors",
     "run_schedule",
     "schedule_cache",

@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 from uopkit.distributions.distribution import Distribution
 from uopkit.dtype import DType, dtypes, to_dtype
+from uopkit.engine.realize import realize_lock
 from uopkit.nn import state
 from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
@@ -490,9 +491,12 @@ class Module:
         out = OrderedDict() if destination is None else destination
         # a sub-module or tensor held under several names is listed under each (torch's recursion doesn't dedupe, so
         # a TCN's `self.net = Sequential(self.conv1, ...)` has both "conv1.weight" and "net.0.weight")
-        for kind, name, t in self._tensors(prefix, set(), again=True):
-            if kind != "non_persistent":
-                out[name] = t if keep_vars else t.detach()
+        # (under the realize lock: a thread saving a checkpoint while another steps an optimizer sees the weights of
+        # a whole step, never its writes staged but not yet run)
+        with realize_lock:
+            for kind, name, t in self._tensors(prefix, set(), again=True):
+                if kind != "non_persistent":
+                    out[name] = t if keep_vars else t.detach()
         return out
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:

@@ -32,6 +32,7 @@ import numpy as np
 
 from uopkit.device import Device
 from uopkit.dtype import DType, dtypes, to_numpy_dtype
+from uopkit.engine.realize import realize_lock
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.schedule import live_tensors
 from uopkit.tensor import Tensor
@@ -448,8 +449,11 @@ class Optimizer:
         started, clocks, placed = set(self._started), dict(self._clocks), dict(self._placed)
         members = [(clock, set(clock.members)) for clock in {id(c): c for c in clocks.values()}.values()]
         try:
-            if pending := self.schedule_step():
-                Tensor.realize(*pending)
+            # the step is built and run as one realize of other threads (a thread reading the weights waits): run
+            # in the middle of the build, the writes staged so far would overwrite what the rest reads
+            with realize_lock:
+                if pending := self.schedule_step():
+                    Tensor.realize(*pending)
         except BaseException:
             # (the placements too: a parameter whose state was made anew for its new device gets it made at the retry)
             self._started, self._clocks, self._placed = started, clocks, placed

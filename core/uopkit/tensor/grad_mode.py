@@ -2,7 +2,8 @@
 is a context manager and a decorator. While recording is off, every value computed is cut from the gradient (its node
 is wrapped in a DETACH, views excepted, so they stay views): `backward()` sends nothing through it, as torch's.
 
-The switch is tinygrad's `Tensor.no_grad` class flag, which these set and restore.
+The mode is per thread, as torch's: a switch in one thread leaves the others as they are, and a new thread starts with
+gradients recorded. tinygrad's `Tensor.no_grad` flag reads and sets the calling thread's mode.
 
 >>> from uopkit import Tensor
 >>> w = Tensor([1.0, 2.0], requires_grad=True)
@@ -15,14 +16,24 @@ The switch is tinygrad's `Tensor.no_grad` class flag, which these set and restor
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import inspect
+import threading
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar
-
-from uopkit.tensor.tensor import Tensor
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Mode(threading.local):
+    # (a class attribute: what a thread reads until it sets its own, so every new thread starts recording)
+    off = False
+
+
+# the calling thread's mode, `off` while gradients aren't recorded: every Tensor built from a graph reads it (one
+# thread-local read), and `Tensor.no_grad` is it
+thread_mode = _Mode()
 
 
 class _GradSwitch:
@@ -32,25 +43,60 @@ class _GradSwitch:
     enabled: bool | None = None
 
     def __enter__(self) -> None:
-        self._before = Tensor.no_grad
+        self._before = thread_mode.off
         if self.enabled is not None:
-            Tensor.no_grad = not self.enabled
+            thread_mode.off = not self.enabled
 
     def __exit__(self, *exc: object) -> None:
-        Tensor.no_grad = self._before
+        thread_mode.off = self._before
 
     def __call__(self, fn: F) -> F:
         enabled = self.enabled
+        if inspect.isgeneratorfunction(fn):
+
+            @functools.wraps(fn)
+            def run_generator(*args: Any, **kwargs: Any) -> Any:
+                return (yield from _switched_resumes(fn(*args, **kwargs), enabled))
+
+            return run_generator  # type: ignore[return-value]
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
-            # a switch of its own per call (the function may call itself)
-            switch = _GradSwitch()
-            switch.enabled = enabled
-            with switch:
+            with _switch(enabled):
                 return fn(*args, **kwargs)
 
         return run  # type: ignore[return-value]
+
+
+def _switch(enabled: bool | None) -> _GradSwitch:
+    # a switch of its own per call or resume (a decorated function may call itself, from several threads)
+    switch = _GradSwitch()
+    switch.enabled = enabled
+    return switch
+
+
+def _switched_resumes(gen: Generator, enabled: bool | None) -> Generator:
+    """`gen`, with the switch on while its body runs: creating a generator runs none of it, so a decorated generator
+    function switches at each resume (next, send, throw, close), as torch's, and the caller's mode is back each time
+    it yields."""
+    resume: Callable[[Any], Any] = gen.send
+    value: Any = None
+    while True:
+        with _switch(enabled):
+            try:
+                out = resume(value)
+            except StopIteration as stop:
+                return stop.value
+        try:
+            value = yield out
+            resume = gen.send
+        except GeneratorExit:
+            with _switch(enabled):
+                gen.close()
+            raise
+        except BaseException as e:
+            # (thrown in by the caller: the generator's body gets it, inside the switch)
+            resume, value = gen.throw, e
 
 
 class _BareDecorator(_GradSwitch):
@@ -102,14 +148,19 @@ class set_grad_enabled(_GradSwitch):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled: mode must be a bool, got {mode!r}")
         self.enabled = mode
-        self._before = Tensor.no_grad
-        Tensor.no_grad = not mode
+        self._before = thread_mode.off
+        thread_mode.off = not mode
 
     def __enter__(self) -> None:
         # (already switched by the call; the block ends with the mode from before it)
         pass
 
+    def __call__(self, fn: F) -> F:
+        # as a decorator it switches for each call only: the switch its own call made is undone (as torch's)
+        thread_mode.off = self._before
+        return super().__call__(fn)
+
 
 def is_grad_enabled() -> bool:
-    """Whether gradients are recorded now."""
-    return not Tensor.no_grad
+    """Whether gradients are recorded now, in the calling thread."""
+    return not thread_mode.off

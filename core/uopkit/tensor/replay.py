@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from uopkit.dtype import DType, dtypes
 from uopkit.gradient import GradientRule, given_gradient, set_gradient
 from uopkit.tensor.autocast import replay_key as autocast_replay_key
+from uopkit.tensor.grad_mode import thread_mode
 from uopkit.uop.ops import Ops, UOp, const_identity, with_shape
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def _call(
 ) -> Any:
     # `several`: a tuple of tensors may be returned (not by a method: its tuple results run the method itself)
     uops = tuple([t.uop for t in tensors])
-    key = _key(fn, uops, args, kwargs, type(tensors[0]).no_grad)
+    key = _key(fn, uops, args, kwargs, thread_mode.off)
     if key is None:
         return fn(*tensors, *args, **kwargs)
     template = _templates.get(key, _templates)

@@ -28,7 +28,7 @@ from uopkit.dtype import (
     to_numpy_dtype,
 )
 from uopkit.engine import realize as _realize_module
-from uopkit.engine.realize import buffers, realize_tensors
+from uopkit.engine.realize import buffers, realize_lock, realize_tensors
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of
 from uopkit.helpers import prod
 from uopkit.schedule import computed_from, realized_views, unrealized_graph
@@ -65,6 +65,7 @@ from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
 from uopkit.tensor.factorize import FactorizeMixin
 from uopkit.tensor.functional import FunctionalMixin
+from uopkit.tensor.grad_mode import thread_mode as _grad_mode
 from uopkit.tensor.indexing import IndexingMixin
 from uopkit.tensor.linalg import LinalgMixin
 from uopkit.tensor.losses import LossesMixin
@@ -132,6 +133,18 @@ def _from_bytes(data: bytes, dt: DType, device: str) -> UOp:
     return _from_numpy(np.frombuffer(data, dtype=to_numpy_dtype(dt)).copy(), device, dt)
 
 
+class _TensorType(type):
+    # tinygrad's switch for gradient recording, `Tensor.no_grad` (torch's no_grad; see tensor/grad_mode.py), is the
+    # calling thread's mode: values computed while it is set are detached
+    @property
+    def no_grad(cls) -> bool:
+        return _grad_mode.off
+
+    @no_grad.setter
+    def no_grad(cls, value: bool) -> None:
+        _grad_mode.off = bool(value)
+
+
 class Tensor(
     CreationMixin,
     MovementMixin,
@@ -151,6 +164,7 @@ class Tensor(
     SpatialMixin,
     TorchNamesMixin,
     TorchExtrasMixin,
+    metaclass=_TensorType,
 ):
     """A multi-dimensional array on a device, computed lazily.
 
@@ -164,9 +178,6 @@ class Tensor(
     # in its chain of views: an in-place write into one must show in the other (`support._mark_view`)
     __slots__ = ("uop", "_requires_grad", "_wanted_grad", "grad", "_live_ref", "_view_of", "__weakref__")
     training: bool = False
-    # tinygrad's switch for gradient recording (torch's no_grad; see tensor/grad_mode.py): values computed while it is
-    # set are detached
-    no_grad: bool = False
     # bumped by every change of an nn.Module's own training mode (TinyJit keys its captures by it)
     _modes_changed: int = 0
     _seed: int = 0
@@ -187,7 +198,7 @@ class Tensor(
         self.grad: Tensor | None = None
         self._view_of = None
         if isinstance(data, UOp):
-            if Tensor.no_grad and data.op not in _KEPT_UNDER_NO_GRAD:
+            if _grad_mode.off and data.op not in _KEPT_UNDER_NO_GRAD:
                 # computed while gradients aren't recorded (grad_mode.no_grad): cut from the gradient; views stay
                 # views of their storage
                 data = UOp(Ops.DETACH, data.dtype, (data,))
@@ -395,11 +406,15 @@ class Tensor(
             return self.cast(dtypes.float32).numpy()
         if 0 in self.shape:
             return np.zeros(self.shape, dtype=to_numpy_dtype(self.dtype))
-        self.realize()
-        view = self._view_read_on_host()
-        if view is not None:
-            return view
-        return self._buffer().numpy().reshape(self.shape)
+        # (one realize's worth: another thread's realize, an optimizer step, may rebind this tensor to a buffer it
+        # has yet to fill between our realize and the read)
+        with realize_lock:
+            self.realize()
+            view = self._view_read_on_host()
+            if view is not None:
+                return view
+            buffer = self._buffer()
+        return buffer.numpy().reshape(self.shape)
 
     def _view_read_on_host(self) -> np.ndarray | None:
         """The values of a view of a small stored buffer (`iou[i, j]`, `scores[k]` of a computed tensor), read by
@@ -891,11 +906,11 @@ def run_post_accumulate_hooks(accumulated: list[Tensor], create_graph: bool) -> 
             if create_graph:
                 hook(t)
                 continue
-            before, Tensor.no_grad = Tensor.no_grad, True
+            before, _grad_mode.off = _grad_mode.off, True
             try:
                 hook(t)
             finally:
-                Tensor.no_grad = before
+                _grad_mode.off = before
 
 
 # the `.grad` tensors one backward() wrote, by id of each -> (a weak reference to it, the group's): realizing one
