@@ -93,7 +93,11 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     if scattered is not None:
         lowered, lctx = scattered
     else:
-        lowered, lctx = lower_kernel(ast, plan, gpu=gpu, vector_width=vector_width, reuse_reduce_values=not gpu)
+        # (a CPU-style kernel adds each output in one running loop: its long float sums add in blocks; a GPU's long
+        # reduces are work-group trees)
+        lowered, lctx = lower_kernel(
+            ast, plan, gpu=gpu, vector_width=vector_width, reuse_reduce_values=not gpu, cascade_sums=not gpu
+        )
     # everything after lowering builds index arithmetic of the type lowering chose for this kernel
     with index_dtype(lctx.index_dtype):
         # e**x gets its accurate form while the code is still scalar

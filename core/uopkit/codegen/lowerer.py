@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from uopkit.codegen.cascade import Cascade, cascade_for, fold_partial, partial_accumulator
+from uopkit.codegen.index_width import INT32_MAX, addresses_fit, exceeds_int32
 from uopkit.codegen.plan import AxisPart, KernelPlan, OptOps, initial_plan
 from uopkit.dtype import DType, dtypes, index_dtype
 from uopkit.helpers import strides_for_shape
@@ -79,6 +81,8 @@ class LowererContext:
     deferred_reduce: UOp | None = None
     deferred_value: UOp | None = None
     deferred_at: list[tuple[Index, UOp]] = field(default_factory=list)
+    # long float sums add in blocks, each into a partial accumulator (`uopkit.codegen.cascade`)
+    cascade_sums: bool = False
 
     def lane_kind(self, axis: int, part_index: int, n_parts: int, kind: str) -> str:
         if kind == "upcast" and self.vector_part == (axis, n_parts - part_index):
@@ -347,12 +351,20 @@ def lower_reduce(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp:
     # the accumulator starts over wherever the reduce's value changes: inside the loops its index uses
     init = UOp(Ops.STORE, dtypes.void, (slot, identity, *outer_loops))
 
-    def run_pass(after: UOp, span: LoopSpan | None = None) -> ReducePass:
+    def run_pass(after: UOp, span: LoopSpan | None = None, nest: Cascade | None = None) -> ReducePass:
         lanes = (unroll, red_upcast, outer_loops)
-        return _reduce_pass(ctx, node, axes, axis_nodes, idx, valid, slot, after, planned, *lanes, span)
+        return _reduce_pass(ctx, node, axes, axis_nodes, idx, valid, slot, after, planned, *lanes, span, nest)
 
     peel = _padded_tail(ctx, axis_nodes) if planned else None
-    if peel is None:
+    outputs = math.prod(ctx.plan.real[: ctx.plan.n_out])
+    nest = cascade_for(node, outputs, axis_nodes, n_slots > 1) if ctx.cascade_sums and peel is None else None
+    if nest is not None:
+        # blocks of the sum add into a partial accumulator each; a tail no block size divides adds first (against a
+        # total as small as a block's)
+        count = axis_nodes[nest.part[0]][nest.part[1]][1]
+        tail = run_pass(init, (nest.part, nest.whole, count - nest.whole)).done if nest.whole < count else init
+        done = run_pass(tail, (nest.part, 0, nest.whole), nest).done
+    elif peel is None:
         one = run_pass(init)
         done = one.done
         if ctx.reduce_loops is not None and len(one.loops) == 1 and not (unroll or red_upcast or group_ids):
@@ -485,13 +497,18 @@ def _reduce_pass(
     red_upcast: list[UOp],
     outer_loops: list[UOp],
     span: LoopSpan | None = None,
+    nest: Cascade | None = None,
 ) -> ReducePass:
     """One loop nest that folds the reduce's source into the accumulator `slot`, opened after `after` (the
     accumulator's reset or an earlier pass). With `span` the loop part it names runs only iterations
-    [start, start + count), and the axis's bounds check is left out when those never leave the real size."""
+    [start, start + count), and the axis's bounds check is left out when those never leave the real size. With
+    `nest` the loop part it names runs in blocks, each summed into a partial accumulator (`uopkit.codegen.cascade`)."""
     op = node.arg[0]
     identity = reduce_identity(op, node.dtype)
     loops: list[UOp] = []
+    # the partial accumulator's slot and reset, and the loop its blocks are iterations of (`nest`)
+    partial: tuple[UOp, UOp, UOp] | None = None
+    opened = after
     # OptOps.STAGE: the stage loops open after the step's operands are in local memory (`stage_operands`); until
     # then placeholders stand for them
     staged: list[tuple[UOp, int]] = []
@@ -508,18 +525,26 @@ def _reduce_pass(
                 if count == 1:
                     built.append((idx_const(start), size))
                     continue
+                block, made = nest.block if nest is not None and nest.part == (axis_i, j) else 0, len(loops)
                 # each loop opens inside the previous one, all after the accumulator is reset
-                r = ctx.new_range(count, "loop", (after, *loops))
-                if planned:
-                    ctx.axis_of[r.arg[0]] = ctx.plan.n_out + axis_i
+                r = ctx.new_range(count // block if block else count, "loop", (opened, *loops))
                 loops.append(r)
+                if block:
+                    # a fresh partial accumulator for each block: `block` iterations of this loop (a loop inside it)
+                    partial = (*partial_accumulator(slot, next(ctx.reg_ids), identity, (*outer_loops, *loops)), r)
+                    opened = partial[1]
+                    if block > 1:
+                        loops.append(ctx.new_range(block, "loop", (opened, *loops)))
+                        r = r * block + loops[-1]
+                for loop in loops[made:] if planned else ():
+                    ctx.axis_of[loop.arg[0]] = ctx.plan.n_out + axis_i
                 built.append((r + start if start else r, size))
             else:
                 built.append((n, size))
         axis_idx = _combine(built)
         inner_idx[a] = axis_idx
         real = ctx.plan.real[ctx.plan.n_out + axis_i] if planned else node.src[0].shape[a]
-        unchecked = span is not None and span[0][0] == axis_i and span[1] == 0
+        unchecked = nest is None and span is not None and span[0][0] == axis_i and span[1] == 0
         if math.prod(s for _, s in built) > real and not unchecked:
             # PADTO: the padded tail of the axis contributes the identity
             in_range = _and(in_range, axis_idx.lt(real))
@@ -532,13 +557,17 @@ def _reduce_pass(
         loops += stage_loops
     if unroll:
         value = UOp(Ops.REDUCE_AXIS, value.dtype, (value, *unroll), op)
-    current = UOp(Ops.LOAD, node.dtype, (slot, after, *loops))
+    target = slot if partial is None else partial[0]
+    current = UOp(Ops.LOAD, node.dtype, (target, opened, *loops))
     # the update names its loops (and what it follows): a combine that folds to a constant (max(acc, True)) must
     # still run inside them
     deps = loops if loops else [after]
-    update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(REDUCE_COMBINE[op], value), *deps))
+    update = UOp(Ops.STORE, dtypes.void, (target, current.alu(REDUCE_COMBINE[op], value), *deps))
     done = update
     for i in reversed(range(len(loops))):
+        if partial is not None and loops[i] is partial[2]:
+            # the block is summed: into the accumulator with it
+            done = fold_partial(slot, after, partial[0], done, tuple(loops[: i + 1]))
         done = UOp(Ops.END, dtypes.void, (done, loops[i]))
         if shared and i == n_steps_loops and i > 0:
             # every work-item is done reading this step's local copies before the next step overwrites them
@@ -789,19 +818,21 @@ def lower_kernel(
     vector_width: int = 1,
     reuse_reduce_values: bool = False,
     outputs: Callable[[LowererContext, UOp], UOp] | None = None,
+    cascade_sums: bool = False,
 ) -> tuple[UOp, LowererContext]:
     """SINK(STORE(...)) kernel AST -> SINK of loop nests over INDEX/LOAD/STORE, and the context (grid sizes).
 
     With `vector_width` > 1 the first UPCAST (a power of two from 4 up to that width) becomes a "vector" lane. With
     `reuse_reduce_values` (not on GPU-style kernels) an output that recomputes a costly reduced value reads it back
     from the output buffer instead (`_reuse_reduce_value`). `outputs(ctx, ast)` lowers the kernel's stores in another
-    way than one loop nest each (`uopkit.codegen.scatter`).
+    way than one loop nest each (`uopkit.codegen.scatter`). With `cascade_sums` a long float sum adds in blocks, each
+    into a partial accumulator (`uopkit.codegen.cascade`).
     """
     plan = plan if plan is not None else initial_plan(ast)
     # 32-bit index arithmetic where it provably cannot overflow (small kernels stay fast), else 64-bit
-    for dt in (dtypes.int32, dtypes.int64) if not _exceeds_int32(ast, plan) else (dtypes.int64,):
+    for dt in (dtypes.int32, dtypes.int64) if not exceeds_int32(ast, plan) else (dtypes.int64,):
         with index_dtype(dt):
-            ctx = LowererContext(plan, gpu, index_dtype=dt)
+            ctx = LowererContext(plan, gpu, index_dtype=dt, cascade_sums=cascade_sums)
             ctx.vector_part = _vector_part(ctx.plan, vector_width)
             if reuse_reduce_values and not gpu and len(ast.src) == 1:
                 ctx.reduce_loops = []
@@ -1001,39 +1032,6 @@ def finish_tensor_core(ctx: LowererContext, out: UOp) -> UOp:
     elem = ctx.new_range(tcp.tc.elements_per_thread[2], "upcast")
     row, col = _coord(tcp.tc.c_layout, state.lane, elem)
     return out.substitute({state.m: row, state.n: col, state.elem: elem})
-
-
-INT32_MAX = dtypes.max(dtypes.int32)
-
-
-def _exceeds_int32(ast: UOp, plan: KernelPlan) -> bool:
-    """Can an index of this kernel pass int32: a buffer, a view (strides and offsets are below its size) or a loop?"""
-    padded = [math.prod(p.size for p in parts) for parts in (*plan.out, *plan.red)]
-    if math.prod(padded[: plan.n_out]) > INT32_MAX or any(s > INT32_MAX for s in padded):
-        return True
-    return any(u.shape is not None and math.prod(u.shape) > INT32_MAX for u in ast.toposort())
-
-
-def addresses_fit(sink: UOp) -> bool:
-    """Range analysis of every address computed from loop counters and thread ids: none overflows its type.
-
-    A value that overflows gets the whole range of its dtype from vmin/vmax; addresses computed from loaded data
-    (gathers) have that range anyway and are not judged here.
-    """
-    # (ops and bounds looked up once: this looks at every address node, and on Python 3.11 every `Ops.X` goes
-    # through EnumType.__getattr__'s slow hook)
-    index, load, alu = Ops.INDEX, Ops.LOAD, GroupOp.ALU
-    bounds = {dt: (dtypes.min(dt), dtypes.max(dt)) for dt in (dtypes.int32, dtypes.int64)}
-    addresses = [u.src[1] for u in sink.toposort() if u.op is index]
-    from_data: set[UOp] = set()
-    for u in UOp(Ops.SINK, dtypes.void, tuple(addresses)).toposort(gate=lambda x: x.op is not load):
-        if any(s.op is load or s in from_data for s in u.src):
-            from_data.add(u)
-        elif u.op in alu and u.dtype in bounds:
-            lo, hi = bounds[u.dtype]
-            if u.vmin <= lo or u.vmax >= hi:
-                return False
-    return True
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ partials sum exactly as before; an axis no slice count near that divides keeps i
 their own and added), since padding it would mask every load of the hot loop. Sums of products into many outputs
 (matmuls, convolutions) are left whole: their partials would be a copy of the output per slice; into few
 (`SUM_OF_PRODUCTS_OUTPUTS`: a squared error, a dot product) they are cut too. A GPU's work-group reduce already adds
-in a tree.
+in a tree. A shorter float sum stays in its kernel, which adds it in blocks of a few hundred where its running sum
+would be long (`uopkit.codegen.cascade`: a column sum's accumulators run down the rows).
 
 The split depends only on the shapes and the renderer's caps, never on the thread count: a sum gives the same bits
 on every machine (on GPUs, on every one with the same work-group limit). The scheduler decides, once the graph is
@@ -32,6 +33,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from uopkit.codegen.cascade import SUM_OF_PRODUCTS_OUTPUTS
 from uopkit.dtype import dtypes
 from uopkit.uop.ops import Ops, UOp, is_one_hot_reduce
 
@@ -74,9 +76,6 @@ GPU_WORKGROUP = 256
 # in a tree): 64 additions per vector lane of a CPU kernel
 SUM_IN_ONE_PASS = 16384
 SUM_SLICE = 1024
-# a sum of products (a matmul's, a convolution's) is cut too where it has at most this many outputs: its partials are
-# then small (a squared error's sum, a dot product), where a matmul's would be a copy of its output per slice
-SUM_OF_PRODUCTS_OUTPUTS = 1024
 
 
 def gpu_rule(caps: RendererCaps) -> SplitRule:
