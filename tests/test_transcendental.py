@@ -265,3 +265,14 @@ def test_tanh_derivatives_of_high_order_as_torch(dtype):
         # (within a few roundings of float32 of the largest derivative's size, as torch's float32 is)
         tol = 1e-13 if dtype == np.float64 else 1e-5
         np.testing.assert_allclose(y.numpy(), want.detach().numpy(), rtol=tol, atol=tol, err_msg=f"order {order}")
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_half_atan2_is_computed_in_float32_and_rounded_once_as_torch(name: str) -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    ty, tx = (torch.tensor(rng.standard_normal(2000).astype(np.float32) * 3).to(getattr(torch, name)) for _ in "yx")
+    uy, ux = (Tensor(t.float().numpy()).cast(getattr(dtypes, name)) for t in (ty, tx))
+    got = uy.atan2(ux)
+    assert got.dtype == getattr(dtypes, name)
+    np.testing.assert_array_equal(got.float().numpy(), torch.atan2(ty, tx).float().numpy())
