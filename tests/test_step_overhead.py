@@ -717,3 +717,23 @@ def test_moving_tensors_onto_a_realized_value_stops_at_older_nodes(cached, monke
     assert walked and not any(older.uop.src[0] in memo or a.uop in memo for memo in walked)
     np.testing.assert_allclose(y.numpy(), np.sqrt(np.exp(np.arange(4)) * 2) * 2, rtol=1e-6)
     np.testing.assert_allclose(k.numpy(), np.full(4, 2.0), rtol=1e-6)
+
+
+def test_a_stamp_stored_late_by_a_switched_out_thread_does_not_hide_newer_ones():
+    # a thread switched out between taking a stamp and storing it stores an older stamp after newer ones: the walk
+    # back to a stamp goes on past as many old ones as there are other threads (a realize in one thread missed a
+    # tensor another thread made meanwhile: its result stayed unstored and the reader's .numpy() raised a KeyError)
+    import threading
+
+    from uopkit.schedule import _walk_back
+
+    stamps = {"old": 3, "new": 9, "late": 6}
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert _walk_back(stamps, 8) == ["new"]
+        assert _walk_back({"a": 1, "b": 2}, 8) == []
+    finally:
+        release.set()
+        other.join()

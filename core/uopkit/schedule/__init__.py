@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -200,13 +201,20 @@ class LiveTensors:
 def _walk_back(stamps: dict[weakref.ref[Tensor], int], seq: int) -> list[weakref.ref[Tensor]]:
     # (over the keys, making nothing in the loop but list entries: no object is built, so no garbage collection starts
     # inside it, whose weak reference callbacks would change the dict; a tuple per item would)
+    # A stamp is taken, then stored: a thread switched out in between stores an older stamp after newer ones. Each
+    # thread has at most one such stamp pending, so past the first old stamp the walk looks at as many more as there
+    # are other threads before it stops (one thread: it stops there)
     out = []
+    late = threading.active_count() - 1
     for ref in reversed(stamps):
         stamp = stamps.get(ref)
         if stamp is None:
             continue
         if stamp <= seq:
-            break
+            if late <= 0:
+                break
+            late -= 1
+            continue
         out.append(ref)
     return out
 
