@@ -877,7 +877,10 @@ def _replay(
                 vals = runner.spec.launch_values(values[i])
             program(*[table[s].opaque for s in slots], global_size=global_size, local_size=local_size, vals=vals)
         stats["kernels_run"] += len(entry.launches)
-        GlobalCounters.count(len(entry.launches), *entry.cost)
+        counters, (ops, mem) = GlobalCounters, entry.cost
+        counters.kernel_count += len(entry.launches)
+        counters.global_ops += ops
+        counters.global_mem += mem
     else:
         for i, step in enumerate(entry.steps):
             var_vals = values[i] if i in values else dict(step.var_vals)

@@ -198,6 +198,9 @@ class LiveTensors:
                 )
 
 
+_running_threads: dict | None = getattr(threading, "_active", None)
+
+
 def _walk_back(stamps: dict[weakref.ref[Tensor], int], seq: int) -> list[weakref.ref[Tensor]]:
     # (over the keys, making nothing in the loop but list entries: no object is built, so no garbage collection starts
     # inside it, whose weak reference callbacks would change the dict; a tuple per item would)
@@ -205,7 +208,8 @@ def _walk_back(stamps: dict[weakref.ref[Tensor], int], seq: int) -> list[weakref
     # thread has at most one such stamp pending, so past the first old stamp the walk looks at as many more as there
     # are other threads before it stops (one thread: it stops there)
     out = []
-    late = threading.active_count() - 1
+    # (the running threads, without threading.active_count()'s lock: a thread still starting has run no code of ours)
+    late = len(_running_threads) - 1 if _running_threads is not None else threading.active_count() - 1
     for ref in reversed(stamps):
         stamp = stamps.get(ref)
         if stamp is None:

@@ -786,10 +786,15 @@ IN_PLACE_ERROR = (
 )
 
 
+def _hold_weakly(registry: dict[int, weakref.ref], t: Tensor) -> None:
+    # `t` in `registry` by id while it lives
+    key = id(t)
+    registry[key] = weakref.ref(t, lambda _, key=key: registry.pop(key, None))
+
+
 def mark_no_in_place(t: Tensor) -> None:
     """Forbid in-place writes into `t` and its views, as torch does for what a module's backward hooks hand out."""
-    key = id(t)
-    _no_in_place[key] = weakref.ref(t, lambda _, key=key: _no_in_place.pop(key, None))
+    _hold_weakly(_no_in_place, t)
 
 
 # the results of view(dtype), by id -> a weak reference: copies here (a buffer holds one dtype; a kernel that wrote
@@ -807,8 +812,7 @@ DTYPE_VIEW_ERROR = (
 
 def mark_dtype_view(t: Tensor) -> None:
     """Forbid in-place writes into `t`, a view(dtype) result, and into its views."""
-    key = id(t)
-    _dtype_views[key] = weakref.ref(t, lambda _, key=key: _dtype_views.pop(key, None))
+    _hold_weakly(_dtype_views, t)
 
 
 def check_in_place_allowed(t: Tensor, op: str = "in-place write") -> None:
