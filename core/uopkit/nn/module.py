@@ -42,7 +42,6 @@ from uopkit.engine.realize import realize_lock
 from uopkit.nn import state
 from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
-from uopkit.schedule import live_tensors
 from uopkit.tensor import Tensor
 from uopkit.tensor.memory_format import as_memory_format
 from uopkit.tensor.support import _mark_view
@@ -708,9 +707,7 @@ def _convert_in_place(t: Tensor, device: str | None, dtype: DType | None) -> Non
         t.to_(device)
     for x in (t, t.grad):
         if x is not None and dtype is not None and x.dtype != dtype:
-            cast = x.detach().cast(dtype).contiguous().realize()
-            live_tensors.set_uop(x, cast.uop)
-            x._view_of = None
+            x._hold_in_place(x.detach().cast(dtype))
 
 
 def _modules_in(items: Iterable[tuple[Any, Any]], prefix: str) -> Iterator[tuple[str, Module]]:

@@ -1057,10 +1057,14 @@ class MovementMixin:
             self.grad.to_(device)
         if device == self.device:
             return self
-        moved = self._to_device(device).contiguous().realize()
-        live_tensors.set_uop(self, moved.uop)
-        self._view_of = None
+        self._hold_in_place(self._to_device(device))
         return self
+
+    def _hold_in_place(self, value: Tensor) -> None:
+        # this tensor (the same object: an optimizer, a module, hooks keep it) takes `value`'s values, realized into
+        # storage of its own; views of its old storage keep that (`to_`, and a module's conversions)
+        live_tensors.set_uop(self, value.contiguous().realize().uop)
+        self._view_of = None
 
     def _to_device(self, device: str) -> Tensor:
         device = _canonical_device(device)
