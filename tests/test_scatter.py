@@ -25,6 +25,16 @@ from uopkit.uop.ops import Ops
 torch = pytest.importorskip("torch")
 
 
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    # the scatter lowering is the CPU's (work-group renderers keep the one-hot reduce or sort, minutes on PoCL): under
+    # DEVICE=OPENCL this file still tests the CPU's kernels, the GPU-style case has a test of its own below
+    default = Device.DEFAULT
+    Device.DEFAULT = "CPU"
+    yield
+    Device.DEFAULT = default
+
+
 def _kernels(t: Tensor) -> list:
     return [item.ast for item in create_schedule(kernelize_tensors([t])) if item.ast.op is Ops.SINK]
 
