@@ -12,6 +12,7 @@ from uopkit.device import Compiled, CompileError, Compiler, LRUAllocator
 from uopkit.plugin import BackendInfo, hookimpl
 from uopkit.plugin.manager import get_manager
 from uopkit.testing.test_allocator import test_allocator_hands_out_the_bytes_asked_for as suite_allocator_test
+from uopkit.testing.test_allocator import test_shared_memory_buffers_show_one_memory as suite_shared_memory_test
 from uopkit.testing.test_alu import test_alu_ops as suite_alu_test
 from uopkit.testing.test_programs import test_vectors as suite_vectors_test
 from uopkit.testing.test_tensor import test_compile_error_shows_source as suite_compile_error_test
@@ -94,6 +95,13 @@ class ShortArena(LRUAllocator):
         dest[:] = self.arena[src : src + dest.nbytes]
 
 
+class PrivateSharedMemory(CPUAllocator):
+    """Buffers "in shared memory" that are private copies: another process would never see their writes."""
+
+    def adopt_shared(self, segment: Any) -> Any:
+        return self._alloc(segment.size)
+
+
 def _cpu_parts(renderer: Any, compiler: Compiler | None = None, allocator: Any = None) -> Any:
     def open_device(device: str) -> Compiled:
         return Compiled(device, allocator or CPUAllocator(), renderer, compiler or ClangCompiler(), CPUProgram)
@@ -113,6 +121,7 @@ class SeededBugs:
             backend("BYTESC", _cpu_parts(BytesRenderer(), BytesOnlyCompiler())),
             backend("SHORTMEM", _cpu_parts(ClangRenderer(), allocator=ShortArena())),
             backend("PLUSZERO", _cpu_parts(UnsignedZeroTrunc())),
+            backend("PRIVSHM", _cpu_parts(ClangRenderer(), allocator=PrivateSharedMemory())),
         ]
 
 
@@ -123,7 +132,7 @@ def seeded_bugs() -> Iterator[None]:
     get_manager().register(SeededBugs(), name="seeded-bugs")
     yield
     get_manager().unregister("seeded-bugs")
-    for name in ("VWHERE", "NOVEC", "BYTESC", "SHORTMEM", "PLUSZERO"):
+    for name in ("VWHERE", "NOVEC", "BYTESC", "SHORTMEM", "PLUSZERO", "PRIVSHM"):
         Device._opened.pop(name, None)
 
 
@@ -199,3 +208,9 @@ def test_allocator_handing_out_too_little_stops_the_suite() -> None:
 
 def test_allocator_check_passes_on_cpu() -> None:
     suite_allocator_test("CPU")
+
+
+def test_shared_memory_that_is_private_fails_the_suite() -> None:
+    with pytest.raises(AssertionError, match="must return a handle to the segment's own memory"):
+        suite_shared_memory_test("PRIVSHM")
+    suite_shared_memory_test("CPU")

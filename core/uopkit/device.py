@@ -12,8 +12,11 @@ A backend builds one `Compiled` per device string from four parts:
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import mmap
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +73,16 @@ class Allocator:
 
     # a backend that can copy between two of its devices without the host sets this and implements `transfer`
     supports_transfer: bool = False
+
+    # a backend whose buffers are host memory sets this and implements `adopt_shared`: its tensors can then be moved
+    # to memory that other processes map (`Tensor.share_memory_`, `SharedSegment`)
+    supports_shared_memory: bool = False
+
+    def adopt_shared(self, segment: SharedSegment) -> Any:
+        """The backend's handle for a buffer whose memory is `segment` (``segment.mapping``, ``segment.size`` bytes,
+        mapped in this process and shared with others). The handle must hold a reference to `segment`: the memory is
+        unmapped when the last reference goes. Called only when the class sets ``supports_shared_memory = True``."""
+        raise NotImplementedError(f"{type(self).__name__} can't put buffers in shared memory")
 
     def transfer(self, dest: Any, src: Any, size: int, src_device: Compiled, dest_device: Compiled) -> None:
         """Copy `size` bytes from `src` (on `src_device`) to `dest` (on `dest_device`, which owns this allocator).
@@ -459,6 +472,72 @@ class DeviceRegistry:
 Device = DeviceRegistry()
 
 
+# ---------------------------------------------------------------- shared host memory
+
+
+class SharedSegment:
+    """`size` bytes of host memory that other processes can map: an anonymous memory file (Linux's memfd; elsewhere
+    a temporary file removed as soon as it is made), mapped shared here. It has no name in any directory, so the OS
+    frees it when the last process that maps it or holds its descriptor lets go, a process killed midway included:
+    nothing is left behind in /dev/shm. Pickled by multiprocessing (its `ForkingPickler`: a spawned child's arguments,
+    a Queue's items) it travels as its file descriptor, duplicated into the receiver (`multiprocessing.reduction.
+    DupFd`: handed to a spawned child at its start, else fetched from the sender, which must still be running)."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self.mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        stat = os.fstat(fd)
+        # the memory file's identity: the same segment received twice in one process is recognized
+        self.key = (stat.st_dev, stat.st_ino)
+
+    @classmethod
+    def create(cls, size: int) -> SharedSegment:
+        """A new zero-filled segment of `size` bytes (at least 1)."""
+        try:
+            if hasattr(os, "memfd_create"):
+                fd = os.memfd_create("uopkit", os.MFD_CLOEXEC)
+            else:
+                # a file unlinked at once: only its descriptor (and mappings) keep it
+                fd, path = tempfile.mkstemp(prefix="uopkit-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+                os.unlink(path)
+        except OSError as e:
+            if e.errno != errno.EMFILE:
+                raise
+            # (each segment holds two descriptors: ours, to send it, and its mapping's)
+            raise OSError(
+                e.errno,
+                f"{e.strerror}: every tensor in shared memory holds two file descriptors; raise the limit "
+                "(`ulimit -n`, resource.setrlimit(resource.RLIMIT_NOFILE, ...)) or share fewer, larger tensors",
+            ) from e
+        try:
+            os.ftruncate(fd, size)
+            return cls(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        from multiprocessing.reduction import DupFd
+
+        return _received_segment, (DupFd(self.fd), self.size)
+
+    def __del__(self) -> None:
+        # (the mapping goes with the last buffer handle over it; the descriptor is ours to close)
+        fd = getattr(self, "fd", -1)
+        if fd >= 0:
+            self.fd = -1
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"<SharedSegment {self.size} bytes fd={self.fd}>"
+
+
+def _received_segment(fd: Any, size: int) -> SharedSegment:
+    # a segment unpickled in another process: its descriptor, duplicated for this one
+    return SharedSegment(fd.detach(), size)
+
+
 # ---------------------------------------------------------------- buffers
 
 
@@ -472,6 +551,8 @@ class Buffer:
         self.dtype = dtype
         self._buf: Any = None
         self._owned = False
+        # the shared host memory this buffer lies in (`in_shared_memory`), else None
+        self.segment: SharedSegment | None = None
         if opaque is not None:
             self.allocate(opaque)
 
@@ -554,6 +635,30 @@ class Buffer:
         other.copyout(staging)
         dest_allocator.copyin(self._buf, staging)
         return self
+
+    @classmethod
+    def in_shared_memory(cls, device: str, size: int, dtype: DType, segment: SharedSegment | None = None) -> Buffer:
+        """A buffer whose memory is `segment` (None: a new one of its size), which other processes can map. Raises
+        RuntimeError for a device whose allocator can't (``Allocator.supports_shared_memory``)."""
+        allocator = Device[device].allocator
+        if not allocator.supports_shared_memory:
+            raise RuntimeError(
+                f"{Device.canonicalize(device)} buffers can't be put in memory other processes map: only a backend "
+                "whose memory is the host's (CPU) can"
+            )
+        if segment is None:
+            segment = SharedSegment.create(max(size * dtype.itemsize, 1))
+        assert segment.size >= size * dtype.itemsize, f"{segment} is too small for {size} elements of {dtype}"
+        out = cls(device, size, dtype, opaque=allocator.adopt_shared(segment))
+        out.segment = segment
+        return out
+
+    def to_shared_memory(self) -> Buffer:
+        """A new buffer in shared memory (`in_shared_memory`) holding this one's contents."""
+        out = Buffer.in_shared_memory(self.device, self.size, self.dtype)
+        if self.is_allocated():
+            out.copy_from(self)
+        return out
 
     def __del__(self) -> None:
         # getattr: __init__ may have failed before _buf existed

@@ -562,6 +562,23 @@ class Module:
             _convert_in_place(t, device, dtype if dtypes.is_float(t.dtype) else None)
         return self
 
+    def share_memory(self) -> Module:
+        """Move every parameter and buffer (and their `.grad`s) to shared memory (`Tensor.share_memory_`), in place, as
+        torch's: processes started after this (fork or spawn) and those the module is sent to train the same weights
+        (Hogwild). Returns the module.
+
+        >>> from uopkit.nn import Linear
+        >>> Linear(2, 1).share_memory().weight.is_shared()
+        True
+        """
+        # (a tensor held by several modules, a tied weight, is shared once)
+        tensors = {id(t): t for _, _, t in self._tensors("", set())}
+        for t in tensors.values():
+            t.share_memory_()
+            if t.grad is not None:
+                t.grad.share_memory_()
+        return self
+
     def cpu(self) -> Module:
         return self.to("CPU")
 

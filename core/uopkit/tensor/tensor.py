@@ -52,6 +52,7 @@ from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import segments as _segments_module
+from uopkit.tensor import sharing as _sharing_module
 from uopkit.tensor import spatial as _spatial_module
 from uopkit.tensor import special as _special_module
 from uopkit.tensor import special_torch as _special_torch_module
@@ -767,6 +768,7 @@ for _module in (
     _bitonic_module,
     _torch_names_module,
     _torch_extras_module,
+    _sharing_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 

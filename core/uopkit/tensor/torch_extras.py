@@ -9,7 +9,6 @@ positions of its elements there. `as_strided` gathers from that storage (so grad
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -19,6 +18,7 @@ from uopkit.device import Device, DeviceError
 from uopkit.dtype import DType, dtypes, to_dtype
 from uopkit.schedule import live_tensors
 from uopkit.tensor.indexing import _positions_of, _view_root
+from uopkit.tensor.sharing import share_memory, shared_segment
 from uopkit.tensor.support import (
     _A_COPY,
     _A_RESHAPED_COPY,
@@ -59,9 +59,6 @@ _TYPE_NAMES = {
 _DTYPE_OF_TYPE_NAME = {name: dt for dt, name in _TYPE_NAMES.items()}
 # torch.dtype names (str(torch.int64) is 'torch.int64') that differ from ours
 _TORCH_DTYPE_NAMES = {"long": dtypes.int64, "int": dtypes.int32, "short": dtypes.int16, "half": dtypes.float16}
-
-# tensors given share_memory_() (by id, weakly): is_shared() says True for them, as torch's
-_shared: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 def _int_tuple(values: Any, op: str, what: str) -> tuple[int, ...]:
@@ -441,14 +438,21 @@ class TorchExtrasMixin:
         return self
 
     def share_memory_(self: Tensor) -> Tensor:  # type: ignore[misc]
-        """The tensor itself, marked so that `is_shared()` says True: uopkit's buffers are not moved to shared memory
-        (torch.multiprocessing can't hand them to other processes)."""
-        _shared[id(self)] = self
-        return self
+        """Move this tensor's storage to shared memory, which processes started later (fork or spawn) and those it is
+        sent to through multiprocessing (a Process's arguments, a Queue) map too: a write into it in place (an
+        optimizer step, `add_`, `copy_`, setitem) in any of them shows in all, as torch's (Hogwild training). A lazy
+        tensor is computed first; a shared one is left as it is. Returns the tensor. CPU only: other devices raise.
+
+        >>> t = Tensor([1.0, 2.0]).share_memory_()
+        >>> t.is_shared()
+        True
+        """
+        return share_memory(self)
 
     def is_shared(self: Tensor) -> bool:  # type: ignore[misc]
-        """Whether `share_memory_()` was called on this tensor."""
-        return _shared.get(id(self)) is self
+        """Whether this tensor's storage is in shared memory (`share_memory_`, or received over it from another
+        process)."""
+        return shared_segment(self) is not None
 
     @property
     def retains_grad(self: Tensor) -> bool:  # type: ignore[misc]

@@ -55,3 +55,23 @@ def test_allocator_hands_out_the_bytes_asked_for(uopkit_device: str) -> None:
             f"stops here.\n  {shown}",
             returncode=pytest.ExitCode.TESTS_FAILED,
         )
+
+
+def test_shared_memory_buffers_show_one_memory(uopkit_device: str) -> None:
+    """A backend that says its buffers can lie in shared memory (`Allocator.supports_shared_memory`): two buffers
+    adopted over one segment (as a process and another that received it) read what either writes."""
+    from uopkit.device import Device, SharedSegment
+
+    if not Device[uopkit_device].allocator.supports_shared_memory:
+        pytest.skip(f"{uopkit_device} doesn't put buffers in shared memory")
+    segment = SharedSegment.create(4099)
+    one = Buffer.in_shared_memory(uopkit_device, 4099, dtypes.uint8, segment)
+    other = Buffer.in_shared_memory(uopkit_device, 4099, dtypes.uint8, segment)
+    data = np.random.default_rng(12).integers(0, 256, 4099, dtype=np.uint8)
+    one.copyin(memoryview(data))
+    seen = other.numpy()
+    other.copyin(memoryview(data[::-1].copy()))
+    assert np.array_equal(seen, data) and np.array_equal(one.numpy(), data[::-1]), (
+        f"{uopkit_device}'s Allocator.adopt_shared(segment) must return a handle to the segment's own memory "
+        "(segment.mapping), not a copy: two buffers over one segment don't show each other's writes"
+    )

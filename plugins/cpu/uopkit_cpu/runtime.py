@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from uopkit.device import Compiled, LRUAllocator
+from uopkit.device import Compiled, LRUAllocator, SharedSegment
 from uopkit.hostlib import load_library
 
 # cache-line and AVX-512 friendly; kernels may use aligned vector loads at the start of a buffer
@@ -34,6 +34,8 @@ class CPUMemory:
     size: int
     # the mapping `raw` lies in, for large buffers (`raw` keeps it open)
     mapping: mmap.mmap | None = None
+    # the shared memory `raw` lies in (`CPUAllocator.adopt_shared`): held so that its descriptor stays open
+    segment: SharedSegment | None = None
 
 
 def _view(mem: CPUMemory, size: int) -> memoryview:
@@ -92,6 +94,13 @@ class CPUAllocator(LRUAllocator):
     def copyout(self, dest: memoryview, src: CPUMemory) -> None:
         assert dest.nbytes <= src.size, f"copyout of {dest.nbytes} bytes from {src.size}"
         ctypes.memmove(_address_of(dest), src.addr, dest.nbytes)
+
+    # buffers can lie in memory other processes map (`Tensor.share_memory_`): a segment's mapping is page-aligned
+    supports_shared_memory = True
+
+    def adopt_shared(self, segment: SharedSegment) -> CPUMemory:
+        raw = (ctypes.c_uint8 * segment.size).from_buffer(segment.mapping)
+        return CPUMemory(raw, ctypes.addressof(raw), segment.size, segment.mapping, segment)
 
     # CPU:0 and CPU:1 share the host's memory, so a transfer is a memmove
     supports_transfer = True
