@@ -1,9 +1,10 @@
 """Optimizers by torch.optim's names: each step writes the new parameters and optimizer state in place (assign ->
 STORE), all realized at once. Parameter groups, `state_dict()` and the rest of torch's Optimizer API are in the base
 class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD and tinygrad's
-LAMB in nn/optim_more.py; LBFGS in nn/lbfgs.py; LR schedulers in `uopkit.nn.optim.lr_scheduler`, as
-torch.optim.lr_scheduler, and weight averaging (AveragedModel, SWALR, update_bn) in `uopkit.nn.optim.swa_utils`, as
-torch.optim.swa_utils.
+LAMB in nn/optim_more.py; torch's Muon (2-D parameters only), tinygrad's LARS and tinygrad's OptimizerGroup (several
+optimizers stepped as one) in nn/optim_matrix.py; LBFGS in nn/lbfgs.py; LR schedulers in
+`uopkit.nn.optim.lr_scheduler`, as torch.optim.lr_scheduler, and weight averaging (AveragedModel, SWALR, update_bn) in
+`uopkit.nn.optim.swa_utils`, as torch.optim.swa_utils.
 
 torch's `foreach`, `fused`, `capturable` and `differentiable` arguments are accepted and ignored: every step is already
 one realize of fused kernels, replayable under TinyJit, and gradients never flow through a step.
@@ -27,6 +28,7 @@ from typing import Any
 from uopkit.dtype import DType, dtypes
 from uopkit.nn import lr_scheduler, swa_utils
 from uopkit.nn.lbfgs import LBFGS
+from uopkit.nn.optim_matrix import LARS, Muon, OptimizerGroup
 from uopkit.nn.optim_more import (
     ASGD,
     LAMB,
@@ -63,6 +65,9 @@ __all__ = [
     "Rprop",
     "ASGD",
     "LAMB",
+    "Muon",
+    "LARS",
+    "OptimizerGroup",
     "LBFGS",
     "clip_grad_norm_",
     "lr_scheduler",

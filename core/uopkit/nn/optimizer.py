@@ -1,6 +1,7 @@
 """The optimizer base class, as torch.optim.Optimizer: parameter groups with per-group hyperparameters, per-parameter
 state, `state_dict()` / `load_state_dict()` in torch's layout. The update rules are in nn/optim.py (SGD and the Adam
-family) and nn/optim_more.py (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD).
+family), nn/optim_more.py (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD) and nn/optim_matrix.py (Muon,
+LARS).
 
 What a TinyJit replay reads: each group's learning rate is a 0-d tensor, so `group["lr"] = x` (what an LR scheduler
 does) writes that tensor and the next step, jitted or not, uses it without recompiling. The hyperparameters in an
@@ -446,8 +447,7 @@ class Optimizer:
         # a step whose realize raises wrote nothing (its assigns are dropped, `realize_tensors`): the bookkeeping of
         # which parameters stepped and on which clock goes back too, so that a retry is one step, the first one's
         # rules included
-        started, clocks, placed = set(self._started), dict(self._clocks), dict(self._placed)
-        members = [(clock, set(clock.members)) for clock in {id(c): c for c in clocks.values()}.values()]
+        saved = self._bookkeeping()
         try:
             # the step is built and run as one realize of other threads (a thread reading the weights waits): run
             # in the middle of the build, the writes staged so far would overwrite what the rest reads
@@ -455,12 +455,22 @@ class Optimizer:
                 if pending := self.schedule_step():
                     Tensor.realize(*pending)
         except BaseException:
-            # (the placements too: a parameter whose state was made anew for its new device gets it made at the retry)
-            self._started, self._clocks, self._placed = started, clocks, placed
-            for clock, m in members:
-                clock.members = m
+            self._restore_bookkeeping(saved)
             raise
         return loss
+
+    def _bookkeeping(self) -> tuple:
+        """What a step changes besides tensors (which parameters stepped, their clocks and placements), to put back
+        when its realize raises."""
+        started, clocks, placed = set(self._started), dict(self._clocks), dict(self._placed)
+        members = [(clock, set(clock.members)) for clock in {id(c): c for c in clocks.values()}.values()]
+        return started, clocks, placed, members
+
+    def _restore_bookkeeping(self, saved: tuple) -> None:
+        # (the placements too: a parameter whose state was made anew for its new device gets it made at the retry)
+        self._started, self._clocks, self._placed, members = saved
+        for clock, m in members:
+            clock.members = m
 
     def schedule_step(self) -> list[Tensor]:
         """Build the in-place updates without running them; returns the tensors to realize (the updated parameters and
@@ -617,6 +627,14 @@ class Optimizer:
         resuming, count a step once per parameter)."""
         for hook in list(self._state_dict_hooks[0].values()):
             hook(self)
+        out = self._state_dict()
+        for hook in list(self._state_dict_hooks[1].values()):
+            if (result := hook(self, out)) is not None:
+                out = result
+        return out
+
+    def _state_dict(self) -> dict[str, Any]:
+        # the dict `state_dict()` returns, before its post-hooks
         state: dict[int, dict[str, Tensor]] = {}
         groups: list[dict[str, Any]] = []
         index = 0
@@ -629,11 +647,7 @@ class Optimizer:
                 indices.append(index)
                 index += 1
             groups.append({k: v for k, v in g.items() if k != "params"} | {"params": indices})
-        out: dict[str, Any] = {"state": state, "param_groups": groups}
-        for hook in list(self._state_dict_hooks[1].values()):
-            if (result := hook(self, out)) is not None:
-                out = result
-        return out
+        return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a `state_dict()` (ours, or torch's with its tensors as numpy arrays, torch tensors or numbers): the
