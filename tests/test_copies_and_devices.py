@@ -2,7 +2,9 @@
 integer division on every C-like backend: PyTorch's behaviour, checked."""
 
 import copy
+import gc
 import pickle
+import weakref
 
 import numpy as np
 import pytest
@@ -42,6 +44,95 @@ def test_deepcopy_copies_the_values_into_storage_of_its_own():
     assert w2.grad is not w.grad and w2.grad.tolist() == [2.0, 4.0]
     w.assign(Tensor([7.0, 7.0])).realize()
     assert w2.tolist() == [1.0, 2.0]
+
+
+def test_deepcopy_keeps_nothing_of_the_original():
+    # the copy was a lazy graph over the original's buffers (and, realized, remembered it as its source): deleting the
+    # original model freed none of its buffers while the copy lived
+    layer = Linear(4, 3)
+    layer(Tensor.ones(2, 4)).sum().backward()
+    twin = copy.deepcopy(layer)
+    gone = [weakref.ref(t.uop.base) for t in (layer.weight, layer.bias)]
+    weight = layer.weight.numpy()
+    del layer
+    gc.collect()
+    assert all(r() is None for r in gone)
+    np.testing.assert_array_equal(twin.weight.numpy(), weight)
+
+
+def _views(lib, values):
+    # [base, two overlapping slices of it, its transpose]: the structures whose views deepcopy keeps
+    base = lib.tensor(values) if lib is torch else Tensor(values)
+    square = base.reshape(2, 3)
+    return [base, base[1:3], base[2:5], square.T, square]
+
+
+def _write(copied, lib):
+    copied[1][1] = 100.0
+    copied[3][2, 1] = -7.0
+    return [t.tolist() for t in copied]
+
+
+@pytest.mark.parametrize("make", ["list", "dict", "module"])
+def test_deepcopy_keeps_views_of_one_storage_as_torch(make):
+    # each copy had storage of its own: a write into the copied slice left the copied base unchanged
+    values = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    ours, theirs = _views(None, values), _views(torch, values)
+    if make == "dict":
+        ours, theirs = ({"a": t[0], "b": t[3]} for t in (ours, theirs))
+    if make == "module":
+        # weight tying through a view: two attributes of one module
+        tied, ttied = Linear(2, 3, bias=False), torch.nn.Module()
+        tied.w, tied.wt = ours[4], ours[3]
+        ttied.w, ttied.wt = theirs[4], theirs[3]
+        ours, theirs = tied, ttied
+    copied, tcopied = copy.deepcopy(ours), copy.deepcopy(theirs)
+    if make == "list":
+        assert _write(copied, None) == _write(tcopied, torch)
+        assert copied[2].tolist() == tcopied[2].tolist() == [100.0, 3.0, 4.0]
+        assert ours[0].tolist() == values
+        return
+    if make == "dict":
+        copied["b"][0, 1] = 9.0
+        tcopied["b"][0, 1] = 9.0
+        assert copied["a"].tolist() == tcopied["a"].tolist() and ours["a"].tolist() == values
+        return
+    copied.wt[2, 0] = 50.0
+    tcopied.wt[2, 0] = 50.0
+    assert copied.w.tolist() == tcopied.w.tolist() == [[0.0, 1.0, 50.0], [3.0, 4.0, 5.0]]
+    assert tied.w.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+def test_deepcopy_of_a_view_of_a_weight_stays_its_view():
+    # (torch refuses to deepcopy a view of a tensor that requires grad; here the copy ties it to the copied weight,
+    # as in the original: the gradient through the view reaches the copied weight, as torch's through the original)
+    w = Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    tw = torch.tensor(w.tolist(), requires_grad=True)
+    copied = copy.deepcopy({"w": w, "wt": w.T})
+    assert copied["w"].is_leaf and not copied["wt"].is_leaf and copied["wt"].requires_grad
+    x = [[1.0, -1.0], [2.0, 0.5], [0.0, 3.0]]
+    (copied["wt"] * Tensor(x)).sum().backward()
+    (tw.T * torch.tensor(x)).sum().backward()
+    assert copied["w"].grad.tolist() == tw.grad.tolist() and w.grad is None
+
+
+def test_pickle_gives_each_tensor_storage_of_its_own_as_torch():
+    # torch's pickle (not torch.save) keeps no storage shared between the tensors of one pickle
+    values = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    back = pickle.loads(pickle.dumps(_views(None, values)))
+    tback = pickle.loads(pickle.dumps(_views(torch, values)))
+    assert _write(back, None) == _write(tback, torch)
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_copies_of_a_frozen_layer_keep_its_parameters_as_torch(how):
+    # the frozen weight came back a plain tensor: the copy had one parameter, torch's two
+    layer, tlayer = Linear(2, 2), torch.nn.Linear(2, 2)
+    layer.weight.requires_grad_(False)
+    tlayer.weight.requires_grad_(False)
+    again = copy.deepcopy if how == "deepcopy" else (lambda m: pickle.loads(pickle.dumps(m)))
+    flags = [p.requires_grad for p in again(layer).parameters()]
+    assert flags == [p.requires_grad for p in again(tlayer).parameters()] == [False, True]
 
 
 def test_copy_shares_storage_as_torch():

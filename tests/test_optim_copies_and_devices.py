@@ -130,6 +130,57 @@ def test_deepcopy_of_model_and_optimizer_keeps_the_state(name: str, kwargs: dict
     check(pair.net, pair.t)
 
 
+# which of the two trains at each step after the copy: in bursts of each, then alternately
+SCHEDULE = "ooccooocococ"
+
+
+@pytest.mark.parametrize("name, kwargs", [OPTIMIZERS[0], OPTIMIZERS[1], OPTIMIZERS[2]], ids=["SGD", "SGD-m", "Adam"])
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_deepcopy_trains_independently_of_the_original(name: str, kwargs: dict, k: int) -> None:
+    # the copy's weights were lazy reads of the original's buffers: the original's next step gave them copy-on-write
+    # snapshots whose remembered source was the original's (overwritten) buffers, and the copy's first backward()
+    # raised "overwritten in place"
+    pair = Pair()
+    opt, topt = make(name, kwargs, list(pair.net.parameters()), list(pair.t.parameters()))
+    for _ in range(k):
+        step(pair.net, opt), torch_step(pair.t, topt)
+    net2, opt2 = copy.deepcopy((pair.net, opt))
+    tnet2, topt2 = copy.deepcopy((pair.t, topt))
+    for who in SCHEDULE:
+        ours, theirs = ((pair.net, opt), (pair.t, topt)) if who == "o" else ((net2, opt2), (tnet2, topt2))
+        np.testing.assert_allclose(step(*ours), torch_step(*theirs), rtol=1e-5)
+        # (only the one that stepped is read: reading the other realizes it, which hid the bug)
+        check(ours[0], theirs[0])
+        grad, tgrad = ours[0].l1.weight.grad, theirs[0][0].weight.grad
+        np.testing.assert_allclose(grad.numpy(), tgrad.numpy(), rtol=1e-5, atol=1e-6)
+    # an in-place write into the original's weights leaves the copy's alone, and its backward() still runs
+    pair.net.l1.weight.assign(pair.net.l1.weight * 0).realize()
+    with torch.no_grad():
+        pair.t[0].weight.mul_(0)
+    np.testing.assert_allclose(step(net2, opt2), torch_step(tnet2, topt2), rtol=1e-5)
+    check(net2, tnet2)
+
+
+def test_a_lazy_clone_of_the_weights_trains_after_the_original_steps() -> None:
+    # the same without deepcopy: `w.detach().clone()` left lazy, then the original stepped twice; backward() through the
+    # clone followed the copy-on-write snapshot behind its DETACH back to the overwritten weight and raised
+    pair = Pair()
+    opt = optim.SGD(list(pair.net.parameters()), lr=0.1)
+    topt = torch.optim.SGD(list(pair.t.parameters()), lr=0.1)
+    step(pair.net, opt), torch_step(pair.t, topt)
+    net2, tnet2 = Net(), copy.deepcopy(pair.t)
+    for layer, twin in ((net2.l1, pair.net.l1), (net2.l2, pair.net.l2)):
+        layer.weight = twin.weight.detach().clone().requires_grad_()
+        layer.bias = twin.bias.detach().clone().requires_grad_()
+    opt2, topt2 = optim.SGD(list(net2.parameters()), lr=0.1), torch.optim.SGD(list(tnet2.parameters()), lr=0.1)
+    for _ in range(2):
+        step(pair.net, opt), torch_step(pair.t, topt)
+    for _ in range(2):
+        np.testing.assert_allclose(step(net2, opt2), torch_step(tnet2, topt2), rtol=1e-5)
+    check(net2, tnet2)
+    check(pair.net, pair.t)
+
+
 def test_deepcopy_of_an_optimizer_follows_lr_changes_once_the_original_is_gone() -> None:
     # the copy's groups held a weak reference to the original optimizer: with it gone, `group["lr"] = 0` was ignored
     def run(keep_original: bool) -> float:

@@ -364,10 +364,12 @@ def unrealized_graph(
         realized = [u for u in computed_from.keys() if u in topo and u not in keep and _carries_gradient(u)]
     else:
         realized = [u for u in topo if u not in keep and u in computed_from and _carries_gradient(u)]
-    if not realized:
+    if not realized or root.op is _DETACH:
         return root
-    if nodes is not None:
-        topo = root.toposort(gate=_not_store)
+    # no gradient flows into a DETACH: what lies behind one is read as it is stored, not rebuilt (a lazy clone of a
+    # weight, `w.detach().clone()`, that a step of `w` moved onto a copy-on-write snapshot of it: the snapshot's
+    # source is `w`'s buffer, overwritten since)
+    topo = root.toposort(gate=_not_store_nor_detach)
     memo: dict[UOp, UOp] = {}
     for u in topo:
         if u.op is _STORE or u in keep:
@@ -400,6 +402,10 @@ def unrealized_graph(
         if rebuilt is not None:
             rebuilt(u, memo[u], memo)
     return memo[root]
+
+
+def _not_store_nor_detach(u: UOp) -> bool:
+    return u.op is not _STORE and u.op is not _DETACH
 
 
 def _constant_for(source: UOp, keep: set[UOp], given: Callable[[UOp], object]) -> bool:

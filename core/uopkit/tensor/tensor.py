@@ -7,7 +7,6 @@ placing, losses, spatial, functional, composite, special_torch, torch_names)."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import itertools
 import weakref
@@ -36,6 +35,7 @@ from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor import autocast as _autocast_module
 from uopkit.tensor import bitonic as _bitonic_module
 from uopkit.tensor import composite as _composite_module
+from uopkit.tensor import copies as _copies_module
 from uopkit.tensor import creation as _creation_module
 from uopkit.tensor import elementwise as _elementwise_module
 from uopkit.tensor import factorize as _factorize_module
@@ -314,14 +314,11 @@ class Tensor(
         return out
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
-        """A new leaf with a copy of the values (storage of its own: a write into either doesn't show in the other), its
-        requires_grad and a deep copy of its .grad, as PyTorch's (`copy.deepcopy(model)` for an EMA or target model)."""
-        out = Tensor(self.detach().contiguous().uop)
-        out.requires_grad = self.requires_grad
-        memo[id(self)] = out
-        if self.grad is not None:
-            out.grad = copy.deepcopy(self.grad, memo)
-        return out
+        """A copy of the values, computed now into storage of its own (a write into either doesn't show in the other,
+        and nothing of the original's graph or write history stays with it), its requires_grad and a deep copy of its
+        .grad, as PyTorch's (`copy.deepcopy(model)` for an EMA or target model). Views among the tensors copied
+        together stay views of one copied storage (`copy.deepcopy([x, x[1:3]])`), as PyTorch's."""
+        return _copies_module.deep_copy(self, memo)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # pickled as its values (read back to the host), dtype, device and requires_grad: a value computed from one
@@ -330,7 +327,8 @@ class Tensor(
         requires_grad = self._requires_grad
         if requires_grad is None and self.requires_grad:
             requires_grad = True
-        return _unpickled_tensor, (values, self.dtype, self.device, requires_grad)
+        # (and whether it is a parameter: a frozen weight stays one of its module's, as torch's Parameter)
+        return _unpickled_tensor, (values, self.dtype, self.device, requires_grad, self._wanted_grad)
 
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The shape, or with `dim` the length of that axis (torch.Tensor.size).
@@ -766,6 +764,7 @@ for _module in (
     _functional_module,
     _replay_module,
     _bitonic_module,
+    _copies_module,
     _torch_names_module,
     _torch_extras_module,
     _sharing_module,
@@ -801,9 +800,12 @@ def _numpy_movement(arr: np.ndarray, node: UOp) -> np.ndarray:
     raise AssertionError(f"no host form of {op}")
 
 
-def _unpickled_tensor(values: np.ndarray, dtype: DType, device: str, requires_grad: bool | None) -> Tensor:
+def _unpickled_tensor(
+    values: np.ndarray, dtype: DType, device: str, requires_grad: bool | None, wanted_grad: bool = False
+) -> Tensor:
     out = Tensor(values, device=device, dtype=dtype)
     out.requires_grad = requires_grad
+    out._wanted_grad = out._wanted_grad or wanted_grad
     return out
 
 
