@@ -38,6 +38,11 @@ try:
         memory_format,
         preserve_format,
     )
+    from uopkit.tensor.printing import get_printoptions, set_printoptions  # noqa: F401
+
+    # torch's module-level names for Tensor's constructors from other libraries' arrays (copies: see tensor/interop.py)
+    from_dlpack = Tensor.from_dlpack
+    from_numpy = Tensor.from_numpy
 
     __all__ += [
         "Tensor",
@@ -59,6 +64,10 @@ try:
         "set_grad_enabled",
         "inference_mode",
         "is_grad_enabled",
+        "set_printoptions",
+        "get_printoptions",
+        "from_dlpack",
+        "from_numpy",
         *_foreach.__all__,
     ]
 except ModuleNotFoundError as e:

@@ -365,6 +365,47 @@ def device_index(device: str) -> int:
     return int(index_text)
 
 
+class DeviceName(str):
+    """A tensor's device: its canonical name ("CPU", "CUDA:1"), a str equal to that name (and hashing as it), that also
+    answers torch.device's attributes: `type`, the backend's name in lower case ("cuda", as in
+    `autocast(device_type=x.device.type)`), and `index`, the N of "CUDA:N" (0 for a plain name, which is device 0;
+    torch's CPU device says None)."""
+
+    __slots__ = ()
+
+    @property
+    def type(self) -> str:
+        return self.partition(":")[0].lower()
+
+    @property
+    def index(self) -> int:
+        return device_index(self)
+
+
+# canonical device names -> their DeviceName (a tensor's `.device` is asked for often)
+_device_names: dict[str, DeviceName] = {}
+
+
+def device_name(device: str) -> DeviceName:
+    """`device` (a canonical name) as a DeviceName."""
+    named = _device_names.get(device)
+    if named is None:
+        named = DeviceName(device)
+        if len(_device_names) < 1024:
+            _device_names[device] = named
+    return named
+
+
+def _device_text(device: object) -> str:
+    # a torch.device (or anything with its `type` and `index`) as a device string: torch.device("cuda", 1) -> "cuda:1"
+    kind, index = getattr(device, "type", None), getattr(device, "index", None)
+    if not isinstance(kind, str) or not (index is None or isinstance(index, int)):
+        raise TypeError(
+            f"expected a device name ('cpu', 'CUDA:1') or a torch.device, got {device!r} ({type(device).__name__})"
+        )
+    return kind if index is None else f"{kind}:{index}"
+
+
 class DeviceError(RuntimeError):
     """A device name that is unknown here, or a backend that cannot run here."""
 
@@ -390,7 +431,10 @@ class DeviceRegistry:
 
     @staticmethod
     def canonicalize(device: str) -> str:
-        """The canonical form: "cpu" -> "CPU", "CPU:0" -> "CPU", "cpu:1" -> "CPU:1"."""
+        """The canonical form: "cpu" -> "CPU", "CPU:0" -> "CPU", "cpu:1" -> "CPU:1"; a torch.device (an object with
+        `type` and `index`) by its name: torch.device("cuda", 1) -> "CUDA:1"."""
+        if not isinstance(device, str):
+            device = _device_text(device)
         canonical = _canonical_names.get(device)
         if canonical is None:
             name, _, index = device.strip().partition(":")

@@ -333,11 +333,36 @@ def least_upper_float(dt: DType) -> DType:
     return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
 
 
-def to_dtype(x: DType | str) -> DType:
+def _is_torch_dtype(x: object) -> bool:
+    # a torch.dtype, told without importing torch: str(torch.float16) is "torch.float16"
+    return type(x).__name__ == "dtype" and type(x).__module__ == "torch"
+
+
+def is_dtype_like(x: object) -> bool:
+    """Whether `to_dtype` takes `x` as a dtype: a DType, a dtype's name, Python's bool, int or float, a torch.dtype."""
+    if isinstance(x, DType) or x is bool or x is int or x is float:
+        return True
+    return (isinstance(x, str) and x in DTYPES_BY_NAME) or _is_torch_dtype(x)
+
+
+def to_dtype(x: DType | str | type | object) -> DType:
+    """A DType from a DType, its name ("float16", "half"), a Python type as torch takes one (bool; int: the default int,
+    int32, where torch's is int64; float: float64, as torch's and numpy's) or a torch.dtype (torch.float16)."""
     if isinstance(x, DType):
         return x
-    if x in DTYPES_BY_NAME:
+    if isinstance(x, str) and x in DTYPES_BY_NAME:
         return DTYPES_BY_NAME[x]
+    if x is bool:
+        return dtypes.bool
+    if x is int:
+        return dtypes.default_int
+    if x is float:
+        return dtypes.float64
+    if _is_torch_dtype(x):
+        name = str(x).removeprefix("torch.")
+        if name in DTYPES_BY_NAME:
+            return DTYPES_BY_NAME[name]
+        raise ValueError(f"{x} has no uopkit dtype; known: {', '.join(sorted(DTYPES_BY_NAME))}")
     raise ValueError(f"unknown dtype {x!r}; known: {', '.join(sorted(DTYPES_BY_NAME))}")
 
 

@@ -48,9 +48,10 @@ def default_collate(batch: Sequence[Any]) -> Any:
     """One batch from a list of samples, stacked along a new first axis and keeping the samples' structure.
 
     >>> default_collate([(1, 0.5), (2, 1.5)])
-    [<Tensor shape=(2,) dtype=dtypes.long device=CPU>, <Tensor shape=(2,) dtype=dtypes.double device=CPU>]
+    [Tensor([1, 2], dtype=dtypes.long), Tensor([0.5000, 1.5000], dtype=dtypes.double)]
     >>> default_collate([{"x": np.zeros(3, np.float32), "name": "a"}, {"x": np.ones(3, np.float32), "name": "b"}])
-    {'x': <Tensor shape=(2, 3) dtype=dtypes.float device=CPU>, 'name': ['a', 'b']}
+    {'x': Tensor([[0., 0., 0.],
+            [1., 1., 1.]]), 'name': ['a', 'b']}
     """
     elem = batch[0]
     if isinstance(elem, Tensor):
@@ -84,7 +85,7 @@ def default_convert(data: Any) -> Any:
     everything else is left as it is. What a DataLoader with `batch_size=None` applies to each sample.
 
     >>> default_convert({"x": np.arange(3), "label": 7})
-    {'x': <Tensor shape=(3,) dtype=dtypes.long device=CPU>, 'label': 7}
+    {'x': Tensor([0, 1, 2], dtype=dtypes.long), 'label': 7}
     """
     if isinstance(data, np.ndarray | np.generic):
         return data if data.dtype.kind in _NOT_NUMERIC_KINDS else Tensor(np.asarray(data))

@@ -37,14 +37,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from uopkit.distributions.distribution import Distribution
-from uopkit.dtype import DType, dtypes, to_dtype
+from uopkit.dtype import DType, dtypes, is_dtype_like, to_dtype
 from uopkit.engine.realize import realize_lock
 from uopkit.nn import state
 from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.tensor import Tensor
 from uopkit.tensor.memory_format import as_memory_format
-from uopkit.tensor.support import _mark_view
+from uopkit.tensor.support import _is_device_object, _mark_view
 from uopkit.uop.ops import Ops
 
 __all__ = ["Module", "Parameter", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
@@ -756,14 +756,18 @@ def _to_arguments(layer: str, args: tuple, kwargs: dict) -> tuple[str | None, DT
     for a in args:
         if isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
-        elif isinstance(a, DType):
-            dtype = a
+        elif isinstance(a, DType) or (is_dtype_like(a) and not isinstance(a, str)):
+            # (a DType, torch.float16, Python's float)
+            dtype = to_dtype(a)
+        elif _is_device_object(a):
+            device = a
         elif isinstance(a, str) and a.split(":")[0].upper() in ("CPU", "CUDA", "OPENCL", "TRITON", "GPU", "CL"):
             device = a
         elif isinstance(a, str):
             dtype = to_dtype(a)
         elif a is not None and not isinstance(a, bool):
             raise TypeError(f"{layer}.to: can't move to {a!r} (give a device string, a dtype or a tensor)")
+    dtype = None if dtype is None else to_dtype(dtype)
     if dtype is not None and not dtypes.is_float(dtype):
         raise TypeError(f"{layer}.to: only floating-point dtypes are accepted, got {dtype}")
     return device, dtype

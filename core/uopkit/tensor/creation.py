@@ -440,13 +440,25 @@ class CreationMixin:
 
     @staticmethod
     @_creates_leaf
-    def randint(*shape: Any, low: int = 0, high: int = 10, generator: Generator | None = None, **kwargs: Any) -> Tensor:
+    def randint(
+        *shape: Any,
+        low: int = 0,
+        high: int = 10,
+        size: Any = None,
+        generator: Generator | None = None,
+        **kwargs: Any,
+    ) -> Tensor:
         """Integers uniformly drawn from [low, high): `randint(*shape, low=, high=)` or torch's
-        `randint(high, size)` and `randint(low, high, size)`.
+        `randint(high, size)` and `randint(low, high, size)` (`size` positional or a keyword).
 
         >>> Tensor.randint(5, low=3, high=4).tolist(), Tensor.randint(3, 4, (2,)).tolist()
         ([3, 3, 3, 3, 3], [3, 3])
+        >>> Tensor.randint(3, 4, size=(2,)).tolist()
+        [3, 3]
         """
+        if size is not None:
+            # (after the bounds, as torch's positional size)
+            shape = (*shape, tuple(size) if isinstance(size, (tuple, list)) else (size,))
         if len(shape) in (2, 3) and isinstance(shape[-1], (tuple, list)):
             # torch's order: the bounds first, the size last
             bounds, shape = shape[:-1], tuple(shape[-1])

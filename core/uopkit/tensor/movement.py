@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uopkit.dtype import (
-    DTYPES_BY_NAME,
     DType,
     dtypes,
+    is_dtype_like,
     least_upper_dtype,
     to_dtype,
 )
@@ -32,6 +32,7 @@ from uopkit.tensor.support import (
     _check_same_device,
     _check_stored_scalar,
     _contiguous_ids,
+    _is_device_object,
     _mark_view,
     _normalize_axis,
     _reshape_is_view,
@@ -145,10 +146,6 @@ def _tensors_and_dim(first: Any, args: tuple, dim: int | None, op: str) -> tuple
     return tensors, 0 if dim is None else dim
 
 
-def _is_dtype(x: Any) -> bool:
-    return isinstance(x, DType) or (isinstance(x, str) and x in DTYPES_BY_NAME)
-
-
 def _pixel_factor(r: Any, op: str, name: str) -> int:
     if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
         raise TypeError(f"{op}: {name} must be an int, got {type(r).__name__}")
@@ -208,7 +205,7 @@ class MovementMixin:
         >>> Tensor([1.0]).view(dtypes.uint8).tolist()
         [0, 0, 128, 63]
         """
-        if len(shape) == 1 and _is_dtype(shape[0]):
+        if len(shape) == 1 and is_dtype_like(shape[0]):
             dt = to_dtype(shape[0])
             if dt == self.dtype:
                 return self
@@ -1026,16 +1023,16 @@ class MovementMixin:
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
-            elif _is_dtype(a):
+            elif is_dtype_like(a):
                 dtype = a
-            elif a is None or isinstance(a, str):
-                # (None: the default device, as before)
+            elif a is None or isinstance(a, str) or _is_device_object(a):
+                # (None: the default device, as before; a torch.device by its name)
                 device = _canonical_device(a)
             else:
-                # (a torch or numpy dtype, a number: not a uopkit dtype nor a device name)
+                # (a numpy dtype, a number: not a dtype nor a device)
                 raise TypeError(
-                    f"to: expected a device name, a uopkit dtype (dtypes.float16 or 'float16') or a Tensor, got "
-                    f"{a!r} ({type(a).__name__})"
+                    f"to: expected a device name, a dtype (dtypes.float16, 'float16', torch.float16, float) or a "
+                    f"Tensor, got {a!r} ({type(a).__name__})"
                 )
         if memory_format is not None:
             dims_order(as_memory_format(memory_format, "to"), self.ndim, "to")

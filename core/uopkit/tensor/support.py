@@ -9,6 +9,7 @@ import functools
 import inspect
 import itertools
 import math
+import operator
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -99,8 +100,14 @@ class EmptyReduceError(ValueError, IndexError, RuntimeError):
     """A max/min/argmax over an empty axis: PyTorch raises IndexError (RuntimeError without an axis)."""
 
 
-def _canonical_device(device: str | None) -> str:
+def _canonical_device(device: Any) -> str:
+    # a device name, a torch.device, or None for the default device
     return Device.canonicalize(device) if device is not None else Device.DEFAULT
+
+
+def _is_device_object(x: Any) -> bool:
+    # a torch.device (told without importing torch), which names a device as its string does
+    return type(x).__name__ == "device" and type(x).__module__ == "torch"
 
 
 def _dim_for_axis(axis: Any, dim: Any, default: Any, op: str) -> Any:
@@ -180,10 +187,22 @@ def _creates_leaf(fn: Any) -> Any:
 
     params = inspect.signature(fn).parameters
     takes = {"dtype", "device"} | {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
+    # torch's keyword for the shape, `zeros(size=(2, 3))`, where the constructor has no `size` of its own
+    shape_param = params.get("shape") if "size" not in params else None
+    if shape_param is not None:
+        takes.add("size")
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Tensor:
         requires_grad = kwargs.pop("requires_grad", None)
+        if shape_param is not None and "size" in kwargs:
+            size = kwargs.pop("size")
+            if args or "shape" in kwargs:
+                raise TypeError(f"{fn.__name__}() got the shape twice: as arguments and as size={size!r}")
+            if shape_param.kind is inspect.Parameter.VAR_POSITIONAL:
+                args = (size,)
+            else:
+                kwargs["shape"] = size
         if unknown := [k for k in kwargs if k not in takes]:
             # (PyTorch's generator=, layout=, pin_memory=, out= ...: named here, not as a Tensor() argument deep inside)
             raise TypeError(
@@ -312,9 +331,17 @@ def _movement_recipe(top: UOp, bottom: UOp) -> tuple[tuple[Ops, Any, tuple[int, 
     return tuple(out)
 
 
+def _is_size(d: Any) -> bool:
+    # one axis's length: an int, a numpy integer, or what converts to one as an index (a one-element integer tensor,
+    # as torch takes `zeros(n)` with n = t.sum()); not a bool
+    return not isinstance(d, bool) and (isinstance(d, (int, np.integer)) or hasattr(d, "__index__"))
+
+
 def _as_shape(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
+    if not isinstance(shape, (tuple, list)) and _is_size(shape) and getattr(shape, "ndim", 0) == 0:
+        return (operator.index(shape),)
     return tuple(int(s) for s in shape)
 
 
@@ -327,11 +354,12 @@ def _dtype_arg(kwargs: dict[str, Any], default: Any) -> Any:
 def _shape_args(shape: tuple) -> tuple[int, ...]:
     # a constructor's shape: ints, or one sequence of them (`rand(2, 3)` or `rand((2, 3))`), none negative
     dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-    if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+    if not all(_is_size(d) for d in dims):
         raise TypeError(f"a shape is ints or one sequence of ints, got {shape!r}")
-    if any(d < 0 for d in dims):
-        raise ShapeError(f"negative dimension in shape {tuple(int(d) for d in dims)}")
-    return _as_shape(dims)
+    sizes = tuple(operator.index(d) for d in dims)
+    if any(d < 0 for d in sizes):
+        raise ShapeError(f"negative dimension in shape {sizes}")
+    return sizes
 
 
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[int, ...]:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 import uopkit.schedule as _schedule_module
-from uopkit.device import Buffer
+from uopkit.device import Buffer, DeviceName, _device_names, device_name
 from uopkit.dtype import (
     DType,
     dtypes,
@@ -43,12 +43,14 @@ from uopkit.tensor import finite_differences as _finite_differences_module
 from uopkit.tensor import functional as _functional_module
 from uopkit.tensor import generator as _generator_module
 from uopkit.tensor import indexing as _indexing_module
+from uopkit.tensor import interop as _interop_module
 from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import losses as _losses_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import matrix as _matrix_module
 from uopkit.tensor import movement as _movement_module
 from uopkit.tensor import placing as _placing_module
+from uopkit.tensor import printing as _printing_module
 from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import segments as _segments_module
@@ -68,6 +70,7 @@ from uopkit.tensor.factorize import FactorizeMixin
 from uopkit.tensor.functional import FunctionalMixin
 from uopkit.tensor.grad_mode import thread_mode as _grad_mode
 from uopkit.tensor.indexing import IndexingMixin
+from uopkit.tensor.interop import InteropMixin
 from uopkit.tensor.linalg import LinalgMixin
 from uopkit.tensor.losses import LossesMixin
 from uopkit.tensor.math import MathMixin
@@ -122,6 +125,12 @@ def _wrapped_unsigned(value: int, dt: DType) -> int:
     return value + (1 << bits) if dtypes.is_unsigned(dt) and bits < 64 and -(1 << bits) < value < 0 else value
 
 
+def _type_name(data: Any) -> str:
+    # the class with its module, so a torch.Tensor isn't mistaken for ours
+    cls = type(data)
+    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _from_bytes(data: bytes, dt: DType, device: str) -> UOp:
     """`data` as a 1-d tensor of `dt` (little-endian, as the host stores it)."""
     if len(data) % dt.itemsize:
@@ -165,6 +174,7 @@ class Tensor(
     SpatialMixin,
     TorchNamesMixin,
     TorchExtrasMixin,
+    InteropMixin,
     metaclass=_TensorType,
 ):
     """A multi-dimensional array on a device, computed lazily.
@@ -237,8 +247,20 @@ class Tensor(
             self.uop = _from_numpy(arr, _canonical_device(device), src_dt)
             if dt is not None and dt != src_dt:
                 self.uop = self.uop.cast(dt)
+        elif hasattr(data, "__dlpack__"):
+            # a torch tensor (on the CPU), a JAX or CuPy array: its values copied, keeping its dtype (see interop.py)
+            self.uop = _interop_module.dlpack_uop(data, device)
+            if dt is not None and dt != self.uop.dtype:
+                self.uop = self.uop.cast(dt)
+        elif hasattr(data, "__array__") or hasattr(data, "__array_interface__"):
+            # what numpy reads as an array (a pandas Series, a PIL image): as that array
+            Tensor.__init__(self, np.asarray(data), device, dtype, requires_grad)
+            return
         else:
-            raise TypeError(f"Tensor() can't be built from {type(data).__name__}; pass a list, number or numpy array")
+            raise TypeError(
+                f"Tensor() can't be built from {_type_name(data)}; pass a list, number, numpy array, or an object with "
+                "__dlpack__ or __array__ (Tensor.from_dlpack, Tensor.from_numpy)"
+            )
         self._live_ref = _all_tensors.add(self)
         if requires_grad:
             self.requires_grad = requires_grad
@@ -257,8 +279,17 @@ class Tensor(
         return self.uop.dtype
 
     @property
-    def device(self) -> str:
-        return self.uop.device
+    def device(self) -> DeviceName:
+        """The device's canonical name ('CPU', 'CUDA:1'), a str that also has torch.device's `type` ('cpu') and
+        `index`.
+
+        >>> x = Tensor([1.0], device="cpu")
+        >>> x.device, x.device.type, x.device == "CPU"
+        ('CPU', 'cpu', True)
+        """
+        device = self.uop.device
+        # (the cached DeviceName without a call: binary ops ask for both operands' devices)
+        return _device_names.get(device) or device_name(device)
 
     @property
     def ndim(self) -> int:
@@ -294,17 +325,27 @@ class Tensor(
         return bool((self == element).any().item())
 
     def __format__(self, spec: str) -> str:
-        # a one-element tensor formats as its number (`f"{loss:.4f}"`), as PyTorch's; others as their repr
-        if not spec:
-            return repr(self)
-        if self.ndim != 0:
+        # a 0-d tensor formats as its number, with a spec (`f"{loss:.4f}"`) or without (`f"loss {loss}"` is
+        # "loss 0.25"), as PyTorch's; others as their repr, and only without a spec
+        if self.ndim == 0 and spec:
+            return format(self.item(), spec)
+        if self.ndim == 0:
+            try:
+                return str(self.item())
+            except Exception:
+                # (a value that can't be computed still prints: the repr names the error)
+                return repr(self)
+        if spec:
             raise TypeError(
                 f"format spec {spec!r} for a tensor of shape {self.shape}: only a 0-d tensor formats as a number"
             )
-        return format(self.item(), spec)
+        return repr(self)
 
     def __repr__(self) -> str:
-        return f"<Tensor shape={self.shape} dtype={self.dtype} device={self.device}>"
+        """The values as PyTorch lays them out, `Tensor([1., 2.])`, with what differs from the defaults (device, dtype,
+        requires_grad): see `uopkit.set_printoptions`. Computes the tensor and reads back the values it shows; one
+        that fails to compute prints the error's type and message instead of the values."""
+        return _printing_module.tensor_repr(self)
 
     # ---- copies: copy.copy shares storage (a view of this tensor, as PyTorch's), copy.deepcopy and pickle copy values
 
@@ -399,8 +440,9 @@ class Tensor(
             node = node.src[0]
         return node is base
 
-    def numpy(self) -> np.ndarray:
-        """The values as a numpy array (copied to the host)."""
+    def numpy(self, force: bool = False) -> np.ndarray:
+        """The values as a numpy array (copied to the host). `force` is torch's (which otherwise refuses a tensor that
+        requires grad or is on a GPU); ours always copies, so it changes nothing."""
         if self.dtype == dtypes.bfloat16:
             return self.cast(dtypes.float32).numpy()
         if 0 in self.shape:
@@ -768,6 +810,8 @@ for _module in (
     _torch_names_module,
     _torch_extras_module,
     _sharing_module,
+    _interop_module,
+    _printing_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 

@@ -1,0 +1,228 @@
+"""Values crossing to torch and numpy (uopkit/tensor/interop.py: DLPack, from_numpy), torch's devices and dtypes as
+arguments, torch's `size=` keyword and tensor sizes in shapes."""
+
+import numpy as np
+import pytest
+
+import uopkit
+from uopkit import Tensor, dtypes
+from uopkit.device import DeviceName
+from uopkit.nn import Linear
+
+torch = pytest.importorskip("torch")
+
+
+# ---- to torch and numpy
+
+
+@pytest.mark.parametrize(
+    "values, dtype",
+    [
+        ([1.5, -2.0], "float32"),
+        ([1, 2, 3], "int32"),
+        ([True, False], "bool"),
+        ([0.1, 2.0], "float16"),
+        (3.5, "float64"),
+    ],
+)
+def test_torch_and_numpy_read_a_tensor_through_dlpack(values, dtype):
+    u = Tensor(values, dtype=dtype, device="cpu")
+    want = np.array(values, dtype=np.dtype(dtype))
+    for got in (torch.from_dlpack(u), torch.tensor(u), torch.as_tensor(u)):
+        np.testing.assert_array_equal(got.numpy(), want)
+        assert got.numpy().dtype == want.dtype
+    got = np.from_dlpack(u)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype
+
+
+def test_dlpack_export_is_a_copy_of_a_computed_tensor():
+    u = Tensor([1.0, 2.0], device="cpu")
+    lazy = u * 3 + 1
+    t = torch.from_dlpack(lazy)
+    assert t.tolist() == [4.0, 7.0]
+    t += 100
+    assert lazy.tolist() == [4.0, 7.0]
+    # rows of a tensor, each a 0-d tensor (torch.tensor used to walk them as sequences and fail on len())
+    assert torch.stack([torch.tensor(x) for x in u]).tolist() == [1.0, 2.0]
+    assert u.__dlpack_device__() == (1, 0)
+
+
+def test_dlpack_export_refusals():
+    u = Tensor([1.0], device="cpu")
+    with pytest.raises(BufferError, match="copy=False"):
+        u.__dlpack__(copy=False)
+    with pytest.raises(BufferError, match="bfloat16"):
+        torch.from_dlpack(Tensor([1.0], dtype=dtypes.bfloat16, device="cpu"))
+
+
+def test_dlpack_export_from_another_device_raises(monkeypatch):
+    u = Tensor([1.0], device="cpu")
+    monkeypatch.setattr(Tensor, "device", property(lambda self: DeviceName("CUDA")))
+    with pytest.raises(BufferError, match="on CUDA"):
+        torch.from_dlpack(u)
+    with pytest.raises(BufferError, match="on CUDA"):
+        u.__dlpack_device__()
+
+
+# ---- from torch and numpy
+
+
+@pytest.mark.parametrize(
+    "t, dtype",
+    [
+        (torch.tensor([1.5, -2.0]), dtypes.float32),
+        (torch.tensor([1, 2]), dtypes.int64),
+        (torch.tensor([True, False]), dtypes.bool),
+        (torch.tensor([0.1, 2.0], dtype=torch.float16), dtypes.float16),
+        (torch.tensor([0.1, 2.0], dtype=torch.bfloat16), dtypes.bfloat16),
+        (torch.tensor(2.5, dtype=torch.float64), dtypes.float64),
+        (torch.arange(6.0).reshape(2, 3).t(), dtypes.float32),
+    ],
+)
+def test_from_dlpack_and_tensor_of_a_torch_tensor(t, dtype):
+    for u in (Tensor.from_dlpack(t), uopkit.from_dlpack(t), Tensor(t)):
+        assert u.dtype == dtype and u.shape == tuple(t.shape)
+        np.testing.assert_array_equal(u.float().numpy(), t.float().numpy())
+
+
+def test_from_dlpack_copies():
+    t = torch.tensor([1.0, 2.0], requires_grad=True)
+    u = Tensor.from_dlpack(t)
+    with torch.no_grad():
+        t += 10
+    assert u.tolist() == [1.0, 2.0] and not u.requires_grad
+    assert Tensor(torch.tensor([1, 2]), dtype=dtypes.float16).dtype == dtypes.float16
+    assert Tensor.from_dlpack(np.arange(3)).tolist() == [0, 1, 2]
+
+
+def test_from_dlpack_refusals():
+    with pytest.raises(TypeError, match="__dlpack__"):
+        Tensor.from_dlpack([1, 2])
+
+    class OnGpu:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("not read")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    with pytest.raises(BufferError, match="CUDA memory"):
+        Tensor.from_dlpack(OnGpu())
+    with pytest.raises(BufferError, match="CUDA memory"):
+        Tensor(OnGpu())
+
+
+def test_tensor_of_an_unknown_object_names_its_class():
+    class Thing:
+        pass
+
+    with pytest.raises(TypeError, match=r"test_interop\.test_tensor_of_an_unknown_object_names_its_class.*from_dlpack"):
+        Tensor(Thing())
+
+    class ArrayLike:
+        def __array__(self, dtype=None, copy=None):
+            return np.array([1, 2], dtype=np.int16)
+
+    assert Tensor(ArrayLike()).dtype == dtypes.int16
+
+
+def test_from_numpy():
+    a = np.array([1, 2], dtype=np.int64)
+    for make in (Tensor.from_numpy, uopkit.from_numpy):
+        u = make(a)
+        assert u.dtype == dtypes.int64
+        a[0] = 9
+        # (a copy, where torch's shares the array's memory)
+        assert u.tolist() == [1, 2]
+        a[0] = 1
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        Tensor.from_numpy([1, 2])
+
+
+def test_numpy_force():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    np.testing.assert_array_equal(x.numpy(force=True), [1.0, 2.0])
+
+
+# ---- torch's devices and dtypes as arguments
+
+
+def test_device_has_torch_device_attributes():
+    d = Tensor([1.0], device="cpu").device
+    assert isinstance(d, str) and d == "CPU" and str(d) == "CPU" and hash(d) == hash("CPU")
+    assert (d.type, d.index) == ("cpu", 0)
+    assert (DeviceName("CUDA:1").type, DeviceName("CUDA:1").index) == ("cuda", 1)
+    assert Tensor.zeros(2, device=d).device == "CPU"
+
+
+def test_torch_devices_are_taken_by_name():
+    assert Tensor.zeros(2, device=torch.device("cpu")).device == "CPU"
+    assert Tensor([1.0], device=torch.device("cpu", 0)).device == "CPU"
+    assert Tensor.zeros(2).to(torch.device("cpu")).device == "CPU"
+    assert Linear(2, 2).to(torch.device("cpu")).weight.device == "CPU"
+    with pytest.raises(TypeError, match="torch.device"):
+        Tensor.zeros(2, device=3.5)
+
+
+@pytest.mark.parametrize(
+    "kind, want", [(bool, dtypes.bool), (int, dtypes.int32), (float, dtypes.float64), (torch.float16, dtypes.float16)]
+)
+def test_python_types_and_torch_dtypes_as_dtypes(kind, want):
+    # Python's int is our default int (int32), where torch's is int64; float is float64, as torch's and numpy's
+    assert Tensor.zeros(3, dtype=kind).dtype == want
+    assert Tensor([1, 0], dtype=kind).dtype == want
+    assert Tensor.ones(2).to(kind).dtype == want
+    assert Tensor.ones(2).to(dtype=kind).dtype == want
+    assert Tensor.arange(3, dtype=kind).dtype == want
+
+
+def test_torch_dtypes_elsewhere():
+    assert Tensor.ones(2).type(torch.float64).dtype == dtypes.float64
+    assert Tensor.ones(2).view(torch.int32).dtype == dtypes.int32
+    assert Linear(2, 2).to(torch.float64).weight.dtype == dtypes.float64
+    with pytest.raises(ValueError, match="torch.complex64 has no uopkit dtype"):
+        Tensor.zeros(2, dtype=torch.complex64)
+    with pytest.raises(TypeError, match="expected a device name, a dtype"):
+        Tensor.ones(2).to(np.float32)
+
+
+# ---- torch's size= keyword and tensors as sizes
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda size: Tensor.zeros(size=size),
+        lambda size: Tensor.ones(size=size),
+        lambda size: Tensor.empty(size=size),
+        lambda size: Tensor.full(size=size, fill_value=2.0),
+        lambda size: Tensor.rand(size=size),
+        lambda size: Tensor.randn(size=size),
+        lambda size: Tensor.randint(0, 10, size=size),
+        lambda size: Tensor.randint(10, size=size),
+        lambda size: Tensor.randint(size=size, high=3),
+    ],
+)
+def test_size_keyword(make):
+    assert make((2, 3)).shape == (2, 3)
+    assert make([4]).shape == (4,)
+
+
+def test_size_keyword_with_a_positional_shape_raises():
+    with pytest.raises(TypeError, match="shape twice"):
+        Tensor.zeros(2, size=(3,))
+    with pytest.raises(TypeError, match="shape twice"):
+        Tensor.full((2,), 1.0, size=(2,))
+
+
+def test_tensors_as_sizes():
+    n = Tensor(3)
+    assert Tensor.zeros(n).shape == (3,)
+    assert Tensor.zeros((Tensor(2), 3)).shape == (2, 3)
+    assert Tensor.ones(Tensor([1, 1, 0]).sum(), 2).shape == (2, 2)
+    assert Tensor.full(n, 1.0).shape == (3,)
+    with pytest.raises(TypeError, match="only integer tensors"):
+        Tensor.zeros(Tensor(3.0))
+    with pytest.raises(TypeError, match="ambiguous"):
+        Tensor.zeros(Tensor([2, 3]))
