@@ -3,6 +3,7 @@
 import re
 
 import numpy as np
+import pytest
 
 from uopkit import Device, Tensor, dtypes
 from uopkit.codegen import get_program
@@ -241,16 +242,25 @@ def test_vector_comparisons_give_masks_that_select_lanes():
     assert "bool8" in src and "_Bool" not in src.split("{", 1)[1].replace("(_Bool", "")
     want = np.where(x > 0, x, 0) + (x > 0) * 10 + np.where(x != x, 100, 0)
     np.testing.assert_array_equal(got, want.astype(np.float32))
-    # 4-byte integer lanes too; 8-byte lanes (no 4-byte mask fits them) stay lane by lane
+    # 4-byte integer lanes too
     i = np.arange(-8, 8, dtype=np.int32).reshape(2, 8)
     it = Tensor(i)
     src, got = _run_cpu((it < 3).where(it, -it), [Opt(OptOps.UPCAST, 1, 8)])
     assert "bool8" in src
     np.testing.assert_array_equal(got, np.where(i < 3, i, -i))
+    # 8-byte lanes give masks of 8-byte lanes (float64 and int64), combined and selecting whole vectors
     d = Tensor(x.astype(np.float64))
-    src, got = _run_cpu((d > 0).where(d, 0.0), [Opt(OptOps.UPCAST, 1, 4)])
-    assert "bool4" not in src
-    np.testing.assert_array_equal(got, np.where(x > 0, x, 0).astype(np.float64))
+    src, got = _run_cpu(((d > 0) | (d < -1.8)).where(d, 0.0), [Opt(OptOps.UPCAST, 1, 4)])
+    assert "typedef long long bool4_64" in src and "_Bool" not in src.split("{", 1)[1].replace("(_Bool", "")
+    np.testing.assert_array_equal(got, np.where((x > 0) | (x < -1.8), x, 0).astype(np.float64))
+    q = Tensor(i.astype(np.int64))
+    src, got = _run_cpu((q < 3).where(q, -q), [Opt(OptOps.UPCAST, 1, 8)])
+    assert "bool8_64" in src
+    np.testing.assert_array_equal(got, np.where(i < 3, i, -i).astype(np.int64))
+    # a mask of another width than the values selected (float32 lanes choosing float64 values) is read lane by lane
+    src, got = _run_cpu((xt > 0).where(d, 1.0), [Opt(OptOps.UPCAST, 1, 4)])
+    assert "bool4_64" not in src and "[3]!=0)" in src
+    np.testing.assert_array_equal(got, np.where(x > 0, x, 1).astype(np.float64))
 
 
 def _float32_around_every_half() -> np.ndarray:
@@ -392,3 +402,42 @@ def test_linearizing_many_reduce_loops_looks_at_each_op_a_bounded_number_of_time
 
     few, many = lookups_per_op(12), lookups_per_op(48)
     assert many < 1.3 * few, (few, many)
+
+
+def _linear(t):
+    return get_program(_item(t).ast, Device["CPU"].renderer).uops
+
+
+def test_a_max_over_the_leading_axis_runs_on_vectors_as_a_sum_does():
+    # amax(0): the optimizer upcasts the output columns into vectors, as for sum(0). The CPU renderer has no vector
+    # MAX: each lane's max was one scalar compare (a 256-column tile, unrolled by 4: 1,300 lines of C, 8 s in gcc and
+    # 20x slower than sum(0)); a MAX of vectors is a vector compare and select
+    x = Tensor(np.zeros((256, 256), np.float32)).realize()
+    maxed, summed = _linear(x.amax(0)), _linear(x.sum(0))
+    assert not any(u.op is Ops.MAX and u.dtype.count == 1 and dtypes.is_float(u.dtype) for u in maxed)
+    assert any(u.op is Ops.WHERE and u.dtype.count > 1 for u in maxed)
+    assert len(maxed) < 2 * len(summed), (len(maxed), len(summed))
+
+
+def test_a_max_of_vectors_keeps_nans_and_signed_zeros_as_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((67, 300)).astype(np.float32)
+    x[3, 5] = x[10, 7] = np.nan
+    x[:, 9], x[5, 9] = -0.0, 0.0
+    x[0, 11], x[2, 12] = np.inf, -np.inf
+    y = rng.standard_normal((67, 300)).astype(np.float32)
+    y[4, 4] = y[3, 5] = np.nan
+    # (relu is compared as values only: relu(-0.0) is 0.0 here and -0.0 in torch, with or without vectors)
+    np.testing.assert_array_equal(Tensor(x).relu().numpy(), torch.relu(torch.from_numpy(x)).numpy())
+    pairs = [
+        (Tensor(x).amax(0), torch.from_numpy(x).amax(0)),
+        (Tensor(x).maximum(Tensor(y)), torch.maximum(torch.from_numpy(x), torch.from_numpy(y))),
+    ]
+    ints = rng.integers(-100, 100, (67, 300)).astype(np.int32)
+    pairs.append((Tensor(ints).amax(0), torch.from_numpy(ints).amax(0)))
+    for got, want in pairs:
+        got, want = got.numpy(), want.numpy()
+        np.testing.assert_array_equal(got, want)
+        finite = ~np.isnan(want)
+        np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(want[finite]))

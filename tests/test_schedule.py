@@ -660,3 +660,51 @@ def test_a_metric_summed_over_many_batches_is_split_into_kernels_of_bounded_size
     assert correct.item() == int((out.argmax(2) == label).sum())
     want = torch.nn.functional.cross_entropy(out.reshape(-1, 5), label.reshape(-1), reduction="sum")
     np.testing.assert_allclose(loss.item(), want.item(), rtol=1e-5)
+
+
+def _heat_steps(n: int, size: int = 64) -> tuple[Tensor, np.ndarray]:
+    # a heat equation as a no_grad loop writes it: replicate pad, 3x3 Laplacian, the state rebound, nothing realized
+    import uopkit.nn.functional as UF
+
+    u0 = np.random.default_rng(0).uniform(0, 1, (1, 1, size, size)).astype(np.float32)
+    lap = np.array([[0, 1, 0], [1, -4, 1], [0, 1, 0]], np.float32).reshape(1, 1, 3, 3)
+    v = Tensor(u0).realize()
+    for _ in range(n):
+        v = v + 0.2 * UF.conv2d(UF.pad(v, (1, 1, 1, 1), mode="replicate"), Tensor(lap))
+    want = u0[0, 0]
+    for _ in range(n):
+        p = np.pad(want, 1, mode="edge")
+        want = want + 0.2 * (p[:-2, 1:-1] + p[2:, 1:-1] + p[1:-1, :-2] + p[1:-1, 2:] - 4 * want)
+    return v, want.reshape(u0.shape)
+
+
+@pytest.mark.parametrize("no_grad", [True, False])
+def test_a_long_lazy_stencil_loop_runs_the_same_kernels_every_step(no_grad):
+    # each step's padded state and each step's new state are stored: every step the same two kernels, however long the
+    # loop. Under no_grad every result was a DETACH, which hid the padded input from the rule that stores it: the
+    # states were recomputed inside later steps' kernels until the kernel size limits cut them, at places that moved
+    # along the loop (100 steps: 29 different kernels, 200 steps: 129, each compiled; the first call took 60 s)
+    import contextlib
+
+    import uopkit
+
+    with uopkit.no_grad() if no_grad else contextlib.nullcontext():
+        items_few = create_schedule(kernelize_tensors([_heat_steps(3)[0]]))
+        many, want = _heat_steps(120)
+        items_many = create_schedule(kernelize_tensors([many]))
+    assert len(items_many) == 40 * len(items_few)
+    assert {it.ast for it in items_many} == {it.ast for it in items_few}
+    np.testing.assert_allclose(many.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_no_grad_fuses_a_graph_as_it_is_fused_without():
+    # no_grad wraps every result in a DETACH, which changes no value: the kernels are the ones the same graph gets
+    # built without no_grad (a replicate-padded conv input is stored by a kernel of its own in both)
+    import uopkit
+
+    with uopkit.no_grad():
+        detached, want = _heat_steps(2)
+        asts_detached = [it.ast for it in create_schedule(kernelize_tensors([detached]))]
+    plain, _ = _heat_steps(2)
+    assert asts_detached == [it.ast for it in create_schedule(kernelize_tensors([plain]))]
+    np.testing.assert_allclose(detached.numpy(), want, rtol=1e-5, atol=1e-6)

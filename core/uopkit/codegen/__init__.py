@@ -102,6 +102,12 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     with index_dtype(lctx.index_dtype):
         # e**x gets its accurate form while the code is still scalar
         lowered = graph_rewrite(lowered, exp_rules(), name="exp")
+        # transcendental ops the renderer lacks become polynomials and bit operations, before lanes are expanded: each
+        # of their ops then runs on whole vectors where the renderer has it (a log decomposed after expanding had
+        # every lane's polynomial written out)
+        decompose = decompositions_for(renderer.caps.transcendental_ops)
+        if decompose is not None:
+            lowered = graph_rewrite(lowered, decompose, name="transcendentals")
         # fold the index arithmetic once while lanes are still ranges: the views' div/mod chains mostly fold away here,
         # an address that no longer depends on a lane is not copied per lane, and the pass after expanding has a
         # fraction of the nodes to fold (the main job's kernels: 39k nodes after expanding without it)
@@ -113,11 +119,9 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
         lowered = graph_rewrite(lowered, pm_ungate_loads, name="ungate loads in bounds")
         # UPCAST/UNROLL lanes become one copy of the code per lane (or one vector op, for a vector lane)
         caps = renderer.caps
-        expanded = expand(lowered, caps.vector_ops, caps.vector_align, symbolic_cache, caps.vector_casts)
-        # transcendental ops the renderer lacks become polynomials and bit operations
-        decompose = decompositions_for(renderer.caps.transcendental_ops)
-        if decompose is not None:
-            expanded = graph_rewrite(expanded, decompose, name="transcendentals")
+        expanded = expand(
+            lowered, caps.vector_ops, caps.vector_align, symbolic_cache, caps.vector_casts, caps.vector_mask_bytes
+        )
         # fold constants and simplify the index arithmetic the views produced
         simplified = graph_rewrite(expanded, pm_symbolic, name="symbolic", cache=symbolic_cache)
         # the backend's own rules (decompositions of ops it lacks, ...)

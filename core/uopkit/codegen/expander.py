@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from uopkit.dtype import DType, PtrDType, dtypes
-from uopkit.renderer import vector_alignment
+from uopkit.renderer import mask_bytes, vector_alignment
 from uopkit.uop.ops import GroupOp, Ops, UOp
 from uopkit.uop.symbolic import decompose, simplify
 
@@ -61,14 +61,16 @@ def _moves_with(u: UOp, lane: UOp) -> bool:
     return lane in u.toposort(gate=lambda n: n.op is not Ops.RANGE or n is lane)
 
 
-def _mask_lanes(dt: Any) -> bool:
-    # a renderer with comparisons in `vector_ops` gives masks of 4-byte lanes (-1 true, 0 false: C's vector
-    # extensions, OpenCL), so comparisons and WHERE run on vectors of 4-byte lanes only (see `RendererCaps.vector_ops`)
-    return not isinstance(dt, PtrDType) and dt.scalar != dtypes.bool and dt.scalar.itemsize == 4
+def _mask_lanes(dt: Any, widths: frozenset[int]) -> bool:
+    # a renderer with comparisons in `vector_ops` gives masks as wide as the lanes compared (-1 true, 0 false: C's
+    # vector extensions, OpenCL), for the lane widths it names (see `RendererCaps.vector_mask_bytes`)
+    return not isinstance(dt, PtrDType) and dt.scalar != dtypes.bool and dt.scalar.itemsize in widths
 
 
 # the ops that combine two comparisons' masks into another (with a bool, not NOT's XOR with true: that flips one bit)
 _MASK_COMBINES = frozenset({Ops.OR, Ops.AND})
+# the vector ops a MAX of vectors is built from where the renderer has no vector MAX (`Expander.build_max`)
+_MAX_BY_SELECT = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.OR, Ops.WHERE})
 
 
 def _term_dict(terms: list[tuple[int, UOp]]) -> dict[UOp, int]:
@@ -87,8 +89,10 @@ class Expander:
         vector_ops: frozenset[Ops],
         vector_align: int = 0,
         vector_casts: frozenset[tuple[DType, DType]] = frozenset(),
+        mask_widths: frozenset[int] = frozenset({4}),
     ) -> None:
         self.vector_ops = vector_ops
+        self.mask_widths = mask_widths
         self.vector_casts = vector_casts
         self.vector_align = vector_align
         self.vector: UOp | None = None
@@ -180,17 +184,23 @@ class Expander:
             return u if tuple(src) == u.src else u.replace(src=tuple(src))
         # comparisons of vectors the renderer runs whole give a mask vector, which WHERE selects lanes by (when a
         # source is a vector already: lanes computed one by one stay so)
-        if u.op in GroupOp.Comparison and u.op in self.vector_ops and _mask_lanes(u.src[0].dtype):
+        widths = self.mask_widths
+        if u.op in GroupOp.Comparison and u.op in self.vector_ops and _mask_lanes(u.src[0].dtype, widths):
             if any(self.is_vec(s) for s in src):
                 return UOp(u.op, u.dtype.vec(self.width), tuple(self.as_vec(s) for s in src), u.arg)
-        if u.op is Ops.WHERE and u.op in self.vector_ops and _mask_lanes(u.dtype) and any(self.is_vec(s) for s in src):
+        if u.op is Ops.WHERE and u.op in self.vector_ops and _mask_lanes(u.dtype, widths):
             cond = src[0]
-            # a mask from a vector comparison, or one condition for every lane (C's ?: takes a scalar one)
-            if self.is_vec(cond) or (isinstance(cond, UOp) and cond.dtype.count == 1):
+            # a mask from a vector comparison of lanes as wide as the values, or one condition for every lane (C's ?:
+            # takes a scalar one)
+            mask = self.is_vec(cond) and mask_bytes(cond) == u.dtype.scalar.itemsize
+            if any(self.is_vec(s) for s in src) and (mask or (isinstance(cond, UOp) and cond.dtype.count == 1)):
                 return UOp(Ops.WHERE, u.dtype.vec(self.width), (cond, self.as_vec(src[1]), self.as_vec(src[2])))
+        if u.op is Ops.MAX and self._max_by_select(u) and self._vector_sources(src):
+            return self.build_max(u, src)
         if u.op in _MASK_COMBINES and u.op in self.vector_ops and all(self.is_vec(s) for s in src):
-            # two masks combined bit by bit are a mask (-1 and 0 lanes stay so): x <= 0 is (x < 0) | (x == 0)
-            if all(s.dtype.scalar == dtypes.bool for s in src):
+            # two masks of one width combined bit by bit are a mask (-1 and 0 lanes stay so): x <= 0 is
+            # (x < 0) | (x == 0)
+            if all(s.dtype.scalar == dtypes.bool for s in src) and len({mask_bytes(s) for s in src}) == 1:
                 return UOp(u.op, u.dtype.vec(self.width), tuple(src))
         # other bool vectors have no common layout (C vector extensions have none at all): bools stay lane by lane
         stored = (src[1][0] if isinstance(src[1], tuple) else src[1]) if u.op is Ops.STORE else None
@@ -203,14 +213,32 @@ class Expander:
             return self.build_store(u, src)
         if u.op is Ops.CAST and (u.src[0].dtype, u.dtype) in self.vector_casts and self.is_vec(src[0]):
             return UOp(Ops.CAST, u.dtype.vec(self.width), (src[0],))
-        if (
-            u.op in self.vector_ops
-            and u.op is not Ops.WHERE
-            and all(not isinstance(s, UOp) or s.dtype.count == 1 or self.is_vec(s) for s in src)
-        ):
-            if any(self.is_vec(s) for s in src):
-                return UOp(u.op, u.dtype.vec(self.width), tuple(self.as_vec(s) for s in src), u.arg)
+        if u.op in self.vector_ops and u.op is not Ops.WHERE and self._vector_sources(src):
+            return UOp(u.op, u.dtype.vec(self.width), tuple(self.as_vec(s) for s in src), u.arg)
         return self.lane_by_lane(u, src)
+
+    def _vector_sources(self, src: list[Any]) -> bool:
+        # whether an op over `src` can run on vectors of the vector lane: one source is one, the others are too or are
+        # scalars (a source with lanes of another count, a WMMA's fragment, is not)
+        if not all(not isinstance(s, UOp) or s.dtype.count == 1 or self.is_vec(s) for s in src):
+            return False
+        return any(self.is_vec(s) for s in src)
+
+    def _max_by_select(self, u: UOp) -> bool:
+        # a renderer without a vector MAX but with vector compares and selects: MAX of vectors is a compare and a
+        # select (lane by lane, a max over a reduce's upcast columns, `x.amax(0)`, was a scalar compare per lane: 1,300
+        # lines of C for one kernel, 8 s in gcc and 20x slower than sum(0))
+        has_select = _MAX_BY_SELECT <= self.vector_ops
+        return Ops.MAX not in self.vector_ops and has_select and _mask_lanes(u.dtype, self.mask_widths)
+
+    def build_max(self, u: UOp, src: list[Any]) -> UOp:
+        """MAX of vectors as `where(b < a or a != a, a, b)`: a NaN in either operand gives NaN, as the scalar MAX."""
+        a, b = self.as_vec(src[0]), self.as_vec(src[1])
+        mask = dtypes.bool.vec(self.width)
+        take_a = UOp(Ops.CMPLT, mask, (b, a))
+        if dtypes.is_float(u.dtype):
+            take_a = UOp(Ops.OR, mask, (take_a, UOp(Ops.CMPNE, mask, (a, a))))
+        return UOp(Ops.WHERE, u.dtype.vec(self.width), (take_a, a, b))
 
     def lane_by_lane(self, u: UOp, src: list[Any]) -> tuple[UOp, ...]:
         spreads = [self.spread(s) if self.varies(s) else None for s in src]
@@ -326,11 +354,13 @@ def expand(
     vector_align: int = 0,
     simplified: dict[UOp, UOp] | None = None,
     vector_casts: frozenset[tuple[DType, DType]] = frozenset(),
+    mask_widths: frozenset[int] = frozenset({4}),
 ) -> UOp:
     """Replace lane ranges by copies (and vectors, for the ops in `vector_ops` and the casts in `vector_casts`;
-    vector accesses only where aligned to `vector_align`, see `RendererCaps.vector_align`). `simplified`: a
-    `simplify` cache to share (the caller's symbolic rewrites of the same graph)."""
-    expander = Expander(vector_ops, vector_align, vector_casts)
+    comparisons and WHERE on lanes of the `mask_widths` sizes, see `RendererCaps.vector_mask_bytes`; vector accesses
+    only where aligned to `vector_align`, see `RendererCaps.vector_align`). `simplified`: a `simplify` cache to share
+    (the caller's symbolic rewrites of the same graph)."""
+    expander = Expander(vector_ops, vector_align, vector_casts, mask_widths)
     if simplified is not None:
         expander.simplified = simplified
     return expander.expand(sink)

@@ -46,10 +46,13 @@ class RendererCaps:
     # heuristic sizes a matmul's register tile to them; 0: unknown, taken as 32)
     vector_registers: int = 0
     # the ALU ops the backend renders on whole vectors; with none, upcast lanes stay scalar copies. A comparison here
-    # runs on vectors of 4-byte lanes and gives a bool vector that is a mask of 4-byte lanes, -1 true and 0 false (as
-    # C's vector extensions and OpenCL give); WHERE here selects 4-byte lanes by such a mask (or by one bool), and OR
-    # and AND here combine two masks bit by bit (as they do on integer vectors)
+    # runs on vectors of lanes `vector_mask_bytes` wide and gives a bool vector that is a mask of lanes as wide, -1
+    # true and 0 false (as C's vector extensions and OpenCL give); WHERE here selects lanes by a mask of their own
+    # width (or by one bool), and OR and AND here combine two masks of one width bit by bit (as on integer vectors).
+    # BITCAST here reinterprets a whole vector as one of another scalar type of the same size
     vector_ops: frozenset[Ops] = frozenset()
+    # the lane sizes, in bytes, that the comparisons and WHERE of `vector_ops` run on (`mask_bytes`)
+    vector_mask_bytes: frozenset[int] = frozenset({4})
     # the casts the backend renders on whole vectors, as (from, to) scalar dtypes; every other cast of a vector runs
     # lane by lane (and the ops after it on the lanes' scalars)
     vector_casts: frozenset[tuple[DType, DType]] = frozenset()
@@ -78,7 +81,7 @@ class RendererCaps:
         # lists and sets are accepted for convenience and stored as immutable tuples/frozensets
         object.__setattr__(self, "tensor_cores", tuple(self.tensor_cores))
         object.__setattr__(self, "supported_dtypes", tuple(self.supported_dtypes))
-        for name in ("vector_ops", "vector_casts", "transcendental_ops", "simd_reduce_ops"):
+        for name in ("vector_ops", "vector_mask_bytes", "vector_casts", "transcendental_ops", "simd_reduce_ops"):
             object.__setattr__(self, name, frozenset(getattr(self, name)))
         for name in ("global_max", "local_max"):
             if getattr(self, name) is not None:
@@ -94,6 +97,14 @@ def vector_alignment(vector_align: int, nbytes: int) -> int:
     if vector_align <= 0 or nbytes <= 0:
         return 1
     return min(vector_align, nbytes & -nbytes)
+
+
+def mask_bytes(mask: UOp) -> int:
+    """The lane width, in bytes, of a bool vector that is a mask (see `RendererCaps.vector_ops`): a comparison's is its
+    operands' lane width, OR and AND of masks keep their width."""
+    while mask.op in (Ops.OR, Ops.AND):
+        mask = mask.src[0]
+    return mask.src[0].dtype.scalar.itemsize if mask.src and mask.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else 4
 
 
 class _CapAttribute:
@@ -144,4 +155,4 @@ class Renderer:
 for _name in CAP_NAMES:
     setattr(Renderer, _name, _CapAttribute(_name))
 
-__all__ = ["Renderer", "RendererCaps", "TensorCore", "TileLayout", "vector_alignment"]
+__all__ = ["Renderer", "RendererCaps", "TensorCore", "TileLayout", "mask_bytes", "vector_alignment"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from uopkit.dtype import DType, PtrDType, dtypes
-from uopkit.renderer import Renderer, TensorCore
+from uopkit.renderer import Renderer, TensorCore, mask_bytes
 from uopkit.renderer.loops import is_scalar_register, loop_roles
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat
 
@@ -143,6 +143,9 @@ class CStyleRenderer(Renderer):
             return self.render_math(op, dt, args)
         if op is Ops.NEG:
             return f"(-{args[0]})"
+        if op is Ops.RECIP and dt.count > 1:
+            # (a scalar operand of a vector operator is each lane's)
+            return f"({self.render_const(1.0, dt.scalar)}/{args[0]})"
         if op is Ops.RECIP:
             return f"(1/{args[0]})" if dt == dtypes.float64 else f"(({self.render_dtype(dt)})1/{args[0]})"
         if op in (Ops.IDIV, Ops.MOD):
@@ -165,8 +168,9 @@ class CStyleRenderer(Renderer):
                 return f"(({a}>{b}||{a}!={a})?{a}:{b})"
             return f"(({a}>{b})?{a}:{b})"
         if op is Ops.WHERE and u.src[0].dtype.count > 1:
-            # a mask of 4-byte lanes (a vector comparison's -1/0) picks lanes by their bits: C's ?: takes no vector
-            mask, vec = self.render_vector_type(u.src[0].dtype), self.render_vector_type(dt)
+            # a mask of lanes as wide as the values (a vector comparison's -1/0) picks lanes by their bits: C's ?:
+            # takes no vector
+            mask, vec = self.render_mask_type(u.src[0].dtype, dt.scalar.itemsize), self.render_vector_type(dt)
             return f"(({vec})((({mask}){args[1]}&{args[0]})|(({mask}){args[2]}&~{args[0]})))"
         if op is Ops.WHERE:
             return f"({args[0]}?{args[1]}:{args[2]})"
@@ -227,13 +231,29 @@ class CStyleRenderer(Renderer):
             raise RenderError(f"{type(self).__name__} has no vector type for {dt}")
         return f"{dt.scalar.name}{dt.count}"
 
+    def render_mask_type(self, dt: DType, lane_bytes: int) -> str:
+        """The type of a mask (a bool vector `dt`, see `RendererCaps.vector_ops`) of `lane_bytes`-wide lanes: boolN
+        for 4-byte lanes, boolN_64 for 8-byte ones."""
+        name = self.render_vector_type(dt)
+        return name if lane_bytes == 4 else f"{name}_{8 * lane_bytes}"
+
     def vector_typedefs(self, uops: list[UOp]) -> list[str]:
-        vecs = sorted({u.dtype for u in uops if not isinstance(u.dtype, PtrDType) and u.dtype.count > 1}, key=str)
-        # a bool vector is a vector comparison's result: a mask of 4-byte lanes, -1 true and 0 false (RendererCaps)
-        return [
-            f"typedef {'int' if v.scalar == dtypes.bool else self.type_map[v.scalar]} {self.render_vector_type(v)} "
-            f"__attribute__((vector_size({(4 if v.scalar == dtypes.bool else v.scalar.itemsize) * v.count})));"
-            for v in vecs
+        vecs = {u.dtype for u in uops if not isinstance(u.dtype, PtrDType) and u.dtype.count > 1}
+        # a bool vector is a vector comparison's result: a mask of lanes as wide as those compared, -1 true and 0 false
+        # (RendererCaps), one C type per width (a WHERE's mask is cast to its values' width)
+        masks = {(u.dtype, mask_bytes(u)) for u in uops if _is_mask(u.dtype)}
+        selects = [u for u in uops if u.op is Ops.WHERE and _is_mask(u.src[0].dtype)]
+        masks |= {(u.src[0].dtype, u.dtype.scalar.itemsize) for u in selects}
+        lines = [
+            f"typedef {_MASK_LANE[size]} {self.render_mask_type(v, size)} "
+            f"__attribute__((vector_size({size * v.count})));"
+            for v, size in sorted(masks, key=str)
+        ]
+        return lines + [
+            f"typedef {self.type_map[v.scalar]} {self.render_vector_type(v)} "
+            f"__attribute__((vector_size({v.scalar.itemsize * v.count})));"
+            for v in sorted(vecs, key=str)
+            if v.scalar != dtypes.bool
         ]
 
     def render_vectorize(self, dt: DType, items: list[str]) -> str:
@@ -422,7 +442,8 @@ class RenderContext:
         """Name `u`'s value with a fresh ``<prefix>N`` and return its declaration."""
         var = self.new_name(prefix)
         self.names[u] = var
-        return f"{self.r.render_dtype(u.dtype)} {var} = {expr};"
+        dt = self.r.render_mask_type(u.dtype, mask_bytes(u)) if _is_mask(u.dtype) else self.r.render_dtype(u.dtype)
+        return f"{dt} {var} = {expr};"
 
     def bind(self, u: UOp, name: str) -> str:
         """Name `u` without code (an inline expression, a parameter); returns ""."""
@@ -535,6 +556,14 @@ def do_max_update(ctx: RenderContext, x: UOp) -> str | None:
     return ctx.value(x, "alu", f"(({acc}>{other})?{acc}:{other})") + f"\nnan{reg.arg} |= ({other}!={other});"
 
 
+def _is_mask(dt: DType) -> bool:
+    return not isinstance(dt, PtrDType) and dt.scalar == dtypes.bool and dt.count > 1
+
+
+# the C type of a mask's lanes, by their size
+_MASK_LANE = {4: "int", 8: "long long"}
+
+
 # signed integer ops C leaves undefined on overflow, and the unsigned type each computes in instead when it may
 _WRAPPING_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.SHL, Ops.MULACC})
 _UNSIGNED_OF = {dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
@@ -563,8 +592,8 @@ def _may_wrap(u: UOp) -> bool:
 
 
 def do_alu(ctx: RenderContext, x: UOp) -> str:
-    # (WHERE, MULACC and NEG render as operators too: ?: or a mask's bits, (a*b)+c, -a)
-    vector_ok = x.op in ctx.r.infix or x.op in (Ops.WHERE, Ops.MULACC, Ops.NEG) or ctx.r.vector_math
+    # (WHERE, MULACC, NEG and RECIP render as operators too: ?: or a mask's bits, (a*b)+c, -a, 1/a)
+    vector_ok = x.op in ctx.r.infix or x.op in (Ops.WHERE, Ops.MULACC, Ops.NEG, Ops.RECIP) or ctx.r.vector_math
     if x.dtype.count > 1 and not vector_ok:
         raise RenderError(f"{type(ctx.r).__name__} can't render {x.op.name} on vector type {x.dtype}")
     return ctx.value(x, "alu", ctx.r.render_alu(x, [ctx.ref(s) for s in x.src]))

@@ -2,10 +2,11 @@
 the core builds them (`uopkit.codegen.expander`), at every width up to ``caps.max_vector_width``.
 
 - an op in `vector_ops` runs on vectors of every claimed dtype (but bool), its operands whole vectors;
-- a comparison in `vector_ops` runs on vectors of 4-byte lanes and gives a mask (a bool vector: -1 true, 0 false),
-  read back here lane by lane through GEP (a lane of a mask is a bool);
-- WHERE in `vector_ops` selects 4-byte lanes by such a mask, or by one bool for every lane;
+- a comparison in `vector_ops` runs on vectors of lanes of the `vector_mask_bytes` sizes and gives a mask (a bool
+  vector: -1 true, 0 false, as wide as the lanes), read back here lane by lane through GEP (a lane of a mask is a bool);
+- WHERE in `vector_ops` selects such lanes by a mask of their width, or by one bool for every lane;
 - OR and AND in `vector_ops` combine two masks;
+- BITCAST in `vector_ops` reinterprets a float vector as the int vector of its size and back;
 - a cast in `vector_casts` converts a whole vector.
 
 Each (width, dtype) is one kernel holding every check, compared with the scalar reference of `test_alu`.
@@ -29,6 +30,8 @@ ITERATIONS = 2
 COMPARISONS = (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)
 # transcendentals the renderer doesn't claim are decomposed before they could become vector ops
 DECOMPOSABLE = (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT)
+# the int type a float's bits are read as (a BITCAST)
+_SAME_SIZE_INT = {dtypes.float32: dtypes.int32, dtypes.float64: dtypes.int64}
 
 
 class VectorKernel:
@@ -99,13 +102,13 @@ def vector_caps(device: str, width: int) -> RendererCaps:
 def add_op_checks(kernel: VectorKernel, dt: DType, caps: RendererCaps, rng: np.random.Generator) -> None:
     """Every op of `vector_ops` that the core runs on whole vectors of `dt` (see the module's docstring)."""
     n, vec = kernel.n, dt.vec(kernel.width)
-    four_byte = dt.itemsize == 4
+    masked = dt.itemsize in caps.vector_mask_bytes
     for op in sorted(caps.vector_ops & set(ops_for(dt)), key=lambda o: o.value):
         if op in DECOMPOSABLE and op not in caps.transcendental_ops:
             continue
         args = [a[:n] for a in inputs(dt, op, rng)]
         if op in COMPARISONS:
-            if not four_byte:
+            if not masked:
                 continue
             a, b = kernel.vload(dt, args[0]), kernel.vload(dt, args[1])
             mask = UOp(op, dtypes.bool.vec(kernel.width), (a, b))
@@ -116,7 +119,7 @@ def add_op_checks(kernel: VectorKernel, dt: DType, caps: RendererCaps, rng: np.r
                 kernel.output(f"WHERE({op.name}(a, b), a, b) on {vec}", chosen, expected)
             continue
         if op is Ops.WHERE:
-            if not four_byte:
+            if not masked:
                 continue
             # one bool for all lanes of an iteration's vectors (the mask form is checked with each comparison)
             cond, x, y = args
@@ -127,8 +130,15 @@ def add_op_checks(kernel: VectorKernel, dt: DType, caps: RendererCaps, rng: np.r
         value = UOp(op, vec, tuple(kernel.vload(dt, a) for a in args))
         kernel.output(f"{op.name} on {vec}", value, reference(op, dt, args), op)
     # masks combined: (a < b) | (c < a), as x <= 0 is (x < 0) | (x == 0)
+    bits = _SAME_SIZE_INT.get(dt)
+    if Ops.BITCAST in caps.vector_ops and bits is not None and bits in caps.supported_dtypes:
+        values = inputs(dt, Ops.ADD, rng)[0][:n]
+        as_int = UOp(Ops.BITCAST, bits.vec(kernel.width), (kernel.vload(dt, values),))
+        kernel.output(f"BITCAST of {vec} to {bits.vec(kernel.width)}", as_int, values.view(to_numpy_dtype(bits)))
+        back = UOp(Ops.BITCAST, vec, (kernel.vload(bits, values.view(to_numpy_dtype(bits))),))
+        kernel.output(f"BITCAST of {bits.vec(kernel.width)} to {vec}", back, values)
     compare = next((op for op in COMPARISONS if op in caps.vector_ops), None)
-    if not four_byte or compare is None:
+    if not masked or compare is None:
         return
     a, b, c = (arg[:n] for arg in inputs(dt, Ops.MULACC, rng))
     va, vb, vc = (kernel.vload(dt, x) for x in (a, b, c))

@@ -9,6 +9,7 @@ from uopkit.codegen.opt.analysis import divisor as _divisor
 from uopkit.codegen.opt.analysis import load_axes, memory_strides, reduce_folds_away
 from uopkit.codegen.opt.analysis import try_opt as _try
 from uopkit.codegen.scatter import lowers_as_scatter
+from uopkit.dtype import dtypes
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, UOp, is_one_hot_reduce
@@ -43,7 +44,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     contiguous = sorted({a for la in hot_loads for a, st in la.items() if st == 1})
     if not contiguous or not red_sizes:
         contiguous += [a for a, st in memory_strides(ast, loads=False).items() if 1 in st]
-    width = max(1, renderer.caps.max_vector_width)
+    width = vector_lanes(ast, renderer)
     out_axes = [i for i, s in enumerate(out_sizes) if s > 1]
     red_axes = [plan.n_out + i for i, s in enumerate(red_sizes) if s > 1]
     # (an output axis too short for a vector, a 3x3 kernel's column in a weight gradient, is no vector axis: its
@@ -165,6 +166,19 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
     return list(_thread_opts(plan, renderer).opts)
+
+
+def vector_lanes(ast: UOp, renderer: Renderer) -> int:
+    """The lanes of the kernel's vectors: as many of its widest elements as `max_vector_width` floats take (8 doubles
+    in an AVX-512 register). A wider vector is split by the C compiler, badly: on an AVX-512 core a 512x512 float64
+    matmul's tile of 16-double vectors (two registers each, their fma a helper gcc joins lane by lane) ran 187 ms,
+    of 8-double ones 9-17 ms, and with a tanh after a small one gcc took 51 s against 1.9 s. (Halves compute in
+    float32: no wider than floats.)"""
+    # (by the floats where there are any: an int64 index buffer beside float32 values doesn't halve their vectors)
+    elements = [u.dtype.base for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL]
+    floats = [dt for dt in elements if dtypes.is_float(dt)]
+    itemsize = max((dt.itemsize for dt in floats or elements), default=4)
+    return max(1, renderer.caps.max_vector_width * 4 // max(4, itemsize))
 
 
 # a cache line: a transposing copy reads this many bytes of each source row per pass
