@@ -92,6 +92,17 @@ def test_buffer_roundtrip(dtype: DType, size: int) -> None:
     np.testing.assert_array_equal(buf.numpy(), data)
 
 
+def test_buffer_reads_a_part_through_the_default_copyout_at() -> None:
+    # an allocator without copyout_at of its own: the buffer's start copied out, its end kept
+    data = np.arange(10, dtype=np.int32) - 4
+    buf = Buffer("testmem", 10, dtypes.int32).allocate().copyin(memoryview(data))
+    assert not buf.allocator.reads_at_offset
+    for start, stop in [(0, 10), (3, 4), (9, 10), (2, 7), (5, 5)]:
+        np.testing.assert_array_equal(buf.as_numpy(start, stop), data[start:stop])
+    with pytest.raises(AssertionError, match=r"elements \[4, 11\)"):
+        buf.as_numpy(4, 11)
+
+
 def test_buffer_copyin_bytes_and_size_check() -> None:
     buf = Buffer("TESTMEM", 2, dtypes.int32)
     assert not buf.is_allocated()

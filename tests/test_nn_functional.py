@@ -460,6 +460,27 @@ def test_matches_torch(call, arrays, grad, atol):
     check(call, *arrays, grad=grad, atol=atol)
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_scaled_dot_product_attention_applies_a_mask_and_is_causal_both(kind):
+    # torch (2.13, CPU) applies both: a query attends to keys the mask keeps and no later one; a query left with no
+    # key (the padding mask drops key 0, the causal one every later key) gets zeros
+    q, k, v = _randn(1, 2, 4, 3), _randn(1, 2, 6, 3), _randn(1, 2, 6, 3)
+    mask = np.tile(np.arange(6) > 0, (4, 1)) if kind == "bool" else _randn(4, 6)
+    ours, theirs = (
+        [Tensor(a, requires_grad=True) for a in (q, k, v)],
+        [torch.tensor(a, requires_grad=True) for a in (q, k, v)],
+    )
+    out = UF.scaled_dot_product_attention(*ours, attn_mask=Tensor(mask), is_causal=True)
+    ref = TF.scaled_dot_product_attention(*theirs, attn_mask=torch.tensor(mask), is_causal=True)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=1e-5, rtol=1e-4)
+    if kind == "bool":
+        assert not out.numpy()[..., 0, :].any()
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    for x, t in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_pools_with_indices(n):
     x = _randn(2, 3, *(5, 6, 4)[:n])
@@ -689,6 +710,21 @@ def test_normalize_out():
         (lambda: UF.embedding(Tensor([0]), Tensor.ones(3, 2), padding_idx=5), ArgumentError, "padding_idx"),
         (lambda: UF.adaptive_avg_pool2d(Tensor.ones(1, 2, 2), (1, 2, 3)), ArgumentError, "output_size"),
         (lambda: UF.unfold(Tensor.ones(1, 1, 2, 2), 3), ShapeError, "unfold: kernel"),
+        # (as torch: a 0/1 int mask is neither a keep-mask nor a bias)
+        (
+            lambda: UF.scaled_dot_product_attention(
+                *[Tensor.ones(1, 2, 3)] * 3, attn_mask=Tensor.ones(2, 3, dtype="int64")
+            ),
+            TypeError,
+            r"scaled_dot_product_attention: attn_mask must be bool .* or a float bias, got .*long.*attn_mask.bool\(\)",
+        ),
+        (
+            lambda: UF.scaled_dot_product_attention(
+                Tensor.ones(2, 4, 5, 8), Tensor.ones(2, 2, 7, 8), Tensor.ones(2, 2, 7, 8)
+            ),
+            ShapeError,
+            r"scaled_dot_product_attention: the query has 4 heads \(axis -3\) and the key 2; .* pass enable_gqa=True",
+        ),
     ],
 )
 def test_errors(call, error, match):

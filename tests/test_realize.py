@@ -451,6 +451,42 @@ def test_reading_a_view_of_a_small_stored_tensor_runs_no_kernel():
     assert stats["kernels_run"] == before
 
 
+def test_reading_a_view_of_a_large_stored_tensor_copies_only_what_it_covers(monkeypatch):
+    # `x[i, 0].item()` over a 100000-row buffer: the bytes from the view's first element to its last are copied
+    # (all of the buffer once per read before: 6.4 MB), and no kernel runs
+    from uopkit.device import Device
+    from uopkit.engine.realize import stats
+
+    data = np.arange(100000 * 16, dtype=np.float32).reshape(100000, 16)
+    t = (Tensor(data) + 1).realize()
+    want = data + 1
+    allocator = Device[t.device].allocator
+    if not allocator.reads_at_offset:
+        pytest.skip("the device copies a buffer's start out for a part of it")
+    copied = []
+    monkeypatch.setattr(allocator, "copyout", lambda dest, src: pytest.fail("the whole buffer was copied out"))
+    read_at = allocator.copyout_at
+    monkeypatch.setattr(
+        allocator, "copyout_at", lambda dest, src, off: copied.append(dest.nbytes) or read_at(dest, src, off)
+    )
+    views = [
+        (lambda x: x[99999, 0], lambda a: a[99999, 0], 4),
+        (lambda x: x[70000], lambda a: a[70000], 64),
+        (lambda x: x[5:9, 2:4], lambda a: a[5:9, 2:4], (3 * 16 + 2) * 4),
+        (lambda x: x.T[3, 10:20], lambda a: a.T[3, 10:20], (9 * 16 + 1) * 4),
+        (lambda x: x[40:43].flip(1), lambda a: a[40:43, ::-1], 48 * 4),
+        (lambda x: x[7, :2].reshape(2, 1).expand(2, 3), lambda a: np.broadcast_to(a[7, :2, None], (2, 3)), 8),
+        (lambda x: x[50:52].reshape(4, 8).permute(1, 0), lambda a: a[50:52].reshape(4, 8).T, 32 * 4),
+    ]
+    before = stats["kernels_run"]
+    for i, (ours, theirs, nbytes) in enumerate(views):
+        got = ours(t).numpy()
+        np.testing.assert_array_equal(got, theirs(want), err_msg=str(i))
+        assert got.flags.writeable and copied[-1] == nbytes, (i, copied)
+    assert [t[i, 3].item() for i in (0, 12345, 99999)] == [want[i, 3] for i in (0, 12345, 99999)]
+    assert stats["kernels_run"] == before
+
+
 def test_a_detached_leaf_made_each_step_hits_the_schedule_cache(rng):
     # a PGD attack makes its input a leaf of its own every step (`x.detach().requires_grad_()`, a DETACH with a fresh
     # arg): the arg is keyed by its order of appearance, as a fresh CONTIGUOUS's, so the steps replay one schedule

@@ -1353,6 +1353,37 @@ def test_half_floats_with_python_numbers_and_products_as_pytorchs(dt):
         np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy(), err_msg=name)
 
 
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("scalar", [np.float64(0.1), np.float32(0.1), np.sqrt(768), np.int64(5001)])
+def test_half_floats_take_numpy_scalars_as_the_python_numbers(dt, scalar):
+    # a numpy scalar is the Python number (torch takes it so): `x * np.sqrt(768)` in float32 and rounded once, not
+    # by the scalar rounded to the half float first
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(4096).astype(np.float32) * 4
+    u, t = Tensor(x).cast(to_dtype(dt)), torch.tensor(x).to(getattr(torch, dt))
+    cases = {
+        "mul": (u * scalar, t * scalar),
+        "rmul": (scalar * u, scalar * t),
+        "div": (u / scalar, t / scalar),
+        "floordiv": (u // scalar, t // scalar),
+        "rfloordiv": (scalar // (u.abs() + 1), scalar // (t.abs() + 1)),
+        "mul method": (u.mul(scalar), t.mul(scalar)),
+        "div method": (u.div(scalar), t.div(scalar)),
+        "add": (u + scalar, t + scalar),
+    }
+    ui, ti = u.clone(), t.clone()
+    ui *= scalar
+    ti *= scalar
+    cases["*="] = (ui, ti)
+    ud, td = u.clone(), t.clone()
+    ud /= scalar
+    td /= scalar
+    cases["/="] = (ud, td)
+    for name, (ours, theirs) in cases.items():
+        assert ours.dtype == to_dtype(dt), name
+        np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy(), err_msg=name)
+
+
 def test_cumsum_of_a_long_row_goes_in_short_blocks():
     # a long axis is summed in blocks of at most 64 per level (n * sqrt(n) taps for a 50257-long row otherwise)
     x = _R.standard_normal((2, 5000)).astype(np.float32)
@@ -1424,6 +1455,27 @@ def test_lists_of_numpy_values_keep_their_dtypes() -> None:
     assert Tensor([np.float64(0.1)]).item() == 0.1
     # Python numbers alone keep uopkit's defaults (an int is int32)
     assert Tensor([1, 2]).dtype == dtypes.int32 and Tensor([1, np.uint8(3)]).dtype == dtypes.int32
+
+
+def test_lists_of_one_element_tensors_keep_their_dtypes() -> None:
+    # as torch.tensor: a 0-d tensor in a list counts with its dtype, promoted with the others and the Python numbers
+    cases = [
+        lambda T, d: [T(0.1, dtype=d("float64"))],
+        lambda T, d: [T(0.1, dtype=d("float16"))] * 2,
+        lambda T, d: [T(0.1, dtype=d("bfloat16"))],
+        lambda T, d: [T(0.1, dtype=d("float16")), 1.0],
+        lambda T, d: [[T(1.0, dtype=d("float16"))], [T(1.0, dtype=d("bfloat16"))]],
+        lambda T, d: [T(3, dtype=d("int32")), T(1.0, dtype=d("float16"))],
+        lambda T, d: [T(1, dtype=d("int8")), 2.5],
+        lambda T, d: [T(True), True],
+        lambda T, d: [T([0.1], dtype=d("float64"))],
+        lambda T, d: [T(1.0), np.float64(2)],
+    ]
+    for i, build in enumerate(cases):
+        want = torch.tensor(build(torch.tensor, lambda name: getattr(torch, name)))
+        got = Tensor(build(Tensor, to_dtype))
+        assert got.dtype == to_dtype(str(want.dtype).removeprefix("torch.")), i
+        assert got.shape == tuple(want.shape) and got.tolist() == want.tolist(), i
 
 
 def test_sum_to_a_half_dtype_accumulates_wider() -> None:

@@ -301,6 +301,24 @@ def test_strides_and_contiguity_as_torch_lays_them_out():
     assert mine[1].stride(0) == 1 and mine[1].stride(-1) == 3 and Tensor(1.0).stride() == ()
 
 
+def test_a_value_computed_from_a_leaf_gone_since_is_no_leaf():
+    # torch's graph keeps the leaf; ours remembers the graphs tensors had when given requires_grad
+    builds = [
+        lambda T: T.ones(2, requires_grad=True) * 2,
+        lambda T: T.randn(3, requires_grad=True).double(),
+        lambda T: (T.ones(2, requires_grad=True) + 1).exp(),
+    ]
+    for i, build in enumerate(builds):
+        ours, theirs = build(Tensor), build(torch)
+        assert (ours.is_leaf, ours.requires_grad) == (theirs.is_leaf, theirs.requires_grad) == (False, True), i
+        assert ours.grad_fn is not None and theirs.grad_fn is not None, i
+    realized = (Tensor.ones(2, requires_grad=True) * 2).realize()
+    assert not realized.is_leaf and realized.grad_fn is not None
+    x = Tensor([1.0], requires_grad=True)
+    assert x.is_leaf and x.grad_fn is None and (x * 2).detach().grad_fn is None and Tensor([1.0]).grad_fn is None
+    assert (x * 2).grad_fn.name() == "MULBackward" and (Tensor([1.0]) * 2).grad_fn is None
+
+
 def test_autograd_leaves_and_retained_gradients():
     x = Tensor([1.0, 2.0], requires_grad=True)
     y = x * 3

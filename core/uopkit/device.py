@@ -71,6 +71,18 @@ class Allocator:
         """Copy ``dest.nbytes`` bytes from the start of device buffer `src` into host memory `dest` (format "B")."""
         raise NotImplementedError(f"{type(self).__name__} must implement copyout")
 
+    # a backend that can copy out from an offset into a buffer sets this and overrides `copyout_at`
+    reads_at_offset: bool = False
+
+    def copyout_at(self, dest: memoryview, src: Any, offset: int) -> None:
+        """Copy ``dest.nbytes`` bytes from `offset` bytes into device buffer `src` into host memory `dest` (format
+        "B"); called with ``offset + dest.nbytes`` at most the buffer's size. The default copies the buffer's first
+        ``offset + dest.nbytes`` bytes out with `copyout` and keeps the last ones (`Tensor.item()` of a view of a
+        stored buffer reads only the bytes the view covers this way)."""
+        staging = memoryview(bytearray(offset + dest.nbytes))
+        self.copyout(staging, src)
+        dest[:] = staging[offset:]
+
     # a backend that can copy between two of its devices without the host sets this and implements `transfer`
     supports_transfer: bool = False
 
@@ -651,12 +663,19 @@ class Buffer:
             self.allocator.copyout(data, self._buf)
         return mv
 
-    def as_numpy(self) -> np.ndarray:
-        """A fresh 1-D numpy array with the buffer's contents."""
+    def as_numpy(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """A fresh 1-D numpy array with the buffer's elements [start, stop) (all of them by default)."""
         import numpy as np
 
-        out = np.empty(self.size, dtype=to_numpy_dtype(self.dtype))
-        self.copyout(out.data)
+        stop = self.size if stop is None else stop
+        assert 0 <= start <= stop <= self.size, f"elements [{start}, {stop}) of {self}"
+        out = np.empty(stop - start, dtype=to_numpy_dtype(self.dtype))
+        if start == 0 and stop == self.size:
+            self.copyout(out.data)
+        elif out.nbytes:
+            assert self.is_allocated(), f"{self} is not allocated"
+            Device[self.device].synchronize()
+            self.allocator.copyout_at(_as_bytes_view(out.data), self._buf, start * self.dtype.itemsize)
         return out
 
     numpy = as_numpy

@@ -227,6 +227,11 @@ class EmulatorAllocator(LRUAllocator):
     def copyout(self, dest: memoryview, src: np.ndarray) -> None:
         np.frombuffer(dest, dtype=np.uint8)[:] = src[: dest.nbytes]
 
+    reads_at_offset = True
+
+    def copyout_at(self, dest: memoryview, src: np.ndarray, offset: int) -> None:
+        np.frombuffer(dest, dtype=np.uint8)[:] = src[offset : offset + dest.nbytes]
+
     # EMULATOR and EMULATOR:1 share the host's memory
     supports_transfer = True
 

@@ -22,9 +22,9 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   (:class:`uopkit.renderer.RendererCaps`, one frozen object) are the backend's capabilities, read by the optimizer
   and copied whole by ``EMULATE=NAME``: ``has_local``/``has_shared``/
   ``local_max``/``workgroup_max``/``subgroup_width``/``shared_max``/``global_max`` (GPU-style launch and local
-  memory), ``has_threads``, ``max_vector_width``/``vector_ops``/``vector_casts``/``vector_align`` (the alignment
-  vector accesses need: the core then proves each one aligned, and the allocator's buffers must be aligned so),
-  ``tensor_cores``
+  memory), ``has_threads``, ``max_vector_width``/``vector_ops``/``vector_mask_bytes``/``vector_casts``/
+  ``vector_align`` (the alignment vector accesses need: the core then proves each one aligned, and the allocator's
+  buffers must be aligned so), ``tensor_cores``
   (:class:`uopkit.renderer.TensorCore` descriptions, validated when built), ``pack_panel``, ``transcendental_ops``
   (the core decomposes unclaimed EXP2/LOG2/SIN/SQRT), ``supported_dtypes`` (each is tested by the conformance suite)
   and ``simd_reduce_ops``; ``extra_matcher`` holds rewrite rules run before linearizing. What each loop is for is
@@ -38,7 +38,9 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   at least `size` bytes (``size >= 1``: a buffer of 0 elements is allocated as 1 byte, so a handle's size need not
   be a multiple of an element's), ``_free``/``copyin``/``copyout``, optionally ``transfer(dest, src, size,
   src_device, dest_device)`` between two devices of the backend, called only when the class sets
-  ``supports_transfer = True`` and both devices' allocators are of the same class;
+  ``supports_transfer = True`` and both devices' allocators are of the same class, and optionally
+  ``copyout_at(dest, src, offset)`` (with ``reads_at_offset = True``) for reading a part of a buffer (the default
+  copies its start out);
 - a runtime: ``runtime(name, lib)`` returns a :class:`uopkit.device.Program`, called as
   ``prg(*bufs, global_size=..., local_size=..., vals=..., wait=...)``.
 

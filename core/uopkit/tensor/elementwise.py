@@ -67,8 +67,13 @@ _recent_scalars: dict[tuple, UOp] = {}
 def _scaled_in_float32(x: Tensor, y: Any) -> bool:
     """Whether x * y or x / y runs in float32: x a half float and y a Python number it doesn't hold. PyTorch's CPU
     multiplies and divides by such a number in float32 and rounds once (x * 0.1 isn't x * float16(0.1)); its add,
-    sub and comparisons take the number rounded to the half float, as the op in the tensor's dtype does."""
-    return x.dtype in dtypes.halves and type(y) in (float, int) and _inexact_in_half(y, x.dtype)
+    sub and comparisons take the number rounded to the half float, as the op in the tensor's dtype does. A numpy
+    scalar counts as the Python number (`x * np.sqrt(768)` is `x * 27.71...`)."""
+    if x.dtype not in dtypes.halves:
+        return False
+    if type(y) not in (float, int):
+        y = _py_number(y)
+    return type(y) in (float, int) and _inexact_in_half(y, x.dtype)
 
 
 def _zero_dim_scale(x: Tensor, y: Any, reverse: bool) -> bool:
@@ -396,8 +401,11 @@ class ElementwiseMixin:
         if not isinstance(y, Tensor):
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=x.device)
-            elif isinstance(y, (bool, int, float, np.integer, np.floating, np.bool_)):
-                y = x._const_operand(y.item() if isinstance(y, np.generic) else y, op)
+            elif isinstance(y, (np.integer, np.floating, np.bool_)):
+                # a numpy scalar is the Python number, and takes its path (docs/semantics.md)
+                return x._broadcasted(y.item(), reverse, op, floats)
+            elif isinstance(y, (bool, int, float)):
+                y = x._const_operand(y, op)
                 number = True
             else:
                 raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
@@ -577,7 +585,12 @@ class ElementwiseMixin:
         """
         if rounding_mode not in (None, "trunc", "floor"):
             raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-        if reverse and rounding_mode is not None and self.dtype in dtypes.halves and type(x) in (float, int):
+        if (
+            reverse
+            and rounding_mode is not None
+            and self.dtype in dtypes.halves
+            and type(_py_number(x)) in (float, int)
+        ):
             # a number divided by a half float with rounding is taken in the half float first, as torch's (1e5 // x is
             # inf // x, NaN): only a number divisor goes into torch's float32 kernel
             x = _scalar_in_dtype(x, self.dtype, self.device)
@@ -840,14 +853,7 @@ class ElementwiseMixin:
         a, b = self._broadcasted(x, False, "ge")
         return b._alu(Ops.CMPLT, a) | a._alu(Ops.CMPEQ, b)
 
-    def __eq__(self, x: Any) -> Tensor | bool:  # type: ignore[override]
-        # (`t == None` is False, as PyTorch's: `x in [None, t]` and `if t == None` guards work)
-        return False if x is None else self._cmp(Ops.CMPEQ, x)
-
-    def __ne__(self, x: Any) -> Tensor | bool:  # type: ignore[override]
-        return True if x is None else self._cmp(Ops.CMPNE, x)
-
-    __hash__ = object.__hash__
+    # (== and != are tensor/operators.py's: they fall back to Python's identity test for other types)
 
     # the comparison operators under method names
     eq = operator_method("eq", operator.eq, "Elementwise ==.")
@@ -1097,71 +1103,6 @@ class ElementwiseMixin:
         else:
             found = (self.unsqueeze(-1) == tests.reshape(*((1,) * self.ndim), -1)).any(-1)
         return found.logical_not() if invert else found
-
-    # ---- Python operators
-
-    __add__ = add
-    __mul__ = mul
-    __sub__ = sub
-    __truediv__ = div
-    __neg__ = neg
-    __mod__ = mod
-
-    def __abs__(self) -> Tensor:
-        return self.abs()
-
-    def __pos__(self) -> Tensor:
-        # +t is t itself, as PyTorch's (which refuses it on bool tensors)
-        if self.dtype == dtypes.bool:
-            raise TypeError("unary +: not supported on a bool tensor (as PyTorch)")
-        return self
-
-    def __radd__(self, x: Any) -> Tensor:
-        return self.add(x, True)
-
-    def __rsub__(self, x: Any) -> Tensor:
-        return self.sub(x, True)
-
-    def __rmul__(self, x: Any) -> Tensor:
-        return self.mul(x, True)
-
-    def __rtruediv__(self, x: Any) -> Tensor:
-        return self.div(x, True)
-
-    def __rmod__(self, x: Any) -> Tensor:
-        return self.mod(x, True)
-
-    def __floordiv__(self, x: Any) -> Tensor:
-        return self.div(x, rounding_mode="floor")
-
-    def __rfloordiv__(self, x: Any) -> Tensor:
-        return self.div(x, True, rounding_mode="floor")
-
-    def __matmul__(self, x: Tensor) -> Tensor:
-        return self.matmul(x)
-
-    # Python scalars from one-element tensors, as PyTorch (each realizes the tensor and reads it back)
-    def _python_scalar(self, kind: str) -> Any:
-        if self.numel() != 1:
-            raise TypeError(
-                f"{kind}() of a Tensor of shape {self.shape} ({self.numel()} elements) is ambiguous; only a "
-                "one-element tensor converts to a Python scalar (use .any(), .all(), .item() or .numpy())"
-            )
-        return self.item()  # type: ignore[attr-defined]
-
-    def __bool__(self) -> bool:
-        return bool(self._python_scalar("bool"))
-
-    def __float__(self) -> float:
-        return float(self._python_scalar("float"))
-
-    def __int__(self) -> int:
-        return int(self._python_scalar("int"))
-
-    def __index__(self) -> int:
-        if not (dtypes.is_int(self.dtype) or self.dtype == dtypes.bool):
-            raise TypeError(f"only integer tensors can be used as an index, this one is {self.dtype}")
-        return int(self._python_scalar("index"))
 
 
 def _bf16_cast_gradient(node: UOp, source: UOp, to: DType, rounded: bool = False) -> None:

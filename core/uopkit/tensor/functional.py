@@ -17,6 +17,7 @@ from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
+    DTypeError,
     ShapeError,
     _broadcast_shape,
     _check_targets,
@@ -626,8 +627,10 @@ class FunctionalMixin:
     ) -> Tensor:
         """softmax(q k^T * scale + mask) v with self as the query (..., L, d), key (..., S, d), value (..., S, dv);
         scale defaults to 1 / sqrt(d). With `enable_gqa`, key and value may have fewer heads (axis -3) than the
-        query, each shared by a group of query heads (torch's grouped-query attention). `dropout_p` drops attention
-        weights whatever `Tensor.training` says, as torch's functional attention (pass 0.0 to evaluate).
+        query, each shared by a group of query heads (torch's grouped-query attention). `attn_mask` is bool (True:
+        attend) or a float added to the scores; with `is_causal` too, both apply (a query attends to no later key).
+        `dropout_p` drops attention weights whatever `Tensor.training` says, as torch's functional attention (pass
+        0.0 to evaluate).
 
         >>> q = Tensor.ones(1, 2, 4); q.scaled_dot_product_attention(q, q).shape
         (1, 2, 4)
@@ -636,8 +639,20 @@ class FunctionalMixin:
             raise ShapeError(
                 f"scaled_dot_product_attention: query {self.shape}, key {key.shape} and value {value.shape} don't fit"
             )
-        if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
-            heads, kv_heads = self.shape[-3], key.shape[-3]
+        if attn_mask is not None and attn_mask.dtype != dtypes.bool and not dtypes.is_float(attn_mask.dtype):
+            # (as torch: a 0/1 int mask added as a bias would mask nothing)
+            raise DTypeError(
+                f"scaled_dot_product_attention: attn_mask must be bool (True: attend) or a float bias, got "
+                f"{attn_mask.dtype}; for a mask of 0s and 1s pass attn_mask.bool()"
+            )
+        heads, kv_heads = (self.shape[-3], key.shape[-3]) if min(self.ndim, key.ndim) >= 3 else (1, 1)
+        if not enable_gqa and heads != kv_heads and 1 not in (heads, kv_heads):
+            raise ShapeError(
+                f"scaled_dot_product_attention: the query has {heads} heads (axis -3) and the key {kv_heads}; for "
+                "grouped-query attention (key and value heads each shared by a group of query heads) pass "
+                "enable_gqa=True"
+            )
+        if enable_gqa and self.ndim >= 3 and kv_heads != heads:
             if kv_heads != value.shape[-3] or heads % kv_heads:
                 raise ShapeError(
                     f"scaled_dot_product_attention: with enable_gqa the query's {heads} heads must be a multiple of "
@@ -656,14 +671,14 @@ class FunctionalMixin:
             return out.cast(out_dtype)
         qk = self.matmul(key.transpose(-2, -1)) * (scale if scale is not None else 1 / math.sqrt(self.shape[-1]))
         L, S = self.shape[-2], key.shape[-2]
-        if is_causal:
-            if attn_mask is not None:
-                raise ArgumentError("scaled_dot_product_attention: pass attn_mask or is_causal, not both")
-            attn_mask = Tensor.ones(L, S, dtype=dtypes.bool, device=self.device).tril(0)
         if attn_mask is not None:
             # (checked here: the error names attention, not the add or where inside it)
             _broadcast_shape(qk.shape, attn_mask.shape, "scaled_dot_product_attention (attn_mask and the scores)")
             qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
+        if is_causal:
+            # (after a given mask, as torch's: both apply)
+            qk = Tensor.ones(L, S, dtype=dtypes.bool, device=self.device).tril(0).where(qk, -math.inf)
+        if attn_mask is not None or is_causal:
             return _safe_softmax(qk)._dropped(dropout_p, "scaled_dot_product_attention") @ value
         return qk.softmax(-1)._dropped(dropout_p, "scaled_dot_product_attention") @ value
 

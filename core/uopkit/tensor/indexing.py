@@ -530,6 +530,14 @@ class IndexingMixin:
                 if first < end and (first, end) != (0, n):
                     bounds = ((first, end), *((0, s) for s in shape[1:]))
                     return _mark_view(Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)), self)
+        elif kind is tuple and (shape := self.uop.shape) and 0 < len(index) <= len(shape):
+            # an element or a sub-array `x[i, j]` (a loop of `.item()`s over a matrix), likewise
+            k = len(index)
+            if all(type(i) is int and -n <= i < n for i, n in zip(index, shape[:k], strict=True)):
+                picked = ((i % n, i % n + 1) for i, n in zip(index, shape[:k], strict=True))
+                bounds = (*picked, *((0, s) for s in shape[k:]))
+                part = UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)
+                return _mark_view(Tensor(UOp(Ops.RESHAPE, self.dtype, (part,), shape[k:])), self)
         return self._indexed(index, "getitem")
 
     def _indexed(self, index: Any, op: str) -> Tensor:

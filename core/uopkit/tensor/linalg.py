@@ -103,10 +103,9 @@ class LinalgMixin:
         >>> (Tensor([[1, 0], [0, 1]]) @ Tensor([[2], [3]])).tolist()
         [[2], [3]]
         """
+        if not isinstance(x, Tensor):
+            raise TypeError(f"matmul: the other operand must be a Tensor, got {type(x).__name__}")
         return x.dot(self) if reverse else self.dot(x)
-
-    def __rmatmul__(self, x: Tensor) -> Tensor:
-        return self.matmul(x, True)
 
     @autocast_op(LOWER)
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -20,6 +20,8 @@ from uopkit.device import Buffer, Device
 from uopkit.dtype import (
     DType,
     dtypes,
+    from_numpy_dtype,
+    least_upper_dtype,
     to_numpy_dtype,
 )
 from uopkit.engine.realize import buffers, capturing_checks
@@ -45,19 +47,27 @@ class TensorsWithGrad:
     def __init__(self) -> None:
         self._refs: dict[int, weakref.ref[Any]] = {}
         self._limit = 1024
-        # the graphs the tensors had when given requires_grad, held weakly: a graph built on a leaf that is gone
-        # since (`(Tensor(x, requires_grad=True) * a).sum().backward()`) still depends on one, as in PyTorch
+        # the graphs the tensors had when given requires_grad, held weakly, each -> (a weak reference to) its tensor: a
+        # graph built on a leaf that is gone since (`(Tensor(x, requires_grad=True) * a).sum().backward()`) still
+        # depends on one, as in PyTorch
         self._leaf_nodes = WeakKeyMap()
 
     def add(self, t: Any) -> None:
-        self._refs[id(t)] = weakref.ref(t)
-        self._leaf_nodes[t.uop] = True
+        ref = self._refs[id(t)] = weakref.ref(t)
+        self._leaf_nodes[t.uop] = ref
         if len(self._refs) > self._limit:
             self.live()
 
     def was_given_requires_grad(self, nodes: Any) -> bool:
         """Whether one of `nodes` was the graph of a tensor when it was given requires_grad (a leaf, maybe dropped)."""
         return any(n in self._leaf_nodes for n in nodes)
+
+    def dropped(self) -> list[UOp]:
+        """The graphs tensors had when given requires_grad, of the tensors gone since (values computed from them can
+        still hold them: `(Tensor.ones(2, requires_grad=True) * 2)` is no leaf)."""
+        # (each node is held while its entry is read: the entry stays)
+        leaves = self._leaf_nodes
+        return [node for node in leaves.keys() if leaves[node]() is None]
 
     def live(self) -> list[Any]:
         """The live tensors whose requires_grad is (still) true, in the order they were first given it."""
@@ -144,8 +154,8 @@ def _normalize_axis(axis: int, ndim: int, op: str, shape: tuple[int, ...] | None
 
 def _flatten_list(x: Any, typed: set[Any] | None = None) -> tuple[list[Any], tuple[int, ...]]:
     """A nested list's numbers in order and its shape; `typed` collects the numpy dtypes of its numpy arrays and
-    scalars and the Python types of its other numbers (torch.tensor keeps numpy's dtypes: `[np.float64(0.1)]` is
-    float64)."""
+    scalars, the DTypes of its one-element Tensors and the Python types of its other numbers (torch.tensor keeps
+    their dtypes: `[np.float64(0.1)]` and `[Tensor(0.1, dtype="float64")]` are float64)."""
     if isinstance(x, np.ndarray):
         if typed is not None:
             typed.add(x.dtype)
@@ -163,6 +173,8 @@ def _flatten_list(x: Any, typed: set[Any] | None = None) -> tuple[list[Any], tup
                     f"Tensor(list): an element is a tensor of shape {tuple(x.shape)}; only one-element tensors can "
                     "be numbers in a list (use Tensor.stack to join tensors)"
                 )
+            if typed is not None and isinstance(x, Tensor):
+                typed.add(x.dtype)
             return [x.item()], ()
         if typed is not None:
             typed.add(type(x))
@@ -1066,3 +1078,32 @@ def _scalar_as_vector(method: Callable[..., Tensor]) -> Callable[..., Tensor]:
         return method(self.reshape(1), 0, index.reshape(-1), src, *args, **kwargs).reshape(())
 
     return scatter
+
+
+class GradFn:
+    """What `Tensor.grad_fn` gives for a computed value: `name()` is the op that computed it, as "MULBackward"."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: str) -> None:
+        self._op = op
+
+    def name(self) -> str:
+        return f"{self._op}Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+
+def _list_dtype(flat: list[Any], typed: set[Any]) -> DType | None:
+    """The dtype of a list holding numpy arrays or scalars or one-element tensors: their dtypes promoted with the
+    Python numbers' (a Python float beside int64 values is the default float, beside a float16 0-d tensor float32), as
+    torch.tensor's; None for a list of Python numbers only."""
+    stored_kinds = [
+        d if isinstance(d, DType) else from_numpy_dtype(d) for d in typed if isinstance(d, (np.dtype, DType))
+    ]
+    if not stored_kinds:
+        return None
+    # (identity: a numpy dtype compares equal to the Python type it stands for)
+    python_kinds = [dtypes.from_py(k()) for k in typed if k is bool or k is int or k is float]
+    return least_upper_dtype(*stored_kinds, *python_kinds)

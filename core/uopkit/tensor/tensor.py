@@ -22,7 +22,6 @@ from uopkit.dtype import (
     DType,
     dtypes,
     from_numpy_dtype,
-    least_upper_dtype,
     to_dtype,
     to_numpy_dtype,
 )
@@ -49,6 +48,7 @@ from uopkit.tensor import losses as _losses_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import matrix as _matrix_module
 from uopkit.tensor import movement as _movement_module
+from uopkit.tensor import operators as _operators_module
 from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import printing as _printing_module
 from uopkit.tensor import reduce as _reduce_module
@@ -76,6 +76,7 @@ from uopkit.tensor.losses import LossesMixin
 from uopkit.tensor.math import MathMixin
 from uopkit.tensor.matrix import MatrixMixin
 from uopkit.tensor.movement import MovementMixin
+from uopkit.tensor.operators import OperatorsMixin
 from uopkit.tensor.placing import PlacingMixin
 from uopkit.tensor.reduce import ReduceMixin
 from uopkit.tensor.spatial import SpatialMixin
@@ -83,19 +84,23 @@ from uopkit.tensor.special import SpecialMixin
 from uopkit.tensor.special_torch import TorchSpecialMixin
 from uopkit.tensor.support import (
     ArgumentError,
+    GradFn,
     ShapeError,
     _bits_tensor,
     _canonical_device,
     _cast_py,
     _contiguous_ids,
+    _contiguous_strides,
     _flatten_list,
     _from_numpy,
     _host_np_dtype,
+    _list_dtype,
     _mark_view,
     _normalize_axis,
     _rewrap_bf16,
     _short_int,
     _storage_uop,
+    _strides_after_reshape,
     retaining_grad,
     tensors_with_grad,
 )
@@ -105,17 +110,6 @@ from uopkit.uop.ops import GroupOp, Ops, UOp
 
 # what a Tensor built under no_grad keeps as it is: views, storage, constants and what is detached already
 _KEPT_UNDER_NO_GRAD = frozenset({*GroupOp.Movement, Ops.BUFFER, Ops.CONST, Ops.DETACH, Ops.STORE})
-
-
-def _list_dtype(flat: list[Any], typed: set[Any]) -> DType | None:
-    """The dtype of a list holding numpy arrays or scalars: their dtypes promoted with the Python numbers' (a Python
-    float beside int64 values is the default float), as torch.tensor's; None for a list of Python numbers only."""
-    numpy_kinds = [from_numpy_dtype(d) for d in typed if isinstance(d, np.dtype)]
-    if not numpy_kinds:
-        return None
-    # (identity: a numpy dtype compares equal to the Python type it stands for)
-    python_kinds = [dtypes.from_py(k()) for k in typed if k is bool or k is int or k is float]
-    return least_upper_dtype(*numpy_kinds, *python_kinds)
 
 
 def _wrapped_unsigned(value: int, dt: DType) -> int:
@@ -160,6 +154,7 @@ class Tensor(
     MovementMixin,
     IndexingMixin,
     ElementwiseMixin,
+    OperatorsMixin,
     MathMixin,
     ReduceMixin,
     LinalgMixin,
@@ -322,7 +317,10 @@ class Tensor(
 
     def __contains__(self, element: Any) -> bool:
         # whether any element equals `element` (a number or a tensor that broadcasts), as PyTorch's `in`
-        return bool((self == element).any().item())
+        found = self == element
+        if not isinstance(found, Tensor):
+            raise TypeError(f"`in` looks for a number or a Tensor in a Tensor, got {type(element).__name__}")
+        return bool(found.any().item())
 
     def __format__(self, spec: str) -> str:
         # a 0-d tensor formats as its number, with a spec (`f"{loss:.4f}"`) or without (`f"loss {loss}"` is
@@ -458,25 +456,44 @@ class Tensor(
         return buffer.numpy().reshape(self.shape)
 
     def _view_read_on_host(self) -> np.ndarray | None:
-        """The values of a view of a small stored buffer (`iou[i, j]`, `scores[k]` of a computed tensor), read by
-        copying the buffer out and taking the view in numpy: a copy kernel for one element costs ~100 us, a Python loop
-        of `.item()`s (NMS over a realized IoU matrix) pays it per element. None where it doesn't apply."""
+        """The values of a view of a stored buffer (`iou[i, j]`, `scores[k]`, a row `x[i]` of a computed tensor), read
+        by copying out the bytes the view covers and taking the view in numpy: a copy kernel for one element costs
+        ~100 us, a Python loop of `.item()`s (NMS over a realized IoU matrix) pays it per element. A view no strides
+        show (a pad) copies the whole buffer, when it is small. None where it doesn't apply."""
         chain = self.uop.movement_chain()
         if not chain:
             return None
         base = chain[-1].src[0]
         buf = buffers.get(base) if base.op is Ops.BUFFER else None
+        if buf is None:
+            return None
+        # (a symbolic shape or window start, which the kernel path knows the value of)
+        if not all(_plain_ints(n.arg) for n in chain):
+            return None
         limit = max(HOST_VIEW_READ_BYTES // self.dtype.itemsize, 4 * self.numel())
-        if buf is None or buf.size > limit:
+        layout = _buffer_layout(chain)
+        if layout is None:
+            # (numpy takes the views in turn: none may be large itself, a pad by 10**12, an expand to 2**33 elements
+            # flattened)
+            if buf.size > limit or any(prod(n.shape) > limit for n in chain):
+                return None
+            arr = buf.numpy()
+            for node in reversed(chain):
+                arr = _numpy_movement(arr, node)
+            return np.array(arr, copy=True).reshape(self.shape)
+        shape, strides, offset = layout
+        # the view reads the buffer's elements [first, last] (a device that can't read from an offset copies from 0)
+        first = offset + sum((n - 1) * st for n, st in zip(shape, strides, strict=True) if st < 0)
+        last = offset + sum((n - 1) * st for n, st in zip(shape, strides, strict=True) if st > 0)
+        if last + 1 - (first if buf.allocator.reads_at_offset else 0) > limit:
             return None
-        # (a symbolic shape or window start, which the kernel path knows the value of; or a view on the way that is
-        # large itself: a pad by 10**12, an expand to 2**33 elements flattened)
-        if any(not _plain_ints(n.arg) or prod(n.shape) > limit for n in chain):
-            return None
-        arr = buf.numpy()
-        for node in reversed(chain):
-            arr = _numpy_movement(arr, node)
-        return np.array(arr, copy=True).reshape(self.shape)
+        values = buf.as_numpy(first, last + 1)
+        if values.size == self.numel() and strides == _contiguous_strides(shape):
+            # (the elements in order: the copy is the result)
+            return values.reshape(shape)
+        steps = tuple([st * values.itemsize for st in strides])
+        view = np.ndarray(shape, values.dtype, values, (offset - first) * values.itemsize, steps)
+        return view.copy()
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
@@ -562,13 +579,27 @@ class Tensor(
         (True, False, True)
         """
         own = set(_gradient_keys(self))
-        others = {k for t in tensors_with_grad.live() if t is not self for k in _gradient_keys(t)} - own
+        others = {k for t in tensors_with_grad.live() if t is not self for k in _gradient_keys(t)}
+        others = others.union(tensors_with_grad.dropped()) - own
         if not others:
             return True
         # (values realized since are followed back to what computed them, as backward() does)
         root = unrealized_graph(self.uop, others, check_writes=False)
         # (a wanted node is reached even where it is a DETACH: a leaf made as `x.detach().requires_grad_()`)
         return not any(k in others for k in root.toposort(gate=functools.partial(_reaches_past, others)))
+
+    @property
+    def grad_fn(self) -> GradFn | None:
+        """torch's `grad_fn`: None for a leaf and for a value that doesn't require grad; for a value computed from a
+        tensor that requires grad, an object whose `name()` names the op that computed it (not torch's names).
+
+        >>> x = Tensor([1.0], requires_grad=True)
+        >>> x.grad_fn is None, (x * 2).grad_fn is None, (x * 2).detach().grad_fn is None
+        (True, False, True)
+        """
+        if self.is_leaf or not self.requires_grad:
+            return None
+        return GradFn(self.uop.op.name)
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None, **torch_gradient: Any) -> Any:
         """The gradient of this tensor with respect to each of `targets` (lazy tensors, nothing is stored), tinygrad's.
@@ -792,6 +823,7 @@ for _module in (
     _indexing_module,
     _segments_module,
     _elementwise_module,
+    _operators_module,
     _math_module,
     _reduce_module,
     _linalg_module,
@@ -816,14 +848,55 @@ for _module in (
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 
 
-# a view's values are read from a host copy of its buffer when the buffer has at most this many bytes (or 4x the view's)
+# a view's values are read from a host copy of the part of its buffer it covers (of the whole buffer, for a view no
+# strides show) when that part has at most this many bytes (or 4x the view's)
 HOST_VIEW_READ_BYTES = 1 << 18
 
 
-def _plain_ints(arg: Any) -> bool:
-    if isinstance(arg, tuple):
-        return all(_plain_ints(a) for a in arg)
-    return isinstance(arg, (int, bool))
+def _plain_ints(args: Any) -> bool:
+    # whether every number in nested tuples is a Python int or bool (none symbolic), without a call per tuple: a
+    # loop of `.item()`s checks every view
+    stack = [args]
+    while stack:
+        arg = stack.pop()
+        if type(arg) is tuple:
+            stack.extend(arg)
+        elif not isinstance(arg, int):
+            return False
+    return True
+
+
+def _buffer_layout(chain: list[UOp]) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+    """(shape, strides, offset), in elements, of the view a chain of movement ops (outermost first) makes of the
+    buffer under it: which of its elements the view reads, in which order. None where no strides show the view (a pad,
+    a reshape that would copy)."""
+    shape = chain[-1].src[0].shape or ()
+    strides, offset = _contiguous_strides(shape), 0
+    # (while the view is the buffer's elements in order: a reshape keeps it so, the usual first op over a buffer)
+    dense = True
+    for node in reversed(chain):
+        op, new = node.op, node.shape or ()
+        if op is Ops.RESHAPE:
+            reshaped = _contiguous_strides(new) if dense else _strides_after_reshape(shape, strides, new)
+            if reshaped is None:
+                return None
+            strides = reshaped
+            shape = new
+            continue
+        dense = False
+        if op is Ops.PERMUTE:
+            strides = tuple([strides[i] for i in node.arg])
+        elif op is Ops.EXPAND:
+            strides = tuple([0 if old != size else st for old, size, st in zip(shape, new, strides, strict=True)])
+        elif op is Ops.SHRINK:
+            offset += sum(b * st for (b, _), st in zip(node.arg, strides, strict=True))
+        elif op is Ops.FLIP:
+            offset += sum((n - 1) * st for n, st, f in zip(shape, strides, node.arg, strict=True) if f)
+            strides = tuple([-st if f else st for st, f in zip(strides, node.arg, strict=True)])
+        else:
+            return None
+        shape = new
+    return shape, strides, offset
 
 
 def _numpy_movement(arr: np.ndarray, node: UOp) -> np.ndarray:

@@ -75,3 +75,16 @@ def test_shared_memory_buffers_show_one_memory(uopkit_device: str) -> None:
         f"{uopkit_device}'s Allocator.adopt_shared(segment) must return a handle to the segment's own memory "
         "(segment.mapping), not a copy: two buffers over one segment don't show each other's writes"
     )
+
+
+def test_reads_from_an_offset(uopkit_device: str) -> None:
+    """A part of a buffer read back (`Buffer.as_numpy(start, stop)`: what `x[i, j].item()` of a stored tensor copies)
+    through `Allocator.copyout_at`, the backend's or the default one (`copyout` of the start, its end kept): the
+    elements asked for, from any offset, aligned or not."""
+    data = np.arange(1001, dtype=np.int32) * 7 - 3000
+    buf = Buffer(uopkit_device, data.size, dtypes.int32).allocate().copyin(memoryview(data))
+    for start, stop in [(0, 1), (1000, 1001), (3, 17), (1, 2), (500, 1001), (0, 1001), (7, 7)]:
+        got = buf.as_numpy(start, stop)
+        np.testing.assert_array_equal(got, data[start:stop], err_msg=f"elements [{start}, {stop})")
+    raw = Buffer(uopkit_device, 13, dtypes.uint8).allocate().copyin(memoryview(np.arange(13, dtype=np.uint8)))
+    np.testing.assert_array_equal(raw.as_numpy(5, 12), np.arange(5, 12, dtype=np.uint8))

@@ -102,6 +102,12 @@ class CPUAllocator(LRUAllocator):
         raw = (ctypes.c_uint8 * segment.size).from_buffer(segment.mapping)
         return CPUMemory(raw, ctypes.addressof(raw), segment.size, segment.mapping, segment)
 
+    reads_at_offset = True
+
+    def copyout_at(self, dest: memoryview, src: CPUMemory, offset: int) -> None:
+        assert 0 <= offset and offset + dest.nbytes <= src.size, f"copyout of {dest.nbytes} bytes at {offset}"
+        ctypes.memmove(_address_of(dest), src.addr + offset, dest.nbytes)
+
     # CPU:0 and CPU:1 share the host's memory, so a transfer is a memmove
     supports_transfer = True
 
