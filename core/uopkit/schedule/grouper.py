@@ -75,60 +75,9 @@ def _region(ctx: GrouperContext, root: UOp) -> list[UOp]:
 
 
 def choose_realized(sink: UOp) -> GrouperContext:
-    """Walk the tensor graph in order and mark what must be stored in a buffer of its own.
-
-    The rules look at values, and a DETACH (every result computed under no_grad is one) changes no value: they see the
-    graph without them, so a graph built under no_grad fuses as the same graph built without it does. (Seen through
-    a DETACH, a padded conv input under no_grad was not stored, nor a loop's state: a 200-step stencil loop fused
-    each step's state into the next steps' kernels until the size limits cut them, at places that differed from step
-    to step.) `realize` then holds the graph's own nodes (`_realized_originals`); the other fields the plain ones."""
-    topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
-    plain = _without_detaches(topo)
-    if plain is None:
-        return _choose_realized(sink, topo)
-    ctx = _choose_realized(plain[sink])
-    ctx.realize = _realized_originals(ctx.realize, topo, plain, sink)
-    return ctx
-
-
-def _without_detaches(topo: list[UOp]) -> dict[UOp, UOp] | None:
-    """Each node of `topo` (sources first) -> the same value with the DETACHes of its graph left out, or None when the
-    graph has none."""
-    if not any(u.op is Ops.DETACH for u in topo):
-        return None
-    plain: dict[UOp, UOp] = {}
-    for u in topo:
-        if u.op is Ops.DETACH:
-            plain[u] = plain.get(u.src[0], u.src[0])
-            continue
-        src = tuple([plain.get(s, s) for s in u.src])
-        plain[u] = u if src == u.src else UOp(u.op, u.dtype, src, u.arg)
-    return plain
-
-
-def _realized_originals(realize: dict[UOp, None], topo: list[UOp], plain: dict[UOp, UOp], sink: UOp) -> dict[UOp, None]:
-    """The nodes of the graph to store for the values `realize` stores in its plain form: of the nodes that are one
-    value (x and its DETACH), the ones the user asked for, else the first (x: a DETACH of it reads its buffer)."""
-    asked = {u for out in sink.src for u in (out, out.base)}
-    chosen: dict[UOp, list[UOp]] = {}
-    for u in topo:
-        p = plain[u]
-        if p not in realize:
-            continue
-        have = chosen.setdefault(p, [])
-        if u in asked:
-            if have and have[0] not in asked:
-                have.clear()
-            have.append(u)
-        elif not have:
-            have.append(u)
-    return {u: None for p in realize if p in chosen for u in chosen[p]}
-
-
-def _choose_realized(sink: UOp, topo: list[UOp] | None = None) -> GrouperContext:
+    """Walk the tensor graph in order and mark what must be stored in a buffer of its own."""
     ctx = GrouperContext()
-    if topo is None:
-        topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
+    topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
     for i, u in enumerate(topo):
         ctx.order[u] = i
         for s in u.src:
