@@ -392,3 +392,165 @@ def test_jitted_step_trains_a_layer_frozen_when_the_optimizer_was_built(rng, unf
 
     for got, want in zip(run(jit=True), run(jit=False), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# `.grad` across replays: a jitted backward() with zero_grad()/step() outside (torch's loop) and its variants, each
+# compared with the same loop without the JIT and with torch
+
+
+def _grad_loop(lib: str, loop: str, set_to_none: bool, opt_name: str, jit: bool, steps: int = 7) -> list:
+    """Train a small MLP `steps` steps with `loop`'s placement of backward/zero_grad/step; the losses, every parameter's
+    `.grad` after each call (zeros of shape (1,) for None) and the final weights."""
+    torch = pytest.importorskip("torch")
+    import uopkit.nn as unn
+    import uopkit.nn.functional as F
+
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((8, 6)).astype(np.float32) for _ in range(3 * steps + 1)]
+    ys = [rng.integers(0, 3, 8) for _ in range(3 * steps + 1)]
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    if lib == "torch":
+        model, optim, arr, loss_fn = tm, torch.optim, torch.tensor, torch.nn.functional.cross_entropy
+    else:
+        model = unn.Sequential(unn.Linear(6, 8), unn.ReLU(), unn.Linear(8, 3))
+        model.load_state_dict({k: Tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+        optim, arr, loss_fn = unn.optim, Tensor, F.cross_entropy
+    params = list(model.parameters())
+    if loop == "frozen":
+        params[0].requires_grad_(False)
+    if loop == "hooks":
+
+        def clip(p) -> None:
+            p.grad.clamp_(-0.05, 0.05)
+
+        params[2].register_hook(lambda g: g * 0.5)
+        params[3].register_post_accumulate_grad_hook(clip)
+    opt = optim.SGD(params, lr=0.1, momentum=0.9) if opt_name == "sgd" else optim.Adam(params, lr=0.01)
+
+    def fwd_bwd(x, y):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if loop == "step_inside":
+            opt.step()
+        return loss if lib == "torch" else loss.realize()
+
+    f = TinyJit(fwd_bwd) if jit else fwd_bwd
+    out: list = []
+    batches = iter(zip(xs, ys, strict=True))
+
+    def call() -> None:
+        x, y = next(batches)
+        out.append(f(arr(x), arr(y)).item())
+
+    def grads() -> None:
+        out.extend(np.zeros(1) if p.grad is None else p.grad.numpy().copy() for p in params)
+
+    if loop == "grad_before":
+        loss_fn(model(arr(xs[-1])), arr(ys[-1])).backward()
+    for _ in range(steps):
+        if loop != "grad_before":
+            opt.zero_grad(set_to_none=set_to_none)
+        for _ in range({"accumulate2": 2, "accumulate3": 3}.get(loop, 1)):
+            call()
+        grads()
+        if loop != "step_inside":
+            opt.step()
+        if loop == "grad_before":
+            opt.zero_grad(set_to_none=set_to_none)
+    return out + [p.detach().numpy().copy() for p in params]
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "adam"])
+@pytest.mark.parametrize("set_to_none", [True, False])
+@pytest.mark.parametrize(
+    "loop", ["outside", "accumulate2", "accumulate3", "grad_before", "frozen", "hooks", "step_inside"]
+)
+def test_replay_binds_grad_as_the_loop_without_jit(loop, set_to_none, opt_name):
+    # backward() in the jitted function, zero_grad()/step() outside (or the step inside): every replay's gradient
+    # reaches `.grad` (it stayed None or stale: training stopped at the first replay), and accumulates into the `.grad`
+    # of the time over micro-batches
+    want = _grad_loop("torch", loop, set_to_none, opt_name, jit=False)
+    eager = _grad_loop("uopkit", loop, set_to_none, opt_name, jit=False)
+    got = _grad_loop("uopkit", loop, set_to_none, opt_name, jit=True)
+    for g, e, w in zip(got, eager, want, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_jitted_step_reads_the_grad_of_the_call(set_to_none):
+    # backward() outside, the step jitted: the replay's kernels read the `.grad` each parameter has now, not the
+    # capture's
+    import uopkit.nn as unn
+
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((8, 6)).astype(np.float32) for _ in range(7)]
+
+    def run(jit: bool) -> np.ndarray:
+        Tensor.manual_seed(0)
+        layer = unn.Linear(6, 3)
+        opt = unn.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
+
+        def step() -> Tensor:
+            opt.step()
+            return layer.weight.sum().realize()
+
+        f = TinyJit(step) if jit else step
+        for x in xs:
+            opt.zero_grad(set_to_none=set_to_none)
+            (layer(Tensor(x)) ** 2).mean().backward()
+            f()
+        return layer.weight.numpy()
+
+    np.testing.assert_allclose(run(jit=True), run(jit=False), rtol=1e-6, atol=1e-7)
+
+
+def test_grads_set_inside_add_no_work_to_a_replay():
+    # the tinygrad step (zero_grad, backward and step inside): `.grad` is rebound to the replayed gradients with no
+    # kernel, copy or schedule beyond the captured launches
+    from uopkit.helpers import GlobalCounters
+    from uopkit.nn import Linear
+    from uopkit.nn.optim import Adam
+
+    rng = np.random.default_rng(2)
+    layer = Linear(4, 2)
+    opt = Adam(layer.parameters(), lr=0.01)
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        opt.zero_grad()
+        loss = (layer(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss.realize()
+
+    for i in range(5):
+        x = rng.standard_normal((8, 4)).astype(np.float32)
+        w, b = layer.weight.numpy(), layer.bias.numpy()
+        GlobalCounters.reset()
+        step(Tensor(x))
+        if i >= 2:
+            assert GlobalCounters.kernel_count == step.kernel_count
+        # this call's gradient of mean((x W^T + b)^2), at the weights before its step
+        np.testing.assert_allclose(layer.weight.grad.numpy(), (x @ w.T + b).T @ x / 8, rtol=1e-5, atol=1e-6)
+
+
+def test_grads_of_another_kind_every_call_raise():
+    w = Tensor([1.0, 1.0, 1.0], requires_grad=True)
+
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        loss = (w * x).sum()
+        loss.backward()
+        return loss.realize()
+
+    x = Tensor([1.0, 2.0, 3.0]).realize()
+    with pytest.raises(JitError, match="differ from all 8 captures"):
+        for i in range(20):
+            # a constant gradient of another value before every call: each call is captured anew
+            w.grad = Tensor.full((3,), float(i))
+            f(x)
+            np.testing.assert_allclose(w.grad.numpy(), [i + 1.0, i + 2.0, i + 3.0])
+    assert i == 9

@@ -25,6 +25,18 @@ raises JitError instead of reading stale values. In-place writes (`.assign()`) t
 capture even when nothing in it realizes them (BatchNorm's running statistics): every replay does them once; those
 pending from before the capturing call are done first, outside it.
 
+`.grad` is part of what a call reads and leaves, as without the JIT: the kernels read the `.grad` each tensor has at
+the call (calls without `zero_grad()` between them accumulate, the second adding into the first's gradient), and after
+a replay every tensor whose `.grad` the function set (its `backward()`) has `.grad` bound to the replayed gradient, the
+same object where the call kept it (`zero_grad(set_to_none=False)`, accumulation), or None where the call left none. So
+`backward()` may be inside the function and `zero_grad()` / `step()` outside it (a torch training loop), or the step
+inside and `zero_grad()` outside, or everything inside (tinygrad's). What kind of `.grad` a call finds (none, a
+constant such as `zero_grad(set_to_none=False)`'s zeros, or a stored value) is part of a capture: a call that finds
+another is captured anew (accumulation over micro-batches has two captures), and past MAX_GRAD_VARIANTS of them the call
+raises JitError. A `.grad` a replay binds is a view of the capture's buffer, which the next replay overwrites (copy it
+to keep it). Hooks are Python calls, not replayed; what they compute into gradients is. Other tensors the function
+binds to attributes or containers are not bound again by a replay: return them instead.
+
 `Tensor.training` is part of a capture too (BatchNorm's and dropout's kernels differ by mode): a call in the other
 mode is captured anew, and so is a call after an `nn.Module`'s `train()`/`eval()` changed a layer's own mode.
 
@@ -53,6 +65,9 @@ from uopkit.tensor.creation import random_draws
 from uopkit.uop.ops import Ops, UOp
 
 ReturnType = TypeVar("ReturnType")
+# how many captures one mode and aliasing of the arguments may have for `.grad`s of different kinds (gradient
+# accumulation has two: the first micro-batch finds no `.grad`, the others one): past it the `.grad`s differ every call
+MAX_GRAD_VARIANTS = 8
 
 
 class JitError(RuntimeError):
@@ -145,6 +160,10 @@ class _Captured:
     draws: list[tuple[Buffer, Callable[[], np.ndarray]]] = field(default_factory=list)
     # what a replay adds to GlobalCounters: kernels, their estimated operations, their bytes and the bytes copied
     cost: tuple[int, int, int] = (0, 0, 0)
+    # the `.grad`s the call set or its kernels read (after the Tensor arguments among `input_uops`, the buffers of those
+    # read, in order), and the ids of every buffer the launches use (a `.grad` stored in one is copied before a replay)
+    grads: list[_GradBinding] = field(default_factory=list)
+    used: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -156,6 +175,100 @@ class _State:
     def still_held(self) -> bool:
         # some tensor that held the buffer at the capture still does (in-place updates keep the buffer)
         return any((t := ref()) is not None and _plain_buffer(t) is self.buf for ref in self.holders)
+
+
+@dataclass
+class _GradBinding:
+    """A tensor whose `.grad` the captured call set (`changed`) or whose `.grad` its kernels read: a replay reads the
+    `.grad` of the time and binds `.grad` to the replayed value, as the call would have."""
+
+    tensor: weakref.ref
+    # the `.grad` the call found (`_grad_kind`): a replay needs the same kind, else the call is captured anew (backward
+    # sets a missing gradient but adds into one that is there, and the kernels differ)
+    before: Any
+    # the position among the capture's inputs of the buffer of that `.grad`, when the kernels read it
+    input_index: int | None
+    changed: bool
+    # whether the call kept the `.grad` object (backward adds in place, `zero_grad(set_to_none=False)`), and the
+    # `.grad` it left (None: it set none)
+    same_object: bool = False
+    after: _Output | None = None
+    # the latest `.grad` graph found to be of the kind (weakly): a replay's own result is, at the next call
+    seen: weakref.ref | None = None
+
+    def holds(self) -> bool:
+        t = self.tensor()
+        if t is None:
+            return True
+        g = t.grad
+        if g is None:
+            return self.before is None
+        uop = g.uop
+        if self.seen is not None and self.seen() is uop:
+            return True
+        if not _same_kind(_grad_kind(g), self.before):
+            return False
+        self.seen = weakref.ref(uop)
+        return True
+
+
+def _grad_kind(g: Any) -> Any:
+    """What a captured call may assume about a `.grad` it finds: None, a constant graph (its uop, the same for the same
+    constant: `zero_grad(set_to_none=False)`'s zeros) or a value in storage (its shape, dtype and device)."""
+    if g is None:
+        return None
+    uop = g.uop
+    if uop.base.op is not _BUFFER and not any(u.op is _BUFFER for u in uop.toposort()):
+        return uop
+    return (uop.shape, uop.dtype, uop.device)
+
+
+def _same_kind(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is tuple and a == b)
+
+
+def _plain_grads() -> list[tuple[weakref.ref, Any, UOp | None, Any]]:
+    """Every tensor with a `.grad` or requires_grad, with its `.grad`, that tensor's uop and its `_grad_kind`. A
+    `.grad` that is neither a constant nor in storage of its own (a lazy gradient, a view of a buffer) is stored first,
+    its value unchanged: a kernel of the capture then reads a plain buffer, which a replay swaps for the `.grad` of the
+    time."""
+    found = [t for t in _all_tensors.snapshot() if t.grad is not None or t._requires_grad]
+    unstored = [t.grad for t in found if t.grad is not None and type(_grad_kind(t.grad)) is tuple]
+    unstored = [g for g in unstored if _stored(g) is None]
+    if unstored:
+        Tensor.realize(*unstored)
+        for g in unstored:
+            if _stored(g) is None:
+                _all_tensors.set_uop(g, g.contiguous().realize().uop)
+    return [(weakref.ref(t), t.grad, None if t.grad is None else t.grad.uop, _grad_kind(t.grad)) for t in found]
+
+
+def _grad_set(t: Any, g: Any, uop: UOp | None) -> bool:
+    # whether the call bound `t.grad` to another tensor or gave the `.grad` object another value
+    return t.grad is not g or (g is not None and g.uop is not uop)
+
+
+def _grad_bindings(before: list, grads_set: list, read: set[int], input_uops: list[UOp], n_args: int) -> list:
+    """A binding per `.grad` the call set (in `grads_set`'s order), then one per other `.grad` whose buffer the kernels
+    read; a `.grad` buffer the kernels read joins `input_uops`, after the arguments."""
+
+    def input_index(uop: UOp | None) -> int | None:
+        found = None if uop is None else _stored_uop(uop)
+        if found is None or id(found[1]) not in read or found[0] in input_uops[:n_args]:
+            return None
+        if found[0] not in input_uops:
+            input_uops.append(found[0])
+        return input_uops.index(found[0])
+
+    bindings = []
+    for t, g, uop, kind in grads_set:
+        bindings.append(_GradBinding(weakref.ref(t), kind, input_index(uop), True, g is not None and t.grad is g))
+    set_ids = {id(t) for t, _, _, _ in grads_set}
+    for ref, g, uop, kind in before:
+        t = ref()
+        if t is not None and id(t) not in set_ids and g is not None and (index := input_index(uop)) is not None:
+            bindings.append(_GradBinding(ref, kind, index, False))
+    return bindings
 
 
 def _mode_key() -> tuple[bool, int]:
@@ -234,6 +347,14 @@ def _stored(t: Any) -> tuple[UOp, Buffer] | None:
     return None if buf is None else (node, buf)
 
 
+def _stored_uop(node: UOp) -> tuple[UOp, Buffer] | None:
+    # `_stored` of a tensor whose graph is `node` (one a `.grad` had before the call changed it)
+    while node.op is _RESHAPE:
+        node = node.src[0]
+    buf = buffers.get(node) if node.op is _BUFFER else None
+    return None if buf is None else (node, buf)
+
+
 def _plain_buffer(t: Any) -> UOp | None:
     """The BUFFER holding exactly `t`'s values in order, else None (see `_stored`)."""
     found = _stored(t)
@@ -281,9 +402,10 @@ class TinyJit(Generic[ReturnType]):
     def __init__(self, fn: Callable[..., ReturnType]) -> None:
         self.fn = fn
         self.cnt = 0
-        # the latest capture, and every capture by Tensor.training and how its Tensor arguments alias each other
+        # the latest capture, and every capture by Tensor.training and how its Tensor arguments alias each other (more
+        # than one where they differ in the `.grad`s they found: `_GradBinding`)
         self.captured: _Captured | None = None
-        self.captures: dict[tuple[bool, tuple[int, ...]], _Captured] = {}
+        self.captures: dict[tuple[bool, tuple[int, ...]], list[_Captured]] = {}
         # the latest replay whose arguments were all Tensors, positional: per argument weak references to its uop, the
         # BUFFER under it and that Buffer, and the capture it replayed. A call whose tensors hold the same uops replays
         # that capture at once: shapes, dtypes, devices, storage and aliasing are all the uops', so the checks would
@@ -325,7 +447,13 @@ class TinyJit(Generic[ReturnType]):
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
         last = self.last
         training = _mode_key()
-        if last is not None and not kwargs and len(args) == len(last[0]) and last[1].training == training:
+        if (
+            last is not None
+            and not kwargs
+            and len(args) == len(last[0])
+            and last[1].training == training
+            and all(binding.holds() for binding in last[1].grads)
+        ):
             # the arguments of the latest replay again (a training loop's fixed inputs, or in-place updated ones)
             last_uops: list[UOp] = []
             last_bufs: list[Buffer] = []
@@ -349,7 +477,7 @@ class TinyJit(Generic[ReturnType]):
                 plain.append(found[0])
                 bufs.append(found[1])
             else:
-                cap = self.captures.get((training, _aliasing(plain)))
+                cap = self._find((training, _aliasing(plain)))
                 if cap is not None:
                     if not kwargs and len(tensors) == len(args) and all(type(a) is Tensor for a in args):
                         refs = [weakref.ref(a.uop) for a in args], map(weakref.ref, plain), map(weakref.ref, bufs)
@@ -364,7 +492,7 @@ class TinyJit(Generic[ReturnType]):
             top, inner = (where[0], where[1:]) if isinstance(where, tuple) else (where, ())
             into: Any = args_l if isinstance(top, int) else kwargs_d
             into[top] = _replaced(into[top], inner, t2) if inner else t2
-        if self.captured is not None and (cap := self.captures.get((training, _aliasing(input_uops)))) is not None:
+        if self.captured is not None and (cap := self._find((training, _aliasing(input_uops)))) is not None:
             return self._replay(cap, input_uops)
         if self.cnt == 0:
             self.cnt = 1
@@ -372,7 +500,14 @@ class TinyJit(Generic[ReturnType]):
             _map_outputs(ret, lambda t: t.realize())
             return ret
         # the second call, or arguments that alias each other differently from every capture so far, or another
-        # Tensor.training (replaying the other mode's kernels would be silently wrong: BatchNorm's batch statistics)
+        # Tensor.training (replaying the other mode's kernels would be silently wrong: BatchNorm's batch statistics),
+        # or `.grad`s of other kinds than every capture's found
+        if len(self.captures.get((training, _aliasing(input_uops)), ())) >= MAX_GRAD_VARIANTS:
+            raise JitError(
+                f"TinyJit: the .grad tensors this function finds differ from all {MAX_GRAD_VARIANTS} captures made "
+                "for them (a missing .grad, a constant or a stored gradient: each is captured apart); give them the "
+                "same kind at every call, e.g. zero_grad() before every call or inside the function"
+            )
         return self._capture(args_l, kwargs_d, tensors, others, input_uops)
 
     def _capture(self, args: list, kwargs: dict, tensors: list, others: list, input_uops: list[UOp]) -> Any:
@@ -381,6 +516,7 @@ class TinyJit(Generic[ReturnType]):
         pending = [t for t in _all_tensors.snapshot() if _pending_store(t.uop)]
         if pending:
             Tensor.realize(*pending)
+        grads_before = _plain_grads()
         items: list[ExecItem] = []
         held_before = _held_buffers()
         checks: list[Callable[[], None]] = []
@@ -392,23 +528,38 @@ class TinyJit(Generic[ReturnType]):
             ret = self.fn(*args, **kwargs)
             _map_outputs(ret, lambda t: t.realize())
             # and in-place writes the call made that nothing realized (BatchNorm's running statistics in a jitted
-            # forward): left pending they would be done once, not by every replay
+            # forward): left pending they would be done once, not by every replay; likewise the gradients it set
+            # (backward() with the optimizer step outside the function): a replay binds `.grad` to their buffers
             pending = [t for t in _all_tensors.snapshot() if _pending_store(t.uop)]
+            grads_set = [
+                (t, g, u, k) for ref, g, u, k in grads_before if (t := ref()) is not None and _grad_set(t, g, u)
+            ]
+            pending += [t.grad for t, _, _, _ in grads_set if t.grad is not None]
             if pending:
                 Tensor.realize(*pending)
         finally:
             capturing.pop()
             capturing_checks.pop()
             random_draws.pop()
+        read = {id(b) for ei in items for b in ei.bufs}
+        n_args = len(input_uops)
+        input_uops = list(input_uops)
+        grads = _grad_bindings(grads_before, grads_set, read, input_uops, n_args)
         input_bufs = {id(buffers[u]): i for i, u in enumerate(input_uops)}
         launches = []
-        for ei in _drop_unread_copies(items, ret):
+        set_grads = [t.grad for t, _, _, _ in grads_set if t.grad is not None]
+        for ei in _drop_unread_copies(items, (ret, set_grads)):
             inputs = tuple((j, input_bufs[id(b)]) for j, b in enumerate(ei.bufs) if id(b) in input_bufs)
             launches.append(_Launch(ei, inputs))
         in_set = set(input_uops)
-        outputs = _map_outputs(ret, lambda t: _Output(t.uop, any(n in in_set for n in t.uop.toposort())))
+
+        def as_output(t: Tensor) -> _Output:
+            return _Output(t.uop, any(n in in_set for n in t.uop.toposort()))
+
+        outputs = _map_outputs(ret, as_output)
+        for binding, (t, _, _, _) in zip(grads, grads_set, strict=False):
+            binding.after = None if t.grad is None else as_output(t.grad)
         signature = tuple(_InputSig(t.shape, t.dtype, t.device) for _, t in tensors)
-        read = {id(b) for ei in items for b in ei.bufs}
         state = [
             _State(uop, [weakref.ref(t) for t in holders], holders[0].shape)
             for uop, holders in held_before.items()
@@ -427,9 +578,18 @@ class TinyJit(Generic[ReturnType]):
         copied = sum(launch.item.bufs[0].nbytes for launch in launches if launch.item.runner is None)
         ops, mem = launch_cost(runners)
         self.captured.cost = (sum(r is not None for r in runners), ops, mem + copied)
-        self.captures[(self.captured.training, _aliasing(input_uops))] = self.captured
+        self.captured.grads = grads
+        self.captured.used = frozenset(id(b) for launch in launches for b in launch.item.bufs)
+        self.captures.setdefault((self.captured.training, _aliasing(input_uops[:n_args])), []).append(self.captured)
         self.cnt = 2
         return ret
+
+    def _find(self, key: tuple[bool, tuple[int, ...]]) -> _Captured | None:
+        # the capture for this mode and aliasing whose `.grad`s are of the kinds it found
+        for cap in self.captures.get(key, ()):
+            if all(binding.holds() for binding in cap.grads):
+                return cap
+        return None
 
     def _check_call(self, tensors: list, others: list) -> None:
         cap = self.captured
@@ -461,6 +621,10 @@ class TinyJit(Generic[ReturnType]):
                 )
         if bufs is None:
             bufs = [buffers[uop] for uop in uops]
+        if cap.grads:
+            # the `.grad`s the kernels read are the ones of now (a gradient accumulated over two calls)
+            grad_uops, grad_bufs = _grad_inputs(cap)
+            uops, bufs = uops + grad_uops, bufs + grad_bufs
         for buf, draw in cap.draws:
             values = np.ascontiguousarray(draw())
             if values.size:
@@ -476,10 +640,48 @@ class TinyJit(Generic[ReturnType]):
                 captured.extend(cap.checks)
             for check in cap.checks:
                 check()
-        if isinstance(cap.outputs, _Output) and not cap.outputs_read_inputs:
+        if isinstance(cap.outputs, _Output) and not cap.outputs_read_inputs and not cap.grads:
             return Tensor(cap.outputs.uop)
         swap = {old: new for old, new in zip(cap.input_uops, uops, strict=True) if old is not new}
+        for binding in cap.grads:
+            if binding.changed and (t := binding.tensor()) is not None:
+                # `.grad` as the call leaves it: the same object given the new value where the call kept it
+                if binding.after is None:
+                    t.grad = None
+                    continue
+                uop = binding.after.bound(swap)
+                if t.grad is None:
+                    t.grad = Tensor(uop)
+                elif t.grad.uop is not uop:
+                    # (a `.grad` the previous replay bound already shows the new values)
+                    if binding.same_object:
+                        _all_tensors.set_uop(t.grad, uop)
+                    else:
+                        t.grad = Tensor(uop)
         return _map_outputs_uop(cap.outputs, lambda out: out.tensor(swap))
+
+
+def _grad_inputs(cap: _Captured) -> tuple[list[UOp], list[Buffer]]:
+    """The plain buffers of the `.grad`s the kernels read, in the order of the capture's inputs: a `.grad` not in
+    storage of its own is stored first (its value unchanged), one in a buffer the launches use (the previous replay's
+    gradient) is copied, since a launch may write that buffer before another reads it."""
+    found: dict[int, tuple[UOp, Buffer]] = {}
+    for binding in cap.grads:
+        if binding.input_index is None:
+            continue
+        t = binding.tensor()
+        if t is None:
+            raise JitError("TinyJit: a tensor whose .grad the captured kernels read was freed; call reset()")
+        g = t.grad
+        if _stored(g) is None:
+            g.realize()
+        stored = _stored(g)
+        if stored is None or id(stored[1]) in cap.used:
+            stored = _stored(g.contiguous().realize())
+        assert stored is not None, "a realized contiguous tensor is a plain buffer"
+        found[binding.input_index] = stored
+    at = sorted(found)
+    return [found[i][0] for i in at], [found[i][1] for i in at]
 
 
 def _drop_unread_copies(items: list[ExecItem], ret: Any) -> list[ExecItem]:
@@ -505,10 +707,13 @@ class _Output:
     uop: UOp
     reads_input: bool
 
-    def tensor(self, swap: dict[UOp, UOp]) -> Tensor:
+    def bound(self, swap: dict[UOp, UOp]) -> UOp:
         if self.reads_input and swap:
-            return Tensor(self.uop.substitute(swap, name="jit outputs"))
-        return Tensor(self.uop)
+            return self.uop.substitute(swap, name="jit outputs")
+        return self.uop
+
+    def tensor(self, swap: dict[UOp, UOp]) -> Tensor:
+        return Tensor(self.bound(swap))
 
 
 def _map_outputs_uop(ret: Any, fn: Callable[[_Output], Any]) -> Any:
