@@ -305,3 +305,37 @@ def test_default_device(monkeypatch: pytest.MonkeyPatch) -> None:
         assert Device.DEFAULT == "TESTMEM"
     finally:
         Device.DEFAULT = None
+
+
+def test_lru_cache_is_bounded_by_the_most_ever_in_use() -> None:
+    allocator = BytesAllocator()
+    # buffers of sizes never asked for again (a shape that changes every call): the cache keeps no more bytes than
+    # were ever in use at once, freeing the ones freed longest ago (it kept one of each size, for good)
+    for i in range(12):
+        size = 4096 - i
+        allocator.free(allocator.alloc(size), size)
+        assert allocator.cached_bytes <= allocator.peak_in_use == 4096
+    assert list(allocator.cache) == [4096 - 11] and allocator.cached_bytes == 4096 - 11
+    assert allocator.in_use == 0
+    # a size in use again comes back from the cache
+    handle = allocator.cache[4096 - 11][0]
+    assert allocator.alloc(4096 - 11) is handle and allocator.cached_bytes == 0
+
+
+def test_lru_limit_evicts_least_recently_freed() -> None:
+    allocator = BytesAllocator()
+    with Context(LRU_LIMIT=0):
+        allocator.free(allocator.alloc(8), 8)
+        assert allocator.cached_bytes == 0
+    handles = {n: allocator.alloc(n) for n in (100, 200, 300)}
+    allocator.free(handles[200], 200)
+    allocator.free(handles[100], 100)
+    assert allocator.cached_bytes == 300
+    # 200 was freed before 100: it goes first
+    allocator.free(handles[300], 300)
+    assert allocator.cache_limit == 600 and allocator.cached_bytes == 600
+    allocator._evict(450)
+    assert list(allocator.cache) == [100, 300] and allocator.cached_bytes == 400
+    assert allocator.alloc(100) is handles[100]
+    allocator.free_cache()
+    assert allocator.cached_bytes == 0 and allocator.cache == {}

@@ -758,3 +758,22 @@ def test_reading_parameters_while_another_thread_runs_optimizer_steps():
         topt.step()
     for k, v in theirs.state_dict().items():
         np.testing.assert_allclose(alone[k], v.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_method_cache_is_bounded_and_a_cached_schedule_keeps_its_programs(rng):
+    x = Tensor(rng.standard_normal(7).astype(np.float32)).realize()
+    with Context(METHOD_CACHE=2):
+        # a graph of each structure: its own kernel (a cached schedule keeps the runners it recorded)
+        outs = [(x * 2 + 1).exp(), (x - 3).abs().sqrt(), x.sin() * x.cos(), (x * x).sum()]
+        for o in outs:
+            o.realize()
+            assert len(realize.method_cache) <= 2
+        # replays of the first structures run the programs their schedules hold (dropped from the method cache)
+        compiled = realize.stats["kernels_compiled"]
+        np.testing.assert_allclose(((x * 2 + 1).exp()).numpy(), np.exp(x.numpy() * 2 + 1), rtol=1e-6)
+        np.testing.assert_allclose(((x - 3).abs().sqrt()).numpy(), np.sqrt(np.abs(x.numpy() - 3)), rtol=1e-6)
+        assert realize.stats["kernels_compiled"] == compiled
+    # a hit moves a program to the end: the least recently used goes first
+    key = next(iter(realize.method_cache))
+    realize.get_runner(*key)
+    assert list(realize.method_cache)[-1] == key

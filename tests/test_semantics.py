@@ -2348,3 +2348,31 @@ def test_lerp_is_pytorchs_fused_multiply_add(dt: str) -> None:
     tw = torch.tensor(rng.random(4096) * 1.4 - 0.2).to(ta.dtype)
     w = Tensor(tw.float().numpy()).cast(to_dtype(dt))
     assert _bits_equal(a.lerp(b, w), torch.lerp(ta, tb, tw)) == 0
+
+
+def test_float_arange_past_float32s_integers_is_computed_on_the_device_with_torchs_values() -> None:
+    # integers past 2**24 round to float32 once, as torch's (its values are computed in float64, then rounded)
+    t = Tensor.arange(2**24 - 8, 2**24 + 40, 3, dtype="float32")
+    assert t.uop.base.op is not Ops.BUFFER, "an integer grid is an arange on the device, not a host array"
+    ref = torch.arange(2**24 - 8, 2**24 + 40, 3, dtype=torch.float32)
+    np.testing.assert_array_equal(t.numpy(), ref.numpy())
+
+
+def test_linspace_and_fractional_arange_are_built_a_chunk_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uopkit.tensor import creation
+
+    monkeypatch.setattr(creation, "_HOST_CHUNK", 1000)
+    for start, stop, steps in [(0.0, 1.0, 3001), (-2.5, 7.25, 2501), (3.0, -1.0, 2999)]:
+        expected = np.linspace(start, stop, steps).astype(np.float32)
+
+        def whole(*args: object, **kwargs: object) -> None:
+            raise AssertionError("no float64 array of every value")
+
+        with monkeypatch.context() as m:
+            m.setattr(np, "linspace", whole)
+            got = Tensor.linspace(start, stop, steps).numpy()
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_allclose(got, torch.linspace(start, stop, steps).numpy(), atol=1e-6)
+    got = Tensor.arange(0.5, 3000.3, 0.7).numpy()
+    np.testing.assert_array_equal(got, (0.5 + np.arange(len(got)) * 0.7).astype(np.float32))
+    assert len(got) == len(torch.arange(0.5, 3000.3, 0.7))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from uopkit import diskcache
 from uopkit.dtype import DType, to_numpy_dtype
-from uopkit.helpers import CACHELEVEL, DEBUG, LRU, GlobalCounters
+from uopkit.helpers import CACHELEVEL, DEBUG, LRU, LRU_LIMIT, GlobalCounters
 from uopkit.plugin.manager import BackendStatus, get_manager, priority
 
 if TYPE_CHECKING:
@@ -109,43 +109,91 @@ class LRUAllocator(Allocator):
     """An allocator that keeps freed buffers, by size, and hands them out again instead of allocating.
 
     Kernels free and allocate buffers of the same sizes over and over (every training step); reusing them
-    skips the backend's allocation cost. When the backend runs out of memory the cache is emptied and the
-    allocation retried once. Set ``LRU=0`` (or ``Context(LRU=0)``) to free immediately.
+    skips the backend's allocation cost. The cache is bounded: it holds at most as many bytes as were ever in use at
+    once through this allocator (`peak_in_use`, so a program never holds more than twice its largest working set), or
+    ``LRU_LIMIT`` MiB when that is set; past the bound the buffers freed longest ago are freed for real (shapes that
+    change from call to call leave a buffer of each size behind, which are never asked for again). When the backend
+    runs out of memory the cache is emptied and the allocation retried once. Set ``LRU=0`` (or ``Context(LRU=0)``)
+    to free immediately, `free_cache()` to empty the cache now.
     """
 
+    # (class defaults: a subclass that doesn't call this __init__ still counts)
+    in_use = 0
+    peak_in_use = 0
+    _cached = 0
+
     def __init__(self) -> None:
+        # size -> the freed handles of that size, oldest first; the sizes in the order of their latest free (a size
+        # freed again moves to the end), so the front holds what was freed longest ago
         self.cache: dict[int, list[Any]] = {}
+        self.in_use = 0
+        self.peak_in_use = 0
+        self._cached = 0
 
     def alloc(self, size: int) -> Any:
         cached = self.cache.get(size)
+        opaque = None
         if cached:
             try:
-                return cached.pop()
+                opaque = cached.pop()
+                self._cached -= size
             except IndexError:
                 # another thread took the last one between the check and the pop
                 pass
-        try:
-            return self._alloc(size)
-        except MemoryError:
-            self.free_cache()
-            return self._alloc(size)
+        if opaque is None:
+            try:
+                opaque = self._alloc(size)
+            except MemoryError:
+                self.free_cache()
+                opaque = self._alloc(size)
+        self.in_use += size
+        if self.in_use > self.peak_in_use:
+            self.peak_in_use = self.in_use
+        return opaque
 
     def free(self, opaque: Any, size: int) -> None:
-        if LRU.value:
-            self.cache.setdefault(size, []).append(opaque)
-        else:
+        self.in_use -= size
+        if not LRU.value:
             self._free(opaque, size)
+            return
+        # (taken out and put back: the size moves to the end of the order)
+        same = self.cache.pop(size, None) or []
+        same.append(opaque)
+        self.cache[size] = same
+        self._cached += size
+        if self._cached > self.cache_limit:
+            self._evict(self.cache_limit)
+
+    @property
+    def cache_limit(self) -> int:
+        """The most bytes the cache keeps: ``LRU_LIMIT`` MiB when set (>= 0), else `peak_in_use`."""
+        return LRU_LIMIT.value << 20 if LRU_LIMIT.value >= 0 else self.peak_in_use
+
+    def _evict(self, limit: int) -> None:
+        # free the buffers freed longest ago until the cache holds at most `limit` bytes
+        while self._cached > limit and self.cache:
+            size = next(iter(self.cache))
+            same = self.cache[size]
+            if same:
+                opaque = same.pop(0)
+                self._cached -= size
+                self._free(opaque, size)
+            if not same:
+                self.cache.pop(size, None)
 
     def free_cache(self) -> None:
         """Really free every cached buffer."""
-        for size, opaques in self.cache.items():
+        # (swapped out first: a buffer freed by the collector meanwhile goes to the new cache)
+        cache, self.cache = self.cache, {}
+        self._cached = 0
+        for size, opaques in cache.items():
             for opaque in opaques:
                 self._free(opaque, size)
-        self.cache.clear()
 
     @property
     def cached_bytes(self) -> int:
-        return sum(size * len(opaques) for size, opaques in self.cache.items())
+        """The bytes the cache holds."""
+        return self._cached
 
 
 # ---------------------------------------------------------------- compilers

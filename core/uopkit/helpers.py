@@ -111,6 +111,9 @@ CACHELEVEL = ContextVar("CACHELEVEL", 1)
 CHECK_INDEX = ContextVar("CHECK_INDEX", 1)
 # LRU=0: device buffers are freed at once instead of kept by size for reuse (`uopkit.device.LRUAllocator`)
 LRU = ContextVar("LRU", 1)
+# LRU_LIMIT=n: an allocator's cache of freed buffers keeps at most n MiB (default -1: as many bytes as were ever in
+# use at once through that allocator)
+LRU_LIMIT = ContextVar("LRU_LIMIT", -1)
 
 
 def getenv(key: str, default: T = 0) -> T:  # type: ignore[assignment]

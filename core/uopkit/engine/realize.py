@@ -14,7 +14,6 @@ Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit`
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 import weakref
@@ -27,6 +26,7 @@ from uopkit.device import Buffer, Compiled, CompileError, Device
 from uopkit.dtype import DType, dtypes
 from uopkit.engine import gc_threshold  # noqa: F401 - paces Python's collector on import
 from uopkit.engine.compile_queue import CompileQueue
+from uopkit.engine.kernel_names import unique_name
 from uopkit.helpers import DEBUG, ContextVar, GlobalCounters, gc_paused, usable_cores
 from uopkit.schedule import (
     PendingReads,
@@ -85,8 +85,11 @@ class CompiledRunner:
         )
 
 
-# kernels compiled in this process, by (AST, device): building the same graph again skips codegen
+# kernels compiled in this process, by (AST, device), least recently used first: building the same graph again skips
+# codegen. Past METHOD_CACHE the oldest are dropped (`trim_method_cache`: inputs of ever new shapes compile ever new
+# programs); one a cached schedule or a TinyJit holds stays with them, one asked for again is generated again
 method_cache: dict[tuple[UOp, str], CompiledRunner] = {}
+METHOD_CACHE = ContextVar("METHOD_CACHE", 2048)
 # compile_seconds: per kernel, its code generation plus its share of the compiler run it was in, summed (kernels
 # compile on worker threads while the next are generated, so this is more than the time anyone waited);
 # compile_wait_seconds: the wall time realize spent generating code and waiting on compiles, what the user waits
@@ -102,8 +105,11 @@ stats = {
 
 def get_runner(ast: UOp, device: str) -> CompiledRunner:
     key = (ast, device)
-    if key in method_cache:
-        return method_cache[key]
+    found = method_cache.pop(key, None)
+    if found is not None:
+        # (put back last: the most recently used)
+        method_cache[key] = found
+        return found
     dev = Device[device]
     st = time.perf_counter()
     spec = _codegen(ast, dev)
@@ -113,28 +119,11 @@ def get_runner(ast: UOp, device: str) -> CompiledRunner:
     return runner
 
 
-# distinct kernels that got the same name, by (device, name): the source each was first rendered with -> its name
-kernel_names: dict[tuple[str, str], dict[str | bytes, str]] = {}
-
-
 def _codegen(ast: UOp, dev: Compiled) -> ProgramSpec:
-    spec = _unique_name(get_program(ast, dev.renderer), dev)
+    spec = unique_name(get_program(ast, dev.renderer), dev)
     if DEBUG >= 4:
         print(spec.src if isinstance(spec.src, str) else f"// {spec.name}: {len(spec.src)} bytes from the renderer")
     return spec
-
-
-def _unique_name(spec: ProgramSpec, dev: Compiled) -> ProgramSpec:
-    """`spec`, renamed E_8 -> E_8n1, E_8n2, ... when another kernel already has its name and different code: kernels
-    compiled together into one library (`Compiler.compile_batch`) need distinct names. The same code keeps the same
-    name, so identical kernels are still compiled once, and a program names its kernels the same way every run."""
-    seen = kernel_names.setdefault((dev.device, spec.name), {})
-    name = seen.get(spec.src)
-    if name is None:
-        name = seen[spec.src] = f"{spec.name}n{len(seen)}" if seen else spec.name
-    if name == spec.name:
-        return spec
-    return dataclasses.replace(spec, name=name, src=dev.renderer.render(name, list(spec.uops)))
 
 
 def _compile(spec: ProgramSpec, dev: Compiled, device: str) -> tuple[bytes, float]:
@@ -157,6 +146,14 @@ def _finish_runner(
     stats["compile_seconds"] += elapsed
     runner = method_cache[key] = CompiledRunner(spec, dev, program, elapsed)
     return runner
+
+
+def trim_method_cache() -> None:
+    """Drop the least recently used programs past METHOD_CACHE (called once a schedule holds its runners, so a
+    schedule of more kernels than that doesn't drop its first ones before running them)."""
+    limit = METHOD_CACHE.value
+    while len(method_cache) > limit >= 0:
+        method_cache.pop(next(iter(method_cache)), None)
 
 
 def precompile(schedule: list[ScheduleItem]) -> None:
@@ -277,6 +274,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
     for i, item in enumerate(schedule):
         bufs = [_buffer_for(b) for b in item.bufs]
         exec_item(ExecItem(_item_runner(item, bufs[0].device), bufs, dict(item.var_vals)), i)
+    trim_method_cache()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1160,6 +1158,7 @@ def _realize_uncached(
     for item in schedule:
         bufs = [_buffer_for(b) for b in item.bufs]
         items.append(ExecItem(_item_runner(item, bufs[0].device), bufs, dict(item.var_vals)))
+    trim_method_cache()
     for i, ei in enumerate(items):
         exec_item(ei, i)
     runners = [ei.runner for ei in items]
@@ -1191,6 +1190,7 @@ __all__ = [
     "ExecItem",
     "get_runner",
     "method_cache",
+    "trim_method_cache",
     "realize_lock",
     "realize_tensors",
     "run_schedule",

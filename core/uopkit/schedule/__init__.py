@@ -281,6 +281,15 @@ realized_views = WeakKeyMap()
 # node -> the UOp clock when `update_tensors` last moved every live tensor off it: a tensor stamped earlier can't
 # hold it
 replaced_everywhere = WeakKeyMap()
+# realized node -> what backward() says about it, for a value whose remembered graph read a buffer overwritten since
+# (`_check_not_overwritten` would raise): the graph is let go (`forget_if_stale`) and the error kept. Held, the graph
+# held the value's inputs, and the state of a loop realized every step (`ema = ema * 0.99 + w * 0.01` between
+# optimizer steps, a hidden state carried over) held every earlier value through them
+stale_sources = WeakKeyMap()
+# whether a gradient can flow through a graph: `gradient_reaches(graph, memo)` is true where it reads a tensor that
+# wants one (not behind a DETACH), `memo` being shared by the questions of one realize. Set by the front end, which
+# knows which tensors want gradients (the schedule layer doesn't import it); None: every graph is remembered
+gradient_reaches: Callable[[UOp, dict[Any, Any]], bool] | None = None
 
 
 # buffers that one realize made several live tensors views of (two tensors whose graphs were the same hash-consed
@@ -316,22 +325,43 @@ def forget_overwritten(stored: UOp) -> None:
         written_at[stored] = _last_write[0] = next(_clock)
 
 
-def _check_not_overwritten(node: UOp, source: UOp) -> None:
+def _overwritten_since(node: UOp, source: UOp) -> str | None:
     # a gradient followed back through realized `node` rebuilds it from `source`, the graph that computed it: wrong
     # values if a buffer that graph reads was overwritten in place since (PyTorch raises in its place too, when the
-    # overwritten tensor was saved for the backward pass)
+    # overwritten tensor was saved for the backward pass). The error backward() gives then, else None
     stamp = computed_from.stamp(node)
     if _last_write[0] <= stamp:
-        return
+        return None
     for b in source.toposort():
         if b.op is _BUFFER and written_at.get(b, 0) > stamp:
-            raise RuntimeError(
+            return (
                 f"backward: a value of shape {node.shape} was computed from a buffer ({b.dtype}, {b.arg[2]} elements) "
                 "that was overwritten in place after the value was realized (an assign, an optimizer step, a setitem "
                 "or an in-place op since); its gradient would be computed from the new contents. Run backward() or "
                 "autograd.grad before the in-place update, or compute the value again after it (PyTorch: 'one of "
                 "the variables needed for gradient computation has been modified by an inplace operation')"
             )
+    return None
+
+
+def _check_not_overwritten(node: UOp, source: UOp) -> None:
+    message = _overwritten_since(node, source)
+    if message is not None:
+        raise RuntimeError(message)
+
+
+def forget_if_stale(node: UOp) -> bool:
+    """Whether realized `node`'s remembered graph reads a buffer overwritten since it was remembered; if so the graph
+    is dropped, and a backward() through `node` raises what it raised with it (`stale_sources`)."""
+    source = computed_from.get(node)
+    if source is None:
+        return node in stale_sources
+    message = _overwritten_since(node, source)
+    if message is None:
+        return False
+    computed_from.pop(node)
+    stale_sources[node] = message
+    return True
 
 
 def unrealized_graph(
@@ -356,6 +386,8 @@ def unrealized_graph(
     -> its new form, for a caller that looks for nodes of the old graph in the new one (a hooked tensor's node).
     """
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
+    if check_writes and len(stale_sources):
+        _check_not_stale(topo, keep)
     # (the usual case, a backward() right after the forward pass: no node of the graph was realized. Looked up from
     # the smaller side: each lookup in `computed_from` makes a weak reference.) Realized ints and bools stay stored
     # (`_carries_gradient`): no gradient flows through them, and read back from their graph (a batch of token ids
@@ -408,6 +440,15 @@ def _not_store_nor_detach(u: UOp) -> bool:
     return u.op is not _STORE and u.op is not _DETACH
 
 
+def _check_not_stale(topo: Iterable[UOp], keep: set[UOp]) -> None:
+    # a realized value in the graph whose remembered graph was dropped as stale (`forget_if_stale`): backward() raises
+    # what it raised when it still had that graph
+    nodes = topo if isinstance(topo, (dict, set)) else set(topo)
+    for u in stale_sources.keys():
+        if u in nodes and u not in keep and _carries_gradient(u):
+            raise RuntimeError(stale_sources[u])
+
+
 def _constant_for(source: UOp, keep: set[UOp], given: Callable[[UOp], object]) -> bool:
     # whether a gradient to `keep` can't flow through the graph `source`: every path to a wanted node, to a realized
     # value or to a node with a given gradient (a custom Function's output: its inputs are detached) is cut by a DETACH
@@ -450,12 +491,15 @@ def _source_of(u: UOp) -> UOp:
     return source
 
 
-def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True) -> None:
+def _remember_source(
+    old: UOp, new: UOp, wants_gradient: bool | None = True, reach_memo: dict[Any, Any] | None = None
+) -> None:
     # assigns are not differentiable (no gradient flows through STORE): keep nothing for them; nor for a detached
     # value that wants no gradient itself (a `.grad`, a result computed under no_grad): kept, a gradient's graph
     # would hold what computed it alive (an autograd.Function's rule, and through it the input whose `.grad` it is)
     # for as long as the gradient lives. (A detached leaf that does want one, a weight made under no_grad and then
-    # given requires_grad, is kept: backward() finds it in graphs realized since by the node it was)
+    # given requires_grad, is kept: backward() finds it in graphs realized since by the node it was.) `reach_memo`:
+    # shared by the calls of one realize (`gradient_reaches`)
     if old is new:
         return
     base = old
@@ -473,6 +517,9 @@ def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True) -> 
         old, new = old.src[0], new.src[0]
     if old is new:
         return
+    if not wants_gradient and not _gradient_may_flow(old, new, reach_memo):
+        return
+    _forget_stale_inputs(old, reach_memo)
     computed_from[new] = old
     if top_old is not old:
         # the old views stay alive with the new ones: the graph backward() rebuilds over `old` is then made of the
@@ -482,6 +529,34 @@ def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True) -> 
         # a bfloat16 value is its uint16 bits under a BITCAST, and what reads it reads the bits: they are followed
         # back too (to the old bits, whose casts carry the gradient)
         computed_from[new.src[0]] = old.src[0]
+
+
+def _gradient_may_flow(old: UOp, new: UOp, reach_memo: dict[Any, Any] | None) -> bool:
+    # whether a gradient can ever flow through `old`, the graph that computed the value `new` now stores: not for an
+    # int or a bool, nor (PyTorch's rule) for a value computed from tensors none of which wants a gradient now (one
+    # given requires_grad later sees it as a constant, as a value computed before requires_grad was set on its
+    # inputs is one to PyTorch). Remembered, such a graph held the storage it read for as long as the value lived, and
+    # `a = (a * 1.01).realize()` in a loop every earlier value through the chain of them
+    if not _carries_gradient(new):
+        return False
+    if gradient_reaches is None:
+        return True
+    return gradient_reaches(old, {} if reach_memo is None else reach_memo)
+
+
+def _forget_stale_inputs(graph: UOp, memo: dict[Any, Any] | None) -> None:
+    # the realized values `graph` reads whose own remembered graphs read a buffer overwritten since let them go
+    # (`forget_if_stale`): a loop's state remembered at every step then holds the value of the step before, not
+    # every earlier one through a chain of graphs. `memo`: one realize's, so that graphs the values share are walked
+    # once
+    if _last_write[0] == 0 or not len(computed_from):
+        return
+    walked: set[UOp] = set() if memo is None else memo.setdefault(_forget_stale_inputs, set())
+    topo = graph.toposort(gate=lambda n: n not in walked)
+    walked.update(topo)
+    for u in topo:
+        if u in computed_from:
+            forget_if_stale(u)
 
 
 def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: PendingReads | None = None) -> None:
@@ -522,6 +597,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     if SPEC:
         live_tensors.check()
     landed: dict[UOp, list[Tensor]] = {}
+    reach_memo: dict[Any, Any] = {}
     for t in live_tensors.changed_since(since):
         u = t.uop
         if u.seq < oldest or id(t) in skip:
@@ -539,7 +615,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
             else:
                 new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
-            _remember_source(_source_of(t.uop), new, t._requires_grad)
+            _remember_source(_source_of(t.uop), new, t._requires_grad, reach_memo)
             live_tensors.set_uop(t, new)
             base = _storage_base(new)
             if base is not None:
@@ -645,9 +721,10 @@ class PendingReads:
                 raise RuntimeError("a copy on write was not computed by the realize that needed it")
             mapping[b] = c.uop
         roots = [t.uop for t in self.rewire_after]
+        reach_memo: dict[Any, Any] = {}
         for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
             if new is not t.uop:
-                _remember_source(_source_of(t.uop), new, t._requires_grad)
+                _remember_source(_source_of(t.uop), new, t._requires_grad, reach_memo)
                 live_tensors.set_uop(t, new)
 
 

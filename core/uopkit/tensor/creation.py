@@ -29,6 +29,7 @@ from uopkit.tensor.support import (
     _check_stored_scalar,
     _creates_leaf,
     _dtype_arg,
+    _host_np_dtype,
     _host_values,
     _py_number,
     _reshape_uop,
@@ -101,6 +102,36 @@ def _int_arange(start: int, step: int, n: int, dtype: DType, device: str, kwargs
     iota = Tensor(UOp(Ops.IOTA, count, (UOp(Ops.DEVICE, arg=device),), n), **kwargs)
     values = iota if (start, step) == (0, 1) else iota * step + start
     return values if count == dtype else values.cast(dtype)
+
+
+# positions per chunk of float values computed on the host (`_rounded_on_host`)
+_HOST_CHUNK = 1 << 20
+
+
+class _ArangeValues:
+    """start + i * step in float64, as numpy's arange computes it."""
+
+    def __init__(self, start: float, step: float) -> None:
+        self.start, self.step = start, step
+
+    def __call__(self, i: np.ndarray) -> np.ndarray:
+        return self.start + i * self.step
+
+
+class _LinspaceValues(_ArangeValues):
+    """i * step + start in float64, as numpy's linspace computes it (the last value aside)."""
+
+    def __call__(self, i: np.ndarray) -> np.ndarray:
+        return i * self.step + self.start
+
+
+def _rounded_on_host(n: int, dtype: DType, values: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    # `values(positions)` computed in float64 and rounded once to `dtype`, a chunk of positions at a time: the float64
+    # array of all of them was twice the result, and its cast another copy (a 512 MB float32 linspace peaked at 2 GB)
+    out = np.empty(n, _host_np_dtype(dtype))
+    for lo in range(0, n, _HOST_CHUNK):
+        out[lo : lo + _HOST_CHUNK] = values(np.arange(lo, min(n, lo + _HOST_CHUNK), dtype=np.float64))
+    return out
 
 
 def _arange_number(value: Any, what: str) -> Any:
@@ -254,16 +285,19 @@ class CreationMixin:
         n = max(math.ceil((stop - start) / step), 0)
         if n > 0 and not dtypes.is_float(dtype):
             return _int_arange(int(start), int(step), n, dtype, _canonical_device(kwargs.pop("device", None)), kwargs)
-        # floats on a grid of integers the dtype holds exactly (arange(n, dtype=float32), positions, ...): an integer
-        # arange cast, computed on the device as one, which gives numpy's values (no rounding at all)
-        exact = 2**53 if dtype == dtypes.float64 else 2**24
+        # floats on a grid of integers (arange(n, dtype=float32), positions, ...): an integer arange cast, computed on
+        # the device as one. Each integer is rounded once, by the cast, as numpy and PyTorch round the exact float64
+        # they compute (float32 past 2**24 too: arange(2**24 + 1) ends in 2**24). A 16-bit float only where it holds
+        # the integers exactly: its cast from a wide integer may go through float32 and round twice
+        exact = 2**53 if dtype.itemsize >= 4 else 2**24
         if n > 0 and all(float(v).is_integer() for v in (start, step)) and abs(start) + n * abs(step) <= exact:
             ints = dtypes.from_py([int(start), int(start + n * step)])
             device = _canonical_device(kwargs.pop("device", None))
             return _int_arange(int(start), int(step), n, ints, device, kwargs).cast(dtype)
         # other floats: built on the host in float64 and cast once (start + i * step rounded once, as numpy)
-        values = start + np.arange(n, dtype=np.float64) * step if dtypes.is_float(dtype) else np.zeros(0, np.int64)
-        return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
+        if not dtypes.is_float(dtype):
+            return Tensor(np.zeros(0, np.int64), dtype=dtype, **kwargs)
+        return Tensor(_rounded_on_host(n, dtype, _ArangeValues(start, step)), dtype=dtype, **kwargs)
 
     @staticmethod
     @_creates_leaf
@@ -278,8 +312,14 @@ class CreationMixin:
         dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
         if dtype == dtypes.bool:
             raise DTypeError("linspace: no bool linspace (as PyTorch); build the values in a number dtype and cast")
-        values = np.linspace(start, stop, steps, dtype=np.float64)
-        return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
+        step = (stop - start) / (steps - 1) if steps > 1 else 0.0
+        if steps <= _HOST_CHUNK or step == 0 or not math.isfinite(step):
+            values = np.linspace(start, stop, steps, dtype=np.float64)
+            return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
+        # (numpy's values, i * step + start and the last one `stop`, a chunk at a time)
+        out = _rounded_on_host(steps, dtype, _LinspaceValues(start, step))
+        out[-1] = stop
+        return Tensor(out, dtype=dtype, **kwargs)
 
     @staticmethod
     @_creates_leaf

@@ -69,6 +69,14 @@ class TensorsWithGrad:
         leaves = self._leaf_nodes
         return [node for node in leaves.keys() if leaves[node]() is None]
 
+    def any_given(self) -> bool:
+        """Whether some tensor was given requires_grad whose entry or leaf graph is still here."""
+        return bool(self._refs) or bool(len(self._leaf_nodes))
+
+    def frozen(self) -> list[Any]:
+        """The live tensors given requires_grad once that no longer want a gradient (`requires_grad_(False)`)."""
+        return [t for ref in list(self._refs.values()) if (t := ref()) is not None and not t._requires_grad]
+
     def live(self) -> list[Any]:
         """The live tensors whose requires_grad is (still) true, in the order they were first given it."""
         out, dead = [], []

@@ -41,6 +41,7 @@ from uopkit.tensor import factorize as _factorize_module
 from uopkit.tensor import finite_differences as _finite_differences_module
 from uopkit.tensor import functional as _functional_module
 from uopkit.tensor import generator as _generator_module
+from uopkit.tensor import gradient_reach as _gradient_reach
 from uopkit.tensor import indexing as _indexing_module
 from uopkit.tensor import interop as _interop_module
 from uopkit.tensor import linalg as _linalg_module
@@ -1139,6 +1140,8 @@ _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)
 # a live tensor over storage that PyTorch would have copied (a flip, a pad, a repeat, a reshape no strides show) reads
 # the storage as it is: an assign protects it as a reader
 _schedule_module.view_shows_writes = _indexing_module._writes_through
+# a realize remembers the graph of a value it stores only where a gradient can flow through that graph
+_schedule_module.gradient_reaches = lambda root, memo: _gradient_reach.reaches(root, memo, _gradient_keys)
 
 
 class _DataView(Tensor):
