@@ -554,3 +554,32 @@ def test_grads_of_another_kind_every_call_raise():
             f(x)
             np.testing.assert_allclose(w.grad.numpy(), [i + 1.0, i + 2.0, i + 3.0])
     assert i == 9
+
+
+def test_a_jitted_lookup_under_no_grad_loops_over_its_outputs_only(rng):
+    # inference with a trainable table: under no_grad the lookup's one-hot sum over the table was cut into partial
+    # sums (every index compared with every row); captured and replayed it is one load per element, as with gradients
+    import uopkit
+    import uopkit.nn.functional as F
+    from uopkit.uop.ops import Ops
+
+    table = rng.standard_normal((20000, 8), dtype=np.float32)
+    w = Tensor(table, requires_grad=True)
+    captured = []
+    for grad in (True, False):
+
+        @TinyJit
+        def lookup(i: Tensor, grad: bool = grad) -> Tensor:
+            with uopkit.set_grad_enabled(grad):
+                return F.embedding(i, w).realize()
+
+        for _ in range(4):
+            idx = rng.integers(0, 20000, 300)
+            np.testing.assert_array_equal(lookup(Tensor(idx)).numpy(), table[idx])
+        captured.append({ln.item.runner.spec.name: ln for ln in lookup.captured.launches})
+    with_grad, without = captured
+    assert without.keys() == with_grad.keys()
+    # (the other kernel checks the indices are in range)
+    (picks,) = [ln.item.runner.spec for ln in without.values() if ln.item.bufs[0].size == 300 * 8]
+    loops = [u.src[0].arg for u in picks.uops if u.op is Ops.RANGE]
+    assert np.prod(loops) <= 300 * 8, loops

@@ -760,6 +760,36 @@ def test_gathered_transposes_read_a_cache_line_of_each_row_per_step(shape, dtype
     np.testing.assert_array_equal(t.numpy(), a.T)
 
 
+@pytest.mark.parametrize("lookup", ["index_select1", "transposed_rows", "index_select_last", "rows", "gather_columns"])
+def test_a_gather_across_rows_loops_over_its_index_inside_a_few_rows(lookup, monkeypatch):
+    # x.index_select(1, idx) (out[b, r] = x[r, idx[b]]): with the rows r innermost each element read a new cache line
+    # of x, and the next index came back to rows long evicted (17x torch). Lanes of 8 rows, the index's loop moved in
+    # past the others: one run of 8 stored per step, the next indices reading on in the same rows. Lookups that walk
+    # their rows along (an embedding's) or along the index keep their order
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, idx = rng.standard_normal((512, 1024)).astype(np.float32), rng.integers(0, 512, 256)
+    x3 = rng.standard_normal((8, 64, 512)).astype(np.float32)
+    # (the lookup, the kernel's inner output axis if it gets the lanes and the order)
+    lookups = {
+        "index_select1": (lambda a, a3, i: a.index_select(1, i), 1),
+        "transposed_rows": (lambda a, a3, i: a.T[i], 1),
+        "index_select_last": (lambda a, a3, i: a3.index_select(2, i), 2),
+        "rows": (lambda a, a3, i: a[i], None),
+        "gather_columns": (lambda a, a3, i: a.gather(1, i.reshape(-1, 2)), None),
+    }
+    f, inner = lookups[lookup]
+    out = f(Tensor(x), Tensor(x3), Tensor(idx))
+    _, opts = _thread_axes(out, 2, monkeypatch)
+    swaps = [o for o in opts if o.op is OptOps.SWAP]
+    if inner is None:
+        assert not swaps, opts
+    else:
+        assert Opt(OptOps.UPCAST, inner, 8) in opts and swaps == [Opt(OptOps.SWAP, 0, a) for a in range(1, inner + 1)]
+    want = f(torch.from_numpy(x), torch.from_numpy(x3), torch.from_numpy(idx))
+    np.testing.assert_array_equal(out.numpy(), want.numpy())
+
+
 def test_a_tile_stored_lane_by_lane_takes_one_vector_per_row(monkeypatch, avx512_cpu):
     # h.T @ g for 10 classes: vectors along the 512 rows of h, which the (512, 10) output is not stored along, so each
     # vector's lanes are stored apart: one vector per row of the tile (four wrote 320 scalar stores, a third of a

@@ -290,6 +290,21 @@ def test_a_large_scatter_read_by_a_reduce_is_stored_alone():
     np.testing.assert_allclose(total.item(), vals.astype(np.float64).sum(), rtol=1e-4)
 
 
+def test_a_large_scatter_under_no_grad_is_still_its_writes():
+    # under no_grad the scatter's one-hot select is in a DETACH (cut from the gradient): the scheduler took it for an
+    # ordinary long sum, cut it into 100 partial sums of compares (20000 x 16 x 100000: minutes) and stored none alone
+    import uopkit
+
+    rng = np.random.default_rng(7)
+    n, e, f = 20000, 100000, 16
+    idx, vals = rng.integers(0, n, e), rng.standard_normal((e, f)).astype(np.float32)
+    with uopkit.no_grad():
+        total = Tensor.zeros(n, f).index_add(0, Tensor(idx), Tensor(vals, requires_grad=True)).sum()
+    reduce = next(u for u in total.uop.toposort() if u.op is Ops.REDUCE_AXIS and u.src[0].op is Ops.DETACH)
+    assert _is_large_scatter(reduce) and _scatter_kernels(total) == 1
+    np.testing.assert_allclose(total.item(), vals.astype(np.float64).sum(), rtol=1e-4)
+
+
 def test_a_square_scatter_read_by_a_reduce_is_stored_alone_too():
     # as many writes as targets: told apart from a gather by where its iota moves (an output axis), not by its length
     rng = np.random.default_rng(9)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from uopkit import Tensor, dtypes
+from uopkit.codegen import kernel_name
 from uopkit.engine.realize import buffers
 from uopkit.schedule import create_schedule, kernelize_tensors
 from uopkit.schedule.grouper import fuses_row_reduces
@@ -771,3 +772,76 @@ def test_a_state_updated_between_optimizer_steps_keeps_no_chain_of_values():
     # a value realized from w alone since the last step is still followed back to it
     fresh = (w * 2).realize()
     assert fresh.sum().gradient(w)[0].tolist() == [2.0] * 16
+
+
+# lookups of rows of a (table, index) pair, in uopkit and in torch (the same names)
+_LOOKUPS = {
+    "embedding": lambda F, w, i: F.embedding(i, w),
+    "index_select": lambda F, w, i: w.index_select(0, i),
+    "getitem": lambda F, w, i: w[i],
+    "getitem_column": lambda F, w, i: w[i, 3],
+    "gather": lambda F, w, i: w.gather(0, i.reshape(-1, 1).expand(-1, w.shape[1])),
+}
+
+
+def _loops_over_outputs_only(t: Tensor) -> bool:
+    # the kernels of t, lowered: each loop nest runs over (at most) t's elements, none over the table's rows
+    from uopkit import Device
+    from uopkit.codegen import get_program
+
+    renderer = Device[t.device].renderer
+    programs = [get_program(item.ast, renderer) for item in create_schedule(kernelize_tensors([t]))]
+    bounds = [[u.src[0].arg for u in p.uops if u.op is Ops.RANGE] for p in programs]
+    return all(all(isinstance(b, int) for b in nest) and np.prod(nest) <= t.numel() for nest in bounds)
+
+
+@pytest.mark.parametrize("wants_grad", [False, True])
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("lookup", sorted(_LOOKUPS))
+def test_a_lookup_under_no_grad_is_one_load_per_element_as_with_gradients(lookup, index_dtype, wants_grad):
+    # under no_grad every value computed is in a DETACH (cut from the gradient), a lookup's one-hot select too: the
+    # scheduler took the sum over the table for an ordinary long sum and cut it into partial sums, each comparing every
+    # index with every row of its slice (10 s for a 32000-row embedding, 6 ms with gradients on)
+    torch = pytest.importorskip("torch")
+    import uopkit
+    import uopkit.nn.functional as UF
+
+    rng = np.random.default_rng(0)
+    table, idx = rng.standard_normal((20000, 8), dtype=np.float32), rng.integers(0, 20000, 300).astype(index_dtype)
+    w, i = Tensor(table, requires_grad=wants_grad), Tensor(idx)
+    names = lambda t: [kernel_name(item.ast) for item in create_schedule(kernelize_tensors([t]))]  # noqa: E731
+    with_grad = _LOOKUPS[lookup](UF, w, i)
+    with uopkit.no_grad():
+        without = _LOOKUPS[lookup](UF, w, i)
+    assert len(names(without)) == 1 and names(without) == names(with_grad)
+    assert _loops_over_outputs_only(without)
+    want = _LOOKUPS[lookup](torch.nn.functional, torch.from_numpy(table), torch.from_numpy(idx).long())
+    np.testing.assert_array_equal(without.numpy(), want.numpy())
+    assert not without.requires_grad
+
+
+def test_a_loss_and_a_bag_under_no_grad_get_the_kernels_they_get_with_gradients():
+    # nll_loss's pick of the target's log-probability stayed fused into the mean only with gradients on (under no_grad
+    # its select, in a DETACH, was no one-hot reduce: stored in a kernel of its own); an embedding bag's lookup was cut
+    torch = pytest.importorskip("torch")
+    import uopkit
+    import uopkit.nn.functional as UF
+
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((4096, 256), dtype=np.float32), rng.integers(0, 256, 4096)
+    table, bags = rng.standard_normal((32000, 16), dtype=np.float32), rng.integers(0, 32000, (64, 8))
+    w = Tensor(table, requires_grad=True)
+    cases = [
+        (lambda F, m: F.nll_loss(m(x), m(y)), True),
+        (lambda F, m: F.cross_entropy(m(x), m(y)), False),
+        (lambda F, m: F.embedding_bag(m(bags), w if F is UF else torch.from_numpy(table)), False),
+    ]
+    for f, fused in cases:
+        with_grad = f(UF, Tensor)
+        with uopkit.no_grad():
+            without = f(UF, Tensor)
+        a, b = create_schedule(kernelize_tensors([without])), create_schedule(kernelize_tensors([with_grad]))
+        assert [kernel_name(k.ast) for k in a] == [kernel_name(k.ast) for k in b]
+        assert len(a) == 1 or not fused
+        want = f(torch.nn.functional, torch.from_numpy)
+        np.testing.assert_allclose(without.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -145,6 +145,19 @@ def test_sums_of_products_and_int_sums_are_not_cut_for_accuracy():
     assert len(_shapes(Tensor(xi).sum(axis=1))) == 1 and Tensor(xi).sum(axis=1).tolist() == [65536] * 4
 
 
+def test_a_sum_of_products_under_no_grad_is_left_whole_as_with_gradients():
+    # no_grad wraps the product in a DETACH (cut from the gradient): it was taken for a plain sum and cut into slices
+    # for accuracy, a copy of the 2048 outputs per slice, and summed in another order than with gradients on
+    import uopkit
+
+    u, v = Tensor(_rand(1, 32768, seed=3), requires_grad=True), Tensor(_rand(2048, 1, seed=4))
+    with_grad = (u * v).sum(axis=1)
+    with uopkit.no_grad():
+        without = (u * v).sum(axis=1)
+    assert _shapes(without) == _shapes(with_grad) == [(2048, 1)]
+    np.testing.assert_array_equal(without.numpy(), with_grad.numpy())
+
+
 def test_indexing_picks_are_never_cut():
     # x[i], gather and an embedding lookup sum where(index == iota, x, 0) over a long axis: left whole, that sum is
     # one load at the index in codegen (cut into slices it would read every position: seconds for a 1e5 gather)

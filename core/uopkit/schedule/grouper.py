@@ -447,7 +447,9 @@ def _is_large_scatter(red: UOp) -> bool:
     # output axis. Small ones cost less than a kernel of their own
     if not is_one_hot_reduce(red) or red.src[0].size < MIN_STORED_INNER_REDUCE:
         return False
-    axes = _iota_axes(red.src[0])
+    # (under no_grad the select is in a DETACH, which keeps its shape)
+    sel = red.src[0].src[0] if red.src[0].op is Ops.DETACH else red.src[0]
+    axes = _iota_axes(sel)
     return bool(axes) and red.arg[1][0] not in axes
 
 
@@ -481,7 +483,7 @@ def _iota_axes(src: UOp) -> set[int]:
                 stack.append((node.src[0], pad_index(node, idx)[0]))
             elif node.op in GroupOp.Movement:
                 stack.append((node.src[0], move_index(node, idx)))
-            elif node.op in GroupOp.Elementwise:
+            elif node.op in GroupOp.Elementwise or node.op is Ops.DETACH:
                 stack.extend((s, idx) for s in node.src)
         return found
 

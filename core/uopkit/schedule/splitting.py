@@ -133,6 +133,11 @@ def accurate_parts(size: int, length: int) -> int:
     return max(1, size // rows)
 
 
+def _undetached(u: UOp) -> UOp:
+    # the value under the DETACH that no_grad wraps each computed value in (a sum's product is still a product)
+    return u.src[0] if u.op is Ops.DETACH else u
+
+
 def split_reduce(red: UOp) -> UOp | None:
     """`red` (REDUCE_AXIS ADD or MAX) as a reduce over partial reduces of slices of one of its reduce axes, or None."""
     op, axes = red.arg
@@ -161,7 +166,7 @@ def split_reduce(red: UOp) -> UOp | None:
         accurate
         and op is Ops.ADD
         and dtypes.is_float(red.dtype)
-        and (src.op is not Ops.MUL or outputs <= SUM_OF_PRODUCTS_OUTPUTS)
+        and (_undetached(src).op is not Ops.MUL or outputs <= SUM_OF_PRODUCTS_OUTPUTS)
     ):
         # slices short enough to sum accurately (more of them than threads want is fine: more outputs to share)
         parts = max(parts, accurate_parts(shape[axis], length))

@@ -1194,7 +1194,7 @@ def promote(*xs: UOp) -> DType:
 
 
 def is_one_hot_reduce(red: UOp) -> bool:
-    """A sum (or max) over one axis of a select whose condition reads an IOTA: the form indexing, gather and embeddings
-    take, which the lowerer turns into one load at the index (no scheduler split, no heuristic tiling)."""
-    one_axis = len(red.arg[1]) == 1 and red.arg[0] in (Ops.ADD, Ops.MAX) and red.src[0].op is Ops.WHERE
-    return one_axis and red.src[0].src[0].reads_iota
+    """A sum (or max) over one axis of a select whose condition reads an IOTA (in a DETACH under no_grad): the form
+    indexing, gather and embeddings take, which the lowerer turns into one load at the index (no split, no tiling)."""
+    sel = red.src[0].src[0] if red.src[0].op is Ops.DETACH else red.src[0]
+    return len(red.arg[1]) == 1 and red.arg[0] in (Ops.ADD, Ops.MAX) and sel.op is Ops.WHERE and sel.src[0].reads_iota

@@ -29,6 +29,12 @@ def load_axes(ast: UOp, loads: bool = True) -> list[dict[int, int]]:
     return [dict(axes) for axes in _address_axes(ast)[0 if loads else 1]]
 
 
+def picked_axes(ast: UOp) -> list[set[int]]:
+    """For each load of the kernel (in `load_axes` order): the kernel axes its address moves along through a value
+    loaded first, an index it picks at (a gather's rows by the index's axis): no stride to tell."""
+    return [set(axes) for axes in _address_axes(ast)[2]]
+
+
 # the heuristic asks for a kernel's loads and its stores, some twice: one lowering answers all (a kernel's code is
 # generated once per process, so a small cache holds the kernels being generated)
 @functools.lru_cache(maxsize=64)
@@ -45,7 +51,7 @@ def reduce_folds_away(ast: UOp) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]]]:
+def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]], list[set[int]]]:
     from uopkit.uop.ops import graph_rewrite
     from uopkit.uop.symbolic import decompose, pm_symbolic
 
@@ -55,6 +61,7 @@ def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]]]
     addresses = [u.replace(src=u.src[:2]) for u in indexes]
     simplified = graph_rewrite(UOp(Ops.SINK, src=tuple(addresses)), pm_symbolic, name="symbolic (strides)")
     found: tuple[dict[UOp, dict[int, int]], dict[UOp, dict[int, int]]] = ({}, {})
+    picked: dict[UOp, set[int]] = {}
     for u in simplified.src:
         if u.op is Ops.INDEX:
             axes: dict[int, int] = {}
@@ -73,7 +80,10 @@ def _address_axes(ast: UOp) -> tuple[list[dict[int, int]], list[dict[int, int]]]
                 axes[axis] = _first_step(u.src[1], r)
             # buffer 0 is the output: its INDEXes are the stores
             found[0 if u.src[0].arg != 0 else 1][u] = axes
-    return list(found[0].values()), list(found[1].values())
+            loaded = [n for n in u.src[1].toposort() if n.op is Ops.LOAD]
+            ranges = {r for n in loaded for r in n.toposort() if r.op is Ops.RANGE and r.arg[0] in ctx.axis_of}
+            picked[u] = {ctx.axis_of[r.arg[0]] for r in ranges}
+    return list(found[0].values()), list(found[1].values()), [picked[u] for u in found[0]]
 
 
 def _first_step(index: UOp, r: UOp) -> int:
