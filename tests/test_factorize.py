@@ -402,3 +402,41 @@ def test_blocked_cholesky_and_triangular_solves_take_few_kernels_and_match_torch
     assert Tensor(bad).cholesky_ex().info.item() == torch.linalg.cholesky_ex(torch.from_numpy(bad)).info.item() == 21
     with pytest.raises(ArgumentError, match="order 21"):
         Tensor(bad).cholesky()
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-9), (np.float32, 2e-3)])
+@pytest.mark.parametrize(
+    "solve", ["solve_triangular", "solve_triangular_eye", "cholesky_solve", "cholesky_solve_upper"]
+)
+def test_a_solve_with_a_cholesky_factor_differentiates_after_its_result_was_realized(dtype, tol, solve):
+    # x printed or cached (a GP's alpha) before backward: the solve's rule is on a reshape of its own, a view of x's
+    # storage once realized, and cholesky() had already read its factor back; rebuilt over the factor's graph the view
+    # was a new node without the rule, and the walk went through the blocked solve's steps: every gradient NaN
+    torch = pytest.importorskip("torch")
+    n = 19  # past a block's edge (a padded last block)
+    a = _spd(n).astype(dtype)
+    b = RNG.standard_normal((n, 2)).astype(dtype)
+    weights = RNG.standard_normal((n, n if solve == "solve_triangular_eye" else 2)).astype(dtype)
+
+    def forward(lib, m):
+        if lib is torch:
+            upper = solve == "cholesky_solve_upper"
+            factor = torch.linalg.cholesky(m, upper=upper)
+            if solve.startswith("cholesky_solve"):
+                return torch.cholesky_solve(torch.from_numpy(b), factor, upper=upper)
+            rhs = torch.eye(n, dtype=m.dtype) if solve == "solve_triangular_eye" else torch.from_numpy(b)
+            return torch.linalg.solve_triangular(factor, rhs, upper=False)
+        upper = solve == "cholesky_solve_upper"
+        factor = m.cholesky(upper=upper)
+        if solve.startswith("cholesky_solve"):
+            return Tensor(b).cholesky_solve(factor, upper=upper)
+        rhs = Tensor.eye(n, dtype=m.dtype) if solve == "solve_triangular_eye" else Tensor(b)
+        return factor.solve_triangular(rhs, upper=False)
+
+    ta = torch.from_numpy(a).requires_grad_()
+    (forward(torch, ta) * torch.from_numpy(weights)).sum().backward()
+    m = Tensor(a, requires_grad=True)
+    x = forward(Tensor, m)
+    x.realize()
+    (x * Tensor(weights)).sum().backward()
+    np.testing.assert_allclose(m.grad.numpy(), ta.grad.numpy(), rtol=tol, atol=tol * np.abs(ta.grad.numpy()).max())

@@ -994,6 +994,25 @@ def test_a_max_pools_gradient_ignores_a_realize_of_its_output_in_between(pool):
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("walk", ["backward", "gradient"])
+def test_a_rule_given_to_a_view_is_kept_when_it_and_a_value_under_it_were_realized(walk):
+    # a rule given to a reshape of the value's own (triangular solves, Cholesky, a cat's pieces): realized, the
+    # tensor is that view of the new storage; rebuilt for the gradient over a graph where a value under it was
+    # realized too, it has to be the view it was over the old graph, with its rule, not a new node without one. (The
+    # rule here is made up, 5 g, so the test sees which way the gradient went: the chain would give 2 e^(2x))
+    from uopkit.gradient import set_gradient
+
+    x = Tensor([0.5, 1.0, 2.0], requires_grad=True)
+    inner = (x * 2).realize()
+    value = inner.exp()
+    node = UOp(Ops.RESHAPE, value.dtype, (value.uop,), value.shape)
+    set_gradient(node, (inner.uop,), lambda g, wanted: ((Tensor(g) * 5).uop,))
+    out = Tensor(node)
+    out.realize()
+    grad = out.sum().gradient(x)[0] if walk == "gradient" else (out.sum().backward(), x.grad)[1]
+    np.testing.assert_allclose(grad.numpy(), [10.0, 10.0, 10.0])
+
+
 def test_piecewise_gradients_select_the_incoming_one_as_torch():
     # an inf coming back (sqrt at 0) where a piece is flat gives 0, as torch's: a 0/1 mask times inf would give NaN
     F = torch.nn.functional

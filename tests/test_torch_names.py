@@ -448,6 +448,24 @@ def test_sum_to_size_narrow_copy_renorm_cholesky_solve():
         _same(got, want, atol=1e-9)
 
 
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_gradients_match_torch_on_the_whole_factor(upper):
+    # torch's gradient for the factor is -(g_b x^T + x g_b^T) L on the whole matrix, not cut to the triangle its
+    # forward reads (two masked triangular solves gave zeros on the other triangle); batch axes broadcast
+    m = RNG.standard_normal((4, 4))
+    low = np.linalg.cholesky(m @ m.T + 4 * np.eye(4))
+    factor = (low.T if upper else low) + 0.1 * RNG.standard_normal((4, 4))
+    rhs, weights = RNG.standard_normal((3, 4, 2)), RNG.standard_normal((3, 4, 2))
+    f, b = Tensor(factor, requires_grad=True), Tensor(rhs, requires_grad=True)
+    (b.cholesky_solve(f, upper=upper) * Tensor(weights)).sum().backward()
+    tf, tb = torch.from_numpy(factor).requires_grad_(), torch.from_numpy(rhs).requires_grad_()
+    (tb.cholesky_solve(tf, upper=upper) * torch.from_numpy(weights)).sum().backward()
+    _same(f.grad, tf.grad, atol=1e-9)
+    _same(b.grad, tb.grad, atol=1e-9)
+    with pytest.raises(ShapeError, match=r"cholesky_solve: B must be matrices \(\.\.\., 4, k\)"):
+        Tensor.ones(4).cholesky_solve(f)
+
+
 def test_unique_consecutive_matches_torch():
     values = np.array([[1, 1, 2], [2, 2, 2], [1, 1, 2], [3, 3, 3]], np.int32)
     for dim in (None, 0, 1):

@@ -385,6 +385,20 @@ def unrealized_graph(
     what the gradient reads, whatever has been overwritten since). `forms`: filled with each node that was replaced
     -> its new form, for a caller that looks for nodes of the old graph in the new one (a hooked tensor's node).
     """
+    memo = _unrealized_forms(root, keep, nodes, rebuilt, check_writes, given, forms)
+    return root if memo is None else memo[root]
+
+
+def _unrealized_forms(
+    root: UOp,
+    keep: set[UOp],
+    nodes: dict[UOp, None] | None,
+    rebuilt: Callable[[UOp, UOp, dict[UOp, UOp]], None] | None,
+    check_writes: bool,
+    given: Callable[[UOp], object] | None,
+    forms: dict[UOp, UOp] | None,
+) -> dict[UOp, UOp] | None:
+    # `unrealized_graph`'s walk: every node of root's graph -> its new form (None where nothing was realized)
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     if check_writes and len(stale_sources):
         _check_not_stale(topo, keep)
@@ -397,12 +411,14 @@ def unrealized_graph(
     else:
         realized = [u for u in topo if u not in keep and u in computed_from and _carries_gradient(u)]
     if not realized or root.op is _DETACH:
-        return root
+        return None
     # no gradient flows into a DETACH: what lies behind one is read as it is stored, not rebuilt (a lazy clone of a
     # weight, `w.detach().clone()`, that a step of `w` moved onto a copy-on-write snapshot of it: the snapshot's
     # source is `w`'s buffer, overwritten since)
     topo = root.toposort(gate=_not_store_nor_detach)
     memo: dict[UOp, UOp] = {}
+    # realized node -> (the graph that computed it, the forms of that graph's nodes or None where it is unchanged)
+    followed: dict[UOp, tuple[UOp, dict[UOp, UOp] | None]] = {}
     for u in topo:
         if u.op is _STORE or u in keep:
             # (a kept node stays the very node even where what lies under it was realized: it is where a gradient is
@@ -417,9 +433,9 @@ def unrealized_graph(
         if source is not None:
             if check_writes:
                 _check_not_overwritten(u, source)
-            memo[u] = unrealized_graph(
-                source, keep, rebuilt=rebuilt, check_writes=check_writes, given=given, forms=forms
-            )
+            inner = _unrealized_forms(source, keep, None, rebuilt, check_writes, given, forms)
+            followed[u] = (source, inner)
+            memo[u] = source if inner is None else inner[source]
             if forms is not None:
                 forms[u] = memo[u]
             continue
@@ -428,12 +444,56 @@ def unrealized_graph(
         if new_src == src:
             memo[u] = u
             continue
-        memo[u] = UOp(u.op, u.dtype, new_src, u.arg)
+        before = _old_view_rebuilt(u, memo, followed, rebuilt) if u.op in _MOVEMENT else None
+        memo[u] = UOp(u.op, u.dtype, new_src, u.arg) if before is None else before
         if forms is not None:
             forms[u] = memo[u]
-        if rebuilt is not None:
+        if rebuilt is not None and before is None:
             rebuilt(u, memo[u], memo)
-    return memo[root]
+    return memo
+
+
+def _old_view_rebuilt(
+    u: UOp,
+    memo: dict[UOp, UOp],
+    followed: dict[UOp, tuple[UOp, dict[UOp, UOp] | None]],
+    rebuilt: Callable[[UOp, UOp, dict[UOp, UOp]], None] | None,
+) -> UOp | None:
+    """Realized view `u` rebuilt as the view it was over the old graph (`realized_views`), over that graph's new form,
+    each old view told to `rebuilt` (None where `u` is no such view). The node a gradient rule was given to may be one
+    of those views (a triangular solve's or Cholesky's own reshape, a cat piece's pad); `u` rebuilt over the new form
+    is the very node only while nothing under it was realized too (cholesky() reads its factor back), else a new node
+    without the rule, and the gradient took the chain of the solve's blocked steps (NaN: reciprocals of masked zeros).
+    """
+    before = realized_views.get(u)
+    if before is None:
+        return None
+    stored, depth = u, 0
+    while stored not in followed:
+        if stored.op not in _MOVEMENT:
+            return None
+        stored, depth = stored.src[0], depth + 1
+    source, inner = followed[stored]
+    views = []
+    old = before
+    for _ in range(depth):
+        if old.op not in _MOVEMENT:
+            return None
+        views.append(old)
+        old = old.src[0]
+    if old is not source:
+        return None
+    if inner is None:
+        # (nothing under it was realized: the old views are the graph as it is)
+        return before
+    new = memo[stored]
+    for view in reversed(views):
+        form = UOp(view.op, view.dtype, (new, *view.src[1:]), view.arg)
+        inner[view] = form
+        if rebuilt is not None:
+            rebuilt(view, form, inner)
+        new = form
+    return new
 
 
 def _not_store_nor_detach(u: UOp) -> bool:
@@ -522,8 +582,8 @@ def _remember_source(
     _forget_stale_inputs(old, reach_memo)
     computed_from[new] = old
     if top_old is not old:
-        # the old views stay alive with the new ones: the graph backward() rebuilds over `old` is then made of the
-        # very nodes, with the gradient rules given to them (`max_pool2d`'s first-maximum rule is on its reshape)
+        # the old views stay alive with the new ones: backward() rebuilds the new views as them (`_old_view_rebuilt`),
+        # with the gradient rules given to them (`max_pool2d`'s first-maximum rule is on its reshape)
         realized_views[top_new] = top_old
     if new.op is _BITCAST and old.op is _BITCAST and new.dtype is _BF16 and old.dtype is _BF16:
         # a bfloat16 value is its uint16 bits under a BITCAST, and what reads it reads the bits: they are followed

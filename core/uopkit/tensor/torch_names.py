@@ -15,7 +15,8 @@ import numpy as np
 
 from uopkit.dtype import DType, dtypes, least_upper_float
 from uopkit.schedule import live_tensors
-from uopkit.tensor.autocast import LOWER, autocast_op
+from uopkit.tensor.autocast import FLOAT32, LOWER, autocast_op
+from uopkit.tensor.factorize import _square, _with_right_side
 from uopkit.tensor.indexing import _in_place_method, _share_storage
 from uopkit.tensor.memory_format import as_memory_format, dims_order
 from uopkit.tensor.reduce import MinMax
@@ -32,6 +33,7 @@ from uopkit.tensor.support import (
     _with_derivative,
     retaining_grad,
 )
+from uopkit.tensor.triangular import cholesky_solve as _triangular_cholesky_solve
 
 if TYPE_CHECKING:
     from uopkit.tensor.generator import Generator
@@ -893,6 +895,7 @@ class TorchNamesMixin:
         scale = (norm > maxnorm).where(maxnorm / (norm + 1e-7), 1.0)
         return self * scale.cast(self.dtype)
 
+    @autocast_op(FLOAT32)
     def cholesky_solve(self: Tensor, factor: Tensor, upper: bool = False) -> Tensor:  # type: ignore[misc]
         """X with A @ X = self, given A's Cholesky factor (lower L with A = L L^T, or `upper` U with A = U^T U), as
         torch.cholesky_solve(self, factor); batch dims broadcast.
@@ -900,9 +903,14 @@ class TorchNamesMixin:
         >>> Tensor([[2.0], [2.0]]).cholesky_solve(Tensor([[1.0, 0.0], [1.0, 1.0]])).tolist()
         [[2.0], [0.0]]
         """
-        lower = factor.mT if upper else factor
-        y = lower.solve_triangular(self, upper=False)
-        return lower.mT.solve_triangular(y, upper=True)
+        a = _square(factor, "cholesky_solve")
+        if self.ndim < 2 or self.shape[-2] != a.shape[-1]:
+            raise ShapeError(
+                f"cholesky_solve: B must be matrices (..., {a.shape[-1]}, k) for a factor of shape {factor.shape}, got "
+                f"shape {self.shape}"
+            )
+        a, b = _with_right_side(a, self, "cholesky_solve")
+        return _triangular_cholesky_solve(a, b, upper)
 
     # ------------------------------------------------------------------------------------------------------------
     # in-place draws from other distributions (torch's; from `generator` (a uopkit.Generator) or the global stream,

@@ -7,7 +7,8 @@ half. Cholesky factors a column of BLOCK x BLOCK blocks a column per step (LAPAC
 per kernel), then updates the trailing matrix with one matmul (potrf's syrk). A column step can't fuse further: the
 scheduler stores an unrolled elimination's expanded columns every step or two (and unrolled 16 columns compile for
 seconds). Both differentiate by their own rules (torch's formulas, each a pair of triangular solves), not through
-their steps.
+their steps; so does a Cholesky solve, a pair of them in a row (torch's rule, whose factor gradient is not cut to
+the triangle).
 """
 
 from __future__ import annotations
@@ -150,6 +151,30 @@ def triangular_solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
 
     node = _noop(x)
     set_gradient(node, (t.uop, y.uop), rule)
+    return Tensor(node)
+
+
+def cholesky_solve(factor: Tensor, y: Tensor, upper: bool) -> Tensor:
+    """x with A @ x = y for A = L L^T given its Cholesky factor `factor` (..., n, n) (lower L; `upper`: U with
+    A = U^T U, its other triangle not read) and `y` (..., n, k), same batch axes and dtype: two triangular solves. Its
+    gradient is torch's: g_y = A^-1 g, and the factor's from dA = dL L^T + L dL^T, -(g_y x^T + x g_y^T) L (for U,
+    U times it), on the whole matrix (torch's is not cut to the factor's triangle either)."""
+    low = factor.transpose(-1, -2) if upper else factor
+    x = triangular_solve(low.transpose(-1, -2), triangular_solve(low, y, False, False), True, False)
+    factor_uop, x_uop = factor.uop, x.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+        f = Tensor(factor_uop)
+        g_y = cholesky_solve(f, Tensor(g), upper)
+        g_factor = None
+        if wanted[0]:
+            outer = g_y @ Tensor(x_uop).transpose(-1, -2)
+            both = outer + outer.transpose(-1, -2)
+            g_factor = (-(f @ both) if upper else -(both @ f)).uop
+        return g_factor, g_y.uop
+
+    node = _noop(x)
+    set_gradient(node, (factor.uop, y.uop), rule)
     return Tensor(node)
 
 
