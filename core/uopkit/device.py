@@ -437,8 +437,9 @@ class DeviceName(str):
     def type(self) -> str:
         return self.partition(":")[0].lower()
 
+    # (torch.device's attribute: it hides str.index, which a device name has no use for)
     @property
-    def index(self) -> int:
+    def index(self) -> int:  # type: ignore[override]
         return device_index(self)
 
 
