@@ -532,7 +532,9 @@ class Tensor(
 
     @requires_grad.setter
     def requires_grad(self, value: bool | None) -> None:
-        if value is False and self._requires_grad is None and not self.is_leaf:
+        # (only where a live tensor that wants a gradient is read: a new constant, `Tensor.ones(2)`, is the same graph
+        # as a leaf of ones made and dropped before, which `is_leaf` counts)
+        if value is False and self._requires_grad is None and not self.is_leaf and _reads_a_live_leaf(self):
             raise RuntimeError(
                 "requires_grad: only a leaf's flag can be changed (this tensor was computed from one that requires "
                 "grad, as PyTorch says); use .detach() for a value outside the graph"
@@ -1185,6 +1187,11 @@ def _requires_grad(t: Tensor, wanted: set[UOp] | None = None) -> bool:
             queue.extend(given[0])
     # (a leaf given requires_grad that nobody holds any more still counts, as in torch)
     return tensors_with_grad.was_given_requires_grad(seen)
+
+
+def _reads_a_live_leaf(t: Tensor) -> bool:
+    nodes = set(t.uop.toposort())
+    return any(k in nodes for w in tensors_with_grad.live() if w is not t for k in _gradient_keys(w))
 
 
 def _wanted_keys() -> set[UOp]:
