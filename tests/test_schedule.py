@@ -683,17 +683,68 @@ def _heat_steps(n: int, size: int = 64) -> tuple[Tensor, np.ndarray]:
     return v, want.reshape(u0.shape)
 
 
-def test_a_long_lazy_stencil_loop_runs_the_same_kernels_every_step():
+@pytest.mark.parametrize("no_grad", [False, True])
+def test_a_long_lazy_stencil_loop_runs_the_same_kernels_every_step(no_grad):
     # each step's padded state and each step's new state are stored: every step the same two kernels, however long the
     # loop (the rule for a reduce read through a pad stored the bare conv reduce, not the step's value: three kernels
-    # a step and a depth cut every 45 steps). Under no_grad every result is a DETACH, which still hides the padded
-    # input from the rule that stores it (not fixed: see the session note)
-    items_few = create_schedule(kernelize_tensors([_heat_steps(3)[0]]))
-    many, want = _heat_steps(120)
-    items_many = create_schedule(kernelize_tensors([many]))
-    assert len(items_many) == 40 * len(items_few)
+    # a step and a depth cut every 45 steps)
+    import contextlib
+
+    import uopkit
+
+    with uopkit.no_grad() if no_grad else contextlib.nullcontext():
+        items_few = create_schedule(kernelize_tensors([_heat_steps(3)[0]]))
+        many, want = _heat_steps(120)
+        items_many = create_schedule(kernelize_tensors([many]))
+    assert len(items_many) == 40 * len(items_few) == 240
     assert {it.ast for it in items_many} == {it.ast for it in items_few}
     np.testing.assert_allclose(many.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_no_grad_stencil_loop_gets_the_kernels_of_the_loop_with_gradients():
+    # no_grad wraps every result in a DETACH, which changes no value, and the realize rules now see through it: the
+    # replicate-padded state is stored by a kernel of its own as with gradients on, two kernels a step (behind the
+    # DETACHes the pad went unseen: one kernel a step, computing the pad's selects per element and window tap)
+    import uopkit
+
+    with uopkit.no_grad():
+        detached, want = _heat_steps(4)
+        asts_detached = [it.ast for it in create_schedule(kernelize_tensors([detached]))]
+    plain, _ = _heat_steps(4)
+    asts_plain = [it.ast for it in create_schedule(kernelize_tensors([plain]))]
+    assert len(asts_detached) == len(asts_plain) == 8
+    assert asts_detached == asts_plain
+    np.testing.assert_allclose(detached.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_copies_of_one_value_with_and_without_a_detach_are_each_stored():
+    # v and DETACH(v) are one value to the realize rules, so COPY(v) and COPY(DETACH(v)) are one copy there: each is
+    # still stored (a copy can't be computed inside another kernel), as is a DETACH over a copy asked for
+    x = Tensor(np.arange(6, dtype=np.float32))
+    v = x * 2 + 1
+    outs = [v.to("CPU:1"), v.detach().to("CPU:1"), (v + 2).to("CPU:1").detach(), (v * 4).detach().to("CPU:1")]
+    items = create_schedule(kernelize_tensors(outs))
+    assert not any(n.op is Ops.COPY for it in items if it.ast.op is Ops.SINK for n in it.ast.toposort())
+    want = np.arange(6, dtype=np.float32) * 2 + 1
+    for out, value in zip(outs, [want, want, want + 2, want * 4], strict=True):
+        assert out.device == "CPU:1"
+        np.testing.assert_array_equal(out.numpy(), value)
+
+
+def test_a_value_asked_for_detached_and_read_by_others_is_computed_once():
+    # a matmul asked for as m.detach() and read by a sum beside it: the DETACH's kernel would compute the matmul, so
+    # the matmul is stored itself and both read it
+    rng = np.random.default_rng(0)
+    a = Tensor(rng.standard_normal((8, 16)).astype(np.float32), requires_grad=True)
+    b = Tensor(rng.standard_normal((16, 4)).astype(np.float32))
+    m = a @ b
+    detached, total = m.detach(), (m * 2).sum()
+    items = create_schedule(kernelize_tensors([detached, total]))
+    reduces = [sum(n.op is Ops.REDUCE_AXIS for n in it.ast.toposort()) for it in items]
+    assert sum(reduces) == 2
+    want = a.numpy() @ b.numpy()
+    np.testing.assert_allclose(detached.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(total.item(), 2 * want.sum(), rtol=1e-4)
 
 
 # ---- what a realize remembers of the graph that computed a value (uopkit.schedule.computed_from)

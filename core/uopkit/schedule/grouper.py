@@ -9,6 +9,7 @@ from uopkit.codegen.lowerer import move_index, pad_index
 from uopkit.dtype import dtypes, index_dtype
 from uopkit.schedule.launch_consts import launch_const
 from uopkit.schedule.windows import mirror_bounds
+from uopkit.schedule.without_detach import stored_originals, without_detaches
 from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar, is_one_hot_reduce
 from uopkit.uop.symbolic import simplify
 
@@ -75,30 +76,61 @@ def _region(ctx: GrouperContext, root: UOp) -> list[UOp]:
 
 
 def choose_realized(sink: UOp) -> GrouperContext:
-    """Walk the tensor graph in order and mark what must be stored in a buffer of its own."""
-    ctx = GrouperContext()
+    """Walk the tensor graph in order and mark what must be stored in a buffer of its own.
+
+    The rules look at values, which a DETACH doesn't change (every result computed under no_grad is one): they run on
+    the graph without them (`schedule/without_detach.py`), and `realize` then holds the graph's own nodes that carry
+    their choices out, with every node the graph itself requires (`_required`); the other fields are the plain ones."""
     topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
-    for i, u in enumerate(topo):
-        ctx.order[u] = i
-        for s in u.src:
-            ctx.children.setdefault(s, []).append(u)
-    # what the user asked for
+    plain = without_detaches(topo)
+    if plain is None:
+        return _choose_realized(sink, topo)
+    ctx = _choose_realized(plain[sink], list(plain[sink].toposort(gate=lambda u: not is_kernel_store(u))))
+    ctx.realize = stored_originals(ctx.realize, topo, plain, _required(sink, topo))
+    return ctx
+
+
+def _required(sink: UOp, topo: list[UOp]) -> dict[UOp, None]:
+    # what is stored whatever the other rules choose: the outputs, and the nodes that are stores by their op
+    required = dict.fromkeys(_asked(sink))
+    for u in topo:
+        required.update(dict.fromkeys(_stored_by_op(u)))
+    return required
+
+
+def _asked(sink: UOp) -> list[UOp]:
+    # what the user asked for (a view of storage is there already)
+    asked: list[UOp] = []
     for out in sink.src:
         if is_realized_view(out) or _detached_view(out):
             continue
         chain_only_reshape = all(n.op is Ops.RESHAPE for n in out.movement_chain())
         if out.base.op is Ops.CONST or (not chain_only_reshape and out.base.op is Ops.DEVICE):
-            ctx.realize[out] = None
+            asked.append(out)
         else:
-            ctx.realize[out.base] = None
+            asked.append(out.base)
+    return asked
+
+
+def _stored_by_op(u: UOp) -> list[UOp]:
+    # an assign, a contiguous and a copy are stores; a copy moves a whole buffer: its source must be one, in order
+    if u.op not in (Ops.STORE, Ops.CONTIGUOUS, Ops.COPY) or is_kernel_store(u):
+        return []
+    if u.op is not Ops.COPY or _is_plain_buffer_view(u.src[0]):
+        return [u]
+    src = u.src[0]
+    return [u, src if not all(n.op is Ops.RESHAPE for n in src.movement_chain()) else src.base]
+
+
+def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
+    ctx = GrouperContext()
+    for i, u in enumerate(topo):
+        ctx.order[u] = i
+        for s in u.src:
+            ctx.children.setdefault(s, []).append(u)
+    ctx.realize.update(dict.fromkeys(_asked(sink)))
     for u in topo:
-        if u.op in (Ops.STORE, Ops.CONTIGUOUS, Ops.COPY) and not is_kernel_store(u):
-            ctx.realize[u] = None
-        if u.op is Ops.COPY:
-            # a copy moves a whole buffer: its source must be one, in order
-            src = u.src[0]
-            if not _is_plain_buffer_view(src):
-                ctx.realize[src if not all(n.op is Ops.RESHAPE for n in src.movement_chain()) else src.base] = None
+        ctx.realize.update(dict.fromkeys(_stored_by_op(u)))
         if u.op is Ops.EXPAND and (pads := [n for n in u.src[0].movement_chain() if n.op is Ops.PAD]):
             # windows over a padded value (a convolution's or a pool's input) would read it through a bounds check
             # per element and window tap, which keeps the C compiler's vectors off: store the padded value once
