@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import numpy as np
@@ -317,6 +318,78 @@ def test_a_value_computed_from_a_leaf_gone_since_is_no_leaf():
     x = Tensor([1.0], requires_grad=True)
     assert x.is_leaf and x.grad_fn is None and (x * 2).detach().grad_fn is None and Tensor([1.0]).grad_fn is None
     assert (x * 2).grad_fn.name() == "MULBackward" and (Tensor([1.0]) * 2).grad_fn is None
+
+
+# leaves made without requires_grad and given it after: graph nodes are hash-consed, so each of these is the very
+# node built again by the same call
+_LEAVES_GIVEN_REQUIRES_GRAD_AFTER = [
+    lambda T: T.ones(2),
+    lambda T: T.zeros(2),
+    lambda T: T.full((2,), 3.5),
+    lambda T: T.arange(2.0),
+    lambda T: T.ones(2) * 3,
+]
+
+
+def _leaf_state(t):
+    return t.is_leaf, t.requires_grad, t.grad_fn is None
+
+
+@pytest.mark.parametrize("build", _LEAVES_GIVEN_REQUIRES_GRAD_AFTER)
+def test_a_new_value_is_not_a_leaf_gone_since_that_was_built_the_same(build):
+    # a leaf given requires_grad and dropped, a value computed from it held: the same call again is a new leaf
+    # (it was taken for the dropped one: is_leaf False, requires_grad True, a grad_fn, for it and values of it)
+    results = {}
+    for T in (Tensor, torch):
+        leaf = build(T).requires_grad_()
+        held = leaf * 2
+        del leaf
+        gc.collect()
+        fresh = build(T)
+        state = [_leaf_state(fresh), _leaf_state(fresh + 1), _leaf_state(T.ones(2, requires_grad=False))]
+        fresh.requires_grad_()
+        (held + fresh * 5).sum().backward()
+        results[T] = state, fresh.grad, _leaf_state(fresh)
+    (ours, ours_grad, ours_after), (theirs, theirs_grad, theirs_after) = results.values()
+    assert ours == theirs == [(True, False, True)] * 3
+    assert ours_after == theirs_after == (True, True, True)
+    _same(ours_grad, theirs_grad)
+
+
+@pytest.mark.parametrize("build", _LEAVES_GIVEN_REQUIRES_GRAD_AFTER)
+def test_two_leaves_built_the_same_have_gradients_of_their_own(build):
+    grads = {}
+    for T in (Tensor, torch):
+        a, b = build(T).requires_grad_(), build(T).requires_grad_()
+        (a * 2 + b).sum().backward()
+        grads[T] = (a.grad, b.grad)
+    _same(grads[Tensor], grads[torch])
+
+
+def test_requires_grad_of_a_value_of_a_leaf_gone_since_cant_be_set_false():
+    for T in (Tensor, torch):
+        x = T.ones(2, requires_grad=True)
+        y = x * 2
+        del x
+        gc.collect()
+        assert (y.is_leaf, y.requires_grad) == (False, True)
+        with pytest.raises(RuntimeError, match="leaf"):
+            y.requires_grad = False
+        with pytest.raises(RuntimeError, match="leaf"):
+            y.requires_grad_(False)
+        assert y.requires_grad and y.grad_fn is not None
+
+
+def test_requires_grad_on_a_value_computed_from_a_leaf_keeps_it_in_the_graph():
+    # (a leaf given requires_grad gets a node of its own; a value that is no leaf must not be cut from its inputs)
+    found = {}
+    for T in (Tensor, torch):
+        x = T.ones(2, requires_grad=True)
+        y = (x * 2).requires_grad_()
+        (y * 3).sum().backward()
+        found[T] = (y.is_leaf, y.grad_fn is None), x.grad
+    assert found[Tensor][0] == found[torch][0] == (False, False)
+    _same(found[Tensor][1], found[torch][1])
 
 
 def test_autograd_leaves_and_retained_gradients():

@@ -1,11 +1,12 @@
-"""Whether a gradient can flow through a graph a realize stores (`uopkit.schedule.gradient_reaches`): only such
-graphs are remembered as what computed a value (`computed_from`), so a value recomputed in a loop from tensors that
-want no gradient doesn't hold every earlier value alive."""
+"""Whether a gradient can flow through a graph: the walk back over it as backward() follows it (`walk_back`, also
+behind `Tensor.requires_grad`), and the question a realize asks of each graph it stores
+(`uopkit.schedule.gradient_reaches`): only such graphs are remembered as what computed a value (`computed_from`), so
+a value recomputed in a loop from tensors that want no gradient doesn't hold every earlier value alive."""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from uopkit.gradient import given_gradient
@@ -26,6 +27,38 @@ class _Wanting:
         self.frozen = {k for t in tensors_with_grad.frozen() for k in keys_of(t)}
         self.reach_none: set[UOp] = set()
 
+    def found(self, u: UOp) -> bool:
+        if u in self.wanted or (u not in self.frozen and tensors_with_grad.was_given_requires_grad((u,))):
+            return True
+        # (a realized value whose graph was dropped as stale: it read one, and a backward() through it raises)
+        return bool(len(stale_sources)) and u in stale_sources
+
+
+def walk_back(root: UOp, found: Callable[[UOp], bool], seen: set[UOp], skip: Container[UOp] = ()) -> bool:
+    """Whether `found` is true of a node a gradient would flow back through from `root`, as backward() follows the
+    graph: a node's sources (not into a DETACH's, nor into what a KERNEL computed), the graph a realized value was
+    computed from (`computed_from`), the inputs of a node with a given gradient (a Function's output). `seen` gets
+    every node walked; `skip`: nodes known to lead to none, not walked. (`Tensor.requires_grad` and `reaches`.)"""
+    # breadth first: a layer's weights sit a few nodes below its output, its input a whole network below
+    queue = deque([root])
+    while queue:
+        u = queue.popleft()
+        if u in seen or u in skip:
+            continue
+        seen.add(u)
+        if found(u):
+            return True
+        before = computed_from.get(u)
+        if before is not None:
+            queue.append(before)
+        if u.op is Ops.DETACH or u.op is Ops.KERNEL:
+            continue
+        queue.extend(u.src)
+        given = given_gradient(u)
+        if given is not None:
+            queue.extend(given[0])
+    return False
+
 
 def reaches(root: UOp, memo: dict[Any, Any], keys_of: Callable[[Any], tuple[UOp, ...]]) -> bool:
     """Whether a gradient can flow through the graph `root` (`uopkit.schedule.gradient_reaches`: asked for the graph
@@ -37,30 +70,9 @@ def reaches(root: UOp, memo: dict[Any, Any], keys_of: Callable[[Any], tuple[UOp,
     wanting = memo.get(_Wanting)
     if wanting is None:
         wanting = memo[_Wanting] = _Wanting(keys_of)
-    wanted, frozen, none = wanting.wanted, wanting.frozen, wanting.reach_none
-    stale = stale_sources
-    # breadth first, as `_requires_grad`: a value's weights sit a few nodes below it
     seen: set[UOp] = set()
-    queue = deque([root])
-    while queue:
-        u = queue.popleft()
-        if u in seen or u in none:
-            continue
-        seen.add(u)
-        if u in wanted or (u not in frozen and tensors_with_grad.was_given_requires_grad((u,))):
-            return True
-        if len(stale) and u in stale:
-            # (a realized value whose graph was dropped as stale: it read one, and a backward() through it raises)
-            return True
-        before = computed_from.get(u)
-        if before is not None:
-            queue.append(before)
-        if u.op is Ops.DETACH or u.op is Ops.KERNEL:
-            continue
-        queue.extend(u.src)
-        given = given_gradient(u)
-        if given is not None:
-            queue.extend(given[0])
+    if walk_back(root, wanting.found, seen, wanting.reach_none):
+        return True
     # (every node seen reaches none: a later question of the same realize stops at them)
-    none |= seen
+    wanting.reach_none |= seen
     return False

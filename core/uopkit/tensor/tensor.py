@@ -10,7 +10,6 @@ import contextlib
 import functools
 import itertools
 import weakref
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -532,9 +531,7 @@ class Tensor(
 
     @requires_grad.setter
     def requires_grad(self, value: bool | None) -> None:
-        # (only where a live tensor that wants a gradient is read: a new constant, `Tensor.ones(2)`, is the same graph
-        # as a leaf of ones made and dropped before, which `is_leaf` counts)
-        if value is False and self._requires_grad is None and not self.is_leaf and _reads_a_live_leaf(self):
+        if value is False and self._requires_grad is None and not self.is_leaf:
             raise RuntimeError(
                 "requires_grad: only a leaf's flag can be changed (this tensor was computed from one that requires "
                 "grad, as PyTorch says); use .detach() for a value outside the graph"
@@ -544,11 +541,14 @@ class Tensor(
                 f"requires_grad: only float tensors can require gradients, this one is {self.uop.dtype} (as "
                 "PyTorch); cast it to a float dtype first"
             )
+        if value:
+            # a leaf gets a node of its own (`_own_leaf`); a value computed from a tensor that requires grad is no leaf
+            # and stays in that graph (asked before the flag is set; a detached value is always a leaf)
+            own = _own_leaf(self.uop)
+            if own is not self.uop and (self.uop.base.op is Ops.DETACH or not _requires_grad(self)):
+                _all_tensors.set_uop(self, own)
         self._requires_grad = value
         if value:
-            own = _own_leaf(self.uop)
-            if own is not self.uop:
-                _all_tensors.set_uop(self, own)
             self._wanted_grad = True
             tensors_with_grad.add(self)
 
@@ -958,18 +958,29 @@ def _gradient_keys(t: Tensor) -> tuple[UOp, ...]:
 
 
 def _own_leaf(u: UOp) -> UOp:
-    # the node of a detached value (`x.detach()`, a view of one) just given requires_grad: a DETACH of its own (a fresh
-    # arg), as a Tensor(...) leaf has a BUFFER of its own. Every other detach of the same value is the same hash-consed
-    # node and would share its gradient (`base.detach()` twice, a `.detach()` of the value read elsewhere in the loss);
-    # still a DETACH over the same value, it stays a view of that storage, as PyTorch's detach
+    # the node of a leaf just given requires_grad: a DETACH of its own (a fresh arg) under its views, as a Tensor(...)
+    # leaf has a BUFFER of its own. Nodes are hash-consed: a constant (`Tensor.ones(2)`), a detached value
+    # (`base.detach()` twice) or a value computed from tensors wanting no gradient is the same node wherever it is
+    # built again, and would share the leaf's gradient, or pass for the leaf once it is dropped (`is_leaf`). A detach
+    # stays a DETACH over the same value, a view of that storage, as PyTorch's detach
     chain = u.movement_chain()
     base = chain[-1].src[0] if chain else u
-    if base.op is not Ops.DETACH or base.arg is not None:
+    if _is_own_node(base):
         return u
-    out = UOp(Ops.DETACH, base.dtype, base.src, ("leaf", next(_contiguous_ids)))
+    out = UOp(Ops.DETACH, base.dtype, base.src if base.op is Ops.DETACH else (base,), ("leaf", next(_contiguous_ids)))
     for m in reversed(chain):
         out = UOp(m.op, m.dtype, (out, *m.src[1:]), m.arg)
     return out
+
+
+def _is_own_node(base: UOp) -> bool:
+    # storage (a buffer, a write into one; a bfloat16 one read as its bits) or a node made with a fresh arg
+    # (`contiguous()`, a leaf's own DETACH): no other tensor is built as it
+    if base.op is Ops.BITCAST:
+        base = base.src[0].base
+    if base.op is Ops.CONTIGUOUS or base.op is Ops.DETACH:
+        return base.arg is not None
+    return base.op is Ops.BUFFER or base.op is Ops.STORE
 
 
 def _detached_under_views(u: UOp) -> UOp:
@@ -1164,34 +1175,11 @@ def _requires_grad(t: Tensor, wanted: set[UOp] | None = None) -> bool:
         return False
     if wanted is None:
         wanted = _wanted_keys()
-    # breadth first: a layer's weights sit a few nodes below its output, its input a whole network below
     seen: set[UOp] = set()
-    queue = deque([t.uop])
-    while queue:
-        u = queue.popleft()
-        if u in seen:
-            continue
-        seen.add(u)
-        if u in wanted:
-            return True
-        # a value realized since it was computed: the graph that computed it
-        before = computed_from.get(u)
-        if before is not None:
-            queue.append(before)
-        if u.op is Ops.DETACH or u.op is Ops.KERNEL:
-            continue
-        queue.extend(u.src)
-        # a node with a given gradient (a Function's output) requires one where its inputs do
-        given = given_gradient(u)
-        if given is not None:
-            queue.extend(given[0])
+    if _gradient_reach.walk_back(t.uop, wanted.__contains__, seen):
+        return True
     # (a leaf given requires_grad that nobody holds any more still counts, as in torch)
     return tensors_with_grad.was_given_requires_grad(seen)
-
-
-def _reads_a_live_leaf(t: Tensor) -> bool:
-    nodes = set(t.uop.toposort())
-    return any(k in nodes for w in tensors_with_grad.live() if w is not t for k in _gradient_keys(w))
 
 
 def _wanted_keys() -> set[UOp]:
