@@ -53,8 +53,8 @@ _CUM_BLOCK_MASKED = 64
 _CUM_LEVEL_BLOCK = 16
 
 # sort counts each element's rank against the others for rows up to this long (one kernel of n^2 compares); longer rows
-# go through a bitonic network (a kernel per stage, log2(n) * (log2(n) + 1) / 2 of them). One thread, 128K elements in
-# rows of 128 / 512 / 1024: by rank 3.3 / 15 / 45 ms, by the network 6.2 / 10 / 21 ms
+# go through a bitonic network (log2(n) * (log2(n) + 1) / 2 stages, two a kernel). One thread, 128K elements in
+# rows of 128 / 512 / 1024: by rank 3.3 / 15 / 45 ms, by the network (one stage a kernel then) 6.2 / 10 / 21 ms
 SORT_BY_RANK = 256
 
 # topk picks its k elements one round at a time (one pass over the row each) for k up to this, or up to half the
@@ -836,7 +836,7 @@ class ReduceMixin:
     def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
         """Sorted values along `dim` and their (int32) indices, (values, indices); equal values keep their order,
         NaN sorts as the largest, as torch.sort. Rows up to SORT_BY_RANK long count each element's rank against the
-        others (n^2 compares, one kernel); longer ones go through a bitonic network (n log^2 n, a kernel per stage).
+        others (n^2 compares, one kernel); longer ones go through a bitonic network (n log^2 n, two stages a kernel).
 
         >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
         [[1, 2, 3], [1, 2, 0]]
