@@ -440,3 +440,33 @@ def test_a_solve_with_a_cholesky_factor_differentiates_after_its_result_was_real
     x.realize()
     (x * Tensor(weights)).sum().backward()
     np.testing.assert_allclose(m.grad.numpy(), ta.grad.numpy(), rtol=tol, atol=tol * np.abs(ta.grad.numpy()).max())
+
+
+@pytest.mark.parametrize("op", ["svd", "eigh"])
+def test_jacobi_rounds_build_no_graph_of_their_own_and_match_torch(op):
+    # each sweep's n - 1 rotation rounds once built, keyed and realized a graph each (~100x their kernels' time: a
+    # 64 x 64 svd took seconds); now the first round's kernels run again for the others, and a sweep reads back once
+    torch = pytest.importorskip("torch")
+    from uopkit.engine.realize import stats
+
+    n = 24
+    a = RNG.standard_normal((40, n)).astype(np.float32)
+    x = a if op == "svd" else a.T @ a
+    run = (lambda t: t.svd(full_matrices=False)) if op == "svd" else (lambda t: t.eigh())
+    [t.numpy() for t in run(Tensor(x + 1))]
+    before = stats["schedule_hits"] + stats["schedule_misses"]
+    got = [t.numpy().astype(np.float64) for t in run(Tensor(x))]
+    # QR's two realizes a column (svd's U), one a sweep, a few more: not one a round (~8 sweeps of n - 1)
+    assert stats["schedule_hits"] + stats["schedule_misses"] - before <= 3 * n + 20
+    if op == "svd":
+        u, s, vh = got
+        want = torch.linalg.svdvals(torch.from_numpy(a)).numpy()
+        np.testing.assert_allclose(s, want, rtol=0, atol=1e-5 * want[0])
+        np.testing.assert_allclose((u * s) @ vh, a, atol=2e-5 * want[0])
+        np.testing.assert_allclose(u.T @ u, np.eye(n), atol=1e-5)
+    else:
+        w, v = got
+        want = torch.linalg.eigvalsh(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(w, want, rtol=0, atol=1e-5 * want[-1])
+        np.testing.assert_allclose((v * w) @ v.T, x, atol=2e-5 * want[-1])
+    np.testing.assert_allclose(vh @ vh.T if op == "svd" else v.T @ v, np.eye(n), atol=2e-5)

@@ -6,26 +6,31 @@ All work on the last two axes (the others are a batch) in the input's float dtyp
 through the ops they are made of (Cholesky and triangular solves, blocked in `triangular`, by their own rules). The
 loops run in Python over the columns (QR, LU and Gauss-Jordan: three kernels a column) and over the rotation
 rounds (SVD, eigh): each step's kernels are the same code for every step, so a factorization compiles a handful of
-kernels, once.
+kernels, once. A rotation round's graph is built once; the later rounds launch its kernels again (`_Rounds`), unless
+the input needs a gradient (then each round's graph is replayed and realized, and backward runs through them).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from uopkit.device import Buffer
 from uopkit.dtype import dtypes, least_upper_dtype
+from uopkit.engine.realize import ExecItem, buffers, capturing, exec_item
 from uopkit.gradient import set_gradient
 from uopkit.tensor.autocast import FLOAT32, autocast_op
+from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.replay import replay_call
-from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape
+from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape, _reshape_uop
 from uopkit.tensor.triangular import cholesky_lower, triangular_solve
+from uopkit.uop.ops import UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
-    from uopkit.uop.ops import UOp
 
 
 # torch.linalg's named results: each unpacks as a tuple, or by name
@@ -95,40 +100,61 @@ def _step_index(t: Tensor, j: int) -> Tensor:
 def householder_qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     """Q and R of float matrices `a` (..., m, n), LAPACK's conventions (geqrf): the reflector of column j maps it to
     beta e_j with beta = -sign(a_jj) |column|, none when the column is zero below the diagonal (R keeps a_jj). Q is
-    (..., m, m) when `complete`, else (..., m, k) and R (..., k, n), k = min(m, n)."""
+    (..., m, m) when `complete`, else (..., m, k) and R (..., k, n), k = min(m, n).
+
+    Q = H_0 .. H_k-1 times the first columns of the identity, the reflections applied last to first (orgqr's order):
+    m x k values a step where Q's reduced form is wanted, not m x m. Each step is realized: its graph is the same for
+    every step (replayed), and so is its schedule."""
     m, n = a.shape[-2:]
     k = min(m, n)
-    rows = Tensor.arange(m, dtype=dtypes.int32, device=a.device)
-    cols = Tensor.arange(n, dtype=dtypes.int32, device=a.device)
     r = a
-    q = Tensor.eye(m, dtype=a.dtype, device=a.device).expand(*a.shape[:-2], m, m)
+    reflections = []
     for j in range(k):
-        step = _step_index(a, j)
-        at, below = rows == step, rows > step
-        col = (r * (cols == step).cast(a.dtype)).sum(-1)  # column j, (..., m)
-        alpha = (col * at.cast(a.dtype)).sum(-1, keepdim=True)
-        x = below.where(col, 0)
-        # |x| and |(alpha, x)| scaled by the largest entry: squares of large or tiny values over- or underflow
-        scale = (at | below).where(col.abs(), 0).max(-1, keepdim=True)
-        safe = (scale == 0).where(1, scale)
-        rest = (x / safe).square().sum(-1, keepdim=True)
-        reflect = rest != 0
-        beta = -(((alpha / safe).square() + rest).sqrt() * safe).copysign(alpha)
-        tau = reflect.where((beta - alpha) / beta, 0)
-        v = at.where(1, x / reflect.where(alpha - beta, 1))
-        # R <- H R and Q <- Q H, H = I - tau v v^T; column j becomes (beta or alpha) e_j, exactly
-        vr = (v.unsqueeze(-1) * r).sum(-2, keepdim=True)
-        r = r - (tau * v).unsqueeze(-1) * vr
-        on_col = (cols == step).unsqueeze(0)
-        r = (on_col & below.unsqueeze(-1)).where(
-            0, (on_col & at.unsqueeze(-1)).where(reflect.where(beta, alpha).unsqueeze(-1), r)
-        )
-        qv = (q * v.unsqueeze(-2)).sum(-1, keepdim=True)
-        q = q - qv * (tau.unsqueeze(-1) * v.unsqueeze(-2))
-        # stored each step: fused into the next step's reads, R and Q would be recomputed there, in a new kernel
-        r, q = r.contiguous(), q.contiguous()
+        # (replayed: each step's graph is the same over the previous step's R and the step's index)
+        r, v, tau = replay_call(_householder_step, (r, _step_index(a, j)))
+        r, v, tau = r.contiguous(), v.contiguous(), tau.contiguous()
+        Tensor.realize(r, v, tau)
+        reflections.append((v, tau))
+    q = Tensor.eye(m, m if complete else k, dtype=a.dtype, device=a.device).expand(
+        *a.shape[:-2], m, m if complete else k
+    )
+    for v, tau in reversed(reflections):
+        q = replay_call(_reflected, (q, v, tau)).contiguous().realize()
     r = r.triu()
-    return (q, r) if complete else (q[..., :, :k], r[..., :k, :])
+    return (q, r) if complete else (q, r[..., :k, :])
+
+
+def _reflected(q: Tensor, v: Tensor, tau: Tensor) -> Tensor:
+    """H q, H = I - tau v v^T."""
+    return q - (tau * v).unsqueeze(-1) * (v.unsqueeze(-1) * q).sum(-2, keepdim=True)
+
+
+def _householder_step(r: Tensor, step: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Step j of `householder_qr` (j in `step`, a 1-element int32 tensor): column j of R reflected onto e_j, the
+    reflection applied to R's other columns. Returns R, and the reflection's v (..., m) and tau (..., 1)."""
+    m, n = r.shape[-2:]
+    rows = Tensor.arange(m, dtype=dtypes.int32, device=r.device)
+    cols = Tensor.arange(n, dtype=dtypes.int32, device=r.device)
+    at, below = rows == step, rows > step
+    col = (r * (cols == step).cast(r.dtype)).sum(-1)  # column j, (..., m)
+    alpha = (col * at.cast(r.dtype)).sum(-1, keepdim=True)
+    x = below.where(col, 0)
+    # |x| and |(alpha, x)| scaled by the largest entry: squares of large or tiny values over- or underflow
+    scale = (at | below).where(col.abs(), 0).max(-1, keepdim=True)
+    safe = (scale == 0).where(1, scale)
+    rest = (x / safe).square().sum(-1, keepdim=True)
+    reflect = rest != 0
+    beta = -(((alpha / safe).square() + rest).sqrt() * safe).copysign(alpha)
+    tau = reflect.where((beta - alpha) / beta, 0)
+    v = at.where(1, x / reflect.where(alpha - beta, 1))
+    # R <- H R, H = I - tau v v^T; column j becomes (beta or alpha) e_j, exactly
+    vr = (v.unsqueeze(-1) * r).sum(-2, keepdim=True)
+    r = r - (tau * v).unsqueeze(-1) * vr
+    on_col = (cols == step).unsqueeze(0)
+    r = (on_col & below.unsqueeze(-1)).where(
+        0, (on_col & at.unsqueeze(-1)).where(reflect.where(beta, alpha).unsqueeze(-1), r)
+    )
+    return r, v, tau
 
 
 def _square(t: Tensor, op: str) -> Tensor:
@@ -270,27 +296,6 @@ def _gauss_jordan(a: Tensor, rhs: Tensor, refusal: str) -> Tensor:
     return at.unsqueeze(-1).where(solved.unsqueeze(-3), 0).sum(-2)
 
 
-def _tournament(n: int) -> list[list[int]]:
-    """The rounds of a round-robin over n (even) columns, each a list of n/2 disjoint pairs flattened as
-    [p_0 .. p_h-1, q_0 .. q_h-1]: every pair of columns meets once in n - 1 rounds (the circle method)."""
-    rounds = []
-    ring = list(range(1, n))
-    for _ in range(n - 1):
-        seats = [0, *ring]
-        rounds.append(seats[: n // 2] + seats[n // 2 :][::-1])
-        ring = ring[-1:] + ring[:-1]
-    return rounds
-
-
-def _moving(source: list[int], target: list[int], width: int) -> np.ndarray:
-    """The 0/1 matrix M (width, len(target)) that takes columns in `source` order to `target` order: (W @ M)[:, i] is
-    the column labelled target[i]."""
-    where = {c: i for i, c in enumerate(source)}
-    out = np.zeros((width, len(target)), np.float32)
-    out[[where[c] for c in target], np.arange(len(target))] = 1
-    return out
-
-
 def _scaled(a: Tensor) -> tuple[Tensor, Tensor]:
     """(a / scale, scale) with scale the largest |entry| of each matrix (1 for a zero one): squares of large (or tiny)
     entries over- (under)flow."""
@@ -309,79 +314,205 @@ def _tolerance(size: int, dtype: object) -> float:
     return (size**0.5 if size else 1.0) * epsilon(dtype)
 
 
-def _round_robin(a: Tensor, width: int) -> tuple[list[list[int]], Tensor, Tensor, Tensor]:
-    """The rounds of pairs (`_tournament`), the permutation matrices that move the columns from one round's order to
-    the next's (a product with a 0/1 matrix is exact; an index would be read back to check its range: each round
-    leaves them in its pairs' order, the last round's at the end of a sweep), the one into the last round's order
-    from the start, and the one back to the first n columns in their own order (n = a's columns)."""
-    rounds = _tournament(width)
-    moves = Tensor(np.stack([_moving(rounds[i - 1], rounds[i], width) for i in range(len(rounds))]), device=a.device)
-    start = Tensor(_moving(list(range(width)), rounds[-1], width), device=a.device).cast(a.dtype)
-    back = Tensor(_moving(rounds[-1], list(range(a.shape[-1])), width), device=a.device).cast(a.dtype)
-    return rounds, moves.cast(a.dtype).realize(), start, back
+def _part(x: Tensor, dim: int, start: int, stop: int) -> Tensor:
+    return x[..., start:stop] if dim == -1 else x[..., start:stop, :]
 
 
-def _zeroing_rotation(a_pp: Tensor, a_qq: Tensor, a_pq: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """(where a_pq != 0, c, s): the Jacobi rotation of each pair that zeroes its a_pq, t = tan(theta) the smaller
-    root of t^2 + 2 zeta t - 1 = 0 (no rotation, c = 1 and s = 0, where a_pq is already 0)."""
+def _paired(x: Tensor, dim: int) -> Tensor:
+    """The columns (`dim` -1) or rows (-2) of `x`, an even number, in the first round's layout: 0 .. h-1 (the p
+    halves of the pairs), then width-1 down to h (the q halves), h = width / 2. The order is its own inverse."""
+    half = x.shape[dim] // 2
+    return _part(x, dim, 0, half).cat(_part(x, dim, half, 2 * half).flip(dim), dim=dim)
+
+
+def _next_round(p: Tensor, q: Tensor, dim: int) -> Tensor:
+    """The pairs (p_j, q_j) of one round, the halves `p` and `q` along `dim`, moved to the next round's: p_0 stays,
+    the others step around a ring (p' = p_0, q_0, p_1 .. p_h-2 and q' = q_1 .. q_h-1, p_h-1). From the first round's
+    layout every two columns meet once in width - 1 rounds (the circle method of a round-robin), which end in that
+    layout again. A fixed move, so every round is the same graph: no permutation matrix or index to read."""
+    half = p.shape[dim]
+    if half == 1:
+        return p.cat(q, dim=dim)
+    ends = (_part(p, dim, 0, 1), _part(q, dim, 0, 1), _part(p, dim, 1, half - 1))
+    return ends[0].cat(*ends[1:], _part(q, dim, 1, half), _part(p, dim, half - 1, half), dim=dim)
+
+
+def _zeroing_rotation(a_pp: Tensor, a_qq: Tensor, a_pq: Tensor) -> tuple[Tensor, Tensor]:
+    """(c, s): the Jacobi rotation of each pair that zeroes its a_pq, t = tan(theta) the smaller root of
+    t^2 + 2 zeta t - 1 = 0 (no rotation, c = 1 and s = 0, where a_pq is already 0)."""
     still = a_pq != 0
     zeta = (a_qq - a_pp) / still.where(2 * a_pq, 1)
     t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt())
     c = still.where((1 + t.square()).rsqrt(), 1)
-    return still, c, still.where(t, 0) * c
+    return c, still.where(t, 0) * c
 
 
-def _rotated(x: Tensor, c: Tensor, s: Tensor, dim: int) -> Tensor:
-    """The columns (`dim` -1) or rows (-2) of `x` as pairs, the first half p and the second q, rotated: (c p - s q,
-    s p + c q), c and s one per pair, broadcast along the other axis."""
-    half = x.shape[dim] // 2
-    p, q = (x[..., :, :half], x[..., :, half:]) if dim == -1 else (x[..., :half, :], x[..., half:, :])
-    return (c * p - s * q).cat(s * p + c * q, dim=dim)
+def _rotated(p: Tensor, q: Tensor, c: Tensor, s: Tensor, dim: int) -> Tensor:
+    """The pairs' halves `p` and `q` along `dim` rotated by (c, s), one per pair (broadcast along the other axis),
+    then moved to the next round's pairs."""
+    c, s = (c.unsqueeze(-2), s.unsqueeze(-2)) if dim == -1 else (c.unsqueeze(-1), s.unsqueeze(-1))
+    return _next_round(c * p - s * q, s * p + c * q, dim)
 
 
-def _converged(worst: Tensor | None, tol: float, op: str, shape: tuple[int, ...]) -> bool:
-    """Whether a sweep whose largest off-diagonal measure was `worst` ends the rotations (read back)."""
-    assert worst is not None
+def _svd_round(z: Tensor, m: int) -> Tensor:
+    """One rotation round of `jacobi_svd` on z (..., m + width, width), w's rows over V's: every pair of w's columns
+    rotated to be orthogonal, V's columns with them, then moved to the next round's pairs."""
+    half = z.shape[-1] // 2
+    p, q = z[..., :, :half], z[..., :, half:]
+    pw, qw = p[..., :m, :], q[..., :m, :]
+    # the pairs' squared norms and dot products: one reduction
+    sums = pw.square().stack(qw.square(), pw * qw, dim=-3).sum(-2)
+    c, s = _zeroing_rotation(sums[..., 0, :], sums[..., 1, :], sums[..., 2, :])
+    return _rotated(p, q, c, s, -1)
+
+
+def _eigh_round(z: Tensor) -> Tensor:
+    """One rotation round of `jacobi_eigh` on z (..., 2 width, width), w over V: the rotation of each pair that
+    zeroes its entry of w applied to w's columns and rows and to V's columns, then all moved to the next round's
+    pairs."""
+    width = z.shape[-1]
+    half = width // 2
+    w = z[..., :width, :]
+    # the pairs' entries: the diagonals of w's (p, p), (q, q) and (p, q) blocks
+    app = w[..., :half, :half].diagonal(dim1=-2, dim2=-1)
+    aqq = w[..., half:, half:].diagonal(dim1=-2, dim2=-1)
+    apq = w[..., :half, half:].diagonal(dim1=-2, dim2=-1)
+    c, s = _zeroing_rotation(app, aqq, apq)
+    cols = _rotated(z[..., :, :half], z[..., :, half:], c, s, -1)
+    rows = _rotated(cols[..., :half, :], cols[..., half:width, :], c, s, -2)
+    # (the rotations of columns then rows round the two triangles apart; apart, each rotation is measured and chosen
+    # by one of them, and the other's error stays: the largest eigenvalue's rounding over the smallest)
+    rows = (rows + rows.transpose(-1, -2)) / 2
+    return rows.cat(cols[..., width:, :], dim=-2)
+
+
+def _converged(worst: Tensor, tol: float, op: str, shape: tuple[int, ...]) -> bool:
+    """Whether the largest off-diagonal measure after a sweep, `worst`, ends the rotations (read back)."""
     if (worst_value := worst.item()) != worst_value:
         raise ArgumentError(f"{op}: the input has values that aren't finite (nan or inf), shape {shape}")
     return worst_value <= tol
+
+
+def _off_diagonal(g: Tensor, diagonal: Tensor) -> Tensor:
+    """The largest |g_ij| / sqrt(|g_ii g_jj|) over i != j of all matrices `g` (|g_ij| where that is 0)."""
+    root = diagonal.abs().sqrt()
+    both = root.unsqueeze(-1) * root.unsqueeze(-2)
+    n = g.shape[-1]
+    off = (both != 0).where(g.abs() / (both == 0).where(1, both), g.abs())
+    return Tensor.eye(n, dtype=dtypes.bool, device=g.device).where(0, off).max()
+
+
+def _sweeps(
+    z: Tensor,
+    round_fn: Callable[..., Tensor],
+    args: tuple,
+    off: Callable[[Tensor], Tensor],
+    graph: bool,
+    why: tuple[str, tuple[int, ...], float],
+) -> Tensor:
+    """Jacobi sweeps of `round_fn` (width - 1 rounds each, width = z's columns) over z until `off` of z, read back
+    after each sweep, is at most the tolerance (at most MAX_SWEEPS sweeps); `why`: (the op, the input's shape, the
+    tolerance). Every round is the same graph over the previous round's z: built and realized once (replayed,
+    `replay_call`), its kernels then run again on the next z (`_Rounds`), unless a gradient needs the graph of every
+    round (`graph`)."""
+    op, shape, tol = why
+    z = z.contiguous().realize()
+    rounds = None if graph or capturing else _Rounds(z, round_fn, args)
+    for _ in range(MAX_SWEEPS):
+        if rounds is not None:
+            z = rounds.run(z.shape[-1] - 1)
+        else:
+            for _ in range(z.shape[-1] - 1):
+                # (realized each round: the rounds after the first replay its cached schedule)
+                z = replay_call(round_fn, (z,), *args).contiguous().realize()
+        if _converged(off(z), tol, op, shape):
+            break
+    return z
+
+
+class _Rounds:
+    """Rounds run as the kernels of the first one, captured as it runs and launched again on the buffer the last one
+    wrote (a round's graph costs ~100x its kernels in Python: building, keying and replaying it). The first round's
+    output and a buffer of its own take turns as a round's input and output; the kernels' other buffers hold values
+    only a round reads."""
+
+    def __init__(self, z: Tensor, round_fn: Callable[..., Tensor], args: tuple) -> None:
+        self.z: Tensor | None = z
+        self.shape, self.round_fn, self.args = z.shape, round_fn, args
+        self.launches: list[ExecItem] | None = None
+
+    def run(self, count: int) -> Tensor:
+        """z after `count` more rounds."""
+        for _ in range(count):
+            if self.launches is None:
+                self._first()
+                continue
+            # the captured round read `read` and wrote `wrote`: this one reads the last output and writes the spare
+            swap = {id(self.read): self.last, id(self.wrote): self.spare}
+            for item in self.launches:
+                exec_item(ExecItem(item.runner, [swap.get(id(b), b) for b in item.bufs], item.var_vals))
+            self.last, self.spare = self.spare, self.last
+            self.z = None
+        if self.z is None:
+            self.z = _wrapped(self.last, self.shape)
+        return self.z
+
+    def _first(self) -> None:
+        assert self.z is not None
+        launches: list[ExecItem] = []
+        capturing.append(launches)
+        try:
+            out = replay_call(self.round_fn, (self.z,), *self.args).contiguous().realize()
+        finally:
+            # (by identity: lists compare by their items)
+            del capturing[next(i for i, c in enumerate(capturing) if c is launches)]
+        if all(item.runner is not None for item in launches):
+            # (a copy is never in a round's graph; were there one, the plain graph would run)
+            self.launches, self.read, self.wrote = launches, self.z._buffer(), out._buffer()
+            self.last, self.spare = self.wrote, Buffer(self.wrote.device, self.wrote.size, self.wrote.dtype)
+            self.spare.allocate()
+        self.z = out
+
+
+def _differentiated(a: Tensor) -> bool:
+    """Whether a gradient may flow from the rotations to `a` (then each round needs a graph of its own)."""
+    return is_grad_enabled() and a.requires_grad
+
+
+def _wrapped(buffer: Buffer, shape: tuple[int, ...]) -> Tensor:
+    """A tensor of `shape` whose values are `buffer`'s."""
+    node = UOp.new_buffer(buffer.device, buffer.size, buffer.dtype)
+    buffers[node] = buffer
+    return Tensor(_reshape_uop(node, shape))
 
 
 def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
     """U, S, Vh of float matrices `a` (..., m, n) with m >= n: one-sided Jacobi (Hestenes) rotates pairs of a's
     columns until every pair is orthogonal (to the dtype's precision, at most MAX_SWEEPS sweeps), accumulating the
     rotations in V; the columns' norms are S, sorted descending; U is the Q of a QR of the rotated columns (so it has
-    orthonormal columns also where S is 0, and its complete basis when `full_matrices`)."""
+    orthonormal columns also where S is 0, and its complete basis when `full_matrices`).
+
+    Each round rotates width / 2 disjoint pairs at once (width = n, or n + 1 to make it even: a zero column, which
+    nothing rotates with) and moves the columns to the next round's pairs (`_next_round`): two kernels a round, the
+    same for every round; after each sweep the largest |cos| of the angle between two columns is read back."""
     m, n = a.shape[-2:]
     batch = a.shape[:-2]
     w, scale = _scaled(a)
-    width = n + n % 2  # a zero column makes the count even; it stays zero (nothing rotates with it)
+    width = n + n % 2
     w = w.pad(((0, 0),) * (a.ndim - 1) + ((0, width - n),))
     v = Tensor.eye(width, dtype=a.dtype, device=a.device).expand(*batch, width, width)
-    tol = _tolerance(m, a.dtype)
-    rounds, moves, start, back = _round_robin(a, width)
-    w, v = w @ start, v @ start
-    half = width // 2
-    for _ in range(MAX_SWEEPS):
-        worst: Tensor | None = None
-        for i in range(len(rounds)):
-            w, v = w @ moves[i], v @ moves[i]
-            p, q = w[..., :, :half], w[..., :, half:]
-            alpha, beta, gamma = p.square().sum(-2), q.square().sum(-2), (p * q).sum(-2)
-            # the rotation that makes the pair's columns orthogonal (zeroes gamma)
-            still, c, s = _zeroing_rotation(alpha, beta, gamma)
-            c, s = c.unsqueeze(-2), s.unsqueeze(-2)
-            w, v = _rotated(w, c, s, -1), _rotated(v, c, s, -1)
-            off = gamma.abs() / (alpha * beta).sqrt()
-            off = (still & (alpha * beta != 0)).where(off, 0).max()
-            worst = off if worst is None else worst.maximum(off)
-            # realized each round: the rounds after the first replay its cached schedule (a graph of a whole sweep
-            # costs the scheduler more than its kernels)
-            Tensor.realize(w, v, worst)
-        if _converged(worst, tol, "svd", a.shape):
-            break
-    # back in the original column order, the padding column dropped, then sorted by norm, largest first
-    w, v = w @ back, (v @ back)[..., :n, :]
+    # V's rows under w's: one matrix whose columns rotate together
+    z = _paired(w.cat(v, dim=-2), -1)
+
+    def off(z: Tensor) -> Tensor:
+        w = z[..., :m, :]
+        g = w.transpose(-1, -2) @ w
+        return _off_diagonal(g, g.diagonal(dim1=-2, dim2=-1))
+
+    why = ("svd", a.shape, _tolerance(m, a.dtype))
+    z = _paired(_sweeps(z, _svd_round, (m,), off, _differentiated(a), why), -1)
+    # in the original column order, the padding column dropped, then sorted by norm, largest first
+    w, v = z[..., :m, :n], z[..., m : m + n, :n]
     norms = w.square().sum(-2).sqrt()
     sv, rank = norms.sort(-1, descending=True)
     sv = sv * scale.squeeze(-1)
@@ -414,7 +545,7 @@ def _mirrored(a: Tensor, upper: bool, op: str) -> Tensor:
 
 def jacobi_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     """Eigenvalues (ascending) and eigenvectors (columns) of symmetric float matrices `a` (..., n, n): two-sided
-    (classical) Jacobi, every round rotating n/2 disjoint pairs of rows and columns at once (the round-robin of
+    (classical) Jacobi, every round rotating width/2 disjoint pairs of rows and columns at once (the rounds of
     `jacobi_svd`) until the off-diagonal entries vanish to the dtype's precision, the rotations accumulated in V."""
     n = a.shape[-1]
     batch = a.shape[:-2]
@@ -422,29 +553,17 @@ def jacobi_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     width = n + n % 2  # a zero row and column make the count even; nothing rotates with them
     w = w.pad(((0, 0),) * (a.ndim - 2) + ((0, width - n), (0, width - n)))
     v = Tensor.eye(width, dtype=a.dtype, device=a.device).expand(*batch, width, width)
-    tol = _tolerance(n, a.dtype)
-    rounds, moves, start, back = _round_robin(a, width)
-    w, v = start.transpose(-1, -2) @ w @ start, v @ start
-    half = width // 2
-    for _ in range(MAX_SWEEPS):
-        worst: Tensor | None = None
-        for i in range(len(rounds)):
-            move = moves[i]
-            w, v = move.transpose(-1, -2) @ w @ move, v @ move
-            app, aqq = _diagonal(w[..., :half, :half]), _diagonal(w[..., half:, half:])
-            apq = _diagonal(w[..., :half, half:])
-            _, c, s = _zeroing_rotation(app, aqq, apq)
-            cr, sr = c.unsqueeze(-2), s.unsqueeze(-2)
-            w = _rotated(_rotated(w, cr, sr, -1), c.unsqueeze(-1), s.unsqueeze(-1), -2)
-            v = _rotated(v, cr, sr, -1)
-            both = (app * aqq).abs()
-            off = (both != 0).where(apq.abs() / both.sqrt(), apq.abs()).max()
-            worst = off if worst is None else worst.maximum(off)
-            Tensor.realize(w, v, worst)
-        if _converged(worst, tol, "eigh", a.shape):
-            break
-    values = (_diagonal(w).unsqueeze(-2) @ back).squeeze(-2) * scale.squeeze(-1)
-    vectors = (v @ back)[..., :n, :]
+    # w's rows and columns and V's columns in the first round's layout, V's rows under w's
+    z = _paired(_paired(w, -2).cat(v, dim=-2), -1)
+
+    def off(z: Tensor) -> Tensor:
+        w = z[..., :width, :]
+        return _off_diagonal(w, w.diagonal(dim1=-2, dim2=-1))
+
+    z = _sweeps(z, _eigh_round, (), off, _differentiated(a), ("eigh", a.shape, _tolerance(n, a.dtype)))
+    # in the original order, the padding dropped
+    values = _paired(z[..., :width, :].diagonal(dim1=-2, dim2=-1), -1)[..., :n] * scale.squeeze(-1)
+    vectors = _paired(z[..., width : width + n, :], -1)[..., :n]
     values, order = values.sort(-1)
     return values, vectors.gather(-1, order.unsqueeze(-2).expand(*batch, n, n))
 
