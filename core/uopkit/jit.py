@@ -60,6 +60,7 @@ from uopkit.device import Buffer
 from uopkit.dtype import DType
 from uopkit.engine.realize import ExecItem, capturing, capturing_checks, copy_on_write_buffers, launch_cost
 from uopkit.helpers import GlobalCounters
+from uopkit.schedule.history import overwriting, recording_writes
 from uopkit.tensor import Tensor, _all_tensors, buffers
 from uopkit.tensor.creation import random_draws
 from uopkit.uop.ops import Ops, UOp
@@ -164,6 +165,9 @@ class _Captured:
     # read, in order), and the ids of every buffer the launches use (a `.grad` stored in one is copied before a replay)
     grads: list[_GradBinding] = field(default_factory=list)
     used: frozenset[int] = frozenset()
+    # the buffers the launches overwrite (assigns): a replay stamps them as a realize does, so that backward() through
+    # a value realized before it doesn't read their new contents as the old ones
+    overwrites: list[UOp] = field(default_factory=list)
 
 
 @dataclass
@@ -524,6 +528,8 @@ class TinyJit(Generic[ReturnType]):
         capturing.append(items)
         capturing_checks.append(checks)
         random_draws.append(draws)
+        writes: list[UOp] = []
+        recording_writes.append(writes)
         try:
             ret = self.fn(*args, **kwargs)
             _map_outputs(ret, lambda t: t.realize())
@@ -541,6 +547,7 @@ class TinyJit(Generic[ReturnType]):
             capturing.pop()
             capturing_checks.pop()
             random_draws.pop()
+            recording_writes.pop()
         read = {id(b) for ei in items for b in ei.bufs}
         n_args = len(input_uops)
         input_uops = list(input_uops)
@@ -579,6 +586,7 @@ class TinyJit(Generic[ReturnType]):
         ops, mem = launch_cost(runners)
         self.captured.cost = (sum(r is not None for r in runners), ops, mem + copied)
         self.captured.grads = grads
+        self.captured.overwrites = list(dict.fromkeys(writes))
         self.captured.used = frozenset(id(b) for launch in launches for b in launch.item.bufs)
         self.captures.setdefault((self.captured.training, _aliasing(input_uops[:n_args])), []).append(self.captured)
         self.cnt = 2
@@ -631,6 +639,9 @@ class TinyJit(Generic[ReturnType]):
                 buf.copyin(memoryview(values.reshape(-1)).cast("B"))
         for launch in cap.launches:
             launch.run(bufs)
+        if cap.overwrites:
+            moved = dict(zip(cap.input_uops, uops, strict=True))
+            overwriting([moved.get(b, b) for b in cap.overwrites])
         counters, (kernels, ops, mem) = GlobalCounters, cap.cost
         counters.kernel_count += kernels
         counters.global_ops += ops

@@ -1135,6 +1135,7 @@ def _realize(tensors: Sequence[Tensor]) -> None:
         for c in pending.copies:
             copy_on_write_buffers.add(_buffer_for(c.uop.base))
         pending.rewire_to_copies()
+        pending.keep_old_values()
     if converted is not None and stored_bits is not None:
         stored_bits[1](*converted)
 

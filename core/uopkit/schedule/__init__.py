@@ -21,6 +21,23 @@ from uopkit.schedule.grouper import (
     replace_reads,
     stored_reads,
 )
+from uopkit.schedule.history import (
+    StaleReads,
+    _check_not_overwritten,
+    _last_write,
+    _storage_base,
+    begin_reads,
+    computed_from,
+    end_reads,
+    forget_if_stale,
+    forget_overwritten,
+    forget_source,
+    kept_with,
+    overwriting,
+    remember_copies,
+    remember_stored,
+    stale_sources,
+)
 from uopkit.schedule.launch_consts import launch_values
 from uopkit.schedule.packing import pack_panels
 from uopkit.schedule.splitting import split_reduces
@@ -64,7 +81,7 @@ class LiveTensors:
     keys are weak references that remove themselves: adding and dropping a tensor are C calls, where a
     `weakref.WeakSet` runs Python code for both (and every Tensor op makes a tensor)."""
 
-    __slots__ = ("_refs", "_remove", "_computed", "_walked", "_journal", "_open")
+    __slots__ = ("_refs", "_remove", "_computed", "_walked", "_journal", "_open", "_outer_reads")
 
     def __init__(self) -> None:
         # reference -> stamp, oldest stamp first
@@ -79,6 +96,8 @@ class LiveTensors:
         # and how many transactions are open (nested: a realize inside an in-place op)
         self._journal: list[tuple[weakref.ref[Tensor], UOp]] | None = None
         self._open = 0
+        # what `begin_reads` returned for each open transaction
+        self._outer_reads: list[int] = []
 
     def add(self, t: Tensor) -> weakref.ref[Tensor]:
         """Register `t`; returns its reference, which `set_uop` expects as `t._live_ref`."""
@@ -100,18 +119,24 @@ class LiveTensors:
     def begin(self) -> int:
         """Open a transaction: the graphs replaced from now on can be put back (`end(mark, undo=True)`); returns the
         mark to give `end`. A realize that raises leaves every tensor's graph as it found it this way: left rewired
-        onto its kernels, a tensor would run them (and the writes the realize failed to make) at its next realize."""
+        onto its kernels, a tensor would run them (and the writes the realize failed to make) at its next realize.
+        What the realize remembers of the graphs it computes is stamped as read before its writes (`begin_reads`)."""
         if self._journal is None:
             self._journal = []
         self._open += 1
+        self._outer_reads.append(begin_reads())
         return len(self._journal)
 
     def end(self, mark: int, undo: bool = False) -> None:
         """Close the transaction `begin` returned `mark` for; `undo`: first give every tensor whose graph was replaced
         since then the graph it had at `begin` (newest change first, so the oldest graph wins). A tensor put back is
-        stamped anew, as by `set_uop`: the walks that skip tensors by stamp look at it again."""
+        stamped anew, as by `set_uop`: the walks that skip tensors by stamp look at it again. Without `undo`, each
+        computed value a tensor now holds the storage of is remembered there (`remember_stored`)."""
         journal = self._journal
         assert journal is not None and self._open > 0, "LiveTensors.end without begin"
+        if not undo:
+            remember_stored(journal[mark:])
+        end_reads(self._outer_reads.pop())
         if undo:
             refs = self._refs
             for ref, uop in reversed(journal[mark:]):
@@ -248,44 +273,11 @@ _BF16 = dtypes.bfloat16
 _MOVEMENT = GroupOp.Movement
 
 
-# a clock of writes and memories: a realized assign stamps its BUFFER (`written_at`), each graph remembered in
-# `computed_from` its node; a remembered graph reading a buffer stamped later no longer computes what was realized
-_clock = itertools.count(1)
-written_at = WeakKeyMap()
-
-
-class _History(WeakKeyMap):
-    """realized node -> the graph that computed it, with the clock when it was remembered (`stamp`)."""
-
-    __slots__ = ("_stamps",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._stamps = WeakKeyMap()
-
-    def __setitem__(self, key: UOp, value: Any) -> None:
-        super().__setitem__(key, value)
-        self._stamps[key] = next(_clock)
-
-    def stamp(self, key: UOp) -> int:
-        return self._stamps.get(key, 0)
-
-
-# what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
-# .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
-computed_from = _History()
-# the clock of the latest realized assign (a remembered graph older than it is checked for overwritten buffers)
-_last_write = [0]
 # realized view -> the view it was over the old graph (`_remember_source`)
 realized_views = WeakKeyMap()
 # node -> the UOp clock when `update_tensors` last moved every live tensor off it: a tensor stamped earlier can't
 # hold it
 replaced_everywhere = WeakKeyMap()
-# realized node -> what backward() says about it, for a value whose remembered graph read a buffer overwritten since
-# (`_check_not_overwritten` would raise): the graph is let go (`forget_if_stale`) and the error kept. Held, the graph
-# held the value's inputs, and the state of a loop realized every step (`ema = ema * 0.99 + w * 0.01` between
-# optimizer steps, a hidden state carried over) held every earlier value through them
-stale_sources = WeakKeyMap()
 # whether a gradient can flow through a graph: `gradient_reaches(graph, memo)` is true where it reads a tensor that
 # wants one (not behind a DETACH), `memo` being shared by the questions of one realize. Set by the front end, which
 # knows which tensors want gradients (the schedule layer doesn't import it); None: every graph is remembered
@@ -298,78 +290,12 @@ gradient_reaches: Callable[[UOp, dict[Any, Any]], bool] | None = None
 shared_storage = WeakKeyMap()
 
 
-def _storage_base(u: UOp) -> UOp | None:
-    # the BUFFER a view of storage shows (through a bfloat16 BITCAST), or None
-    if u.op is _BITCAST:
-        u = u.src[0]
-    while u.op in _MOVEMENT:
-        u = u.src[0]
-    return u if u.op is _BUFFER else None
-
-
-def forget_source(u: UOp) -> None:
-    """Drop what `u` was computed from: a write into its storage (setitem) made the remembered graph stale."""
-    computed_from.pop(u)
-
-
-def forget_overwritten(stored: UOp) -> None:
-    """Drop what the storage `stored` views (and each view on the way to it) was computed from: an assign has just
-    overwritten it, so a graph remembered for it (a weight made as `randn(...) * 0.5`, then loaded or stepped) no
-    longer is what it holds, and a gradient followed back through it would see the old values."""
-    while True:
-        computed_from.pop(stored)
-        if stored.op not in _MOVEMENT:
-            break
-        stored = stored.src[0]
-    if stored.op is _BUFFER:
-        written_at[stored] = _last_write[0] = next(_clock)
-
-
-def _overwritten_since(node: UOp, source: UOp) -> str | None:
-    # a gradient followed back through realized `node` rebuilds it from `source`, the graph that computed it: wrong
-    # values if a buffer that graph reads was overwritten in place since (PyTorch raises in its place too, when the
-    # overwritten tensor was saved for the backward pass). The error backward() gives then, else None
-    stamp = computed_from.stamp(node)
-    if _last_write[0] <= stamp:
-        return None
-    for b in source.toposort():
-        if b.op is _BUFFER and written_at.get(b, 0) > stamp:
-            return (
-                f"backward: a value of shape {node.shape} was computed from a buffer ({b.dtype}, {b.arg[2]} elements) "
-                "that was overwritten in place after the value was realized (an assign, an optimizer step, a setitem "
-                "or an in-place op since); its gradient would be computed from the new contents. Run backward() or "
-                "autograd.grad before the in-place update, or compute the value again after it (PyTorch: 'one of "
-                "the variables needed for gradient computation has been modified by an inplace operation')"
-            )
-    return None
-
-
-def _check_not_overwritten(node: UOp, source: UOp) -> None:
-    message = _overwritten_since(node, source)
-    if message is not None:
-        raise RuntimeError(message)
-
-
-def forget_if_stale(node: UOp) -> bool:
-    """Whether realized `node`'s remembered graph reads a buffer overwritten since it was remembered; if so the graph
-    is dropped, and a backward() through `node` raises what it raised with it (`stale_sources`)."""
-    source = computed_from.get(node)
-    if source is None:
-        return node in stale_sources
-    message = _overwritten_since(node, source)
-    if message is None:
-        return False
-    computed_from.pop(node)
-    stale_sources[node] = message
-    return True
-
-
 def unrealized_graph(
     root: UOp,
     keep: set[UOp],
     nodes: dict[UOp, None] | None = None,
     rebuilt: Callable[[UOp, UOp, dict[UOp, UOp]], None] | None = None,
-    check_writes: bool = True,
+    check_writes: bool | StaleReads = True,
     given: Callable[[UOp], object] | None = None,
     forms: dict[UOp, UOp] | None = None,
 ) -> UOp:
@@ -379,13 +305,16 @@ def unrealized_graph(
     nodes of `root`'s graph when the caller has them, or more (the gradient's walk, which goes through STOREs and
     stops only at the KERNELs under them). `rebuilt(old, new, replaced)` is told of each node rebuilt over new
     sources (`replaced`: every node so far -> its new form), for what the caller keeps per node (given gradients).
-    `check_writes`: raise where a graph to follow reads a buffer overwritten since (see `_check_not_overwritten`).
+    `check_writes`: raise where a graph to follow reads a buffer overwritten since; a `StaleReads` instead collects
+    every graph followed, for its `checked` to find out, once the gradient is built, whether it reads such a buffer.
     `given(node)`: the gradient given to a node directly (`uopkit.gradient.given_gradient`), if the caller wants a
     realized value that no gradient flows through kept stored (a value computed under no_grad: its stored value is
     what the gradient reads, whatever has been overwritten since). `forms`: filled with each node that was replaced
     -> its new form, for a caller that looks for nodes of the old graph in the new one (a hooked tensor's node).
     """
     memo = _unrealized_forms(root, keep, nodes, rebuilt, check_writes, given, forms)
+    if isinstance(check_writes, StaleReads):
+        check_writes.top = (root, memo)
     return root if memo is None else memo[root]
 
 
@@ -394,7 +323,7 @@ def _unrealized_forms(
     keep: set[UOp],
     nodes: dict[UOp, None] | None,
     rebuilt: Callable[[UOp, UOp, dict[UOp, UOp]], None] | None,
-    check_writes: bool,
+    check_writes: bool | StaleReads,
     given: Callable[[UOp], object] | None,
     forms: dict[UOp, UOp] | None,
 ) -> dict[UOp, UOp] | None:
@@ -431,10 +360,12 @@ def _unrealized_forms(
             # of it is its stored value (PPO's old log-probabilities, from weights an optimizer step has overwritten)
             source = None
         if source is not None:
-            if check_writes:
+            if check_writes is True:
                 _check_not_overwritten(u, source)
             inner = _unrealized_forms(source, keep, None, rebuilt, check_writes, given, forms)
             followed[u] = (source, inner)
+            if isinstance(check_writes, StaleReads):
+                check_writes.follow(u, source, inner)
             memo[u] = source if inner is None else inner[source]
             if forms is not None:
                 forms[u] = memo[u]
@@ -767,6 +698,29 @@ class PendingReads:
     rewire_after: list[Tensor]
     # what the realize replaced that `update_tensors` left to the rewiring (values computed before the writes)
     replaced: dict[UOp, UOp] = field(default_factory=dict)
+    # the graph of each reader, before the realize stores it
+    read_graphs: list[UOp] = field(default_factory=list)
+
+    def keep_old_values(self) -> None:
+        """After the realize, what holds values as they were before its writes, for a gradient that needs them
+        (`StaleReads`): the copies taken (`remember_copies`); and a reader that backward() follows back to its graph
+        (a loss) keeps, while it lives, the storage of the other readers whose values that graph holds (the rows a
+        VQ-VAE's loss looked up in a codebook the write updates), which nothing else may hold (a module's local
+        variable). A training step's only reader, its loss, keeps nothing."""
+        if self.copy_of:
+            remember_copies({b: c.uop for b, c in self.copy_of.items()})
+        stored = {
+            old: t.uop
+            for t, old in zip(self.readers, self.read_graphs, strict=True)
+            if dtypes.is_float(old.dtype) and old is not t.uop and _storage_base(t.uop) is not None
+        }
+        if len(stored) < 2:
+            return
+        for t, old in zip(self.readers, self.read_graphs, strict=True):
+            if old in stored and _followed_back(t.uop):
+                held = [stored[u] for u in old.toposort(gate=_not_store) if u in stored and u is not old]
+                if held:
+                    kept_with[t.uop] = held
 
     def rewire_to_copies(self) -> None:
         """Point the readers left for after the realize at the computed copies (call once the copies are realized).
@@ -812,6 +766,7 @@ def protect_pending_reads(
         targets = pending_writes(sink)
     if not targets:
         return none
+    overwriting(targets)
     if stores is None:
         stores = [u for u in sink.toposort(gate=lambda x: x.op is not Ops.BUFFER) if _pending_store(u) is u]
     # a tensor whose assign runs in this realize (a BatchNorm's running mean, read by an eval pass) is no reader of
@@ -902,12 +857,22 @@ def protect_pending_reads(
     tensor_type = type(tensors[0])
     copy_of = {b: tensor_type(c) for b, c in copies.items()}
     later = [t for t, _, st in rewire if not st] if copies else []
-    return PendingReads(list(to_realize.values()), list(copy_of.values()), copy_of, later)
+    readers = list(to_realize.values())
+    return PendingReads(readers, list(copy_of.values()), copy_of, later, read_graphs=[t.uop for t in readers])
 
 
 # a live value's graph -> (the node numbers of the buffers an assign wrote, what it reads of them: `stored_reads`'
 # answer, with whether it is an assign itself)
 _reads_of_root = WeakKeyMap()
+
+
+def _followed_back(u: UOp) -> bool:
+    # whether backward() follows the view of storage `u` back to the graph that computed it
+    while u not in computed_from:
+        if u.op not in _MOVEMENT:
+            return False
+        u = u.src[0]
+    return True
 
 
 def _pending_store(u: UOp) -> UOp | None:
@@ -1136,4 +1101,9 @@ __all__ = [
     "protect_pending_reads",
     "PendingReads",
     "drop_pending_writes",
+    "unrealized_graph",
+    "StaleReads",
+    "computed_from",
+    "forget_source",
+    "stale_sources",
 ]

@@ -24,7 +24,7 @@ from typing import Any
 
 from uopkit.dtype import DType, dtypes
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of, set_gradient
-from uopkit.schedule import live_tensors, unrealized_graph
+from uopkit.schedule import StaleReads, live_tensors, unrealized_graph
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from uopkit.tensor.support import _contiguous_ids
@@ -138,11 +138,14 @@ def grad(
     for o, g in zip(outs, given, strict=True):
         root_grad = o._root_gradient(g, "grad")
         forms: dict[UOp, UOp] = {}
-        root = unrealized_graph(o.uop, bounds, rebuilt=carry_gradient_rule, given=given_gradient, forms=forms)
+        stale = StaleReads()
+        root = unrealized_graph(
+            o.uop, bounds, rebuilt=carry_gradient_rule, check_writes=stale, given=given_gradient, forms=forms
+        )
         in_graph = graph_of(root)
         # hooks run as in backward(), torch's do in grad() too
-        hooks = _gradient_hooks(in_graph, forms)
-        grads = compute_gradient(root, root_grad.uop, every | hooks.keys(), in_graph, hooks)
+        hooks = stale.guard(_gradient_hooks(in_graph, forms))
+        grads = stale.checked(compute_gradient(root, root_grad.uop, every | hooks.keys(), in_graph, hooks))
         for i, ks in enumerate(keys):
             summed = _summed(grads, ks)
             if summed is not None:

@@ -28,7 +28,7 @@ from uopkit.engine import realize as _realize_module
 from uopkit.engine.realize import buffers, realize_lock, realize_tensors
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of
 from uopkit.helpers import prod
-from uopkit.schedule import computed_from, realized_views, unrealized_graph
+from uopkit.schedule import StaleReads, computed_from, realized_views, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor import autocast as _autocast_module
 from uopkit.tensor import bitonic as _bitonic_module
@@ -629,8 +629,9 @@ class Tensor(
         root_grad = self._root_gradient(gradient, "gradient")
         keys = [_gradient_keys(t) for t in targets]
         every = {k for ks in keys for k in ks}
-        root = unrealized_graph(self.uop, every, rebuilt=carry_gradient_rule, given=given_gradient)
-        grads = compute_gradient(root, root_grad.uop, every)
+        stale = StaleReads()
+        root = unrealized_graph(self.uop, every, rebuilt=carry_gradient_rule, check_writes=stale, given=given_gradient)
+        grads = stale.checked(compute_gradient(root, root_grad.uop, every))
         # (an empty target has its empty gradient whether or not an op kept it: cat drops empty parts)
         missing = [t.shape for t, ks in zip(targets, keys, strict=True) if not _summed(grads, ks) and t.numel()]
         if missing:
@@ -679,8 +680,9 @@ class Tensor(
         # values realized since the forward pass are followed back to the graphs that computed them
         in_graph = graph_of(self.uop)
         forms: dict[UOp, UOp] = {}
+        stale = StaleReads()
         root = unrealized_graph(
-            self.uop, every - _through_keys(), in_graph, rebuilt=carry_gradient_rule, given=given_gradient, forms=forms
+            self.uop, every - _through_keys(), in_graph, carry_gradient_rule, stale, given_gradient, forms
         )
         if root is not self.uop:
             in_graph = graph_of(root)
@@ -689,7 +691,7 @@ class Tensor(
         if only is not None:
             # (every tensor with requires_grad still bounds the walk back through realized values above)
             targets = [t for t in targets if id(t) in only]
-        hooks = _gradient_hooks(in_graph, forms)
+        hooks = stale.guard(_gradient_hooks(in_graph, forms))
         if not targets:
             # (a graph of storage only is no realized loss that lost its graph: realized values are followed back to
             # the graphs that computed them above; it is data, `Tensor([1.0]).sum()`, a view of a buffer)
@@ -699,7 +701,7 @@ class Tensor(
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
         keys = {k for t in targets for k in wanting[t]}
         # (hooked nodes count as targets: a subgraph with a given gradient is then walked through, not jumped over)
-        grads = compute_gradient(root, root_grad.uop, keys | hooks.keys(), in_graph, hooks)
+        grads = stale.checked(compute_gradient(root, root_grad.uop, keys | hooks.keys(), in_graph, hooks))
         reached = [(t, summed) for t in targets if (summed := _summed(grads, wanting[t])) is not None]
         if targets and not reached:
             # (torch: "element 0 of tensors does not require grad"): the loss reaches its leaves only through values

@@ -1,0 +1,437 @@
+"""What a realized value was computed from, and what has been overwritten since.
+
+A realize remembers, for a value it stores that a gradient can flow through, the graph that computed it
+(`computed_from`): backward() rebuilds that graph where an earlier realize replaced it by storage (a `.item()` on the
+loss, the readers an assign realizes first). A graph remembered before a write into a buffer it reads no longer
+computes the value it stood for: one clock orders the writes (`written_at`, per BUFFER) and the memories
+(`computed_from.stamp`). A realize stamps what it remembers with the clock when it began (`begin_reads`): the values it
+stores read storage as it was then, before any write it makes (the schedule runs a buffer's readers before the kernel
+that overwrites it). A gradient that needs such a value as it was reads the storage of a value realized from the same
+contents instead (`StaleReads`); where none is left, backward() raises rather than read the new contents.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite
+
+_STORE, _BUFFER, _BITCAST, _KERNEL, _DETACH = Ops.STORE, Ops.BUFFER, Ops.BITCAST, Ops.KERNEL, Ops.DETACH
+_MOVEMENT = GroupOp.Movement
+
+# a clock of writes and memories: a realized assign stamps its BUFFER (`written_at`), each graph remembered in
+# `computed_from` its node; a remembered graph reading a buffer stamped later no longer computes what was realized
+_clock = itertools.count(1)
+# BUFFER -> (the clock of the write before the last, the clock of the last write): two, so that a value stored between
+# a graph's memory and the first write since is known to hold what that graph computed (`_no_write_between`)
+written_at = WeakKeyMap()
+_NEVER = (0, 0)
+# the clock of the latest realized assign (a remembered graph older than it is checked for overwritten buffers)
+_last_write = [0]
+# while a realize runs, the clock when it began; 0 outside one
+_reading = [0]
+# a list per TinyJit capture in progress, of the buffers its realizes overwrite: a replay, which runs their kernels
+# without a realize, stamps them (`overwriting`)
+recording_writes: list[list[UOp]] = []
+
+
+def begin_reads() -> int:
+    """A realize begins: what it remembers until `end_reads` is stamped with the clock now, before its writes. Returns
+    what to give `end_reads` (a realize started inside another one restores the outer one's stamp)."""
+    outer = _reading[0]
+    _reading[0] = next(_clock)
+    return outer
+
+
+def end_reads(outer: int) -> None:
+    _reading[0] = outer
+
+
+class _History(WeakKeyMap):
+    """realized node -> the graph that computed it, with the clock when it was remembered (`stamp`)."""
+
+    __slots__ = ("_stamps",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stamps = WeakKeyMap()
+
+    def __setitem__(self, key: UOp, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._stamps[key] = _reading[0] or next(_clock)
+
+    def stamp(self, key: UOp) -> int:
+        return self._stamps.get(key, 0)
+
+
+# what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
+# .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
+computed_from = _History()
+# realized node -> what backward() says about it, for a value whose remembered graph read a buffer overwritten since:
+# the graph is let go (`forget_if_stale`) and the error kept. Held, the graph held the value's inputs, and the state of
+# a loop realized every step (`ema = ema * 0.99 + w * 0.01` between optimizer steps, a hidden state carried over) held
+# every earlier value through them
+stale_sources = WeakKeyMap()
+# a computed value a realize stored -> (a weak reference to the view of its storage, the clock when that realize
+# began): a gradient that needs the value as it was before a write since reads it there (`StaleReads`). Weak both
+# ways: an entry keeps no storage alive, and goes with the graph node
+stored_as = WeakKeyMap()
+# a value a realize stored -> the views of storage of values its graph holds, stored by the same realize before it
+# overwrote what they read: held while the value lives, for the gradient through it (`PendingReads.keep_old_values`)
+kept_with = WeakKeyMap()
+# BUFFER -> [(a weak reference to a copy of it taken before a write, the clock when that realize began), ...]: the copy
+# on write that readers too large to compute first were moved onto; a gradient computes their values from it
+copies_taken = WeakKeyMap()
+
+
+def _storage_base(u: UOp) -> UOp | None:
+    # the BUFFER a view of storage shows (through a bfloat16 BITCAST), or None
+    if u.op is _BITCAST:
+        u = u.src[0]
+    while u.op in _MOVEMENT:
+        u = u.src[0]
+    return u if u.op is _BUFFER else None
+
+
+def forget_source(u: UOp) -> None:
+    """Drop what `u` was computed from: a write into its storage (setitem) made the remembered graph stale."""
+    computed_from.pop(u)
+
+
+def forget_overwritten(stored: UOp) -> None:
+    """Drop what the storage `stored` views (and each view on the way to it) was computed from: an assign has just
+    overwritten it, so a graph remembered for it (a weight made as `randn(...) * 0.5`, then loaded or stepped) no
+    longer is what it holds, and a gradient followed back through it would see the old values."""
+    while True:
+        computed_from.pop(stored)
+        if stored.op not in _MOVEMENT:
+            break
+        stored = stored.src[0]
+
+
+def overwriting(targets: Iterable[UOp]) -> None:
+    """The realize running (`begin_reads`) writes into the BUFFERs `targets`, which hold values already: stamped now,
+    after what the realize reads. (A buffer a realize fills for the first time is no overwrite: a value stored then
+    still holds what it was computed as.)"""
+    stamp = _last_write[0] = next(_clock)
+    for b in targets:
+        written_at[b] = (written_at.get(b, _NEVER)[1], stamp)
+    for recorded in recording_writes:
+        recorded.extend(targets)
+
+
+def remember_stored(replaced: Iterable[tuple[weakref.ref[Any], UOp]]) -> None:
+    """A realize (still running: `begin_reads`) replaced the graphs of live tensors (`replaced`: a tensor's reference
+    and a graph it had): each computed value among those graphs whose tensor now holds a view of storage is remembered
+    as stored there (`stored_as`)."""
+    stamp = _reading[0]
+    if not stamp:
+        return
+    for ref, old in replaced:
+        base = old.src[0] if old.op is _BITCAST else old
+        while base.op in _MOVEMENT:
+            base = base.src[0]
+        # (a view of storage, an assign's graph, or a view of a kernel's STORE on the way to storage: no computed value)
+        if base.op is _BUFFER or base.op is _STORE:
+            continue
+        t = ref()
+        if t is None or _storage_base(t.uop) is None:
+            continue
+        new = t.uop
+        known = stored_as.get(old)
+        if known is None or known[0]() is not new:
+            stored_as[old] = (weakref.ref(new), stamp)
+
+
+def remember_copies(copy_of: dict[UOp, UOp]) -> None:
+    """A realize (still running) took copies of buffers before writing them (`copy_of`: BUFFER -> view of the copy's
+    storage): remembered as what the buffer held when it began (`copies_taken`)."""
+    stamp = _reading[0]
+    for b, view in copy_of.items():
+        base = _storage_base(view)
+        if base is not None and stamp:
+            alive = [entry for entry in copies_taken.get(b, ()) if entry[0]() is not None]
+            copies_taken[b] = [*alive, (weakref.ref(base), stamp)]
+
+
+def overwritten_since(source: UOp, stamp: int) -> list[UOp]:
+    """The BUFFERs the graph `source` reads that were overwritten after clock `stamp`."""
+    if _last_write[0] <= stamp:
+        return []
+    return [b for b in source.toposort() if b.op is _BUFFER and written_at.get(b, _NEVER)[1] > stamp]
+
+
+def _dropped_message(node: UOp, b: UOp) -> str:
+    return (
+        f"backward: a value of shape {node.shape} was computed from a buffer ({b.dtype}, {b.arg[2]} elements) that was "
+        "overwritten in place after the value was realized (an assign, an optimizer step, a setitem or an in-place op "
+        "since), and a later realize let go of the graph that computed it, so its gradient can't be followed back. "
+        "Run backward() or autograd.grad before the in-place update, or compute the value again after it"
+    )
+
+
+def _check_not_overwritten(node: UOp, source: UOp) -> None:
+    # a gradient followed back through realized `node` rebuilds it from `source`: raise where `source` reads a buffer
+    # overwritten since (a caller without a `StaleReads`, which would find out whether the gradient reads it)
+    stale = overwritten_since(source, computed_from.stamp(node))
+    if stale:
+        raise RuntimeError(_needs_old_message(node, stale[0]))
+
+
+def forget_if_stale(node: UOp) -> bool:
+    """Whether realized `node`'s remembered graph reads a buffer overwritten since it was remembered; if so the graph
+    is dropped, and a backward() through `node` raises (`stale_sources`)."""
+    source = computed_from.get(node)
+    if source is None:
+        return node in stale_sources
+    stale = overwritten_since(source, computed_from.stamp(node))
+    if not stale:
+        return False
+    computed_from.pop(node)
+    stale_sources[node] = _dropped_message(node, stale[0])
+    return True
+
+
+def _needs_old_message(node: UOp, b: UOp) -> str:
+    return (
+        f"backward: the gradient needs values computed from a buffer ({b.dtype}, {b.arg[2]} elements) as it was before "
+        f"it was overwritten in place (an assign, an optimizer step, a setitem or an in-place op since a value of "
+        f"shape {node.shape} was computed from it), and no tensor stored before the write holds them. PyTorch keeps "
+        "what its backward needs (and raises only where one of those tensors was overwritten); here those values are "
+        "computed again from the graph, which would read the new contents. Keep the values it needs alive as tensors "
+        "(the rows looked up in a table that is then updated in place), run backward() or autograd.grad before the "
+        "in-place update, or compute the value again after it"
+    )
+
+
+@dataclass
+class _Followed:
+    # a realized value backward() followed back to the graph that computed it
+    node: UOp
+    source: UOp
+    # the rebuilt form of each node of `source` (None: it is rebuilt as it is)
+    forms: dict[UOp, UOp] | None
+    stamp: int
+    # the buffers `source` reads that were overwritten since `stamp`
+    overwritten: list[UOp]
+
+    def form(self, u: UOp) -> UOp:
+        return u if self.forms is None else self.forms.get(u, u)
+
+
+def _not_kernel(u: UOp) -> bool:
+    return u.op is not _KERNEL
+
+
+class StaleReads:
+    """What `unrealized_graph` followed back for one gradient, and whether the gradient reads what was overwritten
+    since: a remembered graph reads a buffer as it was when the graph was remembered, and rebuilt for backward() it
+    reads it as it is. `checked` makes the gradient read the old values where a tensor stored before the write holds
+    them (PyTorch's saved tensors), and raises where one it needs is left to the new contents."""
+
+    def __init__(self) -> None:
+        self.followed: list[_Followed] = []
+        # the root of the graph the gradient is taken of, and its nodes' rebuilt forms (None: unchanged)
+        self.top: tuple[UOp, dict[UOp, UOp] | None] | None = None
+        # what the gradient reads instead, found at the first `checked` that needs it (hooks ask before the end)
+        self._found: _StandIns | None = None
+
+    def follow(self, node: UOp, source: UOp, forms: dict[UOp, UOp] | None) -> None:
+        stamp = computed_from.stamp(node)
+        self.followed.append(_Followed(node, source, forms, stamp, overwritten_since(source, stamp)))
+
+    def checked(self, grads: dict[UOp, UOp]) -> dict[UOp, UOp]:
+        """`grads` (target -> gradient) reading, where they read a value of a stale remembered graph, that value as
+        the graph computed it; raises where a gradient still reads a buffer such a graph read before it was
+        overwritten (the overwritten tensor itself, a view of it, is what PyTorch raises for when it saved it)."""
+        stale = [f for f in self.followed if f.overwritten]
+        if not stale:
+            return grads
+        bad = {b for f in stale for b in f.overwritten}
+        if _first_read(grads.values(), bad) is None:
+            # (the gradient needs none of the old contents: `(z * w).sum()`'s gradient for w after w was stepped)
+            return grads
+        if self._found is None:
+            self._found = self._stand_ins(stale, bad)
+        ctx = self._found
+        if ctx.stored or ctx.recomputed:
+            cache: dict[UOp, UOp] = {}
+            grads = {k: graph_rewrite(g, pm_stand_in, ctx, "stand-ins", True, cache=cache) for k, g in grads.items()}
+        read = _first_read(grads.values(), bad)
+        if read is not None:
+            node = next(f.node for f in stale if read in f.overwritten)
+            raise RuntimeError(_needs_old_message(node, read))
+        return grads
+
+    def guard(self, hooks: dict[UOp, Callable[[UOp], UOp]]) -> dict[UOp, Callable[[UOp], UOp]]:
+        """`hooks` (node -> a function of its gradient, `compute_gradient`'s), each given its gradient as `checked`
+        leaves it: a hook reads the gradient (logs it, clips it), so it must not see one computed from the new
+        contents either."""
+        return {node: functools.partial(_checked_into, self, run) for node, run in hooks.items()}
+
+    def _fresh(self) -> set[UOp]:
+        # the (rebuilt) nodes that read storage as it is now: the graph's own, and those of remembered graphs nothing
+        # has overwritten since. Hash-consed, such a node can be the very node a stale graph holds (the same lookup
+        # built again after the write), and it must not take the old value
+        # (a value followed back is no node of the graph that reads it: its form is its own graph's, stale or not)
+        followed = {f.node for f in self.followed}
+        fresh: set[UOp] = set()
+        if self.top is not None:
+            root, forms = self.top
+            fresh.update(_forms_of(root, forms, followed))
+        for f in self.followed:
+            if not f.overwritten:
+                fresh.update(_forms_of(f.source, f.forms, followed))
+        return fresh
+
+    def _stand_ins(self, stale: list[_Followed], bad: set[UOp]) -> _StandIns:
+        # for the rebuilt nodes of the stale graphs: storage holding the value as that graph computed it (the realized
+        # value itself, for the whole graph; values realized from the same contents, `stored_as`, for its nodes), and
+        # where a copy of what was overwritten was taken then, the nodes computed again from it
+        fresh = self._fresh()
+        ctx = _StandIns({}, set(), _copies_for(stale))
+        for f in stale:
+            whole = f.form(f.source)
+            if whole not in fresh and _same_kind(f.node, whole) and _unchanged_since(f.node, f.stamp):
+                ctx.stored[whole] = f.node
+            reads_copied = _reading_any(f.source, set(ctx.copies))
+            for u in f.source.toposort(gate=_not_kernel):
+                form = f.form(u)
+                if form in fresh or form in ctx.stored:
+                    continue
+                if u in reads_copied and not _views_storage(u):
+                    ctx.recomputed.add(form)
+                entry = stored_as.get(u)
+                if entry is None:
+                    continue
+                stored, at = entry[0](), entry[1]
+                if stored is not None and _same_kind(stored, u) and _holds_value(u, f.stamp, stored, at, bad):
+                    ctx.stored[form] = stored
+        return ctx
+
+
+def _checked_into(stale: StaleReads, run: Callable[[UOp], UOp], g: UOp) -> UOp:
+    return run(stale.checked({g: g})[g])
+
+
+@dataclass
+class _StandIns:
+    # what `pm_stand_in` replaces in a gradient: a node by storage holding its value as computed before a write, a
+    # node computed from buffers overwritten since by the same node over copies of them taken before (BUFFER -> copy)
+    stored: dict[UOp, UOp]
+    recomputed: set[UOp]
+    copies: dict[UOp, UOp]
+
+
+def _do_stand_in(ctx: _StandIns, x: UOp) -> UOp | None:
+    stored = ctx.stored.get(x)
+    if stored is not None:
+        return stored
+    if x in ctx.recomputed:
+        # (the topmost such node: rewritten before its sources, whole)
+        new = x.substitute(ctx.copies, name="read copies")
+        return None if new is x else new
+    return None
+
+
+pm_stand_in = PatternMatcher([(UPat(name="x"), _do_stand_in)])
+
+
+def _copies_for(stale: list[_Followed]) -> dict[UOp, UOp]:
+    # overwritten BUFFER -> a live copy of it that holds what every stale graph reading it read
+    out = {}
+    for b in {b for f in stale for b in f.overwritten}:
+        stamps = [f.stamp for f in stale if b in f.overwritten]
+        for ref, at in copies_taken.get(b, ()):
+            copy = ref()
+            if copy is None or written_at.get(copy, _NEVER)[1] > at:
+                continue
+            if all(_no_write_between(b, min(s, at), max(s, at)) for s in stamps):
+                out[b] = copy
+                break
+    return out
+
+
+def _reading_any(root: UOp, targets: set[UOp]) -> set[UOp]:
+    # the nodes of `root`'s graph that read one of `targets` and hold no STORE (the value of one that does is what a
+    # write made of them)
+    reads: set[UOp] = set()
+    if not targets:
+        return reads
+    written: set[UOp] = set()
+    for u in root.toposort(gate=_not_kernel):
+        if u.op is _STORE or u.op is _KERNEL or any(s in written for s in u.src):
+            written.add(u)
+        elif u in targets or any(s in reads for s in u.src):
+            reads.add(u)
+    return reads
+
+
+def _views_storage(u: UOp) -> bool:
+    # a view of a BUFFER (through movement ops, a DETACH, a bfloat16 BITCAST): the tensor itself, which PyTorch saves
+    # as it is, not a value computed from it
+    while u.op in _MOVEMENT or u.op is _DETACH or u.op is _BITCAST:
+        u = u.src[0]
+    return u.op is _BUFFER
+
+
+def _forms_of(root: UOp, forms: dict[UOp, UOp] | None, followed: set[UOp]) -> Iterator[UOp]:
+    # the rebuilt forms of the nodes of `root`'s graph, but those of the values followed back to their own graphs
+    for u in root.toposort(gate=_not_kernel):
+        if u not in followed:
+            yield u if forms is None else forms.get(u, u)
+
+
+def _same_kind(a: UOp, b: UOp) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def _buffers_of(u: UOp) -> list[UOp] | None:
+    # the BUFFERs graph `u` reads, or None where it holds a STORE (its value is what a write made of them)
+    found = []
+    for n in u.toposort(gate=_not_kernel):
+        if n.op is _STORE or n.op is _KERNEL:
+            return None
+        if n.op is _BUFFER:
+            found.append(n)
+    return found
+
+
+def _unchanged_since(u: UOp, stamp: int) -> bool:
+    # whether graph `u` (a realized value, or a reader rewired to a copy) reads nothing overwritten since `stamp`
+    bufs = _buffers_of(u)
+    return bufs is not None and all(written_at.get(b, _NEVER)[1] <= stamp for b in bufs)
+
+
+def _no_write_between(b: UOp, lo: int, hi: int) -> bool:
+    # whether no write into `b` is stamped in (lo, hi]: only the last two are known, and an earlier one is taken to be
+    # anywhere before the one before the last
+    before_last, last = written_at.get(b, _NEVER)
+    return last <= lo or (last > hi and before_last <= lo)
+
+
+def _holds_value(u: UOp, stamp: int, stored: UOp, at: int, bad: set[UOp]) -> bool:
+    # whether `stored` (realized from `u` by a realize that began at `at`) holds what `u` computed in a graph
+    # remembered at `stamp`: every buffer `u` reads is the same at both clocks, and `stored` hasn't been written since
+    bufs = _buffers_of(u)
+    if bufs is None or not any(b in bad for b in bufs):
+        return False
+    base = _storage_base(stored)
+    if base is None or written_at.get(base, _NEVER)[1] > at:
+        return False
+    lo, hi = min(stamp, at), max(stamp, at)
+    return all(_no_write_between(b, lo, hi) for b in bufs)
+
+
+def _first_read(roots: Iterable[UOp], bad: set[UOp]) -> UOp | None:
+    # the first buffer of `bad` that the graphs of `roots` read, or None
+    sink = UOp(Ops.SINK, src=tuple(roots))
+    for n in sink.toposort(gate=_not_kernel):
+        if n.op is _BUFFER and n in bad:
+            return n
+    return None

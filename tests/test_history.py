@@ -1,0 +1,373 @@
+"""Gradients after an in-place write into what the forward pass read (uopkit.schedule.history), compared with PyTorch:
+backward() gives torch's gradient where a value stored before the write holds what it needs, and raises where it
+would read the new contents; never a gradient from the new contents."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import uopkit.nn.functional as UF
+from uopkit import Tensor, no_grad
+from uopkit.engine.realize import buffers
+from uopkit.nn.optim import SGD, Adam
+from uopkit.tensor import autograd
+
+W0 = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32)
+Z0 = np.array([[0.5, 0.5], [2.0, 2.0]], np.float32)
+IDX = np.array([0, 2])
+
+
+class _Lib:
+    """The same few calls in torch and in uopkit."""
+
+    def __init__(self, name: str) -> None:
+        self.torch = name == "torch"
+
+    def table(self, values: Any, requires_grad: bool = False) -> Any:
+        a = np.array(values, np.float32)
+        if self.torch:
+            return torch.tensor(a, requires_grad=requires_grad)
+        t = Tensor(a, requires_grad=requires_grad)
+        # (a table that wants no gradient is plain storage, as a registered buffer is)
+        return t if requires_grad else t.contiguous().realize()
+
+    def leaf(self, values: Any) -> Any:
+        a = np.array(values, np.float32)
+        return torch.tensor(a, requires_grad=True) if self.torch else Tensor(a, requires_grad=True)
+
+    def no_grad(self) -> Any:
+        return torch.no_grad() if self.torch else no_grad()
+
+    def embedding(self, w: Any) -> Any:
+        return TF.embedding(torch.tensor(IDX), w) if self.torch else UF.embedding(Tensor(IDX), w)
+
+    def index(self, w: Any) -> Any:
+        return w[torch.tensor(IDX)] if self.torch else w[Tensor(IDX)]
+
+
+def _grad(t: Any) -> list:
+    return t.grad.detach().numpy().tolist() if isinstance(t, torch.Tensor) else t.grad.numpy().tolist()
+
+
+def _vq(lib: _Lib, variant: str, logged: bool) -> list:
+    # an EMA VQ-VAE's codebook: rows looked up, the codebook updated in place under no_grad, then backward()
+    w, z = lib.table(W0), lib.leaf(Z0)
+    if variant == "embedding+detach":
+        q = lib.embedding(w)
+        loss = ((z - q.detach()) ** 2).sum()
+    elif variant == "index+detach":
+        q = lib.index(w)
+        loss = ((z - q.detach()) ** 2).sum()
+    else:
+        q = lib.embedding(w)
+        loss = (z * q).sum()
+    if logged:
+        loss.item()
+    with lib.no_grad():
+        w.copy_(w * 0 + 100.0)
+    loss.backward()
+    return [loss.item(), _grad(z)]
+
+
+@pytest.mark.parametrize("logged", [False, True], ids=["lazy", "item_before_write"])
+@pytest.mark.parametrize("variant", ["embedding+detach", "index+detach", "plain_mul"])
+def test_codebook_updated_in_place_before_backward_gives_torchs_gradient(variant: str, logged: bool) -> None:
+    # the gradient was computed from the new codebook ([[-199, -199], [-196, -196]] for [[-1, -3], [-6, -8]]) when the
+    # loss was left lazy, and raised (claiming torch raises) when it was read first: the looked-up rows, stored when
+    # the write ran, hold what it needs, as torch's saved tensors
+    assert _vq(_Lib("uop"), variant, logged) == _vq(_Lib("torch"), variant, logged)
+
+
+def _table_wants_grad(lib: _Lib) -> list:
+    w, z = lib.table(W0, requires_grad=True), lib.leaf(Z0)
+    q = lib.index(w)
+    loss = ((z - q) ** 2).sum()
+    with lib.no_grad():
+        w.copy_(w * 0 + 100.0)
+    loss.backward()
+    return [_grad(z), _grad(w)]
+
+
+def _output_kept(lib: _Lib) -> list:
+    # exp's gradient is its output: torch saved it, and it is stored here (a reader of w, computed before the write)
+    w = lib.leaf([1.0, 2.0])
+    y = w.exp()
+    with lib.no_grad():
+        w.add_(1.0)
+    y.sum().backward()
+    return np.round(_grad(w), 5).tolist()
+
+
+def _value_realized_then_input_overwritten(lib: _Lib) -> list:
+    # w was realized (torch: computed), then what it was computed from was overwritten: x's gradient is w as stored
+    p = lib.leaf([1.0, 2.0])
+    w = p * 2
+    if not lib.torch:
+        w.realize()
+    with lib.no_grad():
+        p.copy_(torch.tensor([10.0, 20.0]) if lib.torch else Tensor([10.0, 20.0]))
+    x = lib.leaf([1.0, 1.0])
+    (x * w).sum().backward()
+    return [_grad(x), _grad(p)]
+
+
+@pytest.mark.parametrize("case", [_table_wants_grad, _output_kept, _value_realized_then_input_overwritten])
+def test_values_stored_before_the_write_give_torchs_gradient(case: Callable[[_Lib], list]) -> None:
+    assert case(_Lib("uop")) == case(_Lib("torch"))
+
+
+# (loss, the tensor overwritten, the leaf that wants a gradient)
+def _square(lib: _Lib) -> Any:
+    w = lib.leaf([1.0, 2.0])
+    return (w * w).sum(), w, w
+
+
+def _input_times_table(lib: _Lib) -> Any:
+    w, z = lib.table([1.0, 2.0]), lib.leaf([3.0, 4.0])
+    return (z * w).sum(), w, z
+
+
+def _matmul(lib: _Lib) -> Any:
+    w, x = lib.table(W0), lib.leaf(np.ones((1, 3)))
+    return (x @ w).sum(), w, x
+
+
+@pytest.mark.parametrize("logged", [False, True], ids=["lazy", "item_before_write"])
+@pytest.mark.parametrize("case", [_square, _input_times_table, _matmul])
+def test_gradient_that_needs_the_overwritten_tensor_raises_as_torchs(case: Callable, logged: bool) -> None:
+    # the gradient needs the overwritten tensor itself (torch saved it): both raise
+    for lib in (_Lib("torch"), _Lib("uop")):
+        loss, w, _leaf = case(lib)
+        if logged:
+            loss.item()
+        with lib.no_grad():
+            w.add_(1.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation" if lib.torch else "overwritten"):
+            loss.backward()
+
+
+def test_a_gradient_that_reads_none_of_the_old_contents_is_torchs() -> None:
+    # only x's values are needed for w's gradient: nothing is stale in it
+    got, want = [], []
+    for lib, out in ((_Lib("uop"), got), (_Lib("torch"), want)):
+        w, x = lib.leaf([1.0, 2.0]), lib.table([3.0, 4.0])
+        loss = (x * w).sum()
+        loss.item()
+        with lib.no_grad():
+            w.add_(1.0)
+        loss.backward()
+        out.append(_grad(w))
+    assert got == want == [[3.0, 4.0]]
+
+
+def _never_wrong(run: Callable[[_Lib], list]) -> None:
+    # uopkit gives torch's gradient or raises (it has no stored value to read the old contents from)
+    want = run(_Lib("torch"))
+    try:
+        got = run(_Lib("uop"))
+    except RuntimeError as e:
+        assert "overwritten in place" in str(e)
+        return
+    assert got == want
+
+
+def test_a_lookup_built_again_after_the_write_is_never_given_the_old_rows() -> None:
+    # hash-consed, the lookup built after the write is the node the stored loss's graph holds: its two uses need the
+    # old and the new rows, and the stored rows must not stand in for both
+    def run(lib: _Lib) -> list:
+        w, z = lib.table(W0), lib.leaf(Z0)
+        q = lib.embedding(w)
+        loss = (z * q).sum()
+        loss.item()
+        with lib.no_grad():
+            w.copy_(w * 0 + 100.0)
+        (loss + (z * lib.embedding(w)).sum()).backward()
+        return _grad(z)
+
+    _never_wrong(run)
+
+
+def test_stored_rows_changed_in_place_since_dont_stand_in() -> None:
+    def run(lib: _Lib) -> list:
+        w, z = lib.table(W0), lib.leaf(Z0)
+        q = lib.embedding(w)
+        loss = ((z - q.detach()) ** 2).sum()
+        with lib.no_grad():
+            w.copy_(w * 0 + 100.0)
+            q.mul_(3.0)
+        loss.backward()
+        return _grad(z)
+
+    _never_wrong(run)
+
+
+def test_rows_looked_up_in_a_forward_that_returns_only_the_loss() -> None:
+    # a module's forward: the rows are a local, gone once it returns; the loss, stored by the write with them, keeps
+    # them for its gradient
+    def run(lib: _Lib) -> list:
+        w, z = lib.table(W0), lib.leaf(Z0)
+
+        def forward() -> Any:
+            q = lib.embedding(w)
+            loss = ((z - q.detach()) ** 2).sum() + (z * q).sum()
+            with lib.no_grad():
+                w.copy_(w * 0 + 100.0)
+            return loss
+
+        loss = forward()
+        gc.collect()
+        loss.backward()
+        return _grad(z)
+
+    assert run(_Lib("uop")) == run(_Lib("torch"))
+
+
+def test_rows_looked_up_and_dropped_raise() -> None:
+    # nothing holds the looked-up rows: raised, where the gradient was silently computed from the new codebook
+    def run(lib: _Lib) -> list:
+        w, z = lib.table(W0), lib.leaf(Z0)
+        loss = ((z - lib.embedding(w).detach()) ** 2).sum()
+        with lib.no_grad():
+            w.copy_(w * 0 + 100.0)
+        loss.backward()
+        return _grad(z)
+
+    with pytest.raises(RuntimeError, match="overwritten in place"):
+        run(_Lib("uop"))
+    assert run(_Lib("torch")) == [[-1.0, -3.0], [-6.0, -8.0]]
+
+
+def test_autograd_grad_and_gradient_read_the_stored_rows_too() -> None:
+    want = _vq(_Lib("torch"), "plain_mul", False)[1]
+    for how in ("grad", "gradient"):
+        w, z = _Lib("uop").table(W0), _Lib("uop").leaf(Z0)
+        q = UF.embedding(Tensor(IDX), w)
+        loss = (z * q).sum()
+        with no_grad():
+            w.copy_(w * 0 + 100.0)
+        (g,) = autograd.grad(loss, z) if how == "grad" else loss.gradient(z)
+        assert g.numpy().tolist() == want
+
+
+def test_a_logged_loss_through_optimizer_steps_keeps_no_storage_alive() -> None:
+    # each step writes every weight while the logged loss is alive: the loss is computed before the writes (no copy of
+    # the weights), and what is remembered of where values are stored holds none of them
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.normal(size=(8, 4)).astype(np.float32), requires_grad=True)
+    opt = SGD([w], lr=0.1)
+    x = Tensor(rng.normal(size=(16, 8)).astype(np.float32))
+    refs = []
+    loss = None
+    for _ in range(4):
+        opt.zero_grad()
+        loss = ((x @ w) ** 2).mean()
+        loss.backward()
+        opt.step()
+        loss.item()
+        refs.append(weakref.ref(buffers[loss.uop.base]))
+    stored = weakref.ref(buffers[w.uop.base])
+    del loss
+    gc.collect()
+    assert all(r() is None for r in refs) and stored() is not None
+
+
+def test_a_write_a_jit_replay_makes_is_one_to_backward() -> None:
+    # a replay runs the captured assign's kernel without a realize: nothing recorded the write, and z's gradient was
+    # read from the new w ([5, 6], where the loss used [4, 5]; torch raises: it saved w)
+    from uopkit.jit import TinyJit
+
+    w = Tensor([1.0, 2.0]).contiguous().realize()
+
+    @TinyJit
+    def bump() -> Tensor:
+        w.assign(w + 1.0).realize()
+        return w
+
+    for _ in range(3):
+        bump()
+    z = Tensor([3.0, 4.0], requires_grad=True)
+    loss = (z * w).sum()
+    assert loss.item() == 3.0 * 4.0 + 4.0 * 5.0
+    bump()
+    assert w.tolist() == [5.0, 6.0]
+    with pytest.raises(RuntimeError, match="overwritten in place"):
+        loss.backward()
+
+
+def _vq_training(lib: _Lib, steps: int) -> tuple[list[float], Any]:
+    # an encoder trained against an EMA codebook it reads through the nearest codes: the codebook's update (under
+    # no_grad, before backward) reads the batch, and its readers (distances, codes) are bigger than it: they move onto a
+    # copy taken before the write, which the gradient's values are computed from
+    rng = np.random.default_rng(0)
+    k, d = 16, 8
+    codes0 = rng.normal(size=(k, d)).astype(np.float32)
+    w0 = (rng.normal(size=(d, 12)) * 0.3).astype(np.float32)
+    xs = [rng.normal(size=(32, 12)).astype(np.float32) for _ in range(2)]
+    w, codebook = lib.leaf(w0), lib.table(codes0)
+    opt = torch.optim.Adam([w], lr=1e-2) if lib.torch else Adam([w], lr=1e-2)
+    functional = TF if lib.torch else UF
+    losses = []
+    for i in range(steps):
+        opt.zero_grad()
+        z = (torch.tensor(xs[i % 2]) if lib.torch else Tensor(xs[i % 2])) @ w.T
+        idx = (z.unsqueeze(1) - codebook.unsqueeze(0)).pow(2).sum(-1).argmin(1)
+        q = functional.embedding(idx, codebook)
+        loss = ((z - q.detach()) ** 2).mean()
+        with lib.no_grad():
+            onehot = functional.one_hot(idx, k).float()
+            mean = (onehot.T @ z.detach()) / (onehot.sum(0).unsqueeze(1) + 1e-3)
+            codebook.copy_(codebook * 0.9 + 0.1 * mean)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, w.detach().numpy()
+
+
+def test_vq_training_with_an_ema_codebook_trains_as_torch() -> None:
+    # the encoder's gradient was computed from the updated codebook: its weights drifted from torch's (1e-2 in 20 steps)
+    got, want = _vq_training(_Lib("uop"), 6), _vq_training(_Lib("torch"), 6)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reads", ["exp_of_w", "w_itself"])
+def test_readers_moved_onto_a_copy_give_torchs_gradient_or_raise_as_torchs(reads: str) -> None:
+    # readers bigger than the buffer read a copy taken before the write: a value computed from w (torch saved exp's
+    # output) is computed again from the copy; w itself (torch saved it, a detached view of it too) raises
+    def run(lib: _Lib) -> list:
+        w, z = lib.leaf([1.0, 2.0]), lib.leaf(np.ones((1000, 2)))
+        y = z * (w.exp() if reads == "exp_of_w" else w.detach()).reshape(1, 2)
+        with lib.no_grad():
+            w.add_(1.0)
+        y.sum().backward()
+        return [_grad(w), _grad(z)[0]]
+
+    if reads == "exp_of_w":
+        assert np.allclose(run(_Lib("uop"))[0], run(_Lib("torch"))[0], rtol=1e-6)
+        return
+    for lib in (_Lib("torch"), _Lib("uop")):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation" if lib.torch else "overwritten"):
+            run(lib)
+
+
+def test_a_hook_sees_the_gradient_from_the_stored_rows() -> None:
+    # a hook reads the gradient before it flows on: it must not be one computed from the updated codebook either
+    seen = {}
+    for lib in (_Lib("torch"), _Lib("uop")):
+        w, z = lib.table(W0), lib.leaf(Z0)
+        q = lib.embedding(w)
+        h = z * 1.0
+        h.register_hook(lambda g, name=lib.torch: seen.__setitem__(name, g.detach().numpy().tolist()))
+        loss = ((h - q.detach()) ** 2).sum()
+        with lib.no_grad():
+            w.copy_(w * 0 + 100.0)
+        loss.backward()
+    assert seen[False] == seen[True] == [[-1.0, -3.0], [-6.0, -8.0]]
