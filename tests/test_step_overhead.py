@@ -737,3 +737,83 @@ def test_a_stamp_stored_late_by_a_switched_out_thread_does_not_hide_newer_ones()
     finally:
         release.set()
         other.join()
+
+
+_PADS = [((2, 3), ((1, 2), (0, 1))), ((1,), ((3, 5),)), ((1, 1), ((0, 1), (2, 0))), ((0, 3), ((1, 1), (0, 0)))]
+
+
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int32", "bool"])
+@pytest.mark.parametrize("shape, pads", _PADS)
+def test_pad_with_a_value_builds_the_nodes_of_the_general_path(shape, pads, dtype, grad, monkeypatch):
+    # a float tensor padded with a number (every float piece of a cat, with -0.0) has its nodes built directly: the
+    # same nodes as where(ones padded, x padded, value); other dtypes take that path itself
+    import uopkit
+    from uopkit.tensor import movement
+
+    values = {"bool": [True], "int32": [-3, 7]}.get(dtype, [-0.0, 7.5, -3, float("nan")])
+    x = Tensor(np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape), requires_grad=grad).cast(dtype)
+    for value in values:
+        with uopkit.enable_grad() if grad else uopkit.no_grad():
+            direct = x.pad(pads, value=value)
+            monkeypatch.setattr(movement, "_DIRECT_FILL_DTYPES", frozenset())
+            general = x.pad(pads, value=value)
+            monkeypatch.undo()
+        assert direct.uop is general.uop
+        ref = np.pad(x.numpy(), pads, constant_values=value)
+        np.testing.assert_array_equal(direct.numpy(), ref)
+
+
+def test_cat_of_float_pieces_makes_no_filled_tensors(monkeypatch):
+    # stacking the gradient norms of a model (clip_grad_norm_) pads each with -0.0: no Tensor.full per piece (the
+    # public calls cost ten times the nodes); the gradient of each piece is its part of the incoming one
+    import torch
+
+    monkeypatch.setattr(Tensor, "full", lambda *a, **k: pytest.fail("Tensor.full called"))
+    values = np.array([1.5, -0.0, 2.0, 0.0], np.float32)
+    pieces = [Tensor(np.array(v), requires_grad=True) for v in values]
+    stacked = Tensor.stack(*pieces)
+    monkeypatch.undo()
+    tp = [torch.tensor(v, requires_grad=True) for v in values]
+    ts = torch.stack(tp)
+    np.testing.assert_array_equal(np.signbit(stacked.numpy()), np.signbit(ts.detach().numpy()))
+    (stacked * Tensor(np.arange(4, dtype=np.float32))).sum().backward()
+    (ts * torch.arange(4, dtype=torch.float32)).sum().backward()
+    assert [p.grad.item() for p in pieces] == [p.grad.item() for p in tp]
+
+
+def test_a_step_realized_again_does_not_walk_its_own_graph_for_reads(monkeypatch):
+    # what the values of a training step's graph read of the buffers its assigns write is a function of the graph's
+    # structure: walked at the first step, looked up at the next ones. The answers stay those of a walk: a value that
+    # reads a weight as it was and its new contents gets a copy of the old ones, every step
+    import uopkit.schedule as schedule
+
+    w0 = np.arange(4, dtype=np.float32)
+    w = Tensor(w0).contiguous().realize()
+    walked = []
+    stored_reads = schedule.stored_reads
+    monkeypatch.setattr(schedule, "stored_reads", lambda roots, t: walked.append(len(roots)) or stored_reads(roots, t))
+    expected = w0.copy()
+    for step in range(4):
+        grad = (w * 2 + (step + 0.5)).exp().log()
+        w.assign(w - grad * 0.25)
+        Tensor.realize(w, grad)
+        g = expected * 2 + (step + 0.5)
+        expected = expected - g * 0.25
+        np.testing.assert_allclose(grad.numpy(), g, rtol=1e-5)
+        np.testing.assert_allclose(w.numpy(), expected, rtol=1e-5)
+    # the first step walked the graph of `grad`; the others walked nothing of it
+    assert walked[0] >= 1 and not any(walked[1:]), walked
+
+
+def test_reads_of_a_step_looked_up_keep_the_copy_for_a_value_reading_old_and_new():
+    # `s + a` after `s = a * 3; a.assign(a + 10)`: it can run neither before the write nor after it, and reads a copy
+    # of the old contents, at the first realize of that structure and at every one after it
+    for i in range(3):
+        a = Tensor(np.full(3, float(i), np.float32)).contiguous().realize()
+        s = a * 3
+        a.assign(a + 10)
+        both = s + a
+        Tensor.realize(a, both)
+        np.testing.assert_array_equal(both.numpy(), np.full(3, 3.0 * i + i + 10, np.float32))
+        np.testing.assert_array_equal(a.numpy(), np.full(3, i + 10.0, np.float32))

@@ -1092,9 +1092,9 @@ def _realize(tensors: Sequence[Tensor]) -> None:
         targets = None if param is None else list(dict.fromkeys(_stored_buffer(u) for u in param.stores))
         if targets is not None and any(b.op is not Ops.BUFFER for b in targets):
             targets = None
-        pending = protect_pending_reads(
-            tensors, UOp(Ops.SINK, src=roots), targets, None if param is None else param.stores
-        )
+        # (targets found from the graph's key: what the graph reads of them is known after its first realize)
+        stores, key = (None, None) if param is None else (param.stores, None if targets is None else param.key)
+        pending = protect_pending_reads(tensors, UOp(Ops.SINK, src=roots), targets, stores, key)
         readers, copies = pending.readers, pending.copies
         if readers and stored_bits is not None and any(t.uop.dtype is dtypes.bfloat16 for t in readers):
             bits_of_readers = [stored_bits[0](t) for t in readers]

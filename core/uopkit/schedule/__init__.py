@@ -743,7 +743,11 @@ class PendingReads:
 
 
 def protect_pending_reads(
-    tensors: Sequence[Tensor], sink: UOp, targets: list[UOp] | None = None, stores: Sequence[UOp] | None = None
+    tensors: Sequence[Tensor],
+    sink: UOp,
+    targets: list[UOp] | None = None,
+    stores: Sequence[UOp] | None = None,
+    graph_key: tuple | None = None,
 ) -> PendingReads:
     """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
     buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
@@ -759,7 +763,8 @@ def protect_pending_reads(
     them (values it computed, before the writes) can't bring the new contents in. Tensors that are views of the buffer
     (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
     `targets`: the buffers the STOREs under `sink` write, and `stores`: those STOREs, when the caller knows them
-    (else they are looked up).
+    (else they are looked up). `graph_key`: the structure of the graph of `tensors` with its buffers numbered, which
+    `targets` are a function of (the schedule cache's key): what those tensors read is then looked up, not walked.
     """
     none = PendingReads([], [], {}, [])
     if targets is None:
@@ -797,18 +802,27 @@ def protect_pending_reads(
         if answers[-1] is None:
             walk.append(t)
     values = [_pending_value(t.uop) for t in walk]
-    roots = [t.uop for t in computed_here]
+    # what the tensors being realized read depends on their graph's structure alone: a training step's graph (every
+    # node of the forward and backward passes) is walked at its first step, not at every one
+    here_reads = _reads_of_graph.get(graph_key) if graph_key is not None else None
+    roots = [t.uop for t in computed_here] if here_reads is None else []
     roots += [v if v is not None else t.uop for t, v in zip(walk, values, strict=True)]
     # (one walk for all: their graphs overlap, the gradients share the forward pass)
-    reads = stored_reads(roots, targets)
-    here = len(computed_here)
-    walked = iter(zip(walk, values, reads[here:], strict=True))
+    reads = stored_reads(roots, targets) if roots else []
+    if here_reads is None:
+        here_reads = reads[: len(computed_here)]
+        reads = reads[len(computed_here) :]
+        if graph_key is not None:
+            if len(_reads_of_graph) >= READS_OF_GRAPH_SIZE:
+                del _reads_of_graph[next(iter(_reads_of_graph))]
+            _reads_of_graph[graph_key] = here_reads
+    walked = iter(zip(walk, values, reads, strict=True))
     for i, answer in enumerate(answers):
         if answer is None:
             t, v, (m, st) = next(walked)
             answers[i] = answer = (m, st or v is not None)
             _reads_of_root[t.uop] = (key, answer)
-    found = [(t, m, True) for t, (m, st) in zip(computed_here, reads[:here], strict=True) if m and st]
+    found = [(t, m, True) for t, (m, st) in zip(computed_here, here_reads, strict=True) if m and st]
     found += [(t, a[0], a[1]) for t, a in zip(candidates, answers, strict=True) if a is not None and a[0]]
     if not found:
         return none
@@ -864,6 +878,10 @@ def protect_pending_reads(
 # a live value's graph -> (the node numbers of the buffers an assign wrote, what it reads of them: `stored_reads`'
 # answer, with whether it is an assign itself)
 _reads_of_root = WeakKeyMap()
+# a realized graph's structure (`protect_pending_reads`' graph_key) -> `stored_reads`' answer for its tensors, in order
+_reads_of_graph: dict[tuple, list[tuple[int, bool]]] = {}
+# how many graph structures `_reads_of_graph` remembers (as many as the schedule cache)
+READS_OF_GRAPH_SIZE = 4096
 
 
 def _followed_back(u: UOp) -> bool:
