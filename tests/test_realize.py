@@ -671,6 +671,77 @@ def test_a_replay_runs_a_chain_of_stored_values_over_a_few_buffers(rng):
     assert len(entry.new_buffers) == 41 and 0 < len(entry.placed_in) <= 4
 
 
+def _peak_bytes(fn) -> tuple[object, int]:
+    # what `fn` returns, and the most bytes the CPU allocator had handed out at once while it ran, over what it had
+    # handed out before (the allocator's own accounting: a buffer it keeps cached after a free is not in use)
+    from uopkit.device import Device
+
+    alloc = Device["CPU"].allocator
+    alloc.peak_in_use = before = alloc.in_use
+    out = fn()
+    return out, alloc.peak_in_use - before
+
+
+@pytest.mark.parametrize("cache", [0, 1])
+def test_a_first_run_places_a_chain_of_stored_values_over_a_few_buffers(rng, cache):
+    # a schedule's first run (no cached one to replay) places its values as a replay does: a chain of 30 stored values
+    # of 1 MB peaks at a few of them, not at all 30 (a sort of 1M float32 held 1.7 GB on its first call)
+    n = 1 << 18
+    x_np = rng.random(n, dtype=np.float32)
+    x = Tensor(x_np).realize()
+
+    def run() -> np.ndarray:
+        y = x
+        for _ in range(30):
+            y = (y * 0.5 + 1).contiguous()
+        return y.numpy()
+
+    for _ in range(2 if cache else 1):
+        with Context(SCHEDULE_CACHE=cache):
+            got, peak = _peak_bytes(run)
+        want = x_np
+        for _ in range(30):
+            want = want * 0.5 + 1
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        assert peak <= 6 * 4 * n
+
+
+@pytest.mark.parametrize("cache", [0, 1])
+def test_values_tensors_hold_keep_their_buffers_when_the_rest_share(rng, cache):
+    # a value computed on the way that a live tensor holds (`mid`, and the lazy `later` reading it), the first value
+    # (read to the end) and the result keep buffers of their own, on the first run and on replays; the other values of
+    # the chain still share a few (a sort's positions hold its last exchange, not the 200 before it)
+    n = 1 << 18
+    hits = _hits()
+    for _ in range(3 if cache else 1):
+        x_np = rng.random(n, dtype=np.float32)
+
+        def run(x_np: np.ndarray = x_np) -> tuple[Tensor, ...]:
+            first = (Tensor(x_np) * 2).contiguous()
+            y, mid = first, None
+            for i in range(30):
+                y = (y * 0.5 + first).contiguous()
+                if i == 10:
+                    mid = y
+            later = mid + 1
+            y.realize()
+            return first, mid, later, y
+
+        with Context(SCHEDULE_CACHE=cache):
+            (first, mid, later, y), peak = _peak_bytes(run)
+        assert peak <= 10 * 4 * n
+        want = [2 * x_np]
+        for _ in range(30):
+            want.append(want[-1] * 0.5 + 2 * x_np)
+        np.testing.assert_allclose(y.numpy(), want[30], rtol=1e-5)
+        np.testing.assert_allclose(mid.numpy(), want[11], rtol=1e-5)
+        np.testing.assert_allclose(later.numpy(), want[11] + 1, rtol=1e-5)
+        np.testing.assert_allclose(first.numpy(), want[0], rtol=1e-5)
+        # and what is computed from them next reads their values
+        np.testing.assert_allclose((mid * y).numpy(), want[11] * want[30], rtol=1e-5)
+    assert (_hits() > hits) == bool(cache)
+
+
 def test_a_replay_gives_held_values_on_the_way_buffers_of_their_own(rng):
     # a live tensor holding a value computed on the way (`first`, read by the next step only) is moved onto its buffer
     # on a replay: that buffer can't be shared with the values computed after it

@@ -27,6 +27,7 @@ from uopkit.dtype import DType, dtypes
 from uopkit.engine import gc_threshold  # noqa: F401 - paces Python's collector on import
 from uopkit.engine.compile_queue import CompileQueue
 from uopkit.engine.kernel_names import unique_name
+from uopkit.engine.placement import first_run_buffers, held_by, share_buffers, share_buffers_apart
 from uopkit.helpers import DEBUG, ContextVar, GlobalCounters, gc_paused, usable_cores
 from uopkit.schedule import (
     PendingReads,
@@ -50,7 +51,7 @@ from uopkit.schedule.windows import (
     window_span,
     window_start,
 )
-from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity
+from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity, uop_seq
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor
@@ -339,7 +340,7 @@ class CachedSchedule:
     # path does (`kernelize_tensors` and `update_tensors`): left on the lazy nodes, each would compute the whole shared
     # graph again, and its graph, no longer the one recorded, would miss the cache
     inner: tuple[tuple[int, Template], ...] = ()
-    # where the new buffers live on a replay through `launches` (`_share_buffers`; empty where none shares): per new
+    # where the new buffers live on a replay through `launches` (`share_buffers`; empty where none shares): per new
     # buffer, its place among the buffers `placed_in` that the replay allocates (a value only the next steps read
     # shares its place with the values computed after them), and whether a template names it (a value left after the
     # call: a BUFFER of its own)
@@ -348,6 +349,9 @@ class CachedSchedule:
     named: tuple[bool, ...] = ()
     # the kernels' estimated operations and bytes, summed, for GlobalCounters on a replay through `launches`
     cost: tuple[int, int] = (0, 0)
+    # the fields `placement` to `named` where other tensors hold some of `inner` (by their positions in the graph's
+    # toposort): those keep their buffers too (`_held_inner_places`)
+    held_places: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict, compare=False, repr=False)
 
 
 schedule_cache: dict[tuple, CachedSchedule] = {}
@@ -559,7 +563,9 @@ def _record(
     views = [*results, *(_assigned_view(store) for store in param.stores)]
     # (the buffers of `inner` are named only where a replay moves other tensors onto them: it then gives each its own)
     named = {ins[1] for t in (*templates, *(t for _, t in assigned)) for ins in t if ins[0] == "slot"}
-    placement, placed_in = _share_buffers(len(leaves), new_buffers, steps, named) if launches is not None else ((), ())
+    placement, placed_in = ((), [])
+    if launches is not None:
+        placement, placed_in = share_buffers(len(leaves), new_buffers, [s.slots for s in steps], named)
     return CachedSchedule(
         len(leaves),
         tuple(new_buffers),
@@ -582,45 +588,6 @@ def launch_cost(runners: Sequence[CompiledRunner | None]) -> tuple[int, int]:
     """The estimated operations and bytes of the kernels among `runners` (None: a copy), summed."""
     specs = [r.spec for r in runners if r is not None]
     return sum(s.estimated_flops for s in specs), sum(s.estimated_bytes for s in specs)
-
-
-def _share_buffers(
-    n_leaves: int, new_buffers: list[tuple[str, int, DType]], steps: list[CachedStep], named: set[int]
-) -> tuple[tuple[int, ...], list[tuple[str, int, DType]]]:
-    """The fields `placement` and `placed_in`: the new buffers placed so that one no step reads after step i holds the
-    next value of its device, size and dtype that a step after i writes first. A network of steps (a sort's 300
-    exchanges, a factorization's 100 columns) then runs over a handful of buffers that stay in the caches, where it
-    wrote a fresh one per step (over 200 MB for a sort of 100K int64: its kernels took 1.8x as long), and a replay
-    allocates those few. A buffer a template names (what the call leaves) or that a step reads before any writes it
-    keeps a place of its own."""
-    last: dict[int, int] = {}
-    for i, step in enumerate(steps):
-        for s in step.slots:
-            last[s] = i
-    placement = [-1] * len(new_buffers)
-    placed_in: list[tuple[str, int, DType]] = []
-    free: dict[tuple[str, int, DType], list[int]] = {}
-    # places free from the step after the one a value is last read in
-    released: dict[int, list[int]] = {}
-    for i, step in enumerate(steps):
-        for pos, s in enumerate(step.slots):
-            k = s - n_leaves
-            if k < 0 or placement[k] >= 0:
-                continue
-            kind = new_buffers[k]
-            shared = pos == 0 and s not in named
-            pool = free.get(kind)
-            placement[k] = pool.pop() if shared and pool else len(placed_in)
-            if placement[k] == len(placed_in):
-                placed_in.append(kind)
-            if shared:
-                released.setdefault(last[s], []).append(placement[k])
-        for place in released.pop(i, ()):
-            free.setdefault(placed_in[place], []).append(place)
-    if len(placed_in) == len(new_buffers):
-        # (none shares a place: a replay allocates them as the slow path does)
-        return (), []
-    return tuple(placement), placed_in
 
 
 def _record_inner(
@@ -844,11 +811,15 @@ def _replay(
     debug = DEBUG.value
     direct = entry.launches is not None and not capturing and debug < 2
     # (the values computed on the way that other live tensors hold: `inner`)
-    held_inner = bool(entry.inner) and _others_computed(tensors)
-    if direct and entry.placement and not held_inner:
-        # the new buffers in their shared places (`_share_buffers`)
-        placed = [Buffer(device, size, dtype).allocate() for device, size, dtype in entry.placed_in]
-        for (device, size, dtype), place, named in zip(entry.new_buffers, entry.placement, entry.named, strict=True):
+    others = _other_computed(tensors) if entry.inner else []
+    inner = entry.inner if others else ()
+    placement, placed_in, named_slots = entry.placement, entry.placed_in, entry.named
+    if direct and placement and others:
+        inner, placement, placed_in, named_slots = _held_inner_places(entry, param, others)
+    if direct and placement:
+        # the new buffers in their shared places (`share_buffers`)
+        placed = [Buffer(device, size, dtype).allocate() for device, size, dtype in placed_in]
+        for (device, size, dtype), place, named in zip(entry.new_buffers, placement, named_slots, strict=True):
             buf = placed[place]
             table.append(buf)
             if named:
@@ -888,8 +859,8 @@ def _replay(
     n = len(entry.results)
     for k, (i, template) in enumerate(entry.assigned):
         mapping[topo[i]] = _build(template, uops, bounds.get(n + k))
-    if held_inner:
-        for i, template in entry.inner:
+    if inner:
+        for i, template in inner:
             mapping[topo[i]] = _build(template, uops)
     for k, (t, template, remember) in enumerate(zip(tensors, entry.results, entry.remember, strict=True)):
         new = _build(template, uops, bounds.get(k))
@@ -909,10 +880,29 @@ def _replay(
 # realize
 
 
-def _others_computed(tensors: Sequence[Tensor]) -> bool:
-    # whether a live tensor other than `tensors` is a computed value (one that may hold what they computed on the way)
+def _other_computed(tensors: Sequence[Tensor]) -> list[UOp]:
+    # the graphs of the live tensors other than `tensors` that are computed values (which may hold what they compute)
     asked = {id(t) for t in tensors}
-    return any(id(t) not in asked for t in live_tensors.computed())
+    return [t.uop for t in live_tensors.computed() if id(t) not in asked]
+
+
+def _held_inner_places(entry: CachedSchedule, param: _Param, others: list[UOp]) -> tuple[Any, ...]:
+    """Where other live tensors (`others`) hold values computed on the way: those values (of `entry.inner`), and the
+    new buffers placed with theirs kept apart too (`share_buffers`): the rest still share (the positions a sort returns
+    with its values hold its last exchange, not the 200 before it)."""
+    nodes = {param.topo[i]: (i, template) for i, template in entry.inner}
+    held = held_by(others, nodes.__contains__, min(n.seq for n in nodes))
+    inner = tuple(sorted(nodes[n] for n in held))
+    if not inner:
+        return inner, entry.placement, entry.placed_in, entry.named
+    key = tuple(i for i, _ in inner)
+    if key not in entry.held_places:
+        if len(entry.held_places) >= 16:
+            entry.held_places.clear()
+        apart = {ins[1] for _, template in inner for ins in template if ins[0] == "slot"}
+        steps = [step.slots for step in entry.steps]
+        entry.held_places[key] = share_buffers_apart(entry.n_leaves, entry.new_buffers, steps, entry.named, apart)
+    return (inner, *entry.held_places[key])
 
 
 def _is_stored(u: UOp) -> bool:
@@ -1145,6 +1135,8 @@ def _realize_uncached(
 ) -> tuple[list[ScheduleItem], list[CompiledRunner | None]]:
     """Kernelize, schedule and run `tensors`. `kernelized`: filled with each node of the graph that got a kernel of its
     own and the view of the buffer it is stored in once run."""
+    # (the BUFFERs built from here on are the ones kernelizing makes: `first_run_buffers` places them)
+    made_since = next(uop_seq)
     sink = kernelize_tensors(tensors, kernelized)
     schedule = create_schedule(sink)
     # a kernel that writes no elements has nothing to do (and its code would be an empty loop): it is done as it is
@@ -1154,7 +1146,11 @@ def _realize_uncached(
         print(f"schedule: {len(schedule)} kernels")
     precompile(schedule)
     # every kernel compiled and every buffer allocated before any kernel runs: one that fails to compile (or memory
-    # that runs out) must not leave the kernels before it written into existing storage
+    # that runs out) must not leave the kernels before it written into existing storage. The values no tensor holds
+    # afterwards share buffers as on a replay (not while a TinyJit captures: it keeps each launch's buffers)
+    if not capturing:
+        for b, buf in first_run_buffers(schedule, made_since, buffers).items():
+            buffers[b] = buf
     items = []
     for item in schedule:
         bufs = [_buffer_for(b) for b in item.bufs]
