@@ -377,7 +377,7 @@ def test_given_gradient_yields_to_a_target_inside_its_subgraph() -> None:
     x, w = _randn(1, 2, 6, 6), _randn(3, 2, 3, 3)
     ours_x, ours_w = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
     windows = ours_x._windows(((0, 0), (0, 0), (1, 1), (1, 1)), (3, 3), (1, 1), (1, 1))
-    windows.requires_grad = True
+    windows.retain_grad()
     out = ours_x.conv2d(ours_w, padding=1)
     (out * out).sum().backward()
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)

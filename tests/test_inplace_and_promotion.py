@@ -476,7 +476,8 @@ def test_bfloat16_gradients_survive_reading_the_output_first(layer):
             y = x * x.sum(1, keepdim=True)
         elif layer == "layernorm":
             ln = LayerNorm(4)
-            ln.weight = ln.weight.cast(dtypes.bfloat16).contiguous().realize().requires_grad_()
+            # (detached: a value computed from a weight that requires grad is no leaf, as torch's)
+            ln.weight = ln.weight.detach().cast(dtypes.bfloat16).contiguous().realize().requires_grad_()
             params.append(ln.weight)
             y = ln(x)
         elif layer == "conv2d":

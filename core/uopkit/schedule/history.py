@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,8 @@ from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, 
 
 _STORE, _BUFFER, _BITCAST, _KERNEL, _DETACH = Ops.STORE, Ops.BUFFER, Ops.BITCAST, Ops.KERNEL, Ops.DETACH
 _MOVEMENT = GroupOp.Movement
+# what a view of storage is made of, a detached one included (`_views_storage`)
+_VIEWS_OR_DETACHED = frozenset({*_MOVEMENT, _DETACH, _BITCAST})
 
 # a clock of writes and memories: a realized assign stamps its BUFFER (`written_at`), each graph remembered in
 # `computed_from` its node; a remembered graph reading a buffer stamped later no longer computes what was realized
@@ -89,13 +91,19 @@ kept_with = WeakKeyMap()
 copies_taken = WeakKeyMap()
 
 
-def _storage_base(u: UOp) -> UOp | None:
-    # the BUFFER a view of storage shows (through a bfloat16 BITCAST), or None
+def _under_views(u: UOp, views: Container[Ops] = _MOVEMENT) -> UOp:
+    # the node under `u`'s chain of views (ops of `views`), past a bfloat16 BITCAST on top
     if u.op is _BITCAST:
         u = u.src[0]
-    while u.op in _MOVEMENT:
+    while u.op in views:
         u = u.src[0]
-    return u if u.op is _BUFFER else None
+    return u
+
+
+def _storage_base(u: UOp) -> UOp | None:
+    # the BUFFER a view of storage shows (through a bfloat16 BITCAST), or None
+    base = _under_views(u)
+    return base if base.op is _BUFFER else None
 
 
 def forget_source(u: UOp) -> None:
@@ -133,9 +141,7 @@ def remember_stored(replaced: Iterable[tuple[weakref.ref[Any], UOp]]) -> None:
     if not stamp:
         return
     for ref, old in replaced:
-        base = old.src[0] if old.op is _BITCAST else old
-        while base.op in _MOVEMENT:
-            base = base.src[0]
+        base = _under_views(old)
         # (a view of storage, an assign's graph, or a view of a kernel's STORE on the way to storage: no computed value)
         if base.op is _BUFFER or base.op is _STORE:
             continue
@@ -375,9 +381,7 @@ def _reading_any(root: UOp, targets: set[UOp]) -> set[UOp]:
 def _views_storage(u: UOp) -> bool:
     # a view of a BUFFER (through movement ops, a DETACH, a bfloat16 BITCAST): the tensor itself, which PyTorch saves
     # as it is, not a value computed from it
-    while u.op in _MOVEMENT or u.op is _DETACH or u.op is _BITCAST:
-        u = u.src[0]
-    return u.op is _BUFFER
+    return _under_views(u, _VIEWS_OR_DETACHED).op is _BUFFER
 
 
 def _forms_of(root: UOp, forms: dict[UOp, UOp] | None, followed: set[UOp]) -> Iterator[UOp]:

@@ -27,18 +27,12 @@ from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradien
 from uopkit.schedule import StaleReads, live_tensors, unrealized_graph
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from uopkit.tensor.leaves import gradient_key as _gradient_key
+from uopkit.tensor.leaves import gradient_keys as _gradient_keys
+from uopkit.tensor.leaves import requires_grad_of as _requires_grad
+from uopkit.tensor.leaves import wanted_keys as _wanted_keys
 from uopkit.tensor.support import _contiguous_ids
-from uopkit.tensor.tensor import (
-    Tensor,
-    _gradient_hooks,
-    _gradient_key,
-    _gradient_keys,
-    _requires_grad,
-    _summed,
-    _through_keys,
-    _wanted_keys,
-    run_post_accumulate_hooks,
-)
+from uopkit.tensor.tensor import Tensor, _gradient_hooks, _summed, _through_keys, run_post_accumulate_hooks
 from uopkit.uop.ops import Ops, UOp
 
 __all__ = [

@@ -145,6 +145,7 @@ def _received_tensor(
     out = Tensor(u) if cls is Tensor else cls.__new__(cls)
     if cls is not Tensor:
         Tensor.__init__(out, u)
-    out.requires_grad = requires_grad
+    if requires_grad is not None:
+        out.requires_grad = requires_grad
     register_reductions()
     return out

@@ -58,6 +58,14 @@ class TensorsWithGrad:
         if len(self._refs) > self._limit:
             self.live()
 
+    def forget_leaf(self, t: Any, nodes: Any) -> None:
+        """`t` was frozen (`requires_grad_(False)`): the graphs among `nodes` that it had when given requires_grad are
+        no leaf's any more, as torch's values computed from a frozen leaf don't require grad."""
+        for node in nodes:
+            ref = self._leaf_nodes.get(node)
+            if ref is not None and ref() is t:
+                self._leaf_nodes.pop(node)
+
     def was_given_requires_grad(self, nodes: Any) -> bool:
         """Whether one of `nodes` was the graph of a tensor when it was given requires_grad (a leaf, maybe dropped)."""
         return any(n in self._leaf_nodes for n in nodes)

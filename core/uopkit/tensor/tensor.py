@@ -28,7 +28,7 @@ from uopkit.engine import realize as _realize_module
 from uopkit.engine.realize import buffers, realize_lock, realize_tensors
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of
 from uopkit.helpers import prod
-from uopkit.schedule import StaleReads, computed_from, realized_views, unrealized_graph
+from uopkit.schedule import StaleReads, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor import autocast as _autocast_module
 from uopkit.tensor import bitonic as _bitonic_module
@@ -43,6 +43,7 @@ from uopkit.tensor import generator as _generator_module
 from uopkit.tensor import gradient_reach as _gradient_reach
 from uopkit.tensor import indexing as _indexing_module
 from uopkit.tensor import interop as _interop_module
+from uopkit.tensor import leaves as _leaves
 from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import losses as _losses_module
 from uopkit.tensor import math as _math_module
@@ -71,6 +72,9 @@ from uopkit.tensor.functional import FunctionalMixin
 from uopkit.tensor.grad_mode import thread_mode as _grad_mode
 from uopkit.tensor.indexing import IndexingMixin
 from uopkit.tensor.interop import InteropMixin
+from uopkit.tensor.leaves import gradient_keys as _gradient_keys
+from uopkit.tensor.leaves import own_leaf as _own_leaf
+from uopkit.tensor.leaves import requires_grad_of as _requires_grad
 from uopkit.tensor.linalg import LinalgMixin
 from uopkit.tensor.losses import LossesMixin
 from uopkit.tensor.math import MathMixin
@@ -89,7 +93,6 @@ from uopkit.tensor.support import (
     _bits_tensor,
     _canonical_device,
     _cast_py,
-    _contiguous_ids,
     _contiguous_strides,
     _flatten_list,
     _from_numpy,
@@ -349,7 +352,9 @@ class Tensor(
 
     def __copy__(self) -> Tensor:
         out = _mark_view(Tensor(self.uop), self)
-        out.requires_grad = self.requires_grad
+        if self.requires_grad:
+            # (a leaf that requires grad, as torch's copy of any value that does)
+            _leaves.want_gradient(out)
         return out
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
@@ -530,46 +535,28 @@ class Tensor(
         return _requires_grad(self)
 
     @requires_grad.setter
-    def requires_grad(self, value: bool | None) -> None:
-        if value is False and self._requires_grad is None and not self.is_leaf:
-            raise RuntimeError(
-                "requires_grad: only a leaf's flag can be changed (this tensor was computed from one that requires "
-                "grad, as PyTorch says); use .detach() for a value outside the graph"
-            )
-        if value and not dtypes.is_float(self.uop.dtype):
-            raise RuntimeError(
-                f"requires_grad: only float tensors can require gradients, this one is {self.uop.dtype} (as "
-                "PyTorch); cast it to a float dtype first"
-            )
-        if value:
-            # a leaf gets a node of its own (`_own_leaf`); a value computed from a tensor that requires grad is no leaf
-            # and stays in that graph (asked before the flag is set; a detached value is always a leaf)
-            own = _own_leaf(self.uop)
-            if own is not self.uop and (self.uop.base.op is Ops.DETACH or not _requires_grad(self)):
-                _all_tensors.set_uop(self, own)
-        self._requires_grad = value
-        if value:
-            self._wanted_grad = True
-            tensors_with_grad.add(self)
+    def requires_grad(self, value: bool) -> None:
+        # only a leaf's flag changes, as torch's (see tensor/leaves.py)
+        _leaves.set_requires_grad(self, value)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Mark this tensor as one whose gradient `backward()` writes into `.grad`.
+        """Mark this tensor as one whose gradient `backward()` writes into `.grad` (a leaf's flag; on a value computed
+        from a tensor that requires grad, True changes nothing and False raises, as torch's).
 
         >>> Tensor([1.0]).requires_grad_().requires_grad
         True
         """
-        self.requires_grad = requires_grad
+        _leaves.set_requires_grad(self, requires_grad, method=True)
         return self
 
     def detach_(self) -> Tensor:
         """Detach this tensor in place (torch.Tensor.detach_): no gradient flows back through it any more, and it no
-        longer requires one; it becomes a leaf.
+        longer requires one; it becomes a leaf. A view (a reshape, a slice) raises, as torch's.
 
         >>> x = Tensor([1.0], requires_grad=True); y = x * 2; y.detach_().is_leaf
         True
         """
-        _all_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (self.uop,)))
-        self.requires_grad = False
+        _leaves.detach_in_place(self)
         return self
 
     @property
@@ -581,15 +568,7 @@ class Tensor(
         >>> x.is_leaf, (x * 2).is_leaf, (x * 2).detach().is_leaf
         (True, False, True)
         """
-        own = set(_gradient_keys(self))
-        others = {k for t in tensors_with_grad.live() if t is not self for k in _gradient_keys(t)}
-        others = others.union(tensors_with_grad.dropped()) - own
-        if not others:
-            return True
-        # (values realized since are followed back to what computed them, as backward() does)
-        root = unrealized_graph(self.uop, others, check_writes=False)
-        # (a wanted node is reached even where it is a DETACH: a leaf made as `x.detach().requires_grad_()`)
-        return not any(k in others for k in root.toposort(gate=functools.partial(_reaches_past, others)))
+        return _leaves.is_leaf(self)
 
     @property
     def grad_fn(self) -> GradFn | None:
@@ -926,63 +905,10 @@ def _unpickled_tensor(
     values: np.ndarray, dtype: DType, device: str, requires_grad: bool | None, wanted_grad: bool = False
 ) -> Tensor:
     out = Tensor(values, device=device, dtype=dtype)
-    out.requires_grad = requires_grad
+    if requires_grad is not None:
+        out.requires_grad = requires_grad
     out._wanted_grad = out._wanted_grad or wanted_grad
     return out
-
-
-def _gradient_key(t: Tensor) -> UOp:
-    # a bfloat16 tensor is read through the graph of its bits (support._storage_uop): its gradient arrives there, in
-    # float32 (`.grad` is cast back to bfloat16)
-    return _storage_uop(t.uop) if t.dtype == dtypes.bfloat16 else t.uop
-
-
-def _not_detached(u: UOp) -> bool:
-    # no gradient flows into a DETACH, nor into what a KERNEL computed (already storage)
-    return u.op is not Ops.DETACH and u.op is not Ops.KERNEL
-
-
-def _reaches_past(wanted: set[UOp], u: UOp) -> bool:
-    # a toposort gate: through what a gradient flows through, and onto the wanted nodes themselves
-    return u in wanted or _not_detached(u)
-
-
-def _gradient_keys(t: Tensor) -> tuple[UOp, ...]:
-    # the nodes a tensor's gradient arrives at: its own, and for a lazy leaf realized along with a value computed from
-    # it (`b = Tensor.zeros(3, requires_grad=True); out = x + b; out.numpy()`), the node it was before, which the
-    # graphs of such values still hold. A realized view (a reshape, a transpose, a matmul's output: a view of the
-    # new storage, which alone remembers what computed it) was the view it is over the old graph (`realized_views`)
-    key = _gradient_key(t)
-    before = computed_from.get(key)
-    if before is None:
-        before = realized_views.get(key)
-    return (key,) if before is None else (key, before)
-
-
-def _own_leaf(u: UOp) -> UOp:
-    # the node of a leaf just given requires_grad: a DETACH of its own (a fresh arg) under its views, as a Tensor(...)
-    # leaf has a BUFFER of its own. Nodes are hash-consed: a constant (`Tensor.ones(2)`), a detached value
-    # (`base.detach()` twice) or a value computed from tensors wanting no gradient is the same node wherever it is
-    # built again, and would share the leaf's gradient, or pass for the leaf once it is dropped (`is_leaf`). A detach
-    # stays a DETACH over the same value, a view of that storage, as PyTorch's detach
-    chain = u.movement_chain()
-    base = chain[-1].src[0] if chain else u
-    if _is_own_node(base):
-        return u
-    out = UOp(Ops.DETACH, base.dtype, base.src if base.op is Ops.DETACH else (base,), ("leaf", next(_contiguous_ids)))
-    for m in reversed(chain):
-        out = UOp(m.op, m.dtype, (out, *m.src[1:]), m.arg)
-    return out
-
-
-def _is_own_node(base: UOp) -> bool:
-    # storage (a buffer, a write into one; a bfloat16 one read as its bits) or a node made with a fresh arg
-    # (`contiguous()`, a leaf's own DETACH): no other tensor is built as it
-    if base.op is Ops.BITCAST:
-        base = base.src[0].base
-    if base.op is Ops.CONTIGUOUS or base.op is Ops.DETACH:
-        return base.arg is not None
-    return base.op is Ops.BUFFER or base.op is Ops.STORE
 
 
 def _detached_under_views(u: UOp) -> UOp:
@@ -1166,23 +1092,3 @@ class _DataView(Tensor):
 
     def __call__(self) -> memoryview:
         return memoryview(self.numpy())
-
-
-def _requires_grad(t: Tensor, wanted: set[UOp] | None = None) -> bool:
-    """torch's `t.requires_grad` for any tensor: a leaf given it, or a value computed (not under no_grad, not through
-    a detach) from one. `wanted`: the gradient keys of the live tensors with requires_grad, when the caller has them."""
-    if t._requires_grad:
-        return True
-    if not dtypes.is_float(t.dtype):
-        return False
-    if wanted is None:
-        wanted = _wanted_keys()
-    seen: set[UOp] = set()
-    if _gradient_reach.walk_back(t.uop, wanted.__contains__, seen):
-        return True
-    # (a leaf given requires_grad that nobody holds any more still counts, as in torch)
-    return tensors_with_grad.was_given_requires_grad(seen)
-
-
-def _wanted_keys() -> set[UOp]:
-    return {k for w in tensors_with_grad.live() for k in _gradient_keys(w)}

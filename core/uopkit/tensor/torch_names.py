@@ -15,6 +15,7 @@ import numpy as np
 
 from uopkit.dtype import DType, dtypes, least_upper_float
 from uopkit.schedule import live_tensors
+from uopkit.tensor import leaves as _leaves
 from uopkit.tensor.autocast import FLOAT32, LOWER, autocast_op
 from uopkit.tensor.factorize import _square, _with_right_side
 from uopkit.tensor.indexing import _in_place_method, _share_storage
@@ -31,7 +32,6 @@ from uopkit.tensor.support import (
     _normalize_axis,
     _torch_layout,
     _with_derivative,
-    retaining_grad,
 )
 from uopkit.tensor.triangular import cholesky_solve as _triangular_cholesky_solve
 
@@ -654,10 +654,8 @@ class TorchNamesMixin:
         >>> _ = (y * y).sum().backward(); y.grad.tolist(), x.grad.tolist()
         ([6.0, 12.0], [18.0, 36.0])
         """
-        if not dtypes.is_float(self.dtype):
-            raise RuntimeError(f"retain_grad: only floating-point tensors have gradients, this one is {self.dtype}")
-        self.requires_grad = True
-        retaining_grad.add(self)
+        # (a leaf has its .grad already; a tensor that doesn't require grad raises, as torch's)
+        _leaves.retain_grad(self)
 
     def sum_to_size(self: Tensor, *size: Any) -> Tensor:  # type: ignore[misc]
         """Summed over the dims that broadcasting `size` to this shape would expand (torch.sum_to_size): the inverse

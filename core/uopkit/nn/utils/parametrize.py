@@ -157,7 +157,8 @@ def _like(original: Tensor, value: Tensor, trained: bool) -> Tensor:
     # a new original: a Parameter where the tensor parametrized was a parameter, else a buffer
     if isinstance(original, Parameter) or original._requires_grad:
         return Parameter(value, requires_grad=trained)
-    return value.contiguous().realize().requires_grad_(False)
+    # (detached: a value computed from a tensor that requires grad is no leaf, and only a leaf's flag changes)
+    return value.detach().contiguous().realize().requires_grad_(False)
 
 
 def _keep(owner: Module, name: str, t: Tensor) -> None:
