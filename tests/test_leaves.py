@@ -211,3 +211,20 @@ def test_detach_in_place_is_torchs(kind: str) -> None:
     # a view was detached in place, where torch raises
     ours, theirs = _both(_detach_in_place(kind))
     assert ours == theirs
+
+
+def _same_view_twice_given_grad(lib: _Lib) -> Any:
+    # `w[3]` of storage built twice is one node here: each leaf made of it must still get a gradient of its own
+    # (they shared one, the sum of both; then the second was taken for a value computed from the first)
+    w_np = np.arange(40, dtype=np.float32).reshape(10, 4)
+    w = torch.tensor(w_np) if lib.torch else Tensor(w_np).realize()
+    parts = [w[i].requires_grad_() for i in (1, 3, 3, 5)]
+    weights = np.arange(16, dtype=np.float32).reshape(4, 4)
+    stack = torch.stack if lib.torch else Tensor.stack
+    (stack(parts) * (torch.tensor(weights) if lib.torch else Tensor(weights))).sum().backward()
+    return [[p.is_leaf, p.grad.tolist()] for p in parts]
+
+
+def test_leaves_made_of_the_same_view_get_gradients_of_their_own() -> None:
+    ours, theirs = _both(_same_view_twice_given_grad)
+    assert ours == theirs

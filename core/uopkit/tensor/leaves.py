@@ -51,6 +51,9 @@ def set_requires_grad(t: Any, value: Any, method: bool = False) -> None:
             "it to a float dtype first"
         )
     flag = t._requires_grad
+    if value and flag is None and tensors_with_grad.was_given_requires_grad((t.uop,)):
+        # the very view of storage another leaf was made of (`w[3]` built twice is one node): a leaf too, of its own
+        _all_tensors.set_uop(t, own_leaf(t.uop, shared_view=True))
     # (asked before anything changes; the walk is the one a leaf given True needs anyway)
     computed = computed_with_grad(t) if flag is None or (flag and _retained(t)) else False
     if computed:
@@ -183,15 +186,16 @@ def gradient_keys(t: Any) -> tuple[UOp, ...]:
     return (key,) if before is None else (key, before)
 
 
-def own_leaf(u: UOp) -> UOp:
+def own_leaf(u: UOp, shared_view: bool = False) -> UOp:
     # the node of a leaf just given requires_grad: a DETACH of its own (a fresh arg) under its views, as a Tensor(...)
     # leaf has a BUFFER of its own. Nodes are hash-consed: a constant (`Tensor.ones(2)`), a detached value
     # (`base.detach()` twice) or a value computed from tensors wanting no gradient is the same node wherever it is
     # built again, and would share the leaf's gradient, or pass for the leaf once it is dropped (`is_leaf`). A detach
-    # stays a DETACH over the same value, a view of that storage, as PyTorch's detach
+    # stays a DETACH over the same value, a view of that storage, as PyTorch's detach. A view of storage keeps its
+    # node (a parameter is a reshape of its buffer) unless another leaf was made of that view (`shared_view`)
     chain = u.movement_chain()
     base = chain[-1].src[0] if chain else u
-    if _is_own_node(base):
+    if _is_own_node(base) and not (shared_view and chain):
         return u
     out = UOp(Ops.DETACH, base.dtype, base.src if base.op is Ops.DETACH else (base,), ("leaf", next(_contiguous_ids)))
     for m in reversed(chain):
