@@ -373,6 +373,40 @@ def test_a_hook_sees_the_gradient_from_the_stored_rows() -> None:
     assert seen[False] == seen[True] == [[-1.0, -3.0], [-6.0, -8.0]]
 
 
+def test_a_realize_remembers_stored_values_only_for_graphs_that_stay(monkeypatch):
+    # `stored_as` is keyed weakly by a value's graph: where nothing holds that graph after the realize (`(a + 1)`
+    # realized with no gradient wanted) the entry would go at once, so none is made; a graph kept for backward() gets
+    # one (what the tests above stand in from)
+    from uopkit.schedule import history
+    from uopkit.uop.ops import WeakKeyMap
+
+    class Counting(WeakKeyMap):
+        __slots__ = ("sets",)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.sets = 0
+
+        def __setitem__(self, key: Any, value: Any) -> None:
+            self.sets += 1
+            super().__setitem__(key, value)
+
+    counting = Counting()
+    monkeypatch.setattr(history, "stored_as", counting)
+    a = Tensor(W0).contiguous().realize()
+    np.testing.assert_array_equal((a + 1).numpy(), W0 + 1)
+    # (the first realize of a structure, which kernelizes it, can leave its graph held a while)
+    counting.sets = 0
+    for _ in range(3):
+        np.testing.assert_array_equal((a + 1).numpy(), W0 + 1)
+    assert counting.sets == 0
+    w = Tensor(W0, requires_grad=True)
+    h = (w * 2).realize()
+    assert counting.sets == 1 and len(counting) == 1
+    (h * h).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 8 * W0)
+
+
 # The cases below are torch's answers that uopkit doesn't give yet (strict xfails: each turns into a failure once it is
 # fixed, to be moved up). torch keeps the tensors its backward needs (saved, with version counters); here a gradient
 # reads a value stored before the write or a copy of what was overwritten, and raises where neither is left.

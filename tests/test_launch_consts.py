@@ -55,7 +55,7 @@ def test_only_the_numbers_that_changed_become_launch_values(x_np):
     for b in (0.125, 0.375, 0.625):
         out = (x * 3.5 + b).numpy()
         np.testing.assert_array_equal(out, x_np * np.float32(3.5) + np.float32(b))
-    entries = [e for e in realize.schedule_cache.values() if e.launch_consts]
+    entries = [e for e in realize.cached_schedules() if e.launch_consts]
     assert entries and all(len(e.launch_consts) == 1 for e in entries[-1:])
     # a change in the other number (a literal in the kernel) schedules again, with both as launch values
     before = _compiled()

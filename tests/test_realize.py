@@ -657,7 +657,7 @@ def test_a_replay_runs_a_chain_of_stored_values_over_a_few_buffers(rng):
     # a replay places each stored value that only the next steps read in a buffer a value before it no longer needs:
     # a sort's 300 exchanges run over a handful of buffers that stay in the caches, not 300 fresh ones. The first
     # step's value is read to the end: it keeps its own
-    before = set(realize.schedule_cache)
+    before = {id(e): e for e in realize.cached_schedules()}
     for _ in range(3):
         x_np = rng.random(64, dtype=np.float32)
         hits = _hits()
@@ -667,7 +667,7 @@ def test_a_replay_runs_a_chain_of_stored_values_over_a_few_buffers(rng):
             y = y * 0.5 + 2 * x_np + i
         np.testing.assert_allclose(got, y, rtol=1e-5)
     assert _hits() > hits
-    entry = next(e for k, e in realize.schedule_cache.items() if k not in before and len(e.steps) == 41)
+    entry = next(e for e in realize.cached_schedules() if id(e) not in before and len(e.steps) == 41)
     assert len(entry.new_buffers) == 41 and 0 < len(entry.placed_in) <= 4
 
 

@@ -817,3 +817,65 @@ def test_reads_of_a_step_looked_up_keep_the_copy_for_a_value_reading_old_and_new
         Tensor.realize(a, both)
         np.testing.assert_array_equal(both.numpy(), np.full(3, 3.0 * i + i + 10, np.float32))
         np.testing.assert_array_equal(a.numpy(), np.full(3, i + 10.0, np.float32))
+
+
+class _CountedKey(tuple):
+    # a schedule cache key that counts how often it is hashed (a tuple doesn't keep its hash: every dict lookup of a
+    # training step's key hashes its ~5,000 entries again)
+    hashes = 0
+
+    def __hash__(self) -> int:
+        _CountedKey.hashes += 1
+        return super().__hash__()
+
+
+def test_a_step_with_a_lazy_reader_builds_and_hashes_its_key_once(monkeypatch):
+    # a step whose loss is still lazy when its assign runs: what the step's graph reads of the weights is kept with
+    # its schedule cache entry, and the reader the realize adds extends the entry's key, so the graph's key is built
+    # and hashed once per realize, not once for the reads and once for the schedule
+    from uopkit.engine import realize
+
+    key = realize._Param.key
+    built = []
+    monkeypatch.setattr(realize._Param, "key", property(lambda p: built.append(1) or _CountedKey(key.fget(p))))
+    monkeypatch.setattr(realize, "schedule_cache", {})
+    w0 = np.arange(1, 5, dtype=np.float32)
+    w = Tensor(w0).contiguous().realize()
+    expected = w0.copy()
+    for step in range(4):
+        loss = (w * w).sum()
+        w.assign(w - (w * 2 + 1) * 0.125)
+        built.clear()
+        _CountedKey.hashes = 0
+        hits = realize.stats["schedule_hits"]
+        w.realize()
+        if step:
+            assert realize.stats["schedule_hits"] == hits + 1
+            assert len(built) == 1 and _CountedKey.hashes == 1, (len(built), _CountedKey.hashes)
+        np.testing.assert_allclose(loss.numpy(), (expected * expected).sum(), rtol=1e-6)
+        expected = expected - (expected * 2 + 1) * np.float32(0.125)
+        np.testing.assert_allclose(w.numpy(), expected, rtol=1e-6)
+
+
+def test_a_graph_keeps_a_schedule_for_each_set_of_readers(monkeypatch):
+    # steps with and without a lazy value reading the weight, in turn: each kind replays its own schedule
+    from uopkit.engine import realize
+
+    monkeypatch.setattr(realize, "schedule_cache", {})
+    w0 = np.arange(1, 5, dtype=np.float32)
+    w = Tensor(w0).contiguous().realize()
+    expected = w0.copy()
+    for step in range(6):
+        if step >= 2:
+            hits = realize.stats["schedule_hits"]
+        reader = (w + 1).sum() if step % 2 else None
+        w.assign(w * 0.5 + 1)
+        w.realize()
+        if step >= 2:
+            assert realize.stats["schedule_hits"] == hits + 1
+        if reader is not None:
+            np.testing.assert_allclose(reader.numpy(), (expected + 1).sum(), rtol=1e-6)
+        expected = expected * np.float32(0.5) + 1
+        np.testing.assert_allclose(w.numpy(), expected, rtol=1e-6)
+    (graph,) = [g for g in realize.schedule_cache.values() if g.reads is not None]
+    assert len(graph.schedules) == 2

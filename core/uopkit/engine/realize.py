@@ -6,8 +6,10 @@ Two caches keep the Python cost of a realize low:
   numbered placeholder. Realizing a graph of the same structure over other buffers (the next training step, the next
   `(a + 1).realize()`) replays the recorded kernels on the new buffers without kernelizing or scheduling again.
   Graphs with assigns (an optimizer step) are cached too: the lazy readers and copies that value semantics adds
-  (`protect_pending_reads`, which looks at the live tensors outside the graph) are added first and are part of the
-  key, so a hit runs exactly what the uncached path would.
+  (`protect_pending_reads`, which looks at the live tensors outside the graph) are added first, and the entry of a
+  graph structure (`CachedGraph`) keeps a schedule for each set of them it met, so a hit runs exactly what the
+  uncached path would. The entry also keeps what the graph reads of the buffers it overwrites: its key is built and
+  looked up once per realize.
 
 Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit` captures them.
 """
@@ -28,6 +30,7 @@ from uopkit.engine import gc_threshold  # noqa: F401 - paces Python's collector 
 from uopkit.engine.compile_queue import CompileQueue
 from uopkit.engine.kernel_names import unique_name
 from uopkit.engine.placement import first_run_buffers, held_by, share_buffers, share_buffers_apart
+from uopkit.engine.replay_windows import Moved, record_windows, window_values
 from uopkit.helpers import DEBUG, ContextVar, GlobalCounters, gc_paused, usable_cores
 from uopkit.schedule import (
     PendingReads,
@@ -42,15 +45,7 @@ from uopkit.schedule import (
 )
 from uopkit.schedule.grouper import is_kernel_store
 from uopkit.schedule.launch_consts import LAUNCHABLE, consts_as_launch_values, launch_value, place_of
-from uopkit.schedule.windows import (
-    buffer_window,
-    mirror_bounds,
-    window_arg,
-    window_bounds,
-    window_extent,
-    window_span,
-    window_start,
-)
+from uopkit.schedule.windows import buffer_window
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity, uop_seq
 
 if TYPE_CHECKING:
@@ -321,7 +316,7 @@ class CachedSchedule:
     # slots whose windows must not move on a replay: some step reads or writes them at a constant offset
     fixed_slots: frozenset[int] = frozenset()
     # the steps' window starts over those slots: (step, variable, slot, start in elements, what it is a multiple of,
-    # the graph's windows it moves with: `_window_groups`)
+    # the graph's windows it moves with: `replay_windows._window_groups`)
     window_vars: tuple[tuple[int, str, int, int, int, tuple[int, ...]], ...] = ()
     # the windows of those slots in the results' and assigns' templates (numbered results first): (template,
     # instruction, slot, shape it shrinks, lengths, start, the graph's windows it moves with, the flips of a FLIP it
@@ -354,7 +349,27 @@ class CachedSchedule:
     held_places: dict[tuple[int, ...], tuple[Any, ...]] = field(default_factory=dict, compare=False, repr=False)
 
 
-schedule_cache: dict[tuple, CachedSchedule] = {}
+@dataclass
+class CachedGraph:
+    """What realizing one graph structure (the schedule cache's key, the graph as asked: its tensors and the values it
+    stores along) does: what it reads of the buffers its assigns overwrite, and its schedules."""
+
+    # `protect_pending_reads`' reads of the graph's tensors (a function of its structure: a training step's graph is
+    # walked at its first step, not at every one); None: not known yet
+    reads: list[tuple[int, bool]] | None = None
+    # the schedule by what `protect_pending_reads` added to the graph (the readers and copies that other live tensors
+    # need, which can change from one realize to the next): () for nothing, else the key entries they add
+    schedules: dict[tuple, CachedSchedule] = field(default_factory=dict)
+
+
+# how many schedules of one graph structure (with different readers and copies) its entry keeps
+SCHEDULES_PER_GRAPH = 8
+schedule_cache: dict[tuple, CachedGraph] = {}
+
+
+def cached_schedules() -> list[CachedSchedule]:
+    """Every schedule in the schedule cache, oldest graph structure first."""
+    return [entry for graph in schedule_cache.values() for entry in graph.schedules.values()]
 
 
 # the ops `_parameterize` keys otherwise than by (op, dtype, arg, sources); module constants because on Python 3.11
@@ -437,7 +452,7 @@ def _parameterize(roots: tuple[UOp, ...], prefix: _Param | None = None) -> _Para
                     arg = "launchable constant"
             elif op is _SHRINK and (window := buffer_window(u)) is not None:
                 # a window of a BUFFER (the next batch of a dataset): keyed by its shape, its start kept apart
-                # (`_window_values` moves the kernels' windows on a replay)
+                # (`window_values` moves the kernels' windows on a replay)
                 p.windows.append((u.src[0].base, *window))
                 arg = ("window", u.shape)
             key.append((op, u.dtype, arg, tuple(map(source_position, u.src))))
@@ -552,7 +567,7 @@ def _record(
         has_store[u] = u.op is Ops.STORE or any(has_store[x] for x in u.src)
     remember = tuple(not has_store[u] for u in param.roots)
     inner = _record_inner(param, kernelized or {}, slot, has_store)
-    windows = _record_windows(schedule, param, slot, steps, templates + [t for _, t in assigned])
+    windows = record_windows(schedule, param, slot, steps, templates + [t for _, t in assigned])
     launches = None
     if all(r is not None for r in runners):
         launches = tuple(
@@ -627,7 +642,7 @@ def _record_consts(param: _Param, steps: list[CachedStep], views: list[UOp]) -> 
     return list(param.const_ids), launched, const_vars
 
 
-def _const_values(entry: CachedSchedule, param: _Param, moved: _Moved) -> _Moved | None:
+def _const_values(entry: CachedSchedule, param: _Param, moved: Moved) -> Moved | None:
     """`moved` with the launch values of the constants that changed since `entry` was recorded, or None when one
     changed that its kernels hold as a literal."""
     values, bounds = moved
@@ -650,140 +665,6 @@ def _launch_consts(entry: CachedSchedule | None, param: _Param | None) -> dict[U
     return {param.consts[k]: k for k in changed | entry.launch_consts}
 
 
-def _record_windows(
-    schedule: list[ScheduleItem],
-    param: _Param,
-    slot: dict[UOp, int],
-    steps: list[CachedStep],
-    templates: list[Template],
-) -> tuple[Any, ...]:
-    """What a replay needs to move the graph's windows of its BUFFERs (the fields `window_slots` to
-    `template_windows`)."""
-    if not param.windows:
-        return (), (), frozenset(), (), ()
-    window_slots = tuple(slot[b] for b, _, _ in param.windows)
-    windowed = set(window_slots)
-    groups = _window_groups(param, window_slots)
-    fixed: set[int] = set()
-    window_vars = []
-    for i, (item, step) in enumerate(zip(schedule, steps, strict=True)):
-        starts: dict[int, list[tuple[str, int]]] = {}
-        for name, value in step.var_vals:
-            if (arg := window_arg(name)) is not None:
-                starts.setdefault(arg, []).append((name, value))
-        for arg, s in enumerate(step.slots):
-            if s not in windowed:
-                continue
-            if arg not in starts:
-                # written, or read whole or through another view: at a constant offset
-                fixed.add(s)
-                continue
-            for name, value in starts[arg]:
-                align, span = window_extent(item.ast, name)
-                # (the output's windows keep their distances: they move with all of the buffer's)
-                group = groups[s].get((value * align, span), ()) if arg != 0 else ()
-                window_vars.append((i, name, s, value * align, align, group))
-    template_windows = []
-    for t, template in enumerate(templates):
-        for j, ins in enumerate(template):
-            if ins[0] is not Ops.SHRINK:
-                continue
-            # (the SHRINKs `buffer_window` keys by their shape: of a slot under RESHAPEs, or of a FLIP of that)
-            bounds, src, flips = ins[2], template[ins[3][0]], None
-            if src[0] is Ops.FLIP:
-                flips, src = src[2], template[src[3][0]]
-            shape = src[2] if src[0] is Ops.RESHAPE else None
-            while src[0] is Ops.RESHAPE:
-                src = template[src[3][0]]
-            if src[0] != "slot" or src[1] not in windowed:
-                continue
-            s = src[1]
-            shape = shape or (param.leaves[s].arg[2],)
-            if flips is not None:
-                bounds = mirror_bounds(bounds, flips, shape)
-            lengths = tuple(e - b for b, e in bounds)
-            start = window_start(shape, bounds)
-            group = groups[s].get((start, window_span(shape, bounds)), ())
-            template_windows.append((t, j, s, shape, lengths, start, group, flips))
-    return (
-        window_slots,
-        tuple(start for _, start, _ in param.windows),
-        frozenset(fixed),
-        tuple(window_vars),
-        tuple(template_windows),
-    )
-
-
-def _window_groups(param: _Param, window_slots: tuple[int, ...]) -> dict[int, dict[tuple[int, int], tuple[int, ...]]]:
-    """Per slot, the graph's windows (by place in `param.windows`) over each run of its elements (start, span): a
-    kernel's or a template's window over exactly those elements moves with them on a replay, any other with all of
-    the slot's windows alike (a window of a window). A slot where some window lies inside another has no runs: a
-    window taken of the outer one could match the inner one by its elements."""
-    groups: dict[int, dict[tuple[int, int], tuple[int, ...]]] = {}
-    for k, ((_, b, n), s) in enumerate(zip(param.windows, window_slots, strict=True)):
-        runs = groups.setdefault(s, {})
-        runs[(b, n)] = (*runs.get((b, n), ()), k)
-    for s, runs in groups.items():
-        # by start, the longest first: a run lies inside another one exactly when it ends before the furthest end yet
-        furthest = -1
-        for b, n in sorted(runs, key=lambda r: (r[0], -r[1])):
-            if b + n <= furthest:
-                groups[s] = {}
-                break
-            furthest = b + n
-    return groups
-
-
-# a replay's moved windows: the launch values of the steps that take one, by step; the SHRINK bounds of the templates
-# that hold one, by template (numbered results first) and instruction
-_Moved = tuple[dict[int, dict[str, int]], dict[int, dict[int, tuple[tuple[int, int], ...]]]]
-# a slot whose windows moved by different amounts: a window that moves with all of them can't replay
-_APART = object()
-
-
-def _window_values(entry: CachedSchedule, param: _Param) -> _Moved | None:
-    """What moved since `entry` was recorded (nothing when no window did), or None when the entry can't replay this
-    graph: a window moved where a step holds its offset, windows that a kernel reads at fixed distances moved apart,
-    or a start lost the alignment its kernel counts on."""
-    starts = [start for _, start, _ in param.windows]
-    if len(starts) == len(entry.window_starts) and all(map(int.__eq__, starts, entry.window_starts)):
-        return {}, {}
-    shifts = [now - then for now, then in zip(starts, entry.window_starts, strict=True)]
-    by_slot: dict[int, Any] = {}
-    for s, shift in zip(entry.window_slots, shifts, strict=True):
-        if shift and s in entry.fixed_slots:
-            return None
-        if by_slot.setdefault(s, shift) != shift:
-            by_slot[s] = _APART
-
-    def moved_by(s: int, group: tuple[int, ...]) -> Any:
-        if not group:
-            return by_slot.get(s, 0)
-        shift = shifts[group[0]]
-        return shift if all(shifts[k] == shift for k in group) else _APART
-
-    values: dict[int, dict[str, int]] = {}
-    for i, name, s, start, align, group in entry.window_vars:
-        shift = moved_by(s, group)
-        if shift is _APART or (start + shift) % align:
-            return None
-        if shift:
-            values.setdefault(i, dict(entry.steps[i].var_vals))[name] = (start + shift) // align
-    bounds: dict[int, dict[int, tuple[tuple[int, int], ...]]] = {}
-    for t, j, s, shape, lengths, start, group, flips in entry.template_windows:
-        shift = moved_by(s, group)
-        if shift is _APART:
-            return None
-        if shift:
-            moved_bounds = window_bounds(shape, lengths, start + shift)
-            if moved_bounds is None:
-                return None
-            if flips is not None:
-                moved_bounds = mirror_bounds(moved_bounds, flips, shape)
-            bounds.setdefault(t, {})[j] = moved_bounds
-    return values, bounds
-
-
 def _replay_view(view: UOp, base: UOp) -> UOp:
     """`view`'s chain of movement ops applied to `base` instead of `view.base`."""
     chain = []
@@ -800,10 +681,10 @@ def _replay(
     tensors: Sequence[Tensor],
     param: _Param,
     pending: PendingReads | None,
-    moved: _Moved,
+    moved: Moved,
 ) -> None:
     """Run `entry`'s steps for `tensors` (the graph `param`); `moved`: what its windows' moves change, the launch values
-    of steps and the bounds of templates (`_window_values`)."""
+    of steps and the bounds of templates (`window_values`)."""
     leaves = param.leaves
     table: list[Buffer] = [_buffer_for(b) for b in leaves]
     # (None: a new buffer no template names, which needs no BUFFER node)
@@ -1075,6 +956,11 @@ def _realize(tensors: Sequence[Tensor]) -> None:
         roots = tuple([t.uop for t in tensors])
         if param is not None:
             param = _parameterize(roots, param)
+    # (the key is built and hashed once: a training step's has an entry per node of its forward and backward passes)
+    key = param.key if param is not None else None
+    graph = schedule_cache.get(key) if key is not None else None
+    # what `protect_pending_reads` added to the graph, as it extends the key (the schedule's key within `graph`)
+    added: tuple = ()
     pending: PendingReads | None = None
     converted: tuple[list, list] | None = None
     if param is None or param.stores:
@@ -1083,8 +969,13 @@ def _realize(tensors: Sequence[Tensor]) -> None:
         if targets is not None and any(b.op is not Ops.BUFFER for b in targets):
             targets = None
         # (targets found from the graph's key: what the graph reads of them is known after its first realize)
-        stores, key = (None, None) if param is None else (param.stores, None if targets is None else param.key)
-        pending = protect_pending_reads(tensors, UOp(Ops.SINK, src=roots), targets, stores, key)
+        keyed = param is not None and targets is not None
+        known = graph.reads if graph is not None and keyed else None
+        stores = None if param is None else param.stores
+        pending = protect_pending_reads(tensors, UOp(Ops.SINK, src=roots), targets, stores, known)
+        if keyed and known is None and pending.graph_reads is not None:
+            graph = _cached_graph(key, graph)
+            graph.reads = pending.graph_reads
         readers, copies = pending.readers, pending.copies
         if readers and stored_bits is not None and any(t.uop.dtype is dtypes.bfloat16 for t in readers):
             bits_of_readers = [stored_bits[0](t) for t in readers]
@@ -1096,11 +987,18 @@ def _realize(tensors: Sequence[Tensor]) -> None:
                 # the readers and copies are part of the graph (and of its key); a value that reads a copy now has a
                 # new graph of its own
                 rewired = any(t.uop is not r for t, r in zip(tensors, roots, strict=False))
-                param = _parameterize(tuple([t.uop for t in tensors]), None if rewired else param)
-    entry = schedule_cache.get(param.key) if param is not None else None
+                if rewired:
+                    param = _parameterize(tuple([t.uop for t in tensors]))
+                    added = ("rewired", param.key) if param is not None else ()
+                else:
+                    # (extended, the key is the graph's without its last entry, which names the roots, then this)
+                    asked = len(param.nodes) - 1
+                    param = _parameterize(tuple([t.uop for t in tensors]), param)
+                    added = tuple(param.nodes[asked:]) if param is not None else ()
+    entry = graph.schedules.get(added) if graph is not None and param is not None else None
     moved = None
     if entry is not None and param is not None:
-        moved = _window_values(entry, param)
+        moved = window_values(entry, param)
         if moved is not None and param.const_ids != entry.const_ids:
             moved = _const_values(entry, param, moved)
     if entry is not None and moved is not None:
@@ -1117,10 +1015,11 @@ def _realize(tensors: Sequence[Tensor]) -> None:
             recorded = (
                 _record(schedule, param, [t.uop for t in tensors], runners, kernelized) if param is not None else None
             )
-        if recorded is not None and param is not None:
-            if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
-                del schedule_cache[next(iter(schedule_cache))]
-            schedule_cache[param.key] = recorded
+        if recorded is not None and key is not None:
+            graph = _cached_graph(key, graph)
+            if len(graph.schedules) >= SCHEDULES_PER_GRAPH and added not in graph.schedules:
+                del graph.schedules[next(iter(graph.schedules))]
+            graph.schedules[added] = recorded
     if pending is not None:
         for c in pending.copies:
             copy_on_write_buffers.add(_buffer_for(c.uop.base))
@@ -1128,6 +1027,16 @@ def _realize(tensors: Sequence[Tensor]) -> None:
         pending.keep_old_values()
     if converted is not None and stored_bits is not None:
         stored_bits[1](*converted)
+
+
+def _cached_graph(key: tuple, graph: CachedGraph | None) -> CachedGraph:
+    # the schedule cache's entry for the graph structure `key` (`graph`, if the realize found one), made if new
+    if graph is not None:
+        return graph
+    if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
+        del schedule_cache[next(iter(schedule_cache))]
+    graph = schedule_cache[key] = CachedGraph()
+    return graph
 
 
 def _realize_uncached(
@@ -1192,5 +1101,6 @@ __all__ = [
     "realize_tensors",
     "run_schedule",
     "schedule_cache",
+    "cached_schedules",
     "stats",
 ]

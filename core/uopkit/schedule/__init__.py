@@ -700,6 +700,9 @@ class PendingReads:
     replaced: dict[UOp, UOp] = field(default_factory=dict)
     # the graph of each reader, before the realize stores it
     read_graphs: list[UOp] = field(default_factory=list)
+    # what the tensors being realized read of the buffers written (`stored_reads`' answer for each, in order; None:
+    # not asked), for the caller to give back as `known_reads` when it realizes a graph of the same structure
+    graph_reads: list[tuple[int, bool]] | None = None
 
     def keep_old_values(self) -> None:
         """After the realize, what holds values as they were before its writes, for a gradient that needs them
@@ -747,7 +750,7 @@ def protect_pending_reads(
     sink: UOp,
     targets: list[UOp] | None = None,
     stores: Sequence[UOp] | None = None,
-    graph_key: tuple | None = None,
+    known_reads: list[tuple[int, bool]] | None = None,
 ) -> PendingReads:
     """Value semantics: before the STOREs under `sink` overwrite a buffer, every other live tensor computed from that
     buffer's current contents must keep them. Returns what to realize with `tensors` (in the same schedule), as
@@ -763,8 +766,9 @@ def protect_pending_reads(
     them (values it computed, before the writes) can't bring the new contents in. Tensors that are views of the buffer
     (a reshape or slice of it) are not readers: they show the new contents, as in PyTorch.
     `targets`: the buffers the STOREs under `sink` write, and `stores`: those STOREs, when the caller knows them
-    (else they are looked up). `graph_key`: the structure of the graph of `tensors` with its buffers numbered, which
-    `targets` are a function of (the schedule cache's key): what those tensors read is then looked up, not walked.
+    (else they are looked up). `known_reads`: what `tensors` read of `targets`, as the result's `graph_reads` said for
+    a graph of the same structure with its buffers numbered, which `targets` are a function of (the schedule cache
+    keeps it with its key): the graph is then not walked.
     """
     none = PendingReads([], [], {}, [])
     if targets is None:
@@ -804,7 +808,7 @@ def protect_pending_reads(
     values = [_pending_value(t.uop) for t in walk]
     # what the tensors being realized read depends on their graph's structure alone: a training step's graph (every
     # node of the forward and backward passes) is walked at its first step, not at every one
-    here_reads = _reads_of_graph.get(graph_key) if graph_key is not None else None
+    here_reads = known_reads
     roots = [t.uop for t in computed_here] if here_reads is None else []
     roots += [v if v is not None else t.uop for t, v in zip(walk, values, strict=True)]
     # (one walk for all: their graphs overlap, the gradients share the forward pass)
@@ -812,10 +816,6 @@ def protect_pending_reads(
     if here_reads is None:
         here_reads = reads[: len(computed_here)]
         reads = reads[len(computed_here) :]
-        if graph_key is not None:
-            if len(_reads_of_graph) >= READS_OF_GRAPH_SIZE:
-                del _reads_of_graph[next(iter(_reads_of_graph))]
-            _reads_of_graph[graph_key] = here_reads
     walked = iter(zip(walk, values, reads, strict=True))
     for i, answer in enumerate(answers):
         if answer is None:
@@ -825,7 +825,7 @@ def protect_pending_reads(
     found = [(t, m, True) for t, (m, st) in zip(computed_here, here_reads, strict=True) if m and st]
     found += [(t, a[0], a[1]) for t, a in zip(candidates, answers, strict=True) if a is not None and a[0]]
     if not found:
-        return none
+        return PendingReads([], [], {}, [], graph_reads=here_reads)
     to_realize: dict[int, Tensor] = {}
     copy_bits = 0
     for i, buf in enumerate(targets):
@@ -872,16 +872,13 @@ def protect_pending_reads(
     copy_of = {b: tensor_type(c) for b, c in copies.items()}
     later = [t for t, _, st in rewire if not st] if copies else []
     readers = list(to_realize.values())
-    return PendingReads(readers, list(copy_of.values()), copy_of, later, read_graphs=[t.uop for t in readers])
+    graphs = [t.uop for t in readers]
+    return PendingReads(readers, list(copy_of.values()), copy_of, later, read_graphs=graphs, graph_reads=here_reads)
 
 
 # a live value's graph -> (the node numbers of the buffers an assign wrote, what it reads of them: `stored_reads`'
 # answer, with whether it is an assign itself)
 _reads_of_root = WeakKeyMap()
-# a realized graph's structure (`protect_pending_reads`' graph_key) -> `stored_reads`' answer for its tensors, in order
-_reads_of_graph: dict[tuple, list[tuple[int, bool]]] = {}
-# how many graph structures `_reads_of_graph` remembers (as many as the schedule cache)
-READS_OF_GRAPH_SIZE = 4096
 
 
 def _followed_back(u: UOp) -> bool:

@@ -17,6 +17,7 @@ import itertools
 import weakref
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
+from sys import getrefcount
 from typing import Any
 
 from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite
@@ -141,6 +142,11 @@ def remember_stored(replaced: Iterable[tuple[weakref.ref[Any], UOp]]) -> None:
     if not stamp:
         return
     for ref, old in replaced:
+        # (an entry is weakly keyed by the old graph: one that nothing but `replaced` holds goes with it at once, and
+        # most do: the graph of `(a + 1).realize()` where no gradient is wanted. One that stays is held by a graph
+        # remembered for backward() (`computed_from`) or by a graph that reads it)
+        if getrefcount(old) <= _ONLY_HERE:
+            continue
         base = _under_views(old)
         # (a view of storage, an assign's graph, or a view of a kernel's STORE on the way to storage: no computed value)
         if base.op is _BUFFER or base.op is _STORE:
@@ -152,6 +158,17 @@ def remember_stored(replaced: Iterable[tuple[weakref.ref[Any], UOp]]) -> None:
         known = stored_as.get(old)
         if known is None or known[0]() is not new:
             stored_as[old] = (weakref.ref(new), stamp)
+
+
+def _references_in_loop() -> int:
+    # what `remember_stored`'s loop counts of a graph that only its `replaced` holds: the tuple, the loop's name and
+    # getrefcount's argument (measured, not assumed: how an interpreter counts its own references can change)
+    for _, probe in [(None, object())]:
+        return getrefcount(probe)
+    raise AssertionError("unreachable")
+
+
+_ONLY_HERE = _references_in_loop()
 
 
 def remember_copies(copy_of: dict[UOp, UOp]) -> None:

@@ -1082,7 +1082,8 @@ _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)
 # the storage as it is: an assign protects it as a reader
 _schedule_module.view_shows_writes = _indexing_module._writes_through
 # a realize remembers the graph of a value it stores only where a gradient can flow through that graph
-_schedule_module.gradient_reaches = lambda root, memo: _gradient_reach.reaches(root, memo, _gradient_keys)
+# (a partial, not a lambda: it is asked of every value a realize stores, and a partial's call is one C call)
+_schedule_module.gradient_reaches = functools.partial(_gradient_reach.reaches, keys_of=_gradient_keys)
 
 
 class _DataView(Tensor):
