@@ -79,6 +79,51 @@ def test_unary(name: str) -> None:
     check_grad(fn, [x])
 
 
+# large arguments, where pi/2 - x rounds in x's dtype: the derivative must be cos(x) (sin's) as torch's, not sin of the
+# rounded shift (float32 12345678 gave -0.766 for -0.429, +-1e30 gave sin(x), float16 300 the wrong sign)
+LARGE_TRIG_ARGS = {
+    "float32": [-1e30, 1e30, 1e10, 12345678.0, 1e6, 3.0, 1.5707964],
+    "float64": [-1e300, 1e30, 1e16, 12345678.9, 1e6, 3.0, 1.5707963267948966],
+    "float16": [3.0, 10.3, 50.1, 100.0, 300.0, 1000.0, 60000.0],
+    "bfloat16": [3.0, 300.0, 1e4, 1e10, 3e38, -3e38, 1.5703125],
+}
+
+
+@pytest.mark.parametrize("dtype", list(LARGE_TRIG_ARGS))
+@pytest.mark.parametrize("op", ["sin", "cos", "tan"])
+def test_trig_gradients_at_large_arguments_match_torch(op: str, dtype: str) -> None:
+    values = LARGE_TRIG_ARGS[dtype]
+    ours = Tensor(values, dtype=dtype, requires_grad=True)
+    theirs = torch.tensor(values, dtype=getattr(torch, dtype), requires_grad=True)
+    getattr(ours, op)().sum().backward()
+    getattr(theirs, op)().sum().backward()
+    assert ours.grad is not None and ours.grad.dtype == ours.dtype
+    want = theirs.grad.double().numpy()
+    # (an ulp or so of the derivative's dtype: float32's reduction of x is exact, float16/bfloat16 round the float32)
+    atol = {"float32": 1e-6, "float64": 1e-12, "float16": 1e-3, "bfloat16": 8e-3}[dtype]
+    np.testing.assert_allclose(ours.grad.cast(dtypes.float64).numpy(), want, rtol=1e-5, atol=atol)
+
+
+def test_sin_second_derivative_at_large_arguments_matches_torch() -> None:
+    values = [-1e30, 12345678.0, 1e6, 3.0]
+    ours, theirs = Tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True)
+    (first,) = ours.sin().sum().gradient(ours)
+    (second,) = first.sum().gradient(ours)
+    (tfirst,) = torch.autograd.grad(theirs.sin().sum(), theirs, create_graph=True)
+    (tsecond,) = torch.autograd.grad(tfirst.sum(), theirs)
+    np.testing.assert_allclose(second.numpy(), tsecond.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_sin_node_rule_at_large_arguments() -> None:
+    # a SIN node built directly (not by Tensor.sin, which gives its derivative through Tensor.cos) gets the rule of
+    # pm_gradient: cos(x) = 1 - 2 sin(x/2)^2, whose halving is exact, within about an ulp of 1.0
+    values = np.array([-1e30, 1e30, 1e10, 12345678.0, 1e6, 3.0], dtype=np.float32)
+    x = Tensor(values, requires_grad=True)
+    x._alu(Ops.SIN).sum().backward()
+    assert x.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(values.astype(np.float64)), atol=1e-6)
+
+
 # tensor methods another part of issue 3 adds; checked as soon as they exist
 OPTIONAL_UNARY = [
     "gelu", "quick_gelu", "silu", "swish", "softplus", "mish", "elu", "celu", "selu", "leaky_relu", "hardsigmoid",
@@ -431,6 +476,37 @@ def test_strided_conv_transpose_second_derivatives_match_torch(nd: int, kwargs: 
         )
         for i, a, b in zip(wrt, hv, thv, strict=True):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"wrt {wrt}: input {i}")
+
+
+# stride, padding, output_padding, dilation (per spatial axis) and groups: output_padding may reach up to the larger
+# of stride and dilation, so a stride-1 axis can have one (its input gradient's convolution came out longer than x)
+CONV_TRANSPOSE_GRID = [
+    (1, dict(stride=1, padding=0, output_padding=1, dilation=2)),
+    (1, dict(stride=3, padding=1, output_padding=2, dilation=1, groups=2)),
+    (1, dict(stride=2, padding=2, output_padding=2, dilation=3)),
+    (2, dict(stride=(2, 1), padding=(1, 0), output_padding=1, dilation=(1, 2))),
+    (2, dict(stride=(1, 2), padding=0, output_padding=(1, 1), dilation=2)),
+    (2, dict(stride=(1, 3), padding=(1, 1), output_padding=(2, 0), dilation=(3, 1), groups=2)),
+    (2, dict(stride=(3, 1), padding=(0, 1), output_padding=(1, 1), dilation=(1, 2), groups=2)),
+    (2, dict(stride=2, padding=1, output_padding=1, dilation=1)),
+    (2, dict(stride=1, padding=1, output_padding=(0, 1), dilation=(1, 2))),
+    (3, dict(stride=(1, 2, 1), padding=(0, 1, 0), output_padding=(1, 1, 0), dilation=(2, 1, 1))),
+    (3, dict(stride=(2, 1, 2), padding=1, output_padding=(0, 1, 1), dilation=(1, 2, 1), groups=2)),
+]
+
+
+@pytest.mark.parametrize("nd, kwargs", CONV_TRANSPOSE_GRID)
+def test_conv_transpose_gradients_over_a_grid_match_torch(nd: int, kwargs: dict) -> None:
+    _needs("conv_transpose2d")
+    groups = kwargs.get("groups", 1)
+    torch_fn = getattr(torch.nn.functional, f"conv_transpose{nd}d")
+    arrays = [_randn(2, 2 * groups, *(4, 5, 3)[:nd]), _randn(2 * groups, 3, *(2, 3, 2)[:nd]), _randn(3 * groups)]
+    check_grad(
+        lambda x, w, b: x.conv_transpose2d(w, b, **kwargs),
+        arrays,
+        lambda x, w, b: torch_fn(x, w, b, **kwargs),
+        atol=1e-4,
+    )
 
 
 def test_strided_conv_transpose_passes_gradgradcheck() -> None:

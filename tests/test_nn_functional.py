@@ -594,6 +594,73 @@ def test_gumbel_softmax_and_rrelu_training():
 # normalizations with running statistics
 
 
+# int and bool inputs of the float activations: torch computes some (in float32) and refuses the rest; ours compute
+# every one in float32 from the integer's value, or keep the int dtype where the values are the input's. Never in the
+# int dtype: logsigmoid negated first (uint8 1 gave -255), hardshrink took |int8 -128| = -128 as inside, logaddexp2
+# wrapped a - b, rrelu's slopes and the channel dropouts' scale were truncated to ints
+_INT_INPUTS = {
+    "bool": [True, False, True],
+    "uint8": [0, 1, 2, 5, 7, 200, 255],
+    "int8": [-128, -5, -1, 0, 3, 127],
+    "int16": [-32768, -300, -1, 0, 2, 32767],
+    "int32": [-(2**31), -70000, -1, 0, 3, 2**31 - 1],
+}
+_INT_ACTIVATIONS = {
+    "logsigmoid": lambda F, x: F.logsigmoid(x),
+    "softplus": lambda F, x: F.softplus(x),
+    "elu": lambda F, x: F.elu(x),
+    "gelu": lambda F, x: F.gelu(x),
+    "silu": lambda F, x: F.silu(x),
+    "mish": lambda F, x: F.mish(x),
+    "tanhshrink": lambda F, x: F.tanhshrink(x),
+    "hardswish": lambda F, x: F.hardswish(x),
+    "softshrink": lambda F, x: F.softshrink(x),
+    "leaky_relu": lambda F, x: F.leaky_relu(x, 0.2),
+    "hardshrink": lambda F, x: F.hardshrink(x),
+    "rrelu": lambda F, x: F.rrelu(x, 0.25, 0.25, training=True),
+    "logaddexp2": lambda F, x: x.logaddexp2(x),
+    "sigmoid": lambda F, x: x.sigmoid(),
+    "sin": lambda F, x: x.sin(),
+}
+
+
+@pytest.mark.parametrize("name", list(_INT_ACTIVATIONS))
+@pytest.mark.parametrize("dtype", list(_INT_INPUTS))
+def test_float_activations_of_ints_compute_in_float(name, dtype):
+    call, values = _INT_ACTIVATIONS[name], _INT_INPUTS[dtype]
+    if name == "hardshrink" and dtype == "bool":
+        pytest.skip("hardshrink of a bool keeps the bool")
+    out = call(UF, Tensor(values, dtype=dtype))
+    try:
+        ref = call(TF, torch.tensor(values, dtype=getattr(torch, dtype)))
+    except (RuntimeError, NotImplementedError):
+        # torch refuses the dtype: its float64 result of the same values, in float32 (or the int dtype kept)
+        ref = call(TF, torch.tensor(values, dtype=torch.float64))
+        ref = ref.to(getattr(torch, dtype)) if name == "hardshrink" else ref.float()
+    assert out.dtype == getattr(dtypes, str(ref.dtype).removeprefix("torch."))
+    np.testing.assert_allclose(out.numpy().astype(np.float64), ref.double().numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int32"])
+def test_dropouts_of_ints_scale_in_float(dtype):
+    values = np.array(_INT_INPUTS[dtype])
+    x = Tensor(values.reshape(1, -1, 1, 1, 1), dtype=dtype)
+    exact = values.astype(np.float64).reshape(1, -1, 1, 1, 1)
+    for out in (UF.dropout1d(x[:, :, 0, 0], 0.25), UF.dropout2d(x[:, :, :, 0], 0.25), UF.dropout3d(x, 0.25)):
+        assert out.dtype == dtypes.float32
+        got = out.numpy().reshape(-1).astype(np.float64)
+        # each channel dropped (0) or scaled by 1 / (1 - p), not by its truncation 1 (nor wrapped in the int dtype)
+        kept = np.isclose(got, exact.reshape(-1) / 0.75, rtol=1e-6)
+        assert np.all(kept | (got == 0)), got
+    a = 1.0 / math.sqrt((1.7580993408473766**2 * 0.25 + 1) * 0.75)
+    for out in (UF.alpha_dropout(x.reshape(-1), 0.25, True), UF.feature_alpha_dropout(x, 0.25, True)):
+        assert out.dtype == dtypes.float32
+        got = out.numpy().reshape(-1).astype(np.float64)
+        kept = np.isclose(got, a * exact.reshape(-1) + 1.7580993408473766 * a * 0.25, rtol=1e-5)
+        dropped = np.isclose(got, 1.7580993408473766 * a * -0.75, rtol=1e-5)
+        assert np.all(kept | dropped), got
+
+
 def test_batch_norm_updates_running_stats():
     x = _randn(6, 3, 4) * 2 + 1
     mean, var = np.zeros(3, np.float32) + 0.5, np.ones(3, np.float32) * 2

@@ -281,7 +281,8 @@ def test_methods_made_from_tables_keep_their_names_and_docs():
         for name, fn in vars(cls).items()
         if callable(fn) and getattr(getattr(fn, "__code__", None), "co_name", "") == "method"
     }
-    assert {"exp2", "log2", "sqrt", "reciprocal", "sin", "maximum", "float", "long", "eq", "ge"} <= set(made)
+    # (sin is written out: it gives its derivative through Tensor.cos)
+    assert {"exp2", "log2", "sqrt", "reciprocal", "maximum", "float", "long", "eq", "ge"} <= set(made)
     for name, fn in made.items():
         # its name is where it lives (an alias such as __add__ = add included), and it has its docstring
         assert getattr(Tensor, fn.__name__) is fn and fn.__doc__, name

@@ -415,6 +415,79 @@ def test_matmul_linear_einsum():
         ta @ Tensor(data(5, 5))
 
 
+def test_einsum_sublist_form_as_torch():
+    # torch's einsum(a, [0, 1], b, [1, 2], [0, 2]): ints 0-51 stand for A-Z, a-z; the output list is optional
+    a, b, c = data(2, 3), data(3, 4), data(5, 2, 3)
+    ta, tb, tc = Tensor(a), Tensor(b), Tensor(c)
+    ra, rb, rc = torch.tensor(a), torch.tensor(b), torch.tensor(c)
+    close(Tensor.einsum(ta, [0, 1], tb, [1, 2], [0, 2]), torch.einsum(ra, [0, 1], rb, [1, 2], [0, 2]))
+    close(Tensor.einsum(ta, [0, 1], tb, [1, 2]), torch.einsum(ra, [0, 1], rb, [1, 2]))
+    # (30 is "e": the implicit output's sorted letters put 2 ("C") first, as torch's)
+    close(Tensor.einsum(ta, [30, 1], tb, [1, 2]), torch.einsum(ra, [30, 1], rb, [1, 2]))
+    close(Tensor.einsum(tc, [..., 0, 1], tb, [1, 2], [..., 2]), torch.einsum(rc, [..., 0, 1], rb, [1, 2], [..., 2]))
+    close(Tensor.einsum(Tensor(b[:, :3]), [7, 7]), torch.einsum(rb[:, :3], [7, 7]))
+    # upper-case letters beside "...", whose dims once took the letters A, B, ...
+    close(Tensor.einsum("...A,AB->...B", tc, tb), torch.einsum("...A,AB->...B", rc, rb))
+    close(Tensor.einsum("...A,AB", tc, tb), torch.einsum("...A,AB", rc, rb))
+    with pytest.raises(ValueError, match=r"holds 52; subscripts are ints in \[0, 52\)"):
+        Tensor.einsum(ta, [0, 52])
+    with pytest.raises(TypeError, match="holds 1.0"):
+        Tensor.einsum(ta, [0, 1.0])
+    with pytest.raises(TypeError, match="must be a list"):
+        Tensor.einsum(ta, 5)
+    with pytest.raises(TypeError, match="operands must be Tensors"):
+        Tensor.einsum(ta, [0, 1], [0], [0])
+    with pytest.raises(ValueError, match="only the letters"):
+        Tensor.einsum("i1,1j", ta, tb)
+
+
+def test_repeat_interleave_of_counts_alone_as_torch():
+    # torch.repeat_interleave(counts): index i repeated counts[i] times, in the counts' dtype
+    for counts, dt in (([2, 0, 3], "int64"), ([1, 1], "int32"), ([], "int64"), ([4], "int32")):
+        ours = Tensor.repeat_interleave(Tensor(counts, dtype=dt))
+        want = torch.repeat_interleave(torch.tensor(counts, dtype=getattr(torch, dt)))
+        assert ours.dtype == getattr(dtypes, dt) and ours.tolist() == want.tolist()
+    assert Tensor([2, 1]).repeat_interleave(output_size=3).tolist() == [0, 0, 1]
+    with pytest.raises(ValueError, match="output_size is 4"):
+        Tensor.repeat_interleave(Tensor([2, 1]), output_size=4)
+    with pytest.raises(ValueError, match="non-negative"):
+        Tensor.repeat_interleave(Tensor([1, -2]))
+    for bad in (Tensor(3), Tensor([[1, 2]]), Tensor([1.0, 2.0]), Tensor([True, False])):
+        with pytest.raises(TypeError, match="self holds the counts: a 1-D integer tensor"):
+            Tensor.repeat_interleave(bad)
+    with pytest.raises(TypeError, match="dim needs repeats"):
+        Tensor([2, 1]).repeat_interleave(dim=0)
+
+
+@pytest.mark.parametrize(
+    "op, call",
+    [
+        ("mean", lambda t, d: t.mean(dim=d)),
+        ("mean", lambda t, d: t.mean(d)),
+        ("var", lambda t, d: t.var(dim=d)),
+        ("std", lambda t, d: t.std(dim=d)),
+        ("std", lambda t, d: t.std(d, correction=0)),
+        ("var_mean", lambda t, d: t.var_mean(dim=d)),
+        ("std_mean", lambda t, d: t.std_mean(dim=d)),
+        ("nansum", lambda t, d: t.nansum(dim=d)),
+        ("nanmean", lambda t, d: t.nanmean(dim=d)),
+        ("amax", lambda t, d: t.amax(d)),
+        ("amin", lambda t, d: t.amin(d)),
+        ("aminmax", lambda t, d: t.aminmax(dim=d)),
+        ("any", lambda t, d: t.any(dim=d)),
+        ("all", lambda t, d: t.all(dim=d)),
+        ("softmin", lambda t, d: t.softmin(dim=d)),
+        ("mean", lambda t, d: t.cast(dtypes.bfloat16).mean((0, d))),
+    ],
+)
+@pytest.mark.parametrize("dim", [3, -4])
+def test_axis_out_of_range_names_the_method_called(op, call, dim):
+    # a composite once named the reduction it calls (mean(dim=3): "sum: axis 3 is out of range")
+    x = Tensor(data(2, 3))
+    with pytest.raises(IndexError, match=f"^{op}: axis {dim} is out of range for a tensor of shape \\(2, 3\\)"):
+        call(x, dim)
+
+
 @pytest.mark.parametrize(
     "cfg",
     [

@@ -102,8 +102,11 @@ def _flip(x: UOp, axes: tuple[bool, ...]) -> UOp:
 
 
 def _cos(ctx: GradientContext, x: UOp) -> UOp:
-    # cos(x) = sin(pi/2 - x), as the forward op builds it
-    return (ctx.const(x, math.pi / 2) + _neg(x)).alu(Ops.SIN)
+    # cos(x) = 1 - 2 sin(x/2)**2, whose halving is exact: sin(pi/2 - x) rounded the shift in x's dtype (float32
+    # 12345678 gave -0.766 for -0.429, +-1e30 gave sin(x)). Tensor.sin gives its derivative through Tensor.cos, which
+    # also keeps the relative accuracy next to cos's zeros; this rule serves SIN nodes built directly
+    s = (x * ctx.const(x, 0.5)).alu(Ops.SIN)
+    return ctx.const(x, 1) + _neg(ctx.const(x, 2) * s * s)
 
 
 def _float_or_none(x: UOp, g: UOp) -> UOp | None:

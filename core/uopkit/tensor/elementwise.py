@@ -1062,6 +1062,8 @@ class ElementwiseMixin:
         >>> Tensor([1.0, float("nan"), 2.0]).nansum().item()
         3.0
         """
+        # (a bad axis is nansum's, not the sum's)
+        self._check_axes_of_composite(axis, dim, "nansum")
         if dtypes.is_float(self.dtype):
             self = self.isnan().where(Tensor(0, device=self.device, dtype=self.dtype), self)
         return self.sum(axis, keepdim, dtype, dim=dim)
@@ -1079,6 +1081,7 @@ class ElementwiseMixin:
             raise TypeError(f"nanmean: needs a floating-point tensor, got {self.dtype}")
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "nanmean")
+        self._check_axes_of_composite(axis, None, "nanmean")
         acc = dtypes.float32 if self.dtype in dtypes.halves else self.dtype
         count = (~self.isnan()).sum(axis, keepdim, dtype=acc)
         return (self.nansum(axis, keepdim, dtype=acc) / count).cast(self.dtype)

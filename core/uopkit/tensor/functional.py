@@ -158,6 +158,8 @@ class FunctionalMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, -1, "softmin")
+        # (a bad axis is softmin's, not the softmax's)
+        _normalize_axis(axis, self.ndim, "softmin", self.shape)
         x = self.cast(dtype) if dtype is not None else self._float()
         return (-x).softmax(axis)
 

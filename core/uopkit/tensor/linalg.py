@@ -17,6 +17,7 @@ from uopkit.dtype import (
 from uopkit.helpers import prod
 from uopkit.schedule.grouper import is_realized_view
 from uopkit.tensor.autocast import CPU, FLOAT32, LOWER, autocast_op, without_autocast
+from uopkit.tensor.einsum import einsum_subscripts
 from uopkit.tensor.resample import antialias_table, clamped_cubic_table, cubic_taps, fixed_point, repeated_progression
 from uopkit.tensor.support import (
     ArgumentError,
@@ -132,43 +133,15 @@ class LinalgMixin:
 
     @autocast_op(LOWER)
     @staticmethod
-    def einsum(formula: str, *operands: Tensor) -> Tensor:
+    def einsum(formula: str | Tensor, *operands: Any) -> Tensor:
         """Einstein summation, e.g. "ij,jk->ik"; "..." broadcasts, a letter repeated in one operand takes the
-        diagonal, and without "->" the output is the letters used once, sorted.
+        diagonal, and without "->" the output is the letters used once, sorted. torch's sublist form too:
+        einsum(a, [0, 1], b, [1, 2], [0, 2]) is "AB,BC->AC" (0-25 are A-Z, 26-51 a-z; the output list optional).
 
         >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
         [3, 7]
         """
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = tuple(operands[0])
-        formula = formula.replace(" ", "")
-        lhs, arrow, rhs = formula.partition("->")
-        inputs = lhs.split(",")
-        if len(inputs) != len(operands):
-            raise ArgumentError(f"einsum: {formula!r} names {len(inputs)} operands, got {len(operands)}")
-        # "..." becomes upper-case letters for the broadcast dims
-        ell_dims = max(
-            (t.ndim - len(s.replace("...", "")) for s, t in zip(inputs, operands, strict=True) if "..." in s), default=0
-        )
-        ell = "".join(chr(ord("A") + i) for i in range(ell_dims))
-        specs = []
-        for s, t in zip(inputs, operands, strict=True):
-            if "..." in s:
-                n = t.ndim - len(s.replace("...", ""))
-                s = s.replace("...", ell[ell_dims - n :])
-            if len(s) != t.ndim:
-                raise ShapeError(f"einsum: operand {s!r} has {len(s)} letters but the tensor has shape {t.shape}")
-            specs.append(s)
-        counts: dict[str, int] = {}
-        for s in specs:
-            for c in s:
-                counts[c] = counts.get(c, 0) + 1
-        if arrow:
-            out = rhs.replace("...", ell)
-            if len(set(out)) != len(out):
-                raise ArgumentError(f"einsum: an output letter appears more than once in {formula!r}")
-        else:
-            out = ell + "".join(sorted(c for c in counts if counts[c] == 1 and c not in ell))
+        operands, specs, out, formula = einsum_subscripts(formula, operands)
         sizes: dict[str, int] = {}
         prepared = []
         for s, t in zip(specs, operands, strict=True):
@@ -1025,7 +998,10 @@ def _with_adjoint_gradient(
         gx = gw = None
         if wanted[0]:
             gx = grad.conv2d(Tensor(w_uop).cast(grad.dtype), groups=groups, stride=s_, dilation=d_, padding=p_)
-            gx = gx.cast(x_uop.dtype).uop
+            # (an output_padding on a stride-1 axis, allowed below the dilation, makes that convolution op rows
+            # longer than x: output row i reads the incoming gradient where x's row i landed, so x's rows come first)
+            in_sp = (x_uop.shape or ())[2:]
+            gx = gx.shrink((None, None) + tuple((0, n) for n in in_sp)).cast(x_uop.dtype).uop
         if wanted[1]:
             # (the incoming gradient as it is, not detached: it depends on x and w itself, and a second derivative
             # goes through it)

@@ -161,7 +161,17 @@ class MathMixin:
     log2 = float_alu_method("log2", Ops.LOG2, "Base-2 logarithm.", "Tensor([8.0]).log2().tolist()", "[3.0]")
     sqrt = float_alu_method("sqrt", Ops.SQRT, "Square root.", "Tensor([4.0]).sqrt().tolist()", "[2.0]")
     reciprocal = float_alu_method("reciprocal", Ops.RECIP, "1 / x.", "Tensor([4.0]).reciprocal().tolist()", "[0.25]")
-    sin = float_alu_method("sin", Ops.SIN, "Sine.", "Tensor([0.0]).sin().tolist()", "[0.0]")
+
+    def sin(self) -> Tensor:
+        """Sine.
+
+        >>> Tensor([0.0]).sin().tolist()
+        [0.0]
+        """
+        x = self._float()
+        # cos(x), given whole: Tensor.cos reduces x by pi/2 in exact parts, where the SIN rule's own cos can't (its
+        # error is about an ulp of 1.0, all of the value next to cos's zeros)
+        return _with_derivative_of(x._alu(Ops.SIN), x, Tensor.cos)
 
     @in_float32
     def exp(self) -> Tensor:
@@ -654,7 +664,8 @@ class MathMixin:
     @in_float32
     def logsigmoid(self) -> Tensor:
         """log(sigmoid(x)) = -softplus(-x)."""
-        return -(-self).softplus(threshold=math.inf)
+        # (negated as a float: an int's negation wrapped, uint8 1 gave -255)
+        return -(-self._float()).softplus(threshold=math.inf)
 
     @replayed
     @in_float32

@@ -708,17 +708,30 @@ class MovementMixin:
 
     @_returns_copy
     def repeat_interleave(
-        self, repeats: int | Tensor, dim: int | None = None, *, output_size: int | None = None
+        self, repeats: int | Tensor | None = None, dim: int | None = None, *, output_size: int | None = None
     ) -> Tensor:
         """Repeat each element `repeats` times along `dim` (flattened when None); `repeats` an int, or as torch's an
         integer tensor of one count per element (or one count for all), read back to the host (the output's length
-        depends on it). `output_size`, torch's hint of that length, is checked against it.
+        depends on it). `output_size`, torch's hint of that length, is checked against it. Without `repeats`, as
+        torch.repeat_interleave(counts): self is a 1-D integer tensor of counts, and index i is repeated self[i] times.
 
         >>> Tensor([1, 2]).repeat_interleave(2).tolist()
         [1, 1, 2, 2]
         >>> Tensor([1, 2]).repeat_interleave(Tensor([0, 3])).tolist()
         [2, 2, 2]
+        >>> Tensor.repeat_interleave(Tensor([2, 0, 1])).tolist()
+        [0, 0, 2]
         """
+        if repeats is None:
+            if dim is not None:
+                raise TypeError("repeat_interleave: dim needs repeats (without them self is the counts, as torch's)")
+            if not dtypes.is_int(self.dtype) or self.ndim != 1:
+                raise TypeError(
+                    "repeat_interleave: without repeats, self holds the counts: a 1-D integer tensor, got "
+                    f"{self.dtype} of shape {self.shape}"
+                )
+            indices = Tensor.arange(self.shape[0], dtype=self.dtype, device=self.device)
+            return indices.repeat_interleave(self, output_size=output_size)
         t = self.flatten() if dim is None else self
         d = 0 if dim is None else _normalize_axis(dim, t.ndim, "repeat_interleave", t.shape)
         if isinstance(repeats, Tensor):

@@ -115,10 +115,13 @@ class ReduceMixin:
             raise ArgumentError(f"{op}: an axis appears more than once in {tuple(raw)} (shape {self.shape})")
         return tuple(sorted(axes))
 
-    def _reduce(self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        name = _REDUCE_NAMES[op]
+    def _reduce(
+        self, op: Ops, axis: int | Sequence[int] | None = None, keepdim: bool = False, name: str | None = None
+    ) -> Tensor:
+        # `name`: the method called, for errors (any() is a MAX, but a bad axis is any's)
+        name = name or _REDUCE_NAMES[op]
         if self.dtype == dtypes.bfloat16:
-            return self.float()._reduce(op, axis, keepdim).cast(dtypes.bfloat16)
+            return self.float()._reduce(op, axis, keepdim, name).cast(dtypes.bfloat16)
         axes = self._axes(axis, name)
         shape = self.shape
         if not shape or not axes:
@@ -226,8 +229,10 @@ class ReduceMixin:
         return self._reduce(Ops.MAX, axis, keepdim)
 
     def _refuse_empty_extreme(self, axis: int | Sequence[int] | None, op: str) -> None:
-        # a max or min over an empty axis has no value (as in PyTorch), named after the method called
-        if 0 in self.shape and any(self.shape[a] == 0 for a in self._axes(axis, op)):
+        # a max or min over an empty axis has no value (as in PyTorch), named after the method called; so is an axis
+        # out of range (amin's is min's otherwise)
+        axes = self._axes(axis, op)
+        if 0 in self.shape and any(self.shape[a] == 0 for a in axes):
             raise EmptyReduceError(f"{op}: reducing an empty axis has no identity (shape {self.shape}, dim {axis})")
 
     def _values_at(self, indices: Tensor, axis: Any, keepdim: bool, op: str) -> ValuesIndices:
@@ -289,8 +294,10 @@ class ReduceMixin:
         self._refuse_empty_extreme(dim if dim != () else None, "amin")
         return self.min(dim if dim != () else None, keepdim)
 
-    def _count(self, axis: int | Sequence[int] | None) -> int:
-        return prod(self.shape[a] for a in self._axes(axis, "mean")) if self.ndim else 1
+    def _count(self, axis: int | Sequence[int] | None, op: str) -> int:
+        # how many elements each result reduces; checks the axes, named after `op`, the method called
+        axes = self._axes(axis, op)
+        return prod(self.shape[a] for a in axes) if self.ndim else 1
 
     def mean(
         self,
@@ -312,10 +319,11 @@ class ReduceMixin:
             if not dtypes.is_float(dtype):
                 raise TypeError(f"mean: dtype must be a floating-point dtype, got {dtype}")
             return self.cast(dtype).mean(axis, keepdim)
+        # (counted first: a bad axis is mean's, not the sum's)
+        count = self._count(axis, "mean")
         out_dt = least_upper_float(self.dtype)
         acc = dtypes.float32 if out_dt in dtypes.halves else out_dt
         total = self.sum(axis, keepdim, dtype=acc)
-        count = self._count(axis)
         return (total * (1 / count) if count else total * math.nan).cast(out_dt)
 
     @in_float32
@@ -341,11 +349,12 @@ class ReduceMixin:
         if unbiased is not None:
             # torch's older keyword: unbiased=False is correction=0
             correction = int(unbiased)
+        # (counted first: a bad axis is var's, not the mean's)
+        n = self._count(axis, "var")
         if _in_float64(self):
             # (float32's squares overflowed from 1.8e19 and its sums drift: float64, as PyTorch's accumulator)
             return self.cast(dtypes.float64).var(axis, keepdim, correction).cast(dtypes.float32)
         squares = (self._float() - self._float().mean(axis, keepdim=True)).square()
-        n = self._count(axis)
         return squares.sum(axis, keepdim) / max(n - correction, 0)
 
     @in_float32
@@ -363,6 +372,7 @@ class ReduceMixin:
         >>> Tensor([1.0, 3.0]).std().tolist()
         1.4142135381698608
         """
+        self._check_axes_of_composite(axis, dim, "std")
         if _in_float64(self):
             # (a variance past float32's range can have a root inside it: [1e30, -1e30, 3e30])
             return self.cast(dtypes.float64).std(axis, keepdim, correction, dim=dim, unbiased=unbiased).float()
@@ -383,6 +393,7 @@ class ReduceMixin:
         """(var, mean) over `axis`."""
         if isinstance(axis, bool):
             axis, unbiased = None, axis
+        self._check_axes_of_composite(axis, dim, "var_mean")
         return self.var(axis, keepdim, correction, dim=dim, unbiased=unbiased), self.mean(axis, keepdim, dim=dim)
 
     def std_mean(
@@ -397,7 +408,13 @@ class ReduceMixin:
         """(std, mean) over `axis`."""
         if isinstance(axis, bool):
             axis, unbiased = None, axis
+        self._check_axes_of_composite(axis, dim, "std_mean")
         return self.std(axis, keepdim, correction, dim=dim, unbiased=unbiased), self.mean(axis, keepdim, dim=dim)
+
+    def _check_axes_of_composite(self, axis: Any, dim: Any, op: str) -> None:
+        # the axes of a method built on other reductions, checked under its own name (std(dim=3) said "sum")
+        if not isinstance(axis, bool):
+            self._axes(axis if dim is None else dim, op)
 
     def argmax(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
         """Index of the first maximum along `axis` (the flattened tensor's when None); int32, int64 past 2**31 places.
@@ -453,7 +470,7 @@ class ReduceMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "any")
-        return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)
+        return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim, "any")
 
     def all(
         self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
@@ -465,7 +482,7 @@ class ReduceMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "all")
-        return self.logical_not().any(axis, keepdim).logical_not()
+        return self.logical_not()._reduce(Ops.MAX, axis, keepdim, "all").logical_not()
 
     def count_nonzero(
         self, dim: int | Sequence[int] | None = None, *, axis: int | Sequence[int] | None = None

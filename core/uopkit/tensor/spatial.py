@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from uopkit.dtype import dtypes
+from uopkit.dtype import dtypes, least_upper_float
 from uopkit.helpers import prod
 from uopkit.tensor import segments
 from uopkit.tensor.autocast import CPU, FLOAT32, autocast_op
@@ -655,7 +655,8 @@ class SpatialMixin:
         else:
             noise_shape = x.shape[:2] + (1,) * (x.ndim - 2)
             keep = Tensor.rand(noise_shape, device=self.device) >= p
-            noise = keep.where(1.0 / (1.0 - p), 0.0).cast(self.dtype)
+            # (in float for an int input, as dropout's: its scale truncated into the int dtype, and wrapped)
+            noise = keep.where(1.0 / (1.0 - p), 0.0).cast(least_upper_float(self.dtype))
             out = x * noise if batched else (x * noise).squeeze(0)
         return self._update_in_place(lambda: out, op + "_") if inplace else out
 
@@ -668,8 +669,9 @@ class SpatialMixin:
             # kept: a * x + alpha * a * p; dropped: a * alpha * (p - 1) (torch's x * noise + b, x * 0 when dropped)
             a = 1.0 / math.sqrt((_SELU_SATURATION**2 * p + 1) * (1 - p))
             keep = Tensor.rand(shape, device=self.device) >= p
-            noise = keep.where(a, 0.0).cast(self.dtype)
-            shift = keep.where(_SELU_SATURATION * a * p, _SELU_SATURATION * a * (p - 1)).cast(self.dtype)
+            # (in float for an int input, as dropout's: its scale and shift truncated into the int dtype)
+            noise = keep.where(a, 0.0).cast(least_upper_float(self.dtype))
+            shift = keep.where(_SELU_SATURATION * a * p, _SELU_SATURATION * a * (p - 1)).cast(noise.dtype)
             out = self * noise + shift
         return self._update_in_place(lambda: out, op + "_") if inplace else out
 

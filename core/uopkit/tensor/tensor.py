@@ -35,6 +35,7 @@ from uopkit.tensor import bitonic as _bitonic_module
 from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import copies as _copies_module
 from uopkit.tensor import creation as _creation_module
+from uopkit.tensor import einsum as _einsum_module
 from uopkit.tensor import elementwise as _elementwise_module
 from uopkit.tensor import factorize as _factorize_module
 from uopkit.tensor import finite_differences as _finite_differences_module
@@ -802,6 +803,7 @@ for _module in (
     _composite_module,
     support,
     _creation_module,
+    _einsum_module,
     _generator_module,
     _movement_module,
     _indexing_module,

@@ -331,7 +331,8 @@ class TorchNamesMixin:
 
     def logaddexp2(self: Tensor, other: Any) -> Tensor:  # type: ignore[misc]
         """log2(2**self + 2**other) without overflow; equal infinities give themselves."""
-        a, b = self._broadcasted(other, False, "logaddexp2", floats=True)
+        # (ints as floats: a - b and -|a - b| wrapped in their dtype)
+        a, b = (t._float() for t in self._broadcasted(other, False, "logaddexp2", floats=True))
         if a.dtype in dtypes.halves:
             # in float32, rounded once, as torch computes half floats
             return a.float().logaddexp2(b.float()).cast(a.dtype)
@@ -349,7 +350,8 @@ class TorchNamesMixin:
 
     def hardshrink(self: Tensor, lambd: float = 0.5) -> Tensor:  # type: ignore[misc]
         """x where |x| > lambd, else 0 (NaN stays NaN, as torch's)."""
-        inside = self.abs() <= lambd
+        # (two comparisons, not |x|: an int's abs wraps at its minimum, int8 -128 came out inside)
+        inside = (self >= -lambd) & (self <= lambd)
         value = inside.where(0, self)
         if not value.is_floating_point():
             return value
@@ -429,7 +431,8 @@ class TorchNamesMixin:
         if not training:
             return self.leaky_relu((lower + upper) / 2)
         slope = Tensor.uniform(*self.shape, low=lower, high=upper, device=self.device, dtype=_draw_dtype(self))
-        return (self >= 0).where(self, self * slope.cast(self.dtype))
+        # (an int input is scaled in float: its slopes truncated to 0)
+        return (self >= 0).where(self, self * (slope.cast(self.dtype) if self.is_floating_point() else slope))
 
     def inner(self: Tensor, other: Tensor) -> Tensor:  # type: ignore[misc]
         """Sums over the last dims of both: shape self.shape[:-1] + other.shape[:-1] (a 0-d operand multiplies)."""
