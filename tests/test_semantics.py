@@ -654,17 +654,21 @@ def _long_rows(dtype: str, shape: tuple[int, int]) -> np.ndarray:
     return x
 
 
+@pytest.mark.parametrize("path", ["blocks", "network"])
 @pytest.mark.parametrize(
     "dtype", ["float32", "float16", "float64", "bool", "int8", "uint8", "int16", "int32", "uint32", "int64", "uint64"]
 )
-def test_long_sort_matches_torch_for_every_dtype(dtype):
-    # rows past SORT_BY_RANK go through the bitonic network (a unique order key per element; 64-bit dtypes a pair of
-    # value order and position), padded from 300 to 512: values (with their sign bits) and stable indices as
+def test_long_sort_matches_torch_for_every_dtype(monkeypatch, dtype, path):
+    # rows past SORT_BY_RANK are ranked per block up to SORT_BY_BLOCKS (padded from 300 to 384), longer ones go
+    # through the bitonic network (padded to 512; the bound lowered here), each over a unique order key per element
+    # (64-bit dtypes: a pair of value order and position): values (with their sign bits) and stable indices as
     # torch.sort(stable=True); uint64 as numpy's stable argsort (torch has no uint64 sort on CPU)
-    from uopkit.tensor.reduce import SORT_BY_RANK
+    from uopkit.tensor import reduce
 
     n = 300
-    assert n > SORT_BY_RANK
+    assert reduce.SORT_BY_RANK < n <= reduce.SORT_BY_BLOCKS
+    if path == "network":
+        monkeypatch.setattr(reduce, "SORT_BY_BLOCKS", reduce.SORT_BY_RANK)
     x = _long_rows(dtype, (4, n))
     ours = Tensor(x)
     for descending in (False, True):

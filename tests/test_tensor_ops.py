@@ -335,13 +335,16 @@ def test_argmax_argmin():
     assert Tensor([1.0, float("nan"), 3.0]).argmax().item() == 1
 
 
-def test_long_sort(monkeypatch):
-    # rows past a sort by rank's length go through a bitonic network padded to a power of two (here 20 -> 32, the
-    # rank's length lowered to keep the kernels few): stable indices and values as torch's, NaN the largest (each
-    # dtype and the 64-bit dtypes' pairs of value and position: tests/test_semantics.py)
+@pytest.mark.parametrize("blocks_up_to", [8192, 8])
+def test_long_sort(monkeypatch, blocks_up_to):
+    # rows past a sort by rank's length are ranked per block (up to SORT_BY_BLOCKS) or go through a bitonic network
+    # padded to a power of two (here 20 -> 32, the rank's length lowered to keep the kernels few): stable indices and
+    # values as torch's, NaN the largest (each dtype and the 64-bit dtypes' pairs of value and position:
+    # tests/test_semantics.py)
     from uopkit.tensor import reduce
 
     monkeypatch.setattr(reduce, "SORT_BY_RANK", 8)
+    monkeypatch.setattr(reduce, "SORT_BY_BLOCKS", blocks_up_to)
     x = rng.integers(-5, 5, (3, 20)).astype(np.float32)
     x[0, ::3] = math.nan
     x[1, ::4] = -0.0

@@ -19,7 +19,7 @@ from uopkit.codegen.plan import AxisPart, KernelPlan, OptOps, initial_plan
 from uopkit.dtype import DType, dtypes, index_dtype
 from uopkit.helpers import strides_for_shape
 from uopkit.uop.ops import GroupOp, Ops, UOp, is_one_hot_reduce
-from uopkit.uop.symbolic import conjuncts
+from uopkit.uop.symbolic import conjuncts, put_in_place
 
 if TYPE_CHECKING:
     from uopkit.renderer import TensorCore, TileLayout
@@ -410,17 +410,20 @@ def _fold_one_hot(ctx: LowererContext, node: UOp, idx: Index, valid: UOp) -> UOp
         u = simplify(u.src[0] if u.op is Ops.CAST and dtypes.is_int(u.src[0].dtype) else u)
         return u is r
 
-    sides = [s for s in cond.src if is_k(s)]
-    index = next((s for s in cond.src if r not in s.toposort()), None)
+    # (only a side computed from the loop's range can be it: the index, which may be a long chain of loads at
+    # positions found by earlier gathers, a binary search's, is not simplified once per gather)
+    with_r = [r in s.toposort() for s in cond.src]
+    sides = [s for s, has in zip(cond.src, with_r, strict=True) if has and is_k(s)]
+    index = next((s for s, has in zip(cond.src, with_r, strict=True) if not has), None)
     # (a value read through a nested reduce's loops or registers isn't substituted into)
     if not sides or index is None or any(u.op in (Ops.DEFINE_REG, Ops.END, Ops.STORE) for u in picked.toposort()):
         return None
     in_range = index_in_range(index, n)
     if in_range is None:
-        return picked.substitute({r: index.cast(r.dtype) if index.dtype != r.dtype else index})
+        return put_in_place(picked, r, index.cast(r.dtype) if index.dtype != r.dtype else index)
     at = in_range.where(index, index.const_like(0))
     at = at.cast(r.dtype) if at.dtype != r.dtype else at
-    return in_range.where(picked.substitute({r: at}), identity)
+    return in_range.where(put_in_place(picked, r, at), identity)
 
 
 def index_in_range(index: UOp, n: int) -> UOp | None:

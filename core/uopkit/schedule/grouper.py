@@ -161,7 +161,7 @@ def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
             # broadcast element, each time from scratch: stored once. (A 2-layer LSTM's weight gradient recomputed
             # its 370-operation gate gradients 64 times per element: 80 ms a kernel, 7 MB of C, 11 s in gcc)
             ctx.realize[u.src[0].base] = None
-        if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]):
+        if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]) and not _indexes_gathers(ctx, u):
             if _row_reduces(ctx, u) and fuses_row_reduces(u.device):
                 # a reduce over trailing axes broadcast back along them (softmax's max and sum, a norm's mean): the
                 # consumer can compute it once per row in a loop of its own, while the row is in cache
@@ -217,6 +217,34 @@ MAX_EXPANDED_WALK = 2048
 MAX_FUSED_DEPTH = 48
 
 
+def _indexes_gathers(ctx: GrouperContext, expand: UOp) -> bool:
+    """Whether `expand` broadcasts an index only along the axis of the gathers it picks from: each reader compares it
+    with an iota and selects for a one-hot reduce over the expanded axes, which the lowerer folds into one load at
+    the index. The index is then computed once per gathered element, not once per expanded one, so one computed from
+    other gathers (a binary search: each step loads at the last one's position) stays in their kernel."""
+    expanded = {a for a, (x, y) in enumerate(zip(expand.src[0].shape, expand.shape, strict=True)) if x != y}
+    compares = list(ctx.children.get(expand, []))
+    while compares:
+        cmp = compares.pop()
+        if cmp.op is Ops.CAST:
+            compares.extend(ctx.children.get(cmp, []))
+            continue
+        if cmp.op is not Ops.CMPEQ:
+            return False
+        for sel in ctx.children.get(cmp, []):
+            if sel.op is not Ops.WHERE or sel.src[0] is not cmp:
+                return False
+            readers = list(ctx.children.get(sel, []))
+            while readers:
+                red = readers.pop()
+                if red.op is Ops.DETACH:
+                    readers.extend(ctx.children.get(red, []))
+                    continue
+                if red.op is not Ops.REDUCE_AXIS or not is_one_hot_reduce(red) or not expanded <= set(red.arg[1]):
+                    return False
+    return True
+
+
 def _large_expanded_value(ctx: GrouperContext, expand: UOp) -> bool:
     # whether `expand` broadcasts a computed value whose fused region holds more than MAX_EXPANDED_REGION_NODES nodes
     # and no reduce (a reduce broadcast back is the next rule's: stored, or fused once per row)
@@ -249,9 +277,30 @@ def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
             depth[u] = 0
             continue
         depth[u] = 1 + max((depth.get(s, 0) for s in u.src), default=0)
-        if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(set(ctx.children.get(u, []))) > 1:
+        if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(_readers_besides_gathers(ctx, u)) > 1:
             ctx.realize[u] = None
             depth[u] = 0
+
+
+def _readers_besides_gathers(ctx: GrouperContext, u: UOp) -> set[UOp]:
+    # the nodes that read `u`, but for those that only index gathers (a binary search's position, read by the next
+    # step and by its load there: folded, that load is computed with the step, not by a kernel of its own) or that
+    # select for them (one index compared with an iota, the mask of gathers from several columns)
+    return {
+        c
+        for c in ctx.children.get(u, [])
+        if not _indexes_gathers_in(ctx, c, None) and not _selects_for_gathers(ctx, u, c)
+    }
+
+
+def _selects_for_gathers(ctx: GrouperContext, mask: UOp, sel: UOp) -> bool:
+    readers = ctx.children.get(sel, [])
+    return (
+        sel.op is Ops.WHERE
+        and sel.src[0] is mask
+        and bool(readers)
+        and all(r.op is Ops.REDUCE_AXIS and is_one_hot_reduce(r) for r in readers)
+    )
 
 
 # a kernel computes at most this many reduces (each in loops of its own); past it, values are stored until it fits
@@ -275,7 +324,8 @@ def _realize_values_of_crowded_kernels(ctx: GrouperContext, topo: list[UOp]) -> 
             held[u] = _NO_REDUCES
             continue
         srcs = [s for s in dict.fromkeys(u.src) if held.get(s)]
-        own = frozenset((u,)) if u.op is Ops.REDUCE_AXIS else _NO_REDUCES
+        # (a gather folds into a load: no loops of its own)
+        own = frozenset((u,)) if u.op is Ops.REDUCE_AXIS and not is_one_hot_reduce(u) else _NO_REDUCES
         reduces = _union_of([held[s] for s in srcs], own)
         while len(reduces) > MAX_KERNEL_REDUCES and srcs:
             largest = max(srcs, key=lambda s: len(held[s]))
@@ -361,12 +411,20 @@ def _realize_values_read_in_many_views(ctx: GrouperContext, topo: list[UOp]) -> 
                 into = views.setdefault(src, set())
                 if len(into) >= MAX_FUSED_VIEWS:
                     continue
-                if n.op in GroupOp.Movement:
+                if n.op in GroupOp.Movement and not _reads_same_index(ctx, n):
                     # (a movement op reads its source at another index: a view of its own per view it is read through)
                     into.update(hash((n, v)) for v in seen)
                 else:
                     into.update(seen)
     return added
+
+
+def _reads_same_index(ctx: GrouperContext, n: UOp) -> bool:
+    # a movement op that reads each element of its source where its reader does: a reshape that only adds or drops
+    # axes of size 1, or an index broadcast into gathers (folded into loads, at the gathered element's index)
+    if n.op is Ops.RESHAPE:
+        return [d for d in n.shape if d != 1] == [d for d in n.src[0].shape if d != 1]
+    return n.op is Ops.EXPAND and _indexes_gathers(ctx, n)
 
 
 def _worth_storing_per_view(ctx: GrouperContext, u: UOp) -> bool:
@@ -437,7 +495,12 @@ def _realize_combined_reduces(ctx: GrouperContext) -> bool:
     added = False
     for root in list(ctx.realize):
         region = _region_to_reduces(ctx, root, root_stops=False)
-        large = [r for r in region if r.op is Ops.REDUCE_AXIS and r.src[0].size >= MIN_STORED_INNER_REDUCE]
+        # (a gather folds into a load: no loops of its own)
+        large = [
+            r
+            for r in region
+            if r.op is Ops.REDUCE_AXIS and r.src[0].size >= MIN_STORED_INNER_REDUCE and not is_one_hot_reduce(r)
+        ]
         if len(large) >= 2:
             for r in large:
                 if r is not root.base:
@@ -742,18 +805,53 @@ def _reused_inner_reduces(ctx: GrouperContext, red: UOp) -> list[UOp]:
     found: list[UOp] = []
     done: set[UOp] = set()
     stack = [(red.src[0], False)]
+    if is_one_hot_reduce(red):
+        # a gather folds into a load: its index is computed once per gathered element, as outside (only what it
+        # picks from would be read again)
+        sel = red.src[0].src[0] if red.src[0].op is Ops.DETACH else red.src[0]
+        stack = [(s, False) for s in sel.src[1:]]
     while stack:
         n, shared = stack.pop()
         if n in done or n not in region:
             continue
         done.add(n)
-        shared = shared or any(c not in region for c in ctx.children.get(n, []))
+        # (a read as the index of a gather in the region is computed with it: folded, the gather is a load there)
+        outside = [c for c in ctx.children.get(n, []) if c not in region]
+        shared = shared or any(not _indexes_gathers_in(ctx, c, region) for c in outside)
         if n.op is Ops.REDUCE_AXIS:
             if shared:
                 found.append(n)
             continue
         stack.extend((s, shared) for s in n.src)
     return found
+
+
+# how far `_indexes_gathers_in` follows an index to the gathers it feeds
+MAX_INDEX_WALK = 16
+
+
+def _indexes_gathers_in(ctx: GrouperContext, u: UOp, region: set[UOp] | None) -> bool:
+    """Whether `u` is computed only as the index of gathers in `region` (None: anywhere), folded into loads there:
+    the index is computed in the same loop as the rest of the region, not again. Followed MAX_INDEX_WALK nodes."""
+    seen: set[UOp] = set()
+    stack, through = [u], False
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op is Ops.REDUCE_AXIS:
+            if (region is not None and n not in region) or not is_one_hot_reduce(n):
+                return False
+            continue
+        if len(seen) > MAX_INDEX_WALK or not (n.op in GroupOp.Elementwise or n.op in GroupOp.Movement):
+            return False
+        if n.op is Ops.EXPAND:
+            if not _indexes_gathers(ctx, n):
+                return False
+            through = True
+        stack.extend(ctx.children.get(n, []))
+    return through
 
 
 # an inner reduce that an outer one folds this many of its outputs into each of its own is stored (from

@@ -1,7 +1,8 @@
-"""The bitonic sorting network `sort` runs on rows too long to rank each element against all the others, padded to a
-power of two N: log2(N) * (log2(N) + 1) / 2 compare-exchanges, run `EXCHANGES_PER_KERNEL` consecutive ones to a kernel.
-Each kernel is built by replaying its graph (`replay_call`): the network's kernels at one distance are the same graph
-over the last one's outputs, so a sort records each kind of kernel once and rebuilds the others."""
+"""The bitonic sorting network `sort` runs on rows too long to rank each element against all the others, or per block
+(`uopkit.tensor.blocksort`, up to SORT_BY_BLOCKS), padded to a power of two N: log2(N) * (log2(N) + 1) / 2
+compare-exchanges, run `EXCHANGES_PER_KERNEL` consecutive ones to a kernel. Each kernel is built by replaying its graph
+(`replay_call`): the network's kernels at one distance are the same graph over the last one's outputs, so a sort records
+each kind of kernel once and rebuilds the others."""
 
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ from uopkit.dtype import (
 from uopkit.helpers import prod
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
 from uopkit.tensor.bitonic import bitonic_descending
+from uopkit.tensor.blocksort import sort_positions_by_blocks
+from uopkit.tensor.replay import replay_call
 from uopkit.tensor.support import (
     _CUM_BLOCK,
     ArgumentError,
@@ -56,6 +58,10 @@ _CUM_LEVEL_BLOCK = 16
 # go through a bitonic network (log2(n) * (log2(n) + 1) / 2 stages, two a kernel). One thread, 128K elements in
 # rows of 128 / 512 / 1024: by rank 3.3 / 15 / 45 ms, by the network (one stage a kernel then) 6.2 / 10 / 21 ms
 SORT_BY_RANK = 256
+# rows up to this long (and past SORT_BY_RANK) are sorted by ranks counted per block (`uopkit.tensor.blocksort`: seven
+# kernels, n * B compares and ~2 n^2 / B * log2(B) loads); longer ones by the network. One thread, argsort of 8192
+# floats: about even (blocks of 1024: ~3 ms of kernels, the network's 50 kernels ~5 ms of Python)
+SORT_BY_BLOCKS = 8192
 
 # topk picks its k elements one round at a time (one pass over the row each) for k up to this, or up to half the
 # stages of a sort of the row, and rows at least this many times k; more: a sort. 50 of a 50257-long row (a language
@@ -853,7 +859,9 @@ class ReduceMixin:
     def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
         """Sorted values along `dim` and their (int32) indices, (values, indices); equal values keep their order,
         NaN sorts as the largest, as torch.sort. Rows up to SORT_BY_RANK long count each element's rank against the
-        others (n^2 compares, one kernel); longer ones go through a bitonic network (n log^2 n, two stages a kernel).
+        others (n^2 compares, one kernel); up to SORT_BY_BLOCKS, ranks are counted per block and then across the sorted
+        blocks by binary searches (seven kernels); longer ones go through a bitonic network (n log^2 n, two stages a
+        kernel).
 
         >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
         [[1, 2, 3], [1, 2, 0]]
@@ -862,9 +870,11 @@ class ReduceMixin:
         if self.ndim == 0:
             return ValuesIndices(self, Tensor(0, device=self.device, dtype=dtypes.int32))
         x = self._move_to_end(dim)
-        indices = (
-            x._sort_positions_by_rank(descending) if x.shape[-1] <= SORT_BY_RANK else x._sort_positions(descending)
-        )
+        if x.shape[-1] <= SORT_BY_RANK:
+            # (replayed: the rank's graph is ~50 ops, ~300 us of Python built op by op)
+            indices = replay_call(Tensor._sort_positions_by_rank, (x,), descending)
+        else:
+            indices = x._sort_positions(descending)
         # (positions in range by construction: no bounds check, which would read them back)
         values = x._gather_checked(x.ndim - 1, indices)
         return ValuesIndices(values._move_from_end(dim), indices._move_from_end(dim))
@@ -888,10 +898,18 @@ class ReduceMixin:
         return onehot.where(ar, 0).sum(-1).cast(dtypes.int32)
 
     def _sort_positions(self, descending: bool) -> Tensor:
-        # (along the last axis) a bitonic sorting network over each element's order key, which is unique (it holds the
-        # position), so the network's unstable exchanges still give a stable sort
+        # (along the last axis) ranks counted per block, or a bitonic sorting network, over each element's order key,
+        # which is unique (it holds the position), so the network's unstable exchanges still give a stable sort
         n = self.shape[-1]
         x = self.cast(dtypes.int32) if self.dtype == dtypes.bool else self
+        if n <= SORT_BY_BLOCKS:
+            # (the keys replayed: ~25 ops, ~100 us of Python built op by op)
+            if x.dtype.itemsize <= 4:
+                key = replay_call(Tensor._sort_order_key, (x,), descending)
+                return sort_positions_by_blocks([key], n, "keys descending")
+            value = replay_call(Tensor._order_as_int64, (x,), descending)
+            position = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))._broadcast_to(x.shape)
+            return sort_positions_by_blocks([value, position], n, "values then positions")
         key = x._sort_order_key(descending)
         if key is not None:
             # keys are >= 0: padding with -1 sorts last

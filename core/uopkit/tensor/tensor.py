@@ -32,6 +32,7 @@ from uopkit.schedule import StaleReads, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor import autocast as _autocast_module
 from uopkit.tensor import bitonic as _bitonic_module
+from uopkit.tensor import blocksort as _blocksort_module
 from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import copies as _copies_module
 from uopkit.tensor import creation as _creation_module
@@ -824,6 +825,7 @@ for _module in (
     _functional_module,
     _replay_module,
     _bitonic_module,
+    _blocksort_module,
     _copies_module,
     _torch_names_module,
     _torch_extras_module,

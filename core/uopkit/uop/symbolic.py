@@ -286,6 +286,19 @@ def conjuncts(x: UOp) -> list[UOp]:
     return [x]
 
 
+def put_in_place(u: UOp, old: UOp, new: UOp) -> UOp:
+    """`u` with node `old` replaced by `new`, which is not walked (`substitute`'s rewrite walks what it puts in: a
+    gather's index, a binary search's chain of the loads before it, was walked again for each of its gathers)."""
+    done: dict[UOp, UOp] = {old: new}
+    # (sources first: no recursion, whatever the depth)
+    for n in u.toposort():
+        if n is not old:
+            src = tuple([done.get(s, s) for s in n.src])
+            if any(a is not b for a, b in zip(src, n.src, strict=True)):
+                done[n] = n.replace(src=src)
+    return done.get(u, u)
+
+
 def _is_plus_zero(x: UOp) -> bool:
     # +0 only: a gated load gives +0, and where(c, x, -0.0) differs from it where c is false (1/x, say)
     return x.op is Ops.CONST and not isinstance(x.arg, tuple) and x.arg == 0 and math.copysign(1.0, x.arg) > 0

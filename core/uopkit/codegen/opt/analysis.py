@@ -107,6 +107,10 @@ def _first_step(index: UOp, r: UOp) -> int:
     at0, at1 = _evaluate(index, r, 0), _evaluate(index, r, 1)
     if at0 is not None and at1 is not None:
         return int(at1 - at0)
+    if any(x.op is Ops.LOAD for x in index.toposort()):
+        # an address computed from loaded values (a gather's, a binary search's chain of them) isn't a constant: not
+        # simplified whole for each of its loads
+        return 0
     # something besides ranges and constants (a variable, a load): the simplifier may still find a constant
     others = {x: x.const_like(0) for x in index.toposort() if x.op is Ops.RANGE and x is not r}
     at = [simplify(index.substitute({**others, r: r.const_like(v)})) for v in (0, 1)]
