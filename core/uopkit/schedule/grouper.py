@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from uopkit.codegen.lowerer import move_index, pad_index
 from uopkit.dtype import dtypes, index_dtype
+from uopkit.schedule.gather_index import indexes_gathers, indexes_gathers_in, readers_besides_gathers, reads_same_index
 from uopkit.schedule.launch_consts import launch_const
 from uopkit.schedule.windows import mirror_bounds
 from uopkit.schedule.without_detach import stored_originals, without_detaches
@@ -53,11 +54,21 @@ class GrouperContext:
     row_reduces: list[UOp] = field(default_factory=list)
     # each node's place in the graph, sources first
     order: dict[UOp, int] = field(default_factory=dict)
+    # whether a node's region up to its reduces may still hold one that `_padded_reduces` stores: from the graph
+    # alone at first, then False where a walk found none (realizing more only makes regions smaller)
+    may_pad_reduce: dict[UOp, bool] = field(default_factory=dict)
+    # whether a node is storage, by `_stops_region` (fixed per node; asked about each node once per region it is in)
+    storage: dict[UOp, bool] = field(default_factory=dict)
 
 
 def _stops_region(ctx: GrouperContext, u: UOp) -> bool:
     # the fused region of a kernel ends at realized values and at existing storage
-    return u in ctx.realize or is_realized_view(u) or u.op in (Ops.BUFFER, Ops.DEVICE)
+    if u in ctx.realize:
+        return True
+    storage = ctx.storage.get(u)
+    if storage is None:
+        storage = ctx.storage[u] = is_realized_view(u) or u.op in (Ops.BUFFER, Ops.DEVICE)
+    return storage
 
 
 def _region(ctx: GrouperContext, root: UOp) -> list[UOp]:
@@ -128,6 +139,7 @@ def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
         ctx.order[u] = i
         for s in u.src:
             ctx.children.setdefault(s, []).append(u)
+        ctx.may_pad_reduce[u] = _may_pad_reduce(ctx, u)
     ctx.realize.update(dict.fromkeys(_asked(sink)))
     for u in topo:
         ctx.realize.update(dict.fromkeys(_stored_by_op(u)))
@@ -152,8 +164,8 @@ def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
             # in the pad's kernel for every padded element, its loop under the bounds check and out of any register
             # tile, and each piece of a cat is a pad over the whole: stored by a kernel of its own when it is large.
             # (A pad read in windows, a convolution's input, is stored itself: see the EXPAND rule below)
-            for n in _region_to_reduces(ctx, u.src[0]):
-                if n.op is Ops.REDUCE_AXIS and not _stops_region(ctx, n) and n.src[0].size >= MIN_STORED_PADDED_REDUCE:
+            for n in _padded_reduces(ctx, u.src[0]):
+                if not _stops_region(ctx, n):
                     ctx.realize[_value_to_store(ctx, n)] = None
         if u.op is Ops.EXPAND and _large_expanded_value(ctx, u):
             # a value of many fused operations broadcast into another kernel's loops (an operand of a matmul: an
@@ -161,7 +173,7 @@ def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
             # broadcast element, each time from scratch: stored once. (A 2-layer LSTM's weight gradient recomputed
             # its 370-operation gate gradients 64 times per element: 80 ms a kernel, 7 MB of C, 11 s in gcc)
             ctx.realize[u.src[0].base] = None
-        if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]) and not _indexes_gathers(ctx, u):
+        if u.op is Ops.EXPAND and _region_has_reduce(ctx, u.src[0]) and not indexes_gathers(ctx, u):
             if _row_reduces(ctx, u) and fuses_row_reduces(u.device):
                 # a reduce over trailing axes broadcast back along them (softmax's max and sum, a norm's mean): the
                 # consumer can compute it once per row in a loop of its own, while the row is in cache
@@ -217,34 +229,6 @@ MAX_EXPANDED_WALK = 2048
 MAX_FUSED_DEPTH = 48
 
 
-def _indexes_gathers(ctx: GrouperContext, expand: UOp) -> bool:
-    """Whether `expand` broadcasts an index only along the axis of the gathers it picks from: each reader compares it
-    with an iota and selects for a one-hot reduce over the expanded axes, which the lowerer folds into one load at
-    the index. The index is then computed once per gathered element, not once per expanded one, so one computed from
-    other gathers (a binary search: each step loads at the last one's position) stays in their kernel."""
-    expanded = {a for a, (x, y) in enumerate(zip(expand.src[0].shape, expand.shape, strict=True)) if x != y}
-    compares = list(ctx.children.get(expand, []))
-    while compares:
-        cmp = compares.pop()
-        if cmp.op is Ops.CAST:
-            compares.extend(ctx.children.get(cmp, []))
-            continue
-        if cmp.op is not Ops.CMPEQ:
-            return False
-        for sel in ctx.children.get(cmp, []):
-            if sel.op is not Ops.WHERE or sel.src[0] is not cmp:
-                return False
-            readers = list(ctx.children.get(sel, []))
-            while readers:
-                red = readers.pop()
-                if red.op is Ops.DETACH:
-                    readers.extend(ctx.children.get(red, []))
-                    continue
-                if red.op is not Ops.REDUCE_AXIS or not is_one_hot_reduce(red) or not expanded <= set(red.arg[1]):
-                    return False
-    return True
-
-
 def _large_expanded_value(ctx: GrouperContext, expand: UOp) -> bool:
     # whether `expand` broadcasts a computed value whose fused region holds more than MAX_EXPANDED_REGION_NODES nodes
     # and no reduce (a reduce broadcast back is the next rule's: stored, or fused once per row)
@@ -277,30 +261,9 @@ def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
             depth[u] = 0
             continue
         depth[u] = 1 + max((depth.get(s, 0) for s in u.src), default=0)
-        if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(_readers_besides_gathers(ctx, u)) > 1:
+        if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(readers_besides_gathers(ctx, u)) > 1:
             ctx.realize[u] = None
             depth[u] = 0
-
-
-def _readers_besides_gathers(ctx: GrouperContext, u: UOp) -> set[UOp]:
-    # the nodes that read `u`, but for those that only index gathers (a binary search's position, read by the next
-    # step and by its load there: folded, that load is computed with the step, not by a kernel of its own) or that
-    # select for them (one index compared with an iota, the mask of gathers from several columns)
-    return {
-        c
-        for c in ctx.children.get(u, [])
-        if not _indexes_gathers_in(ctx, c, None) and not _selects_for_gathers(ctx, u, c)
-    }
-
-
-def _selects_for_gathers(ctx: GrouperContext, mask: UOp, sel: UOp) -> bool:
-    readers = ctx.children.get(sel, [])
-    return (
-        sel.op is Ops.WHERE
-        and sel.src[0] is mask
-        and bool(readers)
-        and all(r.op is Ops.REDUCE_AXIS and is_one_hot_reduce(r) for r in readers)
-    )
 
 
 # a kernel computes at most this many reduces (each in loops of its own); past it, values are stored until it fits
@@ -411,20 +374,12 @@ def _realize_values_read_in_many_views(ctx: GrouperContext, topo: list[UOp]) -> 
                 into = views.setdefault(src, set())
                 if len(into) >= MAX_FUSED_VIEWS:
                     continue
-                if n.op in GroupOp.Movement and not _reads_same_index(ctx, n):
+                if n.op in GroupOp.Movement and not reads_same_index(ctx, n):
                     # (a movement op reads its source at another index: a view of its own per view it is read through)
                     into.update(hash((n, v)) for v in seen)
                 else:
                     into.update(seen)
     return added
-
-
-def _reads_same_index(ctx: GrouperContext, n: UOp) -> bool:
-    # a movement op that reads each element of its source where its reader does: a reshape that only adds or drops
-    # axes of size 1, or an index broadcast into gathers (folded into loads, at the gathered element's index)
-    if n.op is Ops.RESHAPE:
-        return [d for d in n.shape if d != 1] == [d for d in n.src[0].shape if d != 1]
-    return n.op is Ops.EXPAND and _indexes_gathers(ctx, n)
 
 
 def _worth_storing_per_view(ctx: GrouperContext, u: UOp) -> bool:
@@ -467,6 +422,47 @@ def _windows_over_padded_pieces(ctx: GrouperContext, expand: UOp) -> bool:
     # (a piece is a padded view, of a buffer or of a value computed in the region; a padded constant is a mask)
     reads = {s for n in _region_to_reduces(ctx, base) for s in n.src}
     return any(s.base.op is not Ops.CONST and any(m.op is Ops.PAD for m in s.movement_chain()) for s in reads)
+
+
+def _may_pad_reduce(ctx: GrouperContext, u: UOp) -> bool:
+    # (sources first: theirs are known)
+    if u.op is Ops.EXPAND:
+        return False
+    if u.op is Ops.REDUCE_AXIS:
+        return u.src[0].size >= MIN_STORED_PADDED_REDUCE
+    return any(ctx.may_pad_reduce.get(s, True) for s in u.src)
+
+
+def _padded_reduces(ctx: GrouperContext, root: UOp) -> list[UOp]:
+    """The reduces of `_region_to_reduces(ctx, root)` large enough to store when read through a pad. Every piece of a
+    cat is a pad over the whole value, and each piece's walk would cover the whole fused region: a loop of steps whose
+    right-hand side is a cat (RK4 over a stacked state) walked it once per piece, quadratic in the steps (200 steps of
+    a Lorenz system: 65 s to the first result, 3 s now). A node whose region holds none (`may_pad_reduce`) is not
+    walked, and a walk that finds none under a node marks it so: realized values only ever cut regions shorter."""
+    found: dict[UOp, None] = {}
+    reaches: dict[UOp, bool] = {}
+    # (a node is pushed again, `done`, once its sources are walked: then whether any of them reached such a reduce)
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            reaches[n] = any(reaches[s] for s in n.src)
+            if not reaches[n]:
+                ctx.may_pad_reduce[n] = False
+            continue
+        if n in reaches:
+            continue
+        if not ctx.may_pad_reduce.get(n, True) or n.op is Ops.EXPAND or _stops_region(ctx, n):
+            reaches[n] = False
+        elif n.op is Ops.REDUCE_AXIS:
+            reaches[n] = n.src[0].size >= MIN_STORED_PADDED_REDUCE
+            if reaches[n]:
+                found[n] = None
+        else:
+            reaches[n] = False
+            stack.append((n, True))
+            stack.extend((s, False) for s in n.src)
+    return list(found)
 
 
 def _region_to_reduces(ctx: GrouperContext, root: UOp, root_stops: bool = True) -> set[UOp]:
@@ -817,41 +813,13 @@ def _reused_inner_reduces(ctx: GrouperContext, red: UOp) -> list[UOp]:
         done.add(n)
         # (a read as the index of a gather in the region is computed with it: folded, the gather is a load there)
         outside = [c for c in ctx.children.get(n, []) if c not in region]
-        shared = shared or any(not _indexes_gathers_in(ctx, c, region) for c in outside)
+        shared = shared or any(not indexes_gathers_in(ctx, c, region) for c in outside)
         if n.op is Ops.REDUCE_AXIS:
             if shared:
                 found.append(n)
             continue
         stack.extend((s, shared) for s in n.src)
     return found
-
-
-# how far `_indexes_gathers_in` follows an index to the gathers it feeds
-MAX_INDEX_WALK = 16
-
-
-def _indexes_gathers_in(ctx: GrouperContext, u: UOp, region: set[UOp] | None) -> bool:
-    """Whether `u` is computed only as the index of gathers in `region` (None: anywhere), folded into loads there:
-    the index is computed in the same loop as the rest of the region, not again. Followed MAX_INDEX_WALK nodes."""
-    seen: set[UOp] = set()
-    stack, through = [u], False
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if n.op is Ops.REDUCE_AXIS:
-            if (region is not None and n not in region) or not is_one_hot_reduce(n):
-                return False
-            continue
-        if len(seen) > MAX_INDEX_WALK or not (n.op in GroupOp.Elementwise or n.op in GroupOp.Movement):
-            return False
-        if n.op is Ops.EXPAND:
-            if not _indexes_gathers(ctx, n):
-                return False
-            through = True
-        stack.extend(ctx.children.get(n, []))
-    return through
 
 
 # an inner reduce that an outer one folds this many of its outputs into each of its own is stored (from
