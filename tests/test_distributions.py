@@ -553,3 +553,27 @@ def test_binomial_draws_take_uniforms_independent_of_total_count(monkeypatch):
         assert abs(draws.mean() / count - 0.5) < 0.5 / math.sqrt(count)
         totals.append(sum(requested))
     assert totals[0] == totals[1] == totals[2], totals
+
+
+def test_constraint_reprs_name_their_bounds_as_torchs():
+    tc = td.constraints
+    pairs = [
+        (constraints.integer_interval(0, 2), tc.integer_interval(0, 2)),
+        (constraints.interval(0.0, 1.0), tc.interval(0.0, 1.0)),
+        (constraints.half_open_interval(-1.0, 1.0), tc.half_open_interval(-1.0, 1.0)),
+        (constraints.greater_than(0.5), tc.greater_than(0.5)),
+        (constraints.greater_than_eq(1), tc.greater_than_eq(1)),
+        (constraints.less_than(3.0), tc.less_than(3.0)),
+        (constraints.positive, tc.positive),
+        (constraints.nonnegative_integer, tc.nonnegative_integer),
+        (constraints.positive_integer, tc.positive_integer),
+        (constraints.unit_interval, tc.unit_interval),
+        (constraints.real, tc.real),
+        (constraints.simplex, tc.simplex),
+        (constraints.independent(constraints.real, 1), tc.independent(tc.real, 1)),
+    ]
+    for ours, theirs in pairs:
+        assert repr(ours) == repr(theirs)
+    # an out-of-support value's error says which bounds it broke (it printed `IntegerInterval()`)
+    with pytest.raises(ValueError, match=r"IntegerInterval\(lower_bound=0, upper_bound=2\)"):
+        ud.Categorical(logits=Tensor.zeros(3)).log_prob(Tensor(5))

@@ -340,3 +340,37 @@ def test_unchecked_out_of_range_setitem_is_dropped_when_scattered_by_sorting(mon
         a = Tensor(np.arange(6, dtype=np.float32)).contiguous().realize()
         a[Tensor([3, 0, 9, -7, 3]) * 1] = Tensor([-1.0, -4.0, -2.0, -3.0, -5.0])
         assert a.tolist() == [-4.0, 1.0, 2.0, -5.0, 4.0, 5.0]
+
+
+def test_setitem_of_a_row_or_a_run_of_rows_builds_its_view_directly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a replay buffer's slot written every step (`buf[i] = obs`): the view is built as getitem's fast path builds it,
+    # not through the general index parser (a fifth of the write's time); other indices still take the general path
+    ref = X.copy()
+    t = Tensor(X).contiguous().realize()
+    general = Tensor._basic_view
+
+    def refused(self: Tensor, items: list) -> object:
+        if len(items) == 1 and isinstance(items[0], (int, slice)) and items[0] not in (slice(None),):
+            raise AssertionError(f"index {items} took the general path")
+        return general(self, items)
+
+    monkeypatch.setattr(Tensor, "_basic_view", refused)
+    for index, value in [(1, 7.0), (-1, np.arange(30, dtype=np.float32).reshape(5, 6)), (slice(0, 1), -2.0)]:
+        t[index] = value if isinstance(value, float) else Tensor(value)
+        ref[index] = value
+        np.testing.assert_array_equal(t.numpy(), ref)
+    row = t[0]
+    row[2] = Tensor(np.full(6, 3.0, np.float32))
+    ref[0, 2] = 3.0
+    t[1, 4] = Tensor(np.full(6, 5.0, np.float32))
+    ref[1, 4] = 5.0
+    np.testing.assert_array_equal(t.numpy(), ref)
+    monkeypatch.setattr(Tensor, "_basic_view", general)
+    with pytest.raises(IndexError, match="out of bounds"):
+        t[2] = 1.0
+    t[:, 1] = 9.0
+    ref[:, 1] = 9.0
+    np.testing.assert_array_equal(t.numpy(), ref)
+    ints = Tensor.zeros(6, dtype=dtypes.int64).contiguous().realize()
+    ints[3] = 2
+    assert ints.tolist() == [0, 0, 0, 2, 0, 0]

@@ -1,6 +1,8 @@
 """nn.Module, Parameter and the containers against torch.nn's: names and order of parameters, buffers and modules,
 state dicts both ways, training mode, hooks, moving and casting, and a training loop step for step."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -623,3 +625,130 @@ def test_batchnorm_state_dict_without_num_batches_tracked_loads_as_torchs(tmp_pa
     assert model.load_state_dict(torch_load(tmp_path / "bn.pt"), strict=False).missing_keys == ["1.num_batches_tracked"]
     # (a plain dict has no versions: filled in)
     assert model.load_state_dict(dict(versioned)).missing_keys == []
+
+
+# every layer in uopkit.nn, with arguments where its constructor needs some (a new layer with required arguments
+# fails test_every_layer_works_as_a_submodule until it is added here)
+_LAYER_ARGS = {
+    "Threshold": (0.1, 0.0),
+    "BatchNorm": (3,),
+    "BatchNorm1d": (3,),
+    "BatchNorm2d": (3,),
+    "BatchNorm3d": (3,),
+    "ChannelShuffle": (2,),
+    "LayerNorm2d": (3,),
+    "LocalResponseNorm": (2,),
+    "CrossMapLRN2d": (2,),
+    "PixelShuffle": (2,),
+    "PixelUnshuffle": (2,),
+    "Unflatten": (1, (2, 2)),
+    "AdaptiveLogSoftmaxWithLoss": (8, 10, [4]),
+    "Embedding": (5, 3),
+    "EmbeddingBag": (5, 3),
+    "GRUCell": (4, 8),
+    "LSTMCell": (4, 8),
+    "RNNCell": (4, 8),
+    "GRU": (4, 8),
+    "LSTM": (4, 8),
+    "RNN": (4, 8),
+    "GroupNorm": (2, 4),
+    "LayerNorm": (4,),
+    "RMSNorm": (4,),
+    "Linear": (4, 8),
+    "Bilinear": (2, 3, 4),
+    "MultiheadAttention": (8, 2),
+    "TransformerEncoderLayer": (8, 2, 16),
+    "TransformerDecoderLayer": (8, 2, 16),
+    "Fold": ((4, 4), 2),
+    "Unfold": (2,),
+    "Upsample": (4,),
+    "UpsamplingBilinear2d": (4,),
+    "UpsamplingNearest2d": (4,),
+    **{f"{kind}{d}d": (2, 3, 3) for kind in ("Conv", "ConvTranspose") for d in (1, 2, 3)},
+    **{f"InstanceNorm{d}": (3,) for d in ("", "1d", "2d", "3d")},
+    **{f"{kind}{d}d": (2,) for kind in ("AdaptiveAvgPool", "AdaptiveMaxPool") for d in (1, 2, 3)},
+    **{f"{kind}{d}d": (2,) for kind in ("AvgPool", "MaxPool", "MaxUnpool") for d in (1, 2, 3)},
+    **{
+        f"{kind}{d}d": (1,) for kind in ("CircularPad", "ReflectionPad", "ReplicationPad", "ZeroPad") for d in (1, 2, 3)
+    },
+    **{f"ConstantPad{d}d": (1, 0.5) for d in (1, 2, 3)},
+    **{f"LPPool{d}d": (2, 2) for d in (1, 2, 3)},
+}
+
+
+def _layer(name):
+    cls = getattr(nn, name)
+    if name == "Transformer":
+        return cls(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16)
+    if name in ("TransformerEncoder", "TransformerDecoder"):
+        return cls(getattr(nn, name + "Layer")(8, 2, 16), 2)
+    if name == "NLLLoss2d":
+        # (a deprecated alias of NLLLoss, which warns when made)
+        return nn.NLLLoss()
+    return cls(*_LAYER_ARGS.get(name, ()))
+
+
+def _module_classes():
+    def below(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from below(sub)
+
+    return sorted({c for c in below(nn.Module) if c.__module__.startswith("uopkit.")}, key=lambda c: c.__qualname__)
+
+
+_PUBLIC_LAYERS = sorted(
+    n for n in nn.__all__ if isinstance(getattr(nn, n), type) and issubclass(getattr(nn, n), nn.Module)
+)
+# Module's methods a layer is meant to replace (its forward, its repr, what an old checkpoint lacks)
+_OVERRIDABLE = {"__init__", "__call__", "forward", "extra_repr", "__repr__", "_fill_old_state"}
+
+
+@pytest.mark.parametrize("cls", _module_classes(), ids=lambda c: c.__qualname__)
+def test_no_layer_shadows_a_module_method_with_an_incompatible_one(cls):
+    # Module's own machinery (`_state`, `train`, `modules`, ...) is called on every sub-module: a layer's helper of
+    # the same name broke it (_RecurrentCell._state(x, h, what): a GRUCell couldn't be a sub-module or eval()'d)
+    for name, value in vars(cls).items():
+        base = inspect.getattr_static(nn.Module, name, None)
+        if base is None or name in _OVERRIDABLE or name.startswith("__") and not callable(base):
+            continue
+        assert callable(value) == callable(base), f"{cls.__qualname__}.{name} replaces Module.{name}"
+        if not inspect.isfunction(value) or not inspect.isfunction(base):
+            continue
+        ours, theirs = inspect.signature(value).parameters, inspect.signature(base).parameters
+        required = [
+            p for p in ours.values() if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        ours_sig, theirs_sig = inspect.signature(value), inspect.signature(base)
+        assert len(required) <= len(theirs) and all(p.name in theirs for p in required), (
+            f"{cls.__qualname__}.{name}{ours_sig} can't be called as Module.{name}{theirs_sig}"
+        )
+
+
+@pytest.mark.parametrize("name", _PUBLIC_LAYERS)
+def test_every_layer_works_as_a_submodule(name):
+    layer = _layer(name)
+    own = set(vars(layer)) - {"_module_state"}
+    shadowed = sorted(k for k in own if hasattr(nn.Module, k))
+    assert not shadowed, f"{name}: attributes {shadowed} hide Module's"
+
+    class Owner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+    owner = Owner()
+    assert layer.training is True
+    owner.eval()
+    assert layer.training is False and all(m.training is False for m in layer.modules())
+    owner.train()
+    assert layer.training is True
+    assert layer.eval() is layer and layer.training is False
+    seq = nn.Sequential(_layer(name))
+    seq.train()
+    assert seq[0].training is True
+    sd = owner.state_dict()
+    assert sorted(sd) == sorted("layer." + k for k in layer.state_dict())
+    owner.load_state_dict(sd)
+    assert {id(p) for p in owner.parameters()} == {id(p) for p in layer.parameters()}
+    repr(owner)

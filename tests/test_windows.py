@@ -481,3 +481,57 @@ def test_a_window_of_a_table_view_realized_as_a_result_moves_with_it(name: str) 
         np.testing.assert_allclose(out.numpy(), want[t : t + 3] * 2 + a[t], rtol=1e-6)
         np.testing.assert_array_equal(other.numpy(), a[t : t + 3])
     assert _counts()[0] - hits >= 6
+
+
+def test_a_slice_of_an_elementwise_value_of_a_buffer_reads_a_window() -> None:
+    # the backward of `stack` of per-step values times a computed vector (REINFORCE's `-(stack(log_probs) *
+    # returns).sum()`): step t reads element t of `-returns`, fused as SHRINK(MUL(LOAD, -1)); each step's kernel took
+    # its offset as a constant, one compiled kernel per step of every new episode length
+    x_np = np.arange(1, 21, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    asts = set()
+    for i in (0, 3, 7, 13):
+        scaled = x * -1.5 + 2
+        out = scaled[i : i + 5].exp2().sum() + scaled[i + 1] * x[0]
+        (item,) = _items(out)
+        asts.add(item.ast)
+        assert item.var_vals, "the slices should be windows of x"
+        ref = np.exp2(x_np * -1.5 + 2)[i : i + 5].sum() + (x_np[i + 1] * -1.5 + 2) * x_np[0]
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
+    assert len(asts) == 1
+    # a value that depends on the position (not a broadcast) keeps its constants
+    (item,) = _items((x + Tensor.arange(20).float())[4:9] + 1)
+    assert item.var_vals == ()
+    np.testing.assert_array_equal(((x + Tensor.arange(20).float())[4:9] + 1).numpy(), x_np[4:9] + np.arange(4, 9) + 1)
+
+
+def test_stacked_per_step_values_backward_compiles_no_kernel_per_step() -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    w_np = rng.standard_normal((4, 3)).astype(np.float32)
+    w = Tensor(w_np, requires_grad=True)
+
+    def episode(n: int) -> tuple[np.ndarray, np.ndarray, int]:
+        obs = rng.standard_normal((n, 4)).astype(np.float32)
+        acts = rng.integers(0, 3, n)
+        ret_np = rng.standard_normal(n).astype(np.float32)
+        w.grad = None
+        before = _compiled()
+        logps = [(Tensor(obs[t]) @ w).log_softmax(-1)[int(acts[t])] for t in range(n)]
+        ret = Tensor(ret_np)
+        loss = -(Tensor.stack(logps) * ((ret - ret.mean()) / (ret.std() + 1e-9))).sum()
+        loss.backward()
+        got = w.grad.numpy()
+        compiled = _compiled() - before
+        tw = torch.tensor(w_np, requires_grad=True)
+        tl = [torch.log_softmax(torch.tensor(obs[t]) @ tw, -1)[int(acts[t])] for t in range(n)]
+        tr = torch.tensor(ret_np)
+        (-(torch.stack(tl) * ((tr - tr.mean()) / (tr.std() + 1e-9))).sum()).backward()
+        np.testing.assert_allclose(got, tw.grad.numpy(), rtol=1e-4, atol=1e-5)
+        return got, tw.grad.numpy(), compiled
+
+    episode(6)
+    episode(7)
+    # a new length compiles what depends on the length (the returns' statistics, the sum over steps), not a
+    # kernel for each step's slice of the returns: the same count for 9 and for 17 steps
+    assert episode(9)[2] == episode(17)[2]

@@ -43,12 +43,15 @@ class Constraint:
 
     is_discrete = False
     event_dim = 0
+    # the attributes the repr shows, as torch's (an out-of-support error names the bounds it broke)
+    _shown: tuple[str, ...] = ()
 
     def check(self, value: Tensor) -> Tensor:
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__[1:]}()"
+        shown = ", ".join(f"{name}={getattr(self, name)}" for name in self._shown)
+        return f"{type(self).__name__[1:]}({shown})"
 
 
 class _Dependent(Constraint):
@@ -75,6 +78,7 @@ class _Boolean(Constraint):
 
 class _IntegerInterval(Constraint):
     is_discrete = True
+    _shown = ("lower_bound", "upper_bound")
 
     def __init__(self, lower_bound: float, upper_bound: float | Tensor):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
@@ -85,6 +89,7 @@ class _IntegerInterval(Constraint):
 
 class _IntegerGreaterThan(Constraint):
     is_discrete = True
+    _shown = ("lower_bound",)
 
     def __init__(self, lower_bound: float):
         self.lower_bound = lower_bound
@@ -94,6 +99,8 @@ class _IntegerGreaterThan(Constraint):
 
 
 class _GreaterThan(Constraint):
+    _shown = ("lower_bound",)
+
     def __init__(self, lower_bound: float | Tensor):
         self.lower_bound = lower_bound
 
@@ -107,6 +114,8 @@ class _GreaterThanEq(_GreaterThan):
 
 
 class _LessThan(Constraint):
+    _shown = ("upper_bound",)
+
     def __init__(self, upper_bound: float | Tensor):
         self.upper_bound = upper_bound
 
@@ -115,6 +124,8 @@ class _LessThan(Constraint):
 
 
 class _Interval(Constraint):
+    _shown = ("lower_bound", "upper_bound")
+
     def __init__(self, lower_bound: float | Tensor, upper_bound: float | Tensor):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
 
@@ -137,6 +148,9 @@ class _Independent(Constraint):
     def base_constraint(self) -> Constraint:
         # torch's name for the wrapped constraint (the registries in constraint_registry read it)
         return self.base
+
+    def __repr__(self) -> str:
+        return f"IndependentConstraint({self.base!r}, {self.reinterpreted_batch_ndims})"
 
     def check(self, value: Tensor) -> Tensor:
         ok = self.base.check(value)

@@ -813,7 +813,8 @@ class _RecurrentCell(Module):
     def _check_dtype(self, x: Tensor, what: str) -> None:
         _check_weight_dtype(self, self.weight_ih, x, what)
 
-    def _state(self, x: Tensor, h: Tensor | None, what: str) -> Tensor:
+    # (not `_state`: that is Module's bookkeeping, which every owner and train()/eval() call)
+    def _checked_state(self, x: Tensor, h: Tensor | None, what: str) -> Tensor:
         """`h` checked as a state for input `x` (torch's names: hidden0 is h, hidden1 LSTMCell's c); zeros if None."""
         if h is None:
             return Tensor.zeros(*x.shape[:-1], self.hidden_size, device=x.device, dtype=x.dtype)
@@ -854,7 +855,7 @@ class RNNCell(_RecurrentCell):
 
     def __call__(self, x: Tensor, h: Tensor | None = None) -> Tensor:
         self._check(x)
-        gi, gh = self._projections(x, self._state(x, h, "hidden0"))
+        gi, gh = self._projections(x, self._checked_state(x, h, "hidden0"))
         return (gi + gh).tanh() if self.nonlinearity == "tanh" else (gi + gh).relu()
 
 
@@ -872,7 +873,7 @@ class LSTMCell(_RecurrentCell):
         if state is not None and (not isinstance(state, tuple | list) or len(state) != 2):
             raise TypeError("LSTMCell: the state must be a tuple (h, c)")
         h, c = (None, None) if state is None else state
-        h, c = self._state(x, h, "hidden0"), self._state(x, c, "hidden1")
+        h, c = self._checked_state(x, h, "hidden0"), self._checked_state(x, c, "hidden1")
         gi, gh = self._projections(x, h)
         i, f, g, o = (gi + gh).chunk(4, -1)
         c = f.sigmoid() * c + i.sigmoid() * g.tanh()
@@ -890,7 +891,7 @@ class GRUCell(_RecurrentCell):
 
     def __call__(self, x: Tensor, h: Tensor | None = None) -> Tensor:
         self._check(x)
-        h = self._state(x, h, "hidden0")
+        h = self._checked_state(x, h, "hidden0")
         gi, gh = self._projections(x, h)
         ir, iz, inn = gi.chunk(3, -1)
         hr, hz, hn = gh.chunk(3, -1)

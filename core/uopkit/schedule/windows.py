@@ -30,7 +30,7 @@ import re
 
 from uopkit.dtype import dtypes
 from uopkit.helpers import shrink_span
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp
 
 INT32_MAX = 2**31 - 1
 # a window's start is known to be a multiple of gcd(start, ALIGN) elements: enough for any vector access (64 lanes)
@@ -95,6 +95,28 @@ def _over_buffer(u: UOp) -> bool:
     return u.op is Ops.DEFINE_GLOBAL or (u.op is Ops.LOAD and len(u.src) == 1 and u.src[0].op is Ops.DEFINE_GLOBAL)
 
 
+def _shrunk(u: UOp, bounds: tuple[tuple[int, int], ...]) -> UOp | None:
+    """SHRINK by `bounds` of `u`, an elementwise expression of whole buffers and of broadcast values, as that expression
+    of the buffers' SHRINKs (the broadcasts only take the smaller shape); None where `u` computes from anything else."""
+    if _over_buffer(u):
+        return UOp(Ops.SHRINK, u.dtype, (u,), bounds)
+    if u.op is Ops.EXPAND:
+        # (a broadcast along every axis that is cut: the same value, in the smaller shape)
+        inner, shape = u.src[0].shape, u.shape
+        if inner is None or shape is None or len(inner) != len(shape):
+            return None
+        if any(n != 1 and b != (0, size) for n, size, b in zip(inner, shape, bounds, strict=True)):
+            return None
+        return UOp(Ops.EXPAND, u.dtype, (u.src[0],), tuple(e - b for b, e in bounds))
+    # (a BITCAST may change the element size, and with it the shape)
+    if u.op not in GroupOp.Elementwise or u.op is Ops.BITCAST or any(s.shape != u.shape for s in u.src):
+        return None
+    srcs = [_shrunk(s, bounds) for s in u.src]
+    if any(s is None for s in srcs):
+        return None
+    return u.replace(src=srcs)
+
+
 def _windows_of(base: UOp, users: dict[UOp, list[UOp]], skip: Ops | None = None) -> dict[UOp, tuple[int, int]] | None:
     """Each view through which `base` (a whole buffer, flat) is read or written, mapped to the window it takes,
     (start, span): SHRINKs of the buffer or of a RESHAPE of it (users of op `skip` aside). None when any use is
@@ -148,6 +170,26 @@ def window_inputs(
     if ast.op is not Ops.SINK:
         return ast, {}
     topo = list(ast.toposort())
+    # a slice of a value computed elementwise from a buffer (the backward of `stack` of a REINFORCE episode's per-step
+    # log-probs: step t reads element t of `-returns`, fused as SHRINK(MUL(LOAD, -1))) reads a window of that buffer:
+    # the slice moves down onto its load, so that the start is a launch value, not one kernel per step
+    pushed = {
+        u: moved
+        for u in topo
+        if u.op is Ops.SHRINK and u.src[0].op in GroupOp.Elementwise and (moved := _shrunk(u.src[0], u.arg)) is not None
+    }
+    if pushed:
+        new, values = _window_inputs(ast.substitute(pushed, name="slices onto loads"), vector_align, existing)
+        if values:
+            return new, values
+    return _window_inputs(ast, vector_align, existing, topo)
+
+
+def _window_inputs(
+    ast: UOp, vector_align: int, existing: frozenset[int], topo: list[UOp] | None = None
+) -> tuple[UOp, dict[UOp, int]]:
+    if topo is None:
+        topo = list(ast.toposort())
     # (most kernels take no window: one look at each SHRINK tells, before any map of users is built)
     if not any(u.op is Ops.SHRINK and _over_buffer(u.src[0]) for u in topo):
         return ast, {}

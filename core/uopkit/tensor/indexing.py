@@ -506,16 +506,10 @@ class IndexingMixin:
             segments.pick_gradient_by_sorting(out, x, [idx], bshape, rest_shape, (n,))
         return out
 
-    def __getitem__(self, index: Any) -> Tensor:
-        """numpy/PyTorch indexing: ints, slices (any step), None, ..., int/bool tensors or lists.
-
-        >>> Tensor.arange(10)[1:8:3].tolist()
-        [1, 4, 7]
-        >>> Tensor([[1, 2], [3, 4]])[[1, 0], 1].tolist()
-        [4, 2]
-        """
-        # a row `x[i]` or a run of rows `x[a:b]` (a dataset's samples, one at a time): the view built straight away,
-        # the same nodes as the general path's, in a fraction of its time
+    def _plain_view(self, index: Any) -> Tensor | None:
+        # a row `x[i]`, a run of rows `x[a:b]` (a dataset's samples read one at a time, a replay buffer's slot
+        # written) or an element `x[i, j]`: the view built straight away, the same nodes as `_basic_view`'s, in a
+        # fraction of its time; None for any other index
         kind = type(index)
         if (kind is int or kind is slice) and (shape := self.uop.shape):
             n = shape[0]
@@ -538,6 +532,19 @@ class IndexingMixin:
                 bounds = (*picked, *((0, s) for s in shape[k:]))
                 part = UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)
                 return _mark_view(Tensor(UOp(Ops.RESHAPE, self.dtype, (part,), shape[k:])), self)
+        return None
+
+    def __getitem__(self, index: Any) -> Tensor:
+        """numpy/PyTorch indexing: ints, slices (any step), None, ..., int/bool tensors or lists.
+
+        >>> Tensor.arange(10)[1:8:3].tolist()
+        [1, 4, 7]
+        >>> Tensor([[1, 2], [3, 4]])[[1, 0], 1].tolist()
+        [4, 2]
+        """
+        view = self._plain_view(index)
+        if view is not None:
+            return view
         return self._indexed(index, "getitem")
 
     def _indexed(self, index: Any, op: str) -> Tensor:
@@ -574,8 +581,11 @@ class IndexingMixin:
             _move_to_own_storage(self)
         # the graph that computed the old contents (a backward() follows it from the buffer), as the value's graph
         history = _gradient_history(self.uop)
-        items = self._parse_index(index)
-        view, tensors, padded = self._basic_view(items)
+        plain = self._plain_view(index)
+        if plain is not None:
+            view, tensors, padded = plain, [], False
+        else:
+            view, tensors, padded = self._basic_view(self._parse_index(index))
         if not tensors and not padded and isinstance(value, Tensor) and value.uop is view.uop:
             # the view itself (`t[1:] += x`: the in-place op wrote into it already, then Python sets it again)
             return
