@@ -230,8 +230,20 @@ def test_eigh_special_matrices_gradient_and_errors():
     xw, xv = x.eigh()
     (xw.square().sum() + (xv**2 * Tensor.arange(4.0).cast(xv.dtype)).sum()).backward()
     np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-7, atol=1e-9)
-    with pytest.raises(ArgumentError, match="eigh: the input has values that aren't finite"):
-        Tensor([[1.0, float("nan")], [float("nan"), 1.0]]).eigh()
+    # a matrix with a NaN or inf (in the triangle read) gets NaN eigenvalues and vectors, as torch's; the others of
+    # the batch theirs
+    nan, inf = float("nan"), float("inf")
+    batch = np.array(
+        [[[1.0, nan], [nan, 1.0]], [[2.0, 1.0], [1.0, 3.0]], [[1.0, inf], [inf, 1.0]], [[1.0, nan], [0, 2]]]
+    )
+    w, v = Tensor(batch).eigh()
+    tw, tv = torch.linalg.eigh(torch.from_numpy(batch))
+    np.testing.assert_allclose(w.numpy(), tw.numpy(), rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(np.abs(v.numpy()), np.abs(tv.numpy()), rtol=1e-12, equal_nan=True)
+    np.testing.assert_array_equal(
+        np.isnan(Tensor(batch).eigvalsh("U").numpy()),
+        torch.linalg.eigvalsh(torch.from_numpy(batch), "U").isnan().numpy(),
+    )
     with pytest.raises(UnknownModeError, match="UPLO must be 'L' or 'U'"):
         Tensor.eye(2).eigh("X")
     with pytest.raises(ShapeError, match="eigh: needs square matrices"):

@@ -112,6 +112,33 @@ def test_solve_triangular_and_cholesky_inverse():
     )
 
 
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular_zero_and_nonfinite_pivots_give_torchs_inf_and_nan(upper, left, unit):
+    # substitution's IEEE results: a zero pivot gives inf (or 0/0 NaN) from its row on, the rows before it stay
+    # finite, an inf in B reaches only the rows after it; an inverted diagonal block made NaN of all of them
+    rng = np.random.default_rng(5)
+    for n in (2, 3, 6, 9):
+        a = rng.integers(-3, 4, (3, n, n)).astype(np.float64)
+        a[rng.random((3, n, n)) < 0.25] = 0.0
+        b = rng.integers(-3, 4, (3, n, 2) if left else (3, 2, n)).astype(np.float64)
+        b[0].flat[1] = np.inf
+        b[1].flat[-1] = -np.inf
+        # what is not read (the other triangle, a unit diagonal) holds NaN
+        rows, cols = np.indices((n, n))
+        a[:, (rows > cols if upper else rows < cols) | ((rows == cols) & unit)] = np.nan
+        kwargs = {"upper": upper, "left": left, "unitriangular": unit}
+        want = torch.linalg.solve_triangular(torch.from_numpy(a), torch.from_numpy(b), **kwargs).numpy()
+        got = Tensor(a).solve_triangular(Tensor(b), **kwargs).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+    rows = ([[0.0, 0.0], [1.0, 1.0]], [[2.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 3.0]])
+    for low, rhs in zip(rows, ([[1.0], [1.0]], [[2.0], [1.0], [5.0]]), strict=True):
+        got = Tensor(low).solve_triangular(Tensor(rhs), upper=False).numpy()
+        want = torch.linalg.solve_triangular(torch.tensor(low), torch.tensor(rhs), upper=False).numpy()
+        np.testing.assert_array_equal(got, want)
+
+
 def test_matrix_exp_matches_torch_and_differentiates():
     for scale in (0.1, 3.0, 40.0):
         a = RNG.standard_normal((2, 3, 3)) * scale
@@ -130,8 +157,11 @@ def test_matrix_exp_matches_torch_and_differentiates():
     half = Tensor(a.astype(np.float16)).matrix_exp()
     want = torch.linalg.matrix_exp(torch.from_numpy(a.astype(np.float16)).float()).numpy()
     assert half.dtype.name == "half" and np.allclose(half.numpy(), want, rtol=2e-3, atol=2e-3)
-    with pytest.raises(ArgumentError, match="matrix_exp: the input has values that aren't finite"):
-        Tensor([[math.inf]]).matrix_exp()
+    # a matrix with a NaN or inf gives NaN, as torch's; the others of the batch their exponentials
+    batch = np.stack([a[:2, :2], [[1.0, math.nan], [0.0, 1.0]], [[math.inf, 0.0], [0.0, 1.0]], a[1:3, 1:3] * 9])
+    want = torch.linalg.matrix_exp(torch.from_numpy(batch)).numpy()
+    np.testing.assert_allclose(Tensor(batch).matrix_exp().numpy(), want, rtol=1e-12, equal_nan=True)
+    np.testing.assert_array_equal(Tensor([[math.inf]]).matrix_exp().numpy(), [[math.nan]])
 
 
 def test_multi_dot_vecdot_vander():

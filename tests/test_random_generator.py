@@ -205,3 +205,79 @@ def test_bernoulli_with_a_tensor_p_writes_in_place_and_is_checked():
         Tensor.zeros(3).bernoulli_(Tensor.ones(2, 3)).realize()
     with pytest.raises(ArgumentError, match=r"p must be in \[0, 1\]"):
         Tensor.zeros(3).bernoulli_(1.5)
+
+
+def _on_float32_grid(u: np.ndarray) -> float:
+    # the share of uniform draws (recovered from a sample) within 1e-3 of a multiple of 2**-24: all of a float32
+    # draw's, about 0.2% of a float64 one's
+    scaled = np.asarray(u, np.float64) * 2**24
+    return float((np.abs(scaled - np.round(scaled)) < 1e-3).mean())
+
+
+def _float32_exact(z: np.ndarray) -> float:
+    # the share of normal draws (recovered from a sample) that a float32 holds to 1e-12: all of a float32 draw's
+    z = np.asarray(z, np.float64)
+    return float((np.abs(z - z.astype(np.float32)) <= 1e-12 * np.abs(z)).mean())
+
+
+F64 = uopkit.dtypes.float64
+# float64 samplers, each with the map from its sample back to the U[0, 1) or N(0, 1) draw it came from
+UNIFORM_F64: dict[str, tuple[Callable[[], Tensor], Callable[[np.ndarray], np.ndarray]]] = {
+    "rand": (lambda: Tensor.rand(4096, dtype=F64), lambda x: x),
+    "rand_like": (lambda: Tensor.zeros(4096, dtype=F64).rand_like(), lambda x: x),
+    "uniform": (lambda: Tensor.uniform(4096, low=2.0, high=4.0, dtype=F64), lambda x: (x - 2) / 2),
+    "uniform_": (lambda: Tensor.zeros(4096, dtype=F64).uniform_(), lambda x: x),
+    "exponential_": (lambda: Tensor.zeros(4096, dtype=F64).exponential_(), lambda x: -np.expm1(-x)),
+    "cauchy_": (lambda: Tensor.zeros(4096, dtype=F64).cauchy_(), lambda x: np.arctan(x) / np.pi + 0.5),
+    "Uniform.rsample": (
+        lambda: uopkit.distributions.Uniform(Tensor(0.0, dtype=F64), Tensor(1.0, dtype=F64)).rsample((4096,)),
+        lambda x: x,
+    ),
+    "Exponential.rsample": (
+        lambda: uopkit.distributions.Exponential(Tensor(1.0, dtype=F64)).rsample((4096,)),
+        lambda x: -np.expm1(-x),
+    ),
+}
+NORMAL_F64: dict[str, tuple[Callable[[], Tensor], Callable[[np.ndarray], np.ndarray]]] = {
+    "randn": (lambda: Tensor.randn(4096, dtype=F64), lambda x: x),
+    "randn_like": (lambda: Tensor.zeros(4096, dtype=F64).randn_like(), lambda x: x),
+    "normal_": (lambda: Tensor.zeros(4096, dtype=F64).normal_(), lambda x: x),
+    "log_normal_": (lambda: Tensor.zeros(4096, dtype=F64).log_normal_(0.0, 1.0), np.log),
+    "Normal.rsample": (
+        lambda: uopkit.distributions.Normal(Tensor(0.0, dtype=F64), Tensor(1.0, dtype=F64)).rsample((4096,)),
+        lambda x: x,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNIFORM_F64))
+def test_float64_uniform_draws_have_float64_resolution_as_torch(name):
+    # a float32 draw cast up is a multiple of 2**-24: the tails of -log(u) stop at 16.6
+    sample, to_uniform = UNIFORM_F64[name]
+    Tensor.manual_seed(3)
+    x = sample()
+    assert x.dtype == F64
+    assert _on_float32_grid(torch.rand(4096, dtype=torch.float64).numpy()) < 0.02
+    assert _on_float32_grid(to_uniform(x.numpy())) < 0.02
+
+
+@pytest.mark.parametrize("name", sorted(NORMAL_F64))
+def test_float64_normal_draws_have_float64_resolution_as_torch(name):
+    sample, to_normal = NORMAL_F64[name]
+    Tensor.manual_seed(3)
+    x = sample()
+    assert x.dtype == F64
+    assert _float32_exact(torch.randn(4096, dtype=torch.float64).numpy()) < 0.02
+    assert _float32_exact(to_normal(x.numpy())) < 0.02
+
+
+def test_float32_draws_stay_float32_and_seeded_float64_draws_repeat():
+    Tensor.manual_seed(5)
+    u32, z32 = Tensor.rand(4096).numpy(), Tensor.randn(4096).numpy()
+    assert _on_float32_grid(u32) == 1.0 and u32.dtype == np.float32 and z32.dtype == np.float32
+    Tensor.manual_seed(5)
+    first = Tensor.rand(100, dtype=F64).numpy(), Tensor.randn(100, dtype=F64).numpy()
+    Tensor.manual_seed(5)
+    again = Tensor.rand(100, dtype=F64).numpy(), Tensor.randn(100, dtype=F64).numpy()
+    np.testing.assert_array_equal(first[0], again[0])
+    np.testing.assert_array_equal(first[1], again[1])

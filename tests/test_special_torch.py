@@ -152,6 +152,29 @@ def test_multigammaln_is_mvlgamma() -> None:
     np.testing.assert_allclose(ours, S.multigammaln(torch.tensor(data), 3).numpy(), rtol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_zeta_large_x_and_edges_are_torchs_limits(dtype) -> None:
+    # x up to 6e4: the Euler-Maclaurin tail's x (x+1) ... overflowed where w^-x underflowed (0 * inf, NaN from
+    # x ~ 400 in float32); torch gives the limit, q^-x's (1 at q = 1, 0 above, inf below). Half floats are torch's
+    # float32 result rounded (torch has no half zeta)
+    xs = np.concatenate([np.linspace(1.01, 60, 25), [80, 100, 200, 300, 400, 500, 1000, 1e4, 6e4, 1.0, 0.5, np.nan]])
+    qs = np.array([1e-3, 0.1, 0.5, 0.9, 1.0, 1.5, 2.0, 3.0, 10.0, 1e3, np.inf, 0.0, -1.0, -3.0, np.nan])
+    xg, qg = np.meshgrid(xs, qs)
+    wide = torch.float32 if dtype in ("float16", "bfloat16") else getattr(torch, dtype)
+    tx, tq = torch.tensor(xg).to(getattr(torch, dtype)), torch.tensor(qg).to(getattr(torch, dtype))
+    ref = S.zeta(tx.to(wide), tq.to(wide)).to(getattr(torch, dtype)).double().numpy()
+    ours = Tensor(tx.double().numpy()).cast(dtype).zeta(Tensor(tq.double().numpy()).cast(dtype))
+    assert ours.dtype == getattr(dtypes, dtype)
+    rtol = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}[dtype]
+    # (float32's subnormal results, below 1e-37, keep only a few digits in torch's and ours)
+    _check(ours.cast(dtypes.float64).numpy(), ref, rtol, 1e-37)
+    assert np.isfinite(ref[(xg >= 400) & (qg == 1.0)]).all()
+    if dtype in ("float64", "float32"):
+        # past x ~ 1e15 and at x = inf torch's own tail overflows to NaN for q > 1; ours stays at the limit
+        big = Tensor([1e20, 1e30, np.inf] * 3, dtype=dtype).zeta(Tensor([0.5] * 3 + [1.0] * 3 + [2.0] * 3, dtype=dtype))
+        assert big.tolist() == [math.inf] * 3 + [1.0] * 3 + [0.0] * 3
+
+
 def test_zeta_values_edges_and_gradient() -> None:
     xs = np.array([1.0001, 1.5, 2.0, 3.0, 4.5, 10.0, 30.0, 60.0])
     qs = np.array([1e-3, 0.5, 1.0, 2.5, 10.0, 1e4, 1e9])

@@ -17,7 +17,8 @@ __all__ = ["Device", "dtypes", "finfo", "iinfo", "Context", "GlobalCounters", "g
 
 # Tensor is re-exported once uopkit.tensor exists; any other import error inside it must still surface
 try:
-    from uopkit import amp, autograd  # noqa: F401  (torch.amp's and torch.autograd's names)
+    # torch.amp's, torch.autograd's, torch.linalg's and torch.special's names
+    from uopkit import amp, autograd, linalg, special  # noqa: F401
     from uopkit.amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled  # noqa: F401
     from uopkit.jit import TinyJit  # noqa: F401
     from uopkit.tensor import (  # noqa: F401
@@ -50,6 +51,8 @@ try:
         "Generator",
         "autograd",
         "amp",
+        "linalg",
+        "special",
         "autocast",
         "is_autocast_enabled",
         "is_autocast_available",

@@ -64,6 +64,12 @@ def _random_tensor(
     return t
 
 
+def _draw_numpy_dtype(dtype: DType) -> type[np.floating]:
+    # float64 draws for float64 (53 random bits, as torch's: a float32 draw cast up is a multiple of 2**-24 and cuts
+    # randn's tails near 5.4), float32 for every other dtype (so their seeded streams stay as they were)
+    return np.float64 if dtype == dtypes.float64 else np.float32
+
+
 def _triangle_indices(
     numpy_indices: Callable[..., tuple[np.ndarray, np.ndarray]],
     row: int,
@@ -404,7 +410,8 @@ class CreationMixin:
             steps = 2 ** (11 if dtype == dtypes.float16 else 8)
             draw = lambda rng: (rng.integers(0, steps, size) / steps).astype(np.float32)  # noqa: E731
             return _random_tensor(draw, generator, **kwargs).cast(dtype)
-        return _random_tensor(lambda rng: rng.random(size, dtype=np.float32), generator, **kwargs).cast(dtype)
+        drawn = _draw_numpy_dtype(dtype)
+        return _random_tensor(lambda rng: rng.random(size, dtype=drawn), generator, **kwargs).cast(dtype)
 
     @staticmethod
     @_creates_leaf
@@ -415,7 +422,8 @@ class CreationMixin:
         (4,)
         """
         dtype, size = to_dtype(_dtype_arg(kwargs, dtypes.default_float)), _shape_args(shape)
-        draw = lambda rng: rng.standard_normal(size, dtype=np.float32)  # noqa: E731
+        drawn = _draw_numpy_dtype(dtype)
+        draw = lambda rng: rng.standard_normal(size, dtype=drawn)  # noqa: E731
         return _random_tensor(draw, generator, **kwargs).cast(dtype)
 
     @_creates_leaf
@@ -463,7 +471,9 @@ class CreationMixin:
             # give 0 twice the share of the others when low < 0)
             steps = (Tensor.rand(*shape, generator=generator, **kwargs) * (high - low)).cast(dtype)
             return steps.minimum(math.ceil(high - low) - 1) + int(low)
-        return (Tensor.rand(*shape, generator=generator, **kwargs) * (high - low) + low).cast(dtype)
+        # (drawn in float64 for float64, see _draw_numpy_dtype)
+        drawn = dtypes.float64 if dtype == dtypes.float64 else None
+        return (Tensor.rand(*shape, generator=generator, dtype=drawn, **kwargs) * (high - low) + low).cast(dtype)
 
     @staticmethod
     @_creates_leaf
@@ -476,7 +486,8 @@ class CreationMixin:
         [1.0, 1.0, 1.0]
         """
         dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
-        return (Tensor.randn(*shape, generator=generator, **kwargs) * std + mean).cast(dtype)
+        drawn = dtypes.float64 if dtype == dtypes.float64 else None
+        return (Tensor.randn(*shape, generator=generator, dtype=drawn, **kwargs) * std + mean).cast(dtype)
 
     @staticmethod
     @_creates_leaf

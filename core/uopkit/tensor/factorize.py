@@ -722,7 +722,12 @@ class FactorizeMixin:
         if s.numel() == 0:
             # no matrices, or 0 x 0 ones
             return Eigh(Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s)
-        return Eigh(*jacobi_eigh(s))
+        # a matrix with a NaN or inf gets NaN eigenvalues and vectors, as torch's: the rotations see the identity in
+        # its place (converged at once; a NaN they saw would never converge)
+        finite = s.isfinite().all((-2, -1), keepdim=True)
+        eye = Tensor.eye(s.shape[-1], dtype=s.dtype, device=s.device)
+        values, vectors = jacobi_eigh(finite.where(s, eye))
+        return Eigh(finite.squeeze(-1).where(values, math.nan), finite.where(vectors, math.nan))
 
     @autocast_op(FLOAT32)
     def eigvalsh(self: Tensor, UPLO: str = "L") -> Tensor:  # type: ignore[misc]  # noqa: N803

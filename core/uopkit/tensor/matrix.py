@@ -216,9 +216,14 @@ class MatrixMixin:
         n = a.shape[-1]
         if a.numel() == 0:
             return a
+        # a matrix with a NaN or inf gives NaN, as torch's: the others' norm chooses the squarings, it is 0 meanwhile
+        finite = a.isfinite().all((-2, -1), keepdim=True)
+        a = finite.where(a, 0.0)
         norm = a.abs().sum(-2).max().item()  # the largest 1-norm of the batch's matrices
-        if norm != norm or norm == math.inf:
-            raise ArgumentError(f"matrix_exp: the input has values that aren't finite (nan or inf), shape {a.shape}")
+        if norm == math.inf:
+            raise ArgumentError(
+                f"matrix_exp: a matrix's 1-norm overflows {a.dtype} (its entries are finite), shape {a.shape}"
+            )
         squarings = max(0, math.ceil(math.log2(norm))) if norm > 1 else 0
         x = a / 2.0**squarings
         eye = Tensor.eye(n, dtype=a.dtype, device=a.device)
@@ -228,7 +233,7 @@ class MatrixMixin:
             out = eye + (x @ out) / k
         for _ in range(squarings):
             out = out @ out
-        return out
+        return finite.where(out, math.nan)
 
     @staticmethod
     def multi_dot(tensors: Sequence[Tensor]) -> Tensor:

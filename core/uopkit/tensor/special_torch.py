@@ -175,16 +175,20 @@ def _hurwitz_zeta(x: Tensor, q: Tensor) -> Tensor:
     w = qs + _ZETA_SHIFT
     w_x = w.pow(-xs)
     total = total + w_x * w / (xs - 1) + 0.5 * w_x
+    # where w^-x underflows the tail is 0: its factors then take x = 2, as x's own (float32's from x ~ 400, float64's
+    # from 1e15) overflow, and 0 * inf made the sum NaN
+    xt = (w_x > 0).where(xs, 2.0)
     # the Euler-Maclaurin terms, each from the last: factor x (x+1) ... / w^(2j-1)
     inv_w2 = (w * w).reciprocal()
-    factor = xs / w
+    factor = xt / w
     for j in range(1, _ZETA_EM_TERMS + 1):
         b = float(_BERNOULLI[j - 1] / math.factorial(2 * j))
         total = total + w_x * factor * b
-        factor = factor * (xs + 2 * j - 1) * (xs + 2 * j) * inv_w2
-    pole = (x == 1) | ((q <= 0) & (q == q.floor()))
-    # (q = +inf: inf * 0 in the tail, NaN, as torch)
-    return pole.where(math.inf, ok.where(total, math.nan))
+        factor = factor * (xt + 2 * j - 1) * (xt + 2 * j) * inv_w2
+    # (x < 1 is NaN before a pole at q, as torch's; a NaN x isn't)
+    pole = (x == 1) | (x < 1).where(False, (q <= 0) & (q == q.floor()))
+    # (q = +inf: inf * 0 in torch's tail, NaN)
+    return pole.where(math.inf, (ok & (q < math.inf)).where(total, math.nan))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Blocked triangular solves and the blocked Cholesky factorization: the work in matmuls over blocks of BLOCK rows,
 so the kernels (and the Python that builds them) grow with n / BLOCK instead of n.
 
-A triangular solve inverts all its small diagonal blocks at once (by doubling: a few batched matmul steps), then
-substitutes a block at a time, halving recursively: the top half, the bottom's update by one matmul, the bottom
-half. Cholesky factors a column of BLOCK x BLOCK blocks a column per step (LAPACK's potf2 on the panel, two columns
+A triangular solve substitutes a block at a time, halving recursively: the top half, the bottom's update by one
+matmul, the bottom half; a diagonal block row by row, in one elementwise kernel (no inverse: see _substitute_block).
+Cholesky factors a column of BLOCK x BLOCK blocks a column per step (LAPACK's potf2 on the panel, two columns
 per kernel), then updates the trailing matrix with one matmul (potrf's syrk). A column step can't fuse further: the
 scheduler stores an unrolled elimination's expanded columns every step or two (and unrolled 16 columns compile for
 seconds). Both differentiate by their own rules (torch's formulas, each a pair of triangular solves), not through
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from uopkit.dtype import dtypes
 from uopkit.gradient import set_gradient
+from uopkit.tensor.replay import replay_call
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -24,9 +25,8 @@ if TYPE_CHECKING:
 
 # columns of a block of Cholesky's: a column per step on the block's rows, then one matmul updates the rest
 BLOCK = 16
-# rows of a triangular solve's diagonal blocks: each is inverted (log2 of it doubling steps, all blocks at once), and
-# the inverse's rounding grows with the block's condition number: at 4 the errors stay those of substitution (and of
-# torch's) on a GP's ill-conditioned Cholesky factor (cond 1e6), at 16 they were 4x larger
+# rows of a triangular solve's diagonal blocks, each substituted row by row in one kernel: its Python grows with the
+# square of it and the matmuls between blocks with n over it (at n = 256, 2 and 8 built slower than 4)
 SOLVE_BLOCK = 4
 # columns of a diagonal block's factorization eliminated by one kernel (more: the scheduler stores the expanded
 # columns and pivots anyway, and a longer unrolled kernel compiles slowly)
@@ -55,53 +55,36 @@ def _lower(t: Tensor, strict: bool = False) -> Tensor:
     return ((rows > cols) if strict else (rows >= cols)).where(t, 0)
 
 
-def _diagonal_blocks(t: Tensor, b: int) -> Tensor:
-    """The b x b blocks on the diagonal of matrices `t` (..., nb b, nb b), as (..., nb, b, b): block (j, j) of the
-    (nb, nb) grid of blocks is entry j (nb + 1) of the grid read flat."""
-    batch, k = t.shape[:-2], t.ndim - 2
-    nb = t.shape[-1] // b
-    grid = t.reshape(*batch, nb, b, nb, b).permute(*range(k), k, k + 2, k + 1, k + 3).reshape(*batch, nb * nb, b, b)
-    grid = grid.pad(((0, 0),) * k + ((0, nb), (0, 0), (0, 0))).reshape(*batch, nb, nb + 1, b, b)
-    return grid.shrink((None,) * k + (None, (0, 1), None, None)).reshape(*batch, nb, b, b)
-
-
-def lower_inverses(d: Tensor, unit: bool) -> Tensor:
-    """The inverses of lower triangular matrices `d` (..., b, b), b a power of two (their upper triangles are not
-    read; `unit`: nor their diagonals, taken as ones), by doubling: with M the inverses of the s x s blocks on the
-    diagonal, those of the 2s x 2s blocks are M - M C M, C the s x s blocks just below the diagonal inside them
-    ([[A, 0], [C, B]]^-1 = [[A^-1, 0], [-B^-1 C A^-1, B^-1]])."""
-    b = d.shape[-1]
-    rows, cols = _masks(b, d.device)
-    on = rows == cols
-    inv = on.cast(d.dtype) if unit else on.where(d.reciprocal(), 0)
-    low = _lower(d, strict=True)
-    shift = 0
-    while (1 << shift) < b:
-        # (block row r = block column + 1 with r odd: the lower-left s x s block of a 2s x 2s diagonal block)
-        r, c = rows >> shift, cols >> shift
-        link = ((r == c + 1) & ((r & 1) == 1)).where(low, 0)
-        inv = inv - inv @ (link @ inv)
-        shift += 1
-    return inv
-
-
 def _block_size(n: int) -> int:
     # the smallest power of two >= n, at most SOLVE_BLOCK
     return min(SOLVE_BLOCK, 1 << max(0, (n - 1).bit_length()))
 
 
-def _substitute(t: Tensor, y: Tensor, inv: Tensor, lo: int, hi: int, b: int) -> Tensor:
+def _substitute_block(t: Tensor, y: Tensor, at: int, unit: bool) -> Tensor:
+    """x with d x = y for the diagonal block d of lower triangular `t` at row and column `at`, `y` (..., b, k): forward
+    substitution a row at a time, each row's products subtracted and then divided by its pivot (torch's order, so a
+    zero or non-finite pivot or entry of y gives torch's inf and NaN, and rows above it stay as they are).
+    Elementwise, so one kernel."""
+    b, width = y.shape[-2], (0, y.shape[-1])
+    done: list[Tensor] = []
+    for i in range(b):
+        row = _part(y, (i, i + 1), width)
+        for j, x in enumerate(done):
+            row = row - _part(t, (at + i, at + i + 1), (at + j, at + j + 1)) * x
+        done.append(row if unit else row / _part(t, (at + i, at + i + 1), (at + i, at + i + 1)))
+    return _summed([_placed(x, i, b - i - 1) for i, x in enumerate(done)])
+
+
+def _substitute(t: Tensor, y: Tensor, lo: int, hi: int, b: int, unit: bool) -> Tensor:
     """x with t x = y for the rows of block rows lo..hi of lower triangular `t` (..., nb b, nb b); `y` (..., (hi - lo)
-    b, k) holds those rows, `inv` (..., nb, b, b) the inverses of t's diagonal blocks."""
-    k = inv.ndim - 3
+    b, k) holds those rows."""
     if hi - lo == 1:
-        block = inv.shrink((None,) * k + ((lo, lo + 1), None, None)).reshape(*inv.shape[:k], b, b)
-        return block @ y
+        return _substitute_block(t, y, lo * b, unit)
     mid = (lo + hi) // 2
     top, rows = (mid - lo) * b, (hi - lo) * b
-    x1 = _substitute(t, _part(y, (0, top), (0, y.shape[-1])), inv, lo, mid, b)
+    x1 = _substitute(t, _part(y, (0, top), (0, y.shape[-1])), lo, mid, b, unit)
     rest = _part(y, (top, rows), (0, y.shape[-1])) - _part(t, (mid * b, hi * b), (lo * b, mid * b)) @ x1
-    x2 = _substitute(t, rest, inv, mid, hi, b)
+    x2 = _substitute(t, rest, mid, hi, b, unit)
     return _placed(x1, 0, rows - top) + _placed(x2, top, 0)
 
 
@@ -119,8 +102,8 @@ def _solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
         rows, cols = _masks(size, t.device)
         t = _placed(t, 0, size - n, 0, size - n) + ((rows == cols) & (rows >= n)).cast(t.dtype)
         y = _placed(y, 0, size - n)
-    inv = lower_inverses(_diagonal_blocks(t, b), unit)
-    x = _substitute(t, y, inv, 0, size // b, b)
+    # (recorded once per shape and replayed: its many small nodes built op by op cost more Python than they run)
+    x = replay_call(_substitute, (t, y), 0, size // b, b, unit)
     return _part(x, (0, n), (0, x.shape[-1])) if size != n else x
 
 

@@ -1,0 +1,162 @@
+"""uopkit.linalg (core/uopkit/linalg.py): every name against torch.linalg's function of that name, with torch's
+defaults where they are not the Tensor method's (cross's dim, diagonal's dims, norm's choice of a vector or matrix
+norm), and the module's doctest."""
+
+import doctest
+
+import numpy as np
+import pytest
+
+import uopkit
+from uopkit import Tensor, linalg
+from uopkit.tensor.support import ArgumentError
+
+torch = pytest.importorskip("torch")
+RNG = np.random.default_rng(7)
+A = RNG.standard_normal((2, 4, 4))
+SPD = A @ np.swapaxes(A, -1, -2) + 4 * np.eye(4)
+B = RNG.standard_normal((2, 4, 3))
+V = RNG.standard_normal((2, 3, 3))
+TL = torch.linalg
+
+
+def _close(got, want, tol=1e-9):
+    if isinstance(want, tuple):
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _close(g, w, tol)
+        return
+    got = got.numpy() if isinstance(got, Tensor) else np.asarray(got)
+    want = want.detach().numpy() if hasattr(want, "detach") else np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+
+
+def _t(x):
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+# name -> (uopkit.linalg call, torch.linalg call): results compared as they are (named tuples field by field)
+CASES = {
+    "det": (lambda: linalg.det(Tensor(A)), lambda: TL.det(_t(A))),
+    "slogdet": (lambda: tuple(linalg.slogdet(Tensor(A))), lambda: tuple(TL.slogdet(_t(A)))),
+    "solve": (lambda: linalg.solve(Tensor(A), Tensor(B)), lambda: TL.solve(_t(A), _t(B))),
+    "solve_left_false": (
+        lambda: linalg.solve(Tensor(A), Tensor(np.swapaxes(B, -1, -2)), left=False),
+        lambda: TL.solve(_t(A), _t(np.swapaxes(B, -1, -2)), left=False),
+    ),
+    "solve_ex": (lambda: tuple(linalg.solve_ex(Tensor(A), Tensor(B))), lambda: tuple(TL.solve_ex(_t(A), _t(B)))),
+    "solve_ex_vector": (
+        lambda: tuple(linalg.solve_ex(Tensor(A), Tensor(B[..., 0]))),
+        lambda: tuple(TL.solve_ex(_t(A), _t(B[..., 0]))),
+    ),
+    "solve_ex_left_false": (
+        lambda: tuple(linalg.solve_ex(Tensor(A), Tensor(np.swapaxes(B, -1, -2)), left=False)),
+        lambda: tuple(TL.solve_ex(_t(A), _t(np.swapaxes(B, -1, -2)), left=False)),
+    ),
+    "inv": (lambda: linalg.inv(Tensor(A)), lambda: TL.inv(_t(A))),
+    "inv_ex": (lambda: tuple(linalg.inv_ex(Tensor(A))), lambda: tuple(TL.inv_ex(_t(A)))),
+    "cholesky": (lambda: linalg.cholesky(Tensor(SPD)), lambda: TL.cholesky(_t(SPD))),
+    "cholesky_upper": (lambda: linalg.cholesky(Tensor(SPD), upper=True), lambda: TL.cholesky(_t(SPD), upper=True)),
+    "cholesky_ex": (lambda: tuple(linalg.cholesky_ex(Tensor(SPD))), lambda: tuple(TL.cholesky_ex(_t(SPD)))),
+    "eigvalsh": (lambda: linalg.eigvalsh(Tensor(SPD)), lambda: TL.eigvalsh(_t(SPD))),
+    "eigh_values": (lambda: linalg.eigh(Tensor(SPD)).eigenvalues, lambda: TL.eigh(_t(SPD)).eigenvalues),
+    "svdvals": (lambda: linalg.svdvals(Tensor(A)), lambda: TL.svdvals(_t(A))),
+    "svd_values": (lambda: linalg.svd(Tensor(A)).S, lambda: TL.svd(_t(A)).S),
+    "qr_r_abs": (lambda: linalg.qr(Tensor(A)).R.abs(), lambda: TL.qr(_t(A)).R.abs()),
+    "lu": (lambda: tuple(linalg.lu(Tensor(A))), lambda: tuple(TL.lu(_t(A)))),
+    "lu_factor": (lambda: tuple(linalg.lu_factor(Tensor(A))), lambda: tuple(TL.lu_factor(_t(A)))),
+    "lu_factor_ex": (lambda: tuple(linalg.lu_factor_ex(Tensor(A))), lambda: tuple(TL.lu_factor_ex(_t(A)))),
+    "lu_solve": (
+        lambda: linalg.lu_solve(*linalg.lu_factor(Tensor(A)), Tensor(B)),
+        lambda: TL.lu_solve(*TL.lu_factor(_t(A)), _t(B)),
+    ),
+    "solve_triangular": (
+        lambda: linalg.solve_triangular(Tensor(SPD), Tensor(B), upper=True),
+        lambda: TL.solve_triangular(_t(SPD), _t(B), upper=True),
+    ),
+    "pinv": (lambda: linalg.pinv(Tensor(A[..., :3])), lambda: TL.pinv(_t(A[..., :3]))),
+    "pinv_hermitian": (lambda: linalg.pinv(Tensor(SPD), hermitian=True), lambda: TL.pinv(_t(SPD), hermitian=True)),
+    "lstsq": (lambda: linalg.lstsq(Tensor(A), Tensor(B)).solution, lambda: TL.lstsq(_t(A), _t(B)).solution),
+    "matrix_exp": (lambda: linalg.matrix_exp(Tensor(A) / 4), lambda: TL.matrix_exp(_t(A) / 4)),
+    "matrix_power": (lambda: linalg.matrix_power(Tensor(A), 3), lambda: TL.matrix_power(_t(A), 3)),
+    "matrix_power_neg": (lambda: linalg.matrix_power(Tensor(SPD), -2), lambda: TL.matrix_power(_t(SPD), -2)),
+    "matrix_rank": (lambda: linalg.matrix_rank(Tensor(A[..., :2] @ A[..., :2, :])), None),
+    "cond": (lambda: linalg.cond(Tensor(SPD)), lambda: TL.cond(_t(SPD))),
+    "cond_fro": (lambda: linalg.cond(Tensor(A), "fro"), lambda: TL.cond(_t(A), "fro")),
+    "multi_dot": (
+        lambda: linalg.multi_dot([Tensor(A[0]), Tensor(B[0]), Tensor(V[0])]),
+        lambda: TL.multi_dot([_t(A[0]), _t(B[0]), _t(V[0])]),
+    ),
+    "matmul": (lambda: linalg.matmul(Tensor(A), Tensor(B)), lambda: TL.matmul(_t(A), _t(B))),
+    "vecdot": (lambda: linalg.vecdot(Tensor(A), Tensor(SPD)), lambda: TL.vecdot(_t(A), _t(SPD))),
+    "vecdot_dim": (lambda: linalg.vecdot(Tensor(A), Tensor(SPD), dim=0), lambda: TL.vecdot(_t(A), _t(SPD), dim=0)),
+    # (3, 3) matrices: Tensor.cross would take dim 0 (the first of size 3), torch.linalg's takes the last
+    "cross": (lambda: linalg.cross(Tensor(V[0]), Tensor(V[1])), lambda: TL.cross(_t(V[0]), _t(V[1]))),
+    "cross_dim": (lambda: linalg.cross(Tensor(V), Tensor(V[::-1]), dim=1), lambda: TL.cross(_t(V), _t(V[::-1]), dim=1)),
+    # the last two axes, where Tensor.diagonal takes the first two
+    "diagonal": (lambda: linalg.diagonal(Tensor(B)), lambda: TL.diagonal(_t(B))),
+    "diagonal_offset": (lambda: linalg.diagonal(Tensor(B), offset=1), lambda: TL.diagonal(_t(B), offset=1)),
+    "vander": (lambda: linalg.vander(Tensor(V[0, 0]), N=4), lambda: TL.vander(_t(V[0, 0]), N=4)),
+    "vector_norm": (lambda: linalg.vector_norm(Tensor(A)), lambda: TL.vector_norm(_t(A))),
+    "vector_norm_ord": (
+        lambda: linalg.vector_norm(Tensor(A), 1, dim=(0, 2), keepdim=True),
+        lambda: TL.vector_norm(_t(A), 1, dim=(0, 2), keepdim=True),
+    ),
+    "vector_norm_dtype": (
+        lambda: linalg.vector_norm(Tensor(A).float(), dtype="float64"),
+        lambda: TL.vector_norm(_t(A).float(), dtype=torch.float64),
+    ),
+    "matrix_norm": (lambda: linalg.matrix_norm(Tensor(A)), lambda: TL.matrix_norm(_t(A))),
+    "matrix_norm_nuc": (lambda: linalg.matrix_norm(Tensor(A), "nuc"), lambda: TL.matrix_norm(_t(A), "nuc")),
+    # norm: no ord, no dim is the 2-norm of everything; an int dim a vector norm; two dims or a 2-d input a matrix one
+    "norm": (lambda: linalg.norm(Tensor(A)), lambda: TL.norm(_t(A))),
+    "norm_2d_ord": (lambda: linalg.norm(Tensor(A[0]), 2), lambda: TL.norm(_t(A[0]), 2)),
+    "norm_1d_ord": (lambda: linalg.norm(Tensor(A[0, 0]), 3), lambda: TL.norm(_t(A[0, 0]), 3)),
+    "norm_dim": (lambda: linalg.norm(Tensor(A), 1, dim=-1), lambda: TL.norm(_t(A), 1, dim=-1)),
+    "norm_dims": (lambda: linalg.norm(Tensor(A), -1, dim=(0, 2)), lambda: TL.norm(_t(A), -1, dim=(0, 2))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_linalg_names_match_torch_linalg(name):
+    ours, theirs = CASES[name]
+    if theirs is None:
+        assert linalg.matrix_rank(Tensor(A[..., :2] @ A[..., :2, :])).tolist() == [2, 2]
+        return
+    _close(ours(), theirs())
+
+
+def test_every_name_is_torchs_and_exported():
+    assert uopkit.linalg is linalg and "linalg" in uopkit.__all__
+    for name in linalg.__all__:
+        assert callable(getattr(linalg, name)) and hasattr(torch.linalg, name), name
+
+
+def test_singular_matrices_solve_ex_and_inv_ex_report_info_without_raising():
+    singular = np.array([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 0.0], [0.0, 1.0]]])
+    ours, theirs = linalg.inv_ex(Tensor(singular)), TL.inv_ex(_t(singular))
+    assert ours.info.tolist() == theirs.info.tolist() == [2, 0]
+    _close(ours.inverse[1], theirs.inverse[1])
+    assert linalg.solve_ex(Tensor(singular), Tensor(np.ones((2, 2)))).info.tolist() == [2, 0]
+    with pytest.raises(ArgumentError, match="singular"):
+        linalg.solve_ex(Tensor(singular), Tensor(np.ones((2, 2))), check_errors=True)
+    with pytest.raises(ArgumentError, match="singular"):
+        linalg.inv_ex(Tensor(singular), check_errors=True)
+
+
+def test_unsupported_arguments_raise_clearly():
+    with pytest.raises(NotImplementedError, match="atol"):
+        linalg.pinv(Tensor(A), atol=1e-3)
+    with pytest.raises(NotImplementedError, match="gelsy"):
+        linalg.lstsq(Tensor(A), Tensor(B), driver="gelsd")
+    with pytest.raises(NotImplementedError, match="left=True"):
+        linalg.lu_solve(*linalg.lu_factor(Tensor(A)), Tensor(B), adjoint=True)
+    with pytest.raises(ArgumentError, match="1-d or 2-d"):
+        linalg.norm(Tensor(A), 2)
+    with pytest.raises(ArgumentError, match="dim"):
+        linalg.norm(Tensor(A), dim=(0, 1, 2))
+
+
+def test_module_docstring_examples():
+    assert doctest.testmod(linalg).failed == 0
