@@ -252,15 +252,19 @@ def test_replayed_loops_build_the_graph_of_their_steps(name: str):
     # replay_call: the whole graph (so every kernel) is the one the steps build op by op
     from uopkit.tensor.factorize import _eliminate
 
+    def eliminated(x: Tensor, rhs: Tensor | None, jordan: bool) -> Tensor:
+        # (the graph of every step: else the first step's kernels are launched again, with no graph to compare)
+        return _eliminate(x, rhs, jordan, graph=True)[0]
+
     rng = np.random.default_rng(2)
     cases = {
         "sort int32": (lambda x: x.argsort(), rng.integers(0, 50, 300).astype(np.int32)),
         "sort int64 desc": (lambda x: x.sort(descending=True)[1], rng.integers(0, 50, (2, 300))),
         "sort float rows": (lambda x: x.sort()[0], rng.standard_normal((3, 700)).astype(np.float32)),
-        "solve": (lambda x: _eliminate(x, x[..., :2], True)[0], rng.standard_normal((6, 6)).astype(np.float32)),
-        "solve batch": (lambda x: _eliminate(x, x[..., :1], True)[0], rng.standard_normal((2, 5, 5)).astype("float32")),
-        "lu wide": (lambda x: _eliminate(x, None, False)[0], rng.standard_normal((3, 5)).astype(np.float32)),
-        "det tall": (lambda x: _eliminate(x, None, False)[0], rng.standard_normal((2, 6, 4)).astype(np.float32)),
+        "solve": (lambda x: eliminated(x, x[..., :2], True), rng.standard_normal((6, 6)).astype(np.float32)),
+        "solve batch": (lambda x: eliminated(x, x[..., :1], True), rng.standard_normal((2, 5, 5)).astype("float32")),
+        "lu wide": (lambda x: eliminated(x, None, False), rng.standard_normal((3, 5)).astype(np.float32)),
+        "det tall": (lambda x: eliminated(x, None, False), rng.standard_normal((2, 6, 4)).astype(np.float32)),
     }
     fn, values = cases[name]
     replay._templates.clear()

@@ -6,8 +6,9 @@ All work on the last two axes (the others are a batch) in the input's float dtyp
 through the ops they are made of (Cholesky and triangular solves, blocked in `triangular`, by their own rules). The
 loops run in Python over the columns (QR, LU and Gauss-Jordan: three kernels a column) and over the rotation
 rounds (SVD, eigh): each step's kernels are the same code for every step, so a factorization compiles a handful of
-kernels, once. A rotation round's graph is built once; the later rounds launch its kernels again (`_Rounds`), unless
-the input needs a gradient (then each round's graph is replayed and realized, and backward runs through them).
+kernels, once. A rotation round's or an elimination step's graph is built once (once per shape: a later call of the
+same shape builds none); the later ones launch its kernels again (`rounds.Rounds`), unless the input needs a
+gradient (then each one's graph is replayed, and backward runs through them).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from uopkit.device import Buffer
 from uopkit.dtype import dtypes, least_upper_dtype
-from uopkit.engine.realize import ExecItem, buffers, capturing, exec_item
+from uopkit.engine.realize import capturing
 from uopkit.gradient import set_gradient
 from uopkit.tensor.autocast import FLOAT32, autocast_op
 from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.replay import replay_call
-from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape, _reshape_uop
+from uopkit.tensor.rounds import Rounds, repeated
+from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape
 from uopkit.tensor.triangular import cholesky_lower, triangular_solve
 from uopkit.uop.ops import UOp
 
@@ -199,7 +200,7 @@ def lu_pivoted(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return packed, perm, ipiv
 
 
-def _eliminate(a: Tensor, rhs: Tensor | None, jordan: bool) -> tuple[Tensor, Tensor]:
+def _eliminate(a: Tensor, rhs: Tensor | None, jordan: bool, graph: bool | None = None) -> tuple[Tensor, Tensor]:
     """Gaussian elimination with LAPACK's partial pivoting on `a` (..., m, n), its row operations applied to `rhs`
     (..., m, k) too. The rows are never swapped: each carries its place in LAPACK's swapped order, and step j picks
     the first largest |entry| of column j among the rows placed at j or after (the same pivot getrf picks, ties
@@ -210,7 +211,9 @@ def _eliminate(a: Tensor, rhs: Tensor | None, jordan: bool) -> tuple[Tensor, Ten
     each step's pivot place (LAPACK's 0-based pivots) under a's columns. And the places (..., m).
 
     One step is the same few kernels for every j: a's columns rotate left by one per step (the column being eliminated
-    is always column 0, the finished one goes to the end), so no step reads a column by a number of its own."""
+    is always column 0, the finished one goes to the end), so no step reads a column by a number of its own, and the
+    record row's place counts the steps (-1 - j). `graph`: each step's graph is built (by default where a gradient
+    flows through them), else the first step's kernels run again (`rounds.repeated`)."""
     m, n = a.shape[-2:]
     batch, dtype, device = a.shape[:-2], a.dtype, a.device
     places = Tensor.arange(m, dtype=dtype, device=device).unsqueeze(-1).expand(*batch, m, 1)
@@ -222,9 +225,10 @@ def _eliminate(a: Tensor, rhs: Tensor | None, jordan: bool) -> tuple[Tensor, Ten
         Tensor.full((*batch, 1, 1), -1.0, dtype=dtype, device=device), dim=-1
     )
     z = z.cat(record, dim=-2).contiguous()
-    for j in range(min(m, n)):
-        # (replayed: each step's graph is the same over the previous step's z and the step's index)
-        z = replay_call(_elimination_step, (z, _step_index(a, j)), n, jordan).contiguous()
+    if graph is None:
+        graph = _differentiated(a) or (rhs is not None and _differentiated(rhs))
+    # (each step's graph is the same over the previous step's z, which counts the steps: its kernels run again)
+    z = repeated(_elimination_step, z, min(m, n), (n, jordan), graph)
     # a's columns back in their order (a wide matrix rotated fewer times than it has columns)
     turns = min(m, n) % n if n else 0
     if turns:
@@ -232,15 +236,15 @@ def _eliminate(a: Tensor, rhs: Tensor | None, jordan: bool) -> tuple[Tensor, Ten
     return z, z[..., :m, width - 1]
 
 
-def _elimination_step(z: Tensor, step: Tensor, n: int, jordan: bool) -> Tensor:
-    """One step of `_eliminate` on z (..., m + 1, width), its column 0 the one being eliminated, at the step number in
-    `step` (a 1-element int32 tensor); z's columns rotate left by one."""
+def _elimination_step(z: Tensor, n: int, jordan: bool) -> Tensor:
+    """One step of `_eliminate` on z (..., m + 1, width), its column 0 the one being eliminated, the step number j
+    read from the record row's place (-1 - j); z's columns rotate left by one."""
     m, width = z.shape[-2] - 1, z.shape[-1]
     dtype, device = z.dtype, z.device
     # body columns (a's columns 1.., then rhs's): a's column b + 1 is still to eliminate at step j while b < n - 1 - j
-    body = Tensor.arange(width - 2, dtype=dtypes.int32, device=device)
-    at = step.cast(dtype)
+    body = Tensor.arange(width - 2, dtype=dtype, device=device)
     column, place = z[..., :, 0], z[..., :, width - 1]
+    at = -1 - place[..., m:]
     candidate = place >= at
     # |entry|, NaN as the largest (so that some row is picked); the second is the same number written apart: one
     # node read by both reductions would be stored in a kernel of its own
@@ -258,14 +262,15 @@ def _elimination_step(z: Tensor, step: Tensor, n: int, jordan: bool) -> Tensor:
     # (a zero column: nothing to eliminate, as getrf)
     eliminated = eliminated & (value.squeeze(-1) != 0)
     factor = (column / (value == 0).where(1, value).squeeze(-1)).unsqueeze(-1)
-    live = (body < (n - 1) - step) | (body >= n - 1)
+    live = ((body < (n - 1) - at) | (body >= n - 1)).unsqueeze(-2)
     rest = z[..., :, 1 : width - 1]
     rest = (eliminated.unsqueeze(-1) & live).where(rest - factor * pivot_row[..., :, 1 : width - 1], rest)
     # the finished column: L's multipliers (Gauss-Jordan: exact zeros), the others keep theirs; the record row
     # takes the pivot's place
     finished = eliminated.where(0 if jordan else factor.squeeze(-1), column)
     finished = (place < 0).where(pivot_place, finished)
-    moved = is_pivot.where(at, (place == at).where(pivot_place, place))
+    # (the record row counts the step)
+    moved = (place < 0).where(place - 1, is_pivot.where(at, (place == at).where(pivot_place, place)))
     return rest[..., :, : n - 1].cat(finished.unsqueeze(-1), rest[..., :, n - 1 :], moved.unsqueeze(-1), dim=-1)
 
 
@@ -413,11 +418,11 @@ def _sweeps(
     """Jacobi sweeps of `round_fn` (width - 1 rounds each, width = z's columns) over z until `off` of z, read back
     after each sweep, is at most the tolerance (at most MAX_SWEEPS sweeps); `why`: (the op, the input's shape, the
     tolerance). Every round is the same graph over the previous round's z: built and realized once (replayed,
-    `replay_call`), its kernels then run again on the next z (`_Rounds`), unless a gradient needs the graph of every
+    `replay_call`), its kernels then run again on the next z (`Rounds`), unless a gradient needs the graph of every
     round (`graph`)."""
     op, shape, tol = why
     z = z.contiguous().realize()
-    rounds = None if graph or capturing else _Rounds(z, round_fn, args)
+    rounds = None if graph or capturing else Rounds(z, round_fn, args)
     for _ in range(MAX_SWEEPS):
         if rounds is not None:
             z = rounds.run(z.shape[-1] - 1)
@@ -430,60 +435,9 @@ def _sweeps(
     return z
 
 
-class _Rounds:
-    """Rounds run as the kernels of the first one, captured as it runs and launched again on the buffer the last one
-    wrote (a round's graph costs ~100x its kernels in Python: building, keying and replaying it). The first round's
-    output and a buffer of its own take turns as a round's input and output; the kernels' other buffers hold values
-    only a round reads."""
-
-    def __init__(self, z: Tensor, round_fn: Callable[..., Tensor], args: tuple) -> None:
-        self.z: Tensor | None = z
-        self.shape, self.round_fn, self.args = z.shape, round_fn, args
-        self.launches: list[ExecItem] | None = None
-
-    def run(self, count: int) -> Tensor:
-        """z after `count` more rounds."""
-        for _ in range(count):
-            if self.launches is None:
-                self._first()
-                continue
-            # the captured round read `read` and wrote `wrote`: this one reads the last output and writes the spare
-            swap = {id(self.read): self.last, id(self.wrote): self.spare}
-            for item in self.launches:
-                exec_item(ExecItem(item.runner, [swap.get(id(b), b) for b in item.bufs], item.var_vals))
-            self.last, self.spare = self.spare, self.last
-            self.z = None
-        if self.z is None:
-            self.z = _wrapped(self.last, self.shape)
-        return self.z
-
-    def _first(self) -> None:
-        assert self.z is not None
-        launches: list[ExecItem] = []
-        capturing.append(launches)
-        try:
-            out = replay_call(self.round_fn, (self.z,), *self.args).contiguous().realize()
-        finally:
-            # (by identity: lists compare by their items)
-            del capturing[next(i for i, c in enumerate(capturing) if c is launches)]
-        if all(item.runner is not None for item in launches):
-            # (a copy is never in a round's graph; were there one, the plain graph would run)
-            self.launches, self.read, self.wrote = launches, self.z._buffer(), out._buffer()
-            self.last, self.spare = self.wrote, Buffer(self.wrote.device, self.wrote.size, self.wrote.dtype)
-            self.spare.allocate()
-        self.z = out
-
-
 def _differentiated(a: Tensor) -> bool:
     """Whether a gradient may flow from the rotations to `a` (then each round needs a graph of its own)."""
     return is_grad_enabled() and a.requires_grad
-
-
-def _wrapped(buffer: Buffer, shape: tuple[int, ...]) -> Tensor:
-    """A tensor of `shape` whose values are `buffer`'s."""
-    node = UOp.new_buffer(buffer.device, buffer.size, buffer.dtype)
-    buffers[node] = buffer
-    return Tensor(_reshape_uop(node, shape))
 
 
 def jacobi_svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:

@@ -56,6 +56,7 @@ from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import printing as _printing_module
 from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import replay as _replay_module
+from uopkit.tensor import rounds as _rounds_module
 from uopkit.tensor import segments as _segments_module
 from uopkit.tensor import sharing as _sharing_module
 from uopkit.tensor import spatial as _spatial_module
@@ -824,6 +825,7 @@ for _module in (
     _spatial_module,
     _functional_module,
     _replay_module,
+    _rounds_module,
     _bitonic_module,
     _blocksort_module,
     _copies_module,

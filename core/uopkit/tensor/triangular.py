@@ -3,12 +3,14 @@ so the kernels (and the Python that builds them) grow with n / BLOCK instead of 
 
 A triangular solve substitutes a block at a time, halving recursively: the top half, the bottom's update by one
 matmul, the bottom half; a diagonal block row by row, in one elementwise kernel (no inverse: see _substitute_block).
-Cholesky factors a column of BLOCK x BLOCK blocks a column per step (LAPACK's potf2 on the panel, two columns
-per kernel), then updates the trailing matrix with one matmul (potrf's syrk). A column step can't fuse further: the
-scheduler stores an unrolled elimination's expanded columns every step or two (and unrolled 16 columns compile for
-seconds). Both differentiate by their own rules (torch's formulas, each a pair of triangular solves), not through
-their steps; so does a Cholesky solve, a pair of them in a row (torch's rule, whose factor gradient is not cut to
-the triangle).
+Cholesky pads the matrix to a multiple of BLOCK and factors a panel of BLOCK columns per step (LAPACK's potf2 on the
+panel, a column per kernel), then updates the trailing matrix with one matmul (potrf's syrk). Every step is the same
+graph: the matrix's rows and columns rotate by BLOCK so that the next panel is always first (and the finished ones
+last), so the panels of every n that pads alike run the same few kernels, compiled once and launched again
+(`rounds.repeated`; a panel per graph of its own compiled for tens of seconds per n). A solve pads likewise and
+stores the padded matrix, so that its kernels too are shared by the sizes that pad alike. Both differentiate by
+their own rules (torch's formulas, each a pair of triangular solves), not through their steps; so does a Cholesky
+solve, a pair of them in a row (torch's rule, whose factor gradient is not cut to the triangle).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from uopkit.dtype import dtypes
 from uopkit.gradient import set_gradient
+from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.replay import replay_call
+from uopkit.tensor.rounds import repeated
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -28,9 +32,6 @@ BLOCK = 16
 # rows of a triangular solve's diagonal blocks, each substituted row by row in one kernel: its Python grows with the
 # square of it and the matmuls between blocks with n over it (at n = 256, 2 and 8 built slower than 4)
 SOLVE_BLOCK = 4
-# columns of a diagonal block's factorization eliminated by one kernel (more: the scheduler stores the expanded
-# columns and pivots anyway, and a longer unrolled kernel compiles slowly)
-STEPS_PER_KERNEL = 2
 
 
 def _part(t: Tensor, rows: tuple[int, int], cols: tuple[int, int]) -> Tensor:
@@ -96,15 +97,25 @@ def _solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
         return _solve(t.flip(-2, -1), y.flip(-2), False, unit).flip(-2)
     n = t.shape[-1]
     b = _block_size(n)
-    size = -(-n // b) * b
+    # (past one block, padded to a multiple of Cholesky's BLOCK: the sizes n that pad alike share their kernels, so a
+    # loop over a growing n compiles a new set once per BLOCK sizes, not per size)
+    size = b if n <= b else -(-n // BLOCK) * BLOCK
     if size != n:
         # a whole last block: the identity past row n, whose rows solve to the zeros padded onto y
         rows, cols = _masks(size, t.device)
-        t = _placed(t, 0, size - n, 0, size - n) + ((rows == cols) & (rows >= n)).cast(t.dtype)
-        y = _placed(y, 0, size - n)
+        # (stored: read through the padding, every kernel of the solve would be code of its own for this n)
+        t = (_placed(t, 0, size - n, 0, size - n) + ((rows == cols) & (rows >= n)).cast(t.dtype)).contiguous()
+        y = _placed(y, 0, size - n).contiguous()
     # (recorded once per shape and replayed: its many small nodes built op by op cost more Python than they run)
     x = replay_call(_substitute, (t, y), 0, size // b, b, unit)
     return _part(x, (0, n), (0, x.shape[-1])) if size != n else x
+
+
+def _summed(pieces: list[Tensor]) -> Tensor:
+    # padded pieces added pairwise: a balanced tree, not a chain as deep as the pieces are many
+    while len(pieces) > 1:
+        pieces = [pieces[i] + pieces[i + 1] if i + 1 < len(pieces) else pieces[i] for i in range(0, len(pieces), 2)]
+    return pieces[0]
 
 
 def _noop(x: Tensor) -> UOp:
@@ -161,46 +172,64 @@ def cholesky_solve(factor: Tensor, y: Tensor, upper: bool) -> Tensor:
     return Tensor(node)
 
 
-def _factor_panel(p: Tensor) -> Tensor:
-    """Columns 0..w-1 of L for the column of blocks `p` (..., m, w), m >= w, whose top w x w block is symmetric
-    positive definite (the trailing updates applied): right-looking, a column per step (LAPACK's potf2 on the whole
-    panel, so the rows below are solved by substitution, as accurate as the column algorithm). A pivot that is not > 0
-    makes its column NaN or inf, its diagonal entry NaN."""
+def _column_step(p: Tensor) -> Tensor:
+    """One column of the factorization of a panel p (..., m, w), m >= w, whose top w x w block is symmetric positive
+    definite (the trailing updates applied): potf2's step, right-looking, so the rows below the block are solved by
+    substitution (as accurate as the column algorithm). The panel is kept as `_cholesky_step` keeps the matrix: the
+    block's lower triangle (zeros above), the finished columns last, its rows and columns rotated by one per step,
+    the rows below the block in place. A pivot that is not > 0 gets a diagonal entry that is not either (its root:
+    0 or NaN) and a zero column, so that no NaN reaches the finished columns."""
     m, w = p.shape[-2:]
-    done = []
-    for j in range(w):
-        # (one reciprocal, then products: a division by a broadcast pivot costs as much Python as the step)
-        scale = _part(p, (0, 1), (0, 1)).sqrt().reciprocal()
-        column = _part(p, (0, m - j), (0, 1)) * scale
-        done.append(_placed(column, j, 0, j, w - j - 1))
-        if j + 1 < w:
-            # the top block stays exactly symmetric (its update's two products round alike): row j is column j
-            row = _part(p, (0, 1), (1, w - j)) * scale
-            p = _part(p, (1, m - j), (1, w - j)) - _part(column, (1, m - j), (0, 1)) * row
-            if (j + 1) % STEPS_PER_KERNEL == 0:
-                p = p.contiguous()
-    return _summed(done)
+    pivot = _part(p, (0, 1), (0, 1))
+    # (rsqrt rounds less exactly: 2-3x the errors on an ill-conditioned matrix)
+    scale = (pivot > 0).where(pivot.sqrt().reciprocal(), 0)
+    column = _part(p, (1, m), (0, 1)) * scale
+    rest = _part(p, (1, m), (1, w))
+    # (in the block, the lower triangle only: its finished rows keep their zeros above the diagonal; every row below
+    # it is at or below the diagonal)
+    rows = Tensor.arange(m - 1, dtype=dtypes.int32, device=p.device).unsqueeze(-1)
+    cols = Tensor.arange(w - 1, dtype=dtypes.int32, device=p.device)
+    rest = (rows >= cols).where(rest - column * _part(column, (0, w - 1), (0, 1)).transpose(-1, -2), rest)
+    done = rest.cat(column, dim=-1)
+    finished = _part(p, (0, 1), (1, w)).cat(pivot.sqrt(), dim=-1)
+    return _part(done, (0, w - 1), (0, w)).cat(finished, _part(done, (w - 1, m - 1), (0, w)), dim=-2)
 
 
-def _summed(pieces: list[Tensor]) -> Tensor:
-    # padded pieces added pairwise: a balanced tree, not a chain as deep as the pieces are many
-    while len(pieces) > 1:
-        pieces = [pieces[i] + pieces[i + 1] if i + 1 < len(pieces) else pieces[i] for i in range(0, len(pieces), 2)]
-    return pieces[0]
+def _cholesky_step(z: Tensor) -> Tensor:
+    """One panel of `_cholesky_padded` on z (..., N, N), N a multiple of BLOCK: the first BLOCK columns factored a
+    column per kernel (the same code for each), the trailing matrix's lower triangle updated by one matmul, then the
+    rows and columns rotated by BLOCK so that the next panel comes first and this one goes last.
+
+    z holds the lower triangles (zeros above): of the part still to factor, first, and of L's finished columns, last;
+    the finished rows' entries in the other columns are upper-triangle ones, zeros, so they take no update (their
+    rows of the panel stay zeros) and no step needs to know which one it is."""
+    n = z.shape[-1]
+    panel = _part(z, (0, n), (0, BLOCK))
+    for _ in range(BLOCK):
+        panel = _column_step(panel).contiguous()
+    if n == BLOCK:
+        return panel
+    below = _part(panel, (BLOCK, n), (0, BLOCK))
+    rest = _part(z, (BLOCK, n), (BLOCK, n))
+    rows, cols = _masks(n - BLOCK, z.device)
+    rest = (rows >= cols).where(rest - below @ below.transpose(-1, -2), rest)
+    top = _part(z, (0, BLOCK), (BLOCK, n)).cat(_part(panel, (0, BLOCK), (0, BLOCK)), dim=-1)
+    return rest.cat(below, dim=-1).cat(top, dim=-2)
 
 
-def _cholesky_blocked(s: Tensor) -> Tensor:
-    """L with L L^T = s (..., n, n), BLOCK columns at a time (see the module's docstring)."""
+def _cholesky_padded(s: Tensor, graph: bool) -> Tensor:
+    """L with L L^T = s (..., n, n): s padded to a multiple of BLOCK (the identity past row n), then factored a panel
+    per step (`_cholesky_step`, the same graph for every step of every n with the same padded size: its kernels are
+    compiled once and launched again, `rounds.repeated`). `graph`: each step's graph is built (a gradient needs it)."""
     n = s.shape[-1]
-    rest, pieces = s, []
-    for o in range(0, n, BLOCK):
-        w, left = min(BLOCK, n - o), n - o
-        low = _factor_panel(_part(rest, (0, left), (0, w)))
-        if w < left:
-            panel = _part(low, (w, left), (0, w))
-            rest = (_part(rest, (w, left), (w, left)) - panel @ panel.transpose(-1, -2)).contiguous()
-        pieces.append(_placed(low, o, 0, o, left - w))
-    return _summed(pieces)
+    size = -(-n // BLOCK) * BLOCK
+    if size != n:
+        rows, cols = _masks(size, s.device)
+        s = _placed(s, 0, size - n, 0, size - n) + ((rows == cols) & (rows >= n)).cast(s.dtype)
+    low = repeated(_cholesky_step, _lower(s), size // BLOCK, graph=graph)
+    # (a NaN pivot's column may leave NaNs above the diagonal)
+    low = _lower(low)
+    return _part(low, (0, n), (0, n)) if size != n else low
 
 
 def cholesky_lower(s: Tensor) -> tuple[Tensor, Tensor]:
@@ -211,7 +240,7 @@ def cholesky_lower(s: Tensor) -> tuple[Tensor, Tensor]:
     n = s.shape[-1]
     if n == 0:
         return s, Tensor.zeros(s.shape[:-2], dtype=dtypes.int32, device=s.device)
-    low = _cholesky_blocked(s)
+    low = _cholesky_padded(s, is_grad_enabled() and s.requires_grad)
     low_uop = low.uop
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
