@@ -1084,6 +1084,32 @@ def test_gradients_at_zero_infinities_and_nan(name: str) -> None:
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("spatial", "out"),
+    [((9,), (4,)), ((5,), (8,)), ((13,), (1,)), ((7, 9), (3, 4)), ((3, 3), (7, 2)), ((113, 8), (5, 3))]
+    + [((5, 6, 7), (2, 4, 3)), ((3, 4, 5), (5, 1, 7))],
+)
+def test_uneven_adaptive_pools_are_one_windowed_kernel(spatial: tuple[int, ...], out: tuple[int, ...]) -> None:
+    from uopkit.schedule import create_schedule, kernelize_tensors
+
+    # uneven windows as a pool over the axis repeated O times (window i: taps i*L + j*O), not a one-hot gather per
+    # tap (60x slower than torch): values, indices (-inf and a NaN among them) and one kernel without a gather
+    n = len(spatial)
+    x = np.random.default_rng(1).standard_normal((2, 3, *spatial)).astype(np.float32)
+    x.flat[[3, x.size - 2]] = -np.inf
+    x.flat[17] = np.nan
+    for kind in ["max", "avg"]:
+        ours = getattr(Tensor(x), f"adaptive_{kind}_pool2d")(out)
+        ref = getattr(torch.nn.functional, f"adaptive_{kind}_pool{n}d")(torch.tensor(x), out)
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    uneven = any(L % O for L, O in zip(spatial, out, strict=True))
+    assert not uneven or len(create_schedule(kernelize_tensors([Tensor(x).adaptive_max_pool2d(out)]))) == 1
+    values, indices = Tensor(x).adaptive_max_pool2d(out, return_indices=True)
+    ref_values, ref_indices = getattr(torch.nn.functional, f"adaptive_max_pool{n}d")(torch.tensor(x), out, True)
+    np.testing.assert_array_equal(values.numpy(), ref_values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), ref_indices.numpy())
+
+
 @pytest.mark.parametrize("op", ["adaptive_avg_pool2d", "adaptive_max_pool2d"])
 def test_adaptive_pools_match_torch(op: str) -> None:
     # windows [floor(i L / O), ceil((i + 1) L / O)): uneven (overlapping), growing, None (an even split is a plain

@@ -3,13 +3,11 @@ torch in tests/test_nn_layers.py."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes
 from uopkit.nn.arguments import _check_rank, _positive
 from uopkit.nn.module import Module
 from uopkit.nn.modules import _ntuple
@@ -235,24 +233,6 @@ class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
     spatial_dims = 3
 
 
-def _adaptive_windows(spatial: tuple[int, ...], out: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Every output cell's window as flat positions in the pooled plane, in scan order (so the first maximum has the
-    smallest position), padded to the longest window by repeating its last position, and which of them are real:
-    two arrays shaped (*out, longest window). Window i of an axis is [floor(i L / O), ceil((i + 1) L / O))."""
-    idx, valid = np.zeros((), np.int64), np.ones((), bool)
-    for i, (L, O) in enumerate(zip(spatial, out, strict=True)):
-        starts = np.arange(O) * L // O
-        ends = -((-(np.arange(O) + 1) * L) // O)
-        pos = starts[:, None] + np.arange(int((ends - starts).max()))
-        inside = pos < ends[:, None]
-        # axes (O_0, K_0, ..., O_i, K_i) so far
-        idx = idx[..., None, None] + np.minimum(pos, ends[:, None] - 1) * math.prod(spatial[i + 1 :])
-        valid = valid[..., None, None] & inside
-    n = len(out)
-    order = [2 * i for i in range(n)] + [2 * i + 1 for i in range(n)]
-    return idx.transpose(order).reshape(*out, -1), valid.transpose(order).reshape(*out, -1)
-
-
 class AdaptiveMaxPool2d(_AdaptivePool):
     """Max over the windows of AdaptiveAvgPool2d, as torch.nn.AdaptiveMaxPool2d; return_indices also gives each max's
     flat index in its plane (the first one on a tie; int32 where torch's are int64).
@@ -266,24 +246,7 @@ class AdaptiveMaxPool2d(_AdaptivePool):
         self.return_indices = return_indices
 
     def __call__(self, x: Tensor) -> Any:
-        out = self._out(x)
-        values = x.adaptive_max_pool2d(out)
-        if not self.return_indices:
-            return values
-        n, lead = self.spatial_dims, x.shape[: -self.spatial_dims]
-        if 0 in out:
-            return values, Tensor.zeros(*values.shape, dtype=dtypes.int32, device=x.device)
-        plane = math.prod(x.shape[-n:])
-        idx, valid = _adaptive_windows(x.shape[-n:], out)
-        positions = Tensor(idx.astype(np.int32), device=x.device)
-        # each window's elements (*lead, *out, K), compared with its max; padded taps can't be hits
-        windows = x.detach().reshape(*lead, plane)[(slice(None),) * len(lead) + (positions,)]
-        m = values.detach().unsqueeze(-1)
-        hit = windows == m
-        if dtypes.is_float(x.dtype):
-            hit = hit | (windows.isnan() & m.isnan())
-        hit = hit & Tensor(valid, device=x.device)
-        return values, hit.where(positions, plane).min(-1)
+        return x.adaptive_max_pool2d(self._out(x), self.return_indices)
 
 
 class AdaptiveMaxPool1d(AdaptiveMaxPool2d):

@@ -240,14 +240,15 @@ class LinalgMixin:
             _window_recipes[key] = recipe
         return Tensor(replay_movement(self.uop, recipe))
 
-    def _pool1d(self, k: int, s: int, d: int) -> Tensor:
+    def _pool1d(self, k: int, s: int, d: int, wrapped: int | None = None) -> Tensor:
         # windows of the last axis as (..., o, k). Repeat the axis e times and read the flat result in rows of
-        # R = m*L + d: element (j, i*s) of that grid is at flat j*R + i*s, i.e. x[(j*d + i*s) mod L] = x[j*d + i*s]
+        # R = m*L + d: element (j, i*s) of that grid is at flat j*R + i*s, i.e. x[(j*d + i*s) mod L] = x[j*d + i*s].
+        # `wrapped` asks for that many windows, taps past the end reading x[(j*d + i*s) mod L] (the caller masks them)
         lead, L = self.shape[:-1], self.shape[-1]
-        o = (L - d * (k - 1) - 1) // s + 1
+        o = (L - d * (k - 1) - 1) // s + 1 if wrapped is None else wrapped
         if o <= 0 or k <= 0:
             raise ShapeError(f"pool: kernel {k} (dilation {d}) doesn't fit an axis of size {L}")
-        if d == 1 and k <= s:
+        if d == 1 and k <= s and wrapped is None:
             # windows that don't overlap (max_pool2d(2)): rows of s, the first k of each. Plain strides, so the kernels
             # (and the gradient, a pad) index without the division and modulo the general case below needs
             fit = ((0, 0),) * len(lead) + ((0, o * s - L),)
@@ -638,80 +639,6 @@ class LinalgMixin:
             ones = ones.pad(tuple((0, e) for e in extra))
             count = ones._pool(k_, s_, d_).sum(tuple(range(-n, 0)))
         return total.div(count, rounding_mode="trunc").cast(self.dtype) if integer else total / count
-
-    @in_float32
-    def adaptive_avg_pool2d(self, output_size: int | Sequence[int | None]) -> Tensor:
-        """Mean over windows that split each of the last len(output_size) axes into `output_size` parts, output i
-        averaging [floor(i L / O), ceil((i + 1) L / O)) as PyTorch's (None keeps an axis). Even splits are an
-        avg_pool2d; others a masked sum per axis over each window's length.
-
-        >>> Tensor.arange(6).reshape(1, 2, 3).float().adaptive_avg_pool2d((1, 2)).tolist()
-        [[[2.0, 3.0]]]
-        """
-        return self._adaptive_pool(output_size, "adaptive_avg_pool2d")
-
-    def adaptive_max_pool2d(self, output_size: int | Sequence[int | None]) -> Tensor:
-        """Max over the windows of adaptive_avg_pool2d, as PyTorch's (its gradient goes to each window's maxima).
-
-        >>> Tensor.arange(6).reshape(1, 2, 3).float().adaptive_max_pool2d((1, 2)).tolist()
-        [[[4.0, 5.0]]]
-        """
-        return self._adaptive_pool(output_size, "adaptive_max_pool2d")
-
-    def _adaptive_pool(self, output_size: int | Sequence[int | None], op: str) -> Tensor:
-        n = len(output_size) if isinstance(output_size, (tuple, list)) else 2
-        sizes = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size] * n
-        if self.ndim < n:
-            raise ShapeError(f"{op}: output size {tuple(sizes)} has more dims than the input shape {self.shape}")
-        spatial = self.shape[-n:]
-        out = tuple(L if O is None else int(O) for L, O in zip(spatial, sizes, strict=True))
-        if any(O < 0 for O in out):
-            raise ShapeError(f"{op}: output size {tuple(sizes)} must not be negative")
-        if any(L == 0 for L in spatial):
-            raise ShapeError(f"{op}: the input {self.shape} is empty along a pooled axis (as PyTorch, that's refused)")
-        is_max = op == "adaptive_max_pool2d"
-        if 0 in out:
-            # no windows: an empty result, as PyTorch's (an "area" resize by a scale that rounds an axis to 0)
-            dt = self.dtype if is_max else self._float().dtype
-            return Tensor.zeros(*self.shape[:-n], *out, device=self.device, dtype=dt)
-        if all(L % O == 0 for L, O in zip(spatial, out, strict=True)):
-            kernel = tuple(L // O for L, O in zip(spatial, out, strict=True))
-            # (an integer input averages to floats, as on the uneven path)
-            return self.max_pool2d(kernel) if is_max else self._float().avg_pool2d(kernel)
-        lead = self.ndim - n
-        bounds = []
-        for L, O in zip(spatial, out, strict=True):
-            starts = np.arange(O) * L // O
-            bounds.append((starts, -((-(np.arange(O) + 1) * L) // O)))
-        if not is_max:
-            # separable: per axis, each window's sum (a mask over the axis: weights of 0 would spread a NaN or an inf
-            # to every window as 0 * inf) over its length
-            x = self._float()
-            for i, (starts, ends) in enumerate(bounds):
-                inside = (np.arange(spatial[i]) >= starts[:, None]) & (np.arange(spatial[i]) < ends[:, None])
-                rows = x._move_to_end(lead + i).unsqueeze(-2)
-                total = Tensor(inside, device=self.device).where(rows, 0).sum(-1)
-                count = Tensor((ends - starts).astype(np.float32), device=self.device).cast(x.dtype)
-                x = (total / count)._move_from_end(lead + i)
-            return x
-        # windows as the longest one, positions past a window's end masked with the dtype's lowest value (they come
-        # last in its scan order, so a tie never gives them the gradient): axis i becomes (O_i, k_i), then the max
-        # over the k axes, its gradient to each window's first maximum as max_pool2d's
-        x, mask = self, np.ones((), bool)
-        for i, (starts, ends) in enumerate(bounds):
-            k = int((ends - starts).max())
-            pos = starts[:, None] + np.arange(k)
-            valid = pos < ends[:, None]
-            ax = lead + 2 * i
-            x = x._take(ax, np.minimum(pos, ends[:, None] - 1).ravel())
-            x = x.reshape(x.shape[:ax] + (len(starts), k) + x.shape[ax + 1 :])
-            mask = mask[..., None, None] & valid.reshape((1,) * (2 * i) + valid.shape)
-        low = dtypes.min(self.dtype)
-        windows = Tensor(mask, device=self.device).where(x, low)
-        windows = windows.permute([*range(lead), *range(lead, lead + 2 * n, 2), *range(lead + 1, lead + 2 * n, 2)])
-        values = windows.max(tuple(range(-n, 0)))
-        _set_first_max_gradient(values.uop, windows.uop, n)
-        return values
 
     @_returns_copy
     def interpolate(

@@ -8,7 +8,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from uopkit.dtype import dtypes, least_upper_float
 from uopkit.helpers import prod
 from uopkit.tensor import segments
 from uopkit.tensor.autocast import CPU, FLOAT32, autocast_op
+from uopkit.tensor.linalg import _set_first_max_gradient
 from uopkit.tensor.special import UnsupportedDTypeError
 from uopkit.tensor.support import (
     ArgumentError,
@@ -734,6 +735,141 @@ class SpatialMixin:
             x = x * weight.reshape(per_channel)
         return x if bias is None else x + bias.reshape(per_channel)
 
+    @in_float32
+    def adaptive_avg_pool2d(self, output_size: int | Sequence[int | None]) -> Tensor:
+        """Mean over windows that split each of the last len(output_size) axes into `output_size` parts, output i
+        averaging [floor(i L / O), ceil((i + 1) L / O)) as PyTorch's (None keeps an axis). Even splits are an
+        avg_pool2d; others a masked sum over windows as long as the longest (`_adaptive_windows`).
+
+        >>> Tensor.arange(6).reshape(1, 2, 3).float().adaptive_avg_pool2d((1, 2)).tolist()
+        [[[2.0, 3.0]]]
+        """
+        return self._adaptive_pool(output_size, "adaptive_avg_pool2d")
+
+    def adaptive_max_pool2d(self, output_size: int | Sequence[int | None], return_indices: bool = False) -> Any:
+        """Max over the windows of adaptive_avg_pool2d, as PyTorch's (its gradient goes to each window's maxima).
+        With return_indices, also where each max is: its (int32) flat index in the input's pooled plane (the first
+        one on a tie), as max_pool2d's.
+
+        >>> Tensor.arange(6).reshape(1, 2, 3).float().adaptive_max_pool2d((1, 2)).tolist()
+        [[[4.0, 5.0]]]
+        """
+        return self._adaptive_pool(output_size, "adaptive_max_pool2d", return_indices)
+
+    def _adaptive_pool(self, output_size: int | Sequence[int | None], op: str, return_indices: bool = False) -> Any:
+        n = len(output_size) if isinstance(output_size, (tuple, list)) else 2
+        sizes = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size] * n
+        if self.ndim < n:
+            raise ShapeError(f"{op}: output size {tuple(sizes)} has more dims than the input shape {self.shape}")
+        spatial = self.shape[-n:]
+        out = tuple(L if O is None else int(O) for L, O in zip(spatial, sizes, strict=True))
+        if any(O < 0 for O in out):
+            raise ShapeError(f"{op}: output size {tuple(sizes)} must not be negative")
+        if any(L == 0 for L in spatial):
+            raise ShapeError(f"{op}: the input {self.shape} is empty along a pooled axis (as PyTorch, that's refused)")
+        is_max = op == "adaptive_max_pool2d"
+        if 0 in out:
+            # no windows: an empty result, as PyTorch's (an "area" resize by a scale that rounds an axis to 0)
+            dt = self.dtype if is_max else self._float().dtype
+            empty = Tensor.zeros(*self.shape[:-n], *out, device=self.device, dtype=dt)
+            return (empty, empty.cast(dtypes.int32)) if return_indices else empty
+        if all(L % O == 0 for L, O in zip(spatial, out, strict=True)):
+            kernel = tuple(L // O for L, O in zip(spatial, out, strict=True))
+            # (an integer input averages to floats, as on the uneven path)
+            if is_max:
+                return self.max_pool2d(kernel, return_indices=return_indices)
+            return self._float().avg_pool2d(kernel)
+        if self.requires_grad:
+            # (the windows' gradient through their movement ops is a sum over the O repeats and the taps: 30x slower
+            # than these paths' own, a mask per axis and a gather)
+            return self._adaptive_pool_for_gradient(out, is_max)
+        windows, inside = self._adaptive_windows(out)
+        axes = tuple(range(-n, 0))
+        if not is_max:
+            # each window's sum over its length (masked by a select: weights of 0 would spread a NaN or an inf in a tap
+            # past the window's end as 0 * inf)
+            x = windows._float()
+            total = Tensor(inside, device=self.device).where(x, 0).sum(axes)
+            count = Tensor(inside.sum(axes).astype(np.float32), device=self.device).cast(x.dtype)
+            return total / count
+        # positions past a window's end masked with the dtype's lowest value (they come last in its scan order, so a
+        # tie never gives them the gradient), then the max over the taps, its gradient to each window's first maximum
+        # as max_pool2d's
+        low = dtypes.min(self.dtype)
+        windows = Tensor(inside, device=self.device).where(windows, low)
+        values = windows.max(axes)
+        _set_first_max_gradient(values.uop, windows.uop, n)
+        if not return_indices:
+            return values
+        # the flat position of every input element in its plane, in the same windows (past a window's end: the plane's
+        # size); positions grow along a window in scan order, so the smallest hit is the first
+        plane = prod(spatial)
+        pos = Tensor.arange(plane, device=self.device, dtype=dtypes.positions(plane)).reshape(spatial)
+        pos_windows = Tensor(inside, device=self.device).where(pos._adaptive_windows(out)[0], plane)
+        m = values.reshape(values.shape + (1,) * n)
+        hit = windows == m
+        if dtypes.is_float(self.dtype):
+            hit = hit | (windows.isnan() & m.isnan())
+        return values, hit.where(pos_windows, plane).min(axes)
+
+    def _adaptive_windows(self, out: tuple[int, ...]) -> tuple[Tensor, np.ndarray]:
+        """The windows of an adaptive pool over the last len(out) axes as movement ops, (..., *out, *k) with k the
+        longest window per axis, and which of their taps lie inside the window, (*out, *k). An uneven axis (L in, O
+        out) is repeated O times in place: window i then reads taps i*L + j*O of that axis, element floor(i*L/O) + j,
+        windows of stride L and dilation O, a pool's (a gather of the taps by index was a one-hot sum over the axis
+        per tap, 60x slower than PyTorch)."""
+        n, lead = len(out), self.ndim - len(out)
+        x, inside = self, np.ones((), bool)
+        for L, O in zip(self.shape[lead:], out, strict=True):
+            # (the first axis left is moved last, its windows appended: (*lead, O_1, k_1, ..., O_n, k_n) at the end)
+            t = x._move_to_end(lead)
+            rest = t.shape[:-1]
+            if L % O == 0:
+                t, valid = t._reshaped(rest + (O, L // O)), np.ones((O, L // O), bool)
+            else:
+                starts, ends = _adaptive_bounds(L, O)
+                k = int((ends - starts).max())
+                wide = t.unsqueeze(-1).expand(*rest, L, O)._reshaped(rest + (L * O,))
+                # (the last window's taps past its end wrap to the axis' start: masked)
+                t, valid = wide._pool1d(k, L, O, wrapped=O), np.arange(k) < (ends - starts)[:, None]
+            x = t
+            inside = inside[..., None, None] & valid.reshape((1,) * inside.ndim + valid.shape)
+        order = [*range(0, 2 * n, 2), *range(1, 2 * n, 2)]
+        x = x.permute([*range(lead), *(lead + a for a in order)])
+        return x, inside.transpose(order)
+
+    def _adaptive_pool_for_gradient(self, out: tuple[int, ...], is_max: bool) -> Tensor:
+        n, lead = len(out), self.ndim - len(out)
+        if not is_max:
+            # separable: per axis, each window's sum (a mask over the axis: weights of 0 would spread a NaN or an inf
+            # to every window as 0 * inf) over its length
+            x = self._float()
+            for i, O in enumerate(out):
+                L = self.shape[lead + i]
+                starts, ends = _adaptive_bounds(L, O)
+                inside = (np.arange(L) >= starts[:, None]) & (np.arange(L) < ends[:, None])
+                rows = x._move_to_end(lead + i).unsqueeze(-2)
+                total = Tensor(inside, device=self.device).where(rows, 0).sum(-1)
+                count = Tensor((ends - starts).astype(np.float32), device=self.device).cast(x.dtype)
+                x = (total / count)._move_from_end(lead + i)
+            return x
+        # the taps gathered per axis (clamped to the window's end), then masked as `_adaptive_pool`'s
+        x, mask = self, np.ones((), bool)
+        for i, O in enumerate(out):
+            starts, ends = _adaptive_bounds(self.shape[lead + i], O)
+            k = int((ends - starts).max())
+            pos = starts[:, None] + np.arange(k)
+            ax = lead + 2 * i
+            x = x._take(ax, np.minimum(pos, ends[:, None] - 1).ravel())
+            x = x.reshape(x.shape[:ax] + (O, k) + x.shape[ax + 1 :])
+            valid = pos < ends[:, None]
+            mask = mask[..., None, None] & valid.reshape((1,) * (2 * i) + valid.shape)
+        windows = Tensor(mask, device=self.device).where(x, dtypes.min(self.dtype))
+        windows = windows.permute([*range(lead), *range(lead, lead + 2 * n, 2), *range(lead + 1, lead + 2 * n, 2)])
+        values = windows.max(tuple(range(-n, 0)))
+        _set_first_max_gradient(values.uop, windows.uop, n)
+        return values
+
 
 def _bags_by_scatter(
     idx: Tensor,
@@ -841,3 +977,9 @@ def _cubic_weights(t: Tensor) -> list[Tensor]:
         return ((_CUBIC_A * d - 5 * _CUBIC_A) * d + 8 * _CUBIC_A) * d - 4 * _CUBIC_A
 
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _adaptive_bounds(L: int, O: int) -> tuple[np.ndarray, np.ndarray]:
+    # the windows of an adaptive pool splitting L into O, as PyTorch's: [floor(i L / O), ceil((i + 1) L / O))
+    i = np.arange(O)
+    return i * L // O, -((-(i + 1) * L) // O)
