@@ -374,3 +374,30 @@ def test_setitem_of_a_row_or_a_run_of_rows_builds_its_view_directly(monkeypatch:
     ints = Tensor.zeros(6, dtype=dtypes.int64).contiguous().realize()
     ints[3] = 2
     assert ints.tolist() == [0, 0, 0, 2, 0, 0]
+
+
+def test_mask_select_counts_share_a_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a data-dependent count of hits is taken padded to a power of two (one kernel per size class, not per count),
+    # the result its prefix: values as torch's for every count, a gradient too
+    lengths: list[int] = []
+    take = Tensor._take
+
+    def recorded(self: Tensor, axis: int, idx: np.ndarray) -> Tensor:
+        lengths.append(len(idx))
+        return take(self, axis, idx)
+
+    monkeypatch.setattr(Tensor, "_take", recorded)
+    for x in [rng.standard_normal(1000).astype(np.float32), rng.standard_normal((7, 9)).astype(np.float32)]:
+        for cut in [-9.0, 9.0, 0.0, 0.3, 1.1]:
+            want = torch.tensor(x)[torch.tensor(x) > cut].numpy()
+            t = Tensor(x)
+            np.testing.assert_array_equal(t[t > cut].numpy(), want)
+            np.testing.assert_array_equal(t.masked_select(t > cut).numpy(), want)
+    padded = [n for n in lengths if n & (n - 1)]
+    assert not padded or all(n in (1000, 63) for n in padded), padded  # (all hits: a slice, not a gather)
+    values = Tensor([3, 1, 3, 2, 7, 1, 1, 9, 2])
+    assert values.unique().tolist() == [1, 2, 3, 7, 9]
+    monkeypatch.setattr(Tensor, "_take", take)
+    w = Tensor(np.array([1.0, -2.0, 3.0], np.float32), requires_grad=True)
+    (w[w > 0] * 2).sum().backward()
+    assert w.grad is not None and w.grad.tolist() == [2.0, 0.0, 2.0]

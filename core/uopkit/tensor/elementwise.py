@@ -755,7 +755,7 @@ class ElementwiseMixin:
             raise TypeError("masked_select: mask must be a bool tensor")
         shape = _broadcast_shape(self.shape, mask.shape, "masked_select")
         picked = np.flatnonzero(mask._broadcast_to(shape).numpy())
-        return self._broadcast_to(shape).reshape(-1)._take(0, picked)
+        return self._broadcast_to(shape).reshape(-1)._take_counted(0, picked)
 
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
         """`value` where `mask` is true, else self, in self's dtype as torch (a float value into an int tensor is

@@ -545,6 +545,9 @@ class IndexingMixin:
         view = self._plain_view(index)
         if view is not None:
             return view
+        if isinstance(index, Tensor) and index.dtype == dtypes.bool and index.ndim and index.shape == self.shape:
+            # `x[x > 0]`: masked_select's, whose kernel isn't compiled anew for each count of hits
+            return self.masked_select(index)
         return self._indexed(index, "getitem")
 
     def _indexed(self, index: Any, op: str) -> Tensor:

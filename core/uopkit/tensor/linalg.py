@@ -768,6 +768,17 @@ class LinalgMixin:
                 x = (x + 0.5).floor().cast(self.dtype)
         return x
 
+    def _take_counted(self, axis: int, idx: np.ndarray) -> Tensor:
+        # `_take` of a list whose length depends on the data (a mask's hits): a kernel is compiled for its output's
+        # length, so each new count compiled a new one (~100 ms a call of `x[x > 0]`); the list is padded to a
+        # power of two, that is taken and realized, and the result is a prefix view of its buffer (no kernel).
+        # (a value wanting a gradient keeps the plain take, not cut by a realize mid-graph)
+        n = len(idx)
+        if n == 0 or repeated_progression(idx) is not None or self.requires_grad:
+            return self._take(axis, idx)
+        padded = np.concatenate([idx, np.full((1 << (n - 1).bit_length()) - n, idx[0], idx.dtype)])
+        return self._take(axis, padded).realize()._slice_axis(axis, 0, n)
+
     def _take(self, axis: int, idx: np.ndarray) -> Tensor:
         # self indexed by a host list along one axis: as movement ops where the list is a progression whose every
         # element repeats as often (a slice with a step, each element then repeated: nearest upsampling by an

@@ -975,7 +975,7 @@ class ReduceMixin:
             # a row starts a group where it differs from the one before (NaN != NaN: every NaN is one of its own)
             differs = (ordered._slice_axis(0, 1, k) != ordered._slice_axis(0, 0, k - 1)).any(1)
             starts = np.concatenate([[0], np.flatnonzero(differs.numpy()) + 1])
-            found = ordered._take(0, starts)
+            found = ordered._take_counted(0, starts)
         if dim is None:
             values = found.reshape(-1)
         else:
