@@ -834,3 +834,26 @@ def test_float32_power_takes_a_python_exponent_as_float32_as_torch():
         assert np.max(np.abs(got - want) / ulp) <= 1, e
         ref = (torch.from_numpy(x) ** e).numpy().astype(np.float64)
         assert np.max(np.abs(got - ref) / ulp) <= 2, e
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("tau", [0.005, 0.5, 1, -0.25, 0.9])
+def test_soft_update_matches_torch_bitwise(dtype: str, tau: float) -> None:
+    # a target network's soft update, `p.lerp_(q, tau)` (the same bits as torch's) and `p.mul_(1 - tau).add_(q,
+    # alpha=tau)`: their weight and alpha nodes are built apart from the generic binary op path; gradients too
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((2, 5, 3)).astype(dtype)
+    t, tt = Tensor(a).realize(), torch.tensor(a)
+    t.lerp_(Tensor(b), tau)
+    tt.lerp_(torch.tensor(b), tau)
+    np.testing.assert_array_equal(t.numpy(), _np(tt))
+    t.mul_(1 - tau).add_(Tensor(b), alpha=tau)
+    tt.mul_(1 - tau).add_(torch.tensor(b), alpha=tau)
+    # (torch's add with alpha may be one fma: an ulp apart)
+    np.testing.assert_allclose(t.numpy(), _np(tt), rtol=1e-6, atol=1e-7)
+    x, xt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, yt = Tensor(b, requires_grad=True), torch.tensor(b, requires_grad=True)
+    x.lerp(y, tau).sub(y, alpha=tau).sum().backward()
+    xt.lerp(yt, tau).sub(yt, alpha=tau).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), _np(xt.grad), rtol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), _np(yt.grad), rtol=1e-6)

@@ -309,6 +309,10 @@ def _scaled_operands(t: Tensor, x: Any, alpha: Any, op: str) -> tuple[Tensor, Te
     if not isinstance(alpha, (bool, int, float)):
         raise TypeError(f"{op}: alpha must be a Python number, got {type(alpha).__name__}")
     _check_stored_scalar(alpha, dt, f"{op} (alpha)")
+    if dtypes.is_float(dt) and dt not in dtypes.halves:
+        # b * alpha as `b * scale` builds it (the scale's nodes broadcast, cached as `a + 1`'s), without its checks:
+        # `p.add_(q, alpha=tau)` runs for every parameter, every step
+        return a, b._alu(Ops.MUL, Tensor(_scalar_uop(float(alpha), dt, t.device, b.shape))), dt
     scale = _scalar_in_dtype(alpha, dt, t.device)
     if dt in dtypes.halves:
         return a.float(), b.float() * scale.float(), dt
@@ -798,9 +802,12 @@ class ElementwiseMixin:
                 near = w.abs() < 0.5
                 coeff, base = near.where(w, w - 1), near.where(x, end_t)
             else:
-                w = _scalar_in_dtype(weight, x.dtype, x.device)
+                # (the weight's nodes broadcast already, cached as `a + 1`'s: a soft update `p.lerp_(q, tau)` of every
+                # parameter, every step, builds this graph; the same value as `_scalar_in_dtype`'s float)
+                w = Tensor(_scalar_uop(float(weight), x.dtype, x.device, x.shape))
                 coeff, base = (w, x) if abs(weight) < 0.5 else (w - 1, end_t)
-            diff = end_t - x
+            # end - self, the nodes `sub` builds for two floats of one dtype and shape, without its checks
+            diff = end_t._alu(_ADD, x._alu(_NEG))
             return diff._alu(Ops.MULACC, coeff._broadcast_to(diff.shape), base)
         diff = end - self
         if isinstance(weight, (int, float)):
