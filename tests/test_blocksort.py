@@ -13,17 +13,9 @@ from uopkit.schedule import create_schedule, kernelize_tensors
 from uopkit.tensor import blocksort, reduce
 from uopkit.uop.ops import Ops
 
+from .test_bitonic import _with_ties_and_specials  # (repeated values, signed zeros, NaNs)
+
 _R = np.random.default_rng(0)
-
-
-def _with_ties_and_specials(x: np.ndarray) -> np.ndarray:
-    # repeated values (stability), signed zeros and NaNs (sorted last, first when descending)
-    x = x.copy()
-    x[..., ::5] = x[..., 1:2]
-    x[..., 3::11] = 0.0
-    x[..., 4::13] = -0.0
-    x[..., 6::17] = np.nan
-    return x
 
 
 def _assert_sorts_as_torch(x: np.ndarray, dim: int = -1) -> None:

@@ -287,8 +287,7 @@ def _realize_values_of_crowded_kernels(ctx: GrouperContext, topo: list[UOp]) -> 
             held[u] = _NO_REDUCES
             continue
         srcs = [s for s in dict.fromkeys(u.src) if held.get(s)]
-        # (a gather folds into a load: no loops of its own)
-        own = frozenset((u,)) if u.op is Ops.REDUCE_AXIS and not is_one_hot_reduce(u) else _NO_REDUCES
+        own = frozenset((u,)) if u.op is Ops.REDUCE_AXIS else _NO_REDUCES
         reduces = _union_of([held[s] for s in srcs], own)
         while len(reduces) > MAX_KERNEL_REDUCES and srcs:
             largest = max(srcs, key=lambda s: len(held[s]))
