@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import math
+import os
 import shutil
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 
 from uopkit.device import CompileError, compile_cache_stats
 from uopkit.uop.spec import SPEC_VERSION
-from uopkit_cpu import uopkit_backends
+from uopkit_cpu import runtime, uopkit_backends
 from uopkit_cpu.compiler import CFLAGS, GCC_FLAGS, ClangCompiler, compiler_problem, find_cc, host_cpu_model
 from uopkit_cpu.runtime import ALIGNMENT, HUGE_PAGE, HUGE_PAGE_MIN, CPUAllocator, CPUProgram
 
@@ -303,3 +305,53 @@ def test_bound_launch_does_what_the_call_does() -> None:
     out = allocator.alloc(x.nbytes)
     chunked.bind(out, buf_b.addr, vals=[10, 7])()
     np.testing.assert_array_equal(_from_device(allocator, out, x), np.full(10, 7.0, np.float32))
+
+
+def _maps() -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+def _add_const_program(k: int, chunked: bool = False) -> CPUProgram:
+    # a kernel of its own library (the constant makes the bytes differ): out[i] += k
+    if chunked:
+        src = f"""const int add{k}_chunks = 2;
+void add{k}_chunk(void **bufs, const int *vals, int chunk, int chunks) {{
+  float *out = (float *)bufs[0];
+  for (int i = chunk; i < vals[0]; i += chunks) out[i] += {k}.0f;
+}}"""
+        return CPUProgram(f"add{k}", ClangCompiler(flags=(*CFLAGS, "-pthread")).compile(src))
+    src = f"void add{k}(float *restrict out, const int n) {{ for (int i = 0; i < n; i++) out[i] += {k}.0f; }}"
+    return CPUProgram(f"add{k}", ClangCompiler().compile(src))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="counts memory mappings in /proc/self/maps (Linux)")
+def test_loaded_libraries_stay_under_the_limit_and_unloaded_ones_load_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a long run loads ever new kernels; every library takes memory mappings, and a process at vm.max_map_count fails
+    # every mmap (dlopen, malloc, thread stacks): past LOADED_LIBRARIES the first loaded are unloaded, and a program
+    # whose library went loads it again when called. A bound launch (a TinyJit replay's) keeps its library loaded.
+    monkeypatch.setattr(runtime, "LOADED_LIBRARIES", 16)
+    allocator = CPUAllocator()
+    x = np.zeros(8, dtype=np.float32)
+    buf = _to_device(allocator, x)
+    first, first_chunked = _add_const_program(1000), _add_const_program(2000, chunked=True)
+    bound = _add_const_program(3000).bind(buf, vals=(8,))
+    before = _maps()
+    programs = [_add_const_program(k) for k in range(1, 61)]
+    assert runtime.loaded_libraries() <= 16
+    # the libraries unloaded gave their mappings back (60 libraries kept would take ~400 more)
+    assert _maps() - before < 16 * 10
+    assert first.lib is None and first_chunked.lib is None
+    first(buf, vals=(8,))
+    first_chunked(buf, vals=(8,))
+    for p in programs:
+        p(buf, vals=(8,))
+    bound()
+    assert runtime.loaded_libraries() <= 16
+    expected = 1000 + 2000 + sum(range(1, 61)) + 3000
+    np.testing.assert_array_equal(_from_device(allocator, buf, x), np.full(8, expected, np.float32))
+    # the bound launch's library was never unloaded; once the launch is gone it can be
+    digest = next(d for d, lib in runtime._loaded.items() if lib.pins)
+    del bound
+    gc.collect()
+    assert runtime._loaded[digest].pins == 0

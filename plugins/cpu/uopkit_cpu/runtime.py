@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
+import itertools
 import mmap
 import operator
 import threading
 import time
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from uopkit.device import Compiled, LRUAllocator, SharedSegment
@@ -131,19 +134,82 @@ def _address(buf: Any) -> int:
 ARRAYS_KEPT = 64
 
 
-# loaded libraries by content: kernels compiled together share one library (`ClangCompiler.compile_batch`), loaded
-# once. Libraries are never unloaded (ctypes keeps them), so holding them here costs nothing more.
-_loaded: dict[bytes, ctypes.CDLL] = {}
-_loaded_lock = threading.Lock()
+def _library_limit() -> int:
+    # every loaded library takes about 7 memory mappings, and Linux caps a process at vm.max_map_count of them (65530
+    # by default); a process at the cap fails every mmap: dlopen, large mallocs, and a new thread's stack (Python's
+    # Thread.start then waits forever). The libraries take at most a twenty-fourth of the cap.
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            cap = int(f.read())
+    except (OSError, ValueError):
+        cap = 65530
+    return max(64, min(4096, cap // 24))
 
 
-def _load(lib: bytes, name: str) -> ctypes.CDLL:
-    digest = hashlib.sha256(lib).digest()
+# how many kernel libraries stay loaded at once (a long run compiles ever new kernels: ~9,000 libraries in the test
+# suite); past it the one loaded first that no bound launch holds is unloaded, and its programs load it again from
+# their bytes on their next call
+LOADED_LIBRARIES = _library_limit()
+
+
+@dataclass(eq=False)
+class _Library:
+    """A loaded shared object (kernels compiled together share one: `ClangCompiler.compile_batch`), the programs
+    that call into it, and how many bound launches (`CPUProgram.bind`) hold pointers into it: those keep it loaded."""
+
+    cdll: ctypes.CDLL
+    programs: weakref.WeakSet[CPUProgram] = field(default_factory=weakref.WeakSet)
+    pins: int = 0
+
+
+# loaded libraries by content, the first loaded first
+_loaded: dict[bytes, _Library] = {}
+# (re-entrant: a bound launch collected while the lock is held unpins under it)
+_loaded_lock = threading.RLock()
+
+
+def _load(lib: bytes, digest: bytes, program: CPUProgram) -> ctypes.CDLL:
     with _loaded_lock:
-        if digest not in _loaded:
+        found = _loaded.get(digest)
+        if found is None:
+            if len(_loaded) >= LOADED_LIBRARIES:
+                # a sixteenth at a time, so that the scan for unpinned libraries comes once per so many loads
+                _unload_past(LOADED_LIBRARIES - 1 - LOADED_LIBRARIES // 16)
             # from a private copy of the (verified) bytes, never from a path someone else could swap
-            _loaded[digest] = load_library(lib, f"kernel {name}")
-        return _loaded[digest]
+            found = _loaded[digest] = _Library(load_library(lib, f"kernel {program.name}"))
+        found.programs.add(program)
+        return found.cdll
+
+
+def _unload_past(limit: int) -> None:
+    # unload the first loaded libraries that no bound launch holds until at most `limit` are loaded: their programs
+    # forget their function pointers first (and load the library again when called)
+    unpinned = (digest for digest, library in _loaded.items() if library.pins == 0)
+    for digest in list(itertools.islice(unpinned, max(0, len(_loaded) - limit))):
+        library = _loaded.pop(digest)
+        for program in list(library.programs):
+            program.detach()
+        with contextlib.suppress(Exception):
+            import _ctypes
+
+            _ctypes.dlclose(library.cdll._handle)
+
+
+def _pin(digest: bytes) -> None:
+    with _loaded_lock:
+        _loaded[digest].pins += 1
+
+
+def _unpin(digest: bytes) -> None:
+    with _loaded_lock:
+        library = _loaded.get(digest)
+        if library is not None:
+            library.pins -= 1
+
+
+def loaded_libraries() -> int:
+    """How many kernel libraries this process has loaded now."""
+    return len(_loaded)
 
 
 class CPUProgram:
@@ -152,30 +218,46 @@ class CPUProgram:
     Buffers are passed first, as pointers, then the symbolic values as int32. The kernel loops over its own
     iteration space, so global and local sizes are accepted and ignored. A kernel with a parallel loop instead exports
     ``name_chunk`` and ``name_chunks`` and runs on the backend's thread pool (`uopkit_cpu.pool`).
+
+    The program keeps its library's bytes: a library unloaded to stay under LOADED_LIBRARIES is loaded again on the
+    program's next call.
     """
 
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
-        self.lib = _load(lib, name)
-        try:
-            self.chunks = ctypes.c_int.in_dll(self.lib, f"{name}_chunks").value
-        except ValueError:
-            self.chunks = 0
+        self.lib_bytes, self.digest = lib, hashlib.sha256(lib).digest()
+        self.chunks = 0
+        self.attach()
         if self.chunks:
             from uopkit_cpu.pool import thread_pool
 
             self.pool_run = thread_pool().run
-            self.entry = ctypes.cast(getattr(self.lib, f"{name}_chunk"), ctypes.c_void_p)
             # the (buffer addresses, values) arrays of recent launches: a training step or a replay launches a kernel
             # on the same buffers again (the allocator hands the same memory back), and building two ctypes arrays
             # costs more than the kernel call. Keyed by the addresses themselves, so an entry is never stale.
             self.arrays: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Any, Any]] = {}
+
+    def attach(self) -> None:
+        """Load the library (or find it loaded) and take the kernel's function pointers from it."""
+        self.lib: ctypes.CDLL | None = _load(self.lib_bytes, self.digest, self)
+        try:
+            self.chunks = ctypes.c_int.in_dll(self.lib, f"{self.name}_chunks").value
+        except ValueError:
+            self.chunks = 0
+        if self.chunks:
+            self.entry = ctypes.cast(getattr(self.lib, f"{self.name}_chunk"), ctypes.c_void_p)
         else:
             # a function object of its own (attribute access on the library shares one per name): its argument types
             # are this kernel's, set on the first call, so that calls pass plain ints (no c_void_p per buffer)
-            self.fxn = self.lib[name]
+            self.fxn = self.lib[self.name]
             self.fxn.restype = None
             self.n_bufs, self.n_vals = -1, -1
+
+    def detach(self) -> None:
+        """Drop the function pointers into the library (it is being unloaded)."""
+        self.lib = None
+        self.__dict__.pop("fxn", None)
+        self.__dict__.pop("entry", None)
 
     def __call__(
         self,
@@ -186,6 +268,8 @@ class CPUProgram:
         wait: bool = False,
     ) -> float | None:
         start = time.perf_counter() if wait else 0.0
+        if self.lib is None:
+            self.attach()
         try:
             addrs = tuple(map(_addr_of, bufs))
         except AttributeError:
@@ -215,12 +299,19 @@ class CPUProgram:
         every call)."""
         addrs = tuple(map(_address, bufs))
         vals = tuple(vals)
+        if self.lib is None:
+            self.attach()
         if self.chunks:
             # (the partial keeps the arrays alive)
-            return functools.partial(self.pool_run, self.entry, *self._arrays(addrs, vals), self.chunks)
-        if len(addrs) != self.n_bufs or len(vals) != self.n_vals:
-            self._set_argtypes(len(addrs), len(vals))
-        return functools.partial(self.fxn, *addrs, *vals)
+            launch = functools.partial(self.pool_run, self.entry, *self._arrays(addrs, vals), self.chunks)
+        else:
+            if len(addrs) != self.n_bufs or len(vals) != self.n_vals:
+                self._set_argtypes(len(addrs), len(vals))
+            launch = functools.partial(self.fxn, *addrs, *vals)
+        # the call holds pointers into the library: it stays loaded while the call lives
+        _pin(self.digest)
+        weakref.finalize(launch, _unpin, self.digest)
+        return launch
 
     def _set_argtypes(self, n_bufs: int, n_vals: int) -> None:
         self.n_bufs, self.n_vals = n_bufs, n_vals
