@@ -352,7 +352,8 @@ class TorchNamesMixin:
         """x where |x| > lambd, else 0 (NaN stays NaN, as torch's)."""
         # (two comparisons, not |x|: an int's abs wraps at its minimum, int8 -128 came out inside)
         inside = (self >= -lambd) & (self <= lambd)
-        value = inside.where(0, self)
+        # (a bool's zero is False: an int 0 would promote the bool to int32)
+        value = inside.where(False if self.dtype == dtypes.bool else 0, self)
         if not value.is_floating_point():
             return value
         # (torch's hardshrink_backward)
