@@ -12,6 +12,7 @@ import operator
 import threading
 import time
 import weakref
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -168,15 +169,18 @@ _loaded: dict[bytes, _Library] = {}
 _loaded_lock = threading.RLock()
 
 
-def _load(lib: bytes, digest: bytes, program: CPUProgram) -> ctypes.CDLL:
+def _load(program: CPUProgram, lib: bytes | None) -> ctypes.CDLL:
+    # `program`'s library, loaded from `lib` (else from the program's kept bytes) unless it is loaded
     with _loaded_lock:
-        found = _loaded.get(digest)
+        found = _loaded.get(program.digest)
         if found is None:
+            if lib is None:
+                lib = zlib.decompress(program.packed)
             if len(_loaded) >= LOADED_LIBRARIES:
                 # a sixteenth at a time, so that the scan for unpinned libraries comes once per so many loads
                 _unload_past(LOADED_LIBRARIES - 1 - LOADED_LIBRARIES // 16)
             # from a private copy of the (verified) bytes, never from a path someone else could swap
-            found = _loaded[digest] = _Library(load_library(lib, f"kernel {program.name}"))
+            found = _loaded[program.digest] = _Library(load_library(lib, f"kernel {program.name}"))
         found.programs.add(program)
         return found.cdll
 
@@ -184,8 +188,10 @@ def _load(lib: bytes, digest: bytes, program: CPUProgram) -> ctypes.CDLL:
 def _unload_past(limit: int) -> None:
     # unload the first loaded libraries that no bound launch holds until at most `limit` are loaded: their programs
     # forget their function pointers first (and load the library again when called)
-    unpinned = (digest for digest, library in _loaded.items() if library.pins == 0)
-    for digest in list(itertools.islice(unpinned, max(0, len(_loaded) - limit))):
+    # (libraries no live program calls first: nothing loads them again)
+    unused = [digest for digest, library in _loaded.items() if library.pins == 0 and not library.programs]
+    unpinned = (digest for digest, library in _loaded.items() if library.pins == 0 and library.programs)
+    for digest in list(itertools.islice(itertools.chain(unused, unpinned), max(0, len(_loaded) - limit))):
         library = _loaded.pop(digest)
         for program in list(library.programs):
             program.detach()
@@ -219,15 +225,15 @@ class CPUProgram:
     iteration space, so global and local sizes are accepted and ignored. A kernel with a parallel loop instead exports
     ``name_chunk`` and ``name_chunks`` and runs on the backend's thread pool (`uopkit_cpu.pool`).
 
-    The program keeps its library's bytes: a library unloaded to stay under LOADED_LIBRARIES is loaded again on the
-    program's next call.
+    The program keeps its library's bytes (compressed: ~17 KB -> ~4.5 KB): a library unloaded to stay under
+    LOADED_LIBRARIES is loaded again on the program's next call.
     """
 
     def __init__(self, name: str, lib: bytes) -> None:
         self.name = name
-        self.lib_bytes, self.digest = lib, hashlib.sha256(lib).digest()
+        self.packed, self.digest = zlib.compress(lib, 1), hashlib.sha256(lib).digest()
         self.chunks = 0
-        self.attach()
+        self.attach(lib)
         if self.chunks:
             from uopkit_cpu.pool import thread_pool
 
@@ -237,9 +243,10 @@ class CPUProgram:
             # costs more than the kernel call. Keyed by the addresses themselves, so an entry is never stale.
             self.arrays: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Any, Any]] = {}
 
-    def attach(self) -> None:
-        """Load the library (or find it loaded) and take the kernel's function pointers from it."""
-        self.lib: ctypes.CDLL | None = _load(self.lib_bytes, self.digest, self)
+    def attach(self, lib: bytes | None = None) -> None:
+        """Load the library (`lib`, else the kept bytes), or find it loaded, and take the kernel's function pointers
+        from it."""
+        self.lib: ctypes.CDLL | None = _load(self, lib)
         try:
             self.chunks = ctypes.c_int.in_dll(self.lib, f"{self.name}_chunks").value
         except ValueError:
