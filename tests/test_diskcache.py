@@ -11,6 +11,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 import warnings
 import zlib
@@ -453,3 +454,75 @@ def test_in_process_compiler_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     assert hostlib.call_with_timeout(lambda: 42, "src", "fake driver") == 42
     with pytest.raises(ZeroDivisionError):
         hostlib.call_with_timeout(lambda: 1 // 0, "src", "fake driver")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the size limit
+
+
+def _aged_entries(cache: Path, n: int, size: int) -> list[Path]:
+    # n entries of `size` payload bytes, entry i used i hours after the first
+    for i in range(n):
+        diskcache.put("compile", f"key {i}", bytes([i]) * size)
+    paths = [diskcache.entry_path("compile", f"key {i}") for i in range(n)]
+    start = time.time() - 48 * 3600
+    for i, path in enumerate(paths):
+        assert path is not None and path.exists()
+        os.utime(path, (start + i * 3600, start + i * 3600))
+    return [p for p in paths if p is not None]
+
+
+def test_a_trim_deletes_the_entries_used_longest_ago(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("UOPKIT_CACHE_MAX_MB", "0")  # (no trim while the entries are written)
+    diskcache.reset()
+    paths = _aged_entries(tmp_path, 10, 1000)
+    each = paths[0].stat().st_size
+    # under the limit: nothing goes
+    assert diskcache.trim(tmp_path, 10 * each) == (0, 0)
+    # a read marks its entry used: the oldest survives a trim once read
+    assert diskcache.get("compile", "key 0") == bytes([0]) * 1000
+    # over the limit: down to TRIM_TO of it, the entries used longest ago first
+    deleted, freed = diskcache.trim(tmp_path, 9 * each)
+    assert (deleted, freed) == (3, 3 * each)  # 10 -> 7 entries, 7 * each <= 0.8 * 9 * each
+    assert [p.exists() for p in paths] == [True, False, False, False] + [True] * 6
+    assert diskcache.get("compile", "key 9") == bytes([9]) * 1000
+
+
+def test_a_write_past_the_limit_trims_in_the_background_once_per_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("UOPKIT_CACHE_MAX_MB", "0")
+    diskcache.reset()
+    paths = _aged_entries(tmp_path, 10, 100_000)
+    # a limit of 5.5 entries; another process trimmed a minute ago: this one leaves the cache as it is
+    monkeypatch.setenv("UOPKIT_CACHE_MAX_MB", str(5.5 * 100_000 / (1 << 20)))
+    stamp = tmp_path / diskcache.TRIM_STAMP
+    stamp.touch()
+    os.utime(stamp, (time.time() - 60, time.time() - 60))
+    diskcache.put("compile", "key new", b"x" * 100_000)
+    assert all(p.exists() for p in paths)
+    # an hour later (a new process), a write trims the oldest to 80% of the limit (4 of 12 entries stay)
+    os.utime(stamp, (time.time() - diskcache.TRIM_EVERY_SECONDS - 1,) * 2)
+    diskcache.reset()
+    diskcache.put("compile", "key newer", b"y" * 100_000)
+    for t in threading.enumerate():
+        if t.name == "uopkit cache trim":
+            t.join(timeout=60)
+    assert sum(p.exists() for p in paths) == 2 and paths[-1].exists() and paths[-2].exists()
+    assert diskcache.get("compile", "key newer") == b"y" * 100_000
+    assert time.time() - stamp.stat().st_mtime < 60
+
+
+def test_the_size_limit_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPKIT_CACHE_MAX_MB", "0")
+    assert diskcache.size_limit() is None
+    monkeypatch.setenv("UOPKIT_CACHE_MAX_MB", "1.5")
+    assert diskcache.size_limit() == 3 << 19
+    monkeypatch.delenv("UOPKIT_CACHE_MAX_MB")
+    assert diskcache.size_limit() == diskcache.CACHE_MAX_MB << 20
+    monkeypatch.setenv("UOPKIT_CACHE_MAX_MB", "lots")
+    diskcache.reset()
+    with pytest.warns(diskcache.CacheWarning, match="UOPKIT_CACHE_MAX_MB='lots' is not a number"):
+        assert diskcache.size_limit() == diskcache.CACHE_MAX_MB << 20

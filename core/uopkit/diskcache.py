@@ -13,6 +13,9 @@ Guarantees (docs/cache-and-plugins.md says the same for users):
   warning), and the caller recomputes and overwrites it.
 - Writes are atomic: a temporary file in the same folder, then ``os.replace``. Temporary files of a process that
   died before renaming (its pid is in the name) are deleted the next time a process opens the cache.
+- The cache stays under ``UOPKIT_CACHE_MAX_MB`` (default 4096; 0: no limit): a read marks its entry used (its
+  mtime), and at most once per TRIM_EVERY_SECONDS (across processes, by a stamp file) a process that writes an entry
+  deletes the entries used longest ago, in a background thread, until the cache is at TRIM_TO of the limit.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ MAGIC = b"uopkit-cache-entry 1\n"
 TMP_PREFIX = ".tmp-"
 # a temporary file older than this is stale even if a process with its pid is alive (pids get reused)
 STALE_TMP_SECONDS = 24 * 3600
+# the size limit's default (MiB), how often a writer looks at the size, and how far a trim goes below the limit
+CACHE_MAX_MB = 4096
+TRIM_EVERY_SECONDS = 3600
+TRIM_TO = 0.8
+TRIM_STAMP = ".last-trim"
 HINT = "set UOPKIT_CACHE_DIR to a folder only you can write, or CACHELEVEL=0 to run without a cache"
 
 
@@ -220,6 +228,9 @@ def get(table: str, key: str) -> bytes | None:
     else:
         payload, why = _verify(data, table, key_digest(table, key))
         if payload is not None:
+            # (used now: a trim deletes the entries used longest ago)
+            with contextlib.suppress(OSError):
+                os.utime(path)
             return payload
     stats.corrupt += 1
     _warn_once("corrupt", f"uopkit: ignoring corrupt cache entry {path} ({why}); it is recomputed and overwritten")
@@ -255,6 +266,71 @@ def put(table: str, key: str, payload: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         _write_failed(folder, e)
+        return
+    _trim_when_due(folder.parent)
+
+
+def size_limit() -> int | None:
+    """The cache's size limit in bytes (UOPKIT_CACHE_MAX_MB), None for no limit."""
+    text = os.getenv("UOPKIT_CACHE_MAX_MB", "")
+    try:
+        mb = float(text) if text else CACHE_MAX_MB
+    except ValueError:
+        _warn_once("max", f"uopkit: UOPKIT_CACHE_MAX_MB={text!r} is not a number; using {CACHE_MAX_MB}")
+        mb = CACHE_MAX_MB
+    return None if mb <= 0 else int(mb * (1 << 20))
+
+
+# when this process last looked at each root's stamp (time.monotonic)
+_looked: dict[pathlib.Path, float] = {}
+
+
+def _trim_when_due(root: pathlib.Path) -> None:
+    # (after a write: the stamp's mtime says when a process last trimmed; the one that renews it trims)
+    limit = size_limit()
+    now = time.monotonic()
+    if limit is None or now - _looked.get(root, -TRIM_EVERY_SECONDS) < TRIM_EVERY_SECONDS:
+        return
+    _looked[root] = now
+    stamp = root / TRIM_STAMP
+    try:
+        if time.time() - stamp.stat().st_mtime < TRIM_EVERY_SECONDS:
+            return
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
+    with contextlib.suppress(OSError):
+        stamp.touch()
+        threading.Thread(target=trim, args=(root, limit), name="uopkit cache trim", daemon=True).start()
+
+
+def trim(root: pathlib.Path, limit: int) -> tuple[int, int]:
+    """Delete the entries of the cache in `root` used longest ago until they take at most TRIM_TO of `limit` bytes
+    (nothing while they take at most `limit`). Returns (entries deleted, bytes freed). Safe beside other processes:
+    a reader that loses an entry sees a miss and compiles again."""
+    found: list[tuple[float, int, str]] = []
+    with contextlib.suppress(OSError), os.scandir(root) as tables:
+        for table in tables:
+            if not table.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError), os.scandir(table.path) as files:
+                for f in files:
+                    if f.name.endswith(".entry"):
+                        with contextlib.suppress(OSError):
+                            st = f.stat(follow_symlinks=False)
+                            found.append((st.st_mtime, st.st_size, f.path))
+    total = sum(size for _, size, _ in found)
+    if total <= limit:
+        return 0, 0
+    deleted = freed = 0
+    for _, size, path in sorted(found):
+        if total - freed <= limit * TRIM_TO:
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            deleted, freed = deleted + 1, freed + size
+    return deleted, freed
 
 
 def _write_failed(folder: pathlib.Path, e: OSError) -> None:
@@ -269,3 +345,4 @@ def reset() -> None:
     with _lock:
         _roots.clear()
         _warned.clear()
+        _looked.clear()
