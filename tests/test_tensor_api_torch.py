@@ -689,11 +689,19 @@ def test_unique_values_inverse_and_counts_as_torch():
         np.array([True, False, True, True]),
         np.array(2.5, np.float32),
         np.zeros((2, 0), np.float32),
-        RNG.integers(0, 40, 300).astype(np.int32),  # longer than 256: the sorting network
+        RNG.integers(0, 40, 300).astype(np.int32),
         np.array([5, 5, 5], np.int8),
+        RNG.integers(-3000, 3000, 20000).astype(np.int64),
     ]
     for x in cases:
         _check_unique(x)
+    # (dim=None sorts on the host) bfloat16 values and a lazy input
+    x = np.array([1.5, -2.0, 1.5, NAN, 0.0], np.float32)
+    ours = (Tensor(x).cast(dtypes.bfloat16) * 2).unique(return_counts=True)
+    ref = (torch.tensor(x).to(torch.bfloat16) * 2).unique(return_counts=True)
+    assert ours[0].dtype == dtypes.bfloat16
+    np.testing.assert_array_equal(ours[0].numpy(), ref[0].float().numpy())
+    np.testing.assert_array_equal(ours[1].numpy(), ref[1].numpy())
     # sorted=False is sorted too (as torch on the CPU); only the values unless asked
     x = np.array([4, 1, 4, 0], np.int32)
     assert Tensor(x).unique(sorted=False).tolist() == torch.tensor(x).unique(sorted=False).tolist() == [0, 1, 4]
