@@ -35,6 +35,7 @@ from uopkit.tensor.support import (
     _with,
     in_float32,
 )
+from uopkit.tensor.unique import unique_of
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -947,68 +948,7 @@ class ReduceMixin:
         >>> [t.tolist() for t in Tensor([[1, 2], [0, 5], [1, 2]]).unique(dim=0, return_inverse=True)]
         [[[0, 5], [1, 2]], [1, 0, 1]]
         """
-        if dim is None:
-            found, perm, starts = self._unique_on_host()
-        else:
-            if self.ndim == 0:
-                raise ShapeError(f"unique: dim {dim} given for a 0-d tensor, which has no axes; pass dim=None")
-            axis = _normalize_axis(dim, self.ndim, "unique", self.shape)
-            if self.shape[axis] and not self.numel():
-                raise ShapeError(
-                    f"unique: the slices along dim {dim} of shape {self.shape} are empty (another axis has size 0)"
-                )
-            # one row per slice along `axis`, its elements in row-major order
-            slices = self._move_to_end(axis)._move_from_end(0)
-            found, perm, starts = slices.reshape(self.shape[axis], prod(slices.shape[1:]))._unique_rows()
-        k = len(perm)
-        if dim is None:
-            values = found.reshape(-1)
-        else:
-            values = found.reshape((len(starts),) + slices.shape[1:])
-            values = values._move_to_end(0)._move_from_end(axis)
-        out = [values]
-        positions = np.int32 if dtypes.positions(k) == dtypes.int32 else np.int64
-        if return_inverse:
-            # each sorted row's group (a running count of the starts), put back at the row's place in the input
-            started = np.zeros(k, positions)
-            started[starts] = 1
-            inverse = np.empty(k, positions)
-            inverse[perm] = np.cumsum(started) - 1
-            out.append(Tensor(inverse.reshape(self.shape if dim is None else (k,)), device=self.device))
-        if return_counts:
-            out.append(Tensor(np.diff(np.append(starts, k)).astype(positions), device=self.device))
-        return out[0] if len(out) == 1 else tuple(out)
-
-    def _unique_rows(self) -> tuple[Tensor, np.ndarray, np.ndarray]:
-        """unique's groups of the rows of this 2-D tensor, sorted on the device: (the first row of each group, the
-        sorting order, where each group starts in it)."""
-        k, width = self.shape
-        if k == 0:
-            return self.detach(), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        # a lexicographic order of the rows: stable sorts by each column, the last first
-        order: Tensor | None = None
-        for column in reversed(range(width)):
-            keys = self._slice_axis(1, column, column + 1).reshape(k)
-            step = (keys if order is None else keys._gather_checked(0, order)).argsort()
-            order = step if order is None else order._gather_checked(0, step)
-        assert order is not None, "the slices are not empty (checked by unique)"
-        perm = order.numpy().astype(np.int64)
-        ordered = self.detach()._take(0, perm)
-        # a row starts a group where it differs from the one before (NaN != NaN: every NaN is one of its own)
-        differs = (ordered._slice_axis(0, 1, k) != ordered._slice_axis(0, 0, k - 1)).any(1)
-        starts = np.concatenate([[0], np.flatnonzero(differs.numpy()) + 1])
-        return ordered._take_counted(0, starts), perm, starts
-
-    def _unique_on_host(self) -> tuple[Tensor, np.ndarray, np.ndarray]:
-        # `_unique_rows` of the flattened values by numpy's stable sort: the order and the groups are read back
-        # anyway, and one read of the values and a host sort beat the sort's kernels (100k: 160 bitonic kernels).
-        # numpy's order is torch's: NaNs last, each NaN a group of its own (NaN != NaN), -0.0 beside 0.0. (`numpy()`
-        # gives every dtype's values exactly: bfloat16 as float32)
-        flat = self.detach().numpy().reshape(-1)
-        perm = np.argsort(flat, kind="stable")
-        ordered = flat[perm]
-        starts = np.concatenate([[0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1]) if flat.size else perm
-        return Tensor(ordered[starts], device=self.device, dtype=self.dtype), perm, starts
+        return unique_of(self, dim, return_inverse, return_counts)
 
     def topk(
         self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, **kwargs: Any
