@@ -34,6 +34,7 @@ from uopkit.tensor.support import (
     _with_derivative,
 )
 from uopkit.tensor.triangular import cholesky_solve as _triangular_cholesky_solve
+from uopkit.tensor.unique import slices_as_rows
 
 if TYPE_CHECKING:
     from uopkit.tensor.generator import Generator
@@ -782,16 +783,7 @@ class TorchNamesMixin:
         if dim is None:
             rows, axis = self.reshape(-1, 1), 0
         else:
-            if self.ndim == 0:
-                raise ShapeError(f"unique_consecutive: dim {dim} given for a 0-d tensor; pass dim=None")
-            axis = _normalize_axis(dim, self.ndim, "unique_consecutive", self.shape)
-            if self.shape[axis] and not self.numel():
-                raise ShapeError(
-                    f"unique_consecutive: the slices along dim {dim} of shape {self.shape} are empty (another axis has "
-                    "size 0)"
-                )
-            # (the row width spelled out: -1 can't be inferred when there are no rows)
-            rows = self.movedim(axis, 0).reshape(self.shape[axis], math.prod(self.shape) // max(self.shape[axis], 1))
+            rows, axis = slices_as_rows(self, dim, "unique_consecutive")
         k = rows.shape[0]
         changed = (rows[1:] != rows[:-1]).any(1).numpy() if k > 1 else np.zeros(0, bool)
         starts = np.concatenate([[0], np.flatnonzero(changed) + 1]).astype(np.int32) if k else np.zeros(0, np.int32)

@@ -20,21 +20,13 @@ def unique_of(t: Tensor, dim: int | None, return_inverse: bool, return_counts: b
     if dim is None:
         found, perm, starts = _values_on_host(t)
     else:
-        if t.ndim == 0:
-            raise ShapeError(f"unique: dim {dim} given for a 0-d tensor, which has no axes; pass dim=None")
-        axis = _normalize_axis(dim, t.ndim, "unique", t.shape)
-        if t.shape[axis] and not t.numel():
-            raise ShapeError(
-                f"unique: the slices along dim {dim} of shape {t.shape} are empty (another axis has size 0)"
-            )
-        # one row per slice along `axis`, its elements in row-major order
-        slices = t._move_to_end(axis)._move_from_end(0)
-        found, perm, starts = _rows_on_device(slices.reshape(t.shape[axis], prod(slices.shape[1:])))
+        rows, axis = slices_as_rows(t, dim, "unique")
+        found, perm, starts = _rows_on_device(rows)
     k = len(perm)
     if dim is None:
         values = found.reshape(-1)
     else:
-        values = found.reshape((len(starts),) + slices.shape[1:])
+        values = found.reshape((len(starts),) + t.shape[:axis] + t.shape[axis + 1 :])
         values = values._move_to_end(0)._move_from_end(axis)
     out = [values]
     positions = np.int32 if dtypes.positions(k) == dtypes.int32 else np.int64
@@ -48,6 +40,18 @@ def unique_of(t: Tensor, dim: int | None, return_inverse: bool, return_counts: b
     if return_counts:
         out.append(type(t)(np.diff(np.append(starts, k)).astype(positions), device=t.device))
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def slices_as_rows(t: Tensor, dim: int, op: str) -> tuple[Tensor, int]:
+    """The slices of `t` along `dim` as the rows of a 2-D tensor (each slice's elements in row-major order), and the
+    axis; `op` names the caller in the errors (a 0-d tensor, empty slices)."""
+    if t.ndim == 0:
+        raise ShapeError(f"{op}: dim {dim} given for a 0-d tensor, which has no axes; pass dim=None")
+    axis = _normalize_axis(dim, t.ndim, op, t.shape)
+    if t.shape[axis] and not t.numel():
+        raise ShapeError(f"{op}: the slices along dim {dim} of shape {t.shape} are empty (another axis has size 0)")
+    # (the row width spelled out: -1 can't be inferred when there are no rows)
+    return t._move_to_end(axis)._move_from_end(0).reshape(t.shape[axis], prod(t.shape) // max(t.shape[axis], 1)), axis
 
 
 def _rows_on_device(rows: Tensor) -> tuple[Tensor, np.ndarray, np.ndarray]:
