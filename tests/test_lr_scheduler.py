@@ -78,6 +78,32 @@ CASES: dict[str, tuple[Callable, dict]] = {
         lambda m, o: m.ChainedScheduler([m.ConstantLR(o, factor=0.5, total_iters=4), m.ExponentialLR(o, gamma=0.9)]),
         {},
     ),
+    # a ChainedScheduler inside a SequentialLR: its schedulers' initial steps are undone too
+    "SequentialLR-chained": (
+        lambda m, o: m.SequentialLR(
+            o,
+            [
+                m.ChainedScheduler([m.ConstantLR(o, factor=0.5, total_iters=3), m.ExponentialLR(o, gamma=0.9)]),
+                m.StepLR(o, 3, gamma=0.5),
+            ],
+            milestones=[8],
+        ),
+        {},
+    ),
+    # a milestone at 0: the second scheduler runs from the start
+    "SequentialLR-milestone-0": (
+        lambda m, o: m.SequentialLR(
+            o, [m.ConstantLR(o, factor=0.5, total_iters=3), m.ExponentialLR(o, gamma=0.9)], milestones=[0]
+        ),
+        {},
+    ),
+    # a MultiplicativeLR switched to at a milestone multiplies there too, as torch's
+    "SequentialLR-multiplicative": (
+        lambda m, o: m.SequentialLR(
+            o, [m.ConstantLR(o, factor=0.5, total_iters=3), m.MultiplicativeLR(o, lambda e: 0.9)], milestones=[5]
+        ),
+        {},
+    ),
 }
 
 
@@ -148,6 +174,37 @@ def test_scheduler_state_dict_resumes() -> None:
     # resuming without initial_lr in the groups raises, as torch's
     with pytest.raises(KeyError, match="initial_lr"):
         lr_scheduler.StepLR(_optimizers()[0], 3, last_epoch=4)
+
+
+RESUMED = {
+    "ExponentialLR": lambda m, o, e: m.ExponentialLR(o, gamma=0.9, last_epoch=e),
+    "CosineAnnealingLR": lambda m, o, e: m.CosineAnnealingLR(o, T_max=10, eta_min=0.01, last_epoch=e),
+    "LinearLR": lambda m, o, e: m.LinearLR(o, start_factor=0.1, total_iters=8, last_epoch=e),
+    "PolynomialLR": lambda m, o, e: m.PolynomialLR(o, total_iters=10, power=2.0, last_epoch=e),
+    "MultiplicativeLR": lambda m, o, e: m.MultiplicativeLR(o, lambda _: 0.95, last_epoch=e),
+    "StepLR": lambda m, o, e: m.StepLR(o, step_size=3, gamma=0.5, last_epoch=e),
+}
+
+
+@pytest.mark.parametrize("name", list(RESUMED))
+def test_resuming_with_last_epoch_keeps_the_lr_as_torch(name: str) -> None:
+    # a scheduler built with last_epoch >= 0 (resuming, the optimizer's lr already scheduled) leaves the lr as it
+    # finds it in its constructor, then goes on from there, as torch's
+    opt, topt = _optimizers()
+    for o in (opt, topt):
+        for g in o.param_groups:
+            g["initial_lr"] = g["lr"]
+            g["lr"] = g["lr"] * 0.7
+    sched, tsch = RESUMED[name](lr_scheduler, opt, 5), RESUMED[name](tsched, topt, 5)
+    lrs, tlrs = [sched.get_last_lr()], [tsch.get_last_lr()]
+    for _ in range(12):
+        for o, s in ((opt, sched), (topt, tsch)):
+            o.step()
+            s.step()
+        lrs.append(sched.get_last_lr())
+        tlrs.append(tsch.get_last_lr())
+    np.testing.assert_allclose(np.array(lrs), np.array(tlrs), rtol=1e-7, atol=1e-12)
+    assert sched.last_epoch == tsch.last_epoch
 
 
 def _copy_groups(src, dst) -> None:
@@ -278,3 +335,33 @@ def test_one_cycle_adam_training_matches_torch() -> None:
             sched.step()
             tsch.step()
         np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_reduce_lr_on_plateau_after_add_param_group_as_torch() -> None:
+    # one min_lr covers a group added later; a per-group list of them raises a clear error, as torch's
+    opt, topt = _optimizers()
+    sched, tsch = lr_scheduler.ReduceLROnPlateau(opt, patience=0), tsched.ReduceLROnPlateau(topt, patience=0)
+    opt.add_param_group({"params": [Tensor([4.0], requires_grad=True)], "lr": 0.05})
+    topt.add_param_group({"params": [torch.tensor([4.0], requires_grad=True)], "lr": 0.05})
+    for _ in range(4):
+        sched.step(1.0)
+        tsch.step(1.0)
+        assert sched.get_last_lr() == pytest.approx(tsch.get_last_lr(), rel=1e-7)
+    opt2, _ = _optimizers()
+    listed = lr_scheduler.ReduceLROnPlateau(opt2, patience=0, min_lr=[0.0, 0.0])
+    opt2.add_param_group({"params": [Tensor([4.0], requires_grad=True)]})
+    listed.step(1.0)
+    with pytest.raises(RuntimeError, match="ReduceLROnPlateau: the optimizer has 3 param groups"):
+        listed.step(1.0)
+
+
+@pytest.mark.parametrize("owner", ["SequentialLR", "ChainedScheduler"])
+def test_composites_refuse_reduce_lr_on_plateau(owner: str) -> None:
+    # its step needs a metric the composite can't pass: refused when built, as torch's, not at the first step
+    opt, _ = _optimizers()
+    parts = [lr_scheduler.StepLR(opt, 2), lr_scheduler.ReduceLROnPlateau(opt)]
+    with pytest.raises(ValueError, match=f"{owner} can't hold a ReduceLROnPlateau \\(at index 1\\)"):
+        if owner == "SequentialLR":
+            lr_scheduler.SequentialLR(opt, parts, milestones=[3])
+        else:
+            lr_scheduler.ChainedScheduler(parts)

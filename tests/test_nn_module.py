@@ -471,6 +471,53 @@ def test_conv_transpose_output_size_picks_the_output_padding():
         ours(Tensor(x), output_size=(15, 15))
 
 
+def test_global_module_forward_hooks_as_torchs():
+    # torch.nn.modules.module.register_module_forward_pre_hook / register_module_forward_hook: every module's call
+    # (built-in layers with no hooks of their own too, a BatchNorm1d once), before the module's own hooks, as torch's
+    from torch.nn.modules import module as tmodule
+
+    from uopkit.nn import module as umodule
+
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+
+    def run(lib, mod, make) -> list:
+        class Net(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc, self.bn, self.act = lib.Linear(3, 2), lib.BatchNorm1d(2), lib.ReLU()
+
+            def forward(self, x):
+                return self.act(self.bn(self.fc(x)))
+
+        class Raises(lib.Module):
+            def forward(self, x):
+                raise ValueError("no")
+
+        net, log = Net().eval(), []
+        handles = [
+            mod.register_module_forward_pre_hook(lambda m, args: log.append(("pre", type(m).__name__))),
+            mod.register_module_forward_hook(lambda m, a, o: log.append(("post", type(m).__name__, tuple(o.shape)))),
+            mod.register_module_forward_hook(lambda m, a, kw, o: log.append(("kw", sorted(kw))), with_kwargs=True),
+        ]
+        net.fc.register_forward_pre_hook(lambda m, args: log.append("own_pre"))
+        net.fc.register_forward_hook(lambda m, args, out: log.append("own_post"))
+        net(make(x))
+        zeroed = mod.register_module_forward_hook(lambda m, args, out: out * 0 if m is net.act else None)
+        log.append(net(make(x)).sum().tolist())
+        for h in [*handles, zeroed]:
+            h.remove()
+        net(make(x))
+        always = mod.register_module_forward_hook(lambda m, a, out: log.append(("always", out)), always_call=True)
+        with pytest.raises(ValueError):
+            Raises()(make(x))
+        always.remove()
+        return log
+
+    ours = run(nn, umodule, Tensor)
+    assert ours == run(torch.nn, tmodule, torch.tensor)
+    assert ours.count(("pre", "BatchNorm1d")) == 2 and ours[-1] == ("always", None)
+
+
 def test_hook_options_as_torchs():
     # with_kwargs, prepend and always_call (register_forward_hook) and with_kwargs, prepend (register_forward_pre_hook)
     # run the hooks torch runs, in torch's order, with what torch hands them

@@ -57,6 +57,10 @@ class LRScheduler:
     and takes the initial step (last_epoch -1 -> 0); `step()` moves one epoch on and writes every group's lr from
     `get_lr()`. `state_dict()` is the scheduler's attributes but the optimizer."""
 
+    # True only during the constructor's step: a recursive-form scheduler resumed with last_epoch >= 0 then keeps the
+    # lr it finds (torch's rule), rather than decaying it once more
+    _is_initial = False
+
     def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
         self.optimizer = optimizer
         if last_epoch == -1:
@@ -74,7 +78,11 @@ class LRScheduler:
 
     def _initial_step(self) -> None:
         self._step_count = 0
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self) -> list[float]:
         """The learning rates of the current `last_epoch` (a subclass's formula)."""
@@ -140,7 +148,7 @@ class MultiplicativeLR(LambdaLR):
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
-        if self.last_epoch > 0:
+        if not self._is_initial:
             return [g["lr"] * f(self.last_epoch) for f, g in zip(self.lr_lambdas, groups, strict=True)]
         return [g["lr"] for g in groups]
 
@@ -224,7 +232,7 @@ class LinearLR(LRScheduler):
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:
             return [g["lr"] * self.start_factor for g in groups]
-        if self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return [g["lr"] for g in groups]
         span = self.end_factor - self.start_factor
         ratio = 1.0 + span / (self.total_iters * self.start_factor + (self.last_epoch - 1) * span)
@@ -244,7 +252,7 @@ class ExponentialLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [g["lr"] for g in groups]
         return [g["lr"] * self.gamma for g in groups]
 
@@ -261,7 +269,7 @@ class PolynomialLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return [g["lr"] for g in groups]
         t, n = self.last_epoch, self.total_iters
         factor = ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power
@@ -282,7 +290,7 @@ class CosineAnnealingLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         groups, t, n, low = self.optimizer.param_groups, self.last_epoch, self.T_max, self.eta_min
-        if t == 0:
+        if self._is_initial:
             return [g["lr"] for g in groups]
         if self._step_count == 1 and t > 0:
             return [low + (base - low) * (1 + math.cos(t * math.pi / n)) / 2 for base in self.base_lrs]
@@ -568,6 +576,21 @@ class OneCycleLR(LRScheduler):
         super().load_state_dict(state)
 
 
+def _no_plateau(owner: str, schedulers: Sequence[LRScheduler]) -> None:
+    # its step needs the metric, which a composite's step() has no way to pass on
+    for i, s in enumerate(schedulers):
+        if isinstance(s, ReduceLROnPlateau):
+            raise ValueError(f"{owner} can't hold a ReduceLROnPlateau (at index {i}): its step() needs a metric")
+
+
+def _undo_initial_steps(schedulers: Sequence[LRScheduler]) -> None:
+    for s in schedulers:
+        if hasattr(s, "_schedulers"):
+            _undo_initial_steps(s._schedulers)
+        elif hasattr(s, "last_epoch"):
+            s.last_epoch -= 1
+
+
 class SequentialLR(LRScheduler):
     """The schedulers one after another, switching at the milestones (each later one restarts from epoch 0)."""
 
@@ -576,6 +599,7 @@ class SequentialLR(LRScheduler):
     ) -> None:
         if len(schedulers) < 1:
             raise ValueError("SequentialLR expects at least one scheduler")
+        _no_plateau("SequentialLR", schedulers)
         if any(s.optimizer is not optimizer for s in schedulers):
             raise ValueError("SequentialLR expects all schedulers to belong to the same optimizer")
         if len(milestones) != len(schedulers) - 1:
@@ -587,13 +611,14 @@ class SequentialLR(LRScheduler):
         self._schedulers, self._milestones = schedulers, milestones
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
-        # back to the initial lrs, the other schedulers' initial steps undone, and the first one's taken again
+        # back to the initial lrs, the other schedulers' initial steps undone (inside nested Sequential/Chained ones
+        # too), and the initial step taken again by the one that runs at epoch 0 (a milestone 0 skips the first)
         for group in optimizer.param_groups:
             group["lr"] = group["initial_lr"]
-        for s in schedulers:
-            s.last_epoch -= 1
-        schedulers[0]._initial_step()
-        self._last_lr = schedulers[0].get_last_lr()
+        _undo_initial_steps(schedulers)
+        first = schedulers[bisect_right(milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
 
     def step(self) -> None:  # type: ignore[override]
         self.last_epoch += 1
@@ -624,6 +649,7 @@ class ChainedScheduler(LRScheduler):
     def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Any = None) -> None:
         if len(schedulers) < 1:
             raise ValueError("ChainedScheduler expects at least one scheduler to be chained")
+        _no_plateau("ChainedScheduler", schedulers)
         optimizer = optimizer or schedulers[0].optimizer
         if any(s.optimizer is not optimizer for s in schedulers):
             raise ValueError("ChainedScheduler expects all schedulers to belong to the same optimizer")
@@ -671,6 +697,18 @@ class ReduceLROnPlateau(LRScheduler):
         self.num_bad_epochs, self.cooldown_counter, self.last_epoch = 0, 0, 0
         self._last_lr = [group["lr"] for group in optimizer.param_groups]
 
+    def _match_min_lrs(self) -> None:
+        # a group added to the optimizer since: one min_lr for all covers it, a list of them can't (torch's rule)
+        groups = len(self.optimizer.param_groups)
+        if groups == len(self.min_lrs):
+            return
+        if self.default_min_lr is None:
+            raise RuntimeError(
+                f"ReduceLROnPlateau: the optimizer has {groups} param groups but min_lr was given for "
+                f"{len(self.min_lrs)} (a param group added since?); set `min_lrs` to one value per group"
+            )
+        self.min_lrs = [self.default_min_lr] * groups
+
     @property
     def in_cooldown(self) -> bool:
         return self.cooldown_counter > 0
@@ -692,6 +730,7 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
+            self._match_min_lrs()
             for i, group in enumerate(self.optimizer.param_groups):
                 old = float(group["lr"])
                 new = max(old * self.factor, self.min_lrs[i])

@@ -122,6 +122,29 @@ class _IncompatibleKeys(NamedTuple):
     unexpected_keys: list[str]
 
 
+# the hooks of every module's call (torch.nn.modules.module's register_module_forward_pre_hook and
+# register_module_forward_hook): they run before each module's own, as torch's
+_GLOBAL = _ModuleState()
+# what a module without a state of its own (a built-in layer never hooked nor given a mode) runs with under them
+_NO_STATE = _ModuleState()
+
+
+def register_module_forward_pre_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """hook(module, args) before every module's forward (and before the module's own pre-hooks); a non-None return
+    replaces args. As torch's `torch.nn.modules.module.register_module_forward_pre_hook`."""
+    return _add_hook(_GLOBAL.pre_hooks, hook)
+
+
+def register_module_forward_hook(
+    hook: Callable[..., Any], *, with_kwargs: bool = False, always_call: bool = False
+) -> RemovableHandle:
+    """hook(module, args, output) after every module's forward (and before the module's own hooks); a non-None
+    return replaces the output. with_kwargs and always_call as `Module.register_forward_hook`'s. As torch's
+    `torch.nn.modules.module.register_module_forward_hook`."""
+    extra = ((_GLOBAL.with_kwargs,) if with_kwargs else ()) + ((_GLOBAL.always_call,) if always_call else ())
+    return _add_hook(_GLOBAL.hooks, hook, extra=extra)
+
+
 def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """One call of a module: its pre-hooks, `forward` under the module's training mode, its hooks. A `forward` set on
     the instance (`m.forward = fn`, how patching code wraps a layer) is the one called, as torch's."""
@@ -130,7 +153,9 @@ def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict)
         forward = _unbound(own)
     st: _ModuleState | None = module.__dict__.get("_module_state")
     if st is None:
-        return forward(module, *args, **kwargs)
+        if not (_GLOBAL.pre_hooks or _GLOBAL.hooks):
+            return forward(module, *args, **kwargs)
+        st = _NO_STATE
     calling = _calling.__dict__.setdefault("modules", [])
     calling.append(module)
     try:
@@ -151,7 +176,7 @@ def _in_own_call(module: Module) -> bool:
 
 
 def _run_hooked(module: Module, st: _ModuleState, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-    if not st.always_call:
+    if not (st.always_call or _GLOBAL.always_call):
         return _run_hooks_and_forward(module, st, forward, args, kwargs, set())
     called: set[int] = set()
     try:
@@ -159,10 +184,10 @@ def _run_hooked(module: Module, st: _ModuleState, forward: Callable[..., Any], a
     except Exception:
         # the always_call hooks not run yet, with None as the output, as torch's; an error they raise is only warned
         # about (the forward's is the one raised)
-        for hook_id, hook in list(st.hooks.items()):
-            if hook_id in st.always_call and hook_id not in called:
+        for owner, hook_id, hook in _hooks_of(st, "hooks"):
+            if hook_id in owner.always_call and hook_id not in called:
                 try:
-                    hook(module, args, kwargs, None) if hook_id in st.with_kwargs else hook(module, args, None)
+                    hook(module, args, kwargs, None) if hook_id in owner.with_kwargs else hook(module, args, None)
                 except Exception as e:
                     warnings.warn(
                         "forward hook with always_call=True raised an exception that was silenced as another error "
@@ -172,11 +197,16 @@ def _run_hooked(module: Module, st: _ModuleState, forward: Callable[..., Any], a
         raise
 
 
+def _hooks_of(st: _ModuleState, kind: str) -> list[tuple[_ModuleState, int, Callable[..., Any]]]:
+    # the global hooks of that kind, then the module's, each with the state holding its options
+    return [(owner, i, hook) for owner in (_GLOBAL, st) for i, hook in list(getattr(owner, kind).items())]
+
+
 def _run_hooks_and_forward(
     module: Module, st: _ModuleState, forward: Callable[..., Any], args: tuple, kwargs: dict, called: set[int]
 ) -> Any:
-    for hook_id, hook in list(st.pre_hooks.items()):
-        if hook_id in st.with_kwargs:
+    for owner, hook_id, hook in _hooks_of(st, "pre_hooks"):
+        if hook_id in owner.with_kwargs:
             changed = new_args_and_kwargs(hook(module, args, kwargs), "a forward pre-hook registered with_kwargs=True")
             if changed is not None:
                 args, kwargs = changed
@@ -205,10 +235,10 @@ def _run_hooks_and_forward(
             Tensor.training = previous
     if backward_call is not None:
         backward_call.after_forward()
-    for hook_id, hook in list(st.hooks.items()):
-        if hook_id in st.always_call:
+    for owner, hook_id, hook in _hooks_of(st, "hooks"):
+        if hook_id in owner.always_call:
             called.add(hook_id)
-        changed = hook(module, args, kwargs, out) if hook_id in st.with_kwargs else hook(module, args, out)
+        changed = hook(module, args, kwargs, out) if hook_id in owner.with_kwargs else hook(module, args, out)
         if changed is not None:
             out = changed
     if backward_call is not None:
