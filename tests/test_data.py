@@ -192,6 +192,12 @@ SAMPLES = {
     "np bool scalars": [np.bool_(True), np.bool_(False)],
     "np arrays": [np.arange(6, dtype=np.int16).reshape(2, 3), np.ones((2, 3), np.int16)],
     "np float64 arrays": [np.zeros(2), np.ones(2)],
+    # mixed dtypes take torch's promotion (float32 with int64 is float32; numpy's own would make float64)
+    "np mixed float32 int64 arrays": [np.ones(2, np.float32), np.arange(2, dtype=np.int64) + 2**40 + 1],
+    "np mixed float16 int32 arrays": [np.ones(2, np.float16), np.arange(2, dtype=np.int32)],
+    "np mixed uint8 int8 arrays": [np.full(2, 200, np.uint8), np.full(2, -3, np.int8)],
+    "np mixed scalars": [np.float32(1.5), np.int64(3)],
+    "np str scalars": [np.str_("a"), np.str_("b")],
     "tuples": [(1, 0.5, "x"), (2, 1.5, "y")],
     "lists": [[1, 2], [3, 4]],
     "dicts": [{"a": 1, "b": [0.5, np.float32(2)]}, {"a": 2, "b": [1.5, np.float32(3)]}],

@@ -7,6 +7,7 @@ import pytest
 import uopkit
 from uopkit import Tensor, dtypes
 from uopkit.device import DeviceName
+from uopkit.dtype import to_dtype
 from uopkit.nn import Linear
 
 torch = pytest.importorskip("torch")
@@ -138,6 +139,18 @@ def test_from_numpy():
         a[0] = 1
     with pytest.raises(TypeError, match="numpy.ndarray"):
         Tensor.from_numpy([1, 2])
+
+
+@pytest.mark.parametrize("kind", [">i4", ">u2", ">i8", ">f2", ">f4", ">f8"])
+def test_big_endian_numpy_arrays_keep_their_values(kind):
+    # (np.frombuffer(data, ">i4") of a file format such as MNIST's): torch.tensor refuses the byte order, so compare
+    # with torch's tensor of the same values in the native order
+    a = np.array([[1, 2, 300], [7, 0, 65]], dtype=kind)[:, ::-1]
+    theirs = torch.tensor(a.astype(a.dtype.newbyteorder("=")))
+    for u in (Tensor(a), Tensor.from_numpy(a), Tensor(a[0, 0])):
+        want = theirs if u.ndim else theirs[0, 0]
+        assert u.dtype == to_dtype(want.dtype)
+        assert u.tolist() == want.tolist()
 
 
 def test_numpy_force():

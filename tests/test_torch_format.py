@@ -201,9 +201,39 @@ def test_map_location():
     assert torch_load(_saved({"t": t}), map_location="CPU")["t"].device == "CPU"
     assert torch_load(_saved({"t": t}), map_location={"cpu": "CPU"})["t"].device == "CPU"
     with pytest.raises(TypeError, match="map_location"):
-        torch_load(_saved({"t": t}), map_location=lambda storage, loc: storage)
+        torch_load(_saved({"t": t}), map_location=3)
     with pytest.raises(DeviceError, match="NOSUCHDEV"):
         torch_load(_saved({"t": t}), map_location="nosuchdev")
+
+
+def test_map_location_as_torch_writes_it():
+    # the idioms of torch scripts: torch.device, and a function (storage, location) that returns the storage (kept on
+    # the CPU, as torch keeps it); ours may also return a device
+    t = torch.arange(4.0)
+    for map_location in (torch.device("cpu"), lambda storage, loc: storage):
+        loaded = torch_load(_saved({"t": t}), map_location=map_location)["t"]
+        assert loaded.device == "CPU"
+        assert loaded.tolist() == torch.load(_saved({"t": t}), map_location=map_location)["t"].tolist()
+    assert torch_load(_saved({"t": t}), map_location=lambda storage, loc: "cpu")["t"].device == "CPU"
+    seen = []
+    torch_load(_saved({"t": t}), map_location=lambda storage, loc: seen.append(loc) or storage)
+    assert seen == ["cpu"]
+    with pytest.raises(TypeError, match="map_location"):
+        torch_load(_saved({"t": t}), map_location=lambda storage, loc: 3)
+
+
+def test_weights_only_and_mmap_are_accepted(tmp_path):
+    # torch.load(f, weights_only=True) and mmap=... are routine in torch scripts; the file reads the same
+    saved = {"w": torch.arange(6.0).reshape(2, 3), "step": 3}
+    path = tmp_path / "ckpt.pt"
+    torch.save(saved, path)
+    for kwargs in ({"weights_only": True}, {"weights_only": False}, {"mmap": False}, {"mmap": True}):
+        theirs = torch.load(path, **kwargs)
+        ours = torch_load(path, **kwargs)
+        assert ours["step"] == theirs["step"]
+        assert_same(ours["w"], theirs["w"])
+    with pytest.raises(TypeError, match="weights_only"):
+        torch_load(_saved(saved), weights_only="yes")
 
 
 def _saved(obj, **kwargs) -> io.BytesIO:
@@ -220,6 +250,24 @@ def test_bare_storage_is_a_flat_tensor():
 def test_unsupported_dtype_is_named():
     with pytest.raises(TorchFormatError, match="ComplexFloatStorage"):
         torch_load(_saved({"c": torch.zeros(2, dtype=torch.complex64)}))
+
+
+@pytest.mark.parametrize(
+    "make, what",
+    [
+        (lambda: torch.eye(2).to_sparse(), "sparse"),
+        (lambda: torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8), "quantized"),
+    ],
+    ids=["sparse", "quantized"],
+)
+@pytest.mark.filterwarnings("ignore::UserWarning")  # (torch deprecates its quantized tensors)
+def test_unsupported_tensor_kinds_are_named(make, what):
+    # torch.load(weights_only=True) reads these: ours says what it can't read, not that the file is unsafe
+    saved = {"t": make()}
+    torch.load(_saved(saved), weights_only=True)
+    with pytest.raises(TorchFormatError, match=what) as caught:
+        torch_load(_saved(saved))
+    assert not isinstance(caught.value, UnsafePickleError)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -312,11 +360,22 @@ def test_save_load_roundtrip_without_torch():
     assert back["u"].dtype == dtypes.uint16 and back["u"].tolist() == [1, 65535]
 
 
+def test_save_bytes_as_torch_reads_them():
+    saved = {"raw": b"ab\xff\x00", "empty": b"", "nested": [b"\x80"]}
+    f = io.BytesIO()
+    torch_save(saved, f)
+    assert torch.load(io.BytesIO(f.getvalue()), weights_only=True) == saved
+    assert torch_load(io.BytesIO(f.getvalue())) == saved
+
+
 def test_save_rejects_what_torch_cannot_read():
     with pytest.raises(TypeError, match="set"):
         torch_save({"s": {1, 2}}, io.BytesIO())
     with pytest.raises(TypeError, match=r"obj\['w'\]"):
         torch_save({"w": object()}, io.BytesIO())
+    # a torch tensor is named as one, not as "a Tensor" beside "only Tensors are written"
+    with pytest.raises(TypeError, match=r"obj\['t'\] is a torch\.Tensor"):
+        torch_save({"t": torch.ones(1)}, io.BytesIO())
     loop: list = []
     loop.append(loop)
     with pytest.raises(ValueError, match="contains itself"):

@@ -1,9 +1,10 @@
 """default_collate and default_convert: how a DataLoader turns samples into batches (torch.utils.data's).
 
 Collating stacks along a new first axis and follows the structure of the samples: uopkit Tensors are stacked, numpy
-arrays and numpy scalars are stacked on the host into one Tensor of their dtype, Python numbers become a Tensor of
-the dtype torch's collate gives them (bool -> bool, int -> int64, float -> float64; uopkit's own `Tensor([1, 2])` is
-int32), strings and bytes stay a list, and dicts, namedtuples, tuples and lists are collated field by field.
+arrays and numpy scalars are stacked on the host into one Tensor of their dtype (mixed dtypes promote as torch's stack
+promotes them), Python numbers become a Tensor of the dtype torch's collate gives them (bool -> bool, int -> int64,
+float -> float64; uopkit's own `Tensor([1, 2])` is int32), strings and bytes stay a list, and dicts, namedtuples,
+tuples and lists are collated field by field.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes
+from uopkit.dtype import dtypes, from_numpy_dtype, least_upper_dtype, to_numpy_dtype
 from uopkit.tensor import Tensor
 
 _UNSUPPORTED = "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
@@ -44,6 +45,17 @@ def _collate_numbers(batch: Sequence[Any]) -> Tensor:
     return Tensor(list(batch), dtype=dtypes.int64)
 
 
+def _collate_numpy(batch: Sequence[Any]) -> Tensor:
+    # stacked on the host (one copy to the device for the batch), in the dtype torch's stack gives mixed dtypes
+    # (float32 with int64 is float32, where numpy's own promotion makes float64), each cast once, directly
+    # (a big-endian dtype counts as its native twin)
+    kinds = {b.dtype.newbyteorder("=") for b in batch}
+    if len(kinds) > 1:
+        target = to_numpy_dtype(least_upper_dtype(*(from_numpy_dtype(k) for k in kinds)))
+        batch = [np.asarray(b).astype(target) for b in batch]
+    return Tensor(np.stack(batch) if isinstance(batch[0], np.ndarray) else np.array(batch))
+
+
 def default_collate(batch: Sequence[Any]) -> Any:
     """One batch from a list of samples, stacked along a new first axis and keeping the samples' structure.
 
@@ -56,17 +68,17 @@ def default_collate(batch: Sequence[Any]) -> Any:
     elem = batch[0]
     if isinstance(elem, Tensor):
         return Tensor.stack(list(batch), dim=0)
+    if isinstance(elem, str | bytes):
+        # (numpy's str_ and bytes_ scalars too: they are str and bytes)
+        return batch
     if isinstance(elem, np.ndarray | np.generic):
         if elem.dtype.kind in _NOT_NUMERIC_KINDS:
             raise TypeError(_UNSUPPORTED.format(elem.dtype))
-        # stacked on the host: one copy to the device for the batch
-        return Tensor(np.stack(batch) if isinstance(elem, np.ndarray) else np.array(batch))
+        return _collate_numpy(batch)
     if isinstance(elem, float):
         return Tensor(list(batch), dtype=dtypes.float64)
     if isinstance(elem, int):
         return _collate_numbers(batch)
-    if isinstance(elem, str | bytes):
-        return batch
     if isinstance(elem, Mapping):
         return _same_type(elem, {key: default_collate([sample[key] for sample in batch]) for key in elem})
     if _is_namedtuple(elem):

@@ -117,6 +117,15 @@ _UNSUPPORTED_TORCH_TYPES = {
     "ComplexFloatStorage", "ComplexDoubleStorage", "QUInt8Storage", "QInt8Storage", "QInt32Storage",
     "QUInt4x2Storage", "QUInt2x4Storage",
 }  # fmt: skip
+# torch's rebuilders of tensor kinds uopkit has no counterpart for (torch's weights_only reads them): refused as
+# unsupported, with what to save instead, not as unsafe
+_UNSUPPORTED_TENSOR_KINDS = {
+    "_rebuild_sparse_tensor": "a sparse tensor (save t.to_dense())",
+    "_rebuild_qtensor": "a quantized tensor (save t.dequantize())",
+    "_rebuild_nested_tensor": "a nested tensor (save its components)",
+    "_rebuild_meta_tensor_no_storage": "a meta tensor, which has no values",
+    "_rebuild_wrapper_subclass": "a tensor subclass (save a plain tensor)",
+}
 
 
 class _StorageType:
@@ -287,6 +296,9 @@ class _Unpickler(pickle.Unpickler):
             return found
         if module in ("torch", "torch.storage") and name in _UNSUPPORTED_TORCH_TYPES:
             raise TorchFormatError(f"torch_load: the checkpoint uses torch.{name}, which uopkit has no dtype for")
+        if module == "torch._utils" and name in _UNSUPPORTED_TENSOR_KINDS:
+            what = _UNSUPPORTED_TENSOR_KINDS[name]
+            raise TorchFormatError(f"torch_load: the checkpoint holds {what}; uopkit reads only dense tensors")
         raise UnsafePickleError(
             f"torch_load: the checkpoint's pickle names the global {module}.{name}, which is not allowed (only "
             "containers, tensors, storages, dtypes, torch.Size and torch.device are; it was not imported or called)"
@@ -485,35 +497,58 @@ def _materialize(obj: Any, device_of: Any, done: dict[int, Any]) -> Any:
     return out
 
 
+def _device_named(value: Any) -> str:
+    # a device string, or torch.device (duck-typed: its str() is "cpu", "cuda:0")
+    if isinstance(value, str) or (hasattr(value, "type") and hasattr(value, "index")):
+        device = Device.canonicalize(str(value))
+        # fail now, with the registry's hint, rather than at the first tensor
+        Device[device]
+        return device
+    raise TypeError(
+        f"torch_load: map_location must be None, a device string ('CPU', 'cuda:0', ...), a dict from saved locations "
+        f"to devices or a function (storage, location) -> storage or device, not {type(value).__name__}"
+    )
+
+
 def _resolve_device(map_location: Any) -> Any:
     """A function from a storage to the uopkit device its tensors go to."""
     if map_location is None:
         default = Device.DEFAULT
         return lambda storage: default
-    if isinstance(map_location, str):
-        device = Device.canonicalize(map_location)
-        # fail now, with the registry's hint, rather than at the first tensor
-        Device[device]
-        return lambda storage: device
     if isinstance(map_location, dict):
-        mapping = {str(k): Device.canonicalize(str(v)) for k, v in map_location.items()}
-        for device in set(mapping.values()):
-            Device[device]
+        mapping = {str(k): _device_named(v) for k, v in map_location.items()}
         default = Device.DEFAULT
         return lambda storage: mapping.get(storage.location, default)
-    raise TypeError(
-        f"torch_load: map_location must be None, a device string ('CPU', 'cuda:0', ...) or a dict from saved "
-        f"locations to devices, not {type(map_location).__name__}"
-    )
+    if callable(map_location):
+        return lambda storage: _called_location(map_location, storage)
+    device = _device_named(map_location)
+    return lambda storage: device
 
 
-def torch_load(path_or_file: str | os.PathLike | IO[bytes], map_location: Any = None) -> Any:
+def _called_location(fn: Any, storage: _Storage) -> str:
+    # torch calls fn(storage, location) with the storage deserialized on the CPU: returning it unchanged (the common
+    # `lambda storage, loc: storage`) keeps it there; a device string (or torch.device) names another device
+    out = fn(storage, storage.location)
+    return "CPU" if out is storage else _device_named(out)
+
+
+def torch_load(
+    path_or_file: str | os.PathLike | IO[bytes],
+    map_location: Any = None,
+    *,
+    weights_only: bool | None = None,
+    mmap: bool | None = None,
+) -> Any:
     """Read a file written by `torch.save`: containers and numbers come back as Python objects, tensors (and
     Parameters) as uopkit Tensors on `map_location` (default `Device.DEFAULT`).
 
-    `map_location` is a uopkit device string (torch's "cpu" and "cuda:0" name uopkit's CPU and CUDA) or a dict from
-    the locations the file records ("cpu", "cuda:0") to devices, the others going to the default device. Only the
-    globals a state dict needs are resolved; any other raises UnsafePickleError without being imported.
+    `map_location` is a uopkit device string (torch's "cpu" and "cuda:0" name uopkit's CPU and CUDA), a dict from
+    the locations the file records ("cpu", "cuda:0") to devices, the others going to the default device, or torch's
+    function `(storage, location)`, which returns the storage itself (left on the CPU, as torch leaves it) or a device.
+    Only the globals a state dict needs are resolved; any other raises UnsafePickleError without being imported.
+
+    `weights_only` and `mmap` are torch's, accepted so that ported calls run: the file is always read as
+    `weights_only=True` reads it (`False` unlocks nothing) and whole into memory.
 
     >>> import io
     >>> f = io.BytesIO()
@@ -521,6 +556,9 @@ def torch_load(path_or_file: str | os.PathLike | IO[bytes], map_location: Any = 
     >>> torch_load(io.BytesIO(f.getvalue()))["layers"][0].tolist()
     [[1, 3], [2, 4]]
     """
+    for name, flag in (("weights_only", weights_only), ("mmap", mmap)):
+        if flag is not None and not isinstance(flag, bool):
+            raise TypeError(f"torch_load: {name} must be a bool or None, got {flag!r}")
     device_of = _resolve_device(map_location)
     if isinstance(path_or_file, (str, os.PathLike)):
         with open(path_or_file, "rb") as fh:
@@ -593,6 +631,12 @@ class _PickleWriter:
         elif isinstance(obj, str):
             text = obj.encode("utf-8", "surrogatepass")
             self.out += b"X" + struct.pack("<I", len(text)) + text
+        elif isinstance(obj, bytes):
+            # as pickle's protocol 2 writes bytes: _codecs.encode of their latin1 text, which torch's reader allows
+            self.out += _global("_codecs", "encode") + _MARK
+            self.save(obj.decode("latin1"), path)
+            self.save("latin1", path)
+            self.out += _TUPLE + _REDUCE
         elif isinstance(obj, Tensor):
             self.save_tensor(obj, path)
         elif isinstance(obj, DType) and obj in _TORCH_DTYPE_NAMES:
@@ -604,8 +648,11 @@ class _PickleWriter:
             self.save_container(obj, path)
             self.open.discard(id(obj))
         else:
+            kind = type(obj)
+            # qualified unless a builtin: a torch.Tensor must not read as "a Tensor"
+            name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
             raise TypeError(
-                f"torch_save: {path} is a {type(obj).__name__}; only Tensors, dicts, lists, tuples, str, int, float, "
+                f"torch_save: {path} is a {name}; only uopkit Tensors, dicts, lists, tuples, str, bytes, int, float, "
                 "bool and None are written"
             )
 

@@ -244,6 +244,9 @@ class Tensor(
             self.uop = _from_bytes(bytes(data), dt or dtypes.uint8, _canonical_device(device))
         elif isinstance(data, np.ndarray) or np.isscalar(data):
             arr = np.asarray(data)
+            if not arr.dtype.isnative:
+                # a big-endian array (file formats such as MNIST's hold them): its values, in the host's byte order
+                arr = arr.astype(arr.dtype.newbyteorder("="))
             src_dt = from_numpy_dtype(arr.dtype)
             self.uop = _from_numpy(arr, _canonical_device(device), src_dt)
             if dt is not None and dt != src_dt:
