@@ -214,8 +214,44 @@ def test_instancenorm_errors_as_torch() -> None:
         nn.InstanceNorm1d(3)(Tensor.ones(2, 3, 1))
     with pytest.raises(ValueError):
         torch.nn.InstanceNorm1d(3).eval()(torch.ones(2, 3, 1))
-    with pytest.raises(NotImplementedError, match="track_running_stats"):
-        nn.InstanceNorm2d(3, track_running_stats=True)
+    # the wrong channels with running statistics: an error, as torch's
+    with pytest.raises(ShapeError, match=r"InstanceNorm1d\(3\): expected input \(N, 3, ...\), got \(2, 4, 5\)"):
+        nn.InstanceNorm1d(3, track_running_stats=True)(Tensor.ones(2, 4, 5))
+    with pytest.raises(RuntimeError):
+        torch.nn.InstanceNorm1d(3, track_running_stats=True)(torch.ones(2, 4, 5))
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("momentum", [0.3, None])
+def test_instancenorm_tracks_running_stats_as_torch(dims: int, affine: bool, momentum: float | None) -> None:
+    # training updates the running statistics (the batch's mean of each instance's mean and unbiased variance; momentum
+    # None: torch passes 0.0, they stay); eval normalizes by them, a single position too
+    theirs = getattr(torch.nn, f"InstanceNorm{dims}d")(3, affine=affine, track_running_stats=True, momentum=momentum)
+    ours = getattr(nn, f"InstanceNorm{dims}d")(3, affine=affine, track_running_stats=True, momentum=momentum)
+    with torch.no_grad():
+        theirs.running_mean.uniform_(-1, 1)
+        theirs.running_var.uniform_(0.5, 2)
+        if affine:
+            theirs.weight.uniform_(0.5, 1.5)
+            theirs.bias.uniform_(-1, 1)
+    shape = (2, 3) + (4, 5, 2)[:dims]
+    assert sorted(get_state_dict(ours)) == sorted(theirs.state_dict())
+    for training in (True, True, False):
+        theirs.train(training)
+        ours.train(training)
+        compare(ours, theirs, _randn(*shape) * 2 + 1, atol=1e-4)
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            np.testing.assert_allclose(getattr(ours, name).numpy(), getattr(theirs, name).numpy(), atol=1e-5)
+    # eval, unbatched and with one position per instance: the running statistics alone
+    for x in (_randn(*shape[1:]), _randn(2, 3, *(1,) * dims)):
+        np.testing.assert_allclose(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-5)
+
+
+def test_groupnorm_takes_an_empty_batch_as_torch() -> None:
+    # (reshape(N, G, -1) can't infer -1 for N = 0)
+    theirs, ours = torch.nn.GroupNorm(2, 4), nn.GroupNorm(2, 4)
+    compare(ours, theirs, _randn(0, 4, 3))
 
 
 # ---------------------------------------------------------------------------------------------------------------------

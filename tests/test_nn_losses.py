@@ -280,6 +280,31 @@ def test_loss_shape_errors_name_the_shapes() -> None:
         nn.MultiMarginLoss()(Tensor.ones(2, 3), Tensor([0, 1, 2]))
 
 
+@pytest.mark.parametrize(
+    "name, kwargs, args, match",
+    [
+        # (each said "where:", "sub:" or "mul:" before, naming neither the loss nor which inputs)
+        ("CosineEmbeddingLoss", {}, ((3, 2), (3, 2), (2,)), r"cosine_embedding_loss \(the inputs' rows and the"),
+        ("CosineEmbeddingLoss", {}, ((3, 2), (2, 2), (3,)), r"cosine_embedding_loss \(the inputs' rows\)"),
+        ("TripletMarginWithDistanceLoss", {}, ((3, 2), (3, 2), (2, 2)), r"triplet_margin_with_distance_loss \(anchor"),
+        ("TripletMarginLoss", {}, ((3, 2), (2, 2), (3, 2)), r"triplet_margin_loss \(anchor and positive\)"),
+        ("PoissonNLLLoss", {}, ((3, 2), (2, 3)), r"poisson_nll_loss \(input and target\): shapes \(3, 2\) and"),
+        ("BCEWithLogitsLoss", {"pos_weight": (4,)}, ((2, 3), (2, 3)), r"binary_cross_entropy_with_logits \(pos_weight"),
+        ("BCEWithLogitsLoss", {"weight": (2, 2, 3)}, ((2, 3), (2, 3)), r"weight \(2, 2, 3\) must broadcast to"),
+    ],
+)
+def test_loss_shape_errors_name_the_loss_and_the_inputs(
+    name: str, kwargs: dict[str, Any], args: tuple, match: str
+) -> None:
+    # torch refuses each of these too
+    built = {k: np.ones(v, np.float32) for k, v in kwargs.items()}
+    xs = [np.ones(shape, np.float32) for shape in args]
+    with pytest.raises(RuntimeError):
+        getattr(torch.nn, name)(**{k: torch.tensor(v) for k, v in built.items()})(*map(torch.tensor, xs))
+    with pytest.raises(ShapeError, match=match):
+        getattr(nn, name)(**{k: Tensor(v) for k, v in built.items()})(*map(Tensor, xs))
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # adaptive softmax
 

@@ -417,3 +417,26 @@ def test_embedding_bag_weight_gradient_with_offsets_matches_torch(mode: str) -> 
     np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-6, atol=1e-6)
     assert ours.grad is not None
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("scattered", [True, False])
+def test_embedding_bag_of_an_empty_input_has_a_zero_weight_gradient_as_torch(
+    mode: str, scattered: bool, monkeypatch
+) -> None:
+    # no positions at all: every bag empty, zeros, and backward gives the weight a zero gradient (the max's scatter
+    # lost the weight from the graph: backward raised "no tensor with requires_grad=True")
+    if not scattered:
+        import uopkit.tensor.segments as segments
+
+        monkeypatch.setattr(segments, "writes_one_by_one", lambda device: False)
+    w = RNG.standard_normal((5, 3)).astype(np.float32)
+    ours, theirs = Tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+    idx, offsets = np.zeros(0, np.int64), np.array([0, 0])
+    out = UF.embedding_bag(Tensor(idx), ours, Tensor(offsets), mode=mode)
+    tout = torch.nn.functional.embedding_bag(torch.tensor(idx), theirs, torch.tensor(offsets), mode=mode)
+    out.sum().backward()
+    tout.sum().backward()
+    np.testing.assert_array_equal(out.numpy(), tout.detach().numpy())
+    assert ours.grad is not None
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())

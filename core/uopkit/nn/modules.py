@@ -494,13 +494,16 @@ class GroupNorm(Module):
                 f"GroupNorm({self.num_groups}, {self.num_channels}): expected input (N, "
                 f"{self.num_channels}, ...), got {x.shape}"
             )
-        grouped = x.reshape(x.shape[0], self.num_groups, -1)
+        # (the group size spelled out: -1 can't be inferred for an empty batch, which torch takes)
+        grouped = x.reshape(x.shape[0], self.num_groups, math.prod(x.shape[1:]) // self.num_groups)
         return _per_channel_affine(_normalize(grouped, (2,), self.eps).reshape(x.shape), self.weight, self.bias)
 
 
 class InstanceNorm(Module):
     """Normalize each sample's channels (axis 1) over their positions; per-channel scale and shift when `affine`
-    (PyTorch's InstanceNorm2d with affine=True, no running statistics). Any number of spatial axes: (N, C, ...), or
+    (PyTorch's InstanceNorm2d with affine=True). With `track_running_stats`, training updates running_mean/running_var
+    (the batch's mean of each instance's statistics) and eval normalizes by them, as torch's; momentum None leaves them
+    as they are (torch passes 0.0). Any number of spatial axes: (N, C, ...), or
     an unbatched (C, L) as torch's InstanceNorm1d takes it; InstanceNorm1d/2d/3d know their dims (an unbatched
     (C, H, W) too) and default to affine=False, as torch's.
 
@@ -518,14 +521,14 @@ class InstanceNorm(Module):
         track_running_stats: bool = False,
         momentum: float | None = 0.1,
     ) -> None:
-        if track_running_stats:
-            raise NotImplementedError(
-                f"{type(self).__name__}: track_running_stats=True is not supported; leave it False (torch's default) "
-                "to normalize with each instance's own statistics"
-            )
-        self.num_features, self.eps, self.momentum, self.track_running_stats = num_features, eps, momentum, False
-        self.affine = affine
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
         self.weight, self.bias = _scale_and_shift(num_features, affine)
+        if track_running_stats:
+            # torch's buffers, num_batches_tracked for its state dict only (torch's InstanceNorm never counts)
+            self.running_mean = _host(np.zeros(num_features), requires_grad=False)
+            self.running_var = _host(np.ones(num_features), requires_grad=False)
+            self.num_batches_tracked = _host(np.zeros(()), dtypes.int64, requires_grad=False)
 
     def __call__(self, x: Tensor) -> Tensor:
         name, dims = f"{type(self).__name__}({self.num_features})", self.spatial_dims
@@ -534,19 +537,34 @@ class InstanceNorm(Module):
         if x.ndim == (2 if dims is None else dims + 1):
             # unbatched (C, ...): a batch of 1, as torch's
             return self(x.unsqueeze(0)).squeeze(0)
-        if x.ndim < 3 or (x.shape[1] != self.num_features and self.weight is not None):
+        per_channel = self.weight is not None or self.track_running_stats
+        if x.ndim < 3 or (x.shape[1] != self.num_features and per_channel):
             raise ShapeError(f"{name}: expected input (N, {self.num_features}, ...), got {x.shape}")
         if x.shape[1] != self.num_features:
-            # (torch only warns here: without affine weights num_features is unused)
+            # (torch only warns here: without affine weights or running statistics num_features is unused)
             warnings.warn(f"{name}: input {x.shape} doesn't have {self.num_features} channels", stacklevel=2)
-        if math.prod(x.shape[2:]) == 1:
-            # one value per instance: its variance is 0/0, and torch refuses it (in training and eval alike)
+        if math.prod(x.shape[2:]) == 1 and self._input_stats():
+            # one value per instance: its variance is 0/0, and torch refuses it (unless it uses running statistics)
             raise ValueError(f"{name}: expected more than 1 spatial element, got input {x.shape}")
         return self._normalized(x)
 
+    def _input_stats(self) -> bool:
+        # each instance's own statistics, or (eval with tracked ones) the running statistics, as torch's
+        return Tensor.training or not self.track_running_stats
+
     @_in_float32
     def _normalized(self, x: Tensor) -> Tensor:
-        return _per_channel_affine(_normalize(x, tuple(range(2, x.ndim)), self.eps), self.weight, self.bias)
+        axes, shape = tuple(range(2, x.ndim)), (1, x.shape[1]) + (1,) * (x.ndim - 2)
+        if not self._input_stats():
+            out = (x - self.running_mean.reshape(shape)) * (self.running_var.reshape(shape) + self.eps).rsqrt()
+            return _per_channel_affine(out, self.weight, self.bias)
+        if self.track_running_stats and self.momentum:
+            m, stats_dt, seen = self.momentum, self.running_mean.dtype, x.detach()
+            # the batch's mean of the instances' means and unbiased variances (torch's batch_norm over N * C channels)
+            mean, var = seen.mean(axes).mean(0), seen.var(axes, correction=1).mean(0)
+            self.running_mean.assign(((1 - m) * self.running_mean + m * mean).cast(stats_dt))
+            self.running_var.assign(((1 - m) * self.running_var + m * var).cast(stats_dt))
+        return _per_channel_affine(_normalize(x, axes, self.eps), self.weight, self.bias)
 
 
 class InstanceNorm1d(InstanceNorm):

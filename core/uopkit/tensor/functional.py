@@ -421,7 +421,12 @@ class FunctionalMixin:
         >>> round(Tensor([0.0]).binary_cross_entropy_with_logits(Tensor([1.0])).item(), 5)
         0.69315
         """
-        _same_size_target(self, Y, "binary_cross_entropy_with_logits")
+        op = "binary_cross_entropy_with_logits"
+        _same_size_target(self, Y, op)
+        # (the weights broadcast to the input's shape, as torch's; a bad one named here, not by a `mul` inside)
+        for name, w in (("pos_weight", pos_weight), ("weight", weight)):
+            if w is not None and _broadcast_shape(self.shape, w.shape, f"{op} ({name} and the input)") != self.shape:
+                raise ShapeError(f"{op}: {name} {w.shape} must broadcast to the input's shape {self.shape}")
         x = self._float()
         # log(1 + exp(-x)) = softplus(-x); weighting the positive term by pos_weight
         log_sig_neg = (-x).softplus(threshold=math.inf)

@@ -282,6 +282,9 @@ class LossesMixin:
             raise ShapeError(
                 f"{op}: a {target.ndim}-D target takes {target.ndim + 1}-D inputs, got {self.shape} and {x2.shape}"
             )
+        # (checked here: the loss's own `where` would name neither the loss nor the inputs)
+        rows = _broadcast_shape(self.shape[:-1], x2.shape[:-1], f"{op} (the inputs' rows)")
+        _broadcast_shape(rows, target.shape, f"{op} (the inputs' rows and the target)")
         x1, x2 = self._float(), x2._float()
         axis = target.ndim
         # (each norm from its own operand, as torch's: x2 (N, 1) broadcast against x1 (N, D) keeps its own norm)
@@ -356,6 +359,8 @@ class LossesMixin:
                 f"{op}: the anchor, positive and negative must have the same number of dimensions, got "
                 f"{self.shape}, {positive.shape} and {negative.shape}"
             )
+        both = _broadcast_shape(self.shape, positive.shape, f"{op} (anchor and positive)")
+        _broadcast_shape(both, negative.shape, f"{op} (anchor, positive and negative)")
 
     def _triplet_loss(
         self,
@@ -386,6 +391,7 @@ class LossesMixin:
         """
         _check_reduction(reduction, "poisson_nll_loss")
         target = _as_tensor(target, self)
+        _broadcast_shape(self.shape, target.shape, "poisson_nll_loss (input and target)")
         x = self._float()
         loss = x.exp() - target * x if log_input else x - target * (x + eps).log()
         if full:

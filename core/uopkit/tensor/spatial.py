@@ -906,7 +906,9 @@ def _bags_by_scatter(
     rows = idx.embedding(weight)
     if psw is not None:
         rows = rows * psw.unsqueeze(-1)
-    if mode == "max":
+    # (no positions at all: every bag is empty, zeros, as the sum below gives them with the weight in their graph; the
+    # scatter's gradient rule over no rows lost it)
+    if mode == "max" and length:
         base = Tensor.zeros(count + 1, weight.shape[1], dtype=weight.dtype, device=device)
         spread = bag.contiguous().unsqueeze(-1)._broadcast_to(rows.shape)
         best = segments.scatter_extreme(base, 0, spread, rows, "amax", False)
