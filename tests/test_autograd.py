@@ -693,6 +693,22 @@ def test_requires_grad_of_computed_tensors_is_torchs() -> None:
     assert z.requires_grad_().requires_grad and z.is_leaf
 
 
+def test_a_float_cast_of_an_integer_or_bool_value_does_not_require_grad() -> None:
+    # a mask or a rounded index cast back to float carries no gradient (backward raises through it), so its flag is
+    # False, as torch's; it said True, walking through the cast to the tensor that requires grad
+    import torch
+
+    v = [1.5, -2.5, 3.7]
+    x, tx = Tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+    ours = [x.long().float(), (x > 0).float(), x.int().double(), x.bool().float(), x.long().float() * x]
+    theirs = [tx.long().float(), (tx > 0).float(), tx.int().double(), tx.bool().float(), tx.long().float() * tx]
+    assert [t.requires_grad for t in ours] == [t.requires_grad for t in theirs]
+    # the gradient through the product is the integer part, as torch's
+    ours[-1].sum().backward()
+    theirs[-1].sum().backward()
+    _close(x.grad, tx.grad)
+
+
 @pytest.mark.parametrize("realized", [True, False])
 def test_a_value_computed_under_no_grad_keeps_its_value_after_the_weights_change(realized: bool) -> None:
     # PPO's old log-probabilities: computed under no_grad from the weights, then read by the loss of several optimizer

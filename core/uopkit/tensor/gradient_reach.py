@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Container
 from typing import Any
 
+from uopkit.dtype import dtypes
 from uopkit.gradient import given_gradient
 from uopkit.schedule import computed_from, stale_sources
 from uopkit.tensor.support import tensors_with_grad
@@ -51,13 +52,20 @@ def walk_back(root: UOp, found: Callable[[UOp], bool], seen: set[UOp], skip: Con
         before = computed_from.get(u)
         if before is not None:
             queue.append(before)
-        if u.op is Ops.DETACH or u.op is Ops.KERNEL:
+        if u.op is Ops.DETACH or u.op is Ops.KERNEL or _cast_from_integer(u):
             continue
         queue.extend(u.src)
         given = given_gradient(u)
         if given is not None:
             queue.extend(given[0])
     return False
+
+
+def _cast_from_integer(u: UOp) -> bool:
+    # a float made from an integer or bool (`x.long().float()`, `(x > 0).float()`): backward's CAST rule gives such a
+    # source no gradient, so nothing behind it makes the value require one, as torch's. (Only casts to a float: a
+    # bfloat16 value's gradient is followed through the integer graph of its bits, which this must not cut)
+    return u.op is Ops.CAST and dtypes.is_float(u.dtype) and not dtypes.is_float(u.src[0].dtype)
 
 
 def reaches(root: UOp, memo: dict[Any, Any], keys_of: Callable[[Any], tuple[UOp, ...]]) -> bool:
