@@ -526,3 +526,16 @@ def test_the_size_limit_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     diskcache.reset()
     with pytest.warns(diskcache.CacheWarning, match="UOPKIT_CACHE_MAX_MB='lots' is not a number"):
         assert diskcache.size_limit() == diskcache.CACHE_MAX_MB << 20
+
+
+def test_a_trim_thread_that_cannot_start_leaves_the_write_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a process short of threads: the entry is written, the trim is left to a later writer)
+    monkeypatch.setenv("UOPKIT_CACHE_DIR", str(tmp_path))
+    diskcache.reset()
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    diskcache.put("compile", "key", b"payload")
+    assert diskcache.get("compile", "key") == b"payload"

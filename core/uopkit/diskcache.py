@@ -300,7 +300,8 @@ def _trim_when_due(root: pathlib.Path) -> None:
         pass
     except OSError:
         return
-    with contextlib.suppress(OSError):
+    # (a thread that can't be started, RuntimeError, leaves the trim to a later writer: the write itself succeeded)
+    with contextlib.suppress(OSError, RuntimeError):
         stamp.touch()
         threading.Thread(target=trim, args=(root, limit), name="uopkit cache trim", daemon=True).start()
 
