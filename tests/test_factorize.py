@@ -301,6 +301,32 @@ def test_lu_ties_singular_matrices_gradient_and_errors():
         Tensor.ones(3, 1).lu_solve(lu, pivots)
 
 
+@pytest.mark.parametrize("shape", [(4, 4), (2, 3, 5), (5, 3), (3, 1, 4, 4), (1, 1)])
+def test_lu_unpack_matches_torch_gradient_included(shape):
+    # Glow's LU-decomposed 1x1 convolution: P, L, U = torch.lu_unpack(*torch.linalg.lu_factor(w))
+    torch = pytest.importorskip("torch")
+    a = RNG.standard_normal(shape)
+    ta = torch.from_numpy(a).requires_grad_()
+    x = Tensor(a, requires_grad=True)
+    for data, pivots in ((True, True), (False, True), (True, False)):
+        got = Tensor.lu_unpack(*x.lu_factor(), unpack_data=data, unpack_pivots=pivots)
+        want = torch.lu_unpack(*torch.linalg.lu_factor(ta), unpack_data=data, unpack_pivots=pivots)
+        for g, w in zip(got, want, strict=True):
+            assert g.shape == tuple(w.shape)
+            np.testing.assert_allclose(g.numpy(), w.detach().numpy(), rtol=1e-12, atol=1e-12)
+    weights = RNG.standard_normal(min(shape[-2:]) * shape[-2])
+    p, low, up = torch.lu_unpack(*torch.linalg.lu_factor(ta))
+    ((low.reshape(-1)[: weights.size] * torch.from_numpy(weights)).sum() + (up**2).sum() + p.sum()).backward()
+    p, low, up = Tensor.lu_unpack(*x.lu_factor())
+    ((low.reshape(-1)[: weights.size] * Tensor(weights)).sum() + (up**2).sum() + p.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-9, atol=1e-12)
+    lu, pivots = Tensor.eye(3).lu_factor()
+    with pytest.raises(ArgumentError, match="lu_unpack: pivots must be lu_factor's"):
+        Tensor.lu_unpack(lu, pivots.float())
+    with pytest.raises(IndexError, match="lu_unpack: pivot 4 is outside 1..3"):
+        Tensor.lu_unpack(lu, Tensor([1, 4, 3], dtype="int32"))
+
+
 def test_ex_variants_report_info_without_reading_back():
     torch = pytest.importorskip("torch")
     from uopkit.jit import TinyJit

@@ -966,6 +966,19 @@ def test_cummax_cummin_with_indices(op):
     (v, i), (tv, ti) = getattr(ours, op)(1), getattr(theirs, op)(1)
     np.testing.assert_array_equal(v.numpy(), tv.detach().numpy())
     np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    # the gradient goes to the returned index alone, as PyTorch's: a tie (or a run of one value, all-zero rows) isn't
+    # shared, and a NaN that carries forward takes every later position's gradient
+    upstream = np.arange(1, x.size + 1, dtype=np.float32).reshape(x.shape)
+    (v * Tensor(upstream)).sum().backward()
+    (tv * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+    flat = np.zeros((3, 4, 2), np.float32)
+    for dim in (0, 1, -1):
+        ours, theirs = Tensor(flat, requires_grad=True), torch.tensor(flat, requires_grad=True)
+        weights = np.linspace(-1, 2, flat.size, dtype=np.float32).reshape(flat.shape)
+        (getattr(ours, op)(dim=dim).values * Tensor(weights)).sum().backward()
+        (getattr(theirs, op)(dim).values * torch.tensor(weights)).sum().backward()
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-6)
 
 
 def test_signed_zero_constants_stay_apart():

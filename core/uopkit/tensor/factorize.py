@@ -26,7 +26,7 @@ from uopkit.tensor.autocast import FLOAT32, autocast_op
 from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.replay import replay_call
 from uopkit.tensor.rounds import Rounds, repeated
-from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape
+from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape, _check_values_in
 from uopkit.tensor.triangular import cholesky_lower, triangular_solve
 from uopkit.uop.ops import UOp
 
@@ -780,6 +780,53 @@ class FactorizeMixin:
             b = b.gather(-2, swap.unsqueeze(-1).expand(*b.shape)).contiguous()
         y = triangular_solve(lu, b, upper=False, unit=True)
         return triangular_solve(lu, y, upper=True, unit=False)
+
+    def lu_unpack(  # type: ignore[misc]
+        self: Tensor,
+        LU_pivots: Tensor,  # noqa: N803
+        unpack_data: bool = True,
+        unpack_pivots: bool = True,
+    ) -> PLU:
+        """torch.lu_unpack: P, L, U from `lu_factor`'s packed LU (self, (..., m, n)) and 1-based pivots, so that
+        A = P @ L @ U. `unpack_data=False` leaves L and U empty, `unpack_pivots=False` P. The gradient reaches the
+        packed LU through L and U.
+
+        >>> p, l, u = Tensor.lu_unpack(*Tensor([[1.0, 2.0], [3.0, 4.0]]).lu_factor())
+        >>> (p @ l @ u).tolist()
+        [[1.0, 2.0], [3.0, 4.0]]
+        """
+        lu = _matrices(self, "lu_unpack")
+        m, n = lu.shape[-2:]
+        k = min(m, n)
+        if not dtypes.is_int(LU_pivots.dtype) or LU_pivots.shape != lu.shape[:-2] + (k,):
+            raise ArgumentError(
+                f"lu_unpack: pivots must be lu_factor's, an int tensor of shape {lu.shape[:-2] + (k,)} for LU "
+                f"{lu.shape}; got {LU_pivots.dtype} {LU_pivots.shape}"
+            )
+        empty = Tensor.zeros(0, dtype=lu.dtype, device=lu.device)
+        el, u = empty, empty
+        if unpack_data:
+            el = lu[..., :, :k].tril(-1) + Tensor.eye(m, k, dtype=lu.dtype, device=lu.device)
+            u = lu[..., :k, :].triu()
+        if not unpack_pivots:
+            return PLU(empty, el, u)
+        _check_values_in(
+            LU_pivots,
+            1,
+            m + 1,
+            lambda bad: f"lu_unpack: pivot {bad} is outside 1..{m} (LU {lu.shape}): pass lu_factor's",
+        )
+        # LAPACK's swaps in order: step j trades rows j and pivots[j] - 1; row i of P^T A is row perm[i] of A
+        rows = Tensor.arange(m, dtype=dtypes.int32, device=lu.device)
+        perm = rows.expand(*lu.shape[:-2], m)
+        pivots = LU_pivots.cast(dtypes.int32) - 1
+        for j in range(k):
+            step = _step_index(lu, j)
+            p = (pivots * (rows[:k] == step).cast(dtypes.int32)).sum(-1, keepdim=True)
+            at_step = (perm * (rows == step).cast(dtypes.int32)).sum(-1, keepdim=True)
+            at_p = (perm * (rows == p).cast(dtypes.int32)).sum(-1, keepdim=True)
+            perm = (rows == step).where(at_p, (rows == p).where(at_step, perm)).contiguous()
+        return PLU(perm.one_hot(m).cast(lu.dtype).transpose(-1, -2), el, u)
 
 
 def pinv_from_svd(u: Tensor, sv: Tensor, vh: Tensor, cut: float) -> Tensor:

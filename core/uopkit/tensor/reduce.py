@@ -831,6 +831,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cummax")
         values = self._cumalu(axis, Ops.MAX, "cummax")
+        _set_cum_extreme_gradient(values, self, axis, Tensor.cummax)
         return ValuesIndices(values, self._cum_index(values, axis))
 
     def cummin(self, axis: int = 0, *, dim: int | None = None) -> ValuesIndices:
@@ -842,6 +843,7 @@ class ReduceMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "cummin")
         values = self._inverse()._cumalu(axis, Ops.MAX, "cummin")._inverse()
+        _set_cum_extreme_gradient(values, self, axis, Tensor.cummin)
         return ValuesIndices(values, self._cum_index(values, axis))
 
     def _cum_index(self, values: Tensor, axis: int) -> Tensor:
@@ -1129,6 +1131,25 @@ def _quantile_levels(q: Any, op: str) -> tuple[np.ndarray, bool]:
     if outside.size:
         raise ArgumentError(f"{op}: q must be in [0, 1], got {outside[0]}")
     return levels, one
+
+
+def _set_cum_extreme_gradient(values: Tensor, x: Tensor, axis: int, scan: Callable[..., ValuesIndices]) -> None:
+    """A running max's (min's) gradient as PyTorch's: each out[i] sends its gradient to the one position its index
+    names (the latest tie), not shared among the tied values as the chain through the scan's MAX nodes would."""
+    from uopkit.gradient import set_gradient
+
+    if not dtypes.is_float(x.dtype) or x.ndim == 0 or values.uop is x.uop:
+        return
+    axis = _normalize_axis(axis, x.ndim, scan.__name__, x.shape)
+    xu = x.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        # (the indices are rebuilt from x here: the rule must not hold the values node it is the gradient of)
+        indices = scan(Tensor(xu), axis).indices
+        grad = Tensor(g)
+        return (grad.zeros_like().scatter_add(axis, indices, grad).uop,)
+
+    set_gradient(values.uop, (xu,), rule)
 
 
 def _set_cumsum_gradient(out: UOp, x: UOp, axis: int) -> None:
