@@ -411,6 +411,25 @@ def test_subset_and_weighted_samplers():
     assert sorted(no_repeat) == [0, 1, 2, 3]
 
 
+def test_weighted_sampler_without_replacement_past_the_non_zero_weights_as_torch():
+    # more samples than non-zero weights: torch's multinomial gives the non-zero ones first (by weight), then indices
+    # of zero weights; this raised ValueError. More samples than weights raises, as torch's (here when built)
+    tdata = pytest.importorskip("torch.utils.data")
+
+    weights = [1.0, 0.0, 0.0, 0.0, 2.0]
+    theirs = list(tdata.WeightedRandomSampler(weights, 4, replacement=False))
+    for _ in range(20):
+        ours = list(data.WeightedRandomSampler(weights, 4, replacement=False))
+        assert len(ours) == len(theirs) == 4 and len(set(ours)) == 4
+        assert sorted(ours[:2]) == sorted(theirs[:2]) == [0, 4] and set(ours[2:]) <= {1, 2, 3}
+    firsts = [next(iter(data.WeightedRandomSampler(weights, 3, replacement=False))) for _ in range(600)]
+    assert 0.6 < np.mean(np.array(firsts) == 4) < 0.73
+    with pytest.raises(RuntimeError, match="cannot sample n_sample > prob_dist.size"):
+        list(tdata.WeightedRandomSampler(weights, 6, replacement=False))
+    with pytest.raises(ValueError, match="cannot sample n_sample > prob_dist.size"):
+        data.WeightedRandomSampler(weights, 6, replacement=False)
+
+
 def test_shuffled_loader_epochs():
     xs = np.arange(40, dtype=np.float32).reshape(20, 2)
     loader = data.DataLoader(data.TensorDataset(Tensor(xs)), batch_size=6, shuffle=True)

@@ -1,6 +1,8 @@
 """no_grad, enable_grad, set_grad_enabled, inference_mode against torch's: what is cut from the gradient, how the
 switches nest and restore, and that views stay views."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -324,3 +326,48 @@ def test_set_grad_enabled_as_a_decorator_switches_for_each_call_only():
     assert (is_grad_enabled(), torch.is_grad_enabled()) == (True, True)
     assert (cut(), their_cut()) == (False, False)
     assert (is_grad_enabled(), torch.is_grad_enabled()) == (True, True)
+
+
+def _inference_mode_states(lib):
+    # is_inference_mode_enabled through nested switches, decorators, a generator and a new thread
+    seen = [lib.is_inference_mode_enabled()]
+    on = lib.is_inference_mode_enabled
+    with lib.inference_mode():
+        seen.append(on())
+        with lib.enable_grad():
+            seen.append(on())
+        with lib.inference_mode(False):
+            seen.append((on(), lib.is_grad_enabled()))
+        with lib.no_grad():
+            seen.append(on())
+        thread_saw = []
+        worker = threading.Thread(target=lambda: thread_saw.append(on()))
+        worker.start()
+        worker.join()
+        seen.append(thread_saw)
+    with lib.no_grad(), lib.set_grad_enabled(False):
+        seen.append(on())
+
+    def steps():
+        yield on()
+        yield on()
+
+    seen += [lib.inference_mode()(on)(), lib.inference_mode(on)(), list(lib.inference_mode()(steps)()), on()]
+    return seen
+
+
+def test_is_inference_mode_enabled_as_torchs():
+    assert _inference_mode_states(uopkit) == _inference_mode_states(torch)
+
+
+def test_saved_tensors_hooks_are_refused_and_offloading_is_a_no_op():
+    # uopkit saves no tensors for backward: hooks that would never run are refused with the reason; save_on_cpu only
+    # offloads in torch, so it is taken and the gradient is the same
+    from uopkit.autograd import graph
+
+    with pytest.raises(NotImplementedError, match="saves no tensors for backward"):
+        graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with graph.save_on_cpu(pin_memory=True), graph.disable_saved_tensors_hooks("no hooks"):
+        (x * x).sum().backward()
+    assert x.grad.tolist() == [2.0, 4.0]

@@ -332,3 +332,31 @@ def test_ctc_loss_errors():
         Tensor(log_probs[None]).ctc_loss(Tensor(targets), input_lengths, target_lengths)
     with pytest.raises(TypeError, match="float32 or float64"):
         Tensor(log_probs).cast(dtypes.float16).ctc_loss(Tensor(targets), input_lengths, target_lengths)
+
+
+def test_ctc_loss_with_the_blank_inside_targets_as_torch():
+    # torch's docs rule the blank out of targets, but its kernels take it (no error) and skip into it as into any
+    # label (only the label two back is compared); the blank test on the label itself gave a larger loss (6.016 where
+    # torch gives 5.059). The gradient is the true one of that loss: torch's hand-written backward agrees with its
+    # finite differences except where a target ends in the blank, so the gradient is checked against them there
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((7, 4, 4))
+    targets = np.array([[1, 0, 2], [2, 0, 0], [0, 0, 1], [3, 3, 2]], np.int64)
+    input_lengths, target_lengths = np.array([7, 6, 7, 7]), np.array([3, 2, 3, 3])
+
+    def theirs_of(x):
+        lp = torch.tensor(x).log_softmax(-1)
+        return F.ctc_loss(
+            lp, torch.tensor(targets), torch.tensor(input_lengths), torch.tensor(target_lengths), reduction="none"
+        )
+
+    ours = Tensor(logits, requires_grad=True)
+    losses = ours.log_softmax(-1).ctc_loss(Tensor(targets), input_lengths, target_lengths, reduction="none")
+    np.testing.assert_allclose(losses.numpy(), theirs_of(logits).numpy(), rtol=1e-12)
+    losses.sum().backward()
+    numeric = np.zeros_like(logits)
+    for i in np.ndindex(logits.shape):
+        step = np.zeros_like(logits)
+        step[i] = 1e-6
+        numeric[i] = (theirs_of(logits + step).sum() - theirs_of(logits - step).sum()).item() / 2e-6
+    np.testing.assert_allclose(ours.grad.numpy(), numeric, atol=1e-7)

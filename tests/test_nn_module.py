@@ -799,3 +799,156 @@ def test_every_layer_works_as_a_submodule(name):
     owner.load_state_dict(sd)
     assert {id(p) for p in owner.parameters()} == {id(p) for p in layer.parameters()}
     repr(owner)
+
+
+def _outcome(fn):
+    # the exception type a call raises, or None
+    try:
+        fn()
+    except Exception as e:
+        return type(e)
+    return None
+
+
+def test_assigning_to_a_parameter_buffer_or_submodule_name_follows_torchs_rules():
+    def cases(lib, ones, tensor_type):
+        class Net(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = lib.Linear(2, 3)
+                self.bn = lib.BatchNorm1d(3)
+                self.register_buffer("b", ones(2))
+
+        def run(assign):
+            net = Net()
+            error = _outcome(lambda: assign(net))
+            state = list(net.state_dict())
+            return error, state
+
+        return [
+            # a parameter takes a Parameter or None; a plain tensor or a number is a TypeError (it was dropped)
+            run(lambda n: setattr(n.fc, "weight", ones(3, 2))),
+            run(lambda n: setattr(n.fc, "weight", 3)),
+            run(lambda n: setattr(n.fc, "weight", n.fc.weight.detach())),
+            run(lambda n: setattr(n.fc, "weight", None)),
+            run(lambda n: setattr(n.fc, "weight", lib.Parameter(ones(3, 2)))),
+            # a buffer, registered or a layer's running statistics, takes a tensor (staying a buffer) or None
+            run(lambda n: setattr(n.bn, "running_mean", ones(3))),
+            run(lambda n: setattr(n.bn, "running_mean", 5)),
+            run(lambda n: setattr(n, "b", ones(4))),
+            run(lambda n: setattr(n, "b", "x")),
+            run(lambda n: setattr(n.bn, "running_mean", lib.Parameter(ones(3)))),
+            run(lambda n: setattr(n, "b", lib.Linear(1, 1))),
+            # a sub-module takes a module or None
+            run(lambda n: setattr(n, "fc", ones(2))),
+            run(lambda n: setattr(n, "fc", lib.Parameter(ones(2)))),
+            run(lambda n: setattr(n, "fc", None)),
+            # a deleted one is a plain attribute again
+            run(lambda n: (delattr(n, "b"), setattr(n, "b", 7), delattr(n.fc, "weight"), setattr(n.fc, "weight", 1))),
+        ]
+
+    ours = cases(nn, Tensor.ones, Tensor)
+    theirs = cases(torch.nn, torch.ones, torch.Tensor)
+    assert ours == theirs
+    # uopkit's departure, kept: a tensor that requires grad is taken (tinygrad-style conversion of a layer)
+    layer = nn.Linear(2, 3)
+    layer.weight = layer.weight.cast("float16")
+    assert layer.weight.dtype.name == "half"
+
+
+def test_register_errors_as_torchs():
+    def cases(lib, ones):
+        class Net(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = lib.Linear(2, 3)
+                self.register_buffer("b", ones(2))
+                self.n = 5
+
+        def param():
+            return lib.Parameter(ones(1))
+
+        calls = [
+            lambda n: n.register_parameter("fc", param()),
+            lambda n: n.register_parameter("b", param()),
+            lambda n: n.register_parameter("training", param()),
+            lambda n: n.register_parameter("n", param()),
+            lambda n: n.register_parameter(3, param()),
+            lambda n: n.register_parameter("p", ones(1)),
+            lambda n: n.fc.register_parameter("weight", param()),
+            lambda n: n.register_buffer("fc", ones(1)),
+            lambda n: n.fc.register_buffer("weight", ones(1)),
+            lambda n: n.register_buffer("b", ones(3)),
+            lambda n: n.register_buffer(3, ones(1)),
+            lambda n: n.register_buffer("x", 3),
+            lambda n: n.add_module("b", lib.Linear(1, 1)),
+            lambda n: n.add_module("fc", lib.Linear(1, 1)),
+            lambda n: n.add_module("n", lib.Linear(1, 1)),
+            lambda n: n.add_module(3, lib.Linear(1, 1)),
+            lambda n: n.add_module("x", 3),
+            lambda n: n.add_module("forward", lib.Linear(1, 1)),
+        ]
+        return [_outcome(lambda call=call: call(Net())) for call in calls]
+
+    assert cases(nn, Tensor.ones) == cases(torch.nn, torch.ones)
+
+
+def test_global_module_backward_hooks_as_torchs():
+    # torch.nn.modules.module.register_module_full_backward_pre_hook / register_module_full_backward_hook: every
+    # module's call, before the module's own hooks; a hook's return replaces grad_input; a removed one no longer runs
+    from torch.nn.modules import module as tmodule
+
+    from uopkit.nn import module as umodule
+
+    def run(lib, mod, make) -> list:
+        class Net(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc, self.act = lib.Linear(3, 2), lib.Tanh()
+                self.fc.weight = lib.Parameter(make(np.array([[0.1, -0.2, 0.3], [0.4, 0.5, -0.6]], np.float32)))
+                self.fc.bias = lib.Parameter(make(np.array([0.2, -0.1], np.float32)))
+
+            def forward(self, x):
+                return self.act(self.fc(x))
+
+        def r(t):
+            return None if t is None else np.round(t.detach().numpy(), 5).tolist()
+
+        net, log = Net(), []
+        handles = [
+            mod.register_module_full_backward_pre_hook(lambda m, go: log.append(("pre", type(m).__name__, r(go[0])))),
+            mod.register_module_full_backward_hook(lambda m, gi, go: log.append(("hook", type(m).__name__, r(gi[0])))),
+            mod.register_module_full_backward_hook(lambda m, gi, go: (gi[0] * 2,) if isinstance(m, lib.Tanh) else None),
+        ]
+        net.fc.register_full_backward_hook(lambda m, gi, go: log.append(("own", r(gi[0]))))
+        x = make(np.arange(6, dtype=np.float32).reshape(2, 3) / 10).requires_grad_(True)
+        net(x).sum().backward()
+        log += [r(x.grad), r(net.fc.weight.grad)]
+        for h in handles:
+            h.remove()
+        x.grad = None
+        net(x).sum().backward()
+        log.append(r(x.grad))
+        with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks and full backward hooks"):
+            mod.register_module_backward_hook(lambda m, gi, go: None)
+        return log
+
+    try:
+        ours = run(nn, umodule, Tensor)
+        assert ours == run(torch.nn, tmodule, torch.tensor)
+    finally:
+        # (the kind of global backward hooks registered stays set, in torch's module as here)
+        umodule._GLOBAL.full_backward = tmodule._global_is_full_backward_hook = None
+    assert [entry[:2] for entry in ours[:3]] == [("pre", "Net"), ("pre", "Tanh"), ("hook", "Tanh")]
+
+
+@pytest.mark.parametrize("name", ["BatchNorm1d", "BatchNorm2d", "InstanceNorm1d"])
+def test_a_norm_without_running_stats_holds_none_as_torchs(name):
+    # `bn.running_mean is None` is how torch code (fusion, converters) tells: the attribute was missing
+    ours, theirs = (
+        getattr(nn, name)(3, track_running_stats=False),
+        getattr(torch.nn, name)(3, track_running_stats=False),
+    )
+    for attr in ("running_mean", "running_var", "num_batches_tracked"):
+        assert getattr(ours, attr) is None and getattr(theirs, attr) is None
+    assert list(ours.state_dict()) == list(theirs.state_dict())

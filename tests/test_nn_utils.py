@@ -17,7 +17,16 @@ torch = pytest.importorskip("torch")
 
 @pytest.mark.parametrize(
     "module",
-    [utils, utils.clip_grad, rnn, utils.parametrize, utils.parametrizations, "uopkit.nn.utils.weight_norm"],
+    [
+        utils,
+        utils.clip_grad,
+        rnn,
+        utils.parametrize,
+        utils.parametrizations,
+        utils.fusion,
+        "uopkit.nn.utils.weight_norm",
+        "uopkit.nn.utils.init",
+    ],
 )
 def test_docstring_examples(module):
     # (the older weight_norm's module by name: `utils.weight_norm` is the function, as torch's)
@@ -444,3 +453,92 @@ def _outputs_and_gradients_match(ours, theirs, x):  # noqa: ANN001, ANN202
     (tout * tout).sum().backward()
     for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# (torch's fuse_linear_bn_weights needs a BatchNorm weight: a linear layer is fused with an affine one only)
+@pytest.mark.parametrize(
+    "kind, bias, affine",
+    [(kind, bias, affine) for kind in ("conv", "conv_transpose") for bias in (True, False) for affine in (True, False)]
+    + [("linear", True, True), ("linear", False, True)],
+)
+def test_fuse_bn_eval_as_torchs(kind, bias, affine):
+    # nn.utils.fuse_conv_bn_eval / fuse_linear_bn_eval (and their *_weights): a new layer, its weight and bias
+    # torch's to the last bit, each a Parameter that requires grad as torch's (a bias made from none doesn't)
+    import torch.nn.utils.fusion as tfusion
+
+    rng = np.random.default_rng(1)
+    if kind == "linear":
+        ours, theirs = nn.Linear(2, 3, bias=bias), torch.nn.Linear(2, 3, bias=bias)
+        obn, tbn = nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)
+        x = rng.standard_normal((4, 2)).astype(np.float32)
+    else:
+        layer = "Conv2d" if kind == "conv" else "ConvTranspose2d"
+        ours, theirs = getattr(nn, layer)(2, 3, 3, bias=bias), getattr(torch.nn, layer)(2, 3, 3, bias=bias)
+        obn, tbn = nn.BatchNorm2d(3, affine=affine), torch.nn.BatchNorm2d(3, affine=affine)
+        x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    for name, t in theirs.state_dict().items():
+        t.copy_(torch.tensor(ours.state_dict()[name].numpy()))
+    for name in ("running_mean", "running_var", "weight", "bias"):
+        if getattr(tbn, name) is not None:
+            v = rng.uniform(0.5, 2, 3).astype(np.float32)
+            getattr(obn, name).assign(Tensor(v)).realize()
+            getattr(tbn, name).data.copy_(torch.tensor(v))
+    theirs.eval()
+    tbn.eval()
+    if kind == "linear":
+        fused, tfused = utils.fuse_linear_bn_eval(ours, obn), tfusion.fuse_linear_bn_eval(theirs, tbn)
+    else:
+        transpose = kind == "conv_transpose"
+        fused = utils.fuse_conv_bn_eval(ours, obn, transpose)
+        tfused = tfusion.fuse_conv_bn_eval(theirs, tbn, transpose)
+    assert fused is not ours and fused.weight is not ours.weight
+    for name in ("weight", "bias"):
+        mine, want = getattr(fused, name), getattr(tfused, name)
+        assert isinstance(mine, nn.Parameter) and mine.requires_grad == want.requires_grad
+        np.testing.assert_array_equal(mine.numpy(), want.detach().numpy())
+    assert [n for n, _ in fused.named_parameters()] == [n for n, _ in tfused.named_parameters()]
+    out, want = fused(Tensor(x)).numpy(), tfused(torch.tensor(x)).detach().numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    # and bn(layer(x)) as it was
+    np.testing.assert_allclose(out, obn(ours(Tensor(x))).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_fuse_bn_eval_refuses_training_mode_and_mismatched_features_as_torch():
+    for layer in (nn.Linear(2, 3), nn.BatchNorm1d(3)):
+        layer.train()
+        with pytest.raises(AssertionError, match="Fusion only for eval"):
+            utils.fuse_linear_bn_eval(
+                *((layer, nn.BatchNorm1d(3)) if isinstance(layer, nn.Linear) else (nn.Linear(2, 3), layer))
+            )
+    with Tensor.train(), pytest.raises(AssertionError, match="Fusion only for eval"):
+        # (built-in layers with no mode of their own follow Tensor.training)
+        utils.fuse_conv_bn_eval(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    with pytest.raises(AssertionError, match="linear.out_features == bn.num_features or bn.num_features == 1"):
+        utils.fuse_linear_bn_eval(nn.Linear(2, 3), nn.BatchNorm1d(4))
+    with pytest.raises(AssertionError, match="must not be None"):
+        utils.fuse_conv_bn_eval(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, track_running_stats=False))
+    # a BatchNorm of one feature scales every output, as torch's
+    torch_fused = torch.nn.utils.fusion.fuse_linear_bn_eval(
+        torch.nn.Linear(2, 3).eval(), torch.nn.BatchNorm1d(1).eval()
+    )
+    assert utils.fuse_linear_bn_eval(nn.Linear(2, 3), nn.BatchNorm1d(1)).weight.shape == tuple(torch_fused.weight.shape)
+
+
+def test_skip_init_as_torchs():
+    class Net(nn.Module):
+        def __init__(self, n, device=None):
+            super().__init__()
+            self.fc = nn.Linear(n, 2)
+            self.device = device
+
+    made = utils.skip_init(Net, 3, device="CPU")
+    assert made.device == "CPU" and made.fc.weight.shape == (2, 3) and made.training is True
+    layer = utils.skip_init(nn.Linear, 5, 1, bias=False)
+    assert layer.weight.shape == (1, 5) and layer.bias is None and layer.weight.requires_grad
+    assert [n for n, _ in layer.named_parameters()] == [
+        n for n, _ in torch.nn.utils.skip_init(torch.nn.Linear, 5, 1, bias=False).named_parameters()
+    ]
+    with pytest.raises(RuntimeError, match="Expected a Module"):
+        torch.nn.utils.skip_init(int)
+    with pytest.raises(RuntimeError, match="Expected a Module"):
+        utils.skip_init(int)

@@ -173,6 +173,25 @@ def test_add_param_group_duplicates_and_defaults() -> None:
         optim.SGD([a], bogus=1)
 
 
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "LBFGS", "NAdam", "ASGD", "Muon"])
+def test_a_lone_tensor_or_a_group_s_set_is_refused_as_torch(name: str) -> None:
+    # a lone tensor was taken as [t]; torch raises TypeError (a tensor iterates over its rows), and so do tinygrad's
+    # LAMB and LARS here, which take a list as tinygrad's do
+    torch = pytest.importorskip("torch")
+    ours, theirs = Tensor.ones(3, 3, requires_grad=True), torch.ones(3, 3, requires_grad=True)
+    for given_ours, given_theirs in [(ours, theirs), ([{"params": {ours}}], [{"params": {theirs}}])]:
+        with pytest.raises(TypeError) as theirs_raised:
+            getattr(torch.optim, name)(given_theirs, lr=0.1)
+        with pytest.raises(TypeError, match=str(theirs_raised.value).split(",")[0]):
+            getattr(optim, name)(given_ours, lr=0.1)
+    # a set given as params itself, and a lone tensor as a group's params, are taken, as torch's
+    assert getattr(optim, name)({ours}, lr=0.1).params == [ours]
+    assert getattr(optim, name)([{"params": ours}], lr=0.1).params == [ours]
+    for tinygrad_name in ("LAMB", "LARS"):
+        with pytest.raises(TypeError, match="iterable of Tensors or dicts"):
+            getattr(optim, tinygrad_name)(ours, lr=0.1)
+
+
 def test_zero_grad_set_to_none() -> None:
     w = Tensor([1.0, 2.0], requires_grad=True)
     opt = optim.SGD([w], lr=0.1, weight_decay=0.5)

@@ -27,6 +27,7 @@ try:
         enable_grad,
         inference_mode,
         is_grad_enabled,
+        is_inference_mode_enabled,
         no_grad,
         set_grad_enabled,
     )
@@ -67,6 +68,7 @@ try:
         "set_grad_enabled",
         "inference_mode",
         "is_grad_enabled",
+        "is_inference_mode_enabled",
         "set_printoptions",
         "get_printoptions",
         "from_dlpack",

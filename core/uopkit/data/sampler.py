@@ -144,16 +144,25 @@ class WeightedRandomSampler(Sampler[int]):
         # checked here, not when iterating (torch's multinomial raises RuntimeError on the first epoch)
         if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
             raise ValueError("weights must be finite, non-negative and not all zero")
-        if not replacement and num_samples > np.count_nonzero(w):
+        if not replacement and num_samples > w.size:
             raise ValueError(
-                f"can't draw {num_samples} samples without replacement from {np.count_nonzero(w)} non-zero weights"
+                f"WeightedRandomSampler: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
+                f"({num_samples} samples from {w.size} weights)"
             )
         self.weights, self.num_samples, self.replacement, self.generator = w, int(num_samples), replacement, generator
 
     def __iter__(self) -> Iterator[int]:
         rng = _generator_rng(self.generator, "WeightedRandomSampler")
         p = self.weights / self.weights.sum()
-        return iter(rng.choice(len(p), self.num_samples, replace=self.replacement, p=p).tolist())
+        nonzero = np.flatnonzero(p)
+        if self.replacement or self.num_samples <= nonzero.size:
+            return iter(rng.choice(len(p), self.num_samples, replace=self.replacement, p=p).tolist())
+        # more samples than non-zero weights, without replacement: every index of a non-zero weight (drawn in turn,
+        # by weight), then indices of zero weights, as torch's multinomial gives them (in an order of its kernel's;
+        # here a random one)
+        drawn = rng.choice(nonzero, nonzero.size, replace=False, p=p[nonzero])
+        zeros = rng.permutation(np.flatnonzero(p == 0))[: self.num_samples - nonzero.size]
+        return iter([*drawn.tolist(), *zeros.tolist()])
 
     def __len__(self) -> int:
         return self.num_samples

@@ -117,6 +117,12 @@ _MIXED_BACKWARD_HOOKS = (
 )
 
 
+_MIXED_GLOBAL_BACKWARD_HOOKS = (
+    "Cannot use both regular backward hooks and full backward hooks as a global Module hook. Please use only one of "
+    "them."
+)
+
+
 class _IncompatibleKeys(NamedTuple):
     missing_keys: list[str]
     unexpected_keys: list[str]
@@ -145,6 +151,47 @@ def register_module_forward_hook(
     return _add_hook(_GLOBAL.hooks, hook, extra=extra)
 
 
+def register_module_full_backward_pre_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """hook(module, grad_output) for every module's call when a backward pass reaches its outputs (before the
+    module's own pre-hooks); a non-None return replaces grad_output. As torch's
+    `torch.nn.modules.module.register_module_full_backward_pre_hook`; see `Module.register_full_backward_pre_hook`."""
+    return _add_hook(_GLOBAL.backward_pre_hooks, hook)
+
+
+def register_module_full_backward_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """hook(module, grad_input, grad_output) for every module's call when a backward pass has the gradients of its
+    inputs (before the module's own hooks); a non-None return replaces grad_input. As torch's
+    `torch.nn.modules.module.register_module_full_backward_hook`; see `Module.register_full_backward_hook`."""
+    if _GLOBAL.full_backward is False:
+        raise RuntimeError(_MIXED_GLOBAL_BACKWARD_HOOKS)
+    _GLOBAL.full_backward = True
+    return _add_hook(_GLOBAL.backward_hooks, hook)
+
+
+def register_module_backward_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """torch's deprecated global backward hook (`Module.register_backward_hook`'s kind, for every module's call);
+    it can't be registered beside the full one, as torch's."""
+    if _GLOBAL.full_backward is True:
+        raise RuntimeError(_MIXED_GLOBAL_BACKWARD_HOOKS)
+    _GLOBAL.full_backward = False
+    return _add_hook(_GLOBAL.backward_hooks, hook)
+
+
+def _backward_calls(module: Module, st: _ModuleState) -> list[ModuleBackwardCall]:
+    """The backward hooks of one call (the global ones first, as torch's), as the calls that wrap its inputs and
+    outputs: one for the full hooks and pre-hooks, one for the deprecated kind's, where there are such."""
+    full: list[Callable[..., Any]] = []
+    deprecated: list[Callable[..., Any]] = []
+    for owner in (_GLOBAL, st):
+        (deprecated if owner.full_backward is False else full).extend(owner.backward_hooks.values())
+    pre_hooks = [*_GLOBAL.backward_pre_hooks.values(), *st.backward_pre_hooks.values()]
+    # (the hooks as they are at this call run in its backward, as torch's)
+    calls = [ModuleBackwardCall(module, full, pre_hooks, True)] if full or pre_hooks else []
+    if deprecated:
+        calls.append(ModuleBackwardCall(module, deprecated, [], False))
+    return calls
+
+
 def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """One call of a module: its pre-hooks, `forward` under the module's training mode, its hooks. A `forward` set on
     the instance (`m.forward = fn`, how patching code wraps a layer) is the one called, as torch's."""
@@ -153,7 +200,7 @@ def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict)
         forward = _unbound(own)
     st: _ModuleState | None = module.__dict__.get("_module_state")
     if st is None:
-        if not (_GLOBAL.pre_hooks or _GLOBAL.hooks):
+        if not (_GLOBAL.pre_hooks or _GLOBAL.hooks or _GLOBAL.backward_hooks or _GLOBAL.backward_pre_hooks):
             return forward(module, *args, **kwargs)
         st = _NO_STATE
     calling = _calling.__dict__.setdefault("modules", [])
@@ -214,16 +261,11 @@ def _run_hooks_and_forward(
             changed = hook(module, args)
             if changed is not None:
                 args = changed if isinstance(changed, tuple) else (changed,)
-    backward_call = None
-    if st.backward_hooks or st.backward_pre_hooks:
-        # (the hooks as they are at this call run in its backward, as torch's)
-        backward_call = ModuleBackwardCall(
-            module,
-            list(st.backward_hooks.values()),
-            list(st.backward_pre_hooks.values()),
-            st.full_backward is not False,
-        )
-        args = backward_call.inputs(args)
+    backward_calls = []
+    if st.backward_hooks or st.backward_pre_hooks or _GLOBAL.backward_hooks or _GLOBAL.backward_pre_hooks:
+        backward_calls = _backward_calls(module, st)
+        for call in backward_calls:
+            args = call.inputs(args)
     mode = st.training
     if mode is None or mode == Tensor.training:
         out = forward(module, *args, **kwargs)
@@ -233,16 +275,16 @@ def _run_hooks_and_forward(
             out = forward(module, *args, **kwargs)
         finally:
             Tensor.training = previous
-    if backward_call is not None:
-        backward_call.after_forward()
+    for call in reversed(backward_calls):
+        call.after_forward()
     for owner, hook_id, hook in _hooks_of(st, "hooks"):
         if hook_id in owner.always_call:
             called.add(hook_id)
         changed = hook(module, args, kwargs, out) if hook_id in owner.with_kwargs else hook(module, args, out)
         if changed is not None:
             out = changed
-    if backward_call is not None:
-        out = backward_call.outputs(out)
+    for call in reversed(backward_calls):
+        out = call.outputs(out)
     return out
 
 
@@ -254,6 +296,14 @@ def _unbound(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _is_parameter(t: Tensor) -> bool:
     # a Parameter, or a tensor that requires (or once required: a frozen layer's weight) a gradient
     return isinstance(t, Parameter) or bool(t._requires_grad) or t._wanted_grad
+
+
+def _described(value: Any) -> str:
+    # what an error names a value by: a tensor by its shape, dtype and whether it requires grad
+    if isinstance(value, Tensor):
+        kind = type(value).__name__
+        return f"a {kind} of shape {value.shape} and dtype {value.dtype.name} (requires_grad={value.requires_grad})"
+    return f"{type(value).__name__!r}"
 
 
 def _is_state_tensor(t: Tensor) -> bool:
@@ -299,6 +349,14 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__}: a Module subclass must define forward(...)")
 
     def __setattr__(self, name: str, value: Any) -> None:
+        st = self.__dict__.get("_module_state")
+        if isinstance(value, (Parameter, Module)):
+            if st is not None and name in st.buffers:
+                # a parameter or a module takes the name over from a buffer, as torch's
+                st.buffers.discard(name)
+                st.non_persistent.discard(name)
+        elif value is not None:
+            self._check_replacement(name, value, st)
         object.__setattr__(self, name, value)
         if isinstance(value, (Module, list, tuple, dict)):
             # a sub-module joins its owner's mode where it has none (torch: every module is made in training mode, so
@@ -309,6 +367,45 @@ class Module:
                     for m in child.modules():
                         if m.training is None:
                             m._state().training = st.training
+
+    def __delattr__(self, name: str) -> None:
+        object.__delattr__(self, name)
+        st = self.__dict__.get("_module_state")
+        if st is not None:
+            # a buffer deleted is no longer one: a tensor set under its name later is a plain attribute, as torch's
+            st.buffers.discard(name)
+            st.non_persistent.discard(name)
+
+    def _check_replacement(self, name: str, value: Any, st: _ModuleState | None) -> None:
+        """torch's rules for a value (not a Parameter, a Module or None) set under the name of a parameter, a buffer
+        or a sub-module: a parameter takes a parameter (uopkit's: any tensor that requires grad), a buffer a tensor
+        (which stays a buffer), a sub-module a module (or, as uopkit's layers, a function); else TypeError.
+        Any other attribute takes anything, so tinygrad-style code setting tensors as attributes works as before."""
+        old = self.__dict__.get(name)
+        layer = type(self).__name__
+        if (st is not None and name in st.buffers) or (
+            isinstance(old, Tensor) and _is_state_tensor(old) and not _is_parameter(old)
+        ):
+            if not isinstance(value, Tensor):
+                raise TypeError(
+                    f"{layer}: cannot assign {_described(value)} as buffer {name!r} (a Tensor or None expected)"
+                )
+            # (a buffer marked only by requires_grad=False, as the built-in layers keep their running statistics,
+            # is registered now, so a plain tensor set in its place is a buffer too, as torch's)
+            (st if st is not None else self._state()).buffers.add(name)
+        elif isinstance(old, Tensor) and _is_parameter(old):
+            # (a tensor computed from the parameter, `layer.weight = layer.weight.cast(dtypes.half)` as tinygrad-style
+            # code converts a layer, is taken too: it requires grad, though as no leaf it is no longer state)
+            if not (isinstance(value, Tensor) and (_is_parameter(value) or value.requires_grad)):
+                raise TypeError(
+                    f"{layer}: cannot assign {_described(value)} as parameter {name!r} (nn.Parameter, a tensor that "
+                    f"requires grad, or None expected: wrap it as nn.Parameter(t), or `del` the parameter first)"
+                )
+        elif isinstance(old, Module) and (isinstance(value, Tensor) or not callable(value)):
+            raise TypeError(
+                f"{layer}: cannot assign {_described(value)} as child module {name!r} (a Module, a function of "
+                "tensors, or None expected)"
+            )
 
     def _state(self) -> _ModuleState:
         st = self.__dict__.get("_module_state")
@@ -349,7 +446,7 @@ class Module:
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Keep `tensor` as state that isn't a parameter (in `state_dict` unless not persistent)."""
-        self._check_name(name, "register_buffer")
+        self._check_name(name, "register_buffer", "buffer")
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"{type(self).__name__}.register_buffer: {name!r} must be a Tensor or None, got {tensor!r}")
         st = self._state()
@@ -363,7 +460,7 @@ class Module:
 
     def register_parameter(self, name: str, param: Tensor | None) -> None:
         """Keep `param` (a Parameter, or None) as a parameter named `name`."""
-        self._check_name(name, "register_parameter")
+        self._check_name(name, "register_parameter", "parameter")
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(
                 f"{type(self).__name__}.register_parameter: {name!r} must be a Parameter or None, got "
@@ -373,16 +470,41 @@ class Module:
 
     def add_module(self, name: str, module: Any) -> None:
         """Add a sub-module named `name` (as `setattr`)."""
-        self._check_name(name, "add_module")
+        self._check_name(name, "add_module", "module")
         if module is not None and not callable(module):
             raise TypeError(f"{type(self).__name__}.add_module: {name!r} is a {type(module).__name__}, not a module")
         setattr(self, name, module)
 
     register_module = add_module
 
-    def _check_name(self, name: str, method: str) -> None:
-        if not isinstance(name, str) or not name or "." in name:
+    def _check_name(self, name: str, method: str, kind: str | None = None) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"{type(self).__name__}.{method}: name should be a string, got {type(name).__name__}")
+        if not name or "." in name:
             raise KeyError(f"{type(self).__name__}.{method}: name must be a non-empty string without '.', got {name!r}")
+        if kind is not None and not self._holds(name, kind):
+            raise KeyError(
+                f"{type(self).__name__}.{method}: attribute {name!r} already exists (and is no {kind}): `del` it first"
+            )
+
+    def _holds(self, name: str, kind: str) -> bool:
+        """Whether `name` is free for a `kind` ("parameter", "buffer", "module") to be registered under: unset, None,
+        or already of that kind (torch's register_* raise KeyError for any other attribute, a class' too)."""
+        if name not in self.__dict__:
+            return not hasattr(type(self), name)
+        old = self.__dict__[name]
+        if old is None:
+            return True
+        if kind == "module":
+            return isinstance(old, Module) or (callable(old) and not isinstance(old, Tensor))
+        if not isinstance(old, Tensor):
+            return False
+        st = self.__dict__.get("_module_state")
+        if st is not None and name in st.buffers:
+            return kind == "buffer"
+        if _is_parameter(old):
+            return kind == "parameter"
+        return kind == "buffer" and _is_state_tensor(old)
 
     # ------------------------------------------------------------------------------------------------------------
     # walking

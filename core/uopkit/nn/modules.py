@@ -385,6 +385,9 @@ class BatchNorm(Module):
             self.running_mean = _host(np.zeros(sz), requires_grad=False)
             self.running_var = _host(np.ones(sz), requires_grad=False)
             self.num_batches_tracked = _host(np.zeros(()), dtypes.int64, requires_grad=False)
+        else:
+            # (None, as torch's: `bn.running_mean is None` is how code tells)
+            self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def _fill_old_state(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any]) -> None:
         # a checkpoint from before torch's version 2 of the layer (torch < 0.4.1, or a hand-built or converted one,
@@ -529,6 +532,8 @@ class InstanceNorm(Module):
             self.running_mean = _host(np.zeros(num_features), requires_grad=False)
             self.running_var = _host(np.ones(num_features), requires_grad=False)
             self.num_batches_tracked = _host(np.zeros(()), dtypes.int64, requires_grad=False)
+        else:
+            self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def __call__(self, x: Tensor) -> Tensor:
         name, dims = f"{type(self).__name__}({self.num_features})", self.spatial_dims

@@ -243,6 +243,17 @@ class _Clock:
         self.values, self.members = values, members
 
 
+def _ordered(params: Any, optimizer: str) -> Iterable[Any]:
+    # torch refuses a group's set (its order changes between runs, and with it the state dict's parameter indices;
+    # torch takes a set given as `params` itself, as a list)
+    if isinstance(params, (set, frozenset)):
+        raise TypeError(
+            f"{optimizer}: optimizer parameters need to be organized in ordered collections, but the ordering of "
+            "tensors in sets will change between runs. Please use a list instead."
+        )
+    return params
+
+
 class Optimizer:
     """Base class, as torch.optim.Optimizer: `params` is an iterable of Tensors (or of (name, Tensor) pairs), or of
     dicts {"params": [...], hyperparameter: value, ...} that override `defaults` per group.
@@ -281,8 +292,14 @@ class Optimizer:
         self._step_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
         self._state_dict_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
         self._load_state_dict_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
+        if isinstance(params, Tensor):
+            # (torch's TypeError: a lone tensor is iterable over its rows, which aren't parameters)
+            raise TypeError(
+                f"{type(self).__name__}: params argument given to the optimizer should be an iterable of Tensors or "
+                f"dicts, but got a Tensor of shape {params.shape}: pass [t]"
+            )
         # (any iterable, as torch: a generator such as model.parameters() is read once)
-        given = [params] if isinstance(params, Tensor) else list(params)
+        given = list(params)
         if given and isinstance(given[0], dict):
             groups = given
         else:
@@ -302,7 +319,7 @@ class Optimizer:
         raw = group.get("params")
         if raw is None:
             raise ValueError(f"{type(self).__name__}: a param group needs 'params'")
-        raw = [raw] if isinstance(raw, Tensor) else list(raw)
+        raw = [raw] if isinstance(raw, Tensor) else list(_ordered(raw, type(self).__name__))
         names = None
         if raw and all(isinstance(p, tuple) and len(p) == 2 for p in raw):
             # torch's named form: (name, Tensor) pairs, as model.named_parameters() gives

@@ -3,7 +3,14 @@
 from uopkit.engine.realize import buffers
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor.generator import Generator
-from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from uopkit.tensor.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from uopkit.tensor.support import ArgumentError, DTypeError, EmptyReduceError, ShapeError, _contiguous_ids
 from uopkit.tensor.tensor import Tensor
 
@@ -15,6 +22,7 @@ __all__ = [
     "set_grad_enabled",
     "inference_mode",
     "is_grad_enabled",
+    "is_inference_mode_enabled",
     "ShapeError",
     "ArgumentError",
     "DTypeError",

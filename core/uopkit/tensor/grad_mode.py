@@ -21,7 +21,14 @@ import threading
 from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled"]
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,6 +36,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 class _Mode(threading.local):
     # (a class attribute: what a thread reads until it sets its own, so every new thread starts recording)
     off = False
+    # inside `inference_mode()` (torch.is_inference_mode_enabled), apart from recording: enable_grad inside it leaves it
+    inference = False
 
 
 # the calling thread's mode, `off` while gradients aren't recorded: every Tensor built from a graph reads it (one
@@ -41,48 +50,52 @@ class _GradSwitch:
     function, then puts back what was there before."""
 
     enabled: bool | None = None
+    # inference_mode's: whether the block is in inference mode (None: leaves it as it is)
+    inference: bool | None = None
 
     def __enter__(self) -> None:
-        self._before = thread_mode.off
+        self._before = (thread_mode.off, thread_mode.inference)
         if self.enabled is not None:
             thread_mode.off = not self.enabled
+        if self.inference is not None:
+            thread_mode.inference = self.inference
 
     def __exit__(self, *exc: object) -> None:
-        thread_mode.off = self._before
+        thread_mode.off, thread_mode.inference = self._before
 
     def __call__(self, fn: F) -> F:
-        enabled = self.enabled
+        enabled, inference = self.enabled, self.inference
         if inspect.isgeneratorfunction(fn):
 
             @functools.wraps(fn)
             def run_generator(*args: Any, **kwargs: Any) -> Any:
-                return (yield from _switched_resumes(fn(*args, **kwargs), enabled))
+                return (yield from _switched_resumes(fn(*args, **kwargs), enabled, inference))
 
             return run_generator  # type: ignore[return-value]
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with _switch(enabled):
+            with _switch(enabled, inference):
                 return fn(*args, **kwargs)
 
         return run  # type: ignore[return-value]
 
 
-def _switch(enabled: bool | None) -> _GradSwitch:
+def _switch(enabled: bool | None, inference: bool | None = None) -> _GradSwitch:
     # a switch of its own per call or resume (a decorated function may call itself, from several threads)
     switch = _GradSwitch()
-    switch.enabled = enabled
+    switch.enabled, switch.inference = enabled, inference
     return switch
 
 
-def _switched_resumes(gen: Generator, enabled: bool | None) -> Generator:
+def _switched_resumes(gen: Generator, enabled: bool | None, inference: bool | None) -> Generator:
     """`gen`, with the switch on while its body runs: creating a generator runs none of it, so a decorated generator
     function switches at each resume (next, send, throw, close), as torch's, and the caller's mode is back each time
     it yields."""
     resume: Callable[[Any], Any] = gen.send
     value: Any = None
     while True:
-        with _switch(enabled):
+        with _switch(enabled, inference):
             try:
                 out = resume(value)
             except StopIteration as stop:
@@ -91,7 +104,7 @@ def _switched_resumes(gen: Generator, enabled: bool | None) -> Generator:
             value = yield out
             resume = gen.send
         except GeneratorExit:
-            with _switch(enabled):
+            with _switch(enabled, inference):
                 gen.close()
             raise
         except BaseException as e:
@@ -129,7 +142,7 @@ class inference_mode(_GradSwitch):
         # (`@inference_mode` without the call: the function comes as `mode`)
         switch = super().__new__(cls)
         if callable(mode):
-            switch.enabled = False
+            switch.enabled, switch.inference = False, True
             return switch(mode)
         return switch
 
@@ -138,7 +151,7 @@ class inference_mode(_GradSwitch):
             return
         if not isinstance(mode, bool):
             raise TypeError(f"inference_mode: mode must be a bool, got {mode!r}")
-        self.enabled = not mode
+        self.enabled, self.inference = not mode, mode
 
 
 class set_grad_enabled(_GradSwitch):
@@ -148,7 +161,7 @@ class set_grad_enabled(_GradSwitch):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled: mode must be a bool, got {mode!r}")
         self.enabled = mode
-        self._before = thread_mode.off
+        self._before = (thread_mode.off, thread_mode.inference)
         thread_mode.off = not mode
 
     def __enter__(self) -> None:
@@ -157,10 +170,16 @@ class set_grad_enabled(_GradSwitch):
 
     def __call__(self, fn: F) -> F:
         # as a decorator it switches for each call only: the switch its own call made is undone (as torch's)
-        thread_mode.off = self._before
+        thread_mode.off = self._before[0]
         return super().__call__(fn)
 
 
 def is_grad_enabled() -> bool:
     """Whether gradients are recorded now, in the calling thread."""
     return not thread_mode.off
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether the calling thread is inside `inference_mode()` (and not an `inference_mode(False)` within it), as
+    torch.is_inference_mode_enabled: `no_grad()` isn't inference mode, and `enable_grad()` inside it leaves it on."""
+    return thread_mode.inference

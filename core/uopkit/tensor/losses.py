@@ -548,8 +548,8 @@ def _ctc_forward(
     log_probs: Tensor, labels: np.ndarray, running: Tensor, input_len: np.ndarray, target_len: np.ndarray, blank: int
 ) -> Tensor:
     """-log p(target | log_probs) of each sample (N,), by the CTC forward recursion in log space over the extended
-    labels: alpha_t(s) = logsumexp(alpha_{t-1}(s), alpha_{t-1}(s-1), alpha_{t-1}(s-2) where label s is not blank nor
-    label s-2) + log_probs[t, label s], from alpha_{-1} = log 1 at s = 0, each sample held after its input length; the
+    labels: alpha_t(s) = logsumexp(alpha_{t-1}(s), alpha_{t-1}(s-1), alpha_{t-1}(s-2) where label s is not label
+    s-2) + log_probs[t, label s], from alpha_{-1} = log 1 at s = 0, each sample held after its input length; the
     loss is -logsumexp of its last two states (the last one for an empty target). A lazy graph of one stored step per
     time step, the same kernel at every step (and one for every step's gradient)."""
     _, N, _ = log_probs.shape
@@ -557,7 +557,9 @@ def _ctc_forward(
     L = labels.shape[1]
     previous = labels.copy()
     previous[:, 2:], previous[:, :2] = labels[:, :-2], blank
-    skips = Tensor((labels != blank) & (labels != previous) & (np.arange(L) >= 2), device=device)
+    # (torch's rule reads only the label two back: a target holding the blank, which torch's docs rule out but its
+    # kernels take, may be skipped into as any label is)
+    skips = Tensor((labels != previous) & (np.arange(L) >= 2), device=device)
     start = np.full((N, L), -_INF)
     start[:, 0] = 0.0
     alpha = Tensor(start, device=device, dtype=log_probs.dtype)

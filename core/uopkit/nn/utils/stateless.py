@@ -84,10 +84,13 @@ def _swap(owner: Any, attr: str, value: Any) -> Any:
             old = getattr(owner, attr)
         if old is not _MISSING and old is not None and not isinstance(old, Tensor):
             raise TypeError(f"functional_call: attribute `{attr}` of {type(owner).__name__} is not a tensor: {old!r}")
+        # (a module's own rules are bypassed: a plain tensor stands in for a parameter during the call, as torch's,
+        # and the module's bookkeeping of its buffers is left as it was)
+        put, remove = (object.__setattr__, object.__delattr__) if isinstance(owner, Module) else (setattr, delattr)
         if value is not _MISSING:
-            setattr(owner, attr, value)
+            put(owner, attr, value)
         elif attr in getattr(owner, "__dict__", {}):
-            delattr(owner, attr)
+            remove(owner, attr)
     return old
 
 
