@@ -62,6 +62,66 @@ def test_inplace_on_an_index_writes_once():
     assert x.tolist() == [2.0, 12.0, 12.0, 8.0]
 
 
+_STRIDED_VIEWS = {
+    "step slice": lambda b: b[::2, 1::2],
+    "column step": lambda b: b[:, 1::2],
+    "row step": lambda b: b[::2],
+    "diagonal": lambda b: b.diagonal(),
+    "transposed diagonal": lambda b: b.T.diagonal(-1),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int8", "float32"])
+@pytest.mark.parametrize("view", list(_STRIDED_VIEWS))
+@pytest.mark.parametrize("op", ["add_", "fill_", "copy_", "masked_fill_"])
+def test_inplace_on_a_strided_view_writes_the_base_in_every_dtype(dtype, view, op):
+    # a write through a view no slice of the flat storage shows is placed by a view of an arange of positions: that
+    # arange was given the tensor's dtype, so float16's positions were int bits read as halves (no write landed)
+    a = (np.arange(20 * 20) % 7).reshape(20, 20).astype(np.float32)
+    ours = Tensor(a).cast(getattr(dtypes, dtype)).contiguous().realize()
+    theirs = torch.tensor(a).to(_TORCH_DTYPES[getattr(dtypes, dtype)])
+    for base in (ours, theirs):
+        v = _STRIDED_VIEWS[view](base)
+        if op == "add_":
+            v.add_(1)
+        elif op == "fill_":
+            v.fill_(-3)
+        elif op == "copy_":
+            v.copy_(v * 2 + 1)
+        else:
+            v.masked_fill_(v > 3, -1)
+    np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy())
+    np.testing.assert_array_equal(
+        _STRIDED_VIEWS[view](ours).float().numpy(), _STRIDED_VIEWS[view](theirs).float().numpy()
+    )
+
+
+@pytest.mark.parametrize(("size", "step"), [(3, 1), (3, 2), (2, 3), (1, 3), (4, 2)])
+def test_unfold_with_overlapping_or_gapped_windows_is_a_view(size, step):
+    # unfold with step != size was a gather (a copy): writes into the windows never reached the source, and writes into
+    # the source didn't show in the windows; torch's unfold is a view
+    a = np.arange(2 * 9, dtype=np.float32).reshape(2, 9)
+    ours, theirs = Tensor(a).contiguous().realize(), torch.tensor(a)
+    ours_w, theirs_w = ours.unfold(1, size, step), theirs.unfold(1, size, step)
+    for base in (ours, theirs):
+        base.mul_(2)
+    np.testing.assert_array_equal(ours_w.numpy(), _np(theirs_w))
+    for w in (ours_w, theirs_w):
+        w[:, -1] = -1.0
+        w[0, 0].add_(100)
+    np.testing.assert_array_equal(ours.numpy(), _np(theirs))
+    np.testing.assert_array_equal(ours_w.numpy(), _np(theirs_w))
+    # values and the gradient, through a transposed input too
+    xt = torch.tensor(np.random.default_rng(0).standard_normal((9, 3)).astype(np.float32), requires_grad=True)
+    x = Tensor(xt.detach().numpy(), requires_grad=True)
+    w = np.random.default_rng(1).standard_normal(xt.T.unfold(1, size, step).shape).astype(np.float32)
+    (xt.T.unfold(1, size, step) * torch.tensor(w)).sum().backward()
+    out = x.T.unfold(1, size, step)
+    (out * Tensor(w)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), _np(xt.T.unfold(1, size, step)))
+    np.testing.assert_allclose(x.grad.numpy(), _np(xt.grad), rtol=1e-6)
+
+
 def test_lazy_readers_keep_the_old_value():
     x = Tensor([1.0, 2.0]).realize()
     doubled = x * 2
@@ -138,6 +198,29 @@ def test_inplace_matmul_and_methods():
     f = Tensor([0.0, 0.0])
     assert f.copy_(Tensor([1, 2])).tolist() == [1.0, 2.0] and f.dtype == dtypes.float32
     assert f.copy_(Tensor(5.0)).tolist() == [5.0, 5.0]
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda t, lib: t.add_(1.5),
+        lambda t, lib: t.div_(2),
+        lambda t, lib: t.mul_(lib.tensor(0.5) if lib is torch else Tensor(0.5)),
+        lambda t, lib: t.clamp_(0.5, 2.5),
+        lambda t, lib: t.sqrt_(),
+        lambda t, lib: t.float_power_(2),
+    ],
+)
+@pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
+def test_inplace_cast_refusal_is_torchs_runtime_error(op, dtype):
+    # torch raises RuntimeError ("result type Float can't be cast to the desired output type Long"); ours was only a
+    # TypeError, so `except RuntimeError` written for torch let it through
+    with pytest.raises(RuntimeError) as theirs:
+        op(torch.tensor([1, 2, 3]).to(getattr(torch, dtype)), torch)
+    with pytest.raises(type(theirs.value)):
+        op(Tensor([1, 2, 3]).cast(getattr(dtypes, dtype)), None)
+    with pytest.raises(TypeError):
+        op(Tensor([1, 2, 3]).cast(getattr(dtypes, dtype)), None)
 
 
 def test_inplace_refuses_what_torch_refuses():

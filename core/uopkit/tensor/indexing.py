@@ -21,6 +21,7 @@ from uopkit.tensor.support import (
     _A_RESHAPED_COPY,
     _VIEW_NODES,
     ArgumentError,
+    DTypeError,
     ShapeError,
     _broadcast_shape,
     _check_same_device,
@@ -244,13 +245,14 @@ def _gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
 
 
 def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
-    # `view`'s movement ops down to `node`, applied to `other` instead
+    # `view`'s movement ops down to `node`, applied to `other` instead (in other's dtype: a view of an int arange of
+    # positions over a float16 buffer stays int)
     chain = []
     while view is not node:
         chain.append(view)
         view = view.src[0]
     for n in reversed(chain):
-        other = n.replace(src=(other,))
+        other = n.replace(src=(other,), dtype=other.dtype)
     return other
 
 
@@ -1136,7 +1138,8 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str) -> tuple[Tensor, tuple[U
         )
     if result.dtype != t.dtype:
         if (dtypes.is_float(result.dtype) and not dtypes.is_float(t.dtype)) or t.dtype == dtypes.bool:
-            raise TypeError(
+            # (a TypeError, and the RuntimeError torch raises: "result type Float can't be cast to ... Long")
+            raise DTypeError(
                 f"{op}: the result is {result.dtype}, which can't be stored in place into this {t.dtype} "
                 "tensor (as PyTorch); cast the tensor first, or build a new one (t = t op x)"
             )

@@ -532,6 +532,12 @@ class MovementMixin:
             raise ArgumentError(f"unfold: step must be positive, got {step}")
         x = self if self.ndim else self.reshape(1)
         count = (n - size) // step + 1
+        if step != size and count > 1 and size > 1:
+            # windows that overlap or leave gaps: movement ops over x (the pooling windows), so the result is a view
+            # of x, as torch's: writes into either show in the other (a gather would be a copy)
+            fits = count * step <= n
+            windows = x.movedim(dim, -1)._pool1d(size, step, 1, None if fits else count)
+            return windows.movedim(-2, dim)
         idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
         windows = x._take(dim, idx).unflatten(dim, (count, size))
         # (a 0-d tensor's one window is the result, (size,), as torch's)

@@ -685,7 +685,7 @@ class TorchNamesMixin:
     def float_power_(self: Tensor, exponent: Any) -> Tensor:  # type: ignore[misc]
         """`float_power` in place: the tensor must be float64, the dtype float_power computes in (as torch)."""
         if self.dtype != dtypes.float64:
-            raise TypeError(
+            raise DTypeError(
                 f"float_power_: the result is float64, which can't be stored in place into this {self.dtype} tensor "
                 "(as PyTorch); use float_power (a new tensor), or a float64 tensor"
             )
