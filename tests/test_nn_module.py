@@ -826,10 +826,11 @@ def test_assigning_to_a_parameter_buffer_or_submodule_name_follows_torchs_rules(
             return error, state
 
         return [
-            # a parameter takes a Parameter or None; a plain tensor or a number is a TypeError (it was dropped)
-            run(lambda n: setattr(n.fc, "weight", ones(3, 2))),
+            # a parameter takes a Parameter or None; a tensor that doesn't require grad or a number is a TypeError (it
+            # was dropped). (A plain tensor, requires_grad unset, is uopkit's departure, below)
+            run(lambda n: setattr(n.fc, "weight", ones(3, 2, requires_grad=False))),
             run(lambda n: setattr(n.fc, "weight", 3)),
-            run(lambda n: setattr(n.fc, "weight", n.fc.weight.detach())),
+            run(lambda n: setattr(n.fc, "weight", n.fc.weight.detach().requires_grad_(False))),
             run(lambda n: setattr(n.fc, "weight", None)),
             run(lambda n: setattr(n.fc, "weight", lib.Parameter(ones(3, 2)))),
             # a buffer, registered or a layer's running statistics, takes a tensor (staying a buffer) or None
@@ -854,6 +855,14 @@ def test_assigning_to_a_parameter_buffer_or_submodule_name_follows_torchs_rules(
     layer = nn.Linear(2, 3)
     layer.weight = layer.weight.cast("float16")
     assert layer.weight.dtype.name == "half"
+    # and a plain tensor, as tinygrad programs load weights, takes the parameter's place as a parameter (torch raises)
+    layer = nn.Linear(2, 3)
+    w = Tensor.full((3, 2), 0.5)
+    layer.weight = w
+    assert layer.weight is w and w.requires_grad
+    assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"] and "weight" in layer.state_dict()
+    layer(Tensor.ones(1, 2)).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.ones((3, 2)))
 
 
 def test_register_errors_as_torchs():

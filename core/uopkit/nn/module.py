@@ -378,7 +378,8 @@ class Module:
 
     def _check_replacement(self, name: str, value: Any, st: _ModuleState | None) -> None:
         """torch's rules for a value (not a Parameter, a Module or None) set under the name of a parameter, a buffer
-        or a sub-module: a parameter takes a parameter (uopkit's: any tensor that requires grad), a buffer a tensor
+        or a sub-module: a parameter takes a parameter (uopkit's: any tensor that requires grad, and a plain tensor,
+        which becomes one), a buffer a tensor
         (which stays a buffer), a sub-module a module (or, as uopkit's layers, a function); else TypeError.
         Any other attribute takes anything, so tinygrad-style code setting tensors as attributes works as before."""
         old = self.__dict__.get(name)
@@ -394,6 +395,13 @@ class Module:
             # is registered now, so a plain tensor set in its place is a buffer too, as torch's)
             (st if st is not None else self._state()).buffers.add(name)
         elif isinstance(old, Tensor) and _is_parameter(old):
+            if value.__class__ is not Parameter and isinstance(value, Tensor) and value._requires_grad is None:
+                # a plain tensor, as tinygrad programs load weights (`layer.weight = Tensor(w)`), takes the parameter's
+                # place and is one: it requires grad, as a Parameter made of it would (torch raises TypeError; the
+                # parameter used to drop out of parameters() and the state dict silently)
+                if dtypes.is_float(value.dtype):
+                    value.requires_grad_()
+                return
             # (a tensor computed from the parameter, `layer.weight = layer.weight.cast(dtypes.half)` as tinygrad-style
             # code converts a layer, is taken too: it requires grad, though as no leaf it is no longer state)
             if not (isinstance(value, Tensor) and (_is_parameter(value) or value.requires_grad)):
