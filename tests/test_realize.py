@@ -848,3 +848,42 @@ def test_method_cache_is_bounded_and_a_cached_schedule_keeps_its_programs(rng):
     key = next(iter(realize.method_cache))
     realize.get_runner(*key)
     assert list(realize.method_cache)[-1] == key
+
+
+def _cached_launches() -> int:
+    return sum(len(s.steps) for s in realize.cached_schedules())
+
+
+def test_schedule_cache_is_bounded_by_its_launches_and_keeps_the_graphs_in_use(rng, monkeypatch):
+    # inputs of ever new shapes make ever new graphs, each holding its compiled programs: past SCHEDULE_CACHE_KERNELS
+    # launches the least recently used graphs go (it grew by a training step's kernels per new batch size)
+    monkeypatch.setattr(realize, "schedule_cache", {})
+    w = Tensor(rng.standard_normal((4, 3)).astype(np.float32)).realize()
+
+    def step(rows: int) -> np.ndarray:
+        x = Tensor(np.arange(rows * 4, dtype=np.float32).reshape(rows, 4))
+        return ((x @ w).relu().sum(0) + (x * 2).exp().sum()).numpy()
+
+    with Context(SCHEDULE_CACHE_KERNELS=12):
+        step(1)
+        per_graph = _cached_launches()
+        assert per_graph >= 2
+        for rows in range(2, 14):
+            step(rows)
+            # the graph of one row, used at every step, stays; a hit keeps hitting
+            hits = _hits()
+            np.testing.assert_allclose(
+                step(1),
+                ((np.arange(4.0)[None] @ w.numpy()).clip(0).sum(0) + np.exp(np.arange(4.0) * 2).sum()),
+                rtol=1e-5,
+            )
+            assert _hits() == hits + 1
+            assert _cached_launches() <= 12 + per_graph
+        assert len(realize.schedule_cache) < 12
+
+
+def test_a_compiled_runner_keeps_no_linear_program(rng):
+    # its program's UOps are ~10x its AST's and thousands of runners are cached: it keeps the source and launch data
+    (Tensor(rng.standard_normal(5).astype(np.float32)).realize() * 3 + 1).realize()
+    assert realize.method_cache and all(r.spec.uops == () for r in realize.method_cache.values())
+    assert all(r.spec.src and r.spec.global_size for r in realize.method_cache.values())

@@ -16,6 +16,7 @@ Every kernel and copy runs through `ExecItem.run`, which is also where `TinyJit`
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import weakref
@@ -53,8 +54,11 @@ if TYPE_CHECKING:
 
 # SCHEDULE_CACHE=0 turns the schedule cache off (every realize kernelizes and schedules from scratch)
 SCHEDULE_CACHE = ContextVar("SCHEDULE_CACHE", 1)
-# how many distinct graph structures the schedule cache remembers
+# how many distinct graph structures the schedule cache remembers, and how many kernel launches their schedules may
+# hold in all: each holds its compiled program, and inputs of ever new shapes (a batch of each length) make ever new
+# graphs; past either the least recently used graphs go
 SCHEDULE_CACHE_SIZE = 4096
+SCHEDULE_CACHE_KERNELS = ContextVar("SCHEDULE_CACHE_KERNELS", 8192)
 # the Buffer behind each BUFFER node (the front end's tensors hold the nodes)
 buffers = WeakKeyMap()
 
@@ -140,6 +144,9 @@ def _finish_runner(
     program = dev.runtime(spec.name, lib)
     stats["kernels_compiled"] += 1
     stats["compile_seconds"] += elapsed
+    # the linear program was only needed to render the source: a runner holds ~10x more UOps in it than in its AST,
+    # and the caches hold thousands of runners (`get_program(ast, renderer, opts=spec.opts)` builds it again)
+    spec = dataclasses.replace(spec, uops=())
     runner = method_cache[key] = CompiledRunner(spec, dev, program, elapsed)
     return runner
 
@@ -360,6 +367,9 @@ class CachedGraph:
     # the schedule by what `protect_pending_reads` added to the graph (the readers and copies that other live tensors
     # need, which can change from one realize to the next): () for nothing, else the key entries they add
     schedules: dict[tuple, CachedSchedule] = field(default_factory=dict)
+    # when it was last used (a number from `uop_seq`): the cache's trim drops the least recently used (stamped, not
+    # moved to the dict's end: that would hash the long key again)
+    used: int = 0
 
 
 # how many schedules of one graph structure (with different readers and copies) its entry keeps
@@ -959,6 +969,8 @@ def _realize(tensors: Sequence[Tensor]) -> None:
     # (the key is built and hashed once: a training step's has an entry per node of its forward and backward passes)
     key = param.key if param is not None else None
     graph = schedule_cache.get(key) if key is not None else None
+    if graph is not None:
+        graph.used = next(uop_seq)
     # what `protect_pending_reads` added to the graph, as it extends the key (the schedule's key within `graph`)
     added: tuple = ()
     pending: PendingReads | None = None
@@ -1020,6 +1032,7 @@ def _realize(tensors: Sequence[Tensor]) -> None:
             if len(graph.schedules) >= SCHEDULES_PER_GRAPH and added not in graph.schedules:
                 del graph.schedules[next(iter(graph.schedules))]
             graph.schedules[added] = recorded
+            _count_cached_kernels(len(recorded.steps))
     if pending is not None:
         for c in pending.copies:
             copy_on_write_buffers.add(_buffer_for(c.uop.base))
@@ -1029,13 +1042,40 @@ def _realize(tensors: Sequence[Tensor]) -> None:
         stored_bits[1](*converted)
 
 
+# at least as many kernel launches as the schedule cache's schedules hold (exact after each trim)
+_kernels_cached = 0
+
+
+def _count_cached_kernels(n: int) -> None:
+    global _kernels_cached
+    _kernels_cached += n
+    if _kernels_cached > SCHEDULE_CACHE_KERNELS.value:
+        _trim_schedule_cache()
+
+
+def _trim_schedule_cache() -> None:
+    """Drop the least recently used graphs until the cache holds 3/4 of SCHEDULE_CACHE_SIZE graphs and of
+    SCHEDULE_CACHE_KERNELS launches (the most recent one stays, however large): the sizes are summed only here, at
+    most once per quarter of either limit added, not per realize."""
+    global _kernels_cached
+    sizes = {key: sum(len(s.steps) for s in graph.schedules.values()) for key, graph in schedule_cache.items()}
+    total = sum(sizes.values())
+    keep_graphs, keep_kernels = SCHEDULE_CACHE_SIZE * 3 // 4, SCHEDULE_CACHE_KERNELS.value * 3 // 4
+    for key in sorted(schedule_cache, key=lambda k: schedule_cache[k].used):
+        if (total <= keep_kernels and len(schedule_cache) <= keep_graphs) or len(schedule_cache) == 1:
+            break
+        del schedule_cache[key]
+        total -= sizes[key]
+    _kernels_cached = total
+
+
 def _cached_graph(key: tuple, graph: CachedGraph | None) -> CachedGraph:
     # the schedule cache's entry for the graph structure `key` (`graph`, if the realize found one), made if new
     if graph is not None:
         return graph
     if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
-        del schedule_cache[next(iter(schedule_cache))]
-    graph = schedule_cache[key] = CachedGraph()
+        _trim_schedule_cache()
+    graph = schedule_cache[key] = CachedGraph(used=next(uop_seq))
     return graph
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from uopkit.codegen import get_program
 from uopkit.device import Device
 from uopkit.emulator import run_uops
 from uopkit.engine.realize import method_cache
@@ -64,7 +65,9 @@ def test_bf16_wmma_program_on_the_emulator() -> None:
 
 
 def _wmma_names(device: str) -> set[str]:
-    return {u.arg.name for (_, d), r in method_cache.items() if d == device for u in r.spec.uops if u.op is Ops.WMMA}
+    # (a compiled runner keeps no linear program: it is built again from the kernel's AST)
+    programs = [get_program(ast, Device[device].renderer) for (ast, d) in method_cache if d == device]
+    return {u.arg.name for p in programs for u in p.uops if u.op is Ops.WMMA}
 
 
 def _matmul_tensor_cores(device: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, set[str]]:
