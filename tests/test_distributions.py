@@ -225,6 +225,35 @@ def test_dirichlet_and_mvn_draw_statistics():
     np.testing.assert_allclose(np.cov(draws.T), cov, atol=5 * np.sqrt(2 / n) * np.diag(cov).max())
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_beta_and_dirichlet_draws_stay_inside_the_open_unit_interval(dtype):
+    # mixup's Beta(0.4, 0.4): one Gamma draw can dwarf the other, and g1 / (g1 + g0) rounded to exactly 1.0 (67 of
+    # 100k draws), where log_prob is infinite; torch's draws are clamped to [tiny, 1 - eps / 2] of their dtype
+    Tensor.manual_seed(0)
+    torch.manual_seed(0)
+    tdt = getattr(torch, dtype)
+    top = 1 - torch.finfo(tdt).eps / 2
+    for a in (0.4, 0.01):
+        ours = ud.Beta(Tensor(a, dtype=dtype), Tensor(a, dtype=dtype))
+        theirs = td.Beta(torch.tensor(a, dtype=tdt), torch.tensor(a, dtype=tdt))
+        mine, ref = ours.sample((50_000,)), theirs.sample((50_000,)).numpy()
+        drawn = mine.numpy()
+        assert drawn.dtype == ref.dtype and ref.max() <= top and ref.min() > 0
+        assert drawn.max() <= top and drawn.min() > 0
+        assert np.isfinite(ours.log_prob(mine).numpy()).all()
+        dirichlet = ud.Dirichlet(Tensor([a, a, a], dtype=dtype)).sample((50_000,)).numpy()
+        assert dirichlet.max() <= top and dirichlet.min() > 0
+    # the clamp keeps the reparameterized gradient (an identity through it)
+    c = Tensor([0.5, 2.0], requires_grad=True)
+    Tensor.manual_seed(3)
+    ud.Beta(c[0], c[1]).rsample((2000,)).sum().backward()
+    conc = torch.tensor([0.5, 2.0], requires_grad=True)
+    torch.manual_seed(3)
+    td.Beta(conc[0], conc[1]).rsample((2000,)).sum().backward()
+    # d/da sum of draws ~ n * d(mean)/da, the same sign and scale in both
+    np.testing.assert_allclose(c.grad.numpy(), conc.grad.numpy(), rtol=0.3)
+
+
 def test_mixture_matches_torch():
     logits, loc, scale = _real(3, 4), _real(3, 4, 2), _pos(3, 4, 2)
     ours = ud.MixtureSameFamily(

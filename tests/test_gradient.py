@@ -570,6 +570,22 @@ def test_max_pool_gradient_goes_to_the_first_max_of_a_tie(kwargs, shape) -> None
     theirs(ref, **kwargs).sum().backward()
     assert ours.grad is not None and ref.grad is not None
     np.testing.assert_array_equal(ours.grad.numpy(), ref.grad.numpy())
+    # bfloat16 (a CNN under CPU autocast): a reader of its values reads their uint16 bits, and the given first-max
+    # gradient was skipped for the max reduce's own rule, half of a tie's gradient to each
+    g = RNG.standard_normal(theirs(torch.tensor(x), **kwargs).shape).astype(np.float32)
+    ours = Tensor(x).cast(dtypes.bfloat16).relu().requires_grad_()
+    (ours.max_pool2d(**kwargs).float() * Tensor(g)).sum().backward()
+    ref = torch.tensor(x).bfloat16().relu().requires_grad_()
+    (theirs(ref, **kwargs).float() * torch.tensor(g)).sum().backward()
+    assert ours.grad is not None and ref.grad is not None and ours.grad.dtype == dtypes.bfloat16
+    # (exact where windows don't overlap; where they do, a sum of windows' gradients may round an ulp of its terms
+    # apart: torch's adds in bfloat16, ours in float32)
+    np.testing.assert_allclose(ours.grad.float().numpy(), ref.grad.float().numpy(), rtol=1e-2, atol=2**-6)
+    values, indices = Tensor(x).cast(dtypes.bfloat16).max_pool2d(**kwargs, return_indices=True)
+    t_values, t_indices = theirs(torch.tensor(x).bfloat16(), **kwargs, return_indices=True)
+    assert values.dtype == dtypes.bfloat16
+    np.testing.assert_array_equal(values.float().numpy(), t_values.float().numpy())
+    np.testing.assert_array_equal(indices.numpy(), t_indices.numpy())
 
 
 def test_overlapping_pool_gradient_is_one_elementwise_kernel() -> None:

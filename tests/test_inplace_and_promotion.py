@@ -566,9 +566,11 @@ def test_bfloat16_gradients_survive_reading_the_output_first(layer):
         elif layer == "conv2d":
             conv = Conv2d(3, 2, 3, padding=1)
             weight, bias = rng.standard_normal((2, 3, 3, 3)), rng.standard_normal(2)
-            conv.weight = Tensor(weight.astype(np.float32)).cast(dtypes.bfloat16).contiguous().realize()
-            conv.bias = Tensor(bias.astype(np.float32)).cast(dtypes.bfloat16).contiguous().realize()
-            conv.weight.requires_grad, conv.bias.requires_grad = True, True
+            # (a parameter is replaced by a tensor that requires grad, as torch's nn.Module asks)
+            conv.weight = (
+                Tensor(weight.astype(np.float32)).cast(dtypes.bfloat16).contiguous().realize().requires_grad_()
+            )
+            conv.bias = Tensor(bias.astype(np.float32)).cast(dtypes.bfloat16).contiguous().realize().requires_grad_()
             params += [conv.weight, conv.bias]
             y = conv(x)
         else:

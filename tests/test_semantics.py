@@ -2337,6 +2337,41 @@ def test_bfloat16_linear_and_addmm_add_the_bias_before_the_one_rounding_as_pytor
     assert _bits_equal(c.baddbmm(b1, b2, beta=0.7, alpha=1.3), torch.baddbmm(tc, tb1, tb2, beta=0.7, alpha=1.3)) == 0
 
 
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_half_convolution_adds_the_bias_before_the_one_rounding_as_pytorchs(dt: str) -> None:
+    # a U-Net's convolutions under CPU autocast: torch's CPU convolution sums in float32, adds the bias there and
+    # rounds once; the sums rounded to the half dtype first, then the bias added, differed in ~1/3 of the outputs
+    import uopkit.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    tF = torch.nn.functional
+    (x, tx), (w, tw), (b, tb) = (
+        _half(a, dt)
+        for a in (rng.standard_normal((8, 4, 9, 9)), rng.standard_normal((8, 4, 3, 3)) / 3, rng.standard_normal(8))
+    )
+    # (torch's own sums are not always the exactly rounded ones: allow a handful of its 5184 outputs)
+    assert _bits_equal(F.conv2d(x, w, b, padding=1), tF.conv2d(tx, tw, tb, padding=1)) <= 4
+    assert _bits_equal(F.conv2d(x, w, b, stride=2), tF.conv2d(tx, tw, tb, stride=2)) <= 4
+    (w2, tw2), (b2, tb2) = _half(rng.standard_normal((8, 2, 3, 3)) / 3, dt), _half(rng.standard_normal(8), dt)
+    assert _bits_equal(F.conv2d(x, w2, b2, groups=2), tF.conv2d(tx, tw2, tb2, groups=2)) <= 4
+    (x1, tx1), (w1, tw1) = _half(rng.standard_normal((8, 4, 30)), dt), _half(rng.standard_normal((8, 4, 3)) / 3, dt)
+    assert _bits_equal(F.conv1d(x1, w1, b, padding=1), tF.conv1d(tx1, tw1, tb, padding=1)) <= 4
+    if dt == "bfloat16":
+        # a stride-1 transposed convolution is a convolution with the flipped kernel, the bias inside it (torch's
+        # float16 one on the CPU rounds twice)
+        (wt, twt), (bt, tbt) = _half(rng.standard_normal((4, 6, 3, 3)) / 3, dt), _half(rng.standard_normal(6), dt)
+        assert _bits_equal(F.conv_transpose2d(x, wt, bt), tF.conv_transpose2d(tx, twt, tbt)) <= 4
+    # the gradients, the bias's a sum of the output's, as torch's
+    leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+    t_leaves = [t.detach().requires_grad_() for t in (tx, tw, tb)]
+    g, tg = _half(rng.standard_normal((8, 8, 9, 9)), dt)
+    (F.conv2d(*leaves, padding=1).float() * g.float()).sum().backward()
+    (tF.conv2d(*t_leaves, padding=1).float() * tg.float()).sum().backward()
+    for ours, theirs in zip(leaves, t_leaves, strict=True):
+        assert ours.grad.dtype == ours.dtype
+        np.testing.assert_allclose(ours.grad.float().numpy(), theirs.grad.float().numpy(), rtol=2e-2, atol=2e-2)
+
+
 def test_half_linear_with_a_bias_is_one_kernel_summing_in_float32() -> None:
     # the bias joins the float32 sum inside the matrix product's kernel: one kernel, rounded once at its end
     from uopkit.engine.realize import stats

@@ -86,6 +86,16 @@ def standard_gamma_rsample(alpha: Tensor) -> Tensor:
     return _with_derivative_of(value, alpha, lambda a: _dx_dalpha(a, Tensor(x)))
 
 
+def _within_open_unit(x: Tensor) -> Tensor:
+    # a normalized draw (Dirichlet's, Beta's) kept within [tiny, 1 - eps / 2] of its dtype, as torch's: g1 / (g1 + g0)
+    # rounds to exactly 1 (or 0) where one Gamma draw dwarfs the other (a Beta(0.4, 0.4) draw in ~1 of 1500), and
+    # log_prob is infinite there. The clamp moves only those values, to their nearest neighbour (exactly: x + (c - x)
+    # is c there), and passes the gradient through unchanged
+    tiny, eps = finfo_tiny_eps(x.dtype)
+    held = x.detach()
+    return x + (held.clamp(tiny, 1 - eps / 2) - held)
+
+
 class Gamma(Distribution):
     """Gamma(concentration, rate): density rate^a x^(a-1) e^(-rate x) / Gamma(a) on x > 0.
 
@@ -169,7 +179,7 @@ class Dirichlet(Distribution):
 
     def rsample(self, sample_shape: Sequence[int] = ()) -> Tensor:
         g = standard_gamma_rsample(self.concentration.expand(self._extended_shape(sample_shape)))
-        return g / g.sum(-1, keepdim=True)
+        return _within_open_unit(g / g.sum(-1, keepdim=True))
 
     def log_prob(self, value: Any) -> Tensor:
         value = self._checked(value)
@@ -218,7 +228,7 @@ class Beta(Distribution):
         shape = self._extended_shape(sample_shape)
         g1 = standard_gamma_rsample(self.concentration1.expand(shape))
         g0 = standard_gamma_rsample(self.concentration0.expand(shape))
-        return g1 / (g1 + g0)
+        return _within_open_unit(g1 / (g1 + g0))
 
     def log_prob(self, value: Any) -> Tensor:
         value = self._checked(value)

@@ -329,7 +329,14 @@ class LinalgMixin:
             (bs, groups, rcout, cin) + out_sp + ks
         )
         reduce_axes = (3,) + tuple(range(4 + nd, 4 + 2 * nd))
-        ret = prod_.sum(reduce_axes, dtype=_sum_acc_dtype(out_dt)).cast(out_dt)._reshaped((bs, cout) + out_sp)
+        acc = prod_.sum(reduce_axes, dtype=_sum_acc_dtype(out_dt))._reshaped((bs, cout) + out_sp)
+        if bias is not None and out_dt in dtypes.halves and acc.dtype is not out_dt and bias.dtype is out_dt:
+            # a half convolution adds its bias to the float32 sums and rounds once, as torch's (bfloat16 under CPU
+            # autocast; rounded first, then added, a third of the outputs were a unit in the last place off)
+            ret = (acc + bias.cast(acc.dtype).reshape((1, cout) + (1,) * nd)).cast(out_dt)
+            _set_conv_gradient(ret.uop, self.uop, weight.uop, x.uop, groups, s_, d_, pads, bias.uop)
+            return ret
+        ret = acc.cast(out_dt)
         _set_conv_gradient(ret.uop, self.uop, weight.uop, x.uop, groups, s_, d_, pads)
         return ret if bias is None else ret + bias.cast(out_dt).reshape((1, cout) + (1,) * nd)
 
@@ -550,6 +557,14 @@ class LinalgMixin:
         >>> Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()
         [[[[5, 7], [13, 15]]]]
         """
+        if self.dtype == dtypes.bfloat16:
+            # pooled in float32 (exact both ways): a reader of a bfloat16 value reads its uint16 bits, past the node the
+            # first-max gradient is given to, and the max reduce's own rule shared a tie (1.0625 twice in a window
+            # after a ReLU under CPU autocast: half the gradient each, where torch's goes to the first)
+            pooled = self.float().max_pool2d(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+            if return_indices:
+                return pooled[0].cast(dtypes.bfloat16), pooled[1]
+            return pooled.cast(dtypes.bfloat16)
         k_, s_, d_, pads, extra = self._pool_prepare(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
         n = len(k_)
         full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))
@@ -1068,12 +1083,15 @@ def _set_conv_gradient(
     s_: tuple[int, ...],
     d_: tuple[int, ...],
     pads: tuple[tuple[int, int], ...],
+    bias: UOp | None = None,
 ) -> None:
     """A convolution's gradients, given whole (as PyTorch computes them): the input's is the transposed convolution
     of the output's gradient, one conv kernel, where the chain of rules through the windows' movement ops gives a
     gather with a division and a modulo per element over every tap; the weight's is the sum over the batch and the
     output positions of the windows times the output's gradient, summed in the forward's accumulation dtype.
-    `windows`: the forward's windows, (N, groups, 1, C_in/groups, *out, *kernel), in the dtype it multiplies in."""
+    `windows`: the forward's windows, (N, groups, 1, C_in/groups, *out, *kernel), in the dtype it multiplies in.
+    `bias`: a bias added to the sums before `out` was rounded (a half convolution's), whose gradient is the output's
+    summed over the batch and the positions."""
     from uopkit.gradient import set_gradient
 
     nd = len(s_)
@@ -1082,7 +1100,7 @@ def _set_conv_gradient(
     ks = (weight.shape or ())[2:]
     x_dtype, w_dtype, out_dtype = x.dtype, weight.dtype, out.dtype
 
-    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, UOp | None]:
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
         grad = Tensor(g)
         if wanted[1] and not (is_realized_view(g) or g.base.op is Ops.CONST):
             # the weight's gradient reads each of the output's gradients once per input channel and tap: computed
@@ -1106,6 +1124,12 @@ def _set_conv_gradient(
             prod_ = Tensor(windows)._broadcast_to(full) * g6._broadcast_to(full)
             summed = prod_.sum((0,) + tuple(range(4, 4 + nd)), dtype=_sum_acc_dtype(out_dtype))
             gw = summed.cast(w_dtype).reshape(weight.shape).uop
-        return gx, gw
+        if bias is None:
+            return gx, gw
+        gb = None
+        if wanted[2]:
+            over = (0,) + tuple(range(2, 2 + nd))
+            gb = grad.sum(over, dtype=_sum_acc_dtype(out_dtype)).cast(bias.dtype).uop
+        return gx, gw, gb
 
-    set_gradient(out, (x, weight), rule)
+    set_gradient(out, (x, weight) if bias is None else (x, weight, bias), rule)
