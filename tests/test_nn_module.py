@@ -6,7 +6,7 @@ import inspect
 import numpy as np
 import pytest
 
-from uopkit import Tensor, nn
+from uopkit import Tensor, dtypes, nn
 from uopkit.jit import TinyJit
 from uopkit.nn.optim import SGD
 from uopkit.nn.state import get_state_dict
@@ -712,6 +712,8 @@ _LAYER_ARGS = {
     "UpsamplingBilinear2d": (4,),
     "UpsamplingNearest2d": (4,),
     **{f"{kind}{d}d": (2, 3, 3) for kind in ("Conv", "ConvTranspose") for d in (1, 2, 3)},
+    **{f"Lazy{kind}{d}d": (3, 3) for kind in ("Conv", "ConvTranspose") for d in (1, 2, 3)},
+    "LazyLinear": (8,),
     **{f"InstanceNorm{d}": (3,) for d in ("", "1d", "2d", "3d")},
     **{f"{kind}{d}d": (2,) for kind in ("AdaptiveAvgPool", "AdaptiveMaxPool") for d in (1, 2, 3)},
     **{f"{kind}{d}d": (2,) for kind in ("AvgPool", "MaxPool", "MaxUnpool") for d in (1, 2, 3)},
@@ -961,3 +963,63 @@ def test_a_norm_without_running_stats_holds_none_as_torchs(name):
     for attr in ("running_mean", "running_var", "num_batches_tracked"):
         assert getattr(ours, attr) is None and getattr(theirs, attr) is None
     assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_load_state_dict_assign_replaces_the_tensors_as_torch():
+    # torch's assign=True: a parameter becomes a Parameter sharing the value's storage, with the requires_grad of the
+    # one it replaces, in the value's dtype; a buffer becomes the value itself; tied weights come apart
+    for T, mod in ((Tensor, nn), (torch, torch.nn)):
+        layer = mod.Linear(2, 3)
+        layer.weight.requires_grad_(False)
+        old = layer.weight
+        value = (
+            T.ones(3, 2, dtype=T.float64) if T is torch else Tensor.ones(3, 2, dtype="float64").contiguous().realize()
+        )
+        layer.load_state_dict({"weight": value, "bias": T.zeros(3)}, assign=True)
+        assert layer.weight is not old and type(layer.weight).__name__ == "Parameter"
+        assert layer.weight.dtype == (torch.float64 if T is torch else dtypes.float64)
+        assert not layer.weight.requires_grad
+        assert layer.bias.requires_grad
+        value[0, 0] = 5.0
+        assert layer.weight[0, 0].item() == 5.0
+        bn = mod.BatchNorm1d(2)
+        given = {k: v.clone() for k, v in bn.state_dict().items()}
+        bn.load_state_dict(given, assign=True)
+        assert bn.running_mean is given["running_mean"] and bn.num_batches_tracked is given["num_batches_tracked"]
+        assert [k for k, _ in bn.named_buffers()] == ["running_mean", "running_var", "num_batches_tracked"]
+        with pytest.raises(RuntimeError, match="size mismatch|shape"):
+            layer.load_state_dict({"weight": T.ones(2, 2), "bias": T.zeros(3)}, assign=True)
+        a, b = mod.Linear(2, 2, bias=False), mod.Linear(2, 2, bias=False)
+        b.weight = a.weight
+        pair = mod.Sequential(a, b)
+        pair.load_state_dict({"0.weight": T.ones(2, 2), "1.weight": T.zeros(2, 2)}, assign=True)
+        assert pair[0].weight is not pair[1].weight
+        assert (pair[0].weight.sum().item(), pair[1].weight.sum().item()) == (4.0, 0.0)
+
+
+def test_to_empty_keeps_the_tensor_objects_as_torch():
+    for mod in (nn, torch.nn):
+        model = mod.Sequential(mod.Linear(2, 3), mod.BatchNorm1d(3))
+        weight, stats = model[0].weight, model[1].running_mean
+        assert model.to_empty(device="cpu" if mod is torch.nn else "CPU") is model
+        # (torch's buffers become new tensors there, ours stay the same objects, as `to()` keeps them)
+        assert model[0].weight is weight and tuple(model[1].running_mean.shape) == (3,)
+        assert tuple(weight.shape) == (3, 2) and weight.requires_grad and not stats.requires_grad
+        shallow = mod.Sequential(mod.Linear(2, 3))
+        shallow.to_empty(device="cpu" if mod is torch.nn else "CPU", recurse=False)
+    layer = nn.Linear(2, 3).to_empty(device="CPU")
+    # (the values are whatever the memory held: initialize them next)
+    layer.load_state_dict({"weight": Tensor.ones(3, 2), "bias": Tensor.zeros(3)})
+    assert layer(Tensor.ones(1, 2)).tolist() == [[2.0, 2.0, 2.0]]
+
+
+def test_load_state_dict_while_a_lazy_value_reads_a_parameter():
+    # the realize that writes the weight first copies what the pending value reads: that copy is a plain tensor (it
+    # was made of the parameter's class, and nn.Parameter takes no graph: TypeError)
+    layer = nn.Linear(3, 4, bias=False)
+    layer.weight = nn.Parameter(layer.weight.detach())
+    before = layer.weight.numpy().copy()
+    out = layer(Tensor.ones(2, 5, 3))
+    layer.load_state_dict({"weight": Tensor.zeros(4, 3)})
+    np.testing.assert_allclose(out.numpy(), np.broadcast_to(before.sum(1), (2, 5, 4)), rtol=1e-6)
+    assert layer.weight.tolist() == [[0.0] * 3] * 4

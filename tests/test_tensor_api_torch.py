@@ -1194,3 +1194,59 @@ def test_errors_of_conv_attention_and_one_hot_name_them():
         q.scaled_dot_product_attention(q, q, attn_mask=Tensor.ones(4, 4))
     with pytest.raises(ArgumentError, match="^one_hot: num_classes must be -1"):
         Tensor([0, 1]).one_hot(-2)
+
+
+def _dtype_refusals() -> list[tuple[str, Callable, Callable]]:
+    # (case, torch's call, ours) for ops both refuse for a dtype; built lazily, torch imported
+    ti, ui = torch.tensor([1, 2, 3]), Tensor([1, 2, 3])
+    tf, uf = torch.tensor([1.0, 2.0]), Tensor([1.0, 2.0])
+    tb, ub = torch.tensor([True, False]), Tensor([True, False])
+    tu64, uu64 = torch.tensor([1], dtype=torch.uint64), Tensor([1], dtype=dtypes.uint64)
+    t_empty, u_empty = torch.zeros(2, 0), Tensor.zeros(2, 0)
+    return [
+        ("frac of ints", lambda: ti.frac(), lambda: ui.frac()),
+        ("hypot of ints", lambda: torch.hypot(ti, ti), lambda: ui.hypot(ui)),
+        ("& of floats", lambda: tf & tf, lambda: uf & uf),
+        ("| of floats", lambda: tf | tf, lambda: uf | uf),
+        ("^ of floats", lambda: tf ^ tf, lambda: uf ^ uf),
+        ("~ of floats", lambda: ~tf, lambda: ~uf),
+        ("<< of floats", lambda: tf << 1, lambda: uf << 1),
+        (">> of floats", lambda: tf >> 1, lambda: uf >> 1),
+        ("round(decimals=) of ints", lambda: ti.round(decimals=1), lambda: ui.round(decimals=1)),
+        ("% of bools", lambda: tb % tb, lambda: ub % ub),
+        ("fmod of bools", lambda: torch.fmod(tb, tb), lambda: ub.fmod(ub)),
+        ("median of bools", lambda: tb.median(), lambda: ub.median()),
+        ("median(dim) of bools", lambda: tb.median(0), lambda: ub.median(0)),
+        ("nanmedian of bools", lambda: tb.nanmedian(), lambda: ub.nanmedian()),
+        ("kthvalue of bools", lambda: tb.kthvalue(1), lambda: ub.kthvalue(1)),
+        ("abs of bools", lambda: tb.abs(), lambda: ub.abs()),
+        ("- of bools", lambda: -tb, lambda: -ub),
+        ("nanmean of ints", lambda: ti.nanmean(), lambda: ui.nanmean()),
+        ("norm of ints", lambda: ti.norm(), lambda: ui.norm()),
+        ("matrix_norm of ints", lambda: torch.linalg.matrix_norm(ti[None]), lambda: ui[None].matrix_norm()),
+        ("renorm of ints", lambda: ti.reshape(1, 3).renorm(2, 0, 1), lambda: ui.reshape(1, 3).renorm(2, 0, 1)),
+        ("quantile of ints", lambda: ti.quantile(0.5), lambda: ui.quantile(0.5)),
+        ("nanquantile of ints", lambda: ti.nanquantile(0.5), lambda: ui.nanquantile(0.5)),
+        ("uint64 + int64", lambda: tu64 + torch.tensor([1]), lambda: uu64 + Tensor([1], dtype=dtypes.int64)),
+        ("uint64 + int32", lambda: tu64 + torch.tensor([1], dtype=torch.int32), lambda: uu64 + Tensor([1])),
+        ("lerp of ints", lambda: torch.lerp(ti, ti, 0.5), lambda: ui.lerp(ui, 0.5)),
+        ("lerp of ints, tensor weight", lambda: torch.lerp(ti, ti, ti), lambda: ui.lerp(ui, ui)),
+        ("lerp of an int and a float", lambda: torch.lerp(ti[:2], tf, 0.5), lambda: ui[:2].lerp(uf, 0.5)),
+        ("lerp_ of ints", lambda: ti.clone().lerp_(ti, 0.5), lambda: ui.clone().lerp_(ui, 0.5)),
+        ("kthvalue over an empty dim", lambda: t_empty.kthvalue(1, 1), lambda: u_empty.kthvalue(1, 1)),
+        ("kthvalue of an empty 1-D", lambda: torch.zeros(0).kthvalue(1), lambda: Tensor.zeros(0).kthvalue(1)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(31))
+def test_dtype_and_empty_refusals_raise_an_instance_of_torchs_exception(case: int) -> None:
+    # both refuse; code written for torch catches by torch's type (NotImplementedError for "not implemented for
+    # 'Float'", RuntimeError, IndexError), so ours is an instance of it too, with a message naming the op
+    cases = _dtype_refusals()
+    assert len(cases) == 31
+    name, theirs, ours = cases[case]
+    with pytest.raises(Exception) as ref:  # noqa: B017 - torch's type is what is compared
+        theirs()
+    with pytest.raises(type(ref.value)) as got:
+        ours()
+    assert str(got.value), name

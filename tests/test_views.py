@@ -498,3 +498,93 @@ def test_a_write_into_a_dtype_view_raises_instead_of_being_lost() -> None:
     same = x.view(dtypes.float32)
     same += 1
     assert x.tolist() == (tx + 1).tolist()
+
+
+def _expanded(T: Any) -> tuple[Any, Any]:
+    x = _realized(T, 3)
+    return x, x.expand(2, 3)
+
+
+def _overlapping_windows(T: Any) -> tuple[Any, Any]:
+    x = _realized(T, 6)
+    return x, x.unfold(0, 3, 1)
+
+
+def _index(T: Any, values: list) -> Any:
+    return torch.tensor(values) if T is torch else Tensor(values)
+
+
+def _first_and_last(T: Any, rows: int) -> Any:
+    # a mask the aliases don't agree on: the first element of the first row and the last of the last
+    return _index(T, [[True, False, False]] + [[False] * 3] * (rows - 2) + [[False, False, True]])
+
+
+@pytest.mark.parametrize("make", [_expanded, _overlapping_windows])
+@pytest.mark.parametrize(
+    "write",
+    [
+        # a mask the aliases agree on, and one they don't: a storage element a masked element shows takes the value
+        lambda T, v: v.masked_fill_(_index(T, [True, False, True]).reshape(1, 3).expand(v.shape[0], 3), 9.0),
+        lambda T, v: v.masked_fill_(_first_and_last(T, v.shape[0]), -1.0),
+        lambda T, v: v.masked_fill_(_index(T, True), _index(T, 7.0)),
+        lambda T, v: v.index_put_((_index(T, [0, 1]), _index(T, [1, 2])), _index(T, [5.0, 6.0])),
+        lambda T, v: v.index_put_((_index(T, [0]), _index(T, [1])), _index(T, [4.0]), accumulate=True),
+        lambda T, v: v.index_put_((_index(T, [True] + [False] * (v.shape[0] - 1)),), _index(T, [7.0, 8.0, 9.0])),
+        lambda T, v: v.index_fill_(1, _index(T, [0, 2]), 5.0),
+        lambda T, v: v.index_fill_(0, _index(T, [1]), _index(T, 3.0)),
+    ],
+)  # fmt: skip
+def test_picked_writes_into_aliased_views_as_torch(make: Callable, write: Callable) -> None:
+    # torch's masked_fill_, index_put_ and index_fill_ write only the elements they pick, so through a view whose
+    # elements alias (an expand, overlapping unfold windows) each picked element's storage takes the write (torch warns
+    # that it is deprecated); uopkit raised "more than one element ... refers to a single memory location"
+    results = []
+    for T in (torch, Tensor):
+        base, view = make(T)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            write(T, view)
+        results.append((base.tolist(), view.tolist()))
+    assert results[1] == results[0]
+
+
+def test_writes_into_aliased_views_that_torch_refuses_still_raise() -> None:
+    # every element written (add_) or an accumulate whose picked elements alias: torch raises, as ours
+    for T in (torch, Tensor):
+        _, view = _expanded(T)
+        with pytest.raises(RuntimeError, match="more than one element"):
+            view.add_(1)
+        with pytest.raises(RuntimeError, match="more than one element"):
+            view.masked_scatter_(_index(T, [True, False, True]), view.clone())
+    _, view = _expanded(Tensor)
+    # (torch adds both; uopkit refuses, rather than keep one)
+    with pytest.raises(ArgumentError, match="more than one element"):
+        view.index_put_((Tensor([0, 1]), Tensor([1, 1])), Tensor([7.0, 7.0]), accumulate=True)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("shape", [(7,), (4, 5), (2, 3, 6), (3, 1, 8)])
+def test_unfold_strides_are_torchs(shape: tuple[int, ...], transposed: bool) -> None:
+    # overlapping windows are read through a flattened expand, which no strides show: stride() gave (108, 36, 1, 7)
+    # for zeros(2, 3, 6).unfold(-1, 5, 1), torch (18, 6, 1, 1); a view of a view whose base is gone was laid out
+    # from a contiguous base
+    theirs = torch.arange(float(np.prod(shape))).reshape(shape)
+    ours = Tensor.arange(float(np.prod(shape))).reshape(shape).contiguous().realize()
+    if transposed:
+        theirs, ours = theirs.transpose(0, -1), ours.transpose(0, -1)
+    assert ours.stride() == theirs.stride()
+    for dim in range(-theirs.ndim, theirs.ndim):
+        n = theirs.shape[dim]
+        for size in range(n + 1):
+            for step in range(1, n + 2):
+                want, got = theirs.unfold(dim, size, step), ours.unfold(dim, size, step)
+                assert (got.shape, got.stride()) == (tuple(want.shape), want.stride()), (dim, size, step)
+                assert got.is_contiguous() == want.is_contiguous(), (dim, size, step)
+                assert got.tolist() == want.tolist(), (dim, size, step)
+    assert Tensor.zeros(2, 3, 6).unfold(-1, 5, 1).stride() == (18, 6, 1, 1)
+
+
+def test_strides_of_a_view_of_a_view_whose_base_is_gone() -> None:
+    x = Tensor.arange(6.0).reshape(2, 3).contiguous().realize().t()
+    t = torch.arange(6.0).reshape(2, 3).t()
+    assert (x[1:].stride(), x.unsqueeze(0).stride()) == (t[1:].stride(), t.unsqueeze(0).stride())

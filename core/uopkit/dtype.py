@@ -313,15 +313,25 @@ def _upper_bounds(dt: DType) -> frozenset[DType]:
 
 
 # (remembered: every binary Tensor op of two tensors asks, and dtypes are few)
+class DTypeError(TypeError, RuntimeError):
+    """An op a dtype doesn't have (bitwise ops of floats; PyTorch raises NotImplementedError, a RuntimeError), or two
+    dtypes that don't promote (uint64 with a signed int): a TypeError, and PyTorch's RuntimeError."""
+
+
+class UnsupportedDTypeError(DTypeError, NotImplementedError):
+    """A dtype an op has no kernel for, where PyTorch raises NotImplementedError ('"gcd_cpu" not implemented for
+    'Float'') rather than a plain RuntimeError: caught as either, or as a TypeError."""
+
+
 @functools.cache
 def least_upper_dtype(*ds: DType) -> DType:
     """The smallest dtype every one of `ds` promotes to. Integers that no integer dtype holds together (uint64 with a
-    signed int) raise a TypeError: the lattice's answer, float16, would lose or overflow their values (PyTorch doesn't
-    promote uint64 either)."""
+    signed int) raise a DTypeError (PyTorch's RuntimeError): the lattice's answer, float16, would lose or overflow
+    their values (PyTorch doesn't promote uint64 either)."""
     common = min(frozenset.intersection(*(_upper_bounds(d.scalar) for d in ds)))
     if not dtypes.is_int(common) and all(dtypes.is_int(d.scalar) for d in ds):
         names = " and ".join(sorted({str(d.scalar) for d in ds}))
-        raise TypeError(
+        raise DTypeError(
             f"no integer dtype holds the values of both {names}; cast one of them first (.cast(dtypes.int64) if the "
             "values fit, or .double())"
         )

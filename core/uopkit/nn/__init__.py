@@ -3,10 +3,11 @@
 
 The layers live in modules by concern, all re-exported here: `Module`, `Parameter` and the containers (nn/module.py),
 tinygrad's set and torch's basic layers (nn/modules.py), pooling and padding (nn/pooling.py), activations
-(nn/activations.py), other torch layers and losses (nn/layers.py, nn/losses.py, nn/spatial.py), recurrent layers,
-attention and transformers (nn/sequence.py); torch.nn.functional's names are `uopkit.nn.functional`, torch.nn.init's
-`uopkit.nn.init`, torch.nn.utils' (gradient clipping, rnn padding and packing, parametrizations, weight_norm,
-spectral_norm, stateless.functional_call) `uopkit.nn.utils`; tinygrad's `nn.datasets.mnist()` is `uopkit.nn.datasets`.
+(nn/activations.py), other torch layers and losses (nn/layers.py, nn/losses.py, nn/spatial.py), the lazy layers
+(nn/lazy.py), recurrent layers, attention and transformers (nn/sequence.py); torch.nn.functional's names are
+`uopkit.nn.functional`, torch.nn.init's `uopkit.nn.init`, torch.nn.utils' (gradient clipping, rnn padding and
+packing, parametrizations, weight_norm, spectral_norm, stateless.functional_call) `uopkit.nn.utils`; tinygrad's
+`nn.datasets.mnist()` is `uopkit.nn.datasets`.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -14,7 +15,7 @@ spectral_norm, stateless.functional_call) `uopkit.nn.utils`; tinygrad's `nn.data
 (4, 2)
 """
 
-from uopkit.nn import activations, layers, losses, module, modules, pooling, sequence, spatial
+from uopkit.nn import activations, layers, lazy, losses, module, modules, pooling, sequence, spatial
 
 # torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`,
 # `nn.optim.Adam`, `nn.lr_scheduler.StepLR`
@@ -26,6 +27,7 @@ from uopkit.nn import optim as optim
 from uopkit.nn import utils as utils
 from uopkit.nn.activations import *  # noqa: F403
 from uopkit.nn.layers import *  # noqa: F403
+from uopkit.nn.lazy import *  # noqa: F403
 from uopkit.nn.losses import *  # noqa: F403
 from uopkit.nn.module import *  # noqa: F403
 from uopkit.nn.modules import *  # noqa: F403
@@ -39,6 +41,7 @@ __all__ = [
     *pooling.__all__,
     *activations.__all__,
     *layers.__all__,
+    *lazy.__all__,
     *sequence.__all__,
     *losses.__all__,
     *spatial.__all__,

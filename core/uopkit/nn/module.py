@@ -44,7 +44,7 @@ from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.tensor import Tensor
 from uopkit.tensor.memory_format import as_memory_format
-from uopkit.tensor.support import _is_device_object, _mark_view
+from uopkit.tensor.support import _canonical_device, _is_device_object, _mark_view
 from uopkit.uop.ops import Ops
 
 __all__ = ["Module", "Parameter", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
@@ -655,24 +655,37 @@ class Module:
         with realize_lock:
             for kind, name, t in self._tensors(prefix, set(), again=True):
                 if kind != "non_persistent":
-                    out[name] = t if keep_vars else t.detach()
+                    # (a lazy layer's uninitialized tensor is listed as itself: it has no values to detach)
+                    out[name] = t if keep_vars or getattr(t, "uninitialized", False) else t.detach()
         return out
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Write each entry into the tensor of the same name, in place; returns (missing_keys, unexpected_keys).
-        strict: a missing or unexpected key raises (RuntimeError, as torch); a shape mismatch always raises."""
-        if assign:
-            raise NotImplementedError(
-                f"{type(self).__name__}.load_state_dict: assign=True (replacing the module's tensors) is not "
-                "supported; the values are copied into the existing tensors"
-            )
+        strict: a missing or unexpected key raises (RuntimeError, as torch); a shape mismatch always raises.
+        assign=True: the state dict's tensors replace the module's instead, as torch's."""
         given = dict(state_dict)
         # (torch's per-layer `_load_from_state_dict`: a layer fills in what an older checkpoint lacks, by the
         # `_metadata` versions torch keeps on its state dicts)
         metadata = getattr(state_dict, "_metadata", None) or {}
         for name, module in self.named_modules():
             module._fill_old_state(given, name + "." if name else "", metadata.get(name, {}))
-        missing, unexpected = state.load_tensors(self.state_dict(keep_vars=True), given, strict)
+        if not assign:
+            missing, unexpected = state.load_tensors(self.state_dict(keep_vars=True), given, strict)
+            return _IncompatibleKeys(missing, unexpected)
+        # assign=True: the state dict's tensors take the places of the module's, as torch's (a parameter as a
+        # Parameter sharing the value's storage, with the requires_grad of the one it replaces; a buffer the value
+        # itself), in the state dict's dtype and device; a tensor held under several names is no longer shared
+        missing, unexpected, pairs = state.matched_tensors(self.state_dict(keep_vars=True), given, strict)
+        for name, (target, value) in pairs.items():
+            new = Parameter(value, requires_grad=target.requires_grad) if _is_parameter(target) else value
+            path, _, attr = name.rpartition(".")
+            owner: Any = self
+            for part in path.split(".") if path else []:
+                owner = _child(owner, part)
+            if isinstance(owner, (list, dict)):
+                owner[int(attr) if isinstance(owner, list) else attr] = new
+            else:
+                setattr(owner, attr, new)
         return _IncompatibleKeys(missing, unexpected)
 
     def _fill_old_state(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any]) -> None:
@@ -720,6 +733,24 @@ class Module:
         tensors = {id(t): t for _, _, t in self._tensors("", set())}
         for t in tensors.values():
             _convert_in_place(t, device, dtype if dtypes.is_float(t.dtype) else None)
+        return self
+
+    def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
+        """Every parameter and buffer (this module's own only, without `recurse`) moved to `device` without its values,
+        in place (the same tensor objects, their shapes, dtypes and requires_grad kept; the values are whatever the new
+        memory holds), as torch's; initialize them next (`reset_parameters`, or `load_state_dict`).
+
+        >>> from uopkit.nn import Linear
+        >>> layer = Linear(2, 3)
+        >>> layer.to_empty(device="CPU").weight.shape
+        (3, 2)
+        """
+        device = _canonical_device(device)
+        # (a tensor held by several modules, a tied weight, is moved once)
+        own = [*self.parameters(recurse=recurse), *self.buffers(recurse=recurse)]
+        tensors = {id(t): t for t in own}
+        for t in tensors.values():
+            t._hold_in_place(Tensor.empty(*t.shape, device=device, dtype=t.dtype))
         return self
 
     def share_memory(self) -> Module:

@@ -110,22 +110,23 @@ def load_state_dict(model: Any, state_dict: dict[str, Any], strict: bool = True,
     load_tensors(get_state_dict(model), state_dict, strict, verbose)
 
 
-def load_tensors(
+def matched_tensors(
     targets: dict[str, Tensor], state_dict: dict[str, Any], strict: bool = True, verbose: bool = False
-) -> tuple[list[str], list[str]]:
-    """Write each value of `state_dict` into the tensor of `targets` of the same name, in place; returns the missing
-    and the unexpected keys (with `strict`, raises on any)."""
+) -> tuple[list[str], list[str], dict[str, tuple[Tensor, Tensor]]]:
+    """The missing and the unexpected keys of `state_dict` (with `strict`, raises on any), and (target, value) by the
+    names both hold: each value a Tensor (a numpy array or a list made one), its shape checked against the target's."""
     missing = [k for k in targets if k not in state_dict]
     unexpected = [k for k in state_dict if k not in targets]
     if strict and (missing or unexpected):
         raise StateDictKeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
-    # one tensor under several names (a shared layer, a tied weight) takes the value of its last name, as torch's
-    # copies in turn leave it; one assign per tensor, so the realize has no two writes to one buffer to order
-    last: dict[int, tuple[Tensor, Tensor]] = {}
+    pairs: dict[str, tuple[Tensor, Tensor]] = {}
     for k, target in targets.items():
         if k not in state_dict:
             continue
         value = state_dict[k]
+        if getattr(target, "uninitialized", False) or getattr(value, "uninitialized", False):
+            # (a lazy layer's tensor not made yet, in the model or in the state dict: nothing to copy, as torch's)
+            continue
         if not isinstance(value, Tensor):
             arr = np.asarray(value)
             value = Tensor(arr, device=target.device).reshape(arr.shape)
@@ -135,7 +136,19 @@ def load_tensors(
             )
         if verbose:
             print(f"load_state_dict: {k} {value.shape} {value.dtype} -> {target.dtype}")
-        last[id(target)] = (target, value)
+        pairs[k] = (target, value)
+    return missing, unexpected, pairs
+
+
+def load_tensors(
+    targets: dict[str, Tensor], state_dict: dict[str, Any], strict: bool = True, verbose: bool = False
+) -> tuple[list[str], list[str]]:
+    """Write each value of `state_dict` into the tensor of `targets` of the same name, in place; returns the missing
+    and the unexpected keys (with `strict`, raises on any)."""
+    missing, unexpected, pairs = matched_tensors(targets, state_dict, strict, verbose)
+    # one tensor under several names (a shared layer, a tied weight) takes the value of its last name, as torch's
+    # copies in turn leave it; one assign per tensor, so the realize has no two writes to one buffer to order
+    last = {id(target): (target, value) for target, value in pairs.values()}
     written = [target.assign(value.to(target.device).cast(target.dtype)) for target, value in last.values()]
     if written:
         Tensor.realize(*written)

@@ -55,6 +55,7 @@ from uopkit.uop.ops import (
 )
 
 if TYPE_CHECKING:
+    # (bound at run time by uopkit.tensor.tensor once the class exists: the copies `protect_pending_reads` makes)
     from uopkit.tensor import Tensor
 
 # what each kernel STORE became once it ran (its storage), so a graph that still holds it never runs it twice.
@@ -867,9 +868,10 @@ def protect_pending_reads(
                 rewired[store] = _with_value_rewired(store, copies)
         if rewired:
             _move_to_rewired(rewired)
-    # the copies are tensors of the caller's class (the schedule layer doesn't import the front end)
-    tensor_type = type(tensors[0])
-    copy_of = {b: tensor_type(c) for b, c in copies.items()}
+    # the copies are plain tensors (`Tensor` is bound here by the front end, which imports this module): the caller's
+    # class could be a subclass that takes no graph (nn.Parameter: a lazy read of a weight, then load_state_dict,
+    # raised TypeError)
+    copy_of = {b: Tensor(c) for b, c in copies.items()}
     later = [t for t, _, st in rewire if not st] if copies else []
     readers = list(to_realize.values())
     graphs = [t.uop for t in readers]

@@ -11,7 +11,14 @@ from uopkit.tensor.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
-from uopkit.tensor.support import ArgumentError, DTypeError, EmptyReduceError, ShapeError, _contiguous_ids
+from uopkit.tensor.support import (
+    ArgumentError,
+    DTypeError,
+    EmptyReduceError,
+    ShapeError,
+    UnsupportedDTypeError,
+    _contiguous_ids,
+)
 from uopkit.tensor.tensor import Tensor
 
 __all__ = [
@@ -26,6 +33,7 @@ __all__ = [
     "ShapeError",
     "ArgumentError",
     "DTypeError",
+    "UnsupportedDTypeError",
     "EmptyReduceError",
     "buffers",
     "_all_tensors",

@@ -26,6 +26,7 @@ from uopkit.tensor.support import (
     DTypeError,
     EmptyReduceError,
     ShapeError,
+    UnsupportedDTypeError,
     _broadcast_shape,
     _creates_leaf,
     _dim_for_axis,
@@ -271,7 +272,7 @@ class CompositeMixin:
         [0.5, -0.25]
         """
         if not dtypes.is_float(self.dtype):
-            raise DTypeError(f"frac: not defined for {self.dtype} (as PyTorch); cast to a float dtype first")
+            raise UnsupportedDTypeError(f"frac: not defined for {self.dtype} (as PyTorch); cast to a float dtype first")
         return self - self.trunc()
 
     def xlogy(self, other: Any) -> Tensor:
@@ -298,7 +299,9 @@ class CompositeMixin:
         a, b = self._broadcasted(_as_tensor(other, "hypot"), False, "hypot")
         dt = a.dtype
         if not dtypes.is_float(dt):
-            raise DTypeError(f"hypot: not defined for {dt} operands (as PyTorch); cast to a float dtype first")
+            raise UnsupportedDTypeError(
+                f"hypot: not defined for {dt} operands (as PyTorch); cast to a float dtype first"
+            )
         if dt in dtypes.halves:
             a, b = a.float(), b.float()
         (big, down), (tiny, up) = (

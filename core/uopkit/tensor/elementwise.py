@@ -23,6 +23,7 @@ from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
     ShapeError,
+    UnsupportedDTypeError,
     _broadcast_shape,
     _cast_py,
     _check_same_device,
@@ -651,7 +652,7 @@ class ElementwiseMixin:
         """
         a, b = self._broadcasted(x, reverse, "mod")
         if a.dtype == dtypes.bool:
-            raise TypeError("mod: not defined for bool tensors")
+            raise UnsupportedDTypeError("mod: not defined for bool tensors (as PyTorch); cast with .int() first")
         if dtypes.is_int(a.dtype):
             r = a._alu(Ops.MOD, b)
             return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
@@ -670,7 +671,7 @@ class ElementwiseMixin:
         """
         a, b = self._broadcasted(x, False, "fmod")
         if a.dtype == dtypes.bool:
-            raise TypeError("fmod: not defined for bool tensors")
+            raise UnsupportedDTypeError("fmod: not defined for bool tensors (as PyTorch); cast with .int() first")
         if dtypes.is_int(a.dtype):
             # the ALU's MOD truncates, as C (an int x fmod 0 is whatever the backend's MOD gives; torch raises)
             return a._alu(Ops.MOD, b)
@@ -687,7 +688,7 @@ class ElementwiseMixin:
         [-1, 2]
         """
         if self.dtype == dtypes.bool:
-            raise TypeError("neg: negation (-) of a bool tensor isn't defined, as in PyTorch; use ~ or logical_not()")
+            raise DTypeError("neg: negation (-) of a bool tensor isn't defined, as in PyTorch; use ~ or logical_not()")
         if dtypes.is_unsigned(self.dtype):
             # wraps like torch: x * (2**bits - 1) is -x modulo 2**bits (a -1 operand would widen to int64)
             return self * dtypes.max(self.dtype)
@@ -778,6 +779,15 @@ class ElementwiseMixin:
         _check_stored_scalar(value, self.dtype, "masked_fill")
         return mask.where(_scalar_in_dtype(value, self.dtype, self.device), self)
 
+    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
+        """`masked_fill` in place (torch.Tensor.masked_fill_); through a view of an expand, every element of storage
+        that a masked element shows takes the value, as PyTorch's.
+
+        >>> t = Tensor([1, 2, 3]); t.masked_fill_(Tensor([True, False, True]), 0).tolist()
+        [0, 2, 0]
+        """
+        return self._update_in_place(lambda: self.masked_fill(mask, value), "masked_fill_", lambda: mask)
+
     def lerp(self, end: Any, weight: Any) -> Tensor:
         """self + (end - self) * weight, computed from the nearer end as torch.lerp: end - (end - self) * (1 - weight)
         where |weight| >= 0.5 (weight 1 gives end exactly, an infinite self gives inf, not NaN).
@@ -785,6 +795,13 @@ class ElementwiseMixin:
         >>> Tensor([0.0, 1e8]).lerp(Tensor([10.0, 1.0]), 1.0).tolist()
         [10.0, 1.0]
         """
+        # (a number as end takes self's dtype)
+        ends_dtype = end.dtype if isinstance(end, Tensor) else self.dtype
+        if not (dtypes.is_float(self.dtype) and dtypes.is_float(ends_dtype)):
+            # torch refuses ints (an interpolation of counts is a slip: cast first if it is meant)
+            raise UnsupportedDTypeError(
+                f"lerp: needs float tensors, got {self.dtype} and {ends_dtype} (as PyTorch); cast with .float() first"
+            )
         x, end_t = self._broadcasted(end, False, "lerp")
         # (a numpy scalar weight as a Python number: its comparisons would be numpy bools)
         weight = _py_number(weight)
@@ -792,27 +809,22 @@ class ElementwiseMixin:
             # in float32 and rounded once, as PyTorch's
             w = weight.float() if isinstance(weight, Tensor) else weight
             return x.float().lerp(end_t.float(), w).cast(x.dtype)
-        if dtypes.is_float(x.dtype):
-            # torch's vector loop: base + coeff * (end - self) as one fma, from self with coeff = weight below 0.5,
-            # from end with coeff = weight - 1 above (both in the tensors' dtype); each step rounded apart, a quarter
-            # of float32 results were an ulp off and Adam's moments of bfloat16 parameters came out different
-            if isinstance(weight, Tensor):
-                x, w = x._broadcasted(weight.cast(x.dtype), False, "lerp")
-                end_t = end_t._broadcast_to(x.shape)
-                near = w.abs() < 0.5
-                coeff, base = near.where(w, w - 1), near.where(x, end_t)
-            else:
-                # (the weight's nodes broadcast already, cached as `a + 1`'s: a soft update `p.lerp_(q, tau)` of every
-                # parameter, every step, builds this graph; the same value as `_scalar_in_dtype`'s float)
-                w = Tensor(_scalar_uop(float(weight), x.dtype, x.device, x.shape))
-                coeff, base = (w, x) if abs(weight) < 0.5 else (w - 1, end_t)
-            # end - self, the nodes `sub` builds for two floats of one dtype and shape, without its checks
-            diff = end_t._alu(_ADD, x._alu(_NEG))
-            return diff._alu(Ops.MULACC, coeff._broadcast_to(diff.shape), base)
-        diff = end - self
-        if isinstance(weight, (int, float)):
-            return self + diff * weight if abs(weight) < 0.5 else end - diff * (1 - weight)
-        return (abs(weight) < 0.5).where(self + diff * weight, end - diff * (1 - weight))
+        # torch's vector loop: base + coeff * (end - self) as one fma, from self with coeff = weight below 0.5,
+        # from end with coeff = weight - 1 above (both in the tensors' dtype); each step rounded apart, a quarter
+        # of float32 results were an ulp off and Adam's moments of bfloat16 parameters came out different
+        if isinstance(weight, Tensor):
+            x, w = x._broadcasted(weight.cast(x.dtype), False, "lerp")
+            end_t = end_t._broadcast_to(x.shape)
+            near = w.abs() < 0.5
+            coeff, base = near.where(w, w - 1), near.where(x, end_t)
+        else:
+            # (the weight's nodes broadcast already, cached as `a + 1`'s: a soft update `p.lerp_(q, tau)` of every
+            # parameter, every step, builds this graph; the same value as `_scalar_in_dtype`'s float)
+            w = Tensor(_scalar_uop(float(weight), x.dtype, x.device, x.shape))
+            coeff, base = (w, x) if abs(weight) < 0.5 else (w - 1, end_t)
+        # end - self, the nodes `sub` builds for two floats of one dtype and shape, without its checks
+        diff = end_t._alu(_ADD, x._alu(_NEG))
+        return diff._alu(Ops.MULACC, coeff._broadcast_to(diff.shape), base)
 
     def addcmul(self, tensor1: Any, tensor2: Any, value: float = 1) -> Tensor:
         """self + value * tensor1 * tensor2 (torch.addcmul).
@@ -896,7 +908,9 @@ class ElementwiseMixin:
     def _bitwise(self, op: Ops, x: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(x, reverse, op.name.lower())
         if not (dtypes.is_int(a.dtype) or a.dtype == dtypes.bool):
-            raise DTypeError(f"{op.name.lower()}: bitwise ops need integer or bool tensors, got {a.dtype}")
+            raise UnsupportedDTypeError(
+                f"{op.name.lower()}: bitwise ops need integer or bool tensors, got {a.dtype} (as PyTorch)"
+            )
         return a._alu(op, b)
 
     def bitwise_and(self, x: Any) -> Tensor:
@@ -967,7 +981,7 @@ class ElementwiseMixin:
             x = bits
         a, b = self._broadcasted(x, reverse, name)
         if not dtypes.is_int(a.dtype):
-            raise DTypeError(f"{name}: needs integer tensors, got {a.dtype}")
+            raise UnsupportedDTypeError(f"{name}: needs integer tensors, got {a.dtype} (as PyTorch)")
         bits = a.dtype.itemsize * 8
         # C leaves a shift by the width or more (or a negative one) undefined: torch gives every bit shifted out
         out_of_range = (b >= bits) if dtypes.is_unsigned(b.dtype) else (b < 0) | (b >= bits)
@@ -1085,7 +1099,9 @@ class ElementwiseMixin:
         [1.0, 3.0]
         """
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"nanmean: needs a floating-point tensor, got {self.dtype}")
+            raise DTypeError(
+                f"nanmean: needs a floating-point tensor, got {self.dtype} (as PyTorch); cast with .float() first"
+            )
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "nanmean")
         self._check_axes_of_composite(axis, None, "nanmean")

@@ -196,7 +196,7 @@ class FunctionalMixin:
         if isinstance(p, str):
             raise ArgumentError(f"norm: p must be a number or 'fro', got {p!r} (matrix norms aren't supported)")
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"norm: needs a floating-point tensor, got {self.dtype}; cast with .float()")
+            raise DTypeError(f"norm: needs a floating-point tensor, got {self.dtype}; cast with .float()")
         if dtype is not None:
             if not dtypes.is_float(want := to_dtype(dtype)):
                 raise TypeError(f"norm: dtype must be a floating-point dtype, got {want}")

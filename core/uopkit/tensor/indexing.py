@@ -55,6 +55,13 @@ _COPYING_MOVES = frozenset({Ops.PAD, Ops.FLIP})
 _VIEW_OPS = _VIEW_NODES
 # the in-place writes of one value everywhere: they may reach one element of storage through several of the view's
 _ONE_VALUE_WRITES = frozenset({"fill_", "_foreach_zero_"})
+# the in-place writes of the elements a bool mask picks (`_Picked`), the others left alone: through a view of an
+# expand each element of storage a picked one shows takes the write, as PyTorch's; several picked elements may show
+# one (one value written, or the last write wins; not index_put_ with accumulate, which would add each)
+_PICKED_WRITES = frozenset({"masked_fill_", "index_fill_", "index_put_"})
+_Picked = Callable[[], "Tensor"] | None
+# a write staged for a batch's realize: (the tensor, its gradient history, the value's graph)
+_Staged = tuple["Tensor", tuple[UOp, UOp] | None, UOp]
 
 
 def _is_storage(u: UOp) -> bool:
@@ -936,9 +943,10 @@ class IndexingMixin:
 
     # ---- in-place operators (`t += x`, `t.add_(x)`): PyTorch's, the tensor object itself takes the result
 
-    def _update_in_place(self, compute: Callable[[], Tensor], op: str) -> Tensor:
-        # `compute()` (self op x) becomes self's value, as PyTorch in-place ops (`update_all_in_place` of one)
-        update_all_in_place([self], [compute], op)
+    def _update_in_place(self, compute: Callable[[], Tensor], op: str, picked: _Picked = None) -> Tensor:
+        # `compute()` (self op x) becomes self's value, as PyTorch in-place ops (`update_all_in_place` of one);
+        # `picked()`, a bool tensor broadcast to self's shape: the elements the op writes (the others keep theirs)
+        update_all_in_place([self], [compute], op, [picked])
         return self
 
     __iadd__ = _in_place_operator("+=", lambda t, x: t.add(x))
@@ -1035,9 +1043,10 @@ class IndexingMixin:
             self.realize()
         return self
 
-    def _store(self, x: Any, aliased_ok: bool = False) -> bool:
+    def _store(self, x: Any, aliased_ok: bool = False, picked: _Picked = None) -> bool:
         # assign's STORE, not run: whether it writes through a view (of a live tensor, which must show it);
-        # `aliased_ok`: the write may reach one element of storage through several of the view's (fill_'s one value)
+        # `aliased_ok`: the write may reach one element of storage through several of the view's (fill_'s one value);
+        # `picked()`: the elements written (bool, broadcast to self's shape), all of them when None
         if not isinstance(x, Tensor):
             _check_stored_scalar(x, self.dtype, "assign")
             x = Tensor(x, device=self.device, dtype=self.dtype)
@@ -1078,8 +1087,11 @@ class IndexingMixin:
             # the same view of the buffer's positions
             base = chain[-1].src[0]
             positions = _positions_of(target, base, self.device)
+            if expanded and picked is not None:
+                # (the elements not picked are written nowhere: position -1, which matches none)
+                positions = picked()._broadcast_to(self.shape).where(positions, -1)
             if expanded and not aliased_ok:
-                flat = positions.numpy().reshape(-1)
+                flat = positions.numpy()[positions.numpy() >= 0]
                 if np.unique(flat).size < flat.size:
                     raise ArgumentError(
                         f"assign: more than one element of the written-to tensor (shape {self.shape}, a view of an "
@@ -1094,14 +1106,21 @@ class IndexingMixin:
         return bool(chain)
 
 
-def update_all_in_place(targets: Sequence[Tensor], computes: Sequence[Callable[[], Tensor]], op: str) -> None:
+def update_all_in_place(
+    targets: Sequence[Tensor],
+    computes: Sequence[Callable[[], Tensor]],
+    op: str,
+    picks: Sequence[_Picked] | None = None,
+) -> None:
     """Each `computes[i]()` becomes targets[i]'s value, cast to its dtype, as PyTorch in-place ops: written into a
     tensor's storage (realized, a view of one, `requires_grad`) with one realize for all, its views see it; a lazy
-    value takes the new graph (`out += residual`). Each is computed after the earlier writes are staged (foreach)."""
-    staged: list[tuple[Tensor, tuple[UOp, UOp] | None, UOp]] = []
+    value takes the new graph (`out += residual`). Each is computed after the earlier writes are staged (foreach).
+    `picks[i]()`, where given, is the bool mask of the elements of targets[i] the op writes (see `_PICKED_WRITES`)."""
+    staged: list[_Staged] = []
+    picks = picks if picks is not None else [None] * len(targets)
     try:
-        for t, compute in zip(targets, computes, strict=True):
-            staged_one = _stage_in_place(t, compute(), op)
+        for t, compute, picked in zip(targets, computes, picks, strict=True):
+            staged_one = _stage_in_place(t, compute(), op, picked)
             if staged_one is not None:
                 staged.append(staged_one)
     finally:
@@ -1126,7 +1145,7 @@ def update_all_in_place(targets: Sequence[Tensor], computes: Sequence[Callable[[
         _remember_write(node, source, value_graph, None if view is node else written)
 
 
-def _stage_in_place(t: Tensor, result: Tensor, op: str) -> tuple[Tensor, tuple[UOp, UOp] | None, UOp] | None:
+def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) -> _Staged | None:
     # `result` made t's value: (t, its gradient history, the value's graph) for a write staged (an assign) for the
     # batch's realize; None when done already (result is held only until staged: a reader of the storage being
     # written would be computed apart or get a copy, an extra kernel)
@@ -1157,7 +1176,7 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str) -> tuple[Tensor, tuple[U
     # written with the batch, as PyTorch's at once: the tensor's base (which this may be a view of) must see it
     history = _gradient_history(t.uop)
     value_graph = result.uop
-    t._store(result, aliased_ok=op in _ONE_VALUE_WRITES)
+    t._store(result, aliased_ok=op in _ONE_VALUE_WRITES or op in _PICKED_WRITES, picked=picked)
     return t, history, value_graph
 
 

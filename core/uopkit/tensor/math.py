@@ -18,6 +18,7 @@ from uopkit.tensor.series import _erf_near_zero, _erfc_beyond_half, _horner
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
+    UnsupportedDTypeError,
     _check_stored_scalar,
     _int_joining,
     _normalize_axis,
@@ -377,7 +378,10 @@ class MathMixin:
         """
         if decimals:
             if not dtypes.is_float(self.dtype):
-                raise TypeError(f"round: decimals={decimals} needs a float tensor, got {self.dtype}")
+                raise UnsupportedDTypeError(
+                    f"round: decimals={decimals} needs a float tensor, got {self.dtype} (as PyTorch); "
+                    "cast with .float() first"
+                )
             if self.dtype.itemsize < 4:
                 # scaled in float32, as torch computes half floats (1250 * 100 overflows float16)
                 return self.float().round(decimals).cast(self.dtype)
@@ -400,7 +404,9 @@ class MathMixin:
         [2, 3]
         """
         if self.dtype == dtypes.bool:
-            raise TypeError("abs: a bool tensor has no absolute value, as in PyTorch (cast it to a number first)")
+            raise UnsupportedDTypeError(
+                "abs: a bool tensor has no absolute value, as in PyTorch (cast it to a number first)"
+            )
         if dtypes.is_unsigned(self.dtype):
             return self
         # both zeros give +0.0 (MAX of +0.0 and -0.0 may pick either), NaN stays NaN

@@ -20,7 +20,7 @@ from uopkit.tensor.factorize import (
     epsilon,
     pinv_from_svd,
 )
-from uopkit.tensor.support import ArgumentError, ShapeError, _normalize_axis
+from uopkit.tensor.support import ArgumentError, DTypeError, ShapeError, _normalize_axis
 from uopkit.tensor.triangular import triangular_solve
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class MatrixMixin:
         if not isinstance(dim, (tuple, list)) or len(dim) != 2:
             raise ArgumentError(f"matrix_norm: dim must be two axes, got {dim!r}")
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"matrix_norm: needs a floating-point tensor, got {self.dtype}; cast with .float()")
+            raise DTypeError(f"matrix_norm: needs a floating-point tensor, got {self.dtype}; cast with .float()")
         if self.ndim < 2:
             raise ShapeError(f"matrix_norm: needs 2 or more dims, got shape {self.shape}")
         rows, cols = (_normalize_axis(d, self.ndim, "matrix_norm", self.shape) for d in dim)

@@ -35,6 +35,7 @@ from uopkit.tensor.support import (
     _is_device_object,
     _mark_view,
     _normalize_axis,
+    _remember_windows,
     _reshape_is_view,
     _reshape_uop,
     _returns_copy,
@@ -532,16 +533,20 @@ class MovementMixin:
             raise ArgumentError(f"unfold: step must be positive, got {step}")
         x = self if self.ndim else self.reshape(1)
         count = (n - size) // step + 1
+        along = x.movedim(dim, -1)
         if step != size and count > 1 and size > 1:
             # windows that overlap or leave gaps: movement ops over x (the pooling windows), so the result is a view
             # of x, as torch's: writes into either show in the other (a gather would be a copy)
             fits = count * step <= n
-            windows = x.movedim(dim, -1)._pool1d(size, step, 1, None if fits else count)
-            return windows.movedim(-2, dim)
-        idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
-        windows = x._take(dim, idx).unflatten(dim, (count, size))
+            windows = along._pool1d(size, step, 1, None if fits else count)
+        else:
+            idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+            windows = along._take(along.ndim - 1, idx).unflatten(-1, (count, size))
+        # (their strides are torch's unfold's, which the movement ops that read them don't show)
+        _remember_windows(windows.uop, along.uop, step)
+        windows = windows.movedim(-2, dim)
         # (a 0-d tensor's one window is the result, (size,), as torch's)
-        return windows._move_to_end(dim + 1) if self.ndim else windows.reshape(size)
+        return windows if self.ndim else windows.reshape(size)
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
         """Split axis `dim` into `sizes` (one may be -1).

@@ -176,7 +176,10 @@ class PlacingMixin:
         >>> t = Tensor([1, 2, 3]); t.index_put_((Tensor([True, False, True]),), Tensor(0)).tolist()
         [0, 2, 0]
         """
-        return self._update_in_place(lambda: self.index_put(indices, values, accumulate), "index_put_")
+        # (the elements written: True put where the values go)
+        picked = lambda: self.zeros_like(dtype=dtypes.bool).index_put(indices, Tensor(True, device=self.device))  # noqa: E731
+        op = "index_put_(accumulate=True)" if accumulate else "index_put_"
+        return self._update_in_place(lambda: self.index_put(indices, values, accumulate), op, picked)
 
     def put(self, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
         """A copy of self with source's elements written at `index` into self read as a flat array (torch.put):
@@ -333,6 +336,16 @@ class PlacingMixin:
             _check_stored_scalar(value, self.dtype, "index_fill")
         fill = value if isinstance(value, Tensor) else Tensor(value, device=self.device)
         return hit.where(fill.cast(self.dtype), self)
+
+    def index_fill_(self, dim: int, index: Tensor, value: Any) -> Tensor:
+        """`index_fill` in place (torch.Tensor.index_fill_); through a view of an expand, every element of storage
+        that a filled element shows takes the value, as PyTorch's.
+
+        >>> t = Tensor.zeros(2, 2); t.index_fill_(1, Tensor([1]), 3.0).tolist()
+        [[0.0, 3.0], [0.0, 3.0]]
+        """
+        picked = lambda: self.zeros_like(dtype=dtypes.bool).index_fill(dim, index, True)  # noqa: E731
+        return self._update_in_place(lambda: self.index_fill(dim, index, value), "index_fill_", picked)
 
     # (index_reduce: index_add's reductions other than the sum)
 

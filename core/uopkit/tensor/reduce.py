@@ -22,8 +22,10 @@ from uopkit.tensor.replay import replay_call
 from uopkit.tensor.support import (
     _CUM_BLOCK,
     ArgumentError,
+    DTypeError,
     EmptyReduceError,
     ShapeError,
+    UnsupportedDTypeError,
     _axis_for_dim,
     _check_values_in,
     _cum_acc_dtype,
@@ -556,9 +558,12 @@ class ReduceMixin:
         [[2, 5], [2, 0]]
         """
         if self.dtype == dtypes.bool:
-            raise TypeError("kthvalue: bool tensors have no order statistics; cast with .int() first")
+            raise UnsupportedDTypeError("kthvalue: bool tensors have no order statistics; cast with .int() first")
         axis = _normalize_axis(dim, max(self.ndim, 1), "kthvalue", self.shape)
         n = self.shape[axis] if self.ndim else 1
+        if n == 0:
+            # torch's IndexError, whatever k is
+            raise EmptyReduceError(f"kthvalue: axis {dim} of shape {self.shape} is empty, it has no k-th value")
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
             raise ArgumentError(f"kthvalue: k must be an int in 1..{n} (axis {dim} of shape {self.shape}), got {k!r}")
         if self.ndim == 0:
@@ -585,7 +590,7 @@ class ReduceMixin:
 
     def _median(self, dim: int | None, keepdim: bool, op: str) -> Tensor | ValuesIndices:
         if self.dtype == dtypes.bool:
-            raise TypeError(f"{op}: bool tensors have no median; cast with .int() first")
+            raise UnsupportedDTypeError(f"{op}: bool tensors have no median; cast with .int() first")
         skip_nan = op == "nanmedian"
         if dim is None:
             return self._median_of_all(keepdim, op)
@@ -679,7 +684,7 @@ class ReduceMixin:
                 f"{op}: interpolation must be one of {', '.join(_QUANTILE_MODES)}, got {interpolation!r}"
             )
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"{op}: needs a floating-point input, got {self.dtype}; cast with .float() first")
+            raise DTypeError(f"{op}: needs a floating-point input, got {self.dtype}; cast with .float() first")
         levels, one_level = _quantile_levels(q, op)
         if self.numel() == 0:
             raise EmptyReduceError(f"{op}: the input (shape {self.shape}) is empty, it has no quantiles")

@@ -19,16 +19,18 @@ from uopkit.gradient import set_gradient
 from uopkit.tensor.indexing import _in_place_method
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.series import _horner
-from uopkit.tensor.support import ArgumentError, DTypeError, _with_derivative, _with_derivative_of, in_float32
+from uopkit.tensor.support import (
+    ArgumentError,
+    DTypeError,
+    UnsupportedDTypeError,
+    _with_derivative,
+    _with_derivative_of,
+    in_float32,
+)
 from uopkit.uop.ops import UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
-
-
-class UnsupportedDTypeError(DTypeError, NotImplementedError):
-    """A dtype an op has no kernel for, where PyTorch raises NotImplementedError ('"gcd_cpu" not implemented for
-    'Float'') rather than a plain RuntimeError: caught as either, or as a TypeError."""
 
 
 class Frexp(NamedTuple):

@@ -24,6 +24,10 @@ from uopkit.dtype import (
     least_upper_dtype,
     to_numpy_dtype,
 )
+
+# the dtype errors live beside the promotion that raises one; every Tensor module takes them from here
+from uopkit.dtype import DTypeError as DTypeError
+from uopkit.dtype import UnsupportedDTypeError as UnsupportedDTypeError
 from uopkit.engine.realize import buffers, capturing_checks
 from uopkit.helpers import CHECK_INDEX
 from uopkit.schedule import live_tensors
@@ -116,10 +120,6 @@ class ArgumentError(ValueError, RuntimeError):
 
 class UnknownModeError(ArgumentError, NotImplementedError):
     """A mode an op doesn't have (PyTorch's pad raises NotImplementedError there)."""
-
-
-class DTypeError(TypeError, RuntimeError):
-    """An op a dtype doesn't have (bitwise ops of floats; PyTorch raises NotImplementedError, a RuntimeError)."""
 
 
 class EmptyReduceError(ValueError, IndexError, RuntimeError):
@@ -923,9 +923,12 @@ def _strides_after_reshape(
     return tuple(out) if j < 0 else None
 
 
-def _torch_layout(u: UOp, base: UOp | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _torch_layout(
+    u: UOp, base: UOp | None = None, base_strides: tuple[int, ...] | None = None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(shape, strides) of the node `u` as PyTorch lays out that view: its movement ops (and detaches) applied to the
-    contiguous layout of what they view (`base`, when known: the node of the tensor it is a view of). A flip, a pad or
+    layout of what they view (`base`, when known: the node of the tensor it is a view of, laid out as `base_strides`
+    when that is a view itself; else contiguous). A flip, a pad or
     a reshape no strides can give (copies in PyTorch) starts a contiguous layout of its own, and so does a constant
     broadcast to a shape (`Tensor.ones`: a new tensor in PyTorch). Kept per node when no `base` is given: a chain is
     mostly the last one with a node more on top."""
@@ -938,15 +941,22 @@ def _torch_layout(u: UOp, base: UOp | None = None) -> tuple[tuple[int, ...], tup
             if known is not None or _is_filled_constant(u):
                 break
         chain.append(u)
-        u = u.src[0]
+        windows = _window_views.get(u)
+        # (overlapping windows are read through a flattened expand, which no strides show: their own rule instead)
+        u = u.src[0] if windows is None else windows[0]
     if known is not None:
         shape, strides = known
     else:
         shape = u.shape or ()
-        strides = _contiguous_strides(shape)
+        strides = _contiguous_strides(shape) if base_strides is None or u is not base else base_strides
     for n in reversed(chain):
         op = n.op
-        if op is not Ops.DETACH:
+        windows = _window_views.get(n)
+        if windows is not None:
+            # torch's unfold: the windowed (last) axis steps `step` elements of it, the new window axis one
+            step = windows[1]
+            shape, strides = n.shape or (), strides[:-1] + (strides[-1] * step, strides[-1])
+        elif op is not Ops.DETACH:
             new = n.shape or ()
             if op is Ops.RESHAPE:
                 strides = _strides_after_reshape(shape, strides, new) or _contiguous_strides(new)
@@ -973,6 +983,14 @@ def _is_filled_constant(u: UOp) -> bool:
 
 
 _layouts = WeakKeyMap()
+# the windows `unfold` reads as movement ops (node of the (..., count, size) windows -> (node of the tensor windowed
+# along its last axis, step)), for their torch strides
+_window_views = WeakKeyMap()
+
+
+def _remember_windows(windows: UOp, source: UOp, step: int) -> None:
+    """`windows` (..., count, size) are the windows of `source`'s last axis `step` apart, made of movement ops."""
+    _window_views[windows] = (source, step)
 
 
 def _reshape_is_view(u: UOp, new: tuple[int, ...]) -> bool:

@@ -837,6 +837,7 @@ for _module in (
     _sharing_module,
     _interop_module,
     _printing_module,
+    _schedule_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 

@@ -138,7 +138,10 @@ def _strides(t: Tensor) -> tuple[int, ...]:
     if mark is None or mark is _A_COPY or mark is _A_RESHAPED_COPY:
         return _contiguous_strides(t.shape)
     base = mark()
-    return _torch_layout(t.uop, None if base is None or base is t else base.uop)[1]
+    if base is None or base is t:
+        return _torch_layout(t.uop)[1]
+    # (a view of a view whose own base is gone, `x = x.t(); x[1:]`: moved from that view's layout)
+    return _torch_layout(t.uop, base.uop, _strides(base))[1]
 
 
 def _trapezoid_terms(
@@ -871,7 +874,7 @@ class TorchNamesMixin:
         [[0.6000000238418579, 0.800000011920929], [0.30000001192092896, 0.4000000059604645]]
         """
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"renorm: needs a floating-point tensor, got {self.dtype}")
+            raise DTypeError(f"renorm: needs a floating-point tensor, got {self.dtype}; cast with .float() first")
         if p <= 0:
             raise ArgumentError(f"renorm: p must be positive, got {p}")
         if maxnorm < 0:
@@ -1092,8 +1095,8 @@ for _name in (
     "copysign", "heaviside", "xlogy", "lerp", "addcmul", "addcdiv", "multiply", "subtract", "divide", "true_divide",
     "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal", "not_equal",
     "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "masked_fill", "tril", "triu", "cumsum", "cumprod",
+    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "tril", "triu", "cumsum", "cumprod",
     "renorm", "addmm", "addmv", "addr", "baddbmm", "addbmm", "scatter", "scatter_add", "scatter_reduce", "index_add",
-    "index_fill", "index_copy",
+    "index_copy",
 ):  # fmt: skip
     setattr(TorchNamesMixin, f"{_name}_", _in_place_method(_name))
