@@ -45,7 +45,10 @@ rng = np.random.default_rng(0)
 a, b = rng.standard_normal((256, 128)).astype(np.float16), rng.standard_normal((128, 64)).astype(np.float16)
 got = (Tensor(a) @ Tensor(b)).float().numpy()
 np.testing.assert_allclose(got, a.astype(np.float32) @ b.astype(np.float32), rtol=2e-2, atol=2e-2)
-used = {u.arg.name for r in method_cache.values() for u in r.spec.uops if u.op.name == "WMMA"}
+# (a compiled runner keeps no linear program: built again from each kernel's AST)
+from uopkit.codegen import get_program
+programs = [get_program(ast, Device[d].renderer) for (ast, d) in method_cache if d.startswith("CUDA")]
+used = {u.arg.name for p in programs for u in p.uops if u.op.name == "WMMA"}
 print("half matmul OK, tensor cores used:", used or "none")
 PY
 step cuda-tests 300 python3 -m pytest -q -p no:cacheprovider plugins/cuda/tests
