@@ -352,6 +352,15 @@ def _scale_and_shift(shape: int | tuple[int, ...], affine: bool) -> tuple[Tensor
     return (_host(np.ones(shape)), _host(np.zeros(shape))) if affine else (None, None)
 
 
+def _running_stats(n: int, track: bool) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    # a norm's running mean (zeros), variance (ones) and batch count, buffers marked requires_grad=False; or None for
+    # each, as torch's (`bn.running_mean is None` is how code tells)
+    if not track:
+        return None, None, None
+    count = _host(np.zeros(()), dtypes.int64, requires_grad=False)
+    return _host(np.zeros(n), requires_grad=False), _host(np.ones(n), requires_grad=False), count
+
+
 def _per_channel_affine(out: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
     # out * weight + bias with one weight and bias per channel (axis 1 of (N, C, ...))
     if weight is None or bias is None:
@@ -381,13 +390,7 @@ class BatchNorm(Module):
     ) -> None:
         self.sz, self.eps, self.momentum, self.track_running_stats = sz, eps, momentum, track_running_stats
         self.weight, self.bias = _scale_and_shift(sz, affine)
-        if track_running_stats:
-            self.running_mean = _host(np.zeros(sz), requires_grad=False)
-            self.running_var = _host(np.ones(sz), requires_grad=False)
-            self.num_batches_tracked = _host(np.zeros(()), dtypes.int64, requires_grad=False)
-        else:
-            # (None, as torch's: `bn.running_mean is None` is how code tells)
-            self.running_mean = self.running_var = self.num_batches_tracked = None
+        self.running_mean, self.running_var, self.num_batches_tracked = _running_stats(sz, track_running_stats)
 
     def _fill_old_state(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any]) -> None:
         # a checkpoint from before torch's version 2 of the layer (torch < 0.4.1, or a hand-built or converted one,
@@ -527,13 +530,10 @@ class InstanceNorm(Module):
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight, self.bias = _scale_and_shift(num_features, affine)
-        if track_running_stats:
-            # torch's buffers, num_batches_tracked for its state dict only (torch's InstanceNorm never counts)
-            self.running_mean = _host(np.zeros(num_features), requires_grad=False)
-            self.running_var = _host(np.ones(num_features), requires_grad=False)
-            self.num_batches_tracked = _host(np.zeros(()), dtypes.int64, requires_grad=False)
-        else:
-            self.running_mean = self.running_var = self.num_batches_tracked = None
+        # (num_batches_tracked for torch's state dict only: torch's InstanceNorm never counts)
+        self.running_mean, self.running_var, self.num_batches_tracked = _running_stats(
+            num_features, track_running_stats
+        )
 
     def __call__(self, x: Tensor) -> Tensor:
         name, dims = f"{type(self).__name__}({self.num_features})", self.spatial_dims

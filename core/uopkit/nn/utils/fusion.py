@@ -46,21 +46,7 @@ def fuse_conv_bn_eval(conv: LayerT, bn: Module, transpose: bool = False) -> Laye
     """A new convolution (a deep copy of `conv`) computing `bn(conv(x))`, both in eval mode, as torch's.
     transpose=True for a transposed convolution."""
     _in_eval_mode("fuse_conv_bn_eval", conv, bn)
-    fused = copy.deepcopy(conv)
-    mean, var = _running_stats(bn)
-    weight, bias = fuse_conv_bn_weights(
-        fused.weight,
-        fused.bias,
-        mean,
-        var,
-        bn.eps,
-        bn.weight,
-        bn.bias,
-        transpose,  # type: ignore[attr-defined]
-    )
-    # (the names held parameters, or a bias of None: Parameters replace them)
-    fused.weight, fused.bias = weight, bias
-    return fused
+    return _fused(conv, bn, fuse_conv_bn_weights, transpose)
 
 
 def fuse_conv_bn_weights(
@@ -100,19 +86,7 @@ def fuse_linear_bn_eval(linear: LayerT, bn: Module) -> LayerT:
             "To fuse, linear.out_features == bn.num_features or bn.num_features == 1, got "
             f"linear.out_features={out_features} and bn.num_features={features}"
         )
-    fused = copy.deepcopy(linear)
-    mean, var = _running_stats(bn)
-    weight, bias = fuse_linear_bn_weights(
-        fused.weight,
-        fused.bias,
-        mean,
-        var,
-        bn.eps,
-        bn.weight,
-        bn.bias,  # type: ignore[attr-defined]
-    )
-    fused.weight, fused.bias = weight, bias
-    return fused
+    return _fused(linear, bn, fuse_linear_bn_weights)
 
 
 def fuse_linear_bn_weights(
@@ -133,6 +107,15 @@ def fuse_linear_bn_weights(
     fused_w = linear_w * scale.unsqueeze(-1)
     fused_b = (bias - bn_rm) * scale + _shift(bn_rm, bn_b)
     return Parameter(fused_w, linear_w.requires_grad), Parameter(fused_b, bias.requires_grad)
+
+
+def _fused(layer: LayerT, bn: Any, fuse_weights: Any, *extra: Any) -> LayerT:
+    # a deep copy of `layer` with bn's eval-mode map folded into its weight and bias (Parameters replace the names,
+    # a bias of None included)
+    fused = copy.deepcopy(layer)
+    mean, var = _running_stats(bn)
+    fused.weight, fused.bias = fuse_weights(fused.weight, fused.bias, mean, var, bn.eps, bn.weight, bn.bias, *extra)
+    return fused
 
 
 def _shift(mean: Tensor, bias: Tensor | None) -> Tensor:
