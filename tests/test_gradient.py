@@ -1389,3 +1389,14 @@ def test_a_realized_int_batch_is_read_stored_by_the_gradient() -> None:
         want = np.zeros((50, 8), np.float32)
         np.add.at(want, ids.ravel(), 2 * emb.weight.numpy()[ids.ravel()])
         np.testing.assert_allclose(emb.weight.grad.numpy(), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1,), (0,), (0, 0), (2, 1)])
+def test_backward_of_a_view_of_a_constant_leaf(shape) -> None:
+    # `Tensor.zeros(1).requires_grad_().sum()` is a reshape of the leaf (one element): backward() walked down to the
+    # constant's DETACH under the leaf and raised "doesn't require a gradient", as it did for an empty leaf's sum
+    got = Tensor.zeros(*shape).requires_grad_()
+    want = torch.zeros(shape, requires_grad=True)
+    got.sum().backward()
+    want.sum().backward()
+    assert (got.grad.shape, got.grad.tolist()) == (tuple(want.grad.shape), want.grad.tolist())

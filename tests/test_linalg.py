@@ -160,3 +160,47 @@ def test_unsupported_arguments_raise_clearly():
 
 def test_module_docstring_examples():
     assert doctest.testmod(linalg).failed == 0
+
+
+EMPTY_LINALG = {
+    "det": lambda L, a: L.det(a),
+    "slogdet": lambda L, a: L.slogdet(a),
+    "inv": lambda L, a: L.inv(a),
+    "inv_ex": lambda L, a: L.inv_ex(a),
+    "solve": lambda L, a: L.solve(a, a),
+    "qr": lambda L, a: L.qr(a),
+    "svd": lambda L, a: L.svd(a),
+    "svdvals": lambda L, a: L.svdvals(a),
+    "eigh": lambda L, a: L.eigh(a),
+    "eigvalsh": lambda L, a: L.eigvalsh(a),
+    "lu": lambda L, a: L.lu(a),
+    "lu_factor": lambda L, a: L.lu_factor(a),
+    "lu_factor_ex": lambda L, a: L.lu_factor_ex(a),
+    "lu_solve": lambda L, a: L.lu_solve(*L.lu_factor(a), a),
+    "pinv": lambda L, a: L.pinv(a),
+    "lstsq": lambda L, a: L.lstsq(a, a)[:2],
+    "cond": lambda L, a: L.cond(a),
+    "cond fro": lambda L, a: L.cond(a, "fro"),
+    "cholesky": lambda L, a: L.cholesky(a),
+    "matrix_exp": lambda L, a: L.matrix_exp(a),
+}
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (0, 3, 3)])
+@pytest.mark.parametrize("name", list(EMPTY_LINALG))
+def test_linalg_of_empty_matrices_requires_grad_as_torch(name, shape):
+    # torch's results of 0 x 0 matrices (and of an empty batch) come from the input: they require grad where it does,
+    # and a backward gives it a zero-size gradient; ours were made apart (lu_factor, det, inv, svd, ... didn't require
+    # grad, and a backward raised); cond raised for no singular values, torch gives 0
+    found = []
+    for lib, L in ((torch, torch.linalg), (Tensor, linalg)):
+        a = lib.zeros(shape).requires_grad_()
+        out = EMPTY_LINALG[name](L, a)
+        outs = list(out) if isinstance(out, tuple) else [out]
+        floats = [t for t in outs if t.dtype in (torch.float32, uopkit.dtypes.float32)]
+        result = [(tuple(t.shape), t.requires_grad, np.asarray(t.tolist()).tolist()) for t in outs]
+        needing = [t for t in floats if t.requires_grad]
+        if needing:
+            sum(t.sum() for t in needing).backward()
+        found.append((result, None if a.grad is None else tuple(a.grad.shape)))
+    assert found[1] == found[0]

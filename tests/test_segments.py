@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import uopkit.tensor.indexing as indexing
+import uopkit.tensor.placing as placing
 import uopkit.tensor.segments as segments
 from uopkit import Tensor, dtypes
 
@@ -150,7 +150,7 @@ def test_large_scatters_are_sorted_and_right(monkeypatch):
 @pytest.mark.parametrize("halving", [False, True])
 def test_searchsorted_follows_torchs_search_through_nans(monkeypatch, halving):
     if halving:
-        monkeypatch.setattr(indexing, "SEARCH_BY_HALVING", 1)
+        monkeypatch.setattr(placing, "SEARCH_BY_HALVING", 1)
     rng = np.random.default_rng(4)
     for trial in range(12):
         m = int(rng.integers(1, 30))

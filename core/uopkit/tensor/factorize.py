@@ -26,7 +26,14 @@ from uopkit.tensor.autocast import FLOAT32, autocast_op
 from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.replay import replay_call
 from uopkit.tensor.rounds import Rounds, repeated
-from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError, _broadcast_shape, _check_values_in
+from uopkit.tensor.support import (
+    ArgumentError,
+    ShapeError,
+    UnknownModeError,
+    _broadcast_shape,
+    _check_values_in,
+    tied_to_empty,
+)
 from uopkit.tensor.triangular import cholesky_lower, triangular_solve
 from uopkit.uop.ops import UOp
 
@@ -122,6 +129,7 @@ def householder_qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     for v, tau in reversed(reflections):
         q = replay_call(_reflected, (q, v, tau)).contiguous().realize()
     r = r.triu()
+    q = tied_to_empty(q, a)
     return (q, r) if complete else (q, r[..., :k, :])
 
 
@@ -197,7 +205,7 @@ def lu_pivoted(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     packed = at.unsqueeze(-1).where(z[..., :m, :n].unsqueeze(-3), 0).sum(-2)
     perm = at.where(rows.unsqueeze(-2), 0).sum(-1).cast(dtypes.int32)
     ipiv = z[..., m, :k].cast(dtypes.int32) + 1
-    return packed, perm, ipiv
+    return tied_to_empty(packed, a), perm, ipiv
 
 
 def _eliminate(a: Tensor, rhs: Tensor | None, jordan: bool, graph: bool | None = None) -> tuple[Tensor, Tensor]:
@@ -282,7 +290,7 @@ def _pivots_and_parity(a: Tensor) -> tuple[Tensor, Tensor]:
     columns = Tensor.arange(n, dtype=a.dtype, device=a.device)
     diagonal = (columns == place.unsqueeze(-1)).where(z[..., :n, :n], 0).sum(-1)
     swaps = (z[..., n, :n] != columns).sum(-1)
-    return diagonal, (swaps & 1).cast(a.dtype)
+    return tied_to_empty(diagonal, a), (swaps & 1).cast(a.dtype)
 
 
 def _gauss_jordan(a: Tensor, rhs: Tensor, refusal: str) -> Tensor:
@@ -298,7 +306,7 @@ def _gauss_jordan(a: Tensor, rhs: Tensor, refusal: str) -> Tensor:
     solved = z[..., :n, n : z.shape[-1] - 1] / pivots.unsqueeze(-1)
     # row i solves for the unknown of its place
     at = place.unsqueeze(-2) == Tensor.arange(n, dtype=a.dtype, device=a.device).unsqueeze(-1)
-    return at.unsqueeze(-1).where(solved.unsqueeze(-3), 0).sum(-2)
+    return tied_to_empty(at.unsqueeze(-1).where(solved.unsqueeze(-3), 0).sum(-2), a, rhs)
 
 
 def _scaled(a: Tensor) -> tuple[Tensor, Tensor]:
@@ -558,13 +566,14 @@ class FactorizeMixin:
         a = _matrices(self, "svd")
         m, n = a.shape[-2:]
         if min(m, n) == 0:
-            return SVD(*_empty_svd(a, full_matrices))
+            return SVD(*(tied_to_empty(x, a) for x in _empty_svd(a, full_matrices)))
         if a.numel() == 0:
             # an empty batch: nothing to rotate (and no largest entry to scale by)
             k = min(m, n)
             u_cols, v_rows = (m, n) if full_matrices else (k, k)
             shapes = ((m, u_cols), (k,), (v_rows, n))
-            return SVD(*(Tensor.zeros(*a.shape[:-2], *s, dtype=a.dtype, device=a.device) for s in shapes))
+            zeros = (Tensor.zeros(*a.shape[:-2], *s, dtype=a.dtype, device=a.device) for s in shapes)
+            return SVD(*(tied_to_empty(x, a) for x in zeros))
         if m >= n:
             return SVD(*jacobi_svd(a, full_matrices))
         u, s, vh = jacobi_svd(a.transpose(-1, -2), full_matrices)
@@ -675,7 +684,7 @@ class FactorizeMixin:
         s = _mirrored(self, UPLO == "U", "eigh")
         if s.numel() == 0:
             # no matrices, or 0 x 0 ones
-            return Eigh(Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s)
+            return Eigh(tied_to_empty(Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s), s)
         # a matrix with a NaN or inf gets NaN eigenvalues and vectors, as torch's: the rotations see the identity in
         # its place (converged at once; a NaN they saw would never converge)
         finite = s.isfinite().all((-2, -1), keepdim=True)
@@ -706,7 +715,7 @@ class FactorizeMixin:
             inv = (w.abs() > big).where(1 / w, 0)
             return (v * inv.unsqueeze(-2)) @ v.transpose(-1, -2)
         if min(m, n) == 0:
-            return Tensor.zeros(*a.shape[:-2], n, m, dtype=a.dtype, device=a.device)
+            return tied_to_empty(Tensor.zeros(*a.shape[:-2], n, m, dtype=a.dtype, device=a.device), a)
         return pinv_from_svd(*a.svd(full_matrices=False), cut)
 
     @autocast_op(FLOAT32)

@@ -43,9 +43,6 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
-# sorted entries x values from which searchsorted halves its way down each row instead of counting the whole row
-SEARCH_BY_HALVING = 1 << 24
-
 # module constants for assign (every optimizer step assigns each parameter): on Python 3.11 every `Ops.X` is a lookup
 # through EnumType's slow __getattr__ hook
 _BUFFER, _STORE = Ops.BUFFER, Ops.STORE
@@ -60,8 +57,44 @@ _ONE_VALUE_WRITES = frozenset({"fill_", "_foreach_zero_"})
 # one (one value written, or the last write wins; not index_put_ with accumulate, which would add each)
 _PICKED_WRITES = frozenset({"masked_fill_", "index_fill_", "index_put_"})
 _Picked = Callable[[], "Tensor"] | None
-# a write staged for a batch's realize: (the tensor, its gradient history, the value's graph)
-_Staged = tuple["Tensor", tuple[UOp, UOp] | None, UOp]
+# a write staged for a batch's realize: (the tensor, its gradient history, the value's graph, the elements written)
+_Staged = tuple["Tensor", tuple[UOp, UOp] | None, UOp, _Picked]
+# the in-place writes PyTorch runs through a view of an expand (a stride 0), adding each write: the others raise there
+_ADDING_THROUGH_EXPAND = frozenset({"index_put_(accumulate=True)"})
+
+
+class _AliasedWrite(ArgumentError):
+    """A write into a view several of whose written elements are one element of storage. `positions`: the flat
+    position in storage of each element of the view (numpy, the view's shape; -1 where the op writes nothing);
+    `zero_stride`: whether PyTorch's layout of the view steps 0 along an axis (an expand's: PyTorch refuses most
+    writes there) rather than overlapping otherwise (`unfold`'s windows: PyTorch writes each element in turn)."""
+
+    def __init__(self, shape: tuple[int, ...], positions: np.ndarray, zero_stride: bool) -> None:
+        what = "an expanded tensor" if zero_stride else "overlapping windows"
+        super().__init__(
+            f"assign: more than one element of the written-to tensor (shape {shape}, a view of {what}) refers to a "
+            "single memory location; clone() it before writing (as PyTorch)"
+        )
+        self.positions, self.zero_stride = positions, zero_stride
+
+
+def _steps_zero(positions: np.ndarray) -> bool:
+    # whether a view whose elements sit at the flat `positions` of storage (PyTorch strides: an affine map) has a
+    # stride 0 along an axis of more than one element
+    return any(n > 1 and not np.diff(positions, axis=d).any() for d, n in enumerate(positions.shape))
+
+
+def _write_ranks(positions: np.ndarray) -> np.ndarray:
+    # for each element of a view written (its flat position in storage, -1 where not written), how many elements
+    # before it in row-major order are written to the same position: the turn it takes in PyTorch's write loop
+    flat = positions.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]
+    starts = np.maximum.accumulate(np.where(first, np.arange(flat.size), 0))
+    ranks = np.empty_like(order)
+    ranks[order] = np.arange(flat.size) - starts
+    return np.where(flat >= 0, ranks, -1).reshape(positions.shape)
 
 
 def _is_storage(u: UOp) -> bool:
@@ -846,81 +879,6 @@ class IndexingMixin:
             return segments.with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
         return segments.combined_at(self, dim, index, src, reduce, include_self)
 
-    def searchsorted(
-        self,
-        values: Tensor | float,
-        right: bool = False,
-        *,
-        side: str | None = None,
-        sorter: Tensor | None = None,
-        out_int32: bool = False,
-    ) -> Tensor:
-        """For each of `values`, the index at which it would be inserted into self's sorted last axis to keep it
-        sorted (the first such index, the last with `right` or side="right"), as torch.searchsorted; self 1-D, or its
-        leading axes matching values' (one sorted row per row of values); `sorter`: the indices that sort self's last
-        axis (argsort's), for an unsorted self. int32 with or without `out_int32` (torch's default is int64).
-
-        >>> Tensor([1.0, 3.0, 5.0]).searchsorted(Tensor([0.0, 3.0, 6.0])).tolist()
-        [0, 1, 3]
-        """
-        if side is not None:
-            if side not in ("left", "right"):
-                raise ArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
-            right = side == "right"
-        if not isinstance(values, Tensor):
-            values = Tensor(values, device=self.device, dtype=self.dtype)
-        if self.ndim == 0:
-            raise ShapeError("searchsorted: the sorted sequence must have at least one axis")
-        if sorter is not None:
-            if sorter.shape != self.shape:
-                raise ShapeError(f"searchsorted: sorter {sorter.shape} must have the sequence's shape {self.shape}")
-            return self.gather(-1, sorter).searchsorted(values, right)
-        if self.ndim > 1 and (values.ndim != self.ndim or values.shape[:-1] != self.shape[:-1]):
-            raise ShapeError(
-                f"searchsorted: values {values.shape} must match the sorted sequence {self.shape} but for the last axis"
-            )
-        m = self.shape[-1]
-        if m * values.numel() >= SEARCH_BY_HALVING:
-            # a binary search, PyTorch's step for step: log2(m) gathers instead of m compares per value
-            if self.ndim == 1:
-                found = segments.binary_search(self.reshape(1, m), values.reshape(1, -1), right)
-            else:
-                found = segments.binary_search(self.reshape(-1, m), values.reshape(-1, values.shape[-1]), right)
-            return found.reshape(values.shape)
-        # how many of the row's entries sort before each value, counted (a NaN value goes past them all, as PyTorch's
-        # search)
-        seq = self.unsqueeze(-2) if self.ndim > 1 else self.reshape((1,) * values.ndim + self.shape)
-        v = values.unsqueeze(-1)
-        after = (seq > v) if right else (seq >= v)
-        if not dtypes.is_float(self.dtype):
-            before = after.logical_not() | v.isnan() if dtypes.is_float(values.dtype) else after.logical_not()
-            return before.cast(dtypes.int32).sum(-1)
-        # a row sorted as torch.sort leaves it ends in its NaNs, which PyTorch's search takes as "go right": it
-        # answers the count a of numbers before the value, unless its probes reach the NaNs first, and then m. While
-        # every probe goes right it probes a fixed spine of positions (for m); the first spine probe at or past a
-        # settles it: a number there (< the count b of numbers) means a, a NaN means m
-        # (a NaN entry is never "after" the value: counted with the numbers before it, then taken off)
-        nans = (self if self.ndim > 1 else self.reshape((1,) * (values.ndim - 1) + (m,))).isnan().cast(dtypes.int32)
-        nans = nans.sum(-1, keepdim=True) if values.ndim else nans.sum()
-        a = after.logical_not().cast(dtypes.int32).sum(-1) - nans
-        b = m - nans
-        first_probe: Tensor | int = m
-        for p in reversed(_search_spine(m)):
-            first_probe = (a <= p).where(p, first_probe)
-        return (first_probe < b).where(a, m)
-
-    def bucketize(self, boundaries: Tensor, right: bool = False, *, out_int32: bool = False) -> Tensor:
-        """For each element, the index of its bucket among the sorted 1-D `boundaries`, as torch.bucketize: i with
-        boundaries[i-1] < x <= boundaries[i] (boundaries[i-1] <= x < boundaries[i] with `right`). int32 with or
-        without `out_int32` (torch's default is int64).
-
-        >>> Tensor([0.5, 1.0, 7.0]).bucketize(Tensor([1.0, 5.0])).tolist()
-        [0, 0, 2]
-        """
-        if boundaries.ndim != 1:
-            raise ShapeError(f"bucketize: boundaries must be 1-D, got shape {boundaries.shape}")
-        return boundaries.searchsorted(self, right=right)
-
     def nonzero(self, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
         """The indices of the nonzero elements as an (n, ndim) int32 tensor, in row-major order (torch.nonzero);
         with `as_tuple=True` one 1-D tensor of indices per dimension (a 0-d tensor: one, of its 0 or 1 hits), as
@@ -1039,9 +997,19 @@ class IndexingMixin:
             with _unseen_by_autograd(source):
                 source.assign(x).realize()
             live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
-        elif self._store(x) and self._view_of is not None and self._view_of() is not None:
+        elif self._store_overlapping(x) and self._view_of is not None and self._view_of() is not None:
             self.realize()
         return self
+
+    def _store_overlapping(self, x: Any) -> bool:
+        # `_store`, also into overlapping windows (`w[...] = v`, w an unfold's): PyTorch's loop writes each element in
+        # turn, so the last in row-major order wins
+        try:
+            return self._store(x)
+        except _AliasedWrite as alias:
+            if alias.zero_stride:
+                raise
+            return self._store(x, aliased_ok=True)
 
     def _store(self, x: Any, aliased_ok: bool = False, picked: _Picked = None) -> bool:
         # assign's STORE, not run: whether it writes through a view (of a live tensor, which must show it);
@@ -1091,12 +1059,11 @@ class IndexingMixin:
                 # (the elements not picked are written nowhere: position -1, which matches none)
                 positions = picked()._broadcast_to(self.shape).where(positions, -1)
             if expanded and not aliased_ok:
-                flat = positions.numpy()[positions.numpy() >= 0]
+                written = positions.numpy()
+                flat = written[written >= 0]
                 if np.unique(flat).size < flat.size:
-                    raise ArgumentError(
-                        f"assign: more than one element of the written-to tensor (shape {self.shape}, a view of an "
-                        "expanded tensor) refers to a single memory location; clone() it before writing (as PyTorch)"
-                    )
+                    every = written if picked is None else _positions_of(target, base, self.device).numpy()
+                    raise _AliasedWrite(self.shape, written, _steps_zero(every))
             whole = Tensor(base)
             whole._store(whole._overwritten_at(positions, Tensor(_storage_uop(x.uop))))
             store = _view_of(target, base, whole.uop)
@@ -1120,14 +1087,20 @@ def update_all_in_place(
     picks = picks if picks is not None else [None] * len(targets)
     try:
         for t, compute, picked in zip(targets, computes, picks, strict=True):
-            staged_one = _stage_in_place(t, compute(), op, picked)
+            try:
+                staged_one = _stage_in_place(t, compute(), op, picked)
+            except _AliasedWrite as alias:
+                if alias.zero_stride and op not in _ADDING_THROUGH_EXPAND:
+                    raise
+                _write_in_turns(t, compute, op, alias.positions)
+                continue
             if staged_one is not None:
                 staged.append(staged_one)
     finally:
         # (the writes staged before an error still land, as those of the loop's earlier ops)
         if staged:
-            staged[0][0].realize(*[t for t, _, _ in staged[1:]])
-    for t, history, value_graph in staged:
+            staged[0][0].realize(*[t for t, _, _, _ in staged[1:]])
+    for t, history, value_graph, picked in staged:
         if history is None:
             continue
         # a realized value a backward() still follows to the graph that computed it: the result is written where
@@ -1139,10 +1112,27 @@ def update_all_in_place(
             forget_source(node)
             continue
 
-        def written(old: Tensor, value: Tensor, view: UOp = view, node: UOp = node) -> Tensor:
-            return old._overwritten_at(_positions_of(view, node, old.device), value)
+        def written(old: Tensor, value: Tensor, view: UOp = view, node: UOp = node, picked: _Picked = picked) -> Tensor:
+            positions = _positions_of(view, node, old.device)
+            if picked is not None:
+                # (the elements not written keep the old value, for the gradient too: a round of `_write_in_turns`)
+                positions = picked()._broadcast_to(positions.shape).where(positions, -1)
+            return old._overwritten_at(positions, value)
 
         _remember_write(node, source, value_graph, None if view is node else written)
+
+
+def _write_in_turns(t: Tensor, compute: Callable[[], Tensor], op: str, positions: np.ndarray) -> None:
+    # an in-place op into a view whose written elements alias (overlapping `unfold` windows, or index_put_ adding
+    # through an expand), as PyTorch's loop, which writes each element in turn (row-major): the element of storage
+    # several show takes the op once per element, each time on the value the one before left (`w.add_(1)` adds once
+    # per window, `w.mul_(2)` doubles as often; a copy's last write wins). Done in rounds: round r writes the
+    # elements that are the r-th to reach their storage (so no two of them alias), on the values the rounds before
+    # left; each a write of its own, so a gradient follows them all
+    ranks = _write_ranks(positions)
+    for turn in range(int(ranks.max()) + 1):
+        mask = Tensor(ranks == turn, device=t.device)
+        update_all_in_place([t], [compute], op, [lambda mask=mask: mask])
 
 
 def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) -> _Staged | None:
@@ -1177,17 +1167,7 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) 
     history = _gradient_history(t.uop)
     value_graph = result.uop
     t._store(result, aliased_ok=op in _ONE_VALUE_WRITES or op in _PICKED_WRITES, picked=picked)
-    return t, history, value_graph
-
-
-def _search_spine(m: int) -> list[int]:
-    """The positions PyTorch's binary search over m entries probes while every probe sends it right (ascending)."""
-    spine, lo = [], 0
-    while lo < m:
-        mid = lo + ((m - lo) >> 1)
-        spine.append(mid)
-        lo = mid + 1
-    return spine
+    return t, history, value_graph, picked
 
 
 def _in_place_method(name: str) -> Callable[..., Tensor]:

@@ -20,7 +20,7 @@ from uopkit.tensor.factorize import (
     epsilon,
     pinv_from_svd,
 )
-from uopkit.tensor.support import ArgumentError, DTypeError, ShapeError, _normalize_axis
+from uopkit.tensor.support import ArgumentError, DTypeError, ShapeError, _normalize_axis, tied_to_empty
 from uopkit.tensor.triangular import triangular_solve
 
 if TYPE_CHECKING:
@@ -107,11 +107,15 @@ class MatrixMixin:
         4.0
         """
         a = _matrices(self, "cond")
+        if p is not None and p not in (2, -2):
+            a = _square(a, "cond")
+        if a.numel() == 0:
+            # (no entries: 0, as torch's, whatever the norm, and not requiring grad)
+            return Tensor.zeros(a.shape[:-2], dtype=a.dtype, device=a.device)
         if p is None or p in (2, -2):
             sv = a.svd(full_matrices=False)[1]
             big, small = sv.max(-1), sv.min(-1)
             return small / big if p == -2 else big / small
-        a = _square(a, "cond")
         return a.matrix_norm(p) * a.inverse().matrix_norm(p)
 
     @autocast_op(FLOAT32)
@@ -156,7 +160,7 @@ class MatrixMixin:
         batch, dtype = a.shape[:-2], a.dtype
         cut = max(m, n) * epsilon(dtype) if rcond is None or rcond < 0 else rcond
         if min(m, n) == 0:
-            solution = Tensor.zeros(*batch, n, rhs.shape[-1], dtype=dtype, device=a.device)
+            solution = tied_to_empty(Tensor.zeros(*batch, n, rhs.shape[-1], dtype=dtype, device=a.device), a, rhs)
             rank = Tensor.zeros(batch, dtype=dtypes.int64, device=a.device)
         else:
             # one SVD for the solution and the rank (each is a Jacobi iteration with a realize per round)
@@ -164,7 +168,9 @@ class MatrixMixin:
             solution = pinv_from_svd(u, sv, vh, cut) @ rhs
             rank = (sv > sv.max(-1, keepdim=True) * cut).sum(-1).cast(dtypes.int64)
         empty = Tensor.empty(0, dtype=dtype, device=a.device)
-        return LstsqResult(solution.squeeze(-1) if vector else solution, empty, rank, empty)
+        # (torch's empty residuals come from A and B: they require grad where those do)
+        residuals = tied_to_empty(empty, a) if min(m, n) == 0 or a.numel() == 0 else empty
+        return LstsqResult(solution.squeeze(-1) if vector else solution, residuals, rank, empty)
 
     @autocast_op(FLOAT32)
     def solve_triangular(  # type: ignore[misc]

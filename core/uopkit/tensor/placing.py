@@ -1,6 +1,7 @@
 """Out-of-place writes of values into positions of a tensor, PyTorch's *_scatter family and its put-like methods
 (diagonal_scatter, select_scatter, slice_scatter, index_put, masked_scatter, put, index_add, index_copy, index_fill,
-index_reduce), with their in-place variants; compared with torch in tests/test_placing.py and tests/test_indexing.py.
+index_reduce), with their in-place variants, and the searches for positions in sorted rows (searchsorted, bucketize);
+compared with torch in tests/test_placing.py, tests/test_indexing.py and tests/test_segments.py.
 
 Each is a lazy graph built from the other mixins' public methods (where, pad, scatter_reduce, indexing), so its
 gradient is theirs: the written positions send the gradient to the values, the others to the tensor. The in-place
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uopkit.dtype import dtypes
+from uopkit.tensor import segments
 from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+# sorted entries x values from which searchsorted halves its way down each row instead of counting the whole row
+SEARCH_BY_HALVING = 1 << 24
 
 
 def _need_tensor(op: str, name: str, x: Any) -> None:
@@ -139,6 +143,83 @@ class PlacingMixin:
         on_diagonal = Tensor.eye(n, dtype=dtypes.bool, device=self.device).pad(corner)
         placed = src.cast(self.dtype).diag_embed().pad(((0, 0),) * (x.ndim - 2) + corner)
         return on_diagonal.where(placed, x).permute(np.argsort(order).tolist())
+
+    # ---- searchsorted and bucketize: where values go in sorted rows
+
+    def searchsorted(
+        self,
+        values: Tensor | float,
+        right: bool = False,
+        *,
+        side: str | None = None,
+        sorter: Tensor | None = None,
+        out_int32: bool = False,
+    ) -> Tensor:
+        """For each of `values`, the index at which it would be inserted into self's sorted last axis to keep it
+        sorted (the first such index, the last with `right` or side="right"), as torch.searchsorted; self 1-D, or its
+        leading axes matching values' (one sorted row per row of values); `sorter`: the indices that sort self's last
+        axis (argsort's), for an unsorted self. int32 with or without `out_int32` (torch's default is int64).
+
+        >>> Tensor([1.0, 3.0, 5.0]).searchsorted(Tensor([0.0, 3.0, 6.0])).tolist()
+        [0, 1, 3]
+        """
+        if side is not None:
+            if side not in ("left", "right"):
+                raise ArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+            right = side == "right"
+        if not isinstance(values, Tensor):
+            values = Tensor(values, device=self.device, dtype=self.dtype)
+        if self.ndim == 0:
+            raise ShapeError("searchsorted: the sorted sequence must have at least one axis")
+        if sorter is not None:
+            if sorter.shape != self.shape:
+                raise ShapeError(f"searchsorted: sorter {sorter.shape} must have the sequence's shape {self.shape}")
+            return self.gather(-1, sorter).searchsorted(values, right)
+        if self.ndim > 1 and (values.ndim != self.ndim or values.shape[:-1] != self.shape[:-1]):
+            raise ShapeError(
+                f"searchsorted: values {values.shape} must match the sorted sequence {self.shape} but for the last axis"
+            )
+        m = self.shape[-1]
+        if m * values.numel() >= SEARCH_BY_HALVING:
+            # a binary search, PyTorch's step for step: log2(m) gathers instead of m compares per value
+            if self.ndim == 1:
+                found = segments.binary_search(self.reshape(1, m), values.reshape(1, -1), right)
+            else:
+                found = segments.binary_search(self.reshape(-1, m), values.reshape(-1, values.shape[-1]), right)
+            return found.reshape(values.shape)
+        # how many of the row's entries sort before each value, counted (a NaN value goes past them all, as PyTorch's
+        # search)
+        seq = self.unsqueeze(-2) if self.ndim > 1 else self.reshape((1,) * values.ndim + self.shape)
+        v = values.unsqueeze(-1)
+        after = (seq > v) if right else (seq >= v)
+        if not dtypes.is_float(self.dtype):
+            before = after.logical_not() | v.isnan() if dtypes.is_float(values.dtype) else after.logical_not()
+            return before.cast(dtypes.int32).sum(-1)
+        # a row sorted as torch.sort leaves it ends in its NaNs, which PyTorch's search takes as "go right": it
+        # answers the count a of numbers before the value, unless its probes reach the NaNs first, and then m. While
+        # every probe goes right it probes a fixed spine of positions (for m); the first spine probe at or past a
+        # settles it: a number there (< the count b of numbers) means a, a NaN means m
+        # (a NaN entry is never "after" the value: counted with the numbers before it, then taken off)
+        nans = (self if self.ndim > 1 else self.reshape((1,) * (values.ndim - 1) + (m,))).isnan().cast(dtypes.int32)
+        nans = nans.sum(-1, keepdim=True) if values.ndim else nans.sum()
+        a = after.logical_not().cast(dtypes.int32).sum(-1) - nans
+        b = m - nans
+        first_probe: Tensor | int = m
+        for p in reversed(_search_spine(m)):
+            first_probe = (a <= p).where(p, first_probe)
+        return (first_probe < b).where(a, m)
+
+    def bucketize(self, boundaries: Tensor, right: bool = False, *, out_int32: bool = False) -> Tensor:
+        """For each element, the index of its bucket among the sorted 1-D `boundaries`, as torch.bucketize: i with
+        boundaries[i-1] < x <= boundaries[i] (boundaries[i-1] <= x < boundaries[i] with `right`). int32 with or
+        without `out_int32` (torch's default is int64).
+
+        >>> Tensor([0.5, 1.0, 7.0]).bucketize(Tensor([1.0, 5.0])).tolist()
+        [0, 0, 2]
+        """
+        if boundaries.ndim != 1:
+            raise ShapeError(f"bucketize: boundaries must be 1-D, got shape {boundaries.shape}")
+        return boundaries.searchsorted(self, right=right)
 
     # ---- index_put and put: writes at positions found by indexing a tensor of flat positions
 
@@ -390,3 +471,13 @@ class PlacingMixin:
         return self._update_in_place(
             lambda: self.index_reduce(dim, index, source, reduce, include_self), "index_reduce_"
         )
+
+
+def _search_spine(m: int) -> list[int]:
+    """The positions PyTorch's binary search over m entries probes while every probe sends it right (ascending)."""
+    spine, lo = [], 0
+    while lo < m:
+        mid = lo + ((m - lo) >> 1)
+        spine.append(mid)
+        lo = mid + 1
+    return spine

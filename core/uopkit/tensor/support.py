@@ -390,6 +390,16 @@ def _shape_args(shape: tuple) -> tuple[int, ...]:
     return sizes
 
 
+def tied_to_empty(out: Tensor, *inputs: Tensor) -> Tensor:
+    """`out`, a result made without reading `inputs` that have no elements (a factorization of 0 x 0 matrices, of an
+    empty batch), with their graphs added in (their empty sums, a zero): it requires grad where one of them does and a
+    backward gives them their zero-size gradients, as torch's results of empty matrices."""
+    for x in inputs:
+        if x.numel() == 0 and x.requires_grad:
+            out = out + x.sum().cast(out.dtype)
+    return out
+
+
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...], op: str) -> tuple[int, ...]:
     n = max(len(a), len(b))
     pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b

@@ -655,7 +655,8 @@ class Tensor(
         only = _backward_inputs(inputs)
         every = {k for ks in wanting.values() for k in ks}
         base = self.uop
-        while base.op in GroupOp.Movement:
+        # (a view of a leaf made from a constant, `Tensor.zeros(1).requires_grad_().sum()`, is over the leaf's DETACH)
+        while base.op in GroupOp.Movement and base not in every:
             base = base.src[0]
         if base.op is Ops.DETACH and base not in every:
             raise RuntimeError(

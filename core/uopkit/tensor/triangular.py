@@ -22,6 +22,7 @@ from uopkit.gradient import set_gradient
 from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.replay import replay_call
 from uopkit.tensor.rounds import repeated
+from uopkit.tensor.support import tied_to_empty
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def triangular_solve(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor:
     triangle is not read; `unit`: nor its diagonal, taken as ones). Its gradient is torch's: g_y = t^-T g solves the
     transposed system, g_t = -g_y x^T on t's triangle."""
     if t.shape[-1] == 0:
-        return y
+        return tied_to_empty(y, t)
     x = _solve(t, y, upper, unit)
     t_uop, x_uop = t.uop, x.uop
 
