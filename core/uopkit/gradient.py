@@ -26,6 +26,7 @@ class GradientError(RuntimeError):
 _DEVICE, _BUFFER, _COPY, _KERNEL, _CONST = Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.CONST
 _RESHAPE, _EXPAND, _REDUCE_AXIS = Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE_AXIS
 _ADD, _NEG, _FDIV, _DETACH = Ops.ADD, Ops.NEG, Ops.FDIV, Ops.DETACH
+_BF16 = dtypes.bfloat16
 
 
 @dataclass
@@ -304,8 +305,29 @@ def set_gradient(node: UOp, inputs: tuple[UOp, ...], rule: GradientRule) -> None
     the chain through its windows' movement ops is a slow gather). The walk then skips the subgraph between them.
 
     `rule` must be the exact gradient of `node` (nodes are shared: anyone who builds the same node gets it) and must
-    not hold `node` itself (that would keep the entry alive for good)."""
-    _gradient_rules[node] = (tuple(inputs), rule)
+    not hold `node` itself (that would keep the entry alive for good).
+
+    A bfloat16 value is read through the graph of its uint16 bits, which is where a walk meets it: a rule given to one,
+    or taking bfloat16 inputs, is restated over those bits (`uopkit.tensor.bits_gradients`)."""
+    inputs = tuple(inputs)
+    if _restatement is not None and (node.dtype is _BF16 or any(u.dtype is _BF16 for u in inputs)):
+        nodes, inputs, rule = _restatement(node, inputs, rule)
+        for n in nodes:
+            _gradient_rules[n] = (inputs, rule)
+        return
+    _gradient_rules[node] = (inputs, rule)
+
+
+# (node, inputs, rule) -> (nodes, inputs, rule): a rule given to a bfloat16 value, or taking bfloat16 inputs, restated
+# over the graphs of their bits (`uopkit.tensor.bits_gradients`, which registers it: the tensor layer builds those)
+Restatement = Callable[[UOp, tuple[UOp, ...], GradientRule], tuple[tuple[UOp, ...], tuple[UOp, ...], GradientRule]]
+_restatement: Restatement | None = None
+
+
+def restate_bfloat16_rules(restatement: Restatement) -> None:
+    """Have `set_gradient` restate the rules given to bfloat16 values (or taking bfloat16 inputs) with `restatement`."""
+    global _restatement
+    _restatement = restatement
 
 
 def given_gradient(node: UOp) -> tuple[tuple[UOp, ...], GradientRule] | None:

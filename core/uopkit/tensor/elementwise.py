@@ -18,6 +18,7 @@ from uopkit.dtype import (
     to_dtype,
 )
 from uopkit.tensor import segments
+from uopkit.tensor.bits_gradients import set_cast_gradient
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
@@ -451,7 +452,7 @@ class ElementwiseMixin:
             bits = Tensor(storage).cast(dtypes.uint32).lshift(16)
             out = bits.bitcast(dtypes.float32).cast(dt)
             if dtypes.is_float(dt):
-                _bf16_cast_gradient(out.uop, storage, dtypes.float32, rounded=True)
+                set_cast_gradient(out.uop, storage, dtypes.float32, rounded=True)
             return out
         if dt == dtypes.bfloat16:
             f = self.cast(dtypes.float32)
@@ -462,9 +463,8 @@ class ElementwiseMixin:
             stored = bits.cast(dtypes.uint16).uop
             out = Tensor(UOp(Ops.BITCAST, dt, (stored,)))
             if dtypes.is_float(self.dtype):
-                # (a gradient arrives at the bits from a read of them, or at the value when it is the root)
-                _bf16_cast_gradient(stored, self.uop, self.dtype)
-                _bf16_cast_gradient(out.uop, self.uop, self.dtype)
+                # (given to the value's bits too, where a read of them passes its gradient: `bits_gradients`)
+                set_cast_gradient(out.uop, self.uop, self.dtype)
             return out
         if dt == dtypes.float16 and self.dtype == dtypes.float64:
             # through float32 as torch's (rounded twice: 65519.99999 is inf, not 65504), on every backend alike
@@ -1129,19 +1129,3 @@ class ElementwiseMixin:
         else:
             found = (self.unsqueeze(-1) == tests.reshape(*((1,) * self.ndim), -1)).any(-1)
         return found.logical_not() if invert else found
-
-
-def _bf16_cast_gradient(node: UOp, source: UOp, to: DType, rounded: bool = False) -> None:
-    """A cast to or from bfloat16 passes the gradient on, as any cast between float types. A bfloat16 value is a graph
-    of uint16 bits (`support._storage_uop`), whose integer ops have no gradient: the gradient of those bits is the
-    value's, in float32, rounded to bfloat16 (`rounded`) where the value is read, as PyTorch's gradient of a bfloat16
-    tensor is a bfloat16 tensor."""
-    from uopkit.gradient import set_gradient
-
-    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
-        grad = Tensor(g)
-        if rounded:
-            grad = grad.cast(dtypes.bfloat16)
-        return (grad.cast(to).uop,)
-
-    set_gradient(node, (source,), rule)

@@ -120,7 +120,7 @@ class FunctionalMixin:
             axis = _normalize_axis(axis, self.ndim, "softmax", self.shape)
         if dtype is None and self.dtype in dtypes.halves:
             # computed in float32, rounded once (as PyTorch; see support.in_float32)
-            return self.float().softmax(axis).cast(self.dtype)
+            return _with_half_softmax_gradient(self.float().softmax(axis).cast(self.dtype), self, axis, False)
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:
             return x
@@ -142,7 +142,7 @@ class FunctionalMixin:
             # (checked here: the error names log_softmax, not the max inside it)
             axis = _normalize_axis(axis, self.ndim, "log_softmax", self.shape)
         if dtype is None and self.dtype in dtypes.halves:
-            return self.float().log_softmax(axis).cast(self.dtype)
+            return _with_half_softmax_gradient(self.float().log_softmax(axis).cast(self.dtype), self, axis, True)
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:
             return x
@@ -702,3 +702,27 @@ def _safe_softmax(x: Tensor) -> Tensor:
     empty = top == -math.inf
     e = (x - empty.where(0.0, top)).exp()
     return e * empty.where(1.0, e.sum(-1, keepdim=True)).reciprocal()
+
+
+def _with_half_softmax_gradient(out: Tensor, x: Tensor, axis: int, log: bool) -> Tensor:
+    """`out`, the (log_)softmax of the half float x along `axis`, with x's gradient computed as PyTorch's CPU backward
+    computes it: from the rounded output, in float32, rounded once (softmax: y * (g - sum(g * y)); log_softmax:
+    g - exp(y) * sum(g)). The chain through the float32 forward's nodes used the unrounded values: a third of a
+    bfloat16 attention's score gradients were a unit in the last place off."""
+    from uopkit.gradient import set_gradient
+
+    x_uop = x.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
+        # (the output built again, the same node: a rule must not hold the node it is the gradient of)
+        x_now = Tensor(x_uop)
+        y = (x_now.log_softmax(axis) if log else x_now.softmax(axis)).float()
+        grad = Tensor(g).float()
+        if log:
+            d = grad - y.exp() * grad.sum(axis, keepdim=True)
+        else:
+            d = y * (grad - (grad * y).sum(axis, keepdim=True))
+        return (d.cast(x_uop.dtype).uop,)
+
+    set_gradient(out.uop, (x_uop,), rule)
+    return out

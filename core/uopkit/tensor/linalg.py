@@ -400,9 +400,17 @@ class LinalgMixin:
         pads = tuple((d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, d_, p_, op_, strict=True))
         if all(s == 1 for s in s_):
             return self._transposed_conv(weight, groups, s_, d_, pads, bias)
-        out = self._transposed_conv(weight, groups, s_, d_, pads)
-        out = _with_adjoint_gradient(out, self, weight, s_, d_, p_, groups)
-        return out if bias is None else out + bias.cast(out.dtype).reshape((1, out.shape[1]) + (1,) * nd)
+        x, w, out_dt = self, weight, least_upper_dtype(self.dtype, weight.dtype)
+        if out_dt in dtypes.halves:
+            # computed in float32 (its products exact there, as a half convolution's own) and rounded once, after the
+            # bias is added to the sums, as torch's (added after the rounding: 25-30% of bfloat16 outputs were a unit
+            # in the last place off)
+            x, w = self.cast(dtypes.float32), weight.cast(dtypes.float32)
+            bias = None if bias is None else bias.cast(out_dt).cast(dtypes.float32)
+        out = _with_adjoint_gradient(x._transposed_conv(w, groups, s_, d_, pads), x, w, s_, d_, p_, groups)
+        if bias is not None:
+            out = out + bias.cast(out.dtype).reshape((1, out.shape[1]) + (1,) * nd)
+        return out.cast(out_dt)
 
     def _transposed_conv(
         self,
@@ -557,14 +565,6 @@ class LinalgMixin:
         >>> Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()
         [[[[5, 7], [13, 15]]]]
         """
-        if self.dtype == dtypes.bfloat16:
-            # pooled in float32 (exact both ways): a reader of a bfloat16 value reads its uint16 bits, past the node the
-            # first-max gradient is given to, and the max reduce's own rule shared a tie (1.0625 twice in a window
-            # after a ReLU under CPU autocast: half the gradient each, where torch's goes to the first)
-            pooled = self.float().max_pool2d(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-            if return_indices:
-                return pooled[0].cast(dtypes.bfloat16), pooled[1]
-            return pooled.cast(dtypes.bfloat16)
         k_, s_, d_, pads, extra = self._pool_prepare(kernel_size, stride, dilation, padding, ceil_mode, "max_pool2d")
         n = len(k_)
         full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra, strict=True))

@@ -662,7 +662,7 @@ def _incomplete_gamma_method(self: Tensor, other: Tensor, upper: bool) -> Tensor
         a_, x_ = Tensor(a_uop), Tensor(x_uop)
         # d P / dx = x^(a-1) e^-x / Gamma(a), torch's formula (NaN at x = 0 for a = 1, as torch's)
         d = ((a_ - 1) * x_.log() - x_ - a_.lgamma()).exp()
-        return ((-d if upper else d).uop.cast(g.dtype) * g, None)[: len(wanted)]
+        return ((-d if upper else d).cast(g.dtype).uop * g, None)[: len(wanted)]
 
     set_gradient(value.uop, (x_uop, a_uop) if a_uop is not x_uop else (x_uop,), rule)
     return value

@@ -367,7 +367,7 @@ class TorchSpecialMixin:
             if len(wanted) == 1:
                 return (None,)
             x_, q_ = Tensor(x_uop), Tensor(q_uop)
-            return (None, (g * (-x_ * (x_ + 1).zeta(q_)).uop.cast(g.dtype)) if wanted[1] else None)
+            return (None, (g * (-x_ * (x_ + 1).zeta(q_)).cast(g.dtype).uop) if wanted[1] else None)
 
         if x_uop is q_uop:
             set_gradient(out.uop, (x_uop,), rule)

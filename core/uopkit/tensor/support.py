@@ -716,7 +716,7 @@ def _with_derivative_of(value: Tensor, x: Tensor, derivative: Callable[[Tensor],
     x_uop = x.uop
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
-        return (g * derivative(Tensor(x_uop)).uop.cast(g.dtype),)
+        return (g * derivative(Tensor(x_uop)).cast(g.dtype).uop,)
 
     set_gradient(value.uop, (x_uop,), rule)
     return value
@@ -777,10 +777,15 @@ def _times_derivative(g: UOp, d: UOp | tuple[UOp, UOp]) -> UOp:
     # the mask is off gives 0, where a product would give nan
     if isinstance(d, tuple):
         mask, factor = d
-        return mask.where(g * factor.cast(g.dtype), 0.0)
+        return mask.where(g * _cast_uop(factor, g.dtype), 0.0)
     if d.dtype == dtypes.bool:
         return d.where(g, 0.0)
-    return g * d.cast(g.dtype)
+    return g * _cast_uop(d, g.dtype)
+
+
+def _cast_uop(u: UOp, dtype: DType) -> UOp:
+    # (a bfloat16 value is read through its bits: cast as a Tensor)
+    return Tensor(u).cast(dtype).uop if u.dtype == dtypes.bfloat16 else u.cast(dtype)
 
 
 def _host_np_dtype(dtype: DType) -> Any:

@@ -32,6 +32,7 @@ from uopkit.schedule import StaleReads, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor import autocast as _autocast_module
 from uopkit.tensor import bitonic as _bitonic_module
+from uopkit.tensor import bits_gradients as _bits_gradients_module
 from uopkit.tensor import blocksort as _blocksort_module
 from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import copies as _copies_module
@@ -806,6 +807,7 @@ class Tensor(
 # the mixin modules and the shared helpers build Tensors: bind the class in each of them, now that it exists
 for _module in (
     _autocast_module,
+    _bits_gradients_module,
     _composite_module,
     support,
     _creation_module,
