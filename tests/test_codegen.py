@@ -10,7 +10,7 @@ from uopkit.codegen import get_program
 from uopkit.engine.realize import method_cache
 from uopkit.helpers import Context
 from uopkit.schedule import create_schedule, kernelize_tensors
-from uopkit.uop.ops import Ops
+from uopkit.uop.ops import Ops, UOp
 
 
 def _item(t):
@@ -469,3 +469,48 @@ def test_a_causal_mask_on_a_matmul_tile_selects_by_vector_masks(mask):
     assert "?" not in src.split("void r_", 1)[1]
     want = (torch.from_numpy(a) @ torch.from_numpy(b)).masked_fill(torch.ones(n, n).triu(1).bool(), float("-inf"))
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _view(op, u, arg):
+    return UOp(op, u.dtype, (u,), arg)
+
+
+def _full(value, shape, dtype=dtypes.float):
+    return _view(Ops.EXPAND, _view(Ops.RESHAPE, UOp.const(dtype, value), (1,) * len(shape)), shape)
+
+
+def _rows_max_gathered_kernel():
+    # x - x.max(dim=1, keepdim=True)[0] for x = cat of three row windows of one buffer, each scaled by a (6,) weight
+    # (a ghost batch norm's chunks, then entmax): the max's index is an argmax over the rows' pieces, read back from
+    # its accumulator after the loop ends, and the value at it is gathered from each piece, whose loads are gated by
+    # the piece's rows
+    f32, i32 = dtypes.float, dtypes.int
+    src = UOp(Ops.DEFINE_GLOBAL, f32.ptr(60), (), 1)
+    weight = _view(Ops.RESHAPE, UOp(Ops.LOAD, f32, (UOp(Ops.DEFINE_GLOBAL, f32.ptr(6), (), 2),)), (1, 6))
+    x, start = None, 0
+    for k, rows in enumerate((4, 4, 2)):
+        window = UOp.variable("window1" if k == 0 else f"window1_{k}", 0, 60 - 6 * rows)
+        piece = _view(Ops.RESHAPE, UOp(Ops.LOAD, f32, (src, window), 6 * rows), (rows, 6))
+        piece = _view(Ops.RESHAPE, piece * _view(Ops.EXPAND, weight, (rows, 6)), (rows, 6))
+        pad = ((start, 10 - start - rows), (0, 0))
+        mask = _view(Ops.PAD, _full(True, (rows, 6), dtypes.bool), pad)
+        piece = mask.where(_view(Ops.PAD, piece, pad), _full(-0.0, (10, 6)))
+        x, start = piece if x is None else x + piece, start + rows
+    row_max = UOp(Ops.LOAD, f32, (UOp(Ops.DEFINE_GLOBAL, f32.ptr(10), (), 3),))
+    hit = UOp(Ops.CMPEQ, dtypes.bool, (x, _view(Ops.EXPAND, _view(Ops.RESHAPE, row_max, (10, 1)), (10, 6))))
+    iota = _view(Ops.EXPAND, _view(Ops.RESHAPE, UOp(Ops.IOTA, i32, (), 6), (1, 6)), (10, 6))
+    countdown = hit.where(_full(6, (10, 6), i32) - iota, _full(0, (10, 6), i32))
+    index = _full(6, (10, 1), i32) - UOp(Ops.REDUCE_AXIS, i32, (countdown,), (Ops.MAX, (1,)))
+    first = UOp(Ops.CMPEQ, dtypes.bool, (_view(Ops.EXPAND, index, (10, 6)), iota))
+    picked = UOp(Ops.REDUCE_AXIS, f32, (first.where(x, _full(-0.0, (10, 6))),), (Ops.ADD, (1,)))
+    out = _view(Ops.RESHAPE, UOp(Ops.DEFINE_GLOBAL, f32.ptr(60), (), 0), (10, 6))
+    return UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, x - _view(Ops.EXPAND, picked, (10, 6)))),))
+
+
+def test_gather_at_an_argmax_over_gated_pieces_closes_each_loop_once():
+    # simplifying a gated load's address knowing its gate holds (the piece's rows) must not rebuild what the address
+    # reads from a finished loop (the argmax's accumulator): the copy was a second END of the argmax's loop, and no
+    # order of the code could place it (LinearizeError from a ghost-batch-norm TabNet's backward pass)
+    uops = get_program(_rows_max_gathered_kernel(), Device["CPU"].renderer).uops
+    ended = [u.src[1] for u in uops if u.op is Ops.END]
+    assert len(ended) == len(set(ended)) == sum(u.op is Ops.RANGE for u in uops)

@@ -106,3 +106,33 @@ def test_a_100k_op_chain_realizes():
         x = x + 1
     with shallow_stack():
         np.testing.assert_allclose(x.numpy(), np.full(4, 100_001.0))
+
+
+def test_backward_walks_each_realized_value_once(monkeypatch):
+    # backward() puts each realized value back as the graph that computed it; a graph read by several later realized
+    # values (each layer realizing two values that both read the layer before, as a sort and a gather inside
+    # sparsemax do) is walked once, not once per path to it (2**layers walks: a 2-step TabNet's backward ran past
+    # 10 minutes)
+    import torch
+
+    import uopkit.schedule
+
+    walks = []
+    real_walk = uopkit.schedule._unrealized_forms
+
+    def counted(*args, **kwargs):
+        walks.append(args[0])
+        return real_walk(*args, **kwargs)
+
+    monkeypatch.setattr(uopkit.schedule, "_unrealized_forms", counted)
+    layers = 12
+    x_np = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+    x, tx = Tensor(x_np, requires_grad=True), torch.tensor(x_np, requires_grad=True)
+    h, th = x, tx
+    for _ in range(layers):
+        a, b = (h * 0.5).realize(), (h.tanh() + 1).realize()
+        h, th = a * b, (th * 0.5) * (th.tanh() + 1)
+    h.sum().backward()
+    th.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert len(walks) <= 2 * layers + 1, len(walks)

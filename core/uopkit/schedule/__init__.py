@@ -313,7 +313,7 @@ def unrealized_graph(
     what the gradient reads, whatever has been overwritten since). `forms`: filled with each node that was replaced
     -> its new form, for a caller that looks for nodes of the old graph in the new one (a hooked tensor's node).
     """
-    memo = _unrealized_forms(root, keep, nodes, rebuilt, check_writes, given, forms)
+    memo = _unrealized_forms(root, keep, nodes, rebuilt, check_writes, given, forms, {})
     if isinstance(check_writes, StaleReads):
         check_writes.top = (root, memo)
     return root if memo is None else memo[root]
@@ -327,8 +327,12 @@ def _unrealized_forms(
     check_writes: bool | StaleReads,
     given: Callable[[UOp], object] | None,
     forms: dict[UOp, UOp] | None,
+    done: dict[UOp, dict[UOp, UOp] | None],
 ) -> dict[UOp, UOp] | None:
-    # `unrealized_graph`'s walk: every node of root's graph -> its new form (None where nothing was realized)
+    # `unrealized_graph`'s walk: every node of root's graph -> its new form (None where nothing was realized). `done`:
+    # the walks made so far of realized values' graphs, source -> its forms: a graph read by several later realized
+    # values (each of a chain of layers whose sort or gather realized, reading two values of the layer before) is
+    # walked once, not once per path to it (2**layers walks)
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     if check_writes and len(stale_sources):
         _check_not_stale(topo, keep)
@@ -363,7 +367,9 @@ def _unrealized_forms(
         if source is not None:
             if check_writes is True:
                 _check_not_overwritten(u, source)
-            inner = _unrealized_forms(source, keep, None, rebuilt, check_writes, given, forms)
+            if source not in done:
+                done[source] = _unrealized_forms(source, keep, None, rebuilt, check_writes, given, forms, done)
+            inner = done[source]
             followed[u] = (source, inner)
             if isinstance(check_writes, StaleReads):
                 check_writes.follow(u, source, inner)

@@ -371,6 +371,11 @@ def _swap(x: UOp, mapping: dict[UOp, UOp]) -> UOp:
     return new[x]
 
 
+def _inside_loops(n: UOp) -> bool:
+    # an address's own arithmetic: not a loop counter, nor a loop that has finished
+    return n.op is not Ops.RANGE and n.op is not Ops.END
+
+
 def do_index_given_gate(x: UOp) -> UOp | None:
     # where the gate is false the address is never used: simplify it knowing the gate holds (a padded view's offset
     # can go negative only in the padding, and its div/mod chains fold once it can't); the conditions' expressions are
@@ -380,9 +385,11 @@ def do_index_given_gate(x: UOp) -> UOp | None:
         return None
     idx = x.src[1]
     # a loop counter is a value here: what its RANGE is ordered after (an accumulator's reset, indexed by the lanes the
-    # gate bounds) is not part of the address, and rebuilt under the gate it would be a second loop
-    inner = idx.toposort(gate=lambda n: n.op is not Ops.RANGE)
-    loops = {r: r for n in (idx, *inner) for r in (n, *n.src) if r.op is Ops.RANGE}
+    # gate bounds) is not part of the address, and rebuilt under the gate it would be a second loop. So is a finished
+    # loop: an index read from an accumulator after its END (a gather at an argmax) rebuilt under the gate would be a
+    # second END of the same loop, which no order of the code can place
+    inner = idx.toposort(gate=_inside_loops)
+    loops = {r: r for n in (idx, *inner) for r in (n, *n.src) if r.op is Ops.RANGE or r.op is Ops.END}
     nodes = {**inner, **loops}
     # narrower ranges simplify divisions and remainders; a sum of products stays what it is
     if not any(n.op in (Ops.IDIV, Ops.MOD) for n in nodes):
@@ -399,7 +406,7 @@ def do_index_given_gate(x: UOp) -> UOp | None:
     simplified = simplify(_swap(idx, {**loops, **stand_ins}), {n: n for n in nodes})
     new_idx = _swap(simplified, {**loops, **{v: e for e, v in stand_ins.items()}})
     # only a smaller index: the rule can't undo what another rule did, so rewriting ends
-    if len(new_idx.toposort(gate=lambda n: n.op is not Ops.RANGE)) >= len(inner):
+    if len(new_idx.toposort(gate=_inside_loops)) >= len(inner):
         return None
     return x.replace(src=(x.src[0], new_idx, *x.src[2:]))
 
