@@ -19,7 +19,7 @@ from uopkit.dtype import (
 )
 from uopkit.engine.realize import buffers, capturing
 from uopkit.helpers import prod
-from uopkit.tensor.generator import Generator, _philox, _seed_value
+from uopkit.tensor.generator import Generator, _philox, _seed_value, random_draw_rules
 from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
@@ -382,13 +382,16 @@ class CreationMixin:
     @staticmethod
     def _rng(generator: Generator | None = None) -> np.random.Generator:
         # the next stretch of `generator`'s stream, or of the global one when None (see tensor/generator.py)
+        if generator is not None and not isinstance(generator, Generator):
+            kind = f"{type(generator).__module__}.{type(generator).__qualname__}"
+            raise TypeError(
+                f"generator must be a uopkit.Generator or None, got {kind} (a torch.Generator's stream can't be "
+                "drawn from here: make a uopkit.Generator().manual_seed(seed))"
+            )
+        # (inside a vmap: its randomness rule, uopkit.func.vmap)
+        for rule in random_draw_rules.get():
+            rule.drawing(generator)
         if generator is not None:
-            if not isinstance(generator, Generator):
-                kind = f"{type(generator).__module__}.{type(generator).__qualname__}"
-                raise TypeError(
-                    f"generator must be a uopkit.Generator or None, got {kind} (a torch.Generator's stream can't be "
-                    "drawn from here: make a uopkit.Generator().manual_seed(seed))"
-                )
             return generator._next()
         Tensor._rng_counter += 1
         return _philox(Tensor._seed, Tensor._rng_counter)

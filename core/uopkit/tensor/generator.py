@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import operator
 import secrets
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 else:
     # bound by uopkit.tensor.tensor once the class exists (it imports this module, through creation)
     Tensor = None
+
+# what a random draw must do besides drawing, set by the vmaps it runs inside (uopkit.func.vmap's randomness): each
+# rule's `drawing(generator)` is called before the draw (None: the global stream), and may raise or note the stream
+random_draw_rules: ContextVar[tuple[Any, ...]] = ContextVar("random_draw_rules", default=())
 
 # torch's seeds: 64 bits, a negative one taken modulo 2**64 (Generator().manual_seed(-1).initial_seed() is 2**64-1)
 _SEED_BITS = 64

@@ -1,13 +1,19 @@
-"""uopkit.func: torch.func's `functional_call` only (a module called with some of its parameters and buffers replaced
-by given tensors, nn/utils/stateless.py). torch.func's transforms (`grad`, `vmap`, `jacrev`, `jvp`, ...) are not
-here: `uopkit.autograd.grad` and `uopkit.autograd.functional` (jacobian, hessian, vjp, jvp, hvp) give the derivatives
-they compute, without vectorizing over a batch.
+"""uopkit.func: torch.func. `functional_call` (a module called with some of its parameters and buffers replaced by given
+tensors, nn/utils/stateless.py), the derivative transforms `grad`, `grad_and_value`, `vjp`, `jvp`, `jacrev`, `jacfwd`
+and `hessian` (func/transforms.py: reverse mode on uopkit.autograd, composable), `vmap` (func/vmapping.py: per slice,
+not vectorized; the slices' lazy graphs realize together) and `stack_module_state` for ensembles. Per-sample gradients
+as torch's tutorial computes them:
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
 >>> layer = Linear(2, 1, bias=False)
 >>> functional_call(layer, ({"weight": Tensor([[1.0, 2.0]])},), (Tensor([[3.0, 4.0]]),)).tolist()
 [[11.0]]
+>>> params = {"weight": Tensor([[1.0, 2.0]])}
+>>> def loss(p, x):
+...     return functional_call(layer, p, (x,)).square().sum()
+>>> vmap(grad(loss), in_dims=(None, 0))(params, Tensor([[1.0, 0.0], [0.0, 1.0]]))["weight"].tolist()
+[[[2.0, 0.0]], [[0.0, 4.0]]]
 """
 
 from __future__ import annotations
@@ -15,11 +21,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from uopkit.func.transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
+from uopkit.func.vmapping import stack_module_state, vmap
 from uopkit.nn.module import Module
 from uopkit.nn.utils.stateless import _functional_call
 from uopkit.tensor import Tensor
 
-__all__ = ["functional_call"]
+__all__ = [
+    "functional_call",
+    "grad",
+    "grad_and_value",
+    "vjp",
+    "jvp",
+    "jacrev",
+    "jacfwd",
+    "hessian",
+    "vmap",
+    "stack_module_state",
+]
 
 
 def functional_call(
