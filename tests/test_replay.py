@@ -8,8 +8,10 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+import torch
 
-from uopkit import Tensor, dtypes
+import uopkit
+from uopkit import Tensor, dtypes, nn
 from uopkit.tensor import elementwise as tensor_elementwise
 from uopkit.tensor import functional as tensor_functional
 from uopkit.tensor import math as tensor_math
@@ -275,3 +277,58 @@ def test_replayed_loops_build_the_graph_of_their_steps(name: str):
     steps = [t for k, t in replay._templates.items() if k[0].__name__ in step_names]
     assert steps and all(t is not None for t in steps)
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def _layers(name: str) -> tuple[Callable[[Tensor], Tensor], Callable[[torch.Tensor], torch.Tensor], str]:
+    # (uopkit's function, torch's, the function whose graph is replayed): a norm layer made once, used for every call
+    if name == "layer norm":
+        ln = nn.LayerNorm(7)
+        return ln, torch.nn.LayerNorm(7), "_normalized"
+    if name == "group norm":
+        gn, tgn = nn.GroupNorm(2, 4), torch.nn.GroupNorm(2, 4)
+        return (lambda t: gn(t.reshape(2, 4, 7))), (lambda t: tgn(t.reshape(2, 4, 7))), "_normalized"
+    if name == "triu 1":
+        return (lambda t: t.triu(1)), (lambda t: t.triu(1)), "triu"
+    return (lambda t: t.tril(-1)), (lambda t: t.tril(-1)), "tril"
+
+
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("name", ["layer norm", "group norm", "triu 1", "tril -1"])
+def test_norms_and_triangles_replay_the_graph_built_op_by_op(name: str, grad: bool) -> None:
+    # a norm layer's normalization and triu/tril are built by replaying their recorded graph: the same nodes (so the
+    # same kernels) as op by op, under no_grad too, with torch's values and gradients
+    fn, torch_fn, recorded = _layers(name)
+    rng = np.random.default_rng(3)
+    replay._templates.clear()
+    for _ in range(3):
+        values = rng.standard_normal((8, 7)).astype(np.float32)
+        x = Tensor(values, requires_grad=True)
+        with uopkit.enable_grad() if grad else uopkit.no_grad():
+            got, want = fn(x), _direct(fn, x)
+        assert got.uop is want.uop
+        tx = torch.tensor(values, requires_grad=True)
+        with torch.enable_grad() if grad else torch.no_grad():
+            expected = torch_fn(tx)
+        np.testing.assert_allclose(got.numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-6)
+        if grad:
+            (got * got).sum().backward()
+            (expected * expected).sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    assert [k for k, t in replay._templates.items() if k[0].__name__ == recorded and t is not None]
+
+
+def test_a_device_index_check_replays_its_bounds_and_still_raises() -> None:
+    # an embedding looked up with a computed index (a decode loop's token) checks it by reading back its min and max,
+    # whose graph is replayed per index signature; out of range it raises IndexError, as torch's
+    emb = nn.Embedding(10, 3)
+    replay._templates.clear()
+    for dtype in (dtypes.int32, dtypes.int64):
+        for k in range(3):
+            idx = Tensor([[1, 2], [3, 0]], dtype=dtype) * 2 + k
+            np.testing.assert_array_equal(emb(idx).numpy(), emb.weight.numpy()[idx.numpy()])
+        assert [k for k, t in replay._templates.items() if k[0].__name__ == "_min_and_max" and t is not None]
+        replay._templates.clear()
+    with pytest.raises(IndexError, match="index 10 is out of bounds"):
+        emb(Tensor([[1, 2], [3, 0]]) * 2 + 4)
+    with pytest.raises(IndexError):
+        torch.nn.Embedding(10, 3)(torch.tensor([[1, 2], [3, 0]]) * 2 + 4)

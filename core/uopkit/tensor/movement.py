@@ -21,6 +21,7 @@ from uopkit.helpers import prod
 from uopkit.schedule import live_tensors
 from uopkit.tensor.memory_format import as_memory_format, dims_order
 from uopkit.tensor.rearrange import rearrange
+from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     _A_RESHAPED_COPY,
     ArgumentError,
@@ -991,6 +992,7 @@ class MovementMixin:
             return square.pad(((0, k), (k, 0)))
         return square.pad(((k, 0), (0, k))) if diagonal < 0 else square
 
+    @replayed
     def tril(self, diagonal: int = 0) -> Tensor:
         """Keep the lower triangle (j - i <= diagonal) of the last two axes, zero the rest.
 
@@ -999,6 +1001,7 @@ class MovementMixin:
         """
         return self._tri_mask(diagonal, lower=True).where(self, self.zeros_like())
 
+    @replayed
     def triu(self, diagonal: int = 0) -> Tensor:
         """Keep the upper triangle (j - i >= diagonal) of the last two axes, zero the rest.
 

@@ -31,6 +31,7 @@ from uopkit.dtype import UnsupportedDTypeError as UnsupportedDTypeError
 from uopkit.engine.realize import buffers, capturing_checks
 from uopkit.helpers import CHECK_INDEX
 from uopkit.schedule import live_tensors
+from uopkit.tensor.replay import replay_call
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, cast_scalar
 
 if TYPE_CHECKING:
@@ -492,11 +493,19 @@ def _check_values_in(idx: Tensor, lo: int, hi: int, message: Callable[[int], str
         return
     idx.realize()
     vals = idx if ignore is None else (idx == ignore).where(lo, idx)
-    bounds = Tensor.stack(vals.min(), vals.max()).cast(dtypes.int64).realize()
+    # (its graph recorded once per index signature and rebuilt over each new index: an embedding lookup in a decode
+    # loop checks its token at every step)
+    bounds = replay_call(_min_and_max, (vals,)).realize()
     check = _DeviceRangeCheck(bounds._buffer(), lo, hi, message)
     for captured in capturing_checks:
         captured.append(check)
     check()
+
+
+def _min_and_max(vals: Tensor) -> Tensor:
+    # an int tensor's (min, max) as int64, as a plain tensor: `stack` marks its result a copy (of an int64 index, the
+    # cast is no op), which `replay_call` doesn't replay, as it could be a view
+    return Tensor(Tensor.stack(vals.min(), vals.max()).cast(dtypes.int64).uop)
 
 
 class _DeviceRangeCheck:
