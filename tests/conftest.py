@@ -1,7 +1,11 @@
 import os
 
-# check the UOp spec in every test run; set before uopkit (and its flags) is imported
+# check the UOp spec in every test run. uopkit's pytest plugin (an entry point) has imported uopkit before this file, so
+# the flag it read from the environment is set here too; the environment carries it to the tests' subprocesses
 os.environ.setdefault("SPEC", "1")
+from uopkit.helpers import SPEC  # noqa: E402
+
+SPEC.value = int(os.environ["SPEC"])
 
 
 import pytest  # noqa: E402

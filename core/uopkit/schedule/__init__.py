@@ -178,6 +178,9 @@ class LiveTensors:
         contents (oldest stamp first). A walk looks at the tensors stamped since the last one, and at the ones the
         last one found whose stamp is the same."""
         refs = self._refs
+        # (the next walk starts from a number drawn before this one: a tensor another thread stamps while this one
+        # walks is newer than it, and found then)
+        walked = next(uop_seq)
         found: dict[weakref.ref[Tensor], int] = {}
         out = []
         for ref, stamp in self._computed.items():
@@ -194,7 +197,7 @@ class LiveTensors:
                 found[ref] = refs.get(ref, -1)
                 out.append(t)
         self._computed = found
-        self._walked = next(uop_seq)
+        self._walked = walked
         return out
 
     def _stamped_after(self, seq: int) -> list[weakref.ref[Tensor]]:

@@ -204,8 +204,10 @@ def _window_inputs(
     starts_left = MAX_WINDOW_STARTS
     for buf, (_, windows) in found_all:
         size = buf.dtype.size
-        if max(span for _, span in windows.values()) >= size or size > INT32_MAX:
-            # (all of it is no window; and launch values are 32-bit: a start past them stays a constant)
+        spans = [span for _, span in windows.values()]
+        if max(spans) >= size or size > INT32_MAX or min(spans) <= 0:
+            # (all of it is no window; launch values are 32-bit: a start past them stays a constant; an empty slice
+            # reads nothing, wherever it starts)
             continue
         # an input's windows each start where they will (the output's keep their distances, see the module's doc)
         runs = list(dict.fromkeys(windows.values()))

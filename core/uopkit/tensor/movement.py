@@ -33,6 +33,7 @@ from uopkit.tensor.support import (
     _check_same_device,
     _check_stored_scalar,
     _contiguous_ids,
+    _expanded_const,
     _is_device_object,
     _mark_view,
     _normalize_axis,
@@ -43,7 +44,7 @@ from uopkit.tensor.support import (
     _with,
     mark_dtype_view,
 )
-from uopkit.uop.ops import Ops, UOp, cast_scalar
+from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -104,15 +105,6 @@ def _cut_cat_chain(t: Tensor) -> Tensor:
 # the dtypes whose constant pad `_filled_outside` builds (bfloat16, stored as uint16 bits, and the int and bool dtypes,
 # with their stored-value rules, go through Tensor.full and where)
 _DIRECT_FILL_DTYPES = frozenset({dtypes.float16, dtypes.float32, dtypes.float64})
-
-
-def _expanded_const(value: Any, dtype: DType, device: UOp, shape: tuple[int, ...]) -> UOp:
-    # the nodes of Tensor.full(shape, value): a constant reshaped to ones and expanded
-    u = UOp(Ops.CONST, dtype, (device,), cast_scalar(value, dtype))
-    ones = (1,) * len(shape)
-    if ones:
-        u = UOp(Ops.RESHAPE, dtype, (u,), ones)
-    return u if shape == ones else UOp(Ops.EXPAND, dtype, (u,), shape)
 
 
 def _filled_outside(padded: Tensor, source: UOp, pads: tuple[tuple[int, int], ...], value: Any) -> Tensor:

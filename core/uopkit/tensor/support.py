@@ -781,14 +781,29 @@ def _derivative_uops(d: Derivative) -> UOp | tuple[UOp, UOp]:
     return (d[0].uop, d[1].uop) if isinstance(d, tuple) else d.uop
 
 
+def _expanded_const(value: Any, dtype: DType, device: UOp, shape: tuple[int, ...]) -> UOp:
+    # the nodes of Tensor.full(shape, value): a constant reshaped to ones and expanded (the tensor-graph form of a
+    # constant: on a DEVICE, shaped)
+    u = UOp(Ops.CONST, dtype, (device,), cast_scalar(value, dtype))
+    ones = (1,) * len(shape)
+    if ones:
+        u = UOp(Ops.RESHAPE, dtype, (u,), ones)
+    return u if shape == ones else UOp(Ops.EXPAND, dtype, (u,), shape)
+
+
+def _zero_like(g: UOp) -> UOp:
+    # 0 in g's dtype and shape, on g's device (a bare UOp.const would be no tensor-graph node: uop/spec.py)
+    return _expanded_const(0, g.dtype, UOp(Ops.DEVICE, arg=g.device), g.shape or ())
+
+
 def _times_derivative(g: UOp, d: UOp | tuple[UOp, UOp]) -> UOp:
     # a mask (clip's "inside the bounds") selects the incoming gradient, as torch's: an inf or a nan coming back where
     # the mask is off gives 0, where a product would give nan
     if isinstance(d, tuple):
         mask, factor = d
-        return mask.where(g * _cast_uop(factor, g.dtype), 0.0)
+        return mask.where(g * _cast_uop(factor, g.dtype), _zero_like(g))
     if d.dtype == dtypes.bool:
-        return d.where(g, 0.0)
+        return d.where(g, _zero_like(g))
     return g * _cast_uop(d, g.dtype)
 
 

@@ -187,7 +187,8 @@ def _stored_extent(chain: list[UOp]) -> int:
     # (reshapes over the cut keep its elements)
     if len(chain) < 3 or chain[-2].op is not Ops.RESHAPE or chain[-3].op is not Ops.SHRINK:
         return run[1]
-    if any(u.op is not Ops.RESHAPE for u in chain[:-3]):
+    if any(u.op is not Ops.RESHAPE and u.op is not Ops.SHRINK for u in chain[:-3]):
+        # (reshapes and cuts over the cut take some of its elements: its span still bounds them)
         return run[1]
     start, span = shrink_span(chain[-2].arg, chain[-3].arg)
     return run[0] + start + span
