@@ -56,12 +56,14 @@ class _Level:
         self.inputs: list[Tensor] = []
         for x in flat:
             if not isinstance(x, Tensor):
-                raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
+                raise ValueError(
+                    f"a func transform differentiates tensors (in tuples, lists or dicts), got {type(x).__name__}"
+                )
             if not dtypes.is_float(x.dtype):
                 # (torch's messages: jvp's primal is a ValueError, the others are requires_grad's RuntimeError)
                 if not_float is ValueError:
-                    raise ValueError(f"Expected primal to be floating point or complex, but got: {x.dtype}")
-                raise RuntimeError(f"only Tensors of floating point dtype can require gradients (got {x.dtype})")
+                    raise ValueError(f"jvp: the primals must be floating point tensors, got one of {x.dtype}")
+                raise RuntimeError(f"a func transform differentiates floating point tensors only, got one of {x.dtype}")
             if self.outer and x.requires_grad:
                 # (computed under enable_grad: the outer graph runs through it)
                 with enable_grad():
@@ -122,9 +124,9 @@ def _pullback(outputs: list[Tensor], cotangents: list[Tensor | None], inputs: li
 
 def _one_argnum(argnum: Any, n: int) -> int:
     if not isinstance(argnum, int):
-        raise RuntimeError(f"argnum must be int, got: {type(argnum)}")
+        raise RuntimeError(f"argnums: each entry is an int, got {type(argnum).__name__}")
     if not -n <= argnum < n:
-        raise RuntimeError(f"Got argnum={argnum}, but only {n} positional inputs")
+        raise RuntimeError(f"argnums: {argnum} names no argument of a call with {n} positional arguments")
     return argnum % n
 
 
@@ -132,12 +134,12 @@ def _argnums(argnums: Any, n: int) -> int | tuple[int, ...]:
     if isinstance(argnums, int):
         return _one_argnum(argnums, n)
     if not isinstance(argnums, tuple):
-        raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(argnums)}")
+        raise RuntimeError(f"argnums is an int or a tuple of ints, got {type(argnums).__name__}")
     if not argnums:
-        raise RuntimeError("argnums must be non-empty")
+        raise RuntimeError("argnums is an empty tuple: name at least one argument to differentiate")
     nums = tuple(_one_argnum(a, n) for a in argnums)
     if len(set(nums)) != len(nums):
-        raise RuntimeError(f"argnums elements must be unique, got {argnums}")
+        raise RuntimeError(f"argnums names an argument more than once: {argnums}")
     return nums
 
 
@@ -161,21 +163,23 @@ def _split_aux(out: Any, has_aux: bool, where: str) -> tuple[Any, Any]:
     if not has_aux:
         return out, None
     if not (isinstance(out, tuple) and len(out) == 2):
-        raise RuntimeError(f"{where}: output of function f should be a tuple: (output, aux) if has_aux is True")
+        raise RuntimeError(f"{where}: with has_aux=True the function returns a pair (output, aux)")
     return out
 
 
 def _check_aux(aux: Any) -> None:
     for leaf in tree_flatten(aux)[0]:
         if not isinstance(leaf, Tensor):
-            raise RuntimeError(f"Expected tensors, got unsupported type {type(leaf)}")
+            raise RuntimeError(f"has_aux: aux holds tensors only (in tuples, lists, dicts), got {type(leaf).__name__}")
 
 
 def _tensor_outputs(out: Any, where: str) -> tuple[list[Tensor], Spec]:
     flat, spec = tree_flatten(out)
     for o in flat:
         if not isinstance(o, Tensor):
-            raise RuntimeError(f"{where}: expected f(*primals) to return only tensors, got unsupported type {type(o)}")
+            raise RuntimeError(
+                f"{where}: the function returns tensors only (in tuples, lists or dicts), got {type(o).__name__}"
+            )
     return flat, spec
 
 
@@ -204,11 +208,11 @@ def grad_and_value(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             if has_aux:
                 _check_aux(aux)
             if not isinstance(out, Tensor):
-                raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got {type(out)}")
+                raise RuntimeError(f"grad: the function returns one tensor, got {type(out).__name__}")
             if out.ndim != 0:
                 raise RuntimeError(
-                    "grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got tensor with "
-                    f"{out.ndim} dims. Maybe you wanted to use the vjp or jacrev APIs instead?"
+                    f"grad: the function returns a 0-d tensor, got one of shape {tuple(out.shape)} (for a tensor of "
+                    "outputs, take vjp or jacrev)"
                 )
             grads = _pullback([out], [None], level.inputs)
         gradient = level.released(tree_unflatten(grads, level.spec))
@@ -262,16 +266,16 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
         flat_ct, ct_spec = tree_flatten(cotangents)
         if ct_spec != out_spec:
             raise RuntimeError(
-                "Expected pytree structure of cotangents to be the same as pytree structure of outputs to the "
-                f"function. cotangents: {ct_spec}, primal output: {out_spec}"
+                f"vjp_fn: the cotangents' structure {ct_spec} differs from the outputs' {out_spec}: give one cotangent "
+                "per output, in the same tuples, lists and dicts"
             )
         for i, (c, o) in enumerate(zip(flat_ct, flat_out, strict=True)):
             if not isinstance(c, Tensor):
-                raise RuntimeError(f"vjp_fn: cotangent {i} must be a Tensor, got {type(c)}")
+                raise RuntimeError(f"vjp_fn: cotangent {i} is a {type(c).__name__}, not a tensor")
             if c.shape != o.shape:
                 raise RuntimeError(
-                    f"Mismatch in shape: grad_output[{i}] has a shape of {c.shape} and output[{i}] has a shape of "
-                    f"{o.shape}."
+                    f"vjp_fn: cotangent {i} has shape {tuple(c.shape)}, its output shape {tuple(o.shape)}: they must "
+                    "be the same"
                 )
         with enable_grad():
             grads = _pullback(flat_out, [c.cast(o.dtype) for c, o in zip(flat_ct, flat_out, strict=True)], level.inputs)
@@ -294,26 +298,23 @@ def jvp(
     """
     if not isinstance(primals, tuple):
         raise RuntimeError(
-            "jvp(f, primals, tangents): Expected primals to be a tuple. E.g. it should be valid to call f(*primals)."
+            f"jvp: primals is a {type(primals).__name__}; it must be a tuple (the function is called as f(*primals))"
         )
     flat_p, p_spec = tree_flatten(primals)
     flat_t, t_spec = tree_flatten(tangents)
     if p_spec != t_spec:
         raise RuntimeError(
-            "jvp(f, primals, tangents): Expected primals and tangents to have the same python structure. For example, "
-            "if primals is a tuple of 3 tensors, tangents also must be. Got primals with structure "
-            f"{p_spec} and tangents with structure {t_spec}"
+            f"jvp: the tangents' structure {t_spec} differs from the primals' {p_spec}: give one tangent per primal"
         )
     for what, flat in (("primals", flat_p), ("tangents", flat_t)):
         for x in flat:
             if not isinstance(x, Tensor):
-                raise RuntimeError(f"jvp(f, primals, tangents): Expected {what} to only contain Tensors, got {type(x)}")
+                raise RuntimeError(f"jvp: {what} hold tensors only, got a {type(x).__name__}")
     for p, t in zip(flat_p, flat_t, strict=True):
         if p.shape != t.shape:
             raise RuntimeError(
-                "Trying to set a forward gradient that has a different size than that of the original Tensor, this "
-                f"is not supported. Tensor is of size {list(p.shape)} while the given forward gradient is of size "
-                f"{list(t.shape)}."
+                f"jvp: a tangent of shape {tuple(t.shape)} for a primal of shape {tuple(p.shape)}: each tangent has "
+                "its primal's shape"
             )
     level = _Level(primals, not_float=ValueError)
     with enable_grad():
@@ -399,7 +400,7 @@ def jacrev(
     [[2.0, 0.0], [0.0, 4.0]]
     """
     if not (chunk_size is None or chunk_size > 0):
-        raise ValueError("jacrev: `chunk_size` should be greater than 0.")
+        raise ValueError(f"jacrev: chunk_size is None or a positive int, got {chunk_size}")
     return _jacobian(func, argnums, has_aux, "vjp(f, *primals)", None)
 
 
@@ -415,7 +416,7 @@ def jacfwd(
     [[4.0, 1.0], [2.0, 5.0]]
     """
     if randomness not in ("error", "different", "same"):
-        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}")
+        raise RuntimeError(f"jacfwd: randomness is 'error', 'different' or 'same', got {randomness!r}")
     return _jacobian(func, argnums, has_aux, "jvp(f, primals, tangents)", randomness)
 
 

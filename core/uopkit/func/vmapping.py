@@ -36,8 +36,8 @@ class _RefuseDraws:
 
     def drawing(self, generator: Generator | None) -> None:
         raise RuntimeError(
-            "vmap: called random operation while in randomness error mode. Please either use the 'same' or "
-            "'different' randomness flags on vmap or perform the randomness operation out of vmap"
+            "vmap: a random draw inside a vmap with randomness='error' (the default); pass randomness='same' or "
+            "'different', or draw outside the vmapped function"
         )
 
 
@@ -94,13 +94,12 @@ def _batch_dims(name: str, in_dims: Any, args: tuple[Any, ...], flat: list[Any])
         dims = broadcast_prefix(in_dims, args)
     else:
         raise ValueError(
-            f"{where}: expected `in_dims` to be int or a (potentially nested) tuple matching the structure of inputs, "
-            f"got: {type(in_dims)}."
+            f"{where}: in_dims is an int or a tuple shaped as the inputs (nested as they are), got a "
+            f"{type(in_dims).__name__}"
         )
     if dims is None:
         raise ValueError(
-            f"{where}: in_dims is not compatible with the structure of `inputs`. in_dims has structure "
-            f"{tree_flatten(in_dims)[1]} but inputs has structure {tree_flatten(args)[1]}."
+            f"{where}: in_dims' structure {tree_flatten(in_dims)[1]} doesn't fit the inputs' {tree_flatten(args)[1]}"
         )
     out: list[int | None] = []
     for x, d in zip(flat, dims, strict=True):
@@ -108,18 +107,16 @@ def _batch_dims(name: str, in_dims: Any, args: tuple[Any, ...], flat: list[Any])
             out.append(None)
             continue
         if not isinstance(d, int):
-            raise ValueError(
-                f"{where}: Got in_dim={d} for an input but in_dim must be either an integer dimension or None."
-            )
+            raise ValueError(f"{where}: an in_dim is an int (the mapped dimension) or None, got {d!r}")
         if not isinstance(x, Tensor):
             raise ValueError(
-                f"{where}: Got in_dim={d} for an input but the input is of type {type(x)}. We cannot vmap over "
-                "non-Tensor arguments, please use None as the respective in_dim"
+                f"{where}: in_dim {d} is given for a {type(x).__name__}, which has no dimension to map; give it "
+                "in_dim None"
             )
         if not -x.ndim <= d < x.ndim:
             raise ValueError(
-                f"{where}: Got in_dim={d} for some input, but that input is a Tensor of dimensionality {x.ndim} so "
-                f"expected in_dim to satisfy -{x.ndim} <= in_dim < {x.ndim}."
+                f"{where}: in_dim {d} is out of range for an input of {x.ndim} dimensions (from -{x.ndim} to "
+                f"{x.ndim - 1})"
             )
         out.append(d % x.ndim)
     return out
@@ -134,8 +131,8 @@ def _stacked(name: str, results: list[list[Any]], out_dims: Any, outputs: Any, s
     # the per-slice outputs (leaf j of slice i: results[i][j]) joined along out_dims, leaf by leaf
     if out_dims is not None and not isinstance(out_dims, (int, tuple, list, dict)):
         raise ValueError(
-            f"vmap({name}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a python collection of ints "
-            "representing where in the outputs the vmapped dimension should appear."
+            f"vmap({name}, ..., out_dims={out_dims}): out_dims is an int, None, or tuples, lists and dicts of them "
+            "(where each output gets the mapped dimension)"
         )
     spec = tree_flatten(outputs)[1]
     if spec.kind is None and isinstance(out_dims, tuple) and len(out_dims) == 1:
@@ -144,26 +141,25 @@ def _stacked(name: str, results: list[list[Any]], out_dims: Any, outputs: Any, s
     dims = broadcast_prefix(out_dims, outputs)
     if dims is None:
         raise ValueError(
-            f"vmap({name}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible with the structure of "
-            f"`outputs`. out_dims has structure {tree_flatten(out_dims)[1]} but outputs has structure {spec}."
+            f"vmap({name}, ..., out_dims={out_dims}): out_dims' structure {tree_flatten(out_dims)[1]} doesn't fit "
+            f"the outputs' {spec}"
         )
     joined = []
     for j, d in enumerate(dims):
         column = [r[j] for r in results]
         if d is None:
             if any(isinstance(v, Tensor) and _batched(v, slices) for v in column):
-                raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim is None")
+                raise ValueError(f"vmap({name}, ...): an output with out_dim None is computed from the mapped inputs")
             joined.append(column[0])
             continue
         for v in column:
             if not isinstance(v, Tensor):
                 raise ValueError(
-                    f"vmap({name}, ...): `{name}` must only return Tensors, got type {type(v)}. Did you mean to set "
-                    "out_dims= to None for output?"
+                    f"vmap({name}, ...): a mapped output is a {type(v).__name__}, not a tensor (give it out_dim None)"
                 )
         ndim = column[0].ndim + 1
         if not isinstance(d, int) or not -ndim <= d < ndim:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {d})")
+            raise IndexError(f"vmap({name}, ...): out_dim {d} is out of range for outputs of {ndim} dimensions")
         joined.append(Tensor.stack(column, d))
     return joined
 
@@ -196,28 +192,22 @@ def vmap(
     [[10.0, 200.0], [30.0, 400.0]]
     """
     if randomness not in _RANDOMNESS:
-        raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}")
+        raise RuntimeError(f"vmap: randomness is 'error', 'different' or 'same', got {randomness!r}")
     if chunk_size is not None and chunk_size <= 0:
-        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
+        raise ValueError(f"vmap: chunk_size is None or a positive int, got {chunk_size}")
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         name = _name(func)
         if not args:
-            raise ValueError(
-                f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you are trying to vmap "
-                "over a function with no inputs. The latter is unsupported."
-            )
+            raise ValueError(f"vmap({name}): called with no inputs; vmap maps a function over inputs it is given")
         flat, spec = tree_flatten(args)
         dims = _batch_dims(name, in_dims, args, flat)
         sizes = [x.shape[d] for x, d in zip(flat, dims, strict=True) if d is not None]
         if not sizes:
-            raise ValueError("vmap: Expected at least one Tensor to vmap over")
+            raise ValueError("vmap: no input has a mapped dimension (every in_dim is None)")
         if any(s != sizes[0] for s in sizes):
-            raise ValueError(
-                "vmap: Expected all tensors to have the same size in the mapped dimension, got sizes "
-                f"{sizes} for the mapped dimension"
-            )
+            raise ValueError(f"vmap: the inputs' mapped dimensions differ in size: {sizes}")
         batch = sizes[0]
         slices: set[UOp] = set()
 
@@ -280,7 +270,7 @@ def _emptied(v: Any, d: Any) -> Any:
 def _stacked_leaf(tensors: list[Tensor], name: str) -> Tensor:
     flags = [t.requires_grad for t in tensors]
     if any(flags) and not all(flags):
-        raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")
+        raise RuntimeError(f"stack_module_state: {name} requires grad in some models and not in others")
     out = Tensor.stack(tensors)
     return out.detach().requires_grad_() if all(flags) else out.detach()
 
@@ -298,13 +288,13 @@ def stack_module_state(models: Sequence[Any]) -> tuple[dict[str, Tensor], dict[s
     """
     models = list(models)
     if not models:
-        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+        raise RuntimeError("stack_module_state: no models given")
     # (a built-in layer made outside a module has no mode of its own, None: it follows the global one, so it matches
     # only others that follow it too)
     if len({m.training for m in models}) > 1:
-        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+        raise RuntimeError("stack_module_state: the models mix training and eval mode")
     if not all(type(m) is type(models[0]) for m in models):
-        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+        raise RuntimeError("stack_module_state: the models are of different classes")
     all_params = [dict(m.named_parameters()) for m in models]
     all_buffers = [dict(m.named_buffers()) for m in models]
     params = {k: _stacked_leaf([p[k] for p in all_params], k) for k in all_params[0]}
