@@ -34,7 +34,7 @@ def test_title_then_what_it_is_then_the_two_commands():
     assert blocks[1].startswith("uopkit is a small tensor compiler")
     commands = re.findall(r"```bash\n(.*?)\n```", README, re.S)
     assert commands[0].endswith("python examples/train_digits.py") and 'pip install -e ".[examples]"' in commands[0]
-    assert commands[1].endswith("python -m pytest -q") and 'pip install -e ".[test]"' in commands[1]
+    assert commands[1].endswith("python -m pytest -q -n 2") and 'pip install -e ".[test]"' in commands[1]
     assert README.index(commands[0]) < README.index("## ")
 
 
