@@ -23,7 +23,7 @@ CORE = ROOT / "core"
 # The core's layers, lowest first: a module may import modules of its own layer or of a lower one, never a higher one.
 # The longest prefix that matches a module names its layer.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("uopkit.helpers", "uopkit.dtype", "uopkit.diskcache")),
+    ("base", ("uopkit.helpers", "uopkit.dtype", "uopkit.diskcache", "uopkit.mappings")),
     ("ir", ("uopkit.uop",)),
     ("renderer", ("uopkit.renderer",)),
     ("plugin", ("uopkit.plugin",)),

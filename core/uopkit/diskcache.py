@@ -32,7 +32,7 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from uopkit.helpers import CACHELEVEL
+from uopkit.helpers import CACHELEVEL, start_thread
 
 MAGIC = b"uopkit-cache-entry 1\n"
 TMP_PREFIX = ".tmp-"
@@ -300,10 +300,11 @@ def _trim_when_due(root: pathlib.Path) -> None:
         pass
     except OSError:
         return
-    # (a thread that can't be started, RuntimeError, leaves the trim to a later writer: the write itself succeeded)
-    with contextlib.suppress(OSError, RuntimeError):
+    # (a thread that can't be started, RuntimeError or MemoryError at the cap on memory mappings, leaves the trim to a
+    # later writer: the write itself succeeded)
+    with contextlib.suppress(OSError, RuntimeError, MemoryError):
         stamp.touch()
-        threading.Thread(target=trim, args=(root, limit), name="uopkit cache trim", daemon=True).start()
+        start_thread(threading.Thread(target=trim, args=(root, limit), name="uopkit cache trim", daemon=True))
 
 
 def trim(root: pathlib.Path, limit: int) -> tuple[int, int]:

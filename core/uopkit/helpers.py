@@ -296,6 +296,16 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
+def start_thread(thread: threading.Thread) -> None:
+    """`thread.start()`, unless the process is at Linux's cap on memory mappings: there the new thread can't map its
+    first frame and `Thread.start` would wait for it forever, so this raises `uopkit.mappings.MappingLimitError`
+    (after asking the backends to give mappings back: `uopkit.mappings.ensure_headroom`)."""
+    from uopkit.mappings import ensure_headroom
+
+    ensure_headroom(f"starting the thread {thread.name!r}")
+    thread.start()
+
+
 def run_in_thread(fn: Callable[[], T], timeout: float | None, name: str) -> tuple[bool, BaseException | None, T | None]:
     """Run `fn` in a daemon thread for at most `timeout` seconds: (finished, what it raised, what it returned).
 
@@ -311,7 +321,7 @@ def run_in_thread(fn: Callable[[], T], timeout: float | None, name: str) -> tupl
             outcome.append((e, None))
 
     thread = threading.Thread(target=target, name=name, daemon=True)
-    thread.start()
+    start_thread(thread)
     thread.join(timeout)
     if not outcome:
         return False, None, None

@@ -38,10 +38,13 @@ from typing import TypeVar
 from uopkit.device import CompileError
 from uopkit.diskcache import pid_alive
 from uopkit.helpers import run_in_thread
+from uopkit.mappings import ensure_headroom, near_cap
 
 TMP_PREFIX = "uopkit-"
 T = TypeVar("T")
 DEFAULT_COMPILE_TIMEOUT = 300.0
+# mappings that must be free to load a library: its segments (4 to 7) and the loader's own allocations
+LOAD_MARGIN = 32
 
 _lock = threading.Lock()
 _counter = itertools.count()
@@ -183,7 +186,8 @@ def _lib_dir() -> tuple[str, int]:
 
 def load_library(lib: bytes, what: str = "kernel") -> ctypes.CDLL:
     """Load shared-library bytes (already checked by the caller) with ctypes, from a private copy (see the module
-    docstring). Raises OSError naming the problem (a noexec TMPDIR, a library the loader rejects)."""
+    docstring). Raises OSError naming the problem (a noexec TMPDIR, a library the loader rejects), and
+    `uopkit.mappings.MappingLimitError` at the cap on memory mappings when the backends can't give enough back."""
     path, dirfd = _lib_dir()
     name = f"{os.getpid()}-{next(_counter)}.so"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
@@ -196,10 +200,19 @@ def load_library(lib: bytes, what: str = "kernel") -> ctypes.CDLL:
         try:
             return ctypes.CDLL(target)
         except OSError as e:
-            problem = noexec_problem(path)
-            if problem is not None:
-                raise OSError(f"cannot load the compiled {what}: {problem}") from None
-            raise OSError(f"cannot load the compiled {what}: {e}") from None
+            error = e
+        if near_cap(LOAD_MARGIN):
+            # at the cap on memory mappings (the loader says "failed to map segment"): load again once the backends
+            # gave some back, else say so (MappingLimitError)
+            ensure_headroom(f"loading the compiled {what}", LOAD_MARGIN)
+            try:
+                return ctypes.CDLL(target)
+            except OSError as e:
+                error = e
+        problem = noexec_problem(path)
+        if problem is not None:
+            raise OSError(f"cannot load the compiled {what}: {problem}") from None
+        raise OSError(f"cannot load the compiled {what}: {error}") from None
     finally:
         os.unlink(name, dir_fd=dirfd)
 

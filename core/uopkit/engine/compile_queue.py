@@ -27,7 +27,8 @@ import time
 from dataclasses import dataclass, field
 
 from uopkit.device import Compiled, CompileError, Compiler
-from uopkit.helpers import usable_cores
+from uopkit.helpers import start_thread, usable_cores
+from uopkit.mappings import MappingLimitError
 
 # a batch this large already pays the compiler's fixed cost ~1/MAX_BATCH per kernel; larger ones only delay the
 # first results and leave other workers idle
@@ -122,8 +123,18 @@ class CompileQueue:
             self._cond.notify()
         if start:
             worker = threading.Thread(target=self._drain, name=f"uopkit-compile-{self._started}", daemon=True)
+            try:
+                start_thread(worker)
+            except MappingLimitError:
+                # at the cap on memory mappings: the workers already running compile everything; with none, the
+                # caller gets the error (nothing would ever compile what it waits for)
+                with self._lock:
+                    self._started -= 1
+                    self.workers = max(1, self._started)
+                if not self._threads:
+                    raise
+                return
             self._threads.append(worker)
-            worker.start()
 
     def _take(self) -> list[_Job]:
         # under the lock: the oldest waiting kernel and more of its device with names not yet in the batch; once

@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import gc
 import hashlib
 import itertools
 import mmap
 import operator
+import sys
 import threading
 import time
 import weakref
@@ -19,6 +21,7 @@ from typing import Any
 
 from uopkit.device import Compiled, LRUAllocator, SharedSegment
 from uopkit.hostlib import load_library
+from uopkit.mappings import add_reclaimer, map_cap, near_cap
 
 # cache-line and AVX-512 friendly; kernels may use aligned vector loads at the start of a buffer
 ALIGNMENT = 64
@@ -136,15 +139,10 @@ ARRAYS_KEPT = 64
 
 
 def _library_limit() -> int:
-    # every loaded library takes about 7 memory mappings, and Linux caps a process at vm.max_map_count of them (65530
-    # by default); a process at the cap fails every mmap: dlopen, large mallocs, and a new thread's stack (Python's
-    # Thread.start then waits forever). The libraries take at most a twenty-fourth of the cap.
-    try:
-        with open("/proc/sys/vm/max_map_count") as f:
-            cap = int(f.read())
-    except (OSError, ValueError):
-        cap = 65530
-    return max(64, min(4096, cap // 24))
+    # every loaded library takes 4 (gcc's) to 7 memory mappings, and Linux caps a process at vm.max_map_count of them
+    # (65530 by default); a process at the cap fails every mmap (`uopkit.mappings`). The libraries take at most a
+    # sixth (gcc's) to under a third of the cap.
+    return max(64, min(4096, (map_cap() or 65530) // 24))
 
 
 # how many kernel libraries stay loaded at once (a long run compiles ever new kernels: ~9,000 libraries in the test
@@ -167,6 +165,10 @@ class _Library:
 _loaded: dict[bytes, _Library] = {}
 # (re-entrant: a bound launch collected while the lock is held unpins under it)
 _loaded_lock = threading.RLock()
+# every this many libraries loaded, the process's memory mappings are counted: within an eighth of the cap (the
+# program maps much besides kernels), half the loaded libraries are unloaded
+PRESSURE_CHECK_EVERY = 64
+_loads = itertools.count(1)
 
 
 def _load(program: CPUProgram, lib: bytes | None) -> ctypes.CDLL:
@@ -179,6 +181,8 @@ def _load(program: CPUProgram, lib: bytes | None) -> ctypes.CDLL:
             if len(_loaded) >= LOADED_LIBRARIES:
                 # a sixteenth at a time, so that the scan for unpinned libraries comes once per so many loads
                 _unload_past(LOADED_LIBRARIES - 1 - LOADED_LIBRARIES // 16)
+            elif next(_loads) % PRESSURE_CHECK_EVERY == 0 and near_cap((map_cap() or 0) // 8):
+                _unload_past(len(_loaded) // 2)
             # from a private copy of the (verified) bytes, never from a path someone else could swap
             found = _loaded[program.digest] = _Library(load_library(lib, f"kernel {program.name}"))
         found.programs.add(program)
@@ -186,19 +190,49 @@ def _load(program: CPUProgram, lib: bytes | None) -> ctypes.CDLL:
 
 
 def _unload_past(limit: int) -> None:
-    # unload the first loaded libraries that no bound launch holds until at most `limit` are loaded: their programs
-    # forget their function pointers first (and load the library again when called)
-    # (libraries no live program calls first: nothing loads them again)
+    # (under _loaded_lock) unload the first loaded libraries that no bound launch holds until at most `limit` are
+    # loaded, those no live program calls first (nothing loads them again). Their programs are detached first (they
+    # load the library again when next called); then a library another thread is calling into right now stays loaded
+    # (a ctypes call runs without the GIL: unmapping its code would crash that thread)
     unused = [digest for digest, library in _loaded.items() if library.pins == 0 and not library.programs]
     unpinned = (digest for digest, library in _loaded.items() if library.pins == 0 and library.programs)
-    for digest in list(itertools.islice(itertools.chain(unused, unpinned), max(0, len(_loaded) - limit))):
-        library = _loaded.pop(digest)
-        for program in list(library.programs):
+    going = list(itertools.islice(itertools.chain(unused, unpinned), max(0, len(_loaded) - limit)))
+    for digest in going:
+        for program in list(_loaded[digest].programs):
             program.detach()
-        with contextlib.suppress(Exception):
-            import _ctypes
+    # (after the detach: a thread that calls one of these programs from now on finds it detached and waits for the
+    # lock to attach it again; one that got past that check before is in `CPUProgram.__call__` now)
+    busy = _called_now()
+    for digest in going:
+        if digest not in busy:
+            library = _loaded.pop(digest)
+            with contextlib.suppress(Exception):
+                import _ctypes
 
-            _ctypes.dlclose(library.cdll._handle)
+                _ctypes.dlclose(library.cdll._handle)
+
+
+def _called_now() -> set[bytes]:
+    # the libraries (digests) of the programs other threads are inside `CPUProgram.__call__` of
+    me, busy = threading.get_ident(), set()
+    for ident, frame in sys._current_frames().items():
+        while frame is not None and ident != me:
+            program = frame.f_locals.get("self") if frame.f_code is _CALL_CODE else None
+            if isinstance(program, CPUProgram):
+                busy.add(program.digest)
+            frame = frame.f_back
+    return busy
+
+
+def _reclaim() -> None:
+    # near the cap on memory mappings (`uopkit.mappings.reclaim`): unload every library no bound launch holds, after
+    # a collection (a TinyJit dropped in a reference cycle still holds its bound launches)
+    gc.collect()
+    with _loaded_lock:
+        _unload_past(0)
+
+
+add_reclaimer(_reclaim)
 
 
 def _pin(digest: bytes) -> None:
@@ -245,26 +279,34 @@ class CPUProgram:
 
     def attach(self, lib: bytes | None = None) -> None:
         """Load the library (`lib`, else the kept bytes), or find it loaded, and take the kernel's function pointers
-        from it."""
-        self.lib: ctypes.CDLL | None = _load(self, lib)
-        try:
-            self.chunks = ctypes.c_int.in_dll(self.lib, f"{self.name}_chunks").value
-        except ValueError:
-            self.chunks = 0
-        if self.chunks:
-            self.entry = ctypes.cast(getattr(self.lib, f"{self.name}_chunk"), ctypes.c_void_p)
-        else:
-            # a function object of its own (attribute access on the library shares one per name): its argument types
-            # are this kernel's, set on the first call, so that calls pass plain ints (no c_void_p per buffer)
-            self.fxn = self.lib[self.name]
-            self.fxn.restype = None
-            self.n_bufs, self.n_vals = -1, -1
+        from it (under the lock that unloading takes: a library is never unloaded halfway through)."""
+        with _loaded_lock:
+            cdll = _load(self, lib)
+            try:
+                self.chunks = ctypes.c_int.in_dll(cdll, f"{self.name}_chunks").value
+            except ValueError:
+                self.chunks = 0
+            if self.chunks:
+                self.entry = ctypes.cast(getattr(cdll, f"{self.name}_chunk"), ctypes.c_void_p)
+            else:
+                # a function object of its own (attribute access on the library shares one per name): its argument
+                # types are this kernel's, set on the first call, so that calls pass plain ints (no c_void_p per
+                # buffer). Attached again, it gets the types before it replaces the old one: a call on another thread
+                # that checked them already may take either
+                fxn = cdll[self.name]
+                fxn.restype = None
+                if getattr(self, "n_bufs", -1) >= 0:
+                    fxn.argtypes = self.fxn.argtypes
+                else:
+                    self.n_bufs, self.n_vals = -1, -1
+                self.fxn = fxn
+            self.lib: ctypes.CDLL | None = cdll
 
     def detach(self) -> None:
-        """Drop the function pointers into the library (it is being unloaded)."""
+        """Forget the library (it is being unloaded): the next call attaches it again. (The function pointers stay
+        until then, for a call on another thread that is past its check of `lib`: the library stays loaded while
+        such a call runs, see `_unload_past`.)"""
         self.lib = None
-        self.__dict__.pop("fxn", None)
-        self.__dict__.pop("entry", None)
 
     def __call__(
         self,
@@ -306,29 +348,36 @@ class CPUProgram:
         every call)."""
         addrs = tuple(map(_address, bufs))
         vals = tuple(vals)
-        if self.lib is None:
-            self.attach()
-        if self.chunks:
-            # (the partial keeps the arrays alive)
-            launch = functools.partial(self.pool_run, self.entry, *self._arrays(addrs, vals), self.chunks)
-        else:
-            if len(addrs) != self.n_bufs or len(vals) != self.n_vals:
-                self._set_argtypes(len(addrs), len(vals))
-            launch = functools.partial(self.fxn, *addrs, *vals)
-        # the call holds pointers into the library: it stays loaded while the call lives
-        _pin(self.digest)
+        # (attached and pinned under the lock that unloading takes)
+        with _loaded_lock:
+            if self.lib is None:
+                self.attach()
+            if self.chunks:
+                # (the partial keeps the arrays alive)
+                launch = functools.partial(self.pool_run, self.entry, *self._arrays(addrs, vals), self.chunks)
+            else:
+                if len(addrs) != self.n_bufs or len(vals) != self.n_vals:
+                    self._set_argtypes(len(addrs), len(vals))
+                launch = functools.partial(self.fxn, *addrs, *vals)
+            # the call holds pointers into the library: it stays loaded while the call lives
+            _pin(self.digest)
         weakref.finalize(launch, _unpin, self.digest)
         return launch
 
     def _set_argtypes(self, n_bufs: int, n_vals: int) -> None:
-        self.n_bufs, self.n_vals = n_bufs, n_vals
+        # the types first: a call on another thread that sees the counts match uses them
         self.fxn.argtypes = [ctypes.c_void_p] * n_bufs + [ctypes.c_int32] * n_vals
+        self.n_bufs, self.n_vals = n_bufs, n_vals
 
     def _arrays(self, addrs: tuple[int, ...], vals: tuple[int, ...]) -> tuple[Any, Any]:
         if len(self.arrays) >= ARRAYS_KEPT:
             self.arrays.clear()
         arrays = self.arrays[(addrs, vals)] = (ctypes.c_void_p * len(addrs))(*addrs), (ctypes.c_int * len(vals))(*vals)
         return arrays
+
+
+# (what `_called_now` looks for in other threads' stacks)
+_CALL_CODE = CPUProgram.__call__.__code__
 
 
 def open_cpu(device: str) -> Compiled:
