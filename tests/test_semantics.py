@@ -2197,6 +2197,57 @@ def test_norm_of_a_negative_p_as_torch() -> None:
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-12)
 
 
+@pytest.mark.parametrize("p", [1, 2, 3, 1.5, 0.5, -1])
+def test_norm_gradients_at_infinities_nans_and_tiny_values_as_torch(p: float) -> None:
+    # the derivative was set to 0 wherever x or it wasn't finite (the 1-norm's sign(x) at +-inf: torch 1 and -1), and
+    # below p = 2 it was x |x|^(p-2), which overflows at |x| ~ 1e-30 for p = 0.5 (inf, then 0; torch's finite)
+    rows = np.array(
+        [
+            [math.inf, -math.inf, 0.0, 2.0],
+            [math.inf, 1.0, 0.5, 0.0],
+            [-math.inf, -math.inf, 1.0, 1.0],
+            [math.nan, 1.0, 2.0, 0.0],
+            [1e30, 1e30, 1.0, 0.0],
+            [1e-30, 0.0, 0.0, 0.0],
+            [3.0, -4.0, 0.0, 0.0],
+        ],
+        np.float32,
+    )
+    w = np.random.default_rng(7).standard_normal(len(rows)).astype(np.float32)
+    x, t = Tensor(rows, requires_grad=True), torch.tensor(rows, requires_grad=True)
+    (x.norm(p, dim=1) * Tensor(w)).sum().backward()
+    (torch.linalg.vector_norm(t, p, dim=1) * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5)
+    x, t = Tensor(rows, requires_grad=True), torch.tensor(rows, requires_grad=True)
+    (x.normalize(p, dim=1) * Tensor(rows[::-1].copy())).nan_to_num().sum().backward()
+    (torch.nn.functional.normalize(t, p, dim=1) * torch.tensor(rows[::-1].copy())).nan_to_num().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5)
+
+
+def test_nuclear_norm_and_a_0d_norm_s_dim_as_torch() -> None:
+    a = np.random.default_rng(8).standard_normal((2, 3, 4)).astype(np.float32)
+    for kwargs in ({"dim": (0, 1)}, {"dim": (0, 2), "keepdim": True}, {"dim": [-1, 0]}):
+        x, t = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+        ours, theirs = x.norm("nuc", **kwargs), t.norm("nuc", **kwargs)
+        assert ours.shape == tuple(theirs.shape)
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5)
+        ours.sum().backward()
+        theirs.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert Tensor(a[0]).norm("nuc").item() == pytest.approx(torch.tensor(a[0]).norm("nuc").item(), rel=1e-6)
+    for kwargs in ({}, {"dim": 1}, {"dim": (1, 1)}):
+        with pytest.raises(RuntimeError):
+            torch.tensor(a).norm("nuc", **kwargs)
+        with pytest.raises(RuntimeError, match="norm"):
+            Tensor(a).norm("nuc", **kwargs)
+    # a 0-d tensor takes dim 0 and -1 only, as the other reductions (dim=5 was ignored)
+    assert Tensor(1.5).norm(dim=-1).item() == torch.tensor(1.5).norm(dim=-1).item()
+    with pytest.raises(IndexError):
+        torch.tensor(1.5).norm(dim=5)
+    with pytest.raises(IndexError, match="norm: axis 5"):
+        Tensor(1.5).norm(dim=5)
+
+
 def test_searchsorted_with_a_sorter_as_torch() -> None:
     seq = np.array([[5.0, 1.0, 3.0, 9.0, 7.0], [2.0, 8.0, 4.0, 6.0, 0.0]], np.float32)
     values = np.array([[0.0, 3.0, 6.0, 10.0], [1.0, 4.0, 4.5, 9.0]], np.float32)

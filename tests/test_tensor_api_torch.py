@@ -562,6 +562,22 @@ def test_logit_values_and_gradients_as_torch():
     assert ints.dtype == dtypes.float32 and ints.tolist() == [-INF, INF]
 
 
+def test_logit_of_half_floats_clamps_at_bounds_of_their_dtype_as_torch():
+    # torch's bounds are eps and 1 - eps in the half float: float16's 1 - 1e-6 is 1.0, so logit(1.0) is inf there
+    # (computed with float32 bounds it was 13.8), and bfloat16's 1 - 1e-3 is 1.0 too
+    x = np.array([0.0, 1e-7, 1e-6, 0.3, 0.999, 0.9995, 1.0], np.float32)
+    for dtype, torch_dtype in ((dtypes.float16, torch.float16), (dtypes.bfloat16, torch.bfloat16)):
+        for eps in (1e-6, 1e-3, 0.3):
+            ours = Tensor(x).cast(dtype).requires_grad_()
+            theirs = torch.tensor(x).to(torch_dtype).requires_grad_()
+            ours.logit(eps).sum().backward()
+            want = torch.logit(theirs, eps)
+            want.sum().backward()
+            # (inside the bounds torch's half kernel can round an ulp apart; the clamped ends and infinities agree)
+            np.testing.assert_allclose(ours.logit(eps).float().numpy(), want.float().detach().numpy(), rtol=8e-3)
+            assert ours.grad.float().tolist() == theirs.grad.float().tolist()
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # nanmedian, nanquantile, unique
 

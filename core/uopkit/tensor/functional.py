@@ -186,22 +186,31 @@ class FunctionalMixin:
     ) -> Tensor:
         """The vector p-norm over `dim` (all elements when None) of a float tensor, as torch.Tensor.norm: "fro" (and
         p = 2) the Euclidean norm, inf the max of |x|, 0 the count of nonzeros; torch's gradient (0 at a zero norm).
-        `dtype` (a float dtype) casts the tensor to it first, as torch's.
+        "nuc" is the nuclear norm (`matrix_norm("nuc")`) over two axes: `dim`, or the two of a matrix. `dtype` (a
+        float dtype) casts the tensor to it first, as torch's.
 
         >>> Tensor([[3.0, 4.0]]).norm().item()
         5.0
         """
         if p == "fro":
             p = 2.0
-        if isinstance(p, str):
-            raise ArgumentError(f"norm: p must be a number or 'fro', got {p!r} (matrix norms aren't supported)")
+        if isinstance(p, str) and p != "nuc":
+            raise ArgumentError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
         if not dtypes.is_float(self.dtype):
             raise DTypeError(f"norm: needs a floating-point tensor, got {self.dtype}; cast with .float()")
         if dtype is not None:
             if not dtypes.is_float(want := to_dtype(dtype)):
                 raise TypeError(f"norm: dtype must be a floating-point dtype, got {want}")
             return self.cast(want).norm(p, dim, keepdim)
-        axes = self._axes(dim, "norm") if self.ndim else ()
+        if p == "nuc":
+            axes = tuple(range(self.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+            if len(axes) != 2:
+                raise ArgumentError(f"norm: p='nuc' is a matrix norm over two dims, got dim={dim} of {self.shape}")
+            return self.matrix_norm("nuc", axes, keepdim)
+        axes = self._axes(dim, "norm")
+        if not self.ndim:
+            # (a 0-d tensor: dim 0 or -1 checked as the other reductions check it, and nothing to move)
+            axes = ()
         rest = [a for a in range(self.ndim) if a not in axes]
         rest_shape = tuple(self.shape[a] for a in rest)
         # the reduced axes moved last and flattened into one
@@ -251,12 +260,21 @@ class FunctionalMixin:
         def derivative(x: Tensor) -> Tensor:
             norm = norm_of(x)
             if p == 1:
-                d = x.sign()
-            elif p == 2:
+                return x.sign()
+            if p == 2:
                 d = x / norm
+            elif p > 2:
+                d = x * x.abs().pow(p - 2) / norm.pow(p - 1)
             else:
-                scaled = x * x.abs().pow(p - 2)
-                d = (scaled if p >= 2 else (x == 0).where(0.0, scaled)) / norm.pow(p - 1)
+                # below 2 as torch's: sign(x) |x|^(p-1), which stays finite where x |x|^(p-2) over- or underflows
+                # (|x| ~ 1e-30 at p = 0.5), 0 at x = 0 below 1; torch.linalg multiplies by norm^(1-p) there,
+                # unmasked (-inf with p = -1 gets 0, not -inf * 0), cdist divides by dist^(p-1) and then masks
+                scaled = x.sign() * x.abs().pow(p - 1)
+                if p < 1 and op != "cdist":
+                    return (x == 0).where(0.0, scaled) * norm.pow(1 - p)
+                d = scaled / norm.pow(p - 1)
+                if p < 1:
+                    d = (x == 0).where(0.0, d)
             return (norm == 0).where(0.0, d)
 
         return _with_reduced_derivative(norm_of(x), x, derivative, axis)

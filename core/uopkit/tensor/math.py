@@ -221,7 +221,6 @@ class MathMixin:
         return _with_derivative(out, a, da + db) if a.uop is b.uop else _with_derivative(out, a, da, (b, db))
 
     @replayed
-    @in_float32
     def logit(self, eps: float | None = None) -> Tensor:
         """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when `eps` is given, as torch.logit: its gradient is 0
         where the clamp holds x, and NaN outside [0, 1] without `eps`.
@@ -229,6 +228,14 @@ class MathMixin:
         >>> Tensor([0.5, 0.75]).logit().tolist()
         [0.0, 1.0986123085021973]
         """
+        if self.dtype not in dtypes.halves:
+            return self._logit(eps, None if eps is None else 1 - eps)
+        # computed in float32 and rounded once, with torch's bounds of the half float itself: float16's 1 - 1e-6 is
+        # 1.0, so logit(1.0, eps=1e-6) is inf there, as torch's
+        bounds = (None, None) if eps is None else (_rounded_to(eps, self.dtype), _rounded_to(1 - eps, self.dtype))
+        return self.cast(dtypes.float32)._logit(*bounds).cast(self.dtype)
+
+    def _logit(self, eps: float | None, high: float | None) -> Tensor:
         x = self._float()
         # (inf at 0 and 1 as torch's, from either side: 1 / (x * (1 - x)) is -inf at -0.0)
         slope = ((x == 0) | (x == 1)).where(math.inf, (x * (1 - x)).reciprocal())
@@ -236,9 +243,9 @@ class MathMixin:
             z, derivative = x, ((x < 0) | (x > 1)).where(math.nan, slope)
         else:
             # (torch's order of the two tests: an eps above 0.5 gives eps below 1 - eps, and 1 - eps above eps)
-            low, high = x < eps, x > 1 - eps
-            z = low.where(eps, high.where(1 - eps, x))
-            derivative = (low | high).where(0.0, slope)
+            below, above = x < eps, x > high
+            z = below.where(eps, above.where(high, x))
+            derivative = (below | above).where(0.0, slope)
         return _with_derivative((z / (1 - z)).log(), x, derivative)
 
     @replayed

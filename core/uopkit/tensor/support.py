@@ -669,9 +669,9 @@ def _with_gradient_of(value: Tensor, surrogate: Tensor) -> Tensor:
 
 def _with_reduced_derivative(value: Tensor, x: Tensor, derivative: Callable[[Tensor], Tensor], axis: int) -> Tensor:
     """`value`, a reduction of x along `axis` (kept, size 1), whose gradient with respect to x is `derivative(x)` (x's
-    shape) times the incoming one, 0 where x or the derivative isn't finite. `derivative` builds it from x when a
-    gradient is taken (it may compute the value again: a rule must not hold its own node), not detached, so second
-    derivatives are the derivative's."""
+    shape) times the incoming one; its infinities and NaNs come through, as PyTorch's (the 1-norm's sign(x) at an
+    infinite x, inf / inf at the 2-norm's). `derivative` builds it from x when a gradient is taken (it may compute the
+    value again: a rule must not hold its own node), not detached, so second derivatives are the derivative's."""
     from uopkit.gradient import set_gradient
 
     x_uop = x.uop
@@ -679,7 +679,6 @@ def _with_reduced_derivative(value: Tensor, x: Tensor, derivative: Callable[[Ten
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
         x_now = Tensor(x_uop)
         d = derivative(x_now)
-        d = (x_now.isfinite() & d.isfinite()).where(d, 0.0)
         return ((Tensor(g) * d.cast(g.dtype)).uop,)
 
     set_gradient(value.uop, (x_uop,), rule)
