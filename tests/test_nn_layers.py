@@ -281,6 +281,42 @@ def test_batchnorm1d_and_3d_load_torch_state_and_match_in_training_and_eval() ->
         nn.BatchNorm3d(3)(Tensor.ones(2, 3, 1, 1))
 
 
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_batch_count_is_stored_with_the_training_step(momentum: float | None) -> None:
+    # a conv + BatchNorm2d net trained by SGD over `parameters()` (torch's way: the running statistics aren't the
+    # optimizer's): the step's realize stores the batch count with the running statistics it takes along, so the next
+    # forward pass launches nothing (the pending count took a realize and a kernel of its own there); the weights,
+    # statistics and count are torch's after every step
+    from uopkit.helpers import GlobalCounters
+    from uopkit.nn.optim import SGD
+
+    torch.manual_seed(0)
+    t_conv, t_bn, t_fc = torch.nn.Conv2d(1, 3, 3), torch.nn.BatchNorm2d(3, momentum=momentum), torch.nn.Linear(48, 2)
+    conv, bn, fc = nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3, momentum=momentum), nn.Linear(48, 2)
+    for ours, theirs in ((conv, t_conv), (bn, t_bn), (fc, t_fc)):
+        load_state_dict(ours, {k: v.numpy() for k, v in theirs.state_dict().items()})
+    params = [p for m in (conv, bn, fc) for p in m.parameters()]
+    opt = SGD(params, lr=0.1, momentum=0.9)
+    t_opt = torch.optim.SGD([p for m in (t_conv, t_bn, t_fc) for p in m.parameters()], lr=0.1, momentum=0.9)
+    x, target = _randn(4, 1, 6, 6), _randn(4, 2)
+    with Tensor.train():
+        for step in range(4):
+            GlobalCounters.reset()
+            out = fc(bn(conv(Tensor(x))).relu().flatten(1))
+            if step:
+                assert GlobalCounters.kernel_count == 0, "the last step left the batch count to the forward pass"
+            opt.zero_grad()
+            ((out - Tensor(target)) ** 2).mean().backward()
+            opt.step()
+            t_opt.zero_grad()
+            ((t_fc(t_bn(t_conv(torch.tensor(x))).relu().flatten(1)) - torch.tensor(target)) ** 2).mean().backward()
+            t_opt.step()
+            assert bn.num_batches_tracked.uop.base.op.name == "BUFFER"
+            for key in ("running_mean", "running_var", "num_batches_tracked", "weight"):
+                _close(getattr(bn, key), getattr(t_bn, key), atol=1e-5, what=f"step {step} {key}")
+            _close(conv.weight, t_conv.weight, atol=1e-5, what=f"step {step} conv weight")
+
+
 def test_layernorm2d_localresponsenorm_and_distances_match_torch() -> None:
     x = _randn(2, 5, 3, 4)
     ln2d = nn.LayerNorm2d(5)

@@ -381,6 +381,52 @@ def test_setitem_of_a_value_with_a_gradient(base: str) -> None:
     np.testing.assert_allclose(results[1], results[0])
 
 
+_IN_PLACE_WRITES_OF_A_GRADIENT: dict[str, Callable[[Any, Any], None]] = {
+    "add_": lambda b, x: b.add_(x),
+    "copy_": lambda b, x: b.copy_(x),
+    "slice +=": lambda b, x: b[1:3].__iadd__(x[:2]),
+    "reshaped copy_": lambda b, x: b.reshape(2, 2)[1].copy_(x[:2]),
+    "expanded row add_": lambda b, x: b.reshape(1, 4).expand(3, 4)[0].add_(x),
+    "expanded row copy_": lambda b, x: b.reshape(1, 4).expand(3, 4)[2].copy_(x),
+    "expanded element mul_": lambda b, x: b.reshape(1, 4).expand(3, 4)[1, 1:2].mul_(x[2]),
+}
+
+
+@pytest.mark.parametrize("write", list(_IN_PLACE_WRITES_OF_A_GRADIENT))
+@pytest.mark.parametrize("base", ["arange", "realized", "lazy"])
+def test_an_in_place_write_of_a_value_with_a_gradient(base: str, write: str) -> None:
+    # an in-place method writing a value that carries a gradient into storage that carries none (a never-realized
+    # arange, a realized tensor, a view of a lazy value), also through an expanded view: the target takes the
+    # gradient as setitem's (the gradient was lost, and backward() raised or gave only the loss's other terms)
+    results = []
+    for T in (torch, Tensor):
+        x = (
+            T.tensor([5.0, 6.0, 7.0, 8.0], requires_grad=True)
+            if T is torch
+            else Tensor([5.0, 6.0, 7.0, 8.0]).requires_grad_()
+        )
+        b = T.arange(4.0) if base == "arange" else _realized(T, 4) if base == "realized" else _lazy(T, 4)
+        _IN_PLACE_WRITES_OF_A_GRADIENT[write](b, x)
+        assert b.requires_grad
+        loss = (b * b).sum() + (b * x).sum()
+        loss.backward()
+        results.append((loss.item(), x.grad.numpy()))
+    assert results[1][0] == pytest.approx(results[0][0])
+    np.testing.assert_allclose(results[1][1], results[0][1])
+
+
+def test_an_in_place_write_of_a_gradient_is_not_recorded_without_grad_or_into_a_leaf() -> None:
+    x = Tensor([5.0, 6.0], requires_grad=True)
+    b = Tensor([1.0, 2.0])
+    with uopkit.no_grad():
+        b.add_(x)
+    assert not b.requires_grad and b.tolist() == [6.0, 8.0]
+    # (a write into a view of a leaf that requires grad is an update, as into the leaf: docs/semantics.md)
+    w = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w[1:].add_(x)
+    assert w.is_leaf and w.tolist() == [1.0, 7.0, 9.0]
+
+
 def test_setitem_drops_a_values_leading_ones_and_indexes_as_torch():
     a, t = Tensor.zeros(2, 3), torch.zeros(2, 3)
     a[0], t[0] = Tensor([[1.0, 2.0, 3.0]]), torch.tensor([[1.0, 2.0, 3.0]])
@@ -677,3 +723,51 @@ def test_strides_of_a_view_of_a_view_whose_base_is_gone() -> None:
     x = Tensor.arange(6.0).reshape(2, 3).contiguous().realize().t()
     t = torch.arange(6.0).reshape(2, 3).t()
     assert (x[1:].stride(), x.unsqueeze(0).stride()) == (t[1:].stride(), t.unsqueeze(0).stride())
+
+
+_WRITES_INTO_SEVERAL_VIEWS: dict[str, tuple[str | None, Callable[[Any, Any], Any]]] = {
+    # (the op torch's refusal names, None where torch lets the write through)
+    "unbind mul_": ("unbind", lambda T, y: y.unbind(0)[1].mul_(2)),
+    "split add_": ("split", lambda T, y: y.split(1)[1].add_(1)),
+    "split sizes copy_": ("split", lambda T, y: y.split([1, 2])[1].copy_(T.ones(2, 4))),
+    "split whole fill_": ("split", lambda T, y: y.split(3)[0].fill_(1)),
+    "split_with_sizes +=": ("split", lambda T, y: y.split_with_sizes([2, 1])[0].__iadd__(1)),
+    "chunk along 1": ("chunk", lambda T, y: y.chunk(2, 1)[1].mul_(2)),
+    "a view of a chunk": ("chunk", lambda T, y: y.chunk(3)[1].reshape(2, 2).__setitem__(0, 5.0)),
+    "setitem into unbind": ("unbind", lambda T, y: y.unbind(0)[2].__setitem__(0, 5.0)),
+    "a gradient into plain unbind": ("unbind", lambda T, y: T.ones(3, 4).unbind(0)[1].mul_(y[0])),
+    "unbind, no gradient": (None, lambda T, y: T.ones(3, 4).unbind(0)[1].mul_(2)),
+    "unbind's detach": (None, lambda T, y: y.unbind(0)[1].detach().mul_(2)),
+    "unsafe_split": (None, lambda T, y: y.unsafe_split(1)[1].mul_(2)),
+    "unsafe_chunk": (None, lambda T, y: y.unsafe_chunk(3)[1].mul_(2)),
+    "tensor_split": (None, lambda T, y: y.tensor_split(3)[1].mul_(2)),
+    "hsplit": (None, lambda T, y: y.hsplit(2)[1].mul_(2)),
+    "vsplit": (None, lambda T, y: y.vsplit(3)[1].mul_(2)),
+    "unflatten": (None, lambda T, y: y.unflatten(1, (2, 2))[1].mul_(2)),
+    "the base after unbind": (None, lambda T, y: (y.unbind(0), y.mul_(2))),
+}
+
+
+@pytest.mark.parametrize("write", list(_WRITES_INTO_SEVERAL_VIEWS))
+def test_an_in_place_write_into_one_of_several_views(write: str) -> None:
+    # torch refuses an in-place write into an output of split/chunk/unbind (or a view of one) that needs a gradient,
+    # and lets tensor_split's, unsafe_split's and the rest through: the same RuntimeError here, naming the op
+    maker, make_write = _WRITES_INTO_SEVERAL_VIEWS[write]
+    for T in (torch, Tensor):
+        y = (torch.arange(12.0) if T is torch else Tensor.arange(12.0)).reshape(3, 4).requires_grad_() * 1
+        if maker is None:
+            make_write(T, y)
+            continue
+        with pytest.raises(RuntimeError) as refused:
+            make_write(T, y)
+        if T is Tensor:
+            assert f"{maker}() returned together" in str(refused.value) and "clone()" in str(refused.value)
+
+
+def test_an_in_place_write_into_one_of_several_views_without_recording() -> None:
+    # allowed under no_grad(), as torch's; the write shows in the base
+    for T in (torch, Tensor):
+        y = (torch.arange(4.0) if T is torch else Tensor.arange(4.0)).requires_grad_() * 1
+        with torch.no_grad() if T is torch else uopkit.no_grad():
+            y.split(2)[1].mul_(2)
+        assert y.tolist() == [0.0, 1.0, 4.0, 6.0]

@@ -818,6 +818,8 @@ def _held_values(roots: tuple[UOp, ...], param: _Param | None) -> list[Tensor]:
     inside = param.position if param is not None else UOp(Ops.SINK, src=roots).toposort()
     held = [t for t in others if _assigns_from(t.uop, inside)]
     asked.update(t.uop for t in held)
+    if len(_together):
+        held += _staged_with(list(asked), asked)
     candidates = [t for t in others if t.uop in inside and t.uop not in asked and not _is_stored(t.uop)]
     if not candidates:
         return held
@@ -829,6 +831,33 @@ def _held_values(roots: tuple[UOp, ...], param: _Param | None) -> list[Tensor]:
             asked.add(t.uop)
             held.append(t)
     return held
+
+
+# pending assigns staged to run together (`run_together`): a STORE -> (the tensor, its STORE) of each of the others,
+# all held weakly
+_together = WeakKeyMap()
+
+
+def run_together(tensors: Sequence[Tensor]) -> None:
+    """The pending assigns of `tensors` run in one realize: whichever is realized (or taken along by `_assigns_from`)
+    takes the others with it. A BatchNorm's batch count, whose new value reads nothing of the batch, goes with the
+    running statistics a training step's realize takes along; alone, it ran in a realize of its own (one kernel) at
+    the next forward pass, whose assign must first store the pending one."""
+    pending = [(weakref.ref(t), weakref.ref(t.uop)) for t in tensors if t.uop.op is _STORE]
+    for _, store in pending:
+        _together[store()] = [p for p in pending if p[1] is not store]
+
+
+def _staged_with(stores: list[UOp], asked: set[UOp]) -> list[Tensor]:
+    # the tensors whose pending assigns were staged with one of `stores` (`run_together`) and aren't `asked` yet
+    out = []
+    for u in stores:
+        for ref, store_ref in _together.get(u, ()):
+            t, store = ref(), store_ref()
+            if t is not None and store is not None and t.uop is store and store not in asked:
+                asked.add(store)
+                out.append(t)
+    return out
 
 
 # how far into a pending assign's value `_assigns_from` looks for a node of the graph being realized

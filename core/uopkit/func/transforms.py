@@ -28,7 +28,7 @@ import numpy as np
 
 from uopkit.dtype import dtypes
 from uopkit.func.pytree import Spec, tree_flatten, tree_map, tree_unflatten
-from uopkit.func.vmapping import drawing_rule
+from uopkit.func.vmapping import check_randomness, drawing_rule
 from uopkit.tensor.autograd import grad as _autograd_grad
 from uopkit.tensor.grad_mode import enable_grad, is_grad_enabled
 from uopkit.tensor.gradient_reach import walk_back
@@ -415,8 +415,7 @@ def jacfwd(
     >>> jacfwd(lambda x: x.sum() * x)(Tensor([1.0, 2.0])).tolist()
     [[4.0, 1.0], [2.0, 5.0]]
     """
-    if randomness not in ("error", "different", "same"):
-        raise RuntimeError(f"jacfwd: randomness is 'error', 'different' or 'same', got {randomness!r}")
+    check_randomness(randomness, "jacfwd")
     return _jacobian(func, argnums, has_aux, "jvp(f, primals, tangents)", randomness)
 
 

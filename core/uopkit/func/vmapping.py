@@ -27,6 +27,12 @@ __all__ = ["vmap", "stack_module_state"]
 _RANDOMNESS = ("error", "different", "same")
 
 
+def check_randomness(randomness: str, where: str) -> None:
+    """torch's RuntimeError for a `randomness` (vmap's and jacfwd's argument) that isn't one of `_RANDOMNESS`."""
+    if randomness not in _RANDOMNESS:
+        raise RuntimeError(f"{where}: randomness is one of {', '.join(map(repr, _RANDOMNESS))}, got {randomness!r}")
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # randomness: what a random draw inside a vmapped function does
 
@@ -191,8 +197,7 @@ def vmap(
     >>> vmap(lambda x, y: x * y, in_dims=(0, None))(Tensor([[1.0, 2.0], [3.0, 4.0]]), Tensor([10.0, 100.0])).tolist()
     [[10.0, 200.0], [30.0, 400.0]]
     """
-    if randomness not in _RANDOMNESS:
-        raise RuntimeError(f"vmap: randomness is 'error', 'different' or 'same', got {randomness!r}")
+    check_randomness(randomness, "vmap")
     if chunk_size is not None and chunk_size <= 0:
         raise ValueError(f"vmap: chunk_size is None or a positive int, got {chunk_size}")
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from uopkit.dtype import DType, dtypes, to_dtype, to_numpy_dtype
+from uopkit.engine.realize import run_together
 from uopkit.nn.module import Module, Parameter
 from uopkit.tensor import ArgumentError, ShapeError, Tensor, is_grad_enabled, segments
 from uopkit.tensor import autocast as _autocast
@@ -444,6 +445,8 @@ class BatchNorm(Module):
                 self.running_mean.assign(((1 - m) * self.running_mean + m * mean.detach()).cast(stats_dt))
                 self.running_var.assign(((1 - m) * self.running_var + m * unbiased).cast(stats_dt))
                 self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+                # (the count, which reads nothing of the batch, is stored with the running statistics)
+                run_together([self.running_mean, self.running_var, self.num_batches_tracked])
             out = centered * (var.reshape(shape) + self.eps).rsqrt()
             return _gradient_stored_once(_per_channel_affine(out, self.weight, self.bias))
         out = (x - self.running_mean.reshape(shape)) * (self.running_var.reshape(shape) + self.eps).rsqrt()

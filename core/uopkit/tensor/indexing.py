@@ -16,6 +16,7 @@ from uopkit.dtype import (
 )
 from uopkit.schedule import _storage_base, computed_from, forget_source, live_tensors, shared_storage
 from uopkit.tensor import segments
+from uopkit.tensor.several_views import check_several_views_write
 from uopkit.tensor.support import (
     _A_COPY,
     _A_RESHAPED_COPY,
@@ -282,6 +283,23 @@ def _gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
         if u.op not in _MOVEMENT:
             return found
         u = u.src[0]
+
+
+def _history_of_plain_storage(t: Tensor, value: Tensor) -> tuple[UOp, UOp] | None:
+    # for a value that carries a gradient written into realized storage no gradient follows back to (`z =
+    # Tensor.randn(3, 2); z[:, 0] = w`, `z.add_(w)`, `z.expand(2, 3, 2)[0].copy_(w)`): (the storage, a copy of its
+    # old contents), the graph the positions not written come from; None where the write carries no gradient
+    if t.dtype == dtypes.bfloat16 or not _carries_gradient(value.uop):
+        return None
+    # (the storage itself: a view of a lazy value is computed into its base first)
+    t.realize()
+    node = t.uop
+    while node.op in _MOVEMENT:
+        node = node.src[0]
+    old = Tensor(node).contiguous().realize().uop
+    # (the copy stands for what was there: not followed back to the storage being written)
+    forget_source(old)
+    return node, old
 
 
 def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
@@ -612,6 +630,7 @@ class IndexingMixin:
         [0.0, 5.0, 5.0, 0.0]
         """
         check_in_place_allowed(self, "setitem")
+        check_several_views_write(self, value, "setitem")
         _share_storage(self)
         source = _detached_source(self)
         if source is not None:
@@ -639,16 +658,8 @@ class IndexingMixin:
             value = Tensor(value, device=self.device, dtype=self.dtype)
         if not tensors:
             value = _without_leading_ones(value, view.ndim)
-        if history is None and self.dtype != dtypes.bfloat16 and _carries_gradient(value.uop):
-            # a value that carries a gradient written into plain storage (`z = Tensor.randn(3, 2); z[:, 0] = w`): the
-            # old contents, copied, are the graph its other positions come from
-            node = self.uop
-            while node.op in _MOVEMENT:
-                node = node.src[0]
-            old = Tensor(node).contiguous().realize().uop
-            # (the copy stands for what was there: not followed back to the storage being written)
-            forget_source(old)
-            history = (node, old)
+        if history is None:
+            history = _history_of_plain_storage(self, value)
         value_graph = value.uop
         storage = _storage_uop(self.uop)
         chain = storage.movement_chain()
@@ -991,6 +1002,7 @@ class IndexingMixin:
         [3, 4]
         """
         check_in_place_allowed(self, "assign")
+        check_several_views_write(self, x, "assign")
         source = _detached_source(self)
         if source is not None:
             # (a write through a detach is a write through a view of the tensor detached: it runs now)
@@ -1140,6 +1152,7 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) 
     # batch's realize; None when done already (result is held only until staged: a reader of the storage being
     # written would be computed apart or get a copy, an extra kernel)
     check_in_place_allowed(t, op)
+    check_several_views_write(t, result, op)
     if result.shape != t.shape:
         raise ShapeError(
             f"{op}: the result's shape {result.shape} (broadcast with the operand) doesn't match the tensor's "
@@ -1165,6 +1178,10 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) 
         return None
     # written with the batch, as PyTorch's at once: the tensor's base (which this may be a view of) must see it
     history = _gradient_history(t.uop)
+    root = t._view_of() if t._view_of is not None else None
+    if history is None and not t._requires_grad and not (root is not None and root._requires_grad):
+        # (into a leaf that requires grad, or a view of one, the write is an update unseen by autograd: semantics.md)
+        history = _history_of_plain_storage(t, result)
     value_graph = result.uop
     t._store(result, aliased_ok=op in _ONE_VALUE_WRITES or op in _PICKED_WRITES, picked=picked)
     return t, history, value_graph, picked

@@ -22,6 +22,7 @@ from uopkit.schedule import live_tensors
 from uopkit.tensor.memory_format import as_memory_format, dims_order
 from uopkit.tensor.rearrange import rearrange
 from uopkit.tensor.replay import replayed
+from uopkit.tensor.several_views import mark_several_views
 from uopkit.tensor.support import (
     _A_RESHAPED_COPY,
     ArgumentError,
@@ -666,7 +667,9 @@ class MovementMixin:
         [[1, 3], [2, 4]]
         """
         d = _normalize_axis(dim, self.ndim, "unbind", self.shape, scalar=False)
-        return tuple(self._slice_axis(d, i, i + 1).squeeze(d) for i in range(self.shape[d]))
+        return mark_several_views(
+            tuple(self._slice_axis(d, i, i + 1).squeeze(d) for i in range(self.shape[d])), "unbind", self
+        )
 
     def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
         """Axes `source` moved to positions `destination`, the others in their order, as torch.movedim.
@@ -883,11 +886,16 @@ class MovementMixin:
         return _common_shape(shapes, "broadcast_shapes")
 
     def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
-        """Split along `dim` into pieces of `sizes` (an int: equal pieces, the last may be smaller).
+        """Split along `dim` into pieces of `sizes` (an int: equal pieces, the last may be smaller). As torch's, the
+        pieces can't be written in place while they need a gradient (clone one first).
 
         >>> [t.tolist() for t in Tensor.arange(5).split(2)]
         [[0, 1], [2, 3], [4]]
         """
+        return mark_several_views(self._split(sizes, dim), "split", self)
+
+    def _split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        # split's views, not marked as one op's several (torch's unsafe_split, which may be written in place)
         dim = _normalize_axis(dim, self.ndim, "split", self.shape, scalar=False)
         n = self.shape[dim]
         if isinstance(sizes, (int, np.integer)):
@@ -908,13 +916,17 @@ class MovementMixin:
         >>> [t.tolist() for t in Tensor.arange(6).chunk(3)]
         [[0, 1], [2, 3], [4, 5]]
         """
+        return mark_several_views(self._chunk(chunks, dim), "chunk", self)
+
+    def _chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        # chunk's views, not marked as one op's several (torch's unsafe_chunk)
         if chunks <= 0:
             raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
         dim = _normalize_axis(dim, self.ndim, "chunk", self.shape, scalar=False)
         if self.shape[dim] == 0:
             # (torch: `chunks` empty pieces)
             return tuple(self for _ in range(chunks))
-        return self.split(max(math.ceil(self.shape[dim] / chunks), 1), dim)
+        return self._split(max(math.ceil(self.shape[dim] / chunks), 1), dim)
 
     def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
         """Rotate elements along `dims` by `shifts` (flattened when dims is None), as torch.roll.

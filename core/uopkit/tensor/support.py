@@ -31,6 +31,7 @@ from uopkit.dtype import UnsupportedDTypeError as UnsupportedDTypeError
 from uopkit.engine.realize import buffers, capturing_checks
 from uopkit.helpers import CHECK_INDEX
 from uopkit.schedule import live_tensors
+from uopkit.tensor import several_views
 from uopkit.tensor.replay import replay_call
 from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, cast_scalar
 
@@ -748,8 +749,7 @@ def _reading_input(grad: UOp, x: UOp) -> UOp:
 def _passed_and_zero(
     shape: tuple[int, ...], device: str, g: UOp, wanted: tuple[bool, ...]
 ) -> tuple[UOp | None, UOp | None]:
-    zero = Tensor.zeros(shape, dtype=g.dtype, device=device).uop if wanted[1] else None
-    return (g if wanted[0] else None), zero
+    return (g if wanted[0] else None), (_zeros(g.dtype, device, shape) if wanted[1] else None)
 
 
 def _gradient_stored_once(x: Tensor) -> Tensor:
@@ -790,9 +790,14 @@ def _expanded_const(value: Any, dtype: DType, device: UOp, shape: tuple[int, ...
     return u if shape == ones else UOp(Ops.EXPAND, dtype, (u,), shape)
 
 
+def _zeros(dtype: DType, device: str | tuple[str, ...], shape: tuple[int, ...]) -> UOp:
+    # Tensor.zeros(shape)'s nodes, for a gradient rule (a bare UOp.const would be no tensor-graph node: uop/spec.py)
+    return _expanded_const(0, dtype, UOp(Ops.DEVICE, arg=device), shape)
+
+
 def _zero_like(g: UOp) -> UOp:
-    # 0 in g's dtype and shape, on g's device (a bare UOp.const would be no tensor-graph node: uop/spec.py)
-    return _expanded_const(0, g.dtype, UOp(Ops.DEVICE, arg=g.device), g.shape or ())
+    # 0 in g's dtype and shape, on g's device
+    return _zeros(g.dtype, g.device, g.shape or ())
 
 
 def _times_derivative(g: UOp, d: UOp | tuple[UOp, UOp]) -> UOp:
@@ -858,6 +863,8 @@ def _mark_view(view: Tensor, of: Tensor) -> Tensor:
     remembers the oldest live tensor of the chain of views, weakly: a view doesn't keep its base alive, and once the
     base is gone no one can see the write."""
     if view is not of:
+        if several_views.marked:
+            several_views.inherit_mark(view, of)
         root = of._view_of
         if root is _A_RESHAPED_COPY:
             # (a view of such a copy is one too: realized alone, never making a large lazy base, an expand, compute

@@ -557,16 +557,17 @@ class TorchExtrasMixin:
         return found.cat(pad, dim=0)
 
     def unsafe_split(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:  # type: ignore[misc]
-        """`split` (torch.Tensor.unsafe_split: the same parts, views here as there)."""
-        return self.split(split_size, dim)
+        """`split` (torch.Tensor.unsafe_split: the same parts, views here as there, which may be written in place while
+        they need a gradient)."""
+        return self._split(split_size, dim)
 
     def unsafe_split_with_sizes(self: Tensor, split_sizes: Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:  # type: ignore[misc]
         """`split_with_sizes` (torch.Tensor.unsafe_split_with_sizes)."""
-        return self.split_with_sizes(split_sizes, dim)
+        return self._split(split_sizes, dim)
 
     def unsafe_chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:  # type: ignore[misc]
         """`chunk` (torch.Tensor.unsafe_chunk)."""
-        return self.chunk(chunks, dim)
+        return self._chunk(chunks, dim)
 
     # ------------------------------------------------------------------------------------------------------------
     # Python functions per element, and resizing
