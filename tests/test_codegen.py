@@ -514,3 +514,65 @@ def test_gather_at_an_argmax_over_gated_pieces_closes_each_loop_once():
     uops = get_program(_rows_max_gathered_kernel(), Device["CPU"].renderer).uops
     ended = [u.src[1] for u in uops if u.op is Ops.END]
     assert len(ended) == len(set(ended)) == sum(u.op is Ops.RANGE for u in uops)
+
+
+def test_renaming_a_kernel_keeps_its_code_without_rendering_again(monkeypatch):
+    # kernels of one name and different code get distinct names (one library holds them): the renamed program is what
+    # rendering under the new name gives, chunked parallel kernel included (its name is in three places), and the
+    # renderer doesn't walk the program a second time for it
+    from uopkit.codegen.opt import Opt, OptOps
+    from uopkit.engine.kernel_names import unique_name
+    from uopkit.renderer.cstyle import CStyleRenderer
+
+    dev = Device["CPU"]
+    item = _item(Tensor.ones(64, 64).contiguous() * 3)
+    calls = []
+    original = CStyleRenderer.render
+
+    def counted(self, *args):
+        calls.append(args)
+        return original(self, *args)
+
+    for opts in ([], [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.THREAD, 0, 2)]):
+        spec = get_program(item.ast, dev.renderer, opts=opts, name="E_renamed_probe")
+        calls.clear()
+        monkeypatch.setattr(CStyleRenderer, "render", counted)
+        renamed = dev.renderer.rename(spec.src, "E_renamed_probe_2", list(spec.uops))
+        assert calls == []
+        monkeypatch.undo()
+        assert renamed == dev.renderer.render("E_renamed_probe_2", list(spec.uops)) != spec.src
+    # through `unique_name`: the first kernel of a name keeps it, another program under that name gets a new one
+    first = get_program(item.ast, dev.renderer, opts=[], name="E_unique_probe")
+    other = get_program(_item(Tensor.ones(64, 64).contiguous() + 5).ast, dev.renderer, opts=[], name="E_unique_probe")
+    assert unique_name(first, dev).src == first.src
+    renamed = unique_name(other, dev)
+    assert renamed.name == "E_unique_proben1"
+    assert renamed.src == dev.renderer.render("E_unique_proben1", list(other.uops))
+    # a source the renderer didn't just render is rendered again: still the right program
+    assert dev.renderer.rename(first.src, "E_unique_probe_3", list(first.uops)) == dev.renderer.render(
+        "E_unique_probe_3", list(first.uops)
+    )
+
+
+def test_passes_whose_rules_cannot_fire_are_skipped(monkeypatch):
+    # a pass whose rules' ops (and their sources' ops) are not in the kernel is not walked: same program
+    import uopkit.codegen as codegen
+    from uopkit.codegen import may_fire
+    from uopkit.codegen.transcendental import exp_rules
+
+    ops = {Ops.MUL, Ops.CONST, Ops.LOAD}
+    assert not may_fire(exp_rules(), ops) and may_fire(exp_rules(), ops | {Ops.EXP2})
+    # a rule needs its source patterns' ops too: EXP2 of no MUL can't be e**x
+    assert not may_fire(exp_rules(), {Ops.EXP2, Ops.LOAD})
+    item = _item(Tensor.ones(8, 8).contiguous() * 3)
+    names = []
+    original = codegen.graph_rewrite
+    monkeypatch.setattr(codegen, "graph_rewrite", lambda *a, **k: names.append(k.get("name")) or original(*a, **k))
+    src = get_program(item.ast, Device["CPU"].renderer, opts=[]).src
+    assert "exp" not in names and "sum of padding" not in names and "symbolic" in names
+    monkeypatch.undo()
+    assert src == get_program(item.ast, Device["CPU"].renderer, opts=[]).src
+    names.clear()
+    monkeypatch.setattr(codegen, "graph_rewrite", lambda *a, **k: names.append(k.get("name")) or original(*a, **k))
+    get_program(_item(Tensor.ones(8, 8).contiguous().exp()).ast, Device["CPU"].renderer, opts=[])
+    assert "exp" in names

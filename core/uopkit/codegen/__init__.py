@@ -73,6 +73,18 @@ pm_ungate_loads = PatternMatcher(
 )
 
 
+def may_fire(pm: PatternMatcher, ops: set[Ops]) -> bool:
+    """Whether a rule of `pm` can fire in a graph whose nodes' ops are `ops`: a rule's node has one of its pattern's
+    ops and sources of its source patterns' ops, all in the graph. A pass that can't is not walked (most kernels have
+    no exp, no log: their passes changed nothing, in a walk of the whole kernel each)."""
+    if pm.any_op:
+        return True
+    for op, rules in pm.pdict.items():
+        if op in ops and any(all(not ops.isdisjoint(src) for _, src in pat._src_ops) for pat, _, _ in rules):
+            return True
+    return False
+
+
 def kernel_name(ast: UOp) -> str:
     """E_<shape> for elementwise kernels, r_<shape> for kernels with a reduce."""
     store = ast.src[0]
@@ -101,12 +113,15 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     # everything after lowering builds index arithmetic of the type lowering chose for this kernel
     with index_dtype(lctx.index_dtype):
         # e**x gets its accurate form while the code is still scalar
-        lowered = graph_rewrite(lowered, exp_rules(), name="exp")
+        ops = {u.op for u in lowered.toposort()}
+        if may_fire(exp := exp_rules(), ops):
+            lowered = graph_rewrite(lowered, exp, name="exp")
+            ops = {u.op for u in lowered.toposort()}
         # transcendental ops the renderer lacks become polynomials and bit operations, before lanes are expanded: each
         # of their ops then runs on whole vectors where the renderer has it (a log decomposed after expanding had
         # every lane's polynomial written out)
         decompose = decompositions_for(renderer.caps.transcendental_ops)
-        if decompose is not None:
+        if decompose is not None and may_fire(decompose, ops):
             lowered = graph_rewrite(lowered, decompose, name="transcendentals")
         # fold the index arithmetic once while lanes are still ranges: the views' div/mod chains mostly fold away here,
         # an address that no longer depends on a lane is not copied per lane, and the pass after expanding has a
@@ -181,6 +196,8 @@ pm_sum_of_padding = PatternMatcher(
 def prepare_ast(ast: UOp) -> UOp:
     """The kernel AST that opts are planned on and applied to (a sum over padding no longer loops over it): opts
     chosen for a kernel outside `get_program` must be drawn on this form."""
+    if not may_fire(pm_sum_of_padding, {u.op for u in ast.toposort()}):
+        return ast
     return graph_rewrite(ast, pm_sum_of_padding, name="sum of padding")
 
 

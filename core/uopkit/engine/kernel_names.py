@@ -25,4 +25,4 @@ def unique_name(spec: ProgramSpec, dev: Compiled) -> ProgramSpec:
         name = seen[digest] = f"{spec.name}n{len(seen)}" if seen else spec.name
     if name == spec.name:
         return spec
-    return dataclasses.replace(spec, name=name, src=dev.renderer.render(name, list(spec.uops)))
+    return dataclasses.replace(spec, name=name, src=dev.renderer.rename(spec.src, name, list(spec.uops)))

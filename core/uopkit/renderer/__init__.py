@@ -151,6 +151,12 @@ class Renderer:
         exactly this value (`uopkit.device.Compiler.compile`)."""
         raise NotImplementedError(f"{type(self).__name__} must implement render")
 
+    def rename(self, src: str | bytes, name: str, uops: list[UOp]) -> str | bytes:
+        """What `render(name, uops)` returns, given `src`, what this renderer's `render` returned for `uops` under
+        another name (kernels compiled into one library need distinct names, `engine.kernel_names`). This renders
+        again; a renderer that knows where the name is in its program may do less."""
+        return self.render(name, uops)
+
 
 for _name in CAP_NAMES:
     setattr(Renderer, _name, _CapAttribute(_name))

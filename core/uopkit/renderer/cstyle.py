@@ -366,7 +366,21 @@ class CStyleRenderer(Renderer):
         tcs = dict.fromkeys(wmma_core(u) for u in uops if u.op is Ops.WMMA)
         helpers = [self.render_wmma_helper(tc) for tc in tcs]
         body = ["  " + d for d in ctx.kernel_decls] + ctx.body
-        return "\n".join(self.preamble(uops) + helpers + [self.render_kernel(name, body, params, uops)])
+        head = self.preamble(uops) + helpers
+        src = "\n".join([*head, self.render_kernel(name, body, params, uops)])
+        # what doesn't depend on the name, kept for `rename` (a kernel renamed is renamed right after its render)
+        self._last_render = (src, head, body, params, uops)
+        return src
+
+    _last_render: tuple[str, list[str], list[str], list[str], list[UOp]] | None = None
+
+    def rename(self, src: str | bytes, name: str, uops: list[UOp]) -> str | bytes:
+        # only the kernel's own lines hold its name: the rest of the program this renderer just rendered is kept
+        last = self._last_render
+        if last is None or last[0] is not src:
+            return super().rename(src, name, uops)
+        _, head, body, params, rendered = last
+        return "\n".join([*head, self.render_kernel(name, body, params, rendered)])
 
 
 @dataclass

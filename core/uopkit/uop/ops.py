@@ -1106,10 +1106,8 @@ def graph_rewrite(
     cache: dict[UOp, UOp] | None = None,
 ) -> UOp:
     """Rewrite the graph under `sink` with `pm` to a fixpoint: each node after its sources, until no rule fires.
-
     With `bottom_up=True` rules are also tried on a node before its sources are visited. `cache` carries results
-    from one call to the next (same `pm`, no `ctx`), so graphs sharing nodes are not rewritten twice.
-    """
+    from one call to the next (same `pm`, no `ctx`), so graphs sharing nodes are not rewritten twice."""
     done: dict[UOp, UOp] = cache if cache is not None else {}
     steps = 0
     # frames: (node, stage, target); stage 0 visits sources, 1 rebuilds and tries rules, 2 copies target's result
@@ -1130,9 +1128,11 @@ def graph_rewrite(
                 stack.append((node, 2, new))
                 stack.append((new, 0, None))
                 continue
-            stack.append((node, 1, None))
-            stack.extend([(s, 0, None) for s in reversed(node.src) if s not in done])
-            continue
+            # (a node whose sources are all rewritten, a leaf's and most others', goes on to stage 1 without a frame)
+            if pending := [(s, 0, None) for s in reversed(node.src) if s not in done]:
+                stack.append((node, 1, None))
+                stack.extend(pending)
+                continue
         src = node.src
         new_src = tuple([done[s] for s in src])
         rebuilt = node if new_src == src else UOp(node.op, node.dtype, new_src, node.arg)

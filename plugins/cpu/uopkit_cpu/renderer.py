@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import pathlib
 import platform
+from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -247,7 +248,10 @@ def half_ops_in_float(uops: list[UOp]) -> list[UOp]:
     rounding back in its place, each conversion of a half just after that half is computed (where every use of it
     can see it). The sum and max loops are marked again: an update of a half register is no longer a plain sum or max
     (OpenMP would reduce its bits)."""
-    if not any(u.op in GroupOp.ALU and u.op is not Ops.WHERE and _uses_half(list(u.src)) for u in uops):
+    # (a program with no half at all, most, is told by one look at each op)
+    if not _uses_half(uops) or not any(
+        u.op in GroupOp.ALU and u.op is not Ops.WHERE and _uses_half(u.src) for u in uops
+    ):
         return uops
     new: dict[UOp, UOp] = {}
     body: list[tuple[UOp, ...]] = []
@@ -289,7 +293,7 @@ def half_ops_in_float(uops: list[UOp]) -> list[UOp]:
     return mark_reduce_loops(out)
 
 
-def _uses_half(uops: list[UOp]) -> bool:
+def _uses_half(uops: Sequence[UOp]) -> bool:
     return any((u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar == _HALF for u in uops)
 
 
