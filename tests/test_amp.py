@@ -202,14 +202,14 @@ def test_grad_scaler_order_errors_and_disabled():
     ours, _ = _mlp()
     opt = SGD(ours.parameters(), lr=0.1)
     scaler = amp.GradScaler("cpu")
-    with pytest.raises(RuntimeError, match="no inf checks"):
+    with pytest.raises(RuntimeError, match="GradScaler.update: no optimizer went through step"):
         scaler.update()
     scaler.scale(ours(Tensor(X)).sum()).backward()
     scaler.unscale_(opt)
-    with pytest.raises(RuntimeError, match="already been called"):
+    with pytest.raises(RuntimeError, match="unscaled already"):
         scaler.unscale_(opt)
     scaler.step(opt)
-    with pytest.raises(RuntimeError, match="step\\(\\) has already been called"):
+    with pytest.raises(RuntimeError, match="stepped already"):
         scaler.step(opt)
     with pytest.raises(RuntimeError, match="after step"):
         scaler.unscale_(opt)

@@ -123,7 +123,7 @@ def test_hooks_run_in_grad_as_torchs() -> None:
 def test_unused_inputs() -> None:
     x, y = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
     out = (x * 2).sum()
-    with pytest.raises(RuntimeError, match="index 1 appears to not have been used"):
+    with pytest.raises(RuntimeError, match=r"grad: input 1 \(shape \(1,\)\) is not used"):
         autograd.grad(out, [x, y])
     gx, gy = autograd.grad(out, [x, y], allow_unused=True)
     assert gx.tolist() == [2.0, 2.0] and gy is None
@@ -138,13 +138,13 @@ def test_unused_inputs() -> None:
 
 def test_grad_errors_as_torchs() -> None:
     x, c = Tensor([1.0, 2.0], requires_grad=True), Tensor([1.0, 2.0])
-    with pytest.raises(RuntimeError, match="only for scalar outputs"):
+    with pytest.raises(RuntimeError, match=r"shape \(2,\) has more than one element"):
         autograd.grad(x * 2, x)
     with pytest.raises(RuntimeError, match="does not require grad"):
         autograd.grad((x * c).sum(), c)
-    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+    with pytest.raises(RuntimeError, match="output 0 .* does not require grad"):
         autograd.grad((c * 2).sum(), x)
-    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+    with pytest.raises(RuntimeError, match="output 0 .* does not require grad"):
         autograd.grad((x.detach() * 2).sum(), x)
     with no_grad():
         out = (x * 2).sum()
@@ -453,11 +453,11 @@ def test_backward_results_checked_as_torchs() -> None:
         return Bad
 
     x = Tensor([[1.0, 2.0]], requires_grad=True)
-    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+    with pytest.raises(RuntimeError, match="returned 1 gradients for the 2 inputs"):
         make(lambda ctx, g: g).apply(x, 3).sum().backward()
-    with pytest.raises(RuntimeError, match="not a Variable"):
+    with pytest.raises(RuntimeError, match="gradient for forward's argument 2, which is not a tensor"):
         make(lambda ctx, g: (g, g)).apply(x, 3).sum().backward()
-    with pytest.raises(RuntimeError, match="invalid gradient at index 0"):
+    with pytest.raises(RuntimeError, match=r"gradient for argument 0 has shape \(\)"):
         make(lambda ctx, g: (g.sum(), None)).apply(x, 3).sum().backward()
     # extra trailing Nones are fine; a gradient of a broadcast of the input is summed back to its shape
     make(lambda ctx, g: (g.expand(3, 1, 2), None, None)).apply(x, 3).sum().backward()
@@ -687,7 +687,7 @@ def test_requires_grad_of_computed_tensors_is_torchs() -> None:
         [t.requires_grad for t in ours] == [t.requires_grad for t in theirs] == [True, False, False, True] + [False] * 3
     )
     y = x * 2
-    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+    with pytest.raises(RuntimeError, match="not a leaf"):
         y.requires_grad_(False)
     z = Tensor([1.0]) * 2
     assert z.requires_grad_().requires_grad and z.is_leaf

@@ -149,9 +149,9 @@ def test_unused_inputs_strict_and_create_graph() -> None:
     x, y = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0])
     jx, jy = F.jacobian(lambda a, b: a * a, (x, y))
     assert jy.tolist() == [[0.0], [0.0]] and jx.tolist() == [[2.0, 0.0], [0.0, 4.0]]
-    with pytest.raises(RuntimeError, match="Output 0 of the user-provided function is independent of input 1"):
+    with pytest.raises(RuntimeError, match="output 0 doesn't depend on input 1"):
         F.jacobian(lambda a, b: a * a, (x, y), strict=True)
-    with pytest.raises(RuntimeError, match="independent of input 1"):
+    with pytest.raises(RuntimeError, match="don't depend on input 1"):
         F.vjp(lambda a, b: (a * a).sum(), (x, y), strict=True)
     # create_graph: the Jacobian can be differentiated again, with respect to the original input
     j = F.jacobian(lambda a: a**3, x, create_graph=True)
@@ -169,21 +169,21 @@ def torch_free_grad(out, x):
 
 def test_errors_are_torchs() -> None:
     x = Tensor([1.0, 2.0])
-    with pytest.raises(TypeError, match="The inputs given to jacobian must be either a Tensor or a tuple of Tensors"):
+    with pytest.raises(TypeError, match="jacobian: the inputs must be a Tensor or a tuple of Tensors; got a list"):
         F.jacobian(lambda a: a, [x])
-    with pytest.raises(RuntimeError, match="The vector v can only be None if the user-provided function returns"):
+    with pytest.raises(RuntimeError, match=r"vjp: v=None .* outputs of shapes \[\(2,\)\]"):
         F.vjp(lambda a: a * 2, x)
-    with pytest.raises(RuntimeError, match="v has invalid size: should be"):
+    with pytest.raises(RuntimeError, match=r"v has shape \(1,\), the tensor it goes with has shape \(2,\)"):
         F.vjp(lambda a: a * 2, x, Tensor([1.0]))
-    with pytest.raises(RuntimeError, match="The vector v can only be None if the input"):
+    with pytest.raises(RuntimeError, match=r"v=None .* inputs of shapes \[\(2,\)\]"):
         F.jvp(lambda a: a * 2, x)
-    with pytest.raises(RuntimeError, match="should contain a single element"):
+    with pytest.raises(RuntimeError, match=r"hessian: the function must return a single element, got shape \(2,\)"):
         F.hessian(lambda a: a * 2, x)
-    with pytest.raises(RuntimeError, match="should return a single Tensor"):
+    with pytest.raises(RuntimeError, match="vhp: the function must return one tensor, got a tuple of 2"):
         F.vhp(lambda a: (a.sum(), a.sum()), x, x)
-    with pytest.raises(ValueError, match="Expected strategy"):
+    with pytest.raises(ValueError, match="strategy takes .* got 'sideways'"):
         F.jacobian(lambda a: a, x, strategy="sideways")
-    with pytest.raises(NotImplementedError, match="only works when `vectorize=True`"):
+    with pytest.raises(NotImplementedError, match="forward-mode.* vectorize=True"):
         F.jacobian(lambda a: a, x, strategy="forward-mode")
     assert F.jacobian(lambda a: a * 3, x, vectorize=True, strategy="forward-mode").tolist() == [[3.0, 0.0], [0.0, 3.0]]
 
@@ -209,13 +209,13 @@ def test_gradcheck_passes_and_fails_as_torch() -> None:
     y = Tensor(RNG.standard_normal(4), dtype=dtypes.float64, requires_grad=True)
     assert gradcheck(lambda a, b: ((a * b).tanh(), a.exp().sum()), (x, y))
     assert gradgradcheck(lambda a, b: (a * b).tanh(), (x, y))
-    with pytest.raises(GradcheckError, match="Jacobian mismatch for output 0 with respect to input 0"):
+    with pytest.raises(GradcheckError, match=r"d\(output 0\)/d\(input 0\) differs"):
         gradcheck(_WrongBackward.apply, (x,))
     assert gradcheck(_WrongBackward.apply, (x,), raise_exception=False) is False
     assert issubclass(GradcheckError, RuntimeError)
-    with pytest.raises(ValueError, match="at least one input tensor to require gradient"):
+    with pytest.raises(ValueError, match="gradcheck: no input has requires_grad=True"):
         gradcheck(lambda a: a * 2, (Tensor([1.0], dtype=dtypes.float64),))
-    with pytest.warns(UserWarning, match="is not a double precision"):
+    with pytest.warns(UserWarning, match="gradcheck: input 0 requires grad but is dtypes.float"):
         gradcheck(lambda a: a * 2, (Tensor([1.0], requires_grad=True),), eps=1e-2, atol=1e-2)
 
     # a wrong second derivative: the first is right, its own gradient is not
@@ -272,11 +272,11 @@ def test_torch_gradient_coordinates_and_ints(edge_order: int) -> None:
 
 
 def test_torch_gradient_errors_and_the_autograd_name() -> None:
-    with pytest.raises(RuntimeError, match="at least edge_order\\+1"):
+    with pytest.raises(RuntimeError, match=r"edge_order=2 needs at least 3 samples along dim 0"):
         Tensor([1.0, 2.0]).gradient(edge_order=2)
-    with pytest.raises(RuntimeError, match="only supports edge_order=1 and edge_order=2"):
+    with pytest.raises(RuntimeError, match="edge_order takes 1 or 2, got 3"):
         Tensor([1.0, 2.0]).gradient(edge_order=3)
-    with pytest.raises(RuntimeError, match="list of length equal to 'self.dim\\(\\) = 2'"):
+    with pytest.raises(RuntimeError, match=r"one entry per dim \(2 here, no dim given\), got 3"):
         Tensor([[1.0, 2.0], [3.0, 4.0]]).gradient(spacing=[1.0, 2.0, 3.0])
     x = Tensor([1.0, 2.0])
     with pytest.raises(TypeError, match="torch.gradient's keywords"):

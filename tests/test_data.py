@@ -424,9 +424,9 @@ def test_weighted_sampler_without_replacement_past_the_non_zero_weights_as_torch
         assert sorted(ours[:2]) == sorted(theirs[:2]) == [0, 4] and set(ours[2:]) <= {1, 2, 3}
     firsts = [next(iter(data.WeightedRandomSampler(weights, 3, replacement=False))) for _ in range(600)]
     assert 0.6 < np.mean(np.array(firsts) == 4) < 0.73
-    with pytest.raises(RuntimeError, match="cannot sample n_sample > prob_dist.size"):
+    with pytest.raises(RuntimeError):
         list(tdata.WeightedRandomSampler(weights, 6, replacement=False))
-    with pytest.raises(ValueError, match="cannot sample n_sample > prob_dist.size"):
+    with pytest.raises(ValueError, match="at most 5 samples .* asked for 6"):
         data.WeightedRandomSampler(weights, 6, replacement=False)
 
 

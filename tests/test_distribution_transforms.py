@@ -271,13 +271,13 @@ def test_tanh_cache_keeps_the_log_prob_finite_at_saturation():
 
 
 def test_shape_and_argument_errors():
-    with pytest.raises(ValueError, match="different numbers of elements"):
+    with pytest.raises(ValueError, match=r"in_shape \(4,\) and out_shape \(3,\) hold different numbers"):
         ut.ReshapeTransform((4,), (3,))
     with pytest.raises(ValueError, match="Shape mismatch"):
         ut.ReshapeTransform((4,), (2, 2)).forward_shape((3, 5))
     with pytest.raises(ValueError, match="Too few dimensions"):
         ut.StickBreakingTransform().forward_shape(())
-    with pytest.raises(ValueError, match="Please use either"):
+    with pytest.raises(ValueError, match="ReshapeTransform.event_dim is ambiguous"):
         ut.ReshapeTransform((4,), (2, 2)).event_dim  # noqa: B018
     with pytest.raises(ValueError, match="Too few dimensions"):
         ut.IndependentTransform(ut.ExpTransform(), 2)(Tensor([1.0]))
@@ -394,9 +394,9 @@ def test_corr_cholesky_transform_saturates_and_refuses_bad_shapes():
     # 1 x 1 (torch's log_abs_det_jacobian refuses it): the identity matrix from nothing, and back
     one = t(Tensor.zeros(2, 0))
     assert one.tolist() == [[[1.0]], [[1.0]]] and t.inv(one).shape == (2, 0)
-    with pytest.raises(ValueError, match="flattened lower-diagonal"):
+    with pytest.raises(ValueError, match=r"last dim \(4\) is not the size of a flattened strictly lower triangle"):
         t(Tensor(_real(2, 4)))
-    with pytest.raises(ValueError, match="flattened lower-diagonal"):
+    with pytest.raises(ValueError, match=r"last dim \(5\) is not the size"):
         t.forward_shape((5,))
     with pytest.raises(ValueError, match="Too few dimensions"):
         t.forward_shape(())
@@ -419,7 +419,7 @@ def test_corr_cholesky_constraint_matches_torch():
 def test_registry_errors_and_registration():
     with pytest.raises(NotImplementedError, match="Cannot transform _Boolean constraints"):
         biject_to(uc.boolean)
-    with pytest.raises(TypeError, match="Constraint subclass or instance"):
+    with pytest.raises(TypeError, match="the key must be a Constraint"):
         biject_to.register(int, lambda c: ut.identity_transform)
     assert ud.constraint_registry.biject_to is biject_to and ud.transforms is ut
 
@@ -648,11 +648,13 @@ def test_transformed_cdf_icdf_match_torch(case):
 
 def test_transformed_distribution_errors_and_support():
     normal = ud.Normal(Tensor(_real(3)), 1.0)
-    with pytest.raises(ValueError, match="transforms must be"):
+    with pytest.raises(ValueError, match="transforms takes a Transform or a list of them, got type"):
         ud.TransformedDistribution(normal, ut.ExpTransform)
-    with pytest.raises(ValueError, match="transforms must be"):
+    with pytest.raises(
+        ValueError, match=r"every entry of transforms must be a Transform, got \['ExpTransform', 'NoneType'\]"
+    ):
         ud.TransformedDistribution(normal, [ut.ExpTransform(), None])
-    with pytest.raises(ValueError, match="at least 2"):
+    with pytest.raises(ValueError, match=r"the transforms act on 2 dims, the base distribution has only 1"):
         ud.TransformedDistribution(normal, ut.LowerCholeskyTransform())
     squashed = ud.TransformedDistribution(normal, ut.TanhTransform())
     with pytest.raises(ValueError, match="support"):
@@ -761,7 +763,7 @@ def test_continuous_bernoulli_shapes_and_errors():
     assert d.rsample((3,)).shape == (3, 2, 4) and d.expand((5, 2, 4)).sample().shape == (5, 2, 4)
     with pytest.raises(ValueError, match="probs"):
         ud.ContinuousBernoulli(probs=Tensor([1.5]))
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match=r"exactly one of them \(got both\)"):
         ud.ContinuousBernoulli(probs=Tensor([0.5]), logits=Tensor([0.0]))
     with pytest.raises(ValueError, match="support"):
         d.log_prob(Tensor(np.full((2, 4), 1.5, np.float32)))
@@ -781,7 +783,7 @@ def test_relaxed_families_parameters_and_errors():
     _close(d.base_dist.log_prob(Tensor(logit_value)), t.base_dist.log_prob(torch.tensor(logit_value)))
     with pytest.raises(ValueError, match="probs"):
         ud.RelaxedBernoulli(Tensor(0.5), probs=Tensor([1.5]))
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match=r"exactly one of them \(got neither\)"):
         ud.RelaxedBernoulli(Tensor(0.5))
     c = ud.RelaxedOneHotCategorical(Tensor(0.5), probs=Tensor(_simplex(2, 3)))
     assert isinstance(c.base_dist, ud.ExpRelaxedCategorical)

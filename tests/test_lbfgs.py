@@ -128,5 +128,5 @@ def test_errors():
     with pytest.raises(ValueError, match="strong_wolfe"):
         LBFGS([x], line_search_fn="backtracking")
     y = Tensor([1.0], requires_grad=True)
-    with pytest.raises(ValueError, match="parameter groups"):
+    with pytest.raises(ValueError, match="LBFGS takes a single parameter group, got 2"):
         LBFGS([{"params": [x]}, {"params": [y], "lr": 0.1}])

@@ -25,11 +25,11 @@ class _Lib:
 
 
 def _outcome(fn: Callable[[_Lib], Any], lib: _Lib) -> Any:
-    # what a call gives, or the first words of what it raises
+    # what a call gives, or the type of what it raises (the messages are each library's own)
     try:
         return fn(lib)
     except (RuntimeError, TypeError) as e:
-        return (type(e).__name__, str(e).split(".")[0])
+        return (type(e).__name__,)
 
 
 def _both(fn: Callable[[_Lib], Any]) -> tuple[Any, Any]:
@@ -171,7 +171,9 @@ def test_a_frozen_leaf_counts_for_nothing_computed_from_it(case: Callable[[_Lib]
 def test_the_setter_on_a_computed_value_raises_as_torchs(value: bool) -> None:
     # y.requires_grad = True was accepted (made y a target of its own)
     ours, theirs = _both(_setter_on_computed(value))
-    assert ours == theirs == ("RuntimeError", "you can only change requires_grad flags of leaf variables")
+    assert ours == theirs == ("RuntimeError",)
+    with pytest.raises(RuntimeError, match="not a leaf"):
+        _setter_on_computed(value)(_Lib(False))
 
 
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
@@ -199,11 +201,16 @@ def test_retain_grad_is_torchs(kind: str) -> None:
     # on a tensor that doesn't require grad it was accepted
     ours, theirs = _both(_retain_grad_on(kind))
     assert ours == theirs
+    if theirs == ("RuntimeError",):
+        with pytest.raises(RuntimeError, match="retain_grad: .* does not require grad"):
+            _retain_grad_on(kind)(_Lib(False))
 
 
 def test_a_retained_value_is_still_no_leaf() -> None:
     ours, theirs = _both(_retained_then_setter)
-    assert ours == theirs == ("RuntimeError", "you can only change requires_grad flags of leaf variables")
+    assert ours == theirs == ("RuntimeError",)
+    with pytest.raises(RuntimeError, match="not a leaf"):
+        _retained_then_setter(_Lib(False))
 
 
 @pytest.mark.parametrize("kind", ["leaf", "computed", "view_of_leaf", "view_of_computed", "detached"])
@@ -211,6 +218,9 @@ def test_detach_in_place_is_torchs(kind: str) -> None:
     # a view was detached in place, where torch raises
     ours, theirs = _both(_detach_in_place(kind))
     assert ours == theirs
+    if theirs == ("RuntimeError",):
+        with pytest.raises(RuntimeError, match=r"detach_: .* view"):
+            _detach_in_place(kind)(_Lib(False))
 
 
 def _same_view_twice_given_grad(lib: _Lib) -> Any:

@@ -173,7 +173,7 @@ def test_cosine_embedding_and_triplet_losses_as_torch():
         Tensor(x1).cosine_embedding_loss(Tensor(x2), Tensor(x1))
     with pytest.raises(ShapeError, match="1-D target takes 2-D inputs"):
         Tensor(x1[0]).cosine_embedding_loss(Tensor(x2[0]), Tensor(target[:1]))
-    with pytest.raises(ShapeError, match="same number of dimensions"):
+    with pytest.raises(ShapeError, match="triplet_margin_loss: .* equal ndims"):
         Tensor(anchor).triplet_margin_loss(Tensor(positive), Tensor(negative[0]))
     with pytest.raises(ValueError, match="margin must be greater than 0"):
         Tensor(anchor).triplet_margin_with_distance_loss(Tensor(positive), Tensor(negative), margin=0.0)

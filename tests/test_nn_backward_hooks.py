@@ -210,13 +210,16 @@ def test_no_input_requires_grad():
         full, pre = _recorder(log)
         m.register_full_backward_hook(full)
         m.register_full_backward_pre_hook(pre)
-    with pytest.warns(UserWarning, match="no inputs require gradients"):
+    with pytest.warns(UserWarning, match="none of the module's inputs requires grad"):
         ours(Tensor(X)).sum().backward()
-    with pytest.warns(UserWarning, match="no inputs require gradients"):
+    with pytest.warns(UserWarning):
         theirs(torch.tensor(X)).sum().backward()
     _same_log(log_o, log_t)
     ours.register_full_backward_hook(lambda m, gi, go: (Tensor.zeros(2, 3),))
-    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="should always return None"):
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(RuntimeError, match="with no input requiring grad .* must return None"),
+    ):
         ours(Tensor(X)).sum().backward()
 
 
@@ -238,14 +241,14 @@ def test_in_place_is_an_error_as_torchs():
     relu = nn.ReLU(inplace=True)
     relu.register_full_backward_hook(lambda *a: None)
     x = Tensor([1.0, -1.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="BackwardHookFunction is a view and is being modified inplace"):
+    with pytest.raises(RuntimeError, match="in-place write into tensor 0 that a module's backward hooks pass through"):
         relu(x * 1)
     layer = nn.Linear(2, 2)
     layer.register_full_backward_hook(lambda *a: None)
-    with pytest.raises(RuntimeError, match="being modified inplace"):
+    with pytest.raises(RuntimeError, match="in-place write into tensor .* backward hooks pass through"):
         layer(x).add_(1)
     y = layer(x)
-    with pytest.raises(RuntimeError, match="being modified inplace"):
+    with pytest.raises(RuntimeError, match="in-place write into tensor .* backward hooks pass through"):
         y[0].mul_(2)
     # a copy can be written
     y = layer(x).clone()
@@ -260,7 +263,7 @@ def test_output_not_a_tensor_or_tuple():
     seen = []
     m = Ours()
     m.register_full_backward_hook(lambda *a: seen.append(1))
-    with pytest.warns(UserWarning, match="module output should be a Tensor or a tuple of Tensors"):
+    with pytest.warns(UserWarning, match="will not run: forward returned"):
         out = m(Tensor([1.0], requires_grad=True))
     out["y"].sum().backward()
     assert seen == []
@@ -278,7 +281,9 @@ def test_hook_result_errors():
         layer(x).sum().backward()
     layer = nn.Linear(2, 1)
     layer.register_full_backward_hook(lambda m, gi, go: (Tensor.ones(3),))
-    with pytest.raises(RuntimeError, match="changed the size"):
+    with pytest.raises(
+        RuntimeError, match=r"returned a gradient of shape \(3,\) where one of shape \(1, 2\) was expected"
+    ):
         layer(x).sum().backward()
     with pytest.raises(TypeError, match="callable"):
         layer.register_full_backward_hook(3)
@@ -301,7 +306,7 @@ def test_grad_cam_on_a_conv():
         conv.register_full_backward_hook(lambda m, gi, go, kept=kept: kept.update(grad=go[0]))
         score = head(conv(x).relu().reshape(1, -1))[0, 1]
         # (no input needs a gradient: the hook runs with grad_output, as torch's says)
-        with pytest.warns(UserWarning, match="no inputs require gradients"):
+        with pytest.warns(UserWarning):
             score.backward()
         weights = kept["grad"].mean((2, 3), keepdim=True)
         cams.append(np.asarray((weights * kept["act"]).sum(1).relu().tolist()))
@@ -320,11 +325,11 @@ def test_deprecated_backward_hook():
     (relu_t(xt * 1) * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
     _same(seen[0], seen_t[0])
     # never both kinds on one module, as torch's
-    with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks and full backward hooks"):
+    with pytest.raises(RuntimeError, match="already has backward hooks of the other kind"):
         relu.register_full_backward_hook(lambda *a: None)
     other = nn.ReLU()
     other.register_full_backward_hook(lambda *a: None)
-    with pytest.raises(RuntimeError, match="Cannot use both"):
+    with pytest.raises(RuntimeError, match="of the other kind"):
         other.register_backward_hook(lambda *a: None)
 
 
@@ -345,7 +350,7 @@ def test_deprecated_backward_hook_allows_in_place_and_warns_for_non_tensors():
 
     m = Pair()
     m.register_backward_hook(lambda *a: None)
-    with pytest.warns(FutureWarning, match="does not return a single Tensor or a tuple of Tensors"):
+    with pytest.warns(FutureWarning, match="not one tensor or a tuple of tensors"):
         m(x)
 
 
@@ -383,9 +388,9 @@ def test_post_accumulate_grad_hook_sees_accumulated_grad_and_errors():
     # not for grad(), which accumulates nothing
     grad((w * 3).sum(), w)
     assert len(seen) == 4
-    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+    with pytest.raises(RuntimeError, match="does not require grad, so it never accumulates"):
         Tensor([1.0]).register_post_accumulate_grad_hook(lambda p: None)
-    with pytest.raises(RuntimeError, match="non-leaf"):
+    with pytest.raises(RuntimeError, match="only a leaf tensor accumulates"):
         (w * 2).register_post_accumulate_grad_hook(lambda p: None)
 
 

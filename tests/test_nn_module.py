@@ -467,7 +467,7 @@ def test_conv_transpose_output_size_picks_the_output_padding():
         want = ref(torch.from_numpy(x), output_size=size).detach().numpy()
         np.testing.assert_allclose(ours(Tensor(x), output_size=size).numpy(), want, rtol=1e-5, atol=1e-6)
     assert ours.output_padding == (0, 0)
-    with pytest.raises(ValueError, match="valid sizes range from 13 to 14"):
+    with pytest.raises(ValueError, match=r"output_size \(15, 15\) can't be reached .* allows sizes 13 to 14"):
         ours(Tensor(x), output_size=(15, 15))
 
 
@@ -940,7 +940,7 @@ def test_global_module_backward_hooks_as_torchs():
         x.grad = None
         net(x).sum().backward()
         log.append(r(x.grad))
-        with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks and full backward hooks"):
+        with pytest.raises(RuntimeError, match="global"):
             mod.register_module_backward_hook(lambda m, gi, go: None)
         return log
 

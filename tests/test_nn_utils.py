@@ -120,7 +120,7 @@ def test_clip_grad_norm_nonfinite(bad, norm_type):
     theirs = [torch.tensor(v.copy(), requires_grad=True) for v in values]
     for p, q in zip(ours, theirs, strict=True):
         p.grad, q.grad = Tensor(p.numpy()), q.detach().clone()
-    with pytest.raises(RuntimeError, match="clip_grad_norm_: the total norm of order .* is non-finite"):
+    with pytest.raises(RuntimeError, match="clip_grad_norm_: the .*-norm of the gradients is (inf|nan)"):
         utils.clip_grad_norm_(ours, 1.0, norm_type, error_if_nonfinite=True)
     with pytest.raises(RuntimeError):
         torch.nn.utils.clip_grad_norm_(theirs, 1.0, norm_type, error_if_nonfinite=True)
@@ -315,9 +315,9 @@ def test_packing_is_differentiable():
 
 def test_packing_errors():
     x = Tensor.zeros(4, 3)
-    with pytest.raises(ValueError, match="sorted in decreasing order"):
+    with pytest.raises(ValueError, match=r"lengths must not increase, got \[2, 4, 1\]"):
         rnn.pack_padded_sequence(x, [2, 4, 1])
-    with pytest.raises(ValueError, match="greater than 0"):
+    with pytest.raises(ValueError, match=r"every length must be at least 1, got lengths \[4, 2, 0\]"):
         rnn.pack_padded_sequence(x, [4, 2, 0])
     with pytest.raises(ValueError, match="expected 2 sequences"):
         rnn.pack_padded_sequence(x, [4, 2])
@@ -414,9 +414,11 @@ def test_register_parametrization_follows_torch():
     with parametrize.cached():
         assert layer.weight is layer.weight
     assert layer.weight is not layer.weight
-    with pytest.raises(ValueError, match="does not have a parameter"):
+    with pytest.raises(
+        ValueError, match="ParametrizedLinear has no parameter, buffer or parametrized tensor named 'nothing'"
+    ):
         parametrize.register_parametrization(layer, "nothing", Doubled())
-    with pytest.raises(ValueError, match="may not change the shape"):
+    with pytest.raises(ValueError, match="it must keep both"):
         parametrize.register_parametrization(nn.Linear(2, 3), "weight", nn.Flatten(0))
     sym = parametrize.register_parametrization(nn.Linear(3, 3), "weight", Symmetric())
     sym.weight = Tensor([[1.0, 2.0, 3.0], [0.0, 4.0, 5.0], [0.0, 0.0, 6.0]])
@@ -437,7 +439,7 @@ def test_older_weight_norm_matches_torch():
         for p in theirs.parameters():
             p.mul_(1.5)
     _outputs_and_gradients_match(ours, theirs, x)
-    with pytest.raises(RuntimeError, match="two weight_norm hooks"):
+    with pytest.raises(RuntimeError, match="'weight' of Conv1d already has a weight_norm hook"):
         utils.weight_norm(ours)
     utils.remove_weight_norm(ours)
     torch.nn.utils.remove_weight_norm(theirs)
@@ -513,9 +515,11 @@ def test_fuse_bn_eval_refuses_training_mode_and_mismatched_features_as_torch():
     with Tensor.train(), pytest.raises(AssertionError, match="Fusion only for eval"):
         # (built-in layers with no mode of their own follow Tensor.training)
         utils.fuse_conv_bn_eval(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
-    with pytest.raises(AssertionError, match="linear.out_features == bn.num_features or bn.num_features == 1"):
+    with pytest.raises(
+        AssertionError, match="batch norm's 4 features match neither the linear layer's 3 outputs nor 1"
+    ):
         utils.fuse_linear_bn_eval(nn.Linear(2, 3), nn.BatchNorm1d(4))
-    with pytest.raises(AssertionError, match="must not be None"):
+    with pytest.raises(AssertionError, match="keeps no running statistics"):
         utils.fuse_conv_bn_eval(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, track_running_stats=False))
     # a BatchNorm of one feature scales every output, as torch's
     torch_fused = torch.nn.utils.fusion.fuse_linear_bn_eval(

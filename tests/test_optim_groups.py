@@ -157,9 +157,9 @@ def test_add_param_group_duplicates_and_defaults() -> None:
     assert opt.defaults["lr"] == 0.1 and opt.defaults["betas"] == (0.9, 0.999)
     opt.add_param_group({"params": [b], "lr": 0.5})
     assert opt.param_groups[1]["lr"] == 0.5 and opt.param_groups[1]["betas"] == (0.9, 0.999)
-    with pytest.raises(ValueError, match="more than one parameter group"):
+    with pytest.raises(ValueError, match="already in another group"):
         opt.add_param_group({"params": [c, a]})
-    with pytest.raises(ValueError, match="more than one parameter group"):
+    with pytest.raises(ValueError, match="already in another group"):
         optim.SGD([{"params": [a]}, {"params": [a]}], lr=0.1)
     # a tensor given twice within a group is taken once
     assert optim.SGD([a, a, b], lr=0.1).params == [a, b]
@@ -179,16 +179,20 @@ def test_a_lone_tensor_or_a_group_s_set_is_refused_as_torch(name: str) -> None:
     # LAMB and LARS here, which take a list as tinygrad's do
     torch = pytest.importorskip("torch")
     ours, theirs = Tensor.ones(3, 3, requires_grad=True), torch.ones(3, 3, requires_grad=True)
-    for given_ours, given_theirs in [(ours, theirs), ([{"params": {ours}}], [{"params": {theirs}}])]:
-        with pytest.raises(TypeError) as theirs_raised:
+    cases = [
+        (ours, theirs, rf"{name}: params takes an iterable .* got a single Tensor of shape \(3, 3\)"),
+        ([{"params": {ours}}], [{"params": {theirs}}], f"{name}: params given as a set"),
+    ]
+    for given_ours, given_theirs, fact in cases:
+        with pytest.raises(TypeError):
             getattr(torch.optim, name)(given_theirs, lr=0.1)
-        with pytest.raises(TypeError, match=str(theirs_raised.value).split(",")[0]):
+        with pytest.raises(TypeError, match=fact):
             getattr(optim, name)(given_ours, lr=0.1)
     # a set given as params itself, and a lone tensor as a group's params, are taken, as torch's
     assert getattr(optim, name)({ours}, lr=0.1).params == [ours]
     assert getattr(optim, name)([{"params": ours}], lr=0.1).params == [ours]
     for tinygrad_name in ("LAMB", "LARS"):
-        with pytest.raises(TypeError, match="iterable of Tensors or dicts"):
+        with pytest.raises(TypeError, match="params takes an iterable of tensors"):
             getattr(optim, tinygrad_name)(ours, lr=0.1)
 
 
@@ -302,9 +306,9 @@ def test_state_matches_torchs_names_and_load_errors() -> None:
     np.testing.assert_allclose(
         opt.state[pair.l1.weight]["exp_avg"].numpy(), topt.state[pair.t[0].weight]["exp_avg"].numpy(), rtol=1e-5
     )
-    with pytest.raises(ValueError, match="different number of parameter groups"):
+    with pytest.raises(ValueError, match="the state dict holds 0 param groups, this optimizer 1"):
         opt.load_state_dict({"state": {}, "param_groups": []})
-    with pytest.raises(ValueError, match="doesn't match the size"):
+    with pytest.raises(ValueError, match="another number of tensors than the optimizer's"):
         opt.load_state_dict({"state": {}, "param_groups": [{"params": [0]}]})
 
 

@@ -164,8 +164,8 @@ def test_muon_keeps_the_momentum_buffer_of_a_bfloat16_matrix() -> None:
 
 def test_muon_only_takes_matrices() -> None:
     bias = Tensor.zeros(3).requires_grad_()
-    message = "Muon only supports 2D parameters whereas we found a parameter with size"
-    with pytest.raises(ValueError, match=message):
+    message = r"Muon: works on 2-D \(matrix\) parameters only, got one of shape"
+    with pytest.raises(ValueError):
         torch.optim.Muon([torch.nn.Parameter(torch.zeros(3))])
     with pytest.raises(ValueError, match=message):
         optim.Muon([Tensor.zeros(2, 3).requires_grad_(), bias])
@@ -185,8 +185,8 @@ def test_muon_checks_its_hyperparameters() -> None:
         ({"momentum": -0.1}, "momentum should be >= 0"),
         ({"weight_decay": -0.1}, "weight_decay should be >= 0"),
         ({"adjust_lr_fn": "other"}, "Adjust learning rate function other is not supported"),
-        ({"ns_coefficients": (1.0, 2.0)}, "exactly 3 values"),
-        ({"ns_steps": 100}, "less than 100"),
+        ({"ns_coefficients": (1.0, 2.0)}, "ns_coefficients takes 3 numbers"),
+        ({"ns_steps": 100}, "ns_steps must be below 100, got 100"),
         ({"ns_steps": 2.5}, "ns_steps must be an int"),
     ):
         with pytest.raises(ValueError, match=match):

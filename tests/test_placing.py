@@ -334,7 +334,7 @@ def test_index_reduce_every_reduction_dtype_and_gradient_as_torch():
         torch.tensor(2.0).index_reduce(0, torch.tensor([0]), torch.tensor(3.0), "prod"),
     )
     ux = Tensor(x)
-    with pytest.raises(ArgumentError, match="reduce must be one of prod, mean, amax or amin, got 'sum'"):
+    with pytest.raises(ArgumentError, match="index_reduce: reduce takes 'prod', 'mean', 'amax' or 'amin', got 'sum'"):
         ux.index_reduce(0, idx, Tensor(src), "sum")
     with pytest.raises(IndexError, match="index_reduce: index -1 is out of bounds for axis 0 with size 3"):
         ux.index_reduce(0, Tensor([0, -1, 0, 0]), Tensor(src), "prod")

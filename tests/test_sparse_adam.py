@@ -117,16 +117,17 @@ def test_a_looked_up_row_with_a_zero_gradient_is_left_alone():
 
 def test_argument_errors_match_torch():
     w = Tensor.ones(3, requires_grad=True)
+    # (torch's exception type; the messages are ours: the argument and the value given)
     cases = [
-        ({"lr": 0.0}, "Invalid learning rate: 0.0"),
-        ({"lr": -1e-3}, "Invalid learning rate: -0.001"),
-        ({"eps": 0.0}, "Invalid epsilon value: 0.0"),
-        ({"betas": (1.0, 0.9)}, "Invalid beta parameter at index 0: 1.0"),
-        ({"betas": (0.9, -0.1)}, "Invalid beta parameter at index 1: -0.1"),
-        ({"lr": Tensor([0.1, 0.2])}, "Tensor lr must be 1-element"),
+        ({"lr": 0.0}, "lr must be > 0, got 0.0"),
+        ({"lr": -1e-3}, "lr must be > 0, got -0.001"),
+        ({"eps": 0.0}, "eps must be > 0, got 0.0"),
+        ({"betas": (1.0, 0.9)}, r"betas\[0\] must lie in \[0, 1\), got 1.0"),
+        ({"betas": (0.9, -0.1)}, r"betas\[1\] must lie in \[0, 1\), got -0.1"),
+        ({"lr": Tensor([0.1, 0.2])}, r"a tensor lr must hold one value, got shape \(2,\)"),
     ]
     for kwargs, message in cases:
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(ValueError):
             torch.optim.SparseAdam([torch.ones(3, requires_grad=True)], **{
                 k: torch.tensor(v.numpy()) if isinstance(v, Tensor) else v for k, v in kwargs.items()
             })  # fmt: skip
@@ -134,7 +135,7 @@ def test_argument_errors_match_torch():
             SparseAdam([w], **kwargs)
     opt = SparseAdam([w], lr=Tensor(0.01))
     assert opt.param_groups[0]["lr"] == pytest.approx(0.01)
-    with pytest.raises(ValueError, match="Invalid epsilon value"):
+    with pytest.raises(ValueError, match="eps must be > 0, got -1.0"):
         opt.add_param_group({"params": [Tensor.ones(2, requires_grad=True)], "eps": -1.0})
 
 

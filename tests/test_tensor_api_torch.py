@@ -502,7 +502,7 @@ def test_quantile_and_nanquantile_errors_say_what_is_wrong():
         for bad in (Tensor([[0.5]]), [[0.5]]):
             with pytest.raises(ShapeError, match=f"^{op}: q must be a number or a 1-D"):
                 getattr(x, op)(bad)
-        with pytest.raises(ArgumentError, match=f"^{op}: interpolation must be one of linear, lower, higher, midpoint"):
+        with pytest.raises(ArgumentError, match=f"^{op}: interpolation takes 'linear', 'lower', 'higher', 'midpoint'"):
             getattr(x, op)(0.5, interpolation="cubic")
         with pytest.raises(TypeError, match=f"^{op}: needs a floating-point input, got dtypes.int"):
             getattr(Tensor([1, 2]), op)(0.5)
@@ -1147,7 +1147,7 @@ def test_dropout_of_one_and_batchnorm_of_one_value_per_channel_as_torch():
     Tensor.training = True
     try:
         assert np.array_equal(Tensor(x).dropout(1.0).numpy(), F.dropout(torch.tensor(x), 1.0).numpy(), equal_nan=True)
-        with pytest.raises(ValueError, match=r"BatchNorm\(4\): batch statistics need more than 1 value per channel"):
+        with pytest.raises(ValueError, match=r"BatchNorm\(4\): batch statistics need at least 2 values per channel"):
             BatchNorm(4)(Tensor(x.reshape(1, 4, 1, 1)))
         # momentum=None: the running statistics average every batch's (it raised a TypeError)
         ours, ref = BatchNorm(2, momentum=None), torch.nn.BatchNorm2d(2, momentum=None)

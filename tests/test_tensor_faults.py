@@ -63,9 +63,9 @@ def test_tan_half_precision():
 
 
 def test_integer_tensor_to_negative_integer_power_raises():
-    with pytest.raises(ValueError, match="negative integer powers"):
+    with pytest.raises(ValueError, match="a negative exponent of an integer tensor"):
         Tensor([1, 2]) ** -1
-    with pytest.raises(ValueError, match="negative integer powers"):
+    with pytest.raises(ValueError, match="a negative exponent of an integer tensor"):
         Tensor([1, 2]).pow(-3)
     # floats, float exponents and tensors of exponents are fine (torch: the latter truncate)
     assert (Tensor([2.0]) ** -1).tolist() == [0.5]

@@ -408,7 +408,7 @@ def test_autograd_leaves_and_retained_gradients():
     (ty * ty).sum().backward()
     _same(y.grad, ty.grad)
     _same(x.grad, tx.grad)
-    with pytest.raises(RuntimeError, match="can't retain_grad on Tensor that has requires_grad=False"):
+    with pytest.raises(RuntimeError, match="retain_grad: .* does not require grad"):
         Tensor([1]).retain_grad()
 
 
@@ -801,7 +801,7 @@ def test_trapezoid_trapz_and_cumulative_trapezoid_as_torch():
             ArgumentError,
             "trapezoid: give the points x or their spacing",
         ),
-        (lambda: Tensor(y).trapezoid(Tensor(x1[:4])), ShapeError, "trapezoid: there must be one x value for each"),
+        (lambda: Tensor(y).trapezoid(Tensor(x1[:4])), ShapeError, "trapezoid: x needs one coordinate per sample of y"),
         (lambda: Tensor([True, False]).trapezoid(), DTypeError, "trapezoid: bool samples"),
         (lambda: Tensor(1.0).cumulative_trapezoid(), ShapeError, "cumulative_trapezoid: needs a tensor with at least"),
     ]:

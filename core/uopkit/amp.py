@@ -227,7 +227,9 @@ class GradScaler:
         stage = self._stages.get(id(optimizer), _READY)
         if stage == _UNSCALED:
             raise RuntimeError(
-                "GradScaler.unscale_() has already been called on this optimizer since the last update()"
+                "GradScaler.unscale_: this optimizer's gradients are unscaled already in this step; unscale once "
+                "between "
+                "update() calls"
             )
         if stage == _STEPPED:
             raise RuntimeError("GradScaler.unscale_() is being called after step()")
@@ -257,7 +259,9 @@ class GradScaler:
             raise RuntimeError("GradScaler.step: a closure is not supported while the scaler is enabled")
         stage = self._stages.get(id(optimizer), _READY)
         if stage == _STEPPED:
-            raise RuntimeError("GradScaler.step() has already been called since the last update()")
+            raise RuntimeError(
+                "GradScaler.step: this optimizer stepped already in this iteration; call update() before the next step"
+            )
         if stage == _READY:
             self.unscale_(optimizer)
         result = None if self._found_inf[id(optimizer)] else optimizer.step(*args, **kwargs)
@@ -276,7 +280,11 @@ class GradScaler:
             self._scale = value
         else:
             if not self._found_inf:
-                raise RuntimeError("GradScaler.update: no inf checks were recorded prior to update() (call step first)")
+                raise RuntimeError(
+                    "GradScaler.update: no optimizer went through step() since the last update, so there are no "
+                    "inf/NaN results to "
+                    "go by; call step(optimizer) first"
+                )
             if any(self._found_inf.values()):
                 self._scale *= self._backoff_factor
                 self._growth_tracker = 0
@@ -328,7 +336,11 @@ class GradScaler:
         if not self._enabled:
             return
         if len(state_dict) == 0:
-            raise RuntimeError("GradScaler.load_state_dict: the state dict is empty (saved from a disabled scaler?)")
+            raise RuntimeError(
+                "GradScaler.load_state_dict: got an empty state dict (a disabled scaler saves one); load it into a "
+                "disabled "
+                "scaler, or save from an enabled one"
+            )
         self._scale = float(_number(state_dict["scale"]))
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])

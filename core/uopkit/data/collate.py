@@ -17,7 +17,10 @@ import numpy as np
 from uopkit.dtype import dtypes, from_numpy_dtype, least_upper_dtype, to_numpy_dtype
 from uopkit.tensor import Tensor
 
-_UNSUPPORTED = "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
+_UNSUPPORTED = (
+    "default_collate: can't batch a sample of type {}; samples may hold tensors, numeric numpy arrays, numbers, "
+    "strings, mappings and sequences"
+)
 # numpy's string, bytes and object arrays hold nothing a Tensor can
 _NOT_NUMERIC_KINDS = "SaUO"
 
@@ -85,7 +88,11 @@ def default_collate(batch: Sequence[Any]) -> Any:
         return type(elem)(*(default_collate(field) for field in zip(*batch, strict=True)))
     if isinstance(elem, Sequence):
         if any(len(sample) != len(elem) for sample in batch):
-            raise RuntimeError("each element in list of batch should be of equal size")
+            raise RuntimeError(
+                f"default_collate: the sequence samples differ in length ({sorted({len(s) for s in batch})}); give "
+                "each the "
+                "same number of fields"
+            )
         fields = [default_collate(field) for field in zip(*batch, strict=True)]
         # a tuple sample gives a list of batches, as torch's
         return fields if isinstance(elem, tuple) else _same_type(elem, fields)

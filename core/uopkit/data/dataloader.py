@@ -81,13 +81,13 @@ class DataLoader(Generic[T_co]):
         in_order: bool = True,
     ) -> None:
         if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
+            raise ValueError(f"DataLoader: num_workers must be >= 0 (0 loads in this process), got {num_workers}")
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         if num_workers == 0 and prefetch_factor is not None:
             raise ValueError(
-                "prefetch_factor option could only be specified in multiprocessing. let num_workers > 0 to enable "
-                "multiprocessing, otherwise set prefetch_factor to None."
+                f"DataLoader: prefetch_factor={prefetch_factor} applies to worker processes only; with num_workers=0 "
+                "leave it None"
             )
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
@@ -98,7 +98,8 @@ class DataLoader(Generic[T_co]):
             for name, value in given.items():
                 if value is not None:
                     raise ValueError(
-                        f"DataLoader with IterableDataset: expected unspecified {name} option, but got {name}={value!r}"
+                        f"DataLoader: an IterableDataset yields its own order, so {name} must be left out, got "
+                        f"{name}={value!r}"
                     )
         shuffle = bool(shuffle)
         if sampler is not None and shuffle:
@@ -106,11 +107,16 @@ class DataLoader(Generic[T_co]):
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise ValueError(
-                    "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+                    "DataLoader: a batch_sampler makes the batches itself; leave batch_size, shuffle, sampler and "
+                    "drop_last at their "
+                    "defaults"
                 )
             batch_size, drop_last = None, False
         elif batch_size is None and drop_last:
-            raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
+            raise ValueError(
+                "DataLoader: batch_size=None yields single samples, so there is no last batch to drop; leave "
+                "drop_last=False"
+            )
         if sampler is None and not iterable:
             sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
         if batch_size is not None and batch_sampler is None:

@@ -189,14 +189,14 @@ def _split_lengths(lengths: Sequence[int | float], n: int) -> list[int]:
         for i, size in enumerate(sizes):
             if size == 0:
                 warnings.warn(
-                    f"Length of split at index {i} is 0. This might result in an empty dataset.", stacklevel=3
+                    f"random_split: the fractions give part {i} no samples (of {n}); it will be empty", stacklevel=3
                 )
         return sizes
     if any(isinstance(size, float) and not float(size).is_integer() for size in lengths) or any(s < 0 for s in lengths):
         raise ValueError(f"lengths must be non-negative integers or fractions summing to 1, got {list(lengths)}")
     sizes = [int(size) for size in lengths]
     if sum(sizes) != n:
-        raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+        raise ValueError(f"random_split: the lengths {sizes} add up to {sum(sizes)}, the dataset has {n} samples")
     return sizes
 
 

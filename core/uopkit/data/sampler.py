@@ -39,7 +39,7 @@ def _check_bool(value: Any, name: str, exc: type[Exception] = ValueError) -> Non
 
 def _check_positive_int(value: Any, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} should be a positive integer value, but got {name}={value!r}")
+        raise ValueError(f"{name} takes an int >= 1, got {value!r}")
 
 
 class Sampler(Generic[T_co]):
@@ -140,14 +140,16 @@ class WeightedRandomSampler(Sampler[int]):
         _check_bool(replacement, "replacement")
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 1:
-            raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}")
+            raise ValueError(
+                f"WeightedRandomSampler: weights takes one number per sample (1-D), got shape {tuple(w.shape)}"
+            )
         # checked here, not when iterating (torch's multinomial raises RuntimeError on the first epoch)
         if not np.isfinite(w).all() or (w < 0).any() or w.sum() <= 0:
             raise ValueError("weights must be finite, non-negative and not all zero")
         if not replacement and num_samples > w.size:
             raise ValueError(
-                f"WeightedRandomSampler: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
-                f"({num_samples} samples from {w.size} weights)"
+                f"WeightedRandomSampler: without replacement it can draw at most {w.size} samples (one per weight), "
+                f"asked for {num_samples}"
             )
         self.weights, self.num_samples, self.replacement, self.generator = w, int(num_samples), replacement, generator
 

@@ -37,7 +37,7 @@ class ConstraintRegistry:
         if isinstance(constraint, constraints.Constraint):
             constraint = type(constraint)
         if not (isinstance(constraint, type) and issubclass(constraint, constraints.Constraint)):
-            raise TypeError(f"Expected constraint to be either a Constraint subclass or instance, but got {constraint}")
+            raise TypeError(f"register: the key must be a Constraint (class or instance), got {constraint!r}")
         self._registry[constraint] = factory
         return factory
 

@@ -61,7 +61,9 @@ def _bce_with_logits(logits: Tensor, target: Tensor) -> Tensor:
 
 def _one_of(probs: Any, logits: Any) -> None:
     if (probs is None) == (logits is None):
-        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        raise ValueError(
+            f"give probs or logits, exactly one of them (got {'both' if probs is not None else 'neither'})"
+        )
 
 
 class _Binary(Distribution):
@@ -453,7 +455,11 @@ class Categorical(Distribution):
         _one_of(probs, logits)
         given = probs if probs is not None else logits
         if not isinstance(given, Tensor) or given.ndim < 1:
-            raise ValueError("`probs` or `logits` parameter must be at least one-dimensional.")
+            raise ValueError(
+                "Categorical: probs/logits needs a last dim of categories (at least 1-D), got a "
+                f"{type(given).__name__} "
+                f"{getattr(given, 'shape', '')}"
+            )
         if probs is not None:
             self.probs = probs / probs.sum(-1, keepdim=True)
             self.logits, self._given_name = probs_to_logits(self.probs), "probs"

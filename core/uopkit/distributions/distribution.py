@@ -130,8 +130,8 @@ class Distribution:
                 if not all_true(constraint.check(getattr(self, name))):
                     value = getattr(self, name)
                     raise ValueError(
-                        f"Expected parameter {name} (Tensor of shape {value.shape}) of distribution {self!r} to "
-                        f"satisfy the constraint {constraint!r}, but found invalid values"
+                        f"{type(self).__name__}: {name} (shape {value.shape}) has values outside {constraint!r}; "
+                        "validate_args=False skips this check"
                     )
 
     def _given(self) -> tuple[str, ...]:
@@ -206,26 +206,26 @@ class Distribution:
 
     def _validate_sample(self, value: Tensor) -> None:
         if not isinstance(value, Tensor):
-            raise ValueError("The value argument to log_prob must be a Tensor")
+            raise ValueError(f"{type(self).__name__}: the value to score must be a Tensor, got {type(value).__name__}")
         n_event = len(self._event_shape)
         if n_event and tuple(value.shape[-n_event:]) != self._event_shape:
             raise ValueError(
-                f"The right-most size of value must match event_shape: {value.shape} vs {self._event_shape}."
+                f"{type(self).__name__}: a value of shape {value.shape} must end in the event shape {self._event_shape}"
             )
         try:
             _broadcast_shape(value.shape, (*self._batch_shape, *self._event_shape))
         except ValueError:
             raise ValueError(
-                f"Value is not broadcastable with batch_shape+event_shape: {value.shape} vs "
-                f"{(*self._batch_shape, *self._event_shape)}."
+                f"{type(self).__name__}: a value of shape {value.shape} does not broadcast against batch + event shape "
+                f"{(*self._batch_shape, *self._event_shape)}"
             ) from None
         support = self.support
         if support is None or isinstance(support, constraints._Dependent):
             return
         if not all_true(support.check(value)):
             raise ValueError(
-                f"Expected value argument (Tensor of shape {value.shape}) to be within the support ({support!r}) of "
-                f"the distribution {self!r}, but found invalid values"
+                f"{type(self).__name__}: the value (shape {value.shape}) has entries outside the support {support!r}; "
+                "validate_args=False skips this check"
             )
 
     def _checked(self, value: Any) -> Tensor:

@@ -154,7 +154,10 @@ class Dirichlet(Distribution):
 
     def __init__(self, concentration: Tensor, validate_args: bool | None = None):
         if not isinstance(concentration, Tensor) or concentration.ndim < 1:
-            raise ValueError("`concentration` parameter must be at least one-dimensional.")
+            raise ValueError(
+                f"Dirichlet: concentration needs a last dim of categories (at least 1-D), got shape "
+                f"{getattr(concentration, 'shape', type(concentration).__name__)}"
+            )
         self.concentration = concentration
         super().__init__(concentration.shape[:-1], concentration.shape[-1:], validate_args)
 

@@ -60,9 +60,9 @@ def register_kl(type_p: type, type_q: type) -> Callable[[KLFunction], KLFunction
     0.0
     """
     if not (isinstance(type_p, type) and issubclass(type_p, Distribution)):
-        raise TypeError(f"Expected type_p to be a Distribution subclass but got {type_p}")
+        raise TypeError(f"register_kl: type_p must be a Distribution class, got {type_p!r}")
     if not (isinstance(type_q, type) and issubclass(type_q, Distribution)):
-        raise TypeError(f"Expected type_q to be a Distribution subclass but got {type_q}")
+        raise TypeError(f"register_kl: type_q must be a Distribution class, got {type_q!r}")
 
     def decorator(fn: KLFunction) -> KLFunction:
         _KL_REGISTRY[(type_p, type_q)] = fn
@@ -91,7 +91,7 @@ def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
     fn = _dispatch(type(p), type(q))
     if fn is None:
         raise NotImplementedError(
-            f"No KL(p || q) is implemented for p type {type(p).__name__} and q type {type(q).__name__}"
+            f"kl_divergence: no rule for ({type(p).__name__}, {type(q).__name__}); register_kl adds one"
         )
     return fn(p, q)
 
@@ -208,7 +208,9 @@ def _kl_dirichlet_dirichlet(p: Dirichlet, q: Dirichlet) -> Tensor:
 def _kl_mvn_mvn(p: MultivariateNormal, q: MultivariateNormal) -> Tensor:
     if p.event_shape != q.event_shape:
         raise ValueError(
-            "KL-divergence between two Multivariate Normals with different event shapes cannot be computed"
+            f"kl_divergence: the two MultivariateNormals have event shapes {p.event_shape} and {q.event_shape}; they "
+            "must "
+            "be equal"
         )
     lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
     n = p.event_shape[0]
@@ -226,7 +228,9 @@ def _kl_mvn_mvn(p: MultivariateNormal, q: MultivariateNormal) -> Tensor:
 def _kl_wishart_wishart(p: Wishart, q: Wishart) -> Tensor:
     # E_p[log det X] = mvdigamma(df_p / 2) + n log 2 + log det Sigma_p and E_p[X] = df_p Sigma_p, in the log-densities
     if p.event_shape != q.event_shape:
-        raise ValueError("KL-divergence between two Wisharts with different event shapes cannot be computed")
+        raise ValueError(
+            f"kl_divergence: the two Wisharts have event shapes {p.event_shape} and {q.event_shape}; they must be equal"
+        )
     n = p.event_shape[-1]
     lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
     half_nu_p, half_nu_q = p.df / 2, q.df / 2
@@ -288,7 +292,8 @@ def _kl_lowrank(p: Distribution, q: Distribution) -> Tensor:
     # through the dense Cholesky factors of the covariances (n x n; torch works with the capacitance instead)
     if p.event_shape != q.event_shape:
         raise ValueError(
-            "KL-divergence between two (Low Rank) Multivariate Normals with different event shapes cannot be computed"
+            f"kl_divergence: the two distributions have event shapes {p.event_shape} and {q.event_shape}; they must be "
+            "equal"
         )
     return _kl_mvn_mvn(_as_mvn(p), _as_mvn(q))
 

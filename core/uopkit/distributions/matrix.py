@@ -52,7 +52,7 @@ class LKJCholesky(Distribution):
 
     def __init__(self, dim: int, concentration: Any = 1.0, validate_args: bool | None = None):
         if dim < 2:
-            raise ValueError(f"Expected dim to be an integer greater than or equal to 2. Found dim={dim}.")
+            raise ValueError(f"LKJCholesky: dim must be an int >= 2, got {dim}")
         self.dim = dim
         (self.concentration,) = broadcast_all(concentration)
         super().__init__(self.concentration.shape, (dim, dim), validate_args)
@@ -128,13 +128,16 @@ class Wishart(Distribution):
                                      ("scale_tril", scale_tril)) if m is not None]  # fmt: skip
         if len(given) != 1:
             raise _WishartArgumentError(
-                "Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified."
+                f"Wishart: give exactly one of covariance_matrix, precision_matrix, scale_tril (got {len(given)})"
             )
         self._given_name, matrix = given[0]
         if not isinstance(matrix, Tensor):
             raise TypeError(f"Wishart: {self._given_name} must be a Tensor, got {type(matrix).__name__}")
         if matrix.ndim < 2:
-            raise ValueError("scale_tril must be at least two-dimensional, with optional leading batch dimensions")
+            raise ValueError(
+                f"Wishart: {self._given_name} must be a matrix or a batch of them (at least 2-D), got shape "
+                f"{matrix.shape}"
+            )
         if matrix.shape[-1] != matrix.shape[-2]:
             raise ValueError(f"Wishart: {self._given_name} must be square matrices, got shape {matrix.shape}")
         p = matrix.shape[-1]
@@ -146,10 +149,10 @@ class Wishart(Distribution):
             self.df = as_tensor(float(df), matrix)
         # (read back: the df bound is checked whatever validate_args says, as torch's)
         if bool((self.df <= p - 1).any().item()):
-            raise ValueError(f"Value of df={df} expected to be greater than ndim - 1 = {p - 1}.")
+            raise ValueError(f"Wishart: df must exceed {p - 1} (the matrix size minus 1), got df={df}")
         if bool((self.df < p).any().item()):
             warnings.warn(
-                "Low df values detected. Singular samples are highly likely to occur for ndim - 1 < df < ndim.",
+                f"Wishart: df below {p} (the matrix size) makes singular samples likely",
                 stacklevel=2,
             )
         setattr(self, self._given_name, matrix.expand((*batch_shape, p, p)))

@@ -63,11 +63,15 @@ class MultivariateNormal(Distribution):
         given = [(n, m) for n, m in (("covariance_matrix", covariance_matrix), ("precision_matrix", precision_matrix),
                                      ("scale_tril", scale_tril)) if m is not None]  # fmt: skip
         if len(given) != 1:
-            raise ValueError("Exactly one of covariance_matrix or precision_matrix or scale_tril may be specified.")
+            raise ValueError(
+                "MultivariateNormal: give exactly one of covariance_matrix, precision_matrix, scale_tril (got "
+                f"{len(given)})"
+            )
         self._given_name, matrix = given[0]
         if matrix.ndim < 2:
             raise ValueError(
-                f"{self._given_name} matrix must be at least two-dimensional, with optional leading batch dimensions"
+                f"MultivariateNormal: {self._given_name} must be a matrix or a batch of them (at least 2-D), got shape "
+                f"{matrix.shape}"
             )
         batch_shape = _broadcast_shape(matrix.shape[:-2], loc.shape[:-1])
         n = loc.shape[-1]
@@ -178,11 +182,18 @@ class LowRankMultivariateNormal(Distribution):
             raise ValueError("loc must be at least one-dimensional.")
         n = loc.shape[-1]
         if cov_factor.ndim < 2:
-            raise ValueError("cov_factor must be at least two-dimensional, with optional leading batch dimensions")
+            raise ValueError(
+                f"LowRankMultivariateNormal: cov_factor must be a matrix or a batch of them (at least 2-D), got shape "
+                f"{cov_factor.shape}"
+            )
         if cov_factor.shape[-2] != n:
-            raise ValueError(f"cov_factor must be a batch of matrices with shape {n} x m")
+            raise ValueError(
+                f"LowRankMultivariateNormal: cov_factor needs {n} rows (loc's size), got shape {cov_factor.shape}"
+            )
         if tuple(cov_diag.shape[-1:]) != (n,):
-            raise ValueError(f"cov_diag must be a batch of vectors with shape {(n,)}")
+            raise ValueError(
+                f"LowRankMultivariateNormal: cov_diag must end in loc's size {n}, got shape {cov_diag.shape}"
+            )
         rank = cov_factor.shape[-1]
         batch_shape = _broadcast_shape(loc.shape[:-1], cov_factor.shape[:-2], cov_diag.shape[:-1])
         self.loc = loc.expand((*batch_shape, n))
@@ -270,8 +281,9 @@ class Independent(Distribution):
         shape = (*base_distribution.batch_shape, *base_distribution.event_shape)
         if reinterpreted_batch_ndims > len(base_distribution.batch_shape):
             raise ValueError(
-                f"Expected reinterpreted_batch_ndims <= len(base_distribution.batch_shape), actual "
-                f"{reinterpreted_batch_ndims} vs {len(base_distribution.batch_shape)}"
+                f"Independent: reinterpreted_batch_ndims={reinterpreted_batch_ndims} is more than the base "
+                "distribution's "
+                f"{len(base_distribution.batch_shape)} batch dims"
             )
         self.base_dist, self.reinterpreted_batch_ndims = base_distribution, reinterpreted_batch_ndims
         event_dim = reinterpreted_batch_ndims + len(base_distribution.event_shape)
@@ -338,9 +350,15 @@ class MixtureSameFamily(Distribution):
         self, mixture_distribution: Categorical, component_distribution: Distribution, validate_args: bool | None = None
     ):
         if not isinstance(mixture_distribution, Categorical):
-            raise ValueError("The Mixture distribution needs to be an instance of torch.distributions.Categorical")
+            raise ValueError(
+                "MixtureSameFamily: mixture_distribution must be a Categorical, got "
+                f"{type(mixture_distribution).__name__}"
+            )
         if not isinstance(component_distribution, Distribution):
-            raise ValueError("The Component distribution need to be an instance of torch.distributions.Distribution")
+            raise ValueError(
+                f"MixtureSameFamily: component_distribution must be a Distribution, got "
+                f"{type(component_distribution).__name__}"
+            )
         mix_batch, comp_batch = mixture_distribution.batch_shape, component_distribution.batch_shape
         if len(comp_batch) < 1:
             raise ValueError("The component distribution needs a batch axis of components")
@@ -353,8 +371,9 @@ class MixtureSameFamily(Distribution):
             ) from None
         if mixture_distribution._num_events != comp_batch[-1]:
             raise ValueError(
-                f"`mixture_distribution component` ({mixture_distribution._num_events}) does not equal "
-                f"`component_distribution.batch_shape[-1]` ({comp_batch[-1]})"
+                f"MixtureSameFamily: {mixture_distribution._num_events} mixture weights for {comp_batch[-1]} "
+                "components "
+                "(the last batch dim of component_distribution); give one weight per component"
             )
         self._mixture_distribution, self._component_distribution = mixture_distribution, component_distribution
         self._num_component = comp_batch[-1]

@@ -183,7 +183,9 @@ class ContinuousBernoulli(Distribution):
         validate_args: bool | None = None,
     ):
         if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+            raise ValueError(
+                f"give probs or logits, exactly one of them (got {'both' if probs is not None else 'neither'})"
+            )
         self._lims = lims
         if probs is not None:
             # the given probs are checked (by the base class), then clamped

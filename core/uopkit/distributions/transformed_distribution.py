@@ -44,17 +44,24 @@ class TransformedDistribution(Distribution):
             self.transforms = [transforms]
         elif isinstance(transforms, (list, tuple)):
             if not all(isinstance(t, Transform) for t in transforms):
-                raise ValueError("transforms must be a Transform or a list of Transforms")
+                raise ValueError(
+                    f"TransformedDistribution: every entry of transforms must be a Transform, got "
+                    f"{[type(t).__name__ for t in transforms]}"
+                )
             self.transforms = list(transforms)
         else:
-            raise ValueError(f"transforms must be a Transform or list, but was {transforms}")
+            raise ValueError(
+                "TransformedDistribution: transforms takes a Transform or a list of them, got "
+                f"{type(transforms).__name__}"
+            )
         base_shape = (*base_distribution.batch_shape, *base_distribution.event_shape)
         base_event_dim = len(base_distribution.event_shape)
         chain = ComposeTransform(self.transforms)
         if len(base_shape) < chain.domain.event_dim:
             raise ValueError(
-                f"base_distribution needs to have shape with size at least {chain.domain.event_dim}, "
-                f"but got {base_shape}."
+                f"TransformedDistribution: the transforms act on {chain.domain.event_dim} dims, the base "
+                "distribution has "
+                f"only {len(base_shape)} (shape {base_shape})"
             )
         forward_shape = chain.forward_shape(base_shape)
         # parameters of the transforms may broadcast the base's batch (an AffineTransform with a batch of scales)

@@ -83,7 +83,10 @@ class Transform:
     def event_dim(self) -> int:
         if self.domain.event_dim == self.codomain.event_dim:
             return self.domain.event_dim
-        raise ValueError("Please use either .domain.event_dim or .codomain.event_dim")
+        raise ValueError(
+            f"{type(self).__name__}.event_dim is ambiguous: domain and codomain have different event dims; read "
+            ".domain.event_dim or .codomain.event_dim"
+        )
 
     @property
     def inv(self) -> Transform:
@@ -388,7 +391,10 @@ class ReshapeTransform(Transform):
     def __init__(self, in_shape: Sequence[int], out_shape: Sequence[int], cache_size: int = 0):
         self.in_shape, self.out_shape = tuple(in_shape), tuple(out_shape)
         if math.prod(self.in_shape) != math.prod(self.out_shape):
-            raise ValueError("in_shape, out_shape have different numbers of elements")
+            raise ValueError(
+                f"ReshapeTransform: in_shape {self.in_shape} and out_shape {self.out_shape} hold different numbers "
+                "of elements"
+            )
         super().__init__(cache_size=cache_size)
 
     @property
@@ -743,7 +749,7 @@ def _tril_count_to_size(count: int) -> int:
     # n with n (n - 1) / 2 == count, or an error
     n = round((0.25 + 2 * count) ** 0.5 + 0.5)
     if n * (n - 1) // 2 != count:
-        raise ValueError("Input is not a flattened lower-diagonal number")
+        raise ValueError(f"the last dim ({count}) is not the size of a flattened strictly lower triangle (n(n-1)/2)")
     return n
 
 

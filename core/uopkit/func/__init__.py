@@ -72,18 +72,24 @@ def functional_call(
         tensors = parameter_and_buffer_dicts
     elif isinstance(parameter_and_buffer_dicts, Sequence) and not isinstance(parameter_and_buffer_dicts, str):
         if not all(isinstance(d, dict) for d in parameter_and_buffer_dicts):
-            raise ValueError("Expected all elements of parameter_and_buffer_dicts to be dictionaries")
+            raise ValueError(
+                "functional_call: every entry of a list/tuple of tensor dicts must itself be a dict, got "
+                f"{[type(d).__name__ for d in parameter_and_buffer_dicts]}"
+            )
         counts: dict[str, int] = {}
         for d in parameter_and_buffer_dicts:
             for k in d:
                 counts[k] = counts.get(k, 0) + 1
         repeated = [k for k, n in counts.items() if n > 1]
         if repeated:
-            raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of functional call is ambiguous")
+            raise ValueError(
+                f"functional_call: the names {repeated} are given by more than one of the dicts; give each name in "
+                "one dict only"
+            )
         tensors = {k: v for d in parameter_and_buffer_dicts for k, v in d.items()}
     else:
         raise ValueError(
-            "Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
+            "functional_call: the tensors to use take a dict of name -> tensor (or a list/tuple of such dicts), got "
             f"{type(parameter_and_buffer_dicts).__name__}"
         )
     return _functional_call(module, tensors, args, kwargs, tie_weights=tie_weights, strict=strict)

@@ -79,9 +79,10 @@ class ModuleBackwardCall:
             self.given = [(args[i], wrapped[i], wrapped[i].uop) for i in self.input_index]
         if not self.full and not all(isinstance(a, Tensor) for a in args):
             warnings.warn(
-                "Using non-full backward hooks on a Module that does not take as input a single Tensor or a tuple of "
-                "Tensors is deprecated and will be removed in future versions. This hook will be missing some of the "
-                "grad_input. Please use register_full_backward_hook to get the documented behavior.",
+                f"register_backward_hook on {type(self._module()).__name__}: its forward takes arguments that are "
+                "not all "
+                "tensors, so the hook sees only part of grad_input (this old-style hook is deprecated); "
+                "register_full_backward_hook gives every input's gradient",
                 FutureWarning,
                 stacklevel=4,
             )
@@ -104,17 +105,18 @@ class ModuleBackwardCall:
         if not isinstance(result, (Tensor, tuple)):
             if self.full:
                 warnings.warn(
-                    "For backward hooks to be called, module output should be a Tensor or a tuple of Tensors but "
-                    f"received {type(result)}",
+                    f"full backward hook on {type(self._module()).__name__} will not run: forward returned "
+                    f"{type(result).__name__}; return a tensor or a tuple of tensors for the hook to fire",
                     stacklevel=4,
                 )
         if not self.full and not (
             isinstance(result, Tensor) or (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result))
         ):
             warnings.warn(
-                "Using non-full backward hooks on a Module that does not return a single Tensor or a tuple of Tensors "
-                "is deprecated and will be removed in future versions. This hook will be missing some of the "
-                "grad_output. Please use register_full_backward_hook to get the documented behavior.",
+                f"register_backward_hook on {type(self._module()).__name__}: its forward returns "
+                f"{type(result).__name__}, "
+                "not one tensor or a tuple of tensors, so the hook sees only part of grad_output (this old-style hook "
+                "is deprecated); register_full_backward_hook gives every output's gradient",
                 FutureWarning,
                 stacklevel=4,
             )
@@ -140,10 +142,9 @@ class ModuleBackwardCall:
             # no input needs a gradient: the hooks run here, with no grad_input to give or take (torch's warning)
             if self.full:
                 warnings.warn(
-                    "Full backward hook is firing when gradients are computed with respect to module outputs since no "
-                    "inputs require gradients. See "
-                    "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module."
-                    "register_full_backward_hook for more details.",
+                    f"full backward hook on {type(self._module()).__name__}: none of the module's inputs requires "
+                    "grad, so "
+                    "the hook runs on the gradients of its outputs and grad_input is all None",
                     stacklevel=2,
                 )
             grad_inputs = (None,) * self.n_inputs
@@ -151,8 +152,10 @@ class ModuleBackwardCall:
                 res = hook(self._module(), grad_inputs, grad_outputs)
                 if res is not None and not (isinstance(res, tuple) and all(r is None for r in res)):
                     raise RuntimeError(
-                        "Backward hook for Modules where no input requires gradient should always return None or None "
-                        "for all gradients."
+                        f"full backward hook on {type(self._module()).__name__} returned {type(res).__name__}: with "
+                        "no input "
+                        "requiring grad there is no grad_input to replace, so the hook must return None (or a tuple "
+                        "of None)"
                     )
             self.grad_outputs = None
         out_grads = [grad_outputs[i] for i in self.output_index]
@@ -224,6 +227,6 @@ def _check_shapes(grads: list[Tensor | None], shapes: list[tuple[int, ...] | Non
     for g, shape in zip(grads, shapes, strict=True):
         if g is not None and shape is not None and g.shape != shape:
             raise RuntimeError(
-                f"a module's {what} changed the size of a gradient: got shape {g.shape}, expected {shape} (as torch: "
-                "hook 'hook' has changed the size of value)"
+                f"a module's {what} returned a gradient of shape {g.shape} where one of shape {shape} was expected; a "
+                "hook may replace a gradient but not reshape it"
             )

@@ -65,7 +65,7 @@ def _check_generator(generator: Any, name: str) -> None:
 def _is_empty(tensor: Tensor) -> bool:
     # torch warns and leaves a zero-element tensor alone in the fan-based initializers
     if 0 in tensor.shape:
-        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        warnings.warn(f"init: the tensor of shape {tensor.shape} has no elements, nothing to initialize", stacklevel=3)
         return True
     return False
 
@@ -103,8 +103,7 @@ def _calculate_fan_in_and_fan_out(tensor: Tensor, name: str = "_calculate_fan_in
     receptive field (the product of the kernel dimensions)."""
     if tensor.ndim < 2:
         raise ValueError(
-            f"{name}: fan in and fan out can not be computed for tensor with fewer than 2 dimensions "
-            f"(got shape {tensor.shape})"
+            f"{name}: fan_in/fan_out need a weight of at least 2 dims (out, in, ...), got shape {tensor.shape}"
         )
     receptive_field = math.prod(tensor.shape[2:])
     return tensor.shape[1] * receptive_field, tensor.shape[0] * receptive_field
@@ -151,7 +150,8 @@ def trunc_normal_(
     _check_generator(generator, "trunc_normal_")
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn(
-            "trunc_normal_: mean is more than 2 std from [a, b]; the distribution of values may be incorrect",
+            f"trunc_normal_: mean={mean} lies over 2 std outside [a={a}, b={b}]; the samples may not follow the "
+            "truncated normal",
             stacklevel=2,
         )
     # inverse transform sampling: a uniform draw between the normal CDF at a and at b, through the inverse CDF
@@ -186,7 +186,7 @@ def eye_(tensor: Tensor) -> Tensor:
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
     """
     if tensor.ndim != 2:
-        raise ValueError(f"eye_: only tensors with 2 dimensions are supported (got shape {tensor.shape})")
+        raise ValueError(f"eye_: takes a 2-D tensor, got shape {tensor.shape}")
     with no_grad():
         return tensor.copy_(Tensor.eye(*tensor.shape, device=tensor.device, dtype=tensor.dtype))
 
@@ -200,7 +200,7 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
     """
     if tensor.ndim not in (3, 4, 5):
-        raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported (got shape {tensor.shape})")
+        raise ValueError(f"dirac_: takes a 3-D, 4-D or 5-D conv weight, got shape {tensor.shape}")
     out_channels, in_channels, *kernel = tensor.shape
     if groups < 1 or out_channels % groups != 0:
         raise ValueError(f"dirac_: dim 0 ({out_channels}) must be divisible by groups ({groups})")
@@ -292,9 +292,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator: Generator | None = N
     """
     _check_generator(generator, "orthogonal_")
     if tensor.ndim < 2:
-        raise ValueError(
-            f"orthogonal_: only tensors with 2 or more dimensions are supported (got shape {tensor.shape})"
-        )
+        raise ValueError(f"orthogonal_: takes a tensor of at least 2 dims, got shape {tensor.shape}")
     if tensor.numel() == 0:
         return tensor
     rows = tensor.shape[0]
@@ -322,7 +320,7 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Gener
     """
     _check_generator(generator, "sparse_")
     if tensor.ndim != 2:
-        raise ValueError(f"sparse_: only tensors with 2 dimensions are supported (got shape {tensor.shape})")
+        raise ValueError(f"sparse_: takes a 2-D tensor, got shape {tensor.shape}")
     rows, cols = tensor.shape
     zeros_per_column = int(math.ceil(sparsity * rows))
     # each column's rows in a random order (the rank of a uniform draw within its column): the first ones are zeroed

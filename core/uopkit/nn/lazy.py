@@ -43,8 +43,8 @@ class _Uninitialized:
     @property
     def shape(self) -> tuple[int, ...]:
         raise RuntimeError(
-            "Can't access the shape of an uninitialized parameter or buffer (as PyTorch): call the lazy module on an "
-            "input (or load a state dict into it) to make its tensors first"
+            "this lazy parameter/buffer has no shape yet: call the lazy module on an input (or load a state dict into "
+            "it) to make its tensors first"
         )
 
     def materialize(self, shape: Sequence[int] | int, device: Any = None, dtype: DType | str | None = None) -> None:

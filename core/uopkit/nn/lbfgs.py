@@ -71,7 +71,9 @@ class LBFGS(Optimizer):
         }
         super().__init__(params, defaults)
         if len(self.param_groups) != 1:
-            raise ValueError("LBFGS doesn't support per-parameter options (parameter groups): pass one list of tensors")
+            raise ValueError(
+                f"LBFGS takes a single parameter group, got {len(self.param_groups)}: pass one list of tensors"
+            )
         self._lbfgs: dict[str, Any] = {"func_evals": 0, "n_iter": 0}
 
     def _update(self, group: Any, params: list[Tensor]) -> list[Tensor]:

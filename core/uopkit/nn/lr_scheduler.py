@@ -70,7 +70,9 @@ class LRScheduler:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
                     raise KeyError(
-                        f"param 'initial_lr' is not specified in param_groups[{i}] when resuming a scheduler"
+                        "resuming a scheduler (last_epoch != -1) needs 'initial_lr' in every param group; "
+                        f"param_groups[{i}] has "
+                        "none"
                     )
         self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
@@ -193,7 +195,7 @@ class ConstantLR(LRScheduler):
 
     def __init__(self, optimizer: Any, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1) -> None:
         if not 0 <= factor <= 1:
-            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+            raise ValueError(f"ConstantLR: factor must lie in [0, 1], got {factor}")
         self.factor, self.total_iters = factor, total_iters
         super().__init__(optimizer, last_epoch)
 
@@ -222,9 +224,9 @@ class LinearLR(LRScheduler):
         last_epoch: int = -1,
     ) -> None:
         if not 0 < start_factor <= 1:
-            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+            raise ValueError(f"LinearLR: start_factor must lie in (0, 1], got {start_factor}")
         if not 0 <= end_factor <= 1:
-            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+            raise ValueError(f"LinearLR: end_factor must lie in [0, 1], got {end_factor}")
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
         super().__init__(optimizer, last_epoch)
 
@@ -362,7 +364,10 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 def _uses_beta1(optimizer: Any) -> bool:
     # what cycle_momentum cycles: beta1 of the Adam family (True), else "momentum"
     if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+        raise ValueError(
+            f"cycle_momentum=True: {type(optimizer).__name__} has neither 'momentum' nor 'betas' to cycle; pass "
+            "cycle_momentum=False"
+        )
     return "betas" in optimizer.defaults
 
 
@@ -497,11 +502,11 @@ class OneCycleLR(LRScheduler):
                 raise ValueError("Expected positive integer epochs and steps_per_epoch")
             self.total_steps = epochs * steps_per_epoch
         else:
-            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+            raise ValueError("OneCycleLR: give total_steps, or both epochs and steps_per_epoch")
         if not 0 <= pct_start <= 1:
-            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+            raise ValueError(f"OneCycleLR: pct_start must lie in [0, 1], got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
+            raise ValueError(f"OneCycleLR: anneal_strategy takes 'cos' or 'linear', got {anneal_strategy!r}")
         # (torch's attribute names, so that the state dicts load both ways)
         self._anneal_func_type = anneal_strategy
         rise = float(pct_start * self.total_steps) - 1
@@ -544,7 +549,7 @@ class OneCycleLR(LRScheduler):
     def get_lr(self) -> list[float]:
         t = self.last_epoch
         if t > self.total_steps:
-            raise ValueError(f"Tried to step {t} times. The specified number of total steps is {self.total_steps}")
+            raise ValueError(f"OneCycleLR: step {t} is past the schedule's end ({self.total_steps} total steps)")
         lrs = []
         for group in self.optimizer.param_groups:
             start = 0.0
@@ -601,12 +606,11 @@ class SequentialLR(LRScheduler):
             raise ValueError("SequentialLR expects at least one scheduler")
         _no_plateau("SequentialLR", schedulers)
         if any(s.optimizer is not optimizer for s in schedulers):
-            raise ValueError("SequentialLR expects all schedulers to belong to the same optimizer")
+            raise ValueError("SequentialLR: every scheduler must drive the optimizer given to SequentialLR")
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(
-                f"Sequential Schedulers expects number of schedulers provided to be one more than the number of "
-                f"milestone points, but got number of schedulers {len(schedulers)} and the number of milestones to be "
-                f"equal to {len(milestones)}"
+                f"SequentialLR: {len(schedulers)} schedulers need {len(schedulers) - 1} milestones (one between each "
+                f"pair), got {len(milestones)}"
             )
         self._schedulers, self._milestones = schedulers, milestones
         self.last_epoch = last_epoch + 1
@@ -648,11 +652,11 @@ class ChainedScheduler(LRScheduler):
 
     def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Any = None) -> None:
         if len(schedulers) < 1:
-            raise ValueError("ChainedScheduler expects at least one scheduler to be chained")
+            raise ValueError("ChainedScheduler: got an empty list of schedulers")
         _no_plateau("ChainedScheduler", schedulers)
         optimizer = optimizer or schedulers[0].optimizer
         if any(s.optimizer is not optimizer for s in schedulers):
-            raise ValueError("ChainedScheduler expects all schedulers to belong to the same optimizer")
+            raise ValueError("ChainedScheduler: every scheduler must drive the same optimizer")
         self._schedulers = list(schedulers)
         self.optimizer = optimizer
         self._last_lr = [group["lr"] for group in optimizer.param_groups]

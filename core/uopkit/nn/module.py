@@ -113,13 +113,14 @@ class _ModuleState:
 
 
 _MIXED_BACKWARD_HOOKS = (
-    "Cannot use both regular backward hooks and full backward hooks on a single Module. Please use only one of them."
+    "this module already has backward hooks of the other kind: register_backward_hook and "
+    "register_full_backward_hook don't mix on one module; use one of them (the full one)"
 )
 
 
 _MIXED_GLOBAL_BACKWARD_HOOKS = (
-    "Cannot use both regular backward hooks and full backward hooks as a global Module hook. Please use only one of "
-    "them."
+    "global module backward hooks of the other kind are already registered: register_module_backward_hook and "
+    "register_module_full_backward_hook don't mix; use one of them (the full one)"
 )
 
 
@@ -237,8 +238,8 @@ def _run_hooked(module: Module, st: _ModuleState, forward: Callable[..., Any], a
                     hook(module, args, kwargs, None) if hook_id in owner.with_kwargs else hook(module, args, None)
                 except Exception as e:
                     warnings.warn(
-                        "forward hook with always_call=True raised an exception that was silenced as another error "
-                        f"was raised in forward: {e}",
+                        f"an always_call forward hook failed while forward's own error was on its way out; the forward "
+                        f"error is raised, the hook's was: {e}",
                         stacklevel=2,
                     )
         raise

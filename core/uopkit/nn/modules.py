@@ -283,8 +283,9 @@ class ConvTranspose2d(_ConvLayer):
             most = least + max(self.stride[d], self.dilation[d]) - 1
             if not least <= size <= most:
                 raise ValueError(
-                    f"{layer}: requested an output size of {wanted}, but valid sizes range from {least} to {most} "
-                    f"for axis {d} of input {x.shape}"
+                    f"{layer}: output_size {wanted} can't be reached on spatial axis {d} of input {x.shape}: the "
+                    "stride "
+                    f"allows sizes {least} to {most} there"
                 )
             out.append(size - least)
         return tuple(out)
@@ -430,7 +431,7 @@ class BatchNorm(Module):
             if x.numel() == self.sz:
                 # one value per channel: its variance is 0/0 (PyTorch raises too)
                 raise ValueError(
-                    f"BatchNorm({self.sz}): batch statistics need more than 1 value per channel, got input {x.shape}"
+                    f"BatchNorm({self.sz}): batch statistics need at least 2 values per channel, got input {x.shape}"
                 )
             mean = x.mean(axes)
             centered = x - mean.reshape(shape)
@@ -559,7 +560,9 @@ class InstanceNorm(Module):
             warnings.warn(f"{name}: input {x.shape} doesn't have {self.num_features} channels", stacklevel=2)
         if math.prod(x.shape[2:]) == 1 and self._input_stats():
             # one value per instance: its variance is 0/0, and torch refuses it (unless it uses running statistics)
-            raise ValueError(f"{name}: expected more than 1 spatial element, got input {x.shape}")
+            raise ValueError(
+                f"{name}: needs at least 2 spatial positions per channel to take a variance, got input {x.shape}"
+            )
         return self._normalized(x)
 
     def _input_stats(self) -> bool:

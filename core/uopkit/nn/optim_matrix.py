@@ -116,15 +116,15 @@ class Muon(Optimizer):
         if group["adjust_lr_fn"] not in _ADJUST_LR_FNS:
             raise ValueError(f"Muon: Adjust learning rate function {group['adjust_lr_fn']} is not supported")
         if len(group["ns_coefficients"]) != 3:
-            raise ValueError("Muon: Coefficients must be a tuple of exactly 3 values")
+            raise ValueError(f"Muon: ns_coefficients takes 3 numbers (a, b, c), got {len(group['ns_coefficients'])}")
         steps = group["ns_steps"]
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise ValueError(f"Muon: ns_steps must be an int >= 0, got {steps!r}")
         if steps >= 100:
-            raise ValueError("Muon: Number of steps must be less than 100 for computational efficiency")
+            raise ValueError(f"Muon: ns_steps must be below 100, got {steps}")
         for p in group["params"]:
             if p.ndim != 2:
-                raise ValueError(f"Muon only supports 2D parameters whereas we found a parameter with size: {p.shape}")
+                raise ValueError(f"Muon: works on 2-D (matrix) parameters only, got one of shape {p.shape}")
 
     def _init_state(self, group: ParamGroup, p: Tensor) -> dict[str, Tensor]:
         return {"momentum_buffer": _state_like(p)}

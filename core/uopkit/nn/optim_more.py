@@ -380,7 +380,7 @@ class SparseAdam(_AdamFamily):
         maximize: bool = False,
     ) -> None:
         if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
+            raise ValueError(f"SparseAdam: a tensor lr must hold one value, got shape {lr.shape}")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize)
         # (torch's checks and messages, before the base class's)
         self._check_group(defaults)
@@ -389,12 +389,12 @@ class SparseAdam(_AdamFamily):
     def _check_group(self, group: dict[str, Any]) -> None:
         lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
         if not 0.0 < lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+            raise ValueError(f"SparseAdam: lr must be > 0, got {lr}")
         if not 0.0 < group["eps"]:
-            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+            raise ValueError(f"SparseAdam: eps must be > 0, got {group['eps']}")
         for i, beta in enumerate(group["betas"]):
             if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+                raise ValueError(f"SparseAdam: betas[{i}] must lie in [0, 1), got {beta}")
 
     def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
         written: list[Tensor] = []

@@ -248,8 +248,8 @@ def _ordered(params: Any, optimizer: str) -> Iterable[Any]:
     # torch takes a set given as `params` itself, as a list)
     if isinstance(params, (set, frozenset)):
         raise TypeError(
-            f"{optimizer}: optimizer parameters need to be organized in ordered collections, but the ordering of "
-            "tensors in sets will change between runs. Please use a list instead."
+            f"{optimizer}: params given as a {type(params).__name__}, whose order is not fixed from run to run (and "
+            "a state dict keys on that order); pass a list"
         )
     return params
 
@@ -295,8 +295,8 @@ class Optimizer:
         if isinstance(params, Tensor):
             # (torch's TypeError: a lone tensor is iterable over its rows, which aren't parameters)
             raise TypeError(
-                f"{type(self).__name__}: params argument given to the optimizer should be an iterable of Tensors or "
-                f"dicts, but got a Tensor of shape {params.shape}: pass [t]"
+                f"{type(self).__name__}: params takes an iterable of tensors (or of param-group dicts), got a single "
+                f"Tensor of shape {params.shape}: pass [t]"
             )
         # (any iterable, as torch: a generator such as model.parameters() is read once)
         given = list(params)
@@ -337,7 +337,10 @@ class Optimizer:
         params = _dedup(raw)
         taken = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in taken for p in params):
-            raise ValueError("some parameters appear in more than one parameter group")
+            raise ValueError(
+                "add_param_group: the new group holds tensors that are already in another group; each tensor belongs "
+                "to one group"
+            )
         group["params"] = params
         if names is not None:
             group["param_names"] = names
@@ -681,10 +684,15 @@ class Optimizer:
     def _load_state(self, state_dict: dict[str, Any]) -> None:
         saved = state_dict["param_groups"]
         if len(saved) != len(self.param_groups):
-            raise ValueError("loaded state dict has a different number of parameter groups")
+            raise ValueError(
+                f"load_state_dict: the state dict holds {len(saved)} param groups, this optimizer "
+                f"{len(self.param_groups)}"
+            )
         if any(len(s["params"]) != len(g["params"]) for s, g in zip(saved, self.param_groups, strict=True)):
             raise ValueError(
-                "loaded state dict contains a parameter group that doesn't match the size of optimizer's group"
+                "load_state_dict: a param group of the state dict holds another number of tensors than the optimizer's "
+                f"(state dict {[len(s['params']) for s in saved]}, optimizer "
+                f"{[len(g['params']) for g in self.param_groups]})"
             )
         states = {int(k): v for k, v in state_dict["state"].items()}
         for s, g in zip(saved, self.param_groups, strict=True):

@@ -60,7 +60,7 @@ def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable[[list[Tensor], list[T
     """The exponential moving average over lists of tensors, in place: ema = lerp(ema, current, 1 - decay) (torch's
     lerp; for float tensors), ema * decay + current * (1 - decay) otherwise."""
     if decay < 0.0 or decay > 1.0:
-        raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in [0,1] range.")
+        raise ValueError(f"get_ema_multi_avg_fn: decay must lie in [0, 1], got {decay}")
 
     def ema_update(ema_param_list: list[Tensor], current_param_list: list[Tensor], _: Any) -> None:
         with no_grad():
@@ -91,7 +91,7 @@ def get_swa_multi_avg_fn() -> Callable[[list[Tensor], list[Tensor], Any], None]:
 def get_ema_avg_fn(decay: float = 0.999) -> Callable[[Tensor, Tensor, Any], Tensor]:
     """The exponential moving average of one tensor: decay * ema + (1 - decay) * current."""
     if decay < 0.0 or decay > 1.0:
-        raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in [0,1] range.")
+        raise ValueError(f"get_ema_avg_fn: decay must lie in [0, 1], got {decay}")
 
     def ema_update(ema_param: Tensor, current_param: Tensor, num_averaged: Any) -> Tensor:
         return decay * ema_param.detach() + (1 - decay) * current_param.detach()
@@ -127,7 +127,7 @@ class AveragedModel(Module):
     ) -> None:
         super().__init__()
         if avg_fn is not None and multi_avg_fn is not None:
-            raise AssertionError("Only one of avg_fn and multi_avg_fn should be provided")
+            raise AssertionError("AveragedModel: give avg_fn or multi_avg_fn, not both")
         self.module = copy.deepcopy(model)
         if device is not None:
             self.module = self.module.to(device)
@@ -239,10 +239,10 @@ class SWALR(LRScheduler):
         for lr, group in zip(_per_group("swa_lr", optimizer, swa_lr), optimizer.param_groups, strict=True):
             group["swa_lr"] = lr
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got {anneal_strategy}")
+            raise ValueError(f"SWALR: anneal_strategy takes 'cos' or 'linear', got {anneal_strategy!r}")
         self._anneal_strategy = anneal_strategy
         if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
-            raise ValueError(f"anneal_epochs must be equal or greater than 0, got {anneal_epochs}")
+            raise ValueError(f"SWALR: anneal_epochs must be an int >= 0, got {anneal_epochs!r}")
         self.anneal_epochs = anneal_epochs
         super().__init__(optimizer, last_epoch)
 

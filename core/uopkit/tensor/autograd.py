@@ -72,7 +72,11 @@ def _grad_outputs(grad_outputs: Any, outputs: tuple[Tensor, ...], what: str) -> 
         raise RuntimeError(f"{what}: got {len(given)} gradients for {len(outputs)} outputs; give one per output")
     for o, g in zip(outputs, given, strict=True):
         if g is None and o.numel() != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            raise RuntimeError(
+                f"{what}: an output of shape {o.shape} has more than one element, so its gradient can't default to "
+                "1; pass "
+                "grad_outputs for it"
+            )
         if g is not None and not isinstance(g, Tensor):
             raise TypeError(f"{what}: a gradient must be a Tensor or None, got {type(g).__name__}")
     return given
@@ -109,7 +113,8 @@ def grad(
         raise NotImplementedError("grad: is_grads_batched=True (a vmap over grad_outputs) is not supported")
     if materialize_grads and allow_unused is False:
         raise ValueError(
-            "Expected allow_unused to be True or not passed when materialize_grads=True, but got: allow_unused=False."
+            "grad: materialize_grads=True fills unused inputs with zeros, which contradicts allow_unused=False; leave "
+            "allow_unused out (or True)"
         )
     allow_unused = bool(allow_unused) or materialize_grads
     outs, ins = _as_tensors(outputs, "grad: outputs"), _as_tensors(inputs, "grad: inputs")
@@ -119,10 +124,15 @@ def grad(
     wanted = _wanted_keys()
     for t in ins:
         if not _requires_grad(t, wanted):
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
+            raise RuntimeError(
+                f"grad: an input (shape {t.shape}) does not require grad; only tensors with requires_grad=True have "
+                "gradients"
+            )
     for i, o in enumerate(outs):
         if not _requires_grad(o, wanted):
-            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+            raise RuntimeError(
+                f"grad: output {i} (shape {o.shape}) does not require grad, so it isn't connected to any input's graph"
+            )
     keys = [_gradient_keys(t) for t in ins]
     every = {k for ks in keys for k in ks}
     # values realized since the forward pass are followed back to the graphs that computed them, as backward() does:
@@ -157,8 +167,9 @@ def grad(
             out.append(None)
         else:
             raise RuntimeError(
-                f"The differentiated Tensor at index {i} appears to not have been used in the graph. Set "
-                "allow_unused=True if this is the desired behavior."
+                f"grad: input {i} (shape {t.shape}) is not used to compute the outputs; pass allow_unused=True to "
+                "get None "
+                "for it (or materialize_grads=True for zeros)"
             )
     return tuple(out)
 
@@ -233,7 +244,10 @@ class FunctionCtx:
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, Tensor):
-                raise TypeError(f"save_for_backward can only save variables, but argument {i} is not a Tensor")
+                raise TypeError(
+                    f"save_for_backward: takes tensors (or None), argument {i} is a {type(t).__name__}; keep other "
+                    "values on ctx"
+                )
         self._saved = tensors
 
     @property
@@ -464,13 +478,16 @@ class _BackwardRule:
         n = len(self.arg_meta)
         if len(result) < n or any(r is not None for r in result[n:]):
             raise RuntimeError(
-                f"function {name}Backward returned an incorrect number of gradients (expected {n}, got {len(result)})"
+                f"{name}.backward returned {len(result)} gradients for the {n} inputs of forward; return one per "
+                "input (None "
+                "for the ones without)"
             )
         for i, (a, r) in enumerate(zip(self.arg_meta, result, strict=False)):
             if r is not None and a is None:
                 raise RuntimeError(
-                    f"function {name}Backward returned a gradient different than None at position {i + 1}, but the "
-                    "corresponding forward input was not a Variable"
+                    f"{name}.backward returned a gradient for forward's argument {i + 1}, which is not a tensor; "
+                    "return None "
+                    "there"
                 )
             if r is not None and not isinstance(r, Tensor):
                 raise TypeError(f"function {name}Backward returned a {type(r).__name__} at position {i + 1}")
@@ -490,8 +507,8 @@ def _fitted(g: Tensor, x: tuple[tuple[int, ...], Any, Any], name: str, i: int) -
         fits = lead >= 0 and all(s in (1, gs) for s, gs in zip(shape, g.shape[lead:], strict=True))
         if not fits:
             raise RuntimeError(
-                f"Function {name}Backward returned an invalid gradient at index {i} - got {list(g.shape)} but "
-                f"expected shape compatible with {list(shape)}"
+                f"{name}.backward: the gradient for argument {i} has shape {g.shape}, which does not sum down to the "
+                f"argument's shape {shape}"
             )
         if lead:
             g = g.sum(tuple(range(lead)))

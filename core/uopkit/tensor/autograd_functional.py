@@ -35,11 +35,8 @@ def _as_tuple(x: Any, what: str, fn: str) -> tuple[bool, tuple[Tensor, ...]]:
     items = x if is_tuple else (x,)
     for i, t in enumerate(items):
         if not isinstance(t, Tensor):
-            where = f"the value at index {i}" if is_tuple else f"the given {what}"
-            raise TypeError(
-                f"The {what} given to {fn} must be either a Tensor or a tuple of Tensors but {where} has type "
-                f"{type(t)}."
-            )
+            got = f"entry {i} is a {type(t).__name__}" if is_tuple else f"got a {type(t).__name__}"
+            raise TypeError(f"{fn}: the {what} must be a Tensor or a tuple of Tensors; {got}")
     return is_tuple, items
 
 
@@ -79,12 +76,12 @@ def _unpacked(res: tuple[Any, ...], to_unpack: bool | tuple[bool, bool]) -> Any:
 def _validate_v(v: tuple[Tensor, ...], other: tuple[Tensor, ...], is_other_tuple: bool) -> None:
     if len(v) != len(other):
         if is_other_tuple:
-            raise RuntimeError(f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}.")
-        raise RuntimeError("The given v should contain a single Tensor.")
+            raise RuntimeError(f"v: takes one tensor per entry, {len(other)} of them, got a tuple of {len(v)}")
+        raise RuntimeError(f"v: takes a single tensor here, got a tuple of {len(v)}")
     for i, (a, b) in enumerate(zip(v, other, strict=True)):
         if a.shape != b.shape:
-            prefix = f"Entry {i} in " if is_other_tuple else ""
-            raise RuntimeError(f"{prefix}v has invalid size: should be {b.shape} but got {a.shape}.")
+            where = f"entry {i} of v" if is_other_tuple else "v"
+            raise RuntimeError(f"{where} has shape {a.shape}, the tensor it goes with has shape {b.shape}")
 
 
 def _check_outputs_require_grad(outputs: tuple[Tensor, ...], strict: bool) -> None:
@@ -93,8 +90,8 @@ def _check_outputs_require_grad(outputs: tuple[Tensor, ...], strict: bool) -> No
     for i, o in enumerate(outputs):
         if not o.requires_grad:
             raise RuntimeError(
-                f"Output {i} of the user-provided function does not require gradients. The outputs must be computed "
-                "in a differentiable manner from the input when running in strict mode."
+                f"strict=True: output {i} of the function does not require grad, so it doesn't depend on the inputs "
+                "through the graph; pass strict=False to get zeros for it"
             )
 
 
@@ -117,11 +114,11 @@ def _grad(
 
 # what a missing gradient means in strict mode, by the pass that found it (torch's messages)
 _INDEPENDENT = {
-    "back": "The output of the user-provided function is independent of input {i}. This is not allowed in strict mode.",
-    "back_trick": "The gradient with respect to the input is independent of entry {i} in the grad_outputs when using "
-    "the double backward trick to compute forward mode gradients. This is not allowed in strict mode.",
-    "double_back": "The jacobian of the user-provided function is independent of input {i}. This is not allowed in "
-    "strict mode.",
+    "back": "strict=True: the outputs don't depend on input {i}; pass strict=False to get zeros for it",
+    "back_trick": "strict=True: the result doesn't depend on output {i} (its backward pass, run twice for a jvp, gives "
+    "no gradient for it); pass strict=False to get zeros for it",
+    "double_back": "strict=True: the gradient doesn't depend on input {i}, so its derivative is missing; pass "
+    "strict=False to get zeros for it",
 }
 
 
@@ -137,8 +134,8 @@ def _zeros_for_missing(
         elif strict and create_graph and not g.requires_grad:
             what = "hessian" if "double" in stage else "jacobian"
             raise RuntimeError(
-                f"The {what} of the user-provided function is independent of input {i}. This is not allowed in "
-                "strict mode when create_graph=True."
+                f"strict=True with create_graph=True: the {what} with respect to input {i} is a constant, not a "
+                "function of the inputs in the graph; pass strict=False"
             )
         out.append(g)
     return tuple(out)
@@ -154,8 +151,8 @@ def _vector(v: Any, fn: str, like: tuple[Tensor, ...], like_is_tuple: bool, crea
 def _single_element_input(inputs: tuple[Tensor, ...]) -> None:
     if len(inputs) != 1 or inputs[0].numel() != 1:
         raise RuntimeError(
-            "The vector v can only be None if the input to the user-provided function is a single Tensor with a "
-            "single element."
+            f"v=None stands for 1 only when there is one input of one element, got inputs of shapes "
+            f"{[t.shape for t in inputs]}; pass v"
         )
 
 
@@ -185,8 +182,9 @@ def vjp(
         else:
             if len(outs) != 1 or outs[0].numel() != 1:
                 raise RuntimeError(
-                    "The vector v can only be None if the user-provided function returns a single Tensor with a "
-                    "single element."
+                    "vjp: v=None stands for 1 only when the function returns one tensor of one element, got outputs "
+                    "of "
+                    f"shapes {[o.shape for o in outs]}; pass v"
                 )
             vs = None
         grads = _grad(outs, ins, vs, create_graph)
@@ -226,13 +224,14 @@ def jvp(
             for i, g in enumerate(grad_inputs):
                 if g is None:
                     raise RuntimeError(
-                        f"The output of the user-provided function is independent of input {i}. This is not allowed "
-                        "in strict mode."
+                        f"jvp (strict=True): the outputs don't depend on input {i}; pass strict=False to get zeros "
+                        "for it"
                     )
                 if not g.requires_grad:
                     raise RuntimeError(
-                        f"The gradient with respect to input {i} is independent of the inputs of the user-provided "
-                        "function. This is not allowed in strict mode."
+                        f"jvp (strict=True): the gradient with respect to input {i} is a constant, not a function of "
+                        "the "
+                        "inputs in the graph; pass strict=False"
                     )
         result = _zeros_for_missing(_grad(grad_inputs, us, vs, create_graph), outs, strict, create_graph, "back_trick")
     return (
@@ -243,9 +242,9 @@ def jvp(
 
 def _single_output(outs: tuple[Tensor, ...], is_tuple: bool, fn: str) -> None:
     if is_tuple:
-        raise RuntimeError(f"The function given to {fn} should return a single Tensor")
+        raise RuntimeError(f"{fn}: the function must return one tensor, got a tuple of {len(outs)}")
     if outs[0].numel() != 1:
-        raise RuntimeError(f"The Tensor returned by the function given to {fn} should contain a single element")
+        raise RuntimeError(f"{fn}: the function must return a single element, got shape {outs[0].shape}")
 
 
 def _vhp(fn: str, func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, strict: bool) -> tuple[Any, Any]:
@@ -265,10 +264,10 @@ def _vhp(fn: str, func: Callable[..., Any], inputs: Any, v: Any, create_graph: b
             for i, g in enumerate(jac):
                 if g is None or not g.requires_grad:
                     raise RuntimeError(
-                        "While computing the hessian, found that the jacobian of the user-provided function with "
-                        f"respect to input {i} is independent of the input. This is not allowed in strict mode. You "
-                        "should ensure that your function is twice differentiable and that the jacobian depends on "
-                        "the inputs (this would be violated by a linear function for example)."
+                        f"hessian (strict=True): the gradient with respect to input {i} doesn't depend on the "
+                        "inputs, so "
+                        "its derivative is not in the graph (a function linear in that input does this); pass "
+                        "strict=False to get zeros there"
                     )
         result = _zeros_for_missing(_grad(jac, ins, vs, create_graph), ins, strict, create_graph, "double_back")
     return (
@@ -307,10 +306,7 @@ def hvp(
 # ---------------------------------------------------------------------------------------------------------------------
 # whole Jacobians and Hessians
 
-_STRATEGY_HINT = (
-    'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your function has more outputs than '
-    'inputs, "forward-mode" tends to be more performant. Otherwise, prefer to use "reverse-mode".'
-)
+_STRATEGY_HINT = "jacobian: strategy takes 'forward-mode' or 'reverse-mode'"
 
 
 def jacobian(
@@ -335,27 +331,22 @@ def jacobian(
     [1.0, 1.0]
     """
     if strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError(_STRATEGY_HINT)
+        raise ValueError(f"{_STRATEGY_HINT}, got {strategy!r}")
     if strategy == "forward-mode":
         if create_graph:
             raise NotImplementedError(
-                'torch.autograd.functional.jacobian: `create_graph=True` and `strategy="forward-mode"` are not '
-                'supported together (yet). Please either set `create_graph=False` or `strategy="reverse-mode"`.'
+                "jacobian: strategy='forward-mode' can't build a graph of the result; with create_graph=True use "
+                "strategy='reverse-mode'"
             )
         if not vectorize:
-            raise NotImplementedError(
-                'torch.autograd.functional.jacobian: `strategy="forward-mode"` only works when `vectorize=True`.'
-            )
+            raise NotImplementedError("jacobian: strategy='forward-mode' goes with vectorize=True only")
     with enable_grad():
         is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jacobian")
         ins = _prepared(ins, create_graph, need_graph=True)
         is_outputs_tuple, outs = _as_tuple(func(*ins), "outputs of the user-provided function", "jacobian")
         _check_outputs_require_grad(outs, strict)
         if vectorize and strict:
-            raise RuntimeError(
-                "torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not supported together. "
-                "Please either set `strict=False` or `vectorize=False`."
-            )
+            raise RuntimeError("jacobian: strict=True can't be checked with vectorize=True; drop one of them")
         result = tuple(_jacobian_of_output(i, o, ins, create_graph, strict) for i, o in enumerate(outs))
     return _unpacked(_finished(result, create_graph), (is_outputs_tuple, is_inputs_tuple))
 
@@ -376,14 +367,16 @@ def _jacobian_of_output(
             if g is None:
                 if strict:
                     raise RuntimeError(
-                        f"Output {i} of the user-provided function is independent of input {j}. This is not allowed "
-                        "in strict mode."
+                        f"jacobian (strict=True): output {i} doesn't depend on input {j}; pass strict=False to get "
+                        "zeros "
+                        "there"
                     )
                 g = Tensor.zeros(x.shape, dtype=x.dtype, device=x.device)
             elif strict and create_graph and not g.requires_grad:
                 raise RuntimeError(
-                    f"The jacobian of the user-provided function is independent of input {i}. This is not allowed in "
-                    "strict mode when create_graph=True."
+                    f"jacobian (strict=True, create_graph=True): the jacobian of output {i} is a constant, not a "
+                    "function of "
+                    "the inputs in the graph; pass strict=False"
                 )
             # (without create_graph each row is stored as it comes: the stack then gathers stored rows, not n graphs)
             rows[j].append(g if create_graph else g.detach().realize())
@@ -413,7 +406,9 @@ def hessian(
     """
     is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "hessian")
     if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode".')
+        raise ValueError(
+            f"hessian: outer_jacobian_strategy takes 'forward-mode' or 'reverse-mode', got {outer_jacobian_strategy!r}"
+        )
 
     def single_output(*inp: Tensor) -> Tensor:
         out = func(*inp)
@@ -428,10 +423,10 @@ def hessian(
             for i, g in enumerate(jac):
                 if not g.requires_grad:
                     raise RuntimeError(
-                        "While computing the hessian, found that the jacobian of the user-provided function with "
-                        f"respect to input {i} is independent of the input. This is not allowed in strict mode. You "
-                        "should ensure that your function is twice differentiable and that the jacobian depends on "
-                        "the inputs (this would be violated by a linear function for example)."
+                        f"hessian (strict=True): the gradient with respect to input {i} doesn't depend on the "
+                        "inputs, so "
+                        "its derivative is not in the graph (a function linear in that input does this); pass "
+                        "strict=False to get zeros there"
                     )
         return jac
 

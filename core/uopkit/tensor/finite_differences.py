@@ -78,7 +78,7 @@ def numerical_gradient(
     [1.0, 1.5, 3.0, 4.0]
     """
     if edge_order not in (1, 2):
-        raise ArgumentError("torch.gradient only supports edge_order=1 and edge_order=2.")
+        raise ArgumentError(f"gradient: edge_order takes 1 or 2, got {edge_order!r}")
     x = input if dtypes.is_float(input.dtype) else input.cast(dtypes.default_float)
     if dim is None:
         axes = list(range(x.ndim))
@@ -92,28 +92,30 @@ def numerical_gradient(
         if len(spacing) != len(axes):
             if dim is None:
                 raise ArgumentError(
-                    "torch.gradient expected spacing to be unspecified, a scalar, or a list of length equal to "
-                    f"'self.dim() = {x.ndim}', since dim argument was not given, but got a list of length "
-                    f"{len(spacing)}"
+                    f"gradient: spacing takes a number or one entry per dim ({x.ndim} here, no dim given), got "
+                    f"{len(spacing)} entries"
                 )
             raise ArgumentError(
-                "torch.gradient expected spacing to be unspecified, a scalar or it's spacing and dim arguments to "
-                f"have the same length, but got a spacing argument of length {len(spacing)} and a dim argument of "
-                f"length {len(axes)}."
+                f"gradient: spacing takes a number or one entry per dim in dim={dim} ({len(axes)}), got "
+                f"{len(spacing)} entries"
             )
         steps = list(spacing)
     else:
         steps = [spacing] * len(axes)
     for axis in axes:
         if x.shape[axis] < edge_order + 1:
-            raise ShapeError("torch.gradient expected each dimension size to be at least edge_order+1")
+            raise ShapeError(
+                f"gradient: edge_order={edge_order} needs at least {edge_order + 1} samples along dim {axis}, the "
+                "input of shape "
+                f"{x.shape} has {x.shape[axis]}"
+            )
     out = []
     for axis, step in zip(axes, steps, strict=True):
         if hasattr(step, "shape"):
             if step.ndim != 1 or step.shape[0] != x.shape[axis]:
                 raise ShapeError(
-                    f"torch.gradient expected each tensor to be on the same device and of size {x.shape[axis]} along "
-                    f"dim {axis}, got coordinates of shape {step.shape}"
+                    f"gradient: the coordinates along dim {axis} must be a 1-D tensor of {x.shape[axis]} points (the "
+                    f"input's size there), got shape {step.shape}"
                 )
             out.append(_coordinates(x, axis, step, edge_order))
         else:

@@ -32,9 +32,9 @@ _NUMBERS = (bool, int, float, np.bool_, np.integer, np.floating)
 
 def _tensor_list(tensors: Any, op: str, what: str = "self") -> list[Tensor]:
     if not isinstance(tensors, (list, tuple)) or not all(isinstance(t, Tensor) for t in tensors):
-        raise TypeError(f"{op}: {what} must be a list or tuple of Tensors, got {type(tensors).__name__}")
+        raise TypeError(f"{op}: {what} takes a list or tuple of Tensors, got {type(tensors).__name__}")
     if not tensors:
-        raise ArgumentError(f"{op}: Tensor list must have at least one tensor.")
+        raise ArgumentError(f"{op}: got an empty list of tensors")
     return list(tensors)
 
 
@@ -42,7 +42,7 @@ def _same_length(tensors: list[Tensor], others: Any, op: str, what: str) -> list
     others = _tensor_list(others, op, what)
     if len(others) != len(tensors):
         counts = f"got {len(tensors)} and {len(others)}"
-        raise ArgumentError(f"{op}: Tensor lists must have the same number of tensors, {counts}")
+        raise ArgumentError(f"{op}: the tensor lists differ in length, {counts}; pair each tensor with one other")
     return others
 
 
@@ -58,14 +58,11 @@ def _operands(tensors: list[Tensor], other: Any, op: str, alpha: Any = 1) -> lis
         if alpha != 1:
             raise TypeError(f"{op}: alpha goes with a Tensor or a list of Tensors, not a list of numbers")
         if len(other) != n:
-            raise ArgumentError(f"{op}: Tensor list must have same number of elements as scalar list.")
+            raise ArgumentError(f"{op}: {n} tensors but {len(other)} scalars; give one scalar per tensor")
         return list(other)
     if isinstance(other, Tensor):
         if other.ndim != 0:
-            raise ShapeError(
-                f"{op}: scalar tensor expected to be 0 dim but it has {other.ndim} dimensions and {other.numel()} "
-                "elements."
-            )
+            raise ShapeError(f"{op}: a tensor given as the scalar must be 0-D, got shape {other.shape}")
         return [other] * n
     if isinstance(other, _NUMBERS):
         if alpha != 1:
@@ -80,8 +77,8 @@ def _scalars(tensors: list[Tensor], value: Any, op: str) -> list[Any]:
     if isinstance(value, Tensor):
         if value.ndim != 1 or value.shape[0] != len(tensors):
             raise ShapeError(
-                f"{op}: Expected length of scalars to match input of length {len(tensors)} but got "
-                f"{value.numel()} instead."
+                f"{op}: the scalars tensor must be 1-D with one value per tensor ({len(tensors)}), got shape "
+                f"{value.shape}"
             )
         return value.tolist()
     return _operands(tensors, value, op)

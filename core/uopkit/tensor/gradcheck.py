@@ -44,14 +44,15 @@ def _check_inputs(inputs: tuple[Any, ...]) -> None:
         if isinstance(t, Tensor) and t.requires_grad:
             if t.dtype != dtypes.float64:
                 warnings.warn(
-                    f"Input #{i} requires gradient and is not a double precision floating point or complex. This "
-                    "check will likely fail if all the inputs are not of double precision floating point or complex. ",
+                    f"gradcheck: input {i} requires grad but is {t.dtype}; finite differences in less than float64 are "
+                    "usually too coarse for the check to pass",
                     stacklevel=3,
                 )
             any_requires_grad = True
     if not any_requires_grad:
         raise ValueError(
-            "gradcheck expects at least one input tensor to require gradient, but none of them have requires_grad=True."
+            "gradcheck: no input has requires_grad=True, so there is no gradient to check; set it on the inputs to "
+            "differentiate"
         )
 
 
@@ -118,7 +119,11 @@ def _slow_gradcheck(
         for per_output in _numerical(func, inputs, positions, len(outs), eps):
             for n in per_output:
                 if not np.allclose(n, 0, rtol=rtol, atol=atol):
-                    raise GradcheckError("Numerical gradient for function expected to be zero")
+                    raise GradcheckError(
+                        "gradcheck: no output requires grad, yet the finite differences are not all zero (the "
+                        "function depends on its "
+                        "inputs outside the graph)"
+                    )
         return
     # (the numerical Jacobian is taken over the differentiable outputs only, as torch's)
     diff_positions = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
@@ -134,7 +139,8 @@ def _slow_gradcheck(
         for j, (n, a) in enumerate(zip(ns, as_, strict=True)):
             if not np.allclose(a, n, rtol=rtol, atol=atol, equal_nan=True):
                 raise GradcheckError(
-                    f"Jacobian mismatch for output {j:d} with respect to input {i:d},\nnumerical:{n}\nanalytical:{a}\n"
+                    f"gradcheck: d(output {j:d})/d(input {i:d}) differs: finite differences give\n{n}\nbackward "
+                    f"gives\n{a}\n"
                 )
 
 

@@ -73,8 +73,8 @@ class _AliasedWrite(ArgumentError):
     def __init__(self, shape: tuple[int, ...], positions: np.ndarray, zero_stride: bool) -> None:
         what = "an expanded tensor" if zero_stride else "overlapping windows"
         super().__init__(
-            f"assign: more than one element of the written-to tensor (shape {shape}, a view of {what}) refers to a "
-            "single memory location; clone() it before writing (as PyTorch)"
+            f"assign: the target (shape {shape}, a view of {what}) has several elements on one single memory "
+            "location, so the write is ambiguous; clone() it before writing (PyTorch refuses it too)"
         )
         self.positions, self.zero_stride = positions, zero_stride
 
@@ -425,7 +425,7 @@ class IndexingMixin:
             raise IndexError("a Python bool index together with index tensors or lists isn't supported")
         ellipses = [pos for pos, i in enumerate(items) if i is Ellipsis]
         if len(ellipses) > 1:
-            raise IndexError("an index can only have a single ellipsis (...)")
+            raise IndexError("index: got more than one ellipsis (...); use at most one")
         if ellipses:
             at = ellipses[0]
             items = items[:at] + [slice(None)] * (self.ndim - n_real) + items[at + 1 :]

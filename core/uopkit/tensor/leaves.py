@@ -29,11 +29,8 @@ from uopkit.tensor.support import (
 )
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
-_LEAF_ONLY = "you can only change requires_grad flags of leaf variables."
-_USE_DETACH = (
-    " If you want to use a computed variable in a subgraph that doesn't require differentiation use "
-    "var_no_grad = var.detach()."
-)
+_LEAF_ONLY = "requires_grad: this tensor is computed from others (not a leaf); only a leaf's flag can be set."
+_USE_DETACH = " detach() gives a copy of it outside the graph."
 
 
 def set_requires_grad(t: Any, value: Any, method: bool = False) -> None:
@@ -98,7 +95,10 @@ def retain_grad(t: Any) -> None:
     if t._requires_grad:
         return
     if not dtypes.is_float(t.dtype) or not requires_grad_of(t):
-        raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        raise RuntimeError(
+            f"retain_grad: the {t.dtype} tensor of shape {t.shape} does not require grad, so it gets no gradient to "
+            "keep"
+        )
     want_gradient(t)
     retaining_grad.add(t)
 
@@ -108,7 +108,7 @@ def detach_in_place(t: Any) -> None:
     reshape, a slice, a permute, ...) raises, as torch's."""
     ref = t._view_of
     if ref is not None and ref is not _A_COPY and ref is not _A_RESHAPED_COPY and t.uop.op in GroupOp.Movement:
-        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        raise RuntimeError("detach_: this tensor is a view of another; detach it out of place with detach()")
     _all_tensors.set_uop(t, UOp(Ops.DETACH, t.dtype, (t.uop,)))
     if t._requires_grad:
         freeze(t)

@@ -356,7 +356,7 @@ class LossesMixin:
             raise ArgumentError(f"{op}: margin must be greater than 0, got {margin}")
         if not self.ndim == positive.ndim == negative.ndim:
             raise ShapeError(
-                f"{op}: the anchor, positive and negative must have the same number of dimensions, got "
+                f"{op}: anchor, positive and negative must have equal ndims, got shapes "
                 f"{self.shape}, {positive.shape} and {negative.shape}"
             )
         both = _broadcast_shape(self.shape, positive.shape, f"{op} (anchor and positive)")

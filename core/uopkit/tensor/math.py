@@ -600,7 +600,7 @@ class MathMixin:
             if x < 0 and isinstance(x, int) and not dtypes.is_float(self.dtype):
                 # the answer is not an integer (torch refuses too); a tensor of exponents gives truncated results
                 raise ArgumentError(
-                    f"pow: integers to negative integer powers are not allowed ({self.dtype} ** {x}); "
+                    f"pow: a negative exponent of an integer tensor gives no integer ({self.dtype} ** {x}); "
                     "cast to a float dtype first"
                 )
         if not reverse and type(x) is float and x in (0.5, -0.5):

@@ -440,7 +440,7 @@ class PlacingMixin:
         [12.0, 10.0]
         """
         if reduce not in _INDEX_REDUCTIONS:
-            raise ArgumentError(f"index_reduce: reduce must be one of prod, mean, amax or amin, got {reduce!r}")
+            raise ArgumentError(f"index_reduce: reduce takes 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
         _need_tensor("index_reduce", "index", index)
         _need_tensor("index_reduce", "source", source)
         dim = _normalize_axis(dim, self.ndim, "index_reduce", self.shape)

@@ -681,7 +681,7 @@ class ReduceMixin:
     def _quantile(self, q: Any, dim: int | None, keepdim: bool, interpolation: str, op: str) -> Tensor:
         if interpolation not in _QUANTILE_MODES:
             raise ArgumentError(
-                f"{op}: interpolation must be one of {', '.join(_QUANTILE_MODES)}, got {interpolation!r}"
+                f"{op}: interpolation takes {', '.join(map(repr, _QUANTILE_MODES))}, got {interpolation!r}"
             )
         if not dtypes.is_float(self.dtype):
             raise DTypeError(f"{op}: needs a floating-point input, got {self.dtype}; cast with .float() first")

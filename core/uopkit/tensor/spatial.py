@@ -725,7 +725,9 @@ class SpatialMixin:
         spatial = prod(self.shape[2:])
         if n * c // num_groups * spatial == 1:
             # (torch's check, on the statistics' batch)
-            raise ArgumentError(f"group_norm: expected more than 1 value per channel, got input {self.shape}")
+            raise ArgumentError(
+                f"group_norm: each group needs at least 2 values to take a variance, got input {self.shape}"
+            )
         if not dtypes.is_float(self.dtype):
             raise UnsupportedDTypeError(f"group_norm: needs a floating-point input, got {self.dtype} (as PyTorch)")
         grouped = self.reshape(n, num_groups, c // num_groups * spatial)
@@ -923,7 +925,7 @@ def _bags_by_scatter(
 
 def _check_probability(p: float) -> None:
     if not 0.0 <= p <= 1.0:
-        raise ArgumentError(f"dropout probability has to be between 0 and 1, but got {p}")
+        raise ArgumentError(f"dropout: p is a probability, in [0, 1], got {p}")
 
 
 def _affine_steps(L: int, align_corners: bool, np_dt: type) -> np.ndarray:

@@ -880,10 +880,8 @@ def _mark_view(view: Tensor, of: Tensor) -> Tensor:
 _no_in_place: dict[int, weakref.ref] = {}
 
 IN_PLACE_ERROR = (
-    "Output {i} of BackwardHookFunction is a view and is being modified inplace. This view was created inside a custom "
-    "Function (or because an input was returned as-is) and the autograd logic to handle view+inplace would override "
-    "the custom backward associated with the custom Function, leading to incorrect gradients. This behavior is "
-    "forbidden. You can fix this by cloning the output of the custom Function."
+    "in-place write into tensor {i} that a module's backward hooks pass through (a module input or output, or a view "
+    "of one): the hooks' gradients would be wrong; write into a clone() of it instead"
 )
 
 

@@ -743,9 +743,14 @@ class Tensor(
         [-0.5, -1.0]
         """
         if not self.requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+            raise RuntimeError(
+                "register_post_accumulate_grad_hook: the tensor does not require grad, so it never accumulates one"
+            )
         if not self._requires_grad or not self.is_leaf:
-            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+            raise RuntimeError(
+                "register_post_accumulate_grad_hook: only a leaf tensor accumulates into .grad; this one is computed "
+                "from others"
+            )
         if not callable(hook):
             raise TypeError(f"register_post_accumulate_grad_hook: the hook must be callable, got {type(hook).__name__}")
         entry = _post_accumulate.setdefault(

@@ -235,10 +235,7 @@ class TorchExtrasMixin:
             "as_strided_scatter", size, stride, storage_offset, storage.numel(), self.element_size()
         )
         if src.shape != size:
-            raise ShapeError(
-                f"as_strided_scatter: expected src to have a size equal to the slice of self: src size {src.shape}, "
-                f"slice size {size}"
-            )
+            raise ShapeError(f"as_strided_scatter: src of shape {src.shape} must have the strided view's shape {size}")
         if not self.numel() or not src.numel():
             return self.clone()
         # for each storage position the last element of src written there (-1: none), then for each of our elements

@@ -164,9 +164,7 @@ def _trapezoid_terms(
         raise TypeError(f"{op}: x must be a Tensor, got {type(x).__name__}")
     if x.ndim == 1:
         if x.shape[0] != n:
-            raise ShapeError(
-                f"{op}: there must be one x value for each sample point: x {x.shape}, y {y.shape}, dim {dim}"
-            )
+            raise ShapeError(f"{op}: x needs one coordinate per sample of y along dim {dim}: x {x.shape}, y {y.shape}")
         x = x.reshape(tuple(n if d == dim else 1 for d in range(y.ndim)))
     elif x.ndim < y.ndim:
         x = x.reshape((1,) * (y.ndim - x.ndim) + x.shape)

@@ -79,7 +79,7 @@ def _softmax_dim(fn: str, ndim: int, stacklevel: int) -> int:
     # torch's implicit dim for dim=None (deprecated, with its warning): 0 for 0-, 1- and 3-d inputs, else 1; the
     # warning skips one frame more than torch's _stacklevel says, for the input check around each function
     warnings.warn(
-        f"Implicit dimension choice for {fn} has been deprecated. Change the call to include dim=X as an argument.",
+        f"{fn} called without dim: the dim is guessed from the input's ndim (deprecated); pass dim explicitly",
         UserWarning,
         stacklevel=stacklevel + 1,
     )

@@ -403,7 +403,9 @@ def batch_norm(
         return input.batchnorm(weight, bias, running_mean, (running_var + eps).rsqrt())
     n = input.numel() // max(c, 1)
     if n <= 1:
-        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input {input.shape}")
+        raise ValueError(
+            f"batch_norm: training needs at least 2 values per channel to take a variance, got input {input.shape}"
+        )
     axes = tuple(i for i in range(input.ndim) if i != 1)
     mean, var = input.mean(axes), input.var(axes, correction=0)
     if running_mean is not None:
@@ -434,7 +436,9 @@ def instance_norm(
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     n = math.prod(input.shape[2:])
     if n <= 1:
-        raise ValueError(f"instance_norm: expected more than 1 spatial element, got input {input.shape}")
+        raise ValueError(
+            f"instance_norm: needs at least 2 spatial positions per channel to take a variance, got input {input.shape}"
+        )
     axes = tuple(range(2, input.ndim))
     mean, var = input.mean(axes, keepdim=True), input.var(axes, keepdim=True, correction=0)
     batch_shape = input.shape[:2]

@@ -75,9 +75,8 @@ def get_total_norm(
         total = _vector_norm(Tensor.stack(*norms), norm_type)
         if error_if_nonfinite and not math.isfinite(total.item()):
             raise RuntimeError(
-                f"get_total_norm: the total norm of order {norm_type} for gradients from `parameters` is non-finite, "
-                "so it cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
-                "anyway, set `error_if_nonfinite=False`"
+                f"clip_grad_norm_: the {norm_type}-norm of the gradients is {total.item()}, which can't scale them; "
+                "pass error_if_nonfinite=False to scale by it all the same"
             )
     return total
 

@@ -38,7 +38,10 @@ def _in_eval_mode(what: str, *layers: Module) -> None:
 def _running_stats(bn: Any) -> tuple[Tensor, Tensor]:
     mean, var = getattr(bn, "running_mean", None), getattr(bn, "running_var", None)
     if mean is None or var is None:
-        raise AssertionError("bn.running_mean and bn.running_var must not be None")
+        raise AssertionError(
+            f"fusing {type(bn).__name__}: it keeps no running statistics (track_running_stats=False), nothing to "
+            "fold in"
+        )
     return mean, var
 
 
@@ -83,8 +86,8 @@ def fuse_linear_bn_eval(linear: LayerT, bn: Module) -> LayerT:
     out_features, features = linear.out_features, bn.num_features  # type: ignore[attr-defined]
     if out_features != features and features != 1:
         raise AssertionError(
-            "To fuse, linear.out_features == bn.num_features or bn.num_features == 1, got "
-            f"linear.out_features={out_features} and bn.num_features={features}"
+            f"fuse_linear_bn_eval: the batch norm's {features} features match neither the linear layer's "
+            f"{out_features} outputs nor 1"
         )
     return _fused(linear, bn, fuse_linear_bn_weights)
 

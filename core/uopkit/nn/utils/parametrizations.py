@@ -124,7 +124,9 @@ class _SpectralNorm(Module):
         super().__init__()
         ndim = weight.ndim
         if not -ndim <= dim < ndim:
-            raise IndexError(f"Dimension out of range (expected to be in range of [-{ndim}, {ndim - 1}] but got {dim})")
+            raise IndexError(
+                f"spectral_norm: dim={dim} is not a dim of the {ndim}-D weight (valid: {-ndim} to {ndim - 1})"
+            )
         _check_power_iterations(n_power_iterations)
         self.dim = dim % ndim
         self.eps = eps

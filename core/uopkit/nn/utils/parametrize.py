@@ -74,15 +74,18 @@ class ParametrizationList(Module):
                     with contextlib.suppress(NotImplementedError):
                         new = m.right_inverse(new)
         if not isinstance(new, (Tensor, Sequence)):
-            raise ValueError(f"'right_inverse' must return a Tensor or a Sequence of tensors. Got {type(new).__name__}")
+            raise ValueError(
+                f"register_parametrization: right_inverse returned {type(new).__name__}; it must give a tensor or a "
+                "sequence of tensors"
+            )
         self.is_tensor = isinstance(new, Tensor)
         self.ntensors = 1 if self.is_tensor else len(new)
         trained = bool(original._requires_grad)
         if self.is_tensor:
             if new.dtype != dtype:
                 raise ValueError(
-                    f"When `right_inverse` outputs one tensor, it may not change the dtype.\noriginal.dtype: {dtype}\n"
-                    f"right_inverse(original).dtype: {new.dtype}"
+                    f"register_parametrization: right_inverse turned the {dtype} tensor into {new.dtype}; a single "
+                    "tensor it returns must keep the dtype"
                 )
             if new is not original:
                 # into the same tensor object, as torch's set_ (an optimizer holding it goes on with it)
@@ -186,8 +189,8 @@ def _check_output(value: Any, shape: tuple, dtype: Any, when: str) -> None:
         raise ValueError(f"A parametrization must return a tensor. Got {type(value).__name__}.")
     if value.shape != shape or value.dtype != dtype:
         raise ValueError(
-            f"{when}: the parametrization may not change the shape or dtype of the tensor (unsafe=True allows it).\n"
-            f"unparametrized shape: {shape}, dtype: {dtype}\nparametrized shape: {value.shape}, dtype: {value.dtype}"
+            f"{when}: the parametrization turns a {dtype} tensor of shape {shape} into a {value.dtype} one of shape "
+            f"{value.shape}; it must keep both (or register with unsafe=True)"
         )
 
 
@@ -250,8 +253,8 @@ def register_parametrization(
     original = module.__dict__.get(tensor_name)
     if not isinstance(original, Tensor):
         raise ValueError(
-            f"Module '{type(module).__name__}' does not have a parameter, a buffer, or a parametrized element with "
-            f"name '{tensor_name}'"
+            f"register_parametrization: {type(module).__name__} has no parameter, buffer or parametrized tensor "
+            f"named {tensor_name!r}"
         )
     plist = ParametrizationList([parametrization], original, unsafe=unsafe)
     delattr(module, tensor_name)
@@ -300,8 +303,8 @@ def remove_parametrizations(module: Module, tensor_name: str, leave_parametrized
         original = _like(plist.originals()[0], value.detach(), trained)
     else:
         raise ValueError(
-            "Cannot leave unparametrized (`leave_parametrized=False`) a tensor that is parametrized in terms of a "
-            "sequence of tensors."
+            f"remove_parametrizations: {tensor_name!r} is built from several original tensors, so there is no "
+            "single original to put back; pass leave_parametrized=True"
         )
     delattr(type(module), tensor_name)
     del module.parametrizations[tensor_name]

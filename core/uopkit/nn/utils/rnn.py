@@ -72,7 +72,7 @@ def pad_sequence(
     [[-1.0, 2.0], [1.0, 3.0]]
     """
     if padding_side not in ("left", "right"):
-        raise ValueError(f"pad_sequence: expected padding_side to be one of left or right, but got {padding_side}")
+        raise ValueError(f"pad_sequence: padding_side takes 'left' or 'right', got {padding_side!r}")
     sequences = list(sequences.unbind(0) if isinstance(sequences, Tensor) else sequences)
     if not sequences:
         raise ValueError("pad_sequence: received an empty list of sequences")
@@ -128,19 +128,15 @@ def pack_padded_sequence(
             f"got shape {input.shape}"
         )
     if any(n <= 0 for n in sizes):
-        raise ValueError(
-            "pack_padded_sequence: length of all samples has to be greater than 0, but found an element in 'lengths' "
-            "that is <= 0"
-        )
+        raise ValueError(f"pack_padded_sequence: every length must be at least 1, got lengths {sizes}")
     steps = input.shape[1 - batch_dim]
     if max(sizes) > steps:
         raise ValueError(f"pack_padded_sequence: a length ({max(sizes)}) is longer than the input's {steps} steps")
     if enforce_sorted:
         if any(a < b for a, b in zip(sizes, sizes[1:], strict=False)):
             raise ValueError(
-                "pack_padded_sequence: `lengths` array must be sorted in decreasing order when `enforce_sorted` is "
-                "True. You can pass `enforce_sorted=False` to pack_padded_sequence and/or pack_sequence to sidestep "
-                "this requirement if you do not need ONNX exportability."
+                f"pack_padded_sequence: with enforce_sorted=True the lengths must not increase, got {sizes}; pass "
+                "enforce_sorted=False to have them sorted for you"
             )
         order = None
     else:
@@ -179,8 +175,7 @@ def pad_packed_sequence(
     if total_length is not None:
         if total_length < steps:
             raise ValueError(
-                "pad_packed_sequence: expected total_length to be at least the length of the longest sequence in "
-                f"input, but got total_length={total_length} and max sequence length being {steps}"
+                f"pad_packed_sequence: total_length={total_length} is shorter than the longest sequence ({steps} steps)"
             )
         steps = total_length
     batch = batch_sizes[0] if batch_sizes else 0

@@ -69,7 +69,7 @@ def spectral_norm(
     Departure: a checkpoint from torch before 1.1 (`weight`, `weight_orig` and `weight_u`, no `weight_v`) isn't
     converted on loading, as torch's load hook does."""
     if any(h.name == name for h in _hooks_of(module)):
-        raise RuntimeError(f"Cannot register two spectral_norm hooks on the same parameter {name}")
+        raise RuntimeError(f"spectral_norm: {name!r} of {type(module).__name__} already has a spectral_norm hook")
     weight = module.__dict__.get(name)
     if not isinstance(weight, Tensor):
         raise ValueError(f"`SpectralNorm` cannot be applied as {type(module).__name__} has no parameter `{name}`")
@@ -77,7 +77,7 @@ def spectral_norm(
         dim = _default_dim(module)
     ndim = weight.ndim
     if not -ndim <= dim < ndim:
-        raise IndexError(f"Dimension out of range (expected to be in range of [-{ndim}, {ndim - 1}] but got {dim})")
+        raise IndexError(f"spectral_norm: dim={dim} is not a dim of the {ndim}-D weight (valid: {-ndim} to {ndim - 1})")
     hook = SpectralNorm(name, n_power_iterations, dim % ndim, eps)
     with no_grad():
         h, w = _weight_matrix(weight.detach(), hook.dim).shape

@@ -129,8 +129,8 @@ def _untie(module: Module, tensors: dict[str, Any]) -> dict[str, Any]:
             continue
         if len({id(tensors[n]) for n in given}) > 1:
             raise ValueError(
-                f"functional_call got multiple values for keys {sorted(names)}, which are tied. Consider using "
-                "tie_weights=False"
+                f"functional_call: {sorted(names)} name one tied tensor but were given different values; give one "
+                "value (or the same) for all of them, or pass tie_weights=False"
             )
         for n in names:
             untied[n] = tensors[given[0]]
@@ -147,10 +147,13 @@ def _reparametrized(
     if strict:
         valid = set(_named_tensors(module))
         unexpected, missing = sorted(set(untied) - valid), sorted(valid - set(untied))
-        errors = [f"Unexpected key(s): {', '.join(map(repr, unexpected))}."] if unexpected else []
-        errors += [f"Missing key(s): {', '.join(map(repr, missing))}."] if missing else []
+        errors = [f"names the module doesn't have: {unexpected}"] if unexpected else []
+        errors += [f"names missing: {missing}"] if missing else []
         if errors:
-            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n\t" + "\n\t".join(errors))
+            raise RuntimeError(
+                f"functional_call(strict=True) on {type(module).__name__}: the tensors given must name each of its "
+                "parameters and buffers exactly once; " + "; ".join(errors)
+            )
     old = _swap_all(module, untied)
     try:
         yield

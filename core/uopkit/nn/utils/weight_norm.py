@@ -47,7 +47,7 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     `module`."""
     dim = -1 if dim is None else dim
     if any(h.name == name for h in _hooks_of(module)):
-        raise RuntimeError(f"Cannot register two weight_norm hooks on the same parameter {name}")
+        raise RuntimeError(f"weight_norm: {name!r} of {type(module).__name__} already has a weight_norm hook")
     weight = module.__dict__.get(name)
     if not isinstance(weight, Tensor):
         raise AttributeError(f"{type(module).__name__} has no parameter named {name!r}")
