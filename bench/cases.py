@@ -38,6 +38,8 @@ class Sizes:
     scatter: tuple[int, int, int] = (2708, 10556, 16)
     # a cold first epoch of the MLP: batches, rows per batch
     epoch: tuple[int, int] = (100, 64)
+    # top-k sampling over a vocabulary: rows, vocabulary, k
+    topk: tuple[int, int, int] = (8, 50257, 50)
 
 
 QUICK = Sizes(
@@ -53,6 +55,7 @@ QUICK = Sizes(
     embedding=(100, 32, 64),
     scatter=(50, 200, 4),
     epoch=(4, 8),
+    topk=(2, 1000, 5),
 )
 
 
@@ -129,6 +132,27 @@ def softmax(fw: Framework, shape: tuple[int, int]) -> tuple[Run, Callable]:
     fn = _need(tx, "softmax", fw)
     del fn
     return (lambda: fw.sync(tx.softmax(-1))), _max_err(ref, fw)
+
+
+def topk(fw: Framework, shape: tuple[int, int, int]) -> tuple[Run, Callable]:
+    """The k largest logits of each row and where they are (top-k sampling); checked by the values."""
+    rows, n, k = shape
+    x = _rng(17).standard_normal((rows, n), dtype=np.float32)
+    ref = -np.sort(-x.astype(np.float64), axis=-1)[:, :k]
+    tx = fw.tensor(x)
+    if fw.name == "numpy":
+
+        def run() -> np.ndarray:
+            part = np.argpartition(-x, k - 1, axis=-1)[:, :k]
+            vals = np.take_along_axis(x, part, -1)
+            return -np.sort(-vals, axis=-1)
+
+        return run, _max_err(ref, fw)
+    fn = _need(tx, "topk", fw)
+    check = _max_err(ref, fw)
+    if fw.name == "torch":
+        return (lambda: fn(k, dim=-1)), lambda out: check(out[0])
+    return (lambda: fw.sync(fn(k, -1))), lambda out: check(out[0])
 
 
 def conv2d(fw: Framework, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple[Run, Callable]:

@@ -92,6 +92,10 @@ def benchmarks(sizes: cases.Sizes) -> list[Bench]:
             (3 * 4 * edges * width / 1e9, "GB/s"),
         )
     )
+    rows, vocab, k = sizes.topk
+    out.append(
+        Bench(f"topk {k} of {rows}x{vocab}", lambda fw: cases.topk(fw, sizes.topk), (4 * rows * vocab / 1e9, "GB/s"))
+    )
     dims, b = sizes.mlp, sizes.batch
     label = f"mlp step {'-'.join(map(str, dims))} b{b}"
     out.append(Bench(label, lambda fw: cases.mlp_step(fw, dims, b, jit=False), (1, "steps/s")))

@@ -11,7 +11,8 @@ blocks of B and sorted in seven kernels whatever its length:
    log2(B) + 1 dependent gathers, which the lowerer folds into loads at the computed positions; 5. their sum over the
    blocks: the element's rank in the row (the blocks sorted, ranks rise along each);
 6. for each rank r < n and each block, the same search for r among the block's ranks: the position of the element
-   ranked r where the block holds it, 0 elsewhere; 7. their sum over the blocks.
+   ranked r where the block holds it, 0 elsewhere; 7. their sum over the blocks. (On a device that runs a scatter's
+   writes one by one, the CPU, 6 and 7 are one kernel of n writes instead: each element's position at its rank.)
 
 n * B compares and 2 n (n / B) (log2(B) + 1) loads: a few thousand elements are the range where that beats the
 network. Every element is unique in the order (its position breaks ties), so ranks are a permutation and the sort is
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 from uopkit.dtype import dtypes
 from uopkit.tensor.bitonic import _BITONIC_ORDERS
 from uopkit.tensor.replay import replay_call
+from uopkit.tensor.segments import writes_one_by_one
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -50,6 +52,9 @@ def sort_positions_by_blocks(columns: list[Tensor], n: int, order: str) -> Tenso
     blocks = [replay_call(_blocks_in_order, (c, rank))[0].contiguous() for c in columns]
     counts = replay_call(_counts_before, tuple(blocks), order=order)[0].contiguous()
     ranks = counts.sum(-1).contiguous()
+    if writes_one_by_one(ranks.device):
+        # each element written at its rank (the padding's ranks are n and up: no write)
+        return replay_call(_written_at_ranks, (ranks, *blocks), n=n, order=order)[0]
     picked = replay_call(_positions_ranked, (ranks, *blocks), n=n, order=order)[0].contiguous()
     return picked.sum(-1)
 
@@ -113,6 +118,21 @@ def _counts_before(*blocks: Tensor, order: str) -> tuple[Tensor]:
     theirs = [b.unsqueeze(-3).unsqueeze(-3) for b in blocks]
     shape = (*blocks[0].shape, blocks[0].shape[-2])
     return (_search(theirs, shape, lambda tried: _BITONIC_ORDERS[order](tried, mine)),)
+
+
+def _written_at_ranks(ranks: Tensor, *blocks: Tensor, n: int, order: str) -> tuple[Tensor]:
+    # (..., n): at r the position of the element ranked r, a one-hot sum over the elements that a device running a
+    # scatter's writes one by one (`writes_one_by_one`) runs as n writes, where the searches of `_positions_ranked`
+    # are n (n / B) (log2(B) + 1) loads
+    lead = ranks.shape[:-2]
+    if order == "keys descending":
+        position = (n - 1) - (blocks[0] & ((1 << 31) - 1))
+    else:
+        position = blocks[1]
+    position = position.cast(dtypes.positions(n)).reshape(*lead, 1, -1)
+    at = ranks.reshape(*lead, 1, -1) == Tensor.arange(n, device=ranks.device, dtype=dtypes.int32).reshape(n, 1)
+    zero = Tensor(0, device=ranks.device, dtype=position.dtype)
+    return (at.where(position, zero).sum(-1, dtype=position.dtype),)
 
 
 def _positions_ranked(ranks: Tensor, *blocks: Tensor, n: int, order: str) -> tuple[Tensor]:

@@ -37,6 +37,7 @@ from uopkit.tensor.support import (
     _with,
     in_float32,
 )
+from uopkit.tensor.tournament import TOURNAMENT_MAX_K, TOURNAMENT_MIN_K, top_keys
 from uopkit.tensor.unique import unique_of
 from uopkit.uop.ops import Ops, UOp
 
@@ -66,6 +67,8 @@ SORT_BY_RANK = 256
 # floats: about even (blocks of 1024: ~3 ms of kernels, the network's 50 kernels ~5 ms of Python)
 SORT_BY_BLOCKS = 8192
 
+# (rows past SORT_BY_RANK of dtypes up to 32 bits: topk of TOURNAMENT_MIN_K to TOURNAMENT_MAX_K by a tournament of
+# blocks, a few kernels whatever k is: `uopkit.tensor.tournament`) otherwise
 # topk picks its k elements one round at a time (one pass over the row each) for k up to this, or up to half the
 # stages of a sort of the row, and rows at least this many times k; more: a sort. 50 of a 50257-long row (a language
 # model's sampling): 16 rounds of one pass each, where a sort was 136 stages (2 threads: 135 ms by sorting)
@@ -868,7 +871,7 @@ class ReduceMixin:
         """Sorted values along `dim` and their (int32) indices, (values, indices); equal values keep their order,
         NaN sorts as the largest, as torch.sort. Rows up to SORT_BY_RANK long count each element's rank against the
         others (n^2 compares, one kernel); up to SORT_BY_BLOCKS, ranks are counted per block and then across the sorted
-        blocks by binary searches (seven kernels); longer ones go through a bitonic network (n log^2 n, two stages a
+        blocks by binary searches (six kernels); longer ones go through a bitonic network (n log^2 n, two stages a
         kernel).
 
         >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
@@ -971,6 +974,12 @@ class ReduceMixin:
             raise ArgumentError(f"topk: k ({k}) must be in [0, {n}] for dim {dim} of shape {self.shape}")
         levels = max(0, (n - 1).bit_length())
         rounds = max(TOPK_BY_SELECTION, levels * (levels + 1) // 4)
+        keyed = self.dtype in (dtypes.float16, dtypes.bfloat16, dtypes.float32) or (
+            dtypes.is_int(self.dtype) and self.dtype.itemsize <= 4
+        )
+        if self.ndim and keyed and TOURNAMENT_MIN_K <= k <= TOURNAMENT_MAX_K and SORT_BY_RANK < n <= 1 << 31:
+            # (a tournament of blocks: a few kernels a level, whatever k is)
+            return self._topk_by_selection(k, dim, largest)
         if self.ndim and 0 < k <= rounds and k * TOPK_BY_SELECTION <= n and self.dtype != dtypes.bool:
             return self._topk_by_selection(k, dim, largest)
         values, indices = self.sort(dim, descending=largest)
@@ -984,7 +993,11 @@ class ReduceMixin:
         x = self._move_to_end(dim)
         n = x.shape[-1]
         order = x._sort_order_key(largest)
-        if order is not None:
+        if order is not None and k >= TOURNAMENT_MIN_K and n > SORT_BY_RANK:
+            # the k largest keys by a tournament of blocks (`uopkit.tensor.tournament`): a few kernels whatever k is
+            picked = top_keys(order, k, n)
+            indices = ((n - 1) - (picked & ((1 << 31) - 1))).cast(dtypes.positions(n))
+        elif order is not None:
             # one pass per round: the largest key below the last pick's. (Keys from the last pick up are moved below
             # every key, 2**63 down, rather than replaced: C compilers vectorize that max, not a max over a select.)
             picks: list[Tensor] = []

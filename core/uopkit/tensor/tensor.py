@@ -66,6 +66,7 @@ from uopkit.tensor import special_torch as _special_torch_module
 from uopkit.tensor import support
 from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
+from uopkit.tensor import tournament as _tournament_module
 from uopkit.tensor import triangular as _triangular_module
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.composite import CompositeMixin
@@ -839,6 +840,7 @@ for _module in (
     _rounds_module,
     _bitonic_module,
     _blocksort_module,
+    _tournament_module,
     _copies_module,
     _torch_names_module,
     _torch_extras_module,
