@@ -610,7 +610,15 @@ def test_gradients_given_to_bfloat16_values_are_taken(name: str) -> None:
     # chain of the forward's own rules was taken instead (cummax's ties shared, hardtanh's bounds passing the
     # gradient, a max pool's ties shared, a convolution's gradients an ulp off in 40% of the elements)
     tF = torch.nn.functional
-    ties = RNG.integers(-2, 3, (2, 3, 6, 6)).astype(np.float32)
+    # (inputs of this test's own: drawn from the module's generator they depended on the tests run before in the
+    # process, and a float32 sum at a bfloat16 rounding midpoint, summed in another order than torch's, rounds the
+    # other way: 1 in ~60 draws of the conv2d case)
+    rng = np.random.default_rng(1)
+    ties = rng.integers(-2, 3, (2, 3, 6, 6)).astype(np.float32)
+
+    def _randn(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
     cases = {
         "cummax": (lambda t: t.cummax(1).values, lambda t: t.cummax(1).values, [ties[0, 0]]),
         "cummin": (lambda t: t.cummin(1).values, lambda t: t.cummin(1).values, [ties[0, 0]]),

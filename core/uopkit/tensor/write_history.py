@@ -1,0 +1,164 @@
+"""What backward() follows through an in-place write into a value it computes a gradient through (used by
+tensor/indexing.py's setitem and in-place ops).
+
+A realized value is followed back to the graph that computed it (`computed_from`). A write autograd records (gradients
+on) makes that graph the old one with the written positions replaced by the value written, so the gradient goes
+through the write. A write it doesn't record (under `no_grad()`, `set_grad_enabled(False)`, `inference_mode()`, or
+through `detach()` / `.data`) changes the values and not how they were computed, as PyTorch's: the gradient through
+the tensor is still that of the graph before the write, taken at the values the write left (`unrecorded`).
+`y = x * 1; with no_grad(): y[1:].mul_(2); (y * y).sum().backward()` gives x.grad = 2 * y (the written y), as torch."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from uopkit.dtype import dtypes
+from uopkit.gradient import set_gradient
+from uopkit.schedule import computed_from, forget_source
+from uopkit.schedule.history import remember_rewritten
+from uopkit.tensor.grad_mode import is_grad_enabled, no_grad
+from uopkit.tensor.support import _contiguous_ids, _storage_uop, tensors_with_grad
+from uopkit.uop.ops import GroupOp, Ops, UOp
+
+if TYPE_CHECKING:
+    from uopkit.tensor.tensor import Tensor
+
+_MOVEMENT = GroupOp.Movement
+
+
+@contextlib.contextmanager
+def unseen_by_autograd(source: Tensor) -> Iterator[None]:
+    """Around a write through `source.detach()`: it changes the values but not how they were computed, as PyTorch's
+    (its autograd doesn't record it), so the write runs as one under no_grad (`unrecorded`). An assign keeps no graph
+    for what it wrote: the contents it left are copied for the gradient's forward values."""
+    source.realize()
+    history = gradient_history(source.uop)
+    stamp = 0 if history is None else computed_from.stamp(history[0])
+    with no_grad():
+        yield
+    if history is not None and computed_from.get(history[0]) is None:
+        node, graph = history
+        remember_rewritten(node, unrecorded(graph, _contents_now(node), source.device), graph, stamp)
+
+
+def gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
+    """(node, the graph that computed it) for the realized value `u` is a view of, if a backward() still follows it:
+    the storage itself where it has one (a view realized with its base has its own entry too, `x[0:2]` of `x * 2`,
+    which a write through it makes stale: forgotten here)."""
+    found = None
+    while True:
+        source = computed_from.get(u)
+        if source is not None:
+            if found is not None:
+                forget_source(found[0])
+            found = (u, source)
+        if u.op not in _MOVEMENT:
+            return found
+        u = u.src[0]
+
+
+def history_of_plain_storage(t: Tensor, value: Tensor) -> tuple[UOp, UOp] | None:
+    """For a value that carries a gradient written into realized storage no gradient follows back to (`z =
+    Tensor.randn(3, 2); z[:, 0] = w`, `z.add_(w)`, `z.expand(2, 3, 2)[0].copy_(w)`): (the storage, a copy of its old
+    contents), the graph the positions not written come from; None where the write carries no gradient."""
+    if t.dtype == dtypes.bfloat16 or not carries_gradient(value.uop):
+        return None
+    # (the storage itself: a view of a lazy value is computed into its base first)
+    t.realize()
+    node = t.uop
+    while node.op in _MOVEMENT:
+        node = node.src[0]
+    return node, _contents_now(node)
+
+
+def _contents_now(node: UOp) -> UOp:
+    # a copy of what the storage `node` holds now, standing for those values: not followed back to the storage (which
+    # later writes change)
+    copy = Tensor(node).contiguous().realize().uop
+    forget_source(copy)
+    return copy
+
+
+def remember_write(
+    node: UOp,
+    source: UOp,
+    value_graph: UOp,
+    written: Callable[[Tensor, Tensor], Tensor] | None,
+    recorded: bool,
+    device: str,
+) -> None:
+    """The storage `node` stands for, which backward() followed to the graph `source`, now holds a write of
+    `value_graph`: a gradient through it must see the write, so it follows `source` with the written positions
+    replaced (`written(old, value)`; None: all of them), built lazily. Kept only where a gradient can flow (a buffer
+    written every step, as a cache, would otherwise hold a chain of every write's graph). `recorded`: whether autograd
+    records the write (gradients on); one it doesn't keeps `source`'s gradient at the values written (`unrecorded`)."""
+    # (the clock `source` was remembered at: the write's assign dropped the memory, not its clock)
+    stamp = computed_from.stamp(node)
+    forget_source(node)
+    value_graph = value_graph.substitute({node: source})
+    if not carries_gradient(source, value_graph):
+        return
+    if node.base in value_graph.toposort():
+        if not recorded:
+            # (the values written can't be computed again from `source`: they are copied)
+            remember_rewritten(node, unrecorded(source, _contents_now(node), device), source, stamp)
+        return
+    graph = value_graph if written is None else written(Tensor(source), Tensor(value_graph)).uop
+    remember_rewritten(node, graph if recorded else unrecorded(source, graph, device), source, stamp)
+
+
+def carries_gradient(*roots: UOp) -> bool:
+    """Whether a tensor that wants a gradient is computed into one of the graphs (not behind a DETACH), following
+    realized values back to the graphs that computed them, as backward() does."""
+    # (a lazy leaf realized along with a value computed from it is the node it was in that value's graph, too)
+    wanting = {_storage_uop(t.uop) for t in tensors_with_grad.live()}
+    wanting |= {before for u in list(wanting) if (before := computed_from.get(u)) is not None}
+    seen: set[UOp] = set()
+    stack = list(roots) if wanting else []
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        if u in wanting:
+            # (before the cut below: a leaf made as `x.detach().requires_grad_()` is a DETACH)
+            return True
+        seen.add(u)
+        if u.op is Ops.DETACH:
+            continue
+        stack.extend(u.src)
+        origin = computed_from.get(u)
+        if origin is not None:
+            stack.append(origin)
+    return False
+
+
+def unrecorded_write(old: UOp, written: UOp, device: str) -> UOp:
+    """The value of a lazy tensor computed as `old` after a write `written` (its new graph): where autograd doesn't
+    record the write and `old` carries a gradient, `unrecorded(old, written)`; else `written`, as it is."""
+    if is_grad_enabled() or not carries_gradient(old):
+        return written
+    return unrecorded(old, written, device)
+
+
+def unrecorded(before: UOp, after: UOp, device: str) -> UOp:
+    """The values `after` with the gradient of `before`: what a write autograd doesn't record leaves in a value that
+    `before` computed (PyTorch's history stays the one before the write). A node of its own (nodes are shared: a rule
+    given to an equal node would be given to every use of it) that reads `after`, detached, and passes the gradient it
+    gets to `before` as it is; `before` is tied in (a select that always takes `after`) for the walk to find it."""
+    if after.op is not Ops.DETACH:
+        after = UOp(Ops.DETACH, after.dtype, (after,))
+    always = UOp(Ops.CONST, dtypes.bool, (UOp(Ops.DEVICE, arg=device),), True)
+    if before.shape:
+        always = UOp(Ops.RESHAPE, dtypes.bool, (always,), (1,) * len(before.shape))
+        always = UOp(Ops.EXPAND, dtypes.bool, (always,), tuple(before.shape))
+    tied = UOp(Ops.WHERE, after.dtype, (always, after, before))
+    node = UOp(Ops.CONTIGUOUS, after.dtype, (tied,), ("unrecorded write", next(_contiguous_ids)))
+    set_gradient(node, (before,), _passed_on)
+    return node
+
+
+def _passed_on(grad: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+    # an unrecorded write's gradient rule: its value's gradient is the one before it had
+    return (grad,)
