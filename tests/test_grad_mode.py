@@ -371,3 +371,117 @@ def test_saved_tensors_hooks_are_refused_and_offloading_is_a_no_op():
     with graph.save_on_cpu(pin_memory=True), graph.disable_saved_tensors_hooks("no hooks"):
         (x * x).sum().backward()
     assert x.grad.tolist() == [2.0, 4.0]
+
+
+# ---- in-place writes autograd doesn't record (under no_grad, through detach() or .data) into a tensor computed with
+# gradients: the values change, the gradient through the tensor is still that of what computed it, taken at the
+# values written (torch's history isn't changed by such a write)
+
+X0 = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+
+
+def _leaf(lib, values=X0):
+    a = np.array(values, np.float32)
+    return torch.tensor(a, requires_grad=True) if lib is torch else Tensor(a, requires_grad=True)
+
+
+def _off(lib, switch):
+    if switch == "no_grad":
+        return lib.no_grad()
+    if switch == "set_grad_enabled":
+        return lib.set_grad_enabled(False)
+    return lib.inference_mode()
+
+
+_UNRECORDED_WRITES = {
+    "slice_mul_": lambda y, x: y[:, 1:].mul_(2.0),
+    "mul_": lambda y, x: y.mul_(2.0),
+    "copy_of_x": lambda y, x: y.copy_(x * 3.0),
+    "setitem_ellipsis": lambda y, x: y.__setitem__(Ellipsis, x * x),
+    "setitem_number": lambda y, x: y.__setitem__((1, 0), 10.0),
+    "zero_": lambda y, x: y.zero_(),
+    "clamp_": lambda y, x: y.clamp_(1.5, 4.5),
+    "add_x": lambda y, x: y.add_(x),
+    "transposed_row": lambda y, x: y.T[1].mul_(5.0),
+    "several": lambda y, x: (y.mul_(2.0), y.__setitem__((0, 0), -1.0), y[1, 2:].add_(x[1, 2:])),
+}
+
+
+def _written_then_backward(lib, write, how, realized):
+    x = _leaf(lib)
+    y = x * 1.0
+    if realized and lib is not torch:
+        y.realize()
+    if how == "detach":
+        write(y.detach(), x)
+    elif how == "data":
+        write(y.data, x)
+    else:
+        with _off(lib, how):
+            write(y, x)
+    (y * y * x).sum().backward()
+    return y.detach().numpy().tolist(), x.grad.numpy().tolist()
+
+
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+@pytest.mark.parametrize("write", sorted(_UNRECORDED_WRITES))
+def test_a_write_under_no_grad_keeps_the_gradient_of_what_computed_the_tensor(write, realized):
+    # `y = x * 1; with no_grad(): y[1:].mul_(2)`: torch's x.grad is 2 * y (the written y) times x * 1's derivative;
+    # the gradient was cut (backward raised) or lost the written positions
+    expected = _written_then_backward(torch, _UNRECORDED_WRITES[write], "no_grad", realized)
+    assert _written_then_backward(uopkit, _UNRECORDED_WRITES[write], "no_grad", realized) == expected
+
+
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+@pytest.mark.parametrize("how", ["set_grad_enabled", "inference_mode", "detach", "data"])
+@pytest.mark.parametrize("write", ["slice_mul_", "copy_of_x", "several"])
+def test_every_unrecorded_write_keeps_the_gradient_of_what_computed_the_tensor(write, how, realized):
+    # through detach() or .data the gradient read the values from before the write (x.grad was 2 * x * 1, silently)
+    expected = _written_then_backward(torch, _UNRECORDED_WRITES[write], how, realized)
+    assert _written_then_backward(uopkit, _UNRECORDED_WRITES[write], how, realized) == expected
+
+
+def _recorded_and_unrecorded(lib, unrecorded_first):
+    x = _leaf(lib, [1.0, 2.0, 3.0])
+    y = x * 1.0
+    if unrecorded_first:
+        with lib.no_grad():
+            y[1:].mul_(2.0)
+        y[:2].mul_(x[:2])
+    else:
+        y[:2].mul_(x[:2])
+        with lib.no_grad():
+            y[1:].mul_(2.0)
+    (y * y).sum().backward()
+    return y.detach().numpy().tolist(), x.grad.numpy().tolist()
+
+
+@pytest.mark.parametrize("unrecorded_first", [True, False], ids=["no_grad_then_recorded", "recorded_then_no_grad"])
+def test_recorded_and_unrecorded_writes_in_turn(unrecorded_first):
+    assert _recorded_and_unrecorded(uopkit, unrecorded_first) == _recorded_and_unrecorded(torch, unrecorded_first)
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        lambda w: w.sub_(0.1 * w.grad),
+        lambda w: w.copy_(w.grad * 2.0),
+        lambda w: w.zero_(),
+        lambda w: w.mul_(0.9).add_(w.grad),
+        lambda w: w[1:].mul_(2.0),
+    ],
+    ids=["sgd", "copy_", "zero_", "mul_add_", "slice"],
+)
+def test_optimizer_writes_into_leaves_under_no_grad_as_torchs(step):
+    # a leaf that requires grad takes the write as an update: the next backward differentiates the new values
+    def run(lib):
+        w = _leaf(lib, [1.0, 2.0, 3.0])
+        (w * w).sum().backward()
+        with lib.no_grad():
+            step(w)
+        w.grad = None
+        (w * w * w).sum().backward()
+        return w.detach().numpy().tolist(), w.grad.numpy().tolist()
+
+    np.testing.assert_allclose(run(uopkit)[1], run(torch)[1], rtol=1e-6)
+    np.testing.assert_allclose(run(uopkit)[0], run(torch)[0], rtol=1e-6)

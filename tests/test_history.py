@@ -512,3 +512,50 @@ def test_sigmoid_of_a_product_with_a_written_buffer_raises_as_torchs() -> None:
             b.add_(1.0)
         with pytest.raises(RuntimeError, match="modified by an inplace operation" if lib.torch else "overwritten"):
             loss.backward()
+
+
+# ---- a value computed before an in-place write into a tensor it read (not a leaf: a value with a history): the
+# gradient through it follows that tensor's history as it was when the value read it, recorded writes, writes under
+# no_grad and through detach() alike (it followed the history as the write left it: a gradient from the new contents)
+
+
+def _read_then_written(lib: _Lib, how: str, realized: bool, op: str, write: bool = True) -> list:
+    x = lib.leaf([1.0, 2.0, 3.0])
+    y = x * 1.0
+    if not lib.torch:
+        y.realize()
+    z = y + 1.0 if op == "add" else y * y
+    if realized and not lib.torch:
+        z.realize()
+    if write and how == "recorded":
+        y[1:] *= x[1:]
+    elif write and how == "no_grad":
+        with lib.no_grad():
+            y[1:] *= 2.0
+    elif write:
+        y.detach()[1:] *= 2.0
+    z.sum().backward()
+    return [z.detach().numpy().tolist(), _grad(x)]
+
+
+_HOW = ["recorded", "no_grad", "detach"]
+
+
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+@pytest.mark.parametrize("how", _HOW)
+def test_a_value_read_before_a_write_keeps_the_history_it_read(how: str, realized: bool) -> None:
+    # `z = y + 1` (add saves nothing): torch's gradient goes through y's history as it was
+    assert _read_then_written(_Lib("uop"), how, realized, "add") == _read_then_written(
+        _Lib("torch"), how, realized, "add"
+    )
+
+
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+@pytest.mark.parametrize("how", _HOW)
+def test_a_product_read_before_a_write_differentiates_the_values_it_read(how: str, realized: bool) -> None:
+    # `z = y * y`: torch saved y and raises; here the gradient is z's at the values it was computed from, torch's
+    # without the write (semantics.md: computed with the saved values)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        _read_then_written(_Lib("torch"), how, realized, "mul")
+    expected = _read_then_written(_Lib("torch"), how, realized, "mul", write=False)
+    assert _read_then_written(_Lib("uop"), how, realized, "mul") == expected

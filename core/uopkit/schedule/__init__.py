@@ -36,6 +36,7 @@ from uopkit.schedule.history import (
     overwriting,
     remember_copies,
     remember_stored,
+    remembered_at,
     stale_sources,
 )
 from uopkit.schedule.launch_consts import launch_values
@@ -331,11 +332,13 @@ def _unrealized_forms(
     given: Callable[[UOp], object] | None,
     forms: dict[UOp, UOp] | None,
     done: dict[UOp, dict[UOp, UOp] | None],
+    since: int = 0,
 ) -> dict[UOp, UOp] | None:
     # `unrealized_graph`'s walk: every node of root's graph -> its new form (None where nothing was realized). `done`:
     # the walks made so far of realized values' graphs, source -> its forms: a graph read by several later realized
     # values (each of a chain of layers whose sort or gather realized, reading two values of the layer before) is
-    # walked once, not once per path to it (2**layers walks)
+    # walked once, not once per path to it (2**layers walks). `since`: the clock root was remembered at (0: it reads
+    # storage as it is now), for the graphs of the values it reads as they were then (`remembered_at`)
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     if check_writes and len(stale_sources):
         _check_not_stale(topo, keep)
@@ -362,20 +365,20 @@ def _unrealized_forms(
             # wanted, and the caller looks for it by identity)
             memo[u] = u
             continue
-        source = computed_from.get(u) if _carries_gradient(u) else None
+        source, stamp = remembered_at(u, since) if _carries_gradient(u) else (None, 0)
         if source is not None and given is not None and _constant_for(source, keep, given):
             # computed under no_grad or from detached values: no gradient flows through it, and what a gradient reads
             # of it is its stored value (PPO's old log-probabilities, from weights an optimizer step has overwritten)
             source = None
         if source is not None:
             if check_writes is True:
-                _check_not_overwritten(u, source)
+                _check_not_overwritten(u, source, stamp)
             if source not in done:
-                done[source] = _unrealized_forms(source, keep, None, rebuilt, check_writes, given, forms, done)
+                done[source] = _unrealized_forms(source, keep, None, rebuilt, check_writes, given, forms, done, stamp)
             inner = done[source]
             followed[u] = (source, inner)
             if isinstance(check_writes, StaleReads):
-                check_writes.follow(u, source, inner)
+                check_writes.follow(u, source, inner, stamp)
             memo[u] = source if inner is None else inner[source]
             if forms is not None:
                 forms[u] = memo[u]
@@ -507,7 +510,12 @@ def _remember_source(
     while base.op in _MOVEMENT:
         base = base.src[0]
     if base.op is _STORE:
-        forget_overwritten(new)
+        if reach_memo is None:
+            forget_overwritten(new)
+        else:
+            # (after the realize's other values are remembered: one computed before the write, reading what it
+            # overwrote, is followed back through what that held, `remembered_at`)
+            reach_memo.setdefault(forget_overwritten, []).append(new)
         return
     if base.op is _DETACH and not wants_gradient:
         return
@@ -621,6 +629,8 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
             base = _storage_base(new)
             if base is not None:
                 landed.setdefault(base, []).append(t)
+    for stored in reach_memo.get(forget_overwritten, ()):
+        forget_overwritten(stored)
     for base, sharing in landed.items():
         if len(sharing) > 1:
             shared_storage[base] = (shared_storage.get(base) or []) + [t._live_ref for t in sharing]
@@ -753,6 +763,8 @@ class PendingReads:
             if new is not t.uop:
                 _remember_source(_source_of(t.uop), new, t._requires_grad, reach_memo)
                 live_tensors.set_uop(t, new)
+        for stored in reach_memo.get(forget_overwritten, ()):
+            forget_overwritten(stored)
 
 
 def protect_pending_reads(

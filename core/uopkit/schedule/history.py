@@ -71,10 +71,20 @@ class _History(WeakKeyMap):
     def stamp(self, key: UOp) -> int:
         return self._stamps.get(key, 0)
 
+    def remember_at(self, key: UOp, value: Any, stamp: int) -> None:
+        """`value` remembered for `key` as at clock `stamp` (a graph remembered then for what `key` holds)."""
+        super().__setitem__(key, value)
+        self._stamps[key] = stamp
+
 
 # what a realized tensor was computed from, so backward() can still follow a graph that an earlier realize (a
 # .item() on the loss, a printed intermediate) replaced by storage; weak: it lives as long as the new node does
 computed_from = _History()
+# a graph remembered for a value in place of another after an in-place write into it -> (the graph remembered before,
+# its clock): a value realized before the write, whose graph reads that storage, is followed back through the graph
+# as it was then (`remembered_at`). Weak, and it holds nothing more: the later graph holds the earlier one (a write's
+# graph is the earlier one with the written positions replaced; an unrecorded write's passes its gradient to it)
+earlier_memory = WeakKeyMap()
 # realized node -> what backward() says about it, for a value whose remembered graph read a buffer overwritten since:
 # the graph is let go (`forget_if_stale`) and the error kept. Held, the graph held the value's inputs, and the state of
 # a loop realized every step (`ema = ema * 0.99 + w * 0.01` between optimizer steps, a hidden state carried over) held
@@ -105,6 +115,36 @@ def _storage_base(u: UOp) -> UOp | None:
     # the BUFFER a view of storage shows (through a bfloat16 BITCAST), or None
     base = _under_views(u)
     return base if base.op is _BUFFER else None
+
+
+def remember_rewritten(node: UOp, graph: UOp, before: UOp, stamp: int) -> None:
+    """`graph` computes what the storage `node` holds after an in-place write into it, where `before` (remembered at
+    clock `stamp`) computed what it held: remembered in its place, `before` kept for the values realized before the
+    write (`remembered_at`)."""
+    if before is not graph:
+        earlier_memory[graph] = (before, stamp)
+    computed_from[node] = graph
+    taken = copies_taken.get(node)
+    if taken:
+        # the copy of the old contents this write moved readers onto (copy on write) holds what `before` computed
+        copy, at = taken[-1][0](), taken[-1][1]
+        if copy is not None and at >= stamp and copy not in computed_from:
+            computed_from.remember_at(copy, before, stamp)
+
+
+def remembered_at(node: UOp, stamp: int) -> tuple[UOp | None, int]:
+    """The graph remembered for realized `node` as a graph remembered at clock `stamp` read it (0: now), with the clock
+    it was remembered at: where in-place writes since replaced it, the one before them (None where none is)."""
+    source = computed_from.get(node)
+    if source is None:
+        return None, 0
+    at = computed_from.stamp(node)
+    while stamp and at > stamp:
+        earlier = earlier_memory.get(source)
+        if earlier is None:
+            break
+        source, at = earlier
+    return source, at
 
 
 def forget_source(u: UOp) -> None:
@@ -198,10 +238,11 @@ def _dropped_message(node: UOp, b: UOp) -> str:
     )
 
 
-def _check_not_overwritten(node: UOp, source: UOp) -> None:
-    # a gradient followed back through realized `node` rebuilds it from `source`: raise where `source` reads a buffer
-    # overwritten since (a caller without a `StaleReads`, which would find out whether the gradient reads it)
-    stale = overwritten_since(source, computed_from.stamp(node))
+def _check_not_overwritten(node: UOp, source: UOp, stamp: int) -> None:
+    # a gradient followed back through realized `node` rebuilds it from `source`, remembered at clock `stamp`: raise
+    # where `source` reads a buffer overwritten since (a caller without a `StaleReads`, which would find out whether
+    # the gradient reads it)
+    stale = overwritten_since(source, stamp)
     if stale:
         raise RuntimeError(_needs_old_message(node, stale[0]))
 
@@ -264,8 +305,7 @@ class StaleReads:
         # what the gradient reads instead, found at the first `checked` that needs it (hooks ask before the end)
         self._found: _StandIns | None = None
 
-    def follow(self, node: UOp, source: UOp, forms: dict[UOp, UOp] | None) -> None:
-        stamp = computed_from.stamp(node)
+    def follow(self, node: UOp, source: UOp, forms: dict[UOp, UOp] | None, stamp: int) -> None:
         self.followed.append(_Followed(node, source, forms, stamp, overwritten_since(source, stamp)))
 
     def checked(self, grads: dict[UOp, UOp]) -> dict[UOp, UOp]:

@@ -4,9 +4,8 @@ operators (a mixin of `Tensor`)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,8 +13,9 @@ import numpy as np
 from uopkit.dtype import (
     dtypes,
 )
-from uopkit.schedule import _storage_base, computed_from, forget_source, live_tensors, shared_storage
+from uopkit.schedule import _storage_base, forget_source, live_tensors, shared_storage
 from uopkit.tensor import segments
+from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.several_views import check_several_views_write
 from uopkit.tensor.support import (
     _A_COPY,
@@ -36,7 +36,13 @@ from uopkit.tensor.support import (
     _storage_uop,
     _sum_op,
     check_in_place_allowed,
-    tensors_with_grad,
+)
+from uopkit.tensor.write_history import (
+    gradient_history,
+    history_of_plain_storage,
+    remember_write,
+    unrecorded_write,
+    unseen_by_autograd,
 )
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -257,51 +263,6 @@ def _detached_source(t: Tensor) -> Tensor | None:
     return source
 
 
-@contextlib.contextmanager
-def _unseen_by_autograd(source: Tensor) -> Iterator[None]:
-    # a write through `source.detach()` changes the values but not how they were computed, as PyTorch's (its autograd
-    # doesn't record it): the graph backward() follows from the storage stays the one from before the write
-    source.realize()
-    history = _gradient_history(source.uop)
-    yield
-    if history is not None:
-        node, graph = history
-        computed_from[node] = graph
-
-
-def _gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
-    # (node, the graph that computed it) for the realized value `u` is a view of, if a backward() still follows it:
-    # the storage itself where it has one (a view realized with its base has its own entry too, `x[0:2]` of `x * 2`,
-    # which a write through it makes stale: forgotten here)
-    found = None
-    while True:
-        source = computed_from.get(u)
-        if source is not None:
-            if found is not None:
-                forget_source(found[0])
-            found = (u, source)
-        if u.op not in _MOVEMENT:
-            return found
-        u = u.src[0]
-
-
-def _history_of_plain_storage(t: Tensor, value: Tensor) -> tuple[UOp, UOp] | None:
-    # for a value that carries a gradient written into realized storage no gradient follows back to (`z =
-    # Tensor.randn(3, 2); z[:, 0] = w`, `z.add_(w)`, `z.expand(2, 3, 2)[0].copy_(w)`): (the storage, a copy of its
-    # old contents), the graph the positions not written come from; None where the write carries no gradient
-    if t.dtype == dtypes.bfloat16 or not _carries_gradient(value.uop):
-        return None
-    # (the storage itself: a view of a lazy value is computed into its base first)
-    t.realize()
-    node = t.uop
-    while node.op in _MOVEMENT:
-        node = node.src[0]
-    old = Tensor(node).contiguous().realize().uop
-    # (the copy stands for what was there: not followed back to the storage being written)
-    forget_source(old)
-    return node, old
-
-
 def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
     # `view`'s movement ops down to `node`, applied to `other` instead (in other's dtype: a view of an int arange of
     # positions over a float16 buffer stays int)
@@ -318,44 +279,6 @@ def _positions_of(view: UOp, node: UOp, device: str) -> Tensor:
     # the flat positions in `node` of the elements `view` (movement ops over it) shows: the same view of an arange
     flat = Tensor.arange(math.prod(node.shape), device=device).reshape(node.shape)
     return Tensor(_view_of(view, node, flat.uop))
-
-
-def _remember_write(
-    node: UOp, source: UOp, value_graph: UOp, written: Callable[[Tensor, Tensor], Tensor] | None
-) -> None:
-    # the storage `node` stands for, which backward() followed to the graph `source`, now holds a write of
-    # `value_graph`: a gradient through it must see the write, so it follows `source` with the written positions
-    # replaced (`written(old, value)`; None: all of them), built lazily. Kept only where a gradient can flow (a buffer
-    # written every step, as a cache, would otherwise hold a chain of every write's graph)
-    forget_source(node)
-    value_graph = value_graph.substitute({node: source})
-    if _carries_gradient(source, value_graph) and node.base not in value_graph.toposort():
-        computed_from[node] = value_graph if written is None else written(Tensor(source), Tensor(value_graph)).uop
-
-
-def _carries_gradient(*roots: UOp) -> bool:
-    # whether a tensor that wants a gradient is computed into one of the graphs (not behind a DETACH), following
-    # realized values back to the graphs that computed them, as backward() does
-    # (a lazy leaf realized along with a value computed from it is the node it was in that value's graph, too)
-    wanting = {_storage_uop(t.uop) for t in tensors_with_grad.live()}
-    wanting |= {before for u in list(wanting) if (before := computed_from.get(u)) is not None}
-    seen: set[UOp] = set()
-    stack = list(roots) if wanting else []
-    while stack:
-        u = stack.pop()
-        if u in seen:
-            continue
-        if u in wanting:
-            # (before the cut below: a leaf made as `x.detach().requires_grad_()` is a DETACH)
-            return True
-        seen.add(u)
-        if u.op is Ops.DETACH:
-            continue
-        stack.extend(u.src)
-        origin = computed_from.get(u)
-        if origin is not None:
-            stack.append(origin)
-    return False
 
 
 def _in_place_operator(symbol: str, compute: Callable[[Tensor, Any], Tensor]) -> Callable[[Tensor, Any], Tensor]:
@@ -634,7 +557,7 @@ class IndexingMixin:
         _share_storage(self)
         source = _detached_source(self)
         if source is not None:
-            with _unseen_by_autograd(source):
+            with unseen_by_autograd(source):
                 source[index] = value
             live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
             return
@@ -644,7 +567,7 @@ class IndexingMixin:
             # the tensor needs storage of its own to be written into
             _move_to_own_storage(self)
         # the graph that computed the old contents (a backward() follows it from the buffer), as the value's graph
-        history = _gradient_history(self.uop)
+        history = gradient_history(self.uop)
         plain = self._plain_view(index)
         if plain is not None:
             view, tensors, padded = plain, [], False
@@ -659,7 +582,7 @@ class IndexingMixin:
         if not tensors:
             value = _without_leading_ones(value, view.ndim)
         if history is None:
-            history = _history_of_plain_storage(self, value)
+            history = history_of_plain_storage(self, value)
         value_graph = value.uop
         storage = _storage_uop(self.uop)
         chain = storage.movement_chain()
@@ -690,7 +613,7 @@ class IndexingMixin:
                 # written through a view of the storage: the view of its positions, indexed the same way
                 return old._overwritten_at(_positions_of(view, node, old.device)._indexed(index, "setitem"), value)
 
-            _remember_write(node, source, value_graph, written)
+            remember_write(node, source, value_graph, written, is_grad_enabled(), self.device)
 
     def __delitem__(self, index: Any) -> None:
         raise TypeError("Tensor doesn't support item deletion (as PyTorch); build a new tensor without the items")
@@ -1006,7 +929,7 @@ class IndexingMixin:
         source = _detached_source(self)
         if source is not None:
             # (a write through a detach is a write through a view of the tensor detached: it runs now)
-            with _unseen_by_autograd(source):
+            with unseen_by_autograd(source):
                 source.assign(x).realize()
             live_tensors.set_uop(self, UOp(Ops.DETACH, self.dtype, (source.uop,)))
         elif self._store_overlapping(x) and self._view_of is not None and self._view_of() is not None:
@@ -1097,6 +1020,8 @@ def update_all_in_place(
     `picks[i]()`, where given, is the bool mask of the elements of targets[i] the op writes (see `_PICKED_WRITES`)."""
     staged: list[_Staged] = []
     picks = picks if picks is not None else [None] * len(targets)
+    # (a write under no_grad changes the values, not the gradient's graph: `remember_write`)
+    recorded = is_grad_enabled()
     try:
         for t, compute, picked in zip(targets, computes, picks, strict=True):
             try:
@@ -1131,7 +1056,7 @@ def update_all_in_place(
                 positions = picked()._broadcast_to(positions.shape).where(positions, -1)
             return old._overwritten_at(positions, value)
 
-        _remember_write(node, source, value_graph, None if view is node else written)
+        remember_write(node, source, value_graph, None if view is node else written, recorded, t.device)
 
 
 def _write_in_turns(t: Tensor, compute: Callable[[], Tensor], op: str, positions: np.ndarray) -> None:
@@ -1169,19 +1094,19 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) 
     _share_storage(t)
     source = _detached_source(t)
     if source is not None:
-        with _unseen_by_autograd(source):
+        with unseen_by_autograd(source):
             source._update_in_place(lambda value=result: value, op)
         live_tensors.set_uop(t, UOp(Ops.DETACH, t.dtype, (source.uop,)))
         return None
     if not (t._requires_grad or _writes_through(t)):
-        live_tensors.set_uop(t, result.uop)
+        live_tensors.set_uop(t, unrecorded_write(t.uop, result.uop, t.device))
         return None
     # written with the batch, as PyTorch's at once: the tensor's base (which this may be a view of) must see it
-    history = _gradient_history(t.uop)
+    history = gradient_history(t.uop)
     root = t._view_of() if t._view_of is not None else None
     if history is None and not t._requires_grad and not (root is not None and root._requires_grad):
         # (into a leaf that requires grad, or a view of one, the write is an update unseen by autograd: semantics.md)
-        history = _history_of_plain_storage(t, result)
+        history = history_of_plain_storage(t, result)
     value_graph = result.uop
     t._store(result, aliased_ok=op in _ONE_VALUE_WRITES or op in _PICKED_WRITES, picked=picked)
     return t, history, value_graph, picked

@@ -68,6 +68,7 @@ from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor import tournament as _tournament_module
 from uopkit.tensor import triangular as _triangular_module
+from uopkit.tensor import write_history as _write_history_module
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
@@ -848,6 +849,7 @@ for _module in (
     _interop_module,
     _printing_module,
     _schedule_module,
+    _write_history_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 
