@@ -3,15 +3,11 @@ to the cap in a subprocess (every other page of one anonymous mapping made read-
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 from uopkit import mappings
 from uopkit.helpers import run_in_thread
+from uopkit.testing.map_pressure import run_near_cap
 
 CAP = mappings.map_cap()
 # filling a larger cap takes seconds and hundreds of MB of kernel memory
@@ -19,37 +15,6 @@ needs_cap = pytest.mark.skipif(
     CAP is None or CAP > 1 << 17 or mappings.map_count() is None,
     reason="takes the process to vm.max_map_count (Linux, a cap of at most 131072)",
 )
-
-# fill(leave): map until `leave` mappings are left under the cap; the mapping returned gives them back on close()
-FILL = textwrap.dedent(
-    """
-    import ctypes, mmap
-
-    def fill(leave):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        cap = int(open("/proc/sys/vm/max_map_count").read())
-        n = cap - open("/proc/self/maps", "rb").read().count(b"\\n") - leave
-        m = mmap.mmap(-1, (n + 2) * mmap.PAGESIZE)
-        start = ctypes.c_char.from_buffer(m)
-        base = ctypes.addressof(start)
-        del start
-        # (neighbours of equal protection would merge into one mapping)
-        for i in range(1, n, 2):
-            assert libc.mprotect(base + i * mmap.PAGESIZE, mmap.PAGESIZE, mmap.PROT_READ) == 0
-        return m
-    """
-)
-
-
-def run_script(script: str, timeout: float = 30) -> str:
-    """Run `script` in a fresh interpreter (this one's import path), return its output; fail on a non-zero exit."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run(
-        [sys.executable, "-c", FILL + textwrap.dedent(script)], capture_output=True, text=True, timeout=timeout, env=env
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def test_counts_and_cap() -> None:
@@ -76,7 +41,7 @@ def test_a_thread_start_at_the_cap_raises_instead_of_hanging(left: int) -> None:
     # a mapping or two under the cap, a new thread gets its stack but can't map its first Python frame: it reports a
     # MemoryError of its own and never tells Thread.start it began, which then waited forever (seen when a long test
     # session had loaded ~9,000 kernels); at the cap Thread.start raises RuntimeError("can't start new thread")
-    out = run_script(
+    out = run_near_cap(
         f"""
         import time
         from uopkit.helpers import run_in_thread
@@ -104,7 +69,7 @@ def test_a_thread_start_at_the_cap_raises_instead_of_hanging(left: int) -> None:
 @needs_cap
 def test_near_the_cap_the_reclaimers_give_mappings_back() -> None:
     # a reclaimer that can release what holds the mappings: the thread starts
-    out = run_script(
+    out = run_near_cap(
         """
         from uopkit import mappings
         from uopkit.helpers import run_in_thread

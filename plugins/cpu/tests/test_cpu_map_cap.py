@@ -5,13 +5,11 @@ of one anonymous mapping made read-only: each page a mapping of its own)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 from uopkit.mappings import map_cap, map_count
+from uopkit.testing.map_pressure import run_near_cap
 
 CAP = map_cap()
 pytestmark = pytest.mark.skipif(
@@ -19,45 +17,11 @@ pytestmark = pytest.mark.skipif(
     reason="takes the process to vm.max_map_count (Linux, a cap of at most 131072)",
 )
 
-# fill(leave): map until `leave` mappings are left under the cap; the mapping returned gives them back on close()
-FILL = textwrap.dedent(
-    """
-    import ctypes, mmap
-
-    def fill(leave):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        cap = int(open("/proc/sys/vm/max_map_count").read())
-        n = cap - open("/proc/self/maps", "rb").read().count(b"\\n") - leave
-        m = mmap.mmap(-1, (n + 2) * mmap.PAGESIZE)
-        start = ctypes.c_char.from_buffer(m)
-        base = ctypes.addressof(start)
-        del start
-        for i in range(1, n, 2):
-            assert libc.mprotect(base + i * mmap.PAGESIZE, mmap.PAGESIZE, mmap.PROT_READ) == 0
-        return m
-
-    def maps():
-        return open("/proc/self/maps", "rb").read().count(b"\\n")
-    """
-)
-
-
-def run_script(script: str, tmp_path: os.PathLike[str], timeout: float = 30) -> str:
-    """Run `script` in a fresh interpreter (this one's import path, a compile cache of its own), return its output;
-    fail on a non-zero exit (a crash) or a timeout (a hang)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "XDG_CACHE_HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-c", FILL + textwrap.dedent(script)], capture_output=True, text=True, timeout=timeout, env=env
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
 
 def test_a_realize_at_the_cap_raises_a_clear_error_and_works_once_mappings_are_free(tmp_path: os.PathLike[str]) -> None:
     # new kernels at the cap: the compile queue's thread start waited forever (or dlopen failed, "failed to map
     # segment", reported as a compiler whose output is not loadable)
-    out = run_script(
+    out = run_near_cap(
         """
         import time
         from uopkit import Tensor
@@ -72,7 +36,7 @@ def test_a_realize_at_the_cap_raises_a_clear_error_and_works_once_mappings_are_f
         m.close()
         print("after:", (Tensor.arange(13).float() * 2).sum().item())
         """,
-        tmp_path,
+        cache_dir=tmp_path,
     )
     first, after = out.strip().splitlines()
     assert first.startswith("MappingLimitError after") and float(first.split()[2]) < 5, out
@@ -84,7 +48,7 @@ def test_libraries_at_the_cap_are_unloaded_and_load_again(tmp_path: os.PathLike[
     # the libraries themselves take the process to the cap (a program that maps much besides them, or a limit of
     # loaded libraries above what the cap holds): dlopen failed ("failed to map segment"); now the libraries no call
     # is using are unloaded, and the load done again
-    out = run_script(
+    out = run_near_cap(
         """
         import numpy as np
         from uopkit_cpu import runtime
@@ -104,7 +68,7 @@ def test_libraries_at_the_cap_are_unloaded_and_load_again(tmp_path: os.PathLike[
         cap = int(open("/proc/sys/vm/max_map_count").read())
         print(out[0], runtime.loaded_libraries() < 300, maps() <= cap)
         """,
-        tmp_path,
+        cache_dir=tmp_path,
     )
     assert out.strip() == "400.0 True True"
 
@@ -112,7 +76,7 @@ def test_libraries_at_the_cap_are_unloaded_and_load_again(tmp_path: os.PathLike[
 def test_a_library_another_thread_is_calling_stays_loaded(tmp_path: os.PathLike[str]) -> None:
     # libraries are unloaded past LOADED_LIBRARIES; one unloaded while another thread ran a kernel in it (ctypes calls
     # run without the GIL) crashed that thread (SIGSEGV)
-    out = run_script(
+    out = run_near_cap(
         """
         import threading
         from uopkit_cpu import runtime
@@ -144,6 +108,6 @@ def test_a_library_another_thread_is_calling_stays_loaded(tmp_path: os.PathLike[
             t.join()
         print("ok", len(calls) > 0)
         """,
-        tmp_path,
+        cache_dir=tmp_path,
     )
     assert out.strip() == "ok True"
