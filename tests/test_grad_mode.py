@@ -441,6 +441,58 @@ def test_every_unrecorded_write_keeps_the_gradient_of_what_computed_the_tensor(w
     assert _written_then_backward(uopkit, _UNRECORDED_WRITES[write], how, realized) == expected
 
 
+def _bfloat16_written_then_backward(lib, write, recorded, realized):
+    x = _leaf(lib)
+    y = (x.to(torch.bfloat16) if lib is torch else x.bfloat16()) * 1.0
+    if realized and lib is not torch:
+        y.realize()
+    if recorded:
+        write(y, x)
+    else:
+        with lib.no_grad():
+            write(y, x)
+    (y * y).sum().backward()
+    return y.detach().float().numpy().tolist(), x.grad.numpy().tolist()
+
+
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+@pytest.mark.parametrize("recorded", [False, True], ids=["no_grad", "recorded"])
+@pytest.mark.parametrize(
+    "write", ["add_x", "clamp_", "copy_of_x", "mul_", "setitem_number", "slice_mul_", "transposed_row"]
+)
+def test_writes_into_bfloat16_values_keep_the_gradient_as_torchs(write, recorded, realized):
+    # a bfloat16 value is differentiated through its uint16 bits: the write's graph was kept for the value only, not
+    # for its bits (backward raised 'no tensor with requires_grad'); realized under no_grad, a lazy bfloat16 value
+    # lost the graph that computed it; a recorded write into a realized one gave the written positions no gradient
+    expected = _bfloat16_written_then_backward(torch, _UNRECORDED_WRITES[write], recorded, realized)
+    assert _bfloat16_written_then_backward(uopkit, _UNRECORDED_WRITES[write], recorded, realized) == expected
+
+
+def test_a_bfloat16_value_realized_under_no_grad_keeps_its_gradient():
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x.bfloat16() * 3.0
+    view = y[1:]
+    with no_grad():
+        y.realize()
+    (y * view.sum()).sum().backward()
+    xt = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    yt = xt.to(torch.bfloat16) * 3.0
+    (yt * yt[1:].sum()).sum().backward()
+    assert x.grad.numpy().tolist() == xt.grad.numpy().tolist()
+
+
+def test_a_bfloat16_value_written_into_plain_storage_carries_its_gradient():
+    def written(lib):
+        z = _leaf(lib, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]).detach()
+        z = z.to(torch.bfloat16) if lib is torch else z.bfloat16()
+        w = _leaf(lib, [0.5, 1.5, 2.5])
+        z[:, 0] = (w.to(torch.bfloat16) if lib is torch else w.bfloat16()) * 3.0
+        (z * z).sum().backward()
+        return w.grad.numpy().tolist()
+
+    assert written(uopkit) == written(torch)
+
+
 def _recorded_and_unrecorded(lib, unrecorded_first):
     x = _leaf(lib, [1.0, 2.0, 3.0])
     y = x * 1.0

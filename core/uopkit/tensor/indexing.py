@@ -1043,20 +1043,23 @@ def update_all_in_place(
         # a realized value a backward() still follows to the graph that computed it: the result is written where
         # this tensor views it, as setitem keeps it
         node, source = history
-        view = t.uop
-        if not _views_node(view, node):
+        # (compared as storage: a bfloat16 view written is a BITCAST of a view of the bits, `_store`)
+        view, stored = _storage_uop(t.uop), _storage_uop(node)
+        if not _views_node(view, stored):
             # (the write went to storage of its own, a deep copy's realized with the write: nothing to follow)
             forget_source(node)
             continue
 
-        def written(old: Tensor, value: Tensor, view: UOp = view, node: UOp = node, picked: _Picked = picked) -> Tensor:
-            positions = _positions_of(view, node, old.device)
+        def written(
+            old: Tensor, value: Tensor, view: UOp = view, stored: UOp = stored, picked: _Picked = picked
+        ) -> Tensor:
+            positions = _positions_of(view, stored, old.device)
             if picked is not None:
                 # (the elements not written keep the old value, for the gradient too: a round of `_write_in_turns`)
                 positions = picked()._broadcast_to(positions.shape).where(positions, -1)
             return old._overwritten_at(positions, value)
 
-        remember_write(node, source, value_graph, None if view is node else written, recorded, t.device)
+        remember_write(node, source, value_graph, None if view is stored else written, recorded, t.device)
 
 
 def _write_in_turns(t: Tensor, compute: Callable[[], Tensor], op: str, positions: np.ndarray) -> None:

@@ -1120,7 +1120,15 @@ def _bits_node(node: UOp, memo: dict[UOp, UOp]) -> UOp:
 
 
 def _bits_tensor(t: Tensor) -> Tensor:
-    return Tensor(_storage_uop(t.uop)) if t.dtype == dtypes.bfloat16 else t
+    if t.dtype != dtypes.bfloat16:
+        return t
+    bits = _storage_uop(t.uop)
+    out = Tensor(bits)
+    if out.uop is not bits:
+        # (under no_grad the constructor cuts a computed graph from the gradient: these bits are t's own, which a
+        # realize must store as they are, or it forgets the graph that computed t, and t's views are left on it)
+        live_tensors.set_uop(out, bits)
+    return out
 
 
 def _rewrap_bf16(tensors: list[Tensor], bits: list[Tensor]) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from uopkit.dtype import dtypes
-from uopkit.gradient import set_gradient
+from uopkit.gradient import carry_gradient_rule, set_gradient
 from uopkit.schedule import computed_from, forget_source
 from uopkit.schedule.history import remember_rewritten
 from uopkit.tensor.grad_mode import is_grad_enabled, no_grad
@@ -40,7 +40,7 @@ def unseen_by_autograd(source: Tensor) -> Iterator[None]:
         yield
     if history is not None and computed_from.get(history[0]) is None:
         node, graph = history
-        remember_rewritten(node, unrecorded(graph, _contents_now(node), source.device), graph, stamp)
+        _remember(node, unrecorded(graph, _contents_now(node), source.device), graph, stamp)
 
 
 def gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
@@ -52,7 +52,7 @@ def gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
         source = computed_from.get(u)
         if source is not None:
             if found is not None:
-                forget_source(found[0])
+                _forget(found[0])
             found = (u, source)
         if u.op not in _MOVEMENT:
             return found
@@ -63,7 +63,7 @@ def history_of_plain_storage(t: Tensor, value: Tensor) -> tuple[UOp, UOp] | None
     """For a value that carries a gradient written into realized storage no gradient follows back to (`z =
     Tensor.randn(3, 2); z[:, 0] = w`, `z.add_(w)`, `z.expand(2, 3, 2)[0].copy_(w)`): (the storage, a copy of its old
     contents), the graph the positions not written come from; None where the write carries no gradient."""
-    if t.dtype == dtypes.bfloat16 or not carries_gradient(value.uop):
+    if not carries_gradient(value.uop):
         return None
     # (the storage itself: a view of a lazy value is computed into its base first)
     t.realize()
@@ -77,8 +77,29 @@ def _contents_now(node: UOp) -> UOp:
     # a copy of what the storage `node` holds now, standing for those values: not followed back to the storage (which
     # later writes change)
     copy = Tensor(node).contiguous().realize().uop
-    forget_source(copy)
+    _forget(copy)
     return copy
+
+
+def _bits_of(node: UOp) -> UOp | None:
+    # the uint16 bits under a realized bfloat16 value `node` (its BITCAST of them), which is what a gradient walk meets
+    # (every reader reads the bits: `bits_gradients`); None for other values
+    return node.src[0] if node.op is Ops.BITCAST and node.dtype == dtypes.bfloat16 else None
+
+
+def _forget(node: UOp) -> None:
+    # the graph remembered for the realized `node` dropped, and for its bits where it is a bfloat16 value
+    forget_source(node)
+    if (bits := _bits_of(node)) is not None:
+        forget_source(bits)
+
+
+def _remember(node: UOp, graph: UOp, before: UOp, stamp: int) -> None:
+    # `remember_rewritten`, for a bfloat16 value's bits as well: the graph of the bits of `graph`, in place of those of
+    # `before` (as a realize remembers both)
+    remember_rewritten(node, graph, before, stamp)
+    if (bits := _bits_of(node)) is not None:
+        remember_rewritten(bits, _storage_uop(graph), _storage_uop(before), stamp)
 
 
 def remember_write(
@@ -96,17 +117,37 @@ def remember_write(
     records the write (gradients on); one it doesn't keeps `source`'s gradient at the values written (`unrecorded`)."""
     # (the clock `source` was remembered at: the write's assign dropped the memory, not its clock)
     stamp = computed_from.stamp(node)
-    forget_source(node)
-    value_graph = value_graph.substitute({node: source})
+    _forget(node)
+    bits = _bits_of(node)
+    if bits is None:
+        value_graph = value_graph.substitute({node: source})
+    else:
+        # (a bfloat16 value is read through its bits: those reads read the bits of `source`)
+        value_graph = _rebuilt_over(value_graph, {node: source, bits: _storage_uop(source)})
     if not carries_gradient(source, value_graph):
         return
-    if node.base in value_graph.toposort():
+    if (node if bits is None else bits).base in value_graph.toposort():
         if not recorded:
             # (the values written can't be computed again from `source`: they are copied)
-            remember_rewritten(node, unrecorded(source, _contents_now(node), device), source, stamp)
+            _remember(node, unrecorded(source, _contents_now(node), device), source, stamp)
         return
     graph = value_graph if written is None else written(Tensor(source), Tensor(value_graph)).uop
-    remember_rewritten(node, graph if recorded else unrecorded(source, graph, device), source, stamp)
+    _remember(node, graph if recorded else unrecorded(source, graph, device), source, stamp)
+
+
+def _rebuilt_over(graph: UOp, replaced: dict[UOp, UOp]) -> UOp:
+    """`graph` with the nodes in `replaced` replaced by their new forms, each node rebuilt over them keeping the
+    gradient given to it (`carry_gradient_rule`): every op on bfloat16 values has one, on the graph of its bits, which
+    integer ops between them have none of."""
+    replaced = dict(replaced)
+    for u in graph.toposort():
+        if u in replaced:
+            continue
+        src = tuple([replaced.get(s, s) for s in u.src])
+        if any(a is not b for a, b in zip(src, u.src, strict=True)):
+            replaced[u] = new = u.replace(src=src)
+            carry_gradient_rule(u, new, replaced)
+    return replaced.get(graph, graph)
 
 
 def carries_gradient(*roots: UOp) -> bool:
