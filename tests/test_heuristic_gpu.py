@@ -267,3 +267,25 @@ def test_heuristic_opts_compute_the_right_values(gpu: str, case: str) -> None:
         expected = ref(*(a.astype(np.float64) if case != "matmul_fp16" else a for a in inputs))
     tol = 2e-2 if case == "matmul_fp16" else 1e-4
     np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_a_gather_is_loads_at_the_index_and_keeps_the_bits(gpu: str, dtype: type) -> None:
+    # a gather's one-hot sum folds into a load at the index while its axis stays one loop: split over a work-group
+    # (GROUP) it was a real sum of n selects per element, and a picked -0.0 came back +0.0 (sort, topk, kthvalue and
+    # the rest pick their values by a gather)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 300)).astype(dtype)
+    x[:, ::3] = -0.0
+    index = np.stack([rng.permutation(300) for _ in range(2)]).astype(np.int32)
+    t = Tensor(x, device=gpu).gather(1, Tensor(index, device=gpu))
+    opts = hand_coded_opts(_asts(t)[-1], Device[gpu].renderer)
+    want = torch.tensor(x).gather(1, torch.tensor(index).long()).numpy()
+    np.testing.assert_array_equal(np.signbit(t.numpy()), np.signbit(want))
+    np.testing.assert_array_equal(t.numpy(), want)
+    assert not any(o.op is OptOps.GROUP for o in opts), opts
+    v, i = Tensor(x, device=gpu).sort(-1, descending=True)
+    tv, ti = torch.tensor(x).sort(dim=-1, descending=True, stable=True)
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    np.testing.assert_array_equal(np.signbit(v.numpy()), np.signbit(tv.numpy()))

@@ -8,8 +8,9 @@
 - a reduction is split across the work-items of a work-group (OptOps.GROUP, combined through local memory): along
   a contiguous row the work-items read side by side (coalesced), in vectors; over a strided axis (a column sum) each
   work-item reads a few whole vectors of the contiguous output axis per row;
-- an elementwise kernel loads and stores vectors, the work-group along the contiguous axis; a large one on a device
-  with warps takes several vectors per work-item, each a work-group apart.
+- an elementwise kernel (or a gather: a one-hot sum the lowerer folds into a load at the index) loads and stores
+  vectors, the work-group along the contiguous axis; a large one on a device with warps takes several vectors per
+  work-item, each a work-group apart.
 
 Every choice goes through `apply_opt`, so an opt the kernel or the renderer refuses is left out.
 """
@@ -21,11 +22,11 @@ from dataclasses import dataclass
 
 from uopkit.codegen.opt import KernelPlan, Opt, OptError, OptOps, apply_opt, initial_plan
 from uopkit.codegen.opt.analysis import divisor as _divisor
-from uopkit.codegen.opt.analysis import load_axes, memory_strides
+from uopkit.codegen.opt.analysis import load_axes, memory_strides, reduce_folds_away
 from uopkit.codegen.opt.analysis import try_opt as _try
 from uopkit.dtype import dtypes
 from uopkit.renderer import Renderer
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import Ops, UOp, is_one_hot_reduce
 
 # the work-group size aimed at: enough warps to hide memory latency, few enough registers per thread to fit
 TARGET_THREADS = 256
@@ -114,7 +115,10 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         return tc_opts
     info = KernelInfo.of(ast, plan)
     limits = GPULimits.of(renderer)
-    if not info.red_sizes:
+    # (a gather's one-hot sum the lowerer folds into a load at the index, as long as its axis stays one loop: split
+    # across a work-group it was a real sum of n selects per element, and -0.0 + 0.0 gave back +0.0)
+    gather = plan.reduce_op is not None and is_one_hot_reduce(plan.reduce_op) and reduce_folds_away(ast)
+    if not info.red_sizes or gather:
         plan = _elementwise(plan, info, limits, renderer)
     elif (tile := _matmul_axes(info)) is not None:
         plan = _matmul(plan, info, limits, renderer, *tile)
