@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -15,6 +16,15 @@ from uopkit.uop.ops import Ops, UOp
 torch = pytest.importorskip("torch")
 
 RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _draws_of_its_own(request: pytest.FixtureRequest) -> None:
+    # each test draws from a generator seeded by its name: drawn in turn from one module generator, a test's inputs
+    # depended on which tests ran before it in the process (pytest-xdist's split), and the tests that compare
+    # half-float results with torch's bit for bit met a float32 sum at a rounding midpoint in some runs only
+    global RNG
+    RNG = np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def _randn(*shape: int, low: float | None = None, high: float | None = None) -> np.ndarray:
@@ -681,7 +691,7 @@ def test_half_softmax_gradient_is_computed_from_the_rounded_output(dtype: str, n
         assert (got != want).sum() <= got.size // 100
         np.testing.assert_allclose(got, want, rtol=torch.finfo(tdt).eps, atol=0)
     # and torch's own, where the forward values agree
-    x, g = 3 * _randn(32, 6), _randn(32, 6)
+    x, g = 3 * _randn(256, 6), _randn(256, 6)
     theirs = torch.tensor(x).to(tdt).requires_grad_()
     t_y = getattr(theirs, name)(-1)
     (t_y.float() * torch.tensor(g)).sum().backward()
@@ -689,8 +699,13 @@ def test_half_softmax_gradient_is_computed_from_the_rounded_output(dtype: str, n
     y = getattr(ours, name)(-1)
     (y.float() * Tensor(g)).sum().backward()
     agree = (y.float().numpy() == t_y.detach().float().numpy()).all(-1)
-    assert agree.sum() >= 4
-    np.testing.assert_array_equal(ours.grad.float().numpy()[agree], theirs.grad.float().numpy()[agree])
+    assert agree.sum() >= 16
+    got, want = ours.grad.float().numpy()[agree], theirs.grad.float().numpy()[agree]
+    # (the same near-ties as above: rare, by one unit)
+    assert (got != want).sum() <= max(1, got.size // 100)
+    # (one unit: eps relative, or the subnormals' spacing)
+    info = torch.finfo(tdt)
+    np.testing.assert_allclose(got, want, rtol=info.eps, atol=info.smallest_normal * info.eps)
 
 
 def test_overlapping_pool_gradient_is_one_elementwise_kernel() -> None:
