@@ -163,3 +163,35 @@ def test_one_hot_reduce_check_walks_a_long_graph_once(monkeypatch):
     picked = (Tensor.arange(8) == 3).where(Tensor.ones(8), 0).sum().uop
     reduce = next(u for u in picked.toposort() if u.op is Ops.REDUCE_AXIS)
     assert is_one_hot_reduce(reduce) and reduce.src[0].src[0].reads_iota
+
+
+def test_hash_consing_holds_while_threads_build_and_drop_the_same_nodes():
+    # a node's weakref callback and another thread's build of the same key used to race: the callback's check-then-
+    # delete dropped the entry of the node just built (the same build twice in a row gave two objects) or raised
+    # KeyError into the unraisable hook
+    import sys
+    import threading
+
+    unraisable: list[str] = []
+    two_objects = [0]
+
+    def build_and_drop() -> None:
+        for i in range(20000):
+            a = UOp(Ops.CONST, dtypes.int32, (), 7000 + i % 5)
+            b = UOp(Ops.CONST, dtypes.int32, (), 7000 + i % 5)
+            two_objects[0] += a is not b
+            del a, b
+
+    old_hook, old_interval = sys.unraisablehook, sys.getswitchinterval()
+    sys.unraisablehook = lambda u: unraisable.append(repr(u.exc_value))
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows, inside the callbacks too
+    try:
+        threads = [threading.Thread(target=build_and_drop) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.unraisablehook = old_hook
+        sys.setswitchinterval(old_interval)
+    assert unraisable == [] and two_objects[0] == 0, (unraisable[:3], two_objects[0])

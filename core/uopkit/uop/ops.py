@@ -8,6 +8,7 @@ import math
 import operator
 import struct
 import weakref
+from _weakref import _remove_dead_weakref  # what weakref.WeakValueDictionary removes with: a compare-and-delete
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum, auto
 from typing import Any
@@ -290,10 +291,10 @@ uop_seq = itertools.count()
 _new_object: Callable[[type], Any] = object.__new__
 
 
-def _forget_uop(ref: _UOpRef) -> None:
-    key = ref.key
-    if _uop_table.get(key) is ref:
-        del _uop_table[key]
+def _forget_uop(ref: _UOpRef, _drop_if_dead: Callable[[dict, Any], None] = _remove_dead_weakref) -> None:
+    # one C call that drops the entry only while it is a dead reference: a check and a `del` in Python let another
+    # thread put a new node in between, which the `del` then dropped (a later build made a second object for the key)
+    _drop_if_dead(_uop_table, ref.key)
 
 
 def _leaf_device(u: UOp) -> str | None:
@@ -332,11 +333,14 @@ class UOpMeta(type):
         ref.key = key
         # setdefault is one atomic C call: when two threads build the same node at once, both get the first one in
         winner = _uop_table.setdefault(key, ref)
-        if winner is not ref:
+        while winner is not ref:
             first = winner()
             if first is not None:
                 return first
-            _uop_table[key] = ref
+            # a dead node's entry whose callback hasn't run yet: dropped only while dead, then the race for the key
+            # again (assigning over it would let two threads each keep their own node)
+            _remove_dead_weakref(_uop_table, key)
+            winner = _uop_table.setdefault(key, ref)
         return ret
 
 
