@@ -495,27 +495,42 @@ def _source_of(u: UOp) -> UOp:
     return source
 
 
-def _remember_source(
-    old: UOp, new: UOp, wants_gradient: bool | None = True, reach_memo: dict[Any, Any] | None = None
-) -> None:
+class _OneRealize:
+    """What the `_remember_source` calls of one realize share: `reaches`, the memo of `gradient_reaches`; `walked`,
+    the graphs `_forget_stale_inputs` has walked; `overwritten`, the stored values whose overwritten histories are
+    forgotten once the realize's other values are remembered (`forget_all_overwritten`)."""
+
+    __slots__ = ("reaches", "walked", "overwritten")
+
+    def __init__(self) -> None:
+        self.reaches: dict[Any, Any] = {}
+        self.walked: set[UOp] = set()
+        self.overwritten: list[UOp] = []
+
+    def forget_all_overwritten(self) -> None:
+        for stored in self.overwritten:
+            forget_overwritten(stored)
+
+
+def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True, shared: _OneRealize | None = None) -> None:
     # assigns are not differentiable (no gradient flows through STORE): keep nothing for them; nor for a detached
     # value that wants no gradient itself (a `.grad`, a result computed under no_grad): kept, a gradient's graph
     # would hold what computed it alive (an autograd.Function's rule, and through it the input whose `.grad` it is)
     # for as long as the gradient lives. (A detached leaf that does want one, a weight made under no_grad and then
-    # given requires_grad, is kept: backward() finds it in graphs realized since by the node it was.) `reach_memo`:
-    # shared by the calls of one realize (`gradient_reaches`)
+    # given requires_grad, is kept: backward() finds it in graphs realized since by the node it was.) `shared`: what
+    # the calls of one realize share
     if old is new:
         return
     base = old
     while base.op in _MOVEMENT:
         base = base.src[0]
     if base.op is _STORE:
-        if reach_memo is None:
+        if shared is None:
             forget_overwritten(new)
         else:
             # (after the realize's other values are remembered: one computed before the write, reading what it
             # overwrote, is followed back through what that held, `remembered_at`)
-            reach_memo.setdefault(forget_overwritten, []).append(new)
+            shared.overwritten.append(new)
         return
     if base.op is _DETACH and not wants_gradient:
         return
@@ -526,9 +541,9 @@ def _remember_source(
         old, new = old.src[0], new.src[0]
     if old is new:
         return
-    if not wants_gradient and not _gradient_may_flow(old, new, reach_memo):
+    if not wants_gradient and not _gradient_may_flow(old, new, shared):
         return
-    _forget_stale_inputs(old, reach_memo)
+    _forget_stale_inputs(old, shared)
     computed_from[new] = old
     if top_old is not old:
         # the old views stay alive with the new ones: backward() rebuilds the new views as them (`_old_view_rebuilt`),
@@ -540,7 +555,7 @@ def _remember_source(
         computed_from[new.src[0]] = old.src[0]
 
 
-def _gradient_may_flow(old: UOp, new: UOp, reach_memo: dict[Any, Any] | None) -> bool:
+def _gradient_may_flow(old: UOp, new: UOp, shared: _OneRealize | None) -> bool:
     # whether a gradient can ever flow through `old`, the graph that computed the value `new` now stores: not for an
     # int or a bool, nor (PyTorch's rule) for a value computed from tensors none of which wants a gradient now (one
     # given requires_grad later sees it as a constant, as a value computed before requires_grad was set on its
@@ -550,17 +565,17 @@ def _gradient_may_flow(old: UOp, new: UOp, reach_memo: dict[Any, Any] | None) ->
         return False
     if gradient_reaches is None:
         return True
-    return gradient_reaches(old, {} if reach_memo is None else reach_memo)
+    return gradient_reaches(old, {} if shared is None else shared.reaches)
 
 
-def _forget_stale_inputs(graph: UOp, memo: dict[Any, Any] | None) -> None:
+def _forget_stale_inputs(graph: UOp, shared: _OneRealize | None) -> None:
     # the realized values `graph` reads whose own remembered graphs read a buffer overwritten since let them go
     # (`forget_if_stale`): a loop's state remembered at every step then holds the value of the step before, not
-    # every earlier one through a chain of graphs. `memo`: one realize's, so that graphs the values share are walked
-    # once
+    # every earlier one through a chain of graphs. `shared`: one realize's, so that graphs the values share are
+    # walked once
     if _last_write[0] == 0 or not len(computed_from):
         return
-    walked: set[UOp] = set() if memo is None else memo.setdefault(_forget_stale_inputs, set())
+    walked: set[UOp] = set() if shared is None else shared.walked
     topo = graph.toposort(gate=lambda n: n not in walked)
     walked.update(topo)
     for u in topo:
@@ -606,7 +621,7 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
     if SPEC:
         live_tensors.check()
     landed: dict[UOp, list[Tensor]] = {}
-    reach_memo: dict[Any, Any] = {}
+    shared = _OneRealize()
     for t in live_tensors.changed_since(since):
         u = t.uop
         if u.seq < oldest or id(t) in skip:
@@ -624,13 +639,12 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
             else:
                 new = graph_rewrite(u, pm_replace_known, mapping, "update tensor graph", bottom_up=True, cache=done)
         if new is not None:
-            _remember_source(_source_of(t.uop), new, t._requires_grad, reach_memo)
+            _remember_source(_source_of(t.uop), new, t._requires_grad, shared)
             live_tensors.set_uop(t, new)
             base = _storage_base(new)
             if base is not None:
                 landed.setdefault(base, []).append(t)
-    for stored in reach_memo.get(forget_overwritten, ()):
-        forget_overwritten(stored)
+    shared.forget_all_overwritten()
     for base, sharing in landed.items():
         if len(sharing) > 1:
             shared_storage[base] = (shared_storage.get(base) or []) + [t._live_ref for t in sharing]
@@ -758,13 +772,12 @@ class PendingReads:
                 raise RuntimeError("a copy on write was not computed by the realize that needed it")
             mapping[b] = c.uop
         roots = [t.uop for t in self.rewire_after]
-        reach_memo: dict[Any, Any] = {}
+        shared = _OneRealize()
         for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
             if new is not t.uop:
-                _remember_source(_source_of(t.uop), new, t._requires_grad, reach_memo)
+                _remember_source(_source_of(t.uop), new, t._requires_grad, shared)
                 live_tensors.set_uop(t, new)
-        for stored in reach_memo.get(forget_overwritten, ()):
-            forget_overwritten(stored)
+        shared.forget_all_overwritten()
 
 
 def protect_pending_reads(
