@@ -378,7 +378,7 @@ def test_a_realize_remembers_stored_values_only_for_graphs_that_stay(monkeypatch
     # realized with no gradient wanted) the entry would go at once, so none is made; a graph kept for backward() gets
     # one (what the tests above stand in from)
     from uopkit.schedule import history
-    from uopkit.uop.ops import WeakKeyMap
+    from uopkit.uop.weak_map import WeakKeyMap
 
     class Counting(WeakKeyMap):
         __slots__ = ("sets",)

@@ -345,7 +345,7 @@ def test_upload_and_read_back_leave_no_reference_cycles():
 
 @pytest.mark.usefixtures("gc_of_this_test")
 def test_weak_key_map_drops_entries_with_their_nodes():
-    from uopkit.uop.ops import WeakKeyMap
+    from uopkit.uop.weak_map import WeakKeyMap
 
     m = WeakKeyMap()
     a, b = UOp.new_buffer("CPU", 3, dtypes.float32), UOp.new_buffer("CPU", 5, dtypes.float32)

@@ -14,7 +14,8 @@ from typing import Any
 
 from uopkit.dtype import dtypes
 from uopkit.helpers import argsort
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, cast_scalar, const_identity
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, cast_scalar, const_identity
+from uopkit.uop.weak_map import WeakKeyMap
 
 
 class GradientError(RuntimeError):

@@ -47,7 +47,8 @@ from uopkit.schedule import (
 from uopkit.schedule.grouper import is_kernel_store
 from uopkit.schedule.launch_consts import LAUNCHABLE, consts_as_launch_values, launch_value, place_of
 from uopkit.schedule.windows import buffer_window
-from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, const_identity, uop_seq
+from uopkit.uop.ops import GroupOp, Ops, UOp, const_identity, uop_seq
+from uopkit.uop.weak_map import WeakKeyMap
 
 if TYPE_CHECKING:
     from uopkit.tensor import Tensor

@@ -49,11 +49,11 @@ from uopkit.uop.ops import (
     PatternMatcher,
     UOp,
     UPat,
-    WeakKeyMap,
     _pm_substitute,
     graph_rewrite,
     uop_seq,
 )
+from uopkit.uop.weak_map import WeakKeyMap
 
 if TYPE_CHECKING:
     # (bound at run time by uopkit.tensor.tensor once the class exists: the copies `protect_pending_reads` makes)

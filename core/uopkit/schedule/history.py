@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from sys import getrefcount
 from typing import Any
 
-from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, WeakKeyMap, graph_rewrite
+from uopkit.uop.ops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite
+from uopkit.uop.weak_map import WeakKeyMap
 
 _STORE, _BUFFER, _BITCAST, _KERNEL, _DETACH = Ops.STORE, Ops.BUFFER, Ops.BITCAST, Ops.KERNEL, Ops.DETACH
 _MOVEMENT = GroupOp.Movement

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from uopkit.dtype import DType, dtypes
 from uopkit.gradient import restate_bfloat16_rules, set_gradient
 from uopkit.tensor.support import _storage_uop
-from uopkit.uop.ops import UOp, WeakKeyMap
+from uopkit.uop.ops import UOp
+from uopkit.uop.weak_map import WeakKeyMap
 
 if TYPE_CHECKING:
     from uopkit.gradient import GradientRule

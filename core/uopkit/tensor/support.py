@@ -33,7 +33,8 @@ from uopkit.helpers import CHECK_INDEX
 from uopkit.schedule import live_tensors
 from uopkit.tensor import several_views
 from uopkit.tensor.replay import replay_call
-from uopkit.uop.ops import GroupOp, Ops, UOp, WeakKeyMap, cast_scalar
+from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
+from uopkit.uop.weak_map import WeakKeyMap
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
