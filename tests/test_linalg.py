@@ -115,6 +115,31 @@ CASES = {
     "norm_1d_ord": (lambda: linalg.norm(Tensor(A[0, 0]), 3), lambda: TL.norm(_t(A[0, 0]), 3)),
     "norm_dim": (lambda: linalg.norm(Tensor(A), 1, dim=-1), lambda: TL.norm(_t(A), 1, dim=-1)),
     "norm_dims": (lambda: linalg.norm(Tensor(A), -1, dim=(0, 2)), lambda: TL.norm(_t(A), -1, dim=(0, 2))),
+    "householder_product": (
+        lambda: linalg.householder_product(Tensor(B), Tensor(V[..., 0, :2])),
+        lambda: TL.householder_product(_t(B), _t(V[..., 0, :2])),
+    ),
+    "tensorinv": (
+        lambda: linalg.tensorinv(Tensor(A[0].reshape(2, 2, 4)), ind=2),
+        lambda: TL.tensorinv(_t(A[0].reshape(2, 2, 4)), ind=2),
+    ),
+    "tensorsolve": (
+        lambda: linalg.tensorsolve(Tensor(A[0].reshape(2, 2, 4)), Tensor(B[0, :2, :2])),
+        lambda: TL.tensorsolve(_t(A[0].reshape(2, 2, 4)), _t(B[0, :2, :2])),
+    ),
+    "tensorsolve_dims": (
+        lambda: linalg.tensorsolve(Tensor(A[0].reshape(4, 2, 2)), Tensor(B[0, :2, :2]), dims=(0,)),
+        lambda: TL.tensorsolve(_t(A[0].reshape(4, 2, 2)), _t(B[0, :2, :2]), dims=(0,)),
+    ),
+    "ldl_factor": (lambda: tuple(linalg.ldl_factor(Tensor(A + A.mT))), lambda: tuple(TL.ldl_factor(_t(A + A.mT)))),
+    "ldl_factor_ex": (
+        lambda: tuple(linalg.ldl_factor_ex(Tensor(A + A.mT))),
+        lambda: tuple(TL.ldl_factor_ex(_t(A + A.mT))),
+    ),
+    "ldl_solve": (
+        lambda: linalg.ldl_solve(*linalg.ldl_factor(Tensor(A + A.mT)), Tensor(B)),
+        lambda: TL.ldl_solve(*TL.ldl_factor(_t(A + A.mT)), _t(B)),
+    ),
 }
 
 
@@ -143,6 +168,86 @@ def test_singular_matrices_solve_ex_and_inv_ex_report_info_without_raising():
         linalg.solve_ex(Tensor(singular), Tensor(np.ones((2, 2))), check_errors=True)
     with pytest.raises(ArgumentError, match="singular"):
         linalg.inv_ex(Tensor(singular), check_errors=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_householder_product_gradient_is_torchs(dtype):
+    gen = torch.Generator().manual_seed(1)
+    a, tau = torch.randn(2, 5, 3, generator=gen, dtype=dtype), torch.rand(2, 3, generator=gen, dtype=dtype)
+    g = torch.randn(2, 5, 3, generator=gen, dtype=dtype)
+    at, taut = a.clone().requires_grad_(), tau.clone().requires_grad_()
+    (TL.householder_product(at, taut) * g).sum().backward()
+    au, tauu = Tensor(a.numpy(), requires_grad=True), Tensor(tau.numpy(), requires_grad=True)
+    (linalg.householder_product(au, tauu) * Tensor(g.numpy())).sum().backward()
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    _close(au.grad, at.grad, tol)
+    _close(tauu.grad, taut.grad, tol)
+    # geqrf's reflections give qr's Q
+    packed, taus = torch.geqrf(a.double())
+    _close(linalg.householder_product(Tensor(packed.numpy()), Tensor(taus.numpy())), TL.qr(a.double()).Q, 1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 9])
+def test_ldl_factor_pivots_and_solve_are_lapacks(n):
+    # Bunch-Kaufman's 1 x 1 and 2 x 2 pivots: zero diagonals and sparse matrices force the 2 x 2 blocks (negative
+    # pivots), a zero column gives info; the upper triangle is never read
+    gen = torch.Generator().manual_seed(n)
+    a = torch.randn(6, n, n, generator=gen, dtype=torch.float64)
+    a = a * (torch.rand(6, n, n, generator=gen, dtype=torch.float64) > 0.4)
+    a = torch.tril(a) + torch.tril(a, -1).mT
+    a[0].fill_diagonal_(0)
+    a[1, :, 0] = a[1, 0, :] = 0
+    upper_garbage = a + torch.triu(torch.ones_like(a), 1) * 7
+    ours, theirs = linalg.ldl_factor_ex(Tensor(upper_garbage.numpy())), TL.ldl_factor_ex(a)
+    assert ours.pivots.tolist() == theirs.pivots.tolist()
+    assert ours.info.tolist() == theirs.info.tolist()
+    _close(ours.LD, theirs.LD, 1e-12)
+    if n > 1:
+        assert (theirs.pivots < 0).any()
+    solvable = [i for i in range(6) if theirs.info[i] == 0]
+    b = torch.randn(len(solvable), n, 2, generator=gen, dtype=torch.float64)
+    got = linalg.ldl_solve(ours.LD[solvable], ours.pivots[solvable], Tensor(b.numpy()))
+    _close(got, TL.ldl_solve(theirs.LD[solvable], theirs.pivots[solvable], b), 1e-8)
+
+
+def test_singular_inputs_raise_linalgerror_and_eig_needs_complex():
+    # torch code catches torch.linalg.LinAlgError (a RuntimeError); ours is the same name, still an ArgumentError
+    assert issubclass(linalg.LinAlgError, RuntimeError) and issubclass(linalg.LinAlgError, ArgumentError)
+    singular = Tensor([[1.0, 2.0], [2.0, 4.0]])
+    for call in (
+        lambda: linalg.inv(singular),
+        lambda: linalg.solve(singular, Tensor([1.0, 1.0])),
+        lambda: linalg.lu_factor(singular),
+        lambda: linalg.cholesky(singular),
+        lambda: linalg.tensorinv(singular.reshape(2, 2, 1), ind=1),
+        lambda: linalg.ldl_factor(Tensor.zeros(2, 2)),
+        lambda: linalg.inv_ex(singular, check_errors=True),
+    ):
+        with pytest.raises(linalg.LinAlgError):
+            call()
+    with pytest.raises(NotImplementedError, match="complex"):
+        linalg.eig(Tensor.eye(2))
+    with pytest.raises(NotImplementedError, match="complex"):
+        linalg.eigvals(Tensor.eye(2))
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: linalg.householder_product(Tensor.ones(3, 4), Tensor.ones(2)), "m >= n"),
+        (lambda: linalg.householder_product(Tensor.ones(4, 3), Tensor.ones(4)), "k <= n"),
+        (lambda: linalg.householder_product(Tensor.ones(2, 4, 3), Tensor.ones(3, 2)), r"\(\*A.shape\[:-2\], k\)"),
+        (lambda: linalg.tensorinv(Tensor.ones(4, 6, 8), ind=2), "24 x 8"),
+        (lambda: linalg.tensorinv(Tensor.ones(4, 4), ind=0), "ind must be"),
+        (lambda: linalg.tensorsolve(Tensor.ones(2, 3, 5), Tensor.ones(2, 3)), "6 x 5"),
+        (lambda: linalg.ldl_factor(Tensor.ones(3, 4)), "square"),
+        (lambda: linalg.ldl_factor(Tensor.ones(3, 3).half()), "float32 or float64"),
+        (lambda: linalg.ldl_solve(*linalg.ldl_factor(Tensor.eye(3)), Tensor.ones(2, 2)), "n x k"),
+    ],
+)
+def test_new_names_refuse_bad_shapes_clearly(call, match):
+    with pytest.raises(RuntimeError, match=match):
+        call()
 
 
 def test_unsupported_arguments_raise_clearly():
@@ -204,3 +309,31 @@ def test_linalg_of_empty_matrices_requires_grad_as_torch(name, shape):
             sum(t.sum() for t in needing).backward()
         found.append((result, None if a.grad is None else tuple(a.grad.shape)))
     assert found[1] == found[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_det_and_slogdet_of_an_exactly_cancelling_matrix_are_torchs(dtype):
+    # torch factors A^T (its row-major A is LAPACK's column-major A^T): [[1, 2, 3], [4, 5, 6], [7, 8, 9]] cancels
+    # exactly there, so det 0 and slogdet (0, -inf); A's own LU leaves 1.1e-16 (we gave 6.7e-16 and sign 1)
+    a = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]], dtype=dtype)
+    ours = Tensor(a.numpy())
+    assert linalg.det(ours).item() == TL.det(a).item() == 0.0
+    sign, logabsdet = linalg.slogdet(ours)
+    assert (sign.item(), logabsdet.item()) == tuple(t.item() for t in TL.slogdet(a)) == (0.0, -np.inf)
+    gen = torch.Generator().manual_seed(2)
+    batch = torch.randn(50, 4, 4, generator=gen, dtype=dtype)
+    _close(linalg.det(Tensor(batch.numpy())), TL.det(batch), 1e-4 if dtype == torch.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("p", [1, -1, float("inf"), float("-inf"), "fro"])
+def test_cond_of_a_singular_matrix_is_inf_as_torchs(p):
+    # torch masks by inv_ex's info; we raised LinAlgError from inverse
+    a = np.array([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 1.0], [1.0, 3.0]]])
+    _close(linalg.cond(Tensor(a), p), TL.cond(_t(a), p))
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0), (2, 0, 3), (2, 3, 0)])
+@pytest.mark.parametrize("ord", [1, 2, float("inf"), "fro", "nuc"])
+def test_matrix_norm_of_empty_matrices_is_torchs(shape, ord):
+    # the largest of no row/column sums (or singular values) is 0, as torch's; we raised EmptyReduceError
+    _close(linalg.matrix_norm(Tensor.zeros(*shape), ord), TL.matrix_norm(torch.zeros(shape), ord))

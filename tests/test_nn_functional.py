@@ -805,10 +805,6 @@ def test_errors(call, error, match):
 # coverage: every public function of torch.nn.functional is here, or left out for a reason
 
 LEFT_OUT = {
-    "fractional_max_pool2d": "random pooling regions: no Tensor method draws them",
-    "fractional_max_pool3d": "random pooling regions: no Tensor method draws them",
-    "fractional_max_pool2d_with_indices": "random pooling regions: no Tensor method draws them",
-    "fractional_max_pool3d_with_indices": "random pooling regions: no Tensor method draws them",
     "multi_head_attention_forward": "not a thin wrapper (25 arguments); nn.MultiheadAttention is the supported form",
     "grouped_mm": "a CUDA grouped-GEMM kernel entry (jagged MoE batches, layout rules), not a dense-tensor function",
     "scaled_mm": "float8 scaled matmul with swizzled scales: a low-precision CUDA kernel entry",

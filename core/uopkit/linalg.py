@@ -1,8 +1,9 @@
 """torch.linalg's functions by torch.linalg's names (`uopkit.linalg.det(a)` for `torch.linalg.det(a)`): thin
 functions over the Tensor methods of tensor/factorize.py and tensor/matrix.py, with torch.linalg's argument order and
 defaults where a method's differ (`cross` on the last axis, `diagonal` of the last two, `norm` choosing a vector or a
-matrix norm from `dim`). What has no method here (`eig`, `eigvals`, `householder_product`, `tensorsolve`, ...) is not
-defined.
+matrix norm from `dim`); `householder_product`, `tensorinv` and `tensorsolve` are compositions of those methods, and
+`ldl_factor`/`ldl_solve` LAPACK's sytrf/sytrs (tensor/ldl.py). `eig` and `eigvals` need complex numbers, which uopkit
+has not: they raise. A singular or not positive-definite input raises `LinAlgError` (torch.linalg.LinAlgError).
 
 >>> from uopkit import Tensor, linalg
 >>> linalg.det(Tensor([[2.0, 1.0], [1.0, 3.0]])).item()
@@ -16,23 +17,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from uopkit.dtype import DType, dtypes
+from uopkit.dtype import DType, DTypeError, UnsupportedDTypeError, dtypes
+from uopkit.helpers import prod
 from uopkit.tensor import Tensor
+from uopkit.tensor import ldl as _ldl
 from uopkit.tensor.factorize import PLU, QR, SVD, CholeskyEx, Eigh, LUFactor, LUFactorEx, SlogDet
 from uopkit.tensor.matrix import LstsqResult
-from uopkit.tensor.support import ArgumentError
+from uopkit.tensor.support import ArgumentError, LinAlgError, ShapeError
 
 __all__ = [
+    "LinAlgError",
     "cholesky",
     "cholesky_ex",
     "cond",
     "cross",
     "det",
     "diagonal",
+    "eig",
     "eigh",
+    "eigvals",
     "eigvalsh",
     "inv",
+    "householder_product",
     "inv_ex",
+    "ldl_factor",
+    "ldl_factor_ex",
+    "ldl_solve",
     "lstsq",
     "lu",
     "lu_factor",
@@ -53,6 +63,8 @@ __all__ = [
     "solve_triangular",
     "svd",
     "svdvals",
+    "tensorinv",
+    "tensorsolve",
     "vander",
     "vecdot",
     "vector_norm",
@@ -63,6 +75,21 @@ class SolveEx(NamedTuple):
     """torch.linalg.solve_ex's (result, info)."""
 
     result: Tensor
+    info: Tensor
+
+
+class LDLFactor(NamedTuple):
+    """torch.linalg.ldl_factor's (LD, pivots)."""
+
+    LD: Tensor
+    pivots: Tensor
+
+
+class LDLFactorEx(NamedTuple):
+    """torch.linalg.ldl_factor_ex's (LD, pivots, info)."""
+
+    LD: Tensor
+    pivots: Tensor
     info: Tensor
 
 
@@ -290,3 +317,131 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
 def vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
     """torch.linalg.vander: increasing powers x^0 ... x^(N-1)."""
     return x.vander(N)
+
+
+def eig(A: Tensor) -> None:
+    """torch.linalg.eig: its eigenvalues and vectors are complex, and uopkit has no complex dtype, so it raises
+    (`eigh` takes a symmetric matrix)."""
+    raise UnsupportedDTypeError(
+        "linalg.eig: a general matrix's eigenvalues and eigenvectors are complex, and uopkit has no complex dtype; "
+        "for a symmetric matrix use linalg.eigh"
+    )
+
+
+def eigvals(A: Tensor) -> None:
+    """torch.linalg.eigvals: complex, so it raises as `eig` (`eigvalsh` takes a symmetric matrix)."""
+    raise UnsupportedDTypeError(
+        "linalg.eigvals: a general matrix's eigenvalues are complex, and uopkit has no complex dtype; for a symmetric "
+        "matrix use linalg.eigvalsh"
+    )
+
+
+def householder_product(A: Tensor, tau: Tensor) -> Tensor:
+    """torch.linalg.householder_product: the first n columns of H_1 H_2 ... H_k for A (..., m, n), m >= n, and tau
+    (..., k), k <= n, where H_i = I - tau_i v_i v_i^T and v_i is column i of A below the diagonal, with a 1 on it
+    (geqrf's packing: Q from `qr`'s reflections). Differentiable in A and tau.
+
+    >>> householder_product(Tensor([[1.0], [0.0]]), Tensor([2.0])).tolist()
+    [[-1.0], [0.0]]
+    """
+    op = "linalg.householder_product"
+    if A.ndim < 2:
+        raise ShapeError(f"{op}: A must have at least 2 dimensions (..., m, n), got shape {A.shape}")
+    m, n = A.shape[-2:]
+    k = tau.shape[-1] if tau.ndim else -1
+    if m < n:
+        raise ShapeError(f"{op}: A (..., m, n) needs m >= n, got shape {A.shape}")
+    if tau.ndim != A.ndim - 1 or tau.shape[:-1] != A.shape[:-2] or k > n:
+        raise ShapeError(f"{op}: tau must be shaped (*A.shape[:-2], k) with k <= n = {n}, got {tau.shape}, A {A.shape}")
+    if not dtypes.is_float(A.dtype) or A.dtype in dtypes.halves or tau.dtype != A.dtype:
+        raise DTypeError(f"{op}: A and tau must both be float32 or float64, got {A.dtype} and {tau.dtype}")
+    rows = Tensor.arange(m, device=A.device).unsqueeze(-1)
+    q = Tensor.eye(m, n, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, n)
+    # applied right to left to the identity's first n columns: q <- q - tau_i v_i (v_i^T q)
+    for i in reversed(range(k)):
+        v = (rows > i).where(A[..., :, i : i + 1], (rows == i).cast(A.dtype))
+        q = q - tau[..., i : i + 1].unsqueeze(-1) * v * (v.transpose(-1, -2) @ q)
+    return q
+
+
+def tensorinv(A: Tensor, ind: int = 2) -> Tensor:
+    """torch.linalg.tensorinv: the inverse of A as the matrix (prod(A.shape[:ind]), prod(A.shape[ind:])), shaped
+    A.shape[ind:] + A.shape[:ind]; raises LinAlgError for a singular one.
+
+    >>> tensorinv(Tensor.eye(4).reshape(4, 2, 2), ind=1).shape
+    (2, 2, 4)
+    """
+    if isinstance(ind, bool) or not isinstance(ind, int) or not 0 < ind <= A.ndim:
+        raise ArgumentError(f"linalg.tensorinv: ind must be an int in 1 .. {A.ndim} (A's dims), got {ind!r}")
+    rows, cols = prod(A.shape[:ind]), prod(A.shape[ind:])
+    if rows != cols:
+        raise ShapeError(
+            f"linalg.tensorinv: A {A.shape} must be square as the matrix of its first {ind} dims by the rest, got "
+            f"{rows} x {cols}"
+        )
+    return A.reshape(rows, cols).inverse().reshape(A.shape[ind:] + A.shape[:ind])
+
+
+def tensorsolve(A: Tensor, B: Tensor, dims: Sequence[int] | None = None) -> Tensor:
+    """torch.linalg.tensorsolve: X with tensordot(A, X, X.ndim) = B, X shaped A.shape[B.ndim:] (after moving A's
+    `dims` to the end); A as a matrix (prod(B.shape), prod(X.shape)) must be square. Raises LinAlgError for a
+    singular one.
+
+    >>> tensorsolve(Tensor.eye(6).reshape(2, 3, 6), Tensor.ones(2, 3)).tolist()
+    [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    """
+    if dims is not None:
+        axes = [d % A.ndim if -A.ndim <= d < A.ndim else None for d in dims]
+        if None in axes or len(set(axes)) != len(axes):
+            raise ArgumentError(f"linalg.tensorsolve: dims must be distinct axes of A ({A.ndim} dims), got {dims}")
+        A = A.permute(*[a for a in range(A.ndim) if a not in axes], *axes)
+    shape = A.shape[B.ndim :]
+    rows, cols = prod(A.shape[: B.ndim]), prod(shape)
+    if B.ndim > A.ndim or rows != cols or B.numel() != rows:
+        raise ShapeError(
+            f"linalg.tensorsolve: A {A.shape} must be B's shape {B.shape} followed by the solution's, with as many "
+            f"elements in each (a square matrix), got {rows} x {cols} for B's {B.numel()} elements"
+        )
+    return A.reshape(rows, cols).solve(B.reshape(rows)).reshape(shape)
+
+
+def ldl_factor_ex(A: Tensor, *, hermitian: bool = False, check_errors: bool = False) -> LDLFactorEx:
+    """torch.linalg.ldl_factor_ex: (LD, pivots, info) of the lower triangles of symmetric A (..., n, n), as LAPACK's
+    sytrf (Bunch-Kaufman pivoting; `hermitian` is the same for real matrices). info > 0 is the 1-based index of D's
+    first exact zero (the factors are complete, D singular); `check_errors` raises LinAlgError then. Computed on the
+    host; there is no gradient, as torch's.
+
+    >>> ldl_factor_ex(Tensor([[4.0, 2.0], [2.0, 5.0]])).LD.tolist()
+    [[4.0, 0.0], [0.5, 4.0]]
+    """
+    ld, pivots, info = _ldl.ldl_factor(A, "linalg.ldl_factor_ex")
+    if check_errors:
+        _refuse_singular_d(info, "linalg.ldl_factor_ex")
+    return LDLFactorEx(ld, pivots, info)
+
+
+def ldl_factor(A: Tensor, *, hermitian: bool = False) -> LDLFactor:
+    """torch.linalg.ldl_factor: (LD, pivots) as `ldl_factor_ex`; raises LinAlgError where D is singular."""
+    ld, pivots, info = _ldl.ldl_factor(A, "linalg.ldl_factor")
+    _refuse_singular_d(info, "linalg.ldl_factor")
+    return LDLFactor(ld, pivots)
+
+
+def _refuse_singular_d(info: Tensor, op: str) -> None:
+    bad = info.numpy().reshape(-1)
+    if (bad > 0).any():
+        raise LinAlgError(
+            f"{op}: D is singular (its diagonal element {int(bad[bad > 0][0])} is exactly zero); the factors are in "
+            "ldl_factor_ex's LD, with info"
+        )
+
+
+def ldl_solve(LD: Tensor, pivots: Tensor, B: Tensor, *, hermitian: bool = False) -> Tensor:  # noqa: N803
+    """torch.linalg.ldl_solve: X with A X = B for A factored by `ldl_factor` (LD, pivots); B (..., n, k), batch axes
+    broadcast. Computed on the host, no gradient, as torch's.
+
+    >>> LD, pivots = ldl_factor(Tensor([[4.0, 2.0], [2.0, 5.0]]))
+    >>> ldl_solve(LD, pivots, Tensor([[6.0], [7.0]])).tolist()
+    [[1.0], [1.0]]
+    """
+    return _ldl.ldl_solve(LD, pivots, B, "linalg.ldl_solve")

@@ -2,12 +2,12 @@
 `get_parameters`/`get_state_dict` find them, and torch's `parameters()`/`state_dict()` work too).
 
 The layers live in modules by concern, all re-exported here: `Module`, `Parameter` and the containers (nn/module.py),
-tinygrad's set and torch's basic layers (nn/modules.py), pooling and padding (nn/pooling.py), activations
-(nn/activations.py), other torch layers and losses (nn/layers.py, nn/losses.py, nn/spatial.py), the lazy layers
-(nn/lazy.py), recurrent layers, attention and transformers (nn/sequence.py); torch.nn.functional's names are
-`uopkit.nn.functional`, torch.nn.init's `uopkit.nn.init`, torch.nn.utils' (gradient clipping, rnn padding and
-packing, parametrizations, weight_norm, spectral_norm, stateless.functional_call) `uopkit.nn.utils`; tinygrad's
-`nn.datasets.mnist()` is `uopkit.nn.datasets`.
+tinygrad's set and torch's basic layers (nn/modules.py), pooling and padding (nn/pooling.py; fractional max pooling
+in nn/fractional_pool.py), activations (nn/activations.py), other torch layers and losses (nn/layers.py,
+nn/losses.py, nn/spatial.py), the lazy layers (nn/lazy.py), recurrent layers, attention and transformers
+(nn/sequence.py); torch.nn.functional's names are `uopkit.nn.functional`, torch.nn.init's `uopkit.nn.init`,
+torch.nn.utils' (gradient clipping, rnn padding and packing, parametrizations, weight_norm, spectral_norm,
+stateless.functional_call) `uopkit.nn.utils`; tinygrad's `nn.datasets.mnist()` is `uopkit.nn.datasets`.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -15,7 +15,7 @@ packing, parametrizations, weight_norm, spectral_norm, stateless.functional_call
 (4, 2)
 """
 
-from uopkit.nn import activations, layers, lazy, losses, module, modules, pooling, sequence, spatial
+from uopkit.nn import activations, fractional_pool, layers, lazy, losses, module, modules, pooling, sequence, spatial
 
 # torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`,
 # `nn.optim.Adam`, `nn.lr_scheduler.StepLR`
@@ -26,6 +26,7 @@ from uopkit.nn import lr_scheduler as lr_scheduler
 from uopkit.nn import optim as optim
 from uopkit.nn import utils as utils
 from uopkit.nn.activations import *  # noqa: F403
+from uopkit.nn.fractional_pool import *  # noqa: F403
 from uopkit.nn.layers import *  # noqa: F403
 from uopkit.nn.lazy import *  # noqa: F403
 from uopkit.nn.losses import *  # noqa: F403
@@ -39,6 +40,7 @@ __all__ = [
     *module.__all__,
     *modules.__all__,
     *pooling.__all__,
+    *fractional_pool.__all__,
     *activations.__all__,
     *layers.__all__,
     *lazy.__all__,

@@ -28,6 +28,7 @@ from uopkit.tensor.replay import replay_call
 from uopkit.tensor.rounds import Rounds, repeated
 from uopkit.tensor.support import (
     ArgumentError,
+    LinAlgError,
     ShapeError,
     UnknownModeError,
     _broadcast_shape,
@@ -295,14 +296,14 @@ def _pivots_and_parity(a: Tensor) -> tuple[Tensor, Tensor]:
 
 def _gauss_jordan(a: Tensor, rhs: Tensor, refusal: str) -> Tensor:
     """x with a @ x = rhs for square `a` (..., n, n) and `rhs` (..., n, k), by Gauss-Jordan elimination with getrf's
-    pivots; reads the pivots back to raise ArgumentError(`refusal`) for an exact zero (a singular matrix, as
+    pivots; reads the pivots back to raise LinAlgError(`refusal`) for an exact zero (a singular matrix, as
     PyTorch's check)."""
     n = a.shape[-1]
     z, place = _eliminate(a, rhs, jordan=True)
     # each row of a's part has one nonzero left, its pivot: exact zeros elsewhere
     pivots = z[..., :n, :n].sum(-1)
     if (pivots == 0).any().item():
-        raise ArgumentError(refusal)
+        raise LinAlgError(refusal)
     solved = z[..., :n, n : z.shape[-1] - 1] / pivots.unsqueeze(-1)
     # row i solves for the unknown of its place
     at = place.unsqueeze(-2) == Tensor.arange(n, dtype=a.dtype, device=a.device).unsqueeze(-1)
@@ -587,14 +588,17 @@ class FactorizeMixin:
         >>> round(Tensor([[1.0, 2.0], [3.0, 4.0]]).det().item(), 4)
         -2.0
         """
-        a = _square(self, "det")
+        # of the transpose, as PyTorch (LAPACK reads its row-major matrix as column-major: A^T), so the same roundings
+        # and the same exact zeros ([[1, 2, 3], [4, 5, 6], [7, 8, 9]] has determinant 0 there, 6.7e-16 from A's LU)
+        a = _square(self, "det").transpose(-1, -2)
         diagonal, parity = _pivots_and_parity(a)
         return diagonal.prod(-1) * (1 - 2 * parity)
 
     @autocast_op(FLOAT32)
     def slogdet(self: Tensor) -> SlogDet:  # type: ignore[misc]
         """(sign, log|det|) of square matrices (torch.linalg.slogdet): sign 0 and -inf for a singular one."""
-        a = _square(self, "slogdet")
+        # (of the transpose, as det)
+        a = _square(self, "slogdet").transpose(-1, -2)
         d, parity = _pivots_and_parity(a)
         return SlogDet(d.sign().prod(-1) * (1 - 2 * parity), d.abs().log().sum(-1))
 
@@ -856,7 +860,7 @@ def _refuse_not_positive_definite(info: Tensor, shape: tuple[int, ...]) -> None:
     if (bad > 0).any():
         element = int(np.flatnonzero(bad)[0])
         which = f"batch element {element} of shape {shape}" if len(shape) > 2 else f"shape {shape}"
-        raise ArgumentError(
+        raise LinAlgError(
             f"cholesky: the matrix of {which} is not positive-definite (its leading minor of order {bad[element]} "
             "is not)"
         )
@@ -886,7 +890,7 @@ def _lu_factor(t: Tensor, pivot: bool, op: str) -> tuple[Tensor, Tensor, Tensor]
 def _refuse_singular_lu(info: Tensor, shape: tuple[int, ...]) -> None:
     """Read `info` back and raise when U has a zero on its diagonal."""
     if (info != 0).any().item():
-        raise ArgumentError(
+        raise LinAlgError(
             f"lu_factor: a matrix (shape {shape}) is singular: U has a zero on its diagonal, and lu_solve would divide "
             "by it (lu() factors it)"
         )

@@ -88,11 +88,19 @@ class MatrixMixin:
             out = x.norm(dim=(-2, -1)) if x.numel() else x.sum((-2, -1))
         elif ord in ("nuc", 2, -2):
             sv = x.svd(full_matrices=False)[1]
-            out = sv.sum(-1) if ord == "nuc" else sv.max(-1) if ord == 2 else sv.min(-1)
+            # (the largest of no singular values is 0, as torch's; the smallest raises, as there)
+            out = (
+                sv.sum(-1)
+                if ord == "nuc" or (ord == 2 and not sv.shape[-1])
+                else sv.max(-1)
+                if ord == 2
+                else sv.min(-1)
+            )
         else:
             along = -1 if abs(ord) == math.inf else -2  # inf: a row's sum of |x|, 1: a column's
             sums = x.abs().sum(along)
-            out = sums.max(-1) if ord > 0 else sums.min(-1)
+            # (the largest of no sums is 0, as torch's: the sum of none)
+            out = sums.sum(-1) if ord > 0 and not sums.shape[-1] else sums.max(-1) if ord > 0 else sums.min(-1)
         if keepdim:
             for axis in sorted((rows, cols)):
                 out = out.unsqueeze(axis)
@@ -101,7 +109,8 @@ class MatrixMixin:
     @autocast_op(FLOAT32)
     def cond(self: Tensor, p: float | str | None = None) -> Tensor:  # type: ignore[misc]
         """torch.linalg.cond: ||A||_p ||A^-1||_p; p None or 2 (and -2) from the singular values (inf for a singular
-        matrix), others ("fro", "nuc", inf, -inf, 1, -1) of square invertible matrices through `inverse`.
+        matrix), others ("fro", "nuc", inf, -inf, 1, -1) of square matrices through the inverse (inf for a singular
+        one, as torch; no read-back).
 
         >>> round(Tensor([[2.0, 0.0], [0.0, 0.5]]).cond().item(), 4)
         4.0
@@ -116,7 +125,12 @@ class MatrixMixin:
             sv = a.svd(full_matrices=False)[1]
             big, small = sv.max(-1), sv.min(-1)
             return small / big if p == -2 else big / small
-        return a.matrix_norm(p) * a.inverse().matrix_norm(p)
+        # the inverse from an LU without the read-back that refuses a singular matrix: its condition number is inf,
+        # as torch's (which masks by inv_ex's info)
+        packed, pivots, info = a.lu_factor_ex()
+        eye = Tensor.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand(*a.shape)
+        inverse = eye.lu_solve(packed, pivots)
+        return (info > 0).where(float("inf"), a.matrix_norm(p) * inverse.matrix_norm(p))
 
     @autocast_op(FLOAT32)
     def matrix_rank(  # type: ignore[misc]

@@ -121,6 +121,11 @@ class ArgumentError(ValueError, RuntimeError):
     """An argument an op can't take (PyTorch raises RuntimeError there): caught as either."""
 
 
+class LinAlgError(ArgumentError):
+    """A matrix a factorization or solve can't take: singular, or not positive-definite (torch.linalg.LinAlgError,
+    a RuntimeError, is caught as this; an ArgumentError too, as uopkit raised before it had this name)."""
+
+
 class UnknownModeError(ArgumentError, NotImplementedError):
     """A mode an op doesn't have (PyTorch's pad raises NotImplementedError there)."""
 

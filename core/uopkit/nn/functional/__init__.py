@@ -6,7 +6,8 @@ Each function forwards to the Tensor method of the same (or a tinygrad) name, ad
 names; the few that no method offers (batch_norm, instance_norm, layer_norm, rms_norm, unfold, conv_tbc) are short
 compositions of public methods. Where a result departs from torch's, the function's docstring says so. The functions
 live by concern in layers.py (convolutions, pools, norms, linear maps, lookups, attention, distances, resampling),
-activations.py (activations, softmaxes, dropouts) and losses.py; arguments.py holds the argument handling they share.
+activations.py (activations, softmaxes, dropouts) and losses.py (fractional max pooling, with its layers, in
+uopkit/nn/fractional_pool.py); arguments.py holds the argument handling they share.
 
 >>> import uopkit.nn.functional as F
 >>> from uopkit import Tensor
@@ -16,9 +17,14 @@ activations.py (activations, softmaxes, dropouts) and losses.py; arguments.py ho
 
 from __future__ import annotations
 
+from uopkit.nn import fractional_pool
+from uopkit.nn.fractional_pool import fractional_max_pool2d as fractional_max_pool2d
+from uopkit.nn.fractional_pool import fractional_max_pool2d_with_indices as fractional_max_pool2d_with_indices
+from uopkit.nn.fractional_pool import fractional_max_pool3d as fractional_max_pool3d
+from uopkit.nn.fractional_pool import fractional_max_pool3d_with_indices as fractional_max_pool3d_with_indices
 from uopkit.nn.functional import activations, layers, losses
 from uopkit.nn.functional.activations import *  # noqa: F403
 from uopkit.nn.functional.layers import *  # noqa: F403
 from uopkit.nn.functional.losses import *  # noqa: F403
 
-__all__ = [*layers.__all__, *activations.__all__, *losses.__all__]
+__all__ = [*layers.__all__, *activations.__all__, *losses.__all__, *fractional_pool.FUNCTIONS]
