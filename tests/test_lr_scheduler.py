@@ -183,6 +183,9 @@ RESUMED = {
     "PolynomialLR": lambda m, o, e: m.PolynomialLR(o, total_iters=10, power=2.0, last_epoch=e),
     "MultiplicativeLR": lambda m, o, e: m.MultiplicativeLR(o, lambda _: 0.95, last_epoch=e),
     "StepLR": lambda m, o, e: m.StepLR(o, step_size=3, gamma=0.5, last_epoch=e),
+    # (resumed past several periods: the first step takes T_cur modulo the period, as torch's)
+    "CosineAnnealingWarmRestarts": lambda m, o, e: m.CosineAnnealingWarmRestarts(o, T_0=3, last_epoch=e),
+    "CosineAnnealingWarmRestarts-T_mult": lambda m, o, e: m.CosineAnnealingWarmRestarts(o, 2, T_mult=3, last_epoch=e),
 }
 
 
@@ -305,6 +308,8 @@ def _train(jit: bool, name: str, make_sched: Callable, steps: int = 12) -> tuple
         ("SGD", lambda o: lr_scheduler.OneCycleLR(o, max_lr=0.2, total_steps=12)),
         ("Adam", lambda o: lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=12)),
         ("RAdam", lambda o: lr_scheduler.CosineAnnealingLR(o, T_max=5)),
+        # (Adafactor's rho = min(lr, 1 / sqrt(t)): the lr of each step and its step count, both read by the replay)
+        ("Adafactor", lambda o: lr_scheduler.ExponentialLR(o, gamma=0.5)),
     ],
 )
 def test_jitted_step_reads_the_scheduled_lr(name: str, make: Callable) -> None:

@@ -164,6 +164,26 @@ def test_optimizer_errors() -> None:
         SGD([Tensor([1.0], requires_grad=False)])
 
 
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adagrad"])
+def test_fused_flag_and_tensor_lr_are_refused_where_torch_refuses_them(name: str) -> None:
+    # fused=True beside foreach=True or differentiable=True, and a Tensor lr of more than one element: torch's
+    # exception types, with the optimizer named
+    from uopkit.nn import optim
+
+    ours, theirs = getattr(optim, name), getattr(torch.optim, name)
+    for flags in ({"fused": True, "foreach": True}, {"fused": True, "differentiable": True}):
+        with pytest.raises(RuntimeError):
+            theirs([torch.zeros(2, requires_grad=True)], lr=0.1, **flags)
+        with pytest.raises(RuntimeError, match=f"{name}: `fused`"):
+            ours([Tensor([1.0, 2.0], requires_grad=True)], lr=0.1, **flags)
+    with pytest.raises(ValueError, match="1-element"):
+        theirs([torch.zeros(2, requires_grad=True)], lr=torch.tensor([0.1, 0.2]))
+    with pytest.raises(ValueError, match=f"{name}: a Tensor lr must hold one element, got shape \\(2,\\)"):
+        ours([Tensor([1.0, 2.0], requires_grad=True)], lr=Tensor([0.1, 0.2]))
+    # each flag alone is accepted (and changes nothing), as torch's CPU optimizers accept it
+    ours([Tensor([1.0, 2.0], requires_grad=True)], lr=0.1, fused=True)
+
+
 def test_step_realizes_the_gradients_it_used():
     # after step() the gradient holds what backward computed (from the weights before the step), in a buffer of its
     # own, as in PyTorch: no lazy graph over weights the step overwrote

@@ -88,6 +88,7 @@ OPTIMIZERS = [
     ("RAdam", {"lr": 0.01, "betas": (0.5, 0.6)}),
     ("Rprop", {"lr": 0.01}),
     ("ASGD", {"lr": 0.05, "t0": 1}),
+    ("Adafactor", {"lr": 0.05, "weight_decay": 0.1}),
 ]
 IDS = [f"{name}-{i}" for i, (name, _) in enumerate(OPTIMIZERS)]
 

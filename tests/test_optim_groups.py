@@ -97,6 +97,8 @@ CASES = [
     ("ASGD", {"lr": 0.05}, {"lr": 0.1, "weight_decay": 0.1}),
     # (t0 = 3: the average starts at step 4)
     ("ASGD", {"lr": 0.05, "lambd": 0.01, "alpha": 0.6, "t0": 3}, {"maximize": True, "t0": 0}),
+    ("Adafactor", {"lr": 0.05}, {"lr": 0.02, "weight_decay": 0.1}),
+    ("Adafactor", {"lr": 0.1, "beta2_decay": -0.5, "eps": (1e-4, 1e-2), "d": 2.0}, {"maximize": True}),
 ]
 
 
@@ -106,7 +108,21 @@ def test_two_groups_match_torch(name: str, kwargs: dict, second: dict) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]
+    "name",
+    [
+        "SGD",
+        "Adam",
+        "AdamW",
+        "RMSprop",
+        "Adagrad",
+        "Adadelta",
+        "Adamax",
+        "NAdam",
+        "RAdam",
+        "Rprop",
+        "ASGD",
+        "Adafactor",
+    ],
 )
 def test_defaults_single_group_maximize_and_signature(name: str) -> None:
     import inspect
@@ -251,6 +267,7 @@ LOADABLE = [
     ("RAdam", {"lr": 0.01, "betas": (0.5, 0.6)}),
     ("Rprop", {"lr": 0.01, "etas": (0.4, 1.3)}),
     ("ASGD", {"lr": 0.05, "t0": 2}),
+    ("Adafactor", {"lr": 0.05, "weight_decay": 0.1}),
 ]
 
 
@@ -390,7 +407,20 @@ def test_first_step_takes_the_lr_of_that_step(name: str) -> None:
             np.testing.assert_allclose(opt.state[w][key].numpy(), value.numpy(), rtol=1e-6, atol=1e-7, err_msg=key)
 
 
-ALL = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "Rprop", "ASGD"]
+ALL = [
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "Rprop",
+    "ASGD",
+    "Adafactor",
+]
 # (momentum and weight decay where the optimizer has them: a frozen layer with a zero gradient keeps moving)
 FREEZE_KWARGS = {
     "SGD": {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1},

@@ -341,7 +341,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             epoch = self.last_epoch + 1
             self.T_cur = self.T_cur + 1
             if self.T_cur >= self.T_i:
-                self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
+                # (the remainder, as torch's: a scheduler resumed with a last_epoch past several periods starts inside
+                # the current one, where T_cur - T_i left it periods beyond)
+                self.T_cur, self.T_i = self.T_cur % self.T_i, self.T_i * self.T_mult
         else:
             if epoch < 0:
                 raise ValueError(f"Expected non-negative epoch, but got {epoch}")

@@ -1,8 +1,8 @@
 """Optimizers by torch.optim's names: each step writes the new parameters and optimizer state in place (assign ->
 STORE), all realized at once. Parameter groups, `state_dict()` and the rest of torch's Optimizer API are in the base
-class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD and tinygrad's
-LAMB in nn/optim_more.py; torch's Muon (2-D parameters only), tinygrad's LARS and tinygrad's OptimizerGroup (several
-optimizers stepped as one) in nn/optim_matrix.py; LBFGS in nn/lbfgs.py; LR schedulers in
+class (nn/optimizer.py); RMSprop, Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD, Adafactor and
+tinygrad's LAMB in nn/optim_more.py; torch's Muon (2-D parameters only), tinygrad's LARS and tinygrad's
+OptimizerGroup (several optimizers stepped as one) in nn/optim_matrix.py; LBFGS in nn/lbfgs.py; LR schedulers in
 `uopkit.nn.optim.lr_scheduler`, as torch.optim.lr_scheduler, and weight averaging (AveragedModel, SWALR, update_bn) in
 `uopkit.nn.optim.swa_utils`, as torch.optim.swa_utils.
 
@@ -33,6 +33,7 @@ from uopkit.nn.optim_more import (
     ASGD,
     LAMB,
     Adadelta,
+    Adafactor,
     Adagrad,
     Adamax,
     NAdam,
@@ -43,7 +44,7 @@ from uopkit.nn.optim_more import (
     _as,
     _one_minus,
 )
-from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _betas, _powers, _state_like
+from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _betas, _check_fused, _powers, _state_like
 
 # (torch.nn.utils' clip_grad_norm_, where tinygrad's optimizers module has it too)
 from uopkit.nn.utils import clip_grad_norm_
@@ -64,6 +65,7 @@ __all__ = [
     "RAdam",
     "Rprop",
     "ASGD",
+    "Adafactor",
     "LAMB",
     "Muon",
     "LARS",
@@ -145,6 +147,7 @@ class SGD(Optimizer):
         # third, which would read as a dampening here: pass those by name)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
         defaults |= dict(maximize=maximize, foreach=foreach, differentiable=differentiable, fused=fused)
+        _check_fused("SGD", fused, foreach, differentiable)
         super().__init__(params, defaults)
 
     def _check_group(self, group: dict[str, Any]) -> None:
@@ -260,6 +263,7 @@ class Adam(Optimizer):
         defaults = dict(lr=lr, betas=(b1, b2), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
         defaults |= dict(foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused)
         defaults["decoupled_weight_decay"] = decoupled
+        _check_fused(type(self).__name__, fused, foreach, differentiable)
         self._constants: dict[tuple[str, str], UOp] = {}
         super().__init__(params, defaults)
 

@@ -1,6 +1,6 @@
 """torch.optim's other optimizers, by torch's names, argument order and defaults, with torch's update rules: RMSprop,
-Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD; and tinygrad's LAMB (the base class, parameter groups
-and state dicts: nn/optimizer.py; re-exported by `uopkit.nn.optim`).
+Adagrad, Adadelta, Adamax, SparseAdam, NAdam, RAdam, Rprop, ASGD, Adafactor; and tinygrad's LAMB (the base class,
+parameter groups and state dicts: nn/optimizer.py; re-exported by `uopkit.nn.optim`).
 
 Numbers that depend on the step count (bias corrections, NAdam's momentum schedule, RAdam's rectification, ASGD's eta
 and mu) are 0-d tensors computed on the device from the step count, so a step recompiles nothing and replays under
@@ -22,11 +22,23 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from uopkit.dtype import dtypes
-from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _betas, _powers, _state_like
+from uopkit.dtype import dtypes, finfo
+from uopkit.nn.optimizer import Optimizer, ParamGroup, _beta_powers, _betas, _check_fused, _powers, _state_like
 from uopkit.tensor import Tensor
 
-__all__ = ["RMSprop", "Adagrad", "Adadelta", "Adamax", "SparseAdam", "NAdam", "RAdam", "Rprop", "ASGD", "LAMB"]
+__all__ = [
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "SparseAdam",
+    "NAdam",
+    "RAdam",
+    "Rprop",
+    "ASGD",
+    "Adafactor",
+    "LAMB",
+]
 
 
 def _check(name: str, group: dict[str, Any], *keys: str) -> None:
@@ -142,6 +154,7 @@ class Adagrad(Optimizer):
     ) -> None:
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay)
         defaults |= dict(initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize)
+        _check_fused("Adagrad", fused, foreach, differentiable)
         super().__init__(params, defaults | dict(differentiable=differentiable, fused=fused))
 
     def _check_group(self, group: dict[str, Any]) -> None:
@@ -659,6 +672,103 @@ class ASGD(Optimizer):
             ax.assign((mu == 1).where(new, ax + (new - ax) * mu.cast(p.dtype)))
             written.append(ax)
             p.assign(new)
+        return written
+
+
+class Adafactor(Optimizer):
+    """Adafactor (Shazeer & Stern), torch.optim.Adafactor's form. Per step t: the second-moment weight
+    1 - beta2_t = t ** beta2_decay; rho = min(lr, 1 / sqrt(t)); alpha = max(eps2, RMS(p)) * rho (from the parameter
+    before its decay); p *= 1 - lr * weight_decay. A parameter of 2 or more dims keeps the mean of g^2 over its last
+    dim ("row_var", shape [..., m, 1]) and over the one before ("col_var", [..., 1, n]), each a running average with
+    that weight, and estimates v = row_var * col_var / max(mean of row_var over the rows, eps1); a 0-d or 1-d one
+    keeps v itself ("variance"). u = g / sqrt(max(v, eps1^2)); p -= alpha / max(1, RMS(u) / d) * u.
+    eps = (eps1, eps2), eps1 None: the parameter dtype's eps.
+
+    >>> w = Tensor([[3.0, 4.0], [0.0, 1.0]], requires_grad=True)
+    >>> opt = Adafactor([w], lr=0.1)
+    >>> (w * w).sum().backward().shape
+    ()
+    >>> opt.step()
+    >>> [[round(x, 4) for x in row] for row in w.tolist()]
+    [[2.74, 3.7478], [0.0, 0.6847]]
+    """
+
+    state_names = ("row_var", "col_var", "variance")
+
+    def __init__(
+        self,
+        params: Tensor | Iterable[Any],
+        lr: float = 1e-2,
+        beta2_decay: float = -0.8,
+        eps: tuple[float | None, float] = (None, 1e-3),
+        d: float = 1.0,
+        weight_decay: float = 0.0,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+    ) -> None:
+        defaults = dict(lr=lr, beta2_decay=beta2_decay, eps=tuple(eps), d=d, weight_decay=weight_decay)
+        super().__init__(params, defaults | dict(foreach=foreach, maximize=maximize))
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        eps1, eps2 = group["eps"]
+        if not group["beta2_decay"] <= 0:
+            raise ValueError(f"Adafactor: beta2_decay must be <= 0, got {group['beta2_decay']}")
+        if (eps1 is not None and not eps1 >= 0) or not eps2 >= 0:
+            raise ValueError(f"Adafactor: eps (eps1, eps2) must be >= 0 (eps1 may be None), got {group['eps']}")
+        if not group["d"] >= 1:
+            raise ValueError(f"Adafactor: the clipping threshold d must be >= 1, got {group['d']}")
+        _check("Adafactor", group, "weight_decay")
+
+    def _init_state(self, group: ParamGroup, p: Tensor) -> dict[str, Tensor]:
+        if p.ndim < 2:
+            return {"variance": _state_like(p)}
+        # the factored moments: one value per row (the last dim reduced) and one per column (the one before it)
+        return {
+            "row_var": _state_like(p, shape=(*p.shape[:-1], 1)),
+            "col_var": _state_like(p, shape=(*p.shape[:-2], 1, p.shape[-1])),
+        }
+
+    def _update(self, group: ParamGroup, params: list[Tensor]) -> list[Tensor]:
+        eps1, eps2 = group["eps"]
+        written: list[Tensor] = []
+        for p in params:
+            g, w = _grad(group, p, 0.0), p.detach()
+            dt = p.dtype
+            floor = finfo(dt).eps if eps1 is None else eps1
+            # the step's numbers on the clock's (float64) dtype, as torch's Python floats
+            step = self._clocks[id(p)].values["step"]
+            lr = group.lr_on(p.device).cast(step.dtype)
+            weight = (step ** group["beta2_decay"]).cast(dt)
+            rho = lr.minimum(step.rsqrt())
+            # (a norm over the whole parameter, then divided by sqrt(numel): torch's order)
+            alpha = (w.vector_norm().cast(step.dtype) / math.sqrt(max(p.numel(), 1))).maximum(eps2) * rho
+            # (a half float parameter's products in float32, rounded once, as torch's CPU kernels: the factor 0.99 in
+            # bfloat16 would be 0.988)
+            wide = dtypes.float32 if dt in dtypes.halves else dt
+            if group["weight_decay"]:
+                w = (w.cast(wide) * (1 - lr * group["weight_decay"]).cast(wide)).cast(dt)
+            if p.ndim < 2:
+                variance = self._slot(p, "variance")
+                variance.assign(variance.lerp(g * g, weight))
+                written.append(variance)
+                estimate = variance
+            else:
+                row_var, col_var = self._slot(p, "row_var"), self._slot(p, "col_var")
+                # the mean of g^2 over a row (a column) as torch's: the norm squared, over the count
+                row_mean = g.vector_norm(dim=-1, keepdim=True).square() / p.shape[-1]
+                col_mean = g.vector_norm(dim=-2, keepdim=True).square() / p.shape[-2]
+                row_var.assign(row_var.lerp(row_mean, weight))
+                col_var.assign(col_var.lerp(col_mean, weight))
+                written += (row_var, col_var)
+                # (the outer product of the factors: torch's row_var @ col_var, one product per element)
+                estimate = row_var * col_var / row_var.mean(axis=-2, keepdim=True).maximum(floor)
+            update = estimate.maximum(floor * floor).rsqrt() * g
+            # the update clipped to an RMS of at most d
+            rms = update.vector_norm().cast(step.dtype) / (math.sqrt(max(p.numel(), 1)) * group["d"])
+            # (p.add_(update, alpha=-scale) as torch's: the scale rounded to the parameter's dtype, the sum in wide)
+            scale = (-alpha / rms.maximum(1.0)).cast(dt)
+            p.assign((w.cast(wide) + scale.cast(wide) * update.cast(wide)).cast(dt))
         return written
 
 

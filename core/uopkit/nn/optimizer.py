@@ -1,7 +1,7 @@
 """The optimizer base class, as torch.optim.Optimizer: parameter groups with per-group hyperparameters, per-parameter
 state, `state_dict()` / `load_state_dict()` in torch's layout. The update rules are in nn/optim.py (SGD and the Adam
-family), nn/optim_more.py (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD) and nn/optim_matrix.py (Muon,
-LARS).
+family), nn/optim_more.py (RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD, Adafactor) and
+nn/optim_matrix.py (Muon, LARS).
 
 What a TinyJit replay reads: each group's learning rate is a 0-d tensor, so `group["lr"] = x` (what an LR scheduler
 does) writes that tensor and the next step, jitted or not, uses it without recompiling. The hyperparameters in an
@@ -41,14 +41,16 @@ from uopkit.tensor import Tensor
 __all__ = ["Optimizer", "ParamGroup"]
 
 
-def _state_like(t: Tensor, value: float = 0.0) -> Tensor:
-    # a fresh buffer per state tensor (lazy constants are hash-consed and could share storage once realized); a
-    # bfloat16 parameter's state is bfloat16, as PyTorch's (numpy has no bfloat16: made from float32)
+def _state_like(t: Tensor, value: float = 0.0, shape: tuple[int, ...] | None = None) -> Tensor:
+    # a fresh buffer per state tensor (lazy constants are hash-consed and could share storage once realized), of t's
+    # shape (or `shape`: Adafactor's factored moments), dtype and device; a bfloat16 parameter's state is bfloat16, as
+    # PyTorch's (numpy has no bfloat16: made from float32)
+    shape = t.shape if shape is None else shape
     if t.dtype == dtypes.bfloat16:
-        arr = np.full(t.shape, value, dtype=np.float32)
-        return Tensor(arr, device=t.device).reshape(t.shape).cast(dtypes.bfloat16).realize().requires_grad_(False)
-    arr = np.full(t.shape, value, dtype=to_numpy_dtype(t.dtype))
-    return Tensor(arr, device=t.device).reshape(t.shape).requires_grad_(False)
+        arr = np.full(shape, value, dtype=np.float32)
+        return Tensor(arr, device=t.device).reshape(shape).cast(dtypes.bfloat16).realize().requires_grad_(False)
+    arr = np.full(shape, value, dtype=to_numpy_dtype(t.dtype))
+    return Tensor(arr, device=t.device).reshape(shape).requires_grad_(False)
 
 
 def _scalar(value: float, device: str, dtype: DType) -> Tensor:
@@ -347,6 +349,11 @@ class Optimizer:
         for k, v in self.defaults.items():
             group.setdefault(k, v)
         if isinstance(group.get("lr"), Tensor):
+            if group["lr"].numel() != 1:
+                # (torch's ValueError)
+                raise ValueError(
+                    f"{type(self).__name__}: a Tensor lr must hold one element, got shape {group['lr'].shape}"
+                )
             group["lr"] = _number(group["lr"])
         if group["lr"] < 0:
             raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {group['lr']}")
@@ -808,6 +815,14 @@ def _powers(group: ParamGroup, clock: dict[str, Tensor], key: str, index: int) -
 
 def _beta_powers(betas: tuple[float, float], step: float) -> dict[str, float]:
     return {"b1_t": math.pow(betas[0], step), "b2_t": math.pow(betas[1], step)}
+
+
+def _check_fused(name: str, fused: bool | None, foreach: bool | None, differentiable: bool) -> None:
+    """torch's refusals of `fused=True` (a flag that changes nothing here) beside `differentiable` or `foreach`."""
+    if fused and differentiable:
+        raise RuntimeError(f"{name}: `fused` does not support `differentiable`; drop one of them")
+    if fused and foreach:
+        raise RuntimeError(f"{name}: `fused` and `foreach` cannot be `True` together; drop one of them")
 
 
 def _betas(name: str, b1: Any, b2: float, betas: tuple[float, float] | None) -> tuple[float, float]:
