@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import uopkit
-from uopkit import Tensor, enable_grad, inference_mode, is_grad_enabled, nn, no_grad, set_grad_enabled
+from uopkit import Tensor, dtypes, enable_grad, inference_mode, is_grad_enabled, nn, no_grad, set_grad_enabled
 from uopkit.nn.state import load_state_dict
 
 torch = pytest.importorskip("torch")
@@ -466,6 +466,72 @@ def test_writes_into_bfloat16_values_keep_the_gradient_as_torchs(write, recorded
     # lost the graph that computed it; a recorded write into a realized one gave the written positions no gradient
     expected = _bfloat16_written_then_backward(torch, _UNRECORDED_WRITES[write], recorded, realized)
     assert _bfloat16_written_then_backward(uopkit, _UNRECORDED_WRITES[write], recorded, realized) == expected
+
+
+# writes that take no part above: whole rows, a column, a slice from the value itself, a fill
+_MORE_WRITES = {
+    "setitem_slice": lambda y, x: y.__setitem__(slice(1, None), x[:1] * 2.0),
+    "setitem_rows": lambda y, x: y.__setitem__((slice(1, None), slice(None)), x[:1] * 2.0),
+    "setitem_column": lambda y, x: y.__setitem__((slice(None), 1), x[:, 0] * 4.0),
+    "setitem_from_y": lambda y, x: y.__setitem__(slice(1, None), y[:1] * 2.0),
+    "fill_": lambda y, x: y.fill_(2.0),
+}
+_EVERY_WRITE = {**_UNRECORDED_WRITES, **_MORE_WRITES}
+_DTYPES = {"float32": (torch.float32, dtypes.float32), "float16": (torch.float16, dtypes.float16)}
+_DTYPES["bfloat16"] = (torch.bfloat16, dtypes.bfloat16)
+
+
+def _written_in_dtype_then_backward(lib, dtype, write, how, realized):
+    x = _leaf(lib)
+    theirs, ours = _DTYPES[dtype]
+    y = (x.to(theirs) if lib is torch else x.cast(ours)) * 1.0
+    if realized and lib is not torch:
+        y.realize()
+    if how == "detach":
+        write(y.detach(), x)
+    elif how == "no_grad":
+        with lib.no_grad():
+            write(y, x)
+    else:
+        write(y, x)
+    # ((y * y * x) in a half dtype would cast x twice: one node here, whose gradient is rounded once, two in torch)
+    (y * y).sum().backward()
+    return y.detach().float().numpy().tolist(), x.grad.numpy().tolist()
+
+
+@pytest.mark.parametrize("realized", [False, True], ids=["lazy", "realized"])
+@pytest.mark.parametrize("how", ["no_grad", "recorded", "detach"])
+@pytest.mark.parametrize("write", sorted(_EVERY_WRITE))
+@pytest.mark.parametrize("dtype", sorted(_DTYPES))
+def test_every_write_keeps_torchs_gradient_in_every_float_dtype(dtype, write, how, realized):
+    # bfloat16 only: `y[...] = v` under no_grad or through y.detach() raised 'DETACH is not backed by a buffer' (a
+    # realized bfloat16 value built into a tensor under no_grad was detached: the write went through a detach); a
+    # write through a view of y.detach() lost y's gradient (the view, a BITCAST of a view of the bits, wasn't followed
+    # to the value's history); a second write into a lazy y lost it (y, realized from a CONTIGUOUS, wasn't remembered
+    # as what computed it, and its views stayed lazy copies the write missed). Every dtype: `y.zero_()` and `y.fill_(2)`
+    # recorded made y a constant (backward raised 'no tensor with requires_grad'; torch's x.grad is zeros)
+    expected = _written_in_dtype_then_backward(torch, dtype, _EVERY_WRITE[write], how, realized)
+    assert _written_in_dtype_then_backward(uopkit, dtype, _EVERY_WRITE[write], how, realized) == expected
+
+
+def test_a_recorded_write_that_reads_nothing_of_the_old_value_keeps_its_history():
+    # torch: y is still a graph node (ZeroBackward, FillBackward, CopyBackwards, NormalBackward), requires_grad, and the
+    # gradient of what computed it is zero, not None (an optimizer's weight decay and momentum act on it)
+    writes = {
+        "zero_": lambda y: y.zero_(),
+        "fill_": lambda y: y.fill_(2.0),
+        "copy_": lambda y: y.copy_(y.detach() * 0 + 3.0),
+        "normal_": lambda y: y.normal_(),
+    }
+    for name, write in writes.items():
+        seen = []
+        for lib in (uopkit, torch):
+            x, w = _leaf(lib, [1.0, 2.0]), _leaf(lib, [3.0, 4.0])
+            y = x * 1.0
+            write(y)
+            ((y * 0.0).sum() + (w * w).sum()).backward()
+            seen.append((name, y.requires_grad, y.is_leaf, x.grad.numpy().tolist(), w.grad.numpy().tolist()))
+        assert seen[0] == seen[1]
 
 
 def test_a_bfloat16_value_realized_under_no_grad_keeps_its_gradient():

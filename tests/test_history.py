@@ -559,3 +559,22 @@ def test_a_product_read_before_a_write_differentiates_the_values_it_read(how: st
         _read_then_written(_Lib("torch"), how, realized, "mul")
     expected = _read_then_written(_Lib("torch"), how, realized, "mul", write=False)
     assert _read_then_written(_Lib("uop"), how, realized, "mul") == expected
+
+
+def test_a_bfloat16_assign_is_not_remembered_as_a_computed_value():
+    # a bfloat16 assign is the BITCAST of the STORE of its bits: its realize remembered that STORE as the graph that
+    # computed the bits, which the write made stale at once, so once any buffer had been overwritten in place a
+    # backward() through the bits raised 'computed from a buffer ... that was overwritten' (a write through y.detach()
+    # of a realized bfloat16 y)
+    Tensor([1.0, 2.0]).realize().add_(1.0)
+
+    def run(make):
+        x = make([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+        y = (x.to(torch.bfloat16) if make is torch.tensor else x.bfloat16()) * 1.0
+        if make is Tensor:
+            y.realize()
+        y.detach().add_(x)
+        (y * y).sum().backward()
+        return y.detach().float().numpy().tolist(), x.grad.numpy().tolist()
+
+    assert run(Tensor) == run(torch.tensor)

@@ -771,3 +771,40 @@ def test_an_in_place_write_into_one_of_several_views_without_recording() -> None
         with torch.no_grad() if T is torch else uopkit.no_grad():
             y.split(2)[1].mul_(2)
         assert y.tolist() == [0.0, 1.0, 4.0, 6.0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("how", ["contiguous", "where", "written"])
+@pytest.mark.parametrize("write", ["through_view", "realized_then_view", "through_view_of_view"])
+def test_views_of_a_lazy_half_value_see_writes_as_torchs(dtype: str, how: str, write: str) -> None:
+    # a bfloat16 value computed "in bfloat16" (a CONTIGUOUS, a WHERE, an in-place write's result) is realized as its
+    # bits, which its views hold no node of: they stayed lazy copies, and a write through one was lost
+    # (`y = (x.bfloat16() * 1).contiguous(); y[1:].add_(5)` left y as it was)
+    import torch
+
+    def run(lib: Any, make: Callable[..., Any], dt: Any) -> list[float]:
+        x = make([1.0, 2.0, 3.0]).to(dt) if lib is torch else make([1.0, 2.0, 3.0]).cast(dt)
+        if how == "contiguous":
+            y = (x * 1.0).contiguous()
+        elif how == "where":
+            y = (
+                (make([1.0, 0.0, 1.0]) > 0).where(x, x * 2.0)
+                if lib is not torch
+                else torch.where(make([1.0, 0.0, 1.0]) > 0, x, x * 2.0)
+            )
+        else:
+            y = x * 1.0
+            y.mul_(2.0)
+        v = y[1:]
+        if write == "realized_then_view":
+            if lib is not torch:
+                y.realize()
+            v.add_(5.0)
+        elif write == "through_view":
+            v.add_(5.0)
+        else:
+            v[1:].mul_(10.0)
+        return y.float().numpy().tolist() + v.float().numpy().tolist()
+
+    expected = run(torch, torch.tensor, getattr(torch, dtype))
+    assert run(uopkit, Tensor, getattr(dtypes, dtype)) == expected

@@ -522,7 +522,9 @@ def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True, sha
     if old is new:
         return
     base = old
-    while base.op in _MOVEMENT:
+    while base.op in _MOVEMENT or (base.op is _BITCAST and base.dtype is _BF16):
+        # (a bfloat16 assign is the BITCAST of the STORE of its bits: remembered, its bits' memory would be an
+        # assign's graph, stale at once)
         base = base.src[0]
     if base.op is _STORE:
         if shared is None:

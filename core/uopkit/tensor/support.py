@@ -1137,12 +1137,6 @@ def _bits_tensor(t: Tensor) -> Tensor:
     return out
 
 
-def _rewrap_bf16(tensors: list[Tensor], bits: list[Tensor]) -> None:
-    for t, b in zip(tensors, bits, strict=True):
-        if t is not b:
-            live_tensors.set_uop(t, UOp(Ops.BITCAST, dtypes.bfloat16, (b.uop,)))
-
-
 def _flat_index(tensors: list[tuple[int, Tensor]], sizes: tuple[int, ...], bshape: tuple[int, ...]) -> Tensor:
     """The flat position, in the indexed axes taken together (row-major, `sizes`), of each index tuple: the index
     tensors (in range, negatives counting from the end) broadcast to `bshape`, int32 unless the positions need int64."""

@@ -70,6 +70,7 @@ from uopkit.tensor import tournament as _tournament_module
 from uopkit.tensor import triangular as _triangular_module
 from uopkit.tensor import write_history as _write_history_module
 from uopkit.tensor.autocast import without_autocast
+from uopkit.tensor.bits_realized import rewrap_bf16 as _rewrap_bf16
 from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
@@ -106,7 +107,6 @@ from uopkit.tensor.support import (
     _list_dtype,
     _mark_view,
     _normalize_axis,
-    _rewrap_bf16,
     _short_int,
     _storage_uop,
     _strides_after_reshape,
@@ -119,6 +119,12 @@ from uopkit.uop.ops import GroupOp, Ops, UOp
 
 # what a Tensor built under no_grad keeps as it is: views, storage, constants and what is detached already
 _KEPT_UNDER_NO_GRAD = frozenset({*GroupOp.Movement, Ops.BUFFER, Ops.CONST, Ops.DETACH, Ops.STORE})
+
+
+def _bfloat16_storage(u: UOp) -> bool:
+    # a bfloat16 value of storage (or a view of it) is the BITCAST of its uint16 bits: kept under no_grad as the bits
+    # are, or a write into it (`y[...] = v`) would be one through a detach
+    return u.op is Ops.BITCAST and u.dtype == dtypes.bfloat16 and u.src[0].op in _KEPT_UNDER_NO_GRAD
 
 
 def _wrapped_unsigned(value: int, dt: DType) -> int:
@@ -213,7 +219,7 @@ class Tensor(
         self.grad: Tensor | None = None
         self._view_of = None
         if isinstance(data, UOp):
-            if _grad_mode.off and data.op not in _KEPT_UNDER_NO_GRAD:
+            if _grad_mode.off and data.op not in _KEPT_UNDER_NO_GRAD and not _bfloat16_storage(data):
                 # computed while gradients aren't recorded (grad_mode.no_grad): cut from the gradient; views stay
                 # views of their storage
                 data = UOp(Ops.DETACH, data.dtype, (data,))

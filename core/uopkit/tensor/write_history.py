@@ -10,12 +10,13 @@ the tensor is still that of the graph before the write, taken at the values the 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from uopkit.dtype import dtypes
-from uopkit.gradient import carry_gradient_rule, set_gradient
+from uopkit.gradient import carry_gradient_rule, given_gradient, set_gradient
 from uopkit.schedule import computed_from, forget_source
 from uopkit.schedule.history import remember_rewritten
 from uopkit.tensor.grad_mode import is_grad_enabled, no_grad
@@ -54,6 +55,11 @@ def gradient_history(u: UOp) -> tuple[UOp, UOp] | None:
             if found is not None:
                 _forget(found[0])
             found = (u, source)
+        if u.op is Ops.BITCAST and u.dtype == dtypes.bfloat16 and u.src[0].op in _MOVEMENT:
+            # (a view of a realized bfloat16 value is the BITCAST of a view of its bits: the value it views is the
+            # BITCAST of the bits under that view)
+            u = UOp(Ops.BITCAST, dtypes.bfloat16, (u.src[0].src[0],))
+            continue
         if u.op not in _MOVEMENT:
             return found
         u = u.src[0]
@@ -119,11 +125,9 @@ def remember_write(
     stamp = computed_from.stamp(node)
     _forget(node)
     bits = _bits_of(node)
-    if bits is None:
-        value_graph = value_graph.substitute({node: source})
-    else:
-        # (a bfloat16 value is read through its bits: those reads read the bits of `source`)
-        value_graph = _rebuilt_over(value_graph, {node: source, bits: _storage_uop(source)})
+    # (a bfloat16 value is read through its bits: those reads read the bits of `source`)
+    replaced = {node: source} if bits is None else {node: source, bits: _storage_uop(source)}
+    value_graph = _rebuilt_over(value_graph, replaced)
     if not carries_gradient(source, value_graph):
         return
     if (node if bits is None else bits).base in value_graph.toposort():
@@ -131,23 +135,35 @@ def remember_write(
             # (the values written can't be computed again from `source`: they are copied)
             _remember(node, unrecorded(source, _contents_now(node), device), source, stamp)
         return
-    graph = value_graph if written is None else written(Tensor(source), Tensor(value_graph)).uop
+    if written is not None:
+        graph = written(Tensor(source), Tensor(value_graph)).uop
+    else:
+        # (every position written: a value that doesn't read the old one, `y.zero_()`, still passes it a gradient,
+        # zero, as PyTorch's ZeroBackward)
+        graph = value_graph if _reads(value_graph, source) else _tied(source, value_graph, device)
     _remember(node, graph if recorded else unrecorded(source, graph, device), source, stamp)
 
 
 def _rebuilt_over(graph: UOp, replaced: dict[UOp, UOp]) -> UOp:
-    """`graph` with the nodes in `replaced` replaced by their new forms, each node rebuilt over them keeping the
-    gradient given to it (`carry_gradient_rule`): every op on bfloat16 values has one, on the graph of its bits, which
-    integer ops between them have none of."""
-    replaced = dict(replaced)
+    """`graph` with the nodes in `replaced` replaced by their new forms, in one pass over its nodes (sources first), for
+    every dtype. A node rebuilt keeps the gradient given to it (`carry_gradient_rule`) only where the chain of rules
+    has none: between a bfloat16 value's uint16 bits and what they are read as (every op on bfloat16 values gives its
+    rule to the bits, the casts from them to the float they are read as). Between float nodes the chain of rules
+    through the rebuilt graph is taken instead, as `UOp.substitute` leaves it: a rule given there may have read the
+    nodes replaced (clamp's reads its input's values, which the write changed)."""
+    new_of = dict(replaced)
+    get = new_of.get
     for u in graph.toposort():
-        if u in replaced:
+        if u in new_of:
             continue
-        src = tuple([replaced.get(s, s) for s in u.src])
-        if any(a is not b for a, b in zip(src, u.src, strict=True)):
-            replaced[u] = new = u.replace(src=src)
-            carry_gradient_rule(u, new, replaced)
-    return replaced.get(graph, graph)
+        src = u.src
+        new_src = tuple([get(s, s) for s in src])
+        if new_src != src:
+            new_of[u] = new = UOp(u.op, u.dtype, new_src, u.arg)
+            given = given_gradient(u)
+            if given is not None and not all([dtypes.is_float(n.dtype) for n in (u, *given[0])]):
+                carry_gradient_rule(u, new, new_of)
+    return new_of.get(graph, graph)
 
 
 def carries_gradient(*roots: UOp) -> bool:
@@ -177,10 +193,45 @@ def carries_gradient(*roots: UOp) -> bool:
 
 def unrecorded_write(old: UOp, written: UOp, device: str) -> UOp:
     """The value of a lazy tensor computed as `old` after a write `written` (its new graph): where autograd doesn't
-    record the write and `old` carries a gradient, `unrecorded(old, written)`; else `written`, as it is."""
-    if is_grad_enabled() or not carries_gradient(old):
+    record the write and `old` carries a gradient, `unrecorded(old, written)`. A recorded write of a value that doesn't
+    read `old` (`y.zero_()`, `y.copy_(v)`, `y.normal_()`) keeps `old` in the graph with a zero gradient, as PyTorch's
+    (y still requires grad, and x.grad of `y = x * 1` is zeros, not None); else `written`, as it is."""
+    if is_grad_enabled():
+        # (most in-place ops read the old value, `out += residual`: found among the first nodes looked at)
+        if _reads(written, old) or not carries_gradient(old):
+            return written
+        return _tied(old, written, device)
+    if not carries_gradient(old):
         return written
     return unrecorded(old, written, device)
+
+
+def _reads(graph: UOp, node: UOp) -> bool:
+    # whether `graph` is computed from `node` where a gradient flows (not behind a DETACH, `y.copy_(y.detach() + 1)`):
+    # breadth first, so a write that reads the old value at its top finds it at once
+    seen = {graph}
+    queue = collections.deque([graph])
+    while queue:
+        u = queue.popleft()
+        if u is node:
+            return True
+        if u.op is Ops.DETACH:
+            continue
+        for s in u.src:
+            if s not in seen:
+                seen.add(s)
+                queue.append(s)
+    return False
+
+
+def _tied(before: UOp, after: UOp, device: str) -> UOp:
+    # the values `after`, with `before` tied in for the gradient walk to find it (a select that always takes `after`:
+    # `before` gets a zero gradient)
+    always = UOp(Ops.CONST, dtypes.bool, (UOp(Ops.DEVICE, arg=device),), True)
+    if before.shape:
+        always = UOp(Ops.RESHAPE, dtypes.bool, (always,), (1,) * len(before.shape))
+        always = UOp(Ops.EXPAND, dtypes.bool, (always,), tuple(before.shape))
+    return UOp(Ops.WHERE, after.dtype, (always, after, before))
 
 
 def unrecorded(before: UOp, after: UOp, device: str) -> UOp:
@@ -190,12 +241,9 @@ def unrecorded(before: UOp, after: UOp, device: str) -> UOp:
     gets to `before` as it is; `before` is tied in (a select that always takes `after`) for the walk to find it."""
     if after.op is not Ops.DETACH:
         after = UOp(Ops.DETACH, after.dtype, (after,))
-    always = UOp(Ops.CONST, dtypes.bool, (UOp(Ops.DEVICE, arg=device),), True)
-    if before.shape:
-        always = UOp(Ops.RESHAPE, dtypes.bool, (always,), (1,) * len(before.shape))
-        always = UOp(Ops.EXPAND, dtypes.bool, (always,), tuple(before.shape))
-    tied = UOp(Ops.WHERE, after.dtype, (always, after, before))
-    node = UOp(Ops.CONTIGUOUS, after.dtype, (tied,), ("unrecorded write", next(_contiguous_ids)))
+    node = UOp(
+        Ops.CONTIGUOUS, after.dtype, (_tied(before, after, device),), ("unrecorded write", next(_contiguous_ids))
+    )
     set_gradient(node, (before,), _passed_on)
     return node
 
