@@ -116,6 +116,44 @@ def test_pooling_indices_and_unpooling_match_torch() -> None:
     assert nn.MaxUnpool2d(2)(values, indices, output_size=(1, 1, 5, 5)).shape == (1, 1, 5, 5)
 
 
+@pytest.mark.parametrize("dims, shape", [(1, (2, 3, 8)), (2, (1, 2, 5, 7)), (3, (1, 1, 3, 4, 5))])
+def test_adaptive_max_pool_indices_with_a_gradient_match_torch(dims: int, shape: tuple[int, ...]) -> None:
+    # uneven windows on an input that takes a gradient: the values and the indices, and the gradient, as torch's
+    # (the gradient's path gave the values alone)
+    ours, theirs = _both(f"AdaptiveMaxPool{dims}d", 3, return_indices=True)
+    x = _randn(*shape)
+    xo, xt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (values, indices), (ref, ref_indices) = ours(xo), theirs(xt)
+    _close(values, ref, what=f"AdaptiveMaxPool{dims}d")
+    np.testing.assert_array_equal(indices.numpy(), ref_indices.numpy())
+    upstream = _randn(*ref.shape)
+    (values * Tensor(upstream)).sum().backward()
+    (ref * torch.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(xo.grad.numpy(), xt.grad.numpy(), atol=1e-6)
+
+
+def test_max_unpool_output_size_and_indices_checked_as_torch() -> None:
+    values, indices = nn.MaxPool2d(2, return_indices=True)(Tensor(_randn(1, 1, 5, 5)))
+    ref, ref_indices = torch.tensor(values.numpy()), torch.tensor(indices.numpy()).long()
+    # torch takes the sizes strictly within a stride of the default (4 here): 3, 4 and 5
+    for size in (3, 4, 5):
+        if int(indices.numpy().max()) < size * size:
+            got = nn.MaxUnpool2d(2)(values, indices, output_size=(size, size))
+            _close(got, torch.nn.MaxUnpool2d(2)(ref, ref_indices, output_size=(size, size)), what=f"{size}")
+    for size in (2, 6, 7):
+        with pytest.raises(ValueError, match="invalid output_size"):
+            torch.nn.MaxUnpool2d(2)(ref, ref_indices, output_size=(size, size))
+        message = rf"max_unpool2d: invalid output_size \({size}, {size}\) \(dim 0 must be between 2 and 6"
+        with pytest.raises(ValueError, match=message):
+            nn.MaxUnpool2d(2)(values, indices, output_size=(size, size))
+    # an index past the output (the default size 4 x 4 of a pool of 5 x 5): torch's RuntimeError, naming the op
+    far = Tensor(np.full((1, 1, 2, 2), 24, dtype=np.int32))
+    with pytest.raises(RuntimeError, match="Found an invalid max index"):
+        torch.nn.MaxUnpool2d(2)(ref, torch.full((1, 1, 2, 2), 24))
+    with pytest.raises(RuntimeError, match=r"max_unpool2d: an index lies outside the output plane \(4, 4\)"):
+        nn.MaxUnpool2d(2)(values, far)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # padding
 
@@ -497,6 +535,18 @@ def test_bad_arguments_are_clear_errors() -> None:
     ]
     for build, message in constructor_errors:
         with pytest.raises(ValueError, match=message):
+            build()
+    # where torch raises RuntimeError (at the call), a RuntimeError too
+    x = torch.ones(1, 1, 4, 4)
+    for build, torch_call in [
+        (lambda: nn.MaxPool2d(2, padding=2), lambda: torch.nn.MaxPool2d(2, padding=2)(x)),
+        (lambda: nn.AvgPool2d(3, padding=2), lambda: torch.nn.AvgPool2d(3, padding=2)(x)),
+        (lambda: nn.AvgPool2d(2, divisor_override=0), lambda: torch.nn.AvgPool2d(2, divisor_override=0)(x)),
+        (lambda: nn.LocalResponseNorm(0), lambda: torch.nn.LocalResponseNorm(0)(x)),
+    ]:
+        with pytest.raises(RuntimeError):
+            torch_call()
+        with pytest.raises(RuntimeError):
             build()
     call_errors: list[tuple[Any, tuple[int, ...], str]] = [
         (nn.MaxPool2d(2), (2, 2), r"MaxPool2d: expected input \(N, C, H, W\) or \(C, H, W\), got shape \(2, 2\)"),

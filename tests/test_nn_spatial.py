@@ -195,6 +195,13 @@ def test_embedding_bag_2d_input_and_include_last_offset_match_torch(mode: str, s
     compare(ours, theirs, RNG.integers(0, 6, (3, 4)), grad_of=())
     ours, theirs = _both("EmbeddingBag", 6, 4, mode=mode, include_last_offset=True)
     compare(ours, theirs, np.array([5, 1, 2, 0, 3]), np.array([0, 2, 5]), grad_of=())
+    # a last offset short of the input's end ends the last bag (torch's CPU runs it to the input's end; its docs ask
+    # for the input's length there): positions 5 and 6 are in no bag
+    bag = nn.EmbeddingBag.from_pretrained(Tensor(np.eye(6, dtype=np.float32)), mode=mode, include_last_offset=True)
+    got = bag(Tensor([5, 1, 2, 0, 3, 4, 4]), Tensor([0, 2, 5])).numpy()
+    want = {"sum": [[0, 1, 0, 0, 0, 1], [1, 0, 1, 1, 0, 0]], "max": [[0, 1, 0, 0, 0, 1], [1, 0, 1, 1, 0, 0]]}
+    want["mean"] = [[0, 0.5, 0, 0, 0, 0.5], [1 / 3, 0, 1 / 3, 1 / 3, 0, 0]]
+    np.testing.assert_allclose(got, want[mode], atol=1e-6)
 
 
 def test_embedding_bag_per_sample_weights_match_torch() -> None:
@@ -229,8 +236,11 @@ def test_embedding_bag_errors() -> None:
     assert nn.EmbeddingBag(5, 3, padding_idx=-1).padding_idx == 4
     with pytest.raises(ValueError, match=r"_weight must have shape \(5, 3\), got \(2, 2\)"):
         nn.EmbeddingBag(5, 3, _weight=Tensor.ones(2, 2))
-    with pytest.raises(NotImplementedError, match=r"EmbeddingBag\(5, 3\): scale_grad_by_freq isn't supported"):
-        nn.EmbeddingBag(5, 3, scale_grad_by_freq=True)
+    # torch refuses it at the first call
+    with pytest.raises(ValueError, match=r"EmbeddingBag\(5, 3\): max mode does not support scaling the gradient"):
+        nn.EmbeddingBag(5, 3, mode="max", scale_grad_by_freq=True)
+    with pytest.raises(ValueError, match="embedding_bag: max mode does not support scaling the gradient"):
+        UF.embedding_bag(Tensor([1, 2]), Tensor.ones(5, 3), Tensor([0]), mode="max", scale_grad_by_freq=True)
     with pytest.raises(ShapeError, match="embedding_bag: a 1-D input needs 1-D offsets"):
         nn.EmbeddingBag(5, 3)(Tensor([1, 2]))
     # decreasing offsets: refused (PyTorch's CPU checks only the first and the last offset, and gives unspecified
@@ -238,6 +248,41 @@ def test_embedding_bag_errors() -> None:
     decreasing = r"offsets must start at 0, never decrease .* got \[0, 5, 3\] \(PyTorch checks the first and the last"
     with pytest.raises(ValueError, match=decreasing):
         nn.EmbeddingBag(10, 3, mode="sum")(Tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 0]), Tensor([0, 5, 3]))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("padding_idx", [None, 4])
+def test_embedding_bag_scale_grad_by_freq_as_torch(mode: str, padding_idx: int | None) -> None:
+    # each row's gradient divided by how often its index occurs in the whole input. The reference is torch's
+    # `embedding` with scale_grad_by_freq, its rows bagged by hand: torch 2.13's CPU EmbeddingBag divides a row by
+    # another index's count where counts differ (here row 3, once, by 2's count 3)
+    idx, offsets = np.array([1, 2, 4, 2, 4, 3, 2, 9]), np.array([0, 3, 5])
+    ours, theirs = _both("EmbeddingBag", 10, 3, mode=mode, scale_grad_by_freq=True, padding_idx=padding_idx)
+    _load_torch(ours, theirs)
+    weight = theirs.weight.detach().clone().requires_grad_()
+    rows = torch.nn.functional.embedding(torch.tensor(idx), weight, padding_idx, scale_grad_by_freq=True)
+    bags = []
+    for start, end in zip(offsets, [*offsets[1:], len(idx)], strict=True):
+        kept = torch.tensor(idx[start:end] != (-1 if padding_idx is None else padding_idx)).unsqueeze(-1)
+        total = (rows[start:end] * kept).sum(0)
+        bags.append(total / kept.sum() if mode == "mean" else total)
+    ref = torch.stack(bags)
+    upstream = _randn(*ref.shape)
+    (ref * torch.tensor(upstream)).sum().backward()
+    out = ours(Tensor(idx), Tensor(offsets))
+    np.testing.assert_allclose(ref.detach().numpy(), theirs(torch.tensor(idx), torch.tensor(offsets)).detach().numpy())
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=1e-6)
+    (out * Tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(ours.weight.grad.numpy(), weight.grad.numpy(), atol=1e-6)
+    # the functional too, and a 2-D input (equal counts there: torch's own EmbeddingBag is right)
+    table = Tensor(theirs.weight.detach().numpy(), requires_grad=True)
+    out = UF.embedding_bag(
+        Tensor(idx), table, Tensor(offsets), mode=mode, scale_grad_by_freq=True, padding_idx=padding_idx
+    )
+    (out * Tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(table.grad.numpy(), weight.grad.numpy(), atol=1e-6)
+    ours, theirs = _both("EmbeddingBag", 6, 4, mode=mode, scale_grad_by_freq=True)
+    compare(ours, theirs, np.array([[1, 1, 5], [5, 0, 0]]), grad_of=())
 
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])

@@ -23,7 +23,7 @@ import numpy as np
 from uopkit.nn.arguments import _SPATIAL, _maybe_in_place, _probability
 from uopkit.nn.module import Module
 from uopkit.nn.modules import BatchNorm, LayerNorm, _host
-from uopkit.tensor import ShapeError, Tensor
+from uopkit.tensor import ArgumentError, ShapeError, Tensor
 
 __all__ = [
     "Unflatten",
@@ -273,7 +273,7 @@ class LocalResponseNorm(Module):
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
         if not isinstance(size, int) or size < 1:
-            raise ValueError(f"LocalResponseNorm: size must be a positive int, got {size!r}")
+            raise ArgumentError(f"LocalResponseNorm: size must be a positive int, got {size!r}")
         self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
 
     def __call__(self, x: Tensor) -> Tensor:

@@ -11,7 +11,7 @@ import numpy as np
 from uopkit.nn.arguments import _check_rank, _positive
 from uopkit.nn.module import Module
 from uopkit.nn.modules import _ntuple
-from uopkit.tensor import ShapeError, Tensor
+from uopkit.tensor import ArgumentError, ShapeError, Tensor
 
 __all__ = [
     "MaxPool2d",
@@ -68,7 +68,8 @@ class _Pool(Module):
         _positive(d, "dilation", layer)
         _positive(p, "padding", layer, allow_zero=True)
         if any(pad > size // 2 for pad, size in zip(p, k, strict=True)):
-            raise ValueError(f"{layer}: padding {p} must be at most half the kernel_size {k} (as PyTorch)")
+            # (a ValueError that is a RuntimeError too: torch's, raised at the call)
+            raise ArgumentError(f"{layer}: padding {p} must be at most half the kernel_size {k} (as PyTorch)")
         return k, s, p, d
 
 
@@ -138,7 +139,7 @@ class AvgPool2d(_Pool):
     ) -> None:
         self._args = self._window(kernel_size, stride, padding)
         if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
-            raise ValueError(
+            raise ArgumentError(
                 f"{type(self).__name__}: divisor_override must be a positive int, got {divisor_override!r}"
             )
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size

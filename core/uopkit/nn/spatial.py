@@ -21,7 +21,7 @@ from uopkit.dtype import dtypes
 from uopkit.nn.arguments import _maybe_in_place, _probability
 from uopkit.nn.module import Module, Parameter
 from uopkit.nn.modules import _host, _renorm_looked_up_rows, _uniform
-from uopkit.tensor import ShapeError, Tensor
+from uopkit.tensor import ArgumentError, ShapeError, Tensor, is_grad_enabled, segments
 
 __all__ = [
     "Fold",
@@ -133,13 +133,30 @@ class Unfold(Module):
 _BAG_MODES = ("sum", "mean", "max")
 
 
+def _frequency_scaled(input: Tensor, weight: Tensor, mode: str, fn: str) -> Tensor:
+    """`weight` with the same values and each row's gradient divided by how often its index occurs in `input` (all
+    bags together), as torch's scale_grad_by_freq in mode "sum" and "mean"; with no gradient to scale, weight itself.
+    (torch 2.13's CPU backward divides some rows by another index's count; this is the
+    documented rule, which its GPU backend and its `embedding` follow.)"""
+    if mode == "max":
+        raise ArgumentError(f"{fn}: max mode does not support scaling the gradient by the frequency (as PyTorch)")
+    if not (weight.requires_grad and is_grad_enabled()):
+        return weight
+    flat = input.flatten()
+    ones = Tensor.ones(flat.shape, dtype=weight.dtype, device=flat.device)
+    counts = segments.added_at(flat, ones, weight.shape[0]).maximum(1).unsqueeze(-1)
+    # (the value untouched: weight - weight.detach() is 0; an unused row's count 0 taken as 1, its gradient is 0)
+    return weight.detach() + (weight - weight.detach()) / counts
+
+
 class EmbeddingBag(Module):
     """The sum, mean or max of bags of rows of `weight` (num_embeddings, embedding_dim), N(0, 1) initialized (the
     `padding_idx` row zeros), as torch.nn.EmbeddingBag: called on a 2-D input (B, L) of B bags, or a 1-D input cut
     into bags at `offsets`, with `per_sample_weights` in mode "sum" (see Tensor.embedding_bag). `max_norm`: each
     looked-up row whose `norm_type`-norm exceeds it is scaled down to it in the weight itself, outside autograd, before
     the lookup (torch's). `sparse=True` is accepted and gives a dense gradient (there are no sparse tensors; every
-    optimizer takes it). scale_grad_by_freq isn't supported.
+    optimizer takes it). `scale_grad_by_freq` (modes "sum" and "mean"): each row's gradient is divided by how often its
+    index occurs in the input.
 
     >>> bag = EmbeddingBag.from_pretrained(Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), mode="sum")
     >>> bag(Tensor([0, 1, 2]), Tensor([0, 2])).tolist()
@@ -163,10 +180,11 @@ class EmbeddingBag(Module):
     ) -> None:
         layer = f"EmbeddingBag({num_embeddings}, {embedding_dim})"
         _no_device(device, dtype, layer)
-        if scale_grad_by_freq:
-            raise NotImplementedError(f"{layer}: scale_grad_by_freq isn't supported")
         if mode not in _BAG_MODES:
             raise ValueError(f"{layer}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+        if scale_grad_by_freq and mode == "max":
+            # (torch raises at the first call)
+            raise ValueError(f"{layer}: max mode does not support scaling the gradient by the frequency")
         if sparse and mode == "max":
             # (torch raises at the first call)
             raise ValueError(f"{layer}: max mode does not support sparse weights")
@@ -178,7 +196,7 @@ class EmbeddingBag(Module):
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type = max_norm, norm_type
-        self.scale_grad_by_freq, self.mode, self.sparse = False, mode, sparse
+        self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
         self.include_last_offset, self.padding_idx = include_last_offset, padding_idx
         if _weight is None:
             table = Tensor._rng().standard_normal((num_embeddings, embedding_dim))
@@ -201,8 +219,11 @@ class EmbeddingBag(Module):
             # (the indices checked first: the renorm writes the weight; other dtypes are refused by the lookup)
             self.weight._check_index_range(input, self.num_embeddings, 0, "embedding_bag", negative=False)
             _renorm_looked_up_rows(input, self.weight, self.max_norm, self.norm_type)
+        weight = self.weight
+        if self.scale_grad_by_freq and dtypes.is_int(input.dtype):
+            weight = _frequency_scaled(input, weight, self.mode, type(self).__name__)
         return input.embedding_bag(
-            self.weight,
+            weight,
             offsets,
             mode=self.mode,
             per_sample_weights=per_sample_weights,

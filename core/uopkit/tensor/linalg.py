@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 MAX_FUSED_PHASES = 4
 
 
+class _UnpoolIndexError(IndexError, RuntimeError):
+    """An index of max_unpool outside its output: PyTorch raises RuntimeError there, uopkit's range checks
+    IndexError."""
+
+
 class LinalgMixin:
     __slots__ = ()
 
@@ -609,11 +614,24 @@ class LinalgMixin:
             raise ShapeError(
                 f"max_unpool2d: indices {indices.shape} ({indices.dtype}) must be ints shaped {self.shape}"
             )
+        op = f"max_unpool{n}d"
         default = tuple((i - 1) * s - 2 * p + k for i, s, p, k in zip(self.shape[-n:], s_, p_, k_, strict=True))
-        out = tuple(output_size[-n:]) if output_size is not None else default
+        out = tuple(int(o) for o in output_size[-n:]) if output_size is not None else default
+        for axis, (o, d, s) in enumerate(zip(out, default, s_, strict=True)):
+            # torch's rule: the sizes that pool back to the input's, within a stride of the default either way
+            if not d - s < o < d + s:
+                raise ArgumentError(
+                    f"{op}: invalid output_size {tuple(output_size)} (dim {axis} must be between {d - s} and "
+                    f"{d + s}, exclusive, for input {self.shape}, kernel_size {k_}, stride {s_}, padding {p_})"
+                )
         batch = self.shape[:-n]
         flat = Tensor.zeros(*batch, prod(out), dtype=self.dtype, device=self.device)
-        flat = flat.scatter(len(batch), indices.reshape(*batch, -1), self.reshape(*batch, -1))
+        try:
+            flat = flat.scatter(len(batch), indices.reshape(*batch, -1), self.reshape(*batch, -1))
+        except IndexError as e:
+            raise _UnpoolIndexError(
+                f"{op}: an index lies outside the output plane {out} ({e}); pass the pooled input's size as output_size"
+            ) from None
         return flat.reshape(batch + out)
 
     @in_float32

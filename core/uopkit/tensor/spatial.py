@@ -784,7 +784,11 @@ class SpatialMixin:
         if self.requires_grad:
             # (the windows' gradient through their movement ops is a sum over the O repeats and the taps: 30x slower
             # than these paths' own, a mask per axis and a gather)
-            return self._adaptive_pool_for_gradient(out, is_max)
+            values = self._adaptive_pool_for_gradient(out, is_max)
+            if not (is_max and return_indices):
+                return values
+            # the indices, which take no gradient, from the windows of the path below
+            return values, self.detach()._adaptive_pool(output_size, op, True)[1]
         windows, inside = self._adaptive_windows(out)
         axes = tuple(range(-n, 0))
         if not is_max:

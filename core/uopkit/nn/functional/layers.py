@@ -15,6 +15,7 @@ from uopkit.dtype import dtypes
 from uopkit.nn.functional.arguments import _check_rank, _ntuple, _pool_window, _tensor_input
 from uopkit.nn.modules import _MACHINE_EPS, _renorm_looked_up_rows
 from uopkit.nn.pooling import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
+from uopkit.nn.spatial import _frequency_scaled
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
 from uopkit.tensor.support import _check_same_device
@@ -576,14 +577,17 @@ def embedding_bag(
     include_last_offset: bool = False,
     padding_idx: int | None = None,
 ) -> Tensor:
-    """torch.nn.functional.embedding_bag (scale_grad_by_freq isn't supported; sparse=True gives a dense gradient)."""
+    """torch.nn.functional.embedding_bag (sparse=True gives a dense gradient)."""
     if sparse and mode == "max":
         raise ArgumentError("embedding_bag: max mode does not support sparse weights (as PyTorch)")
     if max_norm is not None:
         # (the method leaves max_norm out: the weight is renormalized here first, as embedding's)
         _renorm_looked_up_rows(input, weight, max_norm, norm_type)
+    if scale_grad_by_freq and dtypes.is_int(input.dtype):
+        # (the method leaves it out too: the weight's gradient is scaled here)
+        weight = _frequency_scaled(input, weight, mode, "embedding_bag")
     bags = (mode, False, per_sample_weights, include_last_offset, padding_idx)
-    return input.embedding_bag(weight, offsets, None, norm_type, scale_grad_by_freq, *bags)
+    return input.embedding_bag(weight, offsets, None, norm_type, False, *bags)
 
 
 @_tensor_input
