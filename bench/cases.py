@@ -40,6 +40,8 @@ class Sizes:
     epoch: tuple[int, int] = (100, 64)
     # top-k sampling over a vocabulary: rows, vocabulary, k
     topk: tuple[int, int, int] = (8, 50257, 50)
+    # a row's stable argsort (ranked per block, `uopkit.tensor.blocksort`): its length
+    argsort: int = 3000
 
 
 QUICK = Sizes(
@@ -56,6 +58,7 @@ QUICK = Sizes(
     scatter=(50, 200, 4),
     epoch=(4, 8),
     topk=(2, 1000, 5),
+    argsort=1000,
 )
 
 
@@ -153,6 +156,26 @@ def topk(fw: Framework, shape: tuple[int, int, int]) -> tuple[Run, Callable]:
     if fw.name == "torch":
         return (lambda: fn(k, dim=-1)), lambda out: check(out[0])
     return (lambda: fw.sync(fn(k, -1))), lambda out: check(out[0])
+
+
+def argsort(fw: Framework, n: int) -> tuple[Run, Callable]:
+    """The positions that sort a row of n floats, equal values in order (a stable sort); checked as numpy's."""
+    x = _rng(18).standard_normal(n).astype(np.float32)
+    ref = np.argsort(x, kind="stable")
+    tx = fw.tensor(x)
+
+    def check(out: Any) -> float:
+        # (the share of positions that differ)
+        got = fw.numpy(out)
+        return float("inf") if got.shape != ref.shape else float(np.mean(got != ref))
+
+    if fw.name == "numpy":
+        return (lambda: np.argsort(x, kind="stable")), check
+    if fw.name == "torch":
+        torch = fw.module
+        return (lambda: torch.argsort(tx, stable=True)), check
+    fn = _need(tx, "argsort", fw)
+    return (lambda: fw.sync(fn())), check
 
 
 def conv2d(fw: Framework, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple[Run, Callable]:

@@ -96,6 +96,8 @@ def benchmarks(sizes: cases.Sizes) -> list[Bench]:
     out.append(
         Bench(f"topk {k} of {rows}x{vocab}", lambda fw: cases.topk(fw, sizes.topk), (4 * rows * vocab / 1e9, "GB/s"))
     )
+    n = sizes.argsort
+    out.append(Bench(f"argsort {n}", lambda fw: cases.argsort(fw, sizes.argsort), (n / 1e6, "Melem/s")))
     dims, b = sizes.mlp, sizes.batch
     label = f"mlp step {'-'.join(map(str, dims))} b{b}"
     out.append(Bench(label, lambda fw: cases.mlp_step(fw, dims, b, jit=False), (1, "steps/s")))

@@ -9,7 +9,7 @@ import torch
 
 from uopkit import Tensor
 from uopkit.schedule import create_schedule, kernelize_tensors
-from uopkit.tensor import bitonic, reduce
+from uopkit.tensor import bitonic, reduce, relaunch
 from uopkit.tensor.reduce import SORT_BY_RANK
 from uopkit.uop.ops import Ops
 
@@ -21,6 +21,8 @@ def _through_the_network(monkeypatch):
     # rows up to SORT_BY_BLOCKS are ranked per block (tests/test_blocksort.py): every row past SORT_BY_RANK goes
     # through the network here
     monkeypatch.setattr(reduce, "SORT_BY_BLOCKS", SORT_BY_RANK)
+    # (and each call builds its graph: kernels captured from another path are not launched again, `relaunch`)
+    monkeypatch.setattr(relaunch, "ENABLED", False)
 
 
 def _with_ties_and_specials(x: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from uopkit.helpers import prod
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
 from uopkit.tensor.bitonic import bitonic_descending
 from uopkit.tensor.blocksort import sort_positions_by_blocks
+from uopkit.tensor.relaunch import relaunched
 from uopkit.tensor.replay import replay_call
 from uopkit.tensor.support import (
     _CUM_BLOCK,
@@ -571,8 +572,11 @@ class ReduceMixin:
             raise ArgumentError(f"kthvalue: k must be an int in 1..{n} (axis {dim} of shape {self.shape}), got {k!r}")
         if self.ndim == 0:
             return ValuesIndices(self, Tensor(0, device=self.device, dtype=dtypes.int32))
+        return relaunched(Tensor._kth_along, self, k, axis, keepdim)
+
+    def _kth_along(self, k: int, axis: int, keepdim: bool) -> ValuesIndices:
         x = self._move_to_end(axis)
-        kth = x.sort(-1)[0]._slice_axis(x.ndim - 1, k - 1, k).detach()
+        kth = x._sorted_at(k - 1).detach()
         index = x._is_value(kth).argmax(-1, keepdim=True)
         # (the first hit is in range by construction: no bounds check, which would read it back)
         values = x._gather_checked(x.ndim - 1, index)
@@ -596,12 +600,15 @@ class ReduceMixin:
             raise UnsupportedDTypeError(f"{op}: bool tensors have no median; cast with .int() first")
         skip_nan = op == "nanmedian"
         if dim is None:
-            return self._median_of_all(keepdim, op)
+            return relaunched(Tensor._median_of_all, self, keepdim, op)
         axis = _normalize_axis(dim, max(self.ndim, 1), op, self.shape)
         if self.ndim == 0:
             return ValuesIndices(self, Tensor(0, device=self.device, dtype=dtypes.int32))
         if self.shape[axis] == 0:
             raise EmptyReduceError(f"{op}: axis {dim} of shape {self.shape} is empty, it has no median")
+        return relaunched(Tensor._median_along, self, axis, keepdim, skip_nan)
+
+    def _median_along(self, axis: int, keepdim: bool, skip_nan: bool) -> ValuesIndices:
         x = self._move_to_end(axis)
         index = x._is_value(x._lower_middle(skip_nan)).argmax(-1, keepdim=True)
         # (the first hit is in range by construction: no bounds check, which would read it back)
@@ -630,16 +637,22 @@ class ReduceMixin:
         # the lower median of the last axis (kept as size 1), NaN where a NaN is in the row (a NaN sorts last, so the
         # middle is NaN only when most are); detached: gradients go through the elements equal to it
         n = self.shape[-1]
-        ordered = self.sort(-1)[0]
         if skip_nan and dtypes.is_float(self.dtype):
             # of the first `count` sorted values (the NaNs sort last), at a position per row; NaN where count is 0
+            ordered = self._sort_along(self.ndim - 1, False)[0]
             count = self._count_not_nan()
             middle = ordered._gather_checked(self.ndim - 1, (count - 1).maximum(0) // 2).detach()
             return (count == 0).where(math.nan, middle)
-        middle = ordered._slice_axis(self.ndim - 1, (n - 1) // 2, (n - 1) // 2 + 1).detach()
+        middle = self._sorted_at((n - 1) // 2).detach()
         if dtypes.is_float(self.dtype):
             middle = self.isnan().any(-1, keepdim=True).where(math.nan, middle)
         return middle
+
+    def _sorted_at(self, r: int) -> Tensor:
+        # the value of rank r along the last axis (kept as size 1): its position stored first, else the sort's one-hot
+        # gather of the values is fused below the slice (a sum over the row for each of its n elements: n^2 a row)
+        position = self._sort_along(self.ndim - 1, False)[1]._slice_axis(self.ndim - 1, r, r + 1).contiguous()
+        return self._gather_checked(self.ndim - 1, position)
 
     def _count_not_nan(self) -> Tensor:
         # how many of the last axis' values are not NaN (int32, kept as size 1)
@@ -880,6 +893,9 @@ class ReduceMixin:
         dim = _normalize_axis(dim, max(self.ndim, 1), "sort", self.shape)
         if self.ndim == 0:
             return ValuesIndices(self, Tensor(0, device=self.device, dtype=dtypes.int32))
+        return relaunched(Tensor._sort_along, self, dim, descending)
+
+    def _sort_along(self, dim: int, descending: bool) -> tuple[Tensor, Tensor]:
         x = self._move_to_end(dim)
         if x.shape[-1] <= SORT_BY_RANK:
             # (replayed: the rank's graph is ~50 ops, ~300 us of Python built op by op)
@@ -979,9 +995,9 @@ class ReduceMixin:
         )
         if self.ndim and keyed and TOURNAMENT_MIN_K <= k <= TOURNAMENT_MAX_K and SORT_BY_RANK < n <= 1 << 31:
             # (a tournament of blocks: a few kernels a level, whatever k is)
-            return self._topk_by_selection(k, dim, largest)
+            return relaunched(Tensor._topk_by_selection, self, k, dim, largest)
         if self.ndim and 0 < k <= rounds and k * TOPK_BY_SELECTION <= n and self.dtype != dtypes.bool:
-            return self._topk_by_selection(k, dim, largest)
+            return relaunched(Tensor._topk_by_selection, self, k, dim, largest)
         values, indices = self.sort(dim, descending=largest)
         if self.ndim == 0:
             return ValuesIndices(values, indices)

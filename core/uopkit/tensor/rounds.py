@@ -9,8 +9,9 @@ and the default dtypes (the capture is kept by those).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from uopkit.device import Buffer
@@ -48,15 +49,18 @@ MAX_CAPTURED_BYTES = 64 << 20
 @dataclass
 class _Capture:
     """A round's launches, its input's buffer and its output's named by slot (0 and 1) so that the capture holds
-    neither; the other buffers are the round's own (values it writes and reads within it)."""
+    neither; the other buffers are the round's own (values it writes and reads within it). (`relaunch` names its
+    op's input and results by slots 0, 1, ...)"""
 
     launches: list[tuple[CompiledRunner, list[Buffer | int], dict[str, int]]]
     nbytes: int = 0
+    # held while launching: two threads running one capture at once would share its own buffers mid-run
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False, compare=False, repr=False)
 
-    def launch(self, read: Buffer, write: Buffer) -> None:
-        slots = (read, write)
-        for runner, bufs, var_vals in self.launches:
-            exec_item(ExecItem(runner, [slots[b] if isinstance(b, int) else b for b in bufs], var_vals))
+    def launch(self, *slots: Buffer) -> None:
+        with self.lock:
+            for runner, bufs, var_vals in self.launches:
+                exec_item(ExecItem(runner, [slots[b] if isinstance(b, int) else b for b in bufs], var_vals))
 
 
 # (function, input signature, arguments) -> _Capture, the least recently used first

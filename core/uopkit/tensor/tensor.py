@@ -56,6 +56,7 @@ from uopkit.tensor import operators as _operators_module
 from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import printing as _printing_module
 from uopkit.tensor import reduce as _reduce_module
+from uopkit.tensor import relaunch as _relaunch_module
 from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import rounds as _rounds_module
 from uopkit.tensor import segments as _segments_module
@@ -845,6 +846,7 @@ for _module in (
     _functional_module,
     _replay_module,
     _rounds_module,
+    _relaunch_module,
     _bitonic_module,
     _blocksort_module,
     _tournament_module,
