@@ -300,11 +300,12 @@ def test_default_device(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Device.DEFAULT == "CPU"
     monkeypatch.setenv("DEVICE", "testmem:1")
     assert Device.DEFAULT == "TESTMEM:1"
+    before = Device._default
     Device.DEFAULT = "TESTMEM"
     try:
         assert Device.DEFAULT == "TESTMEM"
     finally:
-        Device.DEFAULT = None
+        Device.DEFAULT = before
 
 
 def test_lru_cache_is_bounded_by_the_most_ever_in_use() -> None:

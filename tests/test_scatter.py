@@ -29,10 +29,12 @@ torch = pytest.importorskip("torch")
 def _on_the_cpu():
     # the scatter lowering is the CPU's (work-group renderers keep the one-hot reduce or sort, minutes on PoCL): under
     # DEVICE=OPENCL this file still tests the CPU's kernels, the GPU-style case has a test of its own below
-    default = Device.DEFAULT
+    # what was set is put back (None: nothing, the DEVICE variable or the best backend decide), not the device it
+    # resolved to: that pinned every later test of the process to the CPU (a monkeypatched DEVICE was ignored)
+    before = Device._default
     Device.DEFAULT = "CPU"
     yield
-    Device.DEFAULT = default
+    Device.DEFAULT = before
 
 
 def _kernels(t: Tensor) -> list:

@@ -50,15 +50,20 @@ def _torch_hogwild_one_at_a_time(initial: dict[str, np.ndarray]) -> dict[str, np
     # torch's mnist_hogwild with its processes run one after the other: each trains the shared model with a fresh
     # optimizer (momentum of its own), so the result is the same as training in turn in one process
     torch = pytest.importorskip("torch")
+    # one thread, as each of mnist_hogwild's processes; the process's own count put back for the tests after this one
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    model = torch.nn.Linear(4, 3)
-    model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in initial.items()})
-    for rank in range(2):
-        opt = torch.optim.SGD(model.parameters(), lr=RATE, momentum=MOMENTUM)
-        for x, y in _batches(rank):
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)).backward()
-            opt.step()
+    try:
+        model = torch.nn.Linear(4, 3)
+        model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in initial.items()})
+        for rank in range(2):
+            opt = torch.optim.SGD(model.parameters(), lr=RATE, momentum=MOMENTUM)
+            for x, y in _batches(rank):
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)).backward()
+                opt.step()
+    finally:
+        torch.set_num_threads(threads)
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
 
