@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import doctest
+import inspect
 import warnings
 
 import numpy as np
@@ -227,6 +228,8 @@ def test_default_collate_stacks_tensors():
         ([object(), object()], TypeError),
         ([np.array(["a"]), np.array(["b"])], TypeError),
         ([None, None], TypeError),
+        ([np.zeros(2), np.zeros(3)], RuntimeError),
+        ([np.zeros((2, 1), np.float32), np.zeros((1, 2), np.float32)], RuntimeError),
     ],
 )
 def test_default_collate_errors_as_torch(batch, error):
@@ -460,6 +463,15 @@ def _loader_cases():
         "negative timeout": lambda m: m.DataLoader(ds, timeout=-1),
         "prefetch without workers": lambda m: m.DataLoader(ds, prefetch_factor=2),
         "persistent without workers": lambda m: m.DataLoader(ds, persistent_workers=True),
+        "negative prefetch": lambda m: m.DataLoader(ds, num_workers=2, prefetch_factor=-1),
+        "context without workers": lambda m: m.DataLoader(ds, multiprocessing_context="spawn"),
+        "unknown start method": lambda m: m.DataLoader(ds, num_workers=2, multiprocessing_context="threads"),
+        "distributed without world size": lambda m: m.DistributedSampler(ds),
+        "distributed rank past replicas": lambda m: m.DistributedSampler(ds, num_replicas=2, rank=2),
+        "distributed negative rank": lambda m: m.DistributedSampler(ds, num_replicas=2, rank=-1),
+        "stack of nothing": lambda m: m.StackDataset(),
+        "stack of tuple and dict": lambda m: m.StackDataset(ds, y=ds),
+        "stack lengths differ": lambda m: m.StackDataset(ds, ds[:3]),
         "lengths don't add up": lambda m: m.random_split(ds, [3, 4]),
         "fractions don't add up": lambda m: m.random_split(ds, [0.3, 0.4]),
         "fraction above 1": lambda m: m.random_split(ds, [1.5, -0.5]),
@@ -495,6 +507,117 @@ def test_iterable_dataset_refuses_an_order():
         data.WeightedRandomSampler([1.0, -1.0], 2)
     with pytest.raises(ValueError):
         data.ConcatDataset([])
+
+
+def test_loader_signature_matches_torch():
+    # (torch's multiprocessing_context and generator are positional, prefetch_factor and the rest keyword-only)
+    ours, theirs = inspect.signature(data.DataLoader), inspect.signature(tdata.DataLoader)
+    assert [(p.name, p.kind) for p in ours.parameters.values()] == [
+        (p.name, p.kind) for p in theirs.parameters.values()
+    ]
+    rng = np.random.default_rng(0)
+    loader = data.DataLoader(range(4), 1, True, None, None, 0, None, False, False, 0, None, None, rng)
+    assert loader.generator is rng and loader.multiprocessing_context is None
+
+
+def test_loader_worker_options_as_torch():
+    for m in (data, tdata):
+        loader = m.DataLoader(range(4), num_workers=2, multiprocessing_context="spawn")
+        assert loader.prefetch_factor == 2 and loader.multiprocessing_context.get_start_method() == "spawn"
+        assert m.DataLoader(range(4)).prefetch_factor is None
+        with pytest.raises(TypeError):
+            m.DataLoader(range(4), num_workers=2, multiprocessing_context=3)
+
+
+@pytest.mark.parametrize(
+    "name", ["batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"]
+)
+def test_loader_batching_is_fixed_after_init(name):
+    for m in (data, tdata):
+        loader = m.DataLoader(list(range(6)), batch_size=2)
+        with pytest.raises(ValueError, match=name):
+            setattr(loader, name, None)
+        loader.collate_fn = len
+        assert list(loader) == [2, 2, 2]
+
+
+def test_random_sampler_num_samples_from_nothing():
+    for m in (data, tdata):
+        with pytest.raises(RuntimeError):
+            list(m.RandomSampler([], replacement=True, num_samples=3))
+        with pytest.raises(ZeroDivisionError):
+            list(m.RandomSampler([], num_samples=3))
+    with pytest.raises(ZeroDivisionError, match="RandomSampler: can't draw 3 samples from an empty dataset"):
+        list(data.RandomSampler([], num_samples=3))
+
+
+def test_generator_error_names_the_torch_generator():
+    with pytest.raises(TypeError, match="torch.*Generator"):
+        list(data.RandomSampler(range(3), generator=torch.Generator()))
+
+
+# ------------------------------------------------------------------------------------------ distributed and stacked
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 6, 7, 10])
+@pytest.mark.parametrize("replicas", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_distributed_sampler_in_order_matches_torch(n, replicas, drop_last):
+    for rank in range(replicas):
+        kwargs = {"num_replicas": replicas, "rank": rank, "shuffle": False, "drop_last": drop_last}
+        ours, theirs = data.DistributedSampler(range(n), **kwargs), tdata.DistributedSampler(range(n), **kwargs)
+        assert (len(ours), ours.num_samples, ours.total_size) == (len(theirs), theirs.num_samples, theirs.total_size)
+        assert list(ours) == list(theirs)
+
+
+@pytest.mark.parametrize("n, replicas, drop_last", [(50, 2, False), (23, 4, False), (23, 4, True), (3, 5, False)])
+def test_distributed_sampler_shuffled_shares(n, replicas, drop_last):
+    def shares(m, epoch, seed=3):
+        out = []
+        for rank in range(replicas):
+            s = m.DistributedSampler(range(n), num_replicas=replicas, rank=rank, seed=seed, drop_last=drop_last)
+            s.set_epoch(epoch)
+            out.append(list(s))
+        return out
+
+    for epoch in (0, 1):
+        ours, theirs = shares(data, epoch), shares(tdata, epoch)
+        # the shares' sizes and how often each index is taken (padding repeats) match torch's, order aside
+        assert [len(x) for x in ours] == [len(x) for x in theirs]
+        count = lambda parts: sorted(collections.Counter(sum(parts, [])).values())  # noqa: E731
+        assert count(ours) == count(theirs)
+        if not drop_last:
+            assert set(sum(ours, [])) == set(sum(theirs, [])) == set(range(n))
+        # the same on every replica process: a fresh sampler with the same seed and epoch gives the same share
+        assert shares(data, epoch) == ours
+    assert shares(data, 0) != shares(data, 1) and shares(data, 0) != shares(data, 0, seed=4)
+
+
+def test_distributed_sampler_in_a_loader():
+    ds = list(range(7))
+    ours = data.DataLoader(ds, batch_size=2, sampler=data.DistributedSampler(ds, 2, 1, shuffle=False))
+    theirs = tdata.DataLoader(ds, batch_size=2, sampler=tdata.DistributedSampler(ds, 2, 1, shuffle=False))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs, strict=True):
+        assert_same(a, b)
+
+
+def test_stack_dataset_matches_torch():
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for args, kwargs in (((x, "abc"), {}), ((), {"x": x, "label": [4, 5, 6]})):
+        ours, theirs = data.StackDataset(*args, **kwargs), tdata.StackDataset(*args, **kwargs)
+        assert len(ours) == len(theirs) == 3
+        assert repr(ours[1]) == repr(theirs[1])
+        assert repr(ours.__getitems__([2, 0])) == repr(theirs.__getitems__([2, 0]))
+    ours = data.DataLoader(data.StackDataset(x=data.TensorDataset(Tensor(x)), y=[4, 5, 6]), batch_size=2)
+    theirs = tdata.DataLoader(tdata.StackDataset(x=tdata.TensorDataset(torch.from_numpy(x)), y=[4, 5, 6]), batch_size=2)
+    for a, b in zip(ours, theirs, strict=True):
+        assert_same(a, b)
+
+
+def test_concat_dataset_cumsum():
+    parts = [range(2), range(0), range(3)]
+    assert data.ConcatDataset.cumsum(parts) == tdata.ConcatDataset.cumsum(parts) == [2, 2, 5]
 
 
 # ------------------------------------------------------------------------------------------ training and docs

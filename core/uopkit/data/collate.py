@@ -52,6 +52,14 @@ def _collate_numpy(batch: Sequence[Any]) -> Tensor:
     # stacked on the host (one copy to the device for the batch), in the dtype torch's stack gives mixed dtypes
     # (float32 with int64 is float32, where numpy's own promotion makes float64), each cast once, directly
     # (a big-endian dtype counts as its native twin)
+    shapes = [np.shape(b) for b in batch]
+    for i, shape in enumerate(shapes):
+        if shape != shapes[0]:
+            # (numpy's own error names neither the op nor the shapes; torch's stack raises RuntimeError)
+            raise RuntimeError(
+                f"default_collate: can't stack samples of different shapes, {shapes[0]} at entry 0 and {shape} at "
+                f"entry {i}; pad or resize them to one shape, or pass a collate_fn that batches them"
+            )
     kinds = {b.dtype.newbyteorder("=") for b in batch}
     if len(kinds) > 1:
         target = to_numpy_dtype(least_upper_dtype(*(from_numpy_dtype(k) for k in kinds)))

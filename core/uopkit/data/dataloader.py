@@ -8,6 +8,7 @@ batch of a TensorDataset is one gather, and the Tensors it gives are lazy, compu
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -23,6 +24,35 @@ def get_worker_info() -> None:
     DataLoader loads in the calling process whatever `num_workers` says), so an IterableDataset that shards its stream
     by worker yields all of it."""
     return None
+
+
+# what a DataLoader's batching is planned from (torch refuses to set them after __init__ too)
+_FIXED_AFTER_INIT = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
+
+
+def _check_context(context: Any, num_workers: int) -> Any:
+    """`multiprocessing_context` checked as torch checks it: only with num_workers > 0, a start method's name (made
+    into its context) or a context object. Loading still runs in this process (the module's docstring)."""
+    if context is None:
+        return None
+    if num_workers == 0:
+        raise ValueError(
+            f"DataLoader: multiprocessing_context={context!r} applies to worker processes only; with num_workers=0 "
+            "leave it None"
+        )
+    if isinstance(context, str):
+        methods = multiprocessing.get_all_start_methods()
+        if context not in methods:
+            raise ValueError(
+                f"DataLoader: multiprocessing_context must name a start method of {methods}, got {context!r}"
+            )
+        return multiprocessing.get_context(context)
+    if not isinstance(context, multiprocessing.context.BaseContext):
+        raise TypeError(
+            "DataLoader: multiprocessing_context takes a start method's name or a multiprocessing context, got "
+            f"{type(context).__name__}"
+        )
+    return context
 
 
 class _LoaderIterator:
@@ -72,11 +102,11 @@ class DataLoader(Generic[T_co]):
         drop_last: bool = False,
         timeout: float = 0,
         worker_init_fn: Callable[[int], None] | None = None,
-        prefetch_factor: int | None = None,
-        persistent_workers: bool = False,
+        multiprocessing_context: Any = None,
         generator: Any = None,
         *,
-        multiprocessing_context: Any = None,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
         pin_memory_device: str = "",
         in_order: bool = True,
     ) -> None:
@@ -89,6 +119,12 @@ class DataLoader(Generic[T_co]):
                 f"DataLoader: prefetch_factor={prefetch_factor} applies to worker processes only; with num_workers=0 "
                 "leave it None"
             )
+        if num_workers > 0 and prefetch_factor is None:
+            # (torch's default for worker loading; kept for scripts that read it back)
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError(f"DataLoader: prefetch_factor must be >= 0, got {prefetch_factor}")
+        multiprocessing_context = _check_context(multiprocessing_context, num_workers)
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
         iterable = isinstance(dataset, IterableDataset)
@@ -135,6 +171,16 @@ class DataLoader(Generic[T_co]):
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
+        self._initialized = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # the batches are planned when the loader is built: a later change to these would be silently ignored
+        if name in _FIXED_AFTER_INIT and getattr(self, "_initialized", False):
+            raise ValueError(
+                f"DataLoader: {name} can't be set after the DataLoader is built (its batching is fixed then); build "
+                f"a new DataLoader with {name}={value!r}"
+            )
+        super().__setattr__(name, value)
 
     def __iter__(self) -> _LoaderIterator:
         if self._iterable:

@@ -4,6 +4,7 @@ ready-made TensorDataset, ConcatDataset, ChainDataset and Subset, and random_spl
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -116,7 +117,12 @@ class ConcatDataset(Dataset[T_co]):
         for d in self.datasets:
             if isinstance(d, IterableDataset):
                 raise TypeError("ConcatDataset does not support IterableDataset (use ChainDataset)")
-        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]).tolist())  # type: ignore[arg-type]
+        self.cumulative_sizes = self.cumsum(self.datasets)
+
+    @staticmethod
+    def cumsum(sequence: Sequence[Any]) -> list[int]:
+        """The running totals of the lengths of `sequence`'s datasets (what `cumulative_sizes` holds)."""
+        return list(itertools.accumulate(len(d) for d in sequence))
 
     def __len__(self) -> int:
         return self.cumulative_sizes[-1]
@@ -148,6 +154,55 @@ class ChainDataset(IterableDataset):
 
     def __len__(self) -> int:
         return sum(len(d) for d in self.datasets)  # type: ignore[arg-type]
+
+
+class StackDataset(Dataset[Any]):
+    """Datasets of one length side by side: sample i is `(a[i], b[i], ...)` for `StackDataset(a, b, ...)`, or
+    `{"x": a[i], ...}` for `StackDataset(x=a, ...)`.
+
+    >>> StackDataset(range(3), "abc")[1], StackDataset(x=range(3), y="abc")[2]
+    ((1, 'b'), {'x': 2, 'y': 'c'})
+    """
+
+    datasets: tuple[Any, ...] | dict[str, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and kwargs:
+            raise ValueError(
+                "StackDataset: give the datasets either positionally (samples are tuples) or by name (samples are "
+                "dicts), not both"
+            )
+        if not args and not kwargs:
+            raise ValueError("StackDataset: at least one dataset should be passed")
+        self.datasets = args or kwargs
+        lengths = [len(d) for d in (args or kwargs.values())]
+        if any(n != lengths[0] for n in lengths):
+            raise ValueError(f"StackDataset: size mismatch between datasets, lengths {lengths}")
+        self._length = lengths[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(self.datasets, dict):
+            return {key: d[index] for key, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        # each dataset's own batch access where it has one
+        def column(d: Any) -> list[Any]:
+            getitems = getattr(d, "__getitems__", None)
+            items = getitems(indices) if callable(getitems) else [d[i] for i in indices]
+            if len(items) != len(indices):
+                raise ValueError(
+                    f"StackDataset: a dataset's __getitems__ gave {len(items)} samples for {len(indices)} indices"
+                )
+            return items
+
+        if isinstance(self.datasets, dict):
+            columns = {key: column(d) for key, d in self.datasets.items()}
+            return [{key: col[j] for key, col in columns.items()} for j in range(len(indices))]
+        return list(zip(*(column(d) for d in self.datasets), strict=True))
+
+    def __len__(self) -> int:
+        return self._length
 
 
 class Subset(Dataset[T_co]):

@@ -26,9 +26,11 @@ def _generator_rng(generator: Any, where: str) -> np.random.Generator:
         return Tensor._rng(generator)
     if isinstance(generator, np.random.Generator):
         return generator
+    # (the module too: a torch.Generator's bare name is uopkit's)
+    kind = f"{type(generator).__module__}.{type(generator).__qualname__}"
     raise TypeError(
         f"{where}: generator must be a uopkit.Generator, a numpy Generator (np.random.default_rng(seed)) or None "
-        f"(Tensor.manual_seed's stream), got {type(generator).__name__}"
+        f"(Tensor.manual_seed's stream), got {kind}"
     )
 
 
@@ -100,7 +102,18 @@ class RandomSampler(Sampler[int]):
         n, count = len(self.data_source), self.num_samples
         rng = _generator_rng(self.generator, "RandomSampler")
         if self.replacement:
+            if n == 0:
+                raise RuntimeError(
+                    f"RandomSampler: can't draw {count} samples with replacement from an empty dataset; give the "
+                    "dataset samples or leave num_samples out"
+                )
             return iter(rng.integers(0, n, count).tolist())
+        if n == 0:
+            # (torch's error type: its count of whole permutations divides by the length)
+            raise ZeroDivisionError(
+                f"RandomSampler: can't draw {count} samples from an empty dataset; give the dataset samples or leave "
+                "num_samples out"
+            )
         # whole permutations while they fit, then the start of one more
         order = [rng.permutation(n) for _ in range(count // n)] + [rng.permutation(n)[: count % n]]
         return iter(np.concatenate(order).tolist())
@@ -196,3 +209,64 @@ class BatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         n = len(self.sampler)  # type: ignore[arg-type]
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+class DistributedSampler(Sampler[int]):
+    """The share of the dataset's indices that replica `rank` of `num_replicas` reads (torch's DistributedSampler):
+    every replica gets `ceil(len / num_replicas)` indices, the order's start repeated to even them out, or, with
+    `drop_last`, `floor(len / num_replicas)`, the order's tail dropped. Replica r takes positions r, r + num_replicas,
+    ... of the order, so the shares are disjoint (but for the repeats).
+
+    The order is a permutation drawn from `seed + epoch` (the same on every replica; call `set_epoch(epoch)` before
+    each epoch for a new one), or 0, 1, 2, ... without `shuffle`. uopkit has no process group: pass `num_replicas`
+    and `rank` (a launcher's WORLD_SIZE and RANK). The permutation is uopkit's draw, not torch's.
+
+    >>> [list(DistributedSampler(range(5), num_replicas=2, rank=r, shuffle=False)) for r in range(2)]
+    [[0, 2, 4], [1, 3, 0]]
+    """
+
+    def __init__(
+        self,
+        dataset: Sized,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None:
+        if num_replicas is None or rank is None:
+            raise ValueError(
+                "DistributedSampler: uopkit has no distributed process group to read the world size and rank from; "
+                "pass num_replicas and rank (e.g. int(os.environ['WORLD_SIZE']) and int(os.environ['RANK']))"
+            )
+        _check_positive_int(num_replicas, "num_replicas")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
+        self.dataset, self.num_replicas, self.rank = dataset, int(num_replicas), int(rank)
+        self.shuffle, self.seed, self.drop_last, self.epoch = shuffle, seed, drop_last, 0
+        n = len(dataset)
+        # whole rounds of num_replicas indices: the last part round is dropped, or filled from the order's start
+        self.num_samples = n // self.num_replicas if drop_last else -(-n // self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.dataset)
+        if self.shuffle:
+            # one stream per (seed, epoch), so every replica draws the same order
+            stream = Generator().manual_seed(self.seed + self.epoch)
+            order = _generator_rng(stream, "DistributedSampler").permutation(n).tolist()
+        else:
+            order = list(range(n))
+        if self.total_size > n:
+            # (a dataset shorter than the padding repeats whole)
+            order = (order * -(-self.total_size // n))[: self.total_size]
+        else:
+            order = order[: self.total_size]
+        return iter(order[self.rank : self.total_size : self.num_replicas])
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use the order of `epoch` from the next iteration on (the same epoch gives the same order)."""
+        self.epoch = epoch
