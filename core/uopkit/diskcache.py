@@ -21,6 +21,8 @@ Guarantees (docs/cache-and-plugins.md says the same for users):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import hashlib
 import json
 import os
@@ -31,7 +33,9 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
+from uopkit.dtype import DType, PtrDType
 from uopkit.helpers import CACHELEVEL, start_thread
 
 MAGIC = b"uopkit-cache-entry 1\n"
@@ -167,6 +171,40 @@ def _table_folder(table: str, create: bool) -> pathlib.Path | None:
             _write_failed(folder, e)
             return None
     return folder
+
+
+class Unkeyable(Exception):
+    """A value `key_text` can't write exactly (what it is part of is not cached)."""
+
+
+def key_text(x: Any) -> str:
+    """`x` as a cache key's text: the same in every process (a repr is not: a frozenset's order changes with the string
+    hash seed), and never the same for two values of the types a kernel AST and a renderer's caps hold. Floats by
+    their exact hex form (0.0 and -0.0 differ), sets sorted, dataclasses field by field; raises `Unkeyable` for any
+    other type (its repr may leave something out or differ between processes)."""
+    t = type(x)
+    if x is None:
+        return "N"
+    if t is bool:
+        return "T" if x else "F"
+    if t is int:
+        return f"i{x}"
+    if t is float:
+        return f"f{x.hex()}"
+    if t is str:
+        return f"s{json.dumps(x)}"
+    if t is tuple or t is list:
+        return "(" + ",".join(key_text(v) for v in x) + ")"
+    if t is frozenset or t is set:
+        return "{" + ",".join(sorted(key_text(v) for v in x)) + "}"
+    if isinstance(x, enum.Enum):
+        return f"e{t.__module__}.{t.__qualname__}.{x.name}"
+    if t is DType or t is PtrDType:
+        return f"d{x!r}"
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fields = ",".join(f"{f.name}={key_text(getattr(x, f.name))}" for f in dataclasses.fields(x))
+        return f"c{t.__module__}.{t.__qualname__}[{fields}]"
+    raise Unkeyable(f"{t.__module__}.{t.__qualname__}")
 
 
 def key_digest(table: str, key: str) -> str:

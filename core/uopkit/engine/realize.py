@@ -24,12 +24,12 @@ from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from uopkit.codegen import ProgramSpec, get_program
+from uopkit.codegen import ProgramSpec
 from uopkit.device import Buffer, Compiled, CompileError, Device
 from uopkit.dtype import DType, dtypes
 from uopkit.engine import gc_threshold  # noqa: F401 - paces Python's collector on import
+from uopkit.engine.codegen_cache import cached_program
 from uopkit.engine.compile_queue import CompileQueue
-from uopkit.engine.kernel_names import unique_name
 from uopkit.engine.placement import first_run_buffers, held_by, share_buffers, share_buffers_apart
 from uopkit.engine.replay_windows import Moved, record_windows, window_values
 from uopkit.helpers import DEBUG, ContextVar, GlobalCounters, gc_paused, usable_cores
@@ -121,7 +121,8 @@ def get_runner(ast: UOp, device: str) -> CompiledRunner:
 
 
 def _codegen(ast: UOp, dev: Compiled) -> ProgramSpec:
-    spec = unique_name(get_program(ast, dev.renderer), dev)
+    # (from the disk cache when an earlier run generated this kernel, `engine.codegen_cache`)
+    spec = cached_program(ast, dev)
     if DEBUG >= 4:
         print(spec.src if isinstance(spec.src, str) else f"// {spec.name}: {len(spec.src)} bytes from the renderer")
     return spec

@@ -50,7 +50,9 @@ def ast_key(ast: UOp, renderer: Renderer) -> str:
     index = {u: i for i, u in enumerate(nodes)}
     # CACHE_VERSION: entries of searches that did not verify their candidates are never read; "opts v2": what opts
     # mean (OptOps.THREAD splits its amount off the loop since v2)
-    text = [CACHE_VERSION, f"{type(renderer).__module__}.{type(renderer).__name__}", repr(renderer.caps), "opts v2"]
+    # (the caps as `key_text` writes them: their repr lists sets of ops in an order that changes between processes)
+    caps = diskcache.key_text(renderer.caps)
+    text = [CACHE_VERSION, f"{type(renderer).__module__}.{type(renderer).__name__}", caps, "opts v2"]
     for u in nodes:
         text.append(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|{[index[s] for s in u.src]}")
     return hashlib.sha256("\n".join(text).encode()).hexdigest()
