@@ -401,3 +401,47 @@ def test_mask_select_counts_share_a_kernel(monkeypatch: pytest.MonkeyPatch) -> N
     w = Tensor(np.array([1.0, -2.0, 3.0], np.float32), requires_grad=True)
     (w[w > 0] * 2).sum().backward()
     assert w.grad is not None and w.grad.tolist() == [2.0, 0.0, 2.0]
+
+
+_BAD_INDEX = {
+    # op: a call with an out-of-range or wrong-dtype index, given the library's tensor constructor
+    "gather": lambda x, t: x.gather(0, t([[4]])),
+    "scatter": lambda x, t: x.scatter(0, t([[-1]]), 1.0),
+    "scatter_add": lambda x, t: x.scatter_add(1, t([[5]]), x[:1, :1]),
+    "scatter_reduce": lambda x, t: x.scatter_reduce(1, t([[5]]), x[:1, :1], "amax"),
+    "index_select": lambda x, t: x.index_select(1, t([5])),
+    "index_select -1": lambda x, t: x.index_select(0, t([-1])),
+    "index_add": lambda x, t: x.index_add(0, t([4]), x[:1]),
+    "index_copy": lambda x, t: x.index_copy(0, t([4]), x[:1]),
+    "index_fill": lambda x, t: x.index_fill(0, t([4]), 1.0),
+    "index_put": lambda x, t: x.index_put((t([4]),), x[0]),
+    "take": lambda x, t: x.take(t([20])),
+    "put": lambda x, t: x.put(t([-21]), x[0, :1]),
+    "getitem": lambda x, t: x[t([0, 4])],
+    "narrow": lambda x, t: x.narrow(1, 3, 4),
+    "gather of floats": lambda x, t: x.gather(0, t([[1.0]])),
+    "scatter of floats": lambda x, t: x.scatter(0, t([[1.0]]), 1.0),
+    "index_select of floats": lambda x, t: x.index_select(0, t([1.0])),
+    "index_select of a matrix": lambda x, t: x.index_select(0, t([[1]])),
+    "index_add of floats": lambda x, t: x.index_add(0, t([1.0]), x[:1]),
+    "index_add of a matrix": lambda x, t: x.index_add(0, t([[1]]), x[:1]),
+    "index_copy of a matrix": lambda x, t: x.index_copy(0, t([[1]]), x[:1]),
+    "index_fill of floats": lambda x, t: x.index_fill(0, t([1.0]), 1.0),
+    "index_fill of a matrix": lambda x, t: x.index_fill(0, t([[1]]), 1.0),
+    "take of floats": lambda x, t: x.take(t([1.0])),
+    "masked_fill of ints": lambda x, t: x.masked_fill(t([1, 0, 1, 0, 1]), 1.0),
+    "masked_select of ints": lambda x, t: x.masked_select(t([1, 0, 1, 0, 1])),
+}
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("op", list(_BAD_INDEX))
+def test_a_bad_index_raises_what_torch_raises(op):
+    # torch raises IndexError for some ops and RuntimeError for others (gather, scatter*, index_select, index_add,
+    # narrow; a float index or a mask of ints): code written for torch catches ours by torch's type, and the message
+    # names our op
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    with pytest.raises((IndexError, RuntimeError)) as theirs:
+        _BAD_INDEX[op](torch.tensor(x), torch.tensor)
+    with pytest.raises(type(theirs.value), match=op.split()[0]):
+        _BAD_INDEX[op](Tensor(x), Tensor)

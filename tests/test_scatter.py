@@ -394,3 +394,34 @@ def test_a_large_scatter_without_reduce_passes_the_gradient_as_torch():
     (theirs[0].scatter(0, torch.tensor(index), theirs[1]) * torch.tensor(weight)).sum().backward()
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("op", ["scatter_reduce_", "index_reduce_"])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("where", ["lazy", "lazy view", "realized view"])
+def test_an_in_place_amax_or_amin_gives_torchs_gradient(op, reduce, include_self, where):
+    # the gradient compares the values before the write with the result: after `y.scatter_reduce_(...)` y holds the
+    # result (into a lazy view, the storage y is computed into before the write does), and comparing it (every value
+    # a tie) halved the gradient where a value was written and gave y's own value one where torch gives none
+    base = np.array([[1.0, 5.0], [2.0, 0.0], [3.0, 3.0], [-1.0, 4.0]], np.float32)
+    src = np.array([[4.0, 1.0], [0.5, 7.0], [2.5, -2.0]], np.float32)
+    index = [[0, 2], [2, 2], [0, 1]] if op == "scatter_reduce_" else [0, 2, 0]
+    weights = np.arange(8, dtype=np.float32).reshape(4, 2)
+
+    def run(lib: str) -> tuple[np.ndarray, ...]:
+        make = torch.tensor if lib == "torch" else Tensor
+        b, s = make(base, requires_grad=True), make(src, requires_grad=True)
+        y = b * 1
+        if lib == "ours" and where == "realized view":
+            y.realize()
+        target = y if where == "lazy" else y[1:]
+        # (index 2 at most: the view's last row)
+        getattr(target, op)(0, make(index), s * 1, reduce, include_self=include_self)
+        (y * make(weights)).sum().backward()
+        values = y.detach().numpy() if lib == "torch" else y.numpy()
+        return values, b.grad.numpy(), s.grad.numpy()
+
+    for got, want in zip(run("ours"), run("torch"), strict=True):
+        np.testing.assert_array_equal(got, want)

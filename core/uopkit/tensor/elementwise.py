@@ -19,6 +19,7 @@ from uopkit.dtype import (
 )
 from uopkit.tensor import segments
 from uopkit.tensor.bits_gradients import set_cast_gradient
+from uopkit.tensor.index_errors import described
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
     ArgumentError,
@@ -757,7 +758,7 @@ class ElementwiseMixin:
         [1, 3]
         """
         if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
-            raise TypeError("masked_select: mask must be a bool tensor")
+            raise DTypeError(f"masked_select: mask must be a bool tensor, got {described(mask)}; compare it (m != 0)")
         shape = _broadcast_shape(self.shape, mask.shape, "masked_select")
         picked = np.flatnonzero(mask._broadcast_to(shape).numpy())
         return self._broadcast_to(shape).reshape(-1)._take_counted(0, picked)
@@ -770,7 +771,7 @@ class ElementwiseMixin:
         [0, 2, 0]
         """
         if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
-            raise TypeError("masked_fill: mask must be a bool tensor")
+            raise DTypeError(f"masked_fill: mask must be a bool tensor, got {described(mask)}; compare it (m != 0)")
         _broadcast_shape(self.shape, mask.shape, "masked_fill")
         if isinstance(value, Tensor):
             if value.ndim:

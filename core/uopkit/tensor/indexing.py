@@ -16,6 +16,7 @@ from uopkit.dtype import (
 from uopkit.schedule import _storage_base, forget_source, live_tensors, shared_storage
 from uopkit.tensor import segments
 from uopkit.tensor.grad_mode import is_grad_enabled
+from uopkit.tensor.index_errors import described
 from uopkit.tensor.several_views import check_several_views_write
 from uopkit.tensor.support import (
     _A_COPY,
@@ -23,6 +24,7 @@ from uopkit.tensor.support import (
     _VIEW_NODES,
     ArgumentError,
     DTypeError,
+    IndexTensorError,
     ShapeError,
     _broadcast_shape,
     _check_same_device,
@@ -668,7 +670,9 @@ class IndexingMixin:
         """
         dim = _normalize_axis(dim, self.ndim, "gather", self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
-            raise TypeError("gather: index must be an integer tensor")
+            raise IndexTensorError(
+                f"gather: index must be an integer tensor, got {described(index)}; cast it with .long()"
+            )
         if max(self.ndim, index.ndim) <= 1 and min(self.ndim, index.ndim) == 0:
             # a 0-d tensor gathers as one element along a single axis, as PyTorch's (a 1-d index: that many reads),
             # and a 1-d tensor by a 0-d index reads one
@@ -700,7 +704,9 @@ class IndexingMixin:
         # (dim normalized, src as a tensor of index's shape in self's dtype), the arguments checked
         dim = _normalize_axis(dim, self.ndim, op, self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
-            raise TypeError(f"{op}: index must be an integer tensor")
+            raise IndexTensorError(
+                f"{op}: index must be an integer tensor, got {described(index)}; cast it with .long()"
+            )
         if index.ndim != self.ndim or any(
             i > s for d, (i, s) in enumerate(zip(index.shape, self.shape, strict=True)) if d != dim
         ):
@@ -769,7 +775,7 @@ class IndexingMixin:
         """
         dim = _normalize_axis(dim, self.ndim, "index_select", self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
-            raise TypeError(f"index_select: index must be a 1-D integer tensor, got {index!r}")
+            raise IndexTensorError(f"index_select: index must be a 0-d or 1-D integer tensor, got {described(index)}")
         self._check_index_range(index, self.shape[dim] if self.ndim else 1, dim, "index_select", negative=False)
         if self.ndim == 0:
             if index.numel() != 1:
@@ -785,7 +791,9 @@ class IndexingMixin:
         [[1, 4]]
         """
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
-            raise TypeError(f"take: index must be an integer tensor, got {index!r}")
+            raise IndexTensorError(
+                f"take: index must be an integer tensor, got {described(index)}; cast it with .long()"
+            )
         flat = self.reshape(-1)
         flat._check_index_range(index, flat.shape[0], 0, "take")
         return flat._advanced_index([(0, index)])

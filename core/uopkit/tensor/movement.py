@@ -26,6 +26,7 @@ from uopkit.tensor.several_views import mark_several_views
 from uopkit.tensor.support import (
     _A_RESHAPED_COPY,
     ArgumentError,
+    IndexRangeError,
     ShapeError,
     UnknownModeError,
     _as_shape,
@@ -657,7 +658,9 @@ class MovementMixin:
         n = self.shape[d]
         begin = start + n if start < 0 else start
         if not (0 <= begin <= n and 0 <= length <= n - begin):
-            raise IndexError(f"narrow: start {start} and length {length} don't fit axis {dim} of shape {self.shape}")
+            raise IndexRangeError(
+                f"narrow: start {start} and length {length} don't fit axis {dim} of shape {self.shape}"
+            )
         return self._slice_axis(d, begin, begin + length)
 
     def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:

@@ -15,9 +15,11 @@ import numpy as np
 
 from uopkit.dtype import dtypes
 from uopkit.tensor import segments
+from uopkit.tensor.index_errors import described
 from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
+    IndexTensorError,
     ShapeError,
     _broadcast_shape,
     _check_same_device,
@@ -368,7 +370,7 @@ class PlacingMixin:
         # index[i], a scatter along dim with the same index at every position of the slice
         dim = _normalize_axis(dim, self.ndim, op, self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
-            raise TypeError(f"{op}: index must be a 0-d or 1-D integer tensor, got {index!r}")
+            raise IndexTensorError(f"{op}: index must be a 0-d or 1-D integer tensor, got {described(index)}")
         want = self.shape[:dim] + (index.numel(),) + self.shape[dim + 1 :]
         if not isinstance(source, Tensor) or source.shape != want:
             got = source.shape if isinstance(source, Tensor) else type(source).__name__
@@ -405,7 +407,7 @@ class PlacingMixin:
         """
         dim = _normalize_axis(dim, max(self.ndim, 1), "index_fill", self.shape)
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype) or index.ndim > 1:
-            raise TypeError("index_fill: index must be a 0-d or 1-D integer tensor")
+            raise IndexTensorError(f"index_fill: index must be a 0-d or 1-D integer tensor, got {described(index)}")
         if isinstance(value, Tensor) and value.ndim != 0:
             raise ShapeError(f"index_fill: the value must be a number or a 0-d tensor, got shape {value.shape}")
         n = self.shape[dim] if self.ndim else 1

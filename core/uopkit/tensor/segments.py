@@ -380,9 +380,13 @@ def with_extreme_gradient(
     (whose base gets none where written), as PyTorch's formula has it."""
     if not dtypes.is_float(result.dtype):
         return result
-    old, writes, at = base.detach(), src.detach(), index.detach()
+    # the graphs of the values as they are now, held as UOps: a Tensor (detach()'s view of base, or any live tensor
+    # that a realize moves onto the storage it computes) would show the result once an in-place scatter_reduce_
+    # writes it into base's storage, and every value of base would tie with the result
+    inputs = tuple(UOp(Ops.DETACH, t.dtype, (t.uop,)) for t in (base, src, index))
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+        old, writes, at = (Tensor(u) for u in inputs)
         # (the result computed again from the inputs: the rule must not hold the node it is the gradient of)
         out = scatter_extreme(old, dim, at, writes, reduce, include_self)
         grad = Tensor(g)

@@ -32,6 +32,10 @@ from uopkit.engine.realize import buffers, capturing_checks
 from uopkit.helpers import CHECK_INDEX
 from uopkit.schedule import live_tensors
 from uopkit.tensor import several_views
+
+# the index errors, as the dtype errors above
+from uopkit.tensor.index_errors import IndexRangeError as IndexRangeError
+from uopkit.tensor.index_errors import IndexTensorError as IndexTensorError
 from uopkit.tensor.replay import replay_call
 from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar
 from uopkit.uop.weak_map import WeakKeyMap
@@ -480,7 +484,7 @@ def _tuple_n(x: int | Sequence[int], n: int, what: str) -> tuple[int, ...]:
 
 
 def _check_values_in(idx: Tensor, lo: int, hi: int, message: Callable[[int], str], ignore: int | None = None) -> None:
-    """Raise IndexError(message(v)) for a value v of the int tensor idx outside [lo, hi) (`ignore` is allowed).
+    """Raise IndexRangeError(message(v)) for a value v of the int tensor idx outside [lo, hi) (`ignore` is allowed).
 
     Values from the host are checked here and now. Values computed on the device are checked by reading back their
     min and max (a sync; CHECK_INDEX=0 skips it); the check is recorded by a capturing TinyJit, whose replays repeat
@@ -493,7 +497,7 @@ def _check_values_in(idx: Tensor, lo: int, hi: int, message: Callable[[int], str
         vals = vals[vals != ignore] if ignore is not None else vals
         bad = vals[(vals < lo) | (vals >= hi)]
         if bad.size:
-            raise IndexError(message(int(bad[0])))
+            raise IndexRangeError(message(int(bad[0])))
         if not capturing_checks:
             return
     if not CHECK_INDEX:
@@ -525,7 +529,7 @@ class _DeviceRangeCheck:
         mn, mx = (int(v) for v in self.bounds.as_numpy())
         if mn < self.lo or mx >= self.hi:
             bad = mn if mn < self.lo else mx
-            raise IndexError(self.message(bad) + " (read back from the device; CHECK_INDEX=0 skips this check)")
+            raise IndexRangeError(self.message(bad) + " (read back from the device; CHECK_INDEX=0 skips this check)")
 
 
 def _check_targets(Y: Tensor, C: int, ignore_index: int, op: str) -> None:
