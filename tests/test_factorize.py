@@ -261,6 +261,36 @@ def test_pinv_matches_torch():
     np.testing.assert_allclose(Tensor(np.diag([1.0, 1e-20])).pinverse().numpy(), np.diag([1.0, 0.0]))
 
 
+_SQUARE_PINV_CASES = ["spd", "indefinite", "rank 1 symmetric", "diagonal with zeros", "not symmetric", "batch"]
+
+
+@pytest.mark.parametrize(
+    ("name", "hermitian"),
+    [(name, hermitian) for name in _SQUARE_PINV_CASES for hermitian in (True, False)] + [("3 x 5 rank 2", False)],
+)
+def test_pinv_gradient_matches_torch(name, hermitian):
+    # torch's pinv has its own gradient, the constant-rank formula at A as given: with hermitian=True it is not the
+    # symmetric gradient eigh's chain gives, and it stays finite where the rank is deficient
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((4, 4))
+    a = {
+        "spd": m @ m.T + 4 * np.eye(4),
+        "indefinite": m + m.T,
+        "rank 1 symmetric": np.array([[1.0, 2.0], [2.0, 4.0]]),
+        "diagonal with zeros": np.diag([1.0, 2.0, 0.0, 0.0]),
+        "not symmetric": m,
+        "3 x 5 rank 2": rng.standard_normal((3, 2)) @ rng.standard_normal((2, 5)),
+        "batch": rng.standard_normal((2, 3, 3)) + 3 * np.eye(3),
+    }[name]
+    weights = rng.standard_normal((*a.shape[:-2], a.shape[-1], a.shape[-2]))
+    ta = torch.from_numpy(a).requires_grad_()
+    (torch.linalg.pinv(ta, hermitian=hermitian) * torch.from_numpy(weights)).sum().backward()
+    x = Tensor(a, requires_grad=True)
+    (x.pinv(hermitian=hermitian) * Tensor(weights)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-8, atol=1e-9)
+
+
 @pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 4), (0, 3)])
 def test_lu_matches_torch_pivots_included(shape):
     torch = pytest.importorskip("torch")

@@ -253,8 +253,8 @@ def test_new_names_refuse_bad_shapes_clearly(call, match):
 def test_unsupported_arguments_raise_clearly():
     with pytest.raises(NotImplementedError, match="atol"):
         linalg.pinv(Tensor(A), atol=1e-3)
-    with pytest.raises(NotImplementedError, match="gelsy"):
-        linalg.lstsq(Tensor(A), Tensor(B), driver="gelsd")
+    with pytest.raises(ArgumentError, match="driver must be one of 'gels', 'gelsy', 'gelsd', 'gelss'"):
+        linalg.lstsq(Tensor(A), Tensor(B), driver="gelsx")
     with pytest.raises(NotImplementedError, match="left=True"):
         linalg.lu_solve(*linalg.lu_factor(Tensor(A)), Tensor(B), adjoint=True)
     with pytest.raises(ArgumentError, match="1-d or 2-d"):

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from uopkit import Tensor, dtypes
+from uopkit import Tensor, dtypes, linalg
 from uopkit.tensor.support import ArgumentError, ShapeError
 
 torch = pytest.importorskip("torch")
@@ -92,6 +92,78 @@ def test_lstsq_matches_torch():
     assert Tensor(wide).lstsq(Tensor(rhs)).rank.item() == 2
     with pytest.raises(ShapeError, match="lstsq: A .* has 6 rows"):
         Tensor(a).lstsq(Tensor.ones(2, 5, 1))
+
+
+_LSTSQ_MATRICES = {
+    "tall": RNG.standard_normal((5, 3)),
+    "wide": RNG.standard_normal((3, 5)),
+    "square": RNG.standard_normal((3, 3)),
+    "tall, rank 2": RNG.standard_normal((5, 2)) @ RNG.standard_normal((2, 3)),
+    "wide, rank 2": RNG.standard_normal((3, 2)) @ RNG.standard_normal((2, 5)),
+    "batch": RNG.standard_normal((2, 5, 3)),
+    "batch, one of rank 2": np.stack([RNG.standard_normal((5, 3)), RNG.standard_normal((5, 2)) @ np.ones((2, 3))]),
+    "no columns": np.zeros((5, 0)),
+    "no rows": np.zeros((0, 3)),
+}
+
+
+@pytest.mark.parametrize(
+    ("driver", "name"),
+    # (gels assumes full rank: of a rank-2 matrix torch's results are what rounding leaves)
+    [
+        (d, name)
+        for d in ("gelsd", "gelss", "gels", "gelsy")
+        for name in _LSTSQ_MATRICES
+        if d != "gels" or "rank" not in name
+    ],
+)
+@pytest.mark.parametrize("vector", [False, True])
+def test_lstsq_drivers_fill_results_and_gradients_as_torch(driver, name, vector):
+    # gelsd/gelss: rank, singular values, and residuals where m > n and every matrix has full rank; gels: residuals
+    # wherever m > n, no rank or singular values; the gradient is torch's (pinv's) for every driver
+    a = _LSTSQ_MATRICES[name]
+    rng = np.random.default_rng(len(name))
+    b = rng.standard_normal(a.shape[:-1] if vector else (*a.shape[:-1], 2))
+    ta, tb = torch.from_numpy(a).requires_grad_(), torch.from_numpy(b).requires_grad_()
+    want = torch.linalg.lstsq(ta, tb, driver=driver)
+    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    got = linalg.lstsq(x, y, driver=driver)
+    for field in ("solution", "residuals", "rank", "singular_values"):
+        ours, theirs = getattr(got, field), getattr(want, field)
+        assert ours.shape == tuple(theirs.shape), field
+        assert ours.dtype.name == ("long" if field == "rank" else "double"), field
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-9, atol=1e-10, err_msg=field)
+    assert not got.singular_values.requires_grad
+    if a.size:
+        weights = rng.standard_normal(tuple(want.solution.shape))
+        loss = (want.solution * torch.from_numpy(weights)).sum() + want.residuals.sum()
+        loss.backward()
+        ((got.solution * Tensor(weights)).sum() + got.residuals.sum()).backward()
+        np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-8, atol=1e-9)
+        np.testing.assert_allclose(y.grad.numpy(), tb.grad.numpy(), rtol=1e-8, atol=1e-9)
+
+
+def test_lstsq_gels_refuses_a_deficient_rank_as_torch():
+    for a in ([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]):
+        b = np.ones((len(a), 1))
+        with pytest.raises(torch.linalg.LinAlgError):
+            torch.linalg.lstsq(torch.tensor(a, dtype=torch.float64), torch.from_numpy(b), driver="gels")
+        with pytest.raises(linalg.LinAlgError, match="driver 'gels' needs A of full rank: .* element 2 is zero"):
+            linalg.lstsq(Tensor(a), Tensor(b), driver="gels")
+    with pytest.raises(RuntimeError):
+        torch.linalg.lstsq(torch.eye(2), torch.ones(2, 1), driver="gelsx")
+    with pytest.raises(RuntimeError, match="lstsq: driver must be one of 'gels', 'gelsy', 'gelsd', 'gelss'"):
+        linalg.lstsq(Tensor.eye(2), Tensor.ones(2, 1), driver="gelsx")
+
+
+@pytest.mark.parametrize("driver", ["gelsd", "gelss", "gelsy"])
+def test_lstsq_rcond_cuts_the_rank_as_torch(driver):
+    a, b = np.diag([1.0, 1e-3, 1e-6]), np.ones((3, 1))
+    for rcond in (None, 1e-4, 1e-2, 0.0, -1.0):
+        want = torch.linalg.lstsq(torch.from_numpy(a), torch.from_numpy(b), rcond=rcond, driver=driver)
+        got = Tensor(a).lstsq(Tensor(b), rcond, driver=driver)
+        assert got.rank.item() == want.rank.item()
+        _close(got.solution, want.solution, 1e-9)
 
 
 def test_solve_triangular_and_cholesky_inverse():
@@ -181,6 +253,33 @@ def test_multi_dot_vecdot_vander():
     _close(Tensor(v).vander(), torch.linalg.vander(torch.from_numpy(v)))
     _close(Tensor(v).vander(N=5), torch.linalg.vander(torch.from_numpy(v), N=5))
     assert Tensor([2, 3]).vander().tolist() == torch.linalg.vander(torch.tensor([2, 3])).tolist()
+
+
+@pytest.mark.parametrize(
+    ("values", "n"),
+    [([2.0, 3.0], 0), ([2.0, 3.0], 1), ([2.0, 3.0], -1), ([], None), ([], 0), ([], 1), ([5.0], None), ([5.0], 1)],
+)
+def test_vander_refuses_n_below_2_as_torch(values, n):
+    # torch.linalg.vander needs N > 1, also when N defaults to a last axis of 0 or 1 values (a RuntimeError)
+    with pytest.raises(RuntimeError):
+        torch.linalg.vander(torch.tensor(values), N=n)
+    with pytest.raises(ArgumentError, match="vander: N must be greater than 1"):
+        Tensor(values).vander(n)
+
+
+def test_vander_of_empty_inputs_and_refusals_as_torch():
+    for shape, n in (((0,), 2), ((0,), 4), ((2, 0), 3), ((3, 1), 2)):
+        x = np.arange(math.prod(shape), dtype=np.float64).reshape(shape) + 2
+        want = torch.linalg.vander(torch.from_numpy(x), N=n)
+        _close(Tensor(x).vander(n), want)
+    with pytest.raises(RuntimeError):
+        torch.linalg.vander(torch.tensor([True, False]))
+    with pytest.raises(TypeError, match="vander: .*got bool"):
+        Tensor([True, False]).vander()
+    with pytest.raises(RuntimeError):
+        torch.linalg.vander(torch.tensor(2.0))
+    with pytest.raises(ShapeError, match="vander: needs at least one dim"):
+        Tensor(2.0).vander()
 
 
 @pytest.mark.parametrize("op", ["svd", "qr", "det", "inverse", "cholesky", "eigh", "lu", "pinv", "matrix_rank"])

@@ -206,6 +206,37 @@ def test_embedding_bag():
     )
 
 
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_method_scales_the_gradient_by_frequency(mode):
+    # the documented rule, which torch's embedding follows: each row's gradient divided by its index's count in the
+    # input (torch 2.13's CPU embedding_bag divides some rows by another index's count), as F.embedding_bag's
+    weight = _randn(7, 3).astype(np.float64)
+    flat = np.array([1, 4, 4, 0, 6, 4, 1], np.int64)
+    for bags, offsets in ((flat, np.array([0, 2, 2, 5])), (flat[:6].reshape(2, 3), None)):
+        tw = torch.from_numpy(weight).requires_grad_()
+        rows = torch.nn.functional.embedding(torch.from_numpy(bags), tw, scale_grad_by_freq=True)
+        if offsets is None:
+            want = rows.sum(1) if mode == "sum" else rows.mean(1)
+        else:
+            ends = [*offsets[1:], len(flat)]
+            parts = [
+                rows[a:b].sum(0) if mode == "sum" else rows[a:b].sum(0) / max(b - a, 1)
+                for a, b in zip(offsets, ends, strict=True)
+            ]
+            want = torch.stack(parts)
+        grad = _randn(*want.shape).astype(np.float64)
+        (want * torch.from_numpy(grad)).sum().backward()
+        w = Tensor(weight, requires_grad=True)
+        got = Tensor(bags).embedding_bag(
+            w, None if offsets is None else Tensor(offsets), mode=mode, scale_grad_by_freq=True
+        )
+        (got * Tensor(grad)).sum().backward()
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="embedding_bag: max mode does not support scaling the gradient"):
+        Tensor(flat).embedding_bag(Tensor(weight), Tensor([0]), mode="max", scale_grad_by_freq=True)
+
+
 def _fused_lookups(t: Tensor) -> int:
     # kernels in which a lookup's one-hot sum over the table sits inside another reduce (a bag's): compared, not loaded
     from uopkit.engine.realize import create_schedule, kernelize_tensors
@@ -454,7 +485,7 @@ def test_errors():
         idx.embedding_bag(w, Tensor([0]), per_sample_weights=Tensor.ones(3))
     with pytest.raises(ValueError, match="shape"):
         idx.embedding_bag(w, Tensor([0]), mode="sum", per_sample_weights=Tensor.ones(2))
-    for unsupported in ({"max_norm": 1.0}, {"sparse": True}, {"scale_grad_by_freq": True}):
+    for unsupported in ({"max_norm": 1.0}, {"sparse": True}):
         with pytest.raises(NotImplementedError, match="aren't supported"):
             idx.embedding_bag(w, Tensor([0]), **unsupported)
     with pytest.raises(RuntimeError, match="padding_idx"):

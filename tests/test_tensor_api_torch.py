@@ -349,6 +349,35 @@ def test_median_over_all_elements_as_torch_with_shared_gradient():
         Tensor([True, False]).median()
 
 
+def test_order_statistics_give_nans_and_zeros_of_torchs_sign():
+    # median() of a row holding a NaN is a positive NaN in torch whatever the NaN's sign (a min of the NaNs negated
+    # it here), nanmedian() of NaNs alone the element itself; median() is the sorted element (a zero's sign too)
+    neg_nan = -np.float32(NAN)
+    nan_rows = [[1.0, NAN, 2.0], [1.0, neg_nan, 2.0], [NAN] * 3, [neg_nan] * 3, [neg_nan, NAN, 3.0]]
+    # (along a dim the value is the first position's: its zero's sign may differ, see docs/semantics.md)
+    zero_rows = [[0.0, -0.0, 1.0], [-0.0, 0.0, 1.0], [-0.0, 0.0, -0.0], [NAN, 0.0, -0.0, 2.0]]
+    ops = {
+        "median": lambda t: t.median(),
+        "nanmedian": lambda t: t.nanmedian(),
+        "median(0)": lambda t: t.median(0)[0],
+        "nanmedian(0)": lambda t: t.nanmedian(0)[0],
+        "quantile": lambda t: t.quantile(0.5),
+        "sort": lambda t: t.sort()[0],
+    }
+    for dtype in (np.float32, np.float64):
+        for row, along_dims in [(row, True) for row in nan_rows] + [(row, False) for row in zero_rows]:
+            x = np.array(row, dtype)
+            for name, op in ops.items():
+                if "(0)" in name and not along_dims:
+                    continue
+                want = op(torch.from_numpy(x)).numpy()
+                # (the third call relaunches a captured graph)
+                for _ in range(3):
+                    got = op(Tensor(x)).numpy()
+                    np.testing.assert_array_equal(got, want, err_msg=f"{name} of {row}")
+                    assert np.signbit(got).tolist() == np.signbit(want).tolist(), f"{name} of {row} {x.dtype}"
+
+
 def test_median_along_a_dim_values_indices_and_gradient_as_torch():
     x = _randn(4, 5, 6)  # no ties: torch's index is the one index
     for dim, keepdim in [(0, False), (1, True), (-1, False), (-2, True)]:

@@ -263,10 +263,9 @@ def pinv(A: Tensor, *, atol: float | None = None, rtol: float | None = None, her
 
 
 def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:
-    """torch.linalg.lstsq as the CPU's default driver, gelsy (another `driver` raises)."""
-    if driver not in (None, "gelsy"):
-        raise NotImplementedError(f"linalg.lstsq: only the gelsy driver (torch's CPU default), got {driver!r}")
-    return A.lstsq(B, rcond)
+    """torch.linalg.lstsq with the CPU's drivers: "gelsy" (the default), "gelsd", "gelss" (from an SVD) and "gels"
+    (from a QR, for A of full rank); see Tensor.lstsq for what each fills."""
+    return A.lstsq(B, rcond, driver=driver)
 
 
 def matrix_exp(A: Tensor) -> Tensor:

@@ -21,7 +21,8 @@ from uopkit.dtype import dtypes
 from uopkit.nn.arguments import _maybe_in_place, _probability
 from uopkit.nn.module import Module, Parameter
 from uopkit.nn.modules import _host, _renorm_looked_up_rows, _uniform
-from uopkit.tensor import ArgumentError, ShapeError, Tensor, is_grad_enabled, segments
+from uopkit.tensor import ShapeError, Tensor
+from uopkit.tensor.spatial import frequency_scaled as _frequency_scaled
 
 __all__ = [
     "Fold",
@@ -131,22 +132,6 @@ class Unfold(Module):
 
 
 _BAG_MODES = ("sum", "mean", "max")
-
-
-def _frequency_scaled(input: Tensor, weight: Tensor, mode: str, fn: str) -> Tensor:
-    """`weight` with the same values and each row's gradient divided by how often its index occurs in `input` (all
-    bags together), as torch's scale_grad_by_freq in mode "sum" and "mean"; with no gradient to scale, weight itself.
-    (torch 2.13's CPU backward divides some rows by another index's count; this is the
-    documented rule, which its GPU backend and its `embedding` follow.)"""
-    if mode == "max":
-        raise ArgumentError(f"{fn}: max mode does not support scaling the gradient by the frequency (as PyTorch)")
-    if not (weight.requires_grad and is_grad_enabled()):
-        return weight
-    flat = input.flatten()
-    ones = Tensor.ones(flat.shape, dtype=weight.dtype, device=flat.device)
-    counts = segments.added_at(flat, ones, weight.shape[0]).maximum(1).unsqueeze(-1)
-    # (the value untouched: weight - weight.detach() is 0; an unused row's count 0 taken as 1, its gradient is 0)
-    return weight.detach() + (weight - weight.detach()) / counts
 
 
 class EmbeddingBag(Module):

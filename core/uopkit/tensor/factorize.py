@@ -713,14 +713,14 @@ class FactorizeMixin:
         a = _matrices(self, "pinv")
         m, n = a.shape[-2:]
         cut = max(m, n) * epsilon(a.dtype) if rtol is None else rtol
+        if min(m, n) == 0:
+            return tied_to_empty(Tensor.zeros(*a.shape[:-2], n, m, dtype=a.dtype, device=a.device), a)
         if hermitian:
             w, v = a.eigh()
             big = w.abs().max(-1, keepdim=True) * cut
             inv = (w.abs() > big).where(1 / w, 0)
-            return (v * inv.unsqueeze(-2)) @ v.transpose(-1, -2)
-        if min(m, n) == 0:
-            return tied_to_empty(Tensor.zeros(*a.shape[:-2], n, m, dtype=a.dtype, device=a.device), a)
-        return pinv_from_svd(*a.svd(full_matrices=False), cut)
+            return with_pinv_gradient((v * inv.unsqueeze(-2)) @ v.transpose(-1, -2), a)
+        return with_pinv_gradient(pinv_from_svd(*a.svd(full_matrices=False), cut), a)
 
     @autocast_op(FLOAT32)
     def pinverse(self: Tensor, rcond: float = 1e-15) -> Tensor:  # type: ignore[misc]
@@ -846,6 +846,26 @@ def pinv_from_svd(u: Tensor, sv: Tensor, vh: Tensor, cut: float) -> Tensor:
     """V diag(1 / S) U^T, singular values at or below `cut` times the largest taken as zero."""
     inv = (sv > sv.max(-1, keepdim=True) * cut).where(1 / sv, 0)
     return (vh.transpose(-1, -2) * inv.unsqueeze(-2)) @ u.transpose(-1, -2)
+
+
+def with_pinv_gradient(p: Tensor, a: Tensor) -> Tensor:
+    """`p`, the pseudo-inverse of `a`, with torch's gradient for it: the derivative of a pseudo-inverse of constant
+    rank (Golub and Pereyra), dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P, taken at `a` as given, so
+    the same with `hermitian` (whose P reads a's lower triangle; the chain through eigh's rotations would give the
+    symmetric part of it), and finite where the rank is deficient (the chain through 1 / S divides by the zeros)."""
+    out = p.contiguous()
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
+        grad_t = Tensor(g).transpose(-1, -2)
+        p_t = p.transpose(-1, -2)
+        # <G, dP> as <gA, dA>: the three terms of dP in turn
+        spread = grad_t @ p @ p_t
+        gathered = p_t @ p @ grad_t
+        grad = -(p_t @ grad_t.transpose(-1, -2) @ p_t) + spread - a @ (p @ spread) + gathered - (gathered @ p) @ a
+        return (grad.uop,)
+
+    set_gradient(out.uop, (a.uop,), rule)
+    return out
 
 
 def _cholesky(t: Tensor, upper: bool, op: str) -> tuple[Tensor, Tensor]:

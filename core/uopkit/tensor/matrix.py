@@ -19,8 +19,17 @@ from uopkit.tensor.factorize import (
     _with_right_side,
     epsilon,
     pinv_from_svd,
+    with_pinv_gradient,
 )
-from uopkit.tensor.support import ArgumentError, DTypeError, ShapeError, _normalize_axis, tied_to_empty
+from uopkit.tensor.support import (
+    ArgumentError,
+    DTypeError,
+    LinAlgError,
+    ShapeError,
+    UnknownModeError,
+    _normalize_axis,
+    tied_to_empty,
+)
 from uopkit.tensor.triangular import triangular_solve
 
 if TYPE_CHECKING:
@@ -33,7 +42,7 @@ _EXP_TERMS = 18
 
 
 class LstsqResult(NamedTuple):
-    """torch.linalg.lstsq's result (the CPU default, driver "gelsy"): residuals and singular_values are empty."""
+    """torch.linalg.lstsq's result; which fields are filled depends on the driver (see Tensor.lstsq)."""
 
     solution: Tensor
     residuals: Tensor
@@ -153,15 +162,26 @@ class MatrixMixin:
         return (sv > cut).sum(-1).cast(dtypes.int64)
 
     @autocast_op(FLOAT32)
-    def lstsq(self: Tensor, b: Tensor, rcond: float | None = None) -> LstsqResult:  # type: ignore[misc]
-        """torch.linalg.lstsq(A, B) as on the CPU (driver "gelsy"): the X minimizing ||A X - B|| (of least norm
-        where A has deficient rank), singular values at or below rcond * the largest counting as zero (default
-        max(m, n) * eps), and A's rank; residuals and singular_values are empty, as gelsy's. B is (..., m, k) or, for
-        a single vector, (..., m) where torch takes it so; batch axes broadcast.
+    def lstsq(  # type: ignore[misc]
+        self: Tensor, b: Tensor, rcond: float | None = None, driver: str | None = None
+    ) -> LstsqResult:
+        """torch.linalg.lstsq(A, B, rcond, driver=) on the CPU: the X minimizing ||A X - B|| (of least norm where A
+        has deficient rank). B is (..., m, k) or, for a single vector, (..., m) where torch takes it so; batch axes
+        broadcast. The drivers fill the results as LAPACK's do under torch:
+
+        - "gelsy" (the default), "gelsd", "gelss": from an SVD, singular values at or below rcond * the largest
+          counting as zero (default max(m, n) * eps), and `rank` A's rank. "gelsd" and "gelss" give the singular
+          values (no gradient, as torch's) and, where m > n and every matrix has full rank (read back), the residuals
+          ||A X - B||^2 of each column; "gelsy" neither.
+        - "gels": from a QR of A (of A^T where m < n), for A of full rank (a zero on R's diagonal raises LinAlgError,
+          read back); no rank or singular values (empty), and the residuals wherever m > n.
 
         >>> round(Tensor([[1.0], [1.0]]).lstsq(Tensor([[1.0], [3.0]])).solution.item(), 4)
         2.0
         """
+        driver = "gelsy" if driver is None else driver
+        if driver not in ("gels", "gelsy", "gelsd", "gelss"):
+            raise UnknownModeError(f"lstsq: driver must be one of 'gels', 'gelsy', 'gelsd', 'gelss', got {driver!r}")
         a = _matrices(self, "lstsq")
         if not isinstance(b, Tensor):
             raise TypeError(f"lstsq: B must be a Tensor, got {type(b).__name__}")
@@ -173,18 +193,33 @@ class MatrixMixin:
         a, rhs = _with_right_side(a, rhs, "lstsq")
         batch, dtype = a.shape[:-2], a.dtype
         cut = max(m, n) * epsilon(dtype) if rcond is None or rcond < 0 else rcond
+        empty = Tensor.empty(0, dtype=dtype, device=a.device)
+        rank, singular_values = Tensor.empty(0, dtype=dtypes.int64, device=a.device), empty
         if min(m, n) == 0:
             solution = tied_to_empty(Tensor.zeros(*batch, n, rhs.shape[-1], dtype=dtype, device=a.device), a, rhs)
-            rank = Tensor.zeros(batch, dtype=dtypes.int64, device=a.device)
+            if driver != "gels":
+                rank = Tensor.zeros(batch, dtype=dtypes.int64, device=a.device)
+                singular_values = Tensor.zeros(*batch, 0, dtype=dtype, device=a.device)
+        elif driver == "gels":
+            solution = _full_rank_solution(a, rhs)
         else:
             # one SVD for the solution and the rank (each is a Jacobi iteration with a realize per round)
             u, sv, vh = a.svd(full_matrices=False)
-            solution = pinv_from_svd(u, sv, vh, cut) @ rhs
+            solution = with_pinv_gradient(pinv_from_svd(u, sv, vh, cut), a) @ rhs
             rank = (sv > sv.max(-1, keepdim=True) * cut).sum(-1).cast(dtypes.int64)
-        empty = Tensor.empty(0, dtype=dtype, device=a.device)
-        # (torch's empty residuals come from A and B: they require grad where those do)
-        residuals = tied_to_empty(empty, a) if min(m, n) == 0 or a.numel() == 0 else empty
-        return LstsqResult(solution.squeeze(-1) if vector else solution, residuals, rank, empty)
+            singular_values = sv.detach()
+        if driver == "gelsy":
+            singular_values = empty
+        # the residuals of tall matrices, for the SVD drivers only where all have full rank (LAPACK's rows past n)
+        if m > n and driver == "gels" and n == 0:
+            # (torch's gels gives an A of no columns zeros, where the SVD drivers give ||B||^2)
+            residuals = tied_to_empty(Tensor.zeros(*batch, rhs.shape[-1], dtype=dtype, device=a.device), a)
+        elif m > n and (driver == "gels" or (driver != "gelsy" and bool((rank == n).all().item()))):
+            residuals = (a @ solution - rhs).square().sum(-2)
+        else:
+            # (torch's empty residuals come from A and B: they require grad where those do)
+            residuals = tied_to_empty(empty, a) if min(m, n) == 0 or a.numel() == 0 else empty
+        return LstsqResult(solution.squeeze(-1) if vector else solution, residuals, rank, singular_values)
 
     @autocast_op(FLOAT32)
     def solve_triangular(  # type: ignore[misc]
@@ -297,23 +332,43 @@ class MatrixMixin:
 
     def vander(self: Tensor, N: int | None = None) -> Tensor:  # type: ignore[misc]  # noqa: N803
         """torch.linalg.vander: the powers x^0 .. x^(N-1) of the last axis' values, in a new last axis (N defaults
-        to its size).
+        to its size). N must be at least 2, as torch's (so a last axis of 0 or 1 values needs an N); bool raises.
 
         >>> Tensor([1, 2, 3]).vander().tolist()
         [[1, 1, 1], [1, 2, 4], [1, 3, 9]]
         """
         if self.ndim < 1:
-            raise ShapeError("vander: needs at least one dim")
+            raise ShapeError(f"vander: needs at least one dim (the values along the last), got shape {self.shape}")
+        if self.dtype == dtypes.bool:
+            raise DTypeError("vander: takes float and integer tensors, got bool (as torch.linalg.vander); cast first")
         count = self.shape[-1] if N is None else N
-        if count < 0:
-            raise ArgumentError(f"vander: N must be >= 0, got {N}")
-        if count == 0:
-            return Tensor.zeros(*self.shape, 0, dtype=self.dtype, device=self.device)
+        if count <= 1:
+            given = f"N={N}" if N is not None else f"no N, and the last axis holds {count} values"
+            raise ArgumentError(f"vander: N must be greater than 1, as torch.linalg.vander's, got {given}")
         x = self.unsqueeze(-1)
         powers = [Tensor.ones_like(x)]
         for _ in range(count - 1):
             powers.append(powers[-1] * x)
         return powers[0].cat(*powers[1:], dim=-1)
+
+
+def _full_rank_solution(a: Tensor, rhs: Tensor) -> Tensor:
+    """lstsq's "gels": X from a QR of A (..., m, n), R X = Q^T B where m >= n; where m < n the least-norm solution
+    X = Q R^-T B of A^T = Q R. A zero on R's diagonal (A not of full rank) raises LinAlgError, as LAPACK's trtrs."""
+    tall = a.shape[-2] >= a.shape[-1]
+    q, r = (a if tall else a.transpose(-1, -2)).qr()
+    pivots = r.diagonal(dim1=-2, dim2=-1)
+    zero = (pivots == 0).cast(dtypes.int32).numpy().reshape(-1, pivots.shape[-1])
+    if zero.any():
+        which = int(zero.any(-1).argmax())
+        matrix = f"matrix {which} of A {a.shape}" if a.ndim > 2 else f"A {a.shape}"
+        raise LinAlgError(
+            f"lstsq: driver 'gels' needs A of full rank: {matrix} is not (R's diagonal element "
+            f"{int(zero[which].argmax()) + 1} is zero); the SVD drivers 'gelsd', 'gelss', 'gelsy' take any rank"
+        )
+    if tall:
+        return triangular_solve(r, q.transpose(-1, -2) @ rhs, upper=True, unit=False)
+    return q @ triangular_solve(r.transpose(-1, -2), rhs, upper=False, unit=False)
 
 
 def _chain_product(mats: list[Tensor]) -> Tensor:

@@ -36,6 +36,7 @@ from uopkit.tensor.support import (
     _reshape_uop,
     _sum_acc_dtype,
     _with,
+    _with_gradient_of,
     in_float32,
 )
 from uopkit.tensor.tournament import TOURNAMENT_MAX_K, TOURNAMENT_MIN_K, top_keys
@@ -626,23 +627,23 @@ class ReduceMixin:
         middle = flat._lower_middle(op == "nanmedian")
         if not dtypes.is_float(self.dtype):
             return middle.reshape(shape)
-        # the elements equal to the median (the NaNs when it is NaN), reduced by a min (whose gradient is shared
-        # equally among ties: torch's evenly distributed gradient), or by a max for +inf (a min's padding would tie)
-        hit = flat._is_value(middle)
-        by_min = hit.where(flat, math.inf).min()
-        by_max = hit.where(flat, -math.inf).max()
-        return (middle == math.inf).where(by_max, by_min).reshape(shape)
+        # the gradient of the elements equal to the median (the NaNs when it is NaN) reduced by a min (shared equally
+        # among ties: torch's), or by a max for +inf (a min's padding would tie); the value the sorted one but for inf
+        # (a min's NaN comes negated: torch's median of a NaN is a positive NaN, nanmedian's of NaNs the element)
+        hit, middle = flat._is_value(middle), middle.reshape(())
+        out = (middle == math.inf).where(hit.where(flat, -math.inf).max(), hit.where(flat, math.inf).min())
+        return out.isinf().where(out, _with_gradient_of(middle, out)).reshape(shape)
 
     def _lower_middle(self, skip_nan: bool = False) -> Tensor:
         # the lower median of the last axis (kept as size 1), NaN where a NaN is in the row (a NaN sorts last, so the
         # middle is NaN only when most are); detached: gradients go through the elements equal to it
         n = self.shape[-1]
         if skip_nan and dtypes.is_float(self.dtype):
-            # of the first `count` sorted values (the NaNs sort last), at a position per row; NaN where count is 0
-            ordered = self._sort_along(self.ndim - 1, False)[0]
-            count = self._count_not_nan()
-            middle = ordered._gather_checked(self.ndim - 1, (count - 1).maximum(0) // 2).detach()
-            return (count == 0).where(math.nan, middle)
+            # of the first `count` sorted values (the NaNs sort last), at a position per row; a NaN where count is 0
+            # (the element itself, through its position: its bits, a zero's sign and a NaN's)
+            positions, count = self._sort_along(self.ndim - 1, False)[1], self._count_not_nan()
+            at = positions._gather_checked(self.ndim - 1, (count - 1).maximum(0) // 2)
+            return self._gather_checked(self.ndim - 1, at).detach()
         middle = self._sorted_at((n - 1) // 2).detach()
         if dtypes.is_float(self.dtype):
             middle = self.isnan().any(-1, keepdim=True).where(math.nan, middle)

@@ -16,6 +16,7 @@ from uopkit.dtype import dtypes, least_upper_float
 from uopkit.helpers import prod
 from uopkit.tensor import segments
 from uopkit.tensor.autocast import CPU, FLOAT32, autocast_op
+from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.linalg import _set_first_max_gradient
 from uopkit.tensor.special import UnsupportedDTypeError
 from uopkit.tensor.support import (
@@ -377,16 +378,17 @@ class SpatialMixin:
         torch.nn.functional.embedding_bag: a 2-D self (B, L) is B bags of L; a 1-D self is cut into bags at
         `offsets` (each bag's start; with `include_last_offset` the last offset ends the last bag). Entries equal to
         `padding_idx` are left out (a mean counts the others), an empty bag gives zeros; `per_sample_weights` (self's
-        shape, mode "sum" only) scales each row. max_norm, scale_grad_by_freq and sparse aren't supported.
+        shape, mode "sum" only) scales each row. `scale_grad_by_freq` (modes "sum" and "mean") divides each row's
+        gradient by how often its index occurs in self, as torch's. max_norm and sparse aren't supported.
 
         >>> w = Tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
         >>> Tensor([0, 1, 2]).embedding_bag(w, Tensor([0, 2]), mode="sum").tolist()
         [[4.0, 6.0], [5.0, 6.0]]
         """
-        if max_norm is not None or scale_grad_by_freq or sparse:
+        if max_norm is not None or sparse:
             raise NotImplementedError(
-                "embedding_bag: max_norm, scale_grad_by_freq and sparse=True aren't supported (renormalize the "
-                "weight with torch's formula first; gradients are dense)"
+                "embedding_bag: max_norm and sparse=True aren't supported (renormalize the weight with torch's formula "
+                "first, or call nn.functional.embedding_bag, which does; gradients are dense)"
             )
         if mode not in _BAG_MODES:
             raise UnknownModeError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
@@ -408,6 +410,8 @@ class SpatialMixin:
                     f"embedding_bag: per_sample_weights ({per_sample_weights.dtype}) must have the weight's dtype "
                     f"({weight.dtype})"
                 )
+        if scale_grad_by_freq:
+            weight = frequency_scaled(self, weight, mode, "embedding_bag")
         num = weight.shape[0]
         if padding_idx is not None:
             if not -num <= padding_idx < num:
@@ -875,6 +879,22 @@ class SpatialMixin:
         values = windows.max(tuple(range(-n, 0)))
         _set_first_max_gradient(values.uop, windows.uop, n)
         return values
+
+
+def frequency_scaled(input: Tensor, weight: Tensor, mode: str, fn: str) -> Tensor:
+    """`weight` with the same values and each row's gradient divided by how often its index occurs in `input` (all
+    bags together), as torch's scale_grad_by_freq in mode "sum" and "mean"; with no gradient to scale, weight itself.
+    (torch 2.13's CPU backward divides some rows by another index's count; this is the
+    documented rule, which its GPU backend and its `embedding` follow.)"""
+    if mode == "max":
+        raise ArgumentError(f"{fn}: max mode does not support scaling the gradient by the frequency (as PyTorch)")
+    if not (weight.requires_grad and is_grad_enabled()):
+        return weight
+    flat = input.flatten()
+    ones = Tensor.ones(flat.shape, dtype=weight.dtype, device=flat.device)
+    counts = segments.added_at(flat, ones, weight.shape[0]).maximum(1).unsqueeze(-1)
+    # (the value untouched: weight - weight.detach() is 0; an unused row's count 0 taken as 1, its gradient is 0)
+    return weight.detach() + (weight - weight.detach()) / counts
 
 
 def _bags_by_scatter(
