@@ -42,6 +42,8 @@ class Sizes:
     topk: tuple[int, int, int] = (8, 50257, 50)
     # a row's stable argsort (ranked per block, `uopkit.tensor.blocksort`): its length
     argsort: int = 3000
+    # a long 1-D argsort (a bitonic network, relaunched from its capture): its length
+    argsort_long: int = 100_000
 
 
 QUICK = Sizes(
@@ -59,6 +61,7 @@ QUICK = Sizes(
     epoch=(4, 8),
     topk=(2, 1000, 5),
     argsort=1000,
+    argsort_long=20_000,
 )
 
 

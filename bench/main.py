@@ -98,6 +98,8 @@ def benchmarks(sizes: cases.Sizes) -> list[Bench]:
     )
     n = sizes.argsort
     out.append(Bench(f"argsort {n}", lambda fw: cases.argsort(fw, sizes.argsort), (n / 1e6, "Melem/s")))
+    n = sizes.argsort_long
+    out.append(Bench(f"argsort {n}", lambda fw: cases.argsort(fw, sizes.argsort_long), (n / 1e6, "Melem/s")))
     dims, b = sizes.mlp, sizes.batch
     label = f"mlp step {'-'.join(map(str, dims))} b{b}"
     out.append(Bench(label, lambda fw: cases.mlp_step(fw, dims, b, jit=False), (1, "steps/s")))

@@ -10,7 +10,7 @@ import torch
 
 from uopkit import GlobalCounters, Tensor, dtypes
 from uopkit.schedule import create_schedule, kernelize_tensors
-from uopkit.tensor import reduce, relaunch
+from uopkit.tensor import reduce, relaunch, rounds
 from uopkit.uop.ops import Ops
 
 _R = np.random.default_rng(0)
@@ -154,3 +154,31 @@ def test_threads_relaunching_one_capture_get_their_own_answers():
     for t in threads:
         t.join()
     assert not wrong
+
+
+@pytest.mark.parametrize(
+    "n, dtype, descending, limit",
+    [(100_000, "float32", False, None), (40_000, "float64", True, 16 << 20), (50_000, "int32", True, 16 << 20)],
+)
+def test_a_long_sort_is_captured_in_a_few_buffers(monkeypatch, n: int, dtype: str, descending: bool, limit: int | None):
+    # a bitonic network's kernels each wrote a buffer of their own, all held by the capture: argsort of 1e5 floats,
+    # 83 kernels of 1 MB each, past rounds.MAX_CAPTURED_BYTES, so its graph was built on every call (~40 ms where the
+    # launches take ~12). Values whose last reader has run share a buffer now: captured, relaunched, as torch each call
+    if limit is not None:
+        monkeypatch.setattr(rounds, "MAX_CAPTURED_BYTES", limit)
+    calls = []
+    for call in range(4):
+        if call == 3:
+
+            def refused(*args, **kwargs):
+                raise AssertionError("the graph was built again")
+
+            monkeypatch.setattr(reduce, "bitonic_descending", refused)
+        x = _data((n,), dtype)
+        got = Tensor(x).sort(descending=descending)
+        for g, w in zip(got, _sorted_stable(torch.tensor(x), -1, descending), strict=True):
+            _same(g, w)
+        calls.append((got, x))
+    # (each call's results in buffers of their own)
+    for got, x in calls:
+        _same(got[1], _sorted_stable(torch.tensor(x), -1, descending)[1])

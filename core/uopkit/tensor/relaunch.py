@@ -112,13 +112,49 @@ def _first(key: tuple, fn: Callable[..., Any], x: Tensor, args: tuple) -> Any:
     kept = None not in wrote and len(set(ids)) == len(ids) and launches
     if kept and all(item.runner is not None for item in launches):
         slot = {b: i for i, b in enumerate(ids)}
-        runs = [(item.runner, [slot.get(id(b), b) for b in item.bufs], item.var_vals) for item in launches]
+        runs = _sharing_buffers(
+            [(item.runner, [slot.get(id(b), b) for b in item.bufs], item.var_vals) for item in launches]
+        )
         own = {id(b): b.nbytes for _, bufs, _ in runs for b in bufs if not isinstance(b, int)}
         results = [((b.device, b.size, b.dtype), v[1]) for b, v in zip(wrote, views, strict=True)]  # type: ignore
         _keep(key, _OpCapture(runs, sum(own.values()), results, kind))  # type: ignore[arg-type]
     # (not kept, or dropped at once for its size: the graph from now on)
     _seen[key] = key not in _captured
     return result
+
+
+def _sharing_buffers(runs: list[tuple[Any, list[Buffer | int], dict[str, int]]]) -> list:
+    """`runs` with their own intermediate values in as few buffers as their lifetimes allow: a value a launch writes
+    first (its output, bufs[0], not also read there) goes into a buffer of its signature whose last value has no
+    launch reading it from then on. The launches run in order, so the capture holds a few buffers instead of one per
+    kernel (argsort of 1e5 floats: 83 buffers of 1 MB, past `rounds.MAX_CAPTURED_BYTES`, so it was never kept). A
+    buffer first read in the capture (its value from before it) keeps its own."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, (_, bufs, _) in enumerate(runs):
+        for b in bufs:
+            if not isinstance(b, int):
+                first.setdefault(id(b), i)
+                last[id(b)] = i
+    fresh = {
+        id(bufs[0])
+        for i, (_, bufs, _) in enumerate(runs)
+        if not isinstance(bufs[0], int) and first[id(bufs[0])] == i and all(b is not bufs[0] for b in bufs[1:])
+    }
+    # buffers whose value no later launch reads, by signature; and what each fresh value was put in
+    free: dict[tuple, list[Buffer]] = {}
+    placed: dict[int, Buffer] = {}
+    out = []
+    for i, (runner, bufs, var_vals) in enumerate(runs):
+        target = bufs[0]
+        if not isinstance(target, int) and id(target) in fresh and first[id(target)] == i:
+            spare = free.get((target.device, target.size, target.dtype))
+            placed[id(target)] = spare.pop() if spare else target
+        out.append((runner, [placed.get(id(b), b) if not isinstance(b, int) else b for b in bufs], var_vals))
+        for b in {id(b): b for b in bufs if not isinstance(b, int)}.values():
+            if last[id(b)] == i and id(b) in fresh:
+                free.setdefault((b.device, b.size, b.dtype), []).append(placed[id(b)])
+    return out
 
 
 def _view_of_buffer(u: UOp) -> tuple[UOp, tuple[tuple[Ops, Any, tuple[int, ...]], ...]] | None:
