@@ -722,6 +722,7 @@ _LAYER_ARGS = {
     },
     **{f"ConstantPad{d}d": (1, 0.5) for d in (1, 2, 3)},
     **{f"LPPool{d}d": (2, 2) for d in (1, 2, 3)},
+    **{f"FractionalMaxPool{d}d": (2, 1) for d in (2, 3)},
 }
 
 
