@@ -237,7 +237,7 @@ class DistributedSampler(Sampler[int]):
         if num_replicas is None or rank is None:
             raise ValueError(
                 "DistributedSampler: uopkit has no distributed process group to read the world size and rank from; "
-                "pass num_replicas and rank (e.g. int(os.environ['WORLD_SIZE']) and int(os.environ['RANK']))"
+                "pass num_replicas and rank (e.g. from the launcher's WORLD_SIZE and RANK variables)"
             )
         _check_positive_int(num_replicas, "num_replicas")
         if not 0 <= rank < num_replicas:
