@@ -182,3 +182,23 @@ def test_a_long_sort_is_captured_in_a_few_buffers(monkeypatch, n: int, dtype: st
     # (each call's results in buffers of their own)
     for got, x in calls:
         _same(got[1], _sorted_stable(torch.tensor(x), -1, descending)[1])
+
+
+def test_a_capture_records_only_its_own_threads_kernels():
+    # another thread's kernels, run while a capture (TinyJit's, rounds', relaunch's) records, were recorded too: a
+    # replay launched them again, into that thread's buffers
+    import threading
+
+    from uopkit.engine.realize import capturing
+
+    mine: list = []
+    capturing.append(mine)
+    try:
+        other = threading.Thread(target=lambda: (Tensor(np.arange(5, dtype=np.float32)) * 7).realize())
+        other.start()
+        other.join()
+        assert mine == []
+        (Tensor(np.arange(5, dtype=np.float32)) * 9).realize()
+        assert len(mine) >= 1
+    finally:
+        del capturing[len(capturing) - 1]

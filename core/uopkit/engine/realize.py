@@ -227,9 +227,32 @@ class ExecItem:
         return self.runner(self.bufs, self.var_vals, wait=wait)
 
 
-# TinyJit pushes a list here while it captures; every ExecItem that runs meanwhile is appended to each of them
-# (a jitted function called inside another one's capture belongs to both)
-capturing: list[list[ExecItem]] = []
+class _PerThread(threading.local):
+    """A stack of its own per thread (what a capture records is what its thread runs: a kernel another thread runs
+    meanwhile, recorded too, would be launched again with every replay, into that thread's buffers)."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def append(self, item: Any) -> None:
+        self.items.append(item)
+
+    def pop(self) -> Any:
+        return self.items.pop()
+
+    def __delitem__(self, index: int) -> None:
+        del self.items[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+# TinyJit (and rounds' and relaunch's captures) push a list here while they capture; every ExecItem the same thread
+# runs meanwhile is appended to each of them (a jitted function called inside another one's capture belongs to both)
+capturing: _PerThread = _PerThread()
 # buffers holding old contents that lazy tensors still read after an assign overwrote the original (copy on write)
 copy_on_write_buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
 
@@ -239,7 +262,7 @@ copy_on_write_buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
 stored_bits: tuple[Callable[[Any], Any], Callable[[list, list], None]] | None = None
 # likewise for the host-side checks that read back a value computed on the device (index range checks): a replay runs
 # them again after its kernels, so a captured check still fires
-capturing_checks: list[list[Callable[[], None]]] = []
+capturing_checks: _PerThread = _PerThread()
 
 
 def exec_item(ei: ExecItem, index: int = 0) -> None:
