@@ -107,22 +107,26 @@ def test_two_groups_match_torch(name: str, kwargs: dict, second: dict) -> None:
     run(name, kwargs, second, steps=8)
 
 
+# every optimizer these tests run against torch
+ALL = [
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "Rprop",
+    "ASGD",
+    "Adafactor",
+]
+
+
 @pytest.mark.parametrize(
     "name",
-    [
-        "SGD",
-        "Adam",
-        "AdamW",
-        "RMSprop",
-        "Adagrad",
-        "Adadelta",
-        "Adamax",
-        "NAdam",
-        "RAdam",
-        "Rprop",
-        "ASGD",
-        "Adafactor",
-    ],
+    ALL,
 )
 def test_defaults_single_group_maximize_and_signature(name: str) -> None:
     import inspect
@@ -407,20 +411,6 @@ def test_first_step_takes_the_lr_of_that_step(name: str) -> None:
             np.testing.assert_allclose(opt.state[w][key].numpy(), value.numpy(), rtol=1e-6, atol=1e-7, err_msg=key)
 
 
-ALL = [
-    "SGD",
-    "Adam",
-    "AdamW",
-    "RMSprop",
-    "Adagrad",
-    "Adadelta",
-    "Adamax",
-    "NAdam",
-    "RAdam",
-    "Rprop",
-    "ASGD",
-    "Adafactor",
-]
 # (momentum and weight decay where the optimizer has them: a frozen layer with a zero gradient keeps moving)
 FREEZE_KWARGS = {
     "SGD": {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1},
