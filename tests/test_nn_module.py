@@ -174,6 +174,18 @@ def test_load_state_dict_keys():
         ours.load_state_dict({**sd, "fc.bias": np.zeros(3)})
 
 
+def test_load_state_dict_result_prints_as_torch():
+    ours, theirs = _nets()
+    sd = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
+    got, want = ours.load_state_dict(sd), theirs.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+    assert repr(got) == repr(want) == "<All keys matched successfully>"
+    got = ours.load_state_dict({**sd, "nope": np.zeros(1)}, strict=False)
+    want = theirs.load_state_dict(
+        {**{k: torch.from_numpy(v) for k, v in sd.items()}, "nope": torch.zeros(1)}, strict=False
+    )
+    assert repr(got) == repr(want) and got == want
+
+
 def test_hooks():
     lin = nn.Linear(2, 2)
     calls = []
@@ -270,6 +282,19 @@ def test_apply_zero_grad_casting_and_repr():
     assert ours.eval()(Tensor.ones(2, 4, dtype="float64")).dtype.name == "double"
     text = repr(ours)
     assert "(fc): Linear(" in text and "(blocks): ModuleList(" in text and "in_features=4" in text
+
+
+def test_sequential_repr_shows_each_layer_as_torch():
+    # a model printed at the start of a training program: nested blocks show their layers' settings, as torch's
+    ours = nn.Sequential(nn.Flatten(), nn.Sequential(nn.Dropout(0.25), nn.Unflatten(1, (2, 3))), nn.Identity())
+    theirs = torch.nn.Sequential(
+        torch.nn.Flatten(),
+        torch.nn.Sequential(torch.nn.Dropout(0.25), torch.nn.Unflatten(1, (2, 3))),
+        torch.nn.Identity(),
+    )
+    assert repr(ours) == repr(theirs)
+    # a plain function (tinygrad style) by its name
+    assert repr(nn.Sequential(Tensor.relu)) == "Sequential(\n  (0): relu\n)"
 
 
 def test_conversions_keep_tied_weights_tied():

@@ -389,6 +389,20 @@ def test_encoder_and_decoder_stacks_match_torch() -> None:
     _close(ours_dec(Tensor(tgt), memory), want)
 
 
+def test_stacks_keep_their_layers_in_a_module_list_as_torch() -> None:
+    # torch's `layers` is a ModuleList: a module of its own in named_modules (a training program's walk over them)
+    torch.manual_seed(0)
+    enc_t = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16), 2, enable_nested_tensor=False)
+    dec_t = torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(8, 2, 16), 2)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16), 2)
+    dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16), 2)
+    for ours, theirs in ((enc, enc_t), (dec, dec_t)):
+        assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+        assert [n for n, _ in ours.named_children()] == [n for n, _ in theirs.named_children()]
+        assert isinstance(ours.layers, nn.ModuleList) and isinstance(ours.get_submodule("layers"), nn.ModuleList)
+        assert len(ours.layers) == 2 and ours.layers[1] is list(ours.layers)[1]
+
+
 def test_transformer_matches_torch() -> None:
     kwargs = {"num_encoder_layers": 1, "num_decoder_layers": 1, "dim_feedforward": 16, "dropout": 0.0}
     ours, theirs = _twin("Transformer", 8, 2, batch_first=True, **kwargs)

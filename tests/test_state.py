@@ -75,6 +75,22 @@ def test_load_state_dict_errors() -> None:
     assert net.weight.tolist() == [[1.0, 1.0], [1.0, 1.0]]
 
 
+def test_load_state_dict_one_element_value_into_a_0d_tensor_as_torch() -> None:
+    # torch loads a 1-D value of one element into a 0-d tensor (checkpoints from before 0-d tensors); other sizes raise
+    torch = pytest.importorskip("torch")
+    theirs = torch.nn.BatchNorm1d(2)
+    ours = BatchNorm(2)
+    values = {k: v.numpy() for k, v in theirs.state_dict().items()}
+    values["num_batches_tracked"] = np.array([7], np.int64)
+    theirs.load_state_dict({k: torch.from_numpy(v) for k, v in values.items()})
+    load_state_dict(ours, values)
+    assert ours.num_batches_tracked.shape == () == tuple(theirs.num_batches_tracked.shape)
+    assert ours.num_batches_tracked.item() == theirs.num_batches_tracked.item() == 7
+    values["num_batches_tracked"] = np.array([7, 8], np.int64)
+    with pytest.raises(ShapeError, match=r"'num_batches_tracked' has shape \(2,\) in the state dict but \(\) in"):
+        load_state_dict(ours, values)
+
+
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3.4028235e38, -1.5], dtype=np.float32)
 
 

@@ -128,6 +128,12 @@ class _IncompatibleKeys(NamedTuple):
     missing_keys: list[str]
     unexpected_keys: list[str]
 
+    def __repr__(self) -> str:
+        # torch's: `print(model.load_state_dict(sd))` says all matched when nothing is missing or unexpected
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
+
 
 # the hooks of every module's call (torch.nn.modules.module's register_module_forward_pre_hook and
 # register_module_forward_hook): they run before each module's own, as torch's

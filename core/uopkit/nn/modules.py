@@ -1075,7 +1075,11 @@ class Sequential(Module):
     __rmul__ = __mul__
 
     def __repr__(self) -> str:
-        inner = "".join(f"\n  ({k}): {getattr(v, '__name__', None) or type(v).__name__}" for k, v in self._entries())
+        # each layer's own repr, indented, as torch's (nested blocks show their layers); a plain function by its name
+        inner = ""
+        for k, v in self._entries():
+            text = repr(v) if isinstance(v, Module) else getattr(v, "__name__", None) or type(v).__name__
+            inner += f"\n  ({k}): " + text.replace("\n", "\n  ")
         return f"Sequential({inner}\n)" if inner else "Sequential()"
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from uopkit.dtype import dtypes
-from uopkit.nn.module import Module
+from uopkit.nn.module import Module, ModuleList
 from uopkit.nn.modules import Dropout, LayerNorm, Linear, _check_weight_dtype, _host, _uniform
 from uopkit.nn.state import get_state_dict, load_state_dict
 from uopkit.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
@@ -763,11 +763,12 @@ class TransformerDecoderLayer(_TransformerLayer):
         return self.norm3(x + self._ff_block(x, self.dropout3))
 
 
-def _clones(layer: Any, num_layers: int, name: str) -> list[Any]:
+def _clones(layer: Any, num_layers: int, name: str) -> ModuleList:
     if not isinstance(num_layers, int) or num_layers < 0:
         raise ValueError(f"{name}: num_layers must be a non-negative int, got {num_layers!r}")
-    # independent copies with the same starting weights, as torch's (its Transformer re-initializes them)
-    return [copy.deepcopy(layer) for _ in range(num_layers)]
+    # independent copies with the same starting weights, as torch's (its Transformer re-initializes them), in a
+    # ModuleList as torch's, so `layers` is a module of its own (named_modules, get_submodule, isinstance)
+    return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
 
 
 class TransformerEncoder(Module):

@@ -130,6 +130,9 @@ def matched_tensors(
         if not isinstance(value, Tensor):
             arr = np.asarray(value)
             value = Tensor(arr, device=target.device).reshape(arr.shape)
+        if target.shape == () and value.shape == (1,):
+            # a one-element 1-D value fills a 0-d tensor, as torch's loading of checkpoints from before 0-d tensors
+            value = value.reshape(())
         if value.shape != target.shape:
             raise ShapeError(
                 f"load_state_dict: {k!r} has shape {value.shape} in the state dict but {target.shape} in the model"
