@@ -310,3 +310,40 @@ def test_attention_weights_with_a_bool_mask_keep_the_scores_dtype():
     with amp.autocast("cpu"):
         out, weights = mha(x, x, x, attn_mask=mask)
     assert out.dtype == weights.dtype == dtypes.bfloat16
+
+
+def test_loss_layers_compute_in_float32_as_their_functional_forms():
+    # torch casts inside the loss op, so a loss layer under autocast("cpu") gives what its nn.functional form gives:
+    # float32 for the listed losses, the input's dtype for the others (GaussianNLLLoss, MultiLabelSoftMarginLoss)
+    rng = np.random.default_rng(5)
+    x, p = rng.standard_normal((4, 3)).astype(np.float32), rng.uniform(0.1, 0.9, (4, 3)).astype(np.float32)
+    y, sign = rng.integers(0, 3, 4), np.sign(rng.standard_normal((4, 3))).astype(np.float32)
+    t = torch.tensor
+    cases = [
+        ("CrossEntropyLoss", {"label_smoothing": 0.1}, lambda T: (T(x).bfloat16(), T(y))),
+        ("NLLLoss", {}, lambda T: (T(x).bfloat16(), T(y))),
+        ("MSELoss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16())),
+        ("L1Loss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16())),
+        ("HuberLoss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16())),
+        ("SmoothL1Loss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16())),
+        ("BCELoss", {}, lambda T: (T(p).bfloat16(), T(p[::-1].copy()).bfloat16())),
+        ("BCEWithLogitsLoss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16())),
+        ("KLDivLoss", {"reduction": "batchmean"}, lambda T: (T(x).bfloat16(), T(p).bfloat16())),
+        ("SoftMarginLoss", {}, lambda T: (T(x).bfloat16(), T(sign).bfloat16())),
+        ("HingeEmbeddingLoss", {}, lambda T: (T(x).bfloat16(), T(sign).bfloat16())),
+        ("PoissonNLLLoss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16())),
+        ("MultiMarginLoss", {}, lambda T: (T(x).bfloat16(), T(y))),
+        ("MarginRankingLoss", {}, lambda T: (T(x[0]).bfloat16(), T(x[1]).bfloat16(), T(sign[0]).bfloat16())),
+        ("CosineEmbeddingLoss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16(), T(sign[:, 0]).bfloat16())),
+        ("TripletMarginLoss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16(), T(sign).bfloat16())),
+        ("MultiLabelSoftMarginLoss", {}, lambda T: (T(x).bfloat16(), T((p > 0.5).astype(np.float32)).bfloat16())),
+        ("GaussianNLLLoss", {}, lambda T: (T(x).bfloat16(), T(p).bfloat16(), T(p).bfloat16())),
+    ]
+    names = {dtypes.bfloat16: "torch.bfloat16", dtypes.float32: "torch.float32"}
+    for name, kwargs, args in cases:
+        with torch.autocast("cpu"):
+            want = getattr(torch.nn, name)(**kwargs)(*args(t))
+        with amp.autocast("cpu"):
+            got = getattr(nn, name)(**kwargs)(*args(Tensor))
+        assert names[got.dtype] == str(want.dtype), name
+        np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=2e-6, atol=1e-6, err_msg=name)

@@ -24,6 +24,7 @@ from uopkit.nn.arguments import _SPATIAL, _maybe_in_place, _probability
 from uopkit.nn.module import Module
 from uopkit.nn.modules import BatchNorm, LayerNorm, _host
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
+from uopkit.tensor.autocast import FLOAT32, autocast_op
 
 __all__ = [
     "Unflatten",
@@ -336,6 +337,8 @@ def _buffer(value: Any) -> Tensor | None:
 
 
 class _Loss(Module):
+    # (a loss on torch's autocast float32 list decorates its __call__ with autocast_op(FLOAT32), as its nn.functional
+    # form: under autocast nn.CrossEntropyLoss computes in float32 as F.cross_entropy does)
     def __init__(self, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean") -> None:
         self.reduction = _reduction(size_average, reduce, reduction, type(self).__name__)
 
@@ -347,6 +350,7 @@ class L1Loss(_Loss):
     2.0
     """
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.l1_loss(target, self.reduction)
 
@@ -358,6 +362,7 @@ class MSELoss(_Loss):
     10.0
     """
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.mse_loss(target, self.reduction)
 
@@ -377,6 +382,7 @@ class SmoothL1Loss(_Loss):
             raise ValueError(f"SmoothL1Loss: beta must be >= 0, got {beta}")
         self.beta = beta
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.smooth_l1_loss(target, self.reduction, self.beta)
 
@@ -394,6 +400,7 @@ class HuberLoss(_Loss):
             raise ValueError(f"HuberLoss: delta must be > 0, got {delta}")
         self.delta = delta
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.huber_loss(target, self.reduction, self.delta)
 
@@ -416,6 +423,7 @@ class BCELoss(_Loss):
         super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", _buffer(weight))
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.binary_cross_entropy(target, self.reduction, self.weight)
 
@@ -440,6 +448,7 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("weight", _buffer(weight))
         self.register_buffer("pos_weight", _buffer(pos_weight))
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.binary_cross_entropy_with_logits(target, self.reduction, self.pos_weight, self.weight)
 
@@ -467,6 +476,7 @@ class CrossEntropyLoss(_Loss):
         self.register_buffer("weight", _buffer(weight))
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.cross_entropy(target, self.reduction, self.label_smoothing, self.ignore_index, self.weight)
 
@@ -491,6 +501,7 @@ class NLLLoss(_Loss):
         self.register_buffer("weight", _buffer(weight))
         self.ignore_index = ignore_index
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.nll_loss(target, self.weight, self.ignore_index, self.reduction)
 
@@ -514,6 +525,7 @@ class KLDivLoss(Module):
         self.reduction = _reduction(size_average, reduce, reduction, "KLDivLoss", ("batchmean",))
         self.log_target = log_target
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.kl_div(target, self.reduction, self.log_target)
 

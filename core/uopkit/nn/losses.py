@@ -21,6 +21,7 @@ from uopkit.nn.layers import NLLLoss, _buffer, _Loss
 from uopkit.nn.module import Module, ModuleList
 from uopkit.nn.modules import Linear, Sequential
 from uopkit.tensor import ShapeError, Tensor
+from uopkit.tensor.autocast import FLOAT32, autocast_op
 from uopkit.tensor.support import _check_values_in
 
 __all__ = [
@@ -58,6 +59,7 @@ class MarginRankingLoss(_Loss, Module):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
+    @autocast_op(FLOAT32)
     def __call__(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
         return input1.margin_ranking_loss(input2, target, self.margin, self.reduction)
 
@@ -75,6 +77,7 @@ class HingeEmbeddingLoss(_Loss, Module):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.hinge_embedding_loss(target, self.margin, self.reduction)
 
@@ -86,6 +89,7 @@ class SoftMarginLoss(_Loss, Module):
     0.82008
     """
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.soft_margin_loss(target, self.reduction)
 
@@ -123,6 +127,7 @@ class MultiLabelMarginLoss(_Loss, Module):
     0.85
     """
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.multilabel_margin_loss(target, self.reduction)
 
@@ -156,6 +161,7 @@ class MultiMarginLoss(_Loss, Module):
         self.p, self.margin = p, margin
         self.register_buffer("weight", buffer)
 
+    @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.multi_margin_loss(target, self.p, self.margin, self.weight, self.reduction)
 
@@ -177,6 +183,7 @@ class CosineEmbeddingLoss(_Loss, Module):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
+    @autocast_op(FLOAT32)
     def __call__(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
         return input1.cosine_embedding_loss(input2, target, self.margin, self.reduction)
 
@@ -208,6 +215,7 @@ class TripletMarginLoss(_Loss, Module):
         _positive_margin(margin, "TripletMarginLoss")
         self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
 
+    @autocast_op(FLOAT32)
     def __call__(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         return anchor.triplet_margin_loss(positive, negative, self.margin, self.p, self.eps, self.swap, self.reduction)
 
@@ -272,6 +280,7 @@ class PoissonNLLLoss(_Loss, Module):
         super().__init__(size_average, reduce, reduction)
         self.log_input, self.full, self.eps = log_input, full, eps
 
+    @autocast_op(FLOAT32)
     def __call__(self, log_input: Tensor, target: Tensor) -> Tensor:
         return log_input.poisson_nll_loss(target, self.log_input, self.full, self.eps, self.reduction)
 
@@ -308,6 +317,7 @@ class CTCLoss(_Loss, Module):
             raise ValueError(f"CTCLoss: blank must be a non-negative class index, got {blank!r}")
         self.blank, self.zero_infinity = blank, zero_infinity
 
+    @autocast_op(FLOAT32)
     def __call__(self, log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any) -> Tensor:
         return log_probs.ctc_loss(
             targets, input_lengths, target_lengths, self.blank, self.reduction, self.zero_infinity
