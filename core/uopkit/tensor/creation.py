@@ -150,6 +150,25 @@ def _arange_number(value: Any, what: str) -> Any:
     return _py_number(value)
 
 
+def _first_in_stable_order(keys: np.ndarray, k: int) -> np.ndarray:
+    """`np.argsort(keys, -1, kind="stable")[:, :k]` for rows of keys, without sorting whole rows where k is small: the
+    k-th smallest key of each row by a partition, then a stable sort of the keys up to it, kept in their positions'
+    order (ties keep it). Multinomial's 1 draw of 8 rows of 50257: ~110 ms sorting, ~5 ms so. (A NaN key, 0 / 0 where
+    an exponential draw is 0, sorts last: argsort then, which places it; short rows too, where a sort is cheap and a
+    Python loop over many rows isn't.)"""
+    if 4 * k > keys.shape[-1] or keys.shape[-1] < 2048 or np.isnan(keys).any():
+        return np.argsort(keys, -1, kind="stable")[:, :k]
+    if k == 1:
+        # (the first of the smallest)
+        return keys.argmin(-1)[:, None]
+    kth = np.partition(keys, k - 1, -1)[:, k - 1]
+    rows = []
+    for row, bound in zip(keys, kth, strict=True):
+        kept = np.flatnonzero(row <= bound)
+        rows.append(kept[np.argsort(row[kept], kind="stable")[:k]])
+    return np.stack(rows)
+
+
 class CreationMixin:
     __slots__ = ()
 
@@ -612,7 +631,7 @@ class CreationMixin:
             # replacement; zero weights give inf and come last
             with np.errstate(divide="ignore"):
                 keys = rng.exponential(size=w.shape) / w
-            picks = np.argsort(keys, -1, kind="stable")[:, :num_samples]
+            picks = _first_in_stable_order(keys, num_samples)
         picks = picks.astype(np.int32)
         return Tensor(picks if self.ndim == 2 else picks[0], device=self.device)
 

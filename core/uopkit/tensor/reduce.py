@@ -20,6 +20,7 @@ from uopkit.tensor.bitonic import bitonic_descending
 from uopkit.tensor.blocksort import sort_positions_by_blocks
 from uopkit.tensor.relaunch import relaunched
 from uopkit.tensor.replay import replay_call
+from uopkit.tensor.select import position_of_rank
 from uopkit.tensor.support import (
     _CUM_BLOCK,
     ArgumentError,
@@ -538,7 +539,7 @@ class ReduceMixin:
         ret = (x - m).exp().sum(axis, keepdim=True).log() + m
         return ret if keepdim else ret.squeeze(self._axes(axis, "logsumexp"))
 
-    # ---- order statistics: a sort along the axis, then the values at host-known positions
+    # ---- order statistics: a sort along the axis (a long row's radix select), then the values at host-known positions
 
     def median(self, dim: int | None = None, keepdim: bool = False) -> Tensor | ValuesIndices:
         """The median, the lower of the two middle values for an even count, as torch.median: over all elements (dim
@@ -650,9 +651,8 @@ class ReduceMixin:
         return middle
 
     def _sorted_at(self, r: int) -> Tensor:
-        # the value of rank r along the last axis (kept as size 1): its position stored first, else the sort's one-hot
-        # gather of the values is fused below the slice (a sum over the row for each of its n elements: n^2 a row)
-        position = self._sort_along(self.ndim - 1, False)[1]._slice_axis(self.ndim - 1, r, r + 1).contiguous()
+        # the value of rank r along the last axis (kept as size 1), at a stored position (`uopkit.tensor.select`)
+        position = position_of_rank(self, r)
         return self._gather_checked(self.ndim - 1, position)
 
     def _count_not_nan(self) -> Tensor:

@@ -60,6 +60,7 @@ from uopkit.tensor import relaunch as _relaunch_module
 from uopkit.tensor import replay as _replay_module
 from uopkit.tensor import rounds as _rounds_module
 from uopkit.tensor import segments as _segments_module
+from uopkit.tensor import select as _select_module
 from uopkit.tensor import sharing as _sharing_module
 from uopkit.tensor import spatial as _spatial_module
 from uopkit.tensor import special as _special_module
@@ -850,6 +851,7 @@ for _module in (
     _bitonic_module,
     _blocksort_module,
     _tournament_module,
+    _select_module,
     _copies_module,
     _torch_names_module,
     _torch_extras_module,
