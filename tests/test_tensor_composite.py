@@ -419,6 +419,31 @@ def test_mode_picks_the_smallest_most_frequent_value_at_its_last_position_as_tor
         Tensor.zeros(2, 3).mode(2)
 
 
+def test_mode_of_rows_with_nans_is_torchs():
+    # torch's CPU mode sorts a row with `<` (an insertion sort up to 16): the NaNs stay put and split the numbers into
+    # groups counted apart, so a NaN can be the mode ([nan, nan, 3]: NaN at 0), or a number counted in two groups lose
+    for row in ([NAN, NAN, 3.0], [NAN, 2.0, 1.0], [1.0, NAN, 1.0, 2.0, 2.0], [2.0, NAN, 1.0, 1.0], [INF, NAN, NAN, INF],
+                [NAN, NAN, NAN], [3.0, NAN, NAN], [0.0, -0.0, NAN], [1.0, NAN, 0.0, 2.0, 0.0]):  # fmt: skip
+        ours, theirs = Tensor(row).mode(), torch.tensor(row).mode()
+        _same(ours.values, theirs.values)
+        _same(ours.indices, theirs.indices.int())
+    for n in (2, 5, 9, 16):
+        x = RNG.integers(-2, 3, (60, n)).astype(np.float32)
+        x[RNG.random(x.shape) < 0.3] = NAN
+        x[:3] = NAN
+        for dt, tdt in FLOATS[:2]:
+            for dim, keepdim in ((-1, False), (0, True)):
+                xs = x if dim == -1 else x.T.copy()
+                ours = Tensor(xs).cast(dt).mode(dim, keepdim)
+                theirs = torch.tensor(xs).to(tdt).mode(dim, keepdim)
+                _same(ours.values, theirs.values)
+                _same(ours.indices, theirs.indices.int())
+    # ints and bools have no NaN: their rows sort as before
+    ours, theirs = Tensor([[2, 1, 2, 1]]).mode(1), torch.tensor([[2, 1, 2, 1]]).mode(1)
+    _same(ours.values, theirs.values)
+    _same(ours.indices, theirs.indices.int())
+
+
 def test_histc_ranges_edges_and_dtypes_as_torch(monkeypatch):
     x = np.array([1.0, 2.0, 1.0, 4.0, -1.0, 5.0, NAN, INF, -INF], np.float32)
     finite = x[:6]

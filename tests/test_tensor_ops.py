@@ -779,3 +779,34 @@ def test_where_takes_torch_form_when_the_condition_is_second():
     np.testing.assert_array_equal(ours, torch.tensor(x).where(torch.tensor(cond), torch.tensor(other)).numpy())
     # tinygrad's form: a bool self is the condition
     assert Tensor([True, False]).where(Tensor([1, 2]), 0).tolist() == [1, 0]
+
+
+def test_nan_bits_of_extremes_are_torchs():
+    # torch's amax/amin give a NaN of their own (positive), its whole-tensor max()/min()/aminmax() the all-ones NaN of
+    # its vector lanes (negative), and of one element that element; min was a max of negated values, negated back
+    # (a negative NaN), and each loop's NaN was the backend's or the input's
+    for dt, tdt, it, tit, nans in (
+        (dtypes.float32, torch.float32, dtypes.int32, torch.int32, (-0x400000, 0x7FC00001)),
+        (dtypes.float64, torch.float64, dtypes.int64, torch.int64, (-(1 << 51), 0x7FF8000000000001)),
+        (dtypes.float16, torch.float16, dtypes.int16, torch.int16, (-0x200, 0x7E01)),
+        (dtypes.bfloat16, torch.bfloat16, dtypes.int16, torch.int16, (-0x40, 0x7FC1)),
+    ):
+        for shape in ((1,), (3,), (5, 40)):
+            x = torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape).to(tdt)
+            bits = x.view(tit).clone()
+            bits.view(-1)[1::3] = nans[0]
+            bits.view(-1)[::7] = nans[1]
+            ours, theirs = Tensor(bits.numpy()).bitcast(dt), bits.view(tdt)
+            for f in (
+                lambda t: t.max(),
+                lambda t: t.min(),
+                lambda t: t.amax(),
+                lambda t: t.amin(),
+                lambda t: t.amax(-1),
+                lambda t: t.amin(-1, keepdim=True),
+                lambda t: t.amax(tuple(range(t.ndim))),
+                lambda t: t.aminmax().min,
+                lambda t: t.aminmax(keepdim=True).max,
+            ):
+                got, want = f(ours).bitcast(it).numpy(), f(theirs).contiguous().view(tit).numpy()
+                assert got.shape == want.shape and (got == want).all(), (dt, shape, got, want)

@@ -482,10 +482,11 @@ class CompositeMixin:
 
     def mode(self, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
         """The most frequent value along `dim` and where it is: (values, indices), as torch.mode. Of equally frequent
-        values the smallest (torch's rule), at the last position that holds it: torch's CPU index of rows shorter
-        than 16; for longer rows torch's comes from an unstable sort (one of the positions, unspecified). Each NaN
-        counts as a value of its own, sorted after the numbers (torch's CPU answer with NaNs depends on where its sort
-        leaves them). Indices are int32; the gradient goes to the returned position, as torch's.
+        values the smallest (torch's rule), at the last position that holds it: torch's CPU index of rows up to 16
+        long; for longer rows torch's comes from an unstable sort (one of the positions, unspecified). A row with NaNs
+        gives torch's CPU answer for rows up to 16 long (see `_mode_groups`): each NaN is a value of its own, and the
+        NaNs split the numbers into groups counted apart, so `[nan, nan, 3.0]` has mode NaN at 0. Indices are int32;
+        the gradient goes to the returned position, as torch's.
 
         >>> [t.tolist() for t in Tensor([[3, 1, 3, 1, 2], [5, 5, 2, 0, 0]]).mode()]
         [[1, 0], [3, 4]]
@@ -500,8 +501,17 @@ class CompositeMixin:
         ordered, order = x.sort(-1)
         # equal values are runs of the sorted row (a NaN is unequal to every value: a run of its own); each position
         # counts how far its run has come, so a run's length is reached at its end
-        positions = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))
         changed = ordered._slice_axis(last, 1, n) != ordered._slice_axis(last, 0, n - 1)
+        if dtypes.is_float(x.dtype):
+            # torch's order: by group first (a stable sort of the groups of the value-sorted row); a run ends at a
+            # change of group too
+            groups, by_group = x._mode_groups()._gather_checked(last, order).sort(-1)
+            order = order._gather_checked(last, by_group)
+            ordered = x._gather_checked(last, order)
+            changed = (ordered._slice_axis(last, 1, n) != ordered._slice_axis(last, 0, n - 1)) | (
+                groups._slice_axis(last, 1, n) != groups._slice_axis(last, 0, n - 1)
+            )
+        positions = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))
         begins = changed.where(positions._slice_axis(0, 1, n), 0).pad(((0, 0),) * last + ((1, 0),))
         run_length = positions - begins.cummax(-1)[0] + 1
         # the first longest run ends here: the smallest most frequent value, its last element in the stable order
@@ -509,6 +519,20 @@ class CompositeMixin:
         values = x._gather_checked(last, index)
         values, index = values._move_from_end(axis), index._move_from_end(axis)
         return ValuesIndices(values, index) if keepdim else ValuesIndices(values.squeeze(axis), index.squeeze(axis))
+
+    def _mode_groups(self) -> Tensor:
+        # (along the last axis, floats) torch's CPU mode orders a row by std::sort with `<`, which for rows up to 16
+        # is an insertion sort: a NaN never moves, and a number moves left past the larger numbers up to the nearest
+        # NaN, or to the front when it is below the row's first element (a number then: the minimum so far). So
+        # the numbers before the first NaN, and each later new strict minimum, sort into group 0, any other number into
+        # group 2k after the k-th NaN, and the k-th NaN is group 2k - 1 (each a run of its own)
+        last, n = self.ndim - 1, self.shape[-1]
+        nan = self.isnan()
+        nans = nan.cast(dtypes.positions(n)).cumsum(-1)
+        # (the minimum of the numbers before each position; the first's is never read: nans == 0 there or it's NaN)
+        low = nan.where(math.inf, self).cummin(-1)[0]._slice_axis(last, 0, n - 1).pad(((0, 0),) * last + ((1, 0),))
+        jumps = (self < low) & ~nan._slice_axis(last, 0, 1)
+        return nan.where(2 * nans - 1, (jumps | (nans == 0)).where(0, 2 * nans))
 
     def histc(self, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002 - torch's names
         """A histogram of all elements in `bins` equal bins over [min, max] (the data's min and max where min == max,

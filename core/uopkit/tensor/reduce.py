@@ -8,16 +8,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import numpy as np
 
-from uopkit.dtype import (
-    DType,
-    dtypes,
-    least_upper_float,
-    to_dtype,
-)
+from uopkit.dtype import DType, dtypes, least_upper_float, to_dtype
 from uopkit.helpers import prod
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
 from uopkit.tensor.bitonic import bitonic_descending
 from uopkit.tensor.blocksort import sort_positions_by_blocks
+from uopkit.tensor.nan_bits import with_torch_nan
 from uopkit.tensor.relaunch import relaunched
 from uopkit.tensor.replay import replay_call
 from uopkit.tensor.select import position_of_rank
@@ -241,7 +237,9 @@ class ReduceMixin:
                 return self._values_at(self.argmax(axis, keepdim=True), axis, keepdim, "max")
         # (also for bool, whose MAX is any(), which has an identity)
         self._refuse_empty_extreme(axis, "max")
-        return self._reduce(Ops.MAX, axis, keepdim)
+        value = self._reduce(Ops.MAX, axis, keepdim)
+        # (over every element, torch's max()'s NaN: `uopkit.tensor.nan_bits`)
+        return value if axis is not None else with_torch_nan(value, self)
 
     def _refuse_empty_extreme(self, axis: int | Sequence[int] | None, op: str) -> None:
         # a max or min over an empty axis has no value (as in PyTorch), named after the method called; so is an axis
@@ -285,7 +283,8 @@ class ReduceMixin:
                 self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "min", self.shape), "min")
                 return self._values_at(self.argmin(axis, keepdim=True), axis, keepdim, "min")
         self._refuse_empty_extreme(axis, "min")
-        return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
+        value = self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
+        return value if axis is not None else with_torch_nan(value, self)
 
     def amax(
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, axis: int | Sequence[int] | None = None
@@ -298,7 +297,8 @@ class ReduceMixin:
         if axis is not None:
             dim = _axis_for_dim(dim, axis, "amax")
         self._refuse_empty_extreme(dim if dim != () else None, "amax")
-        return self.max(dim if dim != () else None, keepdim)
+        # (torch's NaN of amax: its own, positive)
+        return with_torch_nan(self.max(dim if dim not in (None, ()) else tuple(range(self.ndim)), keepdim))
 
     def amin(
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, axis: int | Sequence[int] | None = None
@@ -307,7 +307,7 @@ class ReduceMixin:
         if axis is not None:
             dim = _axis_for_dim(dim, axis, "amin")
         self._refuse_empty_extreme(dim if dim != () else None, "amin")
-        return self.min(dim if dim != () else None, keepdim)
+        return with_torch_nan(self.min(dim if dim not in (None, ()) else tuple(range(self.ndim)), keepdim))
 
     def _count(self, axis: int | Sequence[int] | None, op: str) -> int:
         # how many elements each result reduces; checks the axes, named after `op`, the method called

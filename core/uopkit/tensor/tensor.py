@@ -52,6 +52,7 @@ from uopkit.tensor import losses as _losses_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import matrix as _matrix_module
 from uopkit.tensor import movement as _movement_module
+from uopkit.tensor import nan_bits as _nan_bits_module
 from uopkit.tensor import operators as _operators_module
 from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import printing as _printing_module
@@ -857,6 +858,7 @@ for _module in (
     _torch_extras_module,
     _sharing_module,
     _interop_module,
+    _nan_bits_module,
     _printing_module,
     _schedule_module,
     _write_history_module,

@@ -262,8 +262,9 @@ class TorchNamesMixin:
         if axis is not None:
             dim = _axis_for_dim(dim, axis, "aminmax")
         self._refuse_empty_extreme(dim, "aminmax")
-        if dim is None and keepdim:
-            shape = (1,) * self.ndim
+        if dim is None:
+            # (min() and max(): torch's NaN of a whole tensor's extremes, not amin's)
+            shape = (1,) * self.ndim if keepdim else ()
             return MinMax(self.min().reshape(shape), self.max().reshape(shape))
         return MinMax(self.amin(dim, keepdim), self.amax(dim, keepdim))
 
