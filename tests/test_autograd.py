@@ -709,6 +709,52 @@ def test_a_float_cast_of_an_integer_or_bool_value_does_not_require_grad() -> Non
     _close(x.grad, tx.grad)
 
 
+def test_a_select_or_fill_on_a_mask_only_does_not_require_grad_as_torch() -> None:
+    # no gradient flows through a mask: `where(x > 0, 1.0, 0.0)` said requires_grad True (walking through the
+    # comparison to x), torch's False; backward raises in both, with torch's words
+    v = [1.5, -2.5, 3.7]
+    x, tx = Tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+    ours = [Tensor.where(x > 0, 1.0, 0.0), Tensor.zeros(3).masked_fill(x > 0, 1.0), Tensor.where(x > 0, x, 0.0)]
+    theirs = [torch.where(tx > 0, 1.0, 0.0), torch.zeros(3).masked_fill(tx > 0, 1.0), torch.where(tx > 0, tx, 0.0)]
+    assert [t.requires_grad for t in ours] == [t.requires_grad for t in theirs] == [False, False, True]
+    for t in ours[:2]:
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            t.sum().backward()
+    # a bool or integer tensor: a RuntimeError too, as torch's (and still the TypeError it was)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        (x > 0).sum().backward()
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        (tx > 0).sum().backward()
+
+
+def test_norm_p0_requires_grad_and_gives_no_gradient_as_torch() -> None:
+    # the count of nonzeros: torch's result requires grad, its backward leaves x.grad None (norm) or gives zeros
+    # (cdist); ours was detached, so backward raised "doesn't require a gradient"
+    v = _randn(2, 5)
+    x, tx = Tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+    ours, theirs = x.norm(0), torch.linalg.vector_norm(tx, 0)
+    assert ours.requires_grad and theirs.requires_grad
+    ours.backward()
+    theirs.backward()
+    assert x.grad is None and tx.grad is None
+    # with a dim, and with another term in the loss: the other term's gradient
+    (x.norm(0, dim=1).sum() + (x * x).sum()).backward()
+    (torch.linalg.vector_norm(tx, 0, dim=1).sum() + (tx * tx).sum()).backward()
+    _close(x.grad, tx.grad)
+    # autograd.grad of it alone: an unused input, as torch's
+    assert autograd.grad(x.norm(0), x, allow_unused=True) == (None,)
+    assert torch.autograd.grad(torch.linalg.vector_norm(tx, 0), tx, allow_unused=True) == (None,)
+    # cdist: zeros for both operands
+    a, b = _pair(_randn(1, 3, 2), _randn(1, 4, 2))
+    ours, theirs = a[0].cdist(a[1], p=0), torch.cdist(b[0], b[1], p=0)
+    assert ours.requires_grad and theirs.requires_grad
+    ours.sum().backward()
+    theirs.sum().backward()
+    for o, t in zip(a, b, strict=True):
+        _close(o.grad, t.grad)
+        assert not t.grad.any()
+
+
 @pytest.mark.parametrize("realized", [True, False])
 def test_a_value_computed_under_no_grad_keeps_its_value_after_the_weights_change(realized: bool) -> None:
     # PPO's old log-probabilities: computed under no_grad from the weights, then read by the loss of several optimizer

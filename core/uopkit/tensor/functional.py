@@ -26,12 +26,30 @@ from uopkit.tensor.support import (
     _with_derivative,
     _with_gradient_of,
     _with_reduced_derivative,
+    _zeros,
     in_float32,
 )
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
+
+
+def _count_without_gradient(count: Tensor, x: Tensor, zeros: bool) -> Tensor:
+    """`count` (p = 0's norm, the number of nonzeros of x), requiring grad where x does and giving x no gradient, as
+    torch's: linalg.vector_norm's backward returns none (a loss of it alone leaves `.grad` None), cdist's zeros
+    (`zeros`). (The count alone, a cast of a sum of a mask, would not require grad at all.)"""
+    from uopkit.gradient import set_gradient
+
+    shape, device = x.shape, x.device
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        return (_zeros(g.dtype, device, shape) if zeros else None,)
+
+    # (a reshape that changes nothing carries the rule: the count node itself is shared with any other count)
+    node = UOp(Ops.RESHAPE, count.dtype, (count.uop,), count.shape)
+    set_gradient(node, (x.uop,), rule)
+    return type(count)(node)
 
 
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook (~0.15 us)
@@ -242,13 +260,14 @@ class FunctionalMixin:
     def _vector_norm(self, axis: int, p: float, op: str) -> Tensor:
         """||x||_p of a float tensor along `axis` (kept, size 1), with torch's derivative (linalg.vector_norm's, and
         cdist's for finite p): sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (and at x = 0 for p < 2), where
-        the textbook chain is 0 * inf. p = 0 counts the nonzero elements (no gradient); +-inf is the max (min) of |x|,
+        the textbook chain is 0 * inf. p = 0 counts the nonzero elements (requiring grad, with none: see
+        `_count_without_gradient`); +-inf is the max (min) of |x|,
         whose gradient is shared among ties."""
         x, a = self, self.abs()
         if p == math.inf or p == -math.inf:
             return a.max(axis, keepdim=True) if p > 0 else a.min(axis, keepdim=True)
         if p == 0:
-            return (x != 0).sum(axis, keepdim=True).cast(x.dtype).detach()
+            return _count_without_gradient((x != 0).sum(axis, keepdim=True).cast(x.dtype), x, zeros=op == "cdist")
         if p < 0 and op == "cdist":
             raise ArgumentError(f"{op}: p must be >= 0 or +-inf, got {p}")
         # (a negative p, as torch.linalg.vector_norm: (sum |x|^p)^(1/p), 0 when an element is 0)

@@ -37,9 +37,10 @@ class _Wanting:
 
 def walk_back(root: UOp, found: Callable[[UOp], bool], seen: set[UOp], skip: Container[UOp] = ()) -> bool:
     """Whether `found` is true of a node a gradient would flow back through from `root`, as backward() follows the
-    graph: a node's sources (not into a DETACH's, nor into what a KERNEL computed), the graph a realized value was
-    computed from (`computed_from`), the inputs of a node with a given gradient (a Function's output). `seen` gets
-    every node walked; `skip`: nodes known to lead to none, not walked. (`Tensor.requires_grad` and `reaches`.)"""
+    graph: a node's sources (not into a DETACH's, nor into what a KERNEL computed, nor behind a bool mask), the graph
+    a realized value was computed from (`computed_from`), the inputs of a node with a given gradient (a Function's
+    output). `seen` gets every node walked; `skip`: nodes known to lead to none, not walked. (`Tensor.requires_grad`
+    and `reaches`.)"""
     # breadth first: a layer's weights sit a few nodes below its output, its input a whole network below
     queue = deque([root])
     while queue:
@@ -49,6 +50,10 @@ def walk_back(root: UOp, found: Callable[[UOp], bool], seen: set[UOp], skip: Con
         seen.add(u)
         if found(u):
             return True
+        if u.dtype == dtypes.bool:
+            # a mask (a comparison, isnan, a bool cast) carries no gradient, so nothing behind it makes a value require
+            # one, as torch's: `where(x > 0, 1.0, 0.0)` and `zeros(n).masked_fill(x > 0, 1.0)` don't
+            continue
         before = computed_from.get(u)
         if before is not None:
             queue.append(before)

@@ -19,6 +19,7 @@ import uopkit.schedule as _schedule_module
 from uopkit.device import Buffer, DeviceName, _device_names, device_name
 from uopkit.dtype import (
     DType,
+    DTypeError,
     dtypes,
     from_numpy_dtype,
     to_dtype,
@@ -702,11 +703,16 @@ class Tensor(
         grads = stale.checked(compute_gradient(root, root_grad.uop, keys | hooks.keys(), in_graph, hooks))
         reached = [(t, summed) for t in targets if (summed := _summed(grads, wanting[t])) is not None]
         if targets and not reached:
-            # (torch: "element 0 of tensors does not require grad"): the loss reaches its leaves only through values
-            # cut from the gradient (no_grad, detach) or ops without one (argmax, comparisons)
+            if self.requires_grad:
+                # an op on the way gives its inputs no gradient (`norm(p=0)`, as torch's whose backward returns
+                # none): backward runs and leaves every `.grad` as it was, as torch's
+                return self
+            # the loss reaches its leaves only through values cut from the gradient (no_grad, detach) or ops without
+            # one (argmax, comparisons): it doesn't require grad, as torch says
             raise RuntimeError(
-                "backward: no gradient reaches a tensor that requires one: this value was computed from them only "
-                "through detached values (no_grad(), detach()) or ops without a gradient (argmax, comparisons)"
+                "backward: element 0 of tensors does not require grad and does not have a grad_fn: no gradient "
+                "reaches a tensor that requires one, this value was computed from them only through detached values "
+                "(no_grad(), detach()) or ops without a gradient (argmax, comparisons)"
             )
         for t, summed in reached:
             g = Tensor(summed).cast(t.dtype)
@@ -773,7 +779,11 @@ class Tensor(
 
     def _root_gradient(self, gradient: Tensor | None, op: str) -> Tensor:
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"{op}: only floating-point tensors have gradients, this one is {self.dtype}")
+            # (a TypeError, and the RuntimeError torch raises: an integer or bool tensor never requires grad)
+            raise DTypeError(
+                f"{op}: only floating-point tensors have gradients, this one is {self.dtype}: element 0 of tensors "
+                "does not require grad"
+            )
         if gradient is None:
             if self.numel() != 1:
                 raise ShapeError(f"{op}: needs one value (a loss) or gradient=, got a tensor of shape {self.shape}")
