@@ -206,3 +206,20 @@ def test_finfo_and_iinfo_are_torchs() -> None:
         uopkit.iinfo(dtypes.float16)
     with pytest.raises(TypeError, match="bool"):
         uopkit.iinfo(dtypes.bool)
+
+
+def test_dtype_questions_are_torchs() -> None:
+    # torch.dtype's is_floating_point, is_signed and is_complex, for every dtype both have
+    # (`if x.dtype.is_floating_point:` in a PyTorch program)
+    from uopkit.dtype import DTYPES_BY_NAME
+
+    torch = pytest.importorskip("torch")
+    compared = 0
+    for name, dt in DTYPES_BY_NAME.items():
+        theirs = getattr(torch, name, None)
+        if not isinstance(theirs, torch.dtype):
+            continue
+        compared += 1
+        for question in ("is_floating_point", "is_signed", "is_complex"):
+            assert getattr(dt, question) == getattr(theirs, question), (name, question)
+    assert compared >= 12

@@ -607,3 +607,28 @@ def test_a_second_solve_of_a_shape_launches_the_first_ones_kernels(monkeypatch):
     want = torch.linalg.solve(torch.from_numpy(a + np.eye(n)), torch.from_numpy(b)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(inv, np.linalg.inv(a + np.eye(n)), rtol=1e-10, atol=1e-12)
+
+
+def test_pca_lowrank_and_svd_lowrank_are_torchs():
+    # torch.pca_lowrank / torch.svd_lowrank draw a random test matrix, so compare what doesn't depend on it: at q equal
+    # to the rank the factorization is exact (S, V's columns up to sign, U S V^T the centred data); a wide matrix and
+    # a batch with svd_lowrank's M (subtracted) give torch's shapes and singular values
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    y = (rng.standard_normal((6, 3)) @ np.diag([4.0, 2.0, 0.5])).astype(np.float32)
+    want = torch.pca_lowrank(torch.tensor(y), q=3)
+    got = Tensor.pca_lowrank(Tensor(y), q=3)
+    np.testing.assert_allclose(got[1].numpy(), want[1].numpy(), rtol=1e-4)
+    np.testing.assert_allclose(np.abs(got[2].numpy()), np.abs(want[2].numpy()), atol=1e-4)
+    np.testing.assert_allclose((got[0] @ got[1].diag() @ got[2].mT).numpy(), y - y.mean(0), atol=1e-4)
+    for call in (
+        lambda lib, t: lib.svd_lowrank(t.mT, q=3),
+        lambda lib, t: lib.svd_lowrank(t[None].expand(2, 6, 3), q=3, M=t.mean(0, keepdim=True)),
+    ):
+        ours, theirs = call(Tensor, Tensor(y)), call(torch, torch.tensor(y))
+        assert [tuple(x.shape) for x in ours] == [tuple(x.shape) for x in theirs]
+        np.testing.assert_allclose(ours[1].numpy(), theirs[1].numpy(), rtol=1e-4)
+    with pytest.raises(ValueError, match="min"):
+        Tensor.pca_lowrank(Tensor(y), q=4)
+    with pytest.raises(ValueError):
+        torch.pca_lowrank(torch.tensor(y), q=4)

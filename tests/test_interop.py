@@ -1,6 +1,8 @@
 """Values crossing to torch and numpy (uopkit/tensor/interop.py: DLPack, from_numpy), torch's devices and dtypes as
 arguments, torch's `size=` keyword and tensor sizes in shapes."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -139,6 +141,46 @@ def test_from_numpy():
         a[0] = 1
     with pytest.raises(TypeError, match="numpy.ndarray"):
         Tensor.from_numpy([1, 2])
+
+
+def test_as_tensor_and_is_tensor_are_torchs():
+    # torch.as_tensor returns a tensor itself when nothing changes (the same object, its graph kept), converts it with
+    # .to(...) otherwise, and takes a numpy array's dtype; uopkit.as_tensor is Tensor.as_tensor, as torch's name
+    t, theirs = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    assert uopkit.as_tensor(t) is t and torch.as_tensor(theirs) is theirs
+    assert Tensor.as_tensor(t, dtype=dtypes.float32, device="cpu") is t
+    ours, want = Tensor.as_tensor(t, dtype=torch.float64), torch.as_tensor(theirs, dtype=torch.float64)
+    assert ours.dtype == to_dtype(want.dtype) and ours.requires_grad == want.requires_grad
+    ours.sum().backward()
+    want.sum().backward()
+    assert t.grad.tolist() == theirs.grad.tolist()
+    for data, dtype in [(np.array([1, 2], np.int64), None), (np.array([1.5]), None), ([1, 2.5], None), (True, None)]:
+        ours, want = uopkit.as_tensor(data, dtype=dtype), torch.as_tensor(data, dtype=dtype)
+        assert ours.dtype == to_dtype(want.dtype) and ours.tolist() == want.tolist()
+    ours, want = uopkit.as_tensor([[1, 2]], dtype=torch.float16), torch.as_tensor([[1, 2]], dtype=torch.float16)
+    assert ours.dtype == dtypes.float16 and ours.tolist() == want.tolist()
+    # (torch's as_tensor of a numpy array shares its memory; ours copies, as from_numpy)
+    for make in (Tensor.is_tensor, uopkit.is_tensor):
+        assert make(t) and make(uopkit.nn.Parameter(Tensor.zeros(1))) and not make([1.0]) and not make(theirs)
+
+
+def test_subpackages_are_attributes_of_a_bare_import():
+    # `import torch; torch.nn.functional.relu(x)`: after a bare `import uopkit` (a fresh interpreter, so no other
+    # test imported them first), nn, distributions, data and func are reached as attributes
+    import subprocess
+    import sys
+
+    code = (
+        "import uopkit, sys\n"
+        "assert 'uopkit.nn' not in sys.modules\n"
+        "x = uopkit.Tensor([-1.0, 2.0])\n"
+        "print(uopkit.nn.functional.relu(x).tolist(), uopkit.distributions.Normal(0.0, 1.0).mean.item(),\n"
+        "      uopkit.data.DataLoader.__name__, callable(uopkit.func.grad), hasattr(uopkit, 'no_such_name'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[0.0,", "2.0]", "0.0", "DataLoader", "True", "False"]
 
 
 @pytest.mark.parametrize("kind", [">i4", ">u2", ">i8", ">f2", ">f4", ">f8"])

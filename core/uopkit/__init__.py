@@ -43,8 +43,11 @@ try:
     from uopkit.tensor.printing import get_printoptions, set_printoptions  # noqa: F401
 
     # torch's module-level names for Tensor's constructors from other libraries' arrays (copies: see tensor/interop.py)
+    # and for is_tensor
     from_dlpack = Tensor.from_dlpack
     from_numpy = Tensor.from_numpy
+    as_tensor = Tensor.as_tensor
+    is_tensor = Tensor.is_tensor
 
     __all__ += [
         "Tensor",
@@ -73,8 +76,20 @@ try:
         "get_printoptions",
         "from_dlpack",
         "from_numpy",
+        "as_tensor",
+        "is_tensor",
         *_foreach.__all__,
     ]
 except ModuleNotFoundError as e:
     if e.name != "uopkit.tensor":
         raise
+
+# torch's subpackages reached as attributes of a bare `import torch` (torch.nn.functional.relu,
+# torch.distributions.Normal, torch.func.grad): imported on first use, so `import uopkit` loads no more than before
+_SUBPACKAGES = frozenset({"nn", "distributions", "data", "func"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"uopkit.{name}")
+    raise AttributeError(f"module 'uopkit' has no attribute {name!r}")

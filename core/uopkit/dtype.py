@@ -55,6 +55,22 @@ class DType:
     def vcount(self) -> int:
         return self.count
 
+    # torch.dtype's questions, so `if x.dtype.is_floating_point:` reads as in a PyTorch program
+    @property
+    def is_floating_point(self) -> bool:
+        """Whether this is a float dtype, as torch.dtype's (float16, bfloat16, float32, float64, the float8s)."""
+        return dtypes.is_float(self)
+
+    @property
+    def is_signed(self) -> bool:
+        """Whether this dtype holds negative numbers, as torch.dtype's (floats and signed ints; not bool or uints)."""
+        return dtypes.is_float(self) or (dtypes.is_int(self) and not dtypes.is_unsigned(self))
+
+    @property
+    def is_complex(self) -> bool:
+        """False, as torch.dtype's for every real dtype (uopkit has no complex dtypes)."""
+        return False
+
     def vec(self, count: int) -> DType:
         if count == 1:
             return self

@@ -531,6 +531,18 @@ def jacobi_eigh(a: Tensor) -> tuple[Tensor, Tensor]:
     return values, vectors.gather(-1, order.unsqueeze(-2).expand(*batch, n, n))
 
 
+def _range_basis(a: Tensor, q: int, niter: int) -> Tensor:
+    """An orthonormal basis (..., m, q) approximating the range of `a` (..., m, n): `a` times a Gaussian (n, q) test
+    matrix, refined by `niter` rounds of multiplying by a.mT and a, each product orthonormalized (QR) so the leading
+    directions don't swamp the others in floating point."""
+    test = Tensor.randn(a.shape[-1], q, dtype=a.dtype, device=a.device)
+    basis = (a @ test).qr().Q
+    for _ in range(niter):
+        basis = (a.mT @ basis).qr().Q
+        basis = (a @ basis).qr().Q
+    return basis
+
+
 class FactorizeMixin:
     __slots__ = ()
 
@@ -579,6 +591,59 @@ class FactorizeMixin:
             return SVD(*jacobi_svd(a, full_matrices))
         u, s, vh = jacobi_svd(a.transpose(-1, -2), full_matrices)
         return SVD(vh.transpose(-1, -2), s, u.transpose(-1, -2))
+
+    def svd_lowrank(  # type: ignore[misc]
+        self: Tensor, q: int | None = 6, niter: int = 2, M: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """torch.svd_lowrank: an approximate rank-q SVD (U, S, V) of `self - M` (M: None, or a tensor broadcast to
+        the matrices) by a randomized range finder (Halko, Martinsson and Tropp, 2011): a Gaussian test matrix drawn
+        from the global stream, then `niter` power iterations, each orthonormalized by QR. V, not Vh, as torch's
+        (`U @ S.diag() @ V.mT` approximates the matrix); exact, up to the signs, where q reaches its rank. A batch of
+        matrices shares one test matrix, as torch's.
+
+        >>> u, s, v = Tensor([[3.0, 0.0], [0.0, 1.0], [0.0, 0.0]]).svd_lowrank(q=2)
+        >>> [round(x, 4) for x in s.tolist()]
+        [3.0, 1.0]
+        """
+        a = _matrices(self, "svd_lowrank")
+        q = 6 if q is None else q
+        if not isinstance(q, int) or q < 0 or not isinstance(niter, int) or niter < 0:
+            raise ArgumentError(f"svd_lowrank: q and niter must be non-negative ints, got q={q!r}, niter={niter!r}")
+        if M is not None:
+            a = a - M
+        m, n = a.shape[-2:]
+        if m < n or n > q:
+            # (the range of the transpose: the matrix left to factor, a times that basis, is (m, q))
+            basis = _range_basis(a.mT, q, niter)
+            u, s, vh = (a @ basis).svd(full_matrices=False)
+            return u, s, basis @ vh.mT
+        basis = _range_basis(a, q, niter)
+        u, s, vh = (basis.mT @ a).svd(full_matrices=False)
+        return basis @ u, s, vh.mT
+
+    def pca_lowrank(  # type: ignore[misc]
+        self: Tensor, q: int | None = None, center: bool = True, niter: int = 2
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """torch.pca_lowrank: `svd_lowrank` of the data matrix with each column's mean taken off (`center`), so V's
+        columns are the q leading principal directions and S**2 / (m - 1) their variances. `q` defaults to
+        min(6, m, n) and may not exceed min(m, n) (a `ValueError`, as torch's).
+
+        >>> u, s, v = Tensor([[1.0, 2.0], [3.0, 6.0], [5.0, 10.0]]).pca_lowrank(q=1)
+        >>> round(abs(v[1, 0].item() / v[0, 0].item()), 4)
+        2.0
+        """
+        a = _matrices(self, "pca_lowrank")
+        m, n = a.shape[-2:]
+        q = min(6, m, n) if q is None else q
+        if not isinstance(q, int) or not 0 <= q <= min(m, n):
+            raise ValueError(
+                f"pca_lowrank: q must be an int from 0 to min(m, n) = {min(m, n)} for shape {a.shape}, got {q!r}"
+            )
+        if not isinstance(niter, int) or niter < 0:
+            raise ValueError(f"pca_lowrank: niter must be a non-negative int, got {niter!r}")
+        if center:
+            a = a - a.mean(-2, keepdim=True)
+        return a.svd_lowrank(q=q, niter=niter)
 
     @autocast_op(FLOAT32)
     def det(self: Tensor) -> Tensor:  # type: ignore[misc]

@@ -136,3 +136,27 @@ class InteropMixin:
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(arr).__name__}")
         return Tensor(arr, device=device)
+
+    @staticmethod
+    def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+        """torch.as_tensor: a tensor is returned as it is (the same object, its graph kept) when `dtype` and `device`
+        are None or already its own, else converted with `.to(...)`; anything else is taken as `Tensor(data)` takes
+        it (a numpy array keeps its dtype, a list gives the default float or int). torch shares a numpy array's
+        memory; here the values are copied (see `from_numpy`).
+
+        >>> t = Tensor([1.0, 2.0])
+        >>> Tensor.as_tensor(t) is t, Tensor.as_tensor(np.array([1, 2], dtype=np.int64)).dtype
+        (True, dtypes.long)
+        """
+        if isinstance(data, Tensor):
+            return data.to(device=device, dtype=dtype)
+        return Tensor(data, dtype=dtype, device=device)
+
+    @staticmethod
+    def is_tensor(obj: Any) -> bool:
+        """torch.is_tensor: whether `obj` is a Tensor (a subclass's, an `nn.Parameter`, included).
+
+        >>> Tensor.is_tensor(Tensor([1])), Tensor.is_tensor([1])
+        (True, False)
+        """
+        return isinstance(obj, Tensor)
