@@ -110,6 +110,22 @@ def test_vmin_vmax():
     assert ((v * -2).vmin, (v * -2).vmax) == (-10, -2)
 
 
+def test_vmin_vmax_skips_values_whose_range_is_their_dtypes():
+    # an index selected by a float comparison: its range needs the comparison's, which needs only its operands' own
+    # (a float's range is its dtype's), not the ranges of the float ops below them
+    r = rng(10)
+    buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(10), (), 0)
+    x = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32.ptr(10), (buf, r)),))
+    floats = [x]
+    for i in range(50):
+        floats.append(floats[-1] * 2.0 + float(i))
+    index = floats[-1].lt(x.const_like(0.5)).where(r * 3 + 1, r.const_like(40))
+    assert (index.vmin, index.vmax) == (1, 40)
+    # the deep chain is deep-safe too, and its values' ranges are computed only where asked
+    assert "_range" not in floats[25].__dict__ and "_range" not in x.__dict__
+    assert (floats[25].vmin, floats[25].vmax) == (dtypes.min(dtypes.float32), dtypes.max(dtypes.float32))
+
+
 def test_toposort_is_deep_safe():
     x = UOp.variable("x", 0, 10)
     for i in range(5000):

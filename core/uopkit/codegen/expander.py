@@ -48,9 +48,10 @@ def _sizes(lanes: tuple[UOp, ...]) -> list[int]:
 
 
 def _pick(vals: list[Any], lanes: tuple[UOp, ...], assignment: dict[UOp, int]) -> Any:
+    # (each lane's size read in the loop: no list of sizes per pick, one pick per source of every copy of every op)
     i = 0
-    for r, size in zip(lanes, _sizes(lanes), strict=True):
-        i = i * size + assignment[r]
+    for r in lanes:
+        i = i * r.src[0].arg + assignment[r]
     return vals[i]
 
 
@@ -157,12 +158,14 @@ class Expander:
     # --- walking the graph
 
     def expand(self, sink: UOp) -> UOp:
-        for u in sink.toposort():
+        # (one walk of the graph for both loops)
+        topo = sink.toposort()
+        for u in topo:
             if u.op is Ops.RANGE and u.arg[1] == "vector" and self.vector_ops:
                 if self.vector is not None and self.vector is not u:
                     raise AssertionError("one vector lane per kernel")
                 self.vector = u
-        for u in sink.toposort():
+        for u in topo:
             self.memo[u] = self.expand_one(u)
         return self.memo[sink][1][0]
 
@@ -178,6 +181,12 @@ class Expander:
         lanes = tuple(sorted({r for i in value_pos for r in self.memo[u.src[i]][0]}, key=lambda r: r.arg[0]))
         # ordering sources collapse to one node whatever their lanes
         deps = {i: self.group(self.memo[s][1]) for i, s in enumerate(u.src) if i not in value_pos}
+        if not lanes:
+            # (most ops depend on no lane: one copy, each value source's only value; what the loop below does for the
+            # one empty assignment, without building the assignments and picking by them)
+            self.assignment = {}
+            src = [self.memo[s][1][0] if i in value_pos else deps[i] for i, s in enumerate(u.src)]
+            return lanes, [self.build(u, src)]
         out = []
         for assignment in _assignments(lanes):
             self.assignment = assignment

@@ -174,17 +174,23 @@ class _Placement:
         # emit u: it leaves the pending counts and releases its users
         self.emitted[u] = None
         self.ready_ranges.pop(u, None)
-        for level in range(self._levels_holding(u)):
-            counts = self.users_at[level]
-            for r in self.ctx[u]:
-                if r is not u:
-                    counts[r] -= 1
-        if u.op is not _END:
-            for r in self.ctx[u]:
-                self.needs[r] -= 1
+        # (an op outside every loop, many of a kernel's, is in no count; called once per op, so the lookups are local)
+        ranges = self.ctx[u]
+        if ranges:
+            users_at = self.users_at
+            for level in range(self._levels_holding(u)):
+                counts = users_at[level]
+                for r in ranges:
+                    if r is not u:
+                        counts[r] -= 1
+            if u.op is not _END:
+                needs = self.needs
+                for r in ranges:
+                    needs[r] -= 1
+        missing = self.missing
         for v in self.users.get(u, ()):
-            self.missing[v] -= 1
-            if self.missing[v] == 0:
+            missing[v] -= 1
+            if missing[v] == 0:
                 self._make_ready(v, open_set)
 
     def run(self) -> list[UOp]:

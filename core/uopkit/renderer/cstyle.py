@@ -29,6 +29,18 @@ def _binop(sym: str) -> Callable[..., str]:
     return lambda a, b, dt: f"({a}{sym}{b})"
 
 
+# what `CStyleRenderer.render` skips (constants are written where used), and the ops that close and open a block
+_NOT_RENDERED = frozenset({Ops.CONST, Ops.NOOP})
+_CLOSES_BLOCK = frozenset({Ops.END, Ops.ENDIF})
+_OPENS_BLOCK = frozenset({Ops.RANGE, Ops.IF})
+# the ops the per-op rendering (`render_alu`, `ref`, `do_alu`) tests for, as module constants for the same reason
+_ADD, _MUL, _SUB, _NEG, _RECIP, _SHL = Ops.ADD, Ops.MUL, Ops.SUB, Ops.NEG, Ops.RECIP, Ops.SHL
+_IDIV, _MOD, _MAX, _WHERE, _MULACC, _CONST = Ops.IDIV, Ops.MOD, Ops.MAX, Ops.WHERE, Ops.MULACC, Ops.CONST
+_DIV_MOD = frozenset({Ops.IDIV, Ops.MOD})
+# (ops that render as operators on vectors too: ?: or a mask's bits, (a*b)+c, -a, 1/a)
+_OPERATOR_LIKE = frozenset({Ops.WHERE, Ops.MULACC, Ops.NEG, Ops.RECIP})
+
+
 class CStyleRenderer(Renderer):
     kernel_prefix: ClassVar[str] = ""
     buffer_prefix: ClassVar[str] = ""
@@ -141,46 +153,46 @@ class CStyleRenderer(Renderer):
         dt, op = u.dtype, u.op
         if op in self.math_funcs:
             return self.render_math(op, dt, args)
-        if op is Ops.NEG:
+        if op is _NEG:
             return f"(-{args[0]})"
-        if op is Ops.RECIP and dt.count > 1:
+        if op is _RECIP and dt.count > 1:
             # (a scalar operand of a vector operator is each lane's)
             return f"({self.render_const(1.0, dt.scalar)}/{args[0]})"
-        if op is Ops.RECIP:
+        if op is _RECIP:
             return f"(1/{args[0]})" if dt == dtypes.float64 else f"(({self.render_dtype(dt)})1/{args[0]})"
-        if op in (Ops.IDIV, Ops.MOD):
-            sym = "/" if op is Ops.IDIV else "%"
+        if op in _DIV_MOD:
+            sym = "/" if op is _IDIV else "%"
             divisor = u.src[1]
-            if divisor.op is Ops.CONST and divisor.arg not in (0, -1):
+            if divisor.op is _CONST and divisor.arg not in (0, -1):
                 return f"({args[0]}{sym}{args[1]})"
             # integer division by zero (and INT_MIN / -1) traps in C; define x/0 as 0 and x/-1 as -x instead (an
             # unsigned divisor can't be -1: `b == -1` would be true for its all-ones value)
             a, b = args
             if dtypes.is_unsigned(divisor.dtype.scalar):
                 return f"(({b})==0?0:({a}){sym}({b}))"
-            if op is Ops.IDIV:
+            if op is _IDIV:
                 return f"(({b})==0?0:(({b})==-1?-({a}):({a})/({b})))"
             return f"(({b})==0||({b})==-1?0:({a})%({b}))"
-        if op is Ops.MAX:
+        if op is _MAX:
             a, b = args
             if dtypes.is_float(dt):
                 # NaN in either operand gives NaN, as numpy's maximum
                 return f"(({a}>{b}||{a}!={a})?{a}:{b})"
             return f"(({a}>{b})?{a}:{b})"
-        if op is Ops.WHERE and u.src[0].dtype.count > 1:
+        if op is _WHERE and u.src[0].dtype.count > 1:
             # a mask of lanes as wide as the values (a vector comparison's -1/0) picks lanes by their bits: C's ?:
             # takes no vector
             mask, vec = self.render_mask_type(u.src[0].dtype, dt.scalar.itemsize), self.render_vector_type(dt)
             return f"(({vec})((({mask}){args[1]}&{args[0]})|(({mask}){args[2]}&~{args[0]})))"
-        if op is Ops.WHERE:
+        if op is _WHERE:
             return f"({args[0]}?{args[1]}:{args[2]})"
         if op in _WRAPPING_OPS and dt in _UNSIGNED_OF and _may_wrap(u):
             return self.render_wrapping(u, args)
-        if op is Ops.MULACC:
+        if op is _MULACC:
             return f"(({args[0]}*{args[1]})+{args[2]})"
         if op in self.infix:
-            if dt == dtypes.bool and op in (Ops.ADD, Ops.MUL):
-                return f"({args[0]}{'|' if op is Ops.ADD else '&'}{args[1]})"
+            if dt == dtypes.bool and op in (_ADD, _MUL):
+                return f"({args[0]}{'|' if op is _ADD else '&'}{args[1]})"
             return f"({args[0]}{self.infix[op]}{args[1]})"
         raise RenderError(f"{type(self).__name__} can't render {op}")
 
@@ -349,17 +361,21 @@ class CStyleRenderer(Renderer):
         """Run `render_rules` on each UOp in order. A rule returns the code the UOp adds at the current depth ("" for
         none); the engine indents it, closes a block before END/ENDIF and opens one after RANGE/IF."""
         ctx = RenderContext(self, uops)
+        rewrite = self.render_rules.rewrite
         for u in uops:
-            if u.op in (Ops.CONST, Ops.NOOP):
+            # (the op sets are module constants: an `Ops.X` read per op of every kernel is a slow lookup on 3.11)
+            op = u.op
+            if op in _NOT_RENDERED:
                 continue
-            if u.op in (Ops.END, Ops.ENDIF):
+            if op in _CLOSES_BLOCK:
                 ctx.depth -= 1
-            code = self.render_rules.rewrite(u, ctx)
+            code = rewrite(u, ctx)
             if code is None:
                 raise RenderError(f"{type(self).__name__} can't render {u.op.name} ({u.dtype})")
-            for line in code.splitlines():
-                ctx.emit(line)
-            if u.op in (Ops.RANGE, Ops.IF):
+            if code:
+                for line in code.splitlines():
+                    ctx.emit(line)
+            if op in _OPENS_BLOCK:
                 ctx.depth += 1
         # symbolic values are passed in the order of ProgramSpec.vars: sorted by name
         params = [p for _, p in sorted(ctx.params)] + [p for _, p in sorted(ctx.var_params)]
@@ -443,7 +459,7 @@ class RenderContext:
 
     def ref(self, u: UOp) -> str:
         """How `u`'s value is written where it is used: a constant inline, anything else by its name."""
-        if u.op is Ops.CONST:
+        if u.op is _CONST:
             return self.r.render_const(u.arg, u.dtype)
         if u not in self.names:
             raise RenderError(f"{u.op.name} is used before it is defined")
@@ -588,27 +604,26 @@ def _may_wrap(u: UOp) -> bool:
     is the dtype's; an address's arithmetic over loop counters stays in range and renders as plain C."""
     lo, hi = dtypes.min(u.dtype), dtypes.max(u.dtype)
     r = [(s.vmin, s.vmax) for s in u.src]
-    if u.op is Ops.NEG:
+    if u.op is _NEG:
         ends = [-r[0][0], -r[0][1]]
-    elif u.op is Ops.ADD:
+    elif u.op is _ADD:
         ends = [r[0][0] + r[1][0], r[0][1] + r[1][1]]
-    elif u.op is Ops.SUB:
+    elif u.op is _SUB:
         ends = [r[0][0] - r[1][1], r[0][1] - r[1][0]]
-    elif u.op is Ops.SHL:
+    elif u.op is _SHL:
         if r[1][0] < 0 or r[1][1] >= 8 * u.dtype.itemsize:
             return True
         ends = [r[0][0] << r[1][1], r[0][1] << r[1][1], r[0][0], r[0][1]]
     else:
         ends = [x * y for x in r[0] for y in r[1]]
-        if u.op is Ops.MULACC:
+        if u.op is _MULACC:
             ends = [min(ends) + r[2][0], max(ends) + r[2][1]]
     return min(ends) < lo or max(ends) > hi
 
 
 def do_alu(ctx: RenderContext, x: UOp) -> str:
     # (WHERE, MULACC, NEG and RECIP render as operators too: ?: or a mask's bits, (a*b)+c, -a, 1/a)
-    vector_ok = x.op in ctx.r.infix or x.op in (Ops.WHERE, Ops.MULACC, Ops.NEG, Ops.RECIP) or ctx.r.vector_math
-    if x.dtype.count > 1 and not vector_ok:
+    if x.dtype.count > 1 and not (x.op in ctx.r.infix or x.op in _OPERATOR_LIKE or ctx.r.vector_math):
         raise RenderError(f"{type(ctx.r).__name__} can't render {x.op.name} on vector type {x.dtype}")
     return ctx.value(x, "alu", ctx.r.render_alu(x, [ctx.ref(s) for s in x.src]))
 

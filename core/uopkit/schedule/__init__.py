@@ -990,13 +990,15 @@ def kernelize_tensors(tensors: Sequence[Tensor], kernelized: dict[UOp, UOp] | No
     # graph with its gradients, and applied to every live tensor so that all share the one packed matmul
     # (each substitution's node -> new node, to tell `kernelized` the graph's own nodes)
     renamed: list[dict[UOp, UOp]] = []
-    packed = pack_panels(sink)
+    # (one walk of the graph for both passes when the first changes nothing, as it mostly doesn't)
+    topo = sink.toposort()
+    packed = pack_panels(sink, topo)
     if packed:
         update_tensors(packed)
         renamed.append({})
         sink = graph_rewrite(sink, _pm_substitute, packed, "pack panels", bottom_up=True, cache=renamed[-1])
     # a long reduce into few outputs becomes partial reduces and a reduce of those, so that threads can share it
-    split = split_reduces(sink)
+    split = split_reduces(sink, None if packed else topo)
     if split:
         update_tensors(split)
         renamed.append({})

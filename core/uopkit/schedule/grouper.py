@@ -59,6 +59,12 @@ class GrouperContext:
     may_pad_reduce: dict[UOp, bool] = field(default_factory=dict)
     # whether a node is storage, by `_stops_region` (fixed per node; asked about each node once per region it is in)
     storage: dict[UOp, bool] = field(default_factory=dict)
+    # the graph's nodes up to stored kernels, sources first (`choose_realized`'s walk, `kernelize_graph` needs it too)
+    topo: list[UOp] = field(default_factory=list)
+
+
+# (a module constant: on Python 3.11 every `Ops.X` is a slow lookup, and `_region` tests every source it walks)
+_BUFFER = Ops.BUFFER
 
 
 def _stops_region(ctx: GrouperContext, u: UOp) -> bool:
@@ -80,8 +86,10 @@ def _region(ctx: GrouperContext, root: UOp) -> list[UOp]:
         if u in seen:
             continue
         seen[u] = None
+        # (a source seen already is not looked at again: regions are walked many times per schedule, and most of
+        # their nodes are reached from several users)
         for s in u.src:
-            if not _stops_region(ctx, s) or (s.op is Ops.BUFFER):
+            if s not in seen and (not _stops_region(ctx, s) or s.op is _BUFFER):
                 stack.append(s)
     return list(seen)
 
@@ -95,9 +103,11 @@ def choose_realized(sink: UOp) -> GrouperContext:
     topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
     plain = without_detaches(topo)
     if plain is None:
-        return _choose_realized(sink, topo)
-    ctx = _choose_realized(plain[sink], list(plain[sink].toposort(gate=lambda u: not is_kernel_store(u))))
-    ctx.realize = stored_originals(ctx.realize, topo, plain, _required(sink, topo))
+        ctx = _choose_realized(sink, topo)
+    else:
+        ctx = _choose_realized(plain[sink], list(plain[sink].toposort(gate=lambda u: not is_kernel_store(u))))
+        ctx.realize = stored_originals(ctx.realize, topo, plain, _required(sink, topo))
+    ctx.topo = topo
     return ctx
 
 
@@ -1055,7 +1065,8 @@ def kernelize_graph(sink: UOp) -> dict[UOp, UOp]:
     """Map each node of the tensor graph under `sink` to its kernelized form."""
     ctx = choose_realized(sink)
     results: dict[UOp, UOp] = {}
-    topo = list(sink.toposort(gate=lambda u: not is_kernel_store(u)))
+    # (the walk `choose_realized` made of the same graph: a walk less per schedule)
+    topo = ctx.topo
     for r in topo:
         # (a BUFFER is storage already: a kernel copying it into itself would map it to a graph that holds it)
         if r not in ctx.realize or r.op is Ops.BUFFER:

@@ -15,6 +15,7 @@ them. The front end knows nothing of it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat
 from uopkit.uop.symbolic import decompose, simplify
@@ -210,10 +211,11 @@ pm_pack_panels = PatternMatcher(
 )
 
 
-def pack_panels(sink: UOp) -> dict[UOp, UOp]:
-    """{matmul REDUCE_AXIS: the same reduce reading its operands from panels} for the matmuls in `sink` worth it."""
+def pack_panels(sink: UOp, nodes: Iterable[UOp] | None = None) -> dict[UOp, UOp]:
+    """{matmul REDUCE_AXIS: the same reduce reading its operands from panels} for the matmuls in `sink` worth it.
+    `nodes`: sink's nodes in toposort order, when the caller has them already."""
     mapping: dict[UOp, UOp] = {}
-    for u in sink.toposort():
+    for u in sink.toposort() if nodes is None else nodes:
         new = pm_pack_panels.rewrite(u) if u.op is Ops.REDUCE_AXIS else None
         if new is not None:
             mapping[u] = new

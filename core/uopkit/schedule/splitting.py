@@ -30,6 +30,7 @@ the combine).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -203,10 +204,11 @@ def _rows(src: UOp, axis: int, start: int, stop: int) -> UOp:
     return UOp(Ops.SHRINK, src.dtype, (src,), bounds)
 
 
-def split_reduces(sink: UOp) -> dict[UOp, UOp]:
-    """{REDUCE_AXIS: its two-stage form} for the long reduces into few outputs under `sink` (see the module doc)."""
+def split_reduces(sink: UOp, nodes: Iterable[UOp] | None = None) -> dict[UOp, UOp]:
+    """{REDUCE_AXIS: its two-stage form} for the long reduces into few outputs under `sink` (see the module doc).
+    `nodes`: sink's nodes in toposort order, when the caller has them already."""
     mapping: dict[UOp, UOp] = {}
-    for u in sink.toposort():
+    for u in sink.toposort() if nodes is None else nodes:
         if u.op is Ops.REDUCE_AXIS:
             new = split_reduce(u)
             if new is not None:

@@ -561,7 +561,8 @@ class UOp(metaclass=UOpMeta):
         # functools.cached_property takes a lock on each first computation (Python 3.11)
         ret = self.__dict__.get("_range")
         if ret is None:
-            _cache_sources_first(self, "_min_max", "_range")
+            if _range_reads_sources(self):
+                _cache_ranges_first(self)
             ret = self.__dict__["_range"] = _range_of(self)
         return ret  # type: ignore[no-any-return]
 
@@ -693,6 +694,25 @@ def _cache_sources_first(u: UOp, attr: str, key: str | None = None) -> None:
     for n in u.toposort(gate=lambda n: n is u or key not in n.__dict__):
         if n is not u:
             getattr(n, attr)
+
+
+def _range_reads_sources(u: UOp) -> bool:
+    # whether `_range_of(u)` looks at u's sources: not for a value whose range is its dtype's (a float, a store)
+    return u.op in _RANGE_FROM_SOURCES or dtypes.is_int(u.dtype) or u.dtype == dtypes.bool
+
+
+_RANGE_FROM_SOURCES = frozenset({Ops.RANGE, Ops.SPECIAL, Ops.BIND})
+
+
+def _cache_ranges_first(u: UOp) -> None:
+    # `_cache_sources_first` for ranges, not walking below a node whose range doesn't read its sources: an index's
+    # range walked (and computed the dtype's range of) every float op under a comparison, and every op ordered before
+    # a register read, of the kernel below it
+    if all("_range" in s.__dict__ for s in u.src):
+        return
+    for n in u.toposort(gate=lambda n: n is u or ("_range" not in n.__dict__ and _range_reads_sources(n))):
+        if n is not u:
+            n._min_max  # noqa: B018
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1077,8 +1097,10 @@ def graph_rewrite(
     steps = 0
     # frames: (node, stage, target); stage 0 visits sources, 1 rebuilds and tries rules, 2 copies target's result
     stack: list[tuple[UOp, int, UOp | None]] = [(sink, 0, None)]
+    # (bound once: the loop runs per node of every pass of every kernel)
+    pop, rewrite = stack.pop, pm.rewrite
     while stack:
-        node, stage, target = stack.pop()
+        node, stage, target = pop()
         steps += 1
         if steps > max_steps:
             raise RewriteError(f"graph_rewrite {name!r} did not converge in {max_steps} steps")
@@ -1089,7 +1111,7 @@ def graph_rewrite(
         if node in done:
             continue
         if stage == 0:
-            if bottom_up and (new := pm.rewrite(node, ctx)) is not None:
+            if bottom_up and (new := rewrite(node, ctx)) is not None:
                 stack.append((node, 2, new))
                 stack.append((new, 0, None))
                 continue
@@ -1101,7 +1123,7 @@ def graph_rewrite(
         src = node.src
         new_src = tuple([done[s] for s in src])
         rebuilt = node if new_src == src else UOp(node.op, node.dtype, new_src, node.arg)
-        new = pm.rewrite(rebuilt, ctx)
+        new = rewrite(rebuilt, ctx)
         if new is None:
             # the rebuilt node's sources are final and no rule fires on it: it is a fixpoint too
             done[node] = rebuilt

@@ -23,8 +23,13 @@ def _is_int(x: UOp) -> bool:
 
 
 def do_fold_constants(x: UOp) -> UOp | None:
-    if x.dtype.count != 1 or not all(s.op is _CONST and not isinstance(s.arg, tuple) for s in x.src):
+    # (a loop, not all() over a generator: tried on every ALU node of every kernel, and most have a source that is no
+    # constant, the first one often)
+    if x.dtype.count != 1:
         return None
+    for s in x.src:
+        if s.op is not _CONST or isinstance(s.arg, tuple):
+            return None
     if x.op is _CAST:
         return UOp.const(x.dtype, x.src[0].arg)
     if x.op not in GroupOp.ALU:
