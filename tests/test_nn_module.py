@@ -1049,3 +1049,29 @@ def test_load_state_dict_while_a_lazy_value_reads_a_parameter():
     layer.load_state_dict({"weight": Tensor.zeros(4, 3)})
     np.testing.assert_allclose(out.numpy(), np.broadcast_to(before.sum(1), (2, 5, 4)), rtol=1e-6)
     assert layer.weight.tolist() == [[0.0] * 3] * 4
+
+
+def _torch_layer(name):
+    # torch's twin of `_layer(name)`, built with the same arguments
+    cls = getattr(torch.nn, name)
+    if name == "Transformer":
+        return cls(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16)
+    if name in ("TransformerEncoder", "TransformerDecoder"):
+        return cls(getattr(torch.nn, name + "Layer")(8, 2, 16), 2)
+    if name == "NLLLoss2d":
+        return torch.nn.NLLLoss()
+    return cls(*_LAYER_ARGS.get(name, ()))
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", [n for n in _PUBLIC_LAYERS if hasattr(torch.nn, n)])
+def test_every_layer_prints_and_holds_parameters_as_torchs(name):
+    # repr(model) as torch prints it (a training program's first output), and every learnable tensor an nn.Parameter
+    # (`isinstance(p, nn.Parameter)` is how torch code picks parameters); buffers stay plain tensors, as torch's
+    Tensor.manual_seed(0)
+    ours, theirs = _layer(name), _torch_layer(name)
+    assert repr(ours) == repr(theirs)
+    assert [type(p).__name__ for _, p in ours.named_parameters()] == [
+        type(p).__name__ for _, p in theirs.named_parameters()
+    ]
+    assert not any(isinstance(b, nn.Parameter) for b in ours.buffers())

@@ -24,6 +24,9 @@ from uopkit.nn import functional as functional
 from uopkit.nn import init as init
 from uopkit.nn import lr_scheduler as lr_scheduler
 from uopkit.nn import optim as optim
+
+# (each layer's settings as torch prints them, put into nn/reprs.py's table)
+from uopkit.nn import torch_reprs as torch_reprs
 from uopkit.nn import utils as utils
 from uopkit.nn.activations import *  # noqa: F403
 from uopkit.nn.fractional_pool import *  # noqa: F403

@@ -278,10 +278,6 @@ class FractionalMaxPool2d(Module):
         self.return_indices = return_indices
         self.register_buffer("_random_samples", _random_samples)
 
-    def extra_repr(self) -> str:
-        sizes = f"output_size={self.output_size}" if self.output_size is not None else f"ratio={self.output_ratio}"
-        return f"kernel_size={self.kernel_size}, {sizes}"
-
     def __call__(self, x: Tensor) -> Any:
         pooled, indices = _fractional_max_pool(
             self.spatial_dims,

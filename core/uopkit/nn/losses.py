@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from uopkit.dtype import dtypes
-from uopkit.nn.layers import NLLLoss, _buffer, _Loss
+from uopkit.nn.layers import NLLLoss, PairwiseDistance, _buffer, _Loss
 from uopkit.nn.module import Module, ModuleList
 from uopkit.nn.modules import Linear, Sequential
 from uopkit.tensor import ShapeError, Tensor
@@ -243,7 +243,9 @@ class TripletMarginWithDistanceLoss(_Loss, Module):
             raise ValueError(
                 f"TripletMarginWithDistanceLoss: distance_function must be callable or None, got {distance_function!r}"
             )
-        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+        # (no function: the Euclidean distance as a sub-module, torch's default, which prints it)
+        self.distance_function = PairwiseDistance() if distance_function is None else distance_function
+        self.margin, self.swap = margin, swap
 
     def __call__(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         return anchor.triplet_margin_with_distance_loss(

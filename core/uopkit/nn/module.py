@@ -39,12 +39,13 @@ from typing import Any, NamedTuple
 from uopkit.distributions.distribution import Distribution
 from uopkit.dtype import DType, dtypes, is_dtype_like, to_dtype
 from uopkit.engine.realize import realize_lock
-from uopkit.nn import state
+from uopkit.nn import reprs, state
 from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.tensor import Tensor
 from uopkit.tensor.memory_format import as_memory_format
 from uopkit.tensor.support import _canonical_device, _is_device_object, _mark_view
+from uopkit.tensor.tensor import _unpickled_tensor
 from uopkit.uop.ops import Ops
 
 __all__ = ["Module", "Parameter", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
@@ -78,6 +79,30 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
+
+    # copies of a Parameter are Parameters, as torch's (`copy.deepcopy(model)` for an EMA model, a pickled model)
+
+    def __copy__(self) -> Tensor:
+        return _as_parameter(super().__copy__())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        return _as_parameter(super().__deepcopy__(memo))
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        _, args = super().__reduce__()
+        return _unpickled_parameter, args
+
+
+def _as_parameter(t: Tensor) -> Tensor:
+    """`t`, a plain tensor just made that no one else holds (a layer's new weight, a copy of a parameter), turned into a
+    Parameter in place: no copy, no view, no kernel (a Parameter holds nothing a Tensor doesn't)."""
+    if type(t) is Tensor:
+        t.__class__ = Parameter
+    return t
+
+
+def _unpickled_parameter(*args: Any) -> Tensor:
+    return _as_parameter(_unpickled_tensor(*args))
 
 
 class _ModuleState:
@@ -868,20 +893,13 @@ class Module:
         return _add_hook(st.backward_hooks, hook)
 
     def extra_repr(self) -> str:
-        """The part of repr() between the parentheses: the layer's plain settings (numbers, strings, tuples)."""
-        simple = (bool, int, float, str, tuple, type(None))
-        return ", ".join(
-            f"{k}={v!r}"
-            for k, v in self._entries()
-            if not k.startswith("_") and isinstance(v, simple) and not isinstance(v, Tensor)
-        )
+        """The part of repr() between the parentheses (torch's): a built-in layer's settings as torch's twin shows
+        them; nothing for a module of one's own (override this to show some, one or several lines)."""
+        return reprs.extra_repr_of(self, Module)
 
     def __repr__(self) -> str:
-        lines = [f"  ({name}): " + repr(m).replace("\n", "\n  ") for name, m in self.named_children()]
-        extra = self.extra_repr()
-        if not lines:
-            return f"{type(self).__name__}({extra})"
-        return f"{type(self).__name__}(" + (f"\n  {extra}" if extra else "") + "\n" + "\n".join(lines) + "\n)"
+        """The layer's name, its extra_repr and its sub-modules one per line, indented, as torch's (see nn/reprs.py)."""
+        return reprs.module_repr(self)
 
 
 def _tensors_in(value: Any, prefix: str, seen: set[int], again: bool = False) -> Iterator[tuple[str, str, Tensor]]:
@@ -1046,6 +1064,10 @@ class ModuleList(_Container):
     def __add__(self, other: Iterable[Any]) -> ModuleList:
         return type(self)([*self, *other])
 
+    def __repr__(self) -> str:
+        # (consecutive layers that print alike are one line, torch's `(0-2): 3 x Linear(...)`)
+        return reprs.module_list_repr(self)
+
 
 class ParameterList(ModuleList):
     """A list of parameters (torch.nn.ParameterList): a Tensor entry becomes a Parameter."""
@@ -1056,6 +1078,12 @@ class ParameterList(ModuleList):
         if isinstance(value, Tensor):
             return Parameter(value)
         raise TypeError(f"ParameterList: entries must be Tensors, got {type(value).__name__}")
+
+    def extra_repr(self) -> str:
+        return reprs.parameters_repr(enumerate(self), False, Parameter)
+
+    def __repr__(self) -> str:
+        return reprs.module_repr(self)
 
 
 class ModuleDict(_Container):
@@ -1119,3 +1147,6 @@ class ParameterDict(ModuleDict):
     """A dict of parameters (torch.nn.ParameterDict): a Tensor value becomes a Parameter."""
 
     _check = ParameterList._check  # type: ignore[assignment]
+
+    def extra_repr(self) -> str:
+        return reprs.parameters_repr(self.items(), True, Parameter)

@@ -19,7 +19,7 @@ import numpy as np
 
 from uopkit.dtype import DType, dtypes, to_dtype, to_numpy_dtype
 from uopkit.engine.realize import run_together
-from uopkit.nn.module import Module, Parameter
+from uopkit.nn.module import Module, Parameter, _as_parameter
 from uopkit.tensor import ArgumentError, ShapeError, Tensor, is_grad_enabled, segments
 from uopkit.tensor import autocast as _autocast
 from uopkit.tensor.replay import replay_call
@@ -46,7 +46,8 @@ def _host(values: np.ndarray, dtype: DType | None = None, requires_grad: bool = 
     else:
         t = Tensor(np.ascontiguousarray(values, dtype=to_numpy_dtype(dtype))).reshape(np.shape(values))
     t.requires_grad = requires_grad
-    return t
+    # a learned tensor is an nn.Parameter, as torch's layers hold them (`isinstance(p, nn.Parameter)` filters)
+    return _as_parameter(t) if requires_grad else t
 
 
 def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
@@ -739,12 +740,9 @@ class Embedding(Module):
         if device is not None:
             # built on the host as the other layers' parameters, then moved
             weight = weight.to(device=device).realize()
-        if _freeze:
-            # a Parameter, so that it stays a parameter (a plain tensor that doesn't require a gradient is a buffer)
-            self.weight = Parameter(weight, requires_grad=False)
-        else:
-            weight.requires_grad = True
-            self.weight = weight
+        weight.requires_grad = not _freeze
+        # (a Parameter, so that a frozen one stays a parameter: a plain tensor that requires no gradient is a buffer)
+        self.weight = _as_parameter(weight)
 
     @classmethod
     def from_pretrained(

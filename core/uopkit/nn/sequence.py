@@ -424,6 +424,11 @@ def _additive_mask(mask: Tensor, name: str) -> Tensor:
     return mask
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """A Linear by torch's name for MultiheadAttention's out_proj (one that dynamic quantization leaves alone): the
+    attention prints as torch's."""
+
+
 class MultiheadAttention(Module):
     """torch.nn.MultiheadAttention: project query, key and value, attend in `num_heads` heads of embed_dim //
     num_heads, concatenate and project by `out_proj`.
@@ -474,7 +479,7 @@ class MultiheadAttention(Module):
         self.bias_k = _xavier_normal((1, 1, embed_dim)) if add_bias_kv else None
         self.bias_v = _xavier_normal((1, 1, embed_dim)) if add_bias_kv else None
         # (last: torch's state dict lists a module's own parameters before its submodules')
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias)
         if bias:
             self.out_proj.bias = _host(np.zeros(embed_dim))
 

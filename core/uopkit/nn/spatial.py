@@ -193,7 +193,8 @@ class EmbeddingBag(Module):
                 raise ValueError(
                     f"{layer}: _weight must have shape {(num_embeddings, embedding_dim)}, got {_weight.shape}"
                 )
-            self.weight = _weight
+            # used as it is, as a Parameter sharing its storage, trained (torch's)
+            self.weight = Parameter(_weight)
 
     def __call__(
         self, input: Tensor, offsets: Tensor | Sequence[int] | None = None, per_sample_weights: Tensor | None = None
@@ -235,8 +236,8 @@ class EmbeddingBag(Module):
             raise ValueError(f"EmbeddingBag.from_pretrained: embeddings must be 2-D, got shape {embeddings.shape}")
         rows, cols = embeddings.shape
         # (a copy: torch's Parameter shares the storage)
-        weight = Parameter(_host(embeddings.numpy(), embeddings.dtype), requires_grad=not freeze)
-        return cls(
+        weight = _host(embeddings.numpy(), embeddings.dtype, requires_grad=False)
+        bag = cls(
             rows,
             cols,
             max_norm,
@@ -248,6 +249,8 @@ class EmbeddingBag(Module):
             include_last_offset,
             padding_idx,
         )
+        bag.weight.requires_grad = not freeze
+        return bag
 
 
 class Bilinear(Module):

@@ -117,6 +117,10 @@ class AveragedModel(Module):
     count so far. `use_buffers=True` averages the buffers too; otherwise they are copied from the model. Calling it
     calls the copy. The state dict is torch's ("n_averaged", "module.<name>"), without the averaging functions."""
 
+    def extra_repr(self) -> str:
+        # (torch's prints only the averaged copy, its sub-module)
+        return ""
+
     def __init__(
         self,
         model: Module,

@@ -38,6 +38,10 @@ class _WeightNorm(Module):
     """The weight-norm parametrization, as torch's: forward(g, v) = v * g / ||v|| (the norm over every dimension but
     `dim`), right_inverse(weight) = (||weight||, weight)."""
 
+    def extra_repr(self) -> str:
+        # (torch's prints no settings)
+        return ""
+
     def __init__(self, dim: int | None = 0) -> None:
         super().__init__()
         self.dim = -1 if dim is None else dim
@@ -119,6 +123,10 @@ class _SpectralNorm(Module):
     of the weight as a matrix (rows along `dim`), estimated by power iteration with the buffers `_u` and `_v`; in
     training mode each call first runs `n_power_iterations` steps (u, then v) and updates the buffers in place. A 1-d
     weight is just normalized. right_inverse is the identity."""
+
+    def extra_repr(self) -> str:
+        # (torch's prints no settings)
+        return ""
 
     def __init__(self, weight: Tensor, n_power_iterations: int = 1, dim: int = 0, eps: float = 1e-12) -> None:
         super().__init__()
