@@ -6,9 +6,39 @@ import numpy as np
 import pytest
 
 from uopkit import Tensor
+from uopkit.helpers import Context
 from uopkit.tensor.support import ArgumentError, ShapeError, UnknownModeError
 
 RNG = np.random.default_rng(7)
+
+
+def pytest_generate_tests(metafunc):
+    # every test not pinned to one path runs with the CPU's factorizations on the host's LAPACK (the default) and on
+    # its device kernels (LAPACK=0), the path of every device whose buffers are not host memory
+    if not hasattr(metafunc.function, "pinned_path"):
+        metafunc.parametrize("lapack", [1, 0], ids=["lapack", "device"])
+
+
+@pytest.fixture
+def lapack():
+    return 1
+
+
+@pytest.fixture(autouse=True)
+def _on_path(lapack):
+    with Context(LAPACK=lapack):
+        yield
+
+
+def _pinned(lapack):
+    """A test of one path only (LAPACK=`lapack`), run once: the device path's kernel counts, the host path's."""
+
+    def pin(test):
+        pinned = Context(LAPACK=lapack)(test)
+        pinned.pinned_path = lapack
+        return pinned
+
+    return pin
 
 
 @pytest.mark.parametrize("shape", [(4, 3), (3, 4), (2, 3, 3)])
@@ -383,6 +413,7 @@ def test_ex_variants_report_info_without_reading_back():
         assert info.item() == 0
 
 
+@_pinned(0)
 def test_solve_inverse_det_take_a_few_kernels_a_column_and_match_torch():
     # Gauss-Jordan / LU with rows that carry their places: three kernels a column (the QR path took ~14)
     torch = pytest.importorskip("torch")
@@ -423,6 +454,7 @@ def test_a_singular_matrix_whose_elimination_cancels_exactly_is_refused_as_torch
     assert sign.item() == 0.0 and log_abs.item() == -np.inf
 
 
+@_pinned(0)
 def test_blocked_cholesky_and_triangular_solves_take_few_kernels_and_match_torch():
     # blocked: a kernel per column of Cholesky (the same code for each) plus a matmul per 16, a triangular solve's work
     # in matmuls (the column loops took 7 and 3 kernels a column); accuracy, gradients and potrf's info as torch's past
@@ -511,6 +543,7 @@ def test_a_solve_with_a_cholesky_factor_differentiates_after_its_result_was_real
     np.testing.assert_allclose(m.grad.numpy(), ta.grad.numpy(), rtol=tol, atol=tol * np.abs(ta.grad.numpy()).max())
 
 
+@_pinned(0)
 @pytest.mark.parametrize("op", ["svd", "eigh"])
 def test_jacobi_rounds_build_no_graph_of_their_own_and_match_torch(op):
     # each sweep's n - 1 rotation rounds once built, keyed and realized a graph each (~100x their kernels' time: a
@@ -541,6 +574,7 @@ def test_jacobi_rounds_build_no_graph_of_their_own_and_match_torch(op):
     np.testing.assert_allclose(vh @ vh.T if op == "svd" else v.T @ v, np.eye(n), atol=2e-5)
 
 
+@_pinned(0)
 def test_cholesky_compiles_the_same_kernels_for_sizes_that_pad_alike():
     # a panel is the same graph for every panel of every n in (32, 48]: a Bayesian-optimisation loop that adds a point
     # per iteration compiles the panels once per 16 sizes (every panel was code of its own, per n, ~20 s cold)
@@ -585,6 +619,7 @@ def test_cholesky_ex_keeps_the_columns_before_a_failed_pivot():
     assert not low.numpy()[bad, bad] > 0
 
 
+@_pinned(0)
 def test_a_second_solve_of_a_shape_launches_the_first_ones_kernels(monkeypatch):
     # the elimination's step counts itself (its record row): its kernels run again a column at a time, and a later
     # solve of the same shape builds no step's graph (a column's graph cost ~2 ms of Python, 100x its kernels)
@@ -632,3 +667,155 @@ def test_pca_lowrank_and_svd_lowrank_are_torchs():
         Tensor.pca_lowrank(Tensor(y), q=4)
     with pytest.raises(ValueError):
         torch.pca_lowrank(torch.tensor(y), q=4)
+
+
+@_pinned(1)
+def test_cpu_factorizations_compute_on_the_host_in_their_dtype():
+    # on a device whose buffers are host memory (`Allocator.host_memory`) the factorizations are LAPACK's, batched, in
+    # the input's dtype, launching no kernel of their own (the device path: a few a column, or a round, hundreds here)
+    torch = pytest.importorskip("torch")
+    from uopkit.engine.realize import stats
+
+    a = RNG.standard_normal((3, 24, 24)).astype(np.float32)
+    s = a @ np.swapaxes(a, -1, -2) + 24 * np.eye(24, dtype=np.float32)
+    b = RNG.standard_normal((3, 24, 2)).astype(np.float32)
+    x, y, sym = Tensor(a), Tensor(b), Tensor(s)
+    ta, tb, ts = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(s)
+    cases = [
+        (lambda: [x.solve(y)], lambda: [torch.linalg.solve(ta, tb)]),
+        (lambda: [x.inverse()], lambda: [torch.linalg.inv(ta)]),
+        (lambda: [x.det()], lambda: [torch.linalg.det(ta)]),
+        (lambda: list(x.slogdet()), lambda: list(torch.linalg.slogdet(ta))),
+        (lambda: [sym.cholesky()], lambda: [torch.linalg.cholesky(ts)]),
+        (lambda: [sym.eigh()[0]], lambda: [torch.linalg.eigh(ts)[0]]),
+        (lambda: [x.svd()[1]], lambda: [torch.linalg.svdvals(ta)]),
+        (lambda: list(x.qr()), lambda: list(torch.linalg.qr(ta))),
+    ]
+    for ours, theirs in cases:
+        before = stats["kernels_run"]
+        got = [t.numpy() for t in ours()]
+        # (a copy of the input or two: eigh's and cholesky's mirror of the triangle they read, solve's broadcast)
+        assert stats["kernels_run"] - before <= 3
+        for g, w in zip(got, theirs(), strict=True):
+            assert g.dtype == np.float32
+            np.testing.assert_allclose(g, w.numpy(), rtol=2e-4, atol=2e-4 * np.abs(w.numpy()).max())
+
+
+def _torch_grad_case(torch, op):
+    """(uopkit function, torch function, input shapes) of one op or variant, each a sum of the results against fixed
+    weights (the eigenvectors' and singular vectors' squares: their signs are arbitrary)."""
+    tl = torch.linalg
+    weighted = {
+        "solve": (lambda a, b: a.solve(b), tl.solve, [(2, 4, 4), (2, 4, 3)]),
+        "solve_vector": (lambda a, b: a.solve(b), tl.solve, [(4, 4), (4,)]),
+        "solve_right": (lambda a, b: a.solve(b, left=False), lambda a, b: tl.solve(a, b, left=False), [(3, 3), (2, 3)]),
+        "inv": (lambda a: a.inverse(), tl.inv, [(2, 3, 3)]),
+        "det": (lambda a: a.det(), tl.det, [(2, 3, 3)]),
+        "slogdet": (lambda a: a.slogdet()[1], lambda a: tl.slogdet(a)[1], [(2, 3, 3)]),
+        "cholesky": (lambda a: a.cholesky(), tl.cholesky, [(2, 4, 4)]),
+        "cholesky_upper": (lambda a: a.cholesky(upper=True), lambda a: tl.cholesky(a, upper=True), [(2, 4, 4)]),
+        "eigh": (
+            lambda a: (a.eigh()[0], a.eigh()[1].square()),
+            lambda a: (tl.eigh(a)[0], tl.eigh(a)[1] ** 2),
+            [(2, 4, 4)],
+        ),
+        "eigh_U": (
+            lambda a: (a.eigh("U")[0], a.eigh("U")[1].square()),
+            lambda a: (tl.eigh(a, UPLO="U")[0], tl.eigh(a, UPLO="U")[1] ** 2),
+            [(2, 4, 4)],
+        ),
+    }
+    for shape in ((2, 5, 3), (2, 3, 5), (4, 4)):
+        for full in (False, True):
+            weighted[f"svd{shape}{full}"] = (
+                lambda a, full=full: _svd_parts(*a.svd(full)),
+                lambda a, full=full: _svd_parts(*tl.svd(a, full_matrices=full)),
+                [shape],
+            )
+        for mode in ("reduced", "complete"):
+            if mode == "complete" and shape[-2] > shape[-1]:
+                continue
+            weighted[f"qr{shape}{mode}"] = (
+                lambda a, mode=mode: a.qr(mode),
+                lambda a, mode=mode: tl.qr(a, mode),
+                [shape],
+            )
+    return weighted[op]
+
+
+def _svd_parts(u, s, vh):
+    # U and Vh through U Vh's product (sign-free) and U scaled by Vh's row sums (signs cancel), and S
+    k = s.shape[-1]
+    uk, vk = u[..., :, :k], vh[..., :k, :]
+    return uk @ vk, uk * vk.sum(-1).unsqueeze(-2), s
+
+
+GRAD_OPS = ["solve", "solve_vector", "solve_right", "inv", "det", "slogdet", "cholesky", "cholesky_upper", "eigh"]
+GRAD_OPS += ["eigh_U"] + [f"svd{s}{f}" for s in ((2, 5, 3), (2, 3, 5), (4, 4)) for f in (False, True)]
+GRAD_OPS += [
+    f"qr{s}{m}"
+    for s in ((2, 5, 3), (2, 3, 5), (4, 4))
+    for m in ("reduced", "complete")
+    if s != (2, 5, 3) or m != "complete"
+]
+
+
+@pytest.mark.parametrize("op", GRAD_OPS)
+def test_factorization_values_and_gradients_match_torch_float64(op):
+    torch = pytest.importorskip("torch")
+    ours, theirs, shapes = _torch_grad_case(torch, op)
+    arrays = [RNG.standard_normal(s) for s in shapes]
+    if op.startswith(("cholesky", "eigh")):
+        # symmetric positive definite in the triangle read (the lower, or the upper one), noise in the other
+        a, noise = arrays[0], RNG.standard_normal((4, 4))
+        ignored = np.triu(noise, 1) if op in ("cholesky", "eigh") else np.tril(noise, -1)
+        arrays[0] = a @ np.swapaxes(a, -1, -2) + 4 * np.eye(4) + ignored
+    xs = [Tensor(a, requires_grad=True) for a in arrays]
+    ts = [torch.from_numpy(a).requires_grad_() for a in arrays]
+    got, want = ours(*xs), theirs(*ts)
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    loss, reference = None, None
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), w.detach().numpy(), rtol=1e-10, atol=1e-10)
+        weights = RNG.standard_normal(tuple(w.shape))
+        term, torch_term = (g * Tensor(weights)).sum(), (w * torch.from_numpy(weights)).sum()
+        loss = term if loss is None else loss + term
+        reference = torch_term if reference is None else reference + torch_term
+    loss.backward()
+    reference.backward()
+    for x, t in zip(xs, ts, strict=True):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@_pinned(1)
+def test_host_factorizations_differentiate_twice_and_at_a_singular_matrix():
+    torch = pytest.importorskip("torch")
+    from uopkit import autograd
+
+    a = RNG.standard_normal((3, 3)) + 3 * np.eye(3)
+    s = a @ a.T
+    for m, f, tf in (
+        (a, lambda m: m.inverse().sum() * m.det(), lambda m: torch.linalg.inv(m).sum() * torch.linalg.det(m)),
+        (
+            a,
+            lambda m: m.solve(m.slogdet()[1].reshape(1, 1).expand(3, 2)).sum(),
+            lambda m: torch.linalg.solve(m, torch.linalg.slogdet(m)[1].reshape(1, 1).expand(3, 2)).sum(),
+        ),
+        (
+            s,
+            lambda m: m.eigh()[0].square().sum() + m.cholesky().square().sum(),
+            lambda m: torch.linalg.eigh(m)[0].square().sum() + torch.linalg.cholesky(m).square().sum(),
+        ),
+    ):
+        x, t = Tensor(m, requires_grad=True), torch.from_numpy(m).requires_grad_()
+        # the gradient's gradient: the rules' nodes are rebuilt with their own rules
+        (g,) = autograd.grad(f(x), x, create_graph=True)
+        (tg,) = torch.autograd.grad(tf(t), t, create_graph=True)
+        np.testing.assert_allclose(g.numpy(), tg.detach().numpy(), rtol=1e-10, atol=1e-10)
+        (g * g).sum().backward()
+        (tg * tg).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-9, atol=1e-9)
+    # det's gradient at a singular matrix: the adjugate's transpose, as the device path's
+    s = Tensor([[1.0, 2.0], [2.0, 4.0]], requires_grad=True)
+    s.det().backward()
+    np.testing.assert_allclose(s.grad.numpy(), [[4.0, -2.0], [-2.0, 1.0]], atol=1e-12)

@@ -86,6 +86,11 @@ class Allocator:
     # a backend that can copy between two of its devices without the host sets this and implements `transfer`
     supports_transfer: bool = False
 
+    # a backend whose buffers are host memory that the host reads as cheaply as its kernels do (a copy out is a memcpy,
+    # no transfer, no queue to wait on) sets this: ops that read their values back anyway (the dense linear algebra:
+    # solve, inv, det, eigh, svd, cholesky, qr) then compute them on the host, with numpy's LAPACK
+    host_memory: bool = False
+
     # a backend whose buffers are host memory sets this and implements `adopt_shared`: its tensors can then be moved
     # to memory that other processes map (`Tensor.share_memory_`, `SharedSegment`)
     supports_shared_memory: bool = False

@@ -114,6 +114,9 @@ LRU = ContextVar("LRU", 1)
 # LRU_LIMIT=n: an allocator's cache of freed buffers keeps at most n MiB (default -1: as many bytes as were ever in
 # use at once through that allocator)
 LRU_LIMIT = ContextVar("LRU_LIMIT", -1)
+# LAPACK=0: the dense linear algebra (solve, inv, det, eigh, svd, cholesky, qr) runs its device kernels on a device
+# whose buffers are host memory too, instead of numpy's LAPACK on the host (`uopkit.tensor.lapack`)
+LAPACK = ContextVar("LAPACK", 1)
 
 
 def getenv(key: str, default: T = 0) -> T:  # type: ignore[assignment]

@@ -22,6 +22,7 @@ import numpy as np
 from uopkit.dtype import dtypes, least_upper_dtype
 from uopkit.engine.realize import capturing
 from uopkit.gradient import set_gradient
+from uopkit.tensor import lapack
 from uopkit.tensor.autocast import FLOAT32, autocast_op
 from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.replay import replay_call
@@ -559,7 +560,8 @@ class FactorizeMixin:
         if mode not in ("reduced", "complete", "r"):
             raise UnknownModeError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
         a = _matrices(self, "qr")
-        q, r = householder_qr(a, complete=mode == "complete")
+        host = lapack.qr(a, complete=mode == "complete") if lapack.on_host(a) else None
+        q, r = householder_qr(a, complete=mode == "complete") if host is None else host
         if mode == "r":
             return QR(Tensor.empty(0, dtype=a.dtype, device=a.device), r)
         return QR(q, r)
@@ -587,6 +589,8 @@ class FactorizeMixin:
             shapes = ((m, u_cols), (k,), (v_rows, n))
             zeros = (Tensor.zeros(*a.shape[:-2], *s, dtype=a.dtype, device=a.device) for s in shapes)
             return SVD(*(tied_to_empty(x, a) for x in zeros))
+        if lapack.on_host(a):
+            return SVD(*lapack.svd(a, full_matrices))
         if m >= n:
             return SVD(*jacobi_svd(a, full_matrices))
         u, s, vh = jacobi_svd(a.transpose(-1, -2), full_matrices)
@@ -655,7 +659,9 @@ class FactorizeMixin:
         """
         # of the transpose, as PyTorch (LAPACK reads its row-major matrix as column-major: A^T), so the same roundings
         # and the same exact zeros ([[1, 2, 3], [4, 5, 6], [7, 8, 9]] has determinant 0 there, 6.7e-16 from A's LU)
-        a = _square(self, "det").transpose(-1, -2)
+        if lapack.on_host(square := _square(self, "det")):
+            return lapack.det(square)
+        a = square.transpose(-1, -2)
         diagonal, parity = _pivots_and_parity(a)
         return diagonal.prod(-1) * (1 - 2 * parity)
 
@@ -663,7 +669,9 @@ class FactorizeMixin:
     def slogdet(self: Tensor) -> SlogDet:  # type: ignore[misc]
         """(sign, log|det|) of square matrices (torch.linalg.slogdet): sign 0 and -inf for a singular one."""
         # (of the transpose, as det)
-        a = _square(self, "slogdet").transpose(-1, -2)
+        if lapack.on_host(square := _square(self, "slogdet")):
+            return SlogDet(*lapack.slogdet(square))
+        a = square.transpose(-1, -2)
         d, parity = _pivots_and_parity(a)
         return SlogDet(d.sign().prod(-1) * (1 - 2 * parity), d.abs().log().sum(-1))
 
@@ -684,8 +692,11 @@ class FactorizeMixin:
         """
         a = _square(self, "inverse")
         n = a.shape[-1]
+        refusal = f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse"
+        if lapack.on_host(a):
+            return lapack.inverse(a, refusal)
         eye = Tensor.eye(n, dtype=a.dtype, device=a.device).expand(*a.shape[:-2], n, n)
-        return _gauss_jordan(a, eye, f"inverse: a matrix (shape {self.shape}) is singular: it has no inverse")
+        return _gauss_jordan(a, eye, refusal)
 
     @autocast_op(FLOAT32)
     def solve(self: Tensor, other: Tensor, left: bool = True) -> Tensor:  # type: ignore[misc]
@@ -710,7 +721,8 @@ class FactorizeMixin:
         if b.ndim < 2 or b.shape[-2] != n:
             raise ShapeError(f"solve: A {self.shape} and B {other.shape}: B needs {n} rows (..., {n}) or (..., {n}, k)")
         a, b = _with_right_side(a, b, "solve")
-        x = _gauss_jordan(a, b, f"solve: a matrix of A (shape {self.shape}) is singular: no unique solution")
+        refusal = f"solve: a matrix of A (shape {self.shape}) is singular: no unique solution"
+        x = lapack.solve(a, b, refusal) if lapack.on_host(a, b) else _gauss_jordan(a, b, refusal)
         return x.squeeze(-1) if vector else x
 
     @autocast_op(FLOAT32)
@@ -723,6 +735,11 @@ class FactorizeMixin:
         >>> Tensor([[4.0, 2.0], [2.0, 5.0]]).cholesky().tolist()
         [[2.0, 0.0], [1.0, 2.0]]
         """
+        if lapack.on_host(self):
+            # (None: a matrix is not positive definite, which the device path finds and names)
+            low = lapack.cholesky(_mirrored(self, upper, "cholesky"))
+            if low is not None:
+                return low.transpose(-1, -2) if upper else low
         low, info = _cholesky(self, upper, "cholesky")
         _refuse_not_positive_definite(info, self.shape)
         return low
@@ -754,6 +771,8 @@ class FactorizeMixin:
         if s.numel() == 0:
             # no matrices, or 0 x 0 ones
             return Eigh(tied_to_empty(Tensor.zeros(s.shape[:-1], dtype=s.dtype, device=s.device), s), s)
+        if lapack.on_host(s):
+            return Eigh(*lapack.eigh(s))
         # a matrix with a NaN or inf gets NaN eigenvalues and vectors, as torch's: the rotations see the identity in
         # its place (converged at once; a NaN they saw would never converge)
         finite = s.isfinite().all((-2, -1), keepdim=True)

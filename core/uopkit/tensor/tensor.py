@@ -47,6 +47,7 @@ from uopkit.tensor import generator as _generator_module
 from uopkit.tensor import gradient_reach as _gradient_reach
 from uopkit.tensor import indexing as _indexing_module
 from uopkit.tensor import interop as _interop_module
+from uopkit.tensor import lapack as _lapack_module
 from uopkit.tensor import leaves as _leaves
 from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import losses as _losses_module
@@ -848,6 +849,7 @@ for _module in (
     _reduce_module,
     _linalg_module,
     _triangular_module,
+    _lapack_module,
     _factorize_module,
     _matrix_module,
     _special_module,

@@ -233,6 +233,17 @@ def _cholesky_padded(s: Tensor, graph: bool) -> Tensor:
     return _part(low, (0, n), (0, n)) if size != n else low
 
 
+def cholesky_gradient(low: Tensor, g: Tensor) -> Tensor:
+    """The gradient of s for the gradient `g` of its Cholesky factor `low` (torch's): L^-T Phi(L^T g) L^-1, Phi the
+    lower triangle with the diagonal halved, made symmetric."""
+    upper = low.transpose(-1, -2)
+    inner = upper @ g
+    # the lower triangle with half the diagonal, mirrored: (tril(X) + tril(X, -1)^T) / 2
+    middle = (_lower(inner) + _lower(inner, strict=True).transpose(-1, -2)) / 2
+    half = triangular_solve(upper, middle, upper=True, unit=False)
+    return triangular_solve(upper, half.transpose(-1, -2), upper=True, unit=False).transpose(-1, -2)
+
+
 def cholesky_lower(s: Tensor) -> tuple[Tensor, Tensor]:
     """L with L L^T = s for symmetric positive-definite `s` (..., n, n), and the order of the first leading minor that
     is not positive definite (int32 (...), 0 where none is): the first column whose pivot is not > 0 (NaN included)
@@ -245,13 +256,7 @@ def cholesky_lower(s: Tensor) -> tuple[Tensor, Tensor]:
     low_uop = low.uop
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp]:
-        factor = Tensor(low_uop)
-        upper = factor.transpose(-1, -2)
-        inner = upper @ Tensor(g)
-        # the lower triangle with half the diagonal, mirrored: (tril(X) + tril(X, -1)^T) / 2
-        middle = (_lower(inner) + _lower(inner, strict=True).transpose(-1, -2)) / 2
-        half = triangular_solve(upper, middle, upper=True, unit=False)
-        return (triangular_solve(upper, half.transpose(-1, -2), upper=True, unit=False).transpose(-1, -2).uop,)
+        return (cholesky_gradient(Tensor(low_uop), Tensor(g)).uop,)
 
     node = _noop(low)
     set_gradient(node, (s.uop,), rule)

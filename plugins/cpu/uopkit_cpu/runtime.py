@@ -102,6 +102,9 @@ class CPUAllocator(LRUAllocator):
         assert dest.nbytes <= src.size, f"copyout of {dest.nbytes} bytes from {src.size}"
         ctypes.memmove(_address_of(dest), src.addr, dest.nbytes)
 
+    # buffers are the process's own memory: the dense linear algebra computes on the host (`Allocator.host_memory`)
+    host_memory = True
+
     # buffers can lie in memory other processes map (`Tensor.share_memory_`): a segment's mapping is page-aligned
     supports_shared_memory = True
 
