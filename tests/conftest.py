@@ -43,19 +43,31 @@ def _reseed(generator: np.random.Generator | np.random.RandomState | random.Rand
 
 @pytest.fixture(autouse=True)
 def _draws_of_its_own(request: pytest.FixtureRequest) -> None:
-    """Each test draws from its module's generators seeded by the test's own id. Drawn in turn, a test's inputs
-    depended on which tests ran before it in the process (pytest-xdist splits the tests between workers differently
-    whenever tests are added), and the tests that compare with torch bit for bit met rounding midpoints in some runs
-    only. The id (tests/test_x.py::test_y[params]) is the same under xdist, -k and any order."""
+    """Each test draws from its module's generators, and from the global streams, seeded by the test's own id. Drawn
+    in turn, a test's inputs depended on which tests ran before it in the process (pytest-xdist splits the tests between
+    workers differently whenever tests are added), and the tests that compare with torch bit for bit met rounding
+    midpoints in some runs only. The id (tests/test_x.py::test_y[params]) is the same under xdist, -k and any order."""
+    seed = zlib.crc32(request.node.nodeid.encode())
+    _reseed_global_streams(seed)
     module = getattr(request.node, "module", None)
     if module is None:
         return
-    names = _generators_of(module)
-    if not names:
-        return
-    seed = zlib.crc32(request.node.nodeid.encode())
-    for name in names:
+    for name in _generators_of(module):
         _reseed(getattr(module, name), seed)
+
+
+def _reseed_global_streams(seed: int) -> None:
+    # the process-wide streams a test draws from without a generator of its own (`np.random.rand`, `random.random`,
+    # `Tensor.randn`, `torch.randn`): seeded by the test's id too, or a test's inputs would depend on which tests its
+    # xdist worker ran before it (a convergence test failed after some orders only)
+    from uopkit import Tensor
+
+    random.seed(seed)
+    np.random.seed(seed)
+    Tensor.manual_seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
 
 
 _Setting = tuple[str, Callable[[], object], Callable[[object], None]]
