@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from uopkit import Tensor, dtypes
-from uopkit.nn import Linear
+from uopkit.nn import Linear, Parameter
 from uopkit.tensor import ArgumentError
 
 
@@ -133,6 +133,28 @@ def test_copies_of_a_frozen_layer_keep_its_parameters_as_torch(how):
     again = copy.deepcopy if how == "deepcopy" else (lambda m: pickle.loads(pickle.dumps(m)))
     flags = [p.requires_grad for p in again(layer).parameters()]
     assert flags == [p.requires_grad for p in again(tlayer).parameters()] == [False, True]
+
+
+def test_deepcopy_of_a_parameter_leaves_its_grad_behind_as_torch():
+    # a model copied after backward() kept its parameters' .grad: the copy's first backward() added to the original's
+    # gradient ([[4, 4]], torch [[3, 3]]); torch's Parameter copies values and requires_grad only (a tensor keeps .grad)
+    w = np.array([[1.0, 2.0]], np.float32)
+    layer, tlayer = Linear(2, 1), torch.nn.Linear(2, 1)
+    tlayer.weight = torch.nn.Parameter(torch.tensor(w))
+    layer.weight = Parameter(Tensor(w))
+    layer(Tensor([[1.0, 1.0]])).sum().backward()
+    tlayer(torch.tensor([[1.0, 1.0]])).sum().backward()
+    twin, ttwin = copy.deepcopy(layer), copy.deepcopy(tlayer)
+    assert (twin.weight.grad, twin.bias.grad) == (ttwin.weight.grad, ttwin.bias.grad) == (None, None)
+    twin(Tensor([[3.0, 3.0]])).sum().backward()
+    ttwin(torch.tensor([[3.0, 3.0]])).sum().backward()
+    assert twin.weight.grad.tolist() == ttwin.weight.grad.tolist() == [[3.0, 3.0]]
+    assert layer.weight.grad.tolist() == tlayer.weight.grad.tolist() == [[1.0, 1.0]]
+    # a plain tensor that requires grad keeps it, as torch's
+    g, tg = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    (g * g).sum().backward()
+    (tg * tg).sum().backward()
+    assert copy.deepcopy(g).grad.tolist() == copy.deepcopy(tg).grad.tolist() == [2.0, 4.0]
 
 
 def test_copy_shares_storage_as_torch():

@@ -43,6 +43,7 @@ from uopkit.nn import reprs, state
 from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.tensor import Tensor
+from uopkit.tensor.copies import deep_copy
 from uopkit.tensor.memory_format import as_memory_format
 from uopkit.tensor.support import _canonical_device, _is_device_object, _mark_view
 from uopkit.tensor.tensor import _unpickled_tensor
@@ -86,7 +87,10 @@ class Parameter(Tensor):
         return _as_parameter(super().__copy__())
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
-        return _as_parameter(super().__deepcopy__(memo))
+        # without its .grad, as torch's Parameter (a plain tensor's copy keeps it): a model copied after backward()
+        # (a target network, a copy to fine-tune) starts with no gradients, and its first backward() isn't added to
+        # the original's
+        return _as_parameter(deep_copy(self, memo, with_grad=False))
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         _, args = super().__reduce__()

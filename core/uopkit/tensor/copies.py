@@ -60,8 +60,9 @@ def _wants_grad(out: Tensor, like: Tensor) -> None:
     out._wanted_grad = out._wanted_grad or like._wanted_grad
 
 
-def deep_copy(t: Tensor, memo: dict[Any, Any]) -> Tensor:
-    """t's deep copy (see the module's docstring), with its requires_grad and a deep copy of its `.grad`.
+def deep_copy(t: Tensor, memo: dict[Any, Any], with_grad: bool = True) -> Tensor:
+    """t's deep copy (see the module's docstring), with its requires_grad and a deep copy of its `.grad`
+    (with_grad=False: no `.grad`, as PyTorch copies an `nn.Parameter`).
 
     A PyTorch view is the same view of a copy of its base's storage, which `memo` keeps for every other view of that
     base and the base itself in this deepcopy, as PyTorch's memo keeps each copied storage (the whole storage is
@@ -91,6 +92,6 @@ def deep_copy(t: Tensor, memo: dict[Any, Any]) -> Tensor:
         else:
             out._requires_grad = t._requires_grad
     memo[id(t)] = out
-    if t.grad is not None:
+    if with_grad and t.grad is not None:
         out.grad = copy.deepcopy(t.grad, memo)
     return out
