@@ -819,3 +819,41 @@ def test_host_factorizations_differentiate_twice_and_at_a_singular_matrix():
     s = Tensor([[1.0, 2.0], [2.0, 4.0]], requires_grad=True)
     s.det().backward()
     np.testing.assert_allclose(s.grad.numpy(), [[4.0, -2.0], [-2.0, 1.0]], atol=1e-12)
+
+
+@_pinned(1)
+def test_lu_lu_solve_and_triangular_solves_compute_on_the_host_as_torchs_cpu():
+    # getrf's pivots and factors bit for bit (unblocked sizes), substitutions to rounding, launching no kernel; and a
+    # solve, inverse or determinant of stored inputs reads their buffers (no copy kernel either)
+    torch = pytest.importorskip("torch")
+    from uopkit import linalg
+    from uopkit.engine.realize import stats
+
+    for dtype, tol in ((np.float64, 1e-13), (np.float32, 2e-6)):
+        a = RNG.standard_normal((3, 6, 6)).astype(dtype)
+        b = RNG.standard_normal((3, 6, 2)).astype(dtype)
+        x, y, ta, tb = Tensor(a), Tensor(b), torch.from_numpy(a), torch.from_numpy(b)
+        before = stats["kernels_run"]
+        plu, factor, factor_ex = x.lu(), x.lu_factor(), x.lu_factor_ex()
+        for got, want in zip([*plu, *factor, *factor_ex], [*tl_lu(torch, ta)], strict=True):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        solved = [y.lu_solve(*factor), linalg.lu_solve(*factor, y), linalg.solve_ex(x, y).result]
+        wants = [torch.linalg.lu_solve(*torch.linalg.lu_factor(ta), tb)] * 2 + [torch.linalg.solve(ta, tb)]
+        for upper in (False, True):
+            for unit in (False, True):
+                for left in (False, True):
+                    rhs, trhs = (y, tb) if left else (y.mT, tb.mT)
+                    kw = {"upper": upper, "unitriangular": unit, "left": left}
+                    solved.append(linalg.solve_triangular(x, rhs, **kw))
+                    wants.append(torch.linalg.solve_triangular(ta, trhs, **kw))
+        for got, want in zip(solved, wants, strict=True):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol * 100, atol=tol * np.abs(want.numpy()).max())
+        for got, want in ((x.solve(y), torch.linalg.solve(ta, tb)), (x.inverse(), torch.linalg.inv(ta))):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol * 100, atol=tol * 100)
+        np.testing.assert_allclose(x.det().numpy(), torch.linalg.det(ta).numpy(), rtol=tol * 100)
+        assert stats["kernels_run"] == before
+
+
+def tl_lu(torch, ta):
+    lu, pivots, info = torch.linalg.lu_factor_ex(ta)
+    return (*torch.linalg.lu(ta), lu, pivots, lu, pivots, info)

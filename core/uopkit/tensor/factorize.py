@@ -180,7 +180,13 @@ def _with_right_side(a: Tensor, b: Tensor, op: str) -> tuple[Tensor, Tensor]:
     broadcast together."""
     dtype = least_upper_dtype(a._float().dtype, b._float().dtype)
     batch = _broadcast_shape(a.shape[:-2], b.shape[:-2], op)
-    return a.cast(dtype).expand(*batch, *a.shape[-2:]), b.cast(dtype).expand(*batch, *b.shape[-2:])
+    a, b = a.cast(dtype), b.cast(dtype)
+    # (an expand to its own shape changes nothing but costs a view's Python: a small solve's overhead)
+    if a.shape[:-2] != batch:
+        a = a.expand(*batch, *a.shape[-2:])
+    if b.shape[:-2] != batch:
+        b = b.expand(*batch, *b.shape[-2:])
+    return a, b
 
 
 def _diagonal(r: Tensor) -> Tensor:
@@ -825,6 +831,9 @@ class FactorizeMixin:
         a = _matrices(self, "lu")
         m, n = a.shape[-2:]
         k = min(m, n)
+        host = lapack.lu_factor(a) if lapack.on_host(a) else None
+        if host is not None:
+            return PLU(*lapack.unpacked_lu(host[0], host[3], a))
         packed, perm, _ = lu_pivoted(a)
         p = perm.one_hot(m).cast(a.dtype).transpose(-1, -2) if m else Tensor.zeros(*a.shape[:-2], 0, 0, dtype=a.dtype)
         eye = Tensor.eye(m, k, dtype=a.dtype, device=a.device)
@@ -867,6 +876,8 @@ class FactorizeMixin:
             )
         lu, b = _with_right_side(lu, self, "lu_solve")
         batch = _broadcast_shape(lu.shape[:-2], LU_pivots.shape[:-1], "lu_solve")
+        if lapack.on_host(lu, b, LU_pivots) and (x := lapack.lu_solve(lu, LU_pivots, b)) is not None:
+            return x
         lu, b = lu.expand(*batch, n, n), b.expand(*batch, n, b.shape[-1])
         pivots = LU_pivots.cast(dtypes.int32).expand(*batch, n) - 1
         rows = Tensor.arange(n, dtype=dtypes.int32, device=lu.device)
@@ -980,6 +991,9 @@ def _lu_factor(t: Tensor, pivot: bool, op: str) -> tuple[Tensor, Tensor, Tensor]
     0; int32)."""
     _need_pivoting(pivot, op)
     a = _matrices(t, op)
+    host = lapack.lu_factor(a) if lapack.on_host(a) else None
+    if host is not None:
+        return host[:3]
     packed, _, pivots = lu_pivoted(a)
     k = min(a.shape[-2:])
     if not k:
@@ -993,7 +1007,8 @@ def _lu_factor(t: Tensor, pivot: bool, op: str) -> tuple[Tensor, Tensor, Tensor]
 
 def _refuse_singular_lu(info: Tensor, shape: tuple[int, ...]) -> None:
     """Read `info` back and raise when U has a zero on its diagonal."""
-    if (info != 0).any().item():
+    # (read as a whole: a stored info, the host path's, needs no kernel to reduce it)
+    if np.any(info.numpy()):
         raise LinAlgError(
             f"lu_factor: a matrix (shape {shape}) is singular: U has a zero on its diagonal, and lu_solve would divide "
             "by it (lu() factors it)"

@@ -1,6 +1,8 @@
 """The dense linear algebra of a device whose buffers are host memory (`Allocator.host_memory`: the CPU backend)
 computed on the host by numpy's LAPACK: `solve`, `inverse`, `det`, `slogdet`, `eigh`, `svd`, `cholesky` and `qr`
-(and what is built on them: `pinv`, `lstsq`, `matrix_rank`, `cond`, `svdvals`, `eigvalsh`, `logdet`). The device path
+(and what is built on them: `pinv`, `lstsq`, `matrix_rank`, `cond`, `svdvals`, `eigvalsh`, `logdet`); and, where no
+input requires grad, `lu`, `lu_factor`, `lu_solve` and `solve_triangular` (getrf's column algorithm and substitution in
+numpy: numpy has no LAPACK routine for them). The device path
 (`factorize`) reads its pivots or its convergence back anyway, so it can't run inside a TinyJit either; on a CPU it
 is hundreds of times LAPACK's time. float32 stays float32 (LAPACK's single precision routines), float64 likewise, a
 batch in one call. The results follow LAPACK's conventions, as PyTorch's CPU (the same routines: getrf's pivots,
@@ -28,11 +30,12 @@ except ImportError:  # pragma: no cover
 
 from uopkit.device import Device
 from uopkit.dtype import dtypes, to_numpy_dtype
-from uopkit.engine.realize import capturing
+from uopkit.engine.realize import _is_stored, buffers, capturing, realize_lock
 from uopkit.gradient import set_gradient
 from uopkit.helpers import LAPACK
 from uopkit.tensor.grad_mode import is_grad_enabled, no_grad
-from uopkit.tensor.support import ArgumentError, LinAlgError
+from uopkit.tensor.leaves import requires_grad_of, wanted_keys
+from uopkit.tensor.support import ArgumentError, LinAlgError, _from_numpy
 from uopkit.tensor.triangular import cholesky_gradient, triangular_solve
 from uopkit.uop.ops import Ops, UOp
 
@@ -47,12 +50,34 @@ def on_host(*tensors: Tensor) -> bool:
     if not LAPACK.value or capturing or _umath_linalg is None:
         return False
     for t in tensors:
-        if not isinstance(t.device, str) or t.numel() == 0 or not Device[t.device].allocator.host_memory:
+        device = t.device
+        if not isinstance(device, str) or 0 in t.shape:
+            return False
+        host = _host_memory.get(device)
+        if host is None:
+            host = _host_memory[device] = bool(Device[device].allocator.host_memory)
+        if not host:
             return False
     return True
 
 
+# whether a device's buffers are host memory, by its name (an allocator's flag does not change)
+_host_memory: dict[str, bool] = {}
+
+
 def _values(t: Tensor) -> np.ndarray:
+    """`t`'s values, read from its buffer where it is one or a view of one (a transpose, a broadcast: copied out as
+    `Tensor.numpy` reads a view, no kernel, not even the detached copy's), else computed through a detach (`t`'s
+    graph stays as it is: the gradient's walk follows it)."""
+    with realize_lock:
+        if _is_stored(t.uop):
+            # (a view's base realized first, as `Tensor.numpy`: its writes pending through it)
+            t.realize()
+            if t._is_plain_buffer():
+                return buffers[t.uop.base].numpy().reshape(t.shape)
+            view = t._view_read_on_host()
+            if view is not None:
+                return view
     return t.detach().numpy()
 
 
@@ -67,7 +92,10 @@ def _lapack(name: str, *arrays: np.ndarray, outputs: int = 1) -> np.ndarray | tu
 
 
 def _tensor(values: np.ndarray, like: Tensor) -> Tensor:
-    return Tensor(np.array(values, dtype=to_numpy_dtype(like.dtype), order="C"), device=like.device)
+    """`values` (numpy's result, or a view of it) as a tensor of `like`'s dtype on its device: straight into a new
+    buffer, no copy on the host where the array is already C-ordered in that dtype."""
+    array = np.asarray(values, dtype=to_numpy_dtype(like.dtype), order="C")
+    return Tensor(_from_numpy(array, like.device, like.dtype))
 
 
 def _t(x: Tensor) -> Tensor:
@@ -97,7 +125,21 @@ def _node(out: Tensor, inputs: tuple[UOp, ...], rule: Rule) -> Tensor:
 
 
 def _wants_gradient(*inputs: Tensor) -> bool:
-    return is_grad_enabled() and any(t.requires_grad for t in inputs)
+    """Whether any of `inputs` requires grad (torch's `requires_grad`), gradients being recorded: the live tensors
+    with requires_grad gathered once for all of them."""
+    if not is_grad_enabled():
+        return False
+    wanted = None
+    for t in inputs:
+        if t._requires_grad is not None:
+            if t._requires_grad:
+                return True
+            continue
+        if wanted is None:
+            wanted = wanted_keys()
+        if requires_grad_of(t, wanted):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -382,3 +424,120 @@ def _qr_rule(which: int, q_uop: UOp, r_uop: UOp, a_uop: UOp, g: UOp, wanted: tup
     if m < n:
         g_x = g_x.cat(q @ g_r[..., :, k:], dim=-1)
     return (g_x.uop,)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LU (getrf) and triangular solves: on the host where no gradient is wanted (one that is takes the device path, which
+# differentiates as torch's)
+
+
+def _getrf(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """getrf on matrices `a` (..., m, n), column by column as LAPACK's getf2 (the first largest |entry| on or below
+    the diagonal; the column scaled by the pivot's reciprocal, as its scal, by a division where that reciprocal
+    overflows; no swap and no elimination for a zero column): (packed L and U, 1-based pivots int32 (..., k), info
+    int32 (...): the 1-based column of U's first zero on the diagonal, else 0). Bit for bit torch's CPU's where its
+    getrf does not block (n up to ~16), to rounding past that."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    lu = np.array(a, copy=True).reshape(-1, m, n)
+    count = lu.shape[0]
+    at = np.arange(count)
+    pivots = np.zeros((count, k), dtype=np.int32)
+    info = np.zeros(count, dtype=np.int32)
+    tiny = np.finfo(lu.dtype).tiny
+    with np.errstate(all="ignore"):
+        for j in range(k):
+            # (argmax: the first largest, a NaN as the largest, as the device path's)
+            p = j + np.argmax(np.abs(lu[:, j:, j]), axis=1)
+            pivots[:, j] = p + 1
+            row = lu[at, j].copy()
+            lu[at, j] = lu[at, p]
+            lu[at, p] = row
+            pivot = lu[:, j, j]
+            zero = pivot == 0
+            info[(info == 0) & zero] = j + 1
+            if j + 1 == m:
+                continue
+            column = lu[:, j + 1 :, j]
+            safe = np.where(zero, 1, pivot)[:, None]
+            scaled = np.where(np.abs(safe) >= tiny, column * (1 / safe), column / safe)
+            lu[:, j + 1 :, j] = np.where(zero[:, None], column, scaled)
+            update = lu[:, j + 1 :, j, None] * lu[:, j, None, j + 1 :]
+            lu[:, j + 1 :, j + 1 :] -= np.where(zero[:, None, None], 0, update)
+    return lu.reshape(*batch, m, n), pivots.reshape(*batch, k), info.reshape(batch)
+
+
+def _permutation(pivots: np.ndarray, m: int) -> np.ndarray:
+    """The row permutation of LAPACK's 1-based `pivots` (..., k): row i of P^T A is row perm[i] of A (..., m)."""
+    perm = np.broadcast_to(np.arange(m), (*pivots.shape[:-1], m)).copy()
+    flat, swaps = perm.reshape(-1, m), pivots.reshape(-1, pivots.shape[-1]) - 1
+    at = np.arange(flat.shape[0])
+    for j in range(swaps.shape[-1]):
+        p = swaps[:, j]
+        row = flat[at, j].copy()
+        flat[at, j] = flat[at, p]
+        flat[at, p] = row
+    return perm
+
+
+def lu_factor(a: Tensor) -> tuple[Tensor, Tensor, Tensor, np.ndarray] | None:
+    """getrf of float matrices `a` (..., m, n) (`_getrf`): packed LU, 1-based pivots and info as tensors, and the row
+    permutation (numpy, `_permutation`); None where a gradient is wanted."""
+    if _wants_gradient(a):
+        return None
+    lu, pivots, info = _getrf(_values(a))
+    perm = _permutation(pivots, a.shape[-2])
+    index = Tensor(_from_numpy(pivots, a.device, dtypes.int32))
+    return _tensor(lu, a), index, Tensor(_from_numpy(info, a.device, dtypes.int32)), perm
+
+
+def _substituted(t: np.ndarray, y: np.ndarray, upper: bool, unit: bool) -> np.ndarray:
+    """x with t @ x = y, `t` (..., n, n) triangular (its other triangle not read; `unit`: nor its diagonal), `y`
+    (..., n, k), batches broadcast: a row at a time, its products with the rows solved subtracted, then divided by
+    its pivot (so a zero pivot gives inf or NaN, as torch's)."""
+    n = t.shape[-1]
+    batch = np.broadcast_shapes(t.shape[:-2], y.shape[:-2])
+    x = np.zeros((*batch, n, y.shape[-1]), dtype=np.result_type(t, y))
+    with np.errstate(all="ignore"):
+        for i in range(n - 1, -1, -1) if upper else range(n):
+            done = slice(i + 1, n) if upper else slice(0, i)
+            row = y[..., i, :] - (t[..., i : i + 1, done] @ x[..., done, :])[..., 0, :]
+            x[..., i, :] = row if unit else row / t[..., i, i, None]
+    return x
+
+
+def triangular(t: Tensor, y: Tensor, upper: bool, unit: bool) -> Tensor | None:
+    """x with t @ x = y (`triangular.triangular_solve`'s arguments) by substitution on the host; None where a
+    gradient is wanted."""
+    if _wants_gradient(t, y):
+        return None
+    return _tensor(_substituted(_values(t), _values(y), upper, unit), y)
+
+
+def lu_solve(lu: Tensor, pivots: Tensor, b: Tensor) -> Tensor | None:
+    """x with A @ x = b for A given by getrf's packed `lu` (..., n, n) and 1-based `pivots` (..., n), `b` (..., n, k)
+    (batches broadcast, lu and b of one dtype): b's rows swapped as the pivots say, then L's and U's substitutions.
+    None where a gradient is wanted, or a pivot is not in 1..n (the device path's)."""
+    if _wants_gradient(lu, b):
+        return None
+    n = lu.shape[-1]
+    swaps = _values(pivots).astype(np.int64) - 1
+    if swaps.size and (swaps.min() < 0 or swaps.max() >= n):
+        return None
+    packed, rhs = _values(lu), _values(b)
+    batch = np.broadcast_shapes(packed.shape[:-2], swaps.shape[:-1], rhs.shape[:-2])
+    rows = np.broadcast_to(_permutation(swaps + 1, n), (*batch, n))
+    permuted = np.take_along_axis(np.broadcast_to(rhs, (*batch, *rhs.shape[-2:])), rows[..., None], axis=-2)
+    y = _substituted(packed, permuted, upper=False, unit=True)
+    return _tensor(_substituted(packed, y, upper=True, unit=False), b)
+
+
+def unpacked_lu(packed: Tensor, perm: np.ndarray, like: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """P, L (unit lower (..., m, k)) and U ((..., k, n)) from `lu_factor`'s packed LU and row permutation."""
+    values = _values(packed)
+    m, n = values.shape[-2:]
+    k = min(m, n)
+    p = (perm[..., None, :] == np.arange(m)[:, None]).astype(values.dtype)
+    low = np.tril(values[..., :, :k], -1) + np.eye(m, k, dtype=values.dtype)
+    return _tensor(p, like), _tensor(low, like), _tensor(np.triu(values[..., :k, :]), like)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from uopkit.dtype import dtypes
+from uopkit.tensor import lapack
 from uopkit.tensor.autocast import FLOAT32, GPU, LOWER, autocast_op
 from uopkit.tensor.factorize import (
     _matrices,
@@ -244,6 +245,8 @@ class MatrixMixin:
         if b.shape[-2] != n:
             raise ShapeError(f"solve_triangular: A {self.shape} and B {b.shape}: B needs {n} rows")
         a, b = _with_right_side(a, b, "solve_triangular")
+        if lapack.on_host(a, b) and (x := lapack.triangular(a, b, upper, unitriangular)) is not None:
+            return x
         return triangular_solve(a, b, upper=upper, unit=unitriangular)
 
     @autocast_op(FLOAT32)
