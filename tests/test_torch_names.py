@@ -817,3 +817,24 @@ def test_where_of_a_condition_alone_is_nonzero_as_tuple_as_torch():
     _same(Tensor(A > 0).where(Tensor(A), 0.0), torch.where(torch.from_numpy(A > 0), torch.from_numpy(A), 0.0))
     with pytest.raises(TypeError, match=r"where: give both values \(cond.where\(x, y\)\), or neither"):
         Tensor(A > 0).where(1.0)
+
+
+def test_torch_keywords_of_ported_training_programs():
+    # a DDPM's `torch.linspace(start=, end=, steps=)`, a SimCLR view's `torch.flip(x, dims=[-1])`, `permute(dims=)`
+    # and torch.concat / torch.concatenate, as torch spells them
+    x, tx = Tensor(A), torch.tensor(A)
+    _same(x.flip(dims=[-1]), tx.flip(dims=[-1]))
+    _same(Tensor.flip(x, dims=(0, 1)), torch.flip(tx, dims=(0, 1)))
+    _same(x.permute(dims=(1, 0)), tx.permute(dims=(1, 0)))
+    _same(Tensor.permute(x[None], dims=[2, 0, 1]), torch.permute(tx[None], dims=[2, 0, 1]))
+    _same(Tensor.linspace(start=1e-4, end=0.02, steps=50), torch.linspace(start=1e-4, end=0.02, steps=50), atol=1e-9)
+    _same(Tensor.linspace(0, end=2, steps=3, dtype=dtypes.float64), torch.linspace(0, end=2, steps=3).double())
+    _same(Tensor.concat([x, Tensor(B)], dim=1), torch.concat([tx, torch.tensor(B)], dim=1))
+    _same(Tensor.concatenate((x, Tensor(B))), torch.concatenate((tx, torch.tensor(B))))
+    for bad in (
+        lambda: x.flip(0, dims=[1]),
+        lambda: x.permute((1, 0), dims=(1, 0)),
+        lambda: Tensor.linspace(0, 1, 3, end=2),
+    ):
+        with pytest.raises(TypeError):
+            bad()

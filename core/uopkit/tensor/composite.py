@@ -920,6 +920,16 @@ class CompositeMixin:
         tensors = [t.reshape(1) if t.ndim == 0 else t for t in _tensor_list(self, args, "hstack")]
         return _joined(tensors, 0 if tensors[0].ndim == 1 else 1, "hstack")
 
+    def concat(self: Tensor | Sequence[Tensor], *args: Any, dim: int | None = None) -> Tensor:
+        """torch.concat and torch.concatenate, torch's other names for `cat` (dim by position or keyword).
+
+        >>> Tensor.concat([Tensor([1]), Tensor([2, 3])], dim=0).tolist()
+        [1, 2, 3]
+        """
+        return Tensor.cat(self, *args, dim=dim)
+
+    concatenate = concat
+
     def vstack(self: Tensor | Sequence[Tensor], *args: Any) -> Tensor:
         """Join tensors row-wise, along dim 0 (1-D ones become rows, 0-d ones 1x1), as torch.vstack.
 

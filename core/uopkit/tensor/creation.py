@@ -326,12 +326,19 @@ class CreationMixin:
 
     @staticmethod
     @_creates_leaf
-    def linspace(start: float, stop: float, steps: int, **kwargs: Any) -> Tensor:
-        """`steps` evenly spaced values from `start` to `stop`, both included.
+    def linspace(
+        start: float, stop: float | None = None, steps: int | None = None, *, end: float | None = None, **kwargs: Any
+    ) -> Tensor:
+        """`steps` evenly spaced values from `start` to `stop`, both included; `end` is torch's name for `stop`.
 
         >>> Tensor.linspace(0, 1, 5).tolist()
         [0.0, 0.25, 0.5, 0.75, 1.0]
+        >>> Tensor.linspace(start=0, end=1, steps=3).tolist()
+        [0.0, 0.5, 1.0]
         """
+        if (stop is None) == (end is None) or steps is None:
+            raise TypeError(f"linspace: give start, stop (or torch's end=, not both) and steps; got {stop=}, {end=}")
+        stop = end if stop is None else stop
         if steps < 0:
             raise ArgumentError(f"linspace: steps must be >= 0, got {steps}")
         dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))

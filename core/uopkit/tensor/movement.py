@@ -35,6 +35,7 @@ from uopkit.tensor.support import (
     _check_same_device,
     _check_stored_scalar,
     _contiguous_ids,
+    _dim_for_axis,
     _expanded_const,
     _is_device_object,
     _mark_view,
@@ -236,12 +237,14 @@ class MovementMixin:
             return out
         return self.reshape(*shape)
 
-    def permute(self, order: Sequence[int], *args: int) -> Tensor:
-        """Reorder the axes.
+    def permute(self, order: Sequence[int] | None = None, *args: int, dims: Sequence[int] | None = None) -> Tensor:
+        """Reorder the axes (`dims=`, torch's keyword, too).
 
         >>> Tensor.zeros(2, 3, 4).permute(2, 0, 1).shape
         (4, 2, 3)
         """
+        if dims is not None:
+            order = _dim_for_axis(order, dims, None, "permute", "dims")
         order = (order,) if isinstance(order, (int, np.integer)) and not args else order  # type: ignore[assignment]
         order = tuple(order) if not args else (order, *args)  # type: ignore[arg-type]
         if len(order) != self.ndim:
@@ -460,13 +463,15 @@ class MovementMixin:
             raise ShapeError(f"shrink_to: shape {new} is larger than {self.shape} on some axis; use pad_to")
         return self.shrink(tuple((0, n) for n in new))
 
-    def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
-        """Reverse the order along the given axes.
+    def flip(self, axis: int | Sequence[int] | None = None, *args: int, dims: Sequence[int] | None = None) -> Tensor:
+        """Reverse the order along the given axes (`dims=`, torch's keyword, too).
 
         >>> Tensor([1, 2, 3]).flip(0).tolist()
         [3, 2, 1]
         """
-        raw = [axis, *args] if isinstance(axis, (int, np.integer)) else list(axis)
+        if dims is not None:
+            axis = _dim_for_axis(axis, dims, None, "flip", "dims")
+        raw = [axis, *args] if isinstance(axis, (int, np.integer)) else list(axis)  # type: ignore[arg-type]
         # (normalized, and an axis given twice refused, as the reductions' axes)
         axes = set(self._axes(raw, "flip"))  # type: ignore[attr-defined]
         if not axes or self.ndim == 0:

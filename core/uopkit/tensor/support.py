@@ -148,10 +148,10 @@ def _is_device_object(x: Any) -> bool:
     return type(x).__name__ == "device" and type(x).__module__ == "torch"
 
 
-def _dim_for_axis(axis: Any, dim: Any, default: Any, op: str) -> Any:
-    # torch's keyword `dim` for what tinygrad calls `axis`
+def _dim_for_axis(axis: Any, dim: Any, default: Any, op: str, name: str = "dim") -> Any:
+    # torch's keyword `dim` (`dims` for flip and permute) for what tinygrad takes by position or calls `axis`
     if axis is not default and axis != default:
-        raise TypeError(f"{op}: got both axis={axis!r} and dim={dim!r}; give one")
+        raise TypeError(f"{op}: got both axis={axis!r} and {name}={dim!r}; give one")
     return dim
 
 
