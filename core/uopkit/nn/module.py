@@ -34,7 +34,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from uopkit.distributions.distribution import Distribution
 from uopkit.dtype import DType, dtypes, is_dtype_like, to_dtype
@@ -42,6 +42,7 @@ from uopkit.engine.realize import realize_lock
 from uopkit.nn import reprs, state
 from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
+from uopkit.nn.state_hooks import MARKS, StateHooks, _child, _StateDictHooks, load_module_state, save_mark
 from uopkit.tensor import Tensor
 from uopkit.tensor.copies import deep_copy
 from uopkit.tensor.memory_format import as_memory_format
@@ -123,6 +124,7 @@ class _ModuleState:
         "backward_pre_hooks",
         "backward_hooks",
         "full_backward",
+        "state_hooks",
     )
 
     def __init__(self) -> None:
@@ -139,6 +141,8 @@ class _ModuleState:
         # which kind `backward_hooks` holds, as torch's `_is_full_backward_hook`: None until a hook is registered,
         # True for register_full_backward_hook's, False for the deprecated register_backward_hook's (never both)
         self.full_backward: bool | None = None
+        # the hooks of state_dict and load_state_dict (nn/state_hooks.py), made at the first registration
+        self.state_hooks: _StateDictHooks | None = None
 
 
 _MIXED_BACKWARD_HOOKS = (
@@ -151,17 +155,6 @@ _MIXED_GLOBAL_BACKWARD_HOOKS = (
     "global module backward hooks of the other kind are already registered: register_module_backward_hook and "
     "register_module_full_backward_hook don't mix; use one of them (the full one)"
 )
-
-
-class _IncompatibleKeys(NamedTuple):
-    missing_keys: list[str]
-    unexpected_keys: list[str]
-
-    def __repr__(self) -> str:
-        # torch's: `print(model.load_state_dict(sd))` says all matched when nothing is missing or unexpected
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
 
 
 # the hooks of every module's call (torch.nn.modules.module's register_module_forward_pre_hook and
@@ -347,7 +340,7 @@ def _is_state_tensor(t: Tensor) -> bool:
     return isinstance(t, Parameter) or t._requires_grad is not None
 
 
-class Module:
+class Module(StateHooks):
     """The base of every layer (torch.nn.Module): subclass it, set layers and parameters as attributes in `__init__`,
     compute in `forward`; call the module to run it. See the module docstring for what counts as a parameter, a buffer
     and a sub-module, and for the training mode."""
@@ -570,8 +563,12 @@ class Module:
             return
         yield from self._own_and_inner(prefix, seen, again)
 
-    def _own_and_inner(self, prefix: str, seen: set[int], again: bool) -> Iterator[tuple[str, str, Tensor]]:
+    def _own_and_inner(self, prefix: str, seen: set[int], again: bool) -> Iterator[tuple[str, str, Any]]:
         st = self.__dict__.get("_module_state")
+        # a module with state-dict hooks or extra state marks its place in the walk (nn/state_hooks.py)
+        marked = self._extra_state or (st is not None and st.state_hooks is not None)
+        if marked:
+            yield "pre_hooks", prefix, self
         own: list[tuple[str, str, Tensor]] = []
         inner: list[tuple[str, Any]] = []
         for name, value in self._entries():
@@ -585,8 +582,12 @@ class Module:
                 own.append(("buffer", prefix + name, value))
         yield from (entry for entry in own if entry[0] == "parameter")
         yield from (entry for entry in own if entry[0] != "parameter")
+        if marked:
+            yield "extra_state", prefix, self
         for name, value in inner:
             yield from _tensors_in(value, f"{prefix}{name}.", seen, again)
+        if marked:
+            yield "post_hooks", prefix, self
 
     def named_parameters(
         self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
@@ -680,9 +681,10 @@ class Module:
     # ------------------------------------------------------------------------------------------------------------
     # state
 
-    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Tensor]:
+    def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
         """Parameters and persistent buffers by dotted name (torch's keys, so torch's state dicts load here and ours
-        there); the values are detached views of the module's tensors (keep_vars=True: the tensors themselves)."""
+        there); the values are detached views of the module's tensors (keep_vars=True: the tensors themselves). A
+        module's `get_extra_state()` is under "<prefix>_extra_state", and its state-dict hooks run, as torch's."""
         out = OrderedDict() if destination is None else destination
         # a sub-module or tensor held under several names is listed under each (torch's recursion doesn't dedupe, so
         # a TCN's `self.net = Sequential(self.conv1, ...)` has both "conv1.weight" and "net.0.weight")
@@ -690,7 +692,9 @@ class Module:
         # a whole step, never its writes staged but not yet run)
         with realize_lock:
             for kind, name, t in self._tensors(prefix, set(), again=True):
-                if kind != "non_persistent":
+                if kind in MARKS:
+                    save_mark(kind, name, t, out, keep_vars)
+                elif kind != "non_persistent":
                     # (a lazy layer's uninitialized tensor is listed as itself: it has no values to detach)
                     out[name] = t if keep_vars or getattr(t, "uninitialized", False) else t.detach()
         return out
@@ -699,19 +703,12 @@ class Module:
         """Write each entry into the tensor of the same name, in place; returns (missing_keys, unexpected_keys).
         strict: a missing or unexpected key raises (RuntimeError, as torch); a shape mismatch always raises.
         assign=True: the state dict's tensors replace the module's instead, as torch's."""
-        given = dict(state_dict)
-        # (torch's per-layer `_load_from_state_dict`: a layer fills in what an older checkpoint lacks, by the
-        # `_metadata` versions torch keeps on its state dicts)
-        metadata = getattr(state_dict, "_metadata", None) or {}
-        for name, module in self.named_modules():
-            module._fill_old_state(given, name + "." if name else "", metadata.get(name, {}))
-        if not assign:
-            missing, unexpected = state.load_tensors(self.state_dict(keep_vars=True), given, strict)
-            return _IncompatibleKeys(missing, unexpected)
-        # assign=True: the state dict's tensors take the places of the module's, as torch's (a parameter as a
-        # Parameter sharing the value's storage, with the requires_grad of the one it replaces; a buffer the value
-        # itself), in the state dict's dtype and device; a tensor held under several names is no longer shared
-        missing, unexpected, pairs = state.matched_tensors(self.state_dict(keep_vars=True), given, strict)
+        return load_module_state(self, state_dict, strict, assign)
+
+    def _assign_tensors(self, pairs: dict[str, tuple[Tensor, Tensor]]) -> None:
+        # load_state_dict(assign=True): the state dict's tensors take the places of the module's, as torch's (a
+        # parameter as a Parameter sharing the value's storage, with the requires_grad of the one it replaces; a buffer
+        # the value itself), in the state dict's dtype and device; a tensor held under several names is no longer shared
         for name, (target, value) in pairs.items():
             new = Parameter(value, requires_grad=target.requires_grad) if _is_parameter(target) else value
             path, _, attr = name.rpartition(".")
@@ -722,15 +719,18 @@ class Module:
                 owner[int(attr) if isinstance(owner, list) else attr] = new
             else:
                 setattr(owner, attr, new)
-        return _IncompatibleKeys(missing, unexpected)
 
     def _fill_old_state(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any]) -> None:
         """Add to `state_dict` (a copy) the entries of this layer (named `prefix`...) that a checkpoint of an older
         version of it lacks (a layer's own; `local_metadata`: torch's for this layer, its "version")."""
 
     def _state_tensors(self) -> dict[str, Tensor]:
-        # what `nn.state.get_state_dict` lists for a module (duck-typed there, so that state.py needn't import this)
-        return self.state_dict(keep_vars=True)
+        # what `nn.state.get_state_dict` lists for a module (duck-typed there, so that state.py needn't import this):
+        # its persistent tensors, as state_dict(keep_vars=True) has them, without running state-dict hooks
+        with realize_lock:
+            return {
+                name: t for kind, name, t in self._tensors("", set(), again=True) if kind in ("parameter", "buffer")
+            }
 
     # ------------------------------------------------------------------------------------------------------------
     # gradients, devices and dtypes
@@ -766,7 +766,7 @@ class Module:
         """
         device, dtype = _to_arguments(type(self).__name__, args, kwargs)
         # (a tensor held by several modules, a tied weight, is converted once)
-        tensors = {id(t): t for _, _, t in self._tensors("", set())}
+        tensors = {id(t): t for kind, _, t in self._tensors("", set()) if kind not in MARKS}
         for t in tensors.values():
             _convert_in_place(t, device, dtype if dtypes.is_float(t.dtype) else None)
         return self
@@ -799,7 +799,7 @@ class Module:
         True
         """
         # (a tensor held by several modules, a tied weight, is shared once)
-        tensors = {id(t): t for _, _, t in self._tensors("", set())}
+        tensors = {id(t): t for kind, _, t in self._tensors("", set()) if kind not in MARKS}
         for t in tensors.values():
             t.share_memory_()
             if t.grad is not None:
@@ -955,14 +955,6 @@ def _modules_in(items: Iterable[tuple[Any, Any]], prefix: str) -> Iterator[tuple
             yield from _modules_in(enumerate(v), f"{prefix}{k}.")
         elif isinstance(v, dict):
             yield from _modules_in(v.items(), f"{prefix}{k}.")
-
-
-def _child(module: Any, part: str) -> Any:
-    if isinstance(module, (list, tuple)) and part.lstrip("-").isdigit():
-        return module[int(part)]
-    if isinstance(module, dict):
-        return module.get(part)
-    return getattr(module, part, None)
 
 
 def _to_arguments(layer: str, args: tuple, kwargs: dict) -> tuple[str | None, DType | None]:

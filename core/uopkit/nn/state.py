@@ -149,13 +149,18 @@ def load_tensors(
     """Write each value of `state_dict` into the tensor of `targets` of the same name, in place; returns the missing
     and the unexpected keys (with `strict`, raises on any)."""
     missing, unexpected, pairs = matched_tensors(targets, state_dict, strict, verbose)
+    write_tensors(pairs)
+    return missing, unexpected
+
+
+def write_tensors(pairs: dict[str, tuple[Tensor, Tensor]]) -> None:
+    """Write each (target, value) of `pairs` (what `matched_tensors` gives) into its target, in place."""
     # one tensor under several names (a shared layer, a tied weight) takes the value of its last name, as torch's
     # copies in turn leave it; one assign per tensor, so the realize has no two writes to one buffer to order
     last = {id(target): (target, value) for target, value in pairs.values()}
     written = [target.assign(value.to(target.device).cast(target.dtype)) for target, value in last.values()]
     if written:
         Tensor.realize(*written)
-    return missing, unexpected
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,275 @@
+"""torch.nn.Module's state-dict hooks, extra state and `set_submodule` (a base class of `nn.Module`, kept here so that
+nn/module.py stays small), and `load_module_state`, the body of `Module.load_state_dict`.
+
+The walk of a module's state (`Module._tensors`) yields, besides its tensors, three marks for a module that has such
+hooks or extra state (one check per module; a model without them walks as before): "pre_hooks" (before the module's
+own tensors), "extra_state" (after them) and "post_hooks" (after its sub-modules'), each as (mark, prefix, module).
+
+>>> from uopkit.nn import Linear
+>>> layer = Linear(2, 1)
+>>> def drop_bias(module, state_dict, prefix, local_metadata):
+...     del state_dict[prefix + "bias"]
+>>> handle = layer.register_state_dict_post_hook(drop_bias)
+>>> list(layer.state_dict())
+['weight']
+>>> handle.remove()
+>>> list(layer.state_dict())
+['weight', 'bias']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from uopkit.engine.realize import realize_lock
+from uopkit.nn import state
+from uopkit.nn.hooks import RemovableHandle, _add_hook
+
+if TYPE_CHECKING:
+    from uopkit.nn.module import Module
+
+__all__ = ["StateHooks", "load_module_state"]
+
+EXTRA_STATE_KEY = "_extra_state"
+# the marks `Module._tensors` yields for a hooked module (see the module docstring); the other kinds are tensors'
+MARKS = ("pre_hooks", "extra_state", "post_hooks")
+
+
+class _IncompatibleKeys(NamedTuple):
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+    def __repr__(self) -> str:
+        # torch's: `print(model.load_state_dict(sd))` says all matched when nothing is missing or unexpected
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
+
+
+class _StateDictHooks:
+    # one module's hooks of state_dict and load_state_dict, made at the first registration (`_ModuleState.state_hooks`)
+    __slots__ = ("save_pre", "save_post", "load_pre", "load_post")
+
+    def __init__(self) -> None:
+        self.save_pre: dict[int, Callable[..., Any]] = {}
+        self.save_post: dict[int, Callable[..., Any]] = {}
+        self.load_pre: dict[int, Callable[..., Any]] = {}
+        self.load_post: dict[int, Callable[..., Any]] = {}
+
+
+class StateHooks:
+    """The part of `nn.Module` that is torch's state-dict hooks, extra state and `set_submodule`."""
+
+    # whether the class defines get_extra_state or set_extra_state (set for each subclass): its walk yields marks
+    _extra_state = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._extra_state = _saves_extra_state(cls) or _loads_extra_state(cls)
+
+    def _state_hooks(self) -> _StateDictHooks:
+        st = self._state()  # type: ignore[attr-defined]
+        if st.state_hooks is None:
+            st.state_hooks = _StateDictHooks()
+        return st.state_hooks
+
+    def register_state_dict_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """hook(module, prefix, keep_vars) before `state_dict` takes this module's entries (`prefix`: the module's,
+        "layer1.0." for an inner one), as torch's; its return value is ignored."""
+        return _add_hook(self._state_hooks().save_pre, hook)
+
+    def register_state_dict_post_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """hook(module, state_dict, prefix, local_metadata) once `state_dict` has this module's entries and its
+        sub-modules': it may change `state_dict` in place and must return None (RuntimeError otherwise, as torch's)."""
+        return _add_hook(self._state_hooks().save_post, hook)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs) before
+        `load_state_dict` loads this module: `state_dict` holds the entries under `prefix`, and what the hook makes of
+        them (keys of an old checkpoint renamed) is loaded; a message appended to `error_msgs` fails the load
+        (RuntimeError). As torch's, `strict` is always True here."""
+        return _add_hook(self._state_hooks().load_pre, hook)
+
+    def register_load_state_dict_post_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """hook(module, incompatible_keys) after `load_state_dict` loaded this module: it may take keys out of
+        `incompatible_keys.missing_keys`/`.unexpected_keys` in place (a strict load checks what is left) and must
+        return None (AssertionError otherwise, as torch's)."""
+        return _add_hook(self._state_hooks().load_post, hook)
+
+    def get_extra_state(self) -> Any:
+        """Define it (with `set_extra_state`) to keep any other value in the state dict, under "<prefix>_extra_state"
+        after the module's own tensors, as torch's."""
+        raise RuntimeError(f"{type(self).__name__}.get_extra_state: define it in the subclass to keep extra state")
+
+    def set_extra_state(self, state: Any) -> None:
+        """Define it to take back, in `load_state_dict`, what `get_extra_state` gave."""
+        raise RuntimeError(f"{type(self).__name__}.set_extra_state: define it in the subclass to load extra state")
+
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Put `module` at dotted path `target` ("net_b.conv"): its parent must exist; an attribute there must be a
+        module (strict: one must be there), as torch's."""
+        layer = type(self).__name__
+        if not isinstance(target, str) or target == "":
+            raise ValueError(f"{layer}.set_submodule: the target must be a non-empty dotted path, got {target!r}")
+        # (StateHooks is a base of Module only: this module can't import nn/module.py, which imports it)
+        if not isinstance(module, StateHooks):
+            raise ValueError(f"{layer}.set_submodule: `module` is not an nn.Module, found {type(module).__name__}")
+        path, _, name = target.rpartition(".")
+        parent: Any = self
+        for part in path.split(".") if path else []:
+            child = _child(parent, part)
+            if not isinstance(child, (StateHooks, list, dict)):
+                raise AttributeError(f"{layer}.set_submodule: {target!r} has no module at {part!r}")
+            parent = child
+        if isinstance(parent, list):
+            if not (name.lstrip("-").isdigit() and -len(parent) <= int(name) < len(parent)):
+                raise AttributeError(f"{layer}.set_submodule: {path!r} has no entry {name!r}")
+            old = parent[int(name)]
+        elif isinstance(parent, dict):
+            old = parent.get(name)
+            if strict and name not in parent:
+                raise AttributeError(f"{layer}.set_submodule: {path!r} has no entry {name!r}")
+        else:
+            if strict and not hasattr(parent, name):
+                raise AttributeError(f"{type(parent).__name__} has no attribute `{name}`")
+            old = getattr(parent, name, None)
+        if old is not None and not isinstance(old, StateHooks):
+            raise AttributeError(f"{layer}.set_submodule: `{name}` is not an nn.Module (it is {type(old).__name__})")
+        if isinstance(parent, list):
+            parent[int(name)] = module
+        elif isinstance(parent, dict):
+            parent[name] = module
+        else:
+            setattr(parent, name, module)
+
+
+def _child(module: Any, part: str) -> Any:
+    """The entry `part` of one step of a dotted path: a list's index, a dict's key, an attribute."""
+    if isinstance(module, (list, tuple)) and part.lstrip("-").isdigit():
+        return module[int(part)]
+    if isinstance(module, dict):
+        return module.get(part)
+    return getattr(module, part, None)
+
+
+def _saves_extra_state(cls: type) -> bool:
+    return getattr(cls, "get_extra_state", None) is not StateHooks.get_extra_state
+
+
+def _loads_extra_state(cls: type) -> bool:
+    return getattr(cls, "set_extra_state", None) is not StateHooks.set_extra_state
+
+
+def _hooks(module: Any) -> _StateDictHooks | None:
+    st = module.__dict__.get("_module_state")
+    return None if st is None else st.state_hooks
+
+
+def save_mark(mark: str, prefix: str, module: Any, out: dict[str, Any], keep_vars: bool) -> None:
+    """What `state_dict` does at a mark of its walk: run the module's hooks, or add its extra state."""
+    if mark == "extra_state":
+        if _saves_extra_state(type(module)):
+            out[prefix + EXTRA_STATE_KEY] = module.get_extra_state()
+        return
+    hooks = _hooks(module)
+    if hooks is None:
+        return
+    if mark == "pre_hooks":
+        for hook in list(hooks.save_pre.values()):
+            hook(module, prefix, keep_vars)
+        return
+    local_metadata = {"version": getattr(module, "_version", 1)}
+    for hook in list(hooks.save_post.values()):
+        if hook(module, out, prefix, local_metadata) is not None:
+            raise RuntimeError(f"{type(module).__name__}: a state_dict post-hook must return None (change it in place)")
+
+
+def load_module_state(module: Module, state_dict: Mapping[str, Any], strict: bool, assign: bool) -> _IncompatibleKeys:
+    """`module.load_state_dict(state_dict, strict, assign)`: torch's order, in one walk of the module (pre-hooks, top
+    down, each on the entries under its module's prefix), then every write, the extra states, the post-hooks (bottom
+    up) and the strict check. Without post-hooks a strict load fails before it writes anything."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"load_state_dict: expected state_dict to be dict-like, got {type(state_dict).__name__}")
+    given = dict(state_dict)
+    # (torch's per-layer `_load_from_state_dict`: a layer fills in what an older checkpoint lacks, by the
+    # `_metadata` versions torch keeps on its state dicts)
+    metadata = getattr(state_dict, "_metadata", None) or {}
+    for name, m in module.named_modules():
+        m._fill_old_state(given, name + "." if name else "", metadata.get(name, {}))
+    missing: list[str] = []
+    unexpected: list[str] = []
+    errors: list[str] = []
+    targets: dict[str, Any] = {}
+    keys: list[str] = []
+    extras: list[tuple[str, Any]] = []
+    post_hooked: list[Any] = []
+    # (under the realize lock, as state_dict walks; the pre-hooks run as the walk reaches their modules, so that the
+    # tensors a hook makes are loaded)
+    with realize_lock:
+        for kind, name, value in module._tensors("", set(), again=True):
+            if kind in ("parameter", "buffer"):
+                targets[name] = value
+                keys.append(name)
+            elif kind == "extra_state" and _loads_extra_state(type(value)):
+                keys.append(name + EXTRA_STATE_KEY)
+                extras.append((name + EXTRA_STATE_KEY, value))
+            elif kind == "pre_hooks" and (hooks := _hooks(value)) is not None and hooks.load_pre:
+                local_metadata = dict(metadata.get(name[:-1], {}))
+                if assign:
+                    local_metadata["assign_to_params_buffers"] = True
+                _run_load_pre_hooks(value, hooks, given, name, local_metadata, missing, unexpected, errors)
+            elif kind == "post_hooks" and (hooks := _hooks(value)) is not None and hooks.load_post:
+                post_hooked.append(value)
+    known = set(keys)
+    missing += [k for k in keys if k not in given]
+    unexpected += [k for k in given if k not in known]
+    result = _IncompatibleKeys(missing, unexpected)
+    if not post_hooked:
+        _check(module, result, errors, strict)
+    _, _, pairs = state.matched_tensors(targets, given, strict=False)
+    if assign:
+        module._assign_tensors(pairs)
+    else:
+        state.write_tensors(pairs)
+    for key, m in extras:
+        if key in given:
+            m.set_extra_state(given[key])
+    for m in post_hooked:
+        for hook in list(m._module_state.state_hooks.load_post.values()):
+            if hook(m, result) is not None:
+                raise AssertionError(
+                    f"{type(m).__name__}: a load_state_dict post-hook must return None (change incompatible_keys "
+                    "in place)"
+                )
+    _check(module, result, errors, strict)
+    return result
+
+
+def _run_load_pre_hooks(
+    module: Any,
+    hooks: _StateDictHooks,
+    given: dict[str, Any],
+    prefix: str,
+    local_metadata: dict[str, Any],
+    missing: list[str],
+    unexpected: list[str],
+    errors: list[str],
+) -> None:
+    # the hooks get a copy of the entries under the module's prefix, as torch's; what they leave under the prefix
+    # replaces those entries (a key they add elsewhere is dropped, as torch's loading never sees it)
+    local = {k: v for k, v in given.items() if k.startswith(prefix)}
+    for hook in list(hooks.load_pre.values()):
+        hook(module, local, prefix, local_metadata, True, missing, unexpected, errors)
+    for k in [k for k in given if k.startswith(prefix)]:
+        del given[k]
+    given.update((k, v) for k, v in local.items() if k.startswith(prefix))
+
+
+def _check(module: Any, result: _IncompatibleKeys, errors: list[str], strict: bool) -> None:
+    if strict and (result.missing_keys or result.unexpected_keys):
+        raise state.StateDictKeyError(
+            f"load_state_dict: missing keys {result.missing_keys}, unexpected keys {result.unexpected_keys}"
+        )
+    if errors:
+        raise RuntimeError(f"Error(s) in loading state_dict for {type(module).__name__}:\n\t" + "\n\t".join(errors))

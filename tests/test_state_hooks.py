@@ -1,0 +1,235 @@
+"""nn.Module's state-dict hooks, extra state and set_submodule (uopkit/nn/state_hooks.py), compared with torch's."""
+
+import numpy as np
+import pytest
+import torch
+
+import uopkit.nn as nn
+from uopkit import Tensor
+
+
+def _blocks(lib):
+    class Block(lib.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = lib.Linear(2, 2)
+
+    class Net(lib.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer1 = lib.Sequential(Block(), lib.Linear(2, 3))
+            self.head = lib.Linear(3, 1)
+
+    return Net
+
+
+class _Counter:
+    # a layer with extra state, as torch's get_extra_state/set_extra_state
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def get_extra_state(self):
+        return {"steps": self.steps}
+
+    def set_extra_state(self, state):
+        self.steps = state["steps"]
+
+
+class OursCounter(_Counter, nn.Module):
+    pass
+
+
+class TorchCounter(_Counter, torch.nn.Module):
+    pass
+
+
+def _pair():
+    ours, theirs = _blocks(nn)(), _blocks(torch.nn)()
+    for name, p in theirs.state_dict().items():
+        ours.state_dict(keep_vars=True)[name].assign(Tensor(p.numpy())).realize()
+    return ours, theirs
+
+
+def _as_torch(sd):
+    return {k: torch.tensor(v.numpy()) if isinstance(v, Tensor) else v for k, v in sd.items()}
+
+
+def _hook_all(model, log, kinds):
+    for name, m in model.named_modules():
+        if "save" in kinds:
+            m.register_state_dict_pre_hook(
+                lambda m, prefix, keep_vars, n=name: log.append(("pre", n, prefix, keep_vars))
+            )
+            m.register_state_dict_post_hook(lambda m, sd, prefix, meta, n=name: log.append(("post", n, prefix, meta)))
+        if "load" in kinds:
+
+            def load_pre(m, sd, prefix, meta, strict, missing, unexpected, errors, n=name):
+                log.append(("load_pre", n, prefix, sorted(sd), strict))
+
+            m.register_load_state_dict_pre_hook(load_pre)
+
+
+def test_state_dict_hooks_run_in_torchs_order_with_the_inner_prefixes():
+    ours, theirs = _pair()
+    got, want = [], []
+    _hook_all(ours, got, ("save",))
+    _hook_all(theirs, want, ("save",))
+    assert list(ours.state_dict(keep_vars=True)) == list(theirs.state_dict(keep_vars=True))
+    assert got == want
+    assert ("pre", "layer1.0", "layer1.0.", True) in got
+
+
+def test_state_dict_post_hook_changes_the_state_dict_in_place_and_must_return_none():
+    ours, theirs = _pair()
+
+    def drop_bias(module, sd, prefix, meta):
+        del sd[prefix + "fc.bias"]
+
+    for model in (ours, theirs):
+        model.layer1[0].register_state_dict_post_hook(drop_bias)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert "layer1.0.fc.bias" not in ours.state_dict()
+    for model in (ours, theirs):
+        model.head.register_state_dict_post_hook(lambda m, sd, prefix, meta: sd)
+        with pytest.raises(RuntimeError, match="must return None"):
+            model.state_dict()
+
+
+def test_a_removed_state_dict_hook_no_longer_runs():
+    ours = _blocks(nn)()
+    calls = []
+    handles = [
+        ours.register_state_dict_pre_hook(lambda *a: calls.append("pre")),
+        ours.register_state_dict_post_hook(lambda *a: calls.append("post")),
+        ours.register_load_state_dict_pre_hook(lambda *a: calls.append("load_pre")),
+        ours.register_load_state_dict_post_hook(lambda *a: calls.append("load_post")),
+    ]
+    ours.load_state_dict(ours.state_dict())
+    assert calls == ["pre", "post", "load_pre", "load_post"]
+    for handle in handles:
+        handle.remove()
+    ours.load_state_dict(ours.state_dict())
+    assert len(calls) == 4
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_load_pre_hooks_get_the_entries_under_their_prefix_as_torchs(strict):
+    ours, theirs = _pair()
+    got, want = [], []
+    _hook_all(ours, got, ("load",))
+    _hook_all(theirs, want, ("load",))
+    sd = theirs.state_dict()
+    ours.load_state_dict(sd, strict=strict)
+    theirs.load_state_dict(sd, strict=strict)
+    # (torch's hooks always get strict=True)
+    assert got == want
+    assert ("load_pre", "layer1.0", "layer1.0.", ["layer1.0.fc.bias", "layer1.0.fc.weight"], True) in got
+
+
+def test_load_pre_hook_on_an_inner_module_renames_an_old_checkpoints_keys():
+    ours, theirs = _pair()
+    old = {k.replace(".fc.", ".dense."): v for k, v in theirs.state_dict().items()}
+
+    def rename(module, sd, prefix, meta, strict, missing, unexpected, errors):
+        for key in [k for k in sd if k.startswith(prefix + "dense.")]:
+            sd[prefix + "fc." + key[len(prefix + "dense.") :]] = sd.pop(key)
+
+    fresh, fresh_torch = _blocks(nn)(), _blocks(torch.nn)()
+    fresh.layer1[0].register_load_state_dict_pre_hook(rename)
+    fresh_torch.layer1[0].register_load_state_dict_pre_hook(rename)
+    assert (
+        repr(fresh.load_state_dict(old)) == repr(fresh_torch.load_state_dict(old)) == "<All keys matched successfully>"
+    )
+    assert "layer1.0.dense.weight" in old
+    for k, v in fresh_torch.state_dict().items():
+        np.testing.assert_array_equal(fresh.state_dict()[k].numpy(), v.numpy())
+    # without the hook the old keys are missing and unexpected, in both
+    with pytest.raises(RuntimeError):
+        ours.load_state_dict(old)
+    with pytest.raises(RuntimeError):
+        theirs.load_state_dict(old)
+
+
+def test_load_pre_hook_error_message_fails_the_load():
+    for model in (_blocks(nn)(), _blocks(torch.nn)()):
+        model.head.register_load_state_dict_pre_hook(lambda m, sd, p, meta, s, mk, uk, errors: errors.append("bad"))
+        with pytest.raises(RuntimeError, match="Error\\(s\\) in loading state_dict for Net:\n\tbad"):
+            model.load_state_dict(model.state_dict(), strict=False)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_load_post_hook_may_clear_incompatible_keys_in_place(strict):
+    ours, theirs = _pair()
+    sd = {k: v for k, v in theirs.state_dict().items() if k != "head.bias"}
+    sd["stale"] = torch.zeros(1)
+    seen = {"ours": [], "theirs": []}
+    for who, model in (("ours", ours), ("theirs", theirs)):
+
+        def forgive(module, keys, who=who):
+            seen[who].append((list(keys.missing_keys), list(keys.unexpected_keys)))
+            keys.missing_keys.clear()
+            keys.unexpected_keys.remove("stale")
+
+        model.register_load_state_dict_post_hook(forgive)
+    got, want = ours.load_state_dict(sd, strict=strict), theirs.load_state_dict(_as_torch(sd), strict=strict)
+    assert tuple(got) == tuple(want) == ([], [])
+    assert seen["ours"] == seen["theirs"] == [(["head.bias"], ["stale"])]
+    np.testing.assert_array_equal(ours.head.weight.numpy(), theirs.head.weight.detach().numpy())
+
+
+def test_load_post_hook_must_return_none():
+    for model in (_blocks(nn)(), _blocks(torch.nn)()):
+        model.register_load_state_dict_post_hook(lambda m, keys: keys)
+        with pytest.raises(AssertionError):
+            model.load_state_dict(model.state_dict())
+
+
+def test_extra_state_is_in_torchs_place_and_loads_through_set_extra_state():
+    def model(lib, counter):
+        return lib.Sequential(lib.Linear(2, 2), lib.Sequential(counter(), lib.Linear(2, 1)))
+
+    ours, theirs = model(nn, OursCounter), model(torch.nn, TorchCounter)
+    ours[1][0].steps = theirs[1][0].steps = 7
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert ours.state_dict()["1.0._extra_state"] == theirs.state_dict()["1.0._extra_state"] == {"steps": 7}
+    fresh, fresh_torch = model(nn, OursCounter), model(torch.nn, TorchCounter)
+    fresh.load_state_dict(ours.state_dict())
+    fresh_torch.load_state_dict(theirs.state_dict())
+    assert fresh[1][0].steps == fresh_torch[1][0].steps == 7
+    # a missing extra state is a missing key; one for a module without extra state is unexpected
+    without = {k: v for k, v in theirs.state_dict().items() if k != "1.0._extra_state"}
+    got, want = fresh.load_state_dict(without, strict=False), fresh_torch.load_state_dict(without, strict=False)
+    assert tuple(got) == tuple(want) == (["1.0._extra_state"], [])
+    with pytest.raises(RuntimeError, match="1.0._extra_state"):
+        fresh.load_state_dict(without)
+    plain, plain_torch = model(nn, nn.Identity), model(torch.nn, torch.nn.Identity)
+    got = plain.load_state_dict(ours.state_dict(), strict=False)
+    want = plain_torch.load_state_dict(theirs.state_dict(), strict=False)
+    assert tuple(got) == tuple(want) == ([], ["1.0._extra_state"])
+
+
+def test_extra_state_leaves_named_parameters_and_get_state_dict_alone():
+    ours = nn.Sequential(OursCounter(), nn.Linear(2, 1))
+    assert [n for n, _ in ours.named_parameters()] == ["1.weight", "1.bias"]
+    assert list(nn.state.get_state_dict(ours)) == ["1.weight", "1.bias"]
+    assert ours.to("CPU") is ours
+
+
+def test_set_submodule_as_torchs():
+    ours, theirs = _blocks(nn)(), _blocks(torch.nn)()
+    for model, lib in ((ours, nn), (theirs, torch.nn)):
+        model.set_submodule("layer1.0.fc", lib.Linear(2, 4))
+        model.set_submodule("layer1.extra", lib.Linear(4, 4))
+        with pytest.raises(AttributeError):
+            model.set_submodule("layer1.missing", lib.Linear(1, 1), strict=True)
+        with pytest.raises(AttributeError):
+            model.set_submodule("nowhere.fc", lib.Linear(1, 1))
+        with pytest.raises(ValueError):
+            model.set_submodule("", lib.Linear(1, 1))
+        with pytest.raises(ValueError):
+            model.set_submodule("head", "not a module")
+        with pytest.raises(AttributeError):
+            model.set_submodule("layer1.0.fc.weight", lib.Linear(1, 1))
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert ours.state_dict()["layer1.0.fc.weight"].shape == (4, 2)
