@@ -838,3 +838,67 @@ def test_torch_keywords_of_ported_training_programs():
     ):
         with pytest.raises(TypeError):
             bad()
+
+
+I = np.array([[0, 1, 2, 0], [1, 0, 2, 1], [2, 2, 0, 0]])
+P = np.abs(A) + 0.5
+# (name, a call given uopkit's Tensor as `T` and a maker of tensors `t`, or torch and torch.from_numpy)
+TORCH_KEYWORD_CALLS = [
+    ("split", lambda T, t: t(A).split(split_size=2, dim=1)),
+    ("split", lambda T, t: T.split(tensor=t(A), split_size_or_sections=[1, 3], dim=1)),
+    ("expand", lambda T, t: t(A[:1]).expand(size=(3, 4))),
+    ("broadcast_to", lambda T, t: T.broadcast_to(input=t(A[:1]), size=(3, 4))),
+    ("tensor_split", lambda T, t: t(A).tensor_split(sections=2, dim=1)),
+    ("tensor_split", lambda T, t: T.tensor_split(input=t(A), indices=[1, 3], dim=1)),
+    ("pow", lambda T, t: t(P).pow(exponent=t(B))),
+    ("pow", lambda T, t: T.pow(input=t(P), exponent=2.0)),
+    ("pow", lambda T, t: T.pow(10000.0, t(B))),
+    ("pow", lambda T, t: T.pow(self=2.0, exponent=t(B))),
+    ("add", lambda T, t: t(A).add(other=t(B), alpha=2.0)),
+    ("add", lambda T, t: T.add(input=t(A), other=t(B), alpha=0.5)),
+    ("sub", lambda T, t: t(A).sub(other=t(B), alpha=2.0)),
+    ("lt", lambda T, t: t(A).lt(other=t(B))),
+    ("unfold", lambda T, t: t(A).unfold(dimension=1, size=2, step=1)),
+    ("cat", lambda T, t: T.cat(tensors=[t(A), t(B)], dim=1)),
+    ("stack", lambda T, t: T.stack(tensors=[t(A), t(B)], dim=1)),
+    ("hstack", lambda T, t: T.hstack(tensors=[t(A), t(B)])),
+    ("cumprod", lambda T, t: T.cumprod(input=t(A), dim=0)),
+    ("gather", lambda T, t: T.gather(input=t(A), dim=1, index=t(I))),
+    ("sum", lambda T, t: T.sum(input=t(A), dim=1, keepdim=True)),
+    ("topk", lambda T, t: T.topk(input=t(A), k=2, dim=1)[0]),
+    ("transpose", lambda T, t: T.transpose(input=t(A), dim0=0, dim1=1)),
+    ("swapdims", lambda T, t: t(A).swapdims(dim0=0, dim1=1)),
+    ("moveaxis", lambda T, t: T.moveaxis(input=t(A), source=0, destination=1)),
+    ("scatter", lambda T, t: T.scatter(input=t(A), dim=1, index=t(I), src=t(B))),
+    ("tril", lambda T, t: T.tril(input=t(A), diagonal=1)),
+    ("outer", lambda T, t: t(A[0]).outer(vec2=t(B[0]))),
+    ("dot", lambda T, t: T.dot(input=t(A[0]), tensor=t(B[0]))),
+    ("tensordot", lambda T, t: T.tensordot(a=t(A), b=t(B.T), dims=1)),
+    ("cdist", lambda T, t: T.cdist(x1=t(A), x2=t(B))),
+    ("new_zeros", lambda T, t: t(A).new_zeros(size=(2, 2))),
+    ("clone", lambda T, t: T.clone(input=t(A))),
+]
+
+
+@pytest.mark.parametrize(
+    "name,call", TORCH_KEYWORD_CALLS, ids=[f"{n}{i}" for i, (n, _) in enumerate(TORCH_KEYWORD_CALLS)]
+)
+def test_torch_keyword_names(name, call):
+    mine = call(Tensor, lambda a: Tensor(a.astype(np.int32) if a.dtype == np.int64 else a))
+    _same(mine, call(torch, torch.from_numpy))
+
+
+def test_torch_keyword_names_with_our_own_name_too_raise():
+    x = Tensor(A)
+    for bad in (
+        lambda: x.add(x, other=x),
+        lambda: x.pow(2, exponent=3),
+        lambda: Tensor.cumprod(x, input=x, dim=0),
+        lambda: x.split(2, split_size=1),
+        lambda: x.unfold(0, 2, 1, dimension=0),
+    ):
+        with pytest.raises(TypeError, match="give one"):
+            bad()
+    # tinygrad's names keep working
+    _same(x.split(sizes=2, dim=1), torch.from_numpy(A).split(2, dim=1))
+    _same(x.unfold(dim=1, size=2, step=2), torch.from_numpy(A).unfold(1, 2, 2))

@@ -570,6 +570,9 @@ class MathMixin:
         >>> Tensor([-2.0]).pow(3.0).tolist()
         [-8.0]
         """
+        if not isinstance(self, MathMixin) and isinstance(x, MathMixin):
+            # torch.pow(self: Number, exponent: Tensor): the number as the base
+            return x.pow(self, reverse=not reverse)
         # (a numpy scalar exponent as a Python number: np.int64(3) takes the integer path below, as 3)
         x = _py_number(x)
         if not reverse and self.dtype in dtypes.halves and type(x) in (int, float):

@@ -119,6 +119,7 @@ from uopkit.tensor.support import (
     tensors_with_grad,
 )
 from uopkit.tensor.torch_extras import TorchExtrasMixin
+from uopkit.tensor.torch_keywords import install_torch_keywords
 from uopkit.tensor.torch_names import TorchNamesMixin
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
@@ -1123,6 +1124,8 @@ def _summed(grads: dict[UOp, UOp], keys: tuple[UOp, ...]) -> UOp | None:
 
 
 # the readers a realize adds are realized as their stored bits too (bfloat16)
+# torch's keyword names (`torch.cumprod(input=x, dim=0)`, `t.pow(exponent=2)`) on the methods that name them otherwise
+install_torch_keywords(Tensor)
 _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)
 # a live tensor over storage that PyTorch would have copied (a flip, a pad, a repeat, a reshape no strides show) reads
 # the storage as it is: an assign protects it as a reader
