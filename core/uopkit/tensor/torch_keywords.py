@@ -81,13 +81,14 @@ def accept_torch_keywords(fn: Callable[..., Any], keywords: dict[str, int]) -> C
     if not renames:
         return fn
 
+    # (not named `method`, the name of the functions tensor/support.py's factories make from tables)
     @functools.wraps(fn)
-    def method(*args: Any, **kwargs: Any) -> Any:
+    def with_torch_keywords(*args: Any, **kwargs: Any) -> Any:
         if kwargs and not renames.keys().isdisjoint(kwargs):
             args, kwargs = _renamed(fn.__name__, renames, params, args, kwargs)
         return fn(*args, **kwargs)
 
-    return method
+    return with_torch_keywords
 
 
 def _renamed(
