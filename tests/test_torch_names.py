@@ -59,6 +59,51 @@ def test_binary_names(name):
     _same(got, getattr(torch.from_numpy(A), name)(torch.from_numpy(B)))
 
 
+@pytest.mark.parametrize(
+    "name, number, values, dtype",
+    [
+        ("remainder", -7, [-3, 2, 5], "int8"),
+        ("remainder", 7.5, [-3.0, 2.0, 5.0], "float32"),
+        ("bitwise_and", 6, [1, 2, 7], "int16"),
+        ("bitwise_or", 6, [1, 2, 9], "uint8"),
+        ("bitwise_xor", -6, [1, 2, 9], "int64"),
+        ("bitwise_left_shift", 1, [0, 3, 7], "int8"),
+        ("bitwise_right_shift", 100, [0, 3, 7], "uint8"),
+        ("xlogy", 2.0, [0.5, 2.0, 0.0], "float32"),
+        ("float_power", 2, [0.5, -1.0, 3.0], "float32"),
+    ],
+)
+def test_a_number_as_the_first_operand_as_torch(name, number, values, dtype):
+    # torch's overloads with a Scalar self (torch.remainder(7, t), torch.bitwise_left_shift(1, t)): the number is the
+    # left operand, the result has the tensor's dtype (the shifts gave NotImplemented, the others an AttributeError)
+    got = getattr(Tensor, name)(number, Tensor(values, dtype=dtype))
+    _same(got, getattr(torch, name)(number, torch.tensor(values, dtype=getattr(torch, dtype))))
+
+
+def test_result_type_promote_types_and_can_cast_as_torch():
+    import uopkit
+    from uopkit.dtype import to_dtype
+
+    names = ["bool", "uint8", "int8", "int16", "int64", "float16", "bfloat16", "float32", "float64"]
+    for a in names:
+        for b in names:
+            ta, tb = getattr(torch, a), getattr(torch, b)
+            assert uopkit.can_cast(a, b) == torch.can_cast(ta, tb), (a, b)
+            assert uopkit.promote_types(a, b) == to_dtype(str(torch.promote_types(ta, tb))[6:]), (a, b)
+            # a 0-d tensor beside one with dimensions promotes by kind only; shapes needn't broadcast
+            for sa, sb in [((2,), (3,)), ((), (3,)), ((2,), ())]:
+                want = torch.result_type(torch.ones(sa, dtype=ta), torch.ones(sb, dtype=tb))
+                got = Tensor.result_type(Tensor.ones(*sa, dtype=a), Tensor.ones(*sb, dtype=b))
+                assert got == to_dtype(str(want)[6:]), (a, b, sa, sb)
+        for number in (True, 2.5):
+            want = to_dtype(str(torch.result_type(torch.ones(2, dtype=getattr(torch, a)), number))[6:])
+            assert uopkit.result_type(Tensor.ones(2, dtype=a), number) == want
+            assert uopkit.result_type(number, Tensor.ones(2, dtype=a)) == want
+    # (a Python int beside a tensor too small for it computes in int64 here: docs/semantics.md)
+    assert Tensor.result_type(Tensor([1], dtype="int8"), 3) == dtypes.int8
+    assert Tensor.result_type(2, 2.5) == dtypes.float32
+
+
 def test_compositions_match_torch():
     ta, tb, tv = torch.from_numpy(A), torch.from_numpy(B), torch.from_numpy(V)
     a, b, v = Tensor(A), Tensor(B), Tensor(V)

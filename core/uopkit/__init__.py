@@ -48,6 +48,10 @@ try:
     from_numpy = Tensor.from_numpy
     as_tensor = Tensor.as_tensor
     is_tensor = Tensor.is_tensor
+    # torch's dtype questions
+    result_type = Tensor.result_type
+    promote_types = Tensor.promote_types
+    can_cast = Tensor.can_cast
 
     __all__ += [
         "Tensor",
@@ -78,6 +82,9 @@ try:
         "from_numpy",
         "as_tensor",
         "is_tensor",
+        "result_type",
+        "promote_types",
+        "can_cast",
         *_foreach.__all__,
     ]
 except ModuleNotFoundError as e:

@@ -284,7 +284,11 @@ class CompositeMixin:
         >>> Tensor([0.0, 2.0]).xlogy(Tensor([0.0, 1.0])).tolist()
         [0.0, 0.0]
         """
-        a, b = (t._float() for t in self._broadcasted(other, False, "xlogy", floats=True))
+        if not isinstance(self, CompositeMixin):
+            # torch.xlogy(2.0, t): a number as self
+            a, b = (t._float() for t in other._broadcasted(self, True, "xlogy", floats=True))
+        else:
+            a, b = (t._float() for t in self._broadcasted(other, False, "xlogy", floats=True))
         out = b.isnan().where(math.nan, (a == 0).where(0.0, a * b.log()))
         return _with_xlogy_gradient(out, a, b)
 

@@ -627,7 +627,9 @@ class ElementwiseMixin:
         return self.div(x, rounding_mode="floor")
 
     def remainder(self, x: Any) -> Tensor:
-        """self % x (the sign of x), as torch.remainder."""
+        """self % x (the sign of x), as torch.remainder; `self` may be a number (torch.remainder(7, t))."""
+        if not isinstance(self, ElementwiseMixin):
+            return x.mod(self, reverse=True)
         return self.mod(x)
 
     def type_as(self, other: Tensor) -> Tensor:
@@ -920,14 +922,21 @@ class ElementwiseMixin:
         >>> Tensor([6]).bitwise_and(3).tolist()
         [2]
         """
+        if not isinstance(self, ElementwiseMixin):
+            # torch.bitwise_and(6, t): a number first
+            return x._bitwise(Ops.AND, self, True)
         return self._bitwise(Ops.AND, x)
 
     def bitwise_or(self, x: Any) -> Tensor:
-        """Elementwise | of ints or bools."""
+        """Elementwise | of ints or bools (`self` may be a number, as torch.bitwise_or's)."""
+        if not isinstance(self, ElementwiseMixin):
+            return x._bitwise(Ops.OR, self, True)
         return self._bitwise(Ops.OR, x)
 
     def bitwise_xor(self, x: Any) -> Tensor:
-        """Elementwise ^ of ints or bools."""
+        """Elementwise ^ of ints or bools (`self` may be a number, as torch.bitwise_xor's)."""
+        if not isinstance(self, ElementwiseMixin):
+            return x._bitwise(Ops.XOR, self, True)
         return self._bitwise(Ops.XOR, x)
 
     def xor(self, x: Any, reverse: bool = False) -> Tensor:
@@ -958,6 +967,9 @@ class ElementwiseMixin:
         >>> Tensor([1, 3]).lshift(2).tolist()
         [4, 12]
         """
+        if not isinstance(self, ElementwiseMixin):
+            # torch.bitwise_left_shift(1, t): a number shifted by a tensor
+            return x._shift(Ops.SHL, self, not reverse, "lshift")
         return self._shift(Ops.SHL, x, reverse, "lshift")
 
     def rshift(self, x: Any, reverse: bool = False) -> Tensor:
@@ -967,6 +979,9 @@ class ElementwiseMixin:
         >>> Tensor([8, -8]).rshift(2).tolist()
         [2, -2]
         """
+        if not isinstance(self, ElementwiseMixin):
+            # torch.bitwise_right_shift(1, t): a number shifted by a tensor
+            return x._shift(Ops.SHR, self, not reverse, "rshift")
         return self._shift(Ops.SHR, x, reverse, "rshift")
 
     def _shift(self, op: Ops, x: Any, reverse: bool, name: str) -> Tensor:

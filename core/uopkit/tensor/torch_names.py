@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import DType, dtypes, least_upper_float
+from uopkit.dtype import DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
 from uopkit.schedule import live_tensors
 from uopkit.tensor import leaves as _leaves
 from uopkit.tensor.autocast import FLOAT32, LOWER, autocast_op
@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 
 def _alias(name: str, target: str, doc: str | None = None) -> Any:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(self, TorchNamesMixin) and args and isinstance(args[0], TorchNamesMixin):
+            # a number first (torch.bitwise_left_shift(1, t)): the tensor's class method takes it, as the target's own
+            return getattr(type(args[0]), target)(self, *args, **kwargs)
         return getattr(self, target)(*args, **kwargs)
 
     method.__name__ = method.__qualname__ = name
@@ -189,8 +192,8 @@ class TorchNamesMixin:
     arctan = _alias("arctan", "atan")
     arctan2 = _alias("arctan2", "atan2")
     arctanh = _alias("arctanh", "atanh")
-    bitwise_left_shift = _alias("bitwise_left_shift", "__lshift__")
-    bitwise_right_shift = _alias("bitwise_right_shift", "__rshift__")
+    bitwise_left_shift = _alias("bitwise_left_shift", "lshift")
+    bitwise_right_shift = _alias("bitwise_right_shift", "rshift")
     divide = _alias("divide", "div")
     true_divide = _alias("true_divide", "div")
     multiply = _alias("multiply", "mul")
@@ -316,8 +319,55 @@ class TorchNamesMixin:
         """Radians to degrees (ints promote to float)."""
         return self.cast(least_upper_float(self.dtype)) * (180 / math.pi)
 
+    @staticmethod
+    def result_type(tensor1: Any, tensor2: Any) -> DType:
+        """The dtype an arithmetic op of `tensor1` and `tensor2` (tensors or numbers) computes in, as
+        torch.result_type: by uopkit's promotion (a Python int is int32 here, docs/semantics.md).
+
+        >>> Tensor.result_type(Tensor([1], dtype="int8"), 2.5), Tensor.result_type(Tensor([1], dtype="int8"), 2)
+        (dtypes.float, dtypes.char)
+        """
+
+        def stand_in(x: Any) -> Any:
+            # (promotion looks at dtypes and at whether a tensor has dimensions, not at shapes, which needn't
+            # broadcast here: an empty stand-in of one element or none, nothing computed)
+            if not isinstance(x, Tensor):
+                return x
+            return Tensor.empty(*((1,) if x.ndim else ()), dtype=x.dtype, device=x.device)
+
+        first, second = stand_in(tensor1), stand_in(tensor2)
+        if not isinstance(first, Tensor) and isinstance(second, Tensor):
+            return second._broadcasted(first, True, "result_type")[0].dtype
+        first = first if isinstance(first, Tensor) else Tensor(first)
+        return first._broadcasted(second, False, "result_type")[0].dtype
+
+    @staticmethod
+    def promote_types(type1: DType | str, type2: DType | str) -> DType:
+        """The smallest dtype both dtypes convert to without losing their kind, as torch.promote_types.
+
+        >>> Tensor.promote_types("uint8", "int8")
+        dtypes.short
+        """
+        return least_upper_dtype(to_dtype(type1), to_dtype(type2))
+
+    @staticmethod
+    def can_cast(from_: DType | str, to: DType | str) -> bool:
+        """Whether torch's type promotion lets a value of `from_` be stored into `to` (an in-place op's result):
+        never to a lower kind (float to int, int to bool), any size within a kind, as torch.can_cast.
+
+        >>> Tensor.can_cast("float64", "float16"), Tensor.can_cast("float32", "int64")
+        (True, False)
+        """
+
+        def kind(dt: DType) -> int:
+            return 2 if dtypes.is_float(dt) else 0 if dt == dtypes.bool else 1
+
+        return kind(to_dtype(from_)) <= kind(to_dtype(to))
+
     def float_power(self: Tensor, exponent: Any) -> Tensor:  # type: ignore[misc]
-        """self ** exponent in float64 (torch.float_power)."""
+        """self ** exponent in float64 (torch.float_power); `self` may be a number (torch.float_power(2, t))."""
+        if not isinstance(self, TorchNamesMixin):
+            return exponent.cast(dtypes.float64).pow(float(self), reverse=True)
         if isinstance(exponent, Tensor):
             exponent = exponent.cast(dtypes.float64)
         return self.cast(dtypes.float64).pow(float(exponent) if isinstance(exponent, (int, float)) else exponent)
