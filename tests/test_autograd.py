@@ -512,6 +512,90 @@ def test_forward_returning_its_input_and_once_differentiable() -> None:
     assert x.grad.tolist() == [5.0, 10.0]
 
 
+def _square_and_product(base: type) -> type:
+    class SquareAndProduct(base):
+        # two outputs, backward's own rule (x's gradient taken 3 times its true value): a gradient that reaches x
+        # went through this backward
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return x * x, x * y
+
+        @staticmethod
+        def backward(ctx, gsq, gxy):
+            x, y = ctx.saved_tensors
+            return 3 * (2 * x * gsq + y * gxy), x * gxy
+
+    return SquareAndProduct
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_function_of_a_realized_intermediate_reaches_the_weights_as_torch(view: bool) -> None:
+    # a Function's input realized since it was computed (`h.realize()`, a hidden state stored in a loop) is followed
+    # back to the graph that computed it: backward raised "no tensor with requires_grad=True" (one output) or gave
+    # the weights no gradient (two)
+    ours, theirs = _both(_square_and_product)
+    (w, y), (tw, ty) = _pair(_randn(3, 4), _randn(3, 3) if view else _randn(3, 4))
+    h = (w * 2).realize()
+    th = tw * 2
+    x, tx = (h[:, 1:].T, th[:, 1:].T) if view else (h, th)
+    a, b = ours.apply(x, y)
+    ta, tb = theirs.apply(tx, ty)
+    (a.sum() + (b * 2).sum()).backward()
+    (ta.sum() + (tb * 2).sum()).backward()
+    _close(w.grad, tw.grad)
+    _close(y.grad, ty.grad)
+    # one output used: the other's gradient is zeros
+    w.grad, tw.grad = None, None
+    ours.apply(x, y)[0].sum().backward()
+    theirs.apply(tw[:, 1:].T * 2 if view else tw * 2, ty)[0].sum().backward()
+    _close(w.grad, tw.grad)
+
+
+def _double_in_place(base: type) -> type:
+    class DoubleInPlace(base):
+        # backward's rule (5) is not forward's derivative (2): a gradient through it is backward's
+        @staticmethod
+        def forward(ctx, x):
+            x.mul_(2)
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 5
+
+    return DoubleInPlace
+
+
+def test_mark_dirty_makes_the_input_the_output_as_torch() -> None:
+    # the tensor forward changed in place is the output: apply returns that object and a gradient through it is
+    # backward's (it kept the graph from before the write, the Function cut out)
+    ours, theirs = _both(_double_in_place)
+    (w,), (tw,) = _pair(_randn(4))
+    h, th = w * 1.5, tw * 1.5
+    out, tout = ours.apply(h), theirs.apply(th)
+    assert out is h and tout is th
+    _close(h, th)
+    scale = _randn(4)
+    (h * Tensor(scale)).sum().backward()
+    (th * torch.tensor(scale)).sum().backward()
+    _close(w.grad, tw.grad)
+    # into a leaf that requires grad: torch's RuntimeError
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used in an in-place"):
+        ours.apply(Tensor(_randn(2), requires_grad=True))
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used in an in-place"):
+        theirs.apply(torch.tensor(_randn(2), requires_grad=True))
+
+
+def test_torch_autograd_function_module_names() -> None:
+    # `from torch.autograd.function import once_differentiable`, as torch programs import it
+    from uopkit.autograd.function import Function, FunctionCtx, once_differentiable
+
+    assert Function is autograd.Function and FunctionCtx is autograd.FunctionCtx
+    assert once_differentiable is autograd.once_differentiable
+
+
 def test_function_output_through_grad_and_a_realized_output() -> None:
     ours, theirs = _both(_sin_cos)
     (x,), (tx,) = _pair(_randn(4))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from uopkit import Tensor
+from uopkit import Tensor, nn
 from uopkit.nn import optim
 from uopkit.nn.optim import lr_scheduler
 
@@ -370,3 +370,30 @@ def test_composites_refuse_reduce_lr_on_plateau(owner: str) -> None:
             lr_scheduler.SequentialLR(opt, parts, milestones=[3])
         else:
             lr_scheduler.ChainedScheduler(parts)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s, o: s.StepLR(o, 2),
+        lambda s, o: s.CosineAnnealingWarmRestarts(o, 3),
+        lambda s, o: s.CyclicLR(o, 0.01, 0.1),
+        lambda s, o: s.OneCycleLR(o, 0.1, total_steps=10),
+        lambda s, o: s.ReduceLROnPlateau(o),
+    ],
+)
+def test_a_model_given_for_the_optimizer_is_torchs_type_error(make: Callable) -> None:
+    # (`StepLR(model, 10)`: an AttributeError about param_groups before)
+    with pytest.raises(TypeError, match="is not an Optimizer"):
+        make(tsched, torch.nn.Linear(2, 2))
+    with pytest.raises(TypeError, match="Linear is not an Optimizer"):
+        make(lr_scheduler, nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("mode", ["min", "max"])
+def test_reduce_lr_on_plateau_state_dict_keys_are_torchs(mode: str) -> None:
+    opt, topt = _optimizers()
+    sched, tsch = lr_scheduler.ReduceLROnPlateau(opt, mode=mode), tsched.ReduceLROnPlateau(topt, mode=mode)
+    ours, theirs = sched.state_dict(), tsch.state_dict()
+    assert sorted(ours) == sorted(theirs)
+    assert ours["mode_worse"] == theirs["mode_worse"] and ours["best"] == theirs["best"]

@@ -43,6 +43,15 @@ __all__ = [
 ]
 
 
+def _check_optimizer(scheduler: str, optimizer: Any) -> None:
+    # torch's TypeError for something that isn't an optimizer (a model passed by mistake: `StepLR(model, 10)`)
+    if not hasattr(optimizer, "param_groups"):
+        raise TypeError(
+            f"{scheduler}: {type(optimizer).__name__} is not an Optimizer (it has no param_groups); pass the optimizer "
+            "whose learning rates it schedules"
+        )
+
+
 def _per_group(name: str, optimizer: Any, value: Any) -> list[Any]:
     # one value for every group, or a list/tuple with one per group
     if isinstance(value, (list, tuple)):
@@ -62,6 +71,7 @@ class LRScheduler:
     _is_initial = False
 
     def __init__(self, optimizer: Any, last_epoch: int = -1) -> None:
+        _check_optimizer(type(self).__name__, optimizer)
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -401,6 +411,7 @@ class CyclicLR(LRScheduler):
         max_momentum: float | list[float] = 0.9,
         last_epoch: int = -1,
     ) -> None:
+        _check_optimizer("CyclicLR", optimizer)
         base_lrs = _per_group("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups, strict=True):
@@ -494,6 +505,7 @@ class OneCycleLR(LRScheduler):
         three_phase: bool = False,
         last_epoch: int = -1,
     ) -> None:
+        _check_optimizer("OneCycleLR", optimizer)
         self.optimizer = optimizer
         if total_steps is not None:
             if total_steps <= 0 or not isinstance(total_steps, int):
@@ -690,6 +702,7 @@ class ReduceLROnPlateau(LRScheduler):
     ) -> None:
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
+        _check_optimizer("ReduceLROnPlateau", optimizer)
         if mode not in ("min", "max"):
             raise ValueError(f"mode {mode} is unknown!")
         if threshold_mode not in ("rel", "abs"):
@@ -699,7 +712,9 @@ class ReduceLROnPlateau(LRScheduler):
         self.min_lrs = _per_group("min_lr", optimizer, min_lr)
         self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
         self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
-        self.best = math.inf if mode == "min" else -math.inf
+        # (the worst metric for the mode: where `best` starts, part of torch's state dict)
+        self.mode_worse = math.inf if mode == "min" else -math.inf
+        self.best = self.mode_worse
         self.num_bad_epochs, self.cooldown_counter, self.last_epoch = 0, 0, 0
         self._last_lr = [group["lr"] for group in optimizer.param_groups]
 

@@ -24,11 +24,12 @@ from typing import Any
 
 from uopkit.dtype import DType, dtypes
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of, set_gradient
-from uopkit.schedule import StaleReads, live_tensors, unrealized_graph
+from uopkit.schedule import StaleReads, computed_from, live_tensors, unrealized_graph
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from uopkit.tensor.leaves import gradient_key as _gradient_key
 from uopkit.tensor.leaves import gradient_keys as _gradient_keys
+from uopkit.tensor.leaves import not_detached
 from uopkit.tensor.leaves import requires_grad_of as _requires_grad
 from uopkit.tensor.leaves import wanted_keys as _wanted_keys
 from uopkit.tensor.support import _contiguous_ids
@@ -327,7 +328,32 @@ class Function:
             return result
         outputs = result if isinstance(result, tuple) else (result,)
         attached = _attach_backward(cls, ctx, args, outputs)
+        attached = _rebind_dirty(cls, ctx, args, outputs, attached)
         return attached if isinstance(result, tuple) else attached[0]
+
+
+def _rebind_dirty(
+    cls: type[Function], ctx: FunctionCtx, args: tuple[Any, ...], outputs: tuple[Any, ...], attached: tuple
+) -> tuple:
+    # an input forward changed in place, marked dirty and returned is the output, as torch's: the tensor object itself
+    # takes the output's graph (its gradient is backward's), and `apply` returns that object. Only a lazy value (an
+    # activation): one backed by storage keeps its history and the output is a tensor of its own (semantics.md)
+    from uopkit.tensor.indexing import _writes_through
+
+    results = list(attached)
+    for i, o in enumerate(outputs):
+        if results[i] is o or not any(o is d for d in ctx._dirty) or not any(o is a for a in args):
+            continue
+        if o.is_leaf and o.requires_grad:
+            raise RuntimeError(
+                f"{cls.__name__}.apply: a leaf Variable that requires grad has been used in an in-place operation "
+                "(forward changed it and marked it dirty); pass a clone, or call it under no_grad()"
+            )
+        if _writes_through(o):
+            continue
+        o.copy_(results[i])
+        results[i] = o
+    return tuple(results)
 
 
 def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
@@ -420,14 +446,23 @@ def _widest_float(dts: list[DType]) -> DType:
 def _tied(value: Tensor, inputs: tuple[Tensor, ...]) -> Tensor:
     in_graph = graph_of(value.uop)
     missing = [t for t in inputs if t.uop not in in_graph and t.numel() > 0]
-    if not missing:
+    # a realized input (`h.realize()`, or stored by a realize since) is read through forward's detached graph, where a
+    # backward's walk, which puts realized values back as the graphs that computed them, doesn't look: tied in outside
+    # the detach, so the walk finds it and the rule's input follows it to that graph
+    realized = [t for t in inputs if t.numel() > 0 and not any(t is m for m in missing) and _reads_realized(t.uop)]
+    if not missing and not realized:
         return value
-    with no_grad():
-        always = Tensor.full(value.shape, True, dtype=dtypes.bool, device=value.device)
-        for t in missing:
-            first = t.detach().reshape(-1)[:1].to(value.device).cast(value.dtype)
+    always = Tensor.full(value.shape, True, dtype=dtypes.bool, device=value.device)
+    for t, ties in [*[(m.detach(), no_grad) for m in missing], *[(r, enable_grad) for r in realized]]:
+        with ties():
+            first = t.reshape(-1)[:1].to(value.device).cast(value.dtype)
             value = always.where(value, first.reshape((1,) * value.ndim).expand(value.shape))
     return value
+
+
+def _reads_realized(u: UOp) -> bool:
+    # whether a gradient through `u` goes through a realized value that backward() follows back to its graph
+    return any(n in computed_from for n in u.toposort(gate=not_detached))
 
 
 class _SavedOutput:
