@@ -57,12 +57,8 @@ def _keys_descending(earlier: list[Tensor], later: list[Tensor]) -> Tensor:
     return earlier[0] > later[0]
 
 
-def _values_then_positions(earlier: list[Tensor], later: list[Tensor]) -> Tensor:
-    return (earlier[0] > later[0]) | ((earlier[0] == later[0]) & (earlier[1] < later[1]))
-
-
 # the orders `bitonic_descending` sorts by, named: a replayed exchange is keyed by its scalar arguments
-_BITONIC_ORDERS = {"keys descending": _keys_descending, "values then positions": _values_then_positions}
+_BITONIC_ORDERS = {"keys descending": _keys_descending}
 
 
 def _bitonic_exchange(*cols: Tensor, d: int, count: int, mirror: bool, order: str) -> tuple[Tensor, ...]:

@@ -43,7 +43,7 @@ def block_size(n: int) -> int:
 def sort_positions_by_blocks(columns: list[Tensor], n: int, order: str) -> Tensor:
     """The positions (..., n) that sort the last axis of `columns` (equal shapes ending in n) so that
     `_BITONIC_ORDERS[order](earlier, later)` holds for each pair; "keys descending": one column of unique keys >= 0
-    (a position in their low 31 bits, reversed); "values then positions": int64 values (descending) and positions."""
+    (a position in their low 31 bits, reversed; a 64-bit dtype sorts by two such keys in turn: tensor/wordsort.py)."""
     block = block_size(n)
     # (every step replayed: built op by op, each graph cost more Python than its kernel's run. The keys stored: in the
     # rank's kernel each would be computed again for each of its B compares)

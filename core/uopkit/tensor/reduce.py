@@ -38,6 +38,7 @@ from uopkit.tensor.support import (
 )
 from uopkit.tensor.tournament import TOURNAMENT_MAX_K, TOURNAMENT_MIN_K, top_keys
 from uopkit.tensor.unique import unique_of
+from uopkit.tensor.wordsort import positions_by_words
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -926,29 +927,16 @@ class ReduceMixin:
         return onehot.where(ar, 0).sum(-1).cast(dtypes.int32)
 
     def _sort_positions(self, descending: bool) -> Tensor:
-        # (along the last axis) ranks counted per block, or a bitonic sorting network, over each element's order key,
-        # which is unique (it holds the position), so the network's unstable exchanges still give a stable sort
+        # (along the last axis) by unique keys that hold the position (`_positions_of_keys`): a stable sort. A 64-bit
+        # dtype's order and a position don't fit one key: sorted by the order's low, then high 32 bits (`wordsort`)
         n = self.shape[-1]
+        if n > 1 << 31:
+            raise ArgumentError(f"sort: rows of more than 2**31 elements are not supported, got shape {self.shape}")
         x = self.cast(dtypes.int32) if self.dtype == dtypes.bool else self
-        if n <= SORT_BY_BLOCKS:
+        if x.dtype.itemsize <= 4:
             # (the keys replayed: ~25 ops, ~100 us of Python built op by op)
-            if x.dtype.itemsize <= 4:
-                key = replay_call(Tensor._sort_order_key, (x,), descending)
-                return sort_positions_by_blocks([key], n, "keys descending")
-            value = replay_call(Tensor._order_as_int64, (x,), descending)
-            position = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))._broadcast_to(x.shape)
-            return sort_positions_by_blocks([value, position], n, "values then positions")
-        key = x._sort_order_key(descending)
-        if key is not None:
-            # keys are >= 0: padding with -1 sorts last
-            ordered = bitonic_descending([key], n, [-1], "keys descending")[0]
-            return ((n - 1) - (ordered & ((1 << 31) - 1))).cast(dtypes.positions(n))
-        # 64-bit dtypes: the value's order (an int64) and the position, compared as a pair (padding: the lowest order,
-        # which a real element may share, and a position past every real one)
-        value = x._order_as_int64(descending)
-        position = Tensor.arange(n, device=self.device, dtype=dtypes.positions(n))._broadcast_to(x.shape)
-        ordered = bitonic_descending([value, position], n, [dtypes.min(dtypes.int64), n], "values then positions")
-        return ordered[1]
+            return _positions_of_keys(replay_call(Tensor._sort_order_key, (x,), descending))
+        return positions_by_words(replay_call(Tensor._order_as_int64, (x,), descending), _positions_of_keys)
 
     def argsort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
         """The (int32) indices that sort `dim`, as torch.argsort.
@@ -1146,6 +1134,17 @@ class ReduceMixin:
             num_classes = int(self.max().item()) + 1
         _check_values_in(self, 0, num_classes, lambda bad: f"one_hot: class {bad} is out of range [0, {num_classes})")
         return self._one_hot_along(num_classes).where(1, 0)
+
+
+def _positions_of_keys(key: Tensor) -> Tensor:
+    """The positions (..., n) that put unique keys >= 0 (`Tensor._sort_order_key`s: the position reversed in the low 31
+    bits) in descending order: by blocks up to SORT_BY_BLOCKS, longer rows by the bitonic network."""
+    n = key.shape[-1]
+    if n <= SORT_BY_BLOCKS:
+        return sort_positions_by_blocks([key], n, "keys descending")
+    # keys are >= 0: padding with -1 sorts last
+    ordered = bitonic_descending([key], n, [-1], "keys descending")[0]
+    return ((n - 1) - (ordered & ((1 << 31) - 1))).cast(dtypes.positions(n))
 
 
 def _quantile_levels(q: Any, op: str) -> tuple[np.ndarray, bool]:

@@ -73,6 +73,7 @@ from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor import tournament as _tournament_module
 from uopkit.tensor import triangular as _triangular_module
+from uopkit.tensor import wordsort as _wordsort_module
 from uopkit.tensor import write_history as _write_history_module
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.bits_realized import rewrap_bf16 as _rewrap_bf16
@@ -865,6 +866,7 @@ for _module in (
     _bitonic_module,
     _blocksort_module,
     _tournament_module,
+    _wordsort_module,
     _select_module,
     _copies_module,
     _torch_names_module,
