@@ -403,6 +403,38 @@ def test_rsample_gradients_match_analytic():
     assert abs(_grad_of_mean(lambda p: ud.Uniform(0.0, p), 2.0, lambda x: x) - 0.5) < 0.02
 
 
+@pytest.mark.parametrize(
+    "family, params, value",
+    [
+        ("Dirichlet", ([[2.0, 0.5, 1.0]],), [0.3, 0.3, 0.4]),
+        ("Gamma", ([1.0, 2.0], [1.5, 0.5]), [0.7, 2.0]),
+        ("Beta", ([1.0, 2.0], [3.0, 1.0]), [0.4, 0.6]),
+    ],
+)
+def test_log_prob_gradient_at_concentration_one_matches_torch(family, params, value):
+    # xlogy(concentration - 1, value) at concentration 1 has torch's gradient log(value), not 0
+    tp = [torch.tensor(p, requires_grad=True) for p in params]
+    up = [Tensor(np.array(p, dtype=np.float32), requires_grad=True) for p in params]
+    getattr(td, family)(*tp).log_prob(torch.tensor(value)).sum().backward()
+    getattr(ud, family)(*up).log_prob(Tensor(value)).sum().backward()
+    for t, u in zip(tp, up, strict=True):
+        np.testing.assert_allclose(u.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["Bernoulli", "Categorical", "Binomial"])
+def test_float64_probs_clamp_to_float64_eps(family):
+    # probabilities near 0 and 1 keep float64's logits (torch clamps to the eps of the dtype, not float32's)
+    p = np.array([1e-9, 0.3, 1 - 1e-12])
+    v = np.array([1.0, 1.0, 0.0])
+    make = {"Binomial": lambda m, probs: m.Binomial(5, probs=probs)}.get(
+        family, lambda m, probs: getattr(m, family)(probs=probs)
+    )
+    t, u = make(td, torch.tensor(p)), make(ud, Tensor(p))
+    np.testing.assert_allclose(u.logits.numpy(), t.logits.numpy(), rtol=1e-12)
+    if family != "Categorical":
+        np.testing.assert_allclose(u.log_prob(Tensor(v)).numpy(), t.log_prob(torch.tensor(v)).numpy(), rtol=1e-12)
+
+
 def test_gamma_implicit_gradient_matches_torch():
     from uopkit.distributions.gamma import _dx_dalpha
 
@@ -465,6 +497,72 @@ def test_constraints_check():
     assert not constraints.positive.check(Tensor(0.0)).item()
     assert constraints.lower_cholesky.check(Tensor([[1.0, 0.0], [3.0, 2.0]])).item()
     assert not constraints.positive_definite.check(Tensor([[1.0, 2.0], [2.0, 1.0]])).item()
+
+
+@pytest.mark.parametrize(
+    "name", ["lower_triangular", "square", "symmetric", "positive_semidefinite", "positive_definite"]
+)
+def test_matrix_constraints_match_torch(name):
+    a = RNG.standard_normal((3, 3, 3)).astype(np.float32)
+    spd = a @ np.swapaxes(a, -1, -2)
+    near = np.array([[100.0, 1.0], [1.0005, 2.0]], np.float32)
+    for value in (a, spd, spd - 6 * np.eye(3, dtype=np.float32), np.tril(spd), near, a[0, :2], np.zeros((2, 2))):
+        expected = getattr(td.constraints, name).check(torch.tensor(value)).numpy()
+        np.testing.assert_array_equal(getattr(constraints, name).check(Tensor(value)).numpy(), expected)
+    assert constraints.is_dependent(constraints.dependent) and not constraints.is_dependent(constraints.real)
+
+
+def test_dependent_property_is_a_property_and_a_dependent_constraint():
+    class Box(ud.Distribution):
+        arg_constraints = {}
+
+        def __init__(self, high):
+            self.high = high
+            super().__init__((), validate_args=False)
+
+        @constraints.dependent_property(is_discrete=False, event_dim=0)
+        def support(self):
+            return constraints.interval(0.0, self.high)
+
+    assert constraints.is_dependent(Box.support) and Box.support.event_dim == 0
+    assert Box(2.0).support.upper_bound == 2.0
+
+
+def test_one_hot_categorical_straight_through_matches_torch():
+    logits = _real(2, 4)
+    tl, ul = torch.tensor(logits, requires_grad=True), Tensor(logits, requires_grad=True)
+    t, u = td.OneHotCategoricalStraightThrough(logits=tl), ud.OneHotCategoricalStraightThrough(logits=ul)
+    draw = u.rsample((5,))
+    assert u.has_rsample and draw.shape == (5, 2, 4) and (draw.sum(-1).numpy() == 1).all()
+    weight = _real(4)
+    (t.rsample((5,)) * torch.tensor(weight)).sum().backward()
+    (draw * Tensor(weight)).sum().backward()
+    # the gradient is the probabilities' (the straight-through estimator), whatever was drawn
+    np.testing.assert_allclose(ul.grad.numpy(), tl.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_utils_match_torch():
+    import torch.distributions.utils as tu
+
+    import uopkit.distributions.utils as uu
+
+    x = _unit(3, 4)
+    for name in ("logits_to_probs", "probs_to_logits"):
+        for binary in (False, True):
+            got = getattr(uu, name)(Tensor(x), is_binary=binary).numpy()
+            np.testing.assert_allclose(got, getattr(tu, name)(torch.tensor(x), is_binary=binary).numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(
+        uu.clamp_probs(Tensor([0.0, 1.0])).numpy(), tu.clamp_probs(torch.zeros(2) + torch.tensor([0.0, 1.0])).numpy()
+    )
+    for n, diag in ((3, 0), (4, -1), (3, 1)):
+        mat = _real(2, n, n)
+        vec = uu.tril_matrix_to_vec(Tensor(mat), diag)
+        np.testing.assert_array_equal(vec.numpy(), tu.tril_matrix_to_vec(torch.tensor(mat), diag).numpy())
+        back = tu.vec_to_tril_matrix(torch.tensor(vec.numpy()), diag).numpy()
+        np.testing.assert_array_equal(uu.vec_to_tril_matrix(vec, diag).numpy(), back)
+    with pytest.raises(ValueError, match="lower triangular"):
+        uu.vec_to_tril_matrix(Tensor([1.0, 2.0]))
+    assert uu.euler_constant == tu.euler_constant and ud.utils.broadcast_all is uu.broadcast_all
 
 
 def test_enumerate_support_and_sample_dtypes():

@@ -10,8 +10,8 @@ MultivariateNormal, LowRankMultivariateNormal, Independent and MixtureSameFamily
 VonMises (distributions/circular.py), LKJCholesky and Wishart (distributions/matrix.py), the transforms
 (distributions/transforms.py) and biject_to/transform_to (distributions/constraint_registry.py),
 TransformedDistribution with LogNormal and LogisticNormal (distributions/transformed_distribution.py), the relaxed
-Bernoulli/categorical families and ContinuousBernoulli (distributions/relaxed.py), and kl_divergence
-(distributions/kl.py).
+Bernoulli/categorical families and ContinuousBernoulli (distributions/relaxed.py), kl_divergence
+(distributions/kl.py) and torch.distributions.utils' helpers (distributions/utils.py).
 
 >>> from uopkit import Tensor
 >>> from uopkit.distributions import Normal, kl_divergence
@@ -22,6 +22,7 @@ Bernoulli/categorical families and ContinuousBernoulli (distributions/relaxed.py
 from uopkit.distributions import constraint_registry as constraint_registry
 from uopkit.distributions import constraints as constraints
 from uopkit.distributions import transforms as transforms
+from uopkit.distributions import utils as utils
 from uopkit.distributions.circular import VonMises
 from uopkit.distributions.constraint_registry import biject_to, transform_to
 from uopkit.distributions.continuous import (
@@ -45,6 +46,7 @@ from uopkit.distributions.discrete import (
     Multinomial,
     NegativeBinomial,
     OneHotCategorical,
+    OneHotCategoricalStraightThrough,
     Poisson,
 )
 from uopkit.distributions.distribution import Distribution
@@ -129,6 +131,7 @@ __all__ = [
     "NegativeBinomial",
     "Normal",
     "OneHotCategorical",
+    "OneHotCategoricalStraightThrough",
     "Pareto",
     "PositiveDefiniteTransform",
     "PowerTransform",
@@ -157,4 +160,5 @@ __all__ = [
     "register_kl",
     "transform_to",
     "transforms",
+    "utils",
 ]

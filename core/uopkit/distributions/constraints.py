@@ -5,6 +5,7 @@ distributions read it back once to raise ValueError, as torch's `validate_args`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from uopkit.dtype import dtypes
 from uopkit.tensor import Tensor
@@ -15,14 +16,17 @@ __all__ = [
     "cat",
     "corr_cholesky",
     "dependent",
+    "dependent_property",
     "greater_than",
     "greater_than_eq",
     "half_open_interval",
     "independent",
     "integer_interval",
     "interval",
+    "is_dependent",
     "less_than",
     "lower_cholesky",
+    "lower_triangular",
     "multinomial",
     "nonnegative",
     "nonnegative_integer",
@@ -30,10 +34,13 @@ __all__ = [
     "positive",
     "positive_definite",
     "positive_integer",
+    "positive_semidefinite",
     "real",
     "real_vector",
     "simplex",
+    "square",
     "stack",
+    "symmetric",
     "unit_interval",
 ]
 
@@ -61,6 +68,25 @@ class _Dependent(Constraint):
 
     def check(self, value: Tensor) -> Tensor:
         raise ValueError("can't check a dependent constraint on its own")
+
+
+class _DependentProperty(property, _Dependent):
+    # a property on an instance and a dependent constraint on the class (a custom distribution's `support` that
+    # reads its parameters), as torch's dependent_property; used bare or called with is_discrete=/event_dim=
+    def __init__(self, fn: Any = None, *, is_discrete: bool = False, event_dim: int = 0):
+        property.__init__(self, fn)
+        _Dependent.__init__(self, is_discrete, event_dim)
+
+    def __call__(self, fn: Any) -> _DependentProperty:
+        return _DependentProperty(fn, is_discrete=self.is_discrete, event_dim=self.event_dim)
+
+
+dependent_property = _DependentProperty
+
+
+def is_dependent(constraint: Any) -> bool:
+    """Whether a constraint is `dependent` (a support that depends on other parameters, checked by none), as torch's."""
+    return isinstance(constraint, _Dependent)
 
 
 class _Real(Constraint):
@@ -208,11 +234,42 @@ class _CorrCholesky(Constraint):
         return _LowerCholesky().check(value) & unit_rows
 
 
-class _PositiveDefinite(Constraint):
+class _LowerTriangular(Constraint):
     event_dim = 2
 
     def check(self, value: Tensor) -> Tensor:
-        symmetric = ((value - value.mT).abs() <= 1e-6 * (1 + value.abs())).all(-1).all(-1)
+        return (value.tril() == value).all(-1).all(-1)
+
+
+class _Square(Constraint):
+    event_dim = 2
+
+    def check(self, value: Tensor) -> Tensor:
+        square = value.shape[-2] == value.shape[-1]
+        return Tensor.full(value.shape[:-2], square, dtype=dtypes.bool, device=value.device)
+
+
+class _Symmetric(_Square):
+    # square, and equal to the transpose to within torch.isclose's tolerances (rtol 1e-5, atol 1e-6), as torch's
+    def check(self, value: Tensor) -> Tensor:
+        if value.shape[-2] != value.shape[-1]:
+            return super().check(value)
+        return value.isclose(value.mT, atol=1e-6).all(-1).all(-1)
+
+
+class _PositiveSemidefinite(_Symmetric):
+    def check(self, value: Tensor) -> Tensor:
+        symmetric = super().check(value)
+        if value.shape[-2] != value.shape[-1]:
+            return symmetric
+        return symmetric & (value.eigvalsh() >= 0).all(-1)
+
+
+class _PositiveDefinite(_Symmetric):
+    def check(self, value: Tensor) -> Tensor:
+        symmetric = super().check(value)
+        if value.shape[-2] != value.shape[-1]:
+            return symmetric
         # cholesky_ex's info is 0 exactly for the positive-definite ones
         return symmetric & (value.cholesky_ex().info == 0)
 
@@ -268,6 +325,10 @@ simplex = _Simplex()
 one_hot = _OneHot()
 lower_cholesky = _LowerCholesky()
 corr_cholesky = _CorrCholesky()
+lower_triangular = _LowerTriangular()
+square = _Square()
+symmetric = _Symmetric()
+positive_semidefinite = _PositiveSemidefinite()
 positive_definite = _PositiveDefinite()
 independent = _Independent
 integer_interval = _IntegerInterval

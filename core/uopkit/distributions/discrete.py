@@ -20,7 +20,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from uopkit.distributions import constraints
-from uopkit.distributions.distribution import Distribution, all_true, broadcast_all, open_uniform, xlogy
+from uopkit.distributions.distribution import (
+    Distribution,
+    all_true,
+    broadcast_all,
+    clamp_probs,
+    open_uniform,
+    xlogy,
+)
 from uopkit.distributions.gamma import _marsaglia_tsang
 from uopkit.dtype import dtypes
 from uopkit.tensor import Tensor, no_grad
@@ -36,16 +43,16 @@ __all__ = [
     "Poisson",
 ]
 
-# float32's machine epsilon and most negative value: probabilities are clamped to [EPS, 1 - EPS] before their logits
-# are taken, and -inf logits to MIN_REAL in entropies (0 * -inf would be NaN), as torch
-EPS = 1.1920929e-07
+# probabilities are clamped to [eps, 1 - eps] of their dtype before their logits are taken (clamp_probs), and -inf
+# logits to float32's most negative value in entropies (0 * -inf would be NaN), as torch
 MIN_REAL = -3.4028234663852886e38
 POISSON_ROUNDS, POISSON_TABLE = 16, 64
 BINOMIAL_ROUNDS, BINOMIAL_TABLE, BINOMIAL_MIN_MEAN = 28, 64, 10.0
 
 
 def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
-    p = probs.clamp(EPS, 1 - EPS)
+    """torch's probs_to_logits: log-odds (is_binary) or log-probabilities of probs clamped to the eps of their dtype."""
+    p = clamp_probs(probs)
     return p.log() - (-p).log1p() if is_binary else p.log()
 
 
@@ -582,6 +589,22 @@ class OneHotCategorical(_OverCategorical):
             k, *(1,) * len(self.batch_shape), k
         )
         return values.expand((k, *self.batch_shape, k)) if expand else values
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """OneHotCategorical with torch's straight-through rsample: the one-hot draw in the forward pass, the gradient of
+    the probabilities in the backward pass (draw + probs - probs.detach()).
+
+    >>> from uopkit import Tensor
+    >>> OneHotCategoricalStraightThrough(probs=Tensor([0.0, 1.0])).rsample().tolist()
+    [0.0, 1.0]
+    """
+
+    has_rsample = True
+
+    def rsample(self, sample_shape: Sequence[int] = ()) -> Tensor:
+        probs = self.probs
+        return self.sample(sample_shape) + (probs - probs.detach())
 
 
 class Multinomial(_OverCategorical):

@@ -86,9 +86,9 @@ def open_uniform(shape: Sequence[int], like: Tensor) -> Tensor:
 
 
 def xlogy(x: Tensor | float, y: Tensor) -> Tensor:
-    # x * log(y), 0 where x is 0 (as torch.xlogy), for a scalar or Tensor x
-    x = as_tensor(x, y)
-    return (x == 0).where(0.0, x * y.log())
+    # torch.xlogy for a scalar or Tensor x: 0 where x is 0, with torch's gradient (log(y) for x, also where x is 0:
+    # Dirichlet's, Gamma's and Beta's log_prob at concentration 1)
+    return as_tensor(x, y).xlogy(y)
 
 
 def lbeta(a: Tensor, b: Tensor) -> Tensor:
