@@ -238,3 +238,23 @@ def _same_view_twice_given_grad(lib: _Lib) -> Any:
 def test_leaves_made_of_the_same_view_get_gradients_of_their_own() -> None:
     ours, theirs = _both(_same_view_twice_given_grad)
     assert ours == theirs
+
+
+def test_backward_of_a_realized_value_whose_leaves_are_gone_runs_as_torchs() -> None:
+    # `x = Tensor.ones(2, requires_grad=True).softmax(0); x.realize()`: the leaf is a temporary nobody holds; torch's
+    # backward computes gradients no one can read, ours raised "no tensor with requires_grad=True was used" (seen in
+    # OneHotCategoricalStraightThrough(logits=<a temporary>).rsample().sum().backward()), and a retained grad is set
+    x = (Tensor.ones(2, requires_grad=True) * 3).softmax(0)
+    x.retain_grad()
+    x.realize()
+    assert x.requires_grad and not x.is_leaf
+    (x * x).sum().backward()
+    tx = (torch.ones(2, requires_grad=True) * 3).softmax(0)
+    tx.retain_grad()
+    (tx * tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    y = Tensor.ones(3, requires_grad=True).exp()
+    y.realize()
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="no tensor with requires_grad=True"):
+        Tensor([1.0, 2.0]).sum().realize().backward()

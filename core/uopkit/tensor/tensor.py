@@ -697,8 +697,9 @@ class Tensor(
         if not targets:
             # (a graph of storage only is no realized loss that lost its graph: realized values are followed back to
             # the graphs that computed them above; it is data, `Tensor([1.0]).sum()`, a view of a buffer)
-            if tensors_with_grad.was_given_requires_grad(in_graph):
-                # its leaves are gone (temporaries nobody holds): PyTorch computes gradients no one can read
+            if self.requires_grad or tensors_with_grad.was_given_requires_grad(in_graph):
+                # its leaves are gone (temporaries nobody holds, also behind a value realized since): PyTorch computes
+                # gradients no one can read
                 return self
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
         keys = {k for t in targets for k in wanting[t]}
