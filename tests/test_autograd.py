@@ -894,3 +894,32 @@ def test_reading_one_gradient_realizes_the_others_of_its_backward() -> None:
     np.testing.assert_allclose(first, tm[0].weight.grad.numpy(), rtol=1e-5, atol=1e-7)
     for p, q in zip(params, tm.parameters(), strict=True):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+GRAD_ASSIGNMENTS = [
+    # (what, ours, torch's, the error both raise, our message)
+    ("a different size", lambda: Tensor.zeros(5), lambda t: t.zeros(5), RuntimeError, r"size \(5,\) to .* \(3,\)"),
+    ("a size with a 1", lambda: Tensor.zeros(1, 3), lambda t: t.zeros(1, 3), RuntimeError, r"size \(1, 3\)"),
+    ("a different dtype", lambda: Tensor.zeros(3, dtype=dtypes.float64), lambda t: t.zeros(3).double(), RuntimeError,
+     "dtype"),
+    ("a number", lambda: 3.0, lambda t: 3.0, TypeError, "Tensor or None"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("what,ours,theirs,error,match", GRAD_ASSIGNMENTS, ids=[g[0] for g in GRAD_ASSIGNMENTS])
+def test_assigning_a_grad_of_another_shape_or_dtype_raises_as_torch(what, ours, theirs, error, match) -> None:
+    # torch's `.grad` setter checks what it is given (here it was kept: an optimizer then stepped by a broadcast one)
+    import torch
+
+    tx = torch.zeros(3, requires_grad=True)
+    with pytest.raises(error):
+        tx.grad = theirs(torch)
+    x = Tensor.zeros(3, requires_grad=True)
+    with pytest.raises(error, match=match):
+        x.grad = ours()
+    assert x.grad is None
+    # a gradient of the same shape and dtype, and None, go in
+    x.grad = Tensor.ones(3)
+    assert x.grad.tolist() == [1.0, 1.0, 1.0]
+    x.grad = None
+    assert x.grad is None

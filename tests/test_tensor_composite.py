@@ -739,7 +739,8 @@ def test_corrcoef_as_torch():
 def test_logspace_as_torch_for_every_dtype():
     cases = [(0, 2, 5, 10.0), (0, 2, 5, 2.0), (-1, 2.5, 6, 10.0), (0, 2, 1, 10.0), (0, 2, 0, 10.0), (0, 2, 3, -2.0),
              (0, 100, 3, 10.0), (0, 1, 7, 3.0), (-3.5, 4.25, 33, 1.7), (0.1, 1.3, 9, 10.0), (2.5, -1.2, 4, 0.5),
-             (0.3, 0.7, 101, 10.0)]  # fmt: skip
+             (0.3, 0.7, 101, 10.0), (-1.8791228987245947, 1.7563908329815305, 1000, 10.0)]  # fmt: skip
+    # (the last: torch stores its float64 power into float16 through float32, rounding twice: an ulp off at 196)
     for start, end, steps, base in cases:
         for dt in (
             dtypes.float32,
@@ -765,6 +766,38 @@ def test_logspace_as_torch_for_every_dtype():
         Tensor.logspace(0, 1, -1)
     with pytest.raises(DTypeError, match="logspace"):
         Tensor.logspace(0, 1, 3, dtype=dtypes.bool)
+
+
+_LINSPACE_RNG = np.random.default_rng(7)
+LINSPACE_CASES = [(0, 1, 7), (0, 1, 2), (0.3, 0.3, 1), (0, 1, 0), (3, -2, 5), (-1.7, 2.3, 13), (1e-4, 0.02, 50),
+                  (-5, 5, 1001), (2.5, -7.25, 4097), (5, 5, 4), (-0.9, 0.7, 3), (0, 1e30, 9), (1e-40, 3e-40, 5)] + [
+    (float(a), float(b), int(n))
+    for a, b, n in zip(_LINSPACE_RNG.uniform(-60, 60, 40), _LINSPACE_RNG.uniform(-60, 60, 40),
+                       _LINSPACE_RNG.choice([2, 3, 4, 7, 10, 33, 100, 257, 1000], 40), strict=True)
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "dt", [dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16, dtypes.int64, dtypes.int16, dtypes.uint8]
+)
+def test_linspace_as_torch_bit_for_bit(dt):
+    # torch's kernel: start and end in the dtype, step = (end - start) / (steps - 1) in it, the first half
+    # start + step * i and the rest end - step * (steps - 1 - i), fused multiply-adds (float16 and bfloat16 rounding
+    # each operation; an integer dtype truncating start, end and each value); numpy's float64 values rounded once were
+    # an ulp off in most float32 linspaces (linspace(0, 1, 7)[3]), and ints took start and end untruncated
+    for start, end, steps in LINSPACE_CASES:
+        try:
+            theirs = torch.linspace(start, end, steps, dtype=TORCH_DTYPE[dt])
+        except RuntimeError:
+            # (out of the dtype's range: torch refuses it, and so do we)
+            with pytest.raises(OverflowError, match="linspace"):
+                Tensor.linspace(start, end, steps, dtype=dt)
+            continue
+        _same(Tensor.linspace(start, end, steps, dtype=dt), theirs)
+    _same(Tensor.linspace(0, 1, 7), torch.linspace(0, 1, 7))
+    if dt == dtypes.uint8:
+        # (a negative int wraps into an unsigned dtype, as torch's)
+        _same(Tensor.linspace(-1, 3, 3, dtype=dt), torch.linspace(-1, 3, 3, dtype=torch.uint8))
 
 
 def test_new_constructors_take_self_dtype_and_device_unless_given():

@@ -922,6 +922,22 @@ TORCH_KEYWORD_CALLS = [
     ("cdist", lambda T, t: T.cdist(x1=t(A), x2=t(B))),
     ("new_zeros", lambda T, t: t(A).new_zeros(size=(2, 2))),
     ("clone", lambda T, t: T.clone(input=t(A))),
+    # torch.where's keywords, by its function and its method forms
+    ("where", lambda T, t: T.where(condition=t(A) > 0, input=t(A), other=t(B))),
+    ("where", lambda T, t: T.where(t(A) > 0, input=t(A), other=t(B))),
+    ("where", lambda T, t: t(A).where(condition=t(A) > 0, other=t(B))),
+    ("where", lambda T, t: t(A).where(t(A) > 0, other=t(B))),
+    # numpy's axis= and keepdims=, which torch takes for dim= and keepdim=
+    ("cat", lambda T, t: T.cat([t(A), t(B)], axis=1)),
+    ("concatenate", lambda T, t: T.concatenate([t(A), t(B)], axis=1)),
+    ("concat", lambda T, t: T.concat(tensors=[t(A), t(B)], axis=0)),
+    ("stack", lambda T, t: T.stack([t(A), t(B)], axis=1)),
+    ("squeeze", lambda T, t: t(A[:1]).squeeze(axis=0)),
+    ("unsqueeze", lambda T, t: t(A).unsqueeze(axis=1)),
+    ("gather", lambda T, t: t(A).gather(axis=1, index=t(I))),
+    ("sort", lambda T, t: t(A).sort(axis=0)[0]),
+    ("sum", lambda T, t: t(A).sum(1, keepdims=True)),
+    ("amax", lambda T, t: t(A).amax(axis=0, keepdims=True)),
 ]
 
 
@@ -941,6 +957,10 @@ def test_torch_keyword_names_with_our_own_name_too_raise():
         lambda: Tensor.cumprod(x, input=x, dim=0),
         lambda: x.split(2, split_size=1),
         lambda: x.unfold(0, 2, 1, dimension=0),
+        lambda: Tensor.cat([x, x], dim=0, axis=1),
+        lambda: x.sum(0, keepdim=True, keepdims=True),
+        lambda: x.where(x > 0, 1.0, other=x),
+        lambda: Tensor.where(x > 0, input=x, other=x, condition=x > 0),
     ):
         with pytest.raises(TypeError, match="give one"):
             bad()

@@ -1034,7 +1034,8 @@ def _logspace_values(start: float, end: float, steps: int, base: float, dtype: D
     # the finite ones by the C library's pow, as torch's (numpy's vectorized power can be an ulp off: 10 ** 2.5)
     finite = np.flatnonzero(np.isfinite(values))
     values[finite] = [_c_pow(float(base), float(e)) for e in exponents[finite]]
-    return values
+    # (a double stored into float16 goes through float32 in torch's C++, rounding twice)
+    return values.astype(np.float32) if dtype == dtypes.float16 else values
 
 
 def _c_pow(base: float, exponent: float) -> float:

@@ -111,7 +111,7 @@ def _int_arange(start: int, step: int, n: int, dtype: DType, device: str, kwargs
 
 
 # positions per chunk of float values computed on the host (`_rounded_on_host`)
-_HOST_CHUNK = 1 << 20
+_HOST_CHUNK = 1 << 16
 
 
 class _ArangeValues:
@@ -124,11 +124,104 @@ class _ArangeValues:
         return self.start + i * self.step
 
 
-class _LinspaceValues(_ArangeValues):
-    """i * step + start in float64, as numpy's linspace computes it (the last value aside)."""
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # a + b rounded, and what the rounding lost (exactly)
+    total = a + b
+    b_part = total - a
+    return total, (a - (total - b_part)) + (b - b_part)
+
+
+def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # a * b rounded, and what the rounding lost (exactly, from Veltkamp's halves of each factor)
+    product = a * b
+    a_hi, b_hi = _upper_half(a), _upper_half(b)
+    a_lo, b_lo = a - a_hi, b - b_hi
+    return product, ((a_hi * b_hi - product) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+def _upper_half(v: np.ndarray) -> np.ndarray:
+    scaled = v * 134217729.0  # 2**27 + 1
+    return scaled - (scaled - v)
+
+
+def _sum_to_odd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # a + b rounded to odd: an inexact sum ends in a 1 bit, so a later rounding to fewer bits rounds once
+    total, lost = _two_sum(a, b)
+    even = (total.view(np.uint64) & 1) == 0
+    return np.where((lost != 0) & even, np.nextafter(total, np.where(lost > 0, np.inf, -np.inf)), total)
+
+
+def _fused(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: DType) -> np.ndarray:
+    """a * b + c rounded once to float32 or float64, as the C compiler's fused multiply-add (float64 arrays; for
+    float32 their values are float32's): Boldo and Melquiond's exact sums, rounded to odd before the last rounding."""
+    if dtype == dtypes.float32:
+        # float32 factors have an exact float64 product, and the float64 sum rounded again to float32 is the fused
+        # result except where it lands on a midpoint of float32's (or in its subnormals): those again, rounded to odd
+        total = a * b + c
+        out = total.astype(np.float32)
+        again = np.flatnonzero(((total.view(np.uint64) & 0x1FFFFFFF) == 0x10000000) | (np.abs(total) < 2.0**-126))
+        if again.size:
+            a, b, c = (np.broadcast_to(v, total.shape)[again] for v in (a, b, c))
+            out[again] = _sum_to_odd(a * b, c).astype(np.float32)
+        return out
+    with np.errstate(over="ignore", invalid="ignore"):
+        product, product_lost = _two_product(a, b)
+        head, head_lost = _two_sum(c, product)
+        fused = head + _sum_to_odd(head_lost, product_lost)
+    # (inf and NaN, and the parts past float64's range: the plain formula)
+    return np.where(np.isfinite(fused), fused, a * b + c)
+
+
+class _LinspaceValues:
+    """torch.linspace's values at positions i, by its CPU kernel's formula: start and end converted to the dtype and
+    step = (end - start) / (steps - 1) in it (float64 for an integer dtype); the first half start + step * i, the rest
+    end - step * (steps - 1 - i), each a fused multiply-add. float16 and bfloat16 compute in float32 rounded to the
+    dtype after every operation (the positions too), as their C++ operators do; an integer dtype truncates."""
+
+    def __init__(self, start: float, end: float, steps: int, dtype: DType) -> None:
+        self.steps, self.dtype = steps, dtype
+        self.small = dtypes.is_float(dtype) and dtype.itemsize == 2
+        # the type torch's arithmetic runs in
+        self.compute = np.float32 if self.small or dtype == dtypes.float32 else np.float64
+        if dtypes.is_int(dtype):
+            # (a negative int into an unsigned dtype wraps; a float truncates)
+            wrap = 1 << 8 * dtype.itemsize if dtypes.is_unsigned(dtype) else None
+            self.start, self.end = (np.float64(int(v) % wrap if wrap else int(v)) for v in (start, end))
+            self.step = (self.end - self.start) / np.float64(steps - 1)
+            return
+        self.start, self.end = (self._rounded(v) for v in (start, end))
+        steps_less_one = self._rounded(self.compute(steps - 1))
+        self.step = self._rounded(self._rounded(self.end - self.start) / steps_less_one)
+
+    def _rounded(self, v: Any) -> Any:
+        # a value of the compute type rounded to the dtype (a float16 or bfloat16 one kept as the float32 it is)
+        v = np.asarray(v, self.compute)
+        if self.dtype == dtypes.float16:
+            return v.astype(np.float16).astype(np.float32)
+        if self.dtype == dtypes.bfloat16:
+            # (float32's top half, to nearest even; NaN stays NaN)
+            bits = v.view(np.uint32)
+            with np.errstate(over="ignore"):
+                kept = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) & np.uint32(0xFFFF0000)).view(np.float32)
+            return np.where(np.isnan(v), v, kept)
+        return v
 
     def __call__(self, i: np.ndarray) -> np.ndarray:
-        return i * self.step + self.start
+        # (positions in order: those before the halfway point count up from start, the rest down from end)
+        split = int(np.searchsorted(i, self.steps // 2))
+        up, down = i[:split], self.steps - 1 - i[split:]
+        return np.concatenate((self._along(up, self.start, self.step), self._along(down, self.end, -self.step)))
+
+    def _along(self, n: np.ndarray, origin: Any, step: Any) -> np.ndarray:
+        # origin + step * n, as torch's kernel computes it in the dtype
+        # (the positions as the dtype's arithmetic takes them: an int64 converts to float32 there)
+        n = self._rounded(n.astype(self.compute))
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.small:
+                return self._rounded(origin + self._rounded(step * n))
+            fused = dtypes.float32 if self.dtype == dtypes.float32 else dtypes.float64
+            values = _fused(np.asarray(n, np.float64), np.float64(step), np.float64(origin), fused)
+        return np.trunc(values) if dtypes.is_int(self.dtype) else values
 
 
 def _rounded_on_host(n: int, dtype: DType, values: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -344,14 +437,18 @@ class CreationMixin:
         dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
         if dtype == dtypes.bool:
             raise DTypeError("linspace: no bool linspace (as PyTorch); build the values in a number dtype and cast")
-        step = (stop - start) / (steps - 1) if steps > 1 else 0.0
-        if steps <= _HOST_CHUNK or step == 0 or not math.isfinite(step):
-            values = np.linspace(start, stop, steps, dtype=np.float64)
+        for v in (start, stop):
+            _check_stored_scalar(v, dtype, "linspace")
+        if steps <= 1:
+            # (one value: start converted to the dtype, as torch's fill: an int truncated, a float16 through float32)
+            values = np.array([start] * steps, np.float64)
+            values = (
+                np.trunc(values) if dtypes.is_int(dtype) else values.astype(np.float32 if dtype.itemsize == 2 else None)
+            )
             return Tensor(_host_values(values, dtype), dtype=dtype, **kwargs)
-        # (numpy's values, i * step + start and the last one `stop`, a chunk at a time)
-        out = _rounded_on_host(steps, dtype, _LinspaceValues(start, step))
-        out[-1] = stop
-        return Tensor(out, dtype=dtype, **kwargs)
+        # torch's values bit for bit, a chunk of positions at a time
+        values = _rounded_on_host(steps, dtype, _LinspaceValues(start, stop, steps, dtype))
+        return Tensor(values, dtype=dtype, **kwargs)
 
     @staticmethod
     @_creates_leaf

@@ -338,6 +338,21 @@ def _addc_in_float32(t: Tensor, t1: Any, t2: Any, op: str) -> tuple[Tensor, Tens
 _NOT_GIVEN: Any = object()
 
 
+def _where_parts(self: Any, x: Any, y: Any, condition: Any, input: Any, other: Any) -> tuple[Any, Any, Any]:  # noqa: A002
+    # torch's keywords of where, by either form: torch.where(condition, input, other) and input.where(condition, other)
+    cond, values, rest = (condition, self, x) if condition is not _NOT_GIVEN else (self, x, y)
+    if condition is not _NOT_GIVEN and y is not _NOT_GIVEN:
+        raise TypeError("where: with condition= give the values as self or input= and the other values as other=")
+    for name, mine, torch_kw in (("condition", cond, _NOT_GIVEN), ("input", values, input), ("other", rest, other)):
+        if mine is not _NOT_GIVEN and torch_kw is not _NOT_GIVEN:
+            raise TypeError(f"where: got {name} twice, by position and as {name}=; give one")
+    values = values if input is _NOT_GIVEN else input
+    rest = rest if other is _NOT_GIVEN else other
+    if cond is _NOT_GIVEN or values is _NOT_GIVEN or rest is _NOT_GIVEN:
+        raise TypeError("where: needs condition, input and other, as torch.where(condition, input, other)")
+    return cond, values, rest
+
+
 class ElementwiseMixin:
     __slots__ = ()
 
@@ -716,10 +731,19 @@ class ElementwiseMixin:
             return Tensor(dtypes.max(self.dtype), device=self.device, dtype=self.dtype)._broadcast_to(self.shape) - self
         return self._alu(Ops.XOR, self.full_like(-1))
 
-    def where(self, x: Any = _NOT_GIVEN, y: Any = _NOT_GIVEN) -> Any:
+    def where(
+        self: Any = _NOT_GIVEN,
+        x: Any = _NOT_GIVEN,
+        y: Any = _NOT_GIVEN,
+        *,
+        condition: Any = _NOT_GIVEN,
+        input: Any = _NOT_GIVEN,  # noqa: A002 (torch's name)
+        other: Any = _NOT_GIVEN,
+    ) -> Any:
         """Elementwise `x if self else y` (self is cast to bool; tinygrad's form). torch's form,
         `values.where(condition, other)`, is taken when self isn't bool and `x` is a bool tensor: `self if x else y`.
         With neither, torch.where(condition): the indices of the nonzero elements, `nonzero(as_tuple=True)`.
+        torch's keywords name the parts: `Tensor.where(condition=c, input=x, other=y)`, `x.where(condition=c, other=y)`.
 
         >>> Tensor([True, False]).where(1, 2).tolist()
         [1, 2]
@@ -728,6 +752,11 @@ class ElementwiseMixin:
         >>> [t.tolist() for t in Tensor([[0, 1], [2, 0]]).where()]
         [[0, 1], [1, 0]]
         """
+        if condition is not _NOT_GIVEN or input is not _NOT_GIVEN or other is not _NOT_GIVEN:
+            cond, x, y = _where_parts(self, x, y, condition, input, other)
+            return Tensor.where(cond, x, y)
+        if self is _NOT_GIVEN:
+            raise TypeError("where: give the condition (cond.where(x, y), or Tensor.where(condition=c, input=x, ...))")
         if x is _NOT_GIVEN and y is _NOT_GIVEN:
             return self.nonzero(as_tuple=True)
         if x is _NOT_GIVEN or y is _NOT_GIVEN:

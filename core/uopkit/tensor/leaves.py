@@ -70,6 +70,27 @@ def set_requires_grad(t: Any, value: Any, method: bool = False) -> None:
     want_gradient(t)
 
 
+def checked_grad(t: Any, grad: Any, tensor: type) -> Any:
+    """`grad` if it may be assigned to `t.grad`, as torch's setter: None, or a `tensor` of t's shape, dtype and
+    device."""
+    if grad is None:
+        return None
+    if not isinstance(grad, tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(grad).__name__}")
+    for what, theirs, mine in (("size", grad.shape, t.shape), ("dtype", grad.dtype, t.dtype)):
+        if theirs != mine:
+            raise RuntimeError(
+                f"grad: attempting to assign a gradient of {what} {theirs} to a tensor of {what} {mine} (the gradient "
+                f"must have the tensor's shape, dtype and device: reshape or cast it)"
+            )
+    if grad.device != t.device:
+        raise RuntimeError(
+            f"grad: attempting to assign a gradient on device {grad.device} to a tensor on device {t.device}; "
+            f"move it with .to({t.device!r})"
+        )
+    return grad
+
+
 def want_gradient(t: Any) -> None:
     # `t` is one whose gradient backward() writes into `.grad` (a leaf, or a non-leaf given retain_grad())
     t._requires_grad = True

@@ -204,7 +204,7 @@ class Tensor(
     # _requires_grad: behind the `requires_grad` property, which keeps `tensors_with_grad` (what backward() looks at)
     # _view_of: for a PyTorch view (reshape, permute, slice, expand, diagonal), the reference of the oldest live tensor
     # in its chain of views: an in-place write into one must show in the other (`support._mark_view`)
-    __slots__ = ("uop", "_requires_grad", "_wanted_grad", "grad", "_live_ref", "_view_of", "__weakref__")
+    __slots__ = ("uop", "_requires_grad", "_wanted_grad", "_grad", "_live_ref", "_view_of", "__weakref__")
     training: bool = False
     # bumped by every change of an nn.Module's own training mode (TinyJit keys its captures by it)
     _modes_changed: int = 0
@@ -223,7 +223,7 @@ class Tensor(
         # whether it ever required a gradient: a layer's weight frozen with requires_grad_(False) is still one of
         # its parameters (uopkit.nn.Module), as a torch Parameter stays one
         self._wanted_grad = bool(requires_grad)
-        self.grad: Tensor | None = None
+        self._grad: Tensor | None = None
         self._view_of = None
         if isinstance(data, UOp):
             if _grad_mode.off and data.op not in _KEPT_UNDER_NO_GRAD and not _bfloat16_storage(data):
@@ -560,6 +560,16 @@ class Tensor(
     def requires_grad(self, value: bool) -> None:
         # only a leaf's flag changes, as torch's (see tensor/leaves.py)
         _leaves.set_requires_grad(self, value)
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient `backward()` wrote (None before); assigned, it must be None or a tensor of this one's shape,
+        dtype and device, as torch's (RuntimeError otherwise)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        self._grad = _leaves.checked_grad(self, value, Tensor)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark this tensor as one whose gradient `backward()` writes into `.grad` (a leaf's flag; on a value computed

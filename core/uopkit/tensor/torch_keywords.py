@@ -4,6 +4,8 @@ A call ported from torch passes arguments by torch's names: `torch.cumprod(input
 `torch.cat(tensors=[a, b])`, `t.split(split_size=2)`. Each table entry below says, for one method, which argument
 position a torch keyword stands for (0 is the tensor itself); `accept_torch_keywords` wraps the method so that the
 keyword reaches the parameter uopkit has at that position. uopkit's own names keep working; giving both is a TypeError.
+As torch's argument parser does for its native functions, numpy's `axis=` and `keepdims=` stand for `dim=` and
+`keepdim=` on every method that has those and not numpy's (`Tensor.cat([a, b], axis=1)`, `t.sum(0, keepdims=True)`).
 """
 
 from __future__ import annotations
@@ -68,27 +70,45 @@ for _name, _keywords in {
     TORCH_KEYWORDS.setdefault(_name, {}).update(_keywords)
 
 
+# numpy's name -> torch's, accepted by torch for every native function with the torch-named argument
+NUMPY_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
+
+
 def _positional_names(fn: Callable[..., Any]) -> list[inspect.Parameter]:
     return [p for p in inspect.signature(fn).parameters.values() if p.kind not in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
 
 
 def accept_torch_keywords(fn: Callable[..., Any], keywords: dict[str, int]) -> Callable[..., Any]:
-    """`fn` taking, besides its own names, torch's `keywords` (torch name -> argument position) by keyword."""
+    """`fn` taking, besides its own names, torch's `keywords` (torch name -> argument position) by keyword, and numpy's
+    names of the arguments it names as torch (NUMPY_ALIASES)."""
     params = _positional_names(fn)
     own = {p.name for p in inspect.signature(fn).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     # torch keyword -> the parameter at its position; a name fn already has is its own, left alone
     renames = {k: params[i] for k, i in keywords.items() if k not in own and i < len(params)}
-    if not renames:
+    aliases = {k: name for k, name in NUMPY_ALIASES.items() if name in own and k not in own}
+    if not renames and not aliases:
         return fn
 
     # (not named `method`, the name of the functions tensor/support.py's factories make from tables)
     @functools.wraps(fn)
     def with_torch_keywords(*args: Any, **kwargs: Any) -> Any:
+        if kwargs and not aliases.keys().isdisjoint(kwargs):
+            kwargs = _aliased(fn.__name__, aliases, kwargs)
         if kwargs and not renames.keys().isdisjoint(kwargs):
             args, kwargs = _renamed(fn.__name__, renames, params, args, kwargs)
         return fn(*args, **kwargs)
 
     return with_torch_keywords
+
+
+def _aliased(op: str, aliases: dict[str, str], kwargs: dict) -> dict:
+    kwargs = dict(kwargs)
+    for key, name in aliases.items():
+        if key in kwargs:
+            if name in kwargs:
+                raise TypeError(f"{op}: got both {name}={kwargs[name]!r} and {key}={kwargs[key]!r}; give one")
+            kwargs[name] = kwargs.pop(key)
+    return kwargs
 
 
 def _renamed(
@@ -113,8 +133,12 @@ def _renamed(
 
 
 def install_torch_keywords(cls: type) -> None:
-    """Wrap each method of `cls` named in TORCH_KEYWORDS (plain functions only; static and class methods stay)."""
-    for name, keywords in TORCH_KEYWORDS.items():
+    """Wrap each public method of `cls` named in TORCH_KEYWORDS or having an argument NUMPY_ALIASES names (plain
+    functions only; static and class methods stay)."""
+    for name in dir(cls):
         fn = inspect.getattr_static(cls, name, None)
-        if inspect.isfunction(fn):
-            setattr(cls, name, accept_torch_keywords(fn, keywords))
+        if name.startswith("_") or not inspect.isfunction(fn):
+            continue
+        wrapped = accept_torch_keywords(fn, TORCH_KEYWORDS.get(name, {}))
+        if wrapped is not fn:
+            setattr(cls, name, wrapped)
