@@ -481,6 +481,51 @@ def test_scaled_dot_product_attention_applies_a_mask_and_is_causal_both(kind):
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "batched, separate, static, extras",
+    [(True, False, False, False), (True, True, False, True), (True, False, True, False), (False, True, True, False)],
+)
+def test_multi_head_attention_forward_matches_torch(batched, separate, static, extras):
+    # torch's functional form of MultiheadAttention, weights passed in: a packed in_proj_weight or q/k/v weights of
+    # other key/value widths, bias_k/bias_v with add_zero_attn, static keys/values, masks; dropout off (training=False)
+    E, H, L, S, N = 4, 2, 3, 5, 2
+    kdim, vdim = (3, 5) if separate else (E, E)
+    shape = (lambda n, f: (n, N, f)) if batched else (lambda n, f: (n, f))
+    static_shape = ((N if batched else 1) * H, S, E // H)
+    arrays = {
+        "q": _randn(*shape(L, E)), "k": _randn(*shape(S, kdim)), "v": _randn(*shape(S, vdim)),
+        "in_w": _randn(3 * E, E), "in_b": _randn(3 * E), "q_w": _randn(E, E), "k_w": _randn(E, kdim),
+        "v_w": _randn(E, vdim), "bias_k": _randn(1, 1, E), "bias_v": _randn(1, 1, E), "out_w": _randn(E, E),
+        "out_b": _randn(E), "static_k": _randn(*static_shape), "static_v": _randn(*static_shape),
+    }  # fmt: skip
+    attn_mask = RNG.random((L, S)) < 0.3
+    padding = RNG.random((N, S) if batched else (S,)) < 0.3
+
+    def run(F, lib, tensor):
+        t = {name: tensor(a) for name, a in arrays.items()}
+        out, weights = F.multi_head_attention_forward(
+            t["q"], t["k"], t["v"], E, H, None if separate else t["in_w"], t["in_b"],
+            t["bias_k"] if extras else None, t["bias_v"] if extras else None, extras, 0.5, t["out_w"], t["out_b"],
+            training=False, key_padding_mask=lib(padding), attn_mask=lib(attn_mask),
+            use_separate_proj_weight=separate, q_proj_weight=t["q_w"] if separate else None,
+            k_proj_weight=t["k_w"] if separate else None, v_proj_weight=t["v_w"] if separate else None,
+            static_k=t["static_k"] if static else None, static_v=t["static_v"] if static else None,
+            average_attn_weights=batched,
+        )  # fmt: skip
+        (out.square().sum() + (weights * weights).sum()).backward()
+        return out, weights, t
+
+    out, weights, ours = run(UF, Tensor, lambda a: Tensor(a, requires_grad=True))
+    ref, ref_weights, theirs = run(TF, torch.tensor, lambda a: torch.tensor(a, requires_grad=True))
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(weights.numpy(), ref_weights.detach().numpy(), atol=1e-5, rtol=1e-4)
+    for name, t in theirs.items():
+        if t.grad is None:
+            assert ours[name].grad is None, name
+        else:
+            np.testing.assert_allclose(ours[name].grad.numpy(), t.grad.numpy(), atol=1e-4, rtol=1e-4, err_msg=name)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_pools_with_indices(n):
     x = _randn(2, 3, *(5, 6, 4)[:n])
@@ -805,7 +850,6 @@ def test_errors(call, error, match):
 # coverage: every public function of torch.nn.functional is here, or left out for a reason
 
 LEFT_OUT = {
-    "multi_head_attention_forward": "not a thin wrapper (25 arguments); nn.MultiheadAttention is the supported form",
     "grouped_mm": "a CUDA grouped-GEMM kernel entry (jagged MoE batches, layout rules), not a dense-tensor function",
     "scaled_mm": "float8 scaled matmul with swizzled scales: a low-precision CUDA kernel entry",
     "scaled_grouped_mm": "float8 scaled grouped matmul: a low-precision CUDA kernel entry",

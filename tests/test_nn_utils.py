@@ -327,6 +327,37 @@ def test_packing_errors():
         rnn.pad_packed_sequence(rnn.pack_padded_sequence(x, [4, 2, 1]), total_length=2)
 
 
+def test_packing_errors_are_torchs_runtime_errors():
+    # torch raises RuntimeError for these (ours are ValueErrors too)
+    x = Tensor.zeros(4, 3)
+    for call in (
+        lambda: rnn.pack_padded_sequence(x, [2, 4, 1]),
+        lambda: rnn.pack_padded_sequence(x, [4, 2, 0]),
+        lambda: rnn.pack_padded_sequence(x, [4, 2]),
+        lambda: rnn.pack_sequence([Tensor.ones(1, 2), Tensor.ones(3, 2)]),
+        lambda: rnn.pad_sequence([]),
+        lambda: rnn.pad_sequence([Tensor.ones(2, 3), Tensor.ones(2, 4)]),
+        lambda: rnn.pad_sequence([Tensor.ones(2)], padding_side="middle"),
+    ):
+        with pytest.raises(RuntimeError):
+            call()
+
+
+def test_packed_sequence_casts_as_torch():
+    seqs = [np.array([1.5, 2.5], np.float32), np.array([3.5], np.float32)]
+    ours = rnn.pack_sequence([Tensor(s) for s in seqs])
+    theirs = torch.nn.utils.rnn.pack_sequence([torch.from_numpy(s) for s in seqs])
+    for method in ("double", "float", "half", "long", "int", "short", "char", "byte", "cpu"):
+        got, want = getattr(ours, method)(), getattr(theirs, method)()
+        assert isinstance(got, rnn.PackedSequence), method
+        assert got.data.numpy().dtype == want.data.numpy().dtype, method
+        np.testing.assert_array_equal(got.data.numpy(), want.data.numpy())
+        assert got.batch_sizes is ours.batch_sizes
+    # (torch's pin_memory needs an accelerator; ours keeps the data's values)
+    np.testing.assert_array_equal(ours.pin_memory().data.numpy(), ours.data.numpy())
+    assert ours.is_pinned() is False
+
+
 def test_packed_sequence_to():
     packed = rnn.pack_sequence([Tensor([1.0, 2.0]), Tensor([3.0])])
     half = packed.to(dtype="float16")

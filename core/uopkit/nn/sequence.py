@@ -415,12 +415,12 @@ def _xavier_normal(shape: tuple[int, ...]) -> Tensor:
     return _host(Tensor._rng().normal(0.0, math.sqrt(2 / (fan_in + fan_out)), shape))
 
 
-def _additive_mask(mask: Tensor, name: str) -> Tensor:
+def _additive_mask(mask: Tensor, name: str, op: str = "MultiheadAttention") -> Tensor:
     # torch's convention: a bool mask is True where attending is not allowed (-inf), a float mask is added
     if mask.dtype == dtypes.bool:
         return mask.where(-math.inf, 0.0)
     if not dtypes.is_float(mask.dtype):
-        raise TypeError(f"MultiheadAttention: {name} must be a bool or float tensor, got {mask.dtype}")
+        raise TypeError(f"{op}: {name} must be a bool or float tensor, got {mask.dtype}")
     return mask
 
 
@@ -483,40 +483,6 @@ class MultiheadAttention(Module):
         if bias:
             self.out_proj.bias = _host(np.zeros(embed_dim))
 
-    def _projections(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        if self._qkv_same_embed_dim:
-            wq, wk, wv = self.in_proj_weight.chunk(3, 0)
-        else:
-            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
-        q, k, v = query @ wq.T, key @ wk.T, value @ wv.T
-        if self.in_proj_bias is not None:
-            bq, bk, bv = self.in_proj_bias.chunk(3, 0)
-            q, k, v = q + bq, k + bk, v + bv
-        return q, k, v
-
-    def _mask(
-        self, attn_mask: Tensor | None, key_padding_mask: Tensor | None, L: int, S: int, N: int, batched: bool
-    ) -> Tensor | None:
-        # one additive mask broadcastable to the scores (N, heads, L, S)
-        mask = None
-        if attn_mask is not None:
-            heads = N * self.num_heads if batched else self.num_heads
-            if attn_mask.shape == (L, S):
-                mask = _additive_mask(attn_mask, "attn_mask").reshape(1, 1, L, S)
-            elif attn_mask.shape == (heads, L, S):
-                mask = _additive_mask(attn_mask, "attn_mask").reshape(N, self.num_heads, L, S)
-            else:
-                raise ShapeError(
-                    f"MultiheadAttention: attn_mask must be ({L}, {S}) or ({heads}, {L}, {S}), got {attn_mask.shape}"
-                )
-        if key_padding_mask is not None:
-            want = (N, S) if batched else (S,)
-            if key_padding_mask.shape != want:
-                raise ShapeError(f"MultiheadAttention: key_padding_mask must be {want}, got {key_padding_mask.shape}")
-            padding = _additive_mask(key_padding_mask, "key_padding_mask").reshape(N, 1, 1, S)
-            mask = padding if mask is None else mask + padding
-        return mask
-
     def __call__(
         self,
         query: Tensor,
@@ -530,70 +496,210 @@ class MultiheadAttention(Module):
     ) -> tuple[Tensor, Tensor | None]:
         for t in (query, key, value):
             _refuse_packed("MultiheadAttention", t)
+        _check_attention_inputs("MultiheadAttention", query, key, value, (self.embed_dim, self.kdim, self.vdim))
+        _check_causal_hint("MultiheadAttention", is_causal, attn_mask)
         batched = query.ndim == 3
-        if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
-            raise ShapeError(
-                f"MultiheadAttention: query, key and value must all be 3-d (batched) or 2-d (unbatched), got "
-                f"{query.shape}, {key.shape}, {value.shape}"
-            )
-        if query.shape[-1] != self.embed_dim or key.shape[-1] != self.kdim or value.shape[-1] != self.vdim:
-            raise ShapeError(
-                f"MultiheadAttention: expected features {self.embed_dim}, {self.kdim}, {self.vdim} in query, key and "
-                f"value, got {query.shape}, {key.shape}, {value.shape}"
-            )
-        if is_causal and attn_mask is None:
-            # (torch's: is_causal is a hint about attn_mask, which must be given)
-            raise ArgumentError(
-                "MultiheadAttention: is_causal=True needs attn_mask (the causal mask itself); build it with "
-                "Transformer.generate_square_subsequent_mask"
-            )
-        if not batched:
-            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
-        elif self.batch_first:
+        if batched and self.batch_first:
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
-        L, N, E = query.shape
-        if key.shape[:2] != value.shape[:2] or key.shape[1] != N:
-            raise ShapeError(
-                f"MultiheadAttention: key {key.shape} and value {value.shape} must have the same length and the "
-                f"query's batch {N}"
-            )
-        S = key.shape[0]
-        mask = self._mask(attn_mask, key_padding_mask, L, S, N, batched)
-        q, k, v = self._projections(query, key, value)
-        if self.bias_k is not None and self.bias_v is not None:
-            # one more key and value, learned, that every query may attend to
-            k = Tensor.cat([k, self.bias_k.expand((1, N, E))], dim=0)
-            v = Tensor.cat([v, self.bias_v.expand((1, N, E))], dim=0)
-            mask = mask.pad(((0, 0), (0, 0), (0, 0), (0, 1))) if mask is not None else None
-        # (N, heads, length, head_dim)
-        q, k, v = (t.reshape(t.shape[0], N, self.num_heads, self.head_dim).permute((1, 2, 0, 3)) for t in (q, k, v))
-        if self.add_zero_attn:
-            # and one more of zeros
-            zeros = Tensor.zeros(N, self.num_heads, 1, self.head_dim, dtype=k.dtype, device=k.device)
-            k, v = Tensor.cat([k, zeros], dim=2), Tensor.cat([v, zeros], dim=2)
-            mask = mask.pad(((0, 0), (0, 0), (0, 0), (0, 1))) if mask is not None else None
-        weights = None
-        if need_weights:
-            # torch's path with weights: a query that may attend to nothing gives NaN, as there
-            scores = (q * (1 / math.sqrt(self.head_dim))) @ k.transpose(-2, -1)
-            if mask is not None and scores.dtype in dtypes.halves:
-                # (a half-float attention, or one under autocast, adds its mask in the scores' dtype, as torch's)
-                mask = mask.cast(scores.dtype)
-            probs = (scores + mask if mask is not None else scores).softmax(-1).dropout(self.dropout)
-            out = probs @ v
-            weights = probs.mean(1) if average_attn_weights else probs
-            if not batched:
-                weights = weights.squeeze(0)
+        if self._qkv_same_embed_dim:
+            wq, wk, wv = self.in_proj_weight.chunk(3, 0)
         else:
-            # torch's path without weights (scaled_dot_product_attention): such a query gives zeros
-            dropout_p = self.dropout if Tensor.training else 0.0
-            out = q.scaled_dot_product_attention(k, v, mask, dropout_p)
-        out = self.out_proj(out.permute((2, 0, 1, 3)).reshape(L, N, E))
-        if not batched:
-            out = out.squeeze(1)
-        elif self.batch_first:
+            wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+        out, weights = _attention(
+            "MultiheadAttention", query, key, value, self.num_heads, (wq, wk, wv), self.in_proj_bias,
+            (self.bias_k, self.bias_v), self.add_zero_attn, self.dropout if Tensor.training else 0.0,
+            (self.out_proj.weight, self.out_proj.bias), key_padding_mask, need_weights, attn_mask,
+            average_attn_weights,
+        )  # fmt: skip
+        if batched and self.batch_first:
             out = out.transpose(0, 1)
         return out, weights
+
+
+def _check_attention_inputs(name: str, query: Tensor, key: Tensor, value: Tensor, features: tuple[int, ...]) -> None:
+    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ShapeError(
+            f"{name}: query, key and value must all be 3-d (batched) or 2-d (unbatched), got "
+            f"{query.shape}, {key.shape}, {value.shape}"
+        )
+    if (query.shape[-1], key.shape[-1], value.shape[-1]) != features:
+        raise ShapeError(
+            f"{name}: expected features {', '.join(map(str, features))} in query, key and value, got "
+            f"{query.shape}, {key.shape}, {value.shape}"
+        )
+
+
+def _check_causal_hint(name: str, is_causal: bool, attn_mask: Tensor | None) -> None:
+    if is_causal and attn_mask is None:
+        # (torch's: is_causal is a hint about attn_mask, which must be given)
+        raise ArgumentError(
+            f"{name}: is_causal=True needs attn_mask (the causal mask itself); build it with "
+            "Transformer.generate_square_subsequent_mask"
+        )
+
+
+def _attention_mask(
+    name: str, attn_mask: Tensor | None, key_padding_mask: Tensor | None, heads: int, L: int, S: int, N: int,
+    batched: bool,
+) -> Tensor | None:  # fmt: skip
+    # one additive mask broadcastable to the scores (N, heads, L, S)
+    mask = None
+    if attn_mask is not None:
+        stacked = N * heads if batched else heads
+        if attn_mask.shape == (L, S):
+            mask = _additive_mask(attn_mask, "attn_mask", name).reshape(1, 1, L, S)
+        elif attn_mask.shape == (stacked, L, S):
+            mask = _additive_mask(attn_mask, "attn_mask", name).reshape(N, heads, L, S)
+        else:
+            raise ShapeError(f"{name}: attn_mask must be ({L}, {S}) or ({stacked}, {L}, {S}), got {attn_mask.shape}")
+    if key_padding_mask is not None:
+        want = (N, S) if batched else (S,)
+        if key_padding_mask.shape != want:
+            raise ShapeError(f"{name}: key_padding_mask must be {want}, got {key_padding_mask.shape}")
+        padding = _additive_mask(key_padding_mask, "key_padding_mask", name).reshape(N, 1, 1, S)
+        mask = padding if mask is None else mask + padding
+    return mask
+
+
+def _attention(
+    name: str,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    heads: int,
+    proj_weights: tuple[Tensor, Tensor, Tensor],
+    in_proj_bias: Tensor | None,
+    bias_kv: tuple[Tensor | None, Tensor | None],
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj: tuple[Tensor, Tensor | None],
+    key_padding_mask: Tensor | None,
+    need_weights: bool,
+    attn_mask: Tensor | None,
+    average_attn_weights: bool,
+    static_kv: tuple[Tensor | None, Tensor | None] = (None, None),
+) -> tuple[Tensor, Tensor | None]:
+    # multi-head attention over sequence-first inputs (L, N, E) or unbatched (L, E), shapes checked by the caller;
+    # what MultiheadAttention and F.multi_head_attention_forward share
+    batched = query.ndim == 3
+    if not batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+    L, N, E = query.shape
+    head_dim = E // heads
+    if key.shape[:2] != value.shape[:2] or key.shape[1] != N:
+        raise ShapeError(
+            f"{name}: key {key.shape} and value {value.shape} must have the same length and the query's batch {N}"
+        )
+    static_k, static_v = static_kv
+    S = key.shape[0] if static_k is None else static_k.shape[1]
+    mask = _attention_mask(name, attn_mask, key_padding_mask, heads, L, S, N, batched)
+    wq, wk, wv = proj_weights
+    q, k, v = query @ wq.T, key @ wk.T, value @ wv.T
+    if in_proj_bias is not None:
+        bq, bk, bv = in_proj_bias.chunk(3, 0)
+        q, k, v = q + bq, k + bk, v + bv
+    bias_k, bias_v = bias_kv
+    if bias_k is not None and bias_v is not None:
+        # one more key and value, learned, that every query may attend to
+        k = Tensor.cat([k, bias_k.expand((1, N, E))], dim=0)
+        v = Tensor.cat([v, bias_v.expand((1, N, E))], dim=0)
+        mask = mask.pad(((0, 0), (0, 0), (0, 0), (0, 1))) if mask is not None else None
+    # (N, heads, length, head_dim); a static key or value (N * heads, S, head_dim) replaces the projected one
+    q, k, v = (t.reshape(t.shape[0], N, heads, head_dim).permute((1, 2, 0, 3)) for t in (q, k, v))
+    if static_k is not None:
+        k = static_k.reshape(N, heads, S, head_dim)
+    if static_v is not None:
+        v = static_v.reshape(N, heads, static_v.shape[1], head_dim)
+    if add_zero_attn:
+        # and one more of zeros
+        zeros = Tensor.zeros(N, heads, 1, head_dim, dtype=k.dtype, device=k.device)
+        k, v = Tensor.cat([k, zeros], dim=2), Tensor.cat([v, zeros], dim=2)
+        mask = mask.pad(((0, 0), (0, 0), (0, 0), (0, 1))) if mask is not None else None
+    weights = None
+    if need_weights:
+        # torch's path with weights: a query that may attend to nothing gives NaN, as there
+        scores = (q * (1 / math.sqrt(head_dim))) @ k.transpose(-2, -1)
+        if mask is not None and scores.dtype in dtypes.halves:
+            # (a half-float attention, or one under autocast, adds its mask in the scores' dtype, as torch's)
+            mask = mask.cast(scores.dtype)
+        probs = (scores + mask if mask is not None else scores).softmax(-1)
+        if dropout_p > 0:
+            with Tensor.train():
+                probs = probs.dropout(dropout_p)
+        out = probs @ v
+        weights = probs.mean(1) if average_attn_weights else probs
+        if not batched:
+            weights = weights.squeeze(0)
+    else:
+        # torch's path without weights (scaled_dot_product_attention): such a query gives zeros
+        out = q.scaled_dot_product_attention(k, v, mask, dropout_p)
+    out_weight, out_bias = out_proj
+    out = out.permute((2, 0, 1, 3)).reshape(L, N, E).linear(out_weight.T, out_bias)
+    return (out if batched else out.squeeze(1)), weights
+
+
+def multi_head_attention_forward(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight: Tensor | None,
+    in_proj_bias: Tensor | None,
+    bias_k: Tensor | None,
+    bias_v: Tensor | None,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: Tensor,
+    out_proj_bias: Tensor | None,
+    training: bool = True,
+    key_padding_mask: Tensor | None = None,
+    need_weights: bool = True,
+    attn_mask: Tensor | None = None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight: Tensor | None = None,
+    k_proj_weight: Tensor | None = None,
+    v_proj_weight: Tensor | None = None,
+    static_k: Tensor | None = None,
+    static_v: Tensor | None = None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """torch.nn.functional.multi_head_attention_forward: MultiheadAttention's computation with its weights passed in;
+    inputs sequence-first (L, N, E) or unbatched (L, E), the weights' shapes as MultiheadAttention's parameters.
+    `static_k`/`static_v` (N * num_heads, S, E // num_heads) replace the projected key/value; dropout only when
+    `training`. Returns (output, weights) as MultiheadAttention.
+
+    >>> w = Tensor.eye(4).repeat(3, 1)
+    >>> out, weights = multi_head_attention_forward(
+    ...     Tensor.ones(3, 1, 4), Tensor.ones(5, 1, 4), Tensor.ones(5, 1, 4), 4, 2, w, None, None, None, False, 0.0,
+    ...     Tensor.eye(4), None)
+    >>> out.shape, weights.shape
+    ((3, 1, 4), (1, 3, 5))
+    """
+    name = "multi_head_attention_forward"
+    if embed_dim_to_check % num_heads:
+        raise ArgumentError(f"{name}: embed_dim {embed_dim_to_check} must be divisible by num_heads {num_heads}")
+    if use_separate_proj_weight:
+        if q_proj_weight is None or k_proj_weight is None or v_proj_weight is None:
+            raise ArgumentError(
+                f"{name}: use_separate_proj_weight=True needs q_proj_weight, k_proj_weight and v_proj_weight"
+            )
+        proj_weights = (q_proj_weight, k_proj_weight, v_proj_weight)
+    else:
+        if in_proj_weight is None:
+            raise ArgumentError(f"{name}: in_proj_weight is None; pass it or use_separate_proj_weight=True")
+        proj_weights = tuple(in_proj_weight.chunk(3, 0))
+    kdim, vdim = proj_weights[1].shape[-1], proj_weights[2].shape[-1]
+    _check_attention_inputs(name, query, key, value, (embed_dim_to_check, kdim, vdim))
+    _check_causal_hint(name, is_causal, attn_mask)
+    if (static_k is not None or static_v is not None) and bias_k is not None:
+        raise ArgumentError(f"{name}: bias_k/bias_v cannot be added to a static key or value")
+    return _attention(
+        name, query, key, value, num_heads, proj_weights, in_proj_bias, (bias_k, bias_v), add_zero_attn,
+        dropout_p if training else 0.0, (out_proj_weight, out_proj_bias), key_padding_mask, need_weights, attn_mask,
+        average_attn_weights, (static_k, static_v),
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------

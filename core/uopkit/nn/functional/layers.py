@@ -15,6 +15,7 @@ from uopkit.dtype import dtypes
 from uopkit.nn.functional.arguments import _check_rank, _ntuple, _pool_window, _tensor_input
 from uopkit.nn.modules import _MACHINE_EPS, _renorm_looked_up_rows
 from uopkit.nn.pooling import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
+from uopkit.nn.sequence import multi_head_attention_forward as multi_head_attention_forward
 from uopkit.nn.spatial import _frequency_scaled
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
@@ -28,7 +29,8 @@ __all__ = [
     "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices",
     "batch_norm", "instance_norm", "layer_norm", "rms_norm", "group_norm", "local_response_norm", "normalize", "linear",
-    "bilinear", "embedding", "embedding_bag", "one_hot", "scaled_dot_product_attention", "cosine_similarity",
+    "bilinear", "embedding", "embedding_bag", "one_hot", "scaled_dot_product_attention", "multi_head_attention_forward",
+    "cosine_similarity",
     "pairwise_distance", "pdist", "pad", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear",
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "grid_sample", "affine_grid",
 ]  # fmt: skip

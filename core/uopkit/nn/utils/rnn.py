@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from uopkit.dtype import dtypes
-from uopkit.tensor import Tensor
+from uopkit.tensor import ArgumentError, Tensor
 
 __all__ = [
     "PackedSequence",
@@ -48,6 +48,43 @@ class PackedSequence(NamedTuple):
         """The data moved or cast by `Tensor.to` (the index tensors stay where they are, as torch's batch_sizes)."""
         return self._replace(data=self.data.to(*args, **kwargs))
 
+    # torch's shorthands: each applies the Tensor method of that name to `data`
+    def cpu(self) -> PackedSequence:
+        return self._replace(data=self.data.cpu())
+
+    def cuda(self, *args, **kwargs) -> PackedSequence:
+        return self._replace(data=self.data.cuda(*args, **kwargs))
+
+    def pin_memory(self) -> PackedSequence:
+        return self._replace(data=self.data.pin_memory())
+
+    def is_pinned(self) -> bool:
+        return self.data.is_pinned()
+
+    def double(self) -> PackedSequence:
+        return self._replace(data=self.data.double())
+
+    def float(self) -> PackedSequence:
+        return self._replace(data=self.data.float())
+
+    def half(self) -> PackedSequence:
+        return self._replace(data=self.data.half())
+
+    def long(self) -> PackedSequence:
+        return self._replace(data=self.data.long())
+
+    def int(self) -> PackedSequence:
+        return self._replace(data=self.data.int())
+
+    def short(self) -> PackedSequence:
+        return self._replace(data=self.data.short())
+
+    def char(self) -> PackedSequence:
+        return self._replace(data=self.data.char())
+
+    def byte(self) -> PackedSequence:
+        return self._replace(data=self.data.byte())
+
 
 def _padded_to(sequence: Tensor, length: int, padding_value: float, left: bool) -> Tensor:
     # `sequence` (L, *) lengthened to `length` steps with padding_value, after it or (left) before it
@@ -72,14 +109,14 @@ def pad_sequence(
     [[-1.0, 2.0], [1.0, 3.0]]
     """
     if padding_side not in ("left", "right"):
-        raise ValueError(f"pad_sequence: padding_side takes 'left' or 'right', got {padding_side!r}")
+        raise ArgumentError(f"pad_sequence: padding_side takes 'left' or 'right', got {padding_side!r}")
     sequences = list(sequences.unbind(0) if isinstance(sequences, Tensor) else sequences)
     if not sequences:
-        raise ValueError("pad_sequence: received an empty list of sequences")
+        raise ArgumentError("pad_sequence: received an empty list of sequences")
     trailing = sequences[0].shape[1:]
     for s in sequences:
         if s.ndim == 0 or s.shape[1:] != trailing:
-            raise ValueError(
+            raise ArgumentError(
                 f"pad_sequence: every sequence must have shape (L, {', '.join(map(str, trailing))}...), got {s.shape}"
             )
     length = max(s.shape[0] for s in sequences)
@@ -98,7 +135,7 @@ def unpad_sequence(
 def _lengths(lengths: Tensor | Iterable[int], name: str) -> list[int]:
     values = lengths.tolist() if isinstance(lengths, Tensor) else list(lengths)
     if isinstance(values, int | float) or any(isinstance(n, list) for n in values):
-        raise ValueError(f"{name}: lengths must be a 1-D list or tensor of ints")
+        raise ArgumentError(f"{name}: lengths must be a 1-D list or tensor of ints")
     return [int(n) for n in values]
 
 
@@ -123,18 +160,18 @@ def pack_padded_sequence(
     sizes = _lengths(lengths, "pack_padded_sequence")
     batch_dim = 0 if batch_first else 1
     if input.ndim < 2 or len(sizes) != input.shape[batch_dim]:
-        raise ValueError(
+        raise ArgumentError(
             f"pack_padded_sequence: expected {len(sizes)} sequences along dim {batch_dim} of the input, "
             f"got shape {input.shape}"
         )
     if any(n <= 0 for n in sizes):
-        raise ValueError(f"pack_padded_sequence: every length must be at least 1, got lengths {sizes}")
+        raise ArgumentError(f"pack_padded_sequence: every length must be at least 1, got lengths {sizes}")
     steps = input.shape[1 - batch_dim]
     if max(sizes) > steps:
-        raise ValueError(f"pack_padded_sequence: a length ({max(sizes)}) is longer than the input's {steps} steps")
+        raise ArgumentError(f"pack_padded_sequence: a length ({max(sizes)}) is longer than the input's {steps} steps")
     if enforce_sorted:
         if any(a < b for a, b in zip(sizes, sizes[1:], strict=False)):
-            raise ValueError(
+            raise ArgumentError(
                 f"pack_padded_sequence: with enforce_sorted=True the lengths must not increase, got {sizes}; pass "
                 "enforce_sorted=False to have them sorted for you"
             )
