@@ -589,6 +589,46 @@ def test_max_pool_gradient_goes_to_the_first_max_of_a_tie(kwargs, shape) -> None
     np.testing.assert_array_equal(indices.numpy(), t_indices.numpy())
 
 
+@pytest.mark.parametrize(
+    "pool, kwargs, shape",
+    [
+        ("max_pool", dict(kernel_size=2, stride=1), (1, 1, 2, 4)),
+        ("max_pool", dict(kernel_size=3, stride=2, padding=1), (2, 2, 7, 8)),
+        ("max_pool", dict(kernel_size=(3,), stride=2, padding=1), (2, 3, 17)),
+        ("max_pool", dict(kernel_size=(2, 2, 2), stride=1, padding=1), (1, 2, 4, 5, 4)),
+        ("adaptive_max_pool", dict(output_size=(3, 4)), (2, 2, 7, 9)),
+        ("adaptive_max_pool", dict(output_size=(2, 3)), (2, 2, 6, 9)),
+        ("adaptive_max_pool", dict(output_size=(2, 3, 2)), (1, 2, 5, 7, 3)),
+    ],
+)
+def test_max_pool_picks_the_last_nan_of_a_window_as_torch(pool, kwargs, shape) -> None:
+    # PyTorch's max pool kernels take each NaN they scan as the new maximum: a window holding several NaNs gives the
+    # last one's index, and the gradient goes there (with return_indices or without, on the uneven adaptive
+    # windows' gradient path too)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    x[RNG.random(shape) < 0.3] = np.nan
+    x.reshape(-1)[:8] = [1.0, 3.0, np.nan, 0.5, np.nan, 2.0, 1.0, np.nan][: x.size]
+    name = f"{pool}{len(shape) - 2}d"
+    theirs = getattr(torch.nn.functional, name)
+    ref = torch.tensor(x, requires_grad=True)
+    t_values, t_indices = theirs(ref, **kwargs, return_indices=True)
+    upstream = RNG.standard_normal(t_values.shape).astype(np.float32)
+    (t_values * torch.tensor(upstream)).sum().backward()
+    ours_fn = getattr(Tensor, f"{pool}2d")
+    for with_indices in (True, False):
+        ours = Tensor(x, requires_grad=True)
+        out = ours_fn(ours, **kwargs, return_indices=with_indices)
+        values = out[0] if with_indices else out
+        (values * Tensor(upstream)).sum().backward()
+        assert ours.grad is not None and ref.grad is not None
+        # (overlapping windows sum their gradients in another order)
+        np.testing.assert_allclose(ours.grad.numpy(), ref.grad.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(values.numpy(), t_values.detach().numpy())
+    for requires_grad in (False, True):
+        _, indices = ours_fn(Tensor(x, requires_grad=requires_grad), **kwargs, return_indices=True)
+        np.testing.assert_array_equal(indices.numpy(), t_indices.numpy())
+
+
 def _bf16_gradients(fn, torch_fn, arrays, upstream, view=None):
     # (ours, torch's) bfloat16 values and gradients of sum(fn(*bf16 leaves).float() * upstream), read through `view`
     view = view or (lambda t: t)

@@ -565,7 +565,7 @@ class LinalgMixin:
     ) -> Any:
         """Max over windows of the last len(kernel_size) axes (padding counts as -inf), the arguments in
         torch.nn.functional.max_pool2d's order. With return_indices, also where each max is: its (int32) flat index
-        in the input's pooled plane (the first one on a tie), as torch.
+        in the input's pooled plane (the first one on a tie, the last NaN in a window holding one), as torch.
 
         >>> Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()
         [[[[5, 7], [13, 15]]]]
@@ -584,13 +584,7 @@ class LinalgMixin:
         plane = prod(self.shape[-n:])
         pos = Tensor.arange(plane, device=self.device, dtype=dtypes.positions(plane)).reshape(self.shape[-n:])
         pos_windows = pos.pad(full[-n:], value=plane)._pool(k_, s_, d_)
-        m = values.reshape(values.shape + (1,) * n)
-        hit = windows == m
-        if dtypes.is_float(self.dtype):
-            hit = hit | (windows.isnan() & m.isnan())
-        # positions grow along a window in scan order: the smallest hit is the first
-        indices = hit.where(pos_windows, plane).min(axes)
-        return values, indices
+        return values, _window_argmax(windows, values, pos_windows, plane, axes)
 
     def max_unpool2d(
         self,
@@ -1064,10 +1058,25 @@ def _over_stored_copy(view: UOp) -> UOp:
     return out
 
 
+def _window_argmax(windows: Tensor, values: Tensor, pos: Tensor, past: int, axes: tuple[int, ...]) -> Tensor:
+    """Where each window's max is, as PyTorch's max pool kernels pick it: `pos` holds each tap's position (`past` for
+    a tap outside the window), `values` the windows' max. The first maximum in scan order, but in a window holding a
+    NaN its last NaN (their scan replaces the running max at every NaN)."""
+    m = values.reshape(values.shape + (1,) * len(axes))
+    # positions grow along a window in scan order: the smallest hit is the first
+    first = (windows == m).where(pos, past).min(axes)
+    if not dtypes.is_float(windows.dtype):
+        return first
+    # (one past each NaN's position, so that 0 says there is none)
+    after_last_nan = windows.isnan().where(pos + 1, 0).max(axes)
+    return (after_last_nan > 0).where(after_last_nan - 1, first)
+
+
 def _set_first_max_gradient(values: UOp, windows: UOp, n: int) -> None:
-    """A max pool's gradient goes to the first maximum of each window (in scan order, NaN as the maximum), as
-    PyTorch's: not shared among ties (the max reduce's own rule), which a window of zeros after a ReLU has. It is a
-    function of the pooled values with a zero derivative, as torch's max_pool backward (see `_reading_input`)."""
+    """A max pool's gradient goes to the first maximum of each window (in scan order; in a window holding a NaN, its
+    last NaN), as PyTorch's: not shared among ties (the max reduce's own rule), which a window of zeros after a ReLU
+    has. It is a function of the pooled values with a zero derivative, as torch's max_pool backward (see
+    `_reading_input`)."""
     from uopkit.gradient import set_gradient
 
     def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
@@ -1077,13 +1086,10 @@ def _set_first_max_gradient(values: UOp, windows: UOp, n: int) -> None:
         # equalled it and the gradient was lost. (As the max reduce's own rule, gradient.do_reduce_max_grad)
         w = Tensor(_over_stored_copy(windows))
         axes = tuple(range(-n, 0))
-        top = w.max(axes, keepdim=True)
-        hit = w == top
-        if dtypes.is_float(w.dtype):
-            hit = hit | (w.isnan() & top.isnan())
         taps = prod(w.shape[-n:])
         tap = Tensor.arange(taps, device=w.device, dtype=dtypes.int32).reshape(w.shape[-n:])
-        first = tap == hit.where(tap, taps).min(axes, keepdim=True)
+        chosen = _window_argmax(w, w.max(axes), tap, taps, axes)
+        first = tap == chosen.reshape(chosen.shape + (1,) * n)
         zero = Tensor(0, device=w.device, dtype=g.dtype)
         picked = first.where(Tensor(g).reshape((g.shape or ()) + (1,) * n), zero).uop
         # (linked to the windows' base, which the stored copy reads: the node a gradient of it walks through)

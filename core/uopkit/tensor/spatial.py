@@ -17,7 +17,7 @@ from uopkit.helpers import prod
 from uopkit.tensor import segments
 from uopkit.tensor.autocast import CPU, FLOAT32, autocast_op
 from uopkit.tensor.grad_mode import is_grad_enabled
-from uopkit.tensor.linalg import _set_first_max_gradient
+from uopkit.tensor.linalg import _set_first_max_gradient, _window_argmax
 from uopkit.tensor.special import UnsupportedDTypeError
 from uopkit.tensor.support import (
     ArgumentError,
@@ -812,15 +812,11 @@ class SpatialMixin:
         if not return_indices:
             return values
         # the flat position of every input element in its plane, in the same windows (past a window's end: the plane's
-        # size); positions grow along a window in scan order, so the smallest hit is the first
+        # size)
         plane = prod(spatial)
         pos = Tensor.arange(plane, device=self.device, dtype=dtypes.positions(plane)).reshape(spatial)
         pos_windows = Tensor(inside, device=self.device).where(pos._adaptive_windows(out)[0], plane)
-        m = values.reshape(values.shape + (1,) * n)
-        hit = windows == m
-        if dtypes.is_float(self.dtype):
-            hit = hit | (windows.isnan() & m.isnan())
-        return values, hit.where(pos_windows, plane).min(axes)
+        return values, _window_argmax(windows, values, pos_windows, plane, axes)
 
     def _adaptive_windows(self, out: tuple[int, ...]) -> tuple[Tensor, np.ndarray]:
         """The windows of an adaptive pool over the last len(out) axes as movement ops, (..., *out, *k) with k the
