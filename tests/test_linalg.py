@@ -250,9 +250,34 @@ def test_new_names_refuse_bad_shapes_clearly(call, match):
         call()
 
 
+@pytest.mark.parametrize("hermitian", [False, True])
+@pytest.mark.parametrize(
+    "cuts",
+    [
+        {"atol": 1e-3},
+        {"atol": 0.1},
+        {"atol": 1e-3, "rtol": 0.5},
+        {"atol": 0.0},
+        {"atol": [1e-3, 0.1, 0.0]},
+        {"rtol": [1e-3, 0.1, 0.5], "atol": [1e-6, 1e-6, 1e-6]},
+    ],
+)
+def test_pinv_atol_cuts_as_torchs(cuts, hermitian):
+    # singular values 1, 1e-2 and 1e-4 (scaled by each matrix's draw): atol cuts absolutely, and given above 0 without
+    # rtol it turns the default relative cut off, as torch's; a tensor gives one cut per matrix of the batch
+    m = np.random.default_rng(3).standard_normal((3, 4, 3)) @ np.diag([1.0, 1e-2, 1e-4])
+    if hermitian:
+        m = np.swapaxes(m, -1, -2) @ m
+    got = linalg.pinv(
+        Tensor(m), hermitian=hermitian, **{k: Tensor(v) if isinstance(v, list) else v for k, v in cuts.items()}
+    )
+    want = TL.pinv(
+        _t(m), hermitian=hermitian, **{k: torch.tensor(v) if isinstance(v, list) else v for k, v in cuts.items()}
+    )
+    _close(got, want, 1e-6 * np.abs(want.numpy()).max())
+
+
 def test_unsupported_arguments_raise_clearly():
-    with pytest.raises(NotImplementedError, match="atol"):
-        linalg.pinv(Tensor(A), atol=1e-3)
     with pytest.raises(ArgumentError, match="driver must be one of 'gels', 'gelsy', 'gelsd', 'gelss'"):
         linalg.lstsq(Tensor(A), Tensor(B), driver="gelsx")
     with pytest.raises(NotImplementedError, match="left=True"):

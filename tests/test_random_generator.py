@@ -4,6 +4,7 @@ tensor of probabilities."""
 from __future__ import annotations
 
 import doctest
+import io
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import uopkit
 from uopkit import Generator, Tensor, data
 from uopkit.jit import TinyJit
 from uopkit.nn import init
+from uopkit.nn.state import torch_load, torch_save
 from uopkit.tensor import ArgumentError, ShapeError
 from uopkit.tensor import generator as generator_module
 
@@ -132,6 +134,35 @@ def test_get_state_and_set_state_replay_the_stream():
     assert Tensor.randn(4, generator=Generator().set_state(state)).tolist() == later[0]
     with pytest.raises(ArgumentError, match="uint8 tensor of 16 bytes"):
         g.set_state(Tensor.zeros(16))
+
+
+def test_global_rng_state_resumes_draws_and_shuffles_as_torchs_get_rng_state():
+    # torch.get_rng_state/set_rng_state/initial_seed/seed as Tensor's: a checkpoint's RNG state, saved and loaded back
+    # through torch_save/torch_load, replays the draws and the loader's next shuffle that followed it
+    Tensor.manual_seed(13)
+    assert Tensor.initial_seed() == 13
+    Tensor.rand(3).realize()
+    buf = io.BytesIO()
+    torch_save({"rng": Tensor.get_rng_state()}, buf)
+    loader = data.DataLoader(range(10), batch_size=4, shuffle=True)
+    later = ([b.tolist() for b in loader], Tensor.randn(4).tolist(), Tensor.randperm(6).tolist())
+    state = torch_load(io.BytesIO(buf.getvalue()))["rng"]
+    assert state.dtype == uopkit.dtypes.uint8 and state.shape == (16,)
+    assert Tensor.set_rng_state(state) is None
+    assert ([b.tolist() for b in loader], Tensor.randn(4).tolist(), Tensor.randperm(6).tolist()) == later
+    # the global stream's state is a Generator's: seeded alike, each takes the other's state
+    assert Tensor.get_rng_state().tolist() != Generator().manual_seed(13).get_state().tolist()
+    Tensor.manual_seed(13)
+    assert Tensor.get_rng_state().tolist() == Generator().manual_seed(13).get_state().tolist()
+    seed = Tensor.seed()
+    assert (
+        Tensor.initial_seed() == seed
+        and Tensor.rand(2).tolist() == Tensor.rand(2, generator=Generator().manual_seed(seed)).tolist()
+    )
+    with pytest.raises(ArgumentError, match="set_rng_state: expected the uint8 tensor of 16 bytes"):
+        Tensor.set_rng_state(torch.get_rng_state())
+    with pytest.raises(TypeError, match="set_rng_state"):
+        Tensor.set_rng_state([1, 2])
 
 
 def test_anything_but_a_uopkit_generator_is_refused_by_name():

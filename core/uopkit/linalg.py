@@ -255,11 +255,11 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
     return A.solve_triangular(B, upper=upper, left=left, unitriangular=unitriangular)
 
 
-def pinv(A: Tensor, *, atol: float | None = None, rtol: float | None = None, hermitian: bool = False) -> Tensor:
-    """torch.linalg.pinv with a relative cut `rtol` (an absolute `atol` is not supported: NotImplementedError)."""
-    if atol is not None:
-        raise NotImplementedError("linalg.pinv: atol= is not supported, give rtol= (relative to the largest value)")
-    return A.pinv(rtol=rtol, hermitian=hermitian)
+def pinv(
+    A: Tensor, *, atol: float | Tensor | None = None, rtol: float | Tensor | None = None, hermitian: bool = False
+) -> Tensor:
+    """torch.linalg.pinv: singular values at or below max(atol, rtol * the largest) count as zero."""
+    return A.pinv(rtol=rtol, hermitian=hermitian, atol=atol)
 
 
 def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import secrets
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,14 @@ from uopkit.dtype import (
 )
 from uopkit.engine.realize import buffers, capturing
 from uopkit.helpers import prod
-from uopkit.tensor.generator import Generator, _philox, _seed_value, random_draw_rules
+from uopkit.tensor.generator import (
+    Generator,
+    _philox,
+    _seed_value,
+    random_draw_rules,
+    read_stream_state,
+    stream_state,
+)
 from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
@@ -501,6 +509,38 @@ class CreationMixin:
         True
         """
         Tensor._seed, Tensor._rng_counter = _seed_value(seed, "manual_seed"), 0
+
+    @staticmethod
+    def initial_seed() -> int:
+        """The seed the global stream was last started from (torch.initial_seed; 0 before any seeding, where
+        torch's is its default seed).
+
+        >>> Tensor.manual_seed(5); Tensor.initial_seed()
+        5
+        """
+        return Tensor._seed
+
+    @staticmethod
+    def seed() -> int:
+        """Restart the global stream from a fresh non-deterministic seed and return that seed (torch.seed)."""
+        Tensor.manual_seed(secrets.randbits(64))
+        return Tensor._seed
+
+    @staticmethod
+    def get_rng_state() -> Tensor:
+        """The global stream's state, for `set_rng_state` (torch.get_rng_state): a uint8 tensor of 16 bytes (the
+        seed and the call number), not torch's 5056-byte Mersenne Twister state.
+
+        >>> s = Tensor.get_rng_state(); a = Tensor.rand(3).tolist()
+        >>> Tensor.set_rng_state(s); Tensor.rand(3).tolist() == a
+        True
+        """
+        return stream_state(Tensor._seed, Tensor._rng_counter)
+
+    @staticmethod
+    def set_rng_state(new_state: Tensor) -> None:
+        """Go back to a state `get_rng_state` returned (torch.set_rng_state): the draws after it are drawn again."""
+        Tensor._seed, Tensor._rng_counter = read_stream_state(new_state, "set_rng_state", "Tensor.get_rng_state()")
 
     @staticmethod
     def _rng(generator: Generator | None = None) -> np.random.Generator:

@@ -792,25 +792,30 @@ class FactorizeMixin:
         return self.eigh(UPLO)[0]
 
     @autocast_op(FLOAT32)
-    def pinv(self: Tensor, rtol: float | None = None, hermitian: bool = False) -> Tensor:  # type: ignore[misc]
+    def pinv(  # type: ignore[misc]
+        self: Tensor, rtol: float | Tensor | None = None, hermitian: bool = False, *, atol: float | Tensor | None = None
+    ) -> Tensor:
         """The Moore-Penrose pseudo-inverse (torch.linalg.pinv) from an SVD: singular values at or below
-        rtol * the largest count as zero (`rtol` default: max(m, n) * the dtype's epsilon, as torch).
+        max(atol, rtol * the largest) count as zero. `rtol` defaults to max(m, n) * the dtype's epsilon, or to 0 where
+        `atol` is given and above 0, as torch's; either may be a tensor of one cut per matrix of the batch.
         `hermitian`: self is symmetric (its lower triangle is read, as torch), through eigh.
 
         >>> Tensor([[2.0, 0.0], [0.0, 0.0]]).pinv().tolist()
         [[0.5, 0.0], [0.0, 0.0]]
+        >>> Tensor([[2.0, 0.0], [0.0, 0.01]]).pinv(atol=0.1).tolist()
+        [[0.5, 0.0], [0.0, 0.0]]
         """
         a = _matrices(self, "pinv")
         m, n = a.shape[-2:]
-        cut = max(m, n) * epsilon(a.dtype) if rtol is None else rtol
         if min(m, n) == 0:
             return tied_to_empty(Tensor.zeros(*a.shape[:-2], n, m, dtype=a.dtype, device=a.device), a)
+        cut, floor = _pinv_cuts(rtol, atol, max(m, n) * epsilon(a.dtype))
         if hermitian:
             w, v = a.eigh()
-            big = w.abs().max(-1, keepdim=True) * cut
+            big = (w.abs().max(-1, keepdim=True) * cut).maximum(floor)
             inv = (w.abs() > big).where(1 / w, 0)
             return with_pinv_gradient((v * inv.unsqueeze(-2)) @ v.transpose(-1, -2), a)
-        return with_pinv_gradient(pinv_from_svd(*a.svd(full_matrices=False), cut), a)
+        return with_pinv_gradient(pinv_from_svd(*a.svd(full_matrices=False), cut, floor), a)
 
     @autocast_op(FLOAT32)
     def pinverse(self: Tensor, rcond: float = 1e-15) -> Tensor:  # type: ignore[misc]
@@ -937,9 +942,26 @@ class FactorizeMixin:
         return PLU(perm.one_hot(m).cast(lu.dtype).transpose(-1, -2), el, u)
 
 
-def pinv_from_svd(u: Tensor, sv: Tensor, vh: Tensor, cut: float) -> Tensor:
-    """V diag(1 / S) U^T, singular values at or below `cut` times the largest taken as zero."""
-    inv = (sv > sv.max(-1, keepdim=True) * cut).where(1 / sv, 0)
+def _pinv_cuts(
+    rtol: float | Tensor | None, atol: float | Tensor | None, default_rtol: float
+) -> tuple[float | Tensor, float | Tensor]:
+    """pinv's relative and absolute cuts, each a number or a tensor with an axis to broadcast over the singular
+    values: rtol defaults to `default_rtol`, or to 0 where atol is above 0 (torch.linalg.pinv's rule)."""
+    if isinstance(atol, Tensor):
+        atol = atol.unsqueeze(-1)
+    if isinstance(rtol, Tensor):
+        rtol = rtol.unsqueeze(-1)
+    if rtol is None:
+        if isinstance(atol, Tensor):
+            rtol = (atol > 0).where(0.0, default_rtol)
+        else:
+            rtol = 0.0 if atol is not None and atol > 0 else default_rtol
+    return rtol, 0.0 if atol is None else atol
+
+
+def pinv_from_svd(u: Tensor, sv: Tensor, vh: Tensor, cut: float | Tensor, floor: float | Tensor = 0.0) -> Tensor:
+    """V diag(1 / S) U^T, singular values at or below max(`floor`, `cut` times the largest) taken as zero."""
+    inv = (sv > (sv.max(-1, keepdim=True) * cut).maximum(floor)).where(1 / sv, 0)
     return (vh.transpose(-1, -2) * inv.unsqueeze(-2)) @ u.transpose(-1, -2)
 
 

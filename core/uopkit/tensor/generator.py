@@ -56,6 +56,25 @@ def _philox(seed: int, call: int) -> np.random.Generator:
     return np.random.Generator(np.random.Philox(key=seed, counter=call << 192))
 
 
+def stream_state(seed: int, calls: int) -> Tensor:
+    """A stream's state as a uint8 Tensor of 16 bytes: its seed and its call number (8 bytes each)."""
+    return Tensor(np.array([seed, calls], dtype=np.uint64).view(np.uint8))
+
+
+def read_stream_state(new_state: Any, where: str, getter: str) -> tuple[int, int]:
+    """(seed, call number) from a state `stream_state` made; anything else (a torch state of 5056 bytes) raises."""
+    if not hasattr(new_state, "numpy"):
+        raise TypeError(f"{where}: expected the uint8 tensor {getter} returns, got {type(new_state).__name__}")
+    state = np.ascontiguousarray(new_state.numpy())
+    if state.dtype != np.uint8 or state.shape != (16,):
+        raise ArgumentError(
+            f"{where}: expected the uint8 tensor of 16 bytes {getter} returns, got {state.dtype} of shape "
+            f"{state.shape} (a torch RNG state can't seed uopkit's stream)"
+        )
+    seed, calls = (int(v) for v in state.view(np.uint64))
+    return seed, calls
+
+
 class Generator:
     """A random stream of its own for the `generator=` argument of the random functions (torch.Generator's API):
     seeded with `manual_seed`, its draws don't depend on `Tensor.manual_seed`'s stream and don't move it. `device` is
@@ -95,18 +114,11 @@ class Generator:
         >>> g.set_state(s) is g, Tensor.rand(3, generator=g).tolist() == a
         (True, True)
         """
-        return Tensor(np.array([self._seed, self._calls], dtype=np.uint64).view(np.uint8))
+        return stream_state(self._seed, self._calls)
 
     def set_state(self, new_state: Tensor) -> Generator:
         """Go back to a state `get_state` returned; returns the generator itself, as torch's."""
-        state = np.ascontiguousarray(new_state.numpy())
-        if state.dtype != np.uint8 or state.shape != (16,):
-            raise ArgumentError(
-                f"Generator.set_state: expected the uint8 tensor of 16 bytes get_state returns, got {state.dtype} "
-                f"of shape {state.shape}"
-            )
-        seed, calls = (int(v) for v in state.view(np.uint64))
-        self._seed, self._calls = seed, calls
+        self._seed, self._calls = read_stream_state(new_state, "Generator.set_state", "get_state")
         return self
 
     def _next(self) -> np.random.Generator:
