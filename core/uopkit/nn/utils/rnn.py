@@ -13,7 +13,7 @@ torch's; the padding and packing are Tensor ops, so gradients flow through them 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from uopkit.dtype import dtypes
 from uopkit.tensor import ArgumentError, Tensor
@@ -48,42 +48,22 @@ class PackedSequence(NamedTuple):
         """The data moved or cast by `Tensor.to` (the index tensors stay where they are, as torch's batch_sizes)."""
         return self._replace(data=self.data.to(*args, **kwargs))
 
-    # torch's shorthands: each applies the Tensor method of that name to `data`
-    def cpu(self) -> PackedSequence:
-        return self._replace(data=self.data.cpu())
-
-    def cuda(self, *args, **kwargs) -> PackedSequence:
-        return self._replace(data=self.data.cuda(*args, **kwargs))
-
-    def pin_memory(self) -> PackedSequence:
-        return self._replace(data=self.data.pin_memory())
-
     def is_pinned(self) -> bool:
         return self.data.is_pinned()
 
-    def double(self) -> PackedSequence:
-        return self._replace(data=self.data.double())
 
-    def float(self) -> PackedSequence:
-        return self._replace(data=self.data.float())
+def _on_data(name: str) -> Any:
+    # torch's PackedSequence shorthand `name`: the Tensor method of that name applied to `data`
+    def method(self: PackedSequence, *args: Any, **kwargs: Any) -> PackedSequence:
+        return self._replace(data=getattr(self.data, name)(*args, **kwargs))
 
-    def half(self) -> PackedSequence:
-        return self._replace(data=self.data.half())
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The data's `{name}()` (torch's PackedSequence.{name})."
+    return method
 
-    def long(self) -> PackedSequence:
-        return self._replace(data=self.data.long())
 
-    def int(self) -> PackedSequence:
-        return self._replace(data=self.data.int())
-
-    def short(self) -> PackedSequence:
-        return self._replace(data=self.data.short())
-
-    def char(self) -> PackedSequence:
-        return self._replace(data=self.data.char())
-
-    def byte(self) -> PackedSequence:
-        return self._replace(data=self.data.byte())
+for _name in ("cpu", "cuda", "pin_memory", "double", "float", "half", "long", "int", "short", "char", "byte"):
+    setattr(PackedSequence, _name, _on_data(_name))
 
 
 def _padded_to(sequence: Tensor, length: int, padding_value: float, left: bool) -> Tensor:
