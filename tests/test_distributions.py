@@ -79,6 +79,11 @@ CASES = {
         {"logits": _real(*B, 5)},
         lambda: np.eye(5, dtype=np.float32)[RNG.integers(0, 5, B)],
     ),
+    "onehot_st": (
+        "OneHotCategoricalStraightThrough",
+        {"logits": _real(*B, 5)},
+        lambda: np.eye(5, dtype=np.float32)[RNG.integers(0, 5, B)],
+    ),
     "mvn_cov": ("MultivariateNormal", {"loc": _real(4, 3), "covariance_matrix": _spd(4)}, lambda: _real(2, 4, 3)),
     "mvn_tril": ("MultivariateNormal", {"loc": _real(4, 3), "scale_tril": _tril(4)}, lambda: _real(4, 3)),
     "mvn_prec": ("MultivariateNormal", {"loc": _real(3), "precision_matrix": _spd(4)}, lambda: _real(4, 3)),
@@ -298,6 +303,7 @@ KL_CASES = {
     "bernoulli": ("Bernoulli", {"probs": _unit(*B)}, {"probs": _unit(*B)}),
     "categorical": ("Categorical", {"logits": _real(*B, 5)}, {"probs": _simplex(*B, 5)}),
     "onehot": ("OneHotCategorical", {"logits": _real(*B, 5)}, {"logits": _real(*B, 5)}),
+    "onehot_st": ("OneHotCategoricalStraightThrough", {"logits": _real(*B, 5)}, {"logits": _real(*B, 5)}),
     "mvn": (
         "MultivariateNormal",
         {"loc": _real(4, 3), "scale_tril": _tril(4)},
@@ -378,6 +384,21 @@ def test_normal_rsample_is_loc_plus_scale_eps():
     draw.sum().backward()
     np.testing.assert_allclose(loc.grad.numpy(), [3.0, 3.0])
     np.testing.assert_allclose(scale.grad.numpy(), eps.sum(0), rtol=1e-5)
+
+
+def test_one_hot_straight_through_rsample_is_a_draw_with_the_gradient_of_probs():
+    # DreamerV2's latents: the value is a one-hot draw, the gradient that of the probabilities (torch's estimator)
+    logits = _real(4, 6)
+    weights = _real(3, 4, 6)
+    ours = Tensor(logits, requires_grad=True)
+    draw = ud.OneHotCategoricalStraightThrough(logits=ours).rsample((3,))
+    assert draw.shape == (3, 4, 6) and ud.OneHotCategoricalStraightThrough.has_rsample
+    np.testing.assert_array_equal(draw.numpy().sum(-1), 1.0)
+    assert set(np.unique(draw.numpy())) <= {0.0, 1.0}
+    (draw * Tensor(weights)).sum().backward()
+    theirs = torch.tensor(logits, requires_grad=True)
+    (td.OneHotCategoricalStraightThrough(logits=theirs).rsample((3,)) * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def _grad_of_mean(make, value, f, n=20_000, seed=11):

@@ -857,3 +857,32 @@ def test_lu_lu_solve_and_triangular_solves_compute_on_the_host_as_torchs_cpu():
 def tl_lu(torch, ta):
     lu, pivots, info = torch.linalg.lu_factor_ex(ta)
     return (*torch.linalg.lu(ta), lu, pivots, lu, pivots, info)
+
+
+@pytest.mark.parametrize("op", ["cholesky", "inverse", "eigvalsh", "det", "solve"])
+def test_a_factorization_of_a_realized_value_differentiates_to_its_leaf(op):
+    # MultivariateNormal(mu, covariance_matrix=diag_embed(log_std.exp() ** 2)): the covariance stored by a realize
+    # (printed, deep enough to be kept, or factored before) was read behind the host result's detach, where backward
+    # doesn't put realized values back as their graphs: 'no tensor with requires_grad' (torch: the gradient)
+    torch = pytest.importorskip("torch")
+    a = np.array([[2.0, 1.0], [1.0, 3.0]], np.float32)
+
+    def run(lib, m):
+        if op == "cholesky":
+            return torch.linalg.cholesky(m) if lib is torch else m.cholesky()
+        if op == "inverse":
+            return torch.linalg.inv(m) if lib is torch else m.inverse()
+        if op == "eigvalsh":
+            return torch.linalg.eigvalsh(m) if lib is torch else m.eigvalsh()
+        if op == "det":
+            return torch.linalg.det(m) if lib is torch else m.det()
+        rhs = np.array([[1.0], [-2.0]], np.float32)
+        return torch.linalg.solve(m, torch.from_numpy(rhs)) if lib is torch else m.solve(Tensor(rhs))
+
+    ta = torch.from_numpy(a).requires_grad_()
+    run(torch, ta * 2).sum().backward()
+    x = Tensor(a, requires_grad=True)
+    m = x * 2
+    m.realize()
+    run(Tensor, m).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -40,6 +40,7 @@ __all__ = [
     "Multinomial",
     "NegativeBinomial",
     "OneHotCategorical",
+    "OneHotCategoricalStraightThrough",
     "Poisson",
 ]
 

@@ -341,7 +341,7 @@ def _unrealized_forms(
     # storage as it is now), for the graphs of the values it reads as they were then (`remembered_at`)
     topo = root.toposort(gate=_not_store) if nodes is None else nodes
     if check_writes and len(stale_sources):
-        _check_not_stale(topo, keep)
+        _check_not_stale(root, topo, keep)
     # (the usual case, a backward() right after the forward pass: no node of the graph was realized. Looked up from
     # the smaller side: each lookup in `computed_from` makes a weak reference.) Realized ints and bools stay stored
     # (`_carries_gradient`): no gradient flows through them, and read back from their graph (a batch of token ids
@@ -444,12 +444,18 @@ def _not_store_nor_detach(u: UOp) -> bool:
     return u.op is not _STORE and u.op is not _DETACH
 
 
-def _check_not_stale(topo: Iterable[UOp], keep: set[UOp]) -> None:
+def _check_not_stale(root: UOp, topo: Iterable[UOp], keep: set[UOp]) -> None:
     # a realized value in the graph whose remembered graph was dropped as stale (`forget_if_stale`): backward() raises
     # what it raised when it still had that graph
     nodes = topo if isinstance(topo, (dict, set)) else set(topo)
-    for u in stale_sources.keys():
-        if u in nodes and u not in keep and _carries_gradient(u):
+    hits = [u for u in stale_sources.keys() if u in nodes and u not in keep and _carries_gradient(u)]
+    if not hits:
+        return
+    # only where a gradient flows to it: one behind a DETACH is read as stored (SAC's temperature loss reads
+    # `logp.detach()` after the actor's step overwrote the weights logp was computed from)
+    reached = root.toposort(gate=_not_store_nor_detach)
+    for u in hits:
+        if u in reached:
             raise RuntimeError(stale_sources[u])
 
 

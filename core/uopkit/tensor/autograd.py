@@ -24,12 +24,12 @@ from typing import Any
 
 from uopkit.dtype import DType, dtypes
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of, set_gradient
-from uopkit.schedule import StaleReads, computed_from, live_tensors, unrealized_graph
+from uopkit.schedule import StaleReads, live_tensors, unrealized_graph
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from uopkit.tensor.leaves import gradient_key as _gradient_key
 from uopkit.tensor.leaves import gradient_keys as _gradient_keys
-from uopkit.tensor.leaves import not_detached
+from uopkit.tensor.leaves import reads_realized
 from uopkit.tensor.leaves import requires_grad_of as _requires_grad
 from uopkit.tensor.leaves import wanted_keys as _wanted_keys
 from uopkit.tensor.support import _contiguous_ids
@@ -449,7 +449,7 @@ def _tied(value: Tensor, inputs: tuple[Tensor, ...]) -> Tensor:
     # a realized input (`h.realize()`, or stored by a realize since) is read through forward's detached graph, where a
     # backward's walk, which puts realized values back as the graphs that computed them, doesn't look: tied in outside
     # the detach, so the walk finds it and the rule's input follows it to that graph
-    realized = [t for t in inputs if t.numel() > 0 and not any(t is m for m in missing) and _reads_realized(t.uop)]
+    realized = [t for t in inputs if t.numel() > 0 and not any(t is m for m in missing) and reads_realized(t.uop)]
     if not missing and not realized:
         return value
     always = Tensor.full(value.shape, True, dtype=dtypes.bool, device=value.device)
@@ -458,11 +458,6 @@ def _tied(value: Tensor, inputs: tuple[Tensor, ...]) -> Tensor:
             first = t.reshape(-1)[:1].to(value.device).cast(value.dtype)
             value = always.where(value, first.reshape((1,) * value.ndim).expand(value.shape))
     return value
-
-
-def _reads_realized(u: UOp) -> bool:
-    # whether a gradient through `u` goes through a realized value that backward() follows back to its graph
-    return any(n in computed_from for n in u.toposort(gate=not_detached))
 
 
 class _SavedOutput:

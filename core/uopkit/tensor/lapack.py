@@ -33,8 +33,8 @@ from uopkit.dtype import dtypes, to_numpy_dtype
 from uopkit.engine.realize import _is_stored, buffers, capturing, realize_lock
 from uopkit.gradient import set_gradient
 from uopkit.helpers import LAPACK
-from uopkit.tensor.grad_mode import is_grad_enabled, no_grad
-from uopkit.tensor.leaves import requires_grad_of, wanted_keys
+from uopkit.tensor.grad_mode import enable_grad, is_grad_enabled, no_grad
+from uopkit.tensor.leaves import reads_realized, requires_grad_of, wanted_keys
 from uopkit.tensor.support import ArgumentError, LinAlgError, _from_numpy
 from uopkit.tensor.triangular import cholesky_gradient, triangular_solve
 from uopkit.uop.ops import Ops, UOp
@@ -116,8 +116,15 @@ def _node(out: Tensor, inputs: tuple[UOp, ...], rule: Rule) -> Tensor:
     value = out
     with no_grad():
         always = Tensor.full(out.shape, True, dtype=dtypes.bool, device=out.device)
-        for u in inputs:
-            first = Tensor(u).detach().reshape(-1)[:1].cast(out.dtype).reshape((1,) * out.ndim).expand(out.shape)
+    # an input that reads a realized value (`cov.realize()`, or stored by a realize since) is tied in outside the
+    # detach: backward's walk puts realized values back as the graphs that computed them only where a gradient flows,
+    # and the rule's input follows its node there (as `autograd._tied` does for a Function's inputs). Those go last: a
+    # select made under no_grad after them would detach them again
+    reads = [(u, reads_realized(u)) for u in inputs]
+    for u, realized in sorted(reads, key=lambda read: read[1]):
+        with enable_grad() if realized else no_grad():
+            tie = Tensor(u) if realized else Tensor(u).detach()
+            first = tie.reshape(-1)[:1].cast(out.dtype).reshape((1,) * out.ndim).expand(out.shape)
             value = always.where(value, first)
     node = UOp(Ops.CONTIGUOUS, out.dtype, (value.uop,), ("lapack",))
     set_gradient(node, inputs, rule)

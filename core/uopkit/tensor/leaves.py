@@ -190,6 +190,12 @@ def not_detached(u: UOp) -> bool:
     return u.op is not Ops.DETACH and u.op is not Ops.KERNEL
 
 
+def reads_realized(u: UOp) -> bool:
+    """Whether a gradient through `u` goes through a realized value that backward() follows back to its graph (a
+    custom Function's or a host computation's input, tied in where that walk looks: autograd._tied, lapack._node)."""
+    return any(n in computed_from for n in u.toposort(gate=not_detached))
+
+
 def reaches_past(wanted: set[UOp], u: UOp) -> bool:
     # a toposort gate: through what a gradient flows through, and onto the wanted nodes themselves
     return u in wanted or not_detached(u)
