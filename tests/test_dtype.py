@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -179,6 +181,24 @@ def test_float64_to_float16_rounds_through_float32_as_torch():
     want = torch.tensor(x, dtype=torch.float64).half().tolist()
     assert Tensor(x, dtype=dtypes.float64).half().tolist() == want
     assert Tensor(x, dtype=dtypes.float64).cast(dtypes.float16).float().tolist() == want
+
+
+def test_python_floats_and_float64_arrays_become_float16_through_float32_as_torch():
+    # torch's C++ converts a double to Half through float; the constructor, numpy arrays, constants in ops and
+    # fills rounded the double directly (65504 and 1.0009766 where torch has inf and 1.0)
+    x = [65519.99999, 1 + 2**-11 + 2**-40, -(1 + 2**-11 + 2**-40), 1e-8, 2.0**-25 + 2.0**-50, 0.1]
+    want = torch.tensor(x, dtype=torch.float16).tolist()
+    assert want[:3] == [math.inf, 1.0, -1.0]
+    assert Tensor(x, dtype=dtypes.float16).tolist() == want
+    assert Tensor(np.array(x), dtype=dtypes.float16).tolist() == want
+    assert [Tensor(v, dtype=dtypes.float16).item() for v in x] == want
+    assert Tensor(x[1], dtype=dtypes.float16, requires_grad=True).item() == 1.0
+    tie = x[1]
+    assert (Tensor.zeros(2, dtype=dtypes.float16) + tie).tolist() == (
+        torch.zeros(2, dtype=torch.float16) + tie
+    ).tolist()
+    assert Tensor.full((2,), tie, dtype=dtypes.float16).tolist() == [1.0, 1.0]
+    assert Tensor.zeros(2, dtype=dtypes.float16).contiguous().realize().fill_(tie).tolist() == [1.0, 1.0]
 
 
 def test_finfo_and_iinfo_are_torchs() -> None:

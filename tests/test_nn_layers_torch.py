@@ -418,6 +418,33 @@ def test_batchnorm_of_a_half_model_trains_as_torchs(half):
     np.testing.assert_allclose(ours.running_var.float().numpy(), theirs.running_var.float().numpy(), rtol=1e-2)
 
 
+@pytest.mark.parametrize("half", ["half", "bfloat16"])
+def test_batchnorm_of_a_half_model_in_eval_equals_torchs(half):
+    # the half running variance's rsqrt was taken in the half float, an ulp off torch's in a quarter of the outputs
+    rng = np.random.default_rng(6)
+    stats = {
+        "weight": rng.standard_normal(8),
+        "bias": rng.standard_normal(8),
+        "running_mean": rng.standard_normal(8),
+        "running_var": rng.uniform(0.5, 2.0, 8),
+    }
+    stats = {k: v.astype(np.float32) for k, v in stats.items()}
+    x = rng.standard_normal((2, 8, 4, 4)).astype(np.float32)
+    theirs = torch.nn.BatchNorm2d(8)
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in stats.items()}, strict=False)
+    theirs = getattr(theirs, half)().eval()
+    ours = nn.BatchNorm2d(8)
+    ours.load_state_dict(stats, strict=False)
+    ours = getattr(ours, half)().eval()
+    tx = torch.tensor(x).to(theirs.running_var.dtype)
+    want = theirs(tx).detach().float().numpy()
+    np.testing.assert_array_equal(ours(Tensor(x).cast(ours.running_var.dtype)).float().numpy(), want)
+    functional = nn.functional.batch_norm(
+        Tensor(x).cast(ours.running_var.dtype), ours.running_mean, ours.running_var, ours.weight, ours.bias
+    )
+    np.testing.assert_array_equal(functional.float().numpy(), want)
+
+
 def test_sequential_edits_as_torchs():
     built = []
     for lib in (nn, torch.nn):

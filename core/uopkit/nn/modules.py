@@ -451,7 +451,10 @@ class BatchNorm(Module):
                 run_together([self.running_mean, self.running_var, self.num_batches_tracked])
             out = centered * (var.reshape(shape) + self.eps).rsqrt()
             return _gradient_stored_once(_per_channel_affine(out, self.weight, self.bias))
-        out = (x - self.running_mean.reshape(shape)) * (self.running_var.reshape(shape) + self.eps).rsqrt()
+        # half running statistics are read in the (float32) dtype the input is normalized in: their rsqrt rounded to
+        # the half float was an ulp off torch's in a quarter of the outputs
+        mean, var = self.running_mean.cast(x.dtype), self.running_var.cast(x.dtype)
+        out = (x - mean.reshape(shape)) * (var.reshape(shape) + self.eps).rsqrt()
         return _per_channel_affine(out, self.weight, self.bias)
 
 

@@ -827,12 +827,14 @@ def _cast_uop(u: UOp, dtype: DType) -> UOp:
 
 
 def _host_np_dtype(dtype: DType) -> Any:
-    # bfloat16 goes to the device from float32 (numpy has no bfloat16)
+    # bfloat16 goes from float32 (numpy has none); `_host_values` rounds to float16 through float32, as torch's C++
     return to_numpy_dtype(dtype) if dtype != dtypes.bfloat16 else np.float32
 
 
-def _host_values(values: np.ndarray, dtype: DType) -> np.ndarray:
-    return values.astype(_host_np_dtype(dtype))
+def _host_values(values: Any, dtype: DType) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        arr = np.array(values, _host_np_dtype(dtypes.float32 if dtype == dtypes.float16 else dtype))
+        return arr.astype(np.float16) if dtype == dtypes.float16 else arr
 
 
 def _reshape_uop(u: UOp, shape: tuple[int, ...]) -> UOp:

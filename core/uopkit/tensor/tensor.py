@@ -109,7 +109,7 @@ from uopkit.tensor.support import (
     _contiguous_strides,
     _flatten_list,
     _from_numpy,
-    _host_np_dtype,
+    _host_values,
     _list_dtype,
     _mark_view,
     _normalize_axis,
@@ -242,7 +242,7 @@ class Tensor(
                 raise OverflowError(f"Tensor: the Python int {_short_int(data)} is out of range for {dt}")
             if requires_grad:
                 # a leaf of its own: equal constants are one (hash-consed) node and would share a gradient
-                self.uop = _from_numpy(np.array(data, dtype=_host_np_dtype(dt)), _canonical_device(device), dt)
+                self.uop = _from_numpy(_host_values(data, dt), _canonical_device(device), dt)
             else:
                 self.uop = UOp(Ops.CONST, dt, (UOp(Ops.DEVICE, arg=_canonical_device(device)),), _cast_py(data, dt))
         elif isinstance(data, (list, tuple, range)):
@@ -253,7 +253,8 @@ class Tensor(
             dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
             if dtypes.is_unsigned(dt):
                 flat = [_wrapped_unsigned(v, dt) if type(v) is int and v < 0 else v for v in flat]
-            arr = np.array(flat, dtype=to_numpy_dtype(dt) if dt != dtypes.bfloat16 else np.float32).reshape(shape)
+            # (float16 through float32, as torch's: 65519.999 is inf, not 65504; without numpy's overflow warning)
+            arr = _host_values(flat, dt).reshape(shape)
             self.uop = _from_numpy(arr, _canonical_device(device), dt)
         elif isinstance(data, (bytes, bytearray, memoryview)):
             # raw bytes, as tinygrad's: uint8, or read as `dtype` (its bits, not cast), a 1-d tensor
@@ -265,7 +266,10 @@ class Tensor(
                 arr = arr.astype(arr.dtype.newbyteorder("="))
             src_dt = from_numpy_dtype(arr.dtype)
             self.uop = _from_numpy(arr, _canonical_device(device), src_dt)
-            if dt is not None and dt != src_dt:
+            if dt == dtypes.float16 and src_dt == dtypes.float64:
+                # (through float32, as torch's cast and as `Tensor.cast`)
+                self.uop = self.uop.cast(dtypes.float32)
+            if dt is not None and dt != self.uop.dtype:
                 self.uop = self.uop.cast(dt)
         elif hasattr(data, "__dlpack__"):
             # a torch tensor (on the CPU), a JAX or CuPy array: its values copied, keeping its dtype (see interop.py)

@@ -250,8 +250,9 @@ def cast_scalar(x: Any, dt: DType) -> Any:
         except OverflowError:
             return math.copysign(math.inf, x)
     if dt == dtypes.float16 and math.isfinite(x):
+        # through float32, as torch's C++ converts a double to Half (rounded twice: 65519.999 is inf, not 65504)
         try:
-            return struct.unpack("e", struct.pack("e", x))[0]
+            return struct.unpack("e", struct.pack("e", struct.unpack("f", struct.pack("f", x))[0]))[0]
         except OverflowError:
             return math.copysign(math.inf, x)
     return x

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes
+from uopkit.dtype import dtypes, least_upper_dtype
 from uopkit.nn.functional.arguments import _check_rank, _ntuple, _pool_window, _tensor_input
 from uopkit.nn.modules import _MACHINE_EPS, _renorm_looked_up_rows
 from uopkit.nn.pooling import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
@@ -403,7 +403,9 @@ def batch_norm(
     if not training:
         if running_mean is None or running_var is None:
             raise ArgumentError("batch_norm: running_mean and running_var are needed when training=False")
-        return input.batchnorm(weight, bias, running_mean, (running_var + eps).rsqrt())
+        # (half running statistics beside the float32 the input is normalized in: rsqrt in float32, as torch's)
+        var = running_var.cast(least_upper_dtype(input.dtype, running_var.dtype))
+        return input.batchnorm(weight, bias, running_mean, (var + eps).rsqrt())
     n = input.numel() // max(c, 1)
     if n <= 1:
         raise ValueError(
