@@ -1,5 +1,7 @@
 """nn.Module's state-dict hooks, extra state and set_submodule (uopkit/nn/state_hooks.py), compared with torch's."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -233,3 +235,83 @@ def test_set_submodule_as_torchs():
             model.set_submodule("layer1.0.fc.weight", lib.Linear(1, 1))
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert ours.state_dict()["layer1.0.fc.weight"].shape == (4, 2)
+
+
+def _nested(lib):
+    return lib.Sequential(lib.Linear(2, 2), lib.Sequential(lib.Linear(2, 2)), lib.BatchNorm1d(2))
+
+
+def _log_load_hooks(model, log, with_module=True):
+    # a load pre-hook and post-hook on every module, logging what each is given
+    for name, m in model.named_modules():
+
+        def pre(*args, n=name):
+            sd, prefix, meta, strict, missing, unexpected, errors = args[1:] if with_module else args
+            log.append(("pre", n, prefix, dict(meta), sorted(sd), strict, list(missing), list(unexpected)))
+
+        def post(m, keys, n=name):
+            log.append(("post", n, list(keys.missing_keys), list(keys.unexpected_keys)))
+
+        if with_module:
+            m.register_load_state_dict_pre_hook(pre)
+        else:
+            # (torch's private form, whose hook takes no module)
+            m._register_load_state_dict_pre_hook(pre)
+        m.register_load_state_dict_post_hook(post)
+
+
+@pytest.mark.parametrize("with_module", [True, False])
+def test_load_hooks_run_module_by_module_and_see_the_keys_found_so_far_as_torchs(with_module):
+    ours, theirs = _nested(nn), _nested(torch.nn)
+    got, want = [], []
+    _log_load_hooks(ours, got, with_module)
+    _log_load_hooks(theirs, want, with_module)
+    sd = theirs.state_dict()
+    del sd["1.0.bias"]
+    sd["junk"] = sd["1.junk"] = sd["0.weight"]
+    result, expected = ours.load_state_dict(sd, strict=False), theirs.load_state_dict(sd, strict=False)
+    assert tuple(result) == tuple(expected) == (["1.0.bias"], ["junk", "1.junk"])
+    assert got == want
+    order = [f"{kind} {name or 'root'}" for kind, name, *_ in got]
+    assert order == ["pre root", "pre 0", "post 0", "pre 1", "pre 1.0", "post 1.0", "post 1", "pre 2", "post 2"] + [
+        "post root"
+    ]
+    # (the BatchNorm's version 2, from the state dict's `_metadata`)
+    assert got[7][3] == {"version": 2}
+
+
+def test_a_post_hook_sees_its_module_loaded_and_the_strict_check_what_the_hooks_leave():
+    ours, theirs = _nested(nn), _nested(torch.nn)
+    sd = theirs.state_dict()
+    del sd["2.bias"]
+    seen = {}
+    for who, model in (("ours", ours), ("theirs", theirs)):
+
+        def forgive(module, keys, who=who):
+            seen[who] = float(module.weight.detach().numpy()[0, 0]), list(keys.missing_keys)
+            keys.missing_keys.clear()
+
+        model[0].register_load_state_dict_post_hook(forgive)
+        model[2].register_load_state_dict_post_hook(lambda m, keys: keys.missing_keys.remove("2.bias"))
+    assert tuple(ours.load_state_dict(_as_torch(sd))) == tuple(theirs.load_state_dict(sd)) == ([], [])
+    assert seen["ours"] == seen["theirs"] == (float(sd["0.weight"][0, 0]), [])
+    np.testing.assert_array_equal(ours[2].weight.numpy(), theirs[2].weight.detach().numpy())
+
+
+def test_state_dict_metadata_holds_the_layers_versions_as_torchs(tmp_path):
+    ours, theirs = _nested(nn), _nested(torch.nn)
+    sd = ours.state_dict()
+    assert sd._metadata == theirs.state_dict()._metadata
+    assert sd._metadata["2"] == {"version": 2} and sd._metadata["1.0"] == {"version": 1}
+    assert ours.state_dict(prefix="net.")._metadata == theirs.state_dict(prefix="net.")._metadata
+    assert copy.deepcopy(sd)._metadata == sd._metadata
+    # a post-hook gets its module's entry of `_metadata`
+    metas = []
+    ours[2].register_state_dict_post_hook(lambda m, out, prefix, meta: metas.append(meta))
+    sd = ours.state_dict()
+    assert metas[0] is sd._metadata["2"]
+    # torch reads the `_metadata` of our torch-format file, and we torch's
+    nn.state.torch_save(sd, tmp_path / "ours.pt")
+    assert torch.load(tmp_path / "ours.pt")._metadata == theirs.state_dict()._metadata
+    torch.save(theirs.state_dict(), tmp_path / "theirs.pt")
+    assert nn.state.torch_load(tmp_path / "theirs.pt")._metadata == sd._metadata

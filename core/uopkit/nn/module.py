@@ -549,25 +549,33 @@ class Module(StateHooks):
     def _entries(self) -> Iterator[tuple[str, Any]]:
         return ((k, v) for k, v in vars(self).items() if k != "_module_state")
 
-    def _tensors(self, prefix: str, seen: set[int], again: bool = False) -> Iterator[tuple[str, str, Tensor]]:
+    def _tensors(
+        self, prefix: str, seen: set[int], again: bool = False, every: bool = False, versions: dict | None = None
+    ) -> Iterator[tuple[str, str, Tensor]]:
         """(kind, dotted name, tensor) of every state tensor in torch's order: the module's own parameters, its own
         buffers, then each sub-module's (attribute order, depth first). kind: "parameter", "buffer" or
         "non_persistent" (a buffer left out of state_dict). A module reached twice is walked once; `again`: under
-        each of its names (torch's remove_duplicate=False), `seen` then holding only the modules being walked."""
+        each of its names (torch's remove_duplicate=False), `seen` then holding only the modules being walked.
+        `every`: each module's "pre_hooks" mark is yielded, hooks or not (nn/state_hooks.py); `versions` (a state
+        dict's `_metadata`): each module's {"version": _version} is put in it by its name, as torch's."""
         if id(self) in seen:
             return
         seen.add(id(self))
         if again:
-            yield from self._own_and_inner(prefix, seen, again)
+            yield from self._own_and_inner(prefix, seen, again, every, versions)
             seen.discard(id(self))
             return
-        yield from self._own_and_inner(prefix, seen, again)
+        yield from self._own_and_inner(prefix, seen, again, every, versions)
 
-    def _own_and_inner(self, prefix: str, seen: set[int], again: bool) -> Iterator[tuple[str, str, Any]]:
+    def _own_and_inner(
+        self, prefix: str, seen: set[int], again: bool, every: bool, versions: dict | None
+    ) -> Iterator[tuple[str, str, Any]]:
+        if versions is not None:
+            versions[prefix[:-1]] = {"version": self._version}
         st = self.__dict__.get("_module_state")
         # a module with state-dict hooks or extra state marks its place in the walk (nn/state_hooks.py)
         marked = self._extra_state or (st is not None and st.state_hooks is not None)
-        if marked:
+        if marked or every:
             yield "pre_hooks", prefix, self
         own: list[tuple[str, str, Tensor]] = []
         inner: list[tuple[str, Any]] = []
@@ -585,7 +593,7 @@ class Module(StateHooks):
         if marked:
             yield "extra_state", prefix, self
         for name, value in inner:
-            yield from _tensors_in(value, f"{prefix}{name}.", seen, again)
+            yield from _tensors_in(value, f"{prefix}{name}.", seen, again, every, versions)
         if marked:
             yield "post_hooks", prefix, self
 
@@ -684,16 +692,23 @@ class Module(StateHooks):
     def state_dict(self, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Any]:
         """Parameters and persistent buffers by dotted name (torch's keys, so torch's state dicts load here and ours
         there); the values are detached views of the module's tensors (keep_vars=True: the tensors themselves). A
-        module's `get_extra_state()` is under "<prefix>_extra_state", and its state-dict hooks run, as torch's."""
-        out = OrderedDict() if destination is None else destination
+        module's `get_extra_state()` is under "<prefix>_extra_state", and its state-dict hooks run, as torch's. A new
+        state dict's `_metadata` holds each module's `{"version": _version}` by its name, as torch's (what
+        `load_state_dict` passes on as `local_metadata`)."""
+        if destination is None:
+            out: Any = OrderedDict()
+            out._metadata = OrderedDict()
+        else:
+            out = destination
+        metadata = getattr(out, "_metadata", None)
         # a sub-module or tensor held under several names is listed under each (torch's recursion doesn't dedupe, so
         # a TCN's `self.net = Sequential(self.conv1, ...)` has both "conv1.weight" and "net.0.weight")
         # (under the realize lock: a thread saving a checkpoint while another steps an optimizer sees the weights of
         # a whole step, never its writes staged but not yet run)
         with realize_lock:
-            for kind, name, t in self._tensors(prefix, set(), again=True):
+            for kind, name, t in self._tensors(prefix, set(), again=True, versions=metadata):
                 if kind in MARKS:
-                    save_mark(kind, name, t, out, keep_vars)
+                    save_mark(kind, name, t, out, keep_vars, metadata)
                 elif kind != "non_persistent":
                     # (a lazy layer's uninitialized tensor is listed as itself: it has no values to detach)
                     out[name] = t if keep_vars or getattr(t, "uninitialized", False) else t.detach()
@@ -906,12 +921,14 @@ class Module(StateHooks):
         return reprs.module_repr(self)
 
 
-def _tensors_in(value: Any, prefix: str, seen: set[int], again: bool = False) -> Iterator[tuple[str, str, Tensor]]:
+def _tensors_in(
+    value: Any, prefix: str, seen: set[int], again: bool = False, every: bool = False, versions: dict | None = None
+) -> Iterator[tuple[str, str, Tensor]]:
     """The state tensors inside an attribute that isn't a Tensor: a module's own, a list's or dict's entries, a plain
     (tinygrad-style) object's every tensor (as `get_state_dict` finds them, all counted as parameters when they
     require a gradient, else buffers)."""
     if isinstance(value, Module):
-        yield from value._tensors(prefix, seen, again)
+        yield from value._tensors(prefix, seen, again, every, versions)
         return
     if isinstance(value, (list, tuple)):
         items: Iterable[tuple[Any, Any]] = enumerate(value)
@@ -934,7 +951,7 @@ def _tensors_in(value: Any, prefix: str, seen: set[int], again: bool = False) ->
             if _is_state_tensor(v):
                 yield ("parameter" if _is_parameter(v) else "buffer"), f"{prefix}{k}", v
         else:
-            yield from _tensors_in(v, f"{prefix}{k}.", seen, again)
+            yield from _tensors_in(v, f"{prefix}{k}.", seen, again, every, versions)
 
 
 def _convert_in_place(t: Tensor, device: str | None, dtype: DType | None) -> None:

@@ -389,6 +389,8 @@ class BatchNorm(Module):
     (2, 3, 4, 4)
     """
 
+    _version = 2  # (torch's _NormBase's: its version 2 added num_batches_tracked)
+
     def __init__(
         self,
         sz: int,
@@ -451,8 +453,7 @@ class BatchNorm(Module):
                 run_together([self.running_mean, self.running_var, self.num_batches_tracked])
             out = centered * (var.reshape(shape) + self.eps).rsqrt()
             return _gradient_stored_once(_per_channel_affine(out, self.weight, self.bias))
-        # half running statistics are read in the (float32) dtype the input is normalized in: their rsqrt rounded to
-        # the half float was an ulp off torch's in a quarter of the outputs
+        # (half running statistics read in float32, the input's dtype here: their rsqrt in half was an ulp off torch's)
         mean, var = self.running_mean.cast(x.dtype), self.running_var.cast(x.dtype)
         out = (x - mean.reshape(shape)) * (var.reshape(shape) + self.eps).rsqrt()
         return _per_channel_affine(out, self.weight, self.bias)
@@ -531,6 +532,7 @@ class InstanceNorm(Module):
     (2, 3, 4, 4)
     """
 
+    _version = 2  # (torch's _NormBase's)
     spatial_dims: int | None = None
 
     def __init__(

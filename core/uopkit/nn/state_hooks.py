@@ -19,6 +19,7 @@ own tensors), "extra_state" (after them) and "post_hooks" (after its sub-modules
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -63,6 +64,9 @@ class StateHooks:
 
     # whether the class defines get_extra_state or set_extra_state (set for each subclass): its walk yields marks
     _extra_state = False
+    # torch's version of the layer's state-dict layout, kept in `state_dict()._metadata` (a layer that changed its
+    # layout, BatchNorm, has a higher one, and reads an older checkpoint's by it in `_fill_old_state`)
+    _version: int = 1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -90,6 +94,15 @@ class StateHooks:
         them (keys of an old checkpoint renamed) is loaded; a message appended to `error_msgs` fails the load
         (RuntimeError). As torch's, `strict` is always True here."""
         return _add_hook(self._state_hooks().load_pre, hook)
+
+    def _register_load_state_dict_pre_hook(
+        self, hook: Callable[..., Any], with_module: bool = False
+    ) -> RemovableHandle:
+        """torch's private form of `register_load_state_dict_pre_hook`: the hook takes no module first unless
+        `with_module` (hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs))."""
+        if with_module:
+            return self.register_load_state_dict_pre_hook(hook)
+        return self.register_load_state_dict_pre_hook(lambda module, *args: hook(*args))
 
     def register_load_state_dict_post_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
         """hook(module, incompatible_keys) after `load_state_dict` loaded this module: it may take keys out of
@@ -166,8 +179,11 @@ def _hooks(module: Any) -> _StateDictHooks | None:
     return None if st is None else st.state_hooks
 
 
-def save_mark(mark: str, prefix: str, module: Any, out: dict[str, Any], keep_vars: bool) -> None:
-    """What `state_dict` does at a mark of its walk: run the module's hooks, or add its extra state."""
+def save_mark(
+    mark: str, prefix: str, module: Any, out: dict[str, Any], keep_vars: bool, metadata: dict[str, Any] | None
+) -> None:
+    """What `state_dict` does at a mark of its walk: run the module's hooks (a post-hook gets the module's entry of
+    `metadata`, the state dict's `_metadata`, as torch's), or add its extra state."""
     if mark == "extra_state":
         if _saves_extra_state(type(module)):
             out[prefix + EXTRA_STATE_KEY] = module.get_extra_state()
@@ -179,33 +195,42 @@ def save_mark(mark: str, prefix: str, module: Any, out: dict[str, Any], keep_var
         for hook in list(hooks.save_pre.values()):
             hook(module, prefix, keep_vars)
         return
-    local_metadata = {"version": getattr(module, "_version", 1)}
+    local_metadata = metadata.get(prefix[:-1]) if metadata is not None else None
+    if local_metadata is None:
+        local_metadata = {"version": module._version}
     for hook in list(hooks.save_post.values()):
         if hook(module, out, prefix, local_metadata) is not None:
             raise RuntimeError(f"{type(module).__name__}: a state_dict post-hook must return None (change it in place)")
 
 
 def load_module_state(module: Module, state_dict: Mapping[str, Any], strict: bool, assign: bool) -> _IncompatibleKeys:
-    """`module.load_state_dict(state_dict, strict, assign)`: torch's order, in one walk of the module (pre-hooks, top
-    down, each on the entries under its module's prefix), then every write, the extra states, the post-hooks (bottom
-    up) and the strict check. Without post-hooks a strict load fails before it writes anything."""
+    """`module.load_state_dict(state_dict, strict, assign)`. A model without load hooks is loaded in one walk that
+    checks every key first (a strict load that fails writes nothing); one with load hooks as torch's recursion: each
+    module in turn (top down) runs its pre-hooks, takes its entries and finds its missing and unexpected keys, and
+    once its sub-modules are done runs its post-hooks, which see the keys found so far."""
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"load_state_dict: expected state_dict to be dict-like, got {type(state_dict).__name__}")
+    # (torch's `_metadata`: each module's version of its layout, by the module's name)
+    metadata = getattr(state_dict, "_metadata", None)
+    metadata = metadata if isinstance(metadata, Mapping) else None
+    result = _load_without_hooks(module, state_dict, metadata or {}, strict, assign)
+    if result is None:
+        result = _load_with_hooks(module, state_dict, metadata, strict, assign)
+    return result
+
+
+def _load_without_hooks(
+    module: Module, state_dict: Mapping[str, Any], metadata: Mapping[str, Any], strict: bool, assign: bool
+) -> _IncompatibleKeys | None:
+    # None (having written nothing) where a module has load hooks
     given = dict(state_dict)
-    # (torch's per-layer `_load_from_state_dict`: a layer fills in what an older checkpoint lacks, by the
-    # `_metadata` versions torch keeps on its state dicts)
-    metadata = getattr(state_dict, "_metadata", None) or {}
+    # (torch's per-layer `_load_from_state_dict`: a layer fills in what an older checkpoint lacks, by its version)
     for name, m in module.named_modules():
         m._fill_old_state(given, name + "." if name else "", metadata.get(name, {}))
-    missing: list[str] = []
-    unexpected: list[str] = []
-    errors: list[str] = []
     targets: dict[str, Any] = {}
     keys: list[str] = []
     extras: list[tuple[str, Any]] = []
-    post_hooked: list[Any] = []
-    # (under the realize lock, as state_dict walks; the pre-hooks run as the walk reaches their modules, so that the
-    # tensors a hook makes are loaded)
+    # (under the realize lock, as state_dict walks)
     with realize_lock:
         for kind, name, value in module._tensors("", set(), again=True):
             if kind in ("parameter", "buffer"):
@@ -214,20 +239,104 @@ def load_module_state(module: Module, state_dict: Mapping[str, Any], strict: boo
             elif kind == "extra_state" and _loads_extra_state(type(value)):
                 keys.append(name + EXTRA_STATE_KEY)
                 extras.append((name + EXTRA_STATE_KEY, value))
-            elif kind == "pre_hooks" and (hooks := _hooks(value)) is not None and hooks.load_pre:
-                local_metadata = dict(metadata.get(name[:-1], {}))
+            elif kind == "pre_hooks" and (hooks := _hooks(value)) is not None and (hooks.load_pre or hooks.load_post):
+                return None
+    known = set(keys)
+    result = _IncompatibleKeys([k for k in keys if k not in given], [k for k in given if k not in known])
+    _check(module, result, [], strict)
+    _write(module, targets, given, extras, assign)
+    return result
+
+
+def _load_with_hooks(
+    module: Module, state_dict: Mapping[str, Any], metadata: Mapping[str, Any] | None, strict: bool, assign: bool
+) -> _IncompatibleKeys:
+    # the root's pre-hooks get this copy (with the `_metadata`), an inner module's those of its entries (its prefix's)
+    given: Any = OrderedDict(state_dict)
+    if metadata is not None:
+        given._metadata = metadata
+    # a first walk (no hooks run) finds the modules' prefixes and the keys to load, which decide which module a key
+    # unexpected is found at (the innermost of its prefix, as torch's recursion), and whether a post-hook needs each
+    # module written in turn (else nothing is written before the strict check passes)
+    prefixes: set[str] = set()
+    planned: set[str] = set()
+    in_turn = False
+    for kind, name, value in module._tensors("", set(), again=True, every=True):
+        if kind == "pre_hooks":
+            prefixes.add(name)
+            in_turn = in_turn or ((hooks := _hooks(value)) is not None and bool(hooks.load_post))
+        elif kind in ("parameter", "buffer"):
+            planned.add(name)
+        elif kind == "extra_state" and _loads_extra_state(type(value)):
+            planned.add(name + EXTRA_STATE_KEY)
+    found_at: dict[str, list[str]] = {}
+    _sort_keys(given, "", prefixes, found_at)
+    missing: list[str] = []
+    unexpected: list[str] = []
+    errors: list[str] = []
+    targets: dict[str, Any] = {}
+    extras: list[tuple[str, Any]] = []
+    with realize_lock:
+        for kind, name, value in module._tensors("", set(), again=True, every=True):
+            if kind in ("parameter", "buffer"):
+                if name in given:
+                    targets[name] = value
+                else:
+                    missing.append(name)
+            elif kind == "extra_state" and _loads_extra_state(type(value)):
+                if name + EXTRA_STATE_KEY in given:
+                    extras.append((name + EXTRA_STATE_KEY, value))
+                else:
+                    missing.append(name + EXTRA_STATE_KEY)
+            elif kind == "pre_hooks":
+                local_metadata = dict(metadata.get(name[:-1], {})) if metadata is not None else {}
                 if assign:
                     local_metadata["assign_to_params_buffers"] = True
-                _run_load_pre_hooks(value, hooks, given, name, local_metadata, missing, unexpected, errors)
+                value._fill_old_state(given, name, local_metadata)
+                hooks = _hooks(value)
+                if hooks is not None and hooks.load_pre:
+                    if in_turn:
+                        _write(module, targets, given, extras, assign)
+                    _run_load_pre_hooks(value, hooks, given, name, local_metadata, missing, unexpected, errors)
+                    _sort_keys(given, name, prefixes, found_at)
+                unexpected += [k for k in found_at.get(name, ()) if k in given and k not in planned]
             elif kind == "post_hooks" and (hooks := _hooks(value)) is not None and hooks.load_post:
-                post_hooked.append(value)
-    known = set(keys)
-    missing += [k for k in keys if k not in given]
-    unexpected += [k for k in given if k not in known]
-    result = _IncompatibleKeys(missing, unexpected)
-    if not post_hooked:
+                _write(module, targets, given, extras, assign)
+                # (the lists themselves: a hook may take keys out of them, as torch's)
+                result = _IncompatibleKeys(missing, unexpected)
+                for hook in list(hooks.load_post.values()):
+                    if hook(value, result) is not None:
+                        raise AssertionError(
+                            f"{type(value).__name__}: a load_state_dict post-hook must return None (change "
+                            "incompatible_keys in place)"
+                        )
+        result = _IncompatibleKeys(missing, unexpected)
+        if in_turn:
+            _write(module, targets, given, extras, assign)
         _check(module, result, errors, strict)
+        _write(module, targets, given, extras, assign)
+    return result
+
+
+def _sort_keys(given: Mapping[str, Any], prefix: str, prefixes: set[str], found_at: dict[str, list[str]]) -> None:
+    # the keys under `prefix` by the module that checks them: the innermost module whose prefix the key starts with
+    for p in [p for p in found_at if p.startswith(prefix)]:
+        del found_at[p]
+    for key in given:
+        if not key.startswith(prefix):
+            continue
+        at = key.rfind(".")
+        while at >= 0 and key[: at + 1] not in prefixes:
+            at = key.rfind(".", 0, at)
+        found_at.setdefault(key[: at + 1], []).append(key)
+
+
+def _write(
+    module: Module, targets: dict[str, Any], given: Mapping[str, Any], extras: list[tuple[str, Any]], assign: bool
+) -> None:
+    # write (or assign) the tensors of `targets` and set the extra states, which are then done with
     _, _, pairs = state.matched_tensors(targets, given, strict=False)
+    targets.clear()
     if assign:
         module._assign_tensors(pairs)
     else:
@@ -235,15 +344,7 @@ def load_module_state(module: Module, state_dict: Mapping[str, Any], strict: boo
     for key, m in extras:
         if key in given:
             m.set_extra_state(given[key])
-    for m in post_hooked:
-        for hook in list(m._module_state.state_hooks.load_post.values()):
-            if hook(m, result) is not None:
-                raise AssertionError(
-                    f"{type(m).__name__}: a load_state_dict post-hook must return None (change incompatible_keys "
-                    "in place)"
-                )
-    _check(module, result, errors, strict)
-    return result
+    extras.clear()
 
 
 def _run_load_pre_hooks(
@@ -256,8 +357,13 @@ def _run_load_pre_hooks(
     unexpected: list[str],
     errors: list[str],
 ) -> None:
-    # the hooks get a copy of the entries under the module's prefix, as torch's; what they leave under the prefix
-    # replaces those entries (a key they add elsewhere is dropped, as torch's loading never sees it)
+    # the root's hooks get the copy itself; an inner module's a copy of the entries under its prefix, as torch's, and
+    # what they leave under the prefix replaces those entries (a key they add elsewhere is dropped, as torch's loading
+    # never sees it)
+    if prefix == "":
+        for hook in list(hooks.load_pre.values()):
+            hook(module, given, prefix, local_metadata, True, missing, unexpected, errors)
+        return
     local = {k: v for k, v in given.items() if k.startswith(prefix)}
     for hook in list(hooks.load_pre.values()):
         hook(module, local, prefix, local_metadata, True, missing, unexpected, errors)

@@ -673,6 +673,12 @@ class _PickleWriter:
                 self.save(v, f"{path}[{k!r}]")
             if obj:
                 self.out += b"u"
+            metadata = getattr(obj, "_metadata", None) if isinstance(obj, OrderedDict) else None
+            if isinstance(metadata, dict):
+                # a state dict's `_metadata` (its layers' versions) as pickle writes an OrderedDict's attributes: set
+                # by BUILD after the items, so that torch.load gives it back
+                self.save({"_metadata": metadata}, f"{path}._metadata")
+                self.out += b"b"
         elif isinstance(obj, list):
             self.out += b"]"
             for i, v in enumerate(obj):
