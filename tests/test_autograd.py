@@ -839,6 +839,27 @@ def test_norm_p0_requires_grad_and_gives_no_gradient_as_torch() -> None:
         assert not t.grad.any()
 
 
+def test_norm_p0_realized_before_backward_still_requires_grad() -> None:
+    # a count of nonzeros read (`.numpy()`, `.item()`) before its backward: its gradient rule sits on a view, and
+    # the graph below it reaches x only through a mask; it stopped requiring grad once realized, and backward raised
+    # "no tensor with requires_grad=True was used" where torch's runs (None for norm, zeros for cdist)
+    v = _randn(2, 5)
+    x, tx = Tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+    ours, theirs = x.norm(0) * 2, torch.linalg.vector_norm(tx, 0) * 2
+    assert ours.item() == theirs.item()
+    assert ours.requires_grad
+    ours.backward()
+    theirs.backward()
+    assert x.grad is None and tx.grad is None
+    a, b = _pair(_randn(3, 2), _randn(4, 2))
+    ours, theirs = a[0].cdist(a[1], p=0), torch.cdist(b[0], b[1], p=0)
+    _close(ours, theirs)
+    ours.sum().backward()
+    theirs.sum().backward()
+    for o, t in zip(a, b, strict=True):
+        _close(o.grad, t.grad)
+
+
 @pytest.mark.parametrize("realized", [True, False])
 def test_a_value_computed_under_no_grad_keeps_its_value_after_the_weights_change(realized: bool) -> None:
     # PPO's old log-probabilities: computed under no_grad from the weights, then read by the loss of several optimizer

@@ -967,3 +967,26 @@ def test_torch_keyword_names_with_our_own_name_too_raise():
     # tinygrad's names keep working
     _same(x.split(sizes=2, dim=1), torch.from_numpy(A).split(2, dim=1))
     _same(x.unfold(dim=1, size=2, step=2), torch.from_numpy(A).unfold(1, 2, 2))
+
+
+@pytest.mark.parametrize("name", ["hann", "hamming", "blackman", "bartlett", "kaiser"])
+@pytest.mark.parametrize("periodic", [True, False])
+def test_window_functions_as_torch(name: str, periodic: bool) -> None:
+    # torch.hann_window & co (the frames of a signal before an FFT, torch.stft's window=) were missing
+    for n in (0, 1, 2, 7, 16):
+        _same(getattr(Tensor, f"{name}_window")(n, periodic), getattr(torch, f"{name}_window")(n, periodic), 1e-6)
+    float64 = getattr(Tensor, f"{name}_window")(9, periodic, dtype="float64")
+    _same(float64, getattr(torch, f"{name}_window")(9, periodic, dtype=torch.float64), 1e-12)
+    assert getattr(Tensor, f"{name}_window")(4, requires_grad=True).is_leaf
+
+
+def test_window_function_parameters_and_errors_as_torch() -> None:
+    _same(Tensor.hamming_window(6, True, 0.6, 0.3), torch.hamming_window(6, True, 0.6, 0.3), 1e-6)
+    _same(Tensor.hamming_window(6, alpha=0.5, beta=0.5), torch.hann_window(6), 1e-6)
+    _same(Tensor.kaiser_window(6, False, 5.0), torch.kaiser_window(6, False, 5.0), 1e-6)
+    with pytest.raises(RuntimeError, match="window_length"):
+        Tensor.hann_window(-1)
+    with pytest.raises(RuntimeError, match="float"):
+        Tensor.hann_window(4, dtype=dtypes.int64)
+    with pytest.raises(TypeError, match="window_length"):
+        Tensor.bartlett_window(4.0)

@@ -549,7 +549,9 @@ def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True, sha
         old, new = old.src[0], new.src[0]
     if old is new:
         return
-    if not wants_gradient and not _gradient_may_flow(old, new, shared):
+    # (asked of the views too: one of them may carry a gradient rule, `norm(p=0)`'s count, whose graph below reaches
+    # its input only through a mask)
+    if not wants_gradient and not _gradient_may_flow(top_old, new, shared):
         return
     _forget_stale_inputs(old, shared)
     computed_from[new] = old

@@ -251,6 +251,27 @@ def _arange_number(value: Any, what: str) -> Any:
     return _py_number(value)
 
 
+def _window(
+    name: str, window_length: int, periodic: bool, kwargs: dict[str, Any], shape: Callable[[np.ndarray], np.ndarray]
+) -> Tensor:
+    """A window of torch's `<name>`: `shape` maps the positions n / (N - 1) in [0, 1] of a symmetric window of N
+    points to its values; a periodic window is the symmetric one of window_length + 1 points without its last (the
+    form a DFT wants). Computed in float64 and rounded once to the dtype (torch computes in the dtype: last bits)."""
+    if isinstance(window_length, bool) or not isinstance(window_length, (int, np.integer)):
+        raise TypeError(f"{name}: window_length must be an int, got {type(window_length).__name__}")
+    if window_length < 0:
+        raise ArgumentError(f"{name}: window_length must be >= 0, got {window_length}")
+    dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
+    if not dtypes.is_float(dtype):
+        raise DTypeError(f"{name}: the window's dtype must be a float dtype (as torch's), got {dtype}")
+    if window_length <= 1:
+        # (as torch: no points, or the single point 1)
+        return Tensor(np.ones(window_length), dtype=dtype, **kwargs)
+    n = window_length + 1 if periodic else window_length
+    values = shape(np.arange(n, dtype=np.float64) / (n - 1))
+    return Tensor(values[:window_length], dtype=dtype, **kwargs)
+
+
 def _first_in_stable_order(keys: np.ndarray, k: int) -> np.ndarray:
     """`np.argsort(keys, -1, kind="stable")[:, :k]` for rows of keys, without sorting whole rows where k is small: the
     k-th smallest key of each row by a partition, then a stable sort of the keys up to it, kept in their positions'
@@ -474,6 +495,72 @@ class CreationMixin:
         rows = Tensor.arange(n, device=device).reshape(n, 1)
         cols = Tensor.arange(m, device=device).reshape(1, m)
         return (rows == cols).cast(dtype)
+
+    @staticmethod
+    @_creates_leaf
+    def hann_window(window_length: int, periodic: bool = True, **kwargs: Any) -> Tensor:
+        """torch.hann_window: 0.5 - 0.5 cos(2 pi n / (N - 1)), periodic (N = window_length + 1, last point dropped)
+        unless `periodic=False`.
+
+        >>> Tensor.hann_window(4).tolist()
+        [0.0, 0.5, 1.0, 0.5]
+        """
+        return _window("hann_window", window_length, periodic, kwargs, lambda t: 0.5 - 0.5 * np.cos(2 * np.pi * t))
+
+    @staticmethod
+    @_creates_leaf
+    def hamming_window(
+        window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, **kwargs: Any
+    ) -> Tensor:
+        """torch.hamming_window: alpha - beta cos(2 pi n / (N - 1)), periodic unless `periodic=False`.
+
+        >>> [round(v, 2) for v in Tensor.hamming_window(4, periodic=False).tolist()]
+        [0.08, 0.77, 0.77, 0.08]
+        """
+
+        def hamming(t: np.ndarray) -> np.ndarray:
+            return alpha - beta * np.cos(2 * np.pi * t)
+
+        return _window("hamming_window", window_length, periodic, kwargs, hamming)
+
+    @staticmethod
+    @_creates_leaf
+    def blackman_window(window_length: int, periodic: bool = True, **kwargs: Any) -> Tensor:
+        """torch.blackman_window: 0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1)), periodic unless
+        `periodic=False`.
+
+        >>> [abs(round(v, 2)) for v in Tensor.blackman_window(3, periodic=False).tolist()]
+        [0.0, 1.0, 0.0]
+        """
+
+        def blackman(t: np.ndarray) -> np.ndarray:
+            return 0.42 - 0.5 * np.cos(2 * np.pi * t) + 0.08 * np.cos(4 * np.pi * t)
+
+        return _window("blackman_window", window_length, periodic, kwargs, blackman)
+
+    @staticmethod
+    @_creates_leaf
+    def bartlett_window(window_length: int, periodic: bool = True, **kwargs: Any) -> Tensor:
+        """torch.bartlett_window, the triangle 1 - |2n / (N - 1) - 1|, periodic unless `periodic=False`.
+
+        >>> Tensor.bartlett_window(5, periodic=False).tolist()
+        [0.0, 0.5, 1.0, 0.5, 0.0]
+        """
+        return _window("bartlett_window", window_length, periodic, kwargs, lambda t: 1 - np.abs(2 * t - 1))
+
+    @staticmethod
+    @_creates_leaf
+    def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, **kwargs: Any) -> Tensor:
+        """torch.kaiser_window: I0(beta sqrt(1 - (2n / (N - 1) - 1)^2)) / I0(beta), periodic unless `periodic=False`.
+
+        >>> [round(v, 3) for v in Tensor.kaiser_window(3, periodic=False, beta=5.0).tolist()]
+        [0.037, 1.0, 0.037]
+        """
+
+        def kaiser(t: np.ndarray) -> np.ndarray:
+            return np.i0(beta * np.sqrt(np.clip(1 - (2 * t - 1) ** 2, 0, None))) / np.i0(beta)
+
+        return _window("kaiser_window", window_length, periodic, kwargs, kaiser)
 
     @staticmethod
     def tril_indices(

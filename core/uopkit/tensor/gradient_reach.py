@@ -11,9 +11,12 @@ from typing import Any
 
 from uopkit.dtype import dtypes
 from uopkit.gradient import given_gradient
-from uopkit.schedule import computed_from, stale_sources
+from uopkit.schedule import computed_from, realized_views, stale_sources
 from uopkit.tensor.support import tensors_with_grad
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp
+
+# (a module constant: EnumType's attribute lookup is slow, and this runs for every node of every walk)
+_MOVEMENT = GroupOp.Movement
 
 
 class _Wanting:
@@ -55,6 +58,9 @@ def walk_back(root: UOp, found: Callable[[UOp], bool], seen: set[UOp], skip: Con
             # one, as torch's: `where(x > 0, 1.0, 0.0)` and `zeros(n).masked_fill(x > 0, 1.0)` don't
             continue
         before = computed_from.get(u)
+        if before is None and u.op in _MOVEMENT:
+            # (a realized view: the view it was over the old graph, which may carry a gradient rule of its own)
+            before = realized_views.get(u)
         if before is not None:
             queue.append(before)
         if u.op is Ops.DETACH or u.op is Ops.KERNEL or _cast_from_integer(u):
