@@ -254,9 +254,9 @@ def test_multi_dot_vecdot_vander():
     _close(Tensor(x).vecdot(Tensor(y)), torch.linalg.vecdot(torch.from_numpy(x), torch.from_numpy(y)))
     _close(Tensor(x).vecdot(Tensor(x), dim=0), torch.linalg.vecdot(torch.from_numpy(x), torch.from_numpy(x), dim=0))
     v = np.array([[1.0, 2.0, -3.0], [0.5, 0.0, 2.0]])
-    _close(Tensor(v).vander(), torch.linalg.vander(torch.from_numpy(v)))
-    _close(Tensor(v).vander(N=5), torch.linalg.vander(torch.from_numpy(v), N=5))
-    assert Tensor([2, 3]).vander().tolist() == torch.linalg.vander(torch.tensor([2, 3])).tolist()
+    _close(linalg.vander(Tensor(v)), torch.linalg.vander(torch.from_numpy(v)))
+    _close(linalg.vander(Tensor(v), N=5), torch.linalg.vander(torch.from_numpy(v), N=5))
+    assert linalg.vander(Tensor([2, 3])).tolist() == torch.linalg.vander(torch.tensor([2, 3])).tolist()
 
 
 @pytest.mark.parametrize(
@@ -268,22 +268,47 @@ def test_vander_refuses_n_below_2_as_torch(values, n):
     with pytest.raises(RuntimeError):
         torch.linalg.vander(torch.tensor(values), N=n)
     with pytest.raises(ArgumentError, match="vander: N must be greater than 1"):
-        Tensor(values).vander(n)
+        linalg.vander(Tensor(values), N=n)
 
 
 def test_vander_of_empty_inputs_and_refusals_as_torch():
     for shape, n in (((0,), 2), ((0,), 4), ((2, 0), 3), ((3, 1), 2)):
         x = np.arange(math.prod(shape), dtype=np.float64).reshape(shape) + 2
         want = torch.linalg.vander(torch.from_numpy(x), N=n)
-        _close(Tensor(x).vander(n), want)
+        _close(linalg.vander(Tensor(x), N=n), want)
     with pytest.raises(RuntimeError):
         torch.linalg.vander(torch.tensor([True, False]))
     with pytest.raises(TypeError, match="vander: .*got bool"):
-        Tensor([True, False]).vander()
+        linalg.vander(Tensor([True, False]))
     with pytest.raises(RuntimeError):
         torch.linalg.vander(torch.tensor(2.0))
     with pytest.raises(ShapeError, match="vander: needs at least one dim"):
-        Tensor(2.0).vander()
+        linalg.vander(Tensor(2.0))
+
+
+def test_vander_is_torch_vander_decreasing_unless_increasing():
+    # Tensor.vander is torch.vander (x^(N-1) .. x^0 by default), not torch.linalg.vander (x^0 .. x^(N-1))
+    for values, tdt, dt in (
+        ([1.5, -2.0, 0.5, 3.0], torch.float64, dtypes.float64),
+        ([1, 2, 3], torch.int32, dtypes.int32),
+        ([1.1, 2.3, -3.7], torch.float16, dtypes.float16),
+        ([True, False], torch.bool, dtypes.bool),
+    ):
+        for n in (None, 0, 1, 2, 5):
+            for increasing in (False, True):
+                want = torch.vander(torch.tensor(values, dtype=tdt), N=n, increasing=increasing)
+                got = Tensor(values, dtype=dt).vander(N=n, increasing=increasing)
+                assert got.shape == tuple(want.shape)
+                np.testing.assert_array_equal(got.numpy().astype(np.float64), want.numpy().astype(np.float64))
+    assert Tensor([1, 2, 3]).vander(3).tolist() == torch.vander(torch.tensor([1, 2, 3]), 3).tolist()
+    with pytest.raises(RuntimeError):
+        torch.vander(torch.ones(2, 2))
+    with pytest.raises(ShapeError, match="vander: x must be a one-dimensional tensor"):
+        Tensor.ones(2, 2).vander()
+    with pytest.raises(RuntimeError):
+        torch.vander(torch.ones(2), N=-1)
+    with pytest.raises(ArgumentError, match="vander: N must be non-negative"):
+        Tensor.ones(2).vander(-1)
 
 
 @pytest.mark.parametrize("op", ["svd", "qr", "det", "inverse", "cholesky", "eigh", "lu", "pinv", "matrix_rank"])

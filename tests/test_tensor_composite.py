@@ -721,6 +721,16 @@ def test_cov_with_weights_corrections_and_dtypes_as_torch():
             call()
 
 
+def test_cov_weights_of_the_wrong_dtype_raise_torchs_runtime_error():
+    # torch raises a RuntimeError for float fweights and integer aweights; ours a DTypeError (a TypeError and that)
+    x = np.array([[0.0, 1.0, 2.0, 5.0], [2.0, 1.0, 0.0, -1.0]], np.float32)
+    for name, weights in (("fweights", [1.0, 2.0, 1.0, 1.0]), ("aweights", [1, 2, 1, 1])):
+        with pytest.raises(RuntimeError, match=name):
+            torch.tensor(x).cov(**{name: torch.tensor(weights)})
+        with pytest.raises(RuntimeError, match=f"cov: {name} must have"):
+            Tensor(x).cov(**{name: Tensor(weights)})
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_corrcoef_as_torch():
     x = _randn(4, 10)

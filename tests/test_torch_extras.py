@@ -182,6 +182,56 @@ def test_histogram_errors():
         x.histogram(2, weight=Tensor([1.0, 2.0, 3.0]))
 
 
+@pytest.mark.parametrize(
+    "shape, bins, kwargs",
+    [
+        ((40, 2), 4, {}),
+        ((40, 3), [3, 2, 4], {"density": True}),
+        ((2, 10, 2), 3, {"range": [0.2, 0.8, -1.0, 1.0]}),
+        ((30, 2), [4, 3], {"weight": (30,), "density": True}),
+        ((25, 2), "edges", {"weight": (25,)}),
+        ((20, 1), 5, {}),
+        ((0, 2), 3, {}),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_histogramdd_matches_torch(shape, bins, kwargs, dtype):
+    rng = np.random.default_rng(12)
+    data = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+    data[:3, 0] = 0.25  # ties on an edge
+    their_kw = {k: torch.tensor(rng.uniform(size=v).astype(dtype)) if k == "weight" else v for k, v in kwargs.items()}
+    ours_kw = {k: Tensor(v.numpy()) if k == "weight" else v for k, v in their_kw.items()}
+    if bins == "edges":
+        their_bins = [
+            torch.tensor([-1.0, 0.0, 0.25, 1.0], dtype=their_kw["weight"].dtype),
+            torch.linspace(-0.5, 0.5, 4, dtype=their_kw["weight"].dtype),
+        ]
+        ours_bins = [Tensor(e.numpy()) for e in their_bins]
+    else:
+        their_bins = ours_bins = bins
+    theirs = torch.histogramdd(torch.tensor(data), their_bins, **their_kw)
+    ours = Tensor(data).histogramdd(ours_bins, **ours_kw)
+    assert isinstance(ours.bin_edges, tuple) and len(ours.bin_edges) == len(theirs.bin_edges)
+    for edges, their_edges in zip(ours.bin_edges, theirs.bin_edges, strict=True):
+        close(edges, their_edges)
+    assert ours.hist.shape == tuple(theirs.hist.shape)
+    close(ours.hist, theirs.hist)
+
+
+def test_histogramdd_errors():
+    x = Tensor.rand(5, 2)
+    for bad in [
+        lambda: Tensor.rand(5).histogramdd(2),
+        lambda: x.histogramdd([2]),
+        lambda: x.histogramdd(2, range=[0.0, 1.0]),
+        lambda: x.histogramdd(2, weight=Tensor.rand(5, 2)),
+    ]:
+        with pytest.raises(RuntimeError, match="histogramdd"):
+            bad()
+    with pytest.raises(TypeError, match="histogramdd"):
+        Tensor([[1, 2]]).histogramdd(2)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # triangular_solve
 

@@ -22,7 +22,7 @@ from uopkit.helpers import prod
 from uopkit.tensor import Tensor
 from uopkit.tensor import ldl as _ldl
 from uopkit.tensor.factorize import PLU, QR, SVD, CholeskyEx, Eigh, LUFactor, LUFactorEx, SlogDet
-from uopkit.tensor.matrix import LstsqResult
+from uopkit.tensor.matrix import LstsqResult, linalg_vander
 from uopkit.tensor.support import ArgumentError, LinAlgError, ShapeError
 
 __all__ = [
@@ -314,8 +314,9 @@ def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
 
 
 def vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
-    """torch.linalg.vander: increasing powers x^0 ... x^(N-1)."""
-    return x.vander(N)
+    """torch.linalg.vander: increasing powers x^0 ... x^(N-1) of the last axis (Tensor.vander is torch.vander's,
+    decreasing by default and of a 1-D tensor only)."""
+    return linalg_vander(x, N)
 
 
 def eig(A: Tensor) -> None:

@@ -167,9 +167,9 @@ def _check_weights(w: Any, n: int, name: str, integral: bool) -> Tensor:
     if w.ndim > 1:
         raise ShapeError(f"cov: {name} must have one or fewer dimensions, got shape {w.shape}")
     if integral and not dtypes.is_int(w.dtype):
-        raise TypeError(f"cov: {name} must have an integer dtype, got {w.dtype}")
+        raise DTypeError(f"cov: {name} must have an integer dtype, got {w.dtype}; cast them with .long()")
     if not integral and not dtypes.is_float(w.dtype):
-        raise TypeError(f"cov: {name} must have a floating-point dtype, got {w.dtype}")
+        raise DTypeError(f"cov: {name} must have a floating-point dtype, got {w.dtype}; cast them with .float()")
     if w.numel() != n:
         raise ShapeError(f"cov: {name} has {w.numel()} elements for {n} observations; give one per observation")
     return w

@@ -29,6 +29,7 @@ from uopkit.tensor.support import (
     ShapeError,
     UnknownModeError,
     _normalize_axis,
+    _sum_acc_dtype,
     tied_to_empty,
 )
 from uopkit.tensor.triangular import triangular_solve
@@ -333,26 +334,46 @@ class MatrixMixin:
         x, y = self._broadcasted(other, op="vecdot")
         return (x * y).sum(_normalize_axis(dim, x.ndim, "vecdot", x.shape))
 
-    def vander(self: Tensor, N: int | None = None) -> Tensor:  # type: ignore[misc]  # noqa: N803
-        """torch.linalg.vander: the powers x^0 .. x^(N-1) of the last axis' values, in a new last axis (N defaults
-        to its size). N must be at least 2, as torch's (so a last axis of 0 or 1 values needs an N); bool raises.
+    def vander(self: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # type: ignore[misc]  # noqa: N803
+        """torch.vander: the powers of a 1-D tensor's values in the columns, x^(N-1) .. x^0 (x^0 .. x^(N-1) with
+        `increasing=True`); N defaults to the number of values and may be 0. Bool and small ints give int32 (uint32
+        for unsigned ones), as sum's (torch: int64); half floats multiply in float32 and round each power once, as
+        torch's cumprod. `uopkit.linalg.vander` is torch.linalg's (increasing, any batch, N at least 2).
 
         >>> Tensor([1, 2, 3]).vander().tolist()
-        [[1, 1, 1], [1, 2, 4], [1, 3, 9]]
+        [[1, 1, 1], [4, 2, 1], [9, 3, 1]]
         """
-        if self.ndim < 1:
-            raise ShapeError(f"vander: needs at least one dim (the values along the last), got shape {self.shape}")
-        if self.dtype == dtypes.bool:
-            raise DTypeError("vander: takes float and integer tensors, got bool (as torch.linalg.vander); cast first")
-        count = self.shape[-1] if N is None else N
-        if count <= 1:
-            given = f"N={N}" if N is not None else f"no N, and the last axis holds {count} values"
-            raise ArgumentError(f"vander: N must be greater than 1, as torch.linalg.vander's, got {given}")
-        x = self.unsqueeze(-1)
-        powers = [Tensor.ones_like(x)]
-        for _ in range(count - 1):
-            powers.append(powers[-1] * x)
-        return powers[0].cat(*powers[1:], dim=-1)
+        if self.ndim != 1:
+            raise ShapeError(f"vander: x must be a one-dimensional tensor, as torch.vander's, got shape {self.shape}")
+        if N is not None and N < 0:
+            raise ArgumentError(f"vander: N must be non-negative, got N={N}")
+        count = self.shape[0] if N is None else N
+        out_dtype = self.dtype if dtypes.is_float(self.dtype) else _sum_acc_dtype(self.dtype)
+        powers = _increasing_powers(self.cast(_sum_acc_dtype(self.dtype)), count).cast(out_dtype)
+        return powers if increasing else powers.flip(-1)
+
+
+def _increasing_powers(x: Tensor, count: int) -> Tensor:
+    # x^0 .. x^(count-1) of the last axis' values in a new last axis, each power the one before times x
+    x = x.unsqueeze(-1)
+    powers = [Tensor.ones_like(x)]
+    for _ in range(count - 1):
+        powers.append(powers[-1] * x)
+    return powers[0].cat(*powers[1:], dim=-1)[..., :count]
+
+
+def linalg_vander(x: Tensor, N: int | None = None) -> Tensor:  # noqa: N803
+    """torch.linalg.vander: the powers x^0 .. x^(N-1) of the last axis' values, in a new last axis (N defaults to its
+    size). N must be at least 2, as torch's (so a last axis of 0 or 1 values needs an N); bool raises."""
+    if x.ndim < 1:
+        raise ShapeError(f"vander: needs at least one dim (the values along the last), got shape {x.shape}")
+    if x.dtype == dtypes.bool:
+        raise DTypeError("vander: takes float and integer tensors, got bool (as torch.linalg.vander); cast first")
+    count = x.shape[-1] if N is None else N
+    if count <= 1:
+        given = f"N={N}" if N is not None else f"no N, and the last axis holds {count} values"
+        raise ArgumentError(f"vander: N must be greater than 1, as torch.linalg.vander's, got {given}")
+    return _increasing_powers(x, count)
 
 
 def _full_rank_solution(a: Tensor, rhs: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ positions of its elements there. `as_strided` gathers from that storage (so grad
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -40,6 +41,13 @@ class Histogram(NamedTuple):
 
     hist: Tensor
     bin_edges: Tensor
+
+
+class HistogramDD(NamedTuple):
+    """(hist, bin_edges): what `histogramdd` returns, as torch.return_types.histogramdd (a tuple of edges)."""
+
+    hist: Tensor
+    bin_edges: tuple[Tensor, ...]
 
 
 class TriangularSolve(NamedTuple):
@@ -301,55 +309,76 @@ class TorchExtrasMixin:
         """
         if not dtypes.is_float(self.dtype):
             raise DTypeError(f"histogram: not implemented for {self.dtype} (as torch); it takes float tensors")
-        if weight is not None:
-            if not isinstance(weight, Tensor) or weight.shape != self.shape:
-                got = weight.shape if isinstance(weight, Tensor) else type(weight).__name__
-                raise ShapeError(f"histogram: weight must be a tensor of the input's shape {self.shape}, got {got}")
-            if weight.dtype != self.dtype:
-                raise DTypeError(f"histogram: weight is {weight.dtype}, expected the input's dtype {self.dtype}")
-        if isinstance(bins, Tensor):
-            if bins.ndim != 1:
-                raise ShapeError(f"histogram: bins must be a 1-D tensor of edges, got shape {bins.shape}")
-            if bins.dtype != self.dtype:
-                raise DTypeError(f"histogram: bins is {bins.dtype}, expected the input's dtype {self.dtype}")
-            if bins.numel() < 1:
-                raise ShapeError("histogram: bins needs at least one edge")
-            if range is not None:
-                raise ArgumentError("histogram: range can't be given with a tensor of bin edges")
-            edges = bins
-        else:
-            if isinstance(bins, bool) or not isinstance(bins, int):
-                raise TypeError(f"histogram: bins must be an int or a 1-D tensor, got {type(bins).__name__}")
-            if bins <= 0:
-                raise ArgumentError(f"histogram: bins must be > 0, got {bins}")
-            if range is not None:
-                lo, hi = (float(v) for v in range)
-            elif self.numel():
-                lo, hi = self.min().item(), self.max().item()
-            else:
-                lo, hi = 0.0, 1.0
-            if not (math.isfinite(lo) and math.isfinite(hi)):
-                raise ArgumentError(f"histogram: the range [{lo}, {hi}] is not finite")
-            if lo > hi:
-                raise ArgumentError(f"histogram: min should not exceed max, got min {lo} and max {hi}")
-            if lo == hi:
-                lo, hi = lo - 0.5, hi + 0.5
-            edges = Tensor.linspace(lo, hi, bins + 1, dtype=self.dtype, device=self.device)
+        _check_histogram_weight(self, weight, self.shape, "histogram")
+        edges = _histogram_edges(self, bins, range, "histogram")
         nbins = edges.numel() - 1
         x = self.reshape(-1)
         w = weight.reshape(-1) if weight is not None else x.ones_like()
         if nbins < 1 or not x.numel():
             hist = Tensor.zeros(max(nbins, 0), dtype=self.dtype, device=self.device)
         else:
-            # each value against each bin: [left, right), the last bin closed on the right
-            left, right = edges[:-1], edges[1:]
-            last = Tensor.arange(nbins, device=self.device) == nbins - 1
-            xs = x.unsqueeze(1)
-            inside = (xs >= left) & ((xs < right) | (last & (xs == right)))
-            hist = inside.where(w.unsqueeze(1), 0).sum(0).cast(self.dtype)
+            hist = _bin_membership(x, edges).where(w.unsqueeze(1), 0).sum(0).cast(self.dtype)
         if density and nbins >= 1:
             hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
         return Histogram(hist, edges)
+
+    def histogramdd(  # type: ignore[misc]
+        self: Tensor,
+        bins: int | Sequence[int] | Sequence[Tensor] = 10,
+        *,
+        range: Sequence[float] | None = None,  # noqa: A002 - torch's name
+        weight: Tensor | None = None,
+        density: bool = False,
+    ) -> HistogramDD:
+        """(hist, bin_edges) of points in D dimensions, as torch.histogramdd: the last axis holds each point's D
+        coordinates (the others are flattened into the points); `bins` is one int for every dimension, D ints, or D
+        1-D tensors of increasing edges; `range` D (min, max) pairs flattened ([min0, max0, min1, max1, ...]), by
+        default each dimension's min and max (read back). Each bin is [left, right), the last [left, right], as
+        `histogram`'s; `weight` (the input's shape without its last axis) sums weights; `density` divides by the
+        total and the bins' volumes. hist has D axes; bin_edges is a tuple of D tensors. Float tensors only.
+
+        >>> h = Tensor([[0.0, 1.0], [0.0, 2.0], [0.0, 3.0]]).histogramdd(bins=2)
+        >>> h.hist.tolist(), [e.tolist() for e in h.bin_edges]
+        ([[0.0, 0.0], [1.0, 2.0]], [[-0.5, 0.0, 0.5], [1.0, 2.0, 3.0]])
+        """
+        if not dtypes.is_float(self.dtype):
+            raise DTypeError(f"histogramdd: not implemented for {self.dtype} (as torch); it takes float tensors")
+        if self.ndim < 2:
+            raise ShapeError(
+                f"histogramdd: the input needs at least 2 dims (points x coordinates), got shape {self.shape}"
+            )
+        dims = self.shape[-1]
+        per_dim = [bins] * dims if isinstance(bins, int) and not isinstance(bins, bool) else list(bins)
+        if len(per_dim) != dims:
+            raise ShapeError(f"histogramdd: bins has {len(per_dim)} entries for points of {dims} coordinates")
+        if range is not None and len(range) != 2 * dims:
+            raise ArgumentError(
+                f"histogramdd: range must hold {2 * dims} numbers (a min and a max per dimension), got {len(range)}"
+            )
+        _check_histogram_weight(self, weight, self.shape[:-1], "histogramdd")
+        points = self.reshape(-1, dims)
+        edges = tuple(
+            _histogram_edges(
+                points[:, d], per_dim[d], None if range is None else range[2 * d : 2 * d + 2], "histogramdd"
+            )
+            for d in builtins.range(dims)
+        )
+        counts = tuple(e.numel() - 1 for e in edges)
+        if not points.shape[0] or min(counts) < 1:
+            hist = Tensor.zeros(*counts, dtype=self.dtype, device=self.device)
+        else:
+            # each point's weight spread over the bins it falls in along every dimension: an outer product per point
+            spread = weight.reshape(-1) if weight is not None else points[:, 0].ones_like()
+            for d, e in enumerate(edges):
+                inside = _bin_membership(points[:, d], e).cast(self.dtype)
+                spread = spread.unsqueeze(-1) * inside.reshape(-1, *([1] * d), counts[d])
+            hist = spread.reshape(-1, *counts).sum(0).cast(self.dtype)
+        if density and min(counts) >= 1:
+            volume = Tensor.ones(*counts, dtype=self.dtype, device=self.device)
+            for d, e in enumerate(edges):
+                volume = volume * (e[1:] - e[:-1]).reshape(*([1] * d), counts[d], *([1] * (dims - d - 1)))
+            hist = hist / (hist.sum() * volume)
+        return HistogramDD(hist, edges)
 
     def triangular_solve(  # type: ignore[misc]
         self: Tensor, A: Tensor, upper: bool = True, transpose: bool = False, unitriangular: bool = False
@@ -652,3 +681,55 @@ for _name, _why in (
     *((n, _NO_STORAGE) for n in ("storage", "untyped_storage", "set_", "record_stream")),
 ):  # fmt: skip
     setattr(TorchExtrasMixin, _name, _not_here(_name, _why))
+
+
+def _check_histogram_weight(x: Tensor, weight: Tensor | None, shape: tuple[int, ...], op: str) -> None:
+    # histogram's and histogramdd's weights: one per value (per point), of the input's dtype
+    if weight is None:
+        return
+    if not isinstance(weight, Tensor) or weight.shape != shape:
+        got = weight.shape if isinstance(weight, Tensor) else type(weight).__name__
+        raise ShapeError(f"{op}: weight must be a tensor of shape {shape} (one per value), got {got}")
+    if weight.dtype != x.dtype:
+        raise DTypeError(f"{op}: weight is {weight.dtype}, expected the input's dtype {x.dtype}")
+
+
+def _histogram_edges(x: Tensor, bins: Any, range_: Sequence[float] | None, op: str) -> Tensor:
+    # the bin edges of histogram (and of one dimension of histogramdd): the given tensor, or `bins` equal bins over
+    # `range_` (the data's min and max by default, widened by 0.5 each way when they are equal)
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1:
+            raise ShapeError(f"{op}: bins must be a 1-D tensor of edges, got shape {bins.shape}")
+        if bins.dtype != x.dtype:
+            raise DTypeError(f"{op}: bins is {bins.dtype}, expected the input's dtype {x.dtype}")
+        if bins.numel() < 1:
+            raise ShapeError(f"{op}: bins needs at least one edge")
+        if range_ is not None:
+            raise ArgumentError(f"{op}: range can't be given with a tensor of bin edges")
+        return bins
+    if isinstance(bins, bool) or not isinstance(bins, int):
+        raise TypeError(f"{op}: bins must be an int or a 1-D tensor, got {type(bins).__name__}")
+    if bins <= 0:
+        raise ArgumentError(f"{op}: bins must be > 0, got {bins}")
+    if range_ is not None:
+        lo, hi = (float(v) for v in range_)
+    elif x.numel():
+        lo, hi = x.min().item(), x.max().item()
+    else:
+        lo, hi = 0.0, 1.0
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ArgumentError(f"{op}: the range [{lo}, {hi}] is not finite")
+    if lo > hi:
+        raise ArgumentError(f"{op}: min should not exceed max, got min {lo} and max {hi}")
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return Tensor.linspace(lo, hi, bins + 1, dtype=x.dtype, device=x.device)
+
+
+def _bin_membership(x: Tensor, edges: Tensor) -> Tensor:
+    # (values, bins) bool: each 1-D value against each bin, [left, right), the last bin closed on the right
+    nbins = edges.numel() - 1
+    left, right = edges[:-1], edges[1:]
+    last = Tensor.arange(nbins, device=x.device) == nbins - 1
+    xs = x.reshape(-1).unsqueeze(1)
+    return (xs >= left) & ((xs < right) | (last & (xs == right)))
