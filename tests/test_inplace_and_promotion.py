@@ -942,3 +942,16 @@ def test_soft_update_matches_torch_bitwise(dtype: str, tau: float) -> None:
     xt.lerp(yt, tau).sub(yt, alpha=tau).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), _np(xt.grad), rtol=1e-6)
     np.testing.assert_allclose(y.grad.numpy(), _np(yt.grad), rtol=1e-6)
+
+
+@pytest.mark.parametrize("lib", ["torch", "ours"])
+def test_a_computed_empty_input_of_cat_and_block_diag_gets_its_empty_gradient(lib):
+    # as torch: an empty tensor computed from one that wants a gradient (not only a leaf) stays in the graph; a
+    # block_diag pads each block (an empty one too) before its cat, so its empty blocks lost their gradient
+    T = torch if lib == "torch" else Tensor
+    empty, full = T.zeros(0, 3, requires_grad=True), T.ones(2, 2, requires_grad=True)
+    (T.block_diag(empty, full) * 2).sum().backward()
+    assert empty.grad is not None and tuple(empty.grad.shape) == (0, 3) and full.grad.tolist() == [[2.0] * 2] * 2
+    empty, full = T.zeros(0, 2, requires_grad=True), T.ones(2, 2, requires_grad=True)
+    T.cat([empty * 3, full]).sum().backward()
+    assert empty.grad is not None and tuple(empty.grad.shape) == (0, 2)

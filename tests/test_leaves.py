@@ -258,3 +258,18 @@ def test_backward_of_a_realized_value_whose_leaves_are_gone_runs_as_torchs() -> 
     y.sum().backward()
     with pytest.raises(RuntimeError, match="no tensor with requires_grad=True"):
         Tensor([1.0, 2.0]).sum().realize().backward()
+
+
+def test_hooks_run_on_a_value_whose_leaves_are_gone_as_torchs() -> None:
+    # torch runs the whole graph behind the loss, so a hook on a value computed from a temporary leaf nobody holds is
+    # called with its gradient; ours returned before walking the graph when no live leaf wanted a gradient
+    def run(lib: Any) -> list[Any]:
+        calls: list[Any] = []
+        x = (lib.ones(2, requires_grad=True) * 3).softmax(0)
+        x.register_hook(lambda g: calls.append(("x", g.tolist())))
+        y = x * 2
+        y.register_hook(lambda g: calls.append(("y", g.tolist())))
+        (y * y).sum().backward()
+        return calls
+
+    assert run(Tensor) == run(torch) == [("y", [2.0, 2.0]), ("x", [4.0, 4.0])]

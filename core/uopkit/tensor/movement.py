@@ -797,7 +797,7 @@ class MovementMixin:
             ):
                 shapes = [x.shape for x in tensors]
                 raise ShapeError(f"cat: shapes {shapes} differ outside dimension {dim}")
-        empty = [t for t in given if t.numel() == 0 and t._requires_grad]
+        empty = [t for t in given if t.numel() == 0 and t.requires_grad]
         tensors = [_cut_cat_chain(t).cast(dt) for t in tensors if t.shape[dim] > 0] or [self.cast(dt)]
         if empty:
             # an empty tensor that wants a gradient stays in the graph, to get its (empty) gradient as in PyTorch:

@@ -27,6 +27,7 @@ from uopkit.tensor.support import (
     _check_values_in,
     _normalize_axis,
 )
+from uopkit.tensor.unread import with_zero_gradient_to
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -344,7 +345,8 @@ class PlacingMixin:
                 f"{source.shape}) only {source.numel()} elements; give source at least {count}"
             )
         if count == 0:
-            return self._broadcast_to(shape).clone()
+            # (source is read nowhere; torch still gives it a gradient of zeros)
+            return with_zero_gradient_to(self._broadcast_to(shape).clone(), source)
         # each position reads source at its rank among the True positions (the first one's before the first True)
         rank = np.maximum(np.cumsum(hits) - 1, 0)
         picked = source.reshape(-1)._take(0, rank).reshape(shape)

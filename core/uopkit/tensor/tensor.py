@@ -73,6 +73,7 @@ from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor import tournament as _tournament_module
 from uopkit.tensor import triangular as _triangular_module
+from uopkit.tensor import unread as _unread_module
 from uopkit.tensor import wordsort as _wordsort_module
 from uopkit.tensor import write_history as _write_history_module
 from uopkit.tensor.autocast import without_autocast
@@ -713,7 +714,9 @@ class Tensor(
             # the graphs that computed them above; it is data, `Tensor([1.0]).sum()`, a view of a buffer)
             if self.requires_grad or tensors_with_grad.was_given_requires_grad(in_graph):
                 # its leaves are gone (temporaries nobody holds, also behind a value realized since): PyTorch computes
-                # gradients no one can read
+                # gradients no one can read, and still runs the hooks of the tensors on the way
+                if hooks and only is None:
+                    stale.checked(compute_gradient(root, root_grad.uop, set(hooks), in_graph, hooks))
                 return self
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
         keys = {k for t in targets for k in wanting[t]}
@@ -883,6 +886,7 @@ for _module in (
     _tournament_module,
     _wordsort_module,
     _select_module,
+    _unread_module,
     _copies_module,
     _torch_names_module,
     _torch_extras_module,

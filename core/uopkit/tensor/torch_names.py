@@ -35,6 +35,7 @@ from uopkit.tensor.support import (
 )
 from uopkit.tensor.triangular import cholesky_solve as _triangular_cholesky_solve
 from uopkit.tensor.unique import slices_as_rows
+from uopkit.tensor.unread import with_zero_gradient_to
 
 if TYPE_CHECKING:
     from uopkit.tensor.generator import Generator
@@ -114,7 +115,9 @@ def _scaled_sum(
     out = out if alpha == 1 else out * alpha
     if beta == 0:
         base._broadcast_to(out.shape)  # (still checks that it fits, as torch)
-        return out.cast(out_dt) if once else out
+        out = out.cast(out_dt) if once else out
+        # torch's backward still gives `base` a gradient, of zeros (its `.grad` is zeros, not None)
+        return with_zero_gradient_to(out, base)
     base = base.cast(acc.dtype) if once else base
     total = (base if beta == 1 else base * beta) + out
     return total.cast(out_dt) if once else total
