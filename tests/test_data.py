@@ -165,11 +165,11 @@ def test_plain_dataset_and_getitems():
     assert len(list(data.DataLoader(data.Subset(ds, [0, 2, 4]), batch_size=2))) == 2 and ds.batched == 5
 
 
-def test_loader_iterator_and_workers_run_in_process():
+def test_loader_iterator_with_workers():
     xs = arrays(10)
     plain_loader = data.DataLoader(data.TensorDataset(*xs), batch_size=4)
     workers = data.DataLoader(
-        data.TensorDataset(*xs), batch_size=4, num_workers=4, pin_memory=True, timeout=5, prefetch_factor=2,
+        data.TensorDataset(*xs), batch_size=4, num_workers=2, pin_memory=True, timeout=5, prefetch_factor=2,
         persistent_workers=True, worker_init_fn=lambda i: None,
     )  # fmt: skip
     it = iter(workers)
@@ -651,3 +651,201 @@ def test_docstring_examples(module):
         module, extraglobs=names, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     )
     assert attempted > 0 and failed == 0
+
+
+# ------------------------------------------------------------------------------------------ worker processes
+
+
+def _worker_sample(m, tensor, i):
+    info = m.get_worker_info()
+    return {"x": tensor([float(i), 2.0 * i]), "a": np.arange(3) + i, "worker": -1 if info is None else info.id}
+
+
+class _MapWorkers(data.Dataset):
+    def __init__(self, m, tensor):
+        self.m, self.tensor = m, tensor
+
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        return _worker_sample(self.m, self.tensor, i)
+
+
+class _StreamWorkers(data.IterableDataset):
+    m = data
+
+    def __init__(self, shard):
+        self.shard = shard
+
+    def __iter__(self):
+        info = self.m.get_worker_info()
+        if info is None or not self.shard:
+            return iter(range(7))
+        return iter(range(info.id, 7, info.num_workers))
+
+
+class _TorchStreamWorkers(tdata.IterableDataset):
+    m = tdata
+    __init__, __iter__ = _StreamWorkers.__init__, _StreamWorkers.__iter__
+
+
+def test_loader_workers_load_in_order_as_torch():
+    # batches handed out round-robin over the workers and yielded in order; each worker's id in its samples
+    ours = list(data.DataLoader(_MapWorkers(data, Tensor), batch_size=2, num_workers=2))
+    theirs = list(tdata.DataLoader(_MapWorkers(tdata, torch.tensor), batch_size=2, num_workers=2))
+    assert len(ours) == len(theirs) == 4
+    for a, b in zip(ours, theirs, strict=True):
+        assert_same(a, b)
+    assert [b["worker"].tolist() for b in ours] == [[0, 0], [1, 1], [0, 0], [1]]
+
+
+@pytest.mark.parametrize("shard", [False, True])
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_loader_workers_iterable_copies_or_shards_as_torch(shard, batch_size):
+    ours = data.DataLoader(_StreamWorkers(shard), batch_size=batch_size, num_workers=2)
+    theirs = tdata.DataLoader(_TorchStreamWorkers(shard), batch_size=batch_size, num_workers=2)
+    ours, theirs = list(ours), list(theirs)
+    assert len(ours) == len(theirs) == (14 if not shard else 7) // (batch_size or 1) + (batch_size == 2)
+    for a, b in zip(ours, theirs, strict=True):
+        assert_same(a, b)
+
+
+def test_loader_workers_shuffle_as_without_workers():
+    from uopkit import Generator
+
+    def order(workers):
+        g = Generator().manual_seed(3)
+        return [b.tolist() for b in data.DataLoader(range(10), 3, True, num_workers=workers, generator=g)]
+
+    assert order(2) == order(0)
+
+
+class _Pids(data.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        import os
+
+        return [os.getpid(), int(os.environ["UOPKIT_TEST_WORKER"])]
+
+
+def test_loader_persistent_workers_and_init_fn():
+    import os
+
+    loader = data.DataLoader(_Pids(), batch_size=2, num_workers=2, persistent_workers=True, worker_init_fn=_init_env)
+    first, second = ([(p.tolist(), w.tolist()) for p, w in loader] for _ in range(2))
+    # the same two worker processes both epochs, each set up by worker_init_fn, batches round-robin
+    assert first == second and [w for _, w in first] == [[0, 0], [1, 1]]
+    pids = {p for b, _ in first for p in b}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert data.get_worker_info() is None
+
+
+def _init_env(worker_id):
+    import os
+
+    os.environ["UOPKIT_TEST_WORKER"] = str(worker_id)
+
+
+def _init_fails(worker_id):
+    raise ValueError(f"init failed in {worker_id}")
+
+
+class _Failing(data.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        import os
+        import signal
+
+        if i == 1:
+            raise KeyError(f"no sample {i}")
+        if i == 3 and self.kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+
+    kill = False
+
+
+def test_loader_worker_errors_raise_in_the_main_process():
+    it = iter(data.DataLoader(_Failing(), batch_size=None, num_workers=2))
+    assert next(it) == 0
+    with pytest.raises(KeyError, match="(?s)KeyError in DataLoader worker process 1.*no sample 1"):
+        next(it)
+    # the other batches still come (as torch's)
+    assert [next(it), next(it)] == [2, 3]
+    with pytest.raises(ValueError, match="(?s)worker process 0.*worker_init_fn.*init failed in 0"):
+        list(data.DataLoader(range(2), num_workers=1, worker_init_fn=_init_fails))
+    killed = _Failing()
+    killed.kill = True
+    with pytest.raises(RuntimeError, match="DataLoader worker .* exited unexpectedly"):
+        list(data.DataLoader(killed, batch_size=None, num_workers=2))
+
+
+class _Slow(data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        import time
+
+        time.sleep(1.5 * i)
+        return i
+
+
+def test_loader_worker_timeout_and_early_break():
+    import multiprocessing
+
+    with pytest.raises(RuntimeError, match="DataLoader timed out after 0.3 seconds"):
+        list(data.DataLoader(_Slow(), batch_size=None, num_workers=1, timeout=0.3))
+    before = set(multiprocessing.active_children())
+    for _ in data.DataLoader(range(100), batch_size=2, num_workers=2):
+        break
+    # leaving the loop early stops the workers
+    assert set(multiprocessing.active_children()) <= before
+
+
+def _realize_in_child(queue):
+    queue.put((Tensor.arange(5) * 3).sum().item())
+
+
+def test_fork_while_another_thread_holds_uopkit_locks():
+    # a thread in the middle of a realize (or of asking for the default device) when the process forks: the child's
+    # first Tensor must not wait forever on a lock held by a thread it doesn't have
+    import multiprocessing
+    import threading
+
+    from uopkit.engine.realize import realize_lock
+    from uopkit.plugin import manager
+
+    context = multiprocessing.get_context("fork")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold():
+        with realize_lock, manager.get_manager()._lock:
+            holding.set()
+            release.wait(10)
+
+    def hold_manager():
+        with manager.get_manager()._lock:
+            holding.set()
+            release.wait(10)
+
+    for target in (hold, hold_manager):
+        holding.clear(), release.clear()
+        thread = threading.Thread(target=target)
+        thread.start()
+        holding.wait(10)
+        threading.Timer(0.3, release.set).start()
+        results = context.Queue()
+        child = context.Process(target=_realize_in_child, args=(results,))
+        child.start()
+        child.join(10)
+        alive = child.is_alive()
+        if alive:
+            child.kill()
+        thread.join()
+        assert not alive and results.get(timeout=1) == 30

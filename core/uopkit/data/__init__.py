@@ -3,8 +3,8 @@
     from uopkit.data import DataLoader, TensorDataset
     for x, y in DataLoader(TensorDataset(images, labels), batch_size=64, shuffle=True): ...
 
-Loading runs in the calling process (`num_workers` is accepted and has no effect); random orders come from uopkit's
-seeded stream (`Tensor.manual_seed`) or a numpy Generator passed as `generator`.
+`num_workers > 0` loads in worker processes (uopkit.data.worker); random orders come from uopkit's seeded stream
+(`Tensor.manual_seed`) or a numpy Generator passed as `generator`.
 """
 
 from uopkit.data.collate import default_collate, default_convert

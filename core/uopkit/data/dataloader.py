@@ -1,9 +1,8 @@
 """DataLoader (torch.utils.data's): batches of a dataset, in the order of a sampler, collated into Tensors.
 
-It always loads in the calling process: `num_workers > 0` is accepted (torch scripts pass it routinely) and runs as
-`num_workers=0` does, with no worker processes; `pin_memory`, `timeout`, `prefetch_factor`, `persistent_workers` and
-`worker_init_fn` are checked as torch checks them and have no other effect. Loading is rarely the bottleneck here: a
-batch of a TensorDataset is one gather, and the Tensors it gives are lazy, computed with the step that uses them.
+With `num_workers=0` it loads in the calling process; with `num_workers > 0`, worker processes load and collate the
+batches and the loader yields them in the sampler's order (uopkit.data.worker). `pin_memory` has no effect (CPU memory
+needs no pinning here).
 """
 
 from __future__ import annotations
@@ -13,17 +12,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from uopkit.data.collate import default_collate, default_convert
-from uopkit.data.dataset import IterableDataset, _batched
+from uopkit.data.dataset import IterableDataset
 from uopkit.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from uopkit.data.worker import WorkerIterator, fetch, get_worker_info
+
+__all__ = ["DataLoader", "get_worker_info"]
 
 T_co = TypeVar("T_co", covariant=True)
-
-
-def get_worker_info() -> None:
-    """Information about the worker process running this code: always None, as in torch's main process (uopkit's
-    DataLoader loads in the calling process whatever `num_workers` says), so an IterableDataset that shards its stream
-    by worker yields all of it."""
-    return None
 
 
 # what a DataLoader's batching is planned from (torch refuses to set them after __init__ too)
@@ -32,7 +27,7 @@ _FIXED_AFTER_INIT = ("batch_size", "batch_sampler", "sampler", "drop_last", "dat
 
 def _check_context(context: Any, num_workers: int) -> Any:
     """`multiprocessing_context` checked as torch checks it: only with num_workers > 0, a start method's name (made
-    into its context) or a context object. Loading still runs in this process (the module's docstring)."""
+    into its context) or a context object."""
     if context is None:
         return None
     if num_workers == 0:
@@ -80,9 +75,10 @@ class DataLoader(Generic[T_co]):
     `collate_fn` (default_collate, or default_convert without batching). `generator` (a numpy Generator) drives the
     shuffling; without one it draws from uopkit's seeded stream, so `Tensor.manual_seed` makes the order reproducible.
 
-    The worker and memory options (`num_workers`, `pin_memory`, `timeout`, `worker_init_fn`, `prefetch_factor`,
-    `persistent_workers`, `multiprocessing_context`, `pin_memory_device`, `in_order`) are accepted and validated as
-    torch's, and loading runs in the calling process (see the module's docstring).
+    `num_workers > 0` loads in that many worker processes (started with `multiprocessing_context`, each first
+    calling `worker_init_fn(id)`), `prefetch_factor` batches ahead per worker, in the sampler's order (`in_order=False`:
+    as they come); `timeout` bounds the wait for one batch, `persistent_workers` keeps the workers for the next epoch.
+    `pin_memory` and `pin_memory_device` are accepted and have no effect.
 
     >>> loader = DataLoader(TensorDataset(Tensor.arange(5), Tensor.arange(5) * 10), batch_size=2)
     >>> len(loader), [[t.tolist() for t in batch] for batch in loader]
@@ -161,12 +157,13 @@ class DataLoader(Generic[T_co]):
             batch_sampler = None if iterable else checked
         self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
         self.sampler, self.batch_sampler, self.generator = sampler, batch_sampler, generator
-        # accepted for torch's sake; loading runs in this process (the module's docstring)
         self.num_workers, self.pin_memory, self.timeout = num_workers, pin_memory, timeout
         self.worker_init_fn, self.prefetch_factor = worker_init_fn, prefetch_factor
         self.persistent_workers, self.multiprocessing_context = persistent_workers, multiprocessing_context
         self.pin_memory_device, self.in_order = pin_memory_device, in_order
         self._iterable = iterable
+        # the persistent workers' iterator, kept from one epoch to the next
+        self._workers: WorkerIterator | None = None
         self._auto_collation = batch_sampler is not None or (iterable and batch_size is not None)
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
@@ -182,24 +179,25 @@ class DataLoader(Generic[T_co]):
             )
         super().__setattr__(name, value)
 
-    def __iter__(self) -> _LoaderIterator:
+    def __iter__(self) -> _LoaderIterator | WorkerIterator:
+        if self.num_workers > 0:
+            if not self.persistent_workers:
+                return WorkerIterator(self)
+            if self._workers is None or self._workers._shut:
+                self._workers = WorkerIterator(self)
+            else:
+                self._workers.reset()
+            return self._workers
         if self._iterable:
             batches = self._iterable_batches()
         elif not self._auto_collation:
             batches = (self.collate_fn(self.dataset[i]) for i in self.sampler)  # type: ignore[union-attr]
         else:
-            batches = (self._fetch(indices) for indices in self.batch_sampler)  # type: ignore[union-attr]
+            batches = (
+                fetch(self.dataset, indices, self.collate_fn, True)
+                for indices in self.batch_sampler  # type: ignore[union-attr]
+            )
         return _LoaderIterator(batches, self.__len__)
-
-    def _fetch(self, indices: list[Any]) -> Any:
-        if self.collate_fn is default_collate:
-            # a TensorDataset (or a Subset of one): one gather per tensor, not a slice per row stacked
-            batch = _batched(self.dataset, indices)
-            if batch is not None:
-                return batch
-        getitems = getattr(self.dataset, "__getitems__", None)
-        samples = getitems(indices) if callable(getitems) else [self.dataset[i] for i in indices]
-        return self.collate_fn(samples)
 
     def _iterable_batches(self) -> Iterator[Any]:
         if not self._auto_collation:

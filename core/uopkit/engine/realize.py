@@ -31,6 +31,7 @@ from uopkit.engine import gc_threshold  # noqa: F401 - paces Python's collector 
 from uopkit.engine.codegen_cache import cached_program
 from uopkit.engine.compile_queue import CompileQueue
 from uopkit.engine.placement import first_run_buffers, held_by, share_buffers, share_buffers_apart
+from uopkit.engine.realize_lock import realize_lock
 from uopkit.engine.replay_windows import Moved, record_windows, window_values
 from uopkit.helpers import DEBUG, ContextVar, GlobalCounters, gc_paused, usable_cores
 from uopkit.schedule import (
@@ -980,13 +981,6 @@ def _depth_cost(u: UOp) -> int:
 
 
 _DEPTH_LEAVES = frozenset({Ops.BUFFER, Ops.CONST, Ops.DEVICE})
-
-
-# one realize at a time in the process: a realize reads and rewrites every live tensor's graph (its undo journal, the
-# pending reads it protects with copies on write, the graphs it rewires to them), so two threads' realizes must not
-# interleave (one thread's realize rewired another's copies back onto the STOREs they copy). Re-entrant, so that a
-# realize started from inside one (a finalizer, a hook) runs in its own thread instead of waiting on it forever
-realize_lock = threading.RLock()
 
 
 def realize_tensors(tensors: Sequence[Tensor]) -> None:

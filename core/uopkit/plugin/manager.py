@@ -513,6 +513,20 @@ def get_manager() -> BackendManager:
         return _manager
 
 
+def _fresh_locks_in_child() -> None:
+    # a thread of the parent may have held these when it forked; in the child that thread doesn't exist, so the lock
+    # would never be released (a DataLoader worker's first Tensor waited forever on it). What they guard is replaced
+    # whole (the caches), never left half-changed
+    global _manager_lock
+    _manager_lock = threading.Lock()
+    if _manager is not None:
+        _manager._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_locks_in_child)
+
+
 def set_manager(manager: BackendManager | None) -> BackendManager | None:
     """Swap the process-wide manager (for tests); returns the previous one."""
     global _manager
