@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 from uopkit.data.collate import default_collate, default_convert
 from uopkit.data.dataset import IterableDataset
 from uopkit.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
-from uopkit.data.worker import WorkerIterator, fetch, get_worker_info
+from uopkit.data.worker import WorkerIterator, fetch, get_worker_info, next_stream_batch
 
 __all__ = ["DataLoader", "get_worker_info"]
 
@@ -200,18 +200,14 @@ class DataLoader(Generic[T_co]):
         return _LoaderIterator(batches, self.__len__)
 
     def _iterable_batches(self) -> Iterator[Any]:
-        if not self._auto_collation:
-            for sample in self.dataset:
-                yield self.collate_fn(sample)
-            return
-        batch: list[Any] = []
-        for sample in self.dataset:
-            batch.append(sample)
-            if len(batch) == self.batch_size:
-                yield self.collate_fn(batch)
-                batch = []
-        if batch and not self.drop_last:
-            yield self.collate_fn(batch)
+        # (the stream batched as a worker batches its copy: data/worker.py)
+        stream = iter(self.dataset)
+        while True:
+            try:
+                batch = next_stream_batch(stream, self.batch_size, self.drop_last, self.collate_fn)
+            except StopIteration:
+                return
+            yield batch
 
     def __len__(self) -> int:
         if self._iterable:

@@ -102,7 +102,9 @@ def _seed_worker(seed: int) -> None:
     np.random.seed([seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF])
 
 
-def _next_stream_batch(stream: Any, batch_size: int | None, drop_last: bool, collate_fn: Callable) -> Any:
+def next_stream_batch(stream: Any, batch_size: int | None, drop_last: bool, collate_fn: Callable) -> Any:
+    """An IterableDataset's next batch from its iterator `stream`: one sample (batch_size None) or up to batch_size
+    collated (a short last one unless drop_last); StopIteration at the end."""
     if batch_size is None:
         return collate_fn(next(stream))
     batch = list(itertools.islice(stream, batch_size))
@@ -159,9 +161,7 @@ def _worker_loop(
                 epoch, stream, exhausted = task_epoch, iter(dataset), False
             try:
                 result = (
-                    _StreamEnd(worker_id)
-                    if exhausted
-                    else _next_stream_batch(stream, batch_size, drop_last, collate_fn)
+                    _StreamEnd(worker_id) if exhausted else next_stream_batch(stream, batch_size, drop_last, collate_fn)
                 )
             except StopIteration:
                 result, exhausted = _StreamEnd(worker_id), True
