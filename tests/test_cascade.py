@@ -46,7 +46,7 @@ def test_only_long_float_sums_get_blocks():
     # a short one, an int sum, a max and a row sum (SIMD lanes) keep one accumulator
     assert _registers(Tensor(x[:200]).sum(0)) == [1]
     assert _registers(Tensor((x * 100).astype(np.int32)).sum(0)) == [1]
-    assert _registers(Tensor(x).max(0)) == [1]
+    assert _registers(Tensor(x).max(axis=0)) == [1]
     # a float64 sum drifts far below a float32 result's rounding
     assert _registers(Tensor(x.astype(np.float64)).sum(0)) == [1]
     assert _registers(Tensor(np.ascontiguousarray(x.T)).sum(1)) == [1]
@@ -61,7 +61,7 @@ def test_blocked_sums_agree_exactly_where_exact():
     xi = rng.integers(-1000, 1000, (12800, 64)).astype(np.int32)
     np.testing.assert_array_equal(Tensor(xi).sum(0).numpy(), xi.sum(0))
     x = rng.standard_normal((12799, 64)).astype(np.float32)
-    np.testing.assert_array_equal(Tensor(x).max(0).numpy(), x.max(0))
+    np.testing.assert_array_equal(Tensor(x).max(axis=0).numpy(), x.max(0))
     xf = xi.astype(np.float32)
     np.testing.assert_array_equal(Tensor(xf).sum(0).numpy(), xi.sum(0).astype(np.float32))
     # a prime row count (blocks and a tail) sums every row once

@@ -393,7 +393,7 @@ def test_linearizing_many_reduce_loops_looks_at_each_op_a_bounded_number_of_time
         xs = [Tensor.full((4, 8), float(i)).contiguous().realize() for i in range(n)]
         total = Tensor(0.0)
         for x in xs:
-            total = total + (x.max(1) * 2).sum()
+            total = total + (x.max(axis=1) * 2).sum()
         item = _item(total)
         lookups[0] = 0
         uops = get_program(item.ast, Device["CPU"].renderer, opts=[]).uops

@@ -260,7 +260,7 @@ def test_tensor_programs_on_the_emulator() -> None:
     ta, tb = Tensor(a, device="EMULATOR"), Tensor(b, device="EMULATOR")
     np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(ta.exp().sum(0).numpy(), np.exp(a).sum(0), rtol=1e-5)
-    np.testing.assert_array_equal((ta.max(1) > 0).numpy(), a.max(1) > 0)
+    np.testing.assert_array_equal((ta.max(axis=1) > 0).numpy(), a.max(1) > 0)
 
 
 # ---- EMULATE=NAME
@@ -364,7 +364,7 @@ def _programs(device: str) -> list:
     rng = np.random.default_rng(0)
     a = Tensor(rng.standard_normal((128, 256)).astype(np.float32), device=device)
     b = Tensor(rng.standard_normal((256, 256)).astype(np.float32), device=device)
-    outs = [a @ b, a.softmax(-1), a.sum(0), a.max(1), (a * 2).exp()]
+    outs = [a @ b, a.softmax(-1), a.sum(0), a.max(axis=1), (a * 2).exp()]
     items = create_schedule(kernelize_tensors(outs))
     return [get_program(item.ast, Device[device].renderer) for item in items]
 

@@ -238,8 +238,8 @@ def test_max_min(axis: int | None) -> None:
         check_grad(lambda t: t.max(), [x], lambda t: t.amax())
         check_grad(lambda t: t.min(), [x], lambda t: t.amin())
     else:
-        check_grad(lambda t: t.max(axis), [x], lambda t: t.amax(axis))
-        check_grad(lambda t: t.min(axis, keepdim=True), [x], lambda t: t.amin(axis, keepdim=True))
+        check_grad(lambda t: t.max(axis=axis), [x], lambda t: t.amax(axis))
+        check_grad(lambda t: t.min(axis=axis, keepdim=True), [x], lambda t: t.amin(axis, keepdim=True))
 
 
 def test_max_with_ties_splits_evenly_like_amax() -> None:

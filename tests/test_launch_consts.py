@@ -186,7 +186,7 @@ def _random_program(lib: str, x, y, shape_seed: int, consts: list[float]):  # no
         elif k == 6:
             v = (a.pad(((0, 0), (1, 0)), value=c) if ours else torch.nn.functional.pad(a, (1, 0), value=c))[:, :-1]
         elif k == 7:
-            v = (a.max(1, keepdim=True) if ours else a.amax(1, keepdim=True)) + b * c
+            v = (a.max(axis=1, keepdim=True) if ours else a.amax(1, keepdim=True)) + b * c
         else:
             v = c - a * 0.5
         vals.append(v)

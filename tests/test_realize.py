@@ -293,7 +293,7 @@ def test_key_walk_places_nodes_in_toposort_order(rng):
     from uopkit.uop.ops import Ops, UOp
 
     a, b = Tensor(rng.random((3, 4), dtype=np.float32)).realize(), Tensor(rng.random(4, dtype=np.float32)).realize()
-    graphs = [(a + 1).uop, ((a * b).sum(1) + (a - b).max(1)).uop, (a @ b.reshape(4, 1)).exp().uop, a.uop]
+    graphs = [(a + 1).uop, ((a * b).sum(1) + (a - b).max(axis=1)).uop, (a @ b.reshape(4, 1)).exp().uop, a.uop]
     for i in range(1, len(graphs) + 1):
         sink = UOp(Ops.SINK, src=tuple(graphs[:i]))
         p = realize._parameterize(sink.src)

@@ -105,11 +105,11 @@ def test_row_reduce_is_stored_when_the_consumer_walks_it_out_of_order():
     # transposed, the row's axis would be the outer loop: the reduce would run once per element, so it is stored
     x = np.random.default_rng(1).standard_normal((6, 7)).astype(np.float32)
     t = Tensor(x)
-    y = (t - t.max(-1, keepdim=True)).T.contiguous()
+    y = (t - t.max(axis=-1, keepdim=True)).T.contiguous()
     assert _n_kernels(y) == 2
     np.testing.assert_allclose(y.numpy(), (x - x.max(-1, keepdims=True)).T)
     # a sum over the other axis of the same value: also stored
-    z = (t - t.max(-1, keepdim=True)).sum(0)
+    z = (t - t.max(axis=-1, keepdim=True)).sum(0)
     assert _n_kernels(z) == 2
     np.testing.assert_allclose(z.numpy(), (x - x.max(-1, keepdims=True)).sum(0), rtol=1e-5)
 
@@ -118,7 +118,7 @@ def test_fused_row_max_keeps_nan():
     x = np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32)
     x[1, 40] = np.nan
     x[3, 0] = np.nan
-    got = Tensor(x).max(-1).numpy()
+    got = Tensor(x).max(axis=-1).numpy()
     np.testing.assert_array_equal(np.isnan(got), [False, True, False, True])
     np.testing.assert_array_equal(got[[0, 2]], x[[0, 2]].max(-1))
     s = Tensor(x).softmax(-1).numpy()

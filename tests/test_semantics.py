@@ -1076,7 +1076,7 @@ AT_SPECIAL_VALUES = {
     "log1p": (lambda t: t.log1p(), torch.log1p),
     "tan": (lambda t: t.tan(), torch.tan),
     "max": (lambda t: t.max(), torch.max),
-    "min axis": (lambda t: t.reshape(1, -1).min(1), lambda t: t.reshape(1, -1).min(1).values),
+    "min axis": (lambda t: t.reshape(1, -1).min(axis=1), lambda t: t.reshape(1, -1).min(1).values),
     "cummax": (lambda t: t.cummax(0)[0], lambda t: t.cummax(0)[0]),
 }
 
@@ -2088,7 +2088,8 @@ def test_empty_scatter_reduce_extremes_and_bool_max() -> None:
         Tensor.zeros(0, dtype=dtypes.bool).max()
     with pytest.raises(EmptyReduceError):
         Tensor.zeros(3, 0, dtype=dtypes.bool).max(1)
-    assert Tensor.zeros(3, 0, dtype=dtypes.bool).max(0).shape == (0,)
+    assert Tensor.zeros(3, 0, dtype=dtypes.bool).max(axis=0).shape == (0,)
+    assert Tensor.zeros(3, 0, dtype=dtypes.bool).max(0).indices.shape == (0,)
     assert Tensor.zeros(0, dtype=dtypes.bool).any().item() is False
 
 

@@ -288,8 +288,8 @@ def test_reductions(axis, keepdim):
     dim = tuple(range(3)) if axis is None else axis
     close(t.sum(axis, keepdim), r.sum(dim, keepdim=keepdim), atol=1e-5)
     close(t.mean(axis, keepdim), r.mean(dim, keepdim=keepdim), atol=1e-6)
-    close(t.max(axis, keepdim), r.amax(dim, keepdim=keepdim))
-    close(t.min(axis, keepdim), r.amin(dim, keepdim=keepdim))
+    close(t.max(axis=axis, keepdim=keepdim), r.amax(dim, keepdim=keepdim))
+    close(t.min(axis=axis, keepdim=keepdim), r.amin(dim, keepdim=keepdim))
     close(t.var(axis, keepdim), r.var(dim, keepdim=keepdim), atol=1e-5)
     close(t.std(axis, keepdim, correction=0), r.std(dim, keepdim=keepdim, correction=0), atol=1e-5)
     close(t.logsumexp(axis, keepdim), torch.logsumexp(r, dim, keepdim=keepdim), atol=1e-5)
@@ -319,6 +319,35 @@ def test_reduction_dtypes():
     big = Tensor(np.full(300, 100, dtype=np.int8))
     assert big.sum().item() == 30000
     assert Tensor([100, 100], dtype=dtypes.int8).sum(dtype=dtypes.int8).item() == -56
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("dt", [np.float32, np.int32, np.bool_])
+def test_max_min_along_a_dim_by_position_are_torchs_values_and_indices(op, dt):
+    x = data(3, 4, 5)
+    x = x > 0 if dt is np.bool_ else x.astype(dt) if dt is np.float32 else (x * 10).astype(dt)
+    t, r = both(x)
+    for args, kw in [((1,), {}), ((-1, True), {}), ((0,), {"keepdim": True}), ((), {"dim": 2})]:
+        ours, theirs = getattr(t, op)(*args, **kw), getattr(r, op)(*args, **kw)
+        np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+        np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+    # torch's idioms: a two-row batch unpacks into (values, indices), not into the two rows' maxima
+    _, pred = getattr(Tensor, op)(Tensor(x[:2]), 1)
+    assert pred.tolist() == getattr(torch, op)(r[:2], 1)[1].tolist()
+    assert getattr(t, op)(1)[0].tolist() == getattr(r, op)(1)[0].tolist()
+    # tinygrad's keyword axis= (one or several) keeps the values only, as amax
+    close(getattr(t, op)(axis=1), getattr(r, "a" + op)(1))
+    close(getattr(t, op)((0, 2)), getattr(r, "a" + op)((0, 2)))
+    with pytest.raises(TypeError, match="both"):
+        getattr(t, op)(1, axis=1)
+
+
+def test_max_along_a_dim_by_position_sends_the_gradient_to_the_index():
+    x = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]], np.float32)
+    t, r = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (t.max(1)[0] * Tensor([1.0, 2.0])).sum().backward()
+    (r.max(1)[0] * torch.tensor([1.0, 2.0])).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), r.grad.numpy())
 
 
 def test_argmax_argmin():
@@ -379,7 +408,7 @@ def test_reductions_zero_size_and_scalar():
     assert z.prod(0).tolist() == [1.0, 1.0, 1.0]
     assert math.isnan(z.mean().item())
     with pytest.raises(ValueError, match="empty"):
-        z.max(0)
+        z.max(axis=0)
     s = Tensor(3.0)
     assert s.sum().item() == 3.0 and s.max().item() == 3.0 and s.mean().item() == 3.0
     assert s.sum(0).item() == 3.0
@@ -390,7 +419,7 @@ def test_reductions_on_non_contiguous():
     x = data(6, 8)
     t, r = both(x)
     close(t.T.sum(0), r.T.sum(0))
-    close(t[::2, 1::3].max(1), r[::2, 1::3].amax(1))
+    close(t[::2, 1::3].max(axis=1), r[::2, 1::3].amax(1))
     close(t.flip(0)[1:4].cumsum(0), r.flip(0)[1:4].cumsum(0))
 
 

@@ -656,7 +656,7 @@ class SoftmaxTransform(_Stateless):
     codomain = constraints.simplex
 
     def _call(self, x: Tensor) -> Tensor:
-        probs = (x - x.max(-1, keepdim=True)).exp()
+        probs = (x - x.max(axis=-1, keepdim=True)).exp()
         return probs / probs.sum(-1, keepdim=True)
 
     def _inverse(self, y: Tensor) -> Tensor:

@@ -167,9 +167,9 @@ def _fractional_max_pool(
     # -inf its first tap)
     values = flat.detach().gather(1, where.reshape(planes, windows * taps)).reshape(planes, windows, taps)
     tap = Tensor.arange(taps, device=x.device).reshape(1, 1, taps)
-    top = values.max(-1, keepdim=True)
+    top = values.max(axis=-1, keepdim=True)
     score = values.isnan().where(2 * taps + tap, (values == top).where(taps - tap, 0))
-    best = score.max(-1, keepdim=True)
+    best = score.max(axis=-1, keepdim=True)
     chosen = (best >= 2 * taps).where(best - 2 * taps, taps - best)
     indices = where.gather(2, chosen.cast(index_dtype)).reshape(planes, windows)
     # the value at each index, so the gradient goes to that one input, as torch's backward

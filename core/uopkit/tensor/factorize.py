@@ -151,7 +151,7 @@ def _householder_step(r: Tensor, step: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     alpha = (col * at.cast(r.dtype)).sum(-1, keepdim=True)
     x = below.where(col, 0)
     # |x| and |(alpha, x)| scaled by the largest entry: squares of large or tiny values over- or underflow
-    scale = (at | below).where(col.abs(), 0).max(-1, keepdim=True)
+    scale = (at | below).where(col.abs(), 0).max(axis=-1, keepdim=True)
     safe = (scale == 0).where(1, scale)
     rest = (x / safe).square().sum(-1, keepdim=True)
     reflect = rest != 0
@@ -265,11 +265,11 @@ def _elimination_step(z: Tensor, n: int, jordan: bool) -> Tensor:
     # |entry|, NaN as the largest (so that some row is picked); the second is the same number written apart: one
     # node read by both reductions would be stored in a kernel of its own
     nan = column != column
-    largest = candidate.where(nan.where(math.inf, column.abs()), -1).max(-1, keepdim=True)
+    largest = candidate.where(nan.where(math.inf, column.abs()), -1).max(axis=-1, keepdim=True)
     size = nan.where(math.inf, column.maximum(-column))
     # the pivot's place, negated (a max; -max would be a kernel of its own, as would any value computed from a
     # reduction that two kernels read: each kernel below writes its own comparison)
-    negated = (candidate & (size == largest)).where(-place, -m).max(-1, keepdim=True)
+    negated = (candidate & (size == largest)).where(-place, -m).max(axis=-1, keepdim=True)
     pivot_row = (-place == negated).unsqueeze(-1).where(z, 0).sum(-2, keepdim=True)  # (..., 1, width)
     pivot_place = -negated
     is_pivot = place == pivot_place
@@ -320,7 +320,7 @@ def _gauss_jordan(a: Tensor, rhs: Tensor, refusal: str) -> Tensor:
 def _scaled(a: Tensor) -> tuple[Tensor, Tensor]:
     """(a / scale, scale) with scale the largest |entry| of each matrix (1 for a zero one): squares of large (or tiny)
     entries over- (under)flow."""
-    scale = a.abs().max((-2, -1), keepdim=True)
+    scale = a.abs().max(axis=(-2, -1), keepdim=True)
     scale = (scale == 0).where(1, scale)
     return a / scale, scale
 
@@ -812,7 +812,7 @@ class FactorizeMixin:
         cut, floor = _pinv_cuts(rtol, atol, max(m, n) * epsilon(a.dtype))
         if hermitian:
             w, v = a.eigh()
-            big = (w.abs().max(-1, keepdim=True) * cut).maximum(floor)
+            big = (w.abs().max(axis=-1, keepdim=True) * cut).maximum(floor)
             inv = (w.abs() > big).where(1 / w, 0)
             return with_pinv_gradient((v * inv.unsqueeze(-2)) @ v.transpose(-1, -2), a)
         return with_pinv_gradient(pinv_from_svd(*a.svd(full_matrices=False), cut, floor), a)
@@ -961,7 +961,7 @@ def _pinv_cuts(
 
 def pinv_from_svd(u: Tensor, sv: Tensor, vh: Tensor, cut: float | Tensor, floor: float | Tensor = 0.0) -> Tensor:
     """V diag(1 / S) U^T, singular values at or below max(`floor`, `cut` times the largest) taken as zero."""
-    inv = (sv > (sv.max(-1, keepdim=True) * cut).maximum(floor)).where(1 / sv, 0)
+    inv = (sv > (sv.max(axis=-1, keepdim=True) * cut).maximum(floor)).where(1 / sv, 0)
     return (vh.transpose(-1, -2) * inv.unsqueeze(-2)) @ u.transpose(-1, -2)
 
 
@@ -1023,7 +1023,7 @@ def _lu_factor(t: Tensor, pivot: bool, op: str) -> tuple[Tensor, Tensor, Tensor]
     zero = _diagonal(packed[..., :k, :k]) == 0
     index = Tensor.arange(1, k + 1, dtype=dtypes.int32, device=a.device)
     # the first zero: the smallest index among the zeros (k + 1 where there is none, then 0)
-    first = zero.where(index, k + 1).min(-1)
+    first = zero.where(index, k + 1).min(axis=-1)
     return packed, pivots, (first == k + 1).where(0, first).cast(dtypes.int32)
 
 

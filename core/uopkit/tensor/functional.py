@@ -142,7 +142,7 @@ class FunctionalMixin:
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:
             return x
-        e = (x - x.max(axis, keepdim=True).detach()).exp()
+        e = (x - x.max(axis=axis, keepdim=True).detach()).exp()
         # one division per row, a multiply per element (as PyTorch's CPU softmax)
         return e * e.sum(axis, keepdim=True).reciprocal()
 
@@ -164,7 +164,7 @@ class FunctionalMixin:
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.numel() == 0:
             return x
-        m = x - x.max(axis, keepdim=True).detach()
+        m = x - x.max(axis=axis, keepdim=True).detach()
         return m - m.exp().sum(axis, keepdim=True).log()
 
     @replayed
@@ -265,7 +265,7 @@ class FunctionalMixin:
         whose gradient is shared among ties."""
         x, a = self, self.abs()
         if p == math.inf or p == -math.inf:
-            return a.max(axis, keepdim=True) if p > 0 else a.min(axis, keepdim=True)
+            return a.max(axis=axis, keepdim=True) if p > 0 else a.min(axis=axis, keepdim=True)
         if p == 0:
             return _count_without_gradient((x != 0).sum(axis, keepdim=True).cast(x.dtype), x, zeros=op == "cdist")
         if p < 0 and op == "cdist":
@@ -735,7 +735,7 @@ def _safe_softmax(x: Tensor) -> Tensor:
     if x.dtype in dtypes.halves:
         return _safe_softmax(x.float()).cast(x.dtype)
     x = x._float()
-    top = x.max(-1, keepdim=True).detach()
+    top = x.max(axis=-1, keepdim=True).detach()
     empty = top == -math.inf
     e = (x - empty.where(0.0, top)).exp()
     return e * empty.where(1.0, e.sum(-1, keepdim=True)).reciprocal()

@@ -647,7 +647,7 @@ class IndexingMixin:
         hit = positions.reshape(-1, 1) == Tensor.arange(self.numel(), device=self.device).reshape(1, -1)
         # a position indexed more than once takes the last write (as PyTorch's CPU), not the sum of the writes
         writer = Tensor.arange(1, positions.numel() + 1, device=self.device).reshape(-1, 1)
-        last = hit.where(writer, 0).max(0, keepdim=True)
+        last = hit.where(writer, 0).max(axis=0, keepdim=True)
         wins = hit & (writer == last)
         zero = Tensor(0, device=self.device, dtype=self.dtype)
         vals = vals._broadcast_to(hit.shape)
@@ -747,7 +747,7 @@ class IndexingMixin:
         # of the writes to one position, keep the one with the highest position along `dim` in index
         k = hit.shape[-1]
         order = Tensor.arange(k, device=self.device, dtype=dtypes.positions(k)).reshape((1,) * (hit.ndim - 1) + (k,))
-        last = hit.where(order, -1).max(-1, keepdim=True)
+        last = hit.where(order, -1).max(axis=-1, keepdim=True)
         wins = hit & (order == last)
         zero = Tensor(0, device=self.device, dtype=self.dtype)
         written = wins.where(vals, zero)._reduce(_sum_op(self.dtype), -1)

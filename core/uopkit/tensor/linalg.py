@@ -576,7 +576,7 @@ class LinalgMixin:
         low = dtypes.min(self.dtype)
         windows = self.pad(full, value=low)._pool(k_, s_, d_, gradient_by_taps=True)
         axes = tuple(range(-n, 0))
-        values = windows.max(axes)
+        values = windows.max(axis=axes)
         _set_first_max_gradient(values.uop, windows.uop, n)
         if not return_indices:
             return values
@@ -1064,11 +1064,11 @@ def _window_argmax(windows: Tensor, values: Tensor, pos: Tensor, past: int, axes
     NaN its last NaN (their scan replaces the running max at every NaN)."""
     m = values.reshape(values.shape + (1,) * len(axes))
     # positions grow along a window in scan order: the smallest hit is the first
-    first = (windows == m).where(pos, past).min(axes)
+    first = (windows == m).where(pos, past).min(axis=axes)
     if not dtypes.is_float(windows.dtype):
         return first
     # (one past each NaN's position, so that 0 says there is none)
-    after_last_nan = windows.isnan().where(pos + 1, 0).max(axes)
+    after_last_nan = windows.isnan().where(pos + 1, 0).max(axis=axes)
     return (after_last_nan > 0).where(after_last_nan - 1, first)
 
 
@@ -1088,7 +1088,7 @@ def _set_first_max_gradient(values: UOp, windows: UOp, n: int) -> None:
         axes = tuple(range(-n, 0))
         taps = prod(w.shape[-n:])
         tap = Tensor.arange(taps, device=w.device, dtype=dtypes.int32).reshape(w.shape[-n:])
-        chosen = _window_argmax(w, w.max(axes), tap, taps, axes)
+        chosen = _window_argmax(w, w.max(axis=axes), tap, taps, axes)
         first = tap == chosen.reshape(chosen.shape + (1,) * n)
         zero = Tensor(0, device=w.device, dtype=g.dtype)
         picked = first.where(Tensor(g).reshape((g.shape or ()) + (1,) * n), zero).uop

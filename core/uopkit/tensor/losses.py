@@ -72,7 +72,7 @@ def _log_sum_exp(terms: list[Tensor]) -> Tensor:
 
 def _log_sum_exp_axis(x: Tensor, axis: int) -> Tensor:
     # _log_sum_exp of the slices of x along `axis` (removed)
-    top = x.max(axis, keepdim=True)
+    top = x.max(axis=axis, keepdim=True)
     shift = (top == -_INF).where(0.0, top).detach()
     return _guarded_log((x - shift).exp().sum(axis, keepdim=True), shift).squeeze(axis)
 

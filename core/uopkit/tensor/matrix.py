@@ -103,15 +103,17 @@ class MatrixMixin:
             out = (
                 sv.sum(-1)
                 if ord == "nuc" or (ord == 2 and not sv.shape[-1])
-                else sv.max(-1)
+                else sv.max(axis=-1)
                 if ord == 2
-                else sv.min(-1)
+                else sv.min(axis=-1)
             )
         else:
             along = -1 if abs(ord) == math.inf else -2  # inf: a row's sum of |x|, 1: a column's
             sums = x.abs().sum(along)
             # (the largest of no sums is 0, as torch's: the sum of none)
-            out = sums.sum(-1) if ord > 0 and not sums.shape[-1] else sums.max(-1) if ord > 0 else sums.min(-1)
+            out = (
+                sums.sum(-1) if ord > 0 and not sums.shape[-1] else sums.max(axis=-1) if ord > 0 else sums.min(axis=-1)
+            )
         if keepdim:
             for axis in sorted((rows, cols)):
                 out = out.unsqueeze(axis)
@@ -134,7 +136,7 @@ class MatrixMixin:
             return Tensor.zeros(a.shape[:-2], dtype=a.dtype, device=a.device)
         if p is None or p in (2, -2):
             sv = a.svd(full_matrices=False)[1]
-            big, small = sv.max(-1), sv.min(-1)
+            big, small = sv.max(axis=-1), sv.min(axis=-1)
             return small / big if p == -2 else big / small
         # the inverse from an LU without the read-back that refuses a singular matrix: its condition number is inf,
         # as torch's (which masks by inv_ex's info)
@@ -160,7 +162,7 @@ class MatrixMixin:
         if min(m, n) == 0:
             return Tensor.zeros(a.shape[:-2], dtype=dtypes.int64, device=a.device)
         sv = a.eigvalsh().abs() if hermitian else a.svd(full_matrices=False)[1]
-        cut = (sv.max(-1, keepdim=True) * rtol).maximum(atol or 0.0)
+        cut = (sv.max(axis=-1, keepdim=True) * rtol).maximum(atol or 0.0)
         return (sv > cut).sum(-1).cast(dtypes.int64)
 
     @autocast_op(FLOAT32)
@@ -208,7 +210,7 @@ class MatrixMixin:
             # one SVD for the solution and the rank (each is a Jacobi iteration with a realize per round)
             u, sv, vh = a.svd(full_matrices=False)
             solution = with_pinv_gradient(pinv_from_svd(u, sv, vh, cut), a) @ rhs
-            rank = (sv > sv.max(-1, keepdim=True) * cut).sum(-1).cast(dtypes.int64)
+            rank = (sv > sv.max(axis=-1, keepdim=True) * cut).sum(-1).cast(dtypes.int64)
             singular_values = sv.detach()
         if driver == "gelsy":
             singular_values = empty

@@ -218,27 +218,34 @@ class ReduceMixin:
         return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
 
     def max(
-        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+        self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, axis: int | Sequence[int] | None = None
     ) -> Any:
-        """Maximum over `axis` (NaN wins): the values, as tinygrad's max and torch.amax. With torch's keyword `dim` (one
-        axis), torch's max(dim=): (values, indices), the index of the first maximum (int32). With a tensor, the
-        elementwise maximum (torch's max(other)).
+        """Maximum, as torch's max: over every element with no dim; along one `dim` (by position or keyword),
+        (values, indices) with the index of the first maximum (int32); with a tensor, the elementwise maximum. NaN wins.
+        tinygrad's keyword `axis=` (an int or several) and a sequence of dims give the values only, as torch.amax.
 
+        >>> Tensor([[1, 5], [3, 2]]).max(1).indices.tolist()
+        [1, 0]
         >>> Tensor([[1, 5], [3, 2]]).max(axis=1).tolist()
         [5, 3]
-        >>> Tensor([[1, 5], [3, 2]]).max(dim=1).indices.tolist()
-        [1, 0]
         """
-        if isinstance(axis, Tensor):
-            return self.maximum(axis)
-        if dim is not None:
-            axis = _dim_for_axis(axis, dim, None, "max")
-            if isinstance(dim, int):
-                self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "max", self.shape), "max")
-                return self._values_at(self.argmax(axis, keepdim=True), axis, keepdim, "max")
+        return self._extreme("max", dim, keepdim, axis)
+
+    def _extreme(self, op: str, dim: Any, keepdim: bool, axis: Any) -> Any:
+        if axis is not None and dim is not None:
+            raise TypeError(f"{op}: got both dim {dim!r} and axis={axis!r}; give one")
+        if isinstance(dim, Tensor):
+            return self.maximum(dim) if op == "max" else self.minimum(dim)
+        if isinstance(dim, (int, np.integer)) and not isinstance(dim, (bool, np.bool_)):
+            # torch's max(dim)/min(dim): the value at each index, so that the gradient goes to that element alone
+            self._check_axis_not_empty(_normalize_axis(int(dim), self.ndim, op, self.shape), op)
+            indices = self.argmax(int(dim), keepdim=True) if op == "max" else self.argmin(int(dim), keepdim=True)
+            return self._values_at(indices, int(dim), keepdim, op)
+        axis = dim if axis is None else axis
         # (also for bool, whose MAX is any(), which has an identity)
-        self._refuse_empty_extreme(axis, "max")
-        value = self._reduce(Ops.MAX, axis, keepdim)
+        self._refuse_empty_extreme(axis, op)
+        value = (self if op == "max" else self._inverse())._reduce(Ops.MAX, axis, keepdim)
+        value = value if op == "max" else value._inverse()
         # (over every element, torch's max()'s NaN: `uopkit.tensor.nan_bits`)
         return value if axis is not None else with_torch_nan(value, self)
 
@@ -253,7 +260,7 @@ class ReduceMixin:
         # torch's max(dim=)/min(dim=): the value at each index (kept dim), so that the gradient goes to that element
         # alone, as torch's (a plain max shares it among ties)
         if not dtypes.is_float(self.dtype) or self.ndim == 0:
-            values = self._reduce(Ops.MAX, axis, keepdim) if op == "max" else self.min(axis, keepdim)
+            values = self._reduce(Ops.MAX, axis, keepdim) if op == "max" else self.min(axis=axis, keepdim=keepdim)
             return ValuesIndices(values, indices if keepdim else indices.reshape(values.shape))
         if self.dtype == dtypes.bfloat16:
             # (in float32, exact both ways: a sum over bfloat16's bits and casts is a real one, and 0.0 + -0.0 lost a
@@ -269,23 +276,17 @@ class ReduceMixin:
         return ValuesIndices(values, indices if keepdim else indices.squeeze(axis))
 
     def min(
-        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+        self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, axis: int | Sequence[int] | None = None
     ) -> Any:
-        """Minimum over `axis` (as `max`: with torch's keyword `dim`, (values, indices)).
+        """Minimum, as `max`: along one `dim` (by position or keyword) torch's (values, indices); tinygrad's keyword
+        `axis=` gives the values only.
 
+        >>> Tensor([[1, 5], [3, 2]]).min(1).values.tolist()
+        [1, 2]
         >>> Tensor([[1, 5], [3, 2]]).min(axis=1).tolist()
         [1, 2]
         """
-        if isinstance(axis, Tensor):
-            return self.minimum(axis)
-        if dim is not None:
-            axis = _dim_for_axis(axis, dim, None, "min")
-            if isinstance(dim, int):
-                self._check_axis_not_empty(_normalize_axis(axis, self.ndim, "min", self.shape), "min")
-                return self._values_at(self.argmin(axis, keepdim=True), axis, keepdim, "min")
-        self._refuse_empty_extreme(axis, "min")
-        value = self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
-        return value if axis is not None else with_torch_nan(value, self)
+        return self._extreme("min", dim, keepdim, axis)
 
     def amax(
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, axis: int | Sequence[int] | None = None
@@ -299,7 +300,7 @@ class ReduceMixin:
             dim = _axis_for_dim(dim, axis, "amax")
         self._refuse_empty_extreme(dim if dim != () else None, "amax")
         # (torch's NaN of amax: its own, positive)
-        return with_torch_nan(self.max(dim if dim not in (None, ()) else tuple(range(self.ndim)), keepdim))
+        return with_torch_nan(self.max(axis=dim if dim not in (None, ()) else tuple(range(self.ndim)), keepdim=keepdim))
 
     def amin(
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, axis: int | Sequence[int] | None = None
@@ -308,7 +309,7 @@ class ReduceMixin:
         if axis is not None:
             dim = _axis_for_dim(dim, axis, "amin")
         self._refuse_empty_extreme(dim if dim != () else None, "amin")
-        return with_torch_nan(self.min(dim if dim not in (None, ()) else tuple(range(self.ndim)), keepdim))
+        return with_torch_nan(self.min(axis=dim if dim not in (None, ()) else tuple(range(self.ndim)), keepdim=keepdim))
 
     def _count(self, axis: int | Sequence[int] | None, op: str) -> int:
         # how many elements each result reduces; checks the axes, named after `op`, the method called
@@ -450,11 +451,11 @@ class ReduceMixin:
             return Tensor(0, device=self.device, dtype=dtypes.int32)
         self._check_axis_not_empty(axis, "argmax")
         n = self.shape[axis]
-        m = self.max(axis, keepdim=True)
+        m = self.max(axis=axis, keepdim=True)
         hit = (self == m) | self.isnan() if dtypes.is_float(self.dtype) else self == m
         # the first hit has the largest count-down value n - i
         countdown = Tensor.arange(n, 0, -1, device=self.device).reshape(_with((1,) * self.ndim, axis, n))
-        ret = n - hit.where(countdown, 0).max(axis, keepdim)
+        ret = n - hit.where(countdown, 0).max(axis=axis, keepdim=keepdim)
         return ret.cast(dtypes.positions(n))
 
     def _check_axis_not_empty(self, axis: int, op: str) -> None:
@@ -534,7 +535,7 @@ class ReduceMixin:
         if self.ndim and any(self.shape[a] == 0 for a in self._axes(axis, "logsumexp")):
             # nothing to shift by: log of an empty sum is -inf, as in PyTorch
             return x.exp().sum(axis, keepdim).log()
-        m = x.max(axis, keepdim=True)
+        m = x.max(axis=axis, keepdim=True)
         # an infinite max would give inf - inf: shift by 0 there instead
         m = m.isinf().where(0.0, m).detach()
         ret = (x - m).exp().sum(axis, keepdim=True).log() + m
@@ -1008,7 +1009,7 @@ class ReduceMixin:
             picks: list[Tensor] = []
             for _ in range(k):
                 left = order if not picks else order + (order >= picks[-1]).where(dtypes.min(dtypes.int64), 0)
-                picks.append(left.max(-1, keepdim=True))
+                picks.append(left.max(axis=-1, keepdim=True))
             indices = ((n - 1) - (Tensor.cat(*picks, dim=-1) & ((1 << 31) - 1))).cast(dtypes.positions(n))
         else:
             indices = x._topk_positions_by_rounds(k, largest)
@@ -1073,7 +1074,7 @@ class ReduceMixin:
         picks = []
         for _ in range(k):
             candidates = (free & real).where(x, worst)
-            best = (candidates.max(-1) if largest else candidates.min(-1)).unsqueeze(-1)
+            best = (candidates.max(axis=-1) if largest else candidates.min(axis=-1)).unsqueeze(-1)
             is_best = free & real & (x == best)
             picked_nan = None
             if is_float:
@@ -1083,7 +1084,7 @@ class ReduceMixin:
                 else:
                     picked_nan = ~(free & real).any(-1, keepdim=True)
                 is_best = picked_nan.where(free & nan, is_best)
-            index = is_best.where(ar, n).min(-1, keepdim=True)
+            index = is_best.where(ar, n).min(axis=-1, keepdim=True)
             picks.append(index)
             # what comes after this pick in sort order
             later = ar > index

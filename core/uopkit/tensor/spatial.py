@@ -465,7 +465,7 @@ class SpatialMixin:
             member = member & (self != padding_idx)
         picked = member.unsqueeze(-1)
         if mode == "max" and picked.shape[1]:
-            top = picked.where(rows, -math.inf).max(1)
+            top = picked.where(rows, -math.inf).max(axis=1)
             return member.any(1).unsqueeze(-1).where(top, 0.0)
         if psw is not None:
             rows = rows * psw.unsqueeze(-1)
@@ -533,10 +533,10 @@ class SpatialMixin:
             # (no coordinates: distance 0, as torch's; the max of nothing has no value)
             dist = diff.sum(axis, keepdim=True)
         elif p == math.inf:
-            largest = diff.abs().max(axis, keepdim=True)
+            largest = diff.abs().max(axis=axis, keepdim=True)
             # (the gradient to every largest |difference|, ties included)
             dist = _with_reduced_derivative(
-                largest, diff, lambda d: d.sign() * (d.abs() == d.abs().max(axis, keepdim=True)), axis
+                largest, diff, lambda d: d.sign() * (d.abs() == d.abs().max(axis=axis, keepdim=True)), axis
             )
         else:
             dist = diff._vector_norm(axis, p, "cdist")
@@ -807,7 +807,7 @@ class SpatialMixin:
         # as max_pool2d's
         low = dtypes.min(self.dtype)
         windows = Tensor(inside, device=self.device).where(windows, low)
-        values = windows.max(axes)
+        values = windows.max(axis=axes)
         _set_first_max_gradient(values.uop, windows.uop, n)
         if not return_indices:
             return values
@@ -872,7 +872,7 @@ class SpatialMixin:
             mask = mask[..., None, None] & valid.reshape((1,) * (2 * i) + valid.shape)
         windows = Tensor(mask, device=self.device).where(x, dtypes.min(self.dtype))
         windows = windows.permute([*range(lead), *range(lead, lead + 2 * n, 2), *range(lead + 1, lead + 2 * n, 2)])
-        values = windows.max(tuple(range(-n, 0)))
+        values = windows.max(axis=tuple(range(-n, 0)))
         _set_first_max_gradient(values.uop, windows.uop, n)
         return values
 

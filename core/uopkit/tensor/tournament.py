@@ -59,7 +59,7 @@ def top_keys(key: Tensor, k: int, n: int) -> Tensor:
     if chunk > 1:
         chunks = replay_call(_padded_blocks, (key,), block=chunk, level=0)[0].contiguous()
         # (a chunk's place follows from its largest key's position in the row: no chunks of chunks)
-        best = _tournament(chunks.max(-1), k, stored=False)
+        best = _tournament(chunks.max(axis=-1), k, stored=False)
         picked = replay_call(_chunks_of, (chunks, best), n=n)[0].contiguous()
         return _tournament(picked.reshape(*picked.shape[:-2], k * chunk), k, stored=True)
     return _tournament(key, k, stored=False)

@@ -263,5 +263,5 @@ def cholesky_lower(s: Tensor) -> tuple[Tensor, Tensor]:
     out = Tensor(node)
     positive = out.diagonal(dim1=-2, dim2=-1) > 0
     index = Tensor.arange(1, n + 1, dtype=dtypes.int32, device=s.device)
-    first = positive.where(n + 1, index).min(-1)
+    first = positive.where(n + 1, index).min(axis=-1)
     return out, (first == n + 1).where(0, first).cast(dtypes.int32)

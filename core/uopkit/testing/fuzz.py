@@ -258,7 +258,9 @@ def _gen_step(rng: random.Random, vals: list[_Val]) -> tuple[Step, list[Input]]:
         kd = rng.random() < 0.3
         suffix = ", keepdim=True" if kd else ""
         theirs = f"{{0}}.{top}({ax}{suffix})" if op not in ("prod",) else f"{{0}}.prod({ax}{suffix})"
-        return Step(f"{{0}}.{op}({ax}{suffix})", theirs, (i,)), new
+        # (tinygrad's keyword `axis=`: the values, as amax; a positional dim is torch's (values, indices))
+        ours = f"{{0}}.{op}(axis={ax}{suffix})" if op in ("max", "min") else f"{{0}}.{op}({ax}{suffix})"
+        return Step(ours, theirs, (i,)), new
     if kind == "movement":
         return _movement(rng, i, v), new
     if kind == "index" and v.shape:

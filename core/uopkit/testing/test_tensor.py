@@ -72,7 +72,7 @@ def test_reductions(uopkit_device: str, shape: tuple[int, ...], axis: int | tupl
     t = Tensor(data, device=uopkit_device)
     np.testing.assert_allclose(t.sum(axis).numpy(), data.sum(axis), rtol=1e-5, atol=1e-5)
     if 0 not in shape:
-        np.testing.assert_allclose(t.max(axis).numpy(), data.max(axis), rtol=0, atol=0)
+        np.testing.assert_allclose(t.max(axis=axis).numpy(), data.max(axis), rtol=0, atol=0)
 
 
 def test_large_reduction(uopkit_device: str) -> None:

@@ -32,7 +32,7 @@ def _kernels() -> list[str]:
     i = Tensor(np.arange(12, dtype=np.int64), device="TRITON")
     outs = [
         a * 2 + 1,
-        a.float().max(1),
+        a.float().max(axis=1),
         b.pow(Tensor(np.full((8, 4), 1.5, np.float32), device="TRITON")),
         i // 5,
         a.float() @ b,
