@@ -164,6 +164,32 @@ def test_as_tensor_and_is_tensor_are_torchs():
         assert make(t) and make(uopkit.nn.Parameter(Tensor.zeros(1))) and not make([1.0]) and not make(theirs)
 
 
+def test_tensor_constructor_is_torchs():
+    # torch.tensor(data, dtype=, device=, requires_grad=): always a copy; a tensor is copied detached
+    std = [0.229, 0.224, 0.225]
+    ours, want = Tensor.tensor(std).view(-1, 1, 1), torch.tensor(std).view(-1, 1, 1)
+    assert ours.dtype == to_dtype(want.dtype) and ours.shape == tuple(want.shape) and ours.tolist() == want.tolist()
+    ours, want = Tensor.tensor([[1, 2]], dtype=torch.float16), torch.tensor([[1, 2]], dtype=torch.float16)
+    assert ours.dtype == dtypes.float16 and ours.tolist() == want.tolist()
+    leaf, theirs = Tensor.tensor([0.5, 1.5], requires_grad=True), torch.tensor([0.5, 1.5], requires_grad=True)
+    (leaf * leaf).sum().backward()
+    (theirs * theirs).sum().backward()
+    assert leaf.is_leaf and leaf.grad.tolist() == theirs.grad.tolist()
+    t = Tensor([1.0, 2.0], requires_grad=True)
+    copy = Tensor.tensor(t, dtype=dtypes.float64)
+    assert copy.dtype == dtypes.float64 and not copy.requires_grad and copy.tolist() == [1.0, 2.0]
+    w = Tensor.ones(2).contiguous().realize()
+    copy = Tensor.tensor(w)
+    w.assign(w * 3).realize()
+    assert copy.tolist() == [1.0, 1.0]
+    a = np.array([1, 2], np.int64)
+    copy = Tensor.tensor(a)
+    a[0] = 5
+    assert copy.dtype == dtypes.int64 and copy.tolist() == [1, 2]
+    with pytest.raises(RuntimeError):
+        Tensor.tensor([1, 2], requires_grad=True)
+
+
 def test_subpackages_are_attributes_of_a_bare_import():
     # `import torch; torch.nn.functional.relu(x)`: after a bare `import uopkit` (a fresh interpreter, so no other
     # test imported them first), nn, distributions, data and func are reached as attributes

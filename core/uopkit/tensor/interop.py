@@ -153,6 +153,26 @@ class InteropMixin:
         return Tensor(data, dtype=dtype, device=device)
 
     @staticmethod
+    def tensor(
+        data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False, pin_memory: bool = False
+    ) -> Tensor:
+        """torch.tensor: a new tensor holding a copy of `data` (a list, a number, a numpy array, a tensor), as
+        `Tensor(data)` takes it, cast to `dtype` and put on `device` where given; a tensor is copied detached
+        (`t.detach().clone()`), its graph not kept. `requires_grad=True` makes the result a leaf that requires grad.
+        `pin_memory` changes nothing (host memory is what the CPU backend uses).
+
+        >>> t = Tensor([1.0, 2.0], requires_grad=True)
+        >>> c = Tensor.tensor(t, dtype="float64")
+        >>> c.requires_grad, c.dtype, Tensor.tensor([[1, 2]], requires_grad=False).dtype
+        (False, dtypes.double, dtypes.int)
+        """
+        if isinstance(data, Tensor):
+            out = data.detach().clone().to(device=device, dtype=dtype)
+        else:
+            out = Tensor(data, dtype=dtype, device=device)
+        return out.requires_grad_(True) if requires_grad else out
+
+    @staticmethod
     def is_tensor(obj: Any) -> bool:
         """torch.is_tensor: whether `obj` is a Tensor (a subclass's, an `nn.Parameter`, included).
 
