@@ -481,6 +481,33 @@ def test_scaled_dot_product_attention_applies_a_mask_and_is_causal_both(kind):
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("variant", ["causal_lower_right", "causal_upper_left"])
+@pytest.mark.parametrize("L, S", [(3, 5), (4, 4), (4, 2)])
+@pytest.mark.filterwarnings("ignore:Lower right causal bias", "ignore:causal_lower_right")
+def test_scaled_dot_product_attention_takes_torch_nn_attention_causal_biases(variant, L, S):
+    # torch.nn.attention's names: a causal bias as attn_mask (lower right: the new queries against a KV cache), under
+    # sdpa_kernel (one math attention here, so any backend list runs it)
+    import torch.nn.attention.bias as torch_bias
+
+    import uopkit.nn.attention as attention
+    import uopkit.nn.attention.bias as bias
+
+    q, k, v = _randn(2, 3, L, 4), _randn(2, 3, S, 4), _randn(2, 3, S, 4)
+    ours, theirs = getattr(bias, variant)(L, S), getattr(torch_bias, variant)(L, S)
+    np.testing.assert_array_equal(ours._materialize().numpy(), theirs._materialize().numpy())
+    with attention.sdpa_kernel([attention.SDPBackend.FLASH_ATTENTION, attention.SDPBackend.MATH]):
+        out = UF.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), attn_mask=ours)
+    ref = TF.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v), attn_mask=theirs)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="CausalBias attn_mask is already causal"):
+        UF.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), attn_mask=ours, is_causal=True)
+    with pytest.raises(AssertionError, match="sdpa_kernel: backends must be an SDPBackend"):
+        with attention.sdpa_kernel("math"):
+            pass
+    with pytest.raises(AssertionError, match=f"{variant}: takes the two sizes"):
+        getattr(bias, variant)(L)
+
+
 @pytest.mark.parametrize(
     "batched, separate, static, extras",
     [(True, False, False, False), (True, True, False, True), (True, False, True, False), (False, True, True, False)],

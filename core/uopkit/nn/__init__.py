@@ -7,7 +7,8 @@ in nn/fractional_pool.py), activations (nn/activations.py), other torch layers a
 nn/losses.py, nn/spatial.py), the lazy layers (nn/lazy.py), recurrent layers, attention and transformers
 (nn/sequence.py); torch.nn.functional's names are `uopkit.nn.functional`, torch.nn.init's `uopkit.nn.init`,
 torch.nn.utils' (gradient clipping, rnn padding and packing, parametrizations, weight_norm, spectral_norm,
-stateless.functional_call) `uopkit.nn.utils`; tinygrad's `nn.datasets.mnist()` is `uopkit.nn.datasets`.
+stateless.functional_call) `uopkit.nn.utils`; torch.nn.attention's (`sdpa_kernel`, the causal biases)
+`uopkit.nn.attention`; tinygrad's `nn.datasets.mnist()` is `uopkit.nn.datasets`.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -19,6 +20,7 @@ from uopkit.nn import activations, fractional_pool, layers, lazy, losses, module
 
 # torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`,
 # `nn.optim.Adam`, `nn.lr_scheduler.StepLR`
+from uopkit.nn import attention as attention
 from uopkit.nn import datasets as datasets
 from uopkit.nn import functional as functional
 from uopkit.nn import init as init

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from uopkit.dtype import dtypes, least_upper_dtype
+from uopkit.nn.attention.bias import CausalBias
 from uopkit.nn.functional.arguments import _check_rank, _ntuple, _pool_window, _tensor_input
 from uopkit.nn.modules import _MACHINE_EPS, _renorm_looked_up_rows
 from uopkit.nn.pooling import AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d
@@ -611,7 +612,14 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> Tensor:
-    """torch.nn.functional.scaled_dot_product_attention."""
+    """torch.nn.functional.scaled_dot_product_attention; `attn_mask` may also be a causal bias of
+    uopkit.nn.attention.bias (`causal_lower_right(L, S)`), as torch's."""
+    if isinstance(attn_mask, CausalBias):
+        if is_causal:
+            raise ValueError(
+                "scaled_dot_product_attention: a CausalBias attn_mask is already causal; pass is_causal=False with it"
+            )
+        attn_mask = attn_mask._materialize(query.device)
     return query.scaled_dot_product_attention(key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
 
 
