@@ -946,7 +946,7 @@ def test_torch_keywords_and_forms_of_reductions_and_conversions():
         assert v.tolist() == tv.tolist() and i.tolist() == ti.tolist()
         assert getattr(t, name)(dim=0).indices.tolist() == getattr(r, name)(dim=0).indices.tolist()
     assert t.sort(1).values.tolist() == r.sort(1).values.tolist() and t.topk(2).indices.tolist() == [[1, 2], [0, 2]]
-    assert t.max(1).tolist() == [5.0, 7.0]
+    assert t.max(1).values.tolist() == r.max(1).values.tolist() and t.max(axis=1).tolist() == [5.0, 7.0]
     np.testing.assert_allclose(t.var(dim=0, unbiased=False).numpy(), r.var(dim=0, unbiased=False).numpy())
     np.testing.assert_allclose(t.std(unbiased=False).numpy(), r.std(unbiased=False).numpy(), rtol=1e-6)
     assert t.all(dim=1).tolist() == r.all(dim=1).tolist() and t.prod(dim=0).tolist() == r.prod(dim=0).tolist()

@@ -990,3 +990,61 @@ def test_window_function_parameters_and_errors_as_torch() -> None:
         Tensor.hann_window(4, dtype=dtypes.int64)
     with pytest.raises(TypeError, match="window_length"):
         Tensor.bartlett_window(4.0)
+
+
+def test_out_argument_writes_torchs_result_into_the_given_tensor():
+    a, b = np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0], np.float32)
+    for dtype, tdtype in [(dtypes.float32, torch.float32), (dtypes.float64, torch.float64)]:
+        ours, theirs = Tensor.empty(2, dtype=dtype), torch.empty(2, dtype=tdtype)
+        assert Tensor.add(Tensor(a), Tensor(b), alpha=2, out=ours) is ours
+        torch.add(torch.tensor(a), torch.tensor(b), alpha=2, out=theirs)
+        assert ours.dtype == dtype and ours.tolist() == theirs.tolist()
+    # through a view into its base, and an out aliasing an input
+    base = Tensor.zeros(3, 2).contiguous()
+    Tensor.mul(Tensor(a), Tensor(b), out=base[1])
+    assert base.tolist() == [[0.0, 0.0], [3.0, 8.0], [0.0, 0.0]]
+    x = Tensor([-1.0, 0.5, 2.0])
+    Tensor.clamp(x, 0, 1, out=x)
+    assert x.tolist() == [0.0, 0.5, 1.0]
+    # several results: a tuple of as many, returned as the op's own kind
+    m = np.array([[1.0, 5.0], [3.0, 2.0]], np.float32)
+    values, indices = Tensor.empty(2), Tensor.empty(2, dtype=dtypes.int64)
+    got = Tensor.max(Tensor(m), 1, out=(values, indices))
+    want = torch.max(torch.tensor(m), 1)
+    assert got.values is values and got.indices is indices
+    assert values.tolist() == want.values.tolist() and indices.tolist() == want.indices.tolist()
+    out = Tensor.empty(4)
+    Tensor.cat([Tensor(a), Tensor(b)], out=out)
+    assert out.tolist() == torch.cat([torch.tensor(a), torch.tensor(b)]).tolist()
+    # resized as torch's: silently from empty, with a warning when it held elements
+    empty, full = Tensor.empty(0), Tensor.empty(5)
+    Tensor.sub(Tensor(a), Tensor(b), out=empty)
+    with pytest.warns(UserWarning, match="resized"):
+        Tensor.sub(Tensor(a), Tensor(b), out=full)
+    assert empty.tolist() == full.tolist() == [-2.0, -2.0]
+    assert Tensor.add(Tensor(a), 1, out=None).tolist() == [2.0, 3.0]
+
+
+def test_out_argument_errors_are_torchs():
+    a = Tensor([1.0, 2.0])
+    # torch: "result type Float can't be cast to the desired output type Long"
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        Tensor.add(a, a, out=Tensor.empty(2, dtype=dtypes.int64))
+    with pytest.raises(RuntimeError, match="autograd"):
+        Tensor.mul(Tensor([1.0, 2.0], requires_grad=True), 2, out=Tensor.empty(2))
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        Tensor.add(a, a, out=[Tensor.empty(2)])
+    with pytest.raises(TypeError, match="tuple of 2"):
+        Tensor.max(Tensor([[1.0]]), 1, out=Tensor.empty(1))
+    with pytest.raises(TypeError, match="out"):
+        Tensor.reshape(a, 2, out=Tensor.empty(2))
+    base = Tensor.zeros(3, 2).contiguous()
+    with pytest.raises(ShapeError, match="view"):
+        Tensor.add(a, a, out=base[:, 0])
+    # under no_grad a result of inputs that require grad is written
+    from uopkit import no_grad
+
+    with no_grad():
+        out = Tensor.empty(2)
+        Tensor.mul(Tensor([1.0, 2.0], requires_grad=True), 2, out=out)
+    assert out.tolist() == [2.0, 4.0]

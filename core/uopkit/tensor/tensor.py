@@ -56,6 +56,7 @@ from uopkit.tensor import matrix as _matrix_module
 from uopkit.tensor import movement as _movement_module
 from uopkit.tensor import nan_bits as _nan_bits_module
 from uopkit.tensor import operators as _operators_module
+from uopkit.tensor import out_arg as _out_arg_module
 from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import printing as _printing_module
 from uopkit.tensor import reduce as _reduce_module
@@ -887,6 +888,7 @@ for _module in (
     _wordsort_module,
     _select_module,
     _unread_module,
+    _out_arg_module,
     _copies_module,
     _torch_names_module,
     _torch_extras_module,

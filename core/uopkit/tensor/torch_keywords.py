@@ -5,7 +5,8 @@ A call ported from torch passes arguments by torch's names: `torch.cumprod(input
 position a torch keyword stands for (0 is the tensor itself); `accept_torch_keywords` wraps the method so that the
 keyword reaches the parameter uopkit has at that position. uopkit's own names keep working; giving both is a TypeError.
 As torch's argument parser does for its native functions, numpy's `axis=` and `keepdims=` stand for `dim=` and
-`keepdim=` on every method that has those and not numpy's (`Tensor.cat([a, b], axis=1)`, `t.sum(0, keepdims=True)`).
+`keepdim=` on every method that has those and not numpy's (`Tensor.cat([a, b], axis=1)`, `t.sum(0, keepdims=True)`),
+and the methods of torch's functions that take `out=` take it (tensor/out_arg.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
+
+from uopkit.tensor.out_arg import takes_out, write_out
 
 # torch.X(input, ...): the tensor itself is torch's `input` (`self` in torch.Tensor.X's own signature)
 _INPUT_FIRST = """abs neg exp sin cos tanh sigmoid relu floor ceil round sign square trunc frac reciprocal erf exp2
@@ -86,12 +89,18 @@ def accept_torch_keywords(fn: Callable[..., Any], keywords: dict[str, int]) -> C
     # torch keyword -> the parameter at its position; a name fn already has is its own, left alone
     renames = {k: params[i] for k, i in keywords.items() if k not in own and i < len(params)}
     aliases = {k: name for k, name in NUMPY_ALIASES.items() if name in own and k not in own}
-    if not renames and not aliases:
+    out_ok = "out" not in own and takes_out(fn.__name__, TORCH_KEYWORDS)
+    if not renames and not aliases and not out_ok:
         return fn
 
     # (not named `method`, the name of the functions tensor/support.py's factories make from tables)
     @functools.wraps(fn)
     def with_torch_keywords(*args: Any, **kwargs: Any) -> Any:
+        if kwargs and out_ok and "out" in kwargs:
+            kwargs = dict(kwargs)
+            out = kwargs.pop("out")
+            result = with_torch_keywords(*args, **kwargs)
+            return result if out is None else write_out(fn.__name__, result, out)
         if kwargs and not aliases.keys().isdisjoint(kwargs):
             kwargs = _aliased(fn.__name__, aliases, kwargs)
         if kwargs and not renames.keys().isdisjoint(kwargs):
