@@ -63,6 +63,13 @@ def test_searchsorted_and_bucketize_as_torch():
         np.testing.assert_array_equal(Tensor(values).bucketize(Tensor(seq[0]), right=right).numpy(), want.numpy())
     with pytest.raises(ShapeError, match="searchsorted"):
         Tensor(seq).searchsorted(Tensor(values[:1]))
+    # side="left" with right=True asks for both sides: torch raises (a RuntimeError), and so do we
+    with pytest.raises(RuntimeError):
+        torch.searchsorted(torch.tensor(seq), torch.tensor(values), side="left", right=True)
+    with pytest.raises(RuntimeError, match="searchsorted"):
+        Tensor(seq).searchsorted(Tensor(values), side="left", right=True)
+    want = torch.searchsorted(torch.tensor(seq), torch.tensor(values), side="right", right=False)
+    assert Tensor(seq).searchsorted(Tensor(values), side="right", right=False).tolist() == want.tolist()
     # torch's out_int32=: int32 as asked (ours are int32 without it too), the same positions
     for out_int32 in (True, False):
         want = torch.searchsorted(torch.tensor(seq), torch.tensor(values), out_int32=out_int32, right=True)

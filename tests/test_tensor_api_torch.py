@@ -316,6 +316,12 @@ def test_bincount_as_torch():
         Tensor([0, -1, 3]).bincount()
     with pytest.raises(TypeError, match="bincount: needs a tensor of non-negative ints, got dtypes.float"):
         Tensor([0.0, 1.0]).bincount()
+    # torch's kernel is "not implemented for" floats and bools: its NotImplementedError
+    for values in ([0.0, 1.0], [True, False]):
+        with pytest.raises(NotImplementedError):
+            torch.bincount(torch.tensor(values))
+        with pytest.raises(NotImplementedError, match="bincount"):
+            Tensor(values).bincount()
     with pytest.raises(ShapeError, match="1-D"):
         Tensor([[0, 1]]).bincount()
     with pytest.raises(ShapeError, match="weights must be a tensor of the input's shape \\(2,\\), got \\(1,\\)"):

@@ -80,6 +80,32 @@ def test_a_number_as_the_first_operand_as_torch(name, number, values, dtype):
     _same(got, getattr(torch, name)(number, torch.tensor(values, dtype=getattr(torch, dtype))))
 
 
+@pytest.mark.parametrize(
+    "name, number, values, dtype, kwargs",
+    [
+        ("add", 2.5, [1, 2, 3], "int32", {}),
+        ("add", 2.0, [1.0, -2.0, 3.0], "float32", {"alpha": 3}),
+        ("sub", 2, [1, 2, 3], "uint8", {}),
+        ("subtract", 1.0, [0.25, -2.0, 3.0], "float64", {"alpha": 2}),
+        # the number goes into the half float first (0.1 * 3 is 0.2998, where t * 0.1 gives 0.3)
+        ("mul", 0.1, [1.0, 2.0, 3.0], "float16", {}),
+        ("multiply", 3, [1, -2, 5], "int8", {}),
+        ("div", 1.0, [4.0, -2.0, 0.5], "float32", {}),
+        ("div", 7, [-2, 3, 4], "int16", {"rounding_mode": "floor"}),
+        ("true_divide", 7, [-2, 3, 4], "int32", {}),
+        ("divide", -7.5, [-2.0, 3.0, 4.0], "float32", {"rounding_mode": "trunc"}),
+        ("floor_divide", -7, [-2, 3, 4], "int64", {}),
+    ],
+)
+def test_a_number_first_in_arithmetic_as_torch(name, number, values, dtype, kwargs):
+    # torch.sub(1.0, t), torch.div(1.0, t), ...: the number is the left operand (an AttributeError before)
+    got = getattr(Tensor, name)(number, Tensor(values, dtype=dtype), **kwargs)
+    _same(got, getattr(torch, name)(number, torch.tensor(values, dtype=getattr(torch, dtype)), **kwargs), atol=0)
+    if name in ("add", "sub", "mul", "div", "floor_divide"):
+        with pytest.raises(TypeError, match=name):
+            getattr(Tensor, name)(number, 3)
+
+
 def test_result_type_promote_types_and_can_cast_as_torch():
     import uopkit
     from uopkit.dtype import to_dtype

@@ -550,7 +550,7 @@ class CompositeMixin:
         [0.0, 2.0, 1.0, 1.0]
         """
         if not dtypes.is_float(self.dtype):
-            raise DTypeError(f"histc: not defined for {self.dtype} (as PyTorch); cast to a float dtype first")
+            raise UnsupportedDTypeError(f"histc: not defined for {self.dtype} (as PyTorch); cast to a float dtype")
         if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)):
             raise TypeError(f"histc: bins must be an int, got {type(bins).__name__}")
         if bins <= 0:
@@ -586,7 +586,8 @@ class CompositeMixin:
         [1, 0, 2, 0, 0, 1]
         """
         if not dtypes.is_int(self.dtype):
-            raise TypeError(f"bincount: needs a tensor of non-negative ints, got {self.dtype}")
+            # (torch's kernel is "not implemented for" floats and bools: NotImplementedError, which this is too)
+            raise UnsupportedDTypeError(f"bincount: needs a tensor of non-negative ints, got {self.dtype}")
         if self.ndim != 1:
             raise ShapeError(f"bincount: needs a 1-D tensor, got shape {self.shape}")
         if minlength < 0:

@@ -297,6 +297,13 @@ def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
     return Tensor(v, device=device, dtype=dt)
 
 
+def _number_first(number: Any, t: Any, op: str) -> Tensor:
+    # torch.add(2.0, t), torch.sub(1, t), ...: the number as a tensor of the dtype it takes beside t
+    if not isinstance(t, ElementwiseMixin):
+        raise TypeError(f"{op}: needs a Tensor operand, got {type(number).__name__} and {type(t).__name__}")
+    return t._const_operand(_py_number(number), op)
+
+
 def _scaled_operands(t: Tensor, x: Any, alpha: Any, op: str) -> tuple[Tensor, Tensor, DType]:
     """(t, alpha * x), broadcast, and the result's dtype, for torch's add/sub(other, alpha=): t and x promote as
     without alpha, and alpha is a number of their dtype, as torch's (checked as a stored value: an int dtype takes no
@@ -561,6 +568,8 @@ class ElementwiseMixin:
         >>> Tensor([1, 2]).add(Tensor([1, 1]), alpha=3).tolist()
         [4, 5]
         """
+        if not isinstance(self, ElementwiseMixin):
+            return _number_first(self, x, "add").add(x, alpha=alpha)
         if type(alpha) is not int or alpha != 1:
             a, b, dt = _scaled_operands(self, x, alpha, "add")
             return (b._alu(_ADD, a) if reverse else a._alu(_ADD, b)).cast(dt)
@@ -573,6 +582,8 @@ class ElementwiseMixin:
         >>> Tensor([1, 2]).mul(3).tolist()
         [3, 6]
         """
+        if not isinstance(self, ElementwiseMixin):
+            return _number_first(self, x, "mul").mul(x)
         if _scaled_in_float32(self, x) or _zero_dim_scale(self, x, reverse):
             return self.float().mul(x, reverse).cast(self.dtype)
         a, b = self._broadcasted(x, reverse, "mul")
@@ -587,6 +598,8 @@ class ElementwiseMixin:
         >>> Tensor([3, 4]).sub(1).tolist()
         [2, 3]
         """
+        if not isinstance(self, ElementwiseMixin):
+            return _number_first(self, x, "sub").sub(x, alpha=alpha)
         if type(alpha) is not int or alpha != 1:
             a, b, dt = _scaled_operands(self, x, alpha, "sub")
             if reverse:
@@ -606,6 +619,8 @@ class ElementwiseMixin:
         """
         if rounding_mode not in (None, "trunc", "floor"):
             raise ArgumentError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        if not isinstance(self, ElementwiseMixin):
+            return _number_first(self, x, "div").div(x, rounding_mode=rounding_mode)
         if (
             reverse
             and rounding_mode is not None
@@ -638,7 +653,9 @@ class ElementwiseMixin:
         return _floor_division(a, b)[0]
 
     def floor_divide(self, x: Any) -> Tensor:
-        """self // x (rounding toward -inf), as torch.floor_divide."""
+        """self // x (rounding toward -inf), as torch.floor_divide; `self` may be a number."""
+        if not isinstance(self, ElementwiseMixin):
+            return _number_first(self, x, "floor_divide").div(x, rounding_mode="floor")
         return self.div(x, rounding_mode="floor")
 
     def remainder(self, x: Any) -> Tensor:

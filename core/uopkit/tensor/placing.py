@@ -169,6 +169,8 @@ class PlacingMixin:
         if side is not None:
             if side not in ("left", "right"):
                 raise ArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+            if side == "left" and right:
+                raise ArgumentError("searchsorted: side='left' and right=True ask for opposite sides; give one")
             right = side == "right"
         if not isinstance(values, Tensor):
             values = Tensor(values, device=self.device, dtype=self.dtype)
