@@ -254,6 +254,51 @@ def test_nllloss2d_is_a_deprecated_nllloss() -> None:
     compare(ours, theirs, x, RNG.integers(0, 3, (2, 4, 4)))
 
 
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("name", ["CrossEntropyLoss", "NLLLoss"])
+def test_unbatched_input_takes_a_one_element_target_as_torch(name: str, reduction: str) -> None:
+    # one sample's scores (C,) with its class as a (1,) target: torch's 0-d loss, as with a 0-d target
+    ours, theirs = _both(name, weight=torch.tensor([1.0, 2.0, 0.5, 1.5]), reduction=reduction)
+    _load_torch(ours, theirs)
+    x = _randn(4)
+    out = ours(Tensor(x), Tensor(np.array([2])))
+    ref = theirs(torch.tensor(x), torch.tensor([2]))
+    assert out.shape == tuple(ref.shape) == ()
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"targets? \(2,\)"):
+        ours(Tensor(x), Tensor(np.array([2, 1])))
+
+
+def test_custom_losses_subclass_torchs_loss_bases() -> None:
+    # a focal loss as written for torch: a subclass of nn.modules.loss._WeightedLoss using its weight and reduction
+    from uopkit.nn.modules.loss import _Loss, _WeightedLoss
+
+    def focal(loss_base: Any, F: Any) -> Any:
+        class FocalLoss(loss_base):
+            def __init__(self, weight: Any = None, gamma: float = 2.0, reduction: str = "mean") -> None:
+                super().__init__(weight, reduction=reduction)
+                self.gamma = gamma
+
+            def forward(self, input: Any, target: Any) -> Any:
+                logp = F.log_softmax(input, dim=1)
+                ce = F.nll_loss(logp, target, weight=self.weight, reduction="none")
+                p = logp.gather(1, target.unsqueeze(1)).squeeze(1).exp()
+                loss = (1 - p) ** self.gamma * ce
+                return loss.mean() if self.reduction == "mean" else loss.sum()
+
+        return FocalLoss
+
+    ours_cls = focal(nn.modules.loss._WeightedLoss, nn.functional)
+    theirs_cls = focal(torch.nn.modules.loss._WeightedLoss, torch.nn.functional)
+    weight = np.array([0.5, 1.0, 2.0], dtype=np.float32)
+    ours, theirs = ours_cls(Tensor(weight), reduction="sum"), theirs_cls(torch.tensor(weight), reduction="sum")
+    assert ours.reduction == "sum" and list(ours.state_dict()) == list(theirs.state_dict()) == ["weight"]
+    compare(ours, theirs, _randn(4, 3), np.array([0, 2, 1, 2]))
+    assert isinstance(nn.CrossEntropyLoss(), _WeightedLoss) and isinstance(nn.MultiMarginLoss(), _WeightedLoss)
+    assert isinstance(nn.L1Loss(), _Loss) and not isinstance(nn.L1Loss(), _WeightedLoss)
+    assert nn.modules.loss.TripletMarginLoss is nn.TripletMarginLoss
+
+
 def test_loss_constructor_errors() -> None:
     with pytest.raises(ValueError, match=r"MultiMarginLoss: p must be 1 or 2, got 3"):
         nn.MultiMarginLoss(p=3)

@@ -16,7 +16,21 @@ stateless.functional_call) `uopkit.nn.utils`; torch.nn.attention's (`sdpa_kernel
 (4, 2)
 """
 
-from uopkit.nn import activations, fractional_pool, layers, lazy, losses, module, modules, pooling, sequence, spatial
+import sys
+
+from uopkit.nn import (
+    activations,
+    fractional_pool,
+    layers,
+    lazy,
+    loss,
+    losses,
+    module,
+    modules,
+    pooling,
+    sequence,
+    spatial,
+)
 
 # torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`,
 # `nn.optim.Adam`, `nn.lr_scheduler.StepLR`
@@ -40,6 +54,10 @@ from uopkit.nn.modules import *  # noqa: F403
 from uopkit.nn.pooling import *  # noqa: F403
 from uopkit.nn.sequence import *  # noqa: F403
 from uopkit.nn.spatial import *  # noqa: F403
+
+# torch's `nn.modules.loss` (where custom losses find `_Loss` and `_WeightedLoss` to subclass)
+modules.loss = loss  # type: ignore[attr-defined]
+sys.modules[f"{modules.__name__}.loss"] = loss
 
 __all__ = [
     *module.__all__,

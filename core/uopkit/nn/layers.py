@@ -343,6 +343,20 @@ class _Loss(Module):
         self.reduction = _reduction(size_average, reduce, reduction, type(self).__name__)
 
 
+class _WeightedLoss(_Loss):
+    # torch's base of the losses with a per-class `weight` buffer (user losses subclass it, as torch's
+    # nn.modules.loss._WeightedLoss: `super().__init__(weight, reduction=...)` and `self.weight` in forward)
+    def __init__(
+        self,
+        weight: Tensor | Sequence[float] | None = None,
+        size_average: bool | None = None,
+        reduce: bool | None = None,
+        reduction: str = "mean",
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", _buffer(weight))
+
+
 class L1Loss(_Loss):
     """|input - target|, reduced by `reduction` ("mean", "sum" or "none"), as torch.nn.L1Loss.
 
@@ -405,7 +419,7 @@ class HuberLoss(_Loss):
         return input.huber_loss(target, self.reduction, self.delta)
 
 
-class BCELoss(_Loss):
+class BCELoss(_WeightedLoss):
     """-(y log p + (1 - y) log(1 - p)) of probabilities p, times `weight` (broadcast to the input), as
     torch.nn.BCELoss.
 
@@ -420,15 +434,14 @@ class BCELoss(_Loss):
         reduce: bool | None = None,
         reduction: str = "mean",
     ) -> None:
-        super().__init__(size_average, reduce, reduction)
-        self.register_buffer("weight", _buffer(weight))
+        super().__init__(weight, size_average, reduce, reduction)
 
     @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.binary_cross_entropy(target, self.reduction, self.weight)
 
 
-class BCEWithLogitsLoss(_Loss):
+class BCEWithLogitsLoss(_WeightedLoss):
     """BCELoss of sigmoid(input), computed stably from the logits, with `weight` and `pos_weight` (the positive
     term's weight per class, broadcast along the last axis), as torch.nn.BCEWithLogitsLoss.
 
@@ -444,8 +457,7 @@ class BCEWithLogitsLoss(_Loss):
         reduction: str = "mean",
         pos_weight: Tensor | Sequence[float] | None = None,
     ) -> None:
-        super().__init__(size_average, reduce, reduction)
-        self.register_buffer("weight", _buffer(weight))
+        super().__init__(weight, size_average, reduce, reduction)
         self.register_buffer("pos_weight", _buffer(pos_weight))
 
     @autocast_op(FLOAT32)
@@ -453,7 +465,7 @@ class BCEWithLogitsLoss(_Loss):
         return input.binary_cross_entropy_with_logits(target, self.reduction, self.pos_weight, self.weight)
 
 
-class CrossEntropyLoss(_Loss):
+class CrossEntropyLoss(_WeightedLoss):
     """Cross entropy of logits (N, C, ...) or (C,) against class indices or class probabilities, with per-class
     `weight`, `ignore_index` and `label_smoothing`, as torch.nn.CrossEntropyLoss.
 
@@ -470,10 +482,9 @@ class CrossEntropyLoss(_Loss):
         reduction: str = "mean",
         label_smoothing: float = 0.0,
     ) -> None:
-        super().__init__(size_average, reduce, reduction)
+        super().__init__(weight, size_average, reduce, reduction)
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
-        self.register_buffer("weight", _buffer(weight))
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     @autocast_op(FLOAT32)
@@ -481,7 +492,7 @@ class CrossEntropyLoss(_Loss):
         return input.cross_entropy(target, self.reduction, self.label_smoothing, self.ignore_index, self.weight)
 
 
-class NLLLoss(_Loss):
+class NLLLoss(_WeightedLoss):
     """Negative log likelihood of log-probabilities (N, C, ...) at class indices (N, ...), with per-class `weight`
     and `ignore_index`, as torch.nn.NLLLoss.
 
@@ -497,8 +508,7 @@ class NLLLoss(_Loss):
         reduce: bool | None = None,
         reduction: str = "mean",
     ) -> None:
-        super().__init__(size_average, reduce, reduction)
-        self.register_buffer("weight", _buffer(weight))
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
     @autocast_op(FLOAT32)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from uopkit.dtype import dtypes
-from uopkit.nn.layers import NLLLoss, PairwiseDistance, _buffer, _Loss
+from uopkit.nn.layers import NLLLoss, PairwiseDistance, _buffer, _Loss, _WeightedLoss
 from uopkit.nn.module import Module, ModuleList
 from uopkit.nn.modules import Linear, Sequential
 from uopkit.tensor import ShapeError, Tensor
@@ -94,7 +94,7 @@ class SoftMarginLoss(_Loss, Module):
         return input.soft_margin_loss(target, self.reduction)
 
 
-class MultiLabelSoftMarginLoss(_Loss, Module):
+class MultiLabelSoftMarginLoss(_WeightedLoss, Module):
     """The binary cross entropy of sigmoid(input) against 0/1 targets (N, C), times the per-class `weight` buffer,
     averaged over the classes, then reduced by `reduction`, as torch.nn.MultiLabelSoftMarginLoss.
 
@@ -112,8 +112,7 @@ class MultiLabelSoftMarginLoss(_Loss, Module):
         reduce: bool | None = None,
         reduction: str = "mean",
     ) -> None:
-        super().__init__(size_average, reduce, reduction)
-        self.register_buffer("weight", _buffer(weight))
+        super().__init__(weight, size_average, reduce, reduction)
 
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.multilabel_soft_margin_loss(target, self.weight, self.reduction)
@@ -132,7 +131,7 @@ class MultiLabelMarginLoss(_Loss, Module):
         return input.multilabel_margin_loss(target, self.reduction)
 
 
-class MultiMarginLoss(_Loss, Module):
+class MultiMarginLoss(_WeightedLoss, Module):
     """The multi-class hinge loss: the sum over the classes i other than the target y of
     max(0, margin - x[y] + x[i])^p (times weight[y]), divided by C, as torch.nn.MultiMarginLoss (p 1 or 2).
 
@@ -152,7 +151,7 @@ class MultiMarginLoss(_Loss, Module):
         reduce: bool | None = None,
         reduction: str = "mean",
     ) -> None:
-        super().__init__(size_average, reduce, reduction)
+        super().__init__(None, size_average, reduce, reduction)
         if p not in (1, 2):
             raise ValueError(f"MultiMarginLoss: p must be 1 or 2, got {p!r}")
         buffer = _buffer(weight)

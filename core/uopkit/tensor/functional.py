@@ -117,6 +117,12 @@ def _same_size_target(x: Tensor, target: object, op: str) -> None:
         )
 
 
+def _unbatched_target(x: Tensor, Y: Tensor) -> Tensor:
+    # torch's nll_loss and cross_entropy take the class index of one unbatched sample (C,) as a 0-d target or a
+    # (1,) one; the loss is 0-d either way
+    return Y.reshape(()) if x.ndim == 1 and Y.shape == (1,) else Y
+
+
 class FunctionalMixin:
     __slots__ = ()
 
@@ -330,6 +336,7 @@ class FunctionalMixin:
         if weight is not None and weight.shape != (C,):
             raise ShapeError(f"cross_entropy: weight shape {weight.shape} should be ({C},)")
         if not dtypes.is_float(Y.dtype):
+            Y = _unbatched_target(self, Y)
             expected = self.shape[:axis] + self.shape[axis + 1 :]
             if Y.shape != expected:
                 raise ShapeError(
@@ -395,6 +402,7 @@ class FunctionalMixin:
         axis = 1 if self.ndim >= 2 else 0
         C = self.shape[axis]
         expected = self.shape[:axis] + self.shape[axis + 1 :]
+        Y = _unbatched_target(self, Y)
         if Y.shape != expected or not dtypes.is_int(Y.dtype):
             raise ShapeError(f"nll_loss: targets {Y.shape} ({Y.dtype}) should be ints of shape {expected}")
         _check_targets(Y, C, ignore_index, "nll_loss")
