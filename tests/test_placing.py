@@ -346,6 +346,69 @@ def test_index_reduce_every_reduction_dtype_and_gradient_as_torch():
         ux.index_reduce(0, idx, Tensor(s), "prod")
 
 
+def test_scatter_reduce_extreme_with_no_write_gives_an_empty_source_its_empty_gradient():
+    # (a graph's node features with no edge: torch's gradient is the empty zeros, not None)
+    for reduce in ("amax", "amin"):
+        _check_grad(
+            lambda b, v, r=reduce: b.scatter_reduce(1, Tensor.zeros(2, 0, 3, dtype=dtypes.int32), v, r),
+            lambda b, v, r=reduce: b.scatter_reduce(1, torch.zeros(2, 0, 3, dtype=torch.int64), v, r),
+            [_randn(2, 4, 3), _randn(2, 0, 3)],
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# segment_reduce
+
+
+def test_segment_reduce_values_empty_segments_initial_and_gradients_as_torch():
+    data = _randn(7, 3)
+    lengths = np.array([2, 0, 4, 1])
+    offsets = np.array([1, 3, 3, 6])
+    for reduce in ("sum", "mean", "max", "min", "prod", "amax"):
+        for initial in (None, 0.5):
+            kw = dict(initial=initial)
+            _check_grad(
+                lambda d, r=reduce, kw=kw: Tensor.segment_reduce(d, r, lengths=Tensor(lengths), **kw),
+                lambda d, r=reduce, kw=kw: torch.segment_reduce(d, r, lengths=torch.from_numpy(lengths), **kw),
+                [data],
+            )
+            _check_grad(
+                lambda d, r=reduce, kw=kw: Tensor.segment_reduce(d, r, offsets=Tensor(offsets), **kw),
+                lambda d, r=reduce, kw=kw: torch.segment_reduce(d, r, offsets=torch.from_numpy(offsets), **kw),
+                [data],
+            )
+    # batched segments along axis 1 (lengths of data's shape before it), float64 kept
+    batched = RNG.standard_normal((2, 5, 3))
+    rows = np.array([[2, 3], [0, 5]])
+    for reduce in ("sum", "max"):
+        _check_grad(
+            lambda d, r=reduce: Tensor.segment_reduce(d, r, lengths=Tensor(rows), axis=1),
+            lambda d, r=reduce: torch.segment_reduce(d, r, lengths=torch.from_numpy(rows), axis=1),
+            [batched],
+        )
+    # a value tied with `initial` keeps the whole gradient, as torch's
+    _check_grad(
+        lambda d: Tensor.segment_reduce(d, "max", lengths=Tensor([2, 1]), initial=2.0),
+        lambda d: torch.segment_reduce(d, "max", lengths=torch.tensor([2, 1]), initial=2.0),
+        [np.array([2.0, 1.0, 3.0], np.float32)],
+    )
+    ux = Tensor(data)
+    with pytest.raises(ArgumentError, match="segment_reduce: every row of lengths must sum to data's size 7"):
+        Tensor.segment_reduce(ux, "sum", lengths=Tensor([2, 2]))
+    with pytest.raises(ArgumentError, match="segment_reduce: lengths must not be negative"):
+        Tensor.segment_reduce(ux, "sum", lengths=Tensor([8, -1]))
+    with pytest.raises(ArgumentError, match="segment_reduce: reduce must be 'sum', 'mean'"):
+        Tensor.segment_reduce(ux, "median", lengths=Tensor([7]))
+    with pytest.raises(ArgumentError, match="either lengths or offsets"):
+        Tensor.segment_reduce(ux, "sum")
+    with pytest.raises(
+        ShapeError, match=r"segment_reduce: lengths of shape \(1,\) must have data's shape before axis 1"
+    ):
+        Tensor.segment_reduce(ux, "sum", lengths=Tensor([3]), axis=1)
+    with pytest.raises(NotImplementedError, match="segment_reduce: data must be a float tensor"):
+        Tensor.segment_reduce(Tensor([1, 2]), "sum", lengths=Tensor([2]))
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # the in-place variants
 

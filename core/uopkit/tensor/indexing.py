@@ -39,6 +39,7 @@ from uopkit.tensor.support import (
     _sum_op,
     check_in_place_allowed,
 )
+from uopkit.tensor.unread import with_zero_gradient_to
 from uopkit.tensor.write_history import (
     gradient_history,
     history_of_plain_storage,
@@ -817,6 +818,9 @@ class IndexingMixin:
             return self.float()._scatter_reduce(dim, index, wide, reduce, include_self, op).cast(self.dtype)
         dim, src = self._scatter_inputs(dim, index, src, op)
         if reduce in ("amax", "amin"):
+            if index.numel() == 0:
+                # (no write: self as it is, and src's gradient torch's zeros, not None)
+                return with_zero_gradient_to(self.clone(), src)
             extreme = segments.scatter_extreme(self, dim, index, src, reduce, include_self)
             return segments.with_extreme_gradient(extreme, self, dim, index, src, reduce, include_self)
         return segments.combined_at(self, dim, index, src, reduce, include_self)

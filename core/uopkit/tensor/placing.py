@@ -9,11 +9,12 @@ variants write through `_update_in_place`, with the view and copy-on-write seman
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes
+from uopkit.dtype import UnsupportedDTypeError, dtypes
 from uopkit.tensor import segments
 from uopkit.tensor.index_errors import described
 from uopkit.tensor.support import (
@@ -33,6 +34,16 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+# segment_reduce's reductions and the scatter_reduce each is (a mean: the sum, then divided by the length)
+_SEGMENT_REDUCTIONS = {
+    "sum": "sum",
+    "mean": "sum",
+    "prod": "prod",
+    "max": "amax",
+    "amax": "amax",
+    "min": "amin",
+    "amin": "amin",
+}
 # sorted entries x values from which searchsorted halves its way down each row instead of counting the whole row
 SEARCH_BY_HALVING = 1 << 24
 
@@ -477,6 +488,110 @@ class PlacingMixin:
         return self._update_in_place(
             lambda: self.index_reduce(dim, index, source, reduce, include_self), "index_reduce_"
         )
+
+    # (segment_reduce: runs of consecutive slices reduced, as torch_scatter's segment_csr)
+
+    def segment_reduce(
+        self,
+        reduce: str,
+        *,
+        lengths: Tensor | None = None,
+        indices: Tensor | None = None,
+        offsets: Tensor | None = None,
+        axis: int = 0,
+        unsafe: bool = False,
+        initial: float | None = None,
+    ) -> Tensor:
+        """self's slices along `axis` reduced in consecutive segments, as torch.segment_reduce (called as
+        `Tensor.segment_reduce(data, ...)`): segment s is `lengths[..., s]` slices long, or runs from `offsets[..., s]`
+        to `offsets[..., s + 1]`; lengths/offsets have self's shape before `axis` and a last axis of segments. `reduce`
+        is "sum", "mean", "max", "min" or "prod" ("amax"/"amin" too). An empty segment gives `initial`, else the
+        reduction's identity (NaN for "mean"); `initial` also takes part in every segment ("mean" divides by the
+        segment's length only, as torch's). Without `unsafe`, the lengths are read back and checked (not negative,
+        summing to self's size at axis); offsets must rise within 0..size. The gradient is scatter_reduce's (max/min
+        share it among tied values).
+
+        >>> Tensor.segment_reduce(Tensor([1.0, 5.0, 2.0, 3.0]), "max", lengths=Tensor([2, 0, 2])).tolist()
+        [5.0, -inf, 3.0]
+        """
+        op = "segment_reduce"
+        scatter_op = _SEGMENT_REDUCTIONS
+        if reduce not in scatter_op:
+            raise ArgumentError(
+                f"{op}: reduce must be 'sum', 'mean', 'max', 'min' or 'prod' (or 'amax'/'amin'), got {reduce!r}"
+            )
+        if indices is not None and lengths is None and offsets is None:
+            raise ArgumentError(
+                f"{op}: reducing by indices is not supported (torch's neither): give lengths or offsets"
+            )
+        if lengths is None and offsets is None:
+            raise ArgumentError(f"{op}: either lengths or offsets must be given")
+        if not dtypes.is_float(self.dtype):
+            raise UnsupportedDTypeError(
+                f"{op}: data must be a float tensor, got {self.dtype} (as torch); cast with .float()"
+            )
+        given, name = (lengths, "lengths") if lengths is not None else (offsets, "offsets")
+        _need_tensor(op, name, given)
+        if not dtypes.is_int(given.dtype):
+            raise UnsupportedDTypeError(f"{op}: {name} must be an integer tensor, got {given.dtype}")
+        if self.ndim == 0:
+            raise ShapeError(f"{op}: data must have at least one axis, got a 0-d tensor")
+        axis = _normalize_axis(axis, self.ndim, op, self.shape)
+        if given.ndim != axis + 1 or given.shape[:-1] != self.shape[:axis]:
+            raise ShapeError(
+                f"{op}: {name} of shape {given.shape} must have data's shape before axis {axis} ({self.shape[:axis]}) "
+                f"and one last axis of segments (data's shape {self.shape})"
+            )
+        _check_same_device(op, [self, given])
+        size = self.shape[axis]
+        given = given.cast(dtypes.int32)
+        if lengths is not None:
+            zero = Tensor.zeros(*given.shape[:-1], 1, dtype=dtypes.int32, device=given.device)
+            offsets = zero.cat(given.cumsum(-1), dim=-1)
+        else:
+            offsets = given
+        if not unsafe:
+            bounds = offsets.numpy()
+            if lengths is not None and (given.numpy() < 0).any():
+                raise ArgumentError(f"{op}: lengths must not be negative, got {given.numpy().tolist()}")
+            if lengths is not None and (bounds[..., -1] != size).any():
+                raise ArgumentError(
+                    f"{op}: every row of lengths must sum to data's size {size} at axis {axis}, got sums "
+                    f"{bounds[..., -1].tolist()} (pass unsafe=True to skip this check)"
+                )
+            if bounds.shape[-1] == 0 or (np.diff(bounds, axis=-1) < 0).any() or bounds.min() < 0 or bounds.max() > size:
+                raise ArgumentError(
+                    f"{op}: offsets must rise from 0..{size} (data's size at axis {axis}) with one more entry than "
+                    f"segments, got {bounds.tolist()}"
+                )
+        segs = offsets.shape[-1] - 1
+        # each slice's segment: the first whose end is past it; a slice before the first offset or past the last end
+        # goes to an extra segment left out of the result
+        position = Tensor.arange(size, dtype=dtypes.int32, device=self.device)
+        position = position.reshape((1,) * axis + (size,))._broadcast_to(self.shape[:axis] + (size,))
+        ends = offsets[..., 1:].contiguous()
+        segment = ends.searchsorted(position, right=True) if segs else position.zeros_like()
+        inside = (position >= offsets[..., :1]) & (segment < segs)
+        segment = inside.where(segment, segs)
+        index = segment.reshape(segment.shape + (1,) * (self.ndim - axis - 1))._broadcast_to(self.shape)
+        start = 0.0 if reduce in ("sum", "mean") else 1.0 if reduce == "prod" else math.inf
+        start = -start if scatter_op[reduce] == "amax" else start
+        base_shape = self.shape[:axis] + (segs + 1,) + self.shape[axis + 1 :]
+        extreme = scatter_op[reduce] in ("amax", "amin")
+        fill = start if initial is None or extreme else initial
+        base = Tensor.full(base_shape, fill, dtype=self.dtype, device=self.device)
+        out = base.scatter_reduce(axis, index, self, scatter_op[reduce], include_self=True).narrow(axis, 0, segs)
+        if extreme and initial is not None:
+            # (initial taken after: a value equal to it keeps the whole gradient, as torch's)
+            kept = out >= initial if scatter_op[reduce] == "amax" else out <= initial
+            return kept.where(out, initial)
+        if reduce != "mean":
+            return out
+        count = (offsets[..., 1:] - offsets[..., :-1]).minimum(size).maximum(0)
+        count = count.reshape(count.shape + (1,) * (self.ndim - axis - 1)).cast(self.dtype)
+        if initial is None:
+            return out / count
+        return (count == 0).where(initial, out / count)
 
 
 def _search_spine(m: int) -> list[int]:
