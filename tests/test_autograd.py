@@ -150,10 +150,48 @@ def test_grad_errors_as_torchs() -> None:
         out = (x * 2).sum()
     with pytest.raises(RuntimeError, match="does not require grad"):
         autograd.grad(out, x)
-    with pytest.raises(NotImplementedError):
-        autograd.grad((x * 2).sum(), x, is_grads_batched=True)
     with pytest.raises(RuntimeError, match="one per output"):
         autograd.grad([x.sum(), x.sum()], x, [None])
+
+
+def test_grad_is_grads_batched_as_torchs() -> None:
+    # the first dim of each grad_output is a batch (torch vmaps the backward over it): a Jacobian's rows in one call,
+    # unused inputs None (or zeros, unbatched as torch's), differentiable with create_graph, torch's exception types
+    w = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], dtype=np.float32)
+    xv = np.array([0.3, -0.2, 0.9], dtype=np.float32)
+    x, c = Tensor(xv, requires_grad=True), Tensor(xv, requires_grad=True)
+    tx, tc = torch.tensor(xv, requires_grad=True), torch.tensor(xv, requires_grad=True)
+    ours = autograd.grad(
+        [(Tensor(w) @ x).tanh(), (x**3).sum()],
+        (x, c),
+        [Tensor.eye(2), Tensor([1.0, 2.0])],
+        is_grads_batched=True,
+        allow_unused=True,
+        create_graph=True,
+    )
+    theirs = torch.autograd.grad(
+        [(torch.tensor(w) @ tx).tanh(), (tx**3).sum()],
+        (tx, tc),
+        [torch.eye(2), torch.tensor([1.0, 2.0])],
+        is_grads_batched=True,
+        allow_unused=True,
+        create_graph=True,
+    )
+    np.testing.assert_allclose(ours[0].numpy(), theirs[0].detach().numpy(), rtol=1e-6)
+    assert ours[1] is None and theirs[1] is None
+    (second,), (tsecond,) = autograd.grad(ours[0].sum(), x), torch.autograd.grad(theirs[0].sum(), tx)
+    np.testing.assert_allclose(second.numpy(), tsecond.numpy(), rtol=1e-5)
+    zeros = autograd.grad(x * x, (x, c), Tensor.eye(3), is_grads_batched=True, materialize_grads=True)[1]
+    assert (
+        zeros.shape
+        == torch.autograd.grad(tx * tx, (tx, tc), torch.eye(3), is_grads_batched=True, materialize_grads=True)[1].shape
+    )
+    with pytest.raises(ValueError, match="batch sizes differ"):
+        autograd.grad([x * x, (x * x).sum()], x, [Tensor.eye(3), Tensor([1.0, 2.0])], is_grads_batched=True)
+    with pytest.raises(ValueError, match="grad_output 0 is None"):
+        autograd.grad((x * x).sum(), x, is_grads_batched=True)
+    with pytest.raises(RuntimeError, match=r"a batch of \(\), but its output has shape \(3,\)"):
+        autograd.grad(x * x, x, Tensor.ones(3), is_grads_batched=True)
 
 
 def test_grad_of_a_realized_output() -> None:

@@ -222,6 +222,27 @@ def test_jvp():
             ours()
 
 
+def test_linearize_as_torchs():
+    # torch.func.linearize: the output, and a jvp_fn taking tangents shaped as the primals (a tree), torch's checks
+    (x, tx), (y, ty) = _pair(3), _pair(3, seed=1)
+    (u, tu), (v, tv) = _pair(3, seed=2), _pair(3, seed=3)
+    out, jvp_fn = func.linearize(_f, x, y)
+    tout, tjvp_fn = tfunc.linearize(_tf, tx, ty)
+    _same(out, tout)
+    _same(jvp_fn(u, v), tjvp_fn(tu, tv))
+    _same(jvp_fn(u.zeros_like(), v), tjvp_fn(torch.zeros(3), tv))
+    tree_out, tree_fn = func.linearize(lambda d: {"s": d["a"].sin(), "t": d["a"].sum()}, {"a": x})
+    ttree_out, ttree_fn = tfunc.linearize(lambda d: {"s": d["a"].sin(), "t": d["a"].sum()}, {"a": tx})
+    _same(tree_out, ttree_out)
+    _same(tree_fn({"a": u}), ttree_fn({"a": tu}))
+    with pytest.raises(RuntimeError, match="structure"):
+        jvp_fn(u)
+    with pytest.raises(RuntimeError, match="shape"):
+        jvp_fn(u, v[:2])
+    with pytest.raises(RuntimeError, match="dtype"):
+        jvp_fn(u.double(), v)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Jacobians and Hessians
 

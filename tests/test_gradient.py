@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
+import uopkit.autograd
 from uopkit import Tensor, dtypes
 from uopkit.gradient import GradientError, compute_gradient, pm_gradient
 from uopkit.uop.ops import Ops, UOp
@@ -1489,6 +1491,38 @@ def test_hooks_of_tensors_that_are_one_value_all_run() -> None:
         (h2 * h2).sum().backward()
         assert sorted(calls) == ["h", "h2"], calls
         assert x.grad.tolist() == [180.0, 360.0]
+
+
+def test_a_hook_on_a_dropped_intermediate_runs_as_torchs() -> None:
+    # torch keeps a hook with its graph node, so a hook on a value inside a forward runs although the tensor object is
+    # gone (a DEQ's implicit backward, Grad-CAM); ours went with the tensor. The same forward run again on the same
+    # input with the weights updated in place builds the same node while the earlier graphs live (losses kept in a
+    # list): each backward still runs only its own forward's hook, once
+    def run(tensor: Callable, no_grad: Callable) -> tuple[list[float], list[list[float]]]:
+        w = tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+        x = tensor([[1.0, 1.0]] * 3)
+        calls: list[float] = []
+
+        def forward() -> Any:
+            h = (x @ w).tanh()
+            h.register_hook(lambda g: (calls.append(g.sum().item()), g * 3)[1])
+            return (h * h).sum()
+
+        kept, grads = [], []
+        for _ in range(3):
+            w.grad = None
+            loss = forward()
+            loss.backward()
+            kept.append(loss)
+            grads.append(w.grad.flatten().tolist())
+            with no_grad():
+                w -= 0.1 * w.grad
+        return calls, grads
+
+    ours, theirs = run(Tensor, uopkit.autograd.no_grad), run(torch.tensor, torch.no_grad)
+    assert len(ours[0]) == len(theirs[0]) == 3
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-5)
 
 
 def test_backward_arguments_match_torch():

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from uopkit.func.transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp
+from uopkit.func.transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 from uopkit.func.vmapping import stack_module_state, vmap
 from uopkit.nn.module import Module
 from uopkit.nn.utils.stateless import _functional_call
@@ -33,6 +33,7 @@ __all__ = [
     "grad_and_value",
     "vjp",
     "jvp",
+    "linearize",
     "jacrev",
     "jacfwd",
     "hessian",

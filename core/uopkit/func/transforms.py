@@ -37,7 +37,7 @@ from uopkit.tensor.support import tensors_with_grad
 from uopkit.tensor.tensor import Tensor
 from uopkit.uop.ops import UOp
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian"]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -339,6 +339,37 @@ def jvp(
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Jacobians and Hessians
+
+
+def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """(func(*primals), jvp_fn), as torch.func.linearize: `jvp_fn(*tangents)` is J tangents at `primals`, the
+    tangents a tree shaped as the primals (each tensor its primal's shape and dtype). Departure: uopkit has no
+    forward mode to trace once, so each call of `jvp_fn` runs `func` again (`jvp`'s two backward passes).
+
+    >>> from uopkit import Tensor
+    >>> out, jvp_fn = linearize(lambda x: x * x, Tensor([1.0, 2.0]))
+    >>> jvp_fn(Tensor([1.0, 0.0])).tolist()
+    [2.0, 0.0]
+    """
+    out = func(*primals)
+    flat_p, p_spec = tree_flatten(primals)
+
+    def jvp_fn(*tangents: Any) -> Any:
+        flat_t, t_spec = tree_flatten(tangents)
+        if t_spec != p_spec:
+            raise RuntimeError(
+                f"linearize: the tangents' structure {t_spec} differs from the primals' {p_spec}: give jvp_fn one "
+                "tangent per primal, as the primals were given"
+            )
+        for i, (p, t) in enumerate(zip(flat_p, flat_t, strict=True)):
+            if isinstance(p, Tensor) and isinstance(t, Tensor) and (p.shape, p.dtype) != (t.shape, t.dtype):
+                raise RuntimeError(
+                    f"linearize: tangent {i} has shape {tuple(t.shape)} and dtype {t.dtype}, its primal shape "
+                    f"{tuple(p.shape)} and dtype {p.dtype}; each tangent has its primal's shape and dtype"
+                )
+        return jvp(func, primals, tangents)[1]
+
+    return out, jvp_fn
 
 
 def _jacobian_blocks(outputs: list[Tensor], inputs: list[Tensor]) -> list[list[Tensor]]:

@@ -104,14 +104,13 @@ def grad(
     `grad_outputs`: dL/doutput per output (None: 1 for a one-element output). An input the outputs don't depend on is
     an error, None with `allow_unused`, zeros with `materialize_grads`. With `create_graph` the results can be
     differentiated again (a gradient penalty's backward reaches the weights); without it they come back detached.
-    `retain_graph` is accepted and means nothing (graphs are kept); `is_grads_batched` isn't supported.
+    `retain_graph` is accepted and means nothing (graphs are kept). With `is_grads_batched` the first dim of each
+    gradient in `grad_outputs` is a batch: one backward pass per row, the rows' results stacked (torch vmaps them).
 
     >>> x = Tensor([1.0, 2.0], requires_grad=True)
     >>> grad((x * x).sum(), x)[0].tolist()
     [2.0, 4.0]
     """
-    if is_grads_batched:
-        raise NotImplementedError("grad: is_grads_batched=True (a vmap over grad_outputs) is not supported")
     if materialize_grads and allow_unused is False:
         raise ValueError(
             "grad: materialize_grads=True fills unused inputs with zeros, which contradicts allow_unused=False; leave "
@@ -121,6 +120,8 @@ def grad(
     outs, ins = _as_tensors(outputs, "grad: outputs"), _as_tensors(inputs, "grad: inputs")
     if not ins:
         raise RuntimeError("grad requires non-empty inputs.")
+    if is_grads_batched:
+        return _grads_batched(outs, ins, grad_outputs, create_graph, allow_unused, materialize_grads)
     given = _grad_outputs(grad_outputs, outs, "grad")
     wanted = _wanted_keys()
     for t in ins:
@@ -172,6 +173,51 @@ def grad(
                 "get None "
                 "for it (or materialize_grads=True for zeros)"
             )
+    return tuple(out)
+
+
+def _grads_batched(
+    outs: tuple[Tensor, ...],
+    ins: tuple[Tensor, ...],
+    grad_outputs: Any,
+    create_graph: bool,
+    allow_unused: bool,
+    materialize_grads: bool,
+) -> tuple[Tensor | None, ...]:
+    # torch's is_grads_batched: a vmap over the first dim of every grad_output; here a backward pass per row (the
+    # rows' graphs realize together when read), with torch's checks and exception types
+    raw = (grad_outputs,) if grad_outputs is None or isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
+    for i, g in enumerate(raw):
+        if g is None or (isinstance(g, Tensor) and g.ndim == 0):
+            raise ValueError(
+                f"grad: with is_grads_batched=True the first dim of each grad_output is the batch, but grad_output {i} "
+                f"is {'None' if g is None else 'a 0-d tensor'}; give every output a gradient with a batch dim"
+            )
+    given = _grad_outputs(raw, outs, "grad")
+    sizes = [g.shape[0] for g in given if g is not None]
+    if len(set(sizes)) > 1:
+        raise ValueError(f"grad: with is_grads_batched=True the grad_outputs' batch sizes differ: {sizes}")
+    for i, (o, g) in enumerate(zip(outs, given, strict=True)):
+        if g is not None and g.shape[1:] != o.shape:
+            raise RuntimeError(
+                f"grad: with is_grads_batched=True grad_output {i} of shape {g.shape} is a batch of {g.shape[1:]}, "
+                f"but its output has shape {o.shape}; give it shape (batch, *{o.shape})"
+            )
+    if sizes[0] == 0:
+        return tuple(Tensor.zeros((0, *t.shape), device=t.device, dtype=t.dtype) for t in ins)
+    rows = [
+        grad(outs, ins, [g[b] for g in given if g is not None], create_graph=create_graph, allow_unused=allow_unused)
+        for b in range(sizes[0])
+    ]
+    out: list[Tensor | None] = []
+    for i, t in enumerate(ins):
+        if rows[0][i] is not None:
+            out.append(Tensor.stack(*[r[i] for r in rows]))
+        elif materialize_grads:
+            # (unbatched, as torch's)
+            out.append(Tensor.zeros(t.shape, device=t.device, dtype=t.dtype))
+        else:
+            out.append(None)
     return tuple(out)
 
 

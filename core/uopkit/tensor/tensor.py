@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -70,6 +69,7 @@ from uopkit.tensor import spatial as _spatial_module
 from uopkit.tensor import special as _special_module
 from uopkit.tensor import special_torch as _special_torch_module
 from uopkit.tensor import support
+from uopkit.tensor import tensor_hooks as _tensor_hooks
 from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor import tournament as _tournament_module
@@ -121,6 +121,9 @@ from uopkit.tensor.support import (
     retaining_grad,
     tensors_with_grad,
 )
+from uopkit.tensor.tensor_hooks import RemovableHook
+from uopkit.tensor.tensor_hooks import gradient_hooks as _gradient_hooks
+from uopkit.tensor.tensor_hooks import in_rebuilt_graph as _in_rebuilt_graph
 from uopkit.tensor.torch_extras import TorchExtrasMixin
 from uopkit.tensor.torch_keywords import install_torch_keywords
 from uopkit.tensor.torch_names import TorchNamesMixin
@@ -765,9 +768,9 @@ class Tensor(
             raise RuntimeError("register_hook: this tensor doesn't require a gradient, so no hook can run on it")
         if not callable(hook):
             raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
-        entry = _hooked.setdefault(id(self), (weakref.ref(self, lambda _, i=id(self): _hooked.pop(i, None)), {}))
-        handle = RemovableHook(entry[1])
-        entry[1][handle.id] = hook
+        hooks = _tensor_hooks.hooks_of(self)
+        handle = RemovableHook(hooks)
+        hooks[handle.id] = hook
         return handle
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> RemovableHook:
@@ -889,6 +892,7 @@ for _module in (
     _select_module,
     _unread_module,
     _out_arg_module,
+    _tensor_hooks,
     _copies_module,
     _torch_names_module,
     _torch_extras_module,
@@ -1007,22 +1011,8 @@ def _backward_inputs(inputs: Tensor | Sequence[Tensor] | None) -> set[int] | Non
     return {id(t) for t in chosen}
 
 
-class RemovableHook:
-    """What `Tensor.register_hook` returns: `remove()` takes the hook away."""
-
-    _ids = itertools.count()
-
-    def __init__(self, hooks: dict[int, Callable[[Tensor], Tensor | None]]) -> None:
-        self.hooks, self.id = hooks, next(RemovableHook._ids)
-
-    def remove(self) -> None:
-        self.hooks.pop(self.id, None)
-
-
-# id(tensor) -> (a weak reference to it, its hooks by handle id); an entry goes when its tensor does
-_hooked: dict[int, tuple[weakref.ref, dict[int, Callable[[Tensor], Tensor | None]]]] = {}
-
-# id(tensor) -> (a weak reference to it, its post-accumulate-grad hooks by handle id), as `_hooked`
+# id(tensor) -> (a weak reference to it, its post-accumulate-grad hooks by handle id); an entry goes when its tensor
+# does
 _post_accumulate: dict[int, tuple[weakref.ref, dict[int, Callable[[Tensor], None]]]] = {}
 
 
@@ -1081,59 +1071,15 @@ def _gradient_siblings(t: Tensor) -> list[Tensor]:
     return siblings
 
 
-def _in_rebuilt_graph(keys: tuple[UOp, ...], forms: dict[UOp, UOp]) -> tuple[UOp, ...]:
-    """A tensor's gradient keys and the forms they took where backward() rebuilt the graph over what computed the
-    values realized since (`unrealized_graph`'s `forms`): a hooked or retained non-leaf computed from a value read
-    before it (`c.numpy(); h = c * 3`), whose node reads c's storage, is there a node over c's graph, where its
-    gradient arrives."""
-    new = tuple(f for k in keys if (f := forms.get(k)) is not None and f not in keys)
-    return keys + new if new else keys
-
-
-def _gradient_hooks(in_graph: dict[UOp, None], forms: dict[UOp, UOp]) -> dict[UOp, Callable[[UOp], UOp]]:
-    """For each hooked tensor in the graph, the node its gradient arrives at and a function running its hooks (each
-    tensor's in turn where several are the same node: hooks belong to the value)."""
-    found: dict[UOp, Callable[[UOp], UOp]] = {}
-    for ref, hooks in list(_hooked.values()):
-        t = ref()
-        if t is None or not hooks:
-            continue
-        for key in _in_rebuilt_graph(_gradient_keys(t), forms):
-            if key in in_graph:
-                run = functools.partial(_run_hooks, t, list(hooks.values()))
-                earlier = found.get(key)
-                found[key] = run if earlier is None else functools.partial(_run_in_turn, earlier, run)
-    return found
-
-
-def _run_in_turn(first: Callable[[UOp], UOp], then: Callable[[UOp], UOp], g: UOp) -> UOp:
-    return then(first(g))
-
-
 def _through_keys() -> set[UOp]:
     """The gradient keys of tensors whose gradient is wanted that are not leaves (given retain_grad() or a hook):
     backward() follows a value realized since the forward pass through them to the leaves behind them (the
     gradient still arrives at the node that computed them, one of their keys)."""
-    out: set[UOp] = set()
-    for t in {*retaining_grad, *(t for ref, _ in list(_hooked.values()) if (t := ref()) is not None)}:
+    out = _tensor_hooks.hooked_non_leaf_keys()
+    for t in retaining_grad:
         if not t.is_leaf:
             out.update(_gradient_keys(t))
     return out
-
-
-def _run_hooks(t: Tensor, hooks: list[Callable[[Tensor], Tensor | None]], g: UOp) -> UOp:
-    grad = Tensor(g).cast(t.dtype) if t.dtype != g.dtype else Tensor(g)
-    for hook in hooks:
-        out = hook(grad)
-        if out is None:
-            continue
-        if not isinstance(out, Tensor) or out.shape != grad.shape:
-            raise RuntimeError(
-                f"register_hook: a hook on a tensor of shape {t.shape} must return None or a Tensor of that shape, "
-                f"got {out.shape if isinstance(out, Tensor) else type(out).__name__}"
-            )
-        grad = out
-    return grad.cast(g.dtype).uop
 
 
 def _summed(grads: dict[UOp, UOp], keys: tuple[UOp, ...]) -> UOp | None:
