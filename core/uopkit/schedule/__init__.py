@@ -487,18 +487,22 @@ def _carries_gradient(u: UOp) -> bool:
     return dtypes.is_float(u.dtype) or u.dtype == dtypes.uint16
 
 
-def _source_of(u: UOp) -> UOp:
-    # the graph that computed `u` where an earlier realize replaced it (or what it views), else `u`
+def _source_of(u: UOp) -> tuple[UOp, int]:
+    # the graph that computed `u` where an earlier realize replaced it (or what it views), with the clock it was
+    # remembered at; else `u`, and 0 (it reads storage as it is now). A reader moved onto a copy before a write is
+    # remembered as its graph over the buffer as it was then: realized later, its value is still that graph's as of
+    # then, not of the realize that stores it (which would read the overwritten buffer's new contents)
     chain = []
     node = u
     while (source := computed_from.get(node)) is None:
         if node.op not in _MOVEMENT:
-            return u
+            return u, 0
         chain.append(node)
         node = node.src[0]
+    stamp = computed_from.stamp(node)
     for view in reversed(chain):
         source = view.replace(src=(source,))
-    return source
+    return source, stamp
 
 
 class _OneRealize:
@@ -518,13 +522,17 @@ class _OneRealize:
             forget_overwritten(stored)
 
 
-def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True, shared: _OneRealize | None = None) -> None:
-    # assigns are not differentiable (no gradient flows through STORE): keep nothing for them; nor for a detached
+def _remember_source(
+    source: tuple[UOp, int], new: UOp, wants_gradient: bool | None = True, shared: _OneRealize | None = None
+) -> None:
+    # `source`: the graph that computed `new` and the clock it read storage at (0: the realize's own, `_source_of`).
+    # Assigns are not differentiable (no gradient flows through STORE): keep nothing for them; nor for a detached
     # value that wants no gradient itself (a `.grad`, a result computed under no_grad): kept, a gradient's graph
     # would hold what computed it alive (an autograd.Function's rule, and through it the input whose `.grad` it is)
     # for as long as the gradient lives. (A detached leaf that does want one, a weight made under no_grad and then
     # given requires_grad, is kept: backward() finds it in graphs realized since by the node it was.) `shared`: what
     # the calls of one realize share
+    old, stamp = source
     if old is new:
         return
     base = old
@@ -554,7 +562,7 @@ def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True, sha
     if not wants_gradient and not _gradient_may_flow(top_old, new, shared):
         return
     _forget_stale_inputs(old, shared)
-    computed_from[new] = old
+    _remember_at(new, old, stamp)
     if top_old is not old:
         # the old views stay alive with the new ones: backward() rebuilds the new views as them (`_old_view_rebuilt`),
         # with the gradient rules given to them (`max_pool2d`'s first-maximum rule is on its reshape)
@@ -562,7 +570,15 @@ def _remember_source(old: UOp, new: UOp, wants_gradient: bool | None = True, sha
     if new.op is _BITCAST and old.op is _BITCAST and new.dtype is _BF16 and old.dtype is _BF16:
         # a bfloat16 value is its uint16 bits under a BITCAST, and what reads it reads the bits: they are followed
         # back too (to the old bits, whose casts carry the gradient)
-        computed_from[new.src[0]] = old.src[0]
+        _remember_at(new.src[0], old.src[0], stamp)
+
+
+def _remember_at(new: UOp, old: UOp, stamp: int) -> None:
+    # `old` remembered as what computed `new`, at clock `stamp` (0: the realize running now)
+    if stamp:
+        computed_from.remember_at(new, old, stamp)
+    else:
+        computed_from[new] = old
 
 
 def _gradient_may_flow(old: UOp, new: UOp, shared: _OneRealize | None) -> bool:

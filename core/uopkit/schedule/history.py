@@ -254,7 +254,10 @@ def forget_if_stale(node: UOp) -> bool:
     source = computed_from.get(node)
     if source is None:
         return node in stale_sources
-    stale = overwritten_since(source, computed_from.stamp(node))
+    stamp = computed_from.stamp(node)
+    # (a buffer that a copy taken before the write still holds as the graph read it is no loss: the realize that
+    # wrote it moved the graph's readers onto that copy, and a gradient reads it there, `StaleReads`)
+    stale = [b for b in overwritten_since(source, stamp) if _copy_holding(b, (stamp,)) is None]
     if not stale:
         return False
     computed_from.pop(node)
@@ -410,15 +413,22 @@ def _copies_for(stale: list[_Followed]) -> dict[UOp, UOp]:
     # overwritten BUFFER -> a live copy of it that holds what every stale graph reading it read
     out = {}
     for b in {b for f in stale for b in f.overwritten}:
-        stamps = [f.stamp for f in stale if b in f.overwritten]
-        for ref, at in copies_taken.get(b, ()):
-            copy = ref()
-            if copy is None or written_at.get(copy, _NEVER)[1] > at:
-                continue
-            if all(_no_write_between(b, min(s, at), max(s, at)) for s in stamps):
-                out[b] = copy
-                break
+        copy = _copy_holding(b, [f.stamp for f in stale if b in f.overwritten])
+        if copy is not None:
+            out[b] = copy
     return out
+
+
+def _copy_holding(b: UOp, stamps: Iterable[int]) -> UOp | None:
+    # a live copy of BUFFER `b` (`copies_taken`), not written since it was taken, that holds what `b` held at each
+    # clock of `stamps` (no write into `b` between the two), or None
+    for ref, at in copies_taken.get(b, ()):
+        copy = ref()
+        if copy is None or written_at.get(copy, _NEVER)[1] > at:
+            continue
+        if all(_no_write_between(b, min(s, at), max(s, at)) for s in stamps):
+            return copy
+    return None
 
 
 def _reading_any(root: UOp, targets: set[UOp]) -> set[UOp]:
@@ -473,6 +483,10 @@ def _unchanged_since(u: UOp, stamp: int) -> bool:
 def _no_write_between(b: UOp, lo: int, hi: int) -> bool:
     # whether no write into `b` is stamped in (lo, hi]: only the last two are known, and an earlier one is taken to be
     # anywhere before the one before the last
+    # (an empty span holds no write: a copy taken by the realize that remembered a graph, before its write, holds
+    # what that graph read however often `b` was written since)
+    if lo >= hi:
+        return True
     before_last, last = written_at.get(b, _NEVER)
     return last <= lo or (last > hi and before_last <= lo)
 
