@@ -1075,3 +1075,65 @@ def test_every_layer_prints_and_holds_parameters_as_torchs(name):
         type(p).__name__ for _, p in theirs.named_parameters()
     ]
     assert not any(isinstance(b, nn.Parameter) for b in ours.buffers())
+
+
+def test_global_registration_hooks_as_torchs():
+    # torch.nn.modules.module.register_module_{buffer,module,parameter}_registration_hook: every registration (built-in
+    # layers' weights and running statistics, Sequential's and ModuleList's entries, register_*, attributes, a buffer
+    # set again, a sub-module set to None; not a parameter set to None), in torch's order; a return replaces the value
+    from torch.nn.modules import module as tmodule
+
+    from uopkit.nn import module as umodule
+
+    def run(lib, mod, make) -> list:
+        log = []
+        handles = [
+            mod.register_module_buffer_registration_hook(
+                lambda m, n, v: log.append(("buffer", type(m).__name__, n, None if v is None else tuple(v.shape)))
+            ),
+            mod.register_module_module_registration_hook(
+                lambda m, n, v: log.append(("module", type(m).__name__, n, type(v).__name__))
+            ),
+            mod.register_module_parameter_registration_hook(
+                lambda m, n, v: log.append(("parameter", type(m).__name__, n, tuple(v.shape)))
+            ),
+            # (replaces the values of "swap", whatever their kind)
+            mod.register_module_buffer_registration_hook(lambda m, n, v: make([7.0]) if n == "swap" else None),
+            mod.register_module_parameter_registration_hook(
+                lambda m, n, v: lib.Parameter(make([8.0])) if n == "swap" else None
+            ),
+            mod.register_module_module_registration_hook(lambda m, n, v: lib.Tanh() if n == "swap" else None),
+        ]
+
+        class Net(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc, self.bn = lib.Linear(2, 3), lib.BatchNorm1d(3)
+                self.seq = lib.Sequential(lib.Linear(3, 3), lib.ReLU())
+                self.ml = lib.ModuleList([lib.Tanh()])
+                self.register_buffer("b", make([1.0]))
+                self.register_parameter("p", lib.Parameter(make([1.0, 2.0])))
+                self.q, self.plain = lib.Parameter(make([3.0])), 5
+
+        net = Net()
+        net.b = make([4.0, 5.0])
+        net.fc = None
+        net.register_parameter("p", None)
+        net.add_module("extra", lib.Identity())
+        holder = lib.Module()
+        holder.register_buffer("swap", make([1.0]))
+        log.append(holder.swap.tolist())
+        holder = lib.Module()
+        holder.swap = lib.Parameter(make([1.0]))
+        log.append(holder.swap.tolist())
+        holder = lib.Module()
+        holder.add_module("swap", lib.ReLU())
+        log.append(type(holder.swap).__name__)
+        for h in handles:
+            h.remove()
+        lib.Linear(1, 1)
+        return log
+
+    want = run(torch.nn, tmodule, torch.tensor)
+    assert run(nn, umodule, Tensor) == want
+    assert [entry for entry in want if not isinstance(entry, tuple)] == [[7.0], [8.0], "Tanh"]

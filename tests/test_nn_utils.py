@@ -577,3 +577,66 @@ def test_skip_init_as_torchs():
         torch.nn.utils.skip_init(int)
     with pytest.raises(RuntimeError, match="Expected a Module"):
         utils.skip_init(int)
+
+
+@pytest.mark.parametrize(
+    "shape, orthogonal_map, use_trivialization",
+    [((4, 4), None, True), ((4, 4), "cayley", True), ((4, 4), "householder", True), ((5, 3), None, True),
+     ((3, 5), None, True), ((5, 3), "matrix_exp", True), ((4, 4), "householder", False),
+     ((5, 3), "householder", False), ((3, 5), "householder", False)],
+)  # fmt: skip
+def test_orthogonal_parametrization_as_torchs(shape, orthogonal_map, use_trivialization):
+    import torch.nn.utils.parametrizations as tparam
+
+    from uopkit.nn.utils.parametrizations import orthogonal
+
+    rng = np.random.default_rng(sum(shape))
+    w = rng.standard_normal(shape).astype(np.float32)
+    x = rng.standard_normal((2, shape[1])).astype(np.float32)
+    c = rng.standard_normal((2, shape[0])).astype(np.float32)
+    theirs = torch.nn.Linear(shape[1], shape[0], bias=False)
+    theirs.weight.data = torch.from_numpy(w.copy())
+    mine = nn.Linear(shape[1], shape[0], bias=False)
+    mine.weight = nn.Parameter(Tensor(w))
+    tparam.orthogonal(theirs, orthogonal_map=orthogonal_map, use_trivialization=use_trivialization)
+    assert orthogonal(mine, orthogonal_map=orthogonal_map, use_trivialization=use_trivialization) is mine
+    want = theirs.state_dict()
+    got = mine.state_dict()
+    assert list(got) == list(want)
+    for key in want:
+        # (a wide or tall weight's base is completed by random columns: the first ones are the weight's)
+        cols = min(shape)
+        np.testing.assert_allclose(got[key].numpy()[..., :cols], want[key].numpy()[..., :cols], atol=1e-5)
+    np.testing.assert_allclose(mine.weight.numpy(), theirs.weight.detach().numpy(), atol=1e-5)
+    w_np = mine.weight.numpy()
+    np.testing.assert_allclose(w_np @ w_np.T if shape[0] <= shape[1] else w_np.T @ w_np, np.eye(min(shape)), atol=1e-5)
+    if use_trivialization:
+        mine.parametrizations.weight[0].base = Tensor(want["parametrizations.weight.0.base"].numpy())
+    # a step away from the start (off the diagonal, which householder reads signs from), then values and gradients
+    step = 0.1 * np.tril(w, -1)
+    with torch.no_grad():
+        theirs.parametrizations.weight.original.add_(torch.from_numpy(step))
+    mine.parametrizations.weight.original.add_(Tensor(step))
+    (theirs(torch.from_numpy(x)) * torch.from_numpy(c)).sum().backward()
+    (mine(Tensor(x)) * Tensor(c)).sum().backward()
+    np.testing.assert_allclose(mine.weight.numpy(), theirs.weight.detach().numpy(), atol=1e-5)
+    want_grad = theirs.parametrizations.weight.original.grad.numpy()
+    assert np.abs(want_grad).max() > 0.1
+    np.testing.assert_allclose(mine.parametrizations.weight.original.grad.numpy(), want_grad, atol=1e-5)
+
+
+def test_orthogonal_refuses_what_torch_refuses():
+    from uopkit.nn.utils.parametrizations import orthogonal
+
+    with pytest.raises(ValueError, match='orthogonal_map has to be one of "matrix_exp", "cayley", "householder"'):
+        orthogonal(nn.Linear(3, 3), orthogonal_map="qr")
+    with pytest.raises(ValueError, match="orthogonal: expected a matrix or batch of matrices"):
+        orthogonal(nn.LayerNorm(3))
+    layer = orthogonal(nn.Linear(3, 3), use_trivialization=False)
+    with pytest.raises(NotImplementedError, match="not possible to assign to the matrix exponential"):
+        layer.weight = Tensor.eye(3)
+    # assigning an orthogonal matrix with the trivialization makes it the base, as torch's
+    layer = orthogonal(nn.Linear(3, 3))
+    q = np.linalg.qr(np.random.default_rng(1).standard_normal((3, 3)))[0].astype(np.float32)
+    layer.weight = Tensor(q)
+    np.testing.assert_allclose(layer.weight.numpy(), q, atol=1e-6)

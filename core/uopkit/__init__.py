@@ -18,7 +18,7 @@ __all__ = ["Device", "dtypes", "finfo", "iinfo", "Context", "GlobalCounters", "g
 # Tensor is re-exported once uopkit.tensor exists; any other import error inside it must still surface
 try:
     # torch.amp's, torch.autograd's, torch.linalg's and torch.special's names
-    from uopkit import amp, autograd, linalg, special  # noqa: F401
+    from uopkit import amp, autograd, linalg, random, special  # noqa: F401
     from uopkit.amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled  # noqa: F401
     from uopkit.jit import TinyJit  # noqa: F401
     from uopkit.tensor import (  # noqa: F401
@@ -52,6 +52,9 @@ try:
     result_type = Tensor.result_type
     promote_types = Tensor.promote_types
     can_cast = Tensor.can_cast
+    # torch's default float dtype (dtypes.default_float)
+    get_default_dtype = Tensor.get_default_dtype
+    set_default_dtype = Tensor.set_default_dtype
 
     __all__ += [
         "Tensor",
@@ -61,6 +64,7 @@ try:
         "amp",
         "linalg",
         "special",
+        "random",
         "autocast",
         "is_autocast_enabled",
         "is_autocast_available",
@@ -85,6 +89,8 @@ try:
         "result_type",
         "promote_types",
         "can_cast",
+        "get_default_dtype",
+        "set_default_dtype",
         *_foreach.__all__,
     ]
 except ModuleNotFoundError as e:

@@ -58,3 +58,45 @@ def new_args_and_kwargs(result: Any, what: str) -> tuple[tuple, dict] | None:
     if not (isinstance(result, tuple) and len(result) == 2):
         raise RuntimeError(f"{what} must return None or a tuple (new_args, new_kwargs), got {type(result).__name__}")
     return result
+
+
+# torch.nn.modules.module's global registration hooks: hook(module, name, value) whenever any module registers a
+# buffer, a sub-module or a parameter (register_* or setting the attribute); a non-None return is registered instead
+_buffer_registration_hooks: dict[int, Callable[..., Any]] = {}
+_module_registration_hooks: dict[int, Callable[..., Any]] = {}
+_parameter_registration_hooks: dict[int, Callable[..., Any]] = {}
+REGISTRATION_HOOKS = {
+    "buffer": _buffer_registration_hooks,
+    "module": _module_registration_hooks,
+    "parameter": _parameter_registration_hooks,
+}
+
+
+def register_module_buffer_registration_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """hook(module, name, buffer) each time any module registers a buffer (`register_buffer`, or a tensor set under a
+    buffer's name); a non-None return is registered in its place. As torch's
+    `torch.nn.modules.module.register_module_buffer_registration_hook`."""
+    return _add_hook(_buffer_registration_hooks, hook)
+
+
+def register_module_module_registration_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """hook(module, name, submodule) each time any module registers a sub-module (`add_module`, or a Module set as
+    an attribute, None too where a sub-module was); a non-None return is registered in its place. As torch's
+    `torch.nn.modules.module.register_module_module_registration_hook`."""
+    return _add_hook(_module_registration_hooks, hook)
+
+
+def register_module_parameter_registration_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """hook(module, name, param) each time any module registers a parameter (`register_parameter`, or a Parameter
+    set as an attribute; not None); a non-None return is registered in its place. As torch's
+    `torch.nn.modules.module.register_module_parameter_registration_hook`."""
+    return _add_hook(_parameter_registration_hooks, hook)
+
+
+def run_registration_hooks(kind: str, module: Any, name: str, value: Any) -> Any:
+    """`value` after the global registration hooks of `kind` ("buffer", "module", "parameter"), in order."""
+    for hook in list(REGISTRATION_HOOKS[kind].values()):
+        out = hook(module, name, value)
+        if out is not None:
+            value = out
+    return value

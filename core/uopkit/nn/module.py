@@ -41,7 +41,18 @@ from uopkit.dtype import DType, dtypes, is_dtype_like, to_dtype
 from uopkit.engine.realize import realize_lock
 from uopkit.nn import reprs, state
 from uopkit.nn.backward_hooks import ModuleBackwardCall
-from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
+from uopkit.nn.hooks import (  # noqa: F401  (the registration hooks: torch.nn.modules.module's names)
+    RemovableHandle,
+    _add_hook,
+    _buffer_registration_hooks,
+    _module_registration_hooks,
+    _parameter_registration_hooks,
+    new_args_and_kwargs,
+    register_module_buffer_registration_hook,
+    register_module_module_registration_hook,
+    register_module_parameter_registration_hook,
+    run_registration_hooks,
+)
 from uopkit.nn.state_hooks import MARKS, StateHooks, _child, _StateDictHooks, load_module_state, save_mark
 from uopkit.tensor import Tensor
 from uopkit.tensor.copies import deep_copy
@@ -386,6 +397,10 @@ class Module(StateHooks):
                 st.non_persistent.discard(name)
         elif value is not None:
             self._check_replacement(name, value, st)
+        if _buffer_registration_hooks or _module_registration_hooks or _parameter_registration_hooks:
+            kind = self._registered_kind(name, value)
+            if kind is not None:
+                value = run_registration_hooks(kind, self, name, value)
         object.__setattr__(self, name, value)
         if isinstance(value, (Module, list, tuple, dict)):
             # a sub-module joins its owner's mode where it has none (torch: every module is made in training mode, so
@@ -404,6 +419,18 @@ class Module(StateHooks):
             # a buffer deleted is no longer one: a tensor set under its name later is a plain attribute, as torch's
             st.buffers.discard(name)
             st.non_persistent.discard(name)
+
+    def _registered_kind(self, name: str, value: Any) -> str | None:
+        """What setting `name` to `value` registers, for the global registration hooks: "parameter", "buffer",
+        "module" (None where a sub-module was, as torch's), or None for a plain attribute or a parameter set to None."""
+        st, old = self.__dict__.get("_module_state"), self.__dict__.get(name)
+        if isinstance(value, Module) or (value is None and isinstance(old, Module)):
+            return "module"
+        if isinstance(value, Tensor) and _is_parameter(value):
+            return "parameter"
+        if (st is not None and name in st.buffers) or (isinstance(value, Tensor) and _is_state_tensor(value)):
+            return "buffer"
+        return None
 
     def _check_replacement(self, name: str, value: Any, st: _ModuleState | None) -> None:
         """torch's rules for a value (not a Parameter, a Module or None) set under the name of a parameter, a buffer

@@ -71,6 +71,7 @@ from uopkit.tensor import special_torch as _special_torch_module
 from uopkit.tensor import support
 from uopkit.tensor import tensor_hooks as _tensor_hooks
 from uopkit.tensor import torch_extras as _torch_extras_module
+from uopkit.tensor import torch_functions as _torch_functions_module
 from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor import tournament as _tournament_module
 from uopkit.tensor import triangular as _triangular_module
@@ -125,6 +126,7 @@ from uopkit.tensor.tensor_hooks import RemovableHook
 from uopkit.tensor.tensor_hooks import gradient_hooks as _gradient_hooks
 from uopkit.tensor.tensor_hooks import in_rebuilt_graph as _in_rebuilt_graph
 from uopkit.tensor.torch_extras import TorchExtrasMixin
+from uopkit.tensor.torch_functions import TorchFunctionsMixin
 from uopkit.tensor.torch_keywords import install_torch_keywords
 from uopkit.tensor.torch_names import TorchNamesMixin
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -196,6 +198,7 @@ class Tensor(
     SpatialMixin,
     TorchNamesMixin,
     TorchExtrasMixin,
+    TorchFunctionsMixin,
     InteropMixin,
     metaclass=_TensorType,
 ):
@@ -896,6 +899,7 @@ for _module in (
     _copies_module,
     _torch_names_module,
     _torch_extras_module,
+    _torch_functions_module,
     _sharing_module,
     _interop_module,
     _nan_bits_module,

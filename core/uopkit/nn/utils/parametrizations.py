@@ -1,4 +1,5 @@
-"""torch.nn.utils.parametrizations: `weight_norm` and `spectral_norm`, as parametrizations (nn/utils/parametrize.py).
+"""torch.nn.utils.parametrizations: `weight_norm`, `spectral_norm` and `orthogonal` (nn/utils/orthogonal.py), as
+parametrizations (nn/utils/parametrize.py).
 
 >>> from uopkit.nn import Linear
 >>> layer = weight_norm(Linear(3, 4))
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 from uopkit.nn.module import Module
 from uopkit.nn.modules import ConvTranspose2d
+from uopkit.nn.utils.orthogonal import orthogonal
 from uopkit.nn.utils.parametrize import register_parametrization
 from uopkit.tensor import Tensor, no_grad
 
-__all__ = ["weight_norm", "spectral_norm"]
+__all__ = ["weight_norm", "spectral_norm", "orthogonal"]
 
 
 def _norm_except_dim(v: Tensor, dim: int) -> Tensor:
