@@ -520,6 +520,21 @@ def test_interpolate_copies_unchanged_axes_and_picks_nearest_pixels_as_torch():
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
+def test_linear_interpolate_of_a_long_signal_finds_source_positions_in_float32_as_torch():
+    # resampling audio: torch computes each source position in float32, which near sample 4000 rounds by up to
+    # 2.4e-4 of a sample; positions in float64 left values up to 6e-4 from torch's (an ulp now)
+    f = torch.nn.functional
+    x = np.random.default_rng(0).standard_normal((1, 2, 4000)).astype(np.float32)
+    for kw in (
+        dict(size=2999, align_corners=True),
+        dict(size=2999, align_corners=False),
+        dict(scale_factor=1.7, align_corners=False),
+    ):
+        want = f.interpolate(torch.tensor(x), mode="linear", **kw).numpy()
+        got = Tensor(x).interpolate(mode="linear", **kw).numpy()
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6, err_msg=str(kw))
+
+
 def test_batchnorm_running_statistics_are_updated_with_the_training_step():
     # the running mean is assigned from the batch mean the step's gradients compute: it runs in the step's schedule
     # (left pending it ran at the next forward, computing the last step's forward again from copies of the weights)

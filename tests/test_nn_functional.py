@@ -846,6 +846,9 @@ def test_normalize_out():
         (lambda: UF.layer_norm(Tensor.ones(2, 3), (4,)), ShapeError, "layer_norm: input of shape"),
         (lambda: UF.interpolate(Tensor.ones(1, 1, 2, 2), 4, antialias=True), ArgumentError, "antialias=True is"),
         (lambda: UF.interpolate(Tensor.ones(1, 1, 2), 4, mode="bilinear"), ShapeError, "needs a 4-d input"),
+        # a rank the mode doesn't take is torch's NotImplementedError (still a ShapeError)
+        (lambda: UF.interpolate(Tensor.ones(1, 1, 4, 4), 3, mode="linear"), NotImplementedError, "mode 'linear' needs"),
+        (lambda: UF.interpolate(Tensor.ones(4, 4), 3), NotImplementedError, r"needs \(N, C, \*spatial\)"),
         (lambda: UF.pad(Tensor.ones(1, 2, 3), (1, 1), mode="reflect", value=1.0), ArgumentError, "pad: mode"),
         (lambda: UF.hardtanh(Tensor.ones(2), 1.0, -1.0), ArgumentError, "hardtanh: min_val"),
         (lambda: UF.embedding(Tensor([0]), Tensor.ones(3, 2), padding_idx=5), ArgumentError, "padding_idx"),

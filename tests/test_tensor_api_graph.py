@@ -101,3 +101,20 @@ def test_nansum_and_nanmean_values_and_gradients_as_torch():
     assert np.isnan(Tensor([[float("nan")] * 2]).nanmean(1).item())
     assert Tensor([1, 2, 3]).nansum().item() == 6
     assert Tensor(x).half().nanmean().dtype == dtypes.float16
+
+
+def test_nanmean_takes_torchs_dtype_keyword():
+    # z-normalizing a series with gaps in float64: torch.nanmean(x, dim, keepdim, dtype=...) (it raised a TypeError)
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    x[0, 2] = x[1, :] = float("nan")
+    for dt, tdt in ((dtypes.float64, torch.float64), (dtypes.float32, torch.float32)):
+        want = torch.nanmean(torch.tensor(x), 1, True, dtype=tdt)
+        got = Tensor.nanmean(Tensor(x), 1, True, dtype=dt)
+        assert got.dtype == dt and got.shape == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    got = Tensor(x).half().nanmean(dim=1, dtype=dtypes.float32)
+    assert got.dtype == dtypes.float32
+    np.testing.assert_allclose(got.numpy(), torch.tensor(x).half().nanmean(1, dtype=torch.float32).numpy(), rtol=1e-3)
+    # an integer dtype is refused, as torch's RuntimeError
+    with pytest.raises(RuntimeError, match="nanmean: dtype must be a floating-point dtype"):
+        Tensor(x).nanmean(dtype=dtypes.int64)

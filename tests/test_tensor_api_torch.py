@@ -1240,6 +1240,13 @@ def test_errors_of_conv_attention_and_one_hot_name_them():
     with pytest.raises(ShapeError, match=r"^conv2d: kernel \(7, 7\) \(dilation \(1, 1\)\) is larger than the padded"):
         Tensor.ones(1, 3, 5, 5).conv2d(Tensor.ones(4, 3, 7, 7))
     assert Tensor.ones(1, 3, 5, 5).conv2d(Tensor.ones(4, 3, 7, 7), padding=1).shape == (1, 4, 1, 1)
+    # conv1d and conv3d name themselves (they said conv2d)
+    with pytest.raises(ArgumentError, match="^conv1d: padding='same' needs stride 1"):
+        Tensor.ones(1, 2, 8).conv1d(Tensor.ones(3, 2, 3), padding="same", stride=2)
+    with pytest.raises(ShapeError, match=r"^conv1d: kernel \(9,\)"):
+        Tensor.ones(1, 2, 8).conv1d(Tensor.ones(3, 2, 9))
+    with pytest.raises(ArgumentError, match="^conv3d: dilation must be positive"):
+        Tensor.ones(1, 1, 4, 4, 4).conv3d(Tensor.ones(1, 1, 2, 2, 2), dilation=0)
     q = Tensor.ones(1, 2, 3)
     with pytest.raises(ShapeError, match="^scaled_dot_product_attention"):
         q.scaled_dot_product_attention(q, q, attn_mask=Tensor.ones(4, 4))

@@ -25,6 +25,7 @@ from uopkit.nn.module import Module
 from uopkit.nn.modules import BatchNorm, LayerNorm, _host
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
 from uopkit.tensor.autocast import FLOAT32, autocast_op
+from uopkit.tensor.resample import UnsupportedRankError
 
 __all__ = [
     "Unflatten",
@@ -147,9 +148,13 @@ class Upsample(Module):
     def __call__(self, x: Tensor) -> Tensor:
         rank = _MODE_RANK.get(self.mode)
         if rank is not None and x.ndim != rank:
-            raise ShapeError(f"{type(self).__name__}: mode {self.mode!r} needs a {rank}-d input, got shape {x.shape}")
+            raise UnsupportedRankError(
+                f"{type(self).__name__}: mode {self.mode!r} needs a {rank}-d input, got shape {x.shape}"
+            )
         if not 3 <= x.ndim <= 5:
-            raise ShapeError(f"{type(self).__name__}: expected a 3-d, 4-d or 5-d input (N, C, ...), got {x.shape}")
+            raise UnsupportedRankError(
+                f"{type(self).__name__}: expected a 3-d, 4-d or 5-d input (N, C, ...), got {x.shape}"
+            )
         return x.interpolate(self.size, self.scale_factor, self.mode, self.align_corners, self.recompute_scale_factor)
 
 

@@ -1152,10 +1152,15 @@ class ElementwiseMixin:
         return self.sum(axis, keepdim, dtype, dim=dim)
 
     def nanmean(
-        self, axis: int | Sequence[int] | None = None, keepdim: bool = False, *, dim: int | Sequence[int] | None = None
+        self,
+        axis: int | Sequence[int] | None = None,
+        keepdim: bool = False,
+        *,
+        dtype: DType | None = None,
+        dim: int | Sequence[int] | None = None,
     ) -> Tensor:
         """Mean over `axis` of the values that are not NaN (NaN where all are, with a gradient of 0 there where torch's
-        is NaN), as torch.nanmean.
+        is NaN), as torch.nanmean; `dtype` is the dtype the sum is taken in (the input cast to it first).
 
         >>> Tensor([[1.0, float("nan")], [2.0, 4.0]]).nanmean(1).tolist()
         [1.0, 3.0]
@@ -1167,9 +1172,11 @@ class ElementwiseMixin:
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "nanmean")
         self._check_axes_of_composite(axis, None, "nanmean")
-        acc = dtypes.float32 if self.dtype in dtypes.halves else self.dtype
+        if dtype is not None and not dtypes.is_float(dtype := to_dtype(dtype)):
+            raise DTypeError(f"nanmean: dtype must be a floating-point dtype (as PyTorch), got {dtype}")
+        acc = dtype if dtype is not None else dtypes.float32 if self.dtype in dtypes.halves else self.dtype
         count = (~self.isnan()).sum(axis, keepdim, dtype=acc)
-        return (self.nansum(axis, keepdim, dtype=acc) / count).cast(self.dtype)
+        return (self.nansum(axis, keepdim, dtype=acc) / count).cast(dtype if dtype is not None else self.dtype)
 
     def isin(self, test_elements: Any, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
         """Where an element equals one of `test_elements` (a tensor of any shape, a list or a number), compared in

@@ -18,7 +18,15 @@ from uopkit.helpers import prod
 from uopkit.schedule.grouper import is_realized_view
 from uopkit.tensor.autocast import CPU, FLOAT32, LOWER, autocast_op, without_autocast
 from uopkit.tensor.einsum import einsum_subscripts
-from uopkit.tensor.resample import antialias_table, clamped_cubic_table, cubic_taps, fixed_point, repeated_progression
+from uopkit.tensor.resample import (
+    UnsupportedRankError,
+    antialias_table,
+    clamped_cubic_table,
+    cubic_taps,
+    fixed_point,
+    linear_source_positions,
+    repeated_progression,
+)
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
@@ -306,15 +314,17 @@ class LinalgMixin:
             raise ShapeError(f"conv: {cout} output channels of weight {weight.shape} don't split into {groups} groups")
         if bias is not None and bias.shape != (cout,):
             raise ShapeError(f"conv: bias shape {bias.shape} should be ({cout},)")
-        s_ = _positive_n(stride, nd, "stride", "conv2d")
-        d_ = _positive_n(dilation, nd, "dilation", "conv2d")
+        # (errors name the op by its dimensions: conv1d and conv3d come here too)
+        op = f"conv{nd}d"
+        s_ = _positive_n(stride, nd, "stride", op)
+        d_ = _positive_n(dilation, nd, "dilation", op)
         if padding == "same" and any(s != 1 for s in s_):
-            raise ArgumentError(f"conv2d: padding='same' needs stride 1, got stride {stride!r} (as PyTorch)")
-        pads = _conv_pads(padding, nd, ks, d_, "conv2d")
+            raise ArgumentError(f"{op}: padding='same' needs stride 1, got stride {stride!r} (as PyTorch)")
+        pads = _conv_pads(padding, nd, ks, d_, op)
         for L, k, d, (pb, pa) in zip(self.shape[2:], ks, d_, pads, strict=True):
             if L + pb + pa < d * (k - 1) + 1:
                 raise ShapeError(
-                    f"conv2d: kernel {ks} (dilation {d_}) is larger than the padded input {self.shape} (padding {pads})"
+                    f"{op}: kernel {ks} (dilation {d_}) is larger than the padded input {self.shape} (padding {pads})"
                 )
         padded = any(p for pair in pads for p in pair) or any(n.op is Ops.PAD for n in self.uop.movement_chain())
         if cout // groups > 1 and not padded and not is_realized_view(self.uop):
@@ -713,7 +723,7 @@ class LinalgMixin:
             )
         nsp = self.ndim - 2
         if nsp < 1:
-            raise ShapeError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
+            raise UnsupportedRankError(f"interpolate: needs (N, C, *spatial), got shape {self.shape}")
         if mode == "area" and not dtypes.is_float(self.dtype):
             raise TypeError(f"interpolate: mode 'area' needs a float input, not {self.dtype} (cast it first)")
         if (mode == "bicubic" or antialias) and not (dtypes.is_float(self.dtype) or self.dtype == dtypes.uint8):
@@ -721,7 +731,9 @@ class LinalgMixin:
             what = "antialias=True" if antialias else f"mode {mode!r}"
             raise TypeError(f"interpolate: {what} needs a float or uint8 input, not {self.dtype} (cast it first)")
         if mode == "bicubic" and nsp != 2:
-            raise ShapeError(f"interpolate: mode 'bicubic' needs a 4-d input (N, C, H, W), got shape {self.shape}")
+            raise UnsupportedRankError(
+                f"interpolate: mode 'bicubic' needs a 4-d input (N, C, H, W), got shape {self.shape}"
+            )
         if (size is None) == (scale_factor is None):
             raise ArgumentError("interpolate: give exactly one of size and scale_factor")
         ratios: list[float | None] = [None] * nsp
@@ -782,12 +794,13 @@ class LinalgMixin:
             if self.dtype == dtypes.uint8:
                 x = _uint8_linear_along(x, ax, L, O, ratio, bool(align_corners))
                 continue
-            src = np.maximum(src, 0.0)
-            lo = np.minimum(np.floor(src).astype(np.int64), L - 1)
-            hi = np.minimum(lo + 1, L - 1)
             xf = x._float()
             # (the weights in float64 for a float64 input: float32 ones left it a float32 result)
-            w = Tensor((src - lo).astype(_weight_np_dtype(xf.dtype)), device=self.device).cast(xf.dtype)
+            np_dt = _weight_np_dtype(xf.dtype)
+            src = linear_source_positions(L, O, ratio, bool(align_corners), np_dt)
+            lo = np.minimum(np.floor(src).astype(np.int64), L - 1)
+            hi = np.minimum(lo + 1, L - 1)
+            w = Tensor((src - lo).astype(np_dt), device=self.device).cast(xf.dtype)
             w = w.reshape(tuple(O if a == ax else 1 for a in range(x.ndim)))
             a, b = xf._take(ax, lo), xf._take(ax, hi)
             x = a + (b - a) * w

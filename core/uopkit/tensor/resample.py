@@ -1,11 +1,19 @@
 """The weights `interpolate` resamples an axis with, computed on the host from the sizes alone: PyTorch's cubic
 convolution taps, its antialiasing filter and its uint8 kernels' fixed point. A table is an (output, input) matrix,
 so that the tensor side is one matrix product per axis. Also the pattern of a nearest-neighbour index table (a
-repeated arithmetic progression), which the tensor side takes as a strided view instead of a gather."""
+repeated arithmetic progression), which the tensor side takes as a strided view instead of a gather, and the
+positions the linear modes read."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from uopkit.tensor.support import ShapeError
+
+
+class UnsupportedRankError(ShapeError, NotImplementedError):
+    """An input of a rank an interpolation mode doesn't take (PyTorch's interpolate raises NotImplementedError)."""
+
 
 # the most fraction bits a fixed-point weight gets (PyTorch's uint8 kernels: a sum of 255 * weights stays in int32)
 MAX_FIXED_POINT_BITS = 22
@@ -87,3 +95,15 @@ def repeated_progression(idx: np.ndarray) -> tuple[int, int, int, int] | None:
     if len(steps) and (steps[0] < 1 or np.any(steps != steps[0])):
         return None
     return int(firsts[0]), int(steps[0]) if len(steps) else 1, len(firsts), repeat
+
+
+def linear_source_positions(L: int, O: int, ratio: float, align_corners: bool, np_dt: type) -> np.ndarray:
+    """Where each of O outputs reads an axis of L inputs in the linear modes, computed in the weights' dtype as
+    PyTorch's kernels do (float32 for a float32 input: the scale rounded to float32, then one rounding of
+    scale * (i + 0.5) - 0.5, its fused multiply-add). Positions in float64 put a 4000-sample signal resampled to
+    2999 up to 6e-4 away from PyTorch's values: float32 rounds a position near 4000 by up to 2.4e-4 of a sample."""
+    i = np.arange(O, dtype=np_dt)
+    if align_corners:
+        return i * (np_dt(L - 1) / np_dt(O - 1)) if O > 1 else np.zeros(O, np_dt)
+    src = (np.float64(np_dt(ratio)) * (i + np_dt(0.5)).astype(np.float64) - 0.5).astype(np_dt)
+    return np.maximum(src, np_dt(0))

@@ -20,6 +20,7 @@ from uopkit.nn.sequence import multi_head_attention_forward as multi_head_attent
 from uopkit.nn.spatial import _frequency_scaled
 from uopkit.tensor import ArgumentError, ShapeError, Tensor
 from uopkit.tensor.autocast import FLOAT32, GPU, autocast_op
+from uopkit.tensor.resample import UnsupportedRankError
 from uopkit.tensor.support import _check_same_device
 
 __all__ = [
@@ -682,7 +683,7 @@ def interpolate(
         )
     rank = _INTERPOLATE_RANK.get(mode)
     if rank is not None and input.ndim != rank:
-        raise ShapeError(f"interpolate: mode {mode!r} needs a {rank}-d input, got shape {input.shape}")
+        raise UnsupportedRankError(f"interpolate: mode {mode!r} needs a {rank}-d input, got shape {input.shape}")
     return input.interpolate(size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
 
 
