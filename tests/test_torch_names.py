@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from uopkit import Tensor, dtypes
-from uopkit.dtype import to_numpy_dtype
+from uopkit.dtype import to_dtype, to_numpy_dtype
 from uopkit.tensor import ArgumentError, DTypeError, ShapeError
 
 RNG = np.random.default_rng(11)
@@ -1074,3 +1074,32 @@ def test_out_argument_errors_are_torchs():
         out = Tensor.empty(2)
         Tensor.mul(Tensor([1.0, 2.0], requires_grad=True), 2, out=out)
     assert out.tolist() == [2.0, 4.0]
+
+
+def test_torch_dtype_and_namespace_names_spelled_on_tensor():
+    # a port renames `torch.` to `Tensor.`: `dtype=torch.long` -> `dtype=Tensor.long` (the cast method stands for
+    # torch's dtype of that name), `torch.float32` -> `Tensor.float32`, `torch.linalg.qr` -> `Tensor.linalg.qr`
+    for ours, theirs in [
+        (Tensor.long, torch.long),
+        (Tensor.int, torch.int),
+        (Tensor.short, torch.short),
+        (Tensor.char, torch.int8),
+        (Tensor.byte, torch.uint8),
+        (Tensor.bool, torch.bool),
+        (Tensor.half, torch.half),
+        (Tensor.bfloat16, torch.bfloat16),
+        (Tensor.float, torch.float),
+        (Tensor.double, torch.double),
+        (Tensor.float32, torch.float32),
+        (Tensor.int64, torch.int64),
+        (Tensor.uint8, torch.uint8),
+    ]:
+        assert Tensor.zeros(2, dtype=ours).dtype == to_dtype(theirs)
+        assert Tensor([1.5]).to(ours).tolist() == torch.tensor([1.5]).to(theirs).tolist()
+    a = np.array([[2.0, 1.0], [1.0, 3.0]], np.float32)
+    np.testing.assert_allclose(Tensor.linalg.det(Tensor(a)).numpy(), torch.linalg.det(torch.tensor(a)).numpy(), 1e-6)
+    assert Tensor.nn.functional.relu(Tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
+    with pytest.raises(AttributeError, match="nope"):
+        _ = Tensor.nope
+    with pytest.raises(AttributeError):
+        _ = Tensor([1.0]).float32  # (the class's names only: an instance has no dtype attributes)

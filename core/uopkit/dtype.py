@@ -365,8 +365,11 @@ def _is_torch_dtype(x: object) -> bool:
 
 
 def is_dtype_like(x: object) -> bool:
-    """Whether `to_dtype` takes `x` as a dtype: a DType, a dtype's name, Python's bool, int or float, a torch.dtype."""
+    """Whether `to_dtype` takes `x` as a dtype: a DType, a dtype's name, Python's bool, int or float, a torch.dtype, a
+    Tensor cast method named as a torch dtype (`Tensor.long`)."""
     if isinstance(x, DType) or x is bool or x is int or x is float:
+        return True
+    if callable(x) and isinstance(getattr(x, "as_dtype", None), DType):
         return True
     return (isinstance(x, str) and x in DTYPES_BY_NAME) or _is_torch_dtype(x)
 
@@ -384,6 +387,9 @@ def to_dtype(x: DType | str | type | object) -> DType:
         return dtypes.default_int
     if x is float:
         return dtypes.float64
+    if callable(x) and isinstance(getattr(x, "as_dtype", None), DType):
+        # Tensor's cast methods named as torch's dtypes: `dtype=Tensor.long`, a port of `dtype=torch.long`
+        return x.as_dtype  # type: ignore[attr-defined]
     if _is_torch_dtype(x):
         name = str(x).removeprefix("torch.")
         if name in DTYPES_BY_NAME:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 import uopkit.schedule as _schedule_module
 from uopkit.device import Buffer, DeviceName, _device_names, device_name
 from uopkit.dtype import (
+    DTYPES_BY_NAME,
     DType,
     DTypeError,
     dtypes,
@@ -176,6 +178,35 @@ class _TensorType(type):
     @no_grad.setter
     def no_grad(cls, value: bool) -> None:
         _grad_mode.off = bool(value)
+
+    def __getattr__(cls, name: str) -> Any:
+        # what a port spells `torch.X` as `Tensor.X` besides functions: a dtype (`dtype=Tensor.float32`; the cast
+        # methods `Tensor.long`, `Tensor.half`, ... stand for theirs too, `_CAST_METHOD_DTYPES`) and torch's namespaces
+        # (`Tensor.linalg.qr(a)`); looked up on the class only, after its own attributes
+        if name in DTYPES_BY_NAME:
+            return DTYPES_BY_NAME[name]
+        if name in _TORCH_NAMESPACES:
+            return importlib.import_module(f"uopkit.{name}")
+        raise AttributeError(f"type object 'Tensor' has no attribute {name!r}")
+
+
+# torch's namespaces that uopkit has under the same name (`torch.linalg` -> `uopkit.linalg`)
+_TORCH_NAMESPACES = frozenset(
+    {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp"}
+)
+# the cast methods named as torch's dtypes (`torch.long` is int64): `dtype=Tensor.long` means that dtype (to_dtype)
+_CAST_METHOD_DTYPES = {
+    "long": dtypes.int64,
+    "int": dtypes.int32,
+    "short": dtypes.int16,
+    "char": dtypes.int8,
+    "byte": dtypes.uint8,
+    "bool": dtypes.bool,
+    "half": dtypes.float16,
+    "bfloat16": dtypes.bfloat16,
+    "float": dtypes.float32,
+    "double": dtypes.float64,
+}
 
 
 class Tensor(
@@ -1099,6 +1130,8 @@ def _summed(grads: dict[UOp, UOp], keys: tuple[UOp, ...]) -> UOp | None:
 # the readers a realize adds are realized as their stored bits too (bfloat16)
 # torch's keyword names (`torch.cumprod(input=x, dim=0)`, `t.pow(exponent=2)`) on the methods that name them otherwise
 install_torch_keywords(Tensor)
+for _name, _dtype in _CAST_METHOD_DTYPES.items():
+    getattr(Tensor, _name).as_dtype = _dtype
 _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)
 # a live tensor over storage that PyTorch would have copied (a flip, a pad, a repeat, a reshape no strides show) reads
 # the storage as it is: an assign protects it as a reader
