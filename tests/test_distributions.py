@@ -165,6 +165,22 @@ def test_icdf_matches_torch(family):
     )
 
 
+@pytest.mark.parametrize("family", ["Normal", "HalfNormal", "LogNormal"])
+def test_float64_values_keep_float64_precision_with_number_parameters(family):
+    # Normal(0.0, 1.0) holds float32 parameters; a float64 value (a GP's z-score in an acquisition function) is
+    # computed in float64 by torch: sqrt(2) must not be rounded to float32 with the scale first
+    z = np.array([-2.3, -0.7, 0.1, 0.4, 1.9, 3.3])
+    value = np.exp(z) if family == "LogNormal" else np.abs(z) if family == "HalfNormal" else z
+    args = (1.0,) if family == "HalfNormal" else (0.0, 1.0)
+    ours, theirs = getattr(ud, family)(*args), getattr(td, family)(*args)
+    got, want = ours.cdf(Tensor(value)), theirs.cdf(torch.tensor(value))
+    assert got.dtype == Tensor(value).dtype
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-14, atol=1e-15)
+    q = 1 / (1 + np.exp(-z))
+    got, want = ours.icdf(Tensor(q)), theirs.icdf(torch.tensor(q))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-14, atol=1e-15)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("sample_shape", [(), (2,), (5, 1)])
 def test_shapes_match_torch(case, sample_shape):

@@ -1,5 +1,5 @@
-"""uopkit.Generator and the `generator=` argument of the random functions (torch.Generator's API), and bernoulli_ with a
-tensor of probabilities."""
+"""uopkit.Generator and the `generator=` argument of the random functions (torch.Generator's API), bernoulli_ with a
+tensor of probabilities, and torch.normal's forms of `Tensor.normal`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ DRAWS: dict[str, Callable[[Any], Tensor]] = {
     "randperm": lambda g: Tensor.randperm(8, generator=g),
     "uniform": lambda g: Tensor.uniform(4, low=-2.0, high=3.0, generator=g),
     "normal": lambda g: Tensor.normal(4, mean=1.0, std=2.0, generator=g),
+    "normal_torch_tensor_mean": lambda g: Tensor.normal(Tensor.zeros(4), 2.0, generator=g),
+    "normal_torch_size": lambda g: Tensor.normal(1.0, 2.0, (4,), generator=g),
     "rand_like": lambda g: Tensor.ones(5).rand_like(generator=g),
     "randn_like": lambda g: Tensor.ones(5).randn_like(generator=g),
     "bernoulli": lambda g: Tensor.full((16,), 0.5).bernoulli(generator=g),
@@ -312,3 +314,56 @@ def test_float32_draws_stay_float32_and_seeded_float64_draws_repeat():
     again = Tensor.rand(100, dtype=F64).numpy(), Tensor.randn(100, dtype=F64).numpy()
     np.testing.assert_array_equal(first[0], again[0])
     np.testing.assert_array_equal(first[1], again[1])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# torch.normal's forms: a tensor mean or std (one draw per element), numbers with a size
+
+
+def test_torch_normal_with_a_tensor_mean_draws_each_element():
+    # ES perturbations `torch.normal(mean=theta.expand(n, -1), std=sigma)`: one independent draw per element (a
+    # tensor mean given by keyword was once taken as tinygrad's mean of a 0-d draw, one value for every element)
+    mean = np.linspace(-3.0, 3.0, 8).astype(np.float32)
+    Tensor.manual_seed(1)
+    ours = Tensor.normal(mean=Tensor(mean).expand(20000, 8), std=0.5).numpy()
+    theirs = torch.normal(mean=torch.tensor(mean).expand(20000, 8), std=0.5).numpy()
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+    # per column: 20000 draws, standard errors 0.0035 (mean) and 0.0025 (std)
+    np.testing.assert_allclose(ours.mean(0), mean, atol=0.02)
+    np.testing.assert_allclose(ours.std(0), 0.5, atol=0.015)
+    assert len(np.unique(ours[:, 0])) > 19000
+    # both tensors broadcast; std a tensor with a number mean; the dtype is the tensor mean's, else the std's
+    for args in [(torch.zeros(2, 1), torch.ones(3)), (0.0, torch.ones(3, dtype=torch.float64))]:
+        want = torch.normal(*args)
+        got = Tensor.normal(*(Tensor(a.numpy()) if isinstance(a, torch.Tensor) else a for a in args))
+        assert got.shape == tuple(want.shape) and got.numpy().dtype == want.numpy().dtype
+    assert Tensor.normal(Tensor([1.0, 5.0]), 0.0).tolist() == [1.0, 5.0]
+    # numbers with a size, by position or keyword; tinygrad's ints as the shape stay tinygrad's
+    assert Tensor.normal(2, 3, (4,)).shape == tuple(torch.normal(2, 3, (4,)).shape) == (4,)
+    assert Tensor.normal(0.0, 1.0, size=(2, 3)).shape == (2, 3)
+    assert Tensor.normal(2, 3).shape == (2, 3) and Tensor.normal(3, mean=1.0, std=0.0).tolist() == [1.0] * 3
+
+
+def test_torch_normal_gives_its_parameters_zero_gradients_and_refuses_as_torch():
+    m, s = Tensor.zeros(3, requires_grad=True), Tensor.ones(3, requires_grad=True)
+    tm, ts = torch.zeros(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    ours, theirs = Tensor.normal(m, s), torch.normal(tm, ts)
+    assert ours.requires_grad == theirs.requires_grad
+    (ours * 3).sum().backward()
+    (theirs * 3).sum().backward()
+    np.testing.assert_array_equal(m.grad.numpy(), tm.grad.numpy())
+    np.testing.assert_array_equal(s.grad.numpy(), ts.grad.numpy())
+    for ours, theirs, error in [
+        (lambda: Tensor.normal(0.0, 1.0), lambda: torch.normal(0.0, 1.0), TypeError),
+        (lambda: Tensor.normal(Tensor.zeros(3), 1.0, (3,)), lambda: torch.normal(torch.zeros(3), 1.0, (3,)), TypeError),
+        (lambda: Tensor.normal(Tensor.zeros(3), -1.0), lambda: torch.normal(torch.zeros(3), -1.0), RuntimeError),
+        (
+            lambda: Tensor.normal(Tensor.zeros(3, dtype="int64"), 1.0),
+            lambda: torch.normal(torch.zeros(3, dtype=torch.int64), 1.0),
+            NotImplementedError,
+        ),
+    ]:
+        with pytest.raises(error):
+            theirs()
+        with pytest.raises(error):
+            ours()

@@ -512,3 +512,24 @@ def test_randint_like_and_dequantize_are_torchs() -> None:
     for dt, tdt in [(dtypes.float16, torch.float16), (dtypes.int32, torch.int32), (dtypes.float64, torch.float64)]:
         ours, theirs = Tensor([1, 2], dtype=dt).dequantize(), torch.tensor([1, 2], dtype=tdt).dequantize()
         assert ours.dtype == dtypes.float32 and theirs.dtype == torch.float32 and ours.tolist() == theirs.tolist()
+
+
+def test_module_constants_and_vmap():
+    # a port reads Tensor.X (or uopkit.X) for torch's constants torch.pi, torch.inf, ...
+    import uopkit
+
+    for name in ("pi", "e", "inf", "nan", "newaxis"):
+        want = getattr(torch, name)
+        for got in (getattr(Tensor, name), getattr(uopkit, name)):
+            assert got is want or got == want or (math.isnan(got) and math.isnan(want))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert Tensor(x)[Tensor.newaxis].shape == torch.from_numpy(x)[torch.newaxis].shape
+    np.testing.assert_allclose(
+        Tensor.cos(2 * Tensor.pi * Tensor(x)).numpy(), torch.cos(2 * torch.pi * torch.from_numpy(x)).numpy(), atol=1e-6
+    )
+    # torch.vmap is uopkit.vmap (uopkit.func.vmap)
+    got = uopkit.vmap(lambda row, w: (row * w).sum(), in_dims=(0, None))(Tensor(x), Tensor([1.0, 2.0, 3.0]))
+    want = torch.vmap(lambda row, w: (row * w).sum(), in_dims=(0, None))(
+        torch.from_numpy(x), torch.tensor([1.0, 2.0, 3.0])
+    )
+    np.testing.assert_allclose(got.numpy(), want.numpy())

@@ -55,6 +55,8 @@ try:
     # torch's default float dtype (dtypes.default_float)
     get_default_dtype = Tensor.get_default_dtype
     set_default_dtype = Tensor.set_default_dtype
+    # torch's module constants
+    pi, e, inf, nan, newaxis = Tensor.pi, Tensor.e, Tensor.inf, Tensor.nan, Tensor.newaxis
 
     __all__ += [
         "Tensor",
@@ -91,6 +93,11 @@ try:
         "can_cast",
         "get_default_dtype",
         "set_default_dtype",
+        "pi",
+        "e",
+        "inf",
+        "nan",
+        "newaxis",
         *_foreach.__all__,
     ]
 except ModuleNotFoundError as e:
@@ -105,4 +112,7 @@ _SUBPACKAGES = frozenset({"nn", "distributions", "data", "func", "signal"})
 def __getattr__(name: str) -> object:
     if name in _SUBPACKAGES:
         return importlib.import_module(f"uopkit.{name}")
+    if name == "vmap":
+        # torch.vmap, torch.func.vmap's other name
+        return importlib.import_module("uopkit.func").vmap
     raise AttributeError(f"module 'uopkit' has no attribute {name!r}")

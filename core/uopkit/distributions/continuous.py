@@ -84,10 +84,12 @@ class Normal(_LocationScale):
 
     def cdf(self, value: Any) -> Tensor:
         value = self._checked(value)
-        return 0.5 * (1 + ((value - self.loc) / (self.scale * math.sqrt(2))).erf())
+        # sqrt(2) divides the standardized value, so it is taken in the value's dtype: a float64 value with
+        # float32 parameters (Normal(0.0, 1.0)) keeps float64's precision, as torch's
+        return 0.5 * (1 + ((value - self.loc) * self.scale.reciprocal() / math.sqrt(2)).erf())
 
     def icdf(self, value: Any) -> Tensor:
-        return self.loc + self.scale * math.sqrt(2) * (2 * value - 1).erfinv()
+        return self.loc + self.scale * (2 * value - 1).erfinv() * math.sqrt(2)
 
     def entropy(self) -> Tensor:
         return 0.5 + 0.5 * LOG_2PI + self.scale.log()

@@ -13,6 +13,7 @@ import numpy as np
 from uopkit.device import Buffer
 from uopkit.dtype import (
     DType,
+    UnsupportedDTypeError,
     dtypes,
     least_upper_float,
     to_dtype,
@@ -43,6 +44,7 @@ from uopkit.tensor.support import (
     _reshape_uop,
     _shape_args,
 )
+from uopkit.tensor.unread import with_zero_gradient_to
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -70,6 +72,63 @@ def _random_tensor(
     if random_draws:
         random_draws[-1].append((buffers[t.uop.base], functools.partial(_draw_again, draw, generator)))
     return t
+
+
+def _torch_normal_args(
+    shape: tuple[Any, ...], mean: Any, std: Any, size: Sequence[int] | None
+) -> tuple[Any, Any, Sequence[int] | None] | None:
+    # torch.normal(mean, std, size=None) where the arguments can't be tinygrad's shape (ints) with numbers as
+    # mean= and std=: None for tinygrad's form
+    def number_or_tensor(a: Any) -> bool:
+        return isinstance(a, Tensor) or (isinstance(a, float) and not isinstance(a, bool))
+
+    torch_form = size is not None or isinstance(mean, Tensor) or isinstance(std, Tensor)
+    torch_form |= any(number_or_tensor(a) for a in shape[:2])
+    torch_form |= len(shape) == 3 and isinstance(shape[2], (tuple, list))
+    if not torch_form:
+        return None
+    if len(shape) > 3:
+        raise TypeError(f"normal() takes mean, std and size, got {len(shape)} positional arguments")
+    args = [mean, std, size]
+    for i, (name, default) in enumerate((("mean", 0.0), ("std", 1.0), ("size", None))):
+        if i < len(shape):
+            if args[i] is not default and not (isinstance(args[i], float) and args[i] == default):
+                raise TypeError(f"normal() got multiple values for argument {name!r}")
+            args[i] = shape[i]
+    return args[0], args[1], args[2]
+
+
+def _torch_normal(
+    mean: Any, std: Any, size: Sequence[int] | None, generator: Generator | None, kwargs: dict[str, Any]
+) -> Tensor:
+    tensors = [a for a in (mean, std) if isinstance(a, Tensor)]
+    for name, a in (("mean", mean), ("std", std)):
+        if not isinstance(a, Tensor) and not isinstance(a, (int, float)):
+            raise TypeError(f"normal: {name} must be a number or a tensor, got {type(a).__name__}")
+    if not isinstance(std, Tensor) and std < 0:
+        raise ArgumentError(f"normal expects std >= 0.0, but found std {std}")
+    if not tensors:
+        if size is None:
+            raise TypeError("normal(mean, std) of two numbers needs size=, the shape to draw (torch.normal's form)")
+        return Tensor.normal(*_shape_args((size,)), mean=mean, std=std, generator=generator, **kwargs)
+    if size is not None or "dtype" in kwargs:
+        what = "size" if size is not None else "dtype"
+        raise TypeError(f"normal: {what}= is taken with a number mean and std only; here the tensors give the shape")
+    # the tensor mean's dtype, else the std's (torch's), drawn in float64 for float64 as Tensor.normal does
+    dtype = tensors[0].dtype
+    if not dtypes.is_float(dtype):
+        raise UnsupportedDTypeError(f"normal: mean and std must be float tensors, got {dtype}; cast with .float()")
+    shape = Tensor.broadcast_shapes(*(t.shape for t in tensors))
+    kwargs.setdefault("device", tensors[0].device)
+    drawn = dtypes.float64 if dtype == dtypes.float64 else None
+    eps = Tensor.randn(*shape, generator=generator, dtype=drawn, **kwargs)
+    m = mean.detach() if isinstance(mean, Tensor) else mean
+    s = std.detach() if isinstance(std, Tensor) else std
+    value = (eps * s + m).cast(dtype)
+    # torch's normal passes its parameters zero gradients (it is no reparameterized draw)
+    for t in tensors:
+        value = with_zero_gradient_to(value, t)
+    return value
 
 
 def _draw_numpy_dtype(dtype: DType) -> type[np.floating]:
@@ -731,13 +790,27 @@ class CreationMixin:
     @staticmethod
     @_creates_leaf
     def normal(
-        *shape: Any, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None, **kwargs: Any
+        *shape: Any,
+        mean: Any = 0.0,
+        std: Any = 1.0,
+        size: Sequence[int] | None = None,
+        generator: Generator | None = None,
+        **kwargs: Any,
     ) -> Tensor:
-        """Normal samples with the given mean and standard deviation.
+        """Normal samples with the given mean and standard deviation: tinygrad's `Tensor.normal(*shape, mean=, std=)`,
+        or torch.normal's forms, taken where a mean or std is a tensor, a float is given by position or `size=` is
+        given: `normal(mean, std)` with a tensor for either (one draw per element of their broadcast shape, in the
+        tensor mean's dtype, else the std's; zero gradients to them, as torch's) and `normal(mean, std, size)` of
+        numbers.
 
         >>> Tensor.normal(3, mean=1.0, std=0.0).tolist()
         [1.0, 1.0, 1.0]
+        >>> Tensor.normal(Tensor([1.0, 5.0]), 0.0).tolist()
+        [1.0, 5.0]
         """
+        torch_form = _torch_normal_args(shape, mean, std, size)
+        if torch_form is not None:
+            return _torch_normal(*torch_form, generator, kwargs)
         dtype = to_dtype(_dtype_arg(kwargs, dtypes.default_float))
         drawn = dtypes.float64 if dtype == dtypes.float64 else None
         return (Tensor.randn(*shape, generator=generator, dtype=drawn, **kwargs) * std + mean).cast(dtype)

@@ -178,6 +178,14 @@ def _host_map(self: Tensor, op: str, fn: Callable[..., Any], others: Sequence[An
 class TorchExtrasMixin:
     __slots__ = ()
 
+    # torch's module constants (torch.pi, torch.inf, ...) as class attributes, so a port that reads `Tensor.X` for
+    # `torch.X` finds them; uopkit's module has them too (and torch.vmap, as uopkit.vmap: uopkit.func is a layer above)
+    pi = math.pi
+    e = math.e
+    inf = math.inf
+    nan = math.nan
+    newaxis = None
+
     # ------------------------------------------------------------------------------------------------------------
     # strided views
 
