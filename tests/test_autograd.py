@@ -634,6 +634,34 @@ def test_torch_autograd_function_module_names() -> None:
     assert once_differentiable is autograd.once_differentiable
 
 
+def test_legacy_variable_as_torchs() -> None:
+    # older programs (capsule networks, NTMs) wrap tensors in torch.autograd.Variable: a detached alias of the data
+    from uopkit.autograd import Variable
+
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    tx = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    v, tv = Variable(x * 2), torch.autograd.Variable(tx * 2)
+    assert v.requires_grad is tv.requires_grad is False
+    w, tw = Variable(Tensor([1.0, 2.0]), True), torch.autograd.Variable(torch.tensor([1.0, 2.0]), True)
+    assert w.requires_grad and w.is_leaf and tw.requires_grad and tw.is_leaf
+    (w * w).sum().backward()
+    (tw * tw).sum().backward()
+    _close(w.grad, tw.grad)
+    # the same storage as the data, as torch's
+    d = Tensor([1.0, 2.0])
+    Variable(d).add_(1.0)
+    assert d.tolist() == [2.0, 3.0]
+    assert isinstance(d, Variable) and not isinstance(1.0, Variable)
+    e, te = Variable(), torch.autograd.Variable()
+    assert e.shape == tuple(te.shape) == (0,) and e.dtype == dtypes.float32
+    with pytest.raises(TypeError, match="Variable data has to be a tensor"):
+        Variable([1.0, 2.0])
+    with pytest.raises(TypeError, match="Variable data has to be a tensor"):
+        torch.autograd.Variable([1.0, 2.0])
+    with pytest.warns(UserWarning, match="volatile"):
+        Variable(d, volatile=True)
+
+
 def test_function_output_through_grad_and_a_realized_output() -> None:
     ours, theirs = _both(_sin_cos)
     (x,), (tx,) = _pair(_randn(4))

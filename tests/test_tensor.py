@@ -68,6 +68,11 @@ def test_from_python_numpy_and_scalars():
         Tensor([[1, 2], [3]])
     with pytest.raises(TypeError, match="Tensor"):
         Tensor({"a": 1})
+    # torch's legacy `torch.Tensor(1, 4, 16)` (sizes): an error that says so, not "unknown dtype 16"
+    with pytest.raises(TypeError, match=r"legacy sizes.*Tensor.empty\(1, 4, 16\)"):
+        Tensor(1, 4, 16)
+    with pytest.raises(TypeError, match=r"Tensor.empty\(3, 4\)"):
+        Tensor(3, 4)
 
 
 def test_random_reproducible_and_distributed():

@@ -257,6 +257,14 @@ class Tensor(
         dtype: DType | str | None = None,
         requires_grad: bool | None = None,
     ) -> None:
+        if type(device) is int and type(data) is int:
+            # torch's legacy `torch.Tensor(2, 3)` (sizes, uninitialized values): here the second number would be read
+            # as a device and the third as a dtype, with an error naming neither
+            sizes = ", ".join(str(s) for s in (data, device, dtype, requires_grad) if type(s) is int)
+            raise TypeError(
+                f"Tensor({sizes}): uopkit's Tensor takes (data, device, dtype), not torch's legacy sizes; "
+                f"for a tensor of shape ({sizes}) use Tensor.empty({sizes}) or Tensor.zeros({sizes})"
+            )
         dt = to_dtype(dtype) if dtype is not None else None
         self._requires_grad = requires_grad
         # whether it ever required a gradient: a layer's weight frozen with requires_grad_(False) is still one of
