@@ -228,6 +228,21 @@ def test_finfo_and_iinfo_are_torchs() -> None:
         uopkit.iinfo(dtypes.bool)
 
 
+def test_tensor_finfo_and_iinfo_port_torchs_names() -> None:
+    # `torch.finfo(x.dtype).min` (BERT's additive attention mask) renamed as `Tensor.finfo(x.dtype).min`
+    torch = pytest.importorskip("torch")
+    x = Tensor.zeros(2, 3, dtype=dtypes.float16)
+    assert Tensor.finfo(x.dtype).min == torch.finfo(torch.float16).min
+    assert Tensor.finfo().eps == torch.finfo().eps and Tensor.finfo("bfloat16").tiny == torch.finfo(torch.bfloat16).tiny
+    assert (Tensor.iinfo(dtypes.int64).min, Tensor.iinfo("uint8").max) == (torch.iinfo(torch.int64).min, 255)
+    mask = Tensor([[1, 1, 0]])
+    ext = (1.0 - mask[:, None, None, :].float()) * Tensor.finfo(dtypes.float32).min
+    want = (1.0 - torch.tensor([[1, 1, 0]])[:, None, None, :].float()) * torch.finfo(torch.float32).min
+    np.testing.assert_array_equal(ext.numpy(), want.numpy())
+    with pytest.raises(TypeError, match="iinfo"):
+        Tensor.finfo(dtypes.int32)
+
+
 def test_dtype_questions_are_torchs() -> None:
     # torch.dtype's is_floating_point, is_signed and is_complex, for every dtype both have
     # (`if x.dtype.is_floating_point:` in a PyTorch program)

@@ -242,6 +242,14 @@ def test_one_hot():
     assert Tensor([0, 2]).one_hot().shape == (2, 3)
 
 
+def test_one_hot_of_floats_raises_torchs_runtime_error():
+    # torch.nn.functional.one_hot of a float tensor raises a RuntimeError (a `except RuntimeError` in a port catches it)
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.one_hot(torch.tensor([1.0, 0.0]))
+    with pytest.raises(RuntimeError, match=r"one_hot: needs an integer tensor.*\.long\(\)"):
+        Tensor([1.0, 0.0]).one_hot(2)
+
+
 def _kernel_sources(t: Tensor) -> list[str]:
     from uopkit import Device
     from uopkit.codegen import get_program

@@ -1126,7 +1126,7 @@ class ReduceMixin:
         [[1, 0, 0], [0, 0, 1]]
         """
         if not dtypes.is_int(self.dtype):
-            raise TypeError(f"one_hot: needs an integer tensor of class indices, got {self.dtype}")
+            raise DTypeError(f"one_hot: needs an integer tensor of class indices, got {self.dtype}; cast with .long()")
         if num_classes < -1 or num_classes == 0 and self.numel():
             raise ArgumentError(f"one_hot: num_classes must be -1 (largest class + 1) or positive, got {num_classes}")
         if num_classes == -1:

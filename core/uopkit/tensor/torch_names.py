@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import DType, dtypes, least_upper_dtype, least_upper_float, to_dtype
+from uopkit.dtype import DType, dtypes, finfo, iinfo, least_upper_dtype, least_upper_float, to_dtype
 from uopkit.schedule import live_tensors
 from uopkit.tensor import leaves as _leaves
 from uopkit.tensor.autocast import FLOAT32, LOWER, autocast_op
@@ -366,6 +366,25 @@ class TorchNamesMixin:
             return 2 if dtypes.is_float(dt) else 0 if dt == dtypes.bool else 1
 
         return kind(to_dtype(from_)) <= kind(to_dtype(to))
+
+    @staticmethod
+    def finfo(dtype: DType | str | None = None) -> finfo:
+        """torch.finfo: the numbers of a float dtype (`uopkit.finfo`), so a program's `torch.finfo(x.dtype).min`
+        (an attention mask's fill) ports as `Tensor.finfo(x.dtype).min`. No dtype: the default float's.
+
+        >>> Tensor.finfo(dtypes.float16).min, Tensor.finfo("bfloat16").eps
+        (-65504.0, 0.0078125)
+        """
+        return finfo(dtype)
+
+    @staticmethod
+    def iinfo(dtype: DType | str) -> iinfo:
+        """torch.iinfo: the range of an integer dtype (`uopkit.iinfo`).
+
+        >>> Tensor.iinfo(dtypes.int8).min, Tensor.iinfo("uint16").max
+        (-128, 65535)
+        """
+        return iinfo(dtype)
 
     def float_power(self: Tensor, exponent: Any) -> Tensor:  # type: ignore[misc]
         """self ** exponent in float64 (torch.float_power); `self` may be a number (torch.float_power(2, t))."""
