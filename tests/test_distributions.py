@@ -741,3 +741,13 @@ def test_constraint_reprs_name_their_bounds_as_torchs():
     # an out-of-support value's error says which bounds it broke (it printed `IntegerInterval()`)
     with pytest.raises(ValueError, match=r"IntegerInterval\(lower_bound=0, upper_bound=2\)"):
         ud.Categorical(logits=Tensor.zeros(3)).log_prob(Tensor(5))
+
+
+def test_normal_cdf_icdf_of_float64_values_with_float32_parameters_match_torch():
+    # Normal(0.0, 1.0) keeps float32 parameters; a float64 value's cdf and icdf are float64 in torch, computed exactly:
+    # ours multiplied the scale by sqrt(2) in float32 first, 4e-9 off (cdf) and 4e-8 (icdf)
+    x = np.linspace(-5, 5, 11)
+    q = np.linspace(0.01, 0.99, 7)
+    ours, theirs = ud.Normal(0.0, 1.0), td.Normal(0.0, 1.0)
+    np.testing.assert_allclose(ours.cdf(Tensor(x)).numpy(), theirs.cdf(torch.from_numpy(x)).numpy(), rtol=1e-15)
+    np.testing.assert_allclose(ours.icdf(Tensor(q)).numpy(), theirs.icdf(torch.from_numpy(q)).numpy(), rtol=1e-14)

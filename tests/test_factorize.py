@@ -886,3 +886,29 @@ def test_a_factorization_of_a_realized_value_differentiates_to_its_leaf(op):
     m.realize()
     run(Tensor, m).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (4, 6), (5, 5), (2, 5, 3)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_geqrf_orgqr_ormqr_match_torch(shape, dtype):
+    # torch.geqrf's packed reflections, and Q built from them (orgqr) or multiplied in (ormqr, four ways): these were
+    # missing, so `h, tau = torch.geqrf(A)` did not port
+    torch = pytest.importorskip("torch")
+    tol = 1e-12 if dtype == "float64" else 2e-6
+    a = RNG.standard_normal(shape).astype(dtype)
+    h, tau = torch.geqrf(torch.from_numpy(a))
+    ours = Tensor(a).geqrf()
+    np.testing.assert_allclose(ours.a.numpy(), h.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(ours.tau.numpy(), tau.numpy(), rtol=tol, atol=tol)
+    assert ours.a.dtype == ours.tau.dtype == Tensor(a).dtype
+    m, n = shape[-2:]
+    if m >= n:
+        np.testing.assert_allclose(Tensor.orgqr(*ours).numpy(), torch.orgqr(h, tau).numpy(), rtol=tol, atol=tol)
+    for left in (True, False):
+        for transpose in (False, True):
+            c = RNG.standard_normal((*shape[:-2], m, 3) if left else (*shape[:-2], 3, m)).astype(dtype)
+            want = torch.ormqr(h, tau, torch.from_numpy(c), left=left, transpose=transpose)
+            got = Tensor.ormqr(ours.a, ours.tau, Tensor(c), left=left, transpose=transpose)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol, atol=tol)
+    with pytest.raises(ShapeError, match="ormqr: other"):
+        Tensor.ormqr(ours.a, ours.tau, Tensor.ones(*shape[:-2], m + 1, 2, dtype=dtype))

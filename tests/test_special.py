@@ -427,3 +427,14 @@ def test_graphs_stay_compact():
     }
     for name, (out, limit) in sizes.items():
         assert len(out.uop.toposort()) < limit, name
+
+
+def test_polygamma_takes_torchs_function_order():
+    # torch.polygamma(n, x) ported as Tensor.polygamma(n, x) raised AttributeError ('int' object has no attribute
+    # 'uop'): the order comes first there, as in torch.special.polygamma
+    torch = pytest.importorskip("torch")
+    x = np.array([0.5, 1.5, 4.0])
+    for n in (0, 1, 2):
+        got = Tensor.polygamma(n, Tensor(x)).numpy()
+        np.testing.assert_allclose(got, torch.polygamma(n, torch.from_numpy(x)).numpy(), rtol=1e-9)
+        np.testing.assert_array_equal(got, Tensor(x).polygamma(n).numpy())

@@ -533,3 +533,22 @@ def test_module_constants_and_vmap():
         torch.from_numpy(x), torch.tensor([1.0, 2.0, 3.0])
     )
     np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# rsub
+
+
+@pytest.mark.parametrize(
+    "values, other, alpha", [([1, 2], 10, 1), ([1, 2], 10, 3), ([1.0, 2.0], 10, 2.5), ([1, 2], 2.5, 1)]
+)
+def test_rsub_matches_torch(values, other, alpha):
+    # torch.rsub(input, other, alpha) = other - alpha * input; it was missing
+    want = torch.rsub(torch.tensor(values), other, alpha=alpha)
+    got = Tensor.rsub(Tensor(values), other, alpha=alpha)
+    close(got, want)
+    assert dtypes.is_float(got.dtype) == want.dtype.is_floating_point
+    close(
+        Tensor(values).rsub(Tensor([5, 7]), alpha=alpha),
+        torch.rsub(torch.tensor(values), torch.tensor([5, 7]), alpha=alpha),
+    )

@@ -17,11 +17,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from uopkit.dtype import DType, DTypeError, UnsupportedDTypeError, dtypes
+from uopkit.dtype import DType, UnsupportedDTypeError, dtypes
 from uopkit.helpers import prod
 from uopkit.tensor import Tensor
 from uopkit.tensor import ldl as _ldl
-from uopkit.tensor.factorize import PLU, QR, SVD, CholeskyEx, Eigh, LUFactor, LUFactorEx, SlogDet
+from uopkit.tensor.factorize import (
+    PLU,
+    QR,
+    SVD,
+    CholeskyEx,
+    Eigh,
+    LUFactor,
+    LUFactorEx,
+    SlogDet,
+    householder_product_of,
+)
 from uopkit.tensor.matrix import LstsqResult, linalg_vander
 from uopkit.tensor.support import ArgumentError, LinAlgError, ShapeError
 
@@ -344,24 +354,7 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     >>> householder_product(Tensor([[1.0], [0.0]]), Tensor([2.0])).tolist()
     [[-1.0], [0.0]]
     """
-    op = "linalg.householder_product"
-    if A.ndim < 2:
-        raise ShapeError(f"{op}: A must have at least 2 dimensions (..., m, n), got shape {A.shape}")
-    m, n = A.shape[-2:]
-    k = tau.shape[-1] if tau.ndim else -1
-    if m < n:
-        raise ShapeError(f"{op}: A (..., m, n) needs m >= n, got shape {A.shape}")
-    if tau.ndim != A.ndim - 1 or tau.shape[:-1] != A.shape[:-2] or k > n:
-        raise ShapeError(f"{op}: tau must be shaped (*A.shape[:-2], k) with k <= n = {n}, got {tau.shape}, A {A.shape}")
-    if not dtypes.is_float(A.dtype) or A.dtype in dtypes.halves or tau.dtype != A.dtype:
-        raise DTypeError(f"{op}: A and tau must both be float32 or float64, got {A.dtype} and {tau.dtype}")
-    rows = Tensor.arange(m, device=A.device).unsqueeze(-1)
-    q = Tensor.eye(m, n, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, n)
-    # applied right to left to the identity's first n columns: q <- q - tau_i v_i (v_i^T q)
-    for i in reversed(range(k)):
-        v = (rows > i).where(A[..., :, i : i + 1], (rows == i).cast(A.dtype))
-        q = q - tau[..., i : i + 1].unsqueeze(-1) * v * (v.transpose(-1, -2) @ q)
-    return q
+    return householder_product_of(A, tau, "linalg.householder_product")
 
 
 def tensorinv(A: Tensor, ind: int = 2) -> Tensor:

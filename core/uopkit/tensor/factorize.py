@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from uopkit.dtype import dtypes, least_upper_dtype
+from uopkit.dtype import DTypeError, dtypes, least_upper_dtype
 from uopkit.engine.realize import capturing
 from uopkit.gradient import set_gradient
 from uopkit.tensor import lapack
@@ -87,6 +87,11 @@ class CholeskyEx(NamedTuple):
     info: Tensor
 
 
+class Geqrf(NamedTuple):
+    a: Tensor
+    tau: Tensor
+
+
 # Jacobi sweeps at most (each pairs every two columns once): from a random matrix the rotations reach the dtype's
 # precision in 6-10
 MAX_SWEEPS = 30
@@ -117,14 +122,7 @@ def householder_qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     every step (replayed), and so is its schedule."""
     m, n = a.shape[-2:]
     k = min(m, n)
-    r = a
-    reflections = []
-    for j in range(k):
-        # (replayed: each step's graph is the same over the previous step's R and the step's index)
-        r, v, tau = replay_call(_householder_step, (r, _step_index(a, j)))
-        r, v, tau = r.contiguous(), v.contiguous(), tau.contiguous()
-        Tensor.realize(r, v, tau)
-        reflections.append((v, tau))
+    r, reflections = _householder_reflections(a)
     q = Tensor.eye(m, m if complete else k, dtype=a.dtype, device=a.device).expand(
         *a.shape[:-2], m, m if complete else k
     )
@@ -133,6 +131,42 @@ def householder_qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     r = r.triu()
     q = tied_to_empty(q, a)
     return (q, r) if complete else (q, r[..., :k, :])
+
+
+def _householder_reflections(a: Tensor) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+    """`householder_qr`'s reflections of `a` (..., m, n): R (zeros below the diagonal of its first k = min(m, n)
+    columns) and each step's v (..., m) (1 at row j, zeros above) and tau (..., 1)."""
+    r = a
+    reflections = []
+    for j in range(min(a.shape[-2:])):
+        # (replayed: each step's graph is the same over the previous step's R and the step's index)
+        r, v, tau = replay_call(_householder_step, (r, _step_index(a, j)))
+        r, v, tau = r.contiguous(), v.contiguous(), tau.contiguous()
+        Tensor.realize(r, v, tau)
+        reflections.append((v, tau))
+    return r, reflections
+
+
+def householder_product_of(A: Tensor, tau: Tensor, op: str) -> Tensor:
+    """The first n columns of H_1 ... H_k for A (..., m, n), m >= n, and tau (..., k), k <= n (torch.orgqr and
+    torch.linalg.householder_product; `op` names the caller in errors)."""
+    if A.ndim < 2:
+        raise ShapeError(f"{op}: A must have at least 2 dimensions (..., m, n), got shape {A.shape}")
+    m, n = A.shape[-2:]
+    k = tau.shape[-1] if tau.ndim else -1
+    if m < n:
+        raise ShapeError(f"{op}: A (..., m, n) needs m >= n, got shape {A.shape}")
+    if tau.ndim != A.ndim - 1 or tau.shape[:-1] != A.shape[:-2] or k > n:
+        raise ShapeError(f"{op}: tau must be shaped (*A.shape[:-2], k) with k <= n = {n}, got {tau.shape}, A {A.shape}")
+    if not dtypes.is_float(A.dtype) or A.dtype in dtypes.halves or tau.dtype != A.dtype:
+        raise DTypeError(f"{op}: A and tau must both be float32 or float64, got {A.dtype} and {tau.dtype}")
+    rows = Tensor.arange(m, device=A.device).unsqueeze(-1)
+    q = Tensor.eye(m, n, dtype=A.dtype, device=A.device).expand(*A.shape[:-2], m, n)
+    # applied right to left to the identity's first n columns: q <- q - tau_i v_i (v_i^T q)
+    for i in reversed(range(k)):
+        v = (rows > i).where(A[..., :, i : i + 1], (rows == i).cast(A.dtype))
+        q = q - tau[..., i : i + 1].unsqueeze(-1) * v * (v.transpose(-1, -2) @ q)
+    return q
 
 
 def _reflected(q: Tensor, v: Tensor, tau: Tensor) -> Tensor:
@@ -940,6 +974,79 @@ class FactorizeMixin:
             at_p = (perm * (rows == p).cast(dtypes.int32)).sum(-1, keepdim=True)
             perm = (rows == step).where(at_p, (rows == p).where(at_step, perm)).contiguous()
         return PLU(perm.one_hot(m).cast(lu.dtype).transpose(-1, -2), el, u)
+
+    def geqrf(self: Tensor) -> Geqrf:  # type: ignore[misc]
+        """torch.geqrf: the QR factorization of (..., m, n) in LAPACK's packed form: R on and above the diagonal, and
+        below it the Householder vectors v_j (their 1 on the diagonal left out), with their scales tau (..., min(m, n));
+        Q = H_0 ... H_k-1, H_j = I - tau_j v_j v_j^T (`orgqr` builds it, `ormqr` multiplies by it). The reflections
+        are `qr`'s device path's (LAPACK's signs). Differentiable through its ops (torch's has no gradient).
+
+        >>> a, tau = Tensor([[3.0, 1.0], [4.0, 2.0]]).geqrf()
+        >>> [round(v, 4) for v in a.flatten().tolist()], [round(v, 4) for v in tau.tolist()]
+        ([-5.0, -2.2, 0.5, 0.4], [1.6, 0.0])
+        """
+        a = _matrices(self, "geqrf")
+        m, n = a.shape[-2:]
+        k = min(m, n)
+        if k == 0:
+            return Geqrf(a.contiguous(), Tensor.zeros(*a.shape[:-2], 0, dtype=a.dtype, device=a.device))
+        r, reflections = _householder_reflections(a)
+        vectors = (
+            Tensor.stack(*(v for v, _ in reflections), dim=-1).tril(-1).pad(((0, 0),) * (a.ndim - 1) + ((0, n - k),))
+        )
+        tau = Tensor.cat(*(t for _, t in reflections), dim=-1)
+        return Geqrf(r.triu() + vectors, tau)
+
+    def ormqr(  # type: ignore[misc]
+        self: Tensor, tau: Tensor, other: Tensor, left: bool = True, transpose: bool = False
+    ) -> Tensor:
+        """torch.ormqr: `other` (..., m, n) multiplied by Q, the product of the Householder reflections that `geqrf`
+        packs into self (..., mn, k) and tau (..., r), r <= k, mn = m when `left` else n: Q @ other (left), other @ Q
+        (not left), with Q^T for `transpose`. Q is never formed: the reflections are applied to `other` one by one.
+
+        >>> a, tau = Tensor([[3.0, 1.0], [4.0, 2.0]]).geqrf()
+        >>> [round(v, 4) for v in Tensor.ormqr(a, tau, Tensor.eye(2)).flatten().tolist()]
+        [-0.6, -0.8, -0.8, 0.6]
+        """
+        op = "ormqr"
+        if not isinstance(tau, Tensor) or not isinstance(other, Tensor):
+            raise TypeError(f"{op}: tau and other must be Tensors, got {type(tau).__name__} and {type(other).__name__}")
+        if self.ndim < 2 or other.ndim < 2:
+            raise ShapeError(f"{op}: input and other must be matrices (..., m, n), got {self.shape} and {other.shape}")
+        mn, k = self.shape[-2:]
+        r = tau.shape[-1] if tau.ndim else -1
+        side = other.shape[-2] if left else other.shape[-1]
+        if side != mn:
+            which = "rows" if left else "columns"
+            raise ShapeError(f"{op}: other {other.shape} must have {mn} {which}, input's rows {self.shape}")
+        if tau.ndim != self.ndim - 1 or tau.shape[:-1] != self.shape[:-2] or r > min(mn, k):
+            raise ShapeError(f"{op}: tau must be shaped (*input.shape[:-2], r), r <= {min(mn, k)}, got {tau.shape}")
+        if other.shape[:-2] != self.shape[:-2]:
+            raise ShapeError(f"{op}: input {self.shape} and other {other.shape} must have the same batch shape")
+        for name, t in (("input", self), ("tau", tau), ("other", other)):
+            if not dtypes.is_float(t.dtype) or t.dtype in dtypes.halves or t.dtype != self.dtype:
+                raise DTypeError(f"{op}: input, tau and other must share float32 or float64, {name} is {t.dtype}")
+        rows = Tensor.arange(mn, device=self.device).unsqueeze(-1)
+        out = other
+        # Q = H_0 .. H_r-1: Q C and C Q^T apply the last reflection first, Q^T C and C Q the first
+        order = range(r) if left == transpose else reversed(range(r))
+        for i in order:
+            v = (rows > i).where(self[..., :, i : i + 1], (rows == i).cast(self.dtype))
+            scale = tau[..., i : i + 1].unsqueeze(-1)
+            if left:
+                out = out - scale * v * (v.transpose(-1, -2) @ out)
+            else:
+                out = out - scale * (out @ v) * v.transpose(-1, -2)
+        return out
+
+    def orgqr(self: Tensor, tau: Tensor) -> Tensor:  # type: ignore[misc]
+        """torch.orgqr (torch.linalg.householder_product): the first n columns of Q = H_0 ... H_k-1 for self
+        (..., m, n), m >= n, and tau (..., k), k <= n, as `geqrf` packs them.
+
+        >>> [round(v, 4) for v in Tensor.orgqr(*Tensor([[3.0], [4.0]]).geqrf()).flatten().tolist()]
+        [-0.6, -0.8]
+        """
+        return householder_product_of(self, tau, "orgqr")
 
 
 def _pinv_cuts(

@@ -700,16 +700,25 @@ class SpecialMixin:
         x = self._float()
         return _with_derivative_of(_digamma(x), x, lambda v: v.polygamma(1))
 
-    @replayed
-    @in_float32
     def polygamma(self, n: int) -> Tensor:
-        """The n-th derivative of digamma at x (`x.polygamma(n)`, torch.polygamma(n, x)); n = 0 is digamma. Ints and
-        bools promote to float32. At the poles (whole numbers <= 0) (-1)^(n+1) inf, and for n >= 2 also at -inf, with
-        NaN at +inf, as torch (its zeta's answers). The gradient is polygamma(n + 1, x).
+        """The n-th derivative of digamma at x (`x.polygamma(n)`, torch.polygamma(n, x), and so
+        `Tensor.polygamma(n, x)`); n = 0 is digamma. Ints and bools promote to float32. At the poles (whole numbers
+        <= 0) (-1)^(n+1) inf, and for n >= 2 also at -inf, with NaN at +inf, as torch (its zeta's answers). The
+        gradient is polygamma(n + 1, x).
 
         >>> round(Tensor([1.0]).polygamma(1).item(), 6)
         1.644934
+        >>> round(Tensor.polygamma(1, Tensor([1.0])).item(), 6)
+        1.644934
         """
+        if not isinstance(self, SpecialMixin) and isinstance(n, SpecialMixin):
+            # torch.polygamma(n, input): the order comes first
+            return n.polygamma(self)
+        return self._polygamma_of_order(n)
+
+    @replayed
+    @in_float32
+    def _polygamma_of_order(self, n: int) -> Tensor:
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"polygamma: n must be an int (the order of the derivative), got {type(n).__name__}")
         if n < 0:

@@ -420,6 +420,16 @@ class TorchExtrasMixin:
         )
         return TriangularSolve(solution, coefficient.clone())
 
+    def rsub(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
+        """other - alpha * self, torch.rsub (`sub` with its operands swapped: the dtypes and alpha's checks are sub's).
+
+        >>> Tensor([1.0, 2.0]).rsub(10.0, alpha=2).tolist()
+        [8.0, 6.0]
+        """
+        if not isinstance(other, Tensor):
+            other = self._const_operand(other, "rsub")
+        return other.sub(self, alpha=alpha)
+
     # ------------------------------------------------------------------------------------------------------------
     # storage and layout queries
 

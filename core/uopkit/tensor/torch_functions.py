@@ -1,6 +1,6 @@
 """torch's top-level functions that a port calls as `Tensor.X(...)` and that no other module holds: the default float
 dtype (`get_default_dtype`/`set_default_dtype`), `asarray`, `row_stack`, `chain_matmul`, the Poisson and binomial
-draws, `rsub` and `scalar_tensor`, compared with torch in tests/test_torch_functions.py."""
+draws and `scalar_tensor`, compared with torch in tests/test_torch_functions.py."""
 
 from __future__ import annotations
 
@@ -144,16 +144,6 @@ class TorchFunctionsMixin:
         if len(matrices) == 1:
             return matrices[0].clone()
         return Tensor.multi_dot(list(matrices))
-
-    def rsub(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
-        """`other - alpha * self` (torch.rsub: subtraction with the operands swapped).
-
-        >>> Tensor.rsub(Tensor([1.0, 2.0]), 5, alpha=2).tolist()
-        [3.0, 1.0]
-        """
-        if isinstance(other, Tensor):
-            return other.sub(self, alpha=alpha)
-        return (self * alpha if alpha != 1 else self).neg().add(other)
 
     # ------------------------------------------------------------------------------------------------------------
     # draws
