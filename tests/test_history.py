@@ -717,3 +717,74 @@ def test_trades_training_with_batchnorm_trains_as_torch() -> None:
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-6)
     for a, b in zip(got[1], want[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+# ---- a copy written, read, then written again (a neural spline flow's `cumwidths[..., 0] = left`, `widths =
+# cumwidths[..., 1:] - cumwidths[..., :-1]`, then `cumwidths[..., -1] += eps` in its searchsorted): the reader realized
+# by the second write is followed back through the copy's history as it read it, in every step of a loop (a step
+# replayed from the schedule cache forgot that history before remembering the reader: its gradient was lost, a missing
+# term or "no tensor with requires_grad"), and when a later realize (a logged loss) reads the reader too
+
+
+def _copy_read_then_written(lib: _Lib, make: str, logged: str) -> list:
+    w = lib.leaf([1.0, 2.0, 4.0])
+    weights = lib.table([1.0, 10.0])
+    out = []
+    for _ in range(3):
+        c = w.clone() if make == "clone" else w * 1.0
+        c[0] = -3.0
+        d = c[1:] - c[:-1]
+        if logged == "before":
+            d.sum().item()
+        c[-1] += 1.0
+        loss = (d * weights).sum()
+        if logged == "after":
+            loss.item()
+        loss.backward()
+        out.append([d.detach().numpy().tolist(), c.detach().numpy().tolist(), _grad(w)])
+    return out
+
+
+@pytest.mark.parametrize("logged", ["none", "before", "after"])
+@pytest.mark.parametrize("make", ["clone", "mul"])
+def test_a_copy_read_then_written_again_gives_torchs_gradient_every_step(make: str, logged: str) -> None:
+    assert _copy_read_then_written(_Lib("uop"), make, logged) == _copy_read_then_written(_Lib("torch"), make, logged)
+
+
+def _spline_widths(lib: _Lib, uw: Any, x: Any) -> Any:
+    # the bins of a rational quadratic spline (nflows' `unconstrained_rational_quadratic_spline`, the widths half)
+    F, T = (TF, torch) if lib.torch else (UF, Tensor)
+    widths = F.softmax(uw, dim=-1)
+    widths = 1e-3 + (1 - 1e-3 * uw.shape[-1]) * widths
+    cumwidths = F.pad(T.cumsum(widths, dim=-1), pad=(1, 0), mode="constant", value=0.0)
+    cumwidths = 6.0 * cumwidths - 3.0
+    cumwidths[..., 0] = -3.0
+    cumwidths[..., -1] = 3.0
+    widths = cumwidths[..., 1:] - cumwidths[..., :-1]
+    # (searchsorted's `bin_locations[..., -1] += eps`: a write into cumwidths after widths read it)
+    cumwidths[..., -1] += 1e-6
+    bins = T.sum(x[..., None] >= cumwidths, dim=-1) - 1
+    left = cumwidths.gather(-1, bins[..., None])[..., 0]
+    width = widths.gather(-1, bins[..., None])[..., 0]
+    return (x - left) / width
+
+
+@pytest.mark.parametrize("logged", [False, True], ids=["lazy", "logged"])
+def test_spline_bins_written_after_they_are_read_give_torchs_gradients_every_step(logged: bool) -> None:
+    rng = np.random.default_rng(0)
+    uw0 = rng.standard_normal((4, 2, 5)).astype(np.float32)
+    x0 = rng.uniform(-2.9, 2.9, (4, 2)).astype(np.float32)
+    got = {}
+    for lib in (_Lib("torch"), _Lib("uop")):
+        uw = lib.leaf(uw0)
+        x = torch.tensor(x0) if lib.torch else Tensor(x0)
+        sums = []
+        for _ in range(3):
+            loss = (_spline_widths(lib, uw, x) ** 2).sum()
+            if logged:
+                loss.item()
+            loss.backward()
+            sums.append(np.array(_grad(uw)))
+        got[lib.torch] = sums
+    for ours, theirs in zip(got[False], got[True], strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

@@ -779,6 +779,7 @@ def _replay(
     if inner:
         for i, template in inner:
             mapping[topo[i]] = _build(template, uops)
+    overwritten = []
     for k, (t, template, remember) in enumerate(zip(tensors, entry.results, entry.remember, strict=True)):
         new = _build(template, uops, bounds.get(k))
         if new is not t.uop:
@@ -786,11 +787,15 @@ def _replay(
                 # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)
                 mapping[t.uop] = new
             else:
-                forget_overwritten(new)
+                overwritten.append(new)
                 live_tensors.set_uop(t, new)
     # other live tensors holding these nodes now read the stored values, as on the uncached path (a graph node must
     # never be remembered as "computed" for later graphs: its inputs can be overwritten by an assign)
     update_tensors(mapping, from_replay=True, pending=pending)
+    # (forgotten after the values stored with them are remembered, as uncached: a reader computed before the write,
+    # `d = c[1:] - c[:-1]` then `c[-1] += 1`, is followed back through what c held, or its gradient is lost)
+    for new in overwritten:
+        forget_overwritten(new)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -256,13 +256,38 @@ def forget_if_stale(node: UOp) -> bool:
         return node in stale_sources
     stamp = computed_from.stamp(node)
     # (a buffer that a copy taken before the write still holds as the graph read it is no loss: the realize that
-    # wrote it moved the graph's readers onto that copy, and a gradient reads it there, `StaleReads`)
-    stale = [b for b in overwritten_since(source, stamp) if _copy_holding(b, (stamp,)) is None]
+    # wrote it moved the graph's readers onto that copy, and a gradient reads it there, `StaleReads`; nor is one read
+    # only through a history that reaches back to then, `remembered_at`: a write that records one (`c[-1] += 1` into
+    # `c = w.clone()` after `d = c[1:] - c[:-1]` read it) keeps the graph it replaced, which backward() follows)
+    stale = [
+        b
+        for b in overwritten_since(source, stamp)
+        if _copy_holding(b, (stamp,)) is None and not _read_through_history(source, b, stamp)
+    ]
     if not stale:
         return False
     computed_from.pop(node)
     stale_sources[node] = _dropped_message(node, stale[0])
     return True
+
+
+def _read_through_history(source: UOp, b: UOp, stamp: int) -> bool:
+    # whether the graph `source` (remembered at clock `stamp`) reads the overwritten BUFFER `b` only through realized
+    # values (`b` or views of it) whose remembered graphs, as of then, were remembered by then: a chain of recorded
+    # writes since leads back to what they held, and backward() rebuilds them from it (`remembered_at`)
+    covered: set[UOp] = set()
+
+    def gate(u: UOp) -> bool:
+        if u in covered:
+            return False
+        if _under_views(u) is b and u in computed_from:
+            before, at = remembered_at(u, stamp)
+            if before is not None and at <= stamp:
+                covered.add(u)
+                return False
+        return True
+
+    return b not in source.toposort(gate=gate)
 
 
 def _needs_old_message(node: UOp, b: UOp) -> str:
