@@ -32,6 +32,7 @@ from uopkit.schedule.history import (
     forget_if_stale,
     forget_overwritten,
     forget_source,
+    hold_copies,
     kept_with,
     overwriting,
     remember_copies,
@@ -792,17 +793,18 @@ class PendingReads:
         where rewiring them to the copies' lazy nodes first rebuilt them again when those nodes were realized."""
         if not self.rewire_after:
             return
-        mapping = dict(self.replaced)
+        mapping, copies = dict(self.replaced), {}
         for b, c in self.copy_of.items():
             if c.uop.base.op is not Ops.BUFFER:
                 raise RuntimeError("a copy on write was not computed by the realize that needed it")
-            mapping[b] = c.uop
+            mapping[b] = copies[b] = c.uop
         roots = [t.uop for t in self.rewire_after]
         shared = _OneRealize()
         for t, new in zip(self.rewire_after, replace_reads(roots, mapping), strict=True):
             if new is not t.uop:
                 _remember_source(_source_of(t.uop), new, t._requires_grad, shared)
                 live_tensors.set_uop(t, new)
+            hold_copies(new, copies)
         shared.forget_all_overwritten()
 
 

@@ -223,6 +223,24 @@ def remember_copies(copy_of: dict[UOp, UOp]) -> None:
             copies_taken[b] = [*alive, (weakref.ref(base), stamp)]
 
 
+def hold_copies(u: UOp, copy_of: dict[UOp, UOp]) -> None:
+    """A reader of buffers that a realize overwrote, which that realize moved off them on its own (it stored the
+    values of the reader's graph that read them, on the way), so it reads none of the copies taken for it (`copy_of`:
+    BUFFER -> view of its copy): where the graph remembered for it still reads one of those buffers, the copy is held
+    with it while it lives (`kept_with`), for a gradient that computes that graph's values again (`StaleReads`: the
+    input of a layer whose output was stored, an adversarial input that nothing else holds)."""
+    node = u
+    while (source := computed_from.get(node)) is None:
+        if node.op not in _MOVEMENT:
+            return
+        node = node.src[0]
+    stamp, at = computed_from.stamp(node), _reading[0]
+    read = source.toposort(gate=_not_kernel)
+    held = [view for b, view in copy_of.items() if b in read and _no_write_between(b, min(stamp, at), max(stamp, at))]
+    if held:
+        kept_with[node] = [*kept_with.get(node, ()), *held]
+
+
 def overwritten_since(source: UOp, stamp: int) -> list[UOp]:
     """The BUFFERs the graph `source` reads that were overwritten after clock `stamp`."""
     if _last_write[0] <= stamp:
@@ -264,6 +282,11 @@ def forget_if_stale(node: UOp) -> bool:
         for b in overwritten_since(source, stamp)
         if _copy_holding(b, (stamp,)) is None and not _read_through_history(source, b, stamp)
     ]
+    if stale:
+        # (nor one read only by values of the graph that a realize stored before the write, `stored_as`: a gradient
+        # reads them there. An adversarial input computed from a BatchNorm's running stats, realized with the readers
+        # of the next running-stats write and held by the loss's graph, while the copy of the stats is let go)
+        stale = _read_past_stored(node, source, stamp, stale)
     if not stale:
         return False
     computed_from.pop(node)
@@ -288,6 +311,57 @@ def _read_through_history(source: UOp, b: UOp, stamp: int) -> bool:
         return True
 
     return b not in source.toposort(gate=gate)
+
+
+def _read_past_stored(node: UOp, source: UOp, stamp: int, bufs: list[UOp]) -> list[UOp]:
+    # the buffers of `bufs` that graph `source` (remembered at clock `stamp` for realized `node`) reads other than
+    # through a value below its root that storage still holds as the graph computed it (`_held_in_storage`: a gradient
+    # reads it there, `StaleReads._stand_ins`)
+    bad = set(bufs)
+    held = _held_in_storage(node, source, stamp)
+
+    def unstored(u: UOp) -> bool:
+        if u.op is _KERNEL:
+            return False
+        if u is source:
+            # (the root's own stored value is no stand-in for the values its gradient reads)
+            return True
+        if u in held:
+            return False
+        entry = stored_as.get(u)
+        if entry is None:
+            return True
+        stored = entry[0]()
+        return stored is None or not _same_kind(stored, u) or not _holds_value(u, stamp, stored, entry[1], bad)
+
+    reached = source.toposort(gate=unstored)
+    return [b for b in bufs if b in reached]
+
+
+def _held_in_storage(node: UOp, source: UOp, stamp: int) -> dict[UOp, UOp]:
+    # the computed values below the root of graph `source` (remembered at clock `stamp` for `node`) that `node`'s own
+    # graph holds as storage in their place -> those views of storage, where nothing has written that storage since:
+    # `node` is `source` with values a realize stored replaced by their storage (a loss's layer output, stored on the
+    # way by the realize that moved the loss onto copies of what a write overwrote), and the copies may be gone
+    found: dict[UOp, UOp] = {}
+    seen: set[UOp] = set()
+    stack = [(node, source)]
+    while stack:
+        n, s = stack.pop()
+        if n is s or s in seen:
+            continue
+        seen.add(s)
+        base = _storage_base(n) if s is not source else None
+        if base is not None:
+            # (not a buffer moved onto a copy, nor an assign's result: what those hold is no computed value of `source`)
+            computed = _storage_base(s) is None and _under_views(s, _VIEWS_OR_DETACHED).op is not _STORE
+            if computed and _same_kind(n, s) and written_at.get(base, _NEVER)[1] <= stamp:
+                found[s] = n
+            continue
+        if n.op is not s.op or n.arg != s.arg or len(n.src) != len(s.src):
+            continue
+        stack.extend(zip(n.src, s.src, strict=True))
+    return found
 
 
 def _needs_old_message(node: UOp, b: UOp) -> str:
@@ -392,6 +466,10 @@ class StaleReads:
             if whole not in fresh and _same_kind(f.node, whole) and _unchanged_since(f.node, f.stamp):
                 ctx.stored[whole] = f.node
             reads_copied = _reading_any(f.source, set(ctx.copies))
+            for u, view in _held_in_storage(f.node, f.source, f.stamp).items():
+                form = f.form(u)
+                if form not in fresh and form not in ctx.stored:
+                    ctx.stored[form] = view
             for u in f.source.toposort(gate=_not_kernel):
                 form = f.form(u)
                 if form in fresh or form in ctx.stored:
