@@ -93,7 +93,7 @@ def test_qr_gradient_empty_and_errors():
 
 
 def _check_svd(a, full_matrices, atol):
-    u, s, vh = (t.numpy().astype(np.float64) for t in Tensor(a).svd(full_matrices))
+    u, s, vh = (t.numpy().astype(np.float64) for t in Tensor(a).svd(full_matrices=full_matrices))
     want_u, want_s, want_vh = np.linalg.svd(a, full_matrices=full_matrices)
     assert (u.shape, s.shape, vh.shape) == (want_u.shape, want_s.shape, want_vh.shape)
     scale = max(np.abs(a).max(initial=0.0), 1e-30)
@@ -136,7 +136,7 @@ def test_svd_float64_gradient_empty_and_errors():
     # d(sum of singular values)/dA = U V^T
     want_u, _, want_vh = np.linalg.svd(a, full_matrices=False)
     np.testing.assert_allclose(x.grad.numpy(), want_u @ want_vh, atol=1e-10)
-    u, s, vh = Tensor.zeros(2, 0, 3).svd()
+    u, s, vh = Tensor.zeros(2, 0, 3).svd(full_matrices=True)
     assert (u.shape, s.shape, vh.shape) == ((2, 0, 0), (2, 0), (2, 3, 3))
     with pytest.raises(ArgumentError, match="svd: the input has values that aren't finite"):
         Tensor([[1.0, float("nan")], [0.0, 1.0]]).svd()
@@ -728,7 +728,7 @@ def _torch_grad_case(torch, op):
     for shape in ((2, 5, 3), (2, 3, 5), (4, 4)):
         for full in (False, True):
             weighted[f"svd{shape}{full}"] = (
-                lambda a, full=full: _svd_parts(*a.svd(full)),
+                lambda a, full=full: _svd_parts(*a.svd(full_matrices=full)),
                 lambda a, full=full: _svd_parts(*tl.svd(a, full_matrices=full)),
                 [shape],
             )
@@ -912,3 +912,24 @@ def test_geqrf_orgqr_ormqr_match_torch(shape, dtype):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol, atol=tol)
     with pytest.raises(ShapeError, match="ormqr: other"):
         Tensor.ormqr(ours.a, ours.tau, Tensor.ones(*shape[:-2], m + 1, 2, dtype=dtype))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_svd_is_torch_svd_and_full_matrices_linalgs(shape):
+    # torch.svd / A.svd(): (U, S, V), reduced unless some=False, V itself (linalg.svd's Vh is V.mT): a Kabsch
+    # rotation `V @ U.mT` ported from torch must not get Vh
+    torch = pytest.importorskip("torch")
+    a = RNG.standard_normal(shape)
+    t, r = Tensor(a), torch.from_numpy(a)
+    for some in (True, False):
+        (u, s, v), (tu, ts, tv) = t.svd(some), torch.svd(r, some)
+        assert (u.shape, s.shape, v.shape) == (tuple(tu.shape), tuple(ts.shape), tuple(tv.shape))
+        np.testing.assert_allclose(s.numpy(), ts.numpy(), rtol=1e-10)
+        k = min(shape[-2:])
+        # the same subspaces (the vectors' signs are arbitrary): U diag(S) V^T and V's first k columns up to sign
+        np.testing.assert_allclose((u[..., :k] * s.unsqueeze(-2)) @ v[..., :k].transpose(-1, -2).numpy(), a, atol=1e-10)
+        np.testing.assert_allclose(np.abs(v[..., :k].numpy()), np.abs(tv[..., :k].numpy()), atol=1e-8)
+    u, s, v = t.svd(compute_uv=False)
+    _, _, tv = torch.svd(r, compute_uv=False)
+    assert not u.numpy().any() and not v.numpy().any() and v.shape == tuple(tv.shape)
+    assert t.svd(full_matrices=False)._fields == ("U", "S", "Vh") and t.svd()._fields == ("U", "S", "V")

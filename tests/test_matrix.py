@@ -322,7 +322,7 @@ def test_empty_batches_have_torchs_shapes(shape):
     x = np.zeros(shape)
     t, tt = Tensor(x), torch.from_numpy(x)
     for full in (True, False):
-        got = [u.shape for u in t.svd(full)]
+        got = [u.shape for u in t.svd(full_matrices=full)]
         assert got == [tuple(u.shape) for u in torch.linalg.svd(tt, full_matrices=full)]
     assert t.pinv().shape == tuple(torch.linalg.pinv(tt).shape)
     assert t.matrix_rank().shape == tuple(torch.linalg.matrix_rank(tt).shape)

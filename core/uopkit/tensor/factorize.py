@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -53,6 +53,13 @@ class SVD(NamedTuple):
     U: Tensor
     S: Tensor
     Vh: Tensor
+
+
+class SVDV(NamedTuple):
+    # torch.svd's: V itself, not its transpose
+    U: Tensor
+    S: Tensor
+    V: Tensor
 
 
 class Eigh(NamedTuple):
@@ -606,18 +613,30 @@ class FactorizeMixin:
             return QR(Tensor.empty(0, dtype=a.dtype, device=a.device), r)
         return QR(q, r)
 
-    @autocast_op(FLOAT32)
-    def svd(self: Tensor, full_matrices: bool = True) -> SVD:  # type: ignore[misc]
-        """Singular value decomposition of a matrix or a batch of them (torch.linalg.svd): U, S, Vh with
-        U @ diag(S) @ Vh = self, S descending, U and Vh with orthonormal columns and rows. U is (m, m) and Vh (n, n)
-        when `full_matrices`, else (m, k) and (k, n), k = min(m, n). The signs of the singular vectors are not
-        PyTorch's (they are arbitrary there too). Reads the convergence back after each Jacobi sweep (a realize), so
-        it can't run inside a TinyJit.
+    def svd(  # type: ignore[misc]
+        self: Tensor, some: bool = True, compute_uv: bool = True, *, full_matrices: bool | None = None
+    ) -> Any:
+        """torch.svd (`A.svd()`): U, S, V with U @ diag(S) @ V.mT = self, S descending; reduced, (m, k) and (n, k)
+        with k = min(m, n), when `some`, else (m, m) and (n, n); with `compute_uv=False` U and V are zeros of (m, m)
+        and (n, n), as torch's. Given torch.linalg.svd's keyword `full_matrices`, linalg.svd's U, S, Vh (Vh = V.mT)
+        instead, U (m, m) and Vh (n, n) when full. The signs of the singular vectors are not PyTorch's (they are
+        arbitrary there too). Reads the convergence back after each Jacobi sweep (a realize), so it can't run inside a
+        TinyJit.
 
-        >>> u, s, vh = Tensor([[3.0, 0.0], [0.0, -4.0]]).svd()
+        >>> u, s, v = Tensor([[3.0, 0.0], [0.0, -4.0]]).svd()
         >>> [round(x, 4) for x in s.tolist()]
         [4.0, 3.0]
         """
+        if full_matrices is not None:
+            return self._linalg_svd(full_matrices)
+        u, s, vh = self._linalg_svd(not some)
+        if not compute_uv:
+            m, n = self.shape[-2:]
+            u, vh = (Tensor.zeros(*self.shape[:-2], k, k, dtype=s.dtype, device=s.device) for k in (m, n))
+        return SVDV(u, s, vh.transpose(-1, -2))
+
+    @autocast_op(FLOAT32)
+    def _linalg_svd(self: Tensor, full_matrices: bool) -> SVD:  # type: ignore[misc]
         a = _matrices(self, "svd")
         m, n = a.shape[-2:]
         if min(m, n) == 0:
