@@ -290,8 +290,8 @@ def test_reductions(axis, keepdim):
     close(t.mean(axis, keepdim), r.mean(dim, keepdim=keepdim), atol=1e-6)
     close(t.max(axis=axis, keepdim=keepdim), r.amax(dim, keepdim=keepdim))
     close(t.min(axis=axis, keepdim=keepdim), r.amin(dim, keepdim=keepdim))
-    close(t.var(axis, keepdim), r.var(dim, keepdim=keepdim), atol=1e-5)
-    close(t.std(axis, keepdim, correction=0), r.std(dim, keepdim=keepdim, correction=0), atol=1e-5)
+    close(t.var(axis, keepdim=keepdim), r.var(dim, keepdim=keepdim), atol=1e-5)
+    close(t.std(axis, keepdim=keepdim, correction=0), r.std(dim, keepdim=keepdim, correction=0), atol=1e-5)
     close(t.logsumexp(axis, keepdim), torch.logsumexp(r, dim, keepdim=keepdim), atol=1e-5)
     dims = dim if isinstance(dim, tuple) else (dim,)
     close((t * 0.5).prod(axis, keepdim), _torch_reduce(r * 0.5, dims, keepdim, "prod"), rtol=1e-4, atol=1e-7)
@@ -841,3 +841,21 @@ def test_nan_bits_of_extremes_are_torchs():
             ):
                 got, want = f(ours).bitcast(it).numpy(), f(theirs).contiguous().view(tit).numpy()
                 assert got.shape == want.shape and (got == want).all(), (dt, shape, got, want)
+
+
+@pytest.mark.parametrize("op", ["var", "std", "var_mean", "std_mean"])
+def test_var_and_std_take_torchs_positions(op):
+    # torch's Tensor.var(dim, unbiased, keepdim): `x.std(1, False)` is the biased std, not keepdim=False
+    x = data(3, 4)
+    t, r = both(x)
+    for args in [(1, False), (0, True, True), (False,), (1,)]:
+        ours, theirs = getattr(t, op)(*args), getattr(torch, op)(r, *args)
+        pairs = zip(ours, theirs, strict=True) if isinstance(ours, tuple) else [(ours, theirs)]
+        for o, w in pairs:
+            close(o, w, atol=1e-6)
+    ours, theirs = getattr(t, op)(1, correction=0), getattr(torch, op)(r, 1, correction=0)
+    close(ours[0] if isinstance(ours, tuple) else ours, theirs[0] if isinstance(theirs, tuple) else theirs, atol=1e-6)
+    with pytest.raises(TypeError, match="unbiased"):
+        getattr(t, op)(1, 0)
+    with pytest.raises(TypeError, match="unbiased"):
+        getattr(t, op)(1, True, correction=0)

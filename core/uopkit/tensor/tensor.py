@@ -60,6 +60,7 @@ from uopkit.tensor import operators as _operators_module
 from uopkit.tensor import out_arg as _out_arg_module
 from uopkit.tensor import placing as _placing_module
 from uopkit.tensor import printing as _printing_module
+from uopkit.tensor import quantiles as _quantiles_module
 from uopkit.tensor import reduce as _reduce_module
 from uopkit.tensor import relaunch as _relaunch_module
 from uopkit.tensor import replay as _replay_module
@@ -100,6 +101,7 @@ from uopkit.tensor.matrix import MatrixMixin
 from uopkit.tensor.movement import MovementMixin
 from uopkit.tensor.operators import OperatorsMixin
 from uopkit.tensor.placing import PlacingMixin
+from uopkit.tensor.quantiles import QuantileMixin
 from uopkit.tensor.reduce import ReduceMixin
 from uopkit.tensor.spatial import SpatialMixin
 from uopkit.tensor.special import SpecialMixin
@@ -217,6 +219,7 @@ class Tensor(
     OperatorsMixin,
     MathMixin,
     ReduceMixin,
+    QuantileMixin,
     LinalgMixin,
     FactorizeMixin,
     MatrixMixin,
@@ -934,6 +937,7 @@ for _module in (
     _select_module,
     _unread_module,
     _out_arg_module,
+    _quantiles_module,
     _tensor_hooks,
     _copies_module,
     _torch_names_module,
