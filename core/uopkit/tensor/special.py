@@ -719,6 +719,7 @@ class SpecialMixin:
     @replayed
     @in_float32
     def _polygamma_of_order(self, n: int) -> Tensor:
+        """`polygamma` with the tensor first (x.polygamma(n)): n checked, digamma for n = 0."""
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"polygamma: n must be an int (the order of the derivative), got {type(n).__name__}")
         if n < 0:
