@@ -432,15 +432,6 @@ class BCELoss(_WeightedLoss):
     0.69315
     """
 
-    def __init__(
-        self,
-        weight: Tensor | Sequence[float] | None = None,
-        size_average: bool | None = None,
-        reduce: bool | None = None,
-        reduction: str = "mean",
-    ) -> None:
-        super().__init__(weight, size_average, reduce, reduction)
-
     @autocast_op(FLOAT32)
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.binary_cross_entropy(target, self.reduction, self.weight)

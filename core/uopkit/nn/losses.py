@@ -105,15 +105,6 @@ class MultiLabelSoftMarginLoss(_WeightedLoss, Module):
     # (torch's registered buffer: in the state dict, not a parameter)
     weight: Tensor | None
 
-    def __init__(
-        self,
-        weight: Tensor | Sequence[float] | None = None,
-        size_average: bool | None = None,
-        reduce: bool | None = None,
-        reduction: str = "mean",
-    ) -> None:
-        super().__init__(weight, size_average, reduce, reduction)
-
     def __call__(self, input: Tensor, target: Tensor) -> Tensor:
         return input.multilabel_soft_margin_loss(target, self.weight, self.reduction)
 
