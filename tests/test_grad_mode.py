@@ -73,7 +73,7 @@ def test_switches_nest_and_restore():
         assert is_grad_enabled()
     with pytest.raises(TypeError, match="bool"):
         set_grad_enabled("no")
-    assert uopkit.no_grad is no_grad and Tensor.no_grad is False
+    assert uopkit.no_grad is no_grad and Tensor.no_grad == False  # noqa: E712 (tinygrad's flag, 0 or 1)
 
 
 def test_decorators():
@@ -218,7 +218,7 @@ def test_the_mode_is_per_thread():
 
     with no_grad(), torch.no_grad(), ThreadPoolExecutor(2) as pool:
         assert pool.submit(modes).result() == (True, True, False)
-        assert Tensor.no_grad is True
+        assert Tensor.no_grad == True  # noqa: E712
     Tensor.no_grad = True
     try:
         assert not is_grad_enabled() and _mode_in_a_new_thread() == (True, False)
@@ -247,6 +247,33 @@ def _mode_in_a_new_thread():
     thread.start()
     thread.join(30)
     return out[0]
+
+
+def test_tensor_no_grad_is_the_flag_and_torchs_switch():
+    # tinygrad reads and sets `Tensor.no_grad`; a port that renamed `torch.no_grad` calls it: both work
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    assert not Tensor.no_grad and repr(Tensor.no_grad) == "False"
+    with Tensor.no_grad():
+        assert Tensor.no_grad and repr(Tensor.no_grad) == "True"
+        assert not (w * 2).requires_grad
+    assert not Tensor.no_grad and (w * 2).requires_grad
+
+    @Tensor.no_grad
+    def bare():
+        return w * 3
+
+    @Tensor.no_grad()
+    def called():
+        return w * 3
+
+    assert not bare().requires_grad and not called().requires_grad and (w * 3).requires_grad
+    previous = Tensor.no_grad
+    Tensor.no_grad = True
+    try:
+        assert not (w * 2).requires_grad and f"{Tensor.no_grad}" == "True"
+    finally:
+        Tensor.no_grad = previous
+    assert (w * 2).requires_grad
 
 
 def test_decorated_generator_functions_switch_while_their_body_runs():

@@ -88,6 +88,7 @@ from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
 from uopkit.tensor.factorize import FactorizeMixin
 from uopkit.tensor.functional import FunctionalMixin
+from uopkit.tensor.grad_mode import no_grad as _no_grad_switch
 from uopkit.tensor.grad_mode import thread_mode as _grad_mode
 from uopkit.tensor.indexing import IndexingMixin
 from uopkit.tensor.interop import InteropMixin
@@ -170,12 +171,25 @@ def _from_bytes(data: bytes, dt: DType, device: str) -> UOp:
     return _from_numpy(np.frombuffer(data, dtype=to_numpy_dtype(dt)).copy(), device, dt)
 
 
+class _GradFlag(int):
+    # what `Tensor.no_grad` reads as: tinygrad's flag (truthy while recording is off, 0 or 1 as a bool), and callable
+    # as torch's `no_grad` for a port that renamed `torch.` to `Tensor.`: `with Tensor.no_grad():`, `@Tensor.no_grad`
+    def __call__(self, fn: Callable[..., Any] | None = None) -> Any:
+        return _no_grad_switch(fn)
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+
+_GRAD_FLAGS = (_GradFlag(0), _GradFlag(1))
+
+
 class _TensorType(type):
     # tinygrad's switch for gradient recording, `Tensor.no_grad` (torch's no_grad; see tensor/grad_mode.py), is the
     # calling thread's mode: values computed while it is set are detached
     @property
-    def no_grad(cls) -> bool:
-        return _grad_mode.off
+    def no_grad(cls) -> _GradFlag:
+        return _GRAD_FLAGS[_grad_mode.off]
 
     @no_grad.setter
     def no_grad(cls, value: bool) -> None:
