@@ -26,8 +26,19 @@ class GradientError(RuntimeError):
 # lookup through EnumType's slow __getattr__ hook (~0.1 us)
 _DEVICE, _BUFFER, _COPY, _KERNEL, _CONST = Ops.DEVICE, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.CONST
 _RESHAPE, _EXPAND, _REDUCE_AXIS = Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE_AXIS
-_ADD, _NEG, _FDIV, _DETACH = Ops.ADD, Ops.NEG, Ops.FDIV, Ops.DETACH
+_ADD, _NEG, _FDIV, _DETACH, _CONTIGUOUS = Ops.ADD, Ops.NEG, Ops.FDIV, Ops.DETACH, Ops.CONTIGUOUS
 _BF16 = dtypes.bfloat16
+
+
+@dataclass(frozen=True)
+class OwnNode:
+    """The arg of the CONTIGUOUS that gives a tensor a node of its own over a value another tensor has too (nodes are
+    hash-consed: `a = x * 2; b = x * 2` are one node), made when hooks or `retain_grad()` are on both
+    (`uopkit.tensor.tensor_hooks.own_node`). `compute_gradient` keeps the gradient through such a node apart from
+    the value's own until the value's hooks have run: each tensor's hooks and `.grad` see only the gradient that
+    flows through that tensor, as torch's."""
+
+    number: int
 
 
 @dataclass
@@ -437,7 +448,8 @@ def compute_gradient(
     Walks the graph from `root` back to the targets in reverse topological order, applying `pm_gradient` to
     each node on a path to a target and summing the gradients of nodes used more than once. `graph`: `graph_of(root)`
     when the caller has it already. `hooks`: node -> a function that replaces the node's whole gradient once it is
-    summed, before it flows on to the node's sources (Tensor.register_hook).
+    summed, before it flows on to the node's sources (Tensor.register_hook). What reaches a node through a node of
+    another tensor's own over it (`OwnNode`) is added after its hooks ran, and is not part of its result.
     """
     topo = list(graph if graph is not None else graph_of(root))
     # the nodes on a path to a target (sets: membership is all the walk asks)
@@ -458,14 +470,20 @@ def compute_gradient(
     # (most graphs have no subgraph with a given gradient: no lookup per node then)
     any_given = len(_gradient_rules) > 0
     grads: dict[UOp, UOp] = {root: root_grad}
+    # the gradients that reached a value through nodes of its own (`OwnNode`), kept out of its hooks and `.grad`
+    apart: dict[UOp, UOp] = {}
     for u in reversed(topo):
         if u not in leads_on:
             continue
         g = grads.get(u)
+        if g is not None and hooks and u in hooks:
+            g = grads[u] = hooks[u](g)
+        if apart:
+            kept = apart.pop(u, None)
+            if kept is not None:
+                g = kept if g is None else g + kept
         if g is None:
             continue
-        if hooks and u in hooks:
-            g = grads[u] = hooks[u](g)
         given = _gradient_rules.get(u) if any_given else None
         if given is not None and _reaches_target_inside(u, given[0], targets):
             # a target inside the subgraph needs the gradients of the nodes in it: take the chain of rules
@@ -487,6 +505,7 @@ def compute_gradient(
             raise GradientError(
                 f"gradient rule for {u.op.name} gave {len(src_grads)} gradients for {len(sources)} inputs"
             )
+        into = apart if u.op is _CONTIGUOUS and u.arg.__class__ is OwnNode else grads
         for s, sg in zip(sources, src_grads, strict=True):
             if sg is None or s not in on_path:
                 continue
@@ -494,7 +513,7 @@ def compute_gradient(
                 raise GradientError(
                     f"gradient rule for {u.op.name} gave shape {sg.shape} for an input of shape {s.shape}"
                 )
-            grads[s] = grads[s] + sg if s in grads else sg
+            into[s] = into[s] + sg if s in into else sg
     if hooks:
         # (a target no rule was applied at, a leaf: its hooks run on its summed gradient here)
         for t in targets:
@@ -511,5 +530,6 @@ __all__ = [
     "GradientContext",
     "GradientError",
     "GradientRule",
+    "OwnNode",
     "given_gradient",
 ]

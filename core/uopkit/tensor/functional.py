@@ -628,13 +628,16 @@ class FunctionalMixin:
         ret = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
         return ret + bias.reshape(shape) if bias is not None else ret
 
-    def dropout(self, p: float = 0.5) -> Tensor:
-        """Zero each element with probability p and scale the rest by 1/(1-p), only when Tensor.training.
+    def dropout(self, p: float = 0.5, train: bool | None = None) -> Tensor:
+        """Zero each element with probability p and scale the rest by 1/(1-p), only when Tensor.training (tinygrad's),
+        or when `train` where it is given (torch's top-level `torch.dropout(input, p, train)`).
 
         >>> Tensor.ones(3).dropout(0.5).tolist()
         [1.0, 1.0, 1.0]
+        >>> Tensor.dropout(Tensor.ones(3), 1.0, True).tolist()
+        [0.0, 0.0, 0.0]
         """
-        if not Tensor.training:
+        if not (Tensor.training if train is None else train):
             if not 0.0 <= p <= 1.0:
                 raise ArgumentError(f"dropout: p must be in [0, 1], got {p}")
             return self

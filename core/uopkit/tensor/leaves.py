@@ -13,6 +13,7 @@ value's graph back to them (`computed_with_grad`)."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from uopkit.dtype import dtypes
@@ -110,9 +111,10 @@ def _retained(t: Any) -> bool:
     return any(r is t for r in retaining_grad)
 
 
-def retain_grad(t: Any) -> None:
+def retain_grad(t: Any, own_node: Callable[[Any], None]) -> None:
     """torch's `t.retain_grad()`: a value computed from a tensor that requires grad gets its `.grad` on the next
-    backward(); a leaf has it already; a tensor that doesn't require grad raises."""
+    backward(); a leaf has it already; a tensor that doesn't require grad raises. `own_node` is called on `t` first
+    (`tensor_hooks.own_node`: a node of its own where another tensor's hooks or retain_grad() are on its value)."""
     if t._requires_grad:
         return
     if not dtypes.is_float(t.dtype) or not requires_grad_of(t):
@@ -120,6 +122,7 @@ def retain_grad(t: Any) -> None:
             f"retain_grad: the {t.dtype} tensor of shape {t.shape} does not require grad, so it gets no gradient to "
             "keep"
         )
+    own_node(t)
     want_gradient(t)
     retaining_grad.add(t)
 

@@ -546,7 +546,10 @@ class LinalgMixin:
         n = len(k_)
         if self.ndim < n:
             raise ShapeError(f"{op}: kernel {k_} has more dims than the input shape {self.shape}")
-        s_ = _positive_n(stride if stride is not None else k_, n, "stride", op)
+        # (torch's stride=[] is the kernel too)
+        s_ = _positive_n(
+            k_ if stride is None or (isinstance(stride, (tuple, list)) and not stride) else stride, n, "stride", op
+        )
         d_ = _positive_n(dilation, n, "dilation", op)
         pads = _conv_pads(padding, n, k_, d_, op)
         extra = []

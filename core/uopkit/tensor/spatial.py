@@ -647,6 +647,17 @@ class SpatialMixin:
         shape = self.shape[:2] + (1,) * (self.ndim - 2)
         return self._alpha_dropped(p, training, inplace, shape, "feature_alpha_dropout")
 
+    def feature_dropout(self, p: float, train: bool) -> Tensor:
+        """Zero whole features with probability p when `train`, one draw per (sample, channel) (axes 0 and 1, the rest
+        broadcast: a 2-D input's elements each), scaling the rest by 1 / (1 - p), as torch.feature_dropout(input, p,
+        train); no-op without `train`.
+
+        >>> Tensor.ones(2, 2, 3).feature_dropout(1.0, True).sum().item(), Tensor.ones(1, 2).feature_dropout(0.5, False)
+        (0.0, Tensor([[1., 1.]]))
+        """
+        _check_probability(p)
+        return self._feature_dropout(p, train, False, "feature_dropout", batched=True)
+
     def _feature_dropout(self, p: float, training: bool, inplace: bool, op: str, batched: bool) -> Tensor:
         # torch's feature dropout: one draw per (sample, channel) broadcast over the rest; the input times the noise
         # (keep / (1 - p) or 0), so a dropped inf or NaN gives NaN as torch's
@@ -710,10 +721,16 @@ class SpatialMixin:
 
     @in_float32
     def group_norm(
-        self, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+        self,
+        num_groups: int,
+        weight: Tensor | None = None,
+        bias: Tensor | None = None,
+        eps: float = 1e-5,
+        cudnn_enabled: bool = True,
     ) -> Tensor:
         """Normalize (N, C, *) over each of `num_groups` groups of channels (and all positions), then scale and shift
-        each channel by weight and bias (C,), as torch.nn.functional.group_norm (nn.GroupNorm's function).
+        each channel by weight and bias (C,), as torch.nn.functional.group_norm (nn.GroupNorm's function) and
+        torch.group_norm (whose `cudnn_enabled` changes nothing).
 
         >>> [round(v, 4) for v in Tensor([[[1.0], [3.0]]]).group_norm(1).flatten().tolist()]
         [-1.0, 1.0]

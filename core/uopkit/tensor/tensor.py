@@ -28,7 +28,7 @@ from uopkit.dtype import (
 )
 from uopkit.engine import realize as _realize_module
 from uopkit.engine.realize import buffers, realize_lock, realize_tensors
-from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of
+from uopkit.gradient import OwnNode, carry_gradient_rule, compute_gradient, given_gradient, graph_of
 from uopkit.helpers import prod
 from uopkit.schedule import StaleReads, unrealized_graph
 from uopkit.schedule import live_tensors as _all_tensors
@@ -131,7 +131,12 @@ from uopkit.tensor.tensor_hooks import RemovableHook
 from uopkit.tensor.tensor_hooks import gradient_hooks as _gradient_hooks
 from uopkit.tensor.tensor_hooks import in_rebuilt_graph as _in_rebuilt_graph
 from uopkit.tensor.torch_extras import TorchExtrasMixin
-from uopkit.tensor.torch_functions import TorchFunctionsMixin
+from uopkit.tensor.torch_functions import (
+    TOP_LEVEL_FUNCTIONAL,
+    TorchFunctionsMixin,
+    install_top_level,
+    top_level_function,
+)
 from uopkit.tensor.torch_keywords import install_torch_keywords
 from uopkit.tensor.torch_names import TorchNamesMixin
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -203,6 +208,9 @@ class _TensorType(type):
             return DTYPES_BY_NAME[name]
         if name in _TORCH_NAMESPACES:
             return importlib.import_module(f"uopkit.{name}")
+        if name in TOP_LEVEL_FUNCTIONAL:
+            # torch's top-level functional names (`Tensor.layer_norm` for torch.layer_norm): tensor/torch_functions.py
+            return top_level_function(name)
         raise AttributeError(f"type object 'Tensor' has no attribute {name!r}")
 
 
@@ -681,7 +689,9 @@ class Tensor(
         """
         if self.is_leaf or not self.requires_grad:
             return None
-        return GradFn(self.uop.op.name)
+        u = self.uop
+        # (a node of its own over a value another tensor's hooks are on: the op is the value's)
+        return GradFn((u.src[0] if u.arg.__class__ is OwnNode else u).op.name)
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None, **torch_gradient: Any) -> Any:
         """The gradient of this tensor with respect to each of `targets` (lazy tensors, nothing is stored), tinygrad's.
@@ -1156,6 +1166,8 @@ def _summed(grads: dict[UOp, UOp], keys: tuple[UOp, ...]) -> UOp | None:
 # the readers a realize adds are realized as their stored bits too (bfloat16)
 # torch's keyword names (`torch.cumprod(input=x, dim=0)`, `t.pow(exponent=2)`) on the methods that name them otherwise
 install_torch_keywords(Tensor)
+# (after them: the methods, wrapped or not, that a torch top-level function of the same name reads otherwise)
+install_top_level(Tensor)
 for _name, _dtype in _CAST_METHOD_DTYPES.items():
     getattr(Tensor, _name).as_dtype = _dtype
 _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)

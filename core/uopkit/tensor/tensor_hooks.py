@@ -4,10 +4,16 @@ A hook belongs to the value: it runs where the gradient of its tensor's node arr
 graph node it is on, so it runs as long as a graph built from the value lives, also once the tensor object is gone (a
 hook registered on an intermediate inside a module's forward: a DEQ's fixed point, Grad-CAM's activations). Here a
 tensor's hooks are kept by the tensor while it lives, then by the nodes its gradient arrived at when the hook was
-registered, for as long as a graph holds them. Nodes are hash-consed: a forward run again on the same input with
-weights updated in place builds the same node, and a graph of an earlier run kept alive (a list of losses) holds it
-too; so of the gone tensors' hooks on one node only the latest registered run, and none where a live tensor's do (a
-new forward's registration replaces the earlier one's, as each torch graph runs only its own).
+registered, for as long as a graph holds them.
+
+Nodes are hash-consed: two tensors computed the same way (`a = x * 2; b = x * 2`, a sub-module called twice on one
+input, a forward run again on the same input with the weights updated in place while an earlier run's graph is kept)
+are one node. The first tensor that gets hooks or `retain_grad()` on a value keeps its node; each later one gets a
+node of its own over the value (`own_node`: a CONTIGUOUS with an `OwnNode` arg), so that what is computed from it
+afterwards is told apart, and backward() gives each tensor's hooks and `.grad` only the gradient through that tensor
+(`compute_gradient` adds what arrives through the own nodes after the value's hooks ran), as torch's. Where no own
+node can be made (a view, a value already in storage, bfloat16), of the gone tensors' hooks on one node only the
+latest registered run, and none where a live tensor's hooks are on it.
 """
 
 from __future__ import annotations
@@ -18,14 +24,19 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from uopkit.dtype import dtypes
+from uopkit.gradient import OwnNode
+from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor.leaves import gradient_keys as _gradient_keys
+from uopkit.tensor.support import _contiguous_ids
+from uopkit.uop.ops import GroupOp, Ops, UOp
+from uopkit.uop.weak_map import WeakKeyMap
 
 if TYPE_CHECKING:
     from uopkit.dtype import DType
 
     # (set at run time by tensor.py, which imports this module)
     from uopkit.tensor.tensor import Tensor
-    from uopkit.uop.ops import UOp
 
 Hook = Callable[[Any], Any]
 
@@ -53,10 +64,35 @@ _outliving: dict[int, tuple[tuple[weakref.ref, ...], DType, tuple, bool, dict[in
 _registrations = itertools.count()
 
 
+# the nodes hooks or retain_grad() were put on, held weakly, each -> a weak reference to the tensor that put them there
+# first: a later tensor on one of them gets a node of its own (`own_node`)
+_claimed = WeakKeyMap()
+# what an own node can't be made over: storage, a value cut from the graph, one made of bits
+_NOT_OWNABLE = frozenset({*GroupOp.Movement, Ops.BUFFER, Ops.STORE, Ops.DETACH, Ops.BITCAST, Ops.CONST})
+
+
+def own_node(t: Any) -> None:
+    """Before hooks or `retain_grad()` go on the non-leaf `t`: where another tensor's hooks or `retain_grad()` are on
+    its value already (the same node), `t` gets a node of its own over the value, and what is computed from `t` from
+    now on reads that node, so its gradient is told apart from the other tensor's. Then `t`'s nodes are claimed."""
+    keys = _gradient_keys(t)
+    shared = any((ref := _claimed.get(k)) is not None and ref() is not t for k in keys)
+    u = t.uop
+    if shared and t._view_of is None and u.op not in _NOT_OWNABLE and u.dtype != dtypes.bfloat16:
+        _all_tensors.set_uop(t, UOp(Ops.CONTIGUOUS, u.dtype, (u,), OwnNode(next(_contiguous_ids))))
+        keys = _gradient_keys(t)
+    ref = weakref.ref(t)
+    for k in keys:
+        if k not in _claimed:
+            _claimed[k] = ref
+
+
 def hooks_of(t: Any) -> dict[int, Hook]:
     """The hooks of the live tensor `t` by handle id (a dict `register_hook` adds to)."""
     entry = _hooked.get(id(t))
     if entry is None or entry[0]() is not t:
+        if not t.is_leaf:
+            own_node(t)
         hooks: dict[int, Hook] = {}
         # (taken now: a dead tensor's graph can't be read in the callback)
         kept = (next(_registrations), _gradient_keys(t), t.dtype, t.shape, t.is_leaf, hooks)

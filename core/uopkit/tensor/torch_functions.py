@@ -1,10 +1,14 @@
 """torch's top-level functions that a port calls as `Tensor.X(...)` and that no other module holds: the default float
 dtype (`get_default_dtype`/`set_default_dtype`), `asarray`, `row_stack`, `chain_matmul`, the Poisson and binomial
-draws and `scalar_tensor`, compared with torch in tests/test_torch_functions.py."""
+draws and `scalar_tensor`, compared with torch in tests/test_torch_functions.py. And how `Tensor.X` reaches torch's
+top-level functional names whose arguments differ from any method's (`TOP_LEVEL_FUNCTIONAL`,
+uopkit/nn/torch_top_level.py, compared with torch in tests/test_torch_top_level.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+import inspect
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +23,63 @@ if TYPE_CHECKING:
 
 # the dtypes torch.set_default_dtype takes
 _DEFAULT_FLOATS = (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16)
+
+# torch's top-level functional names (`torch.layer_norm`, `torch.batch_norm`, `torch.kl_div`, ...) whose arguments no
+# Tensor method of the name takes: `Tensor.X` read from the class is uopkit.nn.torch_top_level's X (which forwards to
+# uopkit.nn.functional: imported when first read, the tensor layer being below nn), through `_TensorType.__getattr__`
+# where Tensor has no X, through `TopLevelOrMethod` where a method X reads other arguments (`x.kl_div(target)` is F's)
+TOP_LEVEL_FUNCTIONAL = frozenset(
+    {
+        "layer_norm",
+        "batch_norm",
+        "instance_norm",
+        "conv_transpose1d",
+        "conv_transpose3d",
+        "max_pool1d",
+        "max_pool3d",
+        "avg_pool1d",
+        "adaptive_avg_pool1d",
+        "adaptive_max_pool1d",
+        "embedding",
+        "kl_div",
+        "hinge_embedding_loss",
+        "margin_ranking_loss",
+        "cosine_embedding_loss",
+        "triplet_margin_loss",
+        "poisson_nll_loss",
+        "binary_cross_entropy_with_logits",
+        "ctc_loss",
+    }
+)
+
+
+def top_level_function(name: str) -> Callable[..., Any]:
+    """torch's top-level function `name` (one of `TOP_LEVEL_FUNCTIONAL`) with torch's arguments."""
+    return getattr(importlib.import_module("uopkit.nn.torch_top_level"), name)
+
+
+class TopLevelOrMethod:
+    """A Tensor attribute that is torch's top-level function of its name read from the class (`Tensor.kl_div(input,
+    target, 2)`, a port of `torch.kl_div`) and the method read from a tensor (`x.kl_div(target, "sum")`), where the two
+    take different arguments."""
+
+    __slots__ = ("method", "name")
+
+    def __init__(self, method: Callable[..., Any], name: str) -> None:
+        self.method, self.name = method, name
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return top_level_function(self.name)
+        return self.method.__get__(obj, cls)
+
+
+def install_top_level(cls: type) -> None:
+    """Make each method of `cls` named in `TOP_LEVEL_FUNCTIONAL` a `TopLevelOrMethod`."""
+    for name in sorted(TOP_LEVEL_FUNCTIONAL):
+        method = inspect.getattr_static(cls, name, None)
+        if method is not None:
+            setattr(cls, name, TopLevelOrMethod(method, name))
 
 
 def _host_draw(op: str, draw: Any, like: Tensor) -> Tensor:

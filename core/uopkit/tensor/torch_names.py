@@ -16,6 +16,7 @@ import numpy as np
 from uopkit.dtype import DType, dtypes, finfo, iinfo, least_upper_dtype, least_upper_float, to_dtype
 from uopkit.schedule import live_tensors
 from uopkit.tensor import leaves as _leaves
+from uopkit.tensor import tensor_hooks as _tensor_hooks
 from uopkit.tensor.autocast import FLOAT32, LOWER, autocast_op
 from uopkit.tensor.factorize import _square, _with_right_side
 from uopkit.tensor.indexing import _in_place_method, _share_storage
@@ -495,9 +496,16 @@ class TorchNamesMixin:
             value, self, positive.where(1.0, slope), (slope, (positive.logical_not(), self)), reads_input=True
         )
 
-    def rrelu(self: Tensor, lower: float = 1 / 8, upper: float = 1 / 3, training: bool = False) -> Tensor:  # type: ignore[misc]
-        """Leaky ReLU with a random slope per negative element drawn from U(lower, upper) when `training`, else the
-        fixed slope (lower + upper) / 2, as torch.nn.functional.rrelu.
+    def rrelu(  # type: ignore[misc]
+        self: Tensor,
+        lower: float = 1 / 8,
+        upper: float = 1 / 3,
+        training: bool = False,
+        generator: Generator | None = None,
+    ) -> Tensor:
+        """Leaky ReLU with a random slope per negative element drawn from U(lower, upper) (from `generator`, else the
+        global stream) when `training`, else the fixed slope (lower + upper) / 2, as torch.nn.functional.rrelu and
+        torch.rrelu.
 
         >>> Tensor([-1.0, 2.0]).rrelu(0.25, 0.25).tolist()
         [-0.25, 2.0]
@@ -506,7 +514,9 @@ class TorchNamesMixin:
             raise ArgumentError(f"rrelu: needs 0 <= lower <= upper, got lower={lower}, upper={upper}")
         if not training:
             return self.leaky_relu((lower + upper) / 2)
-        slope = Tensor.uniform(*self.shape, low=lower, high=upper, device=self.device, dtype=_draw_dtype(self))
+        slope = Tensor.uniform(
+            *self.shape, low=lower, high=upper, generator=generator, device=self.device, dtype=_draw_dtype(self)
+        )
         # (an int input is scaled in float: its slopes truncated to 0)
         return (self >= 0).where(self, self * (slope.cast(self.dtype) if self.is_floating_point() else slope))
 
@@ -734,7 +744,7 @@ class TorchNamesMixin:
         ([6.0, 12.0], [18.0, 36.0])
         """
         # (a leaf has its .grad already; a tensor that doesn't require grad raises, as torch's)
-        _leaves.retain_grad(self)
+        _leaves.retain_grad(self, _tensor_hooks.own_node)
 
     def sum_to_size(self: Tensor, *size: Any) -> Tensor:  # type: ignore[misc]
         """Summed over the dims that broadcasting `size` to this shape would expand (torch.sum_to_size): the inverse
