@@ -1,8 +1,9 @@
-"""uopkit.func's transforms (grad, grad_and_value, vjp, jvp, jacrev, jacfwd, hessian, vmap, stack_module_state)
-against torch.func's on the same inputs: values, shapes and trees of the results, their composition (vmap(grad),
-jacrev(jacrev), grad(grad), vmap(jacrev), nested vmap), torch's tutorials (per-sample gradients, model ensembling)
-at small sizes, `.grad` left alone, randomness, and torch's errors."""
+"""uopkit.func's transforms (grad, grad_and_value, vjp, jvp, jacrev, jacfwd, hessian, vmap, stack_module_state,
+replace_all_batch_norm_modules_) against torch.func's on the same inputs: values, shapes and trees of the results,
+their composition (vmap(grad), jacrev(jacrev), grad(grad), vmap(jacrev), nested vmap), torch's tutorials (per-sample
+gradients, model ensembling) at small sizes, `.grad` left alone, randomness, and torch's errors."""
 
+import copy
 import doctest
 import importlib
 
@@ -495,8 +496,9 @@ def test_model_ensembling_tutorial():
     tparams, tbuffers = tfunc.stack_module_state(tmodels)
     _same(params, tparams)
     assert all(p.requires_grad for p in params.values())
-    base = models[0]
-    tbase = tmodels[0]
+    # the tutorial's stateless template: a copy moved to torch's meta device (no meta device here: it stays put)
+    base = copy.deepcopy(models[0]).to("meta")
+    tbase = copy.deepcopy(tmodels[0]).to("meta")
 
     def fmodel(params, buffers, x):
         return func.functional_call(base, (params, buffers), (x,))
@@ -512,6 +514,41 @@ def test_model_ensembling_tutorial():
     theirs = tfunc.vmap(tfmodel, in_dims=(0, 0, None))(tparams, tbuffers, tminibatch)
     _same(ours, theirs, atol=1e-5)
     # the stacked parameters are leaves an optimizer can train: gradients reach them through the vmap
+    ours.square().sum().backward()
+    theirs.square().sum().backward()
+    for k in params:
+        np.testing.assert_allclose(params[k].grad.numpy(), tparams[k].grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_ensemble_with_batch_norms_replaced():
+    # torch.func's answer to batch norms in a vmapped ensemble: no running statistics, the batch's own in eval too
+    def pair(seed):
+        torch.manual_seed(seed)
+        theirs = torch.nn.Sequential(
+            torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.Tanh(), torch.nn.Linear(6, 2)
+        )
+        ours = nn.Sequential(nn.Linear(5, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 2))
+        ours.load_state_dict({k: Tensor(v.numpy().copy()) for k, v in theirs.state_dict().items()})
+        assert func.replace_all_batch_norm_modules_(ours) is ours
+        tfunc.replace_all_batch_norm_modules_(theirs)
+        return ours.eval(), theirs.eval()
+
+    pairs = [pair(seed) for seed in range(3)]
+    for ours, theirs in pairs:
+        bn, tbn = ours[1], theirs[1]
+        assert (bn.running_mean, bn.running_var, bn.num_batches_tracked) == (None, None, None)
+        assert bn.track_running_stats is tbn.track_running_stats is False
+        assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+    params, buffers = func.stack_module_state([p[0] for p in pairs])
+    tparams, tbuffers = tfunc.stack_module_state([p[1] for p in pairs])
+    assert buffers == {} and tbuffers == {}
+    base, tbase = copy.deepcopy(pairs[0][0]).to("meta"), copy.deepcopy(pairs[0][1]).to("meta")
+    x, tx = _pair(4, 5, seed=7)
+    ours = func.vmap(lambda p, b, x: func.functional_call(base, (p, b), (x,)), in_dims=(0, 0, None))(params, buffers, x)
+    theirs = tfunc.vmap(lambda p, b, x: tfunc.functional_call(tbase, (p, b), (x,)), in_dims=(0, 0, None))(
+        tparams, tbuffers, tx
+    )
+    _same(ours, theirs, atol=1e-5)
     ours.square().sum().backward()
     theirs.square().sum().backward()
     for k in params:

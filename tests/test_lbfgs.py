@@ -56,6 +56,10 @@ def _run(lib, start, steps, **options):
         (3, {"line_search_fn": "strong_wolfe", "max_iter": 1}),
         (3, {"line_search_fn": "strong_wolfe", "max_iter": 2}),
         (2, {"line_search_fn": "strong_wolfe", "max_iter": 5, "max_eval": 5}),
+        # tolerance_change is the iterations' stopping test only: torch's line search keeps its own 1e-9, so a large
+        # one doesn't end the search (at t = 0, no move) before its first zoom
+        (2, {"line_search_fn": "strong_wolfe", "tolerance_change": 1.0}),
+        (3, {"line_search_fn": "strong_wolfe", "tolerance_change": 1e-2, "max_iter": 4}),
     ],
 )
 def test_rosenbrock_iterates_match_torch(steps, options):

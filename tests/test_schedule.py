@@ -325,6 +325,27 @@ def test_a_cat_of_matmuls_stores_each_product():
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-3, atol=1e-3)
 
 
+def test_a_stack_of_many_small_products_stores_each_one():
+    # each piece of a stack is a pad over all of them: a small product fused into the stack's kernel ran its loop for
+    # every row of the stack, under the bounds check (MC dropout's 300 forward passes of a 41-point grid stacked: each
+    # pass's last matmul ran 300 times, 2.4 s where torch takes 0.1 s). Counted over the rows it would run for, each
+    # product is stored by a kernel of its own, and the stack reads them
+    from uopkit.schedule.grouper import MIN_STORED_PADDED_REDUCE
+
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((41, 64)).astype(np.float32)
+    ws = rng.standard_normal((64, 64, 1)).astype(np.float32)
+    assert 41 * 64 < MIN_STORED_PADDED_REDUCE <= 41 * 64 * len(ws)
+    out = Tensor.stack(*[(Tensor(xs) @ Tensor(w)).tanh() for w in ws])
+    items = create_schedule(kernelize_tensors([out]))
+    assert max(sum(u.op is Ops.REDUCE_AXIS for u in it.ast.toposort()) for it in items) == 1
+    np.testing.assert_allclose(out.numpy(), np.tanh(np.stack([xs @ w for w in ws])), rtol=1e-5, atol=1e-5)
+    # a stack of a few still computes them in its own kernel
+    few = Tensor.stack(*[(Tensor(xs) @ Tensor(w)).tanh() for w in ws[:3]])
+    assert _n_kernels(few) == 1
+    np.testing.assert_allclose(few.numpy(), np.tanh(np.stack([xs @ w for w in ws[:3]])), rtol=1e-5, atol=1e-5)
+
+
 def test_a_large_reduce_under_a_stored_pad_is_stored_first():
     # a conv input's gradient (a transposed convolution) over relu's mask of the forward conv: the padded gradient is
     # stored for the windows, and the forward conv it reads is stored before it, not computed once per padded element
@@ -766,10 +787,11 @@ def test_the_walk_for_reduces_under_a_pad_finds_what_the_whole_region_holds(monk
     walk = grouper._padded_reduces
     found = []
 
-    def checked(ctx, root):
+    def checked(ctx, root, least):
+        assert least <= MIN_STORED_PADDED_REDUCE
         region = grouper._region_to_reduces(ctx, root)
-        want = {n for n in region if n.op is Ops.REDUCE_AXIS and n.src[0].size >= MIN_STORED_PADDED_REDUCE}
-        got = walk(ctx, root)
+        want = {n for n in region if n.op is Ops.REDUCE_AXIS and n.src[0].size >= least}
+        got = walk(ctx, root, least)
         assert len(got) == len(set(got)) and set(got) == want
         found.extend(got)
         return got

@@ -1,8 +1,9 @@
 """uopkit.func: torch.func. `functional_call` (a module called with some of its parameters and buffers replaced by given
 tensors, nn/utils/stateless.py), the derivative transforms `grad`, `grad_and_value`, `vjp`, `jvp`, `jacrev`, `jacfwd`
 and `hessian` (func/transforms.py: reverse mode on uopkit.autograd, composable), `vmap` (func/vmapping.py: per slice,
-not vectorized; the slices' lazy graphs realize together) and `stack_module_state` for ensembles. Per-sample gradients
-as torch's tutorial computes them:
+not vectorized; the slices' lazy graphs realize together), `stack_module_state` for ensembles and
+`replace_all_batch_norm_modules_` (batch norms that keep no running statistics, for vmapped ensembles and per-sample
+gradients of models that have them). Per-sample gradients as torch's tutorial computes them:
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -24,6 +25,7 @@ from typing import Any
 from uopkit.func.transforms import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 from uopkit.func.vmapping import stack_module_state, vmap
 from uopkit.nn.module import Module
+from uopkit.nn.modules import BatchNorm
 from uopkit.nn.utils.stateless import _functional_call
 from uopkit.tensor import Tensor
 
@@ -39,6 +41,7 @@ __all__ = [
     "hessian",
     "vmap",
     "stack_module_state",
+    "replace_all_batch_norm_modules_",
 ]
 
 
@@ -94,3 +97,21 @@ def functional_call(
             f"{type(parameter_and_buffer_dicts).__name__}"
         )
     return _functional_call(module, tensors, args, kwargs, tie_weights=tie_weights, strict=strict)
+
+
+def replace_all_batch_norm_modules_(root: Module) -> Module:
+    """Make every batch norm in `root` (itself included) keep no running statistics, in place, as
+    torch.func.replace_all_batch_norm_modules_: its `running_mean`, `running_var` and `num_batches_tracked` become None
+    (gone from the state dict) and `track_running_stats` False, so it normalizes with the batch's own statistics in
+    training and in eval mode alike, and a vmapped call has no buffer to update. Returns `root`.
+
+    >>> from uopkit.nn import BatchNorm1d, Linear, Sequential
+    >>> net = replace_all_batch_norm_modules_(Sequential(Linear(3, 4), BatchNorm1d(4)))
+    >>> net[1].running_mean is None, net[1].track_running_stats, sorted(net.state_dict())
+    (True, False, ['0.bias', '0.weight', '1.bias', '1.weight'])
+    """
+    for m in root.modules():
+        if isinstance(m, BatchNorm) and m.track_running_stats:
+            m.running_mean = m.running_var = m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root

@@ -34,6 +34,9 @@ from uopkit.tensor import Tensor, enable_grad, no_grad
 WOLFE_C1, WOLFE_C2 = 1e-4, 0.9
 # function evaluations one line search may take
 MAX_LINE_SEARCH = 25
+# the line search ends once its bracket (times the direction's largest entry) is below this: torch's fixed value, which
+# the optimizer's tolerance_change doesn't change (that one is the iterations' stopping test)
+LINE_SEARCH_TOLERANCE = 1e-9
 # a pair (s, y) joins the history only when its curvature y.s is above this (else the update isn't positive definite)
 MIN_CURVATURE = 1e-10
 _STATE_NAMES = ("func_evals", "n_iter", "d", "t", "old_dirs", "old_stps", "ro", "H_diag", "prev_flat_grad", "prev_loss")
@@ -179,7 +182,7 @@ class LBFGS(Optimizer):
                     return value, grad
 
                 # (the line search may take what is left of max_eval, as torch's since 2.5)
-                loss, g, t, ls_evals = _strong_wolfe(at, t, d, loss, g, gtd, tol_change, max_eval - evals)
+                loss, g, t, ls_evals = _strong_wolfe(at, t, d, loss, g, gtd, LINE_SEARCH_TOLERANCE, max_eval - evals)
                 self._move(t, d)
                 converged = np.abs(g).max(initial=0.0) <= tol_grad
             else:

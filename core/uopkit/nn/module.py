@@ -799,6 +799,7 @@ class Module(StateHooks):
         """Move every parameter and buffer to a device and/or cast the floating ones to a dtype, in place, as torch's
         `module.to(device)`, `to(dtype)`, `to(device, dtype)`, `to(tensor)`: each stays the same tensor object, its
         storage (and its `.grad`'s) replaced, so an optimizer built before keeps training them (torch swaps `.data`).
+        `to("meta")` moves nothing: there is no meta device (docs/semantics.md).
 
         >>> from uopkit.nn import Linear
         >>> layer = Linear(2, 1)
@@ -1017,12 +1018,16 @@ def _to_arguments(layer: str, args: tuple, kwargs: dict) -> tuple[str | None, DT
             dtype = to_dtype(a)
         elif _is_device_object(a):
             device = a
-        elif isinstance(a, str) and a.split(":")[0].upper() in ("CPU", "CUDA", "OPENCL", "TRITON", "GPU", "CL"):
+        elif isinstance(a, str) and a.split(":")[0].upper() in ("CPU", "CUDA", "OPENCL", "TRITON", "GPU", "CL", "META"):
             device = a
         elif isinstance(a, str):
             dtype = to_dtype(a)
         elif a is not None and not isinstance(a, bool):
             raise TypeError(f"{layer}.to: can't move to {a!r} (give a device string, a dtype or a tensor)")
+    if device is not None and str(device).split(":")[0].lower() == "meta":
+        # there is no meta device: torch's stateless copy for functional_call (`deepcopy(m).to("meta")`) keeps its
+        # tensors where they are
+        device = None
     dtype = None if dtype is None else to_dtype(dtype)
     if dtype is not None and not dtypes.is_float(dtype):
         raise TypeError(f"{layer}.to: only floating-point dtypes are accepted, got {dtype}")

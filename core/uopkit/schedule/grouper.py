@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -54,9 +55,10 @@ class GrouperContext:
     row_reduces: list[UOp] = field(default_factory=list)
     # each node's place in the graph, sources first
     order: dict[UOp, int] = field(default_factory=dict)
-    # whether a node's region up to its reduces may still hold one that `_padded_reduces` stores: from the graph
-    # alone at first, then False where a walk found none (realizing more only makes regions smaller)
-    may_pad_reduce: dict[UOp, bool] = field(default_factory=dict)
+    # the most multiply-adds (source elements) of a reduce a node's region up to its reduces may still hold, for
+    # `_padded_reduces`: from the graph alone at first, then what a walk found (realizing more only makes regions
+    # smaller)
+    padded_reduce_bound: dict[UOp, int] = field(default_factory=dict)
     # whether a node is storage, by `_stops_region` (fixed per node; asked about each node once per region it is in)
     storage: dict[UOp, bool] = field(default_factory=dict)
     # the graph's nodes up to stored kernels, sources first (`choose_realized`'s walk, `kernelize_graph` needs it too)
@@ -149,7 +151,7 @@ def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
         ctx.order[u] = i
         for s in u.src:
             ctx.children.setdefault(s, []).append(u)
-        ctx.may_pad_reduce[u] = _may_pad_reduce(ctx, u)
+        ctx.padded_reduce_bound[u] = _padded_reduce_bound(ctx, u)
     ctx.realize.update(dict.fromkeys(_asked(sink)))
     for u in topo:
         ctx.realize.update(dict.fromkeys(_stored_by_op(u)))
@@ -172,9 +174,11 @@ def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
         if u.op is Ops.PAD and not _read_in_windows(ctx, u):
             # a reduce read through a pad (a cat of matmuls: the gradient of a q, k, v projection split in three) runs
             # in the pad's kernel for every padded element, its loop under the bounds check and out of any register
-            # tile, and each piece of a cat is a pad over the whole: stored by a kernel of its own when it is large.
+            # tile, and each piece of a cat is a pad over the whole: stored by a kernel of its own when it is large,
+            # counted over the padded elements it would run for (a stack of 300 small forward passes, MC dropout's
+            # samples, ran every pass's last matmul for each of the 300 rows: 2.2 s, 0.13 s stored).
             # (A pad read in windows, a convolution's input, is stored itself: see the EXPAND rule below)
-            for n in _padded_reduces(ctx, u.src[0]):
+            for n in _padded_reduces(ctx, u.src[0], -(-MIN_STORED_PADDED_REDUCE * u.src[0].size // max(u.size, 1))):
                 if not _stops_region(ctx, n):
                     ctx.realize[_value_to_store(ctx, n)] = None
         if u.op is Ops.EXPAND and _large_expanded_value(ctx, u):
@@ -229,7 +233,8 @@ def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
 _PASSTHROUGH = (Ops.DETACH, Ops.CAST)
 # a reduce read by another reduce is stored from this many multiply-adds (elements of its source) up
 MIN_STORED_INNER_REDUCE = 1 << 20
-# a reduce read through a pad is stored from this many multiply-adds up (smaller ones cost less than a launch)
+# a reduce read through a pad is stored from this many multiply-adds up, times the pad's growth (what it would run in
+# the pad's kernel; smaller ones cost less than a launch)
 MIN_STORED_PADDED_REDUCE = 1 << 15
 # a value broadcast into another kernel's loops (`_large_expanded_value`) is stored past this many fused nodes
 MAX_EXPANDED_REGION_NODES = 64
@@ -433,42 +438,41 @@ def _windows_over_padded_pieces(ctx: GrouperContext, expand: UOp) -> bool:
     return any(s.base.op is not Ops.CONST and any(m.op is Ops.PAD for m in s.movement_chain()) for s in reads)
 
 
-def _may_pad_reduce(ctx: GrouperContext, u: UOp) -> bool:
+def _padded_reduce_bound(ctx: GrouperContext, u: UOp) -> int:
     # (sources first: theirs are known)
     if u.op is Ops.EXPAND:
-        return False
+        return 0
     if u.op is Ops.REDUCE_AXIS:
-        return u.src[0].size >= MIN_STORED_PADDED_REDUCE
-    return any(ctx.may_pad_reduce.get(s, True) for s in u.src)
+        return u.src[0].size
+    return max((ctx.padded_reduce_bound.get(s, sys.maxsize) for s in u.src), default=0)
 
 
-def _padded_reduces(ctx: GrouperContext, root: UOp) -> list[UOp]:
-    """The reduces of `_region_to_reduces(ctx, root)` large enough to store when read through a pad. Every piece of a
-    cat is a pad over the whole value, and each piece's walk would cover the whole fused region: a loop of steps whose
-    right-hand side is a cat (RK4 over a stacked state) walked it once per piece, quadratic in the steps (200 steps of
-    a Lorenz system: 65 s to the first result, 3 s now). A node whose region holds none (`may_pad_reduce`) is not
-    walked, and a walk that finds none under a node marks it so: realized values only ever cut regions shorter."""
+def _padded_reduces(ctx: GrouperContext, root: UOp, least: int) -> list[UOp]:
+    """The reduces of `_region_to_reduces(ctx, root)` of `least` multiply-adds (source elements) or more: those to
+    store when read through a pad. Every piece of a cat is a pad over the whole value, and each piece's walk would cover
+    the whole fused region: a loop of steps whose right-hand side is a cat (RK4 over a stacked state) walked it once per
+    piece, quadratic in the steps (200 steps of a Lorenz system: 65 s to the first result, 3 s now). A node whose region
+    holds none that large (`padded_reduce_bound`) is not walked, and a walk lowers the bound of each node it walks to
+    the largest reduce it found under it: realized values only ever cut regions shorter."""
     found: dict[UOp, None] = {}
-    reaches: dict[UOp, bool] = {}
-    # (a node is pushed again, `done`, once its sources are walked: then whether any of them reached such a reduce)
+    largest: dict[UOp, int] = {}
+    # (a node is pushed again, `done`, once its sources are walked: then the largest reduce any of them reached)
     stack: list[tuple[UOp, bool]] = [(root, False)]
     while stack:
         n, done = stack.pop()
         if done:
-            reaches[n] = any(reaches[s] for s in n.src)
-            if not reaches[n]:
-                ctx.may_pad_reduce[n] = False
+            largest[n] = ctx.padded_reduce_bound[n] = max((largest[s] for s in n.src), default=0)
             continue
-        if n in reaches:
+        if n in largest:
             continue
-        if not ctx.may_pad_reduce.get(n, True) or n.op is Ops.EXPAND or _stops_region(ctx, n):
-            reaches[n] = False
+        if n.op is Ops.EXPAND or _stops_region(ctx, n):
+            largest[n] = 0
+        elif (bound := ctx.padded_reduce_bound.get(n, sys.maxsize)) < least:
+            largest[n] = bound
         elif n.op is Ops.REDUCE_AXIS:
-            reaches[n] = n.src[0].size >= MIN_STORED_PADDED_REDUCE
-            if reaches[n]:
-                found[n] = None
+            largest[n] = n.src[0].size
+            found[n] = None
         else:
-            reaches[n] = False
             stack.append((n, True))
             stack.extend((s, False) for s in n.src)
     return list(found)
