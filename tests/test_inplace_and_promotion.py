@@ -615,6 +615,23 @@ def test_optimizers_take_iterables_and_a_number_for_lr():
     np.testing.assert_allclose(c.grad.numpy(), [0.6, 0.8], rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["bool", "float32", "float16", "bfloat16", "float64"])
+def test_randint_draws_bools_and_floats_as_torch(dtype):
+    # torch.randint(0, 2, size, dtype=torch.bool) is a random mask: it raised a TypeError here
+    torch = pytest.importorskip("torch")
+    high = 2 if dtype == "bool" else 7
+    want = torch.randint(0, high, (4,), dtype=getattr(torch, dtype))
+    got = Tensor.randint(0, high, (4000,), dtype=getattr(dtypes, dtype))
+    assert got.dtype == getattr(dtypes, dtype) and got.shape == (4000,)
+    assert sorted(set(got.float().tolist())) == sorted(set(range(high))) and want.dtype == getattr(torch, dtype)
+    # bounds the dtype can't hold are refused, as torch's
+    for low, high in ((0, 3), (-1, 2)) if dtype == "bool" else ((0, 2**20),) if dtype == "float16" else ():
+        with pytest.raises(RuntimeError):
+            torch.randint(low, high, (4,), dtype=getattr(torch, dtype))
+        with pytest.raises(RuntimeError, match="doesn't fit"):
+            Tensor.randint(low, high, (4,), dtype=getattr(dtypes, dtype))
+
+
 def test_random_and_range_constructors_refuse_what_torch_refuses():
     for dtype in (dtypes.float16, dtypes.bfloat16):
         draws = Tensor.rand(100_000, dtype=dtype).float().numpy()

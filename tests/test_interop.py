@@ -143,6 +143,81 @@ def test_from_numpy():
         Tensor.from_numpy([1, 2])
 
 
+@pytest.mark.parametrize(
+    "dtype, count, offset",
+    [
+        ("uint8", -1, 0),
+        ("int16", -1, 1),
+        ("int16", 2, 1),
+        ("int32", 2, 0),
+        ("float32", -1, 1),
+        ("bfloat16", 3, 2),
+        ("bool", 4, 0),
+        ("int64", 1, 1),
+        ("uint8", -5, 3),
+    ],
+)
+def test_frombuffer_reads_bytes_as_torchs(dtype, count, offset):
+    import array
+
+    raw = bytearray(range(1, 10))
+    for buffer in (raw, bytes(raw), memoryview(raw), array.array("B", raw)):
+        want = torch.frombuffer(buffer, dtype=getattr(torch, dtype), count=count, offset=offset)
+        got = uopkit.frombuffer(buffer, dtype=getattr(dtypes, dtype), count=count, offset=offset)
+        assert got.dtype == to_dtype(dtype) and got.shape == tuple(want.shape)
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+    assert Tensor.frombuffer(bytes([0, 1, 1, 0]), dtype=dtypes.bool).tolist() == [False, True, True, False]
+    # a copy: a later write into the buffer doesn't show (torch's shares the memory)
+    got = Tensor.frombuffer(raw, dtype=dtypes.uint8)
+    raw[0] = 77
+    assert got.tolist()[0] == 1
+
+
+def test_bools_read_from_raw_bytes_are_torchs():
+    # a byte past 0 and 1 read as a bool (view(bool) of uint8, np.frombuffer(..., bool), frombuffer) is True, and
+    # sums, casts and bitwise ops see it as torch's do: they saw the byte (a sum of 258, 2.0 as a float, 2 & True False)
+    raw = bytes([1, 0, 2, 255, 0, 128])
+    mask = torch.tensor([True, True, True, False, True, True])
+    ours = [
+        Tensor(np.frombuffer(raw, np.uint8)).view(dtypes.bool),
+        Tensor(np.frombuffer(raw, np.uint8)).bitcast(dtypes.bool),
+        Tensor(np.frombuffer(raw, np.bool_)),
+        Tensor.frombuffer(raw, dtype=dtypes.bool),
+    ]
+    theirs = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(torch.bool)
+    for t in ours:
+        assert t.dtype == dtypes.bool
+        assert t.sum().item() == theirs.sum().item()
+        np.testing.assert_array_equal(t.float().numpy(), theirs.float().numpy())
+        np.testing.assert_array_equal(t.int().numpy(), theirs.int().numpy())
+        np.testing.assert_array_equal((t & Tensor(mask.numpy())).numpy(), (theirs & mask).numpy())
+        np.testing.assert_array_equal((t ^ True).numpy(), (theirs ^ True).numpy())
+
+
+def test_frombuffer_refusals_are_torchs():
+    import warnings
+
+    raw = bytearray(range(1, 10))
+    for kwargs in (
+        {"dtype": "int16"},  # 9 bytes aren't whole int16s
+        {"dtype": "int32", "count": 3},  # past the end
+        {"dtype": "uint8", "offset": 9},
+        {"dtype": "uint8", "offset": -1},
+        {"dtype": "uint8", "count": 0},
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(ValueError):
+                torch.frombuffer(raw, **{**kwargs, "dtype": getattr(torch, kwargs["dtype"])})
+        with pytest.raises(ValueError):
+            Tensor.frombuffer(raw, **kwargs)
+    for empty, torch_type in ((bytearray(), ValueError), ([1, 2], ValueError)):
+        with pytest.raises(torch_type):
+            torch.frombuffer(empty, dtype=torch.uint8)
+        with pytest.raises(torch_type):
+            Tensor.frombuffer(empty, dtype=dtypes.uint8)
+
+
 def test_as_tensor_and_is_tensor_are_torchs():
     # torch.as_tensor returns a tensor itself when nothing changes (the same object, its graph kept), converts it with
     # .to(...) otherwise, and takes a numpy array's dtype; uopkit.as_tensor is Tensor.as_tensor, as torch's name

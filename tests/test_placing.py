@@ -295,6 +295,34 @@ def test_masked_scatter_values_broadcasting_gradient_and_errors_as_torch():
 
 
 @pytest.mark.filterwarnings("ignore:index_reduce.. is in beta")
+def test_an_int_literal_source_goes_into_an_int64_tensor_as_torchs():
+    # torch's `torch.tensor([7, 9])` is int64, ours int32: the put-like methods refused it for an int64 tensor, where
+    # index_add, index_copy and the scatters cast it. A source that widens without loss is taken; a narrowing one and
+    # another kind are still refused, as torch's
+    index, values = [0, 3, 3], [7, -9, 2**20]
+    ux, tx = Tensor.zeros(5, dtype=dtypes.int64), torch.zeros(5, dtype=torch.int64)
+    mask = [1, 0, 1, 0, 1]
+    for op in (
+        lambda x, i, v: x.index_put((i,), v),
+        lambda x, i, v: x.index_put((i,), v, accumulate=True),
+        lambda x, i, v: x.put(i, v, accumulate=True),
+        lambda x, i, v: x.index_reduce(0, i, v, "amax", include_self=False),
+        lambda x, i, v: x.masked_scatter(i.new_tensor(mask) != 0, v),
+    ):
+        ours = op(ux.clone(), Tensor(index), Tensor(values))
+        assert ours.dtype == dtypes.int64
+        np.testing.assert_array_equal(ours.numpy(), op(tx.clone(), torch.tensor(index), torch.tensor(values)).numpy())
+    # in place too, and a 0-d literal
+    got = ux.clone()
+    got.index_put_((Tensor(index),), Tensor(1), accumulate=True)
+    want = tx.clone().index_put_((torch.tensor(index),), torch.tensor(1), accumulate=True)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(DTypeError, match="index_put: values is dtypes.long but the tensor is dtypes.int"):
+        Tensor.zeros(5, dtype=dtypes.int32).index_put((Tensor(index),), Tensor(values, dtype=dtypes.int64))
+    with pytest.raises(DTypeError, match="put: source is dtypes.float but the tensor is dtypes.long"):
+        ux.put(Tensor(index), Tensor([1.0, 2.0, 3.0]))
+
+
 def test_index_reduce_every_reduction_dtype_and_gradient_as_torch():
     x = _randn(3, 2)
     src = _randn(4, 2)

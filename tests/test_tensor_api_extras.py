@@ -130,6 +130,59 @@ def test_float_floor_division_and_remainder_match_torch_at_special_values():
     _same_bits(h, (ta.half() // tb.half()).numpy())
 
 
+@pytest.mark.parametrize("dt", ["int64", "int32", "int16", "int8", "uint8"])
+def test_integer_floor_division_and_remainder_by_numbers_and_tensors_match_torch(dt):
+    # a number divisor's known sign picks the floor's correction with one compare: every sign of dividend and divisor,
+    # the dtype's extremes, and tensor divisors of both signs, against torch
+    info = np.iinfo(dt)
+    a = np.array([info.min, info.min + 1, -7, -6, -1, 0, 1, 5, 6, 7, info.max - 1, info.max]).clip(info.min, info.max)
+    a = a.astype(dt)
+    ta, ua = torch.tensor(a), Tensor(a)
+    # (a negative number beside a uint8 tensor computes in int64 here, where torch wraps it: docs/semantics.md)
+    for number in (1, 2, 3, 7, 100, info.max) + ((-1, -3, -7) if info.min < 0 else ()):
+        for op in (lambda x, n: x // n, lambda x, n: x % n, lambda x, n: x.div(n, rounding_mode="floor")):
+            np.testing.assert_array_equal(op(ua, number).numpy(), op(ta, number).numpy(), err_msg=f"{dt} {number}")
+    b = np.array([3, -3, 7, -7, 1, -1, 2, -2, 5, -5, 4, -4]) if dt != "uint8" else np.arange(1, 13)
+    tb, ub = torch.tensor(b.astype(dt)), Tensor(b.astype(dt))
+    np.testing.assert_array_equal((ua // ub).numpy(), (ta // tb).numpy())
+    np.testing.assert_array_equal((ua % ub).numpy(), (ta % tb).numpy())
+    np.testing.assert_array_equal((100 // ub).numpy(), (100 // tb).numpy())
+    n = -100 if info.min < 0 else 100
+    np.testing.assert_array_equal((n % ub).numpy(), (n % tb).numpy())
+
+
+@pytest.mark.parametrize("dt", ["int64", "int32", "int16", "int8", "uint8", "bool"])
+def test_integer_division_by_the_number_zero_raises_as_torch(dt):
+    # torch's CPU refuses an int tensor // 0, % 0, fmod(0) and div(0, rounding_mode=...) with a RuntimeError; they gave
+    # the backend's 0 here
+    a = np.array([7, 5, 0, 1]).astype(dt)
+
+    def inplace(x):
+        x //= 0
+        return x
+
+    for op in (
+        lambda x: x // 0,
+        lambda x: x % 0,
+        lambda x: x.fmod(0),
+        lambda x: x.remainder(np.int64(0)),
+        lambda x: x.div(0, rounding_mode="trunc"),
+        lambda x: x.div(0, rounding_mode="floor"),
+        lambda x: x // False,
+        inplace,
+    ):
+        if dt == "bool" and op is inplace:
+            continue
+        with pytest.raises(RuntimeError):
+            op(torch.tensor(a))
+        with pytest.raises(RuntimeError) as raised:
+            op(Tensor(a))
+        assert isinstance(raised.value, ZeroDivisionError)
+    # a float divisor, a float tensor, an empty tensor and a number divided by the tensor still compute, as torch's
+    for op in (lambda x: x // 0.0, lambda x: x.float() % 0, lambda x: x[:0] // 0, lambda x: 7 // (x + 1)):
+        np.testing.assert_array_equal(op(Tensor(a)).numpy(), op(torch.tensor(a)).numpy())
+
+
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_half_float_floor_division_rounds_each_step_as_torch(dt):
     # torch's kernel for two half tensors rounds every step to the half float (float16 5000 // 3 is 1667), and a number

@@ -133,6 +133,28 @@ def test_int_operand_that_fits_keeps_the_dtype():
     assert (Tensor([1], dtype=dtypes.uint64) + 2**63).tolist() == [2**63 + 1]
 
 
+def test_a_number_the_dtype_cant_hold_raises_torchs_error_type():
+    # torch raises RuntimeError (ValueError for an int past int64) where a number is stored into a dtype that can't
+    # hold it; ours was a bare OverflowError, which `except RuntimeError` written for torch didn't catch
+    cases = [
+        lambda m, dt: m.tensor(300, dtype=dt.uint8),
+        lambda m, dt: m.tensor([1, 300], dtype=dt.uint8),
+        lambda m, dt: m.tensor([[1, -200]], dtype=dt.int8),
+        lambda m, dt: m.tensor([2**64]),
+        lambda m, dt: m.full((2,), 300, dtype=dt.uint8),
+        lambda m, dt: m.zeros(2, dtype=dt.uint8).fill_(256),
+        lambda m, dt: m.zeros(2, dtype=dt.int8).clamp(max=1000),
+        lambda m, dt: m.zeros(2, dtype=dt.float16).fill_(1e6),
+        lambda m, dt: m.zeros(2, dtype=dt.uint8).masked_fill(m.zeros(2, dtype=dt.bool), 256),
+    ]
+    for make in cases:
+        with pytest.raises((RuntimeError, ValueError)) as theirs:
+            make(torch, torch)
+        with pytest.raises(type(theirs.value)) as ours:
+            make(Tensor, dtypes)
+        assert isinstance(ours.value, OverflowError)
+
+
 def test_int_operand_no_dtype_holds_raises():
     with pytest.raises(OverflowError, match="add: the Python int .* doesn't fit any integer dtype"):
         Tensor([1, 2]) + 2**70

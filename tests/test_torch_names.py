@@ -723,6 +723,15 @@ def test_in_place_draws_follow_their_distributions():
     assert on_cpu.itemsize == 4 and on_cpu.is_cpu and not on_cpu.is_cuda and on_cpu.get_device() == -1
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "float32", "int64", "bool", "bfloat16"])
+def test_nbytes_is_torchs_property_and_tinygrads_method(dtype):
+    # torch's `t.nbytes` is an int: it was a bound method here (tinygrad's), so `t.nbytes / 1e6` raised
+    ours, theirs = Tensor.zeros(3, 5, dtype=dtype), torch.zeros(3, 5, dtype=getattr(torch, dtype))
+    assert ours.nbytes == theirs.nbytes and isinstance(ours.nbytes, int)
+    assert ours.nbytes / 2 == theirs.nbytes / 2 and f"{ours.nbytes}" == f"{theirs.nbytes}"
+    assert ours.nbytes() == theirs.nbytes and ours[1:].nbytes == theirs[1:].nbytes
+
+
 def test_shrinks_threshold_prelu_rrelu_match_torch():
     import torch.nn.functional as F
 

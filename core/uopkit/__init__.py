@@ -46,6 +46,7 @@ try:
     # and for is_tensor
     from_dlpack = Tensor.from_dlpack
     from_numpy = Tensor.from_numpy
+    frombuffer = Tensor.frombuffer
     as_tensor = Tensor.as_tensor
     is_tensor = Tensor.is_tensor
     # torch's dtype questions
@@ -86,6 +87,7 @@ try:
         "get_printoptions",
         "from_dlpack",
         "from_numpy",
+        "frombuffer",
         "as_tensor",
         "is_tensor",
         "result_type",

@@ -339,6 +339,12 @@ class UnsupportedDTypeError(DTypeError, NotImplementedError):
     'Float'') rather than a plain RuntimeError: caught as either, or as a TypeError."""
 
 
+class ValueOverflowError(OverflowError, ValueError, RuntimeError):
+    """A number a tensor's dtype can't hold, stored into it (`Tensor(300, dtype=uint8)`, `full`, `fill_`, `clamp`'s
+    bounds, `where`, setitem): an OverflowError, as numpy's, and the RuntimeError PyTorch raises there (a ValueError
+    for an int past int64), so code written for either catches it."""
+
+
 @functools.cache
 def least_upper_dtype(*ds: DType) -> DType:
     """The smallest dtype every one of `ds` promotes to. Integers that no integer dtype holds together (uint64 with a

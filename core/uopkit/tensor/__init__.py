@@ -1,7 +1,9 @@
 """The Tensor front end (see `uopkit.tensor.tensor`); the operations live in one module per concern."""
 
+from uopkit.dtype import ValueOverflowError
 from uopkit.engine.realize import buffers
 from uopkit.schedule import live_tensors as _all_tensors
+from uopkit.tensor.division import ZeroDivisorError
 from uopkit.tensor.generator import Generator
 from uopkit.tensor.grad_mode import (
     enable_grad,
@@ -41,6 +43,8 @@ __all__ = [
     "IndexRangeError",
     "IndexTensorError",
     "LinAlgError",
+    "ZeroDivisorError",
+    "ValueOverflowError",
     "buffers",
     "_all_tensors",
     "_contiguous_ids",

@@ -40,6 +40,7 @@ from uopkit.tensor.support import (
     _dtype_arg,
     _host_np_dtype,
     _host_values,
+    _largest_finite,
     _py_number,
     _reshape_uop,
     _shape_args,
@@ -845,16 +846,27 @@ class CreationMixin:
         if high <= low:
             raise ArgumentError(f"randint: high ({high}) must be greater than low ({low})")
         dtype = to_dtype(_dtype_arg(kwargs, dtypes.int32))
-        if not dtypes.is_int(dtype):
-            raise TypeError(f"randint: dtype must be an integer dtype, got {dtype}")
-        if not dtypes.min(dtype) <= low or high - 1 > dtypes.max(dtype):
+        # (a bool or float dtype, as torch's: the integers of [low, high) drawn as int64, then converted)
+        drawn = dtype if dtypes.is_int(dtype) else dtypes.int64
+        if dtype == dtypes.bool:
+            lowest, highest = 0, 1
+        elif dtypes.is_float(dtype):
+            highest = int(_largest_finite(dtype))
+            lowest = -highest
+        elif dtypes.is_int(dtype):
+            lowest, highest = int(dtypes.min(dtype)), int(dtypes.max(dtype))
+        else:
+            raise TypeError(f"randint: dtype must be an integer, bool or float dtype, got {dtype}")
+        if not lowest <= low or high - 1 > highest:
             # (numpy's astype would wrap the draws into the dtype)
             raise ArgumentError(
-                f"randint: [{low}, {high}) doesn't fit {dtype}; pass a wider dtype (dtype=dtypes.int64)"
+                f"randint: [{low}, {high}) doesn't fit {dtype} (its values {lowest}..{highest}); pass bounds in that "
+                "range or a wider dtype (dtype=dtypes.int64)"
             )
-        size, np_dtype = _shape_args(shape), to_numpy_dtype(dtype)
+        size, np_dtype = _shape_args(shape), to_numpy_dtype(drawn)
         draw = lambda rng: rng.integers(low, high, size, dtype=np.int64).astype(np_dtype)  # noqa: E731
-        return _random_tensor(draw, generator, **kwargs)
+        out = _random_tensor(draw, generator, **kwargs)
+        return out if drawn is dtype else out.cast(dtype)
 
     @staticmethod
     @_creates_leaf

@@ -19,6 +19,15 @@ from uopkit.dtype import (
 )
 from uopkit.tensor import segments
 from uopkit.tensor.bits_gradients import set_cast_gradient
+from uopkit.tensor.division import (
+    _floor_division,
+    _half_floor_division,
+    _remainder_in_range,
+    _truncated_division,
+    _with_quotient_gradient,
+    refuse_zero_divisor,
+    remainder_against_divisor,
+)
 from uopkit.tensor.index_errors import described
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.support import (
@@ -31,13 +40,11 @@ from uopkit.tensor.support import (
     _check_same_device,
     _check_stored_scalar,
     _dim_for_axis,
-    _has_float64,
     _int_joining,
     _largest_finite,
     _py_number,
     _short_int,
     _storage_uop,
-    _with_derivative,
     binary_alu_method,
     cast_method,
     operator_method,
@@ -140,148 +147,6 @@ def _operands_dtype(x: Tensor, y: Tensor) -> DType:
     if dtypes.is_float(dim) or (dim != dtypes.bool and not dtypes.is_float(zero)):
         return dim
     return least_upper_dtype(dim, zero)
-
-
-def _truncated_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-    """trunc(a / b) and the exact a - trunc(a / b) * b (C fmod: the dividend's sign, -0.0 for a zero remainder of a
-    negative a) of float32 or float64 tensors (broadcast). Exact while |a / b| < 2**48 (float32) or 2**106 (float64)."""
-    q = a._alu(Ops.FDIV, b).trunc()
-    r = _exact_remainder(a, b, q)
-    # past 2**24 (float32) the quotient is rounded, so r can be many b's from the remainder (2**40 % 3.0): a second
-    # pass brings it within one b (exact while |a / b| < 2**48; 2**106 for float64). Below, it subtracts nothing
-    q_more = r._alu(Ops.FDIV, b).trunc()
-    # (only a finite, nonzero step moves the quotient: x / 0 and x / inf keep inf and 0, and -0.0 // 1 stays -0.0)
-    q = (q_more.isfinite() & (q_more != 0)).where(q + q_more, q)
-    r = _exact_remainder(r, b, q_more)
-    # a / b rounded (in magnitude) onto an integer the true quotient doesn't reach (238.74632 / -1.0182e-4): the
-    # remainder then has the wrong sign; one step toward zero mends both
-    past = (r != 0) & ((r < 0) != (a < 0)) & r.isfinite()
-    negative = (a < 0) != (b < 0)
-    q = past.where(negative.where(q + 1, q - 1), q)
-    r = past.where(negative.where(r - b, r + b), r)
-    if a.dtype == dtypes.float32 and _has_float64(a.device):
-        # (q as above: torch's `//` rounds its quotient too; only the remainder is exact at every quotient)
-        return q, _fmod_in_float64(a, b)
-    # a * 0 is the dividend's zero (for a finite a); a finite a fmod an infinite b is a (a - 0 * inf is nan)
-    r = (r == 0).where(a * 0, r)
-    return q, (b.isinf() & a.isfinite()).where(a, r)
-
-
-# float64's bits: the sign, the exponent field, the fraction, and one (2**0)
-_F64_SIGN, _F64_EXPONENT = 0x8000000000000000, 0x7FF0000000000000
-_F64_FRACTION, _F64_ONE = 0x000FFFFFFFFFFFFF, 0x3FF0000000000000
-
-
-def _fmod_steps(b: Tensor) -> list[int]:
-    """The exponents e of fmod's divisors m * 2**e (`_fmod_in_float64`), largest first, each step's quotient below
-    2**29: |x| / 2**ey is below 2**(128 - ey), ey (|y|'s exponent) at least -149, or known for a Python number y."""
-    u, top = b.uop, 128 + 149
-    while u.op is Ops.EXPAND or u.op is Ops.RESHAPE:
-        u = u.src[0]
-    if u.op is Ops.CONST and math.isfinite(u.arg) and u.arg != 0:
-        top = 128 - (math.frexp(u.arg)[1] - 1)
-    return [*range(top - 29, 0, -28), 0]
-
-
-def _fmod_in_float64(a: Tensor, b: Tensor) -> Tensor:
-    """fmod of float32 tensors (broadcast), exact at every quotient (3e30 fmod 7 is 6, as C's fmod), computed in
-    float64, with C's signs, zeros, infinities and NaNs. With |y| = m * 2**ey (m in [1, 2)), x fmod y is
-    ((|x| / 2**ey) fmod m) * 2**ey with x's sign, all exact in float64 (|x| / 2**ey is below 2**277). The reduced x
-    is taken down by the divisors m * 2**e of `_fmod_steps` (x fmod (m * 2**e) fmod m is x fmod m), 28 bits a step:
-    q = trunc(r * (1 / m) / 2**e) is the true quotient or one off (1 / m is rounded), below 2**29, so q * m * 2**e
-    (29 + 24 bits) and r - q * m * 2**e (a multiple of the divisor's last bit, below twice it) are exact and |r| stays
-    below (1 + 2**-22) times the divisor; the last step leaves r within one m of [0, m)."""
-    x, y = a.cast(dtypes.float64), b.cast(dtypes.float64)
-    x_bits, y_bits = x.bitcast(dtypes.uint64), y.bitcast(dtypes.uint64)
-    m = ((y_bits & _F64_FRACTION) | _F64_ONE).bitcast(dtypes.float64)
-    # 2**ey with x's sign: x over it is |x| / 2**ey (an exact division)
-    power = ((y_bits & _F64_EXPONENT) | (x_bits & _F64_SIGN)).bitcast(dtypes.float64)
-    r = x._alu(Ops.FDIV, power)
-    inv_m = m.reciprocal()
-    for e in _fmod_steps(b):
-        r = r + (r * (inv_m * 2.0**-e)).trunc() * (m * -(2.0**e))
-    # (one select on r: another node read twice this deep would be stored by the scheduler, MAX_FUSED_DEPTH)
-    r = (r < 0).where((r < -m).where(r + 2 * m, r + m), (r < m).where(r, r - m))
-    # (a zero remainder keeps x's sign through the signed power; x fmod inf is x, fmod 0 and inf fmod y are NaN)
-    out = (r * power).cast(dtypes.float32)
-    # (no remainder: NaN made by arithmetic, so that it is the device's own, as C's fmod gives it: -nan on x86 for
-    # inf fmod y, the dividend's or divisor's NaN when one is given)
-    quotient = a / b
-    out = (a.isfinite() & (b != 0) & (b == b)).where(out, quotient - quotient)
-    return (b.isinf() & a.isfinite()).where(a, out)
-
-
-def _floor_division(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-    """floor(a / b) and a - floor(a / b) * b (Python's and torch's `//` and `%`) of float32 or float64 tensors, as
-    torch computes them: the truncated remainder, stepped by b where its sign differs from b's (one rounding)."""
-    q, truncated = _truncated_division(a, b)
-    r = _remainder_in_range(truncated, b, a)
-    below = (r != 0) & ((r < 0) != (b < 0))
-    q, r = below.where(q - 1, q), below.where(r + b, r)
-    # no remainder means no quotient (inf // 1.5 is nan), except x // 0, which stays x / 0, and a finite quotient too
-    # large for the dtype (7 // 1e-38), which overflows to inf as torch's
-    return (truncated.isnan() & (b != 0) & ~(a.isfinite() & q.isinf())).where(math.nan, q), r
-
-
-def _remainder_in_range(r: Tensor, b: Tensor, sign: Tensor) -> Tensor:
-    """A remainder r of a by b whose sign is to be `sign`'s (a's for fmod, b's for %), NaN where it is off: past the
-    quotients `_truncated_division` reaches exactly (|a / b| >= 2**106 in float64, 2**48 in float32 computed without
-    float64) r can be many b's off, and NaN says so where a remainder of the wrong sign or not below |b| would not
-    (1e30 fmod 1e-30 was -8.6e-4). float32 with float64 at hand is exact at every quotient: r comes back as it is."""
-    if r.dtype == dtypes.float32 and _has_float64(r.device):
-        return r
-    off = r.isfinite() & ((r.abs() >= b.abs()) | ((r != 0) & ((r < 0) != (sign < 0))))
-    return off.where(math.nan, r)
-
-
-def _half_floor_division(a: Tensor, b: Tensor) -> Tensor:
-    """a // b of float16 or bfloat16 tensors as torch's CPU kernel computes it: C10's div_floor_floating in the half
-    float's own arithmetic, each step rounded to it (float16 5000 // 3 is 1667: 5000 - 2 rounds to 5000), not in
-    float32 rounded once (1666). Computed in float32 with those roundings; its gradient is 0, as floor's."""
-    dt = a.dtype
-
-    def rounded(t: Tensor) -> Tensor:
-        return t.cast(dt).float()
-
-    x, y = a.float(), b.float()
-    # (fmod of two half floats is exact in float32)
-    mod = x.fmod(y)
-    div = rounded(rounded(x - mod) / y)
-    div = ((mod != 0) & ((y < 0) != (mod < 0))).where(rounded(div - 1), div)
-    floor = div.floor()
-    floor = (rounded(div - floor) > 0.5).where(rounded(floor + 1), floor)
-    # a zero quotient takes the sign of a / b; x / 0 is a / b itself (+-inf or NaN; trunc keeps it, with no gradient)
-    quotient = rounded(x / y).trunc()
-    zero = quotient.signbit().where(-0.0, 0.0)
-    return (y == 0).where(quotient, (div != 0).where(floor, zero)).cast(dt)
-
-
-# a float's top half of significant bits (float64: the implicit one and 25 stored of 52; float32: the implicit one and
-# 11 of 23), as a mask over its bits: two such halves multiply exactly in the float's own precision
-_HIGH_HALF = {dtypes.float64: (dtypes.uint64, 0xFFFFFFFFF8000000), dtypes.float32: (dtypes.uint32, 0xFFFFF000)}
-
-
-def _exact_remainder(a: Tensor, b: Tensor, q: Tensor) -> Tensor:
-    """a - q * b without rounding the product (for an integer-valued q near a / b), in a's own float dtype (no
-    float64 for float32: devices without it keep an exact `%`). Every product below is exact, so a backend that fuses a
-    multiply and a subtract (gcc contracts them by default) computes the same value."""
-    bits, mask = _HIGH_HALF[a.dtype]
-
-    def halves(x: Tensor) -> tuple[Tensor, Tensor]:
-        high = (x.bitcast(bits) & mask).bitcast(a.dtype)
-        return high, x - high
-
-    qh, ql = halves(q)
-    bh, bl = halves(b)
-    # the largest part first: each difference is (close to) exact, as a ~ q * b
-    return (((a - qh * bh) - qh * bl) - ql * bh) - ql * bl
-
-
-def _with_quotient_gradient(out: Tensor, a: Tensor, b: Tensor, q: Tensor) -> Tensor:
-    """`out` = a - q * b (a remainder), with torch's gradient: 1 for a and -q for b."""
-    if a.uop is b.uop:
-        return _with_derivative(out, a, 1 - q)
-    return _with_derivative(out, a, q.ones_like(), (b, -q))
 
 
 def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
@@ -513,6 +378,10 @@ class ElementwiseMixin:
             return Tensor(_storage_uop(self.uop)).bitcast(dt)
         if dt == dtypes.bfloat16:
             return Tensor(UOp(Ops.BITCAST, dt, (self.bitcast(dtypes.uint16).uop,)))
+        if dt == dtypes.bool:
+            # a byte other than 0 and 1 is True, as torch reads a bool: 1, so that sums, casts and bitwise ops of the
+            # bools are torch's (`u8.view(bool).sum()` counts 2 and 255 once each)
+            return self != 0
         return Tensor(UOp(Ops.BITCAST, dt, (self.uop,)))
 
     def _bytes_as(self, dt: DType, op: str = "view") -> Tensor:
@@ -639,13 +508,13 @@ class ElementwiseMixin:
         if a.dtype == dtypes.bool:
             a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
         if dtypes.is_int(a.dtype):
+            refuse_zero_divisor(a, x, reverse, "floor_divide" if rounding_mode == "floor" else "div")
             q = a._alu(Ops.IDIV, b)
             if rounding_mode == "trunc":
                 return q
             # floor: step down where the signs differ and there is a remainder
-            r = a._alu(Ops.MOD, b)
-            fix = (r != 0) & ((r < 0) != (b < 0))
-            return fix.where(q - 1, q)
+            fix = remainder_against_divisor(a._alu(Ops.MOD, b), b, x, reverse)
+            return q if fix is None else fix.where(q - 1, q)
         if rounding_mode == "trunc":
             return a._alu(Ops.FDIV, b).trunc()
         if a.dtype.itemsize < 4:
@@ -689,8 +558,10 @@ class ElementwiseMixin:
         if a.dtype == dtypes.bool:
             raise UnsupportedDTypeError("mod: not defined for bool tensors (as PyTorch); cast with .int() first")
         if dtypes.is_int(a.dtype):
+            refuse_zero_divisor(a, x, reverse, "remainder")
             r = a._alu(Ops.MOD, b)
-            return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+            fix = remainder_against_divisor(r, b, x, reverse)
+            return r if fix is None else fix.where(r + b, r)
         if a.dtype.itemsize < 4:
             # the quotient and product need float32's precision (as torch computes half ops), then one rounding
             return a.float().mod(b.float()).cast(a.dtype)
@@ -708,7 +579,8 @@ class ElementwiseMixin:
         if a.dtype == dtypes.bool:
             raise UnsupportedDTypeError("fmod: not defined for bool tensors (as PyTorch); cast with .int() first")
         if dtypes.is_int(a.dtype):
-            # the ALU's MOD truncates, as C (an int x fmod 0 is whatever the backend's MOD gives; torch raises)
+            # the ALU's MOD truncates, as C (an int tensor x fmod a tensor's 0 is whatever the backend's MOD gives)
+            refuse_zero_divisor(a, x, False, "fmod")
             return a._alu(Ops.MOD, b)
         if a.dtype.itemsize < 4:
             return a.float().fmod(b.float()).cast(a.dtype)
@@ -1036,8 +908,9 @@ class ElementwiseMixin:
             return self.cast(dtypes.default_int)._shift(op, x, reverse, name)
         bits = self.dtype.itemsize * 8
         if not reverse and type(x) is int and dtypes.is_int(self.dtype) and 0 <= x < bits:
-            # (the common case, a constant shift within the width: no guard)
-            return self._alu(op, self._const_operand(x)._broadcast_to(self.shape).cast(self.dtype))
+            # (the common case, a constant shift within the width: no guard; the amount, which fits self's dtype, is
+            # the broadcast scalar `+` takes, its nodes kept between calls: 5-10 us a shift, not 40 with three Tensors)
+            return self._alu(op, self._broadcasted(x, False, name)[1])
         if not reverse and type(x) is int and dtypes.is_int(self.dtype):
             # a constant shift past the width, in self's dtype (torch doesn't widen for the amount)
             x = bits

@@ -1,5 +1,6 @@
 """Handing values to and from other array libraries (a mixin of `Tensor`): DLPack, the protocol torch, numpy, JAX and
-CuPy share (`__dlpack__`, `__dlpack_device__`, `from_dlpack`), and numpy arrays (`from_numpy`).
+CuPy share (`__dlpack__`, `__dlpack_device__`, `from_dlpack`), numpy arrays (`from_numpy`) and Python buffers
+(`frombuffer`).
 
 Every crossing copies. A tensor's storage is its device's, written by kernels the scheduler orders, so another library
 never gets a view of it: exporting reads the values back into a new host array that the DLPack capsule owns, and
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes, from_numpy_dtype
+from uopkit.dtype import dtypes, from_numpy_dtype, to_dtype
 from uopkit.tensor.support import _canonical_device, _from_numpy
 from uopkit.uop.ops import Ops, UOp
 
@@ -136,6 +137,43 @@ class InteropMixin:
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(arr).__name__}")
         return Tensor(arr, device=device)
+
+    @staticmethod
+    def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0, requires_grad: bool = False) -> Tensor:
+        """A 1-d tensor of `dtype` holding the bytes of `buffer` (anything with Python's buffer protocol: bytes,
+        bytearray, array.array, memoryview, mmap), read from byte `offset`, `count` elements (all that follow when
+        negative), in the host's byte order, as torch.frombuffer. torch's tensor shares the buffer's memory; this one
+        holds a copy, so later writes into either don't show in the other.
+
+        >>> Tensor.frombuffer(b"\\x01\\x00\\x02\\x00\\x03\\x00", dtype=dtypes.int16, offset=2).tolist()
+        [2, 3]
+        """
+        try:
+            raw = memoryview(buffer).cast("B")
+        except TypeError:
+            raise ValueError(
+                f"frombuffer: a {type(buffer).__name__} doesn't expose Python's buffer protocol; pass bytes, a "
+                "bytearray, an array.array or a memoryview (a list goes to Tensor(...))"
+            ) from None
+        dt, total = to_dtype(dtype), raw.nbytes
+        if total == 0 or count == 0:
+            raise ValueError(f"frombuffer: nothing to read (the buffer has {total} bytes, count is {count})")
+        if not 0 <= offset < total:
+            raise ValueError(f"frombuffer: offset {offset} must lie in the buffer's {total} bytes (0 to {total - 1})")
+        if count < 0:
+            if (total - offset) % dt.itemsize:
+                raise ValueError(
+                    f"frombuffer: the {total - offset} bytes after offset {offset} are not a whole number of {dt} "
+                    f"elements ({dt.itemsize} bytes each); pass count= or another offset"
+                )
+            count = (total - offset) // dt.itemsize
+        elif offset + count * dt.itemsize > total:
+            raise ValueError(
+                f"frombuffer: {count} {dt} elements ({count * dt.itemsize} bytes) from offset {offset} run past the "
+                f"buffer's {total} bytes"
+            )
+        data = bytes(raw[offset : offset + count * dt.itemsize])
+        return Tensor(data, dtype=dt, requires_grad=requires_grad or None)
 
     @staticmethod
     def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import UnsupportedDTypeError, dtypes
+from uopkit.dtype import UnsupportedDTypeError, dtypes, least_upper_dtype
 from uopkit.tensor import segments
 from uopkit.tensor.index_errors import described
 from uopkit.tensor.support import (
@@ -53,13 +53,18 @@ def _need_tensor(op: str, name: str, x: Any) -> None:
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__} (as PyTorch); wrap it in Tensor(...)")
 
 
-def _need_same_dtype(op: str, name: str, x: Tensor, dt: Any) -> None:
-    # torch refuses another dtype here (its *_scatter ops and setitem cast instead)
+def _need_same_dtype(op: str, name: str, x: Tensor, dt: Any) -> Tensor:
+    # torch refuses another dtype here (its *_scatter ops and setitem cast instead). An int source that widens into the
+    # tensor's int dtype without loss is cast: `Tensor([7, 9])` is int32 here where torch's literal is int64, so
+    # `long_t.index_put_((i,), torch.tensor([7, 9]))` ported from torch has an int32 source
+    if x.dtype != dt and dtypes.is_int(x.dtype) and dtypes.is_int(dt) and least_upper_dtype(x.dtype, dt) == dt:
+        return x.cast(dt)
     if x.dtype != dt:
         raise DTypeError(
             f"{op}: {name} is {x.dtype} but the tensor is {dt}; they must have the same dtype (as PyTorch), "
             f"cast {name} with .cast({dt})"
         )
+    return x
 
 
 def _need_shape(op: str, name: str, x: Tensor, want: tuple[int, ...], what: str) -> None:
@@ -257,7 +262,7 @@ class PlacingMixin:
         for i, index in enumerate(indices):
             _need_tensor("index_put", f"indices[{i}]", index)
         _need_tensor("index_put", "values", values)
-        _need_same_dtype("index_put", "values", values, self.dtype)
+        values = _need_same_dtype("index_put", "values", values, self.dtype)
         _check_same_device("index_put", [self, values, *indices])
         positions = self._flat_positions(tuple(indices), "index_put")
         if not _broadcasts_to(values.shape, positions.shape):
@@ -290,7 +295,7 @@ class PlacingMixin:
         _need_tensor("put", "source", source)
         if not dtypes.is_int(index.dtype):
             raise DTypeError(f"put: index must be an integer tensor, got {index.dtype}")
-        _need_same_dtype("put", "source", source, self.dtype)
+        source = _need_same_dtype("put", "source", source, self.dtype)
         if index.numel() != source.numel():
             raise IndexError(
                 f"put: index and source must have as many elements, got {index.numel()} indices (shape {index.shape}) "
@@ -346,7 +351,7 @@ class PlacingMixin:
         _need_tensor("masked_scatter", "source", source)
         if mask.dtype != dtypes.bool:
             raise DTypeError(f"masked_scatter: mask must be a bool tensor, got {mask.dtype}; compare it (m != 0)")
-        _need_same_dtype("masked_scatter", "source", source, self.dtype)
+        source = _need_same_dtype("masked_scatter", "source", source, self.dtype)
         _check_same_device("masked_scatter", [self, mask, source])
         shape = _broadcast_shape(self.shape, mask.shape, "masked_scatter")
         mask = mask._broadcast_to(shape)
@@ -465,7 +470,7 @@ class PlacingMixin:
             raise DTypeError(f"index_reduce: index must be an integer tensor, got {index.dtype}")
         if index.ndim > 1:
             raise IndexError(f"index_reduce: index must be a 0-d or 1-D tensor, got shape {index.shape}")
-        _need_same_dtype("index_reduce", "source", source, self.dtype)
+        source = _need_same_dtype("index_reduce", "source", source, self.dtype)
         _check_same_device("index_reduce", [self, index, source])
         x, src = (self.reshape(1), source.reshape(-1)) if self.ndim == 0 else (self, source)
         want = x.shape[:dim] + (index.numel(),) + x.shape[dim + 1 :]

@@ -19,6 +19,7 @@ import numpy as np
 from uopkit.device import Buffer, Device
 from uopkit.dtype import (
     DType,
+    ValueOverflowError,
     dtypes,
     from_numpy_dtype,
     least_upper_dtype,
@@ -588,7 +589,7 @@ def _check_stored_scalar(
     if not fits:
         shown = _short_int(value) if isinstance(value, int) else repr(value)
         largest = f"{dtypes.min(dt)}..{dtypes.max(dt)}" if dtypes.is_int(dt) else f"+-{_largest_finite(dt):g}"
-        raise OverflowError(
+        raise ValueOverflowError(
             f"{op}: the value {shown} can't be converted to {dt} without overflow (its finite range is {largest}); "
             "use a value in range, or a wider dtype for the tensor"
         )
@@ -851,7 +852,8 @@ def _from_numpy(arr: np.ndarray, device: str, dtype: DType) -> UOp:
         rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
         arr = np.where(np.isnan(f32), 0x7FC0, rounded).astype(np.uint16).reshape(shape)
         return UOp(Ops.BITCAST, dtype, (_from_numpy(arr, device, dtypes.uint16),))
-    arr = np.ascontiguousarray(arr)
+    # (a bool array's bytes past 0 and 1, np.frombuffer's of raw bytes, are True: stored as 1, as torch reads them)
+    arr = np.ascontiguousarray(arr) if dtype != dtypes.bool else np.ascontiguousarray(arr).view(np.uint8) != 0
     buf = UOp.new_buffer(device, arr.size, dtype)
     b = Buffer(device, arr.size, dtype).allocate()
     if arr.size:
@@ -1072,11 +1074,9 @@ class _Dropped:
     pass
 
 
-# the mark of a result PyTorch copies though it is built of views here (`repeat`, `pad`, `interpolate`): a reference
-# whose object is gone at once, so it names no base
+# the mark of a result PyTorch copies though built of views here (`repeat`, `pad`, `interpolate`): a dead ref (no base)
 _A_COPY = weakref.ref(_Dropped())
-# the mark of a reshape PyTorch copies (no strides show its elements in the new shape: `x.T.reshape(-1)`), and of views
-# of it
+# the mark of a reshape PyTorch copies (no strides show its elements in the new shape: `x.T.reshape(-1)`), and its views
 _A_RESHAPED_COPY = weakref.ref(_Dropped())
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,9 +17,9 @@ import numpy as np
 import uopkit.schedule as _schedule_module
 from uopkit.device import Buffer, DeviceName, _device_names, device_name
 from uopkit.dtype import (
-    DTYPES_BY_NAME,
     DType,
     DTypeError,
+    ValueOverflowError,
     dtypes,
     from_numpy_dtype,
     to_dtype,
@@ -88,7 +87,6 @@ from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
 from uopkit.tensor.factorize import FactorizeMixin
 from uopkit.tensor.functional import FunctionalMixin
-from uopkit.tensor.grad_mode import no_grad as _no_grad_switch
 from uopkit.tensor.grad_mode import thread_mode as _grad_mode
 from uopkit.tensor.indexing import IndexingMixin
 from uopkit.tensor.interop import InteropMixin
@@ -130,13 +128,9 @@ from uopkit.tensor.support import (
 from uopkit.tensor.tensor_hooks import RemovableHook
 from uopkit.tensor.tensor_hooks import gradient_hooks as _gradient_hooks
 from uopkit.tensor.tensor_hooks import in_rebuilt_graph as _in_rebuilt_graph
+from uopkit.tensor.tensor_type import _CAST_METHOD_DTYPES, _ByteCount, _TensorType
 from uopkit.tensor.torch_extras import TorchExtrasMixin
-from uopkit.tensor.torch_functions import (
-    TOP_LEVEL_FUNCTIONAL,
-    TorchFunctionsMixin,
-    install_top_level,
-    top_level_function,
-)
+from uopkit.tensor.torch_functions import TorchFunctionsMixin, install_top_level
 from uopkit.tensor.torch_keywords import install_torch_keywords
 from uopkit.tensor.torch_names import TorchNamesMixin
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -174,63 +168,6 @@ def _from_bytes(data: bytes, dt: DType, device: str) -> UOp:
         bits = _from_bytes(data, dtypes.uint16, device)
         return UOp(Ops.BITCAST, dt, (bits,))
     return _from_numpy(np.frombuffer(data, dtype=to_numpy_dtype(dt)).copy(), device, dt)
-
-
-class _GradFlag(int):
-    # what `Tensor.no_grad` reads as: tinygrad's flag (truthy while recording is off, 0 or 1 as a bool), and callable
-    # as torch's `no_grad` for a port that renamed `torch.` to `Tensor.`: `with Tensor.no_grad():`, `@Tensor.no_grad`
-    def __call__(self, fn: Callable[..., Any] | None = None) -> Any:
-        return _no_grad_switch(fn)
-
-    def __repr__(self) -> str:
-        return repr(bool(self))
-
-
-_GRAD_FLAGS = (_GradFlag(0), _GradFlag(1))
-
-
-class _TensorType(type):
-    # tinygrad's switch for gradient recording, `Tensor.no_grad` (torch's no_grad; see tensor/grad_mode.py), is the
-    # calling thread's mode: values computed while it is set are detached
-    @property
-    def no_grad(cls) -> _GradFlag:
-        return _GRAD_FLAGS[_grad_mode.off]
-
-    @no_grad.setter
-    def no_grad(cls, value: bool) -> None:
-        _grad_mode.off = bool(value)
-
-    def __getattr__(cls, name: str) -> Any:
-        # what a port spells `torch.X` as `Tensor.X` besides functions: a dtype (`dtype=Tensor.float32`; the cast
-        # methods `Tensor.long`, `Tensor.half`, ... stand for theirs too, `_CAST_METHOD_DTYPES`) and torch's namespaces
-        # (`Tensor.linalg.qr(a)`); looked up on the class only, after its own attributes
-        if name in DTYPES_BY_NAME:
-            return DTYPES_BY_NAME[name]
-        if name in _TORCH_NAMESPACES:
-            return importlib.import_module(f"uopkit.{name}")
-        if name in TOP_LEVEL_FUNCTIONAL:
-            # torch's top-level functional names (`Tensor.layer_norm` for torch.layer_norm): tensor/torch_functions.py
-            return top_level_function(name)
-        raise AttributeError(f"type object 'Tensor' has no attribute {name!r}")
-
-
-# torch's namespaces that uopkit has under the same name (`torch.linalg` -> `uopkit.linalg`)
-_TORCH_NAMESPACES = frozenset(
-    {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp"}
-)
-# the cast methods named as torch's dtypes (`torch.long` is int64): `dtype=Tensor.long` means that dtype (to_dtype)
-_CAST_METHOD_DTYPES = {
-    "long": dtypes.int64,
-    "int": dtypes.int32,
-    "short": dtypes.int16,
-    "char": dtypes.int8,
-    "byte": dtypes.uint8,
-    "bool": dtypes.bool,
-    "half": dtypes.float16,
-    "bfloat16": dtypes.bfloat16,
-    "float": dtypes.float32,
-    "double": dtypes.float64,
-}
 
 
 class Tensor(
@@ -311,7 +248,7 @@ class Tensor(
                 data = _wrapped_unsigned(data, dt)
             if type(data) is int and dtypes.is_int(dt) and not dtypes.min(dt) <= data <= dtypes.max(dt):
                 # (as numpy and torch refuse it; wrapped, it would be another number)
-                raise OverflowError(f"Tensor: the Python int {_short_int(data)} is out of range for {dt}")
+                raise ValueOverflowError(f"Tensor: the Python int {_short_int(data)} is out of range for {dt}")
             if requires_grad:
                 # a leaf of its own: equal constants are one (hash-consed) node and would share a gradient
                 self.uop = _from_numpy(_host_values(data, dt), _canonical_device(device), dt)
@@ -326,7 +263,13 @@ class Tensor(
             if dtypes.is_unsigned(dt):
                 flat = [_wrapped_unsigned(v, dt) if type(v) is int and v < 0 else v for v in flat]
             # (float16 through float32, as torch's: 65519.999 is inf, not 65504; without numpy's overflow warning)
-            arr = _host_values(flat, dt).reshape(shape)
+            try:
+                arr = _host_values(flat, dt).reshape(shape)
+            except OverflowError as e:
+                # (numpy's OverflowError for an int the dtype can't hold: ours is PyTorch's RuntimeError too)
+                raise ValueOverflowError(
+                    f"Tensor: a value doesn't fit {dt} ({e}); use values in range or a wider dtype"
+                ) from None
             self.uop = _from_numpy(arr, _canonical_device(device), dt)
         elif isinstance(data, (bytes, bytearray, memoryview)):
             # raw bytes, as tinygrad's: uint8, or read as `dtype` (its bits, not cast), a 1-d tensor
@@ -485,8 +428,16 @@ class Tensor(
     def element_size(self) -> int:
         return self.dtype.itemsize
 
-    def nbytes(self) -> int:
-        return self.numel() * self.element_size()
+    @property
+    def nbytes(self) -> _ByteCount:
+        """The bytes the elements take: torch's property `t.nbytes`, an int, which called (`t.nbytes()`, tinygrad's
+        method) gives the same number.
+
+        >>> t = Tensor.zeros(3, 4, dtype="int16")
+        >>> t.nbytes, t.nbytes() + 1
+        (24, 25)
+        """
+        return _ByteCount(self.numel() * self.element_size())
 
     # ------------------------------------------------------------------------------------------------------------
     # realizing

@@ -1,0 +1,80 @@
+"""The `Tensor` class's own type and the small int types its attributes read as: what a port that renamed `torch.` to
+`Tensor.` finds on the class besides methods (dtypes, torch's namespaces and top-level functional names, the
+`no_grad` flag that is also torch's switch), and `t.nbytes` (torch's int, tinygrad's method)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from uopkit.dtype import DTYPES_BY_NAME, dtypes
+from uopkit.tensor.grad_mode import no_grad as _no_grad_switch
+from uopkit.tensor.grad_mode import thread_mode as _grad_mode
+from uopkit.tensor.torch_functions import TOP_LEVEL_FUNCTIONAL, top_level_function
+
+
+class _GradFlag(int):
+    # what `Tensor.no_grad` reads as: tinygrad's flag (truthy while recording is off, 0 or 1 as a bool), and callable
+    # as torch's `no_grad` for a port that renamed `torch.` to `Tensor.`: `with Tensor.no_grad():`, `@Tensor.no_grad`
+    def __call__(self, fn: Callable[..., Any] | None = None) -> Any:
+        return _no_grad_switch(fn)
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+
+_GRAD_FLAGS = (_GradFlag(0), _GradFlag(1))
+
+
+class _TensorType(type):
+    # tinygrad's switch for gradient recording, `Tensor.no_grad` (torch's no_grad; see tensor/grad_mode.py), is the
+    # calling thread's mode: values computed while it is set are detached
+    @property
+    def no_grad(cls) -> _GradFlag:
+        return _GRAD_FLAGS[_grad_mode.off]
+
+    @no_grad.setter
+    def no_grad(cls, value: bool) -> None:
+        _grad_mode.off = bool(value)
+
+    def __getattr__(cls, name: str) -> Any:
+        # what a port spells `torch.X` as `Tensor.X` besides functions: a dtype (`dtype=Tensor.float32`; the cast
+        # methods `Tensor.long`, `Tensor.half`, ... stand for theirs too, `_CAST_METHOD_DTYPES`) and torch's namespaces
+        # (`Tensor.linalg.qr(a)`); looked up on the class only, after its own attributes
+        if name in DTYPES_BY_NAME:
+            return DTYPES_BY_NAME[name]
+        if name in _TORCH_NAMESPACES:
+            return importlib.import_module(f"uopkit.{name}")
+        if name in TOP_LEVEL_FUNCTIONAL:
+            # torch's top-level functional names (`Tensor.layer_norm` for torch.layer_norm): tensor/torch_functions.py
+            return top_level_function(name)
+        raise AttributeError(f"type object 'Tensor' has no attribute {name!r}")
+
+
+# torch's namespaces that uopkit has under the same name (`torch.linalg` -> `uopkit.linalg`)
+_TORCH_NAMESPACES = frozenset(
+    {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp"}
+)
+# the cast methods named as torch's dtypes (`torch.long` is int64): `dtype=Tensor.long` means that dtype (to_dtype)
+_CAST_METHOD_DTYPES = {
+    "long": dtypes.int64,
+    "int": dtypes.int32,
+    "short": dtypes.int16,
+    "char": dtypes.int8,
+    "byte": dtypes.uint8,
+    "bool": dtypes.bool,
+    "half": dtypes.float16,
+    "bfloat16": dtypes.bfloat16,
+    "float": dtypes.float32,
+    "double": dtypes.float64,
+}
+
+
+class _ByteCount(int):
+    """What `Tensor.nbytes` gives: torch's int that, called, is tinygrad's `nbytes()` (the same int)."""
+
+    __slots__ = ()
+
+    def __call__(self) -> int:
+        return int(self)
