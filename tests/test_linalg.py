@@ -277,6 +277,23 @@ def test_pinv_atol_cuts_as_torchs(cuts, hermitian):
     _close(got, want, 1e-6 * np.abs(want.numpy()).max())
 
 
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_pinv_takes_torchs_older_rcond(hermitian):
+    # `torch.linalg.pinv(J, 1e-3)` / `rcond=` (robotics code's damped inverses): a relative cut alone, as rtol with
+    # atol 0; a tensor gives one cut per matrix
+    m = np.random.default_rng(4).standard_normal((3, 4, 3)) @ np.diag([1.0, 1e-2, 1e-4])
+    if hermitian:
+        m = np.swapaxes(m, -1, -2) @ m
+    for rcond in (1e-3, 0.05, [1e-3, 0.05, 1e-6]):
+        ours = Tensor(rcond) if isinstance(rcond, list) else rcond
+        theirs = torch.tensor(rcond) if isinstance(rcond, list) else rcond
+        want = TL.pinv(_t(m), theirs, hermitian)
+        _close(linalg.pinv(Tensor(m), ours, hermitian), want, 1e-6 * np.abs(want.numpy()).max())
+        _close(linalg.pinv(Tensor(m), rcond=ours, hermitian=hermitian), want, 1e-6 * np.abs(want.numpy()).max())
+    with pytest.raises(TypeError, match="rcond"):
+        linalg.pinv(Tensor(m), 1e-3, rtol=0.1)
+
+
 def test_unsupported_arguments_raise_clearly():
     with pytest.raises(ArgumentError, match="driver must be one of 'gels', 'gelsy', 'gelsd', 'gelss'"):
         linalg.lstsq(Tensor(A), Tensor(B), driver="gelsx")

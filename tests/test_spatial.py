@@ -161,6 +161,21 @@ def test_grid_sample():
     )
 
 
+@pytest.mark.parametrize("dims", [2, 3])
+def test_grid_sample_nearest_gives_the_grid_a_zero_gradient(dims: int) -> None:
+    # torch's nearest mode gives the grid a gradient of zeros (not None: `grid.grad.norm()` after backward works)
+    img = _randn(1, 2, *(3,) * dims)
+    grid = RNG.uniform(-1.2, 1.2, (1, *(2,) * dims, dims)).astype(np.float32)
+    g, tg = Tensor(grid, requires_grad=True), torch.tensor(grid, requires_grad=True)
+    out = Tensor(img).grid_sample(g, "nearest")
+    ref = F.grid_sample(torch.tensor(img), tg, "nearest", align_corners=False)
+    assert out.requires_grad == ref.requires_grad
+    out.sum().backward()
+    ref.sum().backward()
+    assert g.grad is not None
+    np.testing.assert_array_equal(g.grad.numpy(), tg.grad.numpy())
+
+
 def test_embedding_bag():
     weight = _randn(7, 3)
     flat = np.array([1, 4, 4, 0, 6, 2, 3], np.int64)

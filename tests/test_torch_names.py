@@ -347,6 +347,13 @@ def test_real_valued_complex_methods():
     values = np.array([2.0, -1.0, 0.0, -0.0, np.nan, -np.inf], np.float32)
     _same(Tensor(values).angle(), torch.from_numpy(values).angle())
     _same(Tensor([3, -2]).angle(), torch.tensor([3, -2]).angle())
+    # (its gradient: zeros, NaN included, from a result that requires grad, as torch's)
+    x, tx = Tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True)
+    out, ref = x.angle(), tx.angle()
+    assert out.requires_grad and ref.requires_grad
+    (out * 2).sum().backward()
+    (ref * 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
     batch = RNG.standard_normal((2, 3, 4)).astype(np.float32)
     _same(Tensor(batch).mH, torch.from_numpy(batch).mH)
     _same(Tensor(batch).adjoint(), torch.from_numpy(batch).adjoint())

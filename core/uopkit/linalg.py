@@ -266,9 +266,19 @@ def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True, un
 
 
 def pinv(
-    A: Tensor, *, atol: float | Tensor | None = None, rtol: float | Tensor | None = None, hermitian: bool = False
+    A: Tensor,
+    rcond: float | Tensor | None = None,
+    hermitian: bool = False,
+    *,
+    atol: float | Tensor | None = None,
+    rtol: float | Tensor | None = None,
 ) -> Tensor:
-    """torch.linalg.pinv: singular values at or below max(atol, rtol * the largest) count as zero."""
+    """torch.linalg.pinv: singular values at or below max(atol, rtol * the largest) count as zero. `rcond` is torch's
+    older form, positional as `pinv(A, 1e-4)` or by name: a relative cut alone (rtol=rcond, atol=0)."""
+    if rcond is not None:
+        if atol is not None or rtol is not None:
+            raise TypeError("linalg.pinv: give either rcond (the older form) or atol/rtol, not both")
+        return A.pinv(rtol=rcond, hermitian=hermitian, atol=0.0)
     return A.pinv(rtol=rtol, hermitian=hermitian, atol=atol)
 
 

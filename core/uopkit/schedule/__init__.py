@@ -25,6 +25,7 @@ from uopkit.schedule.history import (
     StaleReads,
     _check_not_overwritten,
     _last_write,
+    _reading,
     _storage_base,
     begin_reads,
     computed_from,
@@ -34,6 +35,7 @@ from uopkit.schedule.history import (
     forget_source,
     hold_copies,
     kept_with,
+    outdated_memory,
     overwriting,
     remember_copies,
     remember_stored,
@@ -495,7 +497,8 @@ def _source_of(u: UOp) -> tuple[UOp, int]:
     # then, not of the realize that stores it (which would read the overwritten buffer's new contents)
     chain = []
     node = u
-    while (source := computed_from.get(node)) is None:
+    # (as of the running realize's reads: a reader it moves onto a copy of a buffer it writes read the old contents)
+    while (source := computed_from.get(node)) is None or outdated_memory(node, computed_from.stamp(node), _reading[0]):
         if node.op not in _MOVEMENT:
             return u, 0
         chain.append(node)

@@ -135,7 +135,8 @@ def remember_rewritten(node: UOp, graph: UOp, before: UOp, stamp: int) -> None:
 
 def remembered_at(node: UOp, stamp: int) -> tuple[UOp | None, int]:
     """The graph remembered for realized `node` as a graph remembered at clock `stamp` read it (0: now), with the clock
-    it was remembered at: where in-place writes since replaced it, the one before them (None where none is)."""
+    it was remembered at: where in-place writes since replaced it, the one before them (None where none is, or where
+    `node` is a computed graph over storage written since: `outdated_memory`)."""
     source = computed_from.get(node)
     if source is None:
         return None, 0
@@ -145,7 +146,24 @@ def remembered_at(node: UOp, stamp: int) -> tuple[UOp | None, int]:
         if earlier is None:
             break
         source, at = earlier
+    if outdated_memory(node, at, stamp):
+        return None, 0
     return source, at
+
+
+def outdated_memory(node: UOp, at: int, by: int) -> bool:
+    """Whether `node`, a computed graph over storage remembered at clock `at` as computed by another graph (a live
+    tensor's graph rewritten when a value it reads was realized: `relu(w)` over `w`'s new BUFFER, remembered as `relu`
+    of the graph that computed `w`), reads a buffer written after `at` and by clock `by` (0: now): nodes are shared,
+    and the same node built again after the write (the next step's `relu(w)`, over the stepped weight) computes from
+    the new contents, where the old graph would give its gradient the values `w` held before. (A view of storage is
+    forgotten by the write itself, `forget_overwritten`; a reader that read the node before the write, `by` before
+    it, still follows it back.)"""
+    if _last_write[0] <= at or (by and by <= at) or _storage_base(node) is not None:
+        return False
+    bufs = _buffers_of(node)
+    hi = by or _last_write[0]
+    return bufs is not None and any(not _no_write_between(b, at, hi) for b in bufs)
 
 
 def forget_source(u: UOp) -> None:

@@ -34,6 +34,7 @@ from uopkit.tensor.support import (
     _with_reduced_derivative,
     in_float32,
 )
+from uopkit.tensor.unread import with_zero_gradient_to
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -272,7 +273,8 @@ class SpatialMixin:
         point's (x, y[, z]) normalized to [-1, 1] across the input's width, height (and depth), as
         torch.nn.functional.grid_sample: `mode` "bilinear" (trilinear for 5-D), "nearest" (half to even) or "bicubic"
         (4-D only); `padding_mode` "zeros", "border" or "reflection" for points outside. The reads are gathers on the
-        device; the gradient goes to the input and, for bilinear and bicubic, to the grid (as torch's).
+        device; the gradient goes to the input and, for bilinear and bicubic, to the grid (nearest gives the grid
+        zeros), as torch's.
 
         >>> img = Tensor([[[[0.0, 1.0], [2.0, 3.0]]]])
         >>> img.grid_sample(Tensor([[[[0.0, 0.0], [1.0, -1.0]]]]), align_corners=True).tolist()
@@ -356,7 +358,9 @@ class SpatialMixin:
             for i, axis_taps in enumerate(taps):
                 w = Tensor.stack(*(w for _, w in axis_taps), dim=1).contiguous()
                 values = values * w.reshape(n, 1, *(t if a == i else 1 for a, t in enumerate(per_axis)), points)
-        return values.sum(tuple(range(2, 2 + nd))).reshape(n, c, *out_sp)
+        out = values.sum(tuple(range(2, 2 + nd))).reshape(n, c, *out_sp)
+        # (nearest reads the rounded points: the grid gets a gradient of zeros, not None, as torch's)
+        return with_zero_gradient_to(out, grid) if mode == "nearest" else out
 
     # ------------------------------------------------------------------------------------------------------------
     # embeddings, bilinear forms and distances

@@ -680,8 +680,9 @@ class TorchNamesMixin:
         [0.0, 3.1415927410125732, 0.0]
         """
         x = self.cast(least_upper_float(self.dtype))
-        # (the pi, the zero and the NaN selected, so the gradient is 0 everywhere, as torch's for real inputs)
-        return (x < 0).where(math.pi, x.isnan().where(x, 0.0)).detach()
+        # (the pi, the zero and the NaN selected, detached, and tied back to the input: a gradient of zeros everywhere,
+        # NaN included, and a result that requires grad, as torch's for real inputs)
+        return with_zero_gradient_to((x < 0).where(math.pi, x.isnan().where(x, 0.0)).detach(), self)
 
     @property
     def mH(self: Tensor) -> Tensor:  # type: ignore[misc]
