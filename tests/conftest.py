@@ -85,14 +85,30 @@ def _process_settings() -> list[_Setting]:
 @functools.cache
 def _build_process_settings(torch_loaded: bool, flags: int) -> list[_Setting]:
     import uopkit
-    from uopkit import Device, Tensor, dtypes
+    from uopkit import Device, Tensor, dtypes, helpers
     from uopkit.helpers import ContextVar
     from uopkit.tensor import printing
+    from uopkit.tensor.torch_copies_settings import _Settings
+
+    def _kept() -> dict[str, object]:
+        return {k: v for k, v in vars(_Settings).items() if not k.startswith("__")}
+
+    def _put_kept(values: object) -> None:
+        for k, v in values.items():  # type: ignore[attr-defined]
+            setattr(_Settings, k, v)
 
     settings: list[_Setting] = [
         # what `Device.DEFAULT = ...` set (None: the DEVICE variable or the best backend decide, read when asked)
         ("Device.DEFAULT's override", lambda: Device._default, lambda v: setattr(Device, "DEFAULT", v)),
         ("Tensor.training", lambda: Tensor.training, lambda v: setattr(Tensor, "training", v)),
+        (
+            "Tensor.set_num_threads's count",
+            lambda: helpers.threads_chosen,
+            lambda v: setattr(helpers, "threads_chosen", v),
+        ),
+        # torch's flags Tensor keeps (use_deterministic_algorithms, set_anomaly_enabled, ...:
+        # tensor/torch_copies_settings.py)
+        ("Tensor's kept torch settings", _kept, _put_kept),
         ("dtypes.default_float", lambda: dtypes.default_float, lambda v: setattr(dtypes, "default_float", v)),
         ("uopkit.is_grad_enabled()", uopkit.is_grad_enabled, uopkit.set_grad_enabled),
         # the options' fields as get_printoptions() gives them (without its deep copy: ~40 us a call)

@@ -58,6 +58,11 @@ try:
     set_default_dtype = Tensor.set_default_dtype
     # torch's module constants
     pi, e, inf, nan, newaxis = Tensor.pi, Tensor.e, Tensor.inf, Tensor.nan, Tensor.newaxis
+    # torch's process settings (threads, flags, the default device), `Size` and the legacy typed constructors
+    # (`uopkit.FloatTensor`): Tensor's, tensor/torch_copies_settings.py
+    from uopkit.tensor.torch_copies_settings import SETTINGS_NAMES as _settings_names
+
+    globals().update({_name: getattr(Tensor, _name) for _name in _settings_names})
 
     __all__ += [
         "Tensor",
@@ -101,6 +106,7 @@ try:
         "nan",
         "newaxis",
         *_foreach.__all__,
+        *_settings_names,
     ]
 except ModuleNotFoundError as e:
     if e.name != "uopkit.tensor":

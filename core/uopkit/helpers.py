@@ -150,10 +150,18 @@ def getenv(key: str, default: T = 0) -> T:  # type: ignore[assignment]
         ) from None
 
 
+# the thread count a program chose (torch's set_num_threads: `Tensor.set_num_threads`,
+# tensor/torch_copies_settings.py); None: the environment and the cores decide
+threads_chosen: int | None = None
+
+
 def cpu_threads() -> int:
-    """Threads a CPU kernel may use: UOPKIT_THREADS, else OMP_NUM_THREADS, else the cores this process may run on:
-    its affinity mask (`taskset`, a container's cpuset), and no more than its cgroup's CPU quota (a container's
-    `--cpus`: more threads than the quota only wait for each other at every barrier)."""
+    """Threads a CPU kernel may use: what `Tensor.set_num_threads` chose, else UOPKIT_THREADS, else OMP_NUM_THREADS,
+    else the cores this process may run on: its affinity mask (`taskset`, a container's cpuset), and no more than its
+    cgroup's CPU quota (a container's `--cpus`: more threads than the quota only wait for each other at every
+    barrier)."""
+    if threads_chosen is not None:
+        return threads_chosen
     env = os.getenv("UOPKIT_THREADS") or os.getenv("OMP_NUM_THREADS")
     if env:
         first = env.split(",")[0].strip()

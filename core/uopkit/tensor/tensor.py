@@ -72,6 +72,7 @@ from uopkit.tensor import special as _special_module
 from uopkit.tensor import special_torch as _special_torch_module
 from uopkit.tensor import support
 from uopkit.tensor import tensor_hooks as _tensor_hooks
+from uopkit.tensor import torch_copies_settings as _torch_copies_settings_module
 from uopkit.tensor import torch_extras as _torch_extras_module
 from uopkit.tensor import torch_functions as _torch_functions_module
 from uopkit.tensor import torch_names as _torch_names_module
@@ -129,6 +130,7 @@ from uopkit.tensor.tensor_hooks import RemovableHook
 from uopkit.tensor.tensor_hooks import gradient_hooks as _gradient_hooks
 from uopkit.tensor.tensor_hooks import in_rebuilt_graph as _in_rebuilt_graph
 from uopkit.tensor.tensor_type import _CAST_METHOD_DTYPES, _ByteCount, _TensorType
+from uopkit.tensor.torch_copies_settings import TorchCopiesSettingsMixin
 from uopkit.tensor.torch_extras import TorchExtrasMixin
 from uopkit.tensor.torch_functions import TorchFunctionsMixin, install_top_level
 from uopkit.tensor.torch_keywords import install_torch_keywords
@@ -192,6 +194,7 @@ class Tensor(
     TorchNamesMixin,
     TorchExtrasMixin,
     TorchFunctionsMixin,
+    TorchCopiesSettingsMixin,
     InteropMixin,
     metaclass=_TensorType,
 ):
@@ -918,6 +921,7 @@ for _module in (
     _torch_names_module,
     _torch_extras_module,
     _torch_functions_module,
+    _torch_copies_settings_module,
     _sharing_module,
     _interop_module,
     _nan_bits_module,
