@@ -400,6 +400,29 @@ def test_saved_tensors_hooks_are_refused_and_offloading_is_a_no_op():
     assert x.grad.tolist() == [2.0, 4.0]
 
 
+def test_record_function_labels_a_range_as_torchs() -> None:
+    # StyleGAN2-ADA's loss wraps each phase in torch.autograd.profiler.record_function (it was missing here): taken as
+    # a context manager and a decorator, with the gradient through it torch's
+    from uopkit.autograd import profiler
+
+    def phase(lib, ag):
+        x = _leaf(lib)
+        with ag.profiler.record_function("Gmain_forward") as r:
+            assert r is not None
+            y = (x * x).sum()
+
+        @ag.profiler.record_function("Gmain_backward")
+        def back(t):
+            t.backward()
+
+        back(y)
+        return x.grad.tolist()
+
+    assert phase(Tensor, uopkit.autograd) == phase(torch, torch.autograd)
+    with pytest.raises(TypeError):
+        profiler.record_function(3)
+
+
 # ---- in-place writes autograd doesn't record (under no_grad, through detach() or .data) into a tensor computed with
 # gradients: the values change, the gradient through the tensor is still that of what computed it, taken at the
 # values written (torch's history isn't changed by such a write)

@@ -319,6 +319,41 @@ def test_batchnorm1d_and_3d_load_torch_state_and_match_in_training_and_eval() ->
         nn.BatchNorm3d(3)(Tensor.ones(2, 3, 1, 1))
 
 
+def test_convert_sync_batchnorm_keeps_the_tensors_and_trains_as_torch() -> None:
+    # SSL scripts (DINO, BYOL, SwAV) call nn.SyncBatchNorm.convert_sync_batchnorm(model) before training (it was
+    # missing): every BatchNorm becomes a SyncBatchNorm holding the same tensor objects and mode, and in one process it
+    # normalizes by the batch's statistics, as torch's without a process group
+    def net(lib):
+        return lib.Sequential(
+            lib.Conv2d(2, 3, 1),
+            lib.BatchNorm2d(3),
+            lib.ReLU(),
+            lib.Flatten(),
+            lib.Linear(12, 4),
+            lib.BatchNorm1d(4, affine=False),
+        )
+
+    ours, theirs = net(nn), net(torch.nn)
+    load_state_dict(ours, {k: v.numpy() for k, v in theirs.state_dict().items()})
+    w = ours[1].weight
+    ours[5].eval()
+    theirs[5].eval()
+    ours, theirs = nn.SyncBatchNorm.convert_sync_batchnorm(ours), torch.nn.SyncBatchNorm.convert_sync_batchnorm(theirs)
+    assert repr(ours) == repr(theirs)
+    assert ours[1].weight is w and ours[5].training is False and ours[1].training is True
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours[5].train()
+    theirs[5].train()
+    _forward_and_grad(ours, theirs, _randn(5, 2, 2, 2), atol=1e-4, what="SyncBatchNorm training")
+    for key in ("running_mean", "running_var", "num_batches_tracked"):
+        _close(getattr(ours[1], key), getattr(theirs[1], key), what=key)
+        _close(getattr(ours[5], key), getattr(theirs[5], key), what=key)
+    x = _randn(3, 4, 2, 2, 2)
+    _close(nn.SyncBatchNorm(4).train()(Tensor(x)), torch.nn.SyncBatchNorm(4)(torch.tensor(x)), atol=1e-5, what="5-d")
+    with pytest.raises(ShapeError, match=r"SyncBatchNorm\(4\): expected an input of 2 or more dims"):
+        nn.SyncBatchNorm(4)(Tensor.ones(4))
+
+
 @pytest.mark.parametrize("momentum", [0.1, None])
 def test_batchnorm_batch_count_is_stored_with_the_training_step(momentum: float | None) -> None:
     # a conv + BatchNorm2d net trained by SGD over `parameters()` (torch's way: the running statistics aren't the

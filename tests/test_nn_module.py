@@ -2,6 +2,7 @@
 state dicts both ways, training mode, hooks, moving and casting, and a training loop step for step."""
 
 import inspect
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -707,6 +708,7 @@ _LAYER_ARGS = {
     "BatchNorm1d": (3,),
     "BatchNorm2d": (3,),
     "BatchNorm3d": (3,),
+    "SyncBatchNorm": (3,),
     "ChannelShuffle": (2,),
     "LayerNorm2d": (3,),
     "LocalResponseNorm": (2,),
@@ -1137,3 +1139,70 @@ def test_global_registration_hooks_as_torchs():
     want = run(torch.nn, tmodule, torch.tensor)
     assert run(nn, umodule, Tensor) == want
     assert [entry for entry in want if not isinstance(entry, tuple)] == [[7.0], [8.0], "Tanh"]
+
+
+def _equal_lr(lib_nn) -> Callable:
+    """The equalized learning rate of progressive GANs and StyleGAN ports, as written for torch: the weight moves out
+    of `_parameters` to `weight_orig`, and a forward pre-hook sets the scaled weight before each call."""
+
+    def apply(module, name="weight"):
+        weight = getattr(module, name)
+        del module._parameters[name]
+        module.register_parameter(name + "_orig", lib_nn.Parameter(weight.data))
+
+        def hook(mod, inputs):
+            w = getattr(mod, name + "_orig")
+            setattr(mod, name, w * (2 / (w.data.size(1) * w.data[0][0].numel())) ** 0.5)
+
+        module.register_forward_pre_hook(hook)
+        return module
+
+    return apply
+
+
+def test_private_dicts_of_parameters_buffers_and_modules_as_torchs() -> None:
+    # torch code reaches into a module's `_parameters`, `_buffers` and `_modules` (uopkit's Module had none: an
+    # AttributeError): live views here, with torch's keys, order and effects of writes and deletes
+    ours, theirs = _nets()
+    for o, t in [(ours, theirs), (ours.fc, theirs.fc), (ours.bn, theirs.bn), (ours.extra, theirs.extra)]:
+        assert list(o._parameters) == [k for k, v in t._parameters.items() if v is not None]
+        assert list(o._buffers) == [k for k, v in t._buffers.items() if v is not None]
+        assert list(o._modules) == list(t._modules)
+    assert ours._parameters["scale"] is ours.scale and ours._modules["blocks"] is ours.blocks
+    assert "offset" in ours._buffers and "fc" not in ours._parameters and len(ours._buffers) == 2
+    # writes: a buffer set again keeps whether it is saved; a module's entry set and deleted
+    ours._buffers["scratch"] = Tensor.ones(3)
+    theirs._buffers["scratch"] = torch.ones(3)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours._modules["drop"] = nn.Identity()
+    theirs._modules["drop"] = torch.nn.Identity()
+    del ours._modules["heads"], theirs._modules["heads"]
+    assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
+    with pytest.raises(KeyError):
+        del ours._parameters["offset"]
+
+
+def test_equalized_lr_hook_through_private_parameters_trains_as_torch() -> None:
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal((3, 6)).astype(np.float32), rng.standard_normal((4, 6)).astype(np.float32)
+    o, t = nn.Linear(6, 3), torch.nn.Linear(6, 3)
+    o.weight.assign(Tensor(w)).realize()
+    o.bias.assign(Tensor.zeros(3)).realize()
+    with torch.no_grad():
+        t.weight.copy_(torch.tensor(w))
+        t.bias.zero_()
+    _equal_lr(nn)(o)
+    _equal_lr(torch.nn)(t)
+    assert [n for n, _ in o.named_parameters()] == [n for n, _ in t.named_parameters()] == ["bias", "weight_orig"]
+    assert list(o.state_dict()) == list(t.state_dict())
+    opt, topt = SGD(o.parameters(), lr=0.1), torch.optim.SGD(t.parameters(), lr=0.1)
+    for _ in range(3):
+        loss, tloss = (o(Tensor(x)) ** 2).mean(), (t(torch.tensor(x)) ** 2).mean()
+        opt.zero_grad()
+        topt.zero_grad()
+        loss.backward()
+        tloss.backward()
+        opt.step()
+        topt.step()
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+    np.testing.assert_allclose(o.weight_orig.numpy(), t.weight_orig.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -463,7 +463,8 @@ def test_a_parameter_frozen_when_the_optimizer_was_built_trains_once_unfrozen(na
     first, tfirst = pair.ours()[:2], list(pair.t[0].parameters())
     _set_requires_grad(first, tfirst, False)
     opt, topt = getattr(optim, name)(pair.ours(), **kwargs), getattr(torch.optim, name)(pair.t.parameters(), **kwargs)
-    assert opt.state[first[0]] == {} and list(opt.state) == []
+    # (reading a parameter's entry adds it to the defaultdict, as torch's)
+    assert opt.state[first[0]] == {} and list(opt.state) == [first[0]]
     for i in range(4):
         if i == 1:
             _set_requires_grad(first, tfirst, True)
@@ -554,3 +555,103 @@ def test_step_hooks_run_once_around_a_subclass_step() -> None:
     with pytest.raises(RuntimeError, match="tuple"):
         opt.register_step_pre_hook(lambda o, args, kwargs: 3)
         opt.step()
+
+
+def _torch_style_lars(base: type, no_grad: Callable) -> type:
+    """Barlow Twins' LARS, written torch's way (a subclass with its own step, momentum kept in `self.state[p]`), over
+    either framework's Optimizer and tensor functions."""
+    lib = Tensor if base is optim.Optimizer else torch
+
+    class LARS(base):  # type: ignore[misc,valid-type]
+        def __init__(self, params, lr, weight_decay=0.0, momentum=0.9, eta=0.001, exclude=None):
+            super().__init__(
+                params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum, eta=eta, exclude=exclude)
+            )
+
+        @no_grad()
+        def step(self):
+            for g in self.param_groups:
+                for p in g["params"]:
+                    dp = p.grad
+                    if dp is None:
+                        continue
+                    if g["exclude"] is None or not g["exclude"](p):
+                        dp = dp.add(p, alpha=g["weight_decay"])
+                        param_norm, update_norm = lib.norm(p), lib.norm(dp)
+                        one = lib.ones_like(param_norm)
+                        q = lib.where(
+                            param_norm > 0.0,
+                            lib.where(update_norm > 0, (g["eta"] * param_norm / update_norm), one),
+                            one,
+                        )
+                        dp = dp.mul(q)
+                    param_state = self.state[p]
+                    if "mu" not in param_state:
+                        param_state["mu"] = lib.zeros_like(p)
+                    mu = param_state["mu"]
+                    mu.mul_(g["momentum"]).add_(dp)
+                    p.add_(mu, alpha=-g["lr"])
+
+    return LARS
+
+
+def test_a_torch_style_custom_optimizer_keeps_its_state_between_steps() -> None:
+    # a subclass with its own step keeps per-parameter state in `self.state[p]`, torch's way: it must be there at the
+    # next step (it was a new dict at every read: the momentum started from zero at every step), be saved by
+    # state_dict() and come back with load_state_dict(), torch's dict included
+    import uopkit
+
+    pair = Pair()
+    ours_cls, theirs_cls = (
+        _torch_style_lars(optim.Optimizer, uopkit.no_grad),
+        _torch_style_lars(torch.optim.Optimizer, torch.no_grad),
+    )
+    kwargs = {"lr": 0.5, "weight_decay": 1e-4, "exclude": lambda p: p.ndim == 1}
+    opt, topt = ours_cls(pair.ours(), **kwargs), theirs_cls(list(pair.t.parameters()), **kwargs)
+    for _ in range(4):
+        for o in (opt, topt):
+            o.zero_grad()
+        loss = ((pair.l2(pair.l1(Tensor(X)).relu()) - Tensor(Y)) ** 2).mean()
+        loss.backward()
+        opt.step()
+        tloss = ((pair.t(torch.tensor(X)) - torch.tensor(Y)) ** 2).mean()
+        tloss.backward()
+        topt.step()
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+    pair.check()
+    w, tw = pair.l1.weight, pair.t[0].weight
+    assert opt.state[w] is opt.state[w] and set(opt.state[w]) == set(topt.state[tw]) == {"mu"}
+    np.testing.assert_allclose(opt.state[w]["mu"].numpy(), topt.state[tw]["mu"].numpy(), rtol=1e-5, atol=1e-7)
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert sorted(sd["state"]) == sorted(tsd["state"]) == [0, 1, 2, 3]
+    # torch's state dict into a new optimizer of ours: the momentum resumes, on the parameter and in its dtype
+    pair2 = Pair()
+    for o, t in zip(pair2.ours(), pair.t.parameters(), strict=True):
+        o.assign(Tensor(t.detach().numpy())).realize()
+    opt2 = ours_cls(pair2.ours(), **kwargs)
+    opt2.load_state_dict(tsd)
+    assert opt2.state[pair2.l1.weight]["mu"].dtype == pair2.l1.weight.dtype
+    for _ in range(2):
+        opt2.zero_grad()
+        ((pair2.l2(pair2.l1(Tensor(X)).relu()) - Tensor(Y)) ** 2).mean().backward()
+        opt2.step()
+        topt.zero_grad()
+        ((pair.t(torch.tensor(X)) - torch.tensor(Y)) ** 2).mean().backward()
+        topt.step()
+    for o, t in zip(pair2.ours(), pair.t.parameters(), strict=True):
+        np.testing.assert_allclose(o.numpy(), t.detach().numpy(), rtol=1e-5, atol=2e-6)
+
+
+def test_entries_set_in_a_builtin_optimizers_state_stay() -> None:
+    # a built-in optimizer's `state` is the same dict at every read: an entry a program adds stays, and is saved,
+    # beside the update rule's own tensors, which follow the steps
+    pair = Pair()
+    opt = optim.SGD(pair.ours(), lr=0.05, momentum=0.9)
+    w = pair.l1.weight
+    for _ in range(2):
+        pair.losses(opt, torch.optim.SGD(pair.t.parameters(), lr=0.05, momentum=0.9))
+    opt.state[w]["note"] = 7
+    first = opt.state[w]["momentum_buffer"].numpy().copy()
+    pair.losses(opt, torch.optim.SGD(pair.t.parameters(), lr=0.05, momentum=0.9))
+    assert opt.state[w]["note"] == 7 and not np.allclose(opt.state[w]["momentum_buffer"].numpy(), first)
+    assert opt.state_dict()["state"][0]["note"] == 7

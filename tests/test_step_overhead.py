@@ -881,3 +881,38 @@ def test_a_graph_keeps_a_schedule_for_each_set_of_readers(monkeypatch):
         np.testing.assert_allclose(w.numpy(), expected, rtol=1e-6)
     (graph,) = [g for g in realize.schedule_cache.values() if g.reads is not None]
     assert len(graph.schedules) == 2
+
+
+def test_a_step_over_parameters_made_from_stored_tensors_is_one_realize(monkeypatch):
+    # `nn.Parameter(Tensor.randn(...))` (StyleGAN's and ViT's way to make a weight) is a detached view of randn's
+    # storage; with randn dropped at once, the optimizer's write into it is staged as any other's: a step is one
+    # realize, not one more per such parameter (each was written at once, and each cost a schedule of its own)
+    import uopkit.tensor.tensor as tensor_module
+    from uopkit import nn
+
+    Tensor.manual_seed(0)
+    ws = [nn.Parameter(Tensor.randn(4, 4)) for _ in range(3)]
+    ref = [w.numpy().copy() for w in ws]
+    opt = nn.optim.SGD(ws, lr=0.5)
+    calls = []
+    real = tensor_module.realize_tensors
+    monkeypatch.setattr(tensor_module, "realize_tensors", lambda ts: (calls.append(len(ts)), real(ts))[1])
+    for step in range(2):
+        x = Tensor.ones(2, 4)
+        for w in ws:
+            x = x @ w
+        x.sum().backward()
+        grads = [w.grad.numpy() for w in ws]
+        calls.clear()
+        opt.step()
+        assert len(calls) == 1, (step, calls)
+        for w, r, g in zip(ws, ref, grads, strict=True):
+            r -= 0.5 * g
+            np.testing.assert_allclose(w.numpy(), r, rtol=1e-6)
+        opt.zero_grad()
+    # a detached alias whose base is gone but has other live views still writes through at once: they show it
+    a = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+    b, c = a.detach(), a[1:]
+    del a
+    b.assign(Tensor([7.0, 7.0, 7.0, 7.0]))
+    assert c.tolist() == [7.0, 7.0, 7.0]

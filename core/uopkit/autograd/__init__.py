@@ -1,12 +1,22 @@
 """torch.autograd's names (`from uopkit.autograd import Function, grad, gradcheck`): uopkit.tensor.autograd's, with
 gradcheck/gradgradcheck, `function` (torch.autograd.function's names: `once_differentiable`, ...), the `functional`
-module (jacobian, hessian, vjp, jvp, vhp, hvp), `graph` (its saved-tensor context managers, autograd/graph.py) and
-the legacy `Variable` (autograd/variable.py)."""
+module (jacobian, hessian, vjp, jvp, vhp, hvp), `graph` (its saved-tensor context managers, autograd/graph.py),
+the legacy `Variable` (autograd/variable.py) and `profiler` (torch.autograd.profiler's `record_function`)."""
 
-from uopkit.autograd import function, functional, graph
+from uopkit.autograd import function, functional, graph, profiler
 from uopkit.autograd.variable import Variable
 from uopkit.tensor.autograd import *  # noqa: F403
 from uopkit.tensor.autograd import __all__ as _names
 from uopkit.tensor.gradcheck import GradcheckError, gradcheck, gradgradcheck
 
-__all__ = [*_names, "function", "functional", "graph", "Variable", "gradcheck", "gradgradcheck", "GradcheckError"]
+__all__ = [
+    *_names,
+    "function",
+    "functional",
+    "graph",
+    "profiler",
+    "Variable",
+    "gradcheck",
+    "gradgradcheck",
+    "GradcheckError",
+]

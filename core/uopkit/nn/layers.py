@@ -38,6 +38,7 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
+    "SyncBatchNorm",
     "LayerNorm2d",
     "LocalResponseNorm",
     "CosineSimilarity",
@@ -254,6 +255,63 @@ class BatchNorm3d(BatchNorm1d):
     """
 
     ranks = (5,)
+
+
+class SyncBatchNorm(BatchNorm1d):
+    """torch.nn.SyncBatchNorm: BatchNorm over the channels (axis 1) of an input of 2 or more dims. torch's averages the
+    batch statistics over the processes of `process_group` when torch.distributed runs, and without it normalizes by
+    the batch's own, as BatchNorm; uopkit runs in one process, so it is always the latter (`process_group` is kept,
+    unused). `SyncBatchNorm.convert_sync_batchnorm(model)` swaps every BatchNorm of a model for one, as SSL training
+    scripts (DINO, BYOL, SwAV) do before they train.
+
+    >>> SyncBatchNorm(3)(Tensor.ones(2, 3, 4, 4, 4, 4)).shape
+    (2, 3, 4, 4, 4, 4)
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        process_group: Any = None,
+    ) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        self.process_group = process_group
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 2:
+            raise ShapeError(f"SyncBatchNorm({self.sz}): expected an input of 2 or more dims, got shape {x.shape}")
+        return BatchNorm.__call__(self, x)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Any, process_group: Any = None) -> Any:
+        """`module` with every BatchNorm in it (itself included) replaced by a SyncBatchNorm that holds the same
+        parameters and running statistics (the tensor objects: an optimizer built before still steps them) and the
+        same training mode, as torch's; the other modules are kept, their BatchNorm children replaced."""
+        out = module
+        if isinstance(module, BatchNorm):
+            out = cls(
+                module.sz,
+                module.eps,
+                module.momentum,
+                module.weight is not None,
+                module.track_running_stats,
+                process_group,
+            )
+            for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
+                setattr(out, name, getattr(module, name))
+            if module.training is not None:
+                out.training = module.training
+        if isinstance(module, Module):
+            for name, child in list(vars(module).items()):
+                if isinstance(child, Module):
+                    setattr(out, name, cls.convert_sync_batchnorm(child, process_group))
+                elif isinstance(child, list) and any(isinstance(c, Module) for c in child):
+                    # (a tinygrad-style plain list of layers)
+                    child[:] = [cls.convert_sync_batchnorm(c, process_group) for c in child]
+        return out
 
 
 class LayerNorm2d(LayerNorm):

@@ -53,6 +53,7 @@ from uopkit.nn.hooks import (  # noqa: F401  (the registration hooks: torch.nn.m
     register_module_parameter_registration_hook,
     run_registration_hooks,
 )
+from uopkit.nn.module_dicts import ModuleDicts
 from uopkit.nn.state_hooks import MARKS, StateHooks, _child, _StateDictHooks, load_module_state, save_mark
 from uopkit.tensor import Tensor
 from uopkit.tensor.copies import deep_copy
@@ -351,7 +352,7 @@ def _is_state_tensor(t: Tensor) -> bool:
     return isinstance(t, Parameter) or t._requires_grad is not None
 
 
-class Module(StateHooks):
+class Module(StateHooks, ModuleDicts):
     """The base of every layer (torch.nn.Module): subclass it, set layers and parameters as attributes in `__init__`,
     compute in `forward`; call the module to run it. See the module docstring for what counts as a parameter, a buffer
     and a sub-module, and for the training mode."""

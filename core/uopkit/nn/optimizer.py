@@ -290,6 +290,9 @@ class Optimizer:
         self._started: set[int] = set()
         self._clocks: dict[int, _Clock] = {}
         self._placed: dict[int, tuple[str, DType]] = {}
+        # `state`'s dicts, kept from read to read: what a torch-style custom optimizer's own step keeps there
+        # (`self.state[p]["mu"] = ...`) stays, beside the update rules' own tensors (see `state`)
+        self._state_dicts: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         # torch's hooks by handle id: the step's (pre, post), state_dict's and load_state_dict's (pre, post)
         self._step_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
         self._state_dict_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
@@ -404,15 +407,34 @@ class Optimizer:
             g["lr"] = float(value)
 
     @property
-    def state(self) -> defaultdict[Tensor, dict[str, Tensor]]:
-        """Each parameter that has stepped, with its state tensors by torch's names ("step" included), as torch's
-        `optimizer.state`: a defaultdict(dict), so `opt.state[p]` of one that hasn't stepped is `{}` (a new dict each
-        time; the tensors are the optimizer's own)."""
-        out: defaultdict[Tensor, dict[str, Tensor]] = defaultdict(dict)
+    def state(self) -> defaultdict[Tensor, dict[str, Any]]:
+        """torch's `optimizer.state`: a defaultdict(dict) by parameter, the same object and the same per-parameter
+        dicts at every read, so what a custom optimizer's own `step` stores there (`self.state[p]["mu"]`, torch's way)
+        is there at the next step. Each parameter that has stepped shows its state tensors by torch's names ("step"
+        included), the optimizer's own, brought up to date at each read; `opt.state[p]` of one that hasn't is `{}`."""
+        out = self._state_dicts
+        if self._custom_step:
+            return out
+        names = self.clock_state + self.state_names
         for p in self._members():
             if id(p) in self._started:
-                out[p] = self._state_of(p)
+                out[p].update(self._state_of(p))
+            elif p in out:
+                # (a state dict loaded without this parameter's state: the update rule's entries are gone)
+                for k in names:
+                    out[p].pop(k, None)
         return out
+
+    @state.setter
+    def state(self, value: dict[Tensor, dict[str, Any]]) -> None:
+        # (torch's state is a plain attribute: a custom optimizer may set it)
+        self._state_dicts = value if isinstance(value, defaultdict) else defaultdict(dict, value)
+
+    @property
+    def _custom_step(self) -> bool:
+        """Whether this is a torch-style subclass with a `step` of its own and no update rule of uopkit's
+        (`_update`): its state is only what its step keeps in `state`."""
+        return type(self)._update is Optimizer._update
 
     def _state_of(self, p: Tensor) -> dict[str, Tensor]:
         slots = self._slots[id(p)]
@@ -665,12 +687,20 @@ class Optimizer:
         state: dict[int, dict[str, Tensor]] = {}
         groups: list[dict[str, Any]] = []
         index = 0
+        custom, names = self._custom_step, self.clock_state + self.state_names
         for g in self.param_groups:
             indices = []
             for p in g["params"]:
-                if id(p) in self._started:
-                    own = self._state_of(p)
-                    state[index] = own | {k: own[k].clone() for k in self.clock_state if k in own}
+                # what a custom step keeps in `state` (torch's state dict holds every entry of it), then the update
+                # rule's tensors
+                kept = self._state_dicts.get(p)
+                if custom:
+                    if kept is not None:
+                        state[index] = dict(kept)
+                elif id(p) in self._started or kept:
+                    own = self._state_of(p) if id(p) in self._started else {}
+                    extra = {k: v for k, v in (kept or {}).items() if k not in names}
+                    state[index] = extra | own | {k: own[k].clone() for k in self.clock_state if k in own}
                 indices.append(index)
                 index += 1
             groups.append({k: v for k, v in g.items() if k != "params"} | {"params": indices})
@@ -702,10 +732,22 @@ class Optimizer:
                 f"{[len(g['params']) for g in self.param_groups]})"
             )
         states = {int(k): v for k, v in state_dict["state"].items()}
+        # `state` is replaced, as torch's: each parameter's saved entries that no update rule here keeps (all of a
+        # custom step's) go into its dict, tensors moved onto it as torch's load_state_dict moves them
+        custom, names = self._custom_step, self.clock_state + self.state_names
+        self._state_dicts = defaultdict(dict)
+        for s, g in zip(saved, self.param_groups, strict=True):
+            for i, p in zip(s["params"], g["params"], strict=True):
+                if (st := states.get(int(i))) is not None and (custom or any(k not in names for k in st)):
+                    self._state_dicts[p] = {
+                        k: _loaded_value(v, p, k) for k, v in st.items() if custom or k not in names
+                    }
         for s, g in zip(saved, self.param_groups, strict=True):
             for k, v in s.items():
                 if k not in ("params", "param_names"):
                     g[k] = tuple(v) if isinstance(v, list) else v
+            if custom:
+                continue
             by_clock: dict[tuple, list[Tensor]] = {}
             for i, p in zip(s["params"], g["params"], strict=True):
                 # (every parameter's, as torch's: one frozen now and unfrozen later resumes from its saved state)
@@ -770,6 +812,7 @@ class Optimizer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_state_dicts", defaultdict(dict))
         ids = [id(p) for p in self._members()]
         for name in ("_slots", "_clocks", "_placed"):
             setattr(self, name, {ids[i]: v for i, v in state[name].items()})
@@ -786,6 +829,22 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
         return "\n".join(lines) + "\n)"
+
+
+def _loaded_value(value: Any, p: Tensor, key: Any = None) -> Any:
+    """A loaded state entry that no update rule here keeps, as torch's load_state_dict takes it: a tensor (ours, or a
+    numpy array or torch tensor, made ours) onto the parameter's device and, unless it is the "step" count, into the
+    parameter's dtype where that is a float one; dicts, lists and tuples entry by entry; anything else as it is."""
+    if isinstance(value, dict):
+        return {k: _loaded_value(v, p, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_loaded_value(v, p) for v in value)
+    if not isinstance(value, Tensor):
+        if not (isinstance(value, np.ndarray) or type(value).__module__.startswith("torch")):
+            return value
+        value = Tensor(value)
+    value = value.to(p.device)
+    return value.cast(p.dtype) if key != "step" and dtypes.is_float(p.dtype) else value
 
 
 def zero_grad_in_place(grad: Tensor) -> None:

@@ -261,9 +261,26 @@ def _detached_source(t: Tensor) -> Tensor | None:
     for n in reversed(chain):
         if n.op is not Ops.DETACH:
             node = n.replace(src=(node,))
+    if t.uop.op is Ops.DETACH and _alone_over_storage(t, node):
+        # `x.detach()` itself, x gone, no other view of x alive and no graph a backward() follows behind the storage (a
+        # `Parameter(Tensor.randn(...))`, whose randn is dropped at once): the detach cuts nothing, so the tensor
+        # becomes x's view of the storage, whose writes are staged as any other's (written at once through the
+        # detach, each such parameter was a realize of its own at every optimizer step). Checked once: the tensor
+        # holds no detach after.
+        live_tensors.set_uop(t, node)
+        return None
     source = Tensor(node)
     source._view_of = t._view_of
     return source
+
+
+def _alone_over_storage(t: Tensor, node: UOp) -> bool:
+    # whether `t`, a detach of `node` (a view of a buffer), is the only live tensor left of the views of the tensor it
+    # was made from, that tensor gone, and the storage was computed by no graph a backward() follows
+    ref = t._view_of
+    if ref is None or ref() is not None or node.base.op is not Ops.BUFFER or gradient_history(node) is not None:
+        return False
+    return not any(v is not t and v._view_of is ref for v in live_tensors.changed_since(node.seq))
 
 
 def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
