@@ -590,6 +590,43 @@ def test_function_of_a_realized_intermediate_reaches_the_weights_as_torch(view: 
     _close(w.grad, tw.grad)
 
 
+def _reversible_layers(base: type) -> type:
+    class ReversibleLayers(base):
+        # Reformer's reversible layers: forward runs each layer under no_grad, where a gather's index check (the
+        # indices sorted from the input) realizes the Function's input along the way; backward is its own (3 g here)
+        @staticmethod
+        def forward(ctx, x, layers):
+            for _ in range(layers):
+                x1, x2 = x.chunk(2, dim=-1)
+                with no_grad() if base is autograd.Function else torch.no_grad():
+                    y1 = x1 + x2.gather(-1, x2.argsort(-1))
+                    y2 = x2 + y1
+                x = (Tensor if base is autograd.Function else torch).cat([y1, y2], dim=-1)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3, None
+
+    return ReversibleLayers
+
+
+def test_function_whose_forward_realizes_its_input_reaches_the_weights_as_torch() -> None:
+    # the input (a cat of embeddings) stored by a realize inside forward and read there in other forms: it was tied
+    # to the Function's node behind a detach, where backward doesn't put realized values back as their graphs, and
+    # every weight before the Function got no gradient (None)
+    ours, theirs = _both(_reversible_layers)
+    (w,), (tw,) = _pair(_randn(5, 3))
+    tokens = np.array([[1, 4, 4, 0], [2, 3, 1, 1]])
+    e, te = w[Tensor(tokens)], tw[torch.tensor(tokens)]
+    out, tout = ours.apply(Tensor.cat([e, e], dim=-1), 2), theirs.apply(torch.cat([te, te], dim=-1), 2)
+    scale = _randn(2, 4, 6)
+    (out * Tensor(scale)).sum().backward()
+    (tout * torch.tensor(scale)).sum().backward()
+    _close(out, tout)
+    _close(w.grad, tw.grad)
+
+
 def _double_in_place(base: type) -> type:
     class DoubleInPlace(base):
         # backward's rule (5) is not forward's derivative (2): a gradient through it is backward's

@@ -31,6 +31,23 @@ def test_a_target_computed_without_gradients_is_cut():
     assert not target.requires_grad
 
 
+def test_a_result_whose_last_node_is_a_view_is_cut_under_no_grad():
+    # a matmul (`x @ W`) or `sum(dim)` computed under no_grad ends in a reshape of its reduce: only the reshape was
+    # kept as a view, so the value required grad and the gradient flowed into it (W's gradient doubled below)
+    w = np.array([[1.0, 2.0], [3.0, -1.0]], np.float32)
+    x = np.array([[1.0, 0.5]], np.float32)
+    grads = []
+    for T, off in ((Tensor, no_grad), (torch, torch.no_grad)):
+        W = Tensor(w, requires_grad=True) if T is Tensor else torch.tensor(w, requires_grad=True)
+        X = Tensor(x) if T is Tensor else torch.tensor(x)
+        with off():
+            t, s = X @ W, W.sum(0)
+        assert not t.requires_grad and not s.requires_grad
+        ((X @ W) * t + W * s).sum().backward()
+        grads.append(W.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1])
+
+
 def test_manual_update_and_views_under_no_grad():
     w = Tensor([1.0, 2.0, 3.0], requires_grad=True)
     (w * w).sum().backward()

@@ -237,6 +237,25 @@ def test_a_cache_grown_by_cat_in_a_loop_keeps_a_bounded_graph(no_grad):
         np.testing.assert_allclose(w.grad.numpy(), 2 * w.numpy() * sum((t + 1) ** 2 for t in range(len(rows))), 1e-5)
 
 
+def test_a_memory_sliced_from_a_cat_each_step_keeps_a_bounded_graph():
+    # Transformer-XL's memory: mem = cat([mem, h])[-n:].detach() every segment, never realized by the program. The
+    # chain runs through a slice and a detach of each cat; it is stored as a plain cat chain is, so each step's graph
+    # (and the schedule cache's key) stops growing; values as torch's
+    torch = pytest.importorskip("torch")
+    import uopkit.nn as nn
+
+    lin, ref = nn.Linear(3, 3), torch.nn.Linear(3, 3)
+    lin.load_state_dict(ref.state_dict())
+    mem, tmem, sizes = Tensor.empty(0, 3), torch.empty(0, 3), []
+    for _ in range(20):
+        x = rng.standard_normal((2, 3)).astype(np.float32)
+        h, th = lin(Tensor(x)).tanh(), ref(torch.tensor(x)).tanh()
+        mem, tmem = Tensor.cat([mem, h], 0)[-5:].detach(), torch.cat([tmem, th], 0)[-5:].detach()
+        sizes.append(len(mem.uop.toposort()))
+    assert max(sizes[10:]) <= max(sizes[:10])
+    np.testing.assert_allclose(mem.numpy(), tmem.numpy(), rtol=1e-6, atol=1e-7)
+
+
 def test_zero_size_and_scalar_tensors():
     z = Tensor.zeros(0, 4)
     assert (z + 1).shape == (0, 4) and (z + 1).numpy().shape == (0, 4)

@@ -101,9 +101,30 @@ def test_a_number_first_in_arithmetic_as_torch(name, number, values, dtype, kwar
     # torch.sub(1.0, t), torch.div(1.0, t), ...: the number is the left operand (an AttributeError before)
     got = getattr(Tensor, name)(number, Tensor(values, dtype=dtype), **kwargs)
     _same(got, getattr(torch, name)(number, torch.tensor(values, dtype=getattr(torch, dtype)), **kwargs), atol=0)
-    if name in ("add", "sub", "mul", "div", "floor_divide"):
-        with pytest.raises(TypeError, match=name):
-            getattr(Tensor, name)(number, 3)
+    # two numbers: a 0-d tensor, as torch's (HF Longformer's torch.div(seq_len, w, rounding_mode="trunc") as a size);
+    # a TypeError before. (A Python int is int32 here: docs/semantics.md)
+    got, want = getattr(Tensor, name)(number, 3, **kwargs), getattr(torch, name)(number, 3, **kwargs)
+    assert got.shape == () and got.item() == pytest.approx(want.item(), rel=1e-6)
+    assert dtypes.is_float(got.dtype) == want.is_floating_point()
+
+
+def test_a_0d_int_tensor_as_a_size_as_torch():
+    # HF Longformer's `_chunk`: a chunk count computed by torch.div of two ints is a 0-d int64 tensor, passed to
+    # view(), as_strided() and new_zeros() as a size (a TypeError before, in view and as_strided)
+    x = np.arange(2 * 8 * 3, dtype=np.float32).reshape(2, 8, 3)
+    got = []
+    for T, t in ((Tensor, Tensor(x)), (torch, torch.tensor(x))):
+        n = T.div(t.size(1), 4, rounding_mode="trunc")
+        chunks = t.view(t.size(0), n, 4, t.size(2))
+        size, stride = list(chunks.size()), list(chunks.stride())
+        size[1], stride[1] = n * 2 - 1, stride[1] // 2
+        out = chunks.as_strided(size=size, stride=stride)
+        zeros = t.new_zeros((t.size(0), n + 1, 2))
+        got.append([out.numpy(), zeros.numpy(), t.reshape(n, -1).numpy()])
+    for ours, ref in zip(got[0], got[1], strict=True):
+        np.testing.assert_array_equal(ours, ref)
+    with pytest.raises(TypeError):
+        Tensor(x).view(2, Tensor(8.0), 3)
 
 
 def test_result_type_promote_types_and_can_cast_as_torch():

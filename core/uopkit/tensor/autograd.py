@@ -491,11 +491,13 @@ def _widest_float(dts: list[DType]) -> DType:
 
 def _tied(value: Tensor, inputs: tuple[Tensor, ...]) -> Tensor:
     in_graph = graph_of(value.uop)
-    missing = [t for t in inputs if t.uop not in in_graph and t.numel() > 0]
-    # a realized input (`h.realize()`, or stored by a realize since) is read through forward's detached graph, where a
-    # backward's walk, which puts realized values back as the graphs that computed them, doesn't look: tied in outside
-    # the detach, so the walk finds it and the rule's input follows it to that graph
-    realized = [t for t in inputs if t.numel() > 0 and not any(t is m for m in missing) and reads_realized(t.uop)]
+    # a realized input (`h.realize()`, or stored by a realize since: also one forward's own realize stored, an index
+    # check of a gather in a layer of a reversible network, so that forward's graph reads it in another form) is read
+    # through forward's detached graph, where a backward's walk, which puts realized values back as the graphs that
+    # computed them, doesn't look: tied in outside the detach, so the walk finds it and the rule's input follows it
+    # to that graph
+    realized = [t for t in inputs if t.numel() > 0 and reads_realized(t.uop)]
+    missing = [t for t in inputs if t.uop not in in_graph and t.numel() > 0 and not any(t is r for r in realized)]
     if not missing and not realized:
         return value
     always = Tensor.full(value.shape, True, dtype=dtypes.bool, device=value.device)

@@ -55,8 +55,7 @@ if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
 
 
-# module constants for the ops every binary op builds: on Python 3.11 every `Ops.X` is a lookup through EnumType's
-# slow __getattr__ hook (~0.15 us)
+# module constants for the ops every binary op builds (on Python 3.11 an `Ops.X` is a slow EnumType lookup, ~0.15 us)
 _CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
     Ops.CONST,
     Ops.DEVICE,
@@ -163,10 +162,12 @@ def _scalar_in_dtype(value: Any, dt: DType, device: str) -> Tensor:
 
 
 def _number_first(number: Any, t: Any, op: str) -> Tensor:
-    # torch.add(2.0, t), torch.sub(1, t), ...: the number as a tensor of the dtype it takes beside t
-    if not isinstance(t, ElementwiseMixin):
-        raise TypeError(f"{op}: needs a Tensor operand, got {type(number).__name__} and {type(t).__name__}")
-    return t._const_operand(_py_number(number), op)
+    # torch.add(2.0, t), torch.sub(1, t): the number in the dtype it takes beside t; beside a number, a 0-d tensor
+    if isinstance(t, ElementwiseMixin):
+        return t._const_operand(_py_number(number), op)
+    if isinstance(number, (bool, int, float)) and isinstance(t, (bool, int, float)):
+        return Tensor(number)
+    raise TypeError(f"{op}: needs a Tensor operand, got {type(number).__name__} and {type(t).__name__}")
 
 
 def _scaled_operands(t: Tensor, x: Any, alpha: Any, op: str) -> tuple[Tensor, Tensor, DType]:
@@ -754,8 +755,7 @@ class ElementwiseMixin:
         [3.0, 5.0]
         """
         if value != 1 and (opmath := _addc_in_float32(self, tensor1, tensor2, "addcmul")) is not None:
-            # torch's half floats: self + value * t1 * t2 in float32 (the last multiply and the add one fma, as its
-            # vector loop), rounded once
+            # torch's half floats: self + value * t1 * t2 in float32 (last multiply and add one fma), rounded once
             a, t1, t2, dt = opmath
             return (t1 * _scalar_in_dtype(value, dtypes.float32, self.device))._alu(Ops.MULACC, t2, a).cast(dt)
         product = self._broadcasted(tensor1, False, "addcmul")[1] * tensor2

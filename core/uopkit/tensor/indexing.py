@@ -16,6 +16,7 @@ from uopkit.dtype import (
 from uopkit.schedule import _storage_base, forget_source, live_tensors, shared_storage
 from uopkit.tensor import segments
 from uopkit.tensor.grad_mode import is_grad_enabled
+from uopkit.tensor.index_box import index_box
 from uopkit.tensor.index_errors import described
 from uopkit.tensor.several_views import check_several_views_write
 from uopkit.tensor.support import (
@@ -293,6 +294,18 @@ def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
     for n in reversed(chain):
         other = n.replace(src=(other,), dtype=other.dtype)
     return other
+
+
+def _whole_view_chain(view: UOp, node: UOp) -> list[UOp] | None:
+    # `view`'s movement ops down to `node`, the last first, when they are reshapes and permutes (each element of
+    # `node` shown once); None otherwise
+    chain = []
+    while view is not node:
+        if view.op is not Ops.RESHAPE and view.op is not Ops.PERMUTE:
+            return None
+        chain.append(view)
+        view = view.src[0]
+    return chain
 
 
 def _positions_of(view: UOp, node: UOp, device: str) -> Tensor:
@@ -630,6 +643,14 @@ class IndexingMixin:
             def written(old: Tensor, value: Tensor) -> Tensor:
                 if view is node:
                     return old._overwritten(index, value)
+                chain = _whole_view_chain(view, node)
+                if chain is not None:
+                    # every element of the storage once, in another shape or order (a tensor's buffer is flat, a
+                    # transpose of it): written in that view, then put back
+                    out = Tensor(_view_of(view, node, old.uop))._overwritten(index, value)
+                    for n in chain:
+                        out = out.reshape(n.src[0].shape) if n.op is Ops.RESHAPE else out.permute(np.argsort(n.arg))
+                    return out
                 # written through a view of the storage: the view of its positions, indexed the same way
                 return old._overwritten_at(_positions_of(view, node, old.device)._indexed(index, "setitem"), value)
 
@@ -639,8 +660,21 @@ class IndexingMixin:
         raise TypeError("Tensor doesn't support item deletion (as PyTorch); build a new tensor without the items")
 
     def _overwritten(self, index: Any, value: Tensor) -> Tensor:
-        # self with value (broadcast) at self[index], as a lazy graph
-        return self._overwritten_at(self._flat_positions(index, "setitem"), value)
+        # self with value (broadcast) at self[index], as a lazy graph: a box of ints and slices (Longformer's
+        # `diag[:, 1:, :, :w] = ...`, and the gradient through it) is the value padded into place, elementwise; any
+        # other index a one-hot of the positions written (every element compared with every write)
+        slab = index_box(index, self.shape)
+        if slab is None:
+            return self._overwritten_at(self._flat_positions(index, "setitem"), value)
+        bounds, view_shape = slab
+        _check_value_fits(value, view_shape)
+        if any(b == e for b, e in bounds):
+            return self
+        box = _without_leading_ones(value, len(view_shape)).cast(self.dtype)._broadcast_to(view_shape)
+        box = box.reshape(tuple(e - b for b, e in bounds))
+        pads = tuple((b, n - e) for (b, e), n in zip(bounds, self.shape, strict=True))
+        inside = Tensor.ones(*box.shape, dtype=dtypes.bool, device=self.device).pad(pads)
+        return inside.where(box.pad(pads), self)
 
     def _flat_positions(self, index: Any, op: str) -> Tensor:
         # the flat position of each element self[index] reaches, found by indexing a tensor of positions the same way.

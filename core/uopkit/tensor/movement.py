@@ -86,19 +86,19 @@ def _common_shape(shapes: Sequence[int | Sequence[int]], op: str) -> tuple[int, 
     return out
 
 
-# a cat of a cat of ... this deep (a KV cache or a list of results grown by `torch.cat` in a loop, never realized)
-# is stored before it is read again: each level is a pad and an add that every element of the result goes through,
-# and the whole chain would be computed again on every realize (a token's time growing with the context)
+# a cat of a cat of ... this deep (a KV cache or a list grown by `torch.cat` in a loop, never realized) is stored before
+# it is read again: each level is a pad and an add that the whole chain computes again on every realize
 CAT_CHAIN_STORED = 4
+_CHAIN_VIEWS = frozenset({Ops.DETACH, Ops.SHRINK, Ops.RESHAPE, Ops.PERMUTE})
 
 
 def _cut_cat_chain(t: Tensor) -> Tensor:
     """`t`, realized first when it is the end of a chain of CAT_CHAIN_STORED unrealized cats (each a sum of padded
-    pieces, the chain followed through its first piece)."""
+    pieces, followed through its first piece and views or detaches of it: a memory `cat([mem, h])[-n:].detach()`)."""
     u, depth = t.uop, 0
     while depth < CAT_CHAIN_STORED:
-        # (a cat made under no_grad is detached)
-        u = u.src[0] if u.op is Ops.DETACH else u
+        while u.op in _CHAIN_VIEWS:
+            u = u.src[0]
         if u.op not in (Ops.ADD, Ops.OR) or not all(_cat_piece_source(s) is not None for s in u.src):
             break
         u, depth = _cat_piece_source(u.src[0]), depth + 1
@@ -413,14 +413,14 @@ class MovementMixin:
         return t
 
     def _reshape_dims(self, dims: Sequence[Any]) -> tuple[int, ...]:
-        # reshape's dims that aren't all plain ints: None keeps the dimension at its position (tinygrad's), numpy
-        # ints are ints, anything else is refused (int(2.5) would pass as 2)
+        # reshape's dims that aren't all plain ints: None keeps the dimension at its position (tinygrad's); numpy ints
+        # and 0-d int tensors (as torch's) count by their __index__, anything else is refused (int(2.5) would be 2)
         if any(d is None for d in dims[self.ndim :]):
             raise ShapeError(f"reshape: None keeps a dimension, but {tuple(dims)} has none past {self.shape}")
         dims = tuple(self.shape[i] if d is None else d for i, d in enumerate(dims))
-        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) for d in dims):
+        if any(isinstance(d, bool) or not hasattr(d, "__index__") for d in dims):
             raise TypeError(f"reshape: a shape is ints (-1 once, None to keep a dimension), got {dims!r}")
-        return tuple(int(d) for d in dims)
+        return tuple(operator.index(d) for d in dims)
 
     def _slice_axis(self, axis: int, start: int, stop: int) -> Tensor:
         return self.shrink(tuple((start, stop) if i == axis else None for i in range(self.ndim)))

@@ -147,6 +147,22 @@ def _bfloat16_storage(u: UOp) -> bool:
     return u.op is Ops.BITCAST and u.dtype == dtypes.bfloat16 and u.src[0].op in _KEPT_UNDER_NO_GRAD
 
 
+def _no_grad_view(u: UOp) -> UOp:
+    """A view built under no_grad (`u`, a movement op) with what it views cut from the gradient where that is a computed
+    value: a method whose last node is a view (`sum(0)`'s reshape of its reduce, a matmul's) let the gradient flow
+    into its result, where torch's is a constant. A view of storage, a constant or a detached value stays as it is."""
+    chain = []
+    while u.op in GroupOp.Movement:
+        chain.append(u)
+        u = u.src[0]
+    if u.op in _KEPT_UNDER_NO_GRAD or _bfloat16_storage(u):
+        return chain[0]
+    u = UOp(Ops.DETACH, u.dtype, (u,))
+    for view in reversed(chain):
+        u = view.replace(src=(u, *view.src[1:]))
+    return u
+
+
 def _wrapped_unsigned(value: int, dt: DType) -> int:
     # PyTorch takes a negative int into an unsigned dtype narrower than 64 bits modulo 2**bits while it is above
     # -2**bits (`Tensor([-1], dtype=uint8)` is 255); others are left to the range check
@@ -242,6 +258,8 @@ class Tensor(
                 # computed while gradients aren't recorded (grad_mode.no_grad): cut from the gradient; views stay
                 # views of their storage
                 data = UOp(Ops.DETACH, data.dtype, (data,))
+            elif _grad_mode.off and data.op in GroupOp.Movement:
+                data = _no_grad_view(data)
             self.uop = data if dt is None else Tensor(data).cast(dt).uop
         elif isinstance(data, Tensor):
             self.uop = data.uop if dt is None else data.cast(dt).uop

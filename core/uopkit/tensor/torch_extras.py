@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -30,7 +31,9 @@ from uopkit.tensor.support import (
     _check_stored_scalar,
     _contiguous_strides,
     _is_filled_constant,
+    _is_size,
 )
+from uopkit.uop.ops import UOp
 
 if TYPE_CHECKING:
     from uopkit.tensor.tensor import Tensor
@@ -70,11 +73,13 @@ _TORCH_DTYPE_NAMES = {"long": dtypes.int64, "int": dtypes.int32, "short": dtypes
 
 
 def _int_tuple(values: Any, op: str, what: str) -> tuple[int, ...]:
+    # ints, and what torch takes as one by its __index__: a numpy int, a 0-d int tensor (HF Longformer's chunk count
+    # `torch.div(n, w, rounding_mode="trunc") - 1` in as_strided's size)
     if isinstance(values, int) and not isinstance(values, bool):
         return (values,)
-    if not isinstance(values, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    if not isinstance(values, (tuple, list)) or not all(_is_size(v) for v in values):
         raise TypeError(f"{op}: {what} must be a sequence of ints, got {values!r}")
-    return tuple(values)
+    return tuple(operator.index(v) for v in values)
 
 
 def _storage(t: Tensor) -> tuple[Tensor, Tensor | None, Any]:
@@ -109,6 +114,31 @@ def _strided_positions(size: tuple[int, ...], stride: tuple[int, ...], offset: i
         shape[k] = n
         pos = pos + (np.arange(n, dtype=np.int64) * s).reshape(shape)
     return pos.reshape(-1)
+
+
+def _gradient_by_readers(out: Tensor, storage: Tensor, positions: np.ndarray) -> None:
+    """`out` = storage[positions] (flat, the positions known on the host): its gradient to `storage` gathers, for each
+    storage element, the incoming gradient of the k elements of `out` that read it (k: the most any element is read; a
+    zero where fewer do) and sums them, storage x k picks. The gather's own gradient is a one-hot scatter of every
+    element of `out` against every element of the storage (Longformer's overlapping chunks of its padded values, 64 x
+    16 x 6 x 8 from 64 x 36 x 8: 0.12 s a step on one thread, where torch's whole step takes 0.02 s)."""
+    from uopkit.gradient import set_gradient
+
+    n, size = positions.size, storage.numel()
+    counts = np.bincount(positions, minlength=size)
+    order = np.argsort(positions, kind="stable")
+    first = np.cumsum(counts) - counts
+    # readers[p, j]: the j-th element of out reading storage element p, or n (a zero put after the gradient) for none
+    readers = np.full((size, max(int(counts.max()), 1)), n, dtype=np.int32)
+    readers[positions[order], np.arange(n) - first[positions[order]]] = order
+    picks = Tensor(readers.reshape(-1), device=out.device)
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None]:
+        padded = Tensor(g).pad(((0, 1),))
+        # (the picks are in range by construction: no read-back of their bounds)
+        return (padded._gather_checked(0, picks).reshape(readers.shape).sum(1).uop,)
+
+    set_gradient(out.uop, (storage.uop,), rule)
 
 
 def _check_strided(
@@ -210,8 +240,11 @@ class TorchExtrasMixin:
         )
         if not math.prod(size):
             return Tensor.zeros(size, dtype=self.dtype, device=self.device)
-        index = Tensor(_strided_positions(size, stride, offset).astype(np.int32), device=self.device)
-        return storage.gather(0, index).reshape(size)
+        positions = _strided_positions(size, stride, offset)
+        out = storage.gather(0, Tensor(positions.astype(np.int32), device=self.device))
+        if dtypes.is_float(self.dtype):
+            _gradient_by_readers(out, storage, positions)
+        return out.reshape(size)
 
     def as_strided_(  # type: ignore[misc]
         self: Tensor, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None

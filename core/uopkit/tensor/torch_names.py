@@ -48,6 +48,9 @@ def _alias(name: str, target: str, doc: str | None = None) -> Any:
         if not isinstance(self, TorchNamesMixin) and args and isinstance(args[0], TorchNamesMixin):
             # a number first (torch.bitwise_left_shift(1, t)): the tensor's class method takes it, as the target's own
             return getattr(type(args[0]), target)(self, *args, **kwargs)
+        if not isinstance(self, TorchNamesMixin):
+            # a number (torch.divide(7, 2)): the target's own rule for one, an error or a 0-d tensor
+            return getattr(Tensor, target)(self, *args, **kwargs)
         return getattr(self, target)(*args, **kwargs)
 
     method.__name__ = method.__qualname__ = name
