@@ -2,6 +2,7 @@
 
 import math
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -899,3 +900,46 @@ def test_beam_cache_key_is_the_same_in_every_process() -> None:
         assert out.returncode == 0, out.stderr[-2000:]
         keys.add(out.stdout.split()[-1])
     assert len(keys) == 1
+
+
+def test_a_register_tile_of_a_long_body_stays_within_the_code_limit(avx512_cpu) -> None:
+    # an SSIM and image-gradient loss at a pixel-shuffled convolution's output: the output's gradient, which the
+    # weight's and the bias's gradients both read, is one kernel of ~110 ops and loads per element (7x7 windows of
+    # several pooled statistics). The register tile copied that body 256 times, 64k lines of C that gcc did not
+    # finish in 300 s (a super-resolution model's first training step); lanes now stop where lanes times the body
+    # would pass the limit (a tile of 32 lanes here, 9k lines)
+    import torch
+
+    import uopkit.nn.functional as UF
+    from uopkit.codegen.opt.heuristic import hand_coded_opts
+    from uopkit.uop.ops import GroupOp
+
+    def loss(F: Any, x: Any, y: Any, kx: Any) -> Any:
+        def pool(v: Any) -> Any:
+            return F.avg_pool2d(v, 7, 1)
+
+        mx, my = pool(x), pool(y)
+        sxx, syy, sxy = pool(x * x) - mx**2, pool(y * y) - my**2, pool(x * y) - mx * my
+        s = ((2 * mx * my + 1e-4) * (2 * sxy + 9e-4)) / ((mx**2 + my**2 + 1e-4) * (sxx + syy + 9e-4))
+        edges = F.l1_loss(F.conv2d(x, kx), F.conv2d(y, kx)) + F.l1_loss(F.conv2d(x, kx.mT), F.conv2d(y, kx.mT))
+        return 0.5 * (1 - s.mean()) + 0.1 * edges
+
+    rng = np.random.default_rng(0)
+    x0, y, w, b = (rng.random(s).astype(np.float32) for s in ((4, 4, 16, 16), (4, 1, 32, 32), (4, 4, 3, 3), (4,)))
+    kx = np.array([[[[-1.0, 0.0, 1.0]]]], np.float32)
+    grads = []
+    for T, F in ((torch, torch.nn.functional), (Tensor, UF)):
+        tw, tb = (T.tensor(a, requires_grad=True) if T is torch else Tensor(a, requires_grad=True) for a in (w, b))
+        out = F.pixel_shuffle(F.conv2d(T.tensor(x0) if T is torch else Tensor(x0), tw, tb, padding=1), 2)
+        loss(F, out, T.tensor(y) if T is torch else Tensor(y), T.tensor(kx) if T is torch else Tensor(kx)).backward()
+        grads.append((tw.grad, tb.grad))
+    bodies = []
+    for item in create_schedule(kernelize_tensors(list(grads[1]))):
+        body = sum(1 for u in item.ast.toposort() if u.op in GroupOp.ALU or u.op is Ops.LOAD)
+        lanes = apply_opts(item.ast, hand_coded_opts(item.ast, avx512_cpu), avx512_cpu).lanes()
+        bodies.append((body, lanes))
+        assert lanes * body <= 16384, (body, lanes)
+    # (the long body is there, and still gets vectors)
+    assert max(bodies) >= (100, 16), bodies
+    for ours, theirs in zip(grads[1], grads[0], strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-6)

@@ -16,7 +16,6 @@ from uopkit.dtype import (
 from uopkit.schedule import _storage_base, forget_source, live_tensors, shared_storage
 from uopkit.tensor import segments
 from uopkit.tensor.grad_mode import is_grad_enabled
-from uopkit.tensor.index_box import index_box
 from uopkit.tensor.index_errors import described
 from uopkit.tensor.several_views import check_several_views_write
 from uopkit.tensor.support import (
@@ -41,6 +40,7 @@ from uopkit.tensor.support import (
     check_in_place_allowed,
 )
 from uopkit.tensor.unread import with_zero_gradient_to
+from uopkit.tensor.view_writes import _check_value_fits, _placed_through, _without_leading_ones
 from uopkit.tensor.write_history import (
     gradient_history,
     history_of_plain_storage,
@@ -226,28 +226,6 @@ def _realize_with_base(t: Tensor) -> None:
             _give_storage(root)
 
 
-def _without_leading_ones(value: Tensor, ndim: int) -> Tensor:
-    # a value written into `ndim` dimensions may have more, of size 1, in front (`out[i] = model(x[i:i + 1])`): PyTorch
-    # and numpy drop them
-    extra = 0
-    while value.ndim - extra > ndim and value.shape[extra] == 1:
-        extra += 1
-    return value.reshape(value.shape[extra:]) if extra else value
-
-
-def _check_value_fits(value: Tensor, shape: tuple[int, ...]) -> None:
-    # an index assignment's value broadcasts to what the index selects: say so, with both shapes (as torch), rather
-    # than the expand inside that fails
-    fitted = value.shape
-    while len(fitted) > len(shape) and fitted[0] == 1:
-        fitted = fitted[1:]
-    if len(fitted) > len(shape) or any(v not in (1, s) for v, s in zip(fitted[::-1], shape[::-1], strict=False)):
-        raise ShapeError(
-            f"setitem: shape mismatch: value tensor of shape {value.shape} can't be broadcast to the indexing result "
-            f"of shape {shape}"
-        )
-
-
 def _detached_source(t: Tensor) -> Tensor | None:
     # for a view through `x.detach()` (PyTorch's detach shares x's storage), the same view without the detach, to
     # write into (the tensor itself is then a detach of it)
@@ -294,18 +272,6 @@ def _view_of(view: UOp, node: UOp, other: UOp) -> UOp:
     for n in reversed(chain):
         other = n.replace(src=(other,), dtype=other.dtype)
     return other
-
-
-def _whole_view_chain(view: UOp, node: UOp) -> list[UOp] | None:
-    # `view`'s movement ops down to `node`, the last first, when they are reshapes and permutes (each element of
-    # `node` shown once); None otherwise
-    chain = []
-    while view is not node:
-        if view.op is not Ops.RESHAPE and view.op is not Ops.PERMUTE:
-            return None
-        chain.append(view)
-        view = view.src[0]
-    return chain
 
 
 def _positions_of(view: UOp, node: UOp, device: str) -> Tensor:
@@ -641,40 +607,27 @@ class IndexingMixin:
             view = self.uop
 
             def written(old: Tensor, value: Tensor) -> Tensor:
-                if view is node:
-                    return old._overwritten(index, value)
-                chain = _whole_view_chain(view, node)
-                if chain is not None:
-                    # every element of the storage once, in another shape or order (a tensor's buffer is flat, a
-                    # transpose of it): written in that view, then put back
-                    out = Tensor(_view_of(view, node, old.uop))._overwritten(index, value)
-                    for n in chain:
-                        out = out.reshape(n.src[0].shape) if n.op is Ops.RESHAPE else out.permute(np.argsort(n.arg))
-                    return out
-                # written through a view of the storage: the view of its positions, indexed the same way
-                return old._overwritten_at(_positions_of(view, node, old.device)._indexed(index, "setitem"), value)
+                # (written through a view of the storage: that view of old, indexed the same way)
+                return old._overwritten(index, value, None if view is node else _view_of(view, node, old.uop))
 
             remember_write(node, source, value_graph, written, is_grad_enabled(), self.device)
 
     def __delitem__(self, index: Any) -> None:
         raise TypeError("Tensor doesn't support item deletion (as PyTorch); build a new tensor without the items")
 
-    def _overwritten(self, index: Any, value: Tensor) -> Tensor:
-        # self with value (broadcast) at self[index], as a lazy graph: a box of ints and slices (Longformer's
-        # `diag[:, 1:, :, :w] = ...`, and the gradient through it) is the value padded into place, elementwise; any
-        # other index a one-hot of the positions written (every element compared with every write)
-        slab = index_box(index, self.shape)
-        if slab is None:
+    def _overwritten(self, index: Any, value: Tensor, seen: UOp | None = None) -> Tensor:
+        # self with value (broadcast) at self[index], as a lazy graph; `seen`: a view of self (movement ops over its
+        # graph) indexed instead, the value written where that view's [index] shows self's elements
+        seen_t = self if seen is None else Tensor(seen)
+        items = index if isinstance(index, tuple) else (index,)
+        if all(i is None or i is Ellipsis or type(i) in (int, slice) or isinstance(i, np.integer) for i in items):
+            # (ints, slices, None and ...: a view, written by moving the value back into place)
+            placed = _placed_through(self, seen_t._basic_view(seen_t._parse_index(index))[0].uop, value)
+            if placed is not None:
+                return placed
+        if seen is None:
             return self._overwritten_at(self._flat_positions(index, "setitem"), value)
-        bounds, view_shape = slab
-        _check_value_fits(value, view_shape)
-        if any(b == e for b, e in bounds):
-            return self
-        box = _without_leading_ones(value, len(view_shape)).cast(self.dtype)._broadcast_to(view_shape)
-        box = box.reshape(tuple(e - b for b, e in bounds))
-        pads = tuple((b, n - e) for (b, e), n in zip(bounds, self.shape, strict=True))
-        inside = Tensor.ones(*box.shape, dtype=dtypes.bool, device=self.device).pad(pads)
-        return inside.where(box.pad(pads), self)
+        return self._overwritten_at(_positions_of(seen, self.uop, self.device)._indexed(index, "setitem"), value)
 
     def _flat_positions(self, index: Any, op: str) -> Tensor:
         # the flat position of each element self[index] reaches, found by indexing a tensor of positions the same way.
@@ -1052,18 +1005,24 @@ class IndexingMixin:
             # (`x.expand(2, 3)[0]`): each element it shows is written at its position in the buffer, found by taking
             # the same view of the buffer's positions
             base = chain[-1].src[0]
-            positions = _positions_of(target, base, self.device)
-            if expanded and picked is not None:
-                # (the elements not picked are written nowhere: position -1, which matches none)
-                positions = picked()._broadcast_to(self.shape).where(positions, -1)
-            if expanded and not aliased_ok:
-                written = positions.numpy()
-                flat = written[written >= 0]
-                if np.unique(flat).size < flat.size:
-                    every = written if picked is None else _positions_of(target, base, self.device).numpy()
-                    raise _AliasedWrite(self.shape, written, _steps_zero(every))
             whole = Tensor(base)
-            whole._store(whole._overwritten_at(positions, Tensor(_storage_uop(x.uop))))
+            if not expanded:
+                # (a strided slice shows each element once: the value is moved back into place)
+                placed = _placed_through(whole, target, Tensor(_storage_uop(x.uop)))
+                assert placed is not None
+                whole._store(placed)
+            else:
+                positions = _positions_of(target, base, self.device)
+                if picked is not None:
+                    # (the elements not picked are written nowhere: position -1, which matches none)
+                    positions = picked()._broadcast_to(self.shape).where(positions, -1)
+                if not aliased_ok:
+                    written = positions.numpy()
+                    flat = written[written >= 0]
+                    if np.unique(flat).size < flat.size:
+                        every = written if picked is None else _positions_of(target, base, self.device).numpy()
+                        raise _AliasedWrite(self.shape, written, _steps_zero(every))
+                whole._store(whole._overwritten_at(positions, Tensor(_storage_uop(x.uop))))
             store = _view_of(target, base, whole.uop)
         else:
             store = UOp(_STORE, target.dtype, (target, _storage_uop(x.uop)))
@@ -1116,6 +1075,9 @@ def update_all_in_place(
         def written(
             old: Tensor, value: Tensor, view: UOp = view, stored: UOp = stored, picked: _Picked = picked
         ) -> Tensor:
+            placed = _placed_through(old, _view_of(view, stored, old.uop), value, picked)
+            if placed is not None:
+                return placed
             positions = _positions_of(view, stored, old.device)
             if picked is not None:
                 # (the elements not written keep the old value, for the gradient too: a round of `_write_in_turns`)

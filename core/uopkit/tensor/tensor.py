@@ -79,6 +79,7 @@ from uopkit.tensor import torch_names as _torch_names_module
 from uopkit.tensor import tournament as _tournament_module
 from uopkit.tensor import triangular as _triangular_module
 from uopkit.tensor import unread as _unread_module
+from uopkit.tensor import view_writes as _view_writes_module
 from uopkit.tensor import wordsort as _wordsort_module
 from uopkit.tensor import write_history as _write_history_module
 from uopkit.tensor.autocast import without_autocast
@@ -898,6 +899,7 @@ class Tensor(
 
 # the mixin modules and the shared helpers build Tensors: bind the class in each of them, now that it exists
 for _module in (
+    _view_writes_module,
     _autocast_module,
     _bits_gradients_module,
     _composite_module,

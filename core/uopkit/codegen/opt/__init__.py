@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ from uopkit.codegen.plan import (
     main_reduce,
     work_group_dims,
 )
-from uopkit.uop.ops import Ops, UOp
+from uopkit.uop.ops import GroupOp, Ops, UOp
 
 if TYPE_CHECKING:
     from uopkit.renderer import Renderer
@@ -31,6 +32,17 @@ MAX_LANES = 384
 # lanes in all, with the reduce unrolled too (unrolled lanes are loads and adds in flight, not registers held: a sum
 # over a strided axis holds 256 columns and reads 4 rows at once)
 MAX_UNROLLED_LANES = 1024
+# lanes times the ALU ops and loads of the kernel's body: each lane of an upcast or an unroll is a copy of the body in
+# the code the compiler gets. A matmul's or a convolution's tile copies a few ops (a digit classifier's largest: 1600);
+# an SSIM loss's gradient fused into one kernel (7x7 windows of several pooled statistics, ~110 ops) in a register
+# tile of 256 lanes was 64k lines of C that gcc did not finish in 300 s
+MAX_BODY_COPIES = 16384
+
+
+@functools.lru_cache(maxsize=64)
+def _body_ops(ast: UOp) -> int:
+    """The ALU ops and loads of a kernel's AST: the code each lane of an upcast or unroll copies."""
+    return sum(1 for u in ast.toposort() if u.op in GroupOp.ALU or u.op is Ops.LOAD)
 
 
 def _split_last_loop(plan: KernelPlan, axis: int, amount: int, kind: str, opt: Opt, outer: bool = False) -> KernelPlan:
@@ -114,6 +126,10 @@ def apply_opt(plan: KernelPlan, opt: Opt, renderer: Renderer) -> KernelPlan:
         raise OptError(f"{opt}: {lanes // unrolled} lanes of outputs is more than the limit {MAX_LANES}")
     if lanes > MAX_UNROLLED_LANES:
         raise OptError(f"{opt}: {lanes} unrolled lanes is more than the limit {MAX_UNROLLED_LANES}")
+    if lanes > 1 and new.ast is not None and lanes * _body_ops(new.ast) > MAX_BODY_COPIES:
+        raise OptError(
+            f"{opt}: {lanes} lanes of a body of {_body_ops(new.ast)} ops is more code than the limit {MAX_BODY_COPIES}"
+        )
     _check_launch(new, opt, renderer)
     _check_grid(plan, new, opt, renderer)
     return replace(new, opts=plan.opts + (opt,))
