@@ -1,8 +1,9 @@
 """torch.special's functions by torch.special's names (`uopkit.special.erfinv(x)` for `torch.special.erfinv(x)`):
 thin functions over the Tensor methods of tensor/special.py, tensor/special_torch.py and the others, with
 torch.special's argument order (`polygamma(n, x)`) and its aliases (`expit` is sigmoid, `gammaln` lgamma, `psi`
-digamma, `gammainc`/`gammaincc` igamma/igammac). What has no method here (the Bessel functions of the first and
-second kind, the orthogonal polynomials, airy_ai, ...) is not defined.
+digamma, `gammainc`/`gammaincc` igamma/igammac); the Bessel functions and airy_ai are tensor/special_bessel.py's
+methods, the orthogonal polynomials (`chebyshev_polynomial_t(input, n)`, a number for either operand)
+tensor/special_polynomials.py's.
 
 >>> from uopkit import Tensor, special
 >>> special.expit(Tensor([0.0])).item(), special.polygamma(0, Tensor([1.0])).item() == special.psi(Tensor([1.0])).item()
@@ -19,6 +20,15 @@ from uopkit.dtype import DType, dtypes
 from uopkit.tensor import Tensor
 
 __all__ = [
+    "airy_ai",
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
     "digamma",
     "entr",
     "erf",
@@ -31,23 +41,38 @@ __all__ = [
     "gammainc",
     "gammaincc",
     "gammaln",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
     "i0",
     "i0e",
     "i1",
     "i1e",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
     "log1p",
     "log_ndtr",
     "log_softmax",
     "logit",
     "logsumexp",
+    "modified_bessel_i0",
+    "modified_bessel_i1",
+    "modified_bessel_k0",
+    "modified_bessel_k1",
     "multigammaln",
     "ndtr",
     "ndtri",
     "polygamma",
     "psi",
     "round",
+    "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
     "sinc",
     "softmax",
+    "spherical_bessel_j0",
     "xlog1py",
     "xlogy",
     "zeta",
@@ -224,3 +249,143 @@ def log_softmax(input: Tensor, dim: int, *, dtype: DType | None = None) -> Tenso
 def logsumexp(input: Tensor, dim: int | tuple[int, ...], keepdim: bool = False) -> Tensor:  # noqa: A002
     """torch.special.logsumexp."""
     return input.logsumexp(dim, keepdim)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Bessel functions and airy_ai (tensor/special_bessel.py)
+
+
+def bessel_j0(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.bessel_j0: the Bessel function of the first kind of order 0."""
+    return input.bessel_j0()
+
+
+def bessel_j1(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.bessel_j1: the Bessel function of the first kind of order 1."""
+    return input.bessel_j1()
+
+
+def bessel_y0(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.bessel_y0: the Bessel function of the second kind of order 0."""
+    return input.bessel_y0()
+
+
+def bessel_y1(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.bessel_y1: the Bessel function of the second kind of order 1."""
+    return input.bessel_y1()
+
+
+def modified_bessel_i0(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.modified_bessel_i0: the modified Bessel function of the first kind of order 0."""
+    return input.modified_bessel_i0()
+
+
+def modified_bessel_i1(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.modified_bessel_i1: the modified Bessel function of the first kind of order 1."""
+    return input.modified_bessel_i1()
+
+
+def modified_bessel_k0(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.modified_bessel_k0: the modified Bessel function of the second kind of order 0."""
+    return input.modified_bessel_k0()
+
+
+def modified_bessel_k1(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.modified_bessel_k1: the modified Bessel function of the second kind of order 1."""
+    return input.modified_bessel_k1()
+
+
+def scaled_modified_bessel_k0(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.scaled_modified_bessel_k0: exp(x) K0(x)."""
+    return input.scaled_modified_bessel_k0()
+
+
+def scaled_modified_bessel_k1(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.scaled_modified_bessel_k1: exp(x) K1(x)."""
+    return input.scaled_modified_bessel_k1()
+
+
+def spherical_bessel_j0(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.spherical_bessel_j0: the spherical Bessel function of the first kind of order 0, sin(x) / x."""
+    return input.spherical_bessel_j0()
+
+
+def airy_ai(input: Tensor) -> Tensor:  # noqa: A002
+    """torch.special.airy_ai: the Airy function Ai."""
+    return input.airy_ai()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# orthogonal polynomials (tensor/special_polynomials.py): a number for either operand
+
+
+def chebyshev_polynomial_t(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.chebyshev_polynomial_t(input, n): the Chebyshev polynomial of the first kind T_n(x)."""
+    x, degree = _pair(input, n, "chebyshev_polynomial_t")
+    return x.chebyshev_polynomial_t(degree)
+
+
+def chebyshev_polynomial_u(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.chebyshev_polynomial_u(input, n): the Chebyshev polynomial of the second kind U_n(x)."""
+    x, degree = _pair(input, n, "chebyshev_polynomial_u")
+    return x.chebyshev_polynomial_u(degree)
+
+
+def chebyshev_polynomial_v(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.chebyshev_polynomial_v(input, n): the Chebyshev polynomial of the third kind V_n(x)."""
+    x, degree = _pair(input, n, "chebyshev_polynomial_v")
+    return x.chebyshev_polynomial_v(degree)
+
+
+def chebyshev_polynomial_w(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.chebyshev_polynomial_w(input, n): the Chebyshev polynomial of the fourth kind W_n(x)."""
+    x, degree = _pair(input, n, "chebyshev_polynomial_w")
+    return x.chebyshev_polynomial_w(degree)
+
+
+def shifted_chebyshev_polynomial_t(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.shifted_chebyshev_polynomial_t(input, n): T_n(2x - 1)."""
+    x, degree = _pair(input, n, "shifted_chebyshev_polynomial_t")
+    return x.shifted_chebyshev_polynomial_t(degree)
+
+
+def shifted_chebyshev_polynomial_u(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.shifted_chebyshev_polynomial_u(input, n): U_n(2x - 1)."""
+    x, degree = _pair(input, n, "shifted_chebyshev_polynomial_u")
+    return x.shifted_chebyshev_polynomial_u(degree)
+
+
+def shifted_chebyshev_polynomial_v(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.shifted_chebyshev_polynomial_v(input, n): V_n(2x - 1)."""
+    x, degree = _pair(input, n, "shifted_chebyshev_polynomial_v")
+    return x.shifted_chebyshev_polynomial_v(degree)
+
+
+def shifted_chebyshev_polynomial_w(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.shifted_chebyshev_polynomial_w(input, n): W_n(2x - 1)."""
+    x, degree = _pair(input, n, "shifted_chebyshev_polynomial_w")
+    return x.shifted_chebyshev_polynomial_w(degree)
+
+
+def hermite_polynomial_h(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.hermite_polynomial_h(input, n): the physicists' Hermite polynomial H_n(x)."""
+    x, degree = _pair(input, n, "hermite_polynomial_h")
+    return x.hermite_polynomial_h(degree)
+
+
+def hermite_polynomial_he(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.hermite_polynomial_he(input, n): the probabilists' Hermite polynomial He_n(x)."""
+    x, degree = _pair(input, n, "hermite_polynomial_he")
+    return x.hermite_polynomial_he(degree)
+
+
+def laguerre_polynomial_l(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.laguerre_polynomial_l(input, n): the Laguerre polynomial L_n(x)."""
+    x, degree = _pair(input, n, "laguerre_polynomial_l")
+    return x.laguerre_polynomial_l(degree)
+
+
+def legendre_polynomial_p(input: Tensor | float, n: Tensor | float) -> Tensor:  # noqa: A002
+    """torch.special.legendre_polynomial_p(input, n): the Legendre polynomial P_n(x)."""
+    x, degree = _pair(input, n, "legendre_polynomial_p")
+    return x.legendre_polynomial_p(degree)

@@ -69,6 +69,8 @@ from uopkit.tensor import select as _select_module
 from uopkit.tensor import sharing as _sharing_module
 from uopkit.tensor import spatial as _spatial_module
 from uopkit.tensor import special as _special_module
+from uopkit.tensor import special_bessel as _special_bessel_module
+from uopkit.tensor import special_polynomials as _special_polynomials_module
 from uopkit.tensor import special_torch as _special_torch_module
 from uopkit.tensor import support
 from uopkit.tensor import tensor_hooks as _tensor_hooks
@@ -106,6 +108,8 @@ from uopkit.tensor.quantiles import QuantileMixin
 from uopkit.tensor.reduce import ReduceMixin
 from uopkit.tensor.spatial import SpatialMixin
 from uopkit.tensor.special import SpecialMixin
+from uopkit.tensor.special_bessel import BesselMixin
+from uopkit.tensor.special_polynomials import PolynomialsMixin
 from uopkit.tensor.special_torch import TorchSpecialMixin
 from uopkit.tensor.support import (
     ArgumentError,
@@ -205,6 +209,8 @@ class Tensor(
     CompositeMixin,
     SpecialMixin,
     TorchSpecialMixin,
+    BesselMixin,
+    PolynomialsMixin,
     PlacingMixin,
     LossesMixin,
     SpatialMixin,
@@ -921,6 +927,8 @@ for _module in (
     _matrix_module,
     _special_module,
     _special_torch_module,
+    _special_bessel_module,
+    _special_polynomials_module,
     _placing_module,
     _losses_module,
     _spatial_module,
