@@ -35,6 +35,7 @@ from uopkit.schedule.history import (
     forget_source,
     hold_copies,
     kept_with,
+    moved_off_assigns,
     outdated_memory,
     overwriting,
     remember_copies,
@@ -512,14 +513,16 @@ def _source_of(u: UOp) -> tuple[UOp, int]:
 class _OneRealize:
     """What the `_remember_source` calls of one realize share: `reaches`, the memo of `gradient_reaches`; `walked`,
     the graphs `_forget_stale_inputs` has walked; `overwritten`, the stored values whose overwritten histories are
-    forgotten once the realize's other values are remembered (`forget_all_overwritten`)."""
+    forgotten once the realize's other values are remembered (`forget_all_overwritten`); `replaced`, where the realize
+    ran assigns that other graphs read, what it replaced and a memo (`moved_off_assigns`)."""
 
-    __slots__ = ("reaches", "walked", "overwritten")
+    __slots__ = ("reaches", "walked", "overwritten", "replaced")
 
     def __init__(self) -> None:
         self.reaches: dict[Any, Any] = {}
         self.walked: set[UOp] = set()
         self.overwritten: list[UOp] = []
+        self.replaced: tuple[dict[UOp, None], dict[UOp, bool]] | None = None
 
     def forget_all_overwritten(self) -> None:
         for stored in self.overwritten:
@@ -553,6 +556,8 @@ def _remember_source(
             shared.overwritten.append(new)
         return
     if base.op is _DETACH and not wants_gradient:
+        return
+    if not stamp and shared is not None and shared.replaced and moved_off_assigns(old, new, *shared.replaced):
         return
     # a view realized with what it views (`x[0:2]` of `x * 2`: the same views over the old graph and over the new
     # storage) is followed back at the storage, the one place a later write through any view of it updates
@@ -652,6 +657,8 @@ def update_tensors(mapping: dict[UOp, UOp], from_replay: bool = False, pending: 
         live_tensors.check()
     landed: dict[UOp, list[Tensor]] = {}
     shared = _OneRealize()
+    if any(k.op is _STORE and k.has_users for k in changed):
+        shared.replaced = (dict.fromkeys(changed), {})
     for t in live_tensors.changed_since(since):
         u = t.uop
         if u.seq < oldest or id(t) in skip:

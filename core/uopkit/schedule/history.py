@@ -259,6 +259,34 @@ def hold_copies(u: UOp, copy_of: dict[UOp, UOp]) -> None:
         kept_with[node] = [*kept_with.get(node, ()), *held]
 
 
+def moved_off_assigns(old: UOp, new: UOp, replaced: dict[UOp, None], memo: dict[UOp, bool]) -> bool:
+    """Whether `new`, lazy graph `old` rewritten by a realize that ran assigns other graphs read (`replaced`: the nodes
+    it replaced; `memo`: its walks' answers), differs from `old` only where no gradient flows: assigns replaced by their
+    storage (no gradient flows through a STORE) and values behind a DETACH. Then nothing is remembered for it: its
+    gradient is `new`'s (an eval pass that read a BatchNorm's running-stat update still to run, in an adversarial
+    input, then the next forward's realize ran the update). Remembered, `old` held the assign's STORE, which reads its
+    target as the write left it, and was stamped before the write: stale at once, and backward() raised where PyTorch
+    reads the updated tensor."""
+    if old.op is _DETACH or _under_views(new).op in (_BUFFER, _STORE):
+        # (a detached leaf, found by its node; the tensor realized itself: a value to follow back)
+        return False
+    stack = [old]
+    while stack:
+        u = stack.pop()
+        if u in memo:
+            continue
+        if u.op is _BUFFER or u.op is _STORE or u.op is _DETACH:
+            memo[u] = False
+        elif u in replaced:
+            memo[u] = True
+        elif all(s in memo for s in u.src):
+            memo[u] = any(memo[s] for s in u.src)
+        else:
+            stack.append(u)
+            stack.extend(s for s in u.src if s not in memo)
+    return not memo[old]
+
+
 def overwritten_since(source: UOp, stamp: int) -> list[UOp]:
     """The BUFFERs the graph `source` reads that were overwritten after clock `stamp`."""
     if _last_write[0] <= stamp:
@@ -476,14 +504,30 @@ class StaleReads:
     def _stand_ins(self, stale: list[_Followed], bad: set[UOp]) -> _StandIns:
         # for the rebuilt nodes of the stale graphs: storage holding the value as that graph computed it (the realized
         # value itself, for the whole graph; values realized from the same contents, `stored_as`, for its nodes), and
-        # where a copy of what was overwritten was taken then, the nodes computed again from it
+        # where copies of what was overwritten were taken then, the nodes computed again from them: from the one copy
+        # of a buffer that holds what every graph reading it read, else from each graph's own (two adversarial inputs,
+        # each read a BatchNorm's running stats between two of its updates). A node two graphs read at different
+        # contents (hash-consed: the same eval pass of the clean input in both) is computed again only inside a larger
+        # node of one of them
         fresh = self._fresh()
-        ctx = _StandIns({}, set(), _copies_for(stale))
+        common = _copies_for(stale)
+        ctx = _StandIns({}, {})
+        nested: dict[UOp, list[_Followed]] = {}
+        for f in self.followed:
+            nested.setdefault(f.node, []).append(f)
+        plain: set[UOp] = set()
+        # rebuilt node -> BUFFER -> what it reads in its place, for the buffers no common copy holds: its graph's own
+        # copy, or the buffer itself (no copy holds what the graph read, or nothing overwrote it since); the same for
+        # every graph holding the node, else None
+        wants: dict[UOp, dict[UOp, UOp] | None] = {}
         for f in stale:
             whole = f.form(f.source)
             if whole not in fresh and _same_kind(f.node, whole) and _unchanged_since(f.node, f.stamp):
                 ctx.stored[whole] = f.node
-            reads_copied = _reading_any(f.source, set(ctx.copies))
+            reads_copied = _reading_any(f.source, set(common))
+            own = {b: c for b in f.overwritten if b not in common and (c := _copy_holding(b, (f.stamp,))) is not None}
+            reads_own = _buffers_read(f.source, bad - common.keys()) if any(b not in common for b in bad) else {}
+            mixed = _read_elsewhen(f, own, nested)
             for u, view in _held_in_storage(f.node, f.source, f.stamp).items():
                 form = f.form(u)
                 if form not in fresh and form not in ctx.stored:
@@ -493,13 +537,24 @@ class StaleReads:
                 if form in fresh or form in ctx.stored:
                     continue
                 if u in reads_copied and not _views_storage(u):
-                    ctx.recomputed.add(form)
+                    plain.add(form)
+                read = reads_own.get(u)
+                if read and not _views_storage(u):
+                    want = None if u in mixed else {b: own.get(b, b) for b in read}
+                    known = wants.get(form, want)
+                    wants[form] = want if known == want else None
                 entry = stored_as.get(u)
                 if entry is None:
                     continue
                 stored, at = entry[0](), entry[1]
                 if stored is not None and _same_kind(stored, u) and _holds_value(u, f.stamp, stored, at, bad):
                     ctx.stored[form] = stored
+        for form in plain:
+            ctx.recomputed[form] = common
+        for form, want in wants.items():
+            copied = {b: c for b, c in want.items() if c is not b} if want else None
+            if copied:
+                ctx.recomputed[form] = {**ctx.recomputed.get(form, {}), **copied}
         return ctx
 
 
@@ -510,19 +565,20 @@ def _checked_into(stale: StaleReads, run: Callable[[UOp], UOp], g: UOp) -> UOp:
 @dataclass
 class _StandIns:
     # what `pm_stand_in` replaces in a gradient: a node by storage holding its value as computed before a write, a
-    # node computed from buffers overwritten since by the same node over copies of them taken before (BUFFER -> copy)
+    # node computed from buffers overwritten since by the same node over copies of them taken before (node -> BUFFER ->
+    # copy)
     stored: dict[UOp, UOp]
-    recomputed: set[UOp]
-    copies: dict[UOp, UOp]
+    recomputed: dict[UOp, dict[UOp, UOp]]
 
 
 def _do_stand_in(ctx: _StandIns, x: UOp) -> UOp | None:
     stored = ctx.stored.get(x)
     if stored is not None:
         return stored
-    if x in ctx.recomputed:
+    copies = ctx.recomputed.get(x)
+    if copies is not None:
         # (the topmost such node: rewritten before its sources, whole)
-        new = x.substitute(ctx.copies, name="read copies")
+        new = x.substitute(copies, name="read copies")
         return None if new is x else new
     return None
 
@@ -565,6 +621,48 @@ def _reading_any(root: UOp, targets: set[UOp]) -> set[UOp]:
         elif u in targets or any(s in reads for s in u.src):
             reads.add(u)
     return reads
+
+
+def _buffers_read(root: UOp, targets: set[UOp]) -> dict[UOp, frozenset[UOp]]:
+    # the nodes of `root`'s graph that read some of `targets` and hold no STORE (the value of one that does is what a
+    # write made of them) -> those they read
+    reads: dict[UOp, frozenset[UOp]] = {}
+    written: set[UOp] = set()
+    for u in root.toposort(gate=_not_kernel):
+        if u.op is _STORE or u.op is _KERNEL or any(s in written for s in u.src):
+            written.add(u)
+        elif u in targets:
+            reads[u] = frozenset((u,))
+        else:
+            found = [reads[s] for s in u.src if s in reads]
+            if found:
+                reads[u] = found[0].union(*found[1:])
+    return reads
+
+
+def _read_elsewhen(f: _Followed, copies: dict[UOp, UOp], nested: dict[UOp, list[_Followed]]) -> set[UOp]:
+    # the nodes of `f.source` whose rebuilt forms hold a value followed back (`nested`: realized node -> how it was
+    # followed) to a graph that read a buffer of `copies` at other contents than `f` did, directly or through the
+    # values it holds in turn
+    differs: dict[tuple[UOp, int], bool] = {}
+
+    def elsewhen(g: _Followed) -> bool:
+        key = (g.source, g.stamp)
+        if key not in differs:
+            differs[key] = False
+            nodes = g.source.toposort(gate=_not_kernel)
+            differs[key] = any(
+                b in nodes and not _no_write_between(b, min(f.stamp, g.stamp), max(f.stamp, g.stamp)) for b in copies
+            ) or any(elsewhen(h) for n in nodes for h in nested.get(n, ()))
+        return differs[key]
+
+    out: set[UOp] = set()
+    if not copies:
+        return out
+    for u in f.source.toposort(gate=_not_kernel):
+        if any(s in out for s in u.src) or any(elsewhen(g) for g in nested.get(u, ())):
+            out.add(u)
+    return out
 
 
 def _views_storage(u: UOp) -> bool:
