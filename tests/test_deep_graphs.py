@@ -115,16 +115,16 @@ def test_backward_walks_each_realized_value_once(monkeypatch):
     # 10 minutes)
     import torch
 
-    import uopkit.schedule
+    import uopkit.schedule.unrealized
 
     walks = []
-    real_walk = uopkit.schedule._unrealized_forms
+    real_walk = uopkit.schedule.unrealized._forms_walk
 
     def counted(*args, **kwargs):
         walks.append(args[0])
         return real_walk(*args, **kwargs)
 
-    monkeypatch.setattr(uopkit.schedule, "_unrealized_forms", counted)
+    monkeypatch.setattr(uopkit.schedule.unrealized, "_forms_walk", counted)
     layers = 12
     x_np = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
     x, tx = Tensor(x_np, requires_grad=True), torch.tensor(x_np, requires_grad=True)
@@ -136,3 +136,20 @@ def test_backward_walks_each_realized_value_once(monkeypatch):
     th.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert len(walks) <= 2 * layers + 1, len(walks)
+
+
+def test_backward_through_a_time_loop_that_stores_its_state_every_step():
+    # a simulation loop that reads its state back at every step (a logged value, `.item()`) realizes a chain of values
+    # as long as the loop, each computed from the one before; backward() puts each back as the graph that computed it,
+    # one walk after another, not one Python frame per step (a thousand steps raised RecursionError)
+    torch = pytest.importorskip("torch")
+    k, tk = Tensor(0.999, requires_grad=True), torch.tensor(0.999, requires_grad=True)
+    x, tx = k * 1.0, tk * 1.0
+    for _ in range(N):
+        x, tx = x * k + 0.001, tx * tk + 0.001
+        x.realize()
+    tx.backward()
+    with shallow_stack():
+        x.backward()
+        got = k.grad.numpy()
+    np.testing.assert_allclose(got, tk.grad.numpy(), rtol=1e-4)

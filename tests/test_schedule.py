@@ -650,6 +650,44 @@ def test_windows_over_a_mode_padded_input_read_it_stored(mode):
         np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def _buffers_per_kernel(items) -> list[int]:
+    return [sum(u.op is Ops.DEFINE_GLOBAL for u in it.ast.toposort()) for it in items if it.ast.op is not Ops.COPY]
+
+
+def test_a_sum_of_many_stored_values_is_split_into_kernels_of_bounded_arguments():
+    # the gradient of a scalar parameter used at every step of a time loop whose states were stored (an SEIR model's
+    # rates over 60 days of RK4): one sum of a term per step, each reading buffers of its own. Fused, one kernel took
+    # every buffer as an argument (1,064 of them: the CPU backend's ctypes call refused more than 1024, and other
+    # devices limit a launch's arguments too); the running sum is stored every MAX_KERNEL_BUFFERS buffers
+    from uopkit.schedule.grouper import MAX_KERNEL_BUFFERS
+
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(10).astype(np.float32) for _ in range(1100)]
+    total = Tensor(arrays[0]).realize()
+    for a in arrays[1:]:
+        total = total + Tensor(a).realize() * 0.5
+    assert max(_buffers_per_kernel(create_schedule(kernelize_tensors([total])))) <= MAX_KERNEL_BUFFERS + 1
+    np.testing.assert_allclose(total.numpy(), arrays[0] + 0.5 * np.sum(arrays[1:], 0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_stored_piece_of_an_oversized_kernel_is_itself_bounded():
+    # pieces that `_realize_pieces_of_oversized_kernels` stores are kernels of their own, checked in turn: a cat of
+    # a few pieces, each a sum over many stored values, kept every buffer in the piece's kernel
+    from uopkit.schedule.grouper import MAX_KERNEL_BUFFERS
+
+    rng = np.random.default_rng(1)
+    arrays = [[rng.standard_normal(4).astype(np.float32) for _ in range(300)] for _ in range(3)]
+    pieces = []
+    for group in arrays:
+        piece = Tensor(group[0]).realize()
+        for a in group[1:]:
+            piece = piece + Tensor(a).realize()
+        pieces.append(piece)
+    out = Tensor.cat(*pieces)
+    assert max(_buffers_per_kernel(create_schedule(kernelize_tensors([out])))) <= MAX_KERNEL_BUFFERS + 1
+    np.testing.assert_allclose(out.numpy(), np.concatenate([np.sum(g, 0) for g in arrays]), rtol=1e-4, atol=1e-4)
+
+
 def test_a_metric_summed_over_many_batches_is_split_into_kernels_of_bounded_size():
     # an eval loop that sums its metrics per batch into tensors and reads them once after the loop: one value over
     # every batch's reduces. Fused, one kernel held them all (200 batches: hundreds of reduce loops, 62 s to the

@@ -334,9 +334,21 @@ def _realize_pieces_of_oversized_kernels(ctx: GrouperContext) -> bool:
     """Store the padded pieces (a cat's, largest first) of a kernel whose region holds more than MAX_KERNEL_NODES
     nodes, until it fits. A recurrent layer's input gradient is a cat over the time steps of each step's gate
     gradients: fused, one kernel of 20 branches of a cell's backward formulas each (a 2-layer bidirectional LSTM over
-    20 steps: 3,700 nodes, 235,000 lines of C that gcc didn't compile in 300 s). Whether it stored any."""
+    20 steps: 3,700 nodes, 235,000 lines of C that gcc didn't compile in 300 s). A kernel that reads more than
+    MAX_KERNEL_BUFFERS buffers stores pieces too (`_store_pieces_reading_most`). The pieces stored are kernels of their
+    own, checked in turn. Whether it stored any."""
     added = False
-    for root in list(ctx.realize):
+    checked: set[UOp] = set()
+    while todo := [r for r in ctx.realize if r not in checked]:
+        checked.update(todo)
+        added |= _fit_kernels(ctx, todo)
+    return added
+
+
+def _fit_kernels(ctx: GrouperContext, roots: list[UOp]) -> bool:
+    # `_realize_pieces_of_oversized_kernels` for these kernels
+    added = False
+    for root in roots:
         while len(region := _region(ctx, root)) > MAX_KERNEL_NODES:
             pieces = {
                 n.src[0].base: len(_region(ctx, n.src[0].base))
@@ -348,6 +360,49 @@ def _realize_pieces_of_oversized_kernels(ctx: GrouperContext) -> bool:
                 break
             ctx.realize[largest] = None
             added = True
+        if sum(len(n.src) for n in region) > MAX_KERNEL_BUFFERS:
+            added |= _store_pieces_reading_most(ctx, region)
+    return added
+
+
+# a kernel reads at most this many buffers, each an argument of its launch, and launches take few: ctypes calls a C
+# function with at most 1024 arguments, CUDA's fit in 4 KB, OpenCL guarantees 1 KB. Past it, pieces are stored first
+MAX_KERNEL_BUFFERS = 128
+
+
+def _store_pieces_reading_most(ctx: GrouperContext, region: list[UOp]) -> bool:
+    """Store values of a kernel's `region` until no kernel reads more than MAX_KERNEL_BUFFERS buffers: walked in order,
+    each node gets the set of buffers its fused computation reads; where one would pass the bound, the sources reading
+    the most are stored. A sum of many stored values (a running sum over a loop's stored states; the gradients and
+    Hessian of an SEIR model's rates fitted through 60 days of RK4 steps read up to 1,363 buffers in one kernel, past
+    what the CPU backend's call takes) is then cut into kernels of a bounded number of arguments each, the running sum
+    passed on. Whether it stored any."""
+    held: dict[UOp, frozenset[UOp]] = {}
+
+    def stored(s: UOp) -> bool:
+        # (a view of a value stored here reads its buffer)
+        return _stops_region(ctx, s) or s.base in ctx.realize
+
+    def reads(s: UOp) -> frozenset[UOp]:
+        if s.op is Ops.DEVICE:
+            return _NO_REDUCES
+        return frozenset((s.base,)) if stored(s) else held.get(s, _NO_REDUCES)
+
+    added = False
+    for u in sorted(region, key=ctx.order.__getitem__):
+        if u.op is Ops.BUFFER:
+            continue
+        srcs = list(dict.fromkeys(u.src))
+        read = _union_of([reads(s) for s in srcs], _NO_REDUCES)
+        while len(read) > MAX_KERNEL_BUFFERS:
+            computed = [s for s in srcs if not stored(s) and len(held.get(s, _NO_REDUCES)) > 1]
+            if not computed:
+                break
+            largest = max(computed, key=lambda s: len(held[s]))
+            ctx.realize[largest.base] = None
+            added = True
+            read = _union_of([reads(s) for s in srcs], _NO_REDUCES)
+        held[u] = read
     return added
 
 
