@@ -379,10 +379,6 @@ class ElementwiseMixin:
             return Tensor(_storage_uop(self.uop)).bitcast(dt)
         if dt == dtypes.bfloat16:
             return Tensor(UOp(Ops.BITCAST, dt, (self.bitcast(dtypes.uint16).uop,)))
-        if dt == dtypes.bool:
-            # a byte other than 0 and 1 is True, as torch reads a bool: 1, so that sums, casts and bitwise ops of the
-            # bools are torch's (`u8.view(bool).sum()` counts 2 and 255 once each)
-            return self != 0
         return Tensor(UOp(Ops.BITCAST, dt, (self.uop,)))
 
     def _bytes_as(self, dt: DType, op: str = "view") -> Tensor:
