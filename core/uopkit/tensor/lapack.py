@@ -122,8 +122,11 @@ def _node(out: Tensor, inputs: tuple[UOp, ...], rule: Rule) -> Tensor:
     # select made under no_grad after them would detach them again
     reads = [(u, reads_realized(u)) for u in inputs]
     for u, realized in sorted(reads, key=lambda read: read[1]):
+        with enable_grad():
+            # (a view built under no_grad is cut from what it views: `u` itself must be in the node's graph)
+            tie = Tensor(u)
         with enable_grad() if realized else no_grad():
-            tie = Tensor(u) if realized else Tensor(u).detach()
+            tie = tie if realized else tie.detach()
             first = tie.reshape(-1)[:1].cast(out.dtype).reshape((1,) * out.ndim).expand(out.shape)
             value = always.where(value, first)
     node = UOp(Ops.CONTIGUOUS, out.dtype, (value.uop,), ("lapack",))
@@ -442,8 +445,8 @@ def _getrf(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """getrf on matrices `a` (..., m, n), column by column as LAPACK's getf2 (the first largest |entry| on or below
     the diagonal; the column scaled by the pivot's reciprocal, as its scal, by a division where that reciprocal
     overflows; no swap and no elimination for a zero column): (packed L and U, 1-based pivots int32 (..., k), info
-    int32 (...): the 1-based column of U's first zero on the diagonal, else 0). Bit for bit torch's CPU's where its
-    getrf does not block (n up to ~16), to rounding past that."""
+    int32 (...): the 1-based column of U's first zero on the diagonal, else 0). torch's CPU's pivots; its factors to
+    rounding (its MKL getrf fuses each update's multiply and subtract where the CPU has FMA: an ulp apart)."""
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = a.shape[:-2]
