@@ -442,6 +442,7 @@ def compute_gradient(
     targets: set[UOp],
     graph: dict[UOp, None] | None = None,
     hooks: dict[UOp, Callable[[UOp], UOp]] | None = None,
+    before_hooks: dict[UOp, UOp] | None = None,
 ) -> dict[UOp, UOp]:
     """dL/dt for every `t` in `targets` that `root` depends on, where dL/droot = `root_grad`.
 
@@ -450,6 +451,8 @@ def compute_gradient(
     when the caller has it already. `hooks`: node -> a function that replaces the node's whole gradient once it is
     summed, before it flows on to the node's sources (Tensor.register_hook). What reaches a node through a node of
     another tensor's own over it (`OwnNode`) is added after its hooks ran, and is not part of its result.
+    `before_hooks`: filled with the gradient each node on the way had before its hooks ran (autograd.grad's result for
+    an input its gradient flows on from, as torch's).
     """
     topo = list(graph if graph is not None else graph_of(root))
     # the nodes on a path to a target (sets: membership is all the walk asks)
@@ -477,6 +480,8 @@ def compute_gradient(
             continue
         g = grads.get(u)
         if g is not None and hooks and u in hooks:
+            if before_hooks is not None:
+                before_hooks[u] = g
             g = grads[u] = hooks[u](g)
         if apart:
             kept = apart.pop(u, None)

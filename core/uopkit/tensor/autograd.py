@@ -32,8 +32,11 @@ from uopkit.tensor.leaves import gradient_keys as _gradient_keys
 from uopkit.tensor.leaves import reads_realized
 from uopkit.tensor.leaves import requires_grad_of as _requires_grad
 from uopkit.tensor.leaves import wanted_keys as _wanted_keys
-from uopkit.tensor.support import _contiguous_ids
+from uopkit.tensor.support import _contiguous_ids, retaining_grad
 from uopkit.tensor.tensor import Tensor, _gradient_hooks, _summed, _through_keys, run_post_accumulate_hooks
+from uopkit.tensor.tensor_hooks import flows_on as _flows_on
+from uopkit.tensor.tensor_hooks import in_rebuilt_graph as _in_rebuilt_graph
+from uopkit.tensor.tensor_hooks import reaching as _reaching
 from uopkit.uop.ops import Ops, UOp
 
 __all__ = [
@@ -151,12 +154,33 @@ def grad(
         in_graph = graph_of(root)
         # hooks run as in backward(), torch's do in grad() too
         hooks = stale.guard(_gradient_hooks(in_graph, forms))
-        grads = stale.checked(compute_gradient(root, root_grad.uop, every | hooks.keys(), in_graph, hooks))
+        early: set[UOp] = set()
+        retained: list[tuple[Tensor, tuple[UOp, ...]]] = []
+        if hooks or retaining_grad:
+            # as torch's, only on the way to the inputs: the hooks run and the retained tensors get `.grad` there; an
+            # input whose gradient flows on to another input gives it as it was before its hooks
+            reach = _reaching(in_graph, every)
+            hooks = {k: run for k, run in hooks.items() if k in reach}
+            early = {k for k in every if k in hooks and _flows_on(k, reach)}
+            for t in list(retaining_grad):
+                ks = _in_rebuilt_graph(_gradient_keys(t), forms)
+                if any(k in reach for k in ks):
+                    retained.append((t, ks))
+        targets = every | hooks.keys() | {k for _, ks in retained for k in ks}
+        taken: dict[UOp, UOp] = {}
+        grads = stale.checked(compute_gradient(root, root_grad.uop, targets, in_graph, hooks, taken if early else None))
+        found = grads
+        if early:
+            found = {**grads, **stale.checked({k: g for k, g in taken.items() if k in early})}
         for i, ks in enumerate(keys):
-            summed = _summed(grads, ks)
+            summed = _summed(found, ks)
             if summed is not None:
                 total = totals[i]
                 totals[i] = summed if total is None else total + summed
+        for t, ks in retained:
+            summed = _summed(grads, ks)
+            if summed is not None:
+                _retained_into(t, summed, create_graph)
     out: list[Tensor | None] = []
     for i, (t, total) in enumerate(zip(ins, totals, strict=True)):
         if total is not None:
@@ -174,6 +198,13 @@ def grad(
                 "for it (or materialize_grads=True for zeros)"
             )
     return tuple(out)
+
+
+def _retained_into(t: Tensor, summed: UOp, create_graph: bool) -> None:
+    # a retained tensor's gradient added into its `.grad` as backward() adds it (torch's grad() fills it too)
+    g = Tensor(summed).cast(t.dtype)
+    g = g if create_graph else g.detach()
+    t.grad = g if t.grad is None else t.grad + g
 
 
 def _grads_batched(

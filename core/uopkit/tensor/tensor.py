@@ -734,8 +734,8 @@ class Tensor(
         [2.0, 4.0, 6.0]
         """
         root_grad = self._root_gradient(gradient, "backward")
-        wanting = {t: _gradient_keys(t) for t in tensors_with_grad.live()}
         only = _backward_inputs(inputs)
+        wanting = {t: _gradient_keys(t) for t in tensors_with_grad.live()}
         every = {k for ks in wanting.values() for k in ks}
         base = self.uop
         # (a view of a leaf made from a constant, `Tensor.zeros(1).requires_grad_().sum()`, is over the leaf's DETACH)
@@ -757,10 +757,14 @@ class Tensor(
             in_graph = graph_of(root)
             wanting = {t: _in_rebuilt_graph(ks, forms) for t, ks in wanting.items()}
         targets = [t for t, ks in wanting.items() if any(k in in_graph for k in ks)]
-        if only is not None:
-            # (every tensor with requires_grad still bounds the walk back through realized values above)
-            targets = [t for t in targets if id(t) in only]
         hooks = stale.guard(_gradient_hooks(in_graph, forms))
+        if only is not None:
+            # (every tensor with requires_grad still bounds the walk back through realized values above); as torch's,
+            # hooks run and retained tensors get `.grad` only on the way to the inputs
+            reach = _tensor_hooks.reaching(in_graph, {k for t in targets if id(t) in only for k in wanting[t]})
+            kept = {id(t) for t in retaining_grad}
+            targets = [t for t in targets if id(t) in only or (id(t) in kept and any(k in reach for k in wanting[t]))]
+            hooks = {k: run for k, run in hooks.items() if k in reach}
         if not targets:
             # (a graph of storage only is no realized loss that lost its graph: realized values are followed back to
             # the graphs that computed them above; it is data, `Tensor([1.0]).sum()`, a view of a buffer)
@@ -812,7 +816,7 @@ class Tensor(
         >>> _ = (x * x).sum().backward(); x.grad.tolist()
         [20.0, 40.0]
         """
-        if not self._requires_grad and not tensors_with_grad.was_given_requires_grad(graph_of(self.uop)):
+        if not self.requires_grad:
             raise RuntimeError("register_hook: this tensor doesn't require a gradient, so no hook can run on it")
         if not callable(hook):
             raise TypeError(f"register_hook: the hook must be callable, got {type(hook).__name__}")
@@ -1061,7 +1065,10 @@ def _backward_inputs(inputs: Tensor | Sequence[Tensor] | None) -> set[int] | Non
         if not isinstance(t, Tensor):
             raise TypeError(f"backward: inputs must be Tensors, got {type(t).__name__}")
         if not t._requires_grad:
-            raise RuntimeError(f"backward: an input of shape {t.shape} doesn't require a gradient")
+            if not t.requires_grad:
+                raise RuntimeError(f"backward: an input of shape {t.shape} doesn't require a gradient")
+            # a value computed from leaves retains its gradient from now on, as torch's
+            t.retain_grad()
     return {id(t) for t in chosen}
 
 

@@ -11,9 +11,14 @@ input, a forward run again on the same input with the weights updated in place w
 are one node. The first tensor that gets hooks or `retain_grad()` on a value keeps its node; each later one gets a
 node of its own over the value (`own_node`: a CONTIGUOUS with an `OwnNode` arg), so that what is computed from it
 afterwards is told apart, and backward() gives each tensor's hooks and `.grad` only the gradient through that tensor
-(`compute_gradient` adds what arrives through the own nodes after the value's hooks ran), as torch's. Where no own
-node can be made (a view, a value already in storage, bfloat16), of the gone tensors' hooks on one node only the
-latest registered run, and none where a live tensor's hooks are on it.
+(`compute_gradient` adds what arrives through the own nodes after the value's hooks ran), as torch's. A bfloat16
+value's own node is one over its bits; a value in storage gets one over the graph remembered for its storage, or
+(where a realize moved both tensors onto one storage) none: a node over the storage would no longer show what is
+written into it to the views taken before. Where no own node can be made (a view, one storage), of
+the gone tensors' hooks on one node only the latest registered run, and none where a live tensor's hooks are on it.
+
+A backward pass asked for some inputs only (autograd.grad, backward(inputs=...)) runs hooks and fills retained
+`.grad` only on the way to those inputs (`reaching`), as torch runs only the nodes on that way.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopkit.dtype import dtypes
 from uopkit.gradient import OwnNode
+from uopkit.schedule import computed_from
 from uopkit.schedule import live_tensors as _all_tensors
 from uopkit.tensor.leaves import gradient_keys as _gradient_keys
 from uopkit.tensor.support import _contiguous_ids
@@ -67,8 +73,14 @@ _registrations = itertools.count()
 # the nodes hooks or retain_grad() were put on, held weakly, each -> a weak reference to the tensor that put them there
 # first: a later tensor on one of them gets a node of its own (`own_node`)
 _claimed = WeakKeyMap()
-# what an own node can't be made over: storage, a value cut from the graph, one made of bits
+# what an own node is not put over directly: storage (a stored value's is over the graph remembered for it), a value cut
+# from the graph, one made of bits (a bfloat16 value's is over its bits)
 _NOT_OWNABLE = frozenset({*GroupOp.Movement, Ops.BUFFER, Ops.STORE, Ops.DETACH, Ops.BITCAST, Ops.CONST})
+
+
+def _bfloat16_value(u: UOp) -> bool:
+    # a computed bfloat16 value, read as its bits (`support._storage_uop`): an own node over it is one over its bits
+    return u.op is Ops.BITCAST and u.dtype == dtypes.bfloat16 and u.src[0].base.op not in (Ops.BUFFER, Ops.STORE)
 
 
 def own_node(t: Any) -> None:
@@ -76,10 +88,20 @@ def own_node(t: Any) -> None:
     its value already (the same node), `t` gets a node of its own over the value, and what is computed from `t` from
     now on reads that node, so its gradient is told apart from the other tensor's. Then `t`'s nodes are claimed."""
     keys = _gradient_keys(t)
-    shared = any((ref := _claimed.get(k)) is not None and ref() is not t for k in keys)
+    shared = [(ref := _claimed.get(k)) is not None and ref() is not t for k in keys]
     u = t.uop
-    if shared and t._view_of is None and u.op not in _NOT_OWNABLE and u.dtype != dtypes.bfloat16:
+    if not any(shared) or t._view_of is not None:
+        pass
+    elif u.op not in _NOT_OWNABLE or _bfloat16_value(u):
         _all_tensors.set_uop(t, UOp(Ops.CONTIGUOUS, u.dtype, (u,), OwnNode(next(_contiguous_ids))))
+        keys = _gradient_keys(t)
+    elif len(keys) == 2 and not shared[0] and computed_from.get(keys[0]) is keys[1]:
+        # a value in storage (`(x * 2).realize()` twice: two buffers, one graph remembered for both): the graph
+        # remembered for its storage gets the node of its own, where backward() follows what reads it back to; the
+        # tensor stays its storage (its views see what is written into it)
+        graph = keys[1]
+        own = UOp(Ops.CONTIGUOUS, graph.dtype, (graph,), OwnNode(next(_contiguous_ids)))
+        computed_from.remember_at(keys[0], own, computed_from.stamp(keys[0]))
         keys = _gradient_keys(t)
     ref = weakref.ref(t)
     for k in keys:
@@ -160,6 +182,23 @@ def gradient_hooks(in_graph: dict[UOp, None], forms: dict[UOp, UOp]) -> dict[UOp
                 earlier = found.get(key)
                 found[key] = run if earlier is None else functools.partial(_run_in_turn, earlier, run)
     return found
+
+
+def reaching(graph: dict[UOp, None], keys: set[UOp]) -> set[UOp]:
+    """The nodes of `graph` (sources first) from which a gradient flows on to one of `keys`, and `keys` themselves. A
+    backward pass asked for some inputs only (autograd.grad, backward(inputs=...)) runs the hooks and fills the
+    retained `.grad` of these alone, as torch's, which runs only the nodes on the way to its inputs."""
+    out: set[UOp] = set()
+    for u in graph:
+        if u in keys or (u.op is not Ops.DETACH and any(s in out for s in u.src)):
+            out.add(u)
+    return out
+
+
+def flows_on(key: UOp, reach: set[UOp]) -> bool:
+    """Whether the gradient arriving at `key` flows on to another of the keys `reach` was made for (torch's node for
+    it runs then, and its hooks with it: autograd.grad takes such an input's gradient before them)."""
+    return key.op is not Ops.DETACH and any(s in reach for s in key.src)
 
 
 def _run_in_turn(first: Callable[[UOp], UOp], then: Callable[[UOp], UOp], g: UOp) -> UOp:
