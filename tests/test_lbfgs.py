@@ -134,3 +134,24 @@ def test_errors():
     y = Tensor([1.0], requires_grad=True)
     with pytest.raises(ValueError, match="LBFGS takes a single parameter group, got 2"):
         LBFGS([{"params": [x]}, {"params": [y], "lr": 0.1}])
+
+
+def test_params_attribute_reads_the_state_as_torch():
+    # PINN training loops read the iteration count as opt.state[opt._params[0]]["n_iter"] (torch's private list)
+    counts = []
+    for lib in ("torch", "uopkit"):
+        start = np.array([-1.2, 1.0], np.float64)
+        x = torch.tensor(start, requires_grad=True) if lib == "torch" else Tensor(start, requires_grad=True)
+        opt = (torch.optim.LBFGS if lib == "torch" else LBFGS)([x], max_iter=7)
+        assert opt._params[0] is x and len(opt._params) == 1
+
+        def closure(opt=opt, x=x):
+            opt.zero_grad()
+            loss = _rosenbrock(x)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        opt.step(closure)
+        counts.append((int(opt.state[opt._params[0]]["n_iter"]), int(opt.state[opt._params[0]]["func_evals"])))
+    assert counts[0] == counts[1]

@@ -1,9 +1,10 @@
 """torch.autograd's names (`from uopkit.autograd import Function, grad, gradcheck`): uopkit.tensor.autograd's, with
 gradcheck/gradgradcheck, `function` (torch.autograd.function's names: `once_differentiable`, ...), the `functional`
 module (jacobian, hessian, vjp, jvp, vhp, hvp), `graph` (its saved-tensor context managers, autograd/graph.py),
-the legacy `Variable` (autograd/variable.py) and `profiler` (torch.autograd.profiler's `record_function`)."""
+the legacy `Variable` (autograd/variable.py), `profiler` (torch.autograd.profiler's `record_function`) and
+`forward_ad` (dual tensors, computed by reverse mode: autograd/forward_ad.py)."""
 
-from uopkit.autograd import function, functional, graph, profiler
+from uopkit.autograd import forward_ad, function, functional, graph, profiler
 from uopkit.autograd.variable import Variable
 from uopkit.tensor.autograd import *  # noqa: F403
 from uopkit.tensor.autograd import __all__ as _names
@@ -11,6 +12,7 @@ from uopkit.tensor.gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 __all__ = [
     *_names,
+    "forward_ad",
     "function",
     "functional",
     "graph",

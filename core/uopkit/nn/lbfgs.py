@@ -85,6 +85,11 @@ class LBFGS(Optimizer):
     # ---- the flat view of the parameters
 
     @property
+    def _params(self) -> list[Tensor]:
+        # torch's attribute: the one group's parameter list (PINN loops read `opt.state[opt._params[0]]["n_iter"]`)
+        return self.param_groups[0]["params"]
+
+    @property
     def _trained(self) -> list[Tensor]:
         return [p for p in self.param_groups[0]["params"] if p._requires_grad]
 
