@@ -943,3 +943,22 @@ def test_a_register_tile_of_a_long_body_stays_within_the_code_limit(avx512_cpu) 
     assert max(bodies) >= (100, 16), bodies
     for ours, theirs in zip(grads[1], grads[0], strict=True):
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_heuristic_gives_no_lanes_to_few_outputs_of_a_long_reduce_body(monkeypatch):
+    # a column logsumexp over a long fused computation (the backward of a loop of log-domain Sinkhorn steps
+    # recomputes the steps since the last stored one): lanes would copy the whole body once per lane for 40 outputs
+    from uopkit.codegen.opt.heuristic import hand_coded_opts
+    from uopkit.uop.ops import GroupOp
+
+    monkeypatch.setenv("UOPKIT_THREADS", "2")
+    x = Tensor.empty(4, 10, 10)
+    for k in range(12):
+        x = (x * (1 + k / 100)).sin() + x.cos()
+    item = create_schedule(kernelize_tensors([x.exp().sum(axis=1)]))[-1]
+    red = next(u for u in item.ast.toposort() if u.op is Ops.REDUCE_AXIS)
+    assert sum(u.op in GroupOp.ALU for u in red.src[0].toposort()) > 64
+    assert not any(o.op in (OptOps.UPCAST, OptOps.UNROLL) for o in hand_coded_opts(item.ast, Device["CPU"].renderer))
+    # a short body over the same shape keeps its lanes
+    short = create_schedule(kernelize_tensors([Tensor.empty(4, 10, 10).exp().sum(axis=1)]))[-1]
+    assert any(o.op is OptOps.UPCAST for o in hand_coded_opts(short.ast, Device["CPU"].renderer))

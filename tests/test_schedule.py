@@ -199,7 +199,7 @@ def test_assign_through_the_same_view_is_one_kernel():
 def test_nested_reduce_chain_kernels_stay_short(monkeypatch):
     """`x = x + x.sum() * 0` repeated: each reduce's kernel would recompute the whole chain before it (code growing
     with the square of the chain); the chain is stored every so often, so kernels stay short and the total linear."""
-    from uopkit.schedule import grouper
+    from uopkit.schedule import shared_values
 
     def ast_sizes(n: int) -> list[int]:
         x = Tensor.ones(4, 4).contiguous().realize()
@@ -210,13 +210,43 @@ def test_nested_reduce_chain_kernels_stay_short(monkeypatch):
     short, long = ast_sizes(60), ast_sizes(120)
     assert max(long) == max(short) and sum(long) < 2.2 * sum(short), (max(short), max(long), sum(short), sum(long))
     # the values through the stores (a shorter depth between them: on OpenCL each kernel is a compile of its own)
-    monkeypatch.setattr(grouper, "MAX_FUSED_DEPTH", 6)
+    monkeypatch.setattr(shared_values, "MAX_FUSED_DEPTH", 6)
     x = Tensor.ones(4, 4).contiguous().realize()
     for _ in range(15):
         x = x + x.sum() * 0
     sizes = [len(item.ast.toposort()) for item in create_schedule(kernelize_tensors([x]))]
     assert len(sizes) > 16 and max(sizes) < 40, sizes
     assert (x.numpy() == 1).all()
+
+
+def test_wide_shared_chain_is_stored_before_it_is_deep():
+    """A loop of log-domain Sinkhorn normalizations (`la = la - la.logsumexp(-1, keepdim=True)`, then along -2):
+    each step adds one op of depth to the chain but a logsumexp's finish (log, the guard of infinite maxima) beside
+    it, so the depth rule alone let each reduce's kernel recompute some 20 steps; in the backward the gradient's
+    chain read every recomputed step again: kernels of 550 nodes, the schedule's code growing with the square of the
+    steps (15 steps' gradient: 210 s of codegen and compile). Stored once the fused region is wide, the kernels stay
+    short and the total linear."""
+    torch = __import__("pytest").importorskip("torch")
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(4, 10, 10)).astype(np.float32)
+    w = rng.normal(size=(4, 10, 10)).astype(np.float32)
+
+    def sinkhorn(la, lib, n):
+        for _ in range(n):
+            la = la - lib.logsumexp(la, dim=-1, keepdim=True)
+            la = la - lib.logsumexp(la, dim=-2, keepdim=True)
+        return la.exp()
+
+    def ast_sizes(n: int) -> tuple[list[int], Tensor]:
+        la = Tensor(a, requires_grad=True)
+        (sinkhorn(la, Tensor, n) * Tensor(w)).sum().backward()
+        return [len(item.ast.toposort()) for item in create_schedule(kernelize_tensors([la.grad]))], la.grad
+
+    (short, _), (long, grad) = ast_sizes(8), ast_sizes(16)
+    assert max(long) < 300 and sum(long) < 2.2 * sum(short), (max(short), max(long), sum(short), sum(long))
+    ref = torch.tensor(a, requires_grad=True)
+    (sinkhorn(ref, torch, 16) * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(grad.numpy(), ref.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_softmax_over_a_large_matmul_stores_the_scores_once():

@@ -1308,3 +1308,18 @@ def test_dtype_and_empty_refusals_raise_an_instance_of_torchs_exception(case: in
     with pytest.raises(type(ref.value)) as got:
         ours()
     assert str(got.value), name
+
+
+def test_mean_of_whole_counts_is_torchs_quotient():
+    # recall@k as it is written, hits.float().mean(dim): torch divides the sum by the count (the nearest float to
+    # 197 / 200), where a product with the count's reciprocal gave 0.98499995 for 0.985 and 0.96999997 for 0.97
+    rng = np.random.default_rng(0)
+    hits = (rng.uniform(size=(7, 200)) < rng.uniform(size=(7, 1))).astype(np.float32)
+    hits[0, :197], hits[0, 197:] = 1, 0
+    for dim in (None, 1, 0):
+        ours = Tensor(hits).mean() if dim is None else Tensor(hits).mean(dim)
+        theirs = torch.tensor(hits).mean() if dim is None else torch.tensor(hits).mean(dim)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    np.testing.assert_array_equal(
+        Tensor(hits).mean(1, dtype=dtypes.float16).numpy(), torch.tensor(hits).mean(1, dtype=torch.float16).numpy()
+    )

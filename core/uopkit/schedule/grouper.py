@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from uopkit.codegen.lowerer import move_index, pad_index
 from uopkit.dtype import dtypes, index_dtype
-from uopkit.schedule.gather_index import indexes_gathers, indexes_gathers_in, readers_besides_gathers, reads_same_index
+from uopkit.schedule.gather_index import indexes_gathers, indexes_gathers_in, reads_same_index
 from uopkit.schedule.launch_consts import launch_const
+from uopkit.schedule.shared_values import realize_deep_shared_values
 from uopkit.schedule.windows import mirror_bounds
 from uopkit.schedule.without_detach import stored_originals, without_detaches
 from uopkit.uop.ops import GroupOp, Ops, UOp, cast_scalar, is_one_hot_reduce
@@ -214,7 +215,7 @@ def _choose_realized(sink: UOp, topo: list[UOp]) -> GrouperContext:
                 ctx.realize[u] = None
         if u.op is Ops.STORE and not is_kernel_store(u):
             _check_store_hazard(ctx, u)
-    _realize_deep_shared_values(ctx, topo)
+    realize_deep_shared_values(ctx, topo, _stops_region)
     _realize_values_of_crowded_kernels(ctx, topo)
     _realize_shared_reduces(ctx, topo)
     while _realize_misplaced_row_reduces(ctx):
@@ -240,8 +241,6 @@ MIN_STORED_PADDED_REDUCE = 1 << 15
 MAX_EXPANDED_REGION_NODES = 64
 # (how far `_large_expanded_value` walks a region)
 MAX_EXPANDED_WALK = 2048
-# a value read by several kernels is computed in each; past this many fused ops deep it is stored instead
-MAX_FUSED_DEPTH = 48
 
 
 def _large_expanded_value(ctx: GrouperContext, expand: UOp) -> bool:
@@ -262,23 +261,6 @@ def _large_expanded_value(ctx: GrouperContext, expand: UOp) -> bool:
         seen.add(u)
         stack.extend(u.src)
     return len(seen) > MAX_EXPANDED_REGION_NODES
-
-
-def _realize_deep_shared_values(ctx: GrouperContext, topo: list[UOp]) -> None:
-    """Store a value several consumers read once its fused computation is MAX_FUSED_DEPTH ops deep.
-
-    Without it a chain like ``x = x + x.sum() * 0``, repeated, gives every reduce a kernel that recomputes the whole
-    chain before it from the first buffer: kernel k is k steps long, and the schedule's code (and run time) grows
-    with the square of the chain. Cut every MAX_FUSED_DEPTH ops, each kernel stays short and the total is linear."""
-    depth: dict[UOp, int] = {}
-    for u in topo:
-        if _stops_region(ctx, u):
-            depth[u] = 0
-            continue
-        depth[u] = 1 + max((depth.get(s, 0) for s in u.src), default=0)
-        if depth[u] > MAX_FUSED_DEPTH and u.op in GroupOp.Elementwise and len(readers_besides_gathers(ctx, u)) > 1:
-            ctx.realize[u] = None
-            depth[u] = 0
 
 
 # a kernel computes at most this many reduces (each in loops of its own); past it, values are stored until it fits

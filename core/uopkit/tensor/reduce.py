@@ -347,7 +347,9 @@ class ReduceMixin:
         out_dt = least_upper_float(self.dtype)
         acc = dtypes.float32 if out_dt in dtypes.halves else out_dt
         total = self.sum(axis, keepdim, dtype=acc)
-        return (total * (1 / count) if count else total * math.nan).cast(out_dt)
+        # (divided, as torch's: a mean of whole counts, recall@k's hits.float().mean(), is the nearest float to the
+        # fraction, where a product with 1 / count is one off at times: 197 / 200 -> 0.98499995)
+        return (total / count if count else total * math.nan).cast(out_dt)
 
     @in_float32
     def var(

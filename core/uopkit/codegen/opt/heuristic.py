@@ -12,10 +12,14 @@ from uopkit.codegen.scatter import lowers_as_scatter
 from uopkit.dtype import dtypes
 from uopkit.helpers import cpu_threads
 from uopkit.renderer import Renderer
-from uopkit.uop.ops import Ops, UOp, is_one_hot_reduce
+from uopkit.uop.ops import GroupOp, Ops, UOp, is_one_hot_reduce
 
 # rows of a sum over a strided axis read at once (see `hand_coded_opts`)
 ROWS_IN_FLIGHT = 4
+# a kernel of at most this many outputs whose reduces compute more than MAX_TILED_REDUCE_BODY operations per reduced
+# element gets no lanes (see `hand_coded_opts`)
+SMALL_KERNEL_OUTPUTS = 4096
+MAX_TILED_REDUCE_BODY = 64
 
 
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
@@ -43,6 +47,13 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     contiguous = sorted({a for la in hot_loads for a, st in la.items() if st == 1})
     if not contiguous or not red_sizes:
         contiguous += [a for a, st in memory_strides(ast, loads=False).items() if 1 in st]
+    total_out = math.prod(out_sizes)
+    if total_out <= SMALL_KERNEL_OUTPUTS and _reduce_body_ops(ast) > MAX_TILED_REDUCE_BODY:
+        # a few outputs, each a reduce over a long fused computation (a loop of log-domain Sinkhorn steps, recomputed
+        # from the last stored one in its backward): lanes copy that computation once per lane, for outputs that take
+        # microseconds either way. A 40-output column logsumexp in 4x2 lanes was 2600 lines of C, 2 s of codegen and
+        # compile a kernel (a 15-step Sinkhorn's gradient: 92 of them, 210 s); without lanes, an eighth of that
+        return list(_thread_opts(plan, renderer).opts)
     width = vector_lanes(ast, renderer)
     out_axes = [i for i, s in enumerate(out_sizes) if s > 1]
     red_axes = [plan.n_out + i for i, s in enumerate(red_sizes) if s > 1]
@@ -50,9 +61,6 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     # vectors would be gathered lane by lane)
     vec_out = [a for a in out_axes if a in contiguous and out_sizes[a] >= 4]
     vec_red = [a for a in red_axes if a in contiguous]
-    total_out = 1
-    for s in out_sizes:
-        total_out *= s
     loads = hot_loads
     # output axes that some load doesn't move along: tiling them reuses that load across the tile
     reuse_axes = [a for a in out_axes if any(a not in la for la in loads)]
@@ -165,6 +173,14 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if amt:
             plan = _try(plan, Opt(OptOps.UPCAST, out_axes[-1], amt), renderer)
     return list(_thread_opts(plan, renderer).opts)
+
+
+def _reduce_body_ops(ast: UOp) -> int:
+    # the ALU operations computed per reduced element, over every reduce of the kernel
+    body: set[UOp] = set()
+    for red in (u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS):
+        body.update(u for u in red.src[0].toposort() if u.op in GroupOp.ALU)
+    return len(body)
 
 
 def vector_lanes(ast: UOp, renderer: Renderer) -> int:
