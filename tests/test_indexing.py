@@ -181,6 +181,22 @@ def test_gather_of_one_element_by_a_0d_index_as_torch():
         Tensor(v).gather(0, Tensor(3))
 
 
+def test_gather_takes_torchs_sparse_grad_keyword():
+    # torch.gather(input, dim, index, sparse_grad=True) (pointer-net and sampled-softmax code passes it) raised a
+    # TypeError here; the values and the gradient (dense here, torch's sparse one made dense) are torch's
+    x = rng.uniform(size=(3, 4)).astype(np.float32)
+    idx = np.array([[0, 3], [2, 2], [1, 0]])
+    up = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for sparse_grad in (False, True):
+        ours, theirs = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        got = Tensor.gather(ours, 1, Tensor(idx), sparse_grad=sparse_grad)
+        want = torch.gather(theirs, 1, torch.tensor(idx), sparse_grad=sparse_grad)
+        np.testing.assert_array_equal(got.numpy(), want.detach().numpy())
+        (got * Tensor(up)).sum().backward()
+        (want * torch.tensor(up)).sum().backward()
+        np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.to_dense().numpy())
+
+
 def test_setitem_with_a_value_of_the_wrong_shape_names_both_shapes():
     # torch: "shape mismatch: value tensor of shape [3] cannot be broadcast to indexing result of shape [2]"
     for index in ([True, True, False], slice(None, 2), [0, 2], (Ellipsis, slice(1, None))):

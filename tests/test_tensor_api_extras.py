@@ -407,6 +407,32 @@ def test_multinomial_with_and_without_replacement():
             bad.multinomial(**kw)
 
 
+def test_multinomial_edge_shapes_dtypes_and_torch_keywords_as_torch():
+    # no rows: an empty (0, num_samples) draw, as torch's (uopkit raised numpy's "need at least one array to stack")
+    for replacement in (True, False):
+        ours = Tensor.ones(0, 4).multinomial(2, replacement)
+        theirs = torch.multinomial(torch.ones(0, 4), 2, replacement)
+        assert ours.shape == tuple(theirs.shape) and ours.dtype == dtypes.int32
+    # what torch refuses raises here too, with the exception kind torch's RuntimeError maps to
+    for weights, kind in [(np.ones((2, 0), np.float32), ValueError), (np.ones(0, np.float32), ValueError),
+                          (np.array([1, 2]), TypeError), (np.array([True, False]), TypeError)]:  # fmt: skip
+        with pytest.raises(RuntimeError):
+            torch.multinomial(torch.tensor(weights), 1, True)
+        with pytest.raises(kind, match="multinomial"):
+            Tensor(weights).multinomial(1, True)
+        with pytest.raises(RuntimeError):
+            Tensor(weights).multinomial(1, True)
+    # torch's keyword names: torch.multinomial(input=..., out=...), torch.bernoulli(input=...), torch.poisson(input=...)
+    drawn = Tensor.multinomial(input=Tensor([0.0, 1.0, 0.0]), num_samples=3, replacement=True)
+    theirs = torch.multinomial(input=torch.tensor([0.0, 1.0, 0.0]), num_samples=3, replacement=True)
+    assert drawn.tolist() == theirs.tolist()
+    out = Tensor.empty(2, dtype=dtypes.int64)
+    assert Tensor.multinomial(Tensor([0.0, 0.0, 1.0]), 2, True, out=out) is out and out.tolist() == [2, 2]
+    theirs = torch.bernoulli(input=torch.tensor([1.0, 0.0]))
+    assert Tensor.bernoulli(input=Tensor([1.0, 0.0])).tolist() == theirs.tolist()
+    assert Tensor.poisson(input=Tensor([0.0])).tolist() == torch.poisson(input=torch.tensor([0.0])).tolist()
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # nonzero
 

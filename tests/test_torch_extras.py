@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from uopkit import Tensor, dtypes
+from uopkit import Tensor, dtypes, nn
 
 scipy_special = pytest.importorskip("scipy.special")
 
@@ -538,6 +538,28 @@ def test_randint_like_and_dequantize_are_torchs() -> None:
     for dt, tdt in [(dtypes.float16, torch.float16), (dtypes.int32, torch.int32), (dtypes.float64, torch.float64)]:
         ours, theirs = Tensor([1, 2], dtype=dt).dequantize(), torch.tensor([1, 2], dtype=tdt).dequantize()
         assert ours.dtype == dtypes.float32 and theirs.dtype == torch.float32 and ours.tolist() == theirs.tolist()
+
+
+def test_to_dense_of_a_dense_tensor_is_torchs() -> None:
+    # fastText-style code reads `emb.weight.grad.to_dense()` after Embedding(sparse=True): torch gives the tensor itself
+    # for a strided tensor (uopkit raised AttributeError)
+    for sparse in (False, True):
+        ours = nn.EmbeddingBag(5, 3, mode="sum", sparse=sparse)
+        theirs = torch.nn.EmbeddingBag(5, 3, mode="sum", sparse=sparse)
+        ours.load_state_dict({"weight": theirs.weight.detach().numpy()})
+        idx, offsets = np.array([1, 3, 3, 0]), np.array([0, 2])
+        ours(Tensor(idx), Tensor(offsets)).pow(2).sum().backward()
+        theirs(torch.tensor(idx), torch.tensor(offsets)).pow(2).sum().backward()
+        grads = ours.weight.grad.to_dense().numpy(), theirs.weight.grad.to_dense().numpy()
+        np.testing.assert_allclose(*grads, rtol=1e-6)
+    t, tt = Tensor([1.0, 0.0], requires_grad=True), torch.tensor([1.0, 0.0], requires_grad=True)
+    assert t.to_dense() is t and tt.to_dense() is tt
+    assert t.to_dense(dtypes.float32) is t and tt.to_dense(torch.float32) is tt
+    ours, theirs = t.to_dense(dtypes.float64), tt.to_dense(torch.float64)
+    assert ours.dtype == dtypes.float64 and theirs.dtype == torch.float64 and ours is not t
+    (ours * 3).sum().backward()
+    (theirs * 3).sum().backward()
+    assert t.grad.tolist() == tt.grad.tolist()
 
 
 def test_module_constants_and_vmap():

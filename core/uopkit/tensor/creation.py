@@ -908,13 +908,16 @@ class CreationMixin:
     ) -> Tensor:
         """`num_samples` category indices drawn from each row of (unnormalized, non-negative) weights (1-D or 2-D),
         int32, as torch.multinomial, from `generator` or the global stream. Without replacement no index repeats
-        (zero-weight categories come last, as in torch). The weights are read back to check them.
+        (zero-weight categories come last, as in torch). The weights are read back to check them: floating point,
+        finite, non-negative, a positive sum per row (no rows at all give a (0, num_samples) draw, as torch's).
 
         >>> Tensor([0.0, 1.0, 0.0]).multinomial(2, replacement=True).tolist()
         [1, 1]
         """
         if self.ndim not in (1, 2):
             raise ShapeError(f"multinomial: weights must be 1-D or 2-D, got shape {self.shape}")
+        if not dtypes.is_float(self.dtype):
+            raise DTypeError(f"multinomial: weights must be floating point, got {self.dtype}; cast them with .float()")
         n_cat = self.shape[-1]
         if num_samples <= 0:
             raise ArgumentError(f"multinomial: num_samples must be positive, got {num_samples}")
@@ -928,6 +931,11 @@ class CreationMixin:
                 "multinomial: samples on the host from weights read back, which a TinyJit replay can't repeat (it "
                 "would return the captured sample every time); call it outside the jitted function"
             )
+        if n_cat == 0:
+            raise ArgumentError(f"multinomial: weights {self.shape} have no categories to draw from")
+        if self.ndim == 2 and self.shape[0] == 0:
+            # no rows: no draws (torch's (0, num_samples))
+            return Tensor.empty(0, num_samples, dtype=dtypes.int32, device=self.device)
         w = self.float().numpy().astype(np.float64).reshape(-1, n_cat)
         if np.isnan(w).any() or np.isinf(w).any() or (w < 0).any():
             raise ArgumentError("multinomial: weights must be finite and non-negative")

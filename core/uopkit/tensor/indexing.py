@@ -667,8 +667,9 @@ class IndexingMixin:
     # ------------------------------------------------------------------------------------------------------------
     # gather and scatter along one dim, index_select and take: one-hot masks of the indices and a reduce
 
-    def gather(self, dim: int, index: Tensor) -> Tensor:
+    def gather(self, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
         """out[i][j][k] = self[index[i][j][k]][j][k] for dim 0 (and likewise for other dims), as torch.gather.
+        `sparse_grad=True` is accepted and gives the same, dense, gradient (there are no sparse tensors).
 
         >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[0, 0], [1, 0]])).tolist()
         [[1, 1], [4, 3]]

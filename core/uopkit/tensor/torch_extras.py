@@ -694,6 +694,16 @@ class TorchExtrasMixin:
         self._view_of = None
         return self
 
+    def to_dense(self: Tensor, dtype: Any = None, *, masked_grad: bool | None = None) -> Tensor:  # type: ignore[misc]
+        """The tensor itself, as torch's to_dense of a dense (strided) tensor, which every tensor here is (a port of
+        `emb.weight.grad.to_dense()` after `Embedding(sparse=True)`, whose gradient is dense here); with `dtype`, the
+        values in that dtype (`to(dtype)`). `masked_grad` only matters for torch's sparse tensors.
+
+        >>> t = Tensor([1.0, 0.0]); t.to_dense() is t
+        True
+        """
+        return self if dtype is None else self.to(dtype)
+
     def dequantize(self: Tensor) -> Tensor:  # type: ignore[misc]
         """The values as float32, as torch's dequantize of a tensor that isn't quantized (none is here): a float32
         tensor is returned itself.
