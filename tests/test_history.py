@@ -455,11 +455,15 @@ def _sigmoid_of_a_buffer_written(lib: _Lib) -> list:
 
 
 @pytest.mark.xfail(strict=True, reason="raises where torch answers: the values torch saved are held by no tensor here")
-@pytest.mark.parametrize(
-    "case", [_rows_dropped_times_z, _lookup_built_again, _sigmoid_of_a_leaf_written, _sigmoid_of_a_buffer_written]
-)
+@pytest.mark.parametrize("case", [_rows_dropped_times_z, _sigmoid_of_a_leaf_written, _sigmoid_of_a_buffer_written])
 def test_torch_answers_where_no_tensor_holds_what_it_saved(case: Callable[[_Lib], list]) -> None:
     assert case(_Lib("uop")) == case(_Lib("torch"))
+
+
+def test_a_lookup_built_again_after_the_write_reads_the_new_rows() -> None:
+    # (a strict xfail above until backward() told a read of the table by the new lookup, which reads it as it is now,
+    # from one by the graph stored before the write: it raised for any read of an overwritten buffer)
+    assert _lookup_built_again(_Lib("uop")) == _lookup_built_again(_Lib("torch"))
 
 
 def _output_written(op: str, under_no_grad: bool) -> Callable[[_Lib], list]:

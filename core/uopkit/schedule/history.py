@@ -124,13 +124,29 @@ def remember_rewritten(node: UOp, graph: UOp, before: UOp, stamp: int) -> None:
     write (`remembered_at`)."""
     if before is not graph:
         earlier_memory[graph] = (before, stamp)
-    computed_from[node] = graph
-    taken = copies_taken.get(node)
+        computed_from[node] = graph
+    else:
+        # (a write that left the graph as it was, one through an empty mask: it still computes the contents as of
+        # `stamp`, and a value realized since from them is followed back through it, not through what came before)
+        computed_from.remember_at(node, graph, stamp)
+    base = _storage_base(node)
+    taken = None if base is None else copies_taken.get(base)
     if taken:
-        # the copy of the old contents this write moved readers onto (copy on write) holds what `before` computed
+        # the copy of the old contents this write moved readers onto (copy on write) holds what `before` computed;
+        # the readers read it through the views `node` shows the buffer with (a (2, 2) tensor's RESHAPE of its flat
+        # buffer), so the same views of the copy are what is remembered
         copy, at = taken[-1][0](), taken[-1][1]
-        if copy is not None and at >= stamp and copy not in computed_from:
-            computed_from.remember_at(copy, before, stamp)
+        if copy is not None and at >= stamp:
+            seen = _same_views_over(node, base, copy)
+            if seen not in computed_from:
+                computed_from.remember_at(seen, before, stamp)
+
+
+def _same_views_over(node: UOp, base: UOp, other: UOp) -> UOp:
+    # `node`'s chain of views of `base` (movement ops, a bfloat16 BITCAST on top) applied to `other` instead
+    if node is base:
+        return other
+    return node.replace(src=(_same_views_over(node.src[0], base, other), *node.src[1:]))
 
 
 def remembered_at(node: UOp, stamp: int) -> tuple[UOp | None, int]:
@@ -474,7 +490,7 @@ class StaleReads:
         if ctx.stored or ctx.recomputed:
             cache: dict[UOp, UOp] = {}
             grads = {k: graph_rewrite(g, pm_stand_in, ctx, "stand-ins", True, cache=cache) for k, g in grads.items()}
-        read = _first_read(grads.values(), bad)
+        read = _read_stale(grads.values(), bad, ctx.current)
         if read is not None:
             node = next(f.node for f in stale if read in f.overwritten)
             raise RuntimeError(_needs_old_message(node, read))
@@ -501,6 +517,23 @@ class StaleReads:
                 fresh.update(_forms_of(f.source, f.forms, followed))
         return fresh
 
+    def _current(self, fresh: set[UOp], stale: list[_Followed]) -> set[UOp]:
+        # the nodes whose reads of storage are reads of what it holds now, as they were built to read: the `fresh`
+        # ones, and the nodes of the graphs they were rebuilt from (a gradient rule holds the nodes it was given: the
+        # input of `v.clamp_()` over v's storage, rebuilt over the graph that computed v), but for the nodes of a stale
+        # graph, as built or rebuilt (hash-consed, the same node: what it read may have been overwritten since)
+        followed = {f.node for f in self.followed}
+        current = set(fresh)
+        if self.top is not None:
+            current.update(_forms_of(self.top[0], None, followed))
+        for f in self.followed:
+            if not f.overwritten:
+                current.update(_forms_of(f.source, None, followed))
+        for f in stale:
+            current.difference_update(_forms_of(f.source, f.forms, followed))
+            current.difference_update(_forms_of(f.source, None, followed))
+        return current
+
     def _stand_ins(self, stale: list[_Followed], bad: set[UOp]) -> _StandIns:
         # for the rebuilt nodes of the stale graphs: storage holding the value as that graph computed it (the realized
         # value itself, for the whole graph; values realized from the same contents, `stored_as`, for its nodes), and
@@ -511,7 +544,7 @@ class StaleReads:
         # node of one of them
         fresh = self._fresh()
         common = _copies_for(stale)
-        ctx = _StandIns({}, {})
+        ctx = _StandIns({}, {}, self._current(fresh, stale))
         nested: dict[UOp, list[_Followed]] = {}
         for f in self.followed:
             nested.setdefault(f.node, []).append(f)
@@ -569,6 +602,9 @@ class _StandIns:
     # copy)
     stored: dict[UOp, UOp]
     recomputed: dict[UOp, dict[UOp, UOp]]
+    # the nodes that read storage as it is now and are no node of a stale graph: what they read of a buffer overwritten
+    # since a stale graph read it is the new contents, which is what they computed (`_read_stale`)
+    current: set[UOp]
 
 
 def _do_stand_in(ctx: _StandIns, x: UOp) -> UOp | None:
@@ -721,6 +757,21 @@ def _holds_value(u: UOp, stamp: int, stored: UOp, at: int, bad: set[UOp]) -> boo
         return False
     lo, hi = min(stamp, at), max(stamp, at)
     return all(_no_write_between(b, lo, hi) for b in bufs)
+
+
+def _read_stale(roots: Iterable[UOp], bad: set[UOp], current: set[UOp]) -> UOp | None:
+    # the first buffer of `bad` that the graphs of `roots` read (through views of it) from a node other than those of
+    # `current`, or None. A buffer both a stale graph and the graph of the loss read (`v` bounced in place after `p =
+    # p + 0.1 * v` was stored, then `v.clamp_()`, whose gradient reads v as it is now) is read as it is by the latter
+    sink = UOp(Ops.SINK, src=tuple(roots))
+    for n in sink.toposort(gate=_not_kernel):
+        if n is not sink and (n in current or _views_storage(n)):
+            continue
+        for s in n.src:
+            base = _under_views(s, _VIEWS_OR_DETACHED)
+            if base.op is _BUFFER and base in bad:
+                return base
+    return None
 
 
 def _first_read(roots: Iterable[UOp], bad: set[UOp]) -> UOp | None:

@@ -40,7 +40,12 @@ from uopkit.tensor.support import (
     check_in_place_allowed,
 )
 from uopkit.tensor.unread import with_zero_gradient_to
-from uopkit.tensor.view_writes import _check_value_fits, _placed_through, _without_leading_ones
+from uopkit.tensor.view_writes import (
+    _carried_by_lost_writes,
+    _check_value_fits,
+    _placed_through,
+    _without_leading_ones,
+)
 from uopkit.tensor.write_history import (
     gradient_history,
     history_of_plain_storage,
@@ -660,8 +665,7 @@ class IndexingMixin:
         if dtypes.is_float(self.dtype):
             # every written value gets the gradient at its target, overwritten or not (PyTorch's index_put backward),
             # as scatter's: the overwritten ones add an exact 0 that carries it
-            lost = hit & ~wins & (vals - vals == 0)
-            written = written - lost.where(vals.detach() - vals, zero).sum(0)
+            written = written - _carried_by_lost_writes(hit & ~wins, vals).sum(0)
         return (last != 0).reshape(self.shape).where(written.reshape(self.shape), self)
 
     # ------------------------------------------------------------------------------------------------------------

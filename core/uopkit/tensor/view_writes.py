@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from uopkit.dtype import dtypes
+from uopkit.gradient import set_gradient
 from uopkit.tensor.support import _VIEW_NODES, ShapeError
 from uopkit.uop.ops import Ops, UOp
 
@@ -76,3 +77,28 @@ def _placed_through(old: Tensor, view: UOp, value: Tensor, picked: _Picked = Non
             continue
         placed, mask = UOp(op, placed.dtype, (placed,), arg), UOp(op, mask.dtype, (mask,), arg)
     return Tensor(mask).where(Tensor(placed), old)
+
+
+def _carried_by_lost_writes(lost: Tensor, vals: Tensor) -> Tensor:
+    # +0.0 everywhere, whose gradient gives each value written where `lost` (a mask found from the positions alone: a
+    # later write to its position overwrote it) the gradient at its target, as PyTorch's index_put backward gives every
+    # value written. The rule reads the mask alone, as PyTorch's backward reads no value written; the chain of rules of
+    # `vals.detach() - vals` needed a check that the values are finite (inf - inf is nan), so a gradient through the
+    # write read them, and a detach in the forward read their storage as it is, not as it was: after an in-place write
+    # since into what they were computed from (`v[mask] *= 2` after `p = p + 0.1 * v` was realized) backward() raised.
+    # (The mask is an input too: a rule with a bool input is kept where a write's graph is rebuilt, `_rebuilt_over`)
+    every = UOp(Ops.CONST, dtypes.bool, (UOp(Ops.DEVICE, arg=vals.device),), True)
+    every = UOp(Ops.EXPAND, dtypes.bool, (UOp(Ops.RESHAPE, dtypes.bool, (every,), (1,) * vals.ndim),), vals.shape)
+    zeros = Tensor.zeros(vals.shape, device=vals.device, dtype=vals.dtype)
+    # (vals tied in, not read: a select that always takes the zeros)
+    tied = Tensor(UOp(Ops.WHERE, vals.dtype, (every, zeros.uop, vals.uop)))
+    carried = lost.where(tied, zeros)
+    mask = lost.uop
+
+    def rule(g: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, UOp | None]:
+        if not wanted[0]:
+            return (None, None)
+        return (Tensor(mask).where(-Tensor(g), Tensor.zeros(g.shape, device=vals.device, dtype=g.dtype)).uop, None)
+
+    set_gradient(carried.uop, (vals.uop, mask), rule)
+    return carried
