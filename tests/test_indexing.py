@@ -469,3 +469,50 @@ def test_a_bad_index_raises_what_torch_raises(op):
         _BAD_INDEX[op](torch.tensor(x), torch.tensor)
     with pytest.raises(type(theirs.value), match=op.split()[0]):
         _BAD_INDEX[op](Tensor(x), Tensor)
+
+
+def test_bool_mask_setitem_of_a_number_is_a_masked_fill_that_tinyjit_replays() -> None:
+    # `mem[mem > thr] = 0.0`, a spiking neuron's reset: the elements the mask picks are set, as torch's, and a TinyJit
+    # replay picks them from the new mask (the count of the mask used to be read back at capture, and replays wrote
+    # the captured positions: a neuron over threshold later kept its value)
+    from uopkit import TinyJit
+
+    @TinyJit
+    def step(v: Tensor, inp: Tensor) -> Tensor:
+        v = v * 0.9 + inp
+        v[v > 1.0] = 0.0
+        return v.realize()
+
+    rng = np.random.default_rng(0)
+    v = Tensor.zeros(6).contiguous().realize()
+    ref = torch.zeros(6)
+    for _ in range(6):
+        x = rng.random(6).astype(np.float32)
+        v = step(v, Tensor(x).realize())
+        ref = ref * 0.9 + torch.from_numpy(x)
+        ref[ref > 1.0] = 0.0
+        np.testing.assert_allclose(v.numpy(), ref.numpy(), rtol=1e-6)
+    # a mask of the leading dims, through a view, into ints; and the gradient through the write
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    for index in (lambda m: m[:, 0] > 0, lambda m: (m[:, 0] > 0,)):
+        t, u = torch.from_numpy(a.copy()), Tensor(a.copy())
+        t[index(t)] = 7
+        u[index(u)] = 7
+        np.testing.assert_array_equal(u.numpy(), t.numpy())
+    t, u = torch.from_numpy(a.copy()), Tensor(a.copy())
+    t.T[t.T > 0] = -1.5
+    u.T[u.T > 0] = -1.5
+    np.testing.assert_array_equal(u.numpy(), t.numpy())
+    ti, ui = torch.arange(6), Tensor.arange(6)
+    ti[ti > 2] = 9
+    ui[ui > 2] = 9
+    assert ui.tolist() == ti.tolist()
+    xt = torch.from_numpy(a.copy()).requires_grad_(True)
+    yt = xt * 2
+    yt[yt > 0] = 0.0
+    (yt * yt).sum().backward()
+    xu = Tensor(a.copy()).requires_grad_(True)
+    yu = xu * 2
+    yu[yu > 0] = 0.0
+    (yu * yu).sum().backward()
+    np.testing.assert_allclose(xu.grad.numpy(), xt.grad.numpy(), rtol=1e-6)

@@ -288,6 +288,9 @@ replaced_everywhere = WeakKeyMap()
 # wants one (not behind a DETACH), `memo` being shared by the questions of one realize. Set by the front end, which
 # knows which tensors want gradients (the schedule layer doesn't import it); None: every graph is remembered
 gradient_reaches: Callable[[UOp, dict[Any, Any]], bool] | None = None
+# the inputs and rule of a gradient given to a node directly (`uopkit.gradient.given_gradient`, set by the front end):
+# an autograd.Function's output reads its inputs behind a DETACH, yet its gradient flows to them
+given_gradient: Callable[[UOp], tuple[tuple[UOp, ...], Any] | None] | None = None
 
 
 # buffers that one realize made several live tensors views of (two tensors whose graphs were the same hash-consed
@@ -362,7 +365,12 @@ def _remember_source(
         return
     if base.op is _DETACH and not wants_gradient:
         return
-    if not stamp and shared is not None and shared.replaced and moved_off_assigns(old, new, *shared.replaced):
+    if (
+        not stamp
+        and shared is not None
+        and shared.replaced
+        and moved_off_assigns(old, new, *shared.replaced, given_gradient)
+    ):
         return
     # a view realized with what it views (`x[0:2]` of `x * 2`: the same views over the old graph and over the new
     # storage) is followed back at the storage, the one place a later write through any view of it updates

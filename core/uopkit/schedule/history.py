@@ -275,14 +275,22 @@ def hold_copies(u: UOp, copy_of: dict[UOp, UOp]) -> None:
         kept_with[node] = [*kept_with.get(node, ()), *held]
 
 
-def moved_off_assigns(old: UOp, new: UOp, replaced: dict[UOp, None], memo: dict[UOp, bool]) -> bool:
+def moved_off_assigns(
+    old: UOp,
+    new: UOp,
+    replaced: dict[UOp, None],
+    memo: dict[UOp, bool],
+    given: Callable[[UOp], tuple[tuple[UOp, ...], Any] | None] | None = None,
+) -> bool:
     """Whether `new`, lazy graph `old` rewritten by a realize that ran assigns other graphs read (`replaced`: the nodes
     it replaced; `memo`: its walks' answers), differs from `old` only where no gradient flows: assigns replaced by their
     storage (no gradient flows through a STORE) and values behind a DETACH. Then nothing is remembered for it: its
     gradient is `new`'s (an eval pass that read a BatchNorm's running-stat update still to run, in an adversarial
     input, then the next forward's realize ran the update). Remembered, `old` held the assign's STORE, which reads its
     target as the write left it, and was stamped before the write: stale at once, and backward() raised where PyTorch
-    reads the updated tensor."""
+    reads the updated tensor. `given(node)`: the inputs (and rule) of a gradient given to a node directly
+    (`uopkit.gradient.given_gradient`), whose gradient flows to those inputs though its graph reads them behind a
+    DETACH (an autograd.Function's output: a surrogate spike's forward ran on detached inputs)."""
     if old.op is _DETACH or _under_views(new).op in (_BUFFER, _STORE):
         # (a detached leaf, found by its node; the tensor realized itself: a value to follow back)
         return False
@@ -295,11 +303,16 @@ def moved_off_assigns(old: UOp, new: UOp, replaced: dict[UOp, None], memo: dict[
             memo[u] = False
         elif u in replaced:
             memo[u] = True
-        elif all(s in memo for s in u.src):
-            memo[u] = any(memo[s] for s in u.src)
         else:
-            stack.append(u)
-            stack.extend(s for s in u.src if s not in memo)
+            src = u.src
+            rule = given(u) if given is not None else None
+            if rule is not None:
+                src = (*src, *rule[0])
+            if all(s in memo for s in src):
+                memo[u] = any(memo[s] for s in src)
+            else:
+                stack.append(u)
+                stack.extend(s for s in src if s not in memo)
     return not memo[old]
 
 

@@ -556,6 +556,12 @@ class IndexingMixin:
         >>> t = Tensor.zeros(4); t[1:3] = 5.0; t.tolist()
         [0.0, 5.0, 5.0, 0.0]
         """
+        mask = _leading_mask(self, index, value)
+        if mask is not None:
+            # a bool mask of the leading dims set to a number (`mem[spike > 0] = 0.0`, a spiking neuron's reset at every
+            # step) is a masked fill: the same elements, without reading the mask's count back to find their positions
+            self.masked_fill_(mask, value)
+            return
         check_in_place_allowed(self, "setitem")
         check_several_views_write(self, value, "setitem")
         _share_storage(self)
@@ -1153,3 +1159,17 @@ def _in_place_method(name: str) -> Callable[..., Tensor]:
     method.__name__ = method.__qualname__ = f"{name}_"
     method.__doc__ = f"`{name}` in place (torch.Tensor.{name}_)."
     return method
+
+
+def _leading_mask(t: Tensor, index: Any, value: Any) -> Tensor | None:
+    # `t[mask] = number` for a bool mask of t's leading dims on t's device: the mask, with ones for the other dims.
+    # (Half floats aside: setitem rounds a number too large for them to inf, where masked_fill refuses it, as torch's)
+    if type(index) is tuple and len(index) == 1:
+        index = index[0]
+    if not isinstance(index, Tensor) or index.dtype != dtypes.bool or not 0 < index.ndim <= t.ndim:
+        return None
+    if type(value) not in (int, float, bool) or index.shape != t.shape[: index.ndim] or index.device != t.device:
+        return None
+    if dtypes.is_float(t.dtype) and t.dtype.itemsize == 2:
+        return None
+    return index.reshape(index.shape + (1,) * (t.ndim - index.ndim))

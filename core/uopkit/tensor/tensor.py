@@ -1167,6 +1167,8 @@ _schedule_module.view_shows_writes = _indexing_module._writes_through
 # a realize remembers the graph of a value it stores only where a gradient can flow through that graph
 # (a partial, not a lambda: it is asked of every value a realize stores, and a partial's call is one C call)
 _schedule_module.gradient_reaches = functools.partial(_gradient_reach.reaches, keys_of=_gradient_keys)
+# and a realize's rewrite of a graph that read assigns follows a Function's given gradient to its inputs
+_schedule_module.given_gradient = given_gradient
 
 
 class _DataView(Tensor):
