@@ -972,3 +972,32 @@ def test_a_computed_empty_input_of_cat_and_block_diag_gets_its_empty_gradient(li
     empty, full = T.zeros(0, 2, requires_grad=True), T.ones(2, 2, requires_grad=True)
     T.cat([empty * 3, full]).sum().backward()
     assert empty.grad is not None and tuple(empty.grad.shape) == (0, 2)
+
+
+@pytest.mark.parametrize("how", ["copy_", "copy_ of .data", "fill_", "setitem", "copy_ into lazy"])
+def test_a_lazy_tensor_written_from_storage_keeps_a_copy(how: str) -> None:
+    # Lookahead's slow weights: `slow = zeros_like(p.data); slow.copy_(p.data)`, then the optimizer writes p. PyTorch's
+    # copy_ copies, so slow keeps the old values; the write must not turn slow into a view of p's storage
+    results = []
+    for lib in ("uopkit", "torch"):
+        make = Tensor if lib == "uopkit" else torch.tensor
+        zeros = Tensor.zeros if lib == "uopkit" else torch.zeros
+        p = make([1.0, 2.0, 3.0])
+        if lib == "uopkit":
+            p = p.contiguous().realize()
+        slow = zeros(3)
+        if how == "copy_":
+            slow.copy_(p)
+        elif how == "copy_ of .data":
+            slow.copy_(p.data)
+        elif how == "fill_":
+            slow.fill_(p[1])
+        elif how == "setitem":
+            slow[:] = p
+        else:
+            slow = slow + 1
+            slow.copy_(p)
+        p.mul_(10)
+        p.add_(1)
+        results.append((slow.tolist(), p.tolist()))
+    assert results[0] == results[1]

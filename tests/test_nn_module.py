@@ -1025,6 +1025,18 @@ def test_load_state_dict_assign_replaces_the_tensors_as_torch():
         assert (pair[0].weight.sum().item(), pair[1].weight.sum().item()) == (4.0, 0.0)
 
 
+def test_load_state_dict_assign_keeps_a_parameter_value_itself_as_torch():
+    # a Parameter in the state dict is put in place as that object (torch's assign=True wraps only plain tensors), so
+    # what trains it (its .grad, an optimizer over its layer) is what the module now holds; its requires_grad follows
+    # the parameter it replaces
+    for mod in (nn, torch.nn):
+        src, dst = mod.Linear(2, 3), mod.Linear(2, 3)
+        dst.bias.requires_grad_(False)
+        dst.load_state_dict({"weight": src.weight, "bias": src.bias}, assign=True)
+        assert dst.weight is src.weight and dst.bias is src.bias
+        assert dst.weight.requires_grad and not src.bias.requires_grad
+
+
 def test_to_empty_keeps_the_tensor_objects_as_torch():
     for mod in (nn, torch.nn):
         model = mod.Sequential(mod.Linear(2, 3), mod.BatchNorm1d(3))

@@ -655,3 +655,63 @@ def test_entries_set_in_a_builtin_optimizers_state_stay() -> None:
     pair.losses(opt, torch.optim.SGD(pair.t.parameters(), lr=0.05, momentum=0.9))
     assert opt.state[w]["note"] == 7 and not np.allclose(opt.state[w]["momentum_buffer"].numpy(), first)
     assert opt.state_dict()["state"][0]["note"] == 7
+
+
+def _state_surgery(lib: object, make: Callable[[list[float]], object], case: str) -> np.ndarray:
+    # one program written once for torch and for uopkit (`lib` gives Parameter and the optimizers): two steps with a
+    # write into `optimizer.state` between them
+    nn, opt_mod = lib.nn, lib.optim  # type: ignore[attr-defined]
+    p = nn.Parameter(make([1.0, 2.0, 3.0]))
+    opt = opt_mod.SGD([p], lr=0.1, momentum=0.9) if case != "reset" else opt_mod.Adam([p], lr=0.1)
+    p.grad = make([1.0, -2.0, 0.5])
+    opt.step()
+    if case == "entry":
+        opt.state[p]["momentum_buffer"] = make([5.0, -1.0, 0.0])
+    elif case == "reset":
+        del opt.state[p]
+    elif case == "step":
+        opt.state[p]["step"] = make(3.0)
+    elif case == "swap":
+        # channel pruning: the parameter replaced by its first two entries, its momentum sliced to match
+        q = nn.Parameter(p.detach()[:2].clone())
+        st = opt.state.pop(p)
+        opt.state[q] = {"momentum_buffer": st["momentum_buffer"][:2].clone()}
+        opt.param_groups[0]["params"][0] = q
+        p = q
+    p.grad = make([0.5, 0.5, 0.5][: p.shape[0]])
+    opt.step()
+    return p.detach().numpy().copy()
+
+
+@pytest.mark.parametrize("case", ["entry", "reset", "swap"])
+def test_writes_into_optimizer_state_reach_the_next_step_as_torchs(case: str) -> None:
+    import types
+
+    import uopkit.nn as unn
+
+    ours = _state_surgery(types.SimpleNamespace(nn=unn, optim=optim), lambda v: Tensor(v), case)
+    theirs = _state_surgery(torch, lambda v: torch.tensor(v), case)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+
+
+def test_a_step_count_written_into_adams_state_is_used() -> None:
+    # Adam's bias correction reads the step written into its state (a checkpoint's count set by hand)
+    results = []
+    for lib, make in ((optim, Tensor), (torch.optim, torch.tensor)):
+        p = (torch.nn.Parameter if lib is torch.optim else lambda t: t.requires_grad_())(make([1.0, 2.0]))
+        opt = lib.Adam([p], lr=0.1)
+        p.grad = make([1.0, -1.0])
+        opt.step()
+        opt.state[p]["step"] = make(10.0)
+        opt.state[p]["exp_avg_sq"] = make([0.25, 4.0])
+        p.grad = make([0.5, 0.5])
+        opt.step()
+        results.append((p.detach().numpy().copy(), float(opt.state[p]["step"])))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+    assert results[0][1] == results[1][1] == 11.0
+    with pytest.raises(RuntimeError, match="shape"):
+        w = Tensor([1.0, 2.0]).requires_grad_()
+        o = optim.SGD([w], lr=0.1, momentum=0.9)
+        o.state[w]["momentum_buffer"] = Tensor([1.0, 2.0, 3.0])
+        w.grad = Tensor([1.0, 1.0])
+        o.step()

@@ -315,3 +315,36 @@ def test_state_dict_metadata_holds_the_layers_versions_as_torchs(tmp_path):
     assert torch.load(tmp_path / "ours.pt")._metadata == theirs.state_dict()._metadata
     torch.save(theirs.state_dict(), tmp_path / "theirs.pt")
     assert nn.state.torch_load(tmp_path / "theirs.pt")._metadata == sd._metadata
+
+
+def _frozen_bn(lib, mk):
+    # torchvision's FrozenBatchNorm2d pattern: fixed statistics as buffers, and a `_load_from_state_dict` that drops
+    # the num_batches_tracked a BatchNorm2d checkpoint has and renames an old key, then calls super()'s
+    class FrozenBN(lib.Module):
+        def __init__(self, n):
+            super().__init__()
+            for name, value in (("weight", 1.0), ("bias", 0.0), ("running_mean", 0.0), ("running_var", 1.0)):
+                self.register_buffer(name, mk(np.full(n, value, np.float32)))
+
+        def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+            state_dict.pop(prefix + "num_batches_tracked", None)
+            if prefix + "gamma" in state_dict:
+                state_dict[prefix + "weight"] = state_dict.pop(prefix + "gamma")
+            super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing, unexpected, errors)
+
+    return FrozenBN
+
+
+def test_a_module_s_own_load_from_state_dict_reworks_its_entries_as_torchs():
+    results = []
+    for lib, mk in ((torch.nn, torch.tensor), (nn, Tensor)):
+        model = lib.Sequential(lib.Linear(2, 2), _frozen_bn(lib, mk)(2))
+        bn = lib.BatchNorm2d(2)
+        sd = {f"1.{k}": v for k, v in bn.state_dict().items()}
+        sd["1.gamma"] = sd.pop("1.weight") * 3
+        sd["1.running_var"] = mk(np.array([4.0, 9.0], np.float32))
+        sd |= {f"0.{k}": v for k, v in lib.Linear(2, 2).state_dict().items()}
+        result = model.load_state_dict(sd)
+        results.append((list(result.missing_keys), list(result.unexpected_keys), model[1].weight.tolist()))
+        assert model[1].running_var.tolist() == [4.0, 9.0]
+    assert results[0] == results[1] == ([], [], [3.0, 3.0])

@@ -30,6 +30,7 @@ from uopkit.nn import (
     pooling,
     sequence,
     spatial,
+    torch_submodules,
 )
 
 # torch's namespaces under their names: `import uopkit.nn.functional as F`, `nn.init.kaiming_uniform_`, `nn.utils`,
@@ -58,6 +59,8 @@ from uopkit.nn.spatial import *  # noqa: F403
 # torch's `nn.modules.loss` (where custom losses find `_Loss` and `_WeightedLoss` to subclass)
 modules.loss = loss  # type: ignore[attr-defined]
 sys.modules[f"{modules.__name__}.loss"] = loss
+# and its other submodules (`nn.modules.batchnorm._BatchNorm`, `nn.modules.conv._ConvNd`, `nn.modules.utils._pair`)
+torch_submodules.install()
 
 __all__ = [
     *module.__all__,

@@ -750,10 +750,12 @@ class Module(StateHooks, ModuleDicts):
 
     def _assign_tensors(self, pairs: dict[str, tuple[Tensor, Tensor]]) -> None:
         # load_state_dict(assign=True): the state dict's tensors take the places of the module's, as torch's (a
-        # parameter as a Parameter sharing the value's storage, with the requires_grad of the one it replaces; a buffer
-        # the value itself), in the state dict's dtype and device; a tensor held under several names is no longer shared
+        # parameter as a Parameter value itself or one sharing the value's storage, with the requires_grad of the one it
+        # replaces; a buffer the value itself), in the value's dtype and device; tied tensors are no longer shared
         for name, (target, value) in pairs.items():
-            new = Parameter(value, requires_grad=target.requires_grad) if _is_parameter(target) else value
+            new = value if isinstance(value, Parameter) or not _is_parameter(target) else Parameter(value)
+            if _is_parameter(target):
+                new.requires_grad_(target.requires_grad)
             path, _, attr = name.rpartition(".")
             owner: Any = self
             for part in path.split(".") if path else []:

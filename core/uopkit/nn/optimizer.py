@@ -75,6 +75,70 @@ def _dedup(ts: list[Tensor]) -> list[Tensor]:
     return [t for t in ts if not (id(t) in seen or seen.add(id(t)))]  # type: ignore[func-returns-value]
 
 
+class _ParamState(dict):
+    """`optimizer.state[p]`: a dict, whose entries set by the program (`opt.state[p]["exp_avg"] = t`) the next step
+    takes into the update rule's state, as torch's step reads its state from this dict."""
+
+    def __init__(self, table: _StateTable, p: Tensor, *args: Any) -> None:
+        super().__init__(*args)
+        self._table, self._key = table, p
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        super().__setitem__(name, value)
+        self._table.written(self._key, {name: value})
+
+    def __reduce__(self) -> tuple:
+        # (a copy or a pickle is a plain dict: the optimizer's __setstate__ makes its table again)
+        return (dict, (dict(self),))
+
+
+class _StateTable(defaultdict):
+    """`optimizer.state`, a defaultdict(dict) by parameter as torch's. What the program writes into it (a parameter's
+    whole dict set, `del`/`pop` of one, an entry set) is noted in `pending` for the optimizer to take before its next
+    step or read: the update rules keep their tensors apart (`Optimizer._slots`), so a write must reach them, as
+    torch's state is what its step reads (model surgery that moves a pruned parameter's momentum to its replacement,
+    or a state reset with `del opt.state[p]`). `track=False` (an optimizer with a step of its own, whose state is
+    this table alone) notes nothing."""
+
+    def __init__(self, items: Any = (), track: bool = True) -> None:
+        super().__init__(dict)
+        self.track = track
+        # by id(parameter): (parameter, whether its state was dropped first, the entries written since)
+        self.pending: dict[int, tuple[Tensor, bool, dict[str, Any]]] = {}
+        for p, d in dict(items).items():
+            dict.__setitem__(self, p, _ParamState(self, p, d))
+
+    def __missing__(self, p: Tensor) -> _ParamState:
+        out = _ParamState(self, p)
+        dict.__setitem__(self, p, out)
+        return out
+
+    def __setitem__(self, p: Tensor, value: dict[str, Any]) -> None:
+        dict.__setitem__(self, p, _ParamState(self, p, value))
+        if self.track:
+            self.pending[id(p)] = (p, True, dict(value))
+
+    def __delitem__(self, p: Tensor) -> None:
+        dict.__delitem__(self, p)
+        if self.track:
+            self.pending[id(p)] = (p, True, {})
+
+    def pop(self, p: Tensor, *default: Any) -> Any:
+        """Remove `p`'s state and return its dict; the next step starts `p`'s state afresh, as torch's."""
+        if self.track and p in self:
+            self.pending[id(p)] = (p, True, {})
+        return super().pop(p, *default)
+
+    def written(self, p: Tensor, entries: dict[str, Any]) -> None:
+        """Note entries written into `p`'s dict for the optimizer to take."""
+        if self.track:
+            _, reset, before = self.pending.get(id(p), (p, False, {}))
+            self.pending[id(p)] = (p, reset, before | entries)
+
+    def __reduce__(self) -> tuple:
+        return (_StateTable, ({p: dict(d) for p, d in self.items()}, self.track))
+
+
 class ParamGroup(dict):
     """One entry of `optimizer.param_groups`: a dict of "params" and the hyperparameters, as torch's. Setting "lr" (or
     a dynamic hyperparameter, see the module's docstring) writes the 0-d tensor the step reads, on every device the
@@ -292,7 +356,7 @@ class Optimizer:
         self._placed: dict[int, tuple[str, DType]] = {}
         # `state`'s dicts, kept from read to read: what a torch-style custom optimizer's own step keeps there
         # (`self.state[p]["mu"] = ...`) stays, beside the update rules' own tensors (see `state`)
-        self._state_dicts: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self._state_dicts = _StateTable(track=not self._custom_step)
         # torch's hooks by handle id: the step's (pre, post), state_dict's and load_state_dict's (pre, post)
         self._step_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
         self._state_dict_hooks: tuple[dict[int, Callable], dict[int, Callable]] = ({}, {})
@@ -415,6 +479,8 @@ class Optimizer:
         out = self._state_dicts
         if self._custom_step:
             return out
+        if out.pending:
+            self._take_written()
         names = self.clock_state + self.state_names
         for p in self._members():
             if id(p) in self._started:
@@ -428,7 +494,9 @@ class Optimizer:
     @state.setter
     def state(self, value: dict[Tensor, dict[str, Any]]) -> None:
         # (torch's state is a plain attribute: a custom optimizer may set it)
-        self._state_dicts = value if isinstance(value, defaultdict) else defaultdict(dict, value)
+        # (a custom step's own defaultdict stays that object: a wrapper may share its inner optimizer's)
+        shared = isinstance(value, _StateTable) or (self._custom_step and isinstance(value, defaultdict))
+        self._state_dicts = value if shared else _StateTable(value, track=not self._custom_step)
 
     @property
     def _custom_step(self) -> bool:
@@ -441,6 +509,61 @@ class Optimizer:
         clock = self._clocks[id(p)].values
         named = {k: clock[k] for k in self.clock_state if k in clock}
         return named | {k: slots[k] for k in self.state_names if k in slots}
+
+    def _take_written(self) -> None:
+        """Take what the program wrote into `state` (see `_StateTable`) into the update rule's state: a parameter whose
+        dict was replaced or removed starts afresh (step 0, fresh state tensors, as torch's step finds its state
+        empty), then the entries written (state tensors by torch's names, "step") are its state. Writes for a tensor
+        not in a group wait until it is in one (torch keeps its state too)."""
+        table = self._state_dicts
+        groups = {id(p): g for g in self.param_groups for p in g["params"]}
+        names = self.clock_state + self.state_names
+        for key, (p, reset, entries) in list(table.pending.items()):
+            if (group := groups.get(key)) is None:
+                continue
+            del table.pending[key]
+            if reset:
+                self._forget(group, p)
+            if own := {k: v for k, v in entries.items() if k in names and v is not None}:
+                self._adopt(group, p, own)
+
+    def _forget(self, group: ParamGroup, p: Tensor) -> None:
+        # `p`'s state as before its first step: its state tensors written in place (a TinyJit capture reads them), and
+        # a clock at step 0 made at its next step
+        self._started.discard(id(p))
+        if (clock := self._clocks.pop(id(p), None)) is not None:
+            clock.members.discard(id(p))
+        if id(p) in self._slots and self._placed.get(id(p)) == (p.device, p.dtype):
+            for name, t in self._slots[id(p)].items():
+                _write_all(t, self._fresh_value(group, name))
+
+    def _adopt(self, group: ParamGroup, p: Tensor, entries: dict[str, Any]) -> None:
+        # entries written into `opt.state[p]`, written into its state tensors (torch's checks: the shape must match)
+        if id(p) not in self._slots or self._placed.get(id(p)) != (p.device, p.dtype):
+            self._new_state(group, p)
+        for name in self.state_names:
+            if (value := entries.get(name)) is None:
+                continue
+            target = self._slot(p, name)
+            if not isinstance(value, Tensor):
+                value = Tensor(np.asarray(value, dtype=np.float32 if target.dtype == dtypes.bfloat16 else None))
+            if value.shape != target.shape:
+                raise RuntimeError(
+                    f"{type(self).__name__}: optimizer.state[p][{name!r}] was set to a tensor of shape {value.shape}, "
+                    f"but its parameter has shape {p.shape}: the state must have the parameter's shape"
+                )
+            if value is not target:
+                target.assign(value.to(target.device).cast(target.dtype)).realize()
+        clocked = {k: _number(entries[k]) for k in self.clock_state if k in entries}
+        if clocked or id(p) not in self._clocks:
+            # (a clock of its own: at the step written, else at its clock's step, else at 0)
+            if (old := self._clocks.get(id(p))) is not None:
+                if "step" not in clocked and "step" in old.values:
+                    clocked["step"] = _number(old.values["step"])
+                old.members.discard(id(p))
+            step = clocked.pop("step", 0.0)
+            self._clocks[id(p)] = self._make_clock(group, {id(p)}, step, clocked, p.device)
+        self._started.add(id(p))
 
     # the per-parameter state names (torch's) and those kept in the clock, shared while parameters step together
     state_names: tuple[str, ...] = ()
@@ -528,6 +651,8 @@ class Optimizer:
         Realize them together with the loss (`Tensor.realize(loss, *opt.schedule_step())`) to read the loss of
         this step: a parameter's buffer is overwritten when the step runs.
         """
+        if getattr(self._state_dicts, "pending", None):
+            self._take_written()
         out: list[Tensor] = []
         grads: list[Tensor] = []
         for group in self.param_groups:
@@ -684,6 +809,8 @@ class Optimizer:
 
     def _state_dict(self) -> dict[str, Any]:
         # the dict `state_dict()` returns, before its post-hooks
+        if not self._custom_step and self._state_dicts.pending:
+            self._take_written()
         state: dict[int, dict[str, Tensor]] = {}
         groups: list[dict[str, Any]] = []
         index = 0
@@ -735,13 +862,12 @@ class Optimizer:
         # `state` is replaced, as torch's: each parameter's saved entries that no update rule here keeps (all of a
         # custom step's) go into its dict, tensors moved onto it as torch's load_state_dict moves them
         custom, names = self._custom_step, self.clock_state + self.state_names
-        self._state_dicts = defaultdict(dict)
+        kept: dict[Tensor, dict[str, Any]] = {}
         for s, g in zip(saved, self.param_groups, strict=True):
             for i, p in zip(s["params"], g["params"], strict=True):
                 if (st := states.get(int(i))) is not None and (custom or any(k not in names for k in st)):
-                    self._state_dicts[p] = {
-                        k: _loaded_value(v, p, k) for k, v in st.items() if custom or k not in names
-                    }
+                    kept[p] = {k: _loaded_value(v, p, k) for k, v in st.items() if custom or k not in names}
+        self._state_dicts = _StateTable(kept, track=not custom)
         for s, g in zip(saved, self.param_groups, strict=True):
             for k, v in s.items():
                 if k not in ("params", "param_names"):
@@ -812,7 +938,8 @@ class Optimizer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.__dict__.setdefault("_state_dicts", defaultdict(dict))
+        table = self.__dict__.get("_state_dicts", {})
+        self._state_dicts = table if isinstance(table, _StateTable) else _StateTable(table, not self._custom_step)
         ids = [id(p) for p in self._members()]
         for name in ("_slots", "_clocks", "_placed"):
             setattr(self, name, {ids[i]: v for i, v in state[name].items()})

@@ -70,7 +70,8 @@ class StateHooks:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._extra_state = _saves_extra_state(cls) or _loads_extra_state(cls)
+        # (a class with its own `_load_from_state_dict` marks its place in the walk too, to be called there)
+        cls._extra_state = _saves_extra_state(cls) or _loads_extra_state(cls) or _own_load(cls)
 
     def _state_hooks(self) -> _StateDictHooks:
         st = self._state()  # type: ignore[attr-defined]
@@ -109,6 +110,21 @@ class StateHooks:
         `incompatible_keys.missing_keys`/`.unexpected_keys` in place (a strict load checks what is left) and must
         return None (AssertionError otherwise, as torch's)."""
         return _add_hook(self._state_hooks().load_post, hook)
+
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        """torch's per-module loading step, which a subclass overrides to rework its entries (those under `prefix`:
+        a key of an old checkpoint renamed, one no longer used dropped) and then calls `super()._load_from_state_dict`
+        with the same arguments, as torch code does. `load_state_dict` calls it after the module's load pre-hooks; the
+        module's tensors are then loaded from what it left, by `load_state_dict` itself (so this base does nothing)."""
 
     def get_extra_state(self) -> Any:
         """Define it (with `set_extra_state`) to keep any other value in the state dict, under "<prefix>_extra_state"
@@ -172,6 +188,19 @@ def _saves_extra_state(cls: type) -> bool:
 
 def _loads_extra_state(cls: type) -> bool:
     return getattr(cls, "set_extra_state", None) is not StateHooks.set_extra_state
+
+
+def _own_load(cls: type) -> bool:
+    return getattr(cls, "_load_from_state_dict", None) is not StateHooks._load_from_state_dict
+
+
+def _load_steps(module: Any) -> list[Callable[..., Any]]:
+    # what a load runs at the module's place, as torch's: its load pre-hooks, then its own `_load_from_state_dict`
+    hooks = _hooks(module)
+    steps = list(hooks.load_pre.values()) if hooks is not None else []
+    if _own_load(type(module)):
+        steps.append(lambda m, *args: m._load_from_state_dict(*args))
+    return steps
 
 
 def _hooks(module: Any) -> _StateDictHooks | None:
@@ -239,7 +268,9 @@ def _load_without_hooks(
             elif kind == "extra_state" and _loads_extra_state(type(value)):
                 keys.append(name + EXTRA_STATE_KEY)
                 extras.append((name + EXTRA_STATE_KEY, value))
-            elif kind == "pre_hooks" and (hooks := _hooks(value)) is not None and (hooks.load_pre or hooks.load_post):
+            elif kind == "pre_hooks" and (
+                ((hooks := _hooks(value)) is not None and (hooks.load_pre or hooks.load_post)) or _own_load(type(value))
+            ):
                 return None
     known = set(keys)
     result = _IncompatibleKeys([k for k in keys if k not in given], [k for k in given if k not in known])
@@ -293,11 +324,10 @@ def _load_with_hooks(
                 if assign:
                     local_metadata["assign_to_params_buffers"] = True
                 value._fill_old_state(given, name, local_metadata)
-                hooks = _hooks(value)
-                if hooks is not None and hooks.load_pre:
+                if steps := _load_steps(value):
                     if in_turn:
                         _write(module, targets, given, extras, assign)
-                    _run_load_pre_hooks(value, hooks, given, name, local_metadata, missing, unexpected, errors)
+                    _run_load_pre_hooks(value, steps, given, name, local_metadata, missing, unexpected, errors)
                     _sort_keys(given, name, prefixes, found_at)
                 unexpected += [k for k in found_at.get(name, ()) if k in given and k not in planned]
             elif kind == "post_hooks" and (hooks := _hooks(value)) is not None and hooks.load_post:
@@ -349,7 +379,7 @@ def _write(
 
 def _run_load_pre_hooks(
     module: Any,
-    hooks: _StateDictHooks,
+    steps: list[Callable[..., Any]],
     given: dict[str, Any],
     prefix: str,
     local_metadata: dict[str, Any],
@@ -361,11 +391,11 @@ def _run_load_pre_hooks(
     # what they leave under the prefix replaces those entries (a key they add elsewhere is dropped, as torch's loading
     # never sees it)
     if prefix == "":
-        for hook in list(hooks.load_pre.values()):
+        for hook in steps:
             hook(module, given, prefix, local_metadata, True, missing, unexpected, errors)
         return
     local = {k: v for k, v in given.items() if k.startswith(prefix)}
-    for hook in list(hooks.load_pre.values()):
+    for hook in steps:
         hook(module, local, prefix, local_metadata, True, missing, unexpected, errors)
     for k in [k for k in given if k.startswith(prefix)]:
         del given[k]

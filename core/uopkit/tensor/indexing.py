@@ -1138,6 +1138,10 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) 
         live_tensors.set_uop(t, UOp(Ops.DETACH, t.dtype, (source.uop,)))
         return None
     if not (t._requires_grad or _writes_through(t)):
+        if _is_storage(result.uop):
+            # (a value that is storage, `s.copy_(w)`, `s.fill_(w[0])`: t takes a copy, as PyTorch's, not a view that
+            # would show w's later writes)
+            result = result.contiguous()
         live_tensors.set_uop(t, unrecorded_write(t.uop, result.uop, t.device))
         return None
     # written with the batch, as PyTorch's at once: the tensor's base (which this may be a view of) must see it
