@@ -7,23 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pytest
 
 import uopkit
-from uopkit import Tensor
+
+from .test_shared_value_hooks import _leaf, _values  # rounded values of either library; a leaf of either
 
 torch = pytest.importorskip("torch")
-
-
-def _values(t: Any) -> list | None:
-    if t is None:
-        return None
-    return np.round(np.asarray(t.detach().float().numpy(), dtype=np.float64), 4).tolist()
-
-
-def _leaf(lib: str, values: list) -> Any:
-    return Tensor(values, requires_grad=True) if lib == "uopkit" else torch.tensor(values, requires_grad=True)
 
 
 def _autograd(lib: str) -> Any:
