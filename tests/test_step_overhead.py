@@ -2,6 +2,7 @@
 device, a live-tensor set that adds and drops in C, broadcasting that builds the same nodes as reshape + expand."""
 
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -162,7 +163,21 @@ def test_realizing_one_of_many_pending_values_walks_no_other_graph(monkeypatch):
     np.testing.assert_allclose([o.numpy()[0] for o in outs], np.tanh(np.arange(1, 41, dtype=np.float32)), rtol=1e-6)
 
 
-def test_live_tensors_stamp_each_graph_change_and_keep_computed_ones_apart():
+@pytest.mark.parametrize("other_thread", [False, True], ids=["alone", "beside_an_idle_thread"])
+def test_live_tensors_stamp_each_graph_change_and_keep_computed_ones_apart(other_thread):
+    # (a breach is told from another thread's set_uop in progress by outlasting pauses: one idle thread alive, as a
+    # leftover worker of an earlier test may be, still lets a real breach through)
+    stop = threading.Event()
+    idle = threading.Thread(target=stop.wait, daemon=True)
+    if other_thread:
+        idle.start()
+    try:
+        _stamps_and_computed_ones()
+    finally:
+        stop.set()
+
+
+def _stamps_and_computed_ones():
     live = LiveTensors()
     a, b = Tensor(np.ones(2, np.float32)).realize(), Tensor(np.ones(2, np.float32)) + 1
     ra, rb = live.add(a), live.add(b)
