@@ -8,8 +8,8 @@ only (a closure over the same tensor doesn't count), and what the call returns s
 an outer level (an enclosing transform, or a tensor that requires grad) reaches it. Nothing is written into `.grad`.
 
 `jvp` uses the double-backward trick (the vector-Jacobian product is linear in its vector: its gradient with respect
-to that vector along the tangent is J v); `jacfwd` computes the same Jacobian as `jacrev` (one backward pass per
-output element): uopkit has no forward mode.
+to that vector along the tangent is J v); `jacfwd` computes the same Jacobian as `jacrev` (one backward graph given a
+batch axis for all the rows, `uopkit.tensor.batched_backward`): uopkit has no forward mode.
 
 >>> from uopkit import Tensor
 >>> grad(lambda x: (x**3).sum())(Tensor([1.0, 2.0])).tolist()
@@ -30,6 +30,7 @@ from uopkit.dtype import dtypes
 from uopkit.func.pytree import Spec, tree_flatten, tree_map, tree_unflatten
 from uopkit.func.vmapping import check_randomness, drawing_rule
 from uopkit.tensor.autograd import grad as _autograd_grad
+from uopkit.tensor.batched_backward import one_hot_rows, vjp_rows
 from uopkit.tensor.grad_mode import enable_grad, is_grad_enabled
 from uopkit.tensor.gradient_reach import walk_back
 from uopkit.tensor.leaves import gradient_keys, wanted_keys
@@ -372,30 +373,58 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
     return out, jvp_fn
 
 
-def _jacobian_blocks(outputs: list[Tensor], inputs: list[Tensor]) -> list[list[Tensor]]:
-    """[j][k]: d outputs[j] / d inputs[k], of shape outputs[j].shape + inputs[k].shape. One backward pass per element
-    of each output, its vector a one-hot row (a buffer of its own: the passes differ in its values only)."""
+def _jacobian_blocks(outputs: list[Tensor], inputs: list[Tensor], chunk_size: int | None = None) -> list[list[Tensor]]:
+    """[j][k]: d outputs[j] / d inputs[k], of shape outputs[j].shape + inputs[k].shape. All the rows of an output in
+    one batched backward pass (`uopkit.tensor.batched_backward`: the backward graph built once and given a batch of
+    one-hot vectors, `chunk_size` rows at a time where given); where that graph can't be batched, one backward pass
+    per element (its vector a one-hot row, a buffer of its own: the passes differ in its values only)."""
     blocks = []
     for o in outputs:
         n = o.numel()
-        rows: list[list[Tensor]] = [[] for _ in inputs]
-        flat = o.reshape(-1)
-        for e in range(n):
-            one_hot = Tensor(np.eye(1, n, e, dtype=np.float32).reshape(n), device=o.device).cast(o.dtype)
-            for k, g in enumerate(_pullback([flat], [one_hot], inputs)):
-                rows[k].append(g)
+        rows: list[Tensor | None] | None = None
+        if dtypes.is_float(o.dtype) and o.requires_grad:
+            rows = vjp_rows(
+                _autograd_grad, (o,), inputs, one_hot_rows(n, o.shape, o.dtype, o.device), n, True, chunk_size
+            )
+        if rows is None:
+            blocks.append(_jacobian_by_rows(o, inputs))
+            continue
         blocks.append(
             [
-                Tensor.stack(r, 0).reshape(o.shape + x.shape)
-                if r
+                g.reshape(o.shape + x.shape)
+                if g is not None
                 else Tensor.zeros(o.shape + x.shape, dtype=x.dtype, device=x.device)
-                for r, x in zip(rows, inputs, strict=True)
+                for g, x in zip(rows, inputs, strict=True)
             ]
         )
     return blocks
 
 
-def _jacobian(func: Callable[..., Any], argnums: Any, has_aux: bool, where: str, randomness: str | None) -> Callable:
+def _jacobian_by_rows(o: Tensor, inputs: list[Tensor]) -> list[Tensor]:
+    # d o / d inputs[k] for each k, one backward pass per element of o
+    n = o.numel()
+    rows: list[list[Tensor]] = [[] for _ in inputs]
+    flat = o.reshape(-1)
+    for e in range(n):
+        one_hot = Tensor(np.eye(1, n, e, dtype=np.float32).reshape(n), device=o.device).cast(o.dtype)
+        for k, g in enumerate(_pullback([flat], [one_hot], inputs)):
+            rows[k].append(g)
+    return [
+        Tensor.stack(r, 0).reshape(o.shape + x.shape)
+        if r
+        else Tensor.zeros(o.shape + x.shape, dtype=x.dtype, device=x.device)
+        for r, x in zip(rows, inputs, strict=True)
+    ]
+
+
+def _jacobian(
+    func: Callable[..., Any],
+    argnums: Any,
+    has_aux: bool,
+    where: str,
+    randomness: str | None,
+    chunk_size: int | None = None,
+) -> Callable:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         nums, picked = _differentiated(args, argnums)
@@ -406,7 +435,7 @@ def _jacobian(func: Callable[..., Any], argnums: Any, has_aux: bool, where: str,
             if has_aux:
                 _check_aux(aux)
             flat_out, out_spec = _tensor_outputs(out, where)
-            blocks = _jacobian_blocks(flat_out, level.inputs)
+            blocks = _jacobian_blocks(flat_out, level.inputs, chunk_size)
         jac = tree_unflatten([tree_unflatten(b, level.spec) for b in blocks], out_spec)
         return (level.released(jac), level.released(aux)) if has_aux else level.released(jac)
 
@@ -423,8 +452,10 @@ def jacrev(
 ) -> Callable:
     """`func` made to return its Jacobian with respect to the argument(s) `argnums`, as torch.func.jacrev: for each
     output tensor (the output's tree kept) the tree of the arguments with blocks of shape output.shape + input.shape
-    (with `has_aux`: (jacobian, aux)). One backward pass per output element; `chunk_size` is checked and otherwise
-    changes nothing.
+    (with `has_aux`: (jacobian, aux)). The rows of each output's Jacobian are computed together: one backward graph
+    given a batch axis (`uopkit.tensor.batched_backward`), evaluated `chunk_size` rows at a time (None: as many as
+    fit a memory budget); a backward graph that can't be batched (a custom kernel on the way) falls back to one
+    backward pass per output element.
 
     >>> from uopkit import Tensor
     >>> jacrev(lambda x: x * x)(Tensor([1.0, 2.0])).tolist()
@@ -432,7 +463,7 @@ def jacrev(
     """
     if not (chunk_size is None or chunk_size > 0):
         raise ValueError(f"jacrev: chunk_size is None or a positive int, got {chunk_size}")
-    return _jacobian(func, argnums, has_aux, "vjp(f, *primals)", None)
+    return _jacobian(func, argnums, has_aux, "vjp(f, *primals)", None, chunk_size)
 
 
 def jacfwd(

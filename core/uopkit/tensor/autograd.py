@@ -26,6 +26,7 @@ from uopkit.dtype import DType, dtypes
 from uopkit.gradient import carry_gradient_rule, compute_gradient, given_gradient, graph_of, set_gradient
 from uopkit.schedule import StaleReads, live_tensors, unrealized_graph
 from uopkit.tensor.autocast import without_autocast
+from uopkit.tensor.batched_backward import vjp_rows
 from uopkit.tensor.grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from uopkit.tensor.leaves import gradient_key as _gradient_key
 from uopkit.tensor.leaves import gradient_keys as _gradient_keys
@@ -108,7 +109,8 @@ def grad(
     an error, None with `allow_unused`, zeros with `materialize_grads`. With `create_graph` the results can be
     differentiated again (a gradient penalty's backward reaches the weights); without it they come back detached.
     `retain_graph` is accepted and means nothing (graphs are kept). With `is_grads_batched` the first dim of each
-    gradient in `grad_outputs` is a batch: one backward pass per row, the rows' results stacked (torch vmaps them).
+    gradient in `grad_outputs` is a batch: the backward graph is built once and given a batch axis (torch vmaps it),
+    or, where it can't be batched, one backward pass per row, the rows' results stacked.
 
     >>> x = Tensor([1.0, 2.0], requires_grad=True)
     >>> grad((x * x).sum(), x)[0].tolist()
@@ -215,8 +217,9 @@ def _grads_batched(
     allow_unused: bool,
     materialize_grads: bool,
 ) -> tuple[Tensor | None, ...]:
-    # torch's is_grads_batched: a vmap over the first dim of every grad_output; here a backward pass per row (the
-    # rows' graphs realize together when read), with torch's checks and exception types
+    # torch's is_grads_batched: a vmap over the first dim of every grad_output; here the backward graph given a batch
+    # axis (uopkit.tensor.batched_backward), or where it can't be one backward pass per row (the rows' graphs realize
+    # together when read), with torch's checks and exception types
     raw = (grad_outputs,) if grad_outputs is None or isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
     for i, g in enumerate(raw):
         if g is None or (isinstance(g, Tensor) and g.ndim == 0):
@@ -236,6 +239,15 @@ def _grads_batched(
             )
     if sizes[0] == 0:
         return tuple(Tensor.zeros((0, *t.shape), device=t.device, dtype=t.dtype) for t in ins)
+    batched = vjp_rows(
+        grad, outs, ins, lambda s, e: [g[s:e] for g in given if g is not None], sizes[0], create_graph, pad=False
+    )
+    if batched is not None and (allow_unused or all(b is not None for b in batched)):
+        return tuple(
+            b if b is not None or not materialize_grads else Tensor.zeros(t.shape, device=t.device, dtype=t.dtype)
+            for b, t in zip(batched, ins, strict=True)
+        )
+    # (a graph that can't be batched, or an unused input's error: one backward pass per row)
     rows = [
         grad(outs, ins, [g[b] for g in given if g is not None], create_graph=create_graph, allow_unused=allow_unused)
         for b in range(sizes[0])

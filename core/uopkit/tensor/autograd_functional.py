@@ -3,8 +3,8 @@ Tensors, with torch's argument names, checks, error messages and nesting of the 
 one, a tuple, or a tuple of tuples, by whether the inputs and the outputs were given as tuples).
 
 Everything is reverse mode on top of `uopkit.autograd.grad`: `jvp` uses the double-backward trick (the gradient of
-the vector-Jacobian product, linear in its vector, with respect to that vector), and `jacobian` takes one backward
-pass per output element, as torch's without `vectorize`.
+the vector-Jacobian product, linear in its vector, with respect to that vector), and `jacobian` computes all the rows
+of an output's Jacobian in one batched backward pass (`uopkit.tensor.batched_backward`), as torch's with `vectorize`.
 
 >>> from uopkit import Tensor
 >>> jacobian(lambda x: x * x, Tensor([1.0, 2.0])).tolist()
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from uopkit.tensor.autograd import grad
+from uopkit.tensor.batched_backward import one_hot_rows, vjp_rows
 from uopkit.tensor.grad_mode import enable_grad
 from uopkit.tensor.tensor import Tensor
 
@@ -322,8 +323,11 @@ def jacobian(
     tuple; a tuple (per output) of tuples (per input) where both are. An output that doesn't depend on an input gives
     zeros there (an error with `strict`).
 
-    One backward pass per output element, as torch's without `vectorize`; `vectorize=True` is accepted and computes
-    the same (torch's batched pass gives the same values). `strategy="forward-mode"` (torch: with `vectorize=True`
+    The rows of each output's Jacobian are computed together, with or without `vectorize` (torch's batched and
+    per-row passes give the same values): the backward graph is built once and given a batch axis, then evaluated
+    for the one-hot rows in chunks that fit a memory budget (`uopkit.tensor.batched_backward`). Where that graph
+    can't be batched (a custom kernel or an assign on the way) it falls back to one backward pass per output
+    element. `strategy="forward-mode"` (torch: with `vectorize=True`
     only) is computed by reverse mode too: uopkit has no forward-mode gradients.
 
     >>> from uopkit import Tensor
@@ -354,9 +358,45 @@ def jacobian(
 def _jacobian_of_output(
     i: int, out: Tensor, ins: tuple[Tensor, ...], create_graph: bool, strict: bool
 ) -> tuple[Tensor, ...]:
-    """d out / d ins[j] for each j, of shape out.shape + ins[j].shape: one backward pass per element of out, its
-    vector a one-hot row of the identity (a buffer of its own: the passes differ in its values only, so each one
-    after the first replays the first one's kernels)."""
+    """d out / d ins[j] for each j, of shape out.shape + ins[j].shape. All the rows in one batched backward pass
+    (`uopkit.tensor.batched_backward`: the backward graph built once and given a batch of one-hot vectors, in
+    chunks); where that graph can't be batched, one backward pass per element of out."""
+    n = out.numel()
+    rows = None
+    if out.requires_grad:
+        rows = vjp_rows(grad, (out,), ins, one_hot_rows(n, out.shape, out.dtype, out.device), n, create_graph)
+    if rows is None:
+        return _jacobian_by_rows(i, out, ins, create_graph, strict)
+    return tuple(
+        _checked_block(i, j, g, x, create_graph, strict, (n,)).reshape(out.shape + x.shape)
+        for j, (g, x) in enumerate(zip(rows, ins, strict=True))
+    )
+
+
+def _checked_block(
+    i: int, j: int, g: Tensor | None, x: Tensor, create_graph: bool, strict: bool, lead: tuple[int, ...]
+) -> Tensor:
+    # one row (lead ()) or a stack of rows of the Jacobian of output i with respect to input j: zeros where the output
+    # doesn't reach the input (strict's errors instead)
+    if g is None:
+        if strict:
+            raise RuntimeError(
+                f"jacobian (strict=True): output {i} doesn't depend on input {j}; pass strict=False to get zeros there"
+            )
+        return Tensor.zeros(lead + x.shape, dtype=x.dtype, device=x.device)
+    if strict and create_graph and not g.requires_grad:
+        raise RuntimeError(
+            f"jacobian (strict=True, create_graph=True): the jacobian of output {i} is a constant, not a function of "
+            "the inputs in the graph; pass strict=False"
+        )
+    return g
+
+
+def _jacobian_by_rows(
+    i: int, out: Tensor, ins: tuple[Tensor, ...], create_graph: bool, strict: bool
+) -> tuple[Tensor, ...]:
+    """`_jacobian_of_output` one backward pass per element of out, its vector a one-hot row of the identity (a buffer
+    of its own: the passes differ in its values only, so each one after the first replays the first one's kernels)."""
     rows: list[list[Tensor]] = [[] for _ in ins]
     n = out.numel()
     flat = out.reshape(-1)
@@ -364,20 +404,7 @@ def _jacobian_of_output(
         one_hot = Tensor(np.eye(1, n, k).reshape(n), dtype=out.dtype, device=out.device)
         grads = _grad((flat,), ins, (one_hot,), create_graph) if out.requires_grad else (None,) * len(ins)
         for j, (g, x) in enumerate(zip(grads, ins, strict=True)):
-            if g is None:
-                if strict:
-                    raise RuntimeError(
-                        f"jacobian (strict=True): output {i} doesn't depend on input {j}; pass strict=False to get "
-                        "zeros "
-                        "there"
-                    )
-                g = Tensor.zeros(x.shape, dtype=x.dtype, device=x.device)
-            elif strict and create_graph and not g.requires_grad:
-                raise RuntimeError(
-                    f"jacobian (strict=True, create_graph=True): the jacobian of output {i} is a constant, not a "
-                    "function of "
-                    "the inputs in the graph; pass strict=False"
-                )
+            g = _checked_block(i, j, g, x, create_graph, strict, ())
             # (without create_graph each row is stored as it comes: the stack then gathers stored rows, not n graphs)
             rows[j].append(g if create_graph else g.detach().realize())
     return tuple(

@@ -205,6 +205,11 @@ def _run_in_turn(first: Callable[[UOp], UOp], then: Callable[[UOp], UOp], g: UOp
     return then(first(g))
 
 
+def hooked_keys() -> set[UOp]:
+    """The gradient keys of every hooked value (leaves too)."""
+    return {k for keys, *_ in _hooked_values() for k in keys}
+
+
 def hooked_non_leaf_keys() -> set[UOp]:
     """The gradient keys of the hooked values that are not leaves."""
     return {k for keys, _, _, leaf, _ in _hooked_values() if not leaf for k in keys}
