@@ -481,6 +481,26 @@ def test_gamma_implicit_gradient_matches_torch():
     np.testing.assert_allclose(_dx_dalpha(Tensor(alpha), Tensor(x)).numpy(), expected, rtol=5e-4)
 
 
+def test_gamma_family_rsample_reaches_what_a_validated_concentration_was_computed_from():
+    # a Dirichlet prior whose concentration is built from a parameter (`torch.stack([a, 2, 0.5])`): validating it
+    # realizes it, and the draws' gradient stopped there (grad None; torch gives one). d E[x0] / d a = 2.5 / 3.8**2
+    from uopkit.autograd import grad
+
+    def dirichlet(lib, dist, grad_fn):
+        a = lib.tensor(1.3, requires_grad=True)
+        x = dist.Dirichlet(lib.stack([a, lib.tensor(2.0), lib.tensor(0.5)])).rsample((40000,))
+        return float(grad_fn(x[:, 0].mean(), a)[0].item())
+
+    def gamma(lib, dist, grad_fn):
+        a = lib.tensor(1.3, requires_grad=True)
+        concentration = a * lib.tensor([1.0, 2.0])
+        return float(grad_fn(dist.Gamma(concentration, 2.0).rsample((40000,)).mean(), a)[0].item())
+
+    for case, expected in ((dirichlet, 2.5 / 3.8**2), (gamma, 0.75)):
+        ours, theirs = case(Tensor, ud, grad), case(torch, td, torch.autograd.grad)
+        assert ours == pytest.approx(theirs, abs=0.02) and ours == pytest.approx(expected, abs=0.02)
+
+
 def test_validate_args():
     with pytest.raises(ValueError):
         ud.Normal(0.0, -1.0)
@@ -751,3 +771,11 @@ def test_normal_cdf_icdf_of_float64_values_with_float32_parameters_match_torch()
     ours, theirs = ud.Normal(0.0, 1.0), td.Normal(0.0, 1.0)
     np.testing.assert_allclose(ours.cdf(Tensor(x)).numpy(), theirs.cdf(torch.from_numpy(x)).numpy(), rtol=1e-15)
     np.testing.assert_allclose(ours.icdf(Tensor(q)).numpy(), theirs.icdf(torch.from_numpy(q)).numpy(), rtol=1e-14)
+
+
+def test_distribution_reprs_show_one_element_parameters_by_value_as_torchs():
+    # `print(prior)` in a Bayesian layer: torch shows a scalar parameter's value, a larger one's shape
+    assert repr(ud.Normal(0.0, 1.0)) == repr(td.Normal(0.0, 1.0))
+    assert repr(ud.Gamma(Tensor(2.0), Tensor(0.5))) == repr(td.Gamma(torch.tensor(2.0), torch.tensor(0.5)))
+    assert repr(ud.Normal(Tensor.zeros(3), 1.0)) == "Normal(loc: (3,), scale: (3,))"
+    assert repr(ud.Normal(Tensor([0.5]), 2.0)).startswith("Normal(loc: Tensor([0.5000])")

@@ -670,3 +670,24 @@ def test_optimizer_writes_into_leaves_under_no_grad_as_torchs(step):
 
     np.testing.assert_allclose(run(uopkit)[1], run(torch)[1], rtol=1e-6)
     np.testing.assert_allclose(run(uopkit)[0], run(torch)[0], rtol=1e-6)
+
+
+def test_the_switches_by_their_torch_names_on_tensor():
+    # a sampler ported by renaming `torch.` to `Tensor.`: the leapfrog's gradient under `torch.enable_grad()` inside a
+    # `torch.no_grad()` sampling loop, as torch's
+    def leapfrog_gradient(lib):
+        with lib.no_grad():
+            x = lib.tensor([1.0, 2.0])
+            with lib.enable_grad():
+                x = x.detach().requires_grad_()
+                (g,) = lib.autograd.grad((x**3).sum(), x)
+            moved = x + 0.1 * g
+            with lib.set_grad_enabled(True):
+                enabled = lib.is_grad_enabled()
+            with lib.inference_mode():
+                inference = lib.is_inference_mode_enabled()
+        return g.tolist(), moved.requires_grad, enabled, inference
+
+    assert leapfrog_gradient(Tensor) == leapfrog_gradient(torch)
+    assert Tensor.enable_grad is enable_grad and Tensor.Generator is uopkit.Generator and Tensor.vmap is uopkit.vmap
+    assert Tensor.autocast is uopkit.autocast

@@ -715,3 +715,55 @@ def test_a_step_count_written_into_adams_state_is_used() -> None:
         o.state[w]["momentum_buffer"] = Tensor([1.0, 2.0, 3.0])
         w.grad = Tensor([1.0, 1.0])
         o.step()
+
+
+def test_a_custom_sgld_optimizer_with_required_lr_and_the_deprecated_add_runs_as_torchs() -> None:
+    # the SGLD/pSGLD code of Bayesian deep learning: `from torch.optim.optimizer import Optimizer, required`, a group
+    # without lr is a ValueError, and the update is written in torch's deprecated `p.data.add_(-lr, d_p)` form
+    import warnings
+
+    from torch.optim.optimizer import Optimizer as TorchOptimizer
+    from torch.optim.optimizer import required as torch_required
+
+    import uopkit
+    from uopkit.nn.optim.optimizer import Optimizer as OurOptimizer
+    from uopkit.nn.optim.optimizer import required as our_required
+
+    noise = [RNG.standard_normal((8, 5)).astype(np.float32) for _ in range(3)]
+
+    def sgld(base: type, required: object, wrap: Callable, no_grad: Callable) -> type:
+        class SGLD(base):
+            def __init__(self, params, lr=required, weight_decay=0.0):
+                super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+
+            @no_grad()
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        state = self.state[p]
+                        state["step"] = state.get("step", 0) + 1
+                        d_p = p.grad.data.add(group["weight_decay"], p.data)
+                        p.data.add_(-0.5 * group["lr"], d_p)
+                        p.data.add_(group["lr"] ** 0.5, wrap(noise[state["step"] - 1]))
+
+        return SGLD
+
+    pair = Pair()
+    ours = sgld(OurOptimizer, our_required, Tensor, uopkit.no_grad)
+    theirs = sgld(TorchOptimizer, torch_required, torch.from_numpy, torch.no_grad)
+    with pytest.raises(ValueError, match="lr"):
+        theirs(pair.t[0].parameters())
+    with pytest.raises(ValueError, match="lr"):
+        ours([pair.l1.weight])
+    opt, topt = ours([pair.l1.weight], lr=0.01, weight_decay=0.1), theirs([pair.t[0].weight], lr=0.01, weight_decay=0.1)
+    assert repr(our_required) == repr(torch_required)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(3):
+            opt.zero_grad()
+            ((pair.l2(pair.l1(Tensor(X)).relu()) - Tensor(Y)) ** 2).mean().backward()
+            opt.step()
+            topt.zero_grad()
+            ((pair.t(torch.tensor(X)) - torch.tensor(Y)) ** 2).mean().backward()
+            topt.step()
+    np.testing.assert_allclose(pair.l1.weight.numpy(), pair.t[0].weight.detach().numpy(), rtol=1e-5, atol=1e-6)

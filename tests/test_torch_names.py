@@ -233,6 +233,34 @@ def test_add_and_sub_take_alpha():
         Tensor([1, 2]).add(Tensor([3, 4]), alpha=0.5)
 
 
+def test_deprecated_number_first_overloads_as_torch():
+    # older SGLD/Adam code writes torch's deprecated forms: p.data.add_(-lr, d_p), v.addcmul_(1 - b2, g, g),
+    # p.data.addcdiv_(-step, m, denom), torch.add(x, alpha, other); torch still runs them (with a warning)
+    import warnings
+
+    ta, tb, tv = torch.from_numpy(A), torch.from_numpy(B), torch.from_numpy(V)
+    a, b, v = Tensor(A), Tensor(B), Tensor(V)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        _same(a.add(-0.5, b), ta.add(-0.5, tb))
+        _same(a.sub(0.25, b), ta.sub(0.25, tb))
+        _same(a.add(3, 2), ta.add(3, 2))
+        _same(Tensor.add(a, 2.0, b), torch.add(ta, 2.0, tb))
+        _same(a.addcmul(0.1, b, v), ta.addcmul(0.1, tb, tv))
+        _same(a.addcdiv(-0.3, b, v + 2), ta.addcdiv(-0.3, tb, tv + 2))
+        _same(Tensor.addcmul(a, 0.1, b, b), torch.addcmul(ta, 0.1, tb, tb))
+        for name, args in (("add_", (-0.5,)), ("sub_", (0.5,)), ("addcmul_", (0.1, B)), ("addcdiv_", (-0.2, B + 3))):
+            got, want = Tensor(A), torch.from_numpy(A.copy())
+            getattr(got, name)(*args[:1], *(Tensor(x) for x in args[1:]), Tensor(V))
+            getattr(want, name)(*args[:1], *(torch.from_numpy(x) for x in args[1:]), tv)
+            _same(got, want)
+    # p.add_(d_p, alpha=-lr) style stays as it was; a tensor first with a tensor second is no deprecated form
+    with pytest.raises(TypeError, match="add: the second positional argument"):
+        a.add(b, b)
+    with pytest.raises(TypeError, match="alpha is given twice"):
+        a.add(0.5, b, alpha=2)
+
+
 _ALPHA_OPERANDS = {
     "bool": [True, False, True, False],
     "uint8": [3, 2, 0, 7],

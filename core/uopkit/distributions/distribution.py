@@ -243,7 +243,9 @@ class Distribution:
         return None
 
     def __repr__(self) -> str:
-        params = ", ".join(
-            f"{name}: {tuple(getattr(self, name).shape)}" for name in self._given() if name in self.__dict__
-        )
+        # as torch's: a one-element parameter by its value (`Normal(loc: 0.0, scale: 1.0)`), any other by its shape
+        def shown(value: Tensor) -> str:
+            return f"{value}" if value.numel() == 1 else f"{tuple(value.shape)}"
+
+        params = ", ".join(f"{name}: {shown(getattr(self, name))}" for name in self._given() if name in self.__dict__)
         return f"{type(self).__name__}({params})"

@@ -42,9 +42,12 @@ __all__ = ["Beta", "Chi2", "Dirichlet", "FisherSnedecor", "Gamma", "StudentT"]
 ROUNDS = 12
 
 
-def _marsaglia_tsang(alpha: Tensor) -> Tensor:
-    # Gamma(alpha, 1) draws of alpha's shape, no gradient
-    a = alpha.detach().float()
+def _marsaglia_tsang(alpha: Tensor, detach: bool = True) -> Tensor:
+    # Gamma(alpha, 1) draws of alpha's shape, no gradient. `detach=False`: for a graph given its gradient with respect
+    # to alpha directly (standard_gamma_rsample), whose walk skips these ops; alpha stays a visible ancestor of the
+    # draws, so a backward that puts a realized alpha (one a distribution's validation read) back as the graph that
+    # computed it rebuilds the draws over that graph, and the gradient reaches what alpha was computed from
+    a = (alpha.detach() if detach else alpha).float()
     boost = a < 1
     a1 = boost.where(a + 1, a)
     d = a1 - 1 / 3
@@ -78,7 +81,7 @@ def _dx_dalpha(alpha: Tensor, x: Tensor) -> Tensor:
 
 def standard_gamma_rsample(alpha: Tensor) -> Tensor:
     """Gamma(alpha, 1) draws of alpha's shape whose gradient with respect to alpha is the implicit one."""
-    x = _marsaglia_tsang(alpha).uop
+    x = _marsaglia_tsang(alpha, detach=False).uop
     # the derivative (an igamma graph in float64) is built only when a backward pass asks for it. The rule is given to
     # a node over the draw, not the draw itself: a rule holding its own node would keep its entry (and the draw) alive
     # for good

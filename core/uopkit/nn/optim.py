@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from uopkit.dtype import DType, dtypes
-from uopkit.nn import lr_scheduler, swa_utils
+from uopkit.nn import lr_scheduler, optimizer, swa_utils
 from uopkit.nn.lbfgs import LBFGS
 from uopkit.nn.optim_matrix import LARS, Muon, OptimizerGroup
 from uopkit.nn.optim_more import (
@@ -76,10 +76,12 @@ __all__ = [
     "swa_utils",
 ]
 
-# `from uopkit.nn.optim.lr_scheduler import StepLR` and `from uopkit.nn.optim.swa_utils import AveragedModel`, as
-# torch's `torch.optim.lr_scheduler` and `torch.optim.swa_utils` (this module is no package)
+# `from uopkit.nn.optim.lr_scheduler import StepLR`, `from uopkit.nn.optim.swa_utils import AveragedModel` and
+# `from uopkit.nn.optim.optimizer import Optimizer, required`, as torch's `torch.optim.lr_scheduler`,
+# `torch.optim.swa_utils` and `torch.optim.optimizer` (this module is no package)
 sys.modules[f"{__name__}.lr_scheduler"] = lr_scheduler
 sys.modules[f"{__name__}.swa_utils"] = swa_utils
+sys.modules[f"{__name__}.optimizer"] = optimizer
 
 # module constants: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook
 _RESHAPE, _EXPAND, _DETACH, _MUL, _NEG, _ADD = Ops.RESHAPE, Ops.EXPAND, Ops.DETACH, Ops.MUL, Ops.NEG, Ops.ADD

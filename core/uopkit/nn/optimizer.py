@@ -38,7 +38,7 @@ from uopkit.nn.hooks import RemovableHandle, _add_hook, new_args_and_kwargs
 from uopkit.schedule import live_tensors
 from uopkit.tensor import Tensor
 
-__all__ = ["Optimizer", "ParamGroup"]
+__all__ = ["Optimizer", "ParamGroup", "required"]
 
 
 def _state_like(t: Tensor, value: float = 0.0, shape: tuple[int, ...] | None = None) -> Tensor:
@@ -68,6 +68,17 @@ def _number(value: Any) -> float:
     if isinstance(value, Tensor):
         return float(value.item())
     return float(np.asarray(value).reshape(()))
+
+
+class _Required:
+    """The default of a hyperparameter every param group must give (torch.optim.optimizer.required): a custom
+    optimizer's `defaults = dict(lr=required)` makes a group without "lr" a ValueError."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
 
 
 def _dedup(ts: list[Tensor]) -> list[Tensor]:
@@ -344,7 +355,7 @@ class Optimizer:
 
     def __init__(self, params: Tensor | Iterable[Any], defaults: dict[str, Any]) -> None:
         lr = defaults.get("lr", 0.0)
-        if not isinstance(lr, Tensor) and lr < 0:
+        if not isinstance(lr, (Tensor, _Required)) and lr < 0:
             raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
         self.defaults = defaults
         self.param_groups: list[ParamGroup] = []
@@ -414,6 +425,8 @@ class Optimizer:
         if names is not None:
             group["param_names"] = names
         for k, v in self.defaults.items():
+            if v is required and k not in group:
+                raise ValueError(f"{type(self).__name__}: a param group gives no {k!r}, a required hyperparameter")
             group.setdefault(k, v)
         if isinstance(group.get("lr"), Tensor):
             if group["lr"].numel() != 1:

@@ -170,6 +170,20 @@ def _number_first(number: Any, t: Any, op: str) -> Tensor:
     raise TypeError(f"{op}: needs a Tensor operand, got {type(number).__name__} and {type(t).__name__}")
 
 
+def _alpha_first(op: str, alpha: Any, other: Any, keyword_alpha: Any = 1) -> tuple[Any, Any]:
+    """(other, alpha) for torch's deprecated `add(alpha, other)` and `sub(alpha, other)` (older optimizers'
+    `p.data.add_(-lr, d_p)`): a Python number first, then the tensor (or number) it scales."""
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or isinstance(other, bool):
+        raise TypeError(
+            f"{op}: the second positional argument is `reverse` (a bool), or, in torch's deprecated {op}(alpha, "
+            f"other) form, the tensor a Python number alpha scales; got {type(alpha).__name__} and "
+            f"{type(other).__name__} (write {op}(other, alpha=...))"
+        )
+    if type(keyword_alpha) is not int or keyword_alpha != 1:
+        raise TypeError(f"{op}: alpha is given twice, as the first positional argument and as alpha=; give it once")
+    return other, alpha
+
+
 def _scaled_operands(t: Tensor, x: Any, alpha: Any, op: str) -> tuple[Tensor, Tensor, DType]:
     """(t, alpha * x), broadcast, and the result's dtype, for torch's add/sub(other, alpha=): t and x promote as
     without alpha, and alpha is a number of their dtype, as torch's (checked as a stored value: an int dtype takes no
@@ -434,6 +448,10 @@ class ElementwiseMixin:
         >>> Tensor([1, 2]).add(Tensor([1, 1]), alpha=3).tolist()
         [4, 5]
         """
+        if reverse is not False and reverse is not True:
+            # torch's deprecated add(alpha, other)
+            other, alpha = _alpha_first("add", x, reverse, alpha)
+            return self.add(other, alpha=alpha)
         if not isinstance(self, ElementwiseMixin):
             return _number_first(self, x, "add").add(x, alpha=alpha)
         if type(alpha) is not int or alpha != 1:
@@ -464,6 +482,10 @@ class ElementwiseMixin:
         >>> Tensor([3, 4]).sub(1).tolist()
         [2, 3]
         """
+        if reverse is not False and reverse is not True:
+            # torch's deprecated sub(alpha, other)
+            other, alpha = _alpha_first("sub", x, reverse, alpha)
+            return self.sub(other, alpha=alpha)
         if not isinstance(self, ElementwiseMixin):
             return _number_first(self, x, "sub").sub(x, alpha=alpha)
         if type(alpha) is not int or alpha != 1:
@@ -750,6 +772,9 @@ class ElementwiseMixin:
         >>> Tensor([1.0, 1.0]).addcmul(Tensor([1.0, 2.0]), Tensor([4.0, 4.0]), value=0.5).tolist()
         [3.0, 5.0]
         """
+        if isinstance(value, ElementwiseMixin) and isinstance(tensor1, (int, float)):
+            # torch's deprecated addcmul(value, tensor1, tensor2) (older optimizers' `v.addcmul_(1 - b2, g, g)`)
+            tensor1, tensor2, value = tensor2, value, tensor1
         if value != 1 and (opmath := _addc_in_float32(self, tensor1, tensor2, "addcmul")) is not None:
             # torch's half floats: self + value * t1 * t2 in float32 (last multiply and add one fma), rounded once
             a, t1, t2, dt = opmath
@@ -763,6 +788,9 @@ class ElementwiseMixin:
         >>> Tensor([1.0, 1.0]).addcdiv(Tensor([1.0, 2.0]), Tensor([4.0, 4.0]), value=2).tolist()
         [1.5, 2.0]
         """
+        if isinstance(value, ElementwiseMixin) and isinstance(tensor1, (int, float)):
+            # torch's deprecated addcdiv(value, tensor1, tensor2) (older optimizers' `p.addcdiv_(-step, m, denom)`)
+            tensor1, tensor2, value = tensor2, value, tensor1
         if value != 1 and (opmath := _addc_in_float32(self, tensor1, tensor2, "addcdiv")) is not None:
             # torch's half floats: self + value * t1 / t2 in float32, in that order, rounded once
             a, t1, t2, dt = opmath

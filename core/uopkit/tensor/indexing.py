@@ -888,10 +888,16 @@ class IndexingMixin:
         >>> t = Tensor([1.0, 2.0]); t.add_(1).tolist()
         [2.0, 3.0]
         """
+        if isinstance(x, (int, float)) and not isinstance(alpha, (int, float)):
+            # torch's deprecated add_(alpha, other): `p.data.add_(-lr, d_p)`
+            return self._update_in_place(lambda: self.add(x, alpha), "add_")
         return self._update_in_place(lambda: self.add(x, alpha=alpha), "add_")
 
     def sub_(self, x: Any, alpha: float = 1) -> Tensor:
         """self -= alpha * x in place (torch.Tensor.sub_)."""
+        if isinstance(x, (int, float)) and not isinstance(alpha, (int, float)):
+            # torch's deprecated sub_(alpha, other): `p.data.sub_(-lr, d_p)`
+            return self._update_in_place(lambda: self.sub(x, alpha), "sub_")
         return self._update_in_place(lambda: self.sub(x, alpha=alpha), "sub_")
 
     def mul_(self, x: Any) -> Tensor:

@@ -46,6 +46,9 @@ class _TensorType(type):
             return DTYPES_BY_NAME[name]
         if name in _TORCH_NAMESPACES:
             return importlib.import_module(f"uopkit.{name}")
+        if name in _TORCH_TOP_LEVEL_OBJECTS:
+            module, attr = _TORCH_TOP_LEVEL_OBJECTS[name]
+            return getattr(importlib.import_module(module), attr)
         if name in TOP_LEVEL_FUNCTIONAL:
             # torch's top-level functional names (`Tensor.layer_norm` for torch.layer_norm): tensor/torch_functions.py
             return top_level_function(name)
@@ -56,6 +59,18 @@ class _TensorType(type):
 _TORCH_NAMESPACES = frozenset(
     {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp"}
 )
+# torch's other top-level names that are no functions of tensors: the gradient switches (`with Tensor.enable_grad():`,
+# the leapfrog step inside a sampler's no_grad loop), `Tensor.Generator`, `Tensor.autocast` and `Tensor.vmap`
+_TORCH_TOP_LEVEL_OBJECTS = {
+    **{
+        name: ("uopkit.tensor.grad_mode", name)
+        for name in ("enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled")
+    },
+    "is_inference_mode_enabled": ("uopkit.tensor.grad_mode", "is_inference_mode_enabled"),
+    "Generator": ("uopkit.tensor.generator", "Generator"),
+    "autocast": ("uopkit.amp", "autocast"),
+    "vmap": ("uopkit.func", "vmap"),
+}
 # the cast methods named as torch's dtypes (`torch.long` is int64): `dtype=Tensor.long` means that dtype (to_dtype)
 _CAST_METHOD_DTYPES = {
     "long": dtypes.int64,
