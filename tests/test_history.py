@@ -19,7 +19,9 @@ import uopkit.nn.functional as UF
 from uopkit import Tensor, no_grad
 from uopkit.engine.realize import buffers
 from uopkit.nn.optim import SGD, Adam
+from uopkit.schedule.history import buffers_in
 from uopkit.tensor import autograd
+from uopkit.uop.ops import Ops, UOp
 
 W0 = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32)
 Z0 = np.array([[0.5, 0.5], [2.0, 2.0]], np.float32)
@@ -995,3 +997,53 @@ def test_a_node_two_graphs_read_at_two_contents_is_never_given_one_copy() -> Non
     # z1's and z2's gradients read exp(b) itself, one hash-consed node that the two graphs read at two contents: it
     # raises, where reading either copy for both gave z1 the gradient of z2
     _never_wrong(lambda lib: _two_readers_moved_onto_copies(lib, True))
+
+
+def _forward_table(lib: str, steps: int) -> tuple[Any, list]:
+    # an HMM's forward algorithm in log space, its table written a row at a time, as dynamic programs are written
+    rng = np.random.default_rng(0)
+    a0, e0 = rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal((4, 6)).astype(np.float32)
+    obs = rng.integers(0, 6, steps)
+    t, F = (torch, TF) if lib == "torch" else (Tensor, UF)
+    trans, emit = t.tensor(a0, requires_grad=True), t.tensor(e0, requires_grad=True)
+    log_a, log_e = F.log_softmax(trans, -1), F.log_softmax(emit, -1)
+    alpha = t.zeros(steps, 4)
+    alpha[0] = log_e[:, int(obs[0])] - np.log(4.0)
+    for i in range(1, steps):
+        alpha[i] = t.logsumexp(alpha[i - 1].unsqueeze(1) + log_a, dim=0) + log_e[:, int(obs[i])]
+    return alpha, [trans, emit]
+
+
+def test_a_table_written_a_row_at_a_time_gives_torchs_gradient() -> None:
+    grads = []
+    for lib in ("torch", "uopkit"):
+        alpha, leaves = _forward_table(lib, 12)
+        weights = (torch.tensor if lib == "torch" else Tensor)(1.0 + np.arange(12, dtype=np.float32) / 12)
+        (alpha.logsumexp(1) * weights).sum().backward()
+        grads.append([leaf.grad.numpy() for leaf in leaves])
+    for ref, ours in zip(*grads, strict=True):
+        np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_each_write_into_a_table_walks_only_the_graph_it_adds(monkeypatch) -> None:
+    # the graph remembered for the table holds the one of the write before: walked whole at every write and realize,
+    # the writes cost the square of their number (400 rows: 13 s)
+    visited = [0]
+    toposort = UOp.toposort
+
+    def counted(self: UOp, gate: Any = None) -> dict:
+        found = toposort(self, gate)
+        visited[0] += len(found)
+        return found
+
+    monkeypatch.setattr(UOp, "toposort", counted)
+    walked = {}
+    for steps in (16, 64):
+        visited[0] = 0
+        alpha, _ = _forward_table("uopkit", steps)
+        walked[steps] = visited[0]
+    assert walked[64] < 5 * walked[16], walked  # (4 times the rows: 8 times the nodes walked before)
+    monkeypatch.setattr(UOp, "toposort", toposort)
+    # (the buffers a graph reads, kept per graph asked about, are those a walk of it finds)
+    for graph in ((alpha[3:] * 2 + alpha[:-3]).uop, _forward_table("uopkit", 3)[0].exp().sum().uop):
+        assert set(buffers_in(graph)) == {u for u in graph.toposort() if u.op is Ops.BUFFER}

@@ -316,11 +316,46 @@ def moved_off_assigns(
     return not memo[old]
 
 
+# graph -> the BUFFER nodes in it (a dict used as an ordered set), kept for the graphs `buffers_in` was asked about
+# while they live: the graph remembered for a buffer written a row at a time (`alpha[t] = f(alpha[t - 1])`, a dynamic
+# program's table) holds the one remembered at the write before, so a walk of the whole graph at every write and
+# realize was quadratic in the number of writes (400 rows of an HMM's forward table: 13 s)
+_buffers_under = WeakKeyMap()
+
+
+def buffers_in(graph: UOp) -> dict[UOp, None]:
+    """The BUFFER nodes in `graph` (don't change the dict returned). The walk takes the answer kept for a subgraph
+    asked about before instead of walking it again."""
+    if graph.op is _BUFFER:
+        # (not kept: the answer would hold its key alive)
+        return {graph: None}
+    known = _buffers_under.get(graph)
+    if known is not None:
+        return known
+    found: dict[UOp, None] = {}
+    seen: set[UOp] = set()
+    stack = [graph]
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        sub = _buffers_under.get(u)
+        if sub is not None:
+            found.update(sub)
+        elif u.op is _BUFFER:
+            found[u] = None
+        else:
+            stack.extend(u.src)
+    _buffers_under[graph] = found
+    return found
+
+
 def overwritten_since(source: UOp, stamp: int) -> list[UOp]:
     """The BUFFERs the graph `source` reads that were overwritten after clock `stamp`."""
     if _last_write[0] <= stamp:
         return []
-    return [b for b in source.toposort() if b.op is _BUFFER and written_at.get(b, _NEVER)[1] > stamp]
+    return [b for b in buffers_in(source) if written_at.get(b, _NEVER)[1] > stamp]
 
 
 def _dropped_message(node: UOp, b: UOp) -> str:

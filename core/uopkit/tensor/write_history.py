@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from uopkit.dtype import dtypes
 from uopkit.gradient import carry_gradient_rule, given_gradient, set_gradient
 from uopkit.schedule import computed_from, forget_source
-from uopkit.schedule.history import remember_rewritten
+from uopkit.schedule.history import buffers_in, remember_rewritten
 from uopkit.tensor.grad_mode import is_grad_enabled, no_grad
 from uopkit.tensor.support import _contiguous_ids, _storage_uop, tensors_with_grad
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -130,7 +130,10 @@ def remember_write(
     value_graph = _rebuilt_over(value_graph, replaced)
     if not carries_gradient(source, value_graph):
         return
-    if (node if bits is None else bits).base in value_graph.toposort():
+    base = (node if bits is None else bits).base
+    # (a BUFFER: found among the buffers `value_graph` reads, kept for the graphs asked about, as the chain of writes
+    # into a table grows one graph a write)
+    if base in (buffers_in(value_graph) if base.op is Ops.BUFFER else value_graph.toposort()):
         if not recorded:
             # (the values written can't be computed again from `source`: they are copied)
             _remember(node, unrecorded(source, _contents_now(node), device), source, stamp)
