@@ -239,6 +239,23 @@ def test_scatter(reduce):
     np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+@pytest.mark.filterwarnings("ignore:The reduce argument")
+def test_scatter_takes_torchs_value_keyword():
+    # torch's scalar overload names the number `value`: a one-hot label map, zeros(N, C, ...).scatter_(1, y, value=1)
+    y = rng.integers(0, 3, size=(2, 1, 4, 5))
+    want = torch.zeros(2, 3, 4, 5).scatter_(1, torch.tensor(y), value=1.0)
+    got = Tensor.zeros(2, 3, 4, 5)
+    got.scatter_(1, Tensor(y), value=1.0)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    idx = Tensor(y)
+    want = torch.scatter(torch.ones(2, 3, 4, 5), 1, torch.tensor(y), value=2.0, reduce="add")
+    np.testing.assert_array_equal(
+        Tensor.scatter(Tensor.ones(2, 3, 4, 5), 1, idx, value=2.0, reduce="add").numpy(), want
+    )
+    with pytest.raises(TypeError, match="scatter"):
+        Tensor.zeros(2, 3, 4, 5).scatter(1, idx, 1.0, value=1.0)
+
+
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 def test_scatter_reduce(reduce, include_self):

@@ -116,6 +116,37 @@ def test_affine_grid():
         check(lambda t, s=size, a=ac: t.affine_grid(s, a), lambda t, s=size, a=ac: F.affine_grid(t, s, a), theta)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_affine_grid_identity_rounds_as_torch(dtype: Any) -> None:
+    # an identity theta (a spatial transformer's usual start) puts each point on a pixel centre, where the gradient
+    # of bilinear sampling to the grid is one-sided: torch's grid is its linspace, rounded in the dtype, and a grid
+    # one ulp away from it took the other side (a 3-D STN's gradient to theta off by 40, not by rounding)
+    for size, ac in [
+        ((1, 2, 4, 5, 16), True),
+        ((1, 2, 7, 16, 24), False),
+        ((2, 1, 13, 33), True),
+        ((2, 1, 12, 3), False),
+    ]:
+        nd = len(size) - 2
+        theta = np.zeros((size[0], nd, nd + 1), dtype)
+        theta[:, :, :nd] = np.eye(nd)
+        ours = Tensor(theta).affine_grid(size, ac).numpy()
+        np.testing.assert_array_equal(ours, F.affine_grid(torch.tensor(theta), size, align_corners=ac).numpy())
+    x, theta = _randn(1, 2, 4, 5, 6), np.eye(3, 4, dtype=np.float32)[None]
+    for padding, ac in [("zeros", True), ("border", True), ("reflection", True), ("border", False)]:
+        check(
+            lambda x, th, p=padding, a=ac: x.grid_sample(
+                th.affine_grid((1, 2, 4, 5, 6), a), padding_mode=p, align_corners=a
+            ),
+            lambda x, th, p=padding, a=ac: F.grid_sample(
+                x, F.affine_grid(th, (1, 2, 4, 5, 6), a), padding_mode=p, align_corners=a
+            ),
+            x,
+            theta,
+            atol=1e-4,
+        )
+
+
 def test_grid_sample():
     img, img5 = _randn(2, 3, 4, 5), _randn(1, 2, 3, 4, 3)
     # points inside, on the borders and well outside (reflections more than once)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import uopkit
 from uopkit import Tensor, dtypes
 from uopkit.dtype import to_dtype, to_numpy_dtype
 from uopkit.tensor import ArgumentError, DTypeError, ShapeError
@@ -1164,6 +1165,20 @@ def test_torch_dtype_and_namespace_names_spelled_on_tensor():
     a = np.array([[2.0, 1.0], [1.0, 3.0]], np.float32)
     np.testing.assert_allclose(Tensor.linalg.det(Tensor(a)).numpy(), torch.linalg.det(torch.tensor(a)).numpy(), 1e-6)
     assert Tensor.nn.functional.relu(Tensor([-1.0, 2.0])).tolist() == [0.0, 2.0]
+    # torch's memory formats: `torch.channels_last_3d` -> `Tensor.channels_last_3d` (a 3-D net's port)
+    x = Tensor.ones(1, 2, 2, 2, 2)
+    for name in ("channels_last", "channels_last_3d", "contiguous_format", "preserve_format"):
+        assert getattr(Tensor, name) is getattr(uopkit, name)
+    assert isinstance(Tensor.channels_last_3d, Tensor.memory_format)
+    assert x.contiguous(memory_format=Tensor.channels_last_3d).tolist() == x.tolist()
+    # and the gradient switches: `with torch.inference_mode():` -> `with Tensor.inference_mode():`
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    for switch in (Tensor.inference_mode(), Tensor.set_grad_enabled(False)):
+        with switch:
+            assert not (w * 2).requires_grad and not Tensor.is_grad_enabled()
+    with Tensor.no_grad(), Tensor.enable_grad():
+        assert (w * 2).requires_grad and Tensor.is_grad_enabled()
+    assert Tensor.is_inference_mode_enabled() is torch.is_inference_mode_enabled()
     with pytest.raises(AttributeError, match="nope"):
         _ = Tensor.nope
     with pytest.raises(AttributeError):

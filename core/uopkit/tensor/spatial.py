@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes, least_upper_float
+from uopkit.dtype import DType, dtypes, least_upper_float
 from uopkit.helpers import prod
 from uopkit.tensor import segments
 from uopkit.tensor.autocast import CPU, FLOAT32, autocast_op
+from uopkit.tensor.creation import _LinspaceValues
 from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.linalg import _set_first_max_gradient, _window_argmax
 from uopkit.tensor.special import UnsupportedDTypeError
@@ -258,7 +259,7 @@ class SpatialMixin:
         if self.shape[0] != size[0]:
             raise ShapeError(f"affine_grid: theta's batch of {self.shape[0]} doesn't match size {size}")
         np_dt = np.float64 if self.dtype == dtypes.float64 else np.float32
-        steps = [_affine_steps(L, align_corners, np_dt) for L in spatial]
+        steps = [_affine_steps(L, align_corners, self.dtype) for L in spatial]
         # each position's (x, y[, z], 1): x runs along the last axis
         mesh = np.meshgrid(*steps, indexing="ij")
         base = np.stack([*reversed(mesh), np.ones(spatial, np_dt)], axis=-1).reshape(-1, nd + 1)
@@ -969,13 +970,20 @@ def _check_probability(p: float) -> None:
         raise ArgumentError(f"dropout: p is a probability, in [0, 1], got {p}")
 
 
-def _affine_steps(L: int, align_corners: bool, np_dt: type) -> np.ndarray:
+def _affine_steps(L: int, align_corners: bool, dtype: DType) -> np.ndarray:
     # the normalized coordinates of L positions: -1 and 1 at the outer pixels' centres (align_corners), else at their
-    # outer edges; one position is at 0
+    # outer edges; one position is at 0. Rounded as torch's: its linspace(-1, 1, L) in the dtype, then (without
+    # align_corners) times L - 1 and divided by L, each rounded to the dtype. An identity theta puts every point on
+    # a pixel centre, where bilinear sampling's gradient to the grid is one-sided: a coordinate one ulp off flips
+    # which side, so the grid's last bits decide the gradient to theta there
+    np_dt = np.float64 if dtype == dtypes.float64 else np.float32
     if L <= 1:
         return np.zeros(max(L, 0), np_dt)
-    r = np.linspace(-1, 1, L).astype(np_dt)
-    return r if align_corners else r * np_dt(L - 1) / np_dt(L)
+    steps = _LinspaceValues(-1, 1, L, dtype)
+    r = np.asarray(steps(np.arange(L, dtype=np.float64)), np_dt)
+    if not align_corners:
+        r = steps._rounded(steps._rounded(r * np_dt(L - 1)) / np_dt(L))
+    return np.asarray(r, np_dt)
 
 
 def _unnormalized(x: Tensor, L: int, align_corners: bool) -> Tensor:

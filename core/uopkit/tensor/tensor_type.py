@@ -1,6 +1,7 @@
 """The `Tensor` class's own type and the small int types its attributes read as: what a port that renamed `torch.` to
-`Tensor.` finds on the class besides methods (dtypes, torch's namespaces and top-level functional names, the
-`no_grad` flag that is also torch's switch), and `t.nbytes` (torch's int, tinygrad's method)."""
+`Tensor.` finds on the class besides methods (dtypes, torch's namespaces and top-level functional names, memory
+formats, gradient switches, the `no_grad` flag that is also torch's switch), and `t.nbytes` (torch's int, tinygrad's
+method)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from uopkit.dtype import DTYPES_BY_NAME, dtypes
+from uopkit.tensor import grad_mode as _grad_modes
+from uopkit.tensor import memory_format as _memory_format
 from uopkit.tensor.grad_mode import no_grad as _no_grad_switch
 from uopkit.tensor.grad_mode import thread_mode as _grad_mode
 from uopkit.tensor.torch_functions import TOP_LEVEL_FUNCTIONAL, top_level_function
@@ -40,15 +43,18 @@ class _TensorType(type):
 
     def __getattr__(cls, name: str) -> Any:
         # what a port spells `torch.X` as `Tensor.X` besides functions: a dtype (`dtype=Tensor.float32`; the cast
-        # methods `Tensor.long`, `Tensor.half`, ... stand for theirs too, `_CAST_METHOD_DTYPES`) and torch's namespaces
-        # (`Tensor.linalg.qr(a)`); looked up on the class only, after its own attributes
+        # methods `Tensor.long`, `Tensor.half`, ... stand for theirs too, `_CAST_METHOD_DTYPES`), torch's namespaces
+        # (`Tensor.linalg.qr(a)`), memory formats and gradient switches; looked up on the class only, after its own
+        # attributes
         if name in DTYPES_BY_NAME:
             return DTYPES_BY_NAME[name]
         if name in _TORCH_NAMESPACES:
             return importlib.import_module(f"uopkit.{name}")
         if name in _TORCH_TOP_LEVEL_OBJECTS:
+            # torch's memory formats (`x.contiguous(memory_format=Tensor.channels_last_3d)`), gradient switches
+            # (`with Tensor.enable_grad():` inside a sampler's no_grad loop): uopkit's objects of those names
             module, attr = _TORCH_TOP_LEVEL_OBJECTS[name]
-            return getattr(importlib.import_module(module), attr)
+            return attr if module is None else getattr(importlib.import_module(module), attr)
         if name in TOP_LEVEL_FUNCTIONAL:
             # torch's top-level functional names (`Tensor.layer_norm` for torch.layer_norm): tensor/torch_functions.py
             return top_level_function(name)
@@ -59,14 +65,11 @@ class _TensorType(type):
 _TORCH_NAMESPACES = frozenset(
     {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp"}
 )
-# torch's other top-level names that are no functions of tensors: the gradient switches (`with Tensor.enable_grad():`,
-# the leapfrog step inside a sampler's no_grad loop), `Tensor.Generator`, `Tensor.autocast` and `Tensor.vmap`
-_TORCH_TOP_LEVEL_OBJECTS = {
-    **{
-        name: ("uopkit.tensor.grad_mode", name)
-        for name in ("enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled")
-    },
-    "is_inference_mode_enabled": ("uopkit.tensor.grad_mode", "is_inference_mode_enabled"),
+# torch's top-level objects that are no functions of tensors, for a port that spells them `Tensor.X`: name -> (the
+# module to take it from lazily, its name there), or (None, the object) (`no_grad` is the class's property above)
+_TORCH_TOP_LEVEL_OBJECTS: dict[str, tuple[str | None, Any]] = {
+    **{name: (None, getattr(_memory_format, name)) for name in _memory_format.__all__},
+    **{name: (None, getattr(_grad_modes, name)) for name in _grad_modes.__all__ if name != "no_grad"},
     "Generator": ("uopkit.tensor.generator", "Generator"),
     "autocast": ("uopkit.amp", "autocast"),
     "vmap": ("uopkit.func", "vmap"),

@@ -66,6 +66,8 @@ for _name, _keywords in {
     "cdist": {"x1": 0, "x2": 1},
     "cosine_similarity": {"x1": 0, "x2": 1},
     "pairwise_distance": {"x1": 0, "x2": 1},
+    # torch.scatter's overload with a number to write names it `value` (`t.scatter(1, idx, value=1.0)`, a one-hot)
+    "scatter": {"value": 3},
     "new_zeros": {"size": 1},
     "new_ones": {"size": 1},
     "new_empty": {"size": 1},
