@@ -534,6 +534,21 @@ def test_a_cat_of_many_computed_pieces_is_split_into_kernels_of_bounded_size():
     np.testing.assert_allclose(out.numpy(), np.concatenate([ref(x) for x in xs]) @ w, rtol=1e-4, atol=1e-4)
 
 
+def test_a_chain_of_pads_is_stored_in_kernels_near_the_bound():
+    # each link's pad nests the ones before: storing the largest piece peeled a few nodes off per store (a 600-link
+    # chain became hundreds of tiny kernels, and picking them walked every piece's region each time: 591 s for 1000
+    # links); the largest piece that fits is stored instead
+    from uopkit.schedule.grouper import MAX_KERNEL_NODES
+
+    x = Tensor.arange(6).float()
+    for _ in range(600):
+        x = x.pad(((1, 0),))[1:] * 1.0
+    items = create_schedule(kernelize_tensors([x]))
+    nodes = [len(it.ast.toposort()) for it in items]
+    assert max(nodes) < 2 * MAX_KERNEL_NODES and len(items) <= 3 * sum(nodes) // MAX_KERNEL_NODES + 2, nodes
+    np.testing.assert_allclose(x.numpy(), np.arange(6))
+
+
 def test_a_stencil_loop_stores_each_few_steps():
     # u = u + a * (rolls of u - 4u), the state rebound each step and nothing realized (a heat equation as written in
     # PyTorch): each step reads the last one through 9 views, so N steps fused were 9**N copies of the first (5 steps:
@@ -935,6 +950,7 @@ def _storage_ref(t: Tensor):
     return weakref.ref(buffers[t.uop.base])
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_recomputing_a_value_in_a_loop_frees_the_earlier_values():
     torch = pytest.importorskip("torch")
     # nothing wants a gradient: a realized value's graph is not kept, so it doesn't hold the value before it (each
@@ -953,6 +969,7 @@ def test_recomputing_a_value_in_a_loop_frees_the_earlier_values():
     np.testing.assert_allclose(a.numpy(), expected.numpy(), rtol=1e-6)
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_a_value_realized_from_a_temporary_does_not_hold_it():
     x = Tensor(np.arange(8, dtype=np.float32))
     y = (x * 2).realize()
@@ -980,6 +997,7 @@ def test_a_value_realized_before_requires_grad_is_a_constant_as_in_torch():
     assert x.grad.tolist() == [3.0, 3.0]
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_a_state_updated_between_optimizer_steps_keeps_no_chain_of_values():
     from uopkit import nn
 
