@@ -46,6 +46,7 @@ def test_deepcopy_copies_the_values_into_storage_of_its_own():
     assert w2.tolist() == [1.0, 2.0]
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_deepcopy_keeps_nothing_of_the_original():
     # the copy was a lazy graph over the original's buffers (and, realized, remembered it as its source): deleting the
     # original model freed none of its buffers while the copy lived

@@ -212,6 +212,7 @@ def test_stored_rows_changed_in_place_since_dont_stand_in() -> None:
     _never_wrong(run)
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_rows_looked_up_in_a_forward_that_returns_only_the_loss() -> None:
     # a module's forward: the rows are a local, gone once it returns; the loss, stored by the write with them, keeps
     # them for its gradient
@@ -260,6 +261,7 @@ def test_autograd_grad_and_gradient_read_the_stored_rows_too() -> None:
         assert g.numpy().tolist() == want
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_a_logged_loss_through_optimizer_steps_keeps_no_storage_alive() -> None:
     # each step writes every weight while the logged loss is alive: the loss is computed before the writes (no copy of
     # the weights), and what is remembered of where values are stored holds none of them

@@ -182,6 +182,7 @@ def test_a_lazy_clone_of_the_weights_trains_after_the_original_steps() -> None:
     check(pair.net, pair.t)
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_deepcopy_of_an_optimizer_follows_lr_changes_once_the_original_is_gone() -> None:
     # the copy's groups held a weak reference to the original optimizer: with it gone, `group["lr"] = 0` was ignored
     def run(keep_original: bool) -> float:

@@ -35,6 +35,7 @@ def _both(run: Callable[[str], Any]) -> None:
 
 @pytest.mark.parametrize("alive", [(True, True), (True, False), (False, True), (False, False)])
 @pytest.mark.parametrize("returns", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_hooks_on_one_value_run_per_tensor_as_torchs(alive: tuple[bool, bool], returns: tuple[bool, bool]) -> None:
     # a and b are one node here; the loss reads both, only a, or only b; the tensors are kept or dropped before
     # backward (a hook on a dropped one still runs, as torch's); retain_grad() on both gives each its own .grad
@@ -90,6 +91,7 @@ def test_hooks_on_one_value_read_before_backward_as_torchs(read: str) -> None:
     _both(run)
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_a_sub_module_called_twice_runs_each_calls_hook_as_torchs() -> None:
     # a hook registered on an intermediate inside forward(); the module is called twice on one input, so both calls'
     # intermediates are one node here; each call's hook sees its own call's gradient, and its result flows on

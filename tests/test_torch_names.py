@@ -464,6 +464,7 @@ def _leaf_state(t):
 
 
 @pytest.mark.parametrize("build", _LEAVES_GIVEN_REQUIRES_GRAD_AFTER)
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_a_new_value_is_not_a_leaf_gone_since_that_was_built_the_same(build):
     # a leaf given requires_grad and dropped, a value computed from it held: the same call again is a new leaf
     # (it was taken for the dropped one: is_leaf False, requires_grad True, a grad_fn, for it and values of it)
@@ -494,6 +495,7 @@ def test_two_leaves_built_the_same_have_gradients_of_their_own(build):
     _same(grads[Tensor], grads[torch])
 
 
+@pytest.mark.usefixtures("gc_of_this_test")
 def test_requires_grad_of_a_value_of_a_leaf_gone_since_cant_be_set_false():
     for T in (Tensor, torch):
         x = T.ones(2, requires_grad=True)
