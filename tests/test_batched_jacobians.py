@@ -258,27 +258,21 @@ def test_a_backward_that_reads_the_cotangent_takes_one_pass_per_row():
     # placeholder's unset memory (all its rows came out 0 here), so each row takes a pass of its own, as torch's
     from uopkit.autograd import Function
 
-    class Gated(Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
+    def gated(base: type, peak) -> type:
+        class Gated(base):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
 
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * g * x * float(np.abs(g.numpy()).max() > 0.5)
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return 2 * g * x * float(peak(g) > 0.5)
 
-    class TorchGated(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
+        return Gated
 
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * g * x * float(g.abs().max() > 0.5)
-
+    Gated = gated(Function, lambda g: np.abs(g.numpy()).max())
+    TorchGated = gated(torch.autograd.Function, lambda g: g.abs().max())
     x = np.array([1.0, 2.0, 3.0], np.float32)
     _close(F.jacobian(Gated.apply, Tensor(x)), TF.jacobian(TorchGated.apply, torch.tensor(x)))

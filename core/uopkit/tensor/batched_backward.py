@@ -32,7 +32,7 @@ from uopkit.dtype import DType
 from uopkit.engine.realize import buffers
 from uopkit.tensor.support import retaining_grad
 from uopkit.tensor.tensor import Tensor
-from uopkit.tensor.tensor_hooks import hooked_keys
+from uopkit.tensor.tensor_hooks import any_hooks
 from uopkit.uop.ops import GroupOp, Ops, UOp
 
 __all__ = ["NotBatchable", "batch_graph", "one_hot_rows", "vjp_rows", "ROW_BUDGET"]
@@ -184,7 +184,7 @@ def vjp_rows(
     if n <= 1 or retaining_grad:
         # (one row is one pass already; a retained tensor's `.grad` would be given the placeholder's graph)
         return None
-    if hooked_keys():
+    if any_hooks():
         # (a hook sees each row's gradient, as torch's, not the placeholder's; any hook at all, since one on the way
         # may be behind an output already realized, where a walk of the outputs' graphs doesn't see it)
         return None

@@ -205,9 +205,11 @@ def _run_in_turn(first: Callable[[UOp], UOp], then: Callable[[UOp], UOp], g: UOp
     return then(first(g))
 
 
-def hooked_keys() -> set[UOp]:
-    """The gradient keys of every hooked value (leaves too)."""
-    return {k for keys, *_ in _hooked_values() for k in keys}
+def any_hooks() -> bool:
+    """Whether any value's hooks may still run: a live tensor's, or a gone tensor's on a node that lives."""
+    if any(hooks and ref() is not None for ref, hooks in list(_hooked.values())):
+        return True
+    return any(r() is not None for refs, *_ in list(_outliving.values()) for r in refs)
 
 
 def hooked_non_leaf_keys() -> set[UOp]:
