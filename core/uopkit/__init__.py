@@ -114,7 +114,7 @@ except ModuleNotFoundError as e:
 
 # torch's subpackages reached as attributes of a bare `import torch` (torch.nn.functional.relu,
 # torch.distributions.Normal, torch.func.grad): imported on first use, so `import uopkit` loads no more than before
-_SUBPACKAGES = frozenset({"nn", "distributions", "data", "func", "signal", "quasirandom"})
+_SUBPACKAGES = frozenset({"nn", "distributions", "data", "func", "signal", "quasirandom", "fft"})
 
 
 def __getattr__(name: str) -> object:

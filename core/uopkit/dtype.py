@@ -68,7 +68,7 @@ class DType:
 
     @property
     def is_complex(self) -> bool:
-        """False, as torch.dtype's for every real dtype (uopkit has no complex dtypes)."""
+        """False: every DType is real, as torch.dtype's for a real dtype (the complex dtypes are `ComplexDType`s)."""
         return False
 
     def vec(self, count: int) -> DType:
@@ -263,6 +263,11 @@ class dtypes(metaclass=_DtypesMeta):
                     return dtypes.default_int if fits else dtypes.int64
                 return dtypes.bool if kinds else dtypes.default_float
             return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
+        if isinstance(x, complex):
+            raise TypeError(
+                f"cannot infer a dtype for {x!r}: Tensor(...) holds real values only; complex data makes a "
+                "ComplexTensor through Tensor.tensor(data) or Tensor.complex(real, imag)"
+            )
         raise TypeError(f"cannot infer a dtype for {x!r} of type {type(x).__name__}")
 
     @staticmethod
@@ -419,6 +424,11 @@ def from_numpy_dtype(npdt) -> DType:  # noqa: ANN001
     for dt in dtypes.all:
         if dt.fmt is not None and np.dtype(dt.fmt) == npdt:
             return dt
+    if npdt.kind == "c":
+        raise TypeError(
+            f"numpy dtype {npdt}: Tensor(...) holds real values only; complex data makes a ComplexTensor through "
+            "Tensor.tensor(data), Tensor.from_numpy(array) or Tensor.complex(real, imag)"
+        )
     raise TypeError(f"numpy dtype {npdt} has no uopkit dtype")
 
 
@@ -490,3 +500,92 @@ class iinfo:
 
     def __repr__(self) -> str:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+@dataclass(frozen=True, eq=False)
+class ComplexDType:
+    """A complex dtype (`dtypes.complex64`, `dtypes.complex128`): the dtype of a `ComplexTensor`, whose real and
+    imaginary parts are two real tensors of dtype `real` (float32, float64). It is no `DType`: no kernel computes in
+    it, and it takes no part in the real dtypes' promotion or tables (`dtypes.all`).
+
+    >>> dtypes.complex64.is_complex, dtypes.complex64.itemsize, dtypes.cfloat.to_real()
+    (True, 8, dtypes.float)
+    """
+
+    name: str
+    real: DType
+
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
+
+    def __reduce__(self) -> tuple:
+        return _complex_named, (self.name,)
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}"
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element: both parts (8 for complex64, 16 for complex128)."""
+        return 2 * self.real.itemsize
+
+    @property
+    def is_complex(self) -> bool:
+        """True, as torch.dtype's for a complex dtype."""
+        return True
+
+    @property
+    def is_floating_point(self) -> bool:
+        """False, as torch.dtype's for a complex dtype."""
+        return False
+
+    @property
+    def is_signed(self) -> bool:
+        """True, as torch.dtype's for a complex dtype."""
+        return True
+
+    def to_real(self) -> DType:
+        """The dtype of each part (torch.dtype.to_real): float32 for complex64, float64 for complex128."""
+        return self.real
+
+    def to_complex(self) -> ComplexDType:
+        """This dtype itself (torch.dtype.to_complex)."""
+        return self
+
+
+def _complex_named(name: str) -> ComplexDType:
+    return COMPLEX_DTYPES[name]
+
+
+dtypes.complex64 = dtypes.cfloat = ComplexDType("complex64", dtypes.float32)  # type: ignore[attr-defined]
+dtypes.complex128 = dtypes.cdouble = ComplexDType("complex128", dtypes.float64)  # type: ignore[attr-defined]
+# name (uopkit's and torch's) -> the complex dtype
+COMPLEX_DTYPES: dict[str, ComplexDType] = {
+    "complex64": dtypes.complex64,  # type: ignore[attr-defined]
+    "cfloat": dtypes.complex64,  # type: ignore[attr-defined]
+    "complex128": dtypes.complex128,  # type: ignore[attr-defined]
+    "cdouble": dtypes.complex128,  # type: ignore[attr-defined]
+}
+
+
+def complex_dtype_of(x: object) -> ComplexDType | None:
+    """The complex dtype `x` names (a ComplexDType, its name, Python's `complex` (complex128, as torch's), a torch or
+    numpy complex dtype), or None when `x` names none."""
+    if isinstance(x, ComplexDType):
+        return x
+    if x is complex:
+        return COMPLEX_DTYPES["complex128"]
+    if isinstance(x, str):
+        return COMPLEX_DTYPES.get(x.removeprefix("torch."))
+    if _is_torch_dtype(x):
+        return COMPLEX_DTYPES.get(str(x).removeprefix("torch."))
+    if isinstance(x, type):
+        # numpy's scalar types (np.complex64)
+        return COMPLEX_DTYPES.get(x.__name__) if x.__module__ == "numpy" else None
+    name = getattr(x, "name", None)
+    return COMPLEX_DTYPES.get(name) if type(x).__module__.startswith("numpy") and isinstance(name, str) else None
+
+
+def complex_dtype_for(real: DType) -> ComplexDType:
+    """The complex dtype whose parts are `real`: complex128 for float64, else complex64."""
+    return COMPLEX_DTYPES["complex128" if real == dtypes.float64 else "complex64"]

@@ -2,8 +2,9 @@
 functions over the Tensor methods of tensor/factorize.py and tensor/matrix.py, with torch.linalg's argument order and
 defaults where a method's differ (`cross` on the last axis, `diagonal` of the last two, `norm` choosing a vector or a
 matrix norm from `dim`); `householder_product`, `tensorinv` and `tensorsolve` are compositions of those methods, and
-`ldl_factor`/`ldl_solve` LAPACK's sytrf/sytrs (tensor/ldl.py). `eig` and `eigvals` need complex numbers, which uopkit
-has not: they raise. A singular or not positive-definite input raises `LinAlgError` (torch.linalg.LinAlgError).
+`ldl_factor`/`ldl_solve` LAPACK's sytrf/sytrs (tensor/ldl.py). `eig` and `eigvals` of a general matrix are not
+supported (their complex results would need a complex eigensolver): they raise. A singular or not positive-definite
+input raises `LinAlgError` (torch.linalg.LinAlgError).
 
 >>> from uopkit import Tensor, linalg
 >>> linalg.det(Tensor([[2.0, 1.0], [1.0, 3.0]])).item()
@@ -340,19 +341,20 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
 
 
 def eig(A: Tensor) -> None:
-    """torch.linalg.eig: its eigenvalues and vectors are complex, and uopkit has no complex dtype, so it raises
-    (`eigh` takes a symmetric matrix)."""
+    """torch.linalg.eig: not supported (a general matrix's eigenvalues and vectors are complex, and uopkit has no
+    complex eigensolver), so it raises (`eigh` takes a symmetric matrix)."""
     raise UnsupportedDTypeError(
-        "linalg.eig: a general matrix's eigenvalues and eigenvectors are complex, and uopkit has no complex dtype; "
-        "for a symmetric matrix use linalg.eigh"
+        "linalg.eig: the eigendecomposition of a general (non-symmetric) matrix is not supported: its complex "
+        "eigenvalues and eigenvectors need a complex eigensolver, which uopkit lacks; for a symmetric matrix use "
+        "linalg.eigh"
     )
 
 
 def eigvals(A: Tensor) -> None:
-    """torch.linalg.eigvals: complex, so it raises as `eig` (`eigvalsh` takes a symmetric matrix)."""
+    """torch.linalg.eigvals: not supported, as `eig` (`eigvalsh` takes a symmetric matrix)."""
     raise UnsupportedDTypeError(
-        "linalg.eigvals: a general matrix's eigenvalues are complex, and uopkit has no complex dtype; for a symmetric "
-        "matrix use linalg.eigvalsh"
+        "linalg.eigvals: the eigenvalues of a general (non-symmetric) matrix are not supported: they need a complex "
+        "eigensolver, which uopkit lacks; for a symmetric matrix use linalg.eigvalsh"
     )
 
 

@@ -316,6 +316,12 @@ class ElementwiseMixin:
             elif isinstance(y, (bool, int, float)):
                 y = x._const_operand(y, op)
                 number = True
+            elif type(y).__name__ == "ComplexTensor":
+                # (a real tensor's operator runs first and can't give a ComplexTensor: the complex one must lead)
+                raise TypeError(
+                    f"{op}: a real Tensor ({x.dtype}) with a complex one on its right; make the real one complex "
+                    "first (t.cfloat(), or t.to(z.dtype)), or put the complex tensor first (z + t, z * t)"
+                )
             else:
                 raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
         if x.device != y.device:

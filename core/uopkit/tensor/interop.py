@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes, from_numpy_dtype, to_dtype
+from uopkit.dtype import complex_dtype_of, dtypes, from_numpy_dtype, to_dtype
+from uopkit.tensor.complex_creation import complex_from_data
+from uopkit.tensor.complex_tensor import ComplexTensor, is_complex_data
 from uopkit.tensor.support import _canonical_device, _from_numpy
 from uopkit.uop.ops import Ops, UOp
 
@@ -136,6 +138,9 @@ class InteropMixin:
         """
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(arr).__name__}")
+        if arr.dtype.kind == "c":
+            # a complex array: a ComplexTensor of its dtype (tensor/complex_tensor.py)
+            return complex_from_data(arr, device=device)  # type: ignore[return-value]
         return Tensor(arr, device=device)
 
     @staticmethod
@@ -188,6 +193,8 @@ class InteropMixin:
         """
         if isinstance(data, Tensor):
             return data.to(device=device, dtype=dtype)
+        if is_complex_data(data) or isinstance(data, ComplexTensor) or complex_dtype_of(dtype) is not None:
+            return complex_from_data(data, dtype, device)  # type: ignore[return-value]
         return Tensor(data, dtype=dtype, device=device)
 
     @staticmethod
@@ -206,6 +213,10 @@ class InteropMixin:
         """
         if isinstance(data, Tensor):
             out = data.detach().clone().to(device=device, dtype=dtype)
+        elif is_complex_data(data) or isinstance(data, ComplexTensor) or complex_dtype_of(dtype) is not None:
+            # complex values (or a complex dtype): a ComplexTensor (tensor/complex_tensor.py)
+            z = complex_from_data(data.detach().clone() if isinstance(data, ComplexTensor) else data, dtype, device)
+            return z.requires_grad_(True) if requires_grad else z  # type: ignore[return-value]
         else:
             out = Tensor(data, dtype=dtype, device=device)
         return out.requires_grad_(True) if requires_grad else out

@@ -9,16 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import (
-    DType,
-    dtypes,
-    is_dtype_like,
-    least_upper_dtype,
-    to_dtype,
-)
+from uopkit.dtype import DType, complex_dtype_of, dtypes, is_dtype_like, least_upper_dtype, to_dtype
 from uopkit.gradient import set_gradient
 from uopkit.helpers import prod
 from uopkit.schedule import live_tensors
+from uopkit.tensor.complex_creation import to_complex
 from uopkit.tensor.memory_format import as_memory_format, dims_order
 from uopkit.tensor.rearrange import rearrange
 from uopkit.tensor.replay import replayed
@@ -1090,7 +1085,7 @@ class MovementMixin:
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
-            elif is_dtype_like(a):
+            elif is_dtype_like(a) or complex_dtype_of(a) is not None:
                 dtype = a
             elif a is None or isinstance(a, str) or _is_device_object(a):
                 # (None: the default device, as before; a torch.device by its name)
@@ -1103,6 +1098,8 @@ class MovementMixin:
                 )
         if memory_format is not None:
             dims_order(as_memory_format(memory_format, "to"), self.ndim, "to")
+        if dtype is not None and not isinstance(dtype, DType) and (cdt := complex_dtype_of(dtype)) is not None:
+            return to_complex(self, cdt, device, copy)  # a ComplexTensor (tensor/complex_creation.py)
         t = self if dtype is None else self.cast(dtype)
         t = t if device is None else t._to_device(device)
         return t.clone() if copy and t is self else t

@@ -35,6 +35,8 @@ from uopkit.tensor import autocast as _autocast_module
 from uopkit.tensor import bitonic as _bitonic_module
 from uopkit.tensor import bits_gradients as _bits_gradients_module
 from uopkit.tensor import blocksort as _blocksort_module
+from uopkit.tensor import complex_creation as _complex_creation_module
+from uopkit.tensor import complex_tensor as _complex_tensor_module
 from uopkit.tensor import composite as _composite_module
 from uopkit.tensor import copies as _copies_module
 from uopkit.tensor import creation as _creation_module
@@ -86,6 +88,7 @@ from uopkit.tensor import wordsort as _wordsort_module
 from uopkit.tensor import write_history as _write_history_module
 from uopkit.tensor.autocast import without_autocast
 from uopkit.tensor.bits_realized import rewrap_bf16 as _rewrap_bf16
+from uopkit.tensor.complex_creation import ComplexMixin
 from uopkit.tensor.composite import CompositeMixin
 from uopkit.tensor.creation import CreationMixin
 from uopkit.tensor.elementwise import ElementwiseMixin
@@ -219,6 +222,7 @@ class Tensor(
     TorchFunctionsMixin,
     TorchCopiesSettingsMixin,
     InteropMixin,
+    ComplexMixin,
     metaclass=_TensorType,
 ):
     """A multi-dimensional array on a device, computed lazily.
@@ -913,6 +917,8 @@ for _module in (
     _autocast_module,
     _bits_gradients_module,
     _composite_module,
+    _complex_tensor_module,
+    _complex_creation_module,
     support,
     _creation_module,
     _einsum_module,

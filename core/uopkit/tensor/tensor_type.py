@@ -63,7 +63,7 @@ class _TensorType(type):
 
 # torch's namespaces that uopkit has under the same name (`torch.linalg` -> `uopkit.linalg`)
 _TORCH_NAMESPACES = frozenset(
-    {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp"}
+    {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp", "fft"}
 )
 # torch's top-level objects that are no functions of tensors, for a port that spells them `Tensor.X`: name -> (the
 # module to take it from lazily, its name there), or (None, the object) (`no_grad` is the class's property above)

@@ -732,13 +732,13 @@ for _flag in (
 # torch's methods for sparse, quantized and complex tensors and raw storage: named errors, not AttributeErrors
 _NO_SPARSE = "uopkit has no sparse tensors (every tensor is dense and strided)"
 _NO_QUANTIZED = "uopkit has no quantized tensors (cast to an int dtype and keep the scale yourself)"
-_NO_COMPLEX = "uopkit has no complex tensors (keep the real and imaginary parts as two tensors)"
+_NO_COMPLEX = "uopkit's complex tensors (Tensor.complex, uopkit.fft) don't have it"
 _NO_STORAGE = "uopkit has no torch storage objects (see storage_offset(), data_ptr(), numpy())"
 for _name, _why in (
     *((n, _NO_SPARSE) for n in ("to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc")),
     *((n, _NO_QUANTIZED) for n in ("q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",
                                    "q_per_channel_axis", "qscheme", "int_repr")),
-    *((n, _NO_COMPLEX) for n in ("cfloat", "cdouble", "chalf", "stft", "istft")),
+    *((n, _NO_COMPLEX) for n in ("chalf", "stft", "istft")),
     *((n, _NO_STORAGE) for n in ("storage", "untyped_storage", "set_", "record_stream")),
 ):  # fmt: skip
     setattr(TorchExtrasMixin, _name, _not_here(_name, _why))

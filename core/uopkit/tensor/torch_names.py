@@ -239,7 +239,7 @@ class TorchNamesMixin:
         return self.dtype != dtypes.bool and not dtypes.is_unsigned(self.dtype)
 
     def is_complex(self: Tensor) -> bool:  # type: ignore[misc]
-        """False: there are no complex dtypes."""
+        """False: a Tensor is real (complex values are `ComplexTensor`s, whose `is_complex()` is True)."""
         return False
 
     def is_same_size(self: Tensor, other: Tensor) -> bool:  # type: ignore[misc]

@@ -1,0 +1,459 @@
+"""torch.fft's functions by torch.fft's names (`uopkit.fft.rfft(x, n=64, dim=-1, norm="ortho")`): discrete Fourier
+transforms of real tensors and of complex ones (`ComplexTensor`, tensor/complex_tensor.py), with torch's `n=`/`s=`
+(zero padding or trimming of the input), `dim=` and `norm=` ("backward": the inverse scales by 1/n, "ortho": both by
+1/sqrt(n), "forward": the forward one by 1/n).
+
+Each 1-D transform is a product with cos and sin matrices of the axis (built in float64, exact angles from the integer
+j*k mod n, then cast to the input's float dtype, and kept for reuse): every kernel is a real matmul, any n works, and
+gradients are the matmuls' (for a real loss L, a complex input's gradient is dL/dRe + i dL/dIm, as torch's). The cost
+is O(n^2) per axis, so an axis longer than 1024 with a factor n = n1 n2 is split (the "four-step" transform: n2
+transforms of length n1, a twiddle product, n1 transforms of length n2, each split again while long): O(n (n1 + n2))
+work and matrices of n1^2 and n2^2 entries. A long prime axis stays one O(n^2) product.
+
+>>> from uopkit import Tensor, fft
+>>> [round(abs(v), 4) for v in fft.fft(Tensor([1.0, 0.0, 0.0, 0.0])).tolist()]
+[1.0, 1.0, 1.0, 1.0]
+>>> [round(v, 4) for v in fft.irfft(fft.rfft(Tensor([1.0, 2.0, 3.0])), n=3).tolist()]
+[1.0, 2.0, 3.0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from uopkit.dtype import DType, dtypes
+from uopkit.tensor import Tensor
+from uopkit.tensor.complex_tensor import ComplexOpError, ComplexTensor
+from uopkit.tensor.support import ArgumentError, ShapeError
+
+__all__ = [
+    "fft",
+    "ifft",
+    "rfft",
+    "irfft",
+    "hfft",
+    "ihfft",
+    "fft2",
+    "ifft2",
+    "rfft2",
+    "irfft2",
+    "fftn",
+    "ifftn",
+    "rfftn",
+    "irfftn",
+    "fftfreq",
+    "rfftfreq",
+    "fftshift",
+    "ifftshift",
+]
+
+# the matrices of recent transforms, realized: (kind, n, scale, dtype, device) -> (cos, sin), the latest kept up to
+# a total of _MATRICES_KEPT_BYTES (the newest always)
+_MATRICES: OrderedDict[tuple, tuple[Tensor, Tensor]] = OrderedDict()
+_MATRICES_KEPT_BYTES = 256 << 20
+# an axis longer than this with a factor is split into shorter transforms (_dft_last)
+_DIRECT_MAX = 1024
+_NORMS = ("backward", "ortho", "forward")
+
+
+def _scale(norm: str | None, n: int, inverse: bool, op: str) -> float:
+    norm = "backward" if norm is None else norm
+    if norm not in _NORMS:
+        raise ArgumentError(f"{op}: norm must be one of {', '.join(_NORMS)} (or None), got {norm!r}")
+    if norm == "ortho":
+        return 1.0 / math.sqrt(n)
+    return 1.0 / n if (norm == "backward") == inverse else 1.0
+
+
+def _dual(norm: str | None) -> str:
+    # hfft/ihfft are irfft/rfft of the conjugate with the scaling of the other direction
+    return {"backward": "forward", "forward": "backward"}.get(norm or "backward", norm or "backward")
+
+
+def _matrices(kind: str, n: int, scale: float, dt: DType, device: str) -> tuple[Tensor, Tensor]:
+    """(C, S) for a transform of length n: "c2c" (n, n) and "r2c" (n, n//2+1) have C[j, k] = cos(2 pi j k / n) and S
+    its sin, times `scale`; "c2r" (n//2+1, n) has rows k weighted 1 (k = 0 and, n even, n/2) or 2 (the others, which
+    stand for their conjugate mirror too), and S zero in the rows whose sin is 0."""
+    key = (kind, n, scale, dt, device)
+    got = _MATRICES.get(key)
+    if got is not None:
+        _MATRICES.move_to_end(key)
+        return got
+    half = n // 2 + 1
+    rows, cols = (n, n) if kind == "c2c" else (n, half) if kind == "r2c" else (half, n)
+    jk = np.outer(np.arange(rows, dtype=np.int64), np.arange(cols, dtype=np.int64)) % n
+    angle = (2.0 * np.pi / n) * jk.astype(np.float64)
+    c, s = np.cos(angle) * scale, np.sin(angle) * scale
+    if kind == "c2r":
+        w = np.full((rows, 1), 2.0)
+        w[0] = 1.0
+        if n % 2 == 0:
+            w[n // 2] = 1.0
+            s[n // 2] = 0.0
+        s[0] = 0.0
+        c, s = c * w, s * w
+    return _kept(key, c, s, dt, device)
+
+
+def _twiddles(n2: int, n1: int, n: int, inverse: bool, dt: DType, device: str) -> tuple[Tensor, Tensor]:
+    """(cos, sin) of the four-step transform's twiddle factors e^(-+2 pi i j2 k1 / n), an (n2, n1) matrix."""
+    key = ("twiddle", n, n1, inverse, dt, device)
+    got = _MATRICES.get(key)
+    if got is not None:
+        _MATRICES.move_to_end(key)
+        return got
+    angle = (2.0 * np.pi / n) * (np.outer(np.arange(n2, dtype=np.int64), np.arange(n1, dtype=np.int64)) % n)
+    return _kept(key, np.cos(angle), np.sin(angle) if inverse else -np.sin(angle), dt, device)
+
+
+def _kept(key: tuple, c: np.ndarray, s: np.ndarray, dt: DType, device: str) -> tuple[Tensor, Tensor]:
+    # the pair realized in the transform's dtype and kept, the oldest dropped past the byte budget
+    np_dt = np.float64 if dt == dtypes.float64 else np.float32
+    made = (
+        Tensor(c.astype(np_dt), device=device).realize(),
+        Tensor(s.astype(np_dt), device=device).realize(),
+    )
+    _MATRICES[key] = made
+    while len(_MATRICES) > 1 and sum(a.nbytes + b.nbytes for a, b in _MATRICES.values()) > _MATRICES_KEPT_BYTES:
+        _MATRICES.popitem(last=False)
+    return made
+
+
+def _factor(n: int) -> int | None:
+    # the factor of n nearest below sqrt(n) (> 1), or None where n is short enough or prime
+    if n <= _DIRECT_MAX:
+        return None
+    return next((f for f in range(math.isqrt(n), 1, -1) if n % f == 0), None)
+
+
+def _dft_last(xr: Tensor, xi: Tensor | None, n: int, scale: float, inverse: bool) -> tuple[Tensor, Tensor]:
+    """The complex transform of the last axis (length n) of xr + i xi (xi None: zero), scaled by `scale`: one product
+    with the (n, n) matrices, or for a long composite n the four-step split with index j = n2 j1 + j2 in and
+    k = k1 + n1 k2 out."""
+    n1 = _factor(n)
+    if n1 is None:
+        c, s = _matrices("c2c", n, scale, xr.dtype, xr.device)
+        sign = 1.0 if inverse else -1.0  # forward e^{-i theta}: (xr + i xi)(C - i S); inverse (xr + i xi)(C + i S)
+        re, im = xr.matmul(c), xr.matmul(s) * sign
+        if xi is not None:
+            re, im = re - xi.matmul(s) * sign, im + xi.matmul(c)
+        return re, im
+    n2, lead = n // n1, xr.shape[:-1]
+
+    def rows(t: Tensor) -> Tensor:  # (..., n) -> (..., n2, n1): [j2, j1]
+        return t.reshape(*lead, n1, n2).transpose(-1, -2)
+
+    ar, ai = _dft_last(rows(xr), rows(xi) if xi is not None else None, n1, scale, inverse)  # [j2, k1]
+    tc, ts = _twiddles(n2, n1, n, inverse, xr.dtype, xr.device)
+    ar, ai = ar * tc - ai * ts, ar * ts + ai * tc
+    br, bi = _dft_last(ar.transpose(-1, -2), ai.transpose(-1, -2), n2, 1.0, inverse)  # [k1, k2]
+    return br.transpose(-1, -2).reshape(*lead, n), bi.transpose(-1, -2).reshape(*lead, n)
+
+
+def _part_dtype(t: Tensor) -> Tensor:
+    # a real input's values as the float dtype the transform computes in (float32 or float64, as torch's)
+    if t.dtype == dtypes.float64 or t.dtype == dtypes.float32:
+        return t
+    return t.cast(dtypes.float32)
+
+
+def _real_input(x: Any, op: str) -> Tensor:
+    if isinstance(x, ComplexTensor):
+        raise ComplexOpError(f"{op}: expects a real input tensor, got {x.dtype} (use fft for complex input)")
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expects a Tensor, got {type(x).__name__}")
+    return _part_dtype(x)
+
+
+def _parts(x: Any, op: str) -> tuple[Tensor, Tensor | None]:
+    # (real part, imaginary part or None) of a real or complex input
+    if isinstance(x, ComplexTensor):
+        return x.real, x.imag
+    return _real_input(x, op), None
+
+
+def _fit(t: Tensor, dim: int, length: int) -> Tensor:
+    # t trimmed or zero padded along dim to `length` (torch's n=/s=)
+    size = t.shape[dim]
+    if size == length:
+        return t
+    if size > length:
+        return t.narrow(dim, 0, length)
+    return t.pad(tuple((0, length - size) if i == dim else (0, 0) for i in range(t.ndim)))
+
+
+def _norm_dim(dim: int, ndim: int, op: str) -> int:
+    if not -ndim <= dim < max(ndim, 1):
+        raise ShapeError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dims")
+    return dim % ndim if ndim else 0
+
+
+def _length(n: int | None, default: int, op: str) -> int:
+    n = default if n is None or n == -1 else int(n)
+    if n < 1:
+        raise ArgumentError(f"{op}: the signal length must be at least 1, got {n}")
+    return n
+
+
+def _last(t: Tensor, dim: int) -> Tensor:
+    return t if dim == t.ndim - 1 else t.movedim(dim, -1)
+
+
+def _back(t: Tensor, dim: int) -> Tensor:
+    return t if dim == t.ndim - 1 else t.movedim(-1, dim)
+
+
+def _c2c(xr: Tensor, xi: Tensor | None, n: int | None, dim: int, norm: str | None, inverse: bool, op: str):
+    if xr.ndim == 0:
+        raise ShapeError(f"{op}: expects a tensor of at least 1 dim, got a scalar")
+    dim = _norm_dim(dim, xr.ndim, op)
+    n = _length(n, xr.shape[dim], op)
+    xr = _last(_fit(xr, dim, n), dim)
+    xi = _last(_fit(xi, dim, n), dim) if xi is not None else None
+    re, im = _dft_last(xr, xi, n, _scale(norm, n, inverse, op), inverse)
+    return ComplexTensor(_back(re, dim), _back(im, dim))
+
+
+def _r2c(x: Tensor, n: int | None, dim: int, norm: str | None, op: str) -> ComplexTensor:
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: expects a tensor of at least 1 dim, got a scalar")
+    dim = _norm_dim(dim, x.ndim, op)
+    n = _length(n, x.shape[dim], op)
+    x = _last(_fit(x, dim, n), dim)
+    scale = _scale(norm, n, False, op)
+    if _factor(n) is not None:  # long: the complex transform's first n // 2 + 1 bins
+        re, im = _dft_last(x, None, n, scale, False)
+        return ComplexTensor(_back(re[..., : n // 2 + 1], dim), _back(im[..., : n // 2 + 1], dim))
+    c, s = _matrices("r2c", n, scale, x.dtype, x.device)
+    return ComplexTensor(_back(x.matmul(c), dim), _back(-x.matmul(s), dim))
+
+
+def _c2r(xr: Tensor, xi: Tensor | None, n: int | None, dim: int, norm: str | None, op: str) -> Tensor:
+    if xr.ndim == 0:
+        raise ShapeError(f"{op}: expects a tensor of at least 1 dim, got a scalar")
+    dim = _norm_dim(dim, xr.ndim, op)
+    n = _length(n, 2 * (xr.shape[dim] - 1), op)
+    bins = n // 2 + 1
+    xr = _last(_fit(xr, dim, bins), dim)
+    xi = _last(_fit(xi, dim, bins), dim) if xi is not None else None
+    scale = _scale(norm, n, True, op)
+    if _factor(n) is not None:
+        # long: the inverse complex transform of the Hermitian spectrum (X[n - k] = conj X[k]), its real part (the
+        # zero and Nyquist bins' imaginary parts meet only sin(0) and sin(pi j) there, so they drop out as torch's)
+        def whole(t: Tensor, sign: float) -> Tensor:
+            return t.cat(t[..., 1 : n - bins + 1].flip(-1) * sign, dim=-1)
+
+        re, _ = _dft_last(whole(xr, 1.0), whole(xi, -1.0) if xi is not None else None, n, scale, True)
+        return _back(re, dim)
+    c, s = _matrices("c2r", n, scale, xr.dtype, xr.device)
+    out = xr.matmul(c)
+    if xi is not None:
+        out = out - xi.matmul(s)
+    return _back(out, dim)
+
+
+def fft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = None) -> ComplexTensor:  # noqa: A002
+    """torch.fft.fft: the 1-D discrete Fourier transform along `dim` of a real or complex tensor, the input zero
+    padded or trimmed to `n` first."""
+    xr, xi = _parts(input, "fft")
+    return _c2c(xr, xi, n, dim, norm, False, "fft")
+
+
+def ifft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = None) -> ComplexTensor:  # noqa: A002
+    """torch.fft.ifft: the inverse of `fft` (scaled by 1/n with the default norm)."""
+    xr, xi = _parts(input, "ifft")
+    return _c2c(xr, xi, n, dim, norm, True, "ifft")
+
+
+def rfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = None) -> ComplexTensor:  # noqa: A002
+    """torch.fft.rfft: the Fourier transform of a real tensor, its n//2 + 1 non-negative frequencies."""
+    return _r2c(_real_input(input, "rfft"), n, dim, norm, "rfft")
+
+
+def irfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:  # noqa: A002
+    """torch.fft.irfft: the real signal of length n (default 2 * (bins - 1)) whose rfft is `input`; the imaginary parts
+    of the zero (and, n even, the n/2) frequency are ignored, as torch's."""
+    xr, xi = _parts(input, "irfft")
+    return _c2r(xr, xi, n, dim, norm, "irfft")
+
+
+def hfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:  # noqa: A002
+    """torch.fft.hfft: the real Fourier transform of a Hermitian-symmetric signal given by its first half (length n
+    output, default 2 * (len - 1))."""
+    xr, xi = _parts(input, "hfft")
+    return _c2r(xr, -xi if xi is not None else None, n, dim, _dual(norm), "hfft")
+
+
+def ihfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = None) -> ComplexTensor:  # noqa: A002
+    """torch.fft.ihfft: the inverse of `hfft` of a real signal, its n//2 + 1 non-negative frequencies."""
+    return _r2c(_real_input(input, "ihfft"), n, dim, _dual(norm), "ihfft").conj()
+
+
+def _dims_and_sizes(
+    x: Tensor, s: Sequence[int] | None, dim: int | Sequence[int] | None, op: str
+) -> tuple[list[int], list[int | None]]:
+    # torch's rules: dims given or the last len(s) (all without s); sizes given or each dim's own (-1: its own)
+    if isinstance(dim, int):
+        dim = [dim]
+    if dim is None:
+        dims = list(range(x.ndim - len(s), x.ndim)) if s is not None else list(range(x.ndim))
+        if s is not None and len(s) > x.ndim:
+            raise ShapeError(f"{op}: s has {len(s)} sizes for a tensor of {x.ndim} dims")
+    else:
+        dims = [_norm_dim(d, x.ndim, op) for d in dim]
+    if len(set(dims)) != len(dims):
+        raise ArgumentError(f"{op}: dims must be distinct, got {list(dims)}")
+    if s is not None and len(s) != len(dims):
+        raise ArgumentError(f"{op}: s has {len(s)} sizes and dim {len(dims)} dims; give one size per dim")
+    sizes: list[int | None] = [None] * len(dims) if s is None else [None if v == -1 else int(v) for v in s]
+    if not dims:
+        raise ArgumentError(f"{op}: needs at least one dim to transform")
+    return dims, sizes
+
+
+def fftn(
+    input: Any,
+    s: Sequence[int] | None = None,
+    dim: Sequence[int] | None = None,
+    norm: str | None = None,  # noqa: A002
+) -> ComplexTensor:
+    """torch.fft.fftn: the N-D Fourier transform over `dim` (all dims by default, or the last len(s)), each padded or
+    trimmed to its size in `s`."""
+    xr, xi = _parts(input, "fftn")
+    dims, sizes = _dims_and_sizes(xr, s, dim, "fftn")
+    for d, n in zip(dims, sizes, strict=True):
+        z = _c2c(xr, xi, n, d, norm, False, "fftn")
+        xr, xi = z.real, z.imag
+    return ComplexTensor(xr, xi if xi is not None else xr.zeros_like())
+
+
+def ifftn(
+    input: Any,
+    s: Sequence[int] | None = None,
+    dim: Sequence[int] | None = None,
+    norm: str | None = None,  # noqa: A002
+) -> ComplexTensor:
+    """torch.fft.ifftn: the inverse of `fftn`."""
+    xr, xi = _parts(input, "ifftn")
+    dims, sizes = _dims_and_sizes(xr, s, dim, "ifftn")
+    for d, n in zip(dims, sizes, strict=True):
+        z = _c2c(xr, xi, n, d, norm, True, "ifftn")
+        xr, xi = z.real, z.imag
+    return ComplexTensor(xr, xi if xi is not None else xr.zeros_like())
+
+
+def rfftn(
+    input: Any,
+    s: Sequence[int] | None = None,
+    dim: Sequence[int] | None = None,
+    norm: str | None = None,  # noqa: A002
+) -> ComplexTensor:
+    """torch.fft.rfftn: the N-D Fourier transform of a real tensor: rfft over the last of `dim`, then fft over the
+    others."""
+    x = _real_input(input, "rfftn")
+    dims, sizes = _dims_and_sizes(x, s, dim, "rfftn")
+    z = _r2c(x, sizes[-1], dims[-1], norm, "rfftn")
+    for d, n in zip(dims[:-1], sizes[:-1], strict=True):
+        z = _c2c(z.real, z.imag, n, d, norm, False, "rfftn")
+    return z
+
+
+def irfftn(
+    input: Any,
+    s: Sequence[int] | None = None,
+    dim: Sequence[int] | None = None,
+    norm: str | None = None,  # noqa: A002
+) -> Tensor:
+    """torch.fft.irfftn: the inverse of `rfftn`: ifft over all but the last of `dim`, then irfft over the last (its
+    output size s[-1], by default 2 * (bins - 1))."""
+    xr, xi = _parts(input, "irfftn")
+    dims, sizes = _dims_and_sizes(xr, s, dim, "irfftn")
+    for d, n in zip(dims[:-1], sizes[:-1], strict=True):
+        z = _c2c(xr, xi, n, d, norm, True, "irfftn")
+        xr, xi = z.real, z.imag
+    return _c2r(xr, xi, sizes[-1], dims[-1], norm, "irfftn")
+
+
+def fft2(
+    input: Any,
+    s: Sequence[int] | None = None,
+    dim: Sequence[int] = (-2, -1),
+    norm: str | None = None,  # noqa: A002
+) -> ComplexTensor:
+    """torch.fft.fft2: `fftn` over the last two dims."""
+    return fftn(input, s, dim, norm)
+
+
+def ifft2(
+    input: Any,
+    s: Sequence[int] | None = None,
+    dim: Sequence[int] = (-2, -1),
+    norm: str | None = None,  # noqa: A002
+) -> ComplexTensor:
+    """torch.fft.ifft2: `ifftn` over the last two dims."""
+    return ifftn(input, s, dim, norm)
+
+
+def rfft2(
+    input: Any,
+    s: Sequence[int] | None = None,
+    dim: Sequence[int] = (-2, -1),
+    norm: str | None = None,  # noqa: A002
+) -> ComplexTensor:
+    """torch.fft.rfft2: `rfftn` over the last two dims."""
+    return rfftn(input, s, dim, norm)
+
+
+def irfft2(
+    input: Any,
+    s: Sequence[int] | None = None,
+    dim: Sequence[int] = (-2, -1),
+    norm: str | None = None,  # noqa: A002
+) -> Tensor:
+    """torch.fft.irfft2: `irfftn` over the last two dims."""
+    return irfftn(input, s, dim, norm)
+
+
+def _frequencies(values: np.ndarray, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    out = Tensor(values.astype(np.float64), device=device).cast(dtypes.default_float if dtype is None else dtype)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """torch.fft.fftfreq: the frequencies of fft's bins for a signal of n samples spaced d apart: [0, 1, ...,
+    (n - 1) // 2, -(n // 2), ..., -1] / (d n), in the default float dtype."""
+    if n < 1:
+        raise ArgumentError(f"fftfreq: n must be at least 1, got {n}")
+    k = np.concatenate([np.arange(0, (n - 1) // 2 + 1), np.arange(-(n // 2), 0)])
+    return _frequencies(k / (d * n), dtype, device, requires_grad)
+
+
+def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """torch.fft.rfftfreq: the frequencies of rfft's bins for n samples spaced d apart: [0, 1, ..., n // 2] / (d n)."""
+    if n < 1:
+        raise ArgumentError(f"rfftfreq: n must be at least 1, got {n}")
+    return _frequencies(np.arange(0, n // 2 + 1) / (d * n), dtype, device, requires_grad)
+
+
+def _shifted(x: Any, dim: int | Sequence[int] | None, back: bool) -> Any:
+    dims = list(range(x.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return x
+    shifts = [(-(x.shape[d] // 2) if back else x.shape[d] // 2) for d in dims]
+    return x.roll(shifts, dims)
+
+
+def fftshift(input: Any, dim: int | Sequence[int] | None = None) -> Any:  # noqa: A002
+    """torch.fft.fftshift: the zero frequency moved to the middle (each of `dim`, all by default, rolled by n // 2);
+    real or complex."""
+    return _shifted(input, dim, False)
+
+
+def ifftshift(input: Any, dim: int | Sequence[int] | None = None) -> Any:  # noqa: A002
+    """torch.fft.ifftshift: the inverse of `fftshift` (rolled by -(n // 2))."""
+    return _shifted(input, dim, True)
