@@ -535,3 +535,35 @@ def test_stacked_per_step_values_backward_compiles_no_kernel_per_step() -> None:
     # a new length compiles what depends on the length (the returns' statistics, the sum over steps), not a
     # kernel for each step's slice of the returns: the same count for 9 and for 17 steps
     assert episode(9)[2] == episode(17)[2]
+
+
+def test_a_row_against_all_of_its_buffer_replays_with_the_row_moved() -> None:
+    # t-SNE's per-point gradient (`dY[i] = sum(w[:, i] * (Y[i] - Y))`): row i of a buffer read as a window beside a
+    # read of the whole buffer; the whole read keeps its constant offsets, the row's start moves on a replay
+    rng = np.random.default_rng(7)
+    y_np = rng.standard_normal((40, 3)).astype(np.float32)
+    y = Tensor(y_np).realize()
+    (item,) = _items((y[2] - y).sum(0))
+    assert [name for name, _ in item.var_vals] == ["window1"]
+    (y[0] - y).sum(0).realize()
+    hits, misses = _counts()
+    rows = range(1, 40, 3)
+    for i in rows:
+        out = (y[i] - y).sum(0)
+        np.testing.assert_allclose(out.numpy(), (y_np[i] - y_np).sum(0), rtol=1e-5, atol=1e-5)
+    assert _counts() == (hits + len(rows), misses)
+    # a mirror or a slice of the whole read is no read of all of it at fixed offsets: those stay constants
+    for i in (0, 5, 11):
+        out = y[i] * y.flip(0) + y[:4].sum(0)
+        np.testing.assert_allclose(out.numpy(), y_np[i] * y_np[::-1] + y_np[:4].sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_slice_of_a_value_of_a_buffer_stays_put_when_a_window_beside_it_moves() -> None:
+    # `(y * 2)[1:3]` is read as a window of y (the slice moves onto the load) at a start the graph's key holds; a
+    # replay for the next row `y[i]` moved it along with the row (wrong values from the second row on)
+    rng = np.random.default_rng(8)
+    y_np = rng.standard_normal((40, 3)).astype(np.float32)
+    y = Tensor(y_np).realize()
+    for i in (0, 5, 11, 1):
+        out = y[i] + (y * 2)[1:3].sum(0)
+        np.testing.assert_allclose(out.numpy(), y_np[i] + (y_np * 2)[1:3].sum(0), rtol=1e-5, atol=1e-5)

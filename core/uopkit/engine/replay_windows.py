@@ -7,7 +7,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from uopkit.schedule import ScheduleItem
-from uopkit.schedule.windows import mirror_bounds, window_arg, window_bounds, window_extent, window_span, window_start
+from uopkit.schedule.windows import (
+    buffer_window,
+    mirror_bounds,
+    window_arg,
+    window_bounds,
+    window_extent,
+    window_span,
+    window_start,
+)
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -29,7 +37,7 @@ def record_windows(
     window_slots = tuple(slot[b] for b, _, _ in param.windows)
     windowed = set(window_slots)
     groups = _window_groups(param, window_slots)
-    fixed: set[int] = set()
+    fixed: set[int] = {slot[b] for b in _sliced_otherwise(param)}
     window_vars = []
     for i, (item, step) in enumerate(zip(schedule, steps, strict=True)):
         starts: dict[int, list[tuple[str, int]]] = {}
@@ -77,6 +85,44 @@ def record_windows(
         tuple(window_vars),
         tuple(template_windows),
     )
+
+
+def _sliced_otherwise(param: Param) -> set[UOp]:
+    """The windowed BUFFERs of the graph that it also slices otherwise: a value computed from the buffer is sliced or
+    mirrored further on (`(y * 2)[1:3]` beside the window `y[i]`). A kernel may read such a slice as a window of the
+    buffer (`schedule.windows` moves slices of elementwise values onto the loads), at a start the graph's key holds
+    as a constant, and it may even coincide with a window that moves: a replay can't tell them apart, so a graph whose
+    windows of such a buffer moved is scheduled again. A buffer also read whole (`y[i] - y`) is not one of them."""
+    bufs = {b for b, _, _ in param.windows}
+    users: dict[UOp, list[UOp]] = {}
+    for u in param.topo:
+        for src in u.src:
+            users.setdefault(src, []).append(u)
+    # (the nodes from which no slice is reached, shared by the walks)
+    clean: set[UOp] = set()
+    sliced: set[UOp] = set()
+    for b in bufs:
+        views, reads = [b], []
+        while views:
+            v = views.pop()
+            for u in users.get(v, ()):
+                if u.op is Ops.RESHAPE or u.op is Ops.FLIP:
+                    views.append(u)
+                elif u.op is not Ops.SHRINK or buffer_window(u) is None:
+                    reads.append(u)
+        seen: set[UOp] = set()
+        while reads:
+            n = reads.pop()
+            if n in clean or n in seen:
+                continue
+            if n.op is Ops.SHRINK or n.op is Ops.FLIP:
+                sliced.add(b)
+                break
+            seen.add(n)
+            reads.extend(users.get(n, ()))
+        else:
+            clean |= seen
+    return sliced
 
 
 def _window_groups(param: Param, window_slots: tuple[int, ...]) -> dict[int, dict[tuple[int, int], tuple[int, ...]]]:

@@ -20,7 +20,9 @@ Each window a kernel reads of an input buffer takes a start of its own (`window1
 from rows of a dataset (`stack([data[i:i+n] for i in ix])`) reads a window per row, and the next batch's rows lie at
 other distances from each other, so one start per buffer would bake the distances into the kernel and compile one
 per batch. The output buffer keeps one start for all its windows (an in-place update reads and writes it at fixed
-distances). A buffer that a kernel reads whole, or through any other view, is left as it was.
+distances). A buffer that a kernel reads through any other view is left as it was; a dataset's buffer read whole beside
+its windows (`Y[i] - Y`) keeps that read as it is and takes its windows' starts, as long as nothing computed from the
+whole read is sliced or mirrored (such an offset would be a constant a replay can't move).
 """
 
 from __future__ import annotations
@@ -117,10 +119,13 @@ def _shrunk(u: UOp, bounds: tuple[tuple[int, int], ...]) -> UOp | None:
     return u.replace(src=srcs)
 
 
-def _windows_of(base: UOp, users: dict[UOp, list[UOp]], skip: Ops | None = None) -> dict[UOp, tuple[int, int]] | None:
+def _windows_of(
+    base: UOp, users: dict[UOp, list[UOp]], skip: Ops | None = None, whole: set[UOp] | None = None
+) -> dict[UOp, tuple[int, int]] | None:
     """Each view through which `base` (a whole buffer, flat) is read or written, mapped to the window it takes,
     (start, span): SHRINKs of the buffer or of a RESHAPE of it (users of op `skip` aside). None when any use is
-    through something else."""
+    through something else, except, with `whole` given (a set of the users that read no window, `_reads_whole`), a
+    use that reads all of the buffer at offsets no window moves: the kernel keeps that read as it is."""
     found: dict[UOp, tuple[int, int]] = {}
     for u in users.get(base, []):
         if u.op is skip:
@@ -129,24 +134,48 @@ def _windows_of(base: UOp, users: dict[UOp, list[UOp]], skip: Ops | None = None)
             found[u] = shrink_span(base.shape or (), u.arg)
             continue
         if u.op is not Ops.RESHAPE or not users.get(u):
+            if whole is not None and _reads_whole(u, users, whole):
+                continue
             return None
         for v in users[u]:
             if v.op is not Ops.SHRINK:
+                if whole is not None and _reads_whole(v, users, whole):
+                    continue
                 return None
             found[v] = shrink_span(u.arg, v.arg)
     return found
 
 
-def _buffer_windows(buf: UOp, users: dict[UOp, list[UOp]]) -> tuple[list[UOp], dict[UOp, tuple[int, int]]] | None:
+def _reads_whole(u: UOp, users: dict[UOp, list[UOp]], whole: set[UOp]) -> bool:
+    """Whether nothing computed from `u` takes a slice or a mirror of it (no SHRINK or FLIP among its users, however
+    far): then `u` reads its buffer at offsets that are constants of the kernel's, not a window's that a replay moves
+    (`Y[i] - Y`, the row of a buffer against all of it). `whole`: the nodes known to pass, added to."""
+    stack = [u]
+    while stack:
+        n = stack.pop()
+        if n in whole:
+            continue
+        if n.op is Ops.SHRINK or n.op is Ops.FLIP:
+            return False
+        whole.add(n)
+        stack.extend(users.get(n, ()))
+    return True
+
+
+def _buffer_windows(
+    buf: UOp, users: dict[UOp, list[UOp]], existing: frozenset[int] = frozenset()
+) -> tuple[list[UOp], dict[UOp, tuple[int, int]]] | None:
     """The loads of kernel buffer `buf` and every window the kernel takes of it (of a load, or of the output
-    buffer itself to store into), or None when it reads or writes any of it otherwise."""
+    buffer itself to store into), or None when it reads or writes any of it otherwise. An input that holds data from
+    before the schedule (`existing`) may also be read whole beside its windows (`_windows_of`)."""
     loads = [u for u in users.get(buf, []) if u.op is Ops.LOAD]
     if any(len(u.src) != 1 for u in loads) or (buf.arg != 0 and len(users.get(buf, [])) != len(loads)):
         return None
+    whole: set[UOp] | None = set() if buf.arg != 0 and buf.arg in existing else None
     windows: dict[UOp, tuple[int, int]] = {}
     for load in loads:
-        found = _windows_of(load, users)
-        if not found:
+        found = _windows_of(load, users, whole=whole)
+        if found is None:
             return None
         windows.update(found)
     if buf.arg == 0:
@@ -200,7 +229,9 @@ def _window_inputs(
     replace: dict[UOp, UOp] = {}
     values: dict[UOp, int] = {}
     store_starts: dict[int, UOp] = {}
-    found_all = [(buf, found) for buf in topo if buf.op is Ops.DEFINE_GLOBAL and (found := _buffer_windows(buf, users))]
+    found_all = [
+        (buf, found) for buf in topo if buf.op is Ops.DEFINE_GLOBAL and (found := _buffer_windows(buf, users, existing))
+    ]
     starts_left = MAX_WINDOW_STARTS
     for buf, (_, windows) in found_all:
         size = buf.dtype.size
