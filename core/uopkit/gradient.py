@@ -8,6 +8,7 @@ tensor-graph UOps, so they fuse, schedule and compile like any other value.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -470,12 +471,74 @@ def compute_gradient(
                 on_path.add(u)
     # one context for every rule, its `grad` set per node (a rule uses it only while it runs)
     ctx = GradientContext(root_grad, _Devices())
-    # (most graphs have no subgraph with a given gradient: no lookup per node then)
-    any_given = len(_gradient_rules) > 0
     grads: dict[UOp, UOp] = {root: root_grad}
     # the gradients that reached a value through nodes of its own (`OwnNode`), kept out of its hooks and `.grad`
     apart: dict[UOp, UOp] = {}
-    for u in reversed(topo):
+    walk = Walk(grads, topo[::-1])
+    walks = _running.__dict__.setdefault("walks", [])
+    walks.append(walk)
+    try:
+        _sweep(walk, targets, apart, leads_on, on_path, ctx, hooks, before_hooks)
+    finally:
+        walks.pop()
+    if hooks:
+        # (a target no rule was applied at, a leaf: its hooks run on its summed gradient here)
+        for t in targets:
+            if t in hooks and t in grads and t not in leads_on:
+                grads[t] = hooks[t](grads[t])
+    return {t: grads[t] for t in targets if t in grads}
+
+
+class Walk:
+    """A running `compute_gradient`: `grads` (node -> its gradient so far), `order` (the nodes in the order the rules
+    are applied) and `at` (the position in it of the node whose given rule runs now). A rule that reads a gradient's
+    values (one computed on the host, `uopkit.tensor.lapack`) stores what it computes of the others on the way and
+    has the gradients still to pass on read it there (`replace_pending`): the rules after it then don't compute it
+    again from the root."""
+
+    __slots__ = ("grads", "order", "at")
+
+    def __init__(self, grads: dict[UOp, UOp], order: list[UOp]) -> None:
+        self.grads, self.order, self.at = grads, order, 0
+
+    def pending(self) -> list[UOp]:
+        """The nodes after the one whose rule runs now that have a gradient so far (it has yet to flow on)."""
+        grads = self.grads
+        return [u for u in self.order[self.at + 1 :] if u in grads]
+
+    def replace_pending(self, mapping: dict[UOp, UOp]) -> None:
+        """The gradients still to pass on with `mapping`'s nodes replaced (by the same values, stored)."""
+        pending = self.pending()
+        sums = UOp(Ops.SINK, src=tuple([self.grads[u] for u in pending])).substitute(mapping)
+        for u, g in zip(pending, sums.src, strict=True):
+            self.grads[u] = g
+
+
+# per thread, the running walks, innermost last
+_running = threading.local()
+
+
+def running_walk() -> Walk | None:
+    """The innermost `compute_gradient` running on this thread (None outside one)."""
+    walks = getattr(_running, "walks", None)
+    return walks[-1] if walks else None
+
+
+def _sweep(
+    walk: Walk,
+    targets: set[UOp],
+    apart: dict[UOp, UOp],
+    leads_on: set[UOp],
+    on_path: set[UOp],
+    ctx: GradientContext,
+    hooks: dict[UOp, Callable[[UOp], UOp]] | None,
+    before_hooks: dict[UOp, UOp] | None,
+) -> None:
+    # `compute_gradient`'s reverse sweep: the rules applied from the root back, `grads` filled
+    # (most graphs have no subgraph with a given gradient: no lookup per node then)
+    any_given = len(_gradient_rules) > 0
+    grads = walk.grads
+    for at, u in enumerate(walk.order):
         if u not in leads_on:
             continue
         g = grads.get(u)
@@ -498,6 +561,7 @@ def compute_gradient(
             wanted = tuple([s in on_path for s in sources])
             if not any(wanted):
                 continue
+            walk.at = at
             src_grads = given[1](g, wanted)
         else:
             # (a node in `leads_on` has a source on a path to a target)
@@ -519,12 +583,6 @@ def compute_gradient(
                     f"gradient rule for {u.op.name} gave shape {sg.shape} for an input of shape {s.shape}"
                 )
             into[s] = into[s] + sg if s in into else sg
-    if hooks:
-        # (a target no rule was applied at, a leaf: its hooks run on its summed gradient here)
-        for t in targets:
-            if t in hooks and t in grads and t not in leads_on:
-                grads[t] = hooks[t](grads[t])
-    return {t: grads[t] for t in targets if t in grads}
 
 
 __all__ = [
@@ -537,4 +595,6 @@ __all__ = [
     "GradientRule",
     "OwnNode",
     "given_gradient",
+    "Walk",
+    "running_walk",
 ]

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover
 from uopkit.device import Device
 from uopkit.dtype import dtypes, to_numpy_dtype
 from uopkit.engine.realize import _is_stored, buffers, capturing, realize_lock
-from uopkit.gradient import set_gradient
+from uopkit.gradient import Walk, running_walk, set_gradient
 from uopkit.helpers import LAPACK
 from uopkit.tensor.grad_mode import enable_grad, is_grad_enabled, no_grad
 from uopkit.tensor.leaves import reads_realized, requires_grad_of, wanted_keys
@@ -67,18 +67,44 @@ _host_memory: dict[str, bool] = {}
 
 def _values(t: Tensor) -> np.ndarray:
     """`t`'s values, read from its buffer where it is one or a view of one (a transpose, a broadcast: copied out as
-    `Tensor.numpy` reads a view, no kernel, not even the detached copy's), else computed through a detach (`t`'s
-    graph stays as it is: the gradient's walk follows it)."""
+    `Tensor.numpy` reads a view, no kernel, not even the detached copy's). A computed `t` is realized in place first,
+    so that its node (which the callers take after this, for the result's gradient) is its storage."""
     with realize_lock:
-        if _is_stored(t.uop):
-            # (a view's base realized first, as `Tensor.numpy`: its writes pending through it)
-            t.realize()
-            if t._is_plain_buffer():
-                return buffers[t.uop.base].numpy().reshape(t.shape)
-            view = t._view_read_on_host()
-            if view is not None:
-                return view
-    return t.detach().numpy()
+        # (a lazy value is realized in place, as `Tensor.numpy` does: the tensor then reads its storage, and so does the
+        # node a host result ties in, instead of the graph that computed it, which a loop of host computations would
+        # otherwise compute again at every later step. backward() follows the stored value back to that graph.) A
+        # view's base is realized first, its writes pending through it
+        walk = running_walk()
+        held = _gradients_computed(t, walk) if walk is not None else {}
+        t.realize(*held.values())
+        if held and walk is not None:
+            walk.replace_pending({g: h.uop for g, h in held.items()})
+        if t._is_plain_buffer():
+            return buffers[t.uop.base].numpy().reshape(t.shape)
+        view = t._view_read_on_host()
+        if view is not None:
+            return view
+    return t.numpy()
+
+
+def _gradients_computed(t: Tensor, walk: Walk) -> dict[UOp, Tensor]:
+    """Where a rule of a running gradient walk reads `t` (a host computation's gradient, which sums what flowed into
+    it), the walk's gradients that `t`'s graph computes on the way and that those it has yet to pass on read, as
+    tensors to realize with `t`: put back into the walk stored (`Walk.replace_pending`), the next such rule reads
+    them there instead of computing them again from the root (the backward of a loop of T host computations: O(T)
+    kernels, not O(T^2)). Constants stay as they are."""
+    if _is_stored(t.uop):
+        return {}
+    pending = walk.pending()
+    if not pending:
+        return {}
+    inside = t.uop.toposort()
+    later = UOp(Ops.SINK, src=tuple([walk.grads[u] for u in pending])).toposort()
+    return {
+        g: Tensor(g)
+        for g in dict.fromkeys(walk.grads.values())
+        if g in inside and g in later and g is not t.uop and not _is_stored(g) and g.base.op is not Ops.CONST
+    }
 
 
 def _lapack(name: str, *arrays: np.ndarray, outputs: int = 1) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -109,10 +135,11 @@ def _node(out: Tensor, inputs: tuple[UOp, ...], rule: Rule) -> Tensor:
     """`out` (host values) as a node whose gradient with respect to `inputs` is `rule`'s. The inputs must be sources
     of the node for the walk to find them: a select that always takes `out` ties them in (as a `Function`'s outputs,
     `autograd._tied`), and a CONTIGUOUS of its own carries the rule (a reshape would not: realized, a view is followed
-    back through what it views, the select, which no gradient reaches). `inputs`: their graphs as they were before
-    their values were read back (the walk follows those; realized, a tensor's node is its buffer). Built again over
-    the same buffer and inputs it is the same node (a rule rebuilds the nodes it reads this way, so that a second
-    backward goes through them)."""
+    back through what it views, the select, which no gradient reaches). `inputs`: their nodes once `_values` has read
+    them (realized in place: stored values, which the walk follows back to the graphs that computed them, and which
+    the rule and the later steps of a loop read without computing them again). Built again over the same buffer and
+    inputs it is the same node (a rule rebuilds the nodes it reads this way, so that a second backward goes through
+    them)."""
     value = out
     with no_grad():
         always = Tensor.full(out.shape, True, dtype=dtypes.bool, device=out.device)
@@ -159,12 +186,11 @@ def _wants_gradient(*inputs: Tensor) -> bool:
 def inverse(a: Tensor, refusal: str) -> Tensor:
     """a^-1 (getrf + getrs, as torch.linalg.inv); LinAlgError(`refusal`) where a matrix is singular (an exact zero
     pivot, as PyTorch's check). Gradient -X^T g X^T."""
-    key = a.uop
     try:
         x = _tensor(_lapack("inv", _values(a)), a)
     except FloatingPointError:
         raise LinAlgError(refusal) from None
-    return _inverse_node(x, key) if _wants_gradient(a) else x
+    return _inverse_node(x, a.uop) if _wants_gradient(a) else x
 
 
 def _inverse_node(x: Tensor, a: UOp) -> Tensor:
@@ -179,12 +205,11 @@ def _inverse_rule(x_uop: UOp, a_uop: UOp, g: UOp, wanted: tuple[bool, ...]) -> t
 def solve(a: Tensor, b: Tensor, refusal: str) -> Tensor:
     """x with a @ x = b for `a` (..., n, n) and `b` (..., n, k) of the same batch and dtype (gesv); LinAlgError
     (`refusal`) where a matrix is singular. Gradients: g_b = a^-T g (a solve), g_a = -g_b x^T."""
-    keys = (a.uop, b.uop)
     try:
         x = _tensor(_lapack("solve", _values(a), _values(b)), b)
     except FloatingPointError:
         raise LinAlgError(refusal) from None
-    return _solve_node(x, *keys) if _wants_gradient(a, b) else x
+    return _solve_node(x, a.uop, b.uop) if _wants_gradient(a, b) else x
 
 
 def _solve_node(x: Tensor, a: UOp, b: UOp) -> Tensor:
@@ -213,8 +238,8 @@ def _adjugate_t(a: np.ndarray) -> np.ndarray:
 def det(a: Tensor) -> Tensor:
     """det(a) (getrf's pivoted LU of a^T, as PyTorch: the same exact zeros). Gradient g det a^-T, where every matrix
     is invertible, else g adj(a)^T (from an SVD on the host)."""
-    key = a.uop
     values = _values(a)
+    key = a.uop
     d = _lapack("det", np.swapaxes(values, -1, -2))
     out = _tensor(d, a)
     if not _wants_gradient(a):
@@ -239,8 +264,8 @@ def _det_rule(d_uop: UOp, a_uop: UOp, adjugate: UOp | None, g: UOp, wanted: tupl
 def slogdet(a: Tensor) -> tuple[Tensor, Tensor]:
     """(sign, log|det|) of `a` (of a^T, as `det`). The sign has no gradient; log|det|'s is g a^-T (inf or NaN
     where a matrix is singular)."""
-    key = a.uop
     values = _values(a)
+    key = a.uop
     sign, log_abs = _lapack("slogdet", np.swapaxes(values, -1, -2), outputs=2)
     out = _tensor(log_abs, a)
     if not _wants_gradient(a):
@@ -272,7 +297,6 @@ def cholesky(s: Tensor) -> Tensor | None:
     """The lower Cholesky factor of symmetric `s` (potrf), or None where a matrix is not positive definite or a value
     is not finite (the device path then finds which, and raises as it does). Gradient torch's
     (`triangular.cholesky_gradient`)."""
-    key = s.uop
     try:
         low = _lapack("cholesky_lo", _values(s))
     except FloatingPointError:
@@ -281,7 +305,7 @@ def cholesky(s: Tensor) -> Tensor | None:
         # (a NaN pivot: potrf's check for one is not in every LAPACK)
         return None
     low = _tensor(low, s)
-    return _cholesky_node(low, key) if _wants_gradient(s) else low
+    return _cholesky_node(low, s.uop) if _wants_gradient(s) else low
 
 
 def _cholesky_node(low: Tensor, s: UOp) -> Tensor:
@@ -296,8 +320,8 @@ def eigh(s: Tensor) -> tuple[Tensor, Tensor]:
     """Eigenvalues (ascending) and eigenvectors of symmetric `s` (syevd); a matrix with a NaN or inf gets NaN ones
     (as torch's), the others their own. Gradients torch's: V diag(g_w) V^T for the eigenvalues, V (skew(V^T g_V) / 2
     / E) V^T for the vectors, E_ij = w_j - w_i."""
-    key = s.uop
     values = _values(s)
+    key = s.uop
     finite = np.isfinite(values).all((-2, -1))
     if not finite.all():
         values = np.where(finite[..., None, None], values, np.eye(values.shape[-1], dtype=values.dtype))
@@ -343,8 +367,8 @@ def svd(a: Tensor, full_matrices: bool) -> tuple[Tensor, Tensor, Tensor]:
     """U, S, Vh of `a` (..., m, n) (gesdd, as torch's CPU); raises for NaN or inf (as the device path). Gradients
     torch's for distinct singular values, U and Vh cut to their first k = min(m, n) columns and rows (see
     `_svd_rule`)."""
-    key = a.uop
     values = _values(a)
+    key = a.uop
     if not np.isfinite(values).all():
         raise ArgumentError(f"svd: the input has values that aren't finite (nan or inf), shape {a.shape}")
     u, s, vh = (_tensor(x, a) for x in _lapack("svd_f" if full_matrices else "svd_s", values, outputs=3))
@@ -398,11 +422,10 @@ def qr(a: Tensor, complete: bool) -> tuple[Tensor, Tensor] | None:
     wants = _wants_gradient(a)
     if wants and complete and m > n:
         return None
-    key = a.uop
     q, r = (_tensor(x, a) for x in np.linalg.qr(_values(a), mode="complete" if complete else "reduced"))
     if not wants:
         return q, r
-    return _qr_nodes(q, r, key)
+    return _qr_nodes(q, r, a.uop)
 
 
 def _qr_nodes(q: Tensor, r: Tensor, a: UOp) -> tuple[Tensor, Tensor]:
