@@ -213,6 +213,11 @@ def test_complex_from_real_leaves_and_backward_with_gradient():
         Tensor.complex(a, b).backward()
 
 
+def test_abs_of_large_and_tiny_values_neither_overflows_nor_underflows():
+    v = np.array([1e30 + 1e30j, 3e-30 - 4e-30j, np.inf + 1j, 0j], dtype=np.complex64)
+    _close(Tensor.tensor(v).abs(), torch.tensor(v).abs(), rtol=1e-6, atol=0)
+
+
 def test_abs_gradient_at_zero_is_zero():
     z, tz = _leaf(np.array([0j, 3 + 4j], np.complex64))
     z.abs().sum().backward()

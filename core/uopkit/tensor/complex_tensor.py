@@ -419,11 +419,12 @@ class ComplexTensor:
         return False
 
     def abs(self) -> Tensor:
-        """|z|, a real tensor; its gradient at 0 is 0, as torch's."""
+        """|z|, a real tensor, without overflow or underflow on the way (`hypot`: |1e30 + 1e30j| is finite in
+        float32); its gradient at 0 is 0, as torch's."""
         a, b = self._re, self._im
-        sq = a * a + b * b
-        nonzero = sq > 0
-        return nonzero.where(nonzero.where(sq, 1.0).sqrt(), 0.0)
+        nonzero = (a != 0) | (b != 0)
+        # (at 0 the hypot of (1, 0) is taken and dropped: its gradient is hypot's NaN at (0, 0) otherwise)
+        return nonzero.where(nonzero.where(a, 1.0).hypot(b), 0.0)
 
     __abs__ = abs
 
