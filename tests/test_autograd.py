@@ -1100,3 +1100,14 @@ def test_function_gradient_survives_a_realize_that_runs_batchnorm_updates(steps:
     ref = _surrogate_spiking_grad(torch, torch.nn, torch.autograd.Function, torch.from_numpy, None, steps)
     got = _surrogate_spiking_grad(Tensor, unn, autograd.Function, Tensor, lambda: Tensor.ones(3).realize(), steps)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+
+
+def test_backward_returns_none_as_torchs() -> None:
+    # torch's Tensor.backward returns None (uopkit's returned the loss, so `loss.backward().item()` ran here only);
+    # also where no gradient reaches a leaf and where the leaves are gone
+    w, tw = Tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    assert (w * w).sum().backward() is None and (tw * tw).sum().backward() is None
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+    assert w.norm(p=0).backward() is None and tw.norm(p=0).backward() is None
+    assert (Tensor([1.0], requires_grad=True) * 2).sum().backward() is None
+    assert (torch.tensor([1.0], requires_grad=True) * 2).sum().backward() is None

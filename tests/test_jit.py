@@ -248,11 +248,11 @@ def test_batchnorm_forward_jitted_in_train_then_eval_mode_as_torch(rng):
     fwd = TinyJit(lambda x: ours(x).realize())
     for training in (True, False, True, False):
         theirs.train(training)
-        with Tensor.train(training):
-            for _ in range(3):
-                x = rng.standard_normal((3, 2, 2, 2), dtype=np.float32) * 3 + 1
-                got = fwd(Tensor(x)).numpy()
-                np.testing.assert_allclose(got, theirs(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+        ours.train(training)
+        for _ in range(3):
+            x = rng.standard_normal((3, 2, 2, 2), dtype=np.float32) * 3 + 1
+            got = fwd(Tensor(x)).numpy()
+            np.testing.assert_allclose(got, theirs(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy(), rtol=1e-6)
     assert int(ours.num_batches_tracked.item()) == 6
 

@@ -197,6 +197,7 @@ def test_batchnorm_eval_uses_running_stats() -> None:
         theirs.running_var.copy_(torch.tensor([1.5, 0.5, 3.0]))
         theirs.weight.copy_(torch.tensor([1.0, 2.0, 3.0]))
     theirs.eval()
+    ours.eval()
     assert not Tensor.training
     compare_layer(ours, theirs, _randn(2, 3, 4, 4))
 

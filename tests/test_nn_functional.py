@@ -1034,3 +1034,63 @@ def test_prelu_weight_gradient_penalty_as_torch() -> None:
         results.append([np.array(t.tolist()) for t in (gx, gw, x.grad, w.grad)])
     for ours, theirs in zip(*results, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def _raised(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> type[BaseException] | None:
+    try:
+        fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the exception's type is what is compared
+        return type(e)
+    return None
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_mode_pad_takes_the_ranks_torch_takes(mode: str) -> None:
+    # torch pads 1, 2 or 3 trailing dims in these modes, of an (N, C, *spatial) or an unbatched (C, *spatial) input
+    # only; any other rank is a NotImplementedError (uopkit's Tensor.pad takes any rank, F.pad is torch's)
+    rng = np.random.default_rng(0)
+    for shape in [(4,), (2, 4), (2, 3, 4), (1, 2, 3, 4), (1, 1, 2, 3, 4), (1, 1, 1, 2, 3, 4)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        for pad in [(1, 1), (1, 0, 0, 1), (1, 1, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1, 1, 1), (1, 1, 1)]:
+            want = _raised(TF.pad, torch.tensor(x), pad, mode=mode)
+            got = _raised(UF.pad, Tensor(x), pad, mode=mode)
+            if want is None:
+                assert got is None, (shape, pad)
+                np.testing.assert_array_equal(
+                    UF.pad(Tensor(x), pad, mode=mode).numpy(), TF.pad(torch.tensor(x), pad, mode=mode).numpy()
+                )
+            else:
+                assert got is not None and issubclass(got, want), (shape, pad, got, want)
+    with pytest.raises(NotImplementedError, match=rf"pad: mode '{mode}' .* 2 padding values need a 2-d or 3-d input"):
+        UF.pad(Tensor.ones(1, 2, 3, 4), (1, 1), mode=mode)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
+def test_softmax_family_refuses_ints_without_dtype_as_torch(dtype: str) -> None:
+    # torch has no softmax kernel for ints and bools: they raise unless dtype= names a float (uopkit used to compute
+    # them in float32); F.normalize of ints raises as its vector norm does
+    x = np.arange(6).reshape(2, 3).astype(dtype) if dtype != "bool" else np.arange(6).reshape(2, 3) % 2 == 0
+    calls = [
+        lambda F, t: F.softmax(t, 1),
+        lambda F, t: F.log_softmax(t, 1),
+        lambda F, t: F.softmin(t, 1),
+        lambda F, t: t.softmax(1),
+        lambda F, t: t.log_softmax(-1),
+        lambda F, t: t.logcumsumexp(1),
+        lambda F, t: F.cross_entropy(t, (t[:, 0] * 0).long() if isinstance(t, torch.Tensor) else Tensor([0, 0])),
+        lambda F, t: F.normalize(t),
+    ]
+    for call in calls:
+        want = _raised(call, TF, torch.tensor(x))
+        got = _raised(call, UF, Tensor(x))
+        assert want is not None and got is not None and issubclass(got, want), (got, want)
+    with pytest.raises(NotImplementedError, match=r"softmax: needs a floating-point input, got dtypes\.\w+ .*dtype="):
+        Tensor(x).softmax(1)
+    # with dtype= they compute, as torch's
+    for name in ("softmax", "log_softmax"):
+        np.testing.assert_allclose(
+            getattr(UF, name)(Tensor(x), 1, dtype=dtypes.float32).numpy(),
+            getattr(TF, name)(torch.tensor(x), 1, dtype=torch.float32).numpy(),
+            rtol=1e-6,
+            atol=1e-6,
+        )

@@ -260,11 +260,11 @@ def test_prelu_loads_a_torch_state_dict_and_matches_its_gradients() -> None:
 
 def test_rrelu_is_random_in_training_and_the_mean_slope_otherwise() -> None:
     x = -np.ones(4000, np.float32)
-    ours, theirs = nn.RReLU(0.1, 0.3), torch.nn.RReLU(0.1, 0.3).eval()
+    ours, theirs = nn.RReLU(0.1, 0.3).eval(), torch.nn.RReLU(0.1, 0.3).eval()
     _close(ours(Tensor(x)), theirs(torch.tensor(x)))
-    with Tensor.train():
-        slopes = -ours(Tensor(x)).numpy()
-        assert ours(Tensor([2.0])).tolist() == [2.0]
+    ours.train()
+    slopes = -ours(Tensor(x)).numpy()
+    assert ours(Tensor([2.0])).tolist() == [2.0]
     assert 0.1 <= slopes.min() and slopes.max() <= 0.3 and abs(slopes.mean() - 0.2) < 0.01 and slopes.std() > 0.05
 
 
@@ -307,11 +307,10 @@ def test_batchnorm1d_and_3d_load_torch_state_and_match_in_training_and_eval() ->
         load_state_dict(ours, {k: v.numpy() for k, v in theirs.state_dict().items()})
         assert sorted(get_state_dict(ours)) == sorted(theirs.state_dict())
         x = _randn(*shape)
-        with Tensor.train():
-            _forward_and_grad(ours, theirs.train(), x, atol=1e-4, what=f"{name} training")
+        _forward_and_grad(ours, theirs.train(), x, atol=1e-4, what=f"{name} training")
         for key in ("running_mean", "running_var", "num_batches_tracked"):
             _close(getattr(ours, key), getattr(theirs, key), what=key)
-        _close(ours(Tensor(x)), theirs.eval()(torch.tensor(x)), atol=1e-4, what=f"{name} eval")
+        _close(ours.eval()(Tensor(x)), theirs.eval()(torch.tensor(x)), atol=1e-4, what=f"{name} eval")
     assert nn.BatchNorm1d(4, affine=False, track_running_stats=False).weight is None
     with pytest.raises(ShapeError, match=r"BatchNorm1d\(3\): expected a 2-d or 3-d input"):
         nn.BatchNorm1d(3)(Tensor.ones(2, 3, 1, 1))
@@ -503,9 +502,8 @@ def test_channel_dropouts_zero_whole_channels_only_in_training() -> None:
         (nn.Dropout3d(0.5), (600, 2, 1, 2)),
     ):
         x = Tensor.ones(*shape)
-        assert layer(x) is x
-        with Tensor.train():
-            out = layer(x).numpy()
+        assert layer.eval()(x) is x
+        out = layer.train()(x).numpy()
         lead = 1 if len(shape) == layer.spatial_dims + 1 else 2
         per_channel = out.reshape(*shape[:lead], -1)
         # every channel all zeros or all 1 / (1 - p), about half of them dropped
@@ -524,9 +522,8 @@ def test_channel_dropouts_zero_whole_channels_only_in_training() -> None:
 def test_alpha_dropout_keeps_the_mean_and_variance() -> None:
     x = RNG.standard_normal(20000).astype(np.float32)
     layer = nn.AlphaDropout(0.3)
-    assert layer(Tensor(x)).numpy().tolist() == x.tolist()
-    with Tensor.train():
-        out = layer(Tensor(x)).numpy()
+    assert layer.eval()(Tensor(x)).numpy().tolist() == x.tolist()
+    out = layer.train()(Tensor(x)).numpy()
     assert abs(out.mean()) < 0.05 and abs(out.std() - 1) < 0.05
     # the dropped elements all take one value, about 30% of them
     low, counts = np.unique(out, return_counts=True)

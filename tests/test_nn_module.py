@@ -107,10 +107,50 @@ def test_dropout_follows_the_module_mode():
     assert (net(x).numpy() == 1).all()
     net.drop.train()  # a layer's own mode wins inside its parent's
     assert (net(x).numpy() == 0).any()
-    # a layer outside any module follows the global flag, as before
-    assert (nn.Dropout(0.5)(x).numpy() == 1).all()
+
+
+def test_a_lone_layer_follows_its_own_mode_not_the_global_flag():
+    # torch: a module is in training mode from construction until eval(); a built-in layer made and called on its own
+    # is too (it used to follow the global Tensor.training, False by default, and passed its input through)
+    x = np.ones(1000, np.float32)
+    for ours, theirs in ((nn.Dropout(0.5), torch.nn.Dropout(0.5)), (nn.AlphaDropout(0.5), torch.nn.AlphaDropout(0.5))):
+        assert ours.training is theirs.training is True
+        assert Tensor.training is False
+        assert ((ours(Tensor(x)).numpy() == 1).all()) == bool((theirs(torch.tensor(x)) == 1).all()) is False
+        ours.eval(), theirs.eval()
+        with Tensor.train():  # the global flag doesn't reach a layer's own mode
+            np.testing.assert_array_equal(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).numpy())
+    # BatchNorm: batch statistics and a running update in training mode, running statistics after eval()
+    xb = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    ours, theirs = nn.BatchNorm1d(4), torch.nn.BatchNorm1d(4)
+    assert ours.training is theirs.training is True
+    out, expected = ours(Tensor(xb)).numpy(), theirs(torch.tensor(xb)).detach().numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours.running_mean.numpy(), theirs.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    ours.eval(), theirs.eval()
     with Tensor.train():
-        assert (nn.Dropout(0.5)(x).numpy() == 0).any()
+        out = ours(Tensor(xb)).numpy()
+    np.testing.assert_allclose(out, theirs(torch.tensor(xb)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    # Tensor.dropout outside any module still follows the global flag (tinygrad's way)
+    assert (Tensor(x).dropout(0.5).numpy() == 1).all()
+    with Tensor.train():
+        assert (Tensor(x).dropout(0.5).numpy() == 0).any()
+
+
+def test_a_subclass_of_a_mode_free_layer_runs_in_its_own_mode():
+    # a lone Linear runs without setting the global flag (its forward reads no mode: _MODE_FREE_FORWARDS), but a
+    # subclass whose forward drops out reads the mode, and trains from construction, as torch's
+    class Dropped(nn.Linear):
+        def forward(self, x):
+            return super().forward(x).dropout(0.5)
+
+    layer = Dropped(4, 500)
+    assert Tensor.training is False
+    assert (layer(Tensor.ones(2, 4)).numpy() == 0).any()
+    layer.eval()
+    assert not (layer(Tensor.ones(2, 4)).numpy() == 0).any()
+    plain = nn.Linear(4, 3)
+    np.testing.assert_array_equal(plain(Tensor.ones(1, 4)).numpy(), plain.eval()(Tensor.ones(1, 4)).numpy())
 
 
 def test_jit_captures_anew_after_eval():

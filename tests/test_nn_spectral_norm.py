@@ -214,7 +214,8 @@ def test_sn_gan_critic_steps_match_torch(form):
 
 
 def test_mode_follows_the_layer():
-    # a built-in layer with no mode follows Tensor.training, its spectral norm too (both forms)
+    # a new built-in layer trains, as torch's, its spectral norm too (both forms); eval() stops the power iteration
+    # whatever the global Tensor.training says
     forms = [(utils.spectral_norm, lambda m: m.weight_u), (P.spectral_norm, lambda m: m.parametrizations.weight[0]._u)]
     for sn, u_of in forms:
         layer = sn(nn.Linear(4, 3))
@@ -222,18 +223,20 @@ def test_mode_follows_the_layer():
         # then a step in training mode would leave it unchanged too)
         u_of(layer).assign(Tensor([1.0, 0.0, 0.0])).realize()
         u = u_of(layer).numpy().copy()
-        layer(Tensor.ones(1, 4)).realize()
-        np.testing.assert_array_equal(u_of(layer).numpy(), u)
+        layer.eval()
         with Tensor.train():
             layer(Tensor.ones(1, 4)).realize()
+        np.testing.assert_array_equal(u_of(layer).numpy(), u)
+        layer.train()
+        layer(Tensor.ones(1, 4)).realize()
         assert not np.array_equal(u_of(layer).numpy(), u)
-    # a Module's mode reaches the parametrization (the layer joined it after registering)
-    layer = P.spectral_norm(nn.Linear(4, 3))
-    assert layer.training is None and layer.parametrizations.weight[0].training is None
-    net = nn.Sequential(layer)
-    assert layer.parametrizations.weight[0].training is True
-    net.eval()
-    assert layer.parametrizations.weight[0].training is False
+    # the layer's mode at registration is the parametrization's, and a Module's eval() reaches it, as torch's
+    for lib in (nn, torch.nn):
+        layer = (P if lib is nn else torch.nn.utils.parametrizations).spectral_norm(lib.Linear(4, 3))
+        assert layer.training is True and layer.parametrizations.weight[0].training is True
+        net = lib.Sequential(layer)
+        net.eval()
+        assert layer.parametrizations.weight[0].training is False
 
 
 def test_errors():

@@ -518,6 +518,8 @@ def test_fuse_bn_eval_as_torchs(kind, bias, affine):
             getattr(tbn, name).data.copy_(torch.tensor(v))
     theirs.eval()
     tbn.eval()
+    ours.eval()
+    obn.eval()
     if kind == "linear":
         fused, tfused = utils.fuse_linear_bn_eval(ours, obn), tfusion.fuse_linear_bn_eval(theirs, tbn)
     else:
@@ -543,20 +545,22 @@ def test_fuse_bn_eval_refuses_training_mode_and_mismatched_features_as_torch():
             utils.fuse_linear_bn_eval(
                 *((layer, nn.BatchNorm1d(3)) if isinstance(layer, nn.Linear) else (nn.Linear(2, 3), layer))
             )
-    with Tensor.train(), pytest.raises(AssertionError, match="Fusion only for eval"):
-        # (built-in layers with no mode of their own follow Tensor.training)
-        utils.fuse_conv_bn_eval(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+    with pytest.raises(AssertionError, match="Fusion only for eval"):
+        # (new layers train, as torch's; the global flag doesn't reach them)
+        with Tensor.test():
+            utils.fuse_conv_bn_eval(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
     with pytest.raises(
         AssertionError, match="batch norm's 4 features match neither the linear layer's 3 outputs nor 1"
     ):
-        utils.fuse_linear_bn_eval(nn.Linear(2, 3), nn.BatchNorm1d(4))
+        utils.fuse_linear_bn_eval(nn.Linear(2, 3).eval(), nn.BatchNorm1d(4).eval())
     with pytest.raises(AssertionError, match="keeps no running statistics"):
-        utils.fuse_conv_bn_eval(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, track_running_stats=False))
+        utils.fuse_conv_bn_eval(nn.Conv2d(1, 2, 3).eval(), nn.BatchNorm2d(2, track_running_stats=False).eval())
     # a BatchNorm of one feature scales every output, as torch's
     torch_fused = torch.nn.utils.fusion.fuse_linear_bn_eval(
         torch.nn.Linear(2, 3).eval(), torch.nn.BatchNorm1d(1).eval()
     )
-    assert utils.fuse_linear_bn_eval(nn.Linear(2, 3), nn.BatchNorm1d(1)).weight.shape == tuple(torch_fused.weight.shape)
+    fused = utils.fuse_linear_bn_eval(nn.Linear(2, 3).eval(), nn.BatchNorm1d(1).eval())
+    assert fused.weight.shape == tuple(torch_fused.weight.shape)
 
 
 def test_skip_init_as_torchs():

@@ -2181,8 +2181,8 @@ def test_norm_layers_keep_a_half_input_s_dtype_as_torch() -> None:
             (nn.BatchNorm2d(4), torch.nn.BatchNorm2d(4)),
         ]
         for layer, tlayer in layers:
-            # (eval mode in both: uopkit's Tensor.training is off, torch's modules start in training)
-            got, want = layer(Tensor(x).cast(dt)), tlayer.eval()(torch.from_numpy(x).to(tdt))
+            # (eval mode in both)
+            got, want = layer.eval()(Tensor(x).cast(dt)), tlayer.eval()(torch.from_numpy(x).to(tdt))
             assert got.dtype == dt
             np.testing.assert_allclose(got.float().numpy(), want.float().detach().numpy(), atol=1e-2)
 
@@ -2521,3 +2521,40 @@ def test_linspace_and_fractional_arange_are_built_a_chunk_at_a_time(monkeypatch:
     got = Tensor.arange(0.5, 3000.3, 0.7).numpy()
     np.testing.assert_array_equal(got, (0.5 + np.arange(len(got)) * 0.7).astype(np.float32))
     assert len(got) == len(torch.arange(0.5, 3000.3, 0.7))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t, lo, hi: t.clamp(min=lo, max=1.0),
+        lambda t, lo, hi: t.clamp(min=-1.0, max=hi),
+        lambda t, lo, hi: t.clamp(lo, 1.0),
+        lambda t, lo, hi: t.clip(-1.0, hi),
+        lambda t, lo, hi: t.clamp_(min=lo, max=1.0),
+        lambda t, lo, hi: type(t).clamp(t, lo, 1.0),
+    ],
+)
+def test_clamp_bounds_are_both_numbers_or_both_tensors_as_torch(call):
+    # torch has clamp(Number min, Number max) and clamp(Tensor min, Tensor max), no mix of the two: a TypeError
+    x = np.array([-2.0, 0.5, 3.0], np.float32)
+    lo, hi = np.full(3, -1.0, np.float32), np.full(3, 1.0, np.float32)
+    with pytest.raises(TypeError):
+        call(torch.tensor(x), torch.tensor(lo), torch.tensor(hi))
+    with pytest.raises(TypeError, match="the bounds must be both numbers or both tensors"):
+        call(Tensor(x), Tensor(lo), Tensor(hi))
+    # one kind, or one bound alone, as torch's
+    _compare(lambda t: t.clamp(-1.0, 1.0), x)
+    got = Tensor(x).clamp(Tensor(lo), Tensor(hi)).numpy()
+    np.testing.assert_array_equal(got, torch.tensor(x).clamp(torch.tensor(lo), torch.tensor(hi)).numpy())
+    got = Tensor(x).clamp(min=Tensor(lo)).numpy()
+    np.testing.assert_array_equal(got, torch.tensor(x).clamp(min=torch.tensor(lo)).numpy())
+
+
+def test_a_bool_is_no_reduction_dim_as_torch():
+    # `x.sum(True)` (keepdim meant) summed axis 1 here; torch refuses a bool dim (TypeError)
+    x = np.ones((2, 3), np.float32)
+    for name in ("sum", "mean", "amax", "prod", "any"):
+        with pytest.raises(TypeError):
+            getattr(torch.tensor(x), name)(True)
+        with pytest.raises(TypeError, match=rf"{name}: dim must be an int or a sequence of ints, got a bool"):
+            getattr(Tensor(x), name)(True)

@@ -1185,3 +1185,48 @@ def test_torch_dtype_and_namespace_names_spelled_on_tensor():
         _ = Tensor.nope
     with pytest.raises(AttributeError):
         _ = Tensor([1.0]).float32  # (the class's names only: an instance has no dtype attributes)
+
+
+def test_alpha_and_value_are_keyword_only_as_torch():
+    # torch's add_/sub_/rsub take alpha, addcmul/addcdiv value, by keyword only: `t.add_(g, 2.0)` is a TypeError
+    # (it used to add 2 * g here), while the deprecated number-first forms still run
+    a, b, v = Tensor(A), Tensor(B), Tensor(V)
+    ta, tb, tv = torch.from_numpy(A.copy()), torch.from_numpy(B), torch.from_numpy(V)
+    calls = [
+        lambda m, x, y, z: x.add_(y, 2.0),
+        lambda m, x, y, z: x.sub_(y, 2.0),
+        lambda m, x, y, z: m.rsub(x, y, 2.0),
+        lambda m, x, y, z: x.addcmul(y, z, 0.5),
+        lambda m, x, y, z: x.addcdiv(y, z, 0.5),
+        lambda m, x, y, z: x.addcmul_(y, z, 0.5),
+        lambda m, x, y, z: m.addcmul(x, y, z, 0.5),
+        lambda m, x, y, z: m.addcdiv(x, y, z, 0.5),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError):
+            call(torch, ta, tb, tv)
+        with pytest.raises(TypeError, match=r"(alpha|value)= as a keyword|positional argument"):
+            call(Tensor, a, b, v)
+    # the keyword forms, `other=` too, as torch's
+    _same(Tensor(A).add_(other=b, alpha=2), torch.from_numpy(A.copy()).add_(other=tb, alpha=2))
+    _same(Tensor.rsub(a, b, alpha=2), torch.rsub(ta, tb, alpha=2))
+    _same(a.addcmul(b, v, value=0.5), ta.addcmul(tb, tv, value=0.5))
+
+
+def test_deprecated_number_first_overloads_warn_once(monkeypatch):
+    # torch warns (UserWarning) about its deprecated number-first overloads, once; each of ours warns once too
+    from uopkit.tensor import elementwise
+
+    monkeypatch.setattr(elementwise, "_WARNED_NUMBER_FIRST", set())
+    a, b = Tensor(A), Tensor(B)
+    with pytest.warns(UserWarning, match=r"add_: the number-first form add_\(alpha, other\) is deprecated"):
+        a.add_(-0.5, b)
+    with pytest.warns(UserWarning, match=r"addcmul: the number-first form addcmul\(value, tensor1, tensor2\)"):
+        a.addcmul(0.5, b, b)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a.add_(-0.5, b)  # (no second warning)
+        a.add_(b, alpha=-0.5)
+        a.addcmul(b, b, value=0.5)

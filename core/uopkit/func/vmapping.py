@@ -294,8 +294,6 @@ def stack_module_state(models: Sequence[Any]) -> tuple[dict[str, Tensor], dict[s
     models = list(models)
     if not models:
         raise RuntimeError("stack_module_state: no models given")
-    # (a built-in layer made outside a module has no mode of its own, None: it follows the global one, so it matches
-    # only others that follow it too)
     if len({m.training for m in models}) > 1:
         raise RuntimeError("stack_module_state: the models mix training and eval mode")
     if not all(type(m) is type(models[0]) for m in models):

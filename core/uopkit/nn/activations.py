@@ -7,8 +7,9 @@ import warnings
 
 import numpy as np
 
+from uopkit.nn import modules as _layers
 from uopkit.nn.arguments import _maybe_in_place
-from uopkit.nn.module import Module
+from uopkit.nn.module import _MODE_FREE_FORWARDS, Module
 from uopkit.nn.modules import _host
 from uopkit.tensor import ShapeError, Tensor
 
@@ -369,10 +370,10 @@ class PReLU(Module):
 
 
 class RReLU(Module):
-    """x for x >= 0, a * x otherwise, as torch.nn.RReLU: under `Tensor.training` a is drawn from U(lower, upper) for
-    each element, otherwise it is (lower + upper) / 2.
+    """x for x >= 0, a * x otherwise, as torch.nn.RReLU: in training mode a is drawn from U(lower, upper) for
+    each element, in eval mode it is (lower + upper) / 2.
 
-    >>> RReLU(0.1, 0.3)(Tensor([-1.0, 2.0])).tolist()
+    >>> RReLU(0.1, 0.3).eval()(Tensor([-1.0, 2.0])).tolist()
     [-0.20000000298023224, 2.0]
     """
 
@@ -386,3 +387,17 @@ class RReLU(Module):
 
     def _forward(self, x: Tensor) -> Tensor:
         return x.rrelu(self.lower, self.upper, training=Tensor.training)
+
+
+# the layers whose forward reads no training mode (nn.module's fast path for a lone layer; a subclass that overrides
+# the forward isn't one)
+_MODE_FREE_FORWARDS.update(
+    cls.forward
+    for cls in (
+    _layers.Linear, _layers.Conv2d, _layers.Conv1d, _layers.Conv3d, _layers.ConvTranspose2d, _layers.ConvTranspose1d,
+    _layers.ConvTranspose3d, _layers.LayerNorm, _layers.GroupNorm, _layers.RMSNorm, _layers.Embedding, _layers.ReLU,
+    _layers.GELU, _layers.SiLU, _layers.Tanh, _layers.Sigmoid, _layers.Flatten, _layers.Identity, LeakyReLU, ELU, SELU,
+    CELU, GLU, Hardtanh, ReLU6, Hardswish, Hardsigmoid, Mish, Softplus, Softsign, LogSigmoid, Softmax, LogSoftmax,
+    Softmin, PReLU,
+    )
+)  # fmt: skip

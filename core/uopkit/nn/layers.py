@@ -302,8 +302,7 @@ class SyncBatchNorm(BatchNorm1d):
             )
             for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
                 setattr(out, name, getattr(module, name))
-            if module.training is not None:
-                out.training = module.training
+            out.training = module.training
         if isinstance(module, Module):
             for name, child in list(vars(module).items()):
                 if isinstance(child, Module):
@@ -595,7 +594,7 @@ class KLDivLoss(Module):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# dropout of whole channels, and alpha dropout: active under `Tensor.training` only, as nn.Dropout
+# dropout of whole channels, and alpha dropout: active in training mode only, as nn.Dropout
 
 
 class _ChannelDropout(Module):
@@ -633,10 +632,10 @@ class _ChannelDropout(Module):
 
 
 class Dropout1d(_ChannelDropout):
-    """Zero each channel of (N, C, L) or (C, L) with probability p and scale the rest by 1 / (1 - p) under
-    `Tensor.train()`, as torch.nn.Dropout1d; the input itself otherwise.
+    """Zero each channel of (N, C, L) or (C, L) with probability p and scale the rest by 1 / (1 - p) in training
+    mode, as torch.nn.Dropout1d; the input itself in eval mode.
 
-    >>> Dropout1d(0.5)(Tensor.ones(1, 2, 3)).tolist()
+    >>> Dropout1d(0.5).eval()(Tensor.ones(1, 2, 3)).tolist()
     [[[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]]
     """
 
@@ -644,16 +643,16 @@ class Dropout1d(_ChannelDropout):
 
 
 class Dropout2d(_ChannelDropout):
-    """Zero each channel of (N, C, H, W) with probability p under `Tensor.train()`, as torch.nn.Dropout2d (which
+    """Zero each channel of (N, C, H, W) with probability p in training mode, as torch.nn.Dropout2d (which
     takes a 3-d input as (N, C, L), with a warning, not as an unbatched (C, H, W)).
 
-    >>> Dropout2d(0.5)(Tensor.ones(1, 1, 1, 2)).tolist()
+    >>> Dropout2d(0.5).eval()(Tensor.ones(1, 1, 1, 2)).tolist()
     [[[[1.0, 1.0]]]]
     """
 
 
 class Dropout3d(_ChannelDropout):
-    """Zero each channel of (N, C, D, H, W) or (C, D, H, W) with probability p under `Tensor.train()`, as
+    """Zero each channel of (N, C, D, H, W) or (C, D, H, W) with probability p in training mode, as
     torch.nn.Dropout3d.
 
     >>> Dropout3d(0.5)(Tensor.ones(1, 1, 1, 1, 1)).shape
@@ -664,11 +663,11 @@ class Dropout3d(_ChannelDropout):
 
 
 class AlphaDropout(Module):
-    """Dropout that keeps SELU's zero mean and unit variance, under `Tensor.train()`: each element is set to SELU's
+    """Dropout that keeps SELU's zero mean and unit variance, in training mode: each element is set to SELU's
     low value with probability p, then everything scaled and shifted (a = ((1 - p) (1 + p low^2))^-1/2, b = -a low p)
-    so that the mean and the variance are kept, as torch.nn.AlphaDropout; the input itself otherwise.
+    so that the mean and the variance are kept, as torch.nn.AlphaDropout; the input itself in eval mode.
 
-    >>> AlphaDropout(0.2)(Tensor([1.0, -1.0])).tolist()
+    >>> AlphaDropout(0.2).eval()(Tensor([1.0, -1.0])).tolist()
     [1.0, -1.0]
     """
 

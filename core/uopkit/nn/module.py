@@ -8,11 +8,11 @@ and loss weights); any other tensor attribute is not part of the module's state,
 of layers and tensors held by a module are walked too (torch asks for a ModuleList there; tinygrad-style models use
 plain lists), their entries named "attr.0", "attr.key".
 
-Training mode: a module's `training` is None until `train()`/`eval()` or `Module.__init__` (True, as torch) gives it a
-value; a layer set as an attribute of a module with a mode takes that mode where it has none, so a torch-style model's
-layers all train from the start, as torch's. While a module with a mode runs, `Tensor.training` is that mode (layers
-read it, and so does `Tensor.dropout`); the built-in layers used outside any such module have no mode and follow the
-global `Tensor.training` (`with Tensor.train():`, tinygrad's way).
+Training mode: every module, a built-in layer made on its own too, is in training mode (`training` True) until
+`eval()` / `train(False)`, as torch's; its own mode decides how it computes. While a module runs, `Tensor.training` is
+its mode (layers read it, and so does `Tensor.dropout` inside a `forward`); outside any module the global
+`Tensor.training` (`with Tensor.train():`, tinygrad's way) still drives the tensor-level ops (`x.dropout(p)`), but no
+longer a layer, which follows its own mode.
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import Linear
@@ -140,7 +140,8 @@ class _ModuleState:
     )
 
     def __init__(self) -> None:
-        self.training: bool | None = None
+        # (every module trains until eval(), as torch's)
+        self.training: bool = True
         self.buffers: set[str] = set()
         self.non_persistent: set[str] = set()
         self.pre_hooks: dict[int, Callable[..., Any]] = {}
@@ -172,7 +173,8 @@ _MIXED_GLOBAL_BACKWARD_HOOKS = (
 # the hooks of every module's call (torch.nn.modules.module's register_module_forward_pre_hook and
 # register_module_forward_hook): they run before each module's own, as torch's
 _GLOBAL = _ModuleState()
-# what a module without a state of its own (a built-in layer never hooked nor given a mode) runs with under them
+# what a module without a state of its own (a built-in layer never hooked nor given a mode: in training mode) runs
+# with under them, or when the global flag differs from its mode
 _NO_STATE = _ModuleState()
 
 
@@ -241,7 +243,9 @@ def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict)
         forward = _unbound(own)
     st: _ModuleState | None = module.__dict__.get("_module_state")
     if st is None:
-        if not (_GLOBAL.pre_hooks or _GLOBAL.hooks or _GLOBAL.backward_hooks or _GLOBAL.backward_pre_hooks):
+        # (no state: a layer in training mode, its default; one that computes the same in either mode runs as it is)
+        hooked = _GLOBAL.pre_hooks or _GLOBAL.hooks or _GLOBAL.backward_hooks or _GLOBAL.backward_pre_hooks
+        if (Tensor.training or forward in _MODE_FREE_FORWARDS) and not hooked:
             return forward(module, *args, **kwargs)
         st = _NO_STATE
     calling = _calling.__dict__.setdefault("modules", [])
@@ -250,6 +254,11 @@ def _run(module: Module, forward: Callable[..., Any], args: tuple, kwargs: dict)
         return _run_hooked(module, st, forward, args, kwargs)
     finally:
         calling.pop()
+
+
+# the forwards of built-in layers that read no training mode (filled by nn.activations): a lone one runs without
+# Tensor.training set for the call (a class attribute write: every tensor op's method cache lost, ~15 us a call)
+_MODE_FREE_FORWARDS: set[Callable[..., Any]] = set()
 
 
 # the modules being called on this thread, innermost last: a built-in layer's call that reaches its parent's
@@ -308,7 +317,7 @@ def _run_hooks_and_forward(
         for call in backward_calls:
             args = call.inputs(args)
     mode = st.training
-    if mode is None or mode == Tensor.training:
+    if mode == Tensor.training:
         out = forward(module, *args, **kwargs)
     else:
         previous, Tensor.training = Tensor.training, mode
@@ -358,8 +367,8 @@ class Module(StateHooks, ModuleDicts):
     and a sub-module, and for the training mode."""
 
     def __init__(self) -> None:
-        # (the built-in layers don't call this: their mode stays None and follows whoever calls them)
-        self._state().training = True
+        # (the built-in layers don't call this: a layer without a state is in training mode, as one with a new state)
+        self._state()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -403,15 +412,6 @@ class Module(StateHooks, ModuleDicts):
             if kind is not None:
                 value = run_registration_hooks(kind, self, name, value)
         object.__setattr__(self, name, value)
-        if isinstance(value, (Module, list, tuple, dict)):
-            # a sub-module joins its owner's mode where it has none (torch: every module is made in training mode, so
-            # a new model's layers all train), and so do the modules inside it
-            st = self.__dict__.get("_module_state")
-            if st is not None and st.training is not None:
-                for _, child in _modules_in([(name, value)], ""):
-                    for m in child.modules():
-                        if m.training is None:
-                            m._state().training = st.training
 
     def __delattr__(self, name: str) -> None:
         object.__delattr__(self, name)
@@ -482,10 +482,10 @@ class Module(StateHooks, ModuleDicts):
     # training mode
 
     @property
-    def training(self) -> bool | None:
-        """True/False once set (torch's flag); None: this layer follows the mode of whatever calls it."""
+    def training(self) -> bool:
+        """Whether this module is in training mode (torch's flag): True from construction until `eval()`."""
         st = self.__dict__.get("_module_state")
-        return None if st is None else st.training
+        return True if st is None else st.training
 
     @training.setter
     def training(self, mode: bool) -> None:

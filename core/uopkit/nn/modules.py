@@ -379,7 +379,7 @@ def _per_channel_affine(out: Tensor, weight: Tensor | None, bias: Tensor | None)
 
 
 class BatchNorm(Module):
-    """Batch normalization over axis 1 of (N, C, ...): batch statistics while `Tensor.training`, else running ones.
+    """Batch normalization over axis 1 of (N, C, ...): batch statistics in training mode, else running ones.
 
     The running statistics are updated in place (STORE) during training; an optimizer built from
     `get_parameters(model)` realizes them with each step.
@@ -1087,10 +1087,10 @@ class Sequential(Module):
 
 
 class Dropout(Module):
-    """Zero each element with probability p and scale the rest by 1 / (1 - p) under `Tensor.train()` (the global
-    training flag: torch's follows the module's own `.train()`/`.eval()`); the input itself otherwise.
+    """Zero each element with probability p and scale the rest by 1 / (1 - p) in training mode (a new layer's, until
+    `.eval()`, as torch's); the input itself in eval mode.
 
-    >>> Dropout(0.5)(Tensor.ones(3)).tolist()
+    >>> Dropout(0.5).eval()(Tensor.ones(3)).tolist()
     [1.0, 1.0, 1.0]
     """
 

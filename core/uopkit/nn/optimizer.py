@@ -13,8 +13,7 @@ kernels built at each step (a change recompiles them, and doesn't reach the repl
 >>> from uopkit.nn.optim import SGD
 >>> w, b = Tensor([1.0, 2.0], requires_grad=True), Tensor([1.0], requires_grad=True)
 >>> opt = SGD([{"params": [w]}, {"params": [b], "lr": 0.5}], lr=0.1)
->>> (w.sum() + b.sum()).backward().shape
-()
+>>> (w.sum() + b.sum()).backward()
 >>> opt.param_groups[0]["lr"] = 0.25
 >>> opt.step()
 >>> w.tolist(), b.tolist()

@@ -277,7 +277,7 @@ class RNN(_RNNBase):
 
     Call with an input (L, N, H_in) ((N, L, H_in) with batch_first, or unbatched (L, H_in)) and an optional h0
     (D * num_layers, N, H); returns (output (L, N, D * H), h_n (D * num_layers, N, H)). `dropout` drops each layer's
-    output but the last under `Tensor.training`.
+    output but the last in training mode.
 
     >>> out, h = RNN(3, 4, bidirectional=True, batch_first=True)(Tensor.ones(2, 5, 3))
     >>> out.shape, h.shape
@@ -436,7 +436,7 @@ class MultiheadAttention(Module):
     Inputs (L, N, E) (or (N, L, E) with batch_first, or unbatched (L, E)); key and value (S, N, kdim/vdim).
     `key_padding_mask` (N, S) and `attn_mask` (L, S) or (N * num_heads, L, S): bool (True: not allowed) or float
     (added to the scores). Returns (output, weights) with weights (N, L, S) averaged over heads or (N, num_heads, L, S),
-    or None when not need_weights. The weights are dropped (p=dropout) under `Tensor.training`, as torch's.
+    or None when not need_weights. The weights are dropped (p=dropout) in training mode, as torch's.
 
     >>> mha = MultiheadAttention(8, 2, batch_first=True)
     >>> x = Tensor.ones(2, 3, 8)

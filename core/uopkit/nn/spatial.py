@@ -357,10 +357,10 @@ class LPPool3d(_LPPool):
 
 
 class FeatureAlphaDropout(Module):
-    """AlphaDropout of whole channels (one draw per (sample, channel), axis 1) under `Tensor.train()`, as
-    torch.nn.FeatureAlphaDropout; the input itself otherwise.
+    """AlphaDropout of whole channels (one draw per (sample, channel), axis 1) in training mode, as
+    torch.nn.FeatureAlphaDropout; the input itself in eval mode.
 
-    >>> FeatureAlphaDropout(0.2)(Tensor.ones(1, 2, 2)).tolist()
+    >>> FeatureAlphaDropout(0.2).eval()(Tensor.ones(1, 2, 2)).tolist()
     [[[1.0, 1.0], [1.0, 1.0]]]
     """
 

@@ -216,12 +216,7 @@ def update_bn(loader: Iterable[Any], model: Module, device: str | None = None) -
             for m in norms:
                 m.momentum = momenta[id(m)]
             for m, mode in modes:
-                if mode is None:
-                    # (a layer that followed its caller's mode does again)
-                    m._state().training = None
-                    Tensor._modes_changed += 1
-                else:
-                    m.training = mode
+                m.training = mode
 
 
 def _running_stats(bn: BatchNorm) -> list[Tensor]:

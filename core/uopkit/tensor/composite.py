@@ -372,7 +372,12 @@ class CompositeMixin:
         """
         if dim is not None:
             axis = _dim_for_axis(axis, dim, 0, "logcumsumexp")
-        x = self._float()
+        if not dtypes.is_float(self.dtype):
+            # (torch has no int kernel: a log of summed exponentials of counts is a slip, cast first if meant)
+            raise UnsupportedDTypeError(
+                f"logcumsumexp: needs a floating-point input, got {self.dtype} (as PyTorch); cast with .float() first"
+            )
+        x = self
         axis = _normalize_axis(axis, x.ndim, "logcumsumexp", x.shape)
         if x.ndim == 0 or x.shape[axis] == 0:
             return x

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -181,7 +182,52 @@ def _alpha_first(op: str, alpha: Any, other: Any, keyword_alpha: Any = 1) -> tup
         )
     if type(keyword_alpha) is not int or keyword_alpha != 1:
         raise TypeError(f"{op}: alpha is given twice, as the first positional argument and as alpha=; give it once")
+    _warn_number_first(op, f"{op}(alpha, other)", f"{op}(other, alpha=alpha)")
     return other, alpha
+
+
+def _alpha_first_in_place(op: str, alpha: Any, rest: tuple, keyword_alpha: Any) -> tuple[Any, Any]:
+    """(other, alpha) of torch's deprecated `add_(alpha, other)` / `sub_(alpha, other)`; any other second positional
+    argument is refused, as torch's (alpha is keyword-only: `t.add_(g, 2.0)` is a TypeError)."""
+    if len(rest) != 1 or not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        given = ", ".join(type(a).__name__ for a in (alpha, *rest))
+        raise TypeError(
+            f"{op}: takes one positional operand and alpha= as a keyword ({op}(other, alpha=a)), or, in torch's "
+            f"deprecated form, {op}(alpha, other) with a Python number first; got {1 + len(rest)} positional "
+            f"arguments ({given})"
+        )
+    return _alpha_first(op, alpha, rest[0], keyword_alpha)
+
+
+# the ops whose deprecated number-first form has been warned about (once each, as torch warns once)
+_WARNED_NUMBER_FIRST: set[str] = set()
+
+
+def _warn_number_first(op: str, form: str, instead: str) -> None:
+    # torch's deprecated number-first overloads still work, with a UserWarning the first time
+    if op not in _WARNED_NUMBER_FIRST:
+        _WARNED_NUMBER_FIRST.add(op)
+        warnings.warn(
+            f"{op}: the number-first form {form} is deprecated (as in PyTorch); write {instead}",
+            UserWarning,
+            stacklevel=4,
+        )
+
+
+def _value_first(op: str, tensor1: Any, tensor2: Any, rest: tuple, value: Any) -> tuple[Any, Any, Any]:
+    """(tensor1, tensor2, value) of torch's deprecated `addcmul(value, tensor1, tensor2)` (and addcdiv's): a Python
+    number first, then the two tensors. `value` is keyword-only in the current form, as torch's."""
+    number = isinstance(tensor1, (int, float, np.number)) and not isinstance(tensor1, bool)
+    if len(rest) != 1 or not number or not isinstance(tensor2, ElementwiseMixin):
+        raise TypeError(
+            f"{op}: takes two positional tensors and value= as a keyword ({op}(tensor1, tensor2, value=v)), or, in "
+            f"torch's deprecated form, {op}(value, tensor1, tensor2) with a Python number first; got "
+            f"{2 + len(rest)} positional arguments ({', '.join(type(a).__name__ for a in (tensor1, tensor2, *rest))})"
+        )
+    if type(value) is not int or value != 1:
+        raise TypeError(f"{op}: value is given twice, as the first positional argument and as value=; give it once")
+    _warn_number_first(op, f"{op}(value, tensor1, tensor2)", f"{op}(tensor1, tensor2, value=value)")
+    return tensor2, rest[0], tensor1
 
 
 def _scaled_operands(t: Tensor, x: Any, alpha: Any, op: str) -> tuple[Tensor, Tensor, DType]:
@@ -772,15 +818,15 @@ class ElementwiseMixin:
         diff = end_t._alu(_ADD, x._alu(_NEG))
         return diff._alu(Ops.MULACC, coeff._broadcast_to(diff.shape), base)
 
-    def addcmul(self, tensor1: Any, tensor2: Any, value: float = 1) -> Tensor:
+    def addcmul(self, tensor1: Any, tensor2: Any, *deprecated: Any, value: Any = 1) -> Tensor:
         """self + value * tensor1 * tensor2 (torch.addcmul).
 
         >>> Tensor([1.0, 1.0]).addcmul(Tensor([1.0, 2.0]), Tensor([4.0, 4.0]), value=0.5).tolist()
         [3.0, 5.0]
         """
-        if isinstance(value, ElementwiseMixin) and isinstance(tensor1, (int, float)):
+        if deprecated:
             # torch's deprecated addcmul(value, tensor1, tensor2) (older optimizers' `v.addcmul_(1 - b2, g, g)`)
-            tensor1, tensor2, value = tensor2, value, tensor1
+            tensor1, tensor2, value = _value_first("addcmul", tensor1, tensor2, deprecated, value)
         if value != 1 and (opmath := _addc_in_float32(self, tensor1, tensor2, "addcmul")) is not None:
             # torch's half floats: self + value * t1 * t2 in float32 (last multiply and add one fma), rounded once
             a, t1, t2, dt = opmath
@@ -788,15 +834,15 @@ class ElementwiseMixin:
         product = self._broadcasted(tensor1, False, "addcmul")[1] * tensor2
         return self + (product if value == 1 else product * value)
 
-    def addcdiv(self, tensor1: Any, tensor2: Any, value: float = 1) -> Tensor:
+    def addcdiv(self, tensor1: Any, tensor2: Any, *deprecated: Any, value: Any = 1) -> Tensor:
         """self + value * tensor1 / tensor2 (torch.addcdiv).
 
         >>> Tensor([1.0, 1.0]).addcdiv(Tensor([1.0, 2.0]), Tensor([4.0, 4.0]), value=2).tolist()
         [1.5, 2.0]
         """
-        if isinstance(value, ElementwiseMixin) and isinstance(tensor1, (int, float)):
+        if deprecated:
             # torch's deprecated addcdiv(value, tensor1, tensor2) (older optimizers' `p.addcdiv_(-step, m, denom)`)
-            tensor1, tensor2, value = tensor2, value, tensor1
+            tensor1, tensor2, value = _value_first("addcdiv", tensor1, tensor2, deprecated, value)
         if value != 1 and (opmath := _addc_in_float32(self, tensor1, tensor2, "addcdiv")) is not None:
             # torch's half floats: self + value * t1 / t2 in float32, in that order, rounded once
             a, t1, t2, dt = opmath

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from uopkit.dtype import (
     DType,
+    UnsupportedDTypeError,
     dtypes,
     least_upper_dtype,
     to_dtype,
@@ -123,6 +124,19 @@ def _unbatched_target(x: Tensor, Y: Tensor) -> Tensor:
     return Y.reshape(()) if x.ndim == 1 and Y.shape == (1,) else Y
 
 
+def _float_input(t: Tensor, dtype: DType | None, op: str) -> Tensor:
+    """t in `dtype` when one is given, else t itself, which must be floating point: torch's softmax family has no
+    kernel for ints and bools (NotImplementedError) unless dtype= names the float to compute in."""
+    if dtype is not None:
+        return t.cast(dtype)
+    if not dtypes.is_float(t.dtype):
+        raise UnsupportedDTypeError(
+            f"{op}: needs a floating-point input, got {t.dtype} (as PyTorch); pass dtype=dtypes.float32 or cast "
+            f"with .float() first"
+        )
+    return t
+
+
 class FunctionalMixin:
     __slots__ = ()
 
@@ -145,7 +159,7 @@ class FunctionalMixin:
         if dtype is None and self.dtype in dtypes.halves:
             # computed in float32, rounded once (as PyTorch; see support.in_float32)
             return _with_half_softmax_gradient(self.float().softmax(axis).cast(self.dtype), self, axis, False)
-        x = self.cast(dtype) if dtype is not None else self._float()
+        x = _float_input(self, dtype, "softmax")
         if x.numel() == 0:
             return x
         e = (x - x.max(axis=axis, keepdim=True).detach()).exp()
@@ -167,7 +181,7 @@ class FunctionalMixin:
             axis = _normalize_axis(axis, self.ndim, "log_softmax", self.shape)
         if dtype is None and self.dtype in dtypes.halves:
             return _with_half_softmax_gradient(self.float().log_softmax(axis).cast(self.dtype), self, axis, True)
-        x = self.cast(dtype) if dtype is not None else self._float()
+        x = _float_input(self, dtype, "log_softmax")
         if x.numel() == 0:
             return x
         m = x - x.max(axis=axis, keepdim=True).detach()
@@ -184,7 +198,7 @@ class FunctionalMixin:
             axis = _dim_for_axis(axis, dim, -1, "softmin")
         # (a bad axis is softmin's, not the softmax's)
         _normalize_axis(axis, self.ndim, "softmin", self.shape)
-        x = self.cast(dtype) if dtype is not None else self._float()
+        x = _float_input(self, dtype, "softmin")
         return (-x).softmax(axis)
 
     @replayed
@@ -194,7 +208,10 @@ class FunctionalMixin:
         >>> [round(v, 4) for v in Tensor([[3.0, 4.0]]).normalize().tolist()[0]]
         [0.6, 0.8]
         """
-        x = self._float()
+        if not dtypes.is_float(self.dtype):
+            # (torch's vector norm takes floats only, as uopkit's norm)
+            raise DTypeError(f"normalize: needs a floating-point tensor, got {self.dtype}; cast with .float() first")
+        x = self
         axis = _normalize_axis(dim, x.ndim, "normalize", x.shape)
         norm = x._vector_norm(axis, p, "normalize")
         # as torch's clamp_min: the whole gradient goes to the norm where it is >= eps (and a NaN norm stays NaN)

@@ -15,6 +15,7 @@ from uopkit.dtype import (
 )
 from uopkit.schedule import _storage_base, forget_source, live_tensors, shared_storage
 from uopkit.tensor import segments
+from uopkit.tensor.elementwise import _alpha_first_in_place
 from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.index_errors import described
 from uopkit.tensor.several_views import check_several_views_write
@@ -882,23 +883,23 @@ class IndexingMixin:
     __ilshift__ = _in_place_operator("<<=", lambda t, x: t.lshift(x))
     __irshift__ = _in_place_operator(">>=", lambda t, x: t.rshift(x))
 
-    def add_(self, x: Any, alpha: float = 1) -> Tensor:
-        """self += alpha * x in place (torch.Tensor.add_).
+    def add_(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Tensor:
+        """self += alpha * other in place (torch.Tensor.add_; alpha keyword-only, as torch's).
 
         >>> t = Tensor([1.0, 2.0]); t.add_(1).tolist()
         [2.0, 3.0]
         """
-        if isinstance(x, (int, float)) and not isinstance(alpha, (int, float)):
-            # torch's deprecated add_(alpha, other): `p.data.add_(-lr, d_p)`
-            return self._update_in_place(lambda: self.add(x, alpha), "add_")
-        return self._update_in_place(lambda: self.add(x, alpha=alpha), "add_")
+        if deprecated:
+            # torch's deprecated add_(alpha, other): `p.data.add_(-lr, d_p)`; alpha is keyword-only otherwise
+            other, alpha = _alpha_first_in_place("add_", other, deprecated, alpha)
+        return self._update_in_place(lambda: self.add(other, alpha=alpha), "add_")
 
-    def sub_(self, x: Any, alpha: float = 1) -> Tensor:
-        """self -= alpha * x in place (torch.Tensor.sub_)."""
-        if isinstance(x, (int, float)) and not isinstance(alpha, (int, float)):
-            # torch's deprecated sub_(alpha, other): `p.data.sub_(-lr, d_p)`
-            return self._update_in_place(lambda: self.sub(x, alpha), "sub_")
-        return self._update_in_place(lambda: self.sub(x, alpha=alpha), "sub_")
+    def sub_(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Tensor:
+        """self -= alpha * other in place (torch.Tensor.sub_; alpha keyword-only, as torch's)."""
+        if deprecated:
+            # torch's deprecated sub_(alpha, other): `p.data.sub_(-lr, d_p)`; alpha is keyword-only otherwise
+            other, alpha = _alpha_first_in_place("sub_", other, deprecated, alpha)
+        return self._update_in_place(lambda: self.sub(other, alpha=alpha), "sub_")
 
     def mul_(self, x: Any) -> Tensor:
         """self *= x in place (torch.Tensor.mul_)."""

@@ -136,6 +136,10 @@ def _bounds(min_: Any, max_: Any, min_kw: Any, max_kw: Any, op: str) -> tuple[An
     hi = max_ if max_ is not None else max_kw
     if lo is None and hi is None:
         raise ArgumentError(f"{op}: at least one of min and max must be given")
+    if lo is not None and hi is not None and isinstance(lo, Tensor) != isinstance(hi, Tensor):
+        # torch has a form with two numbers and one with two tensors, none with one of each
+        kinds = f"min is a {type(lo).__name__} and max a {type(hi).__name__}"
+        raise TypeError(f"{op}: the bounds must be both numbers or both tensors, {kinds}; make the number a tensor")
     return lo, hi
 
 

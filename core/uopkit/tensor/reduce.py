@@ -128,6 +128,11 @@ class ReduceMixin:
                 if len(axes) == len(axis):
                     return tuple(axes)
         raw = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+        if any(isinstance(a, (bool, np.bool_)) for a in raw):
+            # (a bool is no dim, as torch says: `x.sum(True)` meant keepdim=True, and summed axis 1 here)
+            raise TypeError(
+                f"{op}: dim must be an int or a sequence of ints, got a bool in {axis!r}; pass keepdim= by name"
+            )
         axes = {_normalize_axis(int(a), self.ndim, op, self.shape) for a in raw}
         if len(axes) != len(raw):
             raise ArgumentError(f"{op}: an axis appears more than once in {tuple(raw)} (shape {self.shape})")

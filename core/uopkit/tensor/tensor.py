@@ -723,17 +723,17 @@ class Tensor(
         retain_graph: bool | None = None,
         create_graph: bool = False,
         inputs: Tensor | Sequence[Tensor] | None = None,
-    ) -> Tensor:
+    ) -> None:
         """Add the gradient of this tensor into `.grad` of every tensor with `requires_grad` it depends on (only of
         `inputs` when given), as torch's.
 
         Without `gradient` this tensor must be a scalar (a loss). Gradients are lazy until realized. They are detached
         (constants to a later backward()) unless `create_graph`, which makes them differentiable (second derivatives).
         `retain_graph` is accepted for torch's sake: graphs are never freed here, so a second backward() always works.
+        Returns None, as torch's.
 
         >>> w = Tensor([1.0, 2.0, 3.0], requires_grad=True)
-        >>> (w * w).sum().backward().shape
-        ()
+        >>> (w * w).sum().backward()
         >>> w.grad.tolist()
         [2.0, 4.0, 6.0]
         """
@@ -777,7 +777,7 @@ class Tensor(
                 # gradients no one can read, and still runs the hooks of the tensors on the way
                 if hooks and only is None:
                     stale.checked(compute_gradient(root, root_grad.uop, set(hooks), in_graph, hooks))
-                return self
+                return
             raise RuntimeError("backward: no tensor with requires_grad=True was used to compute this tensor")
         keys = {k for t in targets for k in wanting[t]}
         # (hooked nodes count as targets: a subgraph with a given gradient is then walked through, not jumped over)
@@ -787,7 +787,7 @@ class Tensor(
             if self.requires_grad:
                 # an op on the way gives its inputs no gradient (`norm(p=0)`, as torch's whose backward returns
                 # none): backward runs and leaves every `.grad` as it was, as torch's
-                return self
+                return
             # the loss reaches its leaves only through values cut from the gradient (no_grad, detach) or ops without
             # one (argmax, comparisons): it doesn't require grad, as torch says
             raise RuntimeError(
@@ -807,7 +807,6 @@ class Tensor(
         if len(reached) > 1:
             _group_gradients([t.grad for t, _ in reached])
         run_post_accumulate_hooks([t for t, _ in reached], create_graph)
-        return self
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHook:
         """Call `hook(grad)` with this tensor's gradient on every backward() that computes it, as torch's: a returned

@@ -453,7 +453,7 @@ class TorchExtrasMixin:
         )
         return TriangularSolve(solution, coefficient.clone())
 
-    def rsub(self: Tensor, other: Any, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
+    def rsub(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:  # type: ignore[misc]
         """other - alpha * self, torch.rsub (`sub` with its operands swapped: the dtypes and alpha's checks are sub's).
 
         >>> Tensor([1.0, 2.0]).rsub(10.0, alpha=2).tolist()

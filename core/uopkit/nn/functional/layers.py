@@ -657,7 +657,24 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     """torch.nn.functional.pad: `pad` is torch's flat (left, right, top, bottom, ...), last axis first."""
     if mode != "constant" and value is not None and value != 0:
         raise ArgumentError(f"pad: mode {mode!r} doesn't take a value (only 'constant' does), got value={value}")
+    if mode in ("reflect", "replicate", "circular"):
+        _check_mode_pad(input, pad, mode)
     return input.pad(pad, mode, 0.0 if value is None else value)
+
+
+def _check_mode_pad(input: Tensor, pad: Sequence[int], mode: str) -> None:
+    # torch's reflect/replicate/circular pads take 1, 2 or 3 spatial dims of an (N, C, *spatial) or unbatched
+    # (C, *spatial) input; the flat padding's own length checks (even, at most 2 per dim) come first, as torch's
+    n = len(pad)
+    if n % 2 or n // 2 > input.ndim:
+        raise ShapeError(f"pad: flat padding {tuple(pad)} needs an even length of at most 2 * {input.ndim} (the dims)")
+    spatial = n // 2
+    if spatial not in (1, 2, 3) or input.ndim not in (spatial + 1, spatial + 2):
+        raise UnsupportedRankError(
+            f"pad: mode {mode!r} pads the last 1, 2 or 3 dims of a (N, C, *spatial) or (C, *spatial) input, so "
+            f"{n} padding values need a {spatial + 1}-d or {spatial + 2}-d input, got shape {input.shape}; use "
+            f"Tensor.pad for other ranks"
+        )
 
 
 # the input rank each interpolation mode needs (torch refuses the others)

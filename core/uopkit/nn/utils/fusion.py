@@ -7,7 +7,7 @@ channel (for a transposed convolution, whose weight keeps its output channels on
 
 >>> from uopkit import Tensor
 >>> from uopkit.nn import BatchNorm1d, Linear
->>> linear, bn = Linear(2, 3), BatchNorm1d(3)
+>>> linear, bn = Linear(2, 3).eval(), BatchNorm1d(3).eval()
 >>> fused = fuse_linear_bn_eval(linear, bn)
 >>> x = Tensor([[1.0, -2.0]])
 >>> bool(((fused(x) - bn(linear(x))).abs() < 1e-5).all().item())
@@ -28,10 +28,8 @@ LayerT = TypeVar("LayerT", bound=Module)
 
 
 def _in_eval_mode(what: str, *layers: Module) -> None:
-    # (a built-in layer with no mode of its own follows the global Tensor.training, as when it runs)
     for layer in layers:
-        mode = layer.training
-        if mode or (mode is None and Tensor.training):
+        if layer.training:
             raise AssertionError(f"Fusion only for eval! ({what}: {type(layer).__name__} is in training mode)")
 
 

@@ -173,8 +173,8 @@ def spectral_norm(
     `parametrizations.<name>.original`, the iteration's vectors are the buffers `parametrizations.<name>.0._u` and
     `_v` (torch's keys: state dicts load both ways). In training mode each access runs `n_power_iterations` steps and
     updates them; in eval mode they are used as they are. Undo it with `parametrize.remove_parametrizations`. Returns
-    `module`. A built-in layer outside any Module has no mode of its own (it follows `Tensor.training`): then neither
-    has the parametrization, which iterates while `Tensor.training`."""
+    `module`. The parametrization's mode is the module's at registration (training, for a new layer), as torch's; then
+    its own `train()`/`eval()` (or a parent's) decide."""
     weight = getattr(module, name, None)
     if not isinstance(weight, Tensor):
         raise ValueError(f"Module '{type(module).__name__}' has no parameter or buffer with name '{name}'")

@@ -239,8 +239,7 @@ def register_parametrization(
     `right_inverse` of the current tensor (several tensors: `original0`, `original1`, ... and `forward` takes them
     all), else the current tensor itself. Unless `unsafe`, the parametrized tensor must keep its shape and dtype.
     Returns `module`."""
-    if module.training is not None:
-        parametrization.train(module.training)
+    parametrization.train(module.training)
     if is_parametrized(module, tensor_name):
         plist = module.parametrizations[tensor_name]
         if not unsafe:
@@ -248,7 +247,6 @@ def register_parametrization(
             _check_output(parametrization(current), current.shape, current.dtype, "registering a parametrization")
         plist.append(parametrization)
         plist.unsafe |= unsafe
-        _follow_mode(module)
         return module
     original = module.__dict__.get(tensor_name)
     if not isinstance(original, Tensor):
@@ -266,18 +264,7 @@ def register_parametrization(
         module.parametrizations = ModuleDict()
     setattr(type(module), tensor_name, _parametrized_property(tensor_name))
     module.parametrizations[tensor_name] = plist
-    _follow_mode(module)
     return module
-
-
-def _follow_mode(module: Module) -> None:
-    # a layer with no training mode of its own (a built-in one outside any Module) follows its caller's, and so do its
-    # parametrizations once registered (registering checked them in training mode, as torch's do on its layers, which
-    # train from the start); a Module it joins later gives them its mode, as to the layer
-    if module.training is None:
-        for m in module.parametrizations.modules():
-            m._state().training = None
-        Tensor._modes_changed += 1
 
 
 def remove_parametrizations(module: Module, tensor_name: str, leave_parametrized: bool = True) -> Module:

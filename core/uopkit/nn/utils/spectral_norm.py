@@ -46,8 +46,7 @@ class SpectralNorm:
         return weight / sigma
 
     def __call__(self, module: Module, inputs: Any) -> None:
-        # (a layer with no mode of its own follows the global one, as the layer itself does)
-        training = module.training if module.training is not None else Tensor.training
+        training = module.training
         # (a plain attribute, recomputed at each call: not state, as torch's)
         object.__setattr__(module, self.name, self.compute_weight(module, do_power_iteration=bool(training)))
 
