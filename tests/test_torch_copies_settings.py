@@ -359,6 +359,32 @@ def test_anomaly_warn_always_and_flush_denormal_read_back_as_torch():
     assert Tensor.set_flush_denormal(True) is False and Tensor.set_flush_denormal(False) is False
 
 
+def test_autograd_anomaly_switches_match_torch():
+    # torch.autograd.detect_anomaly / set_detect_anomaly: what each sets, when, and what it puts back
+    def run(L, T):
+        seen = []
+        with pytest.warns(UserWarning):
+            switch = L.autograd.detect_anomaly(check_nan=False)
+        seen.append(T.is_anomaly_enabled())
+        with switch:
+            seen.append((T.is_anomaly_enabled(), T.is_anomaly_check_nan_enabled()))
+        seen.append((T.is_anomaly_enabled(), T.is_anomaly_check_nan_enabled()))
+        L.autograd.set_detect_anomaly(True)
+        seen.append(T.is_anomaly_enabled())
+        with L.autograd.set_detect_anomaly(False, check_nan=False):
+            seen.append((T.is_anomaly_enabled(), T.is_anomaly_check_nan_enabled()))
+        seen.append((T.is_anomaly_enabled(), T.is_anomaly_check_nan_enabled()))
+        L.autograd.set_detect_anomaly(False)
+        seen.append((T.is_anomaly_enabled(), T.is_anomaly_check_nan_enabled()))
+        return seen
+
+    try:
+        assert run(uopkit, Tensor) == run(torch, torch)
+    finally:
+        torch.set_anomaly_enabled(False)
+        Tensor.set_anomaly_enabled(False)
+
+
 def test_settings_are_uopkit_top_level_names():
     for name in ("set_num_threads", "get_default_device", "use_deterministic_algorithms", "FloatTensor", "Size"):
         assert getattr(uopkit, name) is getattr(Tensor, name)

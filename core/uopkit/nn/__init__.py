@@ -52,6 +52,7 @@ from uopkit.nn.lazy import *  # noqa: F403
 from uopkit.nn.losses import *  # noqa: F403
 from uopkit.nn.module import *  # noqa: F403
 from uopkit.nn.modules import *  # noqa: F403
+from uopkit.nn.parameter_containers import *  # noqa: F403
 from uopkit.nn.pooling import *  # noqa: F403
 from uopkit.nn.sequence import *  # noqa: F403
 from uopkit.nn.spatial import *  # noqa: F403

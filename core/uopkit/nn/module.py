@@ -1,5 +1,5 @@
-"""torch.nn's containers: `Module` (the base of every uopkit.nn layer), `Parameter`, `ModuleList`, `ModuleDict`,
-`ParameterList`, `ParameterDict`; compared with torch in tests/test_nn_module.py.
+"""torch.nn's containers: `Module` (the base of every uopkit.nn layer), `Parameter`, `ModuleList`, `ModuleDict`
+(`ParameterList`, `ParameterDict`: nn/parameter_containers.py); compared with torch in tests/test_nn_module.py.
 
 A Module keeps its tensors and sub-layers as plain attributes (tinygrad's way: `get_state_dict` finds them). What a
 tensor attribute is follows torch: a *parameter* is a `Parameter` or any tensor that requires a gradient; a *buffer* is
@@ -62,7 +62,7 @@ from uopkit.tensor.support import _canonical_device, _is_device_object, _mark_vi
 from uopkit.tensor.tensor import _unpickled_tensor
 from uopkit.uop.ops import Ops
 
-__all__ = ["Module", "Parameter", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+__all__ = ["Module", "Parameter", "ModuleList", "ModuleDict"]
 
 
 class Parameter(Tensor):
@@ -1093,6 +1093,12 @@ class ModuleList(_Container):
         values.insert(index, self._check(module))
         self._renumber(values)
 
+    def pop(self, idx: int | slice) -> Any:
+        """Remove the entry (or the ModuleList of entries) at `idx`, renumbering the rest, and return it."""
+        value = self[idx]
+        del self[idx]
+        return value
+
     def __getitem__(self, idx: int | slice) -> Any:
         if isinstance(idx, slice):
             return type(self)(self._values()[idx])
@@ -1115,23 +1121,6 @@ class ModuleList(_Container):
     def __repr__(self) -> str:
         # (consecutive layers that print alike are one line, torch's `(0-2): 3 x Linear(...)`)
         return reprs.module_list_repr(self)
-
-
-class ParameterList(ModuleList):
-    """A list of parameters (torch.nn.ParameterList): a Tensor entry becomes a Parameter."""
-
-    def _check(self, value: Any) -> Any:
-        if isinstance(value, Parameter):
-            return value
-        if isinstance(value, Tensor):
-            return Parameter(value)
-        raise TypeError(f"ParameterList: entries must be Tensors, got {type(value).__name__}")
-
-    def extra_repr(self) -> str:
-        return reprs.parameters_repr(enumerate(self), False, Parameter)
-
-    def __repr__(self) -> str:
-        return reprs.module_repr(self)
 
 
 class ModuleDict(_Container):
@@ -1187,14 +1176,6 @@ class ModuleDict(_Container):
             delattr(self, k)
 
     def update(self, modules: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
-        for k, v in modules.items() if isinstance(modules, Mapping) else modules:
+        # (another ModuleDict or ParameterDict, not a Mapping, gives its entries as a dict's: torch's)
+        for k, v in modules.items() if isinstance(modules, (Mapping, ModuleDict)) else modules:
             self[k] = v
-
-
-class ParameterDict(ModuleDict):
-    """A dict of parameters (torch.nn.ParameterDict): a Tensor value becomes a Parameter."""
-
-    _check = ParameterList._check  # type: ignore[assignment]
-
-    def extra_repr(self) -> str:
-        return reprs.parameters_repr(self.items(), True, Parameter)

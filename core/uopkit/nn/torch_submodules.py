@@ -22,7 +22,18 @@ import sys
 import types
 from typing import Any
 
-from uopkit.nn import activations, fractional_pool, layers, lazy, module, modules, pooling, sequence, spatial
+from uopkit.nn import (
+    activations,
+    fractional_pool,
+    layers,
+    lazy,
+    module,
+    modules,
+    parameter_containers,
+    pooling,
+    sequence,
+    spatial,
+)
 from uopkit.nn.layers import BatchNorm1d
 from uopkit.nn.modules import BatchNorm, InstanceNorm, InstanceNorm1d
 from uopkit.tensor import Tensor
@@ -113,7 +124,7 @@ def _public(mod: types.ModuleType) -> dict[str, Any]:
 def _pick(*names: str) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name in names:
-        for mod in (modules, layers, lazy, spatial, sequence, pooling, activations, module):
+        for mod in (modules, layers, lazy, spatial, sequence, pooling, activations, module, parameter_containers):
             if hasattr(mod, name):
                 found[name] = getattr(mod, name)
                 break
