@@ -533,3 +533,72 @@ def test_bool_mask_setitem_of_a_number_is_a_masked_fill_that_tinyjit_replays() -
     yu[yu > 0] = 0.0
     (yu * yu).sum().backward()
     np.testing.assert_allclose(xu.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+
+
+# ints mixed with unit-step slices (`dY[i, :] = row`, `w[:, i:i + 1]`) take `_plain_view`'s short path: the same nodes
+# as the general path's, the same values and gradients as torch's, and writes seen through views
+MIXED = [
+    (1, slice(None)),
+    (slice(None), 2),
+    (slice(None), slice(1, 2)),
+    (-1, slice(2, 5), 0),
+    (slice(1, 3), slice(None), -2),
+    (0, slice(-3, None)),
+    (slice(0, 4), 3, slice(None)),
+]
+
+
+@pytest.mark.parametrize("index", MIXED, ids=str)
+@pytest.mark.parametrize("lazy", [False, True])
+def test_mixed_plain_view_same_nodes_as_basic_view(index: tuple, lazy: bool) -> None:
+    t = Tensor(np.arange(5 * 6 * 4, dtype=np.float32).reshape(5, 6, 4))
+    if lazy:
+        t = t * 2 + 1
+    fast = t._plain_view(index)  # (the short path: `view_writes._plain_mixed_view`)
+    assert fast is not None, index
+    general, tensors, padded = t._basic_view(t._parse_index(index))
+    assert fast.uop is general.uop and not tensors and not padded
+
+
+@pytest.mark.parametrize(
+    "index", [(2, slice(3, 3)), (slice(0, 4, 2), 1), (None, 1), (Ellipsis, 1), (1, [0, 2])], ids=str
+)
+def test_mixed_plain_view_leaves_other_indices(index: tuple) -> None:
+    t = Tensor(np.zeros((5, 6, 4), np.float32))
+    assert t._plain_view(index) is None
+    want = torch.zeros(5, 6, 4)[index]
+    assert t[index].shape == tuple(want.shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "bool"])
+def test_mixed_setitem_rows_match_torch(dtype: str) -> None:
+    base = rng.integers(0, 3, size=(5, 6, 4)).astype(dtype)
+    ours, ref = Tensor(base), torch.tensor(base)
+    alias_ours, alias_ref = ours[:, 1], ref[:, 1]  # a view made before the writes shows them
+    for k, index in enumerate(MIXED):
+        value = rng.integers(0, 3, size=tuple(ref[index].shape)).astype(dtype)
+        ours[index] = Tensor(value)
+        ref[index] = torch.tensor(value)
+        np.testing.assert_array_equal(ours[index].numpy(), ref[index].numpy())
+        # a number into the next index, before its value goes in
+        nxt = MIXED[(k + 1) % len(MIXED)]
+        ours[nxt], ref[nxt] = k % 2, k % 2
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+    np.testing.assert_array_equal(alias_ours.numpy(), alias_ref.numpy())
+
+
+def test_mixed_setitem_row_loop_gradient_matches_torch() -> None:
+    # t-SNE's gradient row by row, and a recurrence written a row at a time, with autograd through the writes
+    y0 = rng.standard_normal((6, 2)).astype(np.float32)
+    w0 = rng.standard_normal((6, 6)).astype(np.float32)
+    results = []
+    for lib in ("ours", "torch"):
+        make = Tensor if lib == "ours" else torch.tensor
+        y, w = make(y0).requires_grad_(True), make(w0).requires_grad_(True)
+        out = Tensor.zeros(6, 2) if lib == "ours" else torch.zeros(6, 2)
+        for i in range(6):
+            out[i, :] = ((y[i, :] - y) * w[:, i : i + 1]).sum(0)
+        (out * out).sum().backward()
+        results.append((out.detach().numpy(), y.grad.numpy(), w.grad.numpy()))
+    for got, want in zip(*results, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -45,6 +45,7 @@ from uopkit.tensor.view_writes import (
     _carried_by_lost_writes,
     _check_value_fits,
     _placed_through,
+    _plain_mixed_view,
     _without_leading_ones,
 )
 from uopkit.tensor.write_history import (
@@ -513,13 +514,15 @@ class IndexingMixin:
                     bounds = ((first, end), *((0, s) for s in shape[1:]))
                     return _mark_view(Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)), self)
         elif kind is tuple and (shape := self.uop.shape) and 0 < len(index) <= len(shape):
-            # an element or a sub-array `x[i, j]` (a loop of `.item()`s over a matrix), likewise
+            # an element or a sub-array `x[i, j]` (a loop of `.item()`s over a matrix), and ints mixed with unit-step
+            # slices (t-SNE's `dY[i, :] = ...`, a column `w[:, i:i + 1]`), likewise
             k = len(index)
             if all(type(i) is int and -n <= i < n for i, n in zip(index, shape[:k], strict=True)):
                 picked = ((i % n, i % n + 1) for i, n in zip(index, shape[:k], strict=True))
                 bounds = (*picked, *((0, s) for s in shape[k:]))
                 part = UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds)
                 return _mark_view(Tensor(UOp(Ops.RESHAPE, self.dtype, (part,), shape[k:])), self)
+            return _plain_mixed_view(self, index, shape)
         return None
 
     def __getitem__(self, index: Any) -> Tensor:

@@ -542,11 +542,10 @@ def _short_int(y: int) -> str:
     return str(y) if abs(y) < 10**30 else f"{'-' if y < 0 else ''}({y.bit_length()}-bit int)"
 
 
+@functools.cache
 def _largest_finite(dt: DType) -> float:
-    # (dtypes.max of a float is inf)
-    if dt == dtypes.bfloat16:
-        return float.fromhex("0x1.fep127")
-    return float(np.finfo(to_numpy_dtype(dt)).max)
+    # (dtypes.max of a float is inf; kept per dtype: every float `full`, `fill_` and setitem of a number asks)
+    return float.fromhex("0x1.fep127") if dt == dtypes.bfloat16 else float(np.finfo(to_numpy_dtype(dt)).max)
 
 
 def _rounded_to(value: float, dtype: DType) -> float:

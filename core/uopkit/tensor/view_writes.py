@@ -11,7 +11,7 @@ import numpy as np
 
 from uopkit.dtype import dtypes
 from uopkit.gradient import set_gradient
-from uopkit.tensor.support import _VIEW_NODES, ShapeError
+from uopkit.tensor.support import _VIEW_NODES, ShapeError, _mark_view
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -102,3 +102,38 @@ def _carried_by_lost_writes(lost: Tensor, vals: Tensor) -> Tensor:
 
     set_gradient(carried.uop, (vals.uop, mask), rule)
     return carried
+
+
+def _plain_mixed_view(t: Tensor, index: tuple, shape: tuple[int, ...]) -> Tensor | None:
+    # `Tensor._plain_view` of `t` at a tuple of ints and unit-step slices that select something (t-SNE's row write
+    # `dY[i, :] = ...`, a column `w[:, i:i + 1]`): a SHRINK where it takes less than the whole, then a RESHAPE dropping
+    # the int axes (the nodes `_basic_view` builds, in a fraction of its time); None for anything else
+    bounds: list[tuple[int, int]] = []
+    kept: list[int] = []
+    ints = False
+    for i, n in zip(index, shape, strict=False):
+        kind = type(i)
+        if kind is int:
+            if not -n <= i < n:
+                return None
+            first = i % n
+            bounds.append((first, first + 1))
+            ints = True
+        elif kind is slice and (i.step is None or i.step == 1):
+            first, end, _ = i.indices(n)
+            if first >= end:
+                return None
+            bounds.append((first, end))
+            kept.append(end - first)
+        else:
+            return None
+    k = len(index)
+    full = shape[k:]
+    u = t.uop
+    if any(b != (0, n) for b, n in zip(bounds, shape, strict=False)):
+        u = UOp(Ops.SHRINK, t.dtype, (u,), (*bounds, *((0, s) for s in full)))
+    elif not ints:
+        return None
+    if ints:
+        u = UOp(Ops.RESHAPE, t.dtype, (u,), (*kept, *full))
+    return _mark_view(Tensor(u), t)
