@@ -113,8 +113,10 @@ except ModuleNotFoundError as e:
         raise
 
 # torch's subpackages reached as attributes of a bare `import torch` (torch.nn.functional.relu,
-# torch.distributions.Normal, torch.func.grad): imported on first use, so `import uopkit` loads no more than before
-_SUBPACKAGES = frozenset({"nn", "distributions", "data", "func", "signal", "quasirandom", "fft"})
+# torch.distributions.Normal, torch.func.grad, torch.cuda.is_available(), torch.backends.cudnn.benchmark): imported
+# on first use, so `import uopkit` loads no more than before. (`uopkit.device` is the device module, which, called,
+# is torch.device: `uopkit.device("cuda")`.)
+_SUBPACKAGES = frozenset({"nn", "distributions", "data", "func", "signal", "quasirandom", "fft", "cuda", "backends"})
 
 
 def __getattr__(name: str) -> object:

@@ -16,8 +16,10 @@ import errno
 import hashlib
 import mmap
 import os
+import sys
 import tempfile
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -482,6 +484,9 @@ def _status_line(statuses: dict[str, BackendStatus]) -> str:
     return ", ".join(f"{s.name} ({s.status_text})" for s in statuses.values())
 
 
+# the backends this repository ships as plugins: device name -> its folder under plugins/ (named when it is missing)
+_REPO_PLUGINS = {"CPU": "cpu", "CUDA": "cuda", "OPENCL": "opencl", "TRITON": "triton"}
+
 # device names as written -> canonical names: a Buffer is made per realized value, and each canonicalizes its device
 _canonical_names: dict[str, str] = {}
 
@@ -518,7 +523,9 @@ class DeviceRegistry:
         only the plugins that may provide `name` when it can (see `uopkit.plugin.manager`)."""
         status = get_manager().status(name)
         if status is None:
-            raise DeviceError(f"unknown device {name}; installed backends: {_status_line(self.backends())}")
+            plugin = _REPO_PLUGINS.get(name)
+            hint = f"; uopkit's {name} backend installs with `pip install ./plugins/{plugin}`" if plugin else ""
+            raise DeviceError(f"unknown device {name}; installed backends: {_status_line(self.backends())}{hint}")
         if not status.usable or status.info is None:
             raise DeviceError(
                 f"device {name} (from {status.plugin}) cannot be used here: {status.reason}\n"
@@ -800,3 +807,147 @@ def _as_bytes_view(mv: memoryview | bytes | bytearray) -> memoryview:
             raise ValueError("buffer data must be C-contiguous")
         view = view.cast("B")
     return view
+
+
+# ---------------------------------------------------------------- torch.device
+
+# torch's device types: the names torch.device takes (uopkit's backends' names are taken besides, in either case)
+_TORCH_DEVICE_TYPES = frozenset(
+    "cpu cuda ipu xpu mkldnn opengl opencl ideep hip ve fpga maia xla lazy vulkan mps meta hpu mtia "
+    "privateuseone".split()
+)
+
+
+def _device_type_name(kind: str, given: object) -> str:
+    if not kind or not (kind.isascii() and (kind.isalnum() or "_" in kind)):
+        raise RuntimeError(f"device: {given!r} is no device name; write one such as 'cpu', 'cuda' or 'cuda:1'")
+    lowered = kind.lower()
+    if lowered not in _TORCH_DEVICE_TYPES and kind.upper() not in get_manager().backends():
+        raise RuntimeError(
+            f"device: unknown device type {kind!r} in {given!r}; torch's types (cpu, cuda, mps, ...) and the installed "
+            f"backends' names are taken ({_status_line(get_manager().backends())})"
+        )
+    return lowered
+
+
+def _device_index_value(index: object, given: object) -> int | None:
+    if index is None:
+        return None
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"device: the index must be an int, got {type(index).__name__} ({given!r})")
+    if index < 0:
+        raise RuntimeError(f"device: the index must be a non-negative int, got {index} ({given!r})")
+    return index
+
+
+class _DeviceKind(type):
+    # `isinstance(t.device, Tensor.device)` holds, as torch's: a tensor's device is a DeviceName, a str that has
+    # torch.device's `type` and `index`
+    def __instancecheck__(cls, obj: object) -> bool:
+        return type.__instancecheck__(cls, obj) or isinstance(obj, DeviceName)
+
+
+class TorchDevice(metaclass=_DeviceKind):
+    """torch.device, for ported programs: `Tensor.device("cuda")`, `uopkit.device("cuda", 1)`, `("cuda:1")`,
+    `("cpu")`, another device object, or an int (the CUDA device of that index). `type` is torch's lowercase type name,
+    `index` the number given (None without one), `str()` torch's spelling ('cuda:1'). Every uopkit function that takes
+    a device takes one: torch's 'cpu' is uopkit's CPU backend and 'cuda' the CUDA plugin's device (an error that says
+    why when that can't run here, at first use, as for the name 'cuda'). Unlike torch's, it compares equal to the
+    strings and devices that name the same uopkit device, by canonical name ('cuda' == 'CUDA:0' == `x.device`), and
+    hashes as that name. `with Tensor.device("cpu"):` makes it the default device inside the block, as torch's.
+
+    >>> from uopkit import Tensor
+    >>> d = Tensor.device("cpu")
+    >>> d, str(d), d.type, d.index, d == "CPU", Tensor([1.0], device=d).device == d
+    (device(type='cpu'), 'cpu', 'cpu', None, True, True)
+    """
+
+    __slots__ = ("_type", "_index", "_saved")
+
+    def __init__(self, type: object, index: object = None) -> None:  # noqa: A002 (torch's argument name)
+        given = type if index is None else (type, index)
+        if isinstance(type, int) and not isinstance(type, bool):
+            # torch's accelerator index: uopkit's accelerator is the CUDA plugin's device
+            status = get_manager().status("CUDA")
+            if status is None or not status.usable:
+                why = "the CUDA backend is not installed" if status is None else status.reason
+                raise RuntimeError(
+                    f"device({type}): an index alone names a CUDA device, and none can be used here ({why}); name "
+                    f"the device, as in device('cpu')"
+                )
+            type, index = "cuda", type
+        elif not isinstance(type, str):
+            if index is not None:
+                raise TypeError(f"device: give an index only with a type name, got {given!r}")
+            type = _device_text(type)
+        kind, colon, index_text = type.partition(":")
+        if colon:
+            if index is not None:
+                raise RuntimeError(f"device: {type!r} has an index already; give it there or as `index`, not both")
+            if not (index_text.isascii() and index_text.isdigit()) or (len(index_text) > 1 and index_text[0] == "0"):
+                raise RuntimeError(f"device: bad index in {type!r}; write a non-negative number, as in 'cuda:1'")
+            index = int(index_text)
+        self._type = _device_type_name(kind, given)
+        self._index = _device_index_value(index, given)
+        self._saved: list[str | None] = []
+
+    @property
+    def type(self) -> str:
+        """torch's type name: 'cpu', 'cuda', ..."""
+        return self._type
+
+    @property
+    def index(self) -> int | None:
+        """The index given ('cuda:1' -> 1), None when none was."""
+        return self._index
+
+    @property
+    def name(self) -> str:
+        """uopkit's canonical name of this device ('CPU', 'CUDA:1'): what a tensor's `.device` says."""
+        return DeviceRegistry.canonicalize(str(self))
+
+    def __str__(self) -> str:
+        return self._type if self._index is None else f"{self._type}:{self._index}"
+
+    def __repr__(self) -> str:
+        index = "" if self._index is None else f", index={self._index}"
+        return f"device(type={self._type!r}{index})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            try:
+                return DeviceRegistry.canonicalize(other) == self.name
+            except Exception:
+                return False
+        if type(other) is TorchDevice or (
+            isinstance(getattr(other, "type", None), str) and type(other).__name__ == "device"
+        ):
+            return DeviceRegistry.canonicalize(other) == self.name  # type: ignore[arg-type]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TorchDevice, (self._type, self._index))
+
+    def __enter__(self) -> TorchDevice:
+        # torch's `with torch.device(...)`: the default device inside the block
+        self._saved.append(Device._default)
+        Device.DEFAULT = str(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        Device._default = self._saved.pop()
+
+
+class _DeviceModule(types.ModuleType):
+    # `uopkit.device` is this module and, called, torch.device (`uopkit.device("cuda")`, `isinstance(d, uopkit.device)`)
+    def __call__(self, type: object, index: object = None) -> TorchDevice:  # noqa: A002
+        return TorchDevice(type, index)
+
+    def __instancecheck__(self, obj: object) -> bool:
+        return isinstance(obj, TorchDevice)
+
+
+sys.modules[__name__].__class__ = _DeviceModule

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.device import Buffer, Device
+from uopkit.device import Buffer, Device, TorchDevice
 from uopkit.dtype import (
     DType,
     ValueOverflowError,
@@ -145,8 +145,8 @@ def _canonical_device(device: Any) -> str:
 
 
 def _is_device_object(x: Any) -> bool:
-    # a torch.device (told without importing torch), which names a device as its string does
-    return type(x).__name__ == "device" and type(x).__module__ == "torch"
+    # a torch.device (told without importing torch) or uopkit's (`Tensor.device("cuda")`): named as by its string
+    return type(x) is TorchDevice or (type(x).__name__ == "device" and type(x).__module__ == "torch")
 
 
 def _dim_for_axis(axis: Any, dim: Any, default: Any, op: str, name: str = "dim") -> Any:

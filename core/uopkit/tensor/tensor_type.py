@@ -6,6 +6,7 @@ method)."""
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,48 @@ class _GradFlag(int):
 _GRAD_FLAGS = (_GradFlag(0), _GradFlag(1))
 
 
+class _OnTheClass:
+    # a metaclass attribute for a name the class uses for instances (`t.device`, `t.cuda()`): `Tensor.X` on the class
+    # gives torch's module-level object of that name (torch.device, the torch.cuda namespace), loaded on first use,
+    # while instances still find the class's own attribute (a metaclass attribute is never looked up from instances,
+    # so `t.device` costs what it did)
+    __slots__ = ("name", "module", "attr")
+
+    def __init__(self, name: str, module: str, attr: str | None = None) -> None:
+        self.name, self.module, self.attr = name, module, attr
+
+    def __get__(self, cls: Any, meta: Any = None) -> Any:
+        if cls is None:
+            return self
+        module = importlib.import_module(self.module)
+        return module if self.attr is None else getattr(module, self.attr)
+
+    # (a data descriptor, so that it wins over the class's own attribute; setting or deleting the name on the class,
+    # as monkeypatch.setattr(Tensor, "device", ...) does, changes the class's own attribute: this one is lifted
+    # meanwhile)
+    def __set__(self, cls: Any, value: Any) -> None:
+        self._lifted(lambda: type.__setattr__(cls, self.name, value))
+
+    def __delete__(self, cls: Any) -> None:
+        self._lifted(lambda: type.__delattr__(cls, self.name))
+
+    def _lifted(self, change: Callable[[], None]) -> None:
+        with _LIFT_LOCK:
+            delattr(_TensorType, self.name)
+            try:
+                change()
+            finally:
+                setattr(_TensorType, self.name, self)
+
+
+_LIFT_LOCK = threading.Lock()
+
+
 class _TensorType(type):
+    # torch.device and the torch.cuda namespace, on the class (`Tensor.device("cuda")`, `Tensor.cuda.is_available()`)
+    device = _OnTheClass("device", "uopkit.device", "TorchDevice")
+    cuda = _OnTheClass("cuda", "uopkit.cuda")
+
     # tinygrad's switch for gradient recording, `Tensor.no_grad` (torch's no_grad; see tensor/grad_mode.py), is the
     # calling thread's mode: values computed while it is set are detached
     @property
@@ -63,7 +105,7 @@ class _TensorType(type):
 
 # torch's namespaces that uopkit has under the same name (`torch.linalg` -> `uopkit.linalg`)
 _TORCH_NAMESPACES = frozenset(
-    {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp", "fft"}
+    {"linalg", "special", "autograd", "distributions", "func", "signal", "random", "nn", "amp", "fft", "backends"}
 )
 # torch's top-level objects that are no functions of tensors, for a port that spells them `Tensor.X`: name -> (the
 # module to take it from lazily, its name there), or (None, the object) (`no_grad` is the class's property above)
