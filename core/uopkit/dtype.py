@@ -264,9 +264,10 @@ class dtypes(metaclass=_DtypesMeta):
                 return dtypes.bool if kinds else dtypes.default_float
             return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
         if isinstance(x, complex):
-            raise TypeError(
+            raise ComplexDTypeRequest(
                 f"cannot infer a dtype for {x!r}: Tensor(...) holds real values only; complex data makes a "
-                "ComplexTensor through Tensor.tensor(data) or Tensor.complex(real, imag)"
+                "ComplexTensor through Tensor.tensor(data) or Tensor.complex(real, imag)",
+                complex_dtype_for(dtypes.default_float),
             )
         raise TypeError(f"cannot infer a dtype for {x!r} of type {type(x).__name__}")
 
@@ -339,6 +340,16 @@ class DTypeError(TypeError, RuntimeError):
     dtypes that don't promote (uint64 with a signed int): a TypeError, and PyTorch's RuntimeError."""
 
 
+class ComplexDTypeRequest(ValueError, TypeError):
+    """A complex dtype (or complex data) where a real tensor was being built. The creation functions (`Tensor.zeros`,
+    `full`, `randn`, ...) catch it and build a ComplexTensor instead, so their real path checks nothing; anywhere else
+    it is the ValueError (an unknown dtype) or TypeError (complex data) it replaces. `cdt` is the complex dtype."""
+
+    def __init__(self, message: str, cdt: object) -> None:
+        super().__init__(message)
+        self.cdt = cdt
+
+
 class UnsupportedDTypeError(DTypeError, NotImplementedError):
     """A dtype an op has no kernel for, where PyTorch raises NotImplementedError ('"gcd_cpu" not implemented for
     'Float'') rather than a plain RuntimeError: caught as either, or as a TypeError."""
@@ -405,6 +416,14 @@ def to_dtype(x: DType | str | type | object) -> DType:
         name = str(x).removeprefix("torch.")
         if name in DTYPES_BY_NAME:
             return DTYPES_BY_NAME[name]
+    if (cdt := complex_dtype_of(x)) is not None:
+        # (the creation functions catch this one and build a ComplexTensor)
+        raise ComplexDTypeRequest(
+            f"{cdt} is a complex dtype: a real tensor can't have it (Tensor.zeros/ones/full/empty/rand/randn/eye and "
+            "their _like forms, Tensor.tensor, .to() and Tensor.complex make complex tensors)",
+            cdt,
+        )
+    if _is_torch_dtype(x):
         raise ValueError(f"{x} has no uopkit dtype; known: {', '.join(sorted(DTYPES_BY_NAME))}")
     raise ValueError(f"unknown dtype {x!r}; known: {', '.join(sorted(DTYPES_BY_NAME))}")
 
@@ -425,9 +444,10 @@ def from_numpy_dtype(npdt) -> DType:  # noqa: ANN001
         if dt.fmt is not None and np.dtype(dt.fmt) == npdt:
             return dt
     if npdt.kind == "c":
-        raise TypeError(
+        raise ComplexDTypeRequest(
             f"numpy dtype {npdt}: Tensor(...) holds real values only; complex data makes a ComplexTensor through "
-            "Tensor.tensor(data), Tensor.from_numpy(array) or Tensor.complex(real, imag)"
+            "Tensor.tensor(data), Tensor.from_numpy(array) or Tensor.complex(real, imag)",
+            complex_dtype_of(npdt),
         )
     raise TypeError(f"numpy dtype {npdt} has no uopkit dtype")
 

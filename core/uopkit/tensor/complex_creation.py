@@ -4,11 +4,14 @@ parts are ordinary tensors."""
 
 from __future__ import annotations
 
+import inspect
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import ComplexDType, DTypeError, complex_dtype_of, dtypes
+from uopkit.dtype import ComplexDType, DTypeError, complex_dtype_for, complex_dtype_of, dtypes
 from uopkit.tensor.complex_tensor import ComplexTensor, complex_real_dtype, from_complex_numpy, polar_parts
 from uopkit.tensor.support import ShapeError
 
@@ -39,6 +42,11 @@ def complex_from_data(data: Any, dtype: Any = None, device: Any = None) -> Compl
     if not isinstance(data, np.ndarray):
         data = np.asarray(data, dtype=np.complex64 if cdt is None or cdt.real == dtypes.float32 else np.complex128)
     return from_complex_numpy(data, device, cdt)
+
+
+# the constructors that make a complex tensor of a complex dtype (zeros, ones and the _like forms go through full or
+# empty; rand_like/randn_like through rand/randn)
+_COMPLEX_CONSTRUCTORS = frozenset(("full", "empty", "eye", "rand", "randn"))
 
 
 class ComplexMixin:
@@ -96,6 +104,29 @@ class ComplexMixin:
         if not isinstance(z, ComplexTensor):
             raise TypeError(f"view_as_real: expects a complex tensor, got {getattr(z, 'dtype', type(z).__name__)}")
         return z.real.stack(z.imag, dim=-1)
+
+    @staticmethod
+    def _complex_created(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], request: Exception) -> Any:
+        # a constructor (fn, unwrapped) called with a complex dtype, or `full` with a complex fill and no dtype (it
+        # raised dtype.ComplexDTypeRequest): the ComplexTensor torch makes, each part made by fn with the part dtype
+        name, cdt = fn.__name__, request.cdt  # type: ignore[attr-defined]
+        if name not in _COMPLEX_CONSTRUCTORS:
+            raise request
+        if name == "full" and kwargs.get("dtype") is None:
+            cdt = complex_dtype_for(dtypes.default_float)  # a complex fill: complex64, as torch's default
+        kwargs = {**kwargs, "dtype": cdt.real}
+        if name == "full":
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+            shape, fill = bound.arguments["shape"], bound.arguments["fill_value"]
+            if isinstance(fill, (np.complexfloating, np.floating, np.integer, np.bool_)):
+                fill = fill.item()
+            kw = bound.arguments.get("kwargs", {})
+            c = complex(fill)
+            return ComplexTensor(fn(shape, c.real, **kw), fn(shape, c.imag, **kw))
+        re, im = fn(*args, **kwargs), fn(*args, **kwargs)
+        if name == "randn":  # each part N(0, 1/2): E|z|^2 = 1, as torch's complex randn
+            return ComplexTensor(re * math.sqrt(0.5), im * math.sqrt(0.5))
+        return ComplexTensor(re, re.zeros_like() if name == "eye" else im)
 
     def cfloat(self: Tensor) -> ComplexTensor:  # type: ignore[misc]
         """This real tensor as complex64 (imaginary part 0).

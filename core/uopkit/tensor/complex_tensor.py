@@ -11,12 +11,14 @@ Gradients follow torch's convention: for a real loss L, a complex leaf's `.grad`
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uopkit.dtype import ComplexDType, DType, DTypeError, complex_dtype_for, dtypes, least_upper_dtype
+from uopkit.tensor.indexing import update_all_in_place
 from uopkit.tensor.support import ShapeError
 
 if TYPE_CHECKING:
@@ -53,7 +55,8 @@ class ComplexTensor:
     `cat`/`stack`, `roll`/`flip`/`pad`, autograd (`requires_grad_`, `.grad`, `backward`) and `numpy()`/`tolist()`;
     any other Tensor method raises a `ComplexOpError` (a TypeError and RuntimeError) naming it."""
 
-    __slots__ = ("_re", "_im", "__weakref__")
+    # (`_view_of`: the mark Tensor.stack's `_returns_copy` sets on a result, complex ones too; the parts carry theirs)
+    __slots__ = ("_re", "_im", "_view_of", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray * z` to z
 
     def __init__(self, real: Tensor, imag: Tensor) -> None:
@@ -308,6 +311,30 @@ class ComplexTensor:
         """On the CPU device."""
         return self.to("CPU")
 
+    def zeros_like(self, **kwargs: Any) -> Any:
+        """Zeros of this shape, complex of this dtype unless `dtype=` says otherwise (torch.zeros_like)."""
+        return Tensor.zeros_like(self, **kwargs)  # type: ignore[arg-type]
+
+    def ones_like(self, **kwargs: Any) -> Any:
+        """Ones of this shape and dtype (torch.ones_like)."""
+        return Tensor.ones_like(self, **kwargs)  # type: ignore[arg-type]
+
+    def full_like(self, fill_value: Any, **kwargs: Any) -> Any:
+        """`fill_value` (a number, complex or real) in this shape and dtype (torch.full_like)."""
+        return Tensor.full_like(self, fill_value, **kwargs)  # type: ignore[arg-type]
+
+    def empty_like(self, **kwargs: Any) -> Any:
+        """An unset tensor of this shape and dtype (torch.empty_like)."""
+        return Tensor.empty_like(self, **kwargs)  # type: ignore[arg-type]
+
+    def randn_like(self, **kwargs: Any) -> Any:
+        """Complex normal samples of this shape and dtype: each part N(0, 1/2) (torch.randn_like)."""
+        return Tensor.randn(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
+    def rand_like(self, **kwargs: Any) -> Any:
+        """Samples of this shape and dtype, each part uniform in [0, 1) (torch.rand_like)."""
+        return Tensor.rand(self.shape, **{"dtype": self.dtype, "device": self.device, **kwargs})
+
     # ---------------------------------------------------------------------------------------------------------------
     # elementwise math
 
@@ -367,6 +394,21 @@ class ComplexTensor:
 
     def __rtruediv__(self, other: Any) -> ComplexTensor:
         return _as_complex(other, "div", like=self) / self
+
+    def _with_real(self, t: Tensor, op: str, reverse: bool = False, alpha: Any = 1) -> ComplexTensor:
+        # a real tensor t's Tensor.add/sub/mul/div/matmul with this complex one: t op alpha * self (alpha * self op t
+        # when reverse), through this type's own ops (elementwise.py's _ComplexOperand, linalg's matmul)
+        z = self if alpha == 1 else self * alpha
+        if op == "add":
+            return z + t
+        if op == "sub":
+            return z - t if reverse else (-z) + t
+        if op == "mul":
+            return z * t
+        if op == "div":
+            return z / t if reverse else z.__rtruediv__(t)
+        matmul = lambda x, y: x.matmul(y)  # noqa: E731
+        return _bilinear(z, t, matmul, "matmul") if reverse else _bilinear(t, z, matmul, "matmul")
 
     def __neg__(self) -> ComplexTensor:
         return self._map(lambda t: -t)
@@ -547,7 +589,63 @@ class ComplexTensor:
         return self._map(lambda t: t[index])
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise _unsupported("setitem", " (writes into a complex tensor)")
+        # z[index] = value (complex, real or a number): each part written, with the real parts' indexing and autograd
+        v = _as_complex(value, "setitem", like=self)
+        self._re[index] = v._re
+        self._im[index] = v._im
+
+    # ---------------------------------------------------------------------------------------------------------------
+    # in-place ops: the new parts computed from the old ones, then both written (the real in-place machinery: views
+    # of the parts' storage see the write, autograd records it)
+
+    def _write(self, new: Any, op: str) -> ComplexTensor:
+        if not isinstance(new, ComplexTensor):
+            new = _as_complex(new, op, like=self)
+        if _broadcast_shape(self.shape, new.shape, op) != self.shape:
+            raise ShapeError(f"{op}: a value of shape {new.shape} doesn't broadcast to the tensor's shape {self.shape}")
+        re, im = new._re.expand(self.shape), new._im.expand(self.shape)
+        update_all_in_place([self._re, self._im], [lambda: re, lambda: im], op)
+        return self
+
+    def __iadd__(self, other: Any) -> ComplexTensor:
+        return self._write(self + other, "+=")
+
+    def __isub__(self, other: Any) -> ComplexTensor:
+        return self._write(self - other, "-=")
+
+    def __imul__(self, other: Any) -> ComplexTensor:
+        return self._write(self * other, "*=")
+
+    def __itruediv__(self, other: Any) -> ComplexTensor:
+        return self._write(self / other, "/=")
+
+    def add_(self, other: Any, alpha: Any = 1) -> ComplexTensor:
+        """self += alpha * other in place."""
+        return self._write(self.add(other, alpha), "add_")
+
+    def sub_(self, other: Any, alpha: Any = 1) -> ComplexTensor:
+        """self -= alpha * other in place."""
+        return self._write(self.sub(other, alpha), "sub_")
+
+    def mul_(self, other: Any) -> ComplexTensor:
+        """self *= other in place."""
+        return self._write(self * other, "mul_")
+
+    def div_(self, other: Any) -> ComplexTensor:
+        """self /= other in place."""
+        return self._write(self / other, "div_")
+
+    def zero_(self) -> ComplexTensor:
+        """Every element set to 0 in place."""
+        return self._write(0.0, "zero_")
+
+    def fill_(self, value: Any) -> ComplexTensor:
+        """Every element set to `value` (a number, complex or real) in place."""
+        return self._write(value, "fill_")
+
+    def copy_(self, src: Any) -> ComplexTensor:
+        """`src` (complex, real or a number; broadcast to this shape, cast to this dtype) written in place."""
+        return self._write(src, "copy_")
 
     def __iter__(self) -> Any:
         return (self[i] for i in range(self.shape[0]))
@@ -657,6 +755,29 @@ def _bilinear(x: Any, y: Any, fn: Callable[[Tensor, Tensor], Tensor], op: str) -
     raise TypeError(f"{op}: expected complex or real tensors, got {type(x).__name__} and {type(y).__name__}")
 
 
+def complex_einsum(formula: str, operands: Sequence[Any]) -> ComplexTensor:
+    """Tensor.einsum with complex (and real) operands: the formula is linear in each operand, so it is a sum of real
+    einsums, one for each choice of a part of each complex operand (2**k for k complex ones), each times its power of
+    i (i**m for m imaginary parts chosen)."""
+    parts: list[tuple[Tensor, ...]] = [
+        (t._re, t._im) if isinstance(t, ComplexTensor) else (_float_part(t, "einsum"),) for t in operands
+    ]
+    dt = least_upper_dtype(*(p[0].dtype for p in parts))
+    parts = [tuple(t.cast(dt) for t in p) for p in parts]
+    sums: list[Tensor | None] = [None, None]  # the real and the imaginary part
+    for choice in itertools.product(*(range(len(p)) for p in parts)):
+        m = sum(choice)
+        term = Tensor.einsum(formula, *(p[c] for p, c in zip(parts, choice, strict=True)))
+        so_far = sums[m % 2]
+        if so_far is None:
+            sums[m % 2] = -term if m % 4 >= 2 else term
+        else:
+            sums[m % 2] = so_far - term if m % 4 >= 2 else so_far + term
+    re, im = sums
+    assert re is not None and im is not None
+    return ComplexTensor(re, im)
+
+
 def polar_parts(abs_: Tensor, angle: Tensor) -> ComplexTensor:
     """abs * (cos(angle) + i sin(angle)) (torch.polar)."""
     if not (dtypes.is_float(abs_.dtype) and abs_.dtype == angle.dtype):
@@ -693,4 +814,4 @@ def is_complex_data(data: Any) -> bool:
     return False
 
 
-__all__ = ["ComplexTensor", "ComplexOpError", "polar_parts", "from_complex_numpy", "is_complex_data"]
+__all__ = ["ComplexTensor", "ComplexOpError", "complex_einsum", "polar_parts", "from_complex_numpy", "is_complex_data"]

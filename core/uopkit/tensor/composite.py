@@ -18,6 +18,7 @@ from uopkit.gradient import set_gradient
 from uopkit.helpers import prod
 from uopkit.tensor import segments
 from uopkit.tensor.autocast import without_autocast
+from uopkit.tensor.leaf_constructors import _creates_leaf
 from uopkit.tensor.reduce import _CUM_BLOCK_MASKED, _CUM_LEVEL_BLOCK, ValuesIndices
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.series import _TWO_OVER_SQRT_PI, _erf_near_zero, _erfc_beyond_half, _erfc_of_abs, _horner
@@ -28,7 +29,6 @@ from uopkit.tensor.support import (
     ShapeError,
     UnsupportedDTypeError,
     _broadcast_shape,
-    _creates_leaf,
     _dim_for_axis,
     _dtype_arg,
     _host_values,

@@ -29,6 +29,7 @@ from uopkit.tensor.generator import (
     read_stream_state,
     stream_state,
 )
+from uopkit.tensor.leaf_constructors import _creates_leaf
 from uopkit.tensor.support import (
     ArgumentError,
     DTypeError,
@@ -36,7 +37,6 @@ from uopkit.tensor.support import (
     _as_shape,
     _canonical_device,
     _check_stored_scalar,
-    _creates_leaf,
     _dtype_arg,
     _host_np_dtype,
     _host_values,

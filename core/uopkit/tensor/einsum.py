@@ -21,6 +21,14 @@ SUBLIST_LETTERS = string.ascii_uppercase + string.ascii_lowercase
 _ELLIPSIS_FIRST = 0x100
 
 
+class ComplexOperands(TypeError):
+    """Complex tensors among einsum's operands: Tensor.einsum catches it and answers with the complex einsum."""
+
+    def __init__(self, formula: str, operands: tuple[Any, ...]) -> None:
+        super().__init__("einsum: complex operands")
+        self.formula, self.operands = formula, operands
+
+
 def einsum_subscripts(formula: Any, operands: Sequence[Any]) -> tuple[tuple[Tensor, ...], list[str], str, str]:
     """(operands, their letters, the output's letters, the equation as text for messages) of einsum's arguments:
     `formula` a string with the operands (or one list of them) after it, or the first operand of the sublist form."""
@@ -35,6 +43,8 @@ def einsum_subscripts(formula: Any, operands: Sequence[Any]) -> tuple[tuple[Tens
         operands = tuple(operands[0])
     for t in operands:
         if not isinstance(t, Tensor):
+            if any(type(u).__name__ == "ComplexTensor" for u in operands):
+                raise ComplexOperands(formula, tuple(operands))
             raise TypeError(f"einsum: operands must be Tensors, got {type(t).__name__}")
     formula = formula.replace(" ", "")
     lhs, arrow, rhs = formula.partition("->")

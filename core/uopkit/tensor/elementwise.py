@@ -74,6 +74,16 @@ _CONST, _DEVICE, _RESHAPE, _EXPAND, _CAST, _WHERE, _ADD, _NEG = (
 _recent_scalars: dict[tuple, UOp] = {}
 
 
+class _ComplexOperand(DTypeError):
+    """A ComplexTensor as the other operand of a real tensor's binary op (`window * Z`): `_broadcasted` raises it, add,
+    sub, mul and div catch it and answer with the complex tensor's op (`Z._with_real`), so the real path checks
+    nothing; any other op lets it out as the error it is (a TypeError and RuntimeError, as torch's)."""
+
+    def __init__(self, message: str, z: Any) -> None:
+        super().__init__(message)
+        self.z = z
+
+
 def _scaled_in_float32(x: Tensor, y: Any) -> bool:
     """Whether x * y or x / y runs in float32: x a half float and y a Python number it doesn't hold. PyTorch's CPU
     multiplies and divides by such a number in float32 and rounds once (x * 0.1 isn't x * float16(0.1)); its add,
@@ -363,10 +373,11 @@ class ElementwiseMixin:
                 y = x._const_operand(y, op)
                 number = True
             elif type(y).__name__ == "ComplexTensor":
-                # (a real tensor's operator runs first and can't give a ComplexTensor: the complex one must lead)
-                raise TypeError(
-                    f"{op}: a real Tensor ({x.dtype}) with a complex one on its right; make the real one complex "
-                    "first (t.cfloat(), or t.to(z.dtype)), or put the complex tensor first (z + t, z * t)"
+                # (add, sub, mul and div catch it and answer with the complex tensor's op; other ops raise it)
+                raise _ComplexOperand(
+                    f"{op}: a real Tensor ({x.dtype}) with a complex one: {op} doesn't take complex tensors; compute "
+                    "on the parts (z.real, z.imag) or take z.abs()",
+                    y,
                 )
             else:
                 raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
@@ -500,17 +511,20 @@ class ElementwiseMixin:
         >>> Tensor([1, 2]).add(Tensor([1, 1]), alpha=3).tolist()
         [4, 5]
         """
-        if reverse is not False and reverse is not True:
-            # torch's deprecated add(alpha, other)
-            other, alpha = _alpha_first("add", x, reverse, alpha)
-            return self.add(other, alpha=alpha)
-        if not isinstance(self, ElementwiseMixin):
-            return _number_first(self, x, "add").add(x, alpha=alpha)
-        if type(alpha) is not int or alpha != 1:
-            a, b, dt = _scaled_operands(self, x, alpha, "add")
-            return (b._alu(_ADD, a) if reverse else a._alu(_ADD, b)).cast(dt)
-        a, b = self._broadcasted(x, reverse, "add")
-        return a._alu(_ADD, b)
+        try:
+            if reverse is not False and reverse is not True:
+                # torch's deprecated add(alpha, other)
+                other, alpha = _alpha_first("add", x, reverse, alpha)
+                return self.add(other, alpha=alpha)
+            if not isinstance(self, ElementwiseMixin):
+                return _number_first(self, x, "add").add(x, alpha=alpha)
+            if type(alpha) is not int or alpha != 1:
+                a, b, dt = _scaled_operands(self, x, alpha, "add")
+                return (b._alu(_ADD, a) if reverse else a._alu(_ADD, b)).cast(dt)
+            a, b = self._broadcasted(x, reverse, "add")
+            return a._alu(_ADD, b)
+        except _ComplexOperand as e:  # (a complex x: its own add, Python's reflected order)
+            return e.z._with_real(self, "add", reverse, alpha)
 
     def mul(self, x: Any, reverse: bool = False) -> Tensor:
         """Elementwise product.
@@ -518,12 +532,15 @@ class ElementwiseMixin:
         >>> Tensor([1, 2]).mul(3).tolist()
         [3, 6]
         """
-        if not isinstance(self, ElementwiseMixin):
-            return _number_first(self, x, "mul").mul(x)
-        if _scaled_in_float32(self, x) or _zero_dim_scale(self, x, reverse):
-            return self.float().mul(x, reverse).cast(self.dtype)
-        a, b = self._broadcasted(x, reverse, "mul")
-        return a._alu(Ops.MUL, b)
+        try:
+            if not isinstance(self, ElementwiseMixin):
+                return _number_first(self, x, "mul").mul(x)
+            if _scaled_in_float32(self, x) or _zero_dim_scale(self, x, reverse):
+                return self.float().mul(x, reverse).cast(self.dtype)
+            a, b = self._broadcasted(x, reverse, "mul")
+            return a._alu(Ops.MUL, b)
+        except _ComplexOperand as e:  # (a complex x: its own mul)
+            return e.z._with_real(self, "mul", reverse)
 
     # (no `reverse`: max is symmetric)
     maximum = binary_alu_method("maximum", Ops.MAX, _MAX_DOC, "Tensor([1, 5]).maximum(3).tolist()", "[3, 5]", False)
@@ -534,22 +551,25 @@ class ElementwiseMixin:
         >>> Tensor([3, 4]).sub(1).tolist()
         [2, 3]
         """
-        if reverse is not False and reverse is not True:
-            # torch's deprecated sub(alpha, other)
-            other, alpha = _alpha_first("sub", x, reverse, alpha)
-            return self.sub(other, alpha=alpha)
-        if not isinstance(self, ElementwiseMixin):
-            return _number_first(self, x, "sub").sub(x, alpha=alpha)
-        if type(alpha) is not int or alpha != 1:
-            a, b, dt = _scaled_operands(self, x, alpha, "sub")
-            if reverse:
-                a, b = b, a
-        else:
-            a, b = self._broadcasted(x, reverse, "sub")
-            dt = a.dtype
-        if dt == dtypes.bool:
-            raise DTypeError("sub: subtracting bool tensors is not supported; use `^` or logical_xor")
-        return a._alu(_ADD, b.neg()).cast(dt)
+        try:
+            if reverse is not False and reverse is not True:
+                # torch's deprecated sub(alpha, other)
+                other, alpha = _alpha_first("sub", x, reverse, alpha)
+                return self.sub(other, alpha=alpha)
+            if not isinstance(self, ElementwiseMixin):
+                return _number_first(self, x, "sub").sub(x, alpha=alpha)
+            if type(alpha) is not int or alpha != 1:
+                a, b, dt = _scaled_operands(self, x, alpha, "sub")
+                if reverse:
+                    a, b = b, a
+            else:
+                a, b = self._broadcasted(x, reverse, "sub")
+                dt = a.dtype
+            if dt == dtypes.bool:
+                raise DTypeError("sub: subtracting bool tensors is not supported; use `^` or logical_xor")
+            return a._alu(_ADD, b.neg()).cast(dt)
+        except _ComplexOperand as e:  # (a complex x: its own sub, Python's reflected order)
+            return e.z._with_real(self, "sub", reverse, alpha)
 
     def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
         """True division (ints promote to float); rounding_mode "trunc" or "floor" as in PyTorch.
@@ -572,7 +592,12 @@ class ElementwiseMixin:
             x = _scalar_in_dtype(x, self.dtype, self.device)
         if _scaled_in_float32(self, x) or _zero_dim_scale(self, x, reverse):
             return self.float().div(x, reverse, rounding_mode).cast(self.dtype)
-        a, b = self._broadcasted(x, reverse, "div", floats=rounding_mode is None)
+        try:
+            a, b = self._broadcasted(x, reverse, "div", floats=rounding_mode is None)
+        except _ComplexOperand as e:  # (a complex x: its own division; no rounding modes for complex numbers)
+            if rounding_mode is not None:
+                raise
+            return e.z._with_real(self, "div", reverse)
         if rounding_mode is None:
             a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
             return a._alu(Ops.FDIV, b)

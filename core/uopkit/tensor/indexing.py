@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uopkit.dtype import (
+    ComplexDType,
     dtypes,
 )
 from uopkit.schedule import _storage_base, forget_source, live_tensors, shared_storage
@@ -1133,7 +1134,11 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) 
             f"{t.shape}; an in-place op can't change a tensor's shape"
         )
     if result.dtype != t.dtype:
-        if (dtypes.is_float(result.dtype) and not dtypes.is_float(t.dtype)) or t.dtype == dtypes.bool:
+        if (
+            type(result.dtype) is ComplexDType  # (a complex result: `t += z`)
+            or (dtypes.is_float(result.dtype) and not dtypes.is_float(t.dtype))
+            or t.dtype == dtypes.bool
+        ):
             # (a TypeError, and the RuntimeError torch raises: "result type Float can't be cast to ... Long")
             raise DTypeError(
                 f"{op}: the result is {result.dtype}, which can't be stored in place into this {t.dtype} "

@@ -17,7 +17,8 @@ from uopkit.dtype import (
 from uopkit.helpers import prod
 from uopkit.schedule.grouper import is_realized_view
 from uopkit.tensor.autocast import CPU, FLOAT32, LOWER, autocast_op, without_autocast
-from uopkit.tensor.einsum import einsum_subscripts
+from uopkit.tensor.complex_tensor import ComplexTensor, complex_einsum
+from uopkit.tensor.einsum import ComplexOperands, einsum_subscripts
 from uopkit.tensor.resample import (
     UnsupportedRankError,
     antialias_table,
@@ -118,6 +119,8 @@ class LinalgMixin:
         [[2], [3]]
         """
         if not isinstance(x, Tensor):
+            if isinstance(x, ComplexTensor):
+                return x._with_real(self, "matmul", reverse)  # (a complex product)
             raise TypeError(f"matmul: the other operand must be a Tensor, got {type(x).__name__}")
         return x.dot(self) if reverse else self.dot(x)
 
@@ -154,7 +157,10 @@ class LinalgMixin:
         >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
         [3, 7]
         """
-        operands, specs, out, formula = einsum_subscripts(formula, operands)
+        try:
+            operands, specs, out, formula = einsum_subscripts(formula, operands)
+        except ComplexOperands as e:  # (a sum of real einsums of the parts)
+            return complex_einsum(e.formula, e.operands)  # type: ignore[return-value]
         sizes: dict[str, int] = {}
         prepared = []
         for s, t in zip(specs, operands, strict=True):

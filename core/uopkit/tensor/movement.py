@@ -14,7 +14,16 @@ from uopkit.gradient import set_gradient
 from uopkit.helpers import prod
 from uopkit.schedule import live_tensors
 from uopkit.tensor.complex_creation import to_complex
+from uopkit.tensor.complex_tensor import ComplexTensor
 from uopkit.tensor.memory_format import as_memory_format, dims_order
+from uopkit.tensor.movement_args import (
+    _check_output_size,
+    _common_shape,
+    _ComplexParts,
+    _pixel_factor,
+    _target_shape,
+    _tensors_and_dim,
+)
 from uopkit.tensor.rearrange import rearrange
 from uopkit.tensor.replay import replayed
 from uopkit.tensor.several_views import mark_several_views
@@ -25,7 +34,6 @@ from uopkit.tensor.support import (
     ShapeError,
     UnknownModeError,
     _as_shape,
-    _broadcast_shape,
     _canonical_device,
     _check_same_device,
     _check_stored_scalar,
@@ -50,35 +58,6 @@ if TYPE_CHECKING:
 
 # (a module constant: on Python 3.11 every `Ops.X` is a lookup through EnumType's slow __getattr__ hook)
 _DETACH = Ops.DETACH
-
-
-def _target_shape(cur: tuple[int, ...], shape: Any, args: tuple, op: str) -> tuple[int, ...]:
-    # tinygrad's argument forms: pad_to(4, 5) or pad_to((4, 5)); None keeps the axis's size
-    wanted = tuple(shape) if isinstance(shape, (tuple, list)) else (shape, *args)
-    if len(wanted) != len(cur):
-        raise ShapeError(f"{op}: {len(wanted)} sizes for a tensor of shape {cur}")
-    return tuple(s if n is None else int(n) for n, s in zip(wanted, cur, strict=True))
-
-
-def _check_output_size(given: int | None, size: int) -> None:
-    # repeat_interleave's output_size: torch's hint of the length, which must be the one the repeats give
-    if given is not None and given != size:
-        raise ArgumentError(f"repeat_interleave: output_size is {given}, but the repeats give {size} elements")
-
-
-def _common_shape(shapes: Sequence[int | Sequence[int]], op: str) -> tuple[int, ...]:
-    # the broadcast shape of `shapes` (an int is a 1-D shape), naming them all when they don't broadcast
-    given = [(n,) if isinstance(n, (int, np.integer)) else tuple(n) for n in shapes]
-    for shape in given:
-        if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in shape):
-            raise ShapeError(f"{op}: a shape holds sizes >= 0, got {shape}")
-    out: tuple[int, ...] = ()
-    try:
-        for shape in given:
-            out = _broadcast_shape(out, tuple(int(n) for n in shape), op)
-    except ShapeError:
-        raise ShapeError(f"{op}: shapes {given} can't be broadcast together") from None
-    return out
 
 
 # a cat of a cat of ... this deep (a KV cache or a list grown by `torch.cat` in a loop, never realized) is stored before
@@ -141,34 +120,6 @@ def _cat_piece(t: Tensor, pads: tuple[tuple[int, int], ...]) -> Tensor:
 
     set_gradient(piece.uop, (t.uop,), rule)
     return piece
-
-
-def _tensors_and_dim(first: Any, args: tuple, dim: int | None, op: str) -> tuple[list[Tensor], int]:
-    # the tensors of a.cat(b, c), Tensor.cat(a, b) or torch's Tensor.cat([a, b], dim): a trailing int is the dim
-    tensors = [first] if isinstance(first, Tensor) else list(first)
-    rest = list(args)
-    if not isinstance(first, Tensor) and rest and not isinstance(rest[-1], (int, np.integer)):
-        # torch's form: a sequence of tensors, then at most the dim
-        raise TypeError(f"{op}: after a sequence of tensors comes the dim (an int), got {type(rest[-1]).__name__}")
-    if rest and isinstance(rest[-1], (int, np.integer)) and not isinstance(rest[-1], bool):
-        if dim is not None:
-            raise TypeError(f"{op}: dim given twice ({rest[-1]} and dim={dim})")
-        dim = int(rest.pop())
-    tensors += list(rest[0]) if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else rest
-    if not tensors:
-        raise ArgumentError(f"{op}: needs at least one tensor")
-    for t in tensors:
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{op}: expects tensors, got {type(t).__name__}")
-    return tensors, 0 if dim is None else dim
-
-
-def _pixel_factor(r: Any, op: str, name: str) -> int:
-    if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
-        raise TypeError(f"{op}: {name} must be an int, got {type(r).__name__}")
-    if r <= 0:
-        raise ArgumentError(f"{op}: {name} must be positive, got {r}")
-    return int(r)
 
 
 class MovementMixin:
@@ -774,7 +725,10 @@ class MovementMixin:
         >>> Tensor.cat([Tensor([[1]]), Tensor([[2.5]])], 1).tolist()
         [[1.0, 2.5]]
         """
-        tensors, dim = _tensors_and_dim(self, args, dim, "cat")
+        try:
+            tensors, dim = _tensors_and_dim(self, args, dim, "cat")
+        except _ComplexParts as e:  # (complex tensors: the parts concatenated)
+            return ComplexTensor.concat(e.tensors, e.dim)  # type: ignore[return-value]
         _check_same_device("cat", tensors)
         given = tensors
         dt = least_upper_dtype(*(t.dtype for t in tensors))
@@ -820,7 +774,10 @@ class MovementMixin:
         >>> Tensor.stack(Tensor([1, 2]), Tensor([3, 4])).tolist()
         [[1, 2], [3, 4]]
         """
-        tensors, dim = _tensors_and_dim(self, args, dim, "stack")
+        try:
+            tensors, dim = _tensors_and_dim(self, args, dim, "stack")
+        except _ComplexParts as e:  # (complex tensors: the parts stacked)
+            return ComplexTensor.stacked(e.tensors, e.dim)  # type: ignore[return-value]
         if any(t.shape != tensors[0].shape for t in tensors):
             raise ShapeError(f"stack: all tensors need the same shape, got {[t.shape for t in tensors]}")
         dim = _normalize_axis(dim, tensors[0].ndim + 1, "stack", tensors[0].shape)

@@ -6,7 +6,6 @@ the helpers build Tensors, and the class is made of the mixins that use them."""
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import math
 import operator
@@ -219,45 +218,6 @@ def _flatten_list(x: Any, typed: set[Any] | None = None) -> tuple[list[Any], tup
     if len(shapes) != 1:
         raise ArgumentError(f"ragged nested list: sub-lists have shapes {sorted(shapes)}")
     return [v for p in parts for v in p[0]], (len(x), *parts[0][1])
-
-
-def _creates_leaf(fn: Any) -> Any:
-    """A constructor taking `requires_grad=`: the tensor it returns is a leaf of its own. Constants are hash-consed
-    (two `Tensor.ones(3)` are one node), so a leaf built from one gets a node of its own (a CONTIGUOUS with a fresh
-    arg) and `backward()` gives every such tensor its own gradient."""
-
-    params = inspect.signature(fn).parameters
-    takes = {"dtype", "device"} | {n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_KEYWORD}
-    # torch's keyword for the shape, `zeros(size=(2, 3))`, where the constructor has no `size` of its own
-    shape_param = params.get("shape") if "size" not in params else None
-    if shape_param is not None:
-        takes.add("size")
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Tensor:
-        requires_grad = kwargs.pop("requires_grad", None)
-        if shape_param is not None and "size" in kwargs:
-            size = kwargs.pop("size")
-            if args or "shape" in kwargs:
-                raise TypeError(f"{fn.__name__}() got the shape twice: as arguments and as size={size!r}")
-            if shape_param.kind is inspect.Parameter.VAR_POSITIONAL:
-                args = (size,)
-            else:
-                kwargs["shape"] = size
-        if unknown := [k for k in kwargs if k not in takes]:
-            # (PyTorch's generator=, layout=, pin_memory=, out= ...: named here, not as a Tensor() argument deep inside)
-            raise TypeError(
-                f"{fn.__name__}() got an unexpected keyword argument {unknown[0]!r}; it takes "
-                f"{', '.join(sorted(takes - {'self', 'shape', 'args'}))} and requires_grad"
-            )
-        t = fn(*args, **kwargs)
-        if requires_grad and t.uop.base.op is not Ops.BUFFER:
-            t = t.contiguous()
-        if requires_grad is not None:
-            t.requires_grad = requires_grad
-        return t
-
-    return wrapper
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -50,12 +50,14 @@ from uopkit.tensor import gradient_reach as _gradient_reach
 from uopkit.tensor import indexing as _indexing_module
 from uopkit.tensor import interop as _interop_module
 from uopkit.tensor import lapack as _lapack_module
+from uopkit.tensor import leaf_constructors as _leaf_constructors_module
 from uopkit.tensor import leaves as _leaves
 from uopkit.tensor import linalg as _linalg_module
 from uopkit.tensor import losses as _losses_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import matrix as _matrix_module
 from uopkit.tensor import movement as _movement_module
+from uopkit.tensor import movement_args as _movement_args_module
 from uopkit.tensor import nan_bits as _nan_bits_module
 from uopkit.tensor import operators as _operators_module
 from uopkit.tensor import out_arg as _out_arg_module
@@ -918,6 +920,8 @@ for _module in (
     _composite_module,
     _complex_tensor_module,
     _complex_creation_module,
+    _leaf_constructors_module,
+    _movement_args_module,
     support,
     _creation_module,
     _einsum_module,
