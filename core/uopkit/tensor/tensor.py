@@ -139,7 +139,7 @@ from uopkit.tensor.support import (
 from uopkit.tensor.tensor_hooks import RemovableHook
 from uopkit.tensor.tensor_hooks import gradient_hooks as _gradient_hooks
 from uopkit.tensor.tensor_hooks import in_rebuilt_graph as _in_rebuilt_graph
-from uopkit.tensor.tensor_type import _CAST_METHOD_DTYPES, _ByteCount, _TensorType
+from uopkit.tensor.tensor_type import _CAST_METHOD_DTYPES, _ByteCount, _TensorType, dispatch_complex_first
 from uopkit.tensor.torch_copies_settings import TorchCopiesSettingsMixin
 from uopkit.tensor.torch_extras import TorchExtrasMixin
 from uopkit.tensor.torch_functions import TorchFunctionsMixin, install_top_level
@@ -971,6 +971,9 @@ for _module in (
     _write_history_module,
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
+
+# `Tensor.exp(z)` (a port's torch.exp(z)) of a complex z runs z.exp(): see tensor_type._ComplexFirst
+dispatch_complex_first(Tensor, _complex_tensor_module.ComplexTensor, _complex_tensor_module._PART_METHODS)
 
 
 # a view's values are read from a host copy of the part of its buffer it covers (of the whole buffer, for a view no
