@@ -302,3 +302,25 @@ def test_einsum_of_complex_operands(formula, shapes, kinds):
     _close(Tensor.einsum(formula, ours), ty, rtol=1e-4, atol=1e-4)  # (the operands as one list)
     for o, t, k in zip(ours, theirs, kinds, strict=True):
         _close(o.grad, t.grad if k == "c" else t.grad.real, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "form",
+    ["1j * t", "t * 1j", "t + (1 + 2j)", "2j - t", "t - 2j", "t / (1 + 1j)", "(3 - 1j) / t", "t.double() * 1j",
+     "t.int() * 1j"],
+)  # fmt: skip
+def test_a_python_complex_number_with_a_real_tensor(form):
+    # S4D's `-exp(a) + 1j * b`, Hyena's `exp(-1j * f * w)`: a complex number makes the real tensor complex, as torch's
+    a = _r((3, 4)) + 2.0
+    t, tt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    ours, theirs = eval(form, {"t": t, "np": np}), eval(form, {"t": tt, "np": np})
+    _close(ours, theirs)
+    if "int" not in form:
+        (ours.abs() + ours.real * 2).sum().backward()
+        (theirs.abs() + theirs.real * 2).sum().backward()
+        _close(t.grad, tt.grad)
+
+
+def test_a_complex_number_in_other_real_ops_is_refused_by_name():
+    with pytest.raises(TypeError, match="maximum: a real Tensor .* complex number"):
+        Tensor([1.0]).maximum(1j)

@@ -379,6 +379,13 @@ class ElementwiseMixin:
                     "on the parts (z.real, z.imag) or take z.abs()",
                     y,
                 )
+            elif isinstance(y, (complex, np.complexfloating)):
+                # (a Python complex number, `1j * t`: add, sub, mul and div answer with it as a 0-d complex64 tensor)
+                raise _ComplexOperand(
+                    f"{op}: a real Tensor ({x.dtype}) with the complex number {y!r}: {op} doesn't take complex "
+                    "numbers; compute on the real and imaginary parts",
+                    Tensor.complex(Tensor(float(y.real), device=x.device), Tensor(float(y.imag), device=x.device)),
+                )
             else:
                 raise TypeError(f"{op}: can't combine a Tensor with {type(y).__name__}")
         if x.device != y.device:
