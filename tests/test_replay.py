@@ -336,3 +336,19 @@ def test_a_device_index_check_replays_its_bounds_and_still_raises() -> None:
         emb(Tensor([[1, 2], [3, 0]]) * 2 + 4)
     with pytest.raises(IndexError):
         torch.nn.Embedding(10, 3)(torch.tensor([[1, 2], [3, 0]]) * 2 + 4)
+
+
+def test_a_replayed_view_of_a_detached_leaf_keeps_that_leaf():
+    # `x.detach().requires_grad_()` makes a DETACH with a fresh id of its own, which the schedule cache keys by order
+    # of appearance: a replay rebuilt a view of it with the first call's id, so the second call's view no longer read
+    # its own leaf and backward() found no tensor requiring grad (torch: the gradient of each call)
+    torch = pytest.importorskip("torch")
+    for i in range(3):
+        a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32) + i
+        leaf = Tensor(a).detach().requires_grad_(True)
+        x = leaf.diagonal()
+        x.numpy()
+        (x * x).sum().backward()
+        t = torch.tensor(a, requires_grad=True)
+        (t.diagonal() ** 2).sum().backward()
+        np.testing.assert_allclose(leaf.grad.numpy(), t.grad.numpy())

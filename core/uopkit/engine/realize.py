@@ -32,6 +32,7 @@ from uopkit.engine.codegen_cache import cached_program
 from uopkit.engine.compile_queue import CompileQueue
 from uopkit.engine.placement import first_run_buffers, held_by, share_buffers, share_buffers_apart
 from uopkit.engine.realize_lock import realize_lock
+from uopkit.engine.replay_templates import Template, built_from, template_of
 from uopkit.engine.replay_windows import Moved, record_windows, window_values
 from uopkit.helpers import DEBUG, ContextVar, GlobalCounters, gc_paused, usable_cores
 from uopkit.schedule import (
@@ -319,11 +320,6 @@ class CachedStep:
     var_vals: tuple[tuple[str, int], ...] = ()
 
 
-# a uop rebuilt on a replay, as instructions: ("slot", i) is the BUFFER in slot i of the call's table, else
-# (op, dtype, arg, positions of its sources among the earlier instructions); the last instruction is the uop
-Template = tuple[tuple, ...]
-
-
 @dataclass(frozen=True)
 class CachedSchedule:
     """What realizing one graph structure does: the buffers it allocates, the kernels it runs, the results it leaves.
@@ -533,39 +529,6 @@ def _assigned_view(store: UOp) -> UOp:
     return _replay_view(target, _assigned_view(target.base))
 
 
-def _template(u: UOp, slot: dict[UOp, int]) -> Template | None:
-    """`u` as instructions over the slots of `slot` (None: it holds a BUFFER outside them, or a STORE or KERNEL)."""
-    index: dict[UOp, int] = {}
-    out: list[tuple] = []
-    for n in u.toposort():
-        if n.op is Ops.BUFFER:
-            if n not in slot:
-                return None
-            out.append(("slot", slot[n]))
-        elif n.op is Ops.STORE or n.op is Ops.KERNEL:
-            # a value that still writes storage: don't guess
-            return None
-        else:
-            out.append((n.op, n.dtype, n.arg, tuple([index[s] for s in n.src])))
-        index[n] = len(out) - 1
-    return tuple(out)
-
-
-def _build(template: Template, table: list[UOp], args: dict[int, Any] | None = None) -> UOp:
-    """The uop `template` stands for over the slots' uops in `table`; `args`: other args for some instructions (a
-    window's moved SHRINK bounds), by instruction."""
-    if len(template) == 1:
-        return table[template[0][1]]
-    built: list[UOp] = []
-    for j, ins in enumerate(template):
-        if ins[0] == "slot":
-            built.append(table[ins[1]])
-        else:
-            arg = args[j] if args and j in args else ins[2]
-            built.append(UOp(ins[0], ins[1], tuple([built[i] for i in ins[3]]), arg))
-    return built[-1]
-
-
 def _record(
     schedule: list[ScheduleItem],
     param: _Param,
@@ -585,14 +548,14 @@ def _record(
         steps.append(CachedStep(runner, tuple(slot[b] for b in item.bufs), item.var_vals))
     templates = []
     for r in results:
-        t = _template(r, slot)
+        t = template_of(r, slot, param.fresh)
         if t is None:
             return None
         templates.append(t)
     position = param.position
     assigned = []
     for store in param.stores:
-        t = _template(_assigned_view(store), slot)
+        t = template_of(_assigned_view(store), slot, param.fresh)
         if t is None:
             return None
         assigned.append((position[store], t))
@@ -657,7 +620,7 @@ def _record_inner(
         i = position.get(node)
         if i is None or node in roots or has_store.get(node, True):
             continue
-        t = _template(view, slot)
+        t = template_of(view, slot, param.fresh)
         if t is None or any(ins[0] == "slot" and ins[1] < n_leaves for ins in t):
             continue
         inner.append((i, t))
@@ -772,16 +735,16 @@ def _replay(
             var_vals = values[i] if i in values else dict(step.var_vals)
             exec_item(ExecItem(step.runner, [table[s] for s in step.slots], var_vals), i)
     mapping = {}
-    topo = param.topo
+    topo, fresh = param.topo, list(param.fresh)
     n = len(entry.results)
     for k, (i, template) in enumerate(entry.assigned):
-        mapping[topo[i]] = _build(template, uops, bounds.get(n + k))
+        mapping[topo[i]] = built_from(template, uops, fresh, bounds.get(n + k))
     if inner:
         for i, template in inner:
-            mapping[topo[i]] = _build(template, uops)
+            mapping[topo[i]] = built_from(template, uops, fresh)
     overwritten = []
     for k, (t, template, remember) in enumerate(zip(tensors, entry.results, entry.remember, strict=True)):
-        new = _build(template, uops, bounds.get(k))
+        new = built_from(template, uops, fresh, bounds.get(k))
         if new is not t.uop:
             if remember:
                 # update_tensors moves t too, and remembers what computed it (backward() after a realize needs that)

@@ -19,8 +19,9 @@ from uopkit.schedule.windows import (
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
-    from uopkit.engine.realize import CachedSchedule, CachedStep, Template
+    from uopkit.engine.realize import CachedSchedule, CachedStep
     from uopkit.engine.realize import _Param as Param
+    from uopkit.engine.replay_templates import Template
 
 
 def record_windows(
