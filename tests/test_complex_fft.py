@@ -144,6 +144,33 @@ def test_unary_ops(name):
     _close(fn(Tensor.tensor(v)), fn(torch.tensor(v)), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "call",
+    ["angle(z)", "conj(z)", "conj_physical(z)", "resolve_conj(z)", "abs(z)", "exp(z)", "sgn(z)", "sum(z, 1)",
+     "mean(z)", "real(z)", "imag(z)", "isnan(z)", "mul(x, z)", "div(x, z)", "add(z, x, alpha=2)", "sub(x, z)",
+     "matmul(z, z.T)", "cat([x, z], 1)", "cat([z, z])", "stack((z, x), -1)", "flip(z, (0, 1))", "roll(z, 1, 0)",
+     "reshape(z, (6, 2))", "permute(z, (1, 0))", "transpose(z, 0, 1)", "clone(z)", "conj(x)", "real(x)", "abs(x)",
+     "cat([x, x])"],
+)  # fmt: skip
+def test_torch_function_forms_take_complex_tensors(call):
+    # a port spells torch.X(z) as Tensor.X(z): the real method of the name must not run on a complex tensor (it
+    # raised, or, for conj, returned z itself, unconjugated)
+    zv, xv = _c((3, 4)), _r((3, 4))
+    theirs = eval("torch." + call, {"torch": torch, "z": torch.tensor(zv), "x": torch.tensor(xv)})
+    ours = eval("Tensor." + call, {"Tensor": Tensor, "z": Tensor.tensor(zv), "x": Tensor(xv)})
+    _close(ours, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_torch_function_forms_keep_the_real_forms():
+    assert Tensor.is_complex(Tensor.tensor(_c((2,)))) and not Tensor.is_complex(Tensor(_r((2,))))
+    assert Tensor.numel(Tensor.tensor(_c((2, 3)))) == 6
+    with pytest.raises(RuntimeError):
+        Tensor.imag(Tensor(_r((2,))))
+    assert "|x|" in Tensor.abs.__doc__ and "real part" in Tensor.real.__doc__
+    with pytest.raises(ComplexOpError):
+        Tensor.sin(Tensor.tensor(_c((2,))))
+
+
 def test_reductions_views_and_movement():
     v = _c((2, 3, 4))
     z, tz = Tensor.tensor(v), torch.tensor(v)
@@ -268,6 +295,17 @@ def test_nd_transforms_match_torch(norm):
     ]  # fmt: skip
     for name, arg, targ, kw in cases:
         _close(getattr(fft, name)(arg, norm=norm, **kw), getattr(torch.fft, name)(targ, norm=norm, **kw))
+
+
+@pytest.mark.parametrize("n", [4, 8, 12, 6])
+def test_zero_and_nyquist_bins_of_real_signals_are_real(n):
+    # sin(pi) is 1.2e-16 in float64 and a forward transform negated its +0.0 sines: these bins' imaginary parts were
+    # tiny or -0.0, so isreal was False and the angle of a negative bin -pi where torch's are True and pi
+    x = -np.abs(_r((3, n))) - 1.0
+    for fn in ("rfft", "fft", "fft2", "rfftn"):
+        ours, theirs = getattr(fft, fn)(Tensor(x)), getattr(torch.fft, fn)(torch.tensor(x))
+        np.testing.assert_array_equal(ours.isreal().numpy(), torch.isreal(theirs).numpy())
+        np.testing.assert_allclose(ours.angle().numpy(), torch.angle(theirs).numpy(), atol=1e-5)
 
 
 def test_long_axes_stay_accurate():

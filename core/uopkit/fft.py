@@ -75,11 +75,13 @@ def _dual(norm: str | None) -> str:
     return {"backward": "forward", "forward": "backward"}.get(norm or "backward", norm or "backward")
 
 
-def _matrices(kind: str, n: int, scale: float, dt: DType, device: str) -> tuple[Tensor, Tensor]:
+def _matrices(kind: str, n: int, scale: float, dt: DType, device: str, sign: float = 1.0) -> tuple[Tensor, Tensor]:
     """(C, S) for a transform of length n: "c2c" (n, n) and "r2c" (n, n//2+1) have C[j, k] = cos(2 pi j k / n) and S
     its sin, times `scale`; "c2r" (n//2+1, n) has rows k weighted 1 (k = 0 and, n even, n/2) or 2 (the others, which
-    stand for their conjugate mirror too), and S zero in the rows whose sin is 0."""
-    key = (kind, n, scale, dt, device)
+    stand for their conjugate mirror too), and S zero in the rows whose sin is 0. S is times `sign` (-1: a forward
+    transform's e^(-i theta)), its zeros +0.0, so that no bin's part is a -0.0 that torch's isn't (the angle of a
+    negative real bin is pi, not -pi)."""
+    key = (kind, n, scale, dt, device, sign)
     got = _MATRICES.get(key)
     if got is not None:
         _MATRICES.move_to_end(key)
@@ -87,8 +89,8 @@ def _matrices(kind: str, n: int, scale: float, dt: DType, device: str) -> tuple[
     half = n // 2 + 1
     rows, cols = (n, n) if kind == "c2c" else (n, half) if kind == "r2c" else (half, n)
     jk = np.outer(np.arange(rows, dtype=np.int64), np.arange(cols, dtype=np.int64)) % n
-    angle = (2.0 * np.pi / n) * jk.astype(np.float64)
-    c, s = np.cos(angle) * scale, np.sin(angle) * scale
+    c, s = _cos_sin(jk, n)
+    c, s = c * scale, s * scale
     if kind == "c2r":
         w = np.full((rows, 1), 2.0)
         w[0] = 1.0
@@ -97,7 +99,7 @@ def _matrices(kind: str, n: int, scale: float, dt: DType, device: str) -> tuple[
             s[n // 2] = 0.0
         s[0] = 0.0
         c, s = c * w, s * w
-    return _kept(key, c, s, dt, device)
+    return _kept(key, c, 0.0 + s * sign, dt, device)
 
 
 def _twiddles(n2: int, n1: int, n: int, inverse: bool, dt: DType, device: str) -> tuple[Tensor, Tensor]:
@@ -107,8 +109,19 @@ def _twiddles(n2: int, n1: int, n: int, inverse: bool, dt: DType, device: str) -
     if got is not None:
         _MATRICES.move_to_end(key)
         return got
-    angle = (2.0 * np.pi / n) * (np.outer(np.arange(n2, dtype=np.int64), np.arange(n1, dtype=np.int64)) % n)
-    return _kept(key, np.cos(angle), np.sin(angle) if inverse else -np.sin(angle), dt, device)
+    c, s = _cos_sin(np.outer(np.arange(n2, dtype=np.int64), np.arange(n1, dtype=np.int64)) % n, n)
+    return _kept(key, c, s if inverse else -s, dt, device)
+
+
+def _cos_sin(jk: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    # cos and sin of the angles 2 pi jk / n (jk in 0..n-1), in float64; at the multiples of pi/2 exactly 0 and +-1 (the
+    # float64 pi makes sin(pi) 1.2e-16: a real input's Nyquist bin got a tiny imaginary part, so its angle read -pi
+    # or pi by the sign of rounding, and isreal False, where torch's are exactly pi and True)
+    angle = (2.0 * np.pi / n) * jk.astype(np.float64)
+    c, s = np.cos(angle), np.sin(angle)
+    quarter = (4 * jk) % n == 0
+    c[quarter], s[quarter] = np.round(c[quarter]), np.round(s[quarter])
+    return c, s
 
 
 def _kept(key: tuple, c: np.ndarray, s: np.ndarray, dt: DType, device: str) -> tuple[Tensor, Tensor]:
@@ -137,11 +150,11 @@ def _dft_last(xr: Tensor, xi: Tensor | None, n: int, scale: float, inverse: bool
     k = k1 + n1 k2 out."""
     n1 = _factor(n)
     if n1 is None:
-        c, s = _matrices("c2c", n, scale, xr.dtype, xr.device)
-        sign = 1.0 if inverse else -1.0  # forward e^{-i theta}: (xr + i xi)(C - i S); inverse (xr + i xi)(C + i S)
-        re, im = xr.matmul(c), xr.matmul(s) * sign
+        # forward e^{-i theta}: (xr + i xi)(C - i S); inverse (xr + i xi)(C + i S); s is -S or S
+        c, s = _matrices("c2c", n, scale, xr.dtype, xr.device, 1.0 if inverse else -1.0)
+        re, im = xr.matmul(c), xr.matmul(s)
         if xi is not None:
-            re, im = re - xi.matmul(s) * sign, im + xi.matmul(c)
+            re, im = re - xi.matmul(s), im + xi.matmul(c)
         return re, im
     n2, lead = n // n1, xr.shape[:-1]
 
@@ -229,8 +242,8 @@ def _r2c(x: Tensor, n: int | None, dim: int, norm: str | None, op: str) -> Compl
     if _factor(n) is not None:  # long: the complex transform's first n // 2 + 1 bins
         re, im = _dft_last(x, None, n, scale, False)
         return ComplexTensor(_back(re[..., : n // 2 + 1], dim), _back(im[..., : n // 2 + 1], dim))
-    c, s = _matrices("r2c", n, scale, x.dtype, x.device)
-    return ComplexTensor(_back(x.matmul(c), dim), _back(-x.matmul(s), dim))
+    c, s = _matrices("r2c", n, scale, x.dtype, x.device, -1.0)
+    return ComplexTensor(_back(x.matmul(c), dim), _back(x.matmul(s), dim))
 
 
 def _c2r(xr: Tensor, xi: Tensor | None, n: int | None, dim: int, norm: str | None, op: str) -> Tensor:

@@ -815,3 +815,104 @@ def is_complex_data(data: Any) -> bool:
 
 
 __all__ = ["ComplexTensor", "ComplexOpError", "complex_einsum", "polar_parts", "from_complex_numpy", "is_complex_data"]
+
+
+# torch's functions that a port spells `Tensor.X(...)` (torch.angle(z), torch.conj(z), torch.cat([z, w]),
+# torch.mul(x, z)) and that are also methods of the real Tensor: read from the class, `Tensor.X` hands complex
+# operands to ComplexTensor's X (the real method would fail, or return a wrong answer: `conj` of a real tensor is
+# the tensor itself)
+FUNCTION_FORMS = _PART_METHODS | frozenset(
+    "abs angle sgn exp log sqrt pow reciprocal square neg conj conj_physical resolve_conj is_conj isclose allclose "
+    "isnan isfinite isreal sum mean matmul dot vdot add sub mul div cat concat stack real imag clone detach numel "
+    "is_complex absolute adjoint broadcast_to diag_embed diagonal divide flatten flip fliplr flipud moveaxis movedim "
+    "multiply narrow negative permute ravel repeat_interleave reshape roll rot90 select squeeze subtract swapaxes "
+    "swapdims t tensordot tile transpose tril triu unflatten unsqueeze".split()
+)
+# the ones whose second operand may be the complex one (`torch.mul(x, z)`): the first then promotes to complex
+_BINARY_FORMS = frozenset("add sub mul div matmul dot vdot isclose allclose".split())
+_JOINS = {"cat": "concat", "concat": "concat", "stack": "stacked"}
+
+
+def _complex_call(name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+    # the function X of these arguments, one of them complex
+    first = args[0]
+    if name in _JOINS:
+        # torch's `cat([z, w], dim)` or tinygrad's `cat(z, w, dim=)`
+        tensors, rest = (first, args[1:]) if isinstance(first, (list, tuple)) else (args, ())
+        return getattr(ComplexTensor, _JOINS[name])(list(tensors), *rest, **kwargs)
+    if not isinstance(first, ComplexTensor):
+        first = _as_complex(first, name, like=args[1])
+    attr = getattr(first, name)
+    return attr if name in ("real", "imag") else attr(*args[1:], **kwargs)
+
+
+def _has_complex(name: str, args: tuple) -> bool:
+    if not args:
+        return False
+    if type(args[0]) is ComplexTensor:
+        return True
+    if name in _JOINS:
+        seq = args[0] if isinstance(args[0], (list, tuple)) else args
+        return any(type(t) is ComplexTensor for t in seq)
+    return name in _BINARY_FORMS and len(args) > 1 and type(args[1]) is ComplexTensor
+
+
+class _FunctionForm:
+    """The attribute X of Tensor's metaclass: `Tensor.X` read from the class is the real method X, which gives complex
+    operands to ComplexTensor's X. A tensor's own `x.X` never reaches it (an instance's lookup doesn't read the
+    metaclass), so a real tensor's method calls cost nothing more."""
+
+    __slots__ = ("name", "forms")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.forms: dict[type, Callable[..., Any]] = {}
+
+    def __get__(self, cls: Any, meta: Any = None) -> Any:
+        if cls is None:
+            return self
+        form = self.forms.get(cls)
+        return form if form is not None else self._make(cls)
+
+    def _make(self, cls: type) -> Callable[..., Any]:
+        # (made once per class: Tensor, Parameter, ...)
+        name = self.name
+        raw = next(k.__dict__[name] for k in cls.__mro__ if name in k.__dict__)
+        getter = raw.fget if isinstance(raw, property) else None
+        real: Callable[..., Any] = getter if getter is not None else raw.__get__(None, cls)
+
+        def form(*args: Any, **kwargs: Any) -> Any:
+            if _has_complex(name, args):
+                return _complex_call(name, args, kwargs)
+            return real(*args, **kwargs)
+
+        form.__name__ = form.__qualname__ = name
+        form.__doc__ = raw.__doc__
+        # (the function underneath, as the real method's own wrappers give it: signature() reads the same either way)
+        form.__wrapped__ = getattr(real, "__wrapped__", real)  # type: ignore[attr-defined]
+        self.forms[cls] = form
+        return form
+
+    # (replacing or deleting the class's attribute, as a test's monkeypatch and its undo do: this descriptor steps
+    # aside while the class's own attribute changes, and makes its forms again from the new one)
+    def __set__(self, cls: Any, value: Any) -> None:
+        self._lifted(cls, lambda: type.__setattr__(cls, self.name, value))
+
+    def __delete__(self, cls: Any) -> None:
+        self._lifted(cls, lambda: type.__delattr__(cls, self.name))
+
+    def _lifted(self, cls: Any, change: Callable[[], None]) -> None:
+        meta = type(cls)
+        self.forms.clear()
+        delattr(meta, self.name)
+        try:
+            change()
+        finally:
+            setattr(meta, self.name, self)
+
+
+def install_function_forms(cls: type) -> None:
+    """Make each name in `FUNCTION_FORMS` that `cls` has a `_FunctionForm` of its metaclass."""
+    for name in sorted(FUNCTION_FORMS):
+        if any(name in k.__dict__ for k in cls.__mro__):
+            setattr(type(cls), name, _FunctionForm(name))

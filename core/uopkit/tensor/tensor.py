@@ -139,7 +139,7 @@ from uopkit.tensor.support import (
 from uopkit.tensor.tensor_hooks import RemovableHook
 from uopkit.tensor.tensor_hooks import gradient_hooks as _gradient_hooks
 from uopkit.tensor.tensor_hooks import in_rebuilt_graph as _in_rebuilt_graph
-from uopkit.tensor.tensor_type import _CAST_METHOD_DTYPES, _ByteCount, _TensorType, dispatch_complex_first
+from uopkit.tensor.tensor_type import _CAST_METHOD_DTYPES, _ByteCount, _TensorType
 from uopkit.tensor.torch_copies_settings import TorchCopiesSettingsMixin
 from uopkit.tensor.torch_extras import TorchExtrasMixin
 from uopkit.tensor.torch_functions import TorchFunctionsMixin, install_top_level
@@ -972,9 +972,6 @@ for _module in (
 ):
     _module.Tensor = Tensor  # type: ignore[attr-defined]
 
-# `Tensor.exp(z)` (a port's torch.exp(z)) of a complex z runs z.exp(): see tensor_type._ComplexFirst
-dispatch_complex_first(Tensor, _complex_tensor_module.ComplexTensor, _complex_tensor_module._PART_METHODS)
-
 
 # a view's values are read from a host copy of the part of its buffer it covers (of the whole buffer, for a view no
 # strides show) when that part has at most this many bytes (or 4x the view's)
@@ -1170,6 +1167,8 @@ def _summed(grads: dict[UOp, UOp], keys: tuple[UOp, ...]) -> UOp | None:
 install_torch_keywords(Tensor)
 # (after them: the methods, wrapped or not, that a torch top-level function of the same name reads otherwise)
 install_top_level(Tensor)
+# torch's functions of complex tensors spelled `Tensor.X(z)` (torch.conj(z), torch.cat([z, w])): ComplexTensor's X
+_complex_tensor_module.install_function_forms(Tensor)
 for _name, _dtype in _CAST_METHOD_DTYPES.items():
     getattr(Tensor, _name).as_dtype = _dtype
 _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)

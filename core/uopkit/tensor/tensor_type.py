@@ -5,9 +5,7 @@ method)."""
 
 from __future__ import annotations
 
-import functools
 import importlib
-import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -140,83 +138,3 @@ class _ByteCount(int):
 
     def __call__(self) -> int:
         return int(self)
-
-
-class _ComplexFirst:
-    """A name a port calls as `Tensor.X(z, ...)` for `torch.X(z, ...)` (`torch.exp(A * dt)`, `torch.log(z)`,
-    `torch.abs(z)`, `torch.reshape(z, s)`) where `ComplexTensor` has the method X: read from the class, `Tensor.X`
-    runs `z.X(...)` when its first argument is complex, else the class's own X. It sits on the class's type (a data
-    descriptor there comes before the class's own attribute), so `t.X()` on a tensor never meets it and the method
-    call costs nothing more; assigning `Tensor.X` (a test's monkeypatch) still replaces the class's own X."""
-
-    __slots__ = ("name", "complex_type", "wrapped")
-
-    def __init__(self, name: str, complex_type: type) -> None:
-        self.name, self.complex_type = name, complex_type
-        self.wrapped: dict[Any, Any] = {}  # class -> what `cls.X` reads, until X is assigned again
-
-    def __get__(self, cls: Any, meta: Any = None) -> Any:
-        fn = self.wrapped.get(cls)
-        if fn is None:
-            fn = self.wrapped[cls] = self._resolved(cls)
-        return fn
-
-    def _resolved(self, cls: Any) -> Any:
-        for klass in cls.__mro__:
-            if self.name in klass.__dict__:
-                own = klass.__dict__[self.name]
-                break
-        else:
-            raise AttributeError(f"type object {cls.__name__!r} has no attribute {self.name!r}")
-        if not inspect.isfunction(own):  # replaced by another kind of attribute (a test's staticmethod): as it is
-            return own.__get__(None, cls) if hasattr(own, "__get__") else own
-        return self._dispatching(own)
-
-    def _dispatching(self, own: Callable[..., Any]) -> Callable[..., Any]:
-        name, complex_type = self.name, self.complex_type
-
-        @functools.wraps(own)
-        def dispatch(*args: Any, **kwargs: Any) -> Any:
-            if args and type(args[0]) is complex_type:
-                return getattr(args[0], name)(*args[1:], **kwargs)
-            return own(*args, **kwargs)
-
-        return dispatch
-
-    def __set__(self, cls: Any, value: Any) -> None:
-        # type.__setattr__ would find this descriptor again: step aside while the class's own attribute is set
-        self.wrapped.clear()
-        delattr(_TensorType, self.name)
-        try:
-            setattr(cls, self.name, value)
-        finally:
-            setattr(_TensorType, self.name, self)
-
-    def __delete__(self, cls: Any) -> None:
-        self.wrapped.clear()
-        delattr(_TensorType, self.name)
-        try:
-            delattr(cls, self.name)
-        finally:
-            setattr(_TensorType, self.name, self)
-
-
-# torch's top-level functions of one tensor first that a complex tensor may take (`torch.exp(z)`); those of them that
-# ComplexTensor has as methods dispatch on a complex first argument when read from the Tensor class
-_TORCH_FUNCTIONS = frozenset(
-    "abs absolute add adjoint allclose angle broadcast_to clone conj conj_physical cos detach diag_embed "
-    "diagonal div divide dot exp flatten flip fliplr flipud imag isclose isfinite isinf isnan isreal log "
-    "matmul mean moveaxis movedim mul multiply narrow neg negative numel permute pow ravel real reciprocal "
-    "repeat_interleave reshape resolve_conj roll rot90 rsqrt select sgn sin sqrt square squeeze sub subtract "
-    "sum swapaxes swapdims t tanh tensordot tile transpose tril triu unflatten unsqueeze vdot".split()
-)
-
-
-def dispatch_complex_first(tensor_cls: type, complex_cls: type, part_methods: frozenset[str]) -> None:
-    """Make `Tensor.X(z, ...)` run `z.X(...)` for a ComplexTensor z, for each torch function X (`_TORCH_FUNCTIONS`)
-    that both classes have as methods (the complex class's own and the view methods it runs on both parts,
-    `part_methods`)."""
-    names = {n for n, v in vars(complex_cls).items() if inspect.isfunction(v)} | part_methods
-    for name in sorted(names & _TORCH_FUNCTIONS):
-        if inspect.isfunction(inspect.getattr_static(tensor_cls, name, None)) and name not in vars(_TensorType):
-            setattr(_TensorType, name, _ComplexFirst(name, complex_cls))
