@@ -311,7 +311,7 @@ def _btrs(n: Tensor, q: Tensor, small: Tensor, sample_shape: Sequence[int], work
     quick = (us >= 0.07) & (v <= vr)
     inside = (cand >= 0) & (cand <= n)
     # log(pmf(k) / pmf(mode)) through d = k - mode and log1p, so that float32 keeps it for large counts
-    k = cand.clamp(0, n)
+    k = cand.maximum(0).minimum(n)
     d = k - mode
     log_ratio_to_mode = (
         -(mode + 0.5) * (d / (mode + 1)).log1p()
