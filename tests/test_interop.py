@@ -382,3 +382,20 @@ def test_tensors_as_sizes():
         Tensor.zeros(Tensor(3.0))
     with pytest.raises(TypeError, match="ambiguous"):
         Tensor.zeros(Tensor([2, 3]))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["float32", "float", "float64", "double", "float16", "half", "bfloat16", "int8", "uint8", "int16", "short",
+     "int32", "int", "int64", "long", "bool", "complex64", "cfloat", "complex128", "cdouble"],
+)  # fmt: skip
+def test_torch_dtype_names_on_the_module_and_the_class(name):
+    # a port that imports uopkit as torch writes `torch.float32`, one that renames `torch.` to `Tensor.` writes
+    # `Tensor.cfloat`: both are the dtype of torch's name (a cast method of that name stands for its dtype)
+    theirs = getattr(torch, name)
+    ours = Tensor.zeros(2, dtype=getattr(uopkit, name))
+    assert ours.dtype == Tensor.zeros(2, dtype=getattr(Tensor, name)).dtype
+    assert ours.dtype.itemsize == theirs.itemsize
+    assert (ours.is_floating_point(), ours.is_complex()) == (theirs.is_floating_point, theirs.is_complex)
+    if name != "bfloat16":  # (torch has no numpy bfloat16)
+        assert ours.numpy().dtype == torch.zeros(2, dtype=theirs).numpy().dtype

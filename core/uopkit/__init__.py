@@ -125,4 +125,9 @@ def __getattr__(name: str) -> object:
     if name == "vmap":
         # torch.vmap, torch.func.vmap's other name
         return importlib.import_module("uopkit.func").vmap
+    from uopkit.dtype import COMPLEX_DTYPES, DTYPES_BY_NAME
+
+    if name in DTYPES_BY_NAME or name in COMPLEX_DTYPES:
+        # torch's dtypes by name, for a port that imports uopkit as torch (`dtype=torch.float32`, `torch.long`)
+        return DTYPES_BY_NAME[name] if name in DTYPES_BY_NAME else COMPLEX_DTYPES[name]
     raise AttributeError(f"module 'uopkit' has no attribute {name!r}")

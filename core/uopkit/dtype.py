@@ -602,6 +602,9 @@ def complex_dtype_of(x: object) -> ComplexDType | None:
     if isinstance(x, type):
         # numpy's scalar types (np.complex64)
         return COMPLEX_DTYPES.get(x.__name__) if x.__module__ == "numpy" else None
+    if callable(x) and isinstance(as_dtype := getattr(x, "as_dtype", None), ComplexDType):
+        # (the cast method `Tensor.cfloat` stands for its dtype, as `Tensor.long` does: a port's `dtype=torch.cfloat`)
+        return as_dtype
     name = getattr(x, "name", None)
     return COMPLEX_DTYPES.get(name) if type(x).__module__.startswith("numpy") and isinstance(name, str) else None
 

@@ -1169,7 +1169,7 @@ install_torch_keywords(Tensor)
 install_top_level(Tensor)
 # torch's functions of complex tensors spelled `Tensor.X(z)` (torch.conj(z), torch.cat([z, w])): ComplexTensor's X
 _complex_tensor_module.install_function_forms(Tensor)
-for _name, _dtype in _CAST_METHOD_DTYPES.items():
+for _name, _dtype in (*_CAST_METHOD_DTYPES.items(), ("cfloat", dtypes.complex64), ("cdouble", dtypes.complex128)):
     getattr(Tensor, _name).as_dtype = _dtype
 _realize_module.stored_bits = (_bits_tensor, _rewrap_bf16)
 # a live tensor over storage that PyTorch would have copied (a flip, a pad, a repeat, a reshape no strides show) reads

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from uopkit.dtype import DTYPES_BY_NAME, dtypes
+from uopkit.dtype import COMPLEX_DTYPES, DTYPES_BY_NAME, dtypes
 from uopkit.tensor import grad_mode as _grad_modes
 from uopkit.tensor import memory_format as _memory_format
 from uopkit.tensor.grad_mode import no_grad as _no_grad_switch
@@ -90,6 +90,8 @@ class _TensorType(type):
         # attributes
         if name in DTYPES_BY_NAME:
             return DTYPES_BY_NAME[name]
+        if name in COMPLEX_DTYPES:
+            return COMPLEX_DTYPES[name]
         if name in _TORCH_NAMESPACES:
             return importlib.import_module(f"uopkit.{name}")
         if name in _TORCH_TOP_LEVEL_OBJECTS:
