@@ -576,3 +576,41 @@ def test_passes_whose_rules_cannot_fire_are_skipped(monkeypatch):
     monkeypatch.setattr(codegen, "graph_rewrite", lambda *a, **k: names.append(k.get("name")) or original(*a, **k))
     get_program(_item(Tensor.ones(8, 8).contiguous().exp()).ast, Device["CPU"].renderer, opts=[])
     assert "exp" in names
+
+
+def _half_padded(x, top):
+    # a (2, 4) view of x in the top or bottom half of a (4, 4) of zeros
+    return x.reshape(2, 4).pad(((2, 0), (0, 0)) if top else ((0, 2), (0, 0)))
+
+
+def test_buffers_the_code_never_reads_are_not_parameters():
+    # the top half of `b`'s padding is zeros: reading rows 0..1 of it, the kernel's code loads nothing from `b`
+    # (the gated load folds away), and `b` is not one of the program's parameters; a kernel differing only in how
+    # many such buffers it had is the same program, and the launches (eager, a replayed schedule, TinyJit) pass the
+    # buffers the code uses in their places
+    from uopkit.jit import TinyJit
+
+    rng = np.random.default_rng(0)
+    a_np, b_np, c_np = (rng.standard_normal(8).astype(np.float32) for _ in range(3))
+
+    def one_dead(a, b):
+        return Tensor.maximum(_half_padded(b, True), _half_padded(a, False))[:2].contiguous()
+
+    def two_dead(a, b, c):
+        return Tensor.maximum(_half_padded(b, True) + _half_padded(c, True), _half_padded(a, False))[:2].contiguous()
+
+    a, b, c = (Tensor(x).realize() for x in (a_np, b_np, c_np))
+    items = [_item(one_dead(a, b)), _item(two_dead(a, b, c))]
+    specs = [get_program(item.ast, Device["CPU"].renderer) for item in items]
+    assert items[0].ast is not items[1].ast and [len(item.bufs) for item in items] == [3, 4]
+    # (output, then `a`: the dead buffers were inputs before it)
+    assert [spec.params for spec in specs] == [(0, 2), (0, 3)]
+    assert specs[0].src == specs[1].src and "data2" not in specs[0].src
+    jitted = TinyJit(lambda a, b, c: two_dead(a, b, c).realize())
+    for _ in range(3):
+        a_np = rng.standard_normal(8).astype(np.float32)
+        expected = np.maximum(a_np, 0).reshape(2, 4)
+        args = [Tensor(x).realize() for x in (a_np, b_np, c_np)]
+        np.testing.assert_array_equal(one_dead(*args[:2]).numpy(), expected)
+        np.testing.assert_array_equal(two_dead(*args).numpy(), expected)
+        np.testing.assert_array_equal(jitted(*args).numpy(), expected)

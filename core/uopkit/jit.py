@@ -83,16 +83,22 @@ class _InputSig:
 
 
 class _Launch:
-    """One captured launch with its arguments prepared; `inputs` are (argument position, jit input index) pairs."""
+    """One captured launch with its arguments prepared; `inputs` are (buffer position, jit input index) pairs, and
+    `arg_inputs` the same for the program's arguments (it takes only the buffers its code uses,
+    `ProgramSpec.params`)."""
 
     def __init__(self, ei: ExecItem, inputs: tuple[tuple[int, int], ...]) -> None:
         self.item = ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals))
-        self.inputs = inputs
+        self.inputs = self.arg_inputs = inputs
         runner = ei.runner
         self.program: Any = None
         if runner is not None:
             self.program = runner.program
-            self.args = [b.opaque for b in ei.bufs]
+            params = runner.spec.params
+            if params is not None:
+                place = {p: i for i, p in enumerate(params)}
+                self.arg_inputs = tuple((place[pos], idx) for pos, idx in inputs if pos in place)
+            self.args = [b.opaque for b in runner.spec.take(ei.bufs)]
             self.kwargs = {
                 "global_size": runner.spec.global_size,
                 "local_size": runner.spec.local_size,
@@ -112,9 +118,9 @@ class _Launch:
         if self.program is not None and not capturing:
             # a kernel, with no enclosing capture to record it: only the input arguments change, and the prepared
             # call is kept while they are the same buffers
-            if self.inputs:
+            if self.arg_inputs:
                 args, changed = self.args, False
-                for pos, idx in self.inputs:
+                for pos, idx in self.arg_inputs:
                     opaque = bufs[idx].opaque
                     if args[pos] is not opaque:
                         args[pos], changed = opaque, True
@@ -133,7 +139,7 @@ class _Launch:
             return
         # (a copy: `self.args` stay what `self.launch` was prepared with)
         args = list(self.args)
-        for pos, idx in self.inputs:
+        for pos, idx in self.arg_inputs:
             args[pos] = bufs[idx].opaque
         self.program(*args, **self.kwargs)
 

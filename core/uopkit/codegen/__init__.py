@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from uopkit.codegen.expander import expand
 from uopkit.codegen.linearizer import LinearizeError, linearize
@@ -16,6 +18,8 @@ from uopkit.helpers import DEBUG, NOOPT, SPEC
 from uopkit.renderer import Renderer
 from uopkit.uop.ops import Ops, PatternMatcher, UOp, UPat, graph_rewrite
 from uopkit.uop.symbolic import pm_symbolic
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,14 @@ class ProgramSpec:
     estimated_flops: int = 0
     estimated_bytes: int = 0
     opts: tuple[Opt, ...] = ()
+    # the kernel's buffers (by their DEFINE_GLOBAL numbers in the AST, the order of `ScheduleItem.bufs`) the program
+    # takes, in order: those its code reads or writes (`drop_unused_params`); None: every one
+    params: tuple[int, ...] | None = None
+
+    def take(self, bufs: Sequence[T]) -> list[T]:
+        """The program's arguments out of the kernel's buffers (`ScheduleItem.bufs` order): the ones `params` keeps."""
+        params = self.params
+        return list(bufs) if params is None else [bufs[i] for i in params]
 
     def launch_values(self, values: dict[str, int]) -> tuple[int, ...]:
         """The `vals` a launch passes: each of `vars` (DEFINE_VARs, sorted by name) given by name in `values`."""
@@ -144,11 +156,7 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
             simplified = graph_rewrite(simplified, renderer.extra_matcher, name="backend rules")
         # order the graph into loops and statements
         uops = linearize(simplified, branch_selected_updates=not gpu)
-    # a buffer the simplified code no longer reads (where(c, x, x) -> x) keeps its parameter: the runtime passes every
-    # buffer of the kernel by position
-    used = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}
-    unused = [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL and u.arg not in used]
-    uops = sorted(unused, key=lambda u: u.arg) + uops
+    uops, params = drop_unused_params(uops, ast)
     if SPEC:
         from uopkit.uop.spec import verify_program
 
@@ -156,8 +164,49 @@ def full_rewrite(ast: UOp, renderer: Renderer, plan: KernelPlan | None = None) -
     if DEBUG >= 6:
         for i, u in enumerate(uops):
             print(f"{i:4d} {u.op.name:14s} {u.dtype!s:16s} {u.arg!r}")
-    dims = {"global": tuple(lctx.global_dims), "local": tuple(lctx.local_dims)}
+    dims = {"global": tuple(lctx.global_dims), "local": tuple(lctx.local_dims), "params": params}
     return uops, dims
+
+
+def drop_unused_params(uops: list[UOp], ast: UOp) -> tuple[list[UOp], tuple[int, ...]]:
+    """The linear program without the parameters of buffers its code no longer touches, and the kernel buffers it
+    takes (`ProgramSpec.params`).
+
+    A buffer read only where the simplified code can't go (a `where` whose branch folded away, a load of a padding
+    the view never reaches) leaves the kernel's code, but not its AST: its parameter would stay, and two kernels
+    differing only in such a buffer would be two sources, each compiled. The buffers left are numbered 0, 1, ... in
+    their order; a buffer the kernel stores to keeps its parameter even if no store of it is left."""
+    used = {u.arg for u in uops if u.op is Ops.DEFINE_GLOBAL}
+    # (the kernel's outputs, the buffers its STOREs write: one whose store is gone still takes its parameter)
+    outputs = [g for st in ast.src if st.op is Ops.STORE and (g := _stored_global(st)).op is Ops.DEFINE_GLOBAL]
+    lost = sorted({g.arg: g for g in outputs if g.arg not in used}.values(), key=lambda u: u.arg)
+    uops = lost + uops
+    params = tuple(sorted(used | {g.arg for g in lost}))
+    if params == tuple(range(len(params))):
+        return uops, params
+    number = {arg: i for i, arg in enumerate(params)}
+    renamed: dict[UOp, UOp] = {}
+    out = []
+    for u in uops:
+        src = tuple(renamed.get(s, s) for s in u.src)
+        if u.op is Ops.DEFINE_GLOBAL:
+            new = u.replace(arg=number[u.arg])
+        elif src != u.src:
+            new = u.replace(src=src)
+        else:
+            new = u
+        if new is not u:
+            renamed[u] = new
+        out.append(new)
+    return out, params
+
+
+def _stored_global(store: UOp) -> UOp:
+    # a kernel STORE writes a view of a DEFINE_GLOBAL
+    node = store.src[0]
+    while node.src and node.op is not Ops.DEFINE_GLOBAL:
+        node = node.src[0]
+    return node
 
 
 def _launch_dims(dims: tuple[int, ...]) -> tuple[int, int, int]:
@@ -244,6 +293,7 @@ def get_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None, nam
         estimated_flops=flops,
         estimated_bytes=nbytes,
         opts=tuple(plan.opts),
+        params=dims["params"],
     )
 
 

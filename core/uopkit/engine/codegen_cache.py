@@ -46,7 +46,7 @@ from uopkit.uop.ops import Ops, UOp
 
 TABLE = "codegen"
 # the entries' layout (a change of it is a new key, as a change of the code is)
-FORMAT = "uopkit codegen 1"
+FORMAT = "uopkit codegen 2"
 # counters for tests and tools: kernels whose program came from the table, and those generated and stored
 stats = {"hits": 0, "misses": 0}
 
@@ -139,6 +139,7 @@ def _to_payload(spec: ProgramSpec) -> bytes:
         "estimated_flops": spec.estimated_flops,
         "estimated_bytes": spec.estimated_bytes,
         "opts": [[o.op.name, o.axis, o.amount] for o in spec.opts],
+        "params": None if spec.params is None else list(spec.params),
     }
     return json.dumps(fields).encode()
 
@@ -156,6 +157,7 @@ def _from_payload(payload: bytes) -> ProgramSpec:
             raise ValueError(f"a variable {name!r} of {dtype_name} {vmin}..{vmax}")
         variables.append(UOp(Ops.DEFINE_VAR, dtype, (), (name, vmin, vmax)))
     local = fields["local_size"]
+    params = fields["params"]
     return ProgramSpec(
         fields["name"],
         src,
@@ -166,6 +168,7 @@ def _from_payload(payload: bytes) -> ProgramSpec:
         estimated_flops=int(fields["estimated_flops"]),
         estimated_bytes=int(fields["estimated_bytes"]),
         opts=tuple(Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in fields["opts"]),
+        params=None if params is None else tuple(int(i) for i in params),
     )
 
 

@@ -79,8 +79,10 @@ class CompiledRunner:
         self, bufs: Sequence[Buffer], var_vals: dict[str, int] | None = None, wait: bool = False
     ) -> float | None:
         vals = self.spec.launch_values(var_vals or {})
+        # (the program takes only the buffers its code uses, `ProgramSpec.params`)
+        params = self.spec.params
         return self.program(
-            *[b.opaque for b in bufs],
+            *([b.opaque for b in bufs] if params is None else [bufs[i].opaque for i in params]),
             global_size=self.spec.global_size,
             local_size=self.spec.local_size,
             vals=vals,
@@ -569,8 +571,15 @@ def _record(
     windows = record_windows(schedule, param, slot, steps, templates + [t for _, t in assigned])
     launches = None
     if all(r is not None for r in runners):
+        # (a program takes the buffers its code uses, `ProgramSpec.params`)
         launches = tuple(
-            (r.program, s.slots, r.spec.global_size, r.spec.local_size, r.spec.launch_values(dict(s.var_vals)))
+            (
+                r.program,
+                tuple(r.spec.take(s.slots)),
+                r.spec.global_size,
+                r.spec.local_size,
+                r.spec.launch_values(dict(s.var_vals)),
+            )
             for r, s in zip(runners, steps, strict=True)
             if r is not None
         )

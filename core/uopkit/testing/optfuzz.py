@@ -203,7 +203,8 @@ def _run(item, device: str, renderer: Renderer, opts: list[Opt]) -> list[np.ndar
     prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
     bufs = [_buffer_for(b) for b in item.bufs]
     vals = spec.launch_values(dict(item.var_vals))
-    prg(*[b.opaque for b in bufs], global_size=spec.global_size, local_size=spec.local_size, vals=vals, wait=True)
+    args = [b.opaque for b in spec.take(bufs)]
+    prg(*args, global_size=spec.global_size, local_size=spec.local_size, vals=vals, wait=True)
     return [b.numpy().copy() for b in bufs]
 
 

@@ -176,7 +176,7 @@ class Timer:
         for i in self.written:
             self.bufs[i].copyin(self.initial[i])
         prg(
-            *[b.opaque for b in self.bufs],
+            *[b.opaque for b in spec.take(self.bufs)],
             global_size=spec.global_size,
             local_size=spec.local_size,
             vals=spec.least_values(),
@@ -219,7 +219,7 @@ class Timer:
             spec, prg = self._program(opts)
             if not verified and self.expected is not None:
                 self.verify(opts, spec, prg)
-            args = [b.opaque for b in self.bufs]
+            args = [b.opaque for b in spec.take(self.bufs)]
             vals = spec.least_values()
             best = math.inf
             for _ in range(TIMING_RUNS):
