@@ -105,9 +105,9 @@ BEAM = ContextVar("BEAM", 0)
 NOOPT = ContextVar("NOOPT", 0)
 # the compile cache; CACHELEVEL=0 disables it
 CACHELEVEL = ContextVar("CACHELEVEL", 1)
-# indices computed on the device (gather, getitem, one_hot, cross_entropy targets) are range-checked with one small
-# min/max read back; CHECK_INDEX=0 skips that sync in hot loops (an index out of range then reads as 0, and a setitem's
-# write to one is dropped)
+# indices computed on the device (gather, getitem, one_hot, cross_entropy targets), and binary_cross_entropy's
+# probabilities, are range-checked with one small min/max read back; CHECK_INDEX=0 skips that sync in hot loops (an
+# index out of range then reads as 0, and a setitem's write to one is dropped)
 CHECK_INDEX = ContextVar("CHECK_INDEX", 1)
 # LRU=0: device buffers are freed at once instead of kept by size for reuse (`uopkit.device.LRUAllocator`)
 LRU = ContextVar("LRU", 1)

@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from uopkit.dtype import (
     DType,
     UnsupportedDTypeError,
@@ -13,6 +15,8 @@ from uopkit.dtype import (
     least_upper_dtype,
     to_dtype,
 )
+from uopkit.engine.realize import capturing_checks
+from uopkit.helpers import CHECK_INDEX
 from uopkit.tensor.autocast import FLOAT32, GPU, LOWER, autocast_op
 from uopkit.tensor.elementwise import _scalar_uop
 from uopkit.tensor.replay import replayed
@@ -33,6 +37,7 @@ from uopkit.tensor.support import (
 from uopkit.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
+    from uopkit.device import Buffer
     from uopkit.tensor.tensor import Tensor
 
 
@@ -135,6 +140,53 @@ def _float_input(t: Tensor, dtype: DType | None, op: str) -> Tensor:
             f"with .float() first"
         )
     return t
+
+
+def _check_probabilities(op: str, named: Sequence[tuple[str, Tensor]]) -> None:
+    """Raise ArgumentError (a RuntimeError, as torch's) when a value of these float tensors lies outside [0, 1] or is
+    NaN (`binary_cross_entropy`'s input and target). Host data is checked here; values computed on the device by
+    reading back their min and max, all tensors' in one small kernel realized with them (a sync per call, as torch's
+    CPU check; CHECK_INDEX=0 skips it), which a capturing TinyJit records and its replays repeat."""
+    computed = []
+    for name, t in named:
+        if not t.numel():
+            continue
+        if t._is_plain_buffer():
+            vals = t.numpy()
+            if not ((vals >= 0) & (vals <= 1)).all():
+                raise ArgumentError(_outside_unit(op, name, float(np.min(vals)), float(np.max(vals))))
+            if not capturing_checks:
+                continue
+        computed.append((name, t))
+    if not computed or not CHECK_INDEX:
+        return
+    ends = [e for _, t in computed for e in (t.min(), t.max())]
+    bounds = ends[0].stack(*ends[1:]).cast(dtypes.float32)
+    bounds.realize(*(t for _, t in computed))
+    check = _UnitIntervalCheck(bounds._buffer(), op, [name for name, _ in computed])
+    for captured in capturing_checks:
+        captured.append(check)
+    check()
+
+
+def _outside_unit(op: str, name: str, lo: float, hi: float) -> str:
+    return (
+        f"{op}: every element of the {name} must be a probability in [0, 1], got min {lo:g} and max {hi:g} (NaN: "
+        f"some is NaN); pass probabilities (a sigmoid's), or the logits to binary_cross_entropy_with_logits"
+    )
+
+
+class _UnitIntervalCheck:
+    """Reads the realized (min, max) pairs of device-computed tensors and raises if one lies outside [0, 1]."""
+
+    def __init__(self, bounds: Buffer, op: str, names: list[str]) -> None:
+        self.bounds, self.op, self.names = bounds, op, names
+
+    def __call__(self) -> None:
+        vals = self.bounds.as_numpy().reshape(-1, 2)
+        for name, (lo, hi) in zip(self.names, vals, strict=True):
+            if not (lo >= 0 and hi <= 1):  # (NaN too: min and max propagate it)
+                raise ArgumentError(_outside_unit(self.op, name, float(lo), float(hi)) + " (CHECK_INDEX=0 skips this)")
 
 
 class FunctionalMixin:
@@ -449,6 +501,7 @@ class FunctionalMixin:
         0.69315
         """
         _same_size_target(self, Y, "binary_cross_entropy")
+        _check_probabilities("binary_cross_entropy", (("input", self), ("target", Y)))
         p, Y = self._broadcasted(Y, False, "binary_cross_entropy")
         loss = -(Y * p.log().maximum(-100) + (1 - Y) * (1 - p).log().maximum(-100))
         d_p = (p - Y) / (p * (1 - p)).maximum(1e-12)

@@ -17,6 +17,7 @@ from uopkit.tensor.replay import replayed
 from uopkit.tensor.series import _erf_near_zero, _erfc_beyond_half, _horner
 from uopkit.tensor.support import (
     ArgumentError,
+    DTypeError,
     ShapeError,
     UnsupportedDTypeError,
     _check_stored_scalar,
@@ -653,6 +654,8 @@ class MathMixin:
         """
         u = self.uop
         if not dtypes.is_float(u.dtype):
+            if u.dtype == dtypes.bool:
+                raise DTypeError("relu: not supported on a bool tensor (as PyTorch); cast with .int() or .float()")
             return (self > 0).where(self, 0)
         if u.dtype is not dtypes.bfloat16:
             # (every hidden layer's activation) the nodes of the line below, built directly: one zero, broadcast

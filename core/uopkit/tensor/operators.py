@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uopkit.dtype import dtypes
+from uopkit.dtype import DTypeError, dtypes
 from uopkit.tensor.elementwise import ElementwiseMixin
 from uopkit.uop.ops import Ops
 
@@ -56,7 +56,8 @@ class OperatorsMixin:
     def __pos__(self) -> Tensor:
         # +t is t itself, as PyTorch's (which refuses it on bool tensors)
         if self.dtype == dtypes.bool:
-            raise TypeError("unary +: not supported on a bool tensor (as PyTorch)")
+            # (DTypeError: a TypeError, as Python's unary + of an unsupported type, and torch's RuntimeError)
+            raise DTypeError("unary + (positive): not supported on a bool tensor (as PyTorch); use .int() first")
         return self
 
     def __radd__(self, x: Any) -> Tensor:

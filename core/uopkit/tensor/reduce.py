@@ -91,6 +91,12 @@ def _correction(unbiased: Any, correction: float | None, op: str) -> float:
     return int(unbiased)
 
 
+def _refuse_int_statistic(x: Tensor, op: str, fix: str = "cast with .float() first") -> None:
+    # the mean and the moments of an int or bool tensor: torch has no float dtype to give them, and raises
+    if not dtypes.is_float(x.dtype):
+        raise DTypeError(f"{op}: needs a floating-point tensor, got {x.dtype} (as PyTorch); {fix}")
+
+
 class ValuesIndices(NamedTuple):
     """(values, indices): what PyTorch's max(dim=), min(dim=), sort, topk, median(dim), cummax, ... return; unpacks
     as a pair, or by name."""
@@ -335,9 +341,10 @@ class ReduceMixin:
         dim: int | Sequence[int] | None = None,
         dtype: DType | None = None,
     ) -> Tensor:
-        """Mean over `axis` (ints give float32); with `dtype` (a float), of the input cast to it first, as torch's.
+        """Mean over `axis` of a float tensor; with `dtype` (a float), of the input cast to it first, as torch's (an int
+        or bool tensor needs `dtype=`, or a cast, as torch's: a DTypeError otherwise).
 
-        >>> Tensor([[1, 2], [3, 4]]).mean().tolist()
+        >>> Tensor([[1.0, 2.0], [3.0, 4.0]]).mean().tolist()
         2.5
         """
         if dim is not None:
@@ -347,6 +354,7 @@ class ReduceMixin:
             if not dtypes.is_float(dtype):
                 raise TypeError(f"mean: dtype must be a floating-point dtype, got {dtype}")
             return self.cast(dtype).mean(axis, keepdim)
+        _refuse_int_statistic(self, "mean", "pass dtype=dtypes.float32 or cast with .float() first")
         # (counted first: a bad axis is mean's, not the sum's)
         count = self._count(axis, "mean")
         out_dt = least_upper_float(self.dtype)
@@ -378,13 +386,14 @@ class ReduceMixin:
             axis, unbiased = None, axis
         if dim is not None:
             axis = _dim_for_axis(axis, dim, None, "var")
+        _refuse_int_statistic(self, "var")
         correction = _correction(unbiased, correction, "var")
         # (counted first: a bad axis is var's, not the mean's)
         n = self._count(axis, "var")
         if _in_float64(self):
             # (float32's squares overflowed from 1.8e19 and its sums drift: float64, as PyTorch's accumulator)
             return self.cast(dtypes.float64).var(axis, keepdim=keepdim, correction=correction).cast(dtypes.float32)
-        squares = (self._float() - self._float().mean(axis, keepdim=True)).square()
+        squares = (self - self.mean(axis, keepdim=True)).square()
         return squares.sum(axis, keepdim) / max(n - correction, 0)
 
     @in_float32
@@ -402,6 +411,7 @@ class ReduceMixin:
         >>> Tensor([1.0, 3.0]).std().tolist()
         1.4142135381698608
         """
+        _refuse_int_statistic(self, "std")
         self._check_axes_of_composite(axis, dim, "std")
         kw = {"keepdim": keepdim, "correction": correction, "dim": dim}
         if _in_float64(self):
@@ -424,6 +434,7 @@ class ReduceMixin:
         """(var, mean) over `axis` (torch's positions, as `var`)."""
         if isinstance(axis, bool):
             axis, unbiased = None, axis
+        _refuse_int_statistic(self, "var_mean")
         self._check_axes_of_composite(axis, dim, "var_mean")
         var = self.var(axis, unbiased, keepdim, correction=correction, dim=dim)
         return var, self.mean(axis, keepdim, dim=dim)
@@ -440,6 +451,7 @@ class ReduceMixin:
         """(std, mean) over `axis` (torch's positions, as `var`)."""
         if isinstance(axis, bool):
             axis, unbiased = None, axis
+        _refuse_int_statistic(self, "std_mean")
         self._check_axes_of_composite(axis, dim, "std_mean")
         std = self.std(axis, unbiased, keepdim, correction=correction, dim=dim)
         return std, self.mean(axis, keepdim, dim=dim)

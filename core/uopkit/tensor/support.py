@@ -139,8 +139,14 @@ class EmptyReduceError(ValueError, IndexError, RuntimeError):
 
 
 def _canonical_device(device: Any) -> str:
-    # a device name, a torch.device, or None for the default device
-    return Device.canonicalize(device) if device is not None else Device.DEFAULT
+    # a device name, a torch.device, or None for the default device. A device named here is opened now (once; then
+    # a dict lookup), so that a tensor made on or moved to one that can't run here (`device="cuda"` without a GPU, an
+    # unknown name) raises a DeviceError at once that says which and why, as torch's, not at its first realize
+    if device is None:
+        return Device.DEFAULT
+    name = Device.canonicalize(device)
+    Device[name]
+    return name
 
 
 def _is_device_object(x: Any) -> bool:
