@@ -58,11 +58,19 @@ def test_live_tensors_hold_weakly_in_creation_order():
 
 
 def _visits(monkeypatch):
-    # how many live tensors each realize's walks look at: update_tensors' (changed_since) and an assign's (computed)
-    seen = {"changed": [], "computed": []}
-    changed, computed = LiveTensors.changed_since, LiveTensors.computed
+    # how many live tensors each realize's walks look at: update_tensors' (changed_since), and the computed ones an
+    # assign or a realize is given from the index (`readers_of`, `holding`, `pending_assigns`) or walks (`computed`)
+    seen = {"changed": [], "computed": [0]}
+    changed = LiveTensors.changed_since
     monkeypatch.setattr(LiveTensors, "changed_since", lambda s, q: seen["changed"].append(len(r := changed(s, q))) or r)
-    monkeypatch.setattr(LiveTensors, "computed", lambda s: seen["computed"].append(len(r := computed(s))) or r)
+    for name in ("computed", "readers_of", "holding", "pending_assigns"):
+        method = getattr(LiveTensors, name)
+
+        def counted(s, *a, method=method):
+            seen["computed"].append(len(r := method(s, *a)))
+            return r
+
+        monkeypatch.setattr(LiveTensors, name, counted)
     return seen
 
 
@@ -99,9 +107,9 @@ def test_assigns_walk_a_lazy_value_that_reads_none_of_their_buffers_once(monkeyp
     w = Tensor(np.zeros(3, np.float32)).realize()
     batches = [a * float(i) + 2 for i in range(200)]
     w.assign(w + 1).realize()
-    walked = []
-    stored_reads = schedule.stored_reads
-    monkeypatch.setattr(schedule, "stored_reads", lambda roots, t: walked.append(len(roots)) or stored_reads(roots, t))
+    walked = [0]
+    index_reads = schedule.LiveTensors._index_reads
+    monkeypatch.setattr(schedule.LiveTensors, "_index_reads", lambda s: walked.append(len(s._unread)) or index_reads(s))
     for _ in range(3):
         w.assign(w + 1).realize()
     reader = w * 10

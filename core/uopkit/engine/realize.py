@@ -814,16 +814,15 @@ def _held_values(roots: tuple[UOp, ...], param: _Param | None) -> list[Tensor]:
     asserts hold) stays fused: it costs little to compute again and could be large. Also the assigns still to run
     that read what the graph computes (`_assigns_from`)."""
     asked = set(roots)
-    # (the tensors being realized are most often the only computed ones alive: a tiny op's realize)
-    others = [t for t in live_tensors.computed() if t.uop not in asked]
-    if not others:
-        return []
-    inside = param.position if param is not None else UOp(Ops.SINK, src=roots).toposort()
-    held = [t for t in others if _assigns_from(t.uop, inside)]
+    # (from the index of the live tensors: the assigns still to run, and the computed values that are nodes of the
+    # graph, not every live tensor, most of which have nothing to do with this realize)
+    assigns = [t for t in live_tensors.pending_assigns() if t.uop not in asked]
+    inside = param.position if param is not None else dict.fromkeys(UOp(Ops.SINK, src=roots).toposort())
+    held = [t for t in assigns if _assigns_from(t.uop, inside)]
     asked.update(t.uop for t in held)
     if len(_together):
         held += _staged_with(list(asked), asked)
-    candidates = [t for t in others if t.uop in inside and t.uop not in asked and not _is_stored(t.uop)]
+    candidates = [t for t in live_tensors.holding(inside, len(inside)) if t.uop not in asked and not _is_stored(t.uop)]
     if not candidates:
         return held
     depth = _fused_depths([t.uop.base for t in candidates])

@@ -43,6 +43,7 @@ from uopkit.schedule.history import (
     stale_sources,
 )
 from uopkit.schedule.launch_consts import launch_values
+from uopkit.schedule.live_index import IndexedTensors, _pending_store
 from uopkit.schedule.packing import pack_panels
 from uopkit.schedule.splitting import split_reduces
 from uopkit.schedule.unrealized import _carries_gradient, realized_views, unrealized_graph
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
 becomes_map = WeakKeyMap()
 
 
-class LiveTensors:
+class LiveTensors(IndexedTensors):
     """The live tensors, weakly held, in the order their graphs last changed.
 
     Realizing a graph updates the other live tensors that hold its nodes, and an assign protects the ones that read
@@ -87,7 +88,15 @@ class LiveTensors:
     keys are weak references that remove themselves: adding and dropping a tensor are C calls, where a
     `weakref.WeakSet` runs Python code for both (and every Tensor op makes a tensor)."""
 
-    __slots__ = ("_refs", "_remove", "_computed", "_walked", "_journal", "_open", "_outer_reads")
+    __slots__ = (
+        "_refs",
+        "_remove",
+        "_computed",
+        "_walked",
+        "_journal",
+        "_open",
+        "_outer_reads",
+    )
 
     def __init__(self) -> None:
         # reference -> stamp, oldest stamp first
@@ -104,6 +113,7 @@ class LiveTensors:
         self._open = 0
         # what `begin_reads` returned for each open transaction
         self._outer_reads: list[int] = []
+        self._init_index()
 
     def add(self, t: Tensor) -> weakref.ref[Tensor]:
         """Register `t`; returns its reference, which `set_uop` expects as `t._live_ref`."""
@@ -204,6 +214,11 @@ class LiveTensors:
         self._computed = found
         self._walked = walked
         return out
+
+    def _computed_one(self, t: Tensor) -> bool:
+        """Whether `t`, stamped since the last look, is a computed value (what `computed` keeps)."""
+        shows = view_shows_writes
+        return not _is_view(t.uop) or (shows is not None and not shows(t))
 
     def _stamped_after(self, seq: int) -> list[weakref.ref[Tensor]]:
         """The references stamped after `seq`, newest first: the dict walked back from its end, and only that far."""
@@ -690,46 +705,25 @@ def protect_pending_reads(
     running = set(stores)
     if SPEC:
         live_tensors.check()
-    candidates = [
-        t
-        for t in live_tensors.computed()
-        if id(t) not in chosen and (not running or _pending_store(t.uop) not in running)
-    ]
     # a value being realized that reads a buffer as it is now and also a STORE (`s + a` after `s = a * 3;
     # a.assign(a + 10)`) can't run before the write nor after it: it reads a copy of the old contents
     computed_here = [t for t in tensors if _pending_store(t.uop) is None]
-    # an assign still to run (`b.assign(a * 2)` before `a.assign(...)` runs) reads what its value reads, and it writes:
-    # run before the STORE it could undo the write's inputs, so it gets the copy, as a reader of the STORE does.
-    # What a candidate reads is remembered with its graph: a lazy value that reads none of what the assigns of a
-    # training loop write (a list of prepared batches) is walked at the first of them, not at every step
-    key = tuple([b.seq for b in targets])  # (numbers: an entry must not keep a buffer alive; none is given twice)
-    known = _reads_of_root.get
-    answers: list[tuple[int, bool] | None] = []
-    walk: list[Tensor] = []
-    for t in candidates:
-        seen = known(t.uop)
-        answers.append(seen[1] if seen is not None and seen[0] == key else None)
-        if answers[-1] is None:
-            walk.append(t)
-    values = [_pending_value(t.uop) for t in walk]
+    # the other readers, from the index of what each live tensor reads (`LiveTensors.readers_of`): a lazy value that
+    # reads none of the targets (a list of prepared batches) costs nothing here. An assign still to run (`b.assign(a *
+    # 2)` before `a.assign(...)` runs) reads what its value reads, and it writes: run before the STORE it could undo
+    # the write's inputs, so it gets the copy, as a reader of the STORE does
+    others = [
+        (t, m, st)
+        for t, m, st in live_tensors.readers_of(targets)
+        if id(t) not in chosen and (not running or _pending_store(t.uop) not in running)
+    ]
     # what the tensors being realized read depends on their graph's structure alone: a training step's graph (every
     # node of the forward and backward passes) is walked at its first step, not at every one
     here_reads = known_reads
-    roots = [t.uop for t in computed_here] if here_reads is None else []
-    roots += [v if v is not None else t.uop for t, v in zip(walk, values, strict=True)]
-    # (one walk for all: their graphs overlap, the gradients share the forward pass)
-    reads = stored_reads(roots, targets) if roots else []
     if here_reads is None:
-        here_reads = reads[: len(computed_here)]
-        reads = reads[len(computed_here) :]
-    walked = iter(zip(walk, values, reads, strict=True))
-    for i, answer in enumerate(answers):
-        if answer is None:
-            t, v, (m, st) = next(walked)
-            answers[i] = answer = (m, st or v is not None)
-            _reads_of_root[t.uop] = (key, answer)
+        here_reads = stored_reads([t.uop for t in computed_here], targets) if computed_here else []
     found = [(t, m, True) for t, (m, st) in zip(computed_here, here_reads, strict=True) if m and st]
-    found += [(t, a[0], a[1]) for t, a in zip(candidates, answers, strict=True) if a is not None and a[0]]
+    found += others
     if not found:
         return PendingReads([], [], {}, [], graph_reads=here_reads)
     to_realize: dict[int, Tensor] = {}
@@ -783,11 +777,6 @@ def protect_pending_reads(
     return PendingReads(readers, list(copy_of.values()), copy_of, later, read_graphs=graphs, graph_reads=here_reads)
 
 
-# a live value's graph -> (the node numbers of the buffers an assign wrote, what it reads of them: `stored_reads`'
-# answer, with whether it is an assign itself)
-_reads_of_root = WeakKeyMap()
-
-
 def _followed_back(u: UOp) -> bool:
     # whether backward() follows the view of storage `u` back to the graph that computed it
     while u not in computed_from:
@@ -795,18 +784,6 @@ def _followed_back(u: UOp) -> bool:
             return False
         u = u.src[0]
     return True
-
-
-def _pending_store(u: UOp) -> UOp | None:
-    # the STORE of an assign not yet kernelized that the graph `u` is (a bfloat16 one under its BITCAST)
-    if u.op is _BITCAST:
-        u = u.src[0]
-    return u if u.op is _STORE and not is_kernel_store(u) else None
-
-
-def _pending_value(u: UOp) -> UOp | None:
-    store = _pending_store(u)
-    return None if store is None else store.src[1]
 
 
 def drop_pending_writes(tensors: Sequence[Tensor]) -> None:
