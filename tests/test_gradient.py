@@ -526,6 +526,23 @@ def test_strided_conv_transpose_passes_gradgradcheck() -> None:
     )
 
 
+def test_strided_conv_transpose_applied_to_its_own_output_counts_the_weight_once() -> None:
+    # a recurrent decoder: the same strided transposed conv applied again to (a function of) its last output; the
+    # weight's gradient counted the path through that input twice
+    _needs("conv_transpose2d")
+
+    def fn(convt, x, w):
+        o = convt(x, w, stride=2, padding=1)
+        return convt(o[:, :, ::2, ::2] * 0.5, w, stride=2, padding=1)
+
+    check_grad(
+        lambda x, w: fn(Tensor.conv_transpose2d, x, w),
+        [_randn(1, 2, 3, 3), _randn(2, 2, 3, 3)],
+        lambda x, w: fn(torch.nn.functional.conv_transpose2d, x, w),
+        atol=1e-4,
+    )
+
+
 def test_pool_gradients() -> None:
     _needs("max_pool2d", "avg_pool2d")
     x = _randn(2, 3, 6, 6)

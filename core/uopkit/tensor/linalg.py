@@ -976,7 +976,7 @@ def _with_adjoint_gradient(
     each phase's input gradient over an odd-sized padded view with the weight read through its flipped slices (a
     8x32x32x32 4x4 stride-2 transposed conv: 4 kernels of 6-28 ms, where the convolution is one of 6 ms). The weight's
     gradient keeps the phases' chain: a small convolution per phase."""
-    from uopkit.gradient import compute_gradient, set_gradient
+    from uopkit.gradient import _not_kernel, compute_gradient, set_gradient
 
     x_uop, w_uop, phases = x.uop, weight.uop, out.uop
 
@@ -991,8 +991,11 @@ def _with_adjoint_gradient(
             gx = gx.shrink((None, None) + tuple((0, n) for n in in_sp)).cast(x_uop.dtype).uop
         if wanted[1]:
             # (the incoming gradient as it is, not detached: it depends on x and w itself, and a second derivative
-            # goes through it)
-            gw = compute_gradient(phases, g, {w_uop}).get(w_uop)
+            # goes through it). The walk stops at x: where x depends on w (a recurrent decoder applying the same
+            # transposed conv to its last output), the outer walk takes x's gradient there already, and walking into
+            # x here added w's gradient through x a second time
+            gw = compute_gradient(phases, g, {w_uop}, phases.toposort(gate=lambda u: u is not x_uop and _not_kernel(u)))
+            gw = gw.get(w_uop)
         return gx, gw
 
     node = UOp(Ops.RESHAPE, phases.dtype, (phases,), phases.shape)
