@@ -508,7 +508,7 @@ def test_cuda_names_what_to_install():
         assert Tensor([1.0]).cuda().device == "CUDA"
 
 
-@pytest.mark.parametrize("name", ["to_sparse", "to_sparse_csr", "q_scale", "int_repr", "chalf", "stft", "storage"])
+@pytest.mark.parametrize("name", ["to_sparse", "to_sparse_csr", "q_scale", "int_repr", "chalf", "storage"])
 def test_sparse_quantized_complex_methods_say_why(name):
     with pytest.raises(NotImplementedError, match=name):
         getattr(Tensor([1.0]), name)()

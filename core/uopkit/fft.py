@@ -50,6 +50,8 @@ __all__ = [
     "rfftfreq",
     "fftshift",
     "ifftshift",
+    "stft",
+    "istft",
 ]
 
 # the matrices of recent transforms, realized: (kind, n, scale, dtype, device) -> (cos, sin), the latest kept up to
@@ -470,3 +472,157 @@ def fftshift(input: Any, dim: int | Sequence[int] | None = None) -> Any:  # noqa
 def ifftshift(input: Any, dim: int | Sequence[int] | None = None) -> Any:  # noqa: A002
     """torch.fft.ifftshift: the inverse of `fftshift` (rolled by -(n // 2))."""
     return _shifted(input, dim, True)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# short-time Fourier transforms (torch.stft, torch.istft)
+
+
+def _stft_window(window: Tensor | None, n_fft: int, win_length: int | None, dt: DType, device: str, op: str) -> Tensor:
+    # the window, centered in n_fft (zeros around it), as torch's; none is a rectangle of win_length
+    win_length = n_fft if win_length is None else int(win_length)
+    if not 0 < win_length <= n_fft:
+        raise ArgumentError(f"{op}: win_length must be in (0, n_fft={n_fft}], got {win_length}")
+    if window is None:
+        window = Tensor.ones(win_length, dtype=dt, device=device)
+    elif not isinstance(window, Tensor) or window.shape != (win_length,):
+        got = window.shape if isinstance(window, Tensor) else type(window).__name__
+        raise ShapeError(f"{op}: window must be a real 1-D tensor of win_length={win_length} elements, got {got}")
+    left = (n_fft - win_length) // 2
+    return _part_dtype(window).pad(((left, n_fft - win_length - left),))
+
+
+def stft(
+    input: Any,  # noqa: A002
+    n_fft: int,
+    hop_length: int | None = None,
+    win_length: int | None = None,
+    window: Tensor | None = None,
+    center: bool = True,
+    pad_mode: str = "reflect",
+    normalized: bool = False,
+    onesided: bool | None = None,
+    return_complex: bool | None = None,
+) -> Any:
+    """torch.stft: the Fourier transforms of the frames of a signal (1-D, or 2-D: a batch of signals), real or
+    complex: frames of `n_fft` samples `hop_length` apart (n_fft // 4 by default), each times `window` (of
+    `win_length`, centered in n_fft; ones by default). `center` pads the signal by n_fft // 2 at both ends first
+    (`pad_mode` "reflect", "constant", "replicate" or "circular"). The result is complex, (batch,) n_freq x n_frames,
+    with n_freq = n_fft // 2 + 1 when `onesided` (the default for a real signal and window), else n_fft;
+    `normalized` scales it by 1/sqrt(n_fft). `return_complex=False` gives torch's older real form (a last dim of 2).
+
+    >>> x = Tensor([0.0, 1.0, 0.0, -1.0] * 4)
+    >>> stft(x, 4, hop_length=4, center=False).shape
+    (3, 4)
+    """
+    op = "stft"
+    xr, xi = _parts(input, op)
+    if xr.ndim not in (1, 2):
+        raise ShapeError(f"{op}: expects a 1-D signal or a 2-D batch of them, got shape {xr.shape}")
+    n_fft = int(n_fft)
+    hop = n_fft // 4 if hop_length is None else int(hop_length)
+    if n_fft < 1 or hop < 1:
+        raise ArgumentError(f"{op}: n_fft and hop_length must be positive, got {n_fft} and {hop}")
+    if onesided is None:
+        onesided = xi is None
+    if onesided and xi is not None:
+        raise ArgumentError(f"{op}: onesided=True needs a real signal (a complex one's spectrum isn't symmetric)")
+    w = _stft_window(window, n_fft, win_length, xr.dtype, xr.device, op)
+    parts = [xr] if xi is None else [xr, xi]
+    if center:
+        half = n_fft // 2
+        pads = tuple((0, 0) for _ in range(xr.ndim - 1)) + ((half, half),)
+        parts = [p.pad(pads, mode=pad_mode) for p in parts]
+    length = parts[0].shape[-1]
+    if length < n_fft:
+        raise ShapeError(f"{op}: the signal ({length} samples, padded) is shorter than n_fft={n_fft}")
+    frames = [p.unfold(-1, n_fft, hop) * w for p in parts]  # (..., n_frames, n_fft)
+    norm = "ortho" if normalized else "backward"
+    if onesided:
+        spec = rfft(frames[0], dim=-1, norm=norm)
+    else:
+        spec = fft(frames[0] if xi is None else ComplexTensor(frames[0], frames[1]), dim=-1, norm=norm)
+    out = spec.transpose(-1, -2)
+    if return_complex is False:
+        return Tensor.view_as_real(out)
+    return out
+
+
+def _overlap_add(frames: Tensor, hop: int) -> Tensor:
+    # (..., T, n) frames, hop apart -> (..., n + hop (T - 1)) sums: each frame cut into blocks of hop samples (the last
+    # zero padded), block j of frame t landing on block t + j of the output: ceil(n / hop) shifted sums
+    *lead, t, n = frames.shape
+    blocks = -(-n // hop)
+    padded = frames.pad(tuple((0, 0) for _ in lead) + ((0, 0), (0, blocks * hop - n)))
+    cut = padded.reshape(*lead, t, blocks, hop)
+    out: Tensor | None = None
+    for j in range(blocks):
+        shifted = cut[..., j, :].pad(tuple((0, 0) for _ in lead) + ((j, blocks - 1 - j), (0, 0)))
+        out = shifted if out is None else out + shifted
+    assert out is not None
+    return out.reshape(*lead, (t + blocks - 1) * hop)[..., : n + hop * (t - 1)]
+
+
+def istft(
+    input: Any,  # noqa: A002
+    n_fft: int,
+    hop_length: int | None = None,
+    win_length: int | None = None,
+    window: Tensor | None = None,
+    center: bool = True,
+    normalized: bool = False,
+    onesided: bool | None = None,
+    length: int | None = None,
+    return_complex: bool = False,
+) -> Any:
+    """torch.istft: the signal whose `stft` (with the same n_fft, hop_length, win_length, window, center,
+    normalized, onesided) is `input` (complex, (batch,) n_freq x n_frames): each frame's inverse transform times the
+    window, overlapped and added, divided by the sum of the squared windows over each sample (which must not be 0:
+    the window must overlap enough, as torch's check). `length` trims or zero pads the result; `return_complex` keeps
+    the complex signal (for a two-sided input).
+
+    >>> x = Tensor([0.0, 1.0, 2.0, 3.0, 2.0, 1.0, 0.0, -1.0])
+    >>> [round(v, 4) for v in istft(stft(x, 4, hop_length=1), 4, hop_length=1, length=8).tolist()]
+    [0.0, 1.0, 2.0, 3.0, 2.0, 1.0, 0.0, -1.0]
+    """
+    op = "istft"
+    if not isinstance(input, ComplexTensor):
+        raise ComplexOpError(f"{op}: expects a complex spectrum (stft's result), got {getattr(input, 'dtype', input)}")
+    if input.ndim not in (2, 3):
+        raise ShapeError(f"{op}: expects (n_freq, n_frames) or a batch of them, got shape {input.shape}")
+    n_fft = int(n_fft)
+    hop = n_fft // 4 if hop_length is None else int(hop_length)
+    n_freq, n_frames = input.shape[-2], input.shape[-1]
+    if onesided is None:
+        onesided = n_freq != n_fft
+    if onesided and n_freq != n_fft // 2 + 1:
+        raise ShapeError(f"{op}: a onesided spectrum of n_fft={n_fft} has {n_fft // 2 + 1} bins, got {n_freq}")
+    if not onesided and n_freq != n_fft:
+        raise ShapeError(f"{op}: a two-sided spectrum of n_fft={n_fft} has {n_fft} bins, got {n_freq}")
+    if onesided and return_complex:
+        raise ArgumentError(f"{op}: return_complex=True needs a two-sided spectrum (onesided=False)")
+    w = _stft_window(window, n_fft, win_length, input.real.dtype, input.device, op)
+    norm = "ortho" if normalized else "backward"
+    spec = input.transpose(-1, -2)  # (..., n_frames, n_freq)
+    if onesided:
+        frames = [irfft(spec, n=n_fft, dim=-1, norm=norm)]
+    else:
+        z = ifft(spec, dim=-1, norm=norm)
+        frames = [z.real, z.imag] if return_complex else [z.real]
+    signal = [_overlap_add(f * w, hop) for f in frames]
+    envelope = _overlap_add((w * w).reshape(1, n_fft).expand(n_frames, n_fft), hop)
+    start = n_fft // 2 if center else 0
+    end = envelope.shape[-1] - (n_fft // 2 if center else 0)
+    if length is not None:
+        end = start + int(length)
+    end_kept = min(end, envelope.shape[-1])
+    envelope = envelope[start:end_kept]
+    if float(envelope.abs().min().item()) < 1e-11:
+        raise ArgumentError(
+            f"{op}: the window's overlap-add is (near) 0 somewhere (window too short for hop_length={hop}?); "
+            "use a window that overlaps so every sample is covered"
+        )
+    out = [s[..., start:end_kept] / envelope for s in signal]
+    if end > end_kept:
+        out = [s.pad(tuple((0, 0) for _ in range(s.ndim - 1)) + ((0, end - end_kept),)) for s in out]
+    return ComplexTensor(out[0], out[1]) if len(out) == 2 else out[0]

@@ -2,8 +2,8 @@
 functions over the Tensor methods of tensor/factorize.py and tensor/matrix.py, with torch.linalg's argument order and
 defaults where a method's differ (`cross` on the last axis, `diagonal` of the last two, `norm` choosing a vector or a
 matrix norm from `dim`); `householder_product`, `tensorinv` and `tensorsolve` are compositions of those methods, and
-`ldl_factor`/`ldl_solve` LAPACK's sytrf/sytrs (tensor/ldl.py). `eig` and `eigvals` of a general matrix are not
-supported (their complex results would need a complex eigensolver): they raise. A singular or not positive-definite
+`ldl_factor`/`ldl_solve` LAPACK's sytrf/sytrs (tensor/ldl.py). `eig` and `eigvals` of a general real matrix are
+LAPACK's geev on the host (complex results, `ComplexTensor`s; no gradient). A singular or not positive-definite
 input raises `LinAlgError` (torch.linalg.LinAlgError).
 
 >>> from uopkit import Tensor, linalg
@@ -18,10 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from uopkit.dtype import DType, UnsupportedDTypeError, dtypes
 from uopkit.helpers import prod
 from uopkit.tensor import Tensor
 from uopkit.tensor import ldl as _ldl
+from uopkit.tensor.complex_tensor import ComplexTensor, from_complex_numpy
 from uopkit.tensor.factorize import (
     PLU,
     QR,
@@ -340,22 +343,55 @@ def vander(x: Tensor, *, N: int | None = None) -> Tensor:  # noqa: N803
     return linalg_vander(x, N)
 
 
-def eig(A: Tensor) -> None:
-    """torch.linalg.eig: not supported (a general matrix's eigenvalues and vectors are complex, and uopkit has no
-    complex eigensolver), so it raises (`eigh` takes a symmetric matrix)."""
-    raise UnsupportedDTypeError(
-        "linalg.eig: the eigendecomposition of a general (non-symmetric) matrix is not supported: its complex "
-        "eigenvalues and eigenvectors need a complex eigensolver, which uopkit lacks; for a symmetric matrix use "
-        "linalg.eigh"
-    )
+class Eig(NamedTuple):
+    """linalg.eig's result: complex `eigenvalues` and `eigenvectors` (columns)."""
+
+    eigenvalues: ComplexTensor
+    eigenvectors: ComplexTensor
 
 
-def eigvals(A: Tensor) -> None:
-    """torch.linalg.eigvals: not supported, as `eig` (`eigvalsh` takes a symmetric matrix)."""
-    raise UnsupportedDTypeError(
-        "linalg.eigvals: the eigenvalues of a general (non-symmetric) matrix are not supported: they need a complex "
-        "eigensolver, which uopkit lacks; for a symmetric matrix use linalg.eigvalsh"
-    )
+def _general_eig(A: Tensor, op: str, vectors: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    # LAPACK's geev through numpy on the host: float32 in complex64 out, float64 in complex128 out (ints as float32)
+    if isinstance(A, ComplexTensor):
+        raise UnsupportedDTypeError(f"linalg.{op}: a complex matrix is not supported (a real one is)")
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ShapeError(f"linalg.{op}: expects a square matrix (or a batch of them), got shape {A.shape}")
+    if A.requires_grad:
+        raise NotImplementedError(
+            f"linalg.{op}: no gradient here for the eigendecomposition of a general matrix; call it on A.detach(), "
+            "or use linalg.eigh for a symmetric matrix (which has one)"
+        )
+    a = A.numpy() if A.dtype in (dtypes.float32, dtypes.float64) else A.numpy().astype(np.float32)
+    cdt = np.complex128 if a.dtype == np.float64 else np.complex64
+    if not np.isfinite(a).all():
+        raise LinAlgError(f"linalg.{op}: the matrix has infinite or NaN elements")
+    if vectors:
+        w, v = np.linalg.eig(a)
+        return np.asarray(w, cdt), np.ascontiguousarray(v, cdt)
+    return np.asarray(np.linalg.eigvals(a), cdt), None
+
+
+def eig(A: Tensor) -> Eig:
+    """torch.linalg.eig of a real square matrix (or a batch): its eigenvalues and eigenvectors (unit-norm columns),
+    complex tensors (complex64 for float32, complex128 for float64), from LAPACK's geev on the host, in its order and
+    with its phases, as torch's CPU result. No gradient: an A that requires one raises NotImplementedError.
+
+    >>> w, v = eig(Tensor([[0.0, -1.0], [1.0, 0.0]]))
+    >>> sorted(w.tolist(), key=lambda c: c.imag)
+    [-1j, 1j]
+    """
+    w, v = _general_eig(A, "eig", True)
+    assert v is not None
+    return Eig(from_complex_numpy(w, A.device), from_complex_numpy(v, A.device))
+
+
+def eigvals(A: Tensor) -> ComplexTensor:
+    """torch.linalg.eigvals: the eigenvalues of a real square matrix (or a batch), complex, as `eig`'s.
+
+    >>> sorted(eigvals(Tensor([[2.0, 0.0], [0.0, 3.0]])).tolist(), key=lambda c: c.real)
+    [(2+0j), (3+0j)]
+    """
+    return from_complex_numpy(_general_eig(A, "eigvals", False)[0], A.device)
 
 
 def householder_product(A: Tensor, tau: Tensor) -> Tensor:

@@ -12,12 +12,14 @@ Gradients follow torch's convention: for a real loss L, a complex leaf's `.grad`
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uopkit.dtype import ComplexDType, DType, DTypeError, complex_dtype_for, dtypes, least_upper_dtype
+from uopkit.tensor.complex_math import ComplexMathMixin, bind_complex_module, complex_where
 from uopkit.tensor.indexing import update_all_in_place
 from uopkit.tensor.support import ShapeError
 
@@ -45,13 +47,15 @@ def _float_part(t: Tensor, op: str) -> Tensor:
     return t.cast(least_upper_dtype(t.dtype, dtypes.default_float))
 
 
-class ComplexTensor:
+class ComplexTensor(ComplexMathMixin):
     """A tensor of complex numbers made of two real tensors, `real` and `imag` (see the module's docstring). Build one
     with `Tensor.complex(re, im)`, `Tensor.polar(abs, angle)`, `Tensor.view_as_complex(x)`, `Tensor.tensor(data)` /
     `Tensor.from_numpy(a)` of complex data, or `x.cfloat()` / `x.to(dtypes.complex64)`.
 
     It has the arithmetic operators (with real tensors and Python numbers, broadcast), `conj`, `abs`, `angle`, `exp`,
-    `log`, `sqrt`, `pow` by a real number, `sum`/`mean`, the view and movement methods, `matmul`, `einsum` of two,
+    `log`, `sqrt`, `pow` by a real number, the trigonometric and hyperbolic functions and their inverses, `sigmoid`,
+    `log1p`/`expm1` and the other functions of tensor/complex_math.py, `sum`/`mean`/`prod`/`cumsum`/`cumprod`,
+    `where`/`masked_fill`/`gather`/`index_select`, the view and movement methods, `matmul`, `einsum` of two,
     `cat`/`stack`, `roll`/`flip`/`pad`, autograd (`requires_grad_`, `.grad`, `backward`) and `numpy()`/`tolist()`;
     any other Tensor method raises a `ComplexOpError` (a TypeError and RuntimeError) naming it."""
 
@@ -690,7 +694,7 @@ class ComplexTensor:
         if name in _PART_METHODS:
             return lambda *args, **kwargs: self._map(lambda t: getattr(t, name)(*args, **kwargs))
         if not name.startswith("__") and hasattr(Tensor, name):
-            raise _unsupported(name)
+            raise _unsupported(_public_caller(name))
         raise AttributeError(f"'ComplexTensor' object has no attribute {name!r}")
 
     def _unordered(self, other: Any) -> Any:
@@ -705,6 +709,25 @@ _PART_METHODS = frozenset(
     "swapaxes swapdims flip roll repeat narrow select shrink tril triu diagonal diag_embed t ravel "
     "view_as reshape_as repeat_interleave rot90 fliplr flipud".split()
 )
+
+
+def _public_caller(name: str) -> str:
+    # the op to name in an error: `name`, or for an internal one (`Tensor.sin(z)` runs the real sin with z, which
+    # reads z._float or z.uop) the public Tensor method that read it: the nearest frame above ComplexTensor.__getattr__
+    # that is one (a method made from a table is a function `method` whose `name` is the op; torch_keywords' wrapper
+    # holds it as `fn`). An error path only
+    if not (name.startswith("_") or name == "uop"):
+        return name
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            break
+        found = frame.f_locals.get("name"), getattr(frame.f_locals.get("fn"), "__name__", None), frame.f_code.co_name
+        for candidate in found:
+            if isinstance(candidate, str) and not candidate.startswith("_") and hasattr(Tensor, candidate):
+                return candidate
+        frame = frame.f_back  # type: ignore[assignment]
+    return name
 
 
 def _broadcast_shape(s1: tuple[int, ...], s2: tuple[int, ...], op: str) -> tuple[int, ...]:
@@ -793,8 +816,9 @@ def from_complex_numpy(arr: np.ndarray, device: str | None = None, dtype: Any = 
     cdt = dtype if isinstance(dtype, ComplexDType) else None
     if cdt is not None:
         part = np.float64 if cdt.real == dtypes.float64 else np.float32
-    re = Tensor(np.ascontiguousarray(arr.real, dtype=part), device=device)
-    im = Tensor(np.ascontiguousarray(arr.imag, dtype=part), device=device)
+    # (np.array, not np.ascontiguousarray: that makes a 0-d array 1-d, and a complex number was a 1-element tensor)
+    re = Tensor(np.array(arr.real, dtype=part, order="C"), device=device)
+    im = Tensor(np.array(arr.imag, dtype=part, order="C"), device=device)
     return ComplexTensor(re, im)
 
 
@@ -826,7 +850,9 @@ FUNCTION_FORMS = _PART_METHODS | frozenset(
     "isnan isfinite isreal sum mean matmul dot vdot add sub mul div cat concat stack real imag clone detach numel "
     "is_complex absolute adjoint broadcast_to diag_embed diagonal divide flatten flip fliplr flipud moveaxis movedim "
     "multiply narrow negative permute ravel repeat_interleave reshape roll rot90 select squeeze subtract swapaxes "
-    "swapdims t tensordot tile transpose tril triu unflatten unsqueeze".split()
+    "swapdims t tensordot tile transpose tril triu unflatten unsqueeze sin cos tan sinh cosh tanh sigmoid asin acos "
+    "atan asinh acosh atanh arcsin arccos arctan arcsinh arccosh arctanh rsqrt log10 log2 exp2 expm1 log1p cumsum "
+    "cumprod prod where masked_fill gather index_select take_along_dim isinf sign stft istft".split()
 )
 # the ones whose second operand may be the complex one (`torch.mul(x, z)`): the first then promotes to complex
 _BINARY_FORMS = frozenset("add sub mul div matmul dot vdot isclose allclose".split())
@@ -836,6 +862,8 @@ _JOINS = {"cat": "concat", "concat": "concat", "stack": "stacked"}
 def _complex_call(name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
     # the function X of these arguments, one of them complex
     first = args[0]
+    if name == "where" and len(args) == 3 and not kwargs:
+        return complex_where(*args)
     if name in _JOINS:
         # torch's `cat([z, w], dim)` or tinygrad's `cat(z, w, dim=)`
         tensors, rest = (first, args[1:]) if isinstance(first, (list, tuple)) else (args, ())
@@ -854,6 +882,8 @@ def _has_complex(name: str, args: tuple) -> bool:
     if name in _JOINS:
         seq = args[0] if isinstance(args[0], (list, tuple)) else args
         return any(type(t) is ComplexTensor for t in seq)
+    if name == "where":  # (Tensor.where(condition, z, w))
+        return any(type(t) is ComplexTensor for t in args[1:3])
     return name in _BINARY_FORMS and len(args) > 1 and type(args[1]) is ComplexTensor
 
 
@@ -888,8 +918,9 @@ class _FunctionForm:
 
         form.__name__ = form.__qualname__ = name
         form.__doc__ = raw.__doc__
-        # (the function underneath, as the real method's own wrappers give it: signature() reads the same either way)
-        form.__wrapped__ = getattr(real, "__wrapped__", real)  # type: ignore[attr-defined]
+        # (the real method: signature() follows its own wrappers' __wrapped__ from there, and every link of the chain
+        # stays reachable, a table-made method under a wrapper of its own included)
+        form.__wrapped__ = real  # type: ignore[attr-defined]
         self.forms[cls] = form
         return form
 
@@ -909,6 +940,9 @@ class _FunctionForm:
             change()
         finally:
             setattr(meta, self.name, self)
+
+
+bind_complex_module(sys.modules[__name__])
 
 
 def install_function_forms(cls: type) -> None:

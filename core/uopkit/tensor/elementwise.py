@@ -758,13 +758,21 @@ class ElementwiseMixin:
         cond = self.cast(dtypes.bool)
         # (numpy scalars as Python numbers, as torch's: `cond.where(np.log(2.0), 0.0)` is float32)
         x, y = _py_number(x), _py_number(y)
-        if isinstance(x, Tensor):
-            x_t, y_t = x._broadcasted(_int_joining(y, x.dtype, "where"), False, "where")
-        elif isinstance(y, Tensor):
-            y_t, x_t = y._broadcasted(_int_joining(x, y.dtype, "where"), False, "where")
-        else:
-            x_t = Tensor(x, device=self.device)
-            x_t, y_t = x_t._broadcasted(y, False, "where")
+        try:
+            if isinstance(x, Tensor):
+                x_t, y_t = x._broadcasted(_int_joining(y, x.dtype, "where"), False, "where")
+            elif isinstance(y, Tensor):
+                y_t, x_t = y._broadcasted(_int_joining(x, y.dtype, "where"), False, "where")
+            else:
+                x_t = Tensor(x, device=self.device)
+                x_t, y_t = x_t._broadcasted(y, False, "where")
+        except TypeError:
+            if "ComplexTensor" not in (type(x).__name__, type(y).__name__):
+                raise
+            # a complex value (`cond.where(z, w)`): torch's complex where, on the parts
+            from uopkit.tensor.complex_math import complex_where  # noqa: PLC0415
+
+            return complex_where(cond, x, y)
         for v in (x, y):
             if not isinstance(v, Tensor):
                 _check_stored_scalar(v, x_t.dtype, "where", half_floats=False)

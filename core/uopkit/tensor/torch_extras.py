@@ -9,6 +9,7 @@ positions of its elements there. `as_strided` gathers from that storage (so grad
 from __future__ import annotations
 
 import builtins
+import importlib
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -207,6 +208,19 @@ def _host_map(self: Tensor, op: str, fn: Callable[..., Any], others: Sequence[An
 
 class TorchExtrasMixin:
     __slots__ = ()
+
+    def stft(self, *args: Any, **kwargs: Any) -> Any:
+        """torch.stft of this signal: `uopkit.fft.stft(self, n_fft, hop_length, ...)` (a complex spectrogram).
+
+        >>> Tensor.zeros(8).stft(4, return_complex=True).shape
+        (3, 9)
+        """
+        return importlib.import_module("uopkit.fft").stft(self, *args, **kwargs)
+
+    def istft(self, *args: Any, **kwargs: Any) -> Any:
+        """torch.istft: `uopkit.fft.istft`, whose input is a complex spectrum; a real tensor isn't one, so it raises
+        (as torch's)."""
+        return importlib.import_module("uopkit.fft").istft(self, *args, **kwargs)
 
     # torch's module constants (torch.pi, torch.inf, ...) as class attributes, so a port that reads `Tensor.X` for
     # `torch.X` finds them; uopkit's module has them too (and torch.vmap, as uopkit.vmap: uopkit.func is a layer above)
@@ -738,7 +752,7 @@ for _name, _why in (
     *((n, _NO_SPARSE) for n in ("to_sparse", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc")),
     *((n, _NO_QUANTIZED) for n in ("q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",
                                    "q_per_channel_axis", "qscheme", "int_repr")),
-    *((n, _NO_COMPLEX) for n in ("chalf", "stft", "istft")),
+    *((n, _NO_COMPLEX) for n in ("chalf",)),
     *((n, _NO_STORAGE) for n in ("storage", "untyped_storage", "set_", "record_stream")),
 ):  # fmt: skip
     setattr(TorchExtrasMixin, _name, _not_here(_name, _why))
