@@ -1258,3 +1258,38 @@ def test_equalized_lr_hook_through_private_parameters_trains_as_torch() -> None:
         topt.step()
         np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
     np.testing.assert_allclose(o.weight_orig.numpy(), t.weight_orig.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_state_set_later_takes_torchs_place_in_the_order():
+    # PEFT code leaves `self.prefix = None` in __init__ and sets a Parameter (or an adapter module) later: torch puts it
+    # last among the parameters (modules), while a slot registered as None, or state set to None, keeps its place
+    def build(tnn, param, zeros):
+        class Layer(tnn.Module):
+            def __init__(self):
+                super().__init__()
+                self.prefix = None
+                self.adapter = None
+                self.a = param(zeros(2))
+                self.register_parameter("slot", None)
+                self.w = param(zeros(2))
+                self.first = tnn.Linear(2, 2)
+                self.register_buffer("buf", None)
+                self.register_buffer("stats", zeros(2))
+                self.second = tnn.Linear(2, 2)
+
+        m = Layer()
+        m.prefix = param(zeros(2))
+        m.slot = param(zeros(2))
+        m.a = None
+        m.a = param(zeros(2))
+        m.adapter = tnn.Linear(2, 2)
+        m.first = None
+        m.first = tnn.Linear(2, 2)
+        m.buf = zeros(2)
+        return m
+
+    ours, theirs = build(nn, nn.Parameter, Tensor.zeros), build(torch.nn, torch.nn.Parameter, torch.zeros)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert [n for n, _ in ours.named_children()] == [n for n, _ in theirs.named_children()]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from uopkit.dtype import DType, dtypes, is_dtype_like, to_dtype
 from uopkit.tensor import ShapeError, Tensor
+from uopkit.tensor.memory_format import as_memory_format
+from uopkit.tensor.support import _is_device_object
 
 # ---------------------------------------------------------------------------------------------------------------------
 
@@ -34,3 +37,35 @@ def _probability(p: float, layer: str) -> None:
 def _maybe_in_place(x: Tensor, inplace: bool, compute: Callable[[], Tensor], op: str) -> Tensor:
     # inplace=True writes the result into x (as torch's inplace activations), else a new tensor
     return x._update_in_place(compute, op) if inplace else compute()
+
+
+def _to_arguments(layer: str, args: tuple, kwargs: dict) -> tuple[str | None, DType | None]:
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)
+    if "memory_format" in kwargs:
+        # (checked, and changes nothing: uopkit lays out buffers itself, uopkit/tensor/memory_format.py)
+        as_memory_format(kwargs.pop("memory_format"), f"{layer}.to")
+    if kwargs:
+        raise TypeError(f"{layer}.to: unexpected arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, DType) or (is_dtype_like(a) and not isinstance(a, str)):
+            # (a DType, torch.float16, Python's float)
+            dtype = to_dtype(a)
+        elif _is_device_object(a):
+            device = a
+        elif isinstance(a, str) and a.split(":")[0].upper() in ("CPU", "CUDA", "OPENCL", "TRITON", "GPU", "CL", "META"):
+            device = a
+        elif isinstance(a, str):
+            dtype = to_dtype(a)
+        elif a is not None and not isinstance(a, bool):
+            raise TypeError(f"{layer}.to: can't move to {a!r} (give a device string, a dtype or a tensor)")
+    if device is not None and str(device).split(":")[0].lower() == "meta":
+        # there is no meta device: torch's stateless copy for functional_call (`deepcopy(m).to("meta")`) keeps its
+        # tensors where they are
+        device = None
+    dtype = None if dtype is None else to_dtype(dtype)
+    if dtype is not None and not dtypes.is_float(dtype):
+        raise TypeError(f"{layer}.to: only floating-point dtypes are accepted, got {dtype}")
+    return device, dtype

@@ -37,9 +37,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from uopkit.distributions.distribution import Distribution
-from uopkit.dtype import DType, dtypes, is_dtype_like, to_dtype
+from uopkit.dtype import DType, dtypes, to_dtype
 from uopkit.engine.realize import realize_lock
 from uopkit.nn import reprs, state
+from uopkit.nn.arguments import _to_arguments
 from uopkit.nn.backward_hooks import ModuleBackwardCall
 from uopkit.nn.hooks import (  # noqa: F401  (the registration hooks: torch.nn.modules.module's names)
     RemovableHandle,
@@ -57,8 +58,7 @@ from uopkit.nn.module_dicts import ModuleDicts
 from uopkit.nn.state_hooks import MARKS, StateHooks, _child, _StateDictHooks, load_module_state, save_mark
 from uopkit.tensor import Tensor
 from uopkit.tensor.copies import deep_copy
-from uopkit.tensor.memory_format import as_memory_format
-from uopkit.tensor.support import _canonical_device, _is_device_object, _mark_view
+from uopkit.tensor.support import _canonical_device, _mark_view
 from uopkit.tensor.tensor import _unpickled_tensor
 from uopkit.uop.ops import Ops
 
@@ -137,6 +137,7 @@ class _ModuleState:
         "backward_hooks",
         "full_backward",
         "state_hooks",
+        "none_kinds",
     )
 
     def __init__(self) -> None:
@@ -156,6 +157,8 @@ class _ModuleState:
         self.full_backward: bool | None = None
         # the hooks of state_dict and load_state_dict (nn/state_hooks.py), made at the first registration
         self.state_hooks: _StateDictHooks | None = None
+        # the kind ("parameter", "module") of each such slot set to None, which keeps its place (Module._reorder)
+        self.none_kinds: dict[str, str] | None = None
 
 
 _MIXED_BACKWARD_HOOKS = (
@@ -411,15 +414,52 @@ class Module(StateHooks, ModuleDicts):
             kind = self._registered_kind(name, value)
             if kind is not None:
                 value = run_registration_hooks(kind, self, name, value)
+        if name in self.__dict__ and (value is None or isinstance(value, (Tensor, Module))):
+            self._reorder(name, value, st)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
         object.__delattr__(self, name)
         st = self.__dict__.get("_module_state")
         if st is not None:
+            if st.none_kinds is not None:
+                st.none_kinds.pop(name, None)
             # a buffer deleted is no longer one: a tensor set under its name later is a plain attribute, as torch's
             st.buffers.discard(name)
             st.non_persistent.discard(name)
+
+    def _state_kind(self, name: str, value: Any, st: _ModuleState | None) -> str | None:
+        """The kind of state `value` is under `name`: "parameter", "buffer", "module", or None (a plain attribute;
+        None itself is of the kind its slot was, as torch's `self.bias = None` keeps a parameter's slot)."""
+        if isinstance(value, Module):
+            return "module"
+        if value is None:
+            if st is None:
+                return None
+            return "buffer" if name in st.buffers else None if st.none_kinds is None else st.none_kinds.get(name)
+        if not isinstance(value, Tensor):
+            return None
+        if st is not None and name in st.buffers:
+            return "buffer"
+        if _is_parameter(value):
+            return "parameter"
+        return "buffer" if _is_state_tensor(value) else None
+
+    def _reorder(self, name: str, value: Any, st: _ModuleState | None) -> None:
+        """Before held `name` is set to `value` (a tensor, module or None): torch keeps each kind of state in a dict
+        of its own, so a value that becomes state of a kind the name didn't hold (a Parameter where `__init__` left
+        `self.prefix = None`) goes last among its kind (parameters(), state_dict() and optimizer order, as torch's);
+        a slot of state set to None keeps its kind."""
+        old = self._state_kind(name, self.__dict__[name], st)
+        if value is None:
+            if old is not None:
+                self._none_slot(name, old)
+            return
+        new = self._state_kind(name, value, st)
+        if new is not None and new != old:
+            del self.__dict__[name]
+            if st is not None and st.none_kinds is not None:
+                st.none_kinds.pop(name, None)
 
     def _registered_kind(self, name: str, value: Any) -> str | None:
         """What setting `name` to `value` registers, for the global registration hooks: "parameter", "buffer",
@@ -532,6 +572,8 @@ class Module(StateHooks, ModuleDicts):
                 f"{type(param).__name__} (wrap it: nn.Parameter(t))"
             )
         setattr(self, name, param)
+        if param is None:
+            self._none_slot(name, "parameter")
 
     def add_module(self, name: str, module: Any) -> None:
         """Add a sub-module named `name` (as `setattr`)."""
@@ -539,8 +581,17 @@ class Module(StateHooks, ModuleDicts):
         if module is not None and not callable(module):
             raise TypeError(f"{type(self).__name__}.add_module: {name!r} is a {type(module).__name__}, not a module")
         setattr(self, name, module)
+        if module is None:
+            self._none_slot(name, "module")
 
     register_module = add_module
+
+    def _none_slot(self, name: str, kind: str) -> None:
+        # register_parameter(name, None) / add_module(name, None): the slot is of that kind, as torch's
+        st = self._state()
+        if st.none_kinds is None:
+            st.none_kinds = {}
+        st.none_kinds[name] = kind
 
     def _check_name(self, name: str, method: str, kind: str | None = None) -> None:
         if not isinstance(name, str):
@@ -1003,38 +1054,6 @@ def _modules_in(items: Iterable[tuple[Any, Any]], prefix: str) -> Iterator[tuple
             yield from _modules_in(enumerate(v), f"{prefix}{k}.")
         elif isinstance(v, dict):
             yield from _modules_in(v.items(), f"{prefix}{k}.")
-
-
-def _to_arguments(layer: str, args: tuple, kwargs: dict) -> tuple[str | None, DType | None]:
-    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
-    kwargs.pop("non_blocking", None)
-    if "memory_format" in kwargs:
-        # (checked, and changes nothing: uopkit lays out buffers itself, uopkit/tensor/memory_format.py)
-        as_memory_format(kwargs.pop("memory_format"), f"{layer}.to")
-    if kwargs:
-        raise TypeError(f"{layer}.to: unexpected arguments {sorted(kwargs)}")
-    for a in args:
-        if isinstance(a, Tensor):
-            device, dtype = a.device, a.dtype
-        elif isinstance(a, DType) or (is_dtype_like(a) and not isinstance(a, str)):
-            # (a DType, torch.float16, Python's float)
-            dtype = to_dtype(a)
-        elif _is_device_object(a):
-            device = a
-        elif isinstance(a, str) and a.split(":")[0].upper() in ("CPU", "CUDA", "OPENCL", "TRITON", "GPU", "CL", "META"):
-            device = a
-        elif isinstance(a, str):
-            dtype = to_dtype(a)
-        elif a is not None and not isinstance(a, bool):
-            raise TypeError(f"{layer}.to: can't move to {a!r} (give a device string, a dtype or a tensor)")
-    if device is not None and str(device).split(":")[0].lower() == "meta":
-        # there is no meta device: torch's stateless copy for functional_call (`deepcopy(m).to("meta")`) keeps its
-        # tensors where they are
-        device = None
-    dtype = None if dtype is None else to_dtype(dtype)
-    if dtype is not None and not dtypes.is_float(dtype):
-        raise TypeError(f"{layer}.to: only floating-point dtypes are accepted, got {dtype}")
-    return device, dtype
 
 
 class _Container(Module):
