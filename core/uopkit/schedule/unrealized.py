@@ -14,11 +14,12 @@ from uopkit.schedule.history import (
     remembered_at,
     stale_sources,
 )
+from uopkit.schedule.written_views import past_writes
 from uopkit.uop.ops import GroupOp, Ops, UOp
 from uopkit.uop.weak_map import WeakKeyMap
 
 # (module constants: on Python 3.11 every `Ops.X` is a slow lookup)
-_STORE, _DETACH = Ops.STORE, Ops.DETACH
+_STORE, _DETACH, _SHRINK = Ops.STORE, Ops.DETACH, Ops.SHRINK
 _MOVEMENT = GroupOp.Movement
 
 # realized view -> the view it was over the old graph (`uopkit.schedule._remember_source`)
@@ -151,6 +152,14 @@ def _forms_walk(
             continue
         before = _old_view_rebuilt(u, memo, followed, rebuilt) if u.op in _MOVEMENT else None
         memo[u] = UOp(u.op, u.dtype, new_src, u.arg) if before is None else before
+        if (
+            u.op is _SHRINK
+            and before is None
+            and (given is None or given(u) is None)
+            and (past := past_writes(memo[u])) is not None
+        ):
+            # (a slice of a table written row by row reads the write that reached it, not every write's where)
+            memo[u] = past
         if forms is not None:
             forms[u] = memo[u]
         if rebuilt is not None and before is None:

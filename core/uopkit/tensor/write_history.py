@@ -19,6 +19,7 @@ from uopkit.dtype import dtypes
 from uopkit.gradient import carry_gradient_rule, given_gradient, set_gradient
 from uopkit.schedule import computed_from, forget_source
 from uopkit.schedule.history import buffers_in, remember_rewritten
+from uopkit.schedule.written_views import past_writes
 from uopkit.tensor.grad_mode import is_grad_enabled, no_grad
 from uopkit.tensor.support import _contiguous_ids, _storage_uop, tensors_with_grad
 from uopkit.uop.ops import GroupOp, Ops, UOp
@@ -127,7 +128,7 @@ def remember_write(
     bits = _bits_of(node)
     # (a bfloat16 value is read through its bits: those reads read the bits of `source`)
     replaced = {node: source} if bits is None else {node: source, bits: _storage_uop(source)}
-    value_graph = _rebuilt_over(value_graph, replaced)
+    value_graph = _rebuilt_over(value_graph, replaced, past=True)
     if not carries_gradient(source, value_graph):
         return
     base = (node if bits is None else bits).base
@@ -139,7 +140,7 @@ def remember_write(
             _remember(node, unrecorded(source, _contents_now(node), device), source, stamp)
         return
     if written is not None:
-        graph = written(Tensor(source), Tensor(value_graph)).uop
+        graph = written(Tensor(source), Tensor(_stored_value(value_graph))).uop
     else:
         # (every position written: a value that doesn't read the old one, `y.zero_()`, still passes it a gradient,
         # zero, as PyTorch's ZeroBackward)
@@ -147,13 +148,40 @@ def remember_write(
     _remember(node, graph if recorded else unrecorded(source, graph, device), source, stamp)
 
 
-def _rebuilt_over(graph: UOp, replaced: dict[UOp, UOp]) -> UOp:
+def _stored(u: UOp) -> bool:
+    """Whether `u` is a view of storage or of a constant (nothing a kernel computes)."""
+    return u.base.op in (Ops.BUFFER, Ops.CONST, Ops.CONTIGUOUS, Ops.STORE)
+
+
+def _stored_value(value: UOp) -> UOp:
+    """The value a write stored, stored in the graph that remembers it, its gradient stored too: the forward pass
+    computed it in a kernel of its own, and a gradient through the write recomputes it (and its gradient) so, not
+    fused into every later value read from it. A recurrence written row by row (`D[i, 1:] = f(D[i - 1])`) then
+    recomputes a row a kernel, and takes its gradient a row a kernel, the same kernels for every row; fused, each row
+    recomputed the rows before it a few deep, in kernels that differed with the depth."""
+    if _stored(value):
+        return value
+    node = UOp(Ops.CONTIGUOUS, value.dtype, (value,), ("written value", next(_contiguous_ids)))
+    set_gradient(node, (value,), _gradient_stored)
+    return node
+
+
+def _gradient_stored(grad: UOp, wanted: tuple[bool, ...]) -> tuple[UOp | None, ...]:
+    # a stored written value's gradient rule: the gradient, stored
+    if _stored(grad):
+        return (grad,)
+    return (UOp(Ops.CONTIGUOUS, grad.dtype, (grad,), ("written value's gradient", next(_contiguous_ids))),)
+
+
+def _rebuilt_over(graph: UOp, replaced: dict[UOp, UOp], past: bool = False) -> UOp:
     """`graph` with the nodes in `replaced` replaced by their new forms, in one pass over its nodes (sources first), for
     every dtype. A node rebuilt keeps the gradient given to it (`carry_gradient_rule`) only where the chain of rules
     has none: between a bfloat16 value's uint16 bits and what they are read as (every op on bfloat16 values gives its
     rule to the bits, the casts from them to the float they are read as). Between float nodes the chain of rules
     through the rebuilt graph is taken instead, as `UOp.substitute` leaves it: a rule given there may have read the
-    nodes replaced (clamp's reads its input's values, which the write changed)."""
+    nodes replaced (clamp's reads its input's values, which the write changed). `past`: a slice rebuilt over an
+    earlier write's graph reads past the writes that don't reach it (`past_writes`: a row-by-row recurrence's value
+    reads the row before it, not a chain of every write into the table)."""
     new_of = dict(replaced)
     get = new_of.get
     for u in graph.toposort():
@@ -164,6 +192,9 @@ def _rebuilt_over(graph: UOp, replaced: dict[UOp, UOp]) -> UOp:
         if new_src != src:
             new_of[u] = new = UOp(u.op, u.dtype, new_src, u.arg)
             given = given_gradient(u)
+            if past and u.op is Ops.SHRINK and given is None and (read := past_writes(new)) is not None:
+                new_of[u] = read
+                continue
             if given is not None and not all([dtypes.is_float(n.dtype) for n in (u, *given[0])]):
                 carry_gradient_rule(u, new, new_of)
     return new_of.get(graph, graph)
