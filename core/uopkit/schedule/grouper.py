@@ -10,6 +10,7 @@ from uopkit.codegen.lowerer import move_index, pad_index
 from uopkit.dtype import dtypes, index_dtype
 from uopkit.schedule.gather_index import indexes_gathers, indexes_gathers_in, reads_same_index
 from uopkit.schedule.launch_consts import launch_const
+from uopkit.schedule.read_masks import read_masks
 from uopkit.schedule.shared_values import realize_deep_shared_values
 from uopkit.schedule.windows import mirror_bounds
 from uopkit.schedule.without_detach import stored_originals, without_detaches
@@ -964,27 +965,11 @@ def _store_buffer(store: UOp) -> UOp | None:
 _STORE = Ops.STORE
 
 
-def _not_store(u: UOp) -> bool:
-    return u.op is not _STORE
-
-
 def stored_reads(roots: Sequence[UOp], targets: Sequence[UOp]) -> list[tuple[int, bool]]:
     """For each root: a bit mask of the `targets` its value is computed from (reads of the storage as it is now, not
     through a STORE), and whether it also reads a STORE (then it must run after that STORE, not before)."""
     bit = {b: 1 << i for i, b in enumerate(targets)}
-    mask: dict[UOp, int] = {}
-    after_store: dict[UOp, bool] = {}
-    sink = UOp(Ops.SINK, src=tuple(roots))
-    for u in sink.toposort(gate=_not_store):
-        m = bit.get(u, 0)
-        st = False
-        for s in u.src:
-            if s.op is _STORE:
-                st = True
-            else:
-                m |= mask[s]
-                st = st or after_store[s]
-        mask[u], after_store[u] = m, st
+    mask, after_store = read_masks(roots, lambda u: bit.get(u, 0))
     # a root that is itself a STORE (an assign not being run now) is left alone
     return [(mask.get(r, 0), after_store.get(r, True)) for r in roots]
 

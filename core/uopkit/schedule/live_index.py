@@ -9,7 +9,8 @@ import weakref
 from collections.abc import Container, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from uopkit.schedule.grouper import _not_store, is_kernel_store
+from uopkit.schedule.grouper import is_kernel_store
+from uopkit.schedule.read_masks import read_masks
 from uopkit.uop.ops import Ops, UOp, uop_seq
 from uopkit.uop.weak_map import WeakKeyMap
 
@@ -161,20 +162,15 @@ class IndexedTensors:
             value = _pending_value(t.uop)
             roots.append(t.uop if value is None else value)
         bit: dict[UOp, int] = {}
-        mask: dict[UOp, int] = {}
-        after_store: dict[UOp, bool] = {}
-        for u in UOp(Ops.SINK, src=tuple(roots)).toposort(gate=_not_store):
-            m = 0
-            if u.op is _BUFFER:
-                m = bit[u] = 1 << len(bit)
-            st = False
-            for s in u.src:
-                if s.op is _STORE:
-                    st = True
-                else:
-                    m |= mask[s]
-                    st = st or after_store[s]
-            mask[u], after_store[u] = m, st
+
+        def bit_of(u: UOp) -> int:
+            # (each buffer read gets the next bit)
+            if u.op is not _BUFFER:
+                return 0
+            b = bit[u] = 1 << len(bit)
+            return b
+
+        mask, after_store = read_masks(roots, bit_of)
         seqs = [b.seq for b in bit]
         readers = self._readers
         added = 0
