@@ -13,6 +13,7 @@ from uopkit.plugin import BackendInfo, hookimpl
 from uopkit.plugin.manager import get_manager
 from uopkit.testing.test_allocator import test_allocator_hands_out_the_bytes_asked_for as suite_allocator_test
 from uopkit.testing.test_allocator import test_shared_memory_buffers_show_one_memory as suite_shared_memory_test
+from uopkit.testing.test_allocator import test_writes_at_an_offset as suite_writes_at_offset_test
 from uopkit.testing.test_alu import test_alu_ops as suite_alu_test
 from uopkit.testing.test_programs import test_vectors as suite_vectors_test
 from uopkit.testing.test_tensor import test_compile_error_shows_source as suite_compile_error_test
@@ -208,6 +209,7 @@ def test_allocator_handing_out_too_little_stops_the_suite() -> None:
 
 def test_allocator_check_passes_on_cpu() -> None:
     suite_allocator_test("CPU")
+    suite_writes_at_offset_test("CPU")
 
 
 def test_shared_memory_that_is_private_fails_the_suite() -> None:

@@ -85,6 +85,15 @@ class Allocator:
         self.copyout(staging, src)
         dest[:] = staging[offset:]
 
+    # a backend whose buffers the host can write a part of cheaply (no kernel, no queue: host memory) sets this and
+    # implements `copyin_at`: one element stored by `x[i] = number` is then written through it (tensor/direct_write.py)
+    writes_at_offset: bool = False
+
+    def copyin_at(self, dest: Any, src: memoryview, offset: int) -> None:
+        """Copy host bytes `src` (format "B", 1-D) into device buffer `dest` from `offset` bytes on; called with
+        ``offset + src.nbytes`` at most the buffer's size, only when the class sets ``writes_at_offset = True``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement copyin_at when writes_at_offset is set")
+
     # a backend that can copy between two of its devices without the host sets this and implements `transfer`
     supports_transfer: bool = False
 

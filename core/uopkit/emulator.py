@@ -232,6 +232,11 @@ class EmulatorAllocator(LRUAllocator):
     def copyout_at(self, dest: memoryview, src: np.ndarray, offset: int) -> None:
         np.frombuffer(dest, dtype=np.uint8)[:] = src[offset : offset + dest.nbytes]
 
+    writes_at_offset = True
+
+    def copyin_at(self, dest: np.ndarray, src: memoryview, offset: int) -> None:
+        dest[offset : offset + src.nbytes] = np.frombuffer(src, dtype=np.uint8)
+
     # EMULATOR and EMULATOR:1 share the host's memory
     supports_transfer = True
 

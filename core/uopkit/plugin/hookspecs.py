@@ -40,7 +40,8 @@ What a backend returns, per device name, is a :class:`BackendInfo`; what ``Backe
   src_device, dest_device)`` between two devices of the backend, called only when the class sets
   ``supports_transfer = True`` and both devices' allocators are of the same class, and optionally
   ``copyout_at(dest, src, offset)`` (with ``reads_at_offset = True``) for reading a part of a buffer (the default
-  copies its start out);
+  copies its start out), and optionally ``copyin_at(dest, src, offset)`` (with ``writes_at_offset = True``) for
+  writing a part of one (`x[i] = number` on a realized tensor then stores the element without a kernel);
 - a runtime: ``runtime(name, lib)`` returns a :class:`uopkit.device.Program`, called as
   ``prg(*bufs, global_size=..., local_size=..., vals=..., wait=...)``.
 

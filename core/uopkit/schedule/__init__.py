@@ -15,7 +15,6 @@ from uopkit.dtype import dtypes
 from uopkit.helpers import SPEC
 from uopkit.schedule.grouper import (
     ScheduleError,
-    _not_store,
     is_kernel_store,
     kernelize_graph,
     pending_writes,
@@ -45,6 +44,7 @@ from uopkit.schedule.history import (
 from uopkit.schedule.launch_consts import launch_values
 from uopkit.schedule.live_index import IndexedTensors, _pending_store
 from uopkit.schedule.packing import pack_panels
+from uopkit.schedule.read_masks import _not_store
 from uopkit.schedule.splitting import split_reduces
 from uopkit.schedule.unrealized import _carries_gradient, realized_views, unrealized_graph
 from uopkit.schedule.windows import window_inputs
@@ -714,7 +714,7 @@ def protect_pending_reads(
     # the write's inputs, so it gets the copy, as a reader of the STORE does
     others = [
         (t, m, st)
-        for t, m, st in live_tensors.readers_of(targets)
+        for t, m, st in live_tensors.readers_of(targets, chosen)
         if id(t) not in chosen and (not running or _pending_store(t.uop) not in running)
     ]
     # what the tensors being realized read depends on their graph's structure alone: a training step's graph (every

@@ -131,12 +131,18 @@ class IndexedTensors:
         self._catch_up()
         return [t for _, t, _ in self._valid(self._assigns)]
 
-    def readers_of(self, targets: Sequence[UOp]) -> list[tuple[Tensor, int, bool]]:
+    def readers_of(self, targets: Sequence[UOp], realizing: Container[int] = ()) -> list[tuple[Tensor, int, bool]]:
         """The computed live tensors whose values read the BUFFERs `targets` as they are now, oldest stamp first: each
         with the bit mask of the targets it reads and whether it also reads a STORE (an assign still to run reads what
-        its value reads, and counts as reading a STORE)."""
+        its value reads, and counts as reading a STORE). `realizing`: the ids of the tensors the realize asking
+        computes, which are not walked for their reads (the caller looks at them itself): the realize gives each a
+        new graph, so a new stamp, or puts back its old graph stamped anew if it fails (`LiveTensors.end`)."""
         self._catch_up()
-        if self._unread:
+        unread = self._unread
+        if unread and realizing:
+            for ref in [r for r in unread if id(r()) in realizing]:
+                del unread[ref]
+        if unread:
             self._index_reads()
         readers = self._readers
         found: dict[weakref.ref[Tensor], list[Any]] = {}

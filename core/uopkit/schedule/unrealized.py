@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterable
 
 from uopkit.dtype import dtypes
-from uopkit.schedule.grouper import _not_store
 from uopkit.schedule.history import (
     StaleReads,
     _check_not_overwritten,
@@ -14,6 +13,7 @@ from uopkit.schedule.history import (
     remembered_at,
     stale_sources,
 )
+from uopkit.schedule.read_masks import _not_store
 from uopkit.schedule.written_views import past_writes
 from uopkit.uop.ops import GroupOp, Ops, UOp
 from uopkit.uop.weak_map import WeakKeyMap

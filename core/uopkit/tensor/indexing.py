@@ -16,6 +16,7 @@ from uopkit.dtype import (
 )
 from uopkit.schedule import _storage_base, forget_source, live_tensors, shared_storage
 from uopkit.tensor import segments
+from uopkit.tensor.direct_write import store_element
 from uopkit.tensor.elementwise import _alpha_first_in_place
 from uopkit.tensor.grad_mode import is_grad_enabled
 from uopkit.tensor.index_errors import described
@@ -569,6 +570,8 @@ class IndexingMixin:
             return
         check_in_place_allowed(self, "setitem")
         check_several_views_write(self, value, "setitem")
+        if store_element(self, index, value):
+            return
         _share_storage(self)
         source = _detached_source(self)
         if source is not None:
@@ -984,10 +987,11 @@ class IndexingMixin:
                 raise
             return self._store(x, aliased_ok=True)
 
-    def _store(self, x: Any, aliased_ok: bool = False, picked: _Picked = None) -> bool:
+    def _store(self, x: Any, aliased_ok: bool = False, picked: _Picked = None, shared: bool = False) -> bool:
         # assign's STORE, not run: whether it writes through a view (of a live tensor, which must show it);
         # `aliased_ok`: the write may reach one element of storage through several of the view's (fill_'s one value);
-        # `picked()`: the elements written (bool, broadcast to self's shape), all of them when None
+        # `picked()`: the elements written (bool, broadcast to self's shape), all of them when None; `shared`: the
+        # caller gave self storage to share with its views already (`_share_storage`)
         if not isinstance(x, Tensor):
             _check_stored_scalar(x, self.dtype, "assign")
             x = Tensor(x, device=self.device, dtype=self.dtype)
@@ -1003,7 +1007,8 @@ class IndexingMixin:
         if self.numel() == 0:
             # nothing to write (a STORE of an empty view would make a kernel with an empty loop); found by the fuzzer
             return False
-        _share_storage(self)
+        if not shared:
+            _share_storage(self)
         target = _storage_uop(self.uop)
         if target.base.op is not _BUFFER:
             # an unrealized target gets a buffer of its own first
@@ -1166,7 +1171,7 @@ def _stage_in_place(t: Tensor, result: Tensor, op: str, picked: _Picked = None) 
         # (into a leaf that requires grad, or a view of one, the write is an update unseen by autograd: semantics.md)
         history = history_of_plain_storage(t, result)
     value_graph = result.uop
-    t._store(result, aliased_ok=op in _ONE_VALUE_WRITES or op in _PICKED_WRITES, picked=picked)
+    t._store(result, aliased_ok=op in _ONE_VALUE_WRITES or op in _PICKED_WRITES, picked=picked, shared=True)
     return t, history, value_graph, picked
 
 

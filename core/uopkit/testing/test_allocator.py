@@ -88,3 +88,21 @@ def test_reads_from_an_offset(uopkit_device: str) -> None:
         np.testing.assert_array_equal(got, data[start:stop], err_msg=f"elements [{start}, {stop})")
     raw = Buffer(uopkit_device, 13, dtypes.uint8).allocate().copyin(memoryview(np.arange(13, dtype=np.uint8)))
     np.testing.assert_array_equal(raw.as_numpy(5, 12), np.arange(5, 12, dtype=np.uint8))
+
+
+def test_writes_at_an_offset(uopkit_device: str) -> None:
+    """A part of a buffer written from the host (`Allocator.copyin_at`, where the backend sets `writes_at_offset`:
+    what `x[i] = number` stores without a kernel): the bytes asked for land at the offset, aligned or not, and the
+    others keep theirs."""
+    buf = Buffer(uopkit_device, 13, dtypes.uint8).allocate().copyin(memoryview(np.arange(13, dtype=np.uint8)))
+    allocator = buf.allocator
+    if not allocator.writes_at_offset:
+        pytest.skip(f"{uopkit_device}'s allocator doesn't write at an offset")
+    want = np.arange(13, dtype=np.uint8)
+    for offset, data in [(0, b"\xff"), (12, b"\xfe"), (3, b"\x10\x11\x12"), (5, bytes(range(100, 108)))]:
+        allocator.copyin_at(buf.opaque, memoryview(bytearray(data)), offset)
+        want[offset : offset + len(data)] = np.frombuffer(data, np.uint8)
+        np.testing.assert_array_equal(buf.as_numpy(), want, err_msg=f"{len(data)} bytes at {offset}")
+    allocator.copyin_at(buf.opaque, memoryview(b"\x01\x02"), 7)
+    want[7:9] = [1, 2]
+    np.testing.assert_array_equal(buf.as_numpy(), want, err_msg="read-only bytes at 7")

@@ -118,6 +118,15 @@ class CPUAllocator(LRUAllocator):
         assert 0 <= offset and offset + dest.nbytes <= src.size, f"copyout of {dest.nbytes} bytes at {offset}"
         ctypes.memmove(_address_of(dest), src.addr + offset, dest.nbytes)
 
+    writes_at_offset = True
+
+    def copyin_at(self, dest: CPUMemory, src: memoryview, offset: int) -> None:
+        assert 0 <= offset and offset + src.nbytes <= dest.size, f"copyin of {src.nbytes} bytes at {offset}"
+        if src.readonly:
+            _view(dest, offset + src.nbytes)[offset:] = src
+        else:
+            ctypes.memmove(dest.addr + offset, _address_of(src), src.nbytes)
+
     # CPU:0 and CPU:1 share the host's memory, so a transfer is a memmove
     supports_transfer = True
 
