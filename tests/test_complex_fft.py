@@ -824,6 +824,20 @@ def test_stft_istft_against_torch(kw):
     _close(Tensor.tensor(c).stft(8, hop_length=2), torch.tensor(c).stft(8, hop_length=2, return_complex=True))
 
 
+def test_stft_istft_take_torch_keyword_names():
+    # a port of `torch.stft(input=x, n_fft=...)` / `torch.istft(input=spec, ...)` calls the Tensor methods by keyword
+    x = _r((2, 40))
+    w = np.hanning(16).astype(np.float32)
+    kw = dict(n_fft=16, hop_length=4)
+    ours = Tensor.stft(input=Tensor(x), window=Tensor(w), return_complex=True, **kw)
+    theirs = torch.stft(input=torch.tensor(x), window=torch.tensor(w), return_complex=True, **kw)
+    _close(ours, theirs, rtol=1e-4, atol=1e-5)
+    back = Tensor.istft(input=ours, window=Tensor(w), length=40, **kw)
+    _close(back, torch.istft(input=theirs, window=torch.tensor(w), length=40, **kw), rtol=1e-4, atol=1e-5)
+    with pytest.raises(TypeError):
+        Tensor.stft(Tensor(x), 16, out=Tensor(x))  # torch.stft has no out=
+
+
 def test_linalg_eig_of_real_matrices():
     a = _r((2, 4, 4), np.float64)
     w, v = linalg.eig(Tensor(a))

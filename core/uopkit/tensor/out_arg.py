@@ -28,7 +28,7 @@ _NO_OUT = """reshape permute transpose swapaxes swapdims movedim moveaxis squeez
 chunk
 tensor_split split roll flip unbind t diagonal select ravel clone detach zeros_like ones_like full_like empty_like
 rand_like randn_like masked_fill softmax log_softmax allclose equal isclose isnan isinf isfinite repeat_interleave tile
-rot90 fliplr flipud relu expand broadcast_to diag_embed dist""".split()
+rot90 fliplr flipud relu expand broadcast_to diag_embed dist stft istft""".split()
 
 
 def takes_out(name: str, torch_keywords: dict[str, dict[str, int]]) -> bool:

@@ -30,7 +30,7 @@ moveaxis squeeze unsqueeze flatten unflatten narrow chunk tensor_split roll flip
 scatter scatter_add scatter_reduce index_add index_fill index_copy masked_select masked_scatter tril triu diagonal
 diag diag_embed trace t unbind tile repeat_interleave rot90 fliplr flipud nonzero select ravel matmul mm bmm mv dot
 outer kron cross addmm baddbmm bucketize histc clone zeros_like ones_like full_like empty_like rand_like randn_like
-detach multinomial bernoulli poisson""".split()
+detach multinomial bernoulli poisson stft istft""".split()
 
 # torch.X(tensors, ...): a sequence of tensors in the place of the tensor itself
 _TENSORS_FIRST = "cat concat concatenate stack hstack vstack dstack".split()
