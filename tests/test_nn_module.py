@@ -1293,3 +1293,45 @@ def test_state_set_later_takes_torchs_place_in_the_order():
     assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert [n for n, _ in ours.named_children()] == [n for n, _ in theirs.named_children()]
+
+
+REGISTRATIONS = {
+    # a torch-style module's plain None attribute, a None parameter slot, and a parameter: what registering a name
+    # over each, or setting a module there, raises (or not) in torch
+    "buffer over plain None": lambda m, lib, T: m.register_buffer("mask", T([1.0])),
+    "parameter over plain None": lambda m, lib, T: m.register_parameter("mask", lib.Parameter(T([1.0]))),
+    "module over plain None": lambda m, lib, T: m.add_module("mask", lib.Linear(1, 1)),
+    "buffer over None parameter": lambda m, lib, T: m.register_buffer("b", T([1.0])),
+    "parameter over None parameter": lambda m, lib, T: m.register_parameter("b", lib.Parameter(T([1.0]))),
+    "buffer after del": lambda m, lib, T: (delattr(m, "mask"), m.register_buffer("mask", T([1.0]))),
+    "parameter set over plain None": lambda m, lib, T: setattr(m, "mask", lib.Parameter(T([1.0]))),
+    "module set over parameter": lambda m, lib, T: setattr(m, "w", lib.Linear(1, 1)),
+    "module set over None parameter": lambda m, lib, T: setattr(m, "b", lib.Linear(1, 1)),
+    "module set over buffer": lambda m, lib, T: setattr(m, "buf", lib.Linear(1, 1)),
+    "bias of Linear(bias=False)": lambda m, lib, T: lib.Linear(2, 2, bias=False).register_parameter(
+        "bias", lib.Parameter(T([1.0, 2.0]))
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REGISTRATIONS))
+def test_registration_over_held_names_as_torch(case):
+    def outcome(lib, T):
+        class M(lib.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = lib.Parameter(T([1.0]))
+                self.register_parameter("b", None)
+                self.register_buffer("buf", T([1.0]))
+                self.mask = None
+
+        m = M()
+        try:
+            REGISTRATIONS[case](m, lib, T)
+        except (KeyError, TypeError) as e:
+            return type(e)
+        return sorted(name for name, _ in m.named_parameters()), sorted(name for name, _ in m.named_buffers())
+
+    theirs = outcome(torch.nn, torch.tensor)
+    ours = outcome(nn, Tensor)
+    assert ours == theirs

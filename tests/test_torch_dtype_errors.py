@@ -92,3 +92,47 @@ def test_unusable_device_raises_at_once(make):
     # torch raises when the tensor is made or moved; not later, at its first use
     with pytest.raises(DeviceError, match="CUDA|NOSUCHDEVICE"):
         make()
+
+
+_B, _I, _F = [True, False], [3, 2], [1.5, 2.0]
+BINARY_DTYPE_CASES = {
+    # (op, self: values and dtype, other: values and dtype or a Python number, the name our error gives); compared
+    # with torch's answer: its exception type, or its values and dtype
+    "pow(bool, bool)": (lambda a, b: a.pow(b), (_B, "bool"), (_B, "bool"), "pow"),
+    "True ** bool": (lambda a, b: b.__rpow__(a), True, (_B, "bool"), "pow"),
+    "bool ** True": (lambda a, b: a**b, (_B, "bool"), True, "pow"),
+    "bool ** False": (lambda a, b: a**b, (_B, "bool"), False, "pow"),
+    "bool ** 2": (lambda a, b: a**b, (_B, "bool"), 2, "pow"),
+    "bool << True": (lambda a, b: a << b, (_B, "bool"), True, "lshift"),
+    "bool >> True": (lambda a, b: a >> b, (_B, "bool"), True, "rshift"),
+    "lerp(float32, float64)": (lambda a, b: a.lerp(b, 0.5), (_F, "float32"), (_F, "float64"), "lerp"),
+    "lerp(float32, w=float64)": (lambda a, b: a.lerp(a, b), (_F, "float32"), (_F, "float64"), "lerp"),
+    "isclose(float32, int32)": (lambda a, b: a.isclose(b), (_F, "float32"), (_I, "int32"), "isclose"),
+    "dot(bool, bool)": (lambda a, b: a.dot(b), (_B, "bool"), (_B, "bool"), "matmul"),
+    "mm(bool, bool)": (lambda a, b: a.reshape(1, 2).mm(b.reshape(2, 1)), (_B, "bool"), (_B, "bool"), "matmul"),
+    "mv(bool, bool)": (lambda a, b: a.reshape(1, 2).mv(b), (_B, "bool"), (_B, "bool"), "matmul"),
+    "clamp(bool, True)": (lambda a, b: a.clamp(None, b), (_B, "bool"), True, "clamp"),
+    "clamp(bool, bool, bool)": (lambda a, b: a.clamp(b, b), (_B, "bool"), (_B, "bool"), "clamp"),
+    "clamp(bool, min=bool)": (lambda a, b: a.clamp(min=b), (_B, "bool"), (_B, "bool"), "clamp"),
+}
+
+
+@pytest.mark.parametrize("case", list(BINARY_DTYPE_CASES))
+def test_binary_dtype_refusals_as_torch(case):
+    fn, x, y, name = BINARY_DTYPE_CASES[case]
+
+    def make(lib_tensor, arg):
+        return arg if not isinstance(arg, tuple) else lib_tensor(arg[0], arg[1])
+
+    ours = _outcome(fn, *(make(lambda v, d: Tensor(np.array(v)).cast(d), a) for a in (x, y)))
+    theirs = _outcome(fn, *(make(lambda v, d: torch.tensor(v, dtype=getattr(torch, d)), a) for a in (x, y)))
+    if isinstance(theirs, Exception):
+        assert isinstance(ours, type(theirs)), f"{case}: {ours!r}, torch raises {theirs!r}"
+        assert str(ours).startswith(f"{name}:"), str(ours)
+    else:
+        assert not isinstance(ours, Exception), f"{case}: {ours!r}, torch gives {theirs}"
+        assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.") or (ours.dtype.name, theirs.dtype) == (
+            "int",
+            torch.int64,
+        ), case
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

@@ -55,71 +55,20 @@ from uopkit.nn.hooks import (  # noqa: F401  (the registration hooks: torch.nn.m
     run_registration_hooks,
 )
 from uopkit.nn.module_dicts import ModuleDicts
+from uopkit.nn.parameter import (  # noqa: F401  (_unpickled_parameter: pickles made before it moved name it here)
+    Parameter,
+    _as_parameter,
+    _described,
+    _is_parameter,
+    _is_state_tensor,
+    _unpickled_parameter,
+)
 from uopkit.nn.state_hooks import MARKS, StateHooks, _child, _StateDictHooks, load_module_state, save_mark
 from uopkit.tensor import Tensor
-from uopkit.tensor.copies import deep_copy
-from uopkit.tensor.support import _canonical_device, _mark_view
-from uopkit.tensor.tensor import _unpickled_tensor
+from uopkit.tensor.support import _canonical_device
 from uopkit.uop.ops import Ops
 
 __all__ = ["Module", "Parameter", "ModuleList", "ModuleDict"]
-
-
-class Parameter(Tensor):
-    """A tensor that is a module's parameter (torch.nn.Parameter): it requires a gradient unless told otherwise and
-    shows `data`'s contents (an in-place write into either shows in the other). Operations on it give plain Tensors.
-
-    >>> p = Parameter(Tensor([1.0, 2.0]))
-    >>> p.requires_grad, isinstance(p, Tensor)
-    (True, True)
-    """
-
-    __slots__ = ()
-
-    def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
-        if data is None:
-            data = Tensor.empty(0)
-        if not isinstance(data, Tensor):
-            raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}")
-        if data.uop.base.op is Ops.BUFFER:
-            # stored data: the parameter shows it (torch's Parameter shares its storage)
-            super().__init__(data.detach())
-            _mark_view(self, data)
-        else:
-            # a lazy value gets a buffer of its own: equal lazy values are one node, and two parameters made from
-            # `Tensor.ones(3)` would share a gradient
-            super().__init__(data.detach().contiguous())
-        self.requires_grad = requires_grad
-
-    def __repr__(self) -> str:
-        return "Parameter containing:\n" + super().__repr__()
-
-    # copies of a Parameter are Parameters, as torch's (`copy.deepcopy(model)` for an EMA model, a pickled model)
-
-    def __copy__(self) -> Tensor:
-        return _as_parameter(super().__copy__())
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
-        # without its .grad, as torch's Parameter (a plain tensor's copy keeps it): a model copied after backward()
-        # (a target network, a copy to fine-tune) starts with no gradients, and its first backward() isn't added to
-        # the original's
-        return _as_parameter(deep_copy(self, memo, with_grad=False))
-
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        _, args = super().__reduce__()
-        return _unpickled_parameter, args
-
-
-def _as_parameter(t: Tensor) -> Tensor:
-    """`t`, a plain tensor just made that no one else holds (a layer's new weight, a copy of a parameter), turned into a
-    Parameter in place: no copy, no view, no kernel (a Parameter holds nothing a Tensor doesn't)."""
-    if type(t) is Tensor:
-        t.__class__ = Parameter
-    return t
-
-
-def _unpickled_parameter(*args: Any) -> Tensor:
-    return _as_parameter(_unpickled_tensor(*args))
 
 
 class _ModuleState:
@@ -346,24 +295,6 @@ def _unbound(fn: Callable[..., Any]) -> Callable[..., Any]:
     return lambda _module, *args, **kwargs: fn(*args, **kwargs)
 
 
-def _is_parameter(t: Tensor) -> bool:
-    # a Parameter, or a tensor that requires (or once required: a frozen layer's weight) a gradient
-    return isinstance(t, Parameter) or bool(t._requires_grad) or t._wanted_grad
-
-
-def _described(value: Any) -> str:
-    # what an error names a value by: a tensor by its shape, dtype and whether it requires grad
-    if isinstance(value, Tensor):
-        kind = type(value).__name__
-        return f"a {kind} of shape {value.shape} and dtype {value.dtype.name} (requires_grad={value.requires_grad})"
-    return f"{type(value).__name__!r}"
-
-
-def _is_state_tensor(t: Tensor) -> bool:
-    # a parameter, or a buffer the built-in layers mark by requires_grad=False; a plain tensor (None) is not state
-    return isinstance(t, Parameter) or t._requires_grad is not None
-
-
 class Module(StateHooks, ModuleDicts):
     """The base of every layer (torch.nn.Module): subclass it, set layers and parameters as attributes in `__init__`,
     compute in `forward`; call the module to run it. See the module docstring for what counts as a parameter, a buffer
@@ -404,6 +335,11 @@ class Module(StateHooks, ModuleDicts):
     def __setattr__(self, name: str, value: Any) -> None:
         st = self.__dict__.get("_module_state")
         if isinstance(value, (Parameter, Module)):
+            if isinstance(value, Module) and self._kind_of_held(name, st) == "parameter":
+                raise TypeError(
+                    f"{type(self).__name__}: cannot assign module {type(value).__name__} as parameter {name!r} (a "
+                    "Parameter or None expected): `del` the parameter first"
+                )
             if st is not None and name in st.buffers:
                 # a parameter or a module takes the name over from a buffer, as torch's
                 st.buffers.discard(name)
@@ -416,6 +352,11 @@ class Module(StateHooks, ModuleDicts):
                 value = run_registration_hooks(kind, self, name, value)
         if name in self.__dict__ and (value is None or isinstance(value, (Tensor, Module))):
             self._reorder(name, value, st)
+        elif value is None and st is not None and name not in st.buffers:
+            # a new plain attribute set to None in a module made by Module.__init__ (torch-style code): no slot of
+            # state, so register_buffer & co. refuse the name, as torch's (the built-in layers' `self.bias = None`
+            # made without the state stays free for any kind)
+            self._none_slot(name, "attribute")
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -444,6 +385,13 @@ class Module(StateHooks, ModuleDicts):
         if _is_parameter(value):
             return "parameter"
         return "buffer" if _is_state_tensor(value) else None
+
+    def _kind_of_held(self, name: str, st: _ModuleState | None) -> str | None:
+        """The kind of state `name` holds now: "parameter", "buffer", "module", "attribute" (a plain None set by
+        torch-style code), or None (unset, a plain value, or a None of no known kind)."""
+        if name not in self.__dict__:
+            return None
+        return self._state_kind(name, self.__dict__[name], st)
 
     def _reorder(self, name: str, value: Any, st: _ModuleState | None) -> None:
         """Before held `name` is set to `value` (a tensor, module or None): torch keeps each kind of state in a dict
@@ -610,7 +558,8 @@ class Module(StateHooks, ModuleDicts):
             return not hasattr(type(self), name)
         old = self.__dict__[name]
         if old is None:
-            return True
+            held = self._kind_of_held(name, self.__dict__.get("_module_state"))
+            return held is None or held == kind
         if kind == "module":
             return isinstance(old, Module) or (callable(old) and not isinstance(old, Tensor))
         if not isinstance(old, Tensor):

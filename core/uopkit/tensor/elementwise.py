@@ -834,6 +834,13 @@ class ElementwiseMixin:
             raise UnsupportedDTypeError(
                 f"lerp: needs float tensors, got {self.dtype} and {ends_dtype} (as PyTorch); cast with .float() first"
             )
+        weight_dtype = weight.dtype if isinstance(weight, Tensor) and weight.ndim else self.dtype
+        if ends_dtype is not self.dtype or weight_dtype is not self.dtype:
+            # torch takes no promotion here: end (and a weight of 1 or more dims) must have self's dtype
+            raise DTypeError(
+                f"lerp: end and a non-scalar weight need the input's dtype {self.dtype}, got end {ends_dtype}"
+                f"{f' and weight {weight.dtype}' if isinstance(weight, Tensor) else ''}; cast them with .cast() first"
+            )
         x, end_t = self._broadcasted(end, False, "lerp")
         # (a numpy scalar weight as a Python number: its comparisons would be numpy bools)
         weight = _py_number(weight)
@@ -1019,8 +1026,8 @@ class ElementwiseMixin:
         return self._shift(Ops.SHR, x, reverse, "rshift")
 
     def _shift(self, op: Ops, x: Any, reverse: bool, name: str) -> Tensor:
-        if self.dtype == dtypes.bool and not reverse and not isinstance(x, Tensor):
-            # bool << number promotes like bool + number
+        if self.dtype == dtypes.bool and not reverse and not isinstance(x, (Tensor, bool, np.bool_)):
+            # bool << number promotes like bool + number (bool << True stays bool, which doesn't shift: raises below)
             return self.cast(dtypes.default_int)._shift(op, x, reverse, name)
         bits = self.dtype.itemsize * 8
         if not reverse and type(x) is int and dtypes.is_int(self.dtype) and 0 <= x < bits:

@@ -31,6 +31,7 @@ from uopkit.tensor.resample import (
 from uopkit.tensor.support import (
     ArgumentError,
     ShapeError,
+    UnsupportedDTypeError,
     _as_key,
     _broadcast_shape,
     _check_same_device,
@@ -103,6 +104,10 @@ class LinalgMixin:
         n, k, m = x.shape[-2], x.shape[-1], w.shape[-1]
         batch = _broadcast_shape(x.shape[:-2], w.shape[:-2], "matmul")
         out_dt = least_upper_dtype(x.dtype, w.dtype)
+        if out_dt == dtypes.bool:
+            raise UnsupportedDTypeError(
+                "matmul: a product of two bool tensors isn't defined (as PyTorch); cast them with .int() first"
+            )
         mul_dt = _product_dtype(out_dt)
         xb = x.cast(mul_dt).reshape(x.shape[:-2] + (n, 1, k))._broadcast_to(batch + (n, m, k))
         # (the scheduler may store a large row-major w in panels for the device: schedule/packing.py)

@@ -470,6 +470,9 @@ class MathMixin:
         >>> Tensor([1.0, 2.0]).isclose(Tensor([1.0 + 1e-7, 2.1])).tolist()
         [True, False]
         """
+        if isinstance(other, Tensor) and other.dtype is not self.dtype:
+            # torch compares tensors of one dtype only (a number is taken in self's)
+            raise DTypeError(f"isclose: needs tensors of one dtype, got {self.dtype} and {other.dtype}; cast one first")
         a, b = self._broadcasted(other, op="isclose")
         ret = a == b
         if dtypes.is_float(a.dtype):
@@ -532,6 +535,13 @@ class MathMixin:
             if not isinstance(bound, Tensor):
                 _check_stored_scalar(bound, x.dtype, op)
         if not dtypes.is_float(x.dtype):
+            one_bound = hi if lo is None else lo if hi is None else None
+            if x.dtype == dtypes.bool and not isinstance(one_bound, Tensor):
+                # torch clamps bools by one tensor bound only (its maximum or minimum); number bounds or two don't
+                raise UnsupportedDTypeError(
+                    f"{op}: a bool tensor clamps only against one bool tensor bound (as PyTorch); got bounds "
+                    f"{type(lo).__name__} and {type(hi).__name__}: cast the tensor with .int() for number bounds"
+                )
             t = x if lo_t is None else x.maximum(lo_t)
             return t if hi_t is None else t.minimum(hi_t)
         # x itself where it equals a bound, as torch's max(x, lo) and min(., hi) (clamp(-0.0, min=0) is -0.0); a NaN
@@ -585,6 +595,11 @@ class MathMixin:
             # even power (-2.0 ** 5001 is inf), and 1e5 raises
             _check_stored_scalar(x, self.dtype, "pow")
             x = _rounded_to(float(x), self.dtype)
+        if isinstance(x, bool) and self.dtype == dtypes.bool:
+            if reverse:
+                raise UnsupportedDTypeError(f"pow: {x} ** a bool tensor has no bool power (as PyTorch): cast to int")
+            # torch's exponents 1 and 0 of a bool tensor: the tensor itself, or ones, still bool
+            return self if x else Tensor.full(self.shape, True, device=self.device)
         if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer():
             if self.dtype == dtypes.bool:
                 # bool ** number promotes like bool + number (torch: bool ** 2 is an integer tensor)
@@ -617,7 +632,10 @@ class MathMixin:
             return base.sqrt() if x > 0 else base.rsqrt()
         a, b = self._broadcasted(x, reverse, "pow")
         if a.dtype == dtypes.bool:
-            a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
+            raise UnsupportedDTypeError(
+                f"pow: a bool base with a bool exponent has no bool power (as PyTorch), got {self.dtype} and "
+                f"{x.dtype if isinstance(x, Tensor) else type(x).__name__}; cast one operand with .int() first"
+            )
         if dtypes.is_int(a.dtype):
             known = x.bit_length() if not reverse and isinstance(x, int) and x >= 0 else None
             return _integer_power(a, b, known)
