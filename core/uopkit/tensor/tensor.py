@@ -53,6 +53,7 @@ from uopkit.tensor import lapack as _lapack_module
 from uopkit.tensor import leaf_constructors as _leaf_constructors_module
 from uopkit.tensor import leaves as _leaves
 from uopkit.tensor import linalg as _linalg_module
+from uopkit.tensor import lobpcg as _lobpcg_module
 from uopkit.tensor import losses as _losses_module
 from uopkit.tensor import math as _math_module
 from uopkit.tensor import matrix as _matrix_module
@@ -966,6 +967,7 @@ for _module in (
     _sharing_module,
     _interop_module,
     _nan_bits_module,
+    _lobpcg_module,
     _printing_module,
     _schedule_module,
     _write_history_module,

@@ -15,6 +15,7 @@ import numpy as np
 
 from uopkit.dtype import DType, dtypes, to_dtype
 from uopkit.engine.realize import capturing
+from uopkit.tensor import lobpcg as _lobpcg
 from uopkit.tensor.generator import Generator
 from uopkit.tensor.support import ArgumentError, DTypeError, ShapeError, UnsupportedDTypeError
 
@@ -223,6 +224,40 @@ class TorchFunctionsMixin:
         if np.isnan(rates).any() or (rates < 0).any():
             raise ArgumentError("poisson: invalid Poisson rate, expected rate to be non-negative (and not NaN)")
         return _host_draw("poisson", Tensor._rng(generator).poisson(rates), self)
+
+    @staticmethod
+    def lobpcg(
+        A: Tensor,  # noqa: N803
+        k: int | None = None,
+        B: Tensor | None = None,  # noqa: N803
+        X: Tensor | None = None,  # noqa: N803
+        n: int | None = None,
+        iK: Tensor | None = None,  # noqa: N803
+        niter: int | None = None,
+        tol: float | None = None,
+        largest: bool | None = None,
+        method: str | None = None,
+        tracker: Any = None,
+        ortho_iparams: Any = None,
+        ortho_fparams: Any = None,
+        ortho_bparams: Any = None,
+    ) -> tuple[Tensor, Tensor]:
+        """The k largest (largest=False: smallest) eigenpairs of symmetric A (..., m, m), or of A x = e B x with B
+        symmetric positive definite, by LOBPCG, as torch.lobpcg: returns (E (..., k), X (..., m, k)), E sorted from
+        the most extreme. X (..., m, n) is the starting block (default: n = k random columns from the global
+        stream), iK a preconditioner, niter the most iterations (default 1000, negative: until converged), tol the
+        relative residual to reach (default: the square root of the dtype's epsilon); m must be at least 3 n.
+        method and the ortho_* settings are accepted and the orthogonalization is always the robust one; tracker is
+        not supported. Runs on the host (tensor/lobpcg.py). E carries a gradient to A and B; X is a constant, and
+        its signs are arbitrary (torch's too).
+
+        >>> e, x = Tensor.lobpcg(Tensor.diag(Tensor([1.0, 2.0, 3.0, 4.0])), k=1)
+        >>> round(e.item(), 4)
+        4.0
+        """
+        return _lobpcg.lobpcg(
+            A, k, B, X, n, iK, niter, tol, largest, method, tracker, ortho_iparams, ortho_fparams, ortho_bparams
+        )
 
     @staticmethod
     def binomial(count: Tensor, prob: Tensor, generator: Generator | None = None) -> Tensor:
